@@ -1,0 +1,218 @@
+/* echomq.h: the one public header of libechomq.
+ *
+ * echomq gives C programs reliable, at-least-once work queues on Redis and
+ * Valkey Streams consumer groups. This header declares opaque handles, one
+ * status type, one error struct, and accessor functions. Every function that
+ * can fail returns an emq_status and fills an optional caller-owned
+ * emq_error. Each declaration states who owns what it returns.
+ *
+ * Threads: a handle is used by one thread at a time. Distinct handles may be
+ * used on distinct threads without locking. Replies may be freed on any
+ * thread.
+ */
+#ifndef ECHOMQ_H
+#define ECHOMQ_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(EMQ_BUILDING_LIBRARY) && defined(__GNUC__)
+#define EMQ_EXPORT __attribute__((visibility("default")))
+#else
+#define EMQ_EXPORT
+#endif
+
+/* ---- version -------------------------------------------------------- */
+
+#define EMQ_VERSION_MAJOR 0
+#define EMQ_VERSION_MINOR 1
+#define EMQ_VERSION_PATCH 0
+/* 0xMMmmpp: compare with >= to test for a feature at compile time. */
+#define EMQ_VERSION_HEX                                                        \
+    ((EMQ_VERSION_MAJOR << 16) | (EMQ_VERSION_MINOR << 8) | EMQ_VERSION_PATCH)
+#define EMQ_VERSION_STRING "0.1.0"
+
+/* The EMQ_VERSION_HEX of the library actually loaded at run time. */
+EMQ_EXPORT unsigned emq_version(void);
+/* The version as text, e.g. "0.1.0". Static storage; never NULL. */
+EMQ_EXPORT const char *emq_version_str(void);
+
+/* ---- status and errors ---------------------------------------------- */
+
+/* Every failing call returns one of these negative categories. A reply that
+ * is a server error (-BUSYGROUP ..., -WRONGTYPE ...) is NOT a failure at the
+ * connection layer: it comes back as a reply of type EMQ_REPLY_ERROR. A
+ * higher layer that fails because of such a reply returns EMQ_ESERVER with
+ * the reply text in the emq_error message. */
+typedef enum emq_status {
+    EMQ_OK = 0,
+    EMQ_EINVAL = -1,    /* bad argument, configuration or URL */
+    EMQ_ENOMEM = -2,    /* an allocation failed */
+    EMQ_EPROTO = -3,    /* the peer broke the protocol or a reply limit */
+    EMQ_EIO = -4,       /* transport failure: refused, reset, closed */
+    EMQ_ETIMEDOUT = -5, /* connect or command timeout expired */
+    EMQ_ETLS = -6,      /* TLS handshake or certificate failure */
+    EMQ_EAUTH = -7,     /* authentication refused (NOAUTH, WRONGPASS) */
+    EMQ_ESERVER = -8,   /* the server answered with an error reply */
+    EMQ_ELIMIT = -9,    /* a named local limit would be exceeded */
+    EMQ_ECLOSED = -10,  /* the handle is broken or closed; reconnect */
+    EMQ_ERESOLVE = -11, /* host name could not be resolved */
+    EMQ_EAGAIN = -12    /* no complete result yet (incremental APIs) */
+} emq_status;
+
+#define EMQ_ERROR_MESSAGE_MAX 256
+
+/* Caller-owned error detail. Pass NULL wherever you do not need it. */
+typedef struct emq_error {
+    emq_status code; /* EMQ_OK when nothing failed */
+    int retriable;   /* 1: the same call may succeed later (timeout, reset) */
+    char message[EMQ_ERROR_MESSAGE_MAX]; /* one sentence for a human */
+} emq_error;
+
+/* A short description of a status. Static storage; never NULL, also for
+ * values that are not an emq_status. */
+EMQ_EXPORT const char *emq_strerror(emq_status status);
+/* The symbolic name of a status, e.g. "EMQ_ETIMEDOUT". Never NULL. */
+EMQ_EXPORT const char *emq_status_name(emq_status status);
+
+/* ---- configuration ---------------------------------------------------- */
+
+/* One configuration object, set by property name. The property table is in
+ * docs/CONFIGURATION.md (generated from the library). */
+typedef struct emq_conf emq_conf_t;
+
+/* Returns a conf with every default; NULL only when out of memory.
+ * Caller owns the result; free with emq_conf_destroy. */
+EMQ_EXPORT emq_conf_t *emq_conf_new(void);
+/* Caller owns the copy; NULL when out of memory. */
+EMQ_EXPORT emq_conf_t *emq_conf_dup(const emq_conf_t *conf);
+/* Frees conf; NULL is a no-op. Wipes secrets before freeing. */
+EMQ_EXPORT void emq_conf_destroy(emq_conf_t *conf);
+/* Sets property name to value (copied). EMQ_EINVAL names the property and
+ * why the value is refused; a value for "password" is never echoed. On
+ * failure the conf is unchanged. */
+EMQ_EXPORT emq_status emq_conf_set(emq_conf_t *conf, const char *name,
+                                   const char *value, emq_error *err);
+/* Copies the current value of property name into buf (NUL-terminated,
+ * truncated to size). The password reads back as "(set)" or "". */
+EMQ_EXPORT emq_status emq_conf_get(const emq_conf_t *conf, const char *name,
+                                   char *buf, size_t size, emq_error *err);
+/* Describes property index i (0-based) of the table: name, default and one
+ * line of documentation, all static storage. Returns EMQ_EINVAL past the
+ * end. Used to generate docs/CONFIGURATION.md. */
+EMQ_EXPORT emq_status emq_conf_property(size_t i, const char **name,
+                                        const char **default_value,
+                                        const char **doc);
+
+/* ---- replies ---------------------------------------------------------- */
+
+/* A reply tree from the server. Read it through the accessors below. The
+ * strings are views into the received bytes (no copy) and stay valid until
+ * the reply is freed. A reply is independent of the connection that read
+ * it: it may outlive it and may be freed on another thread. */
+typedef struct emq_reply emq_reply;
+
+typedef enum emq_reply_type {
+    EMQ_REPLY_STRING = 1,   /* bulk string '$' */
+    EMQ_REPLY_STATUS = 2,   /* simple string '+' */
+    EMQ_REPLY_ERROR = 3,    /* simple '-' or blob '!' error */
+    EMQ_REPLY_INTEGER = 4,  /* ':' */
+    EMQ_REPLY_NULL = 5,     /* '_', and RESP2 '$-1' and '*-1' */
+    EMQ_REPLY_ARRAY = 6,    /* '*' */
+    EMQ_REPLY_MAP = 7,      /* '%': elements alternate key, value */
+    EMQ_REPLY_SET = 8,      /* '~' */
+    EMQ_REPLY_PUSH = 9,     /* '>' out-of-band message */
+    EMQ_REPLY_DOUBLE = 10,  /* ',' */
+    EMQ_REPLY_BOOL = 11,    /* '#' */
+    EMQ_REPLY_BIGNUM = 12,  /* '(' kept as its decimal text */
+    EMQ_REPLY_VERBATIM = 13 /* '=' text with a 3-letter format */
+} emq_reply_type;
+
+EMQ_EXPORT emq_reply_type emq_reply_kind(const emq_reply *r);
+/* Text of STRING, STATUS, ERROR, BIGNUM, VERBATIM (without "fmt:") and the
+ * source text of DOUBLE; NULL for other types. *len gets its length (may be
+ * NULL). Borrowed; valid until the reply tree is freed. Not NUL-terminated
+ * in general: always use the length. */
+EMQ_EXPORT const char *emq_reply_str(const emq_reply *r, size_t *len);
+/* INTEGER value, or BOOL as 0/1; 0 for other types. */
+EMQ_EXPORT long long emq_reply_integer(const emq_reply *r);
+/* DOUBLE value; 0.0 for other types. */
+EMQ_EXPORT double emq_reply_double(const emq_reply *r);
+/* Number of elements of ARRAY, SET, PUSH, and MAP (counting keys and
+ * values: a map of 2 pairs has 4); 0 for other types. */
+EMQ_EXPORT size_t emq_reply_len(const emq_reply *r);
+/* Element i of an aggregate, or NULL when out of range or not aggregate.
+ * Borrowed from r. */
+EMQ_EXPORT const emq_reply *emq_reply_at(const emq_reply *r, size_t i);
+/* The 3-letter format of a VERBATIM reply ("txt", "mkd"), "" otherwise. */
+EMQ_EXPORT const char *emq_reply_format(const emq_reply *r);
+/* The RESP3 attribute map sent before this reply, or NULL. Borrowed. */
+EMQ_EXPORT const emq_reply *emq_reply_attribute(const emq_reply *r);
+/* 1 when r is an error reply whose text starts with prefix (for example
+ * "BUSYGROUP"), compared up to the first space. */
+EMQ_EXPORT int emq_reply_is_error(const emq_reply *r, const char *prefix);
+/* Frees a whole reply tree obtained from the library; NULL is a no-op.
+ * Only the root may be freed: never an element. */
+EMQ_EXPORT void emq_reply_free(emq_reply *r);
+
+/* ---- connection ------------------------------------------------------- */
+
+/* One connection to one server: TCP, unix socket or TLS, with AUTH, SELECT
+ * and CLIENT SETNAME on connect, command timeouts, pipelining and
+ * reconnection with capped exponential backoff. */
+typedef struct emq_conn emq_conn_t;
+
+/* Connects using conf (borrowed: copied, the caller keeps and frees it).
+ * On success *out is caller-owned; free with emq_conn_destroy. On failure
+ * *out is NULL and err says what is wrong: a bad URL (EMQ_EINVAL), refused
+ * connection (EMQ_EIO), timeout (EMQ_ETIMEDOUT), TLS (EMQ_ETLS), or a
+ * refused password (EMQ_EAUTH). */
+EMQ_EXPORT emq_status emq_conn_new(const emq_conf_t *conf, emq_conn_t **out,
+                                   emq_error *err);
+/* Closes and frees; NULL is a no-op. */
+EMQ_EXPORT void emq_conn_destroy(emq_conn_t *conn);
+
+/* Sends one command (argv of argc binary-safe byte strings; argvlen may be
+ * NULL for NUL-terminated strings) and waits for its reply. An error reply
+ * from the server is a success of this call: inspect emq_reply_kind.
+ * On success *reply is caller-owned; free with emq_reply_free. Fails with
+ * EMQ_ECLOSED when replies of appended commands are still unread, and with
+ * the sticky transport error once the connection has broken. */
+EMQ_EXPORT emq_status emq_conn_command(emq_conn_t *conn, int argc,
+                                       const char *const *argv,
+                                       const size_t *argvlen,
+                                       emq_reply **reply, emq_error *err);
+/* Pipelining: append a command to the output buffer without sending.
+ * Fails with EMQ_ELIMIT when the pipeline limit (conf pipeline.max) or the
+ * output buffer cap would be exceeded. */
+EMQ_EXPORT emq_status emq_conn_append(emq_conn_t *conn, int argc,
+                                      const char *const *argv,
+                                      const size_t *argvlen, emq_error *err);
+/* Sends whatever is appended and returns the next reply in order.
+ * *reply is caller-owned; free with emq_reply_free. EMQ_EINVAL when no
+ * reply is outstanding. */
+EMQ_EXPORT emq_status emq_conn_get_reply(emq_conn_t *conn, emq_reply **reply,
+                                         emq_error *err);
+/* Number of appended commands whose replies have not been read yet. */
+EMQ_EXPORT size_t emq_conn_pending(const emq_conn_t *conn);
+/* Drops the current transport (any unread replies are lost) and connects
+ * again, sleeping a capped exponential backoff with jitter between
+ * attempts, up to conf reconnect.max_attempts. Returns the last attempt's
+ * error when all fail. */
+EMQ_EXPORT emq_status emq_conn_reconnect(emq_conn_t *conn, emq_error *err);
+/* 1 once a transport failure or protocol error broke the connection. */
+EMQ_EXPORT int emq_conn_is_broken(const emq_conn_t *conn);
+/* How many times the connection was re-established since emq_conn_new. */
+EMQ_EXPORT uint64_t emq_conn_reconnects(const emq_conn_t *conn);
+/* The socket descriptor, for poll-based integration; -1 when broken. */
+EMQ_EXPORT int emq_conn_fd(const emq_conn_t *conn);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* ECHOMQ_H */

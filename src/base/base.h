@@ -1,0 +1,94 @@
+/* base: allocation, errors and capped buffers shared by every layer.
+ *
+ * Internal header (not installed). Every allocation in the library goes
+ * through emq_alloc and friends so a test can make the Nth allocation fail
+ * and check that every out-of-memory path returns EMQ_ENOMEM cleanly.
+ */
+#ifndef EMQ_BASE_H
+#define EMQ_BASE_H
+
+#include "echomq.h"
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#if defined(__GNUC__)
+#define EMQ_PRINTF(f, a) __attribute__((format(printf, f, a)))
+#define EMQ_LIKELY(x) __builtin_expect(!!(x), 1)
+#define EMQ_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#else
+#define EMQ_PRINTF(f, a)
+#define EMQ_LIKELY(x) (x)
+#define EMQ_UNLIKELY(x) (x)
+#endif
+
+/* ---- alloc.c ---------------------------------------------------------- */
+
+/* malloc/calloc/realloc/free that can be made to fail for tests. Return
+ * NULL on failure, like the libc calls. emq_realloc leaves ptr untouched
+ * when it fails. */
+void *emq_alloc(size_t size);
+void *emq_calloc(size_t n, size_t size);
+void *emq_realloc(void *ptr, size_t size);
+void emq_free(void *ptr);
+/* Caller owns the copy (free with emq_free); NULL when out of memory. */
+char *emq_strdup(const char *s);
+char *emq_strndup(const char *s, size_t n);
+/* Overwrites n bytes in a way the compiler may not elide (secrets). */
+void emq_wipe(void *p, size_t n);
+
+/* Test hooks. emq_alloc_fail_at(n): the nth allocation from now (1-based)
+ * fails, and only that one; 0 disarms. emq_alloc_live(): allocations not
+ * yet freed, for leak checks after each test. */
+void emq_alloc_fail_at(uint64_t n);
+uint64_t emq_alloc_live(void);
+/* Number of allocation calls since start; lets a test walk N over a path. */
+uint64_t emq_alloc_calls(void);
+
+/* ---- error.c ---------------------------------------------------------- */
+
+/* Fills err (may be NULL) with code, retriable and a formatted message, and
+ * returns code, so callers can write `return emq_error_set(err, ...)`. */
+emq_status emq_error_set(emq_error *err, emq_status code, int retriable,
+                         const char *fmt, ...) EMQ_PRINTF(4, 5);
+emq_status emq_error_vset(emq_error *err, emq_status code, int retriable,
+                          const char *fmt, va_list ap);
+/* Clears err (may be NULL) to EMQ_OK with an empty message. */
+void emq_error_clear(emq_error *err);
+/* Prefixes err's message with "context: " (keeps code and retriable). */
+void emq_error_prefix(emq_error *err, const char *fmt, ...) EMQ_PRINTF(2, 3);
+/* Copies at most max bytes of untrusted text into out (size bytes) as
+ * printable ASCII: other bytes become '?', so server text and user input
+ * never put control characters into a message. Returns out. */
+char *emq_printable(char *out, size_t size, const char *text, size_t len);
+
+/* ---- buf.c ------------------------------------------------------------ */
+
+/* A growable byte buffer with a hard cap: it never grows past max bytes. */
+typedef struct emq_buf {
+    char *data;   /* emq_alloc'd; NULL until first growth */
+    size_t len;   /* bytes in use */
+    size_t cap;   /* bytes allocated */
+    size_t max;   /* hard cap on cap; 0 means SIZE_MAX/2 */
+    const char *name; /* the limit's name, for the error ("output buffer") */
+} emq_buf;
+
+void emq_buf_init(emq_buf *b, size_t max, const char *name);
+/* Frees the storage and resets to empty. */
+void emq_buf_free(emq_buf *b);
+/* Ensures room for extra more bytes. EMQ_ELIMIT (naming b->name and max)
+ * or EMQ_ENOMEM on failure; the buffer is unchanged then. */
+emq_status emq_buf_reserve(emq_buf *b, size_t extra, emq_error *err);
+emq_status emq_buf_append(emq_buf *b, const void *p, size_t n, emq_error *err);
+/* Removes the first n bytes (n <= len). */
+void emq_buf_consume(emq_buf *b, size_t n);
+
+/* ---- time.c ----------------------------------------------------------- */
+
+/* Monotonic clock in milliseconds. */
+int64_t emq_now_ms(void);
+/* Sleeps ms milliseconds (restarts on EINTR). */
+void emq_sleep_ms(int64_t ms);
+
+#endif /* EMQ_BASE_H */

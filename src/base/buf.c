@@ -1,0 +1,65 @@
+/* buf.c: growable byte buffers with a hard cap (see emq_buf in base.h).
+ *
+ * Growth doubles up to the cap, so appends are amortised O(1). The cap
+ * turns runaway growth into EMQ_ELIMIT naming the buffer and its limit.
+ */
+#include "base.h"
+
+#include <string.h>
+
+void emq_buf_init(emq_buf *b, size_t max, const char *name) {
+    b->data = NULL;
+    b->len = 0;
+    b->cap = 0;
+    b->max = max ? max : SIZE_MAX / 2;
+    b->name = name;
+}
+
+void emq_buf_free(emq_buf *b) {
+    emq_free(b->data);
+    b->data = NULL;
+    b->len = 0;
+    b->cap = 0;
+}
+
+emq_status emq_buf_reserve(emq_buf *b, size_t extra, emq_error *err) {
+    if (b->cap - b->len >= extra)
+        return EMQ_OK;
+    if (extra > b->max - b->len)
+        return emq_error_set(err, EMQ_ELIMIT, 0,
+                             "%s would grow to more than its limit of %zu "
+                             "bytes (%zu in use, %zu more needed)",
+                             b->name, b->max, b->len, extra);
+    size_t want = b->len + extra;
+    size_t cap = b->cap ? b->cap : 256;
+    while (cap < want)
+        cap = cap > b->max / 2 ? b->max : cap * 2;
+    char *data = emq_realloc(b->data, cap);
+    if (data == NULL)
+        return emq_error_set(err, EMQ_ENOMEM, 0,
+                             "out of memory growing %s to %zu bytes", b->name,
+                             cap);
+    b->data = data;
+    b->cap = cap;
+    return EMQ_OK;
+}
+
+emq_status emq_buf_append(emq_buf *b, const void *p, size_t n,
+                          emq_error *err) {
+    emq_status st = emq_buf_reserve(b, n, err);
+    if (st != EMQ_OK)
+        return st;
+    if (n)
+        memcpy(b->data + b->len, p, n);
+    b->len += n;
+    return EMQ_OK;
+}
+
+void emq_buf_consume(emq_buf *b, size_t n) {
+    if (n >= b->len) {
+        b->len = 0;
+        return;
+    }
+    memmove(b->data, b->data + n, b->len - n);
+    b->len -= n;
+}

@@ -1,0 +1,110 @@
+/* error.c: status names, descriptions and the emq_error helpers.
+ *
+ * Messages are one sentence for a human. Text from outside (server replies,
+ * user input) is passed through emq_printable before it reaches a message.
+ */
+#include "base.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static const struct {
+    emq_status status;
+    const char *name;
+    const char *text;
+} statuses[] = {
+    {EMQ_OK, "EMQ_OK", "success"},
+    {EMQ_EINVAL, "EMQ_EINVAL", "invalid argument or configuration"},
+    {EMQ_ENOMEM, "EMQ_ENOMEM", "out of memory"},
+    {EMQ_EPROTO, "EMQ_EPROTO", "protocol error from the server"},
+    {EMQ_EIO, "EMQ_EIO", "connection failed or was lost"},
+    {EMQ_ETIMEDOUT, "EMQ_ETIMEDOUT", "timed out"},
+    {EMQ_ETLS, "EMQ_ETLS", "TLS failure"},
+    {EMQ_EAUTH, "EMQ_EAUTH", "authentication failed"},
+    {EMQ_ESERVER, "EMQ_ESERVER", "the server replied with an error"},
+    {EMQ_ELIMIT, "EMQ_ELIMIT", "a configured limit would be exceeded"},
+    {EMQ_ECLOSED, "EMQ_ECLOSED", "connection is closed or broken"},
+    {EMQ_ERESOLVE, "EMQ_ERESOLVE", "host name could not be resolved"},
+    {EMQ_EAGAIN, "EMQ_EAGAIN", "no complete result yet"},
+};
+
+const char *emq_strerror(emq_status status) {
+    for (size_t i = 0; i < sizeof statuses / sizeof statuses[0]; i++)
+        if (statuses[i].status == status)
+            return statuses[i].text;
+    return "unknown status";
+}
+
+const char *emq_status_name(emq_status status) {
+    for (size_t i = 0; i < sizeof statuses / sizeof statuses[0]; i++)
+        if (statuses[i].status == status)
+            return statuses[i].name;
+    return "EMQ_UNKNOWN";
+}
+
+emq_status emq_error_vset(emq_error *err, emq_status code, int retriable,
+                          const char *fmt, va_list ap) {
+    if (err) {
+        err->code = code;
+        err->retriable = retriable;
+        vsnprintf(err->message, sizeof err->message, fmt, ap);
+    }
+    return code;
+}
+
+emq_status emq_error_set(emq_error *err, emq_status code, int retriable,
+                         const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    emq_error_vset(err, code, retriable, fmt, ap);
+    va_end(ap);
+    return code;
+}
+
+void emq_error_clear(emq_error *err) {
+    if (err) {
+        err->code = EMQ_OK;
+        err->retriable = 0;
+        err->message[0] = '\0';
+    }
+}
+
+void emq_error_prefix(emq_error *err, const char *fmt, ...) {
+    if (err == NULL)
+        return;
+    char prefix[EMQ_ERROR_MESSAGE_MAX];
+    char old[EMQ_ERROR_MESSAGE_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(prefix, sizeof prefix, fmt, ap);
+    va_end(ap);
+    memcpy(old, err->message, sizeof old);
+    /* Assemble by hand: snprintf of two full buffers trips
+     * -Wformat-truncation, and truncation is what we want here. */
+    size_t n = strnlen(prefix, sizeof prefix);
+    size_t cap = sizeof err->message - 1;
+    if (n > cap)
+        n = cap;
+    memcpy(err->message, prefix, n);
+    if (n + 2 <= cap) {
+        memcpy(err->message + n, ": ", 2);
+        n += 2;
+    }
+    size_t rest = strnlen(old, sizeof old);
+    if (rest > cap - n)
+        rest = cap - n;
+    memcpy(err->message + n, old, rest);
+    err->message[n + rest] = '\0';
+}
+
+char *emq_printable(char *out, size_t size, const char *text, size_t len) {
+    if (size == 0)
+        return out;
+    size_t n = len < size - 1 ? len : size - 1;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)text[i];
+        out[i] = (c >= 0x20 && c < 0x7f) ? (char)c : '?';
+    }
+    out[n] = '\0';
+    return out;
+}

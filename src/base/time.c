@@ -1,0 +1,19 @@
+/* time.c: the monotonic clock and sleeping, for timeouts and backoff. */
+#include "base.h"
+
+#include <errno.h>
+#include <time.h>
+
+int64_t emq_now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+void emq_sleep_ms(int64_t ms) {
+    if (ms <= 0)
+        return;
+    struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) == -1 && errno == EINTR)
+        ;
+}

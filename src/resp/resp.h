@@ -1,0 +1,86 @@
+/* resp: the RESP2/RESP3 reply parser and the command encoder.
+ *
+ * Internal header (not installed). This layer never touches a socket: bytes
+ * go in through emq_resp_feed (or emq_resp_reserve + emq_resp_commit, which
+ * let a caller read(2) straight into the reader's buffer) and replies come
+ * out of emq_resp_next. Parsing resumes at any byte boundary.
+ *
+ * Memory: each reply is one allocation (its node array). Strings are views
+ * into the reader's receive chunk; the reply holds a reference on that
+ * chunk, so it stays valid after further feeds and after the reader is
+ * freed, until emq_reply_free.
+ *
+ * Limits: a bulk length, an aggregate element count or a nesting depth
+ * beyond its limit is a protocol error naming the limit and its value. No
+ * memory is allocated for an aggregate until all of its bytes have arrived,
+ * so a hostile length costs nothing but the bytes actually received.
+ */
+#ifndef EMQ_RESP_H
+#define EMQ_RESP_H
+
+#include "../base/base.h"
+
+/* Default limits. max_bulk matches redis-server's proto-max-bulk-len. */
+#define EMQ_RESP_DEFAULT_MAX_BULK ((size_t)512 * 1024 * 1024)
+#define EMQ_RESP_DEFAULT_MAX_DEPTH 16
+#define EMQ_RESP_DEFAULT_MAX_ELEMENTS ((size_t)1 << 24)
+/* A receive chunk larger than this is released once it holds no unparsed
+ * bytes, so one huge reply does not pin memory for the connection's life. */
+#define EMQ_RESP_IDLE_CHUNK_MAX ((size_t)64 * 1024)
+/* Longest header line (type byte, length or number, CRLF) accepted. Simple
+ * strings and errors are lines too, so this also bounds them. */
+#define EMQ_RESP_DEFAULT_MAX_LINE ((size_t)64 * 1024)
+
+typedef struct emq_resp_limits {
+    size_t max_bulk;     /* longest bulk/blob/verbatim string, bytes */
+    size_t max_depth;    /* deepest nesting of aggregates */
+    size_t max_elements; /* most elements in one aggregate (map: pairs*2) */
+    size_t max_line;     /* longest simple line (status, error, number) */
+} emq_resp_limits;
+
+/* Fills l with the defaults above. */
+void emq_resp_limits_default(emq_resp_limits *l);
+
+typedef struct emq_resp_reader emq_resp_reader;
+
+/* Creates a reader with the given limits (NULL: defaults). Caller owns the
+ * result; free with emq_resp_reader_free. NULL when out of memory. */
+emq_resp_reader *emq_resp_reader_new(const emq_resp_limits *limits);
+/* Frees the reader; replies already returned stay valid. NULL is a no-op. */
+void emq_resp_reader_free(emq_resp_reader *r);
+
+/* Copies len bytes into the reader. EMQ_ENOMEM, or the sticky error once
+ * the reader has failed. */
+emq_status emq_resp_feed(emq_resp_reader *r, const char *buf, size_t len,
+                         emq_error *err);
+/* Returns in *space at least min writable bytes at the end of the reader's
+ * buffer (*avail gets how many), for a read(2) straight into it. Follow
+ * with emq_resp_commit(r, n) for the n bytes actually written. */
+emq_status emq_resp_reserve(emq_resp_reader *r, size_t min, char **space,
+                            size_t *avail, emq_error *err);
+void emq_resp_commit(emq_resp_reader *r, size_t n);
+
+/* Parses the next complete reply.
+ *   EMQ_OK:     *out is a caller-owned reply; free with emq_reply_free.
+ *   EMQ_EAGAIN: the bytes so far do not hold a whole reply; feed more.
+ *   EMQ_EPROTO: malformed input or a limit exceeded (err names which);
+ *               the reader is then broken for good (sticky).
+ *   EMQ_ENOMEM: out of memory; sticky as well.
+ * *out is NULL whenever the status is not EMQ_OK. */
+emq_status emq_resp_next(emq_resp_reader *r, emq_reply **out, emq_error *err);
+/* Bytes received and not yet returned as replies. */
+size_t emq_resp_buffered(const emq_resp_reader *r);
+/* Non-zero once the reader has failed; every later call returns it. */
+emq_status emq_resp_failed(const emq_resp_reader *r);
+
+/* Appends the RESP encoding of a command (an array of bulk strings) to out.
+ * argvlen may be NULL when every argument is NUL-terminated. Binary-safe.
+ * EMQ_EINVAL for argc < 1 or a NULL argument; EMQ_ELIMIT/EMQ_ENOMEM from
+ * the buffer, which is then unchanged. */
+emq_status emq_resp_encode(emq_buf *out, int argc, const char *const *argv,
+                           const size_t *argvlen, emq_error *err);
+/* Exact number of bytes emq_resp_encode would append. */
+size_t emq_resp_encoded_len(int argc, const char *const *argv,
+                            const size_t *argvlen);
+
+#endif /* EMQ_RESP_H */

@@ -188,7 +188,7 @@ emq_status emq_transport_tcp_connect(const char *host, int port,
     hints.ai_socktype = SOCK_STREAM;
     hints.ai_flags = AI_ADDRCONFIG | AI_NUMERICSERV;
     int gai = getaddrinfo(host, service, &hints, &res);
-    if (gai == EAI_ADDRFAMILY || gai == EAI_NONAME) {
+    if (gai == EAI_NONAME) {
         /* AI_ADDRCONFIG hides ::1 on hosts with only loopback IPv6. */
         hints.ai_flags = AI_NUMERICSERV;
         gai = getaddrinfo(host, service, &hints, &res);

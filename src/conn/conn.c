@@ -233,7 +233,7 @@ static emq_status read_reply(emq_conn_t *c, int64_t deadline,
             return EMQ_OK;
         }
         if (st == EMQ_EPROTO) {
-            emq_error_prefix(e, "protocol error from %s", c->name);
+            emq_error_prefix(e, "reply from %s", c->name);
             return EMQ_EPROTO;
         }
         if (st != EMQ_EAGAIN)
@@ -513,11 +513,13 @@ static emq_status connect_once(emq_conn_t *c, emq_error *err) {
         }
 #endif
     }
-    if (st == EMQ_ETIMEDOUT)
+    if (st == EMQ_ETIMEDOUT && err) {
+        char what[EMQ_ERROR_MESSAGE_MAX];
+        memcpy(what, err->message, sizeof what);
         emq_error_set(err, EMQ_ETIMEDOUT, 1,
-                      "connect to %s timed out after %lld ms "
-                      "(connect_timeout_ms)",
-                      c->name, (long long)conf->connect_timeout_ms);
+                      "%.200s after %lld ms (connect_timeout_ms)", what,
+                      (long long)conf->connect_timeout_ms);
+    }
     if (st != EMQ_OK)
         return st;
     emq_resp_limits limits;

@@ -43,4 +43,17 @@ emq_status emq_keys_for_stream(const char *stream, emq_keys *out,
 char *emq_keys_join(const emq_keys *k, const char *part1, const char *part2);
 void emq_keys_free(emq_keys *k);
 
+/* A stream entry ID: milliseconds and sequence number. */
+typedef struct emq_stream_id {
+    uint64_t ms;
+    uint64_t seq;
+} emq_stream_id;
+
+/* Parses "ms" or "ms-seq" (each 1..20 digits, within 64 bits, nothing
+ * else: no sign, no spaces, not "-", "+", "$" or ">"). Returns 0 and fills
+ * *out (may be NULL), or -1 when text is not such an ID. */
+int emq_stream_id_parse(const char *text, size_t len, emq_stream_id *out);
+/* -1, 0 or 1 as a is before, equal to or after b. */
+int emq_stream_id_cmp(emq_stream_id a, emq_stream_id b);
+
 #endif /* EMQ_KEYS_H */

@@ -102,3 +102,28 @@ TEST(keys_allocation_failures) {
     }
     ASSERT_EQ_INT(failures, 3); /* stream, prefix and dead names */
 }
+
+TEST(stream_id_parse) {
+    emq_stream_id id;
+    ASSERT_EQ_INT(emq_stream_id_parse("5", 1, &id), 0);
+    ASSERT(id.ms == 5 && id.seq == 0);
+    ASSERT_EQ_INT(emq_stream_id_parse("1732924800123-7", 15, &id), 0);
+    ASSERT(id.ms == 1732924800123ULL && id.seq == 7);
+    ASSERT_EQ_INT(emq_stream_id_parse("18446744073709551615-18446744073709551615",
+                                      41, &id), 0);
+    ASSERT(id.ms == UINT64_MAX && id.seq == UINT64_MAX);
+    const char *bad[] = {"", "abc", "-", "+", "$", ">", "1-2-3", "-1", "1-",
+                         "-0", " 1", "1 ", "+1", "18446744073709551616",
+                         "1-18446744073709551616", "0x10", "1.5"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        if (emq_stream_id_parse(bad[i], strlen(bad[i]), NULL) != -1)
+            FAIL("'%s' parsed as a stream ID", bad[i]);
+}
+
+TEST(stream_id_compare) {
+    emq_stream_id a = {1, 5}, b = {1, 6}, c = {2, 0};
+    ASSERT_EQ_INT(emq_stream_id_cmp(a, b), -1);
+    ASSERT_EQ_INT(emq_stream_id_cmp(b, a), 1);
+    ASSERT_EQ_INT(emq_stream_id_cmp(b, c), -1);
+    ASSERT_EQ_INT(emq_stream_id_cmp(c, c), 0);
+}

@@ -108,6 +108,23 @@ EMQ_EXPORT emq_status emq_conf_property(size_t i, const char **name,
                                         const char **default_value,
                                         const char **doc);
 
+/* Levels of log messages (syslog numbering). */
+typedef enum emq_log_level {
+    EMQ_LOG_ERROR = 3,
+    EMQ_LOG_WARNING = 4,
+    EMQ_LOG_INFO = 6,
+    EMQ_LOG_DEBUG = 7
+} emq_log_level;
+
+/* Receives one log line (no trailing newline), on the thread that logs. */
+typedef void (*emq_log_fn)(void *opaque, emq_log_level level,
+                           const char *message);
+/* Routes the log lines of every handle made from conf to fn (NULL: the
+ * default, one line on stderr). Lines above conf's log.level are not
+ * produced. Messages never contain a password. */
+EMQ_EXPORT void emq_conf_set_log(emq_conf_t *conf, emq_log_fn fn,
+                                 void *opaque);
+
 /* ---- replies ---------------------------------------------------------- */
 
 /* A reply tree from the server. Read it through the accessors below. The

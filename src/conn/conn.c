@@ -23,7 +23,7 @@
  */
 #include "conn.h"
 
-#include "../base/conf.h"
+#include "conf.h"
 #include "../resp/resp.h"
 #include "transport.h"
 

@@ -7,7 +7,7 @@
  */
 #include "harness/test.h"
 #include "base/base.h"
-#include "base/conf.h"
+#include "conn/conf.h"
 #include "resp/resp.h"
 
 #include <stdlib.h>
@@ -32,7 +32,7 @@ TEST(conf_defaults_read_back_as_the_table_says) {
                 FAIL("property %s listed twice", name);
         }
     }
-    ASSERT_EQ_SIZE(n, 22);
+    ASSERT_EQ_SIZE(n, 37);
     ASSERT_STATUS(emq_conf_property(n, &name, &def, &doc), EMQ_EINVAL, NULL);
     /* A few defaults spelled out, and the typed fields behind them. */
     ASSERT_EQ_STR(c->url, "redis://127.0.0.1:6379");
@@ -269,5 +269,52 @@ TEST(conf_set_out_of_memory_leaves_value) {
     emq_alloc_fail_at(0);
     ASSERT_STATUS(st, EMQ_ENOMEM, &err);
     ASSERT_EQ_STR(c->user, "alice");
+    emq_conf_destroy(c);
+}
+
+TEST(conf_choice_properties) {
+    emq_conf_t *c = emq_conf_new();
+    emq_error err;
+    char buf[64];
+    ASSERT_EQ_INT(c->group_lost_fatal, 0);
+    ASSERT_OK(emq_conf_set(c, "on_group_lost", "fatal", &err), &err);
+    ASSERT_EQ_INT(c->group_lost_fatal, 1);
+    ASSERT_OK(emq_conf_get(c, "on_group_lost", buf, sizeof buf, &err), &err);
+    ASSERT_EQ_STR(buf, "fatal");
+    ASSERT_STATUS(emq_conf_set(c, "on_group_lost", "ignore", &err), EMQ_EINVAL,
+                  &err);
+    ASSERT_EQ_STR(err.message,
+                  "invalid on_group_lost 'ignore': use recreate or fatal");
+    ASSERT_EQ_INT(c->group_lost_fatal, 1); /* unchanged on failure */
+    ASSERT_STATUS(emq_conf_set(c, "log.level", "loud", &err), EMQ_EINVAL, &err);
+    ASSERT_EQ_STR(err.message,
+                  "invalid log.level 'loud': use error, warning, info or debug");
+    ASSERT_OK(emq_conf_set(c, "log.level", "debug", &err), &err);
+    ASSERT_EQ_INT(c->log_level, EMQ_LOG_DEBUG);
+    emq_conf_destroy(c);
+}
+
+static int log_calls;
+static char log_last[256];
+static void capture_log(void *opaque, emq_log_level level,
+                        const char *message) {
+    (void)opaque;
+    if (level == EMQ_LOG_WARNING)
+        log_calls++;
+    snprintf(log_last, sizeof log_last, "%s", message);
+}
+
+TEST(conf_log_callback_and_level) {
+    emq_conf_t *c = emq_conf_new();
+    emq_conf_set_log(c, capture_log, NULL);
+    emq_conf_log(c, EMQ_LOG_WARNING, "disk %d%% full", 91);
+    ASSERT_EQ_INT(log_calls, 1);
+    ASSERT_EQ_STR(log_last, "disk 91% full");
+    emq_conf_log(c, EMQ_LOG_INFO, "not shown at level warning");
+    ASSERT_EQ_STR(log_last, "disk 91% full");
+    emq_conf_t *copy = emq_conf_dup(c); /* the callback travels with it */
+    emq_conf_log(copy, EMQ_LOG_WARNING, "from the copy");
+    ASSERT_EQ_INT(log_calls, 2);
+    emq_conf_destroy(copy);
     emq_conf_destroy(c);
 }

@@ -24,7 +24,7 @@
 #define P_CONNECT_TIMEOUT "connect_timeout_ms"
 #define P_COMMAND_TIMEOUT "command_timeout_ms"
 #define P_RECONNECT_ATTEMPTS "reconnect.max_attempts"
-#define P_RECONNECT_BASE "reconnect.backoff_base_ms"
+#define P_RECONNECT_BASE "reconnect.backoff_min_ms"
 #define P_RECONNECT_MAX "reconnect.backoff_max_ms"
 #define P_TLS_CA "tls.ca_file"
 #define P_TLS_CERT "tls.cert_file"

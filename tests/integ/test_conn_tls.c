@@ -22,8 +22,10 @@ static emq_srv *tls_server(emq_srv_cert cert, emq_srv_client_auth auth) {
     emq_srv *s = emq_srv_try_start(&o, why, sizeof why);
     if (s == NULL && strstr(why, "exited"))
         SKIP("redis-server exited on a TLS config: built without TLS?");
-    if (s == NULL)
+    if (s == NULL) {
+        emq_srv_print_failure();
         FAIL("TLS server did not start: %s", why);
+    }
     return s;
 }
 

@@ -12,6 +12,7 @@
 #include "integ/conn_helpers.h"
 
 #include <pthread.h>
+#include <stdlib.h>
 #include <unistd.h>
 
 TEST(conn_tcp_round_trip) {
@@ -181,6 +182,70 @@ TEST(conn_error_reply_is_a_value_and_connection_survives) {
     emq_srv_stop(s);
 }
 
+TEST(conn_pipeline_error_reply_in_the_middle_keeps_order) {
+    emq_srv *s = emq_srv_start(NULL);
+    emq_conn_t *c = connect_url(emq_srv_url(s));
+    emq_error err;
+    const char *set[] = {"SET", "str", "x"};
+    const char *bad[] = {"XGROUP", "CREATE", "str", "g", "$"};
+    const char *incr[] = {"INCR", "n"};
+    const char *unknown[] = {"NO-SUCH-COMMAND"};
+    ASSERT_OK(emq_conn_append(c, 3, set, NULL, &err), &err);
+    ASSERT_OK(emq_conn_append(c, 5, bad, NULL, &err), &err);
+    ASSERT_OK(emq_conn_append(c, 2, incr, NULL, &err), &err);
+    ASSERT_OK(emq_conn_append(c, 1, unknown, NULL, &err), &err);
+    ASSERT_OK(emq_conn_append(c, 2, incr, NULL, &err), &err);
+    emq_reply *r[5];
+    for (int i = 0; i < 5; i++)
+        ASSERT_OK(emq_conn_get_reply(c, &r[i], &err), &err);
+    ASSERT_REPLY_TEXT(r[0], EMQ_REPLY_STATUS, "OK");
+    ASSERT(emq_reply_is_error(r[1], "WRONGTYPE"));
+    ASSERT_EQ_INT(emq_reply_integer(r[2]), 1);
+    ASSERT(emq_reply_is_error(r[3], "ERR"));
+    ASSERT_EQ_INT(emq_reply_integer(r[4]), 2);
+    for (int i = 0; i < 5; i++)
+        emq_reply_free(r[i]);
+    ASSERT_EQ_INT(emq_conn_is_broken(c), 0);
+    emq_conn_destroy(c);
+    emq_srv_stop(s);
+}
+
+/* Returns the number of calls of cmd ("select", "client|setname", "auth")
+ * in the server's INFO commandstats, 0 when never called. */
+static long calls_of(const emq_srv *s, const char *cmd) {
+    char out[8192], key[64];
+    ASSERT_EQ_INT(emq_srv_cmd(s, out, sizeof out, "INFO", "commandstats",
+                              NULL),
+                  '$');
+    snprintf(key, sizeof key, "cmdstat_%s:calls=", cmd);
+    const char *p = strstr(out, key);
+    return p ? strtol(p + strlen(key), NULL, 10) : 0;
+}
+
+TEST(conn_handshake_sends_only_what_is_configured) {
+    emq_srv *s = emq_srv_start(NULL);
+    long pings = calls_of(s, "ping"); /* the fixture's readiness probes */
+    emq_conn_t *c = connect_url(emq_srv_url(s));
+    emq_reply *r = CMD(c, "PING");
+    emq_reply_free(r);
+    emq_conn_destroy(c);
+    /* No password, db 0, no name: no AUTH, SELECT or SETNAME was sent. */
+    ASSERT_EQ_INT(calls_of(s, "auth"), 0);
+    ASSERT_EQ_INT(calls_of(s, "select"), 0);
+    ASSERT_EQ_INT(calls_of(s, "client|setname"), 0);
+    ASSERT_EQ_INT(calls_of(s, "ping"), pings + 1); /* ours only */
+
+    emq_conf_t *conf = conf_for(emq_srv_url(s));
+    conf_set(conf, P_DB, "2");
+    conf_set(conf, P_CLIENT_NAME, "named");
+    c = connect_ok(conf);
+    emq_conf_destroy(conf);
+    emq_conn_destroy(c);
+    ASSERT_EQ_INT(calls_of(s, "select"), 1);
+    ASSERT_EQ_INT(calls_of(s, "client|setname"), 1);
+    emq_srv_stop(s);
+}
+
 /* ---- AUTH and ACL ----------------------------------------------------- */
 
 TEST(conn_auth_requirepass_success) {
@@ -253,6 +318,59 @@ TEST(conn_wrongpass_is_eauth_and_never_echoes_password) {
     emq_srv_stop(s);
 }
 
+TEST(conn_wrong_password_in_url_is_never_echoed) {
+    emq_srv_opts o = {.extra_config = "user alice on >pw ~* +@all"};
+    emq_srv *s = emq_srv_start(&o);
+    char url[128];
+    snprintf(url, sizeof url, "redis://alice:Zebra-9-secret@127.0.0.1:%d",
+             emq_srv_port(s));
+    emq_conf_t *conf = conf_for(url);
+    emq_error err;
+    connect_fails(conf, EMQ_EAUTH, &err);
+    ASSERT_NOT_CONTAINS(err.message, "Zebra-9-secret");
+    ASSERT_NOT_CONTAINS(err.message, "Zebra");
+    emq_conf_destroy(conf);
+    /* The same URL with the right password works. */
+    snprintf(url, sizeof url, "redis://alice:pw@127.0.0.1:%d",
+             emq_srv_port(s));
+    conf = conf_for(url);
+    emq_conn_t *c = connect_ok(conf);
+    emq_conf_destroy(conf);
+    emq_reply *r = CMD(c, "ACL", "WHOAMI");
+    ASSERT_REPLY_TEXT(r, EMQ_REPLY_STRING, "alice");
+    emq_reply_free(r);
+    emq_conn_destroy(c);
+    emq_srv_stop(s);
+}
+
+TEST(conn_resp3_hello_authenticates_and_maps_come_back) {
+    emq_srv_opts o = {.extra_config = "user alice on >pw ~* +@all"};
+    emq_srv *s = emq_srv_start(&o);
+    emq_conf_t *conf = conf_for(emq_srv_url(s));
+    conf_set(conf, "protocol", "3");
+    conf_set(conf, P_USER, "alice");
+    conf_set(conf, P_PASSWORD, "pw");
+    conf_set(conf, P_CLIENT_NAME, "resp3-client");
+    emq_conn_t *c = connect_ok(conf);
+    emq_conf_destroy(conf);
+    emq_reply *r = CMD(c, "HSET", "h", "f", "v");
+    emq_reply_free(r);
+    r = CMD(c, "HGETALL", "h");
+    ASSERT_EQ_INT(emq_reply_kind(r), EMQ_REPLY_MAP);
+    ASSERT_EQ_SIZE(emq_reply_len(r), 2);
+    ASSERT_REPLY_TEXT(emq_reply_at(r, 0), EMQ_REPLY_STRING, "f");
+    ASSERT_REPLY_TEXT(emq_reply_at(r, 1), EMQ_REPLY_STRING, "v");
+    emq_reply_free(r);
+    r = CMD(c, "ACL", "WHOAMI");
+    ASSERT_REPLY_TEXT(r, EMQ_REPLY_STRING, "alice");
+    emq_reply_free(r);
+    r = CMD(c, "CLIENT", "GETNAME");
+    ASSERT_REPLY_TEXT(r, EMQ_REPLY_STRING, "resp3-client");
+    emq_reply_free(r);
+    emq_conn_destroy(c);
+    emq_srv_stop(s);
+}
+
 TEST(conn_password_for_server_without_password_is_eauth) {
     emq_srv *s = emq_srv_start(NULL);
     emq_conf_t *conf = conf_for(emq_srv_url(s));
@@ -302,6 +420,9 @@ TEST(conn_select_out_of_range_names_the_db) {
         emq_conn_destroy(conn);
     ASSERT(st != EMQ_OK);
     ASSERT(conn == NULL);
+    /* A database the server lacks is a configuration error, not transient. */
+    ASSERT_STATUS(st, EMQ_EINVAL, &err);
+    ASSERT_EQ_INT(err.retriable, 0);
     ASSERT_CONTAINS(err.message, "99");
     ASSERT_CONTAINS_CI(err.message, "out of range");
     emq_conf_destroy(conf);

@@ -699,7 +699,8 @@ emq_status emq_conn_reconnect(emq_conn_t *conn, emq_error *err) {
     emq_error e;
     emq_error_clear(&e);
     emq_status st = EMQ_EIO;
-    for (int64_t attempt = 0; attempt < conf->max_attempts; attempt++) {
+    int64_t attempt = 0;
+    for (; attempt < conf->max_attempts; attempt++) {
         if (attempt > 0)
             emq_sleep_ms(emq_backoff_delay(conf->backoff_min_ms,
                                            conf->backoff_max_ms,
@@ -713,9 +714,14 @@ emq_status emq_conn_reconnect(emq_conn_t *conn, emq_error *err) {
             emq_error_clear(err);
             return EMQ_OK;
         }
-        if (!e.retriable)
+        if (!e.retriable) {
+            attempt++;
             break; /* a wrong password or a bad certificate stays wrong */
+        }
     }
+    if (attempt > 1)
+        emq_error_prefix(&e, "reconnect gave up after %lld attempts",
+                         (long long)attempt);
     conn->broken = e;
     if (conn->broken.code == EMQ_OK)
         conn->broken.code = st;

@@ -23,15 +23,15 @@ void emq_buf_free(emq_buf *b) {
 }
 
 emq_status emq_buf_reserve(emq_buf *b, size_t extra, emq_error *err) {
-    if (b->cap - b->len >= extra)
-        return EMQ_OK;
     if (extra > b->max - b->len)
         return emq_error_set(err, EMQ_ELIMIT, 0,
                              "%s would grow to more than its limit of %zu "
                              "bytes (%zu in use, %zu more needed)",
                              b->name, b->max, b->len, extra);
+    if (b->cap - b->len >= extra)
+        return EMQ_OK;
     size_t want = b->len + extra;
-    size_t cap = b->cap ? b->cap : 256;
+    size_t cap = b->cap ? b->cap : (b->max < 256 ? b->max : 256);
     while (cap < want)
         cap = cap > b->max / 2 ? b->max : cap * 2;
     char *data = emq_realloc(b->data, cap);

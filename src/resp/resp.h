@@ -65,7 +65,8 @@ void emq_resp_commit(emq_resp_reader *r, size_t n);
  *   EMQ_EAGAIN: the bytes so far do not hold a whole reply; feed more.
  *   EMQ_EPROTO: malformed input or a limit exceeded (err names which);
  *               the reader is then broken for good (sticky).
- *   EMQ_ENOMEM: out of memory; sticky as well.
+ *   EMQ_ENOMEM: out of memory; nothing is consumed, the call may be
+ *               repeated once memory is available.
  * *out is NULL whenever the status is not EMQ_OK. */
 emq_status emq_resp_next(emq_resp_reader *r, emq_reply **out, emq_error *err);
 /* Bytes received and not yet returned as replies. */

@@ -75,14 +75,18 @@ const char *emq_test_tmpdir(void);
                  en_, (int)(n_ > 200 ? 200 : n_), p_ ? p_ : "");               \
     } while (0)
 
+/* The message of an optional emq_error, "" for NULL. */
+static inline const char *emq_test_message(const emq_error *err) {
+    return err ? err->message : "";
+}
+
 /* Asserts an emq_status; on mismatch prints both names and err's message. */
 #define ASSERT_STATUS(expr, expected, errp)                                    \
     do {                                                                       \
         emq_status got_ = (expr), want_ = (expected);                          \
         if (got_ != want_)                                                     \
             FAIL("%s: got %s, want %s (%s)", #expr, emq_status_name(got_),     \
-                 emq_status_name(want_),                                       \
-                 (errp) ? ((emq_error *)(errp))->message : "");                \
+                 emq_status_name(want_), emq_test_message(errp));              \
     } while (0)
 #define ASSERT_OK(expr, errp) ASSERT_STATUS(expr, EMQ_OK, errp)
 

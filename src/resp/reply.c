@@ -1,0 +1,74 @@
+/* reply.c: the public accessors of emq_reply, and freeing a reply tree.
+ *
+ * Accessors are total: a NULL reply or a wrong type gives a neutral value
+ * (NULL, 0, ""), never a crash, so callers can chain them over replies of
+ * a shape they have not checked yet.
+ */
+#include "reply.h"
+
+#include <stddef.h>
+#include <string.h>
+
+emq_reply_type emq_reply_kind(const emq_reply *r) {
+    return r ? (emq_reply_type)r->type : EMQ_REPLY_NULL;
+}
+
+const char *emq_reply_str(const emq_reply *r, size_t *len) {
+    if (r == NULL || r->str == NULL) {
+        if (len)
+            *len = 0;
+        return NULL;
+    }
+    if (len)
+        *len = r->len;
+    return r->str;
+}
+
+long long emq_reply_integer(const emq_reply *r) {
+    if (r && (r->type == EMQ_REPLY_INTEGER || r->type == EMQ_REPLY_BOOL))
+        return r->u.integer;
+    return 0;
+}
+
+double emq_reply_double(const emq_reply *r) {
+    return r && r->type == EMQ_REPLY_DOUBLE ? r->u.dval : 0.0;
+}
+
+static int aggregate(const emq_reply *r) {
+    return r && (r->type == EMQ_REPLY_ARRAY || r->type == EMQ_REPLY_MAP ||
+                 r->type == EMQ_REPLY_SET || r->type == EMQ_REPLY_PUSH);
+}
+
+size_t emq_reply_len(const emq_reply *r) { return aggregate(r) ? r->len : 0; }
+
+const emq_reply *emq_reply_at(const emq_reply *r, size_t i) {
+    return aggregate(r) && i < r->len ? &r->u.element[i] : NULL;
+}
+
+const char *emq_reply_format(const emq_reply *r) {
+    return r ? r->format : "";
+}
+
+const emq_reply *emq_reply_attribute(const emq_reply *r) {
+    return r ? r->attribute : NULL;
+}
+
+int emq_reply_is_error(const emq_reply *r, const char *prefix) {
+    if (r == NULL || r->type != EMQ_REPLY_ERROR)
+        return 0;
+    if (prefix == NULL || *prefix == '\0')
+        return 1;
+    size_t n = strlen(prefix);
+    if (r->len < n || memcmp(r->str, prefix, n) != 0)
+        return 0;
+    return r->len == n || r->str[n] == ' ';
+}
+
+void emq_reply_free(emq_reply *r) {
+    if (r == NULL)
+        return;
+    resp_block *block =
+        (resp_block *)((char *)r - offsetof(resp_block, nodes));
+    emq_resp_chunk_release(block->chunk);
+    emq_free(block);
+}

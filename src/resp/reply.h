@@ -1,0 +1,45 @@
+/* reply.h: the layout of emq_reply nodes and of the receive chunks they
+ * point into. Private to src/resp (reader.c builds them, reply.c reads and
+ * frees them).
+ */
+#ifndef EMQ_RESP_REPLY_H
+#define EMQ_RESP_REPLY_H
+
+#include "resp.h"
+
+#include <stdatomic.h>
+
+/* A receive buffer. Replies hold a reference on the chunk their strings
+ * point into; the reader holds one on its current chunk. The chunk is freed
+ * when the last reference goes, whichever thread drops it. */
+typedef struct resp_chunk {
+    atomic_size_t refs; /* reader + live replies viewing this chunk */
+    size_t cap;         /* bytes of data[] */
+    char data[];
+} resp_chunk;
+
+/* One node of a reply tree. An aggregate's elements are contiguous. */
+struct emq_reply {
+    uint8_t type;      /* emq_reply_type */
+    char format[4];    /* VERBATIM format, NUL-terminated; "" otherwise */
+    size_t len;        /* string bytes, or aggregate element count */
+    const char *str;   /* text view (strings, DOUBLE source, BIGNUM) */
+    union {
+        struct emq_reply *element; /* aggregates: len nodes */
+        long long integer;         /* INTEGER, BOOL */
+        double dval;               /* DOUBLE */
+    } u;
+    struct emq_reply *attribute; /* RESP3 attribute sent before, or NULL */
+};
+
+/* The one allocation behind a reply: the chunk reference, then the nodes;
+ * nodes[0] is the root handed to the caller. */
+typedef struct resp_block {
+    resp_chunk *chunk;
+    struct emq_reply nodes[];
+} resp_block;
+
+/* Drops one reference on c, freeing it with the last one. */
+void emq_resp_chunk_release(resp_chunk *c);
+
+#endif /* EMQ_RESP_REPLY_H */

@@ -1,0 +1,98 @@
+/* server.h: a private redis-server per test, started and stopped by pid.
+ *
+ * emq_srv_start() writes a config file into a private folder under
+ * emq_test_tmpdir(), fork/execs `redis-server` from PATH in the test's own
+ * process group, and waits (bounded) until it answers. Every server also
+ * listens on a unix socket in its folder ("admin socket"), which the raw
+ * helper emq_srv_cmd() uses for setup and inspection without the library,
+ * whatever the main transport is (TCP, unix or TLS).
+ *
+ * Cleanup: emq_srv_stop() ends the server (SIGTERM, bounded wait, SIGKILL).
+ * A failing test exits through exit(), and an atexit hook kills whatever is
+ * still running; a test that times out has its whole process group killed
+ * by the runner, which includes the server; on Linux the server also gets
+ * SIGKILL when the test process dies (PR_SET_PDEATHSIG).
+ */
+#ifndef EMQ_TEST_SERVER_H
+#define EMQ_TEST_SERVER_H
+
+#include <stddef.h>
+#include <sys/types.h>
+
+typedef enum emq_srv_transport {
+    EMQ_SRV_TCP = 0, /* redis://127.0.0.1:PORT */
+    EMQ_SRV_UNIX,    /* unix:///.../redis.sock (no TCP port at all) */
+    EMQ_SRV_TLS      /* rediss://127.0.0.1:PORT (plain port 0) */
+} emq_srv_transport;
+
+typedef enum emq_srv_cert {
+    EMQ_SRV_CERT_GOOD = 0, /* server.crt: 127.0.0.1 and localhost */
+    EMQ_SRV_CERT_EXPIRED,  /* expired.crt */
+    EMQ_SRV_CERT_WRONGHOST /* wronghost.crt: wrong.example.invalid */
+} emq_srv_cert;
+
+typedef enum emq_srv_client_auth {
+    EMQ_SRV_CLIENT_AUTH_NO = 0, /* tls-auth-clients no */
+    EMQ_SRV_CLIENT_AUTH_YES,    /* tls-auth-clients yes */
+    EMQ_SRV_CLIENT_AUTH_OPTIONAL
+} emq_srv_client_auth;
+
+typedef struct emq_srv_opts {
+    emq_srv_transport transport;
+    const char *requirepass;  /* NULL: none */
+    const char *extra_config; /* raw config lines ("user alice on >pw ~*
+                                 +@all\n"), appended verbatim; NULL: none */
+    int appendonly;           /* 1: appendonly yes, appendfsync always */
+    emq_srv_cert cert;        /* TLS only: which server certificate */
+    emq_srv_client_auth client_auth; /* TLS only */
+    int start_timeout_ms;     /* 0: 5000 */
+} emq_srv_opts;
+
+typedef struct emq_srv emq_srv;
+
+/* Starts a server; opts may be NULL (TCP, no password). Fails the test with
+ * the tail of the server's log when it does not come up in time. Returns a
+ * handle owned by the fixture; end it with emq_srv_stop. */
+emq_srv *emq_srv_start(const emq_srv_opts *opts);
+/* Like emq_srv_start but returns NULL on failure instead of failing the
+ * test, with a reason in why (may be NULL). For the fixture's self-tests. */
+emq_srv *emq_srv_try_start(const emq_srv_opts *opts, char *why,
+                           size_t why_size);
+/* SIGTERM, wait up to 3 s, then SIGKILL; reaps the pid and frees s. NULL
+ * is a no-op. */
+void emq_srv_stop(emq_srv *s);
+/* SIGKILL now and reap; s keeps its folder, port and config. */
+void emq_srv_kill9(emq_srv *s);
+/* Starts the same config again (same port, folder and data) after
+ * emq_srv_kill9; fails the test if it does not come up. */
+void emq_srv_restart(emq_srv *s);
+
+/* The URL a client connects to. Valid until emq_srv_stop. */
+const char *emq_srv_url(const emq_srv *s);
+/* TCP or TLS port; 0 for a unix-socket server. */
+int emq_srv_port(const emq_srv *s);
+/* The server's pid, or -1 after emq_srv_kill9. */
+pid_t emq_srv_pid(const emq_srv *s);
+/* The server's private folder (config, log, data, sockets). */
+const char *emq_srv_dir(const emq_srv *s);
+/* Path of the main unix socket (also the admin socket). */
+const char *emq_srv_socket(const emq_srv *s);
+
+/* Raw blocking command over the admin socket, with AUTH (requirepass)
+ * first when set. args is a NULL-terminated list of C strings. The reply
+ * is flattened into out (NUL-terminated, truncated to size): the text of
+ * a status, error or bulk string, the digits of an integer, "(nil)" for a
+ * null, and the elements of an array one per line. Returns the reply's
+ * type byte ('+', '-', ':', '$', '*'), or -1 on I/O error or a 5 s stall
+ * (out then says why). */
+int emq_srv_cmdv(const emq_srv *s, char *out, size_t size,
+                 const char *const *args);
+/* emq_srv_cmdv with the arguments inline, ending with NULL. */
+int emq_srv_cmd(const emq_srv *s, char *out, size_t size, const char *arg0,
+                ...) __attribute__((sentinel));
+
+/* A loopback TCP port that was free a moment ago (bind 127.0.0.1:0). Fails
+ * the test if none can be had. */
+int emq_free_port(void);
+
+#endif /* EMQ_TEST_SERVER_H */

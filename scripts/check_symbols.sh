@@ -20,7 +20,7 @@ public=$(grep -c '^emq_' <<<"$symbols" || true)
 
 if [[ -n "$bad" ]]; then
     echo "check_symbols: $lib exports symbols outside the emq_ API:" >&2
-    printf '  %s\n' $bad >&2
+    while IFS= read -r s; do echo "  $s"; done <<<"$bad" >&2
     echo "check_symbols: make them static, or mark public API with EMQ_EXPORT in include/echomq.h" >&2
     exit 1
 fi

@@ -56,7 +56,7 @@ finish() {
     stop_private_redis
     rm -rf "$scratch"
     if [[ -n "$current" ]]; then
-        summary+=("$(printf '%-9s FAILED %5ds' "$current" $((SECONDS - current_start)))")
+        summary+=("$(printf '%-9s FAILED  %5ds' "$current" $((SECONDS - current_start)))")
         echo
         echo "!!! stage '$current' FAILED after $((SECONDS - current_start)) s (exit status $rc); later stages not run"
         [[ $rc -eq 0 ]] && rc=1
@@ -99,7 +99,7 @@ run_stage() {
         echo "---- [$name] SKIPPED: $(cat "$scratch/skipped")"
     fi
     echo "---- [$name] $result in ${secs} s"
-    summary+=("$(printf '%-9s %-6s %5ds' "$name" "$result" "$secs")")
+    summary+=("$(printf '%-9s %-7s %5ds' "$name" "$result" "$secs")")
     current=""
 }
 
@@ -185,15 +185,24 @@ stage_sanitize() {
         run_tests sanitize "$build/sanitize/emq_tests"
 }
 
+# Later stages reuse the gcc build; this makes sure it exists and is current
+# also when they are run on their own (./scripts/test.sh install).
+gcc_build_ready() {
+    if [[ ! -f "$build/gcc/CMakeCache.txt" ]]; then
+        configure "$build/gcc" gcc -DCMAKE_BUILD_TYPE=RelWithDebInfo -DEMQ_BENCH=OFF
+    fi
+    compile "$build/gcc" >/dev/null
+}
+
 stage_valgrind() {
-    [[ -x "$build/gcc/emq_tests" ]] || { configure "$build/gcc" gcc && compile "$build/gcc"; }
+    gcc_build_ready
     run_tests valgrind valgrind -q --error-exitcode=1 --leak-check=full \
         --errors-for-leak-kinds=definite,indirect,possible --track-origins=yes \
         "$build/gcc/emq_tests" --no-fork unit/
 }
 
 stage_symbols() {
-    [[ -f "$build/gcc/libechomq.so" ]] || { configure "$build/gcc" gcc && compile "$build/gcc"; }
+    gcc_build_ready
     ./scripts/check_symbols.sh "$build/gcc/libechomq.so"
     if [[ -f "$build/clang/libechomq.so" ]]; then
         ./scripts/check_symbols.sh "$build/clang/libechomq.so"
@@ -202,7 +211,7 @@ stage_symbols() {
 
 prefix=""
 stage_install() {
-    [[ -f "$build/gcc/libechomq.so" ]] || { configure "$build/gcc" gcc && compile "$build/gcc"; }
+    gcc_build_ready
     prefix=$scratch/prefix
     cmake --install "$build/gcc" --prefix "$prefix" >"$logs/install.log"
     sed 's/^--/  /' "$logs/install.log"

@@ -199,3 +199,158 @@ TEST(fixture_free_port_is_refused) {
     int port = emq_free_port();
     ASSERT(port > 0 && port < 65536);
 }
+
+/* ---- the fake peer, seen from a raw socket ---------------------------- */
+
+#include "harness/fakepeer.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+
+static int raw_connect(int port) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    ASSERT(fd >= 0);
+    struct sockaddr_in a;
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = htons((uint16_t)port);
+    if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0)
+        FAIL("connect 127.0.0.1:%d: %s", port, strerror(errno));
+    return fd;
+}
+
+static void raw_send(int fd, const char *s) {
+    ASSERT_EQ_INT(send(fd, s, strlen(s), MSG_NOSIGNAL), (long long)strlen(s));
+}
+
+/* Reads until want bytes arrived, EOF, or wait_ms passed. Returns bytes
+ * read (buf NUL-terminated); *eof set when the peer closed or reset. */
+static size_t raw_recv(int fd, char *buf, size_t size, size_t want,
+                       int wait_ms, int *eof) {
+    size_t got = 0;
+    *eof = 0;
+    for (int rounds = 0; got < want && got + 1 < size && rounds < wait_ms / 10;
+         rounds++) {
+        struct pollfd pfd = {fd, POLLIN, 0};
+        if (poll(&pfd, 1, 10) <= 0)
+            continue;
+        ssize_t n = recv(fd, buf + got, size - 1 - got, 0);
+        if (n <= 0) {
+            *eof = 1;
+            break;
+        }
+        got += (size_t)n;
+    }
+    buf[got] = '\0';
+    return got;
+}
+
+TEST(fixture_peer_silent_accepts_and_never_answers) {
+    emq_peer_opts o = {.mode = EMQ_PEER_SILENT};
+    emq_peer *p = emq_peer_start(&o);
+    int fd = raw_connect(emq_peer_port(p)), eof;
+    char buf[64];
+    raw_send(fd, "*1\r\n$4\r\nPING\r\n");
+    ASSERT_EQ_SIZE(raw_recv(fd, buf, sizeof buf, 1, 200, &eof), 0);
+    ASSERT_EQ_INT(eof, 0);
+    ASSERT_EQ_INT(emq_peer_accepted(p), 1);
+    ASSERT_EQ_INT(emq_peer_commands(p), 1);
+    emq_peer_last_command(p, buf, sizeof buf);
+    ASSERT_EQ_STR(buf, "PING");
+    close(fd);
+    emq_peer_stop(p);
+}
+
+TEST(fixture_peer_close_closes_at_once) {
+    emq_peer_opts o = {.mode = EMQ_PEER_CLOSE};
+    emq_peer *p = emq_peer_start(&o);
+    int fd = raw_connect(emq_peer_port(p)), eof;
+    char buf[64];
+    ASSERT_EQ_SIZE(raw_recv(fd, buf, sizeof buf, 1, 2000, &eof), 0);
+    ASSERT_EQ_INT(eof, 1);
+    close(fd);
+    emq_peer_stop(p);
+}
+
+TEST(fixture_peer_reply_answers_trigger_only) {
+    emq_peer_opts o = {.mode = EMQ_PEER_REPLY, .reply = "?what\r\n",
+                       .trigger = "get"};
+    emq_peer *p = emq_peer_start(&o);
+    int fd = raw_connect(emq_peer_port(p)), eof;
+    char buf[128];
+    raw_send(fd, "*1\r\n$4\r\nPING\r\n");
+    raw_recv(fd, buf, sizeof buf, 7, 2000, &eof);
+    ASSERT_EQ_STR(buf, "+PONG\r\n");
+    raw_send(fd, "*2\r\n$5\r\nHELLO\r\n$1\r\n3\r\n");
+    raw_recv(fd, buf, sizeof buf, 30, 2000, &eof);
+    ASSERT_EQ_STR(buf, "-ERR unknown command 'HELLO'\r\n");
+    /* Two pipelined triggers in one write get two answers. */
+    raw_send(fd, "*2\r\n$3\r\nGET\r\n$1\r\nk\r\n*2\r\n$3\r\nget\r\n$1\r\nk\r\n");
+    raw_recv(fd, buf, sizeof buf, 14, 2000, &eof);
+    ASSERT_EQ_STR(buf, "?what\r\n?what\r\n");
+    ASSERT_EQ_INT(eof, 0);
+    ASSERT_EQ_INT(emq_peer_commands(p), 4);
+    close(fd);
+    emq_peer_stop(p);
+}
+
+TEST(fixture_peer_reply_close_and_reply_stall) {
+    emq_peer_opts o = {.mode = EMQ_PEER_REPLY_CLOSE, .reply = "$10\r\nabc"};
+    emq_peer *p = emq_peer_start(&o);
+    int fd = raw_connect(emq_peer_port(p)), eof;
+    char buf[128];
+    raw_send(fd, "PING\r\n"); /* inline commands count too */
+    raw_recv(fd, buf, sizeof buf, 100, 2000, &eof);
+    ASSERT_EQ_STR(buf, "$10\r\nabc");
+    ASSERT_EQ_INT(eof, 1);
+    close(fd);
+    emq_peer_stop(p);
+
+    o.mode = EMQ_PEER_REPLY_STALL;
+    p = emq_peer_start(&o);
+    fd = raw_connect(emq_peer_port(p));
+    raw_send(fd, "*1\r\n$4\r\nPING\r\n");
+    raw_recv(fd, buf, sizeof buf, 100, 300, &eof);
+    ASSERT_EQ_STR(buf, "$10\r\nabc");
+    ASSERT_EQ_INT(eof, 0);
+    raw_send(fd, "*1\r\n$4\r\nPING\r\n");
+    ASSERT_EQ_SIZE(raw_recv(fd, buf, sizeof buf, 1, 200, &eof), 0);
+    ASSERT_EQ_INT(eof, 0);
+    close(fd);
+    emq_peer_stop(p);
+}
+
+TEST(fixture_peer_proxy_forwards_freezes_and_drops) {
+    emq_srv *s = emq_srv_start(NULL);
+    emq_peer_opts o = {.mode = EMQ_PEER_PROXY,
+                       .upstream_port = emq_srv_port(s)};
+    emq_peer *p = emq_peer_start(&o);
+    int fd = raw_connect(emq_peer_port(p)), eof;
+    char buf[128];
+    raw_send(fd, "*1\r\n$4\r\nPING\r\n");
+    raw_recv(fd, buf, sizeof buf, 7, 2000, &eof);
+    ASSERT_EQ_STR(buf, "+PONG\r\n");
+    emq_peer_freeze(p, 1);
+    raw_send(fd, "*1\r\n$4\r\nPING\r\n");
+    ASSERT_EQ_SIZE(raw_recv(fd, buf, sizeof buf, 1, 200, &eof), 0);
+    ASSERT_EQ_INT(eof, 0);
+    emq_peer_freeze(p, 0);
+    raw_recv(fd, buf, sizeof buf, 7, 2000, &eof);
+    ASSERT_EQ_STR(buf, "+PONG\r\n");
+    emq_peer_drop(p);
+    ASSERT_EQ_SIZE(raw_recv(fd, buf, sizeof buf, 1, 2000, &eof), 0);
+    ASSERT_EQ_INT(eof, 1);
+    close(fd);
+    /* New connections are still forwarded after a drop. */
+    fd = raw_connect(emq_peer_port(p));
+    raw_send(fd, "*1\r\n$4\r\nPING\r\n");
+    raw_recv(fd, buf, sizeof buf, 7, 2000, &eof);
+    ASSERT_EQ_STR(buf, "+PONG\r\n");
+    ASSERT_EQ_INT(emq_peer_accepted(p), 2);
+    close(fd);
+    emq_peer_stop(p);
+    emq_srv_stop(s);
+}

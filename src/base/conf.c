@@ -1,0 +1,426 @@
+/* conf.c: the configuration object and its one property table.
+ *
+ * Every property has one row in `props`: its name, its default as text,
+ * one line of documentation, and how a value is validated and stored in
+ * the typed fields of struct emq_conf (conf.h). emq_conf_new applies each
+ * default through the same path as emq_conf_set, so the table is the only
+ * place a default is written; emq_conf_property walks it to generate
+ * docs/CONFIGURATION.md.
+ *
+ * This file never talks to a server and never echoes a password: the
+ * password is wiped when replaced or freed and reads back as "(set)".
+ * Setting "url" parses it with emq_url_parse (conn/url.c), a pure function;
+ * that call is the one upward reference from base, kept so that a bad URL
+ * is refused when it is set rather than at connect time.
+ */
+#include "conf.h"
+
+#include "../conn/conn.h"
+#include "../resp/resp.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef enum prop_type {
+    P_STRING, /* free text, stored as char * (NULL when empty) */
+    P_SECRET, /* like P_STRING, never echoed, wiped */
+    P_INT,    /* decimal integer in [min, max], stored as int64_t */
+    P_OPTINT, /* like P_INT, or empty for "not set" (-1) */
+    P_VERIFY  /* "peer" or "none", stored as int64_t */
+} prop_type;
+
+typedef struct prop prop;
+
+/* Extra check for a string value; returns EMQ_OK or fills err. */
+typedef emq_status (*prop_check)(const prop *p, const char *value,
+                                 emq_error *err);
+
+struct prop {
+    const char *name;
+    const char *def; /* default as text, as accepted by emq_conf_set */
+    const char *doc; /* one line for docs/CONFIGURATION.md */
+    prop_type type;
+    size_t offset;   /* of the field in struct emq_conf */
+    int64_t min, max; /* P_INT/P_OPTINT bounds, inclusive */
+    prop_check check; /* NULL or an extra validation for strings */
+};
+
+static emq_status check_url(const prop *p, const char *value, emq_error *err);
+static emq_status check_name(const prop *p, const char *value,
+                             emq_error *err);
+static emq_status check_path(const prop *p, const char *value,
+                             emq_error *err);
+
+#define F(field) offsetof(struct emq_conf, field)
+
+/* The property table. Keep docs one line each: they become table rows. The
+ * resp.* defaults must equal the EMQ_RESP_DEFAULT_* macros (a unit test
+ * checks). */
+static const prop props[] = {
+    {"url", "redis://127.0.0.1:6379",
+     "Server to connect to: redis://[user[:password]@]host[:port][/db], "
+     "rediss://... for TLS (tls.* properties may be given as query "
+     "parameters), or unix:///path[?db=N].",
+     P_STRING, F(url), 0, 0, check_url},
+    {"user", "",
+     "ACL user name for AUTH; overrides the URL's. Empty: the URL's, else "
+     "the default user.",
+     P_STRING, F(user), 0, 0, check_name},
+    {"password", "",
+     "Password for AUTH; overrides the URL's. Never echoed; reads back as "
+     "\"(set)\".",
+     P_SECRET, F(password), 0, 0, NULL},
+    {"db", "",
+     "Database to SELECT on connect; overrides the URL's. Empty: the URL's, "
+     "else 0 (no SELECT).",
+     P_OPTINT, F(db), 0, INT32_MAX, NULL},
+    {"client_name", "",
+     "Connection name sent with CLIENT SETNAME on connect (printable, no "
+     "spaces). Empty: none. A NOPERM reply is tolerated.",
+     P_STRING, F(client_name), 0, 0, check_name},
+    {"protocol", "2",
+     "RESP protocol version: 2, or 3 (sends HELLO 3 first).",
+     P_INT, F(protocol), 2, 3, NULL},
+    {"connect_timeout_ms", "5000",
+     "Deadline for connecting, the TLS handshake and the AUTH/SELECT/"
+     "SETNAME handshake together, in milliseconds.",
+     P_INT, F(connect_timeout_ms), 1, 3600000, NULL},
+    {"command_timeout_ms", "5000",
+     "How long to wait for each reply, in milliseconds, plus the BLOCK or "
+     "timeout argument of a blocking command. 0: wait forever.",
+     P_INT, F(command_timeout_ms), 0, 86400000, NULL},
+    {"tcp_keepalive_s", "30",
+     "TCP keepalive idle time in seconds (SO_KEEPALIVE, TCP_KEEPIDLE). "
+     "0: off.",
+     P_INT, F(tcp_keepalive_s), 0, 86400, NULL},
+    {"tls.ca_file", "",
+     "PEM file of CA certificates to verify the server with. Empty: the "
+     "system's default paths.",
+     P_STRING, F(tls_ca_file), 0, 0, check_path},
+    {"tls.cert_file", "",
+     "PEM client certificate (chain) for mutual TLS.",
+     P_STRING, F(tls_cert_file), 0, 0, check_path},
+    {"tls.key_file", "",
+     "PEM private key of tls.cert_file.",
+     P_STRING, F(tls_key_file), 0, 0, check_path},
+    {"tls.sni", "",
+     "Server name sent in the TLS handshake (SNI). Empty: the URL's host "
+     "when it is not an IP address.",
+     P_STRING, F(tls_sni), 0, 0, check_name},
+    {"tls.verify", "peer",
+     "peer: verify the server certificate and its host name or IP; none: "
+     "accept any certificate (testing only).",
+     P_VERIFY, F(tls_verify), 0, 0, NULL},
+    {"reconnect.backoff_min_ms", "100",
+     "First delay between reconnect attempts, in milliseconds; doubles "
+     "each attempt, with jitter.",
+     P_INT, F(backoff_min_ms), 0, 3600000, NULL},
+    {"reconnect.backoff_max_ms", "5000",
+     "Cap on the delay between reconnect attempts, in milliseconds.",
+     P_INT, F(backoff_max_ms), 0, 3600000, NULL},
+    {"reconnect.max_attempts", "10",
+     "Connect attempts made by one emq_conn_reconnect call.",
+     P_INT, F(max_attempts), 1, 1000000, NULL},
+    {"pipeline.max", "65536",
+     "Most appended commands whose replies are not read yet.",
+     P_INT, F(pipeline_max), 1, (int64_t)1 << 24, NULL},
+    {"output.max_bytes", "268435456",
+     "Cap on the buffer of encoded commands not yet sent, in bytes.",
+     P_INT, F(output_max_bytes), 1024, (int64_t)1 << 40, NULL},
+    {"resp.max_bulk", "536870912",
+     "Longest bulk string accepted in a reply, in bytes (the server's "
+     "proto-max-bulk-len).",
+     P_INT, F(resp_max_bulk), 1, (int64_t)1 << 40, NULL},
+    {"resp.max_depth", "16",
+     "Deepest nesting of aggregates accepted in a reply.",
+     P_INT, F(resp_max_depth), 1, 1024, NULL},
+    {"resp.max_elements", "16777216",
+     "Most elements accepted in one aggregate of a reply (a map counts "
+     "keys and values).",
+     P_INT, F(resp_max_elements), 1, (int64_t)1 << 32, NULL},
+};
+
+#define NPROPS (sizeof props / sizeof props[0])
+
+/* Returns the row named name, or NULL. */
+static const prop *find_prop(const char *name) {
+    for (size_t i = 0; i < NPROPS; i++)
+        if (strcmp(props[i].name, name) == 0)
+            return &props[i];
+    return NULL;
+}
+
+static char **str_field(emq_conf_t *c, const prop *p) {
+    return (char **)((char *)c + p->offset);
+}
+
+static int64_t *int_field(emq_conf_t *c, const prop *p) {
+    return (int64_t *)((char *)c + p->offset);
+}
+
+/* Parses a strict decimal integer (optional '-', digits, nothing else).
+ * Returns 1 and sets *out, or 0 when the text is not such a number or does
+ * not fit in int64_t. */
+static int parse_int64(const char *s, int64_t *out) {
+    if (*s == '\0' || (*s != '-' && (*s < '0' || *s > '9')))
+        return 0;
+    if (*s == '-' && (s[1] < '0' || s[1] > '9'))
+        return 0;
+    errno = 0;
+    char *end = NULL;
+    long long v = strtoll(s, &end, 10);
+    if (errno != 0 || end == s || *end != '\0')
+        return 0;
+    *out = (int64_t)v;
+    return 1;
+}
+
+static emq_status check_url(const prop *p, const char *value,
+                            emq_error *err) {
+    emq_url u;
+    emq_status st = emq_url_parse(value, &u, err);
+    if (st == EMQ_OK)
+        emq_url_free(&u);
+    else if (st == EMQ_EINVAL)
+        emq_error_prefix(err, "invalid %s", p->name);
+    return st;
+}
+
+/* Names (user, client_name, SNI) are printable ASCII without spaces: the
+ * server refuses spaces in CLIENT SETNAME, and a control character in a
+ * name is always a mistake. */
+static emq_status check_name(const prop *p, const char *value,
+                             emq_error *err) {
+    for (const char *s = value; *s; s++) {
+        unsigned char ch = (unsigned char)*s;
+        if (ch <= 0x20 || ch >= 0x7f) {
+            char shown[64];
+            emq_printable(shown, sizeof shown, value, strlen(value));
+            return emq_error_set(err, EMQ_EINVAL, 0,
+                                 "invalid %s '%s': use printable characters "
+                                 "without spaces",
+                                 p->name, shown);
+        }
+    }
+    return EMQ_OK;
+}
+
+/* File paths: anything but control characters. Existence is checked when
+ * connecting, where the error can say what OpenSSL thought of the file. */
+static emq_status check_path(const prop *p, const char *value,
+                             emq_error *err) {
+    for (const char *s = value; *s; s++) {
+        if ((unsigned char)*s < 0x20 || *s == 0x7f) {
+            char shown[128];
+            emq_printable(shown, sizeof shown, value, strlen(value));
+            return emq_error_set(err, EMQ_EINVAL, 0,
+                                 "invalid %s '%s': control character in "
+                                 "path",
+                                 p->name, shown);
+        }
+    }
+    return EMQ_OK;
+}
+
+/* Validates value for p and stores it in c. Returns EMQ_OK, EMQ_ENOMEM,
+ * or EMQ_EINVAL naming the property and the value (never a password's).
+ * On failure c is unchanged. */
+static emq_status set_prop(emq_conf_t *c, const prop *p, const char *value,
+                           emq_error *err) {
+    char shown[96];
+    switch (p->type) {
+    case P_STRING:
+    case P_SECRET: {
+        if (p->check) {
+            emq_status st = p->check(p, value, err);
+            if (st != EMQ_OK)
+                return st;
+        }
+        char *copy = NULL;
+        if (*value || p->offset == offsetof(struct emq_conf, url)) {
+            copy = emq_strdup(value);
+            if (copy == NULL)
+                return emq_error_set(err, EMQ_ENOMEM, 0,
+                                     "out of memory setting %s", p->name);
+        }
+        char **field = str_field(c, p);
+        if (*field && p->type == P_SECRET)
+            emq_wipe(*field, strlen(*field));
+        emq_free(*field);
+        *field = copy;
+        return EMQ_OK;
+    }
+    case P_OPTINT:
+        if (*value == '\0') {
+            *int_field(c, p) = -1;
+            return EMQ_OK;
+        }
+        /* fall through */
+    case P_INT: {
+        int64_t v;
+        emq_printable(shown, sizeof shown, value, strlen(value));
+        if (!parse_int64(value, &v))
+            return emq_error_set(err, EMQ_EINVAL, 0,
+                                 "invalid %s '%s': not a decimal integer",
+                                 p->name, shown);
+        if (v < p->min || v > p->max)
+            return emq_error_set(err, EMQ_EINVAL, 0,
+                                 "invalid %s '%s': out of range %" PRId64
+                                 "-%" PRId64,
+                                 p->name, shown, p->min, p->max);
+        *int_field(c, p) = v;
+        return EMQ_OK;
+    }
+    case P_VERIFY:
+        if (strcmp(value, "peer") == 0)
+            *int_field(c, p) = EMQ_TLS_VERIFY_PEER;
+        else if (strcmp(value, "none") == 0)
+            *int_field(c, p) = EMQ_TLS_VERIFY_NONE;
+        else
+            return emq_error_set(
+                err, EMQ_EINVAL, 0, "invalid %s '%s': use peer or none",
+                p->name, emq_printable(shown, sizeof shown, value,
+                                       strlen(value)));
+        return EMQ_OK;
+    }
+    return emq_error_set(err, EMQ_EINVAL, 0, "invalid property type");
+}
+
+/* Frees every string of c (wiping the password) and leaves them NULL. */
+static void free_fields(emq_conf_t *c) {
+    for (size_t i = 0; i < NPROPS; i++) {
+        if (props[i].type != P_STRING && props[i].type != P_SECRET)
+            continue;
+        char **field = str_field(c, &props[i]);
+        if (*field && props[i].type == P_SECRET)
+            emq_wipe(*field, strlen(*field));
+        emq_free(*field);
+        *field = NULL;
+    }
+}
+
+emq_conf_t *emq_conf_new(void) {
+    emq_conf_t *c = emq_calloc(1, sizeof *c);
+    if (c == NULL)
+        return NULL;
+    for (size_t i = 0; i < NPROPS; i++) {
+        if (set_prop(c, &props[i], props[i].def, NULL) != EMQ_OK) {
+            emq_conf_destroy(c);
+            return NULL;
+        }
+    }
+    /* "peer" is the default, but "not set" lets the URL's tls.verify win. */
+    c->tls_verify = EMQ_TLS_VERIFY_DEFAULT;
+    return c;
+}
+
+emq_conf_t *emq_conf_dup(const emq_conf_t *conf) {
+    if (conf == NULL)
+        return NULL;
+    emq_conf_t *c = emq_alloc(sizeof *c);
+    if (c == NULL)
+        return NULL;
+    *c = *conf;
+    int failed = 0;
+    for (size_t i = 0; i < NPROPS; i++) {
+        if (props[i].type != P_STRING && props[i].type != P_SECRET)
+            continue;
+        char **field = str_field(c, &props[i]);
+        if (*field == NULL)
+            continue;
+        *field = failed ? NULL : emq_strdup(*field);
+        if (*field == NULL)
+            failed = 1;
+    }
+    if (failed) {
+        emq_conf_destroy(c);
+        return NULL;
+    }
+    return c;
+}
+
+void emq_conf_destroy(emq_conf_t *conf) {
+    if (conf == NULL)
+        return;
+    free_fields(conf);
+    emq_wipe(conf, sizeof *conf);
+    emq_free(conf);
+}
+
+/* Returns EMQ_EINVAL naming an unknown property. */
+static emq_status unknown(const char *name, emq_error *err) {
+    char shown[64];
+    emq_printable(shown, sizeof shown, name ? name : "", name ? strlen(name) : 0);
+    return emq_error_set(err, EMQ_EINVAL, 0,
+                         "unknown configuration property '%s'", shown);
+}
+
+emq_status emq_conf_set(emq_conf_t *conf, const char *name,
+                        const char *value, emq_error *err) {
+    if (conf == NULL || name == NULL)
+        return emq_error_set(err, EMQ_EINVAL, 0,
+                             "emq_conf_set: conf and name must not be NULL");
+    const prop *p = find_prop(name);
+    if (p == NULL)
+        return unknown(name, err);
+    if (value == NULL)
+        value = p->def;
+    emq_status st = set_prop(conf, p, value, err);
+    if (st == EMQ_OK)
+        emq_error_clear(err);
+    return st;
+}
+
+emq_status emq_conf_get(const emq_conf_t *conf, const char *name, char *buf,
+                        size_t size, emq_error *err) {
+    if (conf == NULL || name == NULL || buf == NULL || size == 0)
+        return emq_error_set(err, EMQ_EINVAL, 0,
+                             "emq_conf_get: conf, name and buf must not be "
+                             "NULL or empty");
+    const prop *p = find_prop(name);
+    if (p == NULL)
+        return unknown(name, err);
+    emq_conf_t *c = (emq_conf_t *)conf; /* read only below */
+    switch (p->type) {
+    case P_STRING: {
+        const char *s = *str_field(c, p);
+        snprintf(buf, size, "%s", s ? s : "");
+        break;
+    }
+    case P_SECRET:
+        snprintf(buf, size, "%s", *str_field(c, p) ? "(set)" : "");
+        break;
+    case P_OPTINT:
+        if (*int_field(c, p) < 0) {
+            buf[0] = '\0';
+            break;
+        }
+        /* fall through */
+    case P_INT:
+        snprintf(buf, size, "%" PRId64, *int_field(c, p));
+        break;
+    case P_VERIFY:
+        snprintf(buf, size, "%s",
+                 *int_field(c, p) == EMQ_TLS_VERIFY_NONE ? "none" : "peer");
+        break;
+    }
+    emq_error_clear(err);
+    return EMQ_OK;
+}
+
+emq_status emq_conf_property(size_t i, const char **name,
+                             const char **default_value, const char **doc) {
+    if (i >= NPROPS)
+        return EMQ_EINVAL;
+    if (name)
+        *name = props[i].name;
+    if (default_value)
+        *default_value = props[i].def;
+    if (doc)
+        *doc = props[i].doc;
+    return EMQ_OK;
+}

@@ -1,0 +1,49 @@
+/* conf.h: the typed fields behind emq_conf_t, for the layers above base.
+ *
+ * Internal header (not installed). The public API sets and reads properties
+ * by name (emq_conf_set/emq_conf_get); the library itself reads the typed
+ * fields below directly. Every field is valid at all times: emq_conf_set
+ * validates a value before storing it, and emq_conf_new applies the
+ * defaults of the property table through the same validators.
+ *
+ * Strings are emq_alloc'd and NULL when empty. The password is wiped when
+ * it is replaced and when the conf is destroyed.
+ */
+#ifndef EMQ_BASE_CONF_H
+#define EMQ_BASE_CONF_H
+
+#include "base.h"
+
+/* tls.verify values. EMQ_TLS_VERIFY_DEFAULT means "not set": the URL's
+ * tls.verify parameter applies, else peer. */
+#define EMQ_TLS_VERIFY_DEFAULT (-1)
+#define EMQ_TLS_VERIFY_NONE 0
+#define EMQ_TLS_VERIFY_PEER 1
+
+struct emq_conf {
+    char *url;                   /* never NULL; parsed and valid */
+    char *user;                  /* ACL user; NULL: the URL's, else default */
+    char *password;              /* NULL: the URL's, else none; wiped */
+    int64_t db;                  /* -1: the URL's (else 0); else SELECT db */
+    char *client_name;           /* CLIENT SETNAME on connect; NULL: none */
+    int64_t protocol;            /* 2 or 3 (3 sends HELLO 3 first) */
+    int64_t connect_timeout_ms;  /* connect, TLS handshake and handshake
+                                    commands, as one deadline */
+    int64_t command_timeout_ms;  /* per reply; 0: wait forever */
+    int64_t tcp_keepalive_s;     /* TCP_KEEPIDLE seconds; 0: off */
+    char *tls_ca_file;           /* PEM CA bundle; NULL: URL's or system */
+    char *tls_cert_file;         /* client certificate chain (PEM) */
+    char *tls_key_file;          /* client private key (PEM) */
+    char *tls_sni;               /* SNI name; NULL: host unless IP */
+    int64_t tls_verify;          /* EMQ_TLS_VERIFY_* */
+    int64_t backoff_min_ms;      /* reconnect.backoff_min_ms */
+    int64_t backoff_max_ms;      /* reconnect.backoff_max_ms */
+    int64_t max_attempts;        /* reconnect.max_attempts */
+    int64_t pipeline_max;        /* most appended commands left unread */
+    int64_t output_max_bytes;    /* cap of the unsent output buffer */
+    int64_t resp_max_bulk;       /* emq_resp_limits.max_bulk */
+    int64_t resp_max_depth;      /* emq_resp_limits.max_depth */
+    int64_t resp_max_elements;   /* emq_resp_limits.max_elements */
+};
+
+#endif /* EMQ_BASE_CONF_H */

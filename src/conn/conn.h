@@ -1,0 +1,74 @@
+/* conn.h: internal interfaces of the conn layer: URL parsing, backoff, and
+ * the blocking-command wait rules.
+ *
+ * Internal header (not installed). The public connection API is in
+ * echomq.h; this header exposes the pure pieces so unit tests can reach
+ * them without a server, and so base/conf.c can validate a URL when it is
+ * set (the one place a lower folder calls into conn: parsing is pure and
+ * owns no state, see conf.c).
+ */
+#ifndef EMQ_CONN_H
+#define EMQ_CONN_H
+
+#include "../base/base.h"
+
+/* ---- url.c ------------------------------------------------------------ */
+
+typedef enum emq_url_scheme {
+    EMQ_URL_TCP = 1, /* redis:// */
+    EMQ_URL_TLS = 2, /* rediss:// */
+    EMQ_URL_UNIX = 3 /* unix:// */
+} emq_url_scheme;
+
+/* A parsed URL. Strings are emq_alloc'd, NUL-terminated and NULL when the
+ * URL does not give them. Free with emq_url_free, which wipes password. */
+typedef struct emq_url {
+    emq_url_scheme scheme;
+    char *host;          /* tcp/tls: name or address, IPv6 without [] */
+    int port;            /* tcp/tls: 1-65535, default 6379 */
+    char *path;          /* unix: socket path (percent-decoded) */
+    char *user;          /* percent-decoded ACL user name */
+    char *password;      /* percent-decoded; never put in a message */
+    int64_t db;          /* /N or ?db=N; -1 when absent */
+    char *tls_ca_file;   /* ?tls.ca_file= (rediss only) */
+    char *tls_cert_file; /* ?tls.cert_file= */
+    char *tls_key_file;  /* ?tls.key_file= */
+    char *tls_sni;       /* ?tls.sni= */
+    int tls_verify;      /* ?tls.verify=peer|none: 1|0; -1 when absent */
+} emq_url;
+
+/* Parses text into *out (which the caller provides; its previous contents
+ * are not freed). Returns EMQ_OK, EMQ_ENOMEM, or EMQ_EINVAL with a
+ * message naming the bad part ("port '99999' is out of range 1-65535").
+ * A message never contains the password, nor any byte of the URL that
+ * comes before its last '@'. On failure *out holds nothing to free. */
+emq_status emq_url_parse(const char *text, emq_url *out, emq_error *err);
+/* Frees the strings of u (wiping the password) and zeroes it. */
+void emq_url_free(emq_url *u);
+
+/* ---- backoff.c -------------------------------------------------------- */
+
+/* One step of a small PRNG (splitmix64) over *state; returns 64 random
+ * bits. Deterministic for a given seed, so tests can pin it. */
+uint64_t emq_backoff_random(uint64_t *state);
+/* The uncapped-then-capped base delay for attempt n (0-based):
+ * min(max_ms, min_ms * 2^n), computed without overflow for any n. */
+int64_t emq_backoff_base(int64_t min_ms, int64_t max_ms, unsigned attempt);
+/* The delay to sleep before retry attempt n, with "equal jitter": half
+ * of the base delay is fixed and the other half random, so the result is
+ * in [base/2, base] and never above max_ms. */
+int64_t emq_backoff_delay(int64_t min_ms, int64_t max_ms, unsigned attempt,
+                          uint64_t *state);
+
+/* ---- conn.c ----------------------------------------------------------- */
+
+/* Extra time, in ms, to wait for the reply of a blocking command beyond
+ * the command timeout: XREAD/XREADGROUP ... BLOCK ms, the timeout seconds
+ * of BLPOP, BRPOP, BLMOVE, BRPOPLPUSH, BZPOPMIN, BZPOPMAX, BLMPOP, BZMPOP,
+ * and the ms of WAIT/WAITAOF. Returns 0 for a non-blocking command (or an
+ * argument the server will refuse anyway) and -1 when the command may
+ * block forever (a zero timeout). */
+int64_t emq_conn_block_ms(int argc, const char *const *argv,
+                          const size_t *argvlen);
+
+#endif /* EMQ_CONN_H */

@@ -1,0 +1,419 @@
+/* url.c: parses redis://, rediss:// and unix:// URLs into struct emq_url.
+ *
+ * Forms accepted:
+ *   redis://[user[:password]@]host[:port][/db]
+ *   rediss://[user[:password]@]host[:port][/db][?tls.ca_file=..&tls.verify=..]
+ *   unix://[user[:password]@]/path/to/socket[?db=N]
+ * host may be an IPv6 address in brackets ("[::1]"). user, password, the
+ * socket path and query values are percent-decoded.
+ *
+ * Splitting rule: the query starts at the first '?', and the user info ends
+ * at the last '@' before it, so a password may hold raw '@', ':', '/' and
+ * '#' (as generated base64 passwords do); only '?' and '%' must be escaped.
+ *
+ * What this file never does: put the password in an error message. Every
+ * error that quotes a piece of the URL goes through `quote`, which withholds
+ * any piece that starts at or before the URL's last '@', the region where a
+ * password can be, whatever the parse made of it. It does no I/O and no
+ * name resolution.
+ */
+#include "conn.h"
+
+#include <stdio.h>
+#include <string.h>
+
+typedef struct parser {
+    const char *text;       /* the whole URL */
+    const char *secret_end; /* last '@' of the URL, or NULL */
+    emq_error *err;
+} parser;
+
+/* Writes into out (size bytes) the fragment [s, s+n) in single quotes, or
+ * "(withheld)" when it lies where a password may be. Returns out. */
+static const char *quote(const parser *ps, const char *s, size_t n,
+                         char *out, size_t size) {
+    if (ps->secret_end != NULL && s <= ps->secret_end) {
+        snprintf(out, size, "(withheld)");
+        return out;
+    }
+    char shown[80];
+    emq_printable(shown, sizeof shown, s, n);
+    snprintf(out, size, "'%s'%s", shown, n >= sizeof shown ? "..." : "");
+    return out;
+}
+
+static int hexval(char c) {
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+/* Percent-decodes [s, s+n) into a new string in *out. what names the part
+ * for the error ("password"); its text is never quoted. Returns EMQ_OK,
+ * EMQ_ENOMEM, or EMQ_EINVAL for a bad escape or an escaped NUL. */
+static emq_status decode(const parser *ps, const char *s, size_t n,
+                         const char *what, char **out) {
+    char *d = emq_alloc(n + 1);
+    if (d == NULL)
+        return emq_error_set(ps->err, EMQ_ENOMEM, 0,
+                             "out of memory parsing the URL");
+    size_t j = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] != '%') {
+            d[j++] = s[i];
+            continue;
+        }
+        int hi = i + 2 < n ? hexval(s[i + 1]) : -1;
+        int lo = hi >= 0 ? hexval(s[i + 2]) : -1;
+        if (hi < 0 || lo < 0 || (hi == 0 && lo == 0)) {
+            emq_wipe(d, n + 1);
+            emq_free(d);
+            return emq_error_set(ps->err, EMQ_EINVAL, 0,
+                                 "%s has an invalid percent escape (use %%XX "
+                                 "with two hex digits, not %%00)",
+                                 what);
+        }
+        d[j++] = (char)(hi * 16 + lo);
+        i += 2;
+    }
+    d[j] = '\0';
+    *out = d;
+    return EMQ_OK;
+}
+
+/* Parses a decimal number in [min, max] from [s, s+n) with no sign, space
+ * or trailing junk. Returns 1 and sets *out, 0 when not such a number, -1
+ * when a number out of range. */
+static int parse_num(const char *s, size_t n, int64_t min, int64_t max,
+                     int64_t *out) {
+    if (n == 0)
+        return 0;
+    int64_t v = 0;
+    int big = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] < '0' || s[i] > '9')
+            return 0;
+        if (v > (INT64_MAX - 9) / 10)
+            big = 1;
+        else
+            v = v * 10 + (s[i] - '0');
+    }
+    if (big || v < min || v > max)
+        return -1;
+    *out = v;
+    return 1;
+}
+
+/* Parses the database number in [s, s+n). Returns EMQ_OK or EMQ_EINVAL. */
+static emq_status parse_db(const parser *ps, const char *s, size_t n,
+                           emq_url *u) {
+    char q[100];
+    int r = parse_num(s, n, 0, INT32_MAX, &u->db);
+    if (r == 0)
+        return emq_error_set(ps->err, EMQ_EINVAL, 0,
+                             "database %s is not a number",
+                             quote(ps, s, n, q, sizeof q));
+    if (r < 0)
+        return emq_error_set(ps->err, EMQ_EINVAL, 0,
+                             "database %s is out of range 0-2147483647",
+                             quote(ps, s, n, q, sizeof q));
+    return EMQ_OK;
+}
+
+static int host_char(char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+           (c >= '0' && c <= '9') || c == '-' || c == '.' || c == '_';
+}
+
+/* Parses host[:port] or [v6]:port from [s, e) into u. Returns EMQ_OK,
+ * EMQ_ENOMEM or EMQ_EINVAL naming the bad part. */
+static emq_status parse_hostport(const parser *ps, const char *s,
+                                 const char *e, emq_url *u) {
+    char q[100];
+    const char *hs, *he, *port = NULL;
+    if (s < e && *s == '[') {
+        const char *close = memchr(s, ']', (size_t)(e - s));
+        if (close == NULL)
+            return emq_error_set(ps->err, EMQ_EINVAL, 0,
+                                 "IPv6 address %s has no closing ']'",
+                                 quote(ps, s, (size_t)(e - s), q, sizeof q));
+        hs = s + 1;
+        he = close;
+        for (const char *c = hs; c < he; c++)
+            if (!host_char(*c) && *c != ':' && *c != '%')
+                return emq_error_set(
+                    ps->err, EMQ_EINVAL, 0, "IPv6 address %s is not valid",
+                    quote(ps, hs, (size_t)(he - hs), q, sizeof q));
+        if (close + 1 < e) {
+            if (close[1] != ':')
+                return emq_error_set(
+                    ps->err, EMQ_EINVAL, 0,
+                    "unexpected %s after IPv6 address; use [addr]:port",
+                    quote(ps, close + 1, (size_t)(e - close - 1), q,
+                          sizeof q));
+            port = close + 2;
+        }
+    } else {
+        hs = s;
+        const char *colon = memchr(s, ':', (size_t)(e - s));
+        he = colon ? colon : e;
+        if (colon && memchr(colon + 1, ':', (size_t)(e - colon - 1)))
+            return emq_error_set(ps->err, EMQ_EINVAL, 0,
+                                 "host %s looks like an IPv6 address; put it "
+                                 "in brackets, e.g. redis://[::1]:6379",
+                                 quote(ps, s, (size_t)(e - s), q, sizeof q));
+        for (const char *c = hs; c < he; c++)
+            if (!host_char(*c))
+                return emq_error_set(
+                    ps->err, EMQ_EINVAL, 0, "host %s is not a valid host name",
+                    quote(ps, hs, (size_t)(he - hs), q, sizeof q));
+        if (colon)
+            port = colon + 1;
+    }
+    if (he == hs)
+        return emq_error_set(ps->err, EMQ_EINVAL, 0,
+                             "host is missing; e.g. redis://127.0.0.1:6379");
+    u->port = 6379;
+    if (port) {
+        int64_t v;
+        int r = parse_num(port, (size_t)(e - port), 1, 65535, &v);
+        if (r == 0)
+            return emq_error_set(ps->err, EMQ_EINVAL, 0,
+                                 "port %s is not a number",
+                                 quote(ps, port, (size_t)(e - port), q,
+                                       sizeof q));
+        if (r < 0)
+            return emq_error_set(ps->err, EMQ_EINVAL, 0,
+                                 "port %s is out of range 1-65535",
+                                 quote(ps, port, (size_t)(e - port), q,
+                                       sizeof q));
+        u->port = (int)v;
+    }
+    u->host = emq_strndup(hs, (size_t)(he - hs));
+    if (u->host == NULL)
+        return emq_error_set(ps->err, EMQ_ENOMEM, 0,
+                             "out of memory parsing the URL");
+    return EMQ_OK;
+}
+
+/* Stores the decoded value of one query parameter [k, k+kn) = [v, v+vn)
+ * into u. Returns EMQ_OK, EMQ_ENOMEM, or EMQ_EINVAL naming the parameter. */
+static emq_status parse_param(const parser *ps, const char *k, size_t kn,
+                              const char *v, size_t vn, emq_url *u) {
+    static const char *const tls_names[] = {"tls.ca_file", "tls.cert_file",
+                                            "tls.key_file", "tls.sni",
+                                            "tls.verify"};
+    char q[100];
+    if (kn == 2 && memcmp(k, "db", 2) == 0) {
+        if (u->scheme != EMQ_URL_UNIX)
+            return emq_error_set(ps->err, EMQ_EINVAL, 0,
+                                 "parameter 'db' is for unix:// URLs; give "
+                                 "the database as the path, e.g. "
+                                 "redis://host:6379/2");
+        return parse_db(ps, v, vn, u);
+    }
+    size_t which = sizeof tls_names / sizeof tls_names[0];
+    for (size_t i = 0; i < sizeof tls_names / sizeof tls_names[0]; i++)
+        if (strlen(tls_names[i]) == kn && memcmp(k, tls_names[i], kn) == 0)
+            which = i;
+    if (which == sizeof tls_names / sizeof tls_names[0])
+        return emq_error_set(ps->err, EMQ_EINVAL, 0,
+                             "unknown URL parameter %s; use db (unix://) or "
+                             "tls.ca_file, tls.cert_file, tls.key_file, "
+                             "tls.sni, tls.verify (rediss://)",
+                             quote(ps, k, kn, q, sizeof q));
+    if (u->scheme != EMQ_URL_TLS)
+        return emq_error_set(ps->err, EMQ_EINVAL, 0,
+                             "parameter '%s' needs a rediss:// URL",
+                             tls_names[which]);
+    if (vn == 0)
+        return emq_error_set(ps->err, EMQ_EINVAL, 0,
+                             "parameter '%s' is empty", tls_names[which]);
+    char *value = NULL;
+    emq_status st = decode(ps, v, vn, tls_names[which], &value);
+    if (st != EMQ_OK)
+        return st;
+    char **slot = NULL;
+    switch (which) {
+    case 0: slot = &u->tls_ca_file; break;
+    case 1: slot = &u->tls_cert_file; break;
+    case 2: slot = &u->tls_key_file; break;
+    case 3: slot = &u->tls_sni; break;
+    default:
+        if (strcmp(value, "peer") == 0 || strcmp(value, "none") == 0) {
+            u->tls_verify = value[0] == 'p';
+            emq_free(value);
+            return EMQ_OK;
+        }
+        emq_free(value);
+        return emq_error_set(ps->err, EMQ_EINVAL, 0,
+                             "parameter 'tls.verify' is %s; use peer or none",
+                             quote(ps, v, vn, q, sizeof q));
+    }
+    emq_free(*slot); /* a repeated parameter: the last one wins */
+    *slot = value;
+    return EMQ_OK;
+}
+
+/* Parses the query [s, e) (without the '?'). */
+static emq_status parse_query(const parser *ps, const char *s, const char *e,
+                              emq_url *u) {
+    while (s < e) {
+        const char *amp = memchr(s, '&', (size_t)(e - s));
+        const char *end = amp ? amp : e;
+        if (end > s) {
+            const char *eq = memchr(s, '=', (size_t)(end - s));
+            const char *k = s;
+            size_t kn = (size_t)((eq ? eq : end) - s);
+            const char *v = eq ? eq + 1 : end;
+            emq_status st = parse_param(ps, k, kn, v, (size_t)(end - v), u);
+            if (st != EMQ_OK)
+                return st;
+        }
+        s = amp ? amp + 1 : e;
+    }
+    return EMQ_OK;
+}
+
+/* Matches the scheme [s, s+n) case-insensitively. Returns 1 on a match. */
+static int scheme_is(const char *s, size_t n, const char *name) {
+    if (strlen(name) != n)
+        return 0;
+    for (size_t i = 0; i < n; i++) {
+        char c = s[i];
+        if (c >= 'A' && c <= 'Z')
+            c = (char)(c - 'A' + 'a');
+        if (c != name[i])
+            return 0;
+    }
+    return 1;
+}
+
+/* The body of emq_url_parse; u is zeroed by the caller and freed by it on
+ * failure. */
+static emq_status parse(const parser *ps, emq_url *u) {
+    const char *text = ps->text;
+    char q[100];
+    const char *sep = strstr(text, "://");
+    if (sep == NULL)
+        return emq_error_set(ps->err, EMQ_EINVAL, 0,
+                             "URL has no scheme; use redis://host:port, "
+                             "rediss://host:port or unix:///path");
+    size_t sn = (size_t)(sep - text);
+    if (scheme_is(text, sn, "redis"))
+        u->scheme = EMQ_URL_TCP;
+    else if (scheme_is(text, sn, "rediss"))
+        u->scheme = EMQ_URL_TLS;
+    else if (scheme_is(text, sn, "unix"))
+        u->scheme = EMQ_URL_UNIX;
+    else {
+        /* A scheme is a short word; anything else is withheld, since it may
+         * be a password typed where the scheme should be. */
+        int word = sn > 0 && sn <= 16;
+        for (size_t i = 0; i < sn && word; i++)
+            word = host_char(text[i]) || text[i] == '+';
+        char shown[24];
+        if (word)
+            emq_printable(shown, sizeof shown, text, sn);
+        return emq_error_set(ps->err, EMQ_EINVAL, 0,
+                             "unsupported scheme '%s'; use redis://, "
+                             "rediss:// or unix://",
+                             word ? shown : "(withheld)");
+    }
+
+    const char *rest = sep + 3;
+    const char *end = rest + strlen(rest);
+    const char *qmark = strchr(rest, '?');
+    const char *qend = qmark ? qmark : end;
+    const char *at = NULL;
+    if (!(u->scheme == EMQ_URL_UNIX && *rest == '/'))
+        for (const char *c = rest; c < qend; c++)
+            if (*c == '@')
+                at = c;
+
+    emq_status st;
+    const char *body = rest;
+    if (at) {
+        const char *colon = memchr(rest, ':', (size_t)(at - rest));
+        const char *ue = colon ? colon : at;
+        if (ue > rest) {
+            st = decode(ps, rest, (size_t)(ue - rest), "user name", &u->user);
+            if (st != EMQ_OK)
+                return st;
+        }
+        if (colon && at > colon + 1) {
+            st = decode(ps, colon + 1, (size_t)(at - colon - 1), "password",
+                        &u->password);
+            if (st != EMQ_OK)
+                return st;
+        }
+        body = at + 1;
+    }
+
+    if (u->scheme == EMQ_URL_UNIX) {
+        if (body == qend)
+            return emq_error_set(ps->err, EMQ_EINVAL, 0,
+                                 "socket path is missing; e.g. "
+                                 "unix:///run/redis.sock");
+        if (*body != '/')
+            return emq_error_set(ps->err, EMQ_EINVAL, 0,
+                                 "socket path %s is not absolute; e.g. "
+                                 "unix:///run/redis.sock",
+                                 quote(ps, body, (size_t)(qend - body), q,
+                                       sizeof q));
+        st = decode(ps, body, (size_t)(qend - body), "socket path", &u->path);
+        if (st != EMQ_OK)
+            return st;
+    } else {
+        const char *slash = memchr(body, '/', (size_t)(qend - body));
+        const char *hpe = slash ? slash : qend;
+        st = parse_hostport(ps, body, hpe, u);
+        if (st != EMQ_OK)
+            return st;
+        if (slash && qend > slash + 1) {
+            st = parse_db(ps, slash + 1, (size_t)(qend - slash - 1), u);
+            if (st != EMQ_OK)
+                return st;
+        }
+    }
+    if (qmark)
+        return parse_query(ps, qmark + 1, end, u);
+    return EMQ_OK;
+}
+
+emq_status emq_url_parse(const char *text, emq_url *out, emq_error *err) {
+    memset(out, 0, sizeof *out);
+    out->db = -1;
+    out->tls_verify = -1;
+    if (text == NULL)
+        return emq_error_set(err, EMQ_EINVAL, 0, "URL is missing");
+    parser ps = {text, strrchr(text, '@'), err};
+    emq_status st = parse(&ps, out);
+    if (st != EMQ_OK) {
+        emq_url_free(out);
+        return st;
+    }
+    return EMQ_OK;
+}
+
+void emq_url_free(emq_url *u) {
+    if (u == NULL)
+        return;
+    if (u->password)
+        emq_wipe(u->password, strlen(u->password));
+    emq_free(u->host);
+    emq_free(u->path);
+    emq_free(u->user);
+    emq_free(u->password);
+    emq_free(u->tls_ca_file);
+    emq_free(u->tls_cert_file);
+    emq_free(u->tls_key_file);
+    emq_free(u->tls_sni);
+    memset(u, 0, sizeof *u);
+    u->db = -1;
+    u->tls_verify = -1;
+}

@@ -1,0 +1,497 @@
+/* fakepeer.c: a scripted misbehaving Redis peer and a breakable TCP proxy.
+ *
+ * One thread owns a loopback listener, a wake-up pipe and up to MAX_CONNS
+ * connections, and multiplexes them with poll(2) in 100 ms rounds, so a
+ * stop request is seen within one round. In the scripted modes it parses
+ * each command the client sends and answers as the mode says (nothing,
+ * raw bytes, bytes then close, bytes then stall). In PROXY mode it copies
+ * bytes between each client and its own upstream connection to a real
+ * server, until told to drop every connection or to freeze. Writes wait at
+ * most SEND_WAIT_MS for room and then give the connection up, so a client
+ * that never reads cannot wedge the thread. Control calls from the test
+ * thread (drop, freeze, stop) are applied by the peer thread between rounds
+ * and acknowledged, so they have taken effect when the call returns.
+ */
+#include "harness/fakepeer.h"
+#include "harness/test.h"
+
+#include <arpa/inet.h>
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MAX_CONNS 32
+#define IN_MAX (1024 * 1024) /* a client sending more unparsed is dropped */
+#define SEND_WAIT_MS 2000
+#define CONTROL_WAIT_MS 3000
+
+typedef struct peer_conn {
+    int fd;      /* client side; -1 when the slot is free */
+    int up;      /* upstream (PROXY); -1 otherwise */
+    int stalled; /* REPLY_STALL fired: never read or write again */
+    char *in;    /* unparsed client bytes (scripted modes) */
+    size_t len, cap;
+} peer_conn;
+
+struct emq_peer {
+    emq_peer_opts opts;      /* reply and trigger point at the copies below */
+    char *reply;             /* copy of opts.reply */
+    char trigger[64];        /* copy of opts.trigger; "" = every command */
+    int listen_fd;
+    int port;
+    char url[64];
+    int wake[2];             /* pipe: control requests */
+    pthread_t thread;
+    pthread_mutex_t mu;      /* guards everything below */
+    pthread_cond_t cv;
+    int stop;                /* ask the thread to end */
+    int drop;                /* ask the thread to close every connection */
+    int freeze;              /* PROXY: forwarding frozen */
+    unsigned long requested; /* control sequence asked for */
+    unsigned long applied;   /* control sequence the thread has applied */
+    int accepted;            /* connections accepted */
+    int commands;            /* commands parsed */
+    char last[64];           /* last command name, upper-cased */
+    peer_conn conns[MAX_CONNS]; /* owned by the peer thread */
+};
+
+static int64_t mono_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void conn_close(peer_conn *c) {
+    if (c->fd >= 0)
+        close(c->fd);
+    if (c->up >= 0)
+        close(c->up);
+    free(c->in);
+    memset(c, 0, sizeof *c);
+    c->fd = c->up = -1;
+}
+
+/* Sends all n bytes, waiting at most SEND_WAIT_MS in total for room.
+ * Returns 0, or -1 when the peer went away or never made room. */
+static int send_bounded(int fd, const char *p, size_t n) {
+    int64_t deadline = mono_ms() + SEND_WAIT_MS;
+    while (n > 0) {
+        ssize_t w = send(fd, p, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (w > 0) {
+            p += w;
+            n -= (size_t)w;
+            continue;
+        }
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            int64_t left = deadline - mono_ms();
+            if (left <= 0)
+                return -1;
+            struct pollfd pfd = {fd, POLLOUT, 0};
+            poll(&pfd, 1, (int)left);
+            continue;
+        }
+        return -1;
+    }
+    return 0;
+}
+
+static int send_str(int fd, const char *s) { return send_bounded(fd, s, strlen(s)); }
+
+/* Parses one command at the start of buf. Returns bytes consumed, 0 when
+ * incomplete, -1 when malformed. name gets the command name upper-cased. */
+static long parse_command(const char *buf, size_t len, char *name,
+                          size_t name_size) {
+    name[0] = '\0';
+    if (len == 0)
+        return 0;
+    if (buf[0] != '*') { /* inline command: one line */
+        const char *nl = memchr(buf, '\n', len);
+        if (nl == NULL)
+            return len > 4096 ? -1 : 0;
+        size_t i = 0;
+        while (buf + i < nl && buf[i] != ' ' && buf[i] != '\r' &&
+               i + 1 < name_size) {
+            name[i] = (char)toupper((unsigned char)buf[i]);
+            i++;
+        }
+        name[i] = '\0';
+        return (long)(nl - buf + 1);
+    }
+    size_t pos = 0;
+    long count = -1;
+    for (long arg = -1; arg < 0 || arg < count; arg++) {
+        const char *nl = memchr(buf + pos, '\n', len - pos);
+        if (nl == NULL)
+            return len - pos > 64 ? -1 : 0;
+        char expect = arg < 0 ? '*' : '$';
+        if (buf[pos] != expect)
+            return -1;
+        long n = strtol(buf + pos + 1, NULL, 10);
+        pos = (size_t)(nl - buf) + 1;
+        if (arg < 0) {
+            if (n < 1 || n > 1024 * 1024)
+                return -1;
+            count = n;
+            continue;
+        }
+        if (n < 0 || (size_t)n > IN_MAX)
+            return -1;
+        if (len - pos < (size_t)n + 2)
+            return 0;
+        if (arg == 0) {
+            size_t k = (size_t)n < name_size - 1 ? (size_t)n : name_size - 1;
+            for (size_t i = 0; i < k; i++)
+                name[i] = (char)toupper((unsigned char)buf[pos + i]);
+            name[k] = '\0';
+        }
+        pos += (size_t)n + 2;
+    }
+    return (long)pos;
+}
+
+/* Acts on every complete command buffered on c. Returns -1 when c must be
+ * closed. */
+static int serve_commands(emq_peer *p, peer_conn *c) {
+    size_t off = 0;
+    int rc = 0;
+    while (off < c->len && !c->stalled) {
+        char name[64];
+        long used = parse_command(c->in + off, c->len - off, name, sizeof name);
+        if (used < 0) {
+            rc = -1;
+            break;
+        }
+        if (used == 0)
+            break;
+        off += (size_t)used;
+        pthread_mutex_lock(&p->mu);
+        p->commands++;
+        snprintf(p->last, sizeof p->last, "%s", name);
+        pthread_mutex_unlock(&p->mu);
+        int hit = p->trigger[0] == '\0' || strcasecmp(name, p->trigger) == 0;
+        if (!hit) {
+            const char *answer = !strcmp(name, "HELLO")
+                                     ? "-ERR unknown command 'HELLO'\r\n"
+                                 : !strcmp(name, "PING") ? "+PONG\r\n"
+                                                         : "+OK\r\n";
+            if (send_str(c->fd, answer) != 0) {
+                rc = -1;
+                break;
+            }
+            continue;
+        }
+        if (p->opts.mode == EMQ_PEER_SILENT)
+            continue;
+        if (send_bounded(c->fd, p->reply, p->opts.reply_len) != 0) {
+            rc = -1;
+            break;
+        }
+        if (p->opts.mode == EMQ_PEER_REPLY_CLOSE) {
+            rc = -1;
+            break;
+        }
+        if (p->opts.mode == EMQ_PEER_REPLY_STALL) {
+            c->stalled = 1;
+            off = c->len;
+        }
+    }
+    memmove(c->in, c->in + off, c->len - off);
+    c->len -= off;
+    return rc;
+}
+
+static int connect_upstream(int port) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0)
+        return -1;
+    struct sockaddr_in a;
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = htons((uint16_t)port);
+    if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
+        close(fd);
+        return -1;
+    }
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    return fd;
+}
+
+static void accept_one(emq_peer *p) {
+    int fd = accept(p->listen_fd, NULL, NULL);
+    if (fd < 0)
+        return;
+    pthread_mutex_lock(&p->mu);
+    p->accepted++;
+    pthread_mutex_unlock(&p->mu);
+    if (p->opts.mode == EMQ_PEER_CLOSE) {
+        close(fd);
+        return;
+    }
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    peer_conn *slot = NULL;
+    for (int i = 0; i < MAX_CONNS && slot == NULL; i++)
+        if (p->conns[i].fd < 0)
+            slot = &p->conns[i];
+    if (slot == NULL) {
+        close(fd);
+        return;
+    }
+    slot->fd = fd;
+    if (p->opts.mode == EMQ_PEER_PROXY) {
+        slot->up = connect_upstream(p->opts.upstream_port);
+        if (slot->up < 0)
+            conn_close(slot);
+    }
+}
+
+/* Reads what c's client sent and handles it. */
+static void client_readable(emq_peer *p, peer_conn *c) {
+    char buf[16384];
+    ssize_t n = recv(c->fd, buf, sizeof buf, 0);
+    if (n < 0 && (errno == EINTR || errno == EAGAIN))
+        return;
+    if (n <= 0) {
+        conn_close(c);
+        return;
+    }
+    if (p->opts.mode == EMQ_PEER_PROXY) {
+        if (send_bounded(c->up, buf, (size_t)n) != 0)
+            conn_close(c);
+        return;
+    }
+    if (c->len + (size_t)n > IN_MAX) {
+        conn_close(c);
+        return;
+    }
+    if (c->len + (size_t)n > c->cap) {
+        size_t cap = c->cap ? c->cap : 4096;
+        while (cap < c->len + (size_t)n)
+            cap *= 2;
+        char *in = realloc(c->in, cap);
+        if (in == NULL) {
+            conn_close(c);
+            return;
+        }
+        c->in = in;
+        c->cap = cap;
+    }
+    memcpy(c->in + c->len, buf, (size_t)n);
+    c->len += (size_t)n;
+    if (serve_commands(p, c) != 0)
+        conn_close(c);
+}
+
+static void upstream_readable(peer_conn *c) {
+    char buf[16384];
+    ssize_t n = recv(c->up, buf, sizeof buf, 0);
+    if (n < 0 && (errno == EINTR || errno == EAGAIN))
+        return;
+    if (n <= 0 || send_bounded(c->fd, buf, (size_t)n) != 0)
+        conn_close(c);
+}
+
+/* Applies pending control requests; returns 1 when asked to stop. */
+static int apply_control(emq_peer *p, int *frozen) {
+    char drain[64];
+    while (read(p->wake[0], drain, sizeof drain) > 0)
+        ;
+    pthread_mutex_lock(&p->mu);
+    int stop = p->stop, drop = p->drop;
+    p->drop = 0;
+    *frozen = p->freeze;
+    pthread_mutex_unlock(&p->mu);
+    if (drop || stop)
+        for (int i = 0; i < MAX_CONNS; i++)
+            if (p->conns[i].fd >= 0)
+                conn_close(&p->conns[i]);
+    pthread_mutex_lock(&p->mu);
+    p->applied = p->requested;
+    pthread_cond_broadcast(&p->cv);
+    pthread_mutex_unlock(&p->mu);
+    return stop;
+}
+
+static void *peer_main(void *arg) {
+    emq_peer *p = arg;
+    for (;;) {
+        int frozen;
+        if (apply_control(p, &frozen))
+            break;
+        struct pollfd fds[2 + 2 * MAX_CONNS];
+        peer_conn *owner[2 + 2 * MAX_CONNS];
+        int nfds = 0;
+        fds[nfds++] = (struct pollfd){p->wake[0], POLLIN, 0};
+        fds[nfds++] = (struct pollfd){p->listen_fd, POLLIN, 0};
+        for (int i = 0; i < MAX_CONNS; i++) {
+            peer_conn *c = &p->conns[i];
+            if (c->fd < 0 || c->stalled || frozen)
+                continue;
+            owner[nfds] = c;
+            fds[nfds++] = (struct pollfd){c->fd, POLLIN, 0};
+            if (c->up >= 0) {
+                owner[nfds] = c;
+                fds[nfds++] = (struct pollfd){c->up, POLLIN, 0};
+            }
+        }
+        int ready = poll(fds, (nfds_t)nfds, 100);
+        if (ready <= 0)
+            continue;
+        if (fds[1].revents & POLLIN)
+            accept_one(p);
+        for (int i = 2; i < nfds; i++) {
+            peer_conn *c = owner[i];
+            if (fds[i].revents == 0 || c->fd < 0)
+                continue; /* closed earlier in this round */
+            if (fds[i].fd == c->fd)
+                client_readable(p, c);
+            else if (fds[i].fd == c->up)
+                upstream_readable(c);
+        }
+    }
+    return NULL;
+}
+
+/* Posts a control request and waits (bounded) until the thread applied it. */
+static void control(emq_peer *p, int drop, int freeze) {
+    pthread_mutex_lock(&p->mu);
+    if (drop)
+        p->drop = 1;
+    if (freeze >= 0)
+        p->freeze = freeze;
+    unsigned long seq = ++p->requested;
+    pthread_mutex_unlock(&p->mu);
+    if (write(p->wake[1], "x", 1) < 0) {
+        /* Full pipe: the thread wakes anyway within one poll round. */
+    }
+    int64_t deadline = mono_ms() + CONTROL_WAIT_MS;
+    pthread_mutex_lock(&p->mu);
+    while (p->applied < seq && mono_ms() < deadline) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 20 * 1000000L;
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&p->cv, &p->mu, &ts);
+    }
+    int done = p->applied >= seq;
+    pthread_mutex_unlock(&p->mu);
+    if (!done)
+        FAIL("fake peer did not apply a control request in %d ms",
+             CONTROL_WAIT_MS);
+}
+
+emq_peer *emq_peer_start(const emq_peer_opts *opts) {
+    if (opts == NULL || opts->mode < EMQ_PEER_SILENT ||
+        opts->mode > EMQ_PEER_PROXY)
+        FAIL("emq_peer_start: bad options");
+    emq_peer *p = calloc(1, sizeof *p);
+    if (p == NULL)
+        FAIL("emq_peer_start: out of memory");
+    p->opts = *opts;
+    if (opts->reply) {
+        size_t n = opts->reply_len ? opts->reply_len : strlen(opts->reply);
+        p->reply = malloc(n ? n : 1);
+        if (p->reply == NULL)
+            FAIL("emq_peer_start: out of memory");
+        memcpy(p->reply, opts->reply, n);
+        p->opts.reply_len = n;
+    }
+    p->opts.reply = p->reply;
+    if (opts->trigger)
+        snprintf(p->trigger, sizeof p->trigger, "%s", opts->trigger);
+    p->opts.trigger = p->trigger;
+    for (int i = 0; i < MAX_CONNS; i++)
+        p->conns[i].fd = p->conns[i].up = -1;
+
+    p->listen_fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a;
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t alen = sizeof a;
+    if (p->listen_fd < 0 ||
+        bind(p->listen_fd, (struct sockaddr *)&a, sizeof a) != 0 ||
+        listen(p->listen_fd, 16) != 0 ||
+        getsockname(p->listen_fd, (struct sockaddr *)&a, &alen) != 0)
+        FAIL("fake peer listen: %s", strerror(errno));
+    p->port = ntohs(a.sin_port);
+    snprintf(p->url, sizeof p->url, "redis://127.0.0.1:%d", p->port);
+    if (pipe(p->wake) != 0)
+        FAIL("pipe: %s", strerror(errno));
+    fcntl(p->wake[0], F_SETFL, O_NONBLOCK);
+    fcntl(p->wake[1], F_SETFL, O_NONBLOCK);
+    pthread_mutex_init(&p->mu, NULL);
+    pthread_cond_init(&p->cv, NULL);
+    if (pthread_create(&p->thread, NULL, peer_main, p) != 0)
+        FAIL("fake peer: pthread_create failed");
+    return p;
+}
+
+void emq_peer_stop(emq_peer *p) {
+    if (p == NULL)
+        return;
+    pthread_mutex_lock(&p->mu);
+    p->stop = 1;
+    pthread_mutex_unlock(&p->mu);
+    if (write(p->wake[1], "x", 1) < 0) {
+        /* The thread sees stop within one poll round anyway. */
+    }
+    pthread_join(p->thread, NULL); /* bounded: <= one round + SEND_WAIT_MS */
+    for (int i = 0; i < MAX_CONNS; i++)
+        if (p->conns[i].fd >= 0)
+            conn_close(&p->conns[i]);
+    close(p->listen_fd);
+    close(p->wake[0]);
+    close(p->wake[1]);
+    pthread_mutex_destroy(&p->mu);
+    pthread_cond_destroy(&p->cv);
+    free(p->reply);
+    free(p);
+}
+
+const char *emq_peer_url(const emq_peer *p) { return p->url; }
+int emq_peer_port(const emq_peer *p) { return p->port; }
+
+int emq_peer_accepted(const emq_peer *p) {
+    emq_peer *q = (emq_peer *)p;
+    pthread_mutex_lock(&q->mu);
+    int n = q->accepted;
+    pthread_mutex_unlock(&q->mu);
+    return n;
+}
+
+int emq_peer_commands(const emq_peer *p) {
+    emq_peer *q = (emq_peer *)p;
+    pthread_mutex_lock(&q->mu);
+    int n = q->commands;
+    pthread_mutex_unlock(&q->mu);
+    return n;
+}
+
+void emq_peer_last_command(const emq_peer *p, char *out, size_t size) {
+    emq_peer *q = (emq_peer *)p;
+    pthread_mutex_lock(&q->mu);
+    snprintf(out, size, "%s", q->last);
+    pthread_mutex_unlock(&q->mu);
+}
+
+void emq_peer_drop(emq_peer *p) { control(p, 1, -1); }
+void emq_peer_freeze(emq_peer *p, int on) { control(p, 0, on ? 1 : 0); }

@@ -1,0 +1,63 @@
+/* fakepeer.h: a misbehaving Redis peer on loopback, for transport tests.
+ *
+ * A fake peer is one thread listening on 127.0.0.1 at a free port. Every
+ * connection it accepts plays the scripted misbehaviour of its mode. It
+ * parses incoming commands (RESP arrays or inline lines) so it can answer
+ * the handshake a client may send (HELLO gets an "unknown command" error
+ * like an old server; every other command "+OK", PING "+PONG") and
+ * misbehave only on the trigger command (or on every command when the
+ * trigger is NULL). The proxy mode forwards bytes to a real server and can
+ * be told to cut every connection or to freeze forwarding.
+ *
+ * Every wait is bounded; emq_peer_stop joins the thread and closes every
+ * socket. The peer uses plain malloc (it is not the library).
+ */
+#ifndef EMQ_TEST_FAKEPEER_H
+#define EMQ_TEST_FAKEPEER_H
+
+#include <stddef.h>
+
+typedef enum emq_peer_mode {
+    EMQ_PEER_SILENT = 1, /* accept, read and discard, never answer */
+    EMQ_PEER_CLOSE,      /* accept and close at once */
+    EMQ_PEER_REPLY,      /* answer each trigger command with the raw bytes */
+    EMQ_PEER_REPLY_CLOSE, /* send the bytes, then close the connection */
+    EMQ_PEER_REPLY_STALL, /* send the bytes, then never send or read again */
+    EMQ_PEER_PROXY        /* forward to 127.0.0.1:upstream_port */
+} emq_peer_mode;
+
+typedef struct emq_peer_opts {
+    emq_peer_mode mode;
+    const char *reply;   /* raw bytes for the REPLY modes */
+    size_t reply_len;    /* 0: strlen(reply) */
+    const char *trigger; /* command name (case-insensitive) that triggers
+                            the misbehaviour; NULL: every command. In
+                            SILENT mode a trigger means: answer the others */
+    int upstream_port;   /* PROXY only */
+} emq_peer_opts;
+
+typedef struct emq_peer emq_peer;
+
+/* Starts the peer thread; fails the test when it cannot. */
+emq_peer *emq_peer_start(const emq_peer_opts *opts);
+/* Stops the thread (bounded), closes every socket and frees p. NULL is a
+ * no-op. */
+void emq_peer_stop(emq_peer *p);
+/* "redis://127.0.0.1:PORT". Valid until emq_peer_stop. */
+const char *emq_peer_url(const emq_peer *p);
+int emq_peer_port(const emq_peer *p);
+/* Connections accepted so far. */
+int emq_peer_accepted(const emq_peer *p);
+/* Commands parsed so far, over all connections (not counted in PROXY). */
+int emq_peer_commands(const emq_peer *p);
+/* Name of the last command parsed (upper-cased, "" if none), copied. */
+void emq_peer_last_command(const emq_peer *p, char *out, size_t size);
+
+/* PROXY: closes every open connection (both sides) now; new connections
+ * are still accepted and forwarded. Returns once done (bounded). */
+void emq_peer_drop(emq_peer *p);
+/* PROXY: 1 freezes forwarding in both directions (bytes pile up in the
+ * kernel; connections stay open), 0 resumes. Takes effect before return. */
+void emq_peer_freeze(emq_peer *p, int on);
+
+#endif /* EMQ_TEST_FAKEPEER_H */

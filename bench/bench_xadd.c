@@ -1,0 +1,269 @@
+/* bench_xadd.c: pipelined XADD round trips, echomq's conn against a hiredis
+ * pipelined loop and redis-benchmark, side by side in one run.
+ *
+ * Starts a private redis-server (from PATH, no persistence) listening on a
+ * unix socket and a loopback TCP port, then, for each transport, runs
+ * rounds that alternate between: echomq (emq_conn_append x depth, then
+ * emq_conn_get_reply x depth), hiredis (redisAppendCommandArgv x depth,
+ * then redisGetReply x depth) and `redis-benchmark -P depth` with the same
+ * command. Every XADD carries one field "data" with a 100-byte value. The
+ * stream is deleted between rounds so memory stays flat. The best round of
+ * each client is reported; the machine is noisy, so compare within a run.
+ *
+ * Usage: bench_xadd [commands-per-round] [rounds] [depth]
+ */
+#include "echomq.h"
+
+#include <hiredis/hiredis.h>
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <netinet/in.h>
+#include <time.h>
+#include <unistd.h>
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static char payload[101];
+static const char *xadd_argv[] = {"XADD", "benchq", "*", "data", payload};
+static const size_t xadd_len[] = {4, 6, 1, 4, 100};
+
+/* ---- the private server ---------------------------------------------- */
+
+static pid_t server_pid;
+static char dir[64];
+static char sock_path[128];
+static int tcp_port;
+
+static int free_port(void) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET,
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof a;
+    if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) != 0 ||
+        getsockname(fd, (struct sockaddr *)&a, &len) != 0) {
+        perror("free port");
+        exit(1);
+    }
+    close(fd);
+    return ntohs(a.sin_port);
+}
+
+static void stop_server(void) {
+    if (server_pid > 0) {
+        kill(server_pid, SIGTERM);
+        waitpid(server_pid, NULL, 0);
+        server_pid = 0;
+    }
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    if (dir[0] && system(cmd) != 0)
+        fprintf(stderr, "could not remove %s\n", dir);
+}
+
+static void start_server(void) {
+    snprintf(dir, sizeof dir, "/tmp/emq-bench-XXXXXX");
+    if (mkdtemp(dir) == NULL) {
+        perror("mkdtemp");
+        exit(1);
+    }
+    snprintf(sock_path, sizeof sock_path, "%s/redis.sock", dir);
+    tcp_port = free_port();
+    char port[16];
+    snprintf(port, sizeof port, "%d", tcp_port);
+    server_pid = fork();
+    if (server_pid == 0) {
+        execlp("redis-server", "redis-server", "--port", port, "--bind",
+               "127.0.0.1", "--unixsocket", sock_path, "--save", "",
+               "--appendonly", "no", "--dir", dir, "--logfile",
+               "redis.log", (char *)NULL);
+        perror("exec redis-server");
+        _exit(127);
+    }
+    atexit(stop_server);
+    for (int i = 0; i < 500; i++) {
+        redisContext *c = redisConnectUnix(sock_path);
+        if (c && !c->err) {
+            redisFree(c);
+            return;
+        }
+        if (c)
+            redisFree(c);
+        usleep(10000);
+    }
+    fprintf(stderr, "redis-server did not start\n");
+    exit(1);
+}
+
+/* ---- the three clients ------------------------------------------------ */
+
+static void delete_stream(redisContext *admin) {
+    redisReply *r = redisCommand(admin, "DEL benchq");
+    if (r == NULL) {
+        fprintf(stderr, "DEL failed: %s\n", admin->errstr);
+        exit(1);
+    }
+    freeReplyObject(r);
+}
+
+static double run_echomq(const char *url, int total, int depth) {
+    emq_conf_t *conf = emq_conf_new();
+    emq_error err;
+    emq_conn_t *conn;
+    if (emq_conf_set(conf, "url", url, &err) != EMQ_OK ||
+        emq_conn_new(conf, &conn, &err) != EMQ_OK) {
+        fprintf(stderr, "echomq: %s\n", err.message);
+        exit(1);
+    }
+    emq_conf_destroy(conf);
+    double start = now_s();
+    for (int done = 0; done < total; done += depth) {
+        int n = total - done < depth ? total - done : depth;
+        for (int i = 0; i < n; i++)
+            if (emq_conn_append(conn, 5, xadd_argv, xadd_len, &err) != EMQ_OK)
+                goto fail;
+        for (int i = 0; i < n; i++) {
+            emq_reply *reply;
+            if (emq_conn_get_reply(conn, &reply, &err) != EMQ_OK)
+                goto fail;
+            if (emq_reply_kind(reply) != EMQ_REPLY_STRING) {
+                fprintf(stderr, "echomq: unexpected reply\n");
+                exit(1);
+            }
+            emq_reply_free(reply);
+        }
+    }
+    double t = now_s() - start;
+    emq_conn_destroy(conn);
+    return t;
+fail:
+    fprintf(stderr, "echomq: %s\n", err.message);
+    exit(1);
+}
+
+static double run_hiredis(redisContext *c, int total, int depth) {
+    double start = now_s();
+    for (int done = 0; done < total; done += depth) {
+        int n = total - done < depth ? total - done : depth;
+        for (int i = 0; i < n; i++)
+            if (redisAppendCommandArgv(c, 5, xadd_argv, xadd_len) != REDIS_OK)
+                goto fail;
+        for (int i = 0; i < n; i++) {
+            void *reply;
+            if (redisGetReply(c, &reply) != REDIS_OK)
+                goto fail;
+            if (((redisReply *)reply)->type != REDIS_REPLY_STRING) {
+                fprintf(stderr, "hiredis: unexpected reply\n");
+                exit(1);
+            }
+            freeReplyObject(reply);
+        }
+    }
+    return now_s() - start;
+fail:
+    fprintf(stderr, "hiredis: %s\n", c->errstr);
+    exit(1);
+}
+
+/* Runs redis-benchmark with the same command; returns its requests/s, or
+ * 0 when the tool is missing. */
+static double run_redis_benchmark(int use_unix, int total, int depth) {
+    char cmd[512];
+    if (use_unix)
+        snprintf(cmd, sizeof cmd,
+                 "redis-benchmark -s %s -P %d -n %d -c 1 -q XADD benchq '*' "
+                 "data %s 2>/dev/null",
+                 sock_path, depth, total, payload);
+    else
+        snprintf(cmd, sizeof cmd,
+                 "redis-benchmark -h 127.0.0.1 -p %d -P %d -n %d -c 1 -q XADD "
+                 "benchq '*' data %s 2>/dev/null",
+                 tcp_port, depth, total, payload);
+    FILE *p = popen(cmd, "r");
+    if (p == NULL)
+        return 0;
+    char line[1024];
+    double rps = 0;
+    while (fgets(line, sizeof line, p)) {
+        /* "XADD benchq * data ...: 123456.78 requests per second, ..." */
+        char *colon = strrchr(line, ':');
+        char *rq = strstr(line, "requests per second");
+        if (colon && rq && colon < rq)
+            rps = atof(colon + 1);
+    }
+    pclose(p);
+    return rps;
+}
+
+int main(int argc, char **argv) {
+    int total = argc > 1 ? atoi(argv[1]) : 200000;
+    int rounds = argc > 2 ? atoi(argv[2]) : 5;
+    int depth = argc > 3 ? atoi(argv[3]) : 64;
+    if (total < 1 || rounds < 1 || depth < 1) {
+        fprintf(stderr, "usage: bench_xadd [commands-per-round] [rounds] "
+                        "[depth]\n");
+        return 2;
+    }
+    for (int i = 0; i < 100; i++)
+        payload[i] = (char)('a' + i % 26);
+    start_server();
+    redisContext *admin = redisConnectUnix(sock_path);
+
+    printf("Pipelined XADD (one 100-byte field), depth %d, %d commands per "
+           "round, %d rounds, best round shown\n\n",
+           depth, total, rounds);
+    printf("%-6s %-16s %12s %10s\n", "via", "client", "XADD/s", "vs hiredis");
+    for (int use_unix = 1; use_unix >= 0; use_unix--) {
+        char url[160];
+        redisContext *hc;
+        if (use_unix) {
+            snprintf(url, sizeof url, "unix://%s", sock_path);
+            hc = redisConnectUnix(sock_path);
+        } else {
+            snprintf(url, sizeof url, "redis://127.0.0.1:%d", tcp_port);
+            hc = redisConnect("127.0.0.1", tcp_port);
+        }
+        if (hc == NULL || hc->err) {
+            fprintf(stderr, "hiredis connect failed\n");
+            return 1;
+        }
+        double best_e = 1e30, best_h = 1e30, best_rb = 0;
+        for (int r = 0; r < rounds; r++) {
+            double te = run_echomq(url, total, depth);
+            delete_stream(admin);
+            double th = run_hiredis(hc, total, depth);
+            delete_stream(admin);
+            double rb = run_redis_benchmark(use_unix, total, depth);
+            delete_stream(admin);
+            if (te < best_e)
+                best_e = te;
+            if (th < best_h)
+                best_h = th;
+            if (rb > best_rb)
+                best_rb = rb;
+        }
+        redisFree(hc);
+        const char *via = use_unix ? "unix" : "tcp";
+        double he = total / best_h;
+        printf("%-6s %-16s %12.0f %9.1f%%\n", via, "echomq conn",
+               total / best_e, 100.0 * (total / best_e) / he);
+        printf("%-6s %-16s %12.0f %9.1f%%\n", via, "hiredis", he, 100.0);
+        if (best_rb > 0)
+            printf("%-6s %-16s %12.0f %9.1f%%\n", via, "redis-benchmark",
+                   best_rb, 100.0 * best_rb / he);
+        else
+            printf("%-6s %-16s %12s\n", via, "redis-benchmark", "(missing)");
+    }
+    redisFree(admin);
+    return 0;
+}

@@ -1,0 +1,372 @@
+#!/usr/bin/env bash
+# test.sh [STAGE...]: the whole echomq test suite, as CI runs it.
+#
+# Stages, in order (give names to run only some; deps always runs):
+#   deps      scripts/deps.sh: install what is missing
+#   gcc       gcc build with -Werror, then emq_tests
+#   clang     clang build with -Werror, then emq_tests
+#   sanitize  ASan+UBSan build (clang), then emq_tests
+#   valgrind  memcheck on the unit tests of the gcc build
+#   symbols   libechomq.so exports only emq_* (scripts/check_symbols.sh)
+#   install   cmake --install to a temporary prefix, then tests/install built
+#             with find_package and with pkg-config, and run
+#   examples  every examples/*.c built by gcc and clang, compiled against
+#             the installed copy, and roundtrip run on a private redis-server
+#   docs      docs/CONFIGURATION.md equals what tools/gen_confdoc prints
+#   fuzz      each tests/fuzz/fuzz_*.c for EMQ_FUZZ_SECONDS (default 60) s
+#   bench     bench/*.c build (they are not run)
+#
+# Each stage prints a header and its duration; the first failing stage
+# stops the run. The summary follows, and the very last line sums the
+# emq_tests runs as "N passed, N failed".
+#
+# Environment: EMQ_JOBS (parallel build jobs, default: the number of CPUs),
+# EMQ_FUZZ_SECONDS (default 60).
+set -euo pipefail
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+# shellcheck source=scripts/redis.sh
+. "$root/scripts/redis.sh"
+
+readonly ALL_STAGES=(deps gcc clang sanitize valgrind symbols install examples docs fuzz bench)
+jobs=${EMQ_JOBS:-$(nproc 2>/dev/null || echo 2)}
+fuzz_seconds=${EMQ_FUZZ_SECONDS:-60}
+build=$root/build
+logs=$build/logs
+
+selected=("$@")
+for s in "${selected[@]}"; do
+    if [[ " ${ALL_STAGES[*]} " != *" $s "* ]]; then
+        echo "test.sh: unknown stage '$s'; stages: ${ALL_STAGES[*]}" >&2
+        exit 2
+    fi
+done
+
+tests_passed=0
+tests_failed=0
+summary=()
+current=""
+current_start=0
+run_start=$SECONDS
+scratch=$(mktemp -d "${TMPDIR:-/tmp}/echomq-test.XXXXXX")
+
+finish() {
+    local rc=$?
+    stop_private_redis
+    rm -rf "$scratch"
+    if [[ -n "$current" ]]; then
+        summary+=("$(printf '%-9s FAILED  %5ds' "$current" $((SECONDS - current_start)))")
+        echo
+        echo "!!! stage '$current' FAILED after $((SECONDS - current_start)) s (exit status $rc); later stages not run"
+        [[ $rc -eq 0 ]] && rc=1
+    fi
+    echo
+    echo "==== summary ($((SECONDS - run_start)) s)"
+    local line
+    for line in "${summary[@]}"; do
+        echo "  $line"
+    done
+    if [[ $rc -eq 0 ]]; then
+        echo "all stages passed"
+    fi
+    echo "$tests_passed passed, $tests_failed failed"
+    exit "$rc"
+}
+trap finish EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+want() {
+    [[ ${#selected[@]} -eq 0 || " ${selected[*]} " == *" $1 "* ]]
+}
+
+# run_stage NAME DESCRIPTION FUNCTION: runs FUNCTION as stage NAME. A
+# failing command inside ends the script (set -e); the EXIT trap names the
+# stage. A function that prints "SKIPPED: why" on fd 3 is recorded skipped.
+run_stage() {
+    local name=$1 what=$2 fn=$3
+    want "$name" || [[ "$name" == deps ]] || return 0
+    current=$name
+    current_start=$SECONDS
+    echo
+    echo "==== [$name] $what"
+    rm -f "$scratch/skipped"
+    "$fn"
+    local secs=$((SECONDS - current_start)) result=ok
+    if [[ -f "$scratch/skipped" ]]; then
+        result=skipped
+        echo "---- [$name] SKIPPED: $(cat "$scratch/skipped")"
+    fi
+    echo "---- [$name] $result in ${secs} s"
+    summary+=("$(printf '%-9s %-7s %5ds' "$name" "$result" "$secs")")
+    current=""
+}
+
+skip_stage() {
+    echo "$1" >"$scratch/skipped"
+}
+
+# configure DIR COMPILER [CMAKE ARGS...]
+configure() {
+    local dir=$1 cc=$2
+    shift 2
+    cmake -S "$root" -B "$dir" -DCMAKE_C_COMPILER="$cc" -DEMQ_WERROR=ON "$@" \
+        >"$logs/$(basename "$dir").configure.log" 2>&1 || {
+        cat "$logs/$(basename "$dir").configure.log" >&2
+        return 1
+    }
+}
+
+compile() {
+    local dir=$1
+    shift
+    if ! cmake --build "$dir" -j "$jobs" "$@" >"$logs/$(basename "$dir").build.log" 2>&1; then
+        cat "$logs/$(basename "$dir").build.log" >&2
+        echo "build in $dir failed" >&2
+        return 1
+    fi
+    { grep -c "Building C object" "$logs/$(basename "$dir").build.log" || true; } |
+        sed 's/^/compiled: /; s/$/ files/'
+}
+
+# run_tests LABEL COMMAND...: runs an emq_tests command, shows its output,
+# and adds its "N passed, N failed, N skipped" line to the totals.
+run_tests() {
+    local label=$1 rc=0 counts p f
+    shift
+    local log=$logs/$label.tests.log
+    echo "\$ $*"
+    "$@" 2>&1 | tee "$log" || rc=$?
+    counts=$(grep -E '^[0-9]+ passed, [0-9]+ failed, [0-9]+ skipped$' "$log" | tail -n 1 || true)
+    if [[ -n "$counts" ]]; then
+        p=${counts%% passed*}
+        f=${counts#*passed, }
+        f=${f%% failed*}
+        tests_passed=$((tests_passed + p))
+        tests_failed=$((tests_failed + f))
+    elif [[ $rc -ne 0 ]]; then
+        tests_failed=$((tests_failed + 1)) # --no-fork ends at the first failure
+    fi
+    if [[ $rc -ne 0 ]]; then
+        echo "$label: emq_tests failed (exit status $rc); log: $log" >&2
+        return 1
+    fi
+    if [[ -z "$counts" ]]; then
+        echo "$label: emq_tests printed no 'N passed, N failed, N skipped' line" >&2
+        return 1
+    fi
+}
+
+# ---- stages --------------------------------------------------------------
+
+stage_deps() {
+    ./scripts/deps.sh
+}
+
+stage_gcc() {
+    configure "$build/gcc" gcc -DCMAKE_BUILD_TYPE=RelWithDebInfo -DEMQ_BENCH=OFF
+    compile "$build/gcc"
+    run_tests gcc "$build/gcc/emq_tests"
+}
+
+stage_clang() {
+    configure "$build/clang" clang -DCMAKE_BUILD_TYPE=RelWithDebInfo
+    compile "$build/clang"
+    run_tests clang "$build/clang/emq_tests"
+}
+
+stage_sanitize() {
+    configure "$build/sanitize" clang -DCMAKE_BUILD_TYPE=Debug \
+        -DEMQ_SANITIZE=address,undefined -DEMQ_EXAMPLES=OFF
+    compile "$build/sanitize" --target emq_tests
+    ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:detect_stack_use_after_return=1:strict_string_checks=1 \
+        UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+        run_tests sanitize "$build/sanitize/emq_tests"
+}
+
+# Later stages reuse the gcc build; this makes sure it exists and is current
+# also when they are run on their own (./scripts/test.sh install).
+gcc_build_ready() {
+    if [[ ! -f "$build/gcc/CMakeCache.txt" ]]; then
+        configure "$build/gcc" gcc -DCMAKE_BUILD_TYPE=RelWithDebInfo -DEMQ_BENCH=OFF
+    fi
+    compile "$build/gcc" >/dev/null
+}
+
+stage_valgrind() {
+    gcc_build_ready
+    run_tests valgrind valgrind -q --error-exitcode=1 --leak-check=full \
+        --errors-for-leak-kinds=definite,indirect,possible --track-origins=yes \
+        "$build/gcc/emq_tests" --no-fork unit/
+}
+
+stage_symbols() {
+    gcc_build_ready
+    ./scripts/check_symbols.sh "$build/gcc/libechomq.so"
+    if [[ -f "$build/clang/libechomq.so" ]]; then
+        ./scripts/check_symbols.sh "$build/clang/libechomq.so"
+    fi
+}
+
+prefix=""
+stage_install() {
+    gcc_build_ready
+    prefix=$scratch/prefix
+    cmake --install "$build/gcc" --prefix "$prefix" >"$logs/install.log"
+    sed 's/^--/  /' "$logs/install.log"
+    local libdir=$prefix/lib f
+    for f in include/echomq.h lib/libechomq.a lib/libechomq.so lib/pkgconfig/echomq.pc \
+        lib/cmake/echomq/echomqConfig.cmake lib/cmake/echomq/echomqConfigVersion.cmake \
+        lib/cmake/echomq/echomqTargets.cmake bin/echomq; do
+        [[ -e "$prefix/$f" ]] || { echo "install: $f is missing" >&2; return 1; }
+    done
+    echo "installed to $prefix"
+    "$prefix/bin/echomq" --version
+
+    local out=$build/consumer
+    rm -rf "$out"
+    echo "-- find_package(echomq): tests/install"
+    cmake -S "$root/tests/install" -B "$out" -DCMAKE_C_COMPILER=gcc \
+        -DCMAKE_PREFIX_PATH="$prefix" >"$logs/consumer.configure.log" 2>&1 ||
+        { cat "$logs/consumer.configure.log" >&2; return 1; }
+    cmake --build "$out" >"$logs/consumer.build.log" 2>&1 ||
+        { cat "$logs/consumer.build.log" >&2; return 1; }
+    LD_LIBRARY_PATH=$libdir "$out/consumer_shared"
+    "$out/consumer_static"
+
+    echo "-- pkg-config echomq: $(PKG_CONFIG_PATH=$libdir/pkgconfig pkg-config --cflags --libs echomq)"
+    # Word splitting of the pkg-config output is intended here.
+    # shellcheck disable=SC2046
+    cc -std=c11 -Wall -Wextra -Werror -o "$out/consumer_pc" "$root/tests/install/consumer.c" \
+        $(PKG_CONFIG_PATH=$libdir/pkgconfig pkg-config --cflags --libs echomq)
+    LD_LIBRARY_PATH=$libdir "$out/consumer_pc"
+    # The static archive with what `pkg-config --static` says it needs.
+    local static_libs
+    static_libs=$(PKG_CONFIG_PATH=$libdir/pkgconfig pkg-config --static --libs echomq)
+    static_libs=${static_libs/-lechomq/$libdir/libechomq.a}
+    echo "-- pkg-config --static: $static_libs"
+    # shellcheck disable=SC2046,SC2086
+    cc -std=c11 -Wall -Wextra -Werror -o "$out/consumer_pc_static" "$root/tests/install/consumer.c" \
+        $(PKG_CONFIG_PATH=$libdir/pkgconfig pkg-config --cflags echomq) $static_libs
+    "$out/consumer_pc_static"
+    if ldd "$out/consumer_pc_static" | grep -q libechomq; then
+        echo "install: consumer_pc_static is not linked statically" >&2
+        return 1
+    fi
+}
+
+stage_examples() {
+    local src name dir n=0
+    shopt -s nullglob
+    local sources=("$root"/examples/*.c)
+    shopt -u nullglob
+    if [[ ${#sources[@]} -eq 0 ]]; then
+        echo "examples: there is no examples/*.c" >&2
+        return 1
+    fi
+    for dir in gcc clang; do
+        [[ -d "$build/$dir" ]] || continue
+        for src in "${sources[@]}"; do
+            name=$(basename "$src" .c)
+            [[ -x "$build/$dir/example_$name" ]] ||
+                { echo "examples: $dir build has no example_$name" >&2; return 1; }
+        done
+    done
+    if [[ -n "$prefix" ]]; then
+        # Against the installed copy: the examples need nothing but echomq.h.
+        for src in "${sources[@]}"; do
+            name=$(basename "$src" .c)
+            # shellcheck disable=SC2046
+            cc -std=c11 -Wall -Wextra -Werror -o "$scratch/$name" "$src" \
+                $(PKG_CONFIG_PATH=$prefix/lib/pkgconfig pkg-config --cflags --libs echomq)
+            n=$((n + 1))
+        done
+        echo "compiled $n example(s) against the installed libechomq"
+    fi
+    [[ -x "$build/gcc/example_roundtrip" ]] || return 0
+    mkdir -p "$scratch/redis"
+    start_private_redis "$scratch/redis"
+    "$build/gcc/example_roundtrip" "$EMQ_REDIS_URL" "ci:roundtrip"
+    stop_private_redis
+}
+
+stage_docs() {
+    ./scripts/confdoc.sh --check "$build/gcc"
+}
+
+stage_fuzz() {
+    shopt -s nullglob
+    local sources=("$root"/tests/fuzz/fuzz_*.c)
+    shopt -u nullglob
+    if [[ ${#sources[@]} -eq 0 ]]; then
+        skip_stage "no tests/fuzz/fuzz_*.c exists yet, so there is nothing to fuzz"
+        return 0
+    fi
+    local dir=$build/fuzz src name corpus work artifacts rc
+    configure "$dir" clang -DCMAKE_BUILD_TYPE=RelWithDebInfo -DEMQ_FUZZ=ON \
+        -DEMQ_TESTS=OFF -DEMQ_EXAMPLES=OFF -DEMQ_TOOLS=OFF
+    local targets=()
+    for src in "${sources[@]}"; do
+        targets+=(--target "$(basename "$src" .c)")
+    done
+    compile "$dir" "${targets[@]}"
+    for src in "${sources[@]}"; do
+        name=$(basename "$src" .c)
+        corpus=$root/tests/fuzz/corpus/${name#fuzz_}
+        work=$scratch/fuzz/$name/corpus
+        artifacts=$scratch/fuzz/$name/artifacts
+        mkdir -p "$work" "$artifacts"
+        if [[ -d "$corpus" ]]; then
+            cp -R "$corpus/." "$work/"
+        else
+            echo "fuzz: $name has no seed corpus at tests/fuzz/corpus/${name#fuzz_}/"
+        fi
+        echo "-- $name: ${fuzz_seconds} s on a copy of $(find "$work" -type f | wc -l) seed input(s)"
+        rc=0
+        ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+            "$dir/$name" -max_total_time="$fuzz_seconds" -timeout=10 -rss_limit_mb=2048 \
+            -print_final_stats=1 -artifact_prefix="$artifacts/" "$work" \
+            >"$logs/$name.fuzz.log" 2>&1 || rc=$?
+        grep -E '^(#[0-9]+ *DONE|stat::number_of_executed_units|stat::peak_rss_mb|Done [0-9]+ runs)' \
+            "$logs/$name.fuzz.log" || tail -n 3 "$logs/$name.fuzz.log"
+        if [[ $rc -ne 0 ]] || [[ -n "$(ls -A "$artifacts")" ]]; then
+            tail -n 60 "$logs/$name.fuzz.log" >&2
+            mkdir -p "$build/fuzz-artifacts"
+            cp -R "$artifacts/." "$build/fuzz-artifacts/" 2>/dev/null || true
+            echo "fuzz: $name found a failure (exit status $rc); inputs kept in build/fuzz-artifacts/, log: $logs/$name.fuzz.log" >&2
+            return 1
+        fi
+    done
+}
+
+stage_bench() {
+    shopt -s nullglob
+    local sources=("$root"/bench/*.c)
+    shopt -u nullglob
+    configure "$build/gcc" gcc -DCMAKE_BUILD_TYPE=RelWithDebInfo -DEMQ_BENCH=ON
+    compile "$build/gcc"
+    if [[ ${#sources[@]} -eq 0 ]]; then
+        echo "bench: hiredis found, but there is no bench/*.c yet: nothing to build"
+        return 0
+    fi
+    local src
+    for src in "${sources[@]}"; do
+        [[ -x "$build/gcc/bench_$(basename "$src" .c)" ]] ||
+            { echo "bench: bench_$(basename "$src" .c) was not built" >&2; return 1; }
+    done
+    echo "built ${#sources[@]} benchmark(s) (not run)"
+}
+
+mkdir -p "$logs"
+run_stage deps "install missing dependencies (scripts/deps.sh)" stage_deps
+run_stage gcc "gcc build (-Werror) + emq_tests" stage_gcc
+run_stage clang "clang build (-Werror) + emq_tests" stage_clang
+run_stage sanitize "ASan+UBSan build (clang) + emq_tests" stage_sanitize
+run_stage valgrind "valgrind memcheck: emq_tests --no-fork unit/" stage_valgrind
+run_stage symbols "libechomq.so exports only emq_*" stage_symbols
+run_stage install "cmake --install + consumer via find_package and pkg-config" stage_install
+run_stage examples "examples compile, roundtrip against a private redis-server" stage_examples
+run_stage docs "docs/CONFIGURATION.md is up to date" stage_docs
+run_stage fuzz "fuzz targets, ${fuzz_seconds} s each" stage_fuzz
+run_stage bench "benchmarks build (not run)" stage_bench

@@ -146,6 +146,18 @@ TEST(consumer_door_wrongtype_fails_start_and_never_reads) {
     emq_srv_cmd(s, out, sizeof out, "GET", "emq:{wt}", NULL);
     ASSERT_EQ_STR(out, "x");
     ASSERT_EQ_INT(atomic_load(&handled), 0);
+    /* A failed start leaves no lease behind: once the key is fixed, the
+     * same consumer starts at once. */
+    emq_srv_cmd(s, out, sizeof out, "EXISTS", "emq:{wt}:lease:g:w1", NULL);
+    ASSERT_EQ_STR(out, "0");
+    emq_srv_cmd(s, out, sizeof out, "DEL", "emq:{wt}", NULL);
+    runner_thread t;
+    start_consumer(&t, c);
+    wait_reads(c, &t, 2, 3000);
+    emq_consumer_stop(c);
+    ASSERT_OK(join_consumer(&t), &t.err);
+    emq_srv_cmd(s, out, sizeof out, "TYPE", "emq:{wt}", NULL);
+    ASSERT_EQ_STR(out, "stream");
     emq_consumer_destroy(c);
     emq_srv_stop(s);
 }

@@ -241,3 +241,31 @@ TEST(consumer_stats_json_matches_counters) {
     emq_consumer_destroy(c);
     emq_srv_stop(s);
 }
+
+TEST(consumer_stats_json_holds_a_long_stream_key_whole) {
+    emq_srv *s = emq_srv_start(NULL);
+    /* A raw stream key of 1000 bytes (the limit is 1024), with a tag. */
+    static char key[1001];
+    memset(key, 'k', 1000);
+    key[0] = '{';
+    key[4] = '}';
+    key[1000] = '\0';
+    emq_conf_t *conf = conf_for(emq_srv_url(s));
+    conf_set(conf, "stream", key);
+    conf_set(conf, "group", "g");
+    conf_set(conf, "consumer", "w1");
+    conf_set(conf, "start", "head");
+    emq_consumer_t *c = consumer_ok(conf, record, NULL);
+    emq_conf_destroy(conf);
+    static char json[8192];
+    size_t need = emq_consumer_stats_json(c, json, sizeof json);
+    ASSERT_EQ_SIZE(need, strlen(json));
+    if (need <= 1000 || json[need - 1] != '}')
+        FAIL("stats JSON of %zu bytes: %.80s ... %s", need, json,
+             need > 40 ? json + need - 40 : json);
+    char want[1100];
+    snprintf(want, sizeof want, "\"stream\":\"%s\"", key);
+    ASSERT_CONTAINS(json, want);
+    emq_consumer_destroy(c);
+    emq_srv_stop(s);
+}

@@ -78,6 +78,35 @@ TEST(consumer_stop_mid_batch_finishes_handler_and_acks_done) {
     emq_srv_stop(s);
 }
 
+TEST(consumer_stop_while_blocked_returns_within_block_ms) {
+    emq_srv *s = emq_srv_start(NULL);
+    emq_conf_t *conf = consumer_conf(s, "idle", "g", "w1", "new");
+    conf_set(conf, "block_ms", "500");
+    conf_set(conf, "lease.ttl_ms", "3000");
+    conf_set(conf, "claim.interval_ms", "600000");
+    static recorder r;
+    recorder_init(&r);
+    emq_consumer_t *c = consumer_ok(conf, record, &r);
+    emq_conf_destroy(conf);
+    runner_thread t;
+    start_consumer(&t, c);
+    wait_reads(c, &t, 2, 3000);
+    usleep(50 * 1000); /* blocked in XREADGROUP by now */
+    int64_t t0 = now_ms();
+    emq_consumer_stop(c);
+    ASSERT_OK(join_consumer(&t), &t.err);
+    int64_t took = now_ms() - t0;
+    if (took > 500 + 300)
+        FAIL("run returned %lld ms after the stop (block_ms 500)",
+             (long long)took);
+    ASSERT_EQ_SIZE(r.n, 0);
+    char out[64];
+    emq_srv_cmd(s, out, sizeof out, "EXISTS", "emq:{idle}:lease:g:w1", NULL);
+    ASSERT_EQ_STR(out, "0");
+    emq_consumer_destroy(c);
+    emq_srv_stop(s);
+}
+
 /* ---- SIGTERM to a child process ----------------------------------------- */
 
 static emq_consumer_t *child_consumer;

@@ -90,6 +90,38 @@ TEST_TIMEOUT(consumer_pool_of_four_splits_ten_thousand_exactly_once, 40) {
     emq_srv_stop(s);
 }
 
+TEST(consumer_pool_member_failing_to_start_stops_the_pool) {
+    emq_srv *s = emq_srv_start(NULL);
+    char out[256];
+    /* Another host holds the name of member 2. */
+    emq_srv_cmd(s, out, sizeof out, "SET", "emq:{pf}:lease:g:pf-2",
+                "otherhost:1:abc", "PX", "10000", NULL);
+    static tally t;
+    const char *names[3] = {"pf-1", "pf-2", "pf-3"};
+    tally_init(&t, 10, names, 3);
+    emq_conf_t *conf = consumer_conf(s, "pf", "g", "pf", "head");
+    emq_pool_t *pool = NULL;
+    emq_error err;
+    memset(&err, 0, sizeof err);
+    ASSERT_OK(emq_pool_new(conf, 3, tally_handler, &t, &pool, &err), &err);
+    emq_conf_destroy(conf);
+    int64_t t0 = now_ms();
+    emq_status st = emq_pool_run(pool, &err);
+    ASSERT(st != EMQ_OK);
+    ASSERT(now_ms() - t0 < 3000);
+    ASSERT_EQ_INT(err.code, st);
+    ASSERT_CONTAINS(err.message, "'pf-2'");
+    ASSERT_CONTAINS(err.message, "in use");
+    /* The other members let their names go on the way out. */
+    emq_srv_cmd(s, out, sizeof out, "EXISTS", "emq:{pf}:lease:g:pf-1",
+                "emq:{pf}:lease:g:pf-3", NULL);
+    ASSERT_EQ_STR(out, "0");
+    emq_srv_cmd(s, out, sizeof out, "GET", "emq:{pf}:lease:g:pf-2", NULL);
+    ASSERT_EQ_STR(out, "otherhost:1:abc");
+    emq_pool_destroy(pool);
+    emq_srv_stop(s);
+}
+
 TEST(consumer_two_groups_each_see_every_entry) {
     emq_srv *s = emq_srv_start(NULL);
     produce_batch_n(s, "fan", 0, 200);

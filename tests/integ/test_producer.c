@@ -122,9 +122,16 @@ TEST(producer_batch_of_ten_thousand_returns_increasing_ids) {
     emq_srv_stop(s);
 }
 
-TEST(producer_batch_with_low_explicit_id_fails_that_entry_only) {
-    emq_srv *s = emq_srv_start(NULL);
-    emq_producer_t *p = producer_for(s, "low");
+/* Entry 3 of 6 has an ID below the top; window is producer.window. */
+static void low_id_batch(emq_srv *s, const char *queue, const char *window) {
+    emq_conf_t *conf = conf_for(emq_srv_url(s));
+    conf_set(conf, "queue", queue);
+    conf_set(conf, "producer.window", window);
+    emq_producer_t *p = NULL;
+    emq_error err;
+    memset(&err, 0, sizeof err);
+    ASSERT_OK(emq_producer_new(conf, &p, &err), &err);
+    emq_conf_destroy(conf);
     enum { N = 6 };
     emq_message msgs[N];
     emq_field fields[N];
@@ -137,7 +144,6 @@ TEST(producer_batch_with_low_explicit_id_fails_that_entry_only) {
         snprintf(ids[i].str, sizeof ids[i].str, "unset");
     }
     size_t written = 99;
-    emq_error err;
     memset(&err, 0, sizeof err);
     ASSERT_STATUS(emq_produce_batch(p, msgs, N, ids, &written, &err),
                   EMQ_ESERVER, &err);
@@ -153,15 +159,28 @@ TEST(producer_batch_with_low_explicit_id_fails_that_entry_only) {
             parse_id(ids[i].str, &ms, &seq);
         }
     ASSERT(id_less(ids[2].str, ids[4].str));
-    char out[1024];
-    emq_srv_cmd(s, out, sizeof out, "XLEN", "emq:{low}", NULL);
+    char out[1024], key[64];
+    snprintf(key, sizeof key, "emq:{%s}", queue);
+    emq_srv_cmd(s, out, sizeof out, "XLEN", key, NULL);
     ASSERT_EQ_STR(out, "5");
-    ASSERT_EQ_INT(emq_srv_cmd(s, out, sizeof out, "XRANGE", "emq:{low}", "-",
-                              "+", NULL),
+    ASSERT_EQ_INT(emq_srv_cmd(s, out, sizeof out, "XRANGE", key, "-", "+",
+                              NULL),
                   '*');
     ASSERT_NOT_CONTAINS(out, "e3");
     ASSERT_CONTAINS(out, "e5");
+    /* The producer is still in step with its connection. */
+    emq_field f = {"n", 1, "after", 5};
+    emq_id id;
+    ASSERT_OK(emq_produce(p, &f, 1, &id, &err), &err);
+    ASSERT(id_less(ids[5].str, id.str));
     emq_producer_destroy(p);
+}
+
+TEST(producer_batch_with_low_explicit_id_fails_that_entry_only) {
+    emq_srv *s = emq_srv_start(NULL);
+    low_id_batch(s, "low", "256"); /* one window */
+    low_id_batch(s, "low2", "2");  /* entry 3 in the second window */
+    low_id_batch(s, "low1", "1");  /* one command at a time */
     emq_srv_stop(s);
 }
 

@@ -479,16 +479,18 @@ static emq_status read_new(emq_consumer_t *c, batch *b, emq_error *err) {
     return st;
 }
 
-/* Sends the last acknowledgements and lets the lease go. */
+/* Sends the last acknowledgements and every other deferred command (dead
+ * letters, reasons), then lets the lease go. */
 static void finish(emq_consumer_t *c) {
     emq_error ignored;
-    if (c->nacks && !emq_conn_is_broken(c->conn)) {
-        c->acks_in_flight = 0;
-        if (emq_consumer_append_acks(c, &ignored) == EMQ_OK)
-            emq_consumer_drain_deferred(c, &ignored);
+    if (emq_conn_is_broken(c->conn))
+        return;
+    if (emq_consumer_append_acks(c, &ignored) != EMQ_OK ||
+        emq_consumer_drain_deferred(c, &ignored) != EMQ_OK) {
+        if (emq_conn_is_broken(c->conn))
+            return;
     }
-    if (!emq_conn_is_broken(c->conn))
-        emq_lease_release(c);
+    emq_lease_release(c);
 }
 
 emq_status emq_consumer_run(emq_consumer_t *c, emq_error *err) {

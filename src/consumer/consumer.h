@@ -15,8 +15,8 @@
 
 #include <stdatomic.h>
 
-/* Most XAUTOCLAIM calls one claim beat makes while the cursor has not
- * wrapped to 0-0: bounds the beat's cost on a long pending list. */
+/* Most XAUTOCLAIM calls one claim beat makes. A beat goes on only while
+ * its calls claim something, so with nothing idle it costs one call. */
 #define EMQ_CLAIM_CALLS_PER_BEAT 10
 
 /* Kinds of deferred commands, in the order they were appended. */

@@ -182,6 +182,12 @@ emq_status emq_batch_dispatch(emq_consumer_t *c, batch *b, emq_error *err) {
                 return st;
             continue;
         }
+        if (item->deliveries == 0) {
+            /* No count: the entry left this consumer's pending list
+             * between the read and the count (another consumer claimed
+             * it). It is not ours to handle or acknowledge. */
+            continue;
+        }
         uint64_t max = (uint64_t)c->conf->max_deliveries;
         if (item->deliveries > max) {
             /* Delivered more often than allowed without an answer (a
@@ -195,7 +201,7 @@ emq_status emq_batch_dispatch(emq_consumer_t *c, batch *b, emq_error *err) {
             return st;
         emq_entry entry = {
             .id = item->id.str,
-            .deliveries = item->deliveries ? item->deliveries : 1,
+            .deliveries = item->deliveries,
             .fields = c->fields,
             .nfields = nfields,
             .stream = c->keys.stream,

@@ -161,10 +161,12 @@ emq_status emq_recover_peers(emq_consumer_t *c, emq_error *err) {
         atomic_fetch_add(&c->stats.deleted_pending, emq_reply_len(deleted));
         int wrapped = strcmp(c->claim_cursor, "0-0") == 0;
         if (emq_reply_len(entries) == 0) {
+            /* Nothing idle in this stretch: the next beat goes on from the
+             * cursor. Going on now would spend server time (each call
+             * examines up to COUNT x 10 entries) to find, most likely,
+             * nothing again. */
             emq_reply_free(reply);
-            if (wrapped)
-                break;
-            continue; /* nothing idle in this stretch; look further */
+            break;
         }
         if ((st = emq_batch_parse(&b, reply, entries, err)) != EMQ_OK)
             break;

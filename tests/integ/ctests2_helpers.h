@@ -186,6 +186,34 @@ static inline int field_of(const emq_reply *fields, const char *name,
     return 0;
 }
 
+/* The last-delivered-id of group on stream (XINFO GROUPS), "" if none. */
+static inline void group_last_delivered(emq_conn_t *adm, const char *stream,
+                                        const char *group, char *out,
+                                        size_t size) {
+    emq_reply *r = CMD(adm, "XINFO", "GROUPS", stream);
+    out[0] = '\0';
+    for (size_t i = 0; i < emq_reply_len(r); i++) {
+        const emq_reply *g = emq_reply_at(r, i);
+        char name[256];
+        if (field_of(g, "name", name, sizeof name) && !strcmp(name, group))
+            field_of(g, "last-delivered-id", out, size);
+    }
+    emq_reply_free(r);
+}
+
+/* 1 when group has been handed every entry of stream and holds none. */
+static inline int group_done(emq_conn_t *adm, const char *stream,
+                             const char *group) {
+    emq_reply *r = CMD(adm, "XREVRANGE", stream, "+", "-", "COUNT", "1");
+    char last[EMQ_ID_MAX] = "";
+    if (emq_reply_len(r) == 1)
+        reply_text(emq_reply_at(emq_reply_at(r, 0), 0), last, sizeof last);
+    emq_reply_free(r);
+    char ld[EMQ_ID_MAX];
+    group_last_delivered(adm, stream, group, ld, sizeof ld);
+    return strcmp(ld, last) == 0 && pending_total(adm, stream, group) == 0;
+}
+
 /* ---- log capture ------------------------------------------------------ */
 
 typedef struct logcap {

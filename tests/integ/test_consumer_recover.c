@@ -52,19 +52,6 @@ static void child_consume(const emq_srv *s) {
     _exit(4); /* never reached unless run fails */
 }
 
-/* The last-delivered-id of group g, from XINFO GROUPS. */
-static void last_delivered(emq_conn_t *adm, char *out, size_t size) {
-    emq_reply *r = CMD(adm, "XINFO", "GROUPS", Q_STREAM);
-    out[0] = '\0';
-    for (size_t i = 0; i < emq_reply_len(r); i++) {
-        const emq_reply *g = emq_reply_at(r, i);
-        char name[64];
-        if (field_of(g, "name", name, sizeof name) && !strcmp(name, "g"))
-            field_of(g, "last-delivered-id", out, size);
-    }
-    emq_reply_free(r);
-}
-
 TEST(recover_self_after_crash_pages_pending_before_new) {
     emq_srv *s = emq_srv_start(NULL);
     emq_conn_t *adm = admin_connect(s);
@@ -79,7 +66,7 @@ TEST(recover_self_after_crash_pages_pending_before_new) {
     emq_id pre[2];
     ASSERT_EQ_SIZE(stream_ids(adm, Q_STREAM, pre, 2), 2);
     char ld[64];
-    WAIT_UNTIL((last_delivered(adm, ld, sizeof ld), !strcmp(ld, pre[1].str)) &&
+    WAIT_UNTIL((group_last_delivered(adm, Q_STREAM, "g", ld, sizeof ld), !strcmp(ld, pre[1].str)) &&
                    pending_total(adm, Q_STREAM, "g") == 0,
                5000, "the child to handle and ack pre0, pre1");
     /* ...then ten at once: the child reads all ten and dies on the first. */

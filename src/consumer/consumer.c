@@ -430,8 +430,14 @@ static emq_status group_lost(emq_consumer_t *c, const emq_reply *reply,
  * then the handler over what arrived. */
 static emq_status read_new(emq_consumer_t *c, batch *b, emq_error *err) {
     char count[24], block[24];
+    /* Block no longer than until the next claim beat is due, so beats
+     * keep their interval even when it is shorter than block_ms. */
+    int64_t wait = c->conf->block_ms;
+    int64_t until_beat = c->next_claim_ms - emq_now_ms();
+    if (until_beat < wait)
+        wait = until_beat < 1 ? 1 : until_beat;
     snprintf(count, sizeof count, "%lld", (long long)c->conf->count);
-    snprintf(block, sizeof block, "%lld", (long long)c->conf->block_ms);
+    snprintf(block, sizeof block, "%lld", (long long)wait);
     const char *argv[] = {"XREADGROUP", "GROUP", c->group, c->name, "COUNT",
                           count, "BLOCK", block, "STREAMS", c->keys.stream,
                           ">"};

@@ -440,7 +440,10 @@ TEST_TIMEOUT(recover_peers_beat_cost_on_100k_pending, 60) {
             "    claim beat on 100000 pending: %lld XAUTOCLAIM calls, %lld "
             "usec in %lld ms wall = %.2f%% of the server's time\n",
             calls, usec, (long long)wall_ms, share * 100.0);
-    ASSERT(calls >= 20); /* the beat did run, about every 100 ms */
+    /* The beat did run: every 100 ms asked, but an idle redis-server (hz
+     * 10) ends a blocked read only at its next 100 ms tick, so a beat
+     * comes every 100 to 200 ms. */
+    ASSERT(calls >= 10);
     ASSERT(share < 0.05);
     ASSERT_EQ_SIZE(r.n, 0);
     ASSERT_EQ_INT(pending_of(adm, Q_STREAM, "g", "dead"), 100000);

@@ -1,0 +1,589 @@
+/* bench_consume.c: consume + acknowledge throughput, an echomq pool against
+ * a plain hiredis loop of the same round-trip shape, side by side.
+ *
+ * Starts a private redis-server (from PATH, no persistence, no TCP port:
+ * a unix socket in a mkdtemp folder; stopped by pid at exit), fills the
+ * stream of queue "bench" (emq:{bench}) with N entries of one field "data"
+ * holding 100 bytes, using pipelined XADD through hiredis, then for each
+ * COUNT in {10, 100, 1000} and each number of consumers in {1, 2, 4} runs:
+ *
+ *   echomq:  an emq_pool of that many consumers (start head, count COUNT,
+ *            block_ms 100) whose handler touches the entry's fields, counts
+ *            it in a shared atomic counter and answers EMQ_ACK; the handler
+ *            that counts entry N stops the pool.
+ *   hiredis: one thread per consumer, each with its own redisContext,
+ *            looping on XREADGROUP GROUP g c COUNT n BLOCK 100 STREAMS s >
+ *            and XACK of the previous batch's IDs appended in front of the
+ *            next XREADGROUP, so the acknowledgements travel in the same
+ *            round trip as the next read, as echomq does. Each entry's
+ *            fields are touched, its ID copied for the XACK, and it is
+ *            counted in the shared counter; a thread stops once the counter
+ *            reaches N, after one last XACK.
+ *
+ * Every run uses a fresh group created at 0 (destroyed afterwards), so both
+ * clients consume the same pre-filled stream; the stream is never changed.
+ * A run is timed from just before the consumers start (connects, group
+ * door and, for echomq, lease and self-recovery included) to the moment
+ * entry N has been handled; client CPU is the getrusage(RUSAGE_SELF) user +
+ * system delta of this process (all its threads; the server is another
+ * process) over the same span. The tail after that (the last XACK, and
+ * consumers that found the stream drained waiting out one BLOCK before they
+ * see the stop, which costs time but no CPU) is the same for both clients
+ * and is left out, so it does not blur small runs; the progress lines on
+ * stderr show the time to return as well. Runs alternate between the two
+ * clients, the first of each pair switching every time, so drift and noise
+ * hit both alike; each column shows the best of the rounds. After each run
+ * the benchmark checks that N entries were handled and acknowledged and
+ * that the group has nothing pending.
+ *
+ * Usage: bench_consume [-c COUNT] [-p CONSUMERS] [-o echomq|hiredis]
+ *                      [entries] [rounds] [block_ms]
+ *        (defaults: 1000000 entries, 3 rounds, block_ms 100; -c, -p and -o
+ *        narrow the run to one COUNT, one number of consumers or one client,
+ *        for profiling: perf record -g bench_consume -c 10 -p 1 -o echomq)
+ */
+#include "echomq.h"
+
+#include <hiredis/hiredis.h>
+
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <getopt.h>
+#include <unistd.h>
+
+#define STREAM "emq:{bench}" /* the stream echomq uses for queue "bench" */
+#define PAYLOAD_LEN 100
+#define FILL_WINDOW 1000 /* XADD commands in flight while filling */
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* User + system CPU time of this process (every thread), in microseconds. */
+static double cpu_us(void) {
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1e6 +
+           (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
+}
+
+static void die(const char *what, const char *why) {
+    fprintf(stderr, "bench_consume: %s: %s\n", what, why);
+    exit(1);
+}
+
+/* ---- the private server ------------------------------------------------ */
+
+static volatile pid_t server_pid;
+static char dir[64];
+static char sock_path[128];
+
+static void stop_server(void) {
+    pid_t pid = server_pid;
+    if (pid > 0) {
+        server_pid = 0;
+        kill(pid, SIGTERM);
+        waitpid(pid, NULL, 0);
+    }
+    if (dir[0]) {
+        /* The only files the server writes there (no persistence). */
+        const char *names[] = {"redis.sock", "redis.log", "dump.rdb"};
+        char path[192];
+        for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+            snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+            unlink(path);
+        }
+        if (rmdir(dir) != 0)
+            fprintf(stderr, "bench_consume: could not remove %s\n", dir);
+        dir[0] = '\0';
+    }
+}
+
+/* Ctrl-C must not leave the server running: kill(2) and _exit(2) are
+ * async-signal-safe; the folder is left behind in that case. */
+static void on_signal(int sig) {
+    if (server_pid > 0)
+        kill(server_pid, SIGTERM);
+    _exit(128 + sig);
+}
+
+static void start_server(void) {
+    snprintf(dir, sizeof dir, "/tmp/emq-bench-XXXXXX");
+    if (mkdtemp(dir) == NULL) {
+        dir[0] = '\0';
+        perror("mkdtemp");
+        exit(1);
+    }
+    snprintf(sock_path, sizeof sock_path, "%s/redis.sock", dir);
+    atexit(stop_server);
+    signal(SIGINT, on_signal);
+    signal(SIGTERM, on_signal);
+    pid_t pid = fork();
+    if (pid < 0)
+        die("fork", "failed");
+    if (pid == 0) {
+        /* --port 0: no TCP listener at all, only the unix socket. hz 100
+         * checks blocked-read timeouts every 10 ms instead of 100 ms, so
+         * consumers left waiting on a drained stream return sooner. */
+        execlp("redis-server", "redis-server", "--port", "0", "--unixsocket",
+               sock_path, "--save", "", "--appendonly", "no", "--dir", dir,
+               "--logfile", "redis.log", "--hz", "100", (char *)NULL);
+        perror("exec redis-server");
+        _exit(127);
+    }
+    server_pid = pid;
+    for (int i = 0; i < 500; i++) {
+        redisContext *c = redisConnectUnix(sock_path);
+        if (c && !c->err) {
+            redisFree(c);
+            return;
+        }
+        if (c)
+            redisFree(c);
+        usleep(10000);
+    }
+    die("redis-server", "did not start within 5 s");
+}
+
+static redisContext *connect_unix(void) {
+    redisContext *c = redisConnectUnix(sock_path);
+    if (c == NULL || c->err)
+        die("hiredis connect", c ? c->errstr : "out of memory");
+    return c;
+}
+
+/* Runs one command that must not fail, and frees its reply. */
+static void admin_command(redisContext *admin, const char *fmt,
+                          const char *arg) {
+    redisReply *r = redisCommand(admin, fmt, arg);
+    if (r == NULL)
+        die("admin command", admin->errstr);
+    if (r->type == REDIS_REPLY_ERROR)
+        die("admin command", r->str);
+    freeReplyObject(r);
+}
+
+/* ---- filling the stream -------------------------------------------------- */
+
+static char payload[PAYLOAD_LEN + 1];
+
+static void fill(redisContext *admin, long total) {
+    const char *argv[] = {"XADD", STREAM, "*", "data", payload};
+    const size_t len[] = {4, strlen(STREAM), 1, 4, PAYLOAD_LEN};
+    admin_command(admin, "DEL %s", STREAM);
+    double start = now_s();
+    for (long done = 0; done < total;) {
+        long n = total - done < FILL_WINDOW ? total - done : FILL_WINDOW;
+        for (long i = 0; i < n; i++)
+            if (redisAppendCommandArgv(admin, 5, argv, len) != REDIS_OK)
+                die("XADD", admin->errstr);
+        for (long i = 0; i < n; i++) {
+            void *reply;
+            if (redisGetReply(admin, &reply) != REDIS_OK)
+                die("XADD", admin->errstr);
+            if (((redisReply *)reply)->type != REDIS_REPLY_STRING)
+                die("XADD", "unexpected reply");
+            freeReplyObject(reply);
+        }
+        done += n;
+    }
+    redisReply *r = redisCommand(admin, "XLEN %s", STREAM);
+    if (r == NULL || r->type != REDIS_REPLY_INTEGER || r->integer != total)
+        die("XLEN", "the stream does not hold the entries just added");
+    freeReplyObject(r);
+    double t = now_s() - start;
+    printf("filled %s with %ld entries of %d bytes in %.1f s (%.0f XADD/s)\n",
+           STREAM, total, PAYLOAD_LEN, t, total / t);
+}
+
+/* Checks after a run that group has nothing pending, then destroys it. */
+static void check_and_drop_group(redisContext *admin, const char *group,
+                                 const char *who) {
+    redisReply *r = redisCommand(admin, "XPENDING %s %s", STREAM, group);
+    if (r == NULL)
+        die("XPENDING", admin->errstr);
+    if (r->type != REDIS_REPLY_ARRAY || r->elements < 1 ||
+        r->element[0]->type != REDIS_REPLY_INTEGER)
+        die("XPENDING", "unexpected reply");
+    if (r->element[0]->integer != 0) {
+        fprintf(stderr, "bench_consume: %s left %lld entries pending\n", who,
+                r->element[0]->integer);
+        exit(1);
+    }
+    freeReplyObject(r);
+    r = redisCommand(admin, "XGROUP DESTROY %s %s", STREAM, group);
+    if (r == NULL)
+        die("XGROUP DESTROY", admin->errstr);
+    freeReplyObject(r);
+}
+
+/* ---- what both clients share ------------------------------------------- */
+
+typedef struct run_state {
+    long total;              /* entries to handle */
+    atomic_long handled;     /* entries handled so far, all threads */
+    atomic_ulong sink;       /* sum of value lengths: the "work" */
+    emq_pool_t *pool;        /* echomq only: stopped at entry N */
+    double done_s;           /* clock when entry N was handled */
+    double done_cpu_us;      /* process CPU time at that moment */
+} run_state;
+
+/* Called by whichever thread handles entry N of the run. */
+static void mark_done(run_state *s) {
+    s->done_s = now_s();
+    s->done_cpu_us = cpu_us();
+}
+
+typedef struct result {
+    double wall_s;           /* start to entry N handled */
+    double cpu_us;           /* client CPU over the same span */
+    double total_s;          /* start to every thread returned */
+    int ran;                 /* 0: not measured */
+} result;
+
+/* ---- echomq ------------------------------------------------------------- */
+
+static emq_verdict echomq_handler(void *opaque, const emq_entry *entry,
+                                  char *reason, size_t reason_size) {
+    (void)reason;
+    (void)reason_size;
+    run_state *s = opaque;
+    size_t bytes = 0;
+    for (size_t i = 0; i < entry->nfields; i++)
+        bytes += entry->fields[i].value_len;
+    atomic_fetch_add_explicit(&s->sink, bytes, memory_order_relaxed);
+    if (atomic_fetch_add(&s->handled, 1) + 1 == s->total) {
+        mark_done(s);
+        emq_pool_stop(s->pool);
+    }
+    return EMQ_ACK;
+}
+
+static void conf_set(emq_conf_t *conf, const char *name, const char *value) {
+    emq_error err;
+    if (emq_conf_set(conf, name, value, &err) != EMQ_OK)
+        die(name, err.message);
+}
+
+static result run_echomq(redisContext *admin, long total, int count,
+                         int consumers, int block_ms, const char *group) {
+    char url[160], num[24];
+    snprintf(url, sizeof url, "unix://%s", sock_path);
+    emq_conf_t *conf = emq_conf_new();
+    if (conf == NULL)
+        die("emq_conf_new", "out of memory");
+    conf_set(conf, "url", url);
+    conf_set(conf, "queue", "bench");
+    conf_set(conf, "group", group);
+    conf_set(conf, "consumer", "e");
+    conf_set(conf, "start", "head");
+    snprintf(num, sizeof num, "%d", count);
+    conf_set(conf, "count", num);
+    snprintf(num, sizeof num, "%d", block_ms);
+    conf_set(conf, "block_ms", num);
+
+    run_state s = {.total = total};
+    emq_error err;
+    double cpu0 = cpu_us(), t0 = now_s();
+    if (emq_pool_new(conf, consumers, echomq_handler, &s, &s.pool, &err) !=
+        EMQ_OK)
+        die("emq_pool_new", err.message);
+    if (emq_pool_run(s.pool, &err) != EMQ_OK)
+        die("emq_pool_run", err.message);
+    result res = {s.done_s - t0, s.done_cpu_us - cpu0, now_s() - t0, 1};
+
+    uint64_t acked = 0;
+    for (int i = 0; i < consumers; i++) {
+        emq_consumer_stats st;
+        emq_consumer_stats_get(emq_pool_consumer(s.pool, i), &st);
+        acked += st.acked;
+    }
+    emq_pool_destroy(s.pool);
+    emq_conf_destroy(conf);
+    if (atomic_load(&s.handled) != total || acked != (uint64_t)total) {
+        fprintf(stderr, "bench_consume: echomq handled %ld, acked %llu of %ld\n",
+                atomic_load(&s.handled), (unsigned long long)acked, total);
+        exit(1);
+    }
+    check_and_drop_group(admin, group, "echomq");
+    return res;
+}
+
+/* ---- hiredis ------------------------------------------------------------- */
+
+typedef struct hiredis_worker {
+    run_state *s;
+    const char *group;
+    char name[32];
+    int count;
+    int block_ms;
+    long acked;              /* from the XACK replies */
+    pthread_t thread;
+} hiredis_worker;
+
+#define ID_MAX 48 /* longest entry ID text plus NUL */
+
+static void *hiredis_main(void *arg) {
+    hiredis_worker *w = arg;
+    run_state *s = w->s;
+    redisContext *c = connect_unix();
+    char count[24], block[24];
+    snprintf(count, sizeof count, "%d", w->count);
+    snprintf(block, sizeof block, "%d", w->block_ms);
+    const char *read_argv[] = {"XREADGROUP", "GROUP", w->group, w->name,
+                               "COUNT", count, "BLOCK", block, "STREAMS",
+                               STREAM, ">"};
+    /* XACK argv: "XACK", stream, group, then up to count IDs copied from
+     * the batch, as a handler-driven client would keep them. */
+    size_t cap = (size_t)w->count;
+    char (*ids)[ID_MAX] = malloc(cap * sizeof *ids);
+    const char **ack_argv = malloc((cap + 3) * sizeof *ack_argv);
+    size_t *ack_len = malloc((cap + 3) * sizeof *ack_len);
+    if (ids == NULL || ack_argv == NULL || ack_len == NULL)
+        die("hiredis worker", "out of memory");
+    ack_argv[0] = "XACK";
+    ack_argv[1] = STREAM;
+    ack_argv[2] = w->group;
+    ack_len[0] = 4;
+    ack_len[1] = strlen(STREAM);
+    ack_len[2] = strlen(w->group);
+    size_t nacks = 0;
+
+    for (;;) {
+        if (nacks && redisAppendCommandArgv(c, (int)(3 + nacks), ack_argv,
+                                            ack_len) != REDIS_OK)
+            die("XACK", c->errstr);
+        int stopping = atomic_load(&s->handled) >= s->total;
+        if (!stopping &&
+            redisAppendCommandArgv(c, 11, read_argv, NULL) != REDIS_OK)
+            die("XREADGROUP", c->errstr);
+        redisReply *r;
+        if (nacks) {
+            if (redisGetReply(c, (void **)&r) != REDIS_OK)
+                die("XACK", c->errstr);
+            if (r->type != REDIS_REPLY_INTEGER)
+                die("XACK", r->type == REDIS_REPLY_ERROR ? r->str
+                                                          : "unexpected reply");
+            w->acked += r->integer;
+            freeReplyObject(r);
+            nacks = 0;
+        }
+        if (stopping)
+            break;
+        if (redisGetReply(c, (void **)&r) != REDIS_OK)
+            die("XREADGROUP", c->errstr);
+        if (r->type == REDIS_REPLY_ERROR)
+            die("XREADGROUP", r->str);
+        if (r->type == REDIS_REPLY_ARRAY && r->elements == 1 &&
+            r->element[0]->type == REDIS_REPLY_ARRAY &&
+            r->element[0]->elements == 2) {
+            redisReply *entries = r->element[0]->element[1];
+            for (size_t i = 0; i < entries->elements && nacks < cap; i++) {
+                redisReply *e = entries->element[i];
+                if (e->type != REDIS_REPLY_ARRAY || e->elements != 2 ||
+                    e->element[0]->type != REDIS_REPLY_STRING ||
+                    e->element[0]->len >= ID_MAX)
+                    die("XREADGROUP", "an entry is not [id, fields]");
+                redisReply *fields = e->element[1];
+                size_t bytes = 0;
+                if (fields->type == REDIS_REPLY_ARRAY)
+                    for (size_t f = 1; f < fields->elements; f += 2)
+                        bytes += fields->element[f]->len;
+                atomic_fetch_add_explicit(&s->sink, bytes,
+                                          memory_order_relaxed);
+                memcpy(ids[nacks], e->element[0]->str, e->element[0]->len);
+                ids[nacks][e->element[0]->len] = '\0';
+                ack_argv[3 + nacks] = ids[nacks];
+                ack_len[3 + nacks] = e->element[0]->len;
+                nacks++;
+                if (atomic_fetch_add(&s->handled, 1) + 1 == s->total)
+                    mark_done(s);
+            }
+        } else if (r->type != REDIS_REPLY_NIL) {
+            die("XREADGROUP", "unexpected reply shape");
+        }
+        freeReplyObject(r);
+    }
+    free(ids);
+    free(ack_argv);
+    free(ack_len);
+    redisFree(c);
+    return NULL;
+}
+
+static result run_hiredis(redisContext *admin, long total, int count,
+                          int consumers, int block_ms, const char *group) {
+    admin_command(admin, "XGROUP CREATE " STREAM " %s 0", group);
+    run_state s = {.total = total};
+    hiredis_worker w[8];
+    double cpu0 = cpu_us(), t0 = now_s();
+    for (int i = 0; i < consumers; i++) {
+        w[i] = (hiredis_worker){.s = &s, .group = group, .count = count,
+                                .block_ms = block_ms};
+        snprintf(w[i].name, sizeof w[i].name, "h-%d", i + 1);
+        if (pthread_create(&w[i].thread, NULL, hiredis_main, &w[i]) != 0)
+            die("pthread_create", "failed");
+    }
+    long acked = 0;
+    for (int i = 0; i < consumers; i++) {
+        pthread_join(w[i].thread, NULL);
+        acked += w[i].acked;
+    }
+    result res = {s.done_s - t0, s.done_cpu_us - cpu0, now_s() - t0, 1};
+    if (atomic_load(&s.handled) != total || acked != total) {
+        fprintf(stderr, "bench_consume: hiredis handled %ld, acked %ld of %ld\n",
+                atomic_load(&s.handled), acked, total);
+        exit(1);
+    }
+    check_and_drop_group(admin, group, "hiredis");
+    return res;
+}
+
+/* ---- the table ------------------------------------------------------------ */
+
+static const int counts[] = {10, 100, 1000};
+static const int consumer_counts[] = {1, 2, 4};
+#define NCOUNTS (sizeof counts / sizeof counts[0])
+#define NCONSUMERS (sizeof consumer_counts / sizeof consumer_counts[0])
+
+/* Keeps the best time and, separately, the least CPU of the rounds. */
+static void keep_best(result *best, const result *r) {
+    if (!r->ran)
+        return;
+    if (!best->ran || r->wall_s < best->wall_s)
+        best->wall_s = r->wall_s;
+    if (!best->ran || r->cpu_us < best->cpu_us)
+        best->cpu_us = r->cpu_us;
+    best->ran = 1;
+}
+
+/* One table cell: the formatted value, or "-" when it was not measured. */
+static void cell(char out[32], int ran, const char *fmt, double value) {
+    if (ran)
+        snprintf(out, 32, fmt, value);
+    else
+        snprintf(out, 32, "-");
+}
+
+static void usage(void) {
+    fprintf(stderr,
+            "usage: bench_consume [-c COUNT] [-p CONSUMERS] [-o echomq|hiredis]"
+            "\n                     [entries] [rounds] [block_ms]\n"
+            "  defaults: 1000000 entries, 3 rounds, block_ms 100; every COUNT "
+            "of\n  10, 100, 1000, every number of consumers of 1, 2, 4, both "
+            "clients\n");
+    exit(2);
+}
+
+int main(int argc, char **argv) {
+    int only_count = 0, only_consumers = 0, run_e = 1, run_h = 1, opt;
+    while ((opt = getopt(argc, argv, "c:p:o:")) != -1) {
+        if (opt == 'c')
+            only_count = atoi(optarg);
+        else if (opt == 'p')
+            only_consumers = atoi(optarg);
+        else if (opt == 'o' && strcmp(optarg, "echomq") == 0)
+            run_h = 0;
+        else if (opt == 'o' && strcmp(optarg, "hiredis") == 0)
+            run_e = 0;
+        else
+            usage();
+    }
+    argc -= optind - 1;
+    argv += optind - 1;
+    long total = argc > 1 ? atol(argv[1]) : 1000000;
+    int rounds = argc > 2 ? atoi(argv[2]) : 3;
+    int block_ms = argc > 3 ? atoi(argv[3]) : 100;
+    if (argc > 4 || total < 1 || rounds < 1 || block_ms < 1)
+        usage();
+    for (int i = 0; i < PAYLOAD_LEN; i++)
+        payload[i] = (char)('a' + i % 26);
+    start_server();
+    redisContext *admin = connect_unix();
+    fill(admin, total);
+    printf("consume + ack of %ld entries, block_ms %d, %d round(s), "
+           "alternating clients; best of the rounds per column\n\n",
+           total, block_ms, rounds);
+    fflush(stdout);
+
+    result best_e[NCOUNTS][NCONSUMERS], best_h[NCOUNTS][NCONSUMERS];
+    int run = 0;
+    for (size_t ci = 0; ci < NCOUNTS; ci++)
+        for (size_t ni = 0; ni < NCONSUMERS; ni++) {
+            result *be = &best_e[ci][ni], *bh = &best_h[ci][ni];
+            *be = *bh = (result){0};
+            if ((only_count && counts[ci] != only_count) ||
+                (only_consumers && consumer_counts[ni] != only_consumers))
+                continue;
+            for (int r = 0; r < rounds; r++, run++) {
+                char ge[32], gh[32];
+                snprintf(ge, sizeof ge, "ge-%d", run);
+                snprintf(gh, sizeof gh, "gh-%d", run);
+                result e = {0}, h = {0};
+                int c = counts[ci], p = consumer_counts[ni];
+                if (run % 2 == 0) {
+                    if (run_e)
+                        e = run_echomq(admin, total, c, p, block_ms, ge);
+                    if (run_h)
+                        h = run_hiredis(admin, total, c, p, block_ms, gh);
+                } else {
+                    if (run_h)
+                        h = run_hiredis(admin, total, c, p, block_ms, gh);
+                    if (run_e)
+                        e = run_echomq(admin, total, c, p, block_ms, ge);
+                }
+                fprintf(stderr,
+                        "  COUNT %4d x%d round %d: echomq %.3f s (%.3f s to "
+                        "return) %.2f us/msg, hiredis %.3f s (%.3f s) %.2f "
+                        "us/msg\n",
+                        c, p, r + 1, e.wall_s, e.total_s, e.cpu_us / total,
+                        h.wall_s, h.total_s, h.cpu_us / total);
+                keep_best(be, &e);
+                keep_best(bh, &h);
+            }
+        }
+    fflush(stderr);
+
+    printf("| COUNT | consumers | echomq msg/s | echomq CPU us/msg | "
+           "hiredis msg/s | hiredis CPU us/msg | msg/s echomq/hiredis | "
+           "CPU echomq/hiredis |\n");
+    printf("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+    for (size_t ci = 0; ci < NCOUNTS; ci++)
+        for (size_t ni = 0; ni < NCONSUMERS; ni++) {
+            result e = best_e[ci][ni], h = best_h[ci][ni];
+            if (!e.ran && !h.ran)
+                continue;
+            char cells[6][32];
+            cell(cells[0], e.ran, "%.0f", total / e.wall_s);
+            cell(cells[1], e.ran, "%.2f", e.cpu_us / total);
+            cell(cells[2], h.ran, "%.0f", total / h.wall_s);
+            cell(cells[3], h.ran, "%.2f", h.cpu_us / total);
+            cell(cells[4], e.ran && h.ran, "%.1f%%",
+                 100.0 * h.wall_s / e.wall_s);
+            cell(cells[5], e.ran && h.ran, "%.2f", e.cpu_us / h.cpu_us);
+            printf("| %d | %d | %s | %s | %s | %s | %s | %s |\n", counts[ci],
+                   consumer_counts[ni], cells[0], cells[1], cells[2],
+                   cells[3], cells[4], cells[5]);
+        }
+    /* The target of the issue: COUNT 100, one consumer, >= 95% of the best
+     * hiredis loop of that shape with less client CPU per entry. */
+    result e = best_e[1][0], h = best_h[1][0];
+    if (e.ran && h.ran) {
+        double ratio = h.wall_s / e.wall_s;
+        printf("\ntarget (COUNT 100, 1 consumer: >= 95%% of hiredis msg/s, "
+               "less CPU/msg): %.1f%%, CPU %.2f vs %.2f us/msg: %s\n",
+               100.0 * ratio, e.cpu_us / total, h.cpu_us / total,
+               ratio >= 0.95 && e.cpu_us < h.cpu_us ? "met" : "NOT met");
+    }
+    redisFree(admin);
+    return 0;
+}

@@ -369,6 +369,187 @@ EMQ_EXPORT void emq_pool_destroy(emq_pool_t *pool);
 /* Consumer i (0-based) of the pool, for its stats; borrowed. */
 EMQ_EXPORT emq_consumer_t *emq_pool_consumer(emq_pool_t *pool, int i);
 
+/* ---- admin: inspection, replay, removal, retention, dead letters -------- */
+
+/* Operates one queue (conf: url and queue, or stream). Every verb is
+ * explicit; none runs inside a consumer. */
+typedef struct emq_admin emq_admin_t;
+
+/* Connects (conf borrowed). *out is caller-owned; free with
+ * emq_admin_destroy. EMQ_EINVAL names a missing or bad queue. */
+EMQ_EXPORT emq_status emq_admin_new(const emq_conf_t *conf,
+                                    emq_admin_t **out, emq_error *err);
+EMQ_EXPORT void emq_admin_destroy(emq_admin_t *a);
+
+/* One consumer of a group, as XINFO CONSUMERS reports it. */
+typedef struct emq_consumer_info {
+    char *name;
+    uint64_t pending;    /* entries it holds */
+    int64_t idle_ms;     /* since its last read or claim attempt (7.2: any
+                            attempt; 7.0: a successful one) */
+    int64_t inactive_ms; /* since its last successful read or claim; -1 on
+                            servers that do not report it (7.0) */
+} emq_consumer_info;
+
+/* One group of the queue. */
+typedef struct emq_group_info {
+    char *name;
+    uint64_t pending;          /* entries delivered and not acknowledged */
+    emq_id last_delivered_id;
+    int64_t entries_read;      /* -1 when the server reports nil */
+    int64_t lag;               /* entries not yet delivered to the group */
+    int lag_computed;          /* 1: the server reported nil and the lag
+                                  was counted by the client (XRANGE) */
+    emq_id oldest_pending_id;  /* "" when nothing is pending */
+    int64_t oldest_pending_age_ms; /* its idle time; -1 when none */
+    size_t nconsumers;
+    emq_consumer_info *consumers;
+} emq_group_info;
+
+/* A queue at one moment. */
+typedef struct emq_queue_info {
+    char *stream;        /* stream key */
+    char *dead;          /* dead-letter stream key */
+    int exists;          /* 0: the stream does not exist (all else empty) */
+    uint64_t length;
+    emq_id first_id;     /* "" when empty */
+    emq_id last_id;      /* last generated ID; "" when never written */
+    uint64_t entries_added;
+    uint64_t dead_length; /* dead letters */
+    size_t ngroups;
+    emq_group_info *groups;
+} emq_queue_info;
+
+/* Describes the queue: stream, every group and consumer, dead letters.
+ * *out is caller-owned; free with emq_queue_info_free. */
+EMQ_EXPORT emq_status emq_admin_describe(emq_admin_t *a, emq_queue_info **out,
+                                         emq_error *err);
+EMQ_EXPORT void emq_queue_info_free(emq_queue_info *info);
+/* The description as one JSON document (snprintf semantics: writes what
+ * fits, NUL-terminated, returns the full length). */
+EMQ_EXPORT size_t emq_queue_info_json(const emq_queue_info *info, char *buf,
+                                      size_t size);
+
+/* One pending entry of a group. */
+typedef struct emq_pending_entry {
+    emq_id id;
+    char consumer[132];
+    int64_t idle_ms;
+    uint64_t deliveries;
+} emq_pending_entry;
+
+/* Lists at most max pending entries of group, oldest first, optionally
+ * only those of consumer (NULL: all) idle at least min_idle_ms (0: all).
+ * *out (emq_free_array) holds *n entries. EMQ_ESERVER with NOGROUP when
+ * the group does not exist. */
+EMQ_EXPORT emq_status emq_admin_pending(emq_admin_t *a, const char *group,
+                                        const char *consumer,
+                                        int64_t min_idle_ms, size_t max,
+                                        emq_pending_entry **out, size_t *n,
+                                        emq_error *err);
+/* The pending list as JSON lines, one object per entry (snprintf
+ * semantics). */
+EMQ_EXPORT size_t emq_pending_json(const emq_pending_entry *entries, size_t n,
+                                   char *buf, size_t size);
+/* Frees an array returned by an emq_admin_* call; NULL is a no-op. */
+EMQ_EXPORT void emq_free_array(void *array);
+
+/* Creates group at start (new, head or an ID; required). *created gets 1
+ * when created, 0 when it existed already (BUSYGROUP, not an error). */
+EMQ_EXPORT emq_status emq_admin_group_create(emq_admin_t *a,
+                                             const char *group,
+                                             const char *start, int *created,
+                                             emq_error *err);
+/* Moves group's cursor (XGROUP SETID) to "head", "tail", an entry ID, or
+ * "@<unix-ms>" (the last entry before that time). Refuses a group that
+ * does not exist. *redeliver (may be NULL) gets how many stored entries lie
+ * after the new cursor: what the group will be handed again or anew. */
+EMQ_EXPORT emq_status emq_admin_group_setid(emq_admin_t *a, const char *group,
+                                            const char *to,
+                                            uint64_t *redeliver,
+                                            emq_error *err);
+/* Destroys group and its pending list. Explicit, never implicit.
+ * *destroyed gets 0 when there was no such group. */
+EMQ_EXPORT emq_status emq_admin_group_destroy(emq_admin_t *a,
+                                              const char *group,
+                                              int *destroyed, emq_error *err);
+
+/* What emq_admin_prune_consumers did. */
+typedef struct emq_prune_result {
+    uint64_t removed;      /* consumers deleted */
+    uint64_t moved;        /* pending entries handed to other consumers */
+    uint64_t kept;         /* idle consumers kept (entries left to move) */
+} emq_prune_result;
+
+/* Removes the consumers of group idle at least idle_ms. A consumer that
+ * still holds entries first has them claimed (without adding a delivery)
+ * by the most recently active consumer that is not being removed, in the
+ * same atomic step as the removal, so no pending entry is ever destroyed
+ * (XGROUP DELCONSUMER drops them). When every consumer is idle, the ones
+ * holding entries are kept. */
+EMQ_EXPORT emq_status emq_admin_prune_consumers(emq_admin_t *a,
+                                                const char *group,
+                                                int64_t idle_ms,
+                                                emq_prune_result *result,
+                                                emq_error *err);
+
+/* What emq_admin_trim_acked did. */
+typedef struct emq_trim_result {
+    uint64_t removed;     /* entries deleted */
+    emq_id floor;         /* oldest entry some group still needs; "" when
+                             none is needed */
+    uint64_t held_back;   /* entries the bound asked to delete that a group
+                             still needs */
+    int no_groups;        /* 1: the stream has no group; nothing removed */
+} emq_trim_result;
+
+/* Ack-aware retention: deletes entries below the oldest entry that any
+ * group still needs (its oldest pending entry, or the entry after its
+ * last-delivered ID), optionally only as far as a bound asks: keep at most
+ * maxlen entries (-1: no length bound) and/or none older than max_age_ms
+ * (-1: no age bound). With both bounds -1, everything no group needs is
+ * deleted. One script, atomic with respect to producers and consumers. A
+ * stream without groups is left alone. */
+EMQ_EXPORT emq_status emq_admin_trim_acked(emq_admin_t *a, int64_t maxlen,
+                                           int64_t max_age_ms,
+                                           emq_trim_result *result,
+                                           emq_error *err);
+
+/* One dead letter with its origin (docs/KEYSPACE.md). */
+typedef struct emq_dead_letter {
+    emq_id id;            /* in the dead-letter stream */
+    emq_id origin_id;     /* in the queue's stream */
+    char *group;
+    char *consumer;
+    uint64_t deliveries;
+    char *reason;
+    size_t nfields;
+    emq_field *fields;    /* the original entry's fields */
+} emq_dead_letter;
+
+/* Lists at most max dead letters, oldest first. *out holds *n; free with
+ * emq_dead_letters_free. */
+EMQ_EXPORT emq_status emq_admin_dead_list(emq_admin_t *a, size_t max,
+                                          emq_dead_letter **out, size_t *n,
+                                          emq_error *err);
+EMQ_EXPORT void emq_dead_letters_free(emq_dead_letter *letters, size_t n);
+/* The dead letters as JSON lines (snprintf semantics). Binary-safe: see
+ * docs/CLI.md for the encoding of values that are not UTF-8. */
+EMQ_EXPORT size_t emq_dead_letters_json(const emq_dead_letter *letters,
+                                        size_t n, char *buf, size_t size);
+/* Puts dead letters back on the queue's stream with their original fields
+ * (a new ID) and removes them from the dead letters, each in one atomic
+ * step. ids: dead-letter IDs; nids 0 means all. *requeued gets how many
+ * moved; an ID not found is reported in err (EMQ_EINVAL) after the others
+ * moved. */
+EMQ_EXPORT emq_status emq_admin_dead_requeue(emq_admin_t *a,
+                                             const char *const *ids,
+                                             size_t nids, uint64_t *requeued,
+                                             emq_error *err);
+/* Deletes every dead letter; *removed gets how many. */
+EMQ_EXPORT emq_status emq_admin_dead_purge(emq_admin_t *a, uint64_t *removed,
+                                           emq_error *err);
+
 #ifdef __cplusplus
 }
 #endif

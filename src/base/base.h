@@ -91,4 +91,27 @@ int64_t emq_now_ms(void);
 /* Sleeps ms milliseconds (restarts on EINTR). */
 void emq_sleep_ms(int64_t ms);
 
+/* ---- json.c ----------------------------------------------------------- */
+
+/* A JSON writer with snprintf semantics: it writes what fits into buf
+ * (always NUL-terminated when size > 0) and counts the full length, so a
+ * caller can size a buffer from a first call. */
+typedef struct emq_json {
+    char *buf;
+    size_t size;
+    size_t len; /* full length of the document so far */
+} emq_json;
+
+void emq_json_init(emq_json *j, char *buf, size_t size);
+/* Appends formatted text as is (numbers, punctuation, keys). */
+void emq_json_raw(emq_json *j, const char *fmt, ...) EMQ_PRINTF(2, 3);
+/* Appends a NUL-terminated string as a JSON string. */
+void emq_json_cstr(emq_json *j, const char *s);
+/* Appends binary-safe bytes as a JSON value: a JSON string when they are
+ * valid UTF-8 (control characters escaped), else {"base64":"..."} so that
+ * any byte string survives a round trip exactly (docs/CLI.md). */
+void emq_json_bytes(emq_json *j, const char *p, size_t n);
+/* 1 when p[0..n) is valid UTF-8 (no overlongs, no surrogates). */
+int emq_utf8_valid(const char *p, size_t n);
+
 #endif /* EMQ_BASE_H */

@@ -5,7 +5,6 @@
  */
 #include "consumer.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 
 void emq_consumer_stats_get(const emq_consumer_t *c, emq_consumer_stats *out) {
@@ -23,53 +22,18 @@ void emq_consumer_stats_get(const emq_consumer_t *c, emq_consumer_stats *out) {
     out->round_trips = atomic_load(&m->stats.round_trips);
 }
 
-/* Output with snprintf semantics: writes what fits (NUL-terminated) and
- * counts the full length. */
-typedef struct out {
-    char *buf;
-    size_t size;
-    size_t len;
-} out;
-
-static void put(out *o, const char *fmt, ...) EMQ_PRINTF(2, 3);
-static void put(out *o, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    size_t room = o->len < o->size ? o->size - o->len : 0;
-    int n = vsnprintf(room ? o->buf + o->len : NULL, room, fmt, ap);
-    va_end(ap);
-    if (n > 0)
-        o->len += (size_t)n;
-}
-
-/* Writes s as a JSON string: printable ASCII as is, the rest \u-escaped. */
-static void put_string(out *o, const char *s) {
-    put(o, "\"");
-    for (; *s; s++) {
-        unsigned char ch = (unsigned char)*s;
-        if (ch == '"' || ch == '\\')
-            put(o, "\\%c", ch);
-        else if (ch < 0x20 || ch >= 0x7f)
-            put(o, "\\u%04x", ch);
-        else
-            put(o, "%c", ch);
-    }
-    put(o, "\"");
-}
-
 size_t emq_consumer_stats_json(const emq_consumer_t *c, char *buf,
                                size_t size) {
     emq_consumer_stats s;
     emq_consumer_stats_get(c, &s);
-    out o = {buf, size, 0};
-    if (size)
-        buf[0] = '\0';
-    put(&o, "{\"stream\":");
-    put_string(&o, c->keys.stream);
-    put(&o, ",\"group\":");
-    put_string(&o, c->group);
-    put(&o, ",\"consumer\":");
-    put_string(&o, c->name);
+    emq_json o;
+    emq_json_init(&o, buf, size);
+    emq_json_raw(&o, "{\"stream\":");
+    emq_json_cstr(&o, c->keys.stream);
+    emq_json_raw(&o, ",\"group\":");
+    emq_json_cstr(&o, c->group);
+    emq_json_raw(&o, ",\"consumer\":");
+    emq_json_cstr(&o, c->name);
     const struct {
         const char *name;
         uint64_t value;
@@ -87,8 +51,8 @@ size_t emq_consumer_stats_json(const emq_consumer_t *c, char *buf,
         {"round_trips", s.round_trips},
     };
     for (size_t i = 0; i < sizeof counters / sizeof counters[0]; i++)
-        put(&o, ",\"%s\":%llu", counters[i].name,
-            (unsigned long long)counters[i].value);
-    put(&o, "}");
+        emq_json_raw(&o, ",\"%s\":%llu", counters[i].name,
+                     (unsigned long long)counters[i].value);
+    emq_json_raw(&o, "}");
     return o.len;
 }

@@ -1,0 +1,135 @@
+/* json.c: writing JSON with snprintf semantics, binary-safe.
+ *
+ * Every JSON document the library produces (stats, queue descriptions,
+ * pending lists, dead letters, entries for the CLI) goes through this
+ * writer, so escaping and the encoding of bytes that are not UTF-8 are
+ * decided in one place: valid UTF-8 becomes a JSON string; anything else
+ * becomes {"base64":"..."} (standard alphabet, padded).
+ */
+#include "base.h"
+
+#include <stdio.h>
+
+void emq_json_init(emq_json *j, char *buf, size_t size) {
+    j->buf = buf;
+    j->size = size;
+    j->len = 0;
+    if (buf && size)
+        buf[0] = '\0';
+}
+
+void emq_json_raw(emq_json *j, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    size_t room = j->len < j->size ? j->size - j->len : 0;
+    int n = vsnprintf(room ? j->buf + j->len : NULL, room, fmt, ap);
+    va_end(ap);
+    if (n > 0)
+        j->len += (size_t)n;
+}
+
+/* Appends n bytes verbatim (they need no escaping). */
+static void put_bytes(emq_json *j, const char *p, size_t n) {
+    if (j->len < j->size) {
+        size_t room = j->size - j->len - 1;
+        size_t k = n < room ? n : room;
+        for (size_t i = 0; i < k; i++)
+            j->buf[j->len + i] = p[i];
+        j->buf[j->len + k] = '\0';
+    }
+    j->len += n;
+}
+
+int emq_utf8_valid(const char *p, size_t n) {
+    const unsigned char *s = (const unsigned char *)p;
+    size_t i = 0;
+    while (i < n) {
+        unsigned char c = s[i];
+        size_t extra;
+        uint32_t cp;
+        if (c < 0x80) {
+            i++;
+            continue;
+        } else if ((c & 0xe0) == 0xc0) {
+            extra = 1;
+            cp = c & 0x1f;
+        } else if ((c & 0xf0) == 0xe0) {
+            extra = 2;
+            cp = c & 0x0f;
+        } else if ((c & 0xf8) == 0xf0) {
+            extra = 3;
+            cp = c & 0x07;
+        } else {
+            return 0;
+        }
+        if (n - i <= extra)
+            return 0;
+        for (size_t k = 1; k <= extra; k++) {
+            if ((s[i + k] & 0xc0) != 0x80)
+                return 0;
+            cp = (cp << 6) | (s[i + k] & 0x3f);
+        }
+        if ((extra == 1 && cp < 0x80) || (extra == 2 && cp < 0x800) ||
+            (extra == 3 && cp < 0x10000) || cp > 0x10ffff ||
+            (cp >= 0xd800 && cp <= 0xdfff))
+            return 0;
+        i += extra + 1;
+    }
+    return 1;
+}
+
+/* Appends bytes known to be valid UTF-8 as a JSON string. */
+static void put_string(emq_json *j, const char *p, size_t n) {
+    put_bytes(j, "\"", 1);
+    size_t start = 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)p[i];
+        if (c >= 0x20 && c != '"' && c != '\\')
+            continue;
+        put_bytes(j, p + start, i - start);
+        switch (c) {
+        case '"': put_bytes(j, "\\\"", 2); break;
+        case '\\': put_bytes(j, "\\\\", 2); break;
+        case '\n': put_bytes(j, "\\n", 2); break;
+        case '\r': put_bytes(j, "\\r", 2); break;
+        case '\t': put_bytes(j, "\\t", 2); break;
+        default: emq_json_raw(j, "\\u%04x", c); break;
+        }
+        start = i + 1;
+    }
+    put_bytes(j, p + start, n - start);
+    put_bytes(j, "\"", 1);
+}
+
+static void put_base64(emq_json *j, const char *p, size_t n) {
+    static const char alphabet[] =
+        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    const unsigned char *s = (const unsigned char *)p;
+    put_bytes(j, "{\"base64\":\"", 11);
+    for (size_t i = 0; i < n; i += 3) {
+        uint32_t v = (uint32_t)s[i] << 16;
+        if (i + 1 < n)
+            v |= (uint32_t)s[i + 1] << 8;
+        if (i + 2 < n)
+            v |= s[i + 2];
+        char quad[4] = {alphabet[(v >> 18) & 63], alphabet[(v >> 12) & 63],
+                        i + 1 < n ? alphabet[(v >> 6) & 63] : '=',
+                        i + 2 < n ? alphabet[v & 63] : '='};
+        put_bytes(j, quad, 4);
+    }
+    put_bytes(j, "\"}", 2);
+}
+
+void emq_json_cstr(emq_json *j, const char *s) {
+    size_t n = 0;
+    while (s[n])
+        n++;
+    emq_json_bytes(j, s, n);
+}
+
+void emq_json_bytes(emq_json *j, const char *p, size_t n) {
+    if (emq_utf8_valid(p, n))
+        put_string(j, p, n);
+    else
+        put_base64(j, p, n);
+}

@@ -1,0 +1,47 @@
+/* test_json.c: the JSON writer (escapes, UTF-8 check, base64, truncation). */
+#include "harness/test.h"
+#include "base/base.h"
+
+static const char *write_bytes(const char *p, size_t n) {
+    static char buf[512];
+    emq_json j;
+    emq_json_init(&j, buf, sizeof buf);
+    emq_json_bytes(&j, p, n);
+    ASSERT_EQ_SIZE(j.len, strlen(buf));
+    return buf;
+}
+
+TEST(json_strings_are_escaped) {
+    ASSERT_EQ_STR(write_bytes("plain", 5), "\"plain\"");
+    ASSERT_EQ_STR(write_bytes("a\"b\\c", 5), "\"a\\\"b\\\\c\"");
+    ASSERT_EQ_STR(write_bytes("l1\nl2\r\t", 7), "\"l1\\nl2\\r\\t\"");
+    ASSERT_EQ_STR(write_bytes("\x01\x1f", 2), "\"\\u0001\\u001f\"");
+    ASSERT_EQ_STR(write_bytes("\0", 1), "\"\\u0000\"");
+    ASSERT_EQ_STR(write_bytes("caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80", 14),
+                  "\"caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80\"");
+    ASSERT_EQ_STR(write_bytes("", 0), "\"\"");
+}
+
+TEST(json_non_utf8_becomes_base64) {
+    ASSERT_EQ_STR(write_bytes("\xff", 1), "{\"base64\":\"/w==\"}");
+    ASSERT_EQ_STR(write_bytes("a\xff" "b", 3), "{\"base64\":\"Yf9i\"}");
+    ASSERT_EQ_STR(write_bytes("\xc0\xaf", 2), "{\"base64\":\"wK8=\"}"); /* overlong */
+    ASSERT_EQ_STR(write_bytes("\xed\xa0\x80", 3), "{\"base64\":\"7aCA\"}"); /* surrogate */
+    ASSERT_EQ_STR(write_bytes("\xe2\x82", 2), "{\"base64\":\"4oI=\"}"); /* cut */
+    ASSERT_EQ_STR(write_bytes("\xf4\x90\x80\x80", 4), "{\"base64\":\"9JCAgA==\"}");
+}
+
+TEST(json_truncates_like_snprintf) {
+    char small[8];
+    emq_json j;
+    emq_json_init(&j, small, sizeof small);
+    emq_json_raw(&j, "{\"k\":");
+    emq_json_cstr(&j, "a long value");
+    emq_json_raw(&j, "}");
+    ASSERT_EQ_STR(small, "{\"k\":\"a");
+    ASSERT_EQ_SIZE(j.len, strlen("{\"k\":\"a long value\"}"));
+    /* Measuring with no buffer at all. */
+    emq_json_init(&j, NULL, 0);
+    emq_json_cstr(&j, "abc");
+    ASSERT_EQ_SIZE(j.len, 5);
+}

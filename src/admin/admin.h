@@ -1,0 +1,27 @@
+/* admin.h: internals shared by the files of the admin layer.
+ *
+ * Internal header (not installed); the API is in echomq.h. The admin layer
+ * inspects and operates a queue: describe, pending, group create/setid/
+ * destroy, safe consumer pruning, ack-aware retention, dead letters. Each
+ * verb is explicit and named; none runs inside a consumer. Verbs that must
+ * be atomic against producers and consumers are Lua scripts over keys of
+ * the queue's one hashtag.
+ */
+#ifndef EMQ_ADMIN_H
+#define EMQ_ADMIN_H
+
+#include "../consumer/consumer.h"
+
+struct emq_admin {
+    emq_conf_t *conf; /* own copy */
+    emq_keys keys;
+    emq_conn_t *conn;
+};
+
+/* Sends one command and returns its reply (caller frees). An error reply
+ * becomes EMQ_ESERVER with "<what> failed: <reply text>" and *reply NULL. */
+emq_status emq_admin_call(emq_admin_t *a, const char *what, int argc,
+                          const char *const *argv, const size_t *argvlen,
+                          emq_reply **reply, emq_error *err);
+
+#endif /* EMQ_ADMIN_H */

@@ -10,7 +10,7 @@
 #ifndef EMQ_ADMIN_H
 #define EMQ_ADMIN_H
 
-#include "../consumer/consumer.h"
+#include "../consumer/consumer.h" /* layers below: keys, conn, resp */
 
 struct emq_admin {
     emq_conf_t *conf; /* own copy */

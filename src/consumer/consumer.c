@@ -59,35 +59,6 @@ static emq_status check_name(const char *what, const char *name,
     return EMQ_OK;
 }
 
-/* Maps the declared start to an XGROUP CREATE ID: new -> $, head -> 0, or
- * an explicit stream ID. There is no default (DESIGN.md, contract 2). */
-static emq_status parse_start(const char *start, char *out, emq_error *err) {
-    if (start == NULL || *start == '\0')
-        return emq_error_set(err, EMQ_EINVAL, 0,
-                             "start is required: new (only entries added "
-                             "after the group is created), head (replay the "
-                             "stream from its first entry) or an entry ID");
-    if (strcmp(start, "new") == 0) {
-        strcpy(out, "$");
-        return EMQ_OK;
-    }
-    if (strcmp(start, "head") == 0) {
-        strcpy(out, "0");
-        return EMQ_OK;
-    }
-    size_t n = strlen(start);
-    if (n >= EMQ_ID_MAX || emq_stream_id_parse(start, n, NULL) != 0) {
-        char shown[64];
-        return emq_error_set(err, EMQ_EINVAL, 0,
-                             "start '%s' is not valid: use new, head or an "
-                             "entry ID such as 1732924800000-0 (each part "
-                             "within 64 bits)",
-                             emq_printable(shown, sizeof shown, start, n));
-    }
-    memcpy(out, start, n + 1);
-    return EMQ_OK;
-}
-
 /* Fills the lease token: host:pid:random. The name is stable; only the
  * token, which tells two processes apart, is not. */
 static void make_token(emq_consumer_t *c) {
@@ -131,7 +102,8 @@ emq_status emq_consumer_new(const emq_conf_t *conf, emq_handler_fn handler,
         goto fail;
     if ((st = check_name("group", c->group, err)) != EMQ_OK ||
         (st = check_name("consumer name", c->name, err)) != EMQ_OK ||
-        (st = parse_start(c->conf->start, c->start_id, err)) != EMQ_OK)
+        (st = emq_stream_start_parse(c->conf->start, c->start_id, err)) !=
+            EMQ_OK)
         goto fail;
     if (c->conf->lease_ttl_ms < 3 * c->conf->block_ms + 1000) {
         st = emq_error_set(err, EMQ_EINVAL, 0,

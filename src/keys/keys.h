@@ -57,6 +57,12 @@ typedef struct emq_stream_id {
  * else: no sign, no spaces, not "-", "+", "$" or ">"). Returns 0 and fills
  * *out (may be NULL), or -1 when text is not such an ID. */
 int emq_stream_id_parse(const char *text, size_t len, emq_stream_id *out);
+/* Maps a declared start to an XGROUP CREATE/SETID ID: "new" -> "$",
+ * "head" -> "0", or a valid entry ID as is, into out (EMQ_ID_MAX bytes).
+ * There is no default: NULL, "" or a malformed value is EMQ_EINVAL with a
+ * sentence listing the choices. */
+emq_status emq_stream_start_parse(const char *start, char *out,
+                                  emq_error *err);
 /* -1, 0 or 1 as a is before, equal to or after b. */
 int emq_stream_id_cmp(emq_stream_id a, emq_stream_id b);
 

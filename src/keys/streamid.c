@@ -6,6 +6,7 @@
  */
 #include "keys.h"
 
+#include <stdio.h>
 #include <string.h>
 
 /* Parses 1..20 decimal digits into a uint64 without overflow. */
@@ -49,3 +50,34 @@ int emq_stream_id_cmp(emq_stream_id a, emq_stream_id b) {
         return a.seq < b.seq ? -1 : 1;
     return 0;
 }
+
+/* Maps the declared start to an XGROUP CREATE ID: new -> $, head -> 0, or
+ * an explicit stream ID. There is no default (DESIGN.md, contract 2). */
+emq_status emq_stream_start_parse(const char *start, char *out,
+                                  emq_error *err) {
+    if (start == NULL || *start == '\0')
+        return emq_error_set(err, EMQ_EINVAL, 0,
+                             "start is required: new (only entries added "
+                             "after the group is created), head (replay the "
+                             "stream from its first entry) or an entry ID");
+    if (strcmp(start, "new") == 0) {
+        strcpy(out, "$");
+        return EMQ_OK;
+    }
+    if (strcmp(start, "head") == 0) {
+        strcpy(out, "0");
+        return EMQ_OK;
+    }
+    size_t n = strlen(start);
+    if (n >= EMQ_ID_MAX || emq_stream_id_parse(start, n, NULL) != 0) {
+        char shown[64];
+        return emq_error_set(err, EMQ_EINVAL, 0,
+                             "start '%s' is not valid: use new, head or an "
+                             "entry ID such as 1732924800000-0 (each part "
+                             "within 64 bits)",
+                             emq_printable(shown, sizeof shown, start, n));
+    }
+    memcpy(out, start, n + 1);
+    return EMQ_OK;
+}
+

@@ -1,6 +1,8 @@
 /* admin.c: the admin handle and the helpers its verbs share. */
 #include "admin.h"
 
+#include <string.h>
+
 emq_status emq_admin_new(const emq_conf_t *conf, emq_admin_t **out,
                          emq_error *err) {
     *out = NULL;
@@ -51,4 +53,17 @@ emq_status emq_admin_call(emq_admin_t *a, const char *what, int argc,
         *reply = NULL;
     }
     return st;
+}
+
+/* ---- shared helpers (prune, retention, dead letters) ------------------ */
+
+const emq_reply *emq_admin_field(const emq_reply *r, const char *key) {
+    size_t n = emq_reply_len(r), klen = strlen(key);
+    for (size_t i = 0; i + 1 < n; i += 2) {
+        size_t len = 0;
+        const char *s = emq_reply_str(emq_reply_at(r, i), &len);
+        if (s && len == klen && memcmp(s, key, len) == 0)
+            return emq_reply_at(r, i + 1);
+    }
+    return NULL;
 }

@@ -24,4 +24,11 @@ emq_status emq_admin_call(emq_admin_t *a, const char *what, int argc,
                           const char *const *argv, const size_t *argvlen,
                           emq_reply **reply, emq_error *err);
 
+/* ---- shared helpers (prune, retention, dead letters) ------------------ */
+
+/* The value of field key in a flat [key, value, ...] reply, as XINFO
+ * returns them (a RESP2 array or a RESP3 map), or NULL when absent.
+ * Borrowed from r. */
+const emq_reply *emq_admin_field(const emq_reply *r, const char *key);
+
 #endif /* EMQ_ADMIN_H */

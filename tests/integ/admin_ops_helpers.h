@@ -2,7 +2,8 @@
  * retention and dead letters (test_admin_prune.c, test_admin_retention.c,
  * test_admin_dead.c).
  *
- * On top of ctests2_helpers.h (admin connection, CMD/CMD_INT, pending
+ * On top of ctests1_helpers.h (producer_for, wait_pending_zero) and
+ * ctests2_helpers.h (admin connection, CMD/CMD_INT, pending
  * inspection, recording consumers): an admin handle on a queue of the
  * fixture server, reading a consumer into existence with a given number of
  * entries pending, and the names of a consumer group's members. Setup and
@@ -12,6 +13,7 @@
 #ifndef EMQ_TEST_ADMIN_OPS_HELPERS_H
 #define EMQ_TEST_ADMIN_OPS_HELPERS_H
 
+#include "integ/ctests1_helpers.h"
 #include "integ/ctests2_helpers.h"
 
 /* An admin handle on queue; caller destroys. */

@@ -216,32 +216,6 @@ void emq_dead_letters_free(emq_dead_letter *letters, size_t n) {
     emq_free(letters);
 }
 
-/* Appends a field name as a JSON object key. A name that is not UTF-8
- * cannot be a JSON string as is; it becomes "base64:<its base64>", the
- * same encoding emq_json_bytes uses for values. */
-static void json_key(emq_json *j, const char *p, size_t n) {
-    if (emq_utf8_valid(p, n)) {
-        emq_json_bytes(j, p, n);
-        return;
-    }
-    /* emq_json_bytes writes {"base64":"<b64>"}: take <b64> from it. */
-    static const char open[] = "{\"base64\":\"";
-    emq_json scratch;
-    emq_json_init(&scratch, NULL, 0);
-    emq_json_bytes(&scratch, p, n);
-    size_t b64_len = scratch.len - (sizeof open - 1) - 2;
-    char *text = emq_alloc(scratch.len + 1);
-    if (text == NULL) {
-        /* Out of memory: an empty key keeps the document valid JSON. */
-        emq_json_raw(j, "\"base64:\"");
-        return;
-    }
-    emq_json_init(&scratch, text, scratch.len + 1);
-    emq_json_bytes(&scratch, p, n);
-    emq_json_raw(j, "\"base64:%.*s\"", (int)b64_len, text + sizeof open - 1);
-    emq_free(text);
-}
-
 size_t emq_dead_letters_json(const emq_dead_letter *letters, size_t n,
                              char *buf, size_t size) {
     emq_json j;
@@ -264,7 +238,10 @@ size_t emq_dead_letters_json(const emq_dead_letter *letters, size_t n,
             const emq_field *f = &d->fields[k];
             if (k)
                 emq_json_raw(&j, ",");
-            json_key(&j, f->name, f->name_len);
+            /* A name that is not UTF-8 is written {"base64":"..."} too,
+             * as emq_entry_json does: not strict JSON, but it round-trips
+             * through the CLI's reader. */
+            emq_json_bytes(&j, f->name, f->name_len);
             emq_json_raw(&j, ":");
             emq_json_bytes(&j, f->value, f->value_len);
         }

@@ -13,6 +13,8 @@
  */
 #include "integ/admin_ops_helpers.h"
 
+#include "base/base.h" /* allocation-failure hooks */
+
 #define Q_STREAM "emq:{jobs}"
 #define Q_DEAD "emq:{jobs}:dead"
 
@@ -102,7 +104,7 @@ TEST(admin_dead_list_splits_origin_and_binary_fields) {
                           "\"reason\":\"boom\",\"fields\":{\"n\":\"v1\","
                           "\"bin\":{\"base64\":\"/wB4\"},"
                           "\"emq.id\":\"again\"}}\n");
-    ASSERT_CONTAINS(json, "\"fields\":{\"base64:/g==\":"
+    ASSERT_CONTAINS(json, "\"fields\":{{\"base64\":\"/g==\"}:"
                           "{\"base64\":\"gA==\"}}}\n");
     char *second = strchr(json, '\n');
     ASSERT(second != NULL && strchr(second + 1, '\n') == json + need - 1);
@@ -306,6 +308,55 @@ TEST(admin_dead_poison_entry_listed_requeued_and_handled) {
     emq_reply_free(e);
     emq_consumer_destroy(c2);
     emq_admin_destroy(a);
+    emq_conn_destroy(adm);
+    emq_srv_stop(s);
+}
+
+TEST(admin_dead_list_and_prune_survive_every_allocation_failure) {
+    emq_srv *s = emq_srv_start(NULL);
+    emq_conn_t *adm = admin_connect(s);
+    emq_id d[2];
+    add_dead(adm, "1-0", "a", &d[0]);
+    add_dead(adm, "2-0", "b", &d[1]);
+    CMD_NOERR(adm, "XGROUP", "CREATE", Q_STREAM, "g", "$", "MKSTREAM");
+    emq_reply_free(CMD(adm, "XADD", Q_STREAM, "*", "n", "1"));
+    ASSERT_EQ_INT(read_new(adm, Q_STREAM, "g", "idle", 1), 1);
+    /* Walk the failing allocation over each call until one runs without
+     * reaching it: every failure is EMQ_ENOMEM and leaks nothing. */
+    int listed = 0, pruned = 0;
+    for (uint64_t n = 1; n < 200 && !(listed && pruned); n++) {
+        uint64_t live = emq_alloc_live();
+        emq_admin_t *a = admin_open(s, "jobs");
+        emq_error err;
+        emq_dead_letter *letters = NULL;
+        size_t count = 0;
+        emq_alloc_fail_at(n);
+        uint64_t calls = emq_alloc_calls();
+        emq_status st = emq_admin_dead_list(a, 0, &letters, &count, &err);
+        int reached = emq_alloc_calls() - calls >= n;
+        emq_alloc_fail_at(0);
+        if (st == EMQ_OK) {
+            ASSERT_EQ_SIZE(count, 2);
+            emq_dead_letters_free(letters, count);
+            listed |= !reached;
+        } else {
+            ASSERT_STATUS(st, EMQ_ENOMEM, &err);
+            ASSERT(letters == NULL && count == 0);
+        }
+        emq_prune_result res;
+        emq_alloc_fail_at(n);
+        calls = emq_alloc_calls();
+        st = emq_admin_prune_consumers(a, "g", 3600000, &res, &err);
+        reached = emq_alloc_calls() - calls >= n;
+        emq_alloc_fail_at(0);
+        if (st == EMQ_OK)
+            pruned |= !reached;
+        else
+            ASSERT_STATUS(st, EMQ_ENOMEM, &err);
+        emq_admin_destroy(a);
+        ASSERT_EQ_SIZE(emq_alloc_live(), live);
+    }
+    ASSERT(listed && pruned);
     emq_conn_destroy(adm);
     emq_srv_stop(s);
 }

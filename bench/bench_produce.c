@@ -170,7 +170,7 @@ static timing run_echomq(const emq_message *msgs, int n, int depth,
     snprintf(window, sizeof window, "%d", depth);
     emq_conf_t *conf = emq_conf_new();
     emq_error err;
-    emq_producer_t *p;
+    emq_producer_t *p = NULL;
     if (conf == NULL || emq_conf_set(conf, "url", url, &err) != EMQ_OK ||
         emq_conf_set(conf, "queue", "bench", &err) != EMQ_OK ||
         emq_conf_set(conf, "producer.window", window, &err) != EMQ_OK ||

@@ -358,7 +358,7 @@ TEST_TIMEOUT(producer_batch_cut_mid_flight_reports_confirmed_count, 60) {
     ASSERT_EQ_INT(b.err.code, b.st);
     ASSERT(b.written >= 1);
     ASSERT(b.written < CUT_N);
-    char want[96];
+    char want[160];
     snprintf(want, sizeof want,
              "%zu of %d entries confirmed added; entries from index %zu on "
              "may or may not have been added",

@@ -12,10 +12,13 @@
  * message and creates nothing. A connection cut by the fake proxy while a
  * batch is in flight fails the batch with a transport status whose message
  * says how many entries were confirmed; those entries are in the stream,
- * and the next call reconnects.
+ * and the next call reconnects. Every allocation of producer creation and
+ * of a batch that grows the scratch argv can fail: the call returns
+ * EMQ_ENOMEM, leaks nothing, and the producer stays usable.
  */
 #include "integ/ctests1_helpers.h"
 #include "harness/fakepeer.h"
+#include "base/base.h"
 
 #include <stdlib.h>
 
@@ -418,6 +421,74 @@ TEST(producer_batch_with_an_empty_message_sends_nothing) {
     char out[64];
     emq_srv_cmd(s, out, sizeof out, "EXISTS", "emq:{em}", NULL);
     ASSERT_EQ_STR(out, "0");
+    emq_producer_destroy(p);
+    emq_srv_stop(s);
+}
+
+TEST(producer_survives_every_allocation_failure) {
+    emq_srv *s = emq_srv_start(NULL);
+    emq_conf_t *conf = conf_for(emq_srv_url(s));
+    conf_set(conf, "queue", "oom");
+    conf_set(conf, "trim.maxlen", "1000");
+    conf_set(conf, "trim.approx", "1");
+    conf_set(conf, "trim.limit", "50");
+    emq_producer_t *p = NULL;
+    emq_error err;
+    int n = 1;
+    for (;; n++) {
+        memset(&err, 0, sizeof err);
+        emq_alloc_fail_at((uint64_t)n);
+        emq_status st = emq_producer_new(conf, &p, &err);
+        emq_alloc_fail_at(0);
+        if (st == EMQ_OK)
+            break;
+        ASSERT_STATUS(st, EMQ_ENOMEM, &err);
+        ASSERT(p == NULL);
+        if (n > 1000)
+            FAIL("emq_producer_new still failing after %d allocations", n);
+    }
+    emq_conf_destroy(conf);
+
+    /* 40 pairs: more than the scratch argv holds at first, so the first
+     * batch grows it. */
+    enum { PAIRS = 40, N = 5 };
+    emq_field fields[PAIRS];
+    char names[PAIRS][8];
+    for (int i = 0; i < PAIRS; i++) {
+        int len = snprintf(names[i], sizeof names[i], "f%d", i);
+        fields[i] = (emq_field){names[i], (size_t)len, "v", 1};
+    }
+    emq_message msgs[N];
+    for (int i = 0; i < N; i++)
+        msgs[i] = (emq_message){fields, PAIRS, NULL};
+    emq_id ids[N];
+    /* Fail allocation n of the batch, for every n the batch makes. A
+     * failure while a reply is read breaks the connection, so entries may
+     * be stored whose confirmation was lost: the stream holds at least the
+     * confirmed ones, and the next call reconnects. */
+    size_t written = 0, total = 0;
+    for (n = 1;; n++) {
+        memset(&err, 0, sizeof err);
+        uint64_t calls0 = emq_alloc_calls();
+        emq_alloc_fail_at((uint64_t)n);
+        emq_status st = emq_produce_batch(p, msgs, N, ids, &written, &err);
+        emq_alloc_fail_at(0);
+        total += written;
+        if (emq_alloc_calls() - calls0 < (uint64_t)n) { /* none failed */
+            ASSERT_OK(st, &err);
+            break;
+        }
+        ASSERT_STATUS(st, EMQ_ENOMEM, &err);
+        for (size_t i = written; i < N; i++)
+            ASSERT_EQ_STR(ids[i].str, "");
+        if (n > 1000)
+            FAIL("the batch still failing after %d allocations", n);
+    }
+    ASSERT(n > 2);
+    ASSERT_EQ_SIZE(written, N);
+    char out[64];
+    emq_srv_cmd(s, out, sizeof out, "XLEN", "emq:{oom}", NULL);
+    ASSERT(strtoll(out, NULL, 10) >= (long long)total);
     emq_producer_destroy(p);
     emq_srv_stop(s);
 }

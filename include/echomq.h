@@ -108,6 +108,23 @@ EMQ_EXPORT emq_status emq_conf_property(size_t i, const char **name,
                                         const char **default_value,
                                         const char **doc);
 
+/* Levels of log messages (syslog numbering). */
+typedef enum emq_log_level {
+    EMQ_LOG_ERROR = 3,
+    EMQ_LOG_WARNING = 4,
+    EMQ_LOG_INFO = 6,
+    EMQ_LOG_DEBUG = 7
+} emq_log_level;
+
+/* Receives one log line (no trailing newline), on the thread that logs. */
+typedef void (*emq_log_fn)(void *opaque, emq_log_level level,
+                           const char *message);
+/* Routes the log lines of every handle made from conf to fn (NULL: the
+ * default, one line on stderr). Lines above conf's log.level are not
+ * produced. Messages never contain a password. */
+EMQ_EXPORT void emq_conf_set_log(emq_conf_t *conf, emq_log_fn fn,
+                                 void *opaque);
+
 /* ---- replies ---------------------------------------------------------- */
 
 /* A reply tree from the server. Read it through the accessors below. The
@@ -210,6 +227,147 @@ EMQ_EXPORT int emq_conn_is_broken(const emq_conn_t *conn);
 EMQ_EXPORT uint64_t emq_conn_reconnects(const emq_conn_t *conn);
 /* The socket descriptor, for poll-based integration; -1 when broken. */
 EMQ_EXPORT int emq_conn_fd(const emq_conn_t *conn);
+
+/* ---- entries ------------------------------------------------------------ */
+
+/* One field/value pair of a stream entry. Binary-safe: use the lengths. */
+typedef struct emq_field {
+    const char *name;
+    size_t name_len;
+    const char *value;
+    size_t value_len;
+} emq_field;
+
+/* Longest stream ID text: "18446744073709551615-18446744073709551615". */
+#define EMQ_ID_MAX 48
+
+/* A stream entry ID as NUL-terminated text ("1732924800123-0"). */
+typedef struct emq_id {
+    char str[EMQ_ID_MAX];
+} emq_id;
+
+/* ---- producer ----------------------------------------------------------- */
+
+/* Appends entries to a queue's stream (conf: url and queue, or stream). */
+typedef struct emq_producer emq_producer_t;
+
+/* One entry of a batch. */
+typedef struct emq_message {
+    const emq_field *fields; /* nfields pairs; at least one */
+    size_t nfields;
+    const char *id;          /* explicit ID, or NULL for an automatic one */
+} emq_message;
+
+/* Connects (conf borrowed: copied). On success *out is caller-owned; free
+ * with emq_producer_destroy. EMQ_EINVAL names a missing or bad queue. */
+EMQ_EXPORT emq_status emq_producer_new(const emq_conf_t *conf,
+                                       emq_producer_t **out, emq_error *err);
+/* Closes and frees; NULL is a no-op. */
+EMQ_EXPORT void emq_producer_destroy(emq_producer_t *p);
+/* Adds one entry with an automatic ID; its ID goes to *id (may be NULL).
+ * A server error reply (OOM, WRONGTYPE, too large) is EMQ_ESERVER with the
+ * reply text. */
+EMQ_EXPORT emq_status emq_produce(emq_producer_t *p, const emq_field *fields,
+                                  size_t nfields, emq_id *id,
+                                  emq_error *err);
+/* Adds n entries, pipelined in windows of conf producer.window commands so
+ * memory stays bounded whatever n is. ids (n slots, may be NULL) receives
+ * each entry's ID, or "" for an entry the server refused. *written (may be
+ * NULL) gets how many entries were added. When any entry fails, the call
+ * returns the first failure and err names that entry's index; entries
+ * before and after it that the server accepted stay added. */
+EMQ_EXPORT emq_status emq_produce_batch(emq_producer_t *p,
+                                        const emq_message *msgs, size_t n,
+                                        emq_id *ids, size_t *written,
+                                        emq_error *err);
+
+/* ---- consumer ----------------------------------------------------------- */
+
+/* One delivery handed to a handler. Every pointer is borrowed and valid
+ * only until the handler returns; copy what you keep. */
+typedef struct emq_entry {
+    const char *id;         /* entry ID, NUL-terminated */
+    uint64_t deliveries;    /* the server's delivery count; 1 = first */
+    const emq_field *fields;
+    size_t nfields;
+    const char *stream;     /* stream key */
+    const char *group;
+    const char *consumer;
+} emq_entry;
+
+/* What a handler answers for one entry. */
+typedef enum emq_verdict {
+    EMQ_ACK = 0,   /* done: acknowledge it */
+    EMQ_RETRY = 1, /* failed: leave it pending; recovery redelivers it after
+                      claim.min_idle_ms; counts toward max_deliveries */
+    EMQ_DEAD = 2   /* give up now: move it to the dead letters */
+} emq_verdict;
+
+/* Called on the consumer's thread for each entry. For EMQ_RETRY and
+ * EMQ_DEAD it may write a reason (NUL-terminated, at most reason_size
+ * bytes) that ends up in the dead letter. */
+typedef emq_verdict (*emq_handler_fn)(void *opaque, const emq_entry *entry,
+                                      char *reason, size_t reason_size);
+
+typedef struct emq_consumer emq_consumer_t;
+
+/* Validates conf (queue or stream, group, consumer, start, ...) without
+ * touching the network: a missing or malformed value is EMQ_EINVAL naming
+ * it. conf is borrowed (copied). On success *out is caller-owned; free with
+ * emq_consumer_destroy. */
+EMQ_EXPORT emq_status emq_consumer_new(const emq_conf_t *conf,
+                                       emq_handler_fn handler, void *opaque,
+                                       emq_consumer_t **out, emq_error *err);
+/* Runs the consumer contract (docs/CONSUMER.md) on the calling thread until
+ * emq_consumer_stop or a fatal error. Returns EMQ_OK after a stop. */
+EMQ_EXPORT emq_status emq_consumer_run(emq_consumer_t *c, emq_error *err);
+/* Asks run to return: the handler in progress finishes, completed work is
+ * acknowledged, nothing new starts. Async-signal-safe; any thread. */
+EMQ_EXPORT void emq_consumer_stop(emq_consumer_t *c);
+/* Frees a consumer that is not running; NULL is a no-op. */
+EMQ_EXPORT void emq_consumer_destroy(emq_consumer_t *c);
+
+/* Counters of one consumer since emq_consumer_new. */
+typedef struct emq_consumer_stats {
+    uint64_t delivered;       /* handler calls */
+    uint64_t acked;           /* entries acknowledged after EMQ_ACK */
+    uint64_t retried;         /* EMQ_RETRY answers */
+    uint64_t failed;          /* deliveries that ended without an ack */
+    uint64_t dead_lettered;   /* entries this consumer moved to dead letters */
+    uint64_t claimed;         /* entries taken over from idle consumers */
+    uint64_t deleted_pending; /* pending entries found deleted, acked */
+    uint64_t reconnects;      /* connections re-established */
+    uint64_t group_recreated; /* group or stream found gone and re-created */
+    uint64_t reads;           /* XREADGROUP calls */
+    uint64_t round_trips;     /* network round trips */
+} emq_consumer_stats;
+
+/* Copies the counters; safe from any thread while run is going. */
+EMQ_EXPORT void emq_consumer_stats_get(const emq_consumer_t *c,
+                                       emq_consumer_stats *out);
+/* Writes the counters as one JSON object into buf (NUL-terminated,
+ * truncated to size). Returns the length the full text needs, like
+ * snprintf. */
+EMQ_EXPORT size_t emq_consumer_stats_json(const emq_consumer_t *c, char *buf,
+                                          size_t size);
+
+/* A pool runs n consumers on n threads, each with its own connection and
+ * the stable name "<consumer>-<i>" (i = 1..n). */
+typedef struct emq_pool emq_pool_t;
+
+/* Like emq_consumer_new for n consumers; the handler is called from n
+ * threads at once. *out is caller-owned; free with emq_pool_destroy. */
+EMQ_EXPORT emq_status emq_pool_new(const emq_conf_t *conf, int n,
+                                   emq_handler_fn handler, void *opaque,
+                                   emq_pool_t **out, emq_error *err);
+/* Starts the threads and waits for all of them. Returns the first fatal
+ * error of any consumer (the others are stopped then), or EMQ_OK. */
+EMQ_EXPORT emq_status emq_pool_run(emq_pool_t *pool, emq_error *err);
+/* Stops every consumer; async-signal-safe. */
+EMQ_EXPORT void emq_pool_stop(emq_pool_t *pool);
+EMQ_EXPORT void emq_pool_destroy(emq_pool_t *pool);
+/* Consumer i (0-based) of the pool, for its stats; borrowed. */
+EMQ_EXPORT emq_consumer_t *emq_pool_consumer(emq_pool_t *pool, int i);
 
 #ifdef __cplusplus
 }

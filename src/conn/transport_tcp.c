@@ -56,6 +56,10 @@ static ssize_t sock_read(emq_transport *t, char *buf, size_t len,
             t->want = POLLIN;
             return EMQ_EAGAIN;
         }
+        if (errno == ECONNRESET)
+            return emq_error_set(err, EMQ_EIO, 1,
+                                 "connection to %s was reset by the server",
+                                 t->name);
         return emq_error_set(err, EMQ_EIO, 1, "read from %s failed: %s",
                              t->name, strerror(errno));
     }
@@ -73,6 +77,10 @@ static ssize_t sock_write(emq_transport *t, const char *buf, size_t len,
             t->want = POLLOUT;
             return EMQ_EAGAIN;
         }
+        if (errno == EPIPE || errno == ECONNRESET)
+            return emq_error_set(err, EMQ_EIO, 1,
+                                 "server closed the connection to %s",
+                                 t->name);
         return emq_error_set(err, EMQ_EIO, 1, "write to %s failed: %s",
                              t->name, strerror(errno));
     }
@@ -188,7 +196,7 @@ emq_status emq_transport_tcp_connect(const char *host, int port,
     hints.ai_socktype = SOCK_STREAM;
     hints.ai_flags = AI_ADDRCONFIG | AI_NUMERICSERV;
     int gai = getaddrinfo(host, service, &hints, &res);
-    if (gai == EAI_ADDRFAMILY || gai == EAI_NONAME) {
+    if (gai == EAI_NONAME) {
         /* AI_ADDRCONFIG hides ::1 on hosts with only loopback IPv6. */
         hints.ai_flags = AI_NUMERICSERV;
         gai = getaddrinfo(host, service, &hints, &res);

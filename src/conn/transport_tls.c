@@ -76,6 +76,13 @@ static const char *ssl_reason(char *out, size_t size) {
     unsigned long e = ERR_get_error();
     out[0] = '\0';
     if (e != 0) {
+#ifdef ERR_SYSTEM_ERROR
+        if (ERR_SYSTEM_ERROR(e)) {
+            snprintf(out, size, "%s", strerror(ERR_GET_REASON(e)));
+            ERR_clear_error();
+            return out;
+        }
+#endif
         const char *r = ERR_reason_error_string(e);
         if (r)
             snprintf(out, size, "%s", r);
@@ -163,13 +170,14 @@ static void tls_close(emq_transport *base) {
     tls_transport *t = (tls_transport *)base;
     if (t == NULL)
         return;
-    if (t->ssl) {
+    if (t->ssl && SSL_is_init_finished(t->ssl)) {
         sigpipe_guard g;
         sigpipe_block(&g);
         SSL_shutdown(t->ssl);
         sigpipe_restore(&g);
-        SSL_free(t->ssl);
     }
+    if (t->ssl)
+        SSL_free(t->ssl);
     if (t->ctx)
         SSL_CTX_free(t->ctx);
     ERR_clear_error();

@@ -8,7 +8,7 @@
  * socket path and query values are percent-decoded.
  *
  * Splitting rule: the query starts at the first '?', and the user info ends
- * at the last '@' before it, so a password may hold raw '@', ':', '/' and
+ * at the last '@' before it (for unix://, the last one followed by '/'), so a password may hold raw '@', ':', '/' and
  * '#' (as generated base64 passwords do); only '?' and '%' must be escaped.
  *
  * What this file never does: put the password in an error message. Every
@@ -330,9 +330,11 @@ static emq_status parse(const parser *ps, emq_url *u) {
     const char *qmark = strchr(rest, '?');
     const char *qend = qmark ? qmark : end;
     const char *at = NULL;
+    /* For unix://, the user info ends at an '@' followed by the path's
+     * '/', so a socket path may hold '@' too. */
     if (!(u->scheme == EMQ_URL_UNIX && *rest == '/'))
         for (const char *c = rest; c < qend; c++)
-            if (*c == '@')
+            if (*c == '@' && (u->scheme != EMQ_URL_UNIX || c[1] == '/'))
                 at = c;
 
     emq_status st;

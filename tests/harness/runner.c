@@ -149,6 +149,25 @@ static int64_t elapsed_ms(const struct timespec *start) {
            (now.tv_nsec - start->tv_nsec) / 1000000;
 }
 
+/* Removes the scratch folders of a child that could not clean up itself
+ * (killed on timeout, or crashed): /tmp/emq-test-<pid>-*. */
+static void remove_child_tmpdirs(pid_t pid) {
+    char prefix[64];
+    int n = snprintf(prefix, sizeof prefix, "emq-test-%ld-", (long)pid);
+    DIR *d = opendir("/tmp");
+    if (d == NULL)
+        return;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (strncmp(e->d_name, prefix, (size_t)n) == 0) {
+            char path[512];
+            snprintf(path, sizeof path, "/tmp/%s", e->d_name);
+            remove_tree(path);
+        }
+    }
+    closedir(d);
+}
+
 /* Forks, runs t in the child, and waits with a timeout. Returns 0 passed,
  * 1 failed, 2 skipped. */
 static int run_forked(const test_case *t) {
@@ -187,6 +206,7 @@ static int run_forked(const test_case *t) {
         usleep(2000);
     }
     kill(-pid, SIGKILL); /* reap anything the test left running */
+    remove_child_tmpdirs(pid);
     if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
         return 0;
     if (WIFEXITED(status) && WEXITSTATUS(status) == SKIP_EXIT)

@@ -33,6 +33,7 @@
 #include <unistd.h>
 #ifdef __linux__
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 #endif
 
 #define SRV_PATH_MAX 512
@@ -383,15 +384,23 @@ static int write_config(emq_srv *s, const emq_srv_opts *o, char *why,
 
 static pid_t spawn(const emq_srv *s) {
     pid_t parent = getpid();
+#ifdef __linux__
+    /* PR_SET_PDEATHSIG fires when the forking *thread* ends, so it is only
+     * safe when the main thread starts the server; a server restarted from
+     * a helper thread relies on the group kill and the atexit hook. */
+    int main_thread = (pid_t)syscall(SYS_gettid) == parent;
+#endif
     fflush(NULL);
     pid_t pid = fork();
     if (pid != 0)
         return pid;
     /* Child: stays in the test's process group on purpose. */
 #ifdef __linux__
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (getppid() != parent)
-        _exit(126);
+    if (main_thread) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != parent)
+            _exit(126);
+    }
 #else
     (void)parent;
 #endif
@@ -474,10 +483,19 @@ static void stop_pid(pid_t pid) {
     waitpid(pid, NULL, 0);
 }
 
-static void report_failure(const emq_srv *s, const char *why) {
-    fprintf(stderr, "    fixture: %s\n", why);
-    emq_print_tail(s->log, 20);
-    emq_print_tail(s->out, 10);
+/* Log paths of the last server that failed to start, for the report. */
+static char failed_log[SRV_PATH_MAX + 16], failed_out[SRV_PATH_MAX + 16];
+
+static void note_failure(const emq_srv *s) {
+    memcpy(failed_log, s->log, sizeof failed_log);
+    memcpy(failed_out, s->out, sizeof failed_out);
+}
+
+void emq_srv_print_failure(void) {
+    if (failed_log[0] == '\0')
+        return;
+    emq_print_tail(failed_log, 20);
+    emq_print_tail(failed_out, 10);
 }
 
 emq_srv *emq_srv_try_start(const emq_srv_opts *opts, char *why,
@@ -546,7 +564,7 @@ emq_srv *emq_srv_try_start(const emq_srv_opts *opts, char *why,
         return NULL;
     }
     if (wait_ready(s, why, why_size) != 0) {
-        report_failure(s, why);
+        note_failure(s);
         stop_pid(s->pid);
         untrack(s);
         free(s);
@@ -558,8 +576,10 @@ emq_srv *emq_srv_try_start(const emq_srv_opts *opts, char *why,
 emq_srv *emq_srv_start(const emq_srv_opts *opts) {
     char why[512] = "";
     emq_srv *s = emq_srv_try_start(opts, why, sizeof why);
-    if (s == NULL)
+    if (s == NULL) {
+        emq_srv_print_failure();
         FAIL("could not start redis-server: %s", why);
+    }
     return s;
 }
 
@@ -589,7 +609,8 @@ void emq_srv_restart(emq_srv *s) {
     if (s->pid < 0)
         FAIL("fork: %s", strerror(errno));
     if (wait_ready(s, why, sizeof why) != 0) {
-        report_failure(s, why);
+        note_failure(s);
+        emq_srv_print_failure();
         FAIL("could not restart redis-server: %s", why);
     }
 }

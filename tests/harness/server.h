@@ -10,8 +10,9 @@
  * Cleanup: emq_srv_stop() ends the server (SIGTERM, bounded wait, SIGKILL).
  * A failing test exits through exit(), and an atexit hook kills whatever is
  * still running; a test that times out has its whole process group killed
- * by the runner, which includes the server; on Linux the server also gets
- * SIGKILL when the test process dies (PR_SET_PDEATHSIG).
+ * by the runner, which includes the server; on Linux a server started from
+ * the main thread also gets SIGKILL when the test process dies
+ * (PR_SET_PDEATHSIG follows the forking thread, so not from helpers).
  */
 #ifndef EMQ_TEST_SERVER_H
 #define EMQ_TEST_SERVER_H
@@ -58,6 +59,9 @@ emq_srv *emq_srv_start(const emq_srv_opts *opts);
  * test, with a reason in why (may be NULL). For the fixture's self-tests. */
 emq_srv *emq_srv_try_start(const emq_srv_opts *opts, char *why,
                            size_t why_size);
+/* Prints the tails of the log and stdout of the last server that failed
+ * to start (quietly kept by emq_srv_try_start), to stderr. */
+void emq_srv_print_failure(void);
 /* SIGTERM, wait up to 3 s, then SIGKILL; reaps the pid and frees s. NULL
  * is a no-op. */
 void emq_srv_stop(emq_srv *s);

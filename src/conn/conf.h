@@ -12,7 +12,7 @@
 #ifndef EMQ_BASE_CONF_H
 #define EMQ_BASE_CONF_H
 
-#include "base.h"
+#include "../base/base.h"
 
 /* tls.verify values. EMQ_TLS_VERIFY_DEFAULT means "not set": the URL's
  * tls.verify parameter applies, else peer. */
@@ -44,6 +44,30 @@ struct emq_conf {
     int64_t resp_max_bulk;       /* emq_resp_limits.max_bulk */
     int64_t resp_max_depth;      /* emq_resp_limits.max_depth */
     int64_t resp_max_elements;   /* emq_resp_limits.max_elements */
+
+    /* Queues, producers and consumers (validated by their layers). */
+    char *queue;                 /* queue name; NULL: use stream */
+    char *stream;                /* raw stream key; NULL: use queue */
+    char *group;                 /* consumer group */
+    char *consumer;              /* consumer name */
+    char *start;                 /* new | head | <id>; NULL: not declared */
+    int64_t count;               /* entries per read */
+    int64_t block_ms;            /* BLOCK of a read */
+    int64_t claim_min_idle_ms;   /* XAUTOCLAIM min-idle-time */
+    int64_t claim_interval_ms;   /* time between claim beats */
+    int64_t claim_count;         /* XAUTOCLAIM COUNT */
+    int64_t max_deliveries;      /* deliveries before the dead letters */
+    int64_t lease_ttl_ms;        /* lifetime of the consumer name's lease */
+    int64_t group_lost_fatal;    /* on_group_lost: 0 recreate, 1 fatal */
+    int64_t producer_window;     /* XADDs in flight in a batch */
+    int64_t log_level;           /* EMQ_LOG_*: most verbose level logged */
+    emq_log_fn log_fn;           /* NULL: stderr */
+    void *log_opaque;
 };
+
+/* Logs one line through conf's log callback, or to stderr, when level is
+ * at or above the conf's log.level. */
+void emq_conf_log(const emq_conf_t *conf, emq_log_level level,
+                  const char *fmt, ...) EMQ_PRINTF(3, 4);
 
 #endif /* EMQ_BASE_CONF_H */

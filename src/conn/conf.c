@@ -9,16 +9,19 @@
  *
  * This file never talks to a server and never echoes a password: the
  * password is wiped when replaced or freed and reads back as "(set)".
- * Setting "url" parses it with emq_url_parse (conn/url.c), a pure function;
- * that call is the one upward reference from base, kept so that a bad URL
- * is refused when it is set rather than at connect time.
+ * Setting "url" parses it with emq_url_parse (url.c), so a bad URL is
+ * refused when it is set rather than at connect time. The table lives in
+ * the conn layer for that reason: the layers above read its typed fields,
+ * and validate their own properties' meaning (a queue name, a start
+ * position) when their handle is created, before any network traffic.
  */
 #include "conf.h"
 
-#include "../conn/conn.h"
+#include "conn.h"
 #include "../resp/resp.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <inttypes.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -30,7 +33,8 @@ typedef enum prop_type {
     P_SECRET, /* like P_STRING, never echoed, wiped */
     P_INT,    /* decimal integer in [min, max], stored as int64_t */
     P_OPTINT, /* like P_INT, or empty for "not set" (-1) */
-    P_VERIFY  /* "peer" or "none", stored as int64_t */
+    P_VERIFY, /* "peer" or "none", stored as int64_t */
+    P_CHOICE  /* one of the words in choices, stored as its value */
 } prop_type;
 
 typedef struct prop prop;
@@ -47,7 +51,16 @@ struct prop {
     size_t offset;   /* of the field in struct emq_conf */
     int64_t min, max; /* P_INT/P_OPTINT bounds, inclusive */
     prop_check check; /* NULL or an extra validation for strings */
+    const char *const *choices; /* P_CHOICE: words; NULL-terminated */
+    const int64_t *values;      /* P_CHOICE: the value of each word */
 };
+
+static const char *const group_lost_words[] = {"recreate", "fatal", NULL};
+static const int64_t group_lost_values[] = {0, 1};
+static const char *const log_words[] = {"error", "warning", "info", "debug",
+                                        NULL};
+static const int64_t log_values[] = {EMQ_LOG_ERROR, EMQ_LOG_WARNING,
+                                     EMQ_LOG_INFO, EMQ_LOG_DEBUG};
 
 static emq_status check_url(const prop *p, const char *value, emq_error *err);
 static emq_status check_name(const prop *p, const char *value,
@@ -65,83 +78,137 @@ static const prop props[] = {
      "Server to connect to: redis://[user[:password]@]host[:port][/db], "
      "rediss://... for TLS (tls.* properties may be given as query "
      "parameters), or unix:///path[?db=N].",
-     P_STRING, F(url), 0, 0, check_url},
+     P_STRING, F(url), 0, 0, check_url, NULL, NULL},
     {"user", "",
      "ACL user name for AUTH; overrides the URL's. Empty: the URL's, else "
      "the default user.",
-     P_STRING, F(user), 0, 0, check_name},
+     P_STRING, F(user), 0, 0, check_name, NULL, NULL},
     {"password", "",
      "Password for AUTH; overrides the URL's. Never echoed; reads back as "
      "\"(set)\".",
-     P_SECRET, F(password), 0, 0, NULL},
+     P_SECRET, F(password), 0, 0, NULL, NULL, NULL},
     {"db", "",
      "Database to SELECT on connect; overrides the URL's. Empty: the URL's, "
      "else 0 (no SELECT).",
-     P_OPTINT, F(db), 0, INT32_MAX, NULL},
+     P_OPTINT, F(db), 0, INT32_MAX, NULL, NULL, NULL},
     {"client_name", "",
      "Connection name sent with CLIENT SETNAME on connect (printable, no "
      "spaces). Empty: none. A NOPERM reply is tolerated.",
-     P_STRING, F(client_name), 0, 0, check_name},
+     P_STRING, F(client_name), 0, 0, check_name, NULL, NULL},
     {"protocol", "2",
      "RESP protocol version: 2, or 3 (sends HELLO 3 first).",
-     P_INT, F(protocol), 2, 3, NULL},
+     P_INT, F(protocol), 2, 3, NULL, NULL, NULL},
     {"connect_timeout_ms", "5000",
      "Deadline for connecting, the TLS handshake and the AUTH/SELECT/"
      "SETNAME handshake together, in milliseconds.",
-     P_INT, F(connect_timeout_ms), 1, 3600000, NULL},
+     P_INT, F(connect_timeout_ms), 1, 3600000, NULL, NULL, NULL},
     {"command_timeout_ms", "5000",
      "How long to wait for each reply, in milliseconds, plus the BLOCK or "
      "timeout argument of a blocking command. 0: wait forever.",
-     P_INT, F(command_timeout_ms), 0, 86400000, NULL},
+     P_INT, F(command_timeout_ms), 0, 86400000, NULL, NULL, NULL},
     {"tcp_keepalive_s", "30",
      "TCP keepalive idle time in seconds (SO_KEEPALIVE, TCP_KEEPIDLE). "
      "0: off.",
-     P_INT, F(tcp_keepalive_s), 0, 86400, NULL},
+     P_INT, F(tcp_keepalive_s), 0, 86400, NULL, NULL, NULL},
     {"tls.ca_file", "",
      "PEM file of CA certificates to verify the server with. Empty: the "
      "system's default paths.",
-     P_STRING, F(tls_ca_file), 0, 0, check_path},
+     P_STRING, F(tls_ca_file), 0, 0, check_path, NULL, NULL},
     {"tls.cert_file", "",
      "PEM client certificate (chain) for mutual TLS.",
-     P_STRING, F(tls_cert_file), 0, 0, check_path},
+     P_STRING, F(tls_cert_file), 0, 0, check_path, NULL, NULL},
     {"tls.key_file", "",
      "PEM private key of tls.cert_file.",
-     P_STRING, F(tls_key_file), 0, 0, check_path},
+     P_STRING, F(tls_key_file), 0, 0, check_path, NULL, NULL},
     {"tls.sni", "",
      "Server name sent in the TLS handshake (SNI). Empty: the URL's host "
      "when it is not an IP address.",
-     P_STRING, F(tls_sni), 0, 0, check_name},
+     P_STRING, F(tls_sni), 0, 0, check_name, NULL, NULL},
     {"tls.verify", "peer",
      "peer: verify the server certificate and its host name or IP; none: "
      "accept any certificate (testing only).",
-     P_VERIFY, F(tls_verify), 0, 0, NULL},
+     P_VERIFY, F(tls_verify), 0, 0, NULL, NULL, NULL},
     {"reconnect.backoff_min_ms", "100",
      "First delay between reconnect attempts, in milliseconds; doubles "
      "each attempt, with jitter.",
-     P_INT, F(backoff_min_ms), 0, 3600000, NULL},
+     P_INT, F(backoff_min_ms), 0, 3600000, NULL, NULL, NULL},
     {"reconnect.backoff_max_ms", "5000",
      "Cap on the delay between reconnect attempts, in milliseconds.",
-     P_INT, F(backoff_max_ms), 0, 3600000, NULL},
+     P_INT, F(backoff_max_ms), 0, 3600000, NULL, NULL, NULL},
     {"reconnect.max_attempts", "10",
      "Connect attempts made by one emq_conn_reconnect call.",
-     P_INT, F(max_attempts), 1, 1000000, NULL},
+     P_INT, F(max_attempts), 1, 1000000, NULL, NULL, NULL},
     {"pipeline.max", "65536",
      "Most appended commands whose replies are not read yet.",
-     P_INT, F(pipeline_max), 1, (int64_t)1 << 24, NULL},
+     P_INT, F(pipeline_max), 1, (int64_t)1 << 24, NULL, NULL, NULL},
     {"output.max_bytes", "268435456",
      "Cap on the buffer of encoded commands not yet sent, in bytes.",
-     P_INT, F(output_max_bytes), 1024, (int64_t)1 << 40, NULL},
+     P_INT, F(output_max_bytes), 1024, (int64_t)1 << 40, NULL, NULL, NULL},
     {"resp.max_bulk", "536870912",
      "Longest bulk string accepted in a reply, in bytes (the server's "
      "proto-max-bulk-len).",
-     P_INT, F(resp_max_bulk), 1, (int64_t)1 << 40, NULL},
+     P_INT, F(resp_max_bulk), 1, (int64_t)1 << 40, NULL, NULL, NULL},
     {"resp.max_depth", "16",
      "Deepest nesting of aggregates accepted in a reply.",
-     P_INT, F(resp_max_depth), 1, 1024, NULL},
+     P_INT, F(resp_max_depth), 1, 1024, NULL, NULL, NULL},
     {"resp.max_elements", "16777216",
      "Most elements accepted in one aggregate of a reply (a map counts "
      "keys and values).",
-     P_INT, F(resp_max_elements), 1, (int64_t)1 << 32, NULL},
+     P_INT, F(resp_max_elements), 1, (int64_t)1 << 32, NULL, NULL, NULL},
+    {"queue", "",
+     "Queue name (letters, digits, . _ - :); its keys share the hashtag "
+     "{name} (docs/KEYSPACE.md). Set queue or stream.",
+     P_STRING, F(queue), 0, 0, check_name, NULL, NULL},
+    {"stream", "",
+     "Raw stream key of an existing stream, instead of queue.",
+     P_STRING, F(stream), 0, 0, NULL, NULL, NULL},
+    {"group", "",
+     "Consumer group name. Required for a consumer.",
+     P_STRING, F(group), 0, 0, check_name, NULL, NULL},
+    {"consumer", "",
+     "Consumer name: required, stable across restarts, never a pid or a "
+     "random value; also the connection name.",
+     P_STRING, F(consumer), 0, 0, check_name, NULL, NULL},
+    {"start", "",
+     "Where a new group starts: new (entries added after it is created), "
+     "head (the whole stream) or an entry ID. Required; no default.",
+     P_STRING, F(start), 0, 0, NULL, NULL, NULL},
+    {"count", "100",
+     "Most entries one read returns (XREADGROUP COUNT).",
+     P_INT, F(count), 1, 1000000, NULL, NULL, NULL},
+    {"block_ms", "2000",
+     "How long a read waits for new entries (XREADGROUP BLOCK); also the "
+     "longest a stop waits for a blocked read.",
+     P_INT, F(block_ms), 1, 600000, NULL, NULL, NULL},
+    {"claim.min_idle_ms", "60000",
+     "An entry pending this long with another consumer is taken over by "
+     "the claim beat (XAUTOCLAIM min-idle-time).",
+     P_INT, F(claim_min_idle_ms), 1, (int64_t)1 << 40, NULL, NULL, NULL},
+    {"claim.interval_ms", "5000",
+     "Time between claim beats.",
+     P_INT, F(claim_interval_ms), 1, (int64_t)1 << 40, NULL, NULL, NULL},
+    {"claim.count", "100",
+     "Most entries one XAUTOCLAIM call takes over (it examines up to 10x "
+     "as many).",
+     P_INT, F(claim_count), 1, 100000, NULL, NULL, NULL},
+    {"max_deliveries", "5",
+     "Deliveries after which a failing entry goes to the dead letters.",
+     P_INT, F(max_deliveries), 1, 1000000, NULL, NULL, NULL},
+    {"lease.ttl_ms", "30000",
+     "Lifetime of the lease that keeps one consumer name in one process; "
+     "renewed every third of it. At least 3 x block_ms + 1000.",
+     P_INT, F(lease_ttl_ms), 1000, (int64_t)1 << 40, NULL, NULL, NULL},
+    {"on_group_lost", "recreate",
+     "When the group or stream vanishes mid-run: recreate (open the door "
+     "again at the declared start, with a warning) or fatal.",
+     P_CHOICE, F(group_lost_fatal), 0, 0, NULL, group_lost_words,
+     group_lost_values},
+    {"producer.window", "256",
+     "XADD commands a batch keeps in flight before reading their replies.",
+     P_INT, F(producer_window), 1, 65536, NULL, NULL, NULL},
+    {"log.level", "warning",
+     "Most verbose level logged: error, warning, info or debug.",
+     P_CHOICE, F(log_level), 0, 0, NULL, log_words, log_values},
 };
 
 #define NPROPS (sizeof props / sizeof props[0])
@@ -226,6 +293,21 @@ static emq_status check_path(const prop *p, const char *value,
     return EMQ_OK;
 }
 
+/* "a, b or c" for the words of a P_CHOICE property. Static storage. */
+static const char *choice_list(const prop *p) {
+    static _Thread_local char list[128];
+    size_t n = 0, count = 0;
+    while (p->choices[count])
+        count++;
+    list[0] = '\0';
+    for (size_t i = 0; i < count; i++) {
+        const char *sep = i == 0 ? "" : i + 1 == count ? " or " : ", ";
+        n += (size_t)snprintf(list + n, n < sizeof list ? sizeof list - n : 0,
+                              "%s%s", sep, p->choices[i]);
+    }
+    return list;
+}
+
 /* Validates value for p and stores it in c. Returns EMQ_OK, EMQ_ENOMEM,
  * or EMQ_EINVAL naming the property and the value (never a password's).
  * On failure c is unchanged. */
@@ -275,6 +357,16 @@ static emq_status set_prop(emq_conf_t *c, const prop *p, const char *value,
         *int_field(c, p) = v;
         return EMQ_OK;
     }
+    case P_CHOICE:
+        for (size_t i = 0; p->choices[i]; i++)
+            if (strcmp(value, p->choices[i]) == 0) {
+                *int_field(c, p) = p->values[i];
+                return EMQ_OK;
+            }
+        return emq_error_set(
+            err, EMQ_EINVAL, 0, "invalid %s '%s': use %s", p->name,
+            emq_printable(shown, sizeof shown, value, strlen(value)),
+            choice_list(p));
     case P_VERIFY:
         if (strcmp(value, "peer") == 0)
             *int_field(c, p) = EMQ_TLS_VERIFY_PEER;
@@ -407,6 +499,11 @@ emq_status emq_conf_get(const emq_conf_t *conf, const char *name, char *buf,
         snprintf(buf, size, "%s",
                  *int_field(c, p) == EMQ_TLS_VERIFY_NONE ? "none" : "peer");
         break;
+    case P_CHOICE:
+        for (size_t i = 0; p->choices[i]; i++)
+            if (p->values[i] == *int_field(c, p))
+                snprintf(buf, size, "%s", p->choices[i]);
+        break;
     }
     emq_error_clear(err);
     return EMQ_OK;
@@ -423,4 +520,31 @@ emq_status emq_conf_property(size_t i, const char **name,
     if (doc)
         *doc = props[i].doc;
     return EMQ_OK;
+}
+
+void emq_conf_set_log(emq_conf_t *conf, emq_log_fn fn, void *opaque) {
+    if (conf) {
+        conf->log_fn = fn;
+        conf->log_opaque = opaque;
+    }
+}
+
+void emq_conf_log(const emq_conf_t *conf, emq_log_level level,
+                  const char *fmt, ...) {
+    if (conf && (int64_t)level > conf->log_level)
+        return;
+    char message[768];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(message, sizeof message, fmt, ap);
+    va_end(ap);
+    if (conf && conf->log_fn) {
+        conf->log_fn(conf->log_opaque, level, message);
+        return;
+    }
+    const char *name = level <= EMQ_LOG_ERROR     ? "error"
+                       : level == EMQ_LOG_WARNING ? "warning"
+                       : level == EMQ_LOG_INFO    ? "info"
+                                                  : "debug";
+    fprintf(stderr, "echomq: %s: %s\n", name, message);
 }

@@ -1,0 +1,741 @@
+/* conn.c: one connection to one server, synchronous and pipelined.
+ *
+ * emq_conn_new parses the URL, connects the transport (TCP, unix or TLS),
+ * and runs the handshake as one pipelined round trip: HELLO 3 (protocol 3,
+ * with AUTH folded in) or AUTH, then SELECT when the database is not 0, then
+ * CLIENT SETNAME when a name is set. It never sends PING, INFO or anything
+ * else a restricted ACL user (+@stream) could be refused; a NOPERM reply to
+ * CLIENT SETNAME is tolerated because the name is optional.
+ *
+ * Commands are encoded into a capped output buffer (emq_conn_append) and
+ * sent when a reply is asked for; replies come back in order. Each reply is
+ * waited for under command_timeout_ms plus the blocking time its command
+ * declared when appended (BLOCK ms, a BLPOP timeout...), so a long BLOCK
+ * never trips the timeout and BLOCK 0 waits forever.
+ *
+ * An error reply is a reply value, returned as success. A transport
+ * failure, a timeout or a protocol error breaks the connection for good:
+ * a late reply would otherwise be paired with the wrong command. Every
+ * later call returns the same status and message until emq_conn_reconnect.
+ *
+ * Never: put a password in a message (messages name the endpoint only),
+ * retry a command, or interpret what a reply means beyond the handshake.
+ */
+#include "conn.h"
+
+#include "conf.h"
+#include "../resp/resp.h"
+#include "transport.h"
+
+#include <stdio.h>
+#include <string.h>
+
+struct emq_conn {
+    emq_conf_t *conf;        /* private copy of the caller's conf */
+    emq_url url;             /* conf->url, parsed */
+    char name[320];          /* endpoint for messages: "host:port",
+                                "[v6]:port" or "unix:/path" */
+    const char *user;        /* effective AUTH user (conf's, else URL's) */
+    const char *password;    /* effective password; never in a message */
+    int64_t db;              /* effective database; 0: no SELECT */
+    emq_tls_opts tls;        /* effective TLS options (rediss only) */
+    emq_transport *t;        /* NULL when broken or not connected */
+    emq_resp_reader *reader; /* replies of t; NULL with t */
+    emq_buf out;             /* encoded commands not yet sent */
+    int64_t *waits;          /* ring: extra wait per unread reply, in ms;
+                                -1: no deadline */
+    size_t waits_cap;        /* slots in waits */
+    size_t head;             /* ring index of the next reply's wait */
+    size_t pending;          /* appended commands whose reply is unread */
+    emq_error broken;        /* code != EMQ_OK once broken (sticky) */
+    uint64_t reconnects;     /* successful emq_conn_reconnect calls */
+    uint64_t rng;            /* backoff jitter state */
+};
+
+/* ---- blocking commands -------------------------------------------------- */
+
+/* Compares argument i with word, case-insensitively. */
+static int arg_is(const char *const *argv, const size_t *argvlen, int i,
+                  const char *word) {
+    size_t n = argvlen ? argvlen[i] : strlen(argv[i]);
+    if (n != strlen(word))
+        return 0;
+    for (size_t k = 0; k < n; k++) {
+        char c = argv[i][k];
+        if (c >= 'a' && c <= 'z')
+            c = (char)(c - 'a' + 'A');
+        if (c != word[k])
+            return 0;
+    }
+    return 1;
+}
+
+/* Parses a timeout argument: non-negative decimal, with a fraction when
+ * seconds. Returns milliseconds (rounded up), or -2 when it is not such a
+ * number (the server will refuse it at once, so no extra wait). Values are
+ * clamped to about 30 years so adding them cannot overflow. */
+static int64_t parse_timeout(const char *s, size_t n, int seconds) {
+    const int64_t clamp = (int64_t)1000 * 86400 * 365 * 30;
+    int64_t whole = 0, frac = 0, scale = 1;
+    size_t i = 0;
+    int digits = 0;
+    for (; i < n && s[i] >= '0' && s[i] <= '9'; i++, digits++)
+        if (whole < clamp)
+            whole = whole * 10 + (s[i] - '0');
+    if (seconds && i < n && s[i] == '.') {
+        for (i++; i < n && s[i] >= '0' && s[i] <= '9'; i++, digits++) {
+            if (scale < 1000) {
+                frac = frac * 10 + (s[i] - '0');
+                scale *= 10;
+            } else if (s[i] != '0') {
+                frac += 1; /* round the sub-millisecond part up */
+                break;
+            }
+        }
+        while (i < n && s[i] >= '0' && s[i] <= '9')
+            i++;
+    }
+    if (i != n || digits == 0)
+        return -2;
+    if (!seconds)
+        return whole < clamp ? whole : clamp;
+    int64_t ms = whole < clamp / 1000 ? whole * 1000 : clamp;
+    ms += (frac * 1000 + scale - 1) / scale;
+    return ms < clamp ? ms : clamp;
+}
+
+/* Returns the extra wait for one timeout argument: its ms, -1 for 0 (block
+ * forever), 0 when unparsable. */
+static int64_t timeout_arg(const char *const *argv, const size_t *argvlen,
+                           int i, int seconds) {
+    size_t n = argvlen ? argvlen[i] : strlen(argv[i]);
+    int64_t ms = parse_timeout(argv[i], n, seconds);
+    if (ms == -2)
+        return 0;
+    return ms == 0 ? -1 : ms;
+}
+
+int64_t emq_conn_block_ms(int argc, const char *const *argv,
+                          const size_t *argvlen) {
+    if (argc < 2 || argv == NULL || argv[0] == NULL)
+        return 0;
+    for (int i = 0; i < argc; i++)
+        if (argv[i] == NULL)
+            return 0;
+    if (arg_is(argv, argvlen, 0, "XREAD") ||
+        arg_is(argv, argvlen, 0, "XREADGROUP")) {
+        for (int i = 1; i + 1 < argc; i++) {
+            if (arg_is(argv, argvlen, i, "STREAMS"))
+                break;
+            if (arg_is(argv, argvlen, i, "BLOCK"))
+                return timeout_arg(argv, argvlen, i + 1, 0);
+        }
+        return 0;
+    }
+    if (arg_is(argv, argvlen, 0, "BLPOP") || arg_is(argv, argvlen, 0, "BRPOP") ||
+        arg_is(argv, argvlen, 0, "BZPOPMIN") ||
+        arg_is(argv, argvlen, 0, "BZPOPMAX") ||
+        arg_is(argv, argvlen, 0, "BRPOPLPUSH") ||
+        arg_is(argv, argvlen, 0, "BLMOVE"))
+        return argc >= 3 ? timeout_arg(argv, argvlen, argc - 1, 1) : 0;
+    if (arg_is(argv, argvlen, 0, "BLMPOP") || arg_is(argv, argvlen, 0, "BZMPOP"))
+        return timeout_arg(argv, argvlen, 1, 1);
+    if (arg_is(argv, argvlen, 0, "WAIT"))
+        return argc >= 3 ? timeout_arg(argv, argvlen, 2, 0) : 0;
+    if (arg_is(argv, argvlen, 0, "WAITAOF"))
+        return argc >= 4 ? timeout_arg(argv, argvlen, 3, 0) : 0;
+    return 0;
+}
+
+/* ---- breaking and sticky errors -------------------------------------- */
+
+/* Copies the sticky error into err and returns its code. */
+static emq_status sticky(const emq_conn_t *c, emq_error *err) {
+    if (err)
+        *err = c->broken;
+    return c->broken.code;
+}
+
+/* Closes the transport and reader and drops unsent output. */
+static void drop_transport(emq_conn_t *c) {
+    if (c->t)
+        c->t->ops->close(c->t);
+    c->t = NULL;
+    emq_resp_reader_free(c->reader);
+    c->reader = NULL;
+    c->out.len = 0;
+}
+
+/* Marks c broken with e (sticky) and closes the transport. Returns the
+ * code, and copies e into err. */
+static emq_status break_conn(emq_conn_t *c, const emq_error *e,
+                             emq_error *err) {
+    c->broken = *e;
+    if (c->broken.code == EMQ_OK)
+        c->broken.code = EMQ_EIO;
+    c->broken.retriable = c->broken.code == EMQ_EIO ||
+                          c->broken.code == EMQ_ETIMEDOUT;
+    drop_transport(c);
+    return sticky(c, err);
+}
+
+/* ---- I/O under deadlines ---------------------------------------------- */
+
+/* Writes all of c->out before deadline (-1: none). Returns EMQ_OK, or the
+ * transport's error / EMQ_ETIMEDOUT with e filled (the caller breaks). */
+static emq_status flush(emq_conn_t *c, int64_t deadline, int64_t timeout_ms,
+                        emq_error *e) {
+    size_t sent = 0;
+    while (sent < c->out.len) {
+        ssize_t n = c->t->ops->write(c->t, c->out.data + sent,
+                                     c->out.len - sent, e);
+        if (n > 0) {
+            sent += (size_t)n;
+            continue;
+        }
+        if (n != EMQ_EAGAIN)
+            return n == 0 ? emq_error_set(e, EMQ_EIO, 1,
+                                          "write to %s failed", c->name)
+                          : (emq_status)n;
+        int w = emq_transport_wait(c->t->fd, c->t->want, deadline);
+        if (w == 0)
+            return emq_error_set(e, EMQ_ETIMEDOUT, 1,
+                                 "could not send to %s within %lld ms",
+                                 c->name, (long long)timeout_ms);
+        if (w < 0)
+            return emq_error_set(e, EMQ_EIO, 1, "waiting for %s failed",
+                                 c->name);
+    }
+    c->out.len = 0;
+    if (c->out.cap > ((size_t)1 << 20))
+        emq_buf_free(&c->out); /* one huge batch must not pin memory */
+    return EMQ_OK;
+}
+
+/* Reads the next reply before deadline (-1: none). RESP3 push messages
+ * (out-of-band, not a reply to a command) are skipped. Returns EMQ_OK with
+ * *out caller-owned, or a failure with e filled that breaks the
+ * connection (EMQ_EIO, EMQ_ETIMEDOUT, EMQ_EPROTO, EMQ_ENOMEM, EMQ_ETLS).
+ * wait_desc describes the wait for a timeout message. */
+static emq_status read_reply(emq_conn_t *c, int64_t deadline,
+                             const char *wait_desc, emq_reply **out,
+                             emq_error *e) {
+    *out = NULL;
+    for (;;) {
+        emq_reply *r = NULL;
+        emq_status st = emq_resp_next(c->reader, &r, e);
+        if (st == EMQ_OK) {
+            if (emq_reply_kind(r) == EMQ_REPLY_PUSH) {
+                emq_reply_free(r);
+                continue;
+            }
+            *out = r;
+            return EMQ_OK;
+        }
+        if (st == EMQ_EPROTO) {
+            emq_error_prefix(e, "reply from %s", c->name);
+            return EMQ_EPROTO;
+        }
+        if (st != EMQ_EAGAIN)
+            return st;
+        char *space;
+        size_t avail;
+        st = emq_resp_reserve(c->reader, 4096, &space, &avail, e);
+        if (st != EMQ_OK)
+            return st;
+        ssize_t n = c->t->ops->read(c->t, space, avail, e);
+        if (n > 0) {
+            emq_resp_commit(c->reader, (size_t)n);
+            continue;
+        }
+        if (n == 0)
+            return emq_error_set(e, EMQ_EIO, 1,
+                                 "server closed the connection to %s",
+                                 c->name);
+        if (n != EMQ_EAGAIN)
+            return (emq_status)n;
+        int w = emq_transport_wait(c->t->fd, c->t->want, deadline);
+        if (w == 0)
+            return emq_error_set(e, EMQ_ETIMEDOUT, 1,
+                                 "no reply from %s within %s", c->name,
+                                 wait_desc);
+        if (w < 0)
+            return emq_error_set(e, EMQ_EIO, 1, "waiting for %s failed",
+                                 c->name);
+    }
+}
+
+/* ---- pipeline bookkeeping --------------------------------------------- */
+
+/* Encodes a command and records its extra wait. Returns EMQ_OK, or
+ * EMQ_ELIMIT / EMQ_ENOMEM / EMQ_EINVAL with nothing appended. */
+static emq_status append(emq_conn_t *c, int argc, const char *const *argv,
+                         const size_t *argvlen, emq_error *err) {
+    if (c->pending >= (size_t)c->conf->pipeline_max)
+        return emq_error_set(err, EMQ_ELIMIT, 0,
+                             "%zu commands are already waiting for replies "
+                             "(pipeline.max); read replies with "
+                             "emq_conn_get_reply first",
+                             c->pending);
+    if (c->pending == c->waits_cap) {
+        size_t cap = c->waits_cap ? c->waits_cap * 2 : 16;
+        if (cap > (size_t)c->conf->pipeline_max)
+            cap = (size_t)c->conf->pipeline_max;
+        int64_t *w = emq_alloc(cap * sizeof *w);
+        if (w == NULL)
+            return emq_error_set(err, EMQ_ENOMEM, 0,
+                                 "out of memory growing the pipeline");
+        for (size_t i = 0; i < c->pending; i++)
+            w[i] = c->waits[(c->head + i) % c->waits_cap];
+        emq_free(c->waits);
+        c->waits = w;
+        c->waits_cap = cap;
+        c->head = 0;
+    }
+    emq_status st = emq_resp_encode(&c->out, argc, argv, argvlen, err);
+    if (st != EMQ_OK)
+        return st;
+    c->waits[(c->head + c->pending) % c->waits_cap] =
+        emq_conn_block_ms(argc, argv, argvlen);
+    c->pending++;
+    return EMQ_OK;
+}
+
+/* Sends the output and reads the next reply in order under the deadline
+ * for it (base_timeout_ms plus the command's extra wait; base 0 = none).
+ * Returns EMQ_OK with *reply caller-owned, or a failure with e filled;
+ * the caller decides whether it breaks c. */
+static emq_status next_reply(emq_conn_t *c, int64_t base_timeout_ms,
+                             emq_reply **reply, emq_error *e) {
+    int64_t now = emq_now_ms();
+    int64_t wdeadline = base_timeout_ms > 0 ? now + base_timeout_ms : -1;
+    emq_status st = flush(c, wdeadline, base_timeout_ms, e);
+    if (st != EMQ_OK)
+        return st;
+    int64_t extra = c->waits[c->head];
+    int64_t deadline = -1;
+    char desc[96] = "";
+    if (base_timeout_ms > 0 && extra >= 0) {
+        deadline = emq_now_ms() + base_timeout_ms + extra;
+        if (extra > 0)
+            snprintf(desc, sizeof desc, "%lld ms (%lld ms plus %lld ms of "
+                     "blocking time)",
+                     (long long)(base_timeout_ms + extra),
+                     (long long)base_timeout_ms, (long long)extra);
+        else
+            snprintf(desc, sizeof desc, "%lld ms", (long long)base_timeout_ms);
+    }
+    st = read_reply(c, deadline, desc, reply, e);
+    if (st != EMQ_OK)
+        return st;
+    c->head = (c->head + 1) % c->waits_cap;
+    c->pending--;
+    return EMQ_OK;
+}
+
+/* ---- handshake ---------------------------------------------------------- */
+
+/* Copies the text of an error reply, printable, into out. Returns out. */
+static const char *reply_text(const emq_reply *r, char *out, size_t size) {
+    size_t n = 0;
+    const char *s = emq_reply_str(r, &n);
+    return emq_printable(out, size, s ? s : "", s ? n : 0);
+}
+
+/* Turns an error reply to HELLO or AUTH into EMQ_EAUTH/EMQ_ESERVER with a
+ * sentence a user can act on. The reply text comes from the server, which
+ * never echoes the password. */
+static emq_status auth_error(emq_conn_t *c, const emq_reply *r,
+                             const char *cmd, emq_error *err) {
+    char text[160];
+    reply_text(r, text, sizeof text);
+    const char *who = c->user ? c->user : "default";
+    if (emq_reply_is_error(r, "WRONGPASS"))
+        return emq_error_set(err, EMQ_EAUTH, 0,
+                             "authentication to %s as user '%s' failed: "
+                             "wrong user name or password, or the user is "
+                             "disabled (%s)",
+                             c->name, who, text);
+    if (emq_reply_is_error(r, "NOAUTH"))
+        return emq_error_set(err, EMQ_EAUTH, 0,
+                             "server %s requires authentication; set a "
+                             "password (and user) in the URL or the conf",
+                             c->name);
+    if (strstr(text, "without any password configured"))
+        return emq_error_set(err, EMQ_EAUTH, 0,
+                             "a password was given but server %s has no "
+                             "password configured for the default user; "
+                             "remove the password or configure the server",
+                             c->name);
+    if (strcmp(cmd, "HELLO") == 0 &&
+        (emq_reply_is_error(r, "NOPROTO") || strstr(text, "unknown command")))
+        return emq_error_set(err, EMQ_ESERVER, 0,
+                             "server %s does not support RESP3 (%s); set "
+                             "protocol to 2",
+                             c->name, text);
+    return emq_error_set(err, EMQ_EAUTH, 0, "%s to %s failed: %s", cmd,
+                         c->name, text);
+}
+
+/* Appends the handshake commands; returns how many, or a negative status
+ * (EMQ_ENOMEM/EMQ_ELIMIT) with err filled. kinds gets what each is. */
+enum { HS_HELLO, HS_AUTH, HS_SELECT, HS_SETNAME };
+
+static int append_handshake(emq_conn_t *c, int kinds[4], emq_error *err) {
+    int n = 0;
+    emq_status st;
+    char dbtext[24];
+    const char *user = c->user ? c->user : "default";
+    const char *pw = c->password ? c->password : "";
+    if (c->conf->protocol == 3) {
+        const char *argv[5] = {"HELLO", "3", "AUTH", user, pw};
+        st = append(c, c->password || c->user ? 5 : 2, argv, NULL, err);
+        kinds[n++] = HS_HELLO;
+    } else if (c->password || c->user) {
+        /* A user without a password authenticates with an empty one, which
+         * a "nopass" ACL user accepts. */
+        const char *argv2[2] = {"AUTH", pw};
+        const char *argv3[3] = {"AUTH", user, pw};
+        st = c->user ? append(c, 3, argv3, NULL, err)
+                     : append(c, 2, argv2, NULL, err);
+        kinds[n++] = HS_AUTH;
+    } else {
+        st = EMQ_OK;
+    }
+    if (st == EMQ_OK && c->db != 0) {
+        snprintf(dbtext, sizeof dbtext, "%lld", (long long)c->db);
+        const char *argv[2] = {"SELECT", dbtext};
+        st = append(c, 2, argv, NULL, err);
+        kinds[n++] = HS_SELECT;
+    }
+    if (st == EMQ_OK && c->conf->client_name) {
+        const char *argv[3] = {"CLIENT", "SETNAME", c->conf->client_name};
+        st = append(c, 3, argv, NULL, err);
+        kinds[n++] = HS_SETNAME;
+    }
+    return st == EMQ_OK ? n : (int)st;
+}
+
+/* Runs the handshake as one round trip before deadline. Returns EMQ_OK, or
+ * EMQ_EAUTH / EMQ_EINVAL / EMQ_ESERVER for a refusal, or a transport
+ * failure. A NOPERM reply to CLIENT SETNAME is not an error. */
+static emq_status handshake(emq_conn_t *c, int64_t deadline, emq_error *err) {
+    int kinds[4];
+    int n = append_handshake(c, kinds, err);
+    if (n <= 0)
+        return n == 0 ? EMQ_OK : (emq_status)n;
+    int64_t left = deadline - emq_now_ms();
+    if (left < 1)
+        left = 1;
+    for (int i = 0; i < n; i++) {
+        emq_reply *r = NULL;
+        emq_status st = next_reply(c, left, &r, err);
+        if (st != EMQ_OK) {
+            if (st == EMQ_ETIMEDOUT)
+                emq_error_set(err, EMQ_ETIMEDOUT, 1,
+                              "no handshake reply from %s within "
+                              "connect_timeout_ms (%lld ms)",
+                              c->name,
+                              (long long)c->conf->connect_timeout_ms);
+            return st;
+        }
+        left = deadline - emq_now_ms();
+        if (left < 1)
+            left = 1;
+        if (emq_reply_kind(r) != EMQ_REPLY_ERROR) {
+            emq_reply_free(r);
+            continue;
+        }
+        char text[160];
+        reply_text(r, text, sizeof text);
+        switch (kinds[i]) {
+        case HS_HELLO:
+            st = auth_error(c, r, "HELLO", err);
+            break;
+        case HS_AUTH:
+            st = auth_error(c, r, "AUTH", err);
+            break;
+        case HS_SELECT:
+            if (emq_reply_is_error(r, "NOAUTH"))
+                st = auth_error(c, r, "SELECT", err);
+            else if (strstr(text, "out of range"))
+                st = emq_error_set(err, EMQ_EINVAL, 0,
+                                   "database %lld does not exist on %s (%s)",
+                                   (long long)c->db, c->name, text);
+            else
+                st = emq_error_set(err, EMQ_ESERVER, 0,
+                                   "SELECT %lld on %s failed: %s",
+                                   (long long)c->db, c->name, text);
+            break;
+        default:
+            if (emq_reply_is_error(r, "NOPERM"))
+                st = EMQ_OK; /* the name is optional; an ACL may forbid it */
+            else if (emq_reply_is_error(r, "NOAUTH"))
+                st = auth_error(c, r, "CLIENT SETNAME", err);
+            else
+                st = emq_error_set(err, EMQ_ESERVER, 0,
+                                   "CLIENT SETNAME on %s failed: %s", c->name,
+                                   text);
+            break;
+        }
+        emq_reply_free(r);
+        if (st != EMQ_OK)
+            return st;
+    }
+    return EMQ_OK;
+}
+
+/* ---- connecting ----------------------------------------------------------- */
+
+/* Connects the transport, creates the reader and runs the handshake.
+ * Returns EMQ_OK with c->t set, or a failure with err filled and c left
+ * without a transport. */
+static emq_status connect_once(emq_conn_t *c, emq_error *err) {
+    const emq_conf_t *conf = c->conf;
+    int64_t deadline = emq_now_ms() + conf->connect_timeout_ms;
+    emq_status st;
+    c->pending = 0;
+    c->head = 0;
+    c->out.len = 0;
+    if (c->url.scheme == EMQ_URL_UNIX) {
+        st = emq_transport_unix_connect(c->url.path, deadline, c->name, &c->t,
+                                        err);
+    } else {
+        st = emq_transport_tcp_connect(c->url.host, c->url.port,
+                                       (int)conf->tcp_keepalive_s, deadline,
+                                       c->name, &c->t, err);
+#ifdef EMQ_HAVE_TLS
+        if (st == EMQ_OK && c->url.scheme == EMQ_URL_TLS) {
+            emq_transport *inner = c->t;
+            c->t = NULL;
+            st = emq_transport_tls_wrap(inner, c->url.host, &c->tls, deadline,
+                                        &c->t, err);
+        }
+#endif
+    }
+    if (st == EMQ_ETIMEDOUT && err) {
+        char what[EMQ_ERROR_MESSAGE_MAX];
+        memcpy(what, err->message, sizeof what);
+        emq_error_set(err, EMQ_ETIMEDOUT, 1,
+                      "%.200s after %lld ms (connect_timeout_ms)", what,
+                      (long long)conf->connect_timeout_ms);
+    }
+    if (st != EMQ_OK)
+        return st;
+    emq_resp_limits limits;
+    emq_resp_limits_default(&limits);
+    limits.max_bulk = (size_t)conf->resp_max_bulk;
+    limits.max_depth = (size_t)conf->resp_max_depth;
+    limits.max_elements = (size_t)conf->resp_max_elements;
+    c->reader = emq_resp_reader_new(&limits);
+    if (c->reader == NULL) {
+        drop_transport(c);
+        return emq_error_set(err, EMQ_ENOMEM, 0, "out of memory");
+    }
+    st = handshake(c, deadline, err);
+    c->pending = 0;
+    c->head = 0;
+    if (st != EMQ_OK) {
+        drop_transport(c);
+        return st;
+    }
+    return EMQ_OK;
+}
+
+/* Resolves the effective settings: properties set explicitly win over the
+ * URL's. Returns EMQ_OK or EMQ_EINVAL for a combination that cannot work. */
+static emq_status resolve_settings(emq_conn_t *c, emq_error *err) {
+    const emq_conf_t *conf = c->conf;
+    emq_url *u = &c->url;
+    c->user = conf->user ? conf->user : u->user;
+    c->password = conf->password ? conf->password : u->password;
+    c->db = conf->db >= 0 ? conf->db : (u->db >= 0 ? u->db : 0);
+    c->tls.ca_file = conf->tls_ca_file ? conf->tls_ca_file : u->tls_ca_file;
+    c->tls.cert_file =
+        conf->tls_cert_file ? conf->tls_cert_file : u->tls_cert_file;
+    c->tls.key_file = conf->tls_key_file ? conf->tls_key_file : u->tls_key_file;
+    c->tls.sni = conf->tls_sni ? conf->tls_sni : u->tls_sni;
+    c->tls.verify = conf->tls_verify != EMQ_TLS_VERIFY_DEFAULT
+                        ? conf->tls_verify == EMQ_TLS_VERIFY_PEER
+                        : (u->tls_verify >= 0 ? u->tls_verify : 1);
+    if (u->scheme == EMQ_URL_UNIX)
+        snprintf(c->name, sizeof c->name, "unix:%s", u->path);
+    else if (strchr(u->host, ':'))
+        snprintf(c->name, sizeof c->name, "[%s]:%d", u->host, u->port);
+    else
+        snprintf(c->name, sizeof c->name, "%s:%d", u->host, u->port);
+#ifndef EMQ_HAVE_TLS
+    if (u->scheme == EMQ_URL_TLS)
+        return emq_error_set(err, EMQ_EINVAL, 0,
+                             "rediss:// needs TLS, but this libechomq was "
+                             "built without it (EMQ_TLS=OFF)");
+#endif
+    if (conf->backoff_min_ms > conf->backoff_max_ms)
+        return emq_error_set(err, EMQ_EINVAL, 0,
+                             "reconnect.backoff_min_ms (%lld) is larger than "
+                             "reconnect.backoff_max_ms (%lld)",
+                             (long long)conf->backoff_min_ms,
+                             (long long)conf->backoff_max_ms);
+    return EMQ_OK;
+}
+
+emq_status emq_conn_new(const emq_conf_t *conf, emq_conn_t **out,
+                        emq_error *err) {
+    if (out)
+        *out = NULL;
+    if (conf == NULL || out == NULL)
+        return emq_error_set(err, EMQ_EINVAL, 0,
+                             "emq_conn_new: conf and out must not be NULL");
+    emq_conn_t *c = emq_calloc(1, sizeof *c);
+    if (c == NULL)
+        return emq_error_set(err, EMQ_ENOMEM, 0, "out of memory");
+    c->url.db = -1;
+    c->conf = emq_conf_dup(conf);
+    if (c->conf == NULL) {
+        emq_free(c);
+        return emq_error_set(err, EMQ_ENOMEM, 0, "out of memory");
+    }
+    emq_buf_init(&c->out, (size_t)c->conf->output_max_bytes,
+                 "output buffer (output.max_bytes)");
+    c->rng = (uint64_t)emq_now_ms() ^ (uint64_t)(uintptr_t)c;
+    emq_status st = emq_url_parse(c->conf->url, &c->url, err);
+    if (st == EMQ_EINVAL)
+        emq_error_prefix(err, "invalid url");
+    if (st == EMQ_OK)
+        st = resolve_settings(c, err);
+    if (st == EMQ_OK)
+        st = connect_once(c, err);
+    if (st != EMQ_OK) {
+        emq_conn_destroy(c);
+        return st;
+    }
+    emq_error_clear(err);
+    *out = c;
+    return EMQ_OK;
+}
+
+void emq_conn_destroy(emq_conn_t *conn) {
+    if (conn == NULL)
+        return;
+    drop_transport(conn);
+    emq_buf_free(&conn->out);
+    emq_free(conn->waits);
+    emq_url_free(&conn->url);
+    emq_conf_destroy(conn->conf);
+    emq_wipe(conn, sizeof *conn);
+    emq_free(conn);
+}
+
+/* ---- commands ------------------------------------------------------------- */
+
+emq_status emq_conn_append(emq_conn_t *conn, int argc,
+                           const char *const *argv, const size_t *argvlen,
+                           emq_error *err) {
+    if (conn == NULL)
+        return emq_error_set(err, EMQ_EINVAL, 0, "connection is NULL");
+    if (conn->broken.code != EMQ_OK)
+        return sticky(conn, err);
+    emq_status st = append(conn, argc, argv, argvlen, err);
+    if (st == EMQ_OK)
+        emq_error_clear(err);
+    return st;
+}
+
+emq_status emq_conn_get_reply(emq_conn_t *conn, emq_reply **reply,
+                              emq_error *err) {
+    if (reply)
+        *reply = NULL;
+    if (conn == NULL || reply == NULL)
+        return emq_error_set(err, EMQ_EINVAL, 0,
+                             "connection and reply must not be NULL");
+    if (conn->broken.code != EMQ_OK)
+        return sticky(conn, err);
+    if (conn->pending == 0)
+        return emq_error_set(err, EMQ_EINVAL, 0,
+                             "no reply is outstanding: append a command "
+                             "first");
+    emq_error e;
+    emq_error_clear(&e);
+    emq_status st = next_reply(conn, conn->conf->command_timeout_ms, reply, &e);
+    if (st != EMQ_OK)
+        return break_conn(conn, &e, err);
+    emq_error_clear(err);
+    return EMQ_OK;
+}
+
+emq_status emq_conn_command(emq_conn_t *conn, int argc,
+                            const char *const *argv, const size_t *argvlen,
+                            emq_reply **reply, emq_error *err) {
+    if (reply)
+        *reply = NULL;
+    if (conn == NULL || reply == NULL)
+        return emq_error_set(err, EMQ_EINVAL, 0,
+                             "connection and reply must not be NULL");
+    if (conn->broken.code != EMQ_OK)
+        return sticky(conn, err);
+    if (conn->pending > 0)
+        return emq_error_set(err, EMQ_ECLOSED, 0,
+                             "%zu pipelined replies are still unread; read "
+                             "them with emq_conn_get_reply before "
+                             "emq_conn_command",
+                             conn->pending);
+    emq_status st = append(conn, argc, argv, argvlen, err);
+    if (st != EMQ_OK)
+        return st;
+    return emq_conn_get_reply(conn, reply, err);
+}
+
+size_t emq_conn_pending(const emq_conn_t *conn) {
+    return conn ? conn->pending : 0;
+}
+
+emq_status emq_conn_reconnect(emq_conn_t *conn, emq_error *err) {
+    if (conn == NULL)
+        return emq_error_set(err, EMQ_EINVAL, 0, "connection is NULL");
+    drop_transport(conn);
+    conn->pending = 0;
+    conn->head = 0;
+    const emq_conf_t *conf = conn->conf;
+    emq_error e;
+    emq_error_clear(&e);
+    emq_status st = EMQ_EIO;
+    int64_t attempt = 0;
+    for (; attempt < conf->max_attempts; attempt++) {
+        if (attempt > 0)
+            emq_sleep_ms(emq_backoff_delay(conf->backoff_min_ms,
+                                           conf->backoff_max_ms,
+                                           (unsigned)(attempt - 1),
+                                           &conn->rng));
+        emq_error_clear(&e);
+        st = connect_once(conn, &e);
+        if (st == EMQ_OK) {
+            conn->reconnects++;
+            emq_error_clear(&conn->broken);
+            emq_error_clear(err);
+            return EMQ_OK;
+        }
+        if (!e.retriable) {
+            attempt++;
+            break; /* a wrong password or a bad certificate stays wrong */
+        }
+    }
+    if (attempt > 1)
+        emq_error_prefix(&e, "reconnect gave up after %lld attempts",
+                         (long long)attempt);
+    conn->broken = e;
+    if (conn->broken.code == EMQ_OK)
+        conn->broken.code = st;
+    return sticky(conn, err);
+}
+
+int emq_conn_is_broken(const emq_conn_t *conn) {
+    return conn == NULL || conn->broken.code != EMQ_OK;
+}
+
+uint64_t emq_conn_reconnects(const emq_conn_t *conn) {
+    return conn ? conn->reconnects : 0;
+}
+
+int emq_conn_fd(const emq_conn_t *conn) {
+    return conn && conn->t ? conn->t->fd : -1;
+}

@@ -1,0 +1,126 @@
+/* pool.c: N consumers on N threads.
+ *
+ * Each consumer has its own connection and the stable name
+ * "<consumer>-<i>", i = 1..N, so a restarted pool gets its pending entries
+ * back by name. When one consumer fails fatally, the pool stops the others
+ * and returns that first error.
+ */
+#include "consumer.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+typedef struct pool_member {
+    emq_pool_t *pool;
+    emq_consumer_t *consumer;
+    pthread_t thread;
+    int started;
+    emq_status status;
+    emq_error error;
+} pool_member;
+
+struct emq_pool {
+    int n;
+    pool_member *members;
+};
+
+emq_status emq_pool_new(const emq_conf_t *conf, int n, emq_handler_fn handler,
+                        void *opaque, emq_pool_t **out, emq_error *err) {
+    *out = NULL;
+    if (conf == NULL || n < 1 || n > 1024)
+        return emq_error_set(err, EMQ_EINVAL, 0,
+                             "a pool needs a configuration and 1 to 1024 "
+                             "consumers (got %d)",
+                             n);
+    if (conf->consumer == NULL)
+        return emq_error_set(err, EMQ_EINVAL, 0,
+                             "consumer name is required: the pool names its "
+                             "consumers <consumer>-1 .. <consumer>-%d",
+                             n);
+    emq_pool_t *pool = emq_calloc(1, sizeof *pool);
+    emq_conf_t *each = emq_conf_dup(conf);
+    if (pool)
+        pool->members = emq_calloc((size_t)n, sizeof *pool->members);
+    if (pool == NULL || pool->members == NULL || each == NULL) {
+        emq_conf_destroy(each);
+        emq_pool_destroy(pool);
+        return emq_error_set(err, EMQ_ENOMEM, 0, "out of memory");
+    }
+    emq_status st = EMQ_OK;
+    for (int i = 0; i < n && st == EMQ_OK; i++) {
+        char name[200];
+        snprintf(name, sizeof name, "%s-%d", conf->consumer, i + 1);
+        st = emq_conf_set(each, "consumer", name, err);
+        if (st == EMQ_OK)
+            st = emq_consumer_new(each, handler, opaque,
+                                  &pool->members[i].consumer, err);
+        pool->members[i].pool = pool;
+        pool->n = i + 1;
+    }
+    emq_conf_destroy(each);
+    if (st != EMQ_OK) {
+        emq_pool_destroy(pool);
+        return st;
+    }
+    *out = pool;
+    return EMQ_OK;
+}
+
+static void *member_main(void *arg) {
+    pool_member *m = arg;
+    m->status = emq_consumer_run(m->consumer, &m->error);
+    if (m->status != EMQ_OK)
+        emq_pool_stop(m->pool); /* one fatal error stops them all */
+    return NULL;
+}
+
+emq_status emq_pool_run(emq_pool_t *pool, emq_error *err) {
+    emq_error_clear(err);
+    emq_status st = EMQ_OK;
+    for (int i = 0; i < pool->n; i++) {
+        pool_member *m = &pool->members[i];
+        m->status = EMQ_OK;
+        if (pthread_create(&m->thread, NULL, member_main, m) != 0) {
+            st = emq_error_set(err, EMQ_ENOMEM, 0,
+                               "could not start consumer thread %d", i + 1);
+            emq_pool_stop(pool);
+            break;
+        }
+        m->started = 1;
+    }
+    for (int i = 0; i < pool->n; i++) {
+        pool_member *m = &pool->members[i];
+        if (!m->started)
+            continue;
+        pthread_join(m->thread, NULL);
+        m->started = 0;
+        if (m->status != EMQ_OK && st == EMQ_OK) {
+            st = m->status;
+            if (err)
+                *err = m->error;
+        }
+    }
+    return st;
+}
+
+void emq_pool_stop(emq_pool_t *pool) {
+    if (pool == NULL)
+        return;
+    for (int i = 0; i < pool->n; i++)
+        emq_consumer_stop(pool->members[i].consumer);
+}
+
+void emq_pool_destroy(emq_pool_t *pool) {
+    if (pool == NULL)
+        return;
+    if (pool->members)
+        for (int i = 0; i < pool->n; i++)
+            emq_consumer_destroy(pool->members[i].consumer);
+    emq_free(pool->members);
+    emq_free(pool);
+}
+
+emq_consumer_t *emq_pool_consumer(emq_pool_t *pool, int i) {
+    return pool && i >= 0 && i < pool->n ? pool->members[i].consumer : NULL;
+}

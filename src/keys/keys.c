@@ -1,0 +1,140 @@
+/* keys.c: queue names and raw stream keys to the keys of one slot.
+ *
+ * The invariant this file keeps: every key it returns for a queue hashes to
+ * the same cluster slot as the stream. It is checked with the real slot
+ * function after the names are built, so a naming mistake fails loudly
+ * here instead of as a CROSSSLOT error in production.
+ */
+#include "keys.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static int queue_char(char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+           (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-' ||
+           c == ':';
+}
+
+/* Builds "<a><b>" into a new string. */
+static char *concat(const char *a, const char *b) {
+    size_t na = strlen(a), nb = strlen(b);
+    char *s = emq_alloc(na + nb + 1);
+    if (s) {
+        memcpy(s, a, na);
+        memcpy(s + na, b, nb + 1);
+    }
+    return s;
+}
+
+/* Fills k from a stream key and the prefix of the other keys, then checks
+ * that they share the stream's slot. */
+static emq_status fill(emq_keys *k, const char *stream, const char *prefix,
+                       emq_error *err) {
+    memset(k, 0, sizeof *k);
+    k->stream = emq_strdup(stream);
+    k->prefix = emq_strdup(prefix);
+    k->dead = concat(prefix, "dead");
+    if (!k->stream || !k->prefix || !k->dead) {
+        emq_keys_free(k);
+        return emq_error_set(err, EMQ_ENOMEM, 0, "out of memory naming keys");
+    }
+    k->slot = emq_cluster_key_slot(k->stream, strlen(k->stream));
+    if (emq_cluster_key_slot(k->dead, strlen(k->dead)) != k->slot ||
+        emq_cluster_key_slot(k->prefix, strlen(k->prefix)) != k->slot) {
+        emq_keys_free(k);
+        return emq_error_set(err, EMQ_EINVAL, 0,
+                             "internal error: keys of stream would not share "
+                             "one cluster slot");
+    }
+    return EMQ_OK;
+}
+
+emq_status emq_keys_for_queue(const char *queue, emq_keys *out,
+                              emq_error *err) {
+    memset(out, 0, sizeof *out);
+    if (queue == NULL || *queue == '\0')
+        return emq_error_set(err, EMQ_EINVAL, 0,
+                             "queue name is empty; give a name such as "
+                             "'jobs'");
+    size_t n = strlen(queue);
+    if (n > EMQ_KEYS_MAX_QUEUE)
+        return emq_error_set(err, EMQ_EINVAL, 0,
+                             "queue name is %zu bytes long; the limit is %d",
+                             n, EMQ_KEYS_MAX_QUEUE);
+    for (size_t i = 0; i < n; i++)
+        if (!queue_char(queue[i])) {
+            char shown[EMQ_KEYS_MAX_QUEUE + 1];
+            return emq_error_set(
+                err, EMQ_EINVAL, 0,
+                "queue name '%s' has a character that is not allowed at "
+                "byte %zu; use letters, digits and . _ - : only (braces "
+                "would break the queue's hashtag)",
+                emq_printable(shown, sizeof shown, queue, n), i);
+        }
+    char stream[EMQ_KEYS_MAX_QUEUE + 8], prefix[EMQ_KEYS_MAX_QUEUE + 8];
+    snprintf(stream, sizeof stream, "emq:{%s}", queue);
+    snprintf(prefix, sizeof prefix, "emq:{%s}:", queue);
+    return fill(out, stream, prefix, err);
+}
+
+emq_status emq_keys_for_stream(const char *stream, emq_keys *out,
+                               emq_error *err) {
+    memset(out, 0, sizeof *out);
+    if (stream == NULL || *stream == '\0')
+        return emq_error_set(err, EMQ_EINVAL, 0, "stream key is empty");
+    size_t n = strlen(stream);
+    if (n > EMQ_KEYS_MAX_STREAM)
+        return emq_error_set(err, EMQ_EINVAL, 0,
+                             "stream key is %zu bytes long; the limit is %d",
+                             n, EMQ_KEYS_MAX_STREAM);
+    const char *open = strchr(stream, '{');
+    const char *close = open ? strchr(open + 1, '}') : NULL;
+    int has_tag = open && close && close > open + 1;
+    char shown[96];
+    emq_printable(shown, sizeof shown, stream, n);
+    if (!has_tag && (strchr(stream, '{') || strchr(stream, '}')))
+        return emq_error_set(
+            err, EMQ_EINVAL, 0,
+            "stream key '%s' has braces that do not form a hashtag, so its "
+            "dead-letter key could land in another cluster slot; use a key "
+            "without braces or with a non-empty {tag}",
+            shown);
+    char *prefix;
+    if (has_tag) {
+        prefix = concat(stream, ":");
+    } else {
+        /* "{k}:..." hashes "k", the same slot as the brace-less key "k". */
+        prefix = emq_alloc(n + 4);
+        if (prefix)
+            snprintf(prefix, n + 4, "{%s}:", stream);
+    }
+    if (prefix == NULL)
+        return emq_error_set(err, EMQ_ENOMEM, 0, "out of memory naming keys");
+    emq_status st = fill(out, stream, prefix, err);
+    emq_free(prefix);
+    return st;
+}
+
+char *emq_keys_join(const emq_keys *k, const char *part1, const char *part2) {
+    size_t np = strlen(k->prefix), n1 = strlen(part1);
+    size_t n2 = part2 ? strlen(part2) + 1 : 0;
+    char *s = emq_alloc(np + n1 + n2 + 1);
+    if (s == NULL)
+        return NULL;
+    memcpy(s, k->prefix, np);
+    memcpy(s + np, part1, n1);
+    if (part2) {
+        s[np + n1] = ':';
+        memcpy(s + np + n1 + 1, part2, n2 - 1);
+    }
+    s[np + n1 + n2] = '\0';
+    return s;
+}
+
+void emq_keys_free(emq_keys *k) {
+    emq_free(k->stream);
+    emq_free(k->dead);
+    emq_free(k->prefix);
+    memset(k, 0, sizeof *k);
+}

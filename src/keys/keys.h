@@ -1,0 +1,59 @@
+/* keys: the keyspace of a queue.
+ *
+ * Internal header (not installed). A queue name maps to keys that share one
+ * braced hashtag, so every key of a queue lives in one cluster slot and a
+ * script may touch several of them atomically:
+ *
+ *   queue "jobs"  ->  stream      emq:{jobs}
+ *                     dead        emq:{jobs}:dead
+ *                     per-queue   emq:{jobs}:<suffix>   (leases, reasons)
+ *
+ * A raw stream key (an existing stream) keeps its own name; its other keys
+ * take its hashtag, or wrap the whole key in braces when it has none, which
+ * hashes to the same slot. This layer never talks to the server.
+ */
+#ifndef EMQ_KEYS_H
+#define EMQ_KEYS_H
+
+#include "../cluster/cluster.h"
+
+#define EMQ_KEYS_MAX_QUEUE 200 /* longest queue name, bytes */
+#define EMQ_KEYS_MAX_STREAM 1024 /* longest raw stream key, bytes */
+
+typedef struct emq_keys {
+    char *stream; /* the stream key */
+    char *dead;   /* the dead-letter stream */
+    char *prefix; /* prefix of every other per-queue key, ends with ':' */
+    unsigned slot; /* the cluster slot all of them share */
+} emq_keys;
+
+/* Fills out for queue name (validated: 1..200 bytes of letters, digits and
+ * . _ - : only). Caller owns out's strings; free with emq_keys_free.
+ * EMQ_EINVAL names what is wrong with the name; EMQ_ENOMEM. */
+emq_status emq_keys_for_queue(const char *queue, emq_keys *out,
+                              emq_error *err);
+/* Fills out for a raw stream key. Refused (EMQ_EINVAL, saying why) when
+ * the per-queue keys could not share the key's slot: a '{' or '}' that
+ * does not form a non-empty hashtag. */
+emq_status emq_keys_for_stream(const char *stream, emq_keys *out,
+                               emq_error *err);
+/* Returns prefix + part1 [+ ":" + part2] as a new string (caller frees with
+ * emq_free), e.g. emq_keys_join(k, "lease:g", "c"); NULL when out of
+ * memory. */
+char *emq_keys_join(const emq_keys *k, const char *part1, const char *part2);
+void emq_keys_free(emq_keys *k);
+
+/* A stream entry ID: milliseconds and sequence number. */
+typedef struct emq_stream_id {
+    uint64_t ms;
+    uint64_t seq;
+} emq_stream_id;
+
+/* Parses "ms" or "ms-seq" (each 1..20 digits, within 64 bits, nothing
+ * else: no sign, no spaces, not "-", "+", "$" or ">"). Returns 0 and fills
+ * *out (may be NULL), or -1 when text is not such an ID. */
+int emq_stream_id_parse(const char *text, size_t len, emq_stream_id *out);
+/* -1, 0 or 1 as a is before, equal to or after b. */
+int emq_stream_id_cmp(emq_stream_id a, emq_stream_id b);
+
+#endif /* EMQ_KEYS_H */

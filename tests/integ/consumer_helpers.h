@@ -1,0 +1,139 @@
+/* consumer_helpers.h: helpers for the consumer and producer tests.
+ *
+ * A recording handler keeps every entry it sees (ID, delivery count, first
+ * field's value) so a test can check exactly what was delivered, and can be
+ * told to answer retry or dead for chosen values, or to stop the consumer
+ * after N entries.
+ */
+#ifndef EMQ_TEST_CONSUMER_HELPERS_H
+#define EMQ_TEST_CONSUMER_HELPERS_H
+
+#include "integ/conn_helpers.h"
+#include "harness/server.h"
+
+#include <pthread.h>
+#include <unistd.h>
+
+#define REC_MAX 20000
+
+typedef struct recorder {
+    pthread_mutex_t lock;
+    size_t n;
+    char ids[REC_MAX][32];
+    char values[REC_MAX][32];
+    uint64_t deliveries[REC_MAX];
+    const char *retry_value; /* answer EMQ_RETRY for this value */
+    const char *dead_value;  /* answer EMQ_DEAD for this value */
+    size_t stop_after;       /* stop consumer after this many (0: never) */
+    emq_consumer_t *consumer;
+    emq_pool_t *pool;
+} recorder;
+
+static inline void recorder_init(recorder *r) {
+    memset(r, 0, sizeof *r);
+    pthread_mutex_init(&r->lock, NULL);
+}
+
+static inline emq_verdict record(void *opaque, const emq_entry *e,
+                                 char *reason, size_t reason_size) {
+    recorder *r = opaque;
+    pthread_mutex_lock(&r->lock);
+    size_t i = r->n < REC_MAX ? r->n++ : REC_MAX - 1;
+    snprintf(r->ids[i], sizeof r->ids[i], "%s", e->id);
+    snprintf(r->values[i], sizeof r->values[i], "%.*s",
+             e->nfields ? (int)e->fields[0].value_len : 0,
+             e->nfields ? e->fields[0].value : "");
+    r->deliveries[i] = e->deliveries;
+    size_t seen = r->n;
+    pthread_mutex_unlock(&r->lock);
+    if (r->stop_after && seen >= r->stop_after) {
+        if (r->consumer)
+            emq_consumer_stop(r->consumer);
+        if (r->pool)
+            emq_pool_stop(r->pool);
+    }
+    if (r->retry_value && strcmp(r->values[i], r->retry_value) == 0) {
+        snprintf(reason, reason_size, "cannot handle %s yet", r->values[i]);
+        return EMQ_RETRY;
+    }
+    if (r->dead_value && strcmp(r->values[i], r->dead_value) == 0) {
+        snprintf(reason, reason_size, "poison %s", r->values[i]);
+        return EMQ_DEAD;
+    }
+    return EMQ_ACK;
+}
+
+/* A consumer conf for the fixture server with test-friendly timings. */
+static inline emq_conf_t *consumer_conf(const emq_srv *s, const char *queue,
+                                        const char *group,
+                                        const char *consumer,
+                                        const char *start) {
+    emq_conf_t *conf = conf_for(emq_srv_url(s));
+    conf_set(conf, "queue", queue);
+    conf_set(conf, "group", group);
+    conf_set(conf, "consumer", consumer);
+    if (start)
+        conf_set(conf, "start", start);
+    conf_set(conf, "block_ms", "100");
+    conf_set(conf, "lease.ttl_ms", "2000");
+    conf_set(conf, "claim.interval_ms", "200");
+    return conf;
+}
+
+/* Adds n entries {"n": "<prefix><i>"} to queue through the producer. */
+static inline void produce_n(const emq_srv *s, const char *queue,
+                             const char *prefix, int n) {
+    emq_conf_t *conf = conf_for(emq_srv_url(s));
+    conf_set(conf, "queue", queue);
+    emq_producer_t *p;
+    emq_error err;
+    ASSERT_OK(emq_producer_new(conf, &p, &err), &err);
+    emq_conf_destroy(conf);
+    for (int i = 0; i < n; i++) {
+        char value[32];
+        int len = snprintf(value, sizeof value, "%s%d", prefix, i);
+        emq_field f = {"n", 1, value, (size_t)len};
+        ASSERT_OK(emq_produce(p, &f, 1, NULL, &err), &err);
+    }
+    emq_producer_destroy(p);
+}
+
+typedef struct runner_thread {
+    pthread_t thread;
+    emq_consumer_t *c;
+    emq_status st;
+    emq_error err;
+} runner_thread;
+
+static inline void *run_consumer_thread(void *arg) {
+    runner_thread *t = arg;
+    t->st = emq_consumer_run(t->c, &t->err);
+    return NULL;
+}
+
+static inline void start_consumer(runner_thread *t, emq_consumer_t *c) {
+    memset(t, 0, sizeof *t);
+    t->c = c;
+    ASSERT(pthread_create(&t->thread, NULL, run_consumer_thread, t) == 0);
+}
+
+static inline emq_status join_consumer(runner_thread *t) {
+    pthread_join(t->thread, NULL);
+    return t->st;
+}
+
+/* Waits (bounded) until r has seen n entries. */
+static inline void wait_for(recorder *r, size_t n, int timeout_ms) {
+    int64_t end = now_ms() + timeout_ms;
+    while (now_ms() < end) {
+        pthread_mutex_lock(&r->lock);
+        size_t have = r->n;
+        pthread_mutex_unlock(&r->lock);
+        if (have >= n)
+            return;
+        usleep(5000);
+    }
+    FAIL("only %zu of %zu entries arrived within %d ms", r->n, n, timeout_ms);
+}
+
+#endif /* EMQ_TEST_CONSUMER_HELPERS_H */

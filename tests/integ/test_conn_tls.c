@@ -1,0 +1,157 @@
+/* test_conn_tls.c: the connection API over TLS against a real redis-server.
+ *
+ * The server runs with certificates made by harness/tlscerts.c. A client
+ * that trusts the test CA connects; one that trusts an unrelated CA, meets
+ * an expired certificate or a certificate for another host fails with
+ * EMQ_ETLS and a message that says which; verification turned off accepts
+ * the mismatched certificate; and a server that requires client
+ * certificates accepts ours and refuses a client without one. Every test
+ * skips, with the reason, when redis-server was built without TLS.
+ */
+#include "harness/server.h"
+#include "harness/tlscerts.h"
+#include "integ/conn_helpers.h"
+
+#include <stdlib.h>
+
+/* Starts a TLS server or skips the test when redis-server has no TLS. */
+static emq_srv *tls_server(emq_srv_cert cert, emq_srv_client_auth auth) {
+    emq_srv_opts o = {.transport = EMQ_SRV_TLS, .cert = cert,
+                      .client_auth = auth};
+    char why[512] = "";
+    emq_srv *s = emq_srv_try_start(&o, why, sizeof why);
+    if (s == NULL && strstr(why, "exited"))
+        SKIP("redis-server exited on a TLS config: built without TLS?");
+    if (s == NULL) {
+        emq_srv_print_failure();
+        FAIL("TLS server did not start: %s", why);
+    }
+    return s;
+}
+
+/* A conf for s trusting ca (NULL: the test CA). */
+static emq_conf_t *tls_conf(const emq_srv *s, const char *ca) {
+    const emq_certs *c = emq_certs_get();
+    emq_conf_t *conf = conf_for(emq_srv_url(s));
+    conf_set(conf, P_TLS_CA, ca ? ca : c->ca_crt);
+    return conf;
+}
+
+static void ping_ok(emq_conn_t *c) {
+    emq_reply *r = CMD(c, "PING");
+    ASSERT_REPLY_TEXT(r, EMQ_REPLY_STATUS, "PONG");
+    emq_reply_free(r);
+}
+
+TEST(conn_tls_connects_with_test_ca) {
+    emq_srv *s = tls_server(EMQ_SRV_CERT_GOOD, EMQ_SRV_CLIENT_AUTH_NO);
+    emq_conf_t *conf = tls_conf(s, NULL);
+    emq_conn_t *c = connect_ok(conf);
+    emq_conf_destroy(conf);
+    ping_ok(c);
+    /* A large value crosses many TLS records intact. */
+    enum { BIG = 300 * 1000 };
+    char *big = malloc(BIG);
+    ASSERT(big != NULL);
+    for (size_t i = 0; i < BIG; i++)
+        big[i] = (char)(i * 31 + 7);
+    const char *set[] = {"SET", "big", big};
+    size_t setlen[] = {3, 3, BIG};
+    emq_error err;
+    emq_reply *r = NULL;
+    ASSERT_OK(emq_conn_command(c, 3, set, setlen, &r, &err), &err);
+    emq_reply_free(r);
+    r = CMD(c, "GET", "big");
+    size_t len = 0;
+    const char *got = emq_reply_str(r, &len);
+    ASSERT_EQ_SIZE(len, BIG);
+    ASSERT(memcmp(got, big, BIG) == 0);
+    emq_reply_free(r);
+    free(big);
+    emq_conn_destroy(c);
+    emq_srv_stop(s);
+}
+
+TEST(conn_tls_wrong_ca_is_etls) {
+    emq_srv *s = tls_server(EMQ_SRV_CERT_GOOD, EMQ_SRV_CLIENT_AUTH_NO);
+    emq_conf_t *conf = tls_conf(s, emq_certs_get()->other_ca_crt);
+    emq_error err;
+    connect_fails(conf, EMQ_ETLS, &err);
+    ASSERT_CONTAINS_CI(err.message, "certificate");
+    ASSERT(contains_ci(err.message, "issuer") ||
+           contains_ci(err.message, "verif"));
+    emq_conf_destroy(conf);
+    emq_srv_stop(s);
+}
+
+TEST(conn_tls_expired_certificate_is_etls) {
+    emq_srv *s = tls_server(EMQ_SRV_CERT_EXPIRED, EMQ_SRV_CLIENT_AUTH_NO);
+    emq_conf_t *conf = tls_conf(s, NULL);
+    emq_error err;
+    connect_fails(conf, EMQ_ETLS, &err);
+    ASSERT_CONTAINS_CI(err.message, "expired");
+    emq_conf_destroy(conf);
+    emq_srv_stop(s);
+}
+
+TEST(conn_tls_hostname_mismatch_is_etls) {
+    emq_srv *s = tls_server(EMQ_SRV_CERT_WRONGHOST, EMQ_SRV_CLIENT_AUTH_NO);
+    emq_conf_t *conf = tls_conf(s, NULL);
+    emq_error err;
+    connect_fails(conf, EMQ_ETLS, &err);
+    ASSERT_CONTAINS_CI(err.message, "mismatch");
+    emq_conf_destroy(conf);
+    /* By name too: "localhost" is not wrong.example.invalid either. */
+    char url[64];
+    snprintf(url, sizeof url, "rediss://localhost:%d", emq_srv_port(s));
+    conf = conf_for(url);
+    conf_set(conf, P_TLS_CA, emq_certs_get()->ca_crt);
+    connect_fails(conf, EMQ_ETLS, &err);
+    ASSERT_CONTAINS_CI(err.message, "mismatch");
+    emq_conf_destroy(conf);
+    emq_srv_stop(s);
+}
+
+TEST(conn_tls_verify_none_accepts_mismatched_certificate) {
+    emq_srv *s = tls_server(EMQ_SRV_CERT_WRONGHOST, EMQ_SRV_CLIENT_AUTH_NO);
+    emq_conf_t *conf = conf_for(emq_srv_url(s));
+    conf_set(conf, P_TLS_VERIFY, TLS_VERIFY_NONE);
+    emq_conn_t *c = connect_ok(conf);
+    emq_conf_destroy(conf);
+    ping_ok(c);
+    emq_conn_destroy(c);
+    emq_srv_stop(s);
+}
+
+TEST(conn_tls_client_certificate_when_server_requires_one) {
+    emq_srv *s = tls_server(EMQ_SRV_CERT_GOOD, EMQ_SRV_CLIENT_AUTH_YES);
+    const emq_certs *certs = emq_certs_get();
+    emq_conf_t *conf = tls_conf(s, NULL);
+    conf_set(conf, P_TLS_CERT, certs->client_crt);
+    conf_set(conf, P_TLS_KEY, certs->client_key);
+    emq_conn_t *c = connect_ok(conf);
+    emq_conf_destroy(conf);
+    ping_ok(c);
+    emq_conn_destroy(c);
+
+    /* Without a client certificate the server refuses. With TLS 1.3 the
+     * client may only learn it on its first read, so either step may be
+     * the one that fails; it must fail with a TLS or transport error. */
+    conf = tls_conf(s, NULL);
+    emq_error err;
+    memset(&err, 0, sizeof err);
+    emq_status st = emq_conn_new(conf, &c, &err);
+    emq_conf_destroy(conf);
+    if (st == EMQ_OK) {
+        emq_reply *r = NULL;
+        st = cmd_status(c, &r, &err, "PING", (char *)NULL);
+        ASSERT(r == NULL);
+        ASSERT_EQ_INT(emq_conn_is_broken(c), 1);
+        emq_conn_destroy(c);
+    }
+    if (st != EMQ_ETLS && st != EMQ_EIO)
+        FAIL("no client cert: got %s, want EMQ_ETLS or EMQ_EIO (%s)",
+             emq_status_name(st), err.message);
+    ASSERT(err.message[0] != '\0');
+    emq_srv_stop(s);
+}

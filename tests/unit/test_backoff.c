@@ -1,0 +1,142 @@
+/* test_backoff.c: reconnect delays and reply deadlines of the conn layer.
+ *
+ * The backoff is a pure function of (min, max, attempt, PRNG state), so
+ * its bounds are checked exhaustively over attempts and seeds: the base
+ * doubles and is capped, never exceeds max, never overflows (attempt
+ * 1000), and the jitter stays in [base/2, base]. The second half checks
+ * the extra wait derived from a blocking command's arguments, which keeps
+ * a long BLOCK from tripping the command timeout.
+ */
+#include "harness/test.h"
+#include "base/base.h"
+#include "conn/conn.h"
+
+TEST(backoff_base_doubles_then_caps) {
+    static const int64_t want[] = {100, 200, 400, 800, 1600, 3200, 5000, 5000};
+    for (unsigned i = 0; i < sizeof want / sizeof want[0]; i++)
+        ASSERT_EQ_INT(emq_backoff_base(100, 5000, i), want[i]);
+    int64_t prev = 0;
+    for (unsigned i = 0; i <= 1000; i++) {
+        int64_t b = emq_backoff_base(100, 5000, i);
+        ASSERT(b >= prev);
+        ASSERT(b <= 5000);
+        prev = b;
+    }
+    ASSERT_EQ_INT(emq_backoff_base(100, 5000, 1000), 5000);
+    ASSERT_EQ_INT(emq_backoff_base(100, 5000, UINT32_MAX), 5000);
+}
+
+TEST(backoff_base_edge_cases_do_not_overflow) {
+    ASSERT_EQ_INT(emq_backoff_base(0, 5000, 10), 0);
+    ASSERT_EQ_INT(emq_backoff_base(7000, 5000, 0), 5000); /* min > max */
+    ASSERT_EQ_INT(emq_backoff_base(5000, 5000, 3), 5000);
+    ASSERT_EQ_INT(emq_backoff_base(-5, 100, 3), 0);
+    ASSERT_EQ_INT(emq_backoff_base(1, INT64_MAX, 62), (int64_t)1 << 62);
+    ASSERT_EQ_INT(emq_backoff_base(1, INT64_MAX, 63), INT64_MAX);
+    ASSERT_EQ_INT(emq_backoff_base(1, INT64_MAX, 1000), INT64_MAX);
+    ASSERT_EQ_INT(emq_backoff_base(INT64_MAX / 2 + 1, INT64_MAX, 1),
+                  INT64_MAX);
+    ASSERT_EQ_INT(emq_backoff_base(3, 1000, 8), 768);
+    ASSERT_EQ_INT(emq_backoff_base(3, 1000, 9), 1000);
+}
+
+TEST(backoff_jitter_stays_in_range) {
+    uint64_t state = 42;
+    int low = 0, high = 0;
+    for (unsigned attempt = 0; attempt < 1001; attempt++) {
+        int64_t base = emq_backoff_base(100, 5000, attempt);
+        for (int k = 0; k < 50; k++) {
+            int64_t d = emq_backoff_delay(100, 5000, attempt, &state);
+            if (d < base / 2 || d > base)
+                FAIL("attempt %u: delay %lld outside [%lld, %lld]", attempt,
+                     (long long)d, (long long)(base / 2), (long long)base);
+            ASSERT(d <= 5000);
+            if (d < base / 2 + base / 4)
+                low++;
+            else
+                high++;
+        }
+    }
+    /* Both halves of the random part are used. */
+    ASSERT(low > 1000);
+    ASSERT(high > 1000);
+    /* Huge bounds neither overflow nor escape the cap. */
+    for (int k = 0; k < 1000; k++) {
+        int64_t d = emq_backoff_delay(1, INT64_MAX, 1000, &state);
+        ASSERT(d >= INT64_MAX / 2);
+    }
+    ASSERT_EQ_INT(emq_backoff_delay(0, 0, 5, &state), 0);
+}
+
+TEST(backoff_is_deterministic_per_seed) {
+    uint64_t a = 7, b = 7, c = 8;
+    int differ = 0;
+    for (unsigned i = 0; i < 20; i++) {
+        int64_t x = emq_backoff_delay(100, 100000, i, &a);
+        int64_t y = emq_backoff_delay(100, 100000, i, &b);
+        int64_t z = emq_backoff_delay(100, 100000, i, &c);
+        ASSERT_EQ_INT(x, y);
+        differ += x != z;
+    }
+    ASSERT(differ > 10);
+}
+
+/* Shorthand: the extra wait for a command given as words. */
+static int64_t block(int argc, const char *const *argv) {
+    return emq_conn_block_ms(argc, argv, NULL);
+}
+
+TEST(block_wait_of_xread_and_xreadgroup) {
+    const char *a[] = {"XREADGROUP", "GROUP", "g", "c", "COUNT", "10",
+                       "BLOCK", "2000", "STREAMS", "q", ">"};
+    ASSERT_EQ_INT(block(11, a), 2000);
+    const char *b[] = {"xread", "block", "0", "streams", "q", "$"};
+    ASSERT_EQ_INT(block(6, b), -1); /* BLOCK 0: wait forever */
+    const char *c[] = {"XREAD", "COUNT", "1", "STREAMS", "BLOCK", "0"};
+    ASSERT_EQ_INT(block(6, c), 0); /* a key named BLOCK is not the option */
+    const char *d[] = {"XREAD", "STREAMS", "q", "0"};
+    ASSERT_EQ_INT(block(4, d), 0);
+    const char *e[] = {"XREAD", "BLOCK", "abc", "STREAMS", "q", "$"};
+    ASSERT_EQ_INT(block(6, e), 0); /* refused by the server at once */
+    const char *f[] = {"XREAD", "BLOCK", "-5", "STREAMS", "q", "$"};
+    ASSERT_EQ_INT(block(6, f), 0);
+    const char *g[] = {"XREAD", "BLOCK"};
+    ASSERT_EQ_INT(block(2, g), 0);
+    /* Binary-safe lengths: "BLOCKX" cut to "BLOCK", "1500junk" to "1500". */
+    const char *h[] = {"XREADX", "BLOCKX", "1500junk", "STREAMS", "q", "$"};
+    const size_t hl[] = {5, 5, 4, 7, 1, 1};
+    ASSERT_EQ_INT(emq_conn_block_ms(6, h, hl), 1500);
+    /* Absurd values are clamped, not overflowed. */
+    const char *i[] = {"XREAD", "BLOCK", "999999999999999999999999", "STREAMS",
+                       "q", "$"};
+    int64_t big = block(6, i);
+    ASSERT(big > 0 && big < INT64_MAX / 2);
+}
+
+TEST(block_wait_of_list_zset_and_wait_commands) {
+    const char *a[] = {"BLPOP", "k1", "k2", "1.5"};
+    ASSERT_EQ_INT(block(4, a), 1500);
+    const char *b[] = {"BRPOP", "k", "0"};
+    ASSERT_EQ_INT(block(3, b), -1);
+    const char *c[] = {"BLMOVE", "a", "b", "LEFT", "RIGHT", "0.0001"};
+    ASSERT_EQ_INT(block(6, c), 1); /* rounded up to a whole ms */
+    const char *d[] = {"BZMPOP", "2", "1", "z", "MIN"};
+    ASSERT_EQ_INT(block(5, d), 2000);
+    const char *e[] = {"blmpop", "0.25", "1", "l", "LEFT"};
+    ASSERT_EQ_INT(block(5, e), 250);
+    const char *f[] = {"BRPOPLPUSH", "a", "b", "3"};
+    ASSERT_EQ_INT(block(4, f), 3000);
+    const char *g[] = {"BZPOPMIN", "z", "x"};
+    ASSERT_EQ_INT(block(3, g), 0);
+    const char *h[] = {"WAIT", "1", "100"};
+    ASSERT_EQ_INT(block(3, h), 100);
+    const char *i[] = {"WAIT", "1", "0"};
+    ASSERT_EQ_INT(block(3, i), -1);
+    const char *j[] = {"WAITAOF", "1", "0", "70"};
+    ASSERT_EQ_INT(block(4, j), 70);
+    const char *k[] = {"GET", "BLOCK"};
+    ASSERT_EQ_INT(block(2, k), 0);
+    const char *l[] = {"BZPOPMAX", "z", "2."};
+    ASSERT_EQ_INT(block(3, l), 2000);
+    ASSERT_EQ_INT(emq_conn_block_ms(0, NULL, NULL), 0);
+}

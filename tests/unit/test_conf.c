@@ -1,0 +1,320 @@
+/* test_conf.c: the configuration object and its property table.
+ *
+ * Checks that every default reads back as the table says, that numbers are
+ * parsed strictly and range checked with errors naming property and value,
+ * that the password is never echoed, that a failed set changes nothing,
+ * and that new/dup free everything on every allocation failure.
+ */
+#include "harness/test.h"
+#include "base/base.h"
+#include "conn/conf.h"
+#include "resp/resp.h"
+
+#include <stdlib.h>
+
+#define PW "Zq9SecretPw"
+
+TEST(conf_defaults_read_back_as_the_table_says) {
+    emq_conf_t *c = emq_conf_new();
+    ASSERT(c != NULL);
+    const char *name, *def, *doc;
+    size_t n = 0;
+    char buf[256];
+    emq_error err;
+    for (; emq_conf_property(n, &name, &def, &doc) == EMQ_OK; n++) {
+        ASSERT(name && def && doc && doc[0]);
+        ASSERT_OK(emq_conf_get(c, name, buf, sizeof buf, &err), &err);
+        ASSERT_EQ_STR(buf, def);
+        for (size_t j = 0; j < n; j++) {
+            const char *other;
+            emq_conf_property(j, &other, NULL, NULL);
+            if (strcmp(other, name) == 0)
+                FAIL("property %s listed twice", name);
+        }
+    }
+    ASSERT_EQ_SIZE(n, 37);
+    ASSERT_STATUS(emq_conf_property(n, &name, &def, &doc), EMQ_EINVAL, NULL);
+    /* A few defaults spelled out, and the typed fields behind them. */
+    ASSERT_EQ_STR(c->url, "redis://127.0.0.1:6379");
+    ASSERT_EQ_INT(c->connect_timeout_ms, 5000);
+    ASSERT_EQ_INT(c->command_timeout_ms, 5000);
+    ASSERT_EQ_INT(c->tcp_keepalive_s, 30);
+    ASSERT_EQ_INT(c->backoff_min_ms, 100);
+    ASSERT_EQ_INT(c->backoff_max_ms, 5000);
+    ASSERT_EQ_INT(c->max_attempts, 10);
+    ASSERT_EQ_INT(c->pipeline_max, 65536);
+    ASSERT_EQ_INT(c->output_max_bytes, 256 * 1024 * 1024);
+    ASSERT_EQ_INT(c->protocol, 2);
+    ASSERT_EQ_INT(c->db, -1);
+    ASSERT_EQ_INT(c->tls_verify, EMQ_TLS_VERIFY_DEFAULT);
+    ASSERT(c->user == NULL && c->password == NULL && c->client_name == NULL);
+    emq_conf_destroy(c);
+}
+
+TEST(conf_resp_defaults_match_the_reader) {
+    emq_conf_t *c = emq_conf_new();
+    ASSERT(c != NULL);
+    emq_resp_limits l;
+    emq_resp_limits_default(&l);
+    ASSERT_EQ_SIZE((size_t)c->resp_max_bulk, l.max_bulk);
+    ASSERT_EQ_SIZE((size_t)c->resp_max_depth, l.max_depth);
+    ASSERT_EQ_SIZE((size_t)c->resp_max_elements, l.max_elements);
+    ASSERT_EQ_SIZE((size_t)c->resp_max_bulk, EMQ_RESP_DEFAULT_MAX_BULK);
+    emq_conf_destroy(c);
+}
+
+TEST(conf_numbers_are_strict_and_range_checked) {
+    emq_conf_t *c = emq_conf_new();
+    ASSERT(c != NULL);
+    emq_error err;
+    char buf[64];
+    ASSERT_OK(emq_conf_set(c, "connect_timeout_ms", "250", &err), &err);
+    ASSERT_EQ_INT(c->connect_timeout_ms, 250);
+    ASSERT_OK(emq_conf_get(c, "connect_timeout_ms", buf, sizeof buf, &err),
+              &err);
+    ASSERT_EQ_STR(buf, "250");
+
+    static const char *const junk[] = {"100ms", " 100", "100 ", "+100", "",
+                                       "1e3", "0x10", "-", "12.5"};
+    for (size_t i = 0; i < sizeof junk / sizeof junk[0]; i++) {
+        ASSERT_STATUS(emq_conf_set(c, "connect_timeout_ms", junk[i], &err),
+                      EMQ_EINVAL, &err);
+        ASSERT_CONTAINS(err.message, "connect_timeout_ms");
+        ASSERT_CONTAINS(err.message, "not a decimal integer");
+        ASSERT_EQ_INT(c->connect_timeout_ms, 250); /* unchanged */
+    }
+    ASSERT_STATUS(emq_conf_set(c, "connect_timeout_ms", "100ms", &err),
+                  EMQ_EINVAL, &err);
+    ASSERT_EQ_STR(err.message,
+                  "invalid connect_timeout_ms '100ms': not a decimal integer");
+
+    ASSERT_STATUS(emq_conf_set(c, "connect_timeout_ms", "0", &err), EMQ_EINVAL,
+                  &err);
+    ASSERT_EQ_STR(err.message,
+                  "invalid connect_timeout_ms '0': out of range 1-3600000");
+    ASSERT_STATUS(emq_conf_set(c, "protocol", "4", &err), EMQ_EINVAL, &err);
+    ASSERT_CONTAINS(err.message, "protocol '4': out of range 2-3");
+    ASSERT_STATUS(emq_conf_set(c, "tcp_keepalive_s", "-1", &err), EMQ_EINVAL,
+                  &err);
+    ASSERT_STATUS(emq_conf_set(c, "pipeline.max",
+                               "99999999999999999999999", &err),
+                  EMQ_EINVAL, &err);
+    ASSERT_CONTAINS(err.message, "pipeline.max");
+    ASSERT_EQ_INT(c->pipeline_max, 65536);
+
+    ASSERT_OK(emq_conf_set(c, "command_timeout_ms", "0", &err), &err);
+    ASSERT_EQ_INT(c->command_timeout_ms, 0);
+    ASSERT_OK(emq_conf_set(c, "tcp_keepalive_s", "0", &err), &err);
+    ASSERT_OK(emq_conf_set(c, "protocol", "3", &err), &err);
+    ASSERT_EQ_INT(c->protocol, 3);
+    /* NULL restores the default. */
+    ASSERT_OK(emq_conf_set(c, "protocol", NULL, &err), &err);
+    ASSERT_EQ_INT(c->protocol, 2);
+    emq_conf_destroy(c);
+}
+
+TEST(conf_db_is_optional) {
+    emq_conf_t *c = emq_conf_new();
+    ASSERT(c != NULL);
+    emq_error err;
+    char buf[16];
+    ASSERT_OK(emq_conf_set(c, "db", "7", &err), &err);
+    ASSERT_EQ_INT(c->db, 7);
+    ASSERT_OK(emq_conf_get(c, "db", buf, sizeof buf, &err), &err);
+    ASSERT_EQ_STR(buf, "7");
+    ASSERT_STATUS(emq_conf_set(c, "db", "x", &err), EMQ_EINVAL, &err);
+    ASSERT_EQ_STR(err.message, "invalid db 'x': not a decimal integer");
+    ASSERT_STATUS(emq_conf_set(c, "db", "-2", &err), EMQ_EINVAL, &err);
+    ASSERT_OK(emq_conf_set(c, "db", "", &err), &err);
+    ASSERT_EQ_INT(c->db, -1);
+    ASSERT_OK(emq_conf_get(c, "db", buf, sizeof buf, &err), &err);
+    ASSERT_EQ_STR(buf, "");
+    emq_conf_destroy(c);
+}
+
+TEST(conf_password_is_never_echoed) {
+    emq_conf_t *c = emq_conf_new();
+    ASSERT(c != NULL);
+    emq_error err;
+    char buf[64];
+    ASSERT_OK(emq_conf_set(c, "password", PW, &err), &err);
+    ASSERT_EQ_STR(c->password, PW);
+    ASSERT_OK(emq_conf_get(c, "password", buf, sizeof buf, &err), &err);
+    ASSERT_EQ_STR(buf, "(set)");
+    ASSERT_OK(emq_conf_set(c, "password", "", &err), &err);
+    ASSERT(c->password == NULL);
+    ASSERT_OK(emq_conf_get(c, "password", buf, sizeof buf, &err), &err);
+    ASSERT_EQ_STR(buf, "");
+    /* A bad URL with a password is refused without quoting it. */
+    ASSERT_STATUS(emq_conf_set(c, "url", "redis://u:" PW "@h:99999", &err),
+                  EMQ_EINVAL, &err);
+    ASSERT_EQ_STR(err.message,
+                  "invalid url: port '99999' is out of range 1-65535");
+    ASSERT_NOT_CONTAINS(err.message, PW);
+    ASSERT_STATUS(emq_conf_set(c, "url", "ftp://u:" PW "@h", &err), EMQ_EINVAL,
+                  &err);
+    ASSERT_CONTAINS(err.message, "unsupported scheme 'ftp'");
+    ASSERT_NOT_CONTAINS(err.message, PW);
+    /* The URL (which may hold a password) reads back as set. */
+    ASSERT_OK(emq_conf_set(c, "url", "unix:///tmp/r.sock?db=2", &err), &err);
+    ASSERT_OK(emq_conf_get(c, "url", buf, sizeof buf, &err), &err);
+    ASSERT_EQ_STR(buf, "unix:///tmp/r.sock?db=2");
+    emq_conf_destroy(c);
+}
+
+TEST(conf_strings_and_enums) {
+    emq_conf_t *c = emq_conf_new();
+    ASSERT(c != NULL);
+    emq_error err;
+    char buf[64];
+    ASSERT_OK(emq_conf_set(c, "client_name", "worker-1", &err), &err);
+    ASSERT_EQ_STR(c->client_name, "worker-1");
+    ASSERT_STATUS(emq_conf_set(c, "client_name", "two words", &err),
+                  EMQ_EINVAL, &err);
+    ASSERT_EQ_STR(err.message, "invalid client_name 'two words': use "
+                               "printable characters without spaces");
+    ASSERT_STATUS(emq_conf_set(c, "client_name", "a\nb", &err), EMQ_EINVAL,
+                  &err);
+    ASSERT_CONTAINS(err.message, "'a?b'");
+    ASSERT_EQ_STR(c->client_name, "worker-1");
+    ASSERT_OK(emq_conf_set(c, "client_name", "", &err), &err);
+    ASSERT(c->client_name == NULL);
+
+    ASSERT_OK(emq_conf_set(c, "tls.verify", "none", &err), &err);
+    ASSERT_EQ_INT(c->tls_verify, EMQ_TLS_VERIFY_NONE);
+    ASSERT_OK(emq_conf_get(c, "tls.verify", buf, sizeof buf, &err), &err);
+    ASSERT_EQ_STR(buf, "none");
+    ASSERT_STATUS(emq_conf_set(c, "tls.verify", "yes", &err), EMQ_EINVAL, &err);
+    ASSERT_EQ_STR(err.message, "invalid tls.verify 'yes': use peer or none");
+    ASSERT_OK(emq_conf_set(c, "tls.verify", "peer", &err), &err);
+    ASSERT_EQ_INT(c->tls_verify, EMQ_TLS_VERIFY_PEER);
+    ASSERT_OK(emq_conf_set(c, "tls.ca_file", "/etc/ssl/ca.pem", &err), &err);
+    ASSERT_OK(emq_conf_get(c, "tls.ca_file", buf, sizeof buf, &err), &err);
+    ASSERT_EQ_STR(buf, "/etc/ssl/ca.pem");
+    /* Truncated reads stay NUL-terminated. */
+    ASSERT_OK(emq_conf_get(c, "tls.ca_file", buf, 5, &err), &err);
+    ASSERT_EQ_STR(buf, "/etc");
+    emq_conf_destroy(c);
+}
+
+TEST(conf_unknown_property) {
+    emq_conf_t *c = emq_conf_new();
+    ASSERT(c != NULL);
+    emq_error err;
+    char buf[8];
+    ASSERT_STATUS(emq_conf_set(c, "x", "1", &err), EMQ_EINVAL, &err);
+    ASSERT_EQ_STR(err.message, "unknown configuration property 'x'");
+    ASSERT_STATUS(emq_conf_get(c, "tls.nope", buf, sizeof buf, &err),
+                  EMQ_EINVAL, &err);
+    ASSERT_EQ_STR(err.message, "unknown configuration property 'tls.nope'");
+    ASSERT_STATUS(emq_conf_get(c, "db", buf, 0, &err), EMQ_EINVAL, &err);
+    emq_conf_destroy(c);
+}
+
+TEST(conf_dup_is_deep) {
+    emq_conf_t *c = emq_conf_new();
+    ASSERT(c != NULL);
+    emq_error err;
+    ASSERT_OK(emq_conf_set(c, "password", PW, &err), &err);
+    ASSERT_OK(emq_conf_set(c, "client_name", "n1", &err), &err);
+    ASSERT_OK(emq_conf_set(c, "db", "3", &err), &err);
+    emq_conf_t *d = emq_conf_dup(c);
+    ASSERT(d != NULL);
+    ASSERT(d->password != c->password);
+    ASSERT_OK(emq_conf_set(c, "client_name", "n2", &err), &err);
+    emq_conf_destroy(c);
+    ASSERT_EQ_STR(d->password, PW);
+    ASSERT_EQ_STR(d->client_name, "n1");
+    ASSERT_EQ_INT(d->db, 3);
+    emq_conf_destroy(d);
+    emq_conf_destroy(NULL);
+    ASSERT(emq_conf_dup(NULL) == NULL);
+}
+
+TEST(conf_new_and_dup_survive_every_allocation_failure) {
+    int done = 0;
+    for (uint64_t n = 1; n < 200 && !done; n++) {
+        emq_alloc_fail_at(n);
+        emq_conf_t *c = emq_conf_new();
+        emq_alloc_fail_at(0);
+        if (c == NULL)
+            continue;
+        emq_conf_set(c, "password", PW, NULL);
+        emq_conf_set(c, "tls.sni", "s", NULL);
+        emq_alloc_fail_at(1);
+        emq_conf_t *d = emq_conf_dup(c);
+        emq_alloc_fail_at(0);
+        ASSERT(d == NULL);
+        emq_alloc_fail_at(3);
+        d = emq_conf_dup(c);
+        emq_alloc_fail_at(0);
+        ASSERT(d == NULL);
+        d = emq_conf_dup(c);
+        ASSERT(d != NULL);
+        ASSERT_EQ_STR(d->tls_sni, "s");
+        emq_conf_destroy(d);
+        emq_conf_destroy(c);
+        done = 1;
+    }
+    ASSERT(done);
+}
+
+TEST(conf_set_out_of_memory_leaves_value) {
+    emq_conf_t *c = emq_conf_new();
+    ASSERT(c != NULL);
+    emq_error err;
+    ASSERT_OK(emq_conf_set(c, "user", "alice", &err), &err);
+    emq_alloc_fail_at(1);
+    emq_status st = emq_conf_set(c, "user", "bob", &err);
+    emq_alloc_fail_at(0);
+    ASSERT_STATUS(st, EMQ_ENOMEM, &err);
+    ASSERT_EQ_STR(c->user, "alice");
+    emq_conf_destroy(c);
+}
+
+TEST(conf_choice_properties) {
+    emq_conf_t *c = emq_conf_new();
+    emq_error err;
+    char buf[64];
+    ASSERT_EQ_INT(c->group_lost_fatal, 0);
+    ASSERT_OK(emq_conf_set(c, "on_group_lost", "fatal", &err), &err);
+    ASSERT_EQ_INT(c->group_lost_fatal, 1);
+    ASSERT_OK(emq_conf_get(c, "on_group_lost", buf, sizeof buf, &err), &err);
+    ASSERT_EQ_STR(buf, "fatal");
+    ASSERT_STATUS(emq_conf_set(c, "on_group_lost", "ignore", &err), EMQ_EINVAL,
+                  &err);
+    ASSERT_EQ_STR(err.message,
+                  "invalid on_group_lost 'ignore': use recreate or fatal");
+    ASSERT_EQ_INT(c->group_lost_fatal, 1); /* unchanged on failure */
+    ASSERT_STATUS(emq_conf_set(c, "log.level", "loud", &err), EMQ_EINVAL, &err);
+    ASSERT_EQ_STR(err.message,
+                  "invalid log.level 'loud': use error, warning, info or debug");
+    ASSERT_OK(emq_conf_set(c, "log.level", "debug", &err), &err);
+    ASSERT_EQ_INT(c->log_level, EMQ_LOG_DEBUG);
+    emq_conf_destroy(c);
+}
+
+static int log_calls;
+static char log_last[256];
+static void capture_log(void *opaque, emq_log_level level,
+                        const char *message) {
+    (void)opaque;
+    if (level == EMQ_LOG_WARNING)
+        log_calls++;
+    snprintf(log_last, sizeof log_last, "%s", message);
+}
+
+TEST(conf_log_callback_and_level) {
+    emq_conf_t *c = emq_conf_new();
+    emq_conf_set_log(c, capture_log, NULL);
+    emq_conf_log(c, EMQ_LOG_WARNING, "disk %d%% full", 91);
+    ASSERT_EQ_INT(log_calls, 1);
+    ASSERT_EQ_STR(log_last, "disk 91% full");
+    emq_conf_log(c, EMQ_LOG_INFO, "not shown at level warning");
+    ASSERT_EQ_STR(log_last, "disk 91% full");
+    emq_conf_t *copy = emq_conf_dup(c); /* the callback travels with it */
+    emq_conf_log(copy, EMQ_LOG_WARNING, "from the copy");
+    ASSERT_EQ_INT(log_calls, 2);
+    emq_conf_destroy(copy);
+    emq_conf_destroy(c);
+}

@@ -1,0 +1,129 @@
+/* test_keys.c: queue names to keys of one slot, and the CRC16 slot. */
+#include "harness/test.h"
+#include "keys/keys.h"
+
+TEST(cluster_crc16_check_value) {
+    /* The published check value of CRC16/XMODEM. */
+    ASSERT_EQ_INT(emq_cluster_crc16("123456789", 9), 0x31C3);
+    ASSERT_EQ_INT(emq_cluster_crc16("", 0), 0);
+}
+
+TEST(cluster_key_slot_hashtags) {
+    /* SEMANTICS.md 1.10: {jobs} and {jobs}:dlq share slot 9631. */
+    ASSERT_EQ_INT(emq_cluster_key_slot("{jobs}", 6), 9631);
+    ASSERT_EQ_INT(emq_cluster_key_slot("{jobs}:dlq", 10), 9631);
+    ASSERT_EQ_INT(emq_cluster_key_slot("jobs", 4), 9631);
+    /* Only the first {...} counts; an empty {} hashes the whole key. */
+    ASSERT_EQ_INT(emq_cluster_key_slot("a{jobs}{x}", 10), 9631);
+    ASSERT_EQ_INT(emq_cluster_key_slot("{}jobs", 6),
+                  emq_cluster_crc16("{}jobs", 6) & 16383);
+    ASSERT_EQ_INT(emq_cluster_key_slot("{jobs", 5),
+                  emq_cluster_crc16("{jobs", 5) & 16383);
+}
+
+TEST(keys_for_queue) {
+    emq_keys k;
+    emq_error err;
+    ASSERT_OK(emq_keys_for_queue("jobs", &k, &err), &err);
+    ASSERT_EQ_STR(k.stream, "emq:{jobs}");
+    ASSERT_EQ_STR(k.dead, "emq:{jobs}:dead");
+    ASSERT_EQ_INT(k.slot, 9631);
+    char *lease = emq_keys_join(&k, "lease:g", "c-1");
+    ASSERT_EQ_STR(lease, "emq:{jobs}:lease:g:c-1");
+    ASSERT_EQ_INT(emq_cluster_key_slot(lease, strlen(lease)), 9631);
+    emq_free(lease);
+    char *reasons = emq_keys_join(&k, "reasons", NULL);
+    ASSERT_EQ_STR(reasons, "emq:{jobs}:reasons");
+    emq_free(reasons);
+    emq_keys_free(&k);
+}
+
+TEST(keys_queue_name_validation) {
+    emq_keys k;
+    emq_error err;
+    ASSERT_STATUS(emq_keys_for_queue("", &k, &err), EMQ_EINVAL, &err);
+    ASSERT_CONTAINS(err.message, "queue name is empty");
+    ASSERT_STATUS(emq_keys_for_queue(NULL, &k, &err), EMQ_EINVAL, &err);
+    ASSERT_STATUS(emq_keys_for_queue("a{b}", &k, &err), EMQ_EINVAL, &err);
+    ASSERT_CONTAINS(err.message, "byte 1");
+    ASSERT_CONTAINS(err.message, "hashtag");
+    ASSERT_STATUS(emq_keys_for_queue("has space", &k, &err), EMQ_EINVAL, &err);
+    ASSERT_STATUS(emq_keys_for_queue("nl\n", &k, &err), EMQ_EINVAL, &err);
+    ASSERT_CONTAINS(err.message, "'nl?'");
+    char longname[EMQ_KEYS_MAX_QUEUE + 2];
+    memset(longname, 'a', sizeof longname - 1);
+    longname[sizeof longname - 1] = '\0';
+    ASSERT_STATUS(emq_keys_for_queue(longname, &k, &err), EMQ_EINVAL, &err);
+    ASSERT_CONTAINS(err.message, "limit is 200");
+    longname[EMQ_KEYS_MAX_QUEUE] = '\0';
+    ASSERT_OK(emq_keys_for_queue(longname, &k, &err), &err);
+    emq_keys_free(&k);
+    ASSERT_OK(emq_keys_for_queue("orders.eu-1:v2_x", &k, &err), &err);
+    emq_keys_free(&k);
+}
+
+TEST(keys_for_raw_stream) {
+    emq_keys k;
+    emq_error err;
+    /* No braces: the other keys wrap the name, same slot. */
+    ASSERT_OK(emq_keys_for_stream("events", &k, &err), &err);
+    ASSERT_EQ_STR(k.stream, "events");
+    ASSERT_EQ_STR(k.dead, "{events}:dead");
+    ASSERT_EQ_INT(k.slot, emq_cluster_key_slot("events", 6));
+    emq_keys_free(&k);
+    /* A hashtag is kept. */
+    ASSERT_OK(emq_keys_for_stream("app:{t1}:events", &k, &err), &err);
+    ASSERT_EQ_STR(k.dead, "app:{t1}:events:dead");
+    ASSERT_EQ_INT(k.slot, emq_cluster_key_slot("t1", 2));
+    emq_keys_free(&k);
+    /* Braces that do not make a hashtag are refused up front. */
+    const char *bad[] = {"a{b", "a}b", "{}x", "x{}"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        ASSERT_STATUS(emq_keys_for_stream(bad[i], &k, &err), EMQ_EINVAL, &err);
+        ASSERT_CONTAINS(err.message, "another cluster slot");
+    }
+    ASSERT_STATUS(emq_keys_for_stream("", &k, &err), EMQ_EINVAL, &err);
+}
+
+TEST(keys_allocation_failures) {
+    int failures = 0;
+    for (uint64_t n = 1; n <= 4; n++) {
+        emq_keys k;
+        emq_error err;
+        emq_alloc_fail_at(n);
+        emq_status st = emq_keys_for_queue("jobs", &k, &err);
+        emq_alloc_fail_at(0);
+        if (st == EMQ_OK)
+            emq_keys_free(&k);
+        else {
+            ASSERT_STATUS(st, EMQ_ENOMEM, &err);
+            failures++;
+        }
+    }
+    ASSERT_EQ_INT(failures, 3); /* stream, prefix and dead names */
+}
+
+TEST(stream_id_parse) {
+    emq_stream_id id;
+    ASSERT_EQ_INT(emq_stream_id_parse("5", 1, &id), 0);
+    ASSERT(id.ms == 5 && id.seq == 0);
+    ASSERT_EQ_INT(emq_stream_id_parse("1732924800123-7", 15, &id), 0);
+    ASSERT(id.ms == 1732924800123ULL && id.seq == 7);
+    ASSERT_EQ_INT(emq_stream_id_parse("18446744073709551615-18446744073709551615",
+                                      41, &id), 0);
+    ASSERT(id.ms == UINT64_MAX && id.seq == UINT64_MAX);
+    const char *bad[] = {"", "abc", "-", "+", "$", ">", "1-2-3", "-1", "1-",
+                         "-0", " 1", "1 ", "+1", "18446744073709551616",
+                         "1-18446744073709551616", "0x10", "1.5"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        if (emq_stream_id_parse(bad[i], strlen(bad[i]), NULL) != -1)
+            FAIL("'%s' parsed as a stream ID", bad[i]);
+}
+
+TEST(stream_id_compare) {
+    emq_stream_id a = {1, 5}, b = {1, 6}, c = {2, 0};
+    ASSERT_EQ_INT(emq_stream_id_cmp(a, b), -1);
+    ASSERT_EQ_INT(emq_stream_id_cmp(b, a), 1);
+    ASSERT_EQ_INT(emq_stream_id_cmp(b, c), -1);
+    ASSERT_EQ_INT(emq_stream_id_cmp(c, c), 0);
+}

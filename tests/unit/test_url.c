@@ -1,0 +1,230 @@
+/* test_url.c: URL parsing (conn/url.c), without a server.
+ *
+ * Good URLs are checked field by field. Every bad URL carries the same
+ * distinctive password, and every error message is checked to name the
+ * bad part and to contain no piece of that password.
+ */
+#include "harness/test.h"
+#include "base/base.h"
+#include "conn/conn.h"
+
+#define PW "Zq9SecretPw"
+
+/* Fails unless msg is free of the password and of its halves. */
+static void assert_no_password(const char *msg) {
+    ASSERT_NOT_CONTAINS(msg, PW);
+    ASSERT_NOT_CONTAINS(msg, "Zq9S");
+    ASSERT_NOT_CONTAINS(msg, "SecretPw");
+    ASSERT_NOT_CONTAINS(msg, "cretP");
+}
+
+TEST(url_plain_defaults) {
+    emq_url u;
+    emq_error err;
+    ASSERT_OK(emq_url_parse("redis://127.0.0.1", &u, &err), &err);
+    ASSERT_EQ_INT(u.scheme, EMQ_URL_TCP);
+    ASSERT_EQ_STR(u.host, "127.0.0.1");
+    ASSERT_EQ_INT(u.port, 6379);
+    ASSERT_EQ_INT(u.db, -1);
+    ASSERT(u.user == NULL && u.password == NULL && u.path == NULL);
+    ASSERT_EQ_INT(u.tls_verify, -1);
+    emq_url_free(&u);
+}
+
+TEST(url_full_tcp_with_percent_decoding) {
+    emq_url u;
+    emq_error err;
+    ASSERT_OK(emq_url_parse("REDIS://al%69ce:p%40ss%3Aw@cache-1.example.com:6380/3",
+                            &u, &err),
+              &err);
+    ASSERT_EQ_INT(u.scheme, EMQ_URL_TCP);
+    ASSERT_EQ_STR(u.user, "alice");
+    ASSERT_EQ_STR(u.password, "p@ss:w");
+    ASSERT_EQ_STR(u.host, "cache-1.example.com");
+    ASSERT_EQ_INT(u.port, 6380);
+    ASSERT_EQ_INT(u.db, 3);
+    emq_url_free(&u);
+    ASSERT(u.password == NULL && u.host == NULL);
+}
+
+TEST(url_raw_at_slash_colon_in_password) {
+    /* Generated (base64) passwords hold '/', '+', '='; users paste '@'. */
+    emq_url u;
+    emq_error err;
+    ASSERT_OK(emq_url_parse("redis://:ab/c+d=@x:y@h.local:7000/2", &u, &err),
+              &err);
+    ASSERT(u.user == NULL);
+    ASSERT_EQ_STR(u.password, "ab/c+d=@x:y");
+    ASSERT_EQ_STR(u.host, "h.local");
+    ASSERT_EQ_INT(u.port, 7000);
+    ASSERT_EQ_INT(u.db, 2);
+    emq_url_free(&u);
+}
+
+TEST(url_user_only_and_empty_password) {
+    emq_url u;
+    emq_error err;
+    ASSERT_OK(emq_url_parse("redis://worker@h", &u, &err), &err);
+    ASSERT_EQ_STR(u.user, "worker");
+    ASSERT(u.password == NULL);
+    emq_url_free(&u);
+    ASSERT_OK(emq_url_parse("redis://:@h/", &u, &err), &err);
+    ASSERT(u.user == NULL && u.password == NULL);
+    ASSERT_EQ_INT(u.db, -1);
+    emq_url_free(&u);
+}
+
+TEST(url_ipv6_in_brackets) {
+    emq_url u;
+    emq_error err;
+    ASSERT_OK(emq_url_parse("redis://[::1]:7001/1", &u, &err), &err);
+    ASSERT_EQ_STR(u.host, "::1");
+    ASSERT_EQ_INT(u.port, 7001);
+    ASSERT_EQ_INT(u.db, 1);
+    emq_url_free(&u);
+    ASSERT_OK(emq_url_parse("rediss://[2001:db8::7]", &u, &err), &err);
+    ASSERT_EQ_STR(u.host, "2001:db8::7");
+    ASSERT_EQ_INT(u.port, 6379);
+    ASSERT_EQ_INT(u.scheme, EMQ_URL_TLS);
+    emq_url_free(&u);
+}
+
+TEST(url_unix_socket) {
+    emq_url u;
+    emq_error err;
+    ASSERT_OK(emq_url_parse("unix:///run/redis%20x/r.sock?db=4", &u, &err),
+              &err);
+    ASSERT_EQ_INT(u.scheme, EMQ_URL_UNIX);
+    ASSERT_EQ_STR(u.path, "/run/redis x/r.sock");
+    ASSERT_EQ_INT(u.db, 4);
+    ASSERT(u.host == NULL);
+    emq_url_free(&u);
+    ASSERT_OK(emq_url_parse("unix://bob:pw@/tmp/a@b.sock", &u, &err), &err);
+    ASSERT_EQ_STR(u.user, "bob");
+    ASSERT_EQ_STR(u.password, "pw");
+    ASSERT_EQ_STR(u.path, "/tmp/a@b.sock");
+    emq_url_free(&u);
+    /* A path right after // has no user info, even with '@' in it. */
+    ASSERT_OK(emq_url_parse("unix:///tmp/x@y.sock", &u, &err), &err);
+    ASSERT_EQ_STR(u.path, "/tmp/x@y.sock");
+    ASSERT(u.user == NULL && u.password == NULL);
+    emq_url_free(&u);
+}
+
+TEST(url_rediss_tls_parameters) {
+    emq_url u;
+    emq_error err;
+    ASSERT_OK(emq_url_parse("rediss://h:6380/0?tls.ca_file=/etc/ca%20b.pem&"
+                            "tls.verify=none&tls.sni=cache.internal&"
+                            "tls.cert_file=/c.pem&tls.key_file=/k.pem",
+                            &u, &err),
+              &err);
+    ASSERT_EQ_INT(u.scheme, EMQ_URL_TLS);
+    ASSERT_EQ_INT(u.port, 6380);
+    ASSERT_EQ_INT(u.db, 0);
+    ASSERT_EQ_STR(u.tls_ca_file, "/etc/ca b.pem");
+    ASSERT_EQ_INT(u.tls_verify, 0);
+    ASSERT_EQ_STR(u.tls_sni, "cache.internal");
+    ASSERT_EQ_STR(u.tls_cert_file, "/c.pem");
+    ASSERT_EQ_STR(u.tls_key_file, "/k.pem");
+    emq_url_free(&u);
+    ASSERT_OK(emq_url_parse("rediss://h?tls.verify=peer&tls.sni=a&tls.sni=b",
+                            &u, &err),
+              &err);
+    ASSERT_EQ_INT(u.tls_verify, 1);
+    ASSERT_EQ_STR(u.tls_sni, "b"); /* the last one wins */
+    emq_url_free(&u);
+}
+
+/* Each bad URL, with the sentence its error must contain. */
+static const struct {
+    const char *url;
+    const char *want;
+} bad_urls[] = {
+    {"http://u:" PW "@h", "unsupported scheme 'http'; use redis://, rediss:// or unix://"},
+    {"u:" PW "@h:6379", "URL has no scheme"},
+    {"redis://u:" PW "@h:99999", "port '99999' is out of range 1-65535"},
+    {"redis://u:" PW "@h:0", "port '0' is out of range 1-65535"},
+    {"redis://u:" PW "@h:12ab", "port '12ab' is not a number"},
+    {"redis://u:" PW "@h:", "port '' is not a number"},
+    {"redis://u:" PW "@h/x", "database 'x' is not a number"},
+    {"redis://u:" PW "@h/-1", "database '-1' is not a number"},
+    {"redis://u:" PW "@h/99999999999", "database '99999999999' is out of range"},
+    {"redis://u:" PW "@h/0/1", "database '0/1' is not a number"},
+    {"redis://u:" PW "@:6379", "host is missing"},
+    {"redis://u:" PW "@/0", "host is missing"},
+    {"redis://u:" PW "@ho st", "host 'ho st' is not a valid host name"},
+    {"redis://u:" PW "@::1:6379", "looks like an IPv6 address"},
+    {"redis://u:" PW "@[::1:6379", "has no closing ']'"},
+    {"redis://u:" PW "@[::1]x", "after IPv6 address"},
+    {"redis://u:Zq9Secret%zzPw@h", "password has an invalid percent escape"},
+    {"redis://u:Zq9Secret%00Pw@h", "password has an invalid percent escape"},
+    {"redis://u:Zq9SecretPw%4@h", "password has an invalid percent escape"},
+    {"redis://u%g:" PW "@h", "user name has an invalid percent escape"},
+    {"rediss://u:" PW "@h?tls.verify=maybe", "'tls.verify' is 'maybe'; use peer or none"},
+    {"rediss://u:" PW "@h?tls.ca_file=", "parameter 'tls.ca_file' is empty"},
+    {"redis://u:" PW "@h?tls.ca_file=/x", "parameter 'tls.ca_file' needs a rediss:// URL"},
+    {"redis://u:" PW "@h?foo=1", "unknown URL parameter 'foo'"},
+    {"redis://u:" PW "@h:6379/0?db=1", "parameter 'db' is for unix:// URLs"},
+    {"unix://u:" PW "@tmp/x.sock", "is not absolute"},
+    {"unix://u:" PW "@", "socket path (withheld) is not absolute"},
+    {"unix://", "socket path is missing"},
+    {"unix://u:" PW "@/tmp/x?db=x", "database 'x' is not a number"},
+    /* Raw '?' in a password breaks the split; the message still may not
+     * quote any of it. */
+    {"redis://u:Zq9Secret?Pw@h:1", "port (withheld) is not a number"},
+    {"redis://:Zq9Secret?Pw@h:1", "host is missing"},
+    {"redis://Zq9SecretPw:x?y@h", "port (withheld) is not a number"},
+};
+
+TEST(url_errors_name_the_part_and_never_the_password) {
+    for (size_t i = 0; i < sizeof bad_urls / sizeof bad_urls[0]; i++) {
+        emq_url u;
+        emq_error err;
+        emq_error_clear(&err);
+        emq_status st = emq_url_parse(bad_urls[i].url, &u, &err);
+        if (st != EMQ_EINVAL)
+            FAIL("%s: got %s, want EMQ_EINVAL", bad_urls[i].url,
+                 emq_status_name(st));
+        ASSERT_EQ_INT(err.code, EMQ_EINVAL);
+        ASSERT_EQ_INT(err.retriable, 0);
+        if (strstr(err.message, bad_urls[i].want) == NULL)
+            FAIL("%s: message \"%s\" lacks \"%s\"", bad_urls[i].url,
+                 err.message, bad_urls[i].want);
+        assert_no_password(err.message);
+        /* Nothing is left to free after a failure. */
+        ASSERT(u.host == NULL && u.user == NULL && u.password == NULL);
+    }
+}
+
+TEST(url_quoted_parts_after_an_at_in_the_query_are_withheld) {
+    /* The last '@' of the whole URL bounds what may be quoted. */
+    emq_url u;
+    emq_error err;
+    ASSERT_STATUS(emq_url_parse("rediss://u:" PW "@h:99999?tls.ca_file=/a@b",
+                                &u, &err),
+                  EMQ_EINVAL, &err);
+    ASSERT_CONTAINS(err.message, "port (withheld) is out of range");
+    assert_no_password(err.message);
+}
+
+TEST(url_parse_survives_every_allocation_failure) {
+    const char *text = "rediss://user:pw@h:1/2?tls.ca_file=/a&tls.cert_file=/b"
+                       "&tls.key_file=/c&tls.sni=s";
+    int ok = 0;
+    for (uint64_t n = 1; n < 64 && !ok; n++) {
+        emq_url u;
+        emq_error err;
+        emq_alloc_fail_at(n);
+        emq_status st = emq_url_parse(text, &u, &err);
+        emq_alloc_fail_at(0);
+        if (st == EMQ_OK) {
+            ASSERT_EQ_STR(u.tls_sni, "s");
+            emq_url_free(&u);
+            ok = 1;
+        } else {
+            ASSERT_STATUS(st, EMQ_ENOMEM, &err);
+        }
+    }
+    ASSERT(ok);
+}

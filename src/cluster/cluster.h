@@ -8,7 +8,7 @@
 #ifndef EMQ_CLUSTER_H
 #define EMQ_CLUSTER_H
 
-#include "../base/base.h"
+#include "../conn/conn.h"
 
 #include <stddef.h>
 #include <stdint.h>

@@ -10,7 +10,7 @@
 #ifndef EMQ_CONN_H
 #define EMQ_CONN_H
 
-#include "../base/base.h"
+#include "../resp/resp.h"
 
 /* ---- url.c ------------------------------------------------------------ */
 

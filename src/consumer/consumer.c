@@ -126,19 +126,7 @@ emq_status emq_consumer_new(const emq_conf_t *conf, emq_handler_fn handler,
     c->opaque = opaque;
     c->group = c->conf->group;
     c->name = c->conf->consumer;
-    if (c->conf->queue && c->conf->stream) {
-        st = emq_error_set(err, EMQ_EINVAL, 0,
-                           "set either queue or stream, not both");
-        goto fail;
-    }
-    if (c->conf->queue)
-        st = emq_keys_for_queue(c->conf->queue, &c->keys, err);
-    else if (c->conf->stream)
-        st = emq_keys_for_stream(c->conf->stream, &c->keys, err);
-    else
-        st = emq_error_set(err, EMQ_EINVAL, 0,
-                           "queue is required (or stream, for an existing "
-                           "stream key)");
+    st = emq_keys_resolve(c->conf->queue, c->conf->stream, &c->keys, err);
     if (st != EMQ_OK)
         goto fail;
     if ((st = check_name("group", c->group, err)) != EMQ_OK ||
@@ -238,10 +226,8 @@ emq_status emq_consumer_append_acks(emq_consumer_t *c, emq_error *err) {
 static emq_status apply_deferred(emq_consumer_t *c, deferred_kind kind,
                                  const emq_reply *reply, emq_error *err) {
     if (emq_reply_kind(reply) == EMQ_REPLY_ERROR) {
-        size_t n;
-        const char *text = emq_reply_str(reply, &n);
         char shown[200];
-        emq_printable(shown, sizeof shown, text, n);
+        emq_reply_text(reply, shown, sizeof shown);
         if (kind == DEFERRED_ACK) {
             /* The ids stay pending and come back; nothing is lost. */
             c->acks_in_flight = 0;
@@ -343,11 +329,9 @@ static int transient(const emq_reply *r) {
 /* Turns an error reply into EMQ_ESERVER with its text, for a fatal path. */
 static emq_status server_error(const emq_reply *r, emq_error *err,
                                const char *what) {
-    size_t n;
-    const char *text = emq_reply_str(r, &n);
     char shown[200];
     return emq_error_set(err, EMQ_ESERVER, 0, "%s failed: %s", what,
-                         emq_printable(shown, sizeof shown, text, n));
+                         emq_reply_text(r, shown, sizeof shown));
 }
 
 /* Contract 1: XGROUP CREATE <stream> <group> <start> MKSTREAM. +OK and
@@ -430,13 +414,11 @@ static emq_status group_lost(emq_consumer_t *c, const emq_reply *reply,
     if (now - c->last_recreate_ms < 1000) /* never busy-loop */
         emq_sleep_ms(1000 - (now - c->last_recreate_ms));
     c->last_recreate_ms = emq_now_ms();
-    size_t n;
-    const char *text = emq_reply_str(reply, &n);
     char shown[160];
     emq_consumer_log(c, EMQ_LOG_WARNING,
                      "group or stream is gone (%s); creating it again at "
                      "the declared start '%s'",
-                     emq_printable(shown, sizeof shown, text, n),
+                     emq_reply_text(reply, shown, sizeof shown),
                      c->conf->start);
     atomic_fetch_add(&c->stats.group_recreated, 1);
     /* Acks for entries of a destroyed group have nothing left to ack. */

@@ -190,7 +190,7 @@ emq_status emq_batch_dispatch(emq_consumer_t *c, batch *b, emq_error *err) {
                 return st;
             continue;
         }
-        size_t nfields;
+        size_t nfields = 0;
         if ((st = build_fields(c, item, &nfields, err)) != EMQ_OK)
             return st;
         emq_entry entry = {

@@ -70,13 +70,11 @@ emq_status emq_lease_acquire(emq_consumer_t *c, emq_error *err) {
         if (st != EMQ_OK)
             return st;
         if (emq_reply_kind(reply) == EMQ_REPLY_ERROR) {
-            size_t n;
-            const char *text = emq_reply_str(reply, &n);
             char shown[200];
             st = emq_error_set(err, EMQ_ESERVER, 0,
                                "taking the lease of consumer '%s' failed: %s",
                                c->name,
-                               emq_printable(shown, sizeof shown, text, n));
+                               emq_reply_text(reply, shown, sizeof shown));
             emq_reply_free(reply);
             return st;
         }

@@ -71,12 +71,10 @@ emq_status emq_recover_self(emq_consumer_t *c, emq_error *err) {
             emq_reply_kind(reply) == EMQ_REPLY_ERROR) {
             const emq_reply *bad =
                 emq_reply_kind(reply) == EMQ_REPLY_ERROR ? reply : counts;
-            size_t n;
-            const char *text = emq_reply_str(bad, &n);
             char shown[200];
             st = emq_error_set(err, EMQ_ESERVER, 0,
                                "reading own pending entries failed: %s",
-                               emq_printable(shown, sizeof shown, text, n));
+                               emq_reply_text(bad, shown, sizeof shown));
             emq_reply_free(counts);
             emq_reply_free(reply);
             break;

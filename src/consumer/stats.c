@@ -5,6 +5,7 @@
  */
 #include "consumer.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 
 void emq_consumer_stats_get(const emq_consumer_t *c, emq_consumer_stats *out) {
@@ -22,43 +23,72 @@ void emq_consumer_stats_get(const emq_consumer_t *c, emq_consumer_stats *out) {
     out->round_trips = atomic_load(&m->stats.round_trips);
 }
 
-/* Writes s as a JSON string body: printable ASCII as is, the rest \u-escaped. */
-static int json_string(char *buf, size_t size, const char *s) {
-    int n = 0;
+/* Output with snprintf semantics: writes what fits (NUL-terminated) and
+ * counts the full length. */
+typedef struct out {
+    char *buf;
+    size_t size;
+    size_t len;
+} out;
+
+static void put(out *o, const char *fmt, ...) EMQ_PRINTF(2, 3);
+static void put(out *o, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    size_t room = o->len < o->size ? o->size - o->len : 0;
+    int n = vsnprintf(room ? o->buf + o->len : NULL, room, fmt, ap);
+    va_end(ap);
+    if (n > 0)
+        o->len += (size_t)n;
+}
+
+/* Writes s as a JSON string: printable ASCII as is, the rest \u-escaped. */
+static void put_string(out *o, const char *s) {
+    put(o, "\"");
     for (; *s; s++) {
         unsigned char ch = (unsigned char)*s;
-        size_t room = (size_t)n < size ? size - (size_t)n : 0;
         if (ch == '"' || ch == '\\')
-            n += snprintf(buf + (size - room), room, "\\%c", ch);
+            put(o, "\\%c", ch);
         else if (ch < 0x20 || ch >= 0x7f)
-            n += snprintf(buf + (size - room), room, "\\u%04x", ch);
+            put(o, "\\u%04x", ch);
         else
-            n += snprintf(buf + (size - room), room, "%c", ch);
+            put(o, "%c", ch);
     }
-    return n;
+    put(o, "\"");
 }
 
 size_t emq_consumer_stats_json(const emq_consumer_t *c, char *buf,
                                size_t size) {
     emq_consumer_stats s;
     emq_consumer_stats_get(c, &s);
-    char name[300], group[300], stream[600];
-    json_string(name, sizeof name, c->name);
-    json_string(group, sizeof group, c->group);
-    json_string(stream, sizeof stream, c->keys.stream);
-    int n = snprintf(
-        buf, size,
-        "{\"stream\":\"%s\",\"group\":\"%s\",\"consumer\":\"%s\","
-        "\"delivered\":%llu,\"acked\":%llu,\"retried\":%llu,\"failed\":%llu,"
-        "\"dead_lettered\":%llu,\"claimed\":%llu,\"deleted_pending\":%llu,"
-        "\"reconnects\":%llu,\"group_recreated\":%llu,\"reads\":%llu,"
-        "\"round_trips\":%llu}",
-        stream, group, name, (unsigned long long)s.delivered,
-        (unsigned long long)s.acked, (unsigned long long)s.retried,
-        (unsigned long long)s.failed, (unsigned long long)s.dead_lettered,
-        (unsigned long long)s.claimed, (unsigned long long)s.deleted_pending,
-        (unsigned long long)s.reconnects,
-        (unsigned long long)s.group_recreated, (unsigned long long)s.reads,
-        (unsigned long long)s.round_trips);
-    return n < 0 ? 0 : (size_t)n;
+    out o = {buf, size, 0};
+    if (size)
+        buf[0] = '\0';
+    put(&o, "{\"stream\":");
+    put_string(&o, c->keys.stream);
+    put(&o, ",\"group\":");
+    put_string(&o, c->group);
+    put(&o, ",\"consumer\":");
+    put_string(&o, c->name);
+    const struct {
+        const char *name;
+        uint64_t value;
+    } counters[] = {
+        {"delivered", s.delivered},
+        {"acked", s.acked},
+        {"retried", s.retried},
+        {"failed", s.failed},
+        {"dead_lettered", s.dead_lettered},
+        {"claimed", s.claimed},
+        {"deleted_pending", s.deleted_pending},
+        {"reconnects", s.reconnects},
+        {"group_recreated", s.group_recreated},
+        {"reads", s.reads},
+        {"round_trips", s.round_trips},
+    };
+    for (size_t i = 0; i < sizeof counters / sizeof counters[0]; i++)
+        put(&o, ",\"%s\":%llu", counters[i].name,
+            (unsigned long long)counters[i].value);
+    put(&o, "}");
+    return o.len;
 }

@@ -116,6 +116,21 @@ emq_status emq_keys_for_stream(const char *stream, emq_keys *out,
     return st;
 }
 
+emq_status emq_keys_resolve(const char *queue, const char *stream,
+                            emq_keys *out, emq_error *err) {
+    memset(out, 0, sizeof *out);
+    if (queue && stream)
+        return emq_error_set(err, EMQ_EINVAL, 0,
+                             "set either queue or stream, not both");
+    if (queue)
+        return emq_keys_for_queue(queue, out, err);
+    if (stream)
+        return emq_keys_for_stream(stream, out, err);
+    return emq_error_set(err, EMQ_EINVAL, 0,
+                         "queue is required (or stream, for an existing "
+                         "stream key)");
+}
+
 char *emq_keys_join(const emq_keys *k, const char *part1, const char *part2) {
     size_t np = strlen(k->prefix), n1 = strlen(part1);
     size_t n2 = part2 ? strlen(part2) + 1 : 0;

@@ -37,6 +37,10 @@ emq_status emq_keys_for_queue(const char *queue, emq_keys *out,
  * does not form a non-empty hashtag. */
 emq_status emq_keys_for_stream(const char *stream, emq_keys *out,
                                emq_error *err);
+/* Fills out from a conf's queue and stream properties: exactly one must be
+ * set (EMQ_EINVAL otherwise, saying so). */
+emq_status emq_keys_resolve(const char *queue, const char *stream,
+                            emq_keys *out, emq_error *err);
 /* Returns prefix + part1 [+ ":" + part2] as a new string (caller frees with
  * emq_free), e.g. emq_keys_join(k, "lease:g", "c"); NULL when out of
  * memory. */

@@ -25,17 +25,8 @@ emq_status emq_producer_new(const emq_conf_t *conf, emq_producer_t **out,
     p->conf = emq_conf_dup(conf);
     if (p->conf == NULL)
         st = emq_error_set(err, EMQ_ENOMEM, 0, "out of memory");
-    else if (conf->queue && conf->stream)
-        st = emq_error_set(err, EMQ_EINVAL, 0,
-                           "set either queue or stream, not both");
-    else if (conf->queue)
-        st = emq_keys_for_queue(conf->queue, &p->keys, err);
-    else if (conf->stream)
-        st = emq_keys_for_stream(conf->stream, &p->keys, err);
     else
-        st = emq_error_set(err, EMQ_EINVAL, 0,
-                           "queue is required (or stream, for an existing "
-                           "stream key)");
+        st = emq_keys_resolve(conf->queue, conf->stream, &p->keys, err);
     if (st == EMQ_OK)
         st = emq_conn_new(p->conf, &p->conn, err);
     if (st != EMQ_OK) {
@@ -106,14 +97,10 @@ static emq_status read_xadd(emq_producer_t *p, size_t index, emq_id *id,
         }
     } else {
         char shown[200];
-        if (emq_reply_kind(reply) == EMQ_REPLY_ERROR)
-            emq_printable(shown, sizeof shown, text, n);
-        else
-            snprintf(shown, sizeof shown, "unexpected reply type %d",
-                     (int)emq_reply_kind(reply));
         st = emq_error_set(err, EMQ_ESERVER, 0,
                            "adding entry %zu to '%s' failed: %s", index,
-                           p->keys.stream, shown);
+                           p->keys.stream,
+                           emq_reply_text(reply, shown, sizeof shown));
         if (id)
             id->str[0] = '\0';
     }

@@ -194,8 +194,8 @@ void emq_resp_commit(emq_resp_reader *r, size_t n) { r->len += n; }
 
 emq_status emq_resp_feed(emq_resp_reader *r, const char *buf, size_t len,
                          emq_error *err) {
-    char *space;
-    size_t avail;
+    char *space = NULL;
+    size_t avail = 0;
     emq_status st = emq_resp_reserve(r, len, &space, &avail, err);
     if (st != EMQ_OK)
         return st;

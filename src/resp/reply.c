@@ -7,6 +7,7 @@
 #include "reply.h"
 
 #include <stddef.h>
+#include <stdio.h>
 #include <string.h>
 
 emq_reply_type emq_reply_kind(const emq_reply *r) {
@@ -62,6 +63,15 @@ int emq_reply_is_error(const emq_reply *r, const char *prefix) {
     if (r->len < n || memcmp(r->str, prefix, n) != 0)
         return 0;
     return r->len == n || r->str[n] == ' ';
+}
+
+char *emq_reply_text(const emq_reply *r, char *buf, size_t size) {
+    size_t n;
+    const char *text = emq_reply_str(r, &n);
+    if (text)
+        return emq_printable(buf, size, text, n);
+    snprintf(buf, size, "(reply of type %d)", (int)emq_reply_kind(r));
+    return buf;
 }
 
 void emq_reply_free(emq_reply *r) {

@@ -74,6 +74,11 @@ size_t emq_resp_buffered(const emq_resp_reader *r);
 /* Non-zero once the reader has failed; every later call returns it. */
 emq_status emq_resp_failed(const emq_resp_reader *r);
 
+/* The text of a reply for a message: the string of a STATUS, ERROR or
+ * STRING reply made printable (emq_printable), else "(reply of type N)".
+ * Writes into buf (size bytes) and returns it. */
+char *emq_reply_text(const emq_reply *r, char *buf, size_t size);
+
 /* Appends the RESP encoding of a command (an array of bulk strings) to out.
  * argvlen may be NULL when every argument is NUL-terminated. Binary-safe.
  * EMQ_EINVAL for argc < 1 or a NULL argument; EMQ_ELIMIT/EMQ_ENOMEM from

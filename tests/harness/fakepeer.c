@@ -110,6 +110,23 @@ static int send_bounded(int fd, const char *p, size_t n) {
 
 static int send_str(int fd, const char *s) { return send_bounded(fd, s, strlen(s)); }
 
+/* The decimal number at p (optional '-'), read no further than end, which
+ * is within the buffer: the input is not NUL-terminated. -1 when absent. */
+static long line_number(const char *p, const char *end) {
+    int neg = 0;
+    if (p < end && *p == '-') {
+        neg = 1;
+        p++;
+    }
+    long n = 0;
+    int digits = 0;
+    while (p < end && *p >= '0' && *p <= '9' && digits < 12) {
+        n = n * 10 + (*p++ - '0');
+        digits++;
+    }
+    return digits ? (neg ? -n : n) : -1;
+}
+
 /* Parses one command at the start of buf. Returns bytes consumed, 0 when
  * incomplete, -1 when malformed. name gets the command name upper-cased. */
 static long parse_command(const char *buf, size_t len, char *name,
@@ -139,7 +156,7 @@ static long parse_command(const char *buf, size_t len, char *name,
         char expect = arg < 0 ? '*' : '$';
         if (buf[pos] != expect)
             return -1;
-        long n = strtol(buf + pos + 1, NULL, 10);
+        long n = line_number(buf + pos + 1, nl);
         pos = (size_t)(nl - buf) + 1;
         if (arg < 0) {
             if (n < 1 || n > 1024 * 1024)

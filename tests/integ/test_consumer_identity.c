@@ -1,0 +1,302 @@
+/* test_consumer_identity.c: stable consumer names (DESIGN.md consumer
+ * contract point 3) and the lease that keeps one name in one process,
+ * against a real redis-server.
+ *
+ * The name is required and validated (missing, a space, a control
+ * character, more than 128 bytes: EMQ_EINVAL naming the problem), and it
+ * is the connection's name (CLIENT LIST). Two live consumers under one
+ * name: the second's run fails with an error naming the name as in use. A
+ * lease left by a process that no longer exists (a child killed with
+ * SIGKILL) is taken over at once, and the dead child's pending entries come
+ * back to the new holder. A lease held by another host is refused until it
+ * expires, and taken afterwards.
+ */
+#include "integ/ctests1_helpers.h"
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+/* The first EMQ_EINVAL met while configuring and creating a consumer with
+ * the given name (NULL: unset); fails the test when both steps accept it. */
+static void name_refused(emq_srv *s, const char *name, char *msg,
+                         size_t size) {
+    emq_conf_t *conf = conf_for(emq_srv_url(s));
+    conf_set(conf, "queue", "idq");
+    conf_set(conf, "group", "g");
+    conf_set(conf, "start", "new");
+    emq_error err;
+    memset(&err, 0, sizeof err);
+    if (name != NULL && emq_conf_set(conf, "consumer", name, &err) != EMQ_OK) {
+        ASSERT_EQ_INT(err.code, EMQ_EINVAL);
+    } else {
+        emq_consumer_t *c = (emq_consumer_t *)(uintptr_t)1;
+        memset(&err, 0, sizeof err);
+        emq_status st = emq_consumer_new(conf, record, NULL, &c, &err);
+        if (st == EMQ_OK) {
+            emq_consumer_destroy(c);
+            emq_conf_destroy(conf);
+            FAIL("consumer name '%s' was accepted", name ? name : "(unset)");
+        }
+        ASSERT_STATUS(st, EMQ_EINVAL, &err);
+        ASSERT(c == NULL);
+    }
+    emq_conf_destroy(conf);
+    snprintf(msg, size, "%s", err.message);
+}
+
+TEST(consumer_name_required_and_validated) {
+    emq_srv *s = emq_srv_start(NULL);
+    long long cmds0 = info_number(s, "stats", "total_commands_processed");
+    char msg[EMQ_ERROR_MESSAGE_MAX];
+
+    name_refused(s, NULL, msg, sizeof msg);
+    ASSERT_CONTAINS(msg, "consumer");
+    ASSERT_CONTAINS(msg, "required");
+
+    name_refused(s, "two words", msg, sizeof msg);
+    ASSERT_CONTAINS(msg, "consumer");
+    ASSERT_CONTAINS_CI(msg, "space");
+
+    name_refused(s, "bell\x07name", msg, sizeof msg);
+    ASSERT_CONTAINS(msg, "consumer");
+    ASSERT(contains_ci(msg, "control") || contains_ci(msg, "printable"));
+
+    char long_name[200];
+    memset(long_name, 'n', 129);
+    long_name[129] = '\0';
+    name_refused(s, long_name, msg, sizeof msg);
+    ASSERT_CONTAINS(msg, "consumer");
+    ASSERT_CONTAINS(msg, "128");
+
+    /* Exactly 128 bytes is fine. */
+    long_name[128] = '\0';
+    emq_conf_t *conf = consumer_conf(s, "idq", "g", long_name, "new");
+    emq_consumer_t *c = consumer_ok(conf, record, NULL);
+    emq_consumer_destroy(c);
+    emq_conf_destroy(conf);
+
+    /* None of that reached the server (one INFO of ours in between). */
+    ASSERT_EQ_INT(info_number(s, "stats", "total_commands_processed") - cmds0,
+                  1);
+    emq_srv_stop(s);
+}
+
+TEST(consumer_connection_is_named_after_consumer) {
+    emq_srv *s = emq_srv_start(NULL);
+    emq_conf_t *conf = consumer_conf(s, "named", "g", "worker-7.a", "new");
+    static recorder r;
+    recorder_init(&r);
+    emq_consumer_t *c = consumer_ok(conf, record, &r);
+    emq_conf_destroy(conf);
+    runner_thread t;
+    start_consumer(&t, c);
+    wait_reads(c, &t, 2, 3000);
+    static char out[16384];
+    ASSERT_EQ_INT(emq_srv_cmd(s, out, sizeof out, "CLIENT", "LIST", NULL),
+                  '$');
+    ASSERT_CONTAINS(out, " name=worker-7.a ");
+    emq_consumer_stop(c);
+    ASSERT_OK(join_consumer(&t), &t.err);
+    emq_consumer_destroy(c);
+    emq_srv_stop(s);
+}
+
+TEST(consumer_same_name_twice_second_refused) {
+    emq_srv *s = emq_srv_start(NULL);
+    emq_conf_t *conf = consumer_conf(s, "twice", "g", "w1", "head");
+    static recorder r1, r2;
+    recorder_init(&r1);
+    recorder_init(&r2);
+    emq_consumer_t *a = consumer_ok(conf, record, &r1);
+    emq_consumer_t *b = consumer_ok(conf, record, &r2);
+    emq_conf_destroy(conf);
+    runner_thread ta;
+    start_consumer(&ta, a);
+    wait_reads(a, &ta, 2, 3000);
+
+    emq_error err;
+    memset(&err, 0, sizeof err);
+    int64_t t0 = now_ms();
+    emq_status st = emq_consumer_run(b, &err);
+    ASSERT(st != EMQ_OK);
+    ASSERT(now_ms() - t0 < 2000);
+    ASSERT_EQ_INT(err.code, st);
+    ASSERT_CONTAINS(err.message, "'w1'");
+    ASSERT_CONTAINS(err.message, "in use");
+    emq_consumer_stats bs;
+    emq_consumer_stats_get(b, &bs);
+    ASSERT_EQ_INT(bs.reads, 0);
+
+    /* The first one is unharmed and still gets work. */
+    produce_n(s, "twice", "v", 3);
+    wait_for(&r1, 3, 3000);
+    ASSERT_EQ_SIZE(r2.n, 0);
+    emq_consumer_stop(a);
+    ASSERT_OK(join_consumer(&ta), &ta.err);
+    /* After a clean stop the lease is released: the name is free again. */
+    char out[256];
+    emq_srv_cmd(s, out, sizeof out, "EXISTS", "emq:{twice}:lease:g:w1", NULL);
+    ASSERT_EQ_STR(out, "0");
+    emq_consumer_destroy(a);
+    emq_consumer_destroy(b);
+    emq_srv_stop(s);
+}
+
+/* Child side: a handler that never returns, so its entries stay pending. */
+static emq_verdict hang(void *opaque, const emq_entry *e, char *reason,
+                        size_t reason_size) {
+    (void)opaque;
+    (void)e;
+    (void)reason;
+    (void)reason_size;
+    for (;;)
+        pause();
+    return EMQ_ACK;
+}
+
+TEST_TIMEOUT(consumer_lease_of_killed_process_taken_over, 20) {
+    emq_srv *s = emq_srv_start(NULL);
+    produce_n(s, "crash", "v", 3);
+    emq_conf_t *conf = consumer_conf(s, "crash", "g", "w1", "head");
+    conf_set(conf, "count", "3");
+    fflush(NULL);
+    pid_t child = fork();
+    ASSERT(child >= 0);
+    if (child == 0) {
+        /* Never return into the harness from here: _exit only. */
+        emq_consumer_t *c = NULL;
+        if (emq_consumer_new(conf, hang, NULL, &c, NULL) != EMQ_OK)
+            _exit(3);
+        emq_consumer_run(c, NULL);
+        _exit(4);
+    }
+    /* Wait until the child holds the lease and the 3 entries. */
+    char want[64], out[4096];
+    snprintf(want, sizeof want, ":%ld:", (long)child);
+    int64_t end = now_ms() + 5000;
+    int ready = 0;
+    while (!ready && now_ms() < end) {
+        emq_srv_cmd(s, out, sizeof out, "GET", "emq:{crash}:lease:g:w1",
+                    NULL);
+        ready = strstr(out, want) != NULL;
+        if (ready) {
+            emq_srv_cmd(s, out, sizeof out, "EXISTS", "emq:{crash}", NULL);
+            ready = strcmp(out, "1") == 0 &&
+                    pending_count(s, "emq:{crash}", "g") == 3;
+        }
+        if (!ready)
+            usleep(5000);
+    }
+    if (!ready) {
+        kill(child, SIGKILL);
+        waitpid(child, NULL, 0);
+        FAIL("child never held the lease and 3 entries: %s", out);
+    }
+    ASSERT_EQ_INT(kill(child, SIGKILL), 0);
+    int status;
+    ASSERT_EQ_INT(waitpid(child, &status, 0), child);
+    ASSERT(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+    /* The lease (ttl 2000 ms) is still there, naming the dead child. */
+    emq_srv_cmd(s, out, sizeof out, "GET", "emq:{crash}:lease:g:w1", NULL);
+    ASSERT_CONTAINS(out, want);
+
+    static recorder r;
+    recorder_init(&r);
+    emq_consumer_t *c = consumer_ok(conf, record, &r);
+    emq_conf_destroy(conf);
+    runner_thread t;
+    int64_t t0 = now_ms();
+    start_consumer(&t, c);
+    wait_for(&r, 3, 3000);
+    /* Taken over at once, not after the lease's 2 s expiry. */
+    ASSERT(now_ms() - t0 < 1500);
+    emq_srv_cmd(s, out, sizeof out, "GET", "emq:{crash}:lease:g:w1", NULL);
+    snprintf(want, sizeof want, ":%ld:", (long)getpid());
+    ASSERT_CONTAINS(out, want);
+    emq_consumer_stop(c);
+    ASSERT_OK(join_consumer(&t), &t.err);
+    /* The dead child's entries came back to the same name. */
+    ASSERT_EQ_SIZE(r.n, 3);
+    for (int i = 0; i < 3; i++) {
+        char v[16];
+        snprintf(v, sizeof v, "v%d", i);
+        ASSERT_EQ_STR(r.values[i], v);
+        ASSERT_EQ_INT(r.deliveries[i], 2);
+    }
+    ASSERT_EQ_INT(pending_count(s, "emq:{crash}", "g"), 0);
+    emq_consumer_destroy(c);
+    emq_srv_stop(s);
+}
+
+TEST(consumer_lease_of_other_host_taken_only_after_expiry) {
+    emq_srv *s = emq_srv_start(NULL);
+    char out[512];
+    ASSERT_EQ_INT(emq_srv_cmd(s, out, sizeof out, "SET",
+                              "emq:{exp}:lease:g:w1", "otherhost:1:abc",
+                              "PX", "1000", NULL),
+                  '+');
+    emq_conf_t *conf = consumer_conf(s, "exp", "g", "w1", "new");
+    static recorder r;
+    recorder_init(&r);
+    emq_consumer_t *c = consumer_ok(conf, record, &r);
+    emq_conf_destroy(conf);
+
+    emq_error err;
+    memset(&err, 0, sizeof err);
+    emq_status st = emq_consumer_run(c, &err);
+    ASSERT(st != EMQ_OK);
+    ASSERT_CONTAINS(err.message, "'w1'");
+    ASSERT_CONTAINS(err.message, "in use");
+    ASSERT_CONTAINS(err.message, "otherhost");
+    /* Still the other host's. */
+    emq_srv_cmd(s, out, sizeof out, "GET", "emq:{exp}:lease:g:w1", NULL);
+    ASSERT_EQ_STR(out, "otherhost:1:abc");
+    ASSERT_EQ_INT(cmdstat_calls(s, "xreadgroup"), 0);
+
+    /* Wait (bounded) for the expiry, then the same consumer starts. */
+    int64_t end = now_ms() + 3000;
+    while (now_ms() < end) {
+        emq_srv_cmd(s, out, sizeof out, "EXISTS", "emq:{exp}:lease:g:w1",
+                    NULL);
+        if (strcmp(out, "0") == 0)
+            break;
+        usleep(20000);
+    }
+    ASSERT_EQ_STR(out, "0");
+    runner_thread t;
+    start_consumer(&t, c);
+    wait_reads(c, &t, 2, 3000);
+    emq_srv_cmd(s, out, sizeof out, "GET", "emq:{exp}:lease:g:w1", NULL);
+    char want[64];
+    snprintf(want, sizeof want, ":%ld:", (long)getpid());
+    ASSERT_CONTAINS(out, want);
+    emq_consumer_stop(c);
+    ASSERT_OK(join_consumer(&t), &t.err);
+    emq_consumer_destroy(c);
+    emq_srv_stop(s);
+}
+
+TEST(consumer_lease_of_live_local_process_refused) {
+    emq_srv *s = emq_srv_start(NULL);
+    /* A token of this host naming a live process that is not us (pid 1):
+     * not dead, so not taken over. */
+    char host[64] = "localhost";
+    gethostname(host, sizeof host - 1);
+    host[sizeof host - 1] = '\0';
+    char token[128], out[512];
+    snprintf(token, sizeof token, "%s:1:feedface", host);
+    emq_srv_cmd(s, out, sizeof out, "SET", "emq:{live}:lease:g:w1", token,
+                "PX", "10000", NULL);
+    emq_conf_t *conf = consumer_conf(s, "live", "g", "w1", "new");
+    emq_consumer_t *c = consumer_ok(conf, record, NULL);
+    emq_conf_destroy(conf);
+    emq_error err;
+    memset(&err, 0, sizeof err);
+    ASSERT(emq_consumer_run(c, &err) != EMQ_OK);
+    ASSERT_CONTAINS(err.message, "in use");
+    emq_srv_cmd(s, out, sizeof out, "GET", "emq:{live}:lease:g:w1", NULL);
+    ASSERT_EQ_STR(out, token);
+    emq_consumer_destroy(c);
+    emq_srv_stop(s);
+}

@@ -1,0 +1,248 @@
+/* test_consumer_stop.c: stopping gracefully (DESIGN.md consumer contract
+ * point 9), against a real redis-server.
+ *
+ * A stop requested in the middle of a batch lets the running handler
+ * finish, acknowledges the completed work, starts no further entry, and
+ * emq_consumer_run returns EMQ_OK within block_ms plus one handler; the
+ * entries of the batch that were never handled stay pending. SIGTERM to a
+ * child process whose signal handler calls emq_consumer_stop makes it exit
+ * 0, with everything it handled acknowledged and its lease released.
+ */
+#include "integ/ctests1_helpers.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+typedef struct slow {
+    emq_consumer_t *c;
+    atomic_int handled;
+    int64_t stop_at_ms;
+    char ids[16][48];
+} slow;
+
+/* 50 ms per entry; on the 3rd it asks for a stop before finishing. */
+static emq_verdict slow_handler(void *opaque, const emq_entry *e,
+                                char *reason, size_t reason_size) {
+    (void)reason;
+    (void)reason_size;
+    slow *s = opaque;
+    int n = atomic_fetch_add(&s->handled, 1) + 1;
+    if (n <= 16)
+        snprintf(s->ids[n - 1], sizeof s->ids[0], "%s", e->id);
+    if (n == 3) {
+        s->stop_at_ms = now_ms();
+        emq_consumer_stop(s->c);
+    }
+    usleep(50 * 1000);
+    return EMQ_ACK;
+}
+
+TEST(consumer_stop_mid_batch_finishes_handler_and_acks_done) {
+    emq_srv *s = emq_srv_start(NULL);
+    produce_n(s, "stop", "v", 10);
+    emq_conf_t *conf = consumer_conf(s, "stop", "g", "w1", "head");
+    conf_set(conf, "count", "10");
+    conf_set(conf, "claim.interval_ms", "600000");
+    static slow sl;
+    memset(&sl, 0, sizeof sl);
+    emq_consumer_t *c = consumer_ok(conf, slow_handler, &sl);
+    emq_conf_destroy(conf);
+    sl.c = c;
+    emq_error err;
+    memset(&err, 0, sizeof err);
+    ASSERT_OK(emq_consumer_run(c, &err), &err);
+    int64_t took = now_ms() - sl.stop_at_ms;
+    /* block_ms (100) + one handler (50) + slack. */
+    if (took > 100 + 50 + 250)
+        FAIL("run returned %lld ms after the stop request", (long long)took);
+    ASSERT(took >= 45); /* the running handler was allowed to finish */
+    ASSERT_EQ_INT(atomic_load(&sl.handled), 3);
+
+    emq_consumer_stats st;
+    emq_consumer_stats_get(c, &st);
+    ASSERT_EQ_INT(st.delivered, 3);
+    ASSERT_EQ_INT(st.acked, 3);
+    ASSERT_EQ_INT(pending_count(s, "emq:{stop}", "g"), 10 - 3);
+    /* Exactly the three handled ones left the pending list. */
+    static char out[8192];
+    ASSERT_EQ_INT(emq_srv_cmd(s, out, sizeof out, "XPENDING", "emq:{stop}",
+                              "g", "-", "+", "100", NULL),
+                  '*');
+    for (int i = 0; i < 3; i++)
+        ASSERT_NOT_CONTAINS(out, sl.ids[i]);
+    emq_consumer_destroy(c);
+    emq_srv_stop(s);
+}
+
+TEST(consumer_stop_while_blocked_returns_within_block_ms) {
+    emq_srv *s = emq_srv_start(NULL);
+    emq_conf_t *conf = consumer_conf(s, "idle", "g", "w1", "new");
+    conf_set(conf, "block_ms", "500");
+    conf_set(conf, "lease.ttl_ms", "3000");
+    conf_set(conf, "claim.interval_ms", "600000");
+    static recorder r;
+    recorder_init(&r);
+    emq_consumer_t *c = consumer_ok(conf, record, &r);
+    emq_conf_destroy(conf);
+    runner_thread t;
+    start_consumer(&t, c);
+    wait_reads(c, &t, 2, 3000);
+    usleep(50 * 1000); /* blocked in XREADGROUP by now */
+    int64_t t0 = now_ms();
+    emq_consumer_stop(c);
+    ASSERT_OK(join_consumer(&t), &t.err);
+    int64_t took = now_ms() - t0;
+    if (took > 500 + 300)
+        FAIL("run returned %lld ms after the stop (block_ms 500)",
+             (long long)took);
+    ASSERT_EQ_SIZE(r.n, 0);
+    char out[64];
+    emq_srv_cmd(s, out, sizeof out, "EXISTS", "emq:{idle}:lease:g:w1", NULL);
+    ASSERT_EQ_STR(out, "0");
+    emq_consumer_destroy(c);
+    emq_srv_stop(s);
+}
+
+/* ---- SIGTERM to a child process ----------------------------------------- */
+
+static emq_consumer_t *child_consumer;
+static int child_pipe = -1;
+
+static void on_sigterm(int sig) {
+    (void)sig;
+    emq_consumer_stop(child_consumer); /* async-signal-safe */
+}
+
+/* Writes the ID to the parent once handled, 20 ms per entry. */
+static emq_verdict child_handler(void *opaque, const emq_entry *e,
+                                 char *reason, size_t reason_size) {
+    (void)opaque;
+    (void)reason;
+    (void)reason_size;
+    usleep(20 * 1000);
+    char line[64];
+    int n = snprintf(line, sizeof line, "%s\n", e->id);
+    if (write(child_pipe, line, (size_t)n) != n)
+        _exit(12);
+    return EMQ_ACK;
+}
+
+/* Reads what is available from fd into buf (bounded by timeout). */
+static size_t read_some(int fd, char *buf, size_t have, size_t size,
+                        int timeout_ms) {
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    if (poll(&p, 1, timeout_ms) <= 0)
+        return have;
+    ssize_t n = read(fd, buf + have, size - 1 - have);
+    if (n > 0)
+        have += (size_t)n;
+    buf[have] = '\0';
+    return have;
+}
+
+static size_t count_lines(const char *s) {
+    size_t n = 0;
+    for (; *s; s++)
+        n += *s == '\n';
+    return n;
+}
+
+TEST_TIMEOUT(consumer_sigterm_child_exits_zero_with_work_acked, 20) {
+    emq_srv *s = emq_srv_start(NULL);
+    produce_n(s, "term", "v", 60);
+    emq_conf_t *conf = consumer_conf(s, "term", "g", "w1", "head");
+    conf_set(conf, "count", "5");
+    int fds[2];
+    ASSERT(pipe(fds) == 0);
+    fflush(NULL);
+    pid_t child = fork();
+    ASSERT(child >= 0);
+    if (child == 0) {
+        /* Never return into the harness from here: _exit only. */
+        close(fds[0]);
+        child_pipe = fds[1];
+        if (emq_consumer_new(conf, child_handler, NULL, &child_consumer,
+                             NULL) != EMQ_OK)
+            _exit(10);
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = on_sigterm;
+        sigemptyset(&sa.sa_mask);
+        sa.sa_flags = 0; /* no SA_RESTART: calls see EINTR */
+        if (sigaction(SIGTERM, &sa, NULL) != 0)
+            _exit(11);
+        emq_error err;
+        emq_status st = emq_consumer_run(child_consumer, &err);
+        if (st != EMQ_OK) {
+            fprintf(stderr, "child: %s: %s\n", emq_status_name(st),
+                    err.message);
+            _exit(20);
+        }
+        emq_consumer_destroy(child_consumer);
+        _exit(0);
+    }
+    close(fds[1]);
+    emq_conf_destroy(conf);
+    static char got[8192];
+    size_t have = 0;
+    got[0] = '\0';
+    int64_t end = now_ms() + 5000;
+    while (count_lines(got) < 7 && now_ms() < end)
+        have = read_some(fds[0], got, have, sizeof got, 100);
+    if (count_lines(got) < 7) {
+        kill(child, SIGKILL);
+        waitpid(child, NULL, 0);
+        FAIL("the child handled only %zu entries", count_lines(got));
+    }
+    int64_t t0 = now_ms();
+    ASSERT_EQ_INT(kill(child, SIGTERM), 0);
+    int status = 0;
+    pid_t w = 0;
+    end = now_ms() + 3000;
+    while ((w = waitpid(child, &status, WNOHANG)) == 0 && now_ms() < end)
+        usleep(5000);
+    if (w != child) {
+        kill(child, SIGKILL);
+        waitpid(child, NULL, 0);
+        FAIL("the child did not exit within 3 s of SIGTERM");
+    }
+    int64_t took = now_ms() - t0;
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+        FAIL("child ended with %s %d", WIFEXITED(status) ? "exit" : "signal",
+             WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
+    /* block_ms (100) + one handler (20) + slack. */
+    ASSERT(took < 800);
+    /* The child is gone, so its end is closed: read up to EOF. */
+    for (;;) {
+        ssize_t n = read(fds[0], got + have, sizeof got - 1 - have);
+        if (n <= 0 && !(n < 0 && errno == EINTR))
+            break;
+        if (n > 0)
+            have += (size_t)n;
+    }
+    got[have] = '\0';
+    close(fds[0]);
+
+    size_t handled = count_lines(got);
+    ASSERT(handled >= 7 && handled < 60);
+    static char pend[16384];
+    ASSERT_EQ_INT(emq_srv_cmd(s, pend, sizeof pend, "XPENDING", "emq:{term}",
+                              "g", "-", "+", "100", NULL),
+                  '*');
+    char *save = NULL;
+    for (char *id = strtok_r(got, "\n", &save); id;
+         id = strtok_r(NULL, "\n", &save))
+        if (strstr(pend, id) != NULL)
+            FAIL("handled entry %s is still pending after SIGTERM", id);
+    /* Only the unhandled rest of the last batch (COUNT 5) may be pending. */
+    long long pending = pending_count(s, "emq:{term}", "g");
+    ASSERT(pending <= 4);
+    char out[256];
+    emq_srv_cmd(s, out, sizeof out, "EXISTS", "emq:{term}:lease:g:w1", NULL);
+    ASSERT_EQ_STR(out, "0");
+    emq_srv_stop(s);
+}

@@ -317,6 +317,15 @@ typedef struct emq_entry {
     const char *consumer;
 } emq_entry;
 
+/* Writes entry as one JSON object (snprintf semantics: writes what fits,
+ * NUL-terminated, returns the full length):
+ *   {"id":"1-0","deliveries":1,"fields":{"name":"value",...}}
+ * Names and values that are valid UTF-8 are JSON strings; any other byte
+ * string is {"base64":"..."}, so every entry survives a round trip
+ * byte-exact (docs/CLI.md). A repeated field name appears repeated. */
+EMQ_EXPORT size_t emq_entry_json(const emq_entry *entry, char *buf,
+                                 size_t size);
+
 /* What a handler answers for one entry. */
 typedef enum emq_verdict {
     EMQ_ACK = 0,   /* done: acknowledge it */

@@ -17,6 +17,7 @@
  * arguments are refused before any command is sent.
  */
 #include "integ/admin1_helpers.h"
+#include "base/base.h" /* emq_alloc_fail_at */
 
 #define S_INSP "emq:{insp}"
 
@@ -359,7 +360,7 @@ TEST(admin_pending_filters_by_consumer_idle_and_max) {
     const char *owners[] = {"c1", "c1", "c1", "c2", "c2", "c2", "c2"};
     const uint64_t counts[] = {1, 1, 1, 2, 2, 1, 1};
     for (size_t i = 0; i < n; i++) {
-        char id[16];
+        char id[32];
         snprintf(id, sizeof id, "%zu-0", i + 1);
         ASSERT_EQ_STR(list[i].id.str, id);
         ASSERT_EQ_STR(list[i].consumer, owners[i]);
@@ -481,5 +482,58 @@ TEST(admin_inspect_bad_arguments_send_nothing) {
     /* Only the INFO of commands_total itself. */
     ASSERT_EQ_INT(commands_total(s) - before, 1);
     emq_admin_destroy(a);
+    emq_srv_stop(s);
+}
+
+/* Every allocation of describe and pending may fail: each failure comes
+ * back as a status (EMQ_ENOMEM, or the transport error when the failing
+ * allocation was the connection's), nothing leaks (the runner checks), and
+ * with no failure armed the call succeeds. */
+TEST(admin_inspect_survives_every_allocation_failure) {
+    emq_srv *s = emq_srv_start(NULL);
+    emq_conn_t *conn = admin_connect(s);
+    pending_setup(conn);
+    CMD_NOERR(conn, "XGROUP", "CREATE", S_INSP, "h", "0");
+    ASSERT_EQ_SIZE(group_read(conn, S_INSP, "h", "c9", "2", ">", 0, NULL,
+                              NULL), 2);
+    ASSERT_EQ_INT(CMD_INT(conn, "XDEL", S_INSP, "5-0"), 1); /* nil lag */
+    int done_describe = 0, done_pending = 0;
+    for (uint64_t n = 1; n < 500 && !(done_describe && done_pending); n++) {
+        emq_admin_t *a = admin_open(s, "insp", "2");
+        emq_error err;
+        if (!done_describe) {
+            emq_queue_info *info = NULL;
+            emq_alloc_fail_at(n);
+            emq_status st = emq_admin_describe(a, &info, &err);
+            emq_alloc_fail_at(0);
+            if (st == EMQ_OK) {
+                done_describe = 1;
+                ASSERT_EQ_SIZE(info->ngroups, 2);
+                ASSERT_EQ_INT(group_named(info, "h")->lag_computed, 1);
+                emq_queue_info_free(info);
+            } else {
+                ASSERT(info == NULL);
+                ASSERT(err.message[0] != '\0');
+            }
+        }
+        if (!done_pending) {
+            emq_pending_entry *list = NULL;
+            size_t k = 0;
+            emq_alloc_fail_at(n);
+            emq_status st =
+                emq_admin_pending(a, "g", NULL, 0, 100, &list, &k, &err);
+            emq_alloc_fail_at(0);
+            if (st == EMQ_OK) {
+                done_pending = 1;
+                ASSERT_EQ_SIZE(k, 7);
+            } else {
+                ASSERT(list == NULL);
+            }
+            emq_free_array(list);
+        }
+        emq_admin_destroy(a);
+    }
+    ASSERT(done_describe && done_pending);
+    emq_conn_destroy(conn);
     emq_srv_stop(s);
 }

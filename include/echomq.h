@@ -452,7 +452,9 @@ typedef struct emq_queue_info {
 } emq_queue_info;
 
 /* Describes the queue: stream, every group and consumer, dead letters.
- * *out is caller-owned; free with emq_queue_info_free. */
+ * A missing stream is not an error (exists = 0). A lag the server reports
+ * as nil is counted by the client (lag_computed = 1). *out is
+ * caller-owned; free with emq_queue_info_free. */
 EMQ_EXPORT emq_status emq_admin_describe(emq_admin_t *a, emq_queue_info **out,
                                          emq_error *err);
 EMQ_EXPORT void emq_queue_info_free(emq_queue_info *info);
@@ -485,16 +487,22 @@ EMQ_EXPORT size_t emq_pending_json(const emq_pending_entry *entries, size_t n,
 /* Frees an array returned by an emq_admin_* call; NULL is a no-op. */
 EMQ_EXPORT void emq_free_array(void *array);
 
-/* Creates group at start (new, head or an ID; required). *created gets 1
- * when created, 0 when it existed already (BUSYGROUP, not an error). */
+/* Creates group at start (new, head or an ID; required, checked before
+ * sending) with XGROUP CREATE ... MKSTREAM. *created gets 1 when created,
+ * 0 when it existed already (BUSYGROUP, not an error; its cursor is kept).
+ * Other error replies (WRONGTYPE, NOPERM) are EMQ_ESERVER with the text. */
 EMQ_EXPORT emq_status emq_admin_group_create(emq_admin_t *a,
                                              const char *group,
                                              const char *start, int *created,
                                              emq_error *err);
 /* Moves group's cursor (XGROUP SETID) to "head", "tail", an entry ID, or
- * "@<unix-ms>" (the last entry before that time). Refuses a group that
- * does not exist. *redeliver (may be NULL) gets how many stored entries lie
- * after the new cursor: what the group will be handed again or anew. */
+ * "@<unix-ms>" (the last entry before that time, so entries at or after it
+ * come again). The target is checked before anything is sent (EMQ_EINVAL).
+ * Refuses a group that does not exist (EMQ_ESERVER naming it; nothing is
+ * created). *redeliver (may be NULL) gets the exact number of stored
+ * entries after the new cursor: what the group will be handed again or
+ * anew. An entry still pending after the cursor is handed out again, and
+ * the server restarts its delivery count at 1 (docs/ADMIN.md). */
 EMQ_EXPORT emq_status emq_admin_group_setid(emq_admin_t *a, const char *group,
                                             const char *to,
                                             uint64_t *redeliver,

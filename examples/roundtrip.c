@@ -79,7 +79,7 @@ static void print_reply(const emq_reply *r, int depth) {
             puts("(empty)");
             break;
         }
-        putchar('\n');
+        printf("(%zu element%s)\n", n, n == 1 ? "" : "s");
         for (size_t i = 0; i < n; i++) {
             indent(depth + 1);
             printf("%zu) ", i + 1);

@@ -27,7 +27,7 @@ if ! cmake --build "$build" --target gen_confdoc >"$log" 2>&1; then
         ! nm --defined-only "$build/libechomq.a" 2>/dev/null |
             grep -q ' T emq_conf_property$'; then
         echo "confdoc: the library does not define emq_conf_property() yet" >&2
-        echo "confdoc: (its property table comes with src/base/conf.c from the conn work)," >&2
+        echo "confdoc: (the configuration property table is not in the build)," >&2
         echo "confdoc: so docs/CONFIGURATION.md cannot be generated or checked" >&2
     else
         cat "$log" >&2

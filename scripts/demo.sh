@@ -16,9 +16,14 @@ echo "== demo: dependencies"
 
 echo "== demo: build (build/demo)"
 build=$root/build/demo
-cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    -DEMQ_TESTS=OFF -DEMQ_WERROR=OFF >/dev/null
-cmake --build "$build" -j "$(nproc)" --target example_roundtrip >/dev/null
+mkdir -p "$build"
+if ! { cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DEMQ_TESTS=OFF -DEMQ_WERROR=OFF &&
+    cmake --build "$build" -j "$(nproc)" --target example_roundtrip; } >"$build/build.log" 2>&1; then
+    cat "$build/build.log" >&2
+    echo "demo: the build failed (log: $build/build.log)" >&2
+    exit 1
+fi
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/echomq-demo.XXXXXX")
 cleanup() {

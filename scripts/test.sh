@@ -180,7 +180,7 @@ stage_sanitize() {
     configure "$build/sanitize" clang -DCMAKE_BUILD_TYPE=Debug \
         -DEMQ_SANITIZE=address,undefined -DEMQ_EXAMPLES=OFF
     compile "$build/sanitize" --target emq_tests
-    ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:detect_stack_use_after_return=1:strict_string_checks=1 \
+    ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:detect_stack_use_after_return=1 \
         UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
         run_tests sanitize "$build/sanitize/emq_tests"
 }
@@ -350,10 +350,11 @@ stage_bench() {
         echo "bench: hiredis found, but there is no bench/*.c yet: nothing to build"
         return 0
     fi
-    local src
+    local src name
     for src in "${sources[@]}"; do
-        [[ -x "$build/gcc/bench_$(basename "$src" .c)" ]] ||
-            { echo "bench: bench_$(basename "$src" .c) was not built" >&2; return 1; }
+        name=$(basename "$src" .c)
+        name=bench_${name#bench_}
+        [[ -x "$build/gcc/$name" ]] || { echo "bench: $name was not built" >&2; return 1; }
     done
     echo "built ${#sources[@]} benchmark(s) (not run)"
 }

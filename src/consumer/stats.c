@@ -1,4 +1,5 @@
-/* stats.c: the consumer's counters, as a struct and as JSON.
+/* stats.c: the consumer's counters as a struct and as JSON, and entries as
+ * JSON.
  *
  * Counters are relaxed atomics written by the consumer's thread and read
  * from any thread; a snapshot is consistent per counter, not across them.
@@ -20,6 +21,25 @@ void emq_consumer_stats_get(const emq_consumer_t *c, emq_consumer_stats *out) {
     out->group_recreated = atomic_load(&m->stats.group_recreated);
     out->reads = atomic_load(&m->stats.reads);
     out->round_trips = atomic_load(&m->stats.round_trips);
+}
+
+size_t emq_entry_json(const emq_entry *entry, char *buf, size_t size) {
+    emq_json o;
+    emq_json_init(&o, buf, size);
+    emq_json_raw(&o, "{\"id\":");
+    emq_json_cstr(&o, entry->id);
+    emq_json_raw(&o, ",\"deliveries\":%llu,\"fields\":{",
+                 (unsigned long long)entry->deliveries);
+    for (size_t i = 0; i < entry->nfields; i++) {
+        if (i)
+            emq_json_raw(&o, ",");
+        emq_json_bytes(&o, entry->fields[i].name, entry->fields[i].name_len);
+        emq_json_raw(&o, ":");
+        emq_json_bytes(&o, entry->fields[i].value,
+                       entry->fields[i].value_len);
+    }
+    emq_json_raw(&o, "}}");
+    return o.len;
 }
 
 size_t emq_consumer_stats_json(const emq_consumer_t *c, char *buf,

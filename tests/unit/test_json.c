@@ -45,3 +45,16 @@ TEST(json_truncates_like_snprintf) {
     emq_json_cstr(&j, "abc");
     ASSERT_EQ_SIZE(j.len, 5);
 }
+
+TEST(json_entry_is_binary_safe) {
+    emq_field fields[] = {{"data", 4, "hello", 5},
+                          {"bin", 3, "\x00\xff", 2},
+                          {"data", 4, "again", 5}};
+    emq_entry e = {"1-0", 2, fields, 3, "s", "g", "c"};
+    char buf[256];
+    size_t n = emq_entry_json(&e, buf, sizeof buf);
+    ASSERT_EQ_STR(buf, "{\"id\":\"1-0\",\"deliveries\":2,\"fields\":{\"data\":"
+                       "\"hello\",\"bin\":{\"base64\":\"AP8=\"},\"data\":"
+                       "\"again\"}}");
+    ASSERT_EQ_SIZE(n, strlen(buf));
+}

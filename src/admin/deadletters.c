@@ -22,9 +22,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Dead letters read per XRANGE while requeueing all of them. */
-#define EMQ_DEAD_REQUEUE_PAGE 100
-
 /* The names of the origin pairs, in order. */
 static const char *const origin_names[5] = {
     "emq.id", "emq.group", "emq.consumer", "emq.deliveries", "emq.reason"};
@@ -112,12 +109,8 @@ static void fill_letter(emq_dead_letter *d, const emq_reply *entry,
             origin_len[k] = 0;
         }
     }
-    size_t idlen = 0;
-    const char *id = emq_reply_str(emq_reply_at(entry, 0), &idlen);
-    if (id == NULL || idlen >= sizeof d->id.str)
-        idlen = 0;
-    memcpy(d->id.str, id ? id : "", idlen);
-    d->id.str[idlen] = '\0';
+    if (emq_admin_id(emq_reply_at(entry, 0), &d->id, NULL) != 0)
+        d->id.str[0] = '\0';
     size_t olen = origin_len[0] < sizeof d->origin_id.str ? origin_len[0] : 0;
     memcpy(d->origin_id.str, origin[0], olen);
     d->origin_id.str[olen] = '\0';
@@ -222,30 +215,26 @@ size_t emq_dead_letters_json(const emq_dead_letter *letters, size_t n,
     emq_json_init(&j, buf, size);
     for (size_t i = 0; i < n; i++) {
         const emq_dead_letter *d = &letters[i];
-        emq_json_raw(&j, "{\"id\":");
-        emq_json_cstr(&j, d->id.str);
+        /* The letter's ID, delivery count and original fields are written
+         * by emq_entry_json, so they read exactly like a consumed entry
+         * (and back through the CLI's reader); its closing brace is then
+         * overwritten by the origin. */
+        emq_entry entry = {d->id.str, d->deliveries, d->fields, d->nfields,
+                           NULL, NULL, NULL};
+        size_t room = j.len < j.size ? j.size - j.len : 0;
+        size_t len = emq_entry_json(&entry, room ? j.buf + j.len : NULL, room);
+        j.len += len - 1;
+        if (j.len < j.size)
+            j.buf[j.len] = '\0';
         emq_json_raw(&j, ",\"origin_id\":");
         emq_json_cstr(&j, d->origin_id.str);
         emq_json_raw(&j, ",\"group\":");
         emq_json_cstr(&j, d->group ? d->group : "");
         emq_json_raw(&j, ",\"consumer\":");
         emq_json_cstr(&j, d->consumer ? d->consumer : "");
-        emq_json_raw(&j, ",\"deliveries\":%llu,\"reason\":",
-                     (unsigned long long)d->deliveries);
+        emq_json_raw(&j, ",\"reason\":");
         emq_json_cstr(&j, d->reason ? d->reason : "");
-        emq_json_raw(&j, ",\"fields\":{");
-        for (size_t k = 0; k < d->nfields; k++) {
-            const emq_field *f = &d->fields[k];
-            if (k)
-                emq_json_raw(&j, ",");
-            /* A name that is not UTF-8 is written {"base64":"..."} too,
-             * as emq_entry_json does: not strict JSON, but it round-trips
-             * through the CLI's reader. */
-            emq_json_bytes(&j, f->name, f->name_len);
-            emq_json_raw(&j, ":");
-            emq_json_bytes(&j, f->value, f->value_len);
-        }
-        emq_json_raw(&j, "}}\n");
+        emq_json_raw(&j, "}\n");
     }
     return j.len;
 }
@@ -285,21 +274,16 @@ static emq_status requeue_all(emq_admin_t *a, uint64_t *requeued,
     if (st != EMQ_OK)
         return st;
     emq_id last;
-    size_t len = 0;
-    const char *s = emq_reply_len(r) == 1
-                        ? emq_reply_str(emq_reply_at(emq_reply_at(r, 0), 0),
-                                        &len)
-                        : NULL;
-    if (s == NULL || len >= sizeof last.str) {
-        emq_reply_free(r);
-        return EMQ_OK; /* no dead letters */
-    }
-    memcpy(last.str, s, len);
-    last.str[len] = '\0';
+    int none = emq_reply_len(r) != 1 ||
+               emq_admin_id(emq_reply_at(emq_reply_at(r, 0), 0), &last,
+                            NULL) != 0;
     emq_reply_free(r);
+    if (none)
+        return EMQ_OK; /* no dead letters */
+    size_t len = 0;
     char from[EMQ_ID_MAX + 1] = "-";
     char page[24];
-    snprintf(page, sizeof page, "%d", EMQ_DEAD_REQUEUE_PAGE);
+    snprintf(page, sizeof page, "%d", EMQ_ADMIN_PAGE);
     for (;;) {
         const char *argv[] = {"XRANGE", a->keys.dead, from, last.str,
                               "COUNT", page};
@@ -320,7 +304,7 @@ static emq_status requeue_all(emq_admin_t *a, uint64_t *requeued,
                 snprintf(from, sizeof from, "(%.*s", (int)len, id);
         }
         emq_reply_free(r);
-        if (st != EMQ_OK || n < EMQ_DEAD_REQUEUE_PAGE)
+        if (st != EMQ_OK || n < EMQ_ADMIN_PAGE)
             return st;
     }
 }

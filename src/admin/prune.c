@@ -179,9 +179,9 @@ emq_status emq_admin_prune_consumers(emq_admin_t *a, const char *group,
     emq_prune_result local = {0, 0, 0};
     if (result)
         *result = local;
-    if (a == NULL || group == NULL || group[0] == '\0')
-        return emq_error_set(err, EMQ_EINVAL, 0,
-                             "prune needs an admin handle and a group");
+    emq_status st = emq_admin_check_group(group, err);
+    if (st != EMQ_OK)
+        return st;
     if (idle_ms < 0)
         return emq_error_set(err, EMQ_EINVAL, 0,
                              "prune: idle_ms must be >= 0, not %lld",
@@ -189,7 +189,7 @@ emq_status emq_admin_prune_consumers(emq_admin_t *a, const char *group,
     emq_reply *reply = NULL;
     prune_member *members = NULL;
     size_t n = 0;
-    emq_status st = list_members(a, group, &reply, &members, &n, err);
+    st = list_members(a, group, &reply, &members, &n, err);
     if (st != EMQ_OK)
         return st;
     /* The heir: the most recently active consumer that stays. */

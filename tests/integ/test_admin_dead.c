@@ -68,7 +68,7 @@ TEST(admin_dead_list_splits_origin_and_binary_fields) {
     reply_text(r, d[1].str, sizeof d[1].str);
     emq_reply_free(r);
 
-    emq_admin_t *a = admin_open(s, "jobs");
+    emq_admin_t *a = admin_open(s, "jobs", "2");
     emq_dead_letter *letters = NULL;
     size_t n = 0;
     ASSERT_OK(emq_admin_dead_list(a, 0, &letters, &n, &err), &err);
@@ -99,13 +99,14 @@ TEST(admin_dead_list_splits_origin_and_binary_fields) {
     ASSERT(json != NULL);
     ASSERT_EQ_SIZE(emq_dead_letters_json(letters, n, json, need + 1), need);
     ASSERT_EQ_SIZE(strlen(json), need);
-    ASSERT_CONTAINS(json, "\"origin_id\":\"5-0\",\"group\":\"g\","
-                          "\"consumer\":\"w\",\"deliveries\":3,"
-                          "\"reason\":\"boom\",\"fields\":{\"n\":\"v1\","
+    ASSERT_CONTAINS(json, "\"deliveries\":3,\"fields\":{\"n\":\"v1\","
                           "\"bin\":{\"base64\":\"/wB4\"},"
-                          "\"emq.id\":\"again\"}}\n");
+                          "\"emq.id\":\"again\"},\"origin_id\":\"5-0\","
+                          "\"group\":\"g\",\"consumer\":\"w\","
+                          "\"reason\":\"boom\"}\n");
     ASSERT_CONTAINS(json, "\"fields\":{{\"base64\":\"/g==\"}:"
-                          "{\"base64\":\"gA==\"}}}\n");
+                          "{\"base64\":\"gA==\"}},\"origin_id\":\"6-0\"");
+    ASSERT(strncmp(json, "{\"id\":\"", 7) == 0);
     char *second = strchr(json, '\n');
     ASSERT(second != NULL && strchr(second + 1, '\n') == json + need - 1);
     /* A short buffer gets a NUL-terminated prefix and the full length. */
@@ -139,7 +140,7 @@ TEST(admin_dead_requeue_moves_some_and_reports_unknown_ids_after) {
     add_dead(adm, "1-0", "a", &d[0]);
     add_dead(adm, "2-0", "b", &d[1]);
     add_dead(adm, "3-0", "c", &d[2]);
-    emq_admin_t *a = admin_open(s, "jobs");
+    emq_admin_t *a = admin_open(s, "jobs", "2");
     uint64_t moved = 99;
     emq_error err;
     const char *ids[] = {d[0].str, "9-9", "not-an-id", d[2].str};
@@ -184,23 +185,23 @@ TEST(admin_dead_requeue_all_pages_through_many) {
     emq_srv *s = emq_srv_start(NULL);
     emq_conn_t *adm = admin_connect(s);
     ASSERT_EQ_INT(CMD_INT(adm, "EVAL",
-                          "for i = 1, 250 do redis.call('XADD', KEYS[1], '*',"
+                          "for i = 1, 2100 do redis.call('XADD', KEYS[1], '*',"
                           " 'emq.id', i .. '-0', 'emq.group', 'g', "
                           "'emq.consumer', 'w', 'emq.deliveries', 2, "
                           "'emq.reason', 'r', 'n', i) end\n"
                           "return redis.call('XLEN', KEYS[1])",
                           "1", Q_DEAD),
-                  250);
-    emq_admin_t *a = admin_open(s, "jobs");
+                  2100);
+    emq_admin_t *a = admin_open(s, "jobs", "2");
     uint64_t moved = 0;
     emq_error err;
     ASSERT_OK(emq_admin_dead_requeue(a, NULL, 0, &moved, &err), &err);
-    ASSERT_EQ_INT(moved, 250);
+    ASSERT_EQ_INT(moved, 2100);
     ASSERT_EQ_INT(CMD_INT(adm, "XLEN", Q_DEAD), 0);
-    ASSERT_EQ_INT(CMD_INT(adm, "XLEN", Q_STREAM), 250);
+    ASSERT_EQ_INT(CMD_INT(adm, "XLEN", Q_STREAM), 2100);
     /* In their original order. */
     emq_reply *r = CMD(adm, "XRANGE", Q_STREAM, "-", "+");
-    for (size_t i = 0; i < 250; i++) {
+    for (size_t i = 0; i < 2100; i++) {
         char v[16], want[16];
         snprintf(want, sizeof want, "%zu", i + 1);
         reply_text(emq_reply_at(emq_reply_at(emq_reply_at(r, i), 1), 1), v,
@@ -216,7 +217,7 @@ TEST(admin_dead_requeue_all_pages_through_many) {
 TEST(admin_dead_purge_reports_the_count_also_when_empty) {
     emq_srv *s = emq_srv_start(NULL);
     emq_conn_t *adm = admin_connect(s);
-    emq_admin_t *a = admin_open(s, "jobs");
+    emq_admin_t *a = admin_open(s, "jobs", "2");
     uint64_t removed = 99;
     emq_error err;
     ASSERT_OK(emq_admin_dead_purge(a, &removed, &err), &err);
@@ -263,7 +264,7 @@ TEST(admin_dead_poison_entry_listed_requeued_and_handled) {
     ASSERT_OK(stop_consumer(&t1), &t1.err);
     emq_consumer_destroy(c1);
 
-    emq_admin_t *a = admin_open(s, "jobs");
+    emq_admin_t *a = admin_open(s, "jobs", "2");
     emq_dead_letter *letters = NULL;
     size_t n = 0;
     ASSERT_OK(emq_admin_dead_list(a, 10, &letters, &n, &err), &err);
@@ -320,13 +321,13 @@ TEST(admin_dead_list_and_prune_survive_every_allocation_failure) {
     add_dead(adm, "2-0", "b", &d[1]);
     CMD_NOERR(adm, "XGROUP", "CREATE", Q_STREAM, "g", "$", "MKSTREAM");
     emq_reply_free(CMD(adm, "XADD", Q_STREAM, "*", "n", "1"));
-    ASSERT_EQ_INT(read_new(adm, Q_STREAM, "g", "idle", 1), 1);
+    ASSERT_EQ_INT(take_new(adm, Q_STREAM, "g", "idle", "1"), 1);
     /* Walk the failing allocation over each call until one runs without
      * reaching it: every failure is EMQ_ENOMEM and leaks nothing. */
     int listed = 0, pruned = 0;
     for (uint64_t n = 1; n < 200 && !(listed && pruned); n++) {
         uint64_t live = emq_alloc_live();
-        emq_admin_t *a = admin_open(s, "jobs");
+        emq_admin_t *a = admin_open(s, "jobs", "2");
         emq_error err;
         emq_dead_letter *letters = NULL;
         size_t count = 0;

@@ -26,19 +26,19 @@ TEST(admin_prune_moves_pending_to_most_recent_consumer_then_removes) {
     emq_conn_t *adm = admin_connect(s);
     CMD_NOERR(adm, "XGROUP", "CREATE", Q_STREAM, "g", "$", "MKSTREAM");
     add_entries(adm, 3);
-    ASSERT_EQ_INT(read_new(adm, Q_STREAM, "g", "idle1", 3), 3);
+    ASSERT_EQ_INT(take_new(adm, Q_STREAM, "g", "idle1", "3"), 3);
     ASSERT_EQ_INT(CMD_INT(adm, "XGROUP", "CREATECONSUMER", Q_STREAM, "g",
                           "idle2"), 1);
     emq_id ids[3];
     ASSERT_EQ_SIZE(stream_ids(adm, Q_STREAM, ids, 3), 3);
     usleep(600 * 1000);
     add_entries(adm, 1);
-    ASSERT_EQ_INT(read_new(adm, Q_STREAM, "g", "live2", 1), 1);
+    ASSERT_EQ_INT(take_new(adm, Q_STREAM, "g", "live2", "1"), 1);
     usleep(150 * 1000);
     add_entries(adm, 1);
-    ASSERT_EQ_INT(read_new(adm, Q_STREAM, "g", "live1", 1), 1);
+    ASSERT_EQ_INT(take_new(adm, Q_STREAM, "g", "live1", "1"), 1);
 
-    emq_admin_t *a = admin_open(s, "jobs");
+    emq_admin_t *a = admin_open(s, "jobs", "2");
     emq_prune_result res;
     emq_error err;
     ASSERT_OK(emq_admin_prune_consumers(a, "g", 500, &res, &err), &err);
@@ -77,11 +77,11 @@ TEST(admin_prune_all_idle_keeps_consumers_holding_entries) {
     emq_conn_t *adm = admin_connect(s);
     CMD_NOERR(adm, "XGROUP", "CREATE", Q_STREAM, "g", "$", "MKSTREAM");
     add_entries(adm, 2);
-    ASSERT_EQ_INT(read_new(adm, Q_STREAM, "g", "holder", 2), 2);
+    ASSERT_EQ_INT(take_new(adm, Q_STREAM, "g", "holder", "2"), 2);
     ASSERT_EQ_INT(CMD_INT(adm, "XGROUP", "CREATECONSUMER", Q_STREAM, "g",
                           "empty"), 1);
     usleep(300 * 1000);
-    emq_admin_t *a = admin_open(s, "jobs");
+    emq_admin_t *a = admin_open(s, "jobs", "2");
     emq_prune_result res;
     emq_error err;
     ASSERT_OK(emq_admin_prune_consumers(a, "g", 200, &res, &err), &err);
@@ -117,11 +117,11 @@ TEST(admin_prune_moves_long_pending_lists_in_bounded_calls) {
     ASSERT_EQ_INT(CMD_INT(adm, "XDEL", Q_STREAM, first[0].str), 1);
     usleep(300 * 1000);
     add_entries(adm, 1);
-    ASSERT_EQ_INT(read_new(adm, Q_STREAM, "g", "live", 1), 1);
+    ASSERT_EQ_INT(take_new(adm, Q_STREAM, "g", "live", "1"), 1);
     long long evals_before = 0, usec = 0;
     cmdstat(adm, "eval", &evals_before, &usec);
 
-    emq_admin_t *a = admin_open(s, "jobs");
+    emq_admin_t *a = admin_open(s, "jobs", "2");
     emq_prune_result res;
     emq_error err;
     ASSERT_OK(emq_admin_prune_consumers(a, "g", 200, &res, &err), &err);
@@ -142,7 +142,7 @@ TEST(admin_prune_moves_long_pending_lists_in_bounded_calls) {
 TEST(admin_prune_missing_group_is_a_clear_error) {
     emq_srv *s = emq_srv_start(NULL);
     emq_conn_t *adm = admin_connect(s);
-    emq_admin_t *a = admin_open(s, "jobs");
+    emq_admin_t *a = admin_open(s, "jobs", "2");
     emq_prune_result res = {7, 7, 7};
     emq_error err;
     /* No stream at all. */

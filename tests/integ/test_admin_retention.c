@@ -43,16 +43,16 @@ TEST(admin_trim_two_groups_keep_what_the_slower_needs) {
     emq_id e[10];
     add_entries(adm, 10, e);
     /* g1: e0..e5 delivered, e2, e4, e5 still pending. */
-    ASSERT_EQ_INT(read_new(adm, Q_STREAM, "g1", "c1", 6), 6);
+    ASSERT_EQ_INT(take_new(adm, Q_STREAM, "g1", "c1", "6"), 6);
     ASSERT_EQ_INT(CMD_INT(adm, "XACK", Q_STREAM, "g1", e[0].str, e[1].str,
                           e[3].str),
                   3);
     /* g2: e0..e3 delivered and acknowledged; e4 is its next. */
-    ASSERT_EQ_INT(read_new(adm, Q_STREAM, "g2", "c2", 4), 4);
+    ASSERT_EQ_INT(take_new(adm, Q_STREAM, "g2", "c2", "4"), 4);
     ASSERT_EQ_INT(CMD_INT(adm, "XACK", Q_STREAM, "g2", e[0].str, e[1].str,
                           e[2].str, e[3].str),
                   4);
-    emq_admin_t *a = admin_open(s, "jobs");
+    emq_admin_t *a = admin_open(s, "jobs", "2");
     emq_trim_result res = trim_ok(a, -1, -1);
     ASSERT_EQ_INT(res.removed, 2);
     ASSERT_EQ_STR(res.floor.str, e[2].str);
@@ -89,16 +89,16 @@ TEST(admin_trim_group_with_empty_pending_list) {
     emq_id e[5];
     add_entries(adm, 5, e);
     /* Two delivered and acknowledged: the floor is the third. */
-    ASSERT_EQ_INT(read_new(adm, Q_STREAM, "g", "c", 2), 2);
+    ASSERT_EQ_INT(take_new(adm, Q_STREAM, "g", "c", "2"), 2);
     ASSERT_EQ_INT(CMD_INT(adm, "XACK", Q_STREAM, "g", e[0].str, e[1].str),
                   2);
-    emq_admin_t *a = admin_open(s, "jobs");
+    emq_admin_t *a = admin_open(s, "jobs", "2");
     emq_trim_result res = trim_ok(a, -1, -1);
     ASSERT_EQ_INT(res.removed, 2);
     ASSERT_EQ_STR(res.floor.str, e[2].str);
     /* All delivered and acknowledged: nothing is needed, all goes, the
      * stream and its group stay. */
-    ASSERT_EQ_INT(read_new(adm, Q_STREAM, "g", "c", 10), 3);
+    ASSERT_EQ_INT(take_new(adm, Q_STREAM, "g", "c", "10"), 3);
     ASSERT_EQ_INT(CMD_INT(adm, "XACK", Q_STREAM, "g", e[2].str, e[3].str,
                           e[4].str),
                   3);
@@ -109,7 +109,7 @@ TEST(admin_trim_group_with_empty_pending_list) {
     ASSERT_EQ_INT(CMD_INT(adm, "XLEN", Q_STREAM), 0);
     ASSERT_EQ_INT(CMD_INT(adm, "EXISTS", Q_STREAM), 1);
     add_entries(adm, 1, NULL);
-    ASSERT_EQ_INT(read_new(adm, Q_STREAM, "g", "c", 10), 1);
+    ASSERT_EQ_INT(take_new(adm, Q_STREAM, "g", "c", "10"), 1);
     emq_admin_destroy(a);
     emq_conn_destroy(adm);
     emq_srv_stop(s);
@@ -118,7 +118,7 @@ TEST(admin_trim_group_with_empty_pending_list) {
 TEST(admin_trim_without_groups_removes_nothing) {
     emq_srv *s = emq_srv_start(NULL);
     emq_conn_t *adm = admin_connect(s);
-    emq_admin_t *a = admin_open(s, "jobs");
+    emq_admin_t *a = admin_open(s, "jobs", "2");
     /* No stream at all. */
     emq_trim_result res = trim_ok(a, 0, 0);
     ASSERT_EQ_INT(res.no_groups, 1);
@@ -137,7 +137,7 @@ TEST(admin_trim_without_groups_removes_nothing) {
                   &err);
     /* A key of another type is the server's error. */
     CMD_NOERR(adm, "SET", "emq:{other}", "x");
-    emq_admin_t *b = admin_open(s, "other");
+    emq_admin_t *b = admin_open(s, "other", "2");
     ASSERT_STATUS(emq_admin_trim_acked(b, -1, -1, &res, &err), EMQ_ESERVER,
                   &err);
     ASSERT_CONTAINS(err.message, "WRONGTYPE");
@@ -153,11 +153,11 @@ TEST(admin_trim_length_bound_is_held_back_at_the_floor) {
     CMD_NOERR(adm, "XGROUP", "CREATE", Q_STREAM, "g", "$", "MKSTREAM");
     emq_id e[10];
     add_entries(adm, 10, e);
-    ASSERT_EQ_INT(read_new(adm, Q_STREAM, "g", "c", 3), 3);
+    ASSERT_EQ_INT(take_new(adm, Q_STREAM, "g", "c", "3"), 3);
     ASSERT_EQ_INT(CMD_INT(adm, "XACK", Q_STREAM, "g", e[0].str, e[1].str,
                           e[2].str),
                   3);
-    emq_admin_t *a = admin_open(s, "jobs");
+    emq_admin_t *a = admin_open(s, "jobs", "2");
     /* Keep 8 of 10: both are below the floor e3. */
     emq_trim_result res = trim_ok(a, 8, -1);
     ASSERT_EQ_INT(res.removed, 2);
@@ -197,10 +197,10 @@ TEST(admin_trim_age_bound_is_held_back_at_the_floor) {
     }
     add_entries(adm, 5, e + 5);
     CMD_NOERR(adm, "XGROUP", "CREATE", Q_STREAM, "g", "0");
-    ASSERT_EQ_INT(read_new(adm, Q_STREAM, "g", "c", 2), 2);
+    ASSERT_EQ_INT(take_new(adm, Q_STREAM, "g", "c", "2"), 2);
     ASSERT_EQ_INT(CMD_INT(adm, "XACK", Q_STREAM, "g", e[0].str, e[1].str),
                   2);
-    emq_admin_t *a = admin_open(s, "jobs");
+    emq_admin_t *a = admin_open(s, "jobs", "2");
     /* Older than 30 s: five entries; two are below the floor. */
     emq_trim_result res = trim_ok(a, -1, 30000);
     ASSERT_EQ_INT(res.removed, 2);
@@ -208,7 +208,7 @@ TEST(admin_trim_age_bound_is_held_back_at_the_floor) {
     ASSERT_EQ_STR(res.floor.str, e[2].str);
     /* The group takes and acknowledges the rest of the old ones and two
      * fresh ones: the old ones go, nothing fresh does. */
-    ASSERT_EQ_INT(read_new(adm, Q_STREAM, "g", "c", 5), 5);
+    ASSERT_EQ_INT(take_new(adm, Q_STREAM, "g", "c", "5"), 5);
     ASSERT_EQ_INT(CMD_INT(adm, "XACK", Q_STREAM, "g", e[2].str, e[3].str,
                           e[4].str, e[5].str, e[6].str),
                   5);
@@ -297,7 +297,7 @@ TEST_TIMEOUT(admin_trim_while_producing_loses_nothing_a_group_needs, 60) {
     /* Group "slow": read by this thread a little at a time, between trims. */
     static unsigned char seen_slow[N_CONCURRENT];
     memset(seen_slow, 0, sizeof seen_slow);
-    emq_admin_t *a = admin_open(s, "jobs");
+    emq_admin_t *a = admin_open(s, "jobs", "2");
     static producing prod;
     prod.s = s;
     atomic_store(&prod.done, 0);

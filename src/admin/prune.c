@@ -152,15 +152,20 @@ static emq_status prune_one(emq_admin_t *a, const char *group,
             emq_admin_call(a, "prune script", 9, argv, lens, &r, err);
         if (st != EMQ_OK)
             return st;
-        long long code = -1, moved = 0;
+        long long code = -1, moved = 0, dropped = 0;
         if (emq_reply_kind(r) == EMQ_REPLY_ARRAY && emq_reply_len(r) == 3) {
             code = emq_reply_integer(emq_reply_at(r, 0));
             moved = emq_reply_integer(emq_reply_at(r, 1));
+            dropped = emq_reply_integer(emq_reply_at(r, 2));
         }
         emq_reply_free(r);
         if (code < 0 || code > 4)
             return emq_error_set(err, EMQ_EPROTO, 0,
                                  "prune script: unexpected reply");
+        if (code == 1 && moved + dropped <= 0) /* never loop without progress */
+            return emq_error_set(err, EMQ_EPROTO, 0,
+                                 "prune script: entries left to move but "
+                                 "none moved");
         if (moved > 0)
             result->moved += (uint64_t)moved;
         switch (code) {

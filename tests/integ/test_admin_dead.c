@@ -140,7 +140,7 @@ TEST(admin_dead_requeue_moves_some_and_reports_unknown_ids_after) {
     add_dead(adm, "1-0", "a", &d[0]);
     add_dead(adm, "2-0", "b", &d[1]);
     add_dead(adm, "3-0", "c", &d[2]);
-    emq_admin_t *a = admin_open(s, "jobs", "2");
+    emq_admin_t *a = admin_open(s, "jobs", "3"); /* RESP3 */
     uint64_t moved = 99;
     emq_error err;
     const char *ids[] = {d[0].str, "9-9", "not-an-id", d[2].str};

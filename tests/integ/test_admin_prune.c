@@ -81,7 +81,7 @@ TEST(admin_prune_all_idle_keeps_consumers_holding_entries) {
     ASSERT_EQ_INT(CMD_INT(adm, "XGROUP", "CREATECONSUMER", Q_STREAM, "g",
                           "empty"), 1);
     usleep(300 * 1000);
-    emq_admin_t *a = admin_open(s, "jobs", "2");
+    emq_admin_t *a = admin_open(s, "jobs", "3"); /* RESP3: XINFO maps */
     emq_prune_result res;
     emq_error err;
     ASSERT_OK(emq_admin_prune_consumers(a, "g", 200, &res, &err), &err);

@@ -157,7 +157,7 @@ TEST(admin_trim_length_bound_is_held_back_at_the_floor) {
     ASSERT_EQ_INT(CMD_INT(adm, "XACK", Q_STREAM, "g", e[0].str, e[1].str,
                           e[2].str),
                   3);
-    emq_admin_t *a = admin_open(s, "jobs", "2");
+    emq_admin_t *a = admin_open(s, "jobs", "3"); /* RESP3 */
     /* Keep 8 of 10: both are below the floor e3. */
     emq_trim_result res = trim_ok(a, 8, -1);
     ASSERT_EQ_INT(res.removed, 2);

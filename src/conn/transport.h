@@ -39,6 +39,8 @@ struct emq_transport {
     short want;       /* POLLIN/POLLOUT needed after EMQ_EAGAIN */
     const char *name; /* endpoint for messages, e.g. "127.0.0.1:6379";
                          owned by the connection, outlives t */
+    int buffers;      /* 1: may hold readable bytes the socket does not
+                         show (TLS), so never poll before reading */
 };
 
 /* TLS options resolved from conf and URL (strings borrowed, may be NULL). */

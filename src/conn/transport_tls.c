@@ -332,6 +332,7 @@ emq_status emq_transport_tls_wrap(emq_transport *inner, const char *host,
         return emq_error_set(err, EMQ_ENOMEM, 0, "out of memory");
     }
     t->base.ops = &tls_ops;
+    t->base.buffers = 1;
     t->base.fd = inner->fd;
     t->base.name = inner->name;
     t->inner = inner;

@@ -30,7 +30,6 @@ typedef enum deferred_kind {
 /* One entry of a batch, as parsed from a reply. */
 typedef struct batch_item {
     emq_id id;
-    emq_stream_id sid;
     const emq_reply *fields; /* array of name, value...; NULL if deleted */
     uint64_t deliveries;     /* server's count; 0 when not known yet */
 } batch_item;

@@ -80,9 +80,8 @@ emq_status emq_batch_parse(batch *b, emq_reply *reply,
         batch_item *item = &b->items[i];
         if (emq_reply_kind(entry) != EMQ_REPLY_ARRAY ||
             emq_reply_len(entry) != 2 ||
-            emq_reply_kind(id) != EMQ_REPLY_STRING ||
+            emq_reply_kind(id) != EMQ_REPLY_STRING || id_len == 0 ||
             id_len >= EMQ_ID_MAX ||
-            emq_stream_id_parse(id_text, id_len, &item->sid) != 0 ||
             (emq_reply_kind(fields) != EMQ_REPLY_NULL &&
              (emq_reply_kind(fields) != EMQ_REPLY_ARRAY ||
               emq_reply_len(fields) % 2 != 0))) {
@@ -103,6 +102,12 @@ void emq_batch_set_counts(batch *b, const emq_reply *xpending,
                           uint64_t bump) {
     size_t j = 0, m = emq_reply_len(xpending);
     for (size_t i = 0; i < b->n; i++) {
+        /* IDs are parsed only here, on the recovery paths: the hot path
+         * of new entries never needs them as numbers. */
+        emq_stream_id isid;
+        if (emq_stream_id_parse(b->items[i].id.str, strlen(b->items[i].id.str),
+                                &isid) != 0)
+            continue; /* not a stream ID: no count, so left alone */
         while (j < m) {
             const emq_reply *row = emq_reply_at(xpending, j);
             size_t len;
@@ -112,7 +117,7 @@ void emq_batch_set_counts(batch *b, const emq_reply *xpending,
                 j++;
                 continue;
             }
-            int cmp = emq_stream_id_cmp(sid, b->items[i].sid);
+            int cmp = emq_stream_id_cmp(sid, isid);
             if (cmp < 0) {
                 j++;
                 continue;

@@ -124,6 +124,19 @@ int64_t cli_now_ms(void);
 /* Prints help text (a verb's or the overview) to out. */
 void cli_help_overview(FILE *out);
 
+/* Opens the admin handle of queue: *conf and *admin are set (free both)
+ * or CLI_USAGE/CLI_FAIL is returned after printing why. */
+int cli_admin_open(const char *verb, const char *queue, emq_conf_t **conf,
+                   emq_admin_t **admin);
+/* Calls fn(ctx, buf, size), which writes with snprintf semantics, into a
+ * buffer of the right size and prints the result on stdout (a newline
+ * added when it has none). Returns CLI_OK or CLI_FAIL. */
+int cli_print_json(size_t (*fn)(const void *ctx, char *buf, size_t size),
+                   const void *ctx);
+/* Formats a duration in milliseconds for tables: "850ms", "12.3s",
+ * "4m05s", "2h10m", "3d4h"; "-" for a negative value. */
+const char *cli_duration(int64_t ms, char *buf, size_t size);
+
 /* ---- verbs ---------------------------------------------------------------- */
 
 int cmd_produce(int argc, char **argv);

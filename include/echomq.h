@@ -270,34 +270,56 @@ EMQ_EXPORT emq_status emq_conf_stream_key(const emq_conf_t *conf, char *buf,
 
 /* ---- producer ----------------------------------------------------------- */
 
-/* Appends entries to a queue's stream (conf: url and queue, or stream). */
+/* Appends entries to a queue's stream (conf: url and queue, or stream).
+ * Every XADD carries the queue's trimming policy (trim.maxlen or
+ * trim.minid, trim.approx, trim.limit) and producer.nomkstream, so adding
+ * and trimming are one atomic command. Plain trimming deletes entries no
+ * matter whether a group processed them: see docs/PRODUCER.md and
+ * emq_admin_trim_acked for retention that keeps unprocessed work. */
 typedef struct emq_producer emq_producer_t;
 
 /* One entry of a batch. */
 typedef struct emq_message {
     const emq_field *fields; /* nfields pairs; at least one */
     size_t nfields;
-    const char *id;          /* explicit ID, or NULL for an automatic one */
+    const char *id;          /* explicit ID ("ms-seq", "ms-*"), or NULL for
+                                an automatic one */
 } emq_message;
 
-/* Connects (conf borrowed: copied). On success *out is caller-owned; free
- * with emq_producer_destroy. EMQ_EINVAL names a missing or bad queue. */
+/* Validates conf and connects (conf borrowed: copied). On success *out is
+ * caller-owned; free with emq_producer_destroy. EMQ_EINVAL, before any
+ * connection is made, names a missing or bad queue or a trimming policy
+ * the server would refuse (trim.maxlen with trim.minid, a malformed
+ * trim.minid, trim.limit without trim.approx 1, trim.approx or trim.limit
+ * without a bound). */
 EMQ_EXPORT emq_status emq_producer_new(const emq_conf_t *conf,
                                        emq_producer_t **out, emq_error *err);
 /* Closes and frees; NULL is a no-op. */
 EMQ_EXPORT void emq_producer_destroy(emq_producer_t *p);
-/* Adds one entry with an automatic ID; its ID goes to *id (may be NULL).
- * A server error reply (OOM, WRONGTYPE, too large) is EMQ_ESERVER with the
- * reply text. */
+/* Adds one entry with an automatic ID; its ID goes to *id (may be NULL;
+ * "" on failure). A server error reply (OOM, WRONGTYPE, too large) is
+ * EMQ_ESERVER with the reply text; with producer.nomkstream set, a missing
+ * stream is EMQ_ESERVER "stream '<key>' does not exist and
+ * producer.nomkstream is set" and nothing is created. A transport failure
+ * returns its status (retriable as the connection says) and the entry may
+ * or may not have been added; the next call reconnects first. */
 EMQ_EXPORT emq_status emq_produce(emq_producer_t *p, const emq_field *fields,
                                   size_t nfields, emq_id *id,
                                   emq_error *err);
 /* Adds n entries, pipelined in windows of conf producer.window commands so
- * memory stays bounded whatever n is. ids (n slots, may be NULL) receives
- * each entry's ID, or "" for an entry the server refused. *written (may be
- * NULL) gets how many entries were added. When any entry fails, the call
- * returns the first failure and err names that entry's index; entries
- * before and after it that the server accepted stay added. */
+ * memory stays bounded whatever n is. A message without fields makes the
+ * whole batch EMQ_EINVAL before anything is sent. ids (n slots, may be
+ * NULL) receives each entry's ID, or "" for an entry that was not added
+ * or whose outcome is unknown. *written (may be NULL) gets how many
+ * entries were confirmed added.
+ * - Server refusals (an ID not above the top, OOM, WRONGTYPE, a missing
+ *   stream with producer.nomkstream) fail only their entry: the call goes
+ *   on, then returns EMQ_ESERVER for the first one, err naming its index
+ *   ("entry 3: ..."); the other entries the server accepted stay added.
+ * - A transport failure stops the batch: its status is returned, and err
+ *   says how many entries were confirmed and from which index on the
+ *   outcome is unknown (those may or may not have been added; their ids
+ *   are ""). The next call reconnects first. */
 EMQ_EXPORT emq_status emq_produce_batch(emq_producer_t *p,
                                         const emq_message *msgs, size_t n,
                                         emq_id *ids, size_t *written,
@@ -452,7 +474,9 @@ typedef struct emq_queue_info {
 } emq_queue_info;
 
 /* Describes the queue: stream, every group and consumer, dead letters.
- * *out is caller-owned; free with emq_queue_info_free. */
+ * A missing stream is not an error (exists = 0). A lag the server reports
+ * as nil is counted by the client (lag_computed = 1). *out is
+ * caller-owned; free with emq_queue_info_free. */
 EMQ_EXPORT emq_status emq_admin_describe(emq_admin_t *a, emq_queue_info **out,
                                          emq_error *err);
 EMQ_EXPORT void emq_queue_info_free(emq_queue_info *info);
@@ -485,16 +509,22 @@ EMQ_EXPORT size_t emq_pending_json(const emq_pending_entry *entries, size_t n,
 /* Frees an array returned by an emq_admin_* call; NULL is a no-op. */
 EMQ_EXPORT void emq_free_array(void *array);
 
-/* Creates group at start (new, head or an ID; required). *created gets 1
- * when created, 0 when it existed already (BUSYGROUP, not an error). */
+/* Creates group at start (new, head or an ID; required, checked before
+ * sending) with XGROUP CREATE ... MKSTREAM. *created gets 1 when created,
+ * 0 when it existed already (BUSYGROUP, not an error; its cursor is kept).
+ * Other error replies (WRONGTYPE, NOPERM) are EMQ_ESERVER with the text. */
 EMQ_EXPORT emq_status emq_admin_group_create(emq_admin_t *a,
                                              const char *group,
                                              const char *start, int *created,
                                              emq_error *err);
 /* Moves group's cursor (XGROUP SETID) to "head", "tail", an entry ID, or
- * "@<unix-ms>" (the last entry before that time). Refuses a group that
- * does not exist. *redeliver (may be NULL) gets how many stored entries lie
- * after the new cursor: what the group will be handed again or anew. */
+ * "@<unix-ms>" (the last entry before that time, so entries at or after it
+ * come again). The target is checked before anything is sent (EMQ_EINVAL).
+ * Refuses a group that does not exist (EMQ_ESERVER naming it; nothing is
+ * created). *redeliver (may be NULL) gets the exact number of stored
+ * entries after the new cursor: what the group will be handed again or
+ * anew. An entry still pending after the cursor is handed out again, and
+ * the server restarts its delivery count at 1 (docs/ADMIN.md). */
 EMQ_EXPORT emq_status emq_admin_group_setid(emq_admin_t *a, const char *group,
                                             const char *to,
                                             uint64_t *redeliver,

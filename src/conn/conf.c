@@ -206,6 +206,31 @@ static const prop props[] = {
     {"producer.window", "256",
      "XADD commands a batch keeps in flight before reading their replies.",
      P_INT, F(producer_window), 1, 65536, NULL, NULL, NULL},
+    {"producer.nomkstream", "0",
+     "1: add with XADD NOMKSTREAM, so a producer never creates its stream; "
+     "an entry for a missing stream fails (EMQ_ESERVER) and nothing is "
+     "created. 0: the first XADD creates the stream.",
+     P_INT, F(producer_nomkstream), 0, 1, NULL, NULL, NULL},
+    {"trim.maxlen", "",
+     "Trim the stream on every XADD to this many entries (MAXLEN). Deletes "
+     "entries whether or not a group processed them (docs/PRODUCER.md). "
+     "Empty: no length trimming. Not with trim.minid.",
+     P_OPTINT, F(trim_maxlen), 0, INT64_MAX, NULL, NULL, NULL},
+    {"trim.minid", "",
+     "Trim the stream on every XADD to entries with IDs at or above this "
+     "one (MINID, ms or ms-seq). Same warning as trim.maxlen. Empty: none. "
+     "Not with trim.maxlen.",
+     P_STRING, F(trim_minid), 0, 0, NULL, NULL, NULL},
+    {"trim.approx", "0",
+     "1: trim with ~ (the server removes whole radix-tree nodes only, so "
+     "more entries may stay; much cheaper). 0: trim exactly. Needs "
+     "trim.maxlen or trim.minid.",
+     P_INT, F(trim_approx), 0, 1, NULL, NULL, NULL},
+    {"trim.limit", "",
+     "Most entries one XADD may trim (LIMIT; 0: no bound). Only with "
+     "trim.approx 1. Empty: the server's default (100 x "
+     "stream-node-max-entries).",
+     P_OPTINT, F(trim_limit), 0, INT64_MAX, NULL, NULL, NULL},
     {"log.level", "warning",
      "Most verbose level logged: error, warning, info or debug.",
      P_CHOICE, F(log_level), 0, 0, NULL, log_words, log_values},

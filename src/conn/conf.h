@@ -60,6 +60,12 @@ struct emq_conf {
     int64_t lease_ttl_ms;        /* lifetime of the consumer name's lease */
     int64_t group_lost_fatal;    /* on_group_lost: 0 recreate, 1 fatal */
     int64_t producer_window;     /* XADDs in flight in a batch */
+    int64_t producer_nomkstream; /* 1: XADD NOMKSTREAM (never create) */
+    int64_t trim_maxlen;         /* XADD MAXLEN threshold; -1: not set */
+    char *trim_minid;            /* XADD MINID threshold; NULL: not set
+                                    (an ID, checked by the producer) */
+    int64_t trim_approx;         /* 1: trim with ~ (whole nodes only) */
+    int64_t trim_limit;          /* XADD LIMIT (with ~ only); -1: not set */
     int64_t log_level;           /* EMQ_LOG_*: most verbose level logged */
     emq_log_fn log_fn;           /* NULL: stderr */
     void *log_opaque;

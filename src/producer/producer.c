@@ -4,16 +4,113 @@
  * producer.window commands: append a window, read its replies, go on, so
  * memory stays bounded whatever the batch size while the network stays
  * busy. Each entry's outcome is known: its ID, or "" when the server
- * refused it (the first refusal is returned, naming the entry's index).
- * The producer never reads entries and never trims on its own.
+ * refused it (the first refusal is returned, naming the entry's index) or
+ * when a transport failure left its outcome unknown (the error then says
+ * how many entries were confirmed).
+ *
+ * The queue's trimming policy (trim.maxlen or trim.minid, exact or ~, with
+ * an optional LIMIT) and producer.nomkstream travel inside every XADD, so
+ * adding and trimming are one atomic command and no XTRIM is ever sent.
+ * The words every XADD starts with are built once, when the producer is
+ * created, after the policy is validated: a policy the server would refuse
+ * (both bounds, LIMIT without ~, a malformed MINID) is refused there with
+ * EMQ_EINVAL naming the property, before any connection is made.
+ *
+ * Plain trimming deletes entries whether or not a group has processed them
+ * (docs/PRODUCER.md); ack-aware retention is emq_admin_trim_acked. The
+ * producer never reads entries, never retries a command and never trims
+ * other than through XADD.
  */
 #include "producer.h"
 
+#include <inttypes.h>
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
 
+/* Bytes of a stream key shown in a message. */
+#define SHOWN_KEY 96
+
+/* Validates conf's trimming policy and builds p's head words:
+ * XADD <stream> [NOMKSTREAM] [MAXLEN|MINID [~] <threshold> [LIMIT <n>]].
+ * EMQ_EINVAL names the property at fault; nothing touches the network. */
+static emq_status build_head(emq_producer_t *p, emq_error *err) {
+    const emq_conf_t *c = p->conf;
+    int has_maxlen = c->trim_maxlen >= 0, has_minid = c->trim_minid != NULL;
+    if (has_maxlen && has_minid)
+        return emq_error_set(err, EMQ_EINVAL, 0,
+                             "trim.maxlen and trim.minid are both set; a "
+                             "queue trims by one of them (XADD accepts "
+                             "only one)");
+    if (has_minid &&
+        emq_stream_id_parse(c->trim_minid, strlen(c->trim_minid), NULL) !=
+            0) {
+        char shown[64];
+        emq_printable(shown, sizeof shown, c->trim_minid,
+                      strlen(c->trim_minid));
+        return emq_error_set(err, EMQ_EINVAL, 0,
+                             "invalid trim.minid '%s': not a stream ID "
+                             "(ms or ms-seq, digits only)",
+                             shown);
+    }
+    if (c->trim_limit >= 0 && !c->trim_approx)
+        return emq_error_set(err, EMQ_EINVAL, 0,
+                             "trim.limit needs trim.approx 1: the server "
+                             "accepts LIMIT only with ~ trimming");
+    if (!has_maxlen && !has_minid) {
+        if (c->trim_limit >= 0)
+            return emq_error_set(err, EMQ_EINVAL, 0,
+                                 "trim.limit is set but neither trim.maxlen "
+                                 "nor trim.minid is");
+        if (c->trim_approx)
+            return emq_error_set(err, EMQ_EINVAL, 0,
+                                 "trim.approx is set but neither "
+                                 "trim.maxlen nor trim.minid is");
+    }
+
+    size_t n = 0;
+    p->argv[n] = "XADD";
+    p->argvlen[n++] = 4;
+    p->argv[n] = p->keys.stream;
+    p->argvlen[n++] = strlen(p->keys.stream);
+    if (c->producer_nomkstream) {
+        p->argv[n] = "NOMKSTREAM";
+        p->argvlen[n++] = 10;
+    }
+    if (has_maxlen || has_minid) {
+        p->argv[n] = has_maxlen ? "MAXLEN" : "MINID";
+        p->argvlen[n] = strlen(p->argv[n]);
+        n++;
+        if (c->trim_approx) {
+            p->argv[n] = "~";
+            p->argvlen[n++] = 1;
+        }
+        if (has_maxlen) {
+            snprintf(p->threshold, sizeof p->threshold, "%" PRId64,
+                     c->trim_maxlen);
+            p->argv[n] = p->threshold;
+        } else {
+            p->argv[n] = c->trim_minid;
+        }
+        p->argvlen[n] = strlen(p->argv[n]);
+        n++;
+        if (c->trim_limit >= 0) {
+            snprintf(p->limit, sizeof p->limit, "%" PRId64, c->trim_limit);
+            p->argv[n] = "LIMIT";
+            p->argvlen[n++] = 5;
+            p->argv[n] = p->limit;
+            p->argvlen[n] = strlen(p->limit);
+            n++;
+        }
+    }
+    p->nhead = n;
+    return EMQ_OK;
+}
+
 emq_status emq_producer_new(const emq_conf_t *conf, emq_producer_t **out,
                             emq_error *err) {
+    if (out == NULL)
+        return emq_error_set(err, EMQ_EINVAL, 0, "out must not be NULL");
     *out = NULL;
     if (conf == NULL)
         return emq_error_set(err, EMQ_EINVAL, 0,
@@ -21,12 +118,17 @@ emq_status emq_producer_new(const emq_conf_t *conf, emq_producer_t **out,
     emq_producer_t *p = emq_calloc(1, sizeof *p);
     if (p == NULL)
         return emq_error_set(err, EMQ_ENOMEM, 0, "out of memory");
-    emq_status st;
+    emq_status st = EMQ_OK;
     p->conf = emq_conf_dup(conf);
-    if (p->conf == NULL)
+    p->argv_cap = 64; /* head, ID and 27 pairs before the first growth */
+    p->argv = emq_alloc(p->argv_cap * sizeof *p->argv);
+    p->argvlen = emq_alloc(p->argv_cap * sizeof *p->argvlen);
+    if (p->conf == NULL || p->argv == NULL || p->argvlen == NULL)
         st = emq_error_set(err, EMQ_ENOMEM, 0, "out of memory");
-    else
+    if (st == EMQ_OK)
         st = emq_keys_resolve(conf->queue, conf->stream, &p->keys, err);
+    if (st == EMQ_OK)
+        st = build_head(p, err);
     if (st == EMQ_OK)
         st = emq_conn_new(p->conf, &p->conn, err);
     if (st != EMQ_OK) {
@@ -42,133 +144,210 @@ void emq_producer_destroy(emq_producer_t *p) {
         return;
     emq_conn_destroy(p->conn);
     emq_keys_free(&p->keys);
+    emq_free(p->argv);
+    emq_free(p->argvlen);
     emq_conf_destroy(p->conf);
     emq_free(p);
 }
 
-/* Appends XADD <stream> <id|*> f v ... for one message. */
-static emq_status append_xadd(emq_producer_t *p, const emq_message *m,
-                              size_t index, emq_error *err) {
-    if (m->fields == NULL || m->nfields == 0)
-        return emq_error_set(err, EMQ_EINVAL, 0,
-                             "entry %zu has no fields; a stream entry needs "
-                             "at least one field/value pair",
-                             index);
-    size_t argc = 3 + 2 * m->nfields;
-    const char **argv = emq_alloc(argc * sizeof *argv);
-    size_t *lens = emq_alloc(argc * sizeof *lens);
-    if (argv == NULL || lens == NULL) {
-        emq_free(argv);
-        emq_free(lens);
+/* Makes room for argc words in the scratch argv, keeping the head words.
+ * EMQ_ENOMEM leaves the old arrays in place. */
+static emq_status grow_argv(emq_producer_t *p, size_t argc, emq_error *err) {
+    size_t cap = p->argv_cap;
+    while (cap < argc)
+        cap *= 2;
+    const char **argv = emq_realloc(p->argv, cap * sizeof *argv);
+    if (argv == NULL)
         return emq_error_set(err, EMQ_ENOMEM, 0, "out of memory");
-    }
-    argv[0] = "XADD";
-    lens[0] = 4;
-    argv[1] = p->keys.stream;
-    lens[1] = strlen(p->keys.stream);
-    argv[2] = m->id ? m->id : "*";
-    lens[2] = strlen(argv[2]);
-    for (size_t i = 0; i < m->nfields; i++) {
-        argv[3 + 2 * i] = m->fields[i].name ? m->fields[i].name : "";
-        lens[3 + 2 * i] = m->fields[i].name_len;
-        argv[4 + 2 * i] = m->fields[i].value ? m->fields[i].value : "";
-        lens[4 + 2 * i] = m->fields[i].value_len;
-    }
-    emq_status st = emq_conn_append(p->conn, (int)argc, argv, lens, err);
-    emq_free(argv);
-    emq_free(lens);
-    return st;
+    p->argv = argv;
+    size_t *lens = emq_realloc(p->argvlen, cap * sizeof *lens);
+    if (lens == NULL)
+        return emq_error_set(err, EMQ_ENOMEM, 0, "out of memory");
+    p->argvlen = lens;
+    p->argv_cap = cap;
+    return EMQ_OK;
 }
 
-/* Reads one XADD reply into *id. EMQ_ESERVER with the reply text for an
- * error reply. */
-static emq_status read_xadd(emq_producer_t *p, size_t index, emq_id *id,
-                            emq_error *err) {
+/* Appends the XADD of one message (already checked by check_batch) to the
+ * connection's output buffer, through the scratch argv: no allocation
+ * unless the message has more fields than any before. */
+static emq_status append_xadd(emq_producer_t *p, const emq_message *m,
+                              emq_error *err) {
+    size_t argc = p->nhead + 1 + 2 * m->nfields;
+    if (argc > p->argv_cap) {
+        emq_status st = grow_argv(p, argc, err);
+        if (st != EMQ_OK)
+            return st;
+    }
+    const char **argv = p->argv + p->nhead;
+    size_t *lens = p->argvlen + p->nhead;
+    if (m->id) {
+        argv[0] = m->id;
+        lens[0] = strlen(m->id);
+    } else {
+        argv[0] = "*";
+        lens[0] = 1;
+    }
+    const emq_field *f = m->fields;
+    for (size_t i = 0; i < m->nfields; i++) {
+        argv[1 + 2 * i] = f[i].name ? f[i].name : "";
+        lens[1 + 2 * i] = f[i].name_len;
+        argv[2 + 2 * i] = f[i].value ? f[i].value : "";
+        lens[2 + 2 * i] = f[i].value_len;
+    }
+    return emq_conn_append(p->conn, (int)argc, p->argv, p->argvlen, err);
+}
+
+/* Reads one XADD reply: its ID into *id (may be NULL). Otherwise *id is ""
+ * and the result is EMQ_ESERVER with the reason (the reply text; for the
+ * nil XADD NOMKSTREAM gives on a missing key, a sentence saying so), or
+ * the transport failure of the connection. */
+static emq_status read_xadd(emq_producer_t *p, emq_id *id, emq_error *err) {
     emq_reply *reply;
     emq_status st = emq_conn_get_reply(p->conn, &reply, err);
-    if (st != EMQ_OK)
-        return st;
-    size_t n;
-    const char *text = emq_reply_str(reply, &n);
-    if (emq_reply_kind(reply) == EMQ_REPLY_STRING && n < EMQ_ID_MAX) {
-        if (id) {
-            memcpy(id->str, text, n);
-            id->str[n] = '\0';
+    if (st == EMQ_OK) {
+        size_t n;
+        const char *text = emq_reply_str(reply, &n);
+        emq_reply_type kind = emq_reply_kind(reply);
+        if (kind == EMQ_REPLY_STRING && n < EMQ_ID_MAX) {
+            if (id) {
+                memcpy(id->str, text, n);
+                id->str[n] = '\0';
+            }
+            emq_reply_free(reply);
+            return EMQ_OK;
         }
-    } else {
-        char shown[200];
-        st = emq_error_set(err, EMQ_ESERVER, 0,
-                           "adding entry %zu to '%s' failed: %s", index,
-                           p->keys.stream,
-                           emq_reply_text(reply, shown, sizeof shown));
-        if (id)
-            id->str[0] = '\0';
+        char key[SHOWN_KEY], shown[200];
+        emq_printable(key, sizeof key, p->keys.stream,
+                      strlen(p->keys.stream));
+        if (kind == EMQ_REPLY_NULL && p->conf->producer_nomkstream)
+            st = emq_error_set(err, EMQ_ESERVER, 0,
+                               "stream '%s' does not exist and "
+                               "producer.nomkstream is set",
+                               key);
+        else
+            st = emq_error_set(err, EMQ_ESERVER, 0,
+                               "adding to '%s' failed: %s", key,
+                               emq_reply_text(reply, shown, sizeof shown));
+        emq_reply_free(reply);
     }
-    emq_reply_free(reply);
+    if (id)
+        id->str[0] = '\0';
     return st;
 }
 
-emq_status emq_produce(emq_producer_t *p, const emq_field *fields,
-                       size_t nfields, emq_id *id, emq_error *err) {
-    emq_message m = {fields, nfields, NULL};
-    size_t written;
-    emq_status st = emq_produce_batch(p, &m, 1, id, &written, err);
-    if (st == EMQ_ESERVER && err) /* no index for a single entry */
-        emq_error_set(err, st, 0, "%s",
-                      strstr(err->message, "failed: ")
-                          ? strstr(err->message, "failed: ") + 8
-                          : err->message);
-    return st;
+/* Sets ids[from..n) to "" (ids may be NULL). */
+static void clear_ids(emq_id *ids, size_t from, size_t n) {
+    if (ids)
+        for (size_t i = from; i < n; i++)
+            ids[i].str[0] = '\0';
 }
 
-emq_status emq_produce_batch(emq_producer_t *p, const emq_message *msgs,
-                             size_t n, emq_id *ids, size_t *written,
-                             emq_error *err) {
-    size_t confirmed = 0, ok = 0;
+/* Refuses a batch with a malformed message before anything is sent, so a
+ * caller's mistake never leaves a batch half written. */
+static emq_status check_batch(const emq_producer_t *p,
+                              const emq_message *msgs, size_t n, int single,
+                              emq_error *err) {
+    if (n > 0 && msgs == NULL)
+        return emq_error_set(err, EMQ_EINVAL, 0,
+                             "msgs is NULL but n is %zu", n);
+    size_t max_pairs = ((size_t)INT_MAX - p->nhead - 1) / 2;
+    for (size_t i = 0; i < n; i++) {
+        const emq_message *m = &msgs[i];
+        const char *what = NULL;
+        if (m->fields == NULL || m->nfields == 0)
+            what = "has no fields; a stream entry needs at least one "
+                   "field/value pair";
+        else if (m->nfields > max_pairs)
+            what = "has too many fields for one command";
+        if (what == NULL)
+            continue;
+        if (single)
+            return emq_error_set(err, EMQ_EINVAL, 0, "the entry %s", what);
+        return emq_error_set(err, EMQ_EINVAL, 0,
+                             "entry %zu %s; nothing of the batch was sent",
+                             i, what);
+    }
+    return EMQ_OK;
+}
+
+/* The batch engine behind emq_produce and emq_produce_batch; single drops
+ * the entry index from messages. */
+static emq_status produce(emq_producer_t *p, const emq_message *msgs,
+                          size_t n, emq_id *ids, size_t *written, int single,
+                          emq_error *err) {
+    if (written)
+        *written = 0;
+    if (p == NULL) {
+        clear_ids(ids, 0, n);
+        return emq_error_set(err, EMQ_EINVAL, 0, "producer is NULL");
+    }
+    emq_status st = check_batch(p, msgs, n, single, err);
+    if (st == EMQ_OK && n > 0 && emq_conn_is_broken(p->conn))
+        st = emq_conn_reconnect(p->conn, err);
+    if (st != EMQ_OK) {
+        clear_ids(ids, 0, n);
+        return st;
+    }
+
+    size_t ok = 0, done = 0;
+    size_t window = (size_t)p->conf->producer_window;
     emq_status first = EMQ_OK;
     emq_error first_err;
     emq_error_clear(&first_err);
-    size_t window = (size_t)p->conf->producer_window;
-    while (confirmed < n) {
-        size_t end = n - confirmed < window ? n : confirmed + window;
-        size_t appended = confirmed;
-        emq_status st = EMQ_OK;
+    while (done < n) {
+        size_t end = n - done < window ? n : done + window;
+        size_t appended = done;
         emq_error app_err;
-        for (; appended < end; appended++)
-            if ((st = append_xadd(p, &msgs[appended], appended, &app_err)) !=
-                EMQ_OK)
+        emq_status ast = EMQ_OK;
+        for (; appended < end; appended++) {
+            ast = append_xadd(p, &msgs[appended], &app_err);
+            if (ast != EMQ_OK)
                 break;
-        for (size_t i = confirmed; i < appended; i++) {
+        }
+        for (size_t i = done; i < appended; i++) {
             emq_error one;
-            emq_status rs = read_xadd(p, i, ids ? &ids[i] : NULL, &one);
+            emq_status rs = read_xadd(p, ids ? &ids[i] : NULL, &one);
             if (rs == EMQ_OK) {
                 ok++;
                 continue;
             }
-            if (rs != EMQ_ESERVER) { /* transport: the rest is unknown */
+            if (rs != EMQ_ESERVER) {
+                /* Transport: the outcome of entry i and later is unknown,
+                 * and the connection is broken (the next call
+                 * reconnects). */
+                clear_ids(ids, i, n);
                 if (written)
                     *written = ok;
+                if (single)
+                    return emq_error_set(err, rs, one.retriable,
+                                         "the entry may or may not have "
+                                         "been added: %s",
+                                         one.message);
                 return emq_error_set(
                     err, rs, one.retriable,
-                    "%s; %zu of %zu entries confirmed added, entries from "
-                    "index %zu on may or may not have been added",
-                    one.message, ok, n, i);
+                    "%zu of %zu entries confirmed added; entries from "
+                    "index %zu on may or may not have been added: %s",
+                    ok, n, i, one.message);
             }
             if (first == EMQ_OK) {
                 first = rs;
                 first_err = one;
+                if (!single)
+                    emq_error_prefix(&first_err, "entry %zu", i);
             }
         }
-        confirmed = appended;
-        if (st != EMQ_OK) { /* an entry we could not even send */
-            if (ids)
-                for (size_t i = appended; i < n; i++)
-                    ids[i].str[0] = '\0';
-            if (written)
-                *written = ok;
+        done = appended;
+        if (ast != EMQ_OK) { /* an entry we could not even send */
+            clear_ids(ids, appended, n);
             if (first == EMQ_OK) {
-                first = st;
+                first = ast;
                 first_err = app_err;
+                if (!single)
+                    emq_error_prefix(&first_err,
+                                     "entry %zu was not sent (%zu of %zu "
+                                     "entries added, none from it on)",
+                                     appended, ok, n);
             }
             break;
         }
@@ -182,4 +361,16 @@ emq_status emq_produce_batch(emq_producer_t *p, const emq_message *msgs,
     }
     emq_error_clear(err);
     return EMQ_OK;
+}
+
+emq_status emq_produce(emq_producer_t *p, const emq_field *fields,
+                       size_t nfields, emq_id *id, emq_error *err) {
+    emq_message m = {fields, nfields, NULL};
+    return produce(p, &m, 1, id, NULL, 1, err);
+}
+
+emq_status emq_produce_batch(emq_producer_t *p, const emq_message *msgs,
+                             size_t n, emq_id *ids, size_t *written,
+                             emq_error *err) {
+    return produce(p, msgs, n, ids, written, 0, err);
 }

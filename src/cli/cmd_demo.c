@@ -38,13 +38,14 @@ static const cli_opt opts[] = {
     {"poison", 0, 1, O_POISON},
     {"claim-idle", 0, 1, O_CLAIM_IDLE},
     {"keep", 0, 0, O_KEEP},
+    {"work-us", 0, 1, O_WORK_US},
     {NULL, 0, 0, 0},
 };
 
 static void help(void) {
     printf(
         "usage: echomq demo [--jobs N] [--workers N] [--poison N]\n"
-        "                   [--claim-idle MS] [--keep]\n"
+        "                   [--claim-idle MS] [--work-us US] [--keep]\n"
         "\n"
         "Starts a private redis-server (from PATH) on a unix socket in a\n"
         "temporary folder, produces N jobs (default 100000), runs N worker\n"
@@ -54,6 +55,7 @@ static void help(void) {
         "(default 5) always fail and end in the dead letters after 3\n"
         "deliveries. Ends with a summary: produced, handled, duplicates (from\n"
         "the crash), dead-lettered, lost (must be 0) and throughput.\n"
+        "Each job takes --work-us microseconds of simulated work (150).\n"
         "Everything is removed at the end (also on Ctrl-C) unless --keep.\n"
         "No server or URL is needed: --url is ignored.\n"
         "\n"
@@ -189,7 +191,8 @@ static int start_server(char *url, size_t url_size) {
 /* ---- workers ------------------------------------------------------------- */
 
 typedef struct worker_ctx {
-    int ledger; /* fd, O_APPEND */
+    int ledger;   /* fd, O_APPEND */
+    long work_us; /* simulated work per job */
 } worker_ctx;
 
 static emq_consumer_t *worker_consumer;
@@ -227,6 +230,8 @@ static emq_verdict work(void *opaque, const emq_entry *e, char *reason,
                  (int)job_len, job);
         return EMQ_RETRY;
     }
+    if (w->work_us > 0)
+        usleep((useconds_t)w->work_us); /* the "work" */
     int n = snprintf(line, sizeof line, "%.*s\n", (int)job_len, job);
     if (write(w->ledger, line, (size_t)n) != n) {
         snprintf(reason, reason_size, "ledger write failed");
@@ -236,7 +241,8 @@ static emq_verdict work(void *opaque, const emq_entry *e, char *reason,
 }
 
 /* The body of worker process i (1-based); never returns. */
-static void worker_main(const char *url, int i, long long claim_idle) {
+static void worker_main(const char *url, int i, long long claim_idle,
+                        long long work_us) {
     signal(SIGINT, SIG_IGN); /* the parent handles Ctrl-C */
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
@@ -246,7 +252,8 @@ static void worker_main(const char *url, int i, long long claim_idle) {
     char path[600], name[32], num[32];
     snprintf(path, sizeof path, "%s/ledger-%d.txt", dir, i);
     snprintf(name, sizeof name, "demo-%d", i);
-    worker_ctx w = {open(path, O_WRONLY | O_CREAT | O_APPEND, 0600)};
+    worker_ctx w = {open(path, O_WRONLY | O_CREAT | O_APPEND, 0600),
+                    (long)work_us};
     if (w.ledger < 0)
         _exit(3);
     emq_conf_t *conf = emq_conf_new();
@@ -386,6 +393,7 @@ static int count_dead(const char *url, long long jobs, unsigned char *dead,
                        err.message);
     }
     emq_conf_destroy(conf);
+    memset(dead, 0, (size_t)jobs);
     emq_dead_letter *l = NULL;
     size_t n = 0;
     emq_status st = emq_admin_dead_list(a, 1000000, &l, &n, &err);
@@ -437,7 +445,7 @@ static long long held_by(const char *url, const char *name) {
 }
 
 static int run(long long jobs, long long poison, long long claim_idle,
-               int keep) {
+               long long work_us, int keep) {
     int tty = isatty(STDERR_FILENO);
     const char *tmp = getenv("TMPDIR");
     snprintf(dir, sizeof dir, "%s/echomq-demo.XXXXXX", tmp && *tmp ? tmp : "/tmp");
@@ -480,7 +488,7 @@ static int run(long long jobs, long long poison, long long claim_idle,
         if (pid < 0)
             rc = cli_err(CLI_FAIL, "fork failed: %s", strerror(errno));
         else if (pid == 0)
-            worker_main(url, i + 1, claim_idle);
+            worker_main(url, i + 1, claim_idle, work_us);
         else
             workers[i] = pid;
     }
@@ -490,14 +498,15 @@ static int run(long long jobs, long long poison, long long claim_idle,
                nworkers, nworkers, GROUP, claim_idle, MAX_DELIVERIES);
     fflush(stdout);
 
-    int64_t t_start = cli_now_ms(), last_print = 0, t_done = 0;
+    int64_t t_start = cli_now_ms(), last_print = 0, last_check = 0,
+            t_done = 0;
     int killed = nworkers < 2; /* with one worker nobody can recover */
     long long held_at_kill = -1, needed = jobs - poison;
     int recovered_shown = 0;
     long long ndead = 0, other_dead = 0;
     int64_t deadline = t_start + 120000 + jobs / 10;
     while (rc == CLI_OK && !interrupted) {
-        usleep(100000);
+        usleep(20000);
         tally_update(&t);
         int64_t now = cli_now_ms();
         if (!killed && t.unique >= needed / 2) {
@@ -517,7 +526,8 @@ static int run(long long jobs, long long poison, long long claim_idle,
             fflush(stdout);
         }
         if (killed && !recovered_shown && held_at_kill >= 0 &&
-            nworkers >= 2 && now - last_print >= 0) {
+            nworkers >= 2 && now - last_check >= 200) {
+            last_check = now;
             long long left = held_by(url, "demo-2");
             if (left == 0) {
                 recovered_shown = 1;
@@ -546,7 +556,7 @@ static int run(long long jobs, long long poison, long long claim_idle,
                     (long long)(now - t_start) / 1000);
             break;
         }
-        if (!cli_g.quiet && (tty || now - last_print >= 1000)) {
+        if (!cli_g.quiet && now - last_print >= (tty ? 100 : 1000)) {
             double s = (double)(now - t_start) / 1000.0;
             if (tty)
                 fprintf(stderr, "\r\033[K   handled %lld/%lld  duplicates "
@@ -628,7 +638,8 @@ static int run(long long jobs, long long poison, long long claim_idle,
 
 int cmd_demo(int argc, char **argv) {
     cli_args a;
-    long long jobs = 100000, nw = 4, poison = 5, claim_idle = 1000;
+    long long jobs = 100000, nw = 4, poison = 5, claim_idle = 1000,
+              work_us = 150;
     int rc = cli_parse(VERB, argc, argv, opts, &a);
     if (rc == CLI_OK && a.seen[O_HELP]) {
         help();
@@ -648,6 +659,9 @@ int cmd_demo(int argc, char **argv) {
     if (rc == CLI_OK && a.seen[O_CLAIM_IDLE])
         rc = cli_num(VERB, "--claim-idle", a.value[O_CLAIM_IDLE], 10, 600000,
                      &claim_idle);
+    if (rc == CLI_OK && a.seen[O_WORK_US])
+        rc = cli_num(VERB, "--work-us", a.value[O_WORK_US], 0, 1000000,
+                     &work_us);
     int keep = a.seen[O_KEEP] > 0;
     free(a.pos);
     if (rc != CLI_OK)
@@ -662,7 +676,7 @@ int cmd_demo(int argc, char **argv) {
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
-    rc = run(jobs, poison, claim_idle, keep);
+    rc = run(jobs, poison, claim_idle, work_us, keep);
     cleanup(keep);
     return rc;
 }

@@ -214,3 +214,18 @@ TEST(cli_help_and_version) {
     ASSERT_CONTAINS(r.out, "echomq " EMQ_VERSION_STRING " (libechomq ");
     cli_free(&r);
 }
+
+TEST(cli_produce_trims_with_maxlen) {
+    emq_srv *s = emq_srv_start(NULL);
+    cli_result r;
+    CLI_IN(&r, emq_srv_url(s), "1\n2\n3\n4\n5\n6\n7\n8\n9\n10\n", "produce",
+           "q", "--lines", "--maxlen", "4", "-q");
+    ASSERT_EXIT(&r, 0);
+    cli_free(&r);
+    ASSERT_EQ_INT(srv_int(s, "XLEN", "emq:{q}"), 4);
+    CLI(&r, emq_srv_url(s), "produce", "q", "a=1", "--approx");
+    ASSERT_EXIT(&r, 2);
+    ASSERT_CONTAINS(r.err, "--approx needs --maxlen or --minid");
+    cli_free(&r);
+    emq_srv_stop(s);
+}

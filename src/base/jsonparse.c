@@ -5,10 +5,11 @@
  * JSON string (decoded, escapes and surrogate pairs included), a number,
  * true, false or null (each kept as its own text: "12.50", "true",
  * "null"), or {"base64":"..."} for bytes that are not UTF-8, so whatever
- * emq_entry_json wrote comes back byte-exact. A field name that is not
- * UTF-8 is accepted in that form too (emq_entry_json writes it so; strict
- * JSON has only string names). Arrays, other objects and
- * raw bytes that are not UTF-8 are refused. Every error names the 1-based
+ * emq_entry_json wrote comes back byte-exact. The fields may also come as
+ * an array of [name, value] pairs, the form emq_entry_json uses when a
+ * name is not UTF-8 (JSON object names can only be strings); a name is
+ * then a string or {"base64":"..."}. Other arrays, other objects and raw
+ * bytes that are not UTF-8 are refused. Every error names the 1-based
  * column (byte offset) where the input went wrong and what was expected.
  *
  * The parser runs twice over the same text: a first pass validates and
@@ -315,29 +316,38 @@ static emq_status value(jp *p) {
     return word(p, "null");
 }
 
-/* One pass over the object; the second pass (p->out set) stores. */
+/* One pass over the object (or array of pairs); the second pass (p->out
+ * set) stores. */
 static emq_status object(jp *p) {
     skip_ws(p);
     if (p->i >= p->n)
         return fail(p, "empty line; expected a JSON object {\"field\":"
                        "\"value\",...}");
-    if (p->s[p->i] != '{')
+    if (p->s[p->i] != '{' && p->s[p->i] != '[')
         return fail(p, "expected a JSON object {\"field\":\"value\",...}");
+    int pairs = p->s[p->i] == '[';
+    char close = pairs ? ']' : '}';
     p->i++;
     skip_ws(p);
-    if (p->i < p->n && p->s[p->i] == '}')
-        return fail(p, "the object is empty; an entry needs at least one "
-                       "field");
+    if (p->i < p->n && p->s[p->i] == close)
+        return fail(p, "no fields; an entry needs at least one field");
     for (;;) {
         skip_ws(p);
-        if (p->i >= p->n || (p->s[p->i] != '"' && p->s[p->i] != '{'))
-            return fail(p, p->i >= p->n
-                               ? "the line ends inside the object (missing "
-                                 "'}')"
-                               : "expected a field name in double quotes");
+        if (pairs) {
+            if (p->i >= p->n || p->s[p->i] != '[')
+                return fail(p, "expected a [name, value] pair");
+            p->i++;
+            skip_ws(p);
+        }
+        if (p->i >= p->n || p->s[p->i] != '"') {
+            if (!(pairs && p->i < p->n && p->s[p->i] == '{'))
+                return fail(p, p->i >= p->n
+                                   ? "the line ends inside the object "
+                                     "(missing '}')"
+                                   : "expected a field name in double "
+                                     "quotes");
+        }
         size_t name_at = p->bytes;
-        /* A name that is not UTF-8 is written {"base64":"..."} by
-         * emq_entry_json (an extension of JSON): accept it back. */
         emq_status st = p->s[p->i] == '"' ? string(p, "field name")
                                           : base64_object(p);
         if (st != EMQ_OK)
@@ -345,8 +355,10 @@ static emq_status object(jp *p) {
         size_t name_len = p->bytes - name_at;
         put(p, "", 1); /* NUL after each name and value, for C callers */
         skip_ws(p);
-        if (p->i >= p->n || p->s[p->i] != ':')
-            return fail(p, "expected ':' after the field name");
+        char sep = pairs ? ',' : ':';
+        if (p->i >= p->n || p->s[p->i] != sep)
+            return fail(p, pairs ? "expected ',' after the field name"
+                                 : "expected ':' after the field name");
         p->i++;
         skip_ws(p);
         size_t value_at = p->bytes;
@@ -363,11 +375,17 @@ static emq_status object(jp *p) {
         }
         p->nfields++;
         skip_ws(p);
+        if (pairs) {
+            if (p->i >= p->n || p->s[p->i] != ']')
+                return fail(p, "expected ']' after a [name, value] pair");
+            p->i++;
+            skip_ws(p);
+        }
         if (p->i < p->n && p->s[p->i] == ',') {
             p->i++;
             continue;
         }
-        if (p->i < p->n && p->s[p->i] == '}') {
+        if (p->i < p->n && p->s[p->i] == close) {
             p->i++;
             break;
         }

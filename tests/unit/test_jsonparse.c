@@ -81,16 +81,19 @@ TEST(jsonparse_round_trips_the_writer) {
                  {"\xed\xa0\x80", 3},  {"caf\xc3\xa9", 5},
                  {"\0", 1}};
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        /* The real writer: an entry's JSON line, whose "fields" part is
+         * what produce --json reads back (an object, or pairs when the
+         * name is not UTF-8). */
+        emq_field field = {cases[c].p, cases[c].n, cases[c].p, cases[c].n};
+        emq_entry e = {"1-0", 1, &field, 1, "s", "g", "c"};
         char buf[256];
-        emq_json j;
-        emq_json_init(&j, buf, sizeof buf);
-        emq_json_raw(&j, "{");
-        emq_json_bytes(&j, cases[c].p, cases[c].n);
-        emq_json_raw(&j, ":");
-        emq_json_bytes(&j, cases[c].p, cases[c].n);
-        emq_json_raw(&j, "}");
+        emq_entry_json(&e, buf, sizeof buf);
+        char *fields = strstr(buf, "\"fields\":");
+        ASSERT(fields != NULL);
+        fields += strlen("\"fields\":");
+        buf[strlen(buf) - 1] = '\0'; /* the entry's closing brace */
         size_t n;
-        emq_field *f = parse_ok(buf, &n);
+        emq_field *f = parse_ok(fields, &n);
         ASSERT_EQ_SIZE(n, 1);
         ASSERT_EQ_MEM(f[0].name, f[0].name_len, cases[c].p, cases[c].n);
         ASSERT_EQ_MEM(f[0].value, f[0].value_len, cases[c].p, cases[c].n);
@@ -100,8 +103,12 @@ TEST(jsonparse_round_trips_the_writer) {
 
 TEST(jsonparse_errors_name_the_column) {
     ASSERT_CONTAINS(parse_err(""), "column 1: empty line");
-    ASSERT_CONTAINS(parse_err("[1]"), "column 1: expected a JSON object");
-    ASSERT_CONTAINS(parse_err("{}"), "column 2: the object is empty");
+    ASSERT_CONTAINS(parse_err("1"), "column 1: expected a JSON object");
+    ASSERT_CONTAINS(parse_err("[1]"), "column 2: expected a [name, value] pair");
+    ASSERT_CONTAINS(parse_err("[]"), "column 2: no fields");
+    ASSERT_CONTAINS(parse_err("[[\"a\":1]]"), "expected ',' after the field name");
+    ASSERT_CONTAINS(parse_err("[[\"a\",1,2]]"), "expected ']' after a [name, value] pair");
+    ASSERT_CONTAINS(parse_err("{}"), "column 2: no fields");
     ASSERT_CONTAINS(parse_err("{\"a\" 1}"), "column 6: expected ':'");
     ASSERT_CONTAINS(parse_err("{\"a\":1"), "column 7: the line ends inside");
     ASSERT_CONTAINS(parse_err("{\"a\":1 \"b\":2}"),
@@ -125,7 +132,11 @@ TEST(jsonparse_errors_name_the_column) {
     ASSERT_CONTAINS(parse_err("{\"a\":{\"base64\":\"AA=A\"}}"), "not base64");
     ASSERT_CONTAINS(parse_err("{\"a\":1} x"), "column 9: unexpected text");
     ASSERT_CONTAINS(parse_err("{a:1}"), "column 2: expected a field name");
-    ASSERT_CONTAINS(parse_err("{{\"x\":1}:1}"), "must be {\"base64\"");
+    /* A binary name is only legal in the pairs form: object names are
+     * strings in JSON. */
+    ASSERT_CONTAINS(parse_err("{{\"base64\":\"/w==\"}:1}"),
+                    "column 2: expected a field name in double quotes");
+    ASSERT_CONTAINS(parse_err("[[{\"x\":1},1]]"), "must be {\"base64\"");
 }
 
 /* The parser never reads past len: the same text cut at every length is

@@ -272,7 +272,26 @@ int cli_set(emq_conf_t *conf, const char *name, const char *value) {
     return cli_err(CLI_USAGE, "%s", err.message);
 }
 
+/* A --tls-* file must be readable: refused as a usage error (exit 2)
+ * before connecting, naming the flag and the file. */
+static int tls_file_ok(const char *flag, const char *path) {
+    if (path == NULL || access(path, R_OK) == 0)
+        return 1;
+    cli_err(CLI_USAGE, "%s %s: cannot read the file: %s", flag, path,
+            strerror(errno));
+    return 0;
+}
+
 emq_conf_t *cli_conf(const char *queue) {
+    if (!tls_file_ok("--tls-ca", cli_g.tls_ca) ||
+        !tls_file_ok("--tls-cert", cli_g.tls_cert) ||
+        !tls_file_ok("--tls-key", cli_g.tls_key))
+        return NULL;
+    if ((cli_g.tls_cert == NULL) != (cli_g.tls_key == NULL)) {
+        cli_err(CLI_USAGE, "--tls-cert and --tls-key go together: the "
+                           "client certificate and its private key");
+        return NULL;
+    }
     emq_conf_t *conf = emq_conf_new();
     if (conf == NULL) {
         cli_err(CLI_FAIL, "out of memory");
@@ -326,10 +345,18 @@ int cli_runtime_err(const emq_conf_t *conf, emq_status st,
                     const emq_error *err, const char *doing) {
     const char *msg = err && err->message[0] ? err->message : emq_strerror(st);
     switch (st) {
+    case EMQ_ETLS:
+        /* The server is there; its certificate, ours or the name is not
+         * what the other side accepts. */
+        return cli_err(CLI_FAIL,
+                       "cannot connect to %s: %s; check --tls-ca (the CA "
+                       "that signed the server's certificate), --tls-cert "
+                       "and --tls-key (when the server wants a client "
+                       "certificate) and the host name in --url",
+                       cli_g.url_shown, msg);
     case EMQ_EIO:
     case EMQ_ETIMEDOUT:
     case EMQ_ERESOLVE:
-    case EMQ_ETLS:
         return cli_err(CLI_FAIL,
                        "cannot connect to %s: %s; check --url (or "
                        "$ECHOMQ_URL) and that the server is running",

@@ -27,6 +27,9 @@ extern char **environ;
 
 static const char *const VERB = "consume";
 
+/* (lease.ttl_ms default 30000 - 1000) / 3: the library's bound. */
+#define BLOCK_MAX 9666
+
 static const cli_opt opts[] = {
     {"group", 'g', 1, O_GROUP},
     {"consumer", 'c', 1, O_CONSUMER},
@@ -58,7 +61,8 @@ static void help(void) {
         "                          only entries added from now on, head = replay\n"
         "                          the stream, or an entry ID\n"
         "  --count N               entries per read (default 100)\n"
-        "  --block MS              how long a read waits (default 2000)\n"
+        "  --block MS              how long a read waits (default 2000, at most\n"
+        "                          9666; shorter when a claim beat is due)\n"
         "  --claim-idle MS         take over entries idle this long at another\n"
         "                          (or a dead) consumer (default 60000)\n"
         "  --claim-interval MS     time between claim beats (default 5000)\n"
@@ -302,6 +306,13 @@ int cmd_consume(int argc, char **argv) {
         rc = cli_num(VERB, "--count", a.value[O_COUNT], 1, 100000, &count);
     if (rc == CLI_OK && a.seen[O_BLOCK])
         rc = cli_num(VERB, "--block", a.value[O_BLOCK], 1, 3600000, &block);
+    /* The consumer name's lease (30 s) is renewed between reads, so a read
+     * may wait at most a third of it, less a second. */
+    if (rc == CLI_OK && block > BLOCK_MAX)
+        rc = cli_usage_err(VERB,
+                           "--block %lld is too long: at most %d ms (the "
+                           "consumer's 30 s lease is renewed between reads)",
+                           block, BLOCK_MAX);
     if (rc == CLI_OK && a.seen[O_CLAIM_IDLE])
         rc = cli_num(VERB, "--claim-idle", a.value[O_CLAIM_IDLE], 1,
                      INT32_MAX, &claim_idle);
@@ -351,6 +362,7 @@ int cmd_consume(int argc, char **argv) {
         rc = cli_set(conf, "start", a.value[O_START]);
     SETNUM("count", count);
     SETNUM("block_ms", block);
+
     if (claim_idle > 0)
         SETNUM("claim.min_idle_ms", claim_idle);
     if (claim_interval > 0)

@@ -42,6 +42,34 @@ static void group_help(void) {
         "  echomq group destroy jobs --group old --yes\n");
 }
 
+/* 1 when text is a whole number within 64 bits ([from, to) of digits). */
+static int u64_ok(const char *from, const char *to) {
+    if (from == to || to - from > 20)
+        return 0;
+    for (const char *p = from; p < to; p++)
+        if (*p < '0' || *p > '9')
+            return 0;
+    return to - from < 20 || strncmp(from, "18446744073709551615", 20) <= 0;
+}
+
+/* An entry ID: MS or MS-SEQ. */
+static int id_ok(const char *text) {
+    const char *dash = strchr(text, '-');
+    const char *end = text + strlen(text);
+    return dash ? u64_ok(text, dash) && u64_ok(dash + 1, end)
+                : u64_ok(text, end);
+}
+
+static int start_ok(const char *text) {
+    return !strcmp(text, "new") || !strcmp(text, "head") || id_ok(text);
+}
+
+static int to_ok(const char *text) {
+    return !strcmp(text, "head") || !strcmp(text, "tail") ||
+           (text[0] == '@' && u64_ok(text + 1, text + strlen(text))) ||
+           id_ok(text);
+}
+
 /* Verb word, queue and group check shared by the subcommands. */
 static int parse_sub(const char *verb, int argc, char **argv,
                      const cli_opt *opts, cli_args *a, void (*help)(void)) {
@@ -94,15 +122,16 @@ int cmd_group(int argc, char **argv) {
         rc = cli_usage_err(verb, "--start goes with 'group create'");
     if (rc == CLI_OK && (a.seen[O_TO] && !setid))
         rc = cli_usage_err(verb, "--to goes with 'group setid'");
-    if (rc == CLI_OK && create) {
-        /* Refuse a bad --start before connecting. */
-        emq_conf_t *probe = emq_conf_new();
-        emq_error err;
-        if (probe && emq_conf_set(probe, "start", a.value[O_START], &err) !=
-                         EMQ_OK)
-            rc = cli_err(CLI_USAGE, "%s", err.message);
-        emq_conf_destroy(probe);
-    }
+    /* Refuse a bad --start or --to before connecting. */
+    if (rc == CLI_OK && create && !start_ok(a.value[O_START]))
+        rc = cli_usage_err(verb, "--start '%s' is not valid: use new, head "
+                                 "or an entry ID such as 1732924800000-0",
+                           a.value[O_START]);
+    if (rc == CLI_OK && setid && !to_ok(a.value[O_TO]))
+        rc = cli_usage_err(verb, "--to '%s' is not valid: use head, tail, an "
+                                 "entry ID such as 1732924800000-0 or "
+                                 "@UNIXMS",
+                           a.value[O_TO]);
     emq_conf_t *conf = NULL;
     emq_admin_t *admin = NULL;
     if (rc == CLI_OK)
@@ -144,7 +173,9 @@ int cmd_group(int argc, char **argv) {
                          group, queue);
     }
     if (st != EMQ_OK) {
-        if (st == EMQ_ESERVER && strstr(err.message, "NOGROUP"))
+        if (st == EMQ_EINVAL) /* a value the library refused unsent */
+            rc = cli_err(CLI_USAGE, "%s", err.message);
+        else if (st == EMQ_ESERVER && strstr(err.message, "NOGROUP"))
             rc = cli_err(CLI_FAIL, "no group '%s' on queue '%s'; create it "
                                    "with 'echomq group create'",
                          group, queue);

@@ -15,6 +15,7 @@
 #include "cli.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -165,13 +166,26 @@ static int run_exec(consume_ctx *x, const emq_entry *e, const char *line,
     envp[k++] = v_consumer;
     envp[k++] = v_id;
     envp[k++] = v_del;
+    /* With --concurrency, handlers start commands from several threads.
+     * A command must not inherit another command's stdin pipe: its write
+     * end held open by a sibling keeps `cat` from ever seeing EOF (two
+     * such siblings wait for each other forever). So the pipe is made
+     * close-on-exec, and pipe + fcntl + fork run under one lock so that
+     * no other handler forks between the pipe and its flag. */
+    static pthread_mutex_t spawn_lock = PTHREAD_MUTEX_INITIALIZER;
     int fds[2];
+    pthread_mutex_lock(&spawn_lock);
     if (pipe(fds) != 0) {
+        pthread_mutex_unlock(&spawn_lock);
         free(envp);
         snprintf(reason, reason_size, "pipe failed: %s", strerror(errno));
         return -1;
     }
+    fcntl(fds[0], F_SETFD, FD_CLOEXEC);
+    fcntl(fds[1], F_SETFD, FD_CLOEXEC);
     pid_t pid = fork();
+    if (pid != 0)
+        pthread_mutex_unlock(&spawn_lock);
     if (pid < 0) {
         close(fds[0]);
         close(fds[1]);
@@ -184,8 +198,12 @@ static int run_exec(consume_ctx *x, const emq_entry *e, const char *line,
         signal(SIGINT, SIG_DFL);
         signal(SIGTERM, SIG_DFL);
         signal(SIGPIPE, SIG_DFL);
-        dup2(fds[0], STDIN_FILENO);
-        close(fds[0]);
+        if (fds[0] != STDIN_FILENO) {
+            dup2(fds[0], STDIN_FILENO); /* the copy is not close-on-exec */
+            close(fds[0]);
+        } else {
+            fcntl(STDIN_FILENO, F_SETFD, 0);
+        }
         close(fds[1]);
         char *args[] = {"/bin/sh", "-c", (char *)x->exec, NULL};
         execve("/bin/sh", args, envp);

@@ -915,3 +915,26 @@ TEST(cli_trim_acked_flags) {
     cli_free(&r);
     emq_srv_stop(s);
 }
+
+/* Many short handlers at once that read their stdin to EOF: a command
+ * must not hold another command's stdin pipe open (it did: two `cat`s could
+ * wait for each other's EOF forever, and consume hung). */
+TEST(cli_consume_concurrent_handlers_each_see_their_stdin_end) {
+    emq_srv *s = emq_srv_start(NULL);
+    const char *url = emq_srv_url(s);
+    cli_result r;
+    const char *in = numbered_lines(200);
+    cli_run_in(&r, url, in, strlen(in), 20000,
+               CLI_ARGS("produce", "q", "--lines", "-q"));
+    ASSERT_EXIT(&r, 0);
+    cli_free(&r);
+    cli_run_in(&r, url, NULL, 0, 10000,
+               CLI_ARGS("consume", "q", "-g", "g", "-c", "C", "--start",
+                        "head", "--concurrency", "8", "--count", "1",
+                        "--until-idle", "500", "--exec",
+                        "cat >/dev/null; sleep 0.01"));
+    ASSERT_EXIT(&r, 0);
+    ASSERT_CONTAINS(r.err, "consumed 200 entries (acknowledged 200");
+    cli_free(&r);
+    emq_srv_stop(s);
+}

@@ -53,6 +53,7 @@ typedef struct cmd {
                              node connection (send order) */
     int node;             /* node it was last sent to (map index) */
     int asking;           /* sent after ASKING: that +OK comes first */
+    int via_ask;          /* last sent after ASKING (a retry repeats it) */
     unsigned redirects;   /* MOVED/ASK followed */
     unsigned retries;     /* TRYAGAIN/CLUSTERDOWN pauses */
     int64_t retry_start;  /* when the first pause began; 0: none */
@@ -299,6 +300,7 @@ static emq_status send_cmd(emq_route *r, cmd *c, int idx, int asking,
     }
     c->node = idx;
     c->asking = asking;
+    c->via_ask = asking;
     c->next = NULL;
     if (l->tail)
         l->tail->next = c;
@@ -399,7 +401,8 @@ static int follow(emq_route *r, cmd *c, emq_error *err) {
         emq_status st = send_cmd(r, c, idx, kind == EMQ_REDIRECT_ASK, err);
         return st == EMQ_OK ? 0 : (int)st;
     }
-    /* TRYAGAIN or CLUSTERDOWN: pause, then ask the same node again. */
+    /* TRYAGAIN or CLUSTERDOWN: pause, then ask the same node again, the
+     * same way (after ASKING when the command came there by ASK). */
     int64_t now = emq_now_ms();
     if (c->retry_start == 0)
         c->retry_start = now;
@@ -425,7 +428,7 @@ static int follow(emq_route *r, cmd *c, emq_error *err) {
     c->retries++;
     emq_reply_free(c->reply);
     c->reply = NULL;
-    emq_status st = send_cmd(r, c, c->node, 0, err);
+    emq_status st = send_cmd(r, c, c->node, c->via_ask, err);
     return st == EMQ_OK ? 0 : (int)st;
 }
 

@@ -10,6 +10,7 @@
  * lost, TRYAGAIN bounded); a 100-command pipeline whose slot moved,
  * completed in order; a failover to a replica with the old master killed.
  */
+#include "base/base.h" /* emq_alloc_fail_at */
 #include "cluster/cluster.h"
 #include "harness/cluster.h"
 #include "integ/conn_helpers.h"
@@ -203,6 +204,33 @@ TEST_TIMEOUT(cluster_map_wrong_node_commands_acl_blocked, 45) {
     ASSERT_EQ_INT(st.redirects_moved, 1);
     ASSERT_EQ_INT(st.map_refreshes, 0);
     emq_route_destroy(r);
+
+    /* Every allocation failure on the way (discovery, MOVED, connecting
+     * to the owner) is a clean EMQ_ENOMEM, never a crash or a leak. */
+    for (uint64_t n = 1;; n++) {
+        if (n > 5000)
+            FAIL("allocation walk did not end");
+        uint64_t before = emq_alloc_calls();
+        emq_alloc_fail_at(n);
+        r = NULL;
+        emq_status s1 = emq_route_new(limited, "{jobs}", &r, &err);
+        emq_status s2 = EMQ_OK;
+        if (s1 == EMQ_OK) {
+            s2 = emq_route_command(r, 2, (const char *const[]){"XLEN", "{jobs}"},
+                                   NULL, &rep, &err);
+            if (s2 == EMQ_OK)
+                emq_reply_free(rep);
+        } else {
+            ASSERT(r == NULL);
+        }
+        emq_alloc_fail_at(0);
+        uint64_t used = emq_alloc_calls() - before;
+        emq_route_destroy(r);
+        if (s1 != EMQ_OK || s2 != EMQ_OK)
+            ASSERT(s1 == EMQ_ENOMEM || s2 == EMQ_ENOMEM);
+        if (used < n)
+            break; /* nothing failed: every allocation was walked */
+    }
     emq_conf_destroy(limited);
 
     /* A blocked read whose slot moves gets MOVED and follows it: it then

@@ -644,6 +644,14 @@ static emq_status discover(emq_route *r, int allow_standalone,
     if (err)
         *err = last;
     st = last.code;
+    if (r->map.nnodes == 0) {
+        /* Nobody answered: keep the nodes known so far as candidates for
+         * the next attempt (the seeds may be the nodes that died). */
+        emq_slot_map_free(&r->map);
+        r->map = known;
+        emq_slot_map_init(&known);
+        (void)grow_links(r, NULL);
+    }
 done:
     emq_free(seeds);
     emq_slot_map_free(&known);

@@ -452,7 +452,9 @@ typedef struct emq_queue_info {
 } emq_queue_info;
 
 /* Describes the queue: stream, every group and consumer, dead letters.
- * *out is caller-owned; free with emq_queue_info_free. */
+ * A missing stream is not an error (exists = 0). A lag the server reports
+ * as nil is counted by the client (lag_computed = 1). *out is
+ * caller-owned; free with emq_queue_info_free. */
 EMQ_EXPORT emq_status emq_admin_describe(emq_admin_t *a, emq_queue_info **out,
                                          emq_error *err);
 EMQ_EXPORT void emq_queue_info_free(emq_queue_info *info);
@@ -485,16 +487,22 @@ EMQ_EXPORT size_t emq_pending_json(const emq_pending_entry *entries, size_t n,
 /* Frees an array returned by an emq_admin_* call; NULL is a no-op. */
 EMQ_EXPORT void emq_free_array(void *array);
 
-/* Creates group at start (new, head or an ID; required). *created gets 1
- * when created, 0 when it existed already (BUSYGROUP, not an error). */
+/* Creates group at start (new, head or an ID; required, checked before
+ * sending) with XGROUP CREATE ... MKSTREAM. *created gets 1 when created,
+ * 0 when it existed already (BUSYGROUP, not an error; its cursor is kept).
+ * Other error replies (WRONGTYPE, NOPERM) are EMQ_ESERVER with the text. */
 EMQ_EXPORT emq_status emq_admin_group_create(emq_admin_t *a,
                                              const char *group,
                                              const char *start, int *created,
                                              emq_error *err);
 /* Moves group's cursor (XGROUP SETID) to "head", "tail", an entry ID, or
- * "@<unix-ms>" (the last entry before that time). Refuses a group that
- * does not exist. *redeliver (may be NULL) gets how many stored entries lie
- * after the new cursor: what the group will be handed again or anew. */
+ * "@<unix-ms>" (the last entry before that time, so entries at or after it
+ * come again). The target is checked before anything is sent (EMQ_EINVAL).
+ * Refuses a group that does not exist (EMQ_ESERVER naming it; nothing is
+ * created). *redeliver (may be NULL) gets the exact number of stored
+ * entries after the new cursor: what the group will be handed again or
+ * anew. An entry still pending after the cursor is handed out again, and
+ * the server restarts its delivery count at 1 (docs/ADMIN.md). */
 EMQ_EXPORT emq_status emq_admin_group_setid(emq_admin_t *a, const char *group,
                                             const char *to,
                                             uint64_t *redeliver,
@@ -513,11 +521,12 @@ typedef struct emq_prune_result {
 } emq_prune_result;
 
 /* Removes the consumers of group idle at least idle_ms. A consumer that
- * still holds entries first has them claimed (without adding a delivery)
- * by the most recently active consumer that is not being removed, in the
- * same atomic step as the removal, so no pending entry is ever destroyed
- * (XGROUP DELCONSUMER drops them). When every consumer is idle, the ones
- * holding entries are kept. */
+ * still holds entries first has them claimed (without adding a delivery,
+ * keeping their idle time) by the most recently active consumer that is
+ * not being removed, in the same atomic step as the removal, so no pending
+ * entry is ever destroyed (XGROUP DELCONSUMER drops them). When every
+ * consumer is idle, the ones holding entries are kept. result may be NULL.
+ * A missing group or stream is EMQ_ESERVER saying so (docs/ADMIN.md). */
 EMQ_EXPORT emq_status emq_admin_prune_consumers(emq_admin_t *a,
                                                 const char *group,
                                                 int64_t idle_ms,
@@ -530,7 +539,7 @@ typedef struct emq_trim_result {
     emq_id floor;         /* oldest entry some group still needs; "" when
                              none is needed */
     uint64_t held_back;   /* entries the bound asked to delete that a group
-                             still needs */
+                             still needs (age bound: counted up to 100000) */
     int no_groups;        /* 1: the stream has no group; nothing removed */
 } emq_trim_result;
 
@@ -558,14 +567,17 @@ typedef struct emq_dead_letter {
     emq_field *fields;    /* the original entry's fields */
 } emq_dead_letter;
 
-/* Lists at most max dead letters, oldest first. *out holds *n; free with
- * emq_dead_letters_free. */
+/* Lists at most max dead letters (0: all), oldest first. *out holds *n
+ * (NULL when there are none), caller-owned: the strings and fields point
+ * into the same block; free it with emq_dead_letters_free. */
 EMQ_EXPORT emq_status emq_admin_dead_list(emq_admin_t *a, size_t max,
                                           emq_dead_letter **out, size_t *n,
                                           emq_error *err);
 EMQ_EXPORT void emq_dead_letters_free(emq_dead_letter *letters, size_t n);
-/* The dead letters as JSON lines (snprintf semantics). Binary-safe: see
- * docs/CLI.md for the encoding of values that are not UTF-8. */
+/* The dead letters as JSON lines (snprintf semantics), one object each:
+ * {"id","deliveries","fields":{...}} as emq_entry_json writes them, then
+ * "origin_id", "group", "consumer", "reason". Binary-safe: see docs/CLI.md
+ * for the encoding of values that are not UTF-8. */
 EMQ_EXPORT size_t emq_dead_letters_json(const emq_dead_letter *letters,
                                         size_t n, char *buf, size_t size);
 /* Puts dead letters back on the queue's stream with their original fields
@@ -577,7 +589,8 @@ EMQ_EXPORT emq_status emq_admin_dead_requeue(emq_admin_t *a,
                                              const char *const *ids,
                                              size_t nids, uint64_t *requeued,
                                              emq_error *err);
-/* Deletes every dead letter; *removed gets how many. */
+/* Deletes every dead letter; *removed (may be NULL) gets how many, 0 when
+ * there were none. */
 EMQ_EXPORT emq_status emq_admin_dead_purge(emq_admin_t *a, uint64_t *removed,
                                            emq_error *err);
 

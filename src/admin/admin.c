@@ -1,6 +1,9 @@
 /* admin.c: the admin handle and the helpers its verbs share. */
 #include "admin.h"
 
+#include <stdio.h>
+#include <string.h>
+
 emq_status emq_admin_new(const emq_conf_t *conf, emq_admin_t **out,
                          emq_error *err) {
     *out = NULL;
@@ -51,4 +54,156 @@ emq_status emq_admin_call(emq_admin_t *a, const char *what, int argc,
         *reply = NULL;
     }
     return st;
+}
+
+/* ---- shared reply and counting helpers (inspect.c, replay.c) ------------- */
+
+emq_status emq_admin_pipeline(emq_admin_t *a, size_t n,
+                              const emq_admin_cmd *cmds, emq_reply **replies,
+                              emq_error *err) {
+    for (size_t i = 0; i < n; i++)
+        replies[i] = NULL;
+    size_t appended = 0;
+    emq_status st = EMQ_OK;
+    while (appended < n) {
+        st = emq_conn_append(a->conn, cmds[appended].argc,
+                             cmds[appended].argv, cmds[appended].argvlen, err);
+        if (st != EMQ_OK)
+            break;
+        appended++;
+    }
+    /* Read every reply of what was appended, even after a failed append,
+     * so the connection is left with nothing outstanding. */
+    for (size_t i = 0; i < appended; i++) {
+        emq_error rerr;
+        emq_status rst = emq_conn_get_reply(a->conn, &replies[i], &rerr);
+        if (rst != EMQ_OK) {
+            if (st == EMQ_OK) {
+                st = rst;
+                if (err)
+                    *err = rerr;
+            }
+            break; /* the connection is broken: nothing more will come */
+        }
+    }
+    if (st != EMQ_OK) {
+        for (size_t i = 0; i < n; i++) {
+            emq_reply_free(replies[i]);
+            replies[i] = NULL;
+        }
+    }
+    return st;
+}
+
+const emq_reply *emq_admin_field(const emq_reply *r, const char *name) {
+    emq_reply_type kind = emq_reply_kind(r);
+    if (kind != EMQ_REPLY_ARRAY && kind != EMQ_REPLY_MAP)
+        return NULL;
+    size_t want = strlen(name);
+    size_t n = emq_reply_len(r);
+    for (size_t i = 0; i + 1 < n; i += 2) {
+        size_t len;
+        const char *key = emq_reply_str(emq_reply_at(r, i), &len);
+        if (key != NULL && len == want && memcmp(key, name, len) == 0)
+            return emq_reply_at(r, i + 1);
+    }
+    return NULL;
+}
+
+int emq_admin_id(const emq_reply *r, emq_id *out, emq_stream_id *sid) {
+    size_t len;
+    const char *text = emq_reply_str(r, &len);
+    emq_reply_type kind = emq_reply_kind(r);
+    if (text == NULL ||
+        (kind != EMQ_REPLY_STRING && kind != EMQ_REPLY_STATUS) ||
+        len >= EMQ_ID_MAX || emq_stream_id_parse(text, len, sid) != 0)
+        return -1;
+    if (out) {
+        memcpy(out->str, text, len);
+        out->str[len] = '\0';
+    }
+    return 0;
+}
+
+/* The ID of a stream entry reply [id, fields], or -1. */
+static int entry_id(const emq_reply *entry, emq_stream_id *sid) {
+    if (emq_reply_kind(entry) != EMQ_REPLY_ARRAY || emq_reply_len(entry) < 1)
+        return -1;
+    return emq_admin_id(emq_reply_at(entry, 0), NULL, sid);
+}
+
+emq_status emq_admin_extent_parse(const emq_reply *xinfo,
+                                  emq_admin_extent *ext, emq_error *err) {
+    memset(ext, 0, sizeof *ext);
+    const emq_reply *length = emq_admin_field(xinfo, "length");
+    if (emq_reply_kind(length) != EMQ_REPLY_INTEGER ||
+        emq_reply_integer(length) < 0)
+        return emq_error_set(err, EMQ_EPROTO, 0,
+                             "unexpected reply shape from the server: "
+                             "XINFO STREAM has no length");
+    ext->length = (uint64_t)emq_reply_integer(length);
+    if (ext->length > 0 &&
+        entry_id(emq_admin_field(xinfo, "first-entry"), &ext->first) == 0 &&
+        entry_id(emq_admin_field(xinfo, "last-entry"), &ext->last) == 0)
+        ext->has_entries = 1;
+    return EMQ_OK;
+}
+
+emq_status emq_admin_count_after(emq_admin_t *a, const emq_admin_extent *ext,
+                                 emq_stream_id after, uint64_t *n,
+                                 emq_error *err) {
+    *n = 0;
+    if (ext != NULL) {
+        if (ext->length == 0)
+            return EMQ_OK;
+        if (ext->has_entries) {
+            if (emq_stream_id_cmp(after, ext->first) < 0) {
+                *n = ext->length;
+                return EMQ_OK;
+            }
+            if (emq_stream_id_cmp(after, ext->last) >= 0)
+                return EMQ_OK;
+        }
+    }
+    char page[24];
+    snprintf(page, sizeof page, "%d", EMQ_ADMIN_PAGE);
+    emq_stream_id cursor = after;
+    uint64_t count = 0;
+    for (;;) {
+        /* "(" makes the start exclusive (XRANGE, Redis 6.2+). */
+        char start[EMQ_ID_MAX + 2];
+        snprintf(start, sizeof start, "(%llu-%llu",
+                 (unsigned long long)cursor.ms,
+                 (unsigned long long)cursor.seq);
+        const char *argv[] = {"XRANGE", a->keys.stream, start, "+", "COUNT",
+                              page};
+        emq_reply *reply;
+        emq_status st = emq_admin_call(a, "counting entries (XRANGE)", 6,
+                                       argv, NULL, &reply, err);
+        if (st != EMQ_OK)
+            return st;
+        size_t got = emq_reply_len(reply);
+        if (emq_reply_kind(reply) != EMQ_REPLY_ARRAY ||
+            (got > 0 && entry_id(emq_reply_at(reply, got - 1), &cursor) != 0)) {
+            emq_reply_free(reply);
+            return emq_error_set(err, EMQ_EPROTO, 0,
+                                 "unexpected reply shape from the server: "
+                                 "XRANGE is not a list of entries");
+        }
+        emq_reply_free(reply);
+        count += got;
+        if (got < EMQ_ADMIN_PAGE)
+            break;
+        if (cursor.ms == UINT64_MAX && cursor.seq == UINT64_MAX)
+            break; /* the largest ID: nothing can follow it */
+    }
+    *n = count;
+    return EMQ_OK;
+}
+
+emq_status emq_admin_check_group(const char *group, emq_error *err) {
+    if (group == NULL || *group == '\0')
+        return emq_error_set(err, EMQ_EINVAL, 0,
+                             "a group name is required");
+    return EMQ_OK;
 }

@@ -24,4 +24,62 @@ emq_status emq_admin_call(emq_admin_t *a, const char *what, int argc,
                           const char *const *argv, const size_t *argvlen,
                           emq_reply **reply, emq_error *err);
 
+/* ---- shared reply and counting helpers (inspect.c, replay.c) -------------
+ * Defined at the end of admin.c. Other admin verbs may use them too. */
+
+/* Most entries one XRANGE page or one XPENDING page asks for, so a reply
+ * stays bounded however long the stream or the pending list is. */
+#define EMQ_ADMIN_PAGE 1000
+
+/* One command of a pipeline (argvlen NULL: NUL-terminated strings). */
+typedef struct emq_admin_cmd {
+    int argc;
+    const char *const *argv;
+    const size_t *argvlen;
+} emq_admin_cmd;
+
+/* Sends n commands in one round trip and stores their n replies in
+ * replies[] (caller frees each; error replies are data here, not a
+ * failure). On a transport failure every reply already read is freed, all
+ * of replies[] is NULL, and the status says what broke. */
+emq_status emq_admin_pipeline(emq_admin_t *a, size_t n,
+                              const emq_admin_cmd *cmds, emq_reply **replies,
+                              emq_error *err);
+
+/* The value of field name in an XINFO-style reply: a RESP3 map or a RESP2
+ * flat array of name, value pairs (SEMANTICS.md 1.11: match by name, skip
+ * unknown fields). NULL when absent or when r is neither. Borrowed. */
+const emq_reply *emq_admin_field(const emq_reply *r, const char *name);
+
+/* Copies a stream ID reply (a bulk string) into *out and parses it into
+ * *sid (either may be NULL). Returns 0, or -1 when r is not an ID. */
+int emq_admin_id(const emq_reply *r, emq_id *out, emq_stream_id *sid);
+
+/* What XINFO STREAM says about where the stored entries lie. */
+typedef struct emq_admin_extent {
+    uint64_t length;        /* entries stored */
+    int has_entries;        /* 1: first and last are set */
+    emq_stream_id first;    /* ID of the first stored entry */
+    emq_stream_id last;     /* ID of the last stored entry */
+} emq_admin_extent;
+
+/* Fills ext from an XINFO STREAM reply (length, first-entry, last-entry).
+ * EMQ_EPROTO when the reply lacks the length. */
+emq_status emq_admin_extent_parse(const emq_reply *xinfo,
+                                  emq_admin_extent *ext, emq_error *err);
+
+/* Counts exactly the stored entries with an ID greater than after. With
+ * ext (may be NULL) an ID before the first entry answers "all of them" and
+ * one at or past the last entry "none" without a round trip; otherwise the
+ * entries are counted with XRANGE <stream> (<after> + COUNT
+ * EMQ_ADMIN_PAGE, page by page. Entries added while counting may or may
+ * not be included. */
+emq_status emq_admin_count_after(emq_admin_t *a, const emq_admin_extent *ext,
+                                 emq_stream_id after, uint64_t *n,
+                                 emq_error *err);
+
+/* A group name given to an admin verb: required (EMQ_EINVAL otherwise,
+ * saying so). Checked before anything is sent. */
+emq_status emq_admin_check_group(const char *group, emq_error *err);
+
 #endif /* EMQ_ADMIN_H */

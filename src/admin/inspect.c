@@ -1,0 +1,528 @@
+/* inspect.c: describing a queue and listing its pending entries.
+ *
+ * emq_admin_describe reads the stream, every group and every consumer in
+ * two round trips (EXISTS, XINFO STREAM, XINFO GROUPS and XLEN of the dead
+ * letters; then XINFO CONSUMERS and XPENDING <s> <g> - + 1 for each group)
+ * and fills an emq_queue_info. XINFO replies are read as maps by field
+ * name, from RESP3 maps and RESP2 flat arrays alike, and unknown fields are
+ * skipped (SEMANTICS.md 1.6, 1.11): 7.2 adds "inactive" to consumers, 6.2
+ * lacks "entries-read" and "lag". Where the server reports no lag (nil
+ * after an XDEL ahead of the group's cursor, or absent), the lag is counted
+ * by the client and flagged lag_computed, never shown as 0 (LESSONS.md 9).
+ *
+ * emq_admin_pending pages through XPENDING's extended form, oldest first.
+ * Both render as JSON through the one emq_json writer. Nothing here
+ * changes the server's state: XINFO and XPENDING never touch idle times.
+ */
+#include "admin.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* ---- reading replies ----------------------------------------------------- */
+
+static emq_status bad_shape(emq_error *err, const char *what) {
+    return emq_error_set(err, EMQ_EPROTO, 0,
+                         "unexpected reply shape from the server: %s", what);
+}
+
+/* An integer field: INTEGER, or a decimal bulk string (XPENDING sends some
+ * counts as strings). dflt when absent, nil or not a number. */
+static int64_t int_value(const emq_reply *r, int64_t dflt) {
+    if (emq_reply_kind(r) == EMQ_REPLY_INTEGER)
+        return (int64_t)emq_reply_integer(r);
+    size_t len;
+    const char *text = emq_reply_str(r, &len);
+    if (emq_reply_kind(r) != EMQ_REPLY_STRING || text == NULL || len == 0 ||
+        len > 18)
+        return dflt;
+    int64_t v = 0;
+    for (size_t i = 0; i < len; i++) {
+        if (text[i] < '0' || text[i] > '9')
+            return dflt;
+        v = v * 10 + (text[i] - '0');
+    }
+    return v;
+}
+
+static uint64_t count_value(const emq_reply *r) {
+    int64_t v = int_value(r, 0);
+    return v > 0 ? (uint64_t)v : 0;
+}
+
+/* A new NUL-terminated copy of a string reply; "" for a non-string. NULL
+ * only when out of memory. */
+static char *dup_text(const emq_reply *r) {
+    size_t len = 0;
+    const char *text = emq_reply_str(r, &len);
+    return emq_strndup(text ? text : "", text ? len : 0);
+}
+
+static emq_status oom(emq_error *err) {
+    return emq_error_set(err, EMQ_ENOMEM, 0, "out of memory");
+}
+
+/* ---- describe ------------------------------------------------------------- */
+
+void emq_queue_info_free(emq_queue_info *info) {
+    if (info == NULL)
+        return;
+    for (size_t g = 0; g < info->ngroups; g++) {
+        emq_group_info *gi = &info->groups[g];
+        for (size_t c = 0; c < gi->nconsumers; c++)
+            emq_free(gi->consumers[c].name);
+        emq_free(gi->consumers);
+        emq_free(gi->name);
+    }
+    emq_free(info->groups);
+    emq_free(info->stream);
+    emq_free(info->dead);
+    emq_free(info);
+}
+
+/* Fills the stream part of info from XINFO STREAM. */
+static emq_status parse_stream(const emq_reply *xinfo, emq_queue_info *info,
+                               emq_admin_extent *ext, emq_error *err) {
+    emq_status st = emq_admin_extent_parse(xinfo, ext, err);
+    if (st != EMQ_OK)
+        return st;
+    info->length = ext->length;
+    const emq_reply *first = emq_admin_field(xinfo, "first-entry");
+    if (emq_reply_kind(first) == EMQ_REPLY_ARRAY &&
+        emq_reply_len(first) >= 1)
+        (void)emq_admin_id(emq_reply_at(first, 0), &info->first_id, NULL);
+    emq_stream_id last;
+    emq_id last_text;
+    /* 0-0 is what a stream that was never written reports. */
+    if (emq_admin_id(emq_admin_field(xinfo, "last-generated-id"), &last_text,
+                     &last) == 0 &&
+        (last.ms != 0 || last.seq != 0))
+        info->last_id = last_text;
+    info->entries_added = count_value(emq_admin_field(xinfo, "entries-added"));
+    return EMQ_OK;
+}
+
+/* Fills one group from its XINFO GROUPS element. *lag_known gets 0 when
+ * the server reported no lag, so the caller counts it. */
+static emq_status parse_group(const emq_reply *g, emq_group_info *gi,
+                              emq_stream_id *cursor, int *lag_known,
+                              emq_error *err) {
+    const emq_reply *name = emq_admin_field(g, "name");
+    if (emq_reply_str(name, NULL) == NULL ||
+        emq_admin_id(emq_admin_field(g, "last-delivered-id"),
+                     &gi->last_delivered_id, cursor) != 0)
+        return bad_shape(err, "an XINFO GROUPS element lacks name or "
+                              "last-delivered-id");
+    if ((gi->name = dup_text(name)) == NULL)
+        return oom(err);
+    gi->pending = count_value(emq_admin_field(g, "pending"));
+    gi->entries_read = int_value(emq_admin_field(g, "entries-read"), -1);
+    const emq_reply *lag = emq_admin_field(g, "lag");
+    *lag_known = emq_reply_kind(lag) == EMQ_REPLY_INTEGER &&
+                 emq_reply_integer(lag) >= 0;
+    gi->lag = *lag_known ? (int64_t)emq_reply_integer(lag) : -1;
+    gi->oldest_pending_age_ms = -1;
+    return EMQ_OK;
+}
+
+/* Fills a group's consumers from XINFO CONSUMERS and its oldest pending
+ * entry from XPENDING <s> <g> - + 1. NOGROUP (the group was destroyed
+ * after XINFO GROUPS) leaves both empty; other error replies fail. */
+static emq_status parse_group_detail(const emq_reply *consumers,
+                                     const emq_reply *oldest,
+                                     emq_group_info *gi, emq_error *err) {
+    char shown[200];
+    for (int i = 0; i < 2; i++) {
+        const emq_reply *r = i == 0 ? consumers : oldest;
+        if (emq_reply_kind(r) == EMQ_REPLY_ERROR &&
+            !emq_reply_is_error(r, "NOGROUP"))
+            return emq_error_set(err, EMQ_ESERVER, 0,
+                                 "describing group failed: %s",
+                                 emq_reply_text(r, shown, sizeof shown));
+    }
+    if (emq_reply_kind(consumers) == EMQ_REPLY_ARRAY &&
+        emq_reply_len(consumers) > 0) {
+        size_t n = emq_reply_len(consumers);
+        gi->consumers = emq_calloc(n, sizeof *gi->consumers);
+        if (gi->consumers == NULL)
+            return oom(err);
+        for (size_t c = 0; c < n; c++) {
+            const emq_reply *cr = emq_reply_at(consumers, c);
+            emq_consumer_info *ci = &gi->consumers[c];
+            const emq_reply *name = emq_admin_field(cr, "name");
+            if (emq_reply_str(name, NULL) == NULL)
+                return bad_shape(err, "an XINFO CONSUMERS element has no "
+                                      "name");
+            if ((ci->name = dup_text(name)) == NULL)
+                return oom(err);
+            gi->nconsumers++;
+            ci->pending = count_value(emq_admin_field(cr, "pending"));
+            ci->idle_ms = int_value(emq_admin_field(cr, "idle"), -1);
+            ci->inactive_ms = int_value(emq_admin_field(cr, "inactive"), -1);
+        }
+    }
+    if (emq_reply_kind(oldest) == EMQ_REPLY_ARRAY &&
+        emq_reply_len(oldest) > 0) {
+        const emq_reply *row = emq_reply_at(oldest, 0);
+        if (emq_reply_kind(row) != EMQ_REPLY_ARRAY ||
+            emq_reply_len(row) < 4 ||
+            emq_admin_id(emq_reply_at(row, 0), &gi->oldest_pending_id,
+                         NULL) != 0)
+            return bad_shape(err, "XPENDING is not [[id, consumer, idle, "
+                                  "count]]");
+        gi->oldest_pending_age_ms = int_value(emq_reply_at(row, 2), -1);
+    }
+    return EMQ_OK;
+}
+
+/* Second round trip: consumers and the oldest pending entry of each group,
+ * in windows so the pipeline stays bounded whatever the number of groups;
+ * then the lag of each group the server left nil. */
+static emq_status describe_groups(emq_admin_t *a, emq_queue_info *info,
+                                  const emq_admin_extent *ext,
+                                  const emq_stream_id *cursors,
+                                  const int *lag_known, emq_error *err) {
+    enum { WINDOW = 64 };
+    emq_admin_cmd cmds[2 * WINDOW];
+    const char *argv[2 * WINDOW][7];
+    emq_reply *replies[2 * WINDOW];
+    for (size_t base = 0; base < info->ngroups; base += WINDOW) {
+        size_t n = info->ngroups - base < WINDOW ? info->ngroups - base
+                                                 : WINDOW;
+        for (size_t i = 0; i < n; i++) {
+            const char *group = info->groups[base + i].name;
+            const char **c = argv[2 * i], **p = argv[2 * i + 1];
+            c[0] = "XINFO";
+            c[1] = "CONSUMERS";
+            c[2] = a->keys.stream;
+            c[3] = group;
+            p[0] = "XPENDING";
+            p[1] = a->keys.stream;
+            p[2] = group;
+            p[3] = "-";
+            p[4] = "+";
+            p[5] = "1";
+            cmds[2 * i] = (emq_admin_cmd){4, c, NULL};
+            cmds[2 * i + 1] = (emq_admin_cmd){6, p, NULL};
+        }
+        emq_status st = emq_admin_pipeline(a, 2 * n, cmds, replies, err);
+        for (size_t i = 0; i < n && st == EMQ_OK; i++)
+            st = parse_group_detail(replies[2 * i], replies[2 * i + 1],
+                                    &info->groups[base + i], err);
+        for (size_t i = 0; i < 2 * n; i++)
+            emq_reply_free(replies[i]);
+        if (st != EMQ_OK)
+            return st;
+    }
+    for (size_t g = 0; g < info->ngroups; g++) {
+        if (lag_known[g])
+            continue;
+        uint64_t n = 0;
+        emq_status st = emq_admin_count_after(a, ext, cursors[g], &n, err);
+        if (st != EMQ_OK)
+            return st;
+        info->groups[g].lag = (int64_t)n;
+        info->groups[g].lag_computed = 1;
+    }
+    return EMQ_OK;
+}
+
+/* Parses the first round trip's replies (EXISTS, XINFO STREAM, XINFO
+ * GROUPS, XLEN dead) into info, then runs the second. */
+static emq_status describe_from(emq_admin_t *a, emq_reply *const *r,
+                                emq_queue_info *info, emq_error *err) {
+    char shown[200];
+    if (emq_reply_kind(r[3]) == EMQ_REPLY_ERROR)
+        return emq_error_set(err, EMQ_ESERVER, 0,
+                             "reading the dead letters '%s' failed: %s",
+                             a->keys.dead,
+                             emq_reply_text(r[3], shown, sizeof shown));
+    info->dead_length = count_value(r[3]);
+    if (emq_reply_kind(r[0]) != EMQ_REPLY_INTEGER)
+        return bad_shape(err, "EXISTS is not an integer");
+    if (emq_reply_integer(r[0]) == 0)
+        return EMQ_OK; /* no stream: exists = 0, nothing else to say */
+    for (int i = 1; i <= 2; i++)
+        if (emq_reply_kind(r[i]) == EMQ_REPLY_ERROR)
+            return emq_error_set(err, EMQ_ESERVER, 0,
+                                 "describing stream '%s' failed: %s",
+                                 a->keys.stream,
+                                 emq_reply_text(r[i], shown, sizeof shown));
+    info->exists = 1;
+    emq_admin_extent ext;
+    emq_status st = parse_stream(r[1], info, &ext, err);
+    if (st != EMQ_OK)
+        return st;
+    if (emq_reply_kind(r[2]) != EMQ_REPLY_ARRAY)
+        return bad_shape(err, "XINFO GROUPS is not a list");
+    size_t ngroups = emq_reply_len(r[2]);
+    if (ngroups == 0)
+        return EMQ_OK;
+    info->groups = emq_calloc(ngroups, sizeof *info->groups);
+    emq_stream_id *cursors = emq_calloc(ngroups, sizeof *cursors);
+    int *lag_known = emq_calloc(ngroups, sizeof *lag_known);
+    if (info->groups == NULL || cursors == NULL || lag_known == NULL)
+        st = oom(err);
+    for (size_t g = 0; g < ngroups && st == EMQ_OK; g++) {
+        st = parse_group(emq_reply_at(r[2], g), &info->groups[g], &cursors[g],
+                         &lag_known[g], err);
+        info->ngroups = g + 1; /* so a partly filled group is freed */
+    }
+    if (st == EMQ_OK)
+        st = describe_groups(a, info, &ext, cursors, lag_known, err);
+    emq_free(cursors);
+    emq_free(lag_known);
+    return st;
+}
+
+emq_status emq_admin_describe(emq_admin_t *a, emq_queue_info **out,
+                              emq_error *err) {
+    if (out)
+        *out = NULL;
+    if (a == NULL || out == NULL)
+        return emq_error_set(err, EMQ_EINVAL, 0,
+                             "admin handle and out must not be NULL");
+    emq_queue_info *info = emq_calloc(1, sizeof *info);
+    if (info == NULL)
+        return oom(err);
+    emq_status st = EMQ_OK;
+    info->stream = emq_strdup(a->keys.stream);
+    info->dead = emq_strdup(a->keys.dead);
+    if (info->stream == NULL || info->dead == NULL)
+        st = oom(err);
+    /* EXISTS tells a missing stream from other failures without matching
+     * the text of XINFO's "no such key". */
+    const char *exists[] = {"EXISTS", a->keys.stream};
+    const char *stream[] = {"XINFO", "STREAM", a->keys.stream};
+    const char *groups[] = {"XINFO", "GROUPS", a->keys.stream};
+    const char *dead[] = {"XLEN", a->keys.dead};
+    const emq_admin_cmd cmds[] = {
+        {2, exists, NULL}, {3, stream, NULL}, {3, groups, NULL},
+        {2, dead, NULL}};
+    emq_reply *replies[4] = {NULL, NULL, NULL, NULL};
+    if (st == EMQ_OK)
+        st = emq_admin_pipeline(a, 4, cmds, replies, err);
+    if (st == EMQ_OK)
+        st = describe_from(a, replies, info, err);
+    for (int i = 0; i < 4; i++)
+        emq_reply_free(replies[i]);
+    if (st != EMQ_OK) {
+        emq_queue_info_free(info);
+        return st;
+    }
+    emq_error_clear(err);
+    *out = info;
+    return EMQ_OK;
+}
+
+/* ---- JSON ------------------------------------------------------------------ */
+
+/* An ID as a JSON string, or null when empty. */
+static void json_id(emq_json *j, const emq_id *id) {
+    if (id->str[0] == '\0')
+        emq_json_raw(j, "null");
+    else
+        emq_json_cstr(j, id->str);
+}
+
+/* A number, or null when negative (the server did not report it). */
+static void json_opt(emq_json *j, int64_t v) {
+    if (v < 0)
+        emq_json_raw(j, "null");
+    else
+        emq_json_raw(j, "%lld", (long long)v);
+}
+
+size_t emq_queue_info_json(const emq_queue_info *info, char *buf,
+                           size_t size) {
+    emq_json j;
+    emq_json_init(&j, buf, size);
+    if (info == NULL) {
+        emq_json_raw(&j, "null");
+        return j.len;
+    }
+    emq_json_raw(&j, "{\"stream\":");
+    emq_json_cstr(&j, info->stream ? info->stream : "");
+    emq_json_raw(&j, ",\"dead\":");
+    emq_json_cstr(&j, info->dead ? info->dead : "");
+    emq_json_raw(&j, ",\"exists\":%s,\"length\":%llu,\"first_id\":",
+                 info->exists ? "true" : "false",
+                 (unsigned long long)info->length);
+    json_id(&j, &info->first_id);
+    emq_json_raw(&j, ",\"last_id\":");
+    json_id(&j, &info->last_id);
+    emq_json_raw(&j, ",\"entries_added\":%llu,\"dead_length\":%llu,"
+                     "\"groups\":[",
+                 (unsigned long long)info->entries_added,
+                 (unsigned long long)info->dead_length);
+    for (size_t g = 0; g < info->ngroups; g++) {
+        const emq_group_info *gi = &info->groups[g];
+        emq_json_raw(&j, "%s{\"name\":", g ? "," : "");
+        emq_json_cstr(&j, gi->name ? gi->name : "");
+        emq_json_raw(&j, ",\"pending\":%llu,\"last_delivered_id\":",
+                     (unsigned long long)gi->pending);
+        json_id(&j, &gi->last_delivered_id);
+        emq_json_raw(&j, ",\"entries_read\":");
+        json_opt(&j, gi->entries_read);
+        /* The lag is always a count: the server's, or the client's with
+         * lag_computed true. A nil lag is never printed as 0. */
+        emq_json_raw(&j, ",\"lag\":");
+        json_opt(&j, gi->lag);
+        emq_json_raw(&j, ",\"lag_computed\":%s,\"oldest_pending_id\":",
+                     gi->lag_computed ? "true" : "false");
+        json_id(&j, &gi->oldest_pending_id);
+        emq_json_raw(&j, ",\"oldest_pending_age_ms\":");
+        json_opt(&j, gi->oldest_pending_age_ms);
+        emq_json_raw(&j, ",\"consumers\":[");
+        for (size_t c = 0; c < gi->nconsumers; c++) {
+            const emq_consumer_info *ci = &gi->consumers[c];
+            emq_json_raw(&j, "%s{\"name\":", c ? "," : "");
+            emq_json_cstr(&j, ci->name ? ci->name : "");
+            emq_json_raw(&j, ",\"pending\":%llu,\"idle_ms\":",
+                         (unsigned long long)ci->pending);
+            json_opt(&j, ci->idle_ms);
+            emq_json_raw(&j, ",\"inactive_ms\":");
+            json_opt(&j, ci->inactive_ms);
+            emq_json_raw(&j, "}");
+        }
+        emq_json_raw(&j, "]}");
+    }
+    emq_json_raw(&j, "]}");
+    return j.len;
+}
+
+/* ---- pending ---------------------------------------------------------------- */
+
+/* Appends the rows of one XPENDING page to *out (growing it); *last gets
+ * the ID of the last row. Returns the number of rows through *got. */
+static emq_status take_page(const emq_reply *reply, emq_pending_entry **out,
+                            size_t *n, size_t *cap, emq_stream_id *last,
+                            size_t *got, emq_error *err) {
+    size_t rows = emq_reply_len(reply);
+    *got = 0;
+    if (emq_reply_kind(reply) != EMQ_REPLY_ARRAY)
+        return bad_shape(err, "XPENDING is not a list");
+    if (*n + rows > *cap) {
+        size_t want = *cap ? *cap : 64;
+        while (want < *n + rows)
+            want *= 2;
+        emq_pending_entry *grown = emq_realloc(*out, want * sizeof *grown);
+        if (grown == NULL)
+            return oom(err);
+        *out = grown;
+        *cap = want;
+    }
+    for (size_t i = 0; i < rows; i++) {
+        const emq_reply *row = emq_reply_at(reply, i);
+        emq_pending_entry *e = &(*out)[*n];
+        size_t len = 0;
+        const char *consumer = emq_reply_str(emq_reply_at(row, 1), &len);
+        if (emq_reply_kind(row) != EMQ_REPLY_ARRAY || emq_reply_len(row) < 4 ||
+            emq_admin_id(emq_reply_at(row, 0), &e->id, last) != 0 ||
+            consumer == NULL)
+            return bad_shape(err, "XPENDING is not [[id, consumer, idle, "
+                                  "count]]");
+        /* Names longer than the field (consumers validate them to 128
+         * bytes) are cut. */
+        if (len >= sizeof e->consumer)
+            len = sizeof e->consumer - 1;
+        memcpy(e->consumer, consumer, len);
+        e->consumer[len] = '\0';
+        e->idle_ms = int_value(emq_reply_at(row, 2), 0);
+        e->deliveries = count_value(emq_reply_at(row, 3));
+        (*n)++;
+    }
+    *got = rows;
+    return EMQ_OK;
+}
+
+emq_status emq_admin_pending(emq_admin_t *a, const char *group,
+                             const char *consumer, int64_t min_idle_ms,
+                             size_t max, emq_pending_entry **out, size_t *n,
+                             emq_error *err) {
+    if (out)
+        *out = NULL;
+    if (n)
+        *n = 0;
+    if (a == NULL || out == NULL || n == NULL)
+        return emq_error_set(err, EMQ_EINVAL, 0,
+                             "admin handle, out and n must not be NULL");
+    emq_status st = emq_admin_check_group(group, err);
+    if (st != EMQ_OK)
+        return st;
+    if (consumer != NULL && *consumer == '\0')
+        return emq_error_set(err, EMQ_EINVAL, 0,
+                             "consumer is empty: give a name, or NULL for "
+                             "every consumer");
+    if (min_idle_ms < 0)
+        return emq_error_set(err, EMQ_EINVAL, 0,
+                             "min_idle_ms is %lld; it must be 0 or more",
+                             (long long)min_idle_ms);
+    char what[300], idle[24];
+    snprintf(what, sizeof what, "listing pending entries of group '%s'",
+             group);
+    snprintf(idle, sizeof idle, "%lld", (long long)min_idle_ms);
+    emq_pending_entry *list = NULL;
+    size_t have = 0, cap = 0;
+    emq_stream_id last = {0, 0};
+    while (have < max) {
+        /* XPENDING <s> <g> [IDLE ms] <start> + <count> [consumer]; the
+         * start is exclusive after the first page (Redis 6.2+). */
+        char start[EMQ_ID_MAX + 2] = "-", count[24];
+        if (have > 0)
+            snprintf(start, sizeof start, "(%llu-%llu",
+                     (unsigned long long)last.ms,
+                     (unsigned long long)last.seq);
+        size_t want = max - have < EMQ_ADMIN_PAGE ? max - have
+                                                  : EMQ_ADMIN_PAGE;
+        snprintf(count, sizeof count, "%zu", want);
+        const char *argv[9];
+        int argc = 0;
+        argv[argc++] = "XPENDING";
+        argv[argc++] = a->keys.stream;
+        argv[argc++] = group;
+        if (min_idle_ms > 0) { /* IDLE needs 6.2; leave it out when 0 */
+            argv[argc++] = "IDLE";
+            argv[argc++] = idle;
+        }
+        argv[argc++] = start;
+        argv[argc++] = "+";
+        argv[argc++] = count;
+        if (consumer != NULL)
+            argv[argc++] = consumer;
+        emq_reply *reply;
+        st = emq_admin_call(a, what, argc, argv, NULL, &reply, err);
+        if (st != EMQ_OK)
+            break;
+        size_t got = 0;
+        st = take_page(reply, &list, &have, &cap, &last, &got, err);
+        emq_reply_free(reply);
+        if (st != EMQ_OK || got < want)
+            break;
+    }
+    if (st != EMQ_OK) {
+        emq_free(list);
+        return st;
+    }
+    emq_error_clear(err);
+    *out = list;
+    *n = have;
+    return EMQ_OK;
+}
+
+size_t emq_pending_json(const emq_pending_entry *entries, size_t n, char *buf,
+                        size_t size) {
+    emq_json j;
+    emq_json_init(&j, buf, size);
+    for (size_t i = 0; i < n; i++) {
+        const emq_pending_entry *e = &entries[i];
+        emq_json_raw(&j, "{\"id\":");
+        emq_json_cstr(&j, e->id.str);
+        emq_json_raw(&j, ",\"consumer\":");
+        emq_json_cstr(&j, e->consumer);
+        emq_json_raw(&j, ",\"idle_ms\":%lld,\"deliveries\":%llu}\n",
+                     (long long)e->idle_ms,
+                     (unsigned long long)e->deliveries);
+    }
+    return j.len;
+}

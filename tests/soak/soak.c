@@ -195,6 +195,13 @@ static void *produce(void *arg) {
             next_trim += 100000;
         }
     }
+    /* Stay (with every connection open) until the consumer is done, so
+     * the end sample sees the same threads and descriptors as the
+     * baseline did. */
+    while (!producer_failed &&
+           __atomic_load_n(&handled, __ATOMIC_RELAXED) < entries &&
+           chaos_now_ms() < deadline)
+        chaos_sleep_ms(5);
 out:
     if (producer_failed)
         emq_consumer_stop(consumer);

@@ -398,7 +398,7 @@ int chaos_check(const chaos_run *run) {
             i++;
         size_t to = i;
         long acks = 0;
-        int redelivered = 0, near = 0, first = 1, ids_differ = 0;
+        int redelivered = 0, near = 0, ids_differ = 0;
         const char *first_id = NULL;
         for (size_t k = from; k < to; k++) {
             if (l.r[k].verdict != 'A')
@@ -408,11 +408,15 @@ int chaos_check(const chaos_run *run) {
                 first_id = l.r[k].id;
             else if (strcmp(first_id, l.r[k].id) != 0)
                 ids_differ = 1;
-            if (!first && l.r[k].deliveries > 1)
+            /* The pair includes a redelivery: the first handling was not
+             * acknowledged in time (killed, stopped, cut off) or its
+             * acknowledgement was lost. The redelivery may even come
+             * first, when a stopped worker resumes with a batch its peers
+             * have claimed meanwhile. */
+            if (l.r[k].deliveries > 1)
                 redelivered = 1;
             if (near_fault(run, l.r[k].t))
                 near = 1;
-            first = 0;
         }
         if (run->poison[job])
             poison++;

@@ -110,6 +110,7 @@ typedef struct chaos_run {
     const fault *faults;
     int nfaults;
     int workers_died;         /* unexpected worker exits */
+    int tolerate_exits;       /* 1: report them without failing */
     int producer_failed;
     int drained;              /* 1: drained before the deadline */
 } chaos_run;

@@ -467,7 +467,8 @@ int chaos_check(const chaos_run *run) {
 
     violations += (lost > 0) + (missing > 0) + (poison_acked > 0) +
                   (dead_dups > 0) + (dup_unexplained > 0) +
-                  (run->workers_died > 0) + (run->producer_failed != 0) +
+                  (run->workers_died > 0 && !run->tolerate_exits) +
+                  (run->producer_failed != 0) +
                   (!run->drained) + (!server_ok) + (pending != 0) +
                   (behind != 0);
     int counts[FAULT_KINDS] = {0};
@@ -505,8 +506,11 @@ int chaos_check(const chaos_run *run) {
     if (pend_detail[0])
         printf("%s", pend_detail);
     printf("  drained in time     %s\n", run->drained ? "yes" : "NO");
-    printf("  workers died        %d (exits nobody asked for)\n",
-           run->workers_died);
+    printf("  workers died        %d (exits nobody asked for)%s\n",
+           run->workers_died,
+           run->workers_died && run->tolerate_exits
+               ? "; tolerated (--tolerate-worker-exits)"
+               : "");
     printf("  producer            %s\n",
            run->producer_failed ? "GAVE UP" : "every job confirmed");
     printf("  ledger lines        %zu (%ld unreadable)\n", l.n, l.bad_lines);

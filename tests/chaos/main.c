@@ -3,7 +3,7 @@
  *   chaos [--seed S] [--jobs N] [--workers W] [--seconds T] [--poison P]
  *         [--max-deliveries M] [--kills K] [--stops K] [--restarts K]
  *         [--drops K] [--stalls K] [--halfopens K] [--drain-seconds D]
- *         [--dir PARENT] [--keep]
+ *         [--dir PARENT] [--keep] [--tolerate-worker-exits]
  *
  * In a fresh run folder under PARENT (default /tmp) it starts a private
  * redis-server (appendonly yes, appendfsync always, loopback TCP plus a
@@ -18,7 +18,10 @@
  * checker (check.c), which prints the verdict. Exit status: 0 when every
  * promise held, 1 on a violation, 2 when the run could not be set up. The
  * run folder (ledgers, worker logs, server log and AOF) is removed after a
- * pass unless --keep is given, and kept after a failure.
+ * pass unless --keep is given, and kept after a failure. A worker that
+ * exits on its own is restarted and counted as a violation, unless
+ * --tolerate-worker-exits is given (then it is only reported): that lets a
+ * run go on checking for lost work while a known worker crash is open.
  *
  * Bounds: every wait has a deadline; the producer gives up at T + D + 60 s;
  * workers and the server die with the orchestrator (PR_SET_PDEATHSIG).
@@ -56,6 +59,7 @@ typedef struct options {
     int drain_seconds;
     const char *parent;
     int keep;
+    int tolerate_exits;
 } options;
 
 /* ---- workers ------------------------------------------------------------ */
@@ -291,7 +295,7 @@ static void usage(void) {
             "             [--poison P] [--max-deliveries M] [--kills K]\n"
             "             [--stops K] [--restarts K] [--drops K] [--stalls K]\n"
             "             [--halfopens K] [--drain-seconds D] [--dir PARENT]\n"
-            "             [--keep]\n"
+            "             [--keep] [--tolerate-worker-exits]\n"
             "Defaults: 200000 jobs, 4 workers, T = max(30, N / 1300) s,\n"
             "10 poison jobs, max_deliveries 3, fault counts from T, D = 120.\n"
             "See docs/RELIABILITY.md.\n");
@@ -369,6 +373,8 @@ static void parse(int argc, char **argv, options *o) {
             i++;
         } else if (strcmp(a, "--keep") == 0) {
             o->keep = 1;
+        } else if (strcmp(a, "--tolerate-worker-exits") == 0) {
+            o->tolerate_exits = 1;
         } else {
             usage();
         }
@@ -598,6 +604,7 @@ int main(int argc, char **argv) {
         .faults = faults,
         .nfaults = nfaults,
         .workers_died = workers_died + slow,
+        .tolerate_exits = o.tolerate_exits,
         .producer_failed = producer.failed,
         .drained = drained,
     };

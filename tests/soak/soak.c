@@ -222,7 +222,7 @@ static long long option(const char *flag, const char *v) {
 }
 
 int main(int argc, char **argv) {
-    for (int i = 1; i < argc; i++) {
+    for (int i = 1; i < argc; i += 2) {
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(argv[i], "--entries"))
             entries = option(argv[i], v);
@@ -235,7 +235,6 @@ int main(int argc, char **argv) {
                             "[--ahead A]\n");
             return 2;
         }
-        i++;
     }
     if (baseline >= entries) {
         fprintf(stderr, "soak: --baseline must be below --entries\n");

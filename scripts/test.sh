@@ -6,9 +6,9 @@
 #   gcc       gcc build with -Werror, then emq_tests
 #   clang     clang build with -Werror, then emq_tests
 #   sanitize  ASan+UBSan build (clang), then emq_tests
-#   chaos     the short chaos run (tests/chaos: 20000 jobs, 4 worker
-#             processes, every kind of fault, about 2 minutes) and the soak
-#             (tests/soak: 5000000 entries through one consumer); see
+#   chaos     the soak (tests/soak: 5000000 entries through one consumer)
+#             and the short chaos run (tests/chaos: 20000 jobs, 4 worker
+#             processes, every kind of fault, about 80 s); see
 #             docs/RELIABILITY.md
 #   valgrind  memcheck on the unit tests of the gcc build
 #   symbols   libechomq.so exports only emq_* (scripts/check_symbols.sh)
@@ -26,7 +26,9 @@
 #
 # Environment: EMQ_JOBS (parallel build jobs, default: the number of CPUs),
 # EMQ_FUZZ_SECONDS (default 60), EMQ_CHAOS_SEED (default 6001: the seed
-# of the chaos stage; any seed reproduces its own schedule).
+# of the chaos stage; any seed reproduces its own schedule),
+# EMQ_CHAOS_TOLERATE_EXITS=1 (report worker crashes in the chaos stage
+# without failing it: bug B1 of docs/RELIABILITY.md).
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -195,15 +197,18 @@ stage_sanitize() {
 # when it fails; it removes it after a pass.
 stage_chaos() {
     gcc_build_ready
-    local seed=${EMQ_CHAOS_SEED:-6001}
-    mkdir -p "$build/chaos"
-    echo "\$ chaos --seed $seed --jobs 20000 --seconds 75 --drain-seconds 60"
-    "$build/gcc/chaos" --seed "$seed" --jobs 20000 --workers 4 --seconds 75 \
-        --poison 8 --kills 4 --stops 2 --restarts 2 --drops 3 --stalls 2 \
-        --halfopens 2 --drain-seconds 60 --dir "$build/chaos" \
-        2>&1 | tee "$logs/chaos.log"
+    local seed=${EMQ_CHAOS_SEED:-6001} tolerate=()
+    if [[ ${EMQ_CHAOS_TOLERATE_EXITS:-0} == 1 ]]; then
+        tolerate=(--tolerate-worker-exits) # see bug B1 in docs/RELIABILITY.md
+    fi
     echo "\$ soak --entries 5000000"
     "$build/gcc/soak" --entries 5000000 2>&1 | tee "$logs/soak.log"
+    mkdir -p "$build/chaos"
+    echo "\$ chaos --seed $seed --jobs 20000 --seconds 75 ${tolerate[*]}"
+    "$build/gcc/chaos" --seed "$seed" --jobs 20000 --workers 4 --seconds 75 \
+        --poison 8 --kills 4 --stops 2 --restarts 2 --drops 3 --stalls 2 \
+        --halfopens 2 --drain-seconds 60 --dir "$build/chaos" "${tolerate[@]}" \
+        2>&1 | tee "$logs/chaos.log"
 }
 
 # Later stages reuse the gcc build; this makes sure it exists and is current

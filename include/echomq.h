@@ -246,6 +246,28 @@ typedef struct emq_id {
     char str[EMQ_ID_MAX];
 } emq_id;
 
+/* Parses one JSON object, {"name":"value",...}, into fields in document
+ * order (the input side of emq_entry_json's "fields"). A value may be a
+ * string, a number, true, false or null (numbers and words are kept as
+ * their text), or {"base64":"..."} for bytes that are not UTF-8, so every
+ * value emq_entry_json writes comes back byte-exact. A repeated name is
+ * kept repeated. Each name and value is also NUL-terminated. Arrays, other
+ * nested objects, an empty object and trailing text are EMQ_EINVAL with a
+ * message naming the 1-based column ("column 12: expected ':' after the
+ * field name"). On success *fields (one block holding the array and the
+ * bytes) is caller-owned; free with emq_free_array. */
+EMQ_EXPORT emq_status emq_fields_from_json(const char *json, size_t len,
+                                           emq_field **fields,
+                                           size_t *nfields, emq_error *err);
+
+/* Writes into buf (size bytes, NUL-terminated) the stream key that conf's
+ * queue or stream property names ("emq:{jobs}" for queue "jobs"), without
+ * touching the network: for messages and for tools that inspect the key.
+ * EMQ_EINVAL names a missing or malformed queue; EMQ_ELIMIT when buf is
+ * too small. */
+EMQ_EXPORT emq_status emq_conf_stream_key(const emq_conf_t *conf, char *buf,
+                                          size_t size, emq_error *err);
+
 /* ---- producer ----------------------------------------------------------- */
 
 /* Appends entries to a queue's stream (conf: url and queue, or stream).

@@ -104,8 +104,10 @@ TEST(admin_dead_list_splits_origin_and_binary_fields) {
                           "\"emq.id\":\"again\"},\"origin_id\":\"5-0\","
                           "\"group\":\"g\",\"consumer\":\"w\","
                           "\"reason\":\"boom\"}\n");
-    ASSERT_CONTAINS(json, "\"fields\":{{\"base64\":\"/g==\"}:"
-                          "{\"base64\":\"gA==\"}},\"origin_id\":\"6-0\"");
+    /* A name that is not UTF-8: the fields come as [name, value] pairs so
+     * the line stays strict JSON. */
+    ASSERT_CONTAINS(json, "\"fields\":[[{\"base64\":\"/g==\"},"
+                          "{\"base64\":\"gA==\"}]],\"origin_id\":\"6-0\"");
     ASSERT(strncmp(json, "{\"id\":\"", 7) == 0);
     char *second = strchr(json, '\n');
     ASSERT(second != NULL && strchr(second + 1, '\n') == json + need - 1);

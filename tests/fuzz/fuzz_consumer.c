@@ -25,7 +25,9 @@
  *          right after the first read, on every run)
  *   bit 7  count 1 instead of 10
  * A chunk that holds no complete reply is sent and the connection closed
- * after it (a reply cut mid-way), so no input waits for a timeout.
+ * after it (a reply cut mid-way), so no input waits for a timeout. A
+ * chunk that would only make the consumer sleep (a LOADING-like error, a
+ * second NOGROUP) ends the input instead (see send_chunk).
  */
 #include "base/base.h"
 #include "resp/resp.h"
@@ -62,10 +64,12 @@ typedef struct fake {
     uint8_t flags;
     chunk chunks[MAX_CHUNKS];
     size_t nchunks, next_chunk;
+    int group_lost;  /* a NOGROUP or UNBLOCKED chunk was sent */
     int commands;
     int64_t started_ms;
     emq_consumer_t *consumer;
     atomic_int quit; /* the test is over: the thread leaves */
+    int wake[2];     /* a byte on wake[1] ends the server's poll at once */
     char in[1 << 16];
     size_t in_len;
 } fake;
@@ -130,9 +134,18 @@ static void send_all(fake *f, const void *p, size_t n) {
 
 static void send_str(fake *f, const char *s) { send_all(f, s, strlen(s)); }
 
-/* 1 when bytes hold at least one complete reply (or bytes the client's
- * reader refuses at once, which breaks the connection without a wait). */
-static int complete_reply(const uint8_t *p, size_t n) {
+/* What a chunk is to the client's reader. */
+enum { CHUNK_CUT, CHUNK_REPLY, CHUNK_PAUSE, CHUNK_GROUP_LOST };
+
+/* CHUNK_CUT when bytes hold no complete reply (nor bytes the client's
+ * reader refuses at once, which break the connection without a wait);
+ * CHUNK_PAUSE for an error reply the consumer answers by sleeping 100 ms
+ * (LOADING, BUSY, TRYAGAIN, CLUSTERDOWN, MASTERDOWN); CHUNK_GROUP_LOST for
+ * NOGROUP and UNBLOCKED, after which the consumer re-creates the group at
+ * most once a second; CHUNK_REPLY otherwise. */
+static int classify(const uint8_t *p, size_t n) {
+    static const char *const pauses[] = {"LOADING", "BUSY", "TRYAGAIN",
+                                         "CLUSTERDOWN", "MASTERDOWN"};
     emq_resp_limits limits;
     emq_resp_limits_default(&limits);
     emq_resp_reader *r = emq_resp_reader_new(&limits);
@@ -142,18 +155,35 @@ static int complete_reply(const uint8_t *p, size_t n) {
     emq_status st = emq_resp_feed(r, (const char *)p, n, NULL);
     if (st == EMQ_OK)
         st = emq_resp_next(r, &reply, NULL);
+    int kind = st == EMQ_EAGAIN ? CHUNK_CUT : CHUNK_REPLY;
+    for (size_t i = 0; reply && i < sizeof pauses / sizeof pauses[0]; i++)
+        if (emq_reply_is_error(reply, pauses[i]))
+            kind = CHUNK_PAUSE;
+    if (emq_reply_is_error(reply, "NOGROUP") ||
+        emq_reply_is_error(reply, "UNBLOCKED"))
+        kind = CHUNK_GROUP_LOST;
     emq_reply_free(reply);
     emq_resp_reader_free(r);
-    return st != EMQ_EAGAIN;
+    return kind;
 }
 
-/* Sends the next chunk; returns 0 when none is left. */
+/* Sends the next chunk; returns 0 when none is left or when the chunk
+ * would only make the consumer sleep (then the input ends here: the
+ * caller stops the consumer). Sleeping is the consumer's answer to those
+ * replies, not a finding, and would cut the fuzzer's pace a hundredfold;
+ * the first group-lost reply of an input costs no sleep and is sent. */
 static int send_chunk(fake *f) {
     if (f->next_chunk >= f->nchunks)
         return 0;
-    chunk c = f->chunks[f->next_chunk++];
+    chunk c = f->chunks[f->next_chunk];
+    int kind = classify(c.p, c.n);
+    if (kind == CHUNK_PAUSE || (kind == CHUNK_GROUP_LOST && f->group_lost))
+        return 0;
+    f->next_chunk++;
+    if (kind == CHUNK_GROUP_LOST)
+        f->group_lost = 1;
     send_all(f, c.p, c.n);
-    if (!complete_reply(c.p, c.n) && f->client_fd >= 0) {
+    if (kind == CHUNK_CUT && f->client_fd >= 0) {
         close(f->client_fd);
         f->client_fd = -1;
     }
@@ -219,7 +249,8 @@ static void answer(fake *f, int argc, const char **argv, const size_t *len) {
                 is(cmd, cn, "XACK") || is(cmd, cn, "HSET") ||
                 is(cmd, cn, "HDEL");
     if (trace)
-        fprintf(stderr, "fake server: %.*s%s\n", (int)cn, cmd,
+        fprintf(stderr, "fake server +%lldms: %.*s%s\n",
+                (long long)(emq_now_ms() - f->started_ms), (int)cn, cmd,
                 (data || (fuzz_all && (lease || other))) &&
                         f->next_chunk < f->nchunks
                     ? " <- chunk"
@@ -303,12 +334,15 @@ static void serve_input(fake *f) {
 static void *server_main(void *arg) {
     fake *f = arg;
     while (!atomic_load(&f->quit)) {
-        struct pollfd pfd[2] = {{f->listen_fd, POLLIN, 0},
+        struct pollfd pfd[3] = {{f->wake[0], POLLIN, 0},
+                                {f->listen_fd, POLLIN, 0},
                                 {f->client_fd, POLLIN, 0}};
-        int n = poll(pfd, f->client_fd >= 0 ? 2 : 1, 10);
+        int n = poll(pfd, f->client_fd >= 0 ? 3 : 2, 100);
         if (n <= 0)
             continue;
-        if (pfd[0].revents & POLLIN) {
+        if (pfd[0].revents & POLLIN)
+            break;
+        if (pfd[1].revents & POLLIN) {
             int fd = accept(f->listen_fd, NULL, NULL);
             if (fd >= 0) {
                 if (f->client_fd >= 0)
@@ -318,7 +352,7 @@ static void *server_main(void *arg) {
             }
             continue;
         }
-        if (f->client_fd >= 0 && (pfd[1].revents & (POLLIN | POLLHUP))) {
+        if (f->client_fd >= 0 && (pfd[2].revents & (POLLIN | POLLHUP))) {
             if (f->in_len == sizeof f->in)
                 abort(); /* one command larger than 64 KiB: not expected */
             ssize_t r = recv(f->client_fd, f->in + f->in_len,
@@ -421,6 +455,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     f.listen_fd = listen_fd;
     f.client_fd = -1;
     f.flags = data[0];
+    if (pipe(f.wake) != 0)
+        abort();
     const uint8_t *p = data + 1, *end = data + size;
     while (p <= end && f.nchunks < MAX_CHUNKS) {
         const uint8_t *s = find(p, (size_t)(end - p), SEP, strlen(SEP));
@@ -482,7 +518,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (trace)
         fprintf(stderr, "run: %s %s\n", emq_status_name(st), err.message);
     atomic_store(&f.quit, 1);
+    if (write(f.wake[1], "x", 1) != 1)
+        abort();
     pthread_join(thread, NULL);
+    close(f.wake[0]);
+    close(f.wake[1]);
 
     char stats[2048];
     size_t need = emq_consumer_stats_json(c, stats, sizeof stats);

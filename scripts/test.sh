@@ -13,7 +13,8 @@
 #   examples  every examples/*.c built by gcc and clang, compiled against
 #             the installed copy, and roundtrip run on a private redis-server
 #   docs      docs/CONFIGURATION.md equals what tools/gen_confdoc prints
-#   fuzz      each tests/fuzz/fuzz_*.c for EMQ_FUZZ_SECONDS (default 60) s
+#   fuzz      each tests/fuzz/fuzz_*.c for EMQ_FUZZ_SECONDS s (default: a
+#             150 s budget shared by the targets, at least 15 s each)
 #   bench     bench/*.c build (they are not run)
 #
 # Each stage prints a header and its duration; the first failing stage
@@ -21,7 +22,7 @@
 # emq_tests runs as "N passed, N failed".
 #
 # Environment: EMQ_JOBS (parallel build jobs, default: the number of CPUs),
-# EMQ_FUZZ_SECONDS (default 60).
+# EMQ_FUZZ_SECONDS (seconds per fuzz target; default: 150 s shared).
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -31,7 +32,8 @@ cd "$root"
 
 readonly ALL_STAGES=(deps gcc clang sanitize valgrind symbols install examples docs fuzz bench)
 jobs=${EMQ_JOBS:-$(nproc 2>/dev/null || echo 2)}
-fuzz_seconds=${EMQ_FUZZ_SECONDS:-60}
+fuzz_seconds=${EMQ_FUZZ_SECONDS:-}
+readonly FUZZ_BUDGET=150
 build=$root/build
 logs=$build/logs
 
@@ -304,6 +306,13 @@ stage_fuzz() {
         return 0
     fi
     local dir=$build/fuzz src name corpus work artifacts rc
+    if [[ -z "$fuzz_seconds" ]]; then
+        # The stage's time stays bounded however many targets there are.
+        fuzz_seconds=$((FUZZ_BUDGET / ${#sources[@]}))
+        if ((fuzz_seconds < 15)); then
+            fuzz_seconds=15
+        fi
+    fi
     configure "$dir" clang -DCMAKE_BUILD_TYPE=RelWithDebInfo -DEMQ_FUZZ=ON \
         -DEMQ_TESTS=OFF -DEMQ_EXAMPLES=OFF -DEMQ_TOOLS=OFF
     local targets=()
@@ -369,5 +378,5 @@ run_stage symbols "libechomq.so exports only emq_*" stage_symbols
 run_stage install "cmake --install + consumer via find_package and pkg-config" stage_install
 run_stage examples "examples compile, roundtrip against a private redis-server" stage_examples
 run_stage docs "docs/CONFIGURATION.md is up to date" stage_docs
-run_stage fuzz "fuzz targets, ${fuzz_seconds} s each" stage_fuzz
+run_stage fuzz "fuzz targets (${fuzz_seconds:+$fuzz_seconds s each}${fuzz_seconds:-$FUZZ_BUDGET s shared})" stage_fuzz
 run_stage bench "benchmarks build (not run)" stage_bench

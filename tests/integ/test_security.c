@@ -229,6 +229,8 @@ static void raw(const emq_srv *s, const char *a0, const char *a1,
 /* Stream "emq:{aclq}" with group g:
  *   1-0 own    pending for w1 (recovered, acked)
  *   2-0 gone   pending for w1, then deleted (acked and counted)
+ *   2-1 stale  pending for w1, delivered 5 times: dead-lettered on recovery
+ *              without the handler (the script reads the reason: HGET)
  *   3-0 peer   pending for a dead peer (claimed, acked)
  *   4-0 ok     new (acked)
  *   5-0 retry  new: retried, claimed back, retried again, dead-lettered
@@ -237,10 +239,14 @@ static void acl_fixture(const emq_srv *s) {
     raw(s, "XGROUP", "CREATE", "emq:{aclq}", "g", "0", "MKSTREAM");
     raw(s, "XADD", "emq:{aclq}", "1-0", "n", "own", NULL);
     raw(s, "XADD", "emq:{aclq}", "2-0", "n", "gone", NULL);
-    const char *rd[] = {"XREADGROUP", "GROUP", "g", "w1", "COUNT", "2",
+    raw(s, "XADD", "emq:{aclq}", "2-1", "n", "stale", NULL);
+    const char *rd[] = {"XREADGROUP", "GROUP", "g", "w1", "COUNT", "3",
                         "STREAMS", "emq:{aclq}", ">", NULL};
     char out[512];
     ASSERT(emq_srv_cmdv(s, out, sizeof out, rd) == '*');
+    const char *bump[] = {"XCLAIM", "emq:{aclq}", "g", "w1", "0", "2-1",
+                          "RETRYCOUNT", "5", NULL};
+    ASSERT(emq_srv_cmdv(s, out, sizeof out, bump) == '*');
     raw(s, "XDEL", "emq:{aclq}", "2-0", NULL, NULL, NULL);
     raw(s, "XADD", "emq:{aclq}", "3-0", "n", "peer", NULL);
     const char *rp[] = {"XREADGROUP", "GROUP", "g", "peer", "COUNT", "1",
@@ -276,7 +282,7 @@ TEST_TIMEOUT(security_acl_consumer_line_runs_a_full_cycle, 40) {
     int64_t end = now_ms() + 15000;
     for (;;) {
         emq_consumer_stats_get(c, &st);
-        if (st.dead_lettered >= 2 && st.claimed >= 1 && st.acked >= 3)
+        if (st.dead_lettered >= 3 && st.claimed >= 1 && st.acked >= 3)
             break;
         if (now_ms() > end)
             break;
@@ -287,7 +293,7 @@ TEST_TIMEOUT(security_acl_consumer_line_runs_a_full_cycle, 40) {
     emq_consumer_stats_get(c, &st);
     char json[1024];
     emq_consumer_stats_json(c, json, sizeof json);
-    if (st.dead_lettered < 2 || st.claimed < 1 || st.acked < 3)
+    if (st.dead_lettered < 3 || st.claimed < 1 || st.acked < 3)
         FAIL("cycle incomplete: %s; log:\n%s", json, book->text);
     ASSERT(st.retried >= 2);
     ASSERT(st.deleted_pending >= 1);
@@ -298,7 +304,10 @@ TEST_TIMEOUT(security_acl_consumer_line_runs_a_full_cycle, 40) {
 
     char out[1024];
     emq_srv_cmd(s, out, sizeof out, "XLEN", "emq:{aclq}:dead", NULL);
-    ASSERT_EQ_STR(out, "2");
+    ASSERT_EQ_STR(out, "3");
+    /* The lease was released on stop (the release script's DEL). */
+    emq_srv_cmd(s, out, sizeof out, "EXISTS", "emq:{aclq}:lease:g:w1", NULL);
+    ASSERT_EQ_STR(out, "0");
     emq_srv_cmd(s, out, sizeof out, "XPENDING", "emq:{aclq}", "g", NULL);
     ASSERT(strncmp(out, "0\n", 2) == 0);
     free(r);

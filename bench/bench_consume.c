@@ -44,7 +44,7 @@
  */
 #include "echomq.h"
 
-#include <hiredis/hiredis.h>
+#include "bench_common.h"
 
 #include <pthread.h>
 #include <signal.h>
@@ -62,104 +62,6 @@
 #define PAYLOAD_LEN 100
 #define FILL_WINDOW 1000 /* XADD commands in flight while filling */
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
-/* User + system CPU time of this process (every thread), in microseconds. */
-static double cpu_us(void) {
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    return (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1e6 +
-           (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
-}
-
-static void die(const char *what, const char *why) {
-    fprintf(stderr, "bench_consume: %s: %s\n", what, why);
-    exit(1);
-}
-
-/* ---- the private server ------------------------------------------------ */
-
-static volatile pid_t server_pid;
-static char dir[64];
-static char sock_path[128];
-
-static void stop_server(void) {
-    pid_t pid = server_pid;
-    if (pid > 0) {
-        server_pid = 0;
-        kill(pid, SIGTERM);
-        waitpid(pid, NULL, 0);
-    }
-    if (dir[0]) {
-        /* The only files the server writes there (no persistence). */
-        const char *names[] = {"redis.sock", "redis.log", "dump.rdb"};
-        char path[192];
-        for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
-            snprintf(path, sizeof path, "%s/%s", dir, names[i]);
-            unlink(path);
-        }
-        if (rmdir(dir) != 0)
-            fprintf(stderr, "bench_consume: could not remove %s\n", dir);
-        dir[0] = '\0';
-    }
-}
-
-/* Ctrl-C must not leave the server running: kill(2) and _exit(2) are
- * async-signal-safe; the folder is left behind in that case. */
-static void on_signal(int sig) {
-    if (server_pid > 0)
-        kill(server_pid, SIGTERM);
-    _exit(128 + sig);
-}
-
-static void start_server(void) {
-    snprintf(dir, sizeof dir, "/tmp/emq-bench-XXXXXX");
-    if (mkdtemp(dir) == NULL) {
-        dir[0] = '\0';
-        perror("mkdtemp");
-        exit(1);
-    }
-    snprintf(sock_path, sizeof sock_path, "%s/redis.sock", dir);
-    atexit(stop_server);
-    signal(SIGINT, on_signal);
-    signal(SIGTERM, on_signal);
-    pid_t pid = fork();
-    if (pid < 0)
-        die("fork", "failed");
-    if (pid == 0) {
-        /* --port 0: no TCP listener at all, only the unix socket. hz 100
-         * checks blocked-read timeouts every 10 ms instead of 100 ms, so
-         * consumers left waiting on a drained stream return sooner. */
-        execlp("redis-server", "redis-server", "--port", "0", "--unixsocket",
-               sock_path, "--save", "", "--appendonly", "no", "--dir", dir,
-               "--logfile", "redis.log", "--hz", "100", (char *)NULL);
-        perror("exec redis-server");
-        _exit(127);
-    }
-    server_pid = pid;
-    for (int i = 0; i < 500; i++) {
-        redisContext *c = redisConnectUnix(sock_path);
-        if (c && !c->err) {
-            redisFree(c);
-            return;
-        }
-        if (c)
-            redisFree(c);
-        usleep(10000);
-    }
-    die("redis-server", "did not start within 5 s");
-}
-
-static redisContext *connect_unix(void) {
-    redisContext *c = redisConnectUnix(sock_path);
-    if (c == NULL || c->err)
-        die("hiredis connect", c ? c->errstr : "out of memory");
-    return c;
-}
 
 /* Runs one command that must not fail, and frees its reply. */
 static void admin_command(redisContext *admin, const char *fmt,
@@ -485,6 +387,7 @@ static void usage(void) {
 }
 
 int main(int argc, char **argv) {
+    bench_name = "bench_consume";
     int only_count = 0, only_consumers = 0, run_e = 1, run_h = 1, opt;
     while ((opt = getopt(argc, argv, "c:p:o:")) != -1) {
         if (opt == 'c')
@@ -507,7 +410,7 @@ int main(int argc, char **argv) {
         usage();
     for (int i = 0; i < PAYLOAD_LEN; i++)
         payload[i] = (char)('a' + i % 26);
-    start_server();
+    start_server(0);
     redisContext *admin = connect_unix();
     fill(admin, total);
     printf("consume + ack of %ld entries, block_ms %d, %d round(s), "

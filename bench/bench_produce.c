@@ -28,7 +28,7 @@
  */
 #include "echomq.h"
 
-#include <hiredis/hiredis.h>
+#include "bench_common.h"
 
 #include <getopt.h>
 #include <signal.h>
@@ -43,101 +43,6 @@
 #define STREAM "emq:{bench}" /* the stream echomq uses for queue "bench" */
 #define PAYLOAD_LEN 100
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
-/* User + system CPU time of this process, in microseconds. */
-static double cpu_us(void) {
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    return (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1e6 +
-           (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
-}
-
-static void die(const char *what, const char *why) {
-    fprintf(stderr, "bench_produce: %s: %s\n", what, why);
-    exit(1);
-}
-
-/* ---- the private server ------------------------------------------------ */
-
-static volatile pid_t server_pid;
-static char dir[64];
-static char sock_path[128];
-
-static void stop_server(void) {
-    pid_t pid = server_pid;
-    if (pid > 0) {
-        server_pid = 0;
-        kill(pid, SIGTERM);
-        waitpid(pid, NULL, 0);
-    }
-    if (dir[0]) {
-        /* The only files the server writes there (no persistence). */
-        const char *names[] = {"redis.sock", "redis.log", "dump.rdb"};
-        char path[192];
-        for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
-            snprintf(path, sizeof path, "%s/%s", dir, names[i]);
-            unlink(path);
-        }
-        if (rmdir(dir) != 0)
-            fprintf(stderr, "bench_produce: could not remove %s\n", dir);
-        dir[0] = '\0';
-    }
-}
-
-/* Ctrl-C must not leave the server running: kill(2) and _exit(2) are
- * async-signal-safe; the folder is left behind in that case. */
-static void on_signal(int sig) {
-    if (server_pid > 0)
-        kill(server_pid, SIGTERM);
-    _exit(128 + sig);
-}
-
-static void start_server(void) {
-    snprintf(dir, sizeof dir, "/tmp/emq-bench-XXXXXX");
-    if (mkdtemp(dir) == NULL) {
-        dir[0] = '\0';
-        perror("mkdtemp");
-        exit(1);
-    }
-    snprintf(sock_path, sizeof sock_path, "%s/redis.sock", dir);
-    atexit(stop_server);
-    signal(SIGINT, on_signal);
-    signal(SIGTERM, on_signal);
-    pid_t pid = fork();
-    if (pid < 0)
-        die("fork", "failed");
-    if (pid == 0) {
-        execlp("redis-server", "redis-server", "--port", "0", "--unixsocket",
-               sock_path, "--save", "", "--appendonly", "no", "--dir", dir,
-               "--logfile", "redis.log", (char *)NULL);
-        perror("exec redis-server");
-        _exit(127);
-    }
-    server_pid = pid;
-    for (int i = 0; i < 500; i++) {
-        redisContext *c = redisConnectUnix(sock_path);
-        if (c && !c->err) {
-            redisFree(c);
-            return;
-        }
-        if (c)
-            redisFree(c);
-        usleep(10000);
-    }
-    die("redis-server", "did not start within 5 s");
-}
-
-static redisContext *connect_unix(void) {
-    redisContext *c = redisConnectUnix(sock_path);
-    if (c == NULL || c->err)
-        die("hiredis connect", c ? c->errstr : "out of memory");
-    return c;
-}
 
 /* Deletes the stream and checks it held n entries. */
 static void check_and_delete(redisContext *admin, long long n) {
@@ -225,6 +130,7 @@ static void usage(void) {
 }
 
 int main(int argc, char **argv) {
+    bench_name = "bench_produce";
     int only_depth = 0, opt;
     const char *only = NULL;
     while ((opt = getopt(argc, argv, "d:o:")) != -1) {
@@ -262,7 +168,7 @@ int main(int argc, char **argv) {
     for (int i = 0; i < n; i++)
         msgs[i] = (emq_message){&field, 1, NULL};
 
-    start_server();
+    start_server(0);
     redisContext *admin = connect_unix();
     printf("Pipelined XADD of %d entries (one 100-byte field) per round over "
            "a unix socket, %d rounds, best round shown\n\n",

@@ -14,96 +14,12 @@
  */
 #include "echomq.h"
 
-#include <hiredis/hiredis.h>
+#include "bench_common.h"
 
-#include <signal.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/un.h>
-#include <sys/wait.h>
-#include <netinet/in.h>
-#include <time.h>
-#include <unistd.h>
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
 
 static char payload[101];
 static const char *xadd_argv[] = {"XADD", "benchq", "*", "data", payload};
 static const size_t xadd_len[] = {4, 6, 1, 4, 100};
-
-/* ---- the private server ---------------------------------------------- */
-
-static pid_t server_pid;
-static char dir[64];
-static char sock_path[128];
-static int tcp_port;
-
-static int free_port(void) {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET,
-                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t len = sizeof a;
-    if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) != 0 ||
-        getsockname(fd, (struct sockaddr *)&a, &len) != 0) {
-        perror("free port");
-        exit(1);
-    }
-    close(fd);
-    return ntohs(a.sin_port);
-}
-
-static void stop_server(void) {
-    if (server_pid > 0) {
-        kill(server_pid, SIGTERM);
-        waitpid(server_pid, NULL, 0);
-        server_pid = 0;
-    }
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    if (dir[0] && system(cmd) != 0)
-        fprintf(stderr, "could not remove %s\n", dir);
-}
-
-static void start_server(void) {
-    snprintf(dir, sizeof dir, "/tmp/emq-bench-XXXXXX");
-    if (mkdtemp(dir) == NULL) {
-        perror("mkdtemp");
-        exit(1);
-    }
-    snprintf(sock_path, sizeof sock_path, "%s/redis.sock", dir);
-    tcp_port = free_port();
-    char port[16];
-    snprintf(port, sizeof port, "%d", tcp_port);
-    server_pid = fork();
-    if (server_pid == 0) {
-        execlp("redis-server", "redis-server", "--port", port, "--bind",
-               "127.0.0.1", "--unixsocket", sock_path, "--save", "",
-               "--appendonly", "no", "--dir", dir, "--logfile",
-               "redis.log", (char *)NULL);
-        perror("exec redis-server");
-        _exit(127);
-    }
-    atexit(stop_server);
-    for (int i = 0; i < 500; i++) {
-        redisContext *c = redisConnectUnix(sock_path);
-        if (c && !c->err) {
-            redisFree(c);
-            return;
-        }
-        if (c)
-            redisFree(c);
-        usleep(10000);
-    }
-    fprintf(stderr, "redis-server did not start\n");
-    exit(1);
-}
 
 /* ---- the three clients ------------------------------------------------ */
 
@@ -216,8 +132,9 @@ int main(int argc, char **argv) {
     }
     for (int i = 0; i < 100; i++)
         payload[i] = (char)('a' + i % 26);
-    start_server();
-    redisContext *admin = redisConnectUnix(sock_path);
+    bench_name = "bench_xadd";
+    start_server(1);
+    redisContext *admin = connect_unix();
 
     printf("Pipelined XADD (one 100-byte field), depth %d, %d commands per "
            "round, %d rounds, best round shown\n\n",

@@ -246,6 +246,28 @@ typedef struct emq_id {
     char str[EMQ_ID_MAX];
 } emq_id;
 
+/* Parses one JSON object, {"name":"value",...}, into fields in document
+ * order (the input side of emq_entry_json's "fields"). A value may be a
+ * string, a number, true, false or null (numbers and words are kept as
+ * their text), or {"base64":"..."} for bytes that are not UTF-8, so every
+ * value emq_entry_json writes comes back byte-exact. A repeated name is
+ * kept repeated. Each name and value is also NUL-terminated. Arrays, other
+ * nested objects, an empty object and trailing text are EMQ_EINVAL with a
+ * message naming the 1-based column ("column 12: expected ':' after the
+ * field name"). On success *fields (one block holding the array and the
+ * bytes) is caller-owned; free with emq_free_array. */
+EMQ_EXPORT emq_status emq_fields_from_json(const char *json, size_t len,
+                                           emq_field **fields,
+                                           size_t *nfields, emq_error *err);
+
+/* Writes into buf (size bytes, NUL-terminated) the stream key that conf's
+ * queue or stream property names ("emq:{jobs}" for queue "jobs"), without
+ * touching the network: for messages and for tools that inspect the key.
+ * EMQ_EINVAL names a missing or malformed queue; EMQ_ELIMIT when buf is
+ * too small. */
+EMQ_EXPORT emq_status emq_conf_stream_key(const emq_conf_t *conf, char *buf,
+                                          size_t size, emq_error *err);
+
 /* ---- producer ----------------------------------------------------------- */
 
 /* Appends entries to a queue's stream (conf: url and queue, or stream).
@@ -521,11 +543,12 @@ typedef struct emq_prune_result {
 } emq_prune_result;
 
 /* Removes the consumers of group idle at least idle_ms. A consumer that
- * still holds entries first has them claimed (without adding a delivery)
- * by the most recently active consumer that is not being removed, in the
- * same atomic step as the removal, so no pending entry is ever destroyed
- * (XGROUP DELCONSUMER drops them). When every consumer is idle, the ones
- * holding entries are kept. */
+ * still holds entries first has them claimed (without adding a delivery,
+ * keeping their idle time) by the most recently active consumer that is
+ * not being removed, in the same atomic step as the removal, so no pending
+ * entry is ever destroyed (XGROUP DELCONSUMER drops them). When every
+ * consumer is idle, the ones holding entries are kept. result may be NULL.
+ * A missing group or stream is EMQ_ESERVER saying so (docs/ADMIN.md). */
 EMQ_EXPORT emq_status emq_admin_prune_consumers(emq_admin_t *a,
                                                 const char *group,
                                                 int64_t idle_ms,
@@ -538,7 +561,7 @@ typedef struct emq_trim_result {
     emq_id floor;         /* oldest entry some group still needs; "" when
                              none is needed */
     uint64_t held_back;   /* entries the bound asked to delete that a group
-                             still needs */
+                             still needs (age bound: counted up to 100000) */
     int no_groups;        /* 1: the stream has no group; nothing removed */
 } emq_trim_result;
 
@@ -566,14 +589,17 @@ typedef struct emq_dead_letter {
     emq_field *fields;    /* the original entry's fields */
 } emq_dead_letter;
 
-/* Lists at most max dead letters, oldest first. *out holds *n; free with
- * emq_dead_letters_free. */
+/* Lists at most max dead letters (0: all), oldest first. *out holds *n
+ * (NULL when there are none), caller-owned: the strings and fields point
+ * into the same block; free it with emq_dead_letters_free. */
 EMQ_EXPORT emq_status emq_admin_dead_list(emq_admin_t *a, size_t max,
                                           emq_dead_letter **out, size_t *n,
                                           emq_error *err);
 EMQ_EXPORT void emq_dead_letters_free(emq_dead_letter *letters, size_t n);
-/* The dead letters as JSON lines (snprintf semantics). Binary-safe: see
- * docs/CLI.md for the encoding of values that are not UTF-8. */
+/* The dead letters as JSON lines (snprintf semantics), one object each:
+ * {"id","deliveries","fields":{...}} as emq_entry_json writes them, then
+ * "origin_id", "group", "consumer", "reason". Binary-safe: see docs/CLI.md
+ * for the encoding of values that are not UTF-8. */
 EMQ_EXPORT size_t emq_dead_letters_json(const emq_dead_letter *letters,
                                         size_t n, char *buf, size_t size);
 /* Puts dead letters back on the queue's stream with their original fields
@@ -585,7 +611,8 @@ EMQ_EXPORT emq_status emq_admin_dead_requeue(emq_admin_t *a,
                                              const char *const *ids,
                                              size_t nids, uint64_t *requeued,
                                              emq_error *err);
-/* Deletes every dead letter; *removed gets how many. */
+/* Deletes every dead letter; *removed (may be NULL) gets how many, 0 when
+ * there were none. */
 EMQ_EXPORT emq_status emq_admin_dead_purge(emq_admin_t *a, uint64_t *removed,
                                            emq_error *err);
 

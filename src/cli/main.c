@@ -1,39 +1,106 @@
-/* main.c: the echomq command-line tool. Uses only the public header. */
-#include "echomq.h"
+/* main.c: the echomq command-line tool, "kcat for Redis Streams".
+ *
+ * Reads the global options that come before the verb, then hands the rest
+ * of argv to the verb (cmd_*.c), which parses its own options and the
+ * global ones again (they are accepted after the verb too). Uses only the
+ * public header, like any program outside the library. Exit codes and
+ * output formats are documented in docs/CLI.md and docs/echomq.1.
+ */
+#include "cli.h"
 
-#include <stdio.h>
+#include <signal.h>
+#include <stdlib.h>
 #include <string.h>
 
-static void usage(FILE *out) {
+void cli_help_overview(FILE *out) {
     fprintf(out,
-            "usage: echomq [--help] [--version] <command> [options]\n"
+            "usage: echomq [global options] <command> [options]\n"
             "\n"
             "echomq: reliable work queues on Redis and Valkey Streams.\n"
             "\n"
-            "Options:\n"
-            "  -h, --help     show this help and exit\n"
-            "      --version  print the echomq and libechomq versions\n"
+            "Commands:\n"
+            "  produce QUEUE FIELD=VALUE...      add one entry (or --lines, --json\n"
+            "                                    from stdin)\n"
+            "  consume QUEUE --group G --consumer C --start new|head|ID\n"
+            "                                    print entries as JSON lines, or\n"
+            "                                    --exec a command per entry\n"
+            "  info QUEUE                        the queue, its groups and consumers\n"
+            "  pending QUEUE --group G           entries delivered, not acknowledged\n"
+            "  group create|setid|destroy QUEUE --group G ...\n"
+            "  consumers prune QUEUE --group G --idle MS\n"
+            "  dead list|requeue|purge QUEUE     the dead letters\n"
+            "  trim QUEUE --acked [--maxlen N]   delete what no group still needs\n"
+            "  demo                              a private server, 100,000 jobs, a\n"
+            "                                    crash and its recovery\n"
             "\n"
-            "Commands arrive in later releases: produce, consume, info,\n"
-            "pending, group, consumers, dead, trim, demo.\n");
+            "Global options (before or after the command):\n"
+            "  -u, --url URL      server: redis://[user[:password]@]host[:port][/db],\n"
+            "                     rediss://... (TLS) or unix:///path.sock; default\n"
+            "                     $ECHOMQ_URL, else redis://127.0.0.1:6379\n"
+            "      --user NAME    ACL user (the password comes only from the URL\n"
+            "                     or $ECHOMQ_PASSWORD)\n"
+            "      --tls-ca FILE  CA certificates (PEM) to verify the server\n"
+            "      --tls-cert FILE, --tls-key FILE   client certificate and key\n"
+            "  -q, --quiet        no progress or summary lines\n"
+            "  -v, --verbose      more detail (-vv: library debug log)\n"
+            "  -h, --help         this help; 'echomq COMMAND --help' for a command\n"
+            "      --version      print the echomq and libechomq versions\n"
+            "\n"
+            "Exit status: 0 success, 1 runtime failure, 2 usage error.\n"
+            "Documentation: docs/CLI.md, man echomq.\n");
 }
 
+static int version(void) {
+    unsigned v = emq_version();
+    printf("echomq %s (libechomq %u.%u.%u)\n", EMQ_VERSION_STRING,
+           (v >> 16) & 0xff, (v >> 8) & 0xff, v & 0xff);
+    return CLI_OK;
+}
+
+static const struct {
+    const char *name;
+    int (*fn)(int, char **);
+} verbs[] = {
+    {"produce", cmd_produce}, {"consume", cmd_consume},
+    {"info", cmd_info},       {"pending", cmd_pending},
+    {"group", cmd_group},     {"consumers", cmd_consumers},
+    {"dead", cmd_dead},       {"trim", cmd_trim},
+    {"demo", cmd_demo},
+};
+
 int main(int argc, char **argv) {
-    if (argc < 2) {
-        usage(stderr);
-        return 2;
+    /* A closed pipe shows up as a failed write, reported once. */
+    signal(SIGPIPE, SIG_IGN);
+    /* Global options before the verb. */
+    cli_args pre;
+    int i = 1;
+    for (; i < argc && argv[i][0] == '-' && argv[i][1] != '\0'; i++) {
+        const char *w = argv[i];
+        if (!strcmp(w, "-h") || !strcmp(w, "--help")) {
+            cli_help_overview(stdout);
+            return CLI_OK;
+        }
+        if (!strcmp(w, "--version"))
+            return version();
+        /* Let the parser handle one option (and its value). */
+        int take = 1;
+        if ((!strcmp(w, "-u") || !strcmp(w, "--url") || !strcmp(w, "--user") ||
+             !strcmp(w, "--tls-ca") || !strcmp(w, "--tls-cert") ||
+             !strcmp(w, "--tls-key")) &&
+            i + 1 < argc)
+            take = 2;
+        int rc = cli_parse(NULL, take, argv + i, NULL, &pre);
+        free(pre.pos);
+        if (rc != CLI_OK)
+            return rc;
+        i += take - 1;
     }
-    if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
-        usage(stdout);
-        return 0;
+    if (i >= argc) {
+        cli_help_overview(stderr);
+        return CLI_USAGE;
     }
-    if (!strcmp(argv[1], "--version")) {
-        unsigned v = emq_version();
-        printf("echomq %s (libechomq %u.%u.%u)\n", EMQ_VERSION_STRING,
-               (v >> 16) & 0xff, (v >> 8) & 0xff, v & 0xff);
-        return 0;
-    }
-    fprintf(stderr, "echomq: unknown command or option '%s'; see 'echomq --help'\n",
-            argv[1]);
-    return 2;
+    for (size_t v = 0; v < sizeof verbs / sizeof verbs[0]; v++)
+        if (!strcmp(argv[i], verbs[v].name))
+            return verbs[v].fn(argc - i - 1, argv + i + 1);
+    return cli_usage_err(NULL, "unknown command '%s'", argv[i]);
 }

@@ -67,6 +67,8 @@ static emq_status check_name(const prop *p, const char *value,
                              emq_error *err);
 static emq_status check_path(const prop *p, const char *value,
                              emq_error *err);
+static emq_status check_seeds(const prop *p, const char *value,
+                              emq_error *err);
 
 #define F(field) offsetof(struct emq_conf, field)
 
@@ -155,6 +157,19 @@ static const prop props[] = {
      "Most elements accepted in one aggregate of a reply (a map counts "
      "keys and values).",
      P_INT, F(resp_max_elements), 1, (int64_t)1 << 32, NULL, NULL, NULL},
+    {"cluster.seeds", "",
+     "More Redis Cluster nodes to discover the cluster from, after url: "
+     "host:port[,host:port...] with url's scheme, credentials and TLS "
+     "settings (docs/CLUSTER.md). Empty: url only.",
+     P_STRING, F(cluster_seeds), 0, 0, check_seeds, NULL, NULL},
+    {"cluster.max_redirects", "16",
+     "Most MOVED/ASK redirections followed for one command before its "
+     "redirection is returned as an error reply.",
+     P_INT, F(cluster_max_redirects), 1, 1000, NULL, NULL, NULL},
+    {"cluster.retry_ms", "5000",
+     "How long one command is retried, with backoff, while the cluster "
+     "answers TRYAGAIN or CLUSTERDOWN, in milliseconds.",
+     P_INT, F(cluster_retry_ms), 0, 3600000, NULL, NULL, NULL},
     {"queue", "",
      "Queue name (letters, digits, . _ - :); its keys share the hashtag "
      "{name} (docs/KEYSPACE.md). Set queue or stream.",
@@ -314,6 +329,35 @@ static emq_status check_path(const prop *p, const char *value,
                                  "path",
                                  p->name, shown);
         }
+    }
+    return EMQ_OK;
+}
+
+/* cluster.seeds: a comma-separated list of host[:port] (each parsed like
+ * a URL's host part; empty entries are refused). */
+static emq_status check_seeds(const prop *p, const char *value,
+                              emq_error *err) {
+    const char *s = value;
+    while (*s) {
+        const char *comma = strchr(s, ',');
+        size_t n = comma ? (size_t)(comma - s) : strlen(s);
+        emq_url u;
+        emq_status st = n == 0 ? emq_error_set(err, EMQ_EINVAL, 0,
+                                               "empty entry")
+                               : emq_hostport_parse(s, n, &u, err);
+        if (st != EMQ_OK) {
+            if (st == EMQ_EINVAL)
+                emq_error_prefix(err, "invalid %s (host:port,...)", p->name);
+            return st;
+        }
+        emq_url_free(&u);
+        if (comma == NULL)
+            break;
+        s = comma + 1;
+        if (*s == '\0')
+            return emq_error_set(err, EMQ_EINVAL, 0,
+                                 "invalid %s (host:port,...): empty entry",
+                                 p->name);
     }
     return EMQ_OK;
 }

@@ -391,6 +391,19 @@ static emq_status parse(const parser *ps, emq_url *u) {
     return EMQ_OK;
 }
 
+emq_status emq_hostport_parse(const char *text, size_t len, emq_url *out,
+                               emq_error *err) {
+    memset(out, 0, sizeof *out);
+    out->scheme = EMQ_URL_TCP;
+    out->db = -1;
+    out->tls_verify = -1;
+    parser ps = {text, NULL, err};
+    emq_status st = parse_hostport(&ps, text, text + len, out);
+    if (st != EMQ_OK)
+        emq_url_free(out);
+    return st;
+}
+
 emq_status emq_url_parse(const char *text, emq_url *out, emq_error *err) {
     memset(out, 0, sizeof *out);
     out->db = -1;

@@ -262,9 +262,20 @@ emq_status emq_consumer_drain_deferred(emq_consumer_t *c, emq_error *err) {
     return result;
 }
 
-emq_status emq_consumer_call(emq_consumer_t *c, int argc,
-                             const char *const *argv, const size_t *argvlen,
-                             emq_reply **reply, emq_error *err) {
+/* Error replies that mean "try again shortly": the server is loading its
+ * data after a restart, busy with a script, or a cluster is rehashing. */
+static int transient(const emq_reply *r) {
+    return emq_reply_is_error(r, "LOADING") || emq_reply_is_error(r, "BUSY") ||
+           emq_reply_is_error(r, "TRYAGAIN") ||
+           emq_reply_is_error(r, "CLUSTERDOWN") ||
+           emq_reply_is_error(r, "MASTERDOWN");
+}
+
+/* One exchange: the deferred commands, then this one; see
+ * emq_consumer_call. */
+static emq_status call_once(emq_consumer_t *c, int argc,
+                            const char *const *argv, const size_t *argvlen,
+                            emq_reply **reply, emq_error *err) {
     *reply = NULL;
     emq_status st = emq_conn_append(c->conn, argc, argv, argvlen, err);
     if (st != EMQ_OK)
@@ -287,16 +298,36 @@ emq_status emq_consumer_call(emq_consumer_t *c, int argc,
     return st;
 }
 
+/* A server that is loading its data after a restart, running a long
+ * script, or part of a cluster that is rehashing answers with an error
+ * and does not run the command, so sending it again is safe. This is how
+ * long a consumer keeps trying before the error counts as fatal. */
+#define TRANSIENT_WAIT_MS (5 * 60 * 1000)
+
+emq_status emq_consumer_call(emq_consumer_t *c, int argc,
+                             const char *const *argv, const size_t *argvlen,
+                             emq_reply **reply, emq_error *err) {
+    int64_t give_up = emq_now_ms() + TRANSIENT_WAIT_MS;
+    int64_t pause = 50;
+    for (;;) {
+        emq_status st = call_once(c, argc, argv, argvlen, reply, err);
+        if (st != EMQ_OK || !transient(*reply) || atomic_load(&c->stop) ||
+            emq_now_ms() >= give_up)
+            return st;
+        if (pause == 50) {
+            char shown[120];
+            emq_consumer_log(c, EMQ_LOG_INFO, "server not ready (%s); waiting",
+                             emq_reply_text(*reply, shown, sizeof shown));
+        }
+        emq_reply_free(*reply);
+        *reply = NULL;
+        emq_sleep_ms(pause);
+        pause = pause * 2 > 1000 ? 1000 : pause * 2;
+    }
+}
+
 /* ---- connect, door and the main loop ------------------------------------ */
 
-/* Error replies that mean "try again shortly": the server is loading its
- * data after a restart, busy with a script, or a cluster is rehashing. */
-static int transient(const emq_reply *r) {
-    return emq_reply_is_error(r, "LOADING") || emq_reply_is_error(r, "BUSY") ||
-           emq_reply_is_error(r, "TRYAGAIN") ||
-           emq_reply_is_error(r, "CLUSTERDOWN") ||
-           emq_reply_is_error(r, "MASTERDOWN");
-}
 
 /* Turns an error reply into EMQ_ESERVER with its text, for a fatal path. */
 static emq_status server_error(const emq_reply *r, emq_error *err,
@@ -309,30 +340,23 @@ static emq_status server_error(const emq_reply *r, emq_error *err,
 /* Contract 1: XGROUP CREATE <stream> <group> <start> MKSTREAM. +OK and
  * BUSYGROUP open the door; any other reply fails the start. */
 static emq_status open_door(emq_consumer_t *c, emq_error *err) {
-    for (int attempt = 0;; attempt++) {
-        const char *argv[] = {"XGROUP", "CREATE", c->keys.stream, c->group,
-                              c->start_id, "MKSTREAM"};
-        emq_reply *reply;
-        emq_status st = emq_consumer_call(c, 6, argv, NULL, &reply, err);
-        if (st != EMQ_OK)
-            return st;
-        if (emq_reply_kind(reply) != EMQ_REPLY_ERROR ||
-            emq_reply_is_error(reply, "BUSYGROUP")) {
-            emq_reply_free(reply);
-            return EMQ_OK;
-        }
-        if (transient(reply) && attempt < 50 && !atomic_load(&c->stop)) {
-            emq_reply_free(reply);
-            emq_sleep_ms(100);
-            continue;
-        }
-        char what[300];
-        snprintf(what, sizeof what, "opening group '%s' on '%s'", c->group,
-                 c->keys.stream);
-        st = server_error(reply, err, what);
-        emq_reply_free(reply);
+    const char *argv[] = {"XGROUP", "CREATE", c->keys.stream, c->group,
+                          c->start_id, "MKSTREAM"};
+    emq_reply *reply;
+    emq_status st = emq_consumer_call(c, 6, argv, NULL, &reply, err);
+    if (st != EMQ_OK)
         return st;
+    if (emq_reply_kind(reply) != EMQ_REPLY_ERROR ||
+        emq_reply_is_error(reply, "BUSYGROUP")) {
+        emq_reply_free(reply);
+        return EMQ_OK;
     }
+    char what[300];
+    snprintf(what, sizeof what, "opening group '%s' on '%s'", c->group,
+             c->keys.stream);
+    st = server_error(reply, err, what);
+    emq_reply_free(reply);
+    return st;
 }
 
 /* The steps that follow every (re)connect: lease, door, own pending. */
@@ -428,10 +452,9 @@ static emq_status read_new(emq_consumer_t *c, batch *b, emq_error *err) {
              emq_reply_str(reply, NULL) &&
              strstr(emq_reply_str(reply, NULL), "no longer exists"))) {
             st = group_lost(c, reply, err);
-        } else if (emq_reply_is_error(reply, "UNBLOCKED") || transient(reply)) {
-            /* CLIENT UNBLOCK ... ERROR, or a server still loading: go
-             * round again (a closed connection shows up on the next call). */
-            emq_sleep_ms(transient(reply) ? 100 : 0);
+        } else if (emq_reply_is_error(reply, "UNBLOCKED")) {
+            /* CLIENT UNBLOCK ... ERROR: go round again (a closed
+             * connection shows up on the next call). */
             st = EMQ_OK;
         } else {
             st = server_error(reply, err, "XREADGROUP");

@@ -93,7 +93,10 @@ emq_status emq_consumer_append_acks(emq_consumer_t *c, emq_error *err);
  * returned; error replies are logged, and a lost lease is fatal. */
 emq_status emq_consumer_drain_deferred(emq_consumer_t *c, emq_error *err);
 /* Sends a command after everything deferred, reading all replies; *reply
- * is the command's own (caller frees). Counts one round trip. */
+ * is the command's own (caller frees). Counts one round trip. An error
+ * reply meaning "not now" (LOADING, BUSY, TRYAGAIN, CLUSTERDOWN,
+ * MASTERDOWN: the command did not run) is waited out with backoff and the
+ * command sent again, for up to five minutes or until a stop. */
 emq_status emq_consumer_call(emq_consumer_t *c, int argc,
                              const char *const *argv, const size_t *argvlen,
                              emq_reply **reply, emq_error *err);

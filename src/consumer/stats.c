@@ -28,17 +28,26 @@ size_t emq_entry_json(const emq_entry *entry, char *buf, size_t size) {
     emq_json_init(&o, buf, size);
     emq_json_raw(&o, "{\"id\":");
     emq_json_cstr(&o, entry->id);
-    emq_json_raw(&o, ",\"deliveries\":%llu,\"fields\":{",
+    emq_json_raw(&o, ",\"deliveries\":%llu,\"fields\":",
                  (unsigned long long)entry->deliveries);
+    /* JSON object names are strings: when a field name is not UTF-8
+     * (rare), the fields are written as [[name, value], ...] pairs, where
+     * each part is a string or {"base64":"..."}, so the line stays JSON. */
+    int pairs = 0;
+    for (size_t i = 0; i < entry->nfields && !pairs; i++)
+        pairs = !emq_utf8_valid(entry->fields[i].name,
+                                entry->fields[i].name_len);
+    emq_json_raw(&o, pairs ? "[" : "{");
     for (size_t i = 0; i < entry->nfields; i++) {
-        if (i)
-            emq_json_raw(&o, ",");
+        emq_json_raw(&o, i ? (pairs ? ",[" : ",") : (pairs ? "[" : ""));
         emq_json_bytes(&o, entry->fields[i].name, entry->fields[i].name_len);
-        emq_json_raw(&o, ":");
+        emq_json_raw(&o, pairs ? "," : ":");
         emq_json_bytes(&o, entry->fields[i].value,
                        entry->fields[i].value_len);
+        if (pairs)
+            emq_json_raw(&o, "]");
     }
-    emq_json_raw(&o, "}}");
+    emq_json_raw(&o, pairs ? "]}" : "}}");
     return o.len;
 }
 

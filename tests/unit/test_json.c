@@ -58,3 +58,12 @@ TEST(json_entry_is_binary_safe) {
                        "\"again\"}}");
     ASSERT_EQ_SIZE(n, strlen(buf));
 }
+
+TEST(json_entry_with_binary_name_uses_pairs) {
+    emq_field fields[] = {{"\xff", 1, "v", 1}, {"n", 1, "1", 1}};
+    emq_entry e = {"2-0", 1, fields, 2, "s", "g", "c"};
+    char buf[256];
+    emq_entry_json(&e, buf, sizeof buf);
+    ASSERT_EQ_STR(buf, "{\"id\":\"2-0\",\"deliveries\":1,\"fields\":[[{"
+                       "\"base64\":\"/w==\"},\"v\"],[\"n\",\"1\"]]}");
+}

@@ -1,0 +1,374 @@
+/* deadletters.c: listing, requeueing and purging a queue's dead letters.
+ *
+ * A dead letter (docs/KEYSPACE.md, written by src/consumer/deadletter.c)
+ * holds five origin pairs first (emq.id, emq.group, emq.consumer,
+ * emq.deliveries, emq.reason), then the original entry's fields. The
+ * origin is recognised positionally: the leading pairs whose names match
+ * that sequence, in order, are origin; every pair after them is an
+ * original field, even one that reuses an "emq." name. The requeue script
+ * applies the same rule, so what a listing shows as fields is exactly what
+ * a requeue puts back.
+ *
+ * A listing is copied into one caller-owned block (letters, field arrays
+ * and bytes together), so it outlives the reply and frees with one call.
+ * A requeue moves one dead letter per script call: the XADD to the stream
+ * and the XDEL from the dead letters happen together or not at all. Purge
+ * counts and deletes in one script. Nothing here reads or changes a
+ * group.
+ */
+#include "admin.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The names of the origin pairs, in order. */
+static const char *const origin_names[5] = {
+    "emq.id", "emq.group", "emq.consumer", "emq.deliveries", "emq.reason"};
+
+/* KEYS[1] stream, KEYS[2] dead letters; ARGV[1] dead-letter ID. Returns
+ * the new entry's ID, or nil when there is no such dead letter. */
+static const char requeue_script[] =
+    "local e = redis.call('XRANGE', KEYS[2], ARGV[1], ARGV[1])\n"
+    "if #e == 0 then return false end\n"
+    "local f = e[1][2]\n"
+    "local origin = {'emq.id', 'emq.group', 'emq.consumer',\n"
+    "                'emq.deliveries', 'emq.reason'}\n"
+    "local i = 1\n"
+    "for k = 1, 5 do\n"
+    "  if f[i] ~= origin[k] then break end\n"
+    "  i = i + 2\n"
+    "end\n"
+    "local args = {}\n"
+    "for k = i, #f do args[#args + 1] = f[k] end\n"
+    "if #args == 0 then\n"
+    "  return redis.error_reply('dead letter ' .. ARGV[1] ..\n"
+    "                           ' holds no original fields')\n"
+    "end\n"
+    "local id = redis.call('XADD', KEYS[1], '*', unpack(args))\n"
+    "redis.call('XDEL', KEYS[2], ARGV[1])\n"
+    "return id\n";
+
+/* KEYS[1] dead letters. Returns how many there were; deletes them. */
+static const char purge_script[] =
+    "local n = redis.call('XLEN', KEYS[1])\n"
+    "redis.call('DEL', KEYS[1])\n"
+    "return n\n";
+
+/* How many leading pairs of a dead letter's flat field list (npairs
+ * pairs) are origin pairs: 0..5. */
+static size_t origin_pairs(const emq_reply *flat, size_t npairs) {
+    size_t k = 0;
+    while (k < 5 && k < npairs) {
+        size_t len = 0;
+        const char *s = emq_reply_str(emq_reply_at(flat, 2 * k), &len);
+        if (s == NULL || len != strlen(origin_names[k]) ||
+            memcmp(s, origin_names[k], len) != 0)
+            break;
+        k++;
+    }
+    return k;
+}
+
+/* A bump allocator over the block of a listing. */
+typedef struct arena {
+    char *next;
+} arena;
+
+/* Copies len bytes of s and a NUL into the arena; returns the copy. */
+static char *arena_copy(arena *ar, const char *s, size_t len) {
+    char *out = ar->next;
+    if (len)
+        memcpy(out, s, len);
+    out[len] = '\0';
+    ar->next += len + 1;
+    return out;
+}
+
+/* Bytes a reply string needs in the arena, with its NUL. */
+static size_t copy_size(const emq_reply *r) {
+    size_t len = 0;
+    emq_reply_str(r, &len);
+    return len + 1;
+}
+
+/* Fills letter from one XRANGE entry [id, [f, v, ...]], copying into the
+ * arena. Values of origin pairs that are missing read as "" (and 0). */
+static void fill_letter(emq_dead_letter *d, const emq_reply *entry,
+                        emq_field *fields, arena *ar) {
+    const emq_reply *flat = emq_reply_at(entry, 1);
+    size_t npairs = emq_reply_len(flat) / 2;
+    size_t norigin = origin_pairs(flat, npairs);
+    const char *origin[5] = {"", "", "", "", ""};
+    size_t origin_len[5] = {0, 0, 0, 0, 0};
+    for (size_t k = 0; k < norigin; k++) {
+        origin[k] = emq_reply_str(emq_reply_at(flat, 2 * k + 1),
+                                  &origin_len[k]);
+        if (origin[k] == NULL) {
+            origin[k] = "";
+            origin_len[k] = 0;
+        }
+    }
+    if (emq_admin_id(emq_reply_at(entry, 0), &d->id, NULL) != 0)
+        d->id.str[0] = '\0';
+    size_t olen = origin_len[0] < sizeof d->origin_id.str ? origin_len[0] : 0;
+    memcpy(d->origin_id.str, origin[0], olen);
+    d->origin_id.str[olen] = '\0';
+    d->group = arena_copy(ar, origin[1], origin_len[1]);
+    d->consumer = arena_copy(ar, origin[2], origin_len[2]);
+    char digits[24] = "";
+    if (origin_len[3] < sizeof digits) {
+        memcpy(digits, origin[3], origin_len[3]);
+        digits[origin_len[3]] = '\0';
+    }
+    d->deliveries = strtoull(digits, NULL, 10);
+    d->reason = arena_copy(ar, origin[4], origin_len[4]);
+    d->nfields = npairs - norigin;
+    d->fields = d->nfields ? fields : NULL;
+    for (size_t i = 0; i < d->nfields; i++) {
+        size_t base = 2 * (norigin + i);
+        size_t nlen = 0, vlen = 0;
+        const char *name = emq_reply_str(emq_reply_at(flat, base), &nlen);
+        const char *value =
+            emq_reply_str(emq_reply_at(flat, base + 1), &vlen);
+        fields[i].name = arena_copy(ar, name ? name : "", name ? nlen : 0);
+        fields[i].name_len = name ? nlen : 0;
+        fields[i].value = arena_copy(ar, value ? value : "", value ? vlen : 0);
+        fields[i].value_len = value ? vlen : 0;
+    }
+}
+
+/* 1 when e looks like a stream entry: [id, [f, v, ...]]. */
+static int entry_shape_ok(const emq_reply *e) {
+    return emq_reply_len(e) == 2 &&
+           emq_reply_kind(emq_reply_at(e, 0)) == EMQ_REPLY_STRING &&
+           emq_reply_kind(emq_reply_at(e, 1)) == EMQ_REPLY_ARRAY;
+}
+
+emq_status emq_admin_dead_list(emq_admin_t *a, size_t max,
+                               emq_dead_letter **out, size_t *n,
+                               emq_error *err) {
+    *out = NULL;
+    *n = 0;
+    if (a == NULL)
+        return emq_error_set(err, EMQ_EINVAL, 0,
+                             "listing dead letters needs an admin handle");
+    char count[24];
+    snprintf(count, sizeof count, "%zu", max);
+    const char *argv[] = {"XRANGE", a->keys.dead, "-", "+", "COUNT", count};
+    emq_reply *r = NULL;
+    emq_status st = emq_admin_call(a, "XRANGE of the dead letters",
+                                   max ? 6 : 4, argv, NULL, &r, err);
+    if (st != EMQ_OK)
+        return st;
+    size_t nletters = emq_reply_len(r);
+    /* First pass: the size of the one block holding everything. */
+    size_t nfields = 0, bytes = 0;
+    for (size_t i = 0; i < nletters; i++) {
+        const emq_reply *e = emq_reply_at(r, i);
+        if (!entry_shape_ok(e)) {
+            emq_reply_free(r);
+            return emq_error_set(err, EMQ_EPROTO, 0,
+                                 "XRANGE of the dead letters: unexpected "
+                                 "reply shape");
+        }
+        const emq_reply *flat = emq_reply_at(e, 1);
+        size_t npairs = emq_reply_len(flat) / 2;
+        size_t norigin = origin_pairs(flat, npairs);
+        nfields += npairs - norigin;
+        for (size_t k = 0; k < 2 * npairs; k++)
+            bytes += copy_size(emq_reply_at(flat, k));
+        bytes += 3 * (5 - norigin); /* "" for missing origin strings */
+    }
+    if (nletters == 0) {
+        emq_reply_free(r);
+        return EMQ_OK;
+    }
+    size_t head = nletters * sizeof(emq_dead_letter);
+    size_t total = head + nfields * sizeof(emq_field) + bytes;
+    char *block = emq_alloc(total);
+    if (block == NULL) {
+        emq_reply_free(r);
+        return emq_error_set(err, EMQ_ENOMEM, 0, "out of memory");
+    }
+    emq_dead_letter *letters = (emq_dead_letter *)(void *)block;
+    emq_field *fields = (emq_field *)(void *)(block + head);
+    arena ar = {block + head + nfields * sizeof(emq_field)};
+    for (size_t i = 0; i < nletters; i++) {
+        fill_letter(&letters[i], emq_reply_at(r, i), fields, &ar);
+        fields += letters[i].nfields;
+    }
+    emq_reply_free(r);
+    *out = letters;
+    *n = nletters;
+    return EMQ_OK;
+}
+
+void emq_dead_letters_free(emq_dead_letter *letters, size_t n) {
+    (void)n; /* one block holds the letters and everything they point to */
+    emq_free(letters);
+}
+
+size_t emq_dead_letters_json(const emq_dead_letter *letters, size_t n,
+                             char *buf, size_t size) {
+    emq_json j;
+    emq_json_init(&j, buf, size);
+    for (size_t i = 0; i < n; i++) {
+        const emq_dead_letter *d = &letters[i];
+        /* The letter's ID, delivery count and original fields are written
+         * by emq_entry_json, so they read exactly like a consumed entry
+         * (and back through the CLI's reader); its closing brace is then
+         * overwritten by the origin. */
+        emq_entry entry = {d->id.str, d->deliveries, d->fields, d->nfields,
+                           NULL, NULL, NULL};
+        size_t room = j.len < j.size ? j.size - j.len : 0;
+        size_t len = emq_entry_json(&entry, room ? j.buf + j.len : NULL, room);
+        j.len += len - 1;
+        if (j.len < j.size)
+            j.buf[j.len] = '\0';
+        emq_json_raw(&j, ",\"origin_id\":");
+        emq_json_cstr(&j, d->origin_id.str);
+        emq_json_raw(&j, ",\"group\":");
+        emq_json_cstr(&j, d->group ? d->group : "");
+        emq_json_raw(&j, ",\"consumer\":");
+        emq_json_cstr(&j, d->consumer ? d->consumer : "");
+        emq_json_raw(&j, ",\"reason\":");
+        emq_json_cstr(&j, d->reason ? d->reason : "");
+        emq_json_raw(&j, "}\n");
+    }
+    return j.len;
+}
+
+/* Requeues one dead letter. *moved gets 1 when it moved, 0 when there is
+ * no such dead letter. A server error (OOM, a letter without fields) is
+ * EMQ_ESERVER and moves nothing. */
+static emq_status requeue_one(emq_admin_t *a, const char *id, size_t idlen,
+                              int *moved, emq_error *err) {
+    *moved = 0;
+    const char *argv[] = {"EVAL", requeue_script, "2", a->keys.stream,
+                          a->keys.dead, id};
+    size_t lens[6];
+    for (size_t i = 0; i < 5; i++)
+        lens[i] = strlen(argv[i]);
+    lens[5] = idlen;
+    emq_reply *r = NULL;
+    emq_status st =
+        emq_admin_call(a, "requeue of a dead letter", 6, argv, lens, &r, err);
+    if (st != EMQ_OK)
+        return st;
+    *moved = emq_reply_kind(r) == EMQ_REPLY_STRING;
+    emq_reply_free(r);
+    return EMQ_OK;
+}
+
+/* Requeues every dead letter that exists when the call starts, paging by
+ * ID. Letters added meanwhile (an entry requeued and dead-lettered again)
+ * wait for the next call, so this always ends. */
+static emq_status requeue_all(emq_admin_t *a, uint64_t *requeued,
+                              emq_error *err) {
+    const char *last_argv[] = {"XREVRANGE", a->keys.dead, "+", "-", "COUNT",
+                               "1"};
+    emq_reply *r = NULL;
+    emq_status st = emq_admin_call(a, "XREVRANGE of the dead letters", 6,
+                                   last_argv, NULL, &r, err);
+    if (st != EMQ_OK)
+        return st;
+    emq_id last;
+    int none = emq_reply_len(r) != 1 ||
+               emq_admin_id(emq_reply_at(emq_reply_at(r, 0), 0), &last,
+                            NULL) != 0;
+    emq_reply_free(r);
+    if (none)
+        return EMQ_OK; /* no dead letters */
+    size_t len = 0;
+    char from[EMQ_ID_MAX + 1] = "-";
+    char page[24];
+    snprintf(page, sizeof page, "%d", EMQ_ADMIN_PAGE);
+    for (;;) {
+        const char *argv[] = {"XRANGE", a->keys.dead, from, last.str,
+                              "COUNT", page};
+        st = emq_admin_call(a, "XRANGE of the dead letters", 6, argv, NULL,
+                            &r, err);
+        if (st != EMQ_OK)
+            return st;
+        size_t n = emq_reply_len(r);
+        for (size_t i = 0; i < n && st == EMQ_OK; i++) {
+            const char *id =
+                emq_reply_str(emq_reply_at(emq_reply_at(r, i), 0), &len);
+            if (id == NULL || len >= EMQ_ID_MAX)
+                continue;
+            int moved = 0;
+            st = requeue_one(a, id, len, &moved, err);
+            *requeued += (uint64_t)moved;
+            if (i + 1 == n)
+                snprintf(from, sizeof from, "(%.*s", (int)len, id);
+        }
+        emq_reply_free(r);
+        if (st != EMQ_OK || n < EMQ_ADMIN_PAGE)
+            return st;
+    }
+}
+
+emq_status emq_admin_dead_requeue(emq_admin_t *a, const char *const *ids,
+                                  size_t nids, uint64_t *requeued,
+                                  emq_error *err) {
+    uint64_t count = 0;
+    if (requeued)
+        *requeued = 0;
+    if (a == NULL || (nids > 0 && ids == NULL))
+        return emq_error_set(err, EMQ_EINVAL, 0,
+                             "requeue needs an admin handle and IDs");
+    if (nids == 0) {
+        emq_status st = requeue_all(a, &count, err);
+        if (requeued)
+            *requeued = count;
+        return st;
+    }
+    const char *first_missing = NULL;
+    size_t nmissing = 0;
+    emq_status st = EMQ_OK;
+    for (size_t i = 0; i < nids && st == EMQ_OK; i++) {
+        int moved = 0;
+        const char *id = ids[i] ? ids[i] : "";
+        if (emq_stream_id_parse(id, strlen(id), NULL) == 0)
+            st = requeue_one(a, id, strlen(id), &moved, err);
+        count += (uint64_t)moved;
+        if (st == EMQ_OK && !moved && nmissing++ == 0)
+            first_missing = id;
+    }
+    if (requeued)
+        *requeued = count;
+    if (st != EMQ_OK)
+        return st;
+    if (nmissing > 0) {
+        char shown[EMQ_ID_MAX + 8];
+        emq_printable(shown, sizeof shown, first_missing,
+                      strlen(first_missing));
+        return emq_error_set(err, EMQ_EINVAL, 0,
+                             "no dead letter '%s' in %s (%zu of %zu IDs not "
+                             "found); %llu requeued",
+                             shown, a->keys.dead, nmissing, nids,
+                             (unsigned long long)count);
+    }
+    return EMQ_OK;
+}
+
+emq_status emq_admin_dead_purge(emq_admin_t *a, uint64_t *removed,
+                                emq_error *err) {
+    if (removed)
+        *removed = 0;
+    if (a == NULL)
+        return emq_error_set(err, EMQ_EINVAL, 0,
+                             "purge needs an admin handle");
+    const char *argv[] = {"EVAL", purge_script, "1", a->keys.dead};
+    emq_reply *r = NULL;
+    emq_status st =
+        emq_admin_call(a, "purge of the dead letters", 4, argv, NULL, &r, err);
+    if (st != EMQ_OK)
+        return st;
+    long long n = emq_reply_integer(r);
+    emq_reply_free(r);
+    if (removed)
+        *removed = n > 0 ? (uint64_t)n : 0;
+    return EMQ_OK;
+}

@@ -1,0 +1,173 @@
+/* retention.c: ack-aware trimming of a queue's stream.
+ *
+ * XACK does not delete entries (LESSONS 7), and trimming by length or age
+ * alone deletes work some group has not processed yet (LESSONS 8). This
+ * file trims only below the floor: the oldest entry any group on the
+ * stream still needs, which for one group is its oldest pending entry or
+ * the first entry after its last-delivered ID, whichever is older. A
+ * length or age bound is applied only below that floor; what the bound
+ * asked for and the floor kept is reported as held back.
+ *
+ * Everything happens in one Lua script, so the floor cannot move between
+ * being computed and being used: a producer, a consumer or a new group
+ * acts either before the whole trim or after it. The script reads
+ * XINFO GROUPS, each group's XPENDING summary and last-delivered ID,
+ * compares IDs exactly in Lua (decimal strings, by length then bytes, so
+ * no 64-bit value is rounded through a double), and ends with an exact
+ * XTRIM MINID (never '~', which trims whole nodes only). A stream without
+ * groups is never trimmed: nobody has declared what it still needs.
+ */
+#include "admin.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* Most entries the script counts to report held_back for the age bound;
+ * past it held_back reads as this value ("at least"). Counting walks the
+ * held entries, so the cap bounds the script's running time. */
+#define EMQ_TRIM_HELD_COUNT_MAX 100000
+
+/* KEYS[1] stream; ARGV: maxlen (-1 none), max age ms (-1 none), the
+ * held-back counting cap. Returns {removed, floor ("" none), held_back,
+ * no_groups}. A cut is an ID (entries below it go), 'all', or nil. */
+static const char trim_script[] =
+    "local s = KEYS[1]\n"
+    "local maxlen, max_age = tonumber(ARGV[1]), tonumber(ARGV[2])\n"
+    "local held_cap = tonumber(ARGV[3])\n"
+    "if redis.call('EXISTS', s) == 0 then return {0, '', 0, 1} end\n"
+    "local groups = redis.call('XINFO', 'GROUPS', s)\n"
+    "if #groups == 0 then return {0, '', 0, 1} end\n"
+    /* exact comparison of decimal numbers of any length */
+    "local function num_lt(a, b)\n"
+    "  if #a ~= #b then return #a < #b end\n"
+    "  return a < b\n"
+    "end\n"
+    "local function split(id)\n"
+    "  local d = string.find(id, '-', 1, true)\n"
+    "  if not d then return id, '0' end\n"
+    "  return string.sub(id, 1, d - 1), string.sub(id, d + 1)\n"
+    "end\n"
+    "local function id_lt(a, b)\n"
+    "  local am, as = split(a)\n"
+    "  local bm, bs = split(b)\n"
+    "  if am ~= bm then return num_lt(am, bm) end\n"
+    "  return num_lt(as, bs)\n"
+    "end\n"
+    /* the floor: the oldest entry some group still needs */
+    "local floor = nil\n"
+    "local function need(id)\n"
+    "  if floor == nil or id_lt(id, floor) then floor = id end\n"
+    "end\n"
+    "for _, g in ipairs(groups) do\n"
+    "  local name, last = nil, nil\n"
+    "  for i = 1, #g - 1, 2 do\n"
+    "    if g[i] == 'name' then name = g[i + 1]\n"
+    "    elseif g[i] == 'last-delivered-id' then last = g[i + 1] end\n"
+    "  end\n"
+    "  local p = redis.call('XPENDING', s, name)\n"
+    "  if p[1] > 0 then need(p[2]) end\n"
+    "  local nxt = redis.pcall('XRANGE', s, '(' .. last, '+', 'COUNT', 1)\n"
+    "  if nxt.err == nil and #nxt > 0 then need(nxt[1][1]) end\n"
+    "end\n"
+    /* what the bounds ask for */
+    "local len = redis.call('XLEN', s)\n"
+    "local bound, maxlen_cut, age_cut = false, nil, nil\n"
+    "if maxlen >= 0 then\n"
+    "  bound = true\n"
+    "  if maxlen == 0 and len > 0 then maxlen_cut = 'all'\n"
+    "  elseif len > maxlen then\n"
+    "    local drop, r = len - maxlen, nil\n"
+    "    if maxlen <= drop then\n"
+    "      r = redis.call('XREVRANGE', s, '+', '-', 'COUNT', maxlen)\n"
+    "    else\n"
+    "      r = redis.call('XRANGE', s, '-', '+', 'COUNT', drop + 1)\n"
+    "    end\n"
+    "    maxlen_cut = r[#r][1]\n"
+    "  end\n"
+    "end\n"
+    "if max_age >= 0 then\n"
+    "  bound = true\n"
+    "  local t = redis.call('TIME')\n"
+    "  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
+    "  if now - max_age > 0 then\n"
+    "    age_cut = string.format('%.0f', now - max_age) .. '-0'\n"
+    "  end\n"
+    "end\n"
+    "local want = 'all'\n"
+    "if bound then\n"
+    "  want = maxlen_cut\n"
+    "  if age_cut ~= nil and want ~= 'all' and\n"
+    "     (want == nil or id_lt(want, age_cut)) then want = age_cut end\n"
+    "end\n"
+    /* never below the floor */
+    "local cut = want\n"
+    "if cut ~= nil and floor ~= nil and (cut == 'all' or id_lt(floor, cut))\n"
+    "then cut = floor end\n"
+    "local removed = 0\n"
+    "if cut == 'all' then removed = redis.call('XTRIM', s, 'MAXLEN', 0)\n"
+    "elseif cut ~= nil then removed = redis.call('XTRIM', s, 'MINID', cut)\n"
+    "end\n"
+    /* what the floor kept of what a bound asked for */
+    "local held = 0\n"
+    "if bound and want ~= nil and cut ~= want then\n"
+    "  if want == maxlen_cut then\n"
+    "    held = len - maxlen - removed\n"
+    "  else\n"
+    "    local from = '-'\n"
+    "    while held < held_cap do\n"
+    "      local r = redis.call('XRANGE', s, from, '(' .. want, 'COUNT',\n"
+    "                           math.min(1000, held_cap - held))\n"
+    "      held = held + #r\n"
+    "      if #r == 0 then break end\n"
+    "      from = '(' .. r[#r][1]\n"
+    "    end\n"
+    "  end\n"
+    "end\n"
+    "return {removed, floor or '', held, 0}\n";
+
+emq_status emq_admin_trim_acked(emq_admin_t *a, int64_t maxlen,
+                                int64_t max_age_ms, emq_trim_result *result,
+                                emq_error *err) {
+    emq_trim_result local;
+    memset(&local, 0, sizeof local);
+    if (result)
+        *result = local;
+    if (a == NULL)
+        return emq_error_set(err, EMQ_EINVAL, 0, "trim needs an admin handle");
+    if (maxlen < -1 || max_age_ms < -1)
+        return emq_error_set(err, EMQ_EINVAL, 0,
+                             "trim: maxlen and max_age_ms must be >= 0, or "
+                             "-1 for no bound (got %lld and %lld)",
+                             (long long)maxlen, (long long)max_age_ms);
+    char maxlen_s[24], age_s[24], cap_s[24];
+    snprintf(maxlen_s, sizeof maxlen_s, "%lld", (long long)maxlen);
+    snprintf(age_s, sizeof age_s, "%lld", (long long)max_age_ms);
+    snprintf(cap_s, sizeof cap_s, "%d", EMQ_TRIM_HELD_COUNT_MAX);
+    const char *argv[] = {"EVAL",   trim_script, "1",  a->keys.stream,
+                          maxlen_s, age_s,       cap_s};
+    emq_reply *r = NULL;
+    emq_status st = emq_admin_call(a, "ack-aware trim", 7, argv, NULL, &r,
+                                   err);
+    if (st != EMQ_OK)
+        return st;
+    size_t floor_len = 0;
+    const char *floor = NULL;
+    if (emq_reply_kind(r) == EMQ_REPLY_ARRAY && emq_reply_len(r) == 4)
+        floor = emq_reply_str(emq_reply_at(r, 1), &floor_len);
+    if (floor == NULL || floor_len >= sizeof local.floor.str) {
+        emq_reply_free(r);
+        return emq_error_set(err, EMQ_EPROTO, 0,
+                             "trim script: unexpected reply");
+    }
+    long long removed = emq_reply_integer(emq_reply_at(r, 0));
+    long long held = emq_reply_integer(emq_reply_at(r, 2));
+    local.removed = removed > 0 ? (uint64_t)removed : 0;
+    local.held_back = held > 0 ? (uint64_t)held : 0;
+    local.no_groups = emq_reply_integer(emq_reply_at(r, 3)) != 0;
+    memcpy(local.floor.str, floor, floor_len);
+    local.floor.str[floor_len] = '\0';
+    emq_reply_free(r);
+    if (result)
+        *result = local;
+    return EMQ_OK;
+}

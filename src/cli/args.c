@@ -1,0 +1,396 @@
+/* args.c: option parsing, configuration and error reporting for every verb.
+ *
+ * One small parser serves every verb: --name VALUE, --name=VALUE, -x VALUE,
+ * flags, "--" to end options, and the global options accepted anywhere.
+ * Everything a user can get wrong on the command line is refused here with
+ * exit 2 and one line naming the word and what to do, before any command
+ * reaches the server. The password never appears on the command line of
+ * the running process: a URL given with -u/--url is copied and its
+ * password bytes are overwritten in argv. Runtime failures are turned into
+ * one line that says what failed and what to check (cli_runtime_err).
+ */
+#include "cli.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+cli_global cli_g;
+
+static const cli_opt global_opts[] = {
+    {"url", 'u', 1, O_URL},
+    {"user", 0, 1, O_USER},
+    {"tls-ca", 0, 1, O_TLS_CA},
+    {"tls-cert", 0, 1, O_TLS_CERT},
+    {"tls-key", 0, 1, O_TLS_KEY},
+    {"quiet", 'q', 0, O_QUIET},
+    {"verbose", 'v', 0, O_VERBOSE},
+    {"help", 'h', 0, O_HELP},
+    {"version", 0, 0, O_VERSION},
+    {NULL, 0, 0, 0},
+};
+
+int cli_err(int code, const char *fmt, ...) {
+    char line[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    fflush(stdout);
+    fprintf(stderr, "echomq: %s\n", line);
+    return code;
+}
+
+int cli_usage_err(const char *verb, const char *fmt, ...) {
+    char line[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    if (verb)
+        fprintf(stderr, "echomq: %s; see 'echomq %s --help'\n", line, verb);
+    else
+        fprintf(stderr, "echomq: %s; see 'echomq --help'\n", line);
+    return CLI_USAGE;
+}
+
+void cli_note(const char *fmt, ...) {
+    if (cli_g.quiet)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("echomq: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+}
+
+int64_t cli_now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* ---- the URL and its password -------------------------------------------- */
+
+/* Finds the password in a URL the way the library splits it (src/conn's
+ * url.c): the user info ends at the last '@' before the query ('?'); for
+ * unix:// an '@' followed by '/'; the password follows the first ':' of
+ * the user info. Sets [*from, *to) to it; returns 0 when there is none. */
+static int find_password(const char *url, size_t *from, size_t *to) {
+    const char *sep = strstr(url, "://");
+    if (sep == NULL)
+        return 0;
+    int unix_scheme = (size_t)(sep - url) == 4 && !strncmp(url, "unix", 4);
+    const char *rest = sep + 3;
+    const char *q = strchr(rest, '?');
+    const char *end = q ? q : rest + strlen(rest);
+    const char *at = NULL;
+    if (!(unix_scheme && *rest == '/'))
+        for (const char *c = rest; c < end; c++)
+            if (*c == '@' && (!unix_scheme || c[1] == '/'))
+                at = c;
+    if (at == NULL)
+        return 0;
+    const char *colon = memchr(rest, ':', (size_t)(at - rest));
+    if (colon == NULL || colon + 1 == at)
+        return 0;
+    *from = (size_t)(colon + 1 - url);
+    *to = (size_t)(at - url);
+    return 1;
+}
+
+/* Sets cli_g.url to a copy of url and cli_g.url_shown to the copy with
+ * the password replaced by "***". */
+static void set_url(const char *url) {
+    free(cli_g.url);
+    free(cli_g.url_shown);
+    cli_g.url = strdup(url);
+    size_t from, to, n = strlen(url);
+    if (find_password(url, &from, &to)) {
+        cli_g.url_shown = malloc(n + 4);
+        if (cli_g.url_shown) {
+            memcpy(cli_g.url_shown, url, from);
+            memcpy(cli_g.url_shown + from, "***", 3);
+            memcpy(cli_g.url_shown + from + 3, url + to, n - to + 1);
+        }
+    } else {
+        cli_g.url_shown = strdup(url);
+    }
+    if (cli_g.url == NULL || cli_g.url_shown == NULL) {
+        fprintf(stderr, "echomq: out of memory\n");
+        exit(CLI_FAIL);
+    }
+}
+
+void cli_url_finish(void) {
+    if (cli_g.url_from_flag)
+        return;
+    const char *env = getenv("ECHOMQ_URL");
+    set_url(env && *env ? env : "redis://127.0.0.1:6379");
+}
+
+int cli_apply_global(int id, char *value) {
+    switch (id) {
+    case O_URL: {
+        set_url(value);
+        cli_g.url_from_flag = 1;
+        size_t from, to;
+        if (find_password(value, &from, &to)) /* out of ps and /proc */
+            memset(value + from, '*', to - from);
+        return CLI_OK;
+    }
+    case O_USER: cli_g.user = value; return CLI_OK;
+    case O_TLS_CA: cli_g.tls_ca = value; return CLI_OK;
+    case O_TLS_CERT: cli_g.tls_cert = value; return CLI_OK;
+    case O_TLS_KEY: cli_g.tls_key = value; return CLI_OK;
+    case O_QUIET: cli_g.quiet = 1; return CLI_OK;
+    case O_VERBOSE: cli_g.verbose++; return CLI_OK;
+    default: return CLI_OK;
+    }
+}
+
+/* ---- the parser -------------------------------------------------------- */
+
+static const cli_opt *find_long(const cli_opt *opts, const char *name,
+                                size_t n) {
+    for (const cli_opt *o = global_opts; o->name; o++)
+        if (strlen(o->name) == n && !strncmp(o->name, name, n))
+            return o;
+    for (const cli_opt *o = opts; o && o->name; o++)
+        if (strlen(o->name) == n && !strncmp(o->name, name, n))
+            return o;
+    return NULL;
+}
+
+static const cli_opt *find_short(const cli_opt *opts, char c) {
+    for (const cli_opt *o = global_opts; o->name; o++)
+        if (o->short_name == c)
+            return o;
+    for (const cli_opt *o = opts; o && o->name; o++)
+        if (o->short_name == c)
+            return o;
+    return NULL;
+}
+
+int cli_parse(const char *verb, int argc, char **argv, const cli_opt *opts,
+              cli_args *out) {
+    memset(out, 0, sizeof *out);
+    out->pos = calloc((size_t)argc + 1, sizeof *out->pos);
+    if (out->pos == NULL)
+        return cli_err(CLI_FAIL, "out of memory");
+    int only_pos = 0;
+    for (int i = 0; i < argc; i++) {
+        char *w = argv[i];
+        if (only_pos || w[0] != '-' || w[1] == '\0') {
+            out->pos[out->npos++] = w;
+            continue;
+        }
+        if (!strcmp(w, "--")) {
+            only_pos = 1;
+            continue;
+        }
+        const cli_opt *o;
+        char *value = NULL;
+        if (w[1] == '-') {
+            char *eq = strchr(w + 2, '=');
+            size_t n = eq ? (size_t)(eq - w - 2) : strlen(w + 2);
+            o = find_long(opts, w + 2, n);
+            if (o == NULL)
+                return cli_usage_err(verb, "unknown option '%.*s'",
+                                     (int)(n + 2), w);
+            if (eq) {
+                if (!o->takes_value)
+                    return cli_usage_err(verb, "--%s takes no value",
+                                         o->name);
+                value = eq + 1;
+            }
+        } else {
+            o = find_short(opts, w[1]);
+            if (o == NULL)
+                return cli_usage_err(verb, "unknown option '-%c'", w[1]);
+            if (w[2] != '\0') {
+                if (!o->takes_value)
+                    return cli_usage_err(verb, "unknown option '%s'", w);
+                value = w + 2;
+            }
+        }
+        if (o->takes_value && value == NULL) {
+            if (i + 1 >= argc)
+                return cli_usage_err(verb, "--%s needs a value", o->name);
+            value = argv[++i];
+        }
+        out->seen[o->id]++;
+        out->value[o->id] = value ? value : "";
+        if (o->id < O_GLOBAL_END) {
+            int rc = cli_apply_global(o->id, value);
+            if (rc != CLI_OK)
+                return rc;
+        }
+    }
+    cli_url_finish();
+    return CLI_OK;
+}
+
+int cli_num(const char *verb, const char *opt, const char *text,
+            long long min, long long max, long long *out) {
+    char *end;
+    errno = 0;
+    long long v = strtoll(text, &end, 10);
+    if (text[0] == '\0' || *end != '\0' || errno == ERANGE || v < min ||
+        v > max || (text[0] < '0' || text[0] > '9'))
+        return cli_usage_err(verb,
+                             "%s: '%s' is not a whole number from %lld to "
+                             "%lld",
+                             opt, text, min, max);
+    *out = v;
+    return CLI_OK;
+}
+
+int cli_require(const char *verb, const cli_args *a, int id,
+                const char *opt, const char *hint) {
+    if (a->seen[id] && a->value[id][0] != '\0')
+        return CLI_OK;
+    return cli_usage_err(verb, "%s is required: %s", opt, hint);
+}
+
+/* ---- configuration ------------------------------------------------------- */
+
+int cli_set(emq_conf_t *conf, const char *name, const char *value) {
+    emq_error err;
+    if (emq_conf_set(conf, name, value, &err) == EMQ_OK)
+        return CLI_OK;
+    if (!strcmp(name, "url"))
+        return cli_err(CLI_USAGE,
+                       "malformed URL %s: %s; e.g. redis://host:6379, "
+                       "rediss://host:6380 or unix:///path/redis.sock",
+                       cli_g.url_shown, err.message);
+    return cli_err(CLI_USAGE, "%s", err.message);
+}
+
+emq_conf_t *cli_conf(const char *queue) {
+    emq_conf_t *conf = emq_conf_new();
+    if (conf == NULL) {
+        cli_err(CLI_FAIL, "out of memory");
+        return NULL;
+    }
+    const char *password = getenv("ECHOMQ_PASSWORD");
+    const char *level = cli_g.verbose >= 2   ? "debug"
+                        : cli_g.verbose == 1 ? "info"
+                        : cli_g.quiet        ? "error"
+                                             : "warning";
+    if (cli_set(conf, "url", cli_g.url) != CLI_OK ||
+        (cli_g.user && cli_set(conf, "user", cli_g.user) != CLI_OK) ||
+        (password && *password &&
+         cli_set(conf, "password", password) != CLI_OK) ||
+        (cli_g.tls_ca && cli_set(conf, "tls.ca_file", cli_g.tls_ca) != CLI_OK) ||
+        (cli_g.tls_cert &&
+         cli_set(conf, "tls.cert_file", cli_g.tls_cert) != CLI_OK) ||
+        (cli_g.tls_key &&
+         cli_set(conf, "tls.key_file", cli_g.tls_key) != CLI_OK) ||
+        cli_set(conf, "log.level", level) != CLI_OK ||
+        (queue && cli_set(conf, "queue", queue) != CLI_OK)) {
+        emq_conf_destroy(conf);
+        return NULL;
+    }
+    return conf;
+}
+
+/* The type of key on the server ("string", "hash", ...), into out; "" when
+ * it cannot be asked. */
+static void key_type(const emq_conf_t *conf, const char *key, char *out,
+                     size_t size) {
+    out[0] = '\0';
+    emq_conn_t *conn;
+    if (emq_conn_new(conf, &conn, NULL) != EMQ_OK)
+        return;
+    const char *argv[] = {"TYPE", key};
+    emq_reply *r;
+    if (emq_conn_command(conn, 2, argv, NULL, &r, NULL) == EMQ_OK) {
+        size_t n;
+        const char *t = emq_reply_str(r, &n);
+        if (t && emq_reply_kind(r) == EMQ_REPLY_STATUS && n < size) {
+            memcpy(out, t, n);
+            out[n] = '\0';
+        }
+        emq_reply_free(r);
+    }
+    emq_conn_destroy(conn);
+}
+
+int cli_runtime_err(const emq_conf_t *conf, emq_status st,
+                    const emq_error *err, const char *doing) {
+    const char *msg = err && err->message[0] ? err->message : emq_strerror(st);
+    switch (st) {
+    case EMQ_EIO:
+    case EMQ_ETIMEDOUT:
+    case EMQ_ERESOLVE:
+    case EMQ_ETLS:
+        return cli_err(CLI_FAIL,
+                       "cannot connect to %s: %s; check --url (or "
+                       "$ECHOMQ_URL) and that the server is running",
+                       cli_g.url_shown, msg);
+    case EMQ_EAUTH:
+        return cli_err(CLI_FAIL,
+                       "%s refused the credentials: %s; check --user and "
+                       "$ECHOMQ_PASSWORD (or the URL)",
+                       cli_g.url_shown, msg);
+    default:
+        break;
+    }
+    if (st == EMQ_ESERVER && strstr(msg, "WRONGTYPE")) {
+        char key[1100] = "", type[64] = "";
+        if (conf && emq_conf_stream_key(conf, key, sizeof key, NULL) == EMQ_OK)
+            key_type(conf, key, type, sizeof type);
+        if (type[0] && strcmp(type, "stream") != 0)
+            return cli_err(CLI_FAIL,
+                           "WRONGTYPE: key '%s' holds a %s, not a stream; "
+                           "use another queue name or remove that key",
+                           key, type);
+        return cli_err(CLI_FAIL,
+                       "WRONGTYPE: a key of the queue%s%s%s holds another "
+                       "type than echomq expects: %s",
+                       key[0] ? " ('" : "", key, key[0] ? "')" : "", msg);
+    }
+    return cli_err(CLI_FAIL, "%s: %s", doing, msg);
+}
+
+/* ---- signals ----------------------------------------------------------- */
+
+static void (*stop_fn)(void *);
+static void *stop_opaque;
+static volatile sig_atomic_t stop_signals;
+
+static void on_signal(int sig) {
+    if (stop_signals++ > 0)
+        _exit(128 + sig); /* the second one: at once */
+    if (stop_fn)
+        stop_fn(stop_opaque);
+}
+
+void cli_on_stop_signal(void (*stop)(void *), void *opaque) {
+    stop_fn = stop;
+    stop_opaque = opaque;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+}
+
+int cli_stop_signals(void) { return (int)stop_signals; }
+
+void cli_signals_default(void) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = SIG_DFL;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    stop_fn = NULL;
+}

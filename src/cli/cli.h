@@ -1,0 +1,152 @@
+/* cli.h: what the files of the echomq program share.
+ *
+ * The program is a client of libechomq: it includes echomq.h and nothing
+ * else of the library. This header holds the option parser (args.c), the
+ * global options, the configuration and error helpers, and one entry point
+ * per verb (cmd_*.c). Exit codes: CLI_OK (0) success, CLI_FAIL (1) a
+ * runtime failure, CLI_USAGE (2) a usage error found before any command
+ * reached the server (docs/CLI.md).
+ */
+#ifndef EMQ_CLI_H
+#define EMQ_CLI_H
+
+#include "echomq.h"
+
+#include <stdint.h>
+#include <stdio.h>
+
+#define CLI_OK 0
+#define CLI_FAIL 1
+#define CLI_USAGE 2
+
+/* ---- options ------------------------------------------------------------ */
+
+/* Option ids. The global ones are accepted before and after the verb. */
+enum {
+    O_NONE = 0,
+    O_URL, O_USER, O_TLS_CA, O_TLS_CERT, O_TLS_KEY, O_QUIET, O_VERBOSE,
+    O_HELP, O_VERSION,
+    O_GLOBAL_END,
+    /* verbs */
+    O_LINES, O_JSON, O_FIELD, O_MAXLEN, O_MINID, O_APPROX, O_BATCH,
+    O_PRINT_IDS, O_GROUP, O_CONSUMER, O_START, O_COUNT, O_BLOCK,
+    O_CLAIM_IDLE, O_CLAIM_INTERVAL, O_MAX_DELIVERIES, O_LIMIT, O_UNTIL_IDLE,
+    O_EXEC, O_CONCURRENCY, O_MIN_IDLE, O_TO, O_YES, O_IDLE, O_ALL, O_ACKED,
+    O_JOBS, O_WORKERS, O_POISON, O_KEEP, O_WORK_US,
+    O_COUNT_IDS
+};
+
+/* One option a verb accepts. */
+typedef struct cli_opt {
+    const char *name; /* long name without "--" */
+    char short_name;  /* 'g' for -g; 0: none */
+    int takes_value;  /* 1: --name VALUE or --name=VALUE */
+    int id;           /* O_* */
+} cli_opt;
+
+/* What the parser found for a verb. */
+typedef struct cli_args {
+    const char *value[O_COUNT_IDS]; /* last value of each option; flags "" */
+    int seen[O_COUNT_IDS];          /* how often each option was given */
+    char **pos;                     /* positional arguments (in argv) */
+    int npos;
+} cli_args;
+
+/* Global options in effect (set in main.c and by cli_parse). */
+typedef struct cli_global {
+    char *url;       /* effective URL, password included (own copy) */
+    char *url_shown; /* the same with the password masked, for messages */
+    const char *user;
+    const char *tls_ca, *tls_cert, *tls_key;
+    int quiet;
+    int verbose;
+    int url_from_flag; /* 1: -u/--url; 0: $ECHOMQ_URL or the default */
+} cli_global;
+
+extern cli_global cli_g;
+
+/* Parses argv[0..argc) (the words after the verb) against opts (a table
+ * ending with a NULL name; the global options are always accepted too).
+ * Fills out. A URL given with -u/--url is copied and its password bytes
+ * overwritten in argv at once, so it never shows in ps or
+ * /proc/PID/cmdline. Returns CLI_OK, or CLI_USAGE after printing one line
+ * naming the bad word and `echomq VERB --help`. */
+int cli_parse(const char *verb, int argc, char **argv, const cli_opt *opts,
+              cli_args *out);
+/* Applies -u/--url (value in argv, scrubbed in place), --user, --tls-*,
+ * -q and -v to cli_g. Returns CLI_OK or CLI_USAGE. */
+int cli_apply_global(int id, char *value);
+/* Resolves the URL once every option is parsed: the flag, else
+ * $ECHOMQ_URL, else redis://127.0.0.1:6379. */
+void cli_url_finish(void);
+
+/* Prints "echomq: <message>" (one line) on stderr. Returns code. */
+int cli_err(int code, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+/* Prints "echomq VERB: <message>; see 'echomq VERB --help'". Returns 2. */
+int cli_usage_err(const char *verb, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+/* Progress and summaries: printed unless -q. */
+void cli_note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Parses a whole number of option opt within [min, max]. Returns CLI_OK,
+ * or CLI_USAGE after printing which option and why. */
+int cli_num(const char *verb, const char *opt, const char *text,
+            long long min, long long max, long long *out);
+/* Requires option id to be present; prints what to give when it is not. */
+int cli_require(const char *verb, const cli_args *a, int id,
+                const char *opt, const char *hint);
+
+/* A conf for queue (may be NULL) with url, user, password
+ * ($ECHOMQ_PASSWORD), tls.* and log.level set from the global options.
+ * NULL after printing why (a usage error: exit 2). */
+emq_conf_t *cli_conf(const char *queue);
+/* Sets one property; prints the library's message on failure (a usage
+ * error). Returns CLI_OK or CLI_USAGE. */
+int cli_set(emq_conf_t *conf, const char *name, const char *value);
+
+/* Prints one line for a runtime failure of st and returns CLI_FAIL: a
+ * failure to connect names the URL and what to check, WRONGTYPE names the
+ * key and what it holds, anything else is "<doing>: <message>". */
+int cli_runtime_err(const emq_conf_t *conf, emq_status st,
+                    const emq_error *err, const char *doing);
+
+/* Installs SIGINT/SIGTERM handlers: the first calls stop(opaque) (must be
+ * async-signal-safe), the second exits at once with 128+signal. */
+void cli_on_stop_signal(void (*stop)(void *), void *opaque);
+/* Number of stop signals received so far. */
+int cli_stop_signals(void);
+/* Restores the default handlers. */
+void cli_signals_default(void);
+
+/* Monotonic milliseconds. */
+int64_t cli_now_ms(void);
+/* Prints help text (a verb's or the overview) to out. */
+void cli_help_overview(FILE *out);
+
+/* Opens the admin handle of queue: *conf and *admin are set (free both)
+ * or CLI_USAGE/CLI_FAIL is returned after printing why. */
+int cli_admin_open(const char *verb, const char *queue, emq_conf_t **conf,
+                   emq_admin_t **admin);
+/* Calls fn(ctx, buf, size), which writes with snprintf semantics, into a
+ * buffer of the right size and prints the result on stdout (a newline
+ * added when it has none). Returns CLI_OK or CLI_FAIL. */
+int cli_print_json(size_t (*fn)(const void *ctx, char *buf, size_t size),
+                   const void *ctx);
+/* Formats a duration in milliseconds for tables: "850ms", "12.3s",
+ * "4m05s", "2h10m", "3d4h"; "-" for a negative value. */
+const char *cli_duration(int64_t ms, char *buf, size_t size);
+
+/* ---- verbs ---------------------------------------------------------------- */
+
+int cmd_produce(int argc, char **argv);
+int cmd_consume(int argc, char **argv);
+int cmd_info(int argc, char **argv);
+int cmd_pending(int argc, char **argv);
+int cmd_group(int argc, char **argv);
+int cmd_consumers(int argc, char **argv);
+int cmd_dead(int argc, char **argv);
+int cmd_trim(int argc, char **argv);
+int cmd_demo(int argc, char **argv);
+
+#endif /* EMQ_CLI_H */

@@ -1,0 +1,179 @@
+/* cmd_dead.c: `echomq dead list|requeue|purge`, the dead letters of a queue.
+ *
+ * Thin wrappers over emq_admin_dead_*: a table (or the library's JSON
+ * lines) of the entries that failed --max-deliveries times or that a
+ * handler gave up on, each with its origin and last failure reason; a
+ * requeue that puts them back on the queue with their original fields;
+ * and a purge that needs --yes.
+ */
+#include "cli.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const VERB = "dead";
+
+static const cli_opt opts[] = {
+    {"json", 0, 0, O_JSON},
+    {"all", 0, 0, O_ALL},
+    {"yes", 0, 0, O_YES},
+    {"count", 0, 1, O_COUNT},
+    {NULL, 0, 0, 0},
+};
+
+static void help(void) {
+    printf(
+        "usage: echomq dead list    QUEUE [--count N] [--json]\n"
+        "       echomq dead requeue QUEUE --all | ID...\n"
+        "       echomq dead purge   QUEUE --yes\n"
+        "\n"
+        "  list     the dead letters, oldest first (default at most 1000):\n"
+        "           dead-letter ID, original ID, group, consumer, deliveries,\n"
+        "           last failure reason and the entry's fields\n"
+        "  requeue  puts dead letters (--all, or the dead-letter IDs given)\n"
+        "           back on the queue with their original fields (new IDs)\n"
+        "           and removes them from the dead letters\n"
+        "  purge    deletes every dead letter (needs --yes)\n"
+        "\n"
+        "Examples:\n"
+        "  echomq dead list jobs\n"
+        "  echomq dead requeue jobs --all\n"
+        "  echomq dead purge jobs --yes\n");
+}
+
+typedef struct letters {
+    const emq_dead_letter *l;
+    size_t n;
+} letters;
+
+static size_t letters_json(const void *ctx, char *buf, size_t size) {
+    const letters *x = ctx;
+    return emq_dead_letters_json(x->l, x->n, buf, size);
+}
+
+/* Prints a dead letter's fields as the JSON object emq_entry_json writes
+ * for them (binary-safe). */
+static void print_fields(const emq_dead_letter *d) {
+    emq_entry e = {.id = "", .deliveries = 0, .fields = d->fields,
+                   .nfields = d->nfields};
+    char probe[1];
+    size_t need = emq_entry_json(&e, probe, sizeof probe);
+    char *buf = malloc(need + 1);
+    if (buf == NULL) {
+        fputs("?", stdout);
+        return;
+    }
+    emq_entry_json(&e, buf, need + 1);
+    const char *f = strstr(buf, "\"fields\":");
+    if (f && need > 0) {
+        f += 9;
+        fwrite(f, 1, strlen(f) - 1, stdout); /* without the outer '}' */
+    }
+    free(buf);
+}
+
+static int list(emq_admin_t *admin, const emq_conf_t *conf, const cli_args *a,
+                long long count) {
+    emq_dead_letter *l = NULL;
+    size_t n = 0;
+    emq_error err;
+    emq_status st = emq_admin_dead_list(admin, (size_t)count, &l, &n, &err);
+    if (st != EMQ_OK)
+        return cli_runtime_err(conf, st, &err, "listing the dead letters");
+    int rc = CLI_OK;
+    if (a->seen[O_JSON]) {
+        letters x = {l, n};
+        if (n)
+            rc = cli_print_json(letters_json, &x);
+    } else {
+        printf("%-22s  %-22s  %-12s  %-12s  %10s  %-20s  %s\n", "DEAD-ID",
+               "ORIGIN-ID", "GROUP", "CONSUMER", "DELIVERIES", "REASON",
+               "FIELDS");
+        for (size_t i = 0; i < n; i++) {
+            printf("%-22s  %-22s  %-12s  %-12s  %10llu  %-20s  ", l[i].id.str,
+                   l[i].origin_id.str, l[i].group ? l[i].group : "-",
+                   l[i].consumer ? l[i].consumer : "-",
+                   (unsigned long long)l[i].deliveries,
+                   l[i].reason && l[i].reason[0] ? l[i].reason : "-");
+            print_fields(&l[i]);
+            putchar('\n');
+        }
+        cli_note("%zu dead letter%s%s", n, n == 1 ? "" : "s",
+                 n == (size_t)count ? " (the --count limit; there may be more)"
+                                    : "");
+    }
+    emq_dead_letters_free(l, n);
+    return rc;
+}
+
+int cmd_dead(int argc, char **argv) {
+    cli_args a;
+    long long count = 1000;
+    int rc = cli_parse(VERB, argc, argv, opts, &a);
+    if (rc == CLI_OK && a.seen[O_HELP]) {
+        help();
+        free(a.pos);
+        return CLI_OK;
+    }
+    const char *sub = rc == CLI_OK && a.npos ? a.pos[0] : "";
+    int is_list = !strcmp(sub, "list"), requeue = !strcmp(sub, "requeue"),
+        purge = !strcmp(sub, "purge");
+    if (rc == CLI_OK && a.npos == 0)
+        rc = cli_usage_err(VERB, "a subcommand is missing (list, requeue, "
+                                 "purge)");
+    else if (rc == CLI_OK && !is_list && !requeue && !purge)
+        rc = cli_usage_err(VERB, "unknown subcommand '%s' (list, requeue, "
+                                 "purge)",
+                           sub);
+    else if (rc == CLI_OK && a.npos < 2)
+        rc = cli_usage_err(VERB, "QUEUE is missing");
+    else if (rc == CLI_OK && !requeue && a.npos > 2)
+        rc = cli_usage_err(VERB, "unexpected argument '%s'", a.pos[2]);
+    if (rc == CLI_OK && requeue && a.seen[O_ALL] && a.npos > 2)
+        rc = cli_usage_err(VERB, "give --all or dead-letter IDs, not both");
+    if (rc == CLI_OK && requeue && !a.seen[O_ALL] && a.npos == 2)
+        rc = cli_usage_err(VERB, "which dead letters? give --all or their "
+                                 "IDs (see 'echomq dead list')");
+    if (rc == CLI_OK && purge && !a.seen[O_YES])
+        rc = cli_usage_err(VERB, "purging deletes every dead letter of the "
+                                 "queue; add --yes to confirm");
+    if (rc == CLI_OK && a.seen[O_COUNT])
+        rc = cli_num(VERB, "--count", a.value[O_COUNT], 1, 10000000, &count);
+    emq_conf_t *conf = NULL;
+    emq_admin_t *admin = NULL;
+    if (rc == CLI_OK)
+        rc = cli_admin_open(VERB, a.pos[1], &conf, &admin);
+    if (rc != CLI_OK) {
+        free(a.pos);
+        return rc;
+    }
+    emq_error err;
+    emq_status st = EMQ_OK;
+    if (is_list) {
+        rc = list(admin, conf, &a, count);
+    } else if (requeue) {
+        uint64_t moved = 0;
+        st = emq_admin_dead_requeue(admin, (const char *const *)(a.pos + 2),
+                                    (size_t)(a.npos - 2), &moved, &err);
+        if (st == EMQ_OK || st == EMQ_EINVAL)
+            printf("requeued %llu dead letter%s onto queue '%s'\n",
+                   (unsigned long long)moved, moved == 1 ? "" : "s", a.pos[1]);
+        if (st == EMQ_EINVAL)
+            rc = cli_err(CLI_FAIL, "%s", err.message);
+        else if (st != EMQ_OK)
+            rc = cli_runtime_err(conf, st, &err, "requeueing dead letters");
+    } else {
+        uint64_t removed = 0;
+        st = emq_admin_dead_purge(admin, &removed, &err);
+        if (st == EMQ_OK)
+            printf("purged %llu dead letter%s of queue '%s'\n",
+                   (unsigned long long)removed, removed == 1 ? "" : "s",
+                   a.pos[1]);
+        else
+            rc = cli_runtime_err(conf, st, &err, "purging dead letters");
+    }
+    emq_admin_destroy(admin);
+    emq_conf_destroy(conf);
+    free(a.pos);
+    return rc;
+}

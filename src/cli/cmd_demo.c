@@ -1,0 +1,682 @@
+/* cmd_demo.c: `echomq demo`, the whole story of echomq in one run.
+ *
+ * Starts a private redis-server (from PATH) on a unix socket in a new
+ * temporary folder, produces --jobs jobs (100,000) of which --poison (5)
+ * always fail, and runs --workers (4) worker processes, each one consumer
+ * of group "demo" named demo-1..demo-N, each recording every job it
+ * handled in its own ledger file before acknowledging it. Half-way it
+ * kills demo-2 with SIGKILL: the entries it held are taken over by the
+ * others once idle for --claim-idle ms (1000). Poison jobs fail each
+ * delivery and end in the dead letters after 3 deliveries. The summary
+ * counts produced, handled, duplicates (handled twice: crash recovery is
+ * at-least-once), dead-lettered (read back from the dead-letter stream),
+ * lost (neither handled nor dead-lettered: must be 0) and throughput. The
+ * server is stopped by pid and the folder removed on every exit path,
+ * Ctrl-C included. Exit 0 when nothing was lost, 1 otherwise.
+ */
+#include "cli.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static const char *const VERB = "demo";
+static const char *const QUEUE = "demo";
+static const char *const GROUP = "demo";
+#define MAX_WORKERS 64
+#define MAX_DELIVERIES 3
+
+static const cli_opt opts[] = {
+    {"jobs", 0, 1, O_JOBS},
+    {"workers", 0, 1, O_WORKERS},
+    {"poison", 0, 1, O_POISON},
+    {"claim-idle", 0, 1, O_CLAIM_IDLE},
+    {"keep", 0, 0, O_KEEP},
+    {"work-us", 0, 1, O_WORK_US},
+    {NULL, 0, 0, 0},
+};
+
+static void help(void) {
+    printf(
+        "usage: echomq demo [--jobs N] [--workers N] [--poison N]\n"
+        "                   [--claim-idle MS] [--work-us US] [--keep]\n"
+        "\n"
+        "Starts a private redis-server (from PATH) on a unix socket in a\n"
+        "temporary folder, produces N jobs (default 100000), runs N worker\n"
+        "processes (default 4, consumers demo-1..demo-N of group 'demo'),\n"
+        "kills demo-2 with SIGKILL half-way and shows the others taking over\n"
+        "its entries once idle --claim-idle ms (default 1000). --poison jobs\n"
+        "(default 5) always fail and end in the dead letters after 3\n"
+        "deliveries. Ends with a summary: produced, handled, duplicates (from\n"
+        "the crash), dead-lettered, lost (must be 0) and throughput.\n"
+        "Each job takes --work-us microseconds of simulated work (150).\n"
+        "Everything is removed at the end (also on Ctrl-C) unless --keep.\n"
+        "No server or URL is needed: --url is ignored.\n"
+        "\n"
+        "Exit status: 0 when nothing was lost, 1 otherwise.\n");
+}
+
+/* ---- state shared by the cleanup paths ------------------------------------ */
+
+static char dir[512];                 /* the temporary folder */
+static pid_t server_pid = -1;
+static pid_t workers[MAX_WORKERS];
+static int nworkers;
+static volatile sig_atomic_t interrupted;
+
+static void on_interrupt(int sig) { interrupted = sig; }
+
+/* Removes every file of the flat folder, then the folder. */
+static void remove_dir(void) {
+    if (!dir[0])
+        return;
+    DIR *d = opendir(dir);
+    if (d) {
+        struct dirent *e;
+        while ((e = readdir(d)) != NULL) {
+            if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+                continue;
+            char path[1024];
+            snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+            unlink(path);
+        }
+        closedir(d);
+    }
+    rmdir(dir);
+    dir[0] = '\0';
+}
+
+/* Waits up to ms for pid; SIGKILL after that. */
+static void reap(pid_t pid, int ms) {
+    for (int waited = 0; waited < ms; waited += 10) {
+        pid_t w = waitpid(pid, NULL, WNOHANG);
+        if (w == pid || (w < 0 && errno == ECHILD))
+            return;
+        usleep(10000);
+    }
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+}
+
+static void cleanup(int keep) {
+    for (int i = 0; i < nworkers; i++)
+        if (workers[i] > 0) {
+            kill(workers[i], SIGKILL);
+            waitpid(workers[i], NULL, 0);
+            workers[i] = -1;
+        }
+    if (server_pid > 0) {
+        kill(server_pid, SIGTERM);
+        reap(server_pid, 3000);
+        server_pid = -1;
+    }
+    if (keep && dir[0])
+        fprintf(stderr, "echomq: demo folder kept: %s\n", dir);
+    else
+        remove_dir();
+}
+
+/* ---- the server ---------------------------------------------------------- */
+
+/* Starts redis-server on dir/redis.sock; url receives its URL. */
+static int start_server(char *url, size_t url_size) {
+    char conf_path[600], sock[600], log_path[600];
+    snprintf(conf_path, sizeof conf_path, "%s/redis.conf", dir);
+    snprintf(sock, sizeof sock, "%s/redis.sock", dir);
+    snprintf(log_path, sizeof log_path, "%s/redis.log", dir);
+    FILE *f = fopen(conf_path, "w");
+    if (f == NULL)
+        return cli_err(CLI_FAIL, "cannot write %s: %s", conf_path,
+                       strerror(errno));
+    fprintf(f,
+            "port 0\nunixsocket %s\nunixsocketperm 700\ndir %s\n"
+            "save \"\"\nappendonly no\nlogfile %s\ndaemonize no\n",
+            sock, dir, log_path);
+    fclose(f);
+    server_pid = fork();
+    if (server_pid < 0)
+        return cli_err(CLI_FAIL, "fork failed: %s", strerror(errno));
+    if (server_pid == 0) {
+        setpgid(0, 0); /* Ctrl-C reaches us, and we stop it in order */
+        int null = open("/dev/null", O_RDWR);
+        if (null >= 0) {
+            dup2(null, STDIN_FILENO);
+            dup2(null, STDOUT_FILENO);
+        }
+        execlp("redis-server", "redis-server", conf_path, (char *)NULL);
+        _exit(127);
+    }
+    snprintf(url, url_size, "unix://%s", sock);
+    emq_conf_t *conf = emq_conf_new();
+    if (conf == NULL || emq_conf_set(conf, "url", url, NULL) != EMQ_OK) {
+        emq_conf_destroy(conf);
+        return cli_err(CLI_FAIL, "cannot configure %s", url);
+    }
+    int rc = CLI_FAIL;
+    for (int waited = 0; waited < 10000 && !interrupted; waited += 50) {
+        int status;
+        if (waitpid(server_pid, &status, WNOHANG) == server_pid) {
+            server_pid = -1;
+            if (WIFEXITED(status) && WEXITSTATUS(status) == 127)
+                cli_err(CLI_FAIL, "redis-server is not on PATH; install it "
+                                  "(scripts/deps.sh) or add its folder to "
+                                  "PATH");
+            else
+                cli_err(CLI_FAIL, "redis-server exited at start; see its "
+                                  "log (run with --keep): %s",
+                        log_path);
+            break;
+        }
+        emq_conn_t *c;
+        if (emq_conn_new(conf, &c, NULL) == EMQ_OK) {
+            emq_conn_destroy(c);
+            rc = CLI_OK;
+            break;
+        }
+        usleep(50000);
+    }
+    if (rc != CLI_OK && server_pid > 0)
+        cli_err(CLI_FAIL, "redis-server did not answer on %s within 10 s",
+                sock);
+    emq_conf_destroy(conf);
+    return rc;
+}
+
+/* ---- workers ------------------------------------------------------------- */
+
+typedef struct worker_ctx {
+    int ledger;   /* fd, O_APPEND */
+    long work_us; /* simulated work per job */
+} worker_ctx;
+
+static emq_consumer_t *worker_consumer;
+
+static void worker_stop(int sig) {
+    (void)sig;
+    if (worker_consumer)
+        emq_consumer_stop(worker_consumer);
+}
+
+/* The job handler: a poison job fails every delivery; any other job is
+ * recorded in the ledger (one write, so a SIGKILL never leaves half a
+ * line), then acknowledged. The ledger line comes first: a crash between
+ * the two makes a duplicate, never a loss. */
+static emq_verdict work(void *opaque, const emq_entry *e, char *reason,
+                        size_t reason_size) {
+    worker_ctx *w = opaque;
+    const char *job = NULL;
+    size_t job_len = 0;
+    int poison = 0;
+    for (size_t i = 0; i < e->nfields; i++) {
+        if (e->fields[i].name_len == 3 && !memcmp(e->fields[i].name, "job", 3)) {
+            job = e->fields[i].value;
+            job_len = e->fields[i].value_len;
+        } else if (e->fields[i].name_len == 6 &&
+                   !memcmp(e->fields[i].name, "poison", 6)) {
+            poison = 1;
+        }
+    }
+    char line[64];
+    if (job == NULL || job_len > 20)
+        return EMQ_DEAD;
+    if (poison) {
+        snprintf(reason, reason_size, "poison job %.*s fails on purpose",
+                 (int)job_len, job);
+        return EMQ_RETRY;
+    }
+    if (w->work_us > 0)
+        usleep((useconds_t)w->work_us); /* the "work" */
+    int n = snprintf(line, sizeof line, "%.*s\n", (int)job_len, job);
+    if (write(w->ledger, line, (size_t)n) != n) {
+        snprintf(reason, reason_size, "ledger write failed");
+        return EMQ_RETRY;
+    }
+    return EMQ_ACK;
+}
+
+/* The body of worker process i (1-based); never returns. */
+static void worker_main(const char *url, int i, long long claim_idle,
+                        long long work_us) {
+    signal(SIGINT, SIG_IGN); /* the parent handles Ctrl-C */
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = worker_stop;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGTERM, &sa, NULL);
+    char path[600], name[32], num[32];
+    snprintf(path, sizeof path, "%s/ledger-%d.txt", dir, i);
+    snprintf(name, sizeof name, "demo-%d", i);
+    worker_ctx w = {open(path, O_WRONLY | O_CREAT | O_APPEND, 0600),
+                    (long)work_us};
+    if (w.ledger < 0)
+        _exit(3);
+    emq_conf_t *conf = emq_conf_new();
+    emq_error err;
+    int ok = conf != NULL;
+    snprintf(num, sizeof num, "%lld", claim_idle);
+    const char *props[][2] = {
+        {"url", url},          {"queue", QUEUE},
+        {"group", GROUP},      {"consumer", name},
+        {"start", "head"},     {"claim.min_idle_ms", num},
+        {"claim.interval_ms", "250"}, {"max_deliveries", "3"},
+        {"block_ms", "250"},   {"count", "100"},
+        {"log.level", "error"},
+    };
+    for (size_t k = 0; ok && k < sizeof props / sizeof props[0]; k++)
+        ok = emq_conf_set(conf, props[k][0], props[k][1], &err) == EMQ_OK;
+    if (ok)
+        ok = emq_consumer_new(conf, work, &w, &worker_consumer, &err) ==
+             EMQ_OK;
+    emq_conf_destroy(conf);
+    if (!ok) {
+        fprintf(stderr, "echomq: demo worker %s: %s\n", name, err.message);
+        _exit(1);
+    }
+    emq_status st = emq_consumer_run(worker_consumer, &err);
+    if (st != EMQ_OK)
+        fprintf(stderr, "echomq: demo worker %s: %s\n", name, err.message);
+    emq_consumer_destroy(worker_consumer);
+    close(w.ledger);
+    _exit(st == EMQ_OK ? 0 : 1);
+}
+
+/* ---- ledgers ------------------------------------------------------------- */
+
+typedef struct tally {
+    long long jobs;
+    unsigned char *seen;      /* per job: times handled (saturating) */
+    long long unique, lines;  /* unique jobs handled, ledger lines */
+    long long per_worker[MAX_WORKERS];
+    off_t offset[MAX_WORKERS]; /* bytes of each ledger already read */
+    char partial[MAX_WORKERS][32];
+} tally;
+
+/* Reads what the ledgers gained since the last call. */
+static void tally_update(tally *t) {
+    for (int i = 0; i < nworkers; i++) {
+        char path[600];
+        snprintf(path, sizeof path, "%s/ledger-%d.txt", dir, i + 1);
+        int fd = open(path, O_RDONLY);
+        if (fd < 0)
+            continue;
+        char buf[65536];
+        ssize_t n;
+        while ((n = pread(fd, buf, sizeof buf, t->offset[i])) > 0) {
+            t->offset[i] += n;
+            for (ssize_t k = 0; k < n; k++) {
+                size_t pl = strlen(t->partial[i]);
+                if (buf[k] != '\n') {
+                    if (pl + 1 < sizeof t->partial[i]) {
+                        t->partial[i][pl] = buf[k];
+                        t->partial[i][pl + 1] = '\0';
+                    }
+                    continue;
+                }
+                long long job = atoll(t->partial[i]);
+                t->partial[i][0] = '\0';
+                t->lines++;
+                t->per_worker[i]++;
+                if (job >= 0 && job < t->jobs) {
+                    if (t->seen[job] == 0)
+                        t->unique++;
+                    if (t->seen[job] < 255)
+                        t->seen[job]++;
+                }
+            }
+        }
+        close(fd);
+    }
+}
+
+/* ---- the run ----------------------------------------------------------- */
+
+static int produce_jobs(const char *url, long long jobs, long long poison,
+                        unsigned char *is_poison) {
+    emq_conf_t *conf = emq_conf_new();
+    emq_producer_t *p = NULL;
+    emq_error err;
+    if (conf == NULL || emq_conf_set(conf, "url", url, &err) != EMQ_OK ||
+        emq_conf_set(conf, "queue", QUEUE, &err) != EMQ_OK ||
+        emq_producer_new(conf, &p, &err) != EMQ_OK) {
+        emq_conf_destroy(conf);
+        return cli_err(CLI_FAIL, "demo: cannot start the producer: %s",
+                       err.message);
+    }
+    emq_conf_destroy(conf);
+    /* Poison jobs spread evenly over the run. */
+    for (long long k = 0; k < poison; k++)
+        is_poison[(jobs / (poison + 1)) * (k + 1)] = 1;
+    enum { BATCH = 1000 };
+    static emq_message msgs[BATCH];
+    static emq_field fields[BATCH][2];
+    static char values[BATCH][24];
+    int rc = CLI_OK;
+    for (long long base = 0; base < jobs && rc == CLI_OK && !interrupted;
+         base += BATCH) {
+        size_t n = (size_t)(jobs - base < BATCH ? jobs - base : BATCH);
+        for (size_t k = 0; k < n; k++) {
+            int len = snprintf(values[k], sizeof values[k], "%lld",
+                               base + (long long)k);
+            fields[k][0] = (emq_field){"job", 3, values[k], (size_t)len};
+            fields[k][1] = (emq_field){"poison", 6, "1", 1};
+            msgs[k] = (emq_message){fields[k],
+                                    is_poison[base + (long long)k] ? 2u : 1u,
+                                    NULL};
+        }
+        size_t written = 0;
+        emq_status st = emq_produce_batch(p, msgs, n, NULL, &written, &err);
+        if (st != EMQ_OK)
+            rc = cli_err(CLI_FAIL, "demo: producing failed: %s", err.message);
+    }
+    emq_producer_destroy(p);
+    return rc;
+}
+
+/* Counts the dead letters of poison jobs; marks them in dead[]. */
+static int count_dead(const char *url, long long jobs, unsigned char *dead,
+                      long long *ndead, long long *other) {
+    emq_conf_t *conf = emq_conf_new();
+    emq_admin_t *a = NULL;
+    emq_error err;
+    *ndead = *other = 0;
+    if (conf == NULL || emq_conf_set(conf, "url", url, &err) != EMQ_OK ||
+        emq_conf_set(conf, "queue", QUEUE, &err) != EMQ_OK ||
+        emq_admin_new(conf, &a, &err) != EMQ_OK) {
+        emq_conf_destroy(conf);
+        return cli_err(CLI_FAIL, "demo: cannot inspect the queue: %s",
+                       err.message);
+    }
+    emq_conf_destroy(conf);
+    memset(dead, 0, (size_t)jobs);
+    emq_dead_letter *l = NULL;
+    size_t n = 0;
+    emq_status st = emq_admin_dead_list(a, 1000000, &l, &n, &err);
+    emq_admin_destroy(a);
+    if (st != EMQ_OK)
+        return cli_err(CLI_FAIL, "demo: cannot list the dead letters: %s",
+                       err.message);
+    for (size_t i = 0; i < n; i++) {
+        long long job = -1;
+        for (size_t k = 0; k < l[i].nfields; k++)
+            if (l[i].fields[k].name_len == 3 &&
+                !memcmp(l[i].fields[k].name, "job", 3)) {
+                char v[24] = "";
+                size_t vl = l[i].fields[k].value_len < 23
+                                ? l[i].fields[k].value_len
+                                : 23;
+                memcpy(v, l[i].fields[k].value, vl);
+                job = atoll(v);
+            }
+        if (job >= 0 && job < jobs && !dead[job]) {
+            dead[job] = 1;
+            (*ndead)++;
+        } else {
+            (*other)++;
+        }
+    }
+    emq_dead_letters_free(l, n);
+    return CLI_OK;
+}
+
+/* Entries consumer name holds right now (-1 when it cannot be asked). */
+static long long held_by(const char *url, const char *name) {
+    emq_conf_t *conf = emq_conf_new();
+    emq_admin_t *a = NULL;
+    long long n = -1;
+    if (conf && emq_conf_set(conf, "url", url, NULL) == EMQ_OK &&
+        emq_conf_set(conf, "queue", QUEUE, NULL) == EMQ_OK &&
+        emq_admin_new(conf, &a, NULL) == EMQ_OK) {
+        emq_pending_entry *e = NULL;
+        size_t k = 0;
+        if (emq_admin_pending(a, GROUP, name, 0, 1000000, &e, &k, NULL) ==
+            EMQ_OK)
+            n = (long long)k;
+        emq_free_array(e);
+    }
+    emq_admin_destroy(a);
+    emq_conf_destroy(conf);
+    return n;
+}
+
+static int run(long long jobs, long long poison, long long claim_idle,
+               long long work_us, int keep) {
+    int tty = isatty(STDERR_FILENO);
+    const char *tmp = getenv("TMPDIR");
+    snprintf(dir, sizeof dir, "%s/echomq-demo.XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    if (mkdtemp(dir) == NULL) {
+        dir[0] = '\0';
+        return cli_err(CLI_FAIL, "cannot create a temporary folder: %s",
+                       strerror(errno));
+    }
+    char url[700];
+    printf("== echomq demo: %lld jobs, %d workers, %lld poison jobs\n", jobs,
+           nworkers, poison);
+    printf("   private redis-server in %s\n", dir);
+    fflush(stdout);
+    int rc = start_server(url, sizeof url);
+    if (rc != CLI_OK)
+        return rc;
+
+    unsigned char *is_poison = calloc((size_t)jobs, 1);
+    unsigned char *dead = calloc((size_t)jobs, 1);
+    tally t;
+    memset(&t, 0, sizeof t);
+    t.jobs = jobs;
+    t.seen = calloc((size_t)jobs, 1);
+    if (is_poison == NULL || dead == NULL || t.seen == NULL) {
+        free(is_poison);
+        free(dead);
+        free(t.seen);
+        return cli_err(CLI_FAIL, "out of memory");
+    }
+    int64_t t0 = cli_now_ms();
+    rc = produce_jobs(url, jobs, poison, is_poison);
+    int64_t t_produced = cli_now_ms();
+    if (rc == CLI_OK)
+        printf("== produced %lld jobs to queue '%s' in %.2f s\n", jobs, QUEUE,
+               (double)(t_produced - t0) / 1000.0);
+    fflush(stdout);
+
+    for (int i = 0; i < nworkers && rc == CLI_OK; i++) {
+        pid_t pid = fork();
+        if (pid < 0)
+            rc = cli_err(CLI_FAIL, "fork failed: %s", strerror(errno));
+        else if (pid == 0)
+            worker_main(url, i + 1, claim_idle, work_us);
+        else
+            workers[i] = pid;
+    }
+    if (rc == CLI_OK)
+        printf("== started %d workers: consumers demo-1..demo-%d of group "
+               "'%s' (claim idle %lld ms, max deliveries %d)\n",
+               nworkers, nworkers, GROUP, claim_idle, MAX_DELIVERIES);
+    fflush(stdout);
+
+    int64_t t_start = cli_now_ms(), last_print = 0, last_check = 0,
+            t_done = 0;
+    int killed = nworkers < 2; /* with one worker nobody can recover */
+    long long held_at_kill = -1, needed = jobs - poison;
+    int recovered_shown = 0;
+    long long ndead = 0, other_dead = 0;
+    int64_t deadline = t_start + 120000 + jobs / 10;
+    while (rc == CLI_OK && !interrupted) {
+        usleep(20000);
+        tally_update(&t);
+        int64_t now = cli_now_ms();
+        if (!killed && t.unique >= needed / 2) {
+            long long before = held_by(url, "demo-2");
+            kill(workers[1], SIGKILL);
+            waitpid(workers[1], NULL, 0);
+            workers[1] = -1;
+            killed = 1;
+            held_at_kill = held_by(url, "demo-2");
+            if (held_at_kill < 0)
+                held_at_kill = before;
+            if (tty)
+                fputs("\r\033[K", stderr);
+            printf("== half-way (%lld handled): killed demo-2 with SIGKILL "
+                   "while it held %lld unacknowledged entries\n",
+                   t.unique, held_at_kill);
+            fflush(stdout);
+        }
+        if (killed && !recovered_shown && held_at_kill >= 0 &&
+            nworkers >= 2 && now - last_check >= 200) {
+            last_check = now;
+            long long left = held_by(url, "demo-2");
+            if (left == 0) {
+                recovered_shown = 1;
+                if (tty)
+                    fputs("\r\033[K", stderr);
+                printf("== recovered: the other workers claimed all %lld "
+                       "entries demo-2 held (idle > %lld ms)\n",
+                       held_at_kill, claim_idle);
+                fflush(stdout);
+            }
+        }
+        if (t.unique >= needed) {
+            /* Every good job is handled; wait for the poison ones. */
+            if (count_dead(url, jobs, dead, &ndead, &other_dead) != CLI_OK) {
+                rc = CLI_FAIL;
+                break;
+            }
+            if (ndead >= poison) {
+                t_done = now;
+                break;
+            }
+        }
+        if (now > deadline) {
+            cli_err(CLI_FAIL, "demo: not done after %lld s; reporting what "
+                              "is missing",
+                    (long long)(now - t_start) / 1000);
+            break;
+        }
+        if (!cli_g.quiet && now - last_print >= (tty ? 100 : 1000)) {
+            double s = (double)(now - t_start) / 1000.0;
+            if (tty)
+                fprintf(stderr, "\r\033[K   handled %lld/%lld  duplicates "
+                                "%lld  dead %lld/%lld  %.0f jobs/s",
+                        t.unique, needed, t.lines - t.unique, ndead, poison,
+                        s > 0 ? (double)t.unique / s : 0.0);
+            else
+                fprintf(stderr, "   handled %lld/%lld  duplicates %lld  "
+                                "%.0f jobs/s\n",
+                        t.unique, needed, t.lines - t.unique,
+                        s > 0 ? (double)t.unique / s : 0.0);
+            last_print = now;
+        }
+    }
+    if (tty && !cli_g.quiet)
+        fputs("\r\033[K", stderr);
+    if (t_done == 0)
+        t_done = cli_now_ms();
+
+    /* Stop the workers gracefully, then take the final count. */
+    for (int i = 0; i < nworkers; i++)
+        if (workers[i] > 0)
+            kill(workers[i], SIGTERM);
+    for (int i = 0; i < nworkers; i++)
+        if (workers[i] > 0) {
+            reap(workers[i], 5000);
+            workers[i] = -1;
+        }
+    if (interrupted) {
+        free(is_poison);
+        free(dead);
+        free(t.seen);
+        cli_err(CLI_FAIL, "demo interrupted; cleaning up");
+        return 128 + (int)interrupted;
+    }
+    tally_update(&t);
+    if (rc == CLI_OK)
+        rc = count_dead(url, jobs, dead, &ndead, &other_dead);
+    long long lost = 0, first_lost = -1;
+    for (long long j = 0; j < jobs; j++)
+        if (t.seen[j] == 0 && !dead[j]) {
+            if (first_lost < 0)
+                first_lost = j;
+            lost++;
+        }
+    double secs = (double)(t_done - t_start) / 1000.0;
+    printf("\n== summary\n");
+    printf("   %-34s %10lld\n", "produced", jobs);
+    printf("   %-34s %10lld\n", "handled (distinct jobs)", t.unique);
+    printf("   %-34s %10lld\n", "duplicates (crash recovery)",
+           t.lines - t.unique);
+    printf("   %-34s %10lld\n", "dead-lettered (poison jobs)", ndead);
+    printf("   %-34s %10lld%s\n", "lost", lost, lost ? "   <-- NOT OK" : "");
+    printf("   %-34s %10.0f jobs/s (%.2f s)\n", "throughput",
+           secs > 0 ? (double)t.unique / secs : 0.0, secs);
+    for (int i = 0; i < nworkers; i++) {
+        char label[64];
+        snprintf(label, sizeof label, "  by demo-%d%s", i + 1,
+                 i == 1 && nworkers > 1 ? " (killed half-way)" : "");
+        printf("   %-34s %10lld\n", label, t.per_worker[i]);
+    }
+    fflush(stdout);
+    free(is_poison);
+    free(dead);
+    free(t.seen);
+    (void)keep;
+    if (rc != CLI_OK)
+        return rc;
+    if (lost > 0)
+        return cli_err(CLI_FAIL, "demo: %lld jobs lost (the first is job "
+                                 "%lld)",
+                       lost, first_lost);
+    if (other_dead > 0)
+        return cli_err(CLI_FAIL, "demo: %lld unexpected dead letters",
+                       other_dead);
+    printf("== ok: every job was handled or dead-lettered; nothing lost\n");
+    return CLI_OK;
+}
+
+int cmd_demo(int argc, char **argv) {
+    cli_args a;
+    long long jobs = 100000, nw = 4, poison = 5, claim_idle = 1000,
+              work_us = 150;
+    int rc = cli_parse(VERB, argc, argv, opts, &a);
+    if (rc == CLI_OK && a.seen[O_HELP]) {
+        help();
+        free(a.pos);
+        return CLI_OK;
+    }
+    if (rc == CLI_OK && a.npos)
+        rc = cli_usage_err(VERB, "unexpected argument '%s'", a.pos[0]);
+    if (rc == CLI_OK && a.seen[O_JOBS])
+        rc = cli_num(VERB, "--jobs", a.value[O_JOBS], 10, 10000000, &jobs);
+    if (rc == CLI_OK && a.seen[O_WORKERS])
+        rc = cli_num(VERB, "--workers", a.value[O_WORKERS], 1, MAX_WORKERS,
+                     &nw);
+    if (rc == CLI_OK && a.seen[O_POISON])
+        rc = cli_num(VERB, "--poison", a.value[O_POISON], 0, jobs / 10,
+                     &poison);
+    if (rc == CLI_OK && a.seen[O_CLAIM_IDLE])
+        rc = cli_num(VERB, "--claim-idle", a.value[O_CLAIM_IDLE], 10, 600000,
+                     &claim_idle);
+    if (rc == CLI_OK && a.seen[O_WORK_US])
+        rc = cli_num(VERB, "--work-us", a.value[O_WORK_US], 0, 1000000,
+                     &work_us);
+    int keep = a.seen[O_KEEP] > 0;
+    free(a.pos);
+    if (rc != CLI_OK)
+        return rc;
+    nworkers = (int)nw;
+    for (int i = 0; i < MAX_WORKERS; i++)
+        workers[i] = -1;
+
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_interrupt;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    rc = run(jobs, poison, claim_idle, work_us, keep);
+    cleanup(keep);
+    return rc;
+}

@@ -1,0 +1,236 @@
+/* cmd_group.c: `echomq group create|setid|destroy` and `echomq consumers
+ * prune`, the explicit operations on a consumer group.
+ *
+ * Thin wrappers over the admin API. Destroying a group takes --yes, since
+ * its pending entries go with it; pruning consumers is the safe kind
+ * (pending entries are handed over before a consumer is removed, never
+ * dropped: emq_admin_prune_consumers).
+ */
+#include "cli.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static const cli_opt group_opts[] = {
+    {"group", 'g', 1, O_GROUP},
+    {"start", 's', 1, O_START},
+    {"to", 0, 1, O_TO},
+    {"yes", 0, 0, O_YES},
+    {NULL, 0, 0, 0},
+};
+
+static void group_help(void) {
+    printf(
+        "usage: echomq group create  QUEUE --group G --start new|head|ID\n"
+        "       echomq group setid   QUEUE --group G --to head|tail|ID|@UNIXMS\n"
+        "       echomq group destroy QUEUE --group G --yes\n"
+        "\n"
+        "  create   creates group G (and the stream if needed) at --start:\n"
+        "           new = only entries added from now on, head = the whole\n"
+        "           stream, or an entry ID. An existing group is left as it is\n"
+        "           (exit 0, says so).\n"
+        "  setid    moves G's cursor: head replays the whole stream, tail skips\n"
+        "           everything stored, an ID or @UNIXMS (the last entry before\n"
+        "           that time) replays what follows; prints how many entries\n"
+        "           will be delivered again or anew.\n"
+        "  destroy  removes G and its pending list (needs --yes); consumers of\n"
+        "           G that still run will re-create it at their --start.\n"
+        "\n"
+        "Examples:\n"
+        "  echomq group create jobs --group workers --start head\n"
+        "  echomq group setid jobs --group workers --to @1700000000000\n"
+        "  echomq group destroy jobs --group old --yes\n");
+}
+
+/* Verb word, queue and group check shared by the subcommands. */
+static int parse_sub(const char *verb, int argc, char **argv,
+                     const cli_opt *opts, cli_args *a, void (*help)(void)) {
+    int rc = cli_parse(verb, argc, argv, opts, a);
+    if (rc != CLI_OK)
+        return rc;
+    if (a->seen[O_HELP]) {
+        help();
+        return -1;
+    }
+    if (a->npos < 1)
+        return cli_usage_err(verb, "a subcommand is missing");
+    return CLI_OK;
+}
+
+int cmd_group(int argc, char **argv) {
+    const char *verb = "group";
+    cli_args a;
+    int rc = parse_sub(verb, argc, argv, group_opts, &a, group_help);
+    if (rc != CLI_OK) {
+        free(a.pos);
+        return rc < 0 ? CLI_OK : rc;
+    }
+    const char *sub = a.pos[0];
+    int create = !strcmp(sub, "create"), setid = !strcmp(sub, "setid"),
+        destroy = !strcmp(sub, "destroy");
+    if (!create && !setid && !destroy)
+        rc = cli_usage_err(verb, "unknown subcommand '%s' (create, setid, "
+                                 "destroy)",
+                           sub);
+    else if (a.npos != 2)
+        rc = cli_usage_err(verb, a.npos < 2 ? "QUEUE is missing%s"
+                                            : "unexpected argument '%s'",
+                           a.npos < 2 ? "" : a.pos[2]);
+    if (rc == CLI_OK)
+        rc = cli_require(verb, &a, O_GROUP, "--group", "the group's name");
+    if (rc == CLI_OK && create)
+        rc = cli_require(verb, &a, O_START, "--start",
+                         "new (only new entries) or head (replay the "
+                         "stream), or an entry ID");
+    if (rc == CLI_OK && setid)
+        rc = cli_require(verb, &a, O_TO, "--to",
+                         "head (replay everything), tail (skip everything), "
+                         "an entry ID or @UNIXMS");
+    if (rc == CLI_OK && destroy && !a.seen[O_YES])
+        rc = cli_usage_err(verb, "destroying group '%s' drops its pending "
+                                 "entries; add --yes to confirm",
+                           a.value[O_GROUP]);
+    if (rc == CLI_OK && (a.seen[O_START] && !create))
+        rc = cli_usage_err(verb, "--start goes with 'group create'");
+    if (rc == CLI_OK && (a.seen[O_TO] && !setid))
+        rc = cli_usage_err(verb, "--to goes with 'group setid'");
+    if (rc == CLI_OK && create) {
+        /* Refuse a bad --start before connecting. */
+        emq_conf_t *probe = emq_conf_new();
+        emq_error err;
+        if (probe && emq_conf_set(probe, "start", a.value[O_START], &err) !=
+                         EMQ_OK)
+            rc = cli_err(CLI_USAGE, "%s", err.message);
+        emq_conf_destroy(probe);
+    }
+    emq_conf_t *conf = NULL;
+    emq_admin_t *admin = NULL;
+    if (rc == CLI_OK)
+        rc = cli_admin_open(verb, a.pos[1], &conf, &admin);
+    if (rc != CLI_OK) {
+        free(a.pos);
+        return rc;
+    }
+    const char *group = a.value[O_GROUP], *queue = a.pos[1];
+    emq_error err;
+    emq_status st;
+    if (create) {
+        int created = 0;
+        st = emq_admin_group_create(admin, group, a.value[O_START], &created,
+                                    &err);
+        if (st == EMQ_OK)
+            printf(created ? "created group '%s' on queue '%s' at %s\n"
+                           : "group '%s' exists already on queue '%s'; its "
+                             "position is unchanged (--start %s not "
+                             "applied)\n",
+                   group, queue, a.value[O_START]);
+    } else if (setid) {
+        uint64_t redeliver = 0;
+        st = emq_admin_group_setid(admin, group, a.value[O_TO], &redeliver,
+                                   &err);
+        if (st == EMQ_OK)
+            printf("group '%s' of queue '%s' moved to %s: %llu stored "
+                   "entr%s will be delivered again or anew\n",
+                   group, queue, a.value[O_TO],
+                   (unsigned long long)redeliver, redeliver == 1 ? "y" : "ies");
+    } else {
+        int destroyed = 0;
+        st = emq_admin_group_destroy(admin, group, &destroyed, &err);
+        if (st == EMQ_OK && destroyed)
+            printf("destroyed group '%s' of queue '%s'\n", group, queue);
+        else if (st == EMQ_OK)
+            rc = cli_err(CLI_FAIL, "no group '%s' on queue '%s'; nothing "
+                                   "destroyed",
+                         group, queue);
+    }
+    if (st != EMQ_OK) {
+        if (st == EMQ_ESERVER && strstr(err.message, "NOGROUP"))
+            rc = cli_err(CLI_FAIL, "no group '%s' on queue '%s'; create it "
+                                   "with 'echomq group create'",
+                         group, queue);
+        else
+            rc = cli_runtime_err(conf, st, &err,
+                                 create  ? "creating the group"
+                                 : setid ? "moving the group"
+                                         : "destroying the group");
+    }
+    emq_admin_destroy(admin);
+    emq_conf_destroy(conf);
+    free(a.pos);
+    return rc;
+}
+
+/* ---- consumers prune --------------------------------------------------- */
+
+static const cli_opt consumers_opts[] = {
+    {"group", 'g', 1, O_GROUP},
+    {"idle", 0, 1, O_IDLE},
+    {NULL, 0, 0, 0},
+};
+
+static void consumers_help(void) {
+    printf(
+        "usage: echomq consumers prune QUEUE --group G --idle MS\n"
+        "\n"
+        "Removes the consumers of group G idle at least MS milliseconds. A\n"
+        "consumer that still holds entries first hands them to the most\n"
+        "recently active consumer that stays, in the same atomic step, so no\n"
+        "pending entry is lost (XGROUP DELCONSUMER alone would drop them).\n"
+        "When every consumer is idle, those holding entries are kept.\n"
+        "\n"
+        "Example:\n"
+        "  echomq consumers prune jobs --group workers --idle 86400000\n");
+}
+
+int cmd_consumers(int argc, char **argv) {
+    const char *verb = "consumers";
+    cli_args a;
+    long long idle = 0;
+    int rc = parse_sub(verb, argc, argv, consumers_opts, &a, consumers_help);
+    if (rc != CLI_OK) {
+        free(a.pos);
+        return rc < 0 ? CLI_OK : rc;
+    }
+    if (strcmp(a.pos[0], "prune") != 0)
+        rc = cli_usage_err(verb, "unknown subcommand '%s' (prune)", a.pos[0]);
+    else if (a.npos != 2)
+        rc = cli_usage_err(verb, a.npos < 2 ? "QUEUE is missing%s"
+                                            : "unexpected argument '%s'",
+                           a.npos < 2 ? "" : a.pos[2]);
+    if (rc == CLI_OK)
+        rc = cli_require(verb, &a, O_GROUP, "--group", "the group to prune");
+    if (rc == CLI_OK)
+        rc = cli_require(verb, &a, O_IDLE, "--idle",
+                         "how long (ms) a consumer must have been idle");
+    if (rc == CLI_OK)
+        rc = cli_num(verb, "--idle", a.value[O_IDLE], 0, INT64_MAX, &idle);
+    emq_conf_t *conf = NULL;
+    emq_admin_t *admin = NULL;
+    if (rc == CLI_OK)
+        rc = cli_admin_open(verb, a.pos[1], &conf, &admin);
+    if (rc != CLI_OK) {
+        free(a.pos);
+        return rc;
+    }
+    emq_prune_result r;
+    memset(&r, 0, sizeof r);
+    emq_error err;
+    emq_status st =
+        emq_admin_prune_consumers(admin, a.value[O_GROUP], idle, &r, &err);
+    if (st == EMQ_ESERVER && strstr(err.message, "NOGROUP"))
+        rc = cli_err(CLI_FAIL, "no group '%s' on queue '%s'", a.value[O_GROUP],
+                     a.pos[1]);
+    else if (st != EMQ_OK)
+        rc = cli_runtime_err(conf, st, &err, "pruning consumers");
+    else
+        printf("removed %llu consumer%s idle at least %lld ms; %llu pending "
+               "entr%s handed to other consumers; %llu idle consumer%s kept "
+               "(they hold entries and no active consumer can take them)\n",
+               (unsigned long long)r.removed, r.removed == 1 ? "" : "s", idle,
+               (unsigned long long)r.moved, r.moved == 1 ? "y" : "ies",
+               (unsigned long long)r.kept, r.kept == 1 ? "" : "s");
+    emq_admin_destroy(admin);
+    emq_conf_destroy(conf);
+    free(a.pos);
+    return rc;
+}

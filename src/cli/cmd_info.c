@@ -1,0 +1,299 @@
+/* cmd_info.c: `echomq info` and `echomq pending`, inspection of a queue.
+ *
+ * Thin wrappers over emq_admin_describe and emq_admin_pending: a readable
+ * table by default, the library's JSON with --json. Also the helpers the
+ * admin verbs share: opening the admin handle, printing a JSON document of
+ * any size, and formatting durations for tables.
+ */
+#include "cli.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+int cli_admin_open(const char *verb, const char *queue, emq_conf_t **conf,
+                   emq_admin_t **admin) {
+    (void)verb;
+    *admin = NULL;
+    *conf = cli_conf(queue);
+    if (*conf == NULL)
+        return CLI_USAGE;
+    emq_error err;
+    emq_status st = emq_admin_new(*conf, admin, &err);
+    if (st == EMQ_OK)
+        return CLI_OK;
+    int rc = st == EMQ_EINVAL ? cli_err(CLI_USAGE, "%s", err.message)
+                              : cli_runtime_err(*conf, st, &err, "connecting");
+    emq_conf_destroy(*conf);
+    *conf = NULL;
+    return rc;
+}
+
+int cli_print_json(size_t (*fn)(const void *ctx, char *buf, size_t size),
+                   const void *ctx) {
+    char probe[1];
+    size_t need = fn(ctx, probe, sizeof probe);
+    char *buf = malloc(need + 1);
+    if (buf == NULL)
+        return cli_err(CLI_FAIL, "out of memory");
+    fn(ctx, buf, need + 1);
+    fputs(buf, stdout);
+    if (need == 0 || buf[need - 1] != '\n')
+        fputc('\n', stdout);
+    free(buf);
+    if (fflush(stdout) != 0)
+        return cli_err(CLI_FAIL, "cannot write to stdout");
+    return CLI_OK;
+}
+
+const char *cli_duration(int64_t ms, char *buf, size_t size) {
+    if (ms < 0)
+        snprintf(buf, size, "-");
+    else if (ms < 1000)
+        snprintf(buf, size, "%lldms", (long long)ms);
+    else if (ms < 60000)
+        snprintf(buf, size, "%.1fs", (double)ms / 1000.0);
+    else if (ms < 3600000)
+        snprintf(buf, size, "%lldm%02llds", (long long)(ms / 60000),
+                 (long long)(ms / 1000 % 60));
+    else if (ms < 86400000)
+        snprintf(buf, size, "%lldh%02lldm", (long long)(ms / 3600000),
+                 (long long)(ms / 60000 % 60));
+    else
+        snprintf(buf, size, "%lldd%lldh", (long long)(ms / 86400000),
+                 (long long)(ms / 3600000 % 24));
+    return buf;
+}
+
+/* ---- info ------------------------------------------------------------- */
+
+static const cli_opt info_opts[] = {
+    {"json", 0, 0, O_JSON},
+    {NULL, 0, 0, 0},
+};
+
+static void info_help(void) {
+    printf("usage: echomq info QUEUE [--json]\n"
+           "\n"
+           "Describes QUEUE: its stream (length, first and last IDs, entries\n"
+           "ever added), the dead letters, every group (pending entries, lag,\n"
+           "last-delivered ID, oldest pending entry and its age) and every\n"
+           "consumer (pending entries, idle and inactive time).\n"
+           "\n"
+           "  --json   one JSON document instead of tables\n"
+           "\n"
+           "Example:\n"
+           "  echomq info jobs\n");
+}
+
+static size_t info_json(const void *ctx, char *buf, size_t size) {
+    return emq_queue_info_json(ctx, buf, size);
+}
+
+static void print_info(const char *queue, const emq_queue_info *q) {
+    if (!q->exists) {
+        printf("queue %s: stream %s does not exist (nothing was added yet)\n",
+               queue, q->stream);
+        printf("dead letters: %llu in %s\n",
+               (unsigned long long)q->dead_length, q->dead);
+        return;
+    }
+    printf("queue         %s\n", queue);
+    printf("stream        %s\n", q->stream);
+    printf("length        %llu\n", (unsigned long long)q->length);
+    printf("first entry   %s\n", q->first_id.str[0] ? q->first_id.str : "-");
+    printf("last entry    %s\n", q->last_id.str[0] ? q->last_id.str : "-");
+    printf("entries added %llu\n", (unsigned long long)q->entries_added);
+    printf("dead letters  %llu (%s)\n", (unsigned long long)q->dead_length,
+           q->dead);
+    printf("groups        %zu\n", q->ngroups);
+    if (q->ngroups == 0)
+        return;
+    int gw = 5, cw = 8;
+    for (size_t i = 0; i < q->ngroups; i++) {
+        int n = (int)strlen(q->groups[i].name);
+        gw = n > gw ? n : gw;
+        for (size_t k = 0; k < q->groups[i].nconsumers; k++) {
+            int m = (int)strlen(q->groups[i].consumers[k].name);
+            cw = m > cw ? m : cw;
+        }
+    }
+    printf("\n%-*s  %8s  %8s  %-22s  %-22s  %8s  %9s\n", gw, "GROUP",
+           "PENDING", "LAG", "LAST-DELIVERED", "OLDEST-PENDING", "AGE",
+           "CONSUMERS");
+    for (size_t i = 0; i < q->ngroups; i++) {
+        const emq_group_info *g = &q->groups[i];
+        char age[32], lag[32];
+        if (g->lag < 0)
+            snprintf(lag, sizeof lag, "?");
+        else
+            snprintf(lag, sizeof lag, "%lld%s", (long long)g->lag,
+                     g->lag_computed ? "*" : "");
+        printf("%-*s  %8llu  %8s  %-22s  %-22s  %8s  %9zu\n", gw, g->name,
+               (unsigned long long)g->pending, lag,
+               g->last_delivered_id.str[0] ? g->last_delivered_id.str : "-",
+               g->oldest_pending_id.str[0] ? g->oldest_pending_id.str : "-",
+               cli_duration(g->oldest_pending_age_ms, age, sizeof age),
+               g->nconsumers);
+    }
+    int any = 0;
+    for (size_t i = 0; i < q->ngroups; i++)
+        any |= q->groups[i].nconsumers > 0;
+    if (!any)
+        return;
+    printf("\n%-*s  %-*s  %8s  %8s  %8s\n", gw, "GROUP", cw, "CONSUMER",
+           "PENDING", "IDLE", "INACTIVE");
+    for (size_t i = 0; i < q->ngroups; i++)
+        for (size_t k = 0; k < q->groups[i].nconsumers; k++) {
+            const emq_consumer_info *c = &q->groups[i].consumers[k];
+            char idle[32], inactive[32];
+            printf("%-*s  %-*s  %8llu  %8s  %8s\n", gw, q->groups[i].name, cw,
+                   c->name, (unsigned long long)c->pending,
+                   cli_duration(c->idle_ms, idle, sizeof idle),
+                   cli_duration(c->inactive_ms, inactive, sizeof inactive));
+        }
+}
+
+int cmd_info(int argc, char **argv) {
+    const char *verb = "info";
+    cli_args a;
+    int rc = cli_parse(verb, argc, argv, info_opts, &a);
+    if (rc == CLI_OK && a.seen[O_HELP])
+        info_help();
+    else if (rc == CLI_OK && a.npos != 1)
+        rc = cli_usage_err(verb, a.npos ? "unexpected argument '%s'"
+                                        : "QUEUE is missing%s",
+                           a.npos ? a.pos[1] : "");
+    if (rc != CLI_OK || a.seen[O_HELP]) {
+        free(a.pos);
+        return rc;
+    }
+    emq_conf_t *conf;
+    emq_admin_t *admin;
+    if ((rc = cli_admin_open(verb, a.pos[0], &conf, &admin)) != CLI_OK) {
+        free(a.pos);
+        return rc;
+    }
+    emq_queue_info *q = NULL;
+    emq_error err;
+    emq_status st = emq_admin_describe(admin, &q, &err);
+    if (st != EMQ_OK)
+        rc = cli_runtime_err(conf, st, &err, "describing the queue");
+    else if (a.seen[O_JSON])
+        rc = cli_print_json(info_json, q);
+    else
+        print_info(a.pos[0], q);
+    emq_queue_info_free(q);
+    emq_admin_destroy(admin);
+    emq_conf_destroy(conf);
+    free(a.pos);
+    return rc;
+}
+
+/* ---- pending ---------------------------------------------------------- */
+
+static const cli_opt pending_opts[] = {
+    {"group", 'g', 1, O_GROUP},
+    {"consumer", 'c', 1, O_CONSUMER},
+    {"min-idle", 0, 1, O_MIN_IDLE},
+    {"count", 0, 1, O_COUNT},
+    {"json", 0, 0, O_JSON},
+    {NULL, 0, 0, 0},
+};
+
+static void pending_help(void) {
+    printf("usage: echomq pending QUEUE --group G [--consumer C] [--min-idle MS]\n"
+           "                      [--count N] [--json]\n"
+           "\n"
+           "Lists the entries of group G that were delivered and not yet\n"
+           "acknowledged, oldest first: ID, consumer holding it, idle time and\n"
+           "delivery count.\n"
+           "\n"
+           "  -g, --group G      the group (required)\n"
+           "  -c, --consumer C   only the entries consumer C holds\n"
+           "  --min-idle MS      only entries idle at least MS\n"
+           "  --count N          at most N entries (default 1000)\n"
+           "  --json             one JSON object per line instead of a table\n"
+           "\n"
+           "Example:\n"
+           "  echomq pending jobs --group workers --min-idle 60000\n");
+}
+
+typedef struct pending_list {
+    const emq_pending_entry *e;
+    size_t n;
+} pending_list;
+
+static size_t pending_json(const void *ctx, char *buf, size_t size) {
+    const pending_list *l = ctx;
+    return emq_pending_json(l->e, l->n, buf, size);
+}
+
+int cmd_pending(int argc, char **argv) {
+    const char *verb = "pending";
+    cli_args a;
+    long long min_idle = 0, count = 1000;
+    int rc = cli_parse(verb, argc, argv, pending_opts, &a);
+    if (rc == CLI_OK && a.seen[O_HELP]) {
+        pending_help();
+        free(a.pos);
+        return CLI_OK;
+    }
+    if (rc == CLI_OK && a.npos != 1)
+        rc = cli_usage_err(verb, a.npos ? "unexpected argument '%s'"
+                                        : "QUEUE is missing%s",
+                           a.npos ? a.pos[1] : "");
+    if (rc == CLI_OK)
+        rc = cli_require(verb, &a, O_GROUP, "--group", "the group to list");
+    if (rc == CLI_OK && a.seen[O_MIN_IDLE])
+        rc = cli_num(verb, "--min-idle", a.value[O_MIN_IDLE], 0, INT64_MAX,
+                     &min_idle);
+    if (rc == CLI_OK && a.seen[O_COUNT])
+        rc = cli_num(verb, "--count", a.value[O_COUNT], 1, 10000000, &count);
+    emq_conf_t *conf = NULL;
+    emq_admin_t *admin = NULL;
+    if (rc == CLI_OK)
+        rc = cli_admin_open(verb, a.pos[0], &conf, &admin);
+    if (rc != CLI_OK) {
+        free(a.pos);
+        return rc;
+    }
+    emq_pending_entry *e = NULL;
+    size_t n = 0;
+    emq_error err;
+    emq_status st = emq_admin_pending(
+        admin, a.value[O_GROUP], a.seen[O_CONSUMER] ? a.value[O_CONSUMER] : NULL,
+        min_idle, (size_t)count, &e, &n, &err);
+    if (st == EMQ_ESERVER && strstr(err.message, "NOGROUP"))
+        rc = cli_err(CLI_FAIL, "no group '%s' on queue '%s'; see 'echomq info "
+                               "%s' for its groups",
+                     a.value[O_GROUP], a.pos[0], a.pos[0]);
+    else if (st != EMQ_OK)
+        rc = cli_runtime_err(conf, st, &err, "listing pending entries");
+    else if (a.seen[O_JSON]) {
+        pending_list l = {e, n};
+        if (n)
+            rc = cli_print_json(pending_json, &l);
+    } else {
+        int cw = 8;
+        for (size_t i = 0; i < n; i++) {
+            int m = (int)strlen(e[i].consumer);
+            cw = m > cw ? m : cw;
+        }
+        printf("%-22s  %-*s  %8s  %10s\n", "ID", cw, "CONSUMER", "IDLE",
+               "DELIVERIES");
+        for (size_t i = 0; i < n; i++) {
+            char idle[32];
+            printf("%-22s  %-*s  %8s  %10llu\n", e[i].id.str, cw,
+                   e[i].consumer, cli_duration(e[i].idle_ms, idle, sizeof idle),
+                   (unsigned long long)e[i].deliveries);
+        }
+        cli_note("%zu pending entr%s%s", n, n == 1 ? "y" : "ies",
+                 n == (size_t)count ? " (the --count limit; there may be more)"
+                                    : "");
+    }
+    emq_free_array(e);
+    emq_admin_destroy(admin);
+    emq_conf_destroy(conf);
+    free(a.pos);
+    return rc;
+}

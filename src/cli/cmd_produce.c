@@ -1,0 +1,324 @@
+/* cmd_produce.c: `echomq produce`, entries onto a queue.
+ *
+ * Three sources: FIELD=VALUE arguments (one entry), stdin lines (--lines,
+ * one entry per line with one field) and stdin JSON objects (--json, one
+ * entry per line, parsed by emq_fields_from_json so {"base64":"..."}
+ * values come back byte-exact). Entries go out in pipelined batches of
+ * --batch (emq_produce_batch); trimming is the producer's own policy
+ * (trim.* properties). A malformed input line stops the run with exit 2
+ * after everything before it was written, and says how much that was.
+ */
+#include "cli.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static const char *const VERB = "produce";
+
+static const cli_opt opts[] = {
+    {"lines", 0, 0, O_LINES},         {"json", 0, 0, O_JSON},
+    {"field", 0, 1, O_FIELD},         {"maxlen", 0, 1, O_MAXLEN},
+    {"minid", 0, 1, O_MINID},         {"approx", 0, 0, O_APPROX},
+    {"batch", 0, 1, O_BATCH},         {"print-ids", 0, 0, O_PRINT_IDS},
+    {NULL, 0, 0, 0},
+};
+
+static void help(void) {
+    printf(
+        "usage: echomq produce QUEUE FIELD=VALUE...\n"
+        "       echomq produce QUEUE --lines [--field NAME]   < lines\n"
+        "       echomq produce QUEUE --json                   < json-lines\n"
+        "\n"
+        "Adds entries to the stream of QUEUE (key emq:{QUEUE}).\n"
+        "\n"
+        "  FIELD=VALUE     one entry with these fields (split at the first '=')\n"
+        "  --lines         one entry per stdin line, in field NAME (--field,\n"
+        "                  default 'data'); the line without its newline\n"
+        "  --json          one entry per stdin line holding a JSON object;\n"
+        "                  values: strings, numbers, true/false/null (as text)\n"
+        "                  or {\"base64\":\"...\"} for bytes that are not UTF-8;\n"
+        "                  blank lines are skipped\n"
+        "  --batch N       entries per pipelined batch (default 100)\n"
+        "  --maxlen N      trim the stream to N entries on every add\n"
+        "  --minid ID      trim entries with IDs below ID on every add\n"
+        "  --approx        trim with ~ (whole nodes only: cheaper, inexact)\n"
+        "                  Trimming deletes entries whether or not a group has\n"
+        "                  processed them; see 'echomq trim --acked'.\n"
+        "  --print-ids     print each new entry's ID on stdout\n"
+        "\n"
+        "A progress line is shown on a terminal; a summary line (count, rate)\n"
+        "goes to stderr unless -q. A malformed --json line stops with exit 2,\n"
+        "naming the line; the entries before it stay written.\n"
+        "\n"
+        "Examples:\n"
+        "  echomq produce jobs task=resize image=42.png\n"
+        "  seq 1 1000 | echomq produce jobs --lines --field n\n"
+        "  echo '{\"task\":\"mail\",\"to\":\"a@b.c\"}' | echomq produce jobs --json\n");
+}
+
+/* One entry waiting in the batch, with the storage it points into. */
+typedef struct pending_msg {
+    emq_field *fields; /* --json: from emq_fields_from_json; else malloc */
+    int from_json;
+    char *line;        /* --lines: the line */
+} pending_msg;
+
+typedef struct produce_run {
+    emq_producer_t *p;
+    emq_conf_t *conf;
+    size_t batch;
+    emq_message *msgs;
+    pending_msg *own;
+    emq_id *ids;
+    size_t n;           /* entries in the batch */
+    uint64_t written;   /* entries confirmed so far */
+    int print_ids;
+    int progress;       /* stderr is a terminal and not -q */
+    int64_t started_ms, last_progress_ms;
+} produce_run;
+
+static void release(produce_run *r) {
+    for (size_t i = 0; i < r->n; i++) {
+        if (r->own[i].from_json)
+            emq_free_array(r->own[i].fields);
+        else
+            free(r->own[i].fields);
+        free(r->own[i].line);
+    }
+    r->n = 0;
+}
+
+/* Sends the batch. Returns CLI_OK or CLI_FAIL after printing why. */
+static int flush_batch(produce_run *r) {
+    if (r->n == 0)
+        return CLI_OK;
+    size_t written = 0;
+    emq_error err;
+    emq_status st = emq_produce_batch(r->p, r->msgs, r->n, r->ids, &written,
+                                      &err);
+    r->written += written;
+    if (r->print_ids) {
+        for (size_t i = 0; i < r->n; i++)
+            if (r->ids[i].str[0])
+                printf("%s\n", r->ids[i].str);
+        fflush(stdout);
+    }
+    release(r);
+    if (st != EMQ_OK) {
+        char doing[160];
+        snprintf(doing, sizeof doing,
+                 "adding entries failed (%llu written)",
+                 (unsigned long long)r->written);
+        return cli_runtime_err(r->conf, st, &err, doing);
+    }
+    if (r->progress) {
+        int64_t now = cli_now_ms();
+        if (now - r->last_progress_ms >= 200) {
+            double s = (double)(now - r->started_ms) / 1000.0;
+            fprintf(stderr, "\r\033[Kechomq: %llu entries written (%.0f/s)",
+                    (unsigned long long)r->written,
+                    s > 0 ? (double)r->written / s : 0.0);
+            r->last_progress_ms = now;
+        }
+    }
+    return CLI_OK;
+}
+
+/* Splits "name=value" words into a fields array (malloc). */
+static int fields_from_args(char **words, int n, emq_field **out) {
+    emq_field *f = calloc((size_t)n, sizeof *f);
+    if (f == NULL)
+        return cli_err(CLI_FAIL, "out of memory");
+    for (int i = 0; i < n; i++) {
+        char *eq = strchr(words[i], '=');
+        if (eq == NULL || eq == words[i]) {
+            free(f);
+            return cli_usage_err(VERB,
+                                 "'%s' is not FIELD=VALUE (a field name, "
+                                 "'=', then the value)",
+                                 words[i]);
+        }
+        f[i].name = words[i];
+        f[i].name_len = (size_t)(eq - words[i]);
+        f[i].value = eq + 1;
+        f[i].value_len = strlen(eq + 1);
+    }
+    *out = f;
+    return CLI_OK;
+}
+
+/* Reads stdin line by line into batches. */
+static int from_stdin(produce_run *r, int json, const char *field) {
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t len;
+    uint64_t lineno = 0;
+    int rc = CLI_OK;
+    while (rc == CLI_OK && (len = getline(&line, &cap, stdin)) >= 0) {
+        lineno++;
+        if (len > 0 && line[len - 1] == '\n')
+            len--;
+        pending_msg *own = &r->own[r->n];
+        memset(own, 0, sizeof *own);
+        if (json) {
+            size_t k = 0;
+            while (k < (size_t)len && strchr(" \t\r", line[k]))
+                k++;
+            if (k == (size_t)len)
+                continue; /* blank line */
+            emq_field *f;
+            size_t nf;
+            emq_error err;
+            emq_status st =
+                emq_fields_from_json(line, (size_t)len, &f, &nf, &err);
+            if (st != EMQ_OK) {
+                rc = flush_batch(r);
+                if (rc == CLI_OK)
+                    rc = cli_err(CLI_USAGE,
+                                 "line %llu of the input is not a JSON "
+                                 "object of field values: %s; %llu entries "
+                                 "before it were written",
+                                 (unsigned long long)lineno, err.message,
+                                 (unsigned long long)r->written);
+                break;
+            }
+            own->fields = f;
+            own->from_json = 1;
+            r->msgs[r->n] = (emq_message){f, nf, NULL};
+        } else {
+            own->line = malloc((size_t)len + 1);
+            own->fields = calloc(1, sizeof *own->fields);
+            if (own->line == NULL || own->fields == NULL) {
+                free(own->line);
+                free(own->fields);
+                rc = cli_err(CLI_FAIL, "out of memory");
+                break;
+            }
+            memcpy(own->line, line, (size_t)len);
+            own->line[len] = '\0';
+            own->fields[0] = (emq_field){field, strlen(field), own->line,
+                                         (size_t)len};
+            r->msgs[r->n] = (emq_message){own->fields, 1, NULL};
+        }
+        if (++r->n == r->batch)
+            rc = flush_batch(r);
+    }
+    if (rc == CLI_OK && ferror(stdin))
+        rc = cli_err(CLI_FAIL, "reading stdin failed after line %llu",
+                     (unsigned long long)lineno);
+    if (rc == CLI_OK)
+        rc = flush_batch(r);
+    release(r);
+    free(line);
+    return rc;
+}
+
+int cmd_produce(int argc, char **argv) {
+    cli_args a;
+    int rc = cli_parse(VERB, argc, argv, opts, &a);
+    if (rc != CLI_OK || a.seen[O_HELP]) {
+        if (rc == CLI_OK)
+            help();
+        free(a.pos);
+        return rc;
+    }
+    long long batch = 100;
+    if (a.npos < 1)
+        rc = cli_usage_err(VERB, "QUEUE is missing: echomq produce QUEUE "
+                                 "FIELD=VALUE... (or --lines, --json)");
+    else if (a.seen[O_LINES] && a.seen[O_JSON])
+        rc = cli_usage_err(VERB, "--lines and --json exclude each other");
+    else if ((a.seen[O_LINES] || a.seen[O_JSON]) && a.npos > 1)
+        rc = cli_usage_err(VERB, "FIELD=VALUE arguments and --%s exclude "
+                                 "each other",
+                           a.seen[O_LINES] ? "lines" : "json");
+    else if (!a.seen[O_LINES] && !a.seen[O_JSON] && a.npos < 2)
+        rc = cli_usage_err(VERB, "nothing to add: give FIELD=VALUE "
+                                 "arguments, or --lines or --json to read "
+                                 "stdin");
+    else if (a.seen[O_FIELD] && !a.seen[O_LINES])
+        rc = cli_usage_err(VERB, "--field goes with --lines");
+    else if (a.seen[O_FIELD] && a.value[O_FIELD][0] == '\0')
+        rc = cli_usage_err(VERB, "--field needs a non-empty name");
+    else if (a.seen[O_MAXLEN] && a.seen[O_MINID])
+        rc = cli_usage_err(VERB, "--maxlen and --minid exclude each other");
+    else if (a.seen[O_APPROX] && !a.seen[O_MAXLEN] && !a.seen[O_MINID])
+        rc = cli_usage_err(VERB, "--approx needs --maxlen or --minid");
+    else if (a.seen[O_BATCH])
+        rc = cli_num(VERB, "--batch", a.value[O_BATCH], 1, 100000, &batch);
+    long long dummy;
+    if (rc == CLI_OK && a.seen[O_MAXLEN])
+        rc = cli_num(VERB, "--maxlen", a.value[O_MAXLEN], 0, INT64_MAX,
+                     &dummy);
+    emq_conf_t *conf = NULL;
+    if (rc == CLI_OK) {
+        conf = cli_conf(a.pos[0]);
+        if (conf == NULL)
+            rc = CLI_USAGE;
+    }
+    if (rc == CLI_OK && a.seen[O_MAXLEN])
+        rc = cli_set(conf, "trim.maxlen", a.value[O_MAXLEN]);
+    if (rc == CLI_OK && a.seen[O_MINID])
+        rc = cli_set(conf, "trim.minid", a.value[O_MINID]);
+    if (rc == CLI_OK && a.seen[O_APPROX])
+        rc = cli_set(conf, "trim.approx", "1");
+    produce_run r;
+    memset(&r, 0, sizeof r);
+    emq_field *arg_fields = NULL;
+    if (rc == CLI_OK && !a.seen[O_LINES] && !a.seen[O_JSON])
+        rc = fields_from_args(a.pos + 1, a.npos - 1, &arg_fields);
+    if (rc != CLI_OK) {
+        emq_conf_destroy(conf);
+        free(a.pos);
+        return rc;
+    }
+
+    r.conf = conf;
+    r.batch = (size_t)batch;
+    r.print_ids = a.seen[O_PRINT_IDS] > 0;
+    r.progress = !cli_g.quiet && isatty(STDERR_FILENO) &&
+                 (a.seen[O_LINES] || a.seen[O_JSON]);
+    r.msgs = calloc(r.batch, sizeof *r.msgs);
+    r.own = calloc(r.batch, sizeof *r.own);
+    r.ids = calloc(r.batch, sizeof *r.ids);
+    emq_error err;
+    emq_status st = EMQ_OK;
+    if (r.msgs == NULL || r.own == NULL || r.ids == NULL)
+        rc = cli_err(CLI_FAIL, "out of memory");
+    else if ((st = emq_producer_new(conf, &r.p, &err)) != EMQ_OK)
+        rc = st == EMQ_EINVAL ? cli_err(CLI_USAGE, "%s", err.message)
+                              : cli_runtime_err(conf, st, &err,
+                                                "starting the producer");
+    r.started_ms = cli_now_ms();
+    if (rc == CLI_OK) {
+        if (arg_fields) {
+            r.msgs[0] = (emq_message){arg_fields, (size_t)(a.npos - 1), NULL};
+            r.n = 1;
+            r.own[0].fields = arg_fields; /* freed by release() */
+            arg_fields = NULL;
+            rc = flush_batch(&r);
+        } else {
+            rc = from_stdin(&r, a.seen[O_JSON] > 0,
+                            a.seen[O_FIELD] ? a.value[O_FIELD] : "data");
+        }
+    }
+    if (r.progress && r.last_progress_ms)
+        fputs("\r\033[K", stderr);
+    if (rc == CLI_OK) {
+        double s = (double)(cli_now_ms() - r.started_ms) / 1000.0;
+        char key[1100] = "";
+        emq_conf_stream_key(conf, key, sizeof key, NULL);
+        cli_note("produced %llu entr%s to %s in %.2f s (%.0f entries/s)",
+                 (unsigned long long)r.written, r.written == 1 ? "y" : "ies",
+                 key, s, s > 0 ? (double)r.written / s : 0.0);
+    }
+    free(arg_fields);
+    emq_producer_destroy(r.p);
+    free(r.msgs);
+    free(r.own);
+    free(r.ids);
+    emq_conf_destroy(conf);
+    free(a.pos);
+    return rc;
+}

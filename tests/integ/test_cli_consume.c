@@ -1,0 +1,121 @@
+/* test_cli_consume.c: `echomq consume` end to end against a private
+ * redis-server: --exec with its environment and exit codes (0 acks, other
+ * exits end in the dead letters with "exit N" after --max-deliveries),
+ * --concurrency names C-1..C-N, SIGTERM stops gracefully with exit 0, and
+ * the password of a URL never shows in /proc/PID/cmdline of a running
+ * consume.
+ */
+#include "integ/cli_helpers.h"
+
+TEST(cli_consume_exec_environment_and_ack) {
+    emq_srv *s = emq_srv_start(NULL);
+    const char *url = emq_srv_url(s);
+    cli_result r;
+    CLI(&r, url, "produce", "q", "k=v", "-q");
+    ASSERT_EXIT(&r, 0);
+    cli_free(&r);
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd,
+             "{ echo \"$EMQ_QUEUE $EMQ_GROUP $EMQ_CONSUMER $EMQ_DELIVERIES\";"
+             " cat; echo; echo \"$EMQ_ID\"; } > %s/seen",
+             emq_test_tmpdir());
+    CLI(&r, url, "consume", "q", "-g", "grp", "-c", "w", "--start", "head",
+        "--limit", "1", "--exec", cmd);
+    ASSERT_EXIT(&r, 0);
+    ASSERT_CONTAINS(r.err, "consumed 1 entry (acknowledged 1");
+    cli_free(&r);
+    char path[512], seen[1024] = "";
+    snprintf(path, sizeof path, "%s/seen", emq_test_tmpdir());
+    FILE *f = fopen(path, "r");
+    ASSERT(f != NULL);
+    size_t n = fread(seen, 1, sizeof seen - 1, f);
+    seen[n] = '\0';
+    fclose(f);
+    ASSERT_CONTAINS(seen, "q grp w 1\n{\"id\":\"");
+    ASSERT_CONTAINS(seen, "\"deliveries\":1,\"fields\":{\"k\":\"v\"}}\n");
+    char out[256];
+    emq_srv_cmd(s, out, sizeof out, "XPENDING", "emq:{q}", "grp", NULL);
+    ASSERT(out[0] == '0');
+    emq_srv_stop(s);
+}
+
+TEST(cli_consume_exec_failure_ends_in_dead_letters) {
+    emq_srv *s = emq_srv_start(NULL);
+    const char *url = emq_srv_url(s);
+    cli_result r;
+    CLI(&r, url, "produce", "q", "job=1", "-q");
+    cli_free(&r);
+    CLI(&r, url, "consume", "q", "-g", "g", "-c", "w", "--start", "head",
+        "--max-deliveries", "2", "--claim-idle", "100", "--claim-interval",
+        "100", "--until-idle", "1500", "--exec", "cat >/dev/null; exit 3");
+    ASSERT_EXIT(&r, 0);
+    ASSERT_CONTAINS(r.err, "dead-lettered 1");
+    cli_free(&r);
+    char out[1024];
+    emq_srv_cmd(s, out, sizeof out, "XRANGE", "emq:{q}:dead", "-", "+", NULL);
+    ASSERT_CONTAINS(out, "emq.reason\nexit 3\n");
+    ASSERT_CONTAINS(out, "emq.deliveries\n2\n");
+    ASSERT_CONTAINS(out, "job\n1");
+    emq_srv_stop(s);
+}
+
+TEST(cli_consume_concurrency_names_a_pool) {
+    emq_srv *s = emq_srv_start(NULL);
+    const char *url = emq_srv_url(s);
+    cli_result r;
+    CLI_IN(&r, url, "1\n2\n3\n4\n5\n6\n7\n8\n", "produce", "q", "--lines",
+           "-q");
+    cli_free(&r);
+    CLI(&r, url, "consume", "q", "-g", "g", "-c", "C", "--start", "head",
+        "--concurrency", "2", "--count", "1", "--until-idle", "500",
+        "--exec", "cat >/dev/null; sleep 0.05");
+    ASSERT_EXIT(&r, 0);
+    ASSERT_CONTAINS(r.err, "consumed 8 entries (acknowledged 8");
+    cli_free(&r);
+    char out[1024];
+    emq_srv_cmd(s, out, sizeof out, "XINFO", "CONSUMERS", "emq:{q}", "g", NULL);
+    ASSERT_CONTAINS(out, "C-1");
+    ASSERT_CONTAINS(out, "C-2");
+    emq_srv_stop(s);
+}
+
+TEST(cli_consume_sigterm_stops_gracefully_and_hides_the_password) {
+    emq_srv_opts o = {.requirepass = "Pa55wordXYZ"};
+    emq_srv *s = emq_srv_start(&o);
+    char url[128];
+    snprintf(url, sizeof url, "redis://:Pa55wordXYZ@127.0.0.1:%d",
+             emq_srv_port(s));
+    int out;
+    pid_t pid = cli_spawn(NULL,
+                          CLI_ARGS("consume", "q", "-u", url, "-g", "g", "-c",
+                                   "c", "--start", "new", "--block", "200"),
+                          NULL, &out, NULL);
+    /* Wait until it is connected (its lease key appears). */
+    int64_t end = cli_ms() + 5000;
+    char reply[256] = "";
+    while (cli_ms() < end) {
+        emq_srv_cmd(s, reply, sizeof reply, "EXISTS", "emq:{q}:lease:g:c",
+                    NULL);
+        if (!strcmp(reply, "1"))
+            break;
+        usleep(20000);
+    }
+    ASSERT_EQ_STR(reply, "1");
+    char path[64], cmdline[4096];
+    snprintf(path, sizeof path, "/proc/%d/cmdline", (int)pid);
+    FILE *f = fopen(path, "r");
+    ASSERT(f != NULL);
+    size_t n = fread(cmdline, 1, sizeof cmdline - 1, f);
+    fclose(f);
+    for (size_t i = 0; i < n; i++)
+        if (cmdline[i] == '\0')
+            cmdline[i] = ' ';
+    cmdline[n] = '\0';
+    ASSERT_CONTAINS(cmdline, "consume q -u redis://:");
+    ASSERT_CONTAINS(cmdline, "@127.0.0.1:");
+    ASSERT_NOT_CONTAINS(cmdline, "Pa55wordXYZ");
+    kill(pid, SIGTERM);
+    ASSERT_EQ_INT(cli_wait(pid, 3000), 0);
+    close(out);
+    emq_srv_stop(s);
+}

@@ -15,11 +15,14 @@
  *
  * Secrets: the password never shows in an error message (wrong password,
  * unreachable host, bad URL), a log line (callback and default stderr),
- * the JSON stats, or what emq_conf_get reads back.
+ * the JSON stats, or what emq_conf_get reads back; nor, for the echomq
+ * program, in /proc/PID/cmdline (what ps shows) with -u URL or --url=URL,
+ * or in its stderr when the password is refused.
  */
 #include "base/base.h"
 #include "harness/server.h"
 #include "harness/tlscerts.h"
+#include "integ/cli_helpers.h"
 #include "integ/consumer_helpers.h"
 
 #include <fcntl.h>
@@ -568,4 +571,91 @@ TEST(security_conf_reads_back_no_password) {
         SKIP("emq_conf_get(\"url\") returns the URL with its password "
              "(src/conn/conf.c emq_conf_get, P_STRING case; reported on "
              "issue 6)");
+}
+
+/* ---- the echomq program ------------------------------------------------------ */
+
+/* /proc/PID/<what> with NULs turned into spaces. */
+static void read_proc(pid_t pid, const char *what, char *out, size_t size) {
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/%s", (int)pid, what);
+    FILE *f = fopen(path, "r");
+    ASSERT(f != NULL);
+    size_t n = fread(out, 1, size - 1, f);
+    fclose(f);
+    for (size_t i = 0; i < n; i++)
+        if (out[i] == '\0')
+            out[i] = ' ';
+    out[n] = '\0';
+}
+
+/* A running `echomq consume` shows no password on its command line,
+ * whichever way the URL was given, with a user name or without. */
+TEST_TIMEOUT(security_cli_command_line_never_shows_password, 30) {
+    emq_srv *s = acl_server(NULL);
+    char url[128], inline_url[160];
+    snprintf(url, sizeof url, "redis://worker:" SECRET "@127.0.0.1:%d",
+             emq_srv_port(s));
+    snprintf(inline_url, sizeof inline_url, "--url=%s", url);
+    for (int form = 0; form < 2; form++) {
+        const char *const *args =
+            form == 0 ? CLI_ARGS("consume", "aclq", "-u", url, "-g", "g",
+                                 "-c", "w1", "--start", "new", "--block",
+                                 "100")
+                      : CLI_ARGS("consume", "aclq", inline_url, "-g", "g",
+                                 "-c", "w1", "--start", "new", "--block",
+                                 "100");
+        int out, err;
+        pid_t pid = cli_spawn(NULL, args, NULL, &out, &err);
+        int64_t end = cli_ms() + 5000;
+        char reply[64] = "";
+        while (cli_ms() < end) {
+            emq_srv_cmd(s, reply, sizeof reply, "EXISTS",
+                        "emq:{aclq}:lease:g:w1", NULL);
+            if (!strcmp(reply, "1"))
+                break;
+            usleep(20000);
+        }
+        ASSERT_EQ_STR(reply, "1"); /* it is connected and running */
+        char cmdline[4096];
+        read_proc(pid, "cmdline", cmdline, sizeof cmdline);
+        ASSERT_CONTAINS(cmdline, "consume aclq");
+        ASSERT_CONTAINS(cmdline, "@127.0.0.1:");
+        assert_no_secret("/proc/PID/cmdline", cmdline);
+        kill(pid, SIGTERM);
+        ASSERT_EQ_INT(cli_wait(pid, 3000), 0);
+        char text[8192];
+        ssize_t n = read(err, text, sizeof text - 1);
+        text[n > 0 ? n : 0] = '\0';
+        assert_no_secret("echomq's stderr", text);
+        close(out);
+        close(err);
+        /* The lease is gone before the next form takes the name. */
+        emq_srv_cmd(s, reply, sizeof reply, "DEL", "emq:{aclq}:lease:g:w1",
+                    NULL);
+    }
+    emq_srv_stop(s);
+}
+
+/* A refused password: a non-zero exit, a message that says so, and no
+ * password on stdout or stderr. */
+TEST(security_cli_wrong_password_never_shown) {
+    emq_srv *s = acl_server(NULL);
+    char url[128];
+    snprintf(url, sizeof url, "redis://worker:" SECRET "x@127.0.0.1:%d",
+             emq_srv_port(s));
+    cli_result r;
+    CLI(&r, NULL, "consume", "aclq", "-u", url, "-g", "g", "-c", "w1",
+        "--start", "new");
+    ASSERT(r.code != 0);
+    ASSERT(r.err[0] != '\0');
+    assert_no_secret("echomq's stderr", r.err);
+    assert_no_secret("echomq's stdout", r.out);
+    cli_free(&r);
+    CLI(&r, url, "info", "aclq");
+    ASSERT(r.code != 0);
+    assert_no_secret("echomq's stderr", r.err);
+    assert_no_secret("echomq's stdout", r.out);
+    cli_free(&r);
+    emq_srv_stop(s);
 }

@@ -137,7 +137,7 @@ fail:
 void emq_consumer_destroy(emq_consumer_t *c) {
     if (c == NULL)
         return;
-    emq_conn_destroy(c->conn);
+    emq_route_destroy(c->route);
     emq_keys_free(&c->keys);
     emq_free(c->lease_key);
     emq_free(c->reasons_key);
@@ -166,7 +166,7 @@ emq_status emq_consumer_defer(emq_consumer_t *c, deferred_kind kind, int argc,
         c->deferred = d;
         c->deferred_cap = cap;
     }
-    emq_status st = emq_conn_append(c->conn, argc, argv, argvlen, err);
+    emq_status st = emq_route_append(c->route, argc, argv, argvlen, err);
     if (st != EMQ_OK)
         return st;
     c->deferred[c->ndeferred++] = kind;
@@ -247,7 +247,7 @@ emq_status emq_consumer_drain_deferred(emq_consumer_t *c, emq_error *err) {
     size_t i = 0;
     for (; i < c->ndeferred; i++) {
         emq_reply *reply;
-        emq_status st = emq_conn_get_reply(c->conn, &reply, err);
+        emq_status st = emq_route_get_reply(c->route, &reply, err);
         if (st != EMQ_OK) {
             c->ndeferred = 0;
             c->acks_in_flight = 0; /* resent after reconnecting */
@@ -277,7 +277,7 @@ static emq_status call_once(emq_consumer_t *c, int argc,
                             const char *const *argv, const size_t *argvlen,
                             emq_reply **reply, emq_error *err) {
     *reply = NULL;
-    emq_status st = emq_conn_append(c->conn, argc, argv, argvlen, err);
+    emq_status st = emq_route_append(c->route, argc, argv, argvlen, err);
     if (st != EMQ_OK)
         return st;
     atomic_fetch_add(&c->stats.round_trips, 1);
@@ -285,7 +285,7 @@ static emq_status call_once(emq_consumer_t *c, int argc,
     /* Read the command's own reply even after a deferred failure, so the
      * connection stays usable. */
     emq_error own;
-    emq_status read = emq_conn_get_reply(c->conn, reply, &own);
+    emq_status read = emq_route_get_reply(c->route, reply, &own);
     if (read != EMQ_OK) {
         if (err)
             *err = own;
@@ -383,7 +383,7 @@ static emq_status reconnect(emq_consumer_t *c, emq_error *err) {
         if (atomic_load(&c->stop))
             return EMQ_ECLOSED;
         emq_error why;
-        emq_status st = emq_conn_reconnect(c->conn, &why);
+        emq_status st = emq_route_reconnect(c->route, &why);
         if (st == EMQ_OK) {
             atomic_fetch_add(&c->stats.reconnects, 1);
             emq_consumer_log(c, EMQ_LOG_INFO, "reconnected");
@@ -447,14 +447,15 @@ static emq_status read_new(emq_consumer_t *c, batch *b, emq_error *err) {
     if (st != EMQ_OK)
         return st;
     if (emq_reply_kind(reply) == EMQ_REPLY_ERROR) {
-        if (emq_reply_is_error(reply, "NOGROUP") ||
-            (emq_reply_is_error(reply, "UNBLOCKED") &&
-             emq_reply_str(reply, NULL) &&
-             strstr(emq_reply_str(reply, NULL), "no longer exists"))) {
+        if (emq_reply_is_error(reply, "NOGROUP")) {
             st = group_lost(c, reply, err);
         } else if (emq_reply_is_error(reply, "UNBLOCKED")) {
-            /* CLIENT UNBLOCK ... ERROR: go round again (a closed
-             * connection shows up on the next call). */
+            /* The blocked read was ended from outside: CLIENT UNBLOCK ...
+             * ERROR, the key deleted (7.0), or migrated to another cluster
+             * node. Read again: a read of a key or group that is really
+             * gone gets NOGROUP, which re-opens the door; a migrated key
+             * is followed by the route; a closed connection shows up on
+             * the next call. */
             st = EMQ_OK;
         } else {
             st = server_error(reply, err, "XREADGROUP");
@@ -484,11 +485,11 @@ static emq_status read_new(emq_consumer_t *c, batch *b, emq_error *err) {
  * letters, reasons), then lets the lease go. */
 static void finish(emq_consumer_t *c) {
     emq_error ignored;
-    if (emq_conn_is_broken(c->conn))
+    if (emq_route_is_broken(c->route))
         return;
     if (emq_consumer_append_acks(c, &ignored) != EMQ_OK ||
         emq_consumer_drain_deferred(c, &ignored) != EMQ_OK) {
-        if (emq_conn_is_broken(c->conn))
+        if (emq_route_is_broken(c->route))
             return;
     }
     emq_lease_release(c);
@@ -500,8 +501,8 @@ emq_status emq_consumer_run(emq_consumer_t *c, emq_error *err) {
         return emq_error_set(err, EMQ_EINVAL, 0,
                              "consumer '%s' is already running", c->name);
     emq_status st = EMQ_OK;
-    if (c->conn == NULL)
-        st = emq_conn_new(c->conf, &c->conn, err);
+    if (c->route == NULL)
+        st = emq_route_new(c->conf, c->keys.stream, &c->route, err);
     if (st == EMQ_OK)
         st = start_session(c, err);
     batch b;
@@ -525,7 +526,7 @@ emq_status emq_consumer_run(emq_consumer_t *c, emq_error *err) {
         }
     }
     emq_batch_free(&b);
-    if (c->conn)
+    if (c->route)
         finish(c);
     atomic_store(&c->running, 0);
     if (atomic_load(&c->stop) && (st == EMQ_OK || transport_failure(st))) {

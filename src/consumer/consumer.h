@@ -58,7 +58,7 @@ struct emq_consumer {
     char *lease_key;
     char *reasons_key;
     char token[128];        /* lease value: host:pid:random */
-    emq_conn_t *conn;
+    emq_route *route;
     atomic_int stop;        /* set by emq_consumer_stop (signal-safe) */
     atomic_int running;
     stats_counters stats;

@@ -40,8 +40,8 @@ emq_status emq_recover_self(emq_consumer_t *c, emq_error *err) {
                               cursor};
         emq_reply *counts = NULL, *reply = NULL;
         if ((st = emq_consumer_append_acks(c, err)) != EMQ_OK ||
-            (st = emq_conn_append(c->conn, 7, pending, NULL, err)) != EMQ_OK ||
-            (st = emq_conn_append(c->conn, 9, read, NULL, err)) != EMQ_OK)
+            (st = emq_route_append(c->route, 7, pending, NULL, err)) != EMQ_OK ||
+            (st = emq_route_append(c->route, 9, read, NULL, err)) != EMQ_OK)
             break;
         atomic_fetch_add(&c->stats.reads, 1);
         atomic_fetch_add(&c->stats.round_trips, 1);
@@ -49,13 +49,13 @@ emq_status emq_recover_self(emq_consumer_t *c, emq_error *err) {
         emq_status deferred = emq_consumer_drain_deferred(c, &derr);
         if (deferred != EMQ_OK && err)
             *err = derr;
-        if (deferred != EMQ_OK && emq_conn_is_broken(c->conn)) {
+        if (deferred != EMQ_OK && emq_route_is_broken(c->route)) {
             st = deferred;
             break;
         }
-        if ((st = emq_conn_get_reply(c->conn, &counts, err)) != EMQ_OK)
+        if ((st = emq_route_get_reply(c->route, &counts, err)) != EMQ_OK)
             break;
-        if ((st = emq_conn_get_reply(c->conn, &reply, err)) != EMQ_OK) {
+        if ((st = emq_route_get_reply(c->route, &reply, err)) != EMQ_OK) {
             emq_reply_free(counts);
             break;
         }

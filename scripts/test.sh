@@ -17,7 +17,8 @@
 #   examples  every examples/*.c built by gcc and clang, compiled against
 #             the installed copy, and roundtrip run on a private redis-server
 #   docs      docs/CONFIGURATION.md equals what tools/gen_confdoc prints
-#   fuzz      each tests/fuzz/fuzz_*.c for EMQ_FUZZ_SECONDS (default 60) s
+#   fuzz      each tests/fuzz/fuzz_*.c for EMQ_FUZZ_SECONDS s (default: a
+#             150 s budget shared by the targets, at least 15 s each)
 #   bench     bench/*.c build (they are not run)
 #
 # Each stage prints a header and its duration; the first failing stage
@@ -25,10 +26,10 @@
 # emq_tests runs as "N passed, N failed".
 #
 # Environment: EMQ_JOBS (parallel build jobs, default: the number of CPUs),
-# EMQ_FUZZ_SECONDS (default 60), EMQ_CHAOS_SEED (default 6001: the seed
-# of the chaos stage; any seed reproduces its own schedule),
-# EMQ_CHAOS_TOLERATE_EXITS=1 (report worker crashes in the chaos stage
-# without failing it: bug B1 of docs/RELIABILITY.md).
+# EMQ_FUZZ_SECONDS (seconds per fuzz target; default: 150 s shared),
+# EMQ_CHAOS_SEED (default 6001: the seed of the chaos stage; any seed
+# reproduces its own schedule), EMQ_CHAOS_TOLERATE_EXITS=1 (report worker
+# crashes in the chaos stage without failing it).
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -38,7 +39,8 @@ cd "$root"
 
 readonly ALL_STAGES=(deps gcc clang sanitize chaos valgrind symbols install examples docs fuzz bench)
 jobs=${EMQ_JOBS:-$(nproc 2>/dev/null || echo 2)}
-fuzz_seconds=${EMQ_FUZZ_SECONDS:-60}
+fuzz_seconds=${EMQ_FUZZ_SECONDS:-}
+readonly FUZZ_BUDGET=150
 build=$root/build
 logs=$build/logs
 
@@ -330,6 +332,13 @@ stage_fuzz() {
         return 0
     fi
     local dir=$build/fuzz src name corpus work artifacts rc
+    if [[ -z "$fuzz_seconds" ]]; then
+        # The stage's time stays bounded however many targets there are.
+        fuzz_seconds=$((FUZZ_BUDGET / ${#sources[@]}))
+        if ((fuzz_seconds < 15)); then
+            fuzz_seconds=15
+        fi
+    fi
     configure "$dir" clang -DCMAKE_BUILD_TYPE=RelWithDebInfo -DEMQ_FUZZ=ON \
         -DEMQ_TESTS=OFF -DEMQ_EXAMPLES=OFF -DEMQ_TOOLS=OFF
     local targets=()
@@ -396,5 +405,5 @@ run_stage symbols "libechomq.so exports only emq_*" stage_symbols
 run_stage install "cmake --install + consumer via find_package and pkg-config" stage_install
 run_stage examples "examples compile, roundtrip against a private redis-server" stage_examples
 run_stage docs "docs/CONFIGURATION.md is up to date" stage_docs
-run_stage fuzz "fuzz targets, ${fuzz_seconds} s each" stage_fuzz
+run_stage fuzz "fuzz targets (${fuzz_seconds:+$fuzz_seconds s each}${fuzz_seconds:-$FUZZ_BUDGET s shared})" stage_fuzz
 run_stage bench "benchmarks build (not run)" stage_bench

@@ -311,11 +311,15 @@ static emq_status parse(const parser *ps, emq_url *u) {
     else if (scheme_is(text, sn, "unix"))
         u->scheme = EMQ_URL_UNIX;
     else {
-        /* A scheme is a short word; anything else is withheld, since it may
-         * be a password typed where the scheme should be. */
-        int word = sn > 0 && sn <= 16;
-        for (size_t i = 0; i < sn && word; i++)
-            word = host_char(text[i]) || text[i] == '+';
+        /* A scheme is a short word of letters (http, tcp, valkey, redis+tls);
+         * anything else is withheld, since it may be a password typed where
+         * the scheme should be, and a password mostly holds a digit. */
+        int word = sn > 0 && sn <= 10;
+        for (size_t i = 0; i < sn && word; i++) {
+            char c = text[i];
+            word = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+                   c == '+' || c == '-' || c == '.';
+        }
         char shown[24];
         if (word)
             emq_printable(shown, sizeof shown, text, sn);

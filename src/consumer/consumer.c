@@ -148,6 +148,13 @@ void emq_consumer_destroy(emq_consumer_t *c) {
     emq_free(c);
 }
 
+void emq_consumer_nap(emq_consumer_t *c, int64_t ms) {
+    int64_t until = emq_now_ms() + ms;
+    for (int64_t left = ms; left > 0 && !atomic_load(&c->stop);
+         left = until - emq_now_ms())
+        emq_sleep_ms(left < 20 ? left : 20); /* a stop waits 20 ms at most */
+}
+
 void emq_consumer_stop(emq_consumer_t *c) {
     if (c)
         atomic_store(&c->stop, 1);
@@ -321,7 +328,7 @@ emq_status emq_consumer_call(emq_consumer_t *c, int argc,
         }
         emq_reply_free(*reply);
         *reply = NULL;
-        emq_sleep_ms(pause);
+        emq_consumer_nap(c, pause);
         pause = pause * 2 > 1000 ? 1000 : pause * 2;
     }
 }
@@ -408,7 +415,7 @@ static emq_status group_lost(emq_consumer_t *c, const emq_reply *reply,
         return server_error(reply, err, "reading (group or stream gone)");
     int64_t now = emq_now_ms();
     if (now - c->last_recreate_ms < 1000) /* never busy-loop */
-        emq_sleep_ms(1000 - (now - c->last_recreate_ms));
+        emq_consumer_nap(c, 1000 - (now - c->last_recreate_ms));
     c->last_recreate_ms = emq_now_ms();
     char shown[160];
     emq_consumer_log(c, EMQ_LOG_WARNING,

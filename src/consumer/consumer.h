@@ -75,6 +75,7 @@ struct emq_consumer {
     int64_t next_claim_ms;
     int64_t next_renew_ms;
     int64_t last_recreate_ms;
+    int64_t last_claim_warning_ms;
 };
 
 /* ---- consumer.c ------------------------------------------------------- */
@@ -82,6 +83,8 @@ struct emq_consumer {
 /* Logs through the conf's log callback (or stderr by default). */
 void emq_consumer_log(emq_consumer_t *c, int level, const char *fmt, ...)
     EMQ_PRINTF(3, 4);
+/* Sleeps ms milliseconds, or less when a stop is requested meanwhile. */
+void emq_consumer_nap(emq_consumer_t *c, int64_t ms);
 /* Appends a command that the next flush reads the reply of. */
 emq_status emq_consumer_defer(emq_consumer_t *c, deferred_kind kind, int argc,
                               const char *const *argv, const size_t *argvlen,

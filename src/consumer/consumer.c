@@ -126,6 +126,11 @@ emq_status emq_consumer_new(const emq_conf_t *conf, emq_handler_fn handler,
     if ((st = emq_conf_set(c->conf, "client_name", c->name, err)) != EMQ_OK)
         goto fail;
     make_token(c);
+    /* Reconnecting never ends on its own (the consumer keeps trying until
+     * stopped), so the route makes single attempts and reconnect() sleeps
+     * the backoff where a stop can cut it short. */
+    c->conf->max_attempts = 1;
+    c->backoff_rng = (uint64_t)emq_now_ms() ^ (uint64_t)(uintptr_t)c;
     strcpy(c->claim_cursor, "0-0");
     *out = c;
     return EMQ_OK;
@@ -386,7 +391,15 @@ static int transport_failure(emq_status st) {
 static emq_status reconnect(emq_consumer_t *c, emq_error *err) {
     c->ndeferred = 0;
     c->acks_in_flight = 0;
-    for (;;) {
+    /* The route makes one attempt per call (see emq_consumer_new); the
+     * capped exponential backoff with jitter happens here, in naps a stop
+     * ends early. */
+    for (unsigned attempt = 0;; attempt++) {
+        if (attempt > 0)
+            emq_consumer_nap(c, emq_backoff_delay(c->conf->backoff_min_ms,
+                                                  c->conf->backoff_max_ms,
+                                                  attempt - 1,
+                                                  &c->backoff_rng));
         if (atomic_load(&c->stop))
             return EMQ_ECLOSED;
         emq_error why;

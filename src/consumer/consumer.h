@@ -76,6 +76,7 @@ struct emq_consumer {
     int64_t next_renew_ms;
     int64_t last_recreate_ms;
     int64_t last_claim_warning_ms;
+    uint64_t backoff_rng;   /* jitter of the reconnect backoff */
 };
 
 /* ---- consumer.c ------------------------------------------------------- */

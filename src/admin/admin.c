@@ -20,7 +20,7 @@ emq_status emq_admin_new(const emq_conf_t *conf, emq_admin_t **out,
     else
         st = emq_keys_resolve(conf->queue, conf->stream, &a->keys, err);
     if (st == EMQ_OK)
-        st = emq_conn_new(a->conf, &a->conn, err);
+        st = emq_route_new(a->conf, a->keys.stream, &a->route, err);
     if (st != EMQ_OK) {
         emq_admin_destroy(a);
         return st;
@@ -32,7 +32,7 @@ emq_status emq_admin_new(const emq_conf_t *conf, emq_admin_t **out,
 void emq_admin_destroy(emq_admin_t *a) {
     if (a == NULL)
         return;
-    emq_conn_destroy(a->conn);
+    emq_route_destroy(a->route);
     emq_keys_free(&a->keys);
     emq_conf_destroy(a->conf);
     emq_free(a);
@@ -43,7 +43,7 @@ void emq_free_array(void *array) { emq_free(array); }
 emq_status emq_admin_call(emq_admin_t *a, const char *what, int argc,
                           const char *const *argv, const size_t *argvlen,
                           emq_reply **reply, emq_error *err) {
-    emq_status st = emq_conn_command(a->conn, argc, argv, argvlen, reply, err);
+    emq_status st = emq_route_command(a->route, argc, argv, argvlen, reply, err);
     if (st != EMQ_OK)
         return st;
     if (emq_reply_kind(*reply) == EMQ_REPLY_ERROR) {
@@ -66,7 +66,7 @@ emq_status emq_admin_pipeline(emq_admin_t *a, size_t n,
     size_t appended = 0;
     emq_status st = EMQ_OK;
     while (appended < n) {
-        st = emq_conn_append(a->conn, cmds[appended].argc,
+        st = emq_route_append(a->route, cmds[appended].argc,
                              cmds[appended].argv, cmds[appended].argvlen, err);
         if (st != EMQ_OK)
             break;
@@ -76,7 +76,7 @@ emq_status emq_admin_pipeline(emq_admin_t *a, size_t n,
      * so the connection is left with nothing outstanding. */
     for (size_t i = 0; i < appended; i++) {
         emq_error rerr;
-        emq_status rst = emq_conn_get_reply(a->conn, &replies[i], &rerr);
+        emq_status rst = emq_route_get_reply(a->route, &replies[i], &rerr);
         if (rst != EMQ_OK) {
             if (st == EMQ_OK) {
                 st = rst;

@@ -15,7 +15,7 @@
 struct emq_admin {
     emq_conf_t *conf; /* own copy */
     emq_keys keys;
-    emq_conn_t *conn;
+    emq_route *route;
 };
 
 /* Sends one command and returns its reply (caller frees). An error reply

@@ -198,7 +198,7 @@ emq_status emq_admin_group_create(emq_admin_t *a, const char *group,
     const char *argv[] = {"XGROUP", "CREATE", a->keys.stream, group, id,
                           "MKSTREAM"};
     emq_reply *reply;
-    if ((st = emq_conn_command(a->conn, 6, argv, NULL, &reply, err)) !=
+    if ((st = emq_route_command(a->route, 6, argv, NULL, &reply, err)) !=
         EMQ_OK)
         return st;
     if (emq_reply_kind(reply) == EMQ_REPLY_ERROR &&

@@ -1,9 +1,18 @@
-/* cluster: the Redis Cluster slot of a key.
+/* cluster: key slots, the slot map, redirections, and the slot-bound
+ * connection ("route") the layers above talk through.
  *
- * Internal header (not installed). For now this layer holds only the slot
- * function that the keys layer uses to prove every key of a queue shares
- * one slot; the slot map, redirections and per-node connections follow
- * with cluster support.
+ * Internal header (not installed). Every key of a queue shares one hashtag
+ * (keys.h), so one queue lives in one cluster slot and the unit of routing
+ * is a connection bound to that slot: emq_route. Its calls mirror the
+ * emq_conn_* calls one for one (new, command, append, get_reply, pending,
+ * reconnect, is_broken, destroy), so a layer above swaps one for the other
+ * without changing its logic. On a standalone server a route is one plain
+ * connection to the configured URL. On Redis Cluster it finds the slot's
+ * master from a slot map and follows MOVED, ASK, TRYAGAIN and CLUSTERDOWN
+ * itself: the caller sees the reply of the node that executed the command,
+ * never a redirection (docs/CLUSTER.md).
+ *
+ * This layer never knows about groups or queues.
  */
 #ifndef EMQ_CLUSTER_H
 #define EMQ_CLUSTER_H
@@ -14,6 +23,15 @@
 #include <stdint.h>
 
 #define EMQ_CLUSTER_SLOTS 16384
+/* Longest host name or address kept for a node, bytes with the NUL. */
+#define EMQ_CLUSTER_HOST_MAX 256
+/* Most nodes one slot map may name (Redis Cluster's own guidance is 1000
+ * nodes; replicas are not kept). */
+#define EMQ_CLUSTER_NODES_MAX 1024
+/* Marks a slot with no known owner in emq_slot_map.owner. */
+#define EMQ_SLOT_NONE 0xffffu
+
+/* ---- crc16.c ---------------------------------------------------------- */
 
 /* CRC16-CCITT (XMODEM: polynomial 0x1021, initial value 0), the checksum
  * Redis Cluster uses for key slots. */
@@ -23,5 +41,146 @@ uint16_t emq_cluster_crc16(const char *buf, size_t len);
  * and the first '}' after it, when that is non-empty) or of the whole key,
  * modulo 16384. */
 unsigned emq_cluster_key_slot(const char *key, size_t len);
+
+/* ---- slots.c: the slot map and redirect replies (pure, no I/O) -------- */
+
+/* One master node: where to reach it. */
+typedef struct emq_cluster_node {
+    char host[EMQ_CLUSTER_HOST_MAX]; /* address or name, IPv6 without [] */
+    int port;                        /* 1-65535 */
+} emq_cluster_node;
+
+/* Which master serves each slot. */
+typedef struct emq_slot_map {
+    emq_cluster_node *nodes; /* emq_alloc'd, nnodes entries, no duplicates */
+    size_t nnodes;
+    uint16_t owner[EMQ_CLUSTER_SLOTS]; /* index into nodes, or
+                                          EMQ_SLOT_NONE */
+} emq_slot_map;
+
+/* Makes map empty: no nodes, every slot EMQ_SLOT_NONE. */
+void emq_slot_map_init(emq_slot_map *map);
+/* Frees the node array and empties map. */
+void emq_slot_map_free(emq_slot_map *map);
+/* Returns the index of host:port in map, adding it when absent. Returns
+ * -1 when out of memory, the name is too long, or the node limit is hit. */
+int emq_slot_map_node(emq_slot_map *map, const char *host, size_t hostlen,
+                      int port);
+
+/* Fills map (which must be empty) from a CLUSTER SHARDS reply (RESP2
+ * arrays or RESP3 maps). For each shard the master is the node with role
+ * "master", preferring health "online"; its address is the "endpoint"
+ * (falling back to "ip" when the endpoint is "?" or empty, and to
+ * self_host when both are unknown), its port "tls-port" when tls is set
+ * and the node has one, else "port". Returns EMQ_OK, EMQ_ENOMEM, or
+ * EMQ_EPROTO naming what is malformed (map is emptied then). */
+emq_status emq_slot_map_from_shards(emq_slot_map *map, const emq_reply *r,
+                                    const char *self_host, int tls,
+                                    emq_error *err);
+/* Same for a CLUSTER SLOTS reply ([start, end, [host, port, id, ...],
+ * replicas...]). An empty host means the node that answered (self_host);
+ * "?" means unknown, and that range is left unowned. */
+emq_status emq_slot_map_from_slots(emq_slot_map *map, const emq_reply *r,
+                                   const char *self_host, emq_error *err);
+
+typedef enum emq_redirect_kind {
+    EMQ_REDIRECT_NONE = 0,    /* not a cluster redirection */
+    EMQ_REDIRECT_MOVED = 1,   /* -MOVED slot host:port */
+    EMQ_REDIRECT_ASK = 2,     /* -ASK slot host:port */
+    EMQ_REDIRECT_TRYAGAIN = 3, /* -TRYAGAIN ... */
+    EMQ_REDIRECT_CLUSTERDOWN = 4 /* -CLUSTERDOWN ... */
+} emq_redirect_kind;
+
+/* A parsed redirection. For MOVED and ASK: slot, and the target node;
+ * an empty host in the reply ("-MOVED 1 :7001", sent when the endpoint is
+ * unknown) leaves host "" for the caller to replace with the host of the
+ * node that answered. */
+typedef struct emq_redirect {
+    emq_redirect_kind kind;
+    unsigned slot;
+    emq_cluster_node target;
+} emq_redirect;
+
+/* Classifies reply r. Returns the kind (NONE for anything that is not an
+ * error reply starting with one of the four words, and for a MOVED or ASK
+ * whose slot or address does not parse) and fills *out. */
+emq_redirect_kind emq_redirect_parse(const emq_reply *r, emq_redirect *out);
+
+/* ---- route.c: the slot-bound connection --------------------------------- */
+
+typedef struct emq_route emq_route;
+
+/* What a route did since emq_route_new. */
+typedef struct emq_route_stats {
+    uint64_t redirects_moved; /* MOVED replies followed */
+    uint64_t redirects_ask;   /* ASK replies followed (ASKING + resend) */
+    uint64_t tryagain;        /* TRYAGAIN replies retried after a pause */
+    uint64_t clusterdown;     /* CLUSTERDOWN replies retried after a pause */
+    uint64_t map_refreshes;   /* slot maps fetched (the first one counts) */
+    uint64_t reconnects;      /* successful emq_route_reconnect calls */
+    uint64_t gave_up;         /* commands answered with a redirection or
+                                 CLUSTERDOWN because a bound was reached */
+} emq_route_stats;
+
+/* Connects to the node serving key's slot. conf is borrowed (copied). The
+ * seeds are conf's url, then each host:port of cluster.seeds (same scheme,
+ * credentials and TLS settings as url); the first that answers decides:
+ * CLUSTER SHARDS (or CLUSTER SLOTS on servers without it) gives the slot
+ * map; "cluster support disabled" means a standalone server, and the route
+ * is then one plain connection to url; a NOPERM (an ACL without CLUSTER)
+ * also keeps the seed's connection, and MOVED replies then teach the route
+ * where the slot lives. On success *out is caller-owned; free with
+ * emq_route_destroy. Fails like emq_conn_new, with the last seed's error
+ * when none answers, or EMQ_ESERVER (retriable) when the map names no
+ * master for the slot. */
+emq_status emq_route_new(const emq_conf_t *conf, const char *key,
+                         emq_route **out, emq_error *err);
+/* Closes every connection and frees; NULL is a no-op. */
+void emq_route_destroy(emq_route *route);
+
+/* Like emq_conn_command: one command, its reply. Redirections are followed
+ * as described above and never returned, except when a bound is reached:
+ * after cluster.max_redirects redirections of one command, or while
+ * TRYAGAIN/CLUSTERDOWN persist for cluster.retry_ms, the command's last
+ * reply comes back as an error reply whose text says so. An error reply is
+ * a success of this call; *reply is caller-owned (emq_reply_free). */
+emq_status emq_route_command(emq_route *route, int argc,
+                             const char *const *argv, const size_t *argvlen,
+                             emq_reply **reply, emq_error *err);
+/* Like emq_conn_append. The route keeps a copy of the command until its
+ * reply has been read, so it can send it again after a redirection. Fails
+ * with EMQ_ELIMIT past pipeline.max unread commands. */
+emq_status emq_route_append(emq_route *route, int argc,
+                            const char *const *argv, const size_t *argvlen,
+                            emq_error *err);
+/* Like emq_conn_get_reply: sends what is appended and returns the next
+ * reply in append order, after following its redirections. */
+emq_status emq_route_get_reply(emq_route *route, emq_reply **reply,
+                               emq_error *err);
+/* Appended commands whose replies have not been read yet. */
+size_t emq_route_pending(const emq_route *route);
+/* Drops every connection (unread replies are lost), rediscovers the slot's
+ * master from the seeds and every node known so far (after a failover the
+ * old master may be gone) and connects to it, sleeping the conn layer's
+ * capped backoff between attempts, up to reconnect.max_attempts. A
+ * standalone route reconnects its one connection (emq_conn_reconnect). */
+emq_status emq_route_reconnect(emq_route *route, emq_error *err);
+/* 1 once a transport failure broke the route (sticky until reconnect). */
+int emq_route_is_broken(const emq_route *route);
+/* Successful emq_route_reconnect calls. */
+uint64_t emq_route_reconnects(const emq_route *route);
+/* Socket of the connection to the slot's current node; -1 when none. */
+int emq_route_fd(const emq_route *route);
+
+/* 1 when the route talks to a Redis Cluster (a map or a NOPERM seed), 0
+ * for a standalone server. */
+int emq_route_is_cluster(const emq_route *route);
+/* The slot the route is bound to. */
+unsigned emq_route_slot(const emq_route *route);
+/* "host:port" of the node currently serving the slot (the URL's endpoint
+ * for a standalone route). Borrowed; valid until the next call. */
+const char *emq_route_node(const emq_route *route);
+/* Copies the counters. */
+void emq_route_stats_get(const emq_route *route, emq_route_stats *out);
 
 #endif /* EMQ_CLUSTER_H */

@@ -67,6 +67,8 @@ static emq_status check_name(const prop *p, const char *value,
                              emq_error *err);
 static emq_status check_path(const prop *p, const char *value,
                              emq_error *err);
+static emq_status check_seeds(const prop *p, const char *value,
+                              emq_error *err);
 
 #define F(field) offsetof(struct emq_conf, field)
 
@@ -155,6 +157,19 @@ static const prop props[] = {
      "Most elements accepted in one aggregate of a reply (a map counts "
      "keys and values).",
      P_INT, F(resp_max_elements), 1, (int64_t)1 << 32, NULL, NULL, NULL},
+    {"cluster.seeds", "",
+     "More Redis Cluster nodes to discover the cluster from, after url: "
+     "host:port[,host:port...] with url's scheme, credentials and TLS "
+     "settings (docs/CLUSTER.md). Empty: url only.",
+     P_STRING, F(cluster_seeds), 0, 0, check_seeds, NULL, NULL},
+    {"cluster.max_redirects", "16",
+     "Most MOVED/ASK redirections followed for one command before its "
+     "redirection is returned as an error reply.",
+     P_INT, F(cluster_max_redirects), 1, 1000, NULL, NULL, NULL},
+    {"cluster.retry_ms", "5000",
+     "How long one command is retried, with backoff, while the cluster "
+     "answers TRYAGAIN or CLUSTERDOWN, in milliseconds.",
+     P_INT, F(cluster_retry_ms), 0, 3600000, NULL, NULL, NULL},
     {"queue", "",
      "Queue name (letters, digits, . _ - :); its keys share the hashtag "
      "{name} (docs/KEYSPACE.md). Set queue or stream.",
@@ -318,6 +333,35 @@ static emq_status check_path(const prop *p, const char *value,
     return EMQ_OK;
 }
 
+/* cluster.seeds: a comma-separated list of host[:port] (each parsed like
+ * a URL's host part; empty entries are refused). */
+static emq_status check_seeds(const prop *p, const char *value,
+                              emq_error *err) {
+    const char *s = value;
+    while (*s) {
+        const char *comma = strchr(s, ',');
+        size_t n = comma ? (size_t)(comma - s) : strlen(s);
+        emq_url u;
+        emq_status st = n == 0 ? emq_error_set(err, EMQ_EINVAL, 0,
+                                               "empty entry")
+                               : emq_hostport_parse(s, n, &u, err);
+        if (st != EMQ_OK) {
+            if (st == EMQ_EINVAL)
+                emq_error_prefix(err, "invalid %s (host:port,...)", p->name);
+            return st;
+        }
+        emq_url_free(&u);
+        if (comma == NULL)
+            break;
+        s = comma + 1;
+        if (*s == '\0')
+            return emq_error_set(err, EMQ_EINVAL, 0,
+                                 "invalid %s (host:port,...): empty entry",
+                                 p->name);
+    }
+    return EMQ_OK;
+}
+
 /* "a, b or c" for the words of a P_CHOICE property. Static storage. */
 static const char *choice_list(const prop *p) {
     static _Thread_local char list[128];
@@ -355,7 +399,9 @@ static emq_status set_prop(emq_conf_t *c, const prop *p, const char *value,
                                      "out of memory setting %s", p->name);
         }
         char **field = str_field(c, p);
-        if (*field && p->type == P_SECRET)
+        /* Every string is wiped, not only the password: a URL may hold
+         * one too. */
+        if (*field)
             emq_wipe(*field, strlen(*field));
         emq_free(*field);
         *field = copy;
@@ -413,7 +459,7 @@ static void free_fields(emq_conf_t *c) {
         if (props[i].type != P_STRING && props[i].type != P_SECRET)
             continue;
         char **field = str_field(c, &props[i]);
-        if (*field && props[i].type == P_SECRET)
+        if (*field) /* a URL may hold a password too */
             emq_wipe(*field, strlen(*field));
         emq_free(*field);
         *field = NULL;
@@ -505,7 +551,10 @@ emq_status emq_conf_get(const emq_conf_t *conf, const char *name, char *buf,
     switch (p->type) {
     case P_STRING: {
         const char *s = *str_field(c, p);
-        snprintf(buf, size, "%s", s ? s : "");
+        if (p->offset == offsetof(struct emq_conf, url) && s)
+            emq_url_redact(s, buf, size); /* never read a password back */
+        else
+            snprintf(buf, size, "%s", s ? s : "");
         break;
     }
     case P_SECRET:

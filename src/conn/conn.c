@@ -421,8 +421,30 @@ static int append_handshake(emq_conn_t *c, int kinds[4], emq_error *err) {
 
 /* Runs the handshake as one round trip before deadline. Returns EMQ_OK, or
  * EMQ_EAUTH / EMQ_EINVAL / EMQ_ESERVER for a refusal, or a transport
- * failure. A NOPERM reply to CLIENT SETNAME is not an error. */
+ * failure. A NOPERM reply to CLIENT SETNAME is not an error. A server busy
+ * with a long script answers -BUSY and runs nothing: the handshake is sent
+ * again until the deadline, then EMQ_ETIMEDOUT (retriable). */
+static emq_status handshake_once(emq_conn_t *c, int64_t deadline, int *busy,
+                                 emq_error *err);
+
 static emq_status handshake(emq_conn_t *c, int64_t deadline, emq_error *err) {
+    for (int64_t pause = 50;; pause = pause * 2 > 500 ? 500 : pause * 2) {
+        int busy = 0;
+        emq_status st = handshake_once(c, deadline, &busy, err);
+        if (st != EMQ_OK || !busy)
+            return st;
+        if (emq_now_ms() + pause >= deadline)
+            return emq_error_set(err, EMQ_ETIMEDOUT, 1,
+                                 "%s stayed busy running a script for "
+                                 "connect_timeout_ms (%lld ms)",
+                                 c->name,
+                                 (long long)c->conf->connect_timeout_ms);
+        emq_sleep_ms(pause);
+    }
+}
+
+static emq_status handshake_once(emq_conn_t *c, int64_t deadline, int *busy,
+                                 emq_error *err) {
     int kinds[4];
     int n = append_handshake(c, kinds, err);
     if (n <= 0)
@@ -446,6 +468,11 @@ static emq_status handshake(emq_conn_t *c, int64_t deadline, emq_error *err) {
         if (left < 1)
             left = 1;
         if (emq_reply_kind(r) != EMQ_REPLY_ERROR) {
+            emq_reply_free(r);
+            continue;
+        }
+        if (emq_reply_is_error(r, "BUSY")) {
+            *busy = 1; /* nothing ran; read the rest, then start over */
             emq_reply_free(r);
             continue;
         }

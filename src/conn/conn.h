@@ -43,6 +43,17 @@ typedef struct emq_url {
  * A message never contains the password, nor any byte of the URL that
  * comes before its last '@'. On failure *out holds nothing to free. */
 emq_status emq_url_parse(const char *text, emq_url *out, emq_error *err);
+/* Parses "host[:port]" or "[v6addr][:port]" (len bytes of text, no
+ * scheme, user or path) with the same rules as a URL's host part into
+ * out->host and out->port (default 6379); the cluster.seeds entries use
+ * it. Returns EMQ_OK, EMQ_ENOMEM or EMQ_EINVAL naming the bad part; free
+ * out with emq_url_free. */
+emq_status emq_hostport_parse(const char *text, size_t len, emq_url *out,
+                              emq_error *err);
+/* Copies URL text into out (size bytes, NUL-terminated) with the password
+ * replaced by "***", using the parser's own rule for where the user info
+ * ends. Returns out. For showing a configured URL back. */
+char *emq_url_redact(const char *text, char *out, size_t size);
 /* Frees the strings of u (wiping the password) and zeroes it. */
 void emq_url_free(emq_url *u);
 

@@ -126,6 +126,11 @@ emq_status emq_consumer_new(const emq_conf_t *conf, emq_handler_fn handler,
     if ((st = emq_conf_set(c->conf, "client_name", c->name, err)) != EMQ_OK)
         goto fail;
     make_token(c);
+    /* Reconnecting never ends on its own (the consumer keeps trying until
+     * stopped), so the route makes single attempts and reconnect() sleeps
+     * the backoff where a stop can cut it short. */
+    c->conf->max_attempts = 1;
+    c->backoff_rng = (uint64_t)emq_now_ms() ^ (uint64_t)(uintptr_t)c;
     strcpy(c->claim_cursor, "0-0");
     *out = c;
     return EMQ_OK;
@@ -137,7 +142,7 @@ fail:
 void emq_consumer_destroy(emq_consumer_t *c) {
     if (c == NULL)
         return;
-    emq_conn_destroy(c->conn);
+    emq_route_destroy(c->route);
     emq_keys_free(&c->keys);
     emq_free(c->lease_key);
     emq_free(c->reasons_key);
@@ -146,6 +151,13 @@ void emq_consumer_destroy(emq_consumer_t *c) {
     emq_free(c->fields);
     emq_conf_destroy(c->conf);
     emq_free(c);
+}
+
+void emq_consumer_nap(emq_consumer_t *c, int64_t ms) {
+    int64_t until = emq_now_ms() + ms;
+    for (int64_t left = ms; left > 0 && !atomic_load(&c->stop);
+         left = until - emq_now_ms())
+        emq_sleep_ms(left < 20 ? left : 20); /* a stop waits 20 ms at most */
 }
 
 void emq_consumer_stop(emq_consumer_t *c) {
@@ -166,7 +178,7 @@ emq_status emq_consumer_defer(emq_consumer_t *c, deferred_kind kind, int argc,
         c->deferred = d;
         c->deferred_cap = cap;
     }
-    emq_status st = emq_conn_append(c->conn, argc, argv, argvlen, err);
+    emq_status st = emq_route_append(c->route, argc, argv, argvlen, err);
     if (st != EMQ_OK)
         return st;
     c->deferred[c->ndeferred++] = kind;
@@ -247,7 +259,7 @@ emq_status emq_consumer_drain_deferred(emq_consumer_t *c, emq_error *err) {
     size_t i = 0;
     for (; i < c->ndeferred; i++) {
         emq_reply *reply;
-        emq_status st = emq_conn_get_reply(c->conn, &reply, err);
+        emq_status st = emq_route_get_reply(c->route, &reply, err);
         if (st != EMQ_OK) {
             c->ndeferred = 0;
             c->acks_in_flight = 0; /* resent after reconnecting */
@@ -262,11 +274,22 @@ emq_status emq_consumer_drain_deferred(emq_consumer_t *c, emq_error *err) {
     return result;
 }
 
-emq_status emq_consumer_call(emq_consumer_t *c, int argc,
-                             const char *const *argv, const size_t *argvlen,
-                             emq_reply **reply, emq_error *err) {
+/* Error replies that mean "try again shortly": the server is loading its
+ * data after a restart, busy with a script, or a cluster is rehashing. */
+static int transient(const emq_reply *r) {
+    return emq_reply_is_error(r, "LOADING") || emq_reply_is_error(r, "BUSY") ||
+           emq_reply_is_error(r, "TRYAGAIN") ||
+           emq_reply_is_error(r, "CLUSTERDOWN") ||
+           emq_reply_is_error(r, "MASTERDOWN");
+}
+
+/* One exchange: the deferred commands, then this one; see
+ * emq_consumer_call. */
+static emq_status call_once(emq_consumer_t *c, int argc,
+                            const char *const *argv, const size_t *argvlen,
+                            emq_reply **reply, emq_error *err) {
     *reply = NULL;
-    emq_status st = emq_conn_append(c->conn, argc, argv, argvlen, err);
+    emq_status st = emq_route_append(c->route, argc, argv, argvlen, err);
     if (st != EMQ_OK)
         return st;
     atomic_fetch_add(&c->stats.round_trips, 1);
@@ -274,7 +297,7 @@ emq_status emq_consumer_call(emq_consumer_t *c, int argc,
     /* Read the command's own reply even after a deferred failure, so the
      * connection stays usable. */
     emq_error own;
-    emq_status read = emq_conn_get_reply(c->conn, reply, &own);
+    emq_status read = emq_route_get_reply(c->route, reply, &own);
     if (read != EMQ_OK) {
         if (err)
             *err = own;
@@ -287,16 +310,36 @@ emq_status emq_consumer_call(emq_consumer_t *c, int argc,
     return st;
 }
 
+/* A server that is loading its data after a restart, running a long
+ * script, or part of a cluster that is rehashing answers with an error
+ * and does not run the command, so sending it again is safe. This is how
+ * long a consumer keeps trying before the error counts as fatal. */
+#define TRANSIENT_WAIT_MS (5 * 60 * 1000)
+
+emq_status emq_consumer_call(emq_consumer_t *c, int argc,
+                             const char *const *argv, const size_t *argvlen,
+                             emq_reply **reply, emq_error *err) {
+    int64_t give_up = emq_now_ms() + TRANSIENT_WAIT_MS;
+    int64_t pause = 50;
+    for (;;) {
+        emq_status st = call_once(c, argc, argv, argvlen, reply, err);
+        if (st != EMQ_OK || !transient(*reply) || atomic_load(&c->stop) ||
+            emq_now_ms() >= give_up)
+            return st;
+        if (pause == 50) {
+            char shown[120];
+            emq_consumer_log(c, EMQ_LOG_INFO, "server not ready (%s); waiting",
+                             emq_reply_text(*reply, shown, sizeof shown));
+        }
+        emq_reply_free(*reply);
+        *reply = NULL;
+        emq_consumer_nap(c, pause);
+        pause = pause * 2 > 1000 ? 1000 : pause * 2;
+    }
+}
+
 /* ---- connect, door and the main loop ------------------------------------ */
 
-/* Error replies that mean "try again shortly": the server is loading its
- * data after a restart, busy with a script, or a cluster is rehashing. */
-static int transient(const emq_reply *r) {
-    return emq_reply_is_error(r, "LOADING") || emq_reply_is_error(r, "BUSY") ||
-           emq_reply_is_error(r, "TRYAGAIN") ||
-           emq_reply_is_error(r, "CLUSTERDOWN") ||
-           emq_reply_is_error(r, "MASTERDOWN");
-}
 
 /* Turns an error reply into EMQ_ESERVER with its text, for a fatal path. */
 static emq_status server_error(const emq_reply *r, emq_error *err,
@@ -309,30 +352,23 @@ static emq_status server_error(const emq_reply *r, emq_error *err,
 /* Contract 1: XGROUP CREATE <stream> <group> <start> MKSTREAM. +OK and
  * BUSYGROUP open the door; any other reply fails the start. */
 static emq_status open_door(emq_consumer_t *c, emq_error *err) {
-    for (int attempt = 0;; attempt++) {
-        const char *argv[] = {"XGROUP", "CREATE", c->keys.stream, c->group,
-                              c->start_id, "MKSTREAM"};
-        emq_reply *reply;
-        emq_status st = emq_consumer_call(c, 6, argv, NULL, &reply, err);
-        if (st != EMQ_OK)
-            return st;
-        if (emq_reply_kind(reply) != EMQ_REPLY_ERROR ||
-            emq_reply_is_error(reply, "BUSYGROUP")) {
-            emq_reply_free(reply);
-            return EMQ_OK;
-        }
-        if (transient(reply) && attempt < 50 && !atomic_load(&c->stop)) {
-            emq_reply_free(reply);
-            emq_sleep_ms(100);
-            continue;
-        }
-        char what[300];
-        snprintf(what, sizeof what, "opening group '%s' on '%s'", c->group,
-                 c->keys.stream);
-        st = server_error(reply, err, what);
-        emq_reply_free(reply);
+    const char *argv[] = {"XGROUP", "CREATE", c->keys.stream, c->group,
+                          c->start_id, "MKSTREAM"};
+    emq_reply *reply;
+    emq_status st = emq_consumer_call(c, 6, argv, NULL, &reply, err);
+    if (st != EMQ_OK)
         return st;
+    if (emq_reply_kind(reply) != EMQ_REPLY_ERROR ||
+        emq_reply_is_error(reply, "BUSYGROUP")) {
+        emq_reply_free(reply);
+        return EMQ_OK;
     }
+    char what[300];
+    snprintf(what, sizeof what, "opening group '%s' on '%s'", c->group,
+             c->keys.stream);
+    st = server_error(reply, err, what);
+    emq_reply_free(reply);
+    return st;
 }
 
 /* The steps that follow every (re)connect: lease, door, own pending. */
@@ -355,11 +391,19 @@ static int transport_failure(emq_status st) {
 static emq_status reconnect(emq_consumer_t *c, emq_error *err) {
     c->ndeferred = 0;
     c->acks_in_flight = 0;
-    for (;;) {
+    /* The route makes one attempt per call (see emq_consumer_new); the
+     * capped exponential backoff with jitter happens here, in naps a stop
+     * ends early. */
+    for (unsigned attempt = 0;; attempt++) {
+        if (attempt > 0)
+            emq_consumer_nap(c, emq_backoff_delay(c->conf->backoff_min_ms,
+                                                  c->conf->backoff_max_ms,
+                                                  attempt - 1,
+                                                  &c->backoff_rng));
         if (atomic_load(&c->stop))
             return EMQ_ECLOSED;
         emq_error why;
-        emq_status st = emq_conn_reconnect(c->conn, &why);
+        emq_status st = emq_route_reconnect(c->route, &why);
         if (st == EMQ_OK) {
             atomic_fetch_add(&c->stats.reconnects, 1);
             emq_consumer_log(c, EMQ_LOG_INFO, "reconnected");
@@ -384,7 +428,7 @@ static emq_status group_lost(emq_consumer_t *c, const emq_reply *reply,
         return server_error(reply, err, "reading (group or stream gone)");
     int64_t now = emq_now_ms();
     if (now - c->last_recreate_ms < 1000) /* never busy-loop */
-        emq_sleep_ms(1000 - (now - c->last_recreate_ms));
+        emq_consumer_nap(c, 1000 - (now - c->last_recreate_ms));
     c->last_recreate_ms = emq_now_ms();
     char shown[160];
     emq_consumer_log(c, EMQ_LOG_WARNING,
@@ -423,15 +467,15 @@ static emq_status read_new(emq_consumer_t *c, batch *b, emq_error *err) {
     if (st != EMQ_OK)
         return st;
     if (emq_reply_kind(reply) == EMQ_REPLY_ERROR) {
-        if (emq_reply_is_error(reply, "NOGROUP") ||
-            (emq_reply_is_error(reply, "UNBLOCKED") &&
-             emq_reply_str(reply, NULL) &&
-             strstr(emq_reply_str(reply, NULL), "no longer exists"))) {
+        if (emq_reply_is_error(reply, "NOGROUP")) {
             st = group_lost(c, reply, err);
-        } else if (emq_reply_is_error(reply, "UNBLOCKED") || transient(reply)) {
-            /* CLIENT UNBLOCK ... ERROR, or a server still loading: go
-             * round again (a closed connection shows up on the next call). */
-            emq_sleep_ms(transient(reply) ? 100 : 0);
+        } else if (emq_reply_is_error(reply, "UNBLOCKED")) {
+            /* The blocked read was ended from outside: CLIENT UNBLOCK ...
+             * ERROR, the key deleted (7.0), or migrated to another cluster
+             * node. Read again: a read of a key or group that is really
+             * gone gets NOGROUP, which re-opens the door; a migrated key
+             * is followed by the route; a closed connection shows up on
+             * the next call. */
             st = EMQ_OK;
         } else {
             st = server_error(reply, err, "XREADGROUP");
@@ -461,11 +505,11 @@ static emq_status read_new(emq_consumer_t *c, batch *b, emq_error *err) {
  * letters, reasons), then lets the lease go. */
 static void finish(emq_consumer_t *c) {
     emq_error ignored;
-    if (emq_conn_is_broken(c->conn))
+    if (emq_route_is_broken(c->route))
         return;
     if (emq_consumer_append_acks(c, &ignored) != EMQ_OK ||
         emq_consumer_drain_deferred(c, &ignored) != EMQ_OK) {
-        if (emq_conn_is_broken(c->conn))
+        if (emq_route_is_broken(c->route))
             return;
     }
     emq_lease_release(c);
@@ -477,8 +521,8 @@ emq_status emq_consumer_run(emq_consumer_t *c, emq_error *err) {
         return emq_error_set(err, EMQ_EINVAL, 0,
                              "consumer '%s' is already running", c->name);
     emq_status st = EMQ_OK;
-    if (c->conn == NULL)
-        st = emq_conn_new(c->conf, &c->conn, err);
+    if (c->route == NULL)
+        st = emq_route_new(c->conf, c->keys.stream, &c->route, err);
     if (st == EMQ_OK)
         st = start_session(c, err);
     batch b;
@@ -502,7 +546,7 @@ emq_status emq_consumer_run(emq_consumer_t *c, emq_error *err) {
         }
     }
     emq_batch_free(&b);
-    if (c->conn)
+    if (c->route)
         finish(c);
     atomic_store(&c->running, 0);
     if (atomic_load(&c->stop) && (st == EMQ_OK || transport_failure(st))) {

@@ -58,7 +58,7 @@ struct emq_consumer {
     char *lease_key;
     char *reasons_key;
     char token[128];        /* lease value: host:pid:random */
-    emq_conn_t *conn;
+    emq_route *route;
     atomic_int stop;        /* set by emq_consumer_stop (signal-safe) */
     atomic_int running;
     stats_counters stats;
@@ -75,6 +75,8 @@ struct emq_consumer {
     int64_t next_claim_ms;
     int64_t next_renew_ms;
     int64_t last_recreate_ms;
+    int64_t last_claim_warning_ms;
+    uint64_t backoff_rng;   /* jitter of the reconnect backoff */
 };
 
 /* ---- consumer.c ------------------------------------------------------- */
@@ -82,6 +84,8 @@ struct emq_consumer {
 /* Logs through the conf's log callback (or stderr by default). */
 void emq_consumer_log(emq_consumer_t *c, int level, const char *fmt, ...)
     EMQ_PRINTF(3, 4);
+/* Sleeps ms milliseconds, or less when a stop is requested meanwhile. */
+void emq_consumer_nap(emq_consumer_t *c, int64_t ms);
 /* Appends a command that the next flush reads the reply of. */
 emq_status emq_consumer_defer(emq_consumer_t *c, deferred_kind kind, int argc,
                               const char *const *argv, const size_t *argvlen,
@@ -93,7 +97,10 @@ emq_status emq_consumer_append_acks(emq_consumer_t *c, emq_error *err);
  * returned; error replies are logged, and a lost lease is fatal. */
 emq_status emq_consumer_drain_deferred(emq_consumer_t *c, emq_error *err);
 /* Sends a command after everything deferred, reading all replies; *reply
- * is the command's own (caller frees). Counts one round trip. */
+ * is the command's own (caller frees). Counts one round trip. An error
+ * reply meaning "not now" (LOADING, BUSY, TRYAGAIN, CLUSTERDOWN,
+ * MASTERDOWN: the command did not run) is waited out with backoff and the
+ * command sent again, for up to five minutes or until a stop. */
 emq_status emq_consumer_call(emq_consumer_t *c, int argc,
                              const char *const *argv, const size_t *argvlen,
                              emq_reply **reply, emq_error *err);

@@ -152,6 +152,6 @@ void emq_lease_release(emq_consumer_t *c) {
     const char *argv[] = {"EVAL", release_script, "1", c->lease_key,
                           c->token};
     emq_reply *reply;
-    if (emq_conn_command(c->conn, 5, argv, NULL, &reply, NULL) == EMQ_OK)
+    if (emq_route_command(c->route, 5, argv, NULL, &reply, NULL) == EMQ_OK)
         emq_reply_free(reply);
 }

@@ -40,8 +40,8 @@ emq_status emq_recover_self(emq_consumer_t *c, emq_error *err) {
                               cursor};
         emq_reply *counts = NULL, *reply = NULL;
         if ((st = emq_consumer_append_acks(c, err)) != EMQ_OK ||
-            (st = emq_conn_append(c->conn, 7, pending, NULL, err)) != EMQ_OK ||
-            (st = emq_conn_append(c->conn, 9, read, NULL, err)) != EMQ_OK)
+            (st = emq_route_append(c->route, 7, pending, NULL, err)) != EMQ_OK ||
+            (st = emq_route_append(c->route, 9, read, NULL, err)) != EMQ_OK)
             break;
         atomic_fetch_add(&c->stats.reads, 1);
         atomic_fetch_add(&c->stats.round_trips, 1);
@@ -49,13 +49,13 @@ emq_status emq_recover_self(emq_consumer_t *c, emq_error *err) {
         emq_status deferred = emq_consumer_drain_deferred(c, &derr);
         if (deferred != EMQ_OK && err)
             *err = derr;
-        if (deferred != EMQ_OK && emq_conn_is_broken(c->conn)) {
+        if (deferred != EMQ_OK && emq_route_is_broken(c->route)) {
             st = deferred;
             break;
         }
-        if ((st = emq_conn_get_reply(c->conn, &counts, err)) != EMQ_OK)
+        if ((st = emq_route_get_reply(c->route, &counts, err)) != EMQ_OK)
             break;
-        if ((st = emq_conn_get_reply(c->conn, &reply, err)) != EMQ_OK) {
+        if ((st = emq_route_get_reply(c->route, &reply, err)) != EMQ_OK) {
             emq_reply_free(counts);
             break;
         }
@@ -141,7 +141,18 @@ emq_status emq_recover_peers(emq_consumer_t *c, emq_error *err) {
         size_t cursor_len;
         const char *cursor_text = emq_reply_str(cursor, &cursor_len);
         if (emq_reply_kind(reply) == EMQ_REPLY_ERROR) {
-            /* NOGROUP and friends: the read that follows deals with it. */
+            /* NOGROUP: the read that follows deals with it. Anything else
+             * (NOPERM for an ACL without XAUTOCLAIM, ...) means peers'
+             * entries are never taken over: say so, once a minute. */
+            if (!emq_reply_is_error(reply, "NOGROUP") &&
+                emq_now_ms() - c->last_claim_warning_ms >= 60000) {
+                char shown[200];
+                c->last_claim_warning_ms = emq_now_ms();
+                emq_consumer_log(c, EMQ_LOG_WARNING,
+                                 "claim beat failed, so entries of dead "
+                                 "peers are not taken over: %s",
+                                 emq_reply_text(reply, shown, sizeof shown));
+            }
             emq_reply_free(reply);
             break;
         }

@@ -130,7 +130,7 @@ emq_status emq_producer_new(const emq_conf_t *conf, emq_producer_t **out,
     if (st == EMQ_OK)
         st = build_head(p, err);
     if (st == EMQ_OK)
-        st = emq_conn_new(p->conf, &p->conn, err);
+        st = emq_route_new(p->conf, p->keys.stream, &p->route, err);
     if (st != EMQ_OK) {
         emq_producer_destroy(p);
         return st;
@@ -142,7 +142,7 @@ emq_status emq_producer_new(const emq_conf_t *conf, emq_producer_t **out,
 void emq_producer_destroy(emq_producer_t *p) {
     if (p == NULL)
         return;
-    emq_conn_destroy(p->conn);
+    emq_route_destroy(p->route);
     emq_keys_free(&p->keys);
     emq_free(p->argv);
     emq_free(p->argvlen);
@@ -195,7 +195,7 @@ static emq_status append_xadd(emq_producer_t *p, const emq_message *m,
         argv[2 + 2 * i] = f[i].value ? f[i].value : "";
         lens[2 + 2 * i] = f[i].value_len;
     }
-    return emq_conn_append(p->conn, (int)argc, p->argv, p->argvlen, err);
+    return emq_route_append(p->route, (int)argc, p->argv, p->argvlen, err);
 }
 
 /* Reads one XADD reply: its ID into *id (may be NULL). Otherwise *id is ""
@@ -204,7 +204,7 @@ static emq_status append_xadd(emq_producer_t *p, const emq_message *m,
  * the transport failure of the connection. */
 static emq_status read_xadd(emq_producer_t *p, emq_id *id, emq_error *err) {
     emq_reply *reply;
-    emq_status st = emq_conn_get_reply(p->conn, &reply, err);
+    emq_status st = emq_route_get_reply(p->route, &reply, err);
     if (st == EMQ_OK) {
         size_t n;
         const char *text = emq_reply_str(reply, &n);
@@ -283,8 +283,8 @@ static emq_status produce(emq_producer_t *p, const emq_message *msgs,
         return emq_error_set(err, EMQ_EINVAL, 0, "producer is NULL");
     }
     emq_status st = check_batch(p, msgs, n, single, err);
-    if (st == EMQ_OK && n > 0 && emq_conn_is_broken(p->conn))
-        st = emq_conn_reconnect(p->conn, err);
+    if (st == EMQ_OK && n > 0 && emq_route_is_broken(p->route))
+        st = emq_route_reconnect(p->route, err);
     if (st != EMQ_OK) {
         clear_ids(ids, 0, n);
         return st;

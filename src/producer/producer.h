@@ -16,7 +16,7 @@
 struct emq_producer {
     emq_conf_t *conf;  /* own copy; head may point into its strings */
     emq_keys keys;
-    emq_conn_t *conn;
+    emq_route *route;
     const char **argv; /* scratch argv of one XADD: the head words, then
                           the ID and the field/value pairs; grown to the
                           largest entry seen, never shrunk */

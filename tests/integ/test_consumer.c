@@ -33,3 +33,110 @@ TEST(consumer_head_delivers_all_and_acks) {
     emq_consumer_destroy(c);
     emq_srv_stop(s);
 }
+
+/* RESP3 (protocol 3): XREADGROUP answers with a map keyed by stream
+ * (SEMANTICS.md 1.9); reads, history reads, claims and acks all work. */
+TEST(consumer_over_resp3) {
+    emq_srv *s = emq_srv_start(NULL);
+    produce_n(s, "jobs", "v", 30);
+    emq_conf_t *conf = consumer_conf(s, "jobs", "g", "w3", "head");
+    conf_set(conf, "protocol", "3");
+    conf_set(conf, "count", "7");
+    static recorder r;
+    recorder_init(&r);
+    r.stop_after = 30;
+    emq_consumer_t *c;
+    emq_error err;
+    ASSERT_OK(emq_consumer_new(conf, record, &r, &c, &err), &err);
+    r.consumer = c;
+    emq_conf_destroy(conf);
+    ASSERT_OK(emq_consumer_run(c, &err), &err);
+    ASSERT_EQ_SIZE(r.n, 30);
+    ASSERT_EQ_STR(r.values[29], "v29");
+    emq_consumer_stats st;
+    emq_consumer_stats_get(c, &st);
+    ASSERT_EQ_INT(st.acked, 30);
+    emq_consumer_destroy(c);
+    emq_srv_stop(s);
+}
+
+/* A long script holds the server: every other client gets -BUSY and the
+ * command does not run. The consumer's start (lease, door) waits it out
+ * instead of failing (regression: chaos bug B1, where -LOADING after a
+ * restart made the lease step fatal). */
+typedef struct busy_script {
+    const emq_srv *s;
+    char out[256];
+} busy_script;
+
+static void *run_busy_script(void *arg) {
+    busy_script *b = arg;
+    emq_srv_cmd(b->s, b->out, sizeof b->out, "EVAL",
+                "local t = redis.call('TIME') "
+                "while true do end", "0", NULL);
+    return NULL;
+}
+
+TEST_TIMEOUT(consumer_start_waits_out_a_busy_server, 30) {
+    emq_srv_opts opts = {.extra_config = "busy-reply-threshold 100\n"};
+    emq_srv *s = emq_srv_start(&opts);
+    produce_n(s, "jobs", "v", 5);
+    busy_script b = {s, ""};
+    pthread_t script;
+    ASSERT(pthread_create(&script, NULL, run_busy_script, &b) == 0);
+    usleep(300 * 1000); /* the script is past the threshold: BUSY */
+    emq_conf_t *conf = consumer_conf(s, "jobs", "g", "wb", "head");
+    static recorder r;
+    recorder_init(&r);
+    r.stop_after = 5;
+    emq_consumer_t *c;
+    emq_error err;
+    ASSERT_OK(emq_consumer_new(conf, record, &r, &c, &err), &err);
+    r.consumer = c;
+    emq_conf_destroy(conf);
+    runner_thread t;
+    start_consumer(&t, c);
+    usleep(700 * 1000);
+    ASSERT_EQ_SIZE(r.n, 0); /* still waiting, not failed */
+    char out[256];
+    emq_srv_cmd(s, out, sizeof out, "SCRIPT", "KILL", NULL);
+    pthread_join(script, NULL);
+    ASSERT_CONTAINS(b.out, "killed");
+    ASSERT_OK(join_consumer(&t), &t.err);
+    ASSERT_EQ_SIZE(r.n, 5);
+    emq_consumer_destroy(c);
+    emq_srv_stop(s);
+}
+
+/* With the server gone the consumer keeps reconnecting with backoff (it
+ * never gives up on its own), and a stop still ends it promptly: the
+ * backoff sleeps end early on a stop. */
+TEST_TIMEOUT(consumer_stop_while_server_is_down_is_prompt, 30) {
+    emq_srv *s = emq_srv_start(NULL);
+    emq_conf_t *conf = consumer_conf(s, "jobs", "g", "wd", "new");
+    conf_set(conf, "reconnect.backoff_min_ms", "2000");
+    conf_set(conf, "reconnect.backoff_max_ms", "10000");
+    conf_set(conf, "log.level", "error");
+    static recorder r;
+    recorder_init(&r);
+    emq_consumer_t *c;
+    emq_error err;
+    ASSERT_OK(emq_consumer_new(conf, record, &r, &c, &err), &err);
+    emq_conf_destroy(conf);
+    runner_thread t;
+    start_consumer(&t, c);
+    usleep(300 * 1000);
+    emq_srv_kill9(s);
+    usleep(2500 * 1000); /* into the backoff between attempts */
+    int64_t asked = now_ms();
+    emq_consumer_stop(c);
+    ASSERT_OK(join_consumer(&t), &t.err);
+    int64_t took = now_ms() - asked;
+    if (took > 1000)
+        FAIL("stop took %lld ms while reconnecting", (long long)took);
+    emq_consumer_stats st;
+    emq_consumer_stats_get(c, &st);
+    ASSERT_EQ_INT(st.reconnects, 0); /* it never got through */
+    emq_consumer_destroy(c);
+    emq_srv_stop(s);
+}

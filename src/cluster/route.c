@@ -1,0 +1,930 @@
+/* route.c: the slot-bound connection, emq_route.
+ *
+ * A route serves one key's slot. emq_route_new asks a seed for the slot
+ * map (CLUSTER SHARDS, else CLUSTER SLOTS) and connects to the slot's
+ * master; against a standalone server ("cluster support disabled") it is
+ * a thin wrapper over one emq_conn and adds nothing.
+ *
+ * In a cluster every appended command is copied (argv and bytes) and sent
+ * at once to the node the route believes owns the slot; the copy is kept
+ * until its reply has been read, because a redirection means the command
+ * was not executed and must be sent again elsewhere:
+ *   - MOVED: the slot has a new master. The route records it (for its own
+ *     slot this changes where later commands go), connects to it and sends
+ *     the command there.
+ *   - ASK: the slot is migrating and this key is already on the target.
+ *     The command goes there once, preceded by ASKING; the map is kept.
+ *   - TRYAGAIN (multi-key command mid-migration) and CLUSTERDOWN: the same
+ *     node is asked again after a capped, jittered pause, for at most
+ *     cluster.retry_ms per command.
+ * A command is redirected at most cluster.max_redirects times; past a
+ * bound its last reply is returned as an error reply that says so, never
+ * looped on.
+ *
+ * Ordering: each node connection keeps a FIFO of the commands sent on it
+ * whose replies are unread, so replies are matched by per-connection send
+ * order while the caller reads them in append order. A command re-sent to
+ * a node behind later commands already waiting there simply has their
+ * replies read ahead and parked on those commands. When a slot moves under
+ * a pipeline, every later command of it went to the old node too and gets
+ * its own MOVED: each is handled in append order when its turn comes.
+ *
+ * A transport failure on any node connection breaks the route (sticky,
+ * like emq_conn); emq_route_reconnect rediscovers the master from the
+ * seeds and every node seen so far, since after a failover the old master
+ * may be gone. Never: interpret a reply beyond the four redirection words,
+ * or re-send a command whose reply was anything else.
+ */
+#include "cluster.h"
+
+#include "../conn/conf.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* Pause bounds while TRYAGAIN or CLUSTERDOWN persist, in ms. */
+#define RETRY_MIN_MS 10
+#define RETRY_MAX_MS 500
+
+/* One appended command whose reply has not been returned yet. One
+ * allocation: the struct, then argv, argvlen and the argument bytes. */
+typedef struct cmd {
+    struct cmd *next;     /* next command awaiting a reply on the same
+                             node connection (send order) */
+    int node;             /* node it was last sent to (map index) */
+    int asking;           /* sent after ASKING: that +OK comes first */
+    int via_ask;          /* last sent after ASKING (a retry repeats it) */
+    unsigned redirects;   /* MOVED/ASK followed */
+    unsigned retries;     /* TRYAGAIN/CLUSTERDOWN pauses */
+    int64_t retry_start;  /* when the first pause began; 0: none */
+    emq_reply *reply;     /* read ahead, not yet returned */
+    int argc;
+    const char **argv;    /* into this allocation */
+    size_t *argvlen;
+} cmd;
+
+/* The connection to one node of the map (same index as map.nodes). */
+typedef struct node_link {
+    emq_conn_t *conn;  /* NULL until needed */
+    cmd *head, *tail;  /* commands sent on conn with unread replies */
+} node_link;
+
+struct emq_route {
+    emq_conf_t *conf;        /* copy of the caller's conf (seed url) */
+    emq_conf_t *nconf;       /* for node connections: url's user,
+                                password, db and TLS settings folded in;
+                                url replaced per node */
+    emq_url seed;            /* conf->url, parsed */
+    int tls;                 /* rediss:// */
+    unsigned slot;           /* the slot the route is bound to */
+    emq_conn_t *single;      /* standalone: the one connection, else NULL */
+    int mapped;              /* 1: map from CLUSTER SHARDS/SLOTS; 0: only
+                                what MOVED replies taught (ACL without
+                                CLUSTER) */
+    emq_slot_map map;        /* slot -> master */
+    node_link *links;             /* links_cap entries, parallel to map.nodes */
+    size_t links_cap;
+    int owner;               /* map index serving slot */
+    cmd **q;                 /* ring of unread commands, append order */
+    size_t qcap, qhead, qlen;
+    emq_error broken;        /* code != EMQ_OK once broken (sticky) */
+    emq_route_stats stats;
+    uint64_t rng;            /* jitter state */
+    char name[EMQ_CLUSTER_HOST_MAX + 16]; /* current node, for messages */
+};
+
+/* ---- small helpers ---------------------------------------------------- */
+
+static emq_status sticky(const emq_route *r, emq_error *err) {
+    if (err)
+        *err = r->broken;
+    return r->broken.code;
+}
+
+/* Marks the route broken with e (its code, default EMQ_EIO); returns it. */
+static emq_status break_route(emq_route *r, const emq_error *e,
+                              emq_error *err) {
+    r->broken = *e;
+    if (r->broken.code == EMQ_OK)
+        r->broken.code = EMQ_EIO;
+    return sticky(r, err);
+}
+
+/* Writes "host:port" (brackets for IPv6) into out. */
+static void node_name(const emq_cluster_node *n, char *out, size_t size) {
+    if (strchr(n->host, ':'))
+        snprintf(out, size, "[%s]:%d", n->host, n->port);
+    else
+        snprintf(out, size, "%s:%d", n->host, n->port);
+}
+
+/* Replaces *field with a copy of value unless *field is already set. */
+static int fold(char **field, const char *value) {
+    if (*field || value == NULL)
+        return 0;
+    *field = emq_strdup(value);
+    return *field ? 0 : -1;
+}
+
+/* Builds r->nconf from r->conf and the parsed seed URL: properties set in
+ * the URL only are copied into fields, so they survive replacing the URL
+ * with a node's address. */
+static emq_status make_node_conf(emq_route *r, emq_error *err) {
+    r->nconf = emq_conf_dup(r->conf);
+    if (r->nconf == NULL)
+        return emq_error_set(err, EMQ_ENOMEM, 0, "out of memory");
+    emq_conf_t *c = r->nconf;
+    const emq_url *u = &r->seed;
+    if (fold(&c->user, u->user) || fold(&c->password, u->password) ||
+        fold(&c->tls_ca_file, u->tls_ca_file) ||
+        fold(&c->tls_cert_file, u->tls_cert_file) ||
+        fold(&c->tls_key_file, u->tls_key_file) ||
+        fold(&c->tls_sni, u->tls_sni))
+        return emq_error_set(err, EMQ_ENOMEM, 0, "out of memory");
+    if (c->db < 0 && u->db >= 0)
+        c->db = u->db;
+    if (c->tls_verify == EMQ_TLS_VERIFY_DEFAULT && u->tls_verify >= 0)
+        c->tls_verify = u->tls_verify;
+    /* An ASKING may precede each command on a node connection. */
+    c->pipeline_max = c->pipeline_max * 2 + 2;
+    return EMQ_OK;
+}
+
+/* Opens a connection to host:port with the node conf. */
+static emq_status connect_addr(emq_route *r, const emq_cluster_node *n,
+                               emq_conn_t **out, emq_error *err) {
+    char url[EMQ_CLUSTER_HOST_MAX + 32];
+    int v6 = strchr(n->host, ':') != NULL;
+    snprintf(url, sizeof url, "%s://%s%s%s:%d", r->tls ? "rediss" : "redis",
+             v6 ? "[" : "", n->host, v6 ? "]" : "", n->port);
+    char *copy = emq_strdup(url);
+    if (copy == NULL)
+        return emq_error_set(err, EMQ_ENOMEM, 0, "out of memory");
+    emq_free(r->nconf->url);
+    r->nconf->url = copy;
+    return emq_conn_new(r->nconf, out, err);
+}
+
+/* Makes links cover every node of the map. */
+static emq_status grow_links(emq_route *r, emq_error *err) {
+    if (r->links_cap >= r->map.nnodes)
+        return EMQ_OK;
+    size_t cap = r->map.nnodes + 4;
+    node_link *l = emq_realloc(r->links, cap * sizeof *l);
+    if (l == NULL)
+        return emq_error_set(err, EMQ_ENOMEM, 0, "out of memory");
+    memset(l + r->links_cap, 0, (cap - r->links_cap) * sizeof *l);
+    r->links = l;
+    r->links_cap = cap;
+    return EMQ_OK;
+}
+
+/* Returns the map index of target (added when new), or -1 with err. */
+static int learn_node(emq_route *r, const emq_cluster_node *target,
+                      emq_error *err) {
+    int idx = emq_slot_map_node(&r->map, target->host, strlen(target->host),
+                                target->port);
+    if (idx < 0) {
+        emq_error_set(err, EMQ_ENOMEM, 0,
+                      "cannot record cluster node (out of memory or over "
+                      "%d nodes)",
+                      EMQ_CLUSTER_NODES_MAX);
+        return -1;
+    }
+    if (grow_links(r, err) != EMQ_OK)
+        return -1;
+    return idx;
+}
+
+static void set_owner(emq_route *r, int idx) {
+    r->owner = idx;
+    node_name(&r->map.nodes[idx], r->name, sizeof r->name);
+}
+
+/* Ensures a live connection to node idx. A transport failure here is
+ * returned for the caller to break the route with. */
+static emq_status link_connect(emq_route *r, int idx, emq_error *err) {
+    node_link *l = &r->links[idx];
+    if (l->conn && !emq_conn_is_broken(l->conn))
+        return EMQ_OK;
+    emq_conn_destroy(l->conn);
+    l->conn = NULL;
+    l->head = l->tail = NULL;
+    return connect_addr(r, &r->map.nodes[idx], &l->conn, err);
+}
+
+/* Drops every node connection and every unread command. */
+static void drop_all(emq_route *r) {
+    for (size_t i = 0; i < r->qlen; i++) {
+        cmd *c = r->q[(r->qhead + i) % r->qcap];
+        emq_reply_free(c->reply);
+        emq_free(c);
+    }
+    r->qhead = r->qlen = 0;
+    for (size_t i = 0; i < r->links_cap; i++) {
+        emq_conn_destroy(r->links[i].conn);
+        r->links[i].conn = NULL;
+        r->links[i].head = r->links[i].tail = NULL;
+    }
+}
+
+/* ---- commands --------------------------------------------------------- */
+
+/* Copies a command into one allocation. EMQ_EINVAL for argc < 1 or a NULL
+ * argument, EMQ_ENOMEM. */
+static emq_status cmd_new(int argc, const char *const *argv,
+                          const size_t *argvlen, cmd **out, emq_error *err) {
+    *out = NULL;
+    if (argc < 1 || argv == NULL)
+        return emq_error_set(err, EMQ_EINVAL, 0,
+                             "a command needs at least one argument");
+    size_t bytes = 0;
+    for (int i = 0; i < argc; i++) {
+        if (argv[i] == NULL)
+            return emq_error_set(err, EMQ_EINVAL, 0,
+                                 "argument %d of the command is NULL", i);
+        size_t n = argvlen ? argvlen[i] : strlen(argv[i]);
+        if (n > SIZE_MAX / 2 - bytes)
+            return emq_error_set(err, EMQ_ELIMIT, 0, "command too large");
+        bytes += n;
+    }
+    size_t head = sizeof(cmd) + (size_t)argc * (sizeof(char *) + sizeof(size_t));
+    cmd *c = emq_alloc(head + bytes);
+    if (c == NULL)
+        return emq_error_set(err, EMQ_ENOMEM, 0,
+                             "out of memory keeping a copy of a command");
+    memset(c, 0, sizeof *c);
+    c->argc = argc;
+    c->argv = (const char **)(void *)(c + 1);
+    c->argvlen = (size_t *)(void *)(c->argv + argc);
+    char *p = (char *)(c->argvlen + argc);
+    for (int i = 0; i < argc; i++) {
+        size_t n = argvlen ? argvlen[i] : strlen(argv[i]);
+        memcpy(p, argv[i], n);
+        c->argv[i] = p;
+        c->argvlen[i] = n;
+        p += n;
+    }
+    *out = c;
+    return EMQ_OK;
+}
+
+/* Appends c (after ASKING when asking) on node idx's connection and queues
+ * it on that node's FIFO. Returns EMQ_OK; a local refusal (EMQ_ELIMIT,
+ * EMQ_ENOMEM) with nothing queued; or a transport failure. */
+static emq_status send_cmd(emq_route *r, cmd *c, int idx, int asking,
+                           emq_error *err) {
+    emq_status st = link_connect(r, idx, err);
+    if (st != EMQ_OK)
+        return st;
+    node_link *l = &r->links[idx];
+    size_t before = emq_conn_pending(l->conn);
+    if (asking) {
+        static const char *const ask[] = {"ASKING"};
+        st = emq_conn_append(l->conn, 1, ask, NULL, err);
+        if (st != EMQ_OK)
+            return st;
+    }
+    st = emq_conn_append(l->conn, c->argc, c->argv, c->argvlen, err);
+    if (st != EMQ_OK) {
+        /* An appended ASKING alone would shift every later reply: the
+         * connection cannot be trusted any more. */
+        if (emq_conn_pending(l->conn) != before) {
+            emq_conn_destroy(l->conn);
+            l->conn = NULL;
+            return emq_error_set(err, EMQ_EIO, 1,
+                                 "could not append a redirected command "
+                                 "after ASKING; connection dropped");
+        }
+        return st;
+    }
+    c->node = idx;
+    c->asking = asking;
+    c->via_ask = asking;
+    c->next = NULL;
+    if (l->tail)
+        l->tail->next = c;
+    else
+        l->head = c;
+    l->tail = c;
+    return EMQ_OK;
+}
+
+/* Reads the next reply of node idx and parks it on the first command of
+ * its FIFO. A failure is a transport failure of that node. */
+static emq_status read_one(emq_route *r, int idx, emq_error *err) {
+    node_link *l = &r->links[idx];
+    cmd *c = l->head;
+    if (c == NULL || l->conn == NULL)
+        return emq_error_set(err, EMQ_EPROTO, 0,
+                             "internal: no command awaits a reply from %s",
+                             r->map.nodes[idx].host);
+    emq_status st;
+    if (c->asking) {
+        emq_reply *ok = NULL;
+        st = emq_conn_get_reply(l->conn, &ok, err);
+        if (st != EMQ_OK)
+            return st;
+        emq_reply_free(ok); /* +OK; an error would show in the reply too */
+        c->asking = 0;
+    }
+    st = emq_conn_get_reply(l->conn, &c->reply, err);
+    if (st != EMQ_OK)
+        return st;
+    l->head = c->next;
+    if (l->head == NULL)
+        l->tail = NULL;
+    c->next = NULL;
+    return EMQ_OK;
+}
+
+/* Replaces *reply by an error reply "<its text> (<why>)", so a caller that
+ * reports the reply tells the user why the route stopped. On failure the
+ * original reply is kept. */
+static void annotate(emq_reply **reply, const char *why) {
+    char text[512], line[1024];
+    emq_reply_text(*reply, text, sizeof text);
+    int n = snprintf(line, sizeof line, "-%s (%s)\r\n", text, why);
+    if (n < 0 || (size_t)n >= sizeof line)
+        return;
+    emq_resp_reader *rd = emq_resp_reader_new(NULL);
+    emq_reply *made = NULL;
+    if (rd && emq_resp_feed(rd, line, (size_t)n, NULL) == EMQ_OK &&
+        emq_resp_next(rd, &made, NULL) == EMQ_OK) {
+        emq_reply_free(*reply);
+        *reply = made;
+    }
+    emq_resp_reader_free(rd);
+}
+
+/* Decides what to do with the reply parked on c, the oldest unread
+ * command. Returns 1 when c->reply is final, 0 when c was sent again, or
+ * a negative status (a failure to reach a node: the route breaks). */
+static int follow(emq_route *r, cmd *c, emq_error *err) {
+    emq_redirect rd;
+    emq_redirect_kind kind = emq_redirect_parse(c->reply, &rd);
+    if (kind == EMQ_REDIRECT_NONE)
+        return 1;
+    char why[400];
+    if (kind == EMQ_REDIRECT_MOVED || kind == EMQ_REDIRECT_ASK) {
+        if (c->redirects >= (unsigned)r->conf->cluster_max_redirects) {
+            snprintf(why, sizeof why,
+                     "echomq followed %u redirections for this command "
+                     "and gave up: cluster.max_redirects",
+                     c->redirects);
+            emq_conf_log(r->conf, EMQ_LOG_WARNING, "slot %u: %s", r->slot,
+                         why);
+            annotate(&c->reply, why);
+            r->stats.gave_up++;
+            return 1;
+        }
+        if (rd.target.host[0] == '\0') /* endpoint unknown: same host */
+            memcpy(rd.target.host, r->map.nodes[c->node].host,
+                   sizeof rd.target.host);
+        int idx = learn_node(r, &rd.target, err);
+        if (idx < 0)
+            return (int)err->code;
+        c->redirects++;
+        if (kind == EMQ_REDIRECT_MOVED) {
+            r->stats.redirects_moved++;
+            r->map.owner[rd.slot] = (uint16_t)idx;
+            if (rd.slot == r->slot && idx != r->owner) {
+                set_owner(r, idx);
+                emq_conf_log(r->conf, EMQ_LOG_INFO,
+                             "slot %u moved to %s", r->slot, r->name);
+            }
+        } else {
+            r->stats.redirects_ask++;
+        }
+        emq_reply_free(c->reply);
+        c->reply = NULL;
+        emq_status st = send_cmd(r, c, idx, kind == EMQ_REDIRECT_ASK, err);
+        return st == EMQ_OK ? 0 : (int)st;
+    }
+    /* TRYAGAIN or CLUSTERDOWN: pause, then ask the same node again, the
+     * same way (after ASKING when the command came there by ASK). */
+    int64_t now = emq_now_ms();
+    if (c->retry_start == 0)
+        c->retry_start = now;
+    int64_t left = r->conf->cluster_retry_ms - (now - c->retry_start);
+    if (left <= 0) {
+        snprintf(why, sizeof why,
+                 "still so after %u retries over %lld ms on %.255s:%d; "
+                 "echomq gave up: cluster.retry_ms",
+                 c->retries, (long long)(now - c->retry_start),
+                 r->map.nodes[c->node].host, r->map.nodes[c->node].port);
+        emq_conf_log(r->conf, EMQ_LOG_WARNING, "slot %u: %s", r->slot, why);
+        annotate(&c->reply, why);
+        r->stats.gave_up++;
+        return 1;
+    }
+    if (kind == EMQ_REDIRECT_TRYAGAIN)
+        r->stats.tryagain++;
+    else
+        r->stats.clusterdown++;
+    int64_t pause =
+        emq_backoff_delay(RETRY_MIN_MS, RETRY_MAX_MS, c->retries, &r->rng);
+    emq_sleep_ms(pause < left ? pause : left);
+    c->retries++;
+    emq_reply_free(c->reply);
+    c->reply = NULL;
+    emq_status st = send_cmd(r, c, c->node, c->via_ask, err);
+    return st == EMQ_OK ? 0 : (int)st;
+}
+
+/* ---- discovery -------------------------------------------------------- */
+
+typedef enum found {
+    FOUND_MAP,        /* r->map filled from the cluster */
+    FOUND_STANDALONE, /* "cluster support disabled" */
+    FOUND_NOPERM      /* the ACL forbids CLUSTER: learn from MOVED */
+} found;
+
+/* 1 when an error reply says the server is not in cluster mode. */
+static int says_standalone(const emq_reply *rep) {
+    size_t n;
+    const char *s = emq_reply_str(rep, &n);
+    static const char text[] = "cluster support disabled";
+    if (s == NULL || emq_reply_kind(rep) != EMQ_REPLY_ERROR)
+        return 0;
+    for (size_t i = 0; i + sizeof text - 1 <= n; i++)
+        if (memcmp(s + i, text, sizeof text - 1) == 0)
+            return 1;
+    return 0;
+}
+
+/* Asks conn for the slot map: CLUSTER SHARDS, then CLUSTER SLOTS when the
+ * server does not know SHARDS (before 7.0). self_host names the node for
+ * replies with an empty endpoint. Fills *how on success; on failure the
+ * status says why (a transport failure, or EMQ_ESERVER). */
+static emq_status fetch_map(emq_route *r, emq_conn_t *conn,
+                            const char *self_host, emq_slot_map *map,
+                            found *how, emq_error *err) {
+    static const char *const shards[] = {"CLUSTER", "SHARDS"};
+    static const char *const slots[] = {"CLUSTER", "SLOTS"};
+    emq_reply *rep = NULL;
+    emq_status st = emq_conn_command(conn, 2, shards, NULL, &rep, err);
+    if (st != EMQ_OK)
+        return st;
+    int use_slots = 0;
+    if (emq_reply_kind(rep) == EMQ_REPLY_ERROR) {
+        if (says_standalone(rep) || emq_reply_is_error(rep, "NOPERM")) {
+            *how = says_standalone(rep) ? FOUND_STANDALONE : FOUND_NOPERM;
+            emq_reply_free(rep);
+            return EMQ_OK;
+        }
+        emq_reply_free(rep);
+        rep = NULL;
+        st = emq_conn_command(conn, 2, slots, NULL, &rep, err);
+        if (st != EMQ_OK)
+            return st;
+        if (emq_reply_kind(rep) == EMQ_REPLY_ERROR) {
+            char text[200];
+            *how = says_standalone(rep) ? FOUND_STANDALONE : FOUND_NOPERM;
+            int known = says_standalone(rep) ||
+                        emq_reply_is_error(rep, "NOPERM");
+            emq_reply_text(rep, text, sizeof text);
+            emq_reply_free(rep);
+            if (known)
+                return EMQ_OK;
+            return emq_error_set(err, EMQ_ESERVER, 0,
+                                 "CLUSTER SLOTS failed: %s", text);
+        }
+        use_slots = 1;
+    }
+    emq_slot_map_init(map);
+    st = use_slots ? emq_slot_map_from_slots(map, rep, self_host, err)
+                   : emq_slot_map_from_shards(map, rep, self_host, r->tls,
+                                              err);
+    emq_reply_free(rep);
+    if (st == EMQ_OK) {
+        *how = FOUND_MAP;
+        r->stats.map_refreshes++;
+    }
+    return st;
+}
+
+/* One discovery pass over the candidates: the seed URL (with the caller's
+ * own conf, so unix:// and every URL setting work), then cluster.seeds,
+ * then the nodes of the current map. The first that answers decides.
+ * On FOUND_MAP and FOUND_NOPERM the route's map, links and owner are set
+ * and connected; on FOUND_STANDALONE (only when allow_standalone) the
+ * route gets r->single. Returns EMQ_OK or the last failure. */
+static emq_status discover(emq_route *r, int allow_standalone,
+                           emq_error *err) {
+    emq_slot_map known = r->map; /* candidates from the last map */
+    emq_slot_map_init(&r->map);
+    size_t nseeds = 0;
+    emq_cluster_node *seeds = NULL;
+    emq_status st = EMQ_OK;
+    /* Candidates: [seed url] + cluster.seeds + known nodes. */
+    const char *list = r->conf->cluster_seeds ? r->conf->cluster_seeds : "";
+    size_t cap = known.nnodes + 1;
+    for (const char *s = list; *s; s++)
+        cap += *s == ',';
+    cap += *list != '\0';
+    seeds = emq_calloc(cap, sizeof *seeds);
+    if (seeds == NULL) {
+        st = emq_error_set(err, EMQ_ENOMEM, 0, "out of memory");
+        goto done;
+    }
+    for (const char *s = list; *s;) {
+        const char *comma = strchr(s, ',');
+        size_t n = comma ? (size_t)(comma - s) : strlen(s);
+        emq_url u;
+        if (emq_hostport_parse(s, n, &u, NULL) == EMQ_OK) {
+            if (strlen(u.host) < EMQ_CLUSTER_HOST_MAX) {
+                memcpy(seeds[nseeds].host, u.host, strlen(u.host) + 1);
+                seeds[nseeds++].port = u.port;
+            }
+            emq_url_free(&u);
+        }
+        s = comma ? comma + 1 : s + n;
+    }
+    for (size_t i = 0; i < known.nnodes; i++)
+        seeds[nseeds++] = known.nodes[i];
+
+    emq_error last;
+    emq_error_set(&last, EMQ_EIO, 1, "no cluster node could be reached");
+    const char *seed_host =
+        r->seed.scheme == EMQ_URL_UNIX ? "127.0.0.1" : r->seed.host;
+    for (size_t i = 0; i <= nseeds; i++) {
+        emq_conn_t *conn = NULL;
+        emq_cluster_node at;
+        emq_error e;
+        emq_error_clear(&e);
+        if (i == 0) {
+            snprintf(at.host, sizeof at.host, "%s", seed_host);
+            at.port = r->seed.scheme == EMQ_URL_UNIX ? 0 : r->seed.port;
+            st = emq_conn_new(r->conf, &conn, &e);
+        } else {
+            at = seeds[i - 1];
+            st = connect_addr(r, &at, &conn, &e);
+        }
+        found how = FOUND_MAP;
+        emq_slot_map fresh;
+        emq_slot_map_init(&fresh);
+        if (st == EMQ_OK)
+            st = fetch_map(r, conn, at.host, &fresh, &how, &e);
+        if (st == EMQ_OK && how == FOUND_STANDALONE && !allow_standalone)
+            st = emq_error_set(&e, EMQ_ESERVER, 1,
+                               "%s:%d is not in cluster mode any more",
+                               at.host, at.port);
+        if (st != EMQ_OK) {
+            emq_conn_destroy(conn);
+            emq_slot_map_free(&fresh);
+            if (st == EMQ_ENOMEM || st == EMQ_EINVAL || st == EMQ_EAUTH ||
+                st == EMQ_ETLS) {
+                last = e; /* would fail the same everywhere */
+                break;
+            }
+            last = e;
+            continue;
+        }
+        if (how == FOUND_STANDALONE) {
+            r->single = conn;
+            st = EMQ_OK;
+            goto done;
+        }
+        int idx;
+        if (how == FOUND_NOPERM) {
+            /* Talk to this node; MOVED replies teach the rest. */
+            r->mapped = 0;
+            if (at.port == 0) {
+                emq_conn_destroy(conn);
+                st = emq_error_set(&last, EMQ_EINVAL, 0,
+                                   "the server refuses CLUSTER commands "
+                                   "(NOPERM) and a unix socket cannot "
+                                   "follow cluster redirections; use a "
+                                   "redis:// url or allow CLUSTER");
+                break;
+            }
+            idx = learn_node(r, &at, &e);
+        } else {
+            r->mapped = 1;
+            emq_slot_map_free(&r->map);
+            r->map = fresh;
+            idx = r->map.owner[r->slot] == EMQ_SLOT_NONE
+                      ? -1
+                      : (int)r->map.owner[r->slot];
+            if (idx < 0) {
+                emq_conn_destroy(conn);
+                st = emq_error_set(&last, EMQ_ESERVER, 1,
+                                   "slot %u is not served by any master "
+                                   "in the cluster map from %s:%d",
+                                   r->slot, at.host, at.port);
+                continue;
+            }
+            if (grow_links(r, &e) != EMQ_OK)
+                idx = -1;
+        }
+        if (idx < 0) {
+            emq_conn_destroy(conn);
+            last = e;
+            st = e.code;
+            break;
+        }
+        set_owner(r, idx);
+        const emq_cluster_node *own = &r->map.nodes[idx];
+        if (own->port == at.port && strcmp(own->host, at.host) == 0) {
+            r->links[idx].conn = conn; /* the seed is the master: keep it */
+        } else {
+            emq_conn_destroy(conn);
+            st = link_connect(r, idx, &e);
+            if (st != EMQ_OK) {
+                last = e;
+                emq_error_prefix(&last, "slot %u master %s", r->slot,
+                                 r->name);
+                continue;
+            }
+        }
+        st = EMQ_OK;
+        goto done;
+    }
+    if (err)
+        *err = last;
+    st = last.code;
+    if (r->map.nnodes == 0) {
+        /* Nobody answered: keep the nodes known so far as candidates for
+         * the next attempt (the seeds may be the nodes that died). */
+        emq_slot_map_free(&r->map);
+        r->map = known;
+        emq_slot_map_init(&known);
+        (void)grow_links(r, NULL);
+    }
+done:
+    emq_free(seeds);
+    emq_slot_map_free(&known);
+    return st;
+}
+
+/* ---- public (internal) API -------------------------------------------- */
+
+emq_status emq_route_new(const emq_conf_t *conf, const char *key,
+                         emq_route **out, emq_error *err) {
+    if (out)
+        *out = NULL;
+    if (conf == NULL || key == NULL || out == NULL)
+        return emq_error_set(err, EMQ_EINVAL, 0,
+                             "emq_route_new: conf, key and out must not be "
+                             "NULL");
+    emq_route *r = emq_calloc(1, sizeof *r);
+    if (r == NULL)
+        return emq_error_set(err, EMQ_ENOMEM, 0, "out of memory");
+    emq_slot_map_init(&r->map);
+    r->seed.db = -1;
+    r->slot = emq_cluster_key_slot(key, strlen(key));
+    r->rng = (uint64_t)emq_now_ms() ^ (uint64_t)(uintptr_t)r;
+    r->conf = emq_conf_dup(conf);
+    emq_status st = r->conf ? EMQ_OK
+                            : emq_error_set(err, EMQ_ENOMEM, 0,
+                                            "out of memory");
+    if (st == EMQ_OK) {
+        st = emq_url_parse(r->conf->url, &r->seed, err);
+        if (st == EMQ_EINVAL)
+            emq_error_prefix(err, "invalid url");
+    }
+    if (st == EMQ_OK) {
+        r->tls = r->seed.scheme == EMQ_URL_TLS;
+        st = make_node_conf(r, err);
+    }
+    if (st == EMQ_OK)
+        st = discover(r, 1, err);
+    if (st != EMQ_OK) {
+        emq_route_destroy(r);
+        return st;
+    }
+    if (r->single) {
+        if (r->seed.scheme == EMQ_URL_UNIX)
+            snprintf(r->name, sizeof r->name, "unix:%.200s", r->seed.path);
+        else {
+            emq_cluster_node n;
+            snprintf(n.host, sizeof n.host, "%s", r->seed.host);
+            n.port = r->seed.port;
+            node_name(&n, r->name, sizeof r->name);
+        }
+    }
+    emq_error_clear(err);
+    *out = r;
+    return EMQ_OK;
+}
+
+void emq_route_destroy(emq_route *route) {
+    if (route == NULL)
+        return;
+    drop_all(route);
+    emq_conn_destroy(route->single);
+    emq_free(route->links);
+    emq_free(route->q);
+    emq_slot_map_free(&route->map);
+    emq_url_free(&route->seed);
+    emq_conf_destroy(route->nconf);
+    emq_conf_destroy(route->conf);
+    emq_free(route);
+}
+
+emq_status emq_route_append(emq_route *route, int argc,
+                            const char *const *argv, const size_t *argvlen,
+                            emq_error *err) {
+    if (route == NULL)
+        return emq_error_set(err, EMQ_EINVAL, 0, "route is NULL");
+    if (route->single)
+        return emq_conn_append(route->single, argc, argv, argvlen, err);
+    if (route->broken.code != EMQ_OK)
+        return sticky(route, err);
+    if (route->qlen >= (size_t)route->conf->pipeline_max)
+        return emq_error_set(err, EMQ_ELIMIT, 0,
+                             "%zu commands are already waiting for replies "
+                             "(pipeline.max); read replies with "
+                             "emq_route_get_reply first",
+                             route->qlen);
+    if (route->qlen == route->qcap) {
+        size_t cap = route->qcap ? route->qcap * 2 : 16;
+        cmd **q = emq_alloc(cap * sizeof *q);
+        if (q == NULL)
+            return emq_error_set(err, EMQ_ENOMEM, 0,
+                                 "out of memory growing the pipeline");
+        for (size_t i = 0; i < route->qlen; i++)
+            q[i] = route->q[(route->qhead + i) % route->qcap];
+        emq_free(route->q);
+        route->q = q;
+        route->qcap = cap;
+        route->qhead = 0;
+    }
+    cmd *c;
+    emq_status st = cmd_new(argc, argv, argvlen, &c, err);
+    if (st != EMQ_OK)
+        return st;
+    emq_error e;
+    emq_error_clear(&e);
+    st = send_cmd(route, c, route->owner, 0, &e);
+    if (st != EMQ_OK) {
+        emq_free(c);
+        if (st == EMQ_ELIMIT || st == EMQ_ENOMEM || st == EMQ_EINVAL) {
+            if (err)
+                *err = e;
+            return st;
+        }
+        return break_route(route, &e, err);
+    }
+    route->q[(route->qhead + route->qlen) % route->qcap] = c;
+    route->qlen++;
+    emq_error_clear(err);
+    return EMQ_OK;
+}
+
+emq_status emq_route_get_reply(emq_route *route, emq_reply **reply,
+                               emq_error *err) {
+    if (reply)
+        *reply = NULL;
+    if (route == NULL || reply == NULL)
+        return emq_error_set(err, EMQ_EINVAL, 0,
+                             "route and reply must not be NULL");
+    if (route->single)
+        return emq_conn_get_reply(route->single, reply, err);
+    if (route->broken.code != EMQ_OK)
+        return sticky(route, err);
+    if (route->qlen == 0)
+        return emq_error_set(err, EMQ_EINVAL, 0,
+                             "no reply is outstanding: append a command "
+                             "first");
+    cmd *c = route->q[route->qhead];
+    emq_error e;
+    emq_error_clear(&e);
+    for (;;) {
+        while (c->reply == NULL) {
+            emq_status st = read_one(route, c->node, &e);
+            if (st != EMQ_OK)
+                return break_route(route, &e, err);
+        }
+        int done = follow(route, c, &e);
+        if (done < 0)
+            return break_route(route, &e, err);
+        if (done == 1)
+            break;
+    }
+    route->qhead = (route->qhead + 1) % route->qcap;
+    route->qlen--;
+    *reply = c->reply;
+    emq_free(c);
+    emq_error_clear(err);
+    return EMQ_OK;
+}
+
+emq_status emq_route_command(emq_route *route, int argc,
+                             const char *const *argv, const size_t *argvlen,
+                             emq_reply **reply, emq_error *err) {
+    if (reply)
+        *reply = NULL;
+    if (route == NULL || reply == NULL)
+        return emq_error_set(err, EMQ_EINVAL, 0,
+                             "route and reply must not be NULL");
+    if (route->single)
+        return emq_conn_command(route->single, argc, argv, argvlen, reply,
+                                err);
+    if (route->broken.code != EMQ_OK)
+        return sticky(route, err);
+    if (route->qlen > 0)
+        return emq_error_set(err, EMQ_ECLOSED, 0,
+                             "%zu pipelined replies are still unread; read "
+                             "them with emq_route_get_reply before "
+                             "emq_route_command",
+                             route->qlen);
+    emq_status st = emq_route_append(route, argc, argv, argvlen, err);
+    if (st != EMQ_OK)
+        return st;
+    return emq_route_get_reply(route, reply, err);
+}
+
+size_t emq_route_pending(const emq_route *route) {
+    if (route == NULL)
+        return 0;
+    return route->single ? emq_conn_pending(route->single) : route->qlen;
+}
+
+emq_status emq_route_reconnect(emq_route *route, emq_error *err) {
+    if (route == NULL)
+        return emq_error_set(err, EMQ_EINVAL, 0, "route is NULL");
+    if (route->single) {
+        emq_status st = emq_conn_reconnect(route->single, err);
+        if (st == EMQ_OK)
+            route->stats.reconnects++;
+        return st;
+    }
+    drop_all(route);
+    const emq_conf_t *conf = route->conf;
+    emq_error e;
+    emq_error_clear(&e);
+    emq_status st = EMQ_EIO;
+    int64_t attempt = 0;
+    for (; attempt < conf->max_attempts; attempt++) {
+        if (attempt > 0)
+            emq_sleep_ms(emq_backoff_delay(conf->backoff_min_ms,
+                                           conf->backoff_max_ms,
+                                           (unsigned)(attempt - 1),
+                                           &route->rng));
+        emq_error_clear(&e);
+        drop_all(route);
+        st = discover(route, 0, &e);
+        if (st == EMQ_OK) {
+            route->stats.reconnects++;
+            emq_error_clear(&route->broken);
+            emq_error_clear(err);
+            return EMQ_OK;
+        }
+        if (!e.retriable) {
+            attempt++;
+            break;
+        }
+    }
+    if (attempt > 1)
+        emq_error_prefix(&e, "reconnect gave up after %lld attempts",
+                         (long long)attempt);
+    if (e.code == EMQ_OK)
+        e.code = st;
+    return break_route(route, &e, err);
+}
+
+int emq_route_is_broken(const emq_route *route) {
+    if (route == NULL)
+        return 1;
+    if (route->single)
+        return emq_conn_is_broken(route->single);
+    return route->broken.code != EMQ_OK;
+}
+
+uint64_t emq_route_reconnects(const emq_route *route) {
+    return route ? route->stats.reconnects : 0;
+}
+
+int emq_route_fd(const emq_route *route) {
+    if (route == NULL)
+        return -1;
+    if (route->single)
+        return emq_conn_fd(route->single);
+    if (route->owner < 0 || (size_t)route->owner >= route->links_cap)
+        return -1;
+    return emq_conn_fd(route->links[route->owner].conn);
+}
+
+int emq_route_is_cluster(const emq_route *route) {
+    return route && route->single == NULL;
+}
+
+unsigned emq_route_slot(const emq_route *route) {
+    return route ? route->slot : 0;
+}
+
+const char *emq_route_node(const emq_route *route) {
+    return route ? route->name : "";
+}
+
+void emq_route_stats_get(const emq_route *route, emq_route_stats *out) {
+    if (out == NULL)
+        return;
+    if (route == NULL) {
+        memset(out, 0, sizeof *out);
+        return;
+    }
+    *out = route->stats;
+}

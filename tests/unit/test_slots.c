@@ -1,0 +1,154 @@
+/* test_slots.c: the slot map and redirect parsing, without a server.
+ *
+ * Replies are built by feeding RESP bytes to the reader, in the shapes
+ * Redis 7.0 sends (RESP2 flat arrays, RESP3 maps) and in the older CLUSTER
+ * SLOTS shape; redirect texts cover MOVED and ASK with IPv4, IPv6 and an
+ * unknown (empty) endpoint, TRYAGAIN, CLUSTERDOWN and near misses. Also
+ * the cluster.seeds property's validation.
+ */
+#include "cluster/cluster.h"
+#include "harness/test.h"
+
+static emq_reply *parse(const char *bytes) {
+    emq_resp_reader *rd = emq_resp_reader_new(NULL);
+    ASSERT(rd != NULL);
+    emq_reply *r = NULL;
+    ASSERT_OK(emq_resp_feed(rd, bytes, strlen(bytes), NULL), NULL);
+    ASSERT_OK(emq_resp_next(rd, &r, NULL), NULL);
+    emq_resp_reader_free(rd);
+    return r;
+}
+
+/* Two shards; the second has a failed master and an online one. */
+static const char shards2[] =
+    "*2\r\n"
+    "*4\r\n$5\r\nslots\r\n*4\r\n:0\r\n:99\r\n:200\r\n:200\r\n"
+    "$5\r\nnodes\r\n*2\r\n"
+    "*10\r\n$2\r\nid\r\n$1\r\na\r\n$4\r\nport\r\n:7000\r\n$2\r\nip\r\n"
+    "$9\r\n127.0.0.1\r\n$8\r\nendpoint\r\n$9\r\n127.0.0.1\r\n"
+    "$4\r\nrole\r\n$6\r\nmaster\r\n"
+    "*8\r\n$2\r\nid\r\n$1\r\nb\r\n$4\r\nport\r\n:7003\r\n$2\r\nip\r\n"
+    "$9\r\n127.0.0.1\r\n$4\r\nrole\r\n$7\r\nreplica\r\n"
+    "*4\r\n$5\r\nslots\r\n*2\r\n$3\r\n100\r\n$3\r\n199\r\n"
+    "$5\r\nnodes\r\n*2\r\n"
+    "*10\r\n$4\r\nport\r\n:7001\r\n$8\r\nendpoint\r\n$1\r\n?\r\n"
+    "$2\r\nip\r\n$3\r\n::1\r\n$4\r\nrole\r\n$6\r\nmaster\r\n"
+    "$6\r\nhealth\r\n$4\r\nfail\r\n"
+    "*10\r\n$4\r\nport\r\n:7002\r\n$8\r\ntls-port\r\n:7102\r\n"
+    "$8\r\nendpoint\r\n$0\r\n\r\n$4\r\nrole\r\n$6\r\nmaster\r\n"
+    "$6\r\nhealth\r\n$6\r\nonline\r\n";
+
+TEST(slots_map_from_cluster_shards) {
+    emq_reply *r = parse(shards2);
+    emq_slot_map map;
+    emq_slot_map_init(&map);
+    emq_error err;
+    ASSERT_OK(emq_slot_map_from_shards(&map, r, "10.0.0.9", 0, &err), &err);
+    ASSERT_EQ_SIZE(map.nnodes, 2);
+    ASSERT_EQ_STR(map.nodes[map.owner[0]].host, "127.0.0.1");
+    ASSERT_EQ_INT(map.nodes[map.owner[99]].port, 7000);
+    ASSERT_EQ_INT(map.nodes[map.owner[200]].port, 7000);
+    ASSERT_EQ_INT(map.owner[201], EMQ_SLOT_NONE);
+    /* online master preferred; empty endpoint, no ip: the answering host */
+    ASSERT_EQ_INT(map.nodes[map.owner[150]].port, 7002);
+    ASSERT_EQ_STR(map.nodes[map.owner[150]].host, "10.0.0.9");
+    emq_slot_map_free(&map);
+    ASSERT_OK(emq_slot_map_from_shards(&map, r, "h", 1, &err), &err);
+    ASSERT_EQ_INT(map.nodes[map.owner[150]].port, 7102); /* tls-port */
+    emq_slot_map_free(&map);
+    emq_reply_free(r);
+
+    /* RESP3 maps */
+    r = parse("*1\r\n%2\r\n+slots\r\n*2\r\n:5\r\n:6\r\n+nodes\r\n*1\r\n"
+              "%3\r\n+port\r\n:7005\r\n+ip\r\n+::1\r\n+role\r\n+master\r\n");
+    ASSERT_OK(emq_slot_map_from_shards(&map, r, "h", 0, &err), &err);
+    ASSERT_EQ_STR(map.nodes[map.owner[6]].host, "::1");
+    emq_slot_map_free(&map);
+    emq_reply_free(r);
+
+    /* malformed: a slot out of range */
+    r = parse("*1\r\n*4\r\n$5\r\nslots\r\n*2\r\n:0\r\n:16384\r\n"
+              "$5\r\nnodes\r\n*1\r\n*4\r\n$4\r\nport\r\n:1\r\n$4\r\nrole\r\n"
+              "$6\r\nmaster\r\n");
+    ASSERT_STATUS(emq_slot_map_from_shards(&map, r, "h", 0, &err),
+                  EMQ_EPROTO, &err);
+    ASSERT_CONTAINS(err.message, "CLUSTER SHARDS");
+    ASSERT_EQ_SIZE(map.nnodes, 0);
+    emq_reply_free(r);
+}
+
+TEST(slots_map_from_cluster_slots) {
+    emq_reply *r = parse("*2\r\n"
+                         "*4\r\n:0\r\n:8000\r\n*3\r\n$9\r\n127.0.0.1\r\n"
+                         ":7000\r\n$1\r\na\r\n*3\r\n$9\r\n127.0.0.1\r\n"
+                         ":7003\r\n$1\r\nb\r\n"
+                         "*3\r\n:8001\r\n:16383\r\n*2\r\n$0\r\n\r\n:7001\r\n");
+    emq_slot_map map;
+    emq_slot_map_init(&map);
+    emq_error err;
+    ASSERT_OK(emq_slot_map_from_slots(&map, r, "seed", &err), &err);
+    ASSERT_EQ_SIZE(map.nnodes, 2);
+    ASSERT_EQ_INT(map.nodes[map.owner[8000]].port, 7000);
+    ASSERT_EQ_INT(map.nodes[map.owner[8001]].port, 7001);
+    ASSERT_EQ_STR(map.nodes[map.owner[16383]].host, "seed");
+    emq_slot_map_free(&map);
+    emq_reply_free(r);
+}
+
+TEST(slots_redirect_parse) {
+    emq_redirect rd;
+    emq_reply *r = parse("-MOVED 9631 127.0.0.1:7412\r\n");
+    ASSERT_EQ_INT(emq_redirect_parse(r, &rd), EMQ_REDIRECT_MOVED);
+    ASSERT_EQ_INT(rd.slot, 9631);
+    ASSERT_EQ_STR(rd.target.host, "127.0.0.1");
+    ASSERT_EQ_INT(rd.target.port, 7412);
+    emq_reply_free(r);
+    r = parse("-ASK 1 [::1]:7000\r\n");
+    ASSERT_EQ_INT(emq_redirect_parse(r, &rd), EMQ_REDIRECT_ASK);
+    ASSERT_EQ_STR(rd.target.host, "::1");
+    emq_reply_free(r);
+    r = parse("-ASK 2 fe80::1:7000\r\n");
+    ASSERT_EQ_INT(emq_redirect_parse(r, &rd), EMQ_REDIRECT_ASK);
+    ASSERT_EQ_STR(rd.target.host, "fe80::1");
+    emq_reply_free(r);
+    r = parse("-MOVED 3 :7001\r\n");
+    ASSERT_EQ_INT(emq_redirect_parse(r, &rd), EMQ_REDIRECT_MOVED);
+    ASSERT_EQ_STR(rd.target.host, "");
+    ASSERT_EQ_INT(rd.target.port, 7001);
+    emq_reply_free(r);
+    r = parse("-TRYAGAIN Multiple keys request during rehashing of slot\r\n");
+    ASSERT_EQ_INT(emq_redirect_parse(r, &rd), EMQ_REDIRECT_TRYAGAIN);
+    emq_reply_free(r);
+    r = parse("-CLUSTERDOWN Hash slot not served\r\n");
+    ASSERT_EQ_INT(emq_redirect_parse(r, &rd), EMQ_REDIRECT_CLUSTERDOWN);
+    emq_reply_free(r);
+    static const char *const misses[] = {
+        "-MOVED 16384 h:1\r\n", "-MOVED 1 h:0\r\n", "-MOVED 1 h\r\n",
+        "-MOVEDX 1 h:1\r\n",    "-ASK\r\n",         "+MOVED 1 h:1\r\n",
+        "-ERR MOVED 1 h:1\r\n", "-MOVED x h:1\r\n"};
+    for (size_t i = 0; i < sizeof misses / sizeof misses[0]; i++) {
+        r = parse(misses[i]);
+        if (emq_redirect_parse(r, &rd) != EMQ_REDIRECT_NONE)
+            FAIL("%s parsed as a redirect", misses[i]);
+        emq_reply_free(r);
+    }
+}
+
+TEST(slots_conf_cluster_seeds) {
+    emq_conf_t *conf = emq_conf_new();
+    emq_error err;
+    ASSERT_OK(emq_conf_set(conf, "cluster.seeds", "127.0.0.1:7000,[::1]:7001,h",
+                           &err),
+              &err);
+    ASSERT_STATUS(emq_conf_set(conf, "cluster.seeds", "a:1,,b:2", &err),
+                  EMQ_EINVAL, &err);
+    ASSERT_CONTAINS(err.message, "cluster.seeds");
+    ASSERT_STATUS(emq_conf_set(conf, "cluster.seeds", "a:99999", &err),
+                  EMQ_EINVAL, &err);
+    ASSERT_STATUS(emq_conf_set(conf, "cluster.seeds", "a:1,", &err),
+                  EMQ_EINVAL, &err);
+    ASSERT_OK(emq_conf_set(conf, "cluster.seeds", "", &err), &err);
+    ASSERT_STATUS(emq_conf_set(conf, "cluster.max_redirects", "0", &err),
+                  EMQ_EINVAL, &err);
+    emq_conf_destroy(conf);
+}

@@ -9,6 +9,11 @@
  * re-run lease, door and self-drain; a group or stream that vanished is
  * re-created at the declared start. The consumer never deletes a group,
  * a consumer or an entry, and never trims.
+ *
+ * A topic consumer (partitions > 1) holds one such consumer per partition,
+ * all with the same name, and runs each on its own thread: every partition
+ * gets the whole contract (door, lease, recover self and peers, dead
+ * letters) on its own route, and no read ever names two partitions.
  */
 #include "consumer.h"
 
@@ -97,6 +102,8 @@ emq_status emq_consumer_new(const emq_conf_t *conf, emq_handler_fn handler,
     c->opaque = opaque;
     c->group = c->conf->group;
     c->name = c->conf->consumer;
+    if (emq_topic_is(c->conf) && (st = emq_topic_check(c->conf, err)) != EMQ_OK)
+        goto fail;
     st = emq_keys_resolve(c->conf->queue, c->conf->stream, &c->keys, err);
     if (st != EMQ_OK)
         goto fail;
@@ -127,6 +134,25 @@ emq_status emq_consumer_new(const emq_conf_t *conf, emq_handler_fn handler,
         goto fail;
     make_token(c);
     strcpy(c->claim_cursor, "0-0");
+    if (emq_topic_is(c->conf)) {
+        c->nparts = (size_t)c->conf->partitions;
+        c->parts = emq_calloc(c->nparts, sizeof *c->parts);
+        if (c->parts == NULL) {
+            c->nparts = 0;
+            st = emq_error_set(err, EMQ_ENOMEM, 0, "out of memory");
+            goto fail;
+        }
+        for (size_t i = 0; i < c->nparts; i++) {
+            emq_conf_t *pc;
+            st = emq_topic_partition_conf(c->conf, (int)i, &pc, err);
+            if (st == EMQ_OK) {
+                st = emq_consumer_new(pc, handler, opaque, &c->parts[i], err);
+                emq_conf_destroy(pc);
+            }
+            if (st != EMQ_OK)
+                goto fail;
+        }
+    }
     *out = c;
     return EMQ_OK;
 fail:
@@ -137,6 +163,9 @@ fail:
 void emq_consumer_destroy(emq_consumer_t *c) {
     if (c == NULL)
         return;
+    for (size_t i = 0; i < c->nparts; i++)
+        emq_consumer_destroy(c->parts[i]);
+    emq_free(c->parts);
     emq_route_destroy(c->route);
     emq_keys_free(&c->keys);
     emq_free(c->lease_key);
@@ -149,8 +178,11 @@ void emq_consumer_destroy(emq_consumer_t *c) {
 }
 
 void emq_consumer_stop(emq_consumer_t *c) {
-    if (c)
-        atomic_store(&c->stop, 1);
+    if (c == NULL)
+        return;
+    atomic_store(&c->stop, 1);
+    for (size_t i = 0; i < c->nparts; i++)
+        atomic_store(&c->parts[i]->stop, 1);
 }
 
 /* ---- the pipeline of deferred commands --------------------------------- */
@@ -500,6 +532,12 @@ emq_status emq_consumer_run(emq_consumer_t *c, emq_error *err) {
     if (atomic_exchange(&c->running, 1))
         return emq_error_set(err, EMQ_EINVAL, 0,
                              "consumer '%s' is already running", c->name);
+    if (c->nparts > 0) {
+        emq_status st = emq_consumers_run(c->parts, c->nparts, err);
+        atomic_store(&c->running, 0);
+        atomic_store(&c->stop, 0);
+        return st;
+    }
     emq_status st = EMQ_OK;
     if (c->route == NULL)
         st = emq_route_new(c->conf, c->keys.stream, &c->route, err);

@@ -272,6 +272,12 @@ int cli_set(emq_conf_t *conf, const char *name, const char *value) {
     return cli_err(CLI_USAGE, "%s", err.message);
 }
 
+int cli_partitions(const cli_args *a, emq_conf_t *conf) {
+    if (!a->seen[O_PARTITIONS])
+        return CLI_OK;
+    return cli_set(conf, "partitions", a->value[O_PARTITIONS]);
+}
+
 emq_conf_t *cli_conf(const char *queue) {
     emq_conf_t *conf = emq_conf_new();
     if (conf == NULL) {

@@ -488,6 +488,10 @@ static emq_status read_new(emq_consumer_t *c, batch *b, emq_error *err) {
              * gone gets NOGROUP, which re-opens the door; a migrated key
              * is followed by the route; a closed connection shows up on
              * the next call. */
+            char shown[120];
+            emq_consumer_log(c, EMQ_LOG_DEBUG, "read ended by %s; reading "
+                             "again",
+                             emq_reply_text(reply, shown, sizeof shown));
             st = EMQ_OK;
         } else {
             st = server_error(reply, err, "XREADGROUP");

@@ -18,7 +18,7 @@ emq_status emq_admin_new(const emq_conf_t *conf, emq_admin_t **out,
     emq_admin_t *a = emq_calloc(1, sizeof *a);
     if (a == NULL)
         return emq_error_set(err, EMQ_ENOMEM, 0, "out of memory");
-    emq_status st;
+    emq_status st = EMQ_OK;
     a->conf = emq_conf_dup(conf);
     if (a->conf == NULL)
         st = emq_error_set(err, EMQ_ENOMEM, 0, "out of memory");

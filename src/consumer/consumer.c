@@ -545,13 +545,20 @@ emq_status emq_consumer_run(emq_consumer_t *c, emq_error *err) {
     emq_status st = EMQ_OK;
     if (c->route == NULL)
         st = emq_route_new(c->conf, c->keys.stream, &c->route, err);
-    if (st == EMQ_OK)
+    /* Only a first connection that fails is fatal here. After that, a
+     * transport failure anywhere, the session's first steps included (a
+     * run after a stop may find its connection dead), reconnects. */
+    int connected = st == EMQ_OK;
+    if (connected && emq_route_is_broken(c->route))
+        st = EMQ_ECLOSED;
+    else if (connected)
         st = start_session(c, err);
     batch b;
     emq_batch_init(&b);
     c->next_claim_ms = emq_now_ms() + c->conf->claim_interval_ms;
-    while (st == EMQ_OK && !atomic_load(&c->stop)) {
-        if (emq_now_ms() >= c->next_claim_ms) {
+    while (connected && (st == EMQ_OK || transport_failure(st)) &&
+           !atomic_load(&c->stop)) {
+        if (st == EMQ_OK && emq_now_ms() >= c->next_claim_ms) {
             st = emq_recover_peers(c, err);
             c->next_claim_ms = emq_now_ms() + c->conf->claim_interval_ms;
         }
@@ -560,7 +567,8 @@ emq_status emq_consumer_run(emq_consumer_t *c, emq_error *err) {
         if (transport_failure(st) && !atomic_load(&c->stop)) {
             emq_consumer_log(c, EMQ_LOG_WARNING,
                              "connection failed (%s); reconnecting",
-                             err ? err->message : emq_strerror(st));
+                             err && err->message[0] ? err->message
+                                                    : emq_strerror(st));
             emq_batch_clear(&b);
             st = reconnect(c, err);
             if (st == EMQ_OK)

@@ -37,7 +37,8 @@ typedef struct seen {
     atomic_int count[MAX_N];   /* deliveries handled per number */
     atomic_int distinct;       /* numbers seen at least once */
     atomic_int redelivered;    /* handler calls with deliveries > 1 */
-    atomic_int slow;           /* 1: the handler waits until it is 0 */
+    atomic_int slow;           /* 1: the handler waits until it is 0, */
+    atomic_int slow_at;        /* at the first number >= slow_at */
     atomic_int in_slow;        /* 1 while the handler waits */
     /* Per key (keyed runs): last seq handled and the partition stream. */
     pthread_mutex_t lock;
@@ -78,13 +79,13 @@ static emq_verdict count_entry(void *opaque, const emq_entry *e, char *reason,
     (void)reason;
     (void)reason_size;
     seen *s = opaque;
-    if (atomic_load(&s->slow)) {
+    int n = field_int(e, "n");
+    if (atomic_load(&s->slow) && n >= atomic_load(&s->slow_at)) {
         atomic_store(&s->in_slow, 1);
         for (int i = 0; i < 1000 && atomic_load(&s->slow); i++)
             usleep(10000);
         atomic_store(&s->in_slow, 0);
     }
-    int n = field_int(e, "n");
     if (n >= 0 && n < MAX_N && atomic_fetch_add(&s->count[n], 1) == 0)
         atomic_fetch_add(&s->distinct, 1);
     if (e->deliveries > 1)
@@ -326,16 +327,42 @@ TEST_TIMEOUT(cluster_queue_failover_recovers_pending, 60) {
     ASSERT_EQ_INT(pthread_create(&pt, NULL, add_loop, &add), 0);
     wait_distinct(s, 300, 15000);
 
-    /* The consumer is stuck in its handler, holding a delivered batch,
-     * when its master is failed over and killed. */
+    /* The consumer is inside its handler, in the middle of a delivered
+     * batch, and is asked to stop (the rest of the batch stays pending)
+     * when its master is failed over and killed. A burst of 60 entries
+     * makes the batches full (count 20); the handler stops at the 26th. */
+    atomic_store(&add.pause, 1);
+    usleep(100 * 1000);
+    int base = atomic_load(&add.added);
+    wait_distinct(s, base, 15000);
+    atomic_store(&s->slow_at, base + 25);
     atomic_store(&s->slow, 1);
+    {
+        static char bv[60][12];
+        emq_field bf[60];
+        emq_message bm[60];
+        for (int i = 0; i < 60; i++) {
+            int len = snprintf(bv[i], sizeof bv[i], "%d", base + i);
+            bf[i] = (emq_field){"n", 1, bv[i], (size_t)len};
+            bm[i] = (emq_message){&bf[i], 1, NULL};
+        }
+        ASSERT_OK(emq_produce_batch(add.p, bm, 60, NULL, NULL, &err), &err);
+        atomic_store(&add.added, base + 60);
+    }
     for (int i = 0; i < 500 && !atomic_load(&s->in_slow); i++)
         usleep(10000);
     ASSERT_EQ_INT(atomic_load(&s->in_slow), 1);
+    atomic_store(&add.pause, 0);
+    emq_consumer_stop(cons);
     emq_cl_failover(c, replica, slot);
     emq_srv_kill9(emq_cl_node(c, old));
     atomic_store(&s->slow, 0);
+    ASSERT_OK(join_consumer(&rt), &rt.err);
 
+    /* Run again: its connection is to the dead master, so it reconnects
+     * (finding the new master), takes its lease and drains its own
+     * pending entries from the replica's copy of the pending list. */
+    start_consumer(&rt, cons);
     usleep(1000 * 1000);
     atomic_store(&add.stop, 1);
     pthread_join(pt, NULL);
@@ -354,7 +381,8 @@ TEST_TIMEOUT(cluster_queue_failover_recovers_pending, 60) {
             total, (unsigned long long)st.reconnects,
             atomic_load(&s->redelivered), add.errors);
     ASSERT(st.reconnects >= 1);
-    /* The batch held at the failover came back by the self-drain. */
+    /* The rest of the batch held at the failover came back by the
+     * self-drain, with a second delivery. */
     ASSERT(atomic_load(&s->redelivered) >= 1);
     emq_queue_info *q = describe(cconf);
     ASSERT(q->length >= (uint64_t)total);

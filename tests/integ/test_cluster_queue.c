@@ -606,3 +606,88 @@ TEST_TIMEOUT(cluster_topic_six_partitions, 60) {
     emq_conf_destroy(conf);
     emq_cl_stop(c);
 }
+
+/* ---- the CLI against a cluster URL ------------------------------------------------ */
+
+/* The number after "<name>":"... in a JSON line, or -1. */
+static int json_num(const char *line, const char *name) {
+    char pat[32];
+    snprintf(pat, sizeof pat, "\"%s\":\"", name);
+    const char *at = strstr(line, pat);
+    if (at == NULL)
+        return -1;
+    at += strlen(pat);
+    while (*at && (*at < '0' || *at > '9'))
+        at++;
+    return atoi(at);
+}
+
+TEST_TIMEOUT(cluster_cli_queue_and_topic, 60) {
+    emq_cl *c = emq_cl_start(3, 0);
+    unsigned slot = emq_cluster_key_slot("emq:{jobs}", 10);
+    int wrong = emq_cl_other_master(c, emq_cl_owner(c, 0, slot));
+    const char *url = emq_srv_url(emq_cl_node(c, wrong));
+    cli_result r;
+
+    /* A queue, through a node that does not serve it. */
+    CLI(&r, url, "produce", "jobs", "a=1", "b=2");
+    ASSERT_EXIT(&r, 0);
+    cli_free(&r);
+    CLI_IN(&r, url, "x\ny\nz\n", "produce", "jobs", "--lines");
+    ASSERT_EXIT(&r, 0);
+    cli_free(&r);
+    CLI(&r, url, "consume", "jobs", "-g", "g", "-c", "c1", "--start", "head",
+        "--until-idle", "500");
+    ASSERT_EXIT(&r, 0);
+    ASSERT_EQ_INT(cli_lines(r.out), 4);
+    cli_free(&r);
+    CLI(&r, url, "info", "jobs", "--json");
+    ASSERT_EXIT(&r, 0);
+    ASSERT_CONTAINS(r.out, "\"length\":4");
+    ASSERT_CONTAINS(r.out, "\"pending\":0");
+    ASSERT_CONTAINS(r.out, "\"lag\":0");
+    cli_free(&r);
+
+    /* A topic of 6 partitions, keyed by the field "user". */
+    static char input[8192];
+    size_t len = 0;
+    for (int i = 0; i < 60; i++)
+        len += (size_t)snprintf(input + len, sizeof input - len,
+                                "{\"user\":\"u%d\",\"i\":\"%d\"}\n", i % 5, i);
+    CLI_IN(&r, url, input, "produce", "events", "--partitions", "6", "--json",
+           "--key-field", "user");
+    ASSERT_EXIT(&r, 0);
+    ASSERT_CONTAINS(r.err, "topic events (6 partitions)");
+    cli_free(&r);
+    CLI(&r, url, "consume", "events", "--partitions", "6", "-g", "g", "-c",
+        "c1", "--start", "head", "--until-idle", "800");
+    ASSERT_EXIT(&r, 0);
+    ASSERT_EQ_INT(cli_lines(r.out), 60);
+    int last[5] = {-1, -1, -1, -1, -1};
+    for (char *line = strtok(r.out, "\n"); line; line = strtok(NULL, "\n")) {
+        int u = json_num(line, "user"), i = json_num(line, "i");
+        ASSERT(u >= 0 && u < 5 && i >= 0);
+        if (i <= last[u])
+            FAIL("user u%d: entry %d after %d", u, i, last[u]);
+        last[u] = i;
+    }
+    cli_free(&r);
+    CLI(&r, url, "info", "events", "--partitions", "6");
+    ASSERT_EXIT(&r, 0);
+    ASSERT_CONTAINS(r.out, "PARTITION");
+    ASSERT_CONTAINS(r.out, "emq:{events.5}");
+    ASSERT_CONTAINS(r.out, "total");
+    cli_free(&r);
+    CLI(&r, url, "info", "events", "--partitions", "6", "--json");
+    ASSERT_EXIT(&r, 0);
+    ASSERT_CONTAINS(r.out, "{\"stream\":\"emq:{events.*}\"");
+    ASSERT_CONTAINS(r.out, "\"length\":60");
+    ASSERT_CONTAINS(r.out, "\"partitions\":[");
+    ASSERT_NOT_CONTAINS(r.out, "\"pending\":1");
+    cli_free(&r);
+    /* A bad partition count is a usage error. */
+    CLI(&r, url, "info", "events", "--partitions", "0");
+    ASSERT_EXIT(&r, 2);
+    cli_free(&r);
+    emq_cl_stop(c);
+}

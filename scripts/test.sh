@@ -6,6 +6,10 @@
 #   gcc       gcc build with -Werror, then emq_tests
 #   clang     clang build with -Werror, then emq_tests
 #   sanitize  ASan+UBSan build (clang), then emq_tests
+#   chaos     the soak (tests/soak: 5000000 entries through one consumer)
+#             and the short chaos run (tests/chaos: 20000 jobs, 4 worker
+#             processes, every kind of fault, about 80 s); see
+#             docs/RELIABILITY.md
 #   valgrind  memcheck on the unit tests of the gcc build
 #   symbols   libechomq.so exports only emq_* (scripts/check_symbols.sh)
 #   install   cmake --install to a temporary prefix, then tests/install built
@@ -13,7 +17,8 @@
 #   examples  every examples/*.c built by gcc and clang, compiled against
 #             the installed copy, and roundtrip run on a private redis-server
 #   docs      docs/CONFIGURATION.md equals what tools/gen_confdoc prints
-#   fuzz      each tests/fuzz/fuzz_*.c for EMQ_FUZZ_SECONDS (default 60) s
+#   fuzz      each tests/fuzz/fuzz_*.c for EMQ_FUZZ_SECONDS s (default: a
+#             150 s budget shared by the targets, at least 15 s each)
 #   bench     bench/*.c build (they are not run)
 #
 # Each stage prints a header and its duration; the first failing stage
@@ -21,7 +26,10 @@
 # emq_tests runs as "N passed, N failed".
 #
 # Environment: EMQ_JOBS (parallel build jobs, default: the number of CPUs),
-# EMQ_FUZZ_SECONDS (default 60).
+# EMQ_FUZZ_SECONDS (seconds per fuzz target; default: 150 s shared),
+# EMQ_CHAOS_SEED (default 6001: the seed of the chaos stage; any seed
+# reproduces its own schedule), EMQ_CHAOS_TOLERATE_EXITS=1 (report worker
+# crashes in the chaos stage without failing it).
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -29,9 +37,10 @@ cd "$root"
 # shellcheck source=scripts/redis.sh
 . "$root/scripts/redis.sh"
 
-readonly ALL_STAGES=(deps gcc clang sanitize valgrind symbols install examples docs fuzz bench)
+readonly ALL_STAGES=(deps gcc clang sanitize chaos valgrind symbols install examples docs fuzz bench)
 jobs=${EMQ_JOBS:-$(nproc 2>/dev/null || echo 2)}
-fuzz_seconds=${EMQ_FUZZ_SECONDS:-60}
+fuzz_seconds=${EMQ_FUZZ_SECONDS:-}
+readonly FUZZ_BUDGET=150
 build=$root/build
 logs=$build/logs
 
@@ -185,6 +194,25 @@ stage_sanitize() {
         run_tests sanitize "$build/sanitize/emq_tests"
 }
 
+# The short chaos run and the soak, on the gcc build. The chaos run keeps
+# its folder (ledgers, worker logs, server log and AOF) under build/chaos/
+# when it fails; it removes it after a pass.
+stage_chaos() {
+    gcc_build_ready
+    local seed=${EMQ_CHAOS_SEED:-6001} tolerate=()
+    if [[ ${EMQ_CHAOS_TOLERATE_EXITS:-0} == 1 ]]; then
+        tolerate=(--tolerate-worker-exits) # see bug B1 in docs/RELIABILITY.md
+    fi
+    echo "\$ soak --entries 5000000"
+    "$build/gcc/soak" --entries 5000000 2>&1 | tee "$logs/soak.log"
+    mkdir -p "$build/chaos"
+    echo "\$ chaos --seed $seed --jobs 20000 --seconds 75 ${tolerate[*]}"
+    "$build/gcc/chaos" --seed "$seed" --jobs 20000 --workers 4 --seconds 75 \
+        --poison 8 --kills 4 --stops 2 --restarts 2 --drops 3 --stalls 2 \
+        --halfopens 2 --drain-seconds 60 --dir "$build/chaos" "${tolerate[@]}" \
+        2>&1 | tee "$logs/chaos.log"
+}
+
 # Later stages reuse the gcc build; this makes sure it exists and is current
 # also when they are run on their own (./scripts/test.sh install).
 gcc_build_ready() {
@@ -304,6 +332,13 @@ stage_fuzz() {
         return 0
     fi
     local dir=$build/fuzz src name corpus work artifacts rc
+    if [[ -z "$fuzz_seconds" ]]; then
+        # The stage's time stays bounded however many targets there are.
+        fuzz_seconds=$((FUZZ_BUDGET / ${#sources[@]}))
+        if ((fuzz_seconds < 15)); then
+            fuzz_seconds=15
+        fi
+    fi
     configure "$dir" clang -DCMAKE_BUILD_TYPE=RelWithDebInfo -DEMQ_FUZZ=ON \
         -DEMQ_TESTS=OFF -DEMQ_EXAMPLES=OFF -DEMQ_TOOLS=OFF
     local targets=()
@@ -364,10 +399,11 @@ run_stage deps "install missing dependencies (scripts/deps.sh)" stage_deps
 run_stage gcc "gcc build (-Werror) + emq_tests" stage_gcc
 run_stage clang "clang build (-Werror) + emq_tests" stage_clang
 run_stage sanitize "ASan+UBSan build (clang) + emq_tests" stage_sanitize
+run_stage chaos "chaos run (short) + soak: nothing lost under faults, flat memory" stage_chaos
 run_stage valgrind "valgrind memcheck: emq_tests --no-fork unit/" stage_valgrind
 run_stage symbols "libechomq.so exports only emq_*" stage_symbols
 run_stage install "cmake --install + consumer via find_package and pkg-config" stage_install
 run_stage examples "examples compile, roundtrip against a private redis-server" stage_examples
 run_stage docs "docs/CONFIGURATION.md is up to date" stage_docs
-run_stage fuzz "fuzz targets, ${fuzz_seconds} s each" stage_fuzz
+run_stage fuzz "fuzz targets (${fuzz_seconds:+$fuzz_seconds s each}${fuzz_seconds:-$FUZZ_BUDGET s shared})" stage_fuzz
 run_stage bench "benchmarks build (not run)" stage_bench

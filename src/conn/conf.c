@@ -405,7 +405,9 @@ static emq_status set_prop(emq_conf_t *c, const prop *p, const char *value,
                                      "out of memory setting %s", p->name);
         }
         char **field = str_field(c, p);
-        if (*field && p->type == P_SECRET)
+        /* Every string is wiped, not only the password: a URL may hold
+         * one too. */
+        if (*field)
             emq_wipe(*field, strlen(*field));
         emq_free(*field);
         *field = copy;
@@ -463,7 +465,7 @@ static void free_fields(emq_conf_t *c) {
         if (props[i].type != P_STRING && props[i].type != P_SECRET)
             continue;
         char **field = str_field(c, &props[i]);
-        if (*field && props[i].type == P_SECRET)
+        if (*field) /* a URL may hold a password too */
             emq_wipe(*field, strlen(*field));
         emq_free(*field);
         *field = NULL;
@@ -555,7 +557,10 @@ emq_status emq_conf_get(const emq_conf_t *conf, const char *name, char *buf,
     switch (p->type) {
     case P_STRING: {
         const char *s = *str_field(c, p);
-        snprintf(buf, size, "%s", s ? s : "");
+        if (p->offset == offsetof(struct emq_conf, url) && s)
+            emq_url_redact(s, buf, size); /* never read a password back */
+        else
+            snprintf(buf, size, "%s", s ? s : "");
         break;
     }
     case P_SECRET:

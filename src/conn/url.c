@@ -293,6 +293,21 @@ static int scheme_is(const char *s, size_t n, const char *name) {
     return 1;
 }
 
+
+/* The '@' that ends the user info of the part of a URL after "://" (rest
+ * up to qend, the query's '?' or the end), or NULL when there is none: the
+ * last '@', and for unix:// the last one followed by the path's '/', so a
+ * socket path may hold '@' too. */
+static const char *userinfo_end(int is_unix, const char *rest,
+                                const char *qend) {
+    const char *at = NULL;
+    if (!(is_unix && *rest == '/'))
+        for (const char *c = rest; c < qend; c++)
+            if (*c == '@' && (!is_unix || c[1] == '/'))
+                at = c;
+    return at;
+}
+
 /* The body of emq_url_parse; u is zeroed by the caller and freed by it on
  * failure. */
 static emq_status parse(const parser *ps, emq_url *u) {
@@ -311,11 +326,15 @@ static emq_status parse(const parser *ps, emq_url *u) {
     else if (scheme_is(text, sn, "unix"))
         u->scheme = EMQ_URL_UNIX;
     else {
-        /* A scheme is a short word; anything else is withheld, since it may
-         * be a password typed where the scheme should be. */
-        int word = sn > 0 && sn <= 16;
-        for (size_t i = 0; i < sn && word; i++)
-            word = host_char(text[i]) || text[i] == '+';
+        /* A scheme is a short word of letters (http, tcp, valkey, redis+tls);
+         * anything else is withheld, since it may be a password typed where
+         * the scheme should be, and a password mostly holds a digit. */
+        int word = sn > 0 && sn <= 10;
+        for (size_t i = 0; i < sn && word; i++) {
+            char c = text[i];
+            word = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+                   c == '+' || c == '-' || c == '.';
+        }
         char shown[24];
         if (word)
             emq_printable(shown, sizeof shown, text, sn);
@@ -329,13 +348,7 @@ static emq_status parse(const parser *ps, emq_url *u) {
     const char *end = rest + strlen(rest);
     const char *qmark = strchr(rest, '?');
     const char *qend = qmark ? qmark : end;
-    const char *at = NULL;
-    /* For unix://, the user info ends at an '@' followed by the path's
-     * '/', so a socket path may hold '@' too. */
-    if (!(u->scheme == EMQ_URL_UNIX && *rest == '/'))
-        for (const char *c = rest; c < qend; c++)
-            if (*c == '@' && (u->scheme != EMQ_URL_UNIX || c[1] == '/'))
-                at = c;
+    const char *at = userinfo_end(u->scheme == EMQ_URL_UNIX, rest, qend);
 
     emq_status st;
     const char *body = rest;
@@ -431,4 +444,25 @@ void emq_url_free(emq_url *u) {
     memset(u, 0, sizeof *u);
     u->db = -1;
     u->tls_verify = -1;
+}
+
+char *emq_url_redact(const char *text, char *out, size_t size) {
+    if (size == 0)
+        return out;
+    const char *sep = strstr(text, "://");
+    const char *at = NULL, *colon = NULL;
+    if (sep) {
+        const char *rest = sep + 3;
+        const char *qmark = strchr(rest, '?');
+        at = userinfo_end(strncmp(text, "unix://", 7) == 0, rest,
+                          qmark ? qmark : rest + strlen(rest));
+        if (at)
+            colon = memchr(rest, ':', (size_t)(at - rest));
+    }
+    if (colon == NULL || at == colon + 1) { /* no password in it */
+        snprintf(out, size, "%s", text);
+        return out;
+    }
+    snprintf(out, size, "%.*s***%s", (int)(colon + 1 - text), text, at);
+    return out;
 }

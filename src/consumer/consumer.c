@@ -133,6 +133,11 @@ emq_status emq_consumer_new(const emq_conf_t *conf, emq_handler_fn handler,
     if ((st = emq_conf_set(c->conf, "client_name", c->name, err)) != EMQ_OK)
         goto fail;
     make_token(c);
+    /* Reconnecting never ends on its own (the consumer keeps trying until
+     * stopped), so the route makes single attempts and reconnect() sleeps
+     * the backoff where a stop can cut it short. */
+    c->conf->max_attempts = 1;
+    c->backoff_rng = (uint64_t)emq_now_ms() ^ (uint64_t)(uintptr_t)c;
     strcpy(c->claim_cursor, "0-0");
     if (emq_topic_is(c->conf)) {
         c->nparts = (size_t)c->conf->partitions;
@@ -175,6 +180,13 @@ void emq_consumer_destroy(emq_consumer_t *c) {
     emq_free(c->fields);
     emq_conf_destroy(c->conf);
     emq_free(c);
+}
+
+void emq_consumer_nap(emq_consumer_t *c, int64_t ms) {
+    int64_t until = emq_now_ms() + ms;
+    for (int64_t left = ms; left > 0 && !atomic_load(&c->stop);
+         left = until - emq_now_ms())
+        emq_sleep_ms(left < 20 ? left : 20); /* a stop waits 20 ms at most */
 }
 
 void emq_consumer_stop(emq_consumer_t *c) {
@@ -353,7 +365,7 @@ emq_status emq_consumer_call(emq_consumer_t *c, int argc,
         }
         emq_reply_free(*reply);
         *reply = NULL;
-        emq_sleep_ms(pause);
+        emq_consumer_nap(c, pause);
         pause = pause * 2 > 1000 ? 1000 : pause * 2;
     }
 }
@@ -411,7 +423,15 @@ static int transport_failure(emq_status st) {
 static emq_status reconnect(emq_consumer_t *c, emq_error *err) {
     c->ndeferred = 0;
     c->acks_in_flight = 0;
-    for (;;) {
+    /* The route makes one attempt per call (see emq_consumer_new); the
+     * capped exponential backoff with jitter happens here, in naps a stop
+     * ends early. */
+    for (unsigned attempt = 0;; attempt++) {
+        if (attempt > 0)
+            emq_consumer_nap(c, emq_backoff_delay(c->conf->backoff_min_ms,
+                                                  c->conf->backoff_max_ms,
+                                                  attempt - 1,
+                                                  &c->backoff_rng));
         if (atomic_load(&c->stop))
             return EMQ_ECLOSED;
         emq_error why;
@@ -440,7 +460,7 @@ static emq_status group_lost(emq_consumer_t *c, const emq_reply *reply,
         return server_error(reply, err, "reading (group or stream gone)");
     int64_t now = emq_now_ms();
     if (now - c->last_recreate_ms < 1000) /* never busy-loop */
-        emq_sleep_ms(1000 - (now - c->last_recreate_ms));
+        emq_consumer_nap(c, 1000 - (now - c->last_recreate_ms));
     c->last_recreate_ms = emq_now_ms();
     char shown[160];
     emq_consumer_log(c, EMQ_LOG_WARNING,

@@ -75,6 +75,8 @@ struct emq_consumer {
     int64_t next_claim_ms;
     int64_t next_renew_ms;
     int64_t last_recreate_ms;
+    int64_t last_claim_warning_ms;
+    uint64_t backoff_rng;   /* jitter of the reconnect backoff */
 
     /* A topic (conf partitions > 1): one consumer per partition, each
      * with its own route, thread and lease, all under this one's name.
@@ -88,6 +90,8 @@ struct emq_consumer {
 /* Logs through the conf's log callback (or stderr by default). */
 void emq_consumer_log(emq_consumer_t *c, int level, const char *fmt, ...)
     EMQ_PRINTF(3, 4);
+/* Sleeps ms milliseconds, or less when a stop is requested meanwhile. */
+void emq_consumer_nap(emq_consumer_t *c, int64_t ms);
 /* Appends a command that the next flush reads the reply of. */
 emq_status emq_consumer_defer(emq_consumer_t *c, deferred_kind kind, int argc,
                               const char *const *argv, const size_t *argvlen,

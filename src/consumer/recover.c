@@ -141,7 +141,18 @@ emq_status emq_recover_peers(emq_consumer_t *c, emq_error *err) {
         size_t cursor_len;
         const char *cursor_text = emq_reply_str(cursor, &cursor_len);
         if (emq_reply_kind(reply) == EMQ_REPLY_ERROR) {
-            /* NOGROUP and friends: the read that follows deals with it. */
+            /* NOGROUP: the read that follows deals with it. Anything else
+             * (NOPERM for an ACL without XAUTOCLAIM, ...) means peers'
+             * entries are never taken over: say so, once a minute. */
+            if (!emq_reply_is_error(reply, "NOGROUP") &&
+                emq_now_ms() - c->last_claim_warning_ms >= 60000) {
+                char shown[200];
+                c->last_claim_warning_ms = emq_now_ms();
+                emq_consumer_log(c, EMQ_LOG_WARNING,
+                                 "claim beat failed, so entries of dead "
+                                 "peers are not taken over: %s",
+                                 emq_reply_text(reply, shown, sizeof shown));
+            }
             emq_reply_free(reply);
             break;
         }

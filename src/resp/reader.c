@@ -272,6 +272,17 @@ static int valid_bignum(const char *p, size_t n) {
     return 1;
 }
 
+/* The type byte as a message shows it: 'x' when printable, else 0xNN, so
+ * a hostile byte never puts a control character into an error message. */
+static const char *type_shown(char t, char buf[8]) {
+    unsigned char c = (unsigned char)t;
+    if (c >= 0x20 && c < 0x7f)
+        snprintf(buf, 8, "'%c'", t);
+    else
+        snprintf(buf, 8, "0x%02x", c);
+    return buf;
+}
+
 static const char *type_name(char t) {
     switch (t) {
     case '$': return "bulk string";
@@ -307,9 +318,10 @@ static int scan_element(emq_resp_reader *r, int *opened, emq_error *err) {
     const char *cr = memchr(data + line, '\r', limit);
     if (cr == NULL) {
         if (r->len - line > r->limits.max_line) {
+            char shown[8];
             fail(r, err,
-                 "protocol error: a '%c' line is longer than max_line %zu",
-                 type, r->limits.max_line);
+                 "protocol error: a %s line is longer than max_line %zu",
+                 type_shown(type, shown), r->limits.max_line);
             return SCAN_FAIL;
         }
         return SCAN_MORE;
@@ -318,7 +330,9 @@ static int scan_element(emq_resp_reader *r, int *opened, emq_error *err) {
     if (cr_at + 1 >= r->len)
         return SCAN_MORE;
     if (data[cr_at + 1] != '\n') {
-        fail(r, err, "protocol error: expected CRLF after a '%c' line", type);
+        char shown[8];
+        fail(r, err, "protocol error: expected CRLF after a %s line",
+             type_shown(type, shown));
         return SCAN_FAIL;
     }
     const char *text = data + line;

@@ -107,3 +107,36 @@ TEST_TIMEOUT(consumer_start_waits_out_a_busy_server, 30) {
     emq_consumer_destroy(c);
     emq_srv_stop(s);
 }
+
+/* With the server gone the consumer keeps reconnecting with backoff (it
+ * never gives up on its own), and a stop still ends it promptly: the
+ * backoff sleeps end early on a stop. */
+TEST_TIMEOUT(consumer_stop_while_server_is_down_is_prompt, 30) {
+    emq_srv *s = emq_srv_start(NULL);
+    emq_conf_t *conf = consumer_conf(s, "jobs", "g", "wd", "new");
+    conf_set(conf, "reconnect.backoff_min_ms", "2000");
+    conf_set(conf, "reconnect.backoff_max_ms", "10000");
+    conf_set(conf, "log.level", "error");
+    static recorder r;
+    recorder_init(&r);
+    emq_consumer_t *c;
+    emq_error err;
+    ASSERT_OK(emq_consumer_new(conf, record, &r, &c, &err), &err);
+    emq_conf_destroy(conf);
+    runner_thread t;
+    start_consumer(&t, c);
+    usleep(300 * 1000);
+    emq_srv_kill9(s);
+    usleep(2500 * 1000); /* into the backoff between attempts */
+    int64_t asked = now_ms();
+    emq_consumer_stop(c);
+    ASSERT_OK(join_consumer(&t), &t.err);
+    int64_t took = now_ms() - asked;
+    if (took > 1000)
+        FAIL("stop took %lld ms while reconnecting", (long long)took);
+    emq_consumer_stats st;
+    emq_consumer_stats_get(c, &st);
+    ASSERT_EQ_INT(st.reconnects, 0); /* it never got through */
+    emq_consumer_destroy(c);
+    emq_srv_stop(s);
+}

@@ -1,0 +1,122 @@
+/* chaos.h: what the parts of the chaos harness share.
+ *
+ * The harness is one program (build/chaos) with two roles. Run plainly it
+ * is the orchestrator (main.c): it starts a private redis-server with
+ * appendonly yes / appendfsync always, a fault-injecting TCP proxy, a
+ * producer thread (producer.c) and W worker processes, injects the faults
+ * of a schedule drawn from a seed, waits for the queue to drain, stops the
+ * workers and runs the checker (check.c). Run with --worker it is one
+ * worker (worker.c): an echomq consumer whose handler appends every
+ * delivery to a ledger file. The orchestrator starts workers by re-running
+ * its own executable, so a worker is a fresh process, never a fork of a
+ * threaded one.
+ */
+#ifndef EMQ_CHAOS_H
+#define EMQ_CHAOS_H
+
+#include "echomq.h"
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#define CHAOS_QUEUE "chaos"
+#define CHAOS_GROUP "workers"
+#define CHAOS_STREAM "emq:{chaos}"
+#define CHAOS_DEAD "emq:{chaos}:dead"
+#define CHAOS_MAX_WORKERS 16
+#define CHAOS_MAX_FAULTS 512
+
+/* Consumer settings every worker uses; the checker's explanations of
+ * duplicates depend on them. */
+#define CHAOS_BLOCK_MS 500
+#define CHAOS_CLAIM_MIN_IDLE_MS 2000
+#define CHAOS_CLAIM_INTERVAL_MS 500
+#define CHAOS_COMMAND_TIMEOUT_MS 2000
+
+/* CLOCK_MONOTONIC in milliseconds: one clock for every process of a run
+ * (it is system-wide), so ledger times and fault windows compare. */
+int64_t chaos_now_ms(void);
+void chaos_sleep_ms(int64_t ms);
+
+/* splitmix64: a small, well-mixed generator; the seed reproduces every
+ * random choice of a run (schedule, poison jobs, delays). */
+typedef struct chaos_rng {
+    uint64_t s;
+} chaos_rng;
+uint64_t chaos_rand(chaos_rng *r);
+/* Uniform in [lo, hi]. */
+int64_t chaos_range(chaos_rng *r, int64_t lo, int64_t hi);
+
+typedef enum fault_kind {
+    FAULT_KILL = 0, /* SIGKILL a worker, restart it under the same name */
+    FAULT_STOP,     /* SIGSTOP a worker past claim.min_idle_ms, SIGCONT */
+    FAULT_RESTART,  /* SIGKILL the server, restart it on its AOF */
+    FAULT_DROP,     /* the proxy closes every worker connection */
+    FAULT_STALL,    /* the proxy freezes, shorter than the command timeout */
+    FAULT_HALFOPEN, /* the proxy freezes past the command timeout */
+    FAULT_KINDS
+} fault_kind;
+
+const char *chaos_fault_name(fault_kind k);
+
+/* One fault of the schedule, and when it really happened. */
+typedef struct fault {
+    fault_kind kind;
+    int worker;          /* 1..W for KILL and STOP; 0 otherwise */
+    int64_t at_ms;       /* planned offset from the start of the run */
+    int64_t duration_ms; /* stop/freeze length, or the pause before a
+                            restart */
+    int64_t began_ms;    /* chaos_now_ms() when it began; 0: never ran */
+    int64_t ended_ms;    /* ... and when the target was back */
+} fault;
+
+/* The producer thread's input and result. */
+typedef struct chaos_producer {
+    /* in */
+    const char *url;     /* the server, directly (not through the proxy) */
+    long jobs;
+    const uint8_t *poison; /* jobs[i] is poison when poison[i] */
+    int64_t start_ms;    /* pacing: job i is due at start + i / rate */
+    double rate;         /* jobs per second */
+    int64_t deadline_ms; /* give up (and fail the run) after this */
+    uint64_t seed;       /* for the payload padding */
+    /* out */
+    uint8_t *resent;     /* jobs sent again after an unknown outcome */
+    long confirmed;      /* jobs the server confirmed (read when done) */
+    long resends;        /* batches retried */
+    int failed;          /* 1: gave up before every job was confirmed */
+    char why[256];
+    volatile int done;
+} chaos_producer;
+
+/* Thread body: publishes jobs 0..jobs-1 (fields job, kind, pad), paced,
+ * retrying every entry whose outcome is unknown or refused until the
+ * server confirms it. */
+void *chaos_produce(void *arg);
+
+/* Worker role: argv after "--worker". Returns the process exit status. */
+int chaos_worker_main(int argc, char **argv);
+
+/* What the checker needs to know about the run. */
+typedef struct chaos_run {
+    uint64_t seed;
+    long jobs;
+    int workers;
+    int max_deliveries;
+    const char *dir;          /* run folder with the ledgers */
+    const char *admin_url;    /* unix socket of the server */
+    const uint8_t *poison;
+    const uint8_t *resent;
+    const fault *faults;
+    int nfaults;
+    int workers_died;         /* unexpected worker exits */
+    int tolerate_exits;       /* 1: report them without failing */
+    int producer_failed;
+    int drained;              /* 1: drained before the deadline */
+} chaos_run;
+
+/* Reads ledgers, dead letters and the server; prints the verdict. Returns
+ * 0 when every promise held, 1 on any violation. */
+int chaos_check(const chaos_run *run);
+
+#endif /* EMQ_CHAOS_H */

@@ -1,0 +1,698 @@
+/* test_security.c: security end to end, against real redis-servers.
+ *
+ * TLS: a producer and a consumer do a whole round trip over rediss:// with
+ * the CA and server certificate the harness generates; a consumer facing
+ * an unknown CA, an expired certificate or another host's certificate
+ * fails its run with EMQ_ETLS and a message naming the reason (the
+ * connection-level refusals are in test_conn_tls.c).
+ *
+ * ACL: a user holding exactly the consumer ACL line of docs/SECURITY.md
+ * runs a full cycle (recover, read, ack, retry, claim, dead letters, a
+ * deleted pending entry) without a single NOPERM; a user missing any
+ * command the consumer needs at start fails the start with NOPERM in the
+ * error, naming the command; one missing a command of a later step gets
+ * NOPERM in a warning naming it.
+ *
+ * Secrets: the password never shows in an error message (wrong password,
+ * unreachable host, bad URL), a log line (callback and default stderr),
+ * the JSON stats, or what emq_conf_get reads back; nor, for the echomq
+ * program, in /proc/PID/cmdline (what ps shows) with -u URL or --url=URL,
+ * or in its stderr when the password is refused.
+ */
+#include "base/base.h"
+#include "harness/server.h"
+#include "harness/tlscerts.h"
+#include "integ/cli_helpers.h"
+#include "integ/consumer_helpers.h"
+
+#include <fcntl.h>
+#include <stdlib.h>
+
+#define SECRET "Wq7SECRETpass9x"
+#define SECRET_PARTS {SECRET, "Wq7S", "SECRET", "pass9x", "ETpa"}
+
+/* Fails when text holds the password or a telling piece of it. */
+static void assert_no_secret(const char *where, const char *text) {
+    static const char *const parts[] = SECRET_PARTS;
+    for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++)
+        if (text && strstr(text, parts[i]))
+            FAIL("%s shows the password (\"%s\"): %s", where, parts[i], text);
+}
+
+/* ---- log capture ------------------------------------------------------- */
+
+typedef struct logbook {
+    pthread_mutex_t lock;
+    char text[65536];
+    size_t len;
+} logbook;
+
+static void logbook_init(logbook *b) {
+    memset(b, 0, sizeof *b);
+    pthread_mutex_init(&b->lock, NULL);
+}
+
+static void log_to_book(void *opaque, emq_log_level level, const char *msg) {
+    logbook *b = opaque;
+    (void)level;
+    pthread_mutex_lock(&b->lock);
+    int n = snprintf(b->text + b->len, sizeof b->text - b->len, "%s\n", msg);
+    if (n > 0 && (size_t)n < sizeof b->text - b->len)
+        b->len += (size_t)n;
+    pthread_mutex_unlock(&b->lock);
+}
+
+/* ---- TLS ------------------------------------------------------------------ */
+
+static emq_srv *tls_server(emq_srv_cert cert) {
+    emq_srv_opts o = {.transport = EMQ_SRV_TLS, .cert = cert};
+    char why[512] = "";
+    emq_srv *s = emq_srv_try_start(&o, why, sizeof why);
+    if (s == NULL && strstr(why, "exited"))
+        SKIP("redis-server exited on a TLS config: built without TLS?");
+    if (s == NULL) {
+        emq_srv_print_failure();
+        FAIL("TLS server did not start: %s", why);
+    }
+    return s;
+}
+
+TEST_TIMEOUT(security_tls_producer_and_consumer_round_trip, 60) {
+    emq_srv *s = tls_server(EMQ_SRV_CERT_GOOD);
+    ASSERT(strncmp(emq_srv_url(s), "rediss://", 9) == 0);
+    const emq_certs *certs = emq_certs_get();
+
+    emq_conf_t *pconf = conf_for(emq_srv_url(s));
+    conf_set(pconf, P_TLS_CA, certs->ca_crt);
+    conf_set(pconf, "queue", "tlsq");
+    emq_producer_t *p;
+    emq_error err;
+    ASSERT_OK(emq_producer_new(pconf, &p, &err), &err);
+    emq_conf_destroy(pconf);
+    enum { N = 20 };
+    for (int i = 0; i < N; i++) {
+        char v[16];
+        int len = snprintf(v, sizeof v, "t%d", i);
+        emq_field f = {"n", 1, v, (size_t)len};
+        ASSERT_OK(emq_produce(p, &f, 1, NULL, &err), &err);
+    }
+    emq_producer_destroy(p);
+
+    emq_conf_t *conf = consumer_conf(s, "tlsq", "g", "w1", "head");
+    conf_set(conf, P_TLS_CA, certs->ca_crt);
+    recorder *r = malloc(sizeof *r);
+    ASSERT(r != NULL);
+    recorder_init(r);
+    r->stop_after = N;
+    emq_consumer_t *c;
+    ASSERT_OK(emq_consumer_new(conf, record, r, &c, &err), &err);
+    emq_conf_destroy(conf);
+    r->consumer = c;
+    runner_thread t;
+    start_consumer(&t, c);
+    wait_for(r, N, 10000);
+    ASSERT_OK(join_consumer(&t), &t.err);
+    emq_consumer_stats st;
+    emq_consumer_stats_get(c, &st);
+    ASSERT_EQ_INT(st.delivered, N);
+    ASSERT_EQ_INT(st.acked, N);
+    emq_consumer_destroy(c);
+    char out[256];
+    emq_srv_cmd(s, out, sizeof out, "XPENDING", "emq:{tlsq}", "g", NULL);
+    ASSERT(strncmp(out, "0\n", 2) == 0);
+    free(r);
+    emq_srv_stop(s);
+}
+
+static emq_verdict never_called(void *opaque, const emq_entry *e,
+                                char *reason, size_t reason_size) {
+    (void)opaque;
+    (void)e;
+    (void)reason;
+    (void)reason_size;
+    FAIL("the handler ran although the connection was refused");
+}
+
+/* A consumer run over TLS that must be refused with EMQ_ETLS quickly (no
+ * reconnect loop) and a message containing want. */
+static void consumer_refused(emq_srv_cert cert, const char *ca,
+                             const char *want) {
+    emq_srv *s = tls_server(cert);
+    emq_conf_t *conf = consumer_conf(s, "tlsq", "g", "w1", "head");
+    conf_set(conf, P_TLS_CA, ca);
+    emq_consumer_t *c;
+    emq_error err;
+    ASSERT_OK(emq_consumer_new(conf, never_called, NULL, &c, &err), &err);
+    emq_conf_destroy(conf);
+    int64_t t0 = now_ms();
+    ASSERT_STATUS(emq_consumer_run(c, &err), EMQ_ETLS, &err);
+    ASSERT(now_ms() - t0 < 3000);
+    ASSERT_CONTAINS_CI(err.message, want);
+    emq_consumer_destroy(c);
+    emq_srv_stop(s);
+}
+
+TEST(security_tls_consumer_refuses_unknown_ca) {
+    consumer_refused(EMQ_SRV_CERT_GOOD, emq_certs_get()->other_ca_crt,
+                     "certificate");
+}
+
+TEST(security_tls_consumer_refuses_expired_certificate) {
+    consumer_refused(EMQ_SRV_CERT_EXPIRED, emq_certs_get()->ca_crt,
+                     "expired");
+}
+
+TEST(security_tls_consumer_refuses_hostname_mismatch) {
+    consumer_refused(EMQ_SRV_CERT_WRONGHOST, emq_certs_get()->ca_crt,
+                     "mismatch");
+}
+
+/* ---- ACL -------------------------------------------------------------------- */
+
+/* The consumer's ACL line, as docs/SECURITY.md gives it, for queue
+ * "aclq": commands the consumer sends, and those its scripts call. */
+#define ACL_COMMANDS                                                           \
+    "+xgroup|create +xreadgroup +xack +xpending +xautoclaim +eval +get "      \
+    "+set +pexpire +pttl +del +hset +hget +hdel +xadd +client|setname"
+#define ACL_KEYS "~emq:{aclq} ~emq:{aclq}:*"
+
+/* Starts a server with user "worker" (password SECRET) holding the
+ * consumer line minus the command `without` (NULL: the whole line). */
+static emq_srv *acl_server(const char *without) {
+    static char config[1024];
+    char commands[512];
+    snprintf(commands, sizeof commands, "%s", ACL_COMMANDS);
+    if (without) {
+        char needle[64];
+        snprintf(needle, sizeof needle, "+%s ", without);
+        char *at = strstr(commands, needle);
+        if (at == NULL) {
+            snprintf(needle, sizeof needle, " +%s", without);
+            at = strstr(commands, needle);
+        }
+        ASSERT(at != NULL);
+        memmove(at, at + strlen(needle), strlen(at + strlen(needle)) + 1);
+    }
+    snprintf(config, sizeof config,
+             "user worker on >" SECRET " resetkeys " ACL_KEYS
+             " resetchannels -@all %s\n",
+             commands);
+    emq_srv_opts o = {.extra_config = config};
+    return emq_srv_start(&o);
+}
+
+static emq_conf_t *worker_conf(const emq_srv *s, const char *name) {
+    char url[128];
+    snprintf(url, sizeof url, "redis://worker:" SECRET "@127.0.0.1:%d",
+             emq_srv_port(s));
+    emq_conf_t *conf = conf_for(url);
+    conf_set(conf, "queue", "aclq");
+    conf_set(conf, "group", "g");
+    conf_set(conf, "consumer", name);
+    conf_set(conf, "start", "head");
+    conf_set(conf, "block_ms", "50");
+    conf_set(conf, "lease.ttl_ms", "1200");
+    conf_set(conf, "claim.interval_ms", "100");
+    conf_set(conf, "claim.min_idle_ms", "50");
+    conf_set(conf, "max_deliveries", "2");
+    conf_set(conf, "log.level", "debug");
+    return conf;
+}
+
+static void raw(const emq_srv *s, const char *a0, const char *a1,
+                const char *a2, const char *a3, const char *a4,
+                const char *a5) {
+    const char *args[] = {a0, a1, a2, a3, a4, a5, NULL};
+    char out[512];
+    int type = emq_srv_cmdv(s, out, sizeof out, args);
+    if (type < 0 || type == '-')
+        FAIL("%s: %s", a0, out);
+}
+
+/* Stream "emq:{aclq}" with group g:
+ *   1-0 own    pending for w1 (recovered, acked)
+ *   2-0 gone   pending for w1, then deleted (acked and counted)
+ *   2-1 stale  pending for w1, delivered 5 times: dead-lettered on recovery
+ *              without the handler (the script reads the reason: HGET)
+ *   3-0 peer   pending for a dead peer (claimed, acked)
+ *   4-0 ok     new (acked)
+ *   5-0 retry  new: retried, claimed back, retried again, dead-lettered
+ *   6-0 dead   new: dead-lettered at once */
+static void acl_fixture(const emq_srv *s) {
+    raw(s, "XGROUP", "CREATE", "emq:{aclq}", "g", "0", "MKSTREAM");
+    raw(s, "XADD", "emq:{aclq}", "1-0", "n", "own", NULL);
+    raw(s, "XADD", "emq:{aclq}", "2-0", "n", "gone", NULL);
+    raw(s, "XADD", "emq:{aclq}", "2-1", "n", "stale", NULL);
+    const char *rd[] = {"XREADGROUP", "GROUP", "g", "w1", "COUNT", "3",
+                        "STREAMS", "emq:{aclq}", ">", NULL};
+    char out[512];
+    ASSERT(emq_srv_cmdv(s, out, sizeof out, rd) == '*');
+    const char *bump[] = {"XCLAIM", "emq:{aclq}", "g", "w1", "0", "2-1",
+                          "RETRYCOUNT", "5", NULL};
+    ASSERT(emq_srv_cmdv(s, out, sizeof out, bump) == '*');
+    raw(s, "XDEL", "emq:{aclq}", "2-0", NULL, NULL, NULL);
+    raw(s, "XADD", "emq:{aclq}", "3-0", "n", "peer", NULL);
+    const char *rp[] = {"XREADGROUP", "GROUP", "g", "peer", "COUNT", "1",
+                        "STREAMS", "emq:{aclq}", ">", NULL};
+    ASSERT(emq_srv_cmdv(s, out, sizeof out, rp) == '*');
+    raw(s, "XADD", "emq:{aclq}", "4-0", "n", "ok", NULL);
+    raw(s, "XADD", "emq:{aclq}", "5-0", "n", "retry", NULL);
+    raw(s, "XADD", "emq:{aclq}", "6-0", "n", "dead", NULL);
+}
+
+TEST_TIMEOUT(security_acl_consumer_line_runs_a_full_cycle, 40) {
+    emq_srv *s = acl_server(NULL);
+    acl_fixture(s);
+    usleep(60 * 1000); /* the peer's entry is idle past claim.min_idle_ms */
+    emq_conf_t *conf = worker_conf(s, "w1");
+    logbook *book = malloc(sizeof *book);
+    ASSERT(book != NULL);
+    logbook_init(book);
+    emq_conf_set_log(conf, log_to_book, book);
+    recorder *r = malloc(sizeof *r);
+    ASSERT(r != NULL);
+    recorder_init(r);
+    r->retry_value = "retry";
+    r->dead_value = "dead";
+    emq_consumer_t *c;
+    emq_error err;
+    ASSERT_OK(emq_consumer_new(conf, record, r, &c, &err), &err);
+    emq_conf_destroy(conf);
+    runner_thread t;
+    start_consumer(&t, c);
+    /* Wait for the whole cycle: both dead letters and the claim. */
+    emq_consumer_stats st;
+    int64_t end = now_ms() + 15000;
+    for (;;) {
+        emq_consumer_stats_get(c, &st);
+        if (st.dead_lettered >= 3 && st.claimed >= 1 && st.acked >= 3)
+            break;
+        if (now_ms() > end)
+            break;
+        usleep(10 * 1000);
+    }
+    emq_consumer_stop(c);
+    ASSERT_OK(join_consumer(&t), &t.err);
+    emq_consumer_stats_get(c, &st);
+    char json[1024];
+    emq_consumer_stats_json(c, json, sizeof json);
+    if (st.dead_lettered < 3 || st.claimed < 1 || st.acked < 3)
+        FAIL("cycle incomplete: %s; log:\n%s", json, book->text);
+    ASSERT(st.retried >= 2);
+    ASSERT(st.deleted_pending >= 1);
+    ASSERT_NOT_CONTAINS(book->text, "NOPERM");
+    assert_no_secret("a log line", book->text);
+    assert_no_secret("the JSON stats", json);
+    emq_consumer_destroy(c);
+
+    char out[1024];
+    emq_srv_cmd(s, out, sizeof out, "XLEN", "emq:{aclq}:dead", NULL);
+    ASSERT_EQ_STR(out, "3");
+    /* The lease was released on stop (the release script's DEL). */
+    emq_srv_cmd(s, out, sizeof out, "EXISTS", "emq:{aclq}:lease:g:w1", NULL);
+    ASSERT_EQ_STR(out, "0");
+    emq_srv_cmd(s, out, sizeof out, "XPENDING", "emq:{aclq}", "g", NULL);
+    ASSERT(strncmp(out, "0\n", 2) == 0);
+    free(r);
+    free(book);
+    emq_srv_stop(s);
+}
+
+/* A user without `cmd` fails the start of a consumer with NOPERM naming
+ * the command, before any entry reaches the handler. */
+static void start_refused_without(const char *cmd, const char *named) {
+    emq_srv *s = acl_server(cmd);
+    acl_fixture(s);
+    emq_conf_t *conf = worker_conf(s, "w1");
+    emq_consumer_t *c;
+    emq_error err;
+    ASSERT_OK(emq_consumer_new(conf, never_called, NULL, &c, &err), &err);
+    emq_conf_destroy(conf);
+    int64_t t0 = now_ms();
+    emq_status st = emq_consumer_run(c, &err);
+    if (st == EMQ_OK)
+        FAIL("without +%s the consumer started", cmd);
+    ASSERT(now_ms() - t0 < 5000);
+    /* A command the consumer sends is refused with NOPERM naming it; one
+     * that a script calls fails the script (7.0: "ERR The user executing
+     * the script can't run this command", without the command's name). */
+    if (strstr(err.message, "NOPERM"))
+        ASSERT_CONTAINS_CI(err.message, named);
+    else
+        ASSERT_CONTAINS(err.message, "can't run this command");
+    assert_no_secret("the error message", err.message);
+    emq_consumer_destroy(c);
+    emq_srv_stop(s);
+}
+
+TEST(security_acl_without_eval_start_fails_with_noperm) {
+    start_refused_without("eval", "eval");
+}
+
+TEST(security_acl_without_xgroup_create_start_fails_with_noperm) {
+    start_refused_without("xgroup|create", "xgroup");
+}
+
+TEST(security_acl_without_xreadgroup_start_fails_with_noperm) {
+    start_refused_without("xreadgroup", "xreadgroup");
+}
+
+TEST(security_acl_without_xpending_start_fails_with_noperm) {
+    start_refused_without("xpending", "xpending");
+}
+
+TEST(security_acl_without_set_start_fails_with_noperm) {
+    /* The lease script calls SET: a script runs with the caller's ACL. */
+    start_refused_without("set", "set");
+}
+
+TEST(security_acl_without_keys_start_fails_with_noperm) {
+    char config[512];
+    snprintf(config, sizeof config,
+             "user worker on >" SECRET " resetkeys ~other:* resetchannels "
+             "-@all %s\n",
+             ACL_COMMANDS);
+    emq_srv_opts o = {.extra_config = config};
+    emq_srv *s = emq_srv_start(&o);
+    emq_conf_t *conf = worker_conf(s, "w1");
+    emq_consumer_t *c;
+    emq_error err;
+    ASSERT_OK(emq_consumer_new(conf, never_called, NULL, &c, &err), &err);
+    emq_conf_destroy(conf);
+    ASSERT(emq_consumer_run(c, &err) != EMQ_OK);
+    ASSERT_CONTAINS(err.message, "NOPERM");
+    ASSERT_CONTAINS_CI(err.message, "key");
+    emq_consumer_destroy(c);
+    emq_srv_stop(s);
+}
+
+/* ---- secrets ------------------------------------------------------------------ */
+
+TEST(security_wrong_password_never_shown) {
+    emq_srv_opts o = {.requirepass = "RightPassword1"};
+    emq_srv *s = emq_srv_start(&o);
+    char url[128];
+    snprintf(url, sizeof url, "redis://:" SECRET "@127.0.0.1:%d",
+             emq_srv_port(s));
+    logbook *book = malloc(sizeof *book);
+    ASSERT(book != NULL);
+    logbook_init(book);
+
+    /* Through the URL, then through the password property. */
+    for (int via_property = 0; via_property < 2; via_property++) {
+        emq_conf_t *conf = conf_for(via_property ? emq_srv_url(s) : url);
+        if (via_property)
+            conf_set(conf, P_PASSWORD, SECRET);
+        conf_set(conf, "queue", "pwq");
+        conf_set(conf, "group", "g");
+        conf_set(conf, "consumer", "w1");
+        conf_set(conf, "start", "head");
+        conf_set(conf, "log.level", "debug");
+        emq_conf_set_log(conf, log_to_book, book);
+        char got[256];
+        ASSERT_OK(emq_conf_get(conf, P_PASSWORD, got, sizeof got, NULL),
+                  NULL);
+        assert_no_secret("emq_conf_get(password)", got);
+
+        emq_error err;
+        emq_conn_t *conn = NULL;
+        ASSERT_STATUS(emq_conn_new(conf, &conn, &err), EMQ_EAUTH, &err);
+        assert_no_secret("the connection error", err.message);
+
+        emq_producer_t *p = NULL;
+        ASSERT_STATUS(emq_producer_new(conf, &p, &err), EMQ_EAUTH, &err);
+        assert_no_secret("the producer error", err.message);
+
+        emq_consumer_t *c;
+        ASSERT_OK(emq_consumer_new(conf, never_called, NULL, &c, &err), &err);
+        ASSERT_STATUS(emq_consumer_run(c, &err), EMQ_EAUTH, &err);
+        assert_no_secret("the consumer error", err.message);
+        char json[1024];
+        emq_consumer_stats_json(c, json, sizeof json);
+        assert_no_secret("the JSON stats", json);
+        emq_consumer_destroy(c);
+
+        emq_admin_t *a = NULL;
+        ASSERT(emq_admin_new(conf, &a, &err) != EMQ_OK);
+        assert_no_secret("the admin error", err.message);
+        emq_conf_destroy(conf);
+    }
+    assert_no_secret("a log line", book->text);
+    free(book);
+    emq_srv_stop(s);
+}
+
+TEST(security_unreachable_host_with_password_never_shown) {
+    int port = emq_free_port(); /* nobody listens there */
+    char url[128];
+    snprintf(url, sizeof url, "redis://user:" SECRET "@127.0.0.1:%d/3",
+             port);
+    emq_conf_t *conf = conf_for(url);
+    conf_set(conf, P_RECONNECT_ATTEMPTS, "2");
+    conf_set(conf, P_RECONNECT_BASE, "1");
+    conf_set(conf, P_RECONNECT_MAX, "2");
+    emq_error err;
+    emq_conn_t *conn = NULL;
+    ASSERT_STATUS(emq_conn_new(conf, &conn, &err), EMQ_EIO, &err);
+    assert_no_secret("the refused-connection error", err.message);
+    emq_conf_destroy(conf);
+
+    /* A host name that does not resolve. */
+    snprintf(url, sizeof url,
+             "redis://user:" SECRET "@no-such-host.invalid:%d", port);
+    conf = conf_for(url);
+    ASSERT(emq_conn_new(conf, &conn, &err) != EMQ_OK);
+    assert_no_secret("the resolve error", err.message);
+    emq_conf_destroy(conf);
+
+    /* Bad URLs with the password in them. */
+    static const char *const bad[] = {
+        "redis://u:" SECRET "@h:99999",
+        "redis://u:" SECRET "@h!/2",
+        "redis://u:" SECRET "?@h:1",
+        "rediss://u:" SECRET "@h?tls.verify=maybe",
+        SECRET "://h",
+    };
+    conf = emq_conf_new();
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        ASSERT_STATUS(emq_conf_set(conf, P_URL, bad[i], &err), EMQ_EINVAL,
+                      &err);
+        assert_no_secret("a bad URL's error", err.message);
+    }
+    emq_conf_destroy(conf);
+}
+
+/* Runs fn with fd 2 sent to a file; returns what was written there. */
+static void capture_stderr(void (*fn)(const emq_srv *), const emq_srv *s,
+                           char *out, size_t size) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/stderr.txt", emq_test_tmpdir());
+    fflush(stderr);
+    int saved = dup(2);
+    int fd = open(path, O_CREAT | O_TRUNC | O_WRONLY, 0600);
+    ASSERT(saved >= 0 && fd >= 0);
+    dup2(fd, 2);
+    close(fd);
+    fn(s);
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    FILE *f = fopen(path, "r");
+    ASSERT(f != NULL);
+    size_t n = fread(out, 1, size - 1, f);
+    out[n] = '\0';
+    fclose(f);
+}
+
+/* A consumer with the default logger (stderr) at debug level: a refused
+ * password, then a full run as the ACL worker with a reconnect. */
+static void noisy_runs(const emq_srv *s) {
+    char url[128];
+    snprintf(url, sizeof url, "redis://worker:%s-wrong@127.0.0.1:%d", SECRET,
+             emq_srv_port(s));
+    emq_conf_t *conf = worker_conf(s, "w2");
+    conf_set(conf, P_URL, url);
+    emq_consumer_t *c;
+    emq_error err;
+    ASSERT_OK(emq_consumer_new(conf, never_called, NULL, &c, &err), &err);
+    emq_conf_destroy(conf);
+    ASSERT_STATUS(emq_consumer_run(c, &err), EMQ_EAUTH, &err);
+    fprintf(stderr, "run error: %s\n", err.message);
+    emq_consumer_destroy(c);
+
+    conf = worker_conf(s, "w1");
+    recorder *r = malloc(sizeof *r);
+    ASSERT(r != NULL);
+    recorder_init(r);
+    r->dead_value = "dead";
+    ASSERT_OK(emq_consumer_new(conf, record, r, &c, &err), &err);
+    emq_conf_destroy(conf);
+    r->consumer = c;
+    runner_thread t;
+    start_consumer(&t, c);
+    wait_for(r, 3, 10000);
+    /* Cut the connection: the reconnect logs, with the URL's host. */
+    char out[64];
+    emq_srv_cmd(s, out, sizeof out, "CLIENT", "KILL", "USER", "worker", NULL);
+    usleep(300 * 1000);
+    emq_consumer_stop(c);
+    ASSERT_OK(join_consumer(&t), &t.err);
+    emq_consumer_destroy(c);
+    free(r);
+}
+
+TEST_TIMEOUT(security_default_stderr_log_never_shows_password, 40) {
+    emq_srv *s = acl_server(NULL);
+    acl_fixture(s);
+    static char text[65536];
+    capture_stderr(noisy_runs, s, text, sizeof text);
+    ASSERT_CONTAINS(text, "run error: ");
+    ASSERT_CONTAINS(text, "reconnect"); /* the debug log was on stderr */
+    assert_no_secret("stderr", text);
+    emq_srv_stop(s);
+}
+
+TEST(security_conf_reads_back_no_password) {
+    emq_conf_t *conf = emq_conf_new();
+    ASSERT(conf != NULL);
+    conf_set(conf, P_PASSWORD, SECRET);
+    char got[512];
+    ASSERT_OK(emq_conf_get(conf, P_PASSWORD, got, sizeof got, NULL), NULL);
+    ASSERT_EQ_STR(got, "(set)");
+    emq_conf_t *copy = emq_conf_dup(conf);
+    ASSERT(copy != NULL);
+    ASSERT_OK(emq_conf_get(copy, P_PASSWORD, got, sizeof got, NULL), NULL);
+    ASSERT_EQ_STR(got, "(set)");
+    emq_conf_destroy(copy);
+    conf_set(conf, P_URL, "redis://u:" SECRET "@127.0.0.1:6379");
+    ASSERT_OK(emq_conf_get(conf, P_URL, got, sizeof got, NULL), NULL);
+    ASSERT_NOT_CONTAINS(got, SECRET);
+    ASSERT_EQ_STR(got, "redis://u:***@127.0.0.1:6379");
+    /* unix:// with an '@' in the socket path, and no password at all. */
+    conf_set(conf, P_URL, "unix://:" SECRET "@/tmp/a@b.sock?db=1");
+    ASSERT_OK(emq_conf_get(conf, P_URL, got, sizeof got, NULL), NULL);
+    ASSERT_EQ_STR(got, "unix://:***@/tmp/a@b.sock?db=1");
+    conf_set(conf, P_URL, "redis://user@h:1/2");
+    ASSERT_OK(emq_conf_get(conf, P_URL, got, sizeof got, NULL), NULL);
+    ASSERT_EQ_STR(got, "redis://user@h:1/2");
+    emq_conf_destroy(conf);
+}
+
+/* ---- the echomq program ------------------------------------------------------ */
+
+/* /proc/PID/<what> with NULs turned into spaces. */
+static void read_proc(pid_t pid, const char *what, char *out, size_t size) {
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/%s", (int)pid, what);
+    FILE *f = fopen(path, "r");
+    ASSERT(f != NULL);
+    size_t n = fread(out, 1, size - 1, f);
+    fclose(f);
+    for (size_t i = 0; i < n; i++)
+        if (out[i] == '\0')
+            out[i] = ' ';
+    out[n] = '\0';
+}
+
+/* A running `echomq consume` shows no password on its command line,
+ * whichever way the URL was given, with a user name or without. */
+TEST_TIMEOUT(security_cli_command_line_never_shows_password, 30) {
+    emq_srv *s = acl_server(NULL);
+    char url[128], inline_url[160];
+    snprintf(url, sizeof url, "redis://worker:" SECRET "@127.0.0.1:%d",
+             emq_srv_port(s));
+    snprintf(inline_url, sizeof inline_url, "--url=%s", url);
+    for (int form = 0; form < 2; form++) {
+        const char *const *args =
+            form == 0 ? CLI_ARGS("consume", "aclq", "-u", url, "-g", "g",
+                                 "-c", "w1", "--start", "new", "--block",
+                                 "100")
+                      : CLI_ARGS("consume", "aclq", inline_url, "-g", "g",
+                                 "-c", "w1", "--start", "new", "--block",
+                                 "100");
+        int out, err;
+        pid_t pid = cli_spawn(NULL, args, NULL, &out, &err);
+        int64_t end = cli_ms() + 5000;
+        char reply[64] = "";
+        while (cli_ms() < end) {
+            emq_srv_cmd(s, reply, sizeof reply, "EXISTS",
+                        "emq:{aclq}:lease:g:w1", NULL);
+            if (!strcmp(reply, "1"))
+                break;
+            usleep(20000);
+        }
+        ASSERT_EQ_STR(reply, "1"); /* it is connected and running */
+        char cmdline[4096];
+        read_proc(pid, "cmdline", cmdline, sizeof cmdline);
+        ASSERT_CONTAINS(cmdline, "consume aclq");
+        ASSERT_CONTAINS(cmdline, "@127.0.0.1:");
+        assert_no_secret("/proc/PID/cmdline", cmdline);
+        kill(pid, SIGTERM);
+        ASSERT_EQ_INT(cli_wait(pid, 3000), 0);
+        char text[8192];
+        ssize_t n = read(err, text, sizeof text - 1);
+        text[n > 0 ? n : 0] = '\0';
+        assert_no_secret("echomq's stderr", text);
+        close(out);
+        close(err);
+        /* The lease is gone before the next form takes the name. */
+        emq_srv_cmd(s, reply, sizeof reply, "DEL", "emq:{aclq}:lease:g:w1",
+                    NULL);
+    }
+    emq_srv_stop(s);
+}
+
+/* A refused password: a non-zero exit, a message that says so, and no
+ * password on stdout or stderr. */
+TEST(security_cli_wrong_password_never_shown) {
+    emq_srv *s = acl_server(NULL);
+    char url[128];
+    snprintf(url, sizeof url, "redis://worker:" SECRET "x@127.0.0.1:%d",
+             emq_srv_port(s));
+    cli_result r;
+    CLI(&r, NULL, "consume", "aclq", "-u", url, "-g", "g", "-c", "w1",
+        "--start", "new");
+    ASSERT(r.code != 0);
+    ASSERT(r.err[0] != '\0');
+    assert_no_secret("echomq's stderr", r.err);
+    assert_no_secret("echomq's stdout", r.out);
+    cli_free(&r);
+    CLI(&r, url, "info", "aclq");
+    ASSERT(r.code != 0);
+    assert_no_secret("echomq's stderr", r.err);
+    assert_no_secret("echomq's stdout", r.out);
+    cli_free(&r);
+    emq_srv_stop(s);
+}
+
+/* Without +xautoclaim a consumer still runs, but it can never take over a
+ * dead peer's entries: the claim beat says so in the log (at most once a
+ * minute) instead of failing silently. */
+TEST_TIMEOUT(security_acl_without_xautoclaim_warns, 20) {
+    emq_srv *s = acl_server("xautoclaim");
+    emq_conf_t *conf = worker_conf(s, "w2");
+    conf_set(conf, "claim.interval_ms", "50");
+    logbook *book = malloc(sizeof *book);
+    ASSERT(book != NULL);
+    logbook_init(book);
+    emq_conf_set_log(conf, log_to_book, book);
+    static recorder r;
+    recorder_init(&r);
+    emq_consumer_t *c;
+    emq_error err;
+    ASSERT_OK(emq_consumer_new(conf, record, &r, &c, &err), &err);
+    emq_conf_destroy(conf);
+    runner_thread t;
+    start_consumer(&t, c);
+    usleep(600 * 1000); /* several beats */
+    emq_consumer_stop(c);
+    ASSERT_OK(join_consumer(&t), &t.err);
+    ASSERT_CONTAINS(book->text, "claim beat failed");
+    ASSERT_CONTAINS(book->text, "NOPERM");
+    /* Once, not once per beat. */
+    const char *first = strstr(book->text, "claim beat failed");
+    ASSERT(strstr(first + 1, "claim beat failed") == NULL);
+    emq_consumer_destroy(c);
+    free(book);
+    emq_srv_stop(s);
+}

@@ -325,6 +325,48 @@ EMQ_EXPORT emq_status emq_produce_batch(emq_producer_t *p,
                                         emq_id *ids, size_t *written,
                                         emq_error *err);
 
+/* Partitioned topics (conf partitions = P > 1; docs/SCALING.md). The
+ * producer then writes to the P queues "<queue>.0" .. "<queue>.<P-1>",
+ * each its own stream and cluster slot, and holds one connection (route)
+ * per partition, opened when the first entry goes there: a topic
+ * producer's emq_producer_new validates but does not connect, so an
+ * unreachable server shows at the first produce call. emq_produce and
+ * emq_produce_batch spread entries over the partitions in turn (round
+ * robin). Entry IDs are per partition: two partitions may hand out the
+ * same ID. A batch is split by partition and each share written as its
+ * own batch; all shares are tried, the first failure is returned with
+ * its partition named ("partition 3 (emq:{orders.3}): entry 1: ...",
+ * the index counting within that partition's share), and ids/written
+ * report every entry. With partitions = 1 everything below behaves as
+ * the calls above and the key is ignored. */
+
+/* Adds one entry with a message key (key_len bytes, binary-safe; NULL:
+ * no key, as emq_produce). Every entry of one key goes to partition
+ * CRC16(key) mod P (the CRC16 of Redis Cluster's key slots), so the
+ * entries of one key stay in production order in one stream. Results and
+ * errors as emq_produce. */
+EMQ_EXPORT emq_status emq_produce_keyed(emq_producer_t *p, const char *key,
+                                        size_t key_len,
+                                        const emq_field *fields,
+                                        size_t nfields, emq_id *id,
+                                        emq_error *err);
+
+/* One entry of a keyed batch: the message and its key (NULL: no key, the
+ * next partition in turn). Borrowed for the call only. */
+typedef struct emq_keyed_message {
+    emq_message message;
+    const char *key;
+    size_t key_len;
+} emq_keyed_message;
+
+/* emq_produce_batch with a key per entry (see emq_produce_keyed). The
+ * entries of one key keep their batch order. */
+EMQ_EXPORT emq_status emq_produce_batch_keyed(emq_producer_t *p,
+                                              const emq_keyed_message *msgs,
+                                              size_t n, emq_id *ids,
+                                              size_t *written,
+                                              emq_error *err);
+
 /* ---- consumer ----------------------------------------------------------- */
 
 /* One delivery handed to a handler. Every pointer is borrowed and valid
@@ -358,7 +400,10 @@ typedef enum emq_verdict {
 
 /* Called on the consumer's thread for each entry. For EMQ_RETRY and
  * EMQ_DEAD it may write a reason (NUL-terminated, at most reason_size
- * bytes) that ends up in the dead letter. */
+ * bytes) that ends up in the dead letter. A topic consumer (partitions
+ * P > 1) calls it from its P partition threads at once: entry->stream
+ * names the partition's stream, and entries of one partition (so of one
+ * message key) come one at a time in stream order. */
 typedef emq_verdict (*emq_handler_fn)(void *opaque, const emq_entry *entry,
                                       char *reason, size_t reason_size);
 
@@ -372,7 +417,13 @@ EMQ_EXPORT emq_status emq_consumer_new(const emq_conf_t *conf,
                                        emq_handler_fn handler, void *opaque,
                                        emq_consumer_t **out, emq_error *err);
 /* Runs the consumer contract (docs/CONSUMER.md) on the calling thread until
- * emq_consumer_stop or a fatal error. Returns EMQ_OK after a stop. */
+ * emq_consumer_stop or a fatal error. Returns EMQ_OK after a stop.
+ * With conf partitions = P > 1 (a topic, docs/SCALING.md) the consumer is
+ * P consumers of the same name, one per partition queue "<queue>.<i>",
+ * each with its own connection, lease, door, recovery and dead letters,
+ * run on P threads started here; run returns when all have stopped, with
+ * the first fatal error of any (which stops the others). Stats and
+ * emq_consumer_stats_json are sums over the partitions. */
 EMQ_EXPORT emq_status emq_consumer_run(emq_consumer_t *c, emq_error *err);
 /* Asks run to return: the handler in progress finishes, completed work is
  * acknowledged, nothing new starts. Async-signal-safe; any thread. */
@@ -471,9 +522,23 @@ typedef struct emq_queue_info {
     uint64_t dead_length; /* dead letters */
     size_t ngroups;
     emq_group_info *groups;
+    /* A topic (partitions P > 1): npartitions = P and partitions[i]
+     * describes queue "<topic>.<i>" in full. The fields above are then the
+     * totals: stream and dead are patterns ("emq:{orders.*}"), exists is 1
+     * when any partition exists, length, entries_added and dead_length
+     * are sums, first_id and last_id are "" (IDs of different partitions
+     * do not compare), and each group (matched by name) sums pending, lag
+     * and entries_read (-1 when any partition reports none), ORs
+     * lag_computed, has last_delivered_id "", and the oldest pending
+     * entry of all partitions (by age); each of its consumers sums
+     * pending and takes the smallest idle and inactive times. A plain
+     * queue has npartitions 0 and partitions NULL. */
+    size_t npartitions;
+    struct emq_queue_info *partitions;
 } emq_queue_info;
 
-/* Describes the queue: stream, every group and consumer, dead letters.
+/* Describes the queue: stream, every group and consumer, dead letters;
+ * for a topic every partition and the totals (see emq_queue_info).
  * A missing stream is not an error (exists = 0). A lag the server reports
  * as nil is counted by the client (lag_computed = 1). *out is
  * caller-owned; free with emq_queue_info_free. */
@@ -481,7 +546,9 @@ EMQ_EXPORT emq_status emq_admin_describe(emq_admin_t *a, emq_queue_info **out,
                                          emq_error *err);
 EMQ_EXPORT void emq_queue_info_free(emq_queue_info *info);
 /* The description as one JSON document (snprintf semantics: writes what
- * fits, NUL-terminated, returns the full length). */
+ * fits, NUL-terminated, returns the full length). A topic's document is
+ * its totals with "partitions":[...] holding one document per partition;
+ * the total lag of a group is its "lag" at the top level. */
 EMQ_EXPORT size_t emq_queue_info_json(const emq_queue_info *info, char *buf,
                                       size_t size);
 

@@ -1,4 +1,9 @@
-/* admin.c: the admin handle and the helpers its verbs share. */
+/* admin.c: the admin handle and the helpers its verbs share.
+ *
+ * A topic's handle (partitions > 1) is one handle per partition; the
+ * verbs that sum naturally (describe, group create and destroy, purge of
+ * the dead letters) run on each partition, the others refuse a topic and
+ * say how to name one partition. */
 #include "admin.h"
 
 #include <stdio.h>
@@ -13,14 +18,31 @@ emq_status emq_admin_new(const emq_conf_t *conf, emq_admin_t **out,
     emq_admin_t *a = emq_calloc(1, sizeof *a);
     if (a == NULL)
         return emq_error_set(err, EMQ_ENOMEM, 0, "out of memory");
-    emq_status st;
+    emq_status st = EMQ_OK;
     a->conf = emq_conf_dup(conf);
     if (a->conf == NULL)
         st = emq_error_set(err, EMQ_ENOMEM, 0, "out of memory");
-    else
-        st = emq_keys_resolve(conf->queue, conf->stream, &a->keys, err);
+    else if (emq_topic_is(conf))
+        st = emq_topic_check(conf, err);
     if (st == EMQ_OK)
+        st = emq_keys_resolve(conf->queue, conf->stream, &a->keys, err);
+    if (st == EMQ_OK && emq_topic_is(conf)) {
+        size_t n = (size_t)conf->partitions;
+        a->parts = emq_calloc(n, sizeof *a->parts);
+        if (a->parts == NULL)
+            st = emq_error_set(err, EMQ_ENOMEM, 0, "out of memory");
+        for (size_t i = 0; i < n && st == EMQ_OK; i++) {
+            emq_conf_t *pc;
+            st = emq_topic_partition_conf(conf, (int)i, &pc, err);
+            if (st == EMQ_OK) {
+                st = emq_admin_new(pc, &a->parts[i], err);
+                emq_conf_destroy(pc);
+            }
+            a->nparts = i + 1;
+        }
+    } else if (st == EMQ_OK) {
         st = emq_route_new(a->conf, a->keys.stream, &a->route, err);
+    }
     if (st != EMQ_OK) {
         emq_admin_destroy(a);
         return st;
@@ -32,6 +54,9 @@ emq_status emq_admin_new(const emq_conf_t *conf, emq_admin_t **out,
 void emq_admin_destroy(emq_admin_t *a) {
     if (a == NULL)
         return;
+    for (size_t i = 0; i < a->nparts; i++)
+        emq_admin_destroy(a->parts[i]);
+    emq_free(a->parts);
     emq_route_destroy(a->route);
     emq_keys_free(&a->keys);
     emq_conf_destroy(a->conf);
@@ -39,6 +64,18 @@ void emq_admin_destroy(emq_admin_t *a) {
 }
 
 void emq_free_array(void *array) { emq_free(array); }
+
+emq_status emq_admin_one_queue(const emq_admin_t *a, const char *verb,
+                               emq_error *err) {
+    if (a == NULL || a->nparts == 0)
+        return EMQ_OK;
+    return emq_error_set(err, EMQ_EINVAL, 0,
+                         "%s works on one partition at a time, and '%s' is "
+                         "a topic of %zu partitions: use queue '%s.<i>' "
+                         "(i = 0..%zu) with partitions 1",
+                         verb, a->conf->queue, a->nparts, a->conf->queue,
+                         a->nparts - 1);
+}
 
 emq_status emq_admin_call(emq_admin_t *a, const char *what, int argc,
                           const char *const *argv, const size_t *argvlen,

@@ -15,8 +15,17 @@
 struct emq_admin {
     emq_conf_t *conf; /* own copy */
     emq_keys keys;
-    emq_route *route;
+    emq_route *route; /* NULL for a topic */
+    /* A topic (conf partitions > 1): one admin handle per partition. */
+    emq_admin_t **parts;
+    size_t nparts;
 };
+
+/* EMQ_EINVAL for a topic handle, naming verb and how to address one
+ * partition (verbs that read or move individual entries work on one
+ * partition at a time); EMQ_OK for a queue. */
+emq_status emq_admin_one_queue(const emq_admin_t *a, const char *verb,
+                               emq_error *err);
 
 /* Sends one command and returns its reply (caller frees). An error reply
  * becomes EMQ_ESERVER with "<what> failed: <reply text>" and *reply NULL. */

@@ -153,6 +153,8 @@ emq_status emq_admin_dead_list(emq_admin_t *a, size_t max,
     if (a == NULL)
         return emq_error_set(err, EMQ_EINVAL, 0,
                              "listing dead letters needs an admin handle");
+    if (a->nparts > 0)
+        return emq_admin_one_queue(a, "listing dead letters", err);
     char count[24];
     snprintf(count, sizeof count, "%zu", max);
     const char *argv[] = {"XRANGE", a->keys.dead, "-", "+", "COUNT", count};
@@ -318,6 +320,8 @@ emq_status emq_admin_dead_requeue(emq_admin_t *a, const char *const *ids,
     if (a == NULL || (nids > 0 && ids == NULL))
         return emq_error_set(err, EMQ_EINVAL, 0,
                              "requeue needs an admin handle and IDs");
+    if (a->nparts > 0)
+        return emq_admin_one_queue(a, "requeueing dead letters", err);
     if (nids == 0) {
         emq_status st = requeue_all(a, &count, err);
         if (requeued)
@@ -360,6 +364,17 @@ emq_status emq_admin_dead_purge(emq_admin_t *a, uint64_t *removed,
     if (a == NULL)
         return emq_error_set(err, EMQ_EINVAL, 0,
                              "purge needs an admin handle");
+    if (a->nparts > 0) { /* a topic: every partition's dead letters */
+        for (size_t i = 0; i < a->nparts; i++) {
+            uint64_t one = 0;
+            emq_status st = emq_admin_dead_purge(a->parts[i], &one, err);
+            if (removed)
+                *removed += one;
+            if (st != EMQ_OK)
+                return st;
+        }
+        return EMQ_OK;
+    }
     const char *argv[] = {"EVAL", purge_script, "1", a->keys.dead};
     emq_reply *r = NULL;
     emq_status st =

@@ -64,9 +64,11 @@ static emq_status oom(emq_error *err) {
 
 /* ---- describe ------------------------------------------------------------- */
 
-void emq_queue_info_free(emq_queue_info *info) {
-    if (info == NULL)
-        return;
+/* Frees what info holds, not info itself. */
+static void info_clear(emq_queue_info *info) {
+    for (size_t i = 0; i < info->npartitions; i++)
+        info_clear(&info->partitions[i]);
+    emq_free(info->partitions);
     for (size_t g = 0; g < info->ngroups; g++) {
         emq_group_info *gi = &info->groups[g];
         for (size_t c = 0; c < gi->nconsumers; c++)
@@ -77,6 +79,12 @@ void emq_queue_info_free(emq_queue_info *info) {
     emq_free(info->groups);
     emq_free(info->stream);
     emq_free(info->dead);
+}
+
+void emq_queue_info_free(emq_queue_info *info) {
+    if (info == NULL)
+        return;
+    info_clear(info);
     emq_free(info);
 }
 
@@ -275,6 +283,116 @@ static emq_status describe_from(emq_admin_t *a, emq_reply *const *r,
     return st;
 }
 
+/* ---- describing a topic ---------------------------------------------------- */
+
+/* The group named name in info, appended (empty) when absent; NULL when
+ * out of memory. */
+static emq_group_info *total_group(emq_queue_info *info, const char *name) {
+    for (size_t g = 0; g < info->ngroups; g++)
+        if (strcmp(info->groups[g].name, name) == 0)
+            return &info->groups[g];
+    emq_group_info *grown =
+        emq_realloc(info->groups, (info->ngroups + 1) * sizeof *grown);
+    if (grown == NULL)
+        return NULL;
+    info->groups = grown;
+    emq_group_info *gi = &grown[info->ngroups];
+    memset(gi, 0, sizeof *gi);
+    if ((gi->name = emq_strdup(name)) == NULL)
+        return NULL;
+    gi->oldest_pending_age_ms = -1;
+    info->ngroups++;
+    return gi;
+}
+
+/* The smaller of two times where -1 means "not reported". */
+static int64_t min_known(int64_t a, int64_t b) {
+    if (a < 0)
+        return b;
+    if (b < 0)
+        return a;
+    return a < b ? a : b;
+}
+
+/* Adds partition group pg into the total group t. */
+static emq_status add_group(emq_group_info *t, const emq_group_info *pg,
+                            int first) {
+    t->pending += pg->pending;
+    t->lag = first ? pg->lag : (t->lag < 0 || pg->lag < 0 ? -1 : t->lag + pg->lag);
+    t->lag_computed |= pg->lag_computed;
+    t->entries_read = first ? pg->entries_read
+                            : (t->entries_read < 0 || pg->entries_read < 0
+                                   ? -1
+                                   : t->entries_read + pg->entries_read);
+    if (pg->oldest_pending_age_ms > t->oldest_pending_age_ms) {
+        t->oldest_pending_age_ms = pg->oldest_pending_age_ms;
+        t->oldest_pending_id = pg->oldest_pending_id;
+    }
+    for (size_t c = 0; c < pg->nconsumers; c++) {
+        const emq_consumer_info *pc = &pg->consumers[c];
+        emq_consumer_info *tc = NULL;
+        for (size_t k = 0; k < t->nconsumers && !tc; k++)
+            if (strcmp(t->consumers[k].name, pc->name) == 0)
+                tc = &t->consumers[k];
+        if (tc == NULL) {
+            emq_consumer_info *grown = emq_realloc(
+                t->consumers, (t->nconsumers + 1) * sizeof *grown);
+            if (grown == NULL)
+                return EMQ_ENOMEM;
+            t->consumers = grown;
+            tc = &grown[t->nconsumers];
+            memset(tc, 0, sizeof *tc);
+            if ((tc->name = emq_strdup(pc->name)) == NULL)
+                return EMQ_ENOMEM;
+            tc->idle_ms = -1;
+            tc->inactive_ms = -1;
+            t->nconsumers++;
+        }
+        tc->pending += pc->pending;
+        tc->idle_ms = min_known(tc->idle_ms, pc->idle_ms);
+        tc->inactive_ms = min_known(tc->inactive_ms, pc->inactive_ms);
+    }
+    return EMQ_OK;
+}
+
+/* Describes every partition of a topic into info->partitions and sums
+ * them into info (see emq_queue_info). */
+static emq_status describe_topic(emq_admin_t *a, emq_queue_info *info,
+                                 emq_error *err) {
+    char pattern[EMQ_KEYS_MAX_QUEUE + 16];
+    snprintf(pattern, sizeof pattern, "emq:{%s.*}", a->conf->queue);
+    info->stream = emq_strdup(pattern);
+    snprintf(pattern, sizeof pattern, "emq:{%s.*}:dead", a->conf->queue);
+    info->dead = emq_strdup(pattern);
+    info->partitions = emq_calloc(a->nparts, sizeof *info->partitions);
+    if (!info->stream || !info->dead || !info->partitions)
+        return oom(err);
+    info->npartitions = a->nparts;
+    for (size_t i = 0; i < a->nparts; i++) {
+        emq_queue_info *one = NULL;
+        emq_status st = emq_admin_describe(a->parts[i], &one, err);
+        if (st != EMQ_OK) {
+            emq_error_prefix(err, "partition %zu", i);
+            return st;
+        }
+        info->partitions[i] = *one; /* take its contents */
+        emq_free(one);
+        const emq_queue_info *p = &info->partitions[i];
+        info->exists |= p->exists;
+        info->length += p->length;
+        info->entries_added += p->entries_added;
+        info->dead_length += p->dead_length;
+        for (size_t g = 0; g < p->ngroups; g++) {
+            size_t before = info->ngroups;
+            emq_group_info *t = total_group(info, p->groups[g].name);
+            if (t == NULL || add_group(t, &p->groups[g],
+                                       info->ngroups > before) != EMQ_OK)
+                return oom(err);
+        }
+    }
+    return EMQ_OK;
+}
+
 emq_status emq_admin_describe(emq_admin_t *a, emq_queue_info **out,
                               emq_error *err) {
     if (out)
@@ -286,6 +404,16 @@ emq_status emq_admin_describe(emq_admin_t *a, emq_queue_info **out,
     if (info == NULL)
         return oom(err);
     emq_status st = EMQ_OK;
+    if (a->nparts > 0) {
+        st = describe_topic(a, info, err);
+        if (st != EMQ_OK) {
+            emq_queue_info_free(info);
+            return st;
+        }
+        emq_error_clear(err);
+        *out = info;
+        return EMQ_OK;
+    }
     info->stream = emq_strdup(a->keys.stream);
     info->dead = emq_strdup(a->keys.dead);
     if (info->stream == NULL || info->dead == NULL)
@@ -333,61 +461,75 @@ static void json_opt(emq_json *j, int64_t v) {
         emq_json_raw(j, "%lld", (long long)v);
 }
 
-size_t emq_queue_info_json(const emq_queue_info *info, char *buf,
-                           size_t size) {
-    emq_json j;
-    emq_json_init(&j, buf, size);
-    if (info == NULL) {
-        emq_json_raw(&j, "null");
-        return j.len;
-    }
-    emq_json_raw(&j, "{\"stream\":");
-    emq_json_cstr(&j, info->stream ? info->stream : "");
-    emq_json_raw(&j, ",\"dead\":");
-    emq_json_cstr(&j, info->dead ? info->dead : "");
-    emq_json_raw(&j, ",\"exists\":%s,\"length\":%llu,\"first_id\":",
+/* One queue_info document; a topic's partitions nest inside it. */
+static void json_info(emq_json *j, const emq_queue_info *info) {
+    emq_json_raw(j, "{\"stream\":");
+    emq_json_cstr(j, info->stream ? info->stream : "");
+    emq_json_raw(j, ",\"dead\":");
+    emq_json_cstr(j, info->dead ? info->dead : "");
+    emq_json_raw(j, ",\"exists\":%s,\"length\":%llu,\"first_id\":",
                  info->exists ? "true" : "false",
                  (unsigned long long)info->length);
-    json_id(&j, &info->first_id);
-    emq_json_raw(&j, ",\"last_id\":");
-    json_id(&j, &info->last_id);
-    emq_json_raw(&j, ",\"entries_added\":%llu,\"dead_length\":%llu,"
+    json_id(j, &info->first_id);
+    emq_json_raw(j, ",\"last_id\":");
+    json_id(j, &info->last_id);
+    emq_json_raw(j, ",\"entries_added\":%llu,\"dead_length\":%llu,"
                      "\"groups\":[",
                  (unsigned long long)info->entries_added,
                  (unsigned long long)info->dead_length);
     for (size_t g = 0; g < info->ngroups; g++) {
         const emq_group_info *gi = &info->groups[g];
-        emq_json_raw(&j, "%s{\"name\":", g ? "," : "");
-        emq_json_cstr(&j, gi->name ? gi->name : "");
-        emq_json_raw(&j, ",\"pending\":%llu,\"last_delivered_id\":",
+        emq_json_raw(j, "%s{\"name\":", g ? "," : "");
+        emq_json_cstr(j, gi->name ? gi->name : "");
+        emq_json_raw(j, ",\"pending\":%llu,\"last_delivered_id\":",
                      (unsigned long long)gi->pending);
-        json_id(&j, &gi->last_delivered_id);
-        emq_json_raw(&j, ",\"entries_read\":");
-        json_opt(&j, gi->entries_read);
+        json_id(j, &gi->last_delivered_id);
+        emq_json_raw(j, ",\"entries_read\":");
+        json_opt(j, gi->entries_read);
         /* The lag is always a count: the server's, or the client's with
          * lag_computed true. A nil lag is never printed as 0. */
-        emq_json_raw(&j, ",\"lag\":");
-        json_opt(&j, gi->lag);
-        emq_json_raw(&j, ",\"lag_computed\":%s,\"oldest_pending_id\":",
+        emq_json_raw(j, ",\"lag\":");
+        json_opt(j, gi->lag);
+        emq_json_raw(j, ",\"lag_computed\":%s,\"oldest_pending_id\":",
                      gi->lag_computed ? "true" : "false");
-        json_id(&j, &gi->oldest_pending_id);
-        emq_json_raw(&j, ",\"oldest_pending_age_ms\":");
-        json_opt(&j, gi->oldest_pending_age_ms);
-        emq_json_raw(&j, ",\"consumers\":[");
+        json_id(j, &gi->oldest_pending_id);
+        emq_json_raw(j, ",\"oldest_pending_age_ms\":");
+        json_opt(j, gi->oldest_pending_age_ms);
+        emq_json_raw(j, ",\"consumers\":[");
         for (size_t c = 0; c < gi->nconsumers; c++) {
             const emq_consumer_info *ci = &gi->consumers[c];
-            emq_json_raw(&j, "%s{\"name\":", c ? "," : "");
-            emq_json_cstr(&j, ci->name ? ci->name : "");
-            emq_json_raw(&j, ",\"pending\":%llu,\"idle_ms\":",
+            emq_json_raw(j, "%s{\"name\":", c ? "," : "");
+            emq_json_cstr(j, ci->name ? ci->name : "");
+            emq_json_raw(j, ",\"pending\":%llu,\"idle_ms\":",
                          (unsigned long long)ci->pending);
-            json_opt(&j, ci->idle_ms);
-            emq_json_raw(&j, ",\"inactive_ms\":");
-            json_opt(&j, ci->inactive_ms);
-            emq_json_raw(&j, "}");
+            json_opt(j, ci->idle_ms);
+            emq_json_raw(j, ",\"inactive_ms\":");
+            json_opt(j, ci->inactive_ms);
+            emq_json_raw(j, "}");
         }
-        emq_json_raw(&j, "]}");
+        emq_json_raw(j, "]}");
     }
-    emq_json_raw(&j, "]}");
+    emq_json_raw(j, "]");
+    if (info->npartitions > 0) {
+        emq_json_raw(j, ",\"partitions\":[");
+        for (size_t i = 0; i < info->npartitions; i++) {
+            if (i)
+                emq_json_raw(j, ",");
+            json_info(j, &info->partitions[i]);
+        }
+        emq_json_raw(j, "]");
+    }
+    emq_json_raw(j, "}");
+}
+
+size_t emq_queue_info_json(const emq_queue_info *info, char *buf,
+                           size_t size) {
+    emq_json j;
+    emq_json_init(&j, buf, size);
+    if (info == NULL)
+        emq_json_raw(&j, "null");
+    else
+        json_info(&j, info);
     return j.len;
 }
 
@@ -447,6 +589,8 @@ emq_status emq_admin_pending(emq_admin_t *a, const char *group,
     if (a == NULL || out == NULL || n == NULL)
         return emq_error_set(err, EMQ_EINVAL, 0,
                              "admin handle, out and n must not be NULL");
+    if (a->nparts > 0)
+        return emq_admin_one_queue(a, "listing pending entries", err);
     emq_status st = emq_admin_check_group(group, err);
     if (st != EMQ_OK)
         return st;

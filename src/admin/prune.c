@@ -187,6 +187,8 @@ emq_status emq_admin_prune_consumers(emq_admin_t *a, const char *group,
     emq_status st = emq_admin_check_group(group, err);
     if (st != EMQ_OK)
         return st;
+    if (a != NULL && a->nparts > 0)
+        return emq_admin_one_queue(a, "pruning consumers", err);
     if (idle_ms < 0)
         return emq_error_set(err, EMQ_EINVAL, 0,
                              "prune: idle_ms must be >= 0, not %lld",

@@ -133,6 +133,8 @@ emq_status emq_admin_group_setid(emq_admin_t *a, const char *group,
         *redeliver = 0;
     if (a == NULL)
         return emq_error_set(err, EMQ_EINVAL, 0, "admin handle is NULL");
+    if (a->nparts > 0)
+        return emq_admin_one_queue(a, "moving a group cursor", err);
     setid_target t;
     emq_status st = emq_admin_check_group(group, err);
     if (st == EMQ_OK)
@@ -189,6 +191,18 @@ emq_status emq_admin_group_create(emq_admin_t *a, const char *group,
         *created = 0;
     if (a == NULL)
         return emq_error_set(err, EMQ_EINVAL, 0, "admin handle is NULL");
+    if (a->nparts > 0) { /* a topic: every partition; created if any was */
+        for (size_t i = 0; i < a->nparts; i++) {
+            int one = 0;
+            emq_status st =
+                emq_admin_group_create(a->parts[i], group, start, &one, err);
+            if (st != EMQ_OK)
+                return st;
+            if (created)
+                *created |= one;
+        }
+        return EMQ_OK;
+    }
     char id[EMQ_ID_MAX];
     emq_status st = emq_admin_check_group(group, err);
     if (st == EMQ_OK)
@@ -223,6 +237,18 @@ emq_status emq_admin_group_destroy(emq_admin_t *a, const char *group,
         *destroyed = 0;
     if (a == NULL)
         return emq_error_set(err, EMQ_EINVAL, 0, "admin handle is NULL");
+    if (a->nparts > 0) { /* a topic: every partition */
+        for (size_t i = 0; i < a->nparts; i++) {
+            int one = 0;
+            emq_status st =
+                emq_admin_group_destroy(a->parts[i], group, &one, err);
+            if (st != EMQ_OK)
+                return st;
+            if (destroyed)
+                *destroyed |= one;
+        }
+        return EMQ_OK;
+    }
     emq_status st = emq_admin_check_group(group, err);
     if (st != EMQ_OK)
         return st;

@@ -134,6 +134,8 @@ emq_status emq_admin_trim_acked(emq_admin_t *a, int64_t maxlen,
         *result = local;
     if (a == NULL)
         return emq_error_set(err, EMQ_EINVAL, 0, "trim needs an admin handle");
+    if (a->nparts > 0)
+        return emq_admin_one_queue(a, "ack-aware trimming", err);
     if (maxlen < -1 || max_age_ms < -1)
         return emq_error_set(err, EMQ_EINVAL, 0,
                              "trim: maxlen and max_age_ms must be >= 0, or "

@@ -282,6 +282,12 @@ static int tls_file_ok(const char *flag, const char *path) {
     return 0;
 }
 
+int cli_partitions(const cli_args *a, emq_conf_t *conf) {
+    if (!a->seen[O_PARTITIONS])
+        return CLI_OK;
+    return cli_set(conf, "partitions", a->value[O_PARTITIONS]);
+}
+
 emq_conf_t *cli_conf(const char *queue) {
     if (!tls_file_ok("--tls-ca", cli_g.tls_ca) ||
         !tls_file_ok("--tls-cert", cli_g.tls_cert) ||

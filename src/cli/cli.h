@@ -32,7 +32,8 @@ enum {
     O_PRINT_IDS, O_GROUP, O_CONSUMER, O_START, O_COUNT, O_BLOCK,
     O_CLAIM_IDLE, O_CLAIM_INTERVAL, O_MAX_DELIVERIES, O_LIMIT, O_UNTIL_IDLE,
     O_EXEC, O_CONCURRENCY, O_MIN_IDLE, O_TO, O_YES, O_IDLE, O_ALL, O_ACKED,
-    O_JOBS, O_WORKERS, O_POISON, O_KEEP, O_WORK_US,
+    O_JOBS, O_WORKERS, O_POISON, O_KEEP, O_WORK_US, O_PARTITIONS,
+    O_KEY_FIELD,
     O_COUNT_IDS
 };
 
@@ -104,6 +105,9 @@ emq_conf_t *cli_conf(const char *queue);
 /* Sets one property; prints the library's message on failure (a usage
  * error). Returns CLI_OK or CLI_USAGE. */
 int cli_set(emq_conf_t *conf, const char *name, const char *value);
+/* Applies --partitions P (when given) to conf: QUEUE then names a topic
+ * of P partitions. Returns CLI_OK or CLI_USAGE. */
+int cli_partitions(const cli_args *a, emq_conf_t *conf);
 
 /* Prints one line for a runtime failure of st and returns CLI_FAIL: a
  * failure to connect names the URL and what to check, WRONGTYPE names the
@@ -128,6 +132,10 @@ void cli_help_overview(FILE *out);
  * or CLI_USAGE/CLI_FAIL is returned after printing why. */
 int cli_admin_open(const char *verb, const char *queue, emq_conf_t **conf,
                    emq_admin_t **admin);
+/* The same, applying the verb's --partitions (a may be NULL). */
+int cli_admin_open_args(const char *verb, const char *queue,
+                        const cli_args *a, emq_conf_t **conf,
+                        emq_admin_t **admin);
 /* Calls fn(ctx, buf, size), which writes with snprintf semantics, into a
  * buffer of the right size and prints the result on stdout (a newline
  * added when it has none). Returns CLI_OK or CLI_FAIL. */

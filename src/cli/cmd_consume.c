@@ -44,6 +44,7 @@ static const cli_opt opts[] = {
     {"until-idle", 0, 1, O_UNTIL_IDLE},
     {"exec", 'e', 1, O_EXEC},
     {"concurrency", 0, 1, O_CONCURRENCY},
+    {"partitions", 0, 1, O_PARTITIONS},
     {NULL, 0, 0, 0},
 };
 
@@ -77,6 +78,9 @@ static void help(void) {
         "                          failure (reason \"exit N\" or \"signal N\"),\n"
         "                          dead-lettered at --max-deliveries\n"
         "  --concurrency N         N handlers at once: consumers C-1 .. C-N\n"
+        "  --partitions P          QUEUE is a topic of P partitions: read all of\n"
+        "                          them, one connection and thread each (entries\n"
+        "                          of one partition stay in order)\n"
         "\n"
         "Without --exec each entry is printed as one JSON line and acknowledged\n"
         "once the line is flushed:\n"
@@ -372,6 +376,8 @@ int cmd_consume(int argc, char **argv) {
             rc = cli_set(conf, (name), num);                                   \
         }                                                                      \
     } while (0)
+    if (rc == CLI_OK)
+        rc = cli_partitions(&a, conf);
     if (rc == CLI_OK)
         rc = cli_set(conf, "group", a.value[O_GROUP]);
     if (rc == CLI_OK)

@@ -12,11 +12,22 @@
 
 int cli_admin_open(const char *verb, const char *queue, emq_conf_t **conf,
                    emq_admin_t **admin) {
+    return cli_admin_open_args(verb, queue, NULL, conf, admin);
+}
+
+int cli_admin_open_args(const char *verb, const char *queue,
+                        const cli_args *a, emq_conf_t **conf,
+                        emq_admin_t **admin) {
     (void)verb;
     *admin = NULL;
     *conf = cli_conf(queue);
     if (*conf == NULL)
         return CLI_USAGE;
+    if (a != NULL && cli_partitions(a, *conf) != CLI_OK) {
+        emq_conf_destroy(*conf);
+        *conf = NULL;
+        return CLI_USAGE;
+    }
     emq_error err;
     emq_status st = emq_admin_new(*conf, admin, &err);
     if (st == EMQ_OK)
@@ -68,11 +79,12 @@ const char *cli_duration(int64_t ms, char *buf, size_t size) {
 
 static const cli_opt info_opts[] = {
     {"json", 0, 0, O_JSON},
+    {"partitions", 0, 1, O_PARTITIONS},
     {NULL, 0, 0, 0},
 };
 
 static void info_help(void) {
-    printf("usage: echomq info QUEUE [--json]\n"
+    printf("usage: echomq info QUEUE [--partitions P] [--json]\n"
            "\n"
            "Describes QUEUE: its stream (length, first and last IDs, entries\n"
            "ever added), the dead letters, every group (pending entries, lag,\n"
@@ -80,6 +92,9 @@ static void info_help(void) {
            "consumer (pending entries, idle and inactive time).\n"
            "\n"
            "  --json   one JSON document instead of tables\n"
+           "  --partitions P  QUEUE is a topic of P partitions: the totals\n"
+           "           (lag and pending summed over the partitions), then one\n"
+           "           line per partition and group\n"
            "\n"
            "Example:\n"
            "  echomq info jobs\n");
@@ -153,6 +168,38 @@ static void print_info(const char *queue, const emq_queue_info *q) {
         }
 }
 
+/* A topic: one line per partition and group, then the totals. */
+static void print_partitions(const emq_queue_info *q) {
+    printf("\n%-9s  %-28s  %10s  %6s  %-16s  %8s  %8s\n", "PARTITION",
+           "STREAM", "LENGTH", "DEAD", "GROUP", "PENDING", "LAG");
+    for (size_t i = 0; i < q->npartitions; i++) {
+        const emq_queue_info *p = &q->partitions[i];
+        if (p->ngroups == 0)
+            printf("%-9zu  %-28s  %10llu  %6llu  %-16s  %8s  %8s\n", i,
+                   p->stream, (unsigned long long)p->length,
+                   (unsigned long long)p->dead_length, "-", "-", "-");
+        for (size_t g = 0; g < p->ngroups; g++) {
+            char lag[32];
+            if (p->groups[g].lag < 0)
+                snprintf(lag, sizeof lag, "?");
+            else
+                snprintf(lag, sizeof lag, "%lld%s",
+                         (long long)p->groups[g].lag,
+                         p->groups[g].lag_computed ? "*" : "");
+            printf("%-9zu  %-28s  %10llu  %6llu  %-16s  %8llu  %8s\n", i,
+                   p->stream, (unsigned long long)p->length,
+                   (unsigned long long)p->dead_length, p->groups[g].name,
+                   (unsigned long long)p->groups[g].pending, lag);
+        }
+    }
+    for (size_t g = 0; g < q->ngroups; g++)
+        printf("%-9s  %-28s  %10llu  %6llu  %-16s  %8llu  %8lld\n", "total",
+               q->stream, (unsigned long long)q->length,
+               (unsigned long long)q->dead_length, q->groups[g].name,
+               (unsigned long long)q->groups[g].pending,
+               (long long)q->groups[g].lag);
+}
+
 int cmd_info(int argc, char **argv) {
     const char *verb = "info";
     cli_args a;
@@ -169,7 +216,8 @@ int cmd_info(int argc, char **argv) {
     }
     emq_conf_t *conf;
     emq_admin_t *admin;
-    if ((rc = cli_admin_open(verb, a.pos[0], &conf, &admin)) != CLI_OK) {
+    rc = cli_admin_open_args(verb, a.pos[0], &a, &conf, &admin);
+    if (rc != CLI_OK) {
         free(a.pos);
         return rc;
     }
@@ -180,8 +228,11 @@ int cmd_info(int argc, char **argv) {
         rc = cli_runtime_err(conf, st, &err, "describing the queue");
     else if (a.seen[O_JSON])
         rc = cli_print_json(info_json, q);
-    else
+    else {
         print_info(a.pos[0], q);
+        if (q->npartitions > 0)
+            print_partitions(q);
+    }
     emq_queue_info_free(q);
     emq_admin_destroy(admin);
     emq_conf_destroy(conf);

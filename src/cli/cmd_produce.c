@@ -21,6 +21,7 @@ static const cli_opt opts[] = {
     {"field", 0, 1, O_FIELD},         {"maxlen", 0, 1, O_MAXLEN},
     {"minid", 0, 1, O_MINID},         {"approx", 0, 0, O_APPROX},
     {"batch", 0, 1, O_BATCH},         {"print-ids", 0, 0, O_PRINT_IDS},
+    {"partitions", 0, 1, O_PARTITIONS}, {"key-field", 0, 1, O_KEY_FIELD},
     {NULL, 0, 0, 0},
 };
 
@@ -46,6 +47,12 @@ static void help(void) {
         "                  Trimming deletes entries whether or not a group has\n"
         "                  processed them; see 'echomq trim --acked'.\n"
         "  --print-ids     print each new entry's ID on stdout\n"
+        "  --partitions P  QUEUE is a topic of P partitions (queues QUEUE.0 ..\n"
+        "                  QUEUE.<P-1>, spread over a cluster's nodes);\n"
+        "                  entries go to the partitions in turn\n"
+        "  --key-field NAME  with --partitions: the value of field NAME is the\n"
+        "                  entry's message key; one key always goes to one\n"
+        "                  partition, in order (entries without NAME: in turn)\n"
         "\n"
         "A progress line is shown on a terminal; a summary line (count, rate)\n"
         "goes to stderr unless -q. A malformed --json line stops with exit 2,\n"
@@ -54,7 +61,8 @@ static void help(void) {
         "Examples:\n"
         "  echomq produce jobs task=resize image=42.png\n"
         "  seq 1 1000 | echomq produce jobs --lines --field n\n"
-        "  echo '{\"task\":\"mail\",\"to\":\"a@b.c\"}' | echomq produce jobs --json\n");
+        "  echo '{\"task\":\"mail\",\"to\":\"a@b.c\"}' | echomq produce jobs --json\n"
+        "  echomq produce orders --partitions 6 --key-field user user=42 item=7\n");
 }
 
 /* One entry waiting in the batch, with the storage it points into. */
@@ -69,6 +77,8 @@ typedef struct produce_run {
     emq_conf_t *conf;
     size_t batch;
     emq_message *msgs;
+    emq_keyed_message *kmsgs; /* with --key-field */
+    const char *key_field;
     pending_msg *own;
     emq_id *ids;
     size_t n;           /* entries in the batch */
@@ -95,8 +105,29 @@ static int flush_batch(produce_run *r) {
         return CLI_OK;
     size_t written = 0;
     emq_error err;
-    emq_status st = emq_produce_batch(r->p, r->msgs, r->n, r->ids, &written,
-                                      &err);
+    emq_status st;
+    if (r->key_field) {
+        size_t kn = strlen(r->key_field);
+        for (size_t i = 0; i < r->n; i++) {
+            emq_keyed_message *k = &r->kmsgs[i];
+            k->message = r->msgs[i];
+            k->key = NULL;
+            k->key_len = 0;
+            for (size_t f = 0; f < r->msgs[i].nfields; f++) {
+                const emq_field *fd = &r->msgs[i].fields[f];
+                if (fd->name_len == kn &&
+                    memcmp(fd->name, r->key_field, kn) == 0) {
+                    k->key = fd->value ? fd->value : "";
+                    k->key_len = fd->value_len;
+                    break;
+                }
+            }
+        }
+        st = emq_produce_batch_keyed(r->p, r->kmsgs, r->n, r->ids, &written,
+                                     &err);
+    } else {
+        st = emq_produce_batch(r->p, r->msgs, r->n, r->ids, &written, &err);
+    }
     r->written += written;
     if (r->print_ids) {
         for (size_t i = 0; i < r->n; i++)
@@ -245,6 +276,8 @@ int cmd_produce(int argc, char **argv) {
         rc = cli_usage_err(VERB, "--maxlen and --minid exclude each other");
     else if (a.seen[O_APPROX] && !a.seen[O_MAXLEN] && !a.seen[O_MINID])
         rc = cli_usage_err(VERB, "--approx needs --maxlen or --minid");
+    else if (a.seen[O_KEY_FIELD] && a.value[O_KEY_FIELD][0] == '\0')
+        rc = cli_usage_err(VERB, "--key-field needs a non-empty name");
     else if (a.seen[O_BATCH])
         rc = cli_num(VERB, "--batch", a.value[O_BATCH], 1, 100000, &batch);
     long long dummy;
@@ -257,6 +290,8 @@ int cmd_produce(int argc, char **argv) {
         if (conf == NULL)
             rc = CLI_USAGE;
     }
+    if (rc == CLI_OK)
+        rc = cli_partitions(&a, conf);
     if (rc == CLI_OK && a.seen[O_MAXLEN])
         rc = cli_set(conf, "trim.maxlen", a.value[O_MAXLEN]);
     if (rc == CLI_OK && a.seen[O_MINID])
@@ -280,11 +315,13 @@ int cmd_produce(int argc, char **argv) {
     r.progress = !cli_g.quiet && isatty(STDERR_FILENO) &&
                  (a.seen[O_LINES] || a.seen[O_JSON]);
     r.msgs = calloc(r.batch, sizeof *r.msgs);
+    r.key_field = a.seen[O_KEY_FIELD] ? a.value[O_KEY_FIELD] : NULL;
+    r.kmsgs = calloc(r.batch, sizeof *r.kmsgs);
     r.own = calloc(r.batch, sizeof *r.own);
     r.ids = calloc(r.batch, sizeof *r.ids);
     emq_error err;
     emq_status st = EMQ_OK;
-    if (r.msgs == NULL || r.own == NULL || r.ids == NULL)
+    if (r.msgs == NULL || r.own == NULL || r.ids == NULL || r.kmsgs == NULL)
         rc = cli_err(CLI_FAIL, "out of memory");
     else if ((st = emq_producer_new(conf, &r.p, &err)) != EMQ_OK)
         rc = st == EMQ_EINVAL ? cli_err(CLI_USAGE, "%s", err.message)
@@ -308,7 +345,11 @@ int cmd_produce(int argc, char **argv) {
     if (rc == CLI_OK) {
         double s = (double)(cli_now_ms() - r.started_ms) / 1000.0;
         char key[1100] = "";
-        emq_conf_stream_key(conf, key, sizeof key, NULL);
+        if (a.seen[O_PARTITIONS] && strcmp(a.value[O_PARTITIONS], "1") != 0)
+            snprintf(key, sizeof key, "topic %s (%s partitions)", a.pos[0],
+                     a.value[O_PARTITIONS]);
+        else
+            emq_conf_stream_key(conf, key, sizeof key, NULL);
         cli_note("produced %llu entr%s to %s in %.2f s (%.0f entries/s)",
                  (unsigned long long)r.written, r.written == 1 ? "y" : "ies",
                  key, s, s > 0 ? (double)r.written / s : 0.0);
@@ -316,6 +357,7 @@ int cmd_produce(int argc, char **argv) {
     free(arg_fields);
     emq_producer_destroy(r.p);
     free(r.msgs);
+    free(r.kmsgs);
     free(r.own);
     free(r.ids);
     emq_conf_destroy(conf);

@@ -177,6 +177,12 @@ static const prop props[] = {
     {"stream", "",
      "Raw stream key of an existing stream, instead of queue.",
      P_STRING, F(stream), 0, 0, NULL, NULL, NULL},
+    {"partitions", "1",
+     "1: queue is one stream. P > 1: queue names a topic of P partitions, "
+     "queues <queue>.0 .. <queue>.<P-1>, each its own stream and hashtag, "
+     "spread over a Redis Cluster's nodes (docs/SCALING.md). Producers, "
+     "consumers and admin handles of one topic must agree on P.",
+     P_INT, F(partitions), 1, 1024, NULL, NULL, NULL},
     {"group", "",
      "Consumer group name. Required for a consumer.",
      P_STRING, F(group), 0, 0, check_name, NULL, NULL},

@@ -51,6 +51,8 @@ struct emq_conf {
     /* Queues, producers and consumers (validated by their layers). */
     char *queue;                 /* queue name; NULL: use stream */
     char *stream;                /* raw stream key; NULL: use queue */
+    int64_t partitions;          /* 1: a plain queue; P > 1: queue names a
+                                    topic of P partitions (keys/topic.c) */
     char *group;                 /* consumer group */
     char *consumer;              /* consumer name */
     char *start;                 /* new | head | <id>; NULL: not declared */

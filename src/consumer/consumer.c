@@ -9,6 +9,11 @@
  * re-run lease, door and self-drain; a group or stream that vanished is
  * re-created at the declared start. The consumer never deletes a group,
  * a consumer or an entry, and never trims.
+ *
+ * A topic consumer (partitions > 1) holds one such consumer per partition,
+ * all with the same name, and runs each on its own thread: every partition
+ * gets the whole contract (door, lease, recover self and peers, dead
+ * letters) on its own route, and no read ever names two partitions.
  */
 #include "consumer.h"
 
@@ -97,6 +102,8 @@ emq_status emq_consumer_new(const emq_conf_t *conf, emq_handler_fn handler,
     c->opaque = opaque;
     c->group = c->conf->group;
     c->name = c->conf->consumer;
+    if (emq_topic_is(c->conf) && (st = emq_topic_check(c->conf, err)) != EMQ_OK)
+        goto fail;
     st = emq_keys_resolve(c->conf->queue, c->conf->stream, &c->keys, err);
     if (st != EMQ_OK)
         goto fail;
@@ -132,6 +139,25 @@ emq_status emq_consumer_new(const emq_conf_t *conf, emq_handler_fn handler,
     c->conf->max_attempts = 1;
     c->backoff_rng = (uint64_t)emq_now_ms() ^ (uint64_t)(uintptr_t)c;
     strcpy(c->claim_cursor, "0-0");
+    if (emq_topic_is(c->conf)) {
+        c->nparts = (size_t)c->conf->partitions;
+        c->parts = emq_calloc(c->nparts, sizeof *c->parts);
+        if (c->parts == NULL) {
+            c->nparts = 0;
+            st = emq_error_set(err, EMQ_ENOMEM, 0, "out of memory");
+            goto fail;
+        }
+        for (size_t i = 0; i < c->nparts; i++) {
+            emq_conf_t *pc;
+            st = emq_topic_partition_conf(c->conf, (int)i, &pc, err);
+            if (st == EMQ_OK) {
+                st = emq_consumer_new(pc, handler, opaque, &c->parts[i], err);
+                emq_conf_destroy(pc);
+            }
+            if (st != EMQ_OK)
+                goto fail;
+        }
+    }
     *out = c;
     return EMQ_OK;
 fail:
@@ -142,6 +168,9 @@ fail:
 void emq_consumer_destroy(emq_consumer_t *c) {
     if (c == NULL)
         return;
+    for (size_t i = 0; i < c->nparts; i++)
+        emq_consumer_destroy(c->parts[i]);
+    emq_free(c->parts);
     emq_route_destroy(c->route);
     emq_keys_free(&c->keys);
     emq_free(c->lease_key);
@@ -161,8 +190,11 @@ void emq_consumer_nap(emq_consumer_t *c, int64_t ms) {
 }
 
 void emq_consumer_stop(emq_consumer_t *c) {
-    if (c)
-        atomic_store(&c->stop, 1);
+    if (c == NULL)
+        return;
+    atomic_store(&c->stop, 1);
+    for (size_t i = 0; i < c->nparts; i++)
+        atomic_store(&c->parts[i]->stop, 1);
 }
 
 /* ---- the pipeline of deferred commands --------------------------------- */
@@ -476,6 +508,10 @@ static emq_status read_new(emq_consumer_t *c, batch *b, emq_error *err) {
              * gone gets NOGROUP, which re-opens the door; a migrated key
              * is followed by the route; a closed connection shows up on
              * the next call. */
+            char shown[120];
+            emq_consumer_log(c, EMQ_LOG_DEBUG, "read ended by %s; reading "
+                             "again",
+                             emq_reply_text(reply, shown, sizeof shown));
             st = EMQ_OK;
         } else {
             st = server_error(reply, err, "XREADGROUP");
@@ -520,16 +556,29 @@ emq_status emq_consumer_run(emq_consumer_t *c, emq_error *err) {
     if (atomic_exchange(&c->running, 1))
         return emq_error_set(err, EMQ_EINVAL, 0,
                              "consumer '%s' is already running", c->name);
+    if (c->nparts > 0) {
+        emq_status st = emq_consumers_run(c->parts, c->nparts, err);
+        atomic_store(&c->running, 0);
+        atomic_store(&c->stop, 0);
+        return st;
+    }
     emq_status st = EMQ_OK;
     if (c->route == NULL)
         st = emq_route_new(c->conf, c->keys.stream, &c->route, err);
-    if (st == EMQ_OK)
+    /* Only a first connection that fails is fatal here. After that, a
+     * transport failure anywhere, the session's first steps included (a
+     * run after a stop may find its connection dead), reconnects. */
+    int connected = st == EMQ_OK;
+    if (connected && emq_route_is_broken(c->route))
+        st = EMQ_ECLOSED;
+    else if (connected)
         st = start_session(c, err);
     batch b;
     emq_batch_init(&b);
     c->next_claim_ms = emq_now_ms() + c->conf->claim_interval_ms;
-    while (st == EMQ_OK && !atomic_load(&c->stop)) {
-        if (emq_now_ms() >= c->next_claim_ms) {
+    while (connected && (st == EMQ_OK || transport_failure(st)) &&
+           !atomic_load(&c->stop)) {
+        if (st == EMQ_OK && emq_now_ms() >= c->next_claim_ms) {
             st = emq_recover_peers(c, err);
             c->next_claim_ms = emq_now_ms() + c->conf->claim_interval_ms;
         }
@@ -538,7 +587,8 @@ emq_status emq_consumer_run(emq_consumer_t *c, emq_error *err) {
         if (transport_failure(st) && !atomic_load(&c->stop)) {
             emq_consumer_log(c, EMQ_LOG_WARNING,
                              "connection failed (%s); reconnecting",
-                             err ? err->message : emq_strerror(st));
+                             err && err->message[0] ? err->message
+                                                    : emq_strerror(st));
             emq_batch_clear(&b);
             st = reconnect(c, err);
             if (st == EMQ_OK)

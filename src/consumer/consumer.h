@@ -77,6 +77,12 @@ struct emq_consumer {
     int64_t last_recreate_ms;
     int64_t last_claim_warning_ms;
     uint64_t backoff_rng;   /* jitter of the reconnect backoff */
+
+    /* A topic (conf partitions > 1): one consumer per partition, each
+     * with its own route, thread and lease, all under this one's name.
+     * This one then only runs, stops and sums them; route is NULL. */
+    emq_consumer_t **parts;
+    size_t nparts;
 };
 
 /* ---- consumer.c ------------------------------------------------------- */
@@ -104,6 +110,14 @@ emq_status emq_consumer_drain_deferred(emq_consumer_t *c, emq_error *err);
 emq_status emq_consumer_call(emq_consumer_t *c, int argc,
                              const char *const *argv, const size_t *argvlen,
                              emq_reply **reply, emq_error *err);
+
+/* ---- pool.c ----------------------------------------------------------- */
+
+/* Runs n consumers on n threads and waits for all of them. The first
+ * fatal error of any stops the others and is returned (EMQ_OK when all
+ * stopped cleanly). */
+emq_status emq_consumers_run(emq_consumer_t *const *consumers, size_t n,
+                             emq_error *err);
 
 /* ---- entries.c -------------------------------------------------------- */
 

@@ -3,7 +3,9 @@
  * Each consumer has its own connection and the stable name
  * "<consumer>-<i>", i = 1..N, so a restarted pool gets its pending entries
  * back by name. When one consumer fails fatally, the pool stops the others
- * and returns that first error.
+ * and returns that first error. The thread runner behind it,
+ * emq_consumers_run, also runs the per-partition consumers of a topic
+ * consumer (consumer.c).
  */
 #include "consumer.h"
 
@@ -11,18 +13,9 @@
 #include <stdio.h>
 #include <string.h>
 
-typedef struct pool_member {
-    emq_pool_t *pool;
-    emq_consumer_t *consumer;
-    pthread_t thread;
-    int started;
-    emq_status status;
-    emq_error error;
-} pool_member;
-
 struct emq_pool {
     int n;
-    pool_member *members;
+    emq_consumer_t **consumers;
 };
 
 emq_status emq_pool_new(const emq_conf_t *conf, int n, emq_handler_fn handler,
@@ -41,8 +34,8 @@ emq_status emq_pool_new(const emq_conf_t *conf, int n, emq_handler_fn handler,
     emq_pool_t *pool = emq_calloc(1, sizeof *pool);
     emq_conf_t *each = emq_conf_dup(conf);
     if (pool)
-        pool->members = emq_calloc((size_t)n, sizeof *pool->members);
-    if (pool == NULL || pool->members == NULL || each == NULL) {
+        pool->consumers = emq_calloc((size_t)n, sizeof *pool->consumers);
+    if (pool == NULL || pool->consumers == NULL || each == NULL) {
         emq_conf_destroy(each);
         emq_pool_destroy(pool);
         return emq_error_set(err, EMQ_ENOMEM, 0, "out of memory");
@@ -53,9 +46,8 @@ emq_status emq_pool_new(const emq_conf_t *conf, int n, emq_handler_fn handler,
         snprintf(name, sizeof name, "%s-%d", conf->consumer, i + 1);
         st = emq_conf_set(each, "consumer", name, err);
         if (st == EMQ_OK)
-            st = emq_consumer_new(each, handler, opaque,
-                                  &pool->members[i].consumer, err);
-        pool->members[i].pool = pool;
+            st = emq_consumer_new(each, handler, opaque, &pool->consumers[i],
+                                  err);
         pool->n = i + 1;
     }
     emq_conf_destroy(each);
@@ -67,60 +59,83 @@ emq_status emq_pool_new(const emq_conf_t *conf, int n, emq_handler_fn handler,
     return EMQ_OK;
 }
 
+/* One thread of emq_consumers_run. */
+typedef struct run_member {
+    emq_consumer_t *const *all; /* every consumer of the run */
+    size_t n;
+    emq_consumer_t *consumer;
+    pthread_t thread;
+    int started;
+    emq_status status;
+    emq_error error;
+} run_member;
+
 static void *member_main(void *arg) {
-    pool_member *m = arg;
+    run_member *m = arg;
     m->status = emq_consumer_run(m->consumer, &m->error);
-    if (m->status != EMQ_OK)
-        emq_pool_stop(m->pool); /* one fatal error stops them all */
+    if (m->status != EMQ_OK) /* one fatal error stops them all */
+        for (size_t i = 0; i < m->n; i++)
+            emq_consumer_stop(m->all[i]);
     return NULL;
 }
 
-emq_status emq_pool_run(emq_pool_t *pool, emq_error *err) {
+emq_status emq_consumers_run(emq_consumer_t *const *consumers, size_t n,
+                             emq_error *err) {
     emq_error_clear(err);
+    run_member *members = emq_calloc(n ? n : 1, sizeof *members);
+    if (members == NULL)
+        return emq_error_set(err, EMQ_ENOMEM, 0, "out of memory");
     emq_status st = EMQ_OK;
-    for (int i = 0; i < pool->n; i++) {
-        pool_member *m = &pool->members[i];
-        m->status = EMQ_OK;
+    for (size_t i = 0; i < n; i++) {
+        run_member *m = &members[i];
+        m->all = consumers;
+        m->n = n;
+        m->consumer = consumers[i];
         if (pthread_create(&m->thread, NULL, member_main, m) != 0) {
             st = emq_error_set(err, EMQ_ENOMEM, 0,
-                               "could not start consumer thread %d", i + 1);
-            emq_pool_stop(pool);
+                               "could not start consumer thread %zu", i + 1);
+            for (size_t k = 0; k < n; k++)
+                emq_consumer_stop(consumers[k]);
             break;
         }
         m->started = 1;
     }
-    for (int i = 0; i < pool->n; i++) {
-        pool_member *m = &pool->members[i];
+    for (size_t i = 0; i < n; i++) {
+        run_member *m = &members[i];
         if (!m->started)
             continue;
         pthread_join(m->thread, NULL);
-        m->started = 0;
         if (m->status != EMQ_OK && st == EMQ_OK) {
             st = m->status;
             if (err)
                 *err = m->error;
         }
     }
+    emq_free(members);
     return st;
+}
+
+emq_status emq_pool_run(emq_pool_t *pool, emq_error *err) {
+    return emq_consumers_run(pool->consumers, (size_t)pool->n, err);
 }
 
 void emq_pool_stop(emq_pool_t *pool) {
     if (pool == NULL)
         return;
     for (int i = 0; i < pool->n; i++)
-        emq_consumer_stop(pool->members[i].consumer);
+        emq_consumer_stop(pool->consumers[i]);
 }
 
 void emq_pool_destroy(emq_pool_t *pool) {
     if (pool == NULL)
         return;
-    if (pool->members)
+    if (pool->consumers)
         for (int i = 0; i < pool->n; i++)
-            emq_consumer_destroy(pool->members[i].consumer);
-    emq_free(pool->members);
+            emq_consumer_destroy(pool->consumers[i]);
+    emq_free(pool->consumers);
     emq_free(pool);
 }
 
 emq_consumer_t *emq_pool_consumer(emq_pool_t *pool, int i) {
-    return pool && i >= 0 && i < pool->n ? pool->members[i].consumer : NULL;
+    return pool && i >= 0 && i < pool->n ? pool->consumers[i] : NULL;
 }

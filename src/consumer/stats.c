@@ -1,5 +1,5 @@
 /* stats.c: the consumer's counters as a struct and as JSON, and entries as
- * JSON.
+ * JSON. A topic consumer's counters are the sums over its partitions.
  *
  * Counters are relaxed atomics written by the consumer's thread and read
  * from any thread; a snapshot is consistent per counter, not across them.
@@ -7,8 +7,28 @@
 #include "consumer.h"
 
 #include <stdio.h>
+#include <string.h>
 
 void emq_consumer_stats_get(const emq_consumer_t *c, emq_consumer_stats *out) {
+    if (c->nparts > 0) { /* a topic: the sum over its partitions */
+        memset(out, 0, sizeof *out);
+        for (size_t i = 0; i < c->nparts; i++) {
+            emq_consumer_stats s;
+            emq_consumer_stats_get(c->parts[i], &s);
+            out->delivered += s.delivered;
+            out->acked += s.acked;
+            out->retried += s.retried;
+            out->failed += s.failed;
+            out->dead_lettered += s.dead_lettered;
+            out->claimed += s.claimed;
+            out->deleted_pending += s.deleted_pending;
+            out->reconnects += s.reconnects;
+            out->group_recreated += s.group_recreated;
+            out->reads += s.reads;
+            out->round_trips += s.round_trips;
+        }
+        return;
+    }
     emq_consumer_t *m = (emq_consumer_t *)c; /* atomics: loads only */
     out->delivered = atomic_load(&m->stats.delivered);
     out->acked = atomic_load(&m->stats.acked);
@@ -57,8 +77,14 @@ size_t emq_consumer_stats_json(const emq_consumer_t *c, char *buf,
     emq_consumer_stats_get(c, &s);
     emq_json o;
     emq_json_init(&o, buf, size);
-    emq_json_raw(&o, "{\"stream\":");
-    emq_json_cstr(&o, c->keys.stream);
+    if (c->nparts > 0) {
+        emq_json_raw(&o, "{\"topic\":");
+        emq_json_cstr(&o, c->conf->queue);
+        emq_json_raw(&o, ",\"partitions\":%zu", c->nparts);
+    } else {
+        emq_json_raw(&o, "{\"stream\":");
+        emq_json_cstr(&o, c->keys.stream);
+    }
     emq_json_raw(&o, ",\"group\":");
     emq_json_cstr(&o, c->group);
     emq_json_raw(&o, ",\"consumer\":");

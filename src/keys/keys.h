@@ -66,4 +66,30 @@ emq_status emq_stream_start_parse(const char *start, char *out,
 /* -1, 0 or 1 as a is before, equal to or after b. */
 int emq_stream_id_cmp(emq_stream_id a, emq_stream_id b);
 
+/* ---- topic.c: partitioned topics ---------------------------------------
+ *
+ * A topic of P partitions (conf partitions = P > 1) is P queues named
+ * "<topic>.<i>", i = 0..P-1, so partition i's keys are emq:{<topic>.<i>}...:
+ * each partition has its own hashtag and slot, and Redis Cluster spreads
+ * the partitions over its masters. A message key picks a partition by
+ * CRC16 (the cluster's own checksum, stable across versions and
+ * platforms) modulo P. */
+
+/* Most partitions of one topic (the conf's upper bound). */
+#define EMQ_TOPIC_MAX_PARTITIONS 1024
+
+/* 1 when conf names a topic (partitions > 1). */
+int emq_topic_is(const emq_conf_t *conf);
+/* Checks a topic conf without the network: queue set (a raw stream cannot
+ * be partitioned) and "<queue>.<P-1>" a valid queue name. EMQ_EINVAL says
+ * what is wrong. */
+emq_status emq_topic_check(const emq_conf_t *conf, emq_error *err);
+/* A copy of conf for partition i: queue "<queue>.<i>", partitions 1.
+ * *out is caller-owned (emq_conf_destroy). */
+emq_status emq_topic_partition_conf(const emq_conf_t *conf, int i,
+                                    emq_conf_t **out, emq_error *err);
+/* The partition of a message key: CRC16(key) mod nparts. */
+unsigned emq_topic_key_partition(const char *key, size_t len,
+                                 unsigned nparts);
+
 #endif /* EMQ_KEYS_H */

@@ -16,6 +16,13 @@
  * (both bounds, LIMIT without ~, a malformed MINID) is refused there with
  * EMQ_EINVAL naming the property, before any connection is made.
  *
+ * A topic (partitions > 1) is a producer of producers: one per partition,
+ * each with its own route, opened when the first entry goes there. An
+ * entry with a message key goes to partition CRC16(key) mod P, so one
+ * key's entries keep their order in one stream; an entry without a key
+ * goes to the next partition in turn. A batch is split by partition and
+ * each share is written as its own batch, one partition after the other.
+ *
  * Plain trimming deletes entries whether or not a group has processed them
  * (docs/PRODUCER.md); ack-aware retention is emq_admin_trim_acked. The
  * producer never reads entries, never retries a command and never trims
@@ -125,12 +132,21 @@ emq_status emq_producer_new(const emq_conf_t *conf, emq_producer_t **out,
     p->argvlen = emq_alloc(p->argv_cap * sizeof *p->argvlen);
     if (p->conf == NULL || p->argv == NULL || p->argvlen == NULL)
         st = emq_error_set(err, EMQ_ENOMEM, 0, "out of memory");
+    int topic = emq_topic_is(conf);
+    if (st == EMQ_OK && topic)
+        st = emq_topic_check(conf, err);
     if (st == EMQ_OK)
         st = emq_keys_resolve(conf->queue, conf->stream, &p->keys, err);
     if (st == EMQ_OK)
-        st = build_head(p, err);
-    if (st == EMQ_OK)
+        st = build_head(p, err); /* a topic's policy is checked here too */
+    if (st == EMQ_OK && topic) {
+        p->nparts = (size_t)conf->partitions;
+        p->parts = emq_calloc(p->nparts, sizeof *p->parts);
+        if (p->parts == NULL)
+            st = emq_error_set(err, EMQ_ENOMEM, 0, "out of memory");
+    } else if (st == EMQ_OK) {
         st = emq_route_new(p->conf, p->keys.stream, &p->route, err);
+    }
     if (st != EMQ_OK) {
         emq_producer_destroy(p);
         return st;
@@ -142,6 +158,9 @@ emq_status emq_producer_new(const emq_conf_t *conf, emq_producer_t **out,
 void emq_producer_destroy(emq_producer_t *p) {
     if (p == NULL)
         return;
+    for (size_t i = 0; i < p->nparts; i++)
+        emq_producer_destroy(p->parts[i]);
+    emq_free(p->parts);
     emq_route_destroy(p->route);
     emq_keys_free(&p->keys);
     emq_free(p->argv);
@@ -363,14 +382,186 @@ static emq_status produce(emq_producer_t *p, const emq_message *msgs,
     return EMQ_OK;
 }
 
+/* ---- topics ------------------------------------------------------------ */
+
+/* Partition i's producer, opened on first use. */
+static emq_status part_open(emq_producer_t *p, size_t i, emq_error *err) {
+    if (p->parts[i] != NULL)
+        return EMQ_OK;
+    emq_conf_t *conf;
+    emq_status st = emq_topic_partition_conf(p->conf, (int)i, &conf, err);
+    if (st == EMQ_OK) {
+        st = emq_producer_new(conf, &p->parts[i], err);
+        emq_conf_destroy(conf);
+    }
+    return st;
+}
+
+/* Writes n entries of a topic: msgs (plain) or kmsgs (keyed) give them.
+ * Each entry gets its partition, the batch is grouped by partition (a
+ * counting sort keeps each partition's entries in batch order), and each
+ * group is written by that partition's producer. Every group is tried;
+ * the first failure is returned, prefixed with its partition. */
+static emq_status topic_produce(emq_producer_t *p, const emq_message *msgs,
+                                const emq_keyed_message *kmsgs, size_t n,
+                                emq_id *ids, size_t *written, int single,
+                                emq_error *err) {
+    size_t P = p->nparts;
+    emq_message *sorted = emq_alloc((n ? n : 1) * sizeof *sorted);
+    size_t *where = emq_alloc((n ? n : 1) * sizeof *where);
+    unsigned *part = emq_alloc((n ? n : 1) * sizeof *part);
+    size_t *start = emq_calloc(P + 1, sizeof *start);
+    emq_id *sub_ids = ids ? emq_alloc((n ? n : 1) * sizeof *sub_ids) : NULL;
+    emq_status st = EMQ_OK;
+    if (!sorted || !where || !part || !start || (ids && !sub_ids)) {
+        st = emq_error_set(err, EMQ_ENOMEM, 0, "out of memory");
+        clear_ids(ids, 0, n);
+        goto out;
+    }
+    for (size_t i = 0; i < n; i++) {
+        const emq_keyed_message *k = kmsgs ? &kmsgs[i] : NULL;
+        part[i] = k && k->key
+                      ? emq_topic_key_partition(k->key, k->key_len,
+                                                (unsigned)P)
+                      : (unsigned)(p->next++ % P);
+        start[part[i] + 1]++;
+    }
+    for (size_t i = 0; i < P; i++)
+        start[i + 1] += start[i];
+    {
+        size_t *fill = emq_alloc(P * sizeof *fill);
+        if (fill == NULL) {
+            st = emq_error_set(err, EMQ_ENOMEM, 0, "out of memory");
+            clear_ids(ids, 0, n);
+            goto out;
+        }
+        memcpy(fill, start, P * sizeof *fill);
+        for (size_t i = 0; i < n; i++) {
+            size_t at = fill[part[i]]++;
+            sorted[at] = kmsgs ? kmsgs[i].message : msgs[i];
+            where[at] = i;
+        }
+        emq_free(fill);
+    }
+    size_t ok = 0;
+    emq_status first = EMQ_OK;
+    emq_error first_err;
+    emq_error_clear(&first_err);
+    for (size_t k = 0; k < P; k++) {
+        size_t from = start[k], cnt = start[k + 1] - start[k];
+        if (cnt == 0)
+            continue;
+        emq_error one;
+        emq_error_clear(&one);
+        size_t w = 0;
+        emq_status rs = part_open(p, k, &one);
+        if (rs == EMQ_OK)
+            rs = produce(p->parts[k], sorted + from, cnt,
+                         sub_ids ? sub_ids + from : NULL, &w, single, &one);
+        else if (sub_ids)
+            clear_ids(sub_ids, from, from + cnt);
+        ok += w;
+        if (rs != EMQ_OK && first == EMQ_OK) {
+            first = rs;
+            first_err = one;
+            emq_error_prefix(&first_err, "partition %zu (emq:{%s.%zu})", k,
+                             p->conf->queue, k);
+        }
+    }
+    if (ids)
+        for (size_t at = 0; at < n; at++)
+            ids[where[at]] = sub_ids[at];
+    if (written)
+        *written = ok;
+    st = first;
+    if (st != EMQ_OK) {
+        if (err)
+            *err = first_err;
+    } else {
+        emq_error_clear(err);
+    }
+out:
+    emq_free(sorted);
+    emq_free(where);
+    emq_free(part);
+    emq_free(start);
+    emq_free(sub_ids);
+    return st;
+}
+
+/* Checks a batch of a topic before anything is split or sent: the same
+ * rules as a queue's batch. */
+static emq_status topic_check(const emq_producer_t *p,
+                              const emq_message *msgs,
+                              const emq_keyed_message *kmsgs, size_t n,
+                              int single, emq_error *err) {
+    if (n > 0 && msgs == NULL && kmsgs == NULL)
+        return emq_error_set(err, EMQ_EINVAL, 0,
+                             "msgs is NULL but n is %zu", n);
+    for (size_t i = 0; i < n; i++) {
+        const emq_message *m = kmsgs ? &kmsgs[i].message : &msgs[i];
+        emq_status st = check_batch(p, m, 1, 1, err);
+        if (st != EMQ_OK) {
+            if (!single)
+                emq_error_prefix(err, "entry %zu", i);
+            return st;
+        }
+    }
+    return EMQ_OK;
+}
+
+/* The entry point of every produce call: a topic, or one queue. */
+static emq_status produce_any(emq_producer_t *p, const emq_message *msgs,
+                              const emq_keyed_message *kmsgs, size_t n,
+                              emq_id *ids, size_t *written, int single,
+                              emq_error *err) {
+    if (p != NULL && p->nparts > 0) {
+        if (written)
+            *written = 0;
+        emq_status st = topic_check(p, msgs, kmsgs, n, single, err);
+        if (st != EMQ_OK) {
+            clear_ids(ids, 0, n);
+            return st;
+        }
+        return topic_produce(p, msgs, kmsgs, n, ids, written, single, err);
+    }
+    if (kmsgs == NULL)
+        return produce(p, msgs, n, ids, written, single, err);
+    /* One queue: the keys do not matter. */
+    emq_message *plain = emq_alloc((n ? n : 1) * sizeof *plain);
+    if (plain == NULL) {
+        clear_ids(ids, 0, n);
+        return emq_error_set(err, EMQ_ENOMEM, 0, "out of memory");
+    }
+    for (size_t i = 0; i < n; i++)
+        plain[i] = kmsgs[i].message;
+    emq_status st = produce(p, plain, n, ids, written, single, err);
+    emq_free(plain);
+    return st;
+}
+
 emq_status emq_produce(emq_producer_t *p, const emq_field *fields,
                        size_t nfields, emq_id *id, emq_error *err) {
     emq_message m = {fields, nfields, NULL};
-    return produce(p, &m, 1, id, NULL, 1, err);
+    return produce_any(p, &m, NULL, 1, id, NULL, 1, err);
+}
+
+emq_status emq_produce_keyed(emq_producer_t *p, const char *key,
+                             size_t key_len, const emq_field *fields,
+                             size_t nfields, emq_id *id, emq_error *err) {
+    emq_keyed_message m = {{fields, nfields, NULL}, key, key_len};
+    return produce_any(p, NULL, &m, 1, id, NULL, 1, err);
 }
 
 emq_status emq_produce_batch(emq_producer_t *p, const emq_message *msgs,
                              size_t n, emq_id *ids, size_t *written,
                              emq_error *err) {
-    return produce(p, msgs, n, ids, written, 0, err);
+    return produce_any(p, msgs, NULL, n, ids, written, 0, err);
+}
+
+emq_status emq_produce_batch_keyed(emq_producer_t *p,
+                                   const emq_keyed_message *msgs, size_t n,
+                                   emq_id *ids, size_t *written,
+                                   emq_error *err) {
+    return produce_any(p, NULL, msgs, n, ids, written, 0, err);
 }

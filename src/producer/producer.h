@@ -25,6 +25,13 @@ struct emq_producer {
     size_t nhead;      /* words every XADD starts with (argv[0..nhead)) */
     char threshold[EMQ_ID_MAX]; /* MAXLEN's number as text */
     char limit[24];             /* LIMIT's number as text */
+
+    /* A topic (conf partitions > 1): route is NULL and each entry goes to
+     * one of the partitions' producers, opened on first use. */
+    emq_producer_t **parts;    /* nparts slots, NULL until opened */
+    size_t nparts;             /* 0 for a plain queue */
+    uint64_t next;             /* round-robin cursor for entries without
+                                  a key */
 };
 
 #endif /* EMQ_PRODUCER_H */

@@ -127,3 +127,57 @@ TEST(stream_id_compare) {
     ASSERT_EQ_INT(emq_stream_id_cmp(b, c), -1);
     ASSERT_EQ_INT(emq_stream_id_cmp(c, c), 0);
 }
+
+/* The third of the slots each of 3 masters serves after `redis-cli
+ * --cluster create` (0-5460, 5461-10922, 10923-16383). */
+static int master_of(unsigned slot) {
+    return slot <= 5460 ? 0 : slot <= 10922 ? 1 : 2;
+}
+
+TEST(topic_partitions_names_keys_and_spread) {
+    emq_conf_t *conf = emq_conf_new();
+    ASSERT(conf != NULL);
+    emq_error err;
+    ASSERT_OK(emq_conf_set(conf, "queue", "events", &err), &err);
+    ASSERT_EQ_INT(emq_topic_is(conf), 0);
+    ASSERT_OK(emq_conf_set(conf, "partitions", "6", &err), &err);
+    ASSERT_EQ_INT(emq_topic_is(conf), 1);
+    ASSERT_OK(emq_topic_check(conf, &err), &err);
+    /* Partition i is the queue "events.i" with partitions 1. */
+    int per[3] = {0, 0, 0};
+    for (int i = 0; i < 6; i++) {
+        emq_conf_t *pc;
+        ASSERT_OK(emq_topic_partition_conf(conf, i, &pc, &err), &err);
+        char q[32], want[32], p[8];
+        ASSERT_OK(emq_conf_get(pc, "queue", q, sizeof q, &err), &err);
+        snprintf(want, sizeof want, "events.%d", i);
+        ASSERT_EQ_STR(q, want);
+        ASSERT_OK(emq_conf_get(pc, "partitions", p, sizeof p, &err), &err);
+        ASSERT_EQ_STR(p, "1");
+        emq_conf_destroy(pc);
+        emq_keys k;
+        ASSERT_OK(emq_keys_for_queue(want, &k, &err), &err);
+        per[master_of(k.slot)]++;
+        emq_keys_free(&k);
+    }
+    /* "events" is the name the cluster tests use: 2 partitions per
+     * master of 3. */
+    ASSERT_EQ_INT(per[0], 2);
+    ASSERT_EQ_INT(per[1], 2);
+    ASSERT_EQ_INT(per[2], 2);
+    /* A key's partition is CRC16 mod P: stable, and P 1 is partition 0. */
+    ASSERT_EQ_INT(emq_topic_key_partition("123456789", 9, 6), 0x31C3 % 6);
+    ASSERT_EQ_INT(emq_topic_key_partition("anything", 8, 1), 0);
+    /* A raw stream cannot be partitioned; the longest name must fit. */
+    ASSERT_OK(emq_conf_set(conf, "queue", NULL, &err), &err);
+    ASSERT_OK(emq_conf_set(conf, "stream", "raw", &err), &err);
+    ASSERT_STATUS(emq_topic_check(conf, &err), EMQ_EINVAL, &err);
+    ASSERT_OK(emq_conf_set(conf, "stream", NULL, &err), &err);
+    char longname[201];
+    memset(longname, 'a', 200);
+    longname[200] = '\0';
+    ASSERT_OK(emq_conf_set(conf, "queue", longname, &err), &err);
+    ASSERT_STATUS(emq_topic_check(conf, &err), EMQ_EINVAL, &err);
+    ASSERT_CONTAINS(err.message, "6 partitions");
+    emq_conf_destroy(conf);
+}

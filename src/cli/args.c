@@ -427,3 +427,19 @@ void cli_signals_default(void) {
     sigaction(SIGTERM, &sa, NULL);
     stop_fn = NULL;
 }
+
+int cli_begin(const char *verb, int argc, char **argv, const cli_opt *opts,
+              void (*help)(void), int one_queue, cli_args *a) {
+    int rc = cli_parse(verb, argc, argv, opts, a);
+    if (rc == CLI_OK && a->seen[O_HELP]) {
+        help();
+        rc = CLI_DONE;
+    } else if (rc == CLI_OK && one_queue && a->npos != 1) {
+        rc = cli_usage_err(verb, a->npos ? "unexpected argument '%s'"
+                                         : "QUEUE is missing%s",
+                           a->npos ? a->pos[1] : "");
+    }
+    if (rc != CLI_OK)
+        free(a->pos);
+    return rc;
+}

@@ -74,6 +74,15 @@ extern cli_global cli_g;
  * naming the bad word and `echomq VERB --help`. */
 int cli_parse(const char *verb, int argc, char **argv, const cli_opt *opts,
               cli_args *out);
+/* What cli_begin returns when it printed the verb's help: the verb is done
+ * and exits 0. */
+#define CLI_DONE (-1)
+/* The prologue every verb shares: cli_parse, then -h/--help prints help()
+ * and returns CLI_DONE; with one_queue, exactly one positional argument
+ * (QUEUE) is required. Returns CLI_OK to go on; on anything else a->pos is
+ * already freed. */
+int cli_begin(const char *verb, int argc, char **argv, const cli_opt *opts,
+              void (*help)(void), int one_queue, cli_args *a);
 /* Applies -u/--url (value in argv, scrubbed in place), --user, --tls-*,
  * -q and -v to cli_g. Returns CLI_OK or CLI_USAGE. */
 int cli_apply_global(int id, char *value);

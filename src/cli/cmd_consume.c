@@ -299,13 +299,9 @@ static void *watch(void *opaque) {
 
 int cmd_consume(int argc, char **argv) {
     cli_args a;
-    int rc = cli_parse(VERB, argc, argv, opts, &a);
-    if (rc != CLI_OK || a.seen[O_HELP]) {
-        if (rc == CLI_OK)
-            help();
-        free(a.pos);
-        return rc;
-    }
+    int rc = cli_begin(VERB, argc, argv, opts, help, 0, &a);
+    if (rc != CLI_OK)
+        return rc == CLI_DONE ? CLI_OK : rc;
     long long count = 100, block = 2000, claim_idle = -1, claim_interval = -1,
               maxdel = -1, limit = 0, until_idle = 0, conc = 1;
     if (a.npos < 1)

@@ -109,12 +109,9 @@ static int list(emq_admin_t *admin, const emq_conf_t *conf, const cli_args *a,
 int cmd_dead(int argc, char **argv) {
     cli_args a;
     long long count = 1000;
-    int rc = cli_parse(VERB, argc, argv, opts, &a);
-    if (rc == CLI_OK && a.seen[O_HELP]) {
-        help();
-        free(a.pos);
-        return CLI_OK;
-    }
+    int rc = cli_begin(VERB, argc, argv, opts, help, 0, &a);
+    if (rc != CLI_OK)
+        return rc == CLI_DONE ? CLI_OK : rc;
     const char *sub = rc == CLI_OK && a.npos ? a.pos[0] : "";
     int is_list = !strcmp(sub, "list"), requeue = !strcmp(sub, "requeue"),
         purge = !strcmp(sub, "purge");

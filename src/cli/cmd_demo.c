@@ -640,12 +640,9 @@ int cmd_demo(int argc, char **argv) {
     cli_args a;
     long long jobs = 100000, nw = 4, poison = 5, claim_idle = 1000,
               work_us = 150;
-    int rc = cli_parse(VERB, argc, argv, opts, &a);
-    if (rc == CLI_OK && a.seen[O_HELP]) {
-        help();
-        free(a.pos);
-        return CLI_OK;
-    }
+    int rc = cli_begin(VERB, argc, argv, opts, help, 0, &a);
+    if (rc != CLI_OK)
+        return rc == CLI_DONE ? CLI_OK : rc;
     if (rc == CLI_OK && a.npos)
         rc = cli_usage_err(VERB, "unexpected argument '%s'", a.pos[0]);
     if (rc == CLI_OK && a.seen[O_JOBS])

@@ -203,17 +203,9 @@ static void print_partitions(const emq_queue_info *q) {
 int cmd_info(int argc, char **argv) {
     const char *verb = "info";
     cli_args a;
-    int rc = cli_parse(verb, argc, argv, info_opts, &a);
-    if (rc == CLI_OK && a.seen[O_HELP])
-        info_help();
-    else if (rc == CLI_OK && a.npos != 1)
-        rc = cli_usage_err(verb, a.npos ? "unexpected argument '%s'"
-                                        : "QUEUE is missing%s",
-                           a.npos ? a.pos[1] : "");
-    if (rc != CLI_OK || a.seen[O_HELP]) {
-        free(a.pos);
-        return rc;
-    }
+    int rc = cli_begin(verb, argc, argv, info_opts, info_help, 1, &a);
+    if (rc != CLI_OK)
+        return rc == CLI_DONE ? CLI_OK : rc;
     emq_conf_t *conf;
     emq_admin_t *admin;
     rc = cli_admin_open_args(verb, a.pos[0], &a, &conf, &admin);
@@ -283,18 +275,10 @@ int cmd_pending(int argc, char **argv) {
     const char *verb = "pending";
     cli_args a;
     long long min_idle = 0, count = 1000;
-    int rc = cli_parse(verb, argc, argv, pending_opts, &a);
-    if (rc == CLI_OK && a.seen[O_HELP]) {
-        pending_help();
-        free(a.pos);
-        return CLI_OK;
-    }
-    if (rc == CLI_OK && a.npos != 1)
-        rc = cli_usage_err(verb, a.npos ? "unexpected argument '%s'"
-                                        : "QUEUE is missing%s",
-                           a.npos ? a.pos[1] : "");
-    if (rc == CLI_OK)
-        rc = cli_require(verb, &a, O_GROUP, "--group", "the group to list");
+    int rc = cli_begin(verb, argc, argv, pending_opts, pending_help, 1, &a);
+    if (rc != CLI_OK)
+        return rc == CLI_DONE ? CLI_OK : rc;
+    rc = cli_require(verb, &a, O_GROUP, "--group", "the group to list");
     if (rc == CLI_OK && a.seen[O_MIN_IDLE])
         rc = cli_num(verb, "--min-idle", a.value[O_MIN_IDLE], 0, INT64_MAX,
                      &min_idle);

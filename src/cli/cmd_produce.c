@@ -247,13 +247,9 @@ static int from_stdin(produce_run *r, int json, const char *field) {
 
 int cmd_produce(int argc, char **argv) {
     cli_args a;
-    int rc = cli_parse(VERB, argc, argv, opts, &a);
-    if (rc != CLI_OK || a.seen[O_HELP]) {
-        if (rc == CLI_OK)
-            help();
-        free(a.pos);
-        return rc;
-    }
+    int rc = cli_begin(VERB, argc, argv, opts, help, 0, &a);
+    if (rc != CLI_OK)
+        return rc == CLI_DONE ? CLI_OK : rc;
     long long batch = 100;
     if (a.npos < 1)
         rc = cli_usage_err(VERB, "QUEUE is missing: echomq produce QUEUE "

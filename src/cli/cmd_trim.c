@@ -37,17 +37,10 @@ int cmd_trim(int argc, char **argv) {
     const char *verb = "trim";
     cli_args a;
     long long maxlen = -1;
-    int rc = cli_parse(verb, argc, argv, opts, &a);
-    if (rc == CLI_OK && a.seen[O_HELP]) {
-        help();
-        free(a.pos);
-        return CLI_OK;
-    }
-    if (rc == CLI_OK && a.npos != 1)
-        rc = cli_usage_err(verb, a.npos ? "unexpected argument '%s'"
-                                        : "QUEUE is missing%s",
-                           a.npos ? a.pos[1] : "");
-    if (rc == CLI_OK && !a.seen[O_ACKED])
+    int rc = cli_begin(verb, argc, argv, opts, help, 1, &a);
+    if (rc != CLI_OK)
+        return rc == CLI_DONE ? CLI_OK : rc;
+    if (!a.seen[O_ACKED])
         rc = cli_usage_err(verb, "--acked is required: echomq trims only "
                                  "entries that no group still needs");
     if (rc == CLI_OK && a.seen[O_MAXLEN])

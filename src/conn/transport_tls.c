@@ -126,18 +126,27 @@ static ssize_t ssl_fail(tls_transport *t, int rc, const char *what,
     }
 }
 
-static ssize_t tls_read(emq_transport *base, char *buf, size_t len,
-                        emq_error *err) {
-    tls_transport *t = (tls_transport *)base;
+/* Runs one SSL_read (buf) or SSL_write (cbuf) of at most len bytes with
+ * SIGPIPE blocked and the error queues cleared first, keeping the errno the
+ * call left for ssl_fail. Returns SSL_read/SSL_write's result. */
+static int guarded_io(tls_transport *t, char *buf, const char *cbuf,
+                      size_t len) {
     int n = len > 0x7fffffff ? 0x7fffffff : (int)len;
     ERR_clear_error();
     errno = 0;
     sigpipe_guard g;
     sigpipe_block(&g);
-    int rc = SSL_read(t->ssl, buf, n);
+    int rc = buf ? SSL_read(t->ssl, buf, n) : SSL_write(t->ssl, cbuf, n);
     int sys = errno;
     sigpipe_restore(&g);
     errno = sys;
+    return rc;
+}
+
+static ssize_t tls_read(emq_transport *base, char *buf, size_t len,
+                        emq_error *err) {
+    tls_transport *t = (tls_transport *)base;
+    int rc = guarded_io(t, buf, NULL, len);
     if (rc > 0)
         return rc;
     return ssl_fail(t, rc, "read from", err);
@@ -146,15 +155,7 @@ static ssize_t tls_read(emq_transport *base, char *buf, size_t len,
 static ssize_t tls_write(emq_transport *base, const char *buf, size_t len,
                          emq_error *err) {
     tls_transport *t = (tls_transport *)base;
-    int n = len > 0x7fffffff ? 0x7fffffff : (int)len;
-    ERR_clear_error();
-    errno = 0;
-    sigpipe_guard g;
-    sigpipe_block(&g);
-    int rc = SSL_write(t->ssl, buf, n);
-    int sys = errno;
-    sigpipe_restore(&g);
-    errno = sys;
+    int rc = guarded_io(t, NULL, buf, len);
     if (rc > 0)
         return rc;
     ssize_t r = ssl_fail(t, rc, "write to", err);

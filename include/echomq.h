@@ -393,8 +393,9 @@ EMQ_EXPORT size_t emq_entry_json(const emq_entry *entry, char *buf,
 /* What a handler answers for one entry. */
 typedef enum emq_verdict {
     EMQ_ACK = 0,   /* done: acknowledge it */
-    EMQ_RETRY = 1, /* failed: leave it pending; recovery redelivers it after
-                      claim.min_idle_ms; counts toward max_deliveries */
+    EMQ_RETRY = 1, /* failed: delivered again to this consumer after
+                      retry.backoff_ms (doubling per delivery); counts
+                      toward max_deliveries */
     EMQ_DEAD = 2   /* give up now: move it to the dead letters */
 } emq_verdict;
 
@@ -443,7 +444,13 @@ typedef struct emq_consumer_stats {
     uint64_t reconnects;      /* connections re-established */
     uint64_t group_recreated; /* group or stream found gone and re-created */
     uint64_t reads;           /* XREADGROUP calls */
-    uint64_t round_trips;     /* network round trips */
+    uint64_t round_trips;     /* network round trips, both connections */
+    uint64_t refreshed;       /* in-flight entries kept fresh (XCLAIM JUSTID
+                                 to itself while the handler runs) */
+    uint64_t ownership_lost;  /* in-flight entries found taken by a peer */
+    uint64_t server_waits;    /* "not now" episodes waited out (LOADING,
+                                 BUSY, MISCONF, NOREPLICAS, OOM, ...) */
+    uint64_t in_flight;       /* entries read and not yet settled, now */
 } emq_consumer_stats;
 
 /* Copies the counters; safe from any thread while run is going. */

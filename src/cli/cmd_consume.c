@@ -40,6 +40,8 @@ static const cli_opt opts[] = {
     {"claim-idle", 0, 1, O_CLAIM_IDLE},
     {"claim-interval", 0, 1, O_CLAIM_INTERVAL},
     {"max-deliveries", 0, 1, O_MAX_DELIVERIES},
+    {"retry-backoff", 0, 1, O_RETRY_BACKOFF},
+    {"retry-backoff-max", 0, 1, O_RETRY_BACKOFF_MAX},
     {"limit", 0, 1, O_LIMIT},
     {"until-idle", 0, 1, O_UNTIL_IDLE},
     {"exec", 'e', 1, O_EXEC},
@@ -69,6 +71,10 @@ static void help(void) {
         "                          (or a dead) consumer (default 60000)\n"
         "  --claim-interval MS     time between claim beats (default 5000)\n"
         "  --max-deliveries N      deliveries before the dead letters (default 5)\n"
+        "  --retry-backoff MS      a failed entry (exit 75) comes back to this\n"
+        "                          consumer after MS, doubling per delivery\n"
+        "                          (default 1000; 0: at once)\n"
+        "  --retry-backoff-max MS  longest retry delay (default 60000)\n"
         "  --limit N               stop after N entries handled\n"
         "  --until-idle MS         stop once nothing arrived for MS\n"
         "  -e, --exec CMD          run /bin/sh -c CMD per entry: the JSON line on\n"
@@ -303,7 +309,8 @@ int cmd_consume(int argc, char **argv) {
     if (rc != CLI_OK)
         return rc == CLI_DONE ? CLI_OK : rc;
     long long count = 100, block = 2000, claim_idle = -1, claim_interval = -1,
-              maxdel = -1, limit = 0, until_idle = 0, conc = 1;
+              maxdel = -1, limit = 0, until_idle = 0, conc = 1,
+              retry_backoff = -1, retry_backoff_max = -1;
     if (a.npos < 1)
         rc = cli_usage_err(VERB, "QUEUE is missing: echomq consume QUEUE "
                                  "--group G --consumer C --start new|head");
@@ -340,6 +347,12 @@ int cmd_consume(int argc, char **argv) {
     if (rc == CLI_OK && a.seen[O_MAX_DELIVERIES])
         rc = cli_num(VERB, "--max-deliveries", a.value[O_MAX_DELIVERIES], 1,
                      1000000, &maxdel);
+    if (rc == CLI_OK && a.seen[O_RETRY_BACKOFF])
+        rc = cli_num(VERB, "--retry-backoff", a.value[O_RETRY_BACKOFF], 0,
+                     INT32_MAX, &retry_backoff);
+    if (rc == CLI_OK && a.seen[O_RETRY_BACKOFF_MAX])
+        rc = cli_num(VERB, "--retry-backoff-max", a.value[O_RETRY_BACKOFF_MAX],
+                     0, INT32_MAX, &retry_backoff_max);
     if (rc == CLI_OK && a.seen[O_LIMIT])
         rc = cli_num(VERB, "--limit", a.value[O_LIMIT], 1, INT64_MAX, &limit);
     if (rc == CLI_OK && a.seen[O_UNTIL_IDLE])
@@ -391,6 +404,10 @@ int cmd_consume(int argc, char **argv) {
         SETNUM("claim.count", count);
     if (maxdel > 0)
         SETNUM("max_deliveries", maxdel);
+    if (retry_backoff_max >= 0)
+        SETNUM("retry.backoff_max_ms", retry_backoff_max);
+    if (retry_backoff >= 0)
+        SETNUM("retry.backoff_ms", retry_backoff);
 #undef SETNUM
 
     consume_ctx x;

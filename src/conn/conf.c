@@ -203,7 +203,9 @@ static const prop props[] = {
      P_INT, F(block_ms), 1, 600000, NULL, NULL, NULL},
     {"claim.min_idle_ms", "60000",
      "An entry pending this long with another consumer is taken over by "
-     "the claim beat (XAUTOCLAIM min-idle-time).",
+     "the claim beat (XAUTOCLAIM min-idle-time). Entries in hand are "
+     "refreshed every quarter of it, so it detects dead consumers, never "
+     "slow ones; at least 100.",
      P_INT, F(claim_min_idle_ms), 1, (int64_t)1 << 40, NULL, NULL, NULL},
     {"claim.interval_ms", "5000",
      "Time between claim beats.",
@@ -217,8 +219,18 @@ static const prop props[] = {
      P_INT, F(max_deliveries), 1, 1000000, NULL, NULL, NULL},
     {"lease.ttl_ms", "30000",
      "Lifetime of the lease that keeps one consumer name in one process; "
-     "renewed every third of it. At least 3 x block_ms + 1000.",
+     "renewed every third of it on a timer of its own; past it (less a "
+     "tenth) a process that could not renew hands out and settles "
+     "nothing. At least 3 x block_ms + 1000.",
      P_INT, F(lease_ttl_ms), 1000, (int64_t)1 << 40, NULL, NULL, NULL},
+    {"retry.backoff_ms", "1000",
+     "Delay before an entry the handler answered EMQ_RETRY is delivered "
+     "again to the same consumer, doubling with each delivery (with "
+     "jitter); 0: at once. Kept in the server, so it survives a restart.",
+     P_INT, F(retry_backoff_ms), 0, (int64_t)1 << 40, NULL, NULL, NULL},
+    {"retry.backoff_max_ms", "60000",
+     "Longest retry delay. At least retry.backoff_ms.",
+     P_INT, F(retry_backoff_max_ms), 0, (int64_t)1 << 40, NULL, NULL, NULL},
     {"on_group_lost", "recreate",
      "When the group or stream vanishes mid-run: recreate (open the door "
      "again at the declared start, with a warning) or fatal.",

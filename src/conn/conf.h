@@ -63,6 +63,8 @@ struct emq_conf {
     int64_t claim_count;         /* XAUTOCLAIM COUNT */
     int64_t max_deliveries;      /* deliveries before the dead letters */
     int64_t lease_ttl_ms;        /* lifetime of the consumer name's lease */
+    int64_t retry_backoff_ms;    /* first delay of a retried entry */
+    int64_t retry_backoff_max_ms; /* its cap (doubling per delivery) */
     int64_t group_lost_fatal;    /* on_group_lost: 0 recreate, 1 fatal */
     int64_t producer_window;     /* XADDs in flight in a batch */
     int64_t producer_nomkstream; /* 1: XADD NOMKSTREAM (never create) */

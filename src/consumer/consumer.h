@@ -1,11 +1,27 @@
 /* consumer.h: internals shared by the files of the consumer layer.
  *
- * Internal header (not installed). The consumer runs the contract of
- * DESIGN.md on one connection and one thread: door, declared start, lease,
- * recover self, recover peers, read, acknowledge, dead letters, stop.
- * Commands that need no answer before the next read (XACK, lease renewal,
- * failure reasons, dead-letter moves) are queued as "deferred" and travel
- * in the same round trip as that read.
+ * Internal header (not installed). The files of this folder, bottom to
+ * top (each uses only those above it in this list):
+ *
+ *   exchange.c  one connection's pipelined exchange: call, append, drain,
+ *               the "not now" wait, reconnect with backoff, logging
+ *   inflight.c  the in-flight table (every entry read and not settled) and
+ *               the queue of settlements decided and not yet sent
+ *   lease.c     one name, one process: acquire, renew, release, identity
+ *   settle.c    the commands that settle entries (XACK, failure reasons,
+ *               dead-letter moves, the retry schedule) and the ownership
+ *               refresh
+ *   upkeep.c    the maintenance thread on its own connection: refreshes
+ *               ownership, renews the lease, sends settlements, on a timer
+ *               that does not depend on the handler
+ *   entries.c   entries out of replies, and handing them to the handler
+ *   recover.c   recover self, claim beats, retries that are due
+ *   consumer.c  validation, the session and the run loop
+ *   pool.c      N consumers on N threads
+ *
+ * Threads: the run thread owns the read exchange and calls the handler;
+ * the upkeep thread owns its own exchange. They share the in-flight table
+ * (its mutex), the lease deadline and the stop/fatal flags (atomics).
  */
 #ifndef EMQ_CONSUMER_H
 #define EMQ_CONSUMER_H
@@ -13,39 +29,239 @@
 #include "../keys/keys.h"
 #include "../conn/conf.h"
 
+#include <pthread.h>
 #include <stdatomic.h>
 
 /* Most XAUTOCLAIM calls one claim beat makes. A beat goes on only while
  * its calls claim something, so with nothing idle it costs one call. */
 #define EMQ_CLAIM_CALLS_PER_BEAT 10
+/* Most commands one pipeline of settlements or refreshes holds, and most
+ * IDs one XACK or refresh names: every exchange is bounded whatever the
+ * batch size. */
+#define EMQ_SETTLE_MAX_COMMANDS 1000
+#define EMQ_SETTLE_MAX_IDS 1000
+/* A settlement waits at most this long for company before it is sent. */
+#define EMQ_SETTLE_DELAY_MS 10
+/* Smallest claim.min_idle_ms: ownership is refreshed every quarter of it. */
+#define EMQ_MIN_IDLE_FLOOR_MS 100
+/* Longest a consumer name may be (CLIENT SETNAME, key names). */
+#define EMQ_CONSUMER_NAME_MAX 128
 
-/* Kinds of deferred commands, in the order they were appended. */
-typedef enum deferred_kind {
-    DEFERRED_ACK,    /* XACK of acks_in_flight ids */
-    DEFERRED_RENEW,  /* lease renewal script */
-    DEFERRED_REASON, /* HSET of a failure reason */
-    DEFERRED_DEAD    /* dead-letter script */
-} deferred_kind;
+/* The counters of emq_consumer_stats, in its order (stats.c writes the
+ * struct, the sums and the JSON from this one list). */
+#define EMQ_CONSUMER_COUNTERS(X)                                               \
+    X(delivered) X(acked) X(retried) X(failed) X(dead_lettered) X(claimed)     \
+    X(deleted_pending) X(reconnects) X(group_recreated) X(reads)               \
+    X(round_trips) X(refreshed) X(ownership_lost) X(server_waits)
 
-/* One entry of a batch, as parsed from a reply. */
-typedef struct batch_item {
-    emq_id id;
-    const emq_reply *fields; /* array of name, value...; NULL if deleted */
-    uint64_t deliveries;     /* server's count; 0 when not known yet */
-} batch_item;
-
-/* Entries of one read or claim. Owns the reply they point into. */
-typedef struct batch {
-    emq_reply *reply;
-    batch_item *items;
-    size_t n, cap;
-} batch;
-
+#define EMQ_COUNTER_FIELD(name) atomic_uint_fast64_t name;
 typedef struct stats_counters {
-    atomic_uint_fast64_t delivered, acked, retried, failed, dead_lettered,
-        claimed, deleted_pending, reconnects, group_recreated, reads,
-        round_trips;
+    EMQ_CONSUMER_COUNTERS(EMQ_COUNTER_FIELD)
 } stats_counters;
+#undef EMQ_COUNTER_FIELD
+
+/* ---- exchange.c --------------------------------------------------------- */
+
+typedef struct emq_xchg {
+    struct emq_consumer *c;
+    const char *what;   /* "read" or "upkeep", for log lines */
+    emq_route *route;
+    int *tags;          /* tag of each appended command whose reply is unread */
+    size_t ntags, tags_cap;
+    unsigned failures;  /* consecutive failed sessions: backoff before the
+                           next reconnect; reset by emq_xchg_healthy */
+    atomic_int *halt;   /* NULL: waits end on the consumer's stop; else on
+                           this flag (the upkeep runs on after a stop, until
+                           the handler in progress has finished) */
+    uint64_t rng;       /* backoff jitter */
+} emq_xchg;
+
+/* Applies the reply of one appended command (tag as given to append).
+ * Returns EMQ_OK or a fatal error. */
+typedef emq_status (*emq_xchg_apply_fn)(void *ctx, int tag,
+                                        const emq_reply *reply,
+                                        emq_error *err);
+
+/* Flags of emq_xchg_call. */
+#define EMQ_XCHG_WAIT_OOM 1u /* also wait out OOM (reads and acks only) */
+
+/* Connects x for consumer c (one route to the queue's slot). halt: see
+ * emq_xchg. */
+emq_status emq_xchg_open(emq_xchg *x, struct emq_consumer *c,
+                         const char *what, atomic_int *halt, emq_error *err);
+/* 1 once the exchange's waits should end (see halt). */
+int emq_xchg_halted(const emq_xchg *x);
+/* Sleeps ms, or less once emq_xchg_halted. */
+void emq_xchg_nap(emq_xchg *x, int64_t ms);
+void emq_xchg_close(emq_xchg *x);
+/* Appends a command whose reply emq_xchg_drain reads. EMQ_ELIMIT past
+ * pipeline.max. */
+emq_status emq_xchg_append(emq_xchg *x, int tag, int argc,
+                           const char *const *argv, const size_t *argvlen,
+                           emq_error *err);
+/* Sends what is appended and reads every reply in order, passing each to
+ * apply. A transport failure is returned at once (the rest is lost with
+ * the connection); the first fatal apply result is returned after all
+ * replies were read, so the connection stays in step. */
+emq_status emq_xchg_drain(emq_xchg *x, emq_xchg_apply_fn apply, void *ctx,
+                          emq_error *err);
+/* One command and its reply (caller frees *reply); nothing may be
+ * appended. A reply meaning "not now" (LOADING, BUSY, TRYAGAIN,
+ * CLUSTERDOWN, MASTERDOWN, MISCONF, NOREPLICAS; OOM with
+ * EMQ_XCHG_WAIT_OOM) is waited out with backoff and the command sent
+ * again, logged once per episode, until it clears, a stop, or five
+ * minutes. */
+emq_status emq_xchg_call(emq_xchg *x, unsigned flags, int argc,
+                         const char *const *argv, const size_t *argvlen,
+                         emq_reply **reply, emq_error *err);
+/* Reconnects until it works or a stop: capped jittered backoff, by the
+ * number of consecutive failed sessions, in naps a stop ends. Fails at
+ * once on authentication, TLS and configuration errors. */
+emq_status emq_xchg_reconnect(emq_xchg *x, emq_error *err);
+/* Records that the connection did useful work (resets the backoff). */
+void emq_xchg_healthy(emq_xchg *x);
+/* 1 for the transport failures after which the consumer reconnects. */
+int emq_xchg_transport_failure(emq_status st);
+/* 1 when r is an error reply that means "not now" (see emq_xchg_call). */
+int emq_reply_not_now(const emq_reply *r, unsigned flags);
+/* 1 when r is an error reply of code word (its first word), or a script
+ * error whose text names it (scripts wrap the errors of the commands they
+ * call, differently on each server). */
+int emq_reply_mentions(const emq_reply *r, const char *word);
+/* 1 when r is an ACL refusal (NOPERM), also one inside a script. */
+int emq_reply_refused(const emq_reply *r);
+/* EMQ_ESERVER "<what> failed: <reply text>". */
+emq_status emq_reply_error(const emq_reply *r, emq_error *err,
+                           const char *what);
+
+/* Logs through the conf's log callback (or stderr by default), naming the
+ * consumer, group and stream. */
+void emq_consumer_log(struct emq_consumer *c, int level, const char *fmt,
+                      ...) EMQ_PRINTF(3, 4);
+/* Sleeps ms milliseconds, or less when a stop is requested meanwhile. */
+void emq_consumer_nap(struct emq_consumer *c, int64_t ms);
+/* 1 once a stop was requested or a fatal error recorded. */
+int emq_consumer_stopping(struct emq_consumer *c);
+/* Records the first fatal error (any thread) and asks run to stop. */
+void emq_consumer_fatal(struct emq_consumer *c, const emq_error *err);
+
+/* ---- inflight.c --------------------------------------------------------- */
+
+typedef enum if_state {
+    IF_READ = 0,    /* read, not handed to the handler yet */
+    IF_HANDLING,    /* with the handler */
+    IF_SETTLING,    /* decided; its settlement is queued or being sent */
+    IF_RETRY_WAIT   /* failed, pending to us, back at due_ms */
+} if_state;
+
+typedef struct if_entry {
+    emq_id id;
+    int64_t refreshed_ms; /* read, claimed or last refreshed (monotonic) */
+    int64_t due_ms;       /* IF_RETRY_WAIT: when it is delivered again */
+    uint64_t deliveries;
+    unsigned char used, state, lost;
+} if_entry;
+
+typedef enum settle_kind {
+    SETTLE_ACK = 0, /* XACK; clears reason and schedule after a redelivery */
+    SETTLE_GONE,    /* deleted while pending: XACK, clear reason/schedule */
+    SETTLE_RETRY,   /* record the reason, schedule the next delivery */
+    SETTLE_DEAD     /* the dead-letter script */
+} settle_kind;
+
+typedef struct settle_op {
+    settle_kind kind;
+    emq_id id;
+    uint64_t deliveries;
+    int64_t delay_ms;  /* SETTLE_RETRY */
+    char *reason;      /* SETTLE_RETRY/DEAD: owned, may be NULL */
+    char *args;        /* SETTLE_DEAD: owned copy of field names and values */
+    size_t *lens;      /* their lengths (owned) */
+    size_t nargs;
+} settle_op;
+
+typedef struct emq_inflight {
+    pthread_mutex_t mu;
+    pthread_cond_t wake;   /* the upkeep thread waits on it */
+    if_entry *slots;       /* open addressing, linear probing */
+    size_t cap, n;
+    settle_op *ops;        /* settlements decided, not yet taken */
+    size_t nops, ops_cap;
+    int64_t oldest_op_ms;  /* when the oldest queued op was decided */
+    int flush_now;         /* a batch ended: send without waiting */
+    int quit;              /* the upkeep thread is asked to end */
+} emq_inflight;
+
+emq_status emq_inflight_init(emq_inflight *t, emq_error *err);
+void emq_inflight_destroy(emq_inflight *t);
+/* Frees an op's owned parts. */
+void emq_settle_op_free(settle_op *op);
+/* Adds id (state IF_READ). Returns 1 when added, 0 when id is already in
+ * the table (held: the caller must not hand it out again), -1 when out of
+ * memory. */
+int emq_inflight_add(emq_inflight *t, const emq_id *id, uint64_t deliveries,
+                     int64_t now_ms);
+/* Marks id IF_HANDLING if it is held and still owned; returns 1, else 0
+ * (and forgets a lost one). */
+int emq_inflight_begin(emq_inflight *t, const emq_id *id);
+/* Removes id from the table, if there. */
+void emq_inflight_forget(emq_inflight *t, const emq_id *id);
+/* 1 when id is in the table. */
+int emq_inflight_holds(emq_inflight *t, const emq_id *id);
+/* Queues a settlement (takes ownership of op's parts, also on failure) and
+ * moves the entry to IF_SETTLING (IF_RETRY_WAIT for SETTLE_RETRY, due in
+ * op->delay_ms). ENOMEM fails. */
+emq_status emq_inflight_settle(emq_inflight *t, settle_op *op,
+                               emq_error *err);
+/* Moves a held entry to IF_RETRY_WAIT, due in delay_ms, sending nothing
+ * (its schedule is already on the server). */
+void emq_inflight_wait(emq_inflight *t, const emq_id *id, int64_t delay_ms);
+/* Asks the upkeep thread to send what is queued now. */
+void emq_inflight_flush_now(emq_inflight *t);
+/* Upkeep: moves up to max queued ops into *out (caller frees with
+ * emq_settle_op_free after emq_inflight_settled). Returns their number. */
+size_t emq_inflight_take(emq_inflight *t, settle_op *out, size_t max);
+/* Upkeep: the ops were applied by the server: ACK, GONE and DEAD entries
+ * leave the table. */
+void emq_inflight_settled(emq_inflight *t, const settle_op *ops, size_t n);
+/* Upkeep: the ops' outcome is unknown (transport failure): queue them
+ * again, first (they are idempotent). Takes ownership. */
+void emq_inflight_requeue(emq_inflight *t, settle_op *ops, size_t n);
+/* Upkeep: up to max IDs whose refresh is due (refreshed at or before
+ * before_ms), oldest first not guaranteed. Returns their number. */
+size_t emq_inflight_stale(emq_inflight *t, int64_t before_ms, emq_id *out,
+                          size_t max);
+/* Upkeep: of asked[0..nasked), those in owned[] were refreshed at now_ms;
+ * the others are lost: forgotten if not handed out yet, else marked lost.
+ * Returns the number lost. */
+size_t emq_inflight_refreshed(emq_inflight *t, const emq_id *asked,
+                              size_t nasked, const emq_reply *owned,
+                              int64_t now_ms);
+/* Run thread: up to max IDs whose retry is due at now_ms, moved back to
+ * IF_READ. Returns their number. */
+size_t emq_inflight_due(emq_inflight *t, int64_t now_ms, emq_id *out,
+                        size_t max);
+/* Milliseconds until the next retry is due (INT64_MAX: none). */
+int64_t emq_inflight_next_due(emq_inflight *t, int64_t now_ms);
+/* Forgets entries not handed out yet (IF_READ): after a lost session they
+ * come back through recover self. */
+void emq_inflight_drop_unstarted(emq_inflight *t);
+/* Forgets everything (the group is gone). Queued ops are freed. */
+void emq_inflight_clear(emq_inflight *t);
+/* Entries in the table, and settlements queued. */
+size_t emq_inflight_count(emq_inflight *t);
+size_t emq_inflight_queued(emq_inflight *t);
+
+/* ---- the consumer -------------------------------------------------------- */
+
+typedef struct emq_upkeep {
+    emq_xchg x;
+    atomic_int quit;       /* set by the run thread when it is done */
+    pthread_t thread;
+    int started;
+    int64_t next_renew_ms, next_refresh_ms;
+    int64_t refresh_every_ms;
+} emq_upkeep;
 
 struct emq_consumer {
     emq_conf_t *conf;       /* own copy */
@@ -57,76 +273,111 @@ struct emq_consumer {
     char start_id[EMQ_ID_MAX]; /* "$", "0" or the declared ID */
     char *lease_key;
     char *reasons_key;
-    char token[128];        /* lease value: host:pid:random */
-    emq_route *route;
+    char *retry_key;        /* the retry schedule (sorted set) */
+    char token[256];        /* lease value: the holder's identity */
+    emq_xchg rx;            /* the run thread's exchange */
+    emq_upkeep upkeep;
+    emq_inflight table;
     atomic_int stop;        /* set by emq_consumer_stop (signal-safe) */
     atomic_int running;
+    atomic_int fatal;       /* a fatal error is in fatal_err */
+    int nogroup;            /* the last step met NOGROUP (run thread) */
+    char nogroup_text[160]; /* ... and the server's words */
+    emq_error fatal_err;
+    pthread_mutex_t fatal_mu;
+    /* Monotonic ms until which the lease is known held; 0: not held. */
+    _Atomic int64_t lease_deadline_ms;
     stats_counters stats;
-
-    emq_id *acks;           /* ids handled and not yet acknowledged */
-    size_t nacks, acks_cap;
-    size_t acks_in_flight;  /* first ids of acks sent in an unread XACK */
-    deferred_kind *deferred; /* appended commands whose replies are unread */
-    size_t ndeferred, deferred_cap;
 
     emq_field *fields;      /* scratch for the handler's field array */
     size_t fields_cap;
     char claim_cursor[EMQ_ID_MAX];
     int64_t next_claim_ms;
-    int64_t next_renew_ms;
     int64_t last_recreate_ms;
     int64_t last_claim_warning_ms;
-    uint64_t backoff_rng;   /* jitter of the reconnect backoff */
+    uint64_t rng;           /* retry jitter */
 
     /* A topic (conf partitions > 1): one consumer per partition, each
      * with its own route, thread and lease, all under this one's name.
-     * This one then only runs, stops and sums them; route is NULL. */
+     * This one then only runs, stops and sums them. */
     emq_consumer_t **parts;
     size_t nparts;
 };
 
-/* ---- consumer.c ------------------------------------------------------- */
+/* ---- lease.c ------------------------------------------------------------ */
 
-/* Logs through the conf's log callback (or stderr by default). */
-void emq_consumer_log(emq_consumer_t *c, int level, const char *fmt, ...)
-    EMQ_PRINTF(3, 4);
-/* Sleeps ms milliseconds, or less when a stop is requested meanwhile. */
-void emq_consumer_nap(emq_consumer_t *c, int64_t ms);
-/* Appends a command that the next flush reads the reply of. */
-emq_status emq_consumer_defer(emq_consumer_t *c, deferred_kind kind, int argc,
-                              const char *const *argv, const size_t *argvlen,
-                              emq_error *err);
-/* Appends the pending XACK (if any) as a deferred command. */
-emq_status emq_consumer_append_acks(emq_consumer_t *c, emq_error *err);
-/* Reads the replies of every deferred command, in order, and applies them
- * (ack counts, lease loss, dead-letter counts). Transport failures are
- * returned; error replies are logged, and a lost lease is fatal. */
-emq_status emq_consumer_drain_deferred(emq_consumer_t *c, emq_error *err);
-/* Sends a command after everything deferred, reading all replies; *reply
- * is the command's own (caller frees). Counts one round trip. An error
- * reply meaning "not now" (LOADING, BUSY, TRYAGAIN, CLUSTERDOWN,
- * MASTERDOWN: the command did not run) is waited out with backoff and the
- * command sent again, for up to five minutes or until a stop. */
-emq_status emq_consumer_call(emq_consumer_t *c, int argc,
-                             const char *const *argv, const size_t *argvlen,
-                             emq_reply **reply, emq_error *err);
+/* Fills c->token with this process's identity. */
+void emq_lease_make_token(emq_consumer_t *c);
+/* Takes the lease on the consumer name through the read exchange. A lease
+ * left by a dead process of this machine (same boot and PID namespace) is
+ * taken over at once; one held by a live local process is refused at once;
+ * one whose holder cannot be judged is waited for until it expires (at
+ * most its TTL and a second), then refused. Refusals are EMQ_EINVAL naming
+ * the holder. */
+emq_status emq_lease_acquire(emq_consumer_t *c, emq_error *err);
+/* 1 while the lease is known held (before its local deadline). */
+int emq_lease_valid(emq_consumer_t *c);
+/* Appends a renewal to x; emq_lease_renewed applies its reply. */
+emq_status emq_lease_append_renew(emq_consumer_t *c, emq_xchg *x, int tag,
+                                  emq_error *err);
+/* Applies a renewal's reply, sent at sent_ms: extends the local deadline,
+ * or (another holder, or expired) ends it and records a fatal error when
+ * another process holds the name. */
+emq_status emq_lease_renewed(emq_consumer_t *c, const emq_reply *reply,
+                             int64_t sent_ms, emq_error *err);
+/* Deletes the lease if it is still ours (on stop). */
+void emq_lease_release(emq_consumer_t *c, emq_xchg *x);
 
-/* ---- pool.c ----------------------------------------------------------- */
+/* ---- settle.c ----------------------------------------------------------- */
 
-/* Runs n consumers on n threads and waits for all of them. The first
- * fatal error of any stops the others and is returned (EMQ_OK when all
- * stopped cleanly). */
-emq_status emq_consumers_run(emq_consumer_t *const *consumers, size_t n,
-                             emq_error *err);
+/* Appends the commands of ops[0..n) to x (bounded by the caller). */
+emq_status emq_settle_append(emq_consumer_t *c, emq_xchg *x,
+                             const settle_op *ops, size_t n, emq_error *err);
+/* Applies one settlement command's reply (tag from emq_settle_append). */
+emq_status emq_settle_apply(void *consumer, int tag, const emq_reply *reply,
+                            emq_error *err);
+/* Appends the ownership refresh of ids[0..n) (n <= EMQ_SETTLE_MAX_IDS):
+ * its reply is the array of those still pending to this consumer, whose
+ * idle time it reset. */
+emq_status emq_settle_append_refresh(emq_consumer_t *c, emq_xchg *x,
+                                     const emq_id *ids, size_t n, int tag,
+                                     emq_error *err);
+/* The retry delay for an entry failed at its deliveries-th delivery. */
+int64_t emq_settle_retry_delay(emq_consumer_t *c, uint64_t deliveries);
 
-/* ---- entries.c -------------------------------------------------------- */
+/* ---- upkeep.c ----------------------------------------------------------- */
+
+/* Starts the maintenance thread on its own connection. */
+emq_status emq_upkeep_start(emq_consumer_t *c, emq_error *err);
+/* Sends what is queued (while the lease holds) and ends the thread. */
+void emq_upkeep_stop(emq_consumer_t *c);
+
+/* ---- entries.c ---------------------------------------------------------- */
+
+/* One entry of a batch, as parsed from a reply. */
+typedef struct batch_item {
+    emq_id id;
+    const emq_reply *fields; /* array of name, value...; NULL if deleted */
+    uint64_t deliveries;     /* server's count; 0 when not known */
+    int malformed;           /* the entry's shape is broken */
+    int64_t wait_ms;         /* > 0: a retry due later; not handed out */
+    int held;                /* was in the in-flight table already */
+} batch_item;
+
+/* Entries of one read or claim. Owns the reply they point into. */
+typedef struct batch {
+    emq_reply *reply;
+    batch_item *items;
+    size_t n, cap;
+} batch;
 
 void emq_batch_init(batch *b);
 /* Frees the reply and clears the items (keeps their storage). */
 void emq_batch_clear(batch *b);
 void emq_batch_free(batch *b);
-/* Takes reply (ownership) and parses the entries array entries (which
- * lies inside reply) into b. EMQ_EPROTO on an unexpected shape. */
+/* Takes reply (ownership) and parses the entries array entries (inside
+ * reply) into b. An entry whose fields are broken is kept, marked
+ * malformed; an entry without a usable ID is EMQ_EPROTO. */
 emq_status emq_batch_parse(batch *b, emq_reply *reply,
                            const emq_reply *entries, emq_error *err);
 /* The entries array of an XREADGROUP reply for our stream (RESP2 array or
@@ -134,15 +385,19 @@ emq_status emq_batch_parse(batch *b, emq_reply *reply,
 const emq_reply *emq_xread_entries(const emq_reply *reply, emq_error *err,
                                    emq_status *st);
 /* Sets deliveries of items from an XPENDING extended reply, matching IDs
- * (both in ID order); adds `bump` (1 after a history read, which counts a
- * delivery the XPENDING before it did not see). Items not found keep 0. */
-void emq_batch_set_counts(batch *b, const emq_reply *xpending,
-                          uint64_t bump);
-/* Runs the handler (or the dead-letter path) over each item until a stop
- * is requested. Returns a transport status only. */
+ * (both in ID order). Items not found keep their count. */
+void emq_batch_set_counts(batch *b, const emq_reply *xpending);
+/* Puts the batch's entries in the in-flight table and hands them to the
+ * handler one by one while the lease holds and no stop is asked; entries
+ * already held (in the table before) are skipped. Returns EMQ_OK or a
+ * fatal error. */
 emq_status emq_batch_dispatch(emq_consumer_t *c, batch *b, emq_error *err);
+/* Queues a settlement for item (reason may be NULL). */
+emq_status emq_entry_settle(emq_consumer_t *c, const batch_item *item,
+                            settle_kind kind, const char *reason,
+                            emq_error *err);
 
-/* ---- recover.c -------------------------------------------------------- */
+/* ---- recover.c ---------------------------------------------------------- */
 
 /* Drains this consumer's own pending entries with history reads, paging
  * from 0, until none remain (or stop). */
@@ -150,26 +405,15 @@ emq_status emq_recover_self(emq_consumer_t *c, emq_error *err);
 /* One claim beat: XAUTOCLAIM following the saved cursor, at most
  * EMQ_CLAIM_CALLS_PER_BEAT calls, handling what it claims. */
 emq_status emq_recover_peers(emq_consumer_t *c, emq_error *err);
+/* Delivers again the retried entries whose delay has passed. */
+emq_status emq_recover_due(emq_consumer_t *c, emq_error *err);
 
-/* ---- deadletter.c ----------------------------------------------------- */
+/* ---- pool.c ------------------------------------------------------------- */
 
-/* Defers the atomic move of item to the dead letters with reason (may be
- * "" to use the recorded failure reason). */
-emq_status emq_deadletter_defer(emq_consumer_t *c, const batch_item *item,
-                                const char *reason, emq_error *err);
-/* Defers recording reason as the last failure of item; a NULL reason
- * deletes the record (the entry succeeded after all). */
-emq_status emq_reason_defer(emq_consumer_t *c, const batch_item *item,
-                            const char *reason, emq_error *err);
-
-/* ---- lease.c ---------------------------------------------------------- */
-
-/* Takes the lease on the consumer name, or fails with EMQ_EINVAL saying who
- * holds it. A lease left by a dead process of this host is taken over. */
-emq_status emq_lease_acquire(emq_consumer_t *c, emq_error *err);
-/* Defers a renewal when one is due. */
-emq_status emq_lease_renew_if_due(emq_consumer_t *c, emq_error *err);
-/* Deletes the lease if it is still ours (on stop). */
-void emq_lease_release(emq_consumer_t *c);
+/* Runs n consumers on n threads and waits for all of them. The first
+ * fatal error of any stops the others and is returned (EMQ_OK when all
+ * stopped cleanly). */
+emq_status emq_consumers_run(emq_consumer_t *const *consumers, size_t n,
+                             emq_error *err);
 
 #endif /* EMQ_CONSUMER_H */

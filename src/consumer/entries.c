@@ -57,6 +57,20 @@ const emq_reply *emq_xread_entries(const emq_reply *reply, emq_error *err,
     return emq_reply_len(entries) ? entries : NULL;
 }
 
+/* 1 when fields is a usable field list: null (deleted) or an array of
+ * string names and values, in pairs. */
+static int fields_usable(const emq_reply *fields) {
+    if (emq_reply_kind(fields) == EMQ_REPLY_NULL)
+        return 1;
+    if (emq_reply_kind(fields) != EMQ_REPLY_ARRAY ||
+        emq_reply_len(fields) % 2 != 0)
+        return 0;
+    for (size_t i = 0; i < emq_reply_len(fields); i++)
+        if (emq_reply_kind(emq_reply_at(fields, i)) != EMQ_REPLY_STRING)
+            return 0;
+    return 1;
+}
+
 emq_status emq_batch_parse(batch *b, emq_reply *reply,
                            const emq_reply *entries, emq_error *err) {
     emq_batch_clear(b);
@@ -75,31 +89,35 @@ emq_status emq_batch_parse(batch *b, emq_reply *reply,
         const emq_reply *entry = emq_reply_at(entries, i);
         const emq_reply *id = emq_reply_at(entry, 0);
         const emq_reply *fields = emq_reply_at(entry, 1);
-        size_t id_len;
+        size_t id_len = 0;
         const char *id_text = emq_reply_str(id, &id_len);
         batch_item *item = &b->items[i];
         if (emq_reply_kind(entry) != EMQ_REPLY_ARRAY ||
-            emq_reply_len(entry) != 2 ||
+            emq_reply_len(entry) < 1 ||
             emq_reply_kind(id) != EMQ_REPLY_STRING || id_len == 0 ||
             id_len >= EMQ_ID_MAX ||
-            (emq_reply_kind(fields) != EMQ_REPLY_NULL &&
-             (emq_reply_kind(fields) != EMQ_REPLY_ARRAY ||
-              emq_reply_len(fields) % 2 != 0))) {
+            emq_stream_id_parse(id_text, id_len, NULL) != 0) {
+            /* Without an ID nothing can be settled: the reply is broken. */
             emq_batch_clear(b);
-            return bad_shape(err, "an entry is not [id, [field, value...]]");
+            return bad_shape(err, "an entry has no stream ID");
         }
         memcpy(item->id.str, id_text, id_len);
         item->id.str[id_len] = '\0';
-        item->fields =
-            emq_reply_kind(fields) == EMQ_REPLY_NULL ? NULL : fields;
+        item->malformed =
+            emq_reply_len(entry) != 2 || !fields_usable(fields);
+        item->fields = item->malformed || emq_reply_kind(fields) ==
+                                              EMQ_REPLY_NULL
+                           ? NULL
+                           : fields;
         item->deliveries = 0;
+        item->wait_ms = 0;
+        item->held = 0;
     }
     b->n = n;
     return EMQ_OK;
 }
 
-void emq_batch_set_counts(batch *b, const emq_reply *xpending,
-                          uint64_t bump) {
+void emq_batch_set_counts(batch *b, const emq_reply *xpending) {
     size_t j = 0, m = emq_reply_len(xpending);
     for (size_t i = 0; i < b->n; i++) {
         /* IDs are parsed only here, on the recovery paths: the hot path
@@ -124,28 +142,13 @@ void emq_batch_set_counts(batch *b, const emq_reply *xpending,
             }
             if (cmp == 0) {
                 long long count = emq_reply_integer(emq_reply_at(row, 3));
-                b->items[i].deliveries = (uint64_t)(count > 0 ? count : 0) +
-                                         bump;
+                if (count > 0)
+                    b->items[i].deliveries = (uint64_t)count;
                 j++;
             }
             break;
         }
     }
-}
-
-/* Adds id to the acknowledgements that go out with the next read. */
-static emq_status queue_ack(emq_consumer_t *c, const emq_id *id,
-                            emq_error *err) {
-    if (c->nacks == c->acks_cap) {
-        size_t cap = c->acks_cap ? c->acks_cap * 2 : 64;
-        emq_id *acks = emq_realloc(c->acks, cap * sizeof *acks);
-        if (acks == NULL)
-            return emq_error_set(err, EMQ_ENOMEM, 0, "out of memory");
-        c->acks = acks;
-        c->acks_cap = cap;
-    }
-    c->acks[c->nacks++] = *id;
-    return EMQ_OK;
 }
 
 /* Points c->fields at the item's field/value views. */
@@ -173,78 +176,139 @@ static emq_status build_fields(emq_consumer_t *c, const batch_item *item,
     return EMQ_OK;
 }
 
+/* Copies item's field names and values into op (for the dead letter). */
+static emq_status copy_fields(const batch_item *item, settle_op *op,
+                              emq_error *err) {
+    size_t n = item->fields ? emq_reply_len(item->fields) : 0;
+    size_t total = 0;
+    for (size_t i = 0; i < n; i++) {
+        size_t len;
+        emq_reply_str(emq_reply_at(item->fields, i), &len);
+        total += len;
+    }
+    op->args = emq_alloc(total ? total : 1);
+    op->lens = emq_alloc((n ? n : 1) * sizeof *op->lens);
+    if (op->args == NULL || op->lens == NULL)
+        return emq_error_set(err, EMQ_ENOMEM, 0, "out of memory");
+    char *p = op->args;
+    for (size_t i = 0; i < n; i++) {
+        size_t len;
+        const char *text = emq_reply_str(emq_reply_at(item->fields, i), &len);
+        if (len)
+            memcpy(p, text, len);
+        op->lens[i] = len;
+        p += len;
+    }
+    op->nargs = n;
+    return EMQ_OK;
+}
+
+emq_status emq_entry_settle(emq_consumer_t *c, const batch_item *item,
+                            settle_kind kind, const char *reason,
+                            emq_error *err) {
+    settle_op op = {.kind = kind, .id = item->id,
+                    .deliveries = item->deliveries};
+    if (reason != NULL && (op.reason = emq_strdup(reason)) == NULL)
+        return emq_error_set(err, EMQ_ENOMEM, 0, "out of memory");
+    if (kind == SETTLE_RETRY)
+        op.delay_ms = emq_settle_retry_delay(c, item->deliveries);
+    if (kind == SETTLE_DEAD) {
+        emq_status st = copy_fields(item, &op, err);
+        if (st != EMQ_OK) {
+            emq_settle_op_free(&op);
+            return st;
+        }
+    }
+    return emq_inflight_settle(&c->table, &op, err);
+}
+
+/* Runs the handler on one entry and queues its settlement. */
+static emq_status handle(emq_consumer_t *c, batch_item *item,
+                         emq_error *err) {
+    size_t nfields = 0;
+    emq_status st = build_fields(c, item, &nfields, err);
+    if (st != EMQ_OK)
+        return st;
+    emq_entry entry = {
+        .id = item->id.str,
+        .deliveries = item->deliveries,
+        .fields = c->fields,
+        .nfields = nfields,
+        .stream = c->keys.stream,
+        .group = c->group,
+        .consumer = c->name,
+    };
+    char reason[256] = "";
+    uint64_t max = (uint64_t)c->conf->max_deliveries;
+    atomic_fetch_add(&c->stats.delivered, 1);
+    emq_verdict verdict = c->handler(c->opaque, &entry, reason, sizeof reason);
+    reason[sizeof reason - 1] = '\0';
+    switch (verdict) {
+    case EMQ_ACK:
+        return emq_entry_settle(c, item, SETTLE_ACK, NULL, err);
+    case EMQ_RETRY:
+        atomic_fetch_add(&c->stats.retried, 1);
+        atomic_fetch_add(&c->stats.failed, 1);
+        if (reason[0] == '\0')
+            strcpy(reason, "handler asked for a retry");
+        return emq_entry_settle(c, item,
+                                item->deliveries >= max ? SETTLE_DEAD
+                                                        : SETTLE_RETRY,
+                                reason, err);
+    case EMQ_DEAD:
+    default:
+        atomic_fetch_add(&c->stats.failed, 1);
+        if (reason[0] == '\0')
+            strcpy(reason, "handler gave up on the entry");
+        return emq_entry_settle(c, item, SETTLE_DEAD, reason, err);
+    }
+}
+
 emq_status emq_batch_dispatch(emq_consumer_t *c, batch *b, emq_error *err) {
+    int64_t now = emq_now_ms();
+    /* Everything read is owned from now on: into the table first, so the
+     * upkeep thread refreshes entries that wait behind a slow one. */
     for (size_t i = 0; i < b->n; i++) {
-        if (atomic_load(&c->stop))
-            break; /* the rest stays pending and comes back on restart */
+        int added = emq_inflight_add(&c->table, &b->items[i].id,
+                                     b->items[i].deliveries, now);
+        if (added < 0)
+            return emq_error_set(err, EMQ_ENOMEM, 0, "out of memory");
+        b->items[i].held = added == 0; /* already held: not again */
+    }
+    emq_status st = EMQ_OK;
+    uint64_t max = (uint64_t)c->conf->max_deliveries;
+    for (size_t i = 0; i < b->n && st == EMQ_OK; i++) {
         batch_item *item = &b->items[i];
-        emq_status st;
-        if (item->fields == NULL) {
-            /* Deleted or trimmed while pending (contract 4): ack, count,
-             * never hand to the handler. */
+        if (item->held)
+            continue; /* held before this batch: its owner settles it */
+        if (item->deliveries == 0)
+            item->deliveries = 1; /* never unknown; at least this one */
+        /* Past the lease's deadline, or asked to stop: hand out nothing
+         * more; the rest stays pending and comes back (recover self). */
+        if (emq_consumer_stopping(c) || !emq_lease_valid(c))
+            break;
+        if (item->malformed) {
+            st = emq_entry_settle(c, item, SETTLE_DEAD, "malformed entry",
+                                  err);
+        } else if (item->fields == NULL) {
+            /* Deleted or trimmed while pending: ack, count, never hand to
+             * the handler. */
             atomic_fetch_add(&c->stats.deleted_pending, 1);
-            if ((st = queue_ack(c, &item->id, err)) != EMQ_OK)
-                return st;
-            continue;
-        }
-        if (item->deliveries == 0) {
-            /* No count: the entry left this consumer's pending list
-             * between the read and the count (another consumer claimed
-             * it). It is not ours to handle or acknowledge. */
-            continue;
-        }
-        uint64_t max = (uint64_t)c->conf->max_deliveries;
-        if (item->deliveries > max) {
+            st = emq_entry_settle(c, item, SETTLE_GONE, NULL, err);
+        } else if (item->wait_ms > 0) {
+            /* A retry whose delay survived a restart: back when due. */
+            emq_inflight_wait(&c->table, &item->id, item->wait_ms);
+        } else if (item->deliveries > max) {
             /* Delivered more often than allowed without an answer (a
              * handler that crashed its process, for instance). */
-            if ((st = emq_deadletter_defer(c, item, "", err)) != EMQ_OK)
-                return st;
-            continue;
+            st = emq_entry_settle(c, item, SETTLE_DEAD, NULL, err);
+        } else if (emq_inflight_begin(&c->table, &item->id)) {
+            st = handle(c, item, err);
         }
-        size_t nfields = 0;
-        if ((st = build_fields(c, item, &nfields, err)) != EMQ_OK)
-            return st;
-        emq_entry entry = {
-            .id = item->id.str,
-            .deliveries = item->deliveries,
-            .fields = c->fields,
-            .nfields = nfields,
-            .stream = c->keys.stream,
-            .group = c->group,
-            .consumer = c->name,
-        };
-        char reason[256] = "";
-        atomic_fetch_add(&c->stats.delivered, 1);
-        emq_verdict verdict =
-            c->handler(c->opaque, &entry, reason, sizeof reason);
-        reason[sizeof reason - 1] = '\0';
-        switch (verdict) {
-        case EMQ_ACK:
-            st = queue_ack(c, &item->id, err);
-            /* A redelivered entry may have a failure reason on record. */
-            if (st == EMQ_OK && entry.deliveries > 1)
-                st = emq_reason_defer(c, item, NULL, err);
-            break;
-        case EMQ_RETRY:
-            atomic_fetch_add(&c->stats.retried, 1);
-            atomic_fetch_add(&c->stats.failed, 1);
-            if (reason[0] == '\0')
-                strcpy(reason, "handler asked for a retry");
-            if (entry.deliveries >= max)
-                st = emq_deadletter_defer(c, item, reason, err);
-            else
-                st = emq_reason_defer(c, item, reason, err);
-            break;
-        case EMQ_DEAD:
-        default:
-            atomic_fetch_add(&c->stats.failed, 1);
-            if (reason[0] == '\0')
-                strcpy(reason, "handler gave up on the entry");
-            st = emq_deadletter_defer(c, item, reason, err);
-            break;
-        }
-        if (st != EMQ_OK)
-            return st;
     }
-    return EMQ_OK;
+    emq_inflight_flush_now(&c->table);
+    /* Entries not reached stay pending to this name; forget them here so
+     * recover self hands them out later. */
+    emq_inflight_drop_unstarted(&c->table);
+    return st;
 }

@@ -1,37 +1,53 @@
 /* lease.c: one consumer name, one live process.
  *
- * Running two processes under one consumer name is a classic mistake:
- * both read the same pending list and each steals the other's entries on
- * restart. The consumer therefore holds a lease key per name, in the
- * queue's hashtag, whose value is a token naming the process
- * (host:pid:random) and which expires after lease.ttl_ms unless renewed.
- * A second process with the same name is refused with an error naming the
- * holder. A lease left behind by a process of this host that no longer
- * exists is taken over at once, so a crashed worker restarts without
- * waiting for the lease to expire; elsewhere, a dead holder's lease simply
- * expires.
+ * Two processes under one consumer name read the same pending list and
+ * redo each other's work. The consumer therefore holds a lease key per
+ * name, in the queue's hashtag, whose value names the holding process and
+ * which expires after lease.ttl_ms unless renewed. The upkeep thread
+ * renews it every third of the TTL, on a timer independent of the handler;
+ * the consumer keeps a local deadline (the monotonic send time of the last
+ * renewal that succeeded, plus the TTL, less a tenth) past which it hands
+ * out and settles nothing. Renewal never takes an expired lease again:
+ * only acquire does, visibly, at the start of a session.
+ *
+ * The holder's identity is "host:boot_id:pidns:pid:start:random", where
+ * boot_id is the kernel's boot id, pidns the inode of the PID namespace
+ * and start the process's start time in clock ticks (/proc/<pid>/stat).
+ * A lease is taken over at once only when its holder is provably dead:
+ * same boot and PID namespace as ours, and no process with that pid and
+ * start time. A live local holder is refused at once. A holder that cannot
+ * be judged (another host, boot or namespace) is waited for until its
+ * lease expires, at most one TTL and a second; then, if it was renewed
+ * meanwhile, refused.
  */
 #include "consumer.h"
 
-#include <errno.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
-/* Renew: extend if ours; take it again if it expired meanwhile (a
- * stalled process whose name nobody took); 0 if another process has it. */
+/* Acquire: take it if free, extend it if ours; else report the holder and
+ * its time left: {1} or {0, holder, pttl}. */
+static const char acquire_script[] =
+    "local v = redis.call('GET', KEYS[1])\n"
+    "if v == ARGV[1] or not v then\n"
+    "  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])\n"
+    "  return {1}\n"
+    "end\n"
+    "return {0, v, redis.call('PTTL', KEYS[1])}\n";
+
+/* Renew: 1 extended; -1 expired (never re-taken here); 0 another holder. */
 static const char renew_script[] =
     "local v = redis.call('GET', KEYS[1])\n"
-    "if v == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end\n"
-    "if not v then\n"
-    "  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])\n"
+    "if v == ARGV[1] then\n"
+    "  redis.call('PEXPIRE', KEYS[1], ARGV[2])\n"
     "  return 1\n"
     "end\n"
+    "if not v then return -1 end\n"
     "return 0\n";
 
-/* Take over: replace the holder's token only if it is still there. */
 static const char takeover_script[] =
     "if redis.call('GET', KEYS[1]) == ARGV[1] then\n"
     "  redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])\n"
@@ -45,113 +61,285 @@ static const char release_script[] =
     "end\n"
     "return 0\n";
 
-/* 1 when holder names a process of this host that no longer exists. */
-static int holder_is_dead_local(const emq_consumer_t *c, const char *holder) {
-    const char *ours = strchr(c->token, ':');
-    const char *theirs = strchr(holder, ':');
-    if (!ours || !theirs || ours - c->token != theirs - holder ||
-        memcmp(c->token, holder, (size_t)(ours - c->token)) != 0)
-        return 0; /* another host: only expiry can free it */
-    char *end;
-    long pid = strtol(theirs + 1, &end, 10);
-    if (pid <= 0 || *end != ':')
+/* ---- identity --------------------------------------------------------------- */
+
+typedef struct identity {
+    char host[64];
+    char boot[40];
+    unsigned long long pidns;
+    long pid;
+    unsigned long long start;
+} identity;
+
+/* The start time (field 22 of /proc/<pid>/stat, clock ticks since boot);
+ * 0 when the process does not exist. */
+static unsigned long long process_start(long pid) {
+    char path[64], buf[1024];
+    snprintf(path, sizeof path, "/proc/%ld/stat", pid);
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
         return 0;
-    return kill((pid_t)pid, 0) == -1 && errno == ESRCH;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    /* The command name (field 2) may hold spaces and parentheses: count
+     * fields from the last ')'. */
+    char *p = strrchr(buf, ')');
+    if (p == NULL)
+        return 0;
+    for (int field = 2; field < 22 && p; field++)
+        p = strchr(p + 1, ' ');
+    return p ? strtoull(p + 1, NULL, 10) : 0;
+}
+
+static void own_identity(identity *me) {
+    memset(me, 0, sizeof *me);
+    strcpy(me->host, "localhost");
+    gethostname(me->host, sizeof me->host - 1);
+    for (char *p = me->host; *p; p++)
+        if (*p == ':' || (unsigned char)*p <= 0x20)
+            *p = '_';
+    strcpy(me->boot, "-");
+    FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
+    if (f != NULL) {
+        if (fgets(me->boot, sizeof me->boot, f) == NULL)
+            strcpy(me->boot, "-");
+        fclose(f);
+        me->boot[strcspn(me->boot, "\r\n")] = '\0';
+    }
+    struct stat st;
+    if (stat("/proc/self/ns/pid", &st) == 0)
+        me->pidns = (unsigned long long)st.st_ino;
+    me->pid = (long)getpid();
+    me->start = process_start(me->pid);
+}
+
+/* Parses a token; 0 on success. */
+static int parse_token(const char *token, identity *out) {
+    memset(out, 0, sizeof *out);
+    int host_len = 0, boot_len = 0;
+    const char *p = strchr(token, ':');
+    if (p == NULL || p - token >= (long)sizeof out->host)
+        return -1;
+    host_len = (int)(p - token);
+    const char *q = strchr(p + 1, ':');
+    if (q == NULL || q - p - 1 >= (long)sizeof out->boot)
+        return -1;
+    boot_len = (int)(q - p - 1);
+    memcpy(out->host, token, (size_t)host_len);
+    memcpy(out->boot, p + 1, (size_t)boot_len);
+    char *end;
+    out->pidns = strtoull(q + 1, &end, 10);
+    if (*end != ':')
+        return -1;
+    out->pid = strtol(end + 1, &end, 10);
+    if (*end != ':' || out->pid <= 0)
+        return -1;
+    out->start = strtoull(end + 1, &end, 10);
+    return *end == ':' ? 0 : -1;
+}
+
+void emq_lease_make_token(emq_consumer_t *c) {
+    identity me;
+    own_identity(&me);
+    uint64_t seed = (uint64_t)emq_now_ms() ^ ((uint64_t)me.pid << 32) ^
+                    (uint64_t)(uintptr_t)c;
+    FILE *f = fopen("/dev/urandom", "rb");
+    if (f) {
+        if (fread(&seed, sizeof seed, 1, f) != 1)
+            seed ^= (uint64_t)emq_now_ms();
+        fclose(f);
+    }
+    snprintf(c->token, sizeof c->token, "%s:%s:%llu:%ld:%llu:%016llx",
+             me.host, me.boot, me.pidns, me.pid, me.start,
+             (unsigned long long)seed);
+}
+
+typedef enum holder_verdict {
+    HOLDER_DEAD,    /* provably gone: take over now */
+    HOLDER_LIVE,    /* a live process of this machine */
+    HOLDER_UNKNOWN  /* cannot be judged from here: wait for expiry */
+} holder_verdict;
+
+static holder_verdict judge_holder(const char *holder) {
+    identity me, them;
+    own_identity(&me);
+    if (parse_token(holder, &them) != 0 || strcmp(me.boot, "-") == 0 ||
+        me.pidns == 0 || strcmp(me.boot, them.boot) != 0 ||
+        me.pidns != them.pidns)
+        return HOLDER_UNKNOWN;
+    unsigned long long start = process_start(them.pid);
+    return start != 0 && start == them.start ? HOLDER_LIVE : HOLDER_DEAD;
+}
+
+/* ---- acquire, renew, release ------------------------------------------------ */
+
+int emq_lease_valid(emq_consumer_t *c) {
+    return emq_now_ms() < atomic_load(&c->lease_deadline_ms);
+}
+
+static void extend_deadline(emq_consumer_t *c, int64_t sent_ms) {
+    int64_t ttl = c->conf->lease_ttl_ms;
+    atomic_store(&c->lease_deadline_ms, sent_ms + ttl - ttl / 10);
+}
+
+static emq_status refused(emq_consumer_t *c, const char *holder,
+                          long long ms, emq_error *err) {
+    return emq_error_set(
+        err, EMQ_EINVAL, 0,
+        "consumer name '%s' of group '%s' is in use by another live process "
+        "(%s; its lease %s expires in %lld ms unless renewed): give each "
+        "process its own consumer name",
+        c->name, c->group, holder, c->lease_key, ms);
 }
 
 emq_status emq_lease_acquire(emq_consumer_t *c, emq_error *err) {
     char ttl[24];
     snprintf(ttl, sizeof ttl, "%lld", (long long)c->conf->lease_ttl_ms);
-    for (int attempt = 0; attempt < 3; attempt++) {
-        const char *renew[] = {"EVAL", renew_script, "1", c->lease_key,
-                               c->token, ttl};
+    char waited_for[160] = "";
+    int64_t wait_until = 0;
+    for (int attempt = 0; attempt < 1000 && !emq_consumer_stopping(c);
+         attempt++) {
+        const char *argv[] = {"EVAL", acquire_script, "1", c->lease_key,
+                              c->token, ttl};
         emq_reply *reply;
-        emq_status st = emq_consumer_call(c, 6, renew, NULL, &reply, err);
+        int64_t sent = emq_now_ms();
+        emq_status st = emq_xchg_call(&c->rx, 0, 6, argv, NULL, &reply, err);
         if (st != EMQ_OK)
             return st;
-        if (emq_reply_kind(reply) == EMQ_REPLY_ERROR) {
-            char shown[200];
-            st = emq_error_set(err, EMQ_ESERVER, 0,
-                               "taking the lease of consumer '%s' failed: %s",
-                               c->name,
-                               emq_reply_text(reply, shown, sizeof shown));
+        if (emq_reply_kind(reply) != EMQ_REPLY_ARRAY ||
+            emq_reply_len(reply) < 1) {
+            char what[200];
+            snprintf(what, sizeof what, "taking the lease of consumer '%s'",
+                     c->name);
+            st = emq_reply_kind(reply) == EMQ_REPLY_ERROR
+                     ? emq_reply_error(reply, err, what)
+                     : emq_error_set(err, EMQ_EPROTO, 0,
+                                     "unexpected reply shape from the "
+                                     "server: %s",
+                                     what);
             emq_reply_free(reply);
             return st;
         }
-        long long got = emq_reply_integer(reply);
-        emq_reply_free(reply);
-        if (got == 1) {
-            c->next_renew_ms = emq_now_ms() + c->conf->lease_ttl_ms / 3;
+        if (emq_reply_integer(emq_reply_at(reply, 0)) == 1) {
+            emq_reply_free(reply);
+            extend_deadline(c, sent);
+            if (waited_for[0])
+                emq_consumer_log(c, EMQ_LOG_INFO,
+                                 "took the lease after %s let it expire",
+                                 waited_for);
             return EMQ_OK;
         }
-        /* Someone holds it: who, and for how long? */
-        const char *get[] = {"GET", c->lease_key};
-        const char *pttl[] = {"PTTL", c->lease_key};
-        emq_reply *holder = NULL, *left = NULL;
-        if ((st = emq_consumer_call(c, 2, get, NULL, &holder, err)) != EMQ_OK)
-            return st;
-        if ((st = emq_consumer_call(c, 2, pttl, NULL, &left, err)) != EMQ_OK) {
-            emq_reply_free(holder);
-            return st;
-        }
         size_t hn;
-        const char *htext = emq_reply_str(holder, &hn);
+        const char *htext = emq_reply_str(emq_reply_at(reply, 1), &hn);
         char hold[160];
-        emq_printable(hold, sizeof hold, htext ? htext : "", hn);
-        long long ms = emq_reply_integer(left);
-        emq_reply_free(holder);
-        emq_reply_free(left);
-        if (htext == NULL)
-            continue; /* it expired in between: try again */
-        if (holder_is_dead_local(c, hold)) {
+        emq_printable(hold, sizeof hold, htext ? htext : "", htext ? hn : 0);
+        char holder_raw[256];
+        snprintf(holder_raw, sizeof holder_raw, "%.*s",
+                 (int)(htext && hn < sizeof holder_raw ? hn : 0),
+                 htext ? htext : "");
+        long long ms = emq_reply_integer(emq_reply_at(reply, 2));
+        emq_reply_free(reply);
+        switch (judge_holder(holder_raw)) {
+        case HOLDER_LIVE:
+            return refused(c, hold, ms, err);
+        case HOLDER_DEAD: {
             const char *take[] = {"EVAL", takeover_script, "1", c->lease_key,
-                                  hold, c->token, ttl};
-            if ((st = emq_consumer_call(c, 7, take, NULL, &reply, err)) !=
+                                  holder_raw, c->token, ttl};
+            sent = emq_now_ms();
+            if ((st = emq_xchg_call(&c->rx, 0, 7, take, NULL, &reply, err)) !=
                 EMQ_OK)
                 return st;
-            got = emq_reply_integer(reply);
+            long long got = emq_reply_integer(reply);
             emq_reply_free(reply);
             if (got == 1) {
+                extend_deadline(c, sent);
                 emq_consumer_log(c, EMQ_LOG_INFO,
                                  "took over the lease left by dead process "
                                  "%s",
                                  hold);
-                c->next_renew_ms = emq_now_ms() + c->conf->lease_ttl_ms / 3;
                 return EMQ_OK;
             }
-            continue;
+            continue; /* it changed hands meanwhile: look again */
         }
-        return emq_error_set(
-            err, EMQ_EINVAL, 0,
-            "consumer name '%s' of group '%s' is in use by another live "
-            "process (%s; its lease %s expires in %lld ms unless renewed): "
-            "give each process its own consumer name",
-            c->name, c->group, hold, c->lease_key, ms);
+        case HOLDER_UNKNOWN:
+            break;
+        }
+        /* A holder we cannot judge: wait for its lease to expire, once. */
+        if (strcmp(waited_for, hold) == 0 && emq_now_ms() >= wait_until)
+            return refused(c, hold, ms, err);
+        if (strcmp(waited_for, hold) != 0) {
+            snprintf(waited_for, sizeof waited_for, "%s", hold);
+            wait_until = emq_now_ms() + c->conf->lease_ttl_ms + 1000;
+            emq_consumer_log(c, EMQ_LOG_WARNING,
+                             "consumer name is held by %s, which cannot be "
+                             "checked from this machine; waiting up to "
+                             "%lld ms for its lease to expire",
+                             hold, (long long)(ms > 0 ? ms : 0));
+        }
+        int64_t nap = ms > 0 ? ms + 10 : 50;
+        int64_t left = wait_until - emq_now_ms();
+        emq_consumer_nap(c, nap < left ? nap : (left > 0 ? left : 1));
     }
+    if (emq_consumer_stopping(c))
+        return emq_error_set(err, EMQ_ECLOSED, 0, "stopped");
     return emq_error_set(err, EMQ_EINVAL, 0,
                          "could not take the lease of consumer '%s': it "
                          "changed hands repeatedly",
                          c->name);
 }
 
-emq_status emq_lease_renew_if_due(emq_consumer_t *c, emq_error *err) {
-    int64_t now = emq_now_ms();
-    if (now < c->next_renew_ms)
-        return EMQ_OK;
+emq_status emq_lease_append_renew(emq_consumer_t *c, emq_xchg *x, int tag,
+                                  emq_error *err) {
     char ttl[24];
     snprintf(ttl, sizeof ttl, "%lld", (long long)c->conf->lease_ttl_ms);
     const char *argv[] = {"EVAL", renew_script, "1", c->lease_key, c->token,
                           ttl};
-    emq_status st = emq_consumer_defer(c, DEFERRED_RENEW, 6, argv, NULL, err);
-    if (st == EMQ_OK)
-        c->next_renew_ms = now + c->conf->lease_ttl_ms / 3;
+    return emq_xchg_append(x, tag, 6, argv, NULL, err);
+}
+
+emq_status emq_lease_renewed(emq_consumer_t *c, const emq_reply *reply,
+                             int64_t sent_ms, emq_error *err) {
+    if (emq_reply_kind(reply) == EMQ_REPLY_ERROR) {
+        /* Not renewed: the deadline runs out unless a later renewal works. */
+        char shown[160];
+        emq_consumer_log(c, EMQ_LOG_WARNING, "lease renewal failed: %s",
+                         emq_reply_text(reply, shown, sizeof shown));
+        return EMQ_OK;
+    }
+    long long got = emq_reply_integer(reply);
+    if (got == 1) {
+        /* Past the local deadline the lease is held again only through
+         * acquire, at the start of a session. */
+        if (emq_lease_valid(c))
+            extend_deadline(c, sent_ms);
+        else
+            atomic_store(&c->lease_deadline_ms, 0);
+        return EMQ_OK;
+    }
+    atomic_store(&c->lease_deadline_ms, 0);
+    if (got == -1) {
+        emq_consumer_log(c, EMQ_LOG_WARNING,
+                         "the lease expired before it was renewed (a pause "
+                         "or an outage longer than lease.ttl_ms); handing "
+                         "out nothing until it is taken again");
+        return EMQ_OK;
+    }
+    emq_status st = emq_error_set(
+        err, EMQ_ESERVER, 0,
+        "consumer '%s' lost its lease '%s': another process took the name "
+        "while this one was stalled; stopping so that one name never runs "
+        "twice",
+        c->name, c->lease_key);
+    emq_consumer_fatal(c, err);
     return st;
 }
 
-void emq_lease_release(emq_consumer_t *c) {
+void emq_lease_release(emq_consumer_t *c, emq_xchg *x) {
     const char *argv[] = {"EVAL", release_script, "1", c->lease_key,
                           c->token};
     emq_reply *reply;
-    if (emq_route_command(c->route, 5, argv, NULL, &reply, NULL) == EMQ_OK)
+    if (emq_route_command(x->route, 5, argv, NULL, &reply, NULL) == EMQ_OK)
         emq_reply_free(reply);
+    atomic_store(&c->lease_deadline_ms, 0);
 }

@@ -1,8 +1,9 @@
 /* stats.c: the consumer's counters as a struct and as JSON, and entries as
  * JSON. A topic consumer's counters are the sums over its partitions.
  *
- * Counters are relaxed atomics written by the consumer's thread and read
+ * Counters are atomics written by the consumer's two threads and read
  * from any thread; a snapshot is consistent per counter, not across them.
+ * in_flight is the size of the in-flight table at the time of the call.
  */
 #include "consumer.h"
 
@@ -10,37 +11,23 @@
 #include <string.h>
 
 void emq_consumer_stats_get(const emq_consumer_t *c, emq_consumer_stats *out) {
+    memset(out, 0, sizeof *out);
     if (c->nparts > 0) { /* a topic: the sum over its partitions */
-        memset(out, 0, sizeof *out);
         for (size_t i = 0; i < c->nparts; i++) {
             emq_consumer_stats s;
             emq_consumer_stats_get(c->parts[i], &s);
-            out->delivered += s.delivered;
-            out->acked += s.acked;
-            out->retried += s.retried;
-            out->failed += s.failed;
-            out->dead_lettered += s.dead_lettered;
-            out->claimed += s.claimed;
-            out->deleted_pending += s.deleted_pending;
-            out->reconnects += s.reconnects;
-            out->group_recreated += s.group_recreated;
-            out->reads += s.reads;
-            out->round_trips += s.round_trips;
+#define ADD(name) out->name += s.name;
+            EMQ_CONSUMER_COUNTERS(ADD)
+#undef ADD
+            out->in_flight += s.in_flight;
         }
         return;
     }
-    emq_consumer_t *m = (emq_consumer_t *)c; /* atomics: loads only */
-    out->delivered = atomic_load(&m->stats.delivered);
-    out->acked = atomic_load(&m->stats.acked);
-    out->retried = atomic_load(&m->stats.retried);
-    out->failed = atomic_load(&m->stats.failed);
-    out->dead_lettered = atomic_load(&m->stats.dead_lettered);
-    out->claimed = atomic_load(&m->stats.claimed);
-    out->deleted_pending = atomic_load(&m->stats.deleted_pending);
-    out->reconnects = atomic_load(&m->stats.reconnects);
-    out->group_recreated = atomic_load(&m->stats.group_recreated);
-    out->reads = atomic_load(&m->stats.reads);
-    out->round_trips = atomic_load(&m->stats.round_trips);
+    emq_consumer_t *m = (emq_consumer_t *)c; /* atomics and a lock only */
+#define LOAD(name) out->name = atomic_load(&m->stats.name);
+    EMQ_CONSUMER_COUNTERS(LOAD)
+#undef LOAD
+    out->in_flight = emq_inflight_count(&m->table);
 }
 
 size_t emq_entry_json(const emq_entry *entry, char *buf, size_t size) {
@@ -89,25 +76,11 @@ size_t emq_consumer_stats_json(const emq_consumer_t *c, char *buf,
     emq_json_cstr(&o, c->group);
     emq_json_raw(&o, ",\"consumer\":");
     emq_json_cstr(&o, c->name);
-    const struct {
-        const char *name;
-        uint64_t value;
-    } counters[] = {
-        {"delivered", s.delivered},
-        {"acked", s.acked},
-        {"retried", s.retried},
-        {"failed", s.failed},
-        {"dead_lettered", s.dead_lettered},
-        {"claimed", s.claimed},
-        {"deleted_pending", s.deleted_pending},
-        {"reconnects", s.reconnects},
-        {"group_recreated", s.group_recreated},
-        {"reads", s.reads},
-        {"round_trips", s.round_trips},
-    };
-    for (size_t i = 0; i < sizeof counters / sizeof counters[0]; i++)
-        emq_json_raw(&o, ",\"%s\":%llu", counters[i].name,
-                     (unsigned long long)counters[i].value);
+#define JSON(name)                                                             \
+    emq_json_raw(&o, ",\"" #name "\":%llu", (unsigned long long)s.name);
+    EMQ_CONSUMER_COUNTERS(JSON)
+    JSON(in_flight)
+#undef JSON
     emq_json_raw(&o, "}");
     return o.len;
 }

@@ -12,6 +12,10 @@
 #include "harness/server.h"
 
 #include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define REC_MAX 20000
@@ -134,6 +138,39 @@ static inline void wait_for(recorder *r, size_t n, int timeout_ms) {
         usleep(5000);
     }
     FAIL("only %zu of %zu entries arrived within %d ms", r->n, n, timeout_ms);
+}
+
+/* A lease token naming process pid of this machine as the consumer writes
+ * it (host:boot_id:pidns:pid:start:random), for tests that plant a holder:
+ * with the pid of a live process it reads as a live local holder. */
+static inline void local_holder_token(long pid, char *out, size_t size) {
+    char host[64] = "localhost", boot[40] = "-", path[64], line[1024] = "";
+    gethostname(host, sizeof host - 1);
+    FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
+    if (f) {
+        if (!fgets(boot, sizeof boot, f))
+            strcpy(boot, "-");
+        fclose(f);
+        boot[strcspn(boot, "\r\n")] = '\0';
+    }
+    struct stat ns;
+    unsigned long long pidns = stat("/proc/self/ns/pid", &ns) == 0
+                                   ? (unsigned long long)ns.st_ino
+                                   : 0;
+    snprintf(path, sizeof path, "/proc/%ld/stat", pid);
+    unsigned long long start = 0;
+    if ((f = fopen(path, "r")) != NULL) {
+        size_t n = fread(line, 1, sizeof line - 1, f);
+        line[n] = 0;
+        fclose(f);
+        char *p = strrchr(line, 0x29);
+        for (int field = 2; field < 22 && p; field++)
+            p = strchr(p + 1, ' ');
+        if (p)
+            start = strtoull(p + 1, NULL, 10);
+    }
+    snprintf(out, size, "%s:%s:%llu:%ld:%llu:0123456789abcdef", host, boot,
+             pidns, pid, start);
 }
 
 #endif /* EMQ_TEST_CONSUMER_HELPERS_H */

@@ -343,7 +343,7 @@ TEST_TIMEOUT(alloc_consumer_recover_read_ack_claim_dead_letter, 240) {
     conf_set(conf, "block_ms", "20");
     conf_set(conf, "lease.ttl_ms", "1100");
     conf_set(conf, "claim.interval_ms", "1");
-    conf_set(conf, "claim.min_idle_ms", "1");
+    conf_set(conf, "claim.min_idle_ms", "100");
     conf_set(conf, "max_deliveries", "3");
     conf_set(conf, P_RECONNECT_BASE, "1");
     conf_set(conf, P_RECONNECT_MAX, "5");

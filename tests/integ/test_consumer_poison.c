@@ -45,6 +45,8 @@ static emq_conf_t *poison_conf(const emq_srv *s, const char *name,
     conf_set(conf, "max_deliveries", "3");
     conf_set(conf, "claim.min_idle_ms", min_idle);
     conf_set(conf, "claim.interval_ms", "20");
+    conf_set(conf, "retry.backoff_ms", "50"); /* retries come back soon */
+    conf_set(conf, "retry.backoff_max_ms", "200");
     return conf;
 }
 
@@ -235,8 +237,8 @@ TEST(poison_no_answer_uses_recorded_reason) {
  * recovery again and checks again. */
 static void race_and_check(emq_srv *s, emq_conn_t *adm, recorder *ra,
                            recorder *rb, int n, int no_handler) {
-    emq_consumer_t *a = recording_consumer(poison_conf(s, "a", "1"), ra);
-    emq_consumer_t *b = recording_consumer(poison_conf(s, "b", "1"), rb);
+    emq_consumer_t *a = recording_consumer(poison_conf(s, "a", "100"), ra);
+    emq_consumer_t *b = recording_consumer(poison_conf(s, "b", "100"), rb);
     runner_thread ta, tb;
     start_consumer(&ta, a);
     start_consumer(&tb, b);
@@ -258,7 +260,7 @@ static void race_and_check(emq_srv *s, emq_conn_t *adm, recorder *ra,
     /* Recovery again (self-drain and beats of a restarted consumer). */
     static recorder rc;
     recorder_init(&rc);
-    emq_consumer_t *again = recording_consumer(poison_conf(s, "a", "1"), &rc);
+    emq_consumer_t *again = recording_consumer(poison_conf(s, "a", "100"), &rc);
     runner_thread tc;
     start_consumer(&tc, again);
     usleep(300 * 1000);

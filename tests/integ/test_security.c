@@ -172,8 +172,9 @@ TEST(security_tls_consumer_refuses_hostname_mismatch) {
 /* The consumer's ACL line, as docs/SECURITY.md gives it, for queue
  * "aclq": commands the consumer sends, and those its scripts call. */
 #define ACL_COMMANDS                                                           \
-    "+xgroup|create +xreadgroup +xack +xpending +xautoclaim +eval +get "      \
-    "+set +pexpire +pttl +del +hset +hget +hdel +xadd +client|setname"
+    "+xgroup|create +xreadgroup +xack +xpending +xautoclaim +xclaim +xrange " \
+    "+eval +get +set +pexpire +pttl +del +hset +hget +hdel +xadd +zadd "      \
+    "+zrem +zscore +time +client|setname"
 #define ACL_KEYS "~emq:{aclq} ~emq:{aclq}:*"
 
 /* Starts a server with user "worker" (password SECRET) holding the
@@ -213,7 +214,7 @@ static emq_conf_t *worker_conf(const emq_srv *s, const char *name) {
     conf_set(conf, "block_ms", "50");
     conf_set(conf, "lease.ttl_ms", "1200");
     conf_set(conf, "claim.interval_ms", "100");
-    conf_set(conf, "claim.min_idle_ms", "50");
+    conf_set(conf, "claim.min_idle_ms", "100");
     conf_set(conf, "max_deliveries", "2");
     conf_set(conf, "log.level", "debug");
     return conf;

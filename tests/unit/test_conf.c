@@ -32,8 +32,8 @@ TEST(conf_defaults_read_back_as_the_table_says) {
                 FAIL("property %s listed twice", name);
         }
     }
-    ASSERT_EQ_SIZE(n, 46); /* 37 + producer.nomkstream, trim.*, cluster.*,
-                             partitions */
+    ASSERT_EQ_SIZE(n, 48); /* 37 + producer.nomkstream, trim.*, cluster.*,
+                             partitions, retry.* */
     ASSERT_STATUS(emq_conf_property(n, &name, &def, &doc), EMQ_EINVAL, NULL);
     /* A few defaults spelled out, and the typed fields behind them. */
     ASSERT_EQ_STR(c->url, "redis://127.0.0.1:6379");

@@ -1,0 +1,268 @@
+/* exchange.c: one connection of a consumer, as a pipelined exchange.
+ *
+ * The bottom of the consumer folder. A consumer has two exchanges: the run
+ * thread's (door, recovery, reads) and the upkeep thread's (refresh,
+ * lease, settlements); each is used by one thread only. An exchange sends
+ * single commands (call), or appends tagged commands and reads their
+ * replies in order (drain). Replies that mean "not now" are waited out
+ * here, stop-aware; reconnecting backs off by the number of consecutive
+ * failed sessions, so a server that accepts connections and then breaks
+ * every one of them (READONLY, a malformed reply) is not hammered.
+ */
+#include "consumer.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+/* ---- logging, naps, stop and fatal -------------------------------------- */
+
+void emq_consumer_log(emq_consumer_t *c, int level, const char *fmt, ...) {
+    char message[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(message, sizeof message, fmt, ap);
+    va_end(ap);
+    emq_conf_log(c->conf, level, "consumer '%s' of group '%s' on '%s': %s",
+                 c->name, c->group, c->keys.stream, message);
+}
+
+/* A stop waits this long at most for a nap to notice it. */
+#define NAP_SLICE_MS 20
+
+void emq_consumer_nap(emq_consumer_t *c, int64_t ms) {
+    int64_t until = emq_now_ms() + ms;
+    for (int64_t left = ms; left > 0 && !emq_consumer_stopping(c);
+         left = until - emq_now_ms())
+        emq_sleep_ms(left < NAP_SLICE_MS ? left : NAP_SLICE_MS);
+}
+
+int emq_consumer_stopping(emq_consumer_t *c) {
+    return atomic_load(&c->stop) || atomic_load(&c->fatal);
+}
+
+void emq_consumer_fatal(emq_consumer_t *c, const emq_error *err) {
+    pthread_mutex_lock(&c->fatal_mu);
+    if (!atomic_load(&c->fatal)) {
+        c->fatal_err = *err;
+        atomic_store(&c->fatal, 1);
+    }
+    pthread_mutex_unlock(&c->fatal_mu);
+}
+
+int emq_xchg_halted(const emq_xchg *x) {
+    if (x->halt != NULL)
+        return atomic_load(x->halt) || atomic_load(&x->c->fatal);
+    return emq_consumer_stopping(x->c);
+}
+
+void emq_xchg_nap(emq_xchg *x, int64_t ms) {
+    int64_t until = emq_now_ms() + ms;
+    for (int64_t left = ms; left > 0 && !emq_xchg_halted(x);
+         left = until - emq_now_ms())
+        emq_sleep_ms(left < NAP_SLICE_MS ? left : NAP_SLICE_MS);
+}
+
+/* ---- classification ------------------------------------------------------ */
+
+int emq_reply_not_now(const emq_reply *r, unsigned flags) {
+    static const char *const words[] = {"LOADING",    "BUSY",     "TRYAGAIN",
+                                        "CLUSTERDOWN", "MASTERDOWN",
+                                        "MISCONF",    "NOREPLICAS"};
+    if (emq_reply_kind(r) != EMQ_REPLY_ERROR)
+        return 0;
+    for (size_t i = 0; i < sizeof words / sizeof words[0]; i++)
+        if (emq_reply_is_error(r, words[i]))
+            return 1;
+    return (flags & EMQ_XCHG_WAIT_OOM) && emq_reply_is_error(r, "OOM");
+}
+
+int emq_xchg_transport_failure(emq_status st) {
+    return st == EMQ_EIO || st == EMQ_ETIMEDOUT || st == EMQ_ECLOSED ||
+           st == EMQ_EPROTO;
+}
+
+int emq_reply_mentions(const emq_reply *r, const char *word) {
+    if (emq_reply_kind(r) != EMQ_REPLY_ERROR)
+        return 0;
+    if (emq_reply_is_error(r, word))
+        return 1;
+    size_t len;
+    const char *text = emq_reply_str(r, &len);
+    size_t wl = strlen(word);
+    for (size_t i = 1; text != NULL && i + wl <= len; i++)
+        if (text[i - 1] == ' ' && memcmp(text + i, word, wl) == 0 &&
+            (i + wl == len || text[i + wl] == ' ' || text[i + wl] == ':'))
+            return 1;
+    return 0;
+}
+
+int emq_reply_refused(const emq_reply *r) {
+    if (emq_reply_mentions(r, "NOPERM"))
+        return 1;
+    /* 7.0's words for an ACL refusal inside a script. */
+    size_t len;
+    const char *text = emq_reply_str(r, &len);
+    static const char inside[] = "can't run this command";
+    for (size_t i = 0; text != NULL && i + sizeof inside - 1 <= len; i++)
+        if (memcmp(text + i, inside, sizeof inside - 1) == 0)
+            return 1;
+    return 0;
+}
+
+emq_status emq_reply_error(const emq_reply *r, emq_error *err,
+                           const char *what) {
+    char shown[200];
+    return emq_error_set(err, EMQ_ESERVER, 0, "%s failed: %s", what,
+                         emq_reply_text(r, shown, sizeof shown));
+}
+
+/* ---- open, append, drain -------------------------------------------------- */
+
+emq_status emq_xchg_open(emq_xchg *x, emq_consumer_t *c, const char *what,
+                         atomic_int *halt, emq_error *err) {
+    memset(x, 0, sizeof *x);
+    x->c = c;
+    x->what = what;
+    x->halt = halt;
+    x->rng = (uint64_t)emq_now_ms() ^ (uint64_t)(uintptr_t)x;
+    return emq_route_new(c->conf, c->keys.stream, &x->route, err);
+}
+
+void emq_xchg_close(emq_xchg *x) {
+    emq_route_destroy(x->route);
+    emq_free(x->tags);
+    x->route = NULL;
+    x->tags = NULL;
+    x->ntags = x->tags_cap = 0;
+}
+
+emq_status emq_xchg_append(emq_xchg *x, int tag, int argc,
+                           const char *const *argv, const size_t *argvlen,
+                           emq_error *err) {
+    if (x->ntags == x->tags_cap) {
+        size_t cap = x->tags_cap ? x->tags_cap * 2 : 16;
+        int *t = emq_realloc(x->tags, cap * sizeof *t);
+        if (t == NULL)
+            return emq_error_set(err, EMQ_ENOMEM, 0, "out of memory");
+        x->tags = t;
+        x->tags_cap = cap;
+    }
+    emq_status st = emq_route_append(x->route, argc, argv, argvlen, err);
+    if (st == EMQ_OK)
+        x->tags[x->ntags++] = tag;
+    return st;
+}
+
+emq_status emq_xchg_drain(emq_xchg *x, emq_xchg_apply_fn apply, void *ctx,
+                          emq_error *err) {
+    emq_status result = EMQ_OK;
+    size_t n = x->ntags;
+    x->ntags = 0;
+    if (n == 0)
+        return EMQ_OK;
+    atomic_fetch_add(&x->c->stats.round_trips, 1);
+    for (size_t i = 0; i < n; i++) {
+        emq_reply *reply;
+        emq_error rerr;
+        emq_status st = emq_route_get_reply(x->route, &reply, &rerr);
+        if (st != EMQ_OK) {
+            if (err)
+                *err = rerr;
+            return st;
+        }
+        emq_error aerr;
+        st = apply(ctx, x->tags[i], reply, &aerr);
+        emq_reply_free(reply);
+        if (st != EMQ_OK && result == EMQ_OK) {
+            result = st; /* keep reading so the pipeline stays in step */
+            if (err)
+                *err = aerr;
+        }
+    }
+    return result;
+}
+
+/* ---- call with the "not now" wait ----------------------------------------- */
+
+/* A server that is loading, running a long script, failing to persist,
+ * short of replicas or part of a rehashing cluster answers with an error
+ * and does not run the command, so sending it again is safe. This is how
+ * long one call keeps trying before the error is returned. */
+#define NOT_NOW_WAIT_MS (5 * 60 * 1000)
+#define NOT_NOW_PAUSE_MIN_MS 50
+#define NOT_NOW_PAUSE_MAX_MS 1000
+
+emq_status emq_xchg_call(emq_xchg *x, unsigned flags, int argc,
+                         const char *const *argv, const size_t *argvlen,
+                         emq_reply **reply, emq_error *err) {
+    emq_consumer_t *c = x->c;
+    int64_t began = emq_now_ms();
+    unsigned attempt = 0;
+    for (;; attempt++) {
+        atomic_fetch_add(&c->stats.round_trips, 1);
+        emq_status st =
+            emq_route_command(x->route, argc, argv, argvlen, reply, err);
+        if (st != EMQ_OK)
+            return st;
+        if (!emq_reply_not_now(*reply, flags))
+            break;
+        if (emq_xchg_halted(x) || emq_now_ms() - began >= NOT_NOW_WAIT_MS)
+            return EMQ_OK; /* the caller sees the error reply */
+        if (attempt == 0) {
+            char shown[160];
+            atomic_fetch_add(&c->stats.server_waits, 1);
+            emq_consumer_log(c, EMQ_LOG_WARNING,
+                             "server not ready for %s (%s); waiting", argv[0],
+                             emq_reply_text(*reply, shown, sizeof shown));
+        }
+        emq_reply_free(*reply);
+        *reply = NULL;
+        emq_xchg_nap(x, emq_backoff_delay(NOT_NOW_PAUSE_MIN_MS,
+                                          NOT_NOW_PAUSE_MAX_MS, attempt,
+                                          &x->rng));
+    }
+    if (attempt > 0)
+        emq_consumer_log(c, EMQ_LOG_INFO, "%s went through after %lld ms",
+                         argv[0], (long long)(emq_now_ms() - began));
+    return EMQ_OK;
+}
+
+/* ---- reconnect ---------------------------------------------------------------- */
+
+void emq_xchg_healthy(emq_xchg *x) { x->failures = 0; }
+
+emq_status emq_xchg_reconnect(emq_xchg *x, emq_error *err) {
+    emq_consumer_t *c = x->c;
+    x->ntags = 0;
+    /* The route makes one attempt per call (the consumer's conf says
+     * reconnect.max_attempts 1); the backoff happens here, in naps a stop
+     * ends early. A session that failed again right after connecting
+     * counts as a failed attempt too. */
+    for (;;) {
+        if (x->failures > 0)
+            emq_xchg_nap(x, emq_backoff_delay(c->conf->backoff_min_ms,
+                                              c->conf->backoff_max_ms,
+                                              x->failures - 1, &x->rng));
+        if (x->failures < 64)
+            x->failures++;
+        if (emq_xchg_halted(x))
+            return emq_error_set(err, EMQ_ECLOSED, 0, "stopped");
+        emq_error why;
+        emq_status st = emq_route_reconnect(x->route, &why);
+        if (st == EMQ_OK) {
+            atomic_fetch_add(&c->stats.reconnects, 1);
+            emq_consumer_log(c, EMQ_LOG_INFO, "%s connection re-established",
+                             x->what);
+            return EMQ_OK;
+        }
+        if (st == EMQ_EAUTH || st == EMQ_EINVAL || st == EMQ_ETLS) {
+            if (err)
+                *err = why;
+            return st;
+        }
+        emq_consumer_log(c, EMQ_LOG_WARNING,
+                         "%s reconnect failed, retrying: %s", x->what,
+                         why.message);
+    }
+}

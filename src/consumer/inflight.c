@@ -1,0 +1,380 @@
+/* inflight.c: the in-flight table, the consumer's record of what it owns.
+ *
+ * Every entry read (by a new read, a history read, a claim or a due retry)
+ * is in the table until its settlement has been applied by the server: it
+ * is what the upkeep thread keeps fresh, what may be handed to the
+ * handler, and what recover self must not hand out a second time. The
+ * table is a hash set of entry IDs (open addressing, linear probing,
+ * deletion by backward shift) so that lookups stay O(1) for batches of
+ * any size; the settlements decided and not yet sent wait beside it in a
+ * queue. One mutex guards both; the upkeep thread sleeps on `wake`.
+ */
+#include "consumer.h"
+
+#include <limits.h>
+#include <string.h>
+#include <time.h>
+
+#define INITIAL_CAP 256
+
+emq_status emq_inflight_init(emq_inflight *t, emq_error *err) {
+    memset(t, 0, sizeof *t);
+    pthread_condattr_t attr;
+    pthread_condattr_init(&attr);
+    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+    int rc = pthread_cond_init(&t->wake, &attr);
+    pthread_condattr_destroy(&attr);
+    if (rc != 0 || pthread_mutex_init(&t->mu, NULL) != 0)
+        return emq_error_set(err, EMQ_ENOMEM, 0, "out of memory");
+    t->slots = emq_calloc(INITIAL_CAP, sizeof *t->slots);
+    if (t->slots == NULL)
+        return emq_error_set(err, EMQ_ENOMEM, 0, "out of memory");
+    t->cap = INITIAL_CAP;
+    return EMQ_OK;
+}
+
+void emq_settle_op_free(settle_op *op) {
+    emq_free(op->reason);
+    emq_free(op->args);
+    emq_free(op->lens);
+    op->reason = op->args = NULL;
+    op->lens = NULL;
+}
+
+static void free_ops(emq_inflight *t) {
+    for (size_t i = 0; i < t->nops; i++)
+        emq_settle_op_free(&t->ops[i]);
+    t->nops = 0;
+}
+
+void emq_inflight_destroy(emq_inflight *t) {
+    if (t->slots == NULL)
+        return;
+    free_ops(t);
+    emq_free(t->ops);
+    emq_free(t->slots);
+    pthread_mutex_destroy(&t->mu);
+    pthread_cond_destroy(&t->wake);
+    memset(t, 0, sizeof *t);
+}
+
+/* ---- the hash set (caller holds mu) -------------------------------------- */
+
+static size_t hash_id(const emq_id *id) {
+    uint64_t h = 1469598103934665603ULL; /* FNV-1a */
+    for (const unsigned char *p = (const unsigned char *)id->str; *p; p++)
+        h = (h ^ *p) * 1099511628211ULL;
+    return (size_t)(h ^ (h >> 29));
+}
+
+static if_entry *find(emq_inflight *t, const emq_id *id) {
+    size_t mask = t->cap - 1;
+    for (size_t i = hash_id(id) & mask;; i = (i + 1) & mask) {
+        if_entry *e = &t->slots[i];
+        if (!e->used)
+            return NULL;
+        if (strcmp(e->id.str, id->str) == 0)
+            return e;
+    }
+}
+
+static void remove_at(emq_inflight *t, if_entry *e) {
+    size_t mask = t->cap - 1;
+    size_t hole = (size_t)(e - t->slots);
+    t->slots[hole].used = 0;
+    t->n--;
+    /* Shift later members of the probe run back into the hole. */
+    for (size_t j = (hole + 1) & mask; t->slots[j].used; j = (j + 1) & mask) {
+        size_t home = hash_id(&t->slots[j].id) & mask;
+        /* j may move to hole when home is not in (hole, j] cyclically. */
+        int in_range = hole <= j ? (home > hole && home <= j)
+                                 : (home > hole || home <= j);
+        if (!in_range) {
+            t->slots[hole] = t->slots[j];
+            t->slots[j].used = 0;
+            hole = j;
+        }
+    }
+}
+
+static void insert_slot(if_entry *slots, size_t cap, const if_entry *e) {
+    size_t mask = cap - 1;
+    size_t i = hash_id(&e->id) & mask;
+    while (slots[i].used)
+        i = (i + 1) & mask;
+    slots[i] = *e;
+}
+
+static int grow(emq_inflight *t) {
+    size_t cap = t->cap * 2;
+    if_entry *slots = emq_calloc(cap, sizeof *slots);
+    if (slots == NULL)
+        return -1;
+    for (size_t i = 0; i < t->cap; i++)
+        if (t->slots[i].used)
+            insert_slot(slots, cap, &t->slots[i]);
+    emq_free(t->slots);
+    t->slots = slots;
+    t->cap = cap;
+    return 0;
+}
+
+/* ---- the table ------------------------------------------------------------ */
+
+int emq_inflight_add(emq_inflight *t, const emq_id *id, uint64_t deliveries,
+                     int64_t now_ms) {
+    pthread_mutex_lock(&t->mu);
+    int result = 1;
+    if (find(t, id) != NULL) {
+        result = 0;
+    } else if ((t->n + 1) * 2 > t->cap && grow(t) != 0) {
+        result = -1;
+    } else {
+        if_entry e = {.id = *id, .refreshed_ms = now_ms,
+                      .deliveries = deliveries, .used = 1,
+                      .state = IF_READ};
+        insert_slot(t->slots, t->cap, &e);
+        t->n++;
+    }
+    pthread_mutex_unlock(&t->mu);
+    return result;
+}
+
+int emq_inflight_begin(emq_inflight *t, const emq_id *id) {
+    pthread_mutex_lock(&t->mu);
+    if_entry *e = find(t, id);
+    int ok = e != NULL && !e->lost;
+    if (ok)
+        e->state = IF_HANDLING;
+    else if (e != NULL)
+        remove_at(t, e);
+    pthread_mutex_unlock(&t->mu);
+    return ok;
+}
+
+void emq_inflight_forget(emq_inflight *t, const emq_id *id) {
+    pthread_mutex_lock(&t->mu);
+    if_entry *e = find(t, id);
+    if (e != NULL)
+        remove_at(t, e);
+    pthread_mutex_unlock(&t->mu);
+}
+
+int emq_inflight_holds(emq_inflight *t, const emq_id *id) {
+    pthread_mutex_lock(&t->mu);
+    int held = find(t, id) != NULL;
+    pthread_mutex_unlock(&t->mu);
+    return held;
+}
+
+emq_status emq_inflight_settle(emq_inflight *t, settle_op *op,
+                               emq_error *err) {
+    pthread_mutex_lock(&t->mu);
+    if (t->nops == t->ops_cap) {
+        size_t cap = t->ops_cap ? t->ops_cap * 2 : 64;
+        settle_op *ops = emq_realloc(t->ops, cap * sizeof *ops);
+        if (ops == NULL) {
+            pthread_mutex_unlock(&t->mu);
+            emq_settle_op_free(op);
+            return emq_error_set(err, EMQ_ENOMEM, 0, "out of memory");
+        }
+        t->ops = ops;
+        t->ops_cap = cap;
+    }
+    int64_t now = emq_now_ms();
+    if (t->nops == 0)
+        t->oldest_op_ms = now;
+    t->ops[t->nops++] = *op;
+    if_entry *e = find(t, &op->id);
+    if (e != NULL) {
+        e->state = op->kind == SETTLE_RETRY ? IF_RETRY_WAIT : IF_SETTLING;
+        e->due_ms = now + op->delay_ms;
+    }
+    pthread_cond_signal(&t->wake);
+    pthread_mutex_unlock(&t->mu);
+    return EMQ_OK;
+}
+
+void emq_inflight_wait(emq_inflight *t, const emq_id *id, int64_t delay_ms) {
+    pthread_mutex_lock(&t->mu);
+    if_entry *e = find(t, id);
+    if (e != NULL) {
+        e->state = IF_RETRY_WAIT;
+        e->due_ms = emq_now_ms() + delay_ms;
+    }
+    pthread_mutex_unlock(&t->mu);
+}
+
+void emq_inflight_flush_now(emq_inflight *t) {
+    pthread_mutex_lock(&t->mu);
+    if (t->nops > 0) {
+        t->flush_now = 1;
+        pthread_cond_signal(&t->wake);
+    }
+    pthread_mutex_unlock(&t->mu);
+}
+
+size_t emq_inflight_take(emq_inflight *t, settle_op *out, size_t max) {
+    pthread_mutex_lock(&t->mu);
+    size_t n = t->nops < max ? t->nops : max;
+    memcpy(out, t->ops, n * sizeof *out);
+    memmove(t->ops, t->ops + n, (t->nops - n) * sizeof *t->ops);
+    t->nops -= n;
+    if (t->nops == 0)
+        t->flush_now = 0;
+    pthread_mutex_unlock(&t->mu);
+    return n;
+}
+
+void emq_inflight_settled(emq_inflight *t, const settle_op *ops, size_t n) {
+    pthread_mutex_lock(&t->mu);
+    for (size_t i = 0; i < n; i++) {
+        if (ops[i].kind == SETTLE_RETRY)
+            continue; /* still pending to us, back when due */
+        if_entry *e = find(t, &ops[i].id);
+        if (e != NULL && e->state == IF_SETTLING)
+            remove_at(t, e);
+    }
+    pthread_mutex_unlock(&t->mu);
+}
+
+void emq_inflight_requeue(emq_inflight *t, settle_op *ops, size_t n) {
+    pthread_mutex_lock(&t->mu);
+    if (t->nops + n > t->ops_cap) {
+        size_t cap = t->nops + n;
+        settle_op *grown = emq_realloc(t->ops, cap * sizeof *grown);
+        if (grown == NULL) {
+            /* Unsent settlements are lost to this process; their entries
+             * stay pending and come back (at-least-once). */
+            for (size_t i = 0; i < n; i++)
+                emq_settle_op_free(&ops[i]);
+            pthread_mutex_unlock(&t->mu);
+            return;
+        }
+        t->ops = grown;
+        t->ops_cap = cap;
+    }
+    memmove(t->ops + n, t->ops, t->nops * sizeof *t->ops);
+    memcpy(t->ops, ops, n * sizeof *ops);
+    if (t->nops == 0)
+        t->oldest_op_ms = emq_now_ms();
+    t->nops += n;
+    pthread_mutex_unlock(&t->mu);
+}
+
+size_t emq_inflight_stale(emq_inflight *t, int64_t before_ms, emq_id *out,
+                          size_t max) {
+    size_t n = 0;
+    pthread_mutex_lock(&t->mu);
+    for (size_t i = 0; i < t->cap && n < max; i++) {
+        if_entry *e = &t->slots[i];
+        if (e->used && !e->lost && e->refreshed_ms <= before_ms)
+            out[n++] = e->id;
+    }
+    pthread_mutex_unlock(&t->mu);
+    return n;
+}
+
+size_t emq_inflight_refreshed(emq_inflight *t, const emq_id *asked,
+                              size_t nasked, const emq_reply *owned,
+                              int64_t now_ms) {
+    size_t nowned = emq_reply_len(owned), lost = 0;
+    pthread_mutex_lock(&t->mu);
+    /* Mark every asked entry, then clear the mark of the owned ones. */
+    for (size_t i = 0; i < nasked; i++) {
+        if_entry *e = find(t, &asked[i]);
+        if (e != NULL)
+            e->lost = 2;
+    }
+    for (size_t i = 0; i < nowned; i++) {
+        size_t len;
+        const char *text = emq_reply_str(emq_reply_at(owned, i), &len);
+        if (text == NULL || len == 0 || len >= EMQ_ID_MAX)
+            continue;
+        emq_id id;
+        memcpy(id.str, text, len);
+        id.str[len] = '\0';
+        if_entry *e = find(t, &id);
+        if (e != NULL && e->lost == 2) {
+            e->lost = 0;
+            e->refreshed_ms = now_ms;
+        }
+    }
+    for (size_t i = 0; i < nasked; i++) {
+        if_entry *e = find(t, &asked[i]);
+        if (e == NULL || e->lost != 2)
+            continue;
+        lost++;
+        /* Not ours any more: forget it unless the handler has it (begin
+         * and the settle path then see it gone or lost). */
+        if (e->state == IF_HANDLING) {
+            e->lost = 1;
+        } else {
+            remove_at(t, e);
+        }
+    }
+    pthread_mutex_unlock(&t->mu);
+    return lost;
+}
+
+size_t emq_inflight_due(emq_inflight *t, int64_t now_ms, emq_id *out,
+                        size_t max) {
+    size_t n = 0;
+    pthread_mutex_lock(&t->mu);
+    for (size_t i = 0; i < t->cap && n < max; i++) {
+        if_entry *e = &t->slots[i];
+        if (e->used && e->state == IF_RETRY_WAIT && e->due_ms <= now_ms) {
+            e->state = IF_READ;
+            out[n++] = e->id;
+        }
+    }
+    pthread_mutex_unlock(&t->mu);
+    return n;
+}
+
+int64_t emq_inflight_next_due(emq_inflight *t, int64_t now_ms) {
+    int64_t next = INT64_MAX;
+    pthread_mutex_lock(&t->mu);
+    for (size_t i = 0; i < t->cap; i++) {
+        const if_entry *e = &t->slots[i];
+        if (e->used && e->state == IF_RETRY_WAIT && e->due_ms < next)
+            next = e->due_ms;
+    }
+    pthread_mutex_unlock(&t->mu);
+    return next == INT64_MAX ? INT64_MAX : (next > now_ms ? next - now_ms : 0);
+}
+
+void emq_inflight_drop_unstarted(emq_inflight *t) {
+    pthread_mutex_lock(&t->mu);
+    for (size_t i = 0; i < t->cap;) {
+        if_entry *e = &t->slots[i];
+        if (e->used && e->state == IF_READ)
+            remove_at(t, e); /* a later member may have shifted into i */
+        else
+            i++;
+    }
+    pthread_mutex_unlock(&t->mu);
+}
+
+void emq_inflight_clear(emq_inflight *t) {
+    pthread_mutex_lock(&t->mu);
+    memset(t->slots, 0, t->cap * sizeof *t->slots);
+    t->n = 0;
+    free_ops(t);
+    t->flush_now = 0;
+    pthread_mutex_unlock(&t->mu);
+}
+
+size_t emq_inflight_count(emq_inflight *t) {
+    pthread_mutex_lock(&t->mu);
+    size_t n = t->n;
+    pthread_mutex_unlock(&t->mu);
+    return n;
+}
+
+size_t emq_inflight_queued(emq_inflight *t) {
+    pthread_mutex_lock(&t->mu);
+    size_t n = t->nops;
+    pthread_mutex_unlock(&t->mu);
+    return n;
+}

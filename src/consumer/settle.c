@@ -1,0 +1,254 @@
+/* settle.c: the commands that settle entries, and the ownership refresh.
+ *
+ * A settlement is decided on the thread that handled the entry and sent
+ * by the upkeep thread (upkeep.c) in bounded pipelines:
+ *   ack      XACK of up to EMQ_SETTLE_MAX_IDS ids in one command; after a
+ *            redelivery also HDEL of the failure reasons and ZREM from the
+ *            retry schedule, so neither leaks;
+ *   gone     the same for entries deleted or trimmed while pending;
+ *   retry    one script: the failure reason and the entry's place in the
+ *            retry schedule (a sorted set in the queue's hashtag scored by
+ *            the server's clock, so it survives a crash of this process);
+ *   dead     the dead-letter script: one atomic step over keys of one
+ *            hashtag that moves the entry only if it is still pending to
+ *            THIS consumer, writes the dead letter before the ack (a
+ *            refused write leaves it pending), and clears its reason and
+ *            schedule.
+ * Every settlement is idempotent, so the upkeep thread sends them again
+ * after a transport failure whose outcome it cannot know.
+ *
+ * The refresh is one script too: for each id still pending to this
+ * consumer, XCLAIM ... <me> 0 ... JUSTID, which resets its idle time
+ * without counting a delivery; ids a peer claimed meanwhile are left alone
+ * (an XCLAIM alone would take them back) and reported lost.
+ *
+ * A dead letter holds the origin first, then the entry's own fields:
+ *   emq.id <id> emq.group <group> emq.consumer <consumer>
+ *   emq.deliveries <n> emq.reason <text> <field> <value> ...
+ */
+#include "consumer.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* Reply tags of settlement commands. */
+enum {
+    TAG_XACK = 1,   /* its ids are acknowledged */
+    TAG_CLEANUP,    /* HDEL of reasons / ZREM from the schedule */
+    TAG_RETRY,      /* the retry script */
+    TAG_DEAD        /* the dead-letter script */
+};
+
+static const char retry_script[] =
+    "if redis.replicate_commands then pcall(redis.replicate_commands) end\n"
+    "local t = redis.call('TIME')\n"
+    "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
+    "redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])\n"
+    "redis.call('ZADD', KEYS[2], now + tonumber(ARGV[3]), ARGV[1])\n"
+    "return 1\n";
+
+static const char deadletter_script[] =
+    "local p = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[2], ARGV[2], 1,"
+    " ARGV[3])\n"
+    "if #p == 0 then return 0 end\n"
+    "local reason = ARGV[4]\n"
+    "if reason == '' then\n"
+    "  reason = redis.call('HGET', KEYS[3], ARGV[2])\n"
+    "  if not reason then\n"
+    "    reason = 'delivered ' .. p[1][4] .. ' times without an "
+    "acknowledgement'\n"
+    "  end\n"
+    "end\n"
+    "local args = {'emq.id', ARGV[2], 'emq.group', ARGV[1],\n"
+    "  'emq.consumer', ARGV[3], 'emq.deliveries', tostring(p[1][4]),\n"
+    "  'emq.reason', reason}\n"
+    "for i = 5, #ARGV do args[#args + 1] = ARGV[i] end\n"
+    "redis.call('XADD', KEYS[2], '*', unpack(args))\n"
+    "redis.call('XACK', KEYS[1], ARGV[1], ARGV[2])\n"
+    "redis.call('HDEL', KEYS[3], ARGV[2])\n"
+    "redis.call('ZREM', KEYS[4], ARGV[2])\n"
+    "return 1\n";
+
+static const char refresh_script[] =
+    "local mine = {}\n"
+    "for i = 3, #ARGV do\n"
+    "  local p = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[i], ARGV[i],"
+    " 1, ARGV[2])\n"
+    "  if #p == 1 then mine[#mine + 1] = ARGV[i] end\n"
+    "end\n"
+    "if #mine == 0 then return {} end\n"
+    "mine[#mine + 1] = 'JUSTID'\n"
+    "return redis.call('XCLAIM', KEYS[1], ARGV[1], ARGV[2], 0,"
+    " unpack(mine))\n";
+
+int64_t emq_settle_retry_delay(emq_consumer_t *c, uint64_t deliveries) {
+    int64_t base = c->conf->retry_backoff_ms;
+    if (base <= 0)
+        return 0;
+    unsigned attempt = deliveries > 1 ? (unsigned)(deliveries - 1) : 0;
+    if (attempt > 62)
+        attempt = 62;
+    return emq_backoff_delay(base, c->conf->retry_backoff_max_ms, attempt,
+                             &c->rng);
+}
+
+/* Appends one command of many ids: argv[0..nfixed) then the ids. */
+static emq_status append_with_ids(emq_xchg *x, int tag, const char **fixed,
+                                  size_t nfixed, const emq_id *const *ids,
+                                  size_t nids, emq_error *err) {
+    size_t argc = nfixed + nids;
+    const char **argv = emq_alloc(argc * sizeof *argv);
+    if (argv == NULL)
+        return emq_error_set(err, EMQ_ENOMEM, 0, "out of memory");
+    memcpy(argv, fixed, nfixed * sizeof *argv);
+    for (size_t i = 0; i < nids; i++)
+        argv[nfixed + i] = ids[i]->str;
+    emq_status st = emq_xchg_append(x, tag, (int)argc, argv, NULL, err);
+    emq_free(argv);
+    return st;
+}
+
+static emq_status append_dead(emq_consumer_t *c, emq_xchg *x,
+                              const settle_op *op, emq_error *err) {
+    size_t argc = 11 + op->nargs;
+    const char **argv = emq_alloc(argc * sizeof *argv);
+    size_t *lens = emq_alloc(argc * sizeof *lens);
+    if (argv == NULL || lens == NULL) {
+        emq_free(argv);
+        emq_free(lens);
+        return emq_error_set(err, EMQ_ENOMEM, 0, "out of memory");
+    }
+    const char *fixed[] = {"EVAL", deadletter_script, "4", c->keys.stream,
+                           c->keys.dead, c->reasons_key, c->retry_key,
+                           c->group, op->id.str, c->name,
+                           op->reason ? op->reason : ""};
+    for (size_t i = 0; i < 11; i++) {
+        argv[i] = fixed[i];
+        lens[i] = strlen(fixed[i]);
+    }
+    const char *p = op->args;
+    for (size_t i = 0; i < op->nargs; i++) {
+        argv[11 + i] = p;
+        lens[11 + i] = op->lens[i];
+        p += op->lens[i];
+    }
+    emq_status st = emq_xchg_append(x, TAG_DEAD, (int)argc, argv, lens, err);
+    emq_free(argv);
+    emq_free(lens);
+    return st;
+}
+
+emq_status emq_settle_append(emq_consumer_t *c, emq_xchg *x,
+                             const settle_op *ops, size_t n, emq_error *err) {
+    const emq_id **acks = emq_alloc((n ? n : 1) * sizeof *acks);
+    const emq_id **clean = emq_alloc((n ? n : 1) * sizeof *clean);
+    emq_status st = EMQ_OK;
+    if (acks == NULL || clean == NULL) {
+        st = emq_error_set(err, EMQ_ENOMEM, 0, "out of memory");
+        goto done;
+    }
+    size_t nacks = 0, nclean = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (ops[i].kind != SETTLE_ACK && ops[i].kind != SETTLE_GONE)
+            continue;
+        acks[nacks++] = &ops[i].id;
+        if (ops[i].kind == SETTLE_GONE || ops[i].deliveries > 1)
+            clean[nclean++] = &ops[i].id;
+    }
+    if (nacks > 0) {
+        const char *xack[] = {"XACK", c->keys.stream, c->group};
+        if ((st = append_with_ids(x, TAG_XACK, xack, 3, acks, nacks, err)) !=
+            EMQ_OK)
+            goto done;
+    }
+    if (nclean > 0) {
+        const char *hdel[] = {"HDEL", c->reasons_key};
+        const char *zrem[] = {"ZREM", c->retry_key};
+        if ((st = append_with_ids(x, TAG_CLEANUP, hdel, 2, clean, nclean,
+                                  err)) != EMQ_OK ||
+            (st = append_with_ids(x, TAG_CLEANUP, zrem, 2, clean, nclean,
+                                  err)) != EMQ_OK)
+            goto done;
+    }
+    for (size_t i = 0; i < n && st == EMQ_OK; i++) {
+        if (ops[i].kind == SETTLE_RETRY) {
+            char delay[24];
+            snprintf(delay, sizeof delay, "%lld", (long long)ops[i].delay_ms);
+            const char *argv[] = {"EVAL", retry_script, "2", c->reasons_key,
+                                  c->retry_key, ops[i].id.str,
+                                  ops[i].reason ? ops[i].reason : "", delay};
+            st = emq_xchg_append(x, TAG_RETRY, 8, argv, NULL, err);
+        } else if (ops[i].kind == SETTLE_DEAD) {
+            st = append_dead(c, x, &ops[i], err);
+        }
+    }
+done:
+    emq_free(acks);
+    emq_free(clean);
+    return st;
+}
+
+/* Refusals that will not change by themselves: a settlement refused this
+ * way would be redone forever, so the consumer stops. */
+static int permanent(const emq_reply *r) {
+    return emq_reply_refused(r) || emq_reply_mentions(r, "WRONGTYPE");
+}
+
+emq_status emq_settle_apply(void *consumer, int tag, const emq_reply *reply,
+                            emq_error *err) {
+    emq_consumer_t *c = consumer;
+    static const char *const names[] = {"", "XACK", "clearing failure reasons",
+                                        "recording a retry",
+                                        "the dead-letter move"};
+    const char *what = tag >= TAG_XACK && tag <= TAG_DEAD ? names[tag] : "?";
+    if (emq_reply_kind(reply) == EMQ_REPLY_ERROR) {
+        if (emq_reply_not_now(reply, tag == TAG_XACK ? EMQ_XCHG_WAIT_OOM : 0))
+            return EMQ_EAGAIN; /* did not run: send again later */
+        if (permanent(reply)) {
+            char shown[240];
+            emq_status st = emq_error_set(
+                err, EMQ_ESERVER, 0,
+                "%s was refused (%s%s): settled entries would be handled "
+                "again forever, so the consumer stops; grant the command or "
+                "fix the key",
+                what, emq_reply_refused(reply) && !emq_reply_mentions(reply, "NOPERM") ? "NOPERM: " : "",
+                emq_reply_text(reply, shown, sizeof shown));
+            emq_consumer_fatal(c, err);
+            return st;
+        }
+        char shown[200];
+        emq_consumer_log(c, EMQ_LOG_WARNING,
+                         "%s failed: %s (the entry stays pending and comes "
+                         "back)",
+                         what, emq_reply_text(reply, shown, sizeof shown));
+        return EMQ_OK;
+    }
+    if (tag == TAG_XACK) {
+        long long n = emq_reply_integer(reply);
+        atomic_fetch_add(&c->stats.acked, (uint64_t)(n > 0 ? n : 0));
+    } else if (tag == TAG_DEAD && emq_reply_integer(reply) == 1) {
+        atomic_fetch_add(&c->stats.dead_lettered, 1);
+    }
+    return EMQ_OK;
+}
+
+emq_status emq_settle_append_refresh(emq_consumer_t *c, emq_xchg *x,
+                                     const emq_id *ids, size_t n, int tag,
+                                     emq_error *err) {
+    size_t argc = 6 + n;
+    const char **argv = emq_alloc(argc * sizeof *argv);
+    if (argv == NULL)
+        return emq_error_set(err, EMQ_ENOMEM, 0, "out of memory");
+    char nkeys[] = "1";
+    argv[0] = "EVAL";
+    argv[1] = refresh_script;
+    argv[2] = nkeys;
+    argv[3] = c->keys.stream;
+    argv[4] = c->group;
+    argv[5] = c->name;
+    for (size_t i = 0; i < n; i++)
+        argv[6 + i] = ids[i].str;
+    emq_status st = emq_xchg_append(x, tag, (int)argc, argv, NULL, err);
+    emq_free(argv);
+    return st;
+}

@@ -1,0 +1,238 @@
+/* upkeep.c: the maintenance thread, on its own connection.
+ *
+ * It keeps the consumer's promises while the handler runs, however long:
+ *   - every entry in the in-flight table is refreshed (idle reset, only
+ *     if still pending to this consumer) once it is refresh_every_ms old,
+ *     a quarter of claim.min_idle_ms, so no peer's claim beat sees live
+ *     work as idle;
+ *   - the lease is renewed every third of lease.ttl_ms;
+ *   - settlements go out within EMQ_SETTLE_DELAY_MS of being decided (at
+ *     once when a batch ends), at most EMQ_SETTLE_MAX_IDS per pipeline.
+ * Past the lease's local deadline it sends nothing at all: the run thread
+ * takes the lease again first. A transport failure re-queues the round's
+ * settlements (all idempotent) and reconnects with backoff; a "not now"
+ * reply does the same after a pause. On quit it sends what is queued, then
+ * ends. The thread runs on after a stop was asked, until the run thread
+ * says quit, because the handler in progress still needs its entry fresh.
+ */
+#include "consumer.h"
+
+#include <string.h>
+#include <time.h>
+
+enum { TAG_RENEW = 100, TAG_REFRESH = 101 };
+
+/* What one round sent, for applying its replies. */
+typedef struct round {
+    emq_consumer_t *c;
+    const emq_id *asked; /* refreshed ids */
+    size_t nasked;
+    int64_t sent_ms;
+    int again;           /* a settlement was answered "not now" */
+} round;
+
+static emq_status apply(void *ctx, int tag, const emq_reply *reply,
+                        emq_error *err) {
+    round *r = ctx;
+    emq_consumer_t *c = r->c;
+    if (tag == TAG_RENEW)
+        return emq_lease_renewed(c, reply, r->sent_ms, err);
+    if (tag == TAG_REFRESH) {
+        if (emq_reply_kind(reply) == EMQ_REPLY_ARRAY) {
+            size_t lost = emq_inflight_refreshed(&c->table, r->asked,
+                                                 r->nasked, reply,
+                                                 emq_now_ms());
+            atomic_fetch_add(&c->stats.refreshed, r->nasked - lost);
+            atomic_fetch_add(&c->stats.ownership_lost, lost);
+            if (lost > 0)
+                emq_consumer_log(c, EMQ_LOG_WARNING,
+                                 "%zu in-flight entries are no longer ours "
+                                 "(claimed by a peer or acknowledged "
+                                 "elsewhere); they are not handed out",
+                                 lost);
+            return EMQ_OK;
+        }
+        char shown[200];
+        emq_reply_text(reply, shown, sizeof shown);
+        if (emq_reply_refused(reply) ||
+            emq_reply_mentions(reply, "WRONGTYPE")) {
+            emq_status st = emq_error_set(
+                err, EMQ_ESERVER, 0,
+                "refreshing in-flight entries (XPENDING + XCLAIM JUSTID in "
+                "a script) was refused (%s): without it peers take live "
+                "work, so the consumer stops",
+                shown);
+            emq_consumer_fatal(c, err);
+            return st;
+        }
+        if (!emq_reply_not_now(reply, 0))
+            emq_consumer_log(c, EMQ_LOG_WARNING,
+                             "refreshing in-flight entries failed: %s",
+                             shown);
+        return EMQ_OK;
+    }
+    emq_status st = emq_settle_apply(c, tag, reply, err);
+    if (st == EMQ_EAGAIN) {
+        r->again = 1;
+        return EMQ_OK;
+    }
+    return st;
+}
+
+/* Waits until something is due; returns with mu unlocked. Sets *settle
+ * when queued settlements should go now. */
+static void wait_due(emq_consumer_t *c, int *settle) {
+    emq_upkeep *u = &c->upkeep;
+    emq_inflight *t = &c->table;
+    pthread_mutex_lock(&t->mu);
+    for (;;) {
+        int64_t now = emq_now_ms();
+        int quit = atomic_load(&u->quit) || atomic_load(&c->fatal);
+        int64_t settle_at = t->nops == 0 ? INT64_MAX
+                            : t->flush_now || t->nops >= EMQ_SETTLE_MAX_IDS
+                                ? now
+                                : t->oldest_op_ms + EMQ_SETTLE_DELAY_MS;
+        int64_t wake = u->next_renew_ms < u->next_refresh_ms
+                           ? u->next_renew_ms
+                           : u->next_refresh_ms;
+        if (settle_at < wake)
+            wake = settle_at;
+        if (quit || wake <= now) {
+            *settle = quit || settle_at <= now;
+            break;
+        }
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        int64_t ms = wake - now;
+        if (ms > 1000)
+            ms = 1000; /* look at the quit flag now and then */
+        ts.tv_sec += (time_t)(ms / 1000);
+        ts.tv_nsec += (long)(ms % 1000) * 1000000L;
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&t->wake, &t->mu, &ts);
+    }
+    pthread_mutex_unlock(&t->mu);
+}
+
+/* One round: settlements, renewal and refresh in one pipeline. Returns a
+ * transport status; fatal errors are recorded by apply. */
+static emq_status one_round(emq_consumer_t *c, int settle, settle_op *ops,
+                            emq_id *ids, emq_error *err) {
+    emq_upkeep *u = &c->upkeep;
+    int64_t now = emq_now_ms();
+    round r = {.c = c, .asked = ids, .sent_ms = now};
+    size_t nops = 0;
+    emq_status st = EMQ_OK;
+    if (!emq_lease_valid(c)) {
+        /* Fenced: nothing goes out until the run thread holds the lease
+         * again. Look again shortly. */
+        u->next_renew_ms = u->next_refresh_ms = now + 50;
+        return EMQ_OK;
+    }
+    if (settle) {
+        nops = emq_inflight_take(&c->table, ops, EMQ_SETTLE_MAX_IDS);
+        st = emq_settle_append(c, &u->x, ops, nops, err);
+    }
+    if (st == EMQ_OK && now >= u->next_renew_ms) {
+        st = emq_lease_append_renew(c, &u->x, TAG_RENEW, err);
+        u->next_renew_ms = now + c->conf->lease_ttl_ms / 3;
+    }
+    if (st == EMQ_OK && now >= u->next_refresh_ms) {
+        r.nasked = emq_inflight_stale(&c->table, now - u->refresh_every_ms,
+                                      ids, EMQ_SETTLE_MAX_IDS);
+        if (r.nasked > 0)
+            st = emq_settle_append_refresh(c, &u->x, ids, r.nasked,
+                                           TAG_REFRESH, err);
+        /* A full page means more are due: look again at once. */
+        u->next_refresh_ms = r.nasked == EMQ_SETTLE_MAX_IDS
+                                 ? now
+                                 : now + u->refresh_every_ms / 2;
+    }
+    if (st == EMQ_OK)
+        st = emq_xchg_drain(&u->x, apply, &r, err);
+    if (st == EMQ_OK && !r.again) {
+        emq_inflight_settled(&c->table, ops, nops);
+        for (size_t i = 0; i < nops; i++)
+            emq_settle_op_free(&ops[i]);
+        emq_xchg_healthy(&u->x);
+        return EMQ_OK;
+    }
+    /* Outcome unknown, or not run: send them again (idempotent). */
+    emq_inflight_requeue(&c->table, ops, nops);
+    if (st == EMQ_OK) /* "not now": pause, then again */
+        emq_xchg_nap(&u->x, 100);
+    else if (st == EMQ_ENOMEM || st == EMQ_ELIMIT)
+        emq_consumer_fatal(c, err);
+    return st;
+}
+
+static void *upkeep_main(void *arg) {
+    emq_consumer_t *c = arg;
+    emq_upkeep *u = &c->upkeep;
+    settle_op *ops = emq_alloc(EMQ_SETTLE_MAX_IDS * sizeof *ops);
+    emq_id *ids = emq_alloc(EMQ_SETTLE_MAX_IDS * sizeof *ids);
+    if (ops == NULL || ids == NULL) {
+        emq_error err;
+        emq_error_set(&err, EMQ_ENOMEM, 0, "out of memory");
+        emq_consumer_fatal(c, &err);
+        goto out;
+    }
+    for (;;) {
+        int settle = 0;
+        wait_due(c, &settle);
+        int quit = atomic_load(&u->quit) || atomic_load(&c->fatal);
+        if (quit && (emq_inflight_queued(&c->table) == 0 ||
+                     !emq_lease_valid(c) || atomic_load(&c->fatal)))
+            break;
+        emq_error err;
+        emq_status st = one_round(c, settle, ops, ids, &err);
+        if (emq_xchg_transport_failure(st)) {
+            emq_consumer_log(c, EMQ_LOG_WARNING,
+                             "upkeep connection failed (%s); reconnecting",
+                             err.message);
+            if (emq_xchg_reconnect(&u->x, &err) != EMQ_OK) {
+                if (!emq_xchg_halted(&u->x))
+                    emq_consumer_fatal(c, &err);
+                break;
+            }
+        }
+    }
+out:
+    emq_free(ops);
+    emq_free(ids);
+    return NULL;
+}
+
+emq_status emq_upkeep_start(emq_consumer_t *c, emq_error *err) {
+    emq_upkeep *u = &c->upkeep;
+    atomic_store(&u->quit, 0);
+    if (u->x.route == NULL) {
+        emq_status st = emq_xchg_open(&u->x, c, "upkeep", &u->quit, err);
+        if (st != EMQ_OK)
+            return st;
+    }
+    int64_t now = emq_now_ms();
+    u->refresh_every_ms = c->conf->claim_min_idle_ms / 4;
+    u->next_refresh_ms = now + u->refresh_every_ms / 2;
+    u->next_renew_ms = now + c->conf->lease_ttl_ms / 3;
+    if (pthread_create(&u->thread, NULL, upkeep_main, c) != 0)
+        return emq_error_set(err, EMQ_ENOMEM, 0,
+                             "could not start the upkeep thread");
+    u->started = 1;
+    return EMQ_OK;
+}
+
+void emq_upkeep_stop(emq_consumer_t *c) {
+    emq_upkeep *u = &c->upkeep;
+    if (!u->started)
+        return;
+    pthread_mutex_lock(&c->table.mu);
+    atomic_store(&u->quit, 1);
+    pthread_cond_signal(&c->table.wake);
+    pthread_mutex_unlock(&c->table.mu);
+    pthread_join(u->thread, NULL);
+    u->started = 0;
+}

@@ -27,6 +27,8 @@ typedef struct slow {
     atomic_int in_handler;
     atomic_int returned;    /* handler calls that returned */
     char consumers[REC_MAX][16]; /* entry->consumer of each record */
+    char last_id[EMQ_ID_MAX];    /* full ID of the last entry (the
+                                    recorder keeps 31 bytes) */
 } slow;
 
 static inline int has_prefix(const char *v, const char *p) {
@@ -43,6 +45,7 @@ static inline emq_verdict slow_handle(void *opaque, const emq_entry *e,
     pthread_mutex_lock(&s->r.lock);
     size_t i = s->r.n < REC_MAX ? s->r.n : REC_MAX - 1;
     snprintf(s->consumers[i], sizeof s->consumers[i], "%s", e->consumer);
+    snprintf(s->last_id, sizeof s->last_id, "%s", e->id);
     pthread_mutex_unlock(&s->r.lock);
     record(&s->r, e, reason, reason_size);
     if (s->sleep_ms > 0 &&

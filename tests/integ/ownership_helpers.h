@@ -27,6 +27,7 @@ typedef struct slow {
     atomic_int in_handler;
     atomic_int returned;    /* handler calls that returned */
     char consumers[REC_MAX][16]; /* entry->consumer of each record */
+    int64_t at[REC_MAX];         /* now_ms() of each record */
     char last_id[EMQ_ID_MAX];    /* full ID of the last entry (the
                                     recorder keeps 31 bytes) */
 } slow;
@@ -46,6 +47,7 @@ static inline emq_verdict slow_handle(void *opaque, const emq_entry *e,
     size_t i = s->r.n < REC_MAX ? s->r.n : REC_MAX - 1;
     snprintf(s->consumers[i], sizeof s->consumers[i], "%s", e->consumer);
     snprintf(s->last_id, sizeof s->last_id, "%s", e->id);
+    s->at[i] = now_ms();
     pthread_mutex_unlock(&s->r.lock);
     record(&s->r, e, reason, reason_size);
     if (s->sleep_ms > 0 &&
@@ -79,6 +81,15 @@ static inline int times_seen(recorder *r, const char *v) {
             n++;
     pthread_mutex_unlock(&r->lock);
     return n;
+}
+
+/* A log callback that keeps nothing (for tests that provoke thousands of
+ * warnings on purpose). */
+static inline void quiet_log(void *opaque, emq_log_level level,
+                             const char *message) {
+    (void)opaque;
+    (void)level;
+    (void)message;
 }
 
 /* ---- a consumer thread that knows when run returned ------------------- */

@@ -286,6 +286,7 @@ TEST_TIMEOUT(faults2_noperm_on_xack_is_fatal_naming_xack, 20) {
     emq_conf_t *conf = fault_conf(emq_srv_url(s));
     conf_set(conf, P_USER, "w");
     conf_set(conf, P_PASSWORD, "pw");
+    emq_conf_set_log(conf, quiet_log, NULL);
     bg t;
     emq_consumer_t *c = bg_start(&t, conf, slow_handle, &h);
     WAIT_UNTIL(client_id_by_name(s, "w", 1) >= 0 || atomic_load(&t.done),
@@ -597,6 +598,7 @@ static int connections_in_3s(const emq_icept_rule *rule, size_t *handled,
     emq_conf_t *conf = fault_conf(emq_icept_url(p));
     conf_set(conf, P_RECONNECT_BASE, "100");
     conf_set(conf, P_RECONNECT_MAX, "1000");
+    emq_conf_set_log(conf, quiet_log, NULL);
     bg t;
     emq_consumer_t *c = bg_start(&t, conf, slow_handle, &h);
     usleep(3000 * 1000);

@@ -512,3 +512,431 @@ void emq_peer_last_command(const emq_peer *p, char *out, size_t size) {
 
 void emq_peer_drop(emq_peer *p) { control(p, 1, -1); }
 void emq_peer_freeze(emq_peer *p, int on) { control(p, 0, on ? 1 : 0); }
+
+/* ---- intercepting proxy ------------------------------------------------ */
+
+#define ICEPT_RULES 8
+#define ICEPT_LOG_MAX (1024 * 1024)
+#define ICEPT_TAGS 65536
+
+typedef struct icept_conn {
+    int fd, up;
+    char *cin, *uin; /* unparsed client / upstream bytes */
+    size_t clen, ccap, ulen, ucap;
+    int *tags;       /* per command in flight: rule index or -1 */
+    size_t thead, ttail;
+} icept_conn;
+
+struct emq_icept {
+    emq_icept_rule rules[ICEPT_RULES];
+    int left[ICEPT_RULES];
+    char cmd[ICEPT_RULES][64];
+    size_t nrules;
+    int upstream_port, listen_fd, port, wake[2];
+    char url[64];
+    pthread_t thread;
+    pthread_mutex_t mu; /* guards stop, counters and log */
+    int stop, accepted, replaced;
+    char *log;
+    size_t loglen;
+    icept_conn conns[MAX_CONNS];
+};
+
+static void icept_close(icept_conn *c) {
+    if (c->fd >= 0)
+        close(c->fd);
+    if (c->up >= 0)
+        close(c->up);
+    free(c->cin);
+    free(c->uin);
+    free(c->tags);
+    memset(c, 0, sizeof *c);
+    c->fd = c->up = -1;
+}
+
+static int buf_add(char **b, size_t *len, size_t *cap, const char *p,
+                   size_t n) {
+    if (*len + n > IN_MAX * 8)
+        return -1;
+    if (*len + n > *cap) {
+        size_t nc = *cap ? *cap : 4096;
+        while (nc < *len + n)
+            nc *= 2;
+        char *q = realloc(*b, nc);
+        if (q == NULL)
+            return -1;
+        *b = q;
+        *cap = nc;
+    }
+    memcpy(*b + *len, p, n);
+    *len += n;
+    return 0;
+}
+
+/* Bytes of one complete RESP2/RESP3 reply at b; 0 incomplete, -1 bad. */
+static long resp_skip(const char *b, size_t len, int depth) {
+    if (len == 0)
+        return 0;
+    if (depth > 32)
+        return -1;
+    const char *nl = memchr(b, '\n', len);
+    if (nl == NULL)
+        return 0;
+    size_t pos = (size_t)(nl - b) + 1;
+    long n;
+    switch (b[0]) {
+    case '+': case '-': case ':': case '_': case ',': case '#': case '(':
+        return (long)pos;
+    case '$': case '!': case '=':
+        n = line_number(b + 1, nl);
+        if (n < 0)
+            return (long)pos;
+        if (len - pos < (size_t)n + 2)
+            return 0;
+        return (long)(pos + (size_t)n + 2);
+    case '*': case '~': case '>': case '%': case '|': {
+        n = line_number(b + 1, nl);
+        if (n < 0)
+            return (long)pos;
+        long elems = (b[0] == '%' || b[0] == '|') ? 2 * n : n;
+        for (long i = 0; i < elems; i++) {
+            long k = resp_skip(b + pos, len - pos, depth + 1);
+            if (k <= 0)
+                return k;
+            pos += (size_t)k;
+        }
+        if (b[0] == '|') { /* an attribute precedes the real reply */
+            long k = resp_skip(b + pos, len - pos, depth + 1);
+            if (k <= 0)
+                return k;
+            pos += (size_t)k;
+        }
+        return (long)pos;
+    }
+    default:
+        return -1;
+    }
+}
+
+/* Parses one RESP array command: consumed bytes (0 incomplete, -1 bad);
+ * name upper-cased, whether the last argument is ">", and the joined text
+ * into line. */
+static long icept_parse(const char *buf, size_t len, char *name,
+                        size_t name_size, int *last_gt, char *line,
+                        size_t line_size) {
+    name[0] = '\0';
+    line[0] = '\0';
+    *last_gt = 0;
+    size_t lpos = 0;
+    if (len == 0)
+        return 0;
+    if (buf[0] != '*')
+        return -1;
+    size_t pos = 0;
+    long count = -1;
+    for (long arg = -1; arg < 0 || arg < count; arg++) {
+        const char *nl = memchr(buf + pos, '\n', len - pos);
+        if (nl == NULL)
+            return len - pos > 64 ? -1 : 0;
+        if (buf[pos] != (arg < 0 ? '*' : '$'))
+            return -1;
+        long n = line_number(buf + pos + 1, nl);
+        pos = (size_t)(nl - buf) + 1;
+        if (arg < 0) {
+            if (n < 1 || n > 1024 * 1024)
+                return -1;
+            count = n;
+            continue;
+        }
+        if (n < 0 || (size_t)n > IN_MAX * 8)
+            return -1;
+        if (len - pos < (size_t)n + 2)
+            return 0;
+        if (arg == 0) {
+            size_t k = (size_t)n < name_size - 1 ? (size_t)n : name_size - 1;
+            for (size_t i = 0; i < k; i++)
+                name[i] = (char)toupper((unsigned char)buf[pos + i]);
+            name[k] = '\0';
+        }
+        size_t k = (size_t)n < 200 ? (size_t)n : 200;
+        if (lpos + k + 2 < line_size) {
+            if (lpos)
+                line[lpos++] = ' ';
+            memcpy(line + lpos, buf + pos, k);
+            lpos += k;
+            line[lpos] = '\0';
+        }
+        if (arg == count - 1)
+            *last_gt = n == 1 && buf[pos] == '>';
+        pos += (size_t)n + 2;
+    }
+    return (long)pos;
+}
+
+static void icept_log(emq_icept *p, const char *line) {
+    size_t n = strlen(line);
+    pthread_mutex_lock(&p->mu);
+    if (p->loglen + n + 2 <= ICEPT_LOG_MAX) {
+        memcpy(p->log + p->loglen, line, n);
+        p->loglen += n;
+        p->log[p->loglen++] = '\n';
+        p->log[p->loglen] = '\0';
+    }
+    pthread_mutex_unlock(&p->mu);
+}
+
+static int icept_client(emq_icept *p, icept_conn *c) {
+    char buf[16384];
+    ssize_t n = recv(c->fd, buf, sizeof buf, 0);
+    if (n < 0 && (errno == EINTR || errno == EAGAIN))
+        return 0;
+    if (n <= 0 || buf_add(&c->cin, &c->clen, &c->ccap, buf, (size_t)n) != 0)
+        return -1;
+    size_t off = 0;
+    char line[2048];
+    while (off < c->clen) {
+        char name[64];
+        int last_gt;
+        long used = icept_parse(c->cin + off, c->clen - off, name,
+                                sizeof name, &last_gt, line, sizeof line);
+        if (used < 0)
+            return -1;
+        if (used == 0)
+            break;
+        icept_log(p, line);
+        int tag = -1;
+        for (size_t i = 0; i < p->nrules && tag < 0; i++) {
+            if (strcasecmp(p->cmd[i], name) != 0 || p->left[i] == 0)
+                continue;
+            if (p->rules[i].last_arg_gt >= 0 &&
+                p->rules[i].last_arg_gt != last_gt)
+                continue;
+            if (p->left[i] > 0)
+                p->left[i]--;
+            tag = (int)i;
+        }
+        if ((c->ttail + 1) % ICEPT_TAGS == c->thead)
+            return -1;
+        c->tags[c->ttail] = tag;
+        c->ttail = (c->ttail + 1) % ICEPT_TAGS;
+        if (send_bounded(c->up, c->cin + off, (size_t)used) != 0)
+            return -1;
+        off += (size_t)used;
+    }
+    memmove(c->cin, c->cin + off, c->clen - off);
+    c->clen -= off;
+    return 0;
+}
+
+static int icept_upstream(emq_icept *p, icept_conn *c) {
+    char buf[16384];
+    ssize_t n = recv(c->up, buf, sizeof buf, 0);
+    if (n < 0 && (errno == EINTR || errno == EAGAIN))
+        return 0;
+    if (n <= 0 || buf_add(&c->uin, &c->ulen, &c->ucap, buf, (size_t)n) != 0)
+        return -1;
+    size_t off = 0;
+    while (off < c->ulen) {
+        long used = resp_skip(c->uin + off, c->ulen - off, 0);
+        if (used < 0)
+            return -1;
+        if (used == 0)
+            break;
+        int tag = -1;
+        int is_push = c->uin[off] == '>';
+        if (!is_push && c->thead != c->ttail) {
+            tag = c->tags[c->thead];
+            c->thead = (c->thead + 1) % ICEPT_TAGS;
+        }
+        int rc;
+        if (tag >= 0) {
+            const emq_icept_rule *r = &p->rules[tag];
+            rc = send_bounded(c->fd, r->reply, r->reply_len);
+            pthread_mutex_lock(&p->mu);
+            p->replaced++;
+            pthread_mutex_unlock(&p->mu);
+        } else {
+            rc = send_bounded(c->fd, c->uin + off, (size_t)used);
+        }
+        if (rc != 0)
+            return -1;
+        off += (size_t)used;
+    }
+    memmove(c->uin, c->uin + off, c->ulen - off);
+    c->ulen -= off;
+    return 0;
+}
+
+static void *icept_main(void *arg) {
+    emq_icept *p = arg;
+    for (;;) {
+        char drain[64];
+        while (read(p->wake[0], drain, sizeof drain) > 0)
+            ;
+        pthread_mutex_lock(&p->mu);
+        int stop = p->stop;
+        pthread_mutex_unlock(&p->mu);
+        if (stop)
+            break;
+        struct pollfd fds[2 + 2 * MAX_CONNS];
+        icept_conn *owner[2 + 2 * MAX_CONNS];
+        int nfds = 0;
+        fds[nfds++] = (struct pollfd){p->wake[0], POLLIN, 0};
+        fds[nfds++] = (struct pollfd){p->listen_fd, POLLIN, 0};
+        for (int i = 0; i < MAX_CONNS; i++) {
+            icept_conn *c = &p->conns[i];
+            if (c->fd < 0)
+                continue;
+            owner[nfds] = c;
+            fds[nfds++] = (struct pollfd){c->fd, POLLIN, 0};
+            owner[nfds] = c;
+            fds[nfds++] = (struct pollfd){c->up, POLLIN, 0};
+        }
+        if (poll(fds, (nfds_t)nfds, 100) <= 0)
+            continue;
+        if (fds[1].revents & POLLIN) {
+            int fd = accept(p->listen_fd, NULL, NULL);
+            if (fd >= 0) {
+                pthread_mutex_lock(&p->mu);
+                p->accepted++;
+                pthread_mutex_unlock(&p->mu);
+                icept_conn *slot = NULL;
+                for (int i = 0; i < MAX_CONNS && slot == NULL; i++)
+                    if (p->conns[i].fd < 0)
+                        slot = &p->conns[i];
+                int up = slot ? connect_upstream(p->upstream_port) : -1;
+                int *tags = up >= 0 ? malloc(ICEPT_TAGS * sizeof *tags) : NULL;
+                if (slot == NULL || up < 0 || tags == NULL) {
+                    close(fd);
+                    if (up >= 0)
+                        close(up);
+                    free(tags);
+                } else {
+                    int one = 1;
+                    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+                    slot->fd = fd;
+                    slot->up = up;
+                    slot->tags = tags;
+                }
+            }
+        }
+        for (int i = 2; i < nfds; i++) {
+            icept_conn *c = owner[i];
+            if (fds[i].revents == 0 || c->fd < 0)
+                continue;
+            int rc = fds[i].fd == c->fd ? icept_client(p, c)
+                                        : icept_upstream(p, c);
+            if (rc != 0)
+                icept_close(c);
+        }
+    }
+    return NULL;
+}
+
+emq_icept *emq_icept_start(int upstream_port, const emq_icept_rule *rules,
+                           size_t n) {
+    if (n > ICEPT_RULES)
+        FAIL("emq_icept_start: at most %d rules", ICEPT_RULES);
+    emq_icept *p = calloc(1, sizeof *p);
+    if (p == NULL || (p->log = malloc(ICEPT_LOG_MAX + 1)) == NULL)
+        FAIL("emq_icept_start: out of memory");
+    p->log[0] = '\0';
+    p->nrules = n;
+    p->upstream_port = upstream_port;
+    for (size_t i = 0; i < n; i++) {
+        p->rules[i] = rules[i];
+        size_t len = rules[i].reply_len ? rules[i].reply_len
+                                        : strlen(rules[i].reply);
+        char *copy = malloc(len ? len : 1);
+        if (copy == NULL)
+            FAIL("emq_icept_start: out of memory");
+        memcpy(copy, rules[i].reply, len);
+        p->rules[i].reply = copy;
+        p->rules[i].reply_len = len;
+        p->left[i] = rules[i].times;
+        snprintf(p->cmd[i], sizeof p->cmd[i], "%s", rules[i].command);
+    }
+    for (int i = 0; i < MAX_CONNS; i++)
+        p->conns[i].fd = p->conns[i].up = -1;
+    p->listen_fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a;
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t alen = sizeof a;
+    if (p->listen_fd < 0 ||
+        bind(p->listen_fd, (struct sockaddr *)&a, sizeof a) != 0 ||
+        listen(p->listen_fd, 16) != 0 ||
+        getsockname(p->listen_fd, (struct sockaddr *)&a, &alen) != 0)
+        FAIL("intercepting proxy listen: %s", strerror(errno));
+    p->port = ntohs(a.sin_port);
+    snprintf(p->url, sizeof p->url, "redis://127.0.0.1:%d", p->port);
+    if (pipe(p->wake) != 0)
+        FAIL("pipe: %s", strerror(errno));
+    fcntl(p->wake[0], F_SETFL, O_NONBLOCK);
+    fcntl(p->wake[1], F_SETFL, O_NONBLOCK);
+    pthread_mutex_init(&p->mu, NULL);
+    if (pthread_create(&p->thread, NULL, icept_main, p) != 0)
+        FAIL("intercepting proxy: pthread_create failed");
+    return p;
+}
+
+void emq_icept_stop(emq_icept *p) {
+    if (p == NULL)
+        return;
+    pthread_mutex_lock(&p->mu);
+    p->stop = 1;
+    pthread_mutex_unlock(&p->mu);
+    if (write(p->wake[1], "x", 1) < 0) {
+        /* seen within one poll round anyway */
+    }
+    pthread_join(p->thread, NULL);
+    for (int i = 0; i < MAX_CONNS; i++)
+        if (p->conns[i].fd >= 0)
+            icept_close(&p->conns[i]);
+    close(p->listen_fd);
+    close(p->wake[0]);
+    close(p->wake[1]);
+    pthread_mutex_destroy(&p->mu);
+    for (size_t i = 0; i < p->nrules; i++)
+        free((char *)p->rules[i].reply);
+    free(p->log);
+    free(p);
+}
+
+const char *emq_icept_url(const emq_icept *p) { return p->url; }
+
+int emq_icept_accepted(const emq_icept *p) {
+    emq_icept *q = (emq_icept *)p;
+    pthread_mutex_lock(&q->mu);
+    int n = q->accepted;
+    pthread_mutex_unlock(&q->mu);
+    return n;
+}
+
+int emq_icept_replaced(const emq_icept *p) {
+    emq_icept *q = (emq_icept *)p;
+    pthread_mutex_lock(&q->mu);
+    int n = q->replaced;
+    pthread_mutex_unlock(&q->mu);
+    return n;
+}
+
+int emq_icept_saw(const emq_icept *p, const char *needle,
+                  const char *needle2) {
+    emq_icept *q = (emq_icept *)p;
+    int found = 0;
+    pthread_mutex_lock(&q->mu);
+    for (char *line = q->log; *line && !found;) {
+        char *end = strchr(line, '\n');
+        size_t n = end ? (size_t)(end - line) : strlen(line);
+        char save = line[n];
+        line[n] = '\0';
+        found = strstr(line, needle) != NULL &&
+                (needle2 == NULL || strstr(line, needle2) != NULL);
+        line[n] = save;
+        line = end ? end + 1 : line + n;
+    }
+    pthread_mutex_unlock(&q->mu);
+    return found;
+}

@@ -60,4 +60,41 @@ void emq_peer_drop(emq_peer *p);
  * kernel; connections stay open), 0 resumes. Takes effect before return. */
 void emq_peer_freeze(emq_peer *p, int on);
 
+
+/* ---- intercepting proxy ------------------------------------------------
+ *
+ * A proxy to a real server that parses the client's commands and the
+ * server's replies, forwards every command (so the server really runs it),
+ * and replaces the server's reply to a matching command with scripted
+ * bytes. Order and pipelining are kept: replies are matched to commands
+ * one by one. Every command seen is recorded (its arguments joined by
+ * spaces, each argument cut at 200 bytes) so a test can check what the
+ * client sent. One thread, poll(2) in 100 ms rounds; emq_icept_stop joins
+ * it. */
+typedef struct emq_icept_rule {
+    const char *command; /* command name, case-insensitive */
+    int last_arg_gt;     /* 1: only when the last argument is ">"; 0: only
+                            when it is not; -1: either */
+    const char *reply;   /* raw RESP bytes sent instead of the reply */
+    size_t reply_len;    /* 0: strlen(reply) */
+    int times;           /* matches to replace; -1: every one */
+} emq_icept_rule;
+
+typedef struct emq_icept emq_icept;
+
+/* Starts the proxy to 127.0.0.1:upstream_port with n rules (copied; the
+ * first matching rule with uses left wins). Fails the test when it cannot. */
+emq_icept *emq_icept_start(int upstream_port, const emq_icept_rule *rules,
+                           size_t n);
+void emq_icept_stop(emq_icept *p);
+const char *emq_icept_url(const emq_icept *p);
+/* Connections accepted so far. */
+int emq_icept_accepted(const emq_icept *p);
+/* Replies replaced so far. */
+int emq_icept_replaced(const emq_icept *p);
+/* 1 when one recorded command line contains needle and needle2 (NULL:
+ * only needle). */
+int emq_icept_saw(const emq_icept *p, const char *needle,
+                  const char *needle2);
+
 #endif /* EMQ_TEST_FAKEPEER_H */

@@ -172,6 +172,10 @@ uint64_t emq_route_reconnects(const emq_route *route);
 /* Socket of the connection to the slot's current node; -1 when none. */
 int emq_route_fd(const emq_route *route);
 
+/* Like emq_conn_set_cancel, for every connection of the route. */
+void emq_route_set_cancel(emq_route *route, const atomic_int *flag,
+                          int64_t grace_ms);
+
 /* 1 when the route talks to a Redis Cluster (a map or a NOPERM seed), 0
  * for a standalone server. */
 int emq_route_is_cluster(const emq_route *route);

@@ -91,7 +91,15 @@ struct emq_route {
     emq_route_stats stats;
     uint64_t rng;            /* jitter state */
     char name[EMQ_CLUSTER_HOST_MAX + 16]; /* current node, for messages */
+    const atomic_int *cancel; /* emq_route_set_cancel, for every read */
+    int64_t cancel_grace_ms;
 };
+
+/* Every connection the route reads from honours its cancel flag. */
+static emq_conn_t *armed(emq_route *r, emq_conn_t *conn) {
+    emq_conn_set_cancel(conn, r->cancel, r->cancel_grace_ms);
+    return conn;
+}
 
 /* ---- small helpers ---------------------------------------------------- */
 
@@ -322,13 +330,13 @@ static emq_status read_one(emq_route *r, int idx, emq_error *err) {
     emq_status st;
     if (c->asking) {
         emq_reply *ok = NULL;
-        st = emq_conn_get_reply(l->conn, &ok, err);
+        st = emq_conn_get_reply(armed(r, l->conn), &ok, err);
         if (st != EMQ_OK)
             return st;
         emq_reply_free(ok); /* +OK; an error would show in the reply too */
         c->asking = 0;
     }
-    st = emq_conn_get_reply(l->conn, &c->reply, err);
+    st = emq_conn_get_reply(armed(r, l->conn), &c->reply, err);
     if (st != EMQ_OK)
         return st;
     l->head = c->next;
@@ -781,7 +789,7 @@ emq_status emq_route_get_reply(emq_route *route, emq_reply **reply,
         return emq_error_set(err, EMQ_EINVAL, 0,
                              "route and reply must not be NULL");
     if (route->single)
-        return emq_conn_get_reply(route->single, reply, err);
+        return emq_conn_get_reply(armed(route, route->single), reply, err);
     if (route->broken.code != EMQ_OK)
         return sticky(route, err);
     if (route->qlen == 0)
@@ -811,6 +819,12 @@ emq_status emq_route_get_reply(emq_route *route, emq_reply **reply,
     return EMQ_OK;
 }
 
+void emq_route_set_cancel(emq_route *route, const atomic_int *flag,
+                          int64_t grace_ms) {
+    route->cancel = flag;
+    route->cancel_grace_ms = grace_ms;
+}
+
 emq_status emq_route_command(emq_route *route, int argc,
                              const char *const *argv, const size_t *argvlen,
                              emq_reply **reply, emq_error *err) {
@@ -820,8 +834,8 @@ emq_status emq_route_command(emq_route *route, int argc,
         return emq_error_set(err, EMQ_EINVAL, 0,
                              "route and reply must not be NULL");
     if (route->single)
-        return emq_conn_command(route->single, argc, argv, argvlen, reply,
-                                err);
+        return emq_conn_command(armed(route, route->single), argc, argv,
+                                argvlen, reply, err);
     if (route->broken.code != EMQ_OK)
         return sticky(route, err);
     if (route->qlen > 0)

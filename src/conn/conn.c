@@ -51,6 +51,9 @@ struct emq_conn {
     emq_error broken;        /* code != EMQ_OK once broken (sticky) */
     uint64_t reconnects;     /* successful emq_conn_reconnect calls */
     uint64_t rng;            /* backoff jitter state */
+    const atomic_int *cancel; /* emq_conn_set_cancel; NULL: none */
+    int64_t cancel_grace_ms;
+    int64_t overdue_at;      /* when the awaited reply is overdue; -1 */
 };
 
 /* ---- blocking commands -------------------------------------------------- */
@@ -180,6 +183,9 @@ static emq_status break_conn(emq_conn_t *c, const emq_error *e,
     return sticky(c, err);
 }
 
+/* A read with a cancel flag looks at it this often. */
+#define CANCEL_SLICE_MS 50
+
 /* ---- I/O under deadlines ---------------------------------------------- */
 
 /* Writes all of c->out before deadline (-1: none). Returns EMQ_OK, or the
@@ -265,7 +271,24 @@ static emq_status read_reply(emq_conn_t *c, int64_t deadline, int64_t base_ms,
         }
         short events = wait_first ? POLLIN : c->t->want;
         wait_first = 0;
-        int w = emq_transport_wait(c->t->fd, events, deadline);
+        /* With a cancel flag, wait in slices to look at it. */
+        int64_t until = deadline;
+        if (c->cancel != NULL) {
+            int64_t slice = emq_now_ms() + CANCEL_SLICE_MS;
+            if (until < 0 || slice < until)
+                until = slice;
+        }
+        int w = emq_transport_wait(c->t->fd, events, until);
+        if (w == 0 && until != deadline) {
+            if (atomic_load(c->cancel) && c->overdue_at >= 0 &&
+                emq_now_ms() >= c->overdue_at)
+                return emq_error_set(e, EMQ_ECLOSED, 1,
+                                     "gave up waiting for a reply from %s: "
+                                     "a stop was asked and the reply is "
+                                     "overdue",
+                                     c->name);
+            continue;
+        }
         if (w == 0) {
             if (extra_ms > 0)
                 return emq_error_set(e, EMQ_ETIMEDOUT, 1,
@@ -281,6 +304,12 @@ static emq_status read_reply(emq_conn_t *c, int64_t deadline, int64_t base_ms,
             return emq_error_set(e, EMQ_EIO, 1, "waiting for %s failed",
                                  c->name);
     }
+}
+
+void emq_conn_set_cancel(emq_conn_t *c, const atomic_int *flag,
+                         int64_t grace_ms) {
+    c->cancel = flag;
+    c->cancel_grace_ms = grace_ms;
 }
 
 /* ---- pipeline bookkeeping --------------------------------------------- */
@@ -332,6 +361,8 @@ static emq_status next_reply(emq_conn_t *c, int64_t base_timeout_ms,
     if (st != EMQ_OK)
         return st;
     int64_t extra = c->waits[c->head];
+    c->overdue_at =
+        extra >= 0 ? emq_now_ms() + extra + c->cancel_grace_ms : -1;
     int64_t deadline = -1;
     if (base_timeout_ms > 0 && extra >= 0)
         deadline = emq_now_ms() + base_timeout_ms + extra;

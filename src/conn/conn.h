@@ -12,6 +12,8 @@
 
 #include "../resp/resp.h"
 
+#include <stdatomic.h>
+
 /* ---- url.c ------------------------------------------------------------ */
 
 typedef enum emq_url_scheme {
@@ -81,5 +83,14 @@ int64_t emq_backoff_delay(int64_t min_ms, int64_t max_ms, unsigned attempt,
  * block forever (a zero timeout). */
 int64_t emq_conn_block_ms(int argc, const char *const *argv,
                           const size_t *argvlen);
+
+/* Lets a read that waits for a reply give up once *flag is non-zero and
+ * the reply is overdue: grace_ms past the command's own blocking time. The
+ * read then fails with EMQ_ECLOSED and the connection is broken, so a stop
+ * is not held up by a stalled server for command_timeout_ms. flag NULL:
+ * never (the default). The flag is read, never written; it must outlive
+ * its use. */
+void emq_conn_set_cancel(emq_conn_t *c, const atomic_int *flag,
+                         int64_t grace_ms);
 
 #endif /* EMQ_CONN_H */

@@ -321,14 +321,6 @@ static emq_status read_new(emq_consumer_t *c, emq_error *err) {
              * the route; a closed connection shows up on the next call. */
             emq_consumer_log(c, EMQ_LOG_DEBUG, "read ended by %s; reading "
                              "again", shown);
-        } else if (emq_reply_is_error(reply, "READONLY")) {
-            /* The master was demoted: find the new one. */
-            emq_consumer_log(c, EMQ_LOG_WARNING,
-                             "server is a read-only replica (%s); "
-                             "reconnecting to find the master",
-                             shown);
-            st = emq_error_set(err, EMQ_EIO, 1, "server is a replica: %s",
-                               shown);
         } else if (emq_reply_not_now(reply, EMQ_XCHG_WAIT_OOM)) {
             /* Waited out for minutes, or a stop: try again later. */
             st = emq_error_set(err, EMQ_EIO, 1, "server not ready: %s", shown);
@@ -379,16 +371,27 @@ static emq_status recover_from(emq_consumer_t *c, step_end end,
     case STEP_FATAL:
         return EMQ_OK;
     case STEP_RECONNECT:
-        emq_consumer_log(c, EMQ_LOG_WARNING,
-                         "connection failed (%s); reconnecting",
-                         err && err->message[0] ? err->message
-                                                : "transport failure");
+        /* Once per episode: a server that keeps breaking sessions (a
+         * replica, a malformed reply) is logged when it starts. */
+    {
+        const char *why = err->message[0] ? err->message : "transport failure";
+        int news = c->rx.failures == 0 ||
+                   strncmp(why, c->rx.last_reason, sizeof c->rx.last_reason - 1);
+        size_t keep = strlen(why) < sizeof c->rx.last_reason
+                          ? strlen(why)
+                          : sizeof c->rx.last_reason - 1;
+        memcpy(c->rx.last_reason, why, keep);
+        c->rx.last_reason[keep] = '\0';
+        emq_consumer_log(c, news ? EMQ_LOG_WARNING : EMQ_LOG_DEBUG,
+                         "connection failed (%s); reconnecting", why);
+    }
         st = emq_xchg_reconnect(&c->rx, err);
         break;
     case STEP_GROUP_LOST:
         st = group_lost(c, err);
         break;
     case STEP_LEASE:
+        c->lease_lapsed = 1;
         emq_consumer_log(c, EMQ_LOG_WARNING,
                          "the lease is not known held (its renewal did not "
                          "get through in time); taking it again before "

@@ -74,6 +74,7 @@ typedef struct emq_xchg {
                            this flag (the upkeep runs on after a stop, until
                            the handler in progress has finished) */
     uint64_t rng;       /* backoff jitter */
+    char last_reason[48]; /* why the last session failed (logged once) */
 } emq_xchg;
 
 /* Applies the reply of one appended command (tag as given to append).
@@ -287,6 +288,7 @@ struct emq_consumer {
     pthread_mutex_t fatal_mu;
     /* Monotonic ms until which the lease is known held; 0: not held. */
     _Atomic int64_t lease_deadline_ms;
+    int lease_lapsed;       /* held, then its deadline passed (run thread) */
     stats_counters stats;
 
     emq_field *fields;      /* scratch for the handler's field array */

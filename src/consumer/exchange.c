@@ -27,6 +27,10 @@ void emq_consumer_log(emq_consumer_t *c, int level, const char *fmt, ...) {
                  c->name, c->group, c->keys.stream, message);
 }
 
+/* How overdue a reply may be, once a stop was asked, before it is given
+ * up. */
+#define STOP_GRACE_MS 500
+
 /* A stop waits this long at most for a nap to notice it. */
 #define NAP_SLICE_MS 20
 
@@ -72,9 +76,9 @@ int emq_reply_not_now(const emq_reply *r, unsigned flags) {
     if (emq_reply_kind(r) != EMQ_REPLY_ERROR)
         return 0;
     for (size_t i = 0; i < sizeof words / sizeof words[0]; i++)
-        if (emq_reply_is_error(r, words[i]))
+        if (emq_reply_mentions(r, words[i]))
             return 1;
-    return (flags & EMQ_XCHG_WAIT_OOM) && emq_reply_is_error(r, "OOM");
+    return (flags & EMQ_XCHG_WAIT_OOM) && emq_reply_mentions(r, "OOM");
 }
 
 int emq_xchg_transport_failure(emq_status st) {
@@ -126,7 +130,13 @@ emq_status emq_xchg_open(emq_xchg *x, emq_consumer_t *c, const char *what,
     x->what = what;
     x->halt = halt;
     x->rng = (uint64_t)emq_now_ms() ^ (uint64_t)(uintptr_t)x;
-    return emq_route_new(c->conf, c->keys.stream, &x->route, err);
+    emq_status st = emq_route_new(c->conf, c->keys.stream, &x->route, err);
+    /* A stop is not held up by a stalled server: a reply overdue by
+     * STOP_GRACE_MS once it was asked is given up (the connection with it;
+     * what it would have delivered stays pending to this name). */
+    if (st == EMQ_OK)
+        emq_route_set_cancel(x->route, halt ? halt : &c->stop, STOP_GRACE_MS);
+    return st;
 }
 
 void emq_xchg_close(emq_xchg *x) {
@@ -205,6 +215,16 @@ emq_status emq_xchg_call(emq_xchg *x, unsigned flags, int argc,
             emq_route_command(x->route, argc, argv, argvlen, reply, err);
         if (st != EMQ_OK)
             return st;
+        if (emq_reply_mentions(*reply, "READONLY")) {
+            /* Every command of a consumer writes: the server was demoted
+             * to a replica, so find the master (the caller reconnects). */
+            char shown[160];
+            emq_reply_text(*reply, shown, sizeof shown);
+            emq_reply_free(*reply);
+            *reply = NULL;
+            return emq_error_set(err, EMQ_EIO, 1,
+                                 "server is a read-only replica (%s)", shown);
+        }
         if (!emq_reply_not_now(*reply, flags))
             break;
         if (emq_xchg_halted(x) || emq_now_ms() - began >= NOT_NOW_WAIT_MS)

@@ -185,6 +185,13 @@ static void extend_deadline(emq_consumer_t *c, int64_t sent_ms) {
 
 static emq_status refused(emq_consumer_t *c, const char *holder,
                           long long ms, emq_error *err) {
+    if (c->lease_lapsed)
+        return emq_error_set(
+            err, EMQ_ESERVER, 0,
+            "consumer '%s' lost its lease '%s': another process (%s) took "
+            "the name while this one was stalled; stopping so that one name "
+            "never runs twice",
+            c->name, c->lease_key, holder);
     return emq_error_set(
         err, EMQ_EINVAL, 0,
         "consumer name '%s' of group '%s' is in use by another live process "
@@ -224,6 +231,7 @@ emq_status emq_lease_acquire(emq_consumer_t *c, emq_error *err) {
         if (emq_reply_integer(emq_reply_at(reply, 0)) == 1) {
             emq_reply_free(reply);
             extend_deadline(c, sent);
+            c->lease_lapsed = 0;
             if (waited_for[0])
                 emq_consumer_log(c, EMQ_LOG_INFO,
                                  "took the lease after %s let it expire",
@@ -254,6 +262,7 @@ emq_status emq_lease_acquire(emq_consumer_t *c, emq_error *err) {
             emq_reply_free(reply);
             if (got == 1) {
                 extend_deadline(c, sent);
+                c->lease_lapsed = 0;
                 emq_consumer_log(c, EMQ_LOG_INFO,
                                  "took over the lease left by dead process "
                                  "%s",

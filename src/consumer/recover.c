@@ -107,7 +107,15 @@ static const char self_script[] =
     "  counts[i] = byid[e[1]] or 1\n"
     "  local due = redis.call('ZSCORE', KEYS[2], e[1])\n"
     "  waits[i] = 0\n"
-    "  if due and tonumber(due) > now then waits[i] = tonumber(due) - now end\n"
+    "  if due and tonumber(due) > now then\n"
+    "    waits[i] = tonumber(due) - now\n"
+    "    -- not handed out before its time: this read does not count\n"
+    "    if e[2] and counts[i] > 1 then\n"
+    "      counts[i] = counts[i] - 1\n"
+    "      redis.call('XCLAIM', KEYS[1], ARGV[1], ARGV[2], 0, e[1],"
+    " 'RETRYCOUNT', counts[i], 'JUSTID')\n"
+    "    end\n"
+    "  end\n"
     "end\n"
     "return {entries, counts, waits}\n";
 

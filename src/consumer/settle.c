@@ -202,6 +202,10 @@ emq_status emq_settle_apply(void *consumer, int tag, const emq_reply *reply,
                                         "the dead-letter move"};
     const char *what = tag >= TAG_XACK && tag <= TAG_DEAD ? names[tag] : "?";
     if (emq_reply_kind(reply) == EMQ_REPLY_ERROR) {
+        if (emq_reply_mentions(reply, "READONLY"))
+            return emq_error_set(err, EMQ_EIO, 1,
+                                 "%s: the server is a read-only replica (READONLY)",
+                                 what);
         if (emq_reply_not_now(reply, tag == TAG_XACK ? EMQ_XCHG_WAIT_OOM : 0))
             return EMQ_EAGAIN; /* did not run: send again later */
         if (permanent(reply)) {

@@ -35,6 +35,9 @@ static emq_status apply(void *ctx, int tag, const emq_reply *reply,
                         emq_error *err) {
     round *r = ctx;
     emq_consumer_t *c = r->c;
+    if (emq_reply_mentions(reply, "READONLY"))
+        return emq_error_set(err, EMQ_EIO, 1,
+                             "the server is a read-only replica (READONLY)");
     if (tag == TAG_RENEW)
         return emq_lease_renewed(c, reply, r->sent_ms, err);
     if (tag == TAG_REFRESH) {

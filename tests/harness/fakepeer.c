@@ -711,6 +711,9 @@ static int icept_client(emq_icept *p, icept_conn *c) {
             if (p->rules[i].last_arg_gt >= 0 &&
                 p->rules[i].last_arg_gt != last_gt)
                 continue;
+            if (p->rules[i].contains != NULL &&
+                strstr(line, p->rules[i].contains) == NULL)
+                continue;
             if (p->left[i] > 0)
                 p->left[i]--;
             tag = (int)i;

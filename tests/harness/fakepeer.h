@@ -78,6 +78,8 @@ typedef struct emq_icept_rule {
     const char *reply;   /* raw RESP bytes sent instead of the reply */
     size_t reply_len;    /* 0: strlen(reply) */
     int times;           /* matches to replace; -1: every one */
+    const char *contains; /* NULL, or text the recorded command line must
+                             hold (e.g. a word of a script) */
 } emq_icept_rule;
 
 typedef struct emq_icept emq_icept;

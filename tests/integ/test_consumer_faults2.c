@@ -629,9 +629,11 @@ static int connections_in_3s(const emq_icept_rule *rule, size_t *handled,
 }
 
 TEST_TIMEOUT(faults2_malformed_history_reply_bounded_reconnects, 30) {
-    /* Every history read answered [[stream, 5]]: entries not an array. */
-    static const char bad[] = "*1\r\n*2\r\n$10\r\nemq:{jobs}\r\n:5\r\n";
-    emq_icept_rule rule = {"XREADGROUP", 0, bad, 0, -1};
+    /* Every history read (a script that runs XREADGROUP and returns
+     * {entries, counts, waits}) answered with entries that are not an
+     * array. */
+    static const char bad[] = "*3\r\n:5\r\n*0\r\n*0\r\n";
+    emq_icept_rule rule = {"EVAL", 0, bad, 0, -1, "'XREADGROUP'"};
     size_t handled;
     int replaced;
     int accepted = connections_in_3s(&rule, &handled, &replaced);
@@ -646,10 +648,10 @@ TEST_TIMEOUT(faults2_malformed_history_reply_bounded_reconnects, 30) {
 TEST_TIMEOUT(faults2_repeated_history_page_bounded, 30) {
     /* Every history read answered with the same page, whatever the cursor:
      * recovery must not go round forever. */
-    static const char page[] = "*1\r\n*2\r\n$10\r\nemq:{jobs}\r\n"
-                               "*1\r\n*2\r\n$3\r\n1-1\r\n"
-                               "*2\r\n$1\r\nn\r\n$4\r\nmine\r\n";
-    emq_icept_rule rule = {"XREADGROUP", 0, page, 0, -1};
+    static const char page[] = "*3\r\n*1\r\n*2\r\n$3\r\n1-1\r\n"
+                               "*2\r\n$1\r\nn\r\n$4\r\nmine\r\n"
+                               "*1\r\n:1\r\n*1\r\n:0\r\n";
+    emq_icept_rule rule = {"EVAL", 0, page, 0, -1, "'XREADGROUP'"};
     size_t handled;
     int replaced;
     int accepted = connections_in_3s(&rule, &handled, &replaced);
@@ -676,7 +678,7 @@ TEST_TIMEOUT(faults2_malformed_entries_dead_lettered_good_one_handled, 30) {
         "*2\r\n$3\r\n5-0\r\n*3\r\n$1\r\nf\r\n$1\r\nv\r\n$1\r\nx\r\n"
         "*2\r\n$3\r\n6-0\r\n*2\r\n:7\r\n$1\r\nv\r\n"
         "*2\r\n$3\r\n7-0\r\n*2\r\n$1\r\nn\r\n$4\r\ngood\r\n";
-    emq_icept_rule rule = {"XREADGROUP", 1, shown, 0, 1};
+    emq_icept_rule rule = {"XREADGROUP", 1, shown, 0, 1, NULL};
     emq_icept *p = emq_icept_start(emq_srv_port(s), &rule, 1);
     static slow h;
     slow_init(&h);

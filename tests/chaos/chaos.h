@@ -3,13 +3,15 @@
  * The harness is one program (build/chaos) with two roles. Run plainly it
  * is the orchestrator (main.c): it starts a private redis-server with
  * appendonly yes / appendfsync always, a fault-injecting TCP proxy, a
- * producer thread (producer.c) and W worker processes, injects the faults
- * of a schedule drawn from a seed, waits for the queue to drain, stops the
- * workers and runs the checker (check.c). Run with --worker it is one
- * worker (worker.c): an echomq consumer whose handler appends every
- * delivery to a ledger file. The orchestrator starts workers by re-running
- * its own executable, so a worker is a fresh process, never a fork of a
- * threaded one.
+ * producer thread (producer.c) and W worker processes (plus K in their own
+ * PID namespace), injects the faults of a schedule drawn from a seed (also
+ * second processes under a live worker's name, and MISCONF episodes),
+ * waits for the queue to drain, stops the workers and runs the checker
+ * (check.c). Run with --worker it is one worker (worker.c): an echomq
+ * consumer whose handler records the start and the end of every call in a
+ * ledger file and sleeps the job's planned duration. The orchestrator
+ * starts workers by re-running its own executable, so a worker is a fresh
+ * process, never a fork of a threaded one.
  */
 #ifndef EMQ_CHAOS_H
 #define EMQ_CHAOS_H
@@ -82,7 +84,9 @@ enum {
     INTRUDER_REFUSED = 1, /* exited with "in use by another live process" */
     INTRUDER_WAITED,      /* still waiting when stopped; exit status 0 */
     INTRUDER_OTHER,       /* anything else: a violation */
-    INTRUDER_SKIPPED      /* the target was not running */
+    INTRUDER_SKIPPED,     /* the target was not running or held no lease */
+    INTRUDER_TARGET_DIED  /* the target's incarnation ended during the
+                             episode: only calls before that count */
 };
 
 /* The plan of one job, drawn from the seed, carried in its fields
@@ -102,7 +106,9 @@ typedef struct fault {
     int pidns;           /* INTRUDER: started in its own PID namespace */
     int outcome;         /* INTRUDER: INTRUDER_*; MISCONF: 1 when MISCONF
                             was seen and the restore succeeded */
-    char detail[200];    /* what happened, for the report */
+    int64_t target_died_ms; /* INTRUDER: when the target's incarnation
+                               ended during the episode; 0: it lived */
+    char detail[300];    /* what happened, for the report */
     int64_t at_ms;       /* planned offset from the start of the run */
     int64_t duration_ms; /* stop/freeze length, or the pause before a
                             restart */

@@ -524,34 +524,46 @@ int chaos_check(const chaos_run *run) {
         }
     }
     int intruders = 0, intruders_refused = 0, intruders_waited = 0,
-        intruders_pidns = 0, intruders_bad = 0;
+        intruders_pidns = 0, intruders_bad = 0, intruders_skipped = 0;
     long intruder_calls = 0;
     char intruder_report[2048] = "";
     size_t ir_used = 0;
     for (int i = 0; i < run->nfaults; i++) {
         const fault *f = &run->faults[i];
-        if (f->kind != FAULT_INTRUDER || f->began_ms == 0 ||
-            f->outcome == INTRUDER_SKIPPED)
+        if (f->kind != FAULT_INTRUDER || f->began_ms == 0)
             continue;
+        if (f->outcome == INTRUDER_SKIPPED) {
+            intruders_skipped++;
+            continue;
+        }
         intruders++;
         intruders_pidns += f->pidns;
         char path[4096];
         snprintf(path, sizeof path, "%s/intruder-%d.ledger", run->dir, i + 1);
+        size_t first = l.n;
         long calls = read_ledger(&l, path, N);
         if (calls < 0) {
             printf("checker: out of memory reading %s\n", path);
             violations++;
             calls = 0;
         }
-        intruder_calls += calls;
-        int bad = calls > 0 || f->outcome == INTRUDER_OTHER;
+        /* Calls made while the target's incarnation lived break the
+         * promise; later ones (the name was free) are only reported. */
+        long live_calls = 0;
+        for (size_t k = first; k < l.n; k++)
+            if (f->target_died_ms == 0 || l.r[k].t_start < f->target_died_ms)
+                live_calls++;
+        intruder_calls += live_calls;
+        int bad = live_calls > 0 || f->outcome == INTRUDER_OTHER;
         intruders_bad += bad;
         intruders_refused += f->outcome == INTRUDER_REFUSED;
         intruders_waited += f->outcome == INTRUDER_WAITED;
         int n = snprintf(intruder_report + ir_used,
                          sizeof intruder_report - ir_used,
-                         "      %sintruder-%d: %s; %ld handler calls\n",
-                         bad ? "VIOLATION " : "", i + 1, f->detail, calls);
+                         "      %sintruder-%d: %s; %ld handler calls, %ld of "
+                         "them while its target lived\n",
+                         bad ? "VIOLATION " : "", i + 1, f->detail, calls,
+                         live_calls);
         if (n > 0 && (size_t)n < sizeof intruder_report - ir_used)
             ir_used += (size_t)n;
     }
@@ -573,6 +585,8 @@ int chaos_check(const chaos_run *run) {
     long long *gaps = calloc((size_t)(N > 0 ? N : 1) * 2 + 16, sizeof *gaps);
     long ngaps = 0;
     int shown = 0;
+    const char *kinds[8] = {NULL};
+    int kind_shown[8] = {0};
     size_t i = 0;
     for (long job = 0; job < N; job++) {
         size_t from = i;
@@ -651,11 +665,21 @@ int chaos_check(const chaos_run *run) {
             if (what == NULL)
                 what = "UNEXPLAINED duplicate";
         }
-        if (what && shown < 10) {
-            if (shown == 0)
-                printf("  jobs that break a promise (first 10):\n");
-            show_job(run, &s, &l, from, to, job, what);
-            shown++;
+        if (what) {
+            /* The first 5 jobs of each kind of broken promise. */
+            int slot = 0;
+            while (slot < 8 && kinds[slot] && kinds[slot] != what)
+                slot++;
+            if (slot < 8 && kinds[slot] == NULL)
+                kinds[slot] = what;
+            if (slot < 8 && kind_shown[slot] < 5) {
+                if (shown == 0)
+                    printf("  jobs that break a promise (the first 5 of "
+                           "each kind):\n");
+                show_job(run, &s, &l, from, to, job, what);
+                kind_shown[slot]++;
+                shown++;
+            }
         }
     }
     long long gap_min = 0, gap_med = 0, gap_max = 0;
@@ -715,11 +739,12 @@ int chaos_check(const chaos_run *run) {
         printf(" %ld %s,", why[w], why_name[w]);
     printf(" %ld UNEXPLAINED (in %ld jobs)\n", why[WHY_NONE],
            dup_unexplained);
-    printf("  intruders           %d started (%d in their own PID namespace): "
-           "%d refused, %d still waiting when stopped, %d VIOLATIONS; %ld "
-           "handler calls (must be 0)\n",
-           intruders, intruders_pidns, intruders_refused, intruders_waited,
-           intruders_bad, intruder_calls);
+    printf("  intruders           %d started (%d in their own PID namespace; "
+           "%d skipped: target not settled): %d refused, %d still waiting "
+           "when stopped, %d VIOLATIONS; %ld handler calls while the target "
+           "lived (must be 0)\n",
+           intruders, intruders_pidns, intruders_skipped, intruders_refused,
+           intruders_waited, intruders_bad, intruder_calls);
     if (intruder_report[0])
         printf("%s", intruder_report);
     printf("  pid namespaces      %d of %d workers in their own\n",

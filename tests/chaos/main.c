@@ -47,6 +47,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stddef.h>
@@ -98,6 +99,7 @@ typedef struct worker {
     int pidns;        /* runs in its own PID namespace */
     int64_t last_start;
     int64_t respawn_at; /* after an exit nobody asked for; 0: none due */
+    int64_t died_ms;    /* when its last incarnation ended (any way) */
 } worker;
 
 static worker workers[CHAOS_MAX_WORKERS + 1];
@@ -124,6 +126,20 @@ static pid_t child_of(pid_t parent) {
         child = strtol(buf, NULL, 10);
     fclose(f);
     return (pid_t)child;
+}
+
+/* 1 when pid has exited (a zombie nobody reaped yet) or is gone. */
+static int is_zombie(pid_t pid) {
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/%ld/stat", (long)pid);
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+        return 1;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    const char *p = strrchr(buf, ')');
+    return p == NULL || p[1] == '\0' || p[2] == 'Z' || p[2] == 'X';
 }
 
 /* Starts one worker process: the consumer `name`, writing ledger (a file
@@ -183,11 +199,12 @@ static pid_t spawn_process(const char *name, int id, int inc,
         /* Signals go to the worker itself, not to unshare. */
         int64_t until = chaos_now_ms() + 3000;
         pid_t c = 0;
-        while ((c = child_of(pid)) == 0 && chaos_now_ms() < until)
+        while ((c = child_of(pid)) == 0 && chaos_now_ms() < until &&
+               !is_zombie(pid))
             chaos_sleep_ms(5);
         if (c > 0)
             *target = c;
-        else
+        else if (!is_zombie(pid))
             printf("chaos: WARNING: no child of unshare %ld found; signals "
                    "go to unshare\n",
                    (long)pid);
@@ -213,6 +230,7 @@ static pid_t spawn_worker(int i) {
 static void kill_worker(worker *w) {
     if (w->pid <= 0)
         return;
+    w->died_ms = chaos_now_ms();
     kill(w->target, SIGKILL);
     if (w->target != w->pid) {
         /* unshare follows its child; bounded, then force it. */
@@ -248,6 +266,7 @@ static void watch_workers(void) {
         if (r != w->pid)
             continue;
         workers_died++;
+        w->died_ms = now;
         printf("[%7.3f] VIOLATION: worker chaos-%d (incarnation %d) exited "
                "on its own (%s %d); see %s/chaos-%d.log; restarting it\n",
                (now - run_start) / 1000.0, i, w->starts,
@@ -593,13 +612,38 @@ static int file_has(const char *path, const char *needle, char *line,
  * f->duration_ms for it to be refused, then stops it (SIGTERM; SIGKILL
  * after 8 s). It must be refused ("in use by another live process") or
  * still be waiting; the checker verifies that its ledger is empty. */
-static void intruder_episode(fault *f, int pos) {
+static void intruder_episode(fault *f, int pos, emq_srv *srv) {
     worker *w = &workers[f->worker];
     if (w->pid <= 0) {
         f->outcome = INTRUDER_SKIPPED;
         snprintf(f->detail, sizeof f->detail, "chaos-%d was not running",
                  f->worker);
         return;
+    }
+    /* The target must be settled in its name: running for 2 s and its
+     * lease key present (docs/KEYSPACE.md), or the intruder could win a
+     * race with a worker that is still starting, which proves nothing. */
+    char key[128], out[512];
+    snprintf(key, sizeof key, "emq:{%s}:lease:%s:chaos-%d", CHAOS_QUEUE,
+             CHAOS_GROUP, f->worker);
+    int64_t settle_until = chaos_now_ms() + 10000;
+    for (;;) {
+        int held = emq_srv_cmd(srv, out, sizeof out, "EXISTS", key, NULL) ==
+                       ':' &&
+                   strcmp(out, "1") == 0;
+        if (w->pid > 0 && held && chaos_now_ms() - w->last_start >= 2000)
+            break;
+        if (chaos_now_ms() > settle_until || w->pid <= 0) {
+            f->outcome = INTRUDER_SKIPPED;
+            snprintf(f->detail, sizeof f->detail,
+                     "chaos-%d %s; no intruder started", f->worker,
+                     w->pid <= 0 ? "was not running"
+                                 : "held no lease for 10 s");
+            printf("[%7.3f]   intruder: %s\n",
+                   (chaos_now_ms() - run_start) / 1000.0, f->detail);
+            return;
+        }
+        wait_until(chaos_now_ms() + 50);
     }
     f->inc = w->starts;
     int ns = f->pidns && pidns_ok;
@@ -641,6 +685,11 @@ static void intruder_episode(fault *f, int pos) {
             chaos_sleep_ms(10);
         }
     }
+    /* Did the target's incarnation end meanwhile (of its own, or because
+     * the intruder took its lease)? Calls of the intruder after that are
+     * not a second process under a live name. */
+    if (w->starts != f->inc || w->pid <= 0)
+        f->target_died_ms = w->died_ms ? w->died_ms : chaos_now_ms();
     char line[300] = "";
     int refused_msg = file_has(logpath, "in use by another live process",
                                line, sizeof line);
@@ -656,6 +705,16 @@ static void intruder_episode(fault *f, int pos) {
         snprintf(f->detail, sizeof f->detail,
                  "%s%s still waiting after %lld ms; stopped", name,
                  ns ? " (pidns)" : "", (long long)(t_exit - t0));
+    } else if (f->target_died_ms) {
+        f->outcome = INTRUDER_TARGET_DIED;
+        snprintf(f->detail, sizeof f->detail,
+                 "%s%s: %s after %lld ms with %s %d; the target's incarnation "
+                 "%d ended at %.3f s, during the episode; see %s",
+                 name, ns ? " (pidns)" : "",
+                 terminated ? "stopped by the harness" : "exited",
+                 (long long)(t_exit - t0), code >= 0 ? "status" : "signal",
+                 code >= 0 ? code : -code, f->inc,
+                 (f->target_died_ms - run_start) / 1000.0, log);
     } else {
         f->outcome = INTRUDER_OTHER;
         snprintf(f->detail, sizeof f->detail,
@@ -710,7 +769,7 @@ static void inject(fault *f, int pos, emq_srv *srv, emq_peer *proxy) {
         emq_peer_freeze(proxy, 0);
         break;
     case FAULT_INTRUDER:
-        intruder_episode(f, pos);
+        intruder_episode(f, pos, srv);
         break;
     case FAULT_MISCONF:
         misconf_episode(f, srv);
@@ -1072,6 +1131,16 @@ int main(int argc, char **argv) {
     if (mkdtemp(run_dir) == NULL) {
         fprintf(stderr, "chaos: mkdtemp %s: %s\n", run_dir, strerror(errno));
         return 2;
+    }
+    if (run_dir[0] != '/') { /* the server fixture changes folders */
+        char abs[PATH_MAX];
+        if (realpath(run_dir, abs) == NULL ||
+            strlen(abs) >= sizeof run_dir) {
+            fprintf(stderr, "chaos: realpath %s: %s\n", run_dir,
+                    strerror(errno));
+            return 2;
+        }
+        snprintf(run_dir, sizeof run_dir, "%s", abs);
     }
     chaos_set_tmpdir(run_dir);
 

@@ -801,7 +801,7 @@ static void usage(void) {
             "claim idle 2000 ms, lease TTL 5000 ms, handlers 1..4 ms with 2 per\n"
             "mille up to 3 x claim idle, 20 per mille of jobs retried 1-2 times\n"
             "with retry backoff 200 ms, settle slack 2000 ms, fault counts\n"
-            "from T, D = 120. See docs/RELIABILITY.md.\n");
+            "from T, D = 300. See docs/RELIABILITY.md.\n");
     exit(2);
 }
 
@@ -848,7 +848,7 @@ static void parse(int argc, char **argv, options *o) {
     o->seconds = -1;
     o->poison = 10;
     o->max_deliveries = 5;
-    o->drain_seconds = 120;
+    o->drain_seconds = 300;
     o->claim_idle_ms = 2000;
     o->lease_ttl_ms = 5000;
     o->short_ms = 4;
@@ -1053,12 +1053,13 @@ static int pidns_check(char *why, size_t size) {
 /* The plan of every job, from the seed: poison (already placed), the
  * handler duration, the retries a healthy job asks for. */
 static void plan_jobs(const options *o, job_plan *plan, long *nlong,
-                      long *nretry) {
+                      long *nretry, double *total_s) {
     chaos_rng r = {o->seed ^ 0x6a6f62706c616e73ull}; /* "jobplans" */
     int64_t long_lo = o->claim_idle_ms / 4 > 1 ? o->claim_idle_ms / 4 : 1;
     if (long_lo > o->handler_max_ms)
         long_lo = o->handler_max_ms;
     *nlong = *nretry = 0;
+    *total_s = 0;
     for (long j = 0; j < o->jobs; j++) {
         int is_long = (long)(chaos_rand(&r) % 1000) < o->long_permille;
         int64_t ms = is_long ? chaos_range(&r, long_lo, o->handler_max_ms)
@@ -1069,6 +1070,9 @@ static void plan_jobs(const options *o, job_plan *plan, long *nlong,
         int64_t n = chaos_range(&r, 1, 2);
         plan[j].retries = (uint8_t)(retry && !plan[j].poison ? n : 0);
         *nretry += plan[j].retries > 0;
+        /* Every call sleeps: retries and poison deliveries count too. */
+        int calls = plan[j].poison ? o->max_deliveries : 1 + plan[j].retries;
+        *total_s += (double)ms * calls / 1000.0;
     }
 }
 
@@ -1172,7 +1176,8 @@ int main(int argc, char **argv) {
         }
     }
     long nlong = 0, nretry = 0;
-    plan_jobs(o, jobs, &nlong, &nretry);
+    double handler_s = 0;
+    plan_jobs(o, jobs, &nlong, &nretry, &handler_s);
 
     printf("chaos: seed %llu, %ld jobs (%ld poison, max_deliveries %d), %d "
            "workers (%d in their own PID namespace), %d s of faults, drain "
@@ -1188,6 +1193,9 @@ int main(int argc, char **argv) {
            o->retry_backoff_ms && !settings.backoff_in_force
                ? ", NOT in force"
                : "");
+    printf("chaos: planned handler time %.0f s in all, %.0f s per worker "
+           "(without duplicates)\n",
+           handler_s, handler_s / (nworkers > 0 ? nworkers : 1));
     printf("chaos: reproduce with: chaos --seed %llu --jobs %ld --workers %d "
            "--pidns-workers %d --seconds %d --poison %ld --max-deliveries %d "
            "--claim-idle %ld --lease-ttl %ld --handler-short-ms %ld "

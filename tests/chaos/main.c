@@ -473,6 +473,7 @@ static int wait_info(emq_srv *srv, const char *field, const char *want,
 static void misconf_episode(fault *f, emq_srv *srv) {
     static char out[16384];
     char dir[600] = "", save[128] = "", rewrite[32] = "100", scratch[700];
+    snprintf(scratch, sizeof scratch, "%s/misconf-scratch", run_dir);
     const char *step = "";
     int ok = 0;
     f->outcome = 0;
@@ -510,7 +511,6 @@ static void misconf_episode(fault *f, emq_srv *srv) {
         emq_srv_cmd(srv, out, sizeof out, "CONFIG", "SET",
                     "stop-writes-on-bgsave-error", "yes", NULL) != '+')
         goto restore;
-    snprintf(scratch, sizeof scratch, "%s/misconf-scratch", run_dir);
     step = "mkdir + CONFIG SET dir to the scratch folder";
     if (mkdir(scratch, 0700) != 0 && errno != EEXIST)
         goto restore;
@@ -616,8 +616,10 @@ static void intruder_episode(fault *f, int pos, emq_srv *srv) {
     worker *w = &workers[f->worker];
     if (w->pid <= 0) {
         f->outcome = INTRUDER_SKIPPED;
-        snprintf(f->detail, sizeof f->detail, "chaos-%d was not running",
-                 f->worker);
+        snprintf(f->detail, sizeof f->detail,
+                 "chaos-%d was not running; no intruder started", f->worker);
+        printf("[%7.3f]   intruder: %s\n",
+               (chaos_now_ms() - run_start) / 1000.0, f->detail);
         return;
     }
     /* The target must be settled in its name: running for 2 s and its
@@ -739,7 +741,7 @@ static void inject(fault *f, int pos, emq_srv *srv, emq_peer *proxy) {
     worker *w = &workers[f->worker];
     switch (f->kind) {
     case FAULT_KILL:
-        f->inc = w->starts;
+        f->inc = w->pid > 0 ? w->starts : 0; /* 0: nobody was killed */
         if (w->pid > 0)
             kill_worker(w); /* reaped: its lease is free now */
         wait_until(chaos_now_ms() + f->duration_ms);
@@ -747,7 +749,7 @@ static void inject(fault *f, int pos, emq_srv *srv, emq_peer *proxy) {
         break;
     case FAULT_STOP:
     case FAULT_STOP_LONG:
-        f->inc = w->starts;
+        f->inc = w->pid > 0 ? w->starts : 0; /* 0: nobody was stopped */
         if (w->pid > 0) {
             kill(w->target, SIGSTOP);
             wait_until(chaos_now_ms() + f->duration_ms);

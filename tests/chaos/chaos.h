@@ -3,13 +3,15 @@
  * The harness is one program (build/chaos) with two roles. Run plainly it
  * is the orchestrator (main.c): it starts a private redis-server with
  * appendonly yes / appendfsync always, a fault-injecting TCP proxy, a
- * producer thread (producer.c) and W worker processes, injects the faults
- * of a schedule drawn from a seed, waits for the queue to drain, stops the
- * workers and runs the checker (check.c). Run with --worker it is one
- * worker (worker.c): an echomq consumer whose handler appends every
- * delivery to a ledger file. The orchestrator starts workers by re-running
- * its own executable, so a worker is a fresh process, never a fork of a
- * threaded one.
+ * producer thread (producer.c) and W worker processes (plus K in their own
+ * PID namespace), injects the faults of a schedule drawn from a seed (also
+ * second processes under a live worker's name, and MISCONF episodes),
+ * waits for the queue to drain, stops the workers and runs the checker
+ * (check.c). Run with --worker it is one worker (worker.c): an echomq
+ * consumer whose handler records the start and the end of every call in a
+ * ledger file and sleeps the job's planned duration. The orchestrator
+ * starts workers by re-running its own executable, so a worker is a fresh
+ * process, never a fork of a threaded one.
  */
 #ifndef EMQ_CHAOS_H
 #define EMQ_CHAOS_H
@@ -27,11 +29,26 @@
 #define CHAOS_MAX_FAULTS 512
 
 /* Consumer settings every worker uses; the checker's explanations of
- * duplicates depend on them. */
+ * duplicates depend on them. claim.min_idle_ms and lease.ttl_ms are
+ * flags (chaos_settings); these are fixed. */
 #define CHAOS_BLOCK_MS 500
-#define CHAOS_CLAIM_MIN_IDLE_MS 2000
 #define CHAOS_CLAIM_INTERVAL_MS 500
 #define CHAOS_COMMAND_TIMEOUT_MS 2000
+#define CHAOS_INTRUDER_ID0 100 /* ledger worker ids of intruders: 100 + n */
+
+/* The run's tunable settings: what the workers are configured with and
+ * what the checker judges by. */
+typedef struct chaos_settings {
+    int64_t claim_idle_ms;     /* claim.min_idle_ms (--claim-idle) */
+    int64_t lease_ttl_ms;      /* lease.ttl_ms (--lease-ttl) */
+    int64_t retry_backoff_ms;  /* retry.backoff_ms (--retry-backoff) */
+    int64_t retry_backoff_max_ms; /* retry.backoff_max_ms; 0: not set */
+    int backoff_in_force;      /* 1: the library accepted retry.backoff_ms */
+    int64_t settle_slack_ms;   /* --settle-slack: how long after a handler
+                                  returned its settlement may still be in
+                                  flight (a fault then explains a dup) */
+    int64_t handler_max_ms;    /* the longest handler duration drawn */
+} chaos_settings;
 
 /* CLOCK_MONOTONIC in milliseconds: one clock for every process of a run
  * (it is system-wide), so ledger times and fault windows compare. */
@@ -54,15 +71,44 @@ typedef enum fault_kind {
     FAULT_DROP,     /* the proxy closes every worker connection */
     FAULT_STALL,    /* the proxy freezes, shorter than the command timeout */
     FAULT_HALFOPEN, /* the proxy freezes past the command timeout */
+    FAULT_STOP_LONG, /* SIGSTOP a worker past lease.ttl_ms, SIGCONT */
+    FAULT_INTRUDER, /* a second process under a live worker's name */
+    FAULT_MISCONF,  /* failed BGSAVE: writes refused with MISCONF */
     FAULT_KINDS
 } fault_kind;
 
 const char *chaos_fault_name(fault_kind k);
 
+/* How an intruder (FAULT_INTRUDER) ended. */
+enum {
+    INTRUDER_REFUSED = 1, /* exited with "in use by another live process" */
+    INTRUDER_WAITED,      /* still waiting when stopped; exit status 0 */
+    INTRUDER_OTHER,       /* anything else: a violation */
+    INTRUDER_SKIPPED,     /* the target was not running or held no lease */
+    INTRUDER_TARGET_DIED  /* the target's incarnation ended during the
+                             episode: only calls before that count */
+};
+
+/* The plan of one job, drawn from the seed, carried in its fields
+ * ("ms", "retries") so the worker needs no table. */
+typedef struct job_plan {
+    uint8_t poison;  /* answered EMQ_RETRY every time */
+    uint8_t retries; /* healthy: EMQ_RETRY while deliveries <= retries */
+    uint32_t ms;     /* handler duration */
+} job_plan;
+
 /* One fault of the schedule, and when it really happened. */
 typedef struct fault {
     fault_kind kind;
-    int worker;          /* 1..W for KILL and STOP; 0 otherwise */
+    int worker;          /* 1..W for KILL, STOP, STOP_LONG and the target
+                            of INTRUDER; 0 otherwise */
+    int inc;             /* the target's incarnation when it ran */
+    int pidns;           /* INTRUDER: started in its own PID namespace */
+    int outcome;         /* INTRUDER: INTRUDER_*; MISCONF: 1 when MISCONF
+                            was seen and the restore succeeded */
+    int64_t target_died_ms; /* INTRUDER: when the target's incarnation
+                               ended during the episode; 0: it lived */
+    char detail[300];    /* what happened, for the report */
     int64_t at_ms;       /* planned offset from the start of the run */
     int64_t duration_ms; /* stop/freeze length, or the pause before a
                             restart */
@@ -75,7 +121,7 @@ typedef struct chaos_producer {
     /* in */
     const char *url;     /* the server, directly (not through the proxy) */
     long jobs;
-    const uint8_t *poison; /* jobs[i] is poison when poison[i] */
+    const job_plan *plan;  /* per job: poison, retries, duration */
     int64_t start_ms;    /* pacing: job i is due at start + i / rate */
     double rate;         /* jobs per second */
     int64_t deadline_ms; /* give up (and fail the run) after this */
@@ -101,11 +147,14 @@ int chaos_worker_main(int argc, char **argv);
 typedef struct chaos_run {
     uint64_t seed;
     long jobs;
-    int workers;
+    int workers;              /* every worker: plain and pidns */
+    int pidns_workers;        /* of which in their own PID namespace */
     int max_deliveries;
     const char *dir;          /* run folder with the ledgers */
     const char *admin_url;    /* unix socket of the server */
-    const uint8_t *poison;
+    const job_plan *plan;
+    chaos_settings set;
+    int64_t run_start;        /* chaos_now_ms() at the start */
     const uint8_t *resent;
     const fault *faults;
     int nfaults;

@@ -2,24 +2,32 @@
  *
  * After the workers have stopped, the checker puts together three sources
  * that do not depend on each other:
- *   - the ledgers: every delivery any worker's handler saw (job, delivery
- *     count, entry ID, worker, time, verdict), written before the handler
- *     answered;
+ *   - the ledgers: every handler call any process made (job, delivery
+ *     count, entry ID, ledger worker id, incarnation, pid, start time and,
+ *     unless the process died or was stopped mid-way, end time and
+ *     verdict), the regular workers' and the intruders';
  *   - the server: every entry of the stream (XRANGE, paged), the dead
- *     letters of emq:{chaos}:dead (their emq.id, emq.deliveries and the
- *     job field), XPENDING and XINFO of the group;
- *   - the run: which jobs were poison, which were re-sent by the producer
- *     after an unknown outcome, and the fault windows.
+ *     letters of emq:{chaos}:dead (their emq.id and the job field),
+ *     XPENDING and XINFO of the group;
+ *   - the run: each job's plan (poison, retries asked, duration), which
+ *     jobs the producer re-sent after an unknown outcome, and every fault:
+ *     when it began and ended, and which worker incarnation it hit.
  * Jobs are keyed by their job field, never by entry ID: a job re-sent after
  * a lost XADD reply may be in the stream twice and is still one job.
  *
- * A violation is: a job neither handled (acknowledged by a handler) nor
- * dead-lettered (lost); a job the producer had confirmed that is missing
- * from the stream; a poison job acknowledged; an entry dead-lettered twice;
- * anything pending, or undelivered, at the end; a duplicate that no fault
- * explains; a worker that exited on its own; a producer that gave up; a
- * queue that did not drain in time. The raw commands use the public
- * emq_conn API over the server's unix socket.
+ * The duplicate rule (docs/RELIABILITY.md, "How the checker decides"):
+ * the handler calls of a healthy job, in start order, are one call plus
+ * one per EMQ_RETRY it asked for (a call that follows a T verdict, after
+ * that call ended, is an intended re-delivery). Every other call is a
+ * duplicate of the call before it, r; it is explained only when, while r's
+ * process held the entry (from r's start until the duplicate started, and
+ * no later than settle-slack after r returned), that process was SIGKILLed
+ * or SIGSTOPped (past claim.min_idle_ms, or past the lease TTL), or a
+ * proxy fault, server kill or MISCONF episode was under way (plus the
+ * command timeout and block_ms after it), or the job is in the stream
+ * twice because the producer re-sent it. Anything else is a VIOLATION.
+ * The raw commands use the public emq_conn API over the server's unix
+ * socket.
  */
 #include "chaos.h"
 
@@ -225,94 +233,232 @@ static int cmp_origin(const void *a, const void *b) {
 
 /* ---- the ledgers --------------------------------------------------------- */
 
+/* One handler call: an S line and, when the handler returned, its E line. */
 typedef struct rec {
     long job;
     unsigned long long deliveries;
-    long long t;
+    long long t_start, t_end; /* t_end 0: never returned (killed) */
     char id[24];
-    int worker;
-    char verdict;
+    int worker; /* ledger worker id: 1..W, or 100 + n for intruder n */
+    int inc;
+    long pid;
+    char verdict; /* A, R, T; '-' when it never returned */
 } rec;
 
 typedef struct ledgers {
     rec *r;
     size_t n, cap;
     long bad_lines;
+    long unmatched_ends;
 } ledgers;
 
-static int read_ledger(ledgers *l, const char *path, long jobs) {
+static long parse_job(const char *job, long jobs) {
+    char *end;
+    long j = strtol(job, &end, 10);
+    if (*end != '\0' || end == job || j < 0 || j >= jobs)
+        return -1;
+    return j;
+}
+
+/* Reads one ledger; returns the number of handler calls it holds, or -1
+ * when out of memory. */
+static long read_ledger(ledgers *l, const char *path, long jobs) {
     FILE *f = fopen(path, "r");
     if (f == NULL)
-        return 0; /* a worker that never got an entry has none */
-    char line[256];
+        return 0; /* a process that never got an entry has none */
+    size_t first = l->n;
+    char line[320];
     while (fgets(line, sizeof line, f)) {
         rec x;
         char job[32];
-        if (sscanf(line, "%31s %llu %23s %d %lld %c", job, &x.deliveries,
-                   x.id, &x.worker, &x.t, &x.verdict) != 6 ||
-            (x.verdict != 'A' && x.verdict != 'R')) {
-            l->bad_lines++;
-            continue;
-        }
-        char *end;
-        x.job = strtol(job, &end, 10);
-        if (*end != '\0' || x.job < 0 || x.job >= jobs) {
-            l->bad_lines++;
-            continue;
-        }
-        if (l->n == l->cap) {
-            size_t cap = l->cap ? l->cap * 2 : 65536;
-            rec *r = realloc(l->r, cap * sizeof *r);
-            if (r == NULL) {
-                fclose(f);
-                return -1;
+        memset(&x, 0, sizeof x);
+        if (line[0] == 'S' &&
+            sscanf(line, "S %31s %llu %23s %d %d %ld %lld", job, &x.deliveries,
+                   x.id, &x.worker, &x.inc, &x.pid, &x.t_start) == 7) {
+            if ((x.job = parse_job(job, jobs)) < 0) {
+                l->bad_lines++;
+                continue;
             }
-            l->r = r;
-            l->cap = cap;
+            x.verdict = '-';
+            if (l->n == l->cap) {
+                size_t cap = l->cap ? l->cap * 2 : 65536;
+                rec *r = realloc(l->r, cap * sizeof *r);
+                if (r == NULL) {
+                    fclose(f);
+                    return -1;
+                }
+                l->r = r;
+                l->cap = cap;
+            }
+            l->r[l->n++] = x;
+        } else if (line[0] == 'E' &&
+                   sscanf(line, "E %31s %llu %23s %d %d %ld %lld %lld %c",
+                          job, &x.deliveries, x.id, &x.worker, &x.inc, &x.pid,
+                          &x.t_start, &x.t_end, &x.verdict) == 9 &&
+                   (x.verdict == 'A' || x.verdict == 'R' ||
+                    x.verdict == 'T')) {
+            /* Its S line is the latest open one of the same call: one
+             * process runs one handler at a time. */
+            int found = 0;
+            for (size_t k = l->n; k > first && k + 64 > l->n; k--) {
+                rec *o = &l->r[k - 1];
+                if (o->verdict == '-' && o->t_start == x.t_start &&
+                    o->inc == x.inc && o->pid == x.pid &&
+                    strcmp(o->id, x.id) == 0) {
+                    o->t_end = x.t_end;
+                    o->verdict = x.verdict;
+                    found = 1;
+                    break;
+                }
+            }
+            if (!found)
+                l->unmatched_ends++;
+        } else {
+            l->bad_lines++;
         }
-        l->r[l->n++] = x;
     }
     fclose(f);
-    return 0;
+    return (long)(l->n - first);
 }
 
 static int cmp_rec(const void *a, const void *b) {
     const rec *x = a, *y = b;
     if (x->job != y->job)
         return x->job < y->job ? -1 : 1;
-    return (x->t > y->t) - (x->t < y->t);
+    if (x->t_start != y->t_start)
+        return (x->t_start > y->t_start) - (x->t_start < y->t_start);
+    return (x->worker > y->worker) - (x->worker < y->worker);
 }
 
-/* 1 when t falls in or shortly after a fault window: long enough after it
- * for everything the fault left pending to be claimed or recovered. */
-static int near_fault(const chaos_run *run, long long t) {
-    const int64_t before = 1000;
-    const int64_t after = CHAOS_CLAIM_MIN_IDLE_MS +
-                          2 * CHAOS_CLAIM_INTERVAL_MS +
-                          CHAOS_COMMAND_TIMEOUT_MS + CHAOS_BLOCK_MS + 3000;
+/* ---- explaining a duplicate ---------------------------------------------- */
+
+enum {
+    WHY_NONE = 0,
+    WHY_READDED, /* two entries of one job: the producer re-sent it */
+    WHY_KILL,    /* r's process was SIGKILLed while it held the entry */
+    WHY_STOP,    /* ... SIGSTOPped past claim.min_idle_ms */
+    WHY_STOP_LONG, /* ... SIGSTOPped past the lease TTL */
+    WHY_NET,     /* a proxy fault while r's entry was in hand or settling */
+    WHY_SERVER,  /* a server kill or MISCONF episode, likewise */
+    WHY_KINDS
+};
+
+static const char *why_name[WHY_KINDS] = {
+    "unexplained", "re-added by the producer", "kill", "stop",
+    "stop past lease", "proxy fault", "server fault"};
+
+static int is_process_fault(fault_kind k) {
+    return k == FAULT_KILL || k == FAULT_STOP || k == FAULT_STOP_LONG;
+}
+
+static int is_global_fault(fault_kind k) {
+    return k == FAULT_DROP || k == FAULT_STALL || k == FAULT_HALFOPEN ||
+           k == FAULT_RESTART || k == FAULT_MISCONF;
+}
+
+/* Why the call h repeats the call r, or WHY_NONE. Process faults come
+ * first: they are the stronger explanation. */
+static int explain(const chaos_run *run, const rec *r, const rec *h) {
+    if (strcmp(r->id, h->id) != 0 && run->resent[r->job])
+        return WHY_READDED;
+    long long lo = r->t_start, hi = h->t_start;
+    if (r->t_end && r->t_end + run->set.settle_slack_ms < hi)
+        hi = r->t_end + run->set.settle_slack_ms;
+    const long long after = CHAOS_COMMAND_TIMEOUT_MS + CHAOS_BLOCK_MS;
+    int global = WHY_NONE;
     for (int i = 0; i < run->nfaults; i++) {
         const fault *f = &run->faults[i];
         if (f->began_ms == 0)
             continue;
-        if (t >= f->began_ms - before && t <= f->ended_ms + after)
-            return 1;
+        if (is_process_fault(f->kind) && f->worker == r->worker &&
+            f->inc == r->inc && f->began_ms <= hi && f->ended_ms >= lo)
+            return f->kind == FAULT_KILL   ? WHY_KILL
+                   : f->kind == FAULT_STOP ? WHY_STOP
+                                           : WHY_STOP_LONG;
+        if (global == WHY_NONE && is_global_fault(f->kind) &&
+            f->began_ms <= hi && f->ended_ms + after >= lo)
+            global = f->kind == FAULT_RESTART || f->kind == FAULT_MISCONF
+                         ? WHY_SERVER
+                         : WHY_NET;
     }
-    return 0;
+    return global;
+}
+
+static double rel(const chaos_run *run, long long t) {
+    return (double)(t - run->run_start) / 1000.0;
 }
 
 static void show_job(const chaos_run *run, const seen *s, const ledgers *l,
-                     size_t from, size_t to, long job) {
-    printf("    job %ld (%s): %u entr%s in the stream (first %s), %u dead "
-           "letter(s), %zu deliveries in the ledgers\n",
-           job, run->poison[job] ? "poison" : "ok", s->in_stream[job],
+                     size_t from, size_t to, long job, const char *what) {
+    const job_plan *p = &run->plan[job];
+    printf("    job %ld (%s, handler %u ms, asks %u retries): %s; %u "
+           "entr%s in the stream (first %s), %u dead letter(s), %zu handler "
+           "calls\n",
+           job, p->poison ? "poison" : "healthy", (unsigned)p->ms,
+           (unsigned)p->retries, what, s->in_stream[job],
            s->in_stream[job] == 1 ? "y" : "ies",
            s->in_stream[job] ? s->first_id[job] : "-", s->dead[job],
            to - from);
-    for (size_t i = from; i < to && i < from + 8; i++)
-        printf("      delivery: entry %s deliveries %llu worker chaos-%d "
-               "t=%lld verdict %c\n",
-               l->r[i].id, l->r[i].deliveries, l->r[i].worker, l->r[i].t,
-               l->r[i].verdict);
+    long long t_lo = 0, t_hi = 0;
+    for (size_t i = from; i < to && i < from + 8; i++) {
+        const rec *x = &l->r[i];
+        char name[32];
+        if (x->worker >= CHAOS_INTRUDER_ID0)
+            snprintf(name, sizeof name, "intruder-%d",
+                     x->worker - CHAOS_INTRUDER_ID0);
+        else
+            snprintf(name, sizeof name, "chaos-%d", x->worker);
+        if (x->t_end)
+            printf("      call: entry %s deliveries %llu %s incarnation %d "
+                   "pid %ld, %.3f-%.3f s, verdict %c\n",
+                   x->id, x->deliveries, name, x->inc, x->pid,
+                   rel(run, x->t_start), rel(run, x->t_end), x->verdict);
+        else
+            printf("      call: entry %s deliveries %llu %s incarnation %d "
+                   "pid %ld, from %.3f s, never returned\n",
+                   x->id, x->deliveries, name, x->inc, x->pid,
+                   rel(run, x->t_start));
+        if (i == from || x->t_start < t_lo)
+            t_lo = x->t_start;
+        long long e = x->t_end ? x->t_end : x->t_start;
+        if (e > t_hi)
+            t_hi = e;
+    }
+    /* The faults around it, for the post-mortem. */
+    for (int i = 0; i < run->nfaults; i++) {
+        const fault *f = &run->faults[i];
+        if (f->began_ms == 0 || f->ended_ms + 5000 < t_lo ||
+            f->began_ms > t_hi)
+            continue;
+        if (f->worker)
+            printf("      fault nearby: %s chaos-%d incarnation %d, "
+                   "%.3f-%.3f s\n",
+                   chaos_fault_name(f->kind), f->worker, f->inc,
+                   rel(run, f->began_ms), rel(run, f->ended_ms));
+        else
+            printf("      fault nearby: %s, %.3f-%.3f s\n",
+                   chaos_fault_name(f->kind), rel(run, f->began_ms),
+                   rel(run, f->ended_ms));
+    }
+}
+
+/* The retry delay the library promises for a retry at this delivery count:
+ * min(max, backoff * 2^(d-1)), with jitter down to half of it. */
+static long long backoff_floor(const chaos_run *run, unsigned long long d) {
+    long long b = run->set.retry_backoff_ms;
+    long long max = run->set.retry_backoff_max_ms > 0
+                        ? run->set.retry_backoff_max_ms
+                        : 60000;
+    for (unsigned long long k = 1; k < d && b < max; k++)
+        b *= 2;
+    if (b > max)
+        b = max;
+    return b / 2;
+}
+
+static int cmp_ll(const void *a, const void *b) {
+    long long x = *(const long long *)a, y = *(const long long *)b;
+    return (x > y) - (x < y);
 }
 
 int chaos_check(const chaos_run *run) {
@@ -368,14 +514,58 @@ int chaos_check(const chaos_run *run) {
     }
     emq_conn_destroy(conn);
 
-    /* The ledgers. */
+    /* The ledgers: the workers', then each intruder's. */
     for (int w = 1; w <= run->workers; w++) {
         char path[4096];
         snprintf(path, sizeof path, "%s/chaos-%d.ledger", run->dir, w);
-        if (read_ledger(&l, path, N) != 0) {
+        if (read_ledger(&l, path, N) < 0) {
             printf("checker: out of memory reading %s\n", path);
             violations++;
         }
+    }
+    int intruders = 0, intruders_refused = 0, intruders_waited = 0,
+        intruders_pidns = 0, intruders_bad = 0, intruders_skipped = 0;
+    long intruder_calls = 0;
+    char intruder_report[2048] = "";
+    size_t ir_used = 0;
+    for (int i = 0; i < run->nfaults; i++) {
+        const fault *f = &run->faults[i];
+        if (f->kind != FAULT_INTRUDER || f->began_ms == 0)
+            continue;
+        if (f->outcome == INTRUDER_SKIPPED) {
+            intruders_skipped++;
+            continue;
+        }
+        intruders++;
+        intruders_pidns += f->pidns;
+        char path[4096];
+        snprintf(path, sizeof path, "%s/intruder-%d.ledger", run->dir, i + 1);
+        size_t first = l.n;
+        long calls = read_ledger(&l, path, N);
+        if (calls < 0) {
+            printf("checker: out of memory reading %s\n", path);
+            violations++;
+            calls = 0;
+        }
+        /* Calls made while the target's incarnation lived break the
+         * promise; later ones (the name was free) are only reported. */
+        long live_calls = 0;
+        for (size_t k = first; k < l.n; k++)
+            if (f->target_died_ms == 0 || l.r[k].t_start < f->target_died_ms)
+                live_calls++;
+        intruder_calls += live_calls;
+        int bad = live_calls > 0 || f->outcome == INTRUDER_OTHER;
+        intruders_bad += bad;
+        intruders_refused += f->outcome == INTRUDER_REFUSED;
+        intruders_waited += f->outcome == INTRUDER_WAITED;
+        int n = snprintf(intruder_report + ir_used,
+                         sizeof intruder_report - ir_used,
+                         "      %sintruder-%d: %s; %ld handler calls, %ld of "
+                         "them while its target lived\n",
+                         bad ? "VIOLATION " : "", i + 1, f->detail, calls,
+                         live_calls);
+        if (n > 0 && (size_t)n < sizeof intruder_report - ir_used)
+            ir_used += (size_t)n;
     }
     qsort(l.r, l.n, sizeof *l.r, cmp_rec);
 
@@ -387,90 +577,134 @@ int chaos_check(const chaos_run *run) {
             dead_dups++;
 
     long poison = 0, handled = 0, handler_calls = (long)l.n, dead_jobs = 0,
-         dead_normal = 0, dead_poison = 0, lost = 0, missing = 0,
-         poison_acked = 0, twice_in_stream = 0, dup = 0, dup_redelivered = 0,
-         dup_readded = 0, dup_near = 0, dup_unexplained = 0;
+         dead_healthy = 0, dead_poison = 0, lost = 0, missing = 0,
+         poison_acked = 0, twice_in_stream = 0, dup_jobs = 0, dup_calls = 0,
+         dup_unexplained = 0, retry_jobs = 0, intended = 0, early = 0,
+         unfinished = 0, long_jobs = 0, long_dup = 0;
+    long why[WHY_KINDS] = {0};
+    long long *gaps = calloc(l.n + 16, sizeof *gaps); /* <= one per call */
+    long ngaps = 0;
     int shown = 0;
+    const char *kinds[8] = {NULL};
+    int kind_shown[8] = {0};
     size_t i = 0;
     for (long job = 0; job < N; job++) {
         size_t from = i;
         while (i < l.n && l.r[i].job == job)
             i++;
         size_t to = i;
+        const job_plan *p = &run->plan[job];
         long acks = 0;
-        int redelivered = 0, near = 0, ids_differ = 0;
-        const char *first_id = NULL;
         for (size_t k = from; k < to; k++) {
-            if (l.r[k].verdict != 'A')
-                continue;
-            acks++;
-            if (first_id == NULL)
-                first_id = l.r[k].id;
-            else if (strcmp(first_id, l.r[k].id) != 0)
-                ids_differ = 1;
-            /* The pair includes a redelivery: the first handling was not
-             * acknowledged in time (killed, stopped, cut off) or its
-             * acknowledgement was lost. The redelivery may even come
-             * first, when a stopped worker resumes with a batch its peers
-             * have claimed meanwhile. */
-            if (l.r[k].deliveries > 1)
-                redelivered = 1;
-            if (near_fault(run, l.r[k].t))
-                near = 1;
+            acks += l.r[k].verdict == 'A';
+            unfinished += l.r[k].verdict == '-';
         }
-        if (run->poison[job])
+        if (p->poison)
             poison++;
+        if (p->retries)
+            retry_jobs++;
+        int is_long = p->ms >= (uint32_t)(run->set.claim_idle_ms / 4);
+        long_jobs += is_long && !p->poison;
         if (s.in_stream[job] > 1)
             twice_in_stream++;
         if (acks > 0)
             handled++;
         if (s.dead[job] > 0) {
             dead_jobs++;
-            if (run->poison[job])
+            if (p->poison)
                 dead_poison++;
             else
-                dead_normal++;
+                dead_healthy++;
         }
-        int bad = 0;
-        if (s.in_stream[job] == 0) {
+        const char *what = NULL;
+        if (s.in_stream[job] == 0)
+            what = "MISSING from the stream";
+        else if (p->poison && acks > 0)
+            what = "poison job ACKNOWLEDGED";
+        else if (p->poison && s.dead[job] == 0)
+            what = "poison job LOST (not dead-lettered)";
+        else if (!p->poison && s.dead[job] > 0)
+            what = "healthy job DEAD-LETTERED";
+        else if (!p->poison && acks == 0)
+            what = "healthy job LOST (never acknowledged, not dead-lettered)";
+        if (s.in_stream[job] == 0)
             missing++;
-            bad = 1;
-        }
-        if (run->poison[job] && acks > 0) {
+        if (p->poison && acks > 0)
             poison_acked++;
-            bad = 1;
-        }
-        if (acks == 0 && s.dead[job] == 0) {
+        if (acks == 0 && s.dead[job] == 0)
             lost++;
-            bad = 1;
-        }
-        if (acks > 1) {
-            dup++;
-            if (redelivered)
-                dup_redelivered++;
-            else if (ids_differ && run->resent[job])
-                dup_readded++;
-            else if (near)
-                dup_near++;
-            else {
-                dup_unexplained++;
-                bad = 1;
+        /* Duplicates and intended re-deliveries of a healthy job. */
+        int job_dup = 0, job_bad_dup = 0;
+        if (!p->poison) {
+            for (size_t k = from + 1; k < to; k++) {
+                const rec *r = &l.r[k - 1], *h = &l.r[k];
+                if (r->verdict == 'T' && r->t_end && r->t_end <= h->t_start) {
+                    intended++;
+                    long long gap = h->t_start - r->t_end;
+                    if (gaps)
+                        gaps[ngaps++] = gap;
+                    if (run->set.backoff_in_force &&
+                        gap + 20 < backoff_floor(run, r->deliveries) &&
+                        explain(run, r, h) < WHY_KILL)
+                        early++;
+                    continue;
+                }
+                job_dup = 1;
+                dup_calls++;
+                int w = explain(run, r, h);
+                why[w]++;
+                if (w == WHY_NONE)
+                    job_bad_dup = 1;
             }
         }
-        if (bad && shown < 10) {
-            if (shown == 0)
-                printf("  jobs that break a promise (first 10):\n");
-            show_job(run, &s, &l, from, to, job);
-            shown++;
+        if (job_dup) {
+            dup_jobs++;
+            long_dup += is_long;
+        }
+        if (job_bad_dup) {
+            dup_unexplained++;
+            if (what == NULL)
+                what = "UNEXPLAINED duplicate";
+        }
+        if (what) {
+            /* The first 5 jobs of each kind of broken promise. */
+            int slot = 0;
+            while (slot < 8 && kinds[slot] && kinds[slot] != what)
+                slot++;
+            if (slot < 8 && kinds[slot] == NULL)
+                kinds[slot] = what;
+            if (slot < 8 && kind_shown[slot] < 5) {
+                if (shown == 0)
+                    printf("  jobs that break a promise (the first 5 of "
+                           "each kind):\n");
+                show_job(run, &s, &l, from, to, job, what);
+                kind_shown[slot]++;
+                shown++;
+            }
         }
     }
+    long long gap_min = 0, gap_med = 0, gap_max = 0;
+    if (ngaps > 0) {
+        qsort(gaps, (size_t)ngaps, sizeof *gaps, cmp_ll);
+        gap_min = gaps[0];
+        gap_med = gaps[ngaps / 2];
+        gap_max = gaps[ngaps - 1];
+    }
+    free(gaps);
+
+    int misconf_bad = 0;
+    for (int k = 0; k < run->nfaults; k++)
+        if (run->faults[k].kind == FAULT_MISCONF &&
+            run->faults[k].began_ms && run->faults[k].outcome != 1)
+            misconf_bad++;
 
     violations += (lost > 0) + (missing > 0) + (poison_acked > 0) +
-                  (dead_dups > 0) + (dup_unexplained > 0) +
+                  (dead_dups > 0) + (dead_healthy > 0) +
+                  (dup_unexplained > 0) + (intruders_bad > 0) + (early > 0) +
+                  (misconf_bad > 0) + (l.bad_lines > 0) +
                   (run->workers_died > 0 && !run->tolerate_exits) +
-                  (run->producer_failed != 0) +
-                  (!run->drained) + (!server_ok) + (pending != 0) +
-                  (behind != 0);
+                  (run->producer_failed != 0) + (!run->drained) +
+                  (!server_ok) + (pending != 0) + (behind != 0);
     int counts[FAULT_KINDS] = {0};
     for (int k = 0; k < run->nfaults; k++)
         if (run->faults[k].began_ms)
@@ -478,22 +712,46 @@ int chaos_check(const chaos_run *run) {
 
     printf("\nchaos verdict (seed %llu): %s\n",
            (unsigned long long)run->seed, violations ? "FAIL" : "PASS");
-    printf("  produced            %ld jobs (%ld poison); %ld stream entries, "
-           "%ld jobs in the stream twice (re-sent after an unknown "
+    printf("  produced            %ld jobs (%ld poison, %ld healthy ones ask "
+           "1-2 retries, %ld long handlers >= claim idle / 4); %ld stream "
+           "entries, %ld jobs in the stream twice (re-sent after an unknown "
            "outcome)\n",
-           N, poison, s.stream_entries, twice_in_stream);
+           N, poison, retry_jobs, long_jobs, s.stream_entries,
+           twice_in_stream);
     printf("  handled             %ld jobs acknowledged by a handler (%ld "
-           "handler calls, retries included)\n",
-           handled, handler_calls);
-    printf("  dead-lettered       %ld jobs (%ld poison of %ld, %ld normal "
-           "jobs past max_deliveries %d); %ld dead letters, %ld for an "
-           "entry already dead-lettered\n",
-           dead_jobs, dead_poison, poison, dead_normal, run->max_deliveries,
-           s.dead_letters, dead_dups);
-    printf("  duplicates          %ld jobs handled more than once: %ld "
-           "redelivered (deliveries > 1), %ld re-added by the producer, "
-           "%ld near a fault window, %ld unexplained\n",
-           dup, dup_redelivered, dup_readded, dup_near, dup_unexplained);
+           "handler calls, retries included; %ld never returned: killed "
+           "mid-way)\n",
+           handled, handler_calls, unfinished);
+    printf("  dead-lettered       %ld jobs: %ld poison of %ld, %ld HEALTHY "
+           "(must be 0); %ld dead letters, %ld for an entry already "
+           "dead-lettered\n",
+           dead_jobs, dead_poison, poison, dead_healthy, s.dead_letters,
+           dead_dups);
+    printf("  retries             %ld intended re-deliveries after EMQ_RETRY "
+           "(not duplicates); gap from the retry to the next call: min %lld, "
+           "median %lld, max %lld ms; %ld sooner than the backoff%s\n",
+           intended, gap_min, gap_med, gap_max, early,
+           run->set.backoff_in_force ? ""
+                                     : " (not checked: backoff not in force)");
+    printf("  duplicates          %ld jobs handled more than once (%ld of "
+           "them long), %ld extra calls:",
+           dup_jobs, long_dup, dup_calls);
+    for (int w = WHY_READDED; w < WHY_KINDS; w++)
+        printf(" %ld %s,", why[w], why_name[w]);
+    printf(" %ld UNEXPLAINED (in %ld jobs)\n", why[WHY_NONE],
+           dup_unexplained);
+    printf("  intruders           %d started (%d in their own PID namespace; "
+           "%d skipped: target not settled): %d refused, %d still waiting "
+           "when stopped, %d VIOLATIONS; %ld handler calls while the target "
+           "lived (must be 0)\n",
+           intruders, intruders_pidns, intruders_skipped, intruders_refused,
+           intruders_waited, intruders_bad, intruder_calls);
+    if (intruder_report[0])
+        printf("%s", intruder_report);
+    printf("  pid namespaces      %d of %d workers in their own\n",
+           run->pidns_workers, run->workers);
+    printf("  misconf episodes    %d, %d with a setup problem\n",
+           counts[FAULT_MISCONF], misconf_bad);
     printf("  lost                %ld (neither handled nor dead-lettered)\n",
            lost);
     printf("  missing             %ld confirmed jobs not in the stream\n",
@@ -513,12 +771,27 @@ int chaos_check(const chaos_run *run) {
                : "");
     printf("  producer            %s\n",
            run->producer_failed ? "GAVE UP" : "every job confirmed");
-    printf("  ledger lines        %zu (%ld unreadable)\n", l.n, l.bad_lines);
+    printf("  ledger lines        %zu handler calls (%ld unreadable lines, "
+           "%ld end lines without a start)\n",
+           l.n, l.bad_lines, l.unmatched_ends);
     printf("  faults              ");
     for (int k = 0; k < FAULT_KINDS; k++)
         printf("%s %d%s", chaos_fault_name((fault_kind)k), counts[k],
                k + 1 < FAULT_KINDS ? ", " : "\n");
     printf("  violations          %d\n", violations);
+    /* One line for scripts (tests/chaos/long_runs.sh). */
+    printf("chaos summary: seed=%llu jobs=%ld verdict=%s lost=%ld "
+           "missing=%ld pending=%lld healthy_dead=%ld poison_dead=%ld/%ld "
+           "dup_jobs=%ld dup_calls=%ld kill=%ld stop=%ld stop_long=%ld "
+           "net=%ld server=%ld readded=%ld unexplained=%ld intended=%ld "
+           "early_retries=%ld intruders=%d intruder_bad=%d "
+           "intruder_calls=%ld workers_died=%d violations=%d\n",
+           (unsigned long long)run->seed, N, violations ? "FAIL" : "PASS",
+           lost, missing, pending, dead_healthy, dead_poison, poison,
+           dup_jobs, dup_calls, why[WHY_KILL], why[WHY_STOP],
+           why[WHY_STOP_LONG], why[WHY_NET], why[WHY_SERVER],
+           why[WHY_READDED], why[WHY_NONE], intended, early, intruders,
+           intruders_bad, intruder_calls, run->workers_died, violations);
     fflush(stdout);
     free(s.in_stream);
     free(s.dead);

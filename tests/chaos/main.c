@@ -1,31 +1,44 @@
 /* main.c: the chaos harness's orchestrator (build/chaos).
  *
- *   chaos [--seed S] [--jobs N] [--workers W] [--seconds T] [--poison P]
- *         [--max-deliveries M] [--kills K] [--stops K] [--restarts K]
- *         [--drops K] [--stalls K] [--halfopens K] [--drain-seconds D]
- *         [--dir PARENT] [--keep] [--tolerate-worker-exits]
+ *   chaos [--seed S] [--jobs N] [--workers W] [--pidns-workers K]
+ *         [--seconds T] [--poison P] [--max-deliveries M]
+ *         [--claim-idle MS] [--lease-ttl MS]
+ *         [--handler-short-ms MS] [--handler-long-permille L]
+ *         [--handler-max-ms MS] [--retry-permille R] [--retry-backoff MS]
+ *         [--retry-backoff-max MS] [--settle-slack MS]
+ *         [--kills K] [--stops K] [--restarts K] [--drops K] [--stalls K]
+ *         [--halfopens K] [--stops-long K] [--intruders K] [--misconfs K]
+ *         [--drain-seconds D] [--dir PARENT] [--keep]
+ *         [--tolerate-worker-exits] [--allow-unknown-conf]
  *
  * In a fresh run folder under PARENT (default /tmp) it starts a private
  * redis-server (appendonly yes, appendfsync always, loopback TCP plus a
  * unix socket), a fault-injecting TCP proxy in front of it for the workers,
- * W worker processes chaos-1..chaos-W (this executable re-run with
- * --worker), and a producer thread that publishes N jobs, P of them poison,
- * paced over T seconds. A schedule drawn from the seed spreads the faults
- * over those T seconds, one at a time, and the run prints it first and
- * each fault as it happens. When the producer is done and the window over,
- * it waits (at most D seconds) for the group to have nothing pending and
- * nothing undelivered, stops the workers with SIGTERM, and runs the
- * checker (check.c), which prints the verdict. Exit status: 0 when every
- * promise held, 1 on a violation, 2 when the run could not be set up. The
- * run folder (ledgers, worker logs, server log and AOF) is removed after a
+ * W worker processes chaos-1..chaos-W plus K more (chaos-W+1..) each in
+ * its own PID namespace (unshare --pid --fork --mount-proc; only as root,
+ * skipped with a printed reason otherwise), all this executable re-run
+ * with --worker, and a producer thread that publishes N jobs, P of them
+ * poison, paced over T seconds. Every job carries its plan drawn from the
+ * seed: a handler duration (most 1..short ms, L per mille long: up to
+ * --handler-max-ms, by default 3 x claim idle) and, for R per mille of the
+ * healthy jobs, 1 or 2 retries it asks for (EMQ_RETRY) before it succeeds.
+ * A schedule drawn from the seed spreads the faults over those T seconds,
+ * one at a time, and the run prints it first and each fault as it
+ * happens. When the producer is done and the window over, it waits (at
+ * most D seconds) for the group to have nothing pending and nothing
+ * undelivered, stops the workers with SIGTERM, and runs the checker
+ * (check.c), which prints the verdict. Exit status: 0 when every promise
+ * held, 1 on a violation, 2 when the run could not be set up. The run
+ * folder (ledgers, worker logs, server log and AOF) is removed after a
  * pass unless --keep is given, and kept after a failure. A worker that
- * exits on its own is restarted and counted as a violation, unless
- * --tolerate-worker-exits is given (then it is only reported): that lets a
- * run go on checking for lost work while a known worker crash is open.
+ * exits on its own is restarted (after 1 s when it had just started) and
+ * counted as a violation, unless --tolerate-worker-exits is given (then it
+ * is only reported).
  *
  * Bounds: every wait has a deadline; the producer gives up at T + D + 60 s;
- * workers and the server die with the orchestrator (PR_SET_PDEATHSIG).
- * Only loopback addresses are used.
+ * workers and the server die with the orchestrator (PR_SET_PDEATHSIG, and
+ * unshare --kill-child for the namespaced ones). Only loopback addresses
+ * are used.
  */
 #include "chaos.h"
 #include "harness/fakepeer.h"
@@ -34,8 +47,10 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,38 +67,112 @@ typedef struct options {
     uint64_t seed;
     long jobs;
     int workers;
+    int pidns_workers;
     int seconds;
     long poison;
     int max_deliveries;
     int count[FAULT_KINDS]; /* -1: derived from seconds */
     int drain_seconds;
+    long claim_idle_ms;
+    long lease_ttl_ms;
+    long short_ms;
+    long long_permille;
+    long handler_max_ms; /* 0: 3 x claim idle */
+    long retry_permille;
+    long retry_backoff_ms;
+    long retry_backoff_max_ms;
+    long settle_slack_ms;
     const char *parent;
     int keep;
     int tolerate_exits;
+    int allow_unknown;
 } options;
+
+static options opt;
 
 /* ---- workers ------------------------------------------------------------ */
 
 typedef struct worker {
-    pid_t pid;
-    int starts;
+    pid_t pid;        /* the child we wait for (unshare for a pidns one) */
+    pid_t target;     /* the worker process itself: what signals go to */
+    int starts;       /* incarnations so far; the current one is starts */
+    int pidns;        /* runs in its own PID namespace */
+    int64_t last_start;
+    int64_t respawn_at; /* after an exit nobody asked for; 0: none due */
+    int64_t died_ms;    /* when its last incarnation ended (any way) */
 } worker;
 
 static worker workers[CHAOS_MAX_WORKERS + 1];
-static int nworkers;
+static int nworkers; /* plain + pidns */
 static char self_exe[4096];
+static char unshare_exe[256];
 static char run_dir[600];
 static char proxy_url[128];
-static char maxd_text[16];
 static int workers_died;
 static int64_t run_start;
+static chaos_settings settings;
 
-static pid_t spawn_worker(int i) {
-    char index[16], log[700];
-    snprintf(index, sizeof index, "%d", i);
-    snprintf(log, sizeof log, "%s/chaos-%d.log", run_dir, i);
-    char *argv[] = {self_exe, "--worker", index,     proxy_url,
-                    run_dir,  maxd_text,  (char *)NULL};
+/* The pid of the only child of an unshare process (the worker, pid 1 in
+ * its namespace), from /proc; 0 when it has none (yet). */
+static pid_t child_of(pid_t parent) {
+    char path[128], buf[128];
+    snprintf(path, sizeof path, "/proc/%ld/task/%ld/children", (long)parent,
+             (long)parent);
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+        return 0;
+    long child = 0;
+    if (fgets(buf, sizeof buf, f))
+        child = strtol(buf, NULL, 10);
+    fclose(f);
+    return (pid_t)child;
+}
+
+/* 1 when pid has exited (a zombie nobody reaped yet) or is gone. */
+static int is_zombie(pid_t pid) {
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/%ld/stat", (long)pid);
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+        return 1;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    const char *p = strrchr(buf, ')');
+    return p == NULL || p[1] == '\0' || p[2] == 'Z' || p[2] == 'X';
+}
+
+/* Starts one worker process: the consumer `name`, writing ledger (a file
+ * of the run folder) as ledger worker id `id`, incarnation inc, its output
+ * going to log. With pidns, under unshare --pid --fork --mount-proc
+ * --kill-child. *target is the worker process (the grandchild then). */
+static pid_t spawn_process(const char *name, int id, int inc,
+                           const char *ledger, const char *log, int pidns,
+                           pid_t *target) {
+    char a_name[64], a_id[32], a_inc[32], a_url[200], a_ledger[800],
+        a_maxd[32], a_idle[48], a_ttl[48], a_backoff[48], a_bmax[48],
+        a_allow[32], logpath[800];
+    snprintf(a_name, sizeof a_name, "name=%s", name);
+    snprintf(a_id, sizeof a_id, "id=%d", id);
+    snprintf(a_inc, sizeof a_inc, "inc=%d", inc);
+    snprintf(a_url, sizeof a_url, "url=%s", proxy_url);
+    snprintf(a_ledger, sizeof a_ledger, "ledger=%s/%s", run_dir, ledger);
+    snprintf(a_maxd, sizeof a_maxd, "maxd=%d", opt.max_deliveries);
+    snprintf(a_idle, sizeof a_idle, "idle=%ld", opt.claim_idle_ms);
+    snprintf(a_ttl, sizeof a_ttl, "ttl=%ld", opt.lease_ttl_ms);
+    snprintf(a_backoff, sizeof a_backoff, "backoff=%ld", opt.retry_backoff_ms);
+    snprintf(a_bmax, sizeof a_bmax, "backoff_max=%ld",
+             opt.retry_backoff_max_ms);
+    snprintf(a_allow, sizeof a_allow, "allow_unknown=%d", opt.allow_unknown);
+    snprintf(logpath, sizeof logpath, "%s/%s", run_dir, log);
+    char *plain[] = {self_exe, "--worker", a_name,    a_id,    a_inc,
+                     a_url,    a_ledger,   a_maxd,    a_idle,  a_ttl,
+                     a_backoff, a_bmax,    a_allow,   (char *)NULL};
+    char *ns[] = {unshare_exe, "--pid", "--fork", "--mount-proc",
+                  "--kill-child", self_exe, "--worker", a_name, a_id, a_inc,
+                  a_url, a_ledger, a_maxd, a_idle, a_ttl, a_backoff, a_bmax,
+                  a_allow, (char *)NULL};
+    char **argv = pidns ? ns : plain;
     pid_t parent = getpid();
     fflush(NULL);
     pid_t pid = fork();
@@ -96,38 +185,98 @@ static pid_t spawn_worker(int i) {
         prctl(PR_SET_PDEATHSIG, SIGKILL);
         if (getppid() != parent)
             _exit(126);
-        int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0600);
+        int fd = open(logpath, O_WRONLY | O_CREAT | O_APPEND, 0600);
         if (fd >= 0) {
             dup2(fd, 1);
             dup2(fd, 2);
             close(fd);
         }
-        execv(self_exe, argv);
+        execv(argv[0], argv);
         _exit(127);
     }
-    workers[i].pid = pid;
-    workers[i].starts++;
+    *target = pid;
+    if (pidns) {
+        /* Signals go to the worker itself, not to unshare. */
+        int64_t until = chaos_now_ms() + 3000;
+        pid_t c = 0;
+        while ((c = child_of(pid)) == 0 && chaos_now_ms() < until &&
+               !is_zombie(pid))
+            chaos_sleep_ms(5);
+        if (c > 0)
+            *target = c;
+        else if (!is_zombie(pid))
+            printf("chaos: WARNING: no child of unshare %ld found; signals "
+                   "go to unshare\n",
+                   (long)pid);
+    }
     return pid;
 }
 
-/* Reaps workers that exited although nobody asked, and restarts them. */
+static pid_t spawn_worker(int i) {
+    char name[32], ledger[64], log[64];
+    snprintf(name, sizeof name, "chaos-%d", i);
+    snprintf(ledger, sizeof ledger, "chaos-%d.ledger", i);
+    snprintf(log, sizeof log, "chaos-%d.log", i);
+    worker *w = &workers[i];
+    w->starts++;
+    w->pid = spawn_process(name, i, w->starts, ledger, log, w->pidns,
+                           &w->target);
+    w->last_start = chaos_now_ms();
+    w->respawn_at = 0;
+    return w->pid;
+}
+
+/* Ends a worker's process for good (SIGKILL), reaping it. */
+static void kill_worker(worker *w) {
+    if (w->pid <= 0)
+        return;
+    w->died_ms = chaos_now_ms();
+    kill(w->target, SIGKILL);
+    if (w->target != w->pid) {
+        /* unshare follows its child; bounded, then force it. */
+        int64_t until = chaos_now_ms() + 3000;
+        while (waitpid(w->pid, NULL, WNOHANG) != w->pid) {
+            if (chaos_now_ms() > until) {
+                kill(w->pid, SIGKILL);
+                waitpid(w->pid, NULL, 0);
+                break;
+            }
+            chaos_sleep_ms(5);
+        }
+    } else {
+        waitpid(w->pid, NULL, 0);
+    }
+    w->pid = w->target = 0;
+}
+
+/* Reaps workers that exited although nobody asked, and restarts them (a
+ * worker that exits within 2 s of its start is restarted after 1 s, so a
+ * refused start does not become a tight loop). */
 static void watch_workers(void) {
+    int64_t now = chaos_now_ms();
     for (int i = 1; i <= nworkers; i++) {
-        int status;
-        if (workers[i].pid <= 0)
+        worker *w = &workers[i];
+        if (w->pid <= 0) {
+            if (w->respawn_at && now >= w->respawn_at)
+                spawn_worker(i);
             continue;
-        pid_t w = waitpid(workers[i].pid, &status, WNOHANG);
-        if (w != workers[i].pid)
+        }
+        int status;
+        pid_t r = waitpid(w->pid, &status, WNOHANG);
+        if (r != w->pid)
             continue;
         workers_died++;
-        printf("[%7.3f] VIOLATION: worker chaos-%d exited on its own (%s "
-               "%d); see %s/chaos-%d.log; restarting it\n",
-               (chaos_now_ms() - run_start) / 1000.0, i,
+        w->died_ms = now;
+        printf("[%7.3f] VIOLATION: worker chaos-%d (incarnation %d) exited "
+               "on its own (%s %d); see %s/chaos-%d.log; restarting it\n",
+               (now - run_start) / 1000.0, i, w->starts,
                WIFEXITED(status) ? "status" : "signal",
                WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status),
                run_dir, i);
-        workers[i].pid = 0;
-        spawn_worker(i);
+        w->pid = w->target = 0;
+        w->respawn_at = now - w->last_start < 2000 ? now + 1000 : now;
+        if (w->respawn_at == now)
+            spawn_worker(i);
     }
 }
 
@@ -158,7 +307,7 @@ static void wait_until(int64_t until_ms) {
 /* ---- the schedule ------------------------------------------------------- */
 
 static int plan(const options *o, chaos_rng *rng, fault *f) {
-    int n = 0;
+    int n = 0, intruders = 0;
     for (int k = 0; k < FAULT_KINDS; k++)
         for (int j = 0; j < o->count[k] && n < CHAOS_MAX_FAULTS; j++)
             f[n++].kind = (fault_kind)k;
@@ -175,14 +324,30 @@ static int plan(const options *o, chaos_rng *rng, fault *f) {
         x->worker = 0;
         switch (x->kind) {
         case FAULT_KILL:
-            x->worker = (int)chaos_range(rng, 1, o->workers);
+            x->worker = (int)chaos_range(rng, 1, nworkers);
             x->duration_ms = chaos_range(rng, 0, 800);
             break;
         case FAULT_STOP:
-            x->worker = (int)chaos_range(rng, 1, o->workers);
-            x->duration_ms = CHAOS_CLAIM_MIN_IDLE_MS +
-                             2 * CHAOS_CLAIM_INTERVAL_MS +
+            x->worker = (int)chaos_range(rng, 1, nworkers);
+            x->duration_ms = o->claim_idle_ms + 2 * CHAOS_CLAIM_INTERVAL_MS +
                              chaos_range(rng, 500, 1500);
+            break;
+        case FAULT_STOP_LONG:
+            x->worker = (int)chaos_range(rng, 1, nworkers);
+            x->duration_ms = o->lease_ttl_ms + chaos_range(rng, 1000, 2000);
+            break;
+        case FAULT_INTRUDER:
+            /* A plain worker's name; every second intruder (when PID
+             * namespaces can be had) starts in its own namespace, where
+             * the holder's pid means nothing. */
+            x->worker = (int)chaos_range(rng, 1, o->workers);
+            x->pidns = (intruders++ % 2) == 1;
+            /* Long enough for a waiting intruder to decide: the new core
+             * waits up to ttl + 1 s, then refuses. */
+            x->duration_ms = o->lease_ttl_ms + 2000;
+            break;
+        case FAULT_MISCONF:
+            x->duration_ms = chaos_range(rng, 2000, 4000);
             break;
         case FAULT_RESTART:
             x->duration_ms = chaos_range(rng, 100, 1500);
@@ -237,13 +402,337 @@ static void describe(const fault *f, char *buf, size_t size) {
                             "command timeout)",
                  (long long)f->duration_ms);
         break;
+    case FAULT_STOP_LONG:
+        snprintf(buf, size, "SIGSTOP worker chaos-%d for %lld ms (past the "
+                            "lease TTL), then SIGCONT",
+                 f->worker, (long long)f->duration_ms);
+        break;
+    case FAULT_INTRUDER:
+        snprintf(buf, size, "start a second process named chaos-%d%s while "
+                            "it lives; stop it after %lld ms",
+                 f->worker, f->pidns ? " in its own PID namespace" : "",
+                 (long long)f->duration_ms);
+        break;
+    case FAULT_MISCONF:
+        snprintf(buf, size, "the server's dir vanishes under a failed BGSAVE "
+                            "(MISCONF) for %lld ms, then restored",
+                 (long long)f->duration_ms);
+        break;
     default:
         snprintf(buf, size, "?");
     }
 }
 
-static void inject(fault *f, emq_srv *srv, emq_peer *proxy) {
-    char what[160];
+/* ---- the MISCONF episode ------------------------------------------------ */
+
+/* The value of "name:" in an INFO reply, into out; "" when absent. */
+static void info_field(const char *info, const char *name, char *out,
+                       size_t size) {
+    out[0] = '\0';
+    size_t n = strlen(name);
+    for (const char *p = info; (p = strstr(p, name)) != NULL; p += n) {
+        if ((p == info || p[-1] == '\n') && p[n] == ':') {
+            size_t k = strcspn(p + n + 1, "\r\n");
+            if (k >= size)
+                k = size - 1;
+            memcpy(out, p + n + 1, k);
+            out[k] = '\0';
+            return;
+        }
+    }
+}
+
+/* Polls INFO persistence until field has value want (bounded). */
+static int wait_info(emq_srv *srv, const char *field, const char *want,
+                     int64_t timeout_ms) {
+    static char info[16384];
+    char v[64];
+    int64_t until = chaos_now_ms() + timeout_ms;
+    do {
+        if (emq_srv_cmd(srv, info, sizeof info, "INFO", "persistence", NULL) >
+            0) {
+            info_field(info, field, v, sizeof v);
+            if (strcmp(v, want) == 0)
+                return 0;
+        }
+        wait_until(chaos_now_ms() + 20);
+    } while (chaos_now_ms() < until);
+    return -1;
+}
+
+/* A server whose working folder vanished under a failed BGSAVE: with
+ * stop-writes-on-bgsave-error yes (and a save point, without which redis
+ * does not refuse writes) every write, XREADGROUP and XACK included, gets
+ * MISCONF until a BGSAVE succeeds. The AOF is untouched: the server keeps
+ * appending (appendfsync always) to the file it has open in its real
+ * folder; an AOF rewrite, which would create files under the current
+ * folder, is waited out first and disabled for the episode; and dir,
+ * save and auto-aof-rewrite-percentage are put back before it ends. A
+ * server kill during the episode cannot happen (faults never overlap) and
+ * would restart on the config file, which still names the real folder. */
+static void misconf_episode(fault *f, emq_srv *srv) {
+    static char out[16384];
+    char dir[600] = "", save[128] = "", rewrite[32] = "100", scratch[700];
+    snprintf(scratch, sizeof scratch, "%s/misconf-scratch", run_dir);
+    const char *step = "";
+    int ok = 0;
+    f->outcome = 0;
+    step = "waiting for no AOF rewrite and no BGSAVE in progress";
+    if (wait_info(srv, "aof_rewrite_in_progress", "0", 20000) ||
+        wait_info(srv, "aof_rewrite_scheduled", "0", 20000) ||
+        wait_info(srv, "rdb_bgsave_in_progress", "0", 20000))
+        goto fail;
+    step = "CONFIG GET dir / save / auto-aof-rewrite-percentage";
+    if (emq_srv_cmd(srv, out, sizeof out, "CONFIG", "GET", "dir", NULL) != '*')
+        goto fail;
+    { /* "dir\n<value>" */
+        char *nl = strchr(out, '\n');
+        if (nl == NULL)
+            goto fail;
+        snprintf(dir, sizeof dir, "%s", nl + 1);
+    }
+    if (emq_srv_cmd(srv, out, sizeof out, "CONFIG", "GET", "save", NULL) ==
+        '*') {
+        char *nl = strchr(out, '\n');
+        snprintf(save, sizeof save, "%s", nl ? nl + 1 : "");
+    }
+    if (emq_srv_cmd(srv, out, sizeof out, "CONFIG", "GET",
+                    "auto-aof-rewrite-percentage", NULL) == '*') {
+        char *nl = strchr(out, '\n');
+        if (nl)
+            snprintf(rewrite, sizeof rewrite, "%s", nl + 1);
+    }
+    step = "CONFIG SET auto-aof-rewrite-percentage 0, save, "
+           "stop-writes-on-bgsave-error yes";
+    if (emq_srv_cmd(srv, out, sizeof out, "CONFIG", "SET",
+                    "auto-aof-rewrite-percentage", "0", NULL) != '+' ||
+        emq_srv_cmd(srv, out, sizeof out, "CONFIG", "SET", "save",
+                    "86400 1000000000", NULL) != '+' ||
+        emq_srv_cmd(srv, out, sizeof out, "CONFIG", "SET",
+                    "stop-writes-on-bgsave-error", "yes", NULL) != '+')
+        goto restore;
+    step = "mkdir + CONFIG SET dir to the scratch folder";
+    if (mkdir(scratch, 0700) != 0 && errno != EEXIST)
+        goto restore;
+    if (emq_srv_cmd(srv, out, sizeof out, "CONFIG", "SET", "dir", scratch,
+                    NULL) != '+')
+        goto restore;
+    rmdir(scratch); /* the folder vanishes */
+    step = "BGSAVE into the vanished folder";
+    if (emq_srv_cmd(srv, out, sizeof out, "BGSAVE", NULL) != '+')
+        goto restore;
+    step = "waiting for the BGSAVE to fail";
+    if (wait_info(srv, "rdb_last_bgsave_status", "err", 10000))
+        goto restore;
+    /* The probe: a write outside the queue's keys must be refused. */
+    int type = emq_srv_cmd(srv, out, sizeof out, "SET", "chaos-misconf-probe",
+                           "1", NULL);
+    ok = type == '-' && strncmp(out, "MISCONF", 7) == 0;
+    printf("[%7.3f]   misconf: BGSAVE failed; a write now gets: %.80s\n",
+           (chaos_now_ms() - run_start) / 1000.0, out);
+    wait_until(chaos_now_ms() + f->duration_ms);
+restore:
+    /* Put everything back, whatever happened above. */
+    mkdir(scratch, 0700);
+    if (dir[0] &&
+        emq_srv_cmd(srv, out, sizeof out, "CONFIG", "SET", "dir", dir, NULL) !=
+            '+') {
+        step = "CONFIG SET dir back";
+        ok = 0;
+    }
+    rmdir(scratch);
+    if (emq_srv_cmd(srv, out, sizeof out, "BGSAVE", NULL) != '+' ||
+        wait_info(srv, "rdb_bgsave_in_progress", "0", 60000) ||
+        wait_info(srv, "rdb_last_bgsave_status", "ok", 1000)) {
+        if (ok)
+            step = "the restoring BGSAVE";
+        ok = 0;
+    }
+    emq_srv_cmd(srv, out, sizeof out, "CONFIG", "SET", "save", save, NULL);
+    emq_srv_cmd(srv, out, sizeof out, "CONFIG", "SET",
+                "auto-aof-rewrite-percentage", rewrite, NULL);
+    emq_srv_cmd(srv, out, sizeof out, "DEL", "chaos-misconf-probe", NULL);
+    {
+        char dump[800];
+        snprintf(dump, sizeof dump, "%s/dump.rdb", dir);
+        unlink(dump); /* appendonly yes: the server never loads it */
+    }
+    if (emq_srv_cmd(srv, out, sizeof out, "INFO", "persistence", NULL) > 0) {
+        char aof[32];
+        info_field(out, "aof_last_write_status", aof, sizeof aof);
+        if (strcmp(aof, "ok") != 0) {
+            step = "the AOF (aof_last_write_status is not ok)";
+            ok = 0;
+        }
+    }
+    if (ok) {
+        f->outcome = 1;
+        snprintf(f->detail, sizeof f->detail,
+                 "MISCONF held %lld ms, then dir %s restored, BGSAVE ok, AOF "
+                 "ok",
+                 (long long)f->duration_ms, dir);
+        printf("[%7.3f]   misconf: restored (dir %s, BGSAVE ok, AOF writes "
+               "ok)\n",
+               (chaos_now_ms() - run_start) / 1000.0, dir);
+        return;
+    }
+fail:
+    snprintf(f->detail, sizeof f->detail, "episode failed at: %s (%.80s)",
+             step, out);
+    printf("[%7.3f]   misconf: SETUP PROBLEM: %s\n",
+           (chaos_now_ms() - run_start) / 1000.0, f->detail);
+}
+
+/* ---- the intruder ------------------------------------------------------- */
+
+static int pidns_ok;
+static char pidns_why[200];
+
+static int file_has(const char *path, const char *needle, char *line,
+                    size_t size) {
+    FILE *fp = fopen(path, "r");
+    if (fp == NULL)
+        return 0;
+    char buf[2048];
+    int found = 0;
+    while (!found && fgets(buf, sizeof buf, fp))
+        if (strstr(buf, needle)) {
+            found = 1;
+            if (line) {
+                buf[strcspn(buf, "\n")] = '\0';
+                snprintf(line, size, "%.*s", (int)(size - 1), buf);
+            }
+        }
+    fclose(fp);
+    return found;
+}
+
+/* Starts a second process under the name of live worker f->worker, with
+ * its own ledger (intruder-<pos>.ledger, ledger id 100 + pos), waits
+ * f->duration_ms for it to be refused, then stops it (SIGTERM; SIGKILL
+ * after 8 s). It must be refused ("in use by another live process") or
+ * still be waiting; the checker verifies that its ledger is empty. */
+static void intruder_episode(fault *f, int pos, emq_srv *srv) {
+    worker *w = &workers[f->worker];
+    if (w->pid <= 0) {
+        f->outcome = INTRUDER_SKIPPED;
+        snprintf(f->detail, sizeof f->detail,
+                 "chaos-%d was not running; no intruder started", f->worker);
+        printf("[%7.3f]   intruder: %s\n",
+               (chaos_now_ms() - run_start) / 1000.0, f->detail);
+        return;
+    }
+    /* The target must be settled in its name: running for 2 s and its
+     * lease key present (docs/KEYSPACE.md), or the intruder could win a
+     * race with a worker that is still starting, which proves nothing. */
+    char key[128], out[512];
+    snprintf(key, sizeof key, "emq:{%s}:lease:%s:chaos-%d", CHAOS_QUEUE,
+             CHAOS_GROUP, f->worker);
+    int64_t settle_until = chaos_now_ms() + 10000;
+    for (;;) {
+        int held = emq_srv_cmd(srv, out, sizeof out, "EXISTS", key, NULL) ==
+                       ':' &&
+                   strcmp(out, "1") == 0;
+        if (w->pid > 0 && held && chaos_now_ms() - w->last_start >= 2000)
+            break;
+        if (chaos_now_ms() > settle_until || w->pid <= 0) {
+            f->outcome = INTRUDER_SKIPPED;
+            snprintf(f->detail, sizeof f->detail,
+                     "chaos-%d %s; no intruder started", f->worker,
+                     w->pid <= 0 ? "was not running"
+                                 : "held no lease for 10 s");
+            printf("[%7.3f]   intruder: %s\n",
+                   (chaos_now_ms() - run_start) / 1000.0, f->detail);
+            return;
+        }
+        wait_until(chaos_now_ms() + 50);
+    }
+    f->inc = w->starts;
+    int ns = f->pidns && pidns_ok;
+    if (f->pidns && !pidns_ok)
+        printf("[%7.3f]   intruder: not in a PID namespace: %s\n",
+               (chaos_now_ms() - run_start) / 1000.0, pidns_why);
+    f->pidns = ns;
+    char name[32], ledger[64], log[64], logpath[800];
+    snprintf(name, sizeof name, "chaos-%d", f->worker);
+    snprintf(ledger, sizeof ledger, "intruder-%d.ledger", pos);
+    snprintf(log, sizeof log, "intruder-%d.log", pos);
+    snprintf(logpath, sizeof logpath, "%s/%s", run_dir, log);
+    pid_t target = 0;
+    int64_t t0 = chaos_now_ms();
+    pid_t pid = spawn_process(name, CHAOS_INTRUDER_ID0 + pos, 1, ledger, log,
+                              ns, &target);
+    int status = 0, exited = 0;
+    int64_t until = t0 + f->duration_ms;
+    while (chaos_now_ms() < until) {
+        if (waitpid(pid, &status, WNOHANG) == pid) {
+            exited = 1;
+            break;
+        }
+        wait_until(chaos_now_ms() + 20);
+    }
+    int64_t t_exit = chaos_now_ms();
+    int terminated = 0;
+    if (!exited) {
+        terminated = 1;
+        kill(target, SIGTERM);
+        int64_t hard = chaos_now_ms() + 8000;
+        while (waitpid(pid, &status, WNOHANG) != pid) {
+            if (chaos_now_ms() > hard) {
+                kill(target, SIGKILL);
+                kill(pid, SIGKILL);
+                waitpid(pid, &status, 0);
+                break;
+            }
+            chaos_sleep_ms(10);
+        }
+    }
+    /* Did the target's incarnation end meanwhile (of its own, or because
+     * the intruder took its lease)? Calls of the intruder after that are
+     * not a second process under a live name. */
+    if (w->starts != f->inc || w->pid <= 0)
+        f->target_died_ms = w->died_ms ? w->died_ms : chaos_now_ms();
+    char line[300] = "";
+    int refused_msg = file_has(logpath, "in use by another live process",
+                               line, sizeof line);
+    int took = file_has(logpath, "took over the lease", NULL, 0);
+    int code = WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
+    if (!terminated && refused_msg && code == 3) {
+        f->outcome = INTRUDER_REFUSED;
+        snprintf(f->detail, sizeof f->detail,
+                 "%s%s refused after %lld ms", name, ns ? " (pidns)" : "",
+                 (long long)(t_exit - t0));
+    } else if (terminated && code == 0 && !took) {
+        f->outcome = INTRUDER_WAITED;
+        snprintf(f->detail, sizeof f->detail,
+                 "%s%s still waiting after %lld ms; stopped", name,
+                 ns ? " (pidns)" : "", (long long)(t_exit - t0));
+    } else if (f->target_died_ms) {
+        f->outcome = INTRUDER_TARGET_DIED;
+        snprintf(f->detail, sizeof f->detail,
+                 "%s%s: %s after %lld ms with %s %d; the target's incarnation "
+                 "%d ended at %.3f s, during the episode; see %s",
+                 name, ns ? " (pidns)" : "",
+                 terminated ? "stopped by the harness" : "exited",
+                 (long long)(t_exit - t0), code >= 0 ? "status" : "signal",
+                 code >= 0 ? code : -code, f->inc,
+                 (f->target_died_ms - run_start) / 1000.0, log);
+    } else {
+        f->outcome = INTRUDER_OTHER;
+        snprintf(f->detail, sizeof f->detail,
+                 "%s%s: %s after %lld ms with %s %d%s; see %s", name,
+                 ns ? " (pidns)" : "",
+                 terminated ? "stopped by the harness" : "exited",
+                 (long long)(t_exit - t0), code >= 0 ? "status" : "signal",
+                 code >= 0 ? code : -code,
+                 took ? ", its log says it took over the lease" : "", log);
+    }
+    printf("[%7.3f]   intruder: %s\n", (chaos_now_ms() - run_start) / 1000.0,
+           f->detail);
+}
+
+static void inject(fault *f, int pos, emq_srv *srv, emq_peer *proxy) {
+    char what[200];
     describe(f, what, sizeof what);
     f->began_ms = chaos_now_ms();
     printf("[%7.3f] fault %s: %s\n", (f->began_ms - run_start) / 1000.0,
@@ -252,19 +741,19 @@ static void inject(fault *f, emq_srv *srv, emq_peer *proxy) {
     worker *w = &workers[f->worker];
     switch (f->kind) {
     case FAULT_KILL:
-        if (w->pid > 0) {
-            kill(w->pid, SIGKILL);
-            waitpid(w->pid, NULL, 0); /* reaped: its lease is free now */
-            w->pid = 0;
-        }
+        f->inc = w->pid > 0 ? w->starts : 0; /* 0: nobody was killed */
+        if (w->pid > 0)
+            kill_worker(w); /* reaped: its lease is free now */
         wait_until(chaos_now_ms() + f->duration_ms);
         spawn_worker(f->worker);
         break;
     case FAULT_STOP:
+    case FAULT_STOP_LONG:
+        f->inc = w->pid > 0 ? w->starts : 0; /* 0: nobody was stopped */
         if (w->pid > 0) {
-            kill(w->pid, SIGSTOP);
+            kill(w->target, SIGSTOP);
             wait_until(chaos_now_ms() + f->duration_ms);
-            kill(w->pid, SIGCONT);
+            kill(w->target, SIGCONT);
         }
         break;
     case FAULT_RESTART:
@@ -281,6 +770,12 @@ static void inject(fault *f, emq_srv *srv, emq_peer *proxy) {
         wait_until(chaos_now_ms() + f->duration_ms);
         emq_peer_freeze(proxy, 0);
         break;
+    case FAULT_INTRUDER:
+        intruder_episode(f, pos, srv);
+        break;
+    case FAULT_MISCONF:
+        misconf_episode(f, srv);
+        break;
     default:
         break;
     }
@@ -291,14 +786,24 @@ static void inject(fault *f, emq_srv *srv, emq_peer *proxy) {
 
 static void usage(void) {
     fprintf(stderr,
-            "usage: chaos [--seed S] [--jobs N] [--workers W] [--seconds T]\n"
-            "             [--poison P] [--max-deliveries M] [--kills K]\n"
-            "             [--stops K] [--restarts K] [--drops K] [--stalls K]\n"
-            "             [--halfopens K] [--drain-seconds D] [--dir PARENT]\n"
-            "             [--keep] [--tolerate-worker-exits]\n"
-            "Defaults: 200000 jobs, 4 workers, T = max(30, N / 1300) s,\n"
-            "10 poison jobs, max_deliveries 3, fault counts from T, D = 120.\n"
-            "See docs/RELIABILITY.md.\n");
+            "usage: chaos [--seed S] [--jobs N] [--workers W] [--pidns-workers K]\n"
+            "             [--seconds T] [--poison P] [--max-deliveries M]\n"
+            "             [--claim-idle MS] [--lease-ttl MS]\n"
+            "             [--handler-short-ms MS] [--handler-long-permille L]\n"
+            "             [--handler-max-ms MS] [--retry-permille R]\n"
+            "             [--retry-backoff MS] [--retry-backoff-max MS]\n"
+            "             [--settle-slack MS]\n"
+            "             [--kills K] [--stops K] [--restarts K] [--drops K]\n"
+            "             [--stalls K] [--halfopens K] [--stops-long K]\n"
+            "             [--intruders K] [--misconfs K] [--drain-seconds D]\n"
+            "             [--dir PARENT] [--keep] [--tolerate-worker-exits]\n"
+            "             [--allow-unknown-conf]\n"
+            "Defaults: 200000 jobs, 4 workers + 1 in its own PID namespace,\n"
+            "T = max(30, N / 1300) s, 10 poison jobs, max_deliveries 5,\n"
+            "claim idle 2000 ms, lease TTL 5000 ms, handlers 1..4 ms with 2 per\n"
+            "mille up to 3 x claim idle, 20 per mille of jobs retried 1-2 times\n"
+            "with retry backoff 200 ms, settle slack 2000 ms, fault counts\n"
+            "from T, D = 300. See docs/RELIABILITY.md.\n");
     exit(2);
 }
 
@@ -316,17 +821,45 @@ static long number(const char *flag, const char *v, long lo, long hi) {
 
 static void parse(int argc, char **argv, options *o) {
     static const char *fault_flags[FAULT_KINDS] = {
-        "--kills", "--stops", "--restarts", "--drops", "--stalls",
-        "--halfopens"};
+        "--kills",     "--stops",      "--restarts",
+        "--drops",     "--stalls",     "--halfopens",
+        "--stops-long", "--intruders", "--misconfs"};
+    static const struct {
+        const char *flag;
+        long lo, hi;
+        size_t off;
+    } longs[] = {
+        {"--claim-idle", 200, 600000, offsetof(options, claim_idle_ms)},
+        {"--lease-ttl", 1000, 600000, offsetof(options, lease_ttl_ms)},
+        {"--handler-short-ms", 1, 60000, offsetof(options, short_ms)},
+        {"--handler-long-permille", 0, 1000,
+         offsetof(options, long_permille)},
+        {"--handler-max-ms", 1, 3600000, offsetof(options, handler_max_ms)},
+        {"--retry-permille", 0, 1000, offsetof(options, retry_permille)},
+        {"--retry-backoff", 0, 600000, offsetof(options, retry_backoff_ms)},
+        {"--retry-backoff-max", 0, 3600000,
+         offsetof(options, retry_backoff_max_ms)},
+        {"--settle-slack", 0, 600000, offsetof(options, settle_slack_ms)},
+    };
     memset(o, 0, sizeof *o);
     o->seed = 0;
     int have_seed = 0;
     o->jobs = 200000;
     o->workers = 4;
+    o->pidns_workers = 1;
     o->seconds = -1;
     o->poison = 10;
-    o->max_deliveries = 3;
-    o->drain_seconds = 120;
+    o->max_deliveries = 5;
+    o->drain_seconds = 300;
+    o->claim_idle_ms = 2000;
+    o->lease_ttl_ms = 5000;
+    o->short_ms = 4;
+    o->long_permille = 2;
+    o->handler_max_ms = 0;
+    o->retry_permille = 20;
+    o->retry_backoff_ms = 200;
+    o->retry_backoff_max_ms = 0;
+    o->settle_slack_ms = 2000;
     o->parent = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
     for (int k = 0; k < FAULT_KINDS; k++)
         o->count[k] = -1;
@@ -336,6 +869,12 @@ static void parse(int argc, char **argv, options *o) {
         for (int k = 0; k < FAULT_KINDS; k++)
             if (strcmp(a, fault_flags[k]) == 0) {
                 o->count[k] = (int)number(a, v, 0, 100);
+                matched = 1;
+            }
+        for (size_t k = 0; k < sizeof longs / sizeof longs[0]; k++)
+            if (strcmp(a, longs[k].flag) == 0) {
+                *(long *)((char *)o + longs[k].off) =
+                    number(a, v, longs[k].lo, longs[k].hi);
                 matched = 1;
             }
         if (matched) {
@@ -356,6 +895,9 @@ static void parse(int argc, char **argv, options *o) {
         } else if (strcmp(a, "--workers") == 0) {
             o->workers = (int)number(a, v, 1, CHAOS_MAX_WORKERS);
             i++;
+        } else if (strcmp(a, "--pidns-workers") == 0) {
+            o->pidns_workers = (int)number(a, v, 0, CHAOS_MAX_WORKERS);
+            i++;
         } else if (strcmp(a, "--seconds") == 0) {
             o->seconds = (int)number(a, v, 10, 86400);
             i++;
@@ -375,10 +917,19 @@ static void parse(int argc, char **argv, options *o) {
             o->keep = 1;
         } else if (strcmp(a, "--tolerate-worker-exits") == 0) {
             o->tolerate_exits = 1;
+        } else if (strcmp(a, "--allow-unknown-conf") == 0) {
+            o->allow_unknown = 1;
         } else {
             usage();
         }
     }
+    if (o->workers + o->pidns_workers > CHAOS_MAX_WORKERS) {
+        fprintf(stderr, "chaos: at most %d workers in all\n",
+                CHAOS_MAX_WORKERS);
+        usage();
+    }
+    if (o->handler_max_ms == 0)
+        o->handler_max_ms = 3 * o->claim_idle_ms;
     if (o->poison > o->jobs)
         o->poison = o->jobs;
     if (o->seconds < 0) {
@@ -388,7 +939,8 @@ static void parse(int argc, char **argv, options *o) {
     if (!have_seed)
         o->seed = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 20);
     int k1 = o->seconds / 30 > 0 ? o->seconds / 30 : 1;
-    const int derived[FAULT_KINDS] = {2 * k1, k1, k1, 2 * k1, k1, k1};
+    const int derived[FAULT_KINDS] = {2 * k1, k1, k1, 2 * k1, k1,
+                                      k1,     k1, k1, k1};
     for (int k = 0; k < FAULT_KINDS; k++)
         if (o->count[k] < 0)
             o->count[k] = derived[k];
@@ -419,10 +971,10 @@ static void remove_tree(const char *path) {
 static void stop_workers(int *slow) {
     for (int i = 1; i <= nworkers; i++)
         if (workers[i].pid > 0)
-            kill(workers[i].pid, SIGTERM);
+            kill(workers[i].target, SIGTERM);
     /* A graceful stop returns within block_ms plus one handler. */
     int64_t deadline = chaos_now_ms() + CHAOS_BLOCK_MS +
-                       CHAOS_COMMAND_TIMEOUT_MS + 5000;
+                       CHAOS_COMMAND_TIMEOUT_MS + opt.handler_max_ms + 5000;
     for (int i = 1; i <= nworkers; i++) {
         while (workers[i].pid > 0) {
             int status;
@@ -437,16 +989,14 @@ static void stop_workers(int *slow) {
                            run_dir, i);
                     workers_died++;
                 }
-                workers[i].pid = 0;
+                workers[i].pid = workers[i].target = 0;
                 break;
             }
             if (chaos_now_ms() > deadline) {
                 printf("VIOLATION: worker chaos-%d did not stop in time "
                        "after SIGTERM; killed\n",
                        i);
-                kill(workers[i].pid, SIGKILL);
-                waitpid(workers[i].pid, NULL, 0);
-                workers[i].pid = 0;
+                kill_worker(&workers[i]);
                 (*slow)++;
                 break;
             }
@@ -455,62 +1005,221 @@ static void stop_workers(int *slow) {
     }
 }
 
+/* Root and a working `unshare --pid --fork --mount-proc`, or why not. */
+static int pidns_check(char *why, size_t size) {
+    if (geteuid() != 0) {
+        snprintf(why, size, "not root (euid %ld): unshare --pid needs it",
+                 (long)geteuid());
+        return 0;
+    }
+    const char *cands[] = {"/usr/bin/unshare", "/bin/unshare",
+                           "/usr/local/bin/unshare"};
+    for (size_t i = 0; i < sizeof cands / sizeof cands[0]; i++)
+        if (access(cands[i], X_OK) == 0) {
+            snprintf(unshare_exe, sizeof unshare_exe, "%s", cands[i]);
+            break;
+        }
+    if (unshare_exe[0] == '\0') {
+        snprintf(why, size, "no unshare executable (util-linux)");
+        return 0;
+    }
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0) {
+        snprintf(why, size, "fork: %s", strerror(errno));
+        return 0;
+    }
+    if (pid == 0) {
+        int fd = open("/dev/null", O_WRONLY);
+        if (fd >= 0) {
+            dup2(fd, 1);
+            dup2(fd, 2);
+        }
+        char *argv[] = {unshare_exe, "--pid",   "--fork", "--mount-proc",
+                        "--kill-child", self_exe, "--pidns-probe", NULL};
+        execv(unshare_exe, argv);
+        _exit(127);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        snprintf(why, size,
+                 "%.100s --pid --fork --mount-proc failed (%s %d)", unshare_exe,
+                 WIFEXITED(status) ? "status" : "signal",
+                 WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
+        return 0;
+    }
+    return 1;
+}
+
+/* The plan of every job, from the seed: poison (already placed), the
+ * handler duration, the retries a healthy job asks for. */
+static void plan_jobs(const options *o, job_plan *plan, long *nlong,
+                      long *nretry, double *total_s) {
+    chaos_rng r = {o->seed ^ 0x6a6f62706c616e73ull}; /* "jobplans" */
+    int64_t long_lo = o->claim_idle_ms / 4 > 1 ? o->claim_idle_ms / 4 : 1;
+    if (long_lo > o->handler_max_ms)
+        long_lo = o->handler_max_ms;
+    *nlong = *nretry = 0;
+    *total_s = 0;
+    for (long j = 0; j < o->jobs; j++) {
+        int is_long = (long)(chaos_rand(&r) % 1000) < o->long_permille;
+        int64_t ms = is_long ? chaos_range(&r, long_lo, o->handler_max_ms)
+                             : chaos_range(&r, 1, o->short_ms);
+        plan[j].ms = (uint32_t)ms;
+        *nlong += is_long;
+        int retry = (long)(chaos_rand(&r) % 1000) < o->retry_permille;
+        int64_t n = chaos_range(&r, 1, 2);
+        plan[j].retries = (uint8_t)(retry && !plan[j].poison ? n : 0);
+        *nretry += plan[j].retries > 0;
+        /* Every call sleeps: retries and poison deliveries count too. */
+        int calls = plan[j].poison ? o->max_deliveries : 1 + plan[j].retries;
+        *total_s += (double)ms * calls / 1000.0;
+    }
+}
+
 int main(int argc, char **argv) {
     if (argc > 1 && strcmp(argv[1], "--worker") == 0)
         return chaos_worker_main(argc - 2, argv + 2);
+    if (argc > 1 && strcmp(argv[1], "--pidns-probe") == 0)
+        return getpid() == 1 ? 0 : 1;
     setvbuf(stdout, NULL, _IOLBF, 0);
     signal(SIGPIPE, SIG_IGN);
-    options o;
-    parse(argc, argv, &o);
+    options *o = &opt;
+    parse(argc, argv, o);
     ssize_t len = readlink("/proc/self/exe", self_exe, sizeof self_exe - 1);
     if (len <= 0) {
         fprintf(stderr, "chaos: cannot find its own executable\n");
         return 2;
     }
     self_exe[len] = '\0';
-    snprintf(run_dir, sizeof run_dir, "%s/emq-chaos-%llu-XXXXXX", o.parent,
-             (unsigned long long)o.seed);
+
+    /* Does this library know retry.backoff_ms? */
+    settings.claim_idle_ms = o->claim_idle_ms;
+    settings.lease_ttl_ms = o->lease_ttl_ms;
+    settings.retry_backoff_ms = o->retry_backoff_ms;
+    settings.retry_backoff_max_ms = o->retry_backoff_max_ms;
+    settings.settle_slack_ms = o->settle_slack_ms;
+    settings.handler_max_ms = o->handler_max_ms;
+    if (o->retry_backoff_ms > 0 || o->retry_backoff_max_ms > 0) {
+        emq_conf_t *conf = emq_conf_new();
+        emq_error err;
+        char v[32];
+        snprintf(v, sizeof v, "%ld",
+                 o->retry_backoff_ms > 0 ? o->retry_backoff_ms : 1000);
+        int known = conf && emq_conf_set(conf, "retry.backoff_ms", v,
+                                         &err) == EMQ_OK;
+        if (known && o->retry_backoff_max_ms > 0) {
+            snprintf(v, sizeof v, "%ld", o->retry_backoff_max_ms);
+            known = emq_conf_set(conf, "retry.backoff_max_ms", v, &err) ==
+                    EMQ_OK;
+        }
+        emq_conf_destroy(conf);
+        if (!known && !o->allow_unknown) {
+            fprintf(stderr,
+                    "chaos: this library refuses the retry backoff: %s\n"
+                    "chaos: (--retry-backoff 0 runs without it; "
+                    "--allow-unknown-conf lets the workers skip it with a "
+                    "warning)\n",
+                    err.message);
+            return 2;
+        }
+        if (!known)
+            printf("chaos: WARNING: this library refuses the retry backoff "
+                   "(%s); workers go on without it (--allow-unknown-conf), "
+                   "and retried jobs come back after claim.min_idle_ms\n",
+                   err.message);
+        settings.backoff_in_force = known;
+    }
+
+    snprintf(run_dir, sizeof run_dir, "%s/emq-chaos-%llu-XXXXXX", o->parent,
+             (unsigned long long)o->seed);
     if (mkdtemp(run_dir) == NULL) {
         fprintf(stderr, "chaos: mkdtemp %s: %s\n", run_dir, strerror(errno));
         return 2;
     }
+    if (run_dir[0] != '/') { /* the server fixture changes folders */
+        char abs[PATH_MAX];
+        if (realpath(run_dir, abs) == NULL ||
+            strlen(abs) >= sizeof run_dir) {
+            fprintf(stderr, "chaos: realpath %s: %s\n", run_dir,
+                    strerror(errno));
+            return 2;
+        }
+        snprintf(run_dir, sizeof run_dir, "%s", abs);
+    }
     chaos_set_tmpdir(run_dir);
-    snprintf(maxd_text, sizeof maxd_text, "%d", o.max_deliveries);
-    nworkers = o.workers;
+
+    pidns_ok = pidns_check(pidns_why, sizeof pidns_why);
+    int pidns_workers = pidns_ok ? o->pidns_workers : 0;
+    if (!pidns_ok)
+        printf("chaos: PID namespaces SKIPPED: %s; no worker runs in its own "
+               "PID namespace and every intruder starts in this one\n",
+               pidns_why);
+    nworkers = o->workers + pidns_workers;
+    for (int i = o->workers + 1; i <= nworkers; i++)
+        workers[i].pidns = 1;
 
     /* Everything random comes from the seed, in this order. */
-    chaos_rng rng = {o.seed};
+    chaos_rng rng = {o->seed};
     static fault faults[CHAOS_MAX_FAULTS];
-    int nfaults = plan(&o, &rng, faults);
-    uint8_t *poison = calloc((size_t)o.jobs, 1);
-    uint8_t *resent = calloc((size_t)o.jobs, 1);
-    if (!poison || !resent) {
+    int nfaults = plan(o, &rng, faults);
+    job_plan *jobs = calloc((size_t)o->jobs, sizeof *jobs);
+    uint8_t *resent = calloc((size_t)o->jobs, 1);
+    if (!jobs || !resent) {
         fprintf(stderr, "chaos: out of memory\n");
         return 2;
     }
-    for (long placed = 0; placed < o.poison;) {
-        long j = (long)chaos_range(&rng, 0, o.jobs - 1);
-        if (!poison[j]) {
-            poison[j] = 1;
+    for (long placed = 0; placed < o->poison;) {
+        long j = (long)chaos_range(&rng, 0, o->jobs - 1);
+        if (!jobs[j].poison) {
+            jobs[j].poison = 1;
             placed++;
         }
     }
+    long nlong = 0, nretry = 0;
+    double handler_s = 0;
+    plan_jobs(o, jobs, &nlong, &nretry, &handler_s);
 
     printf("chaos: seed %llu, %ld jobs (%ld poison, max_deliveries %d), %d "
-           "workers, %d s of faults, drain up to %d s\n",
-           (unsigned long long)o.seed, o.jobs, o.poison, o.max_deliveries,
-           o.workers, o.seconds, o.drain_seconds);
+           "workers (%d in their own PID namespace), %d s of faults, drain "
+           "up to %d s\n",
+           (unsigned long long)o->seed, o->jobs, o->poison, o->max_deliveries,
+           nworkers, pidns_workers, o->seconds, o->drain_seconds);
+    printf("chaos: claim.min_idle_ms %ld, lease.ttl_ms %ld, handlers 1..%ld "
+           "ms, %ld long ones (%ld..%ld ms), %ld jobs ask 1-2 retries "
+           "(retry.backoff_ms %ld%s)\n",
+           o->claim_idle_ms, o->lease_ttl_ms, o->short_ms, nlong,
+           o->claim_idle_ms / 4 > 1 ? o->claim_idle_ms / 4 : 1,
+           o->handler_max_ms, nretry, o->retry_backoff_ms,
+           o->retry_backoff_ms && !settings.backoff_in_force
+               ? ", NOT in force"
+               : "");
+    printf("chaos: planned handler time %.0f s in all, %.0f s per worker "
+           "(without duplicates)\n",
+           handler_s, handler_s / (nworkers > 0 ? nworkers : 1));
     printf("chaos: reproduce with: chaos --seed %llu --jobs %ld --workers %d "
-           "--seconds %d --poison %ld --max-deliveries %d --kills %d --stops "
-           "%d --restarts %d --drops %d --stalls %d --halfopens %d\n",
-           (unsigned long long)o.seed, o.jobs, o.workers, o.seconds, o.poison,
-           o.max_deliveries, o.count[FAULT_KILL], o.count[FAULT_STOP],
-           o.count[FAULT_RESTART], o.count[FAULT_DROP], o.count[FAULT_STALL],
-           o.count[FAULT_HALFOPEN]);
+           "--pidns-workers %d --seconds %d --poison %ld --max-deliveries %d "
+           "--claim-idle %ld --lease-ttl %ld --handler-short-ms %ld "
+           "--handler-long-permille %ld --handler-max-ms %ld "
+           "--retry-permille %ld --retry-backoff %ld --retry-backoff-max %ld "
+           "--settle-slack %ld --kills %d --stops %d --restarts %d --drops %d "
+           "--stalls %d --halfopens %d --stops-long %d --intruders %d "
+           "--misconfs %d%s\n",
+           (unsigned long long)o->seed, o->jobs, o->workers, o->pidns_workers,
+           o->seconds, o->poison, o->max_deliveries, o->claim_idle_ms,
+           o->lease_ttl_ms, o->short_ms, o->long_permille, o->handler_max_ms,
+           o->retry_permille, o->retry_backoff_ms, o->retry_backoff_max_ms,
+           o->settle_slack_ms, o->count[FAULT_KILL], o->count[FAULT_STOP],
+           o->count[FAULT_RESTART], o->count[FAULT_DROP],
+           o->count[FAULT_STALL], o->count[FAULT_HALFOPEN],
+           o->count[FAULT_STOP_LONG], o->count[FAULT_INTRUDER],
+           o->count[FAULT_MISCONF],
+           o->allow_unknown ? " --allow-unknown-conf" : "");
     printf("chaos: run folder %s\n", run_dir);
     printf("chaos: schedule of %d faults:\n", nfaults);
     for (int i = 0; i < nfaults; i++) {
-        char what[160];
+        char what[200];
         describe(&faults[i], what, sizeof what);
         printf("  %3d  at %7.3f s  %-15s %s\n", i + 1,
                faults[i].at_ms / 1000.0, chaos_fault_name(faults[i].kind),
@@ -522,6 +1231,9 @@ int main(int argc, char **argv) {
     so.transport = EMQ_SRV_TCP;
     so.appendonly = 1;
     so.start_timeout_ms = 60000;
+    /* CONFIG SET dir (the MISCONF episode) is a protected config in 7.x;
+     * "local" allows it over the admin unix socket only. */
+    so.extra_config = "enable-protected-configs local\n";
     emq_srv *srv = emq_srv_start(&so);
     emq_peer_opts po;
     memset(&po, 0, sizeof po);
@@ -536,18 +1248,23 @@ int main(int argc, char **argv) {
            (long)emq_srv_pid(srv), emq_srv_url(srv), proxy_url);
 
     run_start = chaos_now_ms();
-    for (int i = 1; i <= o.workers; i++)
+    for (int i = 1; i <= nworkers; i++) {
         spawn_worker(i);
+        if (workers[i].pidns)
+            printf("chaos: worker chaos-%d runs in its own PID namespace "
+                   "(pid %ld outside)\n",
+                   i, (long)workers[i].target);
+    }
 
     producer.url = emq_srv_url(srv);
-    producer.jobs = o.jobs;
-    producer.poison = poison;
+    producer.jobs = o->jobs;
+    producer.plan = jobs;
     producer.resent = resent;
     producer.start_ms = run_start + 500;
-    producer.rate = (double)o.jobs / (o.seconds - 3 > 1 ? o.seconds - 3 : 1);
+    producer.rate = (double)o->jobs / (o->seconds - 3 > 1 ? o->seconds - 3 : 1);
     producer.deadline_ms =
-        run_start + (int64_t)(o.seconds + o.drain_seconds + 60) * 1000;
-    producer.seed = o.seed;
+        run_start + (int64_t)(o->seconds + o->drain_seconds + 60) * 1000;
+    producer.seed = o->seed;
     pthread_t producer_thread;
     if (pthread_create(&producer_thread, NULL, chaos_produce, &producer) !=
         0) {
@@ -557,9 +1274,9 @@ int main(int argc, char **argv) {
 
     for (int i = 0; i < nfaults; i++) {
         wait_until(run_start + faults[i].at_ms);
-        inject(&faults[i], srv, proxy);
+        inject(&faults[i], i + 1, srv, proxy);
     }
-    wait_until(run_start + (int64_t)o.seconds * 1000);
+    wait_until(run_start + (int64_t)o->seconds * 1000);
     while (!__atomic_load_n(&producer.done, __ATOMIC_ACQUIRE))
         wait_until(chaos_now_ms() + 100); /* bounded by its deadline */
     pthread_join(producer_thread, NULL);
@@ -570,7 +1287,7 @@ int main(int argc, char **argv) {
 
     /* Drain: nothing pending, nothing undelivered. */
     int drained = 0;
-    int64_t drain_deadline = chaos_now_ms() + (int64_t)o.drain_seconds * 1000;
+    int64_t drain_deadline = chaos_now_ms() + (int64_t)o->drain_seconds * 1000;
     long long pending = -1;
     int behind = 1;
     while (chaos_now_ms() < drain_deadline) {
@@ -587,37 +1304,41 @@ int main(int argc, char **argv) {
            behind ? "entries not yet delivered" : "every entry delivered");
     int slow = 0;
     stop_workers(&slow);
-    for (int i = 1; i <= o.workers; i++)
+    for (int i = 1; i <= nworkers; i++)
         if (workers[i].starts > 1)
             printf("worker chaos-%d was started %d times\n", i,
                    workers[i].starts);
 
     chaos_run run = {
-        .seed = o.seed,
-        .jobs = o.jobs,
-        .workers = o.workers,
-        .max_deliveries = o.max_deliveries,
+        .seed = o->seed,
+        .jobs = o->jobs,
+        .workers = nworkers,
+        .pidns_workers = pidns_workers,
+        .max_deliveries = o->max_deliveries,
         .dir = run_dir,
         .admin_url = admin_url,
-        .poison = poison,
+        .plan = jobs,
+        .set = settings,
+        .run_start = run_start,
         .resent = resent,
         .faults = faults,
         .nfaults = nfaults,
         .workers_died = workers_died + slow,
-        .tolerate_exits = o.tolerate_exits,
+        .tolerate_exits = o->tolerate_exits,
         .producer_failed = producer.failed,
         .drained = drained,
     };
     int verdict = chaos_check(&run);
+    printf("chaos: %.1f s in all\n", (chaos_now_ms() - run_start) / 1000.0);
     emq_peer_stop(proxy);
     emq_srv_stop(srv);
-    free(poison);
+    free(jobs);
     free(resent);
-    if (verdict == 0 && !o.keep) {
+    if (verdict == 0 && !o->keep) {
         remove_tree(run_dir);
     } else {
-        printf("chaos: run folder kept: %s (ledgers chaos-*.ledger, worker "
-               "logs chaos-*.log, server in srv-1/)\n",
+        printf("chaos: run folder kept: %s (ledgers chaos-*.ledger and "
+               "intruder-*.ledger, worker logs *.log, server in srv-1/)\n",
                run_dir);
     }
     return verdict;

@@ -1,7 +1,11 @@
 /* producer.c: the chaos harness's producer thread.
  *
  * Publishes jobs 0..N-1 to queue "chaos", each as the fields
- *   job <index>  kind ok|poison  pad <16 hex digits from the seed>
+ *   job <index>  kind ok|poison  ms <handler duration>  retries <0..2>
+ *   pad <16 hex digits from the seed>
+ * (ms and retries: the job's plan, drawn from the seed by the orchestrator;
+ * the worker's handler sleeps ms and answers EMQ_RETRY while the delivery
+ * count is at most retries)
  * in batches of up to BATCH entries, paced so that job i is sent no
  * earlier than start + i / rate: production spans the whole fault window.
  * It talks to the server directly, not through the proxy, but it lives
@@ -38,21 +42,31 @@ static emq_producer_t *connect_producer(chaos_producer *p, emq_error *err) {
     return prod;
 }
 
+#define NFIELDS 5
+
 typedef struct job_text {
     char job[24];
     char pad[24];
-    emq_field fields[3];
+    char ms[16];
+    char retries[8];
+    emq_field fields[NFIELDS];
 } job_text;
 
-static void fill(job_text *t, long index, int poison, uint64_t seed) {
+static void fill(job_text *t, long index, const job_plan *plan,
+                 uint64_t seed) {
+    int poison = plan->poison;
     snprintf(t->job, sizeof t->job, "%ld", index);
+    snprintf(t->ms, sizeof t->ms, "%u", (unsigned)plan->ms);
+    snprintf(t->retries, sizeof t->retries, "%u", (unsigned)plan->retries);
     chaos_rng r = {seed ^ (uint64_t)index * 0x9e3779b97f4a7c15ull};
     snprintf(t->pad, sizeof t->pad, "%016llx",
              (unsigned long long)chaos_rand(&r));
     const char *kind = poison ? "poison" : "ok";
     t->fields[0] = (emq_field){"job", 3, t->job, strlen(t->job)};
     t->fields[1] = (emq_field){"kind", 4, kind, strlen(kind)};
-    t->fields[2] = (emq_field){"pad", 3, t->pad, strlen(t->pad)};
+    t->fields[2] = (emq_field){"ms", 2, t->ms, strlen(t->ms)};
+    t->fields[3] = (emq_field){"retries", 7, t->retries, strlen(t->retries)};
+    t->fields[4] = (emq_field){"pad", 3, t->pad, strlen(t->pad)};
 }
 
 void *chaos_produce(void *arg) {
@@ -98,8 +112,8 @@ void *chaos_produce(void *arg) {
                 }
             }
             for (size_t i = 0; i < n; i++) {
-                fill(&text[i], which[i], p->poison[which[i]], p->seed);
-                msgs[i] = (emq_message){text[i].fields, 3, NULL};
+                fill(&text[i], which[i], &p->plan[which[i]], p->seed);
+                msgs[i] = (emq_message){text[i].fields, NFIELDS, NULL};
             }
             size_t written = 0;
             emq_status st = emq_produce_batch(prod, msgs, n, ids, &written,

@@ -1,19 +1,35 @@
 /* worker.c: the worker role of the chaos harness (chaos --worker ...).
  *
- * One process, one echomq consumer named chaos-<i> in group "workers" of
- * queue "chaos", using nothing but echomq.h. Its handler writes one line
- * per delivery to the ledger file <dir>/chaos-<i>.ledger, opened with
- * O_APPEND, before it answers:
+ * One process, one echomq consumer in group "workers" of queue "chaos",
+ * using nothing but echomq.h. Its arguments are key=value pairs:
  *
- *   <job> <deliveries> <entry-id> <worker> <monotonic-ms> <A|R>
+ *   name=chaos-<i>  id=<ledger worker id>  inc=<incarnation>  url=URL
+ *   ledger=PATH  maxd=N  idle=MS  ttl=MS  backoff=MS  backoff_max=MS
+ *   allow_unknown=0|1
  *
- * A is an acknowledgement (a normal job), R a retry (a poison job: its
- * "kind" field is "poison"). The line goes out with one write(2) before the
- * handler returns, so it is in the kernel even if the process is killed the
- * next instant: the ledger never misses a delivery that could have been
- * acknowledged. SIGTERM asks the consumer to stop gracefully; the worker
+ * (a regular worker has id i; an intruder started under a live worker's
+ * name has id 100 + n and its own ledger). The handler writes two lines
+ * per delivery to the ledger, opened with O_APPEND, each with one
+ * write(2):
+ *
+ *   S <job> <deliveries> <entry-id> <id> <inc> <pid> <t-start>
+ *   E <job> <deliveries> <entry-id> <id> <inc> <pid> <t-start> <t-end> <V>
+ *
+ * S before it does anything (so a handler killed mid-way is on record),
+ * E just before it answers, with the verdict V: A (EMQ_ACK, a healthy job
+ * done), R (EMQ_RETRY of a poison job: its "kind" field is "poison") or T
+ * (EMQ_RETRY asked by a healthy job whose "retries" field is at least the
+ * delivery count: an intended re-delivery follows). In between it sleeps
+ * the job's "ms" field (the handler duration drawn from the seed). Times
+ * are CLOCK_MONOTONIC ms, one clock for every process, in every PID
+ * namespace. SIGTERM asks the consumer to stop gracefully; the worker
  * prints its counters on stderr and exits 0, or 3 when the consumer
  * returned an error (the orchestrator counts that as a violation).
+ *
+ * retry.backoff_ms / retry.backoff_max_ms are set when backoff > 0 /
+ * backoff_max > 0. A library that does not know them refuses them; with
+ * allow_unknown=1 the worker then prints a warning and goes on without
+ * (the orchestrator only passes it with --allow-unknown-conf).
  */
 #include "chaos.h"
 
@@ -35,7 +51,9 @@ static void on_signal(int sig) {
 
 typedef struct ledger {
     int fd;
-    int worker;
+    int id;
+    int inc;
+    long pid;
 } ledger;
 
 static int field_is(const emq_field *f, const char *name) {
@@ -59,11 +77,21 @@ static void write_all(int fd, const char *p, size_t n) {
     }
 }
 
+static long field_number(const emq_field *f) {
+    char v[24];
+    if (f->value_len >= sizeof v)
+        return 0;
+    memcpy(v, f->value, f->value_len);
+    v[f->value_len] = '\0';
+    return strtol(v, NULL, 10);
+}
+
 static emq_verdict handle(void *opaque, const emq_entry *e, char *reason,
                           size_t reason_size) {
     ledger *l = opaque;
     char job[32] = "?";
     int poison = 0;
+    long ms = 0, retries = 0;
     for (size_t i = 0; i < e->nfields; i++) {
         const emq_field *f = &e->fields[i];
         if (field_is(f, "job") && f->value_len < sizeof job) {
@@ -71,20 +99,42 @@ static emq_verdict handle(void *opaque, const emq_entry *e, char *reason,
             job[f->value_len] = '\0';
         } else if (field_is(f, "kind")) {
             poison = f->value_len == 6 && memcmp(f->value, "poison", 6) == 0;
+        } else if (field_is(f, "ms")) {
+            ms = field_number(f);
+        } else if (field_is(f, "retries")) {
+            retries = field_number(f);
         }
     }
-    char line[160];
-    int n = snprintf(line, sizeof line, "%s %llu %s %d %lld %c\n", job,
-                     (unsigned long long)e->deliveries, e->id, l->worker,
-                     (long long)chaos_now_ms(), poison ? 'R' : 'A');
+    long long t0 = (long long)chaos_now_ms();
+    char line[256];
+    int n = snprintf(line, sizeof line, "S %s %llu %s %d %d %ld %lld\n", job,
+                     (unsigned long long)e->deliveries, e->id, l->id, l->inc,
+                     l->pid, t0);
     if (n < 0 || (size_t)n >= sizeof line)
-        n = snprintf(line, sizeof line, "? 0 ? %d 0 A\n", l->worker);
+        n = snprintf(line, sizeof line, "S ? 0 ? %d %d %ld %lld\n", l->id,
+                     l->inc, l->pid, t0);
     write_all(l->fd, line, (size_t)n);
+    chaos_sleep_ms(ms); /* resumes after EINTR; SIGSTOP just pauses it */
+    char v = 'A';
+    emq_verdict verdict = EMQ_ACK;
     if (poison) {
         snprintf(reason, reason_size, "poison job %s", job);
-        return EMQ_RETRY;
+        v = 'R';
+        verdict = EMQ_RETRY;
+    } else if (retries > 0 && e->deliveries <= (uint64_t)retries) {
+        snprintf(reason, reason_size, "job %s asks retry %llu of %ld", job,
+                 (unsigned long long)e->deliveries, retries);
+        v = 'T';
+        verdict = EMQ_RETRY;
     }
-    return EMQ_ACK;
+    n = snprintf(line, sizeof line, "E %s %llu %s %d %d %ld %lld %lld %c\n",
+                 job, (unsigned long long)e->deliveries, e->id, l->id, l->inc,
+                 l->pid, t0, (long long)chaos_now_ms(), v);
+    if (n < 0 || (size_t)n >= sizeof line)
+        n = snprintf(line, sizeof line, "E ? 0 ? %d %d %ld %lld 0 %c\n",
+                     l->id, l->inc, l->pid, t0, v);
+    write_all(l->fd, line, (size_t)n);
+    return verdict;
 }
 
 static int set(emq_conf_t *conf, const char *name, const char *value) {
@@ -96,20 +146,51 @@ static int set(emq_conf_t *conf, const char *name, const char *value) {
     return 0;
 }
 
-/* argv: <index> <url> <dir> <max_deliveries> */
+static int set_optional(emq_conf_t *conf, const char *name,
+                        const char *value, int allow_unknown) {
+    emq_error err;
+    if (emq_conf_set(conf, name, value, &err) == EMQ_OK)
+        return 0;
+    if (allow_unknown && strstr(err.message, "unknown configuration")) {
+        fprintf(stderr,
+                "chaos worker: WARNING: %s: %s; going on without it "
+                "(--allow-unknown-conf)\n",
+                name, err.message);
+        return 0;
+    }
+    fprintf(stderr, "chaos worker: %s: %s\n", name, err.message);
+    return -1;
+}
+
+static const char *arg(int argc, char **argv, const char *key) {
+    size_t n = strlen(key);
+    for (int i = 0; i < argc; i++)
+        if (strncmp(argv[i], key, n) == 0 && argv[i][n] == '=')
+            return argv[i] + n + 1;
+    return NULL;
+}
+
 int chaos_worker_main(int argc, char **argv) {
-    if (argc != 4) {
-        fprintf(stderr, "chaos --worker INDEX URL DIR MAX_DELIVERIES\n");
+    const char *name = arg(argc, argv, "name"), *url = arg(argc, argv, "url"),
+               *path = arg(argc, argv, "ledger"),
+               *maxd = arg(argc, argv, "maxd"),
+               *idle = arg(argc, argv, "idle"), *ttl = arg(argc, argv, "ttl"),
+               *backoff = arg(argc, argv, "backoff"),
+               *backoff_max = arg(argc, argv, "backoff_max"),
+               *id = arg(argc, argv, "id"), *inc = arg(argc, argv, "inc"),
+               *allow = arg(argc, argv, "allow_unknown");
+    if (!name || !url || !path || !maxd || !idle || !ttl || !backoff ||
+        !backoff_max || !id || !inc || !allow) {
+        fprintf(stderr, "chaos --worker name=N id=I inc=K url=U ledger=P "
+                        "maxd=M idle=MS ttl=MS backoff=MS backoff_max=MS "
+                        "allow_unknown=0|1\n");
         return 2;
     }
-    int index = atoi(argv[0]);
-    const char *url = argv[1], *dir = argv[2], *maxd = argv[3];
+    int allow_unknown = strcmp(allow, "1") == 0;
     signal(SIGPIPE, SIG_IGN);
-    char name[32], path[4096], num[32];
-    snprintf(name, sizeof name, "chaos-%d", index);
-    snprintf(path, sizeof path, "%s/%s.ledger", dir, name);
+    char num[32];
     ledger l = {open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600),
-                index};
+                atoi(id), atoi(inc), (long)getpid()};
     if (l.fd < 0) {
         fprintf(stderr, "chaos worker: open %s: %s\n", path, strerror(errno));
         return 4;
@@ -124,15 +205,20 @@ int chaos_worker_main(int argc, char **argv) {
               set(conf, "log.level", "info") ||
               set(conf, "reconnect.backoff_min_ms", "50") ||
               set(conf, "reconnect.backoff_max_ms", "500") ||
-              set(conf, "connect_timeout_ms", "1000");
+              set(conf, "connect_timeout_ms", "1000") ||
+              set(conf, "claim.min_idle_ms", idle) ||
+              set(conf, "lease.ttl_ms", ttl);
     snprintf(num, sizeof num, "%d", CHAOS_BLOCK_MS);
     bad = bad || set(conf, "block_ms", num);
-    snprintf(num, sizeof num, "%d", CHAOS_CLAIM_MIN_IDLE_MS);
-    bad = bad || set(conf, "claim.min_idle_ms", num);
     snprintf(num, sizeof num, "%d", CHAOS_CLAIM_INTERVAL_MS);
     bad = bad || set(conf, "claim.interval_ms", num);
     snprintf(num, sizeof num, "%d", CHAOS_COMMAND_TIMEOUT_MS);
     bad = bad || set(conf, "command_timeout_ms", num);
+    if (!bad && atol(backoff) > 0)
+        bad = set_optional(conf, "retry.backoff_ms", backoff, allow_unknown);
+    if (!bad && atol(backoff_max) > 0)
+        bad = set_optional(conf, "retry.backoff_max_ms", backoff_max,
+                           allow_unknown);
     emq_error err;
     emq_consumer_t *c = NULL;
     if (!bad && emq_consumer_new(conf, handle, &l, &c, &err) != EMQ_OK) {
@@ -151,8 +237,9 @@ int chaos_worker_main(int argc, char **argv) {
     sigemptyset(&sa.sa_mask);
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGINT, &sa, NULL);
-    fprintf(stderr, "chaos worker %s (pid %ld) starting\n", name,
-            (long)getpid());
+    fprintf(stderr, "chaos worker %s (id %s, incarnation %s, pid %ld) "
+                    "starting\n",
+            name, id, inc, (long)getpid());
     emq_status st = emq_consumer_run(c, &err);
     char stats[1024];
     emq_consumer_stats_json(c, stats, sizeof stats);

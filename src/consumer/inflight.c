@@ -182,7 +182,8 @@ emq_status emq_inflight_settle(emq_inflight *t, settle_op *op,
         t->ops_cap = cap;
     }
     int64_t now = emq_now_ms();
-    if (t->nops == 0)
+    int first = t->nops == 0;
+    if (first)
         t->oldest_op_ms = now;
     t->ops[t->nops++] = *op;
     if_entry *e = find(t, &op->id);
@@ -190,7 +191,11 @@ emq_status emq_inflight_settle(emq_inflight *t, settle_op *op,
         e->state = op->kind == SETTLE_RETRY ? IF_RETRY_WAIT : IF_SETTLING;
         e->due_ms = now + op->delay_ms;
     }
-    pthread_cond_signal(&t->wake);
+    /* Wake the upkeep thread only when the queue starts (it then sleeps
+     * until the oldest op is due) or reaches a full pipeline: a signal
+     * per entry would cost a thread wake-up per entry. */
+    if (first || t->nops == EMQ_SETTLE_MAX_IDS)
+        pthread_cond_signal(&t->wake);
     pthread_mutex_unlock(&t->mu);
     return EMQ_OK;
 }

@@ -88,6 +88,10 @@ void emq_buf_consume(emq_buf *b, size_t n);
 
 /* Monotonic clock in milliseconds. */
 int64_t emq_now_ms(void);
+/* The same clock, read at tick resolution (a few ms behind at most) for a
+ * fraction of the cost: for checks made per entry against deadlines that
+ * have margins far wider than a tick. */
+int64_t emq_now_coarse_ms(void);
 /* Sleeps ms milliseconds (restarts on EINTR). */
 void emq_sleep_ms(int64_t ms);
 

@@ -136,6 +136,11 @@ emq_status emq_consumer_new(const emq_conf_t *conf, emq_handler_fn handler,
     }
     if ((st = emq_inflight_init(&c->table, err)) != EMQ_OK)
         goto fail;
+    c->rx_ops = emq_alloc(EMQ_SETTLE_MAX_IDS * sizeof *c->rx_ops);
+    if (c->rx_ops == NULL) {
+        st = emq_error_set(err, EMQ_ENOMEM, 0, "out of memory");
+        goto fail;
+    }
     c->handler = handler;
     c->opaque = opaque;
     c->group = c->conf->group;
@@ -184,6 +189,7 @@ void emq_consumer_destroy(emq_consumer_t *c) {
     emq_free(c->reasons_key);
     emq_free(c->retry_key);
     emq_free(c->fields);
+    emq_free(c->rx_ops);
     emq_conf_destroy(c->conf);
     pthread_mutex_destroy(&c->fatal_mu);
     emq_free(c);
@@ -300,10 +306,21 @@ static emq_status read_new(emq_consumer_t *c, emq_error *err) {
     const char *argv[] = {"XREADGROUP", "GROUP", c->group, c->name, "COUNT",
                           count, "BLOCK", block, "STREAMS", c->keys.stream,
                           ">"};
-    emq_reply *reply;
-    atomic_fetch_add(&c->stats.reads, 1);
+    /* Settlements decided since the last read travel in its round trip
+     * (the upkeep thread sends whatever waits longer than
+     * EMQ_SETTLE_DELAY_MS); never past the lease's deadline. */
+    size_t nops = emq_lease_valid(c) ? emq_inflight_take(&c->table, c->rx_ops,
+                                                         EMQ_SETTLE_MAX_IDS)
+                                     : 0;
+    settle_round round = {.c = c};
     emq_status st =
-        emq_xchg_call(&c->rx, EMQ_XCHG_WAIT_OOM, 11, argv, NULL, &reply, err);
+        nops ? emq_settle_append(c, &c->rx, c->rx_ops, nops, err) : EMQ_OK;
+    emq_reply *reply = NULL;
+    atomic_fetch_add(&c->stats.reads, 1);
+    if (st == EMQ_OK)
+        st = emq_xchg_call_after(&c->rx, EMQ_XCHG_WAIT_OOM, 11, argv, NULL,
+                                 emq_settle_apply, &round, &reply, err);
+    emq_settle_finish(c, c->rx_ops, nops, st, &round);
     if (st != EMQ_OK)
         return st;
     if (emq_reply_kind(reply) == EMQ_REPLY_ERROR) {

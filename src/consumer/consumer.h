@@ -106,6 +106,13 @@ emq_status emq_xchg_append(emq_xchg *x, int tag, int argc,
  * replies were read, so the connection stays in step. */
 emq_status emq_xchg_drain(emq_xchg *x, emq_xchg_apply_fn apply, void *ctx,
                           emq_error *err);
+/* Like emq_xchg_call, after the commands appended so far: their replies
+ * go to apply (as emq_xchg_drain), then the command's own is returned, in
+ * the same round trip. */
+emq_status emq_xchg_call_after(emq_xchg *x, unsigned flags, int argc,
+                               const char *const *argv,
+                               const size_t *argvlen, emq_xchg_apply_fn apply,
+                               void *ctx, emq_reply **reply, emq_error *err);
 /* One command and its reply (caller frees *reply); nothing may be
  * appended. A reply meaning "not now" (LOADING, BUSY, TRYAGAIN,
  * CLUSTERDOWN, MASTERDOWN, MISCONF, NOREPLICAS; OOM with
@@ -148,6 +155,17 @@ void emq_consumer_fatal(struct emq_consumer *c, const emq_error *err);
 
 /* ---- inflight.c --------------------------------------------------------- */
 
+/* One entry of a batch, as parsed from a reply. */
+typedef struct batch_item {
+    emq_id id;
+    const emq_reply *fields; /* array of name, value...; NULL if deleted */
+    uint64_t deliveries;     /* server's count; 0 when not known */
+    int malformed;           /* the entry's shape is broken */
+    int64_t wait_ms;         /* > 0: a retry due later; not handed out */
+    int held;                /* was in the in-flight table already */
+} batch_item;
+
+
 typedef enum if_state {
     IF_READ = 0,    /* read, not handed to the handler yet */
     IF_HANDLING,    /* with the handler */
@@ -160,6 +178,7 @@ typedef struct if_entry {
     int64_t refreshed_ms; /* read, claimed or last refreshed (monotonic) */
     int64_t due_ms;       /* IF_RETRY_WAIT: when it is delivered again */
     uint64_t deliveries;
+    size_t hash;          /* of id, kept for probing and moving */
     unsigned char used, state, lost;
 } if_entry;
 
@@ -179,6 +198,7 @@ typedef struct settle_op {
     char *args;        /* SETTLE_DEAD: owned copy of field names and values */
     size_t *lens;      /* their lengths (owned) */
     size_t nargs;
+    size_t slot_hint;  /* where its entry was when queued (inflight.c) */
 } settle_op;
 
 typedef struct emq_inflight {
@@ -191,29 +211,33 @@ typedef struct emq_inflight {
     int64_t oldest_op_ms;  /* when the oldest queued op was decided */
     int flush_now;         /* a batch ended: send without waiting */
     int quit;              /* the upkeep thread is asked to end */
+    size_t nwait;          /* entries in IF_RETRY_WAIT */
+    size_t current;        /* slot of the entry the handler has (a hint) */
+    int dozing;            /* the upkeep thread sleeps longer than
+                              EMQ_SETTLE_DELAY_MS: wake it for new work */
 } emq_inflight;
 
 emq_status emq_inflight_init(emq_inflight *t, emq_error *err);
 void emq_inflight_destroy(emq_inflight *t);
 /* Frees an op's owned parts. */
 void emq_settle_op_free(settle_op *op);
-/* Adds id (state IF_READ). Returns 1 when added, 0 when id is already in
- * the table (held: the caller must not hand it out again), -1 when out of
- * memory. */
-int emq_inflight_add(emq_inflight *t, const emq_id *id, uint64_t deliveries,
-                     int64_t now_ms);
-/* Marks id IF_HANDLING if it is held and still owned; returns 1, else 0
- * (and forgets a lost one). */
-int emq_inflight_begin(emq_inflight *t, const emq_id *id);
+/* Adds the n items (state IF_READ, refreshed now_ms), one lock for all;
+ * sets each item's held to 1 when it was in the table already (not to be
+ * handed out again). -1 when out of memory (nothing is half added that
+ * matters: the caller fails the batch). */
+int emq_inflight_add_batch(emq_inflight *t, batch_item *items, size_t n,
+                           int64_t now_ms);
+/* One lock for the run thread's step: queues *op when not NULL (as
+ * a settlement: the entry moves to IF_SETTLING, or IF_RETRY_WAIT due in
+ * op->delay_ms; takes ownership), then, when next is not NULL,
+ * marks it IF_HANDLING if it is held and still owned and sets *began to 1
+ * (else 0, forgetting a lost one). ENOMEM fails. */
+emq_status emq_inflight_step(emq_inflight *t, settle_op *op,
+                             const emq_id *next, int *began, emq_error *err);
 /* Removes id from the table, if there. */
 void emq_inflight_forget(emq_inflight *t, const emq_id *id);
 /* 1 when id is in the table. */
 int emq_inflight_holds(emq_inflight *t, const emq_id *id);
-/* Queues a settlement (takes ownership of op's parts, also on failure) and
- * moves the entry to IF_SETTLING (IF_RETRY_WAIT for SETTLE_RETRY, due in
- * op->delay_ms). ENOMEM fails. */
-emq_status emq_inflight_settle(emq_inflight *t, settle_op *op,
-                               emq_error *err);
 /* Moves a held entry to IF_RETRY_WAIT, due in delay_ms, sending nothing
  * (its schedule is already on the server). */
 void emq_inflight_wait(emq_inflight *t, const emq_id *id, int64_t delay_ms);
@@ -291,6 +315,7 @@ struct emq_consumer {
     int lease_lapsed;       /* held, then its deadline passed (run thread) */
     stats_counters stats;
 
+    settle_op *rx_ops;      /* settlements the run thread sends with a read */
     emq_field *fields;      /* scratch for the handler's field array */
     size_t fields_cap;
     char claim_cursor[EMQ_ID_MAX];
@@ -335,9 +360,20 @@ void emq_lease_release(emq_consumer_t *c, emq_xchg *x);
 /* Appends the commands of ops[0..n) to x (bounded by the caller). */
 emq_status emq_settle_append(emq_consumer_t *c, emq_xchg *x,
                              const settle_op *ops, size_t n, emq_error *err);
-/* Applies one settlement command's reply (tag from emq_settle_append). */
-emq_status emq_settle_apply(void *consumer, int tag, const emq_reply *reply,
+/* The replies of one pipeline of settlements. */
+typedef struct settle_round {
+    emq_consumer_t *c;
+    int again; /* a settlement was answered "not now": send all again */
+} settle_round;
+/* Applies one settlement command's reply (tag from emq_settle_append);
+ * round is a settle_round. Fatal refusals are recorded and returned. */
+emq_status emq_settle_apply(void *round, int tag, const emq_reply *reply,
                             emq_error *err);
+/* After the pipeline of ops[0..n) was read with status st: forgets the
+ * settled entries and frees the ops, or queues them again when their
+ * outcome is unknown or they were answered "not now". */
+void emq_settle_finish(emq_consumer_t *c, settle_op *ops, size_t n,
+                       emq_status st, const settle_round *r);
 /* Appends the ownership refresh of ids[0..n) (n <= EMQ_SETTLE_MAX_IDS):
  * its reply is the array of those still pending to this consumer, whose
  * idle time it reset. */
@@ -356,15 +392,6 @@ void emq_upkeep_stop(emq_consumer_t *c);
 
 /* ---- entries.c ---------------------------------------------------------- */
 
-/* One entry of a batch, as parsed from a reply. */
-typedef struct batch_item {
-    emq_id id;
-    const emq_reply *fields; /* array of name, value...; NULL if deleted */
-    uint64_t deliveries;     /* server's count; 0 when not known */
-    int malformed;           /* the entry's shape is broken */
-    int64_t wait_ms;         /* > 0: a retry due later; not handed out */
-    int held;                /* was in the in-flight table already */
-} batch_item;
 
 /* Entries of one read or claim. Owns the reply they point into. */
 typedef struct batch {
@@ -394,10 +421,6 @@ void emq_batch_set_counts(batch *b, const emq_reply *xpending);
  * already held (in the table before) are skipped. Returns EMQ_OK or a
  * fatal error. */
 emq_status emq_batch_dispatch(emq_consumer_t *c, batch *b, emq_error *err);
-/* Queues a settlement for item (reason may be NULL). */
-emq_status emq_entry_settle(emq_consumer_t *c, const batch_item *item,
-                            settle_kind kind, const char *reason,
-                            emq_error *err);
 
 /* ---- recover.c ---------------------------------------------------------- */
 

@@ -203,27 +203,28 @@ static emq_status copy_fields(const batch_item *item, settle_op *op,
     return EMQ_OK;
 }
 
-emq_status emq_entry_settle(emq_consumer_t *c, const batch_item *item,
-                            settle_kind kind, const char *reason,
-                            emq_error *err) {
-    settle_op op = {.kind = kind, .id = item->id,
-                    .deliveries = item->deliveries};
-    if (reason != NULL && (op.reason = emq_strdup(reason)) == NULL)
+/* Builds the settlement of item (reason may be NULL). */
+static emq_status make_op(emq_consumer_t *c, const batch_item *item,
+                          settle_kind kind, const char *reason, settle_op *op,
+                          emq_error *err) {
+    *op = (settle_op){.kind = kind, .id = item->id,
+                      .deliveries = item->deliveries};
+    if (reason != NULL && (op->reason = emq_strdup(reason)) == NULL)
         return emq_error_set(err, EMQ_ENOMEM, 0, "out of memory");
     if (kind == SETTLE_RETRY)
-        op.delay_ms = emq_settle_retry_delay(c, item->deliveries);
+        op->delay_ms = emq_settle_retry_delay(c, item->deliveries);
     if (kind == SETTLE_DEAD) {
-        emq_status st = copy_fields(item, &op, err);
+        emq_status st = copy_fields(item, op, err);
         if (st != EMQ_OK) {
-            emq_settle_op_free(&op);
+            emq_settle_op_free(op);
             return st;
         }
     }
-    return emq_inflight_settle(&c->table, &op, err);
+    return EMQ_OK;
 }
 
-/* Runs the handler on one entry and queues its settlement. */
-static emq_status handle(emq_consumer_t *c, batch_item *item,
+/* Runs the handler on one entry; *op is its settlement. */
+static emq_status handle(emq_consumer_t *c, batch_item *item, settle_op *op,
                          emq_error *err) {
     size_t nfields = 0;
     emq_status st = build_fields(c, item, &nfields, err);
@@ -245,70 +246,94 @@ static emq_status handle(emq_consumer_t *c, batch_item *item,
     reason[sizeof reason - 1] = '\0';
     switch (verdict) {
     case EMQ_ACK:
-        return emq_entry_settle(c, item, SETTLE_ACK, NULL, err);
+        return make_op(c, item, SETTLE_ACK, NULL, op, err);
     case EMQ_RETRY:
         atomic_fetch_add(&c->stats.retried, 1);
         atomic_fetch_add(&c->stats.failed, 1);
         if (reason[0] == '\0')
             strcpy(reason, "handler asked for a retry");
-        return emq_entry_settle(c, item,
-                                item->deliveries >= max ? SETTLE_DEAD
-                                                        : SETTLE_RETRY,
-                                reason, err);
+        return make_op(c, item,
+                       item->deliveries >= max ? SETTLE_DEAD : SETTLE_RETRY,
+                       reason, op, err);
     case EMQ_DEAD:
     default:
         atomic_fetch_add(&c->stats.failed, 1);
         if (reason[0] == '\0')
             strcpy(reason, "handler gave up on the entry");
-        return emq_entry_settle(c, item, SETTLE_DEAD, reason, err);
+        return make_op(c, item, SETTLE_DEAD, reason, op, err);
     }
 }
 
 emq_status emq_batch_dispatch(emq_consumer_t *c, batch *b, emq_error *err) {
-    int64_t now = emq_now_ms();
-    /* Everything read is owned from now on: into the table first, so the
-     * upkeep thread refreshes entries that wait behind a slow one. */
-    for (size_t i = 0; i < b->n; i++) {
-        int added = emq_inflight_add(&c->table, &b->items[i].id,
-                                     b->items[i].deliveries, now);
-        if (added < 0)
-            return emq_error_set(err, EMQ_ENOMEM, 0, "out of memory");
-        b->items[i].held = added == 0; /* already held: not again */
-    }
+    /* Everything read is owned from now on: into the table first (one
+     * lock for the batch), so the upkeep thread refreshes entries that
+     * wait behind a slow one. Entries held before (a retry waiting, an
+     * ack not sent yet) come back marked held and are not handed out. */
+    if (emq_inflight_add_batch(&c->table, b->items, b->n, emq_now_ms()) != 0)
+        return emq_error_set(err, EMQ_ENOMEM, 0, "out of memory");
     emq_status st = EMQ_OK;
     uint64_t max = (uint64_t)c->conf->max_deliveries;
+    /* The settlement decided last is queued together with the next begin,
+     * in one lock: at once, since the next handler starts right away. */
+    settle_op op;
+    int have = 0, broke = 0;
     for (size_t i = 0; i < b->n && st == EMQ_OK; i++) {
         batch_item *item = &b->items[i];
         if (item->held)
-            continue; /* held before this batch: its owner settles it */
+            continue;
         if (item->deliveries == 0)
             item->deliveries = 1; /* never unknown; at least this one */
         /* Past the lease's deadline, or asked to stop: hand out nothing
          * more; the rest stays pending and comes back (recover self). */
-        if (emq_consumer_stopping(c) || !emq_lease_valid(c))
+        if (emq_consumer_stopping(c) || !emq_lease_valid(c)) {
+            broke = 1;
             break;
+        }
         if (item->malformed) {
-            st = emq_entry_settle(c, item, SETTLE_DEAD, "malformed entry",
-                                  err);
+            st = emq_inflight_step(&c->table, have ? &op : NULL, NULL, NULL, err);
+            have = 0;
+            if (st == EMQ_OK)
+                st = make_op(c, item, SETTLE_DEAD, "malformed entry", &op,
+                             err);
+            have = st == EMQ_OK;
         } else if (item->fields == NULL) {
             /* Deleted or trimmed while pending: ack, count, never hand to
              * the handler. */
             atomic_fetch_add(&c->stats.deleted_pending, 1);
-            st = emq_entry_settle(c, item, SETTLE_GONE, NULL, err);
+            st = emq_inflight_step(&c->table, have ? &op : NULL, NULL, NULL, err);
+            have = 0;
+            if (st == EMQ_OK)
+                st = make_op(c, item, SETTLE_GONE, NULL, &op, err);
+            have = st == EMQ_OK;
         } else if (item->wait_ms > 0) {
             /* A retry whose delay survived a restart: back when due. */
             emq_inflight_wait(&c->table, &item->id, item->wait_ms);
         } else if (item->deliveries > max) {
             /* Delivered more often than allowed without an answer (a
              * handler that crashed its process, for instance). */
-            st = emq_entry_settle(c, item, SETTLE_DEAD, NULL, err);
-        } else if (emq_inflight_begin(&c->table, &item->id)) {
-            st = handle(c, item, err);
+            st = emq_inflight_step(&c->table, have ? &op : NULL, NULL, NULL, err);
+            have = 0;
+            if (st == EMQ_OK)
+                st = make_op(c, item, SETTLE_DEAD, NULL, &op, err);
+            have = st == EMQ_OK;
+        } else {
+            int go = 0;
+            st = emq_inflight_step(&c->table, have ? &op : NULL, &item->id,
+                                   &go, err);
+            have = 0;
+            if (st == EMQ_OK && go) {
+                st = handle(c, item, &op, err);
+                have = st == EMQ_OK;
+            }
         }
     }
-    emq_inflight_flush_now(&c->table);
+    if (have && st == EMQ_OK)
+        st = emq_inflight_step(&c->table, &op, NULL, NULL, err);
+    else if (have)
+        emq_settle_op_free(&op);
     /* Entries not reached stay pending to this name; forget them here so
      * recover self hands them out later. */
-    emq_inflight_drop_unstarted(&c->table);
+    if (broke || st != EMQ_OK)
+        emq_inflight_drop_unstarted(&c->table);
     return st;
 }

@@ -248,6 +248,42 @@ emq_status emq_xchg_call(emq_xchg *x, unsigned flags, int argc,
     return EMQ_OK;
 }
 
+emq_status emq_xchg_call_after(emq_xchg *x, unsigned flags, int argc,
+                               const char *const *argv,
+                               const size_t *argvlen, emq_xchg_apply_fn apply,
+                               void *ctx, emq_reply **reply, emq_error *err) {
+    *reply = NULL;
+    if (x->ntags == 0)
+        return emq_xchg_call(x, flags, argc, argv, argvlen, reply, err);
+    emq_status st = emq_route_append(x->route, argc, argv, argvlen, err);
+    if (st != EMQ_OK)
+        return st;
+    emq_error derr;
+    emq_status drained = emq_xchg_drain(x, apply, ctx, &derr);
+    if (drained != EMQ_OK && emq_route_is_broken(x->route)) {
+        if (err)
+            *err = derr;
+        return drained;
+    }
+    /* The command's own reply, also after a fatal apply: in step. */
+    if ((st = emq_route_get_reply(x->route, reply, err)) != EMQ_OK)
+        return st;
+    if (drained != EMQ_OK) {
+        emq_reply_free(*reply);
+        *reply = NULL;
+        if (err)
+            *err = derr;
+        return drained;
+    }
+    if (!emq_reply_not_now(*reply, flags) &&
+        !emq_reply_mentions(*reply, "READONLY"))
+        return EMQ_OK;
+    /* Not run: again, alone, with the wait. */
+    emq_reply_free(*reply);
+    *reply = NULL;
+    return emq_xchg_call(x, flags, argc, argv, argvlen, reply, err);
+}
+
 /* ---- reconnect ---------------------------------------------------------------- */
 
 void emq_xchg_healthy(emq_xchg *x) { x->failures = 0; }

@@ -12,6 +12,7 @@
 #include "consumer.h"
 
 #include <limits.h>
+#include <stdint.h>
 #include <string.h>
 #include <time.h>
 
@@ -67,25 +68,40 @@ static size_t hash_id(const emq_id *id) {
     return (size_t)(h ^ (h >> 29));
 }
 
-static if_entry *find(emq_inflight *t, const emq_id *id) {
+static if_entry *find_hashed(emq_inflight *t, const emq_id *id, size_t h) {
     size_t mask = t->cap - 1;
-    for (size_t i = hash_id(id) & mask;; i = (i + 1) & mask) {
+    for (size_t i = h & mask;; i = (i + 1) & mask) {
         if_entry *e = &t->slots[i];
         if (!e->used)
             return NULL;
-        if (strcmp(e->id.str, id->str) == 0)
+        if (e->hash == h && strcmp(e->id.str, id->str) == 0)
             return e;
     }
+}
+
+static if_entry *find(emq_inflight *t, const emq_id *id) {
+    return find_hashed(t, id, hash_id(id));
+}
+
+/* find, trying slot hint first (entries move only when others leave or
+ * the table grows, so a recent slot is nearly always still right). */
+static if_entry *find_at(emq_inflight *t, const emq_id *id, size_t hint) {
+    if (hint < t->cap && t->slots[hint].used &&
+        strcmp(t->slots[hint].id.str, id->str) == 0)
+        return &t->slots[hint];
+    return find(t, id);
 }
 
 static void remove_at(emq_inflight *t, if_entry *e) {
     size_t mask = t->cap - 1;
     size_t hole = (size_t)(e - t->slots);
+    if (e->state == IF_RETRY_WAIT)
+        t->nwait--;
     t->slots[hole].used = 0;
     t->n--;
     /* Shift later members of the probe run back into the hole. */
     for (size_t j = (hole + 1) & mask; t->slots[j].used; j = (j + 1) & mask) {
-        size_t home = hash_id(&t->slots[j].id) & mask;
+        size_t home = t->slots[j].hash & mask;
         /* j may move to hole when home is not in (hole, j] cyclically. */
         int in_range = hole <= j ? (home > hole && home <= j)
                                  : (home > hole || home <= j);
@@ -99,7 +115,7 @@ static void remove_at(emq_inflight *t, if_entry *e) {
 
 static void insert_slot(if_entry *slots, size_t cap, const if_entry *e) {
     size_t mask = cap - 1;
-    size_t i = hash_id(&e->id) & mask;
+    size_t i = e->hash & mask;
     while (slots[i].used)
         i = (i + 1) & mask;
     slots[i] = *e;
@@ -119,37 +135,92 @@ static int grow(emq_inflight *t) {
     return 0;
 }
 
+/* Moves e to state, keeping the count of retry waits. */
+static void set_state(emq_inflight *t, if_entry *e, if_state state) {
+    if (e->state == IF_RETRY_WAIT)
+        t->nwait--;
+    if (state == IF_RETRY_WAIT)
+        t->nwait++;
+    e->state = (unsigned char)state;
+}
+
 /* ---- the table ------------------------------------------------------------ */
 
-int emq_inflight_add(emq_inflight *t, const emq_id *id, uint64_t deliveries,
-                     int64_t now_ms) {
+int emq_inflight_add_batch(emq_inflight *t, batch_item *items, size_t n,
+                           int64_t now_ms) {
+    int result = 0;
     pthread_mutex_lock(&t->mu);
-    int result = 1;
-    if (find(t, id) != NULL) {
-        result = 0;
-    } else if ((t->n + 1) * 2 > t->cap && grow(t) != 0) {
-        result = -1;
-    } else {
-        if_entry e = {.id = *id, .refreshed_ms = now_ms,
-                      .deliveries = deliveries, .used = 1,
-                      .state = IF_READ};
+    for (size_t i = 0; i < n && result == 0; i++) {
+        size_t h = hash_id(&items[i].id);
+        items[i].held = find_hashed(t, &items[i].id, h) != NULL;
+        if (items[i].held)
+            continue;
+        if ((t->n + 1) * 2 > t->cap && grow(t) != 0) {
+            result = -1;
+            break;
+        }
+        if_entry e = {.id = items[i].id, .refreshed_ms = now_ms,
+                      .deliveries = items[i].deliveries, .hash = h,
+                      .used = 1, .state = IF_READ};
         insert_slot(t->slots, t->cap, &e);
         t->n++;
     }
+    if (t->dozing && t->n > 0) /* new work to keep fresh */
+        pthread_cond_signal(&t->wake);
     pthread_mutex_unlock(&t->mu);
     return result;
 }
 
-int emq_inflight_begin(emq_inflight *t, const emq_id *id) {
+/* Queues op (caller holds mu). */
+static emq_status queue_op(emq_inflight *t, settle_op *op, emq_error *err) {
+    if (t->nops == t->ops_cap) {
+        size_t cap = t->ops_cap ? t->ops_cap * 2 : 64;
+        settle_op *ops = emq_realloc(t->ops, cap * sizeof *ops);
+        if (ops == NULL) {
+            emq_settle_op_free(op);
+            return emq_error_set(err, EMQ_ENOMEM, 0, "out of memory");
+        }
+        t->ops = ops;
+        t->ops_cap = cap;
+    }
+    int64_t now = emq_now_coarse_ms();
+    if (t->nops == 0)
+        t->oldest_op_ms = now;
+    if_entry *e = find_at(t, &op->id, t->current);
+    op->slot_hint = e != NULL ? (size_t)(e - t->slots) : SIZE_MAX;
+    t->ops[t->nops++] = *op;
+    if (e != NULL) {
+        set_state(t, e, op->kind == SETTLE_RETRY ? IF_RETRY_WAIT : IF_SETTLING);
+        e->due_ms = now + op->delay_ms;
+    }
+    /* While entries are in flight the upkeep thread looks every
+     * EMQ_SETTLE_DELAY_MS by itself; it is woken only from a long sleep,
+     * or for a full pipeline (a wake-up per batch would cost two system
+     * calls per batch). */
+    if (t->dozing || t->nops == EMQ_SETTLE_MAX_IDS)
+        pthread_cond_signal(&t->wake);
+    return EMQ_OK;
+}
+
+emq_status emq_inflight_step(emq_inflight *t, settle_op *op,
+                             const emq_id *next, int *began, emq_error *err) {
+    emq_status st = EMQ_OK;
     pthread_mutex_lock(&t->mu);
-    if_entry *e = find(t, id);
-    int ok = e != NULL && !e->lost;
-    if (ok)
-        e->state = IF_HANDLING;
-    else if (e != NULL)
-        remove_at(t, e);
+    if (op != NULL)
+        st = queue_op(t, op, err);
+    if (next != NULL) {
+        if_entry *e = find(t, next);
+        int ok = e != NULL && !e->lost;
+        if (ok) {
+            set_state(t, e, IF_HANDLING);
+            t->current = (size_t)(e - t->slots);
+        } else if (e != NULL) {
+            remove_at(t, e);
+        }
+        *began = ok;
+    }
     pthread_mutex_unlock(&t->mu);
-    return ok;
+    return st;
 }
 
 void emq_inflight_forget(emq_inflight *t, const emq_id *id) {
@@ -167,44 +238,11 @@ int emq_inflight_holds(emq_inflight *t, const emq_id *id) {
     return held;
 }
 
-emq_status emq_inflight_settle(emq_inflight *t, settle_op *op,
-                               emq_error *err) {
-    pthread_mutex_lock(&t->mu);
-    if (t->nops == t->ops_cap) {
-        size_t cap = t->ops_cap ? t->ops_cap * 2 : 64;
-        settle_op *ops = emq_realloc(t->ops, cap * sizeof *ops);
-        if (ops == NULL) {
-            pthread_mutex_unlock(&t->mu);
-            emq_settle_op_free(op);
-            return emq_error_set(err, EMQ_ENOMEM, 0, "out of memory");
-        }
-        t->ops = ops;
-        t->ops_cap = cap;
-    }
-    int64_t now = emq_now_ms();
-    int first = t->nops == 0;
-    if (first)
-        t->oldest_op_ms = now;
-    t->ops[t->nops++] = *op;
-    if_entry *e = find(t, &op->id);
-    if (e != NULL) {
-        e->state = op->kind == SETTLE_RETRY ? IF_RETRY_WAIT : IF_SETTLING;
-        e->due_ms = now + op->delay_ms;
-    }
-    /* Wake the upkeep thread only when the queue starts (it then sleeps
-     * until the oldest op is due) or reaches a full pipeline: a signal
-     * per entry would cost a thread wake-up per entry. */
-    if (first || t->nops == EMQ_SETTLE_MAX_IDS)
-        pthread_cond_signal(&t->wake);
-    pthread_mutex_unlock(&t->mu);
-    return EMQ_OK;
-}
-
 void emq_inflight_wait(emq_inflight *t, const emq_id *id, int64_t delay_ms) {
     pthread_mutex_lock(&t->mu);
     if_entry *e = find(t, id);
     if (e != NULL) {
-        e->state = IF_RETRY_WAIT;
+        set_state(t, e, IF_RETRY_WAIT);
         e->due_ms = emq_now_ms() + delay_ms;
     }
     pthread_mutex_unlock(&t->mu);
@@ -236,7 +274,7 @@ void emq_inflight_settled(emq_inflight *t, const settle_op *ops, size_t n) {
     for (size_t i = 0; i < n; i++) {
         if (ops[i].kind == SETTLE_RETRY)
             continue; /* still pending to us, back when due */
-        if_entry *e = find(t, &ops[i].id);
+        if_entry *e = find_at(t, &ops[i].id, ops[i].slot_hint);
         if (e != NULL && e->state == IF_SETTLING)
             remove_at(t, e);
     }
@@ -326,10 +364,10 @@ size_t emq_inflight_due(emq_inflight *t, int64_t now_ms, emq_id *out,
                         size_t max) {
     size_t n = 0;
     pthread_mutex_lock(&t->mu);
-    for (size_t i = 0; i < t->cap && n < max; i++) {
+    for (size_t i = 0; i < t->cap && n < max && t->nwait > 0; i++) {
         if_entry *e = &t->slots[i];
         if (e->used && e->state == IF_RETRY_WAIT && e->due_ms <= now_ms) {
-            e->state = IF_READ;
+            set_state(t, e, IF_READ);
             out[n++] = e->id;
         }
     }
@@ -340,7 +378,7 @@ size_t emq_inflight_due(emq_inflight *t, int64_t now_ms, emq_id *out,
 int64_t emq_inflight_next_due(emq_inflight *t, int64_t now_ms) {
     int64_t next = INT64_MAX;
     pthread_mutex_lock(&t->mu);
-    for (size_t i = 0; i < t->cap; i++) {
+    for (size_t i = 0; i < t->cap && t->nwait > 0; i++) {
         const if_entry *e = &t->slots[i];
         if (e->used && e->state == IF_RETRY_WAIT && e->due_ms < next)
             next = e->due_ms;
@@ -365,6 +403,7 @@ void emq_inflight_clear(emq_inflight *t) {
     pthread_mutex_lock(&t->mu);
     memset(t->slots, 0, t->cap * sizeof *t->slots);
     t->n = 0;
+    t->nwait = 0;
     free_ops(t);
     t->flush_now = 0;
     pthread_mutex_unlock(&t->mu);

@@ -175,7 +175,9 @@ static holder_verdict judge_holder(const char *holder) {
 /* ---- acquire, renew, release ------------------------------------------------ */
 
 int emq_lease_valid(emq_consumer_t *c) {
-    return emq_now_ms() < atomic_load(&c->lease_deadline_ms);
+    /* Checked before every handler call: the coarse clock is a few ms
+     * behind at most, against a margin of a tenth of the TTL. */
+    return emq_now_coarse_ms() < atomic_load(&c->lease_deadline_ms);
 }
 
 static void extend_deadline(emq_consumer_t *c, int64_t sent_ms) {

@@ -194,9 +194,10 @@ static int permanent(const emq_reply *r) {
     return emq_reply_refused(r) || emq_reply_mentions(r, "WRONGTYPE");
 }
 
-emq_status emq_settle_apply(void *consumer, int tag, const emq_reply *reply,
+emq_status emq_settle_apply(void *round, int tag, const emq_reply *reply,
                             emq_error *err) {
-    emq_consumer_t *c = consumer;
+    settle_round *r = round;
+    emq_consumer_t *c = r->c;
     static const char *const names[] = {"", "XACK", "clearing failure reasons",
                                         "recording a retry",
                                         "the dead-letter move"};
@@ -206,8 +207,10 @@ emq_status emq_settle_apply(void *consumer, int tag, const emq_reply *reply,
             return emq_error_set(err, EMQ_EIO, 1,
                                  "%s: the server is a read-only replica (READONLY)",
                                  what);
-        if (emq_reply_not_now(reply, tag == TAG_XACK ? EMQ_XCHG_WAIT_OOM : 0))
-            return EMQ_EAGAIN; /* did not run: send again later */
+        if (emq_reply_not_now(reply, tag == TAG_XACK ? EMQ_XCHG_WAIT_OOM : 0)) {
+            r->again = 1; /* did not run: send again later */
+            return EMQ_OK;
+        }
         if (permanent(reply)) {
             char shown[240];
             emq_status st = emq_error_set(
@@ -234,6 +237,18 @@ emq_status emq_settle_apply(void *consumer, int tag, const emq_reply *reply,
         atomic_fetch_add(&c->stats.dead_lettered, 1);
     }
     return EMQ_OK;
+}
+
+void emq_settle_finish(emq_consumer_t *c, settle_op *ops, size_t n,
+                       emq_status st, const settle_round *r) {
+    if (st == EMQ_OK && !r->again) {
+        emq_inflight_settled(&c->table, ops, n);
+        for (size_t i = 0; i < n; i++)
+            emq_settle_op_free(&ops[i]);
+        return;
+    }
+    /* Outcome unknown, or not run: send them again (idempotent). */
+    emq_inflight_requeue(&c->table, ops, n);
 }
 
 emq_status emq_settle_append_refresh(emq_consumer_t *c, emq_xchg *x,

@@ -24,11 +24,11 @@ enum { TAG_RENEW = 100, TAG_REFRESH = 101 };
 
 /* What one round sent, for applying its replies. */
 typedef struct round {
+    settle_round settle; /* first: apply passes it to emq_settle_apply */
     emq_consumer_t *c;
     const emq_id *asked; /* refreshed ids */
     size_t nasked;
     int64_t sent_ms;
-    int again;           /* a settlement was answered "not now" */
 } round;
 
 static emq_status apply(void *ctx, int tag, const emq_reply *reply,
@@ -74,12 +74,7 @@ static emq_status apply(void *ctx, int tag, const emq_reply *reply,
                              shown);
         return EMQ_OK;
     }
-    emq_status st = emq_settle_apply(c, tag, reply, err);
-    if (st == EMQ_EAGAIN) {
-        r->again = 1;
-        return EMQ_OK;
-    }
-    return st;
+    return emq_settle_apply(&r->settle, tag, reply, err);
 }
 
 /* Waits until something is due; returns with mu unlocked. Sets *settle
@@ -100,10 +95,18 @@ static void wait_due(emq_consumer_t *c, int *settle) {
                            : u->next_refresh_ms;
         if (settle_at < wake)
             wake = settle_at;
-        if (quit || wake <= now) {
+        /* The run thread does not wake this one for each settlement (it
+         * sends most with its next read): look every EMQ_SETTLE_DELAY_MS
+         * while anything is in flight. */
+        if (t->nops == 0 && t->n > 0 && now + EMQ_SETTLE_DELAY_MS < wake)
+            wake = now + EMQ_SETTLE_DELAY_MS;
+        if (quit || settle_at <= now || u->next_renew_ms <= now ||
+            u->next_refresh_ms <= now) {
             *settle = quit || settle_at <= now;
             break;
         }
+        if (wake <= now)
+            wake = now + 1;
         struct timespec ts;
         clock_gettime(CLOCK_MONOTONIC, &ts);
         int64_t ms = wake - now;
@@ -115,7 +118,9 @@ static void wait_due(emq_consumer_t *c, int *settle) {
             ts.tv_sec++;
             ts.tv_nsec -= 1000000000L;
         }
+        t->dozing = ms > EMQ_SETTLE_DELAY_MS;
         pthread_cond_timedwait(&t->wake, &t->mu, &ts);
+        t->dozing = 0;
     }
     pthread_mutex_unlock(&t->mu);
 }
@@ -126,7 +131,7 @@ static emq_status one_round(emq_consumer_t *c, int settle, settle_op *ops,
                             emq_id *ids, emq_error *err) {
     emq_upkeep *u = &c->upkeep;
     int64_t now = emq_now_ms();
-    round r = {.c = c, .asked = ids, .sent_ms = now};
+    round r = {.settle = {.c = c}, .c = c, .asked = ids, .sent_ms = now};
     size_t nops = 0;
     emq_status st = EMQ_OK;
     if (!emq_lease_valid(c)) {
@@ -156,16 +161,10 @@ static emq_status one_round(emq_consumer_t *c, int settle, settle_op *ops,
     }
     if (st == EMQ_OK)
         st = emq_xchg_drain(&u->x, apply, &r, err);
-    if (st == EMQ_OK && !r.again) {
-        emq_inflight_settled(&c->table, ops, nops);
-        for (size_t i = 0; i < nops; i++)
-            emq_settle_op_free(&ops[i]);
+    emq_settle_finish(c, ops, nops, st, &r.settle);
+    if (st == EMQ_OK && !r.settle.again)
         emq_xchg_healthy(&u->x);
-        return EMQ_OK;
-    }
-    /* Outcome unknown, or not run: send them again (idempotent). */
-    emq_inflight_requeue(&c->table, ops, nops);
-    if (st == EMQ_OK) /* "not now": pause, then again */
+    else if (st == EMQ_OK) /* "not now": pause, then again */
         emq_xchg_nap(&u->x, 100);
     else if (st == EMQ_ENOMEM || st == EMQ_ELIMIT)
         emq_consumer_fatal(c, err);

@@ -260,6 +260,10 @@ void emq_inflight_flush_now(emq_inflight *t) {
 size_t emq_inflight_take(emq_inflight *t, settle_op *out, size_t max) {
     pthread_mutex_lock(&t->mu);
     size_t n = t->nops < max ? t->nops : max;
+    if (n == 0) {
+        pthread_mutex_unlock(&t->mu);
+        return 0;
+    }
     memcpy(out, t->ops, n * sizeof *out);
     memmove(t->ops, t->ops + n, (t->nops - n) * sizeof *t->ops);
     t->nops -= n;
@@ -282,6 +286,8 @@ void emq_inflight_settled(emq_inflight *t, const settle_op *ops, size_t n) {
 }
 
 void emq_inflight_requeue(emq_inflight *t, settle_op *ops, size_t n) {
+    if (n == 0)
+        return;
     pthread_mutex_lock(&t->mu);
     if (t->nops + n > t->ops_cap) {
         size_t cap = t->nops + n;

@@ -154,11 +154,24 @@ typedef struct result {
 
 /* ---- echomq ------------------------------------------------------------- */
 
+/* -w: microseconds of work per entry (a slow handler, so that entries
+ * wait in hand long enough to be refreshed); -i: claim.min_idle_ms. */
+static int work_us, min_idle_ms;
+
+static void work(void) {
+    if (work_us <= 0)
+        return;
+    double end = now_s() + work_us / 1e6;
+    while (now_s() < end)
+        ;
+}
+
 static emq_verdict echomq_handler(void *opaque, const emq_entry *entry,
                                   char *reason, size_t reason_size) {
     (void)reason;
     (void)reason_size;
     run_state *s = opaque;
+    work();
     size_t bytes = 0;
     for (size_t i = 0; i < entry->nfields; i++)
         bytes += entry->fields[i].value_len;
@@ -174,6 +187,44 @@ static void conf_set(emq_conf_t *conf, const char *name, const char *value) {
     emq_error err;
     if (emq_conf_set(conf, name, value, &err) != EMQ_OK)
         die(name, err.message);
+}
+
+/* Server microseconds spent in command name since the last CONFIG
+ * RESETSTAT (INFO commandstats), and its calls. */
+static double server_usec(redisContext *admin, const char *name,
+                          long long *calls) {
+    redisReply *r = redisCommand(admin, "INFO commandstats");
+    double usec = 0;
+    *calls = 0;
+    if (r && r->type == REDIS_REPLY_STRING) {
+        char key[64];
+        snprintf(key, sizeof key, "cmdstat_%s:calls=", name);
+        const char *p = strstr(r->str, key);
+        if (p) {
+            *calls = atoll(p + strlen(key));
+            const char *u = strstr(p, "usec=");
+            if (u)
+                usec = atof(u + 5);
+        }
+    }
+    freeReplyObject(r);
+    return usec;
+}
+
+/* Prints where the server's time went during an echomq run, per message:
+ * the read, the acknowledgement, and the scripts (lease renewals, the
+ * ownership refresh, claims): the maintenance the consumer adds. */
+static void print_server_cost(redisContext *admin, long total) {
+    static const char *const names[] = {"xreadgroup", "xack", "eval",
+                                        "xclaim", "xpending"};
+    fprintf(stderr, "    server time per message:");
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        long long calls;
+        double usec = server_usec(admin, names[i], &calls);
+        fprintf(stderr, " %s %.3f us (%lld calls)", names[i], usec / total,
+                calls);
+    }
+    fprintf(stderr, "\n");
 }
 
 static result run_echomq(redisContext *admin, long total, int count,
@@ -192,9 +243,14 @@ static result run_echomq(redisContext *admin, long total, int count,
     conf_set(conf, "count", num);
     snprintf(num, sizeof num, "%d", block_ms);
     conf_set(conf, "block_ms", num);
+    if (min_idle_ms > 0) {
+        snprintf(num, sizeof num, "%d", min_idle_ms);
+        conf_set(conf, "claim.min_idle_ms", num);
+    }
 
     run_state s = {.total = total};
     emq_error err;
+    freeReplyObject(redisCommand(admin, "CONFIG RESETSTAT"));
     double cpu0 = cpu_us(), t0 = now_s();
     if (emq_pool_new(conf, consumers, echomq_handler, &s, &s.pool, &err) !=
         EMQ_OK)
@@ -209,6 +265,7 @@ static result run_echomq(redisContext *admin, long total, int count,
         emq_consumer_stats_get(emq_pool_consumer(s.pool, i), &st);
         acked += st.acked;
     }
+    print_server_cost(admin, total);
     emq_pool_destroy(s.pool);
     emq_conf_destroy(conf);
     if (atomic_load(&s.handled) != total || acked != (uint64_t)total) {
@@ -302,6 +359,7 @@ static void *hiredis_main(void *arg) {
                         bytes += fields->element[f]->len;
                 atomic_fetch_add_explicit(&s->sink, bytes,
                                           memory_order_relaxed);
+                work();
                 memcpy(ids[nacks], e->element[0]->str, e->element[0]->len);
                 ids[nacks][e->element[0]->len] = '\0';
                 ack_argv[3 + nacks] = ids[nacks];
@@ -379,7 +437,10 @@ static void cell(char out[32], int ran, const char *fmt, double value) {
 static void usage(void) {
     fprintf(stderr,
             "usage: bench_consume [-c COUNT] [-p CONSUMERS] [-o echomq|hiredis]"
-            "\n                     [entries] [rounds] [block_ms]\n"
+            "\n                     [-w WORK_US] [-i MIN_IDLE_MS]"
+            " [entries] [rounds] [block_ms]\n"
+            "  -w: busy work per entry in both clients' handlers; -i: echomq's"
+            " claim.min_idle_ms\n"
             "  defaults: 1000000 entries, 3 rounds, block_ms 100; every COUNT "
             "of\n  10, 100, 1000, every number of consumers of 1, 2, 4, both "
             "clients\n");
@@ -389,8 +450,12 @@ static void usage(void) {
 int main(int argc, char **argv) {
     bench_name = "bench_consume";
     int only_count = 0, only_consumers = 0, run_e = 1, run_h = 1, opt;
-    while ((opt = getopt(argc, argv, "c:p:o:")) != -1) {
-        if (opt == 'c')
+    while ((opt = getopt(argc, argv, "c:p:o:w:i:")) != -1) {
+        if (opt == 'w')
+            work_us = atoi(optarg);
+        else if (opt == 'i')
+            min_idle_ms = atoi(optarg);
+        else if (opt == 'c')
             only_count = atoi(optarg);
         else if (opt == 'p')
             only_consumers = atoi(optarg);

@@ -161,7 +161,6 @@ typedef struct batch_item {
     const emq_reply *fields; /* array of name, value...; NULL if deleted */
     uint64_t deliveries;     /* server's count; 0 when not known */
     int malformed;           /* the entry's shape is broken */
-    int64_t wait_ms;         /* > 0: a retry due later; not handed out */
     int held;                /* was in the in-flight table already */
 } batch_item;
 
@@ -209,7 +208,6 @@ typedef struct emq_inflight {
     settle_op *ops;        /* settlements decided, not yet taken */
     size_t nops, ops_cap;
     int64_t oldest_op_ms;  /* when the oldest queued op was decided */
-    int flush_now;         /* a batch ended: send without waiting */
     int quit;              /* the upkeep thread is asked to end */
     size_t nwait;          /* entries in IF_RETRY_WAIT */
     size_t current;        /* slot of the entry the handler has (a hint) */
@@ -234,15 +232,14 @@ int emq_inflight_add_batch(emq_inflight *t, batch_item *items, size_t n,
  * (else 0, forgetting a lost one). ENOMEM fails. */
 emq_status emq_inflight_step(emq_inflight *t, settle_op *op,
                              const emq_id *next, int *began, emq_error *err);
+/* Adds id in IF_RETRY_WAIT, due in wait_ms (a retry whose delay survived
+ * a restart), unless it is there already. -1 when out of memory. */
+int emq_inflight_add_waiting(emq_inflight *t, const emq_id *id,
+                             int64_t wait_ms);
 /* Removes id from the table, if there. */
 void emq_inflight_forget(emq_inflight *t, const emq_id *id);
 /* 1 when id is in the table. */
 int emq_inflight_holds(emq_inflight *t, const emq_id *id);
-/* Moves a held entry to IF_RETRY_WAIT, due in delay_ms, sending nothing
- * (its schedule is already on the server). */
-void emq_inflight_wait(emq_inflight *t, const emq_id *id, int64_t delay_ms);
-/* Asks the upkeep thread to send what is queued now. */
-void emq_inflight_flush_now(emq_inflight *t);
 /* Upkeep: moves up to max queued ops into *out (caller frees with
  * emq_settle_op_free after emq_inflight_settled). Returns their number. */
 size_t emq_inflight_take(emq_inflight *t, settle_op *out, size_t max);
@@ -413,9 +410,6 @@ emq_status emq_batch_parse(batch *b, emq_reply *reply,
  * RESP3 map), or NULL when the reply holds none (null or empty). */
 const emq_reply *emq_xread_entries(const emq_reply *reply, emq_error *err,
                                    emq_status *st);
-/* Sets deliveries of items from an XPENDING extended reply, matching IDs
- * (both in ID order). Items not found keep their count. */
-void emq_batch_set_counts(batch *b, const emq_reply *xpending);
 /* Puts the batch's entries in the in-flight table and hands them to the
  * handler one by one while the lease holds and no stop is asked; entries
  * already held (in the table before) are skipped. Returns EMQ_OK or a

@@ -110,45 +110,10 @@ emq_status emq_batch_parse(batch *b, emq_reply *reply,
                            ? NULL
                            : fields;
         item->deliveries = 0;
-        item->wait_ms = 0;
         item->held = 0;
     }
     b->n = n;
     return EMQ_OK;
-}
-
-void emq_batch_set_counts(batch *b, const emq_reply *xpending) {
-    size_t j = 0, m = emq_reply_len(xpending);
-    for (size_t i = 0; i < b->n; i++) {
-        /* IDs are parsed only here, on the recovery paths: the hot path
-         * of new entries never needs them as numbers. */
-        emq_stream_id isid;
-        if (emq_stream_id_parse(b->items[i].id.str, strlen(b->items[i].id.str),
-                                &isid) != 0)
-            continue; /* not a stream ID: no count, so left alone */
-        while (j < m) {
-            const emq_reply *row = emq_reply_at(xpending, j);
-            size_t len;
-            const char *text = emq_reply_str(emq_reply_at(row, 0), &len);
-            emq_stream_id sid;
-            if (text == NULL || emq_stream_id_parse(text, len, &sid) != 0) {
-                j++;
-                continue;
-            }
-            int cmp = emq_stream_id_cmp(sid, isid);
-            if (cmp < 0) {
-                j++;
-                continue;
-            }
-            if (cmp == 0) {
-                long long count = emq_reply_integer(emq_reply_at(row, 3));
-                if (count > 0)
-                    b->items[i].deliveries = (uint64_t)count;
-                j++;
-            }
-            break;
-        }
-    }
 }
 
 /* Points c->fields at the item's field/value views. */
@@ -305,9 +270,6 @@ emq_status emq_batch_dispatch(emq_consumer_t *c, batch *b, emq_error *err) {
             if (st == EMQ_OK)
                 st = make_op(c, item, SETTLE_GONE, NULL, &op, err);
             have = st == EMQ_OK;
-        } else if (item->wait_ms > 0) {
-            /* A retry whose delay survived a restart: back when due. */
-            emq_inflight_wait(&c->table, &item->id, item->wait_ms);
         } else if (item->deliveries > max) {
             /* Delivered more often than allowed without an answer (a
              * handler that crashed its process, for instance). */

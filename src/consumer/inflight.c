@@ -223,6 +223,27 @@ emq_status emq_inflight_step(emq_inflight *t, settle_op *op,
     return st;
 }
 
+int emq_inflight_add_waiting(emq_inflight *t, const emq_id *id,
+                             int64_t wait_ms) {
+    pthread_mutex_lock(&t->mu);
+    int result = 0;
+    size_t h = hash_id(id);
+    if (find_hashed(t, id, h) == NULL) {
+        if ((t->n + 1) * 2 > t->cap && grow(t) != 0) {
+            result = -1;
+        } else {
+            if_entry e = {.id = *id, .refreshed_ms = emq_now_ms(),
+                          .due_ms = emq_now_ms() + wait_ms, .hash = h,
+                          .used = 1, .state = IF_RETRY_WAIT};
+            insert_slot(t->slots, t->cap, &e);
+            t->n++;
+            t->nwait++;
+        }
+    }
+    pthread_mutex_unlock(&t->mu);
+    return result;
+}
+
 void emq_inflight_forget(emq_inflight *t, const emq_id *id) {
     pthread_mutex_lock(&t->mu);
     if_entry *e = find(t, id);
@@ -238,25 +259,6 @@ int emq_inflight_holds(emq_inflight *t, const emq_id *id) {
     return held;
 }
 
-void emq_inflight_wait(emq_inflight *t, const emq_id *id, int64_t delay_ms) {
-    pthread_mutex_lock(&t->mu);
-    if_entry *e = find(t, id);
-    if (e != NULL) {
-        set_state(t, e, IF_RETRY_WAIT);
-        e->due_ms = emq_now_ms() + delay_ms;
-    }
-    pthread_mutex_unlock(&t->mu);
-}
-
-void emq_inflight_flush_now(emq_inflight *t) {
-    pthread_mutex_lock(&t->mu);
-    if (t->nops > 0) {
-        t->flush_now = 1;
-        pthread_cond_signal(&t->wake);
-    }
-    pthread_mutex_unlock(&t->mu);
-}
-
 size_t emq_inflight_take(emq_inflight *t, settle_op *out, size_t max) {
     pthread_mutex_lock(&t->mu);
     size_t n = t->nops < max ? t->nops : max;
@@ -267,8 +269,6 @@ size_t emq_inflight_take(emq_inflight *t, settle_op *out, size_t max) {
     memcpy(out, t->ops, n * sizeof *out);
     memmove(t->ops, t->ops + n, (t->nops - n) * sizeof *t->ops);
     t->nops -= n;
-    if (t->nops == 0)
-        t->flush_now = 0;
     pthread_mutex_unlock(&t->mu);
     return n;
 }
@@ -411,7 +411,6 @@ void emq_inflight_clear(emq_inflight *t) {
     t->n = 0;
     t->nwait = 0;
     free_ops(t);
-    t->flush_now = 0;
     pthread_mutex_unlock(&t->mu);
 }
 

@@ -73,7 +73,8 @@ static const char claim_script[] =
     "return {r[1], entries, deleted, counts}\n";
 
 /* KEYS: stream, reasons, schedule. ARGV: group, me, ids... Takes those
- * still pending to me. Returns {entries, counts}. */
+ * still pending to me (due retries, own pending entries at a session's
+ * start). Returns {entries, counts}. */
 static const char due_script[] =
     TAKE_FUNCTION
     "local entries, counts = {}, {}\n"
@@ -88,55 +89,36 @@ static const char due_script[] =
     "end\n"
     "return {entries, counts}\n";
 
-/* KEYS: stream, schedule. ARGV: group, me, count, after. Returns
- * {entries, counts, ms left of each one's retry delay}. */
-static const char self_script[] =
-    "if redis.replicate_commands then pcall(redis.replicate_commands) end\n"
-    "local r = redis.call('XREADGROUP', 'GROUP', ARGV[1], ARGV[2], 'COUNT',"
-    " ARGV[3], 'STREAMS', KEYS[1], ARGV[4])\n"
-    "local entries = (r and r[1] and r[1][2]) or {}\n"
-    "local counts, waits = {}, {}\n"
-    "if #entries == 0 then return {entries, counts, waits} end\n"
-    "local p = redis.call('XPENDING', KEYS[1], ARGV[1], entries[1][1],"
-    " entries[#entries][1], #entries, ARGV[2])\n"
-    "local byid = {}\n"
-    "for _, row in ipairs(p) do byid[row[1]] = row[4] end\n"
+/* KEYS: stream, schedule. ARGV: group, me, count, start ("-" or "(id").
+ * Lists own pending entries from start: {ids, ms left of each one's retry
+ * delay}. Reads only: a listed entry is counted as delivered only when it
+ * is taken (take), so an entry held in this process, or waiting out its
+ * retry delay, gets no delivery it never had. */
+static const char list_script[] =
+    "local p = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[4], '+',"
+    " ARGV[3], ARGV[2])\n"
     "local t = redis.call('TIME')\n"
     "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
-    "for i, e in ipairs(entries) do\n"
-    "  counts[i] = byid[e[1]] or 1\n"
-    "  local due = redis.call('ZSCORE', KEYS[2], e[1])\n"
+    "local ids, waits = {}, {}\n"
+    "for i, row in ipairs(p) do\n"
+    "  ids[i] = row[1]\n"
+    "  local due = redis.call('ZSCORE', KEYS[2], row[1])\n"
     "  waits[i] = 0\n"
-    "  if due and tonumber(due) > now then\n"
-    "    waits[i] = tonumber(due) - now\n"
-    "    -- not handed out before its time: this read does not count\n"
-    "    if e[2] and counts[i] > 1 then\n"
-    "      counts[i] = counts[i] - 1\n"
-    "      redis.call('XCLAIM', KEYS[1], ARGV[1], ARGV[2], 0, e[1],"
-    " 'RETRYCOUNT', counts[i], 'JUSTID')\n"
-    "    end\n"
-    "  end\n"
+    "  if due and tonumber(due) > now then waits[i] = tonumber(due) - now end\n"
     "end\n"
-    "return {entries, counts, waits}\n";
+    "return {ids, waits}\n";
 
 static emq_status bad_shape(emq_error *err, const char *what) {
     return emq_error_set(err, EMQ_EPROTO, 0,
                          "unexpected reply shape from the server: %s", what);
 }
 
-/* Sets item i's count (and wait) from the integer arrays of a script's
- * reply; NULL arrays leave them. */
-static void set_from_arrays(batch *b, const emq_reply *counts,
-                            const emq_reply *waits) {
+/* Sets each item's delivery count from the integer array of a script's
+ * reply. */
+static void set_counts(batch *b, const emq_reply *counts) {
     for (size_t i = 0; i < b->n; i++) {
-        if (counts != NULL) {
-            long long n = emq_reply_integer(emq_reply_at(counts, i));
-            b->items[i].deliveries = n > 0 ? (uint64_t)n : 1;
-        }
-        if (waits != NULL) {
-            long long w = emq_reply_integer(emq_reply_at(waits, i));
-            b->items[i].wait_ms = w > 0 ? w : 0;
-        }
+        long long n = emq_reply_integer(emq_reply_at(counts, i));
+        b->items[i].deliveries = n > 0 ? (uint64_t)n : 1;
     }
 }
 
@@ -152,62 +134,123 @@ static emq_status script_error(emq_consumer_t *c, emq_reply *reply,
     return st;
 }
 
-emq_status emq_recover_self(emq_consumer_t *c, emq_error *err) {
-    char cursor[EMQ_ID_MAX] = "0";
-    char count[24];
-    snprintf(count, sizeof count, "%lld", (long long)c->conf->count);
+/* Most entries one take call delivers. */
+#define TAKE_PER_CALL 100
+
+/* Takes ids[0..n) (n <= TAKE_PER_CALL) that are still pending to this
+ * consumer, counting a delivery each, and hands them out; deleted ones are
+ * acknowledged in the script and counted. */
+static emq_status take_ids(emq_consumer_t *c, const emq_id *ids, size_t n,
+                           const char *what, emq_error *err) {
+    const char *argv[8 + TAKE_PER_CALL] = {
+        "EVAL", due_script, "3", c->keys.stream, c->reasons_key,
+        c->retry_key, c->group, c->name};
+    for (size_t i = 0; i < n; i++)
+        argv[8 + i] = ids[i].str;
+    emq_reply *reply;
+    emq_status st =
+        emq_xchg_call(&c->rx, 0, (int)(8 + n), argv, NULL, &reply, err);
+    if (st != EMQ_OK)
+        return st;
+    if (emq_reply_kind(reply) == EMQ_REPLY_ERROR)
+        return script_error(c, reply, what, err);
+    const emq_reply *entries = emq_reply_at(reply, 0);
+    if (emq_reply_kind(reply) != EMQ_REPLY_ARRAY ||
+        emq_reply_len(reply) != 2 ||
+        emq_reply_kind(entries) != EMQ_REPLY_ARRAY) {
+        emq_reply_free(reply);
+        return bad_shape(err, "taken entries are not [entries, counts]");
+    }
+    if (emq_reply_len(entries) == 0) {
+        emq_reply_free(reply);
+        return EMQ_OK;
+    }
+    const emq_reply *counts = emq_reply_at(reply, 1);
     batch b;
     emq_batch_init(&b);
+    if ((st = emq_batch_parse(&b, reply, entries, err)) == EMQ_OK) {
+        set_counts(&b, counts);
+        st = emq_batch_dispatch(c, &b, err);
+    }
+    emq_batch_free(&b);
+    return st;
+}
+
+/* The largest entry ID: nothing can come after it. */
+#define MAX_ID "18446744073709551615-18446744073709551615"
+
+emq_status emq_recover_self(emq_consumer_t *c, emq_error *err) {
+    char start[EMQ_ID_MAX + 1] = "-";
+    emq_stream_id last = {0, 0};
+    int have_last = 0;
+    char count[24];
+    long long page = c->conf->count < TAKE_PER_CALL ? c->conf->count
+                                                    : TAKE_PER_CALL;
+    snprintf(count, sizeof count, "%lld", page);
     emq_status st = EMQ_OK;
     while (!emq_consumer_stopping(c) && emq_lease_valid(c)) {
-        const char *argv[] = {"EVAL",   self_script, "2",    c->keys.stream,
-                              c->retry_key, c->group, c->name, count,
-                              cursor};
+        const char *argv[] = {"EVAL",       list_script, "2",
+                              c->keys.stream, c->retry_key, c->group,
+                              c->name,      count,       start};
         emq_reply *reply;
         atomic_fetch_add(&c->stats.reads, 1);
-        if ((st = emq_xchg_call(&c->rx, EMQ_XCHG_WAIT_OOM, 9, argv, NULL,
-                                &reply, err)) != EMQ_OK)
+        if ((st = emq_xchg_call(&c->rx, 0, 9, argv, NULL, &reply, err)) !=
+            EMQ_OK)
             break;
         if (emq_reply_kind(reply) == EMQ_REPLY_ERROR) {
             st = script_error(c, reply, "reading own pending entries", err);
             break;
         }
-        const emq_reply *entries = emq_reply_at(reply, 0);
+        const emq_reply *ids = emq_reply_at(reply, 0);
+        const emq_reply *waits = emq_reply_at(reply, 1);
         if (emq_reply_kind(reply) != EMQ_REPLY_ARRAY ||
-            emq_reply_len(reply) != 3 ||
-            emq_reply_kind(entries) != EMQ_REPLY_ARRAY) {
+            emq_reply_len(reply) != 2 ||
+            emq_reply_kind(ids) != EMQ_REPLY_ARRAY) {
             emq_reply_free(reply);
-            st = bad_shape(err, "own pending page is not [entries, counts, "
-                                "waits]");
+            st = bad_shape(err, "own pending page is not [ids, waits]");
             break;
         }
-        if (emq_reply_len(entries) == 0) {
-            emq_reply_free(reply);
-            break; /* nothing left of our own: drained */
+        size_t n = emq_reply_len(ids);
+        emq_id take[TAKE_PER_CALL];
+        size_t ntake = 0;
+        for (size_t i = 0; i < n && st == EMQ_OK; i++) {
+            size_t len = 0;
+            const char *text = emq_reply_str(emq_reply_at(ids, i), &len);
+            emq_stream_id sid;
+            if (text == NULL || len == 0 || len >= EMQ_ID_MAX ||
+                emq_stream_id_parse(text, len, &sid) != 0 ||
+                (have_last && emq_stream_id_cmp(sid, last) <= 0) ||
+                i >= TAKE_PER_CALL) {
+                /* The page must move forward, or the loop would never
+                 * end. */
+                st = bad_shape(err, "own pending page does not move past "
+                                    "the page before");
+                break;
+            }
+            last = sid;
+            have_last = 1;
+            emq_id id;
+            memcpy(id.str, text, len);
+            id.str[len] = '\0';
+            snprintf(start, sizeof start, "(%s", id.str);
+            long long wait = emq_reply_integer(emq_reply_at(waits, i));
+            if (emq_inflight_holds(&c->table, &id))
+                continue; /* in hand here already (a retry waiting, an
+                             ack not sent yet) */
+            if (wait > 0) {
+                /* A retry whose delay survived a restart: back when due. */
+                if (emq_inflight_add_waiting(&c->table, &id, wait) != 0)
+                    st = emq_error_set(err, EMQ_ENOMEM, 0, "out of memory");
+                continue;
+            }
+            take[ntake++] = id;
         }
-        const emq_reply *counts = emq_reply_at(reply, 1);
-        const emq_reply *waits = emq_reply_at(reply, 2);
-        if ((st = emq_batch_parse(&b, reply, entries, err)) != EMQ_OK)
-            break;
-        set_from_arrays(&b, counts, waits);
-        /* The page must move forward, or the loop would never end. */
-        emq_stream_id last, next;
-        const char *next_text = b.items[b.n - 1].id.str;
-        if (emq_stream_id_parse(cursor, strlen(cursor), &last) == 0 &&
-            emq_stream_id_parse(next_text, strlen(next_text), &next) == 0 &&
-            strcmp(cursor, "0") != 0 && emq_stream_id_cmp(next, last) <= 0) {
-            emq_batch_clear(&b);
-            st = bad_shape(err, "a history read did not move past the "
-                                "last entry of the page before");
-            break;
-        }
-        snprintf(cursor, sizeof cursor, "%s", next_text);
-        st = emq_batch_dispatch(c, &b, err);
-        emq_batch_clear(&b);
-        if (st != EMQ_OK)
-            break;
+        emq_reply_free(reply);
+        if (st == EMQ_OK && ntake > 0)
+            st = take_ids(c, take, ntake, "reading own pending entries", err);
+        if (st != EMQ_OK || n < (size_t)page || strcmp(start, "(" MAX_ID) == 0)
+            break; /* a short page is the last one */
     }
-    emq_batch_free(&b);
     return st;
 }
 
@@ -281,7 +324,7 @@ emq_status emq_recover_peers(emq_consumer_t *c, emq_error *err) {
         const emq_reply *counts = emq_reply_at(reply, 3);
         if ((st = emq_batch_parse(&b, reply, entries, err)) != EMQ_OK)
             break;
-        set_from_arrays(&b, counts, NULL);
+        set_counts(&b, counts);
         atomic_fetch_add(&c->stats.claimed, b.n);
         st = emq_batch_dispatch(c, &b, err);
         emq_batch_clear(&b);
@@ -292,57 +335,19 @@ emq_status emq_recover_peers(emq_consumer_t *c, emq_error *err) {
     return st;
 }
 
-/* Most due retries one call takes. */
-#define DUE_PER_CALL 100
-
 emq_status emq_recover_due(emq_consumer_t *c, emq_error *err) {
-    emq_id ids[DUE_PER_CALL];
-    batch b;
-    emq_batch_init(&b);
+    emq_id ids[TAKE_PER_CALL];
     emq_status st = EMQ_OK;
-    while (!emq_consumer_stopping(c) && emq_lease_valid(c)) {
+    while (st == EMQ_OK && !emq_consumer_stopping(c) && emq_lease_valid(c)) {
         size_t n = emq_inflight_due(&c->table, emq_now_ms(), ids,
-                                    DUE_PER_CALL);
+                                    TAKE_PER_CALL);
         if (n == 0)
             break;
-        const char *argv[5 + 3 + DUE_PER_CALL] = {
-            "EVAL", due_script, "3", c->keys.stream, c->reasons_key,
-            c->retry_key, c->group, c->name};
-        for (size_t i = 0; i < n; i++)
-            argv[8 + i] = ids[i].str;
         /* Forget them first: what is still ours comes back in the reply
          * and enters the table again with its new count. */
         for (size_t i = 0; i < n; i++)
             emq_inflight_forget(&c->table, &ids[i]);
-        emq_reply *reply;
-        if ((st = emq_xchg_call(&c->rx, 0, (int)(8 + n), argv, NULL, &reply,
-                                err)) != EMQ_OK)
-            break;
-        if (emq_reply_kind(reply) == EMQ_REPLY_ERROR) {
-            st = script_error(c, reply, "delivering due retries", err);
-            break;
-        }
-        const emq_reply *entries = emq_reply_at(reply, 0);
-        if (emq_reply_kind(reply) != EMQ_REPLY_ARRAY ||
-            emq_reply_len(reply) != 2 ||
-            emq_reply_kind(entries) != EMQ_REPLY_ARRAY) {
-            emq_reply_free(reply);
-            st = bad_shape(err, "due retries are not [entries, counts]");
-            break;
-        }
-        if (emq_reply_len(entries) == 0) {
-            emq_reply_free(reply);
-            continue;
-        }
-        const emq_reply *counts = emq_reply_at(reply, 1);
-        if ((st = emq_batch_parse(&b, reply, entries, err)) != EMQ_OK)
-            break;
-        set_from_arrays(&b, counts, NULL);
-        st = emq_batch_dispatch(c, &b, err);
-        emq_batch_clear(&b);
-        if (st != EMQ_OK)
-            break;
+        st = take_ids(c, ids, n, "delivering due retries", err);
     }
-    emq_batch_free(&b);
     return st;
 }

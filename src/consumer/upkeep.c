@@ -87,7 +87,7 @@ static void wait_due(emq_consumer_t *c, int *settle) {
         int64_t now = emq_now_ms();
         int quit = atomic_load(&u->quit) || atomic_load(&c->fatal);
         int64_t settle_at = t->nops == 0 ? INT64_MAX
-                            : t->flush_now || t->nops >= EMQ_SETTLE_MAX_IDS
+                            : t->nops >= EMQ_SETTLE_MAX_IDS
                                 ? now
                                 : t->oldest_op_ms + EMQ_SETTLE_DELAY_MS;
         int64_t wake = u->next_renew_ms < u->next_refresh_ms

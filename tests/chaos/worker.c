@@ -240,7 +240,24 @@ int chaos_worker_main(int argc, char **argv) {
     fprintf(stderr, "chaos worker %s (id %s, incarnation %s, pid %ld) "
                     "starting\n",
             name, id, inc, (long)getpid());
+    /* A supervisor restarts a worker whose first connection failed (the
+     * library's default: consumer start fails when the server cannot be
+     * reached, docs/CONSUMER.md); here the worker does it itself, a few
+     * times, so that a proxy fault at its start is not a worker death. */
     emq_status st = emq_consumer_run(c, &err);
+    for (int again = 0; again < 20 && st != EMQ_OK; again++) {
+        emq_consumer_stats first;
+        emq_consumer_stats_get(c, &first);
+        int transport = st == EMQ_EIO || st == EMQ_ETIMEDOUT ||
+                        st == EMQ_ECLOSED || st == EMQ_EPROTO;
+        if (!transport || first.round_trips > 0)
+            break;
+        fprintf(stderr, "chaos worker %s: first connection failed (%s); "
+                        "starting again\n",
+                name, err.message);
+        usleep(500 * 1000);
+        st = emq_consumer_run(c, &err);
+    }
     char stats[1024];
     emq_consumer_stats_json(c, stats, sizeof stats);
     if (st != EMQ_OK)

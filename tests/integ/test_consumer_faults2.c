@@ -598,6 +598,7 @@ static int connections_in_3s(const emq_icept_rule *rule, size_t *handled,
     emq_conf_t *conf = fault_conf(emq_icept_url(p));
     conf_set(conf, P_RECONNECT_BASE, "100");
     conf_set(conf, P_RECONNECT_MAX, "1000");
+    conf_set(conf, "count", "2"); /* pages of 2 own pending entries */
     emq_conf_set_log(conf, quiet_log, NULL);
     bg t;
     emq_consumer_t *c = bg_start(&t, conf, slow_handle, &h);
@@ -629,11 +630,11 @@ static int connections_in_3s(const emq_icept_rule *rule, size_t *handled,
 }
 
 TEST_TIMEOUT(faults2_malformed_history_reply_bounded_reconnects, 30) {
-    /* Every history read (a script that runs XREADGROUP and returns
-     * {entries, counts, waits}) answered with entries that are not an
+    /* Every own-pending page (a script that runs XPENDING from ARGV[4]
+     * and returns {ids, waits}) answered with ids that are not an
      * array. */
-    static const char bad[] = "*3\r\n:5\r\n*0\r\n*0\r\n";
-    emq_icept_rule rule = {"EVAL", 0, bad, 0, -1, "'XREADGROUP'"};
+    static const char bad[] = "*2\r\n:5\r\n*0\r\n";
+    emq_icept_rule rule = {"EVAL", 0, bad, 0, -1, "ARGV[4], '+'"};
     size_t handled;
     int replaced;
     int accepted = connections_in_3s(&rule, &handled, &replaced);
@@ -648,10 +649,11 @@ TEST_TIMEOUT(faults2_malformed_history_reply_bounded_reconnects, 30) {
 TEST_TIMEOUT(faults2_repeated_history_page_bounded, 30) {
     /* Every history read answered with the same page, whatever the cursor:
      * recovery must not go round forever. */
-    static const char page[] = "*3\r\n*1\r\n*2\r\n$3\r\n1-1\r\n"
-                               "*2\r\n$1\r\nn\r\n$4\r\nmine\r\n"
-                               "*1\r\n:1\r\n*1\r\n:0\r\n";
-    emq_icept_rule rule = {"EVAL", 0, page, 0, -1, "'XREADGROUP'"};
+    /* A full page (the consumer reads 2 per page here) of ids 1-1 and
+     * 1-2, whatever the start. */
+    static const char page[] = "*2\r\n*2\r\n$3\r\n1-1\r\n$3\r\n1-2\r\n"
+                               "*2\r\n:0\r\n:0\r\n";
+    emq_icept_rule rule = {"EVAL", 0, page, 0, -1, "ARGV[4], '+'"};
     size_t handled;
     int replaced;
     int accepted = connections_in_3s(&rule, &handled, &replaced);

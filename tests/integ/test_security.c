@@ -26,6 +26,7 @@
 #include "integ/consumer_helpers.h"
 
 #include <fcntl.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 
 #define SECRET "Wq7SECRETpass9x"
@@ -354,8 +355,45 @@ TEST(security_acl_without_xgroup_create_start_fails_with_noperm) {
     start_refused_without("xgroup|create", "xgroup");
 }
 
+/* Counts handler calls and remembers the values seen. */
+static atomic_int own_calls, new_calls;
+
+static emq_verdict count_own(void *opaque, const emq_entry *e, char *reason,
+                             size_t reason_size) {
+    (void)opaque;
+    (void)reason;
+    (void)reason_size;
+    int own = e->nfields && e->fields[0].value_len == 3 &&
+              memcmp(e->fields[0].value, "own", 3) == 0;
+    atomic_fetch_add(own ? &own_calls : &new_calls, 1);
+    return EMQ_ACK;
+}
+
+/* Own pending entries are recovered with XPENDING and XCLAIM, so a worker
+ * without +xreadgroup still settles what it held; its first read of new
+ * work is refused, which ends the run with NOPERM naming XREADGROUP, and
+ * no new entry is ever handed out. */
 TEST(security_acl_without_xreadgroup_start_fails_with_noperm) {
-    start_refused_without("xreadgroup", "xreadgroup");
+    emq_srv *s = acl_server("xreadgroup");
+    acl_fixture(s);
+    emq_conf_t *conf = worker_conf(s, "w1");
+    emq_consumer_t *c;
+    emq_error err;
+    atomic_store(&own_calls, 0);
+    atomic_store(&new_calls, 0);
+    ASSERT_OK(emq_consumer_new(conf, count_own, NULL, &c, &err), &err);
+    emq_conf_destroy(conf);
+    int64_t t0 = now_ms();
+    emq_status st = emq_consumer_run(c, &err);
+    if (st == EMQ_OK)
+        FAIL("without +xreadgroup the consumer ran on");
+    ASSERT(now_ms() - t0 < 5000);
+    ASSERT_CONTAINS(err.message, "NOPERM");
+    ASSERT_CONTAINS_CI(err.message, "xreadgroup");
+    ASSERT_EQ_INT(atomic_load(&new_calls), 0);
+    assert_no_secret("the error message", err.message);
+    emq_consumer_destroy(c);
+    emq_srv_stop(s);
 }
 
 TEST(security_acl_without_xpending_start_fails_with_noperm) {

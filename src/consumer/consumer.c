@@ -256,6 +256,10 @@ static emq_status start_session(emq_consumer_t *c, int *nogroup,
                                 emq_error *err) {
     emq_status st;
     emq_inflight_drop_unstarted(&c->table);
+    /* Held earlier in this run and not known held now (a pause, an
+     * outage): a holder found now took the name from us. */
+    if (c->lease_held && !emq_lease_valid(c))
+        c->lease_lapsed = 1;
     if ((st = emq_lease_acquire(c, err)) != EMQ_OK ||
         (st = open_door(c, err)) != EMQ_OK)
         return st;
@@ -347,15 +351,18 @@ static emq_status read_new(emq_consumer_t *c, emq_error *err) {
         emq_reply_free(reply);
         return st;
     }
-    emq_xchg_healthy(&c->rx);
     const emq_reply *entries = emq_xread_entries(reply, err, &st);
     if (st != EMQ_OK || entries == NULL) { /* timeout, or 7.0's [] */
+        if (st == EMQ_OK)
+            emq_xchg_healthy(&c->rx);
         emq_reply_free(reply);
         return st;
     }
     batch b;
     emq_batch_init(&b);
     if ((st = emq_batch_parse(&b, reply, entries, err)) == EMQ_OK) {
+        /* Only a reply that parsed resets the reconnect backoff. */
+        emq_xchg_healthy(&c->rx);
         for (size_t i = 0; i < b.n; i++)
             b.items[i].deliveries = 1; /* '>' delivers for the first time */
         st = emq_batch_dispatch(c, &b, err);
@@ -465,6 +472,7 @@ emq_status emq_consumer_run(emq_consumer_t *c, emq_error *err) {
     if (c->rx.route != NULL && !emq_route_is_broken(c->rx.route))
         emq_lease_release(c, &c->rx);
     atomic_store(&c->lease_deadline_ms, 0);
+    c->lease_held = c->lease_lapsed = 0;
     emq_inflight_clear(&c->table);
     atomic_store(&c->running, 0);
     if (atomic_load(&c->fatal)) {

@@ -211,6 +211,8 @@ typedef struct emq_inflight {
     int quit;              /* the upkeep thread is asked to end */
     size_t nwait;          /* entries in IF_RETRY_WAIT */
     size_t current;        /* slot of the entry the handler has (a hint) */
+    int64_t stale_after_ms; /* an entry not refreshed this long is not
+                               handed out (0: no check) */
     int dozing;            /* the upkeep thread sleeps longer than
                               EMQ_SETTLE_DELAY_MS: wake it for new work */
 } emq_inflight;
@@ -254,11 +256,14 @@ void emq_inflight_requeue(emq_inflight *t, settle_op *ops, size_t n);
 size_t emq_inflight_stale(emq_inflight *t, int64_t before_ms, emq_id *out,
                           size_t max);
 /* Upkeep: of asked[0..nasked), those in owned[] were refreshed at now_ms;
- * the others are lost: forgotten if not handed out yet, else marked lost.
- * Returns the number lost. */
+ * those in gone[] were deleted while pending (acknowledged by the refresh;
+ * their number in *ngone); the others are lost: forgotten if not handed
+ * out yet, else marked lost, except entries whose settlement acknowledged
+ * them meanwhile. Returns the number lost. */
 size_t emq_inflight_refreshed(emq_inflight *t, const emq_id *asked,
                               size_t nasked, const emq_reply *owned,
-                              int64_t now_ms);
+                              const emq_reply *gone, int64_t now_ms,
+                              size_t *ngone);
 /* Run thread: up to max IDs whose retry is due at now_ms, moved back to
  * IF_READ. Returns their number. */
 size_t emq_inflight_due(emq_inflight *t, int64_t now_ms, emq_id *out,
@@ -309,6 +314,7 @@ struct emq_consumer {
     pthread_mutex_t fatal_mu;
     /* Monotonic ms until which the lease is known held; 0: not held. */
     _Atomic int64_t lease_deadline_ms;
+    int lease_held;         /* taken in this run (run thread) */
     int lease_lapsed;       /* held, then its deadline passed (run thread) */
     stats_counters stats;
 

@@ -210,7 +210,12 @@ emq_status emq_inflight_step(emq_inflight *t, settle_op *op,
         st = queue_op(t, op, err);
     if (next != NULL) {
         if_entry *e = find(t, next);
-        int ok = e != NULL && !e->lost;
+        /* Not refreshed for most of claim.min_idle_ms (the upkeep
+         * connection is down): a peer may take it any moment, so it is
+         * not handed out; recovery brings it back. */
+        int stale = e != NULL && t->stale_after_ms > 0 &&
+                    emq_now_coarse_ms() - e->refreshed_ms > t->stale_after_ms;
+        int ok = e != NULL && !e->lost && !stale;
         if (ok) {
             set_state(t, e, IF_HANDLING);
             t->current = (size_t)(e - t->slots);
@@ -293,10 +298,15 @@ void emq_inflight_requeue(emq_inflight *t, settle_op *ops, size_t n) {
         size_t cap = t->nops + n;
         settle_op *grown = emq_realloc(t->ops, cap * sizeof *grown);
         if (grown == NULL) {
-            /* Unsent settlements are lost to this process; their entries
-             * stay pending and come back (at-least-once). */
-            for (size_t i = 0; i < n; i++)
+            /* Unsent settlements are lost to this process: forget their
+             * entries too, so that they stop being refreshed and come back
+             * through a claim or recovery (at-least-once). */
+            for (size_t i = 0; i < n; i++) {
+                if_entry *e = find_at(t, &ops[i].id, ops[i].slot_hint);
+                if (e != NULL)
+                    remove_at(t, e);
                 emq_settle_op_free(&ops[i]);
+            }
             pthread_mutex_unlock(&t->mu);
             return;
         }
@@ -324,10 +334,23 @@ size_t emq_inflight_stale(emq_inflight *t, int64_t before_ms, emq_id *out,
     return n;
 }
 
+/* Parses one ID of a reply array into id; 0 on success. */
+static int reply_id(const emq_reply *arr, size_t i, emq_id *id) {
+    size_t len;
+    const char *text = emq_reply_str(emq_reply_at(arr, i), &len);
+    if (text == NULL || len == 0 || len >= EMQ_ID_MAX)
+        return -1;
+    memcpy(id->str, text, len);
+    id->str[len] = '\0';
+    return 0;
+}
+
 size_t emq_inflight_refreshed(emq_inflight *t, const emq_id *asked,
                               size_t nasked, const emq_reply *owned,
-                              int64_t now_ms) {
-    size_t nowned = emq_reply_len(owned), lost = 0;
+                              const emq_reply *gone, int64_t now_ms,
+                              size_t *ngone) {
+    size_t lost = 0;
+    *ngone = 0;
     pthread_mutex_lock(&t->mu);
     /* Mark every asked entry, then clear the mark of the owned ones. */
     for (size_t i = 0; i < nasked; i++) {
@@ -335,32 +358,42 @@ size_t emq_inflight_refreshed(emq_inflight *t, const emq_id *asked,
         if (e != NULL)
             e->lost = 2;
     }
-    for (size_t i = 0; i < nowned; i++) {
-        size_t len;
-        const char *text = emq_reply_str(emq_reply_at(owned, i), &len);
-        if (text == NULL || len == 0 || len >= EMQ_ID_MAX)
-            continue;
+    for (size_t i = 0; i < emq_reply_len(owned); i++) {
         emq_id id;
-        memcpy(id.str, text, len);
-        id.str[len] = '\0';
-        if_entry *e = find(t, &id);
+        if_entry *e = reply_id(owned, i, &id) == 0 ? find(t, &id) : NULL;
         if (e != NULL && e->lost == 2) {
             e->lost = 0;
             e->refreshed_ms = now_ms;
         }
     }
+    /* Deleted while pending: the script acknowledged them. */
+    for (size_t i = 0; i < emq_reply_len(gone); i++) {
+        emq_id id;
+        if_entry *e = reply_id(gone, i, &id) == 0 ? find(t, &id) : NULL;
+        if (e == NULL || e->lost != 2)
+            continue;
+        (*ngone)++;
+        if (e->state == IF_HANDLING)
+            e->lost = 1;
+        else
+            remove_at(t, e);
+    }
     for (size_t i = 0; i < nasked; i++) {
         if_entry *e = find(t, &asked[i]);
         if (e == NULL || e->lost != 2)
             continue;
-        lost++;
-        /* Not ours any more: forget it unless the handler has it (begin
-         * and the settle path then see it gone or lost). */
-        if (e->state == IF_HANDLING) {
-            e->lost = 1;
-        } else {
+        /* Not pending to us any more. An entry whose settlement is on its
+         * way was acknowledged by it: not a loss. Else forget it, unless
+         * the handler has it (its settlement then finds it gone). */
+        if (e->state == IF_SETTLING) {
             remove_at(t, e);
+            continue;
         }
+        lost++;
+        if (e->state == IF_HANDLING)
+            e->lost = 1;
+        else
+            remove_at(t, e);
     }
     pthread_mutex_unlock(&t->mu);
     return lost;

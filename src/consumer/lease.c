@@ -234,6 +234,7 @@ emq_status emq_lease_acquire(emq_consumer_t *c, emq_error *err) {
             emq_reply_free(reply);
             extend_deadline(c, sent);
             c->lease_lapsed = 0;
+            c->lease_held = 1;
             if (waited_for[0])
                 emq_consumer_log(c, EMQ_LOG_INFO,
                                  "took the lease after %s let it expire",
@@ -265,6 +266,7 @@ emq_status emq_lease_acquire(emq_consumer_t *c, emq_error *err) {
             if (got == 1) {
                 extend_deadline(c, sent);
                 c->lease_lapsed = 0;
+                c->lease_held = 1;
                 emq_consumer_log(c, EMQ_LOG_INFO,
                                  "took over the lease left by dead process "
                                  "%s",
@@ -322,10 +324,14 @@ emq_status emq_lease_renewed(emq_consumer_t *c, const emq_reply *reply,
     if (got == 1) {
         /* Past the local deadline the lease is held again only through
          * acquire, at the start of a session. */
-        if (emq_lease_valid(c))
+        int64_t seen = atomic_load(&c->lease_deadline_ms);
+        if (emq_now_coarse_ms() < seen) {
             extend_deadline(c, sent_ms);
-        else
-            atomic_store(&c->lease_deadline_ms, 0);
+        } else {
+            /* Only the deadline we judged lapsed: acquire may have just
+             * set a fresh one. */
+            atomic_compare_exchange_strong(&c->lease_deadline_ms, &seen, 0);
+        }
         return EMQ_OK;
     }
     atomic_store(&c->lease_deadline_ms, 0);

@@ -41,6 +41,9 @@ enum {
 
 static const char retry_script[] =
     "if redis.replicate_commands then pcall(redis.replicate_commands) end\n"
+    "local p = redis.call('XPENDING', KEYS[3], ARGV[4], ARGV[1], ARGV[1], 1,"
+    " ARGV[5])\n"
+    "if #p == 0 then return 0 end\n"
     "local t = redis.call('TIME')\n"
     "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
     "redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])\n"
@@ -69,17 +72,33 @@ static const char deadletter_script[] =
     "redis.call('ZREM', KEYS[4], ARGV[2])\n"
     "return 1\n";
 
+/* KEYS: stream, reasons, schedule. ARGV: group, me, ids... Returns
+ * {ids still ours, now refreshed; ids whose entry was deleted while
+ * pending, now acknowledged with their reason and schedule cleared}. An
+ * XCLAIM alone would drop a deleted entry from the pending list silently
+ * (7.0+) and leak its reason. */
 static const char refresh_script[] =
-    "local mine = {}\n"
+    "local mine, gone = {}, {}\n"
     "for i = 3, #ARGV do\n"
     "  local p = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[i], ARGV[i],"
     " 1, ARGV[2])\n"
-    "  if #p == 1 then mine[#mine + 1] = ARGV[i] end\n"
+    "  if #p == 1 then\n"
+    "    if #redis.call('XRANGE', KEYS[1], ARGV[i], ARGV[i]) == 1 then\n"
+    "      mine[#mine + 1] = ARGV[i]\n"
+    "    else\n"
+    "      redis.call('XACK', KEYS[1], ARGV[1], ARGV[i])\n"
+    "      redis.call('HDEL', KEYS[2], ARGV[i])\n"
+    "      redis.call('ZREM', KEYS[3], ARGV[i])\n"
+    "      gone[#gone + 1] = ARGV[i]\n"
+    "    end\n"
+    "  end\n"
     "end\n"
-    "if #mine == 0 then return {} end\n"
-    "mine[#mine + 1] = 'JUSTID'\n"
-    "return redis.call('XCLAIM', KEYS[1], ARGV[1], ARGV[2], 0,"
-    " unpack(mine))\n";
+    "if #mine == 0 then return {mine, gone} end\n"
+    "local n = #mine\n"
+    "mine[n + 1] = 'JUSTID'\n"
+    "redis.call('XCLAIM', KEYS[1], ARGV[1], ARGV[2], 0, unpack(mine))\n"
+    "mine[n + 1] = nil\n"
+    "return {mine, gone}\n";
 
 int64_t emq_settle_retry_delay(emq_consumer_t *c, uint64_t deliveries) {
     int64_t base = c->conf->retry_backoff_ms;
@@ -108,9 +127,15 @@ static emq_status append_with_ids(emq_xchg *x, int tag, const char **fixed,
     return st;
 }
 
+/* Most field names and values a dead letter keeps: the script passes them
+ * to XADD through Lua's unpack, whose stack holds about 8000 values; an
+ * entry with more keeps its first ones (it is still moved and acked). */
+#define DEAD_MAX_ARGS 7000
+
 static emq_status append_dead(emq_consumer_t *c, emq_xchg *x,
                               const settle_op *op, emq_error *err) {
-    size_t argc = 11 + op->nargs;
+    size_t nargs = op->nargs < DEAD_MAX_ARGS ? op->nargs : DEAD_MAX_ARGS;
+    size_t argc = 11 + nargs;
     const char **argv = emq_alloc(argc * sizeof *argv);
     size_t *lens = emq_alloc(argc * sizeof *lens);
     if (argv == NULL || lens == NULL) {
@@ -127,7 +152,7 @@ static emq_status append_dead(emq_consumer_t *c, emq_xchg *x,
         lens[i] = strlen(fixed[i]);
     }
     const char *p = op->args;
-    for (size_t i = 0; i < op->nargs; i++) {
+    for (size_t i = 0; i < nargs; i++) {
         argv[11 + i] = p;
         lens[11 + i] = op->lens[i];
         p += op->lens[i];
@@ -174,10 +199,14 @@ emq_status emq_settle_append(emq_consumer_t *c, emq_xchg *x,
         if (ops[i].kind == SETTLE_RETRY) {
             char delay[24];
             snprintf(delay, sizeof delay, "%lld", (long long)ops[i].delay_ms);
-            const char *argv[] = {"EVAL", retry_script, "2", c->reasons_key,
-                                  c->retry_key, ops[i].id.str,
-                                  ops[i].reason ? ops[i].reason : "", delay};
-            st = emq_xchg_append(x, TAG_RETRY, 8, argv, NULL, err);
+            const char *argv[] = {"EVAL",         retry_script,
+                                  "3",            c->reasons_key,
+                                  c->retry_key,   c->keys.stream,
+                                  ops[i].id.str,  ops[i].reason ? ops[i].reason
+                                                                : "",
+                                  delay,          c->group,
+                                  c->name};
+            st = emq_xchg_append(x, TAG_RETRY, 11, argv, NULL, err);
         } else if (ops[i].kind == SETTLE_DEAD) {
             st = append_dead(c, x, &ops[i], err);
         }
@@ -254,19 +283,20 @@ void emq_settle_finish(emq_consumer_t *c, settle_op *ops, size_t n,
 emq_status emq_settle_append_refresh(emq_consumer_t *c, emq_xchg *x,
                                      const emq_id *ids, size_t n, int tag,
                                      emq_error *err) {
-    size_t argc = 6 + n;
+    size_t argc = 8 + n;
     const char **argv = emq_alloc(argc * sizeof *argv);
     if (argv == NULL)
         return emq_error_set(err, EMQ_ENOMEM, 0, "out of memory");
-    char nkeys[] = "1";
     argv[0] = "EVAL";
     argv[1] = refresh_script;
-    argv[2] = nkeys;
+    argv[2] = "3";
     argv[3] = c->keys.stream;
-    argv[4] = c->group;
-    argv[5] = c->name;
+    argv[4] = c->reasons_key;
+    argv[5] = c->retry_key;
+    argv[6] = c->group;
+    argv[7] = c->name;
     for (size_t i = 0; i < n; i++)
-        argv[6 + i] = ids[i].str;
+        argv[8 + i] = ids[i].str;
     emq_status st = emq_xchg_append(x, tag, (int)argc, argv, NULL, err);
     emq_free(argv);
     return st;

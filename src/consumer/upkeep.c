@@ -29,6 +29,7 @@ typedef struct round {
     const emq_id *asked; /* refreshed ids */
     size_t nasked;
     int64_t sent_ms;
+    int refresh_failed;  /* the refresh got an error reply */
 } round;
 
 static emq_status apply(void *ctx, int tag, const emq_reply *reply,
@@ -41,12 +42,16 @@ static emq_status apply(void *ctx, int tag, const emq_reply *reply,
     if (tag == TAG_RENEW)
         return emq_lease_renewed(c, reply, r->sent_ms, err);
     if (tag == TAG_REFRESH) {
-        if (emq_reply_kind(reply) == EMQ_REPLY_ARRAY) {
-            size_t lost = emq_inflight_refreshed(&c->table, r->asked,
-                                                 r->nasked, reply,
-                                                 emq_now_ms());
-            atomic_fetch_add(&c->stats.refreshed, r->nasked - lost);
+        if (emq_reply_kind(reply) == EMQ_REPLY_ARRAY &&
+            emq_reply_len(reply) == 2) {
+            size_t gone = 0;
+            const emq_reply *owned = emq_reply_at(reply, 0);
+            size_t lost = emq_inflight_refreshed(
+                &c->table, r->asked, r->nasked, owned, emq_reply_at(reply, 1),
+                emq_now_ms(), &gone);
+            atomic_fetch_add(&c->stats.refreshed, emq_reply_len(owned));
             atomic_fetch_add(&c->stats.ownership_lost, lost);
+            atomic_fetch_add(&c->stats.deleted_pending, gone);
             if (lost > 0)
                 emq_consumer_log(c, EMQ_LOG_WARNING,
                                  "%zu in-flight entries are no longer ours "
@@ -55,6 +60,8 @@ static emq_status apply(void *ctx, int tag, const emq_reply *reply,
                                  lost);
             return EMQ_OK;
         }
+        /* Refused: look again in half a period, not at once. */
+        r->refresh_failed = 1;
         char shown[200];
         emq_reply_text(reply, shown, sizeof shown);
         if (emq_reply_refused(reply) ||
@@ -86,7 +93,9 @@ static void wait_due(emq_consumer_t *c, int *settle) {
     for (;;) {
         int64_t now = emq_now_ms();
         int quit = atomic_load(&u->quit) || atomic_load(&c->fatal);
-        int64_t settle_at = t->nops == 0 ? INT64_MAX
+        /* Fenced (lease not known held): settlements wait, and must not
+         * make this loop spin. */
+        int64_t settle_at = t->nops == 0 || !emq_lease_valid(c) ? INT64_MAX
                             : t->nops >= EMQ_SETTLE_MAX_IDS
                                 ? now
                                 : t->oldest_op_ms + EMQ_SETTLE_DELAY_MS;
@@ -140,15 +149,9 @@ static emq_status one_round(emq_consumer_t *c, int settle, settle_op *ops,
         u->next_renew_ms = u->next_refresh_ms = now + 50;
         return EMQ_OK;
     }
-    if (settle) {
-        nops = emq_inflight_take(&c->table, ops, EMQ_SETTLE_MAX_IDS);
-        st = emq_settle_append(c, &u->x, ops, nops, err);
-    }
-    if (st == EMQ_OK && now >= u->next_renew_ms) {
-        st = emq_lease_append_renew(c, &u->x, TAG_RENEW, err);
-        u->next_renew_ms = now + c->conf->lease_ttl_ms / 3;
-    }
-    if (st == EMQ_OK && now >= u->next_refresh_ms) {
+    /* The refresh goes first: settlements after it in the pipeline would
+     * make their entries look lost to it. */
+    if (now >= u->next_refresh_ms) {
         r.nasked = emq_inflight_stale(&c->table, now - u->refresh_every_ms,
                                       ids, EMQ_SETTLE_MAX_IDS);
         if (r.nasked > 0)
@@ -159,15 +162,27 @@ static emq_status one_round(emq_consumer_t *c, int settle, settle_op *ops,
                                  ? now
                                  : now + u->refresh_every_ms / 2;
     }
+    if (st == EMQ_OK && settle) {
+        nops = emq_inflight_take(&c->table, ops, EMQ_SETTLE_MAX_IDS);
+        st = emq_settle_append(c, &u->x, ops, nops, err);
+    }
+    if (st == EMQ_OK && now >= u->next_renew_ms) {
+        st = emq_lease_append_renew(c, &u->x, TAG_RENEW, err);
+        u->next_renew_ms = now + c->conf->lease_ttl_ms / 3;
+    }
     if (st == EMQ_OK)
         st = emq_xchg_drain(&u->x, apply, &r, err);
     emq_settle_finish(c, ops, nops, st, &r.settle);
-    if (st == EMQ_OK && !r.settle.again)
+    if (r.refresh_failed) /* not at once again: in half a period */
+        u->next_refresh_ms = now + u->refresh_every_ms / 2;
+    if (st == EMQ_OK && !r.settle.again) {
         emq_xchg_healthy(&u->x);
-    else if (st == EMQ_OK) /* "not now": pause, then again */
+    } else if (st == EMQ_OK) { /* "not now": pause, then again */
         emq_xchg_nap(&u->x, 100);
-    else if (st == EMQ_ENOMEM || st == EMQ_ELIMIT)
+        st = EMQ_EAGAIN;
+    } else if (st == EMQ_ENOMEM || st == EMQ_ELIMIT) {
         emq_consumer_fatal(c, err);
+    }
     return st;
 }
 
@@ -191,6 +206,11 @@ static void *upkeep_main(void *arg) {
             break;
         emq_error err;
         emq_status st = one_round(c, settle, ops, ids, &err);
+        /* After a quit, one try only: a server that refuses now, or a
+         * connection that broke, does not hold up the stop (the entries
+         * stay pending and come back). */
+        if (quit && st != EMQ_OK)
+            break;
         if (emq_xchg_transport_failure(st)) {
             emq_consumer_log(c, EMQ_LOG_WARNING,
                              "upkeep connection failed (%s); reconnecting",
@@ -218,6 +238,9 @@ emq_status emq_upkeep_start(emq_consumer_t *c, emq_error *err) {
     }
     int64_t now = emq_now_ms();
     u->refresh_every_ms = c->conf->claim_min_idle_ms / 4;
+    /* An entry not refreshed for three quarters of claim.min_idle_ms is
+     * not handed out: a peer may claim it any moment. */
+    c->table.stale_after_ms = c->conf->claim_min_idle_ms * 3 / 4;
     u->next_refresh_ms = now + u->refresh_every_ms / 2;
     u->next_renew_ms = now + c->conf->lease_ttl_ms / 3;
     if (pthread_create(&u->thread, NULL, upkeep_main, c) != 0)

@@ -167,3 +167,77 @@ TEST_TIMEOUT(retry_schedule_survives_a_crash_and_restart, 30) {
     emq_conn_destroy(adm);
     emq_srv_stop(s);
 }
+
+/* An entry deleted while it waits out its retry delay: the upkeep's
+ * refresh finds it gone, acknowledges it and clears its failure reason and
+ * schedule, and counts it deleted while pending, not as lost ownership. */
+TEST_TIMEOUT(retry_entry_deleted_while_waiting_is_cleaned_by_refresh, 30) {
+    emq_srv *s = emq_srv_start(NULL);
+    emq_conn_t *adm = admin_connect(s);
+    CMD_NOERR(adm, "XGROUP", "CREATE", RQ, "g", "$", "MKSTREAM");
+    static slow h;
+    slow_init(&h);
+    snprintf(h.retry_prefix, sizeof h.retry_prefix, "x");
+    h.retry_below = 100; /* always retry */
+    emq_conf_t *conf = retry_conf(s, "a", "20000"); /* back in 10-20 s */
+    conf_set(conf, "claim.min_idle_ms", "200");      /* refresh every 50 */
+    bg a;
+    emq_consumer_t *A = bg_start(&a, conf, slow_handle, &h);
+    WAIT_UNTIL(client_id_by_name(s, "a", 1) >= 0, 5000,
+               "the consumer to block in XREADGROUP");
+    produce_n(s, "jobs", "x", 1);
+    WAIT_UNTIL(recorded(&h.r) >= 1, 5000, "the first delivery");
+    WAIT_UNTIL(CMD_INT(adm, "ZCARD", RQ_RETRY) == 1 &&
+                   CMD_INT(adm, "HLEN", "emq:{jobs}:reasons:g") == 1,
+               3000, "the retry to be recorded");
+    emq_id ids[1];
+    ASSERT_EQ_SIZE(stream_ids(adm, RQ, ids, 1), 1);
+    ASSERT_EQ_INT(CMD_INT(adm, "XDEL", RQ, ids[0].str), 1);
+    WAIT_UNTIL(pending_total(adm, RQ, "g") == 0, 3000,
+               "the refresh to acknowledge the deleted entry");
+    ASSERT_EQ_INT(CMD_INT(adm, "ZCARD", RQ_RETRY), 0);
+    ASSERT_EQ_INT(CMD_INT(adm, "HLEN", "emq:{jobs}:reasons:g"), 0);
+    emq_consumer_stats st;
+    emq_consumer_stats_get(A, &st);
+    ASSERT_EQ_INT(st.deleted_pending, 1);
+    ASSERT_EQ_INT(st.ownership_lost, 0);
+    ASSERT_EQ_INT(st.in_flight, 0);
+    ASSERT_OK(bg_stop(&a, 3000), &a.err);
+    ASSERT_EQ_SIZE(h.r.n, 1);
+    emq_consumer_destroy(A);
+    emq_conn_destroy(adm);
+    emq_srv_stop(s);
+}
+
+/* Acks in flight are not losses: a run of short batches with a short
+ * claim idle (refresh every 50 ms) reports no lost ownership. */
+TEST_TIMEOUT(retry_acks_in_flight_never_count_as_lost_ownership, 30) {
+    emq_srv *s = emq_srv_start(NULL);
+    emq_conn_t *adm = admin_connect(s);
+    CMD_NOERR(adm, "XGROUP", "CREATE", RQ, "g", "$", "MKSTREAM");
+    static slow h;
+    slow_init(&h);
+    h.sleep_ms = 2;
+    emq_conf_t *conf = retry_conf(s, "a", "100");
+    conf_set(conf, "claim.min_idle_ms", "200");
+    conf_set(conf, "count", "10");
+    bg a;
+    emq_consumer_t *A = bg_start(&a, conf, slow_handle, &h);
+    WAIT_UNTIL(client_id_by_name(s, "a", 1) >= 0, 5000,
+               "the consumer to block in XREADGROUP");
+    for (int round = 0; round < 10; round++) {
+        produce_n(s, "jobs", "y", 20);
+        usleep(150 * 1000);
+    }
+    WAIT_UNTIL(recorded(&h.r) >= 200, 10000, "200 deliveries");
+    WAIT_UNTIL(pending_total(adm, RQ, "g") == 0, 3000, "all acknowledged");
+    usleep(300 * 1000);
+    ASSERT_OK(bg_stop(&a, 3000), &a.err);
+    emq_consumer_stats st;
+    emq_consumer_stats_get(A, &st);
+    ASSERT_EQ_INT(st.acked, 200);
+    ASSERT_EQ_INT(st.ownership_lost, 0);
+    emq_consumer_destroy(A);
+    emq_conn_destroy(adm);
+    emq_srv_stop(s);
+}

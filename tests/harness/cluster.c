@@ -117,6 +117,11 @@ static int free_port_pair(void) {
 /* A raw command on node i; fails the test when it cannot be sent. */
 static int cmd(emq_cl *c, int i, char *out, size_t size, const char *const *a) {
     int t = emq_srv_cmdv(c->node[i], out, size, a);
+    if (t < 0) {
+        char log[600];
+        snprintf(log, sizeof log, "%s/redis.log", emq_srv_dir(c->node[i]));
+        emq_print_tail(log, 30); /* a crash report ends there */
+    }
     if (t < 0)
         FAIL("node %d (port %d): %s: %s", i, emq_srv_port(c->node[i]), a[0],
              out);

@@ -525,15 +525,17 @@ typedef struct emq_queue_info {
     uint64_t length;
     emq_id first_id;     /* "" when empty */
     emq_id last_id;      /* last generated ID; "" when never written */
-    uint64_t entries_added;
+    int64_t entries_added; /* ever added to the stream; -1 when the server
+                              does not report it (Redis 6.2: no
+                              entries-added in XINFO STREAM), never 0 */
     uint64_t dead_length; /* dead letters */
     size_t ngroups;
     emq_group_info *groups;
     /* A topic (partitions P > 1): npartitions = P and partitions[i]
      * describes queue "<topic>.<i>" in full. The fields above are then the
      * totals: stream and dead are patterns ("emq:{orders.*}"), exists is 1
-     * when any partition exists, length, entries_added and dead_length
-     * are sums, first_id and last_id are "" (IDs of different partitions
+     * when any partition exists, length, entries_added (-1 when any
+     * partition reports none) and dead_length are sums, first_id and last_id are "" (IDs of different partitions
      * do not compare), and each group (matched by name) sums pending, lag
      * and entries_read (-1 when any partition reports none), ORs
      * lag_computed, has last_delivered_id "", and the oldest pending

@@ -5,15 +5,30 @@
 #
 #   start_private_redis DIR   sets EMQ_REDIS_PID, EMQ_REDIS_SOCK, EMQ_REDIS_URL
 #   stop_private_redis        stops it (safe to call twice, or never started)
+#
+# The server: $EMQ_SERVER_BIN_DIR/redis-server (and redis-cli) when that is
+# set (the same setting as the test fixture's), else redis-server on PATH.
 
 EMQ_REDIS_PID=""
 EMQ_REDIS_SOCK=""
 EMQ_REDIS_URL=""
 
+# redis_program NAME: the path to run for redis-server or redis-cli.
+redis_program() {
+    if [[ -n "${EMQ_SERVER_BIN_DIR:-}" ]]; then
+        echo "$EMQ_SERVER_BIN_DIR/$1"
+    else
+        echo "$1"
+    fi
+}
+
 start_private_redis() {
     local dir=$1 i
     EMQ_REDIS_SOCK=$dir/redis.sock
-    redis-server --port 0 --unixsocket "$EMQ_REDIS_SOCK" --unixsocketperm 700 \
+    local server cli
+    server=$(redis_program redis-server)
+    cli=$(redis_program redis-cli)
+    "$server" --port 0 --unixsocket "$EMQ_REDIS_SOCK" --unixsocketperm 700 \
         --dir "$dir" --save "" --appendonly no --daemonize no \
         --logfile "$dir/redis.log" &
     EMQ_REDIS_PID=$!
@@ -25,9 +40,9 @@ start_private_redis() {
             return 1
         fi
         if [[ -S "$EMQ_REDIS_SOCK" ]] &&
-            [[ "$(redis-cli -s "$EMQ_REDIS_SOCK" PING 2>/dev/null)" == "PONG" ]]; then
+            [[ "$("$cli" -s "$EMQ_REDIS_SOCK" PING 2>/dev/null)" == "PONG" ]]; then
             EMQ_REDIS_URL=unix://$EMQ_REDIS_SOCK
-            echo "redis-server $(redis-server --version | sed -n 's/.*v=\([^ ]*\).*/\1/p') (pid $EMQ_REDIS_PID) on $EMQ_REDIS_URL"
+            echo "redis-server $("$server" --version | sed -n 's/.*v=\([^ ]*\).*/\1/p') (pid $EMQ_REDIS_PID) on $EMQ_REDIS_URL"
             return 0
         fi
         sleep 0.1

@@ -18,6 +18,15 @@
 #   examples  every examples/*.c built by gcc and clang, compiled against
 #             the installed copy, and roundtrip run on a private redis-server
 #   docs      docs/CONFIGURATION.md equals what tools/gen_confdoc prints
+#   matrix    scripts/servers.sh builds (once, cached by checksum) Redis
+#             6.2.16, 7.2.6 and Valkey 8.0.1 from ../shared/servers; then the
+#             gcc build's integration tests (emq_tests integ/: library, CLI
+#             and cluster tests) run against each of them and against the
+#             system redis-server (Debian: 7.0.15), each selected by
+#             EMQ_SERVER_BIN_DIR; per-server counts and times are printed.
+#             When the gcc stage ran in the same invocation, its run is the
+#             system server's row (not repeated). Skipped, saying why, when
+#             the sources are absent
 #   fuzz      each tests/fuzz/fuzz_*.c for EMQ_FUZZ_SECONDS s (default: a
 #             150 s budget shared by the targets, at least 15 s each)
 #   bench     bench/*.c build (they are not run)
@@ -26,7 +35,8 @@
 # stops the run. The summary follows, and the very last line sums the
 # emq_tests runs as "N passed, N failed".
 #
-# Environment: EMQ_JOBS (parallel build jobs, default: the number of CPUs),
+# Environment: EMQ_MATRIX_SERVERS (names to run in the matrix stage, e.g.
+# "redis-6.2.16 valkey-8.0.1"; default: every one), EMQ_JOBS (parallel build jobs, default: the number of CPUs),
 # EMQ_FUZZ_SECONDS (seconds per fuzz target; default: 150 s shared),
 # EMQ_CHAOS_SEED (default 6001: the seed of the chaos stage; any seed
 # reproduces its own schedule), EMQ_CHAOS_TOLERATE_EXITS=1 (report worker
@@ -40,7 +50,7 @@ cd "$root"
 # shellcheck source=scripts/redis.sh
 . "$root/scripts/redis.sh"
 
-readonly ALL_STAGES=(deps gcc clang sanitize chaos valgrind symbols install examples docs fuzz bench)
+readonly ALL_STAGES=(deps gcc clang sanitize chaos valgrind symbols install examples docs matrix fuzz bench)
 jobs=${EMQ_JOBS:-$(nproc 2>/dev/null || echo 2)}
 fuzz_seconds=${EMQ_FUZZ_SECONDS:-}
 readonly FUZZ_BUDGET=150
@@ -176,10 +186,21 @@ stage_deps() {
     ./scripts/deps.sh
 }
 
+# Set when the gcc stage ran every test against the system server in this
+# run: the matrix stage then reports that run for it instead of repeating.
+gcc_system_counts=""
+gcc_system_secs=0
+
 stage_gcc() {
     configure "$build/gcc" gcc -DCMAKE_BUILD_TYPE=RelWithDebInfo -DEMQ_BENCH=OFF
     compile "$build/gcc"
+    local start=$SECONDS
     run_tests gcc "$build/gcc/emq_tests"
+    if [[ -z "${EMQ_SERVER_BIN_DIR:-}" ]]; then
+        gcc_system_counts=$(grep -E '^[0-9]+ passed, [0-9]+ failed, [0-9]+ skipped$' \
+            "$logs/gcc.tests.log" | tail -n 1 || true)
+        gcc_system_secs=$((SECONDS - start))
+    fi
 }
 
 stage_clang() {
@@ -332,6 +353,67 @@ stage_docs() {
     ./scripts/confdoc.sh --check "$build/gcc"
 }
 
+# The compatibility matrix: emq_tests integ/ once per server, each through
+# the fixture's one setting, EMQ_SERVER_BIN_DIR. Every server runs even
+# when an earlier one fails; the stage fails at the end if any did.
+stage_matrix() {
+    gcc_build_ready
+    local listing
+    listing=$(./scripts/servers.sh) || { echo "matrix: scripts/servers.sh failed" >&2; return 1; }
+    if [[ -z "$listing" ]]; then
+        skip_stage "no server sources (../shared/servers or EMQ_SERVER_SOURCES): only the system redis-server, which the gcc stage already ran"
+        return 0
+    fi
+    local names=() dirs=() name dir sys
+    sys=$(command -v redis-server || true)
+    if [[ -n "$sys" ]]; then
+        sys=$(cd "$(dirname "$sys")" && pwd -P)
+        name=redis-$("$sys/redis-server" --version | sed -n 's/.*v=\([^ ]*\).*/\1/p')
+        names+=("$name")
+        dirs+=("$sys")
+    fi
+    while read -r name dir; do
+        names+=("$name")
+        dirs+=("$dir")
+    done <<<"$listing"
+    local i rc results=() failed=() start counts
+    for i in "${!names[@]}"; do
+        name=${names[$i]}
+        dir=${dirs[$i]}
+        if [[ -n "${EMQ_MATRIX_SERVERS:-}" && " $EMQ_MATRIX_SERVERS " != *" $name "* ]]; then
+            continue
+        fi
+        if [[ $i -eq 0 && -n "$sys" && -n "$gcc_system_counts" ]]; then
+            # The gcc stage just ran every test (unit and integ) on it.
+            results+=("$(printf '%-14s %-40s %4ds  (the gcc stage, all tests)' "$name" \
+                "$gcc_system_counts" "$gcc_system_secs")")
+            continue
+        fi
+        echo
+        echo "-- $name: $("$dir/redis-server" --version) (EMQ_SERVER_BIN_DIR=$dir)"
+        start=$SECONDS
+        rc=0
+        EMQ_SERVER_BIN_DIR=$dir run_tests "matrix-$name" "$build/gcc/emq_tests" integ/ || rc=$?
+        counts=$(grep -E '^[0-9]+ passed, [0-9]+ failed, [0-9]+ skipped$' \
+            "$logs/matrix-$name.tests.log" | tail -n 1 || true)
+        results+=("$(printf '%-14s %-40s %4ds' "$name" "${counts:-no count (exit $rc)}" $((SECONDS - start)))")
+        if [[ $rc -ne 0 ]]; then
+            failed+=("$name")
+            grep -E '^(FAIL|skip) ' "$logs/matrix-$name.tests.log" | sed "s/^/   $name: /" || true
+        fi
+    done
+    echo
+    echo "-- matrix results"
+    local line
+    for line in "${results[@]}"; do
+        echo "   $line"
+    done
+    if [[ ${#failed[@]} -gt 0 ]]; then
+        echo "matrix: failures on ${failed[*]}; logs: $logs/matrix-<server>.tests.log" >&2
+        return 1
+    fi
+}
+
 stage_fuzz() {
     shopt -s nullglob
     local sources=("$root"/tests/fuzz/fuzz_*.c)
@@ -414,5 +496,6 @@ run_stage symbols "libechomq.so exports only emq_*" stage_symbols
 run_stage install "cmake --install + consumer via find_package and pkg-config" stage_install
 run_stage examples "examples compile, roundtrip against a private redis-server" stage_examples
 run_stage docs "docs/CONFIGURATION.md is up to date" stage_docs
+run_stage matrix "server matrix: emq_tests integ/ on Redis 6.2, 7.0, 7.2 and Valkey 8" stage_matrix
 run_stage fuzz "fuzz targets (${fuzz_seconds:+$fuzz_seconds s each}${fuzz_seconds:-$FUZZ_BUDGET s shared})" stage_fuzz
 run_stage bench "benchmarks build (not run)" stage_bench

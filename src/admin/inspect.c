@@ -6,7 +6,8 @@
  * and fills an emq_queue_info. XINFO replies are read as maps by field
  * name, from RESP3 maps and RESP2 flat arrays alike, and unknown fields are
  * skipped (SEMANTICS.md 1.6, 1.11): 7.2 adds "inactive" to consumers, 6.2
- * lacks "entries-read" and "lag". Where the server reports no lag (nil
+ * lacks "entries-read" and "lag" in groups and "entries-added" in the
+ * stream (then entries_read and entries_added are -1, JSON null). Where the server reports no lag (nil
  * after an XDEL ahead of the group's cursor, or absent), the lag is counted
  * by the client and flagged lag_computed, never shown as 0 (LESSONS.md 9).
  *
@@ -106,7 +107,9 @@ static emq_status parse_stream(const emq_reply *xinfo, emq_queue_info *info,
                      &last) == 0 &&
         (last.ms != 0 || last.seq != 0))
         info->last_id = last_text;
-    info->entries_added = count_value(emq_admin_field(xinfo, "entries-added"));
+    /* Absent before Redis 7.0: unknown (-1), not 0. */
+    info->entries_added =
+        int_value(emq_admin_field(xinfo, "entries-added"), -1);
     return EMQ_OK;
 }
 
@@ -380,7 +383,10 @@ static emq_status describe_topic(emq_admin_t *a, emq_queue_info *info,
         const emq_queue_info *p = &info->partitions[i];
         info->exists |= p->exists;
         info->length += p->length;
-        info->entries_added += p->entries_added;
+        info->entries_added = i == 0 ? p->entries_added
+                              : info->entries_added < 0 || p->entries_added < 0
+                                  ? -1
+                                  : info->entries_added + p->entries_added;
         info->dead_length += p->dead_length;
         for (size_t g = 0; g < p->ngroups; g++) {
             size_t before = info->ngroups;
@@ -473,9 +479,9 @@ static void json_info(emq_json *j, const emq_queue_info *info) {
     json_id(j, &info->first_id);
     emq_json_raw(j, ",\"last_id\":");
     json_id(j, &info->last_id);
-    emq_json_raw(j, ",\"entries_added\":%llu,\"dead_length\":%llu,"
-                     "\"groups\":[",
-                 (unsigned long long)info->entries_added,
+    emq_json_raw(j, ",\"entries_added\":");
+    json_opt(j, info->entries_added);
+    emq_json_raw(j, ",\"dead_length\":%llu,\"groups\":[",
                  (unsigned long long)info->dead_length);
     for (size_t g = 0; g < info->ngroups; g++) {
         const emq_group_info *gi = &info->groups[g];

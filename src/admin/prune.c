@@ -30,7 +30,10 @@
  *   entries and there is no heir; 3: no such consumer any more; 4: active
  *   again (idle below the minimum), left alone.
  * moved counts entries now pending for the heir; dropped counts pending IDs
- * whose stream entry was deleted, which XCLAIM removes silently. */
+ * whose stream entry was deleted. Those are acknowledged (removed from the
+ * pending list) rather than claimed: Redis 7.0+ XCLAIM drops them silently,
+ * but 6.2's XCLAIM ... JUSTID claims them and returns their ID like a live
+ * entry's, which made the moved count one too high there. */
 static const char prune_script[] =
     "local s, g, victim, heir = KEYS[1], ARGV[1], ARGV[2], ARGV[3]\n"
     "local min_idle, limit = tonumber(ARGV[4]), tonumber(ARGV[5])\n"
@@ -52,9 +55,14 @@ static const char prune_script[] =
     "    local p = redis.call('XPENDING', s, g, '-', '+', want, victim)\n"
     "    if #p == 0 then break end\n"
     "    for _, e in ipairs(p) do\n"
-    "      local r = redis.call('XCLAIM', s, g, heir, 0, e[1],\n"
-    "                           'IDLE', e[3], 'JUSTID')\n"
-    "      if #r == 1 then moved = moved + 1 else dropped = dropped + 1 end\n"
+    "      if #redis.call('XRANGE', s, e[1], e[1]) == 0 then\n"
+    "        redis.call('XACK', s, g, e[1])\n"
+    "        dropped = dropped + 1\n"
+    "      else\n"
+    "        local r = redis.call('XCLAIM', s, g, heir, 0, e[1],\n"
+    "                             'IDLE', e[3], 'JUSTID')\n"
+    "        if #r == 1 then moved = moved + 1 else dropped = dropped + 1 end\n"
+    "      end\n"
     "    end\n"
     "  end\n"
     "end\n"

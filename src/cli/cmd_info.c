@@ -117,7 +117,10 @@ static void print_info(const char *queue, const emq_queue_info *q) {
     printf("length        %llu\n", (unsigned long long)q->length);
     printf("first entry   %s\n", q->first_id.str[0] ? q->first_id.str : "-");
     printf("last entry    %s\n", q->last_id.str[0] ? q->last_id.str : "-");
-    printf("entries added %llu\n", (unsigned long long)q->entries_added);
+    if (q->entries_added < 0)
+        printf("entries added ? (not reported by this server)\n");
+    else
+        printf("entries added %lld\n", (long long)q->entries_added);
     printf("dead letters  %llu (%s)\n", (unsigned long long)q->dead_length,
            q->dead);
     printf("groups        %zu\n", q->ngroups);

@@ -77,6 +77,15 @@ int emq_slot_map_node(emq_slot_map *map, const char *host, size_t hostlen,
 emq_status emq_slot_map_from_shards(emq_slot_map *map, const emq_reply *r,
                                     const char *self_host, int tls,
                                     emq_error *err);
+/* 1 when a CLUSTER SHARDS reply cannot be trusted as a slot map: a shard
+ * names more than one node with role "master", or none. Redis 7.2 (seen on
+ * 7.2.6) answers so after a replica failover when a node still counts the
+ * old master, now failed, as a master: it lists both in one shard and
+ * takes the shard's "slots" from the first node's master, which may be
+ * the old master's empty list, so a slot the new master serves looks
+ * unowned. CLUSTER SLOTS (built from the slot table) is right then. 0 for
+ * anything that is not a list of shards (the parser reports those). */
+int emq_slot_map_shards_doubtful(const emq_reply *r);
 /* Same for a CLUSTER SLOTS reply ([start, end, [host, port, id, ...],
  * replicas...]). An empty host means the node that answered (self_host);
  * "?" means unknown, and that range is left unowned. */

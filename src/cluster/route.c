@@ -504,6 +504,37 @@ static emq_status fetch_map(emq_route *r, emq_conn_t *conn,
     st = use_slots ? emq_slot_map_from_slots(map, rep, self_host, err)
                    : emq_slot_map_from_shards(map, rep, self_host, r->tls,
                                               err);
+    /* CLUSTER SHARDS can be wrong after a failover (7.2: a shard with two
+     * masters and the slots of the failed one): then, or when it leaves
+     * our slot unowned, CLUSTER SLOTS decides, if it names an owner. */
+    if (st == EMQ_OK && !use_slots &&
+        (emq_slot_map_shards_doubtful(rep) ||
+         map->owner[r->slot] == EMQ_SLOT_NONE)) {
+        emq_reply_free(rep);
+        rep = NULL;
+        st = emq_conn_command(conn, 2, slots, NULL, &rep, err);
+        if (st != EMQ_OK) {
+            emq_slot_map_free(map);
+            return st;
+        }
+        emq_slot_map alt;
+        emq_slot_map_init(&alt);
+        emq_error ignored;
+        if (emq_reply_kind(rep) != EMQ_REPLY_ERROR &&
+            emq_slot_map_from_slots(&alt, rep, self_host, &ignored) ==
+                EMQ_OK &&
+            alt.owner[r->slot] != EMQ_SLOT_NONE) {
+            emq_conf_log(r->conf, EMQ_LOG_DEBUG,
+                         "slot %u: CLUSTER SHARDS from %s is inconsistent "
+                         "(a shard without exactly one master, or the slot "
+                         "unowned); using CLUSTER SLOTS",
+                         r->slot, self_host);
+            emq_slot_map_free(map);
+            *map = alt;
+        } else {
+            emq_slot_map_free(&alt);
+        }
+    }
     emq_reply_free(rep);
     if (st == EMQ_OK) {
         *how = FOUND_MAP;

@@ -201,6 +201,27 @@ emq_status emq_slot_map_from_shards(emq_slot_map *map, const emq_reply *r,
     return EMQ_OK;
 }
 
+int emq_slot_map_shards_doubtful(const emq_reply *r) {
+    emq_reply_type t = r ? emq_reply_kind(r) : EMQ_REPLY_NULL;
+    if (t != EMQ_REPLY_ARRAY && t != EMQ_REPLY_SET)
+        return 0;
+    for (size_t i = 0; i < emq_reply_len(r); i++) {
+        const emq_reply *shard = emq_reply_at(r, i);
+        const emq_reply *nodes = is_pairs(shard) ? field(shard, "nodes") : NULL;
+        if (nodes == NULL)
+            continue;
+        size_t masters = 0;
+        for (size_t k = 0; k < emq_reply_len(nodes); k++) {
+            const emq_reply *node = emq_reply_at(nodes, k);
+            if (is_pairs(node) && str_is(field(node, "role"), "master"))
+                masters++;
+        }
+        if (masters != 1)
+            return 1;
+    }
+    return 0;
+}
+
 /* ---- CLUSTER SLOTS ---------------------------------------------------- */
 
 emq_status emq_slot_map_from_slots(emq_slot_map *map, const emq_reply *r,

@@ -52,6 +52,8 @@ struct emq_srv {
     char out[SRV_PATH_MAX + 16];    /* its stdout/stderr */
     char sock[SRV_PATH_MAX + 16];   /* unix socket (admin, and main for unix) */
     char url[SRV_PATH_MAX + 32];    /* what a client connects to */
+    int have_info;                  /* info below is filled */
+    emq_srv_server_info info;       /* which server (emq_srv_server) */
 };
 
 static emq_srv *live[SRV_MAX_LIVE]; /* servers to kill at exit */
@@ -325,6 +327,177 @@ int emq_srv_cmd(const emq_srv *s, char *out, size_t size, const char *arg0,
     return emq_srv_cmdv(s, out, size, args);
 }
 
+/* ---- which server --------------------------------------------------- */
+
+const char *emq_srv_bin_dir(void) {
+    const char *d = getenv("EMQ_SERVER_BIN_DIR");
+    return d && d[0] ? d : NULL;
+}
+
+int emq_srv_program(const char *prog, char *out, size_t size) {
+    const char *dir = emq_srv_bin_dir();
+    if (dir) {
+        snprintf(out, size, "%s/%s", dir, prog);
+        if (access(out, X_OK) == 0)
+            return 0;
+        snprintf(out, size, "EMQ_SERVER_BIN_DIR=%s has no executable %s",
+                 dir, prog);
+        return -1;
+    }
+    const char *path = getenv("PATH");
+    if (path == NULL || path[0] == '\0')
+        path = "/usr/local/bin:/usr/bin:/bin";
+    for (const char *p = path; *p;) {
+        const char *colon = strchr(p, ':');
+        size_t n = colon ? (size_t)(colon - p) : strlen(p);
+        if (n > 0) {
+            snprintf(out, size, "%.*s/%s", (int)n, p, prog);
+            if (access(out, X_OK) == 0)
+                return 0;
+        }
+        p += n + (colon != NULL);
+    }
+    snprintf(out, size, "%s is not on PATH (set EMQ_SERVER_BIN_DIR?)", prog);
+    return -1;
+}
+
+/* The value of field in an INFO reply ("field:value\r\n"), into out. */
+static int info_field(const char *info, const char *field, char *out,
+                      size_t size) {
+    size_t n = strlen(field);
+    for (const char *p = info; p && *p;) {
+        if (strncmp(p, field, n) == 0 && p[n] == ':') {
+            const char *v = p + n + 1;
+            size_t len = strcspn(v, "\r\n");
+            snprintf(out, size, "%.*s", (int)len, v);
+            return 0;
+        }
+        p = strchr(p, '\n');
+        if (p)
+            p++;
+    }
+    return -1;
+}
+
+const emq_srv_server_info *emq_srv_server(const emq_srv *cs) {
+    emq_srv *s = (emq_srv *)cs; /* fills its cache */
+    if (s->have_info)
+        return &s->info;
+    char *out = malloc(8192);
+    if (out == NULL)
+        FAIL("out of memory");
+    const char *args[] = {"INFO", "server", NULL};
+    if (emq_srv_cmdv(s, out, 8192, args) != '$') {
+        char why[256];
+        snprintf(why, sizeof why, "%s", out);
+        free(out);
+        FAIL("INFO server on the fixture's server: %s", why);
+    }
+    emq_srv_server_info *i = &s->info;
+    memset(i, 0, sizeof *i);
+    if (info_field(out, "redis_version", i->redis_version,
+                   sizeof i->redis_version) != 0)
+        snprintf(i->redis_version, sizeof i->redis_version, "0.0.0");
+    if (info_field(out, "server_name", i->name, sizeof i->name) != 0) {
+        char vv[32];
+        snprintf(i->name, sizeof i->name, "%s",
+                 info_field(out, "valkey_version", vv, sizeof vv) == 0
+                     ? "valkey"
+                     : "redis");
+    }
+    if (strcmp(i->name, "valkey") != 0 ||
+        info_field(out, "valkey_version", i->version, sizeof i->version) != 0)
+        snprintf(i->version, sizeof i->version, "%s", i->redis_version);
+    free(out);
+    sscanf(i->version, "%d.%d.%d", &i->major, &i->minor, &i->patch);
+    int a = 0, b = 0, c = 0;
+    sscanf(i->redis_version, "%d.%d.%d", &a, &b, &c);
+    i->compat = a * 10000 + b * 100 + c;
+    snprintf(i->label, sizeof i->label, "%s %s", i->name, i->version);
+    s->have_info = 1;
+    return i;
+}
+
+int emq_srv_binary_version(char *name, size_t name_size) {
+    static int version = -1;
+    static char kind[16];
+    if (version < 0) {
+        version = 0;
+        snprintf(kind, sizeof kind, "redis");
+        char prog[SRV_PATH_MAX], cmd[SRV_PATH_MAX + 32], line[256] = "";
+        if (emq_srv_program("redis-server", prog, sizeof prog) == 0) {
+            snprintf(cmd, sizeof cmd, "'%s' --version", prog);
+            FILE *p = popen(cmd, "r");
+            if (p) {
+                if (fgets(line, sizeof line, p) == NULL)
+                    line[0] = '\0';
+                pclose(p);
+            }
+        }
+        /* "Redis server v=6.2.16 sha=..." / "Valkey server v=8.0.1 ..." */
+        const char *v = strstr(line, "v=");
+        int a = 0, b = 0, c = 0;
+        if (v && sscanf(v + 2, "%d.%d.%d", &a, &b, &c) >= 2)
+            version = a * 10000 + b * 100 + c;
+        if (strncmp(line, "Valkey", 6) == 0)
+            snprintf(kind, sizeof kind, "valkey");
+    }
+    if (name && name_size)
+        snprintf(name, name_size, "%s", kind);
+    return version;
+}
+
+int emq_srv_redis_at_least(const emq_srv *s, int major, int minor) {
+    return emq_srv_server(s)->compat >= major * 10000 + minor * 100;
+}
+
+int emq_srv_is_valkey(const emq_srv *s) {
+    return strcmp(emq_srv_server(s)->name, "valkey") == 0;
+}
+
+void emq_srv_require(const emq_srv *s, int cond, const char *feature) {
+    if (cond)
+        return;
+    static char reason[256];
+    snprintf(reason, sizeof reason, "%s lacks %s", emq_srv_server(s)->label,
+             feature);
+    emq_test_skip(reason);
+}
+
+long long emq_srv_calls(const emq_srv *s, const char *cmd, int *exact) {
+    char name[128];
+    snprintf(name, sizeof name, "%s", cmd);
+    int whole = 1;
+    char *bar = strchr(name, '|');
+    if (bar && !emq_srv_redis_at_least(s, 7, 0)) {
+        *bar = '\0'; /* 6.2: only the command's total */
+        whole = 0;
+    }
+    if (exact)
+        *exact = whole;
+    char *out = malloc(65536);
+    if (out == NULL)
+        FAIL("out of memory");
+    const char *args[] = {"INFO", "commandstats", NULL};
+    if (emq_srv_cmdv(s, out, 65536, args) != '$') {
+        char why[256];
+        snprintf(why, sizeof why, "%s", out);
+        free(out);
+        FAIL("INFO commandstats: %s", why);
+    }
+    char key[160];
+    snprintf(key, sizeof key, "cmdstat_%s:calls=", name);
+    long long calls = 0;
+    for (const char *p = out; (p = strstr(p, key)) != NULL; p++) {
+        if (p == out || p[-1] == '\n') {
+            calls = strtoll(p + strlen(key), NULL, 10);
+            break;
+        }
+    }
+    free(out);
+    return calls;
+}
+
 /* ---- lifecycle ------------------------------------------------------ */
 
 static int write_config(emq_srv *s, const emq_srv_opts *o, char *why,
@@ -382,7 +555,14 @@ static int write_config(emq_srv *s, const emq_srv_opts *o, char *why,
     return 0;
 }
 
-static pid_t spawn(const emq_srv *s) {
+/* Forks and execs redis-server on s's config. Returns the pid, or -1 with
+ * the reason in why. */
+static pid_t spawn(const emq_srv *s, char *why, size_t why_size) {
+    char prog[SRV_PATH_MAX];
+    if (emq_srv_program("redis-server", prog, sizeof prog) != 0) {
+        snprintf(why, why_size, "%s", prog);
+        return -1;
+    }
     pid_t parent = getpid();
 #ifdef __linux__
     /* PR_SET_PDEATHSIG fires when the forking *thread* ends, so it is only
@@ -392,6 +572,8 @@ static pid_t spawn(const emq_srv *s) {
 #endif
     fflush(NULL);
     pid_t pid = fork();
+    if (pid < 0)
+        snprintf(why, why_size, "fork: %s", strerror(errno));
     if (pid != 0)
         return pid;
     /* Child: stays in the test's process group on purpose. */
@@ -418,7 +600,7 @@ static pid_t spawn(const emq_srv *s) {
     signal(SIGPIPE, SIG_DFL);
     if (chdir(s->dir) != 0)
         _exit(125);
-    execlp("redis-server", "redis-server", s->conf, (char *)NULL);
+    execl(prog, "redis-server", s->conf, (char *)NULL);
     _exit(127);
 }
 
@@ -538,7 +720,7 @@ emq_srv *emq_srv_try_start(const emq_srv_opts *opts, char *why,
         return NULL;
     }
     if (s->transport != EMQ_SRV_UNIX)
-        s->port = emq_free_port();
+        s->port = o->port > 0 ? o->port : emq_free_port();
     switch (s->transport) {
     case EMQ_SRV_UNIX:
         snprintf(s->url, sizeof s->url, "unix://%s", s->sock);
@@ -556,9 +738,8 @@ emq_srv *emq_srv_try_start(const emq_srv_opts *opts, char *why,
         free(s);
         return NULL;
     }
-    s->pid = spawn(s);
+    s->pid = spawn(s, why, why_size);
     if (s->pid < 0) {
-        snprintf(why, why_size, "fork: %s", strerror(errno));
         untrack(s);
         free(s);
         return NULL;
@@ -605,9 +786,9 @@ void emq_srv_restart(emq_srv *s) {
     if (s->pid > 0)
         FAIL("emq_srv_restart: server pid %ld is still running",
              (long)s->pid);
-    s->pid = spawn(s);
+    s->pid = spawn(s, why, sizeof why);
     if (s->pid < 0)
-        FAIL("fork: %s", strerror(errno));
+        FAIL("could not restart redis-server: %s", why);
     if (wait_ready(s, why, sizeof why) != 0) {
         note_failure(s);
         emq_srv_print_failure();

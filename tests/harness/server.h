@@ -1,8 +1,14 @@
 /* server.h: a private redis-server per test, started and stopped by pid.
  *
  * emq_srv_start() writes a config file into a private folder under
- * emq_test_tmpdir(), fork/execs `redis-server` from PATH in the test's own
- * process group, and waits (bounded) until it answers. Every server also
+ * emq_test_tmpdir(), fork/execs `redis-server` in the test's own process
+ * group, and waits (bounded) until it answers.
+ *
+ * Which server: one setting, the environment variable EMQ_SERVER_BIN_DIR,
+ * names the folder holding `redis-server` and `redis-cli` (for Valkey,
+ * scripts/servers.sh links those names to valkey-server and valkey-cli).
+ * Unset or empty: both are looked up on PATH. Nothing else is guessed.
+ * emq_srv_server() tells a test which server it got (INFO server). Every server also
  * listens on a unix socket in its folder ("admin socket"), which the raw
  * helper emq_srv_cmd() uses for setup and inspection without the library,
  * whatever the main transport is (TCP, unix or TLS).
@@ -47,6 +53,7 @@ typedef struct emq_srv_opts {
     emq_srv_cert cert;        /* TLS only: which server certificate */
     emq_srv_client_auth client_auth; /* TLS only */
     int start_timeout_ms;     /* 0: 5000 */
+    int port;                 /* TCP/TLS port; 0: a free one */
 } emq_srv_opts;
 
 typedef struct emq_srv emq_srv;
@@ -94,6 +101,50 @@ int emq_srv_cmdv(const emq_srv *s, char *out, size_t size,
 /* emq_srv_cmdv with the arguments inline, ending with NULL. */
 int emq_srv_cmd(const emq_srv *s, char *out, size_t size, const char *arg0,
                 ...) __attribute__((sentinel));
+
+/* ---- which server runs -------------------------------------------------
+ *
+ * EMQ_SERVER_BIN_DIR (see the top): the folder, or NULL for PATH. */
+const char *emq_srv_bin_dir(void);
+/* The file to exec for prog ("redis-server", "redis-cli"): <dir>/prog with
+ * EMQ_SERVER_BIN_DIR, else the first executable prog on PATH. Returns 0 and
+ * the path in out, or -1 (out says what is missing) when there is none. */
+int emq_srv_program(const char *prog, char *out, size_t size);
+
+typedef struct emq_srv_server_info {
+    char name[16];          /* "redis" or "valkey" (server_name, else redis) */
+    char version[32];       /* that server's own version: valkey_version
+                               for Valkey, redis_version for Redis */
+    char redis_version[32]; /* redis_version as INFO says it (Valkey 8.0.1:
+                               7.2.4, the Redis it is compatible with) */
+    int major, minor, patch; /* of version */
+    int compat;             /* redis_version as major*10000+minor*100+patch:
+                               what command-level behaviour to expect */
+    char label[48];         /* "redis 6.2.16", "valkey 8.0.1" */
+} emq_srv_server_info;
+
+/* Which server s is, from INFO server (redis_version, valkey_version,
+ * server_name), asked once over the admin socket and kept. Fails the test
+ * when INFO does not answer. */
+const emq_srv_server_info *emq_srv_server(const emq_srv *s);
+/* The version `redis-server --version` prints for the binary the fixture
+ * runs, as major*10000+minor*100+patch (valkey: its own version), before any
+ * server is started; name gets "redis" or "valkey" (may be NULL). 0 when
+ * it cannot be run. Asked once, then kept. */
+int emq_srv_binary_version(char *name, size_t name_size);
+/* 1 when s speaks at least Redis major.minor (by redis_version, so Valkey
+ * 8.0.1 counts as 7.2). */
+int emq_srv_redis_at_least(const emq_srv *s, int major, int minor);
+/* 1 when s is Valkey. */
+int emq_srv_is_valkey(const emq_srv *s);
+/* Ends the test as skipped with "<label> lacks <feature>" when cond is 0:
+ * a feature the server does not have is a named skip, never a pass. */
+void emq_srv_require(const emq_srv *s, int cond, const char *feature);
+/* calls= of command cmd in INFO commandstats (0 when never called). cmd is
+ * lower case; "xgroup|create" names a subcommand. Servers before Redis 7.0
+ * keep no per-subcommand stats: there "a|b" reads the count of a, which
+ * adds up every subcommand of a, and *exact (may be NULL) gets 0; else 1. */
+long long emq_srv_calls(const emq_srv *s, const char *cmd, int *exact);
 
 /* A loopback TCP port that was free a moment ago (bind 127.0.0.1:0). Fails
  * the test if none can be had. */

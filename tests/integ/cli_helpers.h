@@ -3,7 +3,8 @@
  * The program lives next to the test runner in the build folder, so its
  * path is the directory of /proc/self/exe plus "/echomq". cli_run forks
  * and execs it with the given arguments, ECHOMQ_URL set (or unset) and
- * ECHOMQ_PASSWORD cleared, feeds stdin from a string, collects stdout and
+ * ECHOMQ_PASSWORD cleared (and EMQ_SERVER_BIN_DIR, when set, first on
+ * PATH, for `echomq demo`), feeds stdin from a string, collects stdout and
  * stderr (bounded), and waits for the exit status with a timeout.
  * cli_spawn starts it in the background for signal and /proc tests.
  */
@@ -85,6 +86,15 @@ static inline pid_t cli_spawn(const char *url, const char *const *args,
         else
             unsetenv("ECHOMQ_URL");
         unsetenv("ECHOMQ_PASSWORD");
+        /* `echomq demo` runs redis-server from PATH: the fixture's server
+         * (EMQ_SERVER_BIN_DIR) comes first there. */
+        const char *bin = getenv("EMQ_SERVER_BIN_DIR");
+        if (bin && bin[0]) {
+            const char *old = getenv("PATH");
+            char path[8192];
+            snprintf(path, sizeof path, "%s:%s", bin, old ? old : "/usr/bin:/bin");
+            setenv("PATH", path, 1);
+        }
         const char *argv[64];
         int n = 0;
         argv[n++] = "echomq";

@@ -35,17 +35,12 @@ static inline long long info_number(const emq_srv *s, const char *section,
 }
 
 /* calls= of cmdstat_<cmd> in INFO commandstats; 0 when the line is absent
- * (the server never ran the command). */
+ * (the server never ran the command). A subcommand ("xgroup|create") on a
+ * server without subcommand stats (Redis 6.2) reads the whole command's
+ * count: see emq_srv_calls. Callers that need the subcommand alone send no
+ * other subcommand of it themselves (the consumer sends only CREATE). */
 static inline long long cmdstat_calls(const emq_srv *s, const char *cmd) {
-    static char out[INFO_BUF];
-    if (emq_srv_cmd(s, out, sizeof out, "INFO", "commandstats", NULL) != '$')
-        FAIL("INFO commandstats failed: %s", out);
-    char key[128];
-    snprintf(key, sizeof key, "cmdstat_%s:calls=", cmd);
-    const char *p = strstr(out, key);
-    if (p == NULL)
-        return 0;
-    return strtoll(p + strlen(key), NULL, 10);
+    return emq_srv_calls(s, cmd, NULL);
 }
 
 /* Number of pending entries of group on stream (XPENDING summary). */

@@ -118,18 +118,33 @@ TEST_TIMEOUT(cluster_map_wrong_node_commands_acl_blocked, 45) {
     emq_slot_map_init(&a);
     emq_slot_map_init(&b);
     emq_error err;
-    emq_reply *rep = CMD(conn, "CLUSTER", "SHARDS");
-    ASSERT_OK(emq_slot_map_from_shards(&a, rep, "127.0.0.1", 0, &err), &err);
-    emq_reply_free(rep);
+    /* CLUSTER SHARDS exists from Redis 7.0; on 6.2 only SLOTS is
+     * checked (and the route uses SLOTS there). */
+    int has_shards = emq_srv_redis_at_least(emq_cl_node(c, 0), 7, 0);
+    emq_reply *rep;
+    if (has_shards) {
+        rep = CMD(conn, "CLUSTER", "SHARDS");
+        ASSERT_OK(emq_slot_map_from_shards(&a, rep, "127.0.0.1", 0, &err),
+                  &err);
+        emq_reply_free(rep);
+    } else {
+        fprintf(stderr, "    %s lacks CLUSTER SHARDS: CLUSTER SLOTS only\n",
+                emq_srv_server(emq_cl_node(c, 0))->label);
+    }
     rep = CMD(conn, "CLUSTER", "SLOTS");
     ASSERT_OK(emq_slot_map_from_slots(&b, rep, "127.0.0.1", &err), &err);
     emq_reply_free(rep);
-    ASSERT_EQ_SIZE(a.nnodes, 3);
+    ASSERT_EQ_SIZE(b.nnodes, 3);
+    if (has_shards)
+        ASSERT_EQ_SIZE(a.nnodes, 3);
     for (unsigned s = 0; s < EMQ_CLUSTER_SLOTS; s += 97) {
-        ASSERT(a.owner[s] != EMQ_SLOT_NONE && b.owner[s] != EMQ_SLOT_NONE);
+        ASSERT(b.owner[s] != EMQ_SLOT_NONE);
+        if (!has_shards)
+            continue;
+        ASSERT(a.owner[s] != EMQ_SLOT_NONE);
         ASSERT_EQ_INT(a.nodes[a.owner[s]].port, b.nodes[b.owner[s]].port);
     }
-    ASSERT_EQ_INT(a.nodes[a.owner[slot]].port,
+    ASSERT_EQ_INT(b.nodes[b.owner[slot]].port,
                   emq_srv_port(emq_cl_node(c, owner)));
     emq_slot_map_free(&a);
     emq_slot_map_free(&b);

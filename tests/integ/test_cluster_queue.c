@@ -240,26 +240,49 @@ TEST_TIMEOUT(cluster_queue_wrong_node_and_migration, 60) {
     ASSERT_EQ_INT(pthread_create(&pt, NULL, add_loop, &add), 0);
     wait_distinct(s, 200, 15000);
 
+    /* Redis 7.2.6 crashes (assertion networking.c:2066 'c->duration ==
+     * 0'; valkey-io/valkey#563, fixed in Valkey 8.0) when MIGRATE removes a
+     * stream a client is blocked on in XREADGROUP and the command, executed
+     * again, is redirected. A live consumer is blocked at almost any moment
+     * (also under load, between entries), so on Redis 7.2 both migrations
+     * are left out; the wrong-node checks and the end checks still run, and
+     * the test ends as a named skip. */
+    const emq_srv *n0 = emq_cl_node(c, 0);
+    int crashes_on_blocked_migrate =
+        !emq_srv_is_valkey(n0) && emq_srv_redis_at_least(n0, 7, 2);
+
     /* Migration under load: the producer gets ASK and then MOVED, the
      * consumer too; scripts over two keys may get TRYAGAIN. */
     int to = emq_cl_other_master(c, owner);
-    emq_cl_migrate_begin(c, slot, owner, to);
-    usleep(100 * 1000);
-    emq_cl_migrate_keys(c, slot, owner, to);
-    usleep(100 * 1000);
-    emq_cl_migrate_finish(c, slot, owner, to);
+    if (!crashes_on_blocked_migrate) {
+        emq_cl_migrate_begin(c, slot, owner, to);
+        usleep(100 * 1000);
+        emq_cl_migrate_keys(c, slot, owner, to);
+        usleep(100 * 1000);
+        emq_cl_migrate_finish(c, slot, owner, to);
+    }
     int mid = atomic_load(&add.added);
     wait_distinct(s, mid + 200, 15000);
 
     /* Quiet stream: the consumer blocks in XREADGROUP; migrating the
-     * stream away under it gets -UNBLOCKED on 7.0 (or MOVED), and the
-     * consumer reads again through the redirection. */
+     * stream away under it gets, per server (SEMANTICS 1.3):
+     * - 7.0: -UNBLOCKED (MIGRATE deletes the key first), the consumer
+     *   reads again through the redirection;
+     * - 6.2: nothing (deleting a key wakes no blocked reader there); the
+     *   read times out and the next one is redirected;
+     * - 7.2 and Valkey: the blocked command is executed again and
+     *   redirected (MOVED/ASK), which the route follows: no error at all.
+     *   Redis 7.2.6 crashes doing so (above): left out there. */
+    int unblocked_expected = emq_srv_redis_at_least(n0, 7, 0) &&
+                             !emq_srv_redis_at_least(n0, 7, 2);
     atomic_store(&add.pause, 1);
     usleep(50 * 1000);
     wait_distinct(s, atomic_load(&add.added), 15000);
-    usleep(300 * 1000); /* the consumer is now blocked */
-    emq_cl_move_slot(c, slot, to, owner);
-    usleep(300 * 1000);
+    if (!crashes_on_blocked_migrate) {
+        usleep(300 * 1000); /* the consumer is now blocked */
+        emq_cl_move_slot(c, slot, to, owner);
+        usleep(300 * 1000);
+    }
     atomic_store(&add.pause, 0);
     usleep(500 * 1000);
     atomic_store(&add.stop, 1);
@@ -289,7 +312,12 @@ TEST_TIMEOUT(cluster_queue_wrong_node_and_migration, 60) {
     fprintf(stderr, "  %d entries, %d UNBLOCKED read(s) read again, "
                     "producer errors %d\n",
             total, atomic_load(&logs.unblocked), add.errors);
-    ASSERT(atomic_load(&logs.unblocked) >= 1);
+    if (unblocked_expected && !crashes_on_blocked_migrate)
+        ASSERT(atomic_load(&logs.unblocked) >= 1);
+    else
+        ASSERT_EQ_INT(atomic_load(&logs.unblocked), 0);
+    static char label[64];
+    snprintf(label, sizeof label, "%s", emq_srv_server(n0)->label);
 
     emq_consumer_destroy(cons);
     emq_producer_destroy(add.p);
@@ -297,6 +325,15 @@ TEST_TIMEOUT(cluster_queue_wrong_node_and_migration, 60) {
     emq_conf_destroy(cconf);
     emq_conf_destroy(aconf);
     emq_cl_stop(c);
+    if (crashes_on_blocked_migrate) {
+        static char why[256];
+        snprintf(why, sizeof why,
+                 "%s crashes when a client blocked in XREADGROUP has its "
+                 "stream's slot migrated (valkey-io/valkey#563): both "
+                 "migrations were left out, the wrong-node checks passed",
+                 label);
+        SKIP(why);
+    }
 }
 
 /* ---- failover ------------------------------------------------------------------ */

@@ -15,6 +15,7 @@
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -46,6 +47,70 @@ TEST(fixture_tcp_server_starts_answers_and_stops) {
     ASSERT_EQ_STR(out, "bind\n127.0.0.1");
     emq_srv_stop(s);
     ASSERT(!pid_alive(pid));
+}
+
+/* Which server runs: the binary EMQ_SERVER_BIN_DIR names (or PATH's), and
+ * what emq_srv_server() says about it agrees with `redis-server --version`.
+ * The matrix logs show the label this prints. */
+TEST(fixture_reports_which_server_runs) {
+    char prog[512];
+    ASSERT_EQ_INT(emq_srv_program("redis-server", prog, sizeof prog), 0);
+    const char *dir = emq_srv_bin_dir();
+    if (dir) {
+        char want[512];
+        snprintf(want, sizeof want, "%s/redis-server", dir);
+        ASSERT_EQ_STR(prog, want);
+    }
+    char kind[16];
+    int binary = emq_srv_binary_version(kind, sizeof kind);
+    ASSERT(binary >= 60000);
+    emq_srv *s = emq_srv_start(NULL);
+    const emq_srv_server_info *info = emq_srv_server(s);
+    fprintf(stderr, "    server: %s (redis_version %s) from %s\n", info->label,
+            info->redis_version, prog);
+    ASSERT_EQ_STR(info->name, kind);
+    ASSERT_EQ_INT(info->major * 10000 + info->minor * 100 + info->patch,
+                  binary);
+    ASSERT(info->compat >= 60000);
+    ASSERT_EQ_INT(emq_srv_is_valkey(s), strcmp(kind, "valkey") == 0);
+    if (emq_srv_is_valkey(s)) /* Valkey 8 reports redis_version 7.2.4 */
+        ASSERT(emq_srv_redis_at_least(s, 7, 2));
+    ASSERT_EQ_INT(emq_srv_redis_at_least(s, info->compat / 10000,
+                                         info->compat / 100 % 100),
+                  1);
+    ASSERT_EQ_INT(emq_srv_redis_at_least(s, 99, 0), 0);
+    /* Subcommand stats: exact from 7.0; before, the command's total. */
+    char out[256];
+    ASSERT_EQ_INT(emq_srv_cmd(s, out, sizeof out, "XGROUP", "CREATE", "k",
+                              "g", "$", "MKSTREAM", NULL),
+                  '+');
+    ASSERT_EQ_INT(emq_srv_cmd(s, out, sizeof out, "XGROUP", "DESTROY", "k",
+                              "g", NULL),
+                  ':');
+    int exact = -1;
+    long long creates = emq_srv_calls(s, "xgroup|create", &exact);
+    ASSERT_EQ_INT(exact, emq_srv_redis_at_least(s, 7, 0));
+    ASSERT_EQ_INT(creates, exact ? 1 : 2);
+    ASSERT_EQ_INT(emq_srv_calls(s, "xgroup|destroy", NULL), exact ? 1 : 2);
+    ASSERT_EQ_INT(emq_srv_calls(s, "never-ran", NULL), 0);
+    emq_srv_stop(s);
+}
+
+TEST(fixture_a_missing_server_folder_fails_with_its_name) {
+    char *old = getenv("EMQ_SERVER_BIN_DIR");
+    char saved[512] = "";
+    if (old)
+        snprintf(saved, sizeof saved, "%s", old);
+    setenv("EMQ_SERVER_BIN_DIR", "/nonexistent/echomq-servers", 1);
+    char why[512] = "";
+    emq_srv *s = emq_srv_try_start(NULL, why, sizeof why);
+    if (old)
+        setenv("EMQ_SERVER_BIN_DIR", saved, 1);
+    else
+        unsetenv("EMQ_SERVER_BIN_DIR");
+    ASSERT(s == NULL);
+    ASSERT_CONTAINS(why, "EMQ_SERVER_BIN_DIR=/nonexistent/echomq-servers");
+    ASSERT_CONTAINS(why, "redis-server");
 }
 
 TEST(fixture_raw_helper_flattens_replies) {

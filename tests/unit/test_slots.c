@@ -77,6 +77,51 @@ TEST(slots_map_from_cluster_shards) {
     emq_reply_free(r);
 }
 
+/* What Redis 7.2.6 answered after CLUSTER FAILOVER and the old master's
+ * kill -9, from a node that still counted the old master as one: both in
+ * one shard, role master, and the shard's slots taken from the old
+ * (empty) one. The slot map says nobody serves 100-199; the reply is
+ * flagged doubtful so the route asks CLUSTER SLOTS. */
+static const char shards_after_failover[] =
+    "*2\r\n"
+    "*4\r\n$5\r\nslots\r\n*2\r\n:0\r\n:99\r\n"
+    "$5\r\nnodes\r\n*1\r\n"
+    "*8\r\n$4\r\nport\r\n:7000\r\n$2\r\nip\r\n$9\r\n127.0.0.1\r\n"
+    "$4\r\nrole\r\n$6\r\nmaster\r\n$6\r\nhealth\r\n$6\r\nonline\r\n"
+    "*4\r\n$5\r\nslots\r\n*0\r\n"
+    "$5\r\nnodes\r\n*2\r\n"
+    "*8\r\n$4\r\nport\r\n:7001\r\n$2\r\nip\r\n$9\r\n127.0.0.1\r\n"
+    "$4\r\nrole\r\n$6\r\nmaster\r\n$6\r\nhealth\r\n$4\r\nfail\r\n"
+    "*8\r\n$4\r\nport\r\n:7004\r\n$2\r\nip\r\n$9\r\n127.0.0.1\r\n"
+    "$4\r\nrole\r\n$6\r\nmaster\r\n$6\r\nhealth\r\n$6\r\nonline\r\n";
+
+TEST(slots_shards_after_failover_are_doubtful) {
+    emq_reply *r = parse(shards_after_failover);
+    emq_slot_map map;
+    emq_slot_map_init(&map);
+    emq_error err;
+    ASSERT_OK(emq_slot_map_from_shards(&map, r, "h", 0, &err), &err);
+    ASSERT_EQ_INT(map.nodes[map.owner[5]].port, 7000);
+    ASSERT_EQ_INT(map.owner[150], EMQ_SLOT_NONE); /* what 7.2 implies */
+    ASSERT_EQ_INT(emq_slot_map_shards_doubtful(r), 1);
+    emq_slot_map_free(&map);
+    emq_reply_free(r);
+    /* A shard with one master and its replica is fine; so is the RESP3
+     * shape; a shard listing no master at all is doubtful. */
+    r = parse("*1\r\n%2\r\n+slots\r\n*2\r\n:5\r\n:6\r\n+nodes\r\n*2\r\n"
+              "%2\r\n+port\r\n:7005\r\n+role\r\n+master\r\n"
+              "%2\r\n+port\r\n:7006\r\n+role\r\n+replica\r\n");
+    ASSERT_EQ_INT(emq_slot_map_shards_doubtful(r), 0);
+    emq_reply_free(r);
+    r = parse("*1\r\n%2\r\n+slots\r\n*2\r\n:5\r\n:6\r\n+nodes\r\n*1\r\n"
+              "%2\r\n+port\r\n:7006\r\n+role\r\n+replica\r\n");
+    ASSERT_EQ_INT(emq_slot_map_shards_doubtful(r), 1);
+    emq_reply_free(r);
+    r = parse(":1\r\n");
+    ASSERT_EQ_INT(emq_slot_map_shards_doubtful(r), 0);
+    emq_reply_free(r);
+}
+
 TEST(slots_map_from_cluster_slots) {
     emq_reply *r = parse("*2\r\n"
                          "*4\r\n:0\r\n:8000\r\n*3\r\n$9\r\n127.0.0.1\r\n"

@@ -134,7 +134,7 @@ int emq_xchg_transport_failure(emq_status st);
 int emq_reply_not_now(const emq_reply *r, unsigned flags);
 /* 1 when r is an error reply of code word (its first word), or a script
  * error whose text names it (scripts wrap the errors of the commands they
- * call, differently on each server). */
+ * call, differently on each server: 6.2 writes "... -READONLY ..."). */
 int emq_reply_mentions(const emq_reply *r, const char *word);
 /* 1 when r is an ACL refusal (NOPERM), also one inside a script. */
 int emq_reply_refused(const emq_reply *r);

@@ -95,7 +95,8 @@ int emq_reply_mentions(const emq_reply *r, const char *word) {
     const char *text = emq_reply_str(r, &len);
     size_t wl = strlen(word);
     for (size_t i = 1; text != NULL && i + wl <= len; i++)
-        if (text[i - 1] == ' ' && memcmp(text + i, word, wl) == 0 &&
+        if ((text[i - 1] == ' ' || text[i - 1] == '-') &&
+            memcmp(text + i, word, wl) == 0 &&
             (i + wl == len || text[i + wl] == ' ' || text[i + wl] == ':'))
             return 1;
     return 0;

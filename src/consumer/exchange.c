@@ -105,13 +105,19 @@ int emq_reply_mentions(const emq_reply *r, const char *word) {
 int emq_reply_refused(const emq_reply *r) {
     if (emq_reply_mentions(r, "NOPERM"))
         return 1;
-    /* 7.0's words for an ACL refusal inside a script. */
+    /* The words of an ACL refusal inside a script: 7.0 "The user executing
+     * the script can't run this command", 7.2 and Valkey "ACL failure in
+     * script: User ... has no permissions". */
+    static const char *const inside[] = {"can't run this command",
+                                         "ACL failure in script"};
     size_t len;
     const char *text = emq_reply_str(r, &len);
-    static const char inside[] = "can't run this command";
-    for (size_t i = 0; text != NULL && i + sizeof inside - 1 <= len; i++)
-        if (memcmp(text + i, inside, sizeof inside - 1) == 0)
-            return 1;
+    for (size_t k = 0; k < sizeof inside / sizeof inside[0]; k++) {
+        size_t n = strlen(inside[k]);
+        for (size_t i = 0; text != NULL && i + n <= len; i++)
+            if (memcmp(text + i, inside[k], n) == 0)
+                return 1;
+    }
     return 0;
 }
 

@@ -491,10 +491,19 @@ static emq_status fetch_map(emq_route *r, emq_conn_t *conn,
             *how = says_standalone(rep) ? FOUND_STANDALONE : FOUND_NOPERM;
             int known = says_standalone(rep) ||
                         emq_reply_is_error(rep, "NOPERM");
+            /* A server still loading its data (or busy with a script)
+             * runs no command yet: a passing condition, retriable like a
+             * transport failure, never a fatal error reply. */
+            int not_yet = emq_reply_is_error(rep, "LOADING") ||
+                          emq_reply_is_error(rep, "BUSY");
             emq_reply_text(rep, text, sizeof text);
             emq_reply_free(rep);
             if (known)
                 return EMQ_OK;
+            if (not_yet)
+                return emq_error_set(err, EMQ_EIO, 1,
+                                     "server not ready for CLUSTER SLOTS: %s",
+                                     text);
             return emq_error_set(err, EMQ_ESERVER, 0,
                                  "CLUSTER SLOTS failed: %s", text);
         }

@@ -76,7 +76,8 @@ static void help(void) {
         "                          (default 1000; 0: at once)\n"
         "  --retry-backoff-max MS  longest retry delay (default 60000)\n"
         "  --limit N               stop after N entries handled\n"
-        "  --until-idle MS         stop once nothing arrived for MS\n"
+        "  --until-idle MS         stop once nothing arrived for MS and nothing\n"
+        "                          is in hand (a retry waiting counts)\n"
         "  -e, --exec CMD          run /bin/sh -c CMD per entry: the JSON line on\n"
         "                          stdin; EMQ_QUEUE, EMQ_GROUP, EMQ_CONSUMER,\n"
         "                          EMQ_ID, EMQ_DELIVERIES in the environment.\n"
@@ -290,10 +291,31 @@ typedef struct watchdog {
 } watchdog;
 
 /* --until-idle: stops the consumer once nothing arrived for idle_ms. */
+/* Entries the consumers hold and have not settled (a retry waiting out
+ * its delay counts): --until-idle does not stop while there are any. */
+static uint64_t in_hand(const consume_ctx *x) {
+    uint64_t n = 0;
+    emq_consumer_stats st;
+    if (x->consumer) {
+        emq_consumer_stats_get(x->consumer, &st);
+        return st.in_flight;
+    }
+    emq_consumer_t *c;
+    for (int i = 0; (c = emq_pool_consumer(x->pool, i)) != NULL; i++) {
+        emq_consumer_stats_get(c, &st);
+        n += st.in_flight;
+    }
+    return n;
+}
+
 static void *watch(void *opaque) {
     watchdog *w = opaque;
     while (!atomic_load(&w->done)) {
         usleep(20000);
+        if (in_hand(w->x) > 0) {
+            atomic_store(&w->x->last_ms, cli_now_ms());
+            continue;
+        }
         if (atomic_load(&w->x->busy) == 0 &&
             cli_now_ms() - atomic_load(&w->x->last_ms) >= w->idle_ms) {
             stop_all(w->x);

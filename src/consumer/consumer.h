@@ -138,6 +138,8 @@ int emq_reply_not_now(const emq_reply *r, unsigned flags);
 int emq_reply_mentions(const emq_reply *r, const char *word);
 /* 1 when r is an ACL refusal (NOPERM), also one inside a script. */
 int emq_reply_refused(const emq_reply *r);
+/* EMQ_EPROTO "unexpected reply shape from the server: <what>". */
+emq_status emq_reply_bad_shape(emq_error *err, const char *what);
 /* EMQ_ESERVER "<what> failed: <reply text>". */
 emq_status emq_reply_error(const emq_reply *r, emq_error *err,
                            const char *what);

@@ -28,11 +28,6 @@ void emq_batch_free(batch *b) {
     memset(b, 0, sizeof *b);
 }
 
-static emq_status bad_shape(emq_error *err, const char *what) {
-    return emq_error_set(err, EMQ_EPROTO, 0,
-                         "unexpected reply shape from the server: %s", what);
-}
-
 const emq_reply *emq_xread_entries(const emq_reply *reply, emq_error *err,
                                    emq_status *st) {
     *st = EMQ_OK;
@@ -51,7 +46,7 @@ const emq_reply *emq_xread_entries(const emq_reply *reply, emq_error *err,
         return NULL;
     }
     if (entries == NULL || emq_reply_kind(entries) != EMQ_REPLY_ARRAY) {
-        *st = bad_shape(err, "XREADGROUP reply is not [[stream, entries]]");
+        *st = emq_reply_bad_shape(err, "XREADGROUP reply is not [[stream, entries]]");
         return NULL;
     }
     return emq_reply_len(entries) ? entries : NULL;
@@ -99,7 +94,7 @@ emq_status emq_batch_parse(batch *b, emq_reply *reply,
             emq_stream_id_parse(id_text, id_len, NULL) != 0) {
             /* Without an ID nothing can be settled: the reply is broken. */
             emq_batch_clear(b);
-            return bad_shape(err, "an entry has no stream ID");
+            return emq_reply_bad_shape(err, "an entry has no stream ID");
         }
         memcpy(item->id.str, id_text, id_len);
         item->id.str[id_len] = '\0';

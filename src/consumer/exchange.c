@@ -86,6 +86,20 @@ int emq_xchg_transport_failure(emq_status st) {
            st == EMQ_EPROTO;
 }
 
+emq_status emq_reply_bad_shape(emq_error *err, const char *what) {
+    return emq_error_set(err, EMQ_EPROTO, 0,
+                         "unexpected reply shape from the server: %s", what);
+}
+
+/* 1 when needle occurs in text[0..len). */
+static int text_has(const char *text, size_t len, const char *needle) {
+    size_t n = strlen(needle);
+    for (size_t i = 0; text != NULL && i + n <= len; i++)
+        if (memcmp(text + i, needle, n) == 0)
+            return 1;
+    return 0;
+}
+
 int emq_reply_mentions(const emq_reply *r, const char *word) {
     if (emq_reply_kind(r) != EMQ_REPLY_ERROR)
         return 0;
@@ -108,17 +122,10 @@ int emq_reply_refused(const emq_reply *r) {
     /* The words of an ACL refusal inside a script: 7.0 "The user executing
      * the script can't run this command", 7.2 and Valkey "ACL failure in
      * script: User ... has no permissions". */
-    static const char *const inside[] = {"can't run this command",
-                                         "ACL failure in script"};
     size_t len;
     const char *text = emq_reply_str(r, &len);
-    for (size_t k = 0; k < sizeof inside / sizeof inside[0]; k++) {
-        size_t n = strlen(inside[k]);
-        for (size_t i = 0; text != NULL && i + n <= len; i++)
-            if (memcmp(text + i, inside[k], n) == 0)
-                return 1;
-    }
-    return 0;
+    return text_has(text, len, "can't run this command") ||
+           text_has(text, len, "ACL failure in script");
 }
 
 emq_status emq_reply_error(const emq_reply *r, emq_error *err,

@@ -108,11 +108,6 @@ static const char list_script[] =
     "end\n"
     "return {ids, waits}\n";
 
-static emq_status bad_shape(emq_error *err, const char *what) {
-    return emq_error_set(err, EMQ_EPROTO, 0,
-                         "unexpected reply shape from the server: %s", what);
-}
-
 /* Sets each item's delivery count from the integer array of a script's
  * reply. */
 static void set_counts(batch *b, const emq_reply *counts) {
@@ -159,7 +154,7 @@ static emq_status take_ids(emq_consumer_t *c, const emq_id *ids, size_t n,
         emq_reply_len(reply) != 2 ||
         emq_reply_kind(entries) != EMQ_REPLY_ARRAY) {
         emq_reply_free(reply);
-        return bad_shape(err, "taken entries are not [entries, counts]");
+        return emq_reply_bad_shape(err, "taken entries are not [entries, counts]");
     }
     if (emq_reply_len(entries) == 0) {
         emq_reply_free(reply);
@@ -207,7 +202,7 @@ emq_status emq_recover_self(emq_consumer_t *c, emq_error *err) {
             emq_reply_len(reply) != 2 ||
             emq_reply_kind(ids) != EMQ_REPLY_ARRAY) {
             emq_reply_free(reply);
-            st = bad_shape(err, "own pending page is not [ids, waits]");
+            st = emq_reply_bad_shape(err, "own pending page is not [ids, waits]");
             break;
         }
         size_t n = emq_reply_len(ids);
@@ -223,7 +218,7 @@ emq_status emq_recover_self(emq_consumer_t *c, emq_error *err) {
                 i >= TAKE_PER_CALL) {
                 /* The page must move forward, or the loop would never
                  * end. */
-                st = bad_shape(err, "own pending page does not move past "
+                st = emq_reply_bad_shape(err, "own pending page does not move past "
                                     "the page before");
                 break;
             }
@@ -305,7 +300,7 @@ emq_status emq_recover_peers(emq_consumer_t *c, emq_error *err) {
             emq_stream_id_parse(cursor_text, cursor_len, NULL) != 0 ||
             emq_reply_kind(entries) != EMQ_REPLY_ARRAY) {
             emq_reply_free(reply);
-            st = bad_shape(err, "XAUTOCLAIM is not [cursor, entries, "
+            st = emq_reply_bad_shape(err, "XAUTOCLAIM is not [cursor, entries, "
                                 "deleted]");
             break;
         }

@@ -450,6 +450,9 @@ typedef struct emq_consumer_stats {
     uint64_t ownership_lost;  /* in-flight entries found taken by a peer */
     uint64_t server_waits;    /* "not now" episodes waited out (LOADING,
                                  BUSY, MISCONF, NOREPLICAS, OOM, ...) */
+    uint64_t released;        /* read, not handed out (a stop cut the batch
+                                 short), handed back with their delivery
+                                 count undone */
     uint64_t in_flight;       /* entries read and not yet settled, now */
 } emq_consumer_stats;
 

@@ -52,7 +52,8 @@
 #define EMQ_CONSUMER_COUNTERS(X)                                               \
     X(delivered) X(acked) X(retried) X(failed) X(dead_lettered) X(claimed)     \
     X(deleted_pending) X(reconnects) X(group_recreated) X(reads)               \
-    X(round_trips) X(refreshed) X(ownership_lost) X(server_waits)
+    X(round_trips) X(refreshed) X(ownership_lost) X(server_waits)               \
+    X(released)
 
 #define EMQ_COUNTER_FIELD(name) atomic_uint_fast64_t name;
 typedef struct stats_counters {
@@ -187,7 +188,9 @@ typedef enum settle_kind {
     SETTLE_ACK = 0, /* XACK; clears reason and schedule after a redelivery */
     SETTLE_GONE,    /* deleted while pending: XACK, clear reason/schedule */
     SETTLE_RETRY,   /* record the reason, schedule the next delivery */
-    SETTLE_DEAD     /* the dead-letter script */
+    SETTLE_DEAD,    /* the dead-letter script */
+    SETTLE_RELEASE  /* handed back unhandled (a stop): the count raised by
+                       its read or take is undone */
 } settle_kind;
 
 typedef struct settle_op {
@@ -318,6 +321,8 @@ struct emq_consumer {
     _Atomic int64_t lease_deadline_ms;
     int lease_held;         /* taken in this run (run thread) */
     int lease_lapsed;       /* held, then its deadline passed (run thread) */
+    int lease_continued;    /* this session's acquire found our own token:
+                               the name was ours throughout (run thread) */
     stats_counters stats;
 
     settle_op *rx_ops;      /* settlements the run thread sends with a read */

@@ -224,6 +224,23 @@ static emq_status handle(emq_consumer_t *c, batch_item *item, settle_op *op,
     }
 }
 
+/* Queues a SETTLE_RELEASE of every item from first on that was not in
+ * hand before this batch. */
+static emq_status release_rest(emq_consumer_t *c, batch *b, size_t first,
+                               emq_error *err) {
+    emq_status st = EMQ_OK;
+    for (size_t i = first; i < b->n && st == EMQ_OK; i++) {
+        const batch_item *item = &b->items[i];
+        if (item->held)
+            continue;
+        /* A new entry's count is 1 (XREADGROUP > tells none). */
+        settle_op op = {.kind = SETTLE_RELEASE, .id = item->id,
+                        .deliveries = item->deliveries ? item->deliveries : 1};
+        st = emq_inflight_step(&c->table, &op, NULL, NULL, err);
+    }
+    return st;
+}
+
 emq_status emq_batch_dispatch(emq_consumer_t *c, batch *b, emq_error *err) {
     /* Everything read is owned from now on: into the table first (one
      * lock for the batch), so the upkeep thread refreshes entries that
@@ -237,7 +254,8 @@ emq_status emq_batch_dispatch(emq_consumer_t *c, batch *b, emq_error *err) {
      * in one lock: at once, since the next handler starts right away. */
     settle_op op;
     int have = 0, broke = 0;
-    for (size_t i = 0; i < b->n && st == EMQ_OK; i++) {
+    size_t i;
+    for (i = 0; i < b->n && st == EMQ_OK; i++) {
         batch_item *item = &b->items[i];
         if (item->held)
             continue;
@@ -288,6 +306,11 @@ emq_status emq_batch_dispatch(emq_consumer_t *c, batch *b, emq_error *err) {
         st = emq_inflight_step(&c->table, &op, NULL, NULL, err);
     else if (have)
         emq_settle_op_free(&op);
+    /* A stop with the lease held: hand the entries not reached back with
+     * their count undone, so a batch cut short costs none of them a
+     * delivery. Past the lease's deadline nothing may be settled. */
+    if (broke && st == EMQ_OK && emq_lease_valid(c))
+        st = release_rest(c, b, i, err);
     /* Entries not reached stay pending to this name; forget them here so
      * recover self hands them out later. */
     if (broke || st != EMQ_OK)

@@ -28,12 +28,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* Acquire: take it if free, extend it if ours; else report the holder and
- * its time left: {1} or {0, holder, pttl}. */
+/* Acquire: extend it if ours ({2}: held without a break), take it if
+ * free ({1}); else report the holder and its time left: {0, holder,
+ * pttl}. */
 static const char acquire_script[] =
     "local v = redis.call('GET', KEYS[1])\n"
     "if v == ARGV[1] or not v then\n"
     "  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])\n"
+    "  if v then return {2} end\n"
     "  return {1}\n"
     "end\n"
     "return {0, v, redis.call('PTTL', KEYS[1])}\n";
@@ -230,8 +232,12 @@ emq_status emq_lease_acquire(emq_consumer_t *c, emq_error *err) {
             emq_reply_free(reply);
             return st;
         }
-        if (emq_reply_integer(emq_reply_at(reply, 0)) == 1) {
+        long long got_it = emq_reply_integer(emq_reply_at(reply, 0));
+        if (got_it == 1 || got_it == 2) {
             emq_reply_free(reply);
+            /* Still our own token: nobody used the name since (see
+             * recover.c on counting deliveries). */
+            c->lease_continued = got_it == 2;
             extend_deadline(c, sent);
             c->lease_lapsed = 0;
             c->lease_held = 1;
@@ -264,6 +270,7 @@ emq_status emq_lease_acquire(emq_consumer_t *c, emq_error *err) {
             long long got = emq_reply_integer(reply);
             emq_reply_free(reply);
             if (got == 1) {
+                c->lease_continued = 0;
                 extend_deadline(c, sent);
                 c->lease_lapsed = 0;
                 c->lease_held = 1;

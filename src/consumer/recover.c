@@ -23,21 +23,37 @@
  *
  * Retries that are due come back to this consumer the same way, if they
  * are still pending to it.
+ *
+ * Counting deliveries that reached a handler, not replies that were lost:
+ * max_deliveries must dead-letter a job that keeps killing its process,
+ * so a take raises the count unless the entry provably never reached a
+ * handler since it was last raised. That proof is the lease: when a
+ * session finds the lease still holding this consumer's own token, no
+ * other process used the name since, and this process never hands out an
+ * entry without keeping it in the in-flight table until it is settled; so
+ * an own pending entry that is not in the table was read or taken and
+ * never handed out (a lost reply, a batch cut short), and is taken without
+ * a raise. In a first session, or after the lease lapsed, every own
+ * pending entry is raised once (its last holder may have died in the
+ * handler). A batch cut short by a stop hands its entries back with the
+ * raise undone (SETTLE_RELEASE, settle.c).
  */
 #include "consumer.h"
 
 #include <stdio.h>
 #include <string.h>
 
-/* take(id): claims id for ARGV[2] in group ARGV[1] with its delivery
- * count + 1; returns the entry ({id, false} when deleted: then it is
- * acknowledged and its reason and schedule cleared) and the count. */
+/* take(id, bump): claims id for ARGV[2] in group ARGV[1] with its delivery
+ * count + bump (1: the entry may have reached a handler since its count
+ * was last raised; 0: it cannot have, see emq_recover_self), at least 1;
+ * returns the entry ({id, false} when deleted: then it is acknowledged
+ * and its reason and schedule cleared) and the count. */
 #define TAKE_FUNCTION                                                          \
-    "local function take(id)\n"                                                \
+    "local function take(id, bump)\n"                                          \
     "  local e = redis.call('XRANGE', KEYS[1], id, id)\n"                      \
     "  local p = redis.call('XPENDING', KEYS[1], ARGV[1], id, id, 1)\n"        \
     "  local n = 1\n"                                                          \
-    "  if p[1] then n = p[1][4] + 1 end\n"                                     \
+    "  if p[1] then n = math.max(p[1][4] + bump, 1) end\n"                     \
     "  if #e == 0 then\n"                                                      \
     "    redis.call('XACK', KEYS[1], ARGV[1], id)\n"                           \
     "    redis.call('HDEL', KEYS[2], id)\n"                                    \
@@ -62,7 +78,7 @@ static const char claim_script[] =
     "  deleted[#deleted + 1] = id\n"
     "end\n"
     "for _, id in ipairs(r[2]) do\n"
-    "  local e, n = take(id)\n"
+    "  local e, n = take(id, 1)\n"
     "  if e then\n"
     "    entries[#entries + 1] = e\n"
     "    counts[#counts + 1] = n\n"
@@ -72,17 +88,18 @@ static const char claim_script[] =
     "end\n"
     "return {r[1], entries, deleted, counts}\n";
 
-/* KEYS: stream, reasons, schedule. ARGV: group, me, ids... Takes those
- * still pending to me (due retries, own pending entries at a session's
- * start). Returns {entries, counts}. */
+/* KEYS: stream, reasons, schedule. ARGV: group, me, bump, ids... Takes
+ * those still pending to me (due retries, own pending entries at a
+ * session's start). Returns {entries, counts}. */
 static const char due_script[] =
     TAKE_FUNCTION
     "local entries, counts = {}, {}\n"
-    "for i = 3, #ARGV do\n"
+    "local bump = tonumber(ARGV[3])\n"
+    "for i = 4, #ARGV do\n"
     "  local id = ARGV[i]\n"
     "  local p = redis.call('XPENDING', KEYS[1], ARGV[1], id, id, 1, ARGV[2])\n"
     "  if #p == 1 then\n"
-    "    local e, n = take(id)\n"
+    "    local e, n = take(id, bump)\n"
     "    entries[#entries + 1] = e or {id, false}\n"
     "    counts[#counts + 1] = n\n"
     "  end\n"
@@ -133,18 +150,18 @@ static emq_status script_error(emq_consumer_t *c, emq_reply *reply,
 #define TAKE_PER_CALL 100
 
 /* Takes ids[0..n) (n <= TAKE_PER_CALL) that are still pending to this
- * consumer, counting a delivery each, and hands them out; deleted ones are
- * acknowledged in the script and counted. */
+ * consumer, counting a delivery each when bump is 1, and hands them out;
+ * deleted ones are acknowledged in the script and counted. */
 static emq_status take_ids(emq_consumer_t *c, const emq_id *ids, size_t n,
-                           const char *what, emq_error *err) {
-    const char *argv[8 + TAKE_PER_CALL] = {
+                           int bump, const char *what, emq_error *err) {
+    const char *argv[9 + TAKE_PER_CALL] = {
         "EVAL", due_script, "3", c->keys.stream, c->reasons_key,
-        c->retry_key, c->group, c->name};
+        c->retry_key, c->group, c->name, bump ? "1" : "0"};
     for (size_t i = 0; i < n; i++)
-        argv[8 + i] = ids[i].str;
+        argv[9 + i] = ids[i].str;
     emq_reply *reply;
     emq_status st =
-        emq_xchg_call(&c->rx, 0, (int)(8 + n), argv, NULL, &reply, err);
+        emq_xchg_call(&c->rx, 0, (int)(9 + n), argv, NULL, &reply, err);
     if (st != EMQ_OK)
         return st;
     if (emq_reply_kind(reply) == EMQ_REPLY_ERROR)
@@ -242,7 +259,8 @@ emq_status emq_recover_self(emq_consumer_t *c, emq_error *err) {
         }
         emq_reply_free(reply);
         if (st == EMQ_OK && ntake > 0)
-            st = take_ids(c, take, ntake, "reading own pending entries", err);
+            st = take_ids(c, take, ntake, !c->lease_continued,
+                          "reading own pending entries", err);
         if (st != EMQ_OK || n < (size_t)page || strcmp(start, "(" MAX_ID) == 0)
             break; /* a short page is the last one */
     }
@@ -342,7 +360,7 @@ emq_status emq_recover_due(emq_consumer_t *c, emq_error *err) {
          * and enters the table again with its new count. */
         for (size_t i = 0; i < n; i++)
             emq_inflight_forget(&c->table, &ids[i]);
-        st = take_ids(c, ids, n, "delivering due retries", err);
+        st = take_ids(c, ids, n, 1, "delivering due retries", err);
     }
     return st;
 }

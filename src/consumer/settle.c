@@ -13,7 +13,12 @@
  *            hashtag that moves the entry only if it is still pending to
  *            THIS consumer, writes the dead letter before the ack (a
  *            refused write leaves it pending), and clears its reason and
- *            schedule.
+ *            schedule;
+ *   release  entries read or taken and not handed out (a stop cut the
+ *            batch short): one script per round that, for each entry
+ *            still pending to THIS consumer with the count it was handed
+ *            with, sets the count one lower and keeps its idle time; it
+ *            stays pending and comes back, counted once.
  * Every settlement is idempotent, so the upkeep thread sends them again
  * after a transport failure whose outcome it cannot know.
  *
@@ -36,7 +41,8 @@ enum {
     TAG_XACK = 1,   /* its ids are acknowledged */
     TAG_CLEANUP,    /* HDEL of reasons / ZREM from the schedule */
     TAG_RETRY,      /* the retry script */
-    TAG_DEAD        /* the dead-letter script */
+    TAG_DEAD,       /* the dead-letter script */
+    TAG_RELEASE     /* the release script */
 };
 
 static const char retry_script[] =
@@ -71,6 +77,21 @@ static const char deadletter_script[] =
     "redis.call('HDEL', KEYS[3], ARGV[2])\n"
     "redis.call('ZREM', KEYS[4], ARGV[2])\n"
     "return 1\n";
+
+/* KEYS: stream. ARGV: group, me, then pairs of id and the delivery count
+ * it was read or taken with. Returns how many were released. */
+static const char release_script[] =
+    "local released = 0\n"
+    "for i = 3, #ARGV - 1, 2 do\n"
+    "  local p = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[i], ARGV[i],"
+    " 1, ARGV[2])\n"
+    "  if #p == 1 and p[1][4] == tonumber(ARGV[i + 1]) then\n"
+    "    redis.call('XCLAIM', KEYS[1], ARGV[1], ARGV[2], 0, ARGV[i], 'IDLE',"
+    " p[1][3], 'RETRYCOUNT', p[1][4] - 1, 'JUSTID')\n"
+    "    released = released + 1\n"
+    "  end\n"
+    "end\n"
+    "return released\n";
 
 /* KEYS: stream, reasons, schedule. ARGV: group, me, ids... Returns
  * {ids still ours, now refreshed; ids whose entry was deleted while
@@ -163,6 +184,42 @@ static emq_status append_dead(emq_consumer_t *c, emq_xchg *x,
     return st;
 }
 
+/* Appends one release script for every SETTLE_RELEASE op of ops[0..n). */
+static emq_status append_release(emq_consumer_t *c, emq_xchg *x,
+                                 const settle_op *ops, size_t n,
+                                 emq_error *err) {
+    size_t nrel = 0;
+    for (size_t i = 0; i < n; i++)
+        nrel += ops[i].kind == SETTLE_RELEASE;
+    if (nrel == 0)
+        return EMQ_OK;
+    size_t argc = 6 + 2 * nrel;
+    const char **argv = emq_alloc(argc * sizeof *argv);
+    char (*counts)[24] = emq_alloc(nrel * sizeof *counts);
+    emq_status st = EMQ_OK;
+    if (argv == NULL || counts == NULL) {
+        st = emq_error_set(err, EMQ_ENOMEM, 0, "out of memory");
+    } else {
+        const char *fixed[] = {"EVAL", release_script, "1", c->keys.stream,
+                               c->group, c->name};
+        memcpy(argv, fixed, sizeof fixed);
+        size_t k = 0;
+        for (size_t i = 0; i < n; i++) {
+            if (ops[i].kind != SETTLE_RELEASE)
+                continue;
+            snprintf(counts[k], sizeof counts[k], "%llu",
+                     (unsigned long long)ops[i].deliveries);
+            argv[6 + 2 * k] = ops[i].id.str;
+            argv[7 + 2 * k] = counts[k];
+            k++;
+        }
+        st = emq_xchg_append(x, TAG_RELEASE, (int)argc, argv, NULL, err);
+    }
+    emq_free(argv);
+    emq_free(counts);
+    return st;
+}
+
 emq_status emq_settle_append(emq_consumer_t *c, emq_xchg *x,
                              const settle_op *ops, size_t n, emq_error *err) {
     const emq_id **acks = emq_alloc((n ? n : 1) * sizeof *acks);
@@ -195,6 +252,8 @@ emq_status emq_settle_append(emq_consumer_t *c, emq_xchg *x,
                                   err)) != EMQ_OK)
             goto done;
     }
+    if ((st = append_release(c, x, ops, n, err)) != EMQ_OK)
+        goto done;
     for (size_t i = 0; i < n && st == EMQ_OK; i++) {
         if (ops[i].kind == SETTLE_RETRY) {
             char delay[24];
@@ -229,8 +288,9 @@ emq_status emq_settle_apply(void *round, int tag, const emq_reply *reply,
     emq_consumer_t *c = r->c;
     static const char *const names[] = {"", "XACK", "clearing failure reasons",
                                         "recording a retry",
-                                        "the dead-letter move"};
-    const char *what = tag >= TAG_XACK && tag <= TAG_DEAD ? names[tag] : "?";
+                                        "the dead-letter move",
+                                        "handing back unhandled entries"};
+    const char *what = tag >= TAG_XACK && tag <= TAG_RELEASE ? names[tag] : "?";
     if (emq_reply_kind(reply) == EMQ_REPLY_ERROR) {
         if (emq_reply_mentions(reply, "READONLY"))
             return emq_error_set(err, EMQ_EIO, 1,
@@ -264,6 +324,9 @@ emq_status emq_settle_apply(void *round, int tag, const emq_reply *reply,
         atomic_fetch_add(&c->stats.acked, (uint64_t)(n > 0 ? n : 0));
     } else if (tag == TAG_DEAD && emq_reply_integer(reply) == 1) {
         atomic_fetch_add(&c->stats.dead_lettered, 1);
+    } else if (tag == TAG_RELEASE) {
+        long long n = emq_reply_integer(reply);
+        atomic_fetch_add(&c->stats.released, (uint64_t)(n > 0 ? n : 0));
     }
     return EMQ_OK;
 }

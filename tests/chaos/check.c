@@ -31,6 +31,7 @@
  */
 #include "chaos.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -356,6 +357,31 @@ static int is_global_fault(fault_kind k) {
            k == FAULT_RESTART || k == FAULT_MISCONF;
 }
 
+/* 1 when a server restart or MISCONF episode (the server refused writes)
+ * overlapped [from_ms, to_ms]. */
+static int write_outage(const chaos_run *run, long long from_ms,
+                        long long to_ms) {
+    for (int i = 0; i < run->nfaults; i++) {
+        const fault *f = &run->faults[i];
+        if ((f->kind == FAULT_RESTART || f->kind == FAULT_MISCONF) &&
+            f->began_ms != 0 && f->began_ms <= to_ms && f->ended_ms >= from_ms)
+            return 1;
+    }
+    return 0;
+}
+
+/* The start of worker's last handler call in incarnation inc, among the
+ * first n records (LLONG_MIN: none). */
+static long long last_call_start(const ledgers *l, size_t n, int worker,
+                                 int inc) {
+    long long last = LLONG_MIN;
+    for (size_t k = 0; k < n; k++)
+        if (l->r[k].worker == worker && l->r[k].inc == inc &&
+            l->r[k].t_start > last)
+            last = l->r[k].t_start;
+    return last;
+}
+
 /* Why the call h repeats the call r, or WHY_NONE. Process faults come
  * first: they are the stronger explanation. */
 static int explain(const chaos_run *run, const rec *r, const rec *h) {
@@ -523,8 +549,10 @@ int chaos_check(const chaos_run *run) {
             violations++;
         }
     }
+    size_t workers_end = l.n; /* the workers' calls, before the intruders' */
     int intruders = 0, intruders_refused = 0, intruders_waited = 0,
-        intruders_pidns = 0, intruders_bad = 0, intruders_skipped = 0;
+        intruders_pidns = 0, intruders_bad = 0, intruders_skipped = 0,
+        intruders_fenced = 0;
     long intruder_calls = 0;
     char intruder_report[2048] = "";
     size_t ir_used = 0;
@@ -550,20 +578,42 @@ int chaos_check(const chaos_run *run) {
         /* Calls made while the target's incarnation lived break the
          * promise; later ones (the name was free) are only reported. */
         long live_calls = 0;
+        long long first_call = LLONG_MAX;
         for (size_t k = first; k < l.n; k++)
-            if (f->target_died_ms == 0 || l.r[k].t_start < f->target_died_ms)
+            if (f->target_died_ms == 0 ||
+                l.r[k].t_start < f->target_died_ms) {
                 live_calls++;
-        intruder_calls += live_calls;
-        int bad = live_calls > 0 || f->outcome == INTRUDER_OTHER;
+                if (l.r[k].t_start < first_call)
+                    first_call = l.r[k].t_start;
+            }
+        /* One exception, the lease's own limit: a lease the server
+         * refuses to renew (down, or refusing writes) for longer than its
+         * TTL expires, and a waiting intruder may take it. The promise is
+         * then the fence: the target handed out nothing from the moment
+         * the intruder began (its deadline passed before the TTL did). */
+        int fenced = live_calls > 0 &&
+                     write_outage(run, f->began_ms - run->set.lease_ttl_ms,
+                                  first_call) &&
+                     last_call_start(&l, workers_end, f->worker, f->inc) <
+                         first_call;
+        intruders_fenced += fenced;
+        if (!fenced)
+            intruder_calls += live_calls;
+        int bad = (live_calls > 0 && !fenced) || f->outcome == INTRUDER_OTHER;
         intruders_bad += bad;
         intruders_refused += f->outcome == INTRUDER_REFUSED;
         intruders_waited += f->outcome == INTRUDER_WAITED;
         int n = snprintf(intruder_report + ir_used,
                          sizeof intruder_report - ir_used,
                          "      %sintruder-%d: %s; %ld handler calls, %ld of "
-                         "them while its target lived\n",
+                         "them while its target lived%s\n",
                          bad ? "VIOLATION " : "", i + 1, f->detail, calls,
-                         live_calls);
+                         live_calls,
+                         fenced ? " (the server refused the target's "
+                                  "renewals past the lease TTL; the target "
+                                  "had fenced itself: its last handler call "
+                                  "began before the intruder's first)"
+                                : "");
         if (n > 0 && (size_t)n < sizeof intruder_report - ir_used)
             ir_used += (size_t)n;
     }
@@ -742,10 +792,11 @@ int chaos_check(const chaos_run *run) {
            dup_unexplained);
     printf("  intruders           %d started (%d in their own PID namespace; "
            "%d skipped: target not settled): %d refused, %d still waiting "
-           "when stopped, %d VIOLATIONS; %ld handler calls while the target "
-           "lived (must be 0)\n",
+           "when stopped, %d let in by a write outage longer than the lease "
+           "with the target fenced, %d VIOLATIONS; %ld handler calls while "
+           "the target lived, not fenced (must be 0)\n",
            intruders, intruders_pidns, intruders_skipped, intruders_refused,
-           intruders_waited, intruders_bad, intruder_calls);
+           intruders_waited, intruders_fenced, intruders_bad, intruder_calls);
     if (intruder_report[0])
         printf("%s", intruder_report);
     printf("  pid namespaces      %d of %d workers in their own\n",
@@ -785,13 +836,15 @@ int chaos_check(const chaos_run *run) {
            "dup_jobs=%ld dup_calls=%ld kill=%ld stop=%ld stop_long=%ld "
            "net=%ld server=%ld readded=%ld unexplained=%ld intended=%ld "
            "early_retries=%ld intruders=%d intruder_bad=%d "
-           "intruder_calls=%ld workers_died=%d violations=%d\n",
+           "intruder_calls=%ld intruder_fenced=%d workers_died=%d "
+           "violations=%d\n",
            (unsigned long long)run->seed, N, violations ? "FAIL" : "PASS",
            lost, missing, pending, dead_healthy, dead_poison, poison,
            dup_jobs, dup_calls, why[WHY_KILL], why[WHY_STOP],
            why[WHY_STOP_LONG], why[WHY_NET], why[WHY_SERVER],
            why[WHY_READDED], why[WHY_NONE], intended, early, intruders,
-           intruders_bad, intruder_calls, run->workers_died, violations);
+           intruders_bad, intruder_calls, intruders_fenced, run->workers_died,
+           violations);
     fflush(stdout);
     free(s.in_stream);
     free(s.dead);

@@ -81,7 +81,7 @@ failed=0
 {
     echo "Command: \`$(basename "$chaos") --seed S --jobs $jobs${extra[*]:+ ${extra[*]}}\`, $n seeds from $first, $parallel at a time; $(date -u +%Y-%m-%d), commit $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo '?')."
     echo
-    echo "| seed | jobs | lost | pending at end | healthy dead-lettered | poison dead-lettered | duplicates: jobs (extra calls) | explained: kill / stop / stop past lease / proxy / server / re-added | UNEXPLAINED | intended retries | early retries | intruders (bad, calls) | workers died | seconds | verdict |"
+    echo "| seed | jobs | lost | pending at end | healthy dead-lettered | poison dead-lettered | duplicates: jobs (extra calls) | explained: kill / stop / stop past lease / proxy / server / re-added | UNEXPLAINED | intended retries | early retries | intruders (bad, calls, fenced by a write outage) | workers died | seconds | verdict |"
     echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
     for s in "${seeds[@]}"; do
         log=$outdir/seed-$s.log
@@ -95,7 +95,7 @@ failed=0
         fi
         v=$(field "$line" verdict)
         [[ $v == PASS ]] || failed=1
-        echo "| $s | $(field "$line" jobs) | $(field "$line" lost) | $(field "$line" pending) | $(field "$line" healthy_dead) | $(field "$line" poison_dead) | $(field "$line" dup_jobs) ($(field "$line" dup_calls)) | $(field "$line" kill) / $(field "$line" stop) / $(field "$line" stop_long) / $(field "$line" net) / $(field "$line" server) / $(field "$line" readded) | $(field "$line" unexplained) | $(field "$line" intended) | $(field "$line" early_retries) | $(field "$line" intruders) ($(field "$line" intruder_bad), $(field "$line" intruder_calls)) | $(field "$line" workers_died) | ${secs:--} | $v |"
+        echo "| $s | $(field "$line" jobs) | $(field "$line" lost) | $(field "$line" pending) | $(field "$line" healthy_dead) | $(field "$line" poison_dead) | $(field "$line" dup_jobs) ($(field "$line" dup_calls)) | $(field "$line" kill) / $(field "$line" stop) / $(field "$line" stop_long) / $(field "$line" net) / $(field "$line" server) / $(field "$line" readded) | $(field "$line" unexplained) | $(field "$line" intended) | $(field "$line" early_retries) | $(field "$line" intruders) ($(field "$line" intruder_bad), $(field "$line" intruder_calls), $(field "$line" intruder_fenced)) | $(field "$line" workers_died) | ${secs:--} | $v |"
     done
 } >"$out"
 cat "$out"

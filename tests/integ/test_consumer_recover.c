@@ -149,7 +149,10 @@ TEST(recover_self_reply_lost_in_flight) {
     ASSERT_OK(stop_consumer(&t), &t.err);
     ASSERT_EQ_SIZE(r.n, 1);
     ASSERT_EQ_STR(r.values[0], "lost");
-    ASSERT_EQ_INT(r.deliveries[0], 2);
+    /* The lost reply is not a delivery: the lease still held w's token
+     * after the reconnect, so the entry cannot have reached a handler
+     * (test_consumer_counts.c). */
+    ASSERT_EQ_INT(r.deliveries[0], 1);
     emq_consumer_stats st;
     emq_consumer_stats_get(c, &st);
     ASSERT(st.reconnects >= 1);

@@ -1,0 +1,195 @@
+/* test_consumer_counts.c: delivery counts count deliveries that reached a
+ * handler (issue 10, the defect found by chaos seed 7002), against a real
+ * redis-server.
+ *
+ * max_deliveries dead-letters a job that keeps failing or killing its
+ * process; a count raised by a reply that was lost, or by a batch that a
+ * stop cut short, would dead-letter healthy jobs that never reached a
+ * handler that often. So:
+ *  - a take (a due retry, an own pending entry) whose reply is lost is
+ *    taken again without a second raise: the lease still held the
+ *    consumer's own token, so the entry cannot have reached a handler;
+ *  - the entries of a batch cut short by a stop are handed back with their
+ *    count undone (stats.released), and the next run counts them once;
+ *  - a first session still raises the count of every own pending entry
+ *    (the last holder may have died in the handler): that is how a job
+ *    that kills its process ends in the dead letters.
+ */
+#include "integ/ownership_helpers.h"
+#include "harness/fakepeer.h"
+
+#define CQ "emq:{jobs}"
+
+static emq_conf_t *count_conf(const char *url) {
+    emq_conf_t *conf = conf_for(url);
+    conf_set(conf, "queue", "jobs");
+    conf_set(conf, "group", "g");
+    conf_set(conf, "consumer", "w");
+    conf_set(conf, "start", "new");
+    conf_set(conf, "block_ms", "100");
+    conf_set(conf, "lease.ttl_ms", "5000");
+    conf_set(conf, "claim.min_idle_ms", "60000");
+    conf_set(conf, "claim.interval_ms", "200");
+    conf_set(conf, "max_deliveries", "10");
+    conf_set(conf, P_RECONNECT_BASE, "50");
+    conf_set(conf, P_RECONNECT_MAX, "400");
+    return conf;
+}
+
+/* The delivery count of each entry pending to w, in ID order, into
+ * counts[] (at most max); returns how many. */
+static size_t pending_counts(emq_conn_t *adm, long long *counts, size_t max) {
+    emq_reply *r = CMD(adm, "XPENDING", CQ, "g", "-", "+", "1000", "w");
+    size_t n = emq_reply_len(r);
+    for (size_t i = 0; i < n && i < max; i++)
+        counts[i] = emq_reply_integer(emq_reply_at(emq_reply_at(r, i), 3));
+    emq_reply_free(r);
+    return n < max ? n : max;
+}
+
+TEST_TIMEOUT(counts_lost_take_reply_not_counted_again, 30) {
+    emq_srv *s = emq_srv_start(NULL);
+    emq_conn_t *adm = admin_connect(s);
+    CMD_NOERR(adm, "XGROUP", "CREATE", CQ, "g", "$", "MKSTREAM");
+    /* The first take (the script on stream, reasons and schedule whose
+     * ARGV start with group and consumer, then the ids, which begin with
+     * "1" here, or a bump flag of 1 before them; the claim script has the
+     * min idle time there, 60000, the own-pending list the page size, 50
+     * with count 50) runs in the server, and its reply is
+     * replaced by a broken one: the consumer reconnects without knowing
+     * what it took. The refresh would match too, but its first one is due
+     * only after 15 s. */
+    static const char broken[] = "*2\r\n:5\r\n*0\r\n";
+    emq_icept_rule rule = {"EVAL", 0, broken, 0, 1, "retry:g g w 1"};
+    emq_icept *p = emq_icept_start(emq_srv_port(s), &rule, 1);
+    static slow h;
+    slow_init(&h);
+    snprintf(h.retry_prefix, sizeof h.retry_prefix, "x");
+    h.retry_below = 2; /* retried at delivery 1, acked at 2 */
+    emq_conf_t *conf = count_conf(emq_icept_url(p));
+    conf_set(conf, "count", "50");
+    conf_set(conf, "retry.backoff_ms", "300");
+    emq_conf_set_log(conf, quiet_log, NULL);
+    bg t;
+    emq_consumer_t *c = bg_start(&t, conf, slow_handle, &h);
+    WAIT_UNTIL(client_id_by_name(s, "w", 1) >= 0, 5000,
+               "the consumer to block in XREADGROUP");
+    produce_n(s, "jobs", "x", 1);
+    WAIT_UNTIL(recorded(&h.r) >= 2 || atomic_load(&t.done), 8000,
+               "the retry to come back");
+    WAIT_UNTIL(pending_total(adm, CQ, "g") == 0 || atomic_load(&t.done),
+               3000, "x0 acknowledged");
+    if (atomic_load(&t.done))
+        FAIL("the run ended: %s: %s", emq_status_name(t.st), t.err.message);
+    int replaced = emq_icept_replaced(p);
+    emq_consumer_stats st;
+    emq_consumer_stats_get(c, &st);
+    ASSERT_OK(bg_stop(&t, 3000), &t.err);
+    fprintf(stderr, "    %d take reply lost, %llu reconnects, deliveries %llu "
+            "then %llu\n",
+            replaced, (unsigned long long)st.reconnects,
+            (unsigned long long)h.r.deliveries[0],
+            (unsigned long long)h.r.deliveries[1]);
+    ASSERT_EQ_INT(replaced, 1);
+    ASSERT(st.reconnects >= 1);
+    ASSERT_EQ_SIZE(h.r.n, 2);
+    ASSERT_EQ_INT(h.r.deliveries[0], 1);
+    /* Before: 3 (the lost take's raise, then the retake's). */
+    ASSERT_EQ_INT(h.r.deliveries[1], 2);
+    emq_consumer_destroy(c);
+    emq_icept_stop(p);
+    emq_conn_destroy(adm);
+    emq_srv_stop(s);
+}
+
+TEST_TIMEOUT(counts_stop_hands_back_unstarted_batch_uncounted, 30) {
+    emq_srv *s = emq_srv_start(NULL);
+    emq_conn_t *adm = admin_connect(s);
+    CMD_NOERR(adm, "XGROUP", "CREATE", CQ, "g", "$", "MKSTREAM");
+    static slow h;
+    slow_init(&h);
+    snprintf(h.sleep_prefix, sizeof h.sleep_prefix, "x0");
+    h.sleep_ms = 800; /* the first entry of the batch is slow */
+    emq_conf_t *conf = count_conf(emq_srv_url(s));
+    conf_set(conf, "count", "10");
+    /* Ten waiting, so the first read takes them in one batch. */
+    produce_n(s, "jobs", "x", 10);
+    bg t;
+    emq_consumer_t *c = bg_start(&t, conf, slow_handle, &h);
+    WAIT_UNTIL(atomic_load(&h.in_handler) == 1, 5000,
+               "the slow first entry in the handler");
+    /* Stop while the other nine wait behind it in the batch. */
+    ASSERT_OK(bg_stop(&t, 3000), &t.err);
+    emq_consumer_stats st;
+    emq_consumer_stats_get(c, &st);
+    emq_consumer_destroy(c);
+    long long counts[16];
+    size_t n = pending_counts(adm, counts, 16);
+    fprintf(stderr, "    %zu handler call, %llu released, %zu left pending\n",
+            recorded(&h.r), (unsigned long long)st.released, n);
+    ASSERT_EQ_SIZE(recorded(&h.r), 1);
+    ASSERT_EQ_INT(st.acked, 1);
+    ASSERT_EQ_INT(st.released, 9);
+    ASSERT_EQ_SIZE(n, 9);
+    for (size_t i = 0; i < n; i++)
+        ASSERT_EQ_INT(counts[i], 0); /* pending, never delivered */
+    /* The next run of the same name (a first session: it raises every own
+     * pending entry once) hands each of them out as its first delivery. */
+    h.sleep_ms = 0;
+    emq_consumer_t *c2 = bg_start(&t, count_conf(emq_srv_url(s)),
+                                  slow_handle, &h);
+    WAIT_UNTIL(recorded(&h.r) >= 10, 5000, "the nine handed back");
+    WAIT_UNTIL(pending_total(adm, CQ, "g") == 0, 3000, "all acknowledged");
+    ASSERT_OK(bg_stop(&t, 3000), &t.err);
+    ASSERT_EQ_SIZE(h.r.n, 10);
+    for (size_t i = 1; i < 10; i++)
+        ASSERT_EQ_INT(h.r.deliveries[i], 1); /* before: 2 */
+    emq_consumer_destroy(c2);
+    emq_conn_destroy(adm);
+    emq_srv_stop(s);
+}
+
+TEST_TIMEOUT(counts_first_session_raises_entries_a_dead_holder_had, 30) {
+    /* The other side of the rule: an entry pending to w from an earlier
+     * process (which may have died in the handler) counts that delivery;
+     * a job that kills every process that takes it reaches
+     * max_deliveries. */
+    emq_srv *s = emq_srv_start(NULL);
+    emq_conn_t *adm = admin_connect(s);
+    CMD_NOERR(adm, "XGROUP", "CREATE", CQ, "g", "$", "MKSTREAM");
+    produce_n(s, "jobs", "x", 2);
+    emq_reply *r = CMD(adm, "XREADGROUP", "GROUP", "g", "w", "COUNT", "2",
+                       "STREAMS", CQ, ">");
+    emq_reply_free(r);
+    /* The second one died with its process twice more. */
+    r = CMD(adm, "XPENDING", CQ, "g", "-", "+", "2", "w");
+    char second[EMQ_ID_MAX];
+    size_t len = 0;
+    const char *text = emq_reply_str(emq_reply_at(emq_reply_at(r, 1), 0), &len);
+    ASSERT(text != NULL && len < sizeof second);
+    memcpy(second, text, len);
+    second[len] = '\0';
+    emq_reply_free(r);
+    CMD_NOERR(adm, "XCLAIM", CQ, "g", "w", "0", second, "RETRYCOUNT", "3",
+              "JUSTID");
+    static slow h;
+    slow_init(&h);
+    emq_conf_t *conf = count_conf(emq_srv_url(s));
+    conf_set(conf, "max_deliveries", "3");
+    bg t;
+    emq_consumer_t *c = bg_start(&t, conf, slow_handle, &h);
+    WAIT_UNTIL(pending_total(adm, CQ, "g") == 0, 5000,
+               "both settled by the first session");
+    emq_consumer_stats st;
+    emq_consumer_stats_get(c, &st);
+    ASSERT_OK(bg_stop(&t, 3000), &t.err);
+    ASSERT_EQ_SIZE(h.r.n, 1);
+    ASSERT_EQ_INT(h.r.deliveries[0], 2);
+    ASSERT_EQ_INT(st.dead_lettered, 1); /* delivered 4 times > 3 */
+    r = CMD(adm, "XRANGE", CQ ":dead", "-", "+");
+    ASSERT_EQ_SIZE(emq_reply_len(r), 1);
+    emq_reply_free(r);
+    emq_consumer_destroy(c);
+    emq_conn_destroy(adm);
+    emq_srv_stop(s);
+}

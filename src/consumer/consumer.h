@@ -165,6 +165,7 @@ typedef struct batch_item {
     uint64_t deliveries;     /* server's count; 0 when not known */
     int malformed;           /* the entry's shape is broken */
     int held;                /* was in the in-flight table already */
+    size_t slot;             /* where add_batch put it (a hint) */
 } batch_item;
 
 
@@ -234,11 +235,13 @@ int emq_inflight_add_batch(emq_inflight *t, batch_item *items, size_t n,
                            int64_t now_ms);
 /* One lock for the run thread's step: queues *op when not NULL (as
  * a settlement: the entry moves to IF_SETTLING, or IF_RETRY_WAIT due in
- * op->delay_ms; takes ownership), then, when next is not NULL,
- * marks it IF_HANDLING if it is held and still owned and sets *began to 1
- * (else 0, forgetting a lost one). ENOMEM fails. */
+ * op->delay_ms; takes ownership), then, when next (an item of the batch
+ * add_batch took, found by its slot hint) is not NULL, marks its entry
+ * IF_HANDLING if it is held and still owned and sets *began to 1 (else 0,
+ * forgetting a lost one). ENOMEM fails. */
 emq_status emq_inflight_step(emq_inflight *t, settle_op *op,
-                             const emq_id *next, int *began, emq_error *err);
+                             const batch_item *next, int *began,
+                             emq_error *err);
 /* Adds id in IF_RETRY_WAIT, due in wait_ms (a retry whose delay survived
  * a restart), unless it is there already. -1 when out of memory. */
 int emq_inflight_add_waiting(emq_inflight *t, const emq_id *id,

@@ -52,18 +52,15 @@ const emq_reply *emq_xread_entries(const emq_reply *reply, emq_error *err,
     return emq_reply_len(entries) ? entries : NULL;
 }
 
-/* 1 when fields is a usable field list: null (deleted) or an array of
- * string names and values, in pairs. */
-static int fields_usable(const emq_reply *fields) {
+/* 1 when fields has the shape of a field list: null (deleted) or an array
+ * of names and values, in pairs. That each one is a string is checked
+ * when the entry is handed out (build_fields), in the same pass that
+ * builds the views. */
+static int fields_shaped(const emq_reply *fields) {
     if (emq_reply_kind(fields) == EMQ_REPLY_NULL)
         return 1;
-    if (emq_reply_kind(fields) != EMQ_REPLY_ARRAY ||
-        emq_reply_len(fields) % 2 != 0)
-        return 0;
-    for (size_t i = 0; i < emq_reply_len(fields); i++)
-        if (emq_reply_kind(emq_reply_at(fields, i)) != EMQ_REPLY_STRING)
-            return 0;
-    return 1;
+    return emq_reply_kind(fields) == EMQ_REPLY_ARRAY &&
+           emq_reply_len(fields) % 2 == 0;
 }
 
 emq_status emq_batch_parse(batch *b, emq_reply *reply,
@@ -99,7 +96,7 @@ emq_status emq_batch_parse(batch *b, emq_reply *reply,
         memcpy(item->id.str, id_text, id_len);
         item->id.str[id_len] = '\0';
         item->malformed =
-            emq_reply_len(entry) != 2 || !fields_usable(fields);
+            emq_reply_len(entry) != 2 || !fields_shaped(fields);
         item->fields = item->malformed || emq_reply_kind(fields) ==
                                               EMQ_REPLY_NULL
                            ? NULL
@@ -111,8 +108,9 @@ emq_status emq_batch_parse(batch *b, emq_reply *reply,
     return EMQ_OK;
 }
 
-/* Points c->fields at the item's field/value views. */
-static emq_status build_fields(emq_consumer_t *c, const batch_item *item,
+/* Points c->fields at the item's field/value views; sets item->malformed
+ * (and forgets its fields) when a name or value is not a string. */
+static emq_status build_fields(emq_consumer_t *c, batch_item *item,
                                size_t *nfields, emq_error *err) {
     size_t n = emq_reply_len(item->fields) / 2;
     if (n > c->fields_cap) {
@@ -123,14 +121,21 @@ static emq_status build_fields(emq_consumer_t *c, const batch_item *item,
         c->fields_cap = n;
     }
     for (size_t i = 0; i < n; i++) {
-        c->fields[i].name =
-            emq_reply_str(emq_reply_at(item->fields, 2 * i), &c->fields[i].name_len);
-        c->fields[i].value = emq_reply_str(emq_reply_at(item->fields, 2 * i + 1),
-                                           &c->fields[i].value_len);
+        const emq_reply *name = emq_reply_at(item->fields, 2 * i);
+        const emq_reply *value = emq_reply_at(item->fields, 2 * i + 1);
+        if (emq_reply_kind(name) != EMQ_REPLY_STRING ||
+            emq_reply_kind(value) != EMQ_REPLY_STRING) {
+            item->malformed = 1;
+            item->fields = NULL;
+            *nfields = 0;
+            return EMQ_OK;
+        }
+        c->fields[i].name = emq_reply_str(name, &c->fields[i].name_len);
+        c->fields[i].value = emq_reply_str(value, &c->fields[i].value_len);
+        if (c->fields[i].value == NULL)
+            c->fields[i].value = ""; /* an empty string may have no text */
         if (c->fields[i].name == NULL)
             c->fields[i].name = "";
-        if (c->fields[i].value == NULL)
-            c->fields[i].value = "";
     }
     *nfields = n;
     return EMQ_OK;
@@ -190,6 +195,8 @@ static emq_status handle(emq_consumer_t *c, batch_item *item, settle_op *op,
     emq_status st = build_fields(c, item, &nfields, err);
     if (st != EMQ_OK)
         return st;
+    if (item->malformed) /* a name or value that is not a string */
+        return make_op(c, item, SETTLE_DEAD, "malformed entry", op, err);
     emq_entry entry = {
         .id = item->id.str,
         .deliveries = item->deliveries,
@@ -293,8 +300,8 @@ emq_status emq_batch_dispatch(emq_consumer_t *c, batch *b, emq_error *err) {
             have = st == EMQ_OK;
         } else {
             int go = 0;
-            st = emq_inflight_step(&c->table, have ? &op : NULL, &item->id,
-                                   &go, err);
+            st = emq_inflight_step(&c->table, have ? &op : NULL, item, &go,
+                                   err);
             have = 0;
             if (st == EMQ_OK && go) {
                 st = handle(c, item, &op, err);

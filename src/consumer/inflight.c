@@ -35,6 +35,8 @@ emq_status emq_inflight_init(emq_inflight *t, emq_error *err) {
 }
 
 void emq_settle_op_free(settle_op *op) {
+    if (op->reason == NULL && op->args == NULL && op->lens == NULL)
+        return; /* an ack owns nothing (the common case) */
     emq_free(op->reason);
     emq_free(op->args);
     emq_free(op->lens);
@@ -113,12 +115,14 @@ static void remove_at(emq_inflight *t, if_entry *e) {
     }
 }
 
-static void insert_slot(if_entry *slots, size_t cap, const if_entry *e) {
+/* Returns the slot e went to. */
+static size_t insert_slot(if_entry *slots, size_t cap, const if_entry *e) {
     size_t mask = cap - 1;
     size_t i = e->hash & mask;
     while (slots[i].used)
         i = (i + 1) & mask;
     slots[i] = *e;
+    return i;
 }
 
 static int grow(emq_inflight *t) {
@@ -162,7 +166,7 @@ int emq_inflight_add_batch(emq_inflight *t, batch_item *items, size_t n,
         if_entry e = {.id = items[i].id, .refreshed_ms = now_ms,
                       .deliveries = items[i].deliveries, .hash = h,
                       .used = 1, .state = IF_READ};
-        insert_slot(t->slots, t->cap, &e);
+        items[i].slot = insert_slot(t->slots, t->cap, &e);
         t->n++;
     }
     if (t->dozing && t->n > 0) /* new work to keep fresh */
@@ -203,13 +207,14 @@ static emq_status queue_op(emq_inflight *t, settle_op *op, emq_error *err) {
 }
 
 emq_status emq_inflight_step(emq_inflight *t, settle_op *op,
-                             const emq_id *next, int *began, emq_error *err) {
+                             const batch_item *next, int *began,
+                             emq_error *err) {
     emq_status st = EMQ_OK;
     pthread_mutex_lock(&t->mu);
     if (op != NULL)
         st = queue_op(t, op, err);
     if (next != NULL) {
-        if_entry *e = find(t, next);
+        if_entry *e = find_at(t, &next->id, next->slot);
         /* Not refreshed for most of claim.min_idle_ms (the upkeep
          * connection is down): a peer may take it any moment, so it is
          * not handed out; recovery brings it back. */

@@ -14,11 +14,18 @@ static int parse_u64(const char *p, size_t n, uint64_t *out) {
     if (n == 0 || n > 20)
         return -1;
     uint64_t v = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (p[i] < '0' || p[i] > '9')
+    /* Nineteen digits never overflow; only a twentieth can. (This runs
+     * for every entry a consumer reads.) */
+    size_t safe = n < 19 ? n : 19;
+    for (size_t i = 0; i < safe; i++) {
+        unsigned d = (unsigned)(unsigned char)p[i] - '0';
+        if (d > 9)
             return -1;
-        unsigned d = (unsigned)(p[i] - '0');
-        if (v > (UINT64_MAX - d) / 10)
+        v = v * 10 + d;
+    }
+    if (n == 20) {
+        unsigned d = (unsigned)(unsigned char)p[19] - '0';
+        if (d > 9 || v > (UINT64_MAX - d) / 10)
             return -1;
         v = v * 10 + d;
     }

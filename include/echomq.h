@@ -216,6 +216,44 @@ EMQ_EXPORT emq_status emq_conn_get_reply(emq_conn_t *conn, emq_reply **reply,
                                          emq_error *err);
 /* Number of appended commands whose replies have not been read yet. */
 EMQ_EXPORT size_t emq_conn_pending(const emq_conn_t *conn);
+
+/* What the server a connection talks to can do, learned at connect (the
+ * HELLO reply; with protocol 2, INFO server) and decided in one table
+ * (docs/COMPATIBILITY.md). Only behaviours the test suite has checked on a
+ * real server are listed; a capability a server lacks is worked around
+ * where the library uses it. */
+typedef enum emq_capability {
+    /* XAUTOCLAIM returns the IDs of deleted pending entries as a third
+     * element (Redis 7.0+, Valkey); 6.2 returns such entries as nil. */
+    EMQ_CAP_XAUTOCLAIM_DELETED = 1u << 0,
+    /* XINFO STREAM reports entries-added and XINFO GROUPS entries-read and
+     * lag (Redis 7.0+, Valkey); without it they are unknown (-1). */
+    EMQ_CAP_STREAM_COUNTERS = 1u << 1,
+    /* CLUSTER SHARDS (Redis 7.0+, Valkey); else CLUSTER SLOTS. */
+    EMQ_CAP_CLUSTER_SHARDS = 1u << 2,
+    /* XINFO CONSUMERS reports inactive (Redis 7.2+, Valkey). */
+    EMQ_CAP_CONSUMER_INACTIVE = 1u << 3
+} emq_capability;
+
+/* The server as the connection learned it. name is "redis" or "valkey"
+ * ("" when unknown: the server said nothing, or INFO was refused);
+ * version as the server writes it ("7.2.6"); capabilities is a set of
+ * emq_capability, 0 when unknown (then every behaviour is detected from
+ * the replies themselves). */
+typedef struct emq_server {
+    char name[16];
+    char version[24];
+    int major, minor, patch;
+    uint32_t capabilities;
+} emq_server;
+
+/* Copies what conn learned of its server at its last connect into *out.
+ * Returns 1 when the server is known, 0 otherwise (out is then zeroed).
+ * Any thread that owns conn. */
+EMQ_EXPORT int emq_conn_server(const emq_conn_t *conn, emq_server *out);
+/* The name of one capability bit ("xautoclaim_deleted", ...); NULL for
+ * anything else. Static storage. */
+EMQ_EXPORT const char *emq_capability_name(uint32_t cap);
 /* Drops the current transport (any unread replies are lost) and connects
  * again, sleeping a capped exponential backoff with jitter between
  * attempts, up to conf reconnect.max_attempts. Returns the last attempt's
@@ -547,6 +585,9 @@ typedef struct emq_queue_info {
      * queue has npartitions 0 and partitions NULL. */
     size_t npartitions;
     struct emq_queue_info *partitions;
+    /* The server that answered (a topic: its first partition's), as its
+     * connection learned it (emq_conn_server); zeroed when unknown. */
+    emq_server server;
 } emq_queue_info;
 
 /* Describes the queue: stream, every group and consumer, dead letters;

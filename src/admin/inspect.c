@@ -381,6 +381,8 @@ static emq_status describe_topic(emq_admin_t *a, emq_queue_info *info,
         info->partitions[i] = *one; /* take its contents */
         emq_free(one);
         const emq_queue_info *p = &info->partitions[i];
+        if (i == 0)
+            info->server = p->server;
         info->exists |= p->exists;
         info->length += p->length;
         info->entries_added = i == 0 ? p->entries_added
@@ -438,6 +440,15 @@ emq_status emq_admin_describe(emq_admin_t *a, emq_queue_info **out,
         st = emq_admin_pipeline(a, 4, cmds, replies, err);
     if (st == EMQ_OK)
         st = describe_from(a, replies, info, err);
+    if (st == EMQ_OK &&
+        emq_route_server(a->route, &info->server) &&
+        !(info->server.capabilities & EMQ_CAP_STREAM_COUNTERS)) {
+        /* The capability table says this server keeps no such counters
+         * (6.2): unknown, whatever a reply may hold. */
+        info->entries_added = -1;
+        for (size_t g = 0; g < info->ngroups; g++)
+            info->groups[g].entries_read = -1;
+    }
     for (int i = 0; i < 4; i++)
         emq_reply_free(replies[i]);
     if (st != EMQ_OK) {
@@ -467,6 +478,29 @@ static void json_opt(emq_json *j, int64_t v) {
         emq_json_raw(j, "%lld", (long long)v);
 }
 
+/* {"name":..,"version":..,"capabilities":[..]}, or null when unknown. */
+static void json_server(emq_json *j, const emq_server *server) {
+    if (server->name[0] == '\0') {
+        emq_json_raw(j, "null");
+        return;
+    }
+    emq_json_raw(j, "{\"name\":");
+    emq_json_cstr(j, server->name);
+    emq_json_raw(j, ",\"version\":");
+    emq_json_cstr(j, server->version);
+    emq_json_raw(j, ",\"capabilities\":[");
+    int first = 1;
+    for (uint32_t bit = 1; bit != 0; bit <<= 1) {
+        const char *name = emq_capability_name(bit);
+        if (name == NULL || !(server->capabilities & bit))
+            continue;
+        emq_json_raw(j, first ? "" : ",");
+        emq_json_cstr(j, name);
+        first = 0;
+    }
+    emq_json_raw(j, "]}");
+}
+
 /* One queue_info document; a topic's partitions nest inside it. */
 static void json_info(emq_json *j, const emq_queue_info *info) {
     emq_json_raw(j, "{\"stream\":");
@@ -481,6 +515,8 @@ static void json_info(emq_json *j, const emq_queue_info *info) {
     json_id(j, &info->last_id);
     emq_json_raw(j, ",\"entries_added\":");
     json_opt(j, info->entries_added);
+    emq_json_raw(j, ",\"server\":");
+    json_server(j, &info->server);
     emq_json_raw(j, ",\"dead_length\":%llu,\"groups\":[",
                  (unsigned long long)info->dead_length);
     for (size_t g = 0; g < info->ngroups; g++) {

@@ -104,7 +104,26 @@ static size_t info_json(const void *ctx, char *buf, size_t size) {
     return emq_queue_info_json(ctx, buf, size);
 }
 
+/* "redis 7.2.6 (capability, ...)", or "?" when the server said nothing. */
+static void print_server(const emq_server *server) {
+    if (server->name[0] == '\0') {
+        printf("server        ? (not learned: protocol 2 with INFO refused)\n");
+        return;
+    }
+    printf("server        %s %s (", server->name, server->version);
+    const char *sep = "";
+    for (uint32_t bit = 1; bit != 0; bit <<= 1) {
+        const char *name = emq_capability_name(bit);
+        if (name != NULL && (server->capabilities & bit)) {
+            printf("%s%s", sep, name);
+            sep = ", ";
+        }
+    }
+    printf("%s)\n", sep[0] ? "" : "none of the optional features");
+}
+
 static void print_info(const char *queue, const emq_queue_info *q) {
+    print_server(&q->server);
     if (!q->exists) {
         printf("queue %s: stream %s does not exist (nothing was added yet)\n",
                queue, q->stream);

@@ -193,6 +193,8 @@ unsigned emq_route_slot(const emq_route *route);
 /* "host:port" of the node currently serving the slot (the URL's endpoint
  * for a standalone route). Borrowed; valid until the next call. */
 const char *emq_route_node(const emq_route *route);
+/* Like emq_conn_server, for the connection to the slot's current node. */
+int emq_route_server(const emq_route *route, emq_server *out);
 /* Copies the counters. */
 void emq_route_stats_get(const emq_route *route, emq_route_stats *out);
 

@@ -471,18 +471,28 @@ static emq_status fetch_map(emq_route *r, emq_conn_t *conn,
     static const char *const shards[] = {"CLUSTER", "SHARDS"};
     static const char *const slots[] = {"CLUSTER", "SLOTS"};
     emq_reply *rep = NULL;
-    emq_status st = emq_conn_command(conn, 2, shards, NULL, &rep, err);
-    if (st != EMQ_OK)
-        return st;
-    int use_slots = 0;
-    if (emq_reply_kind(rep) == EMQ_REPLY_ERROR) {
-        if (says_standalone(rep) || emq_reply_is_error(rep, "NOPERM")) {
-            *how = says_standalone(rep) ? FOUND_STANDALONE : FOUND_NOPERM;
+    emq_status st;
+    /* A server known to lack CLUSTER SHARDS (before 7.0) is asked for
+     * SLOTS at once; any other is asked for SHARDS first. */
+    emq_server server;
+    int use_slots = emq_conn_server(conn, &server) &&
+                    !(server.capabilities & EMQ_CAP_CLUSTER_SHARDS);
+    if (!use_slots) {
+        st = emq_conn_command(conn, 2, shards, NULL, &rep, err);
+        if (st != EMQ_OK)
+            return st;
+        if (emq_reply_kind(rep) == EMQ_REPLY_ERROR) {
+            if (says_standalone(rep) || emq_reply_is_error(rep, "NOPERM")) {
+                *how = says_standalone(rep) ? FOUND_STANDALONE : FOUND_NOPERM;
+                emq_reply_free(rep);
+                return EMQ_OK;
+            }
             emq_reply_free(rep);
-            return EMQ_OK;
+            rep = NULL;
+            use_slots = 1;
         }
-        emq_reply_free(rep);
-        rep = NULL;
+    }
+    if (use_slots) {
         st = emq_conn_command(conn, 2, slots, NULL, &rep, err);
         if (st != EMQ_OK)
             return st;
@@ -507,7 +517,6 @@ static emq_status fetch_map(emq_route *r, emq_conn_t *conn,
             return emq_error_set(err, EMQ_ESERVER, 0,
                                  "CLUSTER SLOTS failed: %s", text);
         }
-        use_slots = 1;
     }
     emq_slot_map_init(map);
     st = use_slots ? emq_slot_map_from_slots(map, rep, self_host, err)
@@ -971,6 +980,16 @@ unsigned emq_route_slot(const emq_route *route) {
 
 const char *emq_route_node(const emq_route *route) {
     return route ? route->name : "";
+}
+
+int emq_route_server(const emq_route *route, emq_server *out) {
+    const emq_conn_t *conn = NULL;
+    if (route != NULL && route->single)
+        conn = route->single;
+    else if (route != NULL && route->owner >= 0 &&
+             (size_t)route->owner < route->links_cap)
+        conn = route->links[route->owner].conn;
+    return emq_conn_server(conn, out);
 }
 
 void emq_route_stats_get(const emq_route *route, emq_route_stats *out) {

@@ -54,6 +54,7 @@ struct emq_conn {
     const atomic_int *cancel; /* emq_conn_set_cancel; NULL: none */
     int64_t cancel_grace_ms;
     int64_t overdue_at;      /* when the awaited reply is overdue; -1 */
+    emq_server server;       /* learned at the last handshake (server.c) */
 };
 
 /* ---- blocking commands -------------------------------------------------- */
@@ -413,9 +414,9 @@ static emq_status auth_error(emq_conn_t *c, const emq_reply *r,
 
 /* Appends the handshake commands; returns how many, or a negative status
  * (EMQ_ENOMEM/EMQ_ELIMIT) with err filled. kinds gets what each is. */
-enum { HS_HELLO, HS_AUTH, HS_SELECT, HS_SETNAME };
+enum { HS_HELLO, HS_AUTH, HS_SELECT, HS_SETNAME, HS_INFO };
 
-static int append_handshake(emq_conn_t *c, int kinds[4], emq_error *err) {
+static int append_handshake(emq_conn_t *c, int kinds[5], emq_error *err) {
     int n = 0;
     emq_status st;
     char dbtext[24];
@@ -447,6 +448,13 @@ static int append_handshake(emq_conn_t *c, int kinds[4], emq_error *err) {
         st = append(c, 3, argv, NULL, err);
         kinds[n++] = HS_SETNAME;
     }
+    if (st == EMQ_OK && c->conf->protocol != 3) {
+        /* Without HELLO, the server's name and version come from INFO
+         * (an ACL may refuse it: then they stay unknown). */
+        const char *argv[2] = {"INFO", "server"};
+        st = append(c, 2, argv, NULL, err);
+        kinds[n++] = HS_INFO;
+    }
     return st == EMQ_OK ? n : (int)st;
 }
 
@@ -476,7 +484,8 @@ static emq_status handshake(emq_conn_t *c, int64_t deadline, emq_error *err) {
 
 static emq_status handshake_once(emq_conn_t *c, int64_t deadline, int *busy,
                                  emq_error *err) {
-    int kinds[4];
+    int kinds[5];
+    memset(&c->server, 0, sizeof c->server);
     int n = append_handshake(c, kinds, err);
     if (n <= 0)
         return n == 0 ? EMQ_OK : (emq_status)n;
@@ -499,6 +508,17 @@ static emq_status handshake_once(emq_conn_t *c, int64_t deadline, int *busy,
         if (left < 1)
             left = 1;
         if (emq_reply_kind(r) != EMQ_REPLY_ERROR) {
+            if (kinds[i] == HS_HELLO) {
+                emq_server_from_hello(r, &c->server);
+            } else if (kinds[i] == HS_INFO) {
+                size_t len;
+                const char *text = emq_reply_str(r, &len);
+                emq_server_from_info(text, len, &c->server);
+            }
+            emq_reply_free(r);
+            continue;
+        }
+        if (kinds[i] == HS_INFO) { /* optional, like the name */
             emq_reply_free(r);
             continue;
         }
@@ -700,6 +720,17 @@ emq_status emq_conn_append(emq_conn_t *conn, int argc,
     if (st == EMQ_OK)
         emq_error_clear(err);
     return st;
+}
+
+int emq_conn_server(const emq_conn_t *conn, emq_server *out) {
+    if (out == NULL)
+        return 0;
+    if (conn == NULL || conn->server.name[0] == '\0') {
+        memset(out, 0, sizeof *out);
+        return 0;
+    }
+    *out = conn->server;
+    return 1;
 }
 
 emq_status emq_conn_get_reply(emq_conn_t *conn, emq_reply **reply,

@@ -73,6 +73,22 @@ int64_t emq_backoff_base(int64_t min_ms, int64_t max_ms, unsigned attempt);
 int64_t emq_backoff_delay(int64_t min_ms, int64_t max_ms, unsigned attempt,
                           uint64_t *state);
 
+/* ---- server.c --------------------------------------------------------- */
+
+/* The capability table: what a server of this name and version can do
+ * (emq_capability bits). Unknown names or versions: 0. One place decides
+ * every version difference the library acts on; a newer feature (Redis
+ * 8.2's XACKDEL/XDELEX and ACKED trimming, 8.4's XREADGROUP ... CLAIM) is
+ * a new bit here once a server that has it can be tested. */
+uint32_t emq_server_caps(const char *name, int major, int minor, int patch);
+/* Fills *out from a HELLO reply (a map or, in RESP2, a flat array with
+ * "server" and "version"). Returns 1 when both were found. */
+int emq_server_from_hello(const emq_reply *hello, emq_server *out);
+/* Fills *out from the text of INFO server (valkey_version and
+ * server_name win over redis_version, which Valkey sets to 7.2.4).
+ * Returns 1 when a version was found. */
+int emq_server_from_info(const char *text, size_t len, emq_server *out);
+
 /* ---- conn.c ----------------------------------------------------------- */
 
 /* Extra time, in ms, to wait for the reply of a blocking command beyond

@@ -123,6 +123,17 @@ static void describe_progress(const char *protocol) {
      * reports none of them: unknown (-1), and the client counts the lag. */
     int counters = emq_srv_redis_at_least(s, 7, 0);
     ASSERT_EQ_INT(info->entries_added, counters ? 10 : -1);
+    /* The server as the connection learned it (HELLO, or INFO server with
+     * protocol 2), and the capabilities that follow. */
+    const emq_srv_server_info *srv = emq_srv_server(s);
+    ASSERT_EQ_STR(info->server.name, srv->name);
+    ASSERT_EQ_STR(info->server.version, srv->version);
+    ASSERT_EQ_INT(!!(info->server.capabilities & EMQ_CAP_STREAM_COUNTERS),
+                  counters);
+    ASSERT_EQ_INT(!!(info->server.capabilities & EMQ_CAP_XAUTOCLAIM_DELETED),
+                  counters);
+    ASSERT_EQ_INT(!!(info->server.capabilities & EMQ_CAP_CONSUMER_INACTIVE),
+                  emq_srv_redis_at_least(s, 7, 2));
     ASSERT_EQ_SIZE(info->dead_length, 3);
     ASSERT_EQ_SIZE(info->ngroups, 3);
 
@@ -183,8 +194,10 @@ static void describe_progress(const char *protocol) {
         json,
         "import json,sys; d=json.load(sys.stdin); "
         "top={\"stream\",\"dead\",\"exists\",\"length\",\"first_id\","
-        "\"last_id\",\"entries_added\",\"dead_length\",\"groups\"}; "
+        "\"last_id\",\"entries_added\",\"server\",\"dead_length\","
+        "\"groups\"}; "
         "assert set(d)==top, d.keys(); "
+        "assert set(d[\"server\"])=={\"name\",\"version\",\"capabilities\"}; "
         "gk={\"name\",\"pending\",\"last_delivered_id\",\"entries_read\","
         "\"lag\",\"lag_computed\",\"oldest_pending_id\","
         "\"oldest_pending_age_ms\",\"consumers\"}; "

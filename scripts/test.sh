@@ -23,10 +23,13 @@
 #             gcc build's integration tests (emq_tests integ/: library, CLI
 #             and cluster tests) run against each of them and against the
 #             system redis-server (Debian: 7.0.15), each selected by
-#             EMQ_SERVER_BIN_DIR; per-server counts and times are printed.
-#             When the gcc stage ran in the same invocation, its run is the
-#             system server's row (not repeated). Skipped, saying why, when
-#             the sources are absent
+#             EMQ_SERVER_BIN_DIR, then a short chaos run (5000 jobs, every
+#             kind of fault, about 40 s) on each; per-server counts and
+#             times are printed. When the gcc stage ran in the same
+#             invocation, its run is the system server's tests (not
+#             repeated). Then docs/COMPATIBILITY.md must match what the run
+#             showed (scripts/compat.sh check; not with EMQ_MATRIX_SERVERS).
+#             Skipped, saying why, when the sources are absent
 #   fuzz      each tests/fuzz/fuzz_*.c for EMQ_FUZZ_SECONDS s (default: a
 #             150 s budget shared by the targets, at least 15 s each)
 #   bench     bench/*.c build (they are not run)
@@ -376,30 +379,49 @@ stage_matrix() {
         names+=("$name")
         dirs+=("$dir")
     done <<<"$listing"
-    local i rc results=() failed=() start counts
+    local i rc results=() failed=() start counts ran=() chaos_rc verdict
     for i in "${!names[@]}"; do
         name=${names[$i]}
         dir=${dirs[$i]}
         if [[ -n "${EMQ_MATRIX_SERVERS:-}" && " $EMQ_MATRIX_SERVERS " != *" $name "* ]]; then
             continue
         fi
-        if [[ $i -eq 0 && -n "$sys" && -n "$gcc_system_counts" ]]; then
-            # The gcc stage just ran every test (unit and integ) on it.
-            results+=("$(printf '%-14s %-40s %4ds  (the gcc stage, all tests)' "$name" \
-                "$gcc_system_counts" "$gcc_system_secs")")
-            continue
-        fi
+        ran+=("$name")
         echo
         echo "-- $name: $("$dir/redis-server" --version) (EMQ_SERVER_BIN_DIR=$dir)"
         start=$SECONDS
         rc=0
-        EMQ_SERVER_BIN_DIR=$dir run_tests "matrix-$name" "$build/gcc/emq_tests" integ/ || rc=$?
-        counts=$(grep -E '^[0-9]+ passed, [0-9]+ failed, [0-9]+ skipped$' \
-            "$logs/matrix-$name.tests.log" | tail -n 1 || true)
-        results+=("$(printf '%-14s %-40s %4ds' "$name" "${counts:-no count (exit $rc)}" $((SECONDS - start)))")
-        if [[ $rc -ne 0 ]]; then
+        if [[ $i -eq 0 && -n "$sys" && -n "$gcc_system_counts" ]]; then
+            # The gcc stage just ran every test (unit and integ) on it.
+            cp "$logs/gcc.tests.log" "$logs/matrix-$name.tests.log"
+            counts="$gcc_system_counts (the gcc stage)"
+        else
+            EMQ_SERVER_BIN_DIR=$dir run_tests "matrix-$name" "$build/gcc/emq_tests" integ/ || rc=$?
+            counts=$(grep -E '^[0-9]+ passed, [0-9]+ failed, [0-9]+ skipped$' \
+                "$logs/matrix-$name.tests.log" | tail -n 1 || true)
+        fi
+        # The short chaos run on this server: every kind of fault, 5000
+        # jobs, about 40 s.
+        chaos_rc=0
+        rm -rf "$build/chaos-$name"
+        mkdir -p "$build/chaos-$name"
+        echo "\$ EMQ_SERVER_BIN_DIR=$dir chaos --seed ${EMQ_CHAOS_SEED:-6001} --jobs 5000 ..."
+        EMQ_SERVER_BIN_DIR=$dir "$build/gcc/chaos" --seed "${EMQ_CHAOS_SEED:-6001}" \
+            --jobs 5000 --workers 3 --pidns-workers 1 --seconds 30 --poison 4 \
+            --max-deliveries 5 --claim-idle 2000 --lease-ttl 5000 \
+            --handler-short-ms 4 --handler-long-permille 2 --retry-permille 20 \
+            --retry-backoff 200 --kills 2 --stops 1 --restarts 1 --drops 1 \
+            --stalls 1 --halfopens 1 --stops-long 1 --intruders 1 --misconfs 1 \
+            --drain-seconds 45 --dir "$build/chaos-$name" \
+            >"$logs/matrix-$name.chaos.log" 2>&1 || chaos_rc=$?
+        verdict=$(grep -m1 '^chaos summary:' "$logs/matrix-$name.chaos.log" |
+            sed -n 's/.* verdict=\([A-Z]*\).*/\1/p' || true)
+        echo "chaos on $name: ${verdict:-no verdict} (exit $chaos_rc; log $logs/matrix-$name.chaos.log)"
+        results+=("$(printf '%-14s %-40s chaos %-4s %4ds' "$name" "${counts:-no count (exit $rc)}" "${verdict:-?}" $((SECONDS - start)))")
+        if [[ $rc -ne 0 || $chaos_rc -ne 0 ]]; then
             failed+=("$name")
             grep -E '^(FAIL|skip) ' "$logs/matrix-$name.tests.log" | sed "s/^/   $name: /" || true
+            [[ $chaos_rc -eq 0 ]] || tail -n 30 "$logs/matrix-$name.chaos.log" | sed "s/^/   $name chaos: /"
         fi
     done
     echo
@@ -411,6 +433,13 @@ stage_matrix() {
     if [[ ${#failed[@]} -gt 0 ]]; then
         echo "matrix: failures on ${failed[*]}; logs: $logs/matrix-<server>.tests.log" >&2
         return 1
+    fi
+    # docs/COMPATIBILITY.md says what this run showed: checked when every
+    # server ran (a subset cannot speak for the others).
+    if [[ -z "${EMQ_MATRIX_SERVERS:-}" ]]; then
+        "$root/scripts/compat.sh" check "$logs" "${ran[@]}"
+    else
+        echo "matrix: EMQ_MATRIX_SERVERS is set: docs/COMPATIBILITY.md not checked"
     fi
 }
 
@@ -496,6 +525,6 @@ run_stage symbols "libechomq.so exports only emq_*" stage_symbols
 run_stage install "cmake --install + consumer via find_package and pkg-config" stage_install
 run_stage examples "examples compile, roundtrip against a private redis-server" stage_examples
 run_stage docs "docs/CONFIGURATION.md is up to date" stage_docs
-run_stage matrix "server matrix: emq_tests integ/ on Redis 6.2, 7.0, 7.2 and Valkey 8" stage_matrix
+run_stage matrix "server matrix: emq_tests integ/ and a short chaos run on Redis 6.2, 7.0, 7.2 and Valkey 8; docs/COMPATIBILITY.md checked" stage_matrix
 run_stage fuzz "fuzz targets (${fuzz_seconds:+$fuzz_seconds s each}${fuzz_seconds:-$FUZZ_BUDGET s shared})" stage_fuzz
 run_stage bench "benchmarks build (not run)" stage_bench

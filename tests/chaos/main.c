@@ -1253,8 +1253,11 @@ int main(int argc, char **argv) {
     so.appendonly = 1;
     so.start_timeout_ms = 60000;
     /* CONFIG SET dir (the MISCONF episode) is a protected config in 7.x;
-     * "local" allows it over the admin unix socket only. */
-    so.extra_config = "enable-protected-configs local\n";
+     * "local" allows it over the admin unix socket only. 6.2 has no such
+     * setting (and allows it). */
+    so.extra_config = emq_srv_binary_version(NULL, 0) >= 70000
+                          ? "enable-protected-configs local\n"
+                          : NULL;
     emq_srv *srv = emq_srv_start(&so);
     emq_peer_opts po;
     memset(&po, 0, sizeof po);

@@ -126,6 +126,13 @@ static void describe_progress(const char *protocol) {
     /* The server as the connection learned it (HELLO, or INFO server with
      * protocol 2), and the capabilities that follow. */
     const emq_srv_server_info *srv = emq_srv_server(s);
+    char caps[200] = "";
+    for (uint32_t bit = 1; bit != 0; bit <<= 1)
+        if (emq_capability_name(bit) && (info->server.capabilities & bit))
+            snprintf(caps + strlen(caps), sizeof caps - strlen(caps), "%s%s",
+                     caps[0] ? ", " : "", emq_capability_name(bit));
+    /* scripts/compat.sh puts this line into docs/COMPATIBILITY.md. */
+    fprintf(stderr, "    server capabilities: %s\n", caps[0] ? caps : "none");
     ASSERT_EQ_STR(info->server.name, srv->name);
     ASSERT_EQ_STR(info->server.version, srv->version);
     ASSERT_EQ_INT(!!(info->server.capabilities & EMQ_CAP_STREAM_COUNTERS),

@@ -374,7 +374,9 @@ static emq_status read_new(emq_consumer_t *c, emq_error *err) {
 /* One turn of the loop: a claim beat when due, due retries, a read. */
 static emq_status turn(emq_consumer_t *c, emq_error *err) {
     emq_status st = EMQ_OK;
-    if (emq_now_ms() >= c->next_claim_ms) {
+    if (emq_lease_valid(c) && atomic_exchange(&c->recover_self_due, 0))
+        st = emq_recover_self(c, err);
+    if (st == EMQ_OK && emq_now_ms() >= c->next_claim_ms) {
         st = emq_recover_peers(c, err);
         c->next_claim_ms = emq_now_ms() + c->conf->claim_interval_ms;
     }

@@ -237,8 +237,10 @@ int emq_inflight_add_batch(emq_inflight *t, batch_item *items, size_t n,
  * a settlement: the entry moves to IF_SETTLING, or IF_RETRY_WAIT due in
  * op->delay_ms; takes ownership), then, when next (an item of the batch
  * add_batch took, found by its slot hint) is not NULL, marks its entry
- * IF_HANDLING if it is held and still owned and sets *began to 1 (else 0,
- * forgetting a lost one). ENOMEM fails. */
+ * IF_HANDLING if it is held and still owned and sets *began to 1; else
+ * forgets it and sets *began to 0 (lost to a peer, or not in the table)
+ * or -1 (not refreshed for stale_after_ms: still pending to us, for
+ * recover self to bring back). ENOMEM fails. */
 emq_status emq_inflight_step(emq_inflight *t, settle_op *op,
                              const batch_item *next, int *began,
                              emq_error *err);
@@ -326,6 +328,9 @@ struct emq_consumer {
     int lease_lapsed;       /* held, then its deadline passed (run thread) */
     int lease_continued;    /* this session's acquire found our own token:
                                the name was ours throughout (run thread) */
+    atomic_int recover_self_due; /* own pending entries left the table
+                               unhandled (released, or not refreshed in
+                               time): recover self on the next turn */
     stats_counters stats;
 
     settle_op *rx_ops;      /* settlements the run thread sends with a read */

@@ -303,9 +303,14 @@ emq_status emq_batch_dispatch(emq_consumer_t *c, batch *b, emq_error *err) {
             st = emq_inflight_step(&c->table, have ? &op : NULL, item, &go,
                                    err);
             have = 0;
-            if (st == EMQ_OK && go) {
+            if (st == EMQ_OK && go == 1) {
                 st = handle(c, item, &op, err);
                 have = st == EMQ_OK;
+            } else if (go < 0) {
+                /* Pending to us, not refreshed in time: recover self
+                 * brings it back (uncounted, in a session that kept the
+                 * lease). */
+                atomic_store(&c->recover_self_due, 1);
             }
         }
     }
@@ -313,10 +318,13 @@ emq_status emq_batch_dispatch(emq_consumer_t *c, batch *b, emq_error *err) {
         st = emq_inflight_step(&c->table, &op, NULL, NULL, err);
     else if (have)
         emq_settle_op_free(&op);
-    /* A stop with the lease held: hand the entries not reached back with
-     * their count undone, so a batch cut short costs none of them a
-     * delivery. Past the lease's deadline nothing may be settled. */
-    if (broke && st == EMQ_OK && emq_lease_valid(c))
+    /* A stop, or the lease's deadline: hand the entries not reached back
+     * with their count undone, so a batch cut short costs none of them a
+     * delivery. Past the deadline the release waits in the queue (nothing
+     * is sent while fenced) until this process holds the lease again; if
+     * another process took the name it is never sent, and it could not
+     * apply anyway: that process's own take raised the count. */
+    if (broke && st == EMQ_OK)
         st = release_rest(c, b, i, err);
     /* Entries not reached stay pending to this name; forget them here so
      * recover self hands them out later. */

@@ -227,7 +227,7 @@ emq_status emq_inflight_step(emq_inflight *t, settle_op *op,
         } else if (e != NULL) {
             remove_at(t, e);
         }
-        *began = ok;
+        *began = ok ? 1 : stale ? -1 : 0;
     }
     pthread_mutex_unlock(&t->mu);
     return st;

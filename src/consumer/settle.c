@@ -327,6 +327,10 @@ emq_status emq_settle_apply(void *round, int tag, const emq_reply *reply,
     } else if (tag == TAG_RELEASE) {
         long long n = emq_reply_integer(reply);
         atomic_fetch_add(&c->stats.released, (uint64_t)(n > 0 ? n : 0));
+        /* Pending to us and no longer in hand: unless the run is ending,
+         * recover self takes them again. */
+        if (n > 0)
+            atomic_store(&c->recover_self_due, 1);
     }
     return EMQ_OK;
 }

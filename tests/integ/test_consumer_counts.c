@@ -193,3 +193,49 @@ TEST_TIMEOUT(counts_first_session_raises_entries_a_dead_holder_had, 30) {
     emq_conn_destroy(adm);
     emq_srv_stop(s);
 }
+
+TEST_TIMEOUT(counts_lease_lost_mid_batch_hands_back_uncounted, 30) {
+    /* The lease key vanishes (an operator, an expiry past a long outage)
+     * while the first entry of a batch of ten is in the handler: the
+     * renewal finds it gone, the consumer fences itself, hands out nothing
+     * more and takes the lease again with acquire (the name was free, so
+     * not "kept throughout": own pending entries are raised once). The nine
+     * not reached are handed back with their count undone once the lease is
+     * held again, and come back as first deliveries; before, they came back
+     * as second deliveries no handler had seen. */
+    emq_srv *s = emq_srv_start(NULL);
+    emq_conn_t *adm = admin_connect(s);
+    CMD_NOERR(adm, "XGROUP", "CREATE", CQ, "g", "$", "MKSTREAM");
+    produce_n(s, "jobs", "x", 10);
+    static slow h;
+    slow_init(&h);
+    snprintf(h.sleep_prefix, sizeof h.sleep_prefix, "x0");
+    h.sleep_ms = 2000; /* longer than the lease */
+    emq_conf_t *conf = count_conf(emq_srv_url(s));
+    conf_set(conf, "count", "10");
+    conf_set(conf, "lease.ttl_ms", "1500"); /* renewed every 500 ms */
+    emq_conf_set_log(conf, quiet_log, NULL);
+    bg t;
+    emq_consumer_t *c = bg_start(&t, conf, slow_handle, &h);
+    WAIT_UNTIL(atomic_load(&h.in_handler) == 1, 5000,
+               "the slow first entry in the handler");
+    ASSERT_EQ_INT(CMD_INT(adm, "DEL", "emq:{jobs}:lease:g:w"), 1);
+    WAIT_UNTIL(recorded(&h.r) >= 10 || atomic_load(&t.done), 10000,
+               "the nine handed back and handled");
+    WAIT_UNTIL(pending_total(adm, CQ, "g") == 0 || atomic_load(&t.done), 3000,
+               "all acknowledged");
+    if (atomic_load(&t.done))
+        FAIL("the run ended: %s: %s", emq_status_name(t.st), t.err.message);
+    emq_consumer_stats st;
+    emq_consumer_stats_get(c, &st);
+    ASSERT_OK(bg_stop(&t, 3000), &t.err);
+    fprintf(stderr, "    %zu handler calls, %llu released\n", recorded(&h.r),
+            (unsigned long long)st.released);
+    ASSERT_EQ_SIZE(h.r.n, 10);
+    for (size_t i = 0; i < 10; i++)
+        ASSERT_EQ_INT(h.r.deliveries[i], 1); /* before: 2 for the nine */
+    ASSERT_EQ_INT(st.released, 9);
+    emq_consumer_destroy(c);
+    emq_conn_destroy(adm);
+    emq_srv_stop(s);
+}

@@ -197,6 +197,7 @@ static pid_t fork_w(const emq_srv *s, const char *file, const char *result,
     char line[400];
     snprintf(line, sizeof line, "%s %s", emq_status_name(st), err.message);
     append_line(result, line);
+    emq_consumer_destroy(c);
     _exit(0);
 }
 

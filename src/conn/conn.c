@@ -806,9 +806,11 @@ emq_status emq_conn_reconnect(emq_conn_t *conn, emq_error *err) {
             emq_error_clear(err);
             return EMQ_OK;
         }
-        if (!e.retriable) {
+        if (!e.retriable || st == EMQ_ENOMEM) {
             attempt++;
-            break; /* a wrong password or a bad certificate stays wrong */
+            /* A wrong password or a bad certificate stays wrong; out of
+             * memory is the caller's to know at once. */
+            break;
         }
     }
     if (attempt > 1)

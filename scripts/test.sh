@@ -11,7 +11,9 @@
 #             processes + 1 in its own PID namespace, handlers up to 3 x
 #             claim idle, retried jobs, every kind of fault, about 80 s);
 #             see docs/RELIABILITY.md
-#   valgrind  memcheck on the unit tests of the gcc build
+#   valgrind  memcheck on the unit tests of the gcc build, and on the
+#             integration tests of the consumer's core, the producer and
+#             the admin verbs (VALGRIND_INTEG)
 #   symbols   libechomq.so exports only emq_* (scripts/check_symbols.sh)
 #   install   cmake --install to a temporary prefix, then tests/install built
 #             with find_package and with pkg-config, and run
@@ -255,11 +257,25 @@ gcc_build_ready() {
     compile "$build/gcc" >/dev/null
 }
 
+# The integration tests memcheck runs: the consumer's core, the producer and
+# the admin verbs against a real server. Left out (ASan and UBSan run them
+# all): CLI tests (the CLI runs as a child, not under valgrind), TLS,
+# cluster, and the long timing tests of ownership and faults, which
+# valgrind's slowdown would turn into timeouts.
+readonly VALGRIND_INTEG=(integ/test_consumer_counts integ/test_consumer_recover
+    integ/test_consumer_poison integ/test_consumer_retry integ/test_consumer_door
+    integ/test_consumer_ids integ/test_consumer.c integ/test_producer
+    integ/test_admin integ/test_alloc_failure)
+
 stage_valgrind() {
     gcc_build_ready
-    run_tests valgrind valgrind -q --error-exitcode=1 --leak-check=full \
-        --errors-for-leak-kinds=definite,indirect,possible --track-origins=yes \
-        "$build/gcc/emq_tests" --no-fork unit/
+    local vg=(valgrind -q --error-exitcode=1 --leak-check=full
+        --errors-for-leak-kinds=definite,indirect,possible --track-origins=yes)
+    run_tests valgrind "${vg[@]}" "$build/gcc/emq_tests" --no-fork unit/
+    # One process for all tests (--no-fork); the children some tests fork
+    # to crash on purpose are not checked (--child-silent-after-fork).
+    run_tests valgrind-integ "${vg[@]}" --child-silent-after-fork=yes \
+        "$build/gcc/emq_tests" --no-fork "${VALGRIND_INTEG[@]}"
 }
 
 stage_symbols() {
@@ -520,7 +536,7 @@ run_stage gcc "gcc build (-Werror) + emq_tests" stage_gcc
 run_stage clang "clang build (-Werror) + emq_tests" stage_clang
 run_stage sanitize "ASan+UBSan build (clang) + emq_tests" stage_sanitize
 run_stage chaos "chaos run (short) + soak: nothing lost under faults, flat memory" stage_chaos
-run_stage valgrind "valgrind memcheck: emq_tests --no-fork unit/" stage_valgrind
+run_stage valgrind "valgrind memcheck: emq_tests --no-fork unit/ and the core's integration tests" stage_valgrind
 run_stage symbols "libechomq.so exports only emq_*" stage_symbols
 run_stage install "cmake --install + consumer via find_package and pkg-config" stage_install
 run_stage examples "examples compile, roundtrip against a private redis-server" stage_examples

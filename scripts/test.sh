@@ -257,15 +257,19 @@ gcc_build_ready() {
     compile "$build/gcc" >/dev/null
 }
 
-# The integration tests memcheck runs: the consumer's core, the producer and
-# the admin verbs against a real server. Left out (ASan and UBSan run them
-# all): CLI tests (the CLI runs as a child, not under valgrind), TLS,
-# cluster, and the long timing tests of ownership and faults, which
-# valgrind's slowdown would turn into timeouts.
+# The integration tests memcheck runs: the connection, the consumer's core
+# (ownership included), the producer and the admin verbs against a real
+# server. Left out (ASan and UBSan run them all): the CLI tests (the CLI
+# runs as a child process, not under valgrind), TLS and the tests that
+# start TLS servers (security, consumer_faults2's fixtures), and the
+# cluster tests (six servers each; CI time).
 readonly VALGRIND_INTEG=(integ/test_consumer_counts integ/test_consumer_recover
     integ/test_consumer_poison integ/test_consumer_retry integ/test_consumer_door
-    integ/test_consumer_ids integ/test_consumer.c integ/test_producer
-    integ/test_admin integ/test_alloc_failure)
+    integ/test_consumer_ids integ/test_consumer.c integ/test_consumer_faults.c
+    integ/test_consumer_identity integ/test_consumer_stop integ/test_consumer_load
+    integ/test_ownership integ/test_conn.c integ/test_conn_faults
+    integ/test_route_loading integ/test_producer integ/test_admin
+    integ/test_alloc_failure)
 
 stage_valgrind() {
     gcc_build_ready

@@ -120,7 +120,7 @@ table() {
         line+=" $(chaos_cell "$dir/matrix-$name.chaos.log") |"
     done
     echo "$line"
-    line="| capabilities detected (\`echomq info --json\`) |"
+    line="| capabilities detected (\`emq_tests admin_describe_groups\`; \`echomq info\` shows them) |"
     for name in "${names[@]}"; do
         local caps
         caps=$(sed -n 's/^    server capabilities: //p' "$dir/matrix-$name.tests.log" 2>/dev/null | head -n 1)
@@ -132,7 +132,8 @@ table() {
     for name in "${names[@]}"; do
         while read -r s; do
             [[ -n $s ]] && skips+="- $name: $s"$'\n'
-        done < <(grep -E '^skip ' "$dir/matrix-$name.tests.log" 2>/dev/null | awk '{print $2}' || true)
+        done < <(awk '/^    skipped: /{why = substr($0, 14)} /^skip /{print $2 ": " why; why = ""}' \
+            "$dir/matrix-$name.tests.log" 2>/dev/null || true)
     done
     if [[ -n $skips ]]; then
         echo "Skipped, each with the reason its test prints:"

@@ -214,6 +214,7 @@ typedef struct emq_inflight {
     settle_op *ops;        /* settlements decided, not yet taken */
     size_t nops, ops_cap;
     int64_t oldest_op_ms;  /* when the oldest queued op was decided */
+    int64_t run_took_ms;   /* when the run thread last took ops for a read */
     int quit;              /* the upkeep thread is asked to end */
     size_t nwait;          /* entries in IF_RETRY_WAIT */
     size_t current;        /* slot of the entry the handler has (a hint) */
@@ -252,9 +253,12 @@ int emq_inflight_add_waiting(emq_inflight *t, const emq_id *id,
 void emq_inflight_forget(emq_inflight *t, const emq_id *id);
 /* 1 when id is in the table. */
 int emq_inflight_holds(emq_inflight *t, const emq_id *id);
-/* Upkeep: moves up to max queued ops into *out (caller frees with
- * emq_settle_op_free after emq_inflight_settled). Returns their number. */
-size_t emq_inflight_take(emq_inflight *t, settle_op *out, size_t max);
+/* Moves up to max queued ops into *out (caller frees with
+ * emq_settle_op_free after emq_inflight_settled). Returns their number.
+ * by_run: the run thread takes them for its read (noted, so the upkeep
+ * thread leaves settlements to it while it reads often). */
+size_t emq_inflight_take(emq_inflight *t, settle_op *out, size_t max,
+                         int by_run);
 /* Upkeep: the ops were applied by the server: ACK, GONE and DEAD entries
  * leave the table. */
 void emq_inflight_settled(emq_inflight *t, const settle_op *ops, size_t n);

@@ -269,8 +269,11 @@ int emq_inflight_holds(emq_inflight *t, const emq_id *id) {
     return held;
 }
 
-size_t emq_inflight_take(emq_inflight *t, settle_op *out, size_t max) {
+size_t emq_inflight_take(emq_inflight *t, settle_op *out, size_t max,
+                         int by_run) {
     pthread_mutex_lock(&t->mu);
+    if (by_run)
+        t->run_took_ms = emq_now_coarse_ms();
     size_t n = t->nops < max ? t->nops : max;
     if (n == 0) {
         pthread_mutex_unlock(&t->mu);

@@ -95,10 +95,18 @@ static void wait_due(emq_consumer_t *c, int *settle) {
         int quit = atomic_load(&u->quit) || atomic_load(&c->fatal);
         /* Fenced (lease not known held): settlements wait, and must not
          * make this loop spin. */
+        /* Settlements are the run thread's to send while it reads often
+         * (each read takes what is queued): this thread sends them once
+         * the oldest has waited EMQ_SETTLE_DELAY_MS and the run thread
+         * has not taken any for as long (a slow handler, a recovery, a
+         * claim beat). Sending them beside a busy read loop would cost a
+         * round trip and a lock fight per steal. */
+        int64_t since = t->oldest_op_ms > t->run_took_ms ? t->oldest_op_ms
+                                                         : t->run_took_ms;
         int64_t settle_at = t->nops == 0 || !emq_lease_valid(c) ? INT64_MAX
                             : t->nops >= EMQ_SETTLE_MAX_IDS
                                 ? now
-                                : t->oldest_op_ms + EMQ_SETTLE_DELAY_MS;
+                                : since + EMQ_SETTLE_DELAY_MS;
         int64_t wake = u->next_renew_ms < u->next_refresh_ms
                            ? u->next_renew_ms
                            : u->next_refresh_ms;
@@ -163,7 +171,7 @@ static emq_status one_round(emq_consumer_t *c, int settle, settle_op *ops,
                                  : now + u->refresh_every_ms / 2;
     }
     if (st == EMQ_OK && settle) {
-        nops = emq_inflight_take(&c->table, ops, EMQ_SETTLE_MAX_IDS);
+        nops = emq_inflight_take(&c->table, ops, EMQ_SETTLE_MAX_IDS, 0);
         st = emq_settle_append(c, &u->x, ops, nops, err);
     }
     if (st == EMQ_OK && now >= u->next_renew_ms) {

@@ -14,6 +14,9 @@
  *  - a first session still raises the count of every own pending entry
  *    (the last holder may have died in the handler): that is how a job
  *    that kills its process ends in the dead letters.
+ * And one about when settlements go out: with the next read while reads
+ * are frequent, from the upkeep thread while a slow handler holds the run
+ * thread.
  */
 #include "integ/ownership_helpers.h"
 #include "harness/fakepeer.h"
@@ -235,6 +238,39 @@ TEST_TIMEOUT(counts_lease_lost_mid_batch_hands_back_uncounted, 30) {
     for (size_t i = 0; i < 10; i++)
         ASSERT_EQ_INT(h.r.deliveries[i], 1); /* before: 2 for the nine */
     ASSERT_EQ_INT(st.released, 9);
+    emq_consumer_destroy(c);
+    emq_conn_destroy(adm);
+    emq_srv_stop(s);
+}
+
+TEST_TIMEOUT(settle_acks_before_a_slow_handler_go_out_while_it_runs, 20) {
+    /* Settlements ride with the next read while reads are frequent; when
+     * the run thread is held by a slow handler, the upkeep thread sends
+     * what waits (within EMQ_SETTLE_DELAY_MS plus its wake-up), so the
+     * acks of the fast entries before it are not held for its length. */
+    emq_srv *s = emq_srv_start(NULL);
+    emq_conn_t *adm = admin_connect(s);
+    CMD_NOERR(adm, "XGROUP", "CREATE", CQ, "g", "$", "MKSTREAM");
+    produce_n(s, "jobs", "x", 3);
+    static slow h;
+    slow_init(&h);
+    snprintf(h.sleep_prefix, sizeof h.sleep_prefix, "x2");
+    h.sleep_ms = 3000;
+    emq_conf_t *conf = count_conf(emq_srv_url(s));
+    conf_set(conf, "count", "3");
+    bg t;
+    emq_consumer_t *c = bg_start(&t, conf, slow_handle, &h);
+    WAIT_UNTIL(atomic_load(&h.in_handler) == 1 && recorded(&h.r) == 3, 5000,
+               "the slow third entry in the handler");
+    int64_t t0 = now_ms();
+    WAIT_UNTIL(pending_total(adm, CQ, "g") == 1, 1000,
+               "the two fast entries acknowledged while the slow one runs");
+    int64_t waited = now_ms() - t0;
+    ASSERT_EQ_INT(atomic_load(&h.in_handler), 1); /* still running */
+    fprintf(stderr, "    two acks out %lld ms after the slow handler began\n",
+            (long long)waited);
+    ASSERT_OK(bg_stop(&t, 5000), &t.err);
+    ASSERT_EQ_INT(pending_total(adm, CQ, "g"), 0);
     emq_consumer_destroy(c);
     emq_conn_destroy(adm);
     emq_srv_stop(s);

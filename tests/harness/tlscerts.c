@@ -177,7 +177,10 @@ static void sign(const char *csr, const char *crt, const char *section,
 }
 
 const emq_certs *emq_certs_get(void) {
-    if (certs_ready)
+    /* The folder is the test's own: with --no-fork a later test gets a new
+     * one (the old is gone), so the files are made again. */
+    if (certs_ready && access(certs.ca_crt, R_OK) == 0 &&
+        strncmp(certs.dir, emq_test_tmpdir(), strlen(emq_test_tmpdir())) == 0)
         return &certs;
     snprintf(certs.dir, sizeof certs.dir, "%s/certs", emq_test_tmpdir());
     if (mkdir(certs.dir, 0700) != 0 && errno != EEXIST)

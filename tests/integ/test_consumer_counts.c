@@ -183,8 +183,11 @@ TEST_TIMEOUT(counts_first_session_raises_entries_a_dead_holder_had, 30) {
     emq_consumer_t *c = bg_start(&t, conf, slow_handle, &h);
     WAIT_UNTIL(pending_total(adm, CQ, "g") == 0, 5000,
                "both settled by the first session");
+    /* The dead-letter script's ack is visible before its reply has been
+     * counted: wait for the count too. */
     emq_consumer_stats st;
-    emq_consumer_stats_get(c, &st);
+    WAIT_UNTIL((emq_consumer_stats_get(c, &st), st.dead_lettered >= 1), 3000,
+               "the dead letter counted");
     ASSERT_OK(bg_stop(&t, 3000), &t.err);
     ASSERT_EQ_SIZE(h.r.n, 1);
     ASSERT_EQ_INT(h.r.deliveries[0], 2);

@@ -254,6 +254,10 @@ EMQ_EXPORT int emq_conn_server(const emq_conn_t *conn, emq_server *out);
 /* The name of one capability bit ("xautoclaim_deleted", ...); NULL for
  * anything else. Static storage. */
 EMQ_EXPORT const char *emq_capability_name(uint32_t cap);
+/* The name of the i-th capability server has (from 0, lowest bit first);
+ * NULL past the last. Static storage; any thread. */
+EMQ_EXPORT const char *emq_server_capability(const emq_server *server,
+                                             size_t i);
 /* Drops the current transport (any unread replies are lost) and connects
  * again, sleeping a capped exponential backoff with jitter between
  * attempts, up to conf reconnect.max_attempts. Returns the last attempt's

@@ -489,14 +489,11 @@ static void json_server(emq_json *j, const emq_server *server) {
     emq_json_raw(j, ",\"version\":");
     emq_json_cstr(j, server->version);
     emq_json_raw(j, ",\"capabilities\":[");
-    int first = 1;
-    for (uint32_t bit = 1; bit != 0; bit <<= 1) {
-        const char *name = emq_capability_name(bit);
-        if (name == NULL || !(server->capabilities & bit))
-            continue;
-        emq_json_raw(j, first ? "" : ",");
+    const char *name;
+    for (size_t i = 0; (name = emq_server_capability(server, i)) != NULL;
+         i++) {
+        emq_json_raw(j, i ? "," : "");
         emq_json_cstr(j, name);
-        first = 0;
     }
     emq_json_raw(j, "]}");
 }

@@ -111,15 +111,11 @@ static void print_server(const emq_server *server) {
         return;
     }
     printf("server        %s %s (", server->name, server->version);
-    const char *sep = "";
-    for (uint32_t bit = 1; bit != 0; bit <<= 1) {
-        const char *name = emq_capability_name(bit);
-        if (name != NULL && (server->capabilities & bit)) {
-            printf("%s%s", sep, name);
-            sep = ", ";
-        }
-    }
-    printf("%s)\n", sep[0] ? "" : "none of the optional features");
+    const char *name;
+    size_t i = 0;
+    for (; (name = emq_server_capability(server, i)) != NULL; i++)
+        printf("%s%s", i ? ", " : "", name);
+    printf("%s)\n", i ? "" : "none of the optional features");
 }
 
 static void print_info(const char *queue, const emq_queue_info *q) {

@@ -47,6 +47,15 @@ const char *emq_capability_name(uint32_t cap) {
     }
 }
 
+const char *emq_server_capability(const emq_server *server, size_t i) {
+    for (uint32_t bit = 1; server != NULL && bit != 0; bit <<= 1) {
+        const char *name = emq_capability_name(bit);
+        if (name != NULL && (server->capabilities & bit) && i-- == 0)
+            return name;
+    }
+    return NULL;
+}
+
 /* Sets name, version and the numbers and capabilities that follow from
  * them; 1 when the version has the form N.N[.N]. */
 static int fill(emq_server *out, const char *name, size_t name_len,

@@ -127,10 +127,10 @@ static void describe_progress(const char *protocol) {
      * protocol 2), and the capabilities that follow. */
     const emq_srv_server_info *srv = emq_srv_server(s);
     char caps[200] = "";
-    for (uint32_t bit = 1; bit != 0; bit <<= 1)
-        if (emq_capability_name(bit) && (info->server.capabilities & bit))
-            snprintf(caps + strlen(caps), sizeof caps - strlen(caps), "%s%s",
-                     caps[0] ? ", " : "", emq_capability_name(bit));
+    const char *cap;
+    for (size_t i = 0; (cap = emq_server_capability(&info->server, i)); i++)
+        snprintf(caps + strlen(caps), sizeof caps - strlen(caps), "%s%s",
+                 i ? ", " : "", cap);
     /* scripts/compat.sh puts this line into docs/COMPATIBILITY.md. */
     fprintf(stderr, "    server capabilities: %s\n", caps[0] ? caps : "none");
     ASSERT_EQ_STR(info->server.name, srv->name);

@@ -32,6 +32,12 @@ TEST(server_caps_table_by_name_and_version) {
     ASSERT_EQ_STR(emq_capability_name(EMQ_CAP_CLUSTER_SHARDS),
                   "cluster_shards");
     ASSERT(emq_capability_name(1u << 31) == NULL);
+    emq_server s = {.capabilities = EMQ_CAP_XAUTOCLAIM_DELETED |
+                                    EMQ_CAP_CLUSTER_SHARDS};
+    ASSERT_EQ_STR(emq_server_capability(&s, 0), "xautoclaim_deleted");
+    ASSERT_EQ_STR(emq_server_capability(&s, 1), "cluster_shards");
+    ASSERT(emq_server_capability(&s, 2) == NULL);
+    ASSERT(emq_server_capability(NULL, 0) == NULL);
 }
 
 TEST(server_from_hello_map_and_flat_array) {

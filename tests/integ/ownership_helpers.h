@@ -149,6 +149,23 @@ static inline emq_status bg_join(bg *b) {
 
 /* ---- conf with the short timings of issue 10 --------------------------- */
 
+/* A consumer "w" of jobs/g for fault tests: block 100 ms, lease 5 s (so a
+ * fault window of 1.5 s never touches the lease), claim idle 60 s. */
+static inline emq_conf_t *fault_conf(const char *url) {
+    emq_conf_t *conf = conf_for(url);
+    conf_set(conf, "queue", "jobs");
+    conf_set(conf, "group", "g");
+    conf_set(conf, "consumer", "w");
+    conf_set(conf, "start", "new");
+    conf_set(conf, "block_ms", "100");
+    conf_set(conf, "lease.ttl_ms", "5000");
+    conf_set(conf, "claim.min_idle_ms", "60000");
+    conf_set(conf, "claim.interval_ms", "200");
+    conf_set(conf, P_RECONNECT_BASE, "50");
+    conf_set(conf, P_RECONNECT_MAX, "400");
+    return conf;
+}
+
 /* block 100 ms, lease 1400 ms, claim idle min_idle ms, beat every 100 ms. */
 static inline emq_conf_t *own_conf(const emq_srv *s, const char *queue,
                                    const char *consumer, int min_idle_ms) {

@@ -23,19 +23,10 @@
 
 #define CQ "emq:{jobs}"
 
+/* fault_conf (ownership_helpers.h) with room for ten deliveries. */
 static emq_conf_t *count_conf(const char *url) {
-    emq_conf_t *conf = conf_for(url);
-    conf_set(conf, "queue", "jobs");
-    conf_set(conf, "group", "g");
-    conf_set(conf, "consumer", "w");
-    conf_set(conf, "start", "new");
-    conf_set(conf, "block_ms", "100");
-    conf_set(conf, "lease.ttl_ms", "5000");
-    conf_set(conf, "claim.min_idle_ms", "60000");
-    conf_set(conf, "claim.interval_ms", "200");
+    emq_conf_t *conf = fault_conf(url);
     conf_set(conf, "max_deliveries", "10");
-    conf_set(conf, P_RECONNECT_BASE, "50");
-    conf_set(conf, P_RECONNECT_MAX, "400");
     return conf;
 }
 

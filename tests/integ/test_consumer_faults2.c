@@ -33,23 +33,6 @@
 #define FQ_REASONS "emq:{jobs}:reasons:g"
 #define FQ_RETRY "emq:{jobs}:retry:g"
 
-/* A consumer "w" of jobs/g for fault tests: block 100 ms, lease 5 s (so a
- * fault window of 1.5 s never touches the lease), claim idle 60 s. */
-static emq_conf_t *fault_conf(const char *url) {
-    emq_conf_t *conf = conf_for(url);
-    conf_set(conf, "queue", "jobs");
-    conf_set(conf, "group", "g");
-    conf_set(conf, "consumer", "w");
-    conf_set(conf, "start", "new");
-    conf_set(conf, "block_ms", "100");
-    conf_set(conf, "lease.ttl_ms", "5000");
-    conf_set(conf, "claim.min_idle_ms", "60000");
-    conf_set(conf, "claim.interval_ms", "200");
-    conf_set(conf, P_RECONNECT_BASE, "50");
-    conf_set(conf, P_RECONNECT_MAX, "400");
-    return conf;
-}
-
 static void produce_one(const emq_srv *s, const char *value) {
     emq_conf_t *conf = conf_for(emq_srv_url(s));
     conf_set(conf, "queue", "jobs");

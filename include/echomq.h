@@ -61,7 +61,9 @@ typedef enum emq_status {
     EMQ_ELIMIT = -9,    /* a named local limit would be exceeded */
     EMQ_ECLOSED = -10,  /* the handle is broken or closed; reconnect */
     EMQ_ERESOLVE = -11, /* host name could not be resolved */
-    EMQ_EAGAIN = -12    /* no complete result yet (incremental APIs) */
+    EMQ_EAGAIN = -12,   /* no complete result yet (incremental APIs) */
+    EMQ_ELOST = -13     /* an entry handed out was taken over by another
+                           consumer (its ownership could not be kept) */
 } emq_status;
 
 #define EMQ_ERROR_MESSAGE_MAX 256
@@ -454,8 +456,9 @@ typedef struct emq_consumer emq_consumer_t;
 
 /* Validates conf (queue or stream, group, consumer, start, ...) without
  * touching the network: a missing or malformed value is EMQ_EINVAL naming
- * it. conf is borrowed (copied). On success *out is caller-owned; free with
- * emq_consumer_destroy. */
+ * it. conf is borrowed (copied). handler may be NULL for a consumer driven
+ * by emq_consumer_poll only (pull mode, below). On success *out is
+ * caller-owned; free with emq_consumer_destroy. */
 EMQ_EXPORT emq_status emq_consumer_new(const emq_conf_t *conf,
                                        emq_handler_fn handler, void *opaque,
                                        emq_consumer_t **out, emq_error *err);
@@ -469,10 +472,131 @@ EMQ_EXPORT emq_status emq_consumer_new(const emq_conf_t *conf,
  * emq_consumer_stats_json are sums over the partitions. */
 EMQ_EXPORT emq_status emq_consumer_run(emq_consumer_t *c, emq_error *err);
 /* Asks run to return: the handler in progress finishes, completed work is
- * acknowledged, nothing new starts. Async-signal-safe; any thread. */
+ * acknowledged, nothing new starts. In pull mode: nothing more is read or
+ * handed out (poll answers EMQ_ECLOSED), entries read and not handed out
+ * go back to the server with their delivery count undone, and entries
+ * handed out may still be settled until emq_consumer_close.
+ * Async-signal-safe; any thread. */
 EMQ_EXPORT void emq_consumer_stop(emq_consumer_t *c);
-/* Frees a consumer that is not running; NULL is a no-op. */
+/* Frees a consumer that is not running (in pull mode it closes it first,
+ * with no wait); NULL is a no-op. Entries poll handed out stay valid until
+ * emq_entry_free, but can no longer be settled. */
 EMQ_EXPORT void emq_consumer_destroy(emq_consumer_t *c);
+
+/* ---- consumer: batches, pull mode, event loops (docs/CONSUMER.md) -------- */
+
+/* What a batch handler answers for one entry: its verdict, and for
+ * EMQ_RETRY and EMQ_DEAD an optional reason (NUL-terminated). */
+typedef struct emq_outcome {
+    emq_verdict verdict;
+    char reason[256];
+} emq_outcome;
+
+/* Called with up to batch.max entries at once (a bulk insert, say), on
+ * the thread of emq_consumer_run; writes one outcome per entry (each
+ * starts as EMQ_ACK with no reason). The entries are owned and kept fresh
+ * until the handler returns, however long it takes. A topic consumer's
+ * batch may mix partitions (entry->stream names each one's). */
+typedef void (*emq_batch_handler_fn)(void *opaque,
+                                     const emq_entry *const *entries,
+                                     size_t n, emq_outcome *outcomes);
+
+/* Like emq_consumer_new, with a batch handler: emq_consumer_run then hands
+ * out up to batch.max entries per call, reading the next ones meanwhile
+ * (at most max_in_flight out at once). */
+EMQ_EXPORT emq_status emq_consumer_new_batch(const emq_conf_t *conf,
+                                             emq_batch_handler_fn handler,
+                                             void *opaque,
+                                             emq_consumer_t **out,
+                                             emq_error *err);
+
+/* Pull mode. A consumer made with a NULL handler (or any consumer not
+ * running) is driven by poll instead of run: the first call starts its
+ * threads (one reading thread per partition and the upkeep thread of
+ * each), which read ahead of what poll hands out, up to max_in_flight
+ * entries out at once (waiting to be handed out, or handed out and not
+ * settled); at that limit nothing more is read until some are settled.
+ *
+ * Hands out up to max entries into entries[0..max), setting *n; waits up
+ * to timeout_ms for the first (0: never waits; < 0: until one comes or
+ * the consumer stops). Each entry is the caller's: valid, with every
+ * pointer in it, until emq_entry_free, even after the consumer is gone;
+ * it is kept owned (refreshed against claims by peers) until it is
+ * settled with emq_consumer_ack, _retry or _dead, from any thread. An
+ * entry that is never settled stays pending to this consumer name and is
+ * delivered again at its next start. Any number of threads may poll at
+ * once; no entry is handed out twice. Returns EMQ_OK (with *n possibly
+ * 0 after the timeout), EMQ_ECLOSED once stopped, or the fatal error that
+ * ended the consumer (as run would have returned it). EMQ_EINVAL while
+ * emq_consumer_run runs it. */
+EMQ_EXPORT emq_status emq_consumer_poll(emq_consumer_t *c,
+                                        emq_entry **entries, size_t max,
+                                        int64_t timeout_ms, size_t *n,
+                                        emq_error *err);
+/* Frees an entry poll handed out (settled or not); NULL is a no-op. Any
+ * thread. Only for entries from emq_consumer_poll. */
+EMQ_EXPORT void emq_entry_free(emq_entry *entry);
+
+/* Settle an entry poll handed out, from any thread, at any time while
+ * the consumer lives (also after emq_consumer_stop, until close). Only
+ * entry->id and entry->stream are read, so a caller that kept just those
+ * may pass an emq_entry with only them set (stream may be NULL unless the
+ * consumer is a topic's). The settlement is sent by the consumer's upkeep
+ * thread within milliseconds. Errors: EMQ_EINVAL when this consumer does
+ * not hold the entry (settled already, never handed out, another
+ * consumer's, its group deleted); EMQ_ELOST when a peer took it over
+ * meanwhile (its ownership could not be refreshed: the peer handles it).
+ * ack: done. retry: delivered again to this consumer after delay_ms (< 0:
+ * the retry.backoff_ms schedule), counting toward max_deliveries (at the
+ * last delivery it goes to the dead letters instead). dead: to the dead
+ * letters now. reason may be NULL. */
+EMQ_EXPORT emq_status emq_consumer_ack(emq_consumer_t *c,
+                                       const emq_entry *entry,
+                                       emq_error *err);
+EMQ_EXPORT emq_status emq_consumer_retry(emq_consumer_t *c,
+                                         const emq_entry *entry,
+                                         int64_t delay_ms, const char *reason,
+                                         emq_error *err);
+EMQ_EXPORT emq_status emq_consumer_dead(emq_consumer_t *c,
+                                        const emq_entry *entry,
+                                        const char *reason, emq_error *err);
+
+/* Pull mode: hand out nothing more and read nothing more until resume;
+ * what is out stays owned and may be settled. Any thread. */
+EMQ_EXPORT void emq_consumer_pause(emq_consumer_t *c);
+EMQ_EXPORT void emq_consumer_resume(emq_consumer_t *c);
+
+/* Ends pull mode: stops (as emq_consumer_stop), waits up to timeout_ms
+ * (< 0: without end) for the entries handed out to be settled and their
+ * settlements sent, then ends the consumer's threads and gives its name's
+ * lease back. Entries still unsettled stay pending to the name and come
+ * back at its next start (logged as a warning). Returns the fatal error
+ * that ended the consumer, if any, else EMQ_OK; the consumer may be polled
+ * again afterwards. A no-op when not in pull mode. Not from a signal
+ * handler. */
+EMQ_EXPORT emq_status emq_consumer_close(emq_consumer_t *c,
+                                         int64_t timeout_ms, emq_error *err);
+
+/* Event loops (libuv, libevent, epoll). The consumer's timers (ownership
+ * refresh, lease renewal, claim beats, retries, reconnects) run on its own
+ * threads, so an event loop only needs to know when entries are ready:
+ * emq_consumer_fd starts pull mode (like a first poll) and returns a
+ * descriptor that is readable while entries wait to be handed out or the
+ * consumer has ended; -1 with err set when pull mode cannot start. Watch
+ * it for reading; on readiness call emq_consumer_step. The descriptor is
+ * not the connection, so bytes TLS has buffered are never missed. Owned
+ * by the consumer (do not close it); the same for its whole life. */
+EMQ_EXPORT int emq_consumer_fd(emq_consumer_t *c, emq_error *err);
+/* Non-blocking poll: hands out what is ready (up to max) without
+ * waiting, and re-arms the descriptor. Same results as emq_consumer_poll
+ * with timeout 0. */
+EMQ_EXPORT emq_status emq_consumer_step(emq_consumer_t *c,
+                                        emq_entry **entries, size_t max,
+                                        size_t *n, emq_error *err);
+/* Milliseconds until step should be called at the latest: 0 when entries
+ * are ready or the consumer has ended, -1 when only the descriptor
+ * matters (nothing in the loop needs a timer). */
+EMQ_EXPORT int64_t emq_consumer_timeout_ms(emq_consumer_t *c);
 
 /* Counters of one consumer since emq_consumer_new. */
 typedef struct emq_consumer_stats {
@@ -496,6 +620,8 @@ typedef struct emq_consumer_stats {
                                  short), handed back with their delivery
                                  count undone */
     uint64_t in_flight;       /* entries read and not yet settled, now */
+    uint64_t handed_out;      /* of those, handed out by poll or to a
+                                 handler and not settled, now */
 } emq_consumer_stats;
 
 /* Copies the counters; safe from any thread while run is going. */

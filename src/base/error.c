@@ -26,6 +26,7 @@ static const struct {
     {EMQ_ECLOSED, "EMQ_ECLOSED", "connection is closed or broken"},
     {EMQ_ERESOLVE, "EMQ_ERESOLVE", "host name could not be resolved"},
     {EMQ_EAGAIN, "EMQ_EAGAIN", "no complete result yet"},
+    {EMQ_ELOST, "EMQ_ELOST", "the entry was taken over by another consumer"},
 };
 
 const char *emq_strerror(emq_status status) {

@@ -217,6 +217,16 @@ static const prop props[] = {
     {"max_deliveries", "5",
      "Deliveries after which a failing entry goes to the dead letters.",
      P_INT, F(max_deliveries), 1, 1000000, NULL, NULL, NULL},
+    {"max_in_flight", "1000",
+     "Most entries a consumer has out at once through emq_consumer_poll or "
+     "a batch handler: read and not yet handed out, or handed out and not "
+     "settled. At the limit nothing more is read from the server until "
+     "some are settled.",
+     P_INT, F(max_in_flight), 1, 1000000, NULL, NULL, NULL},
+    {"batch.max", "100",
+     "Most entries one call of a batch handler (emq_consumer_new_batch) "
+     "receives.",
+     P_INT, F(batch_max), 1, 100000, NULL, NULL, NULL},
     {"lease.ttl_ms", "30000",
      "Lifetime of the lease that keeps one consumer name in one process; "
      "renewed every third of it on a timer of its own; past it (less a "

@@ -62,6 +62,8 @@ struct emq_conf {
     int64_t claim_interval_ms;   /* time between claim beats */
     int64_t claim_count;         /* XAUTOCLAIM COUNT */
     int64_t max_deliveries;      /* deliveries before the dead letters */
+    int64_t max_in_flight;       /* entries handed out (poll) and not settled */
+    int64_t batch_max;           /* most entries one batch handler call gets */
     int64_t lease_ttl_ms;        /* lifetime of the consumer name's lease */
     int64_t retry_backoff_ms;    /* first delay of a retried entry */
     int64_t retry_backoff_max_ms; /* its cap (doubling per delivery) */

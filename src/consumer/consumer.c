@@ -96,6 +96,10 @@ static emq_status make_keys(emq_consumer_t *c, emq_error *err) {
     return EMQ_OK;
 }
 
+static emq_status make(const emq_conf_t *conf, emq_handler_fn handler,
+                       emq_batch_handler_fn batch_handler, void *opaque,
+                       emq_consumer_t **out, emq_error *err);
+
 static emq_status new_parts(emq_consumer_t *c, emq_error *err) {
     c->nparts = (size_t)c->conf->partitions;
     c->parts = emq_calloc(c->nparts, sizeof *c->parts);
@@ -107,8 +111,8 @@ static emq_status new_parts(emq_consumer_t *c, emq_error *err) {
         emq_conf_t *pc;
         emq_status st = emq_topic_partition_conf(c->conf, (int)i, &pc, err);
         if (st == EMQ_OK) {
-            st = emq_consumer_new(pc, c->handler, c->opaque, &c->parts[i],
-                                  err);
+            st = make(pc, c->handler, c->batch_handler, c->opaque,
+                      &c->parts[i], err);
             emq_conf_destroy(pc);
         }
         if (st != EMQ_OK)
@@ -117,17 +121,20 @@ static emq_status new_parts(emq_consumer_t *c, emq_error *err) {
     return EMQ_OK;
 }
 
-emq_status emq_consumer_new(const emq_conf_t *conf, emq_handler_fn handler,
-                            void *opaque, emq_consumer_t **out,
-                            emq_error *err) {
+static emq_status make(const emq_conf_t *conf, emq_handler_fn handler,
+                       emq_batch_handler_fn batch_handler, void *opaque,
+                       emq_consumer_t **out, emq_error *err) {
     *out = NULL;
-    if (conf == NULL || handler == NULL)
+    if (conf == NULL)
         return emq_error_set(err, EMQ_EINVAL, 0,
-                             "a consumer needs a configuration and a handler");
+                             "a consumer needs a configuration");
     emq_consumer_t *c = emq_calloc(1, sizeof *c);
     if (c == NULL)
         return emq_error_set(err, EMQ_ENOMEM, 0, "out of memory");
     pthread_mutex_init(&c->fatal_mu, NULL);
+    pthread_mutex_init(&c->pull_mu, NULL);
+    c->batch_handler = batch_handler;
+    c->self = c;
     emq_status st;
     c->conf = emq_conf_dup(conf);
     if (c->conf == NULL) {
@@ -171,16 +178,36 @@ emq_status emq_consumer_new(const emq_conf_t *conf, emq_handler_fn handler,
     *out = c;
     return EMQ_OK;
 fail:
-    emq_consumer_destroy(c);
+    emq_consumer_free(c);
     return st;
 }
 
-void emq_consumer_destroy(emq_consumer_t *c) {
+emq_status emq_consumer_new(const emq_conf_t *conf, emq_handler_fn handler,
+                            void *opaque, emq_consumer_t **out,
+                            emq_error *err) {
+    return make(conf, handler, NULL, opaque, out, err);
+}
+
+emq_status emq_consumer_new_batch(const emq_conf_t *conf,
+                                  emq_batch_handler_fn handler, void *opaque,
+                                  emq_consumer_t **out, emq_error *err) {
+    if (handler == NULL) {
+        *out = NULL;
+        return emq_error_set(err, EMQ_EINVAL, 0,
+                             "a batch consumer needs a batch handler");
+    }
+    return make(conf, NULL, handler, opaque, out, err);
+}
+
+void emq_consumer_free(emq_consumer_t *c) {
     if (c == NULL)
         return;
     for (size_t i = 0; i < c->nparts; i++)
-        emq_consumer_destroy(c->parts[i]);
+        emq_consumer_free(c->parts[i]);
     emq_free(c->parts);
+    if (c->ready != NULL && c->ready->root == c)
+        emq_ready_free(c->ready);
+    emq_free(c->fetchers);
     emq_xchg_close(&c->rx);
     emq_xchg_close(&c->upkeep.x);
     emq_inflight_destroy(&c->table);
@@ -192,6 +219,7 @@ void emq_consumer_destroy(emq_consumer_t *c) {
     emq_free(c->rx_ops);
     emq_conf_destroy(c->conf);
     pthread_mutex_destroy(&c->fatal_mu);
+    pthread_mutex_destroy(&c->pull_mu);
     emq_free(c);
 }
 
@@ -201,6 +229,14 @@ void emq_consumer_stop(emq_consumer_t *c) {
     atomic_store(&c->stop, 1);
     for (size_t i = 0; i < c->nparts; i++)
         atomic_store(&c->parts[i]->stop, 1);
+    /* Pull mode: the event descriptor turns readable, so an event loop
+     * learns of the stop (write(2) is async-signal-safe). */
+    emq_ready *r = c->ready;
+    if (r != NULL) {
+        uint64_t one = 1;
+        ssize_t rc = write(r->efd, &one, sizeof one);
+        (void)rc;
+    }
 }
 
 /* ---- the session ---------------------------------------------------------- */
@@ -255,6 +291,9 @@ static step_end classify(emq_consumer_t *c, emq_status st, int nogroup) {
 static emq_status start_session(emq_consumer_t *c, int *nogroup,
                                 emq_error *err) {
     emq_status st;
+    /* Entries read and not handed out are dropped, wherever they wait:
+     * recover self brings them back. */
+    emq_ready_purge(c, 0);
     emq_inflight_drop_unstarted(&c->table);
     /* Held earlier in this run and not known held now (a pause, an
      * outage): a holder found now took the name from us. */
@@ -293,8 +332,9 @@ static emq_status group_lost(emq_consumer_t *c, emq_error *err) {
     return open_door(c, err);
 }
 
-/* One XREADGROUP ... >, then the handler over what arrived. */
-static emq_status read_new(emq_consumer_t *c, emq_error *err) {
+/* One XREADGROUP ... > of at most room entries, then the handler (or
+ * the ready queue) over what arrived. */
+static emq_status read_new(emq_consumer_t *c, size_t room, emq_error *err) {
     char count[24], block[24];
     /* Block no longer than until the next claim beat or retry is due. */
     int64_t now = emq_now_ms();
@@ -305,7 +345,9 @@ static emq_status read_new(emq_consumer_t *c, emq_error *err) {
         until_beat = until_due;
     if (until_beat < wait)
         wait = until_beat < 1 ? 1 : until_beat;
-    snprintf(count, sizeof count, "%lld", (long long)c->conf->count);
+    snprintf(count, sizeof count, "%lld",
+             (long long)((size_t)c->conf->count < room ? (size_t)c->conf->count
+                                                       : room));
     snprintf(block, sizeof block, "%lld", (long long)wait);
     const char *argv[] = {"XREADGROUP", "GROUP", c->group, c->name, "COUNT",
                           count, "BLOCK", block, "STREAMS", c->keys.stream,
@@ -371,19 +413,28 @@ static emq_status read_new(emq_consumer_t *c, emq_error *err) {
     return st;
 }
 
-/* One turn of the loop: a claim beat when due, due retries, a read. */
+/* One turn of the loop: a claim beat when due, due retries, a read. In
+ * pull mode each takes no more than the room max_in_flight leaves; with
+ * none, the turn waits for some (settlements, a resume) instead. */
 static emq_status turn(emq_consumer_t *c, emq_error *err) {
     emq_status st = EMQ_OK;
+    if (emq_ready_room(c) == 0) {
+        emq_ready_wait_room(c, c->conf->block_ms);
+        return EMQ_OK;
+    }
     if (emq_lease_valid(c) && atomic_exchange(&c->recover_self_due, 0))
         st = emq_recover_self(c, err);
-    if (st == EMQ_OK && emq_now_ms() >= c->next_claim_ms) {
+    if (st == EMQ_OK && emq_now_ms() >= c->next_claim_ms &&
+        emq_ready_room(c) > 0) {
         st = emq_recover_peers(c, err);
         c->next_claim_ms = emq_now_ms() + c->conf->claim_interval_ms;
     }
     if (st == EMQ_OK && emq_inflight_next_due(&c->table, emq_now_ms()) == 0)
         st = emq_recover_due(c, err);
-    if (st == EMQ_OK && !emq_consumer_stopping(c) && emq_lease_valid(c))
-        st = read_new(c, err);
+    size_t room = emq_ready_room(c);
+    if (st == EMQ_OK && !emq_consumer_stopping(c) && emq_lease_valid(c) &&
+        room > 0)
+        st = read_new(c, room, err);
     return st;
 }
 
@@ -430,21 +481,12 @@ static emq_status recover_from(emq_consumer_t *c, step_end end,
     return st;
 }
 
-emq_status emq_consumer_run(emq_consumer_t *c, emq_error *err) {
-    emq_error_clear(err);
-    if (atomic_exchange(&c->running, 1))
-        return emq_error_set(err, EMQ_EINVAL, 0,
-                             "consumer '%s' is already running", c->name);
-    if (c->nparts > 0) {
-        emq_status st = emq_consumers_run(c->parts, c->nparts, err);
-        atomic_store(&c->running, 0);
-        atomic_store(&c->stop, 0);
-        return st;
-    }
+emq_status emq_consumer_loop(emq_consumer_t *c, emq_error *err) {
     atomic_store(&c->fatal, 0);
     emq_error local;
     if (err == NULL)
         err = &local;
+    emq_error_clear(err);
     emq_status st = EMQ_OK;
     if (c->rx.route == NULL)
         st = emq_xchg_open(&c->rx, c, "read", NULL, err);
@@ -470,13 +512,26 @@ emq_status emq_consumer_run(emq_consumer_t *c, emq_error *err) {
         }
         st = turn(c, err);
     }
+    if (c->ready != NULL) {
+        /* Pull mode: what was read and not handed out goes back, counts
+         * undone; what was handed out may still be settled, until close
+         * (the upkeep thread goes on refreshing and sending meanwhile). */
+        emq_ready_purge(c, 1);
+        emq_ready_wait_settled(c);
+        size_t left = atomic_load(&c->table.nhandling);
+        if (left > 0)
+            emq_consumer_log(c, EMQ_LOG_WARNING,
+                             "closing with %zu entries handed out and not "
+                             "settled: they stay pending to this name and "
+                             "come back at its next start",
+                             left);
+    }
     emq_upkeep_stop(c);
     if (c->rx.route != NULL && !emq_route_is_broken(c->rx.route))
         emq_lease_release(c, &c->rx);
     atomic_store(&c->lease_deadline_ms, 0);
     c->lease_held = c->lease_lapsed = 0;
     emq_inflight_clear(&c->table);
-    atomic_store(&c->running, 0);
     if (atomic_load(&c->fatal)) {
         pthread_mutex_lock(&c->fatal_mu);
         *err = c->fatal_err;
@@ -486,6 +541,65 @@ emq_status emq_consumer_run(emq_consumer_t *c, emq_error *err) {
         emq_error_clear(err);
         st = EMQ_OK;
     }
-    atomic_store(&c->stop, 0);
+    return st;
+}
+
+/* One thread of emq_consumers_run. */
+typedef struct run_member {
+    emq_consumer_t *const *all; /* every consumer of the run */
+    size_t n;
+    emq_consumer_t *consumer;
+    emq_status (*run)(emq_consumer_t *c, emq_error *err);
+    pthread_t thread;
+    int started;
+    emq_status status;
+    emq_error error;
+} run_member;
+
+static void *member_main(void *arg) {
+    run_member *m = arg;
+    m->status = m->run(m->consumer, &m->error);
+    if (m->status != EMQ_OK) /* one fatal error stops them all */
+        for (size_t i = 0; i < m->n; i++)
+            emq_consumer_stop(m->all[i]);
+    return NULL;
+}
+
+emq_status emq_consumers_run(emq_consumer_t *const *consumers, size_t n,
+                             emq_status (*run)(emq_consumer_t *c,
+                                               emq_error *err),
+                             emq_error *err) {
+    emq_error_clear(err);
+    run_member *members = emq_calloc(n ? n : 1, sizeof *members);
+    if (members == NULL)
+        return emq_error_set(err, EMQ_ENOMEM, 0, "out of memory");
+    emq_status st = EMQ_OK;
+    for (size_t i = 0; i < n; i++) {
+        run_member *m = &members[i];
+        m->all = consumers;
+        m->n = n;
+        m->consumer = consumers[i];
+        m->run = run;
+        if (pthread_create(&m->thread, NULL, member_main, m) != 0) {
+            st = emq_error_set(err, EMQ_ENOMEM, 0,
+                               "could not start consumer thread %zu", i + 1);
+            for (size_t k = 0; k < n; k++)
+                emq_consumer_stop(consumers[k]);
+            break;
+        }
+        m->started = 1;
+    }
+    for (size_t i = 0; i < n; i++) {
+        run_member *m = &members[i];
+        if (!m->started)
+            continue;
+        pthread_join(m->thread, NULL);
+        if (m->status != EMQ_OK && st == EMQ_OK) {
+            st = m->status;
+            if (err)
+                *err = m->error;
+        }
+    }
+    emq_free(members);
     return st;
 }

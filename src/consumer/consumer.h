@@ -14,14 +14,22 @@
  *   upkeep.c    the maintenance thread on its own connection: refreshes
  *               ownership, renews the lease, sends settlements, on a timer
  *               that does not depend on the handler
+ *   ready.c     pull mode: entries read and waiting for emq_consumer_poll,
+ *               the in-flight room, the event descriptor
  *   entries.c   entries out of replies, and handing them to the handler
+ *               (run mode) or to the ready queue (pull mode)
  *   recover.c   recover self, claim beats, retries that are due
- *   consumer.c  validation, the session and the run loop
- *   pool.c      N consumers on N threads
+ *   consumer.c  validation, the session and the loop; N loops on N threads
+ *   handout.c   the public ways to consume over that one loop: run with a
+ *               handler, poll and settle from any thread, the batch
+ *               handler, close, pause, the event-loop descriptor
+ *   pool.c      N consumers of N names on N threads
  *
- * Threads: the run thread owns the read exchange and calls the handler;
- * the upkeep thread owns its own exchange. They share the in-flight table
- * (its mutex), the lease deadline and the stop/fatal flags (atomics).
+ * Threads: the loop's thread (run's caller, or in pull mode a thread of
+ * the consumer's own) owns the read exchange; the upkeep thread owns its
+ * own exchange. They share the in-flight table (its mutex), the lease
+ * deadline and the stop/fatal flags (atomics). In pull mode, any thread
+ * may poll (the ready queue's mutex) and settle (the table's mutex).
  */
 #ifndef EMQ_CONSUMER_H
 #define EMQ_CONSUMER_H
@@ -200,9 +208,6 @@ typedef struct settle_op {
     uint64_t deliveries;
     int64_t delay_ms;  /* SETTLE_RETRY */
     char *reason;      /* SETTLE_RETRY/DEAD: owned, may be NULL */
-    char *args;        /* SETTLE_DEAD: owned copy of field names and values */
-    size_t *lens;      /* their lengths (owned) */
-    size_t nargs;
     size_t slot_hint;  /* where its entry was when queued (inflight.c) */
 } settle_op;
 
@@ -217,6 +222,7 @@ typedef struct emq_inflight {
     int64_t run_took_ms;   /* when the run thread last took ops for a read */
     int quit;              /* the upkeep thread is asked to end */
     size_t nwait;          /* entries in IF_RETRY_WAIT */
+    atomic_size_t nhandling; /* entries in IF_HANDLING (read without mu) */
     size_t current;        /* slot of the entry the handler has (a hint) */
     int64_t stale_after_ms; /* an entry not refreshed this long is not
                                handed out (0: no check) */
@@ -238,13 +244,27 @@ int emq_inflight_add_batch(emq_inflight *t, batch_item *items, size_t n,
  * a settlement: the entry moves to IF_SETTLING, or IF_RETRY_WAIT due in
  * op->delay_ms; takes ownership), then, when next (an item of the batch
  * add_batch took, found by its slot hint) is not NULL, marks its entry
- * IF_HANDLING if it is held and still owned and sets *began to 1; else
- * forgets it and sets *began to 0 (lost to a peer, or not in the table)
- * or -1 (not refreshed for stale_after_ms: still pending to us, for
- * recover self to bring back). ENOMEM fails. */
+ * IF_HANDLING if it is held, not handed out yet (IF_READ) and still
+ * owned, and sets *began to 1; sets *began to 0 and leaves it alone when
+ * it is in another state (in hand already); else forgets it and sets
+ * *began to 0 (lost to a peer, or not in the table) or -1 (not refreshed
+ * for stale_after_ms: still pending to us, for recover self to bring
+ * back). ENOMEM fails. */
 emq_status emq_inflight_step(emq_inflight *t, settle_op *op,
                              const batch_item *next, int *began,
                              emq_error *err);
+/* Queues the SETTLE_RELEASE of item, read and never handed out: back to
+ * the server with the count its read or take raised undone. */
+emq_status emq_inflight_release(emq_inflight *t, const batch_item *item,
+                                emq_error *err);
+/* Queues *op (takes ownership) for an entry handed out (IF_HANDLING):
+ * the settlement of emq_consumer_ack/retry/dead, from any thread. Sets
+ * op->deliveries from the table; a retry at its max_deliveries-th
+ * delivery becomes a dead letter. EMQ_EINVAL when the entry is not handed
+ * out (settled twice, never handed out), EMQ_ELOST when a peer took it
+ * over meanwhile (then it is forgotten). */
+emq_status emq_inflight_settle_held(emq_inflight *t, settle_op *op,
+                                   uint64_t max_deliveries, emq_error *err);
 /* Adds id in IF_RETRY_WAIT, due in wait_ms (a retry whose delay survived
  * a restart), unless it is there already. -1 when out of memory. */
 int emq_inflight_add_waiting(emq_inflight *t, const emq_id *id,
@@ -292,6 +312,75 @@ void emq_inflight_clear(emq_inflight *t);
 /* Entries in the table, and settlements queued. */
 size_t emq_inflight_count(emq_inflight *t);
 size_t emq_inflight_queued(emq_inflight *t);
+
+/* ---- ready.c -------------------------------------------------------------- */
+
+struct emq_consumer;
+typedef struct emq_chunk emq_chunk;
+
+/* One entry handed out by poll: the public entry and what settles it. */
+typedef struct handout {
+    emq_entry pub;               /* first: emq_entry_free casts back */
+    emq_chunk *chunk;
+    struct emq_consumer *owner;  /* whose table holds it (a partition's) */
+    batch_item item;
+} handout;
+
+/* The entries of one read, sharing its reply (refcounted). */
+struct emq_chunk {
+    atomic_size_t refs;   /* entries not yet freed or dropped */
+    emq_reply *reply;
+    emq_field *fields;    /* every entry's field views */
+    char *names;          /* stream, group and consumer copies */
+    size_t n, cap, nfields;
+    handout items[];
+};
+
+typedef struct emq_ready {
+    pthread_mutex_t mu;
+    pthread_cond_t more;  /* entries queued, the consumer ended, resume */
+    pthread_cond_t room;  /* room freed, closing, the consumer ended */
+    handout **ring;       /* FIFO of entries to hand out */
+    size_t head, n, cap;
+    size_t limit;         /* max_in_flight */
+    struct emq_consumer *root; /* the consumer polled (a topic's parent) */
+    int closing, ended, running, fd_set;
+    atomic_int room_waiters; /* reading threads waiting for room */
+    int efd;              /* eventfd: readable while n > 0 or ended */
+    emq_status end_status; /* first fatal error of a reading thread */
+    emq_error end_err;
+} emq_ready;
+
+emq_status emq_ready_new(struct emq_consumer *root, emq_ready **out,
+                         emq_error *err);
+void emq_ready_free(emq_ready *r);
+/* Drops one reference; the last frees the chunk and its reply. */
+void emq_chunk_unref(emq_chunk *ch);
+/* How many more entries c may read (its topic's total, in pull mode):
+ * max_in_flight less those waiting and those handed out and not settled;
+ * 0 while paused; SIZE_MAX in run mode (c->ready NULL). */
+size_t emq_ready_room(struct emq_consumer *c);
+/* Sleeps until there is room, a stop or closing, at most ms. */
+void emq_ready_wait_room(struct emq_consumer *c, int64_t ms);
+/* Waits until every entry c handed out is settled, or closing, or fatal. */
+void emq_ready_wait_settled(struct emq_consumer *c);
+/* Wakes every waiter: room may have changed (a settlement, a resume). */
+void emq_ready_notify(emq_ready *r);
+/* Queues the chunk's entries (the chunk's references pass to the queue). */
+emq_status emq_ready_push(emq_ready *r, emq_chunk *ch, emq_error *err);
+/* Hands out up to max entries into out, waiting up to timeout_ms (< 0:
+ * without end) for the first. EMQ_ECLOSED once stopped, the first fatal
+ * error once a reading thread ended with one. */
+emq_status emq_ready_poll(emq_ready *r, emq_entry **out, size_t max,
+                          int64_t timeout_ms, size_t *n, emq_error *err);
+/* Takes c's entries off the queue: at a session's start (they are
+ * dropped from the table next and come back through recover self), or
+ * with release at the loop's end (handed back with their count undone). */
+void emq_ready_purge(struct emq_consumer *c, int release);
+/* A reading thread ended with st (its first fatal error is kept). */
+void emq_ready_ended(emq_ready *r, emq_status st, const emq_error *err);
+/* After close: ready for the reading threads to start again. */
+void emq_ready_reset(emq_ready *r);
 
 /* ---- the consumer -------------------------------------------------------- */
 
@@ -344,7 +433,18 @@ struct emq_consumer {
     int64_t next_claim_ms;
     int64_t last_recreate_ms;
     int64_t last_claim_warning_ms;
-    uint64_t rng;           /* retry jitter */
+    _Atomic uint64_t rng;   /* retry jitter (settlements of any thread) */
+
+    /* Pull mode: the ready queue (owned by the topic's parent, or by this
+     * consumer when it is not a partition), NULL in run mode. */
+    emq_ready *ready;
+    emq_batch_handler_fn batch_handler;
+    atomic_int batch_running; /* run with a batch handler is going */
+    atomic_int paused;       /* emq_consumer_pause (a topic's parent's) */
+    struct emq_consumer *self; /* this consumer (readers of one) */
+    pthread_mutex_t pull_mu; /* starting and closing pull mode */
+    pthread_t *fetchers;     /* the reading threads of pull mode */
+    size_t nfetchers;
 
     /* A topic (conf partitions > 1): one consumer per partition, each
      * with its own route, thread and lease, all under this one's name.
@@ -402,6 +502,11 @@ void emq_settle_finish(emq_consumer_t *c, settle_op *ops, size_t n,
 emq_status emq_settle_append_refresh(emq_consumer_t *c, emq_xchg *x,
                                      const emq_id *ids, size_t n, int tag,
                                      emq_error *err);
+/* Builds the settlement *op of entry id, delivered deliveries times
+ * (reason may be NULL; a retry gets its delay from the schedule). */
+emq_status emq_settle_make(emq_consumer_t *c, const emq_id *id,
+                           uint64_t deliveries, settle_kind kind,
+                           const char *reason, settle_op *op, emq_error *err);
 /* The retry delay for an entry failed at its deliveries-th delivery. */
 int64_t emq_settle_retry_delay(emq_consumer_t *c, uint64_t deliveries);
 
@@ -435,9 +540,15 @@ emq_status emq_batch_parse(batch *b, emq_reply *reply,
  * RESP3 map), or NULL when the reply holds none (null or empty). */
 const emq_reply *emq_xread_entries(const emq_reply *reply, emq_error *err,
                                    emq_status *st);
+/* Points out[0..n) (or, when out is NULL, c's scratch array) at item's
+ * field name/value views, setting *nfields; marks item malformed (and
+ * forgets its fields) when a name or value is not a string. ENOMEM only. */
+emq_status emq_entry_fields(emq_consumer_t *c, batch_item *item,
+                            emq_field *out, size_t *nfields, emq_error *err);
 /* Puts the batch's entries in the in-flight table and hands them to the
- * handler one by one while the lease holds and no stop is asked; entries
- * already held (in the table before) are skipped. Returns EMQ_OK or a
+ * handler one by one (pull mode: to the ready queue, taking the reply
+ * from b) while the lease holds and no stop is asked; entries already
+ * held (in the table before) are skipped. Returns EMQ_OK or a
  * fatal error. */
 emq_status emq_batch_dispatch(emq_consumer_t *c, batch *b, emq_error *err);
 
@@ -452,12 +563,22 @@ emq_status emq_recover_peers(emq_consumer_t *c, emq_error *err);
 /* Delivers again the retried entries whose delay has passed. */
 emq_status emq_recover_due(emq_consumer_t *c, emq_error *err);
 
-/* ---- pool.c ------------------------------------------------------------- */
+/* ---- consumer.c ------------------------------------------------------- */
 
-/* Runs n consumers on n threads and waits for all of them. The first
- * fatal error of any stops the others and is returned (EMQ_OK when all
- * stopped cleanly). */
+/* Frees c and its partitions (nothing may run). */
+void emq_consumer_free(emq_consumer_t *c);
+/* One consumer's (not a topic parent's) whole life on the calling
+ * thread: connect, sessions and turns until a stop or a fatal error, then
+ * (pull mode) hand back what is unhanded and wait for what is handed out
+ * to be settled, end the upkeep thread and give the lease back. EMQ_OK
+ * after a stop. */
+emq_status emq_consumer_loop(emq_consumer_t *c, emq_error *err);
+/* Runs run(consumers[i]) on n threads and waits for all of them. The
+ * first fatal error of any stops the others and is returned (EMQ_OK when
+ * all stopped cleanly). */
 emq_status emq_consumers_run(emq_consumer_t *const *consumers, size_t n,
+                             emq_status (*run)(emq_consumer_t *c,
+                                               emq_error *err),
                              emq_error *err);
 
 #endif /* EMQ_CONSUMER_H */

@@ -108,17 +108,19 @@ emq_status emq_batch_parse(batch *b, emq_reply *reply,
     return EMQ_OK;
 }
 
-/* Points c->fields at the item's field/value views; sets item->malformed
- * (and forgets its fields) when a name or value is not a string. */
-static emq_status build_fields(emq_consumer_t *c, batch_item *item,
-                               size_t *nfields, emq_error *err) {
+emq_status emq_entry_fields(emq_consumer_t *c, batch_item *item,
+                            emq_field *out, size_t *nfields,
+                            emq_error *err) {
     size_t n = emq_reply_len(item->fields) / 2;
-    if (n > c->fields_cap) {
-        emq_field *f = emq_realloc(c->fields, n * sizeof *f);
-        if (f == NULL)
-            return emq_error_set(err, EMQ_ENOMEM, 0, "out of memory");
-        c->fields = f;
-        c->fields_cap = n;
+    if (out == NULL) {
+        if (n > c->fields_cap) {
+            emq_field *f = emq_realloc(c->fields, n * sizeof *f);
+            if (f == NULL)
+                return emq_error_set(err, EMQ_ENOMEM, 0, "out of memory");
+            c->fields = f;
+            c->fields_cap = n;
+        }
+        out = c->fields;
     }
     for (size_t i = 0; i < n; i++) {
         const emq_reply *name = emq_reply_at(item->fields, 2 * i);
@@ -130,41 +132,14 @@ static emq_status build_fields(emq_consumer_t *c, batch_item *item,
             *nfields = 0;
             return EMQ_OK;
         }
-        c->fields[i].name = emq_reply_str(name, &c->fields[i].name_len);
-        c->fields[i].value = emq_reply_str(value, &c->fields[i].value_len);
-        if (c->fields[i].value == NULL)
-            c->fields[i].value = ""; /* an empty string may have no text */
-        if (c->fields[i].name == NULL)
-            c->fields[i].name = "";
+        out[i].name = emq_reply_str(name, &out[i].name_len);
+        out[i].value = emq_reply_str(value, &out[i].value_len);
+        if (out[i].value == NULL)
+            out[i].value = ""; /* an empty string may have no text */
+        if (out[i].name == NULL)
+            out[i].name = "";
     }
     *nfields = n;
-    return EMQ_OK;
-}
-
-/* Copies item's field names and values into op (for the dead letter). */
-static emq_status copy_fields(const batch_item *item, settle_op *op,
-                              emq_error *err) {
-    size_t n = item->fields ? emq_reply_len(item->fields) : 0;
-    size_t total = 0;
-    for (size_t i = 0; i < n; i++) {
-        size_t len;
-        emq_reply_str(emq_reply_at(item->fields, i), &len);
-        total += len;
-    }
-    op->args = emq_alloc(total ? total : 1);
-    op->lens = emq_alloc((n ? n : 1) * sizeof *op->lens);
-    if (op->args == NULL || op->lens == NULL)
-        return emq_error_set(err, EMQ_ENOMEM, 0, "out of memory");
-    char *p = op->args;
-    for (size_t i = 0; i < n; i++) {
-        size_t len;
-        const char *text = emq_reply_str(emq_reply_at(item->fields, i), &len);
-        if (len)
-            memcpy(p, text, len);
-        op->lens[i] = len;
-        p += len;
-    }
-    op->nargs = n;
     return EMQ_OK;
 }
 
@@ -172,27 +147,15 @@ static emq_status copy_fields(const batch_item *item, settle_op *op,
 static emq_status make_op(emq_consumer_t *c, const batch_item *item,
                           settle_kind kind, const char *reason, settle_op *op,
                           emq_error *err) {
-    *op = (settle_op){.kind = kind, .id = item->id,
-                      .deliveries = item->deliveries};
-    if (reason != NULL && (op->reason = emq_strdup(reason)) == NULL)
-        return emq_error_set(err, EMQ_ENOMEM, 0, "out of memory");
-    if (kind == SETTLE_RETRY)
-        op->delay_ms = emq_settle_retry_delay(c, item->deliveries);
-    if (kind == SETTLE_DEAD) {
-        emq_status st = copy_fields(item, op, err);
-        if (st != EMQ_OK) {
-            emq_settle_op_free(op);
-            return st;
-        }
-    }
-    return EMQ_OK;
+    return emq_settle_make(c, &item->id, item->deliveries, kind, reason, op,
+                           err);
 }
 
 /* Runs the handler on one entry; *op is its settlement. */
 static emq_status handle(emq_consumer_t *c, batch_item *item, settle_op *op,
                          emq_error *err) {
     size_t nfields = 0;
-    emq_status st = build_fields(c, item, &nfields, err);
+    emq_status st = emq_entry_fields(c, item, NULL, &nfields, err);
     if (st != EMQ_OK)
         return st;
     if (item->malformed) /* a name or value that is not a string */
@@ -236,14 +199,103 @@ static emq_status handle(emq_consumer_t *c, batch_item *item, settle_op *op,
 static emq_status release_rest(emq_consumer_t *c, batch *b, size_t first,
                                emq_error *err) {
     emq_status st = EMQ_OK;
-    for (size_t i = first; i < b->n && st == EMQ_OK; i++) {
-        const batch_item *item = &b->items[i];
-        if (item->held)
-            continue;
-        /* A new entry's count is 1 (XREADGROUP > tells none). */
-        settle_op op = {.kind = SETTLE_RELEASE, .id = item->id,
-                        .deliveries = item->deliveries ? item->deliveries : 1};
-        st = emq_inflight_step(&c->table, &op, NULL, NULL, err);
+    for (size_t i = first; i < b->n && st == EMQ_OK; i++)
+        if (!b->items[i].held)
+            st = emq_inflight_release(&c->table, &b->items[i], err);
+    return st;
+}
+
+/* Entries no handler may see are settled at once: malformed, deleted or
+ * trimmed while pending (ack and count), or delivered more often than
+ * allowed without an answer (a handler that crashed its process, say).
+ * Returns 1 with *op built (or *st failed) for those, 0 for the others. */
+static int settle_unseen(emq_consumer_t *c, const batch_item *item,
+                         settle_op *op, emq_status *st, emq_error *err) {
+    if (item->malformed) {
+        *st = make_op(c, item, SETTLE_DEAD, "malformed entry", op, err);
+    } else if (item->fields == NULL) {
+        atomic_fetch_add(&c->stats.deleted_pending, 1);
+        *st = make_op(c, item, SETTLE_GONE, NULL, op, err);
+    } else if (item->deliveries > (uint64_t)c->conf->max_deliveries) {
+        *st = make_op(c, item, SETTLE_DEAD, NULL, op, err);
+    } else {
+        return 0;
+    }
+    return 1;
+}
+
+/* Pull mode: a chunk able to hold every entry of b, its field views and
+ * copies of the names an entry shows. NULL when out of memory. */
+static emq_chunk *chunk_new(emq_consumer_t *c, const batch *b) {
+    size_t nfields = 0;
+    for (size_t i = 0; i < b->n; i++)
+        if (!b->items[i].held && b->items[i].fields != NULL)
+            nfields += emq_reply_len(b->items[i].fields) / 2;
+    emq_chunk *ch = emq_calloc(1, sizeof *ch + b->n * sizeof ch->items[0]);
+    if (ch == NULL)
+        return NULL;
+    size_t ls = strlen(c->keys.stream) + 1, lg = strlen(c->group) + 1,
+           ln = strlen(c->name) + 1;
+    ch->names = emq_alloc(ls + lg + ln);
+    ch->fields = emq_alloc((nfields ? nfields : 1) * sizeof *ch->fields);
+    if (ch->names == NULL || ch->fields == NULL) {
+        emq_free(ch->names);
+        emq_free(ch->fields);
+        emq_free(ch);
+        return NULL;
+    }
+    memcpy(ch->names, c->keys.stream, ls);
+    memcpy(ch->names + ls, c->group, lg);
+    memcpy(ch->names + ls + lg, c->name, ln);
+    ch->cap = b->n;
+    return ch;
+}
+
+/* Pull mode: adds item to ch for poll to hand out; an item whose field
+ * views turn out malformed is marked so and not added. */
+static emq_status chunk_add(emq_consumer_t *c, emq_chunk *ch,
+                            batch_item *item, emq_error *err) {
+    size_t nfields = 0;
+    emq_field *fields = ch->fields + ch->nfields;
+    emq_status st = emq_entry_fields(c, item, fields, &nfields, err);
+    if (st != EMQ_OK || item->malformed)
+        return st;
+    handout *h = &ch->items[ch->n++];
+    size_t ls = strlen(ch->names) + 1;
+    h->chunk = ch;
+    h->owner = c;
+    h->item = *item;
+    h->pub = (emq_entry){
+        .id = h->item.id.str,
+        .deliveries = item->deliveries,
+        .fields = fields,
+        .nfields = nfields,
+        .stream = ch->names,
+        .group = ch->names + ls,
+        .consumer = ch->names + ls + strlen(ch->names + ls) + 1,
+    };
+    ch->nfields += nfields;
+    return EMQ_OK;
+}
+
+/* Pull mode: hands ch to the ready queue with the reply its entries point
+ * into (taken from b), or frees it when it holds none. */
+static emq_status chunk_push(emq_consumer_t *c, emq_chunk *ch, batch *b,
+                             emq_error *err) {
+    if (ch->n == 0) {
+        atomic_store(&ch->refs, 1);
+        emq_chunk_unref(ch);
+        return EMQ_OK;
+    }
+    ch->reply = b->reply;
+    b->reply = NULL;
+    atomic_store(&ch->refs, ch->n);
+    emq_status st = emq_ready_push(c->ready, ch, err);
+    if (st != EMQ_OK) { /* not queued: the reply goes back to b */
+        b->reply = ch->reply;
+        ch->reply = NULL;
+        atomic_store(&ch->refs, 1);
+        emq_chunk_unref(ch);
     }
     return st;
 }
@@ -256,7 +308,13 @@ emq_status emq_batch_dispatch(emq_consumer_t *c, batch *b, emq_error *err) {
     if (emq_inflight_add_batch(&c->table, b->items, b->n, emq_now_ms()) != 0)
         return emq_error_set(err, EMQ_ENOMEM, 0, "out of memory");
     emq_status st = EMQ_OK;
-    uint64_t max = (uint64_t)c->conf->max_deliveries;
+    /* Pull mode: what may be handed out goes to the ready queue, in one
+     * chunk, for poll; else to the handler here, one by one. */
+    emq_chunk *ch = NULL;
+    if (c->ready != NULL && (ch = chunk_new(c, b)) == NULL) {
+        emq_inflight_drop_unstarted(&c->table);
+        return emq_error_set(err, EMQ_ENOMEM, 0, "out of memory");
+    }
     /* The settlement decided last is queued together with the next begin,
      * in one lock: at once, since the next handler starts right away. */
     settle_op op;
@@ -274,50 +332,53 @@ emq_status emq_batch_dispatch(emq_consumer_t *c, batch *b, emq_error *err) {
             broke = 1;
             break;
         }
-        if (item->malformed) {
-            st = emq_inflight_step(&c->table, have ? &op : NULL, NULL, NULL, err);
+        settle_op next;
+        int unseen = settle_unseen(c, item, &next, &st, err);
+        if (!unseen && ch != NULL && st == EMQ_OK) {
+            st = chunk_add(c, ch, item, err);
+            if (st != EMQ_OK || !item->malformed)
+                continue;
+            /* A name or value that is not a string. */
+            st = make_op(c, item, SETTLE_DEAD, "malformed entry", &next, err);
+            unseen = 1;
+        }
+        if (unseen) {
+            if (st == EMQ_OK && have)
+                st = emq_inflight_step(&c->table, &op, NULL, NULL, err);
             have = 0;
-            if (st == EMQ_OK)
-                st = make_op(c, item, SETTLE_DEAD, "malformed entry", &op,
-                             err);
-            have = st == EMQ_OK;
-        } else if (item->fields == NULL) {
-            /* Deleted or trimmed while pending: ack, count, never hand to
-             * the handler. */
-            atomic_fetch_add(&c->stats.deleted_pending, 1);
-            st = emq_inflight_step(&c->table, have ? &op : NULL, NULL, NULL, err);
-            have = 0;
-            if (st == EMQ_OK)
-                st = make_op(c, item, SETTLE_GONE, NULL, &op, err);
-            have = st == EMQ_OK;
-        } else if (item->deliveries > max) {
-            /* Delivered more often than allowed without an answer (a
-             * handler that crashed its process, for instance). */
-            st = emq_inflight_step(&c->table, have ? &op : NULL, NULL, NULL, err);
-            have = 0;
-            if (st == EMQ_OK)
-                st = make_op(c, item, SETTLE_DEAD, NULL, &op, err);
-            have = st == EMQ_OK;
-        } else {
-            int go = 0;
-            st = emq_inflight_step(&c->table, have ? &op : NULL, item, &go,
-                                   err);
-            have = 0;
-            if (st == EMQ_OK && go == 1) {
-                st = handle(c, item, &op, err);
-                have = st == EMQ_OK;
-            } else if (go < 0) {
-                /* Pending to us, not refreshed in time: recover self
-                 * brings it back (uncounted, in a session that kept the
-                 * lease). */
-                atomic_store(&c->recover_self_due, 1);
+            if (st == EMQ_OK) {
+                op = next;
+                have = 1;
+            } else {
+                emq_settle_op_free(&next);
             }
+            continue;
+        }
+        int go = 0;
+        st = emq_inflight_step(&c->table, have ? &op : NULL, item, &go, err);
+        have = 0;
+        if (st == EMQ_OK && go == 1) {
+            st = handle(c, item, &op, err);
+            have = st == EMQ_OK;
+        } else if (go < 0) {
+            /* Pending to us, not refreshed in time: recover self brings
+             * it back (uncounted, in a session that kept the lease). */
+            atomic_store(&c->recover_self_due, 1);
         }
     }
     if (have && st == EMQ_OK)
         st = emq_inflight_step(&c->table, &op, NULL, NULL, err);
     else if (have)
         emq_settle_op_free(&op);
+    if (ch != NULL && st == EMQ_OK && !broke) {
+        st = chunk_push(c, ch, b, err);
+    } else if (ch != NULL) {
+        /* Cut short: nothing of this read is handed out. */
+        for (size_t k = 0; k < ch->n && broke && st == EMQ_OK; k++)
+            st = emq_inflight_release(&c->table, &ch->items[k].item, err);
+        ch->n = 0;
+        chunk_push(c, ch, b, err); /* frees it */
+    }
     /* A stop, or the lease's deadline: hand the entries not reached back
      * with their count undone, so a batch cut short costs none of them a
      * delivery. Past the deadline the release waits in the queue (nothing

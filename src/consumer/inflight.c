@@ -35,13 +35,10 @@ emq_status emq_inflight_init(emq_inflight *t, emq_error *err) {
 }
 
 void emq_settle_op_free(settle_op *op) {
-    if (op->reason == NULL && op->args == NULL && op->lens == NULL)
+    if (op->reason == NULL)
         return; /* an ack owns nothing (the common case) */
     emq_free(op->reason);
-    emq_free(op->args);
-    emq_free(op->lens);
-    op->reason = op->args = NULL;
-    op->lens = NULL;
+    op->reason = NULL;
 }
 
 static void free_ops(emq_inflight *t) {
@@ -99,6 +96,8 @@ static void remove_at(emq_inflight *t, if_entry *e) {
     size_t hole = (size_t)(e - t->slots);
     if (e->state == IF_RETRY_WAIT)
         t->nwait--;
+    if (e->state == IF_HANDLING)
+        atomic_fetch_sub(&t->nhandling, 1);
     t->slots[hole].used = 0;
     t->n--;
     /* Shift later members of the probe run back into the hole. */
@@ -145,6 +144,10 @@ static void set_state(emq_inflight *t, if_entry *e, if_state state) {
         t->nwait--;
     if (state == IF_RETRY_WAIT)
         t->nwait++;
+    if (e->state == IF_HANDLING)
+        atomic_fetch_sub(&t->nhandling, 1);
+    if (state == IF_HANDLING)
+        atomic_fetch_add(&t->nhandling, 1);
     e->state = (unsigned char)state;
 }
 
@@ -221,16 +224,63 @@ emq_status emq_inflight_step(emq_inflight *t, settle_op *op,
         int stale = e != NULL && t->stale_after_ms > 0 &&
                     emq_now_coarse_ms() - e->refreshed_ms > t->stale_after_ms;
         int ok = e != NULL && !e->lost && !stale;
-        if (ok) {
-            set_state(t, e, IF_HANDLING);
-            t->current = (size_t)(e - t->slots);
-        } else if (e != NULL) {
-            remove_at(t, e);
+        if (e != NULL && e->state != IF_READ) {
+            /* In hand already (handed out by an earlier copy of it, a
+             * retry waiting, a settlement on its way): not again. */
+            *began = 0;
+        } else {
+            if (ok) {
+                set_state(t, e, IF_HANDLING);
+                t->current = (size_t)(e - t->slots);
+            } else if (e != NULL) {
+                remove_at(t, e);
+            }
+            *began = ok ? 1 : stale ? -1 : 0;
         }
-        *began = ok ? 1 : stale ? -1 : 0;
     }
     pthread_mutex_unlock(&t->mu);
     return st;
+}
+
+emq_status emq_inflight_settle_held(emq_inflight *t, settle_op *op,
+                                   uint64_t max_deliveries,
+                                   emq_error *err) {
+    pthread_mutex_lock(&t->mu);
+    if_entry *e = find(t, &op->id);
+    emq_status st;
+    if (e == NULL || e->state != IF_HANDLING) {
+        st = emq_error_set(err, EMQ_EINVAL, 0,
+                           "entry %s is not held by this consumer: it was "
+                           "settled already, or never handed out by "
+                           "emq_consumer_poll (or its group was deleted)",
+                           op->id.str);
+        emq_settle_op_free(op);
+    } else if (e->lost) {
+        remove_at(t, e);
+        emq_settle_op_free(op);
+        st = emq_error_set(err, EMQ_ELOST, 0,
+                           "entry %s was taken over by another consumer "
+                           "while it was out (its ownership could not be "
+                           "refreshed in time); that consumer handles it, "
+                           "so it is not settled here",
+                           op->id.str);
+    } else {
+        op->deliveries = e->deliveries;
+        if (op->kind == SETTLE_RETRY && e->deliveries >= max_deliveries)
+            op->kind = SETTLE_DEAD; /* its last delivery */
+        t->current = (size_t)(e - t->slots);
+        st = queue_op(t, op, err);
+    }
+    pthread_mutex_unlock(&t->mu);
+    return st;
+}
+
+emq_status emq_inflight_release(emq_inflight *t, const batch_item *item,
+                                emq_error *err) {
+    /* A new entry's count is 1 (XREADGROUP > tells none). */
+    settle_op op = {.kind = SETTLE_RELEASE, .id = item->id,
+                    .deliveries = item->deliveries ? item->deliveries : 1};
+    return emq_inflight_step(t, &op, NULL, NULL, err);
 }
 
 int emq_inflight_add_waiting(emq_inflight *t, const emq_id *id,
@@ -451,6 +501,7 @@ void emq_inflight_clear(emq_inflight *t) {
     memset(t->slots, 0, t->cap * sizeof *t->slots);
     t->n = 0;
     t->nwait = 0;
+    atomic_store(&t->nhandling, 0);
     free_ops(t);
     pthread_mutex_unlock(&t->mu);
 }

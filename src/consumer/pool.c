@@ -3,9 +3,8 @@
  * Each consumer has its own connection and the stable name
  * "<consumer>-<i>", i = 1..N, so a restarted pool gets its pending entries
  * back by name. When one consumer fails fatally, the pool stops the others
- * and returns that first error. The thread runner behind it,
- * emq_consumers_run, also runs the per-partition consumers of a topic
- * consumer (consumer.c).
+ * and returns that first error (the thread runner, emq_consumers_run, is
+ * consumer.c's, which also runs a topic's partitions).
  */
 #include "consumer.h"
 
@@ -59,64 +58,9 @@ emq_status emq_pool_new(const emq_conf_t *conf, int n, emq_handler_fn handler,
     return EMQ_OK;
 }
 
-/* One thread of emq_consumers_run. */
-typedef struct run_member {
-    emq_consumer_t *const *all; /* every consumer of the run */
-    size_t n;
-    emq_consumer_t *consumer;
-    pthread_t thread;
-    int started;
-    emq_status status;
-    emq_error error;
-} run_member;
-
-static void *member_main(void *arg) {
-    run_member *m = arg;
-    m->status = emq_consumer_run(m->consumer, &m->error);
-    if (m->status != EMQ_OK) /* one fatal error stops them all */
-        for (size_t i = 0; i < m->n; i++)
-            emq_consumer_stop(m->all[i]);
-    return NULL;
-}
-
-emq_status emq_consumers_run(emq_consumer_t *const *consumers, size_t n,
-                             emq_error *err) {
-    emq_error_clear(err);
-    run_member *members = emq_calloc(n ? n : 1, sizeof *members);
-    if (members == NULL)
-        return emq_error_set(err, EMQ_ENOMEM, 0, "out of memory");
-    emq_status st = EMQ_OK;
-    for (size_t i = 0; i < n; i++) {
-        run_member *m = &members[i];
-        m->all = consumers;
-        m->n = n;
-        m->consumer = consumers[i];
-        if (pthread_create(&m->thread, NULL, member_main, m) != 0) {
-            st = emq_error_set(err, EMQ_ENOMEM, 0,
-                               "could not start consumer thread %zu", i + 1);
-            for (size_t k = 0; k < n; k++)
-                emq_consumer_stop(consumers[k]);
-            break;
-        }
-        m->started = 1;
-    }
-    for (size_t i = 0; i < n; i++) {
-        run_member *m = &members[i];
-        if (!m->started)
-            continue;
-        pthread_join(m->thread, NULL);
-        if (m->status != EMQ_OK && st == EMQ_OK) {
-            st = m->status;
-            if (err)
-                *err = m->error;
-        }
-    }
-    emq_free(members);
-    return st;
-}
-
 emq_status emq_pool_run(emq_pool_t *pool, emq_error *err) {
-    return emq_consumers_run(pool->consumers, (size_t)pool->n, err);
+    return emq_consumers_run(pool->consumers, (size_t)pool->n,
+                             emq_consumer_run, err);
 }
 
 void emq_pool_stop(emq_pool_t *pool) {

@@ -196,11 +196,20 @@ emq_status emq_recover_self(emq_consumer_t *c, emq_error *err) {
     emq_stream_id last = {0, 0};
     int have_last = 0;
     char count[24];
-    long long page = c->conf->count < TAKE_PER_CALL ? c->conf->count
-                                                    : TAKE_PER_CALL;
-    snprintf(count, sizeof count, "%lld", page);
     emq_status st = EMQ_OK;
     while (!emq_consumer_stopping(c) && emq_lease_valid(c)) {
+        /* Pull mode: no more than max_in_flight leaves room for; the rest
+         * waits for a later turn. */
+        size_t room = emq_ready_room(c);
+        if (room == 0) {
+            atomic_store(&c->recover_self_due, 1);
+            break;
+        }
+        long long page = c->conf->count < TAKE_PER_CALL ? c->conf->count
+                                                        : TAKE_PER_CALL;
+        if ((size_t)page > room)
+            page = (long long)room;
+        snprintf(count, sizeof count, "%lld", page);
         const char *argv[] = {"EVAL",       list_script, "2",
                               c->keys.stream, c->retry_key, c->group,
                               c->name,      count,       start};
@@ -270,13 +279,17 @@ emq_status emq_recover_self(emq_consumer_t *c, emq_error *err) {
 emq_status emq_recover_peers(emq_consumer_t *c, emq_error *err) {
     char idle[24], count[24];
     snprintf(idle, sizeof idle, "%lld", (long long)c->conf->claim_min_idle_ms);
-    snprintf(count, sizeof count, "%lld", (long long)c->conf->claim_count);
     batch b;
     emq_batch_init(&b);
     emq_status st = EMQ_OK;
     for (int call = 0; call < EMQ_CLAIM_CALLS_PER_BEAT; call++) {
-        if (emq_consumer_stopping(c) || !emq_lease_valid(c))
+        size_t room = emq_ready_room(c);
+        if (emq_consumer_stopping(c) || !emq_lease_valid(c) || room == 0)
             break;
+        snprintf(count, sizeof count, "%lld",
+                 (long long)((size_t)c->conf->claim_count < room
+                                 ? (size_t)c->conf->claim_count
+                                 : room));
         const char *argv[] = {"EVAL",         claim_script,   "3",
                               c->keys.stream, c->reasons_key, c->retry_key,
                               c->group,       c->name,        idle,
@@ -352,8 +365,10 @@ emq_status emq_recover_due(emq_consumer_t *c, emq_error *err) {
     emq_id ids[TAKE_PER_CALL];
     emq_status st = EMQ_OK;
     while (st == EMQ_OK && !emq_consumer_stopping(c) && emq_lease_valid(c)) {
+        size_t room = emq_ready_room(c);
         size_t n = emq_inflight_due(&c->table, emq_now_ms(), ids,
-                                    TAKE_PER_CALL);
+                                    room < TAKE_PER_CALL ? room
+                                                         : TAKE_PER_CALL);
         if (n == 0)
             break;
         /* Forget them first: what is still ours comes back in the reply

@@ -56,6 +56,16 @@ static const char retry_script[] =
     "redis.call('ZADD', KEYS[2], now + tonumber(ARGV[3]), ARGV[1])\n"
     "return 1\n";
 
+/* Most field names and values a dead letter keeps (an even number): the
+ * script passes them to XADD through Lua's unpack, whose stack holds about
+ * 8000 values; an entry with more keeps its first ones (it is still moved
+ * and acked). */
+#define DEAD_MAX_ARGS_TEXT "7000"
+
+/* KEYS: stream, dead letters, reasons, schedule. ARGV: group, id, me,
+ * reason (empty: the recorded one). The dead letter copies the entry's
+ * fields from the stream itself, so a settlement needs no copy of them
+ * (and one decided from any thread later has them too). */
 static const char deadletter_script[] =
     "local p = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[2], ARGV[2], 1,"
     " ARGV[3])\n"
@@ -71,7 +81,12 @@ static const char deadletter_script[] =
     "local args = {'emq.id', ARGV[2], 'emq.group', ARGV[1],\n"
     "  'emq.consumer', ARGV[3], 'emq.deliveries', tostring(p[1][4]),\n"
     "  'emq.reason', reason}\n"
-    "for i = 5, #ARGV do args[#args + 1] = ARGV[i] end\n"
+    "local e = redis.call('XRANGE', KEYS[1], ARGV[2], ARGV[2])\n"
+    "if e[1] then\n"
+    "  local f = e[1][2]\n"
+    "  for i = 1, math.min(#f, " DEAD_MAX_ARGS_TEXT ") do"
+    " args[#args + 1] = f[i] end\n"
+    "end\n"
     "redis.call('XADD', KEYS[2], '*', unpack(args))\n"
     "redis.call('XACK', KEYS[1], ARGV[1], ARGV[2])\n"
     "redis.call('HDEL', KEYS[3], ARGV[2])\n"
@@ -128,8 +143,22 @@ int64_t emq_settle_retry_delay(emq_consumer_t *c, uint64_t deliveries) {
     unsigned attempt = deliveries > 1 ? (unsigned)(deliveries - 1) : 0;
     if (attempt > 62)
         attempt = 62;
+    /* A seed of its own for each call: settlements come from any thread. */
+    uint64_t rng = atomic_fetch_add(&c->rng, 0x9E3779B97F4A7C15ULL);
     return emq_backoff_delay(base, c->conf->retry_backoff_max_ms, attempt,
-                             &c->rng);
+                             &rng);
+}
+
+emq_status emq_settle_make(emq_consumer_t *c, const emq_id *id,
+                           uint64_t deliveries, settle_kind kind,
+                           const char *reason, settle_op *op,
+                           emq_error *err) {
+    *op = (settle_op){.kind = kind, .id = *id, .deliveries = deliveries};
+    if (reason != NULL && (op->reason = emq_strdup(reason)) == NULL)
+        return emq_error_set(err, EMQ_ENOMEM, 0, "out of memory");
+    if (kind == SETTLE_RETRY)
+        op->delay_ms = emq_settle_retry_delay(c, deliveries);
+    return EMQ_OK;
 }
 
 /* Appends one command of many ids: argv[0..nfixed) then the ids. */
@@ -148,40 +177,14 @@ static emq_status append_with_ids(emq_xchg *x, int tag, const char **fixed,
     return st;
 }
 
-/* Most field names and values a dead letter keeps: the script passes them
- * to XADD through Lua's unpack, whose stack holds about 8000 values; an
- * entry with more keeps its first ones (it is still moved and acked). */
-#define DEAD_MAX_ARGS 7000
 
 static emq_status append_dead(emq_consumer_t *c, emq_xchg *x,
                               const settle_op *op, emq_error *err) {
-    size_t nargs = op->nargs < DEAD_MAX_ARGS ? op->nargs : DEAD_MAX_ARGS;
-    size_t argc = 11 + nargs;
-    const char **argv = emq_alloc(argc * sizeof *argv);
-    size_t *lens = emq_alloc(argc * sizeof *lens);
-    if (argv == NULL || lens == NULL) {
-        emq_free(argv);
-        emq_free(lens);
-        return emq_error_set(err, EMQ_ENOMEM, 0, "out of memory");
-    }
-    const char *fixed[] = {"EVAL", deadletter_script, "4", c->keys.stream,
-                           c->keys.dead, c->reasons_key, c->retry_key,
-                           c->group, op->id.str, c->name,
-                           op->reason ? op->reason : ""};
-    for (size_t i = 0; i < 11; i++) {
-        argv[i] = fixed[i];
-        lens[i] = strlen(fixed[i]);
-    }
-    const char *p = op->args;
-    for (size_t i = 0; i < nargs; i++) {
-        argv[11 + i] = p;
-        lens[11 + i] = op->lens[i];
-        p += op->lens[i];
-    }
-    emq_status st = emq_xchg_append(x, TAG_DEAD, (int)argc, argv, lens, err);
-    emq_free(argv);
-    emq_free(lens);
-    return st;
+    const char *argv[] = {"EVAL", deadletter_script, "4", c->keys.stream,
+                          c->keys.dead, c->reasons_key, c->retry_key,
+                          c->group, op->id.str, c->name,
+                          op->reason ? op->reason : ""};
+    return emq_xchg_append(x, TAG_DEAD, 11, argv, NULL, err);
 }
 
 /* Appends one release script for every SETTLE_RELEASE op of ops[0..n). */

@@ -20,6 +20,7 @@ void emq_consumer_stats_get(const emq_consumer_t *c, emq_consumer_stats *out) {
             EMQ_CONSUMER_COUNTERS(ADD)
 #undef ADD
             out->in_flight += s.in_flight;
+            out->handed_out += s.handed_out;
         }
         return;
     }
@@ -28,6 +29,7 @@ void emq_consumer_stats_get(const emq_consumer_t *c, emq_consumer_stats *out) {
     EMQ_CONSUMER_COUNTERS(LOAD)
 #undef LOAD
     out->in_flight = emq_inflight_count(&m->table);
+    out->handed_out = atomic_load(&m->table.nhandling);
 }
 
 size_t emq_entry_json(const emq_entry *entry, char *buf, size_t size) {
@@ -80,6 +82,7 @@ size_t emq_consumer_stats_json(const emq_consumer_t *c, char *buf,
     emq_json_raw(&o, ",\"" #name "\":%llu", (unsigned long long)s.name);
     EMQ_CONSUMER_COUNTERS(JSON)
     JSON(in_flight)
+    JSON(handed_out)
 #undef JSON
     emq_json_raw(&o, "}");
     return o.len;

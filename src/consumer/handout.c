@@ -1,0 +1,416 @@
+/* handout.c: the public ways to consume, all over one loop.
+ *
+ * There is one engine: emq_consumer_loop (consumer.c) runs the sessions,
+ * recovery, claims, retries and reads of one consumer (a topic's parent
+ * runs one loop per partition on threads of its own), with the upkeep
+ * thread keeping everything read owned until it is settled. What differs
+ * is only where the entries it reads go:
+ *
+ *   run mode   emq_consumer_run with a handler: the loop runs on the
+ *              caller's thread and calls the handler on each entry, with
+ *              views into the reply (no copy);
+ *   pull mode  emq_consumer_poll, emq_consumer_fd/step, and run with a
+ *              batch handler: the loop runs on threads of the consumer
+ *              and puts what it reads in the ready queue (ready.c), up to
+ *              max_in_flight out at once; poll hands entries out from
+ *              there, and any thread settles them later by ID.
+ *
+ * A consumer is in one mode for its life: the first poll (or fd, or a
+ * batch run) puts it in pull mode.
+ */
+#include "consumer.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* ---- run mode -------------------------------------------------------------- */
+
+static emq_status batch_run(emq_consumer_t *c, emq_error *err);
+
+emq_status emq_consumer_run(emq_consumer_t *c, emq_error *err) {
+    emq_error_clear(err);
+    if (c->batch_handler != NULL)
+        return batch_run(c, err);
+    if (c->handler == NULL)
+        return emq_error_set(err, EMQ_EINVAL, 0,
+                             "consumer '%s' has no handler: hand its entries "
+                             "out with emq_consumer_poll, or make it with a "
+                             "handler to run it",
+                             c->name);
+    if (c->ready != NULL)
+        return emq_error_set(err, EMQ_EINVAL, 0,
+                             "consumer '%s' is driven by emq_consumer_poll; "
+                             "make another consumer to run a handler",
+                             c->name);
+    if (atomic_exchange(&c->running, 1))
+        return emq_error_set(err, EMQ_EINVAL, 0,
+                             "consumer '%s' is already running", c->name);
+    emq_status st;
+    if (c->nparts > 0) {
+        st = emq_consumers_run(c->parts, c->nparts, emq_consumer_loop, err);
+        for (size_t i = 0; i < c->nparts; i++)
+            atomic_store(&c->parts[i]->stop, 0);
+    } else {
+        st = emq_consumer_loop(c, err);
+    }
+    atomic_store(&c->running, 0);
+    atomic_store(&c->stop, 0);
+    return st;
+}
+
+/* ---- pull mode: starting and closing ------------------------------------- */
+
+/* The consumers that read: the partitions of a topic, or c itself. */
+static emq_consumer_t *const *readers(emq_consumer_t *c, size_t *n) {
+    *n = c->nparts ? c->nparts : 1;
+    return c->nparts ? c->parts : &c->self;
+}
+
+static void *reader_main(void *arg) {
+    emq_consumer_t *c = arg;
+    emq_error err;
+    emq_status st = emq_consumer_loop(c, &err);
+    emq_ready *r = c->ready;
+    if (st != EMQ_OK) /* one fatal error ends the whole consumer */
+        emq_consumer_stop(r->root);
+    emq_ready_ended(r, st, &err);
+    return NULL;
+}
+
+/* Joins the reading threads (caller holds pull_mu). */
+static void join_readers(emq_consumer_t *c) {
+    for (size_t i = 0; i < c->nfetchers; i++)
+        pthread_join(c->fetchers[i], NULL);
+    c->nfetchers = 0;
+}
+
+/* Puts c in pull mode and starts its reading threads, unless they run.
+ * A consumer whose threads ended (a stop, a close, a fatal error) starts
+ * again only after close. */
+static emq_status pull_start(emq_consumer_t *c, emq_error *err) {
+    emq_status st = EMQ_OK;
+    pthread_mutex_lock(&c->pull_mu);
+    if (c->ready == NULL) {
+        if (atomic_load(&c->running)) {
+            pthread_mutex_unlock(&c->pull_mu);
+            return emq_error_set(err, EMQ_EINVAL, 0,
+                                 "consumer '%s' is running a handler "
+                                 "(emq_consumer_run): it cannot be polled",
+                                 c->name);
+        }
+        if ((st = emq_ready_new(c, &c->ready, err)) != EMQ_OK) {
+            pthread_mutex_unlock(&c->pull_mu);
+            return st;
+        }
+        for (size_t i = 0; i < c->nparts; i++)
+            c->parts[i]->ready = c->ready;
+    }
+    emq_ready *r = c->ready;
+    if (c->nfetchers > 0 || r->ended) { /* running, or ended until close */
+        pthread_mutex_unlock(&c->pull_mu);
+        return EMQ_OK;
+    }
+    size_t n;
+    emq_consumer_t *const *all = readers(c, &n);
+    if (c->fetchers == NULL &&
+        (c->fetchers = emq_calloc(n, sizeof *c->fetchers)) == NULL) {
+        pthread_mutex_unlock(&c->pull_mu);
+        return emq_error_set(err, EMQ_ENOMEM, 0, "out of memory");
+    }
+    pthread_mutex_lock(&r->mu);
+    r->running = (int)n;
+    pthread_mutex_unlock(&r->mu);
+    for (size_t i = 0; i < n; i++) {
+        if (pthread_create(&c->fetchers[i], NULL, reader_main, all[i]) != 0) {
+            st = emq_error_set(err, EMQ_ENOMEM, 0,
+                               "could not start consumer thread %zu", i + 1);
+            emq_consumer_stop(c);
+            for (size_t k = i; k < n; k++) /* never started: ended */
+                emq_ready_ended(r, EMQ_OK, NULL);
+            break;
+        }
+        c->nfetchers = i + 1;
+    }
+    pthread_mutex_unlock(&c->pull_mu);
+    return st;
+}
+
+emq_status emq_consumer_close(emq_consumer_t *c, int64_t timeout_ms,
+                              emq_error *err) {
+    emq_error_clear(err);
+    pthread_mutex_lock(&c->pull_mu);
+    emq_ready *r = c->ready;
+    if (r == NULL) {
+        pthread_mutex_unlock(&c->pull_mu);
+        return EMQ_OK;
+    }
+    emq_consumer_stop(c);
+    int64_t deadline = timeout_ms < 0 ? INT64_MAX : emq_now_ms() + timeout_ms;
+    /* The reading threads wait for what is handed out to be settled; past
+     * the deadline they stop waiting (closing) and end. */
+    pthread_mutex_lock(&r->mu);
+    while (r->running > 0) {
+        if (emq_now_ms() >= deadline && !r->closing) {
+            r->closing = 1;
+            pthread_cond_broadcast(&r->room);
+        }
+        pthread_mutex_unlock(&r->mu);
+        emq_sleep_ms(10);
+        pthread_mutex_lock(&r->mu);
+    }
+    emq_status st = r->end_status;
+    if (st != EMQ_OK && err != NULL)
+        *err = r->end_err;
+    pthread_mutex_unlock(&r->mu);
+    join_readers(c);
+    /* Ready to start again with the next poll. */
+    emq_ready_reset(r);
+    size_t n;
+    emq_consumer_t *const *all = readers(c, &n);
+    for (size_t i = 0; i < n; i++)
+        atomic_store(&all[i]->stop, 0);
+    atomic_store(&c->stop, 0);
+    pthread_mutex_unlock(&c->pull_mu);
+    return st;
+}
+
+void emq_consumer_destroy(emq_consumer_t *c) {
+    if (c == NULL)
+        return;
+    emq_consumer_close(c, 0, NULL);
+    emq_consumer_free(c);
+}
+
+/* ---- pull mode: handing out ------------------------------------------------ */
+
+emq_status emq_consumer_poll(emq_consumer_t *c, emq_entry **entries,
+                             size_t max, int64_t timeout_ms, size_t *n,
+                             emq_error *err) {
+    emq_error_clear(err);
+    if (n != NULL)
+        *n = 0;
+    if (c == NULL || entries == NULL || n == NULL || max == 0)
+        return emq_error_set(err, EMQ_EINVAL, 0,
+                             "emq_consumer_poll needs a consumer, an array "
+                             "of max >= 1 entries and a count to set");
+    emq_status st = pull_start(c, err);
+    if (st != EMQ_OK)
+        return st;
+    return emq_ready_poll(c->ready, entries, max, timeout_ms, n, err);
+}
+
+emq_status emq_consumer_step(emq_consumer_t *c, emq_entry **entries,
+                             size_t max, size_t *n, emq_error *err) {
+    return emq_consumer_poll(c, entries, max, 0, n, err);
+}
+
+int emq_consumer_fd(emq_consumer_t *c, emq_error *err) {
+    emq_error_clear(err);
+    if (pull_start(c, err) != EMQ_OK)
+        return -1;
+    return c->ready->efd;
+}
+
+int64_t emq_consumer_timeout_ms(emq_consumer_t *c) {
+    emq_ready *r = c->ready;
+    if (r == NULL)
+        return -1;
+    pthread_mutex_lock(&r->mu);
+    int now = (r->n > 0 && !atomic_load(&c->paused)) || r->ended;
+    pthread_mutex_unlock(&r->mu);
+    return now ? 0 : -1;
+}
+
+void emq_entry_free(emq_entry *entry) {
+    if (entry != NULL)
+        emq_chunk_unref(((handout *)entry)->chunk);
+}
+
+void emq_consumer_pause(emq_consumer_t *c) {
+    atomic_store(&c->paused, 1);
+    if (c->ready != NULL)
+        emq_ready_notify(c->ready);
+}
+
+void emq_consumer_resume(emq_consumer_t *c) {
+    atomic_store(&c->paused, 0);
+    if (c->ready != NULL)
+        emq_ready_notify(c->ready);
+}
+
+/* ---- pull mode: settling from any thread ---------------------------------- */
+
+/* The consumer whose table holds entry: a topic's partition by the
+ * entry's stream, or c. NULL with err set when it names another. */
+static emq_consumer_t *owner_of(emq_consumer_t *c, const emq_entry *entry,
+                                emq_error *err) {
+    const char *stream = entry->stream;
+    if (c->nparts == 0) {
+        if (stream == NULL || strcmp(stream, c->keys.stream) == 0)
+            return c;
+    } else if (stream == NULL) {
+        emq_error_set(err, EMQ_EINVAL, 0,
+                      "entry %s names no stream: entries of topic '%s' are "
+                      "settled with the stream poll gave them",
+                      entry->id, c->conf->queue);
+        return NULL;
+    } else {
+        for (size_t i = 0; i < c->nparts; i++)
+            if (strcmp(stream, c->parts[i]->keys.stream) == 0)
+                return c->parts[i];
+    }
+    char shown[200];
+    emq_error_set(err, EMQ_EINVAL, 0,
+                  "entry %s is of stream '%s', not of this consumer's",
+                  entry->id,
+                  emq_printable(shown, sizeof shown, stream, strlen(stream)));
+    return NULL;
+}
+
+static emq_status settle(emq_consumer_t *c, const emq_entry *entry,
+                         settle_kind kind, int64_t delay_ms,
+                         const char *reason, emq_error *err) {
+    emq_error_clear(err);
+    if (c == NULL || entry == NULL || entry->id == NULL)
+        return emq_error_set(err, EMQ_EINVAL, 0,
+                             "settling needs a consumer and an entry with "
+                             "its ID");
+    if (c->ready == NULL)
+        return emq_error_set(err, EMQ_EINVAL, 0,
+                             "consumer '%s' hands out nothing to settle: "
+                             "only entries from emq_consumer_poll are "
+                             "settled this way (a handler answers with its "
+                             "verdict)",
+                             c->name);
+    emq_id id;
+    size_t len = strlen(entry->id);
+    if (len == 0 || len >= EMQ_ID_MAX ||
+        emq_stream_id_parse(entry->id, len, NULL) != 0) {
+        char shown[80];
+        return emq_error_set(err, EMQ_EINVAL, 0,
+                             "'%s' is not a stream entry ID",
+                             emq_printable(shown, sizeof shown, entry->id,
+                                           len));
+    }
+    memcpy(id.str, entry->id, len + 1);
+    emq_consumer_t *owner = owner_of(c, entry, err);
+    if (owner == NULL)
+        return EMQ_EINVAL;
+    if (kind == SETTLE_RETRY && reason == NULL)
+        reason = "handler asked for a retry";
+    if (kind == SETTLE_DEAD && reason == NULL)
+        reason = "handler gave up on the entry";
+    settle_op op;
+    emq_status st = emq_settle_make(owner, &id, entry->deliveries, kind,
+                                    reason, &op, err);
+    if (st != EMQ_OK)
+        return st;
+    if (kind == SETTLE_RETRY && delay_ms >= 0)
+        op.delay_ms = delay_ms;
+    st = emq_inflight_settle_held(&owner->table, &op,
+                                  (uint64_t)owner->conf->max_deliveries, err);
+    if (st != EMQ_OK)
+        return st;
+    if (kind != SETTLE_ACK)
+        atomic_fetch_add(&owner->stats.failed, 1);
+    if (kind == SETTLE_RETRY)
+        atomic_fetch_add(&owner->stats.retried, 1);
+    /* Room for one more: wake a reading thread that waits for it. */
+    if (atomic_load(&c->ready->room_waiters) > 0)
+        emq_ready_notify(c->ready);
+    return EMQ_OK;
+}
+
+emq_status emq_consumer_ack(emq_consumer_t *c, const emq_entry *entry,
+                            emq_error *err) {
+    return settle(c, entry, SETTLE_ACK, 0, NULL, err);
+}
+
+emq_status emq_consumer_retry(emq_consumer_t *c, const emq_entry *entry,
+                              int64_t delay_ms, const char *reason,
+                              emq_error *err) {
+    return settle(c, entry, SETTLE_RETRY, delay_ms, reason, err);
+}
+
+emq_status emq_consumer_dead(emq_consumer_t *c, const emq_entry *entry,
+                             const char *reason, emq_error *err) {
+    return settle(c, entry, SETTLE_DEAD, 0, reason, err);
+}
+
+/* ---- the batch handler ----------------------------------------------------- */
+
+/* Settles one entry of a batch by its outcome. A peer that took an entry
+ * over (EMQ_ELOST) is not an error of the run: the peer handles it. */
+static emq_status settle_outcome(emq_consumer_t *c, const emq_entry *e,
+                                 emq_outcome *o, emq_error *err) {
+    o->reason[sizeof o->reason - 1] = '\0';
+    const char *reason = o->reason[0] ? o->reason : NULL;
+    emq_status st;
+    switch (o->verdict) {
+    case EMQ_ACK:
+        st = emq_consumer_ack(c, e, err);
+        break;
+    case EMQ_RETRY:
+        st = emq_consumer_retry(c, e, -1, reason, err);
+        break;
+    case EMQ_DEAD:
+    default:
+        st = emq_consumer_dead(c, e, reason, err);
+        break;
+    }
+    if (st == EMQ_ELOST) {
+        emq_consumer_log(c, EMQ_LOG_WARNING, "%s", err->message);
+        st = EMQ_OK;
+    }
+    return st;
+}
+
+/* run with a batch handler: poll up to batch.max, call, settle, until a
+ * stop; then close (everything handed out is settled by then). */
+static emq_status batch_run(emq_consumer_t *c, emq_error *err) {
+    if (atomic_exchange(&c->batch_running, 1))
+        return emq_error_set(err, EMQ_EINVAL, 0,
+                             "consumer '%s' is already running", c->name);
+    size_t max = (size_t)c->conf->batch_max;
+    emq_entry **entries = emq_alloc(max * sizeof *entries);
+    emq_outcome *outcomes = emq_alloc(max * sizeof *outcomes);
+    emq_status st = entries && outcomes
+                        ? EMQ_OK
+                        : emq_error_set(err, EMQ_ENOMEM, 0, "out of memory");
+    while (st == EMQ_OK) {
+        size_t n = 0;
+        st = emq_consumer_poll(c, entries, max, c->conf->block_ms, &n, err);
+        if (st != EMQ_OK)
+            break;
+        for (size_t i = 0; i < n; i++) {
+            outcomes[i].verdict = EMQ_ACK;
+            outcomes[i].reason[0] = '\0';
+        }
+        if (n > 0)
+            c->batch_handler(c->opaque, (const emq_entry *const *)entries, n,
+                             outcomes);
+        for (size_t i = 0; i < n; i++) {
+            emq_status one =
+                st == EMQ_OK ? settle_outcome(c, entries[i], &outcomes[i], err)
+                             : EMQ_OK;
+            if (one != EMQ_OK)
+                st = one;
+            emq_entry_free(entries[i]);
+        }
+    }
+    if (st == EMQ_ECLOSED) /* stopped */
+        st = EMQ_OK;
+    emq_error close_err;
+    emq_status closed = emq_consumer_close(c, -1, &close_err);
+    if (st == EMQ_OK && closed != EMQ_OK) {
+        st = closed;
+        if (err != NULL)
+            *err = close_err;
+    } else if (st == EMQ_OK) {
+        emq_error_clear(err);
+    }
+    emq_free(entries);
+    emq_free(outcomes);
+    atomic_store(&c->batch_running, 0);
+    return st;
+}

@@ -1,0 +1,337 @@
+/* ready.c: entries read and waiting to be handed out by emq_consumer_poll.
+ *
+ * In pull mode (emq_consumer_poll, a batch handler, the event-loop fd) a
+ * consumer's own thread reads from the server and puts what it read here
+ * instead of calling a handler; poll takes from here on the caller's
+ * thread. Everything here is in the in-flight table already (IF_READ), so
+ * the upkeep thread refreshes it while it waits; handing an entry out
+ * moves it to IF_HANDLING, under this queue's lock, so no entry is handed
+ * out twice however many threads poll.
+ *
+ * The entries of one read share one chunk: the reply they point into, the
+ * field arrays and copies of the stream, group and consumer names. A
+ * chunk lives until its last entry was handed out and freed (or dropped
+ * unhanded), so an entry the caller holds stays valid after its consumer
+ * is gone.
+ *
+ * The room of the queue is max_in_flight less what is out: entries
+ * waiting here and entries handed out and not settled (the tables'
+ * IF_HANDLING counts). The reading thread reads no more than the room.
+ *
+ * The event descriptor (an eventfd) is readable while entries wait here
+ * or the consumer has ended, so an event loop knows when to poll. It is
+ * never the socket, so bytes TLS has buffered are never lost to poll(2).
+ */
+#include "consumer.h"
+
+#include <errno.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <time.h>
+#include <unistd.h>
+
+emq_status emq_ready_new(emq_consumer_t *root, emq_ready **out,
+                         emq_error *err) {
+    *out = NULL;
+    emq_ready *r = emq_calloc(1, sizeof *r);
+    if (r == NULL)
+        return emq_error_set(err, EMQ_ENOMEM, 0, "out of memory");
+    pthread_condattr_t attr;
+    pthread_condattr_init(&attr);
+    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+    int rc = pthread_cond_init(&r->more, &attr) |
+             pthread_cond_init(&r->room, &attr) |
+             pthread_mutex_init(&r->mu, NULL);
+    pthread_condattr_destroy(&attr);
+    r->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (rc != 0 || r->efd < 0) {
+        emq_status st = emq_error_set(err, EMQ_ENOMEM, 0,
+                                      "could not make the consumer's event "
+                                      "descriptor: %s",
+                                      strerror(errno));
+        emq_ready_free(r);
+        return st;
+    }
+    r->root = root;
+    r->limit = (size_t)root->conf->max_in_flight;
+    *out = r;
+    return EMQ_OK;
+}
+
+void emq_ready_free(emq_ready *r) {
+    if (r == NULL)
+        return;
+    while (r->n > 0) {
+        emq_chunk_unref(r->ring[r->head]->chunk);
+        r->head = (r->head + 1) % r->cap;
+        r->n--;
+    }
+    emq_free(r->ring);
+    if (r->efd >= 0)
+        close(r->efd);
+    pthread_mutex_destroy(&r->mu);
+    pthread_cond_destroy(&r->more);
+    pthread_cond_destroy(&r->room);
+    emq_free(r);
+}
+
+void emq_chunk_unref(emq_chunk *ch) {
+    if (ch == NULL || atomic_fetch_sub(&ch->refs, 1) != 1)
+        return;
+    emq_reply_free(ch->reply);
+    emq_free(ch->fields);
+    emq_free(ch->names);
+    emq_free(ch);
+}
+
+/* The event descriptor follows the queue (caller holds mu): readable
+ * while entries wait or the consumer has ended. */
+static void signal_fd(emq_ready *r) {
+    int want = r->n > 0 || r->ended;
+    if (want == r->fd_set)
+        return;
+    uint64_t v = 1;
+    ssize_t rc = want ? write(r->efd, &v, sizeof v) : read(r->efd, &v, sizeof v);
+    (void)rc; /* EAGAIN only: already in the wanted state */
+    r->fd_set = want;
+}
+
+/* Caller holds mu. */
+static size_t room_locked(const emq_ready *r) {
+    if (atomic_load(&r->root->paused))
+        return 0;
+    size_t out = r->n;
+    const emq_consumer_t *root = r->root;
+    if (root->nparts == 0)
+        out += atomic_load(&((emq_consumer_t *)root)->table.nhandling);
+    for (size_t i = 0; i < root->nparts; i++)
+        out += atomic_load(&root->parts[i]->table.nhandling);
+    return out >= r->limit ? 0 : r->limit - out;
+}
+
+size_t emq_ready_room(emq_consumer_t *c) {
+    emq_ready *r = c->ready;
+    if (r == NULL)
+        return SIZE_MAX;
+    pthread_mutex_lock(&r->mu);
+    size_t room = room_locked(r);
+    pthread_mutex_unlock(&r->mu);
+    return room;
+}
+
+static void deadline_in(struct timespec *ts, int64_t ms) {
+    clock_gettime(CLOCK_MONOTONIC, ts);
+    ts->tv_sec += ms / 1000;
+    ts->tv_nsec += (ms % 1000) * 1000000L;
+    if (ts->tv_nsec >= 1000000000L) {
+        ts->tv_sec++;
+        ts->tv_nsec -= 1000000000L;
+    }
+}
+
+void emq_ready_wait_room(emq_consumer_t *c, int64_t ms) {
+    emq_ready *r = c->ready;
+    struct timespec ts;
+    deadline_in(&ts, ms);
+    pthread_mutex_lock(&r->mu);
+    atomic_fetch_add(&r->room_waiters, 1);
+    if (room_locked(r) == 0 && !emq_consumer_stopping(c) && !r->closing)
+        pthread_cond_timedwait(&r->room, &r->mu, &ts);
+    atomic_fetch_sub(&r->room_waiters, 1);
+    pthread_mutex_unlock(&r->mu);
+}
+
+void emq_ready_wait_settled(emq_consumer_t *c) {
+    emq_ready *r = c->ready;
+    pthread_mutex_lock(&r->mu);
+    atomic_fetch_add(&r->room_waiters, 1);
+    while (atomic_load(&c->table.nhandling) > 0 && !r->closing &&
+           !atomic_load(&c->fatal)) {
+        struct timespec ts;
+        deadline_in(&ts, 100);
+        pthread_cond_timedwait(&r->room, &r->mu, &ts);
+    }
+    atomic_fetch_sub(&r->room_waiters, 1);
+    pthread_mutex_unlock(&r->mu);
+}
+
+void emq_ready_notify(emq_ready *r) {
+    pthread_mutex_lock(&r->mu);
+    pthread_cond_broadcast(&r->room);
+    pthread_cond_broadcast(&r->more);
+    signal_fd(r);
+    pthread_mutex_unlock(&r->mu);
+}
+
+emq_status emq_ready_push(emq_ready *r, emq_chunk *ch, emq_error *err) {
+    emq_status st = EMQ_OK;
+    pthread_mutex_lock(&r->mu);
+    if (r->n + ch->n > r->cap) {
+        size_t cap = r->cap ? r->cap : 64;
+        while (cap < r->n + ch->n)
+            cap *= 2;
+        handout **ring = emq_alloc(cap * sizeof *ring);
+        if (ring == NULL) {
+            st = emq_error_set(err, EMQ_ENOMEM, 0, "out of memory");
+        } else {
+            for (size_t i = 0; i < r->n; i++)
+                ring[i] = r->ring[(r->head + i) % r->cap];
+            emq_free(r->ring);
+            r->ring = ring;
+            r->cap = cap;
+            r->head = 0;
+        }
+    }
+    if (st == EMQ_OK) {
+        for (size_t i = 0; i < ch->n; i++)
+            r->ring[(r->head + r->n + i) % r->cap] = &ch->items[i];
+        r->n += ch->n;
+        pthread_cond_broadcast(&r->more);
+        signal_fd(r);
+    }
+    pthread_mutex_unlock(&r->mu);
+    return st;
+}
+
+/* Hands out the entry h (caller holds mu): 1 when it is the caller's now.
+ * An entry is not handed out past its consumer's lease deadline, nor when the
+ * table no longer has it unhanded (a lost session dropped it, a peer took
+ * it, it went stale). */
+static int hand_out(handout *h) {
+    emq_consumer_t *c = h->owner;
+    if (!emq_lease_valid(c))
+        return 0; /* its thread's next turn starts a session, which drops
+                     it from the table and brings it back */
+    int began = 0;
+    if (emq_inflight_step(&c->table, NULL, &h->item, &began, NULL) !=
+        EMQ_OK)
+        return 0;
+    if (began < 0)
+        atomic_store(&c->recover_self_due, 1);
+    if (began == 1)
+        atomic_fetch_add(&c->stats.delivered, 1);
+    return began == 1;
+}
+
+/* Takes up to max entries off the queue into out (caller holds mu);
+ * entries that cannot be handed out are dropped. */
+static size_t take_locked(emq_ready *r, emq_entry **out, size_t max) {
+    size_t got = 0, dropped = 0;
+    while (got < max && r->n > 0 && !atomic_load(&r->root->paused)) {
+        handout *h = r->ring[r->head];
+        r->head = (r->head + 1) % r->cap;
+        r->n--;
+        if (hand_out(h)) {
+            out[got++] = &h->pub;
+        } else {
+            emq_chunk_unref(h->chunk);
+            dropped++;
+        }
+    }
+    if (dropped)
+        pthread_cond_broadcast(&r->room);
+    signal_fd(r);
+    return got;
+}
+
+emq_status emq_ready_poll(emq_ready *r, emq_entry **out, size_t max,
+                          int64_t timeout_ms, size_t *n, emq_error *err) {
+    *n = 0;
+    struct timespec ts = {0, 0};
+    int64_t deadline_ms = emq_now_ms() + (timeout_ms > 0 ? timeout_ms : 0);
+    if (timeout_ms > 0)
+        deadline_in(&ts, timeout_ms);
+    emq_status st = EMQ_OK;
+    pthread_mutex_lock(&r->mu);
+    for (;;) {
+        *n = take_locked(r, out, max);
+        if (*n > 0)
+            break;
+        if (r->ended || emq_consumer_stopping(r->root)) {
+            if (r->ended && r->end_status != EMQ_OK) {
+                st = r->end_status;
+                if (err != NULL)
+                    *err = r->end_err;
+                break;
+            }
+            st = emq_error_set(err, EMQ_ECLOSED, 0,
+                                     "consumer '%s' is stopped: settle the "
+                                     "entries you hold, then "
+                                     "emq_consumer_close",
+                                     r->root->name);
+            break;
+        }
+        if (timeout_ms == 0)
+            break;
+        /* In slices: emq_consumer_stop (signal-safe) cannot signal. */
+        struct timespec slice;
+        deadline_in(&slice, 100);
+        if (timeout_ms > 0 && (slice.tv_sec > ts.tv_sec ||
+                               (slice.tv_sec == ts.tv_sec &&
+                                slice.tv_nsec > ts.tv_nsec)))
+            slice = ts;
+        if (pthread_cond_timedwait(&r->more, &r->mu, &slice) == ETIMEDOUT &&
+            timeout_ms > 0 && emq_now_ms() >= deadline_ms) {
+            *n = take_locked(r, out, max);
+            break;
+        }
+    }
+    pthread_mutex_unlock(&r->mu);
+    return st;
+}
+
+void emq_ready_purge(emq_consumer_t *c, int release) {
+    emq_ready *r = c->ready;
+    if (r == NULL)
+        return;
+    pthread_mutex_lock(&r->mu);
+    size_t kept = 0;
+    for (size_t i = 0; i < r->n; i++) {
+        handout *h = r->ring[(r->head + i) % r->cap];
+        if (h->owner != c) {
+            r->ring[(r->head + kept++) % r->cap] = h;
+            continue;
+        }
+        if (release) /* read and never handed out */
+            emq_inflight_release(&c->table, &h->item, NULL);
+        emq_chunk_unref(h->chunk);
+    }
+    if (kept != r->n)
+        pthread_cond_broadcast(&r->room);
+    r->n = kept;
+    signal_fd(r);
+    pthread_mutex_unlock(&r->mu);
+}
+
+void emq_ready_ended(emq_ready *r, emq_status st, const emq_error *err) {
+    pthread_mutex_lock(&r->mu);
+    if (st != EMQ_OK && r->end_status == EMQ_OK) {
+        r->end_status = st;
+        if (err != NULL)
+            r->end_err = *err;
+    }
+    if (--r->running == 0)
+        r->ended = 1;
+    pthread_cond_broadcast(&r->more);
+    pthread_cond_broadcast(&r->room);
+    signal_fd(r);
+    pthread_mutex_unlock(&r->mu);
+}
+
+void emq_ready_reset(emq_ready *r) {
+    pthread_mutex_lock(&r->mu);
+    while (r->n > 0) { /* the readers handed everything back; in case */
+        emq_chunk_unref(r->ring[r->head]->chunk);
+        r->head = (r->head + 1) % r->cap;
+        r->n--;
+    }
+    r->ended = r->closing = r->running = 0;
+    r->end_status = EMQ_OK;
+    emq_error_clear(&r->end_err);
+    uint64_t v;
+    ssize_t rc = read(r->efd, &v, sizeof v); /* a stop may have set it */
+    (void)rc;
+    r->fd_set = 0;
+    pthread_mutex_unlock(&r->mu);
+}

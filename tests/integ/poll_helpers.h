@@ -1,0 +1,205 @@
+/* poll_helpers.h: a service written against the poll API, for the tests
+ * of issue 11 (test_consumer_poll.c, test_consumer_batch.c).
+ *
+ * One poller thread takes entries with emq_consumer_poll and queues them;
+ * a pool of worker threads takes them from the queue, records each one,
+ * sleeps (a slow job), then settles it from the worker thread: ack, or
+ * retry/dead for values with a chosen prefix. The pool counts how many
+ * entries its workers hold at once.
+ */
+#ifndef EMQ_TEST_POLL_HELPERS_H
+#define EMQ_TEST_POLL_HELPERS_H
+
+#include "integ/ownership_helpers.h"
+
+#define WP_QUEUE_MAX 4096
+#define WP_THREADS_MAX 128
+
+typedef struct work_pool {
+    emq_consumer_t *c;
+    recorder r;                 /* every entry a worker took */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    emq_entry *q[WP_QUEUE_MAX];
+    size_t head, n;
+    int quit;                   /* workers end once the queue is empty */
+    int sleep_ms;               /* per entry */
+    char retry_prefix[16];      /* retry these at their first delivery */
+    char dead_prefix[16];       /* dead-letter these */
+    atomic_int busy, busy_max;  /* entries in workers' hands */
+    atomic_int settle_errors;
+    char last_error[300];
+    pthread_t poller, workers[WP_THREADS_MAX];
+    int nworkers;
+    atomic_int poller_quit;
+    emq_status poll_status;     /* what ended the poller */
+} work_pool;
+
+static inline void *wp_poller(void *arg) {
+    work_pool *p = arg;
+    emq_entry *got[64];
+    p->poll_status = EMQ_OK;
+    while (!atomic_load(&p->poller_quit)) {
+        size_t n = 0;
+        emq_error err;
+        emq_status st = emq_consumer_poll(p->c, got, 64, 100, &n, &err);
+        if (st != EMQ_OK) {
+            p->poll_status = st;
+            break;
+        }
+        pthread_mutex_lock(&p->mu);
+        for (size_t i = 0; i < n; i++) {
+            if (p->n == WP_QUEUE_MAX)
+                FAIL("the test's work queue overflowed");
+            p->q[(p->head + p->n++) % WP_QUEUE_MAX] = got[i];
+        }
+        pthread_cond_broadcast(&p->cv);
+        pthread_mutex_unlock(&p->mu);
+    }
+    return NULL;
+}
+
+static inline void *wp_worker(void *arg) {
+    work_pool *p = arg;
+    for (;;) {
+        pthread_mutex_lock(&p->mu);
+        while (p->n == 0 && !p->quit)
+            pthread_cond_wait(&p->cv, &p->mu);
+        if (p->n == 0) {
+            pthread_mutex_unlock(&p->mu);
+            return NULL;
+        }
+        emq_entry *e = p->q[p->head];
+        p->head = (p->head + 1) % WP_QUEUE_MAX;
+        p->n--;
+        pthread_mutex_unlock(&p->mu);
+        int busy = atomic_fetch_add(&p->busy, 1) + 1;
+        int seen = atomic_load(&p->busy_max);
+        while (busy > seen &&
+               !atomic_compare_exchange_weak(&p->busy_max, &seen, busy))
+            ;
+        char reason[64];
+        record(&p->r, e, reason, sizeof reason);
+        if (p->sleep_ms > 0)
+            usleep((useconds_t)p->sleep_ms * 1000);
+        char v[32];
+        snprintf(v, sizeof v, "%.*s", (int)e->fields[0].value_len,
+                 e->fields[0].value);
+        emq_error err;
+        emq_status st;
+        if (has_prefix(v, p->dead_prefix))
+            st = emq_consumer_dead(p->c, e, "poison", &err);
+        else if (has_prefix(v, p->retry_prefix) && e->deliveries == 1)
+            st = emq_consumer_retry(p->c, e, 0, "again", &err);
+        else
+            st = emq_consumer_ack(p->c, e, &err);
+        if (st != EMQ_OK) {
+            atomic_fetch_add(&p->settle_errors, 1);
+            snprintf(p->last_error, sizeof p->last_error, "%s: %s",
+                     emq_status_name(st), err.message);
+        }
+        atomic_fetch_sub(&p->busy, 1);
+        emq_entry_free(e);
+    }
+}
+
+/* Starts a poller and nworkers workers over c. */
+static inline void wp_start(work_pool *p, emq_consumer_t *c, int nworkers,
+                            int sleep_ms) {
+    memset(p, 0, sizeof *p);
+    recorder_init(&p->r);
+    pthread_mutex_init(&p->mu, NULL);
+    pthread_cond_init(&p->cv, NULL);
+    p->c = c;
+    p->sleep_ms = sleep_ms;
+    p->nworkers = nworkers;
+    for (int i = 0; i < nworkers; i++)
+        ASSERT(pthread_create(&p->workers[i], NULL, wp_worker, p) == 0);
+    ASSERT(pthread_create(&p->poller, NULL, wp_poller, p) == 0);
+}
+
+/* Stops polling, lets the workers finish what they hold, joins all. */
+static inline void wp_stop(work_pool *p) {
+    atomic_store(&p->poller_quit, 1);
+    pthread_join(p->poller, NULL);
+    pthread_mutex_lock(&p->mu);
+    p->quit = 1;
+    pthread_cond_broadcast(&p->cv);
+    pthread_mutex_unlock(&p->mu);
+    for (int i = 0; i < p->nworkers; i++)
+        pthread_join(p->workers[i], NULL);
+}
+
+/* The number of distinct values recorded, and whether any came twice at
+ * the same delivery count (handed out twice). */
+static inline size_t wp_distinct(recorder *r, int *twice) {
+    *twice = 0;
+    size_t distinct = 0;
+    pthread_mutex_lock(&r->lock);
+    for (size_t i = 0; i < r->n; i++) {
+        int first = 1;
+        for (size_t k = 0; k < i; k++) {
+            if (strcmp(r->values[k], r->values[i]) == 0) {
+                first = 0;
+                if (r->deliveries[k] == r->deliveries[i])
+                    *twice = 1;
+            }
+        }
+        distinct += first;
+    }
+    pthread_mutex_unlock(&r->lock);
+    return distinct;
+}
+
+/* Connections the server has open under name. */
+static inline int connections_named(const emq_srv *s, const char *name) {
+    static char out[65536];
+    if (emq_srv_cmd(s, out, sizeof out, "CLIENT", "LIST", NULL) < 0)
+        return -1;
+    char key[200];
+    snprintf(key, sizeof key, " name=%s ", name);
+    int n = 0;
+    for (char *p = out; (p = strstr(p, key)) != NULL; p += strlen(key))
+        n++;
+    return n;
+}
+
+/* ---- a peer that claims ------------------------------------------------ */
+
+/* XAUTOCLAIM every 100 ms, as a peer's claim beat would, of whatever has
+ * been idle 400 ms in group g of emq:{jobs}, for consumer "thief". */
+typedef struct claimer {
+    const emq_srv *s;
+    pthread_t thread;
+    atomic_int quit, beats, claimed;
+} claimer;
+
+static inline void *claimer_main(void *arg) {
+    claimer *k = arg;
+    emq_conn_t *adm = admin_connect(k->s);
+    while (!atomic_load(&k->quit)) {
+        emq_reply *r = CMD(adm, "XAUTOCLAIM", "emq:{jobs}", "g", "thief",
+                           "400", "0-0", "COUNT", "1000", "JUSTID");
+        if (emq_reply_kind(r) == EMQ_REPLY_ARRAY && emq_reply_len(r) >= 2)
+            atomic_fetch_add(&k->claimed,
+                             (int)emq_reply_len(emq_reply_at(r, 1)));
+        emq_reply_free(r);
+        atomic_fetch_add(&k->beats, 1);
+        usleep(100000);
+    }
+    emq_conn_destroy(adm);
+    return NULL;
+}
+
+static inline void claimer_start(claimer *k, const emq_srv *s) {
+    memset(k, 0, sizeof *k);
+    k->s = s;
+    ASSERT(pthread_create(&k->thread, NULL, claimer_main, k) == 0);
+}
+
+static inline void claimer_stop(claimer *k) {
+    atomic_store(&k->quit, 1);
+    pthread_join(k->thread, NULL);
+}
+
+#endif /* EMQ_TEST_POLL_HELPERS_H */

@@ -1,0 +1,591 @@
+/* test_consumer_poll.c: the pull API (issue 11) against a real
+ * redis-server: poll hands entries out, worker threads settle them later
+ * by ID, max_in_flight bounds what is out and what is read, pause and
+ * resume, retry and dead letters from a thread, entries taken over while
+ * out (EMQ_ELOST), settlement errors, a stop with entries read ahead and
+ * entries unsettled, the event descriptor, topics, entries that outlive
+ * their consumer, and a process killed while it holds entries.
+ *
+ * Handlers are slow on purpose where ownership is the point: longer than
+ * claim.min_idle_ms, with a peer running claim beats beside them.
+ */
+#include "integ/poll_helpers.h"
+
+#include <poll.h>
+
+#define PQ "emq:{jobs}"
+
+/* fault_conf with claims that would take anything idle 400 ms. */
+static emq_conf_t *poll_conf(const char *url, const char *max_in_flight) {
+    emq_conf_t *conf = fault_conf(url);
+    conf_set(conf, "claim.min_idle_ms", "400");
+    conf_set(conf, "claim.interval_ms", "100");
+    conf_set(conf, "max_in_flight", max_in_flight);
+    return conf;
+}
+
+static emq_consumer_t *poll_consumer(emq_conf_t *conf) {
+    emq_consumer_t *c;
+    emq_error err;
+    ASSERT_OK(emq_consumer_new(conf, NULL, NULL, &c, &err), &err);
+    return c;
+}
+
+/* Polls until n entries are out (bounded), into got[]; returns how many. */
+static size_t poll_until(emq_consumer_t *c, emq_entry **got, size_t n,
+                         int ms) {
+    size_t have = 0;
+    int64_t end = now_ms() + ms;
+    while (have < n && now_ms() < end) {
+        size_t k = 0;
+        emq_error err;
+        ASSERT_OK(emq_consumer_poll(c, got + have, n - have, 50, &k, &err),
+                  &err);
+        have += k;
+    }
+    return have;
+}
+
+static void value_of(const emq_entry *e, char *out, size_t size) {
+    snprintf(out, size, "%.*s", (int)e->fields[0].value_len,
+             e->fields[0].value);
+}
+
+/* 100 jobs in flight on one consumer name and one read connection, each
+ * held 1.2 s (three times claim.min_idle_ms) by one of 100 worker threads
+ * and acknowledged from it, while a peer runs claim beats every 100 ms:
+ * every job handled once, by this consumer, none taken over. */
+TEST_TIMEOUT(poll_hundred_in_flight_slow_workers_one_name, 90) {
+    emq_srv *s = emq_srv_start(NULL);
+    emq_conn_t *adm = admin_connect(s);
+    CMD_NOERR(adm, "XGROUP", "CREATE", PQ, "g", "$", "MKSTREAM");
+    emq_conf_t *conf = poll_conf(emq_srv_url(s), "100");
+    emq_consumer_t *c = poll_consumer(conf);
+    static work_pool pool;
+    wp_start(&pool, c, 100, 1200);
+    /* The peer: claims every 100 ms whatever is idle 400 ms. */
+    static claimer peer;
+    claimer_start(&peer, s);
+    produce_n(s, "jobs", "j", 300);
+    int64_t end = now_ms() + 30000;
+    while (recorded(&pool.r) < 300 && now_ms() < end)
+        usleep(10000);
+    if (recorded(&pool.r) < 300) {
+        emq_consumer_stats st;
+        emq_consumer_stats_get(c, &st);
+        char json[2048];
+        emq_consumer_stats_json(c, json, sizeof json);
+        FAIL("only %zu of 300 jobs handled in 30 s (busy %d, queue %zu, "
+             "peer claimed %d, poll %s): %s",
+             recorded(&pool.r), atomic_load(&pool.busy), pool.n,
+             atomic_load(&peer.claimed), emq_status_name(pool.poll_status),
+             json);
+    }
+    WAIT_UNTIL(pending_total(adm, PQ, "g") == 0, 5000, "all acknowledged");
+    int twice = 0;
+    ASSERT_EQ_INT((long long)wp_distinct(&pool.r, &twice), 300);
+    ASSERT_EQ_INT(twice, 0);
+    ASSERT_EQ_INT((long long)recorded(&pool.r), 300);
+    ASSERT_EQ_INT(atomic_load(&pool.busy_max), 100);
+    ASSERT_EQ_INT(atomic_load(&pool.settle_errors), 0);
+    claimer_stop(&peer);
+    ASSERT(atomic_load(&peer.beats) > 20);
+    ASSERT_EQ_INT(atomic_load(&peer.claimed), 0);
+    /* One read connection and the upkeep's, under the one name. */
+    ASSERT_EQ_INT(connections_named(s, "w"), 2);
+    emq_consumer_stats st;
+    emq_consumer_stats_get(c, &st);
+    ASSERT_EQ_INT((long long)st.delivered, 300);
+    ASSERT_EQ_INT((long long)st.acked, 300);
+    ASSERT(st.refreshed > 0);
+    ASSERT_EQ_INT((long long)st.ownership_lost, 0);
+    printf("    300 jobs of 1.2 s, 100 at once, %llu refreshes\n",
+           (unsigned long long)st.refreshed);
+    wp_stop(&pool);
+    emq_error err;
+    ASSERT_OK(emq_consumer_close(c, 5000, &err), &err);
+    emq_consumer_destroy(c);
+    emq_conf_destroy(conf);
+    emq_conn_destroy(adm);
+    emq_srv_stop(s);
+}
+
+/* max_in_flight 10: poll hands out 10 and no more until some are
+ * settled, and no more than 10 are ever pending to the name (reading
+ * follows the limit: nothing is read ahead beyond it). */
+TEST_TIMEOUT(poll_max_in_flight_bounds_handout_and_reads, 30) {
+    emq_srv *s = emq_srv_start(NULL);
+    emq_conn_t *adm = admin_connect(s);
+    CMD_NOERR(adm, "XGROUP", "CREATE", PQ, "g", "$", "MKSTREAM");
+    emq_conf_t *conf = poll_conf(emq_srv_url(s), "10");
+    emq_consumer_t *c = poll_consumer(conf);
+    produce_n(s, "jobs", "j", 50);
+    emq_entry *got[64];
+    size_t n = poll_until(c, got, 64, 800);
+    ASSERT_EQ_INT((long long)n, 10);
+    ASSERT(pending_of(adm, PQ, "g", "w") <= 10);
+    emq_consumer_stats st;
+    emq_consumer_stats_get(c, &st);
+    ASSERT_EQ_INT((long long)st.handed_out, 10);
+    emq_error err;
+    for (size_t i = 0; i < 3; i++) {
+        ASSERT_OK(emq_consumer_ack(c, got[i], &err), &err);
+        emq_entry_free(got[i]);
+    }
+    size_t more = poll_until(c, got, 64, 800);
+    ASSERT_EQ_INT((long long)more, 3);
+    ASSERT(pending_of(adm, PQ, "g", "w") <= 13); /* 3 acks may be unsent */
+    WAIT_UNTIL(pending_of(adm, PQ, "g", "w") <= 10, 3000, "acks sent");
+    /* The 10 still out (the 3 just polled into got[0..3), 7 from before)
+     * are never settled: close leaves them pending. */
+    ASSERT_OK(emq_consumer_close(c, 100, &err), &err);
+    ASSERT_EQ_INT(pending_of(adm, PQ, "g", "w"), 10);
+    for (size_t i = 0; i < 10; i++)
+        emq_entry_free(got[i]);
+    emq_consumer_destroy(c);
+    emq_conf_destroy(conf);
+    emq_conn_destroy(adm);
+    emq_srv_stop(s);
+}
+
+/* Paused, poll hands out nothing though entries wait; resumed, it does. */
+TEST_TIMEOUT(poll_pause_and_resume, 30) {
+    emq_srv *s = emq_srv_start(NULL);
+    emq_conf_t *conf = poll_conf(emq_srv_url(s), "100");
+    emq_consumer_t *c = poll_consumer(conf);
+    emq_entry *got[16];
+    size_t n = 0;
+    emq_error err;
+    ASSERT_OK(emq_consumer_poll(c, got, 16, 300, &n, &err), &err);
+    ASSERT_EQ_INT((long long)n, 0);
+    emq_consumer_pause(c);
+    produce_n(s, "jobs", "j", 5);
+    int64_t t0 = now_ms();
+    ASSERT_OK(emq_consumer_poll(c, got, 16, 500, &n, &err), &err);
+    ASSERT_EQ_INT((long long)n, 0);
+    ASSERT(now_ms() - t0 >= 450); /* waited its timeout, no longer */
+    ASSERT(now_ms() - t0 < 3000);
+    emq_consumer_resume(c);
+    n = poll_until(c, got, 5, 3000);
+    ASSERT_EQ_INT((long long)n, 5);
+    for (size_t i = 0; i < n; i++) {
+        ASSERT_OK(emq_consumer_ack(c, got[i], &err), &err);
+        emq_entry_free(got[i]);
+    }
+    ASSERT_OK(emq_consumer_close(c, 2000, &err), &err);
+    emq_consumer_destroy(c);
+    emq_conf_destroy(conf);
+    emq_srv_stop(s);
+}
+
+/* Settling what is not held is a clear error, never a crash or a second
+ * settlement: twice, never handed out, another stream, a bad ID, a
+ * consumer in run mode; and a consumer is in one mode only. */
+TEST_TIMEOUT(poll_settle_errors_are_clear, 30) {
+    emq_srv *s = emq_srv_start(NULL);
+    emq_conn_t *adm = admin_connect(s);
+    CMD_NOERR(adm, "XGROUP", "CREATE", PQ, "g", "$", "MKSTREAM");
+    emq_conf_t *conf = poll_conf(emq_srv_url(s), "100");
+    emq_consumer_t *c = poll_consumer(conf);
+    emq_error err;
+    emq_entry not_yet = {.id = "1-1"};
+    ASSERT_EQ_INT(emq_consumer_ack(c, &not_yet, &err), EMQ_EINVAL);
+    ASSERT_CONTAINS(err.message, "hands out nothing");
+    produce_n(s, "jobs", "j", 2);
+    emq_entry *got[4];
+    ASSERT_EQ_INT((long long)poll_until(c, got, 2, 3000), 2);
+    ASSERT_OK(emq_consumer_ack(c, got[0], &err), &err);
+    ASSERT_EQ_INT(emq_consumer_ack(c, got[0], &err), EMQ_EINVAL);
+    ASSERT_CONTAINS(err.message, "not held by this consumer");
+    ASSERT_EQ_INT(emq_consumer_dead(c, got[0], NULL, &err), EMQ_EINVAL);
+    emq_entry never = {.id = "12345-0", .stream = PQ};
+    ASSERT_EQ_INT(emq_consumer_retry(c, &never, -1, NULL, &err), EMQ_EINVAL);
+    ASSERT_CONTAINS(err.message, "12345-0");
+    emq_entry other = {.id = got[1]->id, .stream = "emq:{other}"};
+    ASSERT_EQ_INT(emq_consumer_ack(c, &other, &err), EMQ_EINVAL);
+    ASSERT_CONTAINS(err.message, "emq:{other}");
+    emq_entry bad = {.id = "not-an-id\n"};
+    ASSERT_EQ_INT(emq_consumer_ack(c, &bad, &err), EMQ_EINVAL);
+    ASSERT(strchr(err.message, '\n') == NULL);
+    ASSERT_EQ_INT(emq_consumer_ack(c, NULL, &err), EMQ_EINVAL);
+    /* By its ID alone (the caller kept only that). */
+    emq_entry by_id = {.id = got[1]->id};
+    ASSERT_OK(emq_consumer_ack(c, &by_id, &err), &err);
+    emq_entry_free(got[0]);
+    emq_entry_free(got[1]);
+    WAIT_UNTIL(pending_total(adm, PQ, "g") == 0, 3000, "both acked");
+    /* Polled consumers do not run a handler, and the reverse. */
+    ASSERT_EQ_INT(emq_consumer_run(c, &err), EMQ_EINVAL);
+    ASSERT_CONTAINS(err.message, "no handler");
+    ASSERT_OK(emq_consumer_close(c, 1000, &err), &err);
+    emq_consumer_destroy(c);
+    static recorder rec;
+    recorder_init(&rec);
+    conf_set(conf, "consumer", "runner");
+    emq_consumer_t *r = recording_consumer(conf, &rec);
+    runner_thread t;
+    start_consumer(&t, r);
+    WAIT_UNTIL(client_id_by_name(s, "runner", 1) > 0, 5000, "runner reads");
+    size_t n = 0;
+    ASSERT_EQ_INT(emq_consumer_poll(r, got, 4, 0, &n, &err), EMQ_EINVAL);
+    ASSERT_CONTAINS(err.message, "running a handler");
+    ASSERT_EQ_INT(emq_consumer_ack(r, &by_id, &err), EMQ_EINVAL);
+    emq_consumer_stop(r);
+    ASSERT_EQ_INT(join_consumer(&t), EMQ_OK);
+    emq_consumer_destroy(r); /* recording_consumer took conf */
+    emq_conn_destroy(adm);
+    emq_srv_stop(s);
+}
+
+/* Retry with a delay and a dead letter, decided on a worker thread: the
+ * retried entry comes back with its count raised after the delay; the
+ * dead letter holds the reason and the entry's fields (copied by the
+ * script from the stream). */
+TEST_TIMEOUT(poll_retry_and_dead_from_a_thread, 30) {
+    emq_srv *s = emq_srv_start(NULL);
+    emq_conn_t *adm = admin_connect(s);
+    CMD_NOERR(adm, "XGROUP", "CREATE", PQ, "g", "$", "MKSTREAM");
+    emq_conf_t *conf = poll_conf(emq_srv_url(s), "100");
+    emq_consumer_t *c = poll_consumer(conf);
+    static work_pool pool;
+    wp_start(&pool, c, 4, 0);
+    strcpy(pool.retry_prefix, "r");
+    strcpy(pool.dead_prefix, "d");
+    produce_n(s, "jobs", "a", 3);
+    produce_n(s, "jobs", "r", 2);
+    produce_n(s, "jobs", "d", 2);
+    WAIT_UNTIL(recorded(&pool.r) >= 9, 10000, "7 entries and 2 retries");
+    WAIT_UNTIL(pending_total(adm, PQ, "g") == 0, 5000, "all settled");
+    ASSERT_EQ_INT(times_seen(&pool.r, "r0"), 2);
+    ASSERT_EQ_INT(times_seen(&pool.r, "d1"), 1);
+    pthread_mutex_lock(&pool.r.lock);
+    for (size_t i = 0; i < pool.r.n; i++)
+        if (pool.r.values[i][0] == 'r' && i >= 7)
+            ASSERT_EQ_INT((long long)pool.r.deliveries[i], 2);
+    pthread_mutex_unlock(&pool.r.lock);
+    ASSERT_EQ_INT(CMD_INT(adm, "XLEN", PQ ":dead"), 2);
+    emq_reply *dl = CMD(adm, "XRANGE", PQ ":dead", "-", "+");
+    for (size_t i = 0; i < 2; i++) {
+        const emq_reply *f = emq_reply_at(emq_reply_at(dl, i), 1);
+        char v[64];
+        ASSERT(field_of(f, "emq.reason", v, sizeof v));
+        ASSERT_EQ_STR(v, "poison");
+        ASSERT(field_of(f, "n", v, sizeof v));
+        ASSERT(v[0] == 'd');
+    }
+    emq_reply_free(dl);
+    /* Retried and acked: its reason does not linger. */
+    ASSERT_EQ_INT(CMD_INT(adm, "EXISTS", PQ ":reasons:g"), 0);
+    ASSERT_EQ_INT(atomic_load(&pool.settle_errors), 0);
+    emq_consumer_stats st;
+    emq_consumer_stats_get(c, &st);
+    ASSERT_EQ_INT((long long)st.retried, 2);
+    ASSERT_EQ_INT((long long)st.dead_lettered, 2);
+    wp_stop(&pool);
+    emq_error err;
+    ASSERT_OK(emq_consumer_close(c, 2000, &err), &err);
+    emq_consumer_destroy(c);
+    emq_conf_destroy(conf);
+    emq_conn_destroy(adm);
+    emq_srv_stop(s);
+}
+
+/* An entry taken over while out (here forced with XCLAIM, as a peer would
+ * after a long outage of the refresh): settling it is EMQ_ELOST, and the
+ * entry stays with the peer. */
+TEST_TIMEOUT(poll_entry_taken_over_while_out_is_elost, 30) {
+    emq_srv *s = emq_srv_start(NULL);
+    emq_conn_t *adm = admin_connect(s);
+    CMD_NOERR(adm, "XGROUP", "CREATE", PQ, "g", "$", "MKSTREAM");
+    emq_conf_t *conf = poll_conf(emq_srv_url(s), "100");
+    emq_consumer_t *c = poll_consumer(conf);
+    produce_n(s, "jobs", "j", 1);
+    emq_entry *got[1];
+    ASSERT_EQ_INT((long long)poll_until(c, got, 1, 3000), 1);
+    CMD_NOERR(adm, "XCLAIM", PQ, "g", "thief", "0", got[0]->id, "JUSTID");
+    /* The refresh (every 100 ms) finds it gone. */
+    emq_consumer_stats st;
+    WAIT_UNTIL((emq_consumer_stats_get(c, &st), st.ownership_lost == 1), 3000,
+               "the loss noticed");
+    emq_error err;
+    ASSERT_EQ_INT(emq_consumer_ack(c, got[0], &err), EMQ_ELOST);
+    ASSERT_CONTAINS(err.message, got[0]->id);
+    char owner[64];
+    long long deliveries;
+    pending_entry(adm, PQ, "g", got[0]->id, owner, sizeof owner, &deliveries);
+    ASSERT_EQ_STR(owner, "thief");
+    /* Forgotten: a second settlement is "not held". */
+    ASSERT_EQ_INT(emq_consumer_ack(c, got[0], &err), EMQ_EINVAL);
+    emq_entry_free(got[0]);
+    ASSERT_OK(emq_consumer_close(c, 1000, &err), &err);
+    emq_consumer_destroy(c);
+    emq_conf_destroy(conf);
+    emq_conn_destroy(adm);
+    emq_srv_stop(s);
+}
+
+/* A stop with entries read ahead and not handed out, and entries handed
+ * out and never settled: the first go back uncounted, the second stay
+ * pending; both come back first at the name's next start, before newer
+ * entries, each counted once more than it was handed out. */
+TEST_TIMEOUT(poll_close_hands_back_read_ahead_and_keeps_unsettled, 40) {
+    emq_srv *s = emq_srv_start(NULL);
+    emq_conn_t *adm = admin_connect(s);
+    CMD_NOERR(adm, "XGROUP", "CREATE", PQ, "g", "$", "MKSTREAM");
+    emq_conf_t *conf = poll_conf(emq_srv_url(s), "100");
+    emq_consumer_t *c = poll_consumer(conf);
+    produce_n(s, "jobs", "old", 40);
+    emq_entry *got[64];
+    ASSERT_EQ_INT((long long)poll_until(c, got, 5, 3000), 5);
+    /* The other 35 were read ahead with them. */
+    WAIT_UNTIL(pending_of(adm, PQ, "g", "w") == 40, 3000, "40 read");
+    emq_consumer_stats st;
+    emq_consumer_stats_get(c, &st);
+    ASSERT_EQ_INT((long long)st.in_flight, 40);
+    ASSERT_EQ_INT((long long)st.handed_out, 5);
+    emq_error err;
+    ASSERT_OK(emq_consumer_close(c, 200, &err), &err);
+    emq_consumer_stats_get(c, &st);
+    ASSERT_EQ_INT((long long)st.released, 35);
+    ASSERT_EQ_INT(pending_of(adm, PQ, "g", "w"), 40);
+    char held[5][EMQ_ID_MAX];
+    for (int i = 0; i < 5; i++) {
+        snprintf(held[i], sizeof held[i], "%s", got[i]->id);
+        char owner[64];
+        long long deliveries;
+        pending_entry(adm, PQ, "g", got[i]->id, owner, sizeof owner,
+                      &deliveries);
+        ASSERT_EQ_INT(deliveries, 1);
+        emq_entry_free(got[i]);
+    }
+    emq_consumer_destroy(c);
+    produce_n(s, "jobs", "new", 10);
+    c = poll_consumer(conf);
+    ASSERT_EQ_INT((long long)poll_until(c, got, 50, 5000), 50);
+    for (int i = 0; i < 50; i++) {
+        char v[32];
+        value_of(got[i], v, sizeof v);
+        if (i < 40) {
+            ASSERT(strncmp(v, "old", 3) == 0);
+            int was_held = 0;
+            for (int k = 0; k < 5; k++)
+                was_held |= strcmp(held[k], got[i]->id) == 0;
+            ASSERT_EQ_INT((long long)got[i]->deliveries, was_held ? 2 : 1);
+        } else {
+            ASSERT(strncmp(v, "new", 3) == 0);
+            ASSERT_EQ_INT((long long)got[i]->deliveries, 1);
+        }
+        ASSERT_OK(emq_consumer_ack(c, got[i], &err), &err);
+        emq_entry_free(got[i]);
+    }
+    ASSERT_OK(emq_consumer_close(c, 3000, &err), &err);
+    ASSERT_EQ_INT(pending_total(adm, PQ, "g"), 0);
+    emq_consumer_destroy(c);
+    emq_conf_destroy(conf);
+    emq_conn_destroy(adm);
+    emq_srv_stop(s);
+}
+
+static int readable(int fd, int ms) {
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    return poll(&p, 1, ms) == 1 && (p.revents & POLLIN);
+}
+
+/* The event descriptor: readable when entries are ready, not after step
+ * took them all, readable again once the consumer stopped. */
+TEST_TIMEOUT(poll_event_fd_and_step, 30) {
+    emq_srv *s = emq_srv_start(NULL);
+    emq_conf_t *conf = poll_conf(emq_srv_url(s), "100");
+    emq_consumer_t *c = poll_consumer(conf);
+    emq_error err;
+    int fd = emq_consumer_fd(c, &err);
+    ASSERT(fd >= 0);
+    ASSERT_EQ_INT(emq_consumer_fd(c, &err), fd); /* the same, always */
+    ASSERT(!readable(fd, 300));
+    ASSERT_EQ_INT(emq_consumer_timeout_ms(c), -1);
+    produce_n(s, "jobs", "j", 3);
+    ASSERT(readable(fd, 5000));
+    ASSERT_EQ_INT(emq_consumer_timeout_ms(c), 0);
+    emq_entry *got[8];
+    size_t n = 0, total = 0;
+    int64_t end = now_ms() + 3000;
+    while (total < 3 && now_ms() < end) {
+        if (!readable(fd, 100))
+            continue;
+        ASSERT_OK(emq_consumer_step(c, got + total, 8 - total, &n, &err),
+                  &err);
+        total += n;
+    }
+    ASSERT_EQ_INT((long long)total, 3);
+    ASSERT(!readable(fd, 0));
+    for (size_t i = 0; i < total; i++) {
+        ASSERT_OK(emq_consumer_ack(c, got[i], &err), &err);
+        emq_entry_free(got[i]);
+    }
+    emq_consumer_stop(c);
+    ASSERT(readable(fd, 1000));
+    WAIT_UNTIL(emq_consumer_step(c, got, 8, &n, &err) == EMQ_ECLOSED, 3000,
+               "step reports the stop");
+    ASSERT_OK(emq_consumer_close(c, 2000, &err), &err);
+    emq_consumer_destroy(c);
+    emq_conf_destroy(conf);
+    emq_srv_stop(s);
+}
+
+/* A topic: poll hands out the entries of every partition; each is settled
+ * with the stream it names; without one it is refused. */
+TEST_TIMEOUT(poll_topic_settles_by_stream, 30) {
+    emq_srv *s = emq_srv_start(NULL);
+    emq_conn_t *adm = admin_connect(s);
+    emq_conf_t *conf = poll_conf(emq_srv_url(s), "100");
+    conf_set(conf, "queue", "orders");
+    conf_set(conf, "partitions", "2");
+    emq_consumer_t *c = poll_consumer(conf);
+    emq_entry *got[32];
+    size_t n = 0;
+    emq_error err;
+    ASSERT_OK(emq_consumer_poll(c, got, 32, 300, &n, &err), &err);
+    produce_n(s, "orders.0", "a", 5);
+    produce_n(s, "orders.1", "b", 5);
+    ASSERT_EQ_INT((long long)poll_until(c, got, 10, 5000), 10);
+    int per[2] = {0, 0};
+    for (int i = 0; i < 10; i++) {
+        per[strcmp(got[i]->stream, "emq:{orders.1}") == 0]++;
+        emq_entry no_stream = {.id = got[i]->id};
+        ASSERT_EQ_INT(emq_consumer_ack(c, &no_stream, &err), EMQ_EINVAL);
+        ASSERT_OK(emq_consumer_ack(c, got[i], &err), &err);
+        emq_entry_free(got[i]);
+    }
+    ASSERT_EQ_INT(per[0], 5);
+    ASSERT_EQ_INT(per[1], 5);
+    WAIT_UNTIL(pending_total(adm, "emq:{orders.0}", "g") == 0 &&
+                   pending_total(adm, "emq:{orders.1}", "g") == 0,
+               3000, "both partitions acked");
+    ASSERT_OK(emq_consumer_close(c, 2000, &err), &err);
+    emq_consumer_destroy(c);
+    emq_conf_destroy(conf);
+    emq_conn_destroy(adm);
+    emq_srv_stop(s);
+}
+
+/* An entry is the caller's until emq_entry_free: it outlives its consumer
+ * (checked under ASan and valgrind). */
+TEST_TIMEOUT(poll_entries_outlive_their_consumer, 30) {
+    emq_srv *s = emq_srv_start(NULL);
+    emq_conn_t *adm = admin_connect(s);
+    CMD_NOERR(adm, "XGROUP", "CREATE", PQ, "g", "$", "MKSTREAM");
+    emq_conn_destroy(adm);
+    emq_conf_t *conf = poll_conf(emq_srv_url(s), "100");
+    emq_consumer_t *c = poll_consumer(conf);
+    produce_n(s, "jobs", "keep", 3);
+    emq_entry *got[3];
+    ASSERT_EQ_INT((long long)poll_until(c, got, 3, 3000), 3);
+    emq_error err;
+    for (int i = 0; i < 3; i++)
+        ASSERT_OK(emq_consumer_ack(c, got[i], &err), &err);
+    emq_consumer_destroy(c);
+    for (int i = 0; i < 3; i++) {
+        char v[32], want[32];
+        value_of(got[i], v, sizeof v);
+        snprintf(want, sizeof want, "keep%d", i);
+        ASSERT_EQ_STR(v, want);
+        ASSERT_EQ_STR(got[i]->stream, PQ);
+        ASSERT_EQ_STR(got[i]->consumer, "w");
+        emq_entry_free(got[i]);
+    }
+    emq_conf_destroy(conf);
+    emq_srv_stop(s);
+}
+
+/* A process polling with worker threads is killed (SIGKILL) while it
+ * holds entries: nothing it did not acknowledge is lost. Every job was
+ * either acknowledged by it (it writes a job's value to a file only
+ * after emq_consumer_ack returned) or is handed out again to the name's
+ * next process; nothing is left pending. */
+TEST_TIMEOUT(poll_killed_process_loses_nothing, 60) {
+    emq_srv *s = emq_srv_start(NULL);
+    emq_conn_t *adm = admin_connect(s);
+    CMD_NOERR(adm, "XGROUP", "CREATE", PQ, "g", "$", "MKSTREAM");
+    produce_n(s, "jobs", "k", 200);
+    char path[512];
+    snprintf(path, sizeof path, "%s/acked.txt", emq_srv_dir(s));
+    pid_t pid = fork();
+    ASSERT(pid >= 0);
+    if (pid == 0) {
+        emq_conf_t *conf = poll_conf(emq_srv_url(s), "40");
+        emq_consumer_t *c = poll_consumer(conf);
+        int fd = open(path, O_WRONLY | O_CREAT | O_APPEND, 0600);
+        emq_entry *got[16];
+        for (;;) {
+            size_t n = 0;
+            emq_error err;
+            if (emq_consumer_poll(c, got, 16, 100, &n, &err) != EMQ_OK)
+                _exit(3);
+            for (size_t i = 0; i < n; i++) {
+                char v[40];
+                value_of(got[i], v, sizeof v - 1);
+                /* Odd jobs are held and never settled. */
+                if ((v[strlen(v) - 1] - '0') % 2 == 1)
+                    continue;
+                usleep(2000);
+                if (emq_consumer_ack(c, got[i], &err) == EMQ_OK) {
+                    strcat(v, "\n");
+                    if (write(fd, v, strlen(v)) < 0)
+                        _exit(4);
+                }
+                emq_entry_free(got[i]);
+            }
+        }
+    }
+    /* Let it handle part of the queue, then kill it. */
+    WAIT_UNTIL(pending_total(adm, PQ, "g") >= 20, 10000, "the child works");
+    usleep(300000);
+    kill(pid, SIGKILL);
+    int status = wait_child(pid, 5000);
+    ASSERT(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+    /* The name's next process (the lease is waited out or taken over:
+     * its holder is a dead process of this machine). */
+    emq_conf_t *conf = poll_conf(emq_srv_url(s), "100");
+    emq_consumer_t *c = poll_consumer(conf);
+    static work_pool pool;
+    wp_start(&pool, c, 4, 0);
+    WAIT_UNTIL(pending_total(adm, PQ, "g") == 0 &&
+                   group_done(adm, PQ, "g"),
+               20000, "everything handled");
+    wp_stop(&pool);
+    emq_error err;
+    ASSERT_OK(emq_consumer_close(c, 2000, &err), &err);
+    static char acked[8192];
+    int fd = open(path, O_RDONLY);
+    ssize_t len = fd >= 0 ? read(fd, acked, sizeof acked - 1) : 0;
+    if (fd >= 0)
+        close(fd);
+    acked[len > 0 ? len : 0] = '\0';
+    int by_child = 0, again = 0;
+    for (int i = 0; i < 200; i++) {
+        char v[32], line[34];
+        snprintf(v, sizeof v, "k%d", i);
+        snprintf(line, sizeof line, "\n%s\n", v);
+        char with_start[36];
+        snprintf(with_start, sizeof with_start, "%s\n", v);
+        int child = strstr(acked, line) != NULL ||
+                    strncmp(acked, with_start, strlen(with_start)) == 0;
+        int parent = times_seen(&pool.r, v) > 0;
+        if (!child && !parent)
+            FAIL("job %s was lost: neither acknowledged nor handed out "
+                 "again",
+                 v);
+        by_child += child;
+        again += parent;
+        /* A held job went back to the name with one more delivery. */
+        if (i % 2 == 1 && !child)
+            ASSERT(parent);
+    }
+    printf("    %d acknowledged by the killed process, %d handled after\n",
+           by_child, again);
+    ASSERT(by_child > 0);
+    emq_consumer_destroy(c);
+    emq_conf_destroy(conf);
+    emq_conn_destroy(adm);
+    emq_srv_stop(s);
+}

@@ -25,6 +25,8 @@ readonly WANTED=(
     "redis-tools:redis-cli"
     "libhiredis-dev:-"
     "valgrind:valgrind"
+    "libuv1-dev:-"
+    "libevent-dev:-"
 )
 
 have_package() {

@@ -18,7 +18,9 @@
 #   install   cmake --install to a temporary prefix, then tests/install built
 #             with find_package and with pkg-config, and run
 #   examples  every examples/*.c built by gcc and clang, compiled against
-#             the installed copy, and roundtrip run on a private redis-server
+#             the installed copy (the event-loop ones with libuv and
+#             libevent), and roundtrip run on a private redis-server (the
+#             event-loop examples run in the suite: test_examples_loops.c)
 #   docs      docs/CONFIGURATION.md equals what tools/gen_confdoc prints
 #   matrix    scripts/servers.sh builds (once, cached by checksum) Redis
 #             6.2.16, 7.2.6 and Valkey 8.0.1 from ../shared/servers; then the
@@ -356,11 +358,18 @@ stage_examples() {
     done
     if [[ -n "$prefix" ]]; then
         # Against the installed copy: the examples need nothing but echomq.h.
+        local loop_lib
         for src in "${sources[@]}"; do
             name=$(basename "$src" .c)
-            # shellcheck disable=SC2046
-            cc -std=c11 -Wall -Wextra -Werror -o "$scratch/$name" "$src" \
-                $(PKG_CONFIG_PATH=$prefix/lib/pkgconfig pkg-config --cflags --libs echomq)
+            # The event-loop examples also need their loop's library.
+            case $name in
+                uv_worker) loop_lib=libuv ;;
+                event_worker) loop_lib=libevent ;;
+                *) loop_lib= ;;
+            esac
+            # shellcheck disable=SC2046,SC2086
+            cc -std=c11 -Wall -Wextra -Werror -pthread -o "$scratch/$name" "$src" \
+                $(PKG_CONFIG_PATH=$prefix/lib/pkgconfig pkg-config --cflags --libs echomq $loop_lib)
             n=$((n + 1))
         done
         echo "compiled $n example(s) against the installed libechomq"

@@ -218,7 +218,7 @@ stage_clang() {
 
 stage_sanitize() {
     configure "$build/sanitize" clang -DCMAKE_BUILD_TYPE=Debug \
-        -DEMQ_SANITIZE=address,undefined -DEMQ_EXAMPLES=OFF
+        -DEMQ_SANITIZE=address,undefined
     compile "$build/sanitize" --target emq_tests
     ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:detect_stack_use_after_return=1 \
         UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
@@ -271,7 +271,7 @@ readonly VALGRIND_INTEG=(integ/test_consumer_counts integ/test_consumer_recover
     integ/test_consumer_identity integ/test_consumer_stop integ/test_consumer_load
     integ/test_ownership integ/test_conn.c integ/test_conn_faults
     integ/test_route_loading integ/test_producer integ/test_admin
-    integ/test_alloc_failure)
+    integ/test_alloc_failure integ/test_consumer_poll integ/test_consumer_batch)
 
 stage_valgrind() {
     gcc_build_ready

@@ -224,6 +224,11 @@ int cli_parse(const char *verb, int argc, char **argv, const cli_opt *opts,
                 return cli_usage_err(verb, "--%s needs a value", o->name);
             value = argv[++i];
         }
+        if (o->takes_value == 2) {
+            if (i + 1 >= argc)
+                return cli_usage_err(verb, "--%s needs two values", o->name);
+            out->value2[o->id] = argv[++i];
+        }
         out->seen[o->id]++;
         out->value[o->id] = value ? value : "";
         if (o->id < O_GLOBAL_END) {

@@ -34,6 +34,7 @@ enum {
     O_EXEC, O_CONCURRENCY, O_MIN_IDLE, O_TO, O_YES, O_IDLE, O_ALL, O_ACKED,
     O_JOBS, O_WORKERS, O_POISON, O_KEEP, O_WORK_US, O_PARTITIONS,
     O_KEY_FIELD, O_RETRY_BACKOFF, O_RETRY_BACKOFF_MAX,
+    O_EXEC_BATCH, O_NO_ACK, O_EXEC_TIMEOUT,
     O_COUNT_IDS
 };
 
@@ -41,13 +42,14 @@ enum {
 typedef struct cli_opt {
     const char *name; /* long name without "--" */
     char short_name;  /* 'g' for -g; 0: none */
-    int takes_value;  /* 1: --name VALUE or --name=VALUE */
+    int takes_value;  /* 1: --name VALUE or --name=VALUE; 2: --name A B */
     int id;           /* O_* */
 } cli_opt;
 
 /* What the parser found for a verb. */
 typedef struct cli_args {
     const char *value[O_COUNT_IDS]; /* last value of each option; flags "" */
+    const char *value2[O_COUNT_IDS]; /* second value (takes_value 2) */
     int seen[O_COUNT_IDS];          /* how often each option was given */
     char **pos;                     /* positional arguments (in argv) */
     int npos;

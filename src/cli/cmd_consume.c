@@ -1,16 +1,25 @@
 /* cmd_consume.c: `echomq consume`, a consumer of a group on the command line.
  *
- * Without --exec, each entry becomes one JSON line on stdout
- * (emq_entry_json) and is acknowledged once the line is written and
- * flushed. With --exec CMD, each entry runs `/bin/sh -c CMD` with the JSON
- * line on its stdin and EMQ_QUEUE, EMQ_GROUP, EMQ_CONSUMER, EMQ_ID and
- * EMQ_DELIVERIES in its environment; exit 0 acknowledges, 75 (EX_TEMPFAIL)
- * asks for a retry, anything else is a failure whose reason ("exit N",
- * "signal N") goes with the entry to the dead letters once it reaches
- * --max-deliveries. --concurrency N runs a pool of N consumers named
- * C-1..C-N. --limit and --until-idle stop the consumer from the handler or
- * from a watchdog thread with emq_consumer_stop; SIGINT/SIGTERM stop it
- * gracefully (exit 0), a second signal ends the process at once.
+ * One consumer name, one read connection (and the upkeep's), driven by the
+ * pull API: the main thread polls entries and hands them out.
+ *
+ * Pipe mode (no --exec): each poll's entries become JSON lines
+ * (emq_entry_json) written to stdout in one write(2), and only then are
+ * they acknowledged. With --exec CMD, each entry runs `/bin/sh -c CMD`
+ * with the JSON line on its stdin and EMQ_QUEUE, EMQ_GROUP, EMQ_CONSUMER,
+ * EMQ_ID and EMQ_DELIVERIES in its environment; exit 0 acknowledges, 75
+ * (EX_TEMPFAIL) asks for a retry, anything else is a failure whose reason
+ * ("exit N", "signal N", "timeout") goes with the entry to the dead
+ * letters once it reaches --max-deliveries. --exec-batch N CMD runs CMD
+ * with up to N lines on its stdin and settles them all by its exit.
+ * --concurrency N runs N commands at once, on worker threads, all under
+ * the one name. --exec-timeout kills a command's process group. --no-ack
+ * settles nothing: entries stay pending to the name.
+ *
+ * --limit and --until-idle stop the consumer (emq_consumer_stop) from the
+ * main thread or a watchdog; SIGINT/SIGTERM stop it gracefully (exit 0): the
+ * commands running finish and are settled, entries read ahead go back to
+ * the server uncounted. A second signal ends the process at once.
  */
 #include "cli.h"
 
@@ -46,6 +55,9 @@ static const cli_opt opts[] = {
     {"until-idle", 0, 1, O_UNTIL_IDLE},
     {"exec", 'e', 1, O_EXEC},
     {"concurrency", 0, 1, O_CONCURRENCY},
+    {"exec-batch", 0, 2, O_EXEC_BATCH},
+    {"exec-timeout", 0, 1, O_EXEC_TIMEOUT},
+    {"no-ack", 0, 0, O_NO_ACK},
     {"partitions", 0, 1, O_PARTITIONS},
     {NULL, 0, 0, 0},
 };
@@ -84,55 +96,94 @@ static void help(void) {
         "                          exit 0: acknowledge; 75: retry later; other:\n"
         "                          failure (reason \"exit N\" or \"signal N\"),\n"
         "                          dead-lettered at --max-deliveries\n"
-        "  --concurrency N         N handlers at once: consumers C-1 .. C-N\n"
+        "  --exec-batch N CMD      run /bin/sh -c CMD with up to N JSON lines on\n"
+        "                          stdin (EMQ_COUNT says how many): exit 0\n"
+        "                          acknowledges them all, 75 retries them all,\n"
+        "                          any other exit fails them all\n"
+        "  --exec-timeout MS       kill a command's process group after MS; its\n"
+        "                          entries fail with reason \"timeout\"\n"
+        "  --concurrency N         N commands at once, all under the one name C\n"
+        "                          and one read connection (default 1)\n"
+        "  --no-ack                settle nothing: print (or run) and leave every\n"
+        "                          entry pending to C (each later delivery counts\n"
+        "                          toward --max-deliveries)\n"
         "  --partitions P          QUEUE is a topic of P partitions: read all of\n"
-        "                          them, one connection and thread each (entries\n"
-        "                          of one partition stay in order)\n"
+        "                          them, one connection and thread each\n"
         "\n"
-        "Without --exec each entry is printed as one JSON line and acknowledged\n"
-        "once the line is flushed:\n"
+        "Without --exec the entries of each read are printed as JSON lines in one\n"
+        "write and acknowledged once that write reached stdout:\n"
         "  {\"id\":\"1700000000000-0\",\"deliveries\":1,\"fields\":{\"task\":\"x\"}}\n"
-        "Values that are not UTF-8 are {\"base64\":\"...\"}. SIGINT or SIGTERM\n"
-        "stops gracefully (exit 0); a second one exits at once.\n"
+        "An entry is acknowledged once its line reached the pipe: a reader that\n"
+        "exits early loses what the pipe buffered (use --exec-batch for a\n"
+        "batch-safe handoff). Values that are not UTF-8 are {\"base64\":\"...\"}.\n"
+        "SIGINT or SIGTERM stops gracefully (exit 0); a second one exits at once.\n"
         "\n"
         "Examples:\n"
         "  echomq consume jobs -g workers -c w1 --start head --until-idle 1000\n"
         "  echomq consume jobs -g workers -c w1 --start new --exec './handle.sh'\n");
 }
 
+/* Most entries the main thread queues for the workers: what they run
+ * next, beside what they run now. */
+#define WORK_MAX 4096
+
 typedef struct consume_ctx {
-    const char *queue, *group;
-    const char *exec;
+    const char *queue;
+    const char *exec;          /* NULL: pipe mode */
+    size_t exec_batch;         /* entries per command (1: --exec) */
+    long long exec_timeout_ms; /* 0: none */
+    int no_ack;
     long long limit;           /* 0: none */
-    atomic_llong handled;      /* entries handed to the handler */
+    emq_consumer_t *consumer;
+    atomic_llong handled;      /* entries handed to a command or printed */
     atomic_llong last_ms;      /* last activity, for --until-idle */
-    atomic_int busy;           /* handlers running now */
+    atomic_int busy;           /* commands running now */
     atomic_int write_failed;
-    pthread_mutex_t out_lock;  /* one JSON line at a time on stdout */
-    emq_consumer_t *consumer;  /* or pool */
-    emq_pool_t *pool;
+    atomic_int stopping;
+    atomic_int settle_failed;
+    char settle_error[EMQ_ERROR_MESSAGE_MAX];
+    /* The work queue between the main thread and the workers. */
+    pthread_mutex_t mu;
+    pthread_cond_t more, room;
+    emq_entry *work[WORK_MAX];
+    size_t head, n, idle;      /* idle: workers waiting for work */
+    int quit;
 } consume_ctx;
 
-static void stop_all(void *opaque) {
-    consume_ctx *x = opaque;
-    if (x->pool)
-        emq_pool_stop(x->pool);
-    else if (x->consumer)
-        emq_consumer_stop(x->consumer);
+/* A failure of this command itself, as an emq_error. */
+static emq_status local_error(emq_error *err, emq_status st, const char *msg) {
+    memset(err, 0, sizeof *err);
+    err->code = st;
+    snprintf(err->message, sizeof err->message, "%s", msg);
+    return st;
 }
 
-/* The entry's JSON line, malloc'd (NULL when out of memory). */
-static char *entry_line(const emq_entry *e, size_t *len) {
+/* Async-signal-safe (atomic stores only). */
+static void stop_all(void *opaque) {
+    consume_ctx *x = opaque;
+    atomic_store(&x->stopping, 1);
+    emq_consumer_stop(x->consumer);
+}
+
+/* Appends the entry's JSON line to *buf (grown as needed); 0 or -1. */
+static int append_line(const emq_entry *e, char **buf, size_t *len,
+                       size_t *cap) {
     char small[1];
-    size_t need = emq_entry_json(e, small, sizeof small);
-    char *buf = malloc(need + 2);
-    if (buf == NULL)
-        return NULL;
-    emq_entry_json(e, buf, need + 1);
-    buf[need] = '\n';
-    buf[need + 1] = '\0';
-    *len = need + 1;
-    return buf;
+    size_t need = emq_entry_json(e, small, sizeof small) + 1;
+    if (*len + need + 1 > *cap) {
+        size_t grown = (*cap ? *cap * 2 : 4096);
+        while (grown < *len + need + 1)
+            grown *= 2;
+        char *p = realloc(*buf, grown);
+        if (p == NULL)
+            return -1;
+        *buf = p;
+        *cap = grown;
+    }
+    emq_entry_json(e, *buf + *len, need);
+    (*buf)[*len + need - 1] = '\n';
+    *len += need;
+    return 0;
 }
 
 /* Writes all of buf to fd; 0 or -1. */
@@ -149,48 +200,115 @@ static int write_all(int fd, const char *buf, size_t len) {
     return 0;
 }
 
-/* Runs the --exec command for one entry; returns its wait status, or -1
- * when it could not be started (reason filled). */
-static int run_exec(consume_ctx *x, const emq_entry *e, const char *line,
-                    size_t len, char *reason, size_t reason_size) {
+/* Settles entries[0..n) with one verdict and frees them. A settlement
+ * that fails (a peer took the entry over: the peer handles it) is noted,
+ * never fatal. */
+static void settle_all(consume_ctx *x, emq_entry **entries, size_t n,
+                       emq_verdict verdict, const char *reason) {
+    for (size_t i = 0; i < n; i++) {
+        emq_error err;
+        emq_status st = EMQ_OK;
+        if (!x->no_ack) {
+            if (verdict == EMQ_ACK)
+                st = emq_consumer_ack(x->consumer, entries[i], &err);
+            else
+                st = emq_consumer_retry(x->consumer, entries[i], -1, reason,
+                                        &err);
+        }
+        if (st != EMQ_OK && !atomic_exchange(&x->settle_failed, 1))
+            snprintf(x->settle_error, sizeof x->settle_error, "%s",
+                     err.message);
+        emq_entry_free(entries[i]);
+    }
+}
+
+/* Waits for pid, killing its process group after timeout_ms (0: never).
+ * Returns the wait status, or -1 (reason filled). *timed_out set. */
+static int wait_command(pid_t pid, long long timeout_ms, int *timed_out,
+                        char *reason, size_t reason_size) {
+    *timed_out = 0;
+    int64_t deadline = timeout_ms > 0 ? cli_now_ms() + timeout_ms : 0;
+    useconds_t nap = 500;
+    for (;;) {
+        int status;
+        pid_t w = waitpid(pid, &status, deadline ? WNOHANG : 0);
+        if (w == pid)
+            return status;
+        if (w < 0 && errno != EINTR) {
+            snprintf(reason, reason_size, "waitpid failed: %s",
+                     strerror(errno));
+            return -1;
+        }
+        if (w == 0 && cli_now_ms() >= deadline && !*timed_out) {
+            *timed_out = 1;
+            kill(-pid, SIGKILL); /* the command and what it started */
+            deadline = 0;        /* now wait for it to be reaped */
+        } else if (w == 0) {
+            usleep(nap);
+            nap = nap < 10000 ? nap * 2 : 10000;
+        }
+    }
+}
+
+/* Runs the command with the JSON lines of entries[0..n) on its stdin;
+ * returns the verdict for all of them (reason filled unless EMQ_ACK). */
+static emq_verdict run_exec(consume_ctx *x, emq_entry **entries, size_t n,
+                            char *reason, size_t reason_size) {
+    char *lines = NULL;
+    size_t len = 0, cap = 0;
+    for (size_t i = 0; i < n; i++)
+        if (append_line(entries[i], &lines, &len, &cap) != 0) {
+            free(lines);
+            snprintf(reason, reason_size, "out of memory in echomq consume");
+            return EMQ_RETRY;
+        }
+    const emq_entry *e = entries[0];
     char v_queue[300], v_group[300], v_consumer[300], v_id[80], v_del[64];
     snprintf(v_queue, sizeof v_queue, "EMQ_QUEUE=%s", x->queue);
     snprintf(v_group, sizeof v_group, "EMQ_GROUP=%s", e->group);
     snprintf(v_consumer, sizeof v_consumer, "EMQ_CONSUMER=%s", e->consumer);
-    snprintf(v_id, sizeof v_id, "EMQ_ID=%s", e->id);
-    snprintf(v_del, sizeof v_del, "EMQ_DELIVERIES=%llu",
-             (unsigned long long)e->deliveries);
-    size_t n = 0;
-    while (environ[n])
-        n++;
-    char **envp = calloc(n + 6, sizeof *envp);
+    if (x->exec_batch > 1) {
+        snprintf(v_id, sizeof v_id, "EMQ_COUNT=%zu", n);
+        v_del[0] = '\0';
+    } else {
+        snprintf(v_id, sizeof v_id, "EMQ_ID=%s", e->id);
+        snprintf(v_del, sizeof v_del, "EMQ_DELIVERIES=%llu",
+                 (unsigned long long)e->deliveries);
+    }
+    size_t nenv = 0;
+    while (environ[nenv])
+        nenv++;
+    char **envp = calloc(nenv + 6, sizeof *envp);
     if (envp == NULL) {
+        free(lines);
         snprintf(reason, reason_size, "out of memory starting the command");
-        return -1;
+        return EMQ_RETRY;
     }
     size_t k = 0;
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; i < nenv; i++)
         if (strncmp(environ[i], "EMQ_", 4) != 0)
             envp[k++] = environ[i];
     envp[k++] = v_queue;
     envp[k++] = v_group;
     envp[k++] = v_consumer;
     envp[k++] = v_id;
-    envp[k++] = v_del;
-    /* With --concurrency, handlers start commands from several threads.
-     * A command must not inherit another command's stdin pipe: its write
-     * end held open by a sibling keeps `cat` from ever seeing EOF (two
-     * such siblings wait for each other forever). So the pipe is made
-     * close-on-exec, and pipe + fcntl + fork run under one lock so that
-     * no other handler forks between the pipe and its flag. */
+    if (v_del[0])
+        envp[k++] = v_del;
+    /* Commands start from several threads. A command must not inherit
+     * another command's stdin pipe: its write end held open by a sibling
+     * keeps `cat` from ever seeing EOF (two such siblings wait for each
+     * other forever). So the pipe is made close-on-exec, and pipe + fcntl
+     * + fork run under one lock so that no other thread forks between the
+     * pipe and its flag. */
     static pthread_mutex_t spawn_lock = PTHREAD_MUTEX_INITIALIZER;
     int fds[2];
     pthread_mutex_lock(&spawn_lock);
     if (pipe(fds) != 0) {
         pthread_mutex_unlock(&spawn_lock);
         free(envp);
+        free(lines);
         snprintf(reason, reason_size, "pipe failed: %s", strerror(errno));
-        return -1;
+        return EMQ_RETRY;
     }
     fcntl(fds[0], F_SETFD, FD_CLOEXEC);
     fcntl(fds[1], F_SETFD, FD_CLOEXEC);
@@ -201,11 +319,14 @@ static int run_exec(consume_ctx *x, const emq_entry *e, const char *line,
         close(fds[0]);
         close(fds[1]);
         free(envp);
+        free(lines);
         snprintf(reason, reason_size, "fork failed: %s", strerror(errno));
-        return -1;
+        return EMQ_RETRY;
     }
     if (pid == 0) {
-        /* Child: stdin from the pipe, default signal dispositions. */
+        /* Child: its own process group (--exec-timeout kills the whole
+         * group), stdin from the pipe, default signal dispositions. */
+        setpgid(0, 0);
         signal(SIGINT, SIG_DFL);
         signal(SIGTERM, SIG_DFL);
         signal(SIGPIPE, SIG_DFL);
@@ -220,68 +341,170 @@ static int run_exec(consume_ctx *x, const emq_entry *e, const char *line,
         execve("/bin/sh", args, envp);
         _exit(127);
     }
+    setpgid(pid, pid); /* also here: no race with the kill */
     free(envp);
     close(fds[0]);
-    (void)write_all(fds[1], line, len); /* a command may not read stdin */
+    (void)write_all(fds[1], lines, len); /* a command may not read stdin */
     close(fds[1]);
-    int status;
-    while (waitpid(pid, &status, 0) < 0)
-        if (errno != EINTR) {
-            snprintf(reason, reason_size, "waitpid failed: %s",
-                     strerror(errno));
-            return -1;
-        }
-    return status;
+    free(lines);
+    int timed_out;
+    int status = wait_command(pid, x->exec_timeout_ms, &timed_out, reason,
+                              reason_size);
+    if (status == -1)
+        return EMQ_RETRY;
+    if (timed_out) {
+        snprintf(reason, reason_size, "timeout");
+        return EMQ_RETRY;
+    }
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
+        return EMQ_ACK;
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 75)
+        snprintf(reason, reason_size, "exit 75 (retry)");
+    else if (WIFEXITED(status))
+        snprintf(reason, reason_size, "exit %d", WEXITSTATUS(status));
+    else
+        snprintf(reason, reason_size, "signal %d",
+                 WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+    return EMQ_RETRY;
 }
 
-static emq_verdict handle(void *opaque, const emq_entry *e, char *reason,
-                          size_t reason_size) {
+/* A worker: takes up to exec_batch entries, runs the command, settles. */
+static void *worker_main(void *opaque) {
     consume_ctx *x = opaque;
-    atomic_fetch_add(&x->busy, 1);
-    atomic_store(&x->last_ms, cli_now_ms());
-    long long nth = atomic_fetch_add(&x->handled, 1) + 1;
-    emq_verdict verdict = EMQ_ACK;
-    size_t len = 0;
-    char *line = entry_line(e, &len);
-    if (line == NULL) {
-        snprintf(reason, reason_size, "out of memory in echomq consume");
-        verdict = EMQ_RETRY;
-    } else if (x->exec == NULL) {
-        pthread_mutex_lock(&x->out_lock);
-        int bad = fwrite(line, 1, len, stdout) != len || fflush(stdout) != 0;
-        pthread_mutex_unlock(&x->out_lock);
-        if (bad) {
-            /* Not shown to anyone: leave it pending and stop. */
-            atomic_store(&x->write_failed, errno ? errno : EIO);
-            snprintf(reason, reason_size, "echomq consume could not write "
-                                          "to its stdout");
-            verdict = EMQ_RETRY;
-            stop_all(x);
+    emq_entry **mine = calloc(x->exec_batch, sizeof *mine);
+    for (;;) {
+        pthread_mutex_lock(&x->mu);
+        x->idle++;
+        pthread_cond_signal(&x->room);
+        while (x->n == 0 && !x->quit)
+            pthread_cond_wait(&x->more, &x->mu);
+        x->idle--;
+        size_t n = 0;
+        while (mine != NULL && n < x->exec_batch && x->n > 0) {
+            mine[n++] = x->work[x->head];
+            x->head = (x->head + 1) % WORK_MAX;
+            x->n--;
         }
-    } else {
-        int status = run_exec(x, e, line, len, reason, reason_size);
-        if (status == -1)
-            verdict = EMQ_RETRY;
-        else if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
-            verdict = EMQ_ACK;
-        else if (WIFEXITED(status) && WEXITSTATUS(status) == 75) {
-            snprintf(reason, reason_size, "exit 75 (retry)");
-            verdict = EMQ_RETRY;
-        } else if (WIFEXITED(status)) {
-            snprintf(reason, reason_size, "exit %d", WEXITSTATUS(status));
-            verdict = EMQ_RETRY;
-        } else {
-            snprintf(reason, reason_size, "signal %d",
-                     WIFSIGNALED(status) ? WTERMSIG(status) : 0);
-            verdict = EMQ_RETRY;
-        }
+        int done = x->n == 0 && x->quit && n == 0;
+        pthread_mutex_unlock(&x->mu);
+        if (done || mine == NULL)
+            break;
+        atomic_fetch_add(&x->busy, 1);
+        atomic_store(&x->last_ms, cli_now_ms());
+        char reason[256] = "";
+        emq_verdict v = run_exec(x, mine, n, reason, sizeof reason);
+        settle_all(x, mine, n, v, reason);
+        atomic_store(&x->last_ms, cli_now_ms());
+        atomic_fetch_sub(&x->busy, 1);
     }
-    free(line);
-    if (x->limit > 0 && nth >= x->limit)
+    free(mine);
+    return NULL;
+}
+
+/* Pipe mode: the entries as JSON lines in one write, then their acks. */
+static void print_batch(consume_ctx *x, emq_entry **entries, size_t n) {
+    static char *buf;
+    static size_t cap;
+    size_t len = 0;
+    int bad = 0;
+    for (size_t i = 0; i < n && !bad; i++)
+        bad = append_line(entries[i], &buf, &len, &cap) != 0;
+    if (!bad)
+        bad = write_all(STDOUT_FILENO, buf, len) != 0;
+    if (bad) {
+        /* Not shown to anyone: leave them pending and stop. */
+        atomic_store(&x->write_failed, errno ? errno : EIO);
+        for (size_t i = 0; i < n; i++)
+            emq_entry_free(entries[i]);
         stop_all(x);
-    atomic_store(&x->last_ms, cli_now_ms());
-    atomic_fetch_sub(&x->busy, 1);
-    return verdict;
+    } else {
+        settle_all(x, entries, n, EMQ_ACK, NULL);
+    }
+    if (n == 0 || bad) {
+        free(buf);
+        buf = NULL;
+        cap = 0;
+    }
+}
+
+/* How many entries the main thread may poll now: in pipe mode a read's
+ * worth; with commands, as many as idle workers take, so that nothing
+ * waits long in the work queue; never beyond --limit. */
+static size_t want_now(consume_ctx *x, size_t count, size_t workers) {
+    size_t want = count;
+    if (x->exec != NULL) {
+        pthread_mutex_lock(&x->mu);
+        if (x->idle * x->exec_batch <= x->n && !atomic_load(&x->stopping)) {
+            struct timespec ts;
+            clock_gettime(CLOCK_REALTIME, &ts);
+            ts.tv_nsec += 100 * 1000000L;
+            if (ts.tv_nsec >= 1000000000L) {
+                ts.tv_sec++;
+                ts.tv_nsec -= 1000000000L;
+            }
+            pthread_cond_timedwait(&x->room, &x->mu, &ts);
+        }
+        size_t free_slots = x->idle * x->exec_batch > x->n
+                                ? x->idle * x->exec_batch - x->n
+                                : 0;
+        pthread_mutex_unlock(&x->mu);
+        want = free_slots;
+        (void)workers;
+    }
+    long long left = x->limit > 0 ? x->limit - atomic_load(&x->handled) : 0;
+    if (x->limit > 0 && (long long)want > left)
+        want = left > 0 ? (size_t)left : 0;
+    return want;
+}
+
+/* The main thread's loop: poll, then print or hand to the workers. */
+static emq_status dispatch(consume_ctx *x, size_t count, size_t workers,
+                           emq_error *err) {
+    emq_entry **got = calloc(count, sizeof *got);
+    if (got == NULL)
+        return local_error(err, EMQ_ENOMEM, "out of memory");
+    emq_status st = EMQ_OK;
+    for (;;) {
+        if (atomic_load(&x->stopping))
+            break;
+        if (x->limit > 0 && atomic_load(&x->handled) >= x->limit) {
+            stop_all(x);
+            break;
+        }
+        size_t want = want_now(x, count, workers);
+        if (want == 0)
+            continue; /* every worker busy: want_now waited a while */
+        size_t n = 0;
+        st = emq_consumer_poll(x->consumer, got, want, 100, &n, err);
+        if (st != EMQ_OK)
+            break;
+        if (n == 0)
+            continue;
+        /* At the limit, read nothing more before these are settled (a
+         * settlement frees room for a read ahead). */
+        long long total =
+            atomic_fetch_add(&x->handled, (long long)n) + (long long)n;
+        if (x->limit > 0 && total >= x->limit)
+            emq_consumer_pause(x->consumer);
+        atomic_store(&x->last_ms, cli_now_ms());
+        if (x->exec == NULL) {
+            print_batch(x, got, n);
+            continue;
+        }
+        pthread_mutex_lock(&x->mu);
+        for (size_t i = 0; i < n; i++)
+            x->work[(x->head + x->n++) % WORK_MAX] = got[i];
+        pthread_cond_broadcast(&x->more);
+        pthread_mutex_unlock(&x->mu);
+    }
+    if (st == EMQ_ECLOSED) { /* stopped */
+        memset(err, 0, sizeof *err);
+        st = EMQ_OK;
+    }
+    if (x->exec == NULL)
+        print_batch(x, got, 0); /* frees the line buffer */
+    free(got);
+    return st;
 }
 
 typedef struct watchdog {
@@ -290,29 +513,17 @@ typedef struct watchdog {
     atomic_int done;
 } watchdog;
 
-/* --until-idle: stops the consumer once nothing arrived for idle_ms. */
-/* Entries the consumers hold and have not settled (a retry waiting out
- * its delay counts): --until-idle does not stop while there are any. */
-static uint64_t in_hand(const consume_ctx *x) {
-    uint64_t n = 0;
-    emq_consumer_stats st;
-    if (x->consumer) {
-        emq_consumer_stats_get(x->consumer, &st);
-        return st.in_flight;
-    }
-    emq_consumer_t *c;
-    for (int i = 0; (c = emq_pool_consumer(x->pool, i)) != NULL; i++) {
-        emq_consumer_stats_get(c, &st);
-        n += st.in_flight;
-    }
-    return n;
-}
-
+/* --until-idle: stops the consumer once nothing arrived for idle_ms and
+ * it holds nothing unsettled (a retry waiting out its delay counts; with
+ * --no-ack, entries left pending on purpose do not). */
 static void *watch(void *opaque) {
     watchdog *w = opaque;
     while (!atomic_load(&w->done)) {
         usleep(20000);
-        if (in_hand(w->x) > 0) {
+        emq_consumer_stats st;
+        emq_consumer_stats_get(w->x->consumer, &st);
+        uint64_t in_hand = st.in_flight - (w->x->no_ack ? st.handed_out : 0);
+        if (in_hand > 0) {
             atomic_store(&w->x->last_ms, cli_now_ms());
             continue;
         }
@@ -332,7 +543,8 @@ int cmd_consume(int argc, char **argv) {
         return rc == CLI_DONE ? CLI_OK : rc;
     long long count = 100, block = 2000, claim_idle = -1, claim_interval = -1,
               maxdel = -1, limit = 0, until_idle = 0, conc = 1,
-              retry_backoff = -1, retry_backoff_max = -1;
+              retry_backoff = -1, retry_backoff_max = -1, exec_batch = 1,
+              exec_timeout = 0;
     if (a.npos < 1)
         rc = cli_usage_err(VERB, "QUEUE is missing: echomq consume QUEUE "
                                  "--group G --consumer C --start new|head");
@@ -385,6 +597,22 @@ int cmd_consume(int argc, char **argv) {
                      &conc);
     if (rc == CLI_OK && a.seen[O_EXEC] && a.value[O_EXEC][0] == '\0')
         rc = cli_usage_err(VERB, "--exec needs a command");
+    if (rc == CLI_OK && a.seen[O_EXEC_BATCH] && a.seen[O_EXEC])
+        rc = cli_usage_err(VERB, "--exec and --exec-batch are two ways to "
+                                 "run a command: give one");
+    if (rc == CLI_OK && a.seen[O_EXEC_BATCH])
+        rc = cli_num(VERB, "--exec-batch", a.value[O_EXEC_BATCH], 1, 100000,
+                     &exec_batch);
+    if (rc == CLI_OK && a.seen[O_EXEC_BATCH] &&
+        a.value2[O_EXEC_BATCH][0] == '\0')
+        rc = cli_usage_err(VERB, "--exec-batch N CMD needs a command");
+    if (rc == CLI_OK && a.seen[O_EXEC_TIMEOUT])
+        rc = cli_num(VERB, "--exec-timeout", a.value[O_EXEC_TIMEOUT], 1,
+                     INT32_MAX, &exec_timeout);
+    if (rc == CLI_OK && a.seen[O_EXEC_TIMEOUT] && !a.seen[O_EXEC] &&
+        !a.seen[O_EXEC_BATCH])
+        rc = cli_usage_err(VERB, "--exec-timeout needs --exec or "
+                                 "--exec-batch: it bounds a command");
     if (rc != CLI_OK) {
         free(a.pos);
         return rc;
@@ -424,6 +652,21 @@ int cmd_consume(int argc, char **argv) {
         SETNUM("claim.interval_ms", claim_interval);
     if (limit > 0)
         SETNUM("claim.count", count);
+    /* What may be out at once: a read ahead of what is printed, or of what
+     * the workers run; --no-ack holds what it took until the end. */
+    const char *exec = a.seen[O_EXEC]         ? a.value[O_EXEC]
+                       : a.seen[O_EXEC_BATCH] ? a.value2[O_EXEC_BATCH]
+                                              : NULL;
+    if (exec == NULL)
+        conc = 1; /* one writer: the lines keep their order */
+    long long out_max = exec ? 2 * conc * exec_batch : 2 * count;
+    if (a.seen[O_NO_ACK])
+        out_max = 1000000;
+    /* Read nothing beyond --limit (what is read and not handed out goes
+     * back at the end, but need not be read at all). */
+    if (limit > 0 && out_max > limit)
+        out_max = limit;
+    SETNUM("max_in_flight", out_max < 1000000 ? out_max : 1000000);
     if (maxdel > 0)
         SETNUM("max_deliveries", maxdel);
     if (retry_backoff_max >= 0)
@@ -432,21 +675,23 @@ int cmd_consume(int argc, char **argv) {
         SETNUM("retry.backoff_ms", retry_backoff);
 #undef SETNUM
 
-    consume_ctx x;
+    static consume_ctx x; /* the work queue is large */
     memset(&x, 0, sizeof x);
     x.queue = a.pos[0];
-    x.group = a.value[O_GROUP];
-    x.exec = a.seen[O_EXEC] ? a.value[O_EXEC] : NULL;
+    x.exec = exec;
+    x.exec_batch = (size_t)exec_batch;
+    x.exec_timeout_ms = exec_timeout;
+    x.no_ack = a.seen[O_NO_ACK] > 0;
     x.limit = limit;
     atomic_store(&x.last_ms, cli_now_ms());
-    pthread_mutex_init(&x.out_lock, NULL);
+    pthread_mutex_init(&x.mu, NULL);
+    pthread_cond_init(&x.more, NULL);
+    pthread_cond_init(&x.room, NULL);
     emq_error err;
     emq_status st = EMQ_OK;
     if (rc == CLI_OK) {
         /* Validates everything before touching the network. */
-        st = conc > 1 ? emq_pool_new(conf, (int)conc, handle, &x, &x.pool,
-                                     &err)
-                      : emq_consumer_new(conf, handle, &x, &x.consumer, &err);
+        st = emq_consumer_new(conf, NULL, NULL, &x.consumer, &err);
         if (st != EMQ_OK)
             rc = cli_err(st == EMQ_EINVAL ? CLI_USAGE : CLI_FAIL, "%s",
                          err.message);
@@ -461,10 +706,39 @@ int cmd_consume(int argc, char **argv) {
     watchdog w = {&x, until_idle, 0};
     pthread_t wt;
     int watching = until_idle > 0 && pthread_create(&wt, NULL, watch, &w) == 0;
-    st = x.pool ? emq_pool_run(x.pool, &err) : emq_consumer_run(x.consumer, &err);
+    size_t workers = exec ? (size_t)conc : 0, started = 0;
+    pthread_t *threads = calloc(workers ? workers : 1, sizeof *threads);
+    for (size_t i = 0; threads != NULL && i < workers; i++)
+        if (pthread_create(&threads[i], NULL, worker_main, &x) == 0)
+            started++;
+    if (threads == NULL || started < workers) {
+        stop_all(&x);
+        st = local_error(&err, EMQ_ENOMEM,
+                         "could not start the command threads");
+    } else {
+        st = dispatch(&x, (size_t)(exec ? conc * exec_batch : count),
+                      workers, &err);
+    }
+    /* The commands running (and queued) finish and are settled; entries
+     * read ahead go back to the server uncounted (emq_consumer_close). */
+    stop_all(&x);
+    pthread_mutex_lock(&x.mu);
+    x.quit = 1;
+    pthread_cond_broadcast(&x.more);
+    pthread_mutex_unlock(&x.mu);
+    for (size_t i = 0; i < started; i++)
+        pthread_join(threads[i], NULL);
+    free(threads);
     if (watching) {
         atomic_store(&w.done, 1);
         pthread_join(wt, NULL);
+    }
+    emq_error close_err;
+    emq_status closed =
+        emq_consumer_close(x.consumer, x.no_ack ? 0 : 10000, &close_err);
+    if (st == EMQ_OK && closed != EMQ_OK) {
+        st = closed;
+        err = close_err;
     }
     cli_signals_default();
 
@@ -475,19 +749,10 @@ int cmd_consume(int argc, char **argv) {
                                "pending for this consumer",
                      strerror(atomic_load(&x.write_failed)));
     emq_consumer_stats total;
-    memset(&total, 0, sizeof total);
-    int members = x.pool ? (int)conc : 1;
-    for (int i = 0; i < members; i++) {
-        emq_consumer_stats s;
-        emq_consumer_stats_get(x.pool ? emq_pool_consumer(x.pool, i)
-                                      : x.consumer,
-                               &s);
-        total.delivered += s.delivered;
-        total.acked += s.acked;
-        total.retried += s.retried;
-        total.dead_lettered += s.dead_lettered;
-        total.claimed += s.claimed;
-    }
+    emq_consumer_stats_get(x.consumer, &total);
+    if (rc == CLI_OK && atomic_load(&x.settle_failed))
+        cli_note("warning: an entry could not be settled: %s",
+                 x.settle_error);
     if (rc == CLI_OK)
         cli_note("consumed %llu entr%s (acknowledged %llu, retried %llu, "
                  "dead-lettered %llu, claimed %llu)",
@@ -498,17 +763,14 @@ int cmd_consume(int argc, char **argv) {
                  (unsigned long long)total.dead_lettered,
                  (unsigned long long)total.claimed);
     if (cli_g.verbose) {
-        for (int i = 0; i < members; i++) {
-            char buf[1024];
-            emq_consumer_stats_json(x.pool ? emq_pool_consumer(x.pool, i)
-                                           : x.consumer,
-                                    buf, sizeof buf);
-            fprintf(stderr, "%s\n", buf);
-        }
+        char buf[1024];
+        emq_consumer_stats_json(x.consumer, buf, sizeof buf);
+        fprintf(stderr, "%s\n", buf);
     }
-    emq_pool_destroy(x.pool);
     emq_consumer_destroy(x.consumer);
-    pthread_mutex_destroy(&x.out_lock);
+    pthread_mutex_destroy(&x.mu);
+    pthread_cond_destroy(&x.more);
+    pthread_cond_destroy(&x.room);
     emq_conf_destroy(conf);
     free(a.pos);
     return rc;

@@ -69,6 +69,19 @@ static long long pending_count(emq_srv *s) {
     return atoll(out); /* the first line: the number pending */
 }
 
+/* The next run of consumer c (pipe mode, until idle) prints exactly want
+ * entries: nothing the stopped run did not acknowledge was lost, nothing
+ * it acknowledged comes again. */
+static void rest_comes_back(emq_srv *s, int want) {
+    cli_result r;
+    CLI(&r, emq_srv_url(s), "consume", "q", "-g", "g", "-c", "c", "--start",
+        "head", "--until-idle", "300", "-q");
+    ASSERT_EXIT(&r, 0);
+    ASSERT_EQ_INT(cli_lines(r.out), want);
+    cli_free(&r);
+    ASSERT_EQ_INT(pending_count(s), 0);
+}
+
 static void graceful(int sig) {
     emq_srv *s = emq_srv_start(NULL);
     char log[600], pidfile[600];
@@ -92,8 +105,9 @@ static void graceful(int sig) {
     ASSERT(took >= 500); /* it waited for the 1 s handler */
     ASSERT(took < 5000);
     ASSERT_CONTAINS(text, "echomq: consumed 1 entry (acknowledged 1,");
-    /* Read but not handled: still pending for c (2 of the 3). */
-    ASSERT_EQ_INT(pending_count(s), 2);
+    /* Read ahead but not handled: pending for c, handed back (at most 2:
+     * max_in_flight is twice the commands that run at once). */
+    ASSERT(pending_count(s) <= 2);
     char id[64];
     snprintf(id, sizeof id, "%.*s", (int)strcspn(handled + 6, "\n"),
              handled + 6);
@@ -101,6 +115,7 @@ static void graceful(int sig) {
     emq_srv_cmd(s, out, sizeof out, "XPENDING", "emq:{q}", "g", "-", "+",
                 "10", NULL);
     ASSERT_NOT_CONTAINS(out, id);
+    rest_comes_back(s, 2);
     emq_srv_stop(s);
 }
 
@@ -137,7 +152,8 @@ static void immediate(int first, int second) {
     ASSERT_NOT_CONTAINS(text, "consumed");
     /* The entry in progress was not acknowledged. */
     ASSERT_EQ_INT(cli_count(cli_slurp(log), "done "), 0);
-    ASSERT_EQ_INT(pending_count(s), 3);
+    /* The entry in progress (and what was read ahead) stays pending. */
+    ASSERT(pending_count(s) >= 1);
     /* End the handler left behind (it is ours, by its pid). */
     int sh = 0, sleeper = 0;
     ASSERT(cli_wait_file(pidfile, " ", 2000));
@@ -147,6 +163,8 @@ static void immediate(int first, int second) {
         if (sleeper > 1)
             kill((pid_t)sleeper, SIGKILL);
     }
+    /* Killed at once: nothing was acknowledged, all 3 come back. */
+    rest_comes_back(s, 3);
     emq_srv_stop(s);
 }
 

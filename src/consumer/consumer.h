@@ -191,6 +191,9 @@ typedef struct if_entry {
     uint64_t deliveries;
     size_t hash;          /* of id, kept for probing and moving */
     unsigned char used, state, lost;
+    unsigned char uncounted; /* IF_RETRY_WAIT found by recover self in a
+                                session that kept the lease: its count was
+                                raised already (recover.c) */
 } if_entry;
 
 typedef enum settle_kind {
@@ -266,9 +269,11 @@ emq_status emq_inflight_release(emq_inflight *t, const batch_item *item,
 emq_status emq_inflight_settle_held(emq_inflight *t, settle_op *op,
                                    uint64_t max_deliveries, emq_error *err);
 /* Adds id in IF_RETRY_WAIT, due in wait_ms (a retry whose delay survived
- * a restart), unless it is there already. -1 when out of memory. */
+ * a restart, or found by recover self), unless it is there already;
+ * uncounted: take it without raising its count when due. -1 when out of
+ * memory. */
 int emq_inflight_add_waiting(emq_inflight *t, const emq_id *id,
-                             int64_t wait_ms);
+                             int64_t wait_ms, int uncounted);
 /* Removes id from the table, if there. */
 void emq_inflight_forget(emq_inflight *t, const emq_id *id);
 /* 1 when id is in the table. */
@@ -298,10 +303,11 @@ size_t emq_inflight_refreshed(emq_inflight *t, const emq_id *asked,
                               size_t nasked, const emq_reply *owned,
                               const emq_reply *gone, int64_t now_ms,
                               size_t *ngone);
-/* Run thread: up to max IDs whose retry is due at now_ms, moved back to
- * IF_READ. Returns their number. */
-size_t emq_inflight_due(emq_inflight *t, int64_t now_ms, emq_id *out,
-                        size_t max);
+/* Run thread: up to max IDs whose retry is due at now_ms and whose
+ * uncounted flag is uncounted, moved back to IF_READ. Returns their
+ * number. */
+size_t emq_inflight_due(emq_inflight *t, int64_t now_ms, int uncounted,
+                        emq_id *out, size_t max);
 /* Milliseconds until the next retry is due (INT64_MAX: none). */
 int64_t emq_inflight_next_due(emq_inflight *t, int64_t now_ms);
 /* Forgets entries not handed out yet (IF_READ): after a lost session they

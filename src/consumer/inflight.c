@@ -284,7 +284,7 @@ emq_status emq_inflight_release(emq_inflight *t, const batch_item *item,
 }
 
 int emq_inflight_add_waiting(emq_inflight *t, const emq_id *id,
-                             int64_t wait_ms) {
+                             int64_t wait_ms, int uncounted) {
     pthread_mutex_lock(&t->mu);
     int result = 0;
     size_t h = hash_id(id);
@@ -294,7 +294,8 @@ int emq_inflight_add_waiting(emq_inflight *t, const emq_id *id,
         } else {
             if_entry e = {.id = *id, .refreshed_ms = emq_now_ms(),
                           .due_ms = emq_now_ms() + wait_ms, .hash = h,
-                          .used = 1, .state = IF_RETRY_WAIT};
+                          .used = 1, .state = IF_RETRY_WAIT,
+                          .uncounted = (unsigned char)(uncounted != 0)};
             insert_slot(t->slots, t->cap, &e);
             t->n++;
             t->nwait++;
@@ -457,13 +458,14 @@ size_t emq_inflight_refreshed(emq_inflight *t, const emq_id *asked,
     return lost;
 }
 
-size_t emq_inflight_due(emq_inflight *t, int64_t now_ms, emq_id *out,
-                        size_t max) {
+size_t emq_inflight_due(emq_inflight *t, int64_t now_ms, int uncounted,
+                        emq_id *out, size_t max) {
     size_t n = 0;
     pthread_mutex_lock(&t->mu);
     for (size_t i = 0; i < t->cap && n < max && t->nwait > 0; i++) {
         if_entry *e = &t->slots[i];
-        if (e->used && e->state == IF_RETRY_WAIT && e->due_ms <= now_ms) {
+        if (e->used && e->state == IF_RETRY_WAIT && e->due_ms <= now_ms &&
+            e->uncounted == (uncounted != 0)) {
             set_state(t, e, IF_READ);
             out[n++] = e->id;
         }

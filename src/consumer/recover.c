@@ -259,8 +259,14 @@ emq_status emq_recover_self(emq_consumer_t *c, emq_error *err) {
                 continue; /* in hand here already (a retry waiting, an
                              ack not sent yet) */
             if (wait > 0) {
-                /* A retry whose delay survived a restart: back when due. */
-                if (emq_inflight_add_waiting(&c->table, &id, wait) != 0)
+                /* A retry whose delay survived a restart: back when due.
+                 * In a session that kept the lease, a retry of this
+                 * process still in the table was skipped above; one not
+                 * there any more was taken (its count raised) by a take
+                 * whose reply was lost, and never reached a handler: it
+                 * is taken again without a raise. */
+                if (emq_inflight_add_waiting(&c->table, &id, wait,
+                                             c->lease_continued) != 0)
                     st = emq_error_set(err, EMQ_ENOMEM, 0, "out of memory");
                 continue;
             }
@@ -364,18 +370,23 @@ emq_status emq_recover_peers(emq_consumer_t *c, emq_error *err) {
 emq_status emq_recover_due(emq_consumer_t *c, emq_error *err) {
     emq_id ids[TAKE_PER_CALL];
     emq_status st = EMQ_OK;
-    while (st == EMQ_OK && !emq_consumer_stopping(c) && emq_lease_valid(c)) {
-        size_t room = emq_ready_room(c);
-        size_t n = emq_inflight_due(&c->table, emq_now_ms(), ids,
-                                    room < TAKE_PER_CALL ? room
-                                                         : TAKE_PER_CALL);
-        if (n == 0)
-            break;
-        /* Forget them first: what is still ours comes back in the reply
-         * and enters the table again with its new count. */
-        for (size_t i = 0; i < n; i++)
-            emq_inflight_forget(&c->table, &ids[i]);
-        st = take_ids(c, ids, n, 1, "delivering due retries", err);
+    for (int uncounted = 0; uncounted < 2; uncounted++) {
+        while (st == EMQ_OK && !emq_consumer_stopping(c) &&
+               emq_lease_valid(c)) {
+            size_t room = emq_ready_room(c);
+            size_t n = emq_inflight_due(&c->table, emq_now_ms(), uncounted,
+                                        ids,
+                                        room < TAKE_PER_CALL ? room
+                                                             : TAKE_PER_CALL);
+            if (n == 0)
+                break;
+            /* Forget them first: what is still ours comes back in the
+             * reply and enters the table again with its new count. */
+            for (size_t i = 0; i < n; i++)
+                emq_inflight_forget(&c->table, &ids[i]);
+            st = take_ids(c, ids, n, !uncounted, "delivering due retries",
+                          err);
+        }
     }
     return st;
 }

@@ -60,6 +60,9 @@
 
 #include "bench_stream.h"
 
+/* -i: echomq's claim.min_idle_ms. */
+static int min_idle_ms;
+
 static emq_verdict echomq_handler(void *opaque, const emq_entry *entry,
                                   char *reason, size_t reason_size) {
     (void)reason;

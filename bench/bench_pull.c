@@ -25,7 +25,9 @@
  * msgs/s and the ratios issue 11 sets targets for: cli / hiredis1 (>= 1.0),
  * prefetch / hiredis2 (>= 0.9), poll4 / run (within 10%).
  *
- * Usage: bench_pull [entries] [rounds]   (defaults 500000, 3)
+ * Usage: bench_pull [-o CLIENT] [entries] [rounds]   (defaults 500000, 3;
+ *        -o runs one client only, for profiling:
+ *        perf record -g bench_pull -o prefetch 500000 1)
  */
 #include "bench_stream.h"
 
@@ -234,10 +236,22 @@ static double run_one(redisContext *admin, client k, long total, int round) {
 
 int main(int argc, char **argv) {
     bench_name = "bench_pull";
+    int only = -1;
+    if (argc > 2 && strcmp(argv[1], "-o") == 0) {
+        for (int k = 0; k < NCLIENTS; k++)
+            if (strcmp(argv[2], client_names[k]) == 0)
+                only = k;
+        if (only < 0) {
+            fprintf(stderr, "bench_pull: no client '%s'\n", argv[2]);
+            return 2;
+        }
+        argc -= 2;
+        argv += 2;
+    }
     long total = argc > 1 ? atol(argv[1]) : 500000;
     int rounds = argc > 2 ? atoi(argv[2]) : 3;
     if (argc > 3 || total < 1 || rounds < 1) {
-        fprintf(stderr, "usage: bench_pull [entries] [rounds]\n");
+        fprintf(stderr, "usage: bench_pull [-o CLIENT] [entries] [rounds]\n");
         return 2;
     }
     for (int i = 0; i < PAYLOAD_LEN; i++)
@@ -251,6 +265,8 @@ int main(int argc, char **argv) {
         fprintf(stderr, "  round %d:", r + 1);
         for (int i = 0; i < NCLIENTS; i++) {
             client k = (client)((i + r) % NCLIENTS);
+            if (only >= 0 && (int)k != only)
+                continue;
             double t = run_one(admin, k, total, r);
             fprintf(stderr, " %s %.0f/s", client_names[k], total / t);
             if (best[k] == 0 || t < best[k])
@@ -262,7 +278,12 @@ int main(int argc, char **argv) {
            total, PAYLOAD_LEN, rounds);
     printf("| client | msgs/s |\n| --- | ---: |\n");
     for (int k = 0; k < NCLIENTS; k++)
-        printf("| %s | %.0f |\n", client_names[k], total / best[k]);
+        if (best[k] > 0)
+            printf("| %s | %.0f |\n", client_names[k], total / best[k]);
+    if (only >= 0) {
+        redisFree(admin);
+        return 0;
+    }
     double cli_ratio = best[HIREDIS1] / best[CLI];
     double pre_ratio = best[HIREDIS2] / best[PREFETCH];
     double poll_ratio = best[RUN] / best[POLL4];

@@ -117,9 +117,9 @@ typedef struct result {
 
 /* ---- work per entry ------------------------------------------------------ */
 
-/* -w: microseconds of work per entry (a slow handler, so that entries
- * wait in hand long enough to be refreshed); -i: claim.min_idle_ms. */
-static int work_us, min_idle_ms;
+/* Microseconds of busy work per entry (bench_consume -w: a slow handler,
+ * so that entries wait in hand long enough to be refreshed). */
+static int work_us;
 
 static void work(void) {
     if (work_us <= 0)

@@ -26,7 +26,7 @@
 
 
 /* Runs one command that must not fail, and frees its reply. */
-static void admin_command(redisContext *admin, const char *fmt,
+static inline void admin_command(redisContext *admin, const char *fmt,
                           const char *arg) {
     redisReply *r = redisCommand(admin, fmt, arg);
     if (r == NULL)
@@ -40,7 +40,7 @@ static void admin_command(redisContext *admin, const char *fmt,
 
 static char payload[PAYLOAD_LEN + 1];
 
-static void fill(redisContext *admin, long total) {
+static inline void fill(redisContext *admin, long total) {
     const char *argv[] = {"XADD", STREAM, "*", "data", payload};
     const size_t len[] = {4, strlen(STREAM), 1, 4, PAYLOAD_LEN};
     admin_command(admin, "DEL %s", STREAM);
@@ -70,7 +70,7 @@ static void fill(redisContext *admin, long total) {
 }
 
 /* Checks after a run that group has nothing pending, then destroys it. */
-static void check_and_drop_group(redisContext *admin, const char *group,
+static inline void check_and_drop_group(redisContext *admin, const char *group,
                                  const char *who) {
     redisReply *r = redisCommand(admin, "XPENDING %s %s", STREAM, group);
     if (r == NULL)
@@ -102,7 +102,7 @@ typedef struct run_state {
 } run_state;
 
 /* Called by whichever thread handles entry N of the run. */
-static void mark_done(run_state *s) {
+static inline void mark_done(run_state *s) {
     s->done_s = now_s();
     s->done_cpu_us = cpu_us();
 }
@@ -121,7 +121,7 @@ typedef struct result {
  * so that entries wait in hand long enough to be refreshed). */
 static int work_us;
 
-static void work(void) {
+static inline void work(void) {
     if (work_us <= 0)
         return;
     double end = now_s() + work_us / 1e6;
@@ -130,7 +130,7 @@ static void work(void) {
 }
 
 
-static void conf_set(emq_conf_t *conf, const char *name, const char *value) {
+static inline void conf_set(emq_conf_t *conf, const char *name, const char *value) {
     emq_error err;
     if (emq_conf_set(conf, name, value, &err) != EMQ_OK)
         die(name, err.message);
@@ -150,7 +150,7 @@ typedef struct hiredis_worker {
 
 #define ID_MAX 48 /* longest entry ID text plus NUL */
 
-static void *hiredis_main(void *arg) {
+static inline void *hiredis_main(void *arg) {
     hiredis_worker *w = arg;
     run_state *s = w->s;
     redisContext *c = connect_unix();
@@ -239,7 +239,7 @@ static void *hiredis_main(void *arg) {
     return NULL;
 }
 
-static result run_hiredis(redisContext *admin, long total, int count,
+static inline result run_hiredis(redisContext *admin, long total, int count,
                           int consumers, int block_ms, const char *group) {
     admin_command(admin, "XGROUP CREATE " STREAM " %s 0", group);
     run_state s = {.total = total};

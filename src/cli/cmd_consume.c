@@ -165,14 +165,21 @@ static void stop_all(void *opaque) {
     emq_consumer_stop(x->consumer);
 }
 
-/* Appends the entry's JSON line to *buf (grown as needed); 0 or -1. */
+/* Appends the entry's JSON line to *buf (grown as needed); 0 or -1. One
+ * pass when it fits, which is nearly always once the buffer has grown. */
 static int append_line(const emq_entry *e, char **buf, size_t *len,
                        size_t *cap) {
-    char small[1];
-    size_t need = emq_entry_json(e, small, sizeof small) + 1;
-    if (*len + need + 1 > *cap) {
-        size_t grown = (*cap ? *cap * 2 : 4096);
-        while (grown < *len + need + 1)
+    for (;;) {
+        size_t room = *cap - *len;
+        size_t need = room > 1 ? emq_entry_json(e, *buf + *len, room - 1) + 1
+                               : 0;
+        if (room > 1 && need < room) {
+            (*buf)[*len + need - 1] = '\n';
+            *len += need;
+            return 0;
+        }
+        size_t grown = *cap ? *cap * 2 : 65536;
+        while (grown < *len + need + 2)
             grown *= 2;
         char *p = realloc(*buf, grown);
         if (p == NULL)
@@ -180,10 +187,6 @@ static int append_line(const emq_entry *e, char **buf, size_t *len,
         *buf = p;
         *cap = grown;
     }
-    emq_entry_json(e, *buf + *len, need);
-    (*buf)[*len + need - 1] = '\n';
-    *len += need;
-    return 0;
 }
 
 /* Writes all of buf to fd; 0 or -1. */

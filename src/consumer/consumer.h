@@ -256,6 +256,10 @@ int emq_inflight_add_batch(emq_inflight *t, batch_item *items, size_t n,
 emq_status emq_inflight_step(emq_inflight *t, settle_op *op,
                              const batch_item *next, int *began,
                              emq_error *err);
+/* emq_inflight_step's begin for n items at once, one lock (pull mode's
+ * handout): began[i] as *began there. */
+void emq_inflight_begin(emq_inflight *t, const batch_item *const *items,
+                        size_t n, int *began);
 /* Queues the SETTLE_RELEASE of item, read and never handed out: back to
  * the server with the count its read or take raised undone. */
 emq_status emq_inflight_release(emq_inflight *t, const batch_item *item,
@@ -349,6 +353,7 @@ typedef struct emq_ready {
     handout **ring;       /* FIFO of entries to hand out */
     size_t head, n, cap;
     size_t limit;         /* max_in_flight */
+    size_t wake_room;     /* room worth waking a reader for: one read */
     struct emq_consumer *root; /* the consumer polled (a topic's parent) */
     int closing, ended, running, fd_set;
     atomic_int room_waiters; /* reading threads waiting for room */
@@ -370,8 +375,11 @@ size_t emq_ready_room(struct emq_consumer *c);
 void emq_ready_wait_room(struct emq_consumer *c, int64_t ms);
 /* Waits until every entry c handed out is settled, or closing, or fatal. */
 void emq_ready_wait_settled(struct emq_consumer *c);
-/* Wakes every waiter: room may have changed (a settlement, a resume). */
+/* Wakes every waiter: room may have changed (a resume, a pause). */
 void emq_ready_notify(emq_ready *r);
+/* After a settlement: wakes a reader waiting for room once a whole read
+ * fits (or nothing is out). Cheap when no reader waits. */
+void emq_ready_settled(emq_ready *r);
 /* Queues the chunk's entries (the chunk's references pass to the queue). */
 emq_status emq_ready_push(emq_ready *r, emq_chunk *ch, emq_error *err);
 /* Hands out up to max entries into out, waiting up to timeout_ms (< 0:

@@ -315,9 +315,7 @@ static emq_status settle(emq_consumer_t *c, const emq_entry *entry,
         atomic_fetch_add(&owner->stats.failed, 1);
     if (kind == SETTLE_RETRY)
         atomic_fetch_add(&owner->stats.retried, 1);
-    /* Room for one more: wake a reading thread that waits for it. */
-    if (atomic_load(&c->ready->room_waiters) > 0)
-        emq_ready_notify(c->ready);
+    emq_ready_settled(c->ready); /* room for one more */
     return EMQ_OK;
 }
 

@@ -209,6 +209,28 @@ static emq_status queue_op(emq_inflight *t, settle_op *op, emq_error *err) {
     return EMQ_OK;
 }
 
+/* Marks next's entry IF_HANDLING if it may be handed out; returns what
+ * emq_inflight_step puts in *began (caller holds mu). */
+static int begin_locked(emq_inflight *t, const batch_item *next) {
+    if_entry *e = find_at(t, &next->id, next->slot);
+    /* Not refreshed for most of claim.min_idle_ms (the upkeep connection
+     * is down): a peer may take it any moment, so it is not handed out;
+     * recovery brings it back. */
+    int stale = e != NULL && t->stale_after_ms > 0 &&
+                emq_now_coarse_ms() - e->refreshed_ms > t->stale_after_ms;
+    int ok = e != NULL && !e->lost && !stale;
+    if (e != NULL && e->state != IF_READ)
+        return 0; /* in hand already (handed out by an earlier copy of it,
+                     a retry waiting, a settlement on its way): not again */
+    if (ok) {
+        set_state(t, e, IF_HANDLING);
+        t->current = (size_t)(e - t->slots);
+    } else if (e != NULL) {
+        remove_at(t, e);
+    }
+    return ok ? 1 : stale ? -1 : 0;
+}
+
 emq_status emq_inflight_step(emq_inflight *t, settle_op *op,
                              const batch_item *next, int *began,
                              emq_error *err) {
@@ -216,30 +238,18 @@ emq_status emq_inflight_step(emq_inflight *t, settle_op *op,
     pthread_mutex_lock(&t->mu);
     if (op != NULL)
         st = queue_op(t, op, err);
-    if (next != NULL) {
-        if_entry *e = find_at(t, &next->id, next->slot);
-        /* Not refreshed for most of claim.min_idle_ms (the upkeep
-         * connection is down): a peer may take it any moment, so it is
-         * not handed out; recovery brings it back. */
-        int stale = e != NULL && t->stale_after_ms > 0 &&
-                    emq_now_coarse_ms() - e->refreshed_ms > t->stale_after_ms;
-        int ok = e != NULL && !e->lost && !stale;
-        if (e != NULL && e->state != IF_READ) {
-            /* In hand already (handed out by an earlier copy of it, a
-             * retry waiting, a settlement on its way): not again. */
-            *began = 0;
-        } else {
-            if (ok) {
-                set_state(t, e, IF_HANDLING);
-                t->current = (size_t)(e - t->slots);
-            } else if (e != NULL) {
-                remove_at(t, e);
-            }
-            *began = ok ? 1 : stale ? -1 : 0;
-        }
-    }
+    if (next != NULL)
+        *began = begin_locked(t, next);
     pthread_mutex_unlock(&t->mu);
     return st;
+}
+
+void emq_inflight_begin(emq_inflight *t, const batch_item *const *items,
+                        size_t n, int *began) {
+    pthread_mutex_lock(&t->mu);
+    for (size_t i = 0; i < n; i++)
+        began[i] = begin_locked(t, items[i]);
+    pthread_mutex_unlock(&t->mu);
 }
 
 emq_status emq_inflight_settle_held(emq_inflight *t, settle_op *op,

@@ -55,6 +55,9 @@ emq_status emq_ready_new(emq_consumer_t *root, emq_ready **out,
     }
     r->root = root;
     r->limit = (size_t)root->conf->max_in_flight;
+    r->wake_room = (size_t)root->conf->count < r->limit
+                       ? (size_t)root->conf->count
+                       : r->limit;
     *out = r;
     return EMQ_OK;
 }
@@ -156,6 +159,18 @@ void emq_ready_wait_settled(emq_consumer_t *c) {
     pthread_mutex_unlock(&r->mu);
 }
 
+void emq_ready_settled(emq_ready *r) {
+    if (atomic_load(&r->room_waiters) == 0)
+        return;
+    pthread_mutex_lock(&r->mu);
+    /* Wake a reader only for room a whole read fits in (one wake-up per
+     * read, not one per settlement), or once nothing is out. */
+    size_t room = room_locked(r);
+    if (room >= r->wake_room || room == r->limit)
+        pthread_cond_broadcast(&r->room);
+    pthread_mutex_unlock(&r->mu);
+}
+
 void emq_ready_notify(emq_ready *r) {
     pthread_mutex_lock(&r->mu);
     pthread_cond_broadcast(&r->room);
@@ -194,40 +209,44 @@ emq_status emq_ready_push(emq_ready *r, emq_chunk *ch, emq_error *err) {
     return st;
 }
 
-/* Hands out the entry h (caller holds mu): 1 when it is the caller's now.
- * An entry is not handed out past its consumer's lease deadline, nor when the
- * table no longer has it unhanded (a lost session dropped it, a peer took
- * it, it went stale). */
-static int hand_out(handout *h) {
-    emq_consumer_t *c = h->owner;
-    if (!emq_lease_valid(c))
-        return 0; /* its thread's next turn starts a session, which drops
-                     it from the table and brings it back */
-    int began = 0;
-    if (emq_inflight_step(&c->table, NULL, &h->item, &began, NULL) !=
-        EMQ_OK)
-        return 0;
-    if (began < 0)
-        atomic_store(&c->recover_self_due, 1);
-    if (began == 1)
-        atomic_fetch_add(&c->stats.delivered, 1);
-    return began == 1;
-}
-
-/* Takes up to max entries off the queue into out (caller holds mu);
- * entries that cannot be handed out are dropped. */
+/* Takes up to max entries off the queue into out (caller holds mu). An
+ * entry is handed out only while its consumer holds the lease (else its
+ * thread's next turn starts a session, which drops it from the table and
+ * brings it back), and only when the table still has it unhanded (a lost
+ * session dropped it, a peer took it, it went stale: dropped here). The
+ * table is locked once per run of entries of one consumer. */
 static size_t take_locked(emq_ready *r, emq_entry **out, size_t max) {
     size_t got = 0, dropped = 0;
+    handout *run[64];
+    const batch_item *items[64];
+    int began[64];
     while (got < max && r->n > 0 && !atomic_load(&r->root->paused)) {
-        handout *h = r->ring[r->head];
-        r->head = (r->head + 1) % r->cap;
-        r->n--;
-        if (hand_out(h)) {
-            out[got++] = &h->pub;
-        } else {
-            emq_chunk_unref(h->chunk);
+        emq_consumer_t *c = r->ring[r->head]->owner;
+        size_t k = 0;
+        while (k < 64 && got + k < max && r->n > 0 &&
+               r->ring[r->head]->owner == c) {
+            run[k] = r->ring[r->head];
+            items[k] = &run[k]->item;
+            r->head = (r->head + 1) % r->cap;
+            r->n--;
+            k++;
+        }
+        int valid = emq_lease_valid(c);
+        if (valid)
+            emq_inflight_begin(&c->table, items, k, began);
+        size_t handed = 0;
+        for (size_t i = 0; i < k; i++) {
+            if (valid && began[i] == 1) {
+                out[got++] = &run[i]->pub;
+                handed++;
+                continue;
+            }
+            if (valid && began[i] < 0)
+                atomic_store(&c->recover_self_due, 1);
+            emq_chunk_unref(run[i]->chunk);
             dropped++;
         }
+        atomic_fetch_add(&c->stats.delivered, handed);
     }
     if (dropped)
         pthread_cond_broadcast(&r->room);

@@ -229,11 +229,11 @@ TEST_TIMEOUT(cli_consume_exec_batch_settles_by_exit, 60) {
      * first time (marker file), the one holding 20 exits 3. */
     snprintf(cmd, sizeof cmd,
              "cat > %s/batch.$$; n=$(wc -l < %s/batch.$$); "
-             "echo \"$n $EMQ_COUNT\" >> %s/sizes; "
+             "echo \"$n $EMQ_COUNT\" >> %s/sizes; cat %s/batch.$$ >> %s/all; "
              "if grep -q '\"data\":\"5\"' %s/batch.$$ && [ ! -e %s/again ]; "
              "then touch %s/again; exit 75; fi; "
              "if grep -q '\"data\":\"20\"' %s/batch.$$; then exit 3; fi",
-             dir, dir, dir, dir, dir, dir, dir);
+             dir, dir, dir, dir, dir, dir, dir, dir, dir);
     cli_result r;
     CLI(&r, emq_srv_url(s), "consume", "q", "-g", "g", "-c", "c", "--start",
         "head", "--exec-batch", "10", cmd, "--retry-backoff", "0",
@@ -265,7 +265,11 @@ TEST_TIMEOUT(cli_consume_exec_batch_settles_by_exit, 60) {
     emq_srv_cmd(s, out, sizeof out, "XRANGE", "emq:{q}:dead", "-", "+", NULL);
     ASSERT_CONTAINS(out, "emq.reason\nexit 3\n");
     ASSERT_CONTAINS(out, "data\n20\n");
-    ASSERT_NOT_CONTAINS(out, "data\n5\n");
+    /* The batch that exited 75 came again (its entries may then share a
+     * batch with 20's and fail with it: a batch is settled whole). */
+    snprintf(path, sizeof path, "%s/all", dir);
+    ASSERT(cli_count(cli_slurp(path), "\"data\":\"5\"}") >= 2);
+    ASSERT_EQ_INT(cli_count(cli_slurp(path), "\"data\":\"20\"}"), 2);
     emq_srv_stop(s);
 }
 

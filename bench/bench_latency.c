@@ -134,7 +134,10 @@ static void *pull_main(void *arg) {
     if (t->kind == POLL) {
         while (!atomic_load(&t->quit)) {
             size_t n = 0;
-            if (emq_consumer_poll(t->c, got, 100, 100, &n, &err) != EMQ_OK)
+            emq_status st = emq_consumer_poll(t->c, got, 100, 100, &n, &err);
+            if (st == EMQ_ECLOSED)
+                break;
+            if (st != EMQ_OK)
                 die("emq_consumer_poll", err.message);
             ack_all(t->c, got, n);
         }
@@ -150,7 +153,10 @@ static void *pull_main(void *arg) {
         if (epoll_wait(ep, &out, 1, 100) <= 0)
             continue;
         size_t n = 0;
-        if (emq_consumer_step(t->c, got, 100, &n, &err) != EMQ_OK)
+        emq_status st = emq_consumer_step(t->c, got, 100, &n, &err);
+        if (st == EMQ_ECLOSED)
+            break; /* measure() stopped it */
+        if (st != EMQ_OK)
             die("emq_consumer_step", err.message);
         ack_all(t->c, got, n);
     }

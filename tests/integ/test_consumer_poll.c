@@ -32,6 +32,34 @@ static emq_consumer_t *poll_consumer(emq_conf_t *conf) {
     return c;
 }
 
+/* A server with group g on emq:{jobs} (at $), an admin connection, and a
+ * polled consumer "w" of poll_conf. */
+typedef struct pfix {
+    emq_srv *s;
+    emq_conn_t *adm;
+    emq_conf_t *conf;
+    emq_consumer_t *c;
+} pfix;
+
+static void pfix_start(pfix *f, const char *max_in_flight) {
+    f->s = emq_srv_start(NULL);
+    f->adm = admin_connect(f->s);
+    CMD_NOERR(f->adm, "XGROUP", "CREATE", PQ, "g", "$", "MKSTREAM");
+    f->conf = poll_conf(emq_srv_url(f->s), max_in_flight);
+    f->c = poll_consumer(f->conf);
+}
+
+/* Closes the consumer (what is out must be settled by now, or is left
+ * pending) and ends the rest. */
+static void pfix_end(pfix *f) {
+    emq_error err;
+    ASSERT_OK(emq_consumer_close(f->c, 2000, &err), &err);
+    emq_consumer_destroy(f->c);
+    emq_conf_destroy(f->conf);
+    emq_conn_destroy(f->adm);
+    emq_srv_stop(f->s);
+}
+
 /* Polls until n entries are out (bounded), into got[]; returns how many. */
 static size_t poll_until(emq_consumer_t *c, emq_entry **got, size_t n,
                          int ms) {
@@ -243,11 +271,11 @@ TEST_TIMEOUT(poll_settle_errors_are_clear, 30) {
  * dead letter holds the reason and the entry's fields (copied by the
  * script from the stream). */
 TEST_TIMEOUT(poll_retry_and_dead_from_a_thread, 30) {
-    emq_srv *s = emq_srv_start(NULL);
-    emq_conn_t *adm = admin_connect(s);
-    CMD_NOERR(adm, "XGROUP", "CREATE", PQ, "g", "$", "MKSTREAM");
-    emq_conf_t *conf = poll_conf(emq_srv_url(s), "100");
-    emq_consumer_t *c = poll_consumer(conf);
+    static pfix f;
+    pfix_start(&f, "100");
+    emq_srv *s = f.s;
+    emq_conn_t *adm = f.adm;
+    emq_consumer_t *c = f.c;
     static work_pool pool;
     wp_start(&pool, c, 4, 0);
     strcpy(pool.retry_prefix, "r");
@@ -267,11 +295,11 @@ TEST_TIMEOUT(poll_retry_and_dead_from_a_thread, 30) {
     ASSERT_EQ_INT(CMD_INT(adm, "XLEN", PQ ":dead"), 2);
     emq_reply *dl = CMD(adm, "XRANGE", PQ ":dead", "-", "+");
     for (size_t i = 0; i < 2; i++) {
-        const emq_reply *f = emq_reply_at(emq_reply_at(dl, i), 1);
+        const emq_reply *fields = emq_reply_at(emq_reply_at(dl, i), 1);
         char v[64];
-        ASSERT(field_of(f, "emq.reason", v, sizeof v));
+        ASSERT(field_of(fields, "emq.reason", v, sizeof v));
         ASSERT_EQ_STR(v, "poison");
-        ASSERT(field_of(f, "n", v, sizeof v));
+        ASSERT(field_of(fields, "n", v, sizeof v));
         ASSERT(v[0] == 'd');
     }
     emq_reply_free(dl);
@@ -283,23 +311,18 @@ TEST_TIMEOUT(poll_retry_and_dead_from_a_thread, 30) {
     ASSERT_EQ_INT((long long)st.retried, 2);
     ASSERT_EQ_INT((long long)st.dead_lettered, 2);
     wp_stop(&pool);
-    emq_error err;
-    ASSERT_OK(emq_consumer_close(c, 2000, &err), &err);
-    emq_consumer_destroy(c);
-    emq_conf_destroy(conf);
-    emq_conn_destroy(adm);
-    emq_srv_stop(s);
+    pfix_end(&f);
 }
 
 /* An entry taken over while out (here forced with XCLAIM, as a peer would
  * after a long outage of the refresh): settling it is EMQ_ELOST, and the
  * entry stays with the peer. */
 TEST_TIMEOUT(poll_entry_taken_over_while_out_is_elost, 30) {
-    emq_srv *s = emq_srv_start(NULL);
-    emq_conn_t *adm = admin_connect(s);
-    CMD_NOERR(adm, "XGROUP", "CREATE", PQ, "g", "$", "MKSTREAM");
-    emq_conf_t *conf = poll_conf(emq_srv_url(s), "100");
-    emq_consumer_t *c = poll_consumer(conf);
+    static pfix f;
+    pfix_start(&f, "100");
+    emq_srv *s = f.s;
+    emq_conn_t *adm = f.adm;
+    emq_consumer_t *c = f.c;
     produce_n(s, "jobs", "j", 1);
     emq_entry *got[1];
     ASSERT_EQ_INT((long long)poll_until(c, got, 1, 3000), 1);
@@ -318,11 +341,7 @@ TEST_TIMEOUT(poll_entry_taken_over_while_out_is_elost, 30) {
     /* Forgotten: a second settlement is "not held". */
     ASSERT_EQ_INT(emq_consumer_ack(c, got[0], &err), EMQ_EINVAL);
     emq_entry_free(got[0]);
-    ASSERT_OK(emq_consumer_close(c, 1000, &err), &err);
-    emq_consumer_destroy(c);
-    emq_conf_destroy(conf);
-    emq_conn_destroy(adm);
-    emq_srv_stop(s);
+    pfix_end(&f);
 }
 
 /* A stop with entries read ahead and not handed out, and entries handed

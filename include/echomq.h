@@ -411,6 +411,22 @@ EMQ_EXPORT emq_status emq_produce_batch_keyed(emq_producer_t *p,
                                               size_t *written,
                                               emq_error *err);
 
+/* ---- showing URLs ---------------------------------------------------------- */
+
+/* Copies URL text into out (size bytes, NUL-terminated, truncated to fit)
+ * with every part that may be a secret replaced by "***", whatever shape
+ * the text has, valid or not: the password (after the first ':' of the
+ * user info, which ends at the last '@', or for unix:// the last "@/",
+ * '?' or not); a user info without ':' (it may be a password); an unknown
+ * scheme; and all of a text without "//". Returns out. The one function
+ * every message, log line and read-back of a URL goes through. Any
+ * thread. */
+EMQ_EXPORT char *emq_url_redact(const char *text, char *out, size_t size);
+/* Overwrites, in place, every character emq_url_redact would hide with
+ * '*' (same length: for argv, so /proc/PID/cmdline and ps never show a
+ * secret). NULL is a no-op. */
+EMQ_EXPORT void emq_url_mask(char *text);
+
 /* ---- consumer ----------------------------------------------------------- */
 
 /* One delivery handed to a handler. Every pointer is borrowed and valid

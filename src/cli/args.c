@@ -77,54 +77,19 @@ int64_t cli_now_ms(void) {
 
 /* ---- the URL and its password -------------------------------------------- */
 
-/* Finds the password in a URL the way the library splits it (src/conn's
- * url.c): the user info ends at the last '@' before the query ('?'); for
- * unix:// an '@' followed by '/'; the password follows the first ':' of
- * the user info. Sets [*from, *to) to it; returns 0 when there is none. */
-static int find_password(const char *url, size_t *from, size_t *to) {
-    const char *sep = strstr(url, "://");
-    if (sep == NULL)
-        return 0;
-    int unix_scheme = (size_t)(sep - url) == 4 && !strncmp(url, "unix", 4);
-    const char *rest = sep + 3;
-    const char *q = strchr(rest, '?');
-    const char *end = q ? q : rest + strlen(rest);
-    const char *at = NULL;
-    if (!(unix_scheme && *rest == '/'))
-        for (const char *c = rest; c < end; c++)
-            if (*c == '@' && (!unix_scheme || c[1] == '/'))
-                at = c;
-    if (at == NULL)
-        return 0;
-    const char *colon = memchr(rest, ':', (size_t)(at - rest));
-    if (colon == NULL || colon + 1 == at)
-        return 0;
-    *from = (size_t)(colon + 1 - url);
-    *to = (size_t)(at - url);
-    return 1;
-}
-
 /* Sets cli_g.url to a copy of url and cli_g.url_shown to the copy with
- * the password replaced by "***". */
+ * every secret hidden (emq_url_redact). */
 static void set_url(const char *url) {
     free(cli_g.url);
     free(cli_g.url_shown);
     cli_g.url = strdup(url);
-    size_t from, to, n = strlen(url);
-    if (find_password(url, &from, &to)) {
-        cli_g.url_shown = malloc(n + 4);
-        if (cli_g.url_shown) {
-            memcpy(cli_g.url_shown, url, from);
-            memcpy(cli_g.url_shown + from, "***", 3);
-            memcpy(cli_g.url_shown + from + 3, url + to, n - to + 1);
-        }
-    } else {
-        cli_g.url_shown = strdup(url);
-    }
+    size_t size = strlen(url) + 8; /* "***" may be longer than a span */
+    cli_g.url_shown = malloc(size * 2);
     if (cli_g.url == NULL || cli_g.url_shown == NULL) {
         fprintf(stderr, "echomq: out of memory\n");
         exit(CLI_FAIL);
     }
+    emq_url_redact(url, cli_g.url_shown, size * 2);
 }
 
 void cli_url_finish(void) {
@@ -139,9 +104,7 @@ int cli_apply_global(int id, char *value) {
     case O_URL: {
         set_url(value);
         cli_g.url_from_flag = 1;
-        size_t from, to;
-        if (find_password(value, &from, &to)) /* out of ps and /proc */
-            memset(value + from, '*', to - from);
+        emq_url_mask(value); /* out of ps and /proc/PID/cmdline */
         return CLI_OK;
     }
     case O_USER: cli_g.user = value; return CLI_OK;

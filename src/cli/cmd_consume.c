@@ -287,9 +287,13 @@ static emq_verdict run_exec(consume_ctx *x, emq_entry **entries, size_t n,
         snprintf(reason, reason_size, "out of memory starting the command");
         return EMQ_RETRY;
     }
+    /* The command gets echomq's environment without EMQ_* (set below)
+     * and without ECHOMQ_* (ECHOMQ_URL and ECHOMQ_PASSWORD hold the
+     * server's credentials: a handler has no business with them). */
     size_t k = 0;
     for (size_t i = 0; i < nenv; i++)
-        if (strncmp(environ[i], "EMQ_", 4) != 0)
+        if (strncmp(environ[i], "EMQ_", 4) != 0 &&
+            strncmp(environ[i], "ECHOMQ_", 7) != 0)
             envp[k++] = environ[i];
     envp[k++] = v_queue;
     envp[k++] = v_group;
@@ -526,7 +530,10 @@ static void *watch(void *opaque) {
         emq_consumer_stats st;
         emq_consumer_stats_get(w->x->consumer, &st);
         uint64_t in_hand = st.in_flight - (w->x->no_ack ? st.handed_out : 0);
-        if (in_hand > 0) {
+        /* Not idle before the first read: a consumer still connecting (a
+         * server that never answers, a TLS handshake that fails) has
+         * consumed nothing, and its run ends with the reason, not 0. */
+        if (in_hand > 0 || st.reads == 0) {
             atomic_store(&w->x->last_ms, cli_now_ms());
             continue;
         }

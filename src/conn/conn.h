@@ -52,10 +52,6 @@ emq_status emq_url_parse(const char *text, emq_url *out, emq_error *err);
  * out with emq_url_free. */
 emq_status emq_hostport_parse(const char *text, size_t len, emq_url *out,
                               emq_error *err);
-/* Copies URL text into out (size bytes, NUL-terminated) with the password
- * replaced by "***", using the parser's own rule for where the user info
- * ends. Returns out. For showing a configured URL back. */
-char *emq_url_redact(const char *text, char *out, size_t size);
 /* Frees the strings of u (wiping the password) and zeroes it. */
 void emq_url_free(emq_url *u);
 

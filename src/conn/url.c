@@ -446,23 +446,70 @@ void emq_url_free(emq_url *u) {
     u->tls_verify = -1;
 }
 
+/* The stretches of text that may hold a secret, whatever shape the text
+ * has (it may be a URL the parser refuses): [spans[i][0], spans[i][1]).
+ * Without "//" the whole text (a password typed where a URL belongs); an
+ * unknown scheme (a password before "://"); the user info up to the last
+ * '@' (for unix://, the last "@/"), '?' or not: after its first ':' when
+ * it has one, else all of it (a lone user info may be a password, as
+ * redis-cli reads it). Returns the number of spans (at most 2). */
+static size_t secret_spans(const char *text, size_t spans[2][2]) {
+    size_t len = strlen(text), n = 0;
+    const char *sep = strstr(text, "//");
+    if (sep == NULL) {
+        if (len == 0)
+            return 0;
+        spans[0][0] = 0;
+        spans[0][1] = len;
+        return 1;
+    }
+    size_t sn = (size_t)(sep - text);
+    if (sn > 0 && text[sn - 1] == ':')
+        sn--;
+    int is_unix = scheme_is(text, sn, "unix");
+    if (sn > 0 && !scheme_is(text, sn, "redis") &&
+        !scheme_is(text, sn, "rediss") && !is_unix) {
+        spans[n][0] = 0;
+        spans[n++][1] = sn;
+    }
+    const char *rest = sep + 2, *at = NULL;
+    for (const char *c = rest; *c; c++)
+        if (*c == '@' && (!is_unix || c[1] == '/'))
+            at = c;
+    if (at != NULL && at > rest) {
+        const char *colon = memchr(rest, ':', (size_t)(at - rest));
+        const char *from = colon ? colon + 1 : rest;
+        if (at > from) {
+            spans[n][0] = (size_t)(from - text);
+            spans[n++][1] = (size_t)(at - text);
+        }
+    }
+    return n;
+}
+
 char *emq_url_redact(const char *text, char *out, size_t size) {
     if (size == 0)
         return out;
-    const char *sep = strstr(text, "://");
-    const char *at = NULL, *colon = NULL;
-    if (sep) {
-        const char *rest = sep + 3;
-        const char *qmark = strchr(rest, '?');
-        at = userinfo_end(strncmp(text, "unix://", 7) == 0, rest,
-                          qmark ? qmark : rest + strlen(rest));
-        if (at)
-            colon = memchr(rest, ':', (size_t)(at - rest));
+    size_t spans[2][2];
+    size_t n = text ? secret_spans(text, spans) : 0;
+    size_t done = 0, pos = 0;
+    out[0] = '\0';
+    for (size_t i = 0; i <= n && text; i++) {
+        size_t end = i < n ? spans[i][0] : strlen(text);
+        int w = snprintf(out + done, size - done, "%.*s%s", (int)(end - pos),
+                         text + pos, i < n ? "***" : "");
+        if (w < 0 || (size_t)w >= size - done)
+            break; /* truncated: what is there holds no secret */
+        done += (size_t)w;
+        if (i < n)
+            pos = spans[i][1];
     }
-    if (colon == NULL || at == colon + 1) { /* no password in it */
-        snprintf(out, size, "%s", text);
-        return out;
-    }
-    snprintf(out, size, "%.*s***%s", (int)(colon + 1 - text), text, at);
     return out;
+}
+
+void emq_url_mask(char *text) {
+    size_t spans[2][2];
+    size_t n = text ? secret_spans(text, spans) : 0;
+    for (size_t i = 0; i < n; i++)
+        memset(text + spans[i][0], '*', spans[i][1] - spans[i][0]);
 }

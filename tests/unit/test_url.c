@@ -228,3 +228,45 @@ TEST(url_parse_survives_every_allocation_failure) {
     }
     ASSERT(ok);
 }
+
+/* ---- redaction: every shape, valid or not (issue 13) --------------------- */
+
+/* Each shape holds the secret "Zq9", once or split by odd characters;
+ * redaction and in-place masking must hide all of it, and keep what is
+ * not secret. */
+static const struct {
+    const char *url, *shown;
+} shapes[] = {
+    {"redis://u:Zq9@127.0.0.1:6379", "redis://u:***@127.0.0.1:6379"},
+    {"redis://u:Zq?9@127.0.0.1:6379", "redis://u:***@127.0.0.1:6379"},
+    {"redis://u:Z@q9@h", "redis://u:***@h"},
+    {"redis://:Zq9@h/2", "redis://:***@h/2"},
+    {"redis://Zq9@h:1", "redis://***@h:1"},
+    {"redis://u:Zq%399@h", "redis://u:***@h"},
+    {"rediss://u:Zq9@[::1]:7001?tls.ca=/a", "rediss://u:***@[::1]:7001?tls.ca=/a"},
+    {"unix://:Zq9@/tmp/a@b.sock?db=1", "unix://:***@/tmp/a@b.sock?db=1"},
+    {"redis//u:Zq9@h", "redis//u:***@h"},
+    {"Zq9://h", "***://h"},
+    {"Zq9", "***"},
+    {"redis://h:1/0", "redis://h:1/0"},
+    {"unix:///tmp/x.sock", "unix:///tmp/x.sock"},
+};
+
+TEST(url_redact_hides_every_secret_shape) {
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+        char out[256];
+        emq_url_redact(shapes[i].url, out, sizeof out);
+        ASSERT_EQ_STR(out, shapes[i].shown);
+        ASSERT(strstr(out, "Zq") == NULL && strstr(out, "q9") == NULL);
+        char masked[256];
+        snprintf(masked, sizeof masked, "%s", shapes[i].url);
+        emq_url_mask(masked);
+        ASSERT_EQ_SIZE(strlen(masked), strlen(shapes[i].url));
+        ASSERT(strstr(masked, "Zq") == NULL && strstr(masked, "q9") == NULL);
+    }
+    /* Truncated output never ends inside a secret. */
+    char small[12];
+    emq_url_redact("redis://u:Zq9Zq9Zq9@h", small, sizeof small);
+    ASSERT(strstr(small, "Zq") == NULL);
+    emq_url_mask(NULL);
+}

@@ -1,0 +1,147 @@
+/* test_cli_secrets.c: no secret ever reaches an output of `echomq`
+ * (issue 13, item 1), whatever shape the URL has.
+ *
+ * Every URL shape below holds the secret "Zq9Secret" (whole, or split by
+ * the character that confuses parsers: '?', '@', a percent escape); each
+ * verb runs with it from -u and from $ECHOMQ_URL, quiet and with -v, and
+ * neither stdout nor stderr may hold any piece of it ("Zq9", "Secret").
+ * The servers named are loopback addresses whose port refuses, or none. A
+ * --exec handler gets no ECHOMQ_* variable.
+ */
+#include "integ/cli_more_helpers.h"
+#include "integ/ctests2_helpers.h"
+#include "harness/fakepeer.h"
+
+static const char *const shapes[] = {
+    "redis://u:Zq9Secret@127.0.0.1:1",
+    "redis://u:Zq9?Secret@127.0.0.1:1",
+    "redis://u:Zq9@Secret@127.0.0.1:1",
+    "redis://u:Zq9%53ecret@127.0.0.1:1",
+    "redis://Zq9Secret@127.0.0.1:1",
+    "rediss://u:Zq9Secret@[::1]:1",
+    "unix://:Zq9Secret@/nonexistent/echomq.sock",
+    "redis//u:Zq9Secret@127.0.0.1:1",
+    "Zq9Secret://127.0.0.1:1",
+    "Zq9Secret",
+    "redis://u:Zq9Secret@127.0.0.1:notaport",
+};
+
+static void assert_clean(const char *what, size_t shape, const char *text) {
+    if (strstr(text, "Zq9") || strstr(text, "Secret"))
+        FAIL("%s with URL shape %zu shows the secret: \"%s\"", what, shape,
+             text);
+}
+
+TEST_TIMEOUT(cli_no_secret_in_any_output_for_any_url_shape, 120) {
+    const char *const verbs[][8] = {
+        {"produce", "q", "a=1", NULL},
+        {"consume", "q", "-g", "g", "-c", "c", "--start", NULL},
+        {"info", "q", NULL},
+        {"pending", "q", "-g", "g", NULL},
+        {"dead", "list", "q", NULL},
+        {"group", "create", "q", "-g", "g", NULL},
+    };
+    int runs = 0;
+    for (size_t u = 0; u < sizeof shapes / sizeof shapes[0]; u++)
+        for (size_t v = 0; v < sizeof verbs / sizeof verbs[0]; v++)
+            for (int form = 0; form < 4; form++) {
+                const char *args[20];
+                int n = 0;
+                if (form & 1)
+                    args[n++] = "-v";
+                if ((form & 2) == 0) {
+                    args[n++] = "-u";
+                    args[n++] = shapes[u];
+                }
+                for (int k = 0; verbs[v][k]; k++)
+                    args[n++] = verbs[v][k];
+                if (v == 1) { /* consume: a start and a bounded run */
+                    args[n++] = "head";
+                    args[n++] = "--until-idle";
+                    args[n++] = "200";
+                }
+                if (v == 5) {
+                    args[n++] = "--start";
+                    args[n++] = "head";
+                }
+                args[n] = NULL;
+                cli_result r;
+                cli_run_in(&r, (form & 2) ? shapes[u] : NULL, NULL, 0, 20000,
+                           args);
+                if (r.code == 0)
+                    FAIL("%s succeeded with a bad or unreachable URL",
+                         verbs[v][0]);
+                assert_clean("stderr", u, r.err);
+                assert_clean("stdout", u, r.out ? r.out : "");
+                cli_free(&r);
+                runs++;
+            }
+    printf("    %d runs: %zu URL shapes x 6 verbs x (-u, $ECHOMQ_URL) x "
+           "(quiet, -v)\n",
+           runs, sizeof shapes / sizeof shapes[0]);
+}
+
+/* A --exec command gets echomq's environment without ECHOMQ_URL and
+ * ECHOMQ_PASSWORD (nor any other ECHOMQ_*), plus its EMQ_* variables.
+ * (argv masking: test_security.c checks a running consumer's
+ * /proc/PID/cmdline, unit/test_url.c emq_url_mask on every shape.) */
+TEST_TIMEOUT(cli_handler_environment_has_no_credentials, 30) {
+    emq_srv_opts o = {.requirepass = "Zq9Secret"};
+    emq_srv *s = emq_srv_start(&o);
+    char url[128], envurl[160], out[600], cmd[800];
+    snprintf(url, sizeof url, "redis://:Zq9Secret@127.0.0.1:%d",
+             emq_srv_port(s));
+    snprintf(envurl, sizeof envurl, "ECHOMQ_URL=%s", url);
+    snprintf(out, sizeof out, "%s/env.txt", emq_test_tmpdir());
+    snprintf(cmd, sizeof cmd, "cat >/dev/null; env > %s", out);
+    cli_result r;
+    CLI_IN(&r, url, "1\n", "produce", "q", "--lines", "-q");
+    ASSERT_EXIT(&r, 0);
+    cli_free(&r);
+    pid_t pid = fork();
+    ASSERT(pid >= 0);
+    if (pid == 0) {
+        char *envp[] = {envurl, "ECHOMQ_PASSWORD=Zq9Secret",
+                        "PATH=/usr/bin:/bin", "KEEP_ME=1", NULL};
+        int null = open("/dev/null", O_RDWR);
+        dup2(null, 1);
+        dup2(null, 2);
+        execle(cli_path(), "echomq", "consume", "q", "-g", "g", "-c", "c",
+               "--start", "head", "--until-idle", "300", "--exec", cmd,
+               (char *)NULL, envp);
+        _exit(126);
+    }
+    int status = wait_child(pid, 20000);
+    ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    const char *env = cli_slurp(out);
+    ASSERT_CONTAINS(env, "KEEP_ME=1");
+    ASSERT_CONTAINS(env, "EMQ_ID=");
+    ASSERT_NOT_CONTAINS(env, "ECHOMQ_");
+    ASSERT_NOT_CONTAINS(env, "Zq9");
+    emq_srv_stop(s);
+}
+
+/* --until-idle never reports success for a run that never connected
+ * (issue 13, item 4): a server that never answers, and rediss:// to a
+ * plain server, both exit 1 with the reason, not 0 with "consumed 0". */
+TEST_TIMEOUT(cli_until_idle_never_succeeds_without_a_connection, 60) {
+    emq_peer_opts po = {.mode = EMQ_PEER_SILENT};
+    emq_peer *silent = emq_peer_start(&po);
+    cli_result r;
+    CLI(&r, emq_peer_url(silent), "consume", "q", "-g", "g", "-c", "c",
+        "--start", "head", "--until-idle", "200");
+    ASSERT_EXIT(&r, 1);
+    ASSERT_NOT_CONTAINS(r.err, "consumed 0");
+    cli_free(&r);
+    emq_peer_stop(silent);
+    emq_srv *s = emq_srv_start(NULL);
+    char url[128];
+    snprintf(url, sizeof url, "rediss://127.0.0.1:%d", emq_srv_port(s));
+    CLI(&r, url, "consume", "q", "-g", "g", "-c", "c", "--start", "head",
+        "--until-idle", "200");
+    ASSERT_EXIT(&r, 1);
+    ASSERT_NOT_CONTAINS(r.err, "consumed 0");
+    ASSERT_CONTAINS(r.err, "TLS");
+    cli_free(&r);
+    emq_srv_stop(s);
+}

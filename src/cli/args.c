@@ -34,11 +34,36 @@ static const cli_opt global_opts[] = {
     {NULL, 0, 0, 0},
 };
 
+const char *cli_esc(const char *text, char *out, size_t size) {
+    size_t n = 0;
+    for (const unsigned char *p = (const unsigned char *)text;
+         p != NULL && *p && n + 5 < size; p++) {
+        if (*p < 0x20 || *p == 0x7f)
+            n += (size_t)snprintf(out + n, size - n, "\\x%02x", *p);
+        else if (*p == '\\')
+            n += (size_t)snprintf(out + n, size - n, "\\\\");
+        else
+            out[n++] = (char)*p;
+    }
+    if (size > 0)
+        out[n < size ? n : size - 1] = '\0';
+    return out;
+}
+
+/* Formats one message line with its control characters escaped (the
+ * one-line rule holds whatever a name or a reply holds). */
+static void format_line(char *line, size_t size, const char *fmt,
+                        va_list ap) {
+    char raw[1024];
+    vsnprintf(raw, sizeof raw, fmt, ap);
+    cli_esc(raw, line, size);
+}
+
 int cli_err(int code, const char *fmt, ...) {
-    char line[1024];
+    char line[2048];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(line, sizeof line, fmt, ap);
+    format_line(line, sizeof line, fmt, ap);
     va_end(ap);
     fflush(stdout);
     fprintf(stderr, "echomq: %s\n", line);
@@ -46,10 +71,10 @@ int cli_err(int code, const char *fmt, ...) {
 }
 
 int cli_usage_err(const char *verb, const char *fmt, ...) {
-    char line[1024];
+    char line[2048];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(line, sizeof line, fmt, ap);
+    format_line(line, sizeof line, fmt, ap);
     va_end(ap);
     if (verb)
         fprintf(stderr, "echomq: %s; see 'echomq %s --help'\n", line, verb);
@@ -61,12 +86,12 @@ int cli_usage_err(const char *verb, const char *fmt, ...) {
 void cli_note(const char *fmt, ...) {
     if (cli_g.quiet)
         return;
+    char line[2048];
     va_list ap;
     va_start(ap, fmt);
-    fputs("echomq: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+    format_line(line, sizeof line, fmt, ap);
     va_end(ap);
+    fprintf(stderr, "echomq: %s\n", line);
 }
 
 int64_t cli_now_ms(void) {

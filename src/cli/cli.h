@@ -100,6 +100,13 @@ int cli_usage_err(const char *verb, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 /* Progress and summaries: printed unless -q. */
 void cli_note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Copies text into out (size bytes, NUL-terminated, truncated to fit)
+ * with control characters (and DEL) shown as \xNN and backslashes
+ * doubled: names, reasons and replies shown to an operator's terminal
+ * never carry an escape sequence, a carriage return or a line break.
+ * Messages (cli_err, cli_usage_err, cli_note) pass through it; tables use
+ * it per cell. Returns out. */
+const char *cli_esc(const char *text, char *out, size_t size);
 
 /* Parses a whole number of option opt within [min, max]. Returns CLI_OK,
  * or CLI_USAGE after printing which option and why. */

@@ -90,11 +90,17 @@ static int list(emq_admin_t *admin, const emq_conf_t *conf, const cli_args *a,
                "ORIGIN-ID", "GROUP", "CONSUMER", "DELIVERIES", "REASON",
                "FIELDS");
         for (size_t i = 0; i < n; i++) {
+            /* Group, consumer and reason are the dead letter's own text:
+             * escaped, so they cannot drive the terminal or forge rows. */
+            char group[300], consumer[300], reason[1100];
             printf("%-22s  %-22s  %-12s  %-12s  %10llu  %-20s  ", l[i].id.str,
-                   l[i].origin_id.str, l[i].group ? l[i].group : "-",
-                   l[i].consumer ? l[i].consumer : "-",
+                   l[i].origin_id.str,
+                   cli_esc(l[i].group ? l[i].group : "-", group, sizeof group),
+                   cli_esc(l[i].consumer ? l[i].consumer : "-", consumer,
+                           sizeof consumer),
                    (unsigned long long)l[i].deliveries,
-                   l[i].reason && l[i].reason[0] ? l[i].reason : "-");
+                   cli_esc(l[i].reason && l[i].reason[0] ? l[i].reason : "-",
+                           reason, sizeof reason));
             print_fields(&l[i]);
             putchar('\n');
         }

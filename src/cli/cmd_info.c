@@ -141,12 +141,16 @@ static void print_info(const char *queue, const emq_queue_info *q) {
     printf("groups        %zu\n", q->ngroups);
     if (q->ngroups == 0)
         return;
+    /* Names as the server has them may hold anything: each cell is
+     * escaped (cli_esc), and the widths are those of what is shown. */
     int gw = 5, cw = 8;
+    char gname[300], cname[300];
     for (size_t i = 0; i < q->ngroups; i++) {
-        int n = (int)strlen(q->groups[i].name);
+        int n = (int)strlen(cli_esc(q->groups[i].name, gname, sizeof gname));
         gw = n > gw ? n : gw;
         for (size_t k = 0; k < q->groups[i].nconsumers; k++) {
-            int m = (int)strlen(q->groups[i].consumers[k].name);
+            int m = (int)strlen(cli_esc(q->groups[i].consumers[k].name,
+                                        cname, sizeof cname));
             cw = m > cw ? m : cw;
         }
     }
@@ -161,7 +165,8 @@ static void print_info(const char *queue, const emq_queue_info *q) {
         else
             snprintf(lag, sizeof lag, "%lld%s", (long long)g->lag,
                      g->lag_computed ? "*" : "");
-        printf("%-*s  %8llu  %8s  %-22s  %-22s  %8s  %9zu\n", gw, g->name,
+        printf("%-*s  %8llu  %8s  %-22s  %-22s  %8s  %9zu\n", gw,
+               cli_esc(g->name, gname, sizeof gname),
                (unsigned long long)g->pending, lag,
                g->last_delivered_id.str[0] ? g->last_delivered_id.str : "-",
                g->oldest_pending_id.str[0] ? g->oldest_pending_id.str : "-",
@@ -179,8 +184,10 @@ static void print_info(const char *queue, const emq_queue_info *q) {
         for (size_t k = 0; k < q->groups[i].nconsumers; k++) {
             const emq_consumer_info *c = &q->groups[i].consumers[k];
             char idle[32], inactive[32];
-            printf("%-*s  %-*s  %8llu  %8s  %8s\n", gw, q->groups[i].name, cw,
-                   c->name, (unsigned long long)c->pending,
+            printf("%-*s  %-*s  %8llu  %8s  %8s\n", gw,
+                   cli_esc(q->groups[i].name, gname, sizeof gname), cw,
+                   cli_esc(c->name, cname, sizeof cname),
+                   (unsigned long long)c->pending,
                    cli_duration(c->idle_ms, idle, sizeof idle),
                    cli_duration(c->inactive_ms, inactive, sizeof inactive));
         }
@@ -328,8 +335,9 @@ int cmd_pending(int argc, char **argv) {
             rc = cli_print_json(pending_json, &l);
     } else {
         int cw = 8;
+        char cname[300];
         for (size_t i = 0; i < n; i++) {
-            int m = (int)strlen(e[i].consumer);
+            int m = (int)strlen(cli_esc(e[i].consumer, cname, sizeof cname));
             cw = m > cw ? m : cw;
         }
         printf("%-22s  %-*s  %8s  %10s\n", "ID", cw, "CONSUMER", "IDLE",
@@ -337,7 +345,8 @@ int cmd_pending(int argc, char **argv) {
         for (size_t i = 0; i < n; i++) {
             char idle[32];
             printf("%-22s  %-*s  %8s  %10llu\n", e[i].id.str, cw,
-                   e[i].consumer, cli_duration(e[i].idle_ms, idle, sizeof idle),
+                   cli_esc(e[i].consumer, cname, sizeof cname),
+                   cli_duration(e[i].idle_ms, idle, sizeof idle),
                    (unsigned long long)e[i].deliveries);
         }
         cli_note("%zu pending entr%s%s", n, n == 1 ? "y" : "ies",

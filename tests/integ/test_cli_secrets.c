@@ -145,3 +145,56 @@ TEST_TIMEOUT(cli_until_idle_never_succeeds_without_a_connection, 60) {
     cli_free(&r);
     emq_srv_stop(s);
 }
+
+/* No byte of out is a control character but the line breaks of its own
+ * lines; returns 1 when clean. */
+static int terminal_safe(const char *out) {
+    for (const unsigned char *p = (const unsigned char *)out; *p; p++)
+        if ((*p < 0x20 && *p != '\n') || *p == 0x7f)
+            return 0;
+    return 1;
+}
+
+/* Tables and messages escape what the server or the command line holds
+ * (issue 13, item 5): a group, a consumer and a dead-letter reason full of
+ * escape sequences, CR and LF cannot drive the terminal or forge a row. */
+TEST_TIMEOUT(cli_tables_and_messages_escape_control_characters, 30) {
+    emq_srv *s = emq_srv_start(NULL);
+    emq_conn_t *adm = admin_connect(s);
+    const char *bad_group = "g\x1b[31mX\r\nFORGED", *bad_consumer = "c\x1b]0;t\x07";
+    CMD_NOERR(adm, "XGROUP", "CREATE", "emq:{q}", bad_group, "$", "MKSTREAM");
+    CMD_NOERR(adm, "XADD", "emq:{q}", "*", "data", "1");
+    CMD_NOERR(adm, "XREADGROUP", "GROUP", bad_group, bad_consumer, "COUNT",
+              "1", "STREAMS", "emq:{q}", ">");
+    CMD_NOERR(adm, "XADD", "emq:{q}:dead", "*", "emq.id", "1-0", "emq.group",
+              bad_group, "emq.consumer", bad_consumer, "emq.deliveries", "3",
+              "emq.reason", "boom\r\n\x1b[2Jgone", "data", "1");
+    emq_conn_destroy(adm);
+    cli_result r;
+    CLI(&r, emq_srv_url(s), "info", "q");
+    ASSERT_EXIT(&r, 0);
+    ASSERT(terminal_safe(r.out));
+    ASSERT_CONTAINS(r.out, "g\\x1b[31mX\\x0d\\x0aFORGED");
+    ASSERT_CONTAINS(r.out, "c\\x1b]0;t\\x07");
+    cli_free(&r);
+    CLI(&r, emq_srv_url(s), "pending", "q", "-g", bad_group);
+    ASSERT_EXIT(&r, 0);
+    ASSERT(terminal_safe(r.out));
+    ASSERT_CONTAINS(r.out, "c\\x1b]0;t\\x07");
+    ASSERT(terminal_safe(r.err));
+    cli_free(&r);
+    CLI(&r, emq_srv_url(s), "dead", "list", "q");
+    ASSERT_EXIT(&r, 0);
+    ASSERT(terminal_safe(r.out));
+    ASSERT_CONTAINS(r.out, "boom\\x0d\\x0a\\x1b[2Jgone");
+    cli_free(&r);
+    /* A usage error naming a bad argument stays one line. */
+    CLI(&r, emq_srv_url(s), "consume", "q\n\x1b[1mx", "-g", "g", "-c", "c",
+        "--start", "head", "extra\r");
+    ASSERT_EXIT(&r, 2);
+    ASSERT_EQ_INT(cli_lines(r.err), 1);
+    ASSERT(terminal_safe(r.err));
+    ASSERT_CONTAINS(r.err, "extra\\x0d");
+    cli_free(&r);
+    emq_srv_stop(s);
+}

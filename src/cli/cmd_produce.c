@@ -11,6 +11,9 @@
 #include "cli.h"
 
 #include <stdlib.h>
+#include <errno.h>
+#include <poll.h>
+#include <stdatomic.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -22,6 +25,7 @@ static const cli_opt opts[] = {
     {"minid", 0, 1, O_MINID},         {"approx", 0, 0, O_APPROX},
     {"batch", 0, 1, O_BATCH},         {"print-ids", 0, 0, O_PRINT_IDS},
     {"partitions", 0, 1, O_PARTITIONS}, {"key-field", 0, 1, O_KEY_FIELD},
+    {"linger", 0, 1, O_LINGER},
     {NULL, 0, 0, 0},
 };
 
@@ -41,6 +45,11 @@ static void help(void) {
         "                  or {\"base64\":\"...\"} for bytes that are not UTF-8;\n"
         "                  blank lines are skipped\n"
         "  --batch N       entries per pipelined batch (default 100)\n"
+        "  --linger MS     send what was read once no more arrived for MS\n"
+        "                  (default 100): a slow source (a fifo, tail -f)\n"
+        "                  is not held back until a batch fills. SIGINT or\n"
+        "                  SIGTERM sends what was read, then exits (0 when\n"
+        "                  all of it was written)\n"
         "  --maxlen N      trim the stream to N entries on every add\n"
         "  --minid ID      trim entries with IDs below ID on every add\n"
         "  --approx        trim with ~ (whole nodes only: cheaper, inexact)\n"
@@ -179,17 +188,96 @@ static int fields_from_args(char **words, int n, emq_field **out) {
     return CLI_OK;
 }
 
-/* Reads stdin line by line into batches. */
-static int from_stdin(produce_run *r, int json, const char *field) {
+/* stdin, read as it comes: lines out of a buffer filled by read(2) with
+ * poll(2), so a batch can go out once no more arrived for --linger ms. */
+typedef struct line_reader {
+    char *buf;
+    size_t start, len, cap; /* unread bytes: buf[start, start + len) */
+    int eof, failed;
+} line_reader;
+
+enum { LINE_READY = 1, LINE_WAIT = 0, LINE_END = -1 };
+
+/* The next line (without its '\n'; a last line without one counts) into
+ * *line and *len, valid until the next call. LINE_WAIT when none came
+ * within wait_ms (or a signal interrupted the wait), LINE_END at the end
+ * of stdin or on a read error (lr->failed). */
+static int next_line(line_reader *lr, char **line, size_t *len, int wait_ms) {
+    for (;;) {
+        char *nl = lr->len ? memchr(lr->buf + lr->start, '\n', lr->len) : NULL;
+        if (nl != NULL || (lr->eof && lr->len > 0)) {
+            size_t n = nl ? (size_t)(nl - (lr->buf + lr->start)) : lr->len;
+            *line = lr->buf + lr->start;
+            *len = n;
+            size_t used = nl ? n + 1 : n;
+            lr->start += used;
+            lr->len -= used;
+            return LINE_READY;
+        }
+        if (lr->eof)
+            return LINE_END;
+        if (lr->start > 0) { /* keep the partial line at the front */
+            memmove(lr->buf, lr->buf + lr->start, lr->len);
+            lr->start = 0;
+        }
+        if (lr->len + 4096 > lr->cap) {
+            size_t cap = lr->cap ? lr->cap * 2 : 65536;
+            char *b = realloc(lr->buf, cap);
+            if (b == NULL) {
+                lr->failed = ENOMEM;
+                return LINE_END;
+            }
+            lr->buf = b;
+            lr->cap = cap;
+        }
+        struct pollfd p = {STDIN_FILENO, POLLIN, 0};
+        int ready = poll(&p, 1, wait_ms);
+        if (ready <= 0)
+            return LINE_WAIT; /* nothing within the linger, or a signal */
+        ssize_t got = read(STDIN_FILENO, lr->buf + lr->len, lr->cap - lr->len);
+        if (got < 0 && (errno == EINTR || errno == EAGAIN))
+            return LINE_WAIT;
+        if (got < 0)
+            lr->failed = errno;
+        if (got <= 0)
+            lr->eof = 1;
+        else
+            lr->len += (size_t)got;
+    }
+}
+
+static atomic_int produce_stopping;
+
+/* SIGINT/SIGTERM: send what was read, then stop (async-signal-safe). */
+static void stop_producing(void *opaque) {
+    (void)opaque;
+    atomic_store(&produce_stopping, 1);
+}
+
+/* Reads stdin line by line into batches; a batch goes out when full, or
+ * once no more input arrived for linger_ms. */
+static int from_stdin(produce_run *r, int json, const char *field,
+                      int linger_ms) {
+    line_reader lr;
+    memset(&lr, 0, sizeof lr);
     char *line = NULL;
-    size_t cap = 0;
-    ssize_t len;
+    size_t len;
     uint64_t lineno = 0;
     int rc = CLI_OK;
-    while (rc == CLI_OK && (len = getline(&line, &cap, stdin)) >= 0) {
+    cli_on_stop_signal(stop_producing, NULL);
+    while (rc == CLI_OK) {
+        /* A stop: what was read goes (a last line without its '\n'
+         * too), nothing more is read. */
+        if (atomic_load(&produce_stopping))
+            lr.eof = 1;
+        int got = next_line(&lr, &line, &len, r->n > 0 ? linger_ms : 200);
+        if (got == LINE_END)
+            break;
+        if (got == LINE_WAIT) {
+            rc = flush_batch(r); /* lingered long enough (or a stop) */
+            continue;
+        }
         lineno++;
-        if (len > 0 && line[len - 1] == '\n')
-            len--;
         pending_msg *own = &r->own[r->n];
         memset(own, 0, sizeof *own);
         if (json) {
@@ -235,13 +323,18 @@ static int from_stdin(produce_run *r, int json, const char *field) {
         if (++r->n == r->batch)
             rc = flush_batch(r);
     }
-    if (rc == CLI_OK && ferror(stdin))
-        rc = cli_err(CLI_FAIL, "reading stdin failed after line %llu",
-                     (unsigned long long)lineno);
+    int stopped = atomic_load(&produce_stopping);
+    atomic_store(&produce_stopping, 0);
+    if (rc == CLI_OK && lr.failed)
+        rc = cli_err(CLI_FAIL, "reading stdin failed after line %llu: %s",
+                     (unsigned long long)lineno, strerror(lr.failed));
     if (rc == CLI_OK)
         rc = flush_batch(r);
+    if (rc == CLI_OK && stopped)
+        cli_note("stopped by a signal: every line read was sent");
+    cli_signals_default();
     release(r);
-    free(line);
+    free(lr.buf);
     return rc;
 }
 
@@ -250,7 +343,7 @@ int cmd_produce(int argc, char **argv) {
     int rc = cli_begin(VERB, argc, argv, opts, help, 0, &a);
     if (rc != CLI_OK)
         return rc == CLI_DONE ? CLI_OK : rc;
-    long long batch = 100;
+    long long batch = 100, linger = 100;
     if (a.npos < 1)
         rc = cli_usage_err(VERB, "QUEUE is missing: echomq produce QUEUE "
                                  "FIELD=VALUE... (or --lines, --json)");
@@ -276,6 +369,9 @@ int cmd_produce(int argc, char **argv) {
         rc = cli_usage_err(VERB, "--key-field needs a non-empty name");
     else if (a.seen[O_BATCH])
         rc = cli_num(VERB, "--batch", a.value[O_BATCH], 1, 100000, &batch);
+    if (rc == CLI_OK && a.seen[O_LINGER])
+        rc = cli_num(VERB, "--linger", a.value[O_LINGER], 0, 3600000,
+                     &linger);
     long long dummy;
     if (rc == CLI_OK && a.seen[O_MAXLEN])
         rc = cli_num(VERB, "--maxlen", a.value[O_MAXLEN], 0, INT64_MAX,
@@ -333,7 +429,8 @@ int cmd_produce(int argc, char **argv) {
             rc = flush_batch(&r);
         } else {
             rc = from_stdin(&r, a.seen[O_JSON] > 0,
-                            a.seen[O_FIELD] ? a.value[O_FIELD] : "data");
+                            a.seen[O_FIELD] ? a.value[O_FIELD] : "data",
+                            (int)linger);
         }
     }
     if (r.progress && r.last_progress_ms)

@@ -198,3 +198,36 @@ TEST_TIMEOUT(cli_tables_and_messages_escape_control_characters, 30) {
     cli_free(&r);
     emq_srv_stop(s);
 }
+
+/* produce --lines from a slow source (issue 13, item 3): lines go out once
+ * no more came for --linger ms, not when a batch fills; SIGTERM sends what
+ * was read and exits 0. */
+TEST_TIMEOUT(cli_produce_lines_lingers_and_flushes_on_sigterm, 30) {
+    emq_srv *s = emq_srv_start(NULL);
+    int in, err;
+    pid_t pid = cli_spawn(emq_srv_url(s),
+                          CLI_ARGS("produce", "q", "--lines", "--batch",
+                                   "1000"),
+                          &in, NULL, &err);
+    ASSERT(write(in, "1\n2\n3\n4\n5\n", 10) == 10);
+    /* Well after the 100 ms linger, with the batch far from full. */
+    int64_t end = cli_ms() + 3000;
+    long long len = 0;
+    while (cli_ms() < end && (len = srv_int(s, "XLEN", "emq:{q}")) < 5)
+        usleep(20000);
+    ASSERT_EQ_INT(len, 5);
+    /* Three more, and a SIGTERM before any linger could pass. */
+    ASSERT(write(in, "6\n7\n8", 5) == 5);
+    usleep(20000);
+    kill(pid, SIGTERM);
+    ASSERT_EQ_INT(cli_wait(pid, 5000), 0);
+    char text[4096];
+    ssize_t n = read(err, text, sizeof text - 1);
+    text[n > 0 ? n : 0] = '\0';
+    ASSERT_CONTAINS(text, "every line read was sent");
+    ASSERT_CONTAINS(text, "produced 8 entries");
+    ASSERT_EQ_INT(srv_int(s, "XLEN", "emq:{q}"), 8);
+    close(in);
+    close(err);
+    emq_srv_stop(s);
+}

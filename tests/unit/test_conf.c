@@ -32,12 +32,14 @@ TEST(conf_defaults_read_back_as_the_table_says) {
                 FAIL("property %s listed twice", name);
         }
     }
-    ASSERT_EQ_SIZE(n, 48); /* 37 + producer.nomkstream, trim.*, cluster.*,
-                             partitions, retry.* */
+    ASSERT_EQ_SIZE(n, 50); /* 37 + producer.nomkstream, trim.*, cluster.*,
+                             partitions, retry.*, max_in_flight, batch.max */
     ASSERT_STATUS(emq_conf_property(n, &name, &def, &doc), EMQ_EINVAL, NULL);
     /* A few defaults spelled out, and the typed fields behind them. */
     ASSERT_EQ_STR(c->url, "redis://127.0.0.1:6379");
     ASSERT_EQ_INT(c->connect_timeout_ms, 5000);
+    ASSERT_EQ_INT(c->max_in_flight, 1000);
+    ASSERT_EQ_INT(c->batch_max, 100);
     ASSERT_EQ_INT(c->command_timeout_ms, 5000);
     ASSERT_EQ_INT(c->tcp_keepalive_s, 30);
     ASSERT_EQ_INT(c->backoff_min_ms, 100);

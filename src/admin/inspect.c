@@ -249,6 +249,11 @@ static emq_status describe_from(emq_admin_t *a, emq_reply *const *r,
                              a->keys.dead,
                              emq_reply_text(r[3], shown, sizeof shown));
     info->dead_length = count_value(r[3]);
+    if (emq_reply_kind(r[0]) == EMQ_REPLY_ERROR) /* an ACL without +exists */
+        return emq_error_set(err, EMQ_ESERVER, 0,
+                             "checking that stream '%s' exists failed: %s",
+                             a->keys.stream,
+                             emq_reply_text(r[0], shown, sizeof shown));
     if (emq_reply_kind(r[0]) != EMQ_REPLY_INTEGER)
         return bad_shape(err, "EXISTS is not an integer");
     if (emq_reply_integer(r[0]) == 0)

@@ -125,6 +125,21 @@ static void cleanup(int keep) {
 /* ---- the server ---------------------------------------------------------- */
 
 /* Starts redis-server on dir/redis.sock; url receives its URL. */
+/* text as a double-quoted redis.conf argument (backslash and quote
+ * escaped). */
+static const char *conf_quote(const char *text, char *out, size_t size) {
+    size_t n = 0;
+    out[n++] = '"';
+    for (const char *p = text; *p && n + 3 < size; p++) {
+        if (*p == '"' || *p == '\\')
+            out[n++] = '\\';
+        out[n++] = *p;
+    }
+    out[n++] = '"';
+    out[n] = '\0';
+    return out;
+}
+
 static int start_server(char *url, size_t url_size) {
     char conf_path[600], sock[600], log_path[600];
     snprintf(conf_path, sizeof conf_path, "%s/redis.conf", dir);
@@ -134,10 +149,14 @@ static int start_server(char *url, size_t url_size) {
     if (f == NULL)
         return cli_err(CLI_FAIL, "cannot write %s: %s", conf_path,
                        strerror(errno));
+    /* Paths quoted: TMPDIR may hold spaces (redis.conf splits on them). */
+    char qsock[1300], qdir[1300], qlog[1300];
     fprintf(f,
             "port 0\nunixsocket %s\nunixsocketperm 700\ndir %s\n"
             "save \"\"\nappendonly no\nlogfile %s\ndaemonize no\n",
-            sock, dir, log_path);
+            conf_quote(sock, qsock, sizeof qsock),
+            conf_quote(dir, qdir, sizeof qdir),
+            conf_quote(log_path, qlog, sizeof qlog));
     fclose(f);
     server_pid = fork();
     if (server_pid < 0)

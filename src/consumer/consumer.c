@@ -28,34 +28,6 @@
 
 /* ---- validation (no network) ------------------------------------------- */
 
-/* Consumer names go into CLIENT SETNAME and key names: printable ASCII
- * without spaces, 1..128 bytes. */
-static emq_status check_name(const char *what, const char *name,
-                             emq_error *err) {
-    if (name == NULL || *name == '\0')
-        return emq_error_set(err, EMQ_EINVAL, 0,
-                             "%s is required: give a stable name, the same "
-                             "across restarts (never a pid or a random one)",
-                             what);
-    size_t n = strlen(name);
-    if (n > EMQ_CONSUMER_NAME_MAX)
-        return emq_error_set(err, EMQ_EINVAL, 0,
-                             "%s is %zu bytes long; the limit is %d", what,
-                             n, EMQ_CONSUMER_NAME_MAX);
-    for (size_t i = 0; i < n; i++) {
-        unsigned char ch = (unsigned char)name[i];
-        if (ch <= 0x20 || ch >= 0x7f) {
-            char shown[140];
-            return emq_error_set(err, EMQ_EINVAL, 0,
-                                 "%s '%s' has a space or control character "
-                                 "at byte %zu; use printable characters only",
-                                 what, emq_printable(shown, sizeof shown, name, n),
-                                 i);
-        }
-    }
-    return EMQ_OK;
-}
-
 /* The timing rules between properties, checked before any traffic. */
 static emq_status check_timing(const emq_conf_t *conf, emq_error *err) {
     if (conf->lease_ttl_ms < 3 * conf->block_ms + 1000)
@@ -156,8 +128,9 @@ static emq_status make(const emq_conf_t *conf, emq_handler_fn handler,
         goto fail;
     if ((st = emq_keys_resolve(c->conf->queue, c->conf->stream, &c->keys,
                                err)) != EMQ_OK ||
-        (st = check_name("group", c->group, err)) != EMQ_OK ||
-        (st = check_name("consumer name", c->name, err)) != EMQ_OK ||
+        (st = emq_keys_check_name("group", c->group, err)) != EMQ_OK ||
+        (st = emq_keys_check_name("consumer name", c->name, err)) !=
+            EMQ_OK ||
         (st = emq_stream_start_parse(c->conf->start, c->start_id, err)) !=
             EMQ_OK ||
         (st = check_timing(c->conf, err)) != EMQ_OK ||

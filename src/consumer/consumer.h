@@ -52,8 +52,6 @@
 #define EMQ_SETTLE_DELAY_MS 10
 /* Smallest claim.min_idle_ms: ownership is refreshed every quarter of it. */
 #define EMQ_MIN_IDLE_FLOOR_MS 100
-/* Longest a consumer name may be (CLIENT SETNAME, key names). */
-#define EMQ_CONSUMER_NAME_MAX 128
 
 /* The counters of emq_consumer_stats, in its order (stats.c writes the
  * struct, the sums and the JSON from this one list). */

@@ -153,3 +153,29 @@ void emq_keys_free(emq_keys *k) {
     emq_free(k->prefix);
     memset(k, 0, sizeof *k);
 }
+
+emq_status emq_keys_check_name(const char *what, const char *name,
+                               emq_error *err) {
+    if (name == NULL || *name == '\0')
+        return emq_error_set(err, EMQ_EINVAL, 0,
+                             "%s is required: give a stable name, the same "
+                             "across restarts (never a pid or a random one)",
+                             what);
+    size_t n = strlen(name);
+    if (n > EMQ_NAME_MAX)
+        return emq_error_set(err, EMQ_EINVAL, 0,
+                             "%s is %zu bytes long; the limit is %d", what,
+                             n, EMQ_NAME_MAX);
+    for (size_t i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char)name[i];
+        if (ch <= 0x20 || ch >= 0x7f) {
+            char shown[140];
+            return emq_error_set(err, EMQ_EINVAL, 0,
+                                 "%s '%s' has a space or control character "
+                                 "at byte %zu; use printable characters only",
+                                 what, emq_printable(shown, sizeof shown, name, n),
+                                 i);
+        }
+    }
+    return EMQ_OK;
+}

@@ -45,6 +45,15 @@ emq_status emq_keys_resolve(const char *queue, const char *stream,
  * emq_free), e.g. emq_keys_join(k, "lease:g", "c"); NULL when out of
  * memory. */
 char *emq_keys_join(const emq_keys *k, const char *part1, const char *part2);
+
+/* Longest group or consumer name. */
+#define EMQ_NAME_MAX 128
+/* Group and consumer names go into key names (lease:<group>:<name>,
+ * reasons:<group>) and CLIENT SETNAME: printable ASCII without spaces,
+ * 1..EMQ_NAME_MAX bytes. what names it in the EMQ_EINVAL message ("group",
+ * "consumer name"). The one rule for every verb that takes a name. */
+emq_status emq_keys_check_name(const char *what, const char *name,
+                               emq_error *err);
 void emq_keys_free(emq_keys *k);
 
 /* A stream entry ID: milliseconds and sequence number. */

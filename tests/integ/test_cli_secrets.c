@@ -231,3 +231,41 @@ TEST_TIMEOUT(cli_produce_lines_lingers_and_flushes_on_sigterm, 30) {
     close(err);
     emq_srv_stop(s);
 }
+
+/* Two of issue 13's smaller items: `info` for a user without +exists says
+ * what the server refused (NOPERM), not "EXISTS is not an integer"; and
+ * `group create` refuses the names `consume` refuses (the one name rule,
+ * emq_keys_check_name). */
+TEST_TIMEOUT(cli_info_noperm_and_group_names_like_consume, 30) {
+    emq_srv *s = emq_srv_start(NULL);
+    emq_conn_t *adm = admin_connect(s);
+    CMD_NOERR(adm, "ACL", "SETUSER", "noexists", "on", ">pw", "~*", "&*",
+              "+@all", "-exists");
+    emq_conn_destroy(adm);
+    char url[128];
+    snprintf(url, sizeof url, "redis://noexists:pw@127.0.0.1:%d",
+             emq_srv_port(s));
+    cli_result r;
+    CLI_IN(&r, emq_srv_url(s), "1\n", "produce", "q", "--lines", "-q");
+    ASSERT_EXIT(&r, 0);
+    cli_free(&r);
+    CLI(&r, url, "info", "q");
+    ASSERT_EXIT(&r, 1);
+    ASSERT_CONTAINS(r.err, "NOPERM");
+    ASSERT_NOT_CONTAINS(r.err, "not an integer");
+    cli_free(&r);
+    char longname[140];
+    memset(longname, 'g', 129);
+    longname[129] = '\0';
+    CLI(&r, emq_srv_url(s), "group", "create", "q", "-g", longname, "--start",
+        "head");
+    ASSERT_EXIT(&r, 2);
+    ASSERT_CONTAINS(r.err, "is 129 bytes long; the limit is 128");
+    cli_free(&r);
+    CLI(&r, emq_srv_url(s), "consume", "q", "-g", longname, "-c", "c",
+        "--start", "head", "--until-idle", "100");
+    ASSERT_EXIT(&r, 2);
+    ASSERT_CONTAINS(r.err, "is 129 bytes long; the limit is 128");
+    cli_free(&r);
+    emq_srv_stop(s);
+}

@@ -40,6 +40,19 @@ emq_status emq_admin_call(emq_admin_t *a, const char *what, int argc,
  * stays bounded however long the stream or the pending list is. */
 #define EMQ_ADMIN_PAGE 1000
 
+/* Lua for the admin scripts: call(...) is redis.call that names the
+ * command a server refused ("XTRIM refused: NOPERM ..."), so an ACL
+ * refusal inside a script says which command (the server's own text does
+ * not, on 7.x: "The user executing the script can't run this command"). */
+#define EMQ_LUA_CALL                                                          \
+    "local function call(...)\n"                                              \
+    "  local r = redis.pcall(...)\n"                                          \
+    "  if type(r) == 'table' and r.err then\n"                                \
+    "    error(string.upper((...)) .. ' refused: ' .. r.err, 0)\n"            \
+    "  end\n"                                                                 \
+    "  return r\n"                                                            \
+    "end\n"
+
 /* One command of a pipeline (argvlen NULL: NUL-terminated strings). */
 typedef struct emq_admin_cmd {
     int argc;

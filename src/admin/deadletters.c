@@ -29,7 +29,8 @@ static const char *const origin_names[5] = {
 /* KEYS[1] stream, KEYS[2] dead letters; ARGV[1] dead-letter ID. Returns
  * the new entry's ID, or nil when there is no such dead letter. */
 static const char requeue_script[] =
-    "local e = redis.call('XRANGE', KEYS[2], ARGV[1], ARGV[1])\n"
+    EMQ_LUA_CALL
+    "local e = call('XRANGE', KEYS[2], ARGV[1], ARGV[1])\n"
     "if #e == 0 then return false end\n"
     "local f = e[1][2]\n"
     "local origin = {'emq.id', 'emq.group', 'emq.consumer',\n"
@@ -45,14 +46,15 @@ static const char requeue_script[] =
     "  return redis.error_reply('dead letter ' .. ARGV[1] ..\n"
     "                           ' holds no original fields')\n"
     "end\n"
-    "local id = redis.call('XADD', KEYS[1], '*', unpack(args))\n"
-    "redis.call('XDEL', KEYS[2], ARGV[1])\n"
+    "local id = call('XADD', KEYS[1], '*', unpack(args))\n"
+    "call('XDEL', KEYS[2], ARGV[1])\n"
     "return id\n";
 
 /* KEYS[1] dead letters. Returns how many there were; deletes them. */
 static const char purge_script[] =
-    "local n = redis.call('XLEN', KEYS[1])\n"
-    "redis.call('DEL', KEYS[1])\n"
+    EMQ_LUA_CALL
+    "local n = call('XLEN', KEYS[1])\n"
+    "call('DEL', KEYS[1])\n"
     "return n\n";
 
 /* How many leading pairs of a dead letter's flat field list (npairs

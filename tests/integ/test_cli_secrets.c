@@ -269,3 +269,28 @@ TEST_TIMEOUT(cli_info_noperm_and_group_names_like_consume, 30) {
     cli_free(&r);
     emq_srv_stop(s);
 }
+
+/* A script refused by the ACL names the refused command (issue 13): the
+ * server's own text does not ("can't run this command"). */
+TEST_TIMEOUT(cli_script_refusals_name_the_command, 30) {
+    emq_srv *s = emq_srv_start(NULL);
+    emq_conn_t *adm = admin_connect(s);
+    CMD_NOERR(adm, "ACL", "SETUSER", "lim", "on", ">pw", "~*", "&*", "+@all",
+              "-xtrim", "-del");
+    CMD_NOERR(adm, "XADD", "emq:{q}", "*", "data", "1");
+    CMD_NOERR(adm, "XGROUP", "CREATE", "emq:{q}", "g", "$");
+    CMD_NOERR(adm, "XADD", "emq:{q}:dead", "*", "data", "1");
+    emq_conn_destroy(adm);
+    char url[128];
+    snprintf(url, sizeof url, "redis://lim:pw@127.0.0.1:%d", emq_srv_port(s));
+    cli_result r;
+    CLI(&r, url, "trim", "q", "--acked");
+    ASSERT_EXIT(&r, 1);
+    ASSERT_CONTAINS(r.err, "XTRIM refused");
+    cli_free(&r);
+    CLI(&r, url, "dead", "purge", "q", "--yes");
+    ASSERT_EXIT(&r, 1);
+    ASSERT_CONTAINS(r.err, "DEL refused");
+    cli_free(&r);
+    emq_srv_stop(s);
+}

@@ -252,16 +252,21 @@ static emq_status setup(tls_transport *t, const char *host,
         return emq_error_set(err, EMQ_ETLS, 0, "cannot set SNI '%s': %s", sni,
                              ssl_reason(why, sizeof why));
     if (o->verify) {
+        /* The certificate must name tls.sni when it is set (the name the
+         * server is reached by, say behind a tunnel to 127.0.0.1), else
+         * the URL's host (docs/SECURITY.md). */
+        const char *expect = o->sni && o->sni[0] ? o->sni : host;
+        int expect_ip = is_ip_literal(expect);
         X509_VERIFY_PARAM *param = SSL_get0_param(t->ssl);
         X509_VERIFY_PARAM_set_hostflags(param,
                                         X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS);
-        int ok = ip ? X509_VERIFY_PARAM_set1_ip_asc(param, host)
-                    : X509_VERIFY_PARAM_set1_host(param, host, 0);
+        int ok = expect_ip ? X509_VERIFY_PARAM_set1_ip_asc(param, expect)
+                           : X509_VERIFY_PARAM_set1_host(param, expect, 0);
         if (ok != 1)
             return emq_error_set(err, EMQ_ETLS, 0,
                                  "cannot set the expected server name '%s' "
                                  "for verification",
-                                 host);
+                                 expect);
     }
     return EMQ_OK;
 }

@@ -112,6 +112,29 @@ TEST(conn_tls_hostname_mismatch_is_etls) {
     emq_srv_stop(s);
 }
 
+/* tls.sni is the name the certificate must hold (docs/SECURITY.md; issue
+ * 13): a server reached at 127.0.0.1 whose certificate names only
+ * wrong.example.invalid is accepted with that SNI; the good certificate
+ * (127.0.0.1, localhost) is refused under another SNI. */
+TEST(conn_tls_sni_is_the_name_verified) {
+    emq_srv *s = tls_server(EMQ_SRV_CERT_WRONGHOST, EMQ_SRV_CLIENT_AUTH_NO);
+    emq_conf_t *conf = tls_conf(s, NULL);
+    conf_set(conf, "tls.sni", "wrong.example.invalid");
+    emq_conn_t *c = connect_ok(conf);
+    ping_ok(c);
+    emq_conn_destroy(c);
+    emq_conf_destroy(conf);
+    emq_srv_stop(s);
+    s = tls_server(EMQ_SRV_CERT_GOOD, EMQ_SRV_CLIENT_AUTH_NO);
+    conf = tls_conf(s, NULL);
+    conf_set(conf, "tls.sni", "other.example.invalid");
+    emq_error err;
+    connect_fails(conf, EMQ_ETLS, &err);
+    ASSERT_CONTAINS_CI(err.message, "mismatch");
+    emq_conf_destroy(conf);
+    emq_srv_stop(s);
+}
+
 TEST(conn_tls_verify_none_accepts_mismatched_certificate) {
     emq_srv *s = tls_server(EMQ_SRV_CERT_WRONGHOST, EMQ_SRV_CLIENT_AUTH_NO);
     emq_conf_t *conf = conf_for(emq_srv_url(s));

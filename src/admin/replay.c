@@ -204,7 +204,11 @@ emq_status emq_admin_group_create(emq_admin_t *a, const char *group,
         return EMQ_OK;
     }
     char id[EMQ_ID_MAX];
+    /* A new group gets a name consumers can use (the rule they check);
+     * the other verbs take any existing group, however it was named. */
     emq_status st = emq_admin_check_group(group, err);
+    if (st == EMQ_OK)
+        st = emq_keys_check_name("group", group, err);
     if (st == EMQ_OK)
         st = emq_stream_start_parse(start, id, err);
     if (st != EMQ_OK)

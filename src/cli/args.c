@@ -344,6 +344,11 @@ int cli_runtime_err(const emq_conf_t *conf, emq_status st,
                     const emq_error *err, const char *doing) {
     const char *msg = err && err->message[0] ? err->message : emq_strerror(st);
     switch (st) {
+    case EMQ_EINVAL:
+        /* A configuration found wrong once running (a database that does
+         * not exist, a consumer name another live process holds): exit 2,
+         * as when it is found before (every verb alike). */
+        return cli_err(CLI_USAGE, "%s: %s", doing, msg);
     case EMQ_ETLS:
         /* The server is there; its certificate, ours or the name is not
          * what the other side accepts. */

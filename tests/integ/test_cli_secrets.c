@@ -294,3 +294,32 @@ TEST_TIMEOUT(cli_script_refusals_name_the_command, 30) {
     cli_free(&r);
     emq_srv_stop(s);
 }
+
+/* A database that does not exist is the same configuration error for
+ * every verb (issue 13): exit 2, naming the database. */
+TEST_TIMEOUT(cli_missing_database_exits_2_for_every_verb, 30) {
+    emq_srv *s = emq_srv_start(NULL);
+    char url[128];
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d/99", emq_srv_port(s));
+    const char *const verbs[][10] = {
+        {"produce", "q", "a=1", NULL},
+        {"info", "q", NULL},
+        {"consume", "q", "-g", "g", "-c", "c", "--start", "head",
+         "--until-idle", NULL},
+    };
+    for (size_t v = 0; v < 3; v++) {
+        const char *args[12];
+        size_t n = 0;
+        for (; verbs[v][n]; n++)
+            args[n] = verbs[v][n];
+        if (v == 2)
+            args[n++] = "200";
+        args[n] = NULL;
+        cli_result r;
+        cli_run_in(&r, url, NULL, 0, 20000, args);
+        ASSERT_EXIT(&r, 2);
+        ASSERT_CONTAINS(r.err, "database 99 does not exist");
+        cli_free(&r);
+    }
+    emq_srv_stop(s);
+}

@@ -620,9 +620,11 @@ TEST(security_conf_reads_back_no_password) {
     conf_set(conf, P_URL, "unix://:" SECRET "@/tmp/a@b.sock?db=1");
     ASSERT_OK(emq_conf_get(conf, P_URL, got, sizeof got, NULL), NULL);
     ASSERT_EQ_STR(got, "unix://:***@/tmp/a@b.sock?db=1");
+    /* A lone user info may be a password (redis-cli reads it so): it is
+     * hidden too (issue 13). */
     conf_set(conf, P_URL, "redis://user@h:1/2");
     ASSERT_OK(emq_conf_get(conf, P_URL, got, sizeof got, NULL), NULL);
-    ASSERT_EQ_STR(got, "redis://user@h:1/2");
+    ASSERT_EQ_STR(got, "redis://***@h:1/2");
     emq_conf_destroy(conf);
 }
 

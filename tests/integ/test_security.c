@@ -262,8 +262,11 @@ static void acl_fixture(const emq_srv *s) {
     raw(s, "XADD", "emq:{aclq}", "6-0", "n", "dead", NULL);
 }
 
-TEST_TIMEOUT(security_acl_consumer_line_runs_a_full_cycle, 40) {
-    emq_srv *s = acl_server(NULL);
+/* A worker (user "worker") runs a full cycle on s: own pending entries, a
+ * deleted pending entry, new work, a retry claimed back and dead-lettered,
+ * a dead verdict, an entry past max_deliveries, a dead peer's entry, the
+ * lease released on stop; no NOPERM, no warning, no secret. */
+static void worker_full_cycle(emq_srv *s) {
     acl_fixture(s);
     usleep(60 * 1000); /* the peer's entry is idle past claim.min_idle_ms */
     emq_conf_t *conf = worker_conf(s, "w1");
@@ -317,6 +320,139 @@ TEST_TIMEOUT(security_acl_consumer_line_runs_a_full_cycle, 40) {
     ASSERT(strncmp(out, "0\n", 2) == 0);
     free(r);
     free(book);
+}
+
+TEST_TIMEOUT(security_acl_consumer_line_runs_a_full_cycle, 40) {
+    emq_srv *s = acl_server(NULL);
+    worker_full_cycle(s);
+    emq_srv_stop(s);
+}
+
+/* ---- least privilege with ACL selectors (Redis 7.0+; issue 13) --------- */
+
+/* docs/SECURITY.md's three roles for queue "aclq". The worker's stream
+ * commands reach the queue's keys, but each kind of helper key gets only
+ * the commands that key needs, through a selector: so the worker cannot
+ * DEL or SET the stream, nor XADD to it, nor run an admin verb. */
+#define WORKER_LINE                                                            \
+    "user worker on >" SECRET " resetkeys resetchannels -@all "                \
+    "~emq:{aclq} ~emq:{aclq}:* +xgroup|create +xreadgroup +xack +xpending "    \
+    "+xautoclaim +xclaim +xrange +eval +time +client|setname "                 \
+    "(~emq:{aclq}:lease:* +get +set +pexpire +pttl +del) "                     \
+    "(~emq:{aclq}:reasons:* +hset +hget +hdel) "                               \
+    "(~emq:{aclq}:retry:* +zadd +zrem +zscore) "                               \
+    "(~emq:{aclq}:dead +xadd)\n"
+#define PRODUCER_LINE                                                          \
+    "user producer on >" SECRET " resetkeys resetchannels -@all "              \
+    "~emq:{aclq} +xadd\n"
+#define OPERATOR_LINE                                                          \
+    "user operator on >" SECRET " resetkeys resetchannels -@all "              \
+    "~emq:{aclq} ~emq:{aclq}:* +@stream +@read +eval +exists +type +del "      \
+    "+time +client|setname\n"
+
+static emq_srv *roles_server(void) {
+    if (emq_srv_binary_version(NULL, 0) < 70000)
+        SKIP("ACL selectors need Redis 7.0 or later (this server is older)");
+    emq_srv_opts o = {.extra_config = WORKER_LINE PRODUCER_LINE OPERATOR_LINE};
+    return emq_srv_start(&o);
+}
+
+static const char *role_url(const emq_srv *s, const char *user) {
+    static char url[3][160];
+    static int i;
+    i = (i + 1) % 3;
+    snprintf(url[i], sizeof url[i], "redis://%s:" SECRET "@127.0.0.1:%d",
+             user, emq_srv_port(s));
+    return url[i];
+}
+
+/* The worker's line runs the whole consumer cycle. */
+TEST_TIMEOUT(security_least_privilege_worker_runs_a_full_cycle, 40) {
+    emq_srv *s = roles_server();
+    worker_full_cycle(s);
+    emq_srv_stop(s);
+}
+
+/* What each role may not do is refused by the server, and what it is for
+ * works: the producer adds, the operator runs the admin verbs. */
+TEST_TIMEOUT(security_least_privilege_roles_and_their_refusals, 60) {
+    emq_srv *s = roles_server();
+    cli_result r;
+    /* The producer adds; it cannot read, delete or administer. */
+    CLI_IN(&r, role_url(s, "producer"), "1\n2\n3\n", "produce", "aclq",
+           "--lines", "-q");
+    ASSERT_EXIT(&r, 0);
+    cli_free(&r);
+    /* The worker consumes them. */
+    CLI(&r, role_url(s, "worker"), "consume", "aclq", "-g", "g", "-c", "w",
+        "--start", "head", "--until-idle", "300", "-q");
+    ASSERT_EXIT(&r, 0);
+    ASSERT_EQ_INT(cli_lines(r.out), 3);
+    cli_free(&r);
+    /* Refusals, sent raw as a leaked credential would. */
+    static const char *const refused[][7] = {
+        {"worker", "DEL", "emq:{aclq}", NULL},
+        {"worker", "SET", "emq:{aclq}", "x", NULL},
+        {"worker", "XADD", "emq:{aclq}", "*", "a", "1", NULL},
+        {"worker", "XTRIM", "emq:{aclq}", "MAXLEN", "0", NULL},
+        {"worker", "XGROUP", "DESTROY", "emq:{aclq}", "g", NULL},
+        {"worker", "DEL", "emq:{aclq}:dead", NULL},
+        {"worker", "GET", "emq:{other}:lease:g:w", NULL},
+        {"producer", "DEL", "emq:{aclq}", NULL},
+        {"producer", "XRANGE", "emq:{aclq}", "-", "+", NULL},
+        {"operator", "FLUSHALL", NULL},
+        {"operator", "XADD", "emq:{other}", "*", "a", "1", NULL},
+    };
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+        char out[512];
+        /* One connection per role, then the command, as a leaked
+         * credential would send it. */
+        emq_conf_t *conf = conf_for(role_url(s, refused[i][0]));
+        emq_conn_t *c = connect_ok(conf);
+        emq_conf_destroy(conf);
+        const char *argv[6];
+        int argc = 0;
+        for (int k = 1; refused[i][k]; k++)
+            argv[argc++] = refused[i][k];
+        emq_reply *reply = NULL;
+        emq_error err;
+        ASSERT_OK(emq_conn_command(c, argc, argv, NULL, &reply, &err), &err);
+        reply_text(reply, out, sizeof out);
+        if (emq_reply_kind(reply) != EMQ_REPLY_ERROR || !strstr(out, "NOPERM"))
+            FAIL("%s %s %s was not refused: %s", refused[i][0], argv[0],
+                 argc > 1 ? argv[1] : "", out);
+        emq_reply_free(reply);
+        emq_conn_destroy(c);
+    }
+    /* Admin verbs: the worker is refused, the operator runs them. */
+    CLI(&r, role_url(s, "worker"), "trim", "aclq", "--acked");
+    ASSERT_EXIT(&r, 1);
+    ASSERT_CONTAINS(r.err, "refused");
+    cli_free(&r);
+    CLI(&r, role_url(s, "worker"), "group", "destroy", "aclq", "-g", "g",
+        "--yes");
+    ASSERT(r.code != 0);
+    ASSERT_CONTAINS(r.err, "NOPERM");
+    cli_free(&r);
+    static const char *const operator_verbs[][8] = {
+        {"info", "aclq", NULL},
+        {"pending", "aclq", "-g", "g", NULL},
+        {"dead", "list", "aclq", NULL},
+        {"trim", "aclq", "--acked", NULL},
+        {"group", "setid", "aclq", "-g", "g", "--to", "head", NULL},
+        {"consumers", "prune", "aclq", "-g", "g", "--idle", "0", NULL},
+        {"dead", "purge", "aclq", "--yes", NULL},
+        {"group", "destroy", "aclq", "-g", "g", "--yes", NULL},
+    };
+    for (size_t i = 0; i < sizeof operator_verbs / sizeof operator_verbs[0];
+         i++) {
+        cli_run_in(&r, role_url(s, "operator"), NULL, 0, 20000,
+                   operator_verbs[i]);
+        if (r.code != 0)
+            FAIL("operator: %s %s failed: %s", operator_verbs[i][0],
+                 operator_verbs[i][1], r.err);
+        cli_free(&r);
+    }
     emq_srv_stop(s);
 }
 

@@ -481,6 +481,12 @@ static emq_status fetch_map(emq_route *r, emq_conn_t *conn,
         st = emq_conn_command(conn, 2, shards, NULL, &rep, err);
         if (st != EMQ_OK)
             return st;
+        if (emq_reply_is_error(rep, "NOAUTH")) {
+            /* No password given to a server that wants one. */
+            st = emq_conn_auth_error(conn, rep, "CLUSTER SHARDS", err);
+            emq_reply_free(rep);
+            return st;
+        }
         if (emq_reply_kind(rep) == EMQ_REPLY_ERROR) {
             if (says_standalone(rep) || emq_reply_is_error(rep, "NOPERM")) {
                 *how = says_standalone(rep) ? FOUND_STANDALONE : FOUND_NOPERM;
@@ -496,6 +502,11 @@ static emq_status fetch_map(emq_route *r, emq_conn_t *conn,
         st = emq_conn_command(conn, 2, slots, NULL, &rep, err);
         if (st != EMQ_OK)
             return st;
+        if (emq_reply_is_error(rep, "NOAUTH")) {
+            st = emq_conn_auth_error(conn, rep, "CLUSTER SLOTS", err);
+            emq_reply_free(rep);
+            return st;
+        }
         if (emq_reply_kind(rep) == EMQ_REPLY_ERROR) {
             char text[200];
             *how = says_standalone(rep) ? FOUND_STANDALONE : FOUND_NOPERM;

@@ -380,8 +380,8 @@ static emq_status next_reply(emq_conn_t *c, int64_t base_timeout_ms,
 /* Turns an error reply to HELLO or AUTH into EMQ_EAUTH/EMQ_ESERVER with a
  * sentence a user can act on. The reply text comes from the server, which
  * never echoes the password. */
-static emq_status auth_error(emq_conn_t *c, const emq_reply *r,
-                             const char *cmd, emq_error *err) {
+emq_status emq_conn_auth_error(emq_conn_t *c, const emq_reply *r,
+                               const char *cmd, emq_error *err) {
     char text[160];
     emq_reply_text(r, text, sizeof text);
     const char *who = c->user ? c->user : "default";
@@ -531,14 +531,14 @@ static emq_status handshake_once(emq_conn_t *c, int64_t deadline, int *busy,
         emq_reply_text(r, text, sizeof text);
         switch (kinds[i]) {
         case HS_HELLO:
-            st = auth_error(c, r, "HELLO", err);
+            st = emq_conn_auth_error(c, r, "HELLO", err);
             break;
         case HS_AUTH:
-            st = auth_error(c, r, "AUTH", err);
+            st = emq_conn_auth_error(c, r, "AUTH", err);
             break;
         case HS_SELECT:
             if (emq_reply_is_error(r, "NOAUTH"))
-                st = auth_error(c, r, "SELECT", err);
+                st = emq_conn_auth_error(c, r, "SELECT", err);
             else if (strstr(text, "out of range"))
                 st = emq_error_set(err, EMQ_EINVAL, 0,
                                    "database %lld does not exist on %s (%s)",
@@ -552,7 +552,7 @@ static emq_status handshake_once(emq_conn_t *c, int64_t deadline, int *busy,
             if (emq_reply_is_error(r, "NOPERM"))
                 st = EMQ_OK; /* the name is optional; an ACL may forbid it */
             else if (emq_reply_is_error(r, "NOAUTH"))
-                st = auth_error(c, r, "CLIENT SETNAME", err);
+                st = emq_conn_auth_error(c, r, "CLIENT SETNAME", err);
             else
                 st = emq_error_set(err, EMQ_ESERVER, 0,
                                    "CLIENT SETNAME on %s failed: %s", c->name,

@@ -55,6 +55,15 @@ emq_status emq_hostport_parse(const char *text, size_t len, emq_url *out,
 /* Frees the strings of u (wiping the password) and zeroes it. */
 void emq_url_free(emq_url *u);
 
+/* The EMQ_EAUTH error for an authentication refusal r (WRONGPASS, NOAUTH,
+ * a password the server does not need) answered to cmd on c, naming the
+ * server and user, never the password (other refusals: "cmd to server
+ * failed: text", also EMQ_EAUTH). For
+ * the handshake, and for a first command a server refused for want of
+ * AUTH (the cluster route's CLUSTER SHARDS). */
+emq_status emq_conn_auth_error(emq_conn_t *c, const emq_reply *r,
+                               const char *cmd, emq_error *err);
+
 /* ---- backoff.c -------------------------------------------------------- */
 
 /* One step of a small PRNG (splitmix64) over *state; returns 64 random

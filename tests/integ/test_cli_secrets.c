@@ -323,3 +323,20 @@ TEST_TIMEOUT(cli_missing_database_exits_2_for_every_verb, 30) {
     }
     emq_srv_stop(s);
 }
+
+/* No password for a server that wants one (issue 13): an authentication
+ * error saying so, not "CLUSTER SLOTS failed: NOAUTH" (the route's first
+ * command was the one refused). */
+TEST_TIMEOUT(cli_missing_password_is_an_authentication_error, 30) {
+    emq_srv_opts o = {.requirepass = "Zq9Secret"};
+    emq_srv *s = emq_srv_start(&o);
+    char url[128];
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d", emq_srv_port(s));
+    cli_result r;
+    CLI(&r, url, "info", "q");
+    ASSERT_EXIT(&r, 1);
+    ASSERT_CONTAINS(r.err, "requires authentication");
+    ASSERT_NOT_CONTAINS(r.err, "CLUSTER");
+    cli_free(&r);
+    emq_srv_stop(s);
+}

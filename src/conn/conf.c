@@ -157,6 +157,11 @@ static const prop props[] = {
      "Most elements accepted in one aggregate of a reply (a map counts "
      "keys and values).",
      P_INT, F(resp_max_elements), 1, (int64_t)1 << 32, NULL, NULL, NULL},
+    {"resp.max_reply_bytes", "1073741824",
+     "Most bytes one reply may take, attributes included: a reply that "
+     "grows past it (an endless array, a storm of attributes) breaks the "
+     "connection with EMQ_EPROTO. Twice resp.max_bulk by default.",
+     P_INT, F(resp_max_reply), 1, (int64_t)1 << 42, NULL, NULL, NULL},
     {"cluster.seeds", "",
      "More Redis Cluster nodes to discover the cluster from, after url: "
      "host:port[,host:port...] with url's scheme, credentials and TLS "

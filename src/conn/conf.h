@@ -44,6 +44,7 @@ struct emq_conf {
     int64_t resp_max_bulk;       /* emq_resp_limits.max_bulk */
     int64_t resp_max_depth;      /* emq_resp_limits.max_depth */
     int64_t resp_max_elements;   /* emq_resp_limits.max_elements */
+    int64_t resp_max_reply;      /* emq_resp_limits.max_reply */
     char *cluster_seeds;         /* "host:port,..." after url; NULL: none */
     int64_t cluster_max_redirects; /* MOVED/ASK followed per command */
     int64_t cluster_retry_ms;    /* TRYAGAIN/CLUSTERDOWN retry budget */

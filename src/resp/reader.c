@@ -52,6 +52,7 @@ void emq_resp_limits_default(emq_resp_limits *l) {
     l->max_depth = EMQ_RESP_DEFAULT_MAX_DEPTH;
     l->max_elements = EMQ_RESP_DEFAULT_MAX_ELEMENTS;
     l->max_line = EMQ_RESP_DEFAULT_MAX_LINE;
+    l->max_reply = EMQ_RESP_DEFAULT_MAX_REPLY;
 }
 
 emq_resp_reader *emq_resp_reader_new(const emq_resp_limits *limits) {
@@ -126,9 +127,21 @@ static emq_status make_room(emq_resp_reader *r, size_t min, emq_error *err) {
         r->pos = 0;
         return EMQ_OK;
     }
+    /* Everything from pos is the one reply in progress (the caller reads
+     * more only when no whole reply is buffered). */
+    if (r->limits.max_reply && unparsed + min > r->limits.max_reply)
+        return fail(r, err,
+                    "protocol error: a reply of more than max_reply %zu "
+                    "bytes (resp.max_reply_bytes)",
+                    r->limits.max_reply);
     size_t want = unparsed + min;
-    if (r->need > want)
-        want = r->need; /* a bulk in flight: grow once, to its full size */
+    /* A bulk in flight: grow toward its announced size, but never beyond
+     * twice what has arrived (a 12-byte header announcing 512 MiB
+     * reserves nothing big before the bytes come). */
+    if (r->need > want) {
+        size_t paced = 2 * unparsed + min;
+        want = r->need < paced ? r->need : paced;
+    }
     size_t cap = INITIAL_CHUNK;
     while (cap < want) {
         if (cap > SIZE_MAX / 4)

@@ -24,6 +24,10 @@
 #define EMQ_RESP_DEFAULT_MAX_BULK ((size_t)512 * 1024 * 1024)
 #define EMQ_RESP_DEFAULT_MAX_DEPTH 16
 #define EMQ_RESP_DEFAULT_MAX_ELEMENTS ((size_t)1 << 24)
+/* Most bytes one reply (with its attributes) may take: twice max_bulk, so
+ * a reply holding the largest bulk fits, and an endless but well-formed
+ * reply (every element within the other limits) ends at a bound. */
+#define EMQ_RESP_DEFAULT_MAX_REPLY ((size_t)1024 * 1024 * 1024)
 /* A receive chunk larger than this is released once it holds no unparsed
  * bytes, so one huge reply does not pin memory for the connection's life. */
 #define EMQ_RESP_IDLE_CHUNK_MAX ((size_t)64 * 1024)
@@ -36,6 +40,7 @@ typedef struct emq_resp_limits {
     size_t max_depth;    /* deepest nesting of aggregates */
     size_t max_elements; /* most elements in one aggregate (map: pairs*2) */
     size_t max_line;     /* longest simple line (status, error, number) */
+    size_t max_reply;    /* most bytes of one reply; 0: no limit */
 } emq_resp_limits;
 
 /* Fills l with the defaults above. */

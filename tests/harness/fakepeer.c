@@ -40,6 +40,7 @@ typedef struct peer_conn {
     int fd;      /* client side; -1 when the slot is free */
     int up;      /* upstream (PROXY); -1 otherwise */
     int stalled; /* REPLY_STALL fired: never read or write again */
+    int flooding; /* REPLY_FLOOD fired: write the flood, read nothing */
     char *in;    /* unparsed client bytes (scripted modes) */
     size_t len, cap;
 } peer_conn;
@@ -63,6 +64,8 @@ struct emq_peer {
     int accepted;            /* connections accepted */
     int commands;            /* commands parsed */
     char last[64];           /* last command name, upper-cased */
+    char *flood_block;       /* REPLY_FLOOD: flood units, FLOOD_BLOCK bytes */
+    long long flooded;       /* bytes of it sent */
     peer_conn conns[MAX_CONNS]; /* owned by the peer thread */
 };
 
@@ -224,6 +227,11 @@ static int serve_commands(emq_peer *p, peer_conn *c) {
             c->stalled = 1;
             off = c->len;
         }
+        if (p->opts.mode == EMQ_PEER_REPLY_FLOOD) {
+            c->flooding = 1;
+            off = c->len;
+            break;
+        }
     }
     memmove(c->in, c->in + off, c->len - off);
     c->len -= off;
@@ -344,6 +352,36 @@ static int apply_control(emq_peer *p, int *frozen) {
     return stop;
 }
 
+#define FLOOD_BLOCK 65536
+
+/* REPLY_FLOOD: one block of the flood to a writable client; a client
+ * that closed (or broke) ends it. */
+static void flood_some(emq_peer *p, peer_conn *c) {
+    ssize_t w = send(c->fd, p->flood_block, FLOOD_BLOCK,
+                     MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (w > 0) {
+        pthread_mutex_lock(&p->mu);
+        p->flooded += w;
+        pthread_mutex_unlock(&p->mu);
+        if (p->opts.flood_pace_ms > 0)
+            usleep((useconds_t)p->opts.flood_pace_ms * 1000);
+        return;
+    }
+    if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+        return;
+    close(c->fd);
+    c->fd = -1;
+    c->flooding = 0;
+}
+
+long long emq_peer_flooded(const emq_peer *p) {
+    emq_peer *m = (emq_peer *)p;
+    pthread_mutex_lock(&m->mu);
+    long long n = m->flooded;
+    pthread_mutex_unlock(&m->mu);
+    return n;
+}
+
 static void *peer_main(void *arg) {
     emq_peer *p = arg;
     for (;;) {
@@ -360,7 +398,8 @@ static void *peer_main(void *arg) {
             if (c->fd < 0 || c->stalled || frozen)
                 continue;
             owner[nfds] = c;
-            fds[nfds++] = (struct pollfd){c->fd, POLLIN, 0};
+            fds[nfds++] = (struct pollfd){c->fd,
+                                          c->flooding ? POLLOUT : POLLIN, 0};
             if (c->up >= 0) {
                 owner[nfds] = c;
                 fds[nfds++] = (struct pollfd){c->up, POLLIN, 0};
@@ -375,7 +414,9 @@ static void *peer_main(void *arg) {
             peer_conn *c = owner[i];
             if (fds[i].revents == 0 || c->fd < 0)
                 continue; /* closed earlier in this round */
-            if (fds[i].fd == c->fd)
+            if (fds[i].fd == c->fd && c->flooding)
+                flood_some(p, c);
+            else if (fds[i].fd == c->fd)
                 client_readable(p, c);
             else if (fds[i].fd == c->up)
                 upstream_readable(c);
@@ -417,7 +458,8 @@ static void control(emq_peer *p, int drop, int freeze) {
 
 emq_peer *emq_peer_start(const emq_peer_opts *opts) {
     if (opts == NULL || opts->mode < EMQ_PEER_SILENT ||
-        opts->mode > EMQ_PEER_PROXY)
+        opts->mode > EMQ_PEER_REPLY_FLOOD ||
+        (opts->mode == EMQ_PEER_REPLY_FLOOD && opts->flood == NULL))
         FAIL("emq_peer_start: bad options");
     emq_peer *p = calloc(1, sizeof *p);
     if (p == NULL)
@@ -432,6 +474,21 @@ emq_peer *emq_peer_start(const emq_peer_opts *opts) {
         p->opts.reply_len = n;
     }
     p->opts.reply = p->reply;
+    if (opts->mode == EMQ_PEER_REPLY_FLOOD) {
+        size_t n = opts->flood_len ? opts->flood_len : strlen(opts->flood);
+        p->opts.flood_len = n;
+        p->flood_block = malloc(FLOOD_BLOCK);
+        if (p->flood_block == NULL || n == 0 || n > FLOOD_BLOCK)
+            FAIL("emq_peer_start: bad flood unit");
+        /* Whole units, then the start of the next: the stream stays one
+         * endless run of units. */
+        for (size_t i = 0; i < FLOOD_BLOCK; i++)
+            p->flood_block[i] = opts->flood[i % n];
+        if (FLOOD_BLOCK % n != 0)
+            FAIL("emq_peer_start: the flood unit must divide %d bytes",
+                 FLOOD_BLOCK);
+    }
+    p->opts.flood = NULL;
     if (opts->trigger)
         snprintf(p->trigger, sizeof p->trigger, "%s", opts->trigger);
     p->opts.trigger = p->trigger;
@@ -481,6 +538,7 @@ void emq_peer_stop(emq_peer *p) {
     pthread_mutex_destroy(&p->mu);
     pthread_cond_destroy(&p->cv);
     free(p->reply);
+    free(p->flood_block);
     free(p);
 }
 

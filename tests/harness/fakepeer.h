@@ -23,7 +23,10 @@ typedef enum emq_peer_mode {
     EMQ_PEER_REPLY,      /* answer each trigger command with the raw bytes */
     EMQ_PEER_REPLY_CLOSE, /* send the bytes, then close the connection */
     EMQ_PEER_REPLY_STALL, /* send the bytes, then never send or read again */
-    EMQ_PEER_PROXY        /* forward to 127.0.0.1:upstream_port */
+    EMQ_PEER_PROXY,       /* forward to 127.0.0.1:upstream_port */
+    EMQ_PEER_REPLY_FLOOD  /* send the bytes, then the flood unit again and
+                             again as fast as the client reads, until it
+                             closes (an endless reply, a storm) */
 } emq_peer_mode;
 
 typedef struct emq_peer_opts {
@@ -34,6 +37,9 @@ typedef struct emq_peer_opts {
                             the misbehaviour; NULL: every command. In
                             SILENT mode a trigger means: answer the others */
     int upstream_port;   /* PROXY only */
+    const char *flood;   /* REPLY_FLOOD: the unit repeated after reply */
+    size_t flood_len;    /* 0: strlen(flood); must divide 65536 */
+    int flood_pace_ms;   /* pause after each 64 KiB of flood (0: none) */
 } emq_peer_opts;
 
 typedef struct emq_peer emq_peer;
@@ -46,6 +52,8 @@ void emq_peer_stop(emq_peer *p);
 /* "redis://127.0.0.1:PORT". Valid until emq_peer_stop. */
 const char *emq_peer_url(const emq_peer *p);
 int emq_peer_port(const emq_peer *p);
+/* REPLY_FLOOD: bytes of flood sent so far, over all connections. */
+long long emq_peer_flooded(const emq_peer *p);
 /* Connections accepted so far. */
 int emq_peer_accepted(const emq_peer *p);
 /* Commands parsed so far, over all connections (not counted in PROXY). */
@@ -90,6 +98,8 @@ emq_icept *emq_icept_start(int upstream_port, const emq_icept_rule *rules,
                            size_t n);
 void emq_icept_stop(emq_icept *p);
 const char *emq_icept_url(const emq_icept *p);
+/* REPLY_FLOOD: bytes of flood sent so far, over all connections. */
+long long emq_peer_flooded(const emq_peer *p);
 /* Connections accepted so far. */
 int emq_icept_accepted(const emq_icept *p);
 /* Replies replaced so far. */

@@ -32,8 +32,9 @@ TEST(conf_defaults_read_back_as_the_table_says) {
                 FAIL("property %s listed twice", name);
         }
     }
-    ASSERT_EQ_SIZE(n, 50); /* 37 + producer.nomkstream, trim.*, cluster.*,
-                             partitions, retry.*, max_in_flight, batch.max */
+    ASSERT_EQ_SIZE(n, 51); /* 37 + producer.nomkstream, trim.*, cluster.*,
+                             partitions, retry.*, max_in_flight, batch.max,
+                             resp.max_reply_bytes */
     ASSERT_STATUS(emq_conf_property(n, &name, &def, &doc), EMQ_EINVAL, NULL);
     /* A few defaults spelled out, and the typed fields behind them. */
     ASSERT_EQ_STR(c->url, "redis://127.0.0.1:6379");
@@ -62,6 +63,7 @@ TEST(conf_resp_defaults_match_the_reader) {
     ASSERT_EQ_SIZE((size_t)c->resp_max_bulk, l.max_bulk);
     ASSERT_EQ_SIZE((size_t)c->resp_max_depth, l.max_depth);
     ASSERT_EQ_SIZE((size_t)c->resp_max_elements, l.max_elements);
+    ASSERT_EQ_SIZE((size_t)c->resp_max_reply, l.max_reply);
     ASSERT_EQ_SIZE((size_t)c->resp_max_bulk, EMQ_RESP_DEFAULT_MAX_BULK);
     emq_conf_destroy(c);
 }

@@ -37,8 +37,6 @@ struct emq_conn {
     char name[320];          /* endpoint for messages: "host:port",
                                 "[v6]:port" or "unix:/path" */
     const char *user;        /* effective AUTH user (conf's, else URL's) */
-    uint64_t pushes_dropped; /* RESP3 push messages skipped (none is
-                                subscribed to) */
     const char *password;    /* effective password; never in a message */
     int64_t db;              /* effective database; 0: no SELECT */
     emq_tls_opts tls;        /* effective TLS options (rediss only) */
@@ -240,19 +238,8 @@ static emq_status read_reply(emq_conn_t *c, int64_t deadline, int64_t base_ms,
         emq_reply *r = NULL;
         emq_status st = wait_first ? EMQ_EAGAIN : emq_resp_next(c->reader, &r, e);
         if (st == EMQ_OK) {
-            if (emq_reply_kind(r) == EMQ_REPLY_PUSH) {
-                /* Not subscribed to anything: dropped, counted, and a
-                 * storm of them cannot outlast the deadline (below). */
+            if (emq_reply_kind(r) == EMQ_REPLY_PUSH) { /* the reader drops them */
                 emq_reply_free(r);
-                c->pushes_dropped++;
-                if (deadline >= 0 && emq_now_ms() >= deadline)
-                    return emq_error_set(e, EMQ_ETIMEDOUT, 1,
-                                         "no reply from %s within %lld ms "
-                                         "(%llu push messages dropped)",
-                                         c->name,
-                                         (long long)(base_ms + extra_ms),
-                                         (unsigned long long)
-                                             c->pushes_dropped);
                 continue;
             }
             *out = r;
@@ -276,12 +263,20 @@ static emq_status read_reply(emq_conn_t *c, int64_t deadline, int64_t base_ms,
                 emq_resp_commit(c->reader, (size_t)n);
                 /* The deadline holds while bytes keep coming too (an
                  * endless reply never leaves the socket idle). */
-                if (deadline >= 0 && emq_now_ms() >= deadline)
+                if (deadline >= 0 && emq_now_ms() >= deadline) {
+                    char pushes[64] = "";
+                    uint64_t dropped = emq_resp_pushes_dropped(c->reader);
+                    if (dropped > 0)
+                        snprintf(pushes, sizeof pushes,
+                                 " (%llu push messages dropped)",
+                                 (unsigned long long)dropped);
                     return emq_error_set(e, EMQ_ETIMEDOUT, 1,
                                          "the reply from %s was still "
-                                         "arriving after %lld ms",
+                                         "arriving after %lld ms%s",
                                          c->name,
-                                         (long long)(base_ms + extra_ms));
+                                         (long long)(base_ms + extra_ms),
+                                         pushes);
+                }
                 continue;
             }
             if (n == 0)
@@ -631,6 +626,9 @@ static emq_status connect_once(emq_conn_t *c, emq_error *err) {
     limits.max_elements = (size_t)conf->resp_max_elements;
     limits.max_reply = (size_t)conf->resp_max_reply;
     c->reader = emq_resp_reader_new(&limits);
+    /* Subscribed to nothing: push messages are never replies. */
+    if (c->reader != NULL)
+        emq_resp_drop_pushes(c->reader);
     if (c->reader == NULL) {
         drop_transport(c);
         return emq_error_set(err, EMQ_ENOMEM, 0, "out of memory");

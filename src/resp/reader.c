@@ -42,6 +42,8 @@ struct emq_resp_reader {
     size_t need;       /* bytes from pos the current element needs, if known */
     size_t depth;      /* open aggregates in stack */
     int complete;      /* [pos, scan) holds a whole reply not yet built */
+    int drop_pushes;   /* skip RESP3 push messages without building them */
+    uint64_t pushes_dropped;
     scan_frame *stack; /* limits.max_depth frames */
     emq_status failed; /* sticky error, EMQ_OK while healthy */
     char failure[EMQ_ERROR_MESSAGE_MAX]; /* the sticky error's message */
@@ -613,13 +615,24 @@ emq_status emq_resp_next(emq_resp_reader *r, emq_reply **out, emq_error *err) {
     *out = NULL;
     if (r->failed)
         return sticky(r, err);
-    if (r->chunk == NULL || r->pos == r->len)
-        return EMQ_EAGAIN;
-    if (!r->complete) {
-        emq_status st = scan_reply(r, err);
-        if (st != EMQ_OK)
-            return st;
-        r->complete = 1; /* kept if the allocation below fails */
+    for (;;) {
+        if (r->chunk == NULL || r->pos == r->len)
+            return EMQ_EAGAIN;
+        if (!r->complete) {
+            emq_status st = scan_reply(r, err);
+            if (st != EMQ_OK)
+                return st;
+            r->complete = 1; /* kept if the allocation below fails */
+        }
+        if (!r->drop_pushes || r->chunk->data[r->pos] != '>')
+            break;
+        /* A push nobody subscribed to: skipped where it lies, nothing
+         * allocated, counted. */
+        r->pos = r->scan;
+        r->nodes = 0;
+        r->need = 0;
+        r->complete = 0;
+        r->pushes_dropped++;
     }
     /* One allocation for every node of the reply. */
     if (r->nodes > (SIZE_MAX - sizeof(resp_block)) / sizeof(struct emq_reply))
@@ -641,4 +654,10 @@ emq_status emq_resp_next(emq_resp_reader *r, emq_reply **out, emq_error *err) {
     r->complete = 0;
     *out = &block->nodes[0];
     return EMQ_OK;
+}
+
+void emq_resp_drop_pushes(emq_resp_reader *r) { r->drop_pushes = 1; }
+
+uint64_t emq_resp_pushes_dropped(const emq_resp_reader *r) {
+    return r->pushes_dropped;
 }

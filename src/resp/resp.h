@@ -74,6 +74,12 @@ void emq_resp_commit(emq_resp_reader *r, size_t n);
  *               repeated once memory is available.
  * *out is NULL whenever the status is not EMQ_OK. */
 emq_status emq_resp_next(emq_resp_reader *r, emq_reply **out, emq_error *err);
+/* From now on emq_resp_next skips RESP3 push messages (a top-level '>')
+ * without building them, counting them (a connection subscribed to
+ * nothing: a storm of them costs no memory). */
+void emq_resp_drop_pushes(emq_resp_reader *r);
+/* Push messages skipped so far. */
+uint64_t emq_resp_pushes_dropped(const emq_resp_reader *r);
 /* Bytes received and not yet returned as replies. */
 size_t emq_resp_buffered(const emq_resp_reader *r);
 /* Non-zero once the reader has failed; every later call returns it. */

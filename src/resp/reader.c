@@ -611,7 +611,9 @@ static const char *build_value(const char *p, const char *end,
     }
 }
 
-emq_status emq_resp_next(emq_resp_reader *r, emq_reply **out, emq_error *err) {
+/* emq_resp_next without the dropping of pushes behind attributes. */
+static emq_status next_reply(emq_resp_reader *r, emq_reply **out,
+                             emq_error *err) {
     *out = NULL;
     if (r->failed)
         return sticky(r, err);
@@ -654,6 +656,19 @@ emq_status emq_resp_next(emq_resp_reader *r, emq_reply **out, emq_error *err) {
     r->complete = 0;
     *out = &block->nodes[0];
     return EMQ_OK;
+}
+
+emq_status emq_resp_next(emq_resp_reader *r, emq_reply **out, emq_error *err) {
+    for (;;) {
+        emq_status st = next_reply(r, out, err);
+        if (st != EMQ_OK || !r->drop_pushes || (*out)->type != EMQ_REPLY_PUSH)
+            return st;
+        /* A push behind attributes (its first byte is '|'): built, then
+         * dropped all the same. */
+        emq_reply_free(*out);
+        *out = NULL;
+        r->pushes_dropped++;
+    }
 }
 
 void emq_resp_drop_pushes(emq_resp_reader *r) { r->drop_pushes = 1; }

@@ -1,7 +1,9 @@
 /* fuzz_resp.c: libFuzzer target for the RESP reader.
  *
  * The first input byte picks how the rest is split into feeds (so every
- * resume point gets exercised) and whether tight limits apply; the rest is
+ * resume point gets exercised), whether tight limits apply (max_reply
+ * among them: 256 bytes) and whether push messages are dropped (as a
+ * connection's reader does; then none may come out); the rest is
  * fed to a reader and every reply is walked through the public accessors
  * and freed. Replies are kept until the end so views must survive chunk
  * moves. Any crash, sanitizer report or leak is a finding.
@@ -45,11 +47,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         limits.max_depth = 3;
         limits.max_elements = 8;
         limits.max_line = 32;
+        limits.max_reply = 256;
     }
+    int drop = (mode & 0x40) != 0;
     size_t stride = (mode & 0x7f) + 1; /* 1..128 bytes per feed */
     emq_resp_reader *r = emq_resp_reader_new(&limits);
     if (r == NULL)
         return 0;
+    if (drop)
+        emq_resp_drop_pushes(r);
     emq_reply *kept[MAX_KEPT];
     size_t nkept = 0;
     volatile size_t sink = 0;
@@ -60,6 +66,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             break;
         emq_reply *reply;
         while ((st = emq_resp_next(r, &reply, NULL)) == EMQ_OK) {
+            if (drop && emq_reply_kind(reply) == EMQ_REPLY_PUSH)
+                __builtin_trap(); /* a dropped push came out */
             sink += walk(reply);
             if (nkept < MAX_KEPT)
                 kept[nkept++] = reply;

@@ -701,3 +701,29 @@ TEST(resp_encode_errors_leave_buffer_unchanged) {
     ASSERT_EQ_SIZE(b.len, len);
     emq_buf_free(&b);
 }
+
+/* A reader told to drop pushes skips them where they lie, also a push
+ * behind attributes, and counts them; the replies around them come out
+ * in order (issue 13; the second case was a fuzz_resp finding). */
+TEST(resp_dropped_pushes_never_come_out) {
+    emq_resp_reader *r = emq_resp_reader_new(NULL);
+    ASSERT(r != NULL);
+    emq_resp_drop_pushes(r);
+    static const char in[] = ">2\r\n+a\r\n+b\r\n+one\r\n"
+                             "|1\r\n+k\r\n+v\r\n>1\r\n:7\r\n"
+                             ">1\r\n:8\r\n+two\r\n";
+    emq_error err;
+    ASSERT_OK(emq_resp_feed(r, in, sizeof in - 1, &err), &err);
+    emq_reply *rep = NULL;
+    ASSERT_OK(emq_resp_next(r, &rep, &err), &err);
+    ASSERT_EQ_INT(emq_reply_kind(rep), EMQ_REPLY_STATUS);
+    emq_reply_free(rep);
+    ASSERT_OK(emq_resp_next(r, &rep, &err), &err);
+    ASSERT_EQ_INT(emq_reply_kind(rep), EMQ_REPLY_STATUS);
+    size_t len;
+    ASSERT_EQ_MEM(emq_reply_str(rep, &len), len, "two", 3);
+    emq_reply_free(rep);
+    ASSERT_EQ_INT(emq_resp_next(r, &rep, &err), EMQ_EAGAIN);
+    ASSERT_EQ_INT((long long)emq_resp_pushes_dropped(r), 3);
+    emq_resp_reader_free(r);
+}

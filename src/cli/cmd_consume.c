@@ -437,7 +437,7 @@ static void print_batch(consume_ctx *x, emq_entry **entries, size_t n) {
 /* How many entries the main thread may poll now: in pipe mode a read's
  * worth; with commands, as many as idle workers take, so that nothing
  * waits long in the work queue; never beyond --limit. */
-static size_t want_now(consume_ctx *x, size_t count, size_t workers) {
+static size_t want_now(consume_ctx *x, size_t count) {
     size_t want = count;
     if (x->exec != NULL) {
         pthread_mutex_lock(&x->mu);
@@ -456,7 +456,6 @@ static size_t want_now(consume_ctx *x, size_t count, size_t workers) {
                                 : 0;
         pthread_mutex_unlock(&x->mu);
         want = free_slots;
-        (void)workers;
     }
     long long left = x->limit > 0 ? x->limit - atomic_load(&x->handled) : 0;
     if (x->limit > 0 && (long long)want > left)
@@ -465,8 +464,7 @@ static size_t want_now(consume_ctx *x, size_t count, size_t workers) {
 }
 
 /* The main thread's loop: poll, then print or hand to the workers. */
-static emq_status dispatch(consume_ctx *x, size_t count, size_t workers,
-                           emq_error *err) {
+static emq_status dispatch(consume_ctx *x, size_t count, emq_error *err) {
     emq_entry **got = calloc(count, sizeof *got);
     if (got == NULL)
         return local_error(err, EMQ_ENOMEM, "out of memory");
@@ -478,7 +476,7 @@ static emq_status dispatch(consume_ctx *x, size_t count, size_t workers,
             stop_all(x);
             break;
         }
-        size_t want = want_now(x, count, workers);
+        size_t want = want_now(x, count);
         if (want == 0)
             continue; /* every worker busy: want_now waited a while */
         size_t n = 0;
@@ -726,8 +724,7 @@ int cmd_consume(int argc, char **argv) {
         st = local_error(&err, EMQ_ENOMEM,
                          "could not start the command threads");
     } else {
-        st = dispatch(&x, (size_t)(exec ? conc * exec_batch : count),
-                      workers, &err);
+        st = dispatch(&x, (size_t)(exec ? conc * exec_batch : count), &err);
     }
     /* The commands running (and queued) finish and are settled; entries
      * read ahead go back to the server uncounted (emq_consumer_close). */

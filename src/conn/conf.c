@@ -141,8 +141,9 @@ static const prop props[] = {
      "Connect attempts made by one emq_conn_reconnect call.",
      P_INT, F(max_attempts), 1, 1000000, NULL, NULL, NULL},
     {"pipeline.max", "65536",
-     "Most appended commands whose replies are not read yet.",
-     P_INT, F(pipeline_max), 1, (int64_t)1 << 24, NULL, NULL, NULL},
+     "Most appended commands whose replies are not read yet (at least 16: "
+     "a consumer's round of settlements needs a few besides its retries).",
+     P_INT, F(pipeline_max), 16, (int64_t)1 << 24, NULL, NULL, NULL},
     {"output.max_bytes", "268435456",
      "Cap on the buffer of encoded commands not yet sent, in bytes.",
      P_INT, F(output_max_bytes), 1024, (int64_t)1 << 40, NULL, NULL, NULL},

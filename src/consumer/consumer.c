@@ -329,7 +329,8 @@ static emq_status read_new(emq_consumer_t *c, size_t room, emq_error *err) {
      * (the upkeep thread sends whatever waits longer than
      * EMQ_SETTLE_DELAY_MS); never past the lease's deadline. */
     size_t nops = emq_lease_valid(c) ? emq_inflight_take(&c->table, c->rx_ops,
-                                                         EMQ_SETTLE_MAX_IDS, 1)
+                                                         emq_settle_ops_max(c),
+                                                         1)
                                      : 0;
     settle_round round = {.c = c};
     emq_status st =

@@ -43,11 +43,13 @@
 /* Most XAUTOCLAIM calls one claim beat makes. A beat goes on only while
  * its calls claim something, so with nothing idle it costs one call. */
 #define EMQ_CLAIM_CALLS_PER_BEAT 10
-/* Most commands one pipeline of settlements or refreshes holds, and most
- * IDs one XACK or refresh names: every exchange is bounded whatever the
- * batch size. */
-#define EMQ_SETTLE_MAX_COMMANDS 1000
+/* Most settlements one round takes, and most IDs one XACK or refresh
+ * names: every exchange is bounded whatever the batch size. */
 #define EMQ_SETTLE_MAX_IDS 1000
+/* Commands a round sends besides one per retry or dead letter: XACK, HDEL,
+ * ZREM, the release script, the refresh, the renewal and the read. The
+ * floor of pipeline.max (conf.c) leaves room for them. */
+#define EMQ_ROUND_FIXED_COMMANDS 7
 /* A settlement waits at most this long for company before it is sent. */
 #define EMQ_SETTLE_DELAY_MS 10
 /* Smallest claim.min_idle_ms: ownership is refreshed every quarter of it. */
@@ -491,7 +493,10 @@ void emq_lease_release(emq_consumer_t *c, emq_xchg *x);
 
 /* ---- settle.c ----------------------------------------------------------- */
 
-/* Appends the commands of ops[0..n) to x (bounded by the caller). */
+/* Most settlements one round may take: EMQ_SETTLE_MAX_IDS, or fewer when
+ * pipeline.max would not hold a command per retry and dead letter. */
+size_t emq_settle_ops_max(const emq_consumer_t *c);
+/* Appends the commands of ops[0..n) to x (n <= emq_settle_ops_max). */
 emq_status emq_settle_append(emq_consumer_t *c, emq_xchg *x,
                              const settle_op *ops, size_t n, emq_error *err);
 /* The replies of one pipeline of settlements. */

@@ -223,6 +223,11 @@ static emq_status append_release(emq_consumer_t *c, emq_xchg *x,
     return st;
 }
 
+size_t emq_settle_ops_max(const emq_consumer_t *c) {
+    int64_t room = c->conf->pipeline_max - EMQ_ROUND_FIXED_COMMANDS;
+    return room >= EMQ_SETTLE_MAX_IDS ? EMQ_SETTLE_MAX_IDS : (size_t)room;
+}
+
 emq_status emq_settle_append(emq_consumer_t *c, emq_xchg *x,
                              const settle_op *ops, size_t n, emq_error *err) {
     const emq_id **acks = emq_alloc((n ? n : 1) * sizeof *acks);

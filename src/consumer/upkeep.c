@@ -171,7 +171,7 @@ static emq_status one_round(emq_consumer_t *c, int settle, settle_op *ops,
                                  : now + u->refresh_every_ms / 2;
     }
     if (st == EMQ_OK && settle) {
-        nops = emq_inflight_take(&c->table, ops, EMQ_SETTLE_MAX_IDS, 0);
+        nops = emq_inflight_take(&c->table, ops, emq_settle_ops_max(c), 0);
         st = emq_settle_append(c, &u->x, ops, nops, err);
     }
     if (st == EMQ_OK && now >= u->next_renew_ms) {

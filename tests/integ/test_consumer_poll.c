@@ -673,3 +673,159 @@ TEST_TIMEOUT(poll_event_fd_over_tls_misses_nothing, 60) {
     emq_conf_destroy(pconf);
     emq_srv_stop(s);
 }
+
+/* A polling process SIGSTOPped with entries out, for longer than its
+ * lease: the name's next process gets every entry the stopped one had not
+ * settled, and the stopped one, resumed, hands out nothing more (its
+ * ready entries are never handed out past the lease) and its poll ends
+ * with the lost lease. Workers hold each entry 150 ms, longer than
+ * claim.interval_ms, so entries are out when the stop comes. */
+TEST_TIMEOUT(poll_holder_paused_past_its_lease_is_fenced, 60) {
+    emq_srv *s = emq_srv_start(NULL);
+    emq_conn_t *adm = admin_connect(s);
+    CMD_NOERR(adm, "XGROUP", "CREATE", PQ, "g", "$", "MKSTREAM");
+    produce_n(s, "jobs", "p", 60);
+    char path[512];
+    snprintf(path, sizeof path, "%s/handed.txt", emq_srv_dir(s));
+    pid_t pid = fork();
+    ASSERT(pid >= 0);
+    if (pid == 0) {
+        emq_conf_t *conf = poll_conf(emq_srv_url(s), "20");
+        conf_set(conf, "lease.ttl_ms", "1400");
+        emq_consumer_t *c = poll_consumer(conf);
+        emq_entry *got[4];
+        char line[240];
+        for (;;) {
+            size_t n = 0;
+            emq_error err;
+            emq_status st = emq_consumer_poll(c, got, 4, 100, &n, &err);
+            if (st != EMQ_OK) {
+                snprintf(line, sizeof line, "end %s %.200s",
+                         emq_status_name(st), err.message);
+                append_line(path, line);
+                _exit(0);
+            }
+            for (size_t i = 0; i < n; i++) { /* handed out: say so now */
+                char v[40];
+                value_of(got[i], v, sizeof v);
+                snprintf(line, sizeof line, "got %s", v);
+                append_line(path, line);
+            }
+            for (size_t i = 0; i < n; i++) {
+                usleep(150 * 1000);
+                emq_consumer_ack(c, got[i], &err);
+                emq_entry_free(got[i]);
+            }
+        }
+    }
+    WAIT_UNTIL(count_lines(path, NULL, NULL) >= 5, 10000,
+               "the child to take five entries");
+    ASSERT(kill(pid, SIGSTOP) == 0);
+    usleep(200 * 1000); /* an ack queued before the stop may still land */
+    int at_stop = count_lines(path, NULL, NULL);
+    usleep(1800 * 1000); /* longer than lease.ttl_ms 1400 */
+    emq_conf_t *conf = poll_conf(emq_srv_url(s), "100");
+    emq_consumer_t *c = poll_consumer(conf);
+    static work_pool pool;
+    wp_start(&pool, c, 4, 0);
+    WAIT_UNTIL(recorded(&pool.r) >= 1, 5000, "the new holder to start");
+    ASSERT(kill(pid, SIGCONT) == 0);
+    WAIT_UNTIL(pending_total(adm, PQ, "g") == 0 && group_done(adm, PQ, "g"),
+               20000, "every entry handled by the new holder");
+    int status = wait_child(pid, 8000);
+    ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    wp_stop(&pool);
+    emq_error err;
+    ASSERT_OK(emq_consumer_close(c, 2000, &err), &err);
+    static char log[16384];
+    int fd = open(path, O_RDONLY);
+    ssize_t len = fd >= 0 ? read(fd, log, sizeof log - 1) : 0;
+    if (fd >= 0)
+        close(fd);
+    log[len > 0 ? len : 0] = '\0';
+    int lines = count_lines(path, NULL, NULL);
+    printf("    stopped with %d taken; %zu handled by the new holder; "
+           "child's last line: %s",
+           at_stop, recorded(&pool.r), strstr(log, "end ") ? strstr(log, "end ") : "(none)\n");
+    /* After the resume: only the end line, no entry handed out. */
+    if (lines != at_stop + 1)
+        FAIL("the stopped holder wrote %d lines after SIGCONT (want only "
+             "its end): %s",
+             lines - at_stop, log);
+    ASSERT_CONTAINS(log, "lost its lease");
+    ASSERT_EQ_INT(atomic_load(&pool.settle_errors), 0);
+    /* Every entry the child did not take was handled by the new holder,
+     * and so was every one it took and had not acknowledged before the
+     * stop (at most the one in its worker's hands, and what it had read
+     * ahead, which the new holder's self-recovery finds). */
+    for (int i = 0; i < 60; i++) {
+        char v[16], got_line[24];
+        snprintf(v, sizeof v, "p%d", i);
+        snprintf(got_line, sizeof got_line, "got %s\n", v);
+        if (!strstr(log, got_line) && times_seen(&pool.r, v) == 0)
+            FAIL("%s was neither taken by the stopped holder nor handled by "
+                 "the new one",
+                 v);
+    }
+    emq_consumer_destroy(c);
+    emq_conf_destroy(conf);
+    emq_conn_destroy(adm);
+    emq_srv_stop(s);
+}
+
+/* One poll hands out 300 entries, more than pipeline.max 16 commands;
+ * 100 of them are retried at once (each retry is an XACK with its delete
+ * of the retry record and a re-add), the other 200 acknowledged, all
+ * before the upkeep's next flush; the 100 come back at deliveries 2 and
+ * are acknowledged: every settlement lands, none is cut off at the
+ * pipeline's bound. */
+TEST_TIMEOUT(poll_settlements_beyond_pipeline_max_all_land, 40) {
+    emq_srv *s = emq_srv_start(NULL);
+    emq_conn_t *adm = admin_connect(s);
+    CMD_NOERR(adm, "XGROUP", "CREATE", PQ, "g", "$", "MKSTREAM");
+    produce_n(s, "jobs", "b", 300);
+    emq_conf_t *conf = poll_conf(emq_srv_url(s), "1000");
+    conf_set(conf, "pipeline.max", "16");
+    conf_set(conf, "count", "300");
+    emq_consumer_t *c = poll_consumer(conf);
+    static emq_entry *got[300];
+    ASSERT_EQ_INT((long long)poll_until(c, got, 300, 10000), 300);
+    emq_error err;
+    for (int i = 0; i < 300; i++) {
+        if (i < 100)
+            ASSERT_OK(emq_consumer_retry(c, got[i], 0, "later", &err), &err);
+        else
+            ASSERT_OK(emq_consumer_ack(c, got[i], &err), &err);
+    }
+    static emq_entry *again[100];
+    ASSERT_EQ_INT((long long)poll_until(c, again, 100, 10000), 100);
+    for (int i = 0; i < 100; i++) {
+        ASSERT_EQ_INT((long long)again[i]->deliveries, 2);
+        int found = 0;
+        for (int j = 0; j < 100 && !found; j++)
+            found = strcmp(again[i]->id, got[j]->id) == 0;
+        if (!found)
+            FAIL("%s came back but was not one of the retried",
+                 again[i]->id);
+        ASSERT_OK(emq_consumer_ack(c, again[i], &err), &err);
+    }
+    WAIT_UNTIL(pending_total(adm, PQ, "g") == 0 && group_done(adm, PQ, "g"),
+               10000, "all 400 settlements landed");
+    emq_entry *none[1];
+    size_t k = 9;
+    ASSERT_OK(emq_consumer_poll(c, none, 1, 300, &k, &err), &err);
+    ASSERT_EQ_INT((long long)k, 0);
+    for (int i = 0; i < 300; i++)
+        emq_entry_free(got[i]);
+    for (int i = 0; i < 100; i++)
+        emq_entry_free(again[i]);
+    emq_consumer_stats st;
+    emq_consumer_stats_get(c, &st);
+    ASSERT_EQ_INT((long long)st.acked, 300);
+    ASSERT_EQ_INT((long long)st.retried, 100);
+    ASSERT_OK(emq_consumer_close(c, 2000, &err), &err);
+    emq_consumer_destroy(c);
+    emq_conf_destroy(conf);
+    emq_conn_destroy(adm);
+    emq_srv_stop(s);
+}

@@ -106,6 +106,10 @@ TEST(conf_numbers_are_strict_and_range_checked) {
                   EMQ_EINVAL, &err);
     ASSERT_CONTAINS(err.message, "pipeline.max");
     ASSERT_EQ_INT(c->pipeline_max, 65536);
+    /* The floor leaves a consumer's round room for its fixed commands. */
+    ASSERT_STATUS(emq_conf_set(c, "pipeline.max", "15", &err), EMQ_EINVAL,
+                  &err);
+    ASSERT_CONTAINS(err.message, "out of range 16-");
 
     ASSERT_OK(emq_conf_set(c, "command_timeout_ms", "0", &err), &err);
     ASSERT_EQ_INT(c->command_timeout_ms, 0);

@@ -62,8 +62,11 @@ typedef enum emq_status {
     EMQ_ECLOSED = -10,  /* the handle is broken or closed; reconnect */
     EMQ_ERESOLVE = -11, /* host name could not be resolved */
     EMQ_EAGAIN = -12,   /* no complete result yet (incremental APIs) */
-    EMQ_ELOST = -13     /* an entry handed out was taken over by another
+    EMQ_ELOST = -13,    /* an entry handed out was taken over by another
                            consumer (its ownership could not be kept) */
+    EMQ_ENOTDURABLE = -14 /* written (the ID is set), but not confirmed on
+                             producer.wait_replicas replicas or the AOF in
+                             producer.wait_timeout_ms */
 } emq_status;
 
 #define EMQ_ERROR_MESSAGE_MAX 256
@@ -234,7 +237,9 @@ typedef enum emq_capability {
     /* CLUSTER SHARDS (Redis 7.0+, Valkey); else CLUSTER SLOTS. */
     EMQ_CAP_CLUSTER_SHARDS = 1u << 2,
     /* XINFO CONSUMERS reports inactive (Redis 7.2+, Valkey). */
-    EMQ_CAP_CONSUMER_INACTIVE = 1u << 3
+    EMQ_CAP_CONSUMER_INACTIVE = 1u << 3,
+    /* WAITAOF (Redis 7.2+, Valkey): producer.wait_aof. */
+    EMQ_CAP_WAITAOF = 1u << 4
 } emq_capability;
 
 /* The server as the connection learned it. name is "redis" or "valkey"
@@ -319,7 +324,21 @@ EMQ_EXPORT emq_status emq_conf_stream_key(const emq_conf_t *conf, char *buf,
  * trim.minid, trim.approx, trim.limit) and producer.nomkstream, so adding
  * and trimming are one atomic command. Plain trimming deletes entries no
  * matter whether a group processed them: see docs/PRODUCER.md and
- * emq_admin_trim_acked for retention that keeps unprocessed work. */
+ * emq_admin_trim_acked for retention that keeps unprocessed work.
+ *
+ * Threads: one producer may be used by any number of threads at once
+ * (docs/PRODUCER.md). Calls share one connection per queue: entries of
+ * threads that call together travel in one pipelined round trip, taken by
+ * whichever caller finds the connection free (the others wait for their
+ * results, not for a lock held over a round trip each). A producer has
+ * one background thread per queue: it connects and reconnects (with the
+ * reconnect backoff), and sends and reports asynchronous entries.
+ *
+ * Time: producer.timeout_ms bounds every call (waiting for the
+ * connection, sending, the reply, WAIT). While the producer knows it is
+ * disconnected (its last connect attempt failed), calls fail at once with
+ * the connection's status (EMQ_EIO, EMQ_ECLOSED, ...; retriable) instead
+ * of each waiting out a connect; the thread keeps trying. */
 typedef struct emq_producer emq_producer_t;
 
 /* One entry of a batch. */
@@ -330,23 +349,34 @@ typedef struct emq_message {
                                 an automatic one */
 } emq_message;
 
-/* Validates conf and connects (conf borrowed: copied). On success *out is
- * caller-owned; free with emq_producer_destroy. EMQ_EINVAL, before any
- * connection is made, names a missing or bad queue or a trimming policy
- * the server would refuse (trim.maxlen with trim.minid, a malformed
- * trim.minid, trim.limit without trim.approx 1, trim.approx or trim.limit
- * without a bound). */
+/* Validates conf (conf borrowed: copied) and starts the producer. With
+ * producer.connect lazy (the default) it returns at once and connects in
+ * the background, so a server that is down is not an error here; with
+ * eager it connects first and fails as a connection would. On success
+ * *out is caller-owned; free with emq_producer_destroy. EMQ_EINVAL,
+ * before any connection is made, names a missing or bad queue or a
+ * trimming policy the server would refuse (trim.maxlen with trim.minid, a
+ * malformed trim.minid, trim.limit without trim.approx 1, trim.approx or
+ * trim.limit without a bound). producer.wait_aof on a server without
+ * WAITAOF is EMQ_EINVAL at connect (eager: here; lazy: every call). */
 EMQ_EXPORT emq_status emq_producer_new(const emq_conf_t *conf,
                                        emq_producer_t **out, emq_error *err);
-/* Closes and frees; NULL is a no-op. */
+/* Closes and frees; NULL is a no-op. Not while another thread uses p.
+ * Asynchronous entries not sent yet are reported EMQ_ECLOSED ("the
+ * producer was destroyed before it was sent"): call emq_producer_flush
+ * first to send them. Every callback still owed runs before it returns
+ * (in poll mode, on the calling thread). */
 EMQ_EXPORT void emq_producer_destroy(emq_producer_t *p);
 /* Adds one entry with an automatic ID; its ID goes to *id (may be NULL;
- * "" on failure). A server error reply (OOM, WRONGTYPE, too large) is
- * EMQ_ESERVER with the reply text; with producer.nomkstream set, a missing
- * stream is EMQ_ESERVER "stream '<key>' does not exist and
+ * "" on failure). Any thread. A server error reply (OOM, WRONGTYPE, too
+ * large) is EMQ_ESERVER with the reply text; with producer.nomkstream set,
+ * a missing stream is EMQ_ESERVER "stream '<key>' does not exist and
  * producer.nomkstream is set" and nothing is created. A transport failure
- * returns its status (retriable as the connection says) and the entry may
- * or may not have been added; the next call reconnects first. */
+ * returns its status (retriable) and the entry may or may not have been
+ * added; so does EMQ_ETIMEDOUT once the entry was sent. EMQ_ETIMEDOUT
+ * before it was sent says so (not added). With producer.wait_replicas or
+ * wait_aof, EMQ_ENOTDURABLE: added (*id is set) but not confirmed on the
+ * replicas or the AOF in producer.wait_timeout_ms. */
 EMQ_EXPORT emq_status emq_produce(emq_producer_t *p, const emq_field *fields,
                                   size_t nfields, emq_id *id,
                                   emq_error *err);
@@ -363,7 +393,14 @@ EMQ_EXPORT emq_status emq_produce(emq_producer_t *p, const emq_field *fields,
  * - A transport failure stops the batch: its status is returned, and err
  *   says how many entries were confirmed and from which index on the
  *   outcome is unknown (those may or may not have been added; their ids
- *   are ""). The next call reconnects first. */
+ *   are ""); the producer reconnects in the background.
+ * - producer.timeout_ms bounds the call: the batch waits for its turn on
+ *   the connection, then stops between windows once it is past, with
+ *   EMQ_ETIMEDOUT saying how many were added and that the rest was not
+ *   sent.
+ * - With producer.wait_replicas or wait_aof, each window ends with a WAIT;
+ *   a window not confirmed in time makes the call EMQ_ENOTDURABLE (its
+ *   entries are added and their ids set). */
 EMQ_EXPORT emq_status emq_produce_batch(emq_producer_t *p,
                                         const emq_message *msgs, size_t n,
                                         emq_id *ids, size_t *written,
@@ -410,6 +447,69 @@ EMQ_EXPORT emq_status emq_produce_batch_keyed(emq_producer_t *p,
                                               size_t n, emq_id *ids,
                                               size_t *written,
                                               emq_error *err);
+
+/* ---- asynchronous producing ---------------------------------------------- */
+
+/* The outcome of one asynchronous entry, passed to its callback. Valid
+ * during the callback only. */
+typedef struct emq_delivery {
+    emq_status status;      /* EMQ_OK: added; EMQ_ENOTDURABLE: added, not
+                               confirmed durable; otherwise not added, or
+                               unknown (outcome_unknown) */
+    const char *id;         /* the entry's ID when added; "" otherwise */
+    const emq_error *error; /* why, when status is not EMQ_OK; else NULL */
+    int outcome_unknown;    /* 1: a transport failure (or the timeout)
+                               struck after it was sent: it may or may not
+                               have been added */
+    unsigned attempts;      /* times it was sent: > 1 only with
+                               producer.retries, after an unknown outcome,
+                               and then it may have been added twice */
+    const char *stream;     /* the stream it was for */
+} emq_delivery;
+
+/* Called exactly once per asynchronous entry with its outcome: on a thread
+ * of the producer (producer.delivery thread, the default; callbacks of
+ * one queue run one at a time, in the order the outcomes were learned) or
+ * inside emq_producer_poll / emq_producer_flush (producer.delivery poll).
+ * It may call emq_produce_async (not emq_producer_flush or destroy). */
+typedef void (*emq_delivery_fn)(void *opaque, const emq_delivery *d);
+
+/* Queues one entry (fields copied; nothing of the caller's is kept) and
+ * returns at once; the producer sends queued entries pipelined, after
+ * waiting up to producer.linger_ms for company, and calls cb(opaque, d)
+ * once with its outcome. Any thread. EMQ_ELIMIT (nothing queued, cb never
+ * called) when producer.queue.max_messages entries or
+ * producer.queue.max_bytes field bytes are outstanding (queued, in flight
+ * or awaiting their callback); EMQ_EINVAL for an entry without fields or
+ * a NULL cb. An entry not sent within producer.timeout_ms (the server
+ * down the whole time) is reported EMQ_ETIMEDOUT, not added. A transport
+ * failure after it was sent is reported with outcome_unknown, or sent
+ * again up to producer.retries times (then attempts > 1 says so). */
+EMQ_EXPORT emq_status emq_produce_async(emq_producer_t *p,
+                                        const emq_field *fields,
+                                        size_t nfields, emq_delivery_fn cb,
+                                        void *opaque, emq_error *err);
+/* emq_produce_async with a message key (see emq_produce_keyed). */
+EMQ_EXPORT emq_status emq_produce_async_keyed(emq_producer_t *p,
+                                              const char *key,
+                                              size_t key_len,
+                                              const emq_field *fields,
+                                              size_t nfields,
+                                              emq_delivery_fn cb,
+                                              void *opaque, emq_error *err);
+/* Runs the delivery callbacks that are due (producer.delivery poll),
+ * waiting up to timeout_ms for the first (0: never waits; < 0: until
+ * one). Returns how many ran. With producer.delivery thread it runs none
+ * and returns 0 at once. Any thread; callbacks run on it. */
+EMQ_EXPORT size_t emq_producer_poll(emq_producer_t *p, int64_t timeout_ms);
+/* Sends every queued entry without lingering and waits, up to timeout_ms
+ * (< 0: no bound), until every asynchronous entry has been called back
+ * (in poll mode it runs the callbacks itself). EMQ_ETIMEDOUT, saying how
+ * many are still outstanding, when time ran out. Any thread. */
+EMQ_EXPORT emq_status emq_producer_flush(emq_producer_t *p,
+                                         int64_t timeout_ms, emq_error *err);
+/* Asynchronous entries not yet called back. Any thread. */
+EMQ_EXPORT size_t emq_producer_outstanding(emq_producer_t *p);
 
 /* ---- showing URLs ---------------------------------------------------------- */
 

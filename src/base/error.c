@@ -27,6 +27,8 @@ static const struct {
     {EMQ_ERESOLVE, "EMQ_ERESOLVE", "host name could not be resolved"},
     {EMQ_EAGAIN, "EMQ_EAGAIN", "no complete result yet"},
     {EMQ_ELOST, "EMQ_ELOST", "the entry was taken over by another consumer"},
+    {EMQ_ENOTDURABLE, "EMQ_ENOTDURABLE",
+     "written, but not confirmed durable in time"},
 };
 
 const char *emq_strerror(emq_status status) {

@@ -57,6 +57,12 @@ struct prop {
 
 static const char *const group_lost_words[] = {"recreate", "fatal", NULL};
 static const int64_t group_lost_values[] = {0, 1};
+static const char *const connect_words[] = {"lazy", "eager", NULL};
+static const int64_t connect_values[] = {0, 1};
+static const char *const delivery_words[] = {"thread", "poll", NULL};
+static const int64_t delivery_values[] = {0, 1};
+static const char *const cwait_words[] = {"fail", "wait", NULL};
+static const int64_t cwait_values[] = {0, 1};
 static const char *const log_words[] = {"error", "warning", "info", "debug",
                                         NULL};
 static const int64_t log_values[] = {EMQ_LOG_ERROR, EMQ_LOG_WARNING,
@@ -260,6 +266,63 @@ static const prop props[] = {
      "an entry for a missing stream fails (EMQ_ESERVER) and nothing is "
      "created. 0: the first XADD creates the stream.",
      P_INT, F(producer_nomkstream), 0, 1, NULL, NULL, NULL},
+    {"producer.timeout_ms", "10000",
+     "Bound of a whole produce call (waiting for the connection, sending, "
+     "the reply and any WAIT), and of an asynchronous entry's wait for its "
+     "outcome; past it the call fails with EMQ_ETIMEDOUT.",
+     P_INT, F(producer_timeout_ms), 1, (int64_t)1 << 40, NULL, NULL, NULL},
+    {"producer.connect", "lazy",
+     "lazy: emq_producer_new returns at once and connects in the "
+     "background (a server that is down is not an error until a call "
+     "needs it); eager: emq_producer_new connects and fails if it cannot.",
+     P_CHOICE, F(producer_connect_eager), 0, 0, NULL, connect_words,
+     connect_values},
+    {"producer.linger_ms", "1",
+     "How long emq_produce_async lets an entry wait for others to share "
+     "its round trip; 0: send at once.",
+     P_INT, F(producer_linger_ms), 0, 60000, NULL, NULL, NULL},
+    {"producer.queue.max_messages", "100000",
+     "Most asynchronous entries not yet reported (queued, in flight, or "
+     "waiting for emq_producer_poll); past it emq_produce_async fails "
+     "with EMQ_ELIMIT.",
+     P_INT, F(producer_queue_max_messages), 1, (int64_t)1 << 30, NULL, NULL,
+     NULL},
+    {"producer.queue.max_bytes", "67108864",
+     "Most field bytes of those entries; past it EMQ_ELIMIT.",
+     P_INT, F(producer_queue_max_bytes), 1024, (int64_t)1 << 40, NULL, NULL,
+     NULL},
+    {"producer.delivery", "thread",
+     "Where asynchronous delivery callbacks run: thread (a thread of the "
+     "producer) or poll (inside emq_producer_poll and emq_producer_flush, "
+     "on the caller's thread).",
+     P_CHOICE, F(producer_delivery_poll), 0, 0, NULL, delivery_words,
+     delivery_values},
+    {"producer.retries", "0",
+     "Times an asynchronous entry whose outcome a transport failure left "
+     "unknown is sent again; its report then says it may be duplicated. "
+     "0: reported as unknown, never re-sent.",
+     P_INT, F(producer_retries), 0, 1000, NULL, NULL, NULL},
+    {"producer.wait_replicas", "0",
+     "Report an entry added only once this many replicas have it (WAIT "
+     "after each round of XADDs); else EMQ_ENOTDURABLE with its ID. 0: do "
+     "not wait.",
+     P_INT, F(producer_wait_replicas), 0, 1000, NULL, NULL, NULL},
+    {"producer.wait_aof", "0",
+     "1: report an entry added only once the master's AOF (and "
+     "producer.wait_replicas replicas' AOF) has it (WAITAOF, Redis 7.2+, "
+     "Valkey; refused on older servers).",
+     P_INT, F(producer_wait_aof), 0, 1, NULL, NULL, NULL},
+    {"producer.wait_timeout_ms", "1000",
+     "How long WAIT or WAITAOF waits for the replicas or the AOF.",
+     P_INT, F(producer_wait_timeout_ms), 1, (int64_t)1 << 31, NULL, NULL,
+     NULL},
+    {"consumer.connect", "fail",
+     "fail: a consumer whose server does not answer at its first connect "
+     "fails at once; wait: it waits for the server with the reconnect "
+     "backoff, like a later reconnect, until it answers or the consumer "
+     "is stopped.",
+     P_CHOICE, F(consumer_connect_wait), 0, 0, NULL, cwait_words,
+     cwait_values},
     {"trim.maxlen", "",
      "Trim the stream on every XADD to this many entries (MAXLEN). Deletes "
      "entries whether or not a group processed them (docs/PRODUCER.md). "

@@ -71,6 +71,18 @@ struct emq_conf {
     int64_t group_lost_fatal;    /* on_group_lost: 0 recreate, 1 fatal */
     int64_t producer_window;     /* XADDs in flight in a batch */
     int64_t producer_nomkstream; /* 1: XADD NOMKSTREAM (never create) */
+    int64_t producer_timeout_ms; /* bound of one produce call, and of an
+                                    async entry's wait for its outcome */
+    int64_t producer_connect_eager; /* 1: emq_producer_new connects */
+    int64_t producer_linger_ms;  /* async: wait for company this long */
+    int64_t producer_queue_max_messages; /* async entries not yet reported */
+    int64_t producer_queue_max_bytes;    /* ... and their field bytes */
+    int64_t producer_delivery_poll; /* 1: callbacks from emq_producer_poll */
+    int64_t producer_retries;    /* async re-sends of an unknown outcome */
+    int64_t producer_wait_replicas; /* WAIT numreplicas after writes; 0 */
+    int64_t producer_wait_aof;   /* 1: WAITAOF 1 <replicas> */
+    int64_t producer_wait_timeout_ms; /* WAIT/WAITAOF timeout */
+    int64_t consumer_connect_wait; /* 1: the first connect waits, too */
     int64_t trim_maxlen;         /* XADD MAXLEN threshold; -1: not set */
     char *trim_minid;            /* XADD MINID threshold; NULL: not set
                                     (an ID, checked by the producer) */

@@ -20,7 +20,8 @@ uint32_t emq_server_caps(const char *name, int major, int minor, int patch) {
     int at_least_72 = major > 7 || (major == 7 && minor >= 2);
     if (strcmp(name, "valkey") == 0) /* forked from Redis 7.2.4 */
         return EMQ_CAP_XAUTOCLAIM_DELETED | EMQ_CAP_STREAM_COUNTERS |
-               EMQ_CAP_CLUSTER_SHARDS | EMQ_CAP_CONSUMER_INACTIVE;
+               EMQ_CAP_CLUSTER_SHARDS | EMQ_CAP_CONSUMER_INACTIVE |
+               EMQ_CAP_WAITAOF;
     if (strcmp(name, "redis") != 0)
         return 0;
     uint32_t caps = 0;
@@ -28,7 +29,7 @@ uint32_t emq_server_caps(const char *name, int major, int minor, int patch) {
         caps |= EMQ_CAP_XAUTOCLAIM_DELETED | EMQ_CAP_STREAM_COUNTERS |
                 EMQ_CAP_CLUSTER_SHARDS;
     if (at_least_72)
-        caps |= EMQ_CAP_CONSUMER_INACTIVE;
+        caps |= EMQ_CAP_CONSUMER_INACTIVE | EMQ_CAP_WAITAOF;
     return caps;
 }
 
@@ -42,6 +43,8 @@ const char *emq_capability_name(uint32_t cap) {
         return "cluster_shards";
     case EMQ_CAP_CONSUMER_INACTIVE:
         return "consumer_inactive";
+    case EMQ_CAP_WAITAOF:
+        return "waitaof";
     default:
         return NULL;
     }

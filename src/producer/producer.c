@@ -35,9 +35,6 @@
 #include <stdio.h>
 #include <string.h>
 
-/* Bytes of a stream key shown in a message. */
-#define SHOWN_KEY 96
-
 /* Validates conf's trimming policy and builds p's head words:
  * XADD <stream> [NOMKSTREAM] [MAXLEN|MINID [~] <threshold> [LIMIT <n>]].
  * EMQ_EINVAL names the property at fault; nothing touches the network. */
@@ -144,8 +141,9 @@ emq_status emq_producer_new(const emq_conf_t *conf, emq_producer_t **out,
         p->parts = emq_calloc(p->nparts, sizeof *p->parts);
         if (p->parts == NULL)
             st = emq_error_set(err, EMQ_ENOMEM, 0, "out of memory");
+        pthread_mutex_init(&p->parts_mu, NULL);
     } else if (st == EMQ_OK) {
-        st = emq_route_new(p->conf, p->keys.stream, &p->route, err);
+        st = emq_sender_start(p, err);
     }
     if (st != EMQ_OK) {
         emq_producer_destroy(p);
@@ -160,8 +158,10 @@ void emq_producer_destroy(emq_producer_t *p) {
         return;
     for (size_t i = 0; i < p->nparts; i++)
         emq_producer_destroy(p->parts[i]);
+    if (p->parts)
+        pthread_mutex_destroy(&p->parts_mu);
     emq_free(p->parts);
-    emq_route_destroy(p->route);
+    emq_sender_stop(p);
     emq_keys_free(&p->keys);
     emq_free(p->argv);
     emq_free(p->argvlen);
@@ -169,96 +169,10 @@ void emq_producer_destroy(emq_producer_t *p) {
     emq_free(p);
 }
 
-/* Makes room for argc words in the scratch argv, keeping the head words.
- * EMQ_ENOMEM leaves the old arrays in place. */
-static emq_status grow_argv(emq_producer_t *p, size_t argc, emq_error *err) {
-    size_t cap = p->argv_cap;
-    while (cap < argc)
-        cap *= 2;
-    const char **argv = emq_realloc(p->argv, cap * sizeof *argv);
-    if (argv == NULL)
-        return emq_error_set(err, EMQ_ENOMEM, 0, "out of memory");
-    p->argv = argv;
-    size_t *lens = emq_realloc(p->argvlen, cap * sizeof *lens);
-    if (lens == NULL)
-        return emq_error_set(err, EMQ_ENOMEM, 0, "out of memory");
-    p->argvlen = lens;
-    p->argv_cap = cap;
-    return EMQ_OK;
-}
-
-/* Appends the XADD of one message (already checked by check_batch) to the
- * connection's output buffer, through the scratch argv: no allocation
- * unless the message has more fields than any before. */
-static emq_status append_xadd(emq_producer_t *p, const emq_message *m,
-                              emq_error *err) {
-    size_t argc = p->nhead + 1 + 2 * m->nfields;
-    if (argc > p->argv_cap) {
-        emq_status st = grow_argv(p, argc, err);
-        if (st != EMQ_OK)
-            return st;
-    }
-    const char **argv = p->argv + p->nhead;
-    size_t *lens = p->argvlen + p->nhead;
-    if (m->id) {
-        argv[0] = m->id;
-        lens[0] = strlen(m->id);
-    } else {
-        argv[0] = "*";
-        lens[0] = 1;
-    }
-    const emq_field *f = m->fields;
-    for (size_t i = 0; i < m->nfields; i++) {
-        argv[1 + 2 * i] = f[i].name ? f[i].name : "";
-        lens[1 + 2 * i] = f[i].name_len;
-        argv[2 + 2 * i] = f[i].value ? f[i].value : "";
-        lens[2 + 2 * i] = f[i].value_len;
-    }
-    return emq_route_append(p->route, (int)argc, p->argv, p->argvlen, err);
-}
-
-/* Reads one XADD reply: its ID into *id (may be NULL). Otherwise *id is ""
- * and the result is EMQ_ESERVER with the reason (the reply text; for the
- * nil XADD NOMKSTREAM gives on a missing key, a sentence saying so), or
- * the transport failure of the connection. */
-static emq_status read_xadd(emq_producer_t *p, emq_id *id, emq_error *err) {
-    emq_reply *reply;
-    emq_status st = emq_route_get_reply(p->route, &reply, err);
-    if (st == EMQ_OK) {
-        size_t n;
-        const char *text = emq_reply_str(reply, &n);
-        emq_reply_type kind = emq_reply_kind(reply);
-        if (kind == EMQ_REPLY_STRING && n < EMQ_ID_MAX) {
-            if (id) {
-                memcpy(id->str, text, n);
-                id->str[n] = '\0';
-            }
-            emq_reply_free(reply);
-            return EMQ_OK;
-        }
-        char key[SHOWN_KEY], shown[200];
-        emq_printable(key, sizeof key, p->keys.stream,
-                      strlen(p->keys.stream));
-        if (kind == EMQ_REPLY_NULL && p->conf->producer_nomkstream)
-            st = emq_error_set(err, EMQ_ESERVER, 0,
-                               "stream '%s' does not exist and "
-                               "producer.nomkstream is set",
-                               key);
-        else
-            st = emq_error_set(err, EMQ_ESERVER, 0,
-                               "adding to '%s' failed: %s", key,
-                               emq_reply_text(reply, shown, sizeof shown));
-        emq_reply_free(reply);
-    }
-    if (id)
-        id->str[0] = '\0';
-    return st;
-}
-
-/* Sets ids[from..n) to "" (ids may be NULL). */
-static void clear_ids(emq_id *ids, size_t from, size_t n) {
+/* Sets ids[0..n) to "" (ids may be NULL). */
+static void clear_ids(emq_id *ids, size_t n) {
     if (ids)
-        for (size_t i = from; i < n; i++)
+        for (size_t i = 0; i < n; i++)
             ids[i].str[0] = '\0';
 }
 
@@ -290,111 +204,63 @@ static emq_status check_batch(const emq_producer_t *p,
     return EMQ_OK;
 }
 
-/* The batch engine behind emq_produce and emq_produce_batch; single drops
- * the entry index from messages. */
+/* The entry point of a queue's calls; single drops the entry index from
+ * messages. */
 static emq_status produce(emq_producer_t *p, const emq_message *msgs,
                           size_t n, emq_id *ids, size_t *written, int single,
                           emq_error *err) {
     if (written)
         *written = 0;
     if (p == NULL) {
-        clear_ids(ids, 0, n);
+        clear_ids(ids, n);
         return emq_error_set(err, EMQ_EINVAL, 0, "producer is NULL");
     }
     emq_status st = check_batch(p, msgs, n, single, err);
-    if (st == EMQ_OK && n > 0 && emq_route_is_broken(p->route))
-        st = emq_route_reconnect(p->route, err);
     if (st != EMQ_OK) {
-        clear_ids(ids, 0, n);
+        clear_ids(ids, n);
         return st;
     }
-
-    size_t ok = 0, done = 0;
-    size_t window = (size_t)p->conf->producer_window;
-    emq_status first = EMQ_OK;
-    emq_error first_err;
-    emq_error_clear(&first_err);
-    while (done < n) {
-        size_t end = n - done < window ? n : done + window;
-        size_t appended = done;
-        emq_error app_err;
-        emq_status ast = EMQ_OK;
-        for (; appended < end; appended++) {
-            ast = append_xadd(p, &msgs[appended], &app_err);
-            if (ast != EMQ_OK)
-                break;
-        }
-        for (size_t i = done; i < appended; i++) {
-            emq_error one;
-            emq_status rs = read_xadd(p, ids ? &ids[i] : NULL, &one);
-            if (rs == EMQ_OK) {
-                ok++;
-                continue;
-            }
-            if (rs != EMQ_ESERVER) {
-                /* Transport: the outcome of entry i and later is unknown,
-                 * and the connection is broken (the next call
-                 * reconnects). */
-                clear_ids(ids, i, n);
-                if (written)
-                    *written = ok;
-                if (single)
-                    return emq_error_set(err, rs, one.retriable,
-                                         "the entry may or may not have "
-                                         "been added: %s",
-                                         one.message);
-                return emq_error_set(
-                    err, rs, one.retriable,
-                    "%zu of %zu entries confirmed added; entries from "
-                    "index %zu on may or may not have been added: %s",
-                    ok, n, i, one.message);
-            }
-            if (first == EMQ_OK) {
-                first = rs;
-                first_err = one;
-                if (!single)
-                    emq_error_prefix(&first_err, "entry %zu", i);
-            }
-        }
-        done = appended;
-        if (ast != EMQ_OK) { /* an entry we could not even send */
-            clear_ids(ids, appended, n);
-            if (first == EMQ_OK) {
-                first = ast;
-                first_err = app_err;
-                if (!single)
-                    emq_error_prefix(&first_err,
-                                     "entry %zu was not sent (%zu of %zu "
-                                     "entries added, none from it on)",
-                                     appended, ok, n);
-            }
-            break;
-        }
+    if (single && n == 1) {
+        st = emq_sender_one(p, msgs, ids, err);
+        if (written)
+            *written = st == EMQ_OK || st == EMQ_ENOTDURABLE;
+        return st;
     }
-    if (written)
-        *written = ok;
-    if (first != EMQ_OK) {
-        if (err)
-            *err = first_err;
-        return first;
-    }
-    emq_error_clear(err);
-    return EMQ_OK;
+    return emq_sender_batch(p, msgs, n, ids, written, single, err);
 }
 
 /* ---- topics ------------------------------------------------------------ */
 
-/* Partition i's producer, opened on first use. */
+/* Partition i's producer, opened on first use (by one thread). */
 static emq_status part_open(emq_producer_t *p, size_t i, emq_error *err) {
-    if (p->parts[i] != NULL)
-        return EMQ_OK;
-    emq_conf_t *conf;
-    emq_status st = emq_topic_partition_conf(p->conf, (int)i, &conf, err);
-    if (st == EMQ_OK) {
-        st = emq_producer_new(conf, &p->parts[i], err);
-        emq_conf_destroy(conf);
+    pthread_mutex_lock(&p->parts_mu);
+    emq_status st = EMQ_OK;
+    if (p->parts[i] == NULL) {
+        emq_conf_t *conf;
+        st = emq_topic_partition_conf(p->conf, (int)i, &conf, err);
+        if (st == EMQ_OK) {
+            st = emq_producer_new(conf, &p->parts[i], err);
+            emq_conf_destroy(conf);
+        }
     }
+    pthread_mutex_unlock(&p->parts_mu);
     return st;
+}
+
+/* Partition i's producer when it was opened, else NULL. */
+static emq_producer_t *part_if_open(emq_producer_t *p, size_t i) {
+    pthread_mutex_lock(&p->parts_mu);
+    emq_producer_t *part = p->parts[i];
+    pthread_mutex_unlock(&p->parts_mu);
+    return part;
+}
+
+/* The partition of an entry with key (key_len bytes; NULL: the next in
+ * turn). */
+static size_t partition_of(emq_producer_t *p, const char *key,
+                           size_t key_len) {
+    return key ? emq_topic_key_partition(key, key_len, (unsigned)p->nparts)
+               : (size_t)(atomic_fetch_add(&p->next, 1) % p->nparts);
 }
 
 /* Writes n entries of a topic: msgs (plain) or kmsgs (keyed) give them.
@@ -415,15 +281,13 @@ static emq_status topic_produce(emq_producer_t *p, const emq_message *msgs,
     emq_status st = EMQ_OK;
     if (!sorted || !where || !part || !start || (ids && !sub_ids)) {
         st = emq_error_set(err, EMQ_ENOMEM, 0, "out of memory");
-        clear_ids(ids, 0, n);
+        clear_ids(ids, n);
         goto out;
     }
     for (size_t i = 0; i < n; i++) {
         const emq_keyed_message *k = kmsgs ? &kmsgs[i] : NULL;
-        part[i] = k && k->key
-                      ? emq_topic_key_partition(k->key, k->key_len,
-                                                (unsigned)P)
-                      : (unsigned)(p->next++ % P);
+        part[i] = (unsigned)partition_of(p, k ? k->key : NULL,
+                                         k ? k->key_len : 0);
         start[part[i] + 1]++;
     }
     for (size_t i = 0; i < P; i++)
@@ -432,7 +296,7 @@ static emq_status topic_produce(emq_producer_t *p, const emq_message *msgs,
         size_t *fill = emq_alloc(P * sizeof *fill);
         if (fill == NULL) {
             st = emq_error_set(err, EMQ_ENOMEM, 0, "out of memory");
-            clear_ids(ids, 0, n);
+            clear_ids(ids, n);
             goto out;
         }
         memcpy(fill, start, P * sizeof *fill);
@@ -459,7 +323,7 @@ static emq_status topic_produce(emq_producer_t *p, const emq_message *msgs,
             rs = produce(p->parts[k], sorted + from, cnt,
                          sub_ids ? sub_ids + from : NULL, &w, single, &one);
         else if (sub_ids)
-            clear_ids(sub_ids, from, from + cnt);
+            clear_ids(sub_ids + from, cnt);
         ok += w;
         if (rs != EMQ_OK && first == EMQ_OK) {
             first = rs;
@@ -520,7 +384,7 @@ static emq_status produce_any(emq_producer_t *p, const emq_message *msgs,
             *written = 0;
         emq_status st = topic_check(p, msgs, kmsgs, n, single, err);
         if (st != EMQ_OK) {
-            clear_ids(ids, 0, n);
+            clear_ids(ids, n);
             return st;
         }
         return topic_produce(p, msgs, kmsgs, n, ids, written, single, err);
@@ -530,7 +394,7 @@ static emq_status produce_any(emq_producer_t *p, const emq_message *msgs,
     /* One queue: the keys do not matter. */
     emq_message *plain = emq_alloc((n ? n : 1) * sizeof *plain);
     if (plain == NULL) {
-        clear_ids(ids, 0, n);
+        clear_ids(ids, n);
         return emq_error_set(err, EMQ_ENOMEM, 0, "out of memory");
     }
     for (size_t i = 0; i < n; i++)
@@ -564,4 +428,104 @@ emq_status emq_produce_batch_keyed(emq_producer_t *p,
                                    emq_id *ids, size_t *written,
                                    emq_error *err) {
     return produce_any(p, NULL, msgs, n, ids, written, 0, err);
+}
+
+/* ---- asynchronous ------------------------------------------------------- */
+
+static emq_status async_any(emq_producer_t *p, const char *key,
+                            size_t key_len, const emq_field *fields,
+                            size_t nfields, emq_delivery_fn cb, void *opaque,
+                            emq_error *err) {
+    if (p == NULL)
+        return emq_error_set(err, EMQ_EINVAL, 0, "producer is NULL");
+    if (cb == NULL)
+        return emq_error_set(err, EMQ_EINVAL, 0,
+                             "an asynchronous entry needs a callback");
+    emq_message m = {fields, nfields, NULL};
+    emq_status st = check_batch(p, &m, 1, 1, err);
+    if (st != EMQ_OK)
+        return st;
+    if (p->nparts == 0)
+        return emq_sender_async(p, &m, cb, opaque, err);
+    size_t k = partition_of(p, key, key_len);
+    if ((st = part_open(p, k, err)) != EMQ_OK) {
+        emq_error_prefix(err, "partition %zu (emq:{%s.%zu})", k,
+                         p->conf->queue, k);
+        return st;
+    }
+    return emq_sender_async(p->parts[k], &m, cb, opaque, err);
+}
+
+emq_status emq_produce_async(emq_producer_t *p, const emq_field *fields,
+                             size_t nfields, emq_delivery_fn cb,
+                             void *opaque, emq_error *err) {
+    return async_any(p, NULL, 0, fields, nfields, cb, opaque, err);
+}
+
+emq_status emq_produce_async_keyed(emq_producer_t *p, const char *key,
+                                   size_t key_len, const emq_field *fields,
+                                   size_t nfields, emq_delivery_fn cb,
+                                   void *opaque, emq_error *err) {
+    return async_any(p, key, key_len, fields, nfields, cb, opaque, err);
+}
+
+size_t emq_producer_poll(emq_producer_t *p, int64_t timeout_ms) {
+    if (p == NULL)
+        return 0;
+    if (p->nparts == 0)
+        return emq_sender_poll(p, timeout_ms);
+    /* A topic: every open partition without waiting, then again in short
+     * waits until one ran or the time is up. */
+    int64_t deadline = timeout_ms < 0 ? -1 : emq_now_ms() + timeout_ms;
+    for (;;) {
+        size_t ran = 0;
+        for (size_t i = 0; i < p->nparts; i++) {
+            emq_producer_t *part = part_if_open(p, i);
+            if (part)
+                ran += emq_sender_poll(part, 0);
+        }
+        if (ran > 0 || timeout_ms == 0 ||
+            (deadline >= 0 && emq_now_ms() >= deadline) ||
+            !p->conf->producer_delivery_poll)
+            return ran;
+        emq_sleep_ms(1);
+    }
+}
+
+emq_status emq_producer_flush(emq_producer_t *p, int64_t timeout_ms,
+                              emq_error *err) {
+    if (p == NULL)
+        return emq_error_set(err, EMQ_EINVAL, 0, "producer is NULL");
+    if (p->nparts == 0)
+        return emq_sender_flush(p, timeout_ms, err);
+    int64_t deadline = timeout_ms < 0 ? -1 : emq_now_ms() + timeout_ms;
+    for (size_t i = 0; i < p->nparts; i++) {
+        emq_producer_t *part = part_if_open(p, i);
+        if (part == NULL)
+            continue;
+        int64_t left = deadline < 0 ? -1 : deadline - emq_now_ms();
+        emq_status st =
+            emq_sender_flush(part, left < 0 && deadline >= 0 ? 0 : left, err);
+        if (st != EMQ_OK) {
+            emq_error_prefix(err, "partition %zu (emq:{%s.%zu})", i,
+                             p->conf->queue, i);
+            return st;
+        }
+    }
+    emq_error_clear(err);
+    return EMQ_OK;
+}
+
+size_t emq_producer_outstanding(emq_producer_t *p) {
+    if (p == NULL)
+        return 0;
+    if (p->nparts == 0)
+        return emq_sender_outstanding(p);
+    size_t n = 0;
+    for (size_t i = 0; i < p->nparts; i++) {
+        emq_producer_t *part = part_if_open(p, i);
+        if (part)
+            n += emq_sender_outstanding(part);
+    }
+    return n;
 }

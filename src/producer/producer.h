@@ -1,5 +1,12 @@
 /* producer.h: internals of the producer layer (XADD, single and batched,
- * with a queue's trimming policy).
+ * synchronous and asynchronous, with a queue's trimming policy).
+ *
+ * producer.c owns the handle, the head words of every XADD, the checks of
+ * a caller's entries and topics (a producer of producers, one per
+ * partition). sender.c owns the connection of one queue's producer, which
+ * every thread shares: the record queue, whose turn it is to use the
+ * connection, the background thread (connects, reconnects, lingers, runs
+ * delivery callbacks) and the rounds of pipelined XADDs (and WAIT).
  *
  * Internal header (not installed); the API is in echomq.h.
  */
@@ -9,14 +16,56 @@
 #include "../keys/keys.h"
 #include "../conn/conf.h"
 
+#include <pthread.h>
+
 /* Most words before the entry ID: XADD <stream> NOMKSTREAM MINID ~ <id>
  * LIMIT <n>. */
 #define EMQ_PRODUCER_HEAD_MAX 8
 
+typedef struct emq_record emq_record;
+
+/* The state of a producer's connection (sender.c). */
+typedef enum emq_link_state {
+    EMQ_LINK_CONNECTING, /* an attempt is under way: calls wait for it */
+    EMQ_LINK_UP,         /* connected */
+    EMQ_LINK_DOWN        /* the last attempt failed: calls fail at once
+                            while the thread tries again with backoff */
+} emq_link_state;
+
+/* The shared connection of one queue's producer. Everything below mu is
+ * guarded by it; route, argv and argvlen belong to whoever holds the turn
+ * (busy), or to the thread while it connects (no turn can be taken then). */
+typedef struct emq_sender {
+    emq_conf_t *route_conf; /* the route's copy: its timeouts within
+                               producer.timeout_ms, one attempt per
+                               reconnect (the thread spaces them) */
+    emq_route *route;       /* NULL until the first connect */
+    pthread_mutex_t mu;
+    pthread_cond_t wake;    /* the thread's */
+    pthread_cond_t idle;    /* flush waits here for outstanding == 0 */
+    emq_link_state link;
+    emq_error down;         /* why the link is not up (EMQ_LINK_DOWN) */
+    int fatal;              /* down is for good (a configuration the
+                               server refuses): no more attempts */
+    unsigned attempt;       /* failed connect attempts in a row */
+    int64_t next_attempt_ms;
+    int busy;               /* a thread has the turn */
+    emq_record *head, *tail;/* queued records, in call order */
+    size_t queued_async;    /* async records in the queue */
+    size_t queued_waiters;  /* sync and batch records in the queue */
+    emq_record *done_head, *done_tail; /* reported, callback not yet run */
+    size_t outstanding;     /* async records not yet called back */
+    size_t outstanding_bytes;
+    int flushing;           /* flush calls waiting: send without linger */
+    int quit;
+    int thread_started;
+    pthread_t thread;
+    uint64_t rng;
+} emq_sender;
+
 struct emq_producer {
     emq_conf_t *conf;  /* own copy; head may point into its strings */
     emq_keys keys;
-    emq_route *route;
     const char **argv; /* scratch argv of one XADD: the head words, then
                           the ID and the field/value pairs; grown to the
                           largest entry seen, never shrunk */
@@ -25,13 +74,42 @@ struct emq_producer {
     size_t nhead;      /* words every XADD starts with (argv[0..nhead)) */
     char threshold[EMQ_ID_MAX]; /* MAXLEN's number as text */
     char limit[24];             /* LIMIT's number as text */
+    emq_sender tx;     /* a plain queue's connection (unused by a topic) */
 
-    /* A topic (conf partitions > 1): route is NULL and each entry goes to
-     * one of the partitions' producers, opened on first use. */
+    /* A topic (conf partitions > 1): each entry goes to one of the
+     * partitions' producers, opened on first use under parts_mu. */
     emq_producer_t **parts;    /* nparts slots, NULL until opened */
     size_t nparts;             /* 0 for a plain queue */
-    uint64_t next;             /* round-robin cursor for entries without
+    pthread_mutex_t parts_mu;
+    _Atomic uint64_t next;     /* round-robin cursor for entries without
                                   a key */
 };
+
+/* ---- sender.c ----------------------------------------------------------- */
+
+/* Sets up p->tx and starts its thread; with producer.connect eager,
+ * connects first and fails as emq_route_new would. */
+emq_status emq_sender_start(emq_producer_t *p, emq_error *err);
+/* Stops the thread: entries not sent are reported EMQ_ECLOSED, callbacks
+ * still owed are run (on the calling thread in poll mode); frees. */
+void emq_sender_stop(emq_producer_t *p);
+/* Adds one entry and waits for its outcome (emq_produce). */
+emq_status emq_sender_one(emq_producer_t *p, const emq_message *m,
+                          emq_id *id, emq_error *err);
+/* Adds a batch in windows on the connection, when its turn comes
+ * (emq_produce_batch); the messages are checked. */
+emq_status emq_sender_batch(emq_producer_t *p, const emq_message *msgs,
+                            size_t n, emq_id *ids, size_t *written,
+                            int single, emq_error *err);
+/* Queues one entry for the asynchronous path (emq_produce_async). */
+emq_status emq_sender_async(emq_producer_t *p, const emq_message *m,
+                            emq_delivery_fn cb, void *opaque,
+                            emq_error *err);
+/* emq_producer_poll and emq_producer_flush of one queue. */
+size_t emq_sender_poll(emq_producer_t *p, int64_t timeout_ms);
+emq_status emq_sender_flush(emq_producer_t *p, int64_t timeout_ms,
+                            emq_error *err);
+/* Async entries not yet called back. */
+size_t emq_sender_outstanding(emq_producer_t *p);
 
 #endif /* EMQ_PRODUCER_H */

@@ -432,6 +432,10 @@ TEST(producer_survives_every_allocation_failure) {
     conf_set(conf, "trim.maxlen", "1000");
     conf_set(conf, "trim.approx", "1");
     conf_set(conf, "trim.limit", "50");
+    /* Connected by emq_producer_new, so its thread allocates nothing
+     * while an allocation of the calls below is failed on purpose. */
+    conf_set(conf, "producer.connect", "eager");
+    conf_set(conf, "reconnect.backoff_min_ms", "5");
     emq_producer_t *p = NULL;
     emq_error err;
     int n = 1;
@@ -465,7 +469,9 @@ TEST(producer_survives_every_allocation_failure) {
     /* Fail allocation n of the batch, for every n the batch makes. A
      * failure while a reply is read breaks the connection, so entries may
      * be stored whose confirmation was lost: the stream holds at least the
-     * confirmed ones, and the next call reconnects. */
+     * confirmed ones, and the producer's thread reconnects (the test waits
+     * for it before the next failure, so the failure it injects is the
+     * batch's, not the reconnect's). */
     size_t written = 0, total = 0;
     for (n = 1;; n++) {
         memset(&err, 0, sizeof err);
@@ -483,6 +489,13 @@ TEST(producer_survives_every_allocation_failure) {
             ASSERT_EQ_STR(ids[i].str, "");
         if (n > 1000)
             FAIL("the batch still failing after %d allocations", n);
+        int64_t end = now_ms() + 5000;
+        size_t w1 = 0;
+        while (emq_produce_batch(p, msgs, 1, ids, &w1, &err) != EMQ_OK &&
+               now_ms() < end)
+            usleep(2000);
+        ASSERT_EQ_SIZE(w1, 1);
+        total += w1;
     }
     ASSERT(n > 2);
     ASSERT_EQ_SIZE(written, N);

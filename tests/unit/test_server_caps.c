@@ -18,10 +18,11 @@ static emq_reply *parse(const char *bytes) {
 
 TEST(server_caps_table_by_name_and_version) {
     const uint32_t all = EMQ_CAP_XAUTOCLAIM_DELETED | EMQ_CAP_STREAM_COUNTERS |
-                         EMQ_CAP_CLUSTER_SHARDS | EMQ_CAP_CONSUMER_INACTIVE;
+                         EMQ_CAP_CLUSTER_SHARDS | EMQ_CAP_CONSUMER_INACTIVE |
+                         EMQ_CAP_WAITAOF;
     ASSERT_EQ_INT(emq_server_caps("redis", 6, 2, 16), 0);
     ASSERT_EQ_INT(emq_server_caps("redis", 7, 0, 15),
-                  all & ~EMQ_CAP_CONSUMER_INACTIVE);
+                  all & ~(EMQ_CAP_CONSUMER_INACTIVE | EMQ_CAP_WAITAOF));
     ASSERT_EQ_INT(emq_server_caps("redis", 7, 2, 6), all);
     ASSERT_EQ_INT(emq_server_caps("valkey", 8, 0, 1), all);
     ASSERT_EQ_INT(emq_server_caps("valkey", 7, 2, 5), all);
@@ -31,6 +32,7 @@ TEST(server_caps_table_by_name_and_version) {
     ASSERT_EQ_INT(emq_server_caps("redis", 0, 0, 0), 0);
     ASSERT_EQ_STR(emq_capability_name(EMQ_CAP_CLUSTER_SHARDS),
                   "cluster_shards");
+    ASSERT_EQ_STR(emq_capability_name(EMQ_CAP_WAITAOF), "waitaof");
     ASSERT(emq_capability_name(1u << 31) == NULL);
     emq_server s = {.capabilities = EMQ_CAP_XAUTOCLAIM_DELETED |
                                     EMQ_CAP_CLUSTER_SHARDS};

@@ -1,0 +1,1188 @@
+/* sender.c: the connection of one queue's producer, shared by threads.
+ *
+ * Every call becomes a record in one queue, in call order: a single entry
+ * (emq_produce: fields copied, a waiting caller), an asynchronous entry
+ * (emq_produce_async: fields copied, a callback) or a batch (the caller's
+ * own messages; the caller does its I/O itself when its turn comes). One
+ * thread at a time has the turn (busy) and with it the route:
+ *
+ *   - A caller of emq_produce that finds the connection free takes the
+ *     turn and sends a round: up to producer.window queued records (its
+ *     own and those queued by other threads meanwhile) as pipelined XADDs,
+ *     then reads their replies and completes each record; it stops once
+ *     its own record is complete and hands the turn on (to the caller at
+ *     the head of the queue, or to the thread). Threads that call together
+ *     share round trips instead of queueing for a lock held over one each.
+ *   - A batch waits for the head of the queue, then writes itself in
+ *     windows with the turn held.
+ *   - The background thread takes the turn for asynchronous entries once
+ *     the oldest has lingered producer.linger_ms (at once when a flush
+ *     waits or a window is full), and runs delivery callbacks (thread
+ *     mode); it also connects, and reconnects after a transport failure,
+ *     with the reconnect backoff (conn/backoff.c).
+ *
+ * The link: CONNECTING (calls wait for the attempt, up to their
+ * deadline), UP, or DOWN (the last attempt failed: calls fail at once
+ * with its error, retriable, until an attempt succeeds). A record a
+ * caller gave up on (its deadline passed) after it was sent is left to
+ * whoever completes it, so no thread ever writes to memory of a call that
+ * returned.
+ *
+ * With producer.wait_replicas or wait_aof every round ends with WAIT (or
+ * WAITAOF) on the same connection: the server answers it once the round's
+ * writes reached that many replicas (or the AOF), or at the timeout with
+ * how many did; short of the number, the round's entries are
+ * EMQ_ENOTDURABLE (added, IDs set).
+ */
+#include "producer.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+/* Bytes of a stream key shown in a message. */
+#define SHOWN_KEY 96
+
+typedef enum rec_kind { REC_ONE, REC_ASYNC, REC_BATCH } rec_kind;
+typedef enum rec_state { REC_QUEUED, REC_TAKEN, REC_DONE } rec_state;
+
+struct emq_record {
+    emq_record *next;
+    rec_kind kind;
+    rec_state state;
+    int abandoned;         /* REC_ONE: its caller returned; whoever
+                              completes it frees it */
+    int maybe_dup;         /* sent again after an unknown outcome */
+    int unknown;           /* the outcome is unknown */
+    unsigned attempts;     /* times sent */
+    int64_t deadline_ms;
+    int64_t queued_ms;
+    size_t bytes;          /* field bytes (the async queue's bound) */
+    emq_message msg;       /* REC_ONE, REC_ASYNC: into the copy below */
+    emq_status st;
+    emq_id id;
+    emq_error *err;        /* set with st != EMQ_OK */
+    pthread_cond_t cv;     /* REC_ONE, REC_BATCH: its caller waits here */
+    emq_delivery_fn cb;    /* REC_ASYNC */
+    void *opaque;
+};
+
+/* Condition variables of this file wait on the monotonic clock, as
+ * emq_now_ms counts. */
+static void cond_init(pthread_cond_t *cv) {
+    pthread_condattr_t attr;
+    pthread_condattr_init(&attr);
+    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+    pthread_cond_init(cv, &attr);
+    pthread_condattr_destroy(&attr);
+}
+
+/* The one error a record keeps when its own could not be allocated. */
+static emq_error oom_error = {EMQ_ENOMEM, 0, "out of memory"};
+
+/* ---- records ------------------------------------------------------------ */
+
+/* A record holding a copy of m (fields, names, values and explicit ID in
+ * one allocation). NULL when out of memory. */
+static emq_record *record_new(rec_kind kind, const emq_message *m) {
+    size_t bytes = 0;
+    for (size_t i = 0; i < m->nfields; i++)
+        bytes += m->fields[i].name_len + m->fields[i].value_len;
+    size_t idlen = m->id ? strlen(m->id) + 1 : 0;
+    size_t size = sizeof(emq_record) + m->nfields * sizeof(emq_field) +
+                  bytes + idlen;
+    emq_record *r = emq_alloc(size);
+    if (r == NULL)
+        return NULL;
+    memset(r, 0, sizeof *r);
+    r->kind = kind;
+    r->bytes = bytes;
+    emq_field *f = (emq_field *)(r + 1);
+    char *at = (char *)(f + m->nfields);
+    for (size_t i = 0; i < m->nfields; i++) {
+        f[i].name = at;
+        f[i].name_len = m->fields[i].name_len;
+        if (f[i].name_len)
+            memcpy(at, m->fields[i].name, f[i].name_len);
+        at += f[i].name_len;
+        f[i].value = at;
+        f[i].value_len = m->fields[i].value_len;
+        if (f[i].value_len)
+            memcpy(at, m->fields[i].value, f[i].value_len);
+        at += f[i].value_len;
+    }
+    r->msg.fields = f;
+    r->msg.nfields = m->nfields;
+    if (m->id) {
+        memcpy(at, m->id, idlen);
+        r->msg.id = at;
+    }
+    if (kind != REC_ASYNC)
+        cond_init(&r->cv);
+    return r;
+}
+
+static void record_free(emq_record *r) {
+    if (r == NULL)
+        return;
+    if (r->err != &oom_error)
+        emq_free(r->err);
+    if (r->kind != REC_ASYNC)
+        pthread_cond_destroy(&r->cv);
+    emq_free(r);
+}
+
+/* Sets r's outcome (err NULL with EMQ_OK). */
+static void record_fail(emq_record *r, emq_status st, const emq_error *err) {
+    r->st = st;
+    r->id.str[0] = '\0';
+    if (r->err == NULL) {
+        r->err = emq_alloc(sizeof *r->err);
+        if (r->err == NULL)
+            r->err = &oom_error;
+    }
+    if (r->err != &oom_error)
+        *r->err = *err;
+}
+
+static void enqueue(emq_sender *s, emq_record *r) {
+    r->next = NULL;
+    r->state = REC_QUEUED;
+    if (s->tail)
+        s->tail->next = r;
+    else
+        s->head = r;
+    s->tail = r;
+    if (r->kind == REC_ASYNC)
+        s->queued_async++;
+    else
+        s->queued_waiters++;
+}
+
+static void enqueue_front(emq_sender *s, emq_record *r) {
+    r->state = REC_QUEUED;
+    r->next = s->head;
+    s->head = r;
+    if (s->tail == NULL)
+        s->tail = r;
+    if (r->kind == REC_ASYNC)
+        s->queued_async++;
+    else
+        s->queued_waiters++;
+}
+
+/* Unlinks a queued record. */
+static void dequeue(emq_sender *s, emq_record *r) {
+    emq_record **pp = &s->head, *prev = NULL;
+    while (*pp && *pp != r) {
+        prev = *pp;
+        pp = &(*pp)->next;
+    }
+    if (*pp == NULL)
+        return;
+    *pp = r->next;
+    if (s->tail == r)
+        s->tail = prev;
+    r->next = NULL;
+    if (r->kind == REC_ASYNC)
+        s->queued_async--;
+    else
+        s->queued_waiters--;
+}
+
+/* A record has its outcome (mu held): a waiting caller is woken (or the
+ * record freed when its caller left); an async one goes to the done list
+ * for its callback. */
+static void complete(emq_sender *s, emq_record *r) {
+    r->state = REC_DONE;
+    if (r->kind == REC_ASYNC) {
+        r->next = NULL;
+        if (s->done_tail)
+            s->done_tail->next = r;
+        else
+            s->done_head = r;
+        s->done_tail = r;
+        pthread_cond_signal(&s->wake);
+        pthread_cond_broadcast(&s->idle); /* a poll may wait there */
+    } else if (r->abandoned) {
+        record_free(r);
+    } else {
+        pthread_cond_signal(&r->cv);
+    }
+}
+
+/* ---- the wire ----------------------------------------------------------- */
+
+/* Makes room for argc words in the scratch argv, keeping the head words.
+ * EMQ_ENOMEM leaves the old arrays in place. */
+static emq_status grow_argv(emq_producer_t *p, size_t argc, emq_error *err) {
+    size_t cap = p->argv_cap;
+    while (cap < argc)
+        cap *= 2;
+    const char **argv = emq_realloc(p->argv, cap * sizeof *argv);
+    if (argv == NULL)
+        return emq_error_set(err, EMQ_ENOMEM, 0, "out of memory");
+    p->argv = argv;
+    size_t *lens = emq_realloc(p->argvlen, cap * sizeof *lens);
+    if (lens == NULL)
+        return emq_error_set(err, EMQ_ENOMEM, 0, "out of memory");
+    p->argvlen = lens;
+    p->argv_cap = cap;
+    return EMQ_OK;
+}
+
+/* Appends the XADD of one (checked) message to the route's output, through
+ * the scratch argv: no allocation unless the message has more fields than
+ * any before. The turn must be held. */
+static emq_status append_xadd(emq_producer_t *p, const emq_message *m,
+                              emq_error *err) {
+    size_t argc = p->nhead + 1 + 2 * m->nfields;
+    if (argc > p->argv_cap) {
+        emq_status st = grow_argv(p, argc, err);
+        if (st != EMQ_OK)
+            return st;
+    }
+    const char **argv = p->argv + p->nhead;
+    size_t *lens = p->argvlen + p->nhead;
+    if (m->id) {
+        argv[0] = m->id;
+        lens[0] = strlen(m->id);
+    } else {
+        argv[0] = "*";
+        lens[0] = 1;
+    }
+    const emq_field *f = m->fields;
+    for (size_t i = 0; i < m->nfields; i++) {
+        argv[1 + 2 * i] = f[i].name ? f[i].name : "";
+        lens[1 + 2 * i] = f[i].name_len;
+        argv[2 + 2 * i] = f[i].value ? f[i].value : "";
+        lens[2 + 2 * i] = f[i].value_len;
+    }
+    return emq_route_append(p->tx.route, (int)argc, p->argv, p->argvlen,
+                            err);
+}
+
+/* Reads one XADD reply: its ID into *id (may be NULL). Otherwise *id is ""
+ * and the result is EMQ_ESERVER with the reason (the reply text; for the
+ * nil XADD NOMKSTREAM gives on a missing key, a sentence saying so), or
+ * the transport failure of the connection. */
+static emq_status read_xadd(emq_producer_t *p, emq_id *id, emq_error *err) {
+    emq_reply *reply;
+    emq_status st = emq_route_get_reply(p->tx.route, &reply, err);
+    if (st == EMQ_OK) {
+        size_t n;
+        const char *text = emq_reply_str(reply, &n);
+        emq_reply_type kind = emq_reply_kind(reply);
+        if (kind == EMQ_REPLY_STRING && n < EMQ_ID_MAX) {
+            if (id) {
+                memcpy(id->str, text, n);
+                id->str[n] = '\0';
+            }
+            emq_reply_free(reply);
+            return EMQ_OK;
+        }
+        char key[SHOWN_KEY], shown[200];
+        emq_printable(key, sizeof key, p->keys.stream,
+                      strlen(p->keys.stream));
+        if (kind == EMQ_REPLY_NULL && p->conf->producer_nomkstream)
+            st = emq_error_set(err, EMQ_ESERVER, 0,
+                               "stream '%s' does not exist and "
+                               "producer.nomkstream is set",
+                               key);
+        else
+            st = emq_error_set(err, EMQ_ESERVER, 0,
+                               "adding to '%s' failed: %s", key,
+                               emq_reply_text(reply, shown, sizeof shown));
+        emq_reply_free(reply);
+    }
+    if (id)
+        id->str[0] = '\0';
+    return st;
+}
+
+static int durable(const emq_producer_t *p) {
+    return p->conf->producer_wait_replicas > 0 || p->conf->producer_wait_aof;
+}
+
+/* Appends the WAIT (or WAITAOF) that ends a durable round. */
+static emq_status append_wait(emq_producer_t *p, emq_error *err) {
+    char replicas[24], timeout[24];
+    snprintf(replicas, sizeof replicas, "%lld",
+             (long long)p->conf->producer_wait_replicas);
+    snprintf(timeout, sizeof timeout, "%lld",
+             (long long)p->conf->producer_wait_timeout_ms);
+    if (p->conf->producer_wait_aof) {
+        const char *argv[] = {"WAITAOF", "1", replicas, timeout};
+        return emq_route_append(p->tx.route, 4, argv, NULL, err);
+    }
+    const char *argv[] = {"WAIT", replicas, timeout};
+    return emq_route_append(p->tx.route, 3, argv, NULL, err);
+}
+
+/* Reads the WAIT reply. EMQ_OK when the round is as durable as asked;
+ * EMQ_ENOTDURABLE saying how far it got (or why the server refused);
+ * a transport failure as read_xadd. */
+static emq_status read_wait(emq_producer_t *p, emq_error *err) {
+    emq_reply *reply;
+    emq_status st = emq_route_get_reply(p->tx.route, &reply, err);
+    if (st != EMQ_OK)
+        return st;
+    const emq_conf_t *c = p->conf;
+    long long replicas = -1, local = 1;
+    if (emq_reply_kind(reply) == EMQ_REPLY_INTEGER) {
+        replicas = emq_reply_integer(reply);
+    } else if (emq_reply_kind(reply) == EMQ_REPLY_ARRAY &&
+               emq_reply_len(reply) == 2 &&
+               emq_reply_kind(emq_reply_at(reply, 0)) == EMQ_REPLY_INTEGER &&
+               emq_reply_kind(emq_reply_at(reply, 1)) == EMQ_REPLY_INTEGER) {
+        local = emq_reply_integer(emq_reply_at(reply, 0));
+        replicas = emq_reply_integer(emq_reply_at(reply, 1));
+    } else {
+        char shown[160];
+        st = emq_error_set(err, EMQ_ENOTDURABLE, 0,
+                           "added, but %s was refused: %s",
+                           c->producer_wait_aof ? "WAITAOF" : "WAIT",
+                           emq_reply_text(reply, shown, sizeof shown));
+        emq_reply_free(reply);
+        return st;
+    }
+    emq_reply_free(reply);
+    if (replicas >= c->producer_wait_replicas && local >= 1)
+        return EMQ_OK;
+    if (local < 1)
+        return emq_error_set(err, EMQ_ENOTDURABLE, 1,
+                             "added, but not yet in the AOF after %lld ms "
+                             "(producer.wait_timeout_ms)",
+                             (long long)c->producer_wait_timeout_ms);
+    return emq_error_set(err, EMQ_ENOTDURABLE, 1,
+                         "added, but on %lld of %lld replicas after %lld ms "
+                         "(producer.wait_replicas, producer.wait_timeout_ms)",
+                         replicas, (long long)c->producer_wait_replicas,
+                         (long long)c->producer_wait_timeout_ms);
+}
+
+/* One round of records: appends their XADDs (and the WAIT), reads the
+ * replies and sets each record's outcome. Without mu, with the turn.
+ * Returns EMQ_OK, or the transport failure that broke the route (records
+ * from the failed reply on are then unknown). */
+static emq_status send_round(emq_producer_t *p, emq_record **recs, size_t m,
+                             emq_error *err) {
+    size_t appended = 0;
+    emq_error one;
+    emq_status ast = EMQ_OK;
+    for (; appended < m; appended++) {
+        recs[appended]->attempts++;
+        if ((ast = append_xadd(p, &recs[appended]->msg, &one)) != EMQ_OK) {
+            recs[appended]->attempts--;
+            break;
+        }
+    }
+    for (size_t i = appended; i < m; i++) /* not sent: known not added */
+        record_fail(recs[i], ast, &one);
+    /* The WAIT: added entries are durable only when it says so. */
+    int want_wait = appended > 0 && ast == EMQ_OK && durable(p);
+    int waiting = 0;
+    emq_error wait_err;
+    emq_error_clear(&wait_err);
+    if (want_wait) {
+        if (append_wait(p, &wait_err) == EMQ_OK)
+            waiting = 1;
+        else
+            emq_error_prefix(&wait_err, "added, but WAIT was not sent");
+    }
+    for (size_t i = 0; i < appended; i++) {
+        emq_record *r = recs[i];
+        emq_status rs = read_xadd(p, &r->id, &one);
+        if (rs == EMQ_OK) {
+            r->st = EMQ_OK;
+            continue;
+        }
+        if (rs == EMQ_ESERVER) {
+            record_fail(r, rs, &one);
+            continue;
+        }
+        /* Transport: this one and the rest are unknown. */
+        emq_error_prefix(&one, "the entry may or may not have been added");
+        for (size_t k = i; k < appended; k++) {
+            record_fail(recs[k], rs, &one);
+            recs[k]->unknown = 1;
+        }
+        *err = one;
+        return rs;
+    }
+    emq_status broke = EMQ_OK;
+    emq_status wst = want_wait && !waiting ? EMQ_ENOTDURABLE : EMQ_OK;
+    if (waiting) {
+        wst = read_wait(p, &wait_err);
+        if (wst != EMQ_OK && wst != EMQ_ENOTDURABLE) {
+            broke = wst;
+            *err = wait_err; /* the IDs are known; the link is not */
+            emq_error_set(&wait_err, EMQ_ENOTDURABLE, 1,
+                          "added, but the connection failed before WAIT "
+                          "answered: %s",
+                          err->message);
+            wst = EMQ_ENOTDURABLE;
+        }
+    }
+    if (wst != EMQ_OK)
+        for (size_t i = 0; i < appended; i++)
+            if (recs[i]->st == EMQ_OK) {
+                emq_id id = recs[i]->id;
+                record_fail(recs[i], EMQ_ENOTDURABLE, &wait_err);
+                recs[i]->id = id;
+            }
+    return broke;
+}
+
+/* ---- the link ----------------------------------------------------------- */
+
+static void fail_queued_waiters(emq_sender *s, emq_status st,
+                                const emq_error *why);
+
+/* A transport failure broke the route (mu held, turn held): the link is
+ * down until the thread reconnects; callers queued for a turn fail now. */
+static void link_broke(emq_producer_t *p, const emq_error *why) {
+    emq_sender *s = &p->tx;
+    s->link = EMQ_LINK_DOWN;
+    s->down = *why;
+    s->down.retriable = 1;
+    s->next_attempt_ms = emq_now_ms();
+    s->attempt = 0;
+    emq_conf_log(p->conf, EMQ_LOG_WARNING,
+                 "producer of '%s': connection lost (%s); reconnecting in "
+                 "the background",
+                 p->keys.stream, why->message);
+    fail_queued_waiters(s, why->code, why);
+    pthread_cond_signal(&s->wake);
+}
+
+/* Fails every queued single entry and batch (mu held): not sent. */
+static void fail_queued_waiters(emq_sender *s, emq_status st,
+                                const emq_error *why) {
+    emq_record *r = s->head;
+    while (r) {
+        emq_record *next = r->next;
+        if (r->kind != REC_ASYNC) {
+            dequeue(s, r);
+            record_fail(r, st, why);
+            complete(s, r);
+        }
+        r = next;
+    }
+}
+
+/* One connect attempt, without mu (no turn can be taken: the link is not
+ * up). */
+static emq_status connect_once(emq_producer_t *p, emq_error *err) {
+    emq_sender *s = &p->tx;
+    emq_status st = s->route == NULL
+                        ? emq_route_new(s->route_conf, p->keys.stream,
+                                        &s->route, err)
+                        : emq_route_reconnect(s->route, err);
+    if (st != EMQ_OK)
+        return st;
+    emq_server server;
+    if (p->conf->producer_wait_aof && emq_route_server(s->route, &server) &&
+        !(server.capabilities & EMQ_CAP_WAITAOF))
+        return emq_error_set(err, EMQ_EINVAL, 0,
+                             "producer.wait_aof needs WAITAOF (Redis 7.2 or "
+                             "later, Valkey); the server is %s %s",
+                             server.name, server.version);
+    return EMQ_OK;
+}
+
+/* Applies an attempt's outcome (mu held). */
+static void attempt_done(emq_producer_t *p, emq_status st,
+                         const emq_error *err) {
+    emq_sender *s = &p->tx;
+    if (st == EMQ_OK) {
+        if (s->attempt > 0)
+            emq_conf_log(p->conf, EMQ_LOG_INFO,
+                         "producer of '%s': connected again",
+                         p->keys.stream);
+        s->link = EMQ_LINK_UP;
+        s->attempt = 0;
+        emq_error_clear(&s->down);
+    } else {
+        s->link = EMQ_LINK_DOWN;
+        s->down = *err;
+        s->fatal = st == EMQ_EINVAL;
+        if (!s->fatal)
+            s->down.retriable = 1;
+        s->next_attempt_ms =
+            emq_now_ms() + emq_backoff_delay(p->conf->backoff_min_ms,
+                                             p->conf->backoff_max_ms,
+                                             s->attempt, &s->rng);
+        s->attempt++;
+        fail_queued_waiters(s, s->down.code, &s->down);
+        if (s->fatal) /* no attempt will help: async entries fail too */
+            for (emq_record *r = s->head; r; r = s->head) {
+                dequeue(s, r);
+                record_fail(r, s->down.code, &s->down);
+                complete(s, r);
+            }
+    }
+    /* Waiters of CONNECTING look again; a free turn goes on. */
+    for (emq_record *r = s->head; r; r = r->next)
+        if (r->kind != REC_ASYNC)
+            pthread_cond_signal(&r->cv);
+    pthread_cond_broadcast(&s->idle);
+}
+
+/* The error of a call made while the link is down (mu held). */
+static emq_status down_error(const emq_producer_t *p, emq_error *err) {
+    const emq_sender *s = &p->tx;
+    if (s->fatal) {
+        if (err)
+            *err = s->down;
+        return s->down.code;
+    }
+    return emq_error_set(err, s->down.code ? s->down.code : EMQ_EIO, 1,
+                         "not connected (reconnecting in the background; "
+                         "the entry was not sent): %s",
+                         s->down.message);
+}
+
+/* ---- turns -------------------------------------------------------------- */
+
+/* Hands the free turn on (mu held): to the caller at the head of the
+ * queue, or to the thread for asynchronous entries. */
+static void pass_turn(emq_sender *s) {
+    if (s->head == NULL)
+        return;
+    if (s->head->kind == REC_ASYNC)
+        pthread_cond_signal(&s->wake);
+    else
+        pthread_cond_signal(&s->head->cv);
+}
+
+/* Takes the turn and sends rounds of queued records (mu held on entry and
+ * exit), until the queue is empty, a batch is at its head, mine (when not
+ * NULL) is complete, or (mine NULL) after one round; then hands the turn
+ * on. */
+static void lead(emq_producer_t *p, emq_record *mine) {
+    emq_sender *s = &p->tx;
+    size_t window = (size_t)p->conf->producer_window;
+    emq_record *stack[64];
+    emq_record **recs = window <= 64 ? stack : emq_alloc(window * sizeof *recs);
+    if (recs == NULL) {
+        recs = stack;
+        window = 64;
+    }
+    s->busy = 1;
+    while (s->link == EMQ_LINK_UP && s->head && s->head->kind != REC_BATCH &&
+           !(mine && mine->state == REC_DONE)) {
+        size_t m = 0;
+        while (m < window && s->head && s->head->kind != REC_BATCH) {
+            emq_record *r = s->head;
+            dequeue(s, r);
+            r->state = REC_TAKEN;
+            recs[m++] = r;
+        }
+        pthread_mutex_unlock(&s->mu);
+        emq_error err;
+        emq_status st = send_round(p, recs, m, &err);
+        pthread_mutex_lock(&s->mu);
+        for (size_t i = m; i-- > 0;) {
+            emq_record *r = recs[i];
+            if (r->unknown && r->kind == REC_ASYNC &&
+                r->attempts <= (unsigned)p->conf->producer_retries &&
+                emq_now_ms() < r->deadline_ms) {
+                /* Sent again after the reconnect, first in the queue. */
+                r->unknown = 0;
+                r->maybe_dup = 1;
+                enqueue_front(s, r);
+                continue;
+            }
+            complete(s, r);
+        }
+        if (st != EMQ_OK)
+            link_broke(p, &err);
+        if (mine == NULL)
+            break;
+    }
+    s->busy = 0;
+    if (recs != stack)
+        emq_free(recs);
+    pass_turn(s);
+}
+
+/* Waits on cv until deadline_ms (-1: no bound). */
+static void wait_until(pthread_cond_t *cv, pthread_mutex_t *mu,
+                       int64_t deadline_ms) {
+    if (deadline_ms < 0) {
+        pthread_cond_wait(cv, mu);
+        return;
+    }
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    int64_t left = deadline_ms - emq_now_ms();
+    if (left <= 0)
+        return;
+    ts.tv_sec += left / 1000;
+    ts.tv_nsec += (left % 1000) * 1000000L;
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
+    pthread_cond_timedwait(cv, mu, &ts);
+}
+
+emq_status emq_sender_one(emq_producer_t *p, const emq_message *m,
+                          emq_id *id, emq_error *err) {
+    emq_sender *s = &p->tx;
+    if (id)
+        id->str[0] = '\0';
+    emq_record *r = record_new(REC_ONE, m);
+    if (r == NULL)
+        return emq_error_set(err, EMQ_ENOMEM, 0, "out of memory");
+    int64_t timeout = p->conf->producer_timeout_ms;
+    r->deadline_ms = emq_now_ms() + timeout;
+    pthread_mutex_lock(&s->mu);
+    if (s->link == EMQ_LINK_DOWN) {
+        emq_status st = down_error(p, err);
+        pthread_mutex_unlock(&s->mu);
+        record_free(r);
+        return st;
+    }
+    enqueue(s, r);
+    for (;;) {
+        if (r->state == REC_DONE)
+            break;
+        if (r->state == REC_QUEUED && s->link == EMQ_LINK_UP && !s->busy) {
+            if (s->head->kind != REC_BATCH) {
+                lead(p, r);
+                continue;
+            }
+            pass_turn(s); /* the batch ahead goes first */
+        }
+        if (emq_now_ms() >= r->deadline_ms) {
+            emq_status st;
+            if (r->state == REC_QUEUED) {
+                dequeue(s, r);
+                pass_turn(s);
+                st = emq_error_set(err, EMQ_ETIMEDOUT, 1,
+                                   "the entry was not sent within %lld ms "
+                                   "(producer.timeout_ms): %s",
+                                   (long long)timeout,
+                                   s->link == EMQ_LINK_CONNECTING
+                                       ? "still connecting"
+                                       : "the connection was busy");
+                record_free(r);
+            } else { /* sent: whoever completes it frees it */
+                r->abandoned = 1;
+                st = emq_error_set(err, EMQ_ETIMEDOUT, 1,
+                                   "no reply within %lld ms "
+                                   "(producer.timeout_ms): the entry may "
+                                   "or may not have been added",
+                                   (long long)timeout);
+            }
+            pthread_mutex_unlock(&s->mu);
+            return st;
+        }
+        wait_until(&r->cv, &s->mu, r->deadline_ms);
+    }
+    pthread_mutex_unlock(&s->mu);
+    emq_status st = r->st;
+    if (st == EMQ_OK || st == EMQ_ENOTDURABLE) {
+        if (id)
+            *id = r->id;
+    }
+    if (st == EMQ_OK)
+        emq_error_clear(err);
+    else if (err)
+        *err = *r->err;
+    record_free(r);
+    return st;
+}
+
+/* Sets ids[from..n) to "" (ids may be NULL). */
+static void clear_ids(emq_id *ids, size_t from, size_t n) {
+    if (ids)
+        for (size_t i = from; i < n; i++)
+            ids[i].str[0] = '\0';
+}
+
+/* Writes a batch in windows with the turn held (without mu). */
+static emq_status write_batch(emq_producer_t *p, const emq_message *msgs,
+                              size_t n, emq_id *ids, size_t *written,
+                              int single, int64_t deadline_ms,
+                              emq_error *err, emq_error *broke) {
+    size_t ok = 0, done = 0;
+    size_t window = (size_t)p->conf->producer_window;
+    emq_status first = EMQ_OK;
+    emq_error first_err;
+    emq_error_clear(&first_err);
+    emq_error_clear(broke);
+    while (done < n) {
+        if (done > 0 && emq_now_ms() >= deadline_ms) {
+            clear_ids(ids, done, n);
+            *written = ok;
+            return emq_error_set(err, EMQ_ETIMEDOUT, 1,
+                                 "%zu of %zu entries added within %lld ms "
+                                 "(producer.timeout_ms); entries from index "
+                                 "%zu on were not sent",
+                                 ok, n,
+                                 (long long)p->conf->producer_timeout_ms,
+                                 done);
+        }
+        size_t end = n - done < window ? n : done + window;
+        size_t appended = done;
+        emq_error app_err;
+        emq_status ast = EMQ_OK;
+        for (; appended < end; appended++) {
+            ast = append_xadd(p, &msgs[appended], &app_err);
+            if (ast != EMQ_OK)
+                break;
+        }
+        int wait = appended > done && ast == EMQ_OK && durable(p);
+        emq_error wait_err;
+        if (wait && (ast = append_wait(p, &app_err)) != EMQ_OK)
+            wait = 0;
+        size_t window_ok = ok;
+        for (size_t i = done; i < appended; i++) {
+            emq_error one;
+            emq_status rs = read_xadd(p, ids ? &ids[i] : NULL, &one);
+            if (rs == EMQ_OK) {
+                ok++;
+                continue;
+            }
+            if (rs != EMQ_ESERVER) {
+                /* Transport: the outcome of entry i and later is unknown,
+                 * and the connection is broken. */
+                clear_ids(ids, i, n);
+                *written = ok;
+                *broke = one;
+                if (single)
+                    return emq_error_set(err, rs, one.retriable,
+                                         "the entry may or may not have "
+                                         "been added: %s",
+                                         one.message);
+                return emq_error_set(
+                    err, rs, one.retriable,
+                    "%zu of %zu entries confirmed added; entries from "
+                    "index %zu on may or may not have been added: %s",
+                    ok, n, i, one.message);
+            }
+            if (first == EMQ_OK) {
+                first = rs;
+                first_err = one;
+                if (!single)
+                    emq_error_prefix(&first_err, "entry %zu", i);
+            }
+        }
+        if (wait) {
+            emq_status ws = read_wait(p, &wait_err);
+            if (ws != EMQ_OK && ws != EMQ_ENOTDURABLE) {
+                *written = ok;
+                *broke = wait_err;
+                return emq_error_set(err, EMQ_ENOTDURABLE, 1,
+                                     "%zu of %zu entries added; the "
+                                     "connection failed before WAIT "
+                                     "answered: %s",
+                                     ok, n, wait_err.message);
+            }
+            if (ws == EMQ_ENOTDURABLE && ok > window_ok &&
+                (first == EMQ_OK || first == EMQ_ESERVER)) {
+                if (first == EMQ_OK) {
+                    first = EMQ_ENOTDURABLE;
+                    first_err = wait_err;
+                    if (!single)
+                        emq_error_prefix(&first_err,
+                                         "entries %zu to %zu", done,
+                                         appended - 1);
+                }
+            }
+        }
+        done = appended;
+        if (ast != EMQ_OK) { /* an entry we could not even send */
+            clear_ids(ids, appended, n);
+            if (first == EMQ_OK || first == EMQ_ENOTDURABLE) {
+                first = ast;
+                first_err = app_err;
+                if (!single)
+                    emq_error_prefix(&first_err,
+                                     "entry %zu was not sent (%zu of %zu "
+                                     "entries added, none from it on)",
+                                     appended, ok, n);
+            }
+            break;
+        }
+    }
+    *written = ok;
+    if (first != EMQ_OK) {
+        if (err)
+            *err = first_err;
+        return first;
+    }
+    emq_error_clear(err);
+    return EMQ_OK;
+}
+
+emq_status emq_sender_batch(emq_producer_t *p, const emq_message *msgs,
+                            size_t n, emq_id *ids, size_t *written,
+                            int single, emq_error *err) {
+    emq_sender *s = &p->tx;
+    size_t w = 0;
+    if (written)
+        *written = 0;
+    if (n == 0) {
+        emq_error_clear(err);
+        return EMQ_OK;
+    }
+    emq_record *r = emq_calloc(1, sizeof *r);
+    if (r == NULL) {
+        clear_ids(ids, 0, n);
+        return emq_error_set(err, EMQ_ENOMEM, 0, "out of memory");
+    }
+    r->kind = REC_BATCH;
+    cond_init(&r->cv);
+    int64_t timeout = p->conf->producer_timeout_ms;
+    int64_t deadline = emq_now_ms() + timeout;
+    emq_status st = EMQ_OK;
+    pthread_mutex_lock(&s->mu);
+    enqueue(s, r);
+    for (;;) {
+        if (r->state == REC_DONE) { /* failed while queued */
+            st = r->st;
+            if (err)
+                *err = *r->err;
+            break;
+        }
+        if (s->link == EMQ_LINK_DOWN) {
+            dequeue(s, r);
+            st = down_error(p, err);
+            break;
+        }
+        if (s->link == EMQ_LINK_UP && !s->busy && s->head != r) {
+            lead(p, NULL); /* what was queued before the batch */
+            continue;
+        }
+        if (s->link == EMQ_LINK_UP && !s->busy && s->head == r) {
+            dequeue(s, r);
+            s->busy = 1;
+            pthread_mutex_unlock(&s->mu);
+            emq_error broke;
+            st = write_batch(p, msgs, n, ids, &w, single, deadline, err,
+                             &broke);
+            pthread_mutex_lock(&s->mu);
+            s->busy = 0;
+            if (broke.code != EMQ_OK)
+                link_broke(p, &broke);
+            pass_turn(s);
+            break;
+        }
+        if (emq_now_ms() >= deadline) {
+            dequeue(s, r);
+            pass_turn(s);
+            st = emq_error_set(err, EMQ_ETIMEDOUT, 1,
+                               "the batch was not sent within %lld ms "
+                               "(producer.timeout_ms): %s",
+                               (long long)timeout,
+                               s->link == EMQ_LINK_CONNECTING
+                                   ? "still connecting"
+                                   : "the connection was busy");
+            break;
+        }
+        wait_until(&r->cv, &s->mu, deadline);
+    }
+    pthread_mutex_unlock(&s->mu);
+    if (st != EMQ_OK && w == 0)
+        clear_ids(ids, 0, n);
+    if (written)
+        *written = w;
+    record_free(r);
+    return st;
+}
+
+/* ---- asynchronous entries ------------------------------------------------ */
+
+emq_status emq_sender_async(emq_producer_t *p, const emq_message *m,
+                            emq_delivery_fn cb, void *opaque,
+                            emq_error *err) {
+    emq_sender *s = &p->tx;
+    emq_record *r = record_new(REC_ASYNC, m);
+    if (r == NULL)
+        return emq_error_set(err, EMQ_ENOMEM, 0, "out of memory");
+    r->cb = cb;
+    r->opaque = opaque;
+    r->queued_ms = emq_now_ms();
+    r->deadline_ms = r->queued_ms + p->conf->producer_timeout_ms;
+    pthread_mutex_lock(&s->mu);
+    const emq_conf_t *c = p->conf;
+    if (s->outstanding >= (size_t)c->producer_queue_max_messages ||
+        s->outstanding_bytes + r->bytes > (size_t)c->producer_queue_max_bytes) {
+        int by_count = s->outstanding >= (size_t)c->producer_queue_max_messages;
+        size_t out = s->outstanding, bytes = s->outstanding_bytes;
+        pthread_mutex_unlock(&s->mu);
+        record_free(r);
+        if (by_count)
+            return emq_error_set(err, EMQ_ELIMIT, 1,
+                                 "the producer's queue is full: %zu entries "
+                                 "outstanding (producer.queue.max_messages "
+                                 "%lld); wait for their callbacks "
+                                 "(emq_producer_poll, emq_producer_flush)",
+                                 out,
+                                 (long long)c->producer_queue_max_messages);
+        return emq_error_set(err, EMQ_ELIMIT, 1,
+                             "the producer's queue is full: %zu bytes of "
+                             "fields outstanding (producer.queue.max_bytes "
+                             "%lld); wait for their callbacks",
+                             bytes, (long long)c->producer_queue_max_bytes);
+    }
+    s->outstanding++;
+    s->outstanding_bytes += r->bytes;
+    enqueue(s, r);
+    /* The thread sends it after the linger; wake it for the timer, or at
+     * once when a window is full. */
+    if (s->queued_async == 1 || s->queued_async >= (size_t)c->producer_window)
+        pthread_cond_signal(&s->wake);
+    pthread_mutex_unlock(&s->mu);
+    emq_error_clear(err);
+    return EMQ_OK;
+}
+
+/* Runs the callbacks of the done list (mu held on entry and exit; released
+ * while they run). Returns how many ran. */
+static size_t run_callbacks(emq_producer_t *p) {
+    emq_sender *s = &p->tx;
+    size_t ran = 0;
+    while (s->done_head) {
+        emq_record *list = s->done_head;
+        s->done_head = s->done_tail = NULL;
+        pthread_mutex_unlock(&s->mu);
+        size_t bytes = 0, count = 0;
+        for (emq_record *r = list; r; r = r->next) {
+            emq_delivery d = {
+                .status = r->st,
+                .id = r->st == EMQ_OK || r->st == EMQ_ENOTDURABLE
+                          ? r->id.str
+                          : "",
+                .error = r->st == EMQ_OK ? NULL : r->err,
+                .outcome_unknown = r->unknown,
+                .attempts = r->attempts,
+                .stream = p->keys.stream,
+            };
+            r->cb(r->opaque, &d);
+            bytes += r->bytes;
+            count++;
+        }
+        while (list) {
+            emq_record *next = list->next;
+            record_free(list);
+            list = next;
+        }
+        pthread_mutex_lock(&s->mu);
+        s->outstanding -= count;
+        s->outstanding_bytes -= bytes;
+        ran += count;
+        pthread_cond_broadcast(&s->idle);
+    }
+    return ran;
+}
+
+/* Reports queued async entries past their deadline (mu held); returns the
+ * earliest deadline still ahead (INT64_MAX: none). */
+static int64_t expire_async(emq_producer_t *p, int64_t now) {
+    emq_sender *s = &p->tx;
+    int64_t next = INT64_MAX;
+    emq_record *r = s->head;
+    while (r) {
+        emq_record *nx = r->next;
+        if (r->kind == REC_ASYNC) {
+            if (now >= r->deadline_ms) {
+                emq_error e;
+                if (s->link != EMQ_LINK_UP && s->down.code != EMQ_OK)
+                    emq_error_set(&e, EMQ_ETIMEDOUT, 1,
+                                  "not sent within %lld ms "
+                                  "(producer.timeout_ms): %s",
+                                  (long long)p->conf->producer_timeout_ms,
+                                  s->down.message);
+                else
+                    emq_error_set(&e, EMQ_ETIMEDOUT, 1,
+                                  "not sent within %lld ms "
+                                  "(producer.timeout_ms)",
+                                  (long long)p->conf->producer_timeout_ms);
+                dequeue(s, r);
+                record_fail(r, EMQ_ETIMEDOUT, &e);
+                complete(s, r);
+            } else if (r->deadline_ms < next) {
+                next = r->deadline_ms;
+            }
+        }
+        r = nx;
+    }
+    return next;
+}
+
+/* When the oldest queued async entry is due to go (INT64_MAX: none). */
+static int64_t async_due(const emq_producer_t *p) {
+    const emq_sender *s = &p->tx;
+    if (s->queued_async == 0)
+        return INT64_MAX;
+    if (s->flushing || s->quit || s->queued_waiters > 0 ||
+        s->queued_async >= (size_t)p->conf->producer_window)
+        return 0;
+    for (const emq_record *r = s->head; r; r = r->next)
+        if (r->kind == REC_ASYNC)
+            return r->queued_ms + p->conf->producer_linger_ms;
+    return INT64_MAX;
+}
+
+static void *sender_main(void *arg) {
+    emq_producer_t *p = arg;
+    emq_sender *s = &p->tx;
+    int poll_mode = p->conf->producer_delivery_poll != 0;
+    pthread_mutex_lock(&s->mu);
+    for (;;) {
+        int64_t now = emq_now_ms();
+        if (s->link != EMQ_LINK_UP && !s->busy && !s->fatal && !s->quit &&
+            now >= s->next_attempt_ms) {
+            s->link = EMQ_LINK_CONNECTING;
+            pthread_mutex_unlock(&s->mu);
+            emq_error err;
+            emq_status st = connect_once(p, &err);
+            pthread_mutex_lock(&s->mu);
+            attempt_done(p, st, &err);
+            continue;
+        }
+        int64_t next = expire_async(p, now);
+        if (!poll_mode && s->done_head) {
+            run_callbacks(p);
+            continue;
+        }
+        int64_t due = async_due(p);
+        if (s->link == EMQ_LINK_UP && !s->busy && s->head &&
+            s->head->kind == REC_ASYNC && due <= now) {
+            lead(p, NULL);
+            continue;
+        }
+        if (s->quit && !s->busy && (s->link != EMQ_LINK_UP || !s->queued_async))
+            break;
+        if (s->link == EMQ_LINK_UP && due < next)
+            next = due;
+        if (s->link == EMQ_LINK_DOWN && !s->fatal && s->next_attempt_ms < next)
+            next = s->next_attempt_ms;
+        wait_until(&s->wake, &s->mu, next == INT64_MAX ? -1 : next);
+    }
+    pthread_mutex_unlock(&s->mu);
+    return NULL;
+}
+
+/* ---- life --------------------------------------------------------------- */
+
+emq_status emq_sender_start(emq_producer_t *p, emq_error *err) {
+    emq_sender *s = &p->tx;
+    const emq_conf_t *c = p->conf;
+    s->route_conf = emq_conf_dup(c);
+    if (s->route_conf == NULL)
+        return emq_error_set(err, EMQ_ENOMEM, 0, "out of memory");
+    /* Every wait of the route stays within one call's bound; the thread
+     * spaces the attempts itself. */
+    emq_conf_t *rc = s->route_conf;
+    if (rc->connect_timeout_ms > c->producer_timeout_ms)
+        rc->connect_timeout_ms = c->producer_timeout_ms;
+    if (rc->command_timeout_ms == 0 ||
+        rc->command_timeout_ms > c->producer_timeout_ms)
+        rc->command_timeout_ms = c->producer_timeout_ms;
+    rc->max_attempts = 1;
+    pthread_mutex_init(&s->mu, NULL);
+    cond_init(&s->wake);
+    cond_init(&s->idle);
+    s->rng = (uint64_t)(uintptr_t)p ^ (uint64_t)emq_now_ms();
+    s->link = EMQ_LINK_CONNECTING;
+    if (c->producer_connect_eager) {
+        emq_status st = connect_once(p, err);
+        if (st != EMQ_OK)
+            return st;
+        s->link = EMQ_LINK_UP;
+    }
+    if (pthread_create(&s->thread, NULL, sender_main, p) != 0)
+        return emq_error_set(err, EMQ_ENOMEM, 0,
+                             "could not start the producer's thread");
+    s->thread_started = 1;
+    return EMQ_OK;
+}
+
+void emq_sender_stop(emq_producer_t *p) {
+    emq_sender *s = &p->tx;
+    if (s->route_conf == NULL)
+        return; /* never started */
+    if (s->thread_started) {
+        pthread_mutex_lock(&s->mu);
+        s->quit = 1;
+        /* Not sent: reported, not lost silently. */
+        emq_error e;
+        emq_error_set(&e, EMQ_ECLOSED, 0,
+                      "the producer was destroyed before the entry was "
+                      "sent (emq_producer_flush sends what is queued)");
+        emq_record *r = s->head;
+        while (r) {
+            emq_record *nx = r->next;
+            dequeue(s, r);
+            record_fail(r, EMQ_ECLOSED, &e);
+            complete(s, r);
+            r = nx;
+        }
+        pthread_cond_signal(&s->wake);
+        pthread_mutex_unlock(&s->mu);
+        pthread_join(s->thread, NULL);
+    }
+    pthread_mutex_lock(&s->mu);
+    run_callbacks(p); /* what the thread left (poll mode: all) */
+    pthread_mutex_unlock(&s->mu);
+    emq_route_destroy(s->route);
+    emq_conf_destroy(s->route_conf);
+    pthread_cond_destroy(&s->wake);
+    pthread_cond_destroy(&s->idle);
+    pthread_mutex_destroy(&s->mu);
+}
+
+size_t emq_sender_poll(emq_producer_t *p, int64_t timeout_ms) {
+    emq_sender *s = &p->tx;
+    if (!p->conf->producer_delivery_poll)
+        return 0;
+    int64_t deadline = timeout_ms < 0 ? -1 : emq_now_ms() + timeout_ms;
+    pthread_mutex_lock(&s->mu);
+    while (s->done_head == NULL && timeout_ms != 0 &&
+           (deadline < 0 || emq_now_ms() < deadline))
+        wait_until(&s->idle, &s->mu, deadline);
+    size_t ran = run_callbacks(p);
+    pthread_mutex_unlock(&s->mu);
+    return ran;
+}
+
+emq_status emq_sender_flush(emq_producer_t *p, int64_t timeout_ms,
+                            emq_error *err) {
+    emq_sender *s = &p->tx;
+    int64_t deadline = timeout_ms < 0 ? -1 : emq_now_ms() + timeout_ms;
+    int poll_mode = p->conf->producer_delivery_poll != 0;
+    pthread_mutex_lock(&s->mu);
+    s->flushing++;
+    pthread_cond_signal(&s->wake);
+    while (s->outstanding > 0 && (deadline < 0 || emq_now_ms() < deadline)) {
+        if (poll_mode && s->done_head) {
+            run_callbacks(p);
+            continue;
+        }
+        wait_until(&s->idle, &s->mu, deadline);
+    }
+    s->flushing--;
+    size_t left = s->outstanding;
+    pthread_mutex_unlock(&s->mu);
+    if (left > 0)
+        return emq_error_set(err, EMQ_ETIMEDOUT, 1,
+                             "%zu entries still outstanding after %lld ms",
+                             left, (long long)timeout_ms);
+    emq_error_clear(err);
+    return EMQ_OK;
+}
+
+size_t emq_sender_outstanding(emq_producer_t *p) {
+    pthread_mutex_lock(&p->tx.mu);
+    size_t n = p->tx.outstanding;
+    pthread_mutex_unlock(&p->tx.mu);
+    return n;
+}

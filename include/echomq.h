@@ -585,7 +585,13 @@ EMQ_EXPORT emq_status emq_consumer_new(const emq_conf_t *conf,
  * each with its own connection, lease, door, recovery and dead letters,
  * run on P threads started here; run returns when all have stopped, with
  * the first fatal error of any (which stops the others). Stats and
- * emq_consumer_stats_json are sums over the partitions. */
+ * emq_consumer_stats_json are sums over the partitions.
+ * First connect: with consumer.connect fail (the default) a server that
+ * does not answer ends run at once with the transport error; with wait it
+ * is waited for with the reconnect backoff, as a later reconnect is, until
+ * it answers or emq_consumer_stop (then EMQ_ECLOSED or EMQ_OK). A refusal
+ * that will not change by itself (EMQ_EAUTH, EMQ_ETLS, EMQ_EINVAL) is
+ * never waited out. Pull mode's first poll follows the same rule. */
 EMQ_EXPORT emq_status emq_consumer_run(emq_consumer_t *c, emq_error *err);
 /* Asks run to return: the handler in progress finishes, completed work is
  * acknowledged, nothing new starts. In pull mode: nothing more is read or

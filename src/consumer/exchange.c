@@ -144,7 +144,31 @@ emq_status emq_xchg_open(emq_xchg *x, emq_consumer_t *c, const char *what,
     x->what = what;
     x->halt = halt;
     x->rng = (uint64_t)emq_now_ms() ^ (uint64_t)(uintptr_t)x;
-    emq_status st = emq_route_new(c->conf, c->keys.stream, &x->route, err);
+    emq_status st;
+    /* consumer.connect wait: a server that does not answer yet is waited
+     * for like a later reconnect (backoff naps a stop ends), so workers
+     * started before their server do not crash-loop. A refusal that will
+     * not change by itself (a password, a certificate, a bad URL) still
+     * ends the start at once. */
+    for (unsigned attempt = 0;; attempt++) {
+        st = emq_route_new(c->conf, c->keys.stream, &x->route, err);
+        if (st == EMQ_OK || !c->conf->consumer_connect_wait ||
+            st == EMQ_EAUTH || st == EMQ_EINVAL || st == EMQ_ETLS ||
+            st == EMQ_ENOMEM)
+            break;
+        emq_consumer_log(c, attempt == 0 ? EMQ_LOG_WARNING : EMQ_LOG_DEBUG,
+                         "%s connection: %s; waiting for the server "
+                         "(consumer.connect wait)",
+                         what, err ? err->message : emq_strerror(st));
+        emq_xchg_nap(x, emq_backoff_delay(c->conf->backoff_min_ms,
+                                          c->conf->backoff_max_ms, attempt,
+                                          &x->rng));
+        if (emq_xchg_halted(x)) {
+            st = emq_error_set(err, EMQ_ECLOSED, 0,
+                               "stopped while waiting for the server");
+            break;
+        }
+    }
     /* A stop is not held up by a stalled server: a reply overdue by
      * STOP_GRACE_MS once it was asked is given up (the connection with it;
      * what it would have delivered stays pending to this name). */

@@ -58,6 +58,7 @@ static const cli_opt opts[] = {
     {"exec-batch", 0, 2, O_EXEC_BATCH},
     {"exec-timeout", 0, 1, O_EXEC_TIMEOUT},
     {"no-ack", 0, 0, O_NO_ACK},
+    {"wait-for-server", 0, 0, O_WAIT_FOR_SERVER},
     {"partitions", 0, 1, O_PARTITIONS},
     {NULL, 0, 0, 0},
 };
@@ -109,6 +110,9 @@ static void help(void) {
         "                          toward --max-deliveries)\n"
         "  --partitions P          QUEUE is a topic of P partitions: read all of\n"
         "                          them, one connection and thread each\n"
+        "  --wait-for-server       a server that does not answer at start is\n"
+        "                          waited for (reconnect backoff) instead of\n"
+        "                          exiting 1: workers may start before it\n"
         "\n"
         "Without --exec the entries of each read are printed as JSON lines in one\n"
         "write and acknowledged once that write reached stdout:\n"
@@ -653,6 +657,8 @@ int cmd_consume(int argc, char **argv) {
         rc = cli_set(conf, "start", a.value[O_START]);
     SETNUM("count", count);
     SETNUM("block_ms", block);
+    if (rc == CLI_OK && a.seen[O_WAIT_FOR_SERVER])
+        rc = cli_set(conf, "consumer.connect", "wait");
 
     if (claim_idle > 0)
         SETNUM("claim.min_idle_ms", claim_idle);

@@ -3,15 +3,19 @@
  * Three sources: FIELD=VALUE arguments (one entry), stdin lines (--lines,
  * one entry per line with one field) and stdin JSON objects (--json, one
  * entry per line, parsed by emq_fields_from_json so {"base64":"..."}
- * values come back byte-exact). Entries go out in pipelined batches of
- * --batch (emq_produce_batch); trimming is the producer's own policy
- * (trim.* properties). A malformed input line stops the run with exit 2
+ * values come back byte-exact). Arguments make one emq_produce call; stdin
+ * lines go through emq_produce_async, which the producer sends pipelined
+ * in windows of --batch after lingering --linger ms for company; trimming
+ * is the producer's own policy (trim.* properties). The first entry that
+ * fails stops the reading; what was read is still sent, and the run exits
+ * as the failure says. A malformed input line stops the run with exit 2
  * after everything before it was written, and says how much that was.
  */
 #include "cli.h"
 
 #include <stdlib.h>
 #include <errno.h>
+#include <pthread.h>
 #include <poll.h>
 #include <stdatomic.h>
 #include <string.h>
@@ -25,7 +29,8 @@ static const cli_opt opts[] = {
     {"minid", 0, 1, O_MINID},         {"approx", 0, 0, O_APPROX},
     {"batch", 0, 1, O_BATCH},         {"print-ids", 0, 0, O_PRINT_IDS},
     {"partitions", 0, 1, O_PARTITIONS}, {"key-field", 0, 1, O_KEY_FIELD},
-    {"linger", 0, 1, O_LINGER},
+    {"linger", 0, 1, O_LINGER},       {"timeout", 0, 1, O_TIMEOUT},
+    {"wait-replicas", 0, 1, O_WAIT_REPLICAS},
     {NULL, 0, 0, 0},
 };
 
@@ -44,12 +49,17 @@ static void help(void) {
         "                  values: strings, numbers, true/false/null (as text)\n"
         "                  or {\"base64\":\"...\"} for bytes that are not UTF-8;\n"
         "                  blank lines are skipped\n"
-        "  --batch N       entries per pipelined batch (default 100)\n"
-        "  --linger MS     send what was read once no more arrived for MS\n"
-        "                  (default 100): a slow source (a fifo, tail -f)\n"
-        "                  is not held back until a batch fills. SIGINT or\n"
-        "                  SIGTERM sends what was read, then exits (0 when\n"
-        "                  all of it was written)\n"
+        "  --batch N       most entries per pipelined round (default 100)\n"
+        "  --linger MS     wait up to MS (default 100, at most 60000) for more\n"
+        "                  lines before sending what was read: a slow source\n"
+        "                  (a fifo, tail -f) is not held back until a round\n"
+        "                  fills. SIGINT or SIGTERM sends what was read, then\n"
+        "                  exits (0 when all of it was written)\n"
+        "  --timeout MS    bound of each entry: not confirmed within MS\n"
+        "                  (default 10000) is a failure (exit 1)\n"
+        "  --wait-replicas N  an entry counts as written only once N replicas\n"
+        "                  have it (WAIT); written but not replicated in\n"
+        "                  time is a failure (exit 1) naming how many did\n"
         "  --maxlen N      trim the stream to N entries on every add\n"
         "  --minid ID      trim entries with IDs below ID on every add\n"
         "  --approx        trim with ~ (whole nodes only: cheaper, inexact)\n"
@@ -74,95 +84,141 @@ static void help(void) {
         "  echomq produce orders --partitions 6 --key-field user user=42 item=7\n");
 }
 
-/* One entry waiting in the batch, with the storage it points into. */
-typedef struct pending_msg {
-    emq_field *fields; /* --json: from emq_fields_from_json; else malloc */
-    int from_json;
-    char *line;        /* --lines: the line */
-} pending_msg;
-
 typedef struct produce_run {
     emq_producer_t *p;
     emq_conf_t *conf;
-    size_t batch;
-    emq_message *msgs;
-    emq_keyed_message *kmsgs; /* with --key-field */
     const char *key_field;
-    pending_msg *own;
-    emq_id *ids;
-    size_t n;           /* entries in the batch */
-    uint64_t written;   /* entries confirmed so far */
     int print_ids;
     int progress;       /* stderr is a terminal and not -q */
     int64_t started_ms, last_progress_ms;
+    /* Filled by the delivery callbacks (the producer's thread). */
+    pthread_mutex_t mu;
+    uint64_t written;   /* entries confirmed so far */
+    uint64_t sent;      /* entries handed to emq_produce_async */
+    atomic_int failed;  /* a delivery failed: stop reading */
+    emq_status fail_st;
+    emq_error fail_err;
+    /* --print-ids: IDs come back in order per queue, but a topic's
+     * partitions interleave; a ring indexed by sequence number prints them
+     * in input order. Its size is the producer's queue bound. */
+    emq_id *ring;
+    unsigned char *ring_done;
+    size_t ring_size;
+    uint64_t next_print;
 } produce_run;
 
-static void release(produce_run *r) {
-    for (size_t i = 0; i < r->n; i++) {
-        if (r->own[i].from_json)
-            emq_free_array(r->own[i].fields);
-        else
-            free(r->own[i].fields);
-        free(r->own[i].line);
-    }
-    r->n = 0;
+/* The key of an entry: the value of --key-field (NULL: none). */
+static void key_of(const produce_run *r, const emq_field *f, size_t nf,
+                   const char **key, size_t *key_len) {
+    *key = NULL;
+    *key_len = 0;
+    if (r->key_field == NULL)
+        return;
+    size_t kn = strlen(r->key_field);
+    for (size_t i = 0; i < nf; i++)
+        if (f[i].name_len == kn && memcmp(f[i].name, r->key_field, kn) == 0) {
+            *key = f[i].value ? f[i].value : "";
+            *key_len = f[i].value_len;
+            return;
+        }
 }
 
-/* Sends the batch. Returns CLI_OK or CLI_FAIL after printing why. */
-static int flush_batch(produce_run *r) {
-    if (r->n == 0)
-        return CLI_OK;
-    size_t written = 0;
-    emq_error err;
-    emq_status st;
-    if (r->key_field) {
-        size_t kn = strlen(r->key_field);
-        for (size_t i = 0; i < r->n; i++) {
-            emq_keyed_message *k = &r->kmsgs[i];
-            k->message = r->msgs[i];
-            k->key = NULL;
-            k->key_len = 0;
-            for (size_t f = 0; f < r->msgs[i].nfields; f++) {
-                const emq_field *fd = &r->msgs[i].fields[f];
-                if (fd->name_len == kn &&
-                    memcmp(fd->name, r->key_field, kn) == 0) {
-                    k->key = fd->value ? fd->value : "";
-                    k->key_len = fd->value_len;
-                    break;
-                }
-            }
-        }
-        st = emq_produce_batch_keyed(r->p, r->kmsgs, r->n, r->ids, &written,
-                                     &err);
-    } else {
-        st = emq_produce_batch(r->p, r->msgs, r->n, r->ids, &written, &err);
+/* Which entry a delivery is for. */
+typedef struct seq_tag {
+    produce_run *run;
+    uint64_t seq;
+} seq_tag;
+
+static void on_delivery(void *opaque, const emq_delivery *d) {
+    seq_tag *t = opaque;
+    produce_run *r = t->run;
+    pthread_mutex_lock(&r->mu);
+    if (d->status == EMQ_OK) {
+        r->written++;
+    } else if (!atomic_load(&r->failed)) {
+        r->fail_st = d->status;
+        r->fail_err = *d->error;
+        if (d->status == EMQ_ENOTDURABLE)
+            r->written++; /* it is in the stream, just not replicated */
+        atomic_store(&r->failed, 1);
     }
-    r->written += written;
-    if (r->print_ids) {
-        for (size_t i = 0; i < r->n; i++)
-            if (r->ids[i].str[0])
-                printf("%s\n", r->ids[i].str);
+    if (r->ring) {
+        size_t at = (size_t)(t->seq % r->ring_size);
+        snprintf(r->ring[at].str, sizeof r->ring[at].str, "%s", d->id);
+        r->ring_done[at] = 1;
+        for (;;) {
+            size_t k = (size_t)(r->next_print % r->ring_size);
+            if (!r->ring_done[k])
+                break;
+            if (r->ring[k].str[0])
+                printf("%s\n", r->ring[k].str);
+            r->ring_done[k] = 0;
+            r->next_print++;
+        }
         fflush(stdout);
     }
-    release(r);
-    if (st != EMQ_OK) {
-        char doing[160];
-        snprintf(doing, sizeof doing,
-                 "adding entries failed (%llu written)",
-                 (unsigned long long)r->written);
-        return cli_runtime_err(r->conf, st, &err, doing);
+    pthread_mutex_unlock(&r->mu);
+    free(t);
+}
+
+/* Queues one entry (fields copied by the producer), waiting while the
+ * producer's queue is full. Returns CLI_OK or CLI_FAIL after printing why. */
+static int send_async(produce_run *r, const emq_field *f, size_t nf) {
+    seq_tag *t = malloc(sizeof *t);
+    if (t == NULL)
+        return cli_err(CLI_FAIL, "out of memory");
+    t->run = r;
+    t->seq = r->sent;
+    const char *key;
+    size_t key_len;
+    key_of(r, f, nf, &key, &key_len);
+    for (;;) {
+        emq_error err;
+        emq_status st = emq_produce_async_keyed(r->p, key, key_len, f, nf,
+                                                on_delivery, t, &err);
+        if (st == EMQ_OK)
+            break;
+        if (st != EMQ_ELIMIT) {
+            free(t);
+            return cli_runtime_err(r->conf, st, &err, "adding an entry");
+        }
+        usleep(500); /* the queue is full: let deliveries drain it */
     }
+    r->sent++;
     if (r->progress) {
         int64_t now = cli_now_ms();
         if (now - r->last_progress_ms >= 200) {
             double s = (double)(now - r->started_ms) / 1000.0;
+            pthread_mutex_lock(&r->mu);
+            uint64_t w = r->written;
+            pthread_mutex_unlock(&r->mu);
             fprintf(stderr, "\r\033[Kechomq: %llu entries written (%.0f/s)",
-                    (unsigned long long)r->written,
-                    s > 0 ? (double)r->written / s : 0.0);
+                    (unsigned long long)w, s > 0 ? (double)w / s : 0.0);
             r->last_progress_ms = now;
         }
     }
     return CLI_OK;
+}
+
+/* Waits for every delivery. Returns CLI_OK, or the first failure's exit
+ * after printing it. */
+static int finish(produce_run *r) {
+    emq_error err;
+    emq_status st = emq_producer_flush(r->p, -1, &err);
+    pthread_mutex_lock(&r->mu);
+    int failed = atomic_load(&r->failed);
+    uint64_t written = r->written;
+    pthread_mutex_unlock(&r->mu);
+    if (!failed && st == EMQ_OK)
+        return CLI_OK;
+    if (!failed) {
+        r->fail_st = st;
+        r->fail_err = err;
+    }
+    char doing[160];
+    snprintf(doing, sizeof doing, "adding entries failed (%llu written)",
+             (unsigned long long)written);
+    return cli_runtime_err(r->conf, r->fail_st, &r->fail_err, doing);
 }
 
 /* Splits "name=value" words into a fields array (malloc). */
@@ -254,10 +310,9 @@ static void stop_producing(void *opaque) {
     atomic_store(&produce_stopping, 1);
 }
 
-/* Reads stdin line by line into batches; a batch goes out when full, or
- * once no more input arrived for linger_ms. */
-static int from_stdin(produce_run *r, int json, const char *field,
-                      int linger_ms) {
+/* Reads stdin line by line, each line an asynchronous entry; the producer
+ * sends them in rounds (lingering producer.linger_ms for company). */
+static int from_stdin(produce_run *r, int json, const char *field) {
     line_reader lr;
     memset(&lr, 0, sizeof lr);
     char *line = NULL;
@@ -265,21 +320,17 @@ static int from_stdin(produce_run *r, int json, const char *field,
     uint64_t lineno = 0;
     int rc = CLI_OK;
     cli_on_stop_signal(stop_producing, NULL);
-    while (rc == CLI_OK) {
+    while (rc == CLI_OK && !atomic_load(&r->failed)) {
         /* A stop: what was read goes (a last line without its '\n'
          * too), nothing more is read. */
         if (atomic_load(&produce_stopping))
             lr.eof = 1;
-        int got = next_line(&lr, &line, &len, r->n > 0 ? linger_ms : 200);
+        int got = next_line(&lr, &line, &len, 200);
         if (got == LINE_END)
             break;
-        if (got == LINE_WAIT) {
-            rc = flush_batch(r); /* lingered long enough (or a stop) */
+        if (got == LINE_WAIT)
             continue;
-        }
         lineno++;
-        pending_msg *own = &r->own[r->n];
-        memset(own, 0, sizeof *own);
         if (json) {
             size_t k = 0;
             while (k < (size_t)len && strchr(" \t\r", line[k]))
@@ -292,7 +343,7 @@ static int from_stdin(produce_run *r, int json, const char *field,
             emq_status st =
                 emq_fields_from_json(line, (size_t)len, &f, &nf, &err);
             if (st != EMQ_OK) {
-                rc = flush_batch(r);
+                rc = finish(r);
                 if (rc == CLI_OK)
                     rc = cli_err(CLI_USAGE,
                                  "line %llu of the input is not a JSON "
@@ -302,40 +353,47 @@ static int from_stdin(produce_run *r, int json, const char *field,
                                  (unsigned long long)r->written);
                 break;
             }
-            own->fields = f;
-            own->from_json = 1;
-            r->msgs[r->n] = (emq_message){f, nf, NULL};
+            rc = send_async(r, f, nf);
+            emq_free_array(f);
         } else {
-            own->line = malloc((size_t)len + 1);
-            own->fields = calloc(1, sizeof *own->fields);
-            if (own->line == NULL || own->fields == NULL) {
-                free(own->line);
-                free(own->fields);
-                rc = cli_err(CLI_FAIL, "out of memory");
-                break;
-            }
-            memcpy(own->line, line, (size_t)len);
-            own->line[len] = '\0';
-            own->fields[0] = (emq_field){field, strlen(field), own->line,
-                                         (size_t)len};
-            r->msgs[r->n] = (emq_message){own->fields, 1, NULL};
+            emq_field f = {field, strlen(field), line, (size_t)len};
+            rc = send_async(r, &f, 1);
         }
-        if (++r->n == r->batch)
-            rc = flush_batch(r);
     }
     int stopped = atomic_load(&produce_stopping);
     atomic_store(&produce_stopping, 0);
     if (rc == CLI_OK && lr.failed)
         rc = cli_err(CLI_FAIL, "reading stdin failed after line %llu: %s",
                      (unsigned long long)lineno, strerror(lr.failed));
+    int fin = finish(r); /* what was read is sent, whatever stopped us */
     if (rc == CLI_OK)
-        rc = flush_batch(r);
+        rc = fin;
     if (rc == CLI_OK && stopped)
         cli_note("stopped by a signal: every line read was sent");
     cli_signals_default();
-    release(r);
     free(lr.buf);
     return rc;
+}
+
+/* One entry from FIELD=VALUE arguments. */
+static int from_args(produce_run *r, const emq_field *f, size_t nf) {
+    const char *key;
+    size_t key_len;
+    key_of(r, f, nf, &key, &key_len);
+    emq_id id;
+    emq_error err;
+    emq_status st = emq_produce_keyed(r->p, key, key_len, f, nf, &id, &err);
+    if (st == EMQ_OK || st == EMQ_ENOTDURABLE) {
+        r->written = 1;
+        if (r->print_ids)
+            printf("%s\n", id.str);
+    }
+    if (st != EMQ_OK)
+        return cli_runtime_err(r->conf, st, &err,
+                               st == EMQ_ENOTDURABLE
+                                   ? "adding the entry (1 written)"
+                                   : "adding the entry (0 written)");
+    return CLI_OK;
 }
 
 int cmd_produce(int argc, char **argv) {
@@ -370,8 +428,13 @@ int cmd_produce(int argc, char **argv) {
     else if (a.seen[O_BATCH])
         rc = cli_num(VERB, "--batch", a.value[O_BATCH], 1, 100000, &batch);
     if (rc == CLI_OK && a.seen[O_LINGER])
-        rc = cli_num(VERB, "--linger", a.value[O_LINGER], 0, 3600000,
-                     &linger);
+        rc = cli_num(VERB, "--linger", a.value[O_LINGER], 0, 60000, &linger);
+    long long num;
+    if (rc == CLI_OK && a.seen[O_TIMEOUT])
+        rc = cli_num(VERB, "--timeout", a.value[O_TIMEOUT], 1, 86400000, &num);
+    if (rc == CLI_OK && a.seen[O_WAIT_REPLICAS])
+        rc = cli_num(VERB, "--wait-replicas", a.value[O_WAIT_REPLICAS], 0,
+                     1000, &num);
     long long dummy;
     if (rc == CLI_OK && a.seen[O_MAXLEN])
         rc = cli_num(VERB, "--maxlen", a.value[O_MAXLEN], 0, INT64_MAX,
@@ -390,8 +453,23 @@ int cmd_produce(int argc, char **argv) {
         rc = cli_set(conf, "trim.minid", a.value[O_MINID]);
     if (rc == CLI_OK && a.seen[O_APPROX])
         rc = cli_set(conf, "trim.approx", "1");
+    if (rc == CLI_OK && a.seen[O_TIMEOUT])
+        rc = cli_set(conf, "producer.timeout_ms", a.value[O_TIMEOUT]);
+    if (rc == CLI_OK && a.seen[O_WAIT_REPLICAS])
+        rc = cli_set(conf, "producer.wait_replicas", a.value[O_WAIT_REPLICAS]);
+    char text[24];
+    snprintf(text, sizeof text, "%lld", linger);
+    if (rc == CLI_OK)
+        rc = cli_set(conf, "producer.linger_ms", text);
+    snprintf(text, sizeof text, "%lld", batch);
+    if (rc == CLI_OK)
+        rc = cli_set(conf, "producer.window", text);
+    /* A bounded queue: reading waits for deliveries beyond it. */
+    if (rc == CLI_OK)
+        rc = cli_set(conf, "producer.queue.max_messages", "10000");
     produce_run r;
     memset(&r, 0, sizeof r);
+    pthread_mutex_init(&r.mu, NULL);
     emq_field *arg_fields = NULL;
     if (rc == CLI_OK && !a.seen[O_LINES] && !a.seen[O_JSON])
         rc = fields_from_args(a.pos + 1, a.npos - 1, &arg_fields);
@@ -402,18 +480,19 @@ int cmd_produce(int argc, char **argv) {
     }
 
     r.conf = conf;
-    r.batch = (size_t)batch;
     r.print_ids = a.seen[O_PRINT_IDS] > 0;
     r.progress = !cli_g.quiet && isatty(STDERR_FILENO) &&
                  (a.seen[O_LINES] || a.seen[O_JSON]);
-    r.msgs = calloc(r.batch, sizeof *r.msgs);
     r.key_field = a.seen[O_KEY_FIELD] ? a.value[O_KEY_FIELD] : NULL;
-    r.kmsgs = calloc(r.batch, sizeof *r.kmsgs);
-    r.own = calloc(r.batch, sizeof *r.own);
-    r.ids = calloc(r.batch, sizeof *r.ids);
+    if (r.print_ids && (a.seen[O_LINES] || a.seen[O_JSON])) {
+        r.ring_size = 10000; /* producer.queue.max_messages */
+        r.ring = calloc(r.ring_size, sizeof *r.ring);
+        r.ring_done = calloc(r.ring_size, 1);
+    }
     emq_error err;
     emq_status st = EMQ_OK;
-    if (r.msgs == NULL || r.own == NULL || r.ids == NULL || r.kmsgs == NULL)
+    if (r.print_ids && (a.seen[O_LINES] || a.seen[O_JSON]) &&
+        (r.ring == NULL || r.ring_done == NULL))
         rc = cli_err(CLI_FAIL, "out of memory");
     else if ((st = emq_producer_new(conf, &r.p, &err)) != EMQ_OK)
         rc = st == EMQ_EINVAL ? cli_err(CLI_USAGE, "%s", err.message)
@@ -421,17 +500,11 @@ int cmd_produce(int argc, char **argv) {
                                                 "starting the producer");
     r.started_ms = cli_now_ms();
     if (rc == CLI_OK) {
-        if (arg_fields) {
-            r.msgs[0] = (emq_message){arg_fields, (size_t)(a.npos - 1), NULL};
-            r.n = 1;
-            r.own[0].fields = arg_fields; /* freed by release() */
-            arg_fields = NULL;
-            rc = flush_batch(&r);
-        } else {
+        if (arg_fields)
+            rc = from_args(&r, arg_fields, (size_t)(a.npos - 1));
+        else
             rc = from_stdin(&r, a.seen[O_JSON] > 0,
-                            a.seen[O_FIELD] ? a.value[O_FIELD] : "data",
-                            (int)linger);
-        }
+                            a.seen[O_FIELD] ? a.value[O_FIELD] : "data");
     }
     if (r.progress && r.last_progress_ms)
         fputs("\r\033[K", stderr);
@@ -449,10 +522,9 @@ int cmd_produce(int argc, char **argv) {
     }
     free(arg_fields);
     emq_producer_destroy(r.p);
-    free(r.msgs);
-    free(r.kmsgs);
-    free(r.own);
-    free(r.ids);
+    free(r.ring);
+    free(r.ring_done);
+    pthread_mutex_destroy(&r.mu);
     emq_conf_destroy(conf);
     free(a.pos);
     return rc;

@@ -604,6 +604,14 @@ TEST(security_wrong_password_never_shown) {
         assert_no_secret("the connection error", err.message);
 
         emq_producer_t *p = NULL;
+        /* Lazy: the refusal comes with the first call; eager: at once. */
+        ASSERT_OK(emq_producer_new(conf, &p, &err), &err);
+        emq_field f = {"k", 1, "v", 1};
+        ASSERT_STATUS(emq_produce(p, &f, 1, NULL, &err), EMQ_EAUTH, &err);
+        assert_no_secret("the producer's call error", err.message);
+        emq_producer_destroy(p);
+        p = NULL;
+        ASSERT_OK(emq_conf_set(conf, "producer.connect", "eager", &err), &err);
         ASSERT_STATUS(emq_producer_new(conf, &p, &err), EMQ_EAUTH, &err);
         assert_no_secret("the producer error", err.message);
 

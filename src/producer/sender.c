@@ -84,18 +84,19 @@ static emq_error oom_error = {EMQ_ENOMEM, 0, "out of memory"};
 
 /* ---- records ------------------------------------------------------------ */
 
-/* A record holding a copy of m (fields, names, values and explicit ID in
- * one allocation). NULL when out of memory. */
-static emq_record *record_new(rec_kind kind, const emq_message *m) {
-    size_t bytes = 0;
+/* Bytes a record for m needs. */
+static size_t record_size(const emq_message *m, size_t *bytes) {
+    *bytes = 0;
     for (size_t i = 0; i < m->nfields; i++)
-        bytes += m->fields[i].name_len + m->fields[i].value_len;
+        *bytes += m->fields[i].name_len + m->fields[i].value_len;
     size_t idlen = m->id ? strlen(m->id) + 1 : 0;
-    size_t size = sizeof(emq_record) + m->nfields * sizeof(emq_field) +
-                  bytes + idlen;
-    emq_record *r = emq_alloc(size);
-    if (r == NULL)
-        return NULL;
+    return sizeof(emq_record) + m->nfields * sizeof(emq_field) + *bytes +
+           idlen;
+}
+
+/* Fills the record at r (size bytes from record_size) with a copy of m. */
+static emq_record *record_fill(emq_record *r, rec_kind kind,
+                               const emq_message *m, size_t bytes) {
     memset(r, 0, sizeof *r);
     r->kind = kind;
     r->bytes = bytes;
@@ -116,12 +117,20 @@ static emq_record *record_new(rec_kind kind, const emq_message *m) {
     r->msg.fields = f;
     r->msg.nfields = m->nfields;
     if (m->id) {
-        memcpy(at, m->id, idlen);
+        memcpy(at, m->id, strlen(m->id) + 1);
         r->msg.id = at;
     }
     if (kind != REC_ASYNC)
         cond_init(&r->cv);
     return r;
+}
+
+/* A record holding a copy of m (fields, names, values and explicit ID in
+ * one allocation). NULL when out of memory. */
+static emq_record *record_new(rec_kind kind, const emq_message *m) {
+    size_t bytes;
+    emq_record *r = emq_alloc(record_size(m, &bytes));
+    return r ? record_fill(r, kind, m, bytes) : NULL;
 }
 
 static void record_free(emq_record *r) {
@@ -560,8 +569,8 @@ static void pass_turn(emq_sender *s) {
 
 /* Takes the turn and sends rounds of queued records (mu held on entry and
  * exit), until the queue is empty, a batch is at its head, mine (when not
- * NULL) is complete, or (mine NULL) after one round; then hands the turn
- * on. */
+ * NULL) is complete, or (mine NULL: the thread) no whole window waits any
+ * more, at most 8 rounds; then hands the turn on. */
 static void lead(emq_producer_t *p, emq_record *mine) {
     emq_sender *s = &p->tx;
     size_t window = (size_t)p->conf->producer_window;
@@ -572,6 +581,7 @@ static void lead(emq_producer_t *p, emq_record *mine) {
         window = 64;
     }
     s->busy = 1;
+    int rounds = 0;
     while (s->link == EMQ_LINK_UP && s->head && s->head->kind != REC_BATCH &&
            !(mine && mine->state == REC_DONE)) {
         size_t m = 0;
@@ -600,7 +610,9 @@ static void lead(emq_producer_t *p, emq_record *mine) {
         }
         if (st != EMQ_OK)
             link_broke(p, &err);
-        if (mine == NULL)
+        /* The thread goes on while whole windows wait (a fast async
+         * producer), then runs the callbacks of what it sent. */
+        if (mine == NULL && (++rounds >= 8 || s->queued_async < window))
             break;
     }
     s->busy = 0;
@@ -903,19 +915,19 @@ emq_status emq_sender_async(emq_producer_t *p, const emq_message *m,
                             emq_delivery_fn cb, void *opaque,
                             emq_error *err) {
     emq_sender *s = &p->tx;
+    const emq_conf_t *c = p->conf;
     emq_record *r = record_new(REC_ASYNC, m);
     if (r == NULL)
         return emq_error_set(err, EMQ_ENOMEM, 0, "out of memory");
     r->cb = cb;
     r->opaque = opaque;
     r->queued_ms = emq_now_ms();
-    r->deadline_ms = r->queued_ms + p->conf->producer_timeout_ms;
+    r->deadline_ms = r->queued_ms + c->producer_timeout_ms;
     pthread_mutex_lock(&s->mu);
-    const emq_conf_t *c = p->conf;
     if (s->outstanding >= (size_t)c->producer_queue_max_messages ||
         s->outstanding_bytes + r->bytes > (size_t)c->producer_queue_max_bytes) {
         int by_count = s->outstanding >= (size_t)c->producer_queue_max_messages;
-        size_t out = s->outstanding, bytes = s->outstanding_bytes;
+        size_t out = s->outstanding, held = s->outstanding_bytes;
         pthread_mutex_unlock(&s->mu);
         record_free(r);
         if (by_count)
@@ -930,7 +942,7 @@ emq_status emq_sender_async(emq_producer_t *p, const emq_message *m,
                              "the producer's queue is full: %zu bytes of "
                              "fields outstanding (producer.queue.max_bytes "
                              "%lld); wait for their callbacks",
-                             bytes, (long long)c->producer_queue_max_bytes);
+                             held, (long long)c->producer_queue_max_bytes);
     }
     s->outstanding++;
     s->outstanding_bytes += r->bytes;
@@ -984,37 +996,37 @@ static size_t run_callbacks(emq_producer_t *p) {
 }
 
 /* Reports queued async entries past their deadline (mu held); returns the
- * earliest deadline still ahead (INT64_MAX: none). */
+ * earliest deadline still ahead (INT64_MAX: none). Async entries are
+ * queued in call order with one timeout, so their deadlines grow along
+ * the queue (those sent again go first and are older still): the walk
+ * stops at the first one still ahead, so a long queue costs nothing. */
 static int64_t expire_async(emq_producer_t *p, int64_t now) {
     emq_sender *s = &p->tx;
-    int64_t next = INT64_MAX;
     emq_record *r = s->head;
     while (r) {
         emq_record *nx = r->next;
         if (r->kind == REC_ASYNC) {
-            if (now >= r->deadline_ms) {
-                emq_error e;
-                if (s->link != EMQ_LINK_UP && s->down.code != EMQ_OK)
-                    emq_error_set(&e, EMQ_ETIMEDOUT, 1,
-                                  "not sent within %lld ms "
-                                  "(producer.timeout_ms): %s",
-                                  (long long)p->conf->producer_timeout_ms,
-                                  s->down.message);
-                else
-                    emq_error_set(&e, EMQ_ETIMEDOUT, 1,
-                                  "not sent within %lld ms "
-                                  "(producer.timeout_ms)",
-                                  (long long)p->conf->producer_timeout_ms);
-                dequeue(s, r);
-                record_fail(r, EMQ_ETIMEDOUT, &e);
-                complete(s, r);
-            } else if (r->deadline_ms < next) {
-                next = r->deadline_ms;
-            }
+            if (now < r->deadline_ms)
+                return r->deadline_ms;
+            emq_error e;
+            if (s->link != EMQ_LINK_UP && s->down.code != EMQ_OK)
+                emq_error_set(&e, EMQ_ETIMEDOUT, 1,
+                              "not sent within %lld ms "
+                              "(producer.timeout_ms): %s",
+                              (long long)p->conf->producer_timeout_ms,
+                              s->down.message);
+            else
+                emq_error_set(&e, EMQ_ETIMEDOUT, 1,
+                              "not sent within %lld ms "
+                              "(producer.timeout_ms)",
+                              (long long)p->conf->producer_timeout_ms);
+            dequeue(s, r);
+            record_fail(r, EMQ_ETIMEDOUT, &e);
+            complete(s, r);
         }
         r = nx;
     }
-    return next;
+    return INT64_MAX;
 }
 
 /* When the oldest queued async entry is due to go (INT64_MAX: none). */

@@ -567,6 +567,11 @@ static void pass_turn(emq_sender *s) {
         pthread_cond_signal(&s->head->cv);
 }
 
+/* Rounds a caller that has its own result sends on for the records queued
+ * meanwhile before it hands the turn on: waking the next caller costs a
+ * context switch during which the connection would stand idle. */
+#define LEAD_EXTRA 4
+
 /* Takes the turn and sends rounds of queued records (mu held on entry and
  * exit), until the queue is empty, a batch is at its head, mine (when not
  * NULL) is complete, or (mine NULL: the thread) no whole window waits any
@@ -582,8 +587,9 @@ static void lead(emq_producer_t *p, emq_record *mine) {
     }
     s->busy = 1;
     int rounds = 0;
+    int extra = 0; /* rounds a caller sends for others after its own */
     while (s->link == EMQ_LINK_UP && s->head && s->head->kind != REC_BATCH &&
-           !(mine && mine->state == REC_DONE)) {
+           !(mine && mine->state == REC_DONE && extra++ >= LEAD_EXTRA)) {
         size_t m = 0;
         while (m < window && s->head && s->head->kind != REC_BATCH) {
             emq_record *r = s->head;

@@ -559,6 +559,8 @@ static emq_status down_error(const emq_producer_t *p, emq_error *err) {
 /* Hands the free turn on (mu held): to the caller at the head of the
  * queue, or to the thread for asynchronous entries. */
 static void pass_turn(emq_sender *s) {
+    if (s->link != EMQ_LINK_UP)
+        pthread_cond_signal(&s->wake); /* the thread reconnects */
     if (s->head == NULL)
         return;
     if (s->head->kind == REC_ASYNC)
@@ -1079,10 +1081,15 @@ static void *sender_main(void *arg) {
         }
         if (s->quit && !s->busy && (s->link != EMQ_LINK_UP || !s->queued_async))
             break;
-        if (s->link == EMQ_LINK_UP && due < next)
+        /* While another thread has the turn, only its hand-over (or an
+         * entry's deadline) is worth waking for: pass_turn signals. */
+        if (!s->busy && s->link == EMQ_LINK_UP && due < next)
             next = due;
-        if (s->link == EMQ_LINK_DOWN && !s->fatal && s->next_attempt_ms < next)
+        if (!s->busy && s->link == EMQ_LINK_DOWN && !s->fatal &&
+            s->next_attempt_ms < next)
             next = s->next_attempt_ms;
+        if (next <= now)
+            next = now + 1; /* never a busy loop under the lock */
         wait_until(&s->wake, &s->mu, next == INT64_MAX ? -1 : next);
     }
     pthread_mutex_unlock(&s->mu);

@@ -2,7 +2,8 @@
  * event_worker.c, epoll_worker.c) run against a private redis-server:
  * each hands 300 entries to its worker threads through the consumer's
  * event descriptor, acknowledges them from those threads, and exits 0
- * with nothing left pending.
+ * with nothing left pending; and examples/request_producer.c, whose eight
+ * request threads share one producer beside asynchronous audit lines.
  */
 #include "integ/ctests2_helpers.h"
 
@@ -83,5 +84,20 @@ TEST_TIMEOUT(example_uv_worker_acks_from_worker_threads, 90) {
 TEST_TIMEOUT(example_event_worker_acks_from_worker_threads, 90) {
     emq_srv *s = emq_srv_start(NULL);
     example_on("event_worker", s, emq_srv_url(s));
+    emq_srv_stop(s);
+}
+
+TEST_TIMEOUT(example_request_producer_threads_share_one_producer, 60) {
+    emq_srv *s = emq_srv_start(NULL);
+    char out[4096];
+    int rc = run_example("request_producer", emq_srv_url(s), "ex-req", 800,
+                         emq_srv_dir(s), out, sizeof out);
+    if (rc != 0)
+        FAIL("request_producer exited %d: %s", rc, out);
+    ASSERT_CONTAINS(out, "produced 800 requests and 800 audit lines");
+    char len[32];
+    emq_srv_cmd(s, len, sizeof len, "XLEN", "emq:{ex-req}", NULL);
+    ASSERT_EQ_STR(len, "1600");
+    printf("    %s", out);
     emq_srv_stop(s);
 }

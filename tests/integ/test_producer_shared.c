@@ -558,3 +558,67 @@ TEST_TIMEOUT(producer_wait_aof_confirms_or_is_refused_clearly, 30) {
     emq_conf_destroy(conf);
     emq_srv_stop(s);
 }
+
+/* ---- sync and async together -------------------------------------------- */
+
+typedef struct mixed_run {
+    emq_producer_t *p;
+    reports *r;
+    tag *tags; /* this thread's */
+    int failures;
+    char last_error[300];
+} mixed_run;
+
+static void *mixed_thread(void *arg) {
+    mixed_run *m = arg;
+    for (int i = 0; i < 200; i++) {
+        emq_field f = {"v", 1, "sync", 4};
+        emq_id id;
+        emq_error err;
+        if (emq_produce(m->p, &f, 1, &id, &err) != EMQ_OK) {
+            m->failures++;
+            snprintf(m->last_error, sizeof m->last_error, "%s", err.message);
+        }
+        if (async_one(m->p, &m->tags[i], &err) != EMQ_OK) {
+            m->failures++;
+            snprintf(m->last_error, sizeof m->last_error, "%s", err.message);
+        }
+    }
+    return NULL;
+}
+
+/* 16 threads each alternating a synchronous call and an asynchronous one
+ * (a request and its audit line): the two kinds share the queue and the
+ * turn, neither starves the other, all 6400 are added, every callback
+ * runs once. */
+TEST_TIMEOUT(producer_sync_and_async_from_many_threads, 60) {
+    emq_srv *s = emq_srv_start(NULL);
+    emq_conf_t *conf = shared_conf(emq_srv_url(s), "2000");
+    emq_producer_t *p = producer_of(conf);
+    static reports r;
+    static tag tags[MAX_ASYNC];
+    reports_init(&r, tags, 3200);
+    static mixed_run runs[16];
+    pthread_t th[16];
+    for (int t = 0; t < 16; t++) {
+        runs[t] = (mixed_run){.p = p, .r = &r, .tags = tags + t * 200};
+        ASSERT(pthread_create(&th[t], NULL, mixed_thread, &runs[t]) == 0);
+    }
+    for (int t = 0; t < 16; t++)
+        pthread_join(th[t], NULL);
+    emq_error err;
+    ASSERT_OK(emq_producer_flush(p, 10000, &err), &err);
+    for (int t = 0; t < 16; t++)
+        if (runs[t].failures)
+            FAIL("thread %d: %d failures: %s", t, runs[t].failures,
+                 runs[t].last_error);
+    ASSERT_EQ_INT(atomic_load(&r.total), 3200);
+    for (int i = 0; i < 3200; i++) {
+        ASSERT_EQ_INT(r.calls[i], 1);
+        ASSERT_EQ_INT(r.status[i], EMQ_OK);
+    }
+    ASSERT_EQ_INT(xlen(s, SQ), 6400);
+    emq_producer_destroy(p);
+    emq_conf_destroy(conf);
+    emq_srv_stop(s);
+}

@@ -6,9 +6,20 @@
  * can fail returns an emq_status and fills an optional caller-owned
  * emq_error. Each declaration states who owns what it returns.
  *
- * Threads: a handle is used by one thread at a time. Distinct handles may be
- * used on distinct threads without locking. Replies may be freed on any
- * thread.
+ * Threads, handle by handle (each handle's section says it again):
+ *   emq_conf_t      one thread at a time; a conf is copied by every handle
+ *                   made from it, so it may be changed or freed after.
+ *   emq_conn_t      one thread at a time.
+ *   emq_producer_t  any number of threads at once (they share its
+ *                   connection's round trips); destroy when no call runs.
+ *   emq_consumer_t  run on one thread; stop from any thread or a signal
+ *                   handler; poll, ack, retry, dead, stats, pause and
+ *                   resume from any threads at once.
+ *   emq_pool_t      run on one thread; stop from any thread or a signal
+ *                   handler.
+ *   emq_admin_t     one thread at a time.
+ *   Replies and entries may be freed on any thread. Distinct handles may be
+ *   used on distinct threads without locking.
  */
 #ifndef ECHOMQ_H
 #define ECHOMQ_H
@@ -87,7 +98,8 @@ EMQ_EXPORT const char *emq_status_name(emq_status status);
 /* ---- configuration ---------------------------------------------------- */
 
 /* One configuration object, set by property name. The property table is in
- * docs/CONFIGURATION.md (generated from the library). */
+ * docs/CONFIGURATION.md (generated from the library). Threads: one at a
+ * time; every handle copies the conf it is made from. */
 typedef struct emq_conf emq_conf_t;
 
 /* Returns a conf with every default; NULL only when out of memory.
@@ -185,7 +197,7 @@ EMQ_EXPORT void emq_reply_free(emq_reply *r);
 
 /* One connection to one server: TCP, unix socket or TLS, with AUTH, SELECT
  * and CLIENT SETNAME on connect, command timeouts, pipelining and
- * reconnection with capped exponential backoff. */
+ * reconnection with capped exponential backoff. Threads: one at a time. */
 typedef struct emq_conn emq_conn_t;
 
 /* Connects using conf (borrowed: copied, the caller keeps and frees it).
@@ -776,7 +788,7 @@ EMQ_EXPORT emq_consumer_t *emq_pool_consumer(emq_pool_t *pool, int i);
 /* ---- admin: inspection, replay, removal, retention, dead letters -------- */
 
 /* Operates one queue (conf: url and queue, or stream). Every verb is
- * explicit; none runs inside a consumer. */
+ * explicit; none runs inside a consumer. Threads: one at a time. */
 typedef struct emq_admin emq_admin_t;
 
 /* Connects (conf borrowed). *out is caller-owned; free with

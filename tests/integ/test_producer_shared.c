@@ -261,6 +261,7 @@ typedef struct reports {
     emq_status status[MAX_ASYNC];
     int unknown[MAX_ASYNC];
     emq_id ids[MAX_ASYNC];
+    unsigned attempts[MAX_ASYNC];
     pthread_t thread[MAX_ASYNC];
     atomic_int total;
 } reports;
@@ -277,6 +278,7 @@ static void on_delivery(void *opaque, const emq_delivery *d) {
     r->calls[t->index]++;
     r->status[t->index] = d->status;
     r->unknown[t->index] = d->outcome_unknown;
+    r->attempts[t->index] = d->attempts;
     snprintf(r->ids[t->index].str, sizeof r->ids[t->index].str, "%s",
              d->id);
     r->thread[t->index] = pthread_self();
@@ -621,4 +623,64 @@ TEST_TIMEOUT(producer_sync_and_async_from_many_threads, 60) {
     emq_producer_destroy(p);
     emq_conf_destroy(conf);
     emq_srv_stop(s);
+}
+
+/* 50 async entries sent to a stalled server (SIGSTOP: they sit unread in
+ * its socket), which is then killed and restarted: their outcome is
+ * unknown. With producer.retries 0 each is reported so (outcome_unknown,
+ * attempts 1) and none is re-sent; with producer.retries 3 each is sent
+ * again after the reconnect and reported added, attempts 2 saying it may
+ * be a duplicate. */
+static void unknown_outcomes(int retries) {
+    emq_srv_opts o = {.appendonly = 1};
+    emq_srv *s = emq_srv_start(&o);
+    emq_conf_t *conf = shared_conf(emq_srv_url(s), "8000");
+    char text[16];
+    snprintf(text, sizeof text, "%d", retries);
+    conf_set(conf, "producer.retries", text);
+    emq_conf_set_log(conf, quiet_log, NULL);
+    emq_producer_t *p = producer_of(conf);
+    emq_field f = {"v", 1, "x", 1};
+    emq_id id;
+    emq_error err;
+    ASSERT_OK(emq_produce(p, &f, 1, &id, &err), &err); /* connected */
+    static reports r;
+    static tag tags[50];
+    reports_init(&r, tags, 50);
+    ASSERT(kill(emq_srv_pid(s), SIGSTOP) == 0);
+    for (int i = 0; i < 50; i++)
+        ASSERT_OK(async_one(p, &tags[i], &err), &err);
+    usleep(200 * 1000); /* sent, unanswered */
+    emq_srv_kill9(s);  /* a stopped process dies to SIGKILL too */
+    emq_srv_restart(s);
+    ASSERT_OK(emq_producer_flush(p, 20000, &err), &err);
+    ASSERT_EQ_INT(atomic_load(&r.total), 50);
+    for (int i = 0; i < 50; i++)
+        ASSERT_EQ_INT(r.calls[i], 1);
+    if (retries == 0) {
+        for (int i = 0; i < 50; i++) {
+            ASSERT(r.status[i] != EMQ_OK);
+            ASSERT_EQ_INT(r.unknown[i], 1);
+            ASSERT_EQ_INT(r.attempts[i], 1);
+        }
+        ASSERT_EQ_INT(xlen(s, SQ), 1); /* the first entry only */
+    } else {
+        for (int i = 0; i < 50; i++) {
+            ASSERT_EQ_INT(r.status[i], EMQ_OK);
+            ASSERT_EQ_INT(r.unknown[i], 0);
+            ASSERT_EQ_INT(r.attempts[i], 2);
+        }
+        ASSERT_EQ_INT(xlen(s, SQ), 51);
+    }
+    emq_producer_destroy(p);
+    emq_conf_destroy(conf);
+    emq_srv_stop(s);
+}
+
+TEST_TIMEOUT(producer_async_unknown_outcome_reported_not_resent, 40) {
+    unknown_outcomes(0);
+}
+
+TEST_TIMEOUT(producer_async_retries_resend_unknown_saying_so, 40) {
+    unknown_outcomes(3);
 }

@@ -372,63 +372,81 @@ static emq_status read_wait(emq_producer_t *p, emq_error *err) {
                          (long long)c->producer_wait_timeout_ms);
 }
 
-/* One round of records: appends their XADDs (and the WAIT), reads the
- * replies and sets each record's outcome. Without mu, with the turn.
- * Returns EMQ_OK, or the transport failure that broke the route (records
- * from the failed reply on are then unknown). */
-static emq_status send_round(emq_producer_t *p, emq_record **recs, size_t m,
-                             emq_error *err) {
-    size_t appended = 0;
+/* One round of records on the wire: their XADDs (and the WAIT). */
+typedef struct round {
+    emq_record **recs;
+    size_t m;        /* records taken */
+    size_t appended; /* of them, appended (the rest failed: not sent) */
+    int want_wait, waiting;
+    emq_error wait_err;
+} round;
+
+/* Appends the round's XADDs and its WAIT to the route (without mu, with
+ * the turn); a record that could not be appended is known not added. */
+static void round_append(emq_producer_t *p, round *r) {
     emq_error one;
     emq_status ast = EMQ_OK;
-    for (; appended < m; appended++) {
-        recs[appended]->attempts++;
-        if ((ast = append_xadd(p, &recs[appended]->msg, &one)) != EMQ_OK) {
-            recs[appended]->attempts--;
+    for (r->appended = 0; r->appended < r->m; r->appended++) {
+        emq_record *rec = r->recs[r->appended];
+        rec->attempts++;
+        if ((ast = append_xadd(p, &rec->msg, &one)) != EMQ_OK) {
+            rec->attempts--;
             break;
         }
     }
-    for (size_t i = appended; i < m; i++) /* not sent: known not added */
-        record_fail(recs[i], ast, &one);
+    for (size_t i = r->appended; i < r->m; i++)
+        record_fail(r->recs[i], ast, &one);
     /* The WAIT: added entries are durable only when it says so. */
-    int want_wait = appended > 0 && ast == EMQ_OK && durable(p);
-    int waiting = 0;
-    emq_error wait_err;
-    emq_error_clear(&wait_err);
-    if (want_wait) {
-        if (append_wait(p, &wait_err) == EMQ_OK)
-            waiting = 1;
+    r->want_wait = r->appended > 0 && ast == EMQ_OK && durable(p);
+    r->waiting = 0;
+    emq_error_clear(&r->wait_err);
+    if (r->want_wait) {
+        if (append_wait(p, &r->wait_err) == EMQ_OK)
+            r->waiting = 1;
         else
-            emq_error_prefix(&wait_err, "added, but WAIT was not sent");
+            emq_error_prefix(&r->wait_err, "added, but WAIT was not sent");
     }
-    for (size_t i = 0; i < appended; i++) {
-        emq_record *r = recs[i];
-        emq_status rs = read_xadd(p, &r->id, &one);
+}
+
+/* Marks the round's appended records from i on unknown (a transport
+ * failure before their replies). */
+static void round_unknown(round *r, size_t i, emq_status st,
+                          const emq_error *why) {
+    for (; i < r->appended; i++) {
+        record_fail(r->recs[i], st, why);
+        r->recs[i]->unknown = 1;
+    }
+}
+
+/* Reads the round's replies and sets each record's outcome (without mu,
+ * with the turn). Returns EMQ_OK, or the transport failure that broke the
+ * route (records from the failed reply on are then unknown). */
+static emq_status round_read(emq_producer_t *p, round *r, emq_error *err) {
+    emq_error one;
+    for (size_t i = 0; i < r->appended; i++) {
+        emq_record *rec = r->recs[i];
+        emq_status rs = read_xadd(p, &rec->id, &one);
         if (rs == EMQ_OK) {
-            r->st = EMQ_OK;
+            rec->st = EMQ_OK;
             continue;
         }
         if (rs == EMQ_ESERVER) {
-            record_fail(r, rs, &one);
+            record_fail(rec, rs, &one);
             continue;
         }
-        /* Transport: this one and the rest are unknown. */
         emq_error_prefix(&one, "the entry may or may not have been added");
-        for (size_t k = i; k < appended; k++) {
-            record_fail(recs[k], rs, &one);
-            recs[k]->unknown = 1;
-        }
+        round_unknown(r, i, rs, &one);
         *err = one;
         return rs;
     }
     emq_status broke = EMQ_OK;
-    emq_status wst = want_wait && !waiting ? EMQ_ENOTDURABLE : EMQ_OK;
-    if (waiting) {
-        wst = read_wait(p, &wait_err);
+    emq_status wst = r->want_wait && !r->waiting ? EMQ_ENOTDURABLE : EMQ_OK;
+    if (r->waiting) {
+        wst = read_wait(p, &r->wait_err);
         if (wst != EMQ_OK && wst != EMQ_ENOTDURABLE) {
             broke = wst;
-            *err = wait_err; /* the IDs are known; the link is not */
-            emq_error_set(&wait_err, EMQ_ENOTDURABLE, 1,
+            *err = r->wait_err; /* the IDs are known; the link is not */
+            emq_error_set(&r->wait_err, EMQ_ENOTDURABLE, 1,
                           "added, but the connection failed before WAIT "
                           "answered: %s",
                           err->message);
@@ -436,11 +454,11 @@ static emq_status send_round(emq_producer_t *p, emq_record **recs, size_t m,
         }
     }
     if (wst != EMQ_OK)
-        for (size_t i = 0; i < appended; i++)
-            if (recs[i]->st == EMQ_OK) {
-                emq_id id = recs[i]->id;
-                record_fail(recs[i], EMQ_ENOTDURABLE, &wait_err);
-                recs[i]->id = id;
+        for (size_t i = 0; i < r->appended; i++)
+            if (r->recs[i]->st == EMQ_OK) {
+                emq_id id = r->recs[i]->id;
+                record_fail(r->recs[i], EMQ_ENOTDURABLE, &r->wait_err);
+                r->recs[i]->id = id;
             }
     return broke;
 }
@@ -578,54 +596,91 @@ static void pass_turn(emq_sender *s) {
  * exit), until the queue is empty, a batch is at its head, mine (when not
  * NULL) is complete, or (mine NULL: the thread) no whole window waits any
  * more, at most 8 rounds; then hands the turn on. */
+/* Takes up to window queued records into r (mu held). */
+static void round_take(emq_sender *s, round *r, size_t window) {
+    r->m = 0;
+    while (r->m < window && s->head && s->head->kind != REC_BATCH) {
+        emq_record *rec = s->head;
+        dequeue(s, rec);
+        rec->state = REC_TAKEN;
+        r->recs[r->m++] = rec;
+    }
+}
+
+/* Completes a read round's records (mu held): an async record whose
+ * outcome is unknown goes back to the queue's front while
+ * producer.retries allows, the others get their outcome. */
+static void round_finish(emq_producer_t *p, round *r) {
+    emq_sender *s = &p->tx;
+    for (size_t i = r->m; i-- > 0;) {
+        emq_record *rec = r->recs[i];
+        if (rec->unknown && rec->kind == REC_ASYNC &&
+            rec->attempts <= (unsigned)p->conf->producer_retries &&
+            emq_now_ms() < rec->deadline_ms) {
+            /* Sent again after the reconnect, first in the queue. */
+            rec->unknown = 0;
+            rec->maybe_dup = 1;
+            enqueue_front(s, rec);
+            continue;
+        }
+        complete(s, rec);
+    }
+    r->m = 0;
+}
+
 static void lead(emq_producer_t *p, emq_record *mine) {
     emq_sender *s = &p->tx;
     size_t window = (size_t)p->conf->producer_window;
-    emq_record *stack[64];
-    emq_record **recs = window <= 64 ? stack : emq_alloc(window * sizeof *recs);
-    if (recs == NULL) {
-        recs = stack;
+    emq_record *stack[2][64];
+    emq_record **mem = NULL;
+    round rounds_[2] = {{.recs = stack[0]}, {.recs = stack[1]}};
+    if (window > 64 && (mem = emq_alloc(2 * window * sizeof *mem)) != NULL) {
+        rounds_[0].recs = mem;
+        rounds_[1].recs = mem + window;
+    } else if (window > 64) {
         window = 64;
     }
+    round *cur = &rounds_[0], *nxt = &rounds_[1];
     s->busy = 1;
-    int rounds = 0;
-    int extra = 0; /* rounds a caller sends for others after its own */
-    while (s->link == EMQ_LINK_UP && s->head && s->head->kind != REC_BATCH &&
-           !(mine && mine->state == REC_DONE && extra++ >= LEAD_EXTRA)) {
-        size_t m = 0;
-        while (m < window && s->head && s->head->kind != REC_BATCH) {
-            emq_record *r = s->head;
-            dequeue(s, r);
-            r->state = REC_TAKEN;
-            recs[m++] = r;
-        }
+    int rounds = 0, extra = 0;
+    /* Two rounds on the wire: the next is appended (and sent with the
+     * first read) before the current one's replies are read, so the server
+     * works on it while this thread parses and completes. */
+    if (s->link == EMQ_LINK_UP)
+        round_take(s, cur, window);
+    if (cur->m > 0) {
         pthread_mutex_unlock(&s->mu);
-        emq_error err;
-        emq_status st = send_round(p, recs, m, &err);
+        round_append(p, cur);
         pthread_mutex_lock(&s->mu);
-        for (size_t i = m; i-- > 0;) {
-            emq_record *r = recs[i];
-            if (r->unknown && r->kind == REC_ASYNC &&
-                r->attempts <= (unsigned)p->conf->producer_retries &&
-                emq_now_ms() < r->deadline_ms) {
-                /* Sent again after the reconnect, first in the queue. */
-                r->unknown = 0;
-                r->maybe_dup = 1;
-                enqueue_front(s, r);
-                continue;
-            }
-            complete(s, r);
-        }
-        if (st != EMQ_OK)
+    }
+    while (cur->m > 0) {
+        rounds++;
+        int more = s->link == EMQ_LINK_UP && s->head &&
+                   s->head->kind != REC_BATCH &&
+                   (mine ? !(mine->state == REC_DONE && extra++ >= LEAD_EXTRA)
+                         : rounds < 8 && s->queued_async >= window);
+        nxt->m = 0;
+        if (more)
+            round_take(s, nxt, window);
+        pthread_mutex_unlock(&s->mu);
+        if (nxt->m > 0)
+            round_append(p, nxt);
+        emq_error err;
+        emq_status st = round_read(p, cur, &err);
+        if (st != EMQ_OK) /* the next round's replies went with the link */
+            round_unknown(nxt, 0, st, &err);
+        pthread_mutex_lock(&s->mu);
+        round_finish(p, cur);
+        if (st != EMQ_OK) {
+            round_finish(p, nxt);
             link_broke(p, &err);
-        /* The thread goes on while whole windows wait (a fast async
-         * producer), then runs the callbacks of what it sent. */
-        if (mine == NULL && (++rounds >= 8 || s->queued_async < window))
-            break;
+        }
+        round *t = cur;
+        cur = nxt;
+        nxt = t;
     }
     s->busy = 0;
-    if (recs != stack)
-        emq_free(recs);
+    emq_free(mem);
     pass_turn(s);
 }
 

@@ -38,6 +38,8 @@ readonly FEATURES=(
     "cluster (map, redirections, migration)|cluster_"
     "failover|failover"
     "TLS|tls"
+    "shared producer: time bounds, async, restarts|producer_shared_ producer_server_down producer_restart producer_stalled producer_async_ producer_sync_and_async"
+    "durable produce (WAIT; WAITAOF or its refusal)|producer_wait_"
     "ACL|acl noperm"
     "CLI|cli_"
 )

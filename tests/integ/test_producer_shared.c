@@ -684,3 +684,84 @@ TEST_TIMEOUT(producer_async_unknown_outcome_reported_not_resent, 40) {
 TEST_TIMEOUT(producer_async_retries_resend_unknown_saying_so, 40) {
     unknown_outcomes(3);
 }
+
+/* A topic of 3 partitions: async entries (keyed and not) go to their
+ * partitions, each called back once with its partition's stream; flush
+ * and outstanding cover every partition; 8 threads share the topic's
+ * synchronous calls too. */
+typedef struct topic_report {
+    pthread_mutex_t mu;
+    int calls;
+    int ok;
+    int by_stream[3];
+} topic_report;
+
+static void on_topic_delivery(void *opaque, const emq_delivery *d) {
+    topic_report *t = opaque;
+    pthread_mutex_lock(&t->mu);
+    t->calls++;
+    t->ok += d->status == EMQ_OK;
+    for (int i = 0; i < 3; i++) {
+        char key[32];
+        snprintf(key, sizeof key, "emq:{tp.%d}", i);
+        if (strcmp(d->stream, key) == 0)
+            t->by_stream[i]++;
+    }
+    pthread_mutex_unlock(&t->mu);
+}
+
+static void *topic_thread(void *arg) {
+    emq_producer_t *p = arg;
+    for (int i = 0; i < 100; i++) {
+        emq_field f = {"v", 1, "s", 1};
+        emq_id id;
+        emq_error err;
+        if (emq_produce(p, &f, 1, &id, &err) != EMQ_OK)
+            FAIL("topic produce: %s", err.message);
+    }
+    return NULL;
+}
+
+TEST_TIMEOUT(producer_async_topic_partitions_each_called_back, 40) {
+    emq_srv *s = emq_srv_start(NULL);
+    emq_conf_t *conf = conf_for(emq_srv_url(s));
+    conf_set(conf, "queue", "tp");
+    conf_set(conf, "partitions", "3");
+    emq_producer_t *p = producer_of(conf);
+    static topic_report t;
+    memset(&t, 0, sizeof t);
+    pthread_mutex_init(&t.mu, NULL);
+    emq_error err;
+    for (int i = 0; i < 300; i++) {
+        emq_field f = {"v", 1, "a", 1};
+        char key[8];
+        int len = snprintf(key, sizeof key, "k%d", i % 7);
+        emq_status st = i % 2 ? emq_produce_async(p, &f, 1, on_topic_delivery,
+                                                  &t, &err)
+                              : emq_produce_async_keyed(p, key, (size_t)len,
+                                                        &f, 1,
+                                                        on_topic_delivery, &t,
+                                                        &err);
+        ASSERT_OK(st, &err);
+    }
+    pthread_t th[8];
+    for (int i = 0; i < 8; i++)
+        ASSERT(pthread_create(&th[i], NULL, topic_thread, p) == 0);
+    for (int i = 0; i < 8; i++)
+        pthread_join(th[i], NULL);
+    ASSERT_OK(emq_producer_flush(p, 10000, &err), &err);
+    ASSERT_EQ_SIZE(emq_producer_outstanding(p), 0);
+    ASSERT_EQ_INT(t.calls, 300);
+    ASSERT_EQ_INT(t.ok, 300);
+    long long total = 0;
+    for (int i = 0; i < 3; i++) {
+        char key[32];
+        snprintf(key, sizeof key, "emq:{tp.%d}", i);
+        ASSERT(t.by_stream[i] > 0);
+        total += xlen(s, key);
+    }
+    ASSERT_EQ_INT(total, 300 + 800);
+    emq_producer_destroy(p);
+    emq_conf_destroy(conf);
+    emq_srv_stop(s);
+}

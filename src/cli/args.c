@@ -31,8 +31,125 @@ static const cli_opt global_opts[] = {
     {"verbose", 'v', 0, O_VERBOSE},
     {"help", 'h', 0, O_HELP},
     {"version", 0, 0, O_VERSION},
+    {"property", 'X', 1, O_X},
     {NULL, 0, 0, 0},
 };
+
+/* -X list: every property, its default and what it does. */
+static void print_properties(void) {
+    const char *name, *def, *doc;
+    for (size_t i = 0; emq_conf_property(i, &name, &def, &doc) == EMQ_OK;
+         i++)
+        printf("%-30s %-14s %s\n", name, def[0] ? def : "(none)", doc);
+}
+
+/* -X name=value: kept for cli_conf, which lets the library validate it. */
+static int take_property(char *value) {
+    if (!strcmp(value, "list")) {
+        print_properties();
+        exit(CLI_OK);
+    }
+    char *eq = strchr(value, '=');
+    if (eq == NULL || eq == value)
+        return cli_usage_err(NULL, "-X '%s' is not property=value (or -X "
+                                   "list for the properties)",
+                             value);
+    size_t n = (size_t)(eq - value);
+    if ((n == 8 && !strncmp(value, "password", 8)) ||
+        (n == 3 && !strncmp(value, "url", 3))) {
+        /* Out of the argv a secret would show in (ps): -u masks it. */
+        memset(eq + 1, '*', strlen(eq + 1));
+        return cli_usage_err(NULL, "-X %.*s is not taken: give the URL with "
+                                   "-u/--url or $ECHOMQ_URL and the password "
+                                   "in it or in $ECHOMQ_PASSWORD (an -X "
+                                   "value shows in ps)",
+                             (int)n, value);
+    }
+    const char **grown =
+        realloc(cli_g.xprops, (size_t)(cli_g.nx + 1) * sizeof *grown);
+    if (grown == NULL)
+        return cli_err(CLI_FAIL, "out of memory");
+    cli_g.xprops = grown;
+    cli_g.xprops[cli_g.nx++] = value;
+    return CLI_OK;
+}
+
+/* 1 when property name was given with -X. */
+static int given_by_x(const char *name) {
+    size_t n = strlen(name);
+    for (int i = 0; i < cli_g.nx; i++)
+        if (!strncmp(cli_g.xprops[i], name, n) && cli_g.xprops[i][n] == '=')
+            return 1;
+    return 0;
+}
+
+int cli_global_words(const char *w) {
+    for (const cli_opt *o = global_opts; o->name; o++) {
+        if (!o->takes_value)
+            continue;
+        if ((w[0] == '-' && w[1] == o->short_name && o->short_name &&
+             w[2] == '\0') ||
+            (w[0] == '-' && w[1] == '-' && !strcmp(w + 2, o->name)))
+            return 2;
+    }
+    return 1;
+}
+
+/* Edit distance of a and b (bounded by small lengths: option names). */
+static size_t edits(const char *a, const char *b) {
+    size_t la = strlen(a), lb = strlen(b);
+    if (la > 40 || lb > 40)
+        return 99;
+    size_t row[41];
+    for (size_t j = 0; j <= lb; j++)
+        row[j] = j;
+    for (size_t i = 1; i <= la; i++) {
+        size_t diag = row[0];
+        row[0] = i;
+        for (size_t j = 1; j <= lb; j++) {
+            size_t up = row[j];
+            size_t best = diag + (a[i - 1] != b[j - 1]);
+            if (row[j] + 1 < best)
+                best = row[j] + 1;
+            if (row[j - 1] + 1 < best)
+                best = row[j - 1] + 1;
+            row[j] = best;
+            diag = up;
+        }
+    }
+    return row[lb];
+}
+
+const char *cli_closest(const char *word, const char *const *candidates,
+                        size_t n) {
+    const char *best = NULL;
+    size_t best_d = 3;
+    for (size_t i = 0; i < n; i++) {
+        size_t d = edits(word, candidates[i]);
+        if (d == 0)
+            continue;
+        if (strlen(word) >= 3 &&
+            !strncmp(candidates[i], word, strlen(word)))
+            d = 1; /* a prefix: --conc for --concurrency */
+        if (d < best_d) {
+            best_d = d;
+            best = candidates[i];
+        }
+    }
+    return best;
+}
+
+/* The option of opts (or a global one) closest to name, for "did you
+ * mean". */
+static const char *closest_option(const cli_opt *opts, const char *name) {
+    const char *names[128];
+    size_t n = 0;
+    for (const cli_opt *o = global_opts; o->name && n < 128; o++)
+        names[n++] = o->name;
+    for (const cli_opt *o = opts; o && o->name && n < 128; o++)
+        names[n++] = o->name;
+    return cli_closest(name, names, n);
+}
 
 const char *cli_esc(const char *text, char *out, size_t size) {
     size_t n = 0;
@@ -138,6 +255,7 @@ int cli_apply_global(int id, char *value) {
     case O_TLS_KEY: cli_g.tls_key = value; return CLI_OK;
     case O_QUIET: cli_g.quiet = 1; return CLI_OK;
     case O_VERBOSE: cli_g.verbose++; return CLI_OK;
+    case O_X: return take_property(value);
     default: return CLI_OK;
     }
 }
@@ -188,9 +306,27 @@ int cli_parse(const char *verb, int argc, char **argv, const cli_opt *opts,
             char *eq = strchr(w + 2, '=');
             size_t n = eq ? (size_t)(eq - w - 2) : strlen(w + 2);
             o = find_long(opts, w + 2, n);
-            if (o == NULL)
+            if (o == NULL) {
+                char name[64];
+                snprintf(name, sizeof name, "%.*s", (int)n, w + 2);
+                const char *near = closest_option(opts, name);
+                if (near)
+                    return cli_usage_err(verb,
+                                         "unknown option '%.*s' (did you "
+                                         "mean '--%s'?)",
+                                         (int)(n + 2), w, near);
                 return cli_usage_err(verb, "unknown option '%.*s'",
                                      (int)(n + 2), w);
+            }
+            if (eq && o->id == O_VERBOSE) { /* --verbose=N: a level */
+                long long level;
+                int rc = cli_num(verb, "--verbose", eq + 1, 0, 3, &level);
+                if (rc != CLI_OK)
+                    return rc;
+                cli_g.verbose = (int)level;
+                out->seen[o->id]++;
+                continue;
+            }
             if (eq) {
                 if (!o->takes_value)
                     return cli_usage_err(verb, "--%s takes no value",
@@ -201,11 +337,25 @@ int cli_parse(const char *verb, int argc, char **argv, const cli_opt *opts,
             o = find_short(opts, w[1]);
             if (o == NULL)
                 return cli_usage_err(verb, "unknown option '-%c'", w[1]);
-            if (w[2] != '\0') {
-                if (!o->takes_value)
-                    return cli_usage_err(verb, "unknown option '%s'", w);
-                value = w + 2;
+            if (w[2] != '\0' && !o->takes_value) {
+                /* Flags together: -vv, -qv. */
+                for (const char *c = w + 1; *c; c++) {
+                    const cli_opt *f = find_short(opts, *c);
+                    if (f == NULL || f->takes_value)
+                        return cli_usage_err(verb, "unknown option '%s'",
+                                             w);
+                    out->seen[f->id]++;
+                    out->value[f->id] = "";
+                    if (f->id < O_GLOBAL_END) {
+                        int rc = cli_apply_global(f->id, NULL);
+                        if (rc != CLI_OK)
+                            return rc;
+                    }
+                }
+                continue;
             }
+            if (w[2] != '\0')
+                value = w + 2;
         }
         if (o->takes_value && value == NULL) {
             if (i + 1 >= argc)
@@ -253,7 +403,9 @@ int cli_require(const char *verb, const cli_args *a, int id,
 
 /* ---- configuration ------------------------------------------------------- */
 
-int cli_set(emq_conf_t *conf, const char *name, const char *value) {
+/* Sets name without the -X rule. */
+static int set_property(emq_conf_t *conf, const char *name,
+                        const char *value) {
     emq_error err;
     if (emq_conf_set(conf, name, value, &err) == EMQ_OK)
         return CLI_OK;
@@ -263,6 +415,29 @@ int cli_set(emq_conf_t *conf, const char *name, const char *value) {
                        "rediss://host:6380 or unix:///path/redis.sock",
                        cli_g.url_shown, err.message);
     return cli_err(CLI_USAGE, "%s", err.message);
+}
+
+int cli_set(emq_conf_t *conf, const char *name, const char *value) {
+    if (given_by_x(name))
+        return CLI_OK; /* -X wins; cli_conf set it */
+    return set_property(conf, name, value);
+}
+
+/* Applies every -X (the library validates each: an unknown property or a
+ * bad value is a usage error naming it). */
+static int apply_properties(emq_conf_t *conf) {
+    for (int i = 0; i < cli_g.nx; i++) {
+        const char *eq = strchr(cli_g.xprops[i], '=');
+        char name[128];
+        snprintf(name, sizeof name, "%.*s", (int)(eq - cli_g.xprops[i]),
+                 cli_g.xprops[i]);
+        emq_error err;
+        if (emq_conf_set(conf, name, eq + 1, &err) != EMQ_OK)
+            return cli_err(CLI_USAGE, "-X %s: %s (echomq -X list shows "
+                                      "every property)",
+                           name, err.message);
+    }
+    return CLI_OK;
 }
 
 /* A --tls-* file must be readable: refused as a usage error (exit 2)
@@ -311,7 +486,8 @@ emq_conf_t *cli_conf(const char *queue) {
         (cli_g.tls_key &&
          cli_set(conf, "tls.key_file", cli_g.tls_key) != CLI_OK) ||
         cli_set(conf, "log.level", level) != CLI_OK ||
-        (queue && cli_set(conf, "queue", queue) != CLI_OK)) {
+        (queue && cli_set(conf, "queue", queue) != CLI_OK) ||
+        apply_properties(conf) != CLI_OK) {
         emq_conf_destroy(conf);
         return NULL;
     }

@@ -25,7 +25,7 @@
 enum {
     O_NONE = 0,
     O_URL, O_USER, O_TLS_CA, O_TLS_CERT, O_TLS_KEY, O_QUIET, O_VERBOSE,
-    O_HELP, O_VERSION,
+    O_HELP, O_VERSION, O_X,
     O_GLOBAL_END,
     /* verbs */
     O_LINES, O_JSON, O_FIELD, O_MAXLEN, O_MINID, O_APPROX, O_BATCH,
@@ -65,6 +65,8 @@ typedef struct cli_global {
     int quiet;
     int verbose;
     int url_from_flag; /* 1: -u/--url; 0: $ECHOMQ_URL or the default */
+    const char **xprops; /* -X name=value words, in order (argv's) */
+    int nx;
 } cli_global;
 
 extern cli_global cli_g;
@@ -92,6 +94,14 @@ int cli_apply_global(int id, char *value);
 /* Resolves the URL once every option is parsed: the flag, else
  * $ECHOMQ_URL, else redis://127.0.0.1:6379. */
 void cli_url_finish(void);
+/* How many words the global option word w takes before the verb: 2 for
+ * one that takes a value not attached to it (-u URL, -X name=value), else
+ * 1. */
+int cli_global_words(const char *w);
+/* The candidate closest to word (at most 2 edits away, or a prefix of
+ * it), or NULL: what "did you mean" suggests. */
+const char *cli_closest(const char *word, const char *const *candidates,
+                        size_t n);
 
 /* Prints "echomq: <message>" (one line) on stderr. Returns code. */
 int cli_err(int code, const char *fmt, ...)
@@ -122,7 +132,8 @@ int cli_require(const char *verb, const cli_args *a, int id,
  * NULL after printing why (a usage error: exit 2). */
 emq_conf_t *cli_conf(const char *queue);
 /* Sets one property; prints the library's message on failure (a usage
- * error). Returns CLI_OK or CLI_USAGE. */
+ * error). A property given with -X keeps its -X value: -X wins over every
+ * flag and default of the verb. Returns CLI_OK or CLI_USAGE. */
 int cli_set(emq_conf_t *conf, const char *name, const char *value);
 /* Applies --partitions P (when given) to conf: QUEUE then names a topic
  * of P partitions. Returns CLI_OK or CLI_USAGE. */

@@ -41,8 +41,11 @@ void cli_help_overview(FILE *out) {
             "                     or $ECHOMQ_PASSWORD)\n"
             "      --tls-ca FILE  CA certificates (PEM) to verify the server\n"
             "      --tls-cert FILE, --tls-key FILE   client certificate and key\n"
+            "  -X NAME=VALUE      set any library property (repeatable; -X list\n"
+            "                     prints them all); wins over a command's flags\n"
             "  -q, --quiet        no progress or summary lines\n"
-            "  -v, --verbose      more detail (-vv: library debug log)\n"
+            "  -v, --verbose      more detail: -v the library's info log, -vv\n"
+            "                     (-v -v, --verbose=2) its debug log\n"
             "  -h, --help         this help; 'echomq COMMAND --help' for a command\n"
             "      --version      print the echomq and libechomq versions\n"
             "\n"
@@ -83,12 +86,9 @@ int main(int argc, char **argv) {
         if (!strcmp(w, "--version"))
             return version();
         /* Let the parser handle one option (and its value). */
-        int take = 1;
-        if ((!strcmp(w, "-u") || !strcmp(w, "--url") || !strcmp(w, "--user") ||
-             !strcmp(w, "--tls-ca") || !strcmp(w, "--tls-cert") ||
-             !strcmp(w, "--tls-key")) &&
-            i + 1 < argc)
-            take = 2;
+        int take = cli_global_words(w);
+        if (i + take > argc)
+            take = 1; /* the parser says what is missing */
         int rc = cli_parse(NULL, take, argv + i, NULL, &pre);
         free(pre.pos);
         if (rc != CLI_OK)
@@ -99,8 +99,16 @@ int main(int argc, char **argv) {
         cli_help_overview(stderr);
         return CLI_USAGE;
     }
-    for (size_t v = 0; v < sizeof verbs / sizeof verbs[0]; v++)
+    const char *names[sizeof verbs / sizeof verbs[0]];
+    for (size_t v = 0; v < sizeof verbs / sizeof verbs[0]; v++) {
         if (!strcmp(argv[i], verbs[v].name))
             return verbs[v].fn(argc - i - 1, argv + i + 1);
+        names[v] = verbs[v].name;
+    }
+    const char *near = cli_closest(argv[i], names, sizeof names / sizeof names[0]);
+    if (near)
+        return cli_usage_err(NULL, "unknown command '%s' (did you mean "
+                                   "'%s'?)",
+                             argv[i], near);
     return cli_usage_err(NULL, "unknown command '%s'", argv[i]);
 }

@@ -234,6 +234,11 @@ static emq_status open_door(emq_consumer_t *c, emq_error *err) {
         return st;
     if (emq_reply_kind(reply) != EMQ_REPLY_ERROR ||
         emq_reply_is_error(reply, "BUSYGROUP")) {
+        emq_consumer_log(c, EMQ_LOG_DEBUG,
+                         emq_reply_kind(reply) == EMQ_REPLY_ERROR
+                             ? "door: group '%s' on '%s' exists; reading on"
+                             : "door: created group '%s' on '%s' at %s",
+                         c->group, c->keys.stream, c->start_id);
         emq_reply_free(reply);
         return EMQ_OK;
     }

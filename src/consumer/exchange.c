@@ -18,6 +18,8 @@
 /* ---- logging, naps, stop and fatal -------------------------------------- */
 
 void emq_consumer_log(emq_consumer_t *c, int level, const char *fmt, ...) {
+    if ((int64_t)level > c->conf->log_level)
+        return; /* not even formatted */
     char message[512];
     va_list ap;
     va_start(ap, fmt);

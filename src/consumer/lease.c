@@ -334,6 +334,8 @@ emq_status emq_lease_renewed(emq_consumer_t *c, const emq_reply *reply,
         int64_t seen = atomic_load(&c->lease_deadline_ms);
         if (emq_now_coarse_ms() < seen) {
             extend_deadline(c, sent_ms);
+            emq_consumer_log(c, EMQ_LOG_DEBUG, "lease renewed for %lld ms",
+                             (long long)c->conf->lease_ttl_ms);
         } else {
             /* Only the deadline we judged lapsed: acquire may have just
              * set a fresh one. */

@@ -273,6 +273,10 @@ emq_status emq_recover_self(emq_consumer_t *c, emq_error *err) {
             take[ntake++] = id;
         }
         emq_reply_free(reply);
+        emq_consumer_log(c, EMQ_LOG_DEBUG,
+                         "recovery: a page of %zu own pending entries "
+                         "(%zu taken again)",
+                         n, ntake);
         if (st == EMQ_OK && ntake > 0)
             st = take_ids(c, take, ntake, !c->lease_continued,
                           "reading own pending entries", err);
@@ -358,6 +362,10 @@ emq_status emq_recover_peers(emq_consumer_t *c, emq_error *err) {
             break;
         set_counts(&b, counts);
         atomic_fetch_add(&c->stats.claimed, b.n);
+        emq_consumer_log(c, EMQ_LOG_DEBUG,
+                         "claim beat: %zu entries idle %s ms or more taken "
+                         "over",
+                         b.n, idle);
         st = emq_batch_dispatch(c, &b, err);
         emq_batch_clear(&b);
         if (st != EMQ_OK || wrapped)

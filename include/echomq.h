@@ -555,12 +555,19 @@ typedef struct emq_entry {
 
 /* Writes entry as one JSON object (snprintf semantics: writes what fits,
  * NUL-terminated, returns the full length):
- *   {"id":"1-0","deliveries":1,"fields":{"name":"value",...}}
- * Names and values that are valid UTF-8 are JSON strings; any other byte
- * string is {"base64":"..."}, so every entry survives a round trip
- * byte-exact (docs/CLI.md). A repeated field name appears repeated. */
+ *   {"id":"1-0","stream":"emq:{jobs}","deliveries":1,
+ *    "fields":{"name":"value",...}}
+ * ("stream" only when entry->stream is set). Names and values that are
+ * valid UTF-8 are JSON strings; any other byte string is {"base64":"..."},
+ * so every entry survives a round trip byte-exact (docs/CLI.md). A
+ * repeated field name appears repeated. Any thread. */
 EMQ_EXPORT size_t emq_entry_json(const emq_entry *entry, char *buf,
                                  size_t size);
+/* emq_entry_json with the entry's partition of a topic after "stream"
+ * ("partition":3); partition < 0 writes none (emq_entry_json). */
+EMQ_EXPORT size_t emq_entry_json_partition(const emq_entry *entry,
+                                           int partition, char *buf,
+                                           size_t size);
 
 /* What a handler answers for one entry. */
 typedef enum emq_verdict {

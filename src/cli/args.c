@@ -32,6 +32,7 @@ static const cli_opt global_opts[] = {
     {"help", 'h', 0, O_HELP},
     {"version", 0, 0, O_VERSION},
     {"property", 'X', 1, O_X},
+    {"stream", 0, 1, O_STREAM},
     {NULL, 0, 0, 0},
 };
 
@@ -81,6 +82,17 @@ static int given_by_x(const char *name) {
         if (!strncmp(cli_g.xprops[i], name, n) && cli_g.xprops[i][n] == '=')
             return 1;
     return 0;
+}
+
+int cli_stream_queue(cli_args *a, int at) {
+    if (cli_g.stream == NULL || a->npos < at)
+        return CLI_OK;
+    /* pos has room for argc + 1 words (cli_parse). */
+    memmove(a->pos + at + 1, a->pos + at,
+            (size_t)(a->npos - at) * sizeof *a->pos);
+    a->pos[at] = (char *)cli_g.stream;
+    a->npos++;
+    return CLI_OK;
 }
 
 int cli_global_words(const char *w) {
@@ -256,6 +268,7 @@ int cli_apply_global(int id, char *value) {
     case O_QUIET: cli_g.quiet = 1; return CLI_OK;
     case O_VERBOSE: cli_g.verbose++; return CLI_OK;
     case O_X: return take_property(value);
+    case O_STREAM: cli_g.stream = value; return CLI_OK;
     default: return CLI_OK;
     }
 }
@@ -486,7 +499,8 @@ emq_conf_t *cli_conf(const char *queue) {
         (cli_g.tls_key &&
          cli_set(conf, "tls.key_file", cli_g.tls_key) != CLI_OK) ||
         cli_set(conf, "log.level", level) != CLI_OK ||
-        (queue && cli_set(conf, "queue", queue) != CLI_OK) ||
+        (queue && cli_set(conf, cli_g.stream ? "stream" : "queue",
+                          cli_g.stream ? cli_g.stream : queue) != CLI_OK) ||
         apply_properties(conf) != CLI_OK) {
         emq_conf_destroy(conf);
         return NULL;
@@ -608,7 +622,8 @@ int cli_begin(const char *verb, int argc, char **argv, const cli_opt *opts,
     if (rc == CLI_OK && a->seen[O_HELP]) {
         help();
         rc = CLI_DONE;
-    } else if (rc == CLI_OK && one_queue && a->npos != 1) {
+    } else if (rc == CLI_OK && one_queue &&
+               (cli_stream_queue(a, 0), a->npos != 1)) {
         rc = cli_usage_err(verb, a->npos ? "unexpected argument '%s'"
                                          : "QUEUE is missing%s",
                            a->npos ? a->pos[1] : "");

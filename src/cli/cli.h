@@ -25,7 +25,7 @@
 enum {
     O_NONE = 0,
     O_URL, O_USER, O_TLS_CA, O_TLS_CERT, O_TLS_KEY, O_QUIET, O_VERBOSE,
-    O_HELP, O_VERSION, O_X,
+    O_HELP, O_VERSION, O_X, O_STREAM,
     O_GLOBAL_END,
     /* verbs */
     O_LINES, O_JSON, O_FIELD, O_MAXLEN, O_MINID, O_APPROX, O_BATCH,
@@ -35,7 +35,7 @@ enum {
     O_JOBS, O_WORKERS, O_POISON, O_KEEP, O_WORK_US, O_PARTITIONS,
     O_KEY_FIELD, O_RETRY_BACKOFF, O_RETRY_BACKOFF_MAX,
     O_EXEC_BATCH, O_NO_ACK, O_EXEC_TIMEOUT, O_LINGER, O_TIMEOUT,
-    O_WAIT_REPLICAS, O_WAIT_FOR_SERVER,
+    O_WAIT_REPLICAS, O_WAIT_FOR_SERVER, O_FORMAT,
     O_COUNT_IDS
 };
 
@@ -65,6 +65,7 @@ typedef struct cli_global {
     int quiet;
     int verbose;
     int url_from_flag; /* 1: -u/--url; 0: $ECHOMQ_URL or the default */
+    const char *stream; /* --stream KEY: a raw stream key for QUEUE */
     const char **xprops; /* -X name=value words, in order (argv's) */
     int nx;
 } cli_global;
@@ -91,6 +92,11 @@ int cli_begin(const char *verb, int argc, char **argv, const cli_opt *opts,
 /* Applies -u/--url (value in argv, scrubbed in place), --user, --tls-*,
  * -q and -v to cli_g. Returns CLI_OK or CLI_USAGE. */
 int cli_apply_global(int id, char *value);
+/* With --stream KEY: puts KEY in the positional arguments at index at,
+ * where the verb takes its QUEUE, so the verb reads on as with a QUEUE
+ * (cli_conf then sets the stream property instead of queue). Returns
+ * CLI_OK, or CLI_FAIL out of memory. */
+int cli_stream_queue(cli_args *a, int at);
 /* Resolves the URL once every option is parsed: the flag, else
  * $ECHOMQ_URL, else redis://127.0.0.1:6379. */
 void cli_url_finish(void);

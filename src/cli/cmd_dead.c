@@ -118,6 +118,8 @@ int cmd_dead(int argc, char **argv) {
     int rc = cli_begin(VERB, argc, argv, opts, help, 0, &a);
     if (rc != CLI_OK)
         return rc == CLI_DONE ? CLI_OK : rc;
+    if (a.npos >= 1)
+        cli_stream_queue(&a, 1);
     const char *sub = rc == CLI_OK && a.npos ? a.pos[0] : "";
     int is_list = !strcmp(sub, "list"), requeue = !strcmp(sub, "requeue"),
         purge = !strcmp(sub, "purge");

@@ -82,7 +82,7 @@ static int parse_sub(const char *verb, int argc, char **argv,
     }
     if (a->npos < 1)
         return cli_usage_err(verb, "a subcommand is missing");
-    return CLI_OK;
+    return cli_stream_queue(a, 1);
 }
 
 int cmd_group(int argc, char **argv) {

@@ -402,6 +402,7 @@ int cmd_produce(int argc, char **argv) {
     if (rc != CLI_OK)
         return rc == CLI_DONE ? CLI_OK : rc;
     long long batch = 100, linger = 100;
+    cli_stream_queue(&a, 0);
     if (a.npos < 1)
         rc = cli_usage_err(VERB, "QUEUE is missing: echomq produce QUEUE "
                                  "FIELD=VALUE... (or --lines, --json)");

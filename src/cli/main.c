@@ -41,6 +41,7 @@ void cli_help_overview(FILE *out) {
             "                     or $ECHOMQ_PASSWORD)\n"
             "      --tls-ca FILE  CA certificates (PEM) to verify the server\n"
             "      --tls-cert FILE, --tls-key FILE   client certificate and key\n"
+            "      --stream KEY   a raw stream key in place of QUEUE (any verb)\n"
             "  -X NAME=VALUE      set any library property (repeatable; -X list\n"
             "                     prints them all); wins over a command's flags\n"
             "  -q, --quiet        no progress or summary lines\n"

@@ -33,10 +33,21 @@ void emq_consumer_stats_get(const emq_consumer_t *c, emq_consumer_stats *out) {
 }
 
 size_t emq_entry_json(const emq_entry *entry, char *buf, size_t size) {
+    return emq_entry_json_partition(entry, -1, buf, size);
+}
+
+size_t emq_entry_json_partition(const emq_entry *entry, int partition,
+                                char *buf, size_t size) {
     emq_json o;
     emq_json_init(&o, buf, size);
     emq_json_raw(&o, "{\"id\":");
     emq_json_cstr(&o, entry->id);
+    if (entry->stream) {
+        emq_json_raw(&o, ",\"stream\":");
+        emq_json_cstr(&o, entry->stream);
+    }
+    if (partition >= 0)
+        emq_json_raw(&o, ",\"partition\":%d", partition);
     emq_json_raw(&o, ",\"deliveries\":%llu,\"fields\":",
                  (unsigned long long)entry->deliveries);
     /* JSON object names are strings: when a field name is not UTF-8

@@ -25,7 +25,8 @@ TEST(cli_produce_fields_then_consume) {
     ASSERT_EXIT(&r, 0);
     char want[200];
     snprintf(want, sizeof want,
-             "{\"id\":\"%s\",\"deliveries\":1,\"fields\":{\"task\":"
+             "{\"id\":\"%s\",\"stream\":\"emq:{jobs}\",\"deliveries\":1,"
+             "\"fields\":{\"task\":"
              "\"resize\",\"n\":\"42\"}}\n",
              id);
     ASSERT_EQ_STR(r.out, want);

@@ -53,7 +53,8 @@ TEST(json_entry_is_binary_safe) {
     emq_entry e = {"1-0", 2, fields, 3, "s", "g", "c"};
     char buf[256];
     size_t n = emq_entry_json(&e, buf, sizeof buf);
-    ASSERT_EQ_STR(buf, "{\"id\":\"1-0\",\"deliveries\":2,\"fields\":{\"data\":"
+    ASSERT_EQ_STR(buf, "{\"id\":\"1-0\",\"stream\":\"s\",\"deliveries\":2,"
+                       "\"fields\":{\"data\":"
                        "\"hello\",\"bin\":{\"base64\":\"AP8=\"},\"data\":"
                        "\"again\"}}");
     ASSERT_EQ_SIZE(n, strlen(buf));
@@ -64,6 +65,12 @@ TEST(json_entry_with_binary_name_uses_pairs) {
     emq_entry e = {"2-0", 1, fields, 2, "s", "g", "c"};
     char buf[256];
     emq_entry_json(&e, buf, sizeof buf);
-    ASSERT_EQ_STR(buf, "{\"id\":\"2-0\",\"deliveries\":1,\"fields\":[[{"
-                       "\"base64\":\"/w==\"},\"v\"],[\"n\",\"1\"]]}");
+    ASSERT_EQ_STR(buf, "{\"id\":\"2-0\",\"stream\":\"s\",\"deliveries\":1,"
+                       "\"fields\":[[{\"base64\":\"/w==\"},\"v\"],[\"n\",\"1\"]]}");
+    /* A topic's partition after the stream; none without a stream. */
+    emq_entry_json_partition(&e, 3, buf, sizeof buf);
+    ASSERT_CONTAINS(buf, "\"stream\":\"s\",\"partition\":3,\"deliveries\":1");
+    e.stream = NULL;
+    emq_entry_json(&e, buf, sizeof buf);
+    ASSERT(strncmp(buf, "{\"id\":\"2-0\",\"deliveries\":1,", 26) == 0);
 }

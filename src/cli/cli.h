@@ -35,7 +35,7 @@ enum {
     O_JOBS, O_WORKERS, O_POISON, O_KEEP, O_WORK_US, O_PARTITIONS,
     O_KEY_FIELD, O_RETRY_BACKOFF, O_RETRY_BACKOFF_MAX,
     O_EXEC_BATCH, O_NO_ACK, O_EXEC_TIMEOUT, O_LINGER, O_TIMEOUT,
-    O_WAIT_REPLICAS, O_WAIT_FOR_SERVER, O_FORMAT,
+    O_WAIT_REPLICAS, O_WAIT_FOR_SERVER, O_FORMAT, O_FOLLOW, O_FROM,
     O_COUNT_IDS
 };
 
@@ -151,6 +151,27 @@ int cli_partitions(const cli_args *a, emq_conf_t *conf);
 int cli_runtime_err(const emq_conf_t *conf, emq_status st,
                     const emq_error *err, const char *doing);
 
+/* ---- entry lines (lines.c) ---------------------------------------------- */
+
+/* How entries are written: JSON lines (emq_entry_json_partition), or the
+ * --format string (%i ID, %d deliveries, %s stream, %p partition, %t the
+ * ID's time in UTC, %f{NAME} a field's value, %% and \n \t). */
+typedef struct cli_lines {
+    const char *format;     /* NULL: JSON */
+    char (*part_keys)[256]; /* a topic's partition stream keys */
+    int nparts;             /* 0: a plain queue */
+} cli_lines;
+
+/* With --partitions P > 1: the stream key of each partition (the queue
+ * "<QUEUE>.<i>", docs/SCALING.md, named by the library), so each line can
+ * say its partition. Returns CLI_OK or an exit code after printing why. */
+int cli_lines_partitions(cli_lines *x, const cli_args *a,
+                         const emq_conf_t *conf);
+/* Appends the entry's line and a newline to *buf (grown as needed, *cap
+ * bytes); 0, or -1 out of memory. */
+int cli_line_append(const cli_lines *x, const emq_entry *e, char **buf,
+                    size_t *len, size_t *cap);
+
 /* Installs SIGINT/SIGTERM handlers: the first calls stop(opaque) (must be
  * async-signal-safe), the second exits at once with 128+signal. */
 void cli_on_stop_signal(void (*stop)(void *), void *opaque);
@@ -192,5 +213,6 @@ int cmd_consumers(int argc, char **argv);
 int cmd_dead(int argc, char **argv);
 int cmd_trim(int argc, char **argv);
 int cmd_demo(int argc, char **argv);
+int cmd_tail(int argc, char **argv);
 
 #endif /* EMQ_CLI_H */

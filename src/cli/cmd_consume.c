@@ -31,7 +31,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 extern char **environ;
@@ -140,9 +139,7 @@ static void help(void) {
 
 typedef struct consume_ctx {
     const char *queue;
-    const char *format;        /* --format; NULL: JSON lines */
-    char (*part_keys)[256];    /* a topic's partition stream keys */
-    int nparts;                /* 0: a plain queue */
+    cli_lines lines;           /* how each entry is written */
     const char *exec;          /* NULL: pipe mode */
     size_t exec_batch;         /* entries per command (1: --exec) */
     long long exec_timeout_ms; /* 0: none */
@@ -177,152 +174,6 @@ static void stop_all(void *opaque) {
     consume_ctx *x = opaque;
     atomic_store(&x->stopping, 1);
     emq_consumer_stop(x->consumer);
-}
-
-/* A topic's partition stream keys (--partitions P > 1), for the partition
- * of each line: partition i is the queue "<QUEUE>.<i>" (docs/SCALING.md),
- * whose key the library names. Returns CLI_OK or an exit code. */
-static int partition_keys(const cli_args *a, const emq_conf_t *conf,
-                          consume_ctx *x) {
-    long long p = 1;
-    if (a->seen[O_PARTITIONS])
-        p = strtoll(a->value[O_PARTITIONS], NULL, 10);
-    if (p <= 1)
-        return CLI_OK;
-    x->part_keys = calloc((size_t)p, sizeof *x->part_keys);
-    if (x->part_keys == NULL)
-        return cli_err(CLI_FAIL, "out of memory");
-    for (long long i = 0; i < p; i++) {
-        emq_conf_t *one = emq_conf_dup(conf);
-        char queue[300];
-        snprintf(queue, sizeof queue, "%s.%lld", a->pos[0], i);
-        int rc = one ? CLI_OK : cli_err(CLI_FAIL, "out of memory");
-        if (rc == CLI_OK)
-            rc = cli_set(one, "partitions", "1");
-        if (rc == CLI_OK)
-            rc = cli_set(one, "queue", queue);
-        emq_error err;
-        if (rc == CLI_OK &&
-            emq_conf_stream_key(one, x->part_keys[i], sizeof x->part_keys[i],
-                                &err) != EMQ_OK)
-            rc = cli_err(CLI_USAGE, "%s", err.message);
-        emq_conf_destroy(one);
-        if (rc != CLI_OK)
-            return rc;
-    }
-    x->nparts = (int)p;
-    return CLI_OK;
-}
-
-/* The entry's partition of a topic (-1: a plain queue's entry). */
-static int partition_of(const consume_ctx *x, const emq_entry *e) {
-    for (int i = 0; i < x->nparts && e->stream; i++)
-        if (!strcmp(x->part_keys[i], e->stream))
-            return i;
-    return -1;
-}
-
-/* The time part of an ID as UTC ("2026-12-01T20:43:16.123Z"). */
-static size_t id_time(const char *id, char *out, size_t size) {
-    long long ms = strtoll(id, NULL, 10);
-    time_t secs = (time_t)(ms / 1000);
-    struct tm tm;
-    gmtime_r(&secs, &tm);
-    char day[40];
-    strftime(day, sizeof day, "%Y-%m-%dT%H:%M:%S", &tm);
-    return (size_t)snprintf(out, size, "%s.%03lldZ", day, ms % 1000);
-}
-
-/* Writes the entry as --format says into out (snprintf semantics: writes
- * what fits, returns the full length). */
-static size_t format_entry(const consume_ctx *x, const emq_entry *e,
-                           char *out, size_t size) {
-    size_t n = 0;
-#define PUT(bytes, len)                                                        \
-    do {                                                                       \
-        size_t len_ = (len);                                                   \
-        if (n < size)                                                          \
-            memcpy(out + n, (bytes), n + len_ <= size ? len_ : size - n);      \
-        n += len_;                                                             \
-    } while (0)
-    for (const char *f = x->format; *f; f++) {
-        char tmp[64];
-        if (*f == '\\' && (f[1] == 'n' || f[1] == 't')) {
-            PUT(f[1] == 'n' ? "\n" : "\t", 1);
-            f++;
-        } else if (*f != '%' || f[1] == '\0') {
-            PUT(f, 1);
-        } else if (f[1] == '%') {
-            PUT("%", 1);
-            f++;
-        } else if (f[1] == 'i') {
-            PUT(e->id, strlen(e->id));
-            f++;
-        } else if (f[1] == 'd') {
-            PUT(tmp, (size_t)snprintf(tmp, sizeof tmp, "%llu",
-                                      (unsigned long long)e->deliveries));
-            f++;
-        } else if (f[1] == 's') {
-            PUT(e->stream ? e->stream : "", e->stream ? strlen(e->stream) : 0);
-            f++;
-        } else if (f[1] == 'p') {
-            int p = partition_of(x, e);
-            if (p >= 0)
-                PUT(tmp, (size_t)snprintf(tmp, sizeof tmp, "%d", p));
-            f++;
-        } else if (f[1] == 't') {
-            PUT(tmp, id_time(e->id, tmp, sizeof tmp));
-            f++;
-        } else if (f[1] == 'f' && f[2] == '{' && strchr(f + 3, '}')) {
-            const char *name = f + 3;
-            size_t len = (size_t)(strchr(name, '}') - name);
-            for (size_t i = 0; i < e->nfields; i++)
-                if (e->fields[i].name_len == len &&
-                    !memcmp(e->fields[i].name, name, len)) {
-                    PUT(e->fields[i].value, e->fields[i].value_len);
-                    break;
-                }
-            f = name + len;
-        } else {
-            PUT(f, 1);
-        }
-    }
-#undef PUT
-    if (n < size)
-        out[n] = '\0';
-    else if (size > 0)
-        out[size - 1] = '\0';
-    return n;
-}
-
-/* Appends the entry's line (JSON, or --format) to *buf (grown as needed);
- * 0 or -1. One pass when it fits, which is nearly always once the buffer
- * has grown. */
-static int append_line(const consume_ctx *x, const emq_entry *e, char **buf,
-                       size_t *len, size_t *cap) {
-    for (;;) {
-        size_t room = *cap - *len;
-        size_t need = 0;
-        if (room > 1)
-            need = (x->format ? format_entry(x, e, *buf + *len, room - 1)
-                              : emq_entry_json_partition(e, partition_of(x, e),
-                                                         *buf + *len,
-                                                         room - 1)) +
-                   1;
-        if (room > 1 && need < room) {
-            (*buf)[*len + need - 1] = '\n';
-            *len += need;
-            return 0;
-        }
-        size_t grown = *cap ? *cap * 2 : 65536;
-        while (grown < *len + need + 2)
-            grown *= 2;
-        char *p = realloc(*buf, grown);
-        if (p == NULL)
-            return -1;
-        *buf = p;
-        *cap = grown;
-    }
 }
 
 /* Writes all of buf to fd; 0 or -1. */
@@ -396,7 +247,7 @@ static emq_verdict run_exec(consume_ctx *x, emq_entry **entries, size_t n,
     char *lines = NULL;
     size_t len = 0, cap = 0;
     for (size_t i = 0; i < n; i++)
-        if (append_line(x, entries[i], &lines, &len, &cap) != 0) {
+        if (cli_line_append(&x->lines, entries[i], &lines, &len, &cap) != 0) {
             free(lines);
             snprintf(reason, reason_size, "out of memory in echomq consume");
             return EMQ_RETRY;
@@ -551,7 +402,7 @@ static void print_batch(consume_ctx *x, emq_entry **entries, size_t n) {
     size_t len = 0;
     int bad = 0;
     for (size_t i = 0; i < n && !bad; i++)
-        bad = append_line(x, entries[i], &buf, &len, &cap) != 0;
+        bad = cli_line_append(&x->lines, entries[i], &buf, &len, &cap) != 0;
     if (!bad)
         bad = write_all(STDOUT_FILENO, buf, len) != 0;
     if (bad) {
@@ -839,9 +690,9 @@ int cmd_consume(int argc, char **argv) {
     static consume_ctx x; /* the work queue is large */
     memset(&x, 0, sizeof x);
     x.queue = a.pos[0];
-    x.format = a.seen[O_FORMAT] ? a.value[O_FORMAT] : NULL;
+    x.lines.format = a.seen[O_FORMAT] ? a.value[O_FORMAT] : NULL;
     if (rc == CLI_OK)
-        rc = partition_keys(&a, conf, &x);
+        rc = cli_lines_partitions(&x.lines, &a, conf);
     x.exec = exec;
     x.exec_batch = (size_t)exec_batch;
     x.exec_timeout_ms = exec_timeout;

@@ -24,6 +24,8 @@ void cli_help_overview(FILE *out) {
             "  consume QUEUE --group G --consumer C --start new|head|ID\n"
             "                                    print entries as JSON lines, or\n"
             "                                    --exec a command per entry\n"
+            "  tail QUEUE [-n N] [-f]            look at entries without joining a\n"
+            "                                    group\n"
             "  info QUEUE                        the queue, its groups and consumers\n"
             "  pending QUEUE --group G           entries delivered, not acknowledged\n"
             "  group create|setid|destroy QUEUE --group G ...\n"
@@ -69,7 +71,7 @@ static const struct {
     {"info", cmd_info},       {"pending", cmd_pending},
     {"group", cmd_group},     {"consumers", cmd_consumers},
     {"dead", cmd_dead},       {"trim", cmd_trim},
-    {"demo", cmd_demo},
+    {"demo", cmd_demo},       {"tail", cmd_tail},
 };
 
 int main(int argc, char **argv) {

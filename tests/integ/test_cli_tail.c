@@ -1,0 +1,85 @@
+/* test_cli_tail.c: `echomq tail` end to end against a private
+ * redis-server: the last N entries in order, --from an ID, a time or -N,
+ * --format, -f following new entries until SIGTERM (exit 0), and no group
+ * created or entry pinned by looking. */
+#include "integ/cli_helpers.h"
+
+#include <signal.h>
+
+static void fill(const emq_srv *s) {
+    char out[64], id[32], v[16];
+    for (int i = 1; i <= 20; i++) {
+        snprintf(id, sizeof id, "%d-0", i * 1000);
+        snprintf(v, sizeof v, "v%d", i);
+        emq_srv_cmd(s, out, sizeof out, "XADD", "emq:{t}", id, "n", v, NULL);
+    }
+}
+
+TEST(cli_tail_last_from_and_format) {
+    emq_srv *s = emq_srv_start(NULL);
+    fill(s);
+    const char *url = emq_srv_url(s);
+    cli_result r;
+    CLI(&r, url, "tail", "t");
+    ASSERT_EXIT(&r, 0);
+    ASSERT_EQ_INT(cli_lines(r.out), 10);
+    /* Oldest first: v11 .. v20. */
+    ASSERT(strstr(r.out, "\"v11\"") < strstr(r.out, "\"v20\""));
+    ASSERT_NOT_CONTAINS(r.out, "\"v10\"");
+    ASSERT_CONTAINS(r.out, "\"stream\":\"emq:{t}\"");
+    cli_free(&r);
+    CLI(&r, url, "tail", "t", "-n", "3", "--format", "%i %f{n}");
+    ASSERT_EXIT(&r, 0);
+    ASSERT_EQ_STR(r.out, "18000-0 v18\n19000-0 v19\n20000-0 v20\n");
+    cli_free(&r);
+    CLI(&r, url, "tail", "t", "--from", "5000-0", "-n", "2", "--format",
+        "%f{n}");
+    ASSERT_EXIT(&r, 0);
+    ASSERT_EQ_STR(r.out, "v5\nv6\n");
+    cli_free(&r);
+    CLI(&r, url, "tail", "t", "--from", "@7000", "-n", "1", "--format",
+        "%f{n}");
+    ASSERT_EXIT(&r, 0);
+    ASSERT_EQ_STR(r.out, "v7\n");
+    cli_free(&r);
+    CLI(&r, url, "tail", "t", "--from", "-2", "--format", "%f{n}");
+    ASSERT_EXIT(&r, 0);
+    ASSERT_EQ_STR(r.out, "v19\nv20\n");
+    cli_free(&r);
+    CLI(&r, url, "tail", "t", "--from", "@later");
+    ASSERT_EXIT(&r, 2);
+    cli_free(&r);
+    /* Nothing joined: no group exists. */
+    char out[256];
+    emq_srv_cmd(s, out, sizeof out, "XINFO", "GROUPS", "emq:{t}", NULL);
+    ASSERT_EQ_STR(out, "");
+    emq_srv_stop(s);
+}
+
+TEST_TIMEOUT(cli_tail_follow_until_sigterm, 30) {
+    emq_srv *s = emq_srv_start(NULL);
+    fill(s);
+    int out;
+    pid_t pid = cli_spawn(emq_srv_url(s),
+                          CLI_ARGS("tail", "t", "-n", "1", "-f", "--format",
+                                   "%f{n}"),
+                          NULL, &out, NULL);
+    usleep(400 * 1000);
+    char o[64];
+    emq_srv_cmd(s, o, sizeof o, "XADD", "emq:{t}", "*", "n", "later1", NULL);
+    emq_srv_cmd(s, o, sizeof o, "XADD", "emq:{t}", "*", "n", "later2", NULL);
+    char text[4096] = "";
+    size_t len = 0;
+    int64_t end = cli_ms() + 5000;
+    while (cli_ms() < end && !strstr(text, "later2\n")) {
+        ssize_t n = read(out, text + len, sizeof text - 1 - len);
+        if (n > 0)
+            len += (size_t)n;
+        text[len] = '\0';
+    }
+    kill(pid, SIGTERM);
+    ASSERT_EQ_INT(cli_wait(pid, 5000), 0);
+    ASSERT_EQ_STR(text, "v20\nlater1\nlater2\n");
+    close(out);
+    emq_srv_stop(s);
+}

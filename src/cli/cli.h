@@ -214,5 +214,6 @@ int cmd_dead(int argc, char **argv);
 int cmd_trim(int argc, char **argv);
 int cmd_demo(int argc, char **argv);
 int cmd_tail(int argc, char **argv);
+int cmd_ls(int argc, char **argv);
 
 #endif /* EMQ_CLI_H */

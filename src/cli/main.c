@@ -24,6 +24,7 @@ void cli_help_overview(FILE *out) {
             "  consume QUEUE --group G --consumer C --start new|head|ID\n"
             "                                    print entries as JSON lines, or\n"
             "                                    --exec a command per entry\n"
+            "  ls [PATTERN]                      the queues, one line each\n"
             "  tail QUEUE [-n N] [-f]            look at entries without joining a\n"
             "                                    group\n"
             "  info QUEUE                        the queue, its groups and consumers\n"
@@ -72,6 +73,7 @@ static const struct {
     {"group", cmd_group},     {"consumers", cmd_consumers},
     {"dead", cmd_dead},       {"trim", cmd_trim},
     {"demo", cmd_demo},       {"tail", cmd_tail},
+    {"ls", cmd_ls},
 };
 
 int main(int argc, char **argv) {

@@ -1,0 +1,202 @@
+/* cmd_ls.c: `echomq ls`, the queues on a server, one line each.
+ *
+ * SCAN MATCH emq:{PATTERN} TYPE stream (bounded: SCAN_ROUNDS calls, at
+ * most LS_MAX queues), keeping keys that are a queue's stream exactly
+ * ("emq:{NAME}", not its dead letters "emq:{NAME}:dead"), then each queue
+ * is described by the library (emq_admin_describe): length, groups, total
+ * lag, pending and dead letters.
+ */
+#include "cli.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const VERB = "ls";
+
+/* Bounds: SCAN calls of COUNT 1000, and queues listed. */
+#define SCAN_ROUNDS 100000
+#define LS_MAX 10000
+
+static const cli_opt opts[] = {
+    {"json", 0, 0, O_JSON},
+    {NULL, 0, 0, 0},
+};
+
+static void help(void) {
+    printf(
+        "usage: echomq ls [PATTERN] [--json]\n"
+        "\n"
+        "Lists the queues on the server (their streams emq:{NAME}), one line\n"
+        "each: length, groups, total lag, pending, dead letters. PATTERN is a\n"
+        "glob on the queue name (default *). A topic's partitions are the\n"
+        "queues NAME.0 .. NAME.<P-1>. --json: each queue's document (as\n"
+        "'echomq info --json' writes it), one per line.\n"
+        "\n"
+        "Examples:\n"
+        "  echomq ls\n"
+        "  echomq ls 'orders*' --json\n");
+}
+
+static int cmp_names(const void *a, const void *b) {
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* The queue name of a stream key "emq:{NAME}" (malloc), or NULL. */
+static char *queue_of(const char *key, size_t len) {
+    if (len < 7 || strncmp(key, "emq:{", 5) != 0 || key[len - 1] != '}')
+        return NULL;
+    const char *name = key + 5;
+    size_t n = len - 6;
+    if (memchr(name, '}', n) || memchr(name, '{', n))
+        return NULL;
+    char *out = malloc(n + 1);
+    if (out) {
+        memcpy(out, name, n);
+        out[n] = '\0';
+    }
+    return out;
+}
+
+/* Collects the queue names into *names (malloc'd array of malloc'd). */
+static int scan_queues(const emq_conf_t *conf, const char *pattern,
+                       char ***names, size_t *n) {
+    emq_conn_t *conn;
+    emq_error err;
+    emq_status st = emq_conn_new(conf, &conn, &err);
+    if (st != EMQ_OK)
+        return cli_runtime_err(conf, st, &err, "connecting");
+    char match[600], cursor[32] = "0";
+    snprintf(match, sizeof match, "emq:{%s}", pattern);
+    int rc = CLI_OK;
+    size_t cap = 0;
+    for (int round = 0; round < SCAN_ROUNDS && rc == CLI_OK; round++) {
+        const char *argv[] = {"SCAN", cursor, "MATCH", match, "COUNT", "1000",
+                              "TYPE", "stream"};
+        emq_reply *r;
+        if ((st = emq_conn_command(conn, 8, argv, NULL, &r, &err)) != EMQ_OK) {
+            rc = cli_runtime_err(conf, st, &err, "listing the keys (SCAN)");
+            break;
+        }
+        if (emq_reply_kind(r) != EMQ_REPLY_ARRAY || emq_reply_len(r) != 2) {
+            rc = cli_err(CLI_FAIL, "SCAN failed: %s", emq_reply_format(r));
+            emq_reply_free(r);
+            break;
+        }
+        size_t clen;
+        const char *c = emq_reply_str(emq_reply_at(r, 0), &clen);
+        snprintf(cursor, sizeof cursor, "%.*s", c ? (int)clen : 1,
+                 c ? c : "0");
+        const emq_reply *keys = emq_reply_at(r, 1);
+        for (size_t i = 0; i < emq_reply_len(keys) && rc == CLI_OK; i++) {
+            size_t len;
+            const char *key = emq_reply_str(emq_reply_at(keys, i), &len);
+            char *name = key ? queue_of(key, len) : NULL;
+            if (name == NULL)
+                continue;
+            if (*n == LS_MAX) {
+                free(name);
+                rc = cli_err(CLI_FAIL, "more than %d queues match: narrow "
+                                       "PATTERN",
+                             LS_MAX);
+                break;
+            }
+            if (*n == cap) {
+                cap = cap ? cap * 2 : 64;
+                char **grown = realloc(*names, cap * sizeof *grown);
+                if (grown == NULL) {
+                    free(name);
+                    rc = cli_err(CLI_FAIL, "out of memory");
+                    break;
+                }
+                *names = grown;
+            }
+            (*names)[(*n)++] = name;
+        }
+        emq_reply_free(r);
+        if (!strcmp(cursor, "0"))
+            break;
+    }
+    emq_conn_destroy(conn);
+    if (rc == CLI_OK && *n > 1)
+        qsort(*names, *n, sizeof **names, cmp_names);
+    return rc;
+}
+
+static size_t queue_json(const void *ctx, char *buf, size_t size) {
+    return emq_queue_info_json(ctx, buf, size);
+}
+
+/* One queue's line: a table row, or with --json the library's document of
+ * the queue (emq_queue_info_json) on one line. */
+static int print_queue(const char *name, int json) {
+    emq_conf_t *conf;
+    emq_admin_t *admin;
+    int rc = cli_admin_open(VERB, name, &conf, &admin);
+    if (rc != CLI_OK)
+        return rc;
+    emq_queue_info *info = NULL;
+    emq_error err;
+    emq_status st = emq_admin_describe(admin, &info, &err);
+    if (st != EMQ_OK) {
+        rc = cli_runtime_err(conf, st, &err, "describing the queue");
+    } else {
+        long long lag = 0, pending = 0;
+        int lag_known = 1;
+        for (size_t g = 0; g < info->ngroups; g++) {
+            pending += (long long)info->groups[g].pending;
+            if (info->groups[g].lag < 0)
+                lag_known = 0;
+            else
+                lag += info->groups[g].lag;
+        }
+        char shown[600];
+        cli_esc(name, shown, sizeof shown);
+        if (json) {
+            rc = cli_print_json(queue_json, info);        } else {
+            char lag_text[24];
+            snprintf(lag_text, sizeof lag_text, lag_known ? "%lld" : "?",
+                     lag);
+            printf("%-30s %10llu %6zu %10s %10lld %8llu\n", shown,
+                   (unsigned long long)info->length, info->ngroups, lag_text,
+                   pending, (unsigned long long)info->dead_length);
+        }
+    }
+    emq_queue_info_free(info);
+    emq_admin_destroy(admin);
+    emq_conf_destroy(conf);
+    return rc;
+}
+
+int cmd_ls(int argc, char **argv) {
+    cli_args a;
+    int rc = cli_begin(VERB, argc, argv, opts, help, 0, &a);
+    if (rc != CLI_OK)
+        return rc == CLI_DONE ? CLI_OK : rc;
+    if (a.npos > 1)
+        rc = cli_usage_err(VERB, "unexpected argument '%s'", a.pos[1]);
+    const char *pattern = a.npos ? a.pos[0] : "*";
+    if (rc == CLI_OK && (strchr(pattern, '{') || strchr(pattern, '}')))
+        rc = cli_usage_err(VERB, "PATTERN is a glob on queue names: braces "
+                                 "are not part of a name");
+    emq_conf_t *conf = rc == CLI_OK ? cli_conf(NULL) : NULL;
+    if (rc == CLI_OK && conf == NULL)
+        rc = CLI_USAGE;
+    char **names = NULL;
+    size_t n = 0;
+    if (rc == CLI_OK)
+        rc = scan_queues(conf, pattern, &names, &n);
+    int json = a.seen[O_JSON] > 0;
+    if (rc == CLI_OK && !json)
+        printf("%-30s %10s %6s %10s %10s %8s\n", "QUEUE", "LENGTH", "GROUPS",
+               "LAG", "PENDING", "DEAD");
+    for (size_t i = 0; i < n && rc == CLI_OK; i++)
+        rc = print_queue(names[i], json);
+    if (fflush(stdout) != 0 && rc == CLI_OK)
+        rc = cli_err(CLI_FAIL, "writing stdout failed");
+    for (size_t i = 0; i < n; i++)
+        free(names[i]);
+    free(names);
+    emq_conf_destroy(conf);
+    free(a.pos);
+    return rc;
+}

@@ -986,6 +986,13 @@ typedef struct emq_dead_letter {
 EMQ_EXPORT emq_status emq_admin_dead_list(emq_admin_t *a, size_t max,
                                           emq_dead_letter **out, size_t *n,
                                           emq_error *err);
+/* emq_admin_dead_list of the dead letters after dead-letter ID after
+ * (exclusive; NULL: from the first), for following new ones. EMQ_EINVAL
+ * for an after that is not an ID. */
+EMQ_EXPORT emq_status emq_admin_dead_list_after(emq_admin_t *a,
+                                                const char *after, size_t max,
+                                                emq_dead_letter **out,
+                                                size_t *n, emq_error *err);
 EMQ_EXPORT void emq_dead_letters_free(emq_dead_letter *letters, size_t n);
 /* The dead letters as JSON lines (snprintf semantics), one object each:
  * {"id","deliveries","fields":{...}} as emq_entry_json writes them, then

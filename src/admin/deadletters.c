@@ -150,8 +150,25 @@ static int entry_shape_ok(const emq_reply *e) {
 emq_status emq_admin_dead_list(emq_admin_t *a, size_t max,
                                emq_dead_letter **out, size_t *n,
                                emq_error *err) {
+    return emq_admin_dead_list_after(a, NULL, max, out, n, err);
+}
+
+emq_status emq_admin_dead_list_after(emq_admin_t *a, const char *after,
+                                     size_t max, emq_dead_letter **out,
+                                     size_t *n, emq_error *err) {
     *out = NULL;
     *n = 0;
+    char start[EMQ_ID_MAX + 2] = "-";
+    if (after != NULL) {
+        if (emq_stream_id_parse(after, strlen(after), NULL) != 0) {
+            char shown[64];
+            emq_printable(shown, sizeof shown, after, strlen(after));
+            return emq_error_set(err, EMQ_EINVAL, 0,
+                                 "'%s' is not a dead-letter ID (ms-seq)",
+                                 shown);
+        }
+        snprintf(start, sizeof start, "(%s", after); /* exclusive */
+    }
     if (a == NULL)
         return emq_error_set(err, EMQ_EINVAL, 0,
                              "listing dead letters needs an admin handle");
@@ -159,7 +176,7 @@ emq_status emq_admin_dead_list(emq_admin_t *a, size_t max,
         return emq_admin_one_queue(a, "listing dead letters", err);
     char count[24];
     snprintf(count, sizeof count, "%zu", max);
-    const char *argv[] = {"XRANGE", a->keys.dead, "-", "+", "COUNT", count};
+    const char *argv[] = {"XRANGE", a->keys.dead, start, "+", "COUNT", count};
     emq_reply *r = NULL;
     emq_status st = emq_admin_call(a, "XRANGE of the dead letters",
                                    max ? 6 : 4, argv, NULL, &r, err);

@@ -142,6 +142,24 @@ typedef void (*emq_log_fn)(void *opaque, emq_log_level level,
 EMQ_EXPORT void emq_conf_set_log(emq_conf_t *conf, emq_log_fn fn,
                                  void *opaque);
 
+/* Receives a consumer's statistics every stats.interval_ms (0, the
+ * default: never), as one JSON object of len bytes (valid during the call):
+ * the counters of emq_consumer_stats_json, then
+ *   "handler_latency_us":{"count":N,"p50":N,"p99":N}  how long entries
+ *       were out: a handler call (run, batch), or from emq_consumer_poll to
+ *       the settlement (pull mode; millisecond precision), since the start;
+ *   "deliveries":{"1":N,"2":N,"3":N,"4-5":N,"6-10":N,"11+":N}  entries
+ *       handed out by their delivery count;
+ *   "lag":N  entries of the stream not yet delivered to the group (null
+ *       when the server does not say: Redis 6.2);
+ *   "oldest_pending_ms":N  how long the group's oldest pending entry has
+ *       been idle (null when nothing is pending).
+ * Runs on the consumer's upkeep thread (a topic consumer: each partition's,
+ * with that partition's numbers). Must return quickly. */
+typedef void (*emq_stats_fn)(void *opaque, const char *json, size_t len);
+EMQ_EXPORT void emq_conf_set_stats(emq_conf_t *conf, emq_stats_fn fn,
+                                   void *opaque);
+
 /* ---- replies ---------------------------------------------------------- */
 
 /* A reply tree from the server. Read it through the accessors below. The

@@ -60,6 +60,7 @@ static const cli_opt opts[] = {
     {"no-ack", 0, 0, O_NO_ACK},
     {"wait-for-server", 0, 0, O_WAIT_FOR_SERVER},
     {"format", 0, 1, O_FORMAT},
+    {"stats-interval", 0, 1, O_STATS_INTERVAL},
     {"partitions", 0, 1, O_PARTITIONS},
     {NULL, 0, 0, 0},
 };
@@ -116,6 +117,9 @@ static void help(void) {
         "                          ID, %%d deliveries, %%s stream, %%p partition,\n"
         "                          %%t the ID's time (UTC), %%f{NAME} a field's\n"
         "                          value, %%%% a percent sign, \\n \\t escapes\n"
+        "  --stats-interval MS     write the consumer's statistics (JSON: counters,\n"
+        "                          handler latency, delivery counts, lag, oldest\n"
+        "                          pending age) to stderr every MS, a line each\n"
         "  --wait-for-server       a server that does not answer at start is\n"
         "                          waited for (reconnect backoff) instead of\n"
         "                          exiting 1: workers may start before it\n"
@@ -167,6 +171,18 @@ static emq_status local_error(emq_error *err, emq_status st, const char *msg) {
     err->code = st;
     snprintf(err->message, sizeof err->message, "%s", msg);
     return st;
+}
+
+/* --stats-interval: one line on stderr per report (the upkeep thread's;
+ * one fwrite, so lines of a topic's partitions do not interleave). */
+static void stats_line(void *opaque, const char *json, size_t len) {
+    (void)opaque;
+    char line[8192];
+    if (len + 1 >= sizeof line)
+        return;
+    memcpy(line, json, len);
+    line[len] = '\n';
+    fwrite(line, 1, len + 1, stderr);
 }
 
 /* Async-signal-safe (atomic stores only). */
@@ -657,6 +673,13 @@ int cmd_consume(int argc, char **argv) {
     SETNUM("block_ms", block);
     if (rc == CLI_OK && a.seen[O_WAIT_FOR_SERVER])
         rc = cli_set(conf, "consumer.connect", "wait");
+    if (rc == CLI_OK && a.seen[O_STATS_INTERVAL]) {
+        long long every;
+        rc = cli_num(VERB, "--stats-interval", a.value[O_STATS_INTERVAL], 1,
+                     INT32_MAX, &every);
+        SETNUM("stats.interval_ms", every);
+        emq_conf_set_stats(conf, stats_line, NULL);
+    }
 
     if (claim_idle > 0)
         SETNUM("claim.min_idle_ms", claim_idle);

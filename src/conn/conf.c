@@ -316,6 +316,11 @@ static const prop props[] = {
      "How long WAIT or WAITAOF waits for the replicas or the AOF.",
      P_INT, F(producer_wait_timeout_ms), 1, (int64_t)1 << 31, NULL, NULL,
      NULL},
+    {"stats.interval_ms", "0",
+     "How often a consumer passes its statistics (JSON: counters, handler "
+     "latency, delivery counts, lag, oldest pending age) to the callback "
+     "of emq_conf_set_stats; 0: never.",
+     P_INT, F(stats_interval_ms), 0, (int64_t)1 << 31, NULL, NULL, NULL},
     {"consumer.connect", "fail",
      "fail: a consumer whose server does not answer at its first connect "
      "fails at once; wait: it waits for the server with the reconnect "
@@ -691,6 +696,13 @@ emq_status emq_conf_property(size_t i, const char **name,
     if (doc)
         *doc = props[i].doc;
     return EMQ_OK;
+}
+
+void emq_conf_set_stats(emq_conf_t *conf, emq_stats_fn fn, void *opaque) {
+    if (conf) {
+        conf->stats_fn = fn;
+        conf->stats_opaque = opaque;
+    }
 }
 
 void emq_conf_set_log(emq_conf_t *conf, emq_log_fn fn, void *opaque) {

@@ -91,6 +91,9 @@ struct emq_conf {
     int64_t log_level;           /* EMQ_LOG_*: most verbose level logged */
     emq_log_fn log_fn;           /* NULL: stderr */
     void *log_opaque;
+    int64_t stats_interval_ms;   /* 0: no statistics callback */
+    emq_stats_fn stats_fn;       /* emq_conf_set_stats */
+    void *stats_opaque;
 };
 
 /* Logs one line through conf's log callback, or to stderr, when level is

@@ -69,6 +69,16 @@ typedef struct stats_counters {
 } stats_counters;
 #undef EMQ_COUNTER_FIELD
 
+/* Buckets of the statistics callback's histograms (stats.c): handler
+ * latency in powers of two of microseconds (bucket k: [2^k, 2^(k+1)) us;
+ * the last one open-ended), and delivery counts 1, 2, 3, 4-5, 6-10, 11+. */
+#define EMQ_LATENCY_BUCKETS 32
+#define EMQ_DELIVERY_BUCKETS 6
+typedef struct stats_hist {
+    atomic_uint_fast64_t latency[EMQ_LATENCY_BUCKETS];
+    atomic_uint_fast64_t deliveries[EMQ_DELIVERY_BUCKETS];
+} stats_hist;
+
 /* ---- exchange.c --------------------------------------------------------- */
 
 typedef struct emq_xchg {
@@ -155,6 +165,17 @@ emq_status emq_reply_error(const emq_reply *r, emq_error *err,
 
 /* Logs through the conf's log callback (or stderr by default), naming the
  * consumer, group and stream. */
+/* ---- stats.c: the statistics callback ------------------------------------ */
+
+/* 1 when the statistics callback is on (stats.interval_ms and a fn). */
+int emq_stats_on(const struct emq_consumer *c);
+/* Counts one entry out for us microseconds, and one delivery count. */
+void emq_stats_latency(struct emq_consumer *c, int64_t us);
+void emq_stats_delivery(struct emq_consumer *c, uint64_t deliveries);
+/* Asks the server for the group's lag and oldest pending entry on x, then
+ * passes the JSON to the callback (the upkeep thread, when due). */
+void emq_stats_report(struct emq_consumer *c, emq_xchg *x);
+
 void emq_consumer_log(struct emq_consumer *c, int level, const char *fmt,
                       ...) EMQ_PRINTF(3, 4);
 /* Sleeps ms milliseconds, or less when a stop is requested meanwhile. */
@@ -190,6 +211,7 @@ typedef struct if_entry {
     int64_t due_ms;       /* IF_RETRY_WAIT: when it is delivered again */
     uint64_t deliveries;
     size_t hash;          /* of id, kept for probing and moving */
+    int64_t handed_ms;    /* IF_HANDLING: when it was handed out */
     unsigned char used, state, lost;
     unsigned char uncounted; /* IF_RETRY_WAIT found by recover self in a
                                 session that kept the lease: its count was
@@ -269,9 +291,11 @@ emq_status emq_inflight_release(emq_inflight *t, const batch_item *item,
  * op->deliveries from the table; a retry at its max_deliveries-th
  * delivery becomes a dead letter. EMQ_EINVAL when the entry is not handed
  * out (settled twice, never handed out), EMQ_ELOST when a peer took it
- * over meanwhile (then it is forgotten). */
+ * over meanwhile (then it is forgotten). *handed_ms (may be NULL) gets
+ * when it was handed out. */
 emq_status emq_inflight_settle_held(emq_inflight *t, settle_op *op,
-                                   uint64_t max_deliveries, emq_error *err);
+                                   uint64_t max_deliveries, emq_error *err,
+                                   int64_t *handed_ms);
 /* Adds id in IF_RETRY_WAIT, due in wait_ms (a retry whose delay survived
  * a restart, or found by recover self), unless it is there already;
  * uncounted: take it without raising its count when due. -1 when out of
@@ -404,6 +428,7 @@ typedef struct emq_upkeep {
     pthread_t thread;
     int started;
     int64_t next_renew_ms, next_refresh_ms;
+    int64_t next_stats_ms;  /* INT64_MAX: no statistics callback */
     int64_t refresh_every_ms;
 } emq_upkeep;
 
@@ -439,6 +464,7 @@ struct emq_consumer {
                                unhandled (released, or not refreshed in
                                time): recover self on the next turn */
     stats_counters stats;
+    stats_hist hist;        /* stats.c: latency and delivery counts */
 
     settle_op *rx_ops;      /* settlements the run thread sends with a read */
     emq_field *fields;      /* scratch for the handler's field array */

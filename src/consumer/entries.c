@@ -13,6 +13,7 @@
 #include "consumer.h"
 
 #include <string.h>
+#include <time.h>
 
 void emq_batch_init(batch *b) { memset(b, 0, sizeof *b); }
 
@@ -172,7 +173,17 @@ static emq_status handle(emq_consumer_t *c, batch_item *item, settle_op *op,
     char reason[256] = "";
     uint64_t max = (uint64_t)c->conf->max_deliveries;
     atomic_fetch_add(&c->stats.delivered, 1);
+    int stats = emq_stats_on(c);
+    struct timespec t0, t1;
+    if (stats)
+        clock_gettime(CLOCK_MONOTONIC, &t0);
     emq_verdict verdict = c->handler(c->opaque, &entry, reason, sizeof reason);
+    if (stats) {
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        emq_stats_latency(c, (int64_t)(t1.tv_sec - t0.tv_sec) * 1000000 +
+                                 (t1.tv_nsec - t0.tv_nsec) / 1000);
+        emq_stats_delivery(c, item->deliveries);
+    }
     reason[sizeof reason - 1] = '\0';
     switch (verdict) {
     case EMQ_ACK:

@@ -307,10 +307,16 @@ static emq_status settle(emq_consumer_t *c, const emq_entry *entry,
         return st;
     if (kind == SETTLE_RETRY && delay_ms >= 0)
         op.delay_ms = delay_ms;
+    int64_t handed_ms = 0;
     st = emq_inflight_settle_held(&owner->table, &op,
-                                  (uint64_t)owner->conf->max_deliveries, err);
+                                  (uint64_t)owner->conf->max_deliveries, err,
+                                  &handed_ms);
     if (st != EMQ_OK)
         return st;
+    if (emq_stats_on(owner)) {
+        emq_stats_latency(owner, (emq_now_coarse_ms() - handed_ms) * 1000);
+        emq_stats_delivery(owner, op.deliveries);
+    }
     if (kind != SETTLE_ACK)
         atomic_fetch_add(&owner->stats.failed, 1);
     if (kind == SETTLE_RETRY)

@@ -224,6 +224,7 @@ static int begin_locked(emq_inflight *t, const batch_item *next) {
                      a retry waiting, a settlement on its way): not again */
     if (ok) {
         set_state(t, e, IF_HANDLING);
+        e->handed_ms = emq_now_coarse_ms();
         t->current = (size_t)(e - t->slots);
     } else if (e != NULL) {
         remove_at(t, e);
@@ -253,8 +254,8 @@ void emq_inflight_begin(emq_inflight *t, const batch_item *const *items,
 }
 
 emq_status emq_inflight_settle_held(emq_inflight *t, settle_op *op,
-                                   uint64_t max_deliveries,
-                                   emq_error *err) {
+                                   uint64_t max_deliveries, emq_error *err,
+                                   int64_t *handed_ms) {
     pthread_mutex_lock(&t->mu);
     if_entry *e = find(t, &op->id);
     emq_status st;
@@ -276,6 +277,8 @@ emq_status emq_inflight_settle_held(emq_inflight *t, settle_op *op,
                            op->id.str);
     } else {
         op->deliveries = e->deliveries;
+        if (handed_ms)
+            *handed_ms = e->handed_ms;
         if (op->kind == SETTLE_RETRY && e->deliveries >= max_deliveries)
             op->kind = SETTLE_DEAD; /* its last delivery */
         t->current = (size_t)(e - t->slots);

@@ -98,3 +98,125 @@ size_t emq_consumer_stats_json(const emq_consumer_t *c, char *buf,
     emq_json_raw(&o, "}");
     return o.len;
 }
+
+/* ---- the statistics callback ---------------------------------------------- */
+
+int emq_stats_on(const emq_consumer_t *c) {
+    return c->conf->stats_fn != NULL && c->conf->stats_interval_ms > 0;
+}
+
+void emq_stats_latency(emq_consumer_t *c, int64_t us) {
+    unsigned k = 0;
+    while (us > 1 && k < EMQ_LATENCY_BUCKETS - 1) {
+        us >>= 1;
+        k++;
+    }
+    atomic_fetch_add(&c->hist.latency[k], 1);
+}
+
+void emq_stats_delivery(emq_consumer_t *c, uint64_t deliveries) {
+    unsigned k = deliveries <= 3    ? (deliveries ? (unsigned)deliveries - 1 : 0)
+                 : deliveries <= 5  ? 3
+                 : deliveries <= 10 ? 4
+                                    : 5;
+    atomic_fetch_add(&c->hist.deliveries[k], 1);
+}
+
+/* The upper bound (us) of the bucket holding the q-th of n samples. */
+static uint64_t quantile(const uint64_t *buckets, uint64_t n, double q) {
+    uint64_t want = (uint64_t)((double)n * q), seen = 0;
+    for (unsigned k = 0; k < EMQ_LATENCY_BUCKETS; k++) {
+        seen += buckets[k];
+        if (seen > want)
+            return (uint64_t)1 << (k + 1);
+    }
+    return (uint64_t)1 << EMQ_LATENCY_BUCKETS;
+}
+
+/* The value of field name in a flat [name, value, ...] array or a map
+ * (XINFO GROUPS elements); NULL when absent. */
+static const emq_reply *field_of(const emq_reply *r, const char *name) {
+    size_t n = emq_reply_len(r), len = strlen(name);
+    for (size_t i = 0; i + 1 < n; i += 2) {
+        size_t k;
+        const char *key = emq_reply_str(emq_reply_at(r, i), &k);
+        if (key && k == len && memcmp(key, name, len) == 0)
+            return emq_reply_at(r, i + 1);
+    }
+    return NULL;
+}
+
+/* The group's lag (-1: not said) and the idle time of its oldest pending
+ * entry (-1: none), from the server. */
+static void group_numbers(emq_consumer_t *c, emq_xchg *x, long long *lag,
+                          long long *oldest_ms) {
+    *lag = *oldest_ms = -1;
+    const char *groups[] = {"XINFO", "GROUPS", c->keys.stream};
+    emq_reply *r = NULL;
+    emq_error err;
+    if (emq_xchg_call(x, 0, 3, groups, NULL, &r, &err) == EMQ_OK &&
+        emq_reply_kind(r) == EMQ_REPLY_ARRAY) {
+        for (size_t i = 0; i < emq_reply_len(r); i++) {
+            const emq_reply *g = emq_reply_at(r, i);
+            const emq_reply *name = field_of(g, "name");
+            size_t len;
+            const char *text = name ? emq_reply_str(name, &len) : NULL;
+            if (text == NULL || len != strlen(c->group) ||
+                memcmp(text, c->group, len) != 0)
+                continue;
+            const emq_reply *l = field_of(g, "lag");
+            if (l && emq_reply_kind(l) == EMQ_REPLY_INTEGER)
+                *lag = emq_reply_integer(l);
+        }
+    }
+    emq_reply_free(r);
+    const char *pending[] = {"XPENDING", c->keys.stream, c->group, "-", "+",
+                             "1"};
+    r = NULL;
+    if (emq_xchg_call(x, 0, 6, pending, NULL, &r, &err) == EMQ_OK &&
+        emq_reply_kind(r) == EMQ_REPLY_ARRAY && emq_reply_len(r) == 1) {
+        const emq_reply *row = emq_reply_at(r, 0);
+        if (emq_reply_len(row) >= 3 &&
+            emq_reply_kind(emq_reply_at(row, 2)) == EMQ_REPLY_INTEGER)
+            *oldest_ms = emq_reply_integer(emq_reply_at(row, 2));
+    }
+    emq_reply_free(r);
+}
+
+void emq_stats_report(emq_consumer_t *c, emq_xchg *x) {
+    char buf[4096];
+    size_t len = emq_consumer_stats_json(c, buf, sizeof buf);
+    if (len == 0 || len >= sizeof buf - 512)
+        return;
+    len--; /* reopen the object: drop its '}' */
+    uint64_t lat[EMQ_LATENCY_BUCKETS], count = 0;
+    for (unsigned k = 0; k < EMQ_LATENCY_BUCKETS; k++) {
+        lat[k] = atomic_load(&c->hist.latency[k]);
+        count += lat[k];
+    }
+    uint64_t d[EMQ_DELIVERY_BUCKETS];
+    for (unsigned k = 0; k < EMQ_DELIVERY_BUCKETS; k++)
+        d[k] = atomic_load(&c->hist.deliveries[k]);
+    long long lag, oldest;
+    group_numbers(c, x, &lag, &oldest);
+    char lag_text[24] = "null", oldest_text[24] = "null";
+    if (lag >= 0)
+        snprintf(lag_text, sizeof lag_text, "%lld", lag);
+    if (oldest >= 0)
+        snprintf(oldest_text, sizeof oldest_text, "%lld", oldest);
+    int more = snprintf(
+        buf + len, sizeof buf - len,
+        ",\"handler_latency_us\":{\"count\":%llu,\"p50\":%llu,\"p99\":%llu},"
+        "\"deliveries\":{\"1\":%llu,\"2\":%llu,\"3\":%llu,\"4-5\":%llu,"
+        "\"6-10\":%llu,\"11+\":%llu},\"lag\":%s,\"oldest_pending_ms\":%s}",
+        (unsigned long long)count,
+        count ? (unsigned long long)quantile(lat, count, 0.50) : 0ULL,
+        count ? (unsigned long long)quantile(lat, count, 0.99) : 0ULL,
+        (unsigned long long)d[0], (unsigned long long)d[1],
+        (unsigned long long)d[2], (unsigned long long)d[3],
+        (unsigned long long)d[4], (unsigned long long)d[5], lag_text,
+        oldest_text);
+    if (more <= 0 || (size_t)more >= sizeof buf - len)
+        return;
+    c->conf->stats_fn(c->conf->stats_opaque, buf, len + (size_t)more);
+}

@@ -110,6 +110,8 @@ static void wait_due(emq_consumer_t *c, int *settle) {
         int64_t wake = u->next_renew_ms < u->next_refresh_ms
                            ? u->next_renew_ms
                            : u->next_refresh_ms;
+        if (u->next_stats_ms < wake)
+            wake = u->next_stats_ms;
         if (settle_at < wake)
             wake = settle_at;
         /* The run thread does not wake this one for each settlement (it
@@ -118,7 +120,7 @@ static void wait_due(emq_consumer_t *c, int *settle) {
         if (t->nops == 0 && t->n > 0 && now + EMQ_SETTLE_DELAY_MS < wake)
             wake = now + EMQ_SETTLE_DELAY_MS;
         if (quit || settle_at <= now || u->next_renew_ms <= now ||
-            u->next_refresh_ms <= now) {
+            u->next_refresh_ms <= now || u->next_stats_ms <= now) {
             *settle = quit || settle_at <= now;
             break;
         }
@@ -214,6 +216,12 @@ static void *upkeep_main(void *arg) {
             break;
         emq_error err;
         emq_status st = one_round(c, settle, ops, ids, &err);
+        if (emq_now_ms() >= u->next_stats_ms) {
+            /* Skipped (not late-fired) while fenced or failing. */
+            if (st == EMQ_OK && !quit && emq_lease_valid(c))
+                emq_stats_report(c, &u->x);
+            u->next_stats_ms = emq_now_ms() + c->conf->stats_interval_ms;
+        }
         /* After a quit, one try only: a server that refuses now, or a
          * connection that broke, does not hold up the stop (the entries
          * stay pending and come back). */
@@ -251,6 +259,8 @@ emq_status emq_upkeep_start(emq_consumer_t *c, emq_error *err) {
     c->table.stale_after_ms = c->conf->claim_min_idle_ms * 3 / 4;
     u->next_refresh_ms = now + u->refresh_every_ms / 2;
     u->next_renew_ms = now + c->conf->lease_ttl_ms / 3;
+    u->next_stats_ms = emq_stats_on(c) ? now + c->conf->stats_interval_ms
+                                       : INT64_MAX;
     if (pthread_create(&u->thread, NULL, upkeep_main, c) != 0)
         return emq_error_set(err, EMQ_ENOMEM, 0,
                              "could not start the upkeep thread");

@@ -32,13 +32,13 @@ TEST(conf_defaults_read_back_as_the_table_says) {
                 FAIL("property %s listed twice", name);
         }
     }
-    ASSERT_EQ_SIZE(n, 62); /* 37 + producer.nomkstream, trim.*, cluster.*,
+    ASSERT_EQ_SIZE(n, 63); /* 37 + producer.nomkstream, trim.*, cluster.*,
                              partitions, retry.*, max_in_flight, batch.max,
                              resp.max_reply_bytes, producer.timeout_ms,
                              .connect, .linger_ms, .queue.max_messages,
                              .queue.max_bytes, .delivery, .retries,
                              .wait_replicas, .wait_aof, .wait_timeout_ms,
-                             consumer.connect */
+                             consumer.connect, stats.interval_ms */
     ASSERT_STATUS(emq_conf_property(n, &name, &def, &doc), EMQ_EINVAL, NULL);
     /* A few defaults spelled out, and the typed fields behind them. */
     ASSERT_EQ_STR(c->url, "redis://127.0.0.1:6379");

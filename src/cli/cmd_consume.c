@@ -144,6 +144,9 @@ static void help(void) {
 typedef struct consume_ctx {
     const char *queue;
     cli_lines lines;           /* how each entry is written */
+    int progress;              /* a progress line on stderr (a terminal) */
+    int stats_lines;           /* --stats-interval: reports on stderr */
+    atomic_llong lag;          /* the group's lag from the last report; -1 */
     const char *exec;          /* NULL: pipe mode */
     size_t exec_batch;         /* entries per command (1: --exec) */
     long long exec_timeout_ms; /* 0: none */
@@ -176,11 +179,17 @@ static emq_status local_error(emq_error *err, emq_status st, const char *msg) {
 /* --stats-interval: one line on stderr per report (the upkeep thread's;
  * one fwrite, so lines of a topic's partitions do not interleave). */
 static void stats_line(void *opaque, const char *json, size_t len) {
-    (void)opaque;
+    consume_ctx *x = opaque;
     char line[8192];
     if (len + 1 >= sizeof line)
         return;
     memcpy(line, json, len);
+    line[len] = '\0';
+    const char *lag = strstr(line, "\"lag\":");
+    if (lag) /* the progress line shows it */
+        atomic_store(&x->lag, lag[6] == 'n' ? -1 : strtoll(lag + 6, NULL, 10));
+    if (!x->stats_lines)
+        return;
     line[len] = '\n';
     fwrite(line, 1, len + 1, stderr);
 }
@@ -526,10 +535,28 @@ typedef struct watchdog {
  * --no-ack, entries left pending on purpose do not). */
 static void *watch(void *opaque) {
     watchdog *w = opaque;
+    int64_t started = cli_now_ms(), shown = 0;
     while (!atomic_load(&w->done)) {
         usleep(20000);
         emq_consumer_stats st;
         emq_consumer_stats_get(w->x->consumer, &st);
+        int64_t now = cli_now_ms();
+        if (w->x->progress && now - shown >= 250) {
+            /* Progress: handled, rate, lag (from the last report), out. */
+            long long handled = atomic_load(&w->x->handled);
+            long long lag = atomic_load(&w->x->lag);
+            double secs = (double)(now - started) / 1000.0;
+            char lag_text[32] = "?";
+            if (lag >= 0)
+                snprintf(lag_text, sizeof lag_text, "%lld", lag);
+            fprintf(stderr, "\r\033[Kechomq: %lld handled (%.0f/s), lag %s, "
+                            "%llu in flight",
+                    handled, secs > 0 ? (double)handled / secs : 0.0,
+                    lag_text, (unsigned long long)st.in_flight);
+            shown = now;
+        }
+        if (w->idle_ms <= 0)
+            continue;
         uint64_t in_hand = st.in_flight - (w->x->no_ack ? st.handed_out : 0);
         /* Not idle before the first read: a consumer still connecting (a
          * server that never answers, a TLS handshake that fails) has
@@ -673,14 +700,6 @@ int cmd_consume(int argc, char **argv) {
     SETNUM("block_ms", block);
     if (rc == CLI_OK && a.seen[O_WAIT_FOR_SERVER])
         rc = cli_set(conf, "consumer.connect", "wait");
-    if (rc == CLI_OK && a.seen[O_STATS_INTERVAL]) {
-        long long every;
-        rc = cli_num(VERB, "--stats-interval", a.value[O_STATS_INTERVAL], 1,
-                     INT32_MAX, &every);
-        SETNUM("stats.interval_ms", every);
-        emq_conf_set_stats(conf, stats_line, NULL);
-    }
-
     if (claim_idle > 0)
         SETNUM("claim.min_idle_ms", claim_idle);
     if (claim_interval > 0)
@@ -694,6 +713,24 @@ int cmd_consume(int argc, char **argv) {
                                               : NULL;
     if (exec == NULL)
         conc = 1; /* one writer: the lines keep their order */
+    static consume_ctx x; /* the work queue is large */
+    memset(&x, 0, sizeof x);
+    atomic_store(&x.lag, -1);
+    /* A progress line when stderr is a terminal that the entries do not go
+     * to (a pipe or file for stdout, or commands), unless -q. */
+    x.progress = !cli_g.quiet && isatty(STDERR_FILENO) &&
+                 (exec != NULL || !isatty(STDOUT_FILENO));
+    long long every = x.progress ? 1000 : 0; /* the lag for the progress */
+    if (rc == CLI_OK && a.seen[O_STATS_INTERVAL]) {
+        rc = cli_num(VERB, "--stats-interval", a.value[O_STATS_INTERVAL], 1,
+                     INT32_MAX, &every);
+        x.stats_lines = 1;
+    }
+    if (every > 0) {
+        SETNUM("stats.interval_ms", every);
+        emq_conf_set_stats(conf, stats_line, &x);
+    }
+
     long long out_max = exec ? 2 * conc * exec_batch : 2 * count;
     if (a.seen[O_NO_ACK])
         out_max = 1000000;
@@ -710,8 +747,6 @@ int cmd_consume(int argc, char **argv) {
         SETNUM("retry.backoff_ms", retry_backoff);
 #undef SETNUM
 
-    static consume_ctx x; /* the work queue is large */
-    memset(&x, 0, sizeof x);
     x.queue = a.pos[0];
     x.lines.format = a.seen[O_FORMAT] ? a.value[O_FORMAT] : NULL;
     if (rc == CLI_OK)
@@ -743,7 +778,8 @@ int cmd_consume(int argc, char **argv) {
     cli_on_stop_signal(stop_all, &x);
     watchdog w = {&x, until_idle, 0};
     pthread_t wt;
-    int watching = until_idle > 0 && pthread_create(&wt, NULL, watch, &w) == 0;
+    int watching = (until_idle > 0 || x.progress) &&
+                   pthread_create(&wt, NULL, watch, &w) == 0;
     size_t workers = exec ? (size_t)conc : 0, started = 0;
     pthread_t *threads = calloc(workers ? workers : 1, sizeof *threads);
     for (size_t i = 0; threads != NULL && i < workers; i++)
@@ -770,6 +806,8 @@ int cmd_consume(int argc, char **argv) {
         atomic_store(&w.done, 1);
         pthread_join(wt, NULL);
     }
+    if (x.progress)
+        fputs("\r\033[K", stderr); /* the summary takes its place */
     emq_error close_err;
     emq_status closed =
         emq_consumer_close(x.consumer, x.no_ack ? 0 : 10000, &close_err);

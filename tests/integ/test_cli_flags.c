@@ -935,3 +935,36 @@ TEST(cli_consume_concurrent_handlers_each_see_their_stdin_end) {
     cli_free(&r);
     emq_srv_stop(s);
 }
+
+/* consume on a terminal (commands run the entries, so the terminal is
+ * free for it): a progress line with handled, rate, lag and in flight,
+ * cleared before the summary; -q: none. */
+TEST_TIMEOUT(cli_consume_progress_line_on_a_terminal, 40) {
+    emq_srv *s = emq_srv_start(NULL);
+    const char *url = emq_srv_url(s);
+    const char *in = numbered_lines(50);
+    cli_result r;
+    cli_run_in(&r, url, in, strlen(in), 20000,
+               CLI_ARGS("produce", "q", "--lines"));
+    ASSERT_EXIT(&r, 0);
+    cli_free(&r);
+    static char tty[65536];
+    int code = cli_run_pty(url, "", 0, tty, sizeof tty, 20000,
+                           CLI_ARGS("consume", "q", "-g", "g", "-c", "c", "-s",
+                                    "head", "--exec", "sleep 0.02",
+                                    "--until-idle", "1500"));
+    ASSERT_EQ_INT(code, 0);
+    ASSERT_CONTAINS(tty, "\r\033[Kechomq: ");
+    ASSERT_CONTAINS(tty, " handled (");
+    ASSERT_CONTAINS(tty, " in flight");
+    ASSERT_CONTAINS(tty, ", lag 0,"); /* a report came: all delivered */
+    ASSERT_CONTAINS(tty, "echomq: consumed 50 entries");
+    ASSERT(strstr(tty, " handled (") < strstr(tty, "consumed 50"));
+    code = cli_run_pty(url, "", 0, tty, sizeof tty, 20000,
+                       CLI_ARGS("consume", "q", "-g", "g2", "-c", "c", "-s",
+                                "head", "--exec", "true", "--until-idle",
+                                "500", "-q"));
+    ASSERT_EQ_INT(code, 0);
+    ASSERT_NOT_CONTAINS(tty, "handled (");
+    emq_srv_stop(s);
+}

@@ -27,6 +27,8 @@ readonly WANTED=(
     "valgrind:valgrind"
     "libuv1-dev:-"
     "libevent-dev:-"
+    "prometheus:prometheus"
+    "tmux:tmux"
 )
 
 have_package() {

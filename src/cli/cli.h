@@ -36,7 +36,7 @@ enum {
     O_KEY_FIELD, O_RETRY_BACKOFF, O_RETRY_BACKOFF_MAX,
     O_EXEC_BATCH, O_NO_ACK, O_EXEC_TIMEOUT, O_LINGER, O_TIMEOUT,
     O_WAIT_REPLICAS, O_WAIT_FOR_SERVER, O_FORMAT, O_FOLLOW, O_FROM,
-    O_OLDER_THAN, O_REASON, O_STATS_INTERVAL,
+    O_OLDER_THAN, O_REASON, O_STATS_INTERVAL, O_LISTEN,
     O_COUNT_IDS
 };
 
@@ -152,6 +152,13 @@ int cli_partitions(const cli_args *a, emq_conf_t *conf);
 int cli_runtime_err(const emq_conf_t *conf, emq_status st,
                     const emq_error *err, const char *doing);
 
+/* Appends to *names (*n of them; a malloc'd array of malloc'd strings,
+ * sorted on return) the queues whose stream key emq:{NAME} matches the
+ * glob PATTERN on the server of conf (SCAN, bounded; cmd_ls.c). Returns
+ * CLI_OK or an exit code after printing why. */
+int cli_scan_queues(const emq_conf_t *conf, const char *pattern,
+                    char ***names, size_t *n);
+
 /* ---- entry lines (lines.c) ---------------------------------------------- */
 
 /* How entries are written: JSON lines (emq_entry_json_partition), or the
@@ -216,5 +223,6 @@ int cmd_trim(int argc, char **argv);
 int cmd_demo(int argc, char **argv);
 int cmd_tail(int argc, char **argv);
 int cmd_ls(int argc, char **argv);
+int cmd_exporter(int argc, char **argv);
 
 #endif /* EMQ_CLI_H */

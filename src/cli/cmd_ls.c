@@ -57,9 +57,8 @@ static char *queue_of(const char *key, size_t len) {
     return out;
 }
 
-/* Collects the queue names into *names (malloc'd array of malloc'd). */
-static int scan_queues(const emq_conf_t *conf, const char *pattern,
-                       char ***names, size_t *n) {
+int cli_scan_queues(const emq_conf_t *conf, const char *pattern,
+                    char ***names, size_t *n) {
     emq_conn_t *conn;
     emq_error err;
     emq_status st = emq_conn_new(conf, &conn, &err);
@@ -68,7 +67,6 @@ static int scan_queues(const emq_conf_t *conf, const char *pattern,
     char match[600], cursor[32] = "0";
     snprintf(match, sizeof match, "emq:{%s}", pattern);
     int rc = CLI_OK;
-    size_t cap = 0;
     for (int round = 0; round < SCAN_ROUNDS && rc == CLI_OK; round++) {
         const char *argv[] = {"SCAN", cursor, "MATCH", match, "COUNT", "1000",
                               "TYPE", "stream"};
@@ -100,16 +98,13 @@ static int scan_queues(const emq_conf_t *conf, const char *pattern,
                              LS_MAX);
                 break;
             }
-            if (*n == cap) {
-                cap = cap ? cap * 2 : 64;
-                char **grown = realloc(*names, cap * sizeof *grown);
-                if (grown == NULL) {
-                    free(name);
-                    rc = cli_err(CLI_FAIL, "out of memory");
-                    break;
-                }
-                *names = grown;
+            char **grown = realloc(*names, (*n + 1) * sizeof *grown);
+            if (grown == NULL) {
+                free(name);
+                rc = cli_err(CLI_FAIL, "out of memory");
+                break;
             }
+            *names = grown;
             (*names)[(*n)++] = name;
         }
         emq_reply_free(r);
@@ -184,7 +179,7 @@ int cmd_ls(int argc, char **argv) {
     char **names = NULL;
     size_t n = 0;
     if (rc == CLI_OK)
-        rc = scan_queues(conf, pattern, &names, &n);
+        rc = cli_scan_queues(conf, pattern, &names, &n);
     int json = a.seen[O_JSON] > 0;
     if (rc == CLI_OK && !json)
         printf("%-30s %10s %6s %10s %10s %8s\n", "QUEUE", "LENGTH", "GROUPS",

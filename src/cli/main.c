@@ -25,6 +25,7 @@ void cli_help_overview(FILE *out) {
             "                                    print entries as JSON lines, or\n"
             "                                    --exec a command per entry\n"
             "  ls [PATTERN]                      the queues, one line each\n"
+            "  exporter --listen HOST:PORT       /metrics for Prometheus\n"
             "  tail QUEUE [-n N] [-f]            look at entries without joining a\n"
             "                                    group\n"
             "  info QUEUE                        the queue, its groups and consumers\n"
@@ -73,7 +74,7 @@ static const struct {
     {"group", cmd_group},     {"consumers", cmd_consumers},
     {"dead", cmd_dead},       {"trim", cmd_trim},
     {"demo", cmd_demo},       {"tail", cmd_tail},
-    {"ls", cmd_ls},
+    {"ls", cmd_ls},           {"exporter", cmd_exporter},
 };
 
 int main(int argc, char **argv) {

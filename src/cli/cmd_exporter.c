@@ -1,0 +1,393 @@
+/* cmd_exporter.c: `echomq exporter`, the queues' numbers for Prometheus.
+ *
+ * A small HTTP/1.0 server on one listening socket: each GET /metrics lists
+ * the queues that match the patterns (cli_scan_queues, as `ls`), describes
+ * each with the library (emq_admin_describe) and answers in the Prometheus
+ * text format (version 0.0.4): one family at a time, each with its HELP and
+ * TYPE, names with the echomq_ prefix, base units (seconds), label values
+ * escaped. One request at a time (a scrape every few seconds is the load);
+ * each connection is bounded in time and size. SIGINT or SIGTERM stops it
+ * (exit 0).
+ */
+#include "cli.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netdb.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+static const char *const VERB = "exporter";
+
+/* A request longer than this, or slower than this, is dropped. */
+#define REQUEST_MAX 8192
+#define REQUEST_MS 2000
+
+static const cli_opt opts[] = {
+    {"listen", 0, 1, O_LISTEN},
+    {NULL, 0, 0, 0},
+};
+
+static void help(void) {
+    printf(
+        "usage: echomq exporter --listen HOST:PORT [QUEUE|PATTERN...]\n"
+        "\n"
+        "Serves GET /metrics in the Prometheus text format: for each queue\n"
+        "matching a PATTERN (a glob on queue names; default every queue):\n"
+        "  echomq_queue_length, echomq_queue_entries_added_total,\n"
+        "  echomq_dead_letters, echomq_group_lag, echomq_group_pending,\n"
+        "  echomq_group_oldest_pending_age_seconds, echomq_consumer_pending,\n"
+        "  echomq_consumer_idle_seconds, and echomq_up,\n"
+        "  echomq_scrape_duration_seconds. SIGINT or SIGTERM stops it.\n"
+        "\n"
+        "Example:\n"
+        "  echomq exporter --listen 127.0.0.1:9587 'orders*' jobs\n");
+}
+
+static atomic_int exporter_stopping;
+
+static void stop_exporter(void *opaque) {
+    (void)opaque;
+    atomic_store(&exporter_stopping, 1);
+}
+
+/* ---- the text format ------------------------------------------------------ */
+
+typedef struct out_buf {
+    char *p;
+    size_t len, cap;
+    int failed;
+} out_buf;
+
+static void put(out_buf *o, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static void put(out_buf *o, const char *fmt, ...) {
+    for (;;) {
+        va_list ap;
+        va_start(ap, fmt);
+        size_t room = o->cap - o->len;
+        int n = vsnprintf(o->p ? o->p + o->len : NULL, room, fmt, ap);
+        va_end(ap);
+        if (n < 0) {
+            o->failed = 1;
+            return;
+        }
+        if ((size_t)n < room) {
+            o->len += (size_t)n;
+            return;
+        }
+        size_t cap = o->cap ? o->cap * 2 : 65536;
+        while (cap < o->len + (size_t)n + 1)
+            cap *= 2;
+        char *grown = realloc(o->p, cap);
+        if (grown == NULL) {
+            o->failed = 1;
+            return;
+        }
+        o->p = grown;
+        o->cap = cap;
+    }
+}
+
+/* A label value: backslash, double quote and newline escaped. */
+static void put_label(out_buf *o, const char *v) {
+    for (; v && *v; v++) {
+        if (*v == '\\' || *v == '"')
+            put(o, "\\%c", *v);
+        else if (*v == '\n')
+            put(o, "\\n");
+        else
+            put(o, "%c", *v);
+    }
+}
+
+static void family(out_buf *o, const char *name, const char *type,
+                   const char *help_text) {
+    put(o, "# HELP %s %s\n# TYPE %s %s\n", name, help_text, name, type);
+}
+
+typedef struct described {
+    char *queue;
+    emq_queue_info *info;
+} described;
+
+static void labels(out_buf *o, const char *queue, const char *group,
+                   const char *consumer) {
+    put(o, "{queue=\"");
+    put_label(o, queue);
+    if (group) {
+        put(o, "\",group=\"");
+        put_label(o, group);
+    }
+    if (consumer) {
+        put(o, "\",consumer=\"");
+        put_label(o, consumer);
+    }
+    put(o, "\"}");
+}
+
+static void write_metrics(out_buf *o, const described *d, size_t n, int up,
+                          double took) {
+    family(o, "echomq_up", "gauge",
+           "1 when the server answered the last scrape, else 0.");
+    put(o, "echomq_up %d\n", up);
+    family(o, "echomq_scrape_duration_seconds", "gauge",
+           "How long the last scrape took.");
+    put(o, "echomq_scrape_duration_seconds %.6f\n", took);
+    family(o, "echomq_queue_length", "gauge",
+           "Entries in the queue's stream.");
+    for (size_t i = 0; i < n; i++) {
+        put(o, "echomq_queue_length");
+        labels(o, d[i].queue, NULL, NULL);
+        put(o, " %llu\n", (unsigned long long)d[i].info->length);
+    }
+    family(o, "echomq_queue_entries_added_total", "counter",
+           "Entries ever added to the queue's stream (Redis 7.0+, Valkey).");
+    for (size_t i = 0; i < n; i++) {
+        if (d[i].info->entries_added < 0)
+            continue;
+        put(o, "echomq_queue_entries_added_total");
+        labels(o, d[i].queue, NULL, NULL);
+        put(o, " %lld\n", (long long)d[i].info->entries_added);
+    }
+    family(o, "echomq_dead_letters", "gauge",
+           "Entries in the queue's dead letters.");
+    for (size_t i = 0; i < n; i++) {
+        put(o, "echomq_dead_letters");
+        labels(o, d[i].queue, NULL, NULL);
+        put(o, " %llu\n", (unsigned long long)d[i].info->dead_length);
+    }
+    family(o, "echomq_group_lag", "gauge",
+           "Entries not yet delivered to the group.");
+    for (size_t i = 0; i < n; i++)
+        for (size_t g = 0; g < d[i].info->ngroups; g++) {
+            const emq_group_info *gi = &d[i].info->groups[g];
+            if (gi->lag < 0)
+                continue;
+            put(o, "echomq_group_lag");
+            labels(o, d[i].queue, gi->name, NULL);
+            put(o, " %lld\n", (long long)gi->lag);
+        }
+    family(o, "echomq_group_pending", "gauge",
+           "Entries delivered to the group and not acknowledged.");
+    for (size_t i = 0; i < n; i++)
+        for (size_t g = 0; g < d[i].info->ngroups; g++) {
+            const emq_group_info *gi = &d[i].info->groups[g];
+            put(o, "echomq_group_pending");
+            labels(o, d[i].queue, gi->name, NULL);
+            put(o, " %llu\n", (unsigned long long)gi->pending);
+        }
+    family(o, "echomq_group_oldest_pending_age_seconds", "gauge",
+           "Idle time of the group's oldest pending entry.");
+    for (size_t i = 0; i < n; i++)
+        for (size_t g = 0; g < d[i].info->ngroups; g++) {
+            const emq_group_info *gi = &d[i].info->groups[g];
+            if (gi->oldest_pending_age_ms < 0)
+                continue;
+            put(o, "echomq_group_oldest_pending_age_seconds");
+            labels(o, d[i].queue, gi->name, NULL);
+            put(o, " %.3f\n", (double)gi->oldest_pending_age_ms / 1000.0);
+        }
+    family(o, "echomq_consumer_pending", "gauge",
+           "Entries a consumer of the group holds.");
+    for (size_t i = 0; i < n; i++)
+        for (size_t g = 0; g < d[i].info->ngroups; g++) {
+            const emq_group_info *gi = &d[i].info->groups[g];
+            for (size_t c = 0; c < gi->nconsumers; c++) {
+                put(o, "echomq_consumer_pending");
+                labels(o, d[i].queue, gi->name, gi->consumers[c].name);
+                put(o, " %llu\n",
+                    (unsigned long long)gi->consumers[c].pending);
+            }
+        }
+    family(o, "echomq_consumer_idle_seconds", "gauge",
+           "Time since a consumer's last read or claim.");
+    for (size_t i = 0; i < n; i++)
+        for (size_t g = 0; g < d[i].info->ngroups; g++) {
+            const emq_group_info *gi = &d[i].info->groups[g];
+            for (size_t c = 0; c < gi->nconsumers; c++) {
+                if (gi->consumers[c].idle_ms < 0)
+                    continue;
+                put(o, "echomq_consumer_idle_seconds");
+                labels(o, d[i].queue, gi->name, gi->consumers[c].name);
+                put(o, " %.3f\n", (double)gi->consumers[c].idle_ms / 1000.0);
+            }
+        }
+}
+
+/* Builds one scrape's body into o. */
+static void scrape(out_buf *o, char **patterns, int npatterns) {
+    int64_t t0 = cli_now_ms();
+    emq_conf_t *conf = cli_conf(NULL);
+    char **names = NULL;
+    size_t n = 0;
+    int up = conf != NULL;
+    for (int p = 0; up && p < (npatterns ? npatterns : 1); p++)
+        up = cli_scan_queues(conf, npatterns ? patterns[p] : "*", &names,
+                             &n) == CLI_OK;
+    described *d = calloc(n ? n : 1, sizeof *d);
+    size_t nd = 0;
+    for (size_t i = 0; up && d && i < n; i++) {
+        /* A name two patterns matched is described once. */
+        int seen = 0;
+        for (size_t k = 0; k < nd && !seen; k++)
+            seen = !strcmp(d[k].queue, names[i]);
+        if (seen)
+            continue;
+        emq_conf_t *qc;
+        emq_admin_t *admin;
+        if (cli_admin_open(VERB, names[i], &qc, &admin) != CLI_OK) {
+            up = 0;
+            break;
+        }
+        emq_error err;
+        emq_queue_info *info = NULL;
+        if (emq_admin_describe(admin, &info, &err) == EMQ_OK) {
+            d[nd].queue = names[i];
+            d[nd++].info = info;
+        } else {
+            up = 0;
+        }
+        emq_admin_destroy(admin);
+        emq_conf_destroy(qc);
+    }
+    write_metrics(o, d ? d : NULL, d ? nd : 0, up && d,
+                  (double)(cli_now_ms() - t0) / 1000.0);
+    for (size_t i = 0; i < nd; i++)
+        emq_queue_info_free(d[i].info);
+    free(d);
+    for (size_t i = 0; i < n; i++)
+        free(names[i]);
+    free(names);
+    emq_conf_destroy(conf);
+}
+
+/* ---- HTTP ----------------------------------------------------------------- */
+
+static void send_all(int fd, const char *p, size_t len) {
+    while (len > 0) {
+        ssize_t w = send(fd, p, len, MSG_NOSIGNAL);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return;
+        p += w;
+        len -= (size_t)w;
+    }
+}
+
+/* Reads the request head (bounded), answers, closes. */
+static void serve(int fd, char **patterns, int npatterns) {
+    char req[REQUEST_MAX];
+    size_t len = 0;
+    int64_t end = cli_now_ms() + REQUEST_MS;
+    while (len < sizeof req - 1) {
+        int64_t left = end - cli_now_ms();
+        struct pollfd p = {fd, POLLIN, 0};
+        if (left <= 0 || poll(&p, 1, (int)left) <= 0)
+            break;
+        ssize_t got = recv(fd, req + len, sizeof req - 1 - len, 0);
+        if (got <= 0)
+            break;
+        len += (size_t)got;
+        req[len] = '\0';
+        if (strstr(req, "\r\n\r\n") || strstr(req, "\n\n"))
+            break;
+    }
+    req[len] = '\0';
+    const char *status = "404 Not Found", *body_text = "not found: try /metrics\n";
+    out_buf o = {0};
+    if (!strncmp(req, "GET /metrics ", 13) || !strncmp(req, "GET /metrics?", 13)) {
+        scrape(&o, patterns, npatterns);
+        status = o.failed ? "500 Internal Server Error" : "200 OK";
+    } else if (strncmp(req, "GET ", 4) != 0) {
+        status = "405 Method Not Allowed";
+        body_text = "only GET /metrics\n";
+    }
+    const char *body = o.p && !o.failed ? o.p : body_text;
+    size_t blen = o.p && !o.failed ? o.len : strlen(body_text);
+    char head[256];
+    int hn = snprintf(head, sizeof head,
+                      "HTTP/1.0 %s\r\nContent-Type: text/plain; "
+                      "version=0.0.4; charset=utf-8\r\nContent-Length: %zu\r\n"
+                      "Connection: close\r\n\r\n",
+                      status, blen);
+    send_all(fd, head, (size_t)hn);
+    send_all(fd, body, blen);
+    free(o.p);
+    close(fd);
+}
+
+/* Opens the listening socket of "HOST:PORT". */
+static int listen_on(const char *where, int *fd_out) {
+    const char *colon = strrchr(where, ':');
+    if (colon == NULL || colon == where || colon[1] == '\0')
+        return cli_usage_err(VERB, "--listen '%s' is not HOST:PORT", where);
+    char host[256];
+    snprintf(host, sizeof host, "%.*s", (int)(colon - where), where);
+    struct addrinfo hints = {.ai_family = AF_UNSPEC,
+                             .ai_socktype = SOCK_STREAM,
+                             .ai_flags = AI_NUMERICSERV | AI_PASSIVE};
+    struct addrinfo *ai = NULL;
+    int e = getaddrinfo(host, colon + 1, &hints, &ai);
+    if (e != 0)
+        return cli_usage_err(VERB, "--listen '%s': %s", where,
+                             gai_strerror(e));
+    int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int one = 1;
+    if (fd >= 0)
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (fd < 0 || bind(fd, ai->ai_addr, ai->ai_addrlen) != 0 ||
+        listen(fd, 16) != 0) {
+        int saved = errno;
+        if (fd >= 0)
+            close(fd);
+        freeaddrinfo(ai);
+        return cli_err(CLI_FAIL, "cannot listen on %s: %s", where,
+                       strerror(saved));
+    }
+    freeaddrinfo(ai);
+    *fd_out = fd;
+    return CLI_OK;
+}
+
+int cmd_exporter(int argc, char **argv) {
+    cli_args a;
+    int rc = cli_begin(VERB, argc, argv, opts, help, 0, &a);
+    if (rc != CLI_OK)
+        return rc == CLI_DONE ? CLI_OK : rc;
+    rc = cli_require(VERB, &a, O_LISTEN, "--listen",
+                     "HOST:PORT to serve /metrics on (127.0.0.1:9587)");
+    for (int i = 0; rc == CLI_OK && i < a.npos; i++)
+        if (strchr(a.pos[i], '{') || strchr(a.pos[i], '}'))
+            rc = cli_usage_err(VERB, "'%s': a queue name or glob has no "
+                                     "braces",
+                               a.pos[i]);
+    int fd = -1;
+    if (rc == CLI_OK)
+        rc = listen_on(a.value[O_LISTEN], &fd);
+    if (rc == CLI_OK) {
+        cli_note("serving /metrics on %s", a.value[O_LISTEN]);
+        cli_on_stop_signal(stop_exporter, NULL);
+        while (!atomic_load(&exporter_stopping)) {
+            struct pollfd p = {fd, POLLIN, 0};
+            if (poll(&p, 1, 200) <= 0)
+                continue; /* a stop is seen within 200 ms */
+            int c = accept(fd, NULL, NULL);
+            if (c >= 0)
+                serve(c, a.pos, a.npos);
+        }
+        cli_signals_default();
+        atomic_store(&exporter_stopping, 0);
+        close(fd);
+    }
+    free(a.pos);
+    return rc;
+}

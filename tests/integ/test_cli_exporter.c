@@ -1,0 +1,205 @@
+/* test_cli_exporter.c: `echomq exporter` end to end: a private
+ * redis-server with a queue in a known state (length, a group's lag and
+ * pending, a consumer's holdings, a dead letter), the exporter on a free
+ * loopback port, its /metrics checked as text, by `promtool check
+ * metrics`, and scraped by a real Prometheus (started here on loopback,
+ * stopped by pid) whose HTTP API must return the values. */
+#include "integ/cli_helpers.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+
+/* GET path from 127.0.0.1:port (HTTP/1.0); the whole response into out.
+ * 0 on success. */
+static int http_get(int port, const char *path, char *out, size_t size) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET,
+                            .sin_port = htons((uint16_t)port),
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    out[0] = '\0';
+    if (fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    char req[512];
+    int n = snprintf(req, sizeof req, "GET %s HTTP/1.0\r\nHost: x\r\n\r\n",
+                     path);
+    if (write(fd, req, (size_t)n) != n) {
+        close(fd);
+        return -1;
+    }
+    size_t len = 0;
+    int64_t end = cli_ms() + 5000;
+    while (len < size - 1 && cli_ms() < end) {
+        struct pollfd p = {fd, POLLIN, 0};
+        if (poll(&p, 1, 200) <= 0)
+            continue;
+        ssize_t got = read(fd, out + len, size - 1 - len);
+        if (got <= 0)
+            break;
+        len += (size_t)got;
+    }
+    out[len] = '\0';
+    close(fd);
+    return 0;
+}
+
+/* The queue: 5 entries, group w read 2 of them (pending to c, lag 3),
+ * and one dead letter. */
+static void known_state(const emq_srv *s) {
+    const char *url = emq_srv_url(s);
+    cli_result r;
+    CLI_IN(&r, url, "1\n2\n3\n4\n5\n", "produce", "jobs", "--lines");
+    cli_free(&r);
+    CLI(&r, url, "consume", "jobs", "-g", "w", "-c", "c", "-s", "head",
+        "--limit", "2", "--no-ack", "-q");
+    ASSERT_EXIT(&r, 0);
+    cli_free(&r);
+    char out[64];
+    emq_srv_cmd(s, out, sizeof out, "XADD", "emq:{jobs}:dead", "*", "a", "b",
+                NULL);
+}
+
+static pid_t start_exporter(const emq_srv *s, int port) {
+    char listen[64];
+    snprintf(listen, sizeof listen, "127.0.0.1:%d", port);
+    pid_t pid = cli_spawn(emq_srv_url(s),
+                          CLI_ARGS("exporter", "--listen", listen, "jo*",
+                                   "-q"),
+                          NULL, NULL, NULL);
+    char page[256];
+    int64_t end = cli_ms() + 5000;
+    while (cli_ms() < end && http_get(port, "/", page, sizeof page) != 0)
+        usleep(20000);
+    return pid;
+}
+
+TEST_TIMEOUT(cli_exporter_serves_prometheus_text, 40) {
+    emq_srv *s = emq_srv_start(NULL);
+    known_state(s);
+    int port = emq_free_port();
+    pid_t pid = start_exporter(s, port);
+    static char page[65536];
+    ASSERT_EQ_INT(http_get(port, "/metrics", page, sizeof page), 0);
+    ASSERT(strncmp(page, "HTTP/1.0 200 OK\r\n", 17) == 0);
+    ASSERT_CONTAINS(page, "Content-Type: text/plain; version=0.0.4");
+    ASSERT_CONTAINS(page, "# TYPE echomq_queue_length gauge\n");
+    ASSERT_CONTAINS(page, "echomq_up 1\n");
+    ASSERT_CONTAINS(page, "echomq_queue_length{queue=\"jobs\"} 5\n");
+    ASSERT_CONTAINS(page, "echomq_dead_letters{queue=\"jobs\"} 1\n");
+    ASSERT_CONTAINS(page,
+                    "echomq_group_pending{queue=\"jobs\",group=\"w\"} 2\n");
+    ASSERT_CONTAINS(page, "echomq_consumer_pending{queue=\"jobs\",group=\"w\","
+                          "consumer=\"c\"} 2\n");
+    ASSERT_CONTAINS(page, "echomq_group_oldest_pending_age_seconds{");
+    if (emq_srv_redis_at_least(s, 7, 0) || emq_srv_is_valkey(s)) {
+        ASSERT_CONTAINS(page, "echomq_group_lag{queue=\"jobs\",group=\"w\"} "
+                              "3\n");
+        ASSERT_CONTAINS(page,
+                        "echomq_queue_entries_added_total{queue=\"jobs\"} 5\n");
+    }
+    /* promtool agrees it is well-formed exposition text. */
+    char path[512], cmd[1200];
+    snprintf(path, sizeof path, "%s/metrics.txt", emq_srv_dir(s));
+    const char *body = strstr(page, "\r\n\r\n") + 4;
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    ASSERT(fd >= 0 && write(fd, body, strlen(body)) == (ssize_t)strlen(body));
+    close(fd);
+    if (access("/usr/bin/promtool", X_OK) != 0)
+        FAIL("promtool is not installed (scripts/deps.sh installs "
+             "prometheus)");
+    snprintf(cmd, sizeof cmd, "promtool check metrics < '%s' > '%s.out' 2>&1",
+             path, path);
+    int code = system(cmd);
+    if (code != 0) {
+        char why[2048] = "";
+        snprintf(cmd, sizeof cmd, "%s.out", path);
+        int f = open(cmd, O_RDONLY);
+        ssize_t n = f >= 0 ? read(f, why, sizeof why - 1) : 0;
+        why[n > 0 ? n : 0] = '\0';
+        FAIL("promtool check metrics failed: %s", why);
+    }
+    ASSERT_EQ_INT(http_get(port, "/other", page, sizeof page), 0);
+    ASSERT(strncmp(page, "HTTP/1.0 404", 12) == 0);
+    kill(pid, SIGTERM);
+    ASSERT_EQ_INT(cli_wait(pid, 5000), 0);
+    cli_result r;
+    CLI(&r, emq_srv_url(s), "exporter");
+    ASSERT_EXIT(&r, 2);
+    ASSERT_CONTAINS(r.err, "--listen");
+    cli_free(&r);
+    emq_srv_stop(s);
+}
+
+TEST_TIMEOUT(cli_exporter_scraped_by_a_real_prometheus, 90) {
+    if (access("/usr/bin/prometheus", X_OK) != 0)
+        FAIL("prometheus is not installed (scripts/deps.sh installs it)");
+    emq_srv *s = emq_srv_start(NULL);
+    known_state(s);
+    int port = emq_free_port(), pport = emq_free_port();
+    pid_t exporter = start_exporter(s, port);
+    char conf[512], data[512];
+    snprintf(conf, sizeof conf, "%s/prometheus.yml", emq_srv_dir(s));
+    snprintf(data, sizeof data, "%s/prometheus-data", emq_srv_dir(s));
+    char yml[512];
+    int n = snprintf(yml, sizeof yml,
+                     "global:\n  scrape_interval: 1s\n"
+                     "scrape_configs:\n  - job_name: echomq\n"
+                     "    static_configs:\n"
+                     "      - targets: ['127.0.0.1:%d']\n",
+                     port);
+    int fd = open(conf, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    ASSERT(fd >= 0 && write(fd, yml, (size_t)n) == n);
+    close(fd);
+    char cfg_flag[600], data_flag[600], listen_flag[64];
+    snprintf(cfg_flag, sizeof cfg_flag, "--config.file=%s", conf);
+    snprintf(data_flag, sizeof data_flag, "--storage.tsdb.path=%s", data);
+    snprintf(listen_flag, sizeof listen_flag,
+             "--web.listen-address=127.0.0.1:%d", pport);
+    pid_t prom = fork();
+    ASSERT(prom >= 0);
+    if (prom == 0) {
+        int null = open("/dev/null", O_WRONLY);
+        dup2(null, 1);
+        dup2(null, 2);
+        execl("/usr/bin/prometheus", "prometheus", cfg_flag, data_flag,
+              listen_flag, (char *)NULL);
+        _exit(127);
+    }
+    static char page[65536];
+    char path[256];
+    snprintf(path, sizeof path,
+             "/api/v1/query?query=echomq_group_pending%%7Bqueue%%3D%%22jobs%%22%%7D");
+    int got = 0;
+    int64_t end = cli_ms() + 40000;
+    while (cli_ms() < end && !got) {
+        usleep(500 * 1000);
+        if (http_get(pport, path, page, sizeof page) == 0 &&
+            strstr(page, "\"status\":\"success\"") &&
+            strstr(page, "\"group\":\"w\""))
+            got = 1;
+    }
+    int rc = got;
+    if (got) {
+        ASSERT_CONTAINS(page, "\"queue\":\"jobs\"");
+        ASSERT_CONTAINS(page, ",\"2\"]"); /* [time, "2"] */
+        snprintf(path, sizeof path,
+                 "/api/v1/query?query=echomq_queue_length");
+        ASSERT_EQ_INT(http_get(pport, path, page, sizeof page), 0);
+        ASSERT_CONTAINS(page, ",\"5\"]");
+        snprintf(path, sizeof path, "/api/v1/query?query=up%%7Bjob%%3D%%22echomq%%22%%7D");
+        ASSERT_EQ_INT(http_get(pport, path, page, sizeof page), 0);
+        ASSERT_CONTAINS(page, ",\"1\"]");
+    }
+    kill(prom, SIGTERM);
+    ASSERT(cli_wait(prom, 10000) >= 0); /* reaped: stopped by pid */
+    kill(exporter, SIGTERM);
+    ASSERT_EQ_INT(cli_wait(exporter, 5000), 0);
+    if (!rc)
+        FAIL("Prometheus never had the exporter's values: %s", page);
+    emq_srv_stop(s);
+}

@@ -393,13 +393,14 @@ stage_docs() {
 # Integration test files the matrix leaves out: they test the client only
 # (fake peers, the event-loop examples, URL redaction and terminal
 # escaping, the CLI's pull-mode plumbing, flag parsing and -X, the CLI's
-# produce time bounds, the exporter's HTTP and Prometheus, allocation
+# produce time bounds, the exporter's HTTP and Prometheus, top's terminal,
+# allocation
 # failures), so another server adds
 # nothing; the gcc, clang and sanitize stages run them. WAIT and WAITAOF
 # per server are the library's tests (test_producer_shared).
 readonly MATRIX_SKIP=(test_conn_hostile test_examples_loops test_cli_secrets
     test_cli_consume_core test_alloc_failure test_cli_flags
-    test_cli_produce_durable test_cli_exporter test_cli_escape)
+    test_cli_produce_durable test_cli_exporter test_cli_escape test_cli_top)
 
 stage_matrix() {
     gcc_build_ready

@@ -36,7 +36,7 @@ enum {
     O_KEY_FIELD, O_RETRY_BACKOFF, O_RETRY_BACKOFF_MAX,
     O_EXEC_BATCH, O_NO_ACK, O_EXEC_TIMEOUT, O_LINGER, O_TIMEOUT,
     O_WAIT_REPLICAS, O_WAIT_FOR_SERVER, O_FORMAT, O_FOLLOW, O_FROM,
-    O_OLDER_THAN, O_REASON, O_STATS_INTERVAL, O_LISTEN,
+    O_OLDER_THAN, O_REASON, O_STATS_INTERVAL, O_LISTEN, O_INTERVAL,
     O_COUNT_IDS
 };
 
@@ -224,5 +224,6 @@ int cmd_demo(int argc, char **argv);
 int cmd_tail(int argc, char **argv);
 int cmd_ls(int argc, char **argv);
 int cmd_exporter(int argc, char **argv);
+int cmd_top(int argc, char **argv);
 
 #endif /* EMQ_CLI_H */

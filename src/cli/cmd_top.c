@@ -1,0 +1,334 @@
+/* cmd_top.c: `echomq top`, a live view of queues.
+ *
+ * Every --interval (default 1 s) each queue matching the patterns (as
+ * `ls`) is described by the library; the view shows per queue and group
+ * the length, lag, pending, oldest pending age, dead letters and the in
+ * and out rates (entries added and entries read by the group per second,
+ * from two successive looks), and per consumer its pending, idle and
+ * inactive times. On a terminal it is full-screen (the alternate screen,
+ * redrawn in place) with keys: q quits, s cycles the sort (name, length,
+ * lag, pending, dead). Not on a terminal, the same table is printed each
+ * time under a time line, -n N times (default: until SIGINT/SIGTERM).
+ */
+#include "cli.h"
+
+#include <poll.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <termios.h>
+#include <time.h>
+#include <unistd.h>
+
+static const char *const VERB = "top";
+
+static const cli_opt opts[] = {
+    {"interval", 0, 1, O_INTERVAL},
+    {"count", 'n', 1, O_COUNT},
+    {NULL, 0, 0, 0},
+};
+
+static void help(void) {
+    printf(
+        "usage: echomq top [QUEUE|PATTERN...] [--interval MS] [-n N]\n"
+        "\n"
+        "A live view of the queues (default every queue): per queue and\n"
+        "group the length, lag, pending, oldest pending age, dead letters,\n"
+        "in and out rates; per consumer pending, idle and inactive time.\n"
+        "On a terminal: full-screen, redrawn every --interval (default\n"
+        "1000 ms); keys: q quit, s sort by name, length, lag, pending, dead.\n"
+        "Otherwise the table is printed every interval, -n N times (default:\n"
+        "until SIGINT or SIGTERM).\n");
+}
+
+static atomic_int top_stopping;
+
+static void stop_top(void *opaque) {
+    (void)opaque;
+    atomic_store(&top_stopping, 1);
+}
+
+typedef struct row {
+    char *queue;
+    emq_queue_info *info;
+} row;
+
+/* What the last look saw, for rates: per queue its entries added (or
+ * length), per group its entries read. */
+typedef struct seen {
+    char key[600]; /* "queue" or "queue\tgroup" */
+    long long value;
+} seen;
+
+typedef struct top_state {
+    seen *prev;
+    size_t nprev;
+    int64_t prev_ms;
+    int sort; /* 0 name, 1 length, 2 lag, 3 pending, 4 dead */
+} top_state;
+
+static const char *const sort_names[] = {"name", "length", "lag", "pending",
+                                         "dead"};
+
+static long long previous(const top_state *t, const char *key, int *found) {
+    for (size_t i = 0; i < t->nprev; i++)
+        if (!strcmp(t->prev[i].key, key)) {
+            *found = 1;
+            return t->prev[i].value;
+        }
+    *found = 0;
+    return 0;
+}
+
+static long long total_lag(const emq_queue_info *q) {
+    long long lag = 0;
+    for (size_t g = 0; g < q->ngroups; g++)
+        lag += q->groups[g].lag > 0 ? q->groups[g].lag : 0;
+    return lag;
+}
+
+static long long total_pending(const emq_queue_info *q) {
+    long long n = 0;
+    for (size_t g = 0; g < q->ngroups; g++)
+        n += (long long)q->groups[g].pending;
+    return n;
+}
+
+static int sort_key;
+
+static int cmp_rows(const void *a, const void *b) {
+    const row *x = a, *y = b;
+    long long vx = 0, vy = 0;
+    switch (sort_key) {
+    case 1: vx = (long long)x->info->length; vy = (long long)y->info->length; break;
+    case 2: vx = total_lag(x->info); vy = total_lag(y->info); break;
+    case 3: vx = total_pending(x->info); vy = total_pending(y->info); break;
+    case 4:
+        vx = (long long)x->info->dead_length;
+        vy = (long long)y->info->dead_length;
+        break;
+    default: return strcmp(x->queue, y->queue);
+    }
+    return vx < vy ? 1 : vx > vy ? -1 : strcmp(x->queue, y->queue);
+}
+
+/* A rate per second from the last look ("-" the first time). */
+static const char *rate(top_state *t, const char *key, long long now_value,
+                        double secs, char *buf, size_t size) {
+    int found;
+    long long before = previous(t, key, &found);
+    if (!found || secs <= 0 || now_value < 0)
+        snprintf(buf, size, "-");
+    else
+        snprintf(buf, size, "%.1f", (double)(now_value - before) / secs);
+    return buf;
+}
+
+/* Draws one look into stdout; remembers what rates need. */
+static void draw(top_state *t, row *rows, size_t n, int tty) {
+    int64_t now = cli_now_ms();
+    double secs = t->prev_ms ? (double)(now - t->prev_ms) / 1000.0 : 0;
+    sort_key = t->sort;
+    qsort(rows, n, sizeof *rows, cmp_rows);
+    time_t wall = time(NULL);
+    struct tm tm;
+    localtime_r(&wall, &tm);
+    char clock[32];
+    strftime(clock, sizeof clock, "%H:%M:%S", &tm);
+    if (tty)
+        printf("\033[H\033[2J");
+    printf("echomq top  %s  %zu queue%s  sort: %s%s\n\n", clock, n,
+           n == 1 ? "" : "s", sort_names[t->sort],
+           tty ? "  (q quit, s sort)" : "");
+    printf("%-24s %-16s %10s %8s %8s %10s %6s %9s %9s\n", "QUEUE", "GROUP",
+           "LENGTH", "LAG", "PENDING", "OLDEST", "DEAD", "IN/s", "OUT/s");
+    seen *next = calloc(1, sizeof *next);
+    size_t nnext = 0;
+    for (size_t i = 0; i < n; i++) {
+        const emq_queue_info *q = rows[i].info;
+        char name[300], in[32], out[32], oldest[32], key[600];
+        cli_esc(rows[i].queue, name, sizeof name);
+        long long added = q->entries_added >= 0 ? q->entries_added
+                                                : (long long)q->length;
+        snprintf(key, sizeof key, "%s", rows[i].queue);
+        rate(t, key, added, secs, in, sizeof in);
+        seen *grown = realloc(next, (nnext + 1) * sizeof *next);
+        if (grown) {
+            next = grown;
+            snprintf(next[nnext].key, sizeof next[nnext].key, "%s", key);
+            next[nnext++].value = added;
+        }
+        printf("%-24s %-16s %10llu %8s %8s %10s %6llu %9s %9s\n", name, "-",
+               (unsigned long long)q->length, "", "", "",
+               (unsigned long long)q->dead_length, in, "");
+        for (size_t g = 0; g < q->ngroups; g++) {
+            const emq_group_info *gi = &q->groups[g];
+            char group[300], lag[32];
+            cli_esc(gi->name, group, sizeof group);
+            snprintf(lag, sizeof lag, gi->lag >= 0 ? "%lld" : "?",
+                     (long long)gi->lag);
+            cli_duration(gi->oldest_pending_age_ms, oldest, sizeof oldest);
+            snprintf(key, sizeof key, "%s\t%s", rows[i].queue, gi->name);
+            rate(t, key, gi->entries_read, secs, out, sizeof out);
+            grown = realloc(next, (nnext + 1) * sizeof *next);
+            if (grown) {
+                next = grown;
+                snprintf(next[nnext].key, sizeof next[nnext].key, "%s", key);
+                next[nnext++].value = gi->entries_read;
+            }
+            printf("%-24s %-16s %10s %8s %8llu %10s %6s %9s %9s\n", "", group,
+                   "", lag, (unsigned long long)gi->pending, oldest, "", "",
+                   out);
+            for (size_t c = 0; c < gi->nconsumers; c++) {
+                const emq_consumer_info *ci = &gi->consumers[c];
+                char consumer[300], idle[32], inactive[32];
+                cli_esc(ci->name, consumer, sizeof consumer);
+                cli_duration(ci->idle_ms, idle, sizeof idle);
+                cli_duration(ci->inactive_ms, inactive, sizeof inactive);
+                printf("%-24s   consumer %-20s pending %-8llu idle %-8s "
+                       "inactive %s\n",
+                       "", consumer, (unsigned long long)ci->pending, idle,
+                       inactive);
+            }
+        }
+    }
+    if (!tty)
+        putchar('\n');
+    fflush(stdout);
+    free(t->prev);
+    t->prev = next;
+    t->nprev = nnext;
+    t->prev_ms = now;
+}
+
+/* One look at the server: the matching queues, described. */
+static int look(char **patterns, int npatterns, row **rows, size_t *n) {
+    *rows = NULL;
+    *n = 0;
+    emq_conf_t *conf = cli_conf(NULL);
+    if (conf == NULL)
+        return CLI_USAGE;
+    char **names = NULL;
+    size_t nnames = 0;
+    int rc = CLI_OK;
+    for (int p = 0; rc == CLI_OK && p < (npatterns ? npatterns : 1); p++)
+        rc = cli_scan_queues(conf, npatterns ? patterns[p] : "*", &names,
+                             &nnames);
+    emq_conf_destroy(conf);
+    *rows = calloc(nnames ? nnames : 1, sizeof **rows);
+    for (size_t i = 0; rc == CLI_OK && *rows && i < nnames; i++) {
+        int dup = 0;
+        for (size_t k = 0; k < *n && !dup; k++)
+            dup = !strcmp((*rows)[k].queue, names[i]);
+        if (dup)
+            continue;
+        emq_conf_t *qc;
+        emq_admin_t *admin;
+        if ((rc = cli_admin_open(VERB, names[i], &qc, &admin)) != CLI_OK)
+            break;
+        emq_error err;
+        emq_queue_info *info = NULL;
+        emq_status st = emq_admin_describe(admin, &info, &err);
+        if (st == EMQ_OK) {
+            (*rows)[*n].queue = strdup(names[i]);
+            (*rows)[(*n)++].info = info;
+        } else {
+            rc = cli_runtime_err(qc, st, &err, "describing a queue");
+        }
+        emq_admin_destroy(admin);
+        emq_conf_destroy(qc);
+    }
+    for (size_t i = 0; i < nnames; i++)
+        free(names[i]);
+    free(names);
+    return rc;
+}
+
+static void free_rows(row *rows, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        free(rows[i].queue);
+        emq_queue_info_free(rows[i].info);
+    }
+    free(rows);
+}
+
+int cmd_top(int argc, char **argv) {
+    cli_args a;
+    int rc = cli_begin(VERB, argc, argv, opts, help, 0, &a);
+    if (rc != CLI_OK)
+        return rc == CLI_DONE ? CLI_OK : rc;
+    long long interval = 1000, count = 0;
+    if (a.seen[O_INTERVAL])
+        rc = cli_num(VERB, "--interval", a.value[O_INTERVAL], 100, 3600000,
+                     &interval);
+    if (rc == CLI_OK && a.seen[O_COUNT])
+        rc = cli_num(VERB, "--count", a.value[O_COUNT], 1, 1000000000, &count);
+    for (int i = 0; rc == CLI_OK && i < a.npos; i++)
+        if (strchr(a.pos[i], '{') || strchr(a.pos[i], '}'))
+            rc = cli_usage_err(VERB, "'%s': a queue name or glob has no "
+                                     "braces",
+                               a.pos[i]);
+    if (rc != CLI_OK) {
+        free(a.pos);
+        return rc;
+    }
+    int tty = isatty(STDOUT_FILENO) && isatty(STDIN_FILENO);
+    struct termios saved, raw;
+    if (tty && tcgetattr(STDIN_FILENO, &saved) == 0) {
+        raw = saved;
+        raw.c_lflag &= (tcflag_t) ~(ICANON | ECHO);
+        raw.c_cc[VMIN] = 0;
+        raw.c_cc[VTIME] = 0;
+        tcsetattr(STDIN_FILENO, TCSANOW, &raw);
+        printf("\033[?1049h"); /* the alternate screen */
+    } else {
+        tty = 0;
+    }
+    cli_on_stop_signal(stop_top, NULL);
+    top_state t = {0};
+    for (long long shown = 0; rc == CLI_OK && !atomic_load(&top_stopping) &&
+                              (count == 0 || shown < count);
+         shown++) {
+        row *rows;
+        size_t n;
+        rc = look(a.pos, a.npos, &rows, &n);
+        if (rc == CLI_OK)
+            draw(&t, rows, n, tty);
+        free_rows(rows, n);
+        if (count && shown + 1 >= count)
+            break;
+        /* Wait out the interval, reading keys on a terminal. */
+        int64_t until = cli_now_ms() + interval;
+        int redraw = 0;
+        while (!redraw && !atomic_load(&top_stopping) &&
+               cli_now_ms() < until) {
+            struct pollfd p = {STDIN_FILENO, POLLIN, 0};
+            int left = (int)(until - cli_now_ms());
+            if (!tty) {
+                usleep((useconds_t)(left < 100 ? left : 100) * 1000);
+                continue;
+            }
+            if (poll(&p, 1, left < 100 ? left : 100) <= 0)
+                continue;
+            char key;
+            if (read(STDIN_FILENO, &key, 1) != 1)
+                continue;
+            if (key == 'q' || key == 'Q')
+                atomic_store(&top_stopping, 1);
+            else if (key == 's' || key == 'S') {
+                t.sort = (t.sort + 1) % 5;
+                redraw = 1;
+            }
+        }
+    }
+    cli_signals_default();
+    atomic_store(&top_stopping, 0);
+    if (tty) {
+        printf("\033[?1049l");
+        fflush(stdout);
+        tcsetattr(STDIN_FILENO, TCSANOW, &saved);
+    }
+    free(t.prev);
+    free(a.pos);
+    return rc;
+}

@@ -303,11 +303,17 @@ stage_install() {
     local libdir=$prefix/lib f
     for f in include/echomq.h lib/libechomq.a lib/libechomq.so lib/pkgconfig/echomq.pc \
         lib/cmake/echomq/echomqConfig.cmake lib/cmake/echomq/echomqConfigVersion.cmake \
-        lib/cmake/echomq/echomqTargets.cmake bin/echomq; do
+        lib/cmake/echomq/echomqTargets.cmake bin/echomq share/man/man1/echomq.1; do
         [[ -e "$prefix/$f" ]] || { echo "install: $f is missing" >&2; return 1; }
     done
     echo "installed to $prefix"
     "$prefix/bin/echomq" --version
+    # The man page is what `man echomq` shows from the installed tree.
+    if command -v man >/dev/null 2>&1; then
+        MANPATH=$prefix/share/man man -P cat echomq 2>/dev/null | grep -q "echomq exporter\|exporter" ||
+            { echo "install: 'man echomq' does not show the installed page" >&2; return 1; }
+        echo "man echomq: the installed page"
+    fi
 
     local out=$build/consumer
     rm -rf "$out"

@@ -822,6 +822,24 @@ EMQ_EXPORT emq_status emq_admin_new(const emq_conf_t *conf,
                                     emq_admin_t **out, emq_error *err);
 EMQ_EXPORT void emq_admin_destroy(emq_admin_t *a);
 
+/* Topics record their partition count in the server: each partition in
+ * "emq:{<topic>.<i>}:topic" (field partitions), written by the first
+ * producer or consumer of the partition, or by emq_admin_topic_create. A
+ * producer, consumer or admin opened with partitions P on a topic that
+ * records another count fails with EMQ_EINVAL naming both (a producer at
+ * its first call, a consumer when it starts, an admin at once). */
+
+/* The partition count recorded for a's queue (conf queue; for a topic
+ * handle, its own P); 0 when none is recorded (a plain queue). One round
+ * trip. Lets a tool open "orders" without being told it is a topic. */
+EMQ_EXPORT emq_status emq_admin_topic_partitions(emq_admin_t *a,
+                                                 int64_t *partitions,
+                                                 emq_error *err);
+/* Records a's partition count (a topic handle: conf partitions P > 1) in
+ * each partition; EMQ_EINVAL when one records another count (naming the
+ * partition and both counts). Idempotent. */
+EMQ_EXPORT emq_status emq_admin_topic_create(emq_admin_t *a, emq_error *err);
+
 /* One consumer of a group, as XINFO CONSUMERS reports it. */
 typedef struct emq_consumer_info {
     char *name;

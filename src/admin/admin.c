@@ -43,11 +43,54 @@ emq_status emq_admin_new(const emq_conf_t *conf, emq_admin_t **out,
     } else if (st == EMQ_OK) {
         st = emq_route_new(a->conf, a->keys.stream, &a->route, err);
     }
+    /* A topic opened with another count than the server records is a
+     * mistake to say now, not numbers of the wrong partitions later. */
+    int64_t recorded = 0;
+    if (st == EMQ_OK && a->nparts > 0)
+        st = emq_topic_recorded(a->parts[0]->route, conf->queue, &recorded,
+                                err);
+    if (st == EMQ_OK && recorded > 0 && recorded != conf->partitions)
+        st = emq_error_set(err, EMQ_EINVAL, 0,
+                           "topic '%.64s' has %lld partitions (recorded in "
+                           "the server), not %lld",
+                           conf->queue, (long long)recorded,
+                           (long long)conf->partitions);
     if (st != EMQ_OK) {
         emq_admin_destroy(a);
         return st;
     }
     *out = a;
+    return EMQ_OK;
+}
+
+emq_status emq_admin_topic_partitions(emq_admin_t *a, int64_t *partitions,
+                                      emq_error *err) {
+    *partitions = 0;
+    if (a == NULL)
+        return emq_error_set(err, EMQ_EINVAL, 0, "admin is NULL");
+    if (a->nparts > 0) {
+        *partitions = (int64_t)a->nparts;
+        return EMQ_OK;
+    }
+    if (a->conf->queue == NULL) /* a raw stream is never a topic */
+        return EMQ_OK;
+    return emq_topic_recorded(a->route, a->conf->queue, partitions, err);
+}
+
+emq_status emq_admin_topic_create(emq_admin_t *a, emq_error *err) {
+    if (a == NULL || a->nparts == 0)
+        return emq_error_set(err, EMQ_EINVAL, 0,
+                             "creating a topic needs an admin handle made "
+                             "with partitions > 1");
+    for (size_t i = 0; i < a->nparts; i++) {
+        emq_status st = emq_topic_claim(a->parts[i]->route, a->parts[i]->conf,
+                                        err);
+        if (st != EMQ_OK) {
+            emq_error_prefix(err, "partition %zu", i);
+            return st;
+        }
+    }
+    emq_error_clear(err);
     return EMQ_OK;
 }
 

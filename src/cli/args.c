@@ -469,6 +469,41 @@ int cli_partitions(const cli_args *a, emq_conf_t *conf) {
     return cli_set(conf, "partitions", a->value[O_PARTITIONS]);
 }
 
+int cli_find_topic(const cli_args *a, emq_conf_t *conf) {
+    if (a->seen[O_PARTITIONS] || cli_g.stream)
+        return CLI_OK; /* told, or a raw stream (never a topic) */
+    /* The count the server records for a topic of this name, if any; a
+     * failure to ask is the verb's to report. No longer than a produce
+     * call may take. */
+    emq_conf_t *ask = emq_conf_dup(conf);
+    if (ask == NULL)
+        return cli_err(CLI_FAIL, "out of memory");
+    char bound[24];
+    if (emq_conf_get(conf, "producer.timeout_ms", bound, sizeof bound,
+                     NULL) == EMQ_OK) {
+        char have[24];
+        if (emq_conf_get(conf, "connect_timeout_ms", have, sizeof have,
+                         NULL) == EMQ_OK &&
+            strtoll(bound, NULL, 10) < strtoll(have, NULL, 10))
+            emq_conf_set(ask, "connect_timeout_ms", bound, NULL);
+        emq_conf_set(ask, "command_timeout_ms", bound, NULL);
+    }
+    emq_admin_t *admin;
+    emq_error err;
+    int64_t p = 0;
+    if (emq_admin_new(ask, &admin, &err) == EMQ_OK) {
+        if (emq_admin_topic_partitions(admin, &p, &err) != EMQ_OK)
+            p = 0;
+        emq_admin_destroy(admin);
+    }
+    emq_conf_destroy(ask);
+    if (p <= 1)
+        return CLI_OK;
+    char text[24];
+    snprintf(text, sizeof text, "%lld", (long long)p);
+    return cli_set(conf, "partitions", text);
+}
+
 emq_conf_t *cli_conf(const char *queue) {
     if (!tls_file_ok("--tls-ca", cli_g.tls_ca) ||
         !tls_file_ok("--tls-cert", cli_g.tls_cert) ||

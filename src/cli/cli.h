@@ -145,6 +145,12 @@ int cli_set(emq_conf_t *conf, const char *name, const char *value);
 /* Applies --partitions P (when given) to conf: QUEUE then names a topic
  * of P partitions. Returns CLI_OK or CLI_USAGE. */
 int cli_partitions(const cli_args *a, emq_conf_t *conf);
+/* Without --partitions (and --stream): asks the server whether conf's
+ * queue names a topic (emq_admin_topic_partitions) and sets its count.
+ * Call it after every usage check, right before the handle is made: it
+ * connects (bounded by producer.timeout_ms). Returns CLI_OK or an exit
+ * code. */
+int cli_find_topic(const cli_args *a, emq_conf_t *conf);
 
 /* Prints one line for a runtime failure of st and returns CLI_FAIL: a
  * failure to connect names the URL and what to check, WRONGTYPE names the
@@ -225,5 +231,6 @@ int cmd_tail(int argc, char **argv);
 int cmd_ls(int argc, char **argv);
 int cmd_exporter(int argc, char **argv);
 int cmd_top(int argc, char **argv);
+int cmd_topic(int argc, char **argv);
 
 #endif /* EMQ_CLI_H */

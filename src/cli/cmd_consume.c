@@ -749,8 +749,7 @@ int cmd_consume(int argc, char **argv) {
 
     x.queue = a.pos[0];
     x.lines.format = a.seen[O_FORMAT] ? a.value[O_FORMAT] : NULL;
-    if (rc == CLI_OK)
-        rc = cli_lines_partitions(&x.lines, &a, conf);
+
     x.exec = exec;
     x.exec_batch = (size_t)exec_batch;
     x.exec_timeout_ms = exec_timeout;
@@ -769,7 +768,28 @@ int cmd_consume(int argc, char **argv) {
             rc = cli_err(st == EMQ_EINVAL ? CLI_USAGE : CLI_FAIL, "%s",
                          err.message);
     }
+    /* Every usage check is done: a topic of this name is found now (and
+     * the consumer made again for its partitions). */
+    char parts_before[24] = "1", parts_after[24] = "1";
+    if (rc == CLI_OK) {
+        emq_conf_get(conf, "partitions", parts_before, sizeof parts_before,
+                     NULL);
+        rc = cli_find_topic(&a, conf);
+        emq_conf_get(conf, "partitions", parts_after, sizeof parts_after,
+                     NULL);
+    }
+    if (rc == CLI_OK && strcmp(parts_before, parts_after) != 0) {
+        emq_consumer_destroy(x.consumer);
+        x.consumer = NULL;
+        st = emq_consumer_new(conf, NULL, NULL, &x.consumer, &err);
+        if (st != EMQ_OK)
+            rc = cli_err(st == EMQ_EINVAL ? CLI_USAGE : CLI_FAIL, "%s",
+                         err.message);
+    }
+    if (rc == CLI_OK)
+        rc = cli_lines_partitions(&x.lines, &a, conf);
     if (rc != CLI_OK) {
+        emq_consumer_destroy(x.consumer); /* NULL: a no-op */
         emq_conf_destroy(conf);
         free(a.pos);
         return rc;

@@ -23,7 +23,8 @@ int cli_admin_open_args(const char *verb, const char *queue,
     *conf = cli_conf(queue);
     if (*conf == NULL)
         return CLI_USAGE;
-    if (a != NULL && cli_partitions(a, *conf) != CLI_OK) {
+    if (a != NULL && (cli_partitions(a, *conf) != CLI_OK ||
+                      cli_find_topic(a, *conf) != CLI_OK)) {
         emq_conf_destroy(*conf);
         *conf = NULL;
         return CLI_USAGE;

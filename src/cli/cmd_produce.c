@@ -495,6 +495,8 @@ int cmd_produce(int argc, char **argv) {
     if (r.print_ids && (a.seen[O_LINES] || a.seen[O_JSON]) &&
         (r.ring == NULL || r.ring_done == NULL))
         rc = cli_err(CLI_FAIL, "out of memory");
+    else if ((rc = cli_find_topic(&a, conf)) != CLI_OK)
+        ; /* said why */
     else if ((st = emq_producer_new(conf, &r.p, &err)) != EMQ_OK)
         rc = st == EMQ_EINVAL ? cli_err(CLI_USAGE, "%s", err.message)
                               : cli_runtime_err(conf, st, &err,
@@ -512,9 +514,11 @@ int cmd_produce(int argc, char **argv) {
     if (rc == CLI_OK) {
         double s = (double)(cli_now_ms() - r.started_ms) / 1000.0;
         char key[1100] = "";
-        if (a.seen[O_PARTITIONS] && strcmp(a.value[O_PARTITIONS], "1") != 0)
+        char parts[24] = "1"; /* --partitions, or found in the server */
+        emq_conf_get(conf, "partitions", parts, sizeof parts, NULL);
+        if (strcmp(parts, "1") != 0)
             snprintf(key, sizeof key, "topic %s (%s partitions)", a.pos[0],
-                     a.value[O_PARTITIONS]);
+                     parts);
         else
             emq_conf_stream_key(conf, key, sizeof key, NULL);
         cli_note("produced %llu entr%s to %s in %.2f s (%.0f entries/s)",

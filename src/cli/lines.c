@@ -9,9 +9,9 @@
 
 int cli_lines_partitions(cli_lines *x, const cli_args *a,
                          const emq_conf_t *conf) {
-    long long p = 1;
-    if (a->seen[O_PARTITIONS])
-        p = strtoll(a->value[O_PARTITIONS], NULL, 10);
+    char parts[24] = "1"; /* --partitions, or found in the server */
+    emq_conf_get(conf, "partitions", parts, sizeof parts, NULL);
+    long long p = strtoll(parts, NULL, 10);
     if (p <= 1)
         return CLI_OK;
     x->part_keys = calloc((size_t)p, sizeof *x->part_keys);

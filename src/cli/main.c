@@ -27,6 +27,7 @@ void cli_help_overview(FILE *out) {
             "  ls [PATTERN]                      the queues, one line each\n"
             "  exporter --listen HOST:PORT       /metrics for Prometheus\n"
             "  top [QUEUE...]                    a live view of queues and groups\n"
+            "  topic create TOPIC --partitions P record a topic's partition count\n"
             "  tail QUEUE [-n N] [-f]            look at entries without joining a\n"
             "                                    group\n"
             "  info QUEUE                        the queue, its groups and consumers\n"
@@ -76,7 +77,7 @@ static const struct {
     {"dead", cmd_dead},       {"trim", cmd_trim},
     {"demo", cmd_demo},       {"tail", cmd_tail},
     {"ls", cmd_ls},           {"exporter", cmd_exporter},
-    {"top", cmd_top},
+    {"top", cmd_top},         {"topic", cmd_topic},
 };
 
 int main(int argc, char **argv) {

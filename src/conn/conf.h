@@ -54,6 +54,9 @@ struct emq_conf {
     char *stream;                /* raw stream key; NULL: use queue */
     int64_t partitions;          /* 1: a plain queue; P > 1: queue names a
                                     topic of P partitions (keys/topic.c) */
+    int64_t topic_partitions;    /* not a property: a partition's conf
+                                    (emq_topic_partition_conf) says its
+                                    topic's P here; 0 otherwise */
     char *group;                 /* consumer group */
     char *consumer;              /* consumer name */
     char *start;                 /* new | head | <id>; NULL: not declared */

@@ -278,6 +278,7 @@ static emq_status start_session(emq_consumer_t *c, int *nogroup,
     if (c->lease_held && !emq_lease_valid(c))
         c->lease_lapsed = 1;
     if ((st = emq_lease_acquire(c, err)) != EMQ_OK ||
+        (st = emq_topic_claim(c->rx.route, c->conf, err)) != EMQ_OK ||
         (st = open_door(c, err)) != EMQ_OK)
         return st;
     if (!c->upkeep.started && (st = emq_upkeep_start(c, err)) != EMQ_OK)

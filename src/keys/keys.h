@@ -93,12 +93,33 @@ int emq_topic_is(const emq_conf_t *conf);
  * be partitioned) and "<queue>.<P-1>" a valid queue name. EMQ_EINVAL says
  * what is wrong. */
 emq_status emq_topic_check(const emq_conf_t *conf, emq_error *err);
-/* A copy of conf for partition i: queue "<queue>.<i>", partitions 1.
+/* A copy of conf for partition i: queue "<queue>.<i>", partitions 1, and
+ * topic_partitions P (emq_topic_claim checks it against the server).
  * *out is caller-owned (emq_conf_destroy). */
 emq_status emq_topic_partition_conf(const emq_conf_t *conf, int i,
                                     emq_conf_t **out, emq_error *err);
 /* The partition of a message key: CRC16(key) mod nparts. */
 unsigned emq_topic_key_partition(const char *key, size_t len,
                                  unsigned nparts);
+
+/* The partition count stored in the server. Each partition records its
+ * topic's count in "emq:{<topic>.<i>}:topic" (a hash, field partitions),
+ * in its own hashtag, so the record lives on the partition's node.
+ *
+ * For a partition conf (conf->topic_partitions P > 1, from
+ * emq_topic_partition_conf): records P when nothing is recorded yet, and
+ * refuses with EMQ_EINVAL, naming both counts and the key, when another
+ * count is; any other conf: EMQ_OK without a command. One round trip on
+ * route (HSETNX, HGET); a transport failure is returned as it is. */
+emq_status emq_topic_claim(emq_route *route, const emq_conf_t *conf,
+                           emq_error *err);
+/* The count recorded for the topic named queue, read from its partition 0
+ * on route (a route to the slot of "emq:{<queue>.0}"); *partitions is 0
+ * when none is recorded. */
+emq_status emq_topic_recorded(emq_route *route, const char *queue,
+                              int64_t *partitions, emq_error *err);
+/* The key of that record for partition queue "<topic>.<i>" (emq_alloc'd;
+ * NULL when out of memory or queue is not a valid name). */
+char *emq_topic_record_key(const char *partition_queue);
 
 #endif /* EMQ_KEYS_H */

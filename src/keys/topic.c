@@ -5,13 +5,15 @@
  * ordinary queue "orders.i", with its own hashtag {orders.i}, so every
  * layer that works on one queue works on one partition unchanged, and
  * the layers above (producer, consumer, admin) hold one handle per
- * partition. Nothing here talks to the server.
+ * partition. Only the partition-count record (emq_topic_claim,
+ * emq_topic_recorded) talks to the server, through a route it is given.
  */
 #include "keys.h"
 
 #include "../conn/conf.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 int emq_topic_is(const emq_conf_t *conf) {
@@ -60,6 +62,7 @@ emq_status emq_topic_partition_conf(const emq_conf_t *conf, int i,
     emq_status st = emq_conf_set(c, "queue", name, err);
     if (st == EMQ_OK)
         st = emq_conf_set(c, "partitions", "1", err);
+    c->topic_partitions = conf->partitions;
     if (st != EMQ_OK) {
         emq_conf_destroy(c);
         return st;
@@ -73,4 +76,96 @@ unsigned emq_topic_key_partition(const char *key, size_t len,
     if (nparts <= 1)
         return 0;
     return (unsigned)emq_cluster_crc16(key, len) % nparts;
+}
+
+/* ---- the partition count in the server ---------------------------------- */
+
+char *emq_topic_record_key(const char *partition_queue) {
+    emq_keys keys;
+    if (emq_keys_for_queue(partition_queue, &keys, NULL) != EMQ_OK)
+        return NULL;
+    char *key = emq_keys_join(&keys, "topic", NULL);
+    emq_keys_free(&keys);
+    return key;
+}
+
+/* Reads HGET key partitions from a reply: the count, 0 for nil. */
+static emq_status count_of(const emq_reply *r, const char *key,
+                           int64_t *out, emq_error *err) {
+    *out = 0;
+    if (emq_reply_kind(r) == EMQ_REPLY_NULL)
+        return EMQ_OK;
+    size_t len;
+    const char *text = emq_reply_str(r, &len);
+    char shown[160];
+    if (text == NULL || emq_reply_kind(r) == EMQ_REPLY_ERROR)
+        return emq_error_set(err, EMQ_ESERVER, 0,
+                             "reading the topic record '%s' failed: %s", key,
+                             emq_reply_text(r, shown, sizeof shown));
+    char digits[24];
+    snprintf(digits, sizeof digits, "%.*s", (int)(len < 23 ? len : 23), text);
+    *out = strtoll(digits, NULL, 10);
+    return EMQ_OK;
+}
+
+emq_status emq_topic_claim(emq_route *route, const emq_conf_t *conf,
+                           emq_error *err) {
+    if (conf->topic_partitions <= 1 || conf->queue == NULL)
+        return EMQ_OK;
+    char *key = emq_topic_record_key(conf->queue);
+    if (key == NULL)
+        return emq_error_set(err, EMQ_ENOMEM, 0, "out of memory");
+    char count[24];
+    snprintf(count, sizeof count, "%lld", (long long)conf->topic_partitions);
+    const char *setnx[] = {"HSETNX", key, "partitions", count};
+    const char *get[] = {"HGET", key, "partitions"};
+    emq_status st = emq_route_append(route, 4, setnx, NULL, err);
+    if (st == EMQ_OK)
+        st = emq_route_append(route, 3, get, NULL, err);
+    emq_reply *r1 = NULL, *r2 = NULL;
+    if (st == EMQ_OK)
+        st = emq_route_get_reply(route, &r1, err);
+    if (st == EMQ_OK)
+        st = emq_route_get_reply(route, &r2, err);
+    int64_t recorded = 0;
+    if (st == EMQ_OK && emq_reply_kind(r1) == EMQ_REPLY_ERROR) {
+        char shown[160];
+        st = emq_error_set(err, EMQ_ESERVER, 0,
+                           "recording the topic's partitions in '%s' "
+                           "failed: %s",
+                           key, emq_reply_text(r1, shown, sizeof shown));
+    }
+    if (st == EMQ_OK)
+        st = count_of(r2, key, &recorded, err);
+    if (st == EMQ_OK && recorded != conf->topic_partitions)
+        st = emq_error_set(err, EMQ_EINVAL, 0,
+                           "the topic has %lld partitions (recorded in "
+                           "'%s'), not %lld: give partitions %lld, or "
+                           "another topic name",
+                           (long long)recorded, key,
+                           (long long)conf->topic_partitions,
+                           (long long)recorded);
+    emq_reply_free(r1);
+    emq_reply_free(r2);
+    emq_free(key);
+    return st;
+}
+
+emq_status emq_topic_recorded(emq_route *route, const char *queue,
+                              int64_t *partitions, emq_error *err) {
+    *partitions = 0;
+    char name[EMQ_KEYS_MAX_QUEUE + 16];
+    partition_name(queue, 0, name, sizeof name);
+    char *key = emq_topic_record_key(name);
+    if (key == NULL)
+        return emq_error_set(err, EMQ_EINVAL, 0,
+                             "'%.64s' cannot name a topic", queue);
+    const char *get[] = {"HGET", key, "partitions"};
+    emq_reply *r = NULL;
+    emq_status st = emq_route_command(route, 3, get, NULL, &r, err);
+    if (st == EMQ_OK)
+        st = count_of(r, key, partitions, err);
+    emq_reply_free(r);
+    emq_free(key);
+    return st;
 }

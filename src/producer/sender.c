@@ -517,7 +517,8 @@ static emq_status connect_once(emq_producer_t *p, emq_error *err) {
                              "producer.wait_aof needs WAITAOF (Redis 7.2 or "
                              "later, Valkey); the server is %s %s",
                              server.name, server.version);
-    return EMQ_OK;
+    /* A topic's partition records its count, or refuses another. */
+    return emq_topic_claim(s->route, p->conf, err);
 }
 
 /* Applies an attempt's outcome (mu held). */

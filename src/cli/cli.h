@@ -165,6 +165,20 @@ int cli_runtime_err(const emq_conf_t *conf, emq_status st,
 int cli_scan_queues(const emq_conf_t *conf, const char *pattern,
                     char ***names, size_t *n);
 
+/* One queue at one moment, as the library describes it. */
+typedef struct cli_described {
+    char *queue;          /* its name (malloc) */
+    emq_queue_info *info; /* emq_admin_describe's */
+} cli_described;
+
+/* Every queue matching one of the patterns (none: every queue), described:
+ * *rows (malloc'd, *n of them; free with cli_described_free), each name
+ * once. Used by ls, top and exporter. Returns CLI_OK or an exit code after
+ * printing why (rows then hold what was described before). */
+int cli_describe_queues(const char *verb, char **patterns, int npatterns,
+                        cli_described **rows, size_t *n);
+void cli_described_free(cli_described *rows, size_t n);
+
 /* ---- entry lines (lines.c) ---------------------------------------------- */
 
 /* How entries are written: JSON lines (emq_entry_json_partition), or the

@@ -113,10 +113,7 @@ static void family(out_buf *o, const char *name, const char *type,
     put(o, "# HELP %s %s\n# TYPE %s %s\n", name, help_text, name, type);
 }
 
-typedef struct described {
-    char *queue;
-    emq_queue_info *info;
-} described;
+typedef cli_described described;
 
 static void labels(out_buf *o, const char *queue, const char *group,
                    const char *consumer) {
@@ -225,48 +222,11 @@ static void write_metrics(out_buf *o, const described *d, size_t n, int up,
 /* Builds one scrape's body into o. */
 static void scrape(out_buf *o, char **patterns, int npatterns) {
     int64_t t0 = cli_now_ms();
-    emq_conf_t *conf = cli_conf(NULL);
-    char **names = NULL;
+    described *d = NULL;
     size_t n = 0;
-    int up = conf != NULL;
-    for (int p = 0; up && p < (npatterns ? npatterns : 1); p++)
-        up = cli_scan_queues(conf, npatterns ? patterns[p] : "*", &names,
-                             &n) == CLI_OK;
-    described *d = calloc(n ? n : 1, sizeof *d);
-    size_t nd = 0;
-    for (size_t i = 0; up && d && i < n; i++) {
-        /* A name two patterns matched is described once. */
-        int seen = 0;
-        for (size_t k = 0; k < nd && !seen; k++)
-            seen = !strcmp(d[k].queue, names[i]);
-        if (seen)
-            continue;
-        emq_conf_t *qc;
-        emq_admin_t *admin;
-        if (cli_admin_open(VERB, names[i], &qc, &admin) != CLI_OK) {
-            up = 0;
-            break;
-        }
-        emq_error err;
-        emq_queue_info *info = NULL;
-        if (emq_admin_describe(admin, &info, &err) == EMQ_OK) {
-            d[nd].queue = names[i];
-            d[nd++].info = info;
-        } else {
-            up = 0;
-        }
-        emq_admin_destroy(admin);
-        emq_conf_destroy(qc);
-    }
-    write_metrics(o, d ? d : NULL, d ? nd : 0, up && d,
-                  (double)(cli_now_ms() - t0) / 1000.0);
-    for (size_t i = 0; i < nd; i++)
-        emq_queue_info_free(d[i].info);
-    free(d);
-    for (size_t i = 0; i < n; i++)
-        free(names[i]);
-    free(names);
-    emq_conf_destroy(conf);
+    int up = cli_describe_queues(VERB, patterns, npatterns, &d, &n) == CLI_OK;
+    write_metrics(o, d, n, up, (double)(cli_now_ms() - t0) / 1000.0);
+    cli_described_free(d, n);
 }
 
 /* ---- HTTP ----------------------------------------------------------------- */

@@ -117,49 +117,86 @@ int cli_scan_queues(const emq_conf_t *conf, const char *pattern,
     return rc;
 }
 
+int cli_describe_queues(const char *verb, char **patterns, int npatterns,
+                        cli_described **rows, size_t *n) {
+    *rows = NULL;
+    *n = 0;
+    emq_conf_t *conf = cli_conf(NULL);
+    if (conf == NULL)
+        return CLI_USAGE;
+    char **names = NULL;
+    size_t nnames = 0;
+    int rc = CLI_OK;
+    for (int p = 0; rc == CLI_OK && p < (npatterns ? npatterns : 1); p++)
+        rc = cli_scan_queues(conf, npatterns ? patterns[p] : "*", &names,
+                             &nnames);
+    emq_conf_destroy(conf);
+    *rows = calloc(nnames ? nnames : 1, sizeof **rows);
+    if (*rows == NULL && rc == CLI_OK)
+        rc = cli_err(CLI_FAIL, "out of memory");
+    for (size_t i = 0; rc == CLI_OK && i < nnames; i++) {
+        int dup = 0; /* a name two patterns matched is described once */
+        for (size_t k = 0; k < *n && !dup; k++)
+            dup = !strcmp((*rows)[k].queue, names[i]);
+        if (dup)
+            continue;
+        emq_conf_t *qc;
+        emq_admin_t *admin;
+        if ((rc = cli_admin_open(verb, names[i], &qc, &admin)) != CLI_OK)
+            break;
+        emq_error err;
+        emq_queue_info *info = NULL;
+        emq_status st = emq_admin_describe(admin, &info, &err);
+        if (st == EMQ_OK) {
+            (*rows)[*n].queue = names[i];
+            names[i] = NULL; /* the row owns it */
+            (*rows)[(*n)++].info = info;
+        } else {
+            rc = cli_runtime_err(qc, st, &err, "describing a queue");
+        }
+        emq_admin_destroy(admin);
+        emq_conf_destroy(qc);
+    }
+    for (size_t i = 0; i < nnames; i++)
+        free(names[i]);
+    free(names);
+    return rc;
+}
+
+void cli_described_free(cli_described *rows, size_t n) {
+    for (size_t i = 0; rows && i < n; i++) {
+        free(rows[i].queue);
+        emq_queue_info_free(rows[i].info);
+    }
+    free(rows);
+}
+
 static size_t queue_json(const void *ctx, char *buf, size_t size) {
     return emq_queue_info_json(ctx, buf, size);
 }
 
 /* One queue's line: a table row, or with --json the library's document of
  * the queue (emq_queue_info_json) on one line. */
-static int print_queue(const char *name, int json) {
-    emq_conf_t *conf;
-    emq_admin_t *admin;
-    int rc = cli_admin_open(VERB, name, &conf, &admin);
-    if (rc != CLI_OK)
-        return rc;
-    emq_queue_info *info = NULL;
-    emq_error err;
-    emq_status st = emq_admin_describe(admin, &info, &err);
-    if (st != EMQ_OK) {
-        rc = cli_runtime_err(conf, st, &err, "describing the queue");
-    } else {
-        long long lag = 0, pending = 0;
-        int lag_known = 1;
-        for (size_t g = 0; g < info->ngroups; g++) {
-            pending += (long long)info->groups[g].pending;
-            if (info->groups[g].lag < 0)
-                lag_known = 0;
-            else
-                lag += info->groups[g].lag;
-        }
-        char shown[600];
-        cli_esc(name, shown, sizeof shown);
-        if (json) {
-            rc = cli_print_json(queue_json, info);        } else {
-            char lag_text[24];
-            snprintf(lag_text, sizeof lag_text, lag_known ? "%lld" : "?",
-                     lag);
-            printf("%-30s %10llu %6zu %10s %10lld %8llu\n", shown,
-                   (unsigned long long)info->length, info->ngroups, lag_text,
-                   pending, (unsigned long long)info->dead_length);
-        }
+static int print_queue(const cli_described *q, int json) {
+    const emq_queue_info *info = q->info;
+    if (json)
+        return cli_print_json(queue_json, info);
+    long long lag = 0, pending = 0;
+    int lag_known = 1;
+    for (size_t g = 0; g < info->ngroups; g++) {
+        pending += (long long)info->groups[g].pending;
+        if (info->groups[g].lag < 0)
+            lag_known = 0;
+        else
+            lag += info->groups[g].lag;
     }
-    emq_queue_info_free(info);
-    emq_admin_destroy(admin);
-    emq_conf_destroy(conf);
-    return rc;
+    char shown[600], lag_text[24];
+    cli_esc(q->queue, shown, sizeof shown);
+    snprintf(lag_text, sizeof lag_text, lag_known ? "%lld" : "?", lag);
+    printf("%-30s %10llu %6zu %10s %10lld %8llu\n", shown,
+           (unsigned long long)info->length, info->ngroups, lag_text, pending,
+           (unsigned long long)info->dead_length);
+    return CLI_OK;
 }
 
 int cmd_ls(int argc, char **argv) {
@@ -173,25 +210,20 @@ int cmd_ls(int argc, char **argv) {
     if (rc == CLI_OK && (strchr(pattern, '{') || strchr(pattern, '}')))
         rc = cli_usage_err(VERB, "PATTERN is a glob on queue names: braces "
                                  "are not part of a name");
-    emq_conf_t *conf = rc == CLI_OK ? cli_conf(NULL) : NULL;
-    if (rc == CLI_OK && conf == NULL)
-        rc = CLI_USAGE;
-    char **names = NULL;
+    cli_described *rows = NULL;
     size_t n = 0;
+    char *one[1] = {(char *)pattern};
     if (rc == CLI_OK)
-        rc = cli_scan_queues(conf, pattern, &names, &n);
+        rc = cli_describe_queues(VERB, one, 1, &rows, &n);
     int json = a.seen[O_JSON] > 0;
     if (rc == CLI_OK && !json)
         printf("%-30s %10s %6s %10s %10s %8s\n", "QUEUE", "LENGTH", "GROUPS",
                "LAG", "PENDING", "DEAD");
     for (size_t i = 0; i < n && rc == CLI_OK; i++)
-        rc = print_queue(names[i], json);
+        rc = print_queue(&rows[i], json);
     if (fflush(stdout) != 0 && rc == CLI_OK)
         rc = cli_err(CLI_FAIL, "writing stdout failed");
-    for (size_t i = 0; i < n; i++)
-        free(names[i]);
-    free(names);
-    emq_conf_destroy(conf);
+    cli_described_free(rows, n);
     free(a.pos);
     return rc;
 }

@@ -48,10 +48,7 @@ static void stop_top(void *opaque) {
     atomic_store(&top_stopping, 1);
 }
 
-typedef struct row {
-    char *queue;
-    emq_queue_info *info;
-} row;
+typedef cli_described row;
 
 /* What the last look saw, for rates: per queue its entries added (or
  * length), per group its entries read. */
@@ -201,57 +198,6 @@ static void draw(top_state *t, row *rows, size_t n, int tty) {
     t->prev_ms = now;
 }
 
-/* One look at the server: the matching queues, described. */
-static int look(char **patterns, int npatterns, row **rows, size_t *n) {
-    *rows = NULL;
-    *n = 0;
-    emq_conf_t *conf = cli_conf(NULL);
-    if (conf == NULL)
-        return CLI_USAGE;
-    char **names = NULL;
-    size_t nnames = 0;
-    int rc = CLI_OK;
-    for (int p = 0; rc == CLI_OK && p < (npatterns ? npatterns : 1); p++)
-        rc = cli_scan_queues(conf, npatterns ? patterns[p] : "*", &names,
-                             &nnames);
-    emq_conf_destroy(conf);
-    *rows = calloc(nnames ? nnames : 1, sizeof **rows);
-    for (size_t i = 0; rc == CLI_OK && *rows && i < nnames; i++) {
-        int dup = 0;
-        for (size_t k = 0; k < *n && !dup; k++)
-            dup = !strcmp((*rows)[k].queue, names[i]);
-        if (dup)
-            continue;
-        emq_conf_t *qc;
-        emq_admin_t *admin;
-        if ((rc = cli_admin_open(VERB, names[i], &qc, &admin)) != CLI_OK)
-            break;
-        emq_error err;
-        emq_queue_info *info = NULL;
-        emq_status st = emq_admin_describe(admin, &info, &err);
-        if (st == EMQ_OK) {
-            (*rows)[*n].queue = strdup(names[i]);
-            (*rows)[(*n)++].info = info;
-        } else {
-            rc = cli_runtime_err(qc, st, &err, "describing a queue");
-        }
-        emq_admin_destroy(admin);
-        emq_conf_destroy(qc);
-    }
-    for (size_t i = 0; i < nnames; i++)
-        free(names[i]);
-    free(names);
-    return rc;
-}
-
-static void free_rows(row *rows, size_t n) {
-    for (size_t i = 0; i < n; i++) {
-        free(rows[i].queue);
-        emq_queue_info_free(rows[i].info);
-    }
-    free(rows);
-}
-
 int cmd_top(int argc, char **argv) {
     cli_args a;
     int rc = cli_begin(VERB, argc, argv, opts, help, 0, &a);
@@ -291,10 +237,10 @@ int cmd_top(int argc, char **argv) {
          shown++) {
         row *rows;
         size_t n;
-        rc = look(a.pos, a.npos, &rows, &n);
+        rc = cli_describe_queues(VERB, a.pos, a.npos, &rows, &n);
         if (rc == CLI_OK)
             draw(&t, rows, n, tty);
-        free_rows(rows, n);
+        cli_described_free(rows, n);
         if (count && shown + 1 >= count)
             break;
         /* Wait out the interval, reading keys on a terminal. */

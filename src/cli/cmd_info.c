@@ -266,6 +266,7 @@ static const cli_opt pending_opts[] = {
     {"min-idle", 0, 1, O_MIN_IDLE},
     {"count", 0, 1, O_COUNT},
     {"json", 0, 0, O_JSON},
+    {"partitions", 0, 1, O_PARTITIONS},
     {NULL, 0, 0, 0},
 };
 
@@ -282,6 +283,9 @@ static void pending_help(void) {
            "  --min-idle MS      only entries idle at least MS\n"
            "  --count N          at most N entries (default 1000)\n"
            "  --json             one JSON object per line instead of a table\n"
+           "  --partitions P     QUEUE is a topic of P partitions (found in the\n"
+           "                     server when not given): every partition's\n"
+           "                     entries, each line naming its partition\n"
            "\n"
            "Example:\n"
            "  echomq pending jobs --group workers --min-idle 60000\n");
@@ -297,6 +301,72 @@ static size_t pending_json(const void *ctx, char *buf, size_t size) {
     return emq_pending_json(l->e, l->n, buf, size);
 }
 
+/* The pending entries of one queue (a topic's partition when part >= 0),
+ * printed as rows or JSON lines; *total counts them. */
+static int pending_of(const char *verb, const cli_args *a, const char *queue,
+                      int part, long long min_idle, long long count,
+                      int header, size_t *total) {
+    emq_conf_t *conf = NULL;
+    emq_admin_t *admin = NULL;
+    int rc = cli_admin_open(verb, queue, &conf, &admin);
+    if (rc != CLI_OK)
+        return rc;
+    emq_pending_entry *e = NULL;
+    size_t n = 0;
+    emq_error err;
+    emq_status st = emq_admin_pending(
+        admin, a->value[O_GROUP],
+        a->seen[O_CONSUMER] ? a->value[O_CONSUMER] : NULL, min_idle,
+        (size_t)count, &e, &n, &err);
+    if (st == EMQ_ESERVER && strstr(err.message, "NOGROUP"))
+        rc = cli_err(CLI_FAIL, "no group '%s' on queue '%s'; see 'echomq info "
+                               "%s' for its groups",
+                     a->value[O_GROUP], queue, queue);
+    else if (st != EMQ_OK)
+        rc = cli_runtime_err(conf, st, &err, "listing pending entries");
+    else if (a->seen[O_JSON] && n && part < 0) {
+        pending_list l = {e, n};
+        rc = cli_print_json(pending_json, &l);
+    } else if (a->seen[O_JSON] && n) {
+        /* Each line an object: the partition goes first in it. */
+        for (size_t i = 0; i < n && rc == CLI_OK; i++) {
+            pending_list l = {e + i, 1};
+            char probe[1];
+            size_t need = pending_json(&l, probe, sizeof probe);
+            char *line = malloc(need + 1);
+            if (line == NULL) {
+                rc = cli_err(CLI_FAIL, "out of memory");
+                break;
+            }
+            pending_json(&l, line, need + 1);
+            size_t len = strcspn(line, "\n");
+            printf("{\"partition\":%d,%.*s\n", part, (int)(len - 1),
+                   line + 1);
+            free(line);
+        }
+    } else if (!a->seen[O_JSON]) {
+        char cname[300];
+        if (header)
+            printf("%s%-22s  %-20s  %8s  %10s\n",
+                   part >= 0 ? "PARTITION  " : "", "ID", "CONSUMER", "IDLE",
+                   "DELIVERIES");
+        for (size_t i = 0; i < n; i++) {
+            char idle[32];
+            if (part >= 0)
+                printf("%9d  ", part);
+            printf("%-22s  %-20s  %8s  %10llu\n", e[i].id.str,
+                   cli_esc(e[i].consumer, cname, sizeof cname),
+                   cli_duration(e[i].idle_ms, idle, sizeof idle),
+                   (unsigned long long)e[i].deliveries);
+        }
+    }
+    *total += n;
+    emq_free_array(e);
+    emq_admin_destroy(admin);
+    emq_conf_destroy(conf);
+    return rc;
+}
+
 int cmd_pending(int argc, char **argv) {
     const char *verb = "pending";
     cli_args a;
@@ -310,53 +380,37 @@ int cmd_pending(int argc, char **argv) {
                      &min_idle);
     if (rc == CLI_OK && a.seen[O_COUNT])
         rc = cli_num(verb, "--count", a.value[O_COUNT], 1, 10000000, &count);
-    emq_conf_t *conf = NULL;
-    emq_admin_t *admin = NULL;
+    /* A topic (told, or recorded in the server): every partition. */
+    long long parts = 1;
+    emq_conf_t *conf = rc == CLI_OK ? cli_conf(a.pos[0]) : NULL;
+    if (rc == CLI_OK && conf == NULL)
+        rc = CLI_USAGE;
     if (rc == CLI_OK)
-        rc = cli_admin_open(verb, a.pos[0], &conf, &admin);
-    if (rc != CLI_OK) {
-        free(a.pos);
-        return rc;
+        rc = cli_partitions(&a, conf);
+    if (rc == CLI_OK)
+        rc = cli_find_topic(&a, conf);
+    if (rc == CLI_OK) {
+        char text[24] = "1";
+        emq_conf_get(conf, "partitions", text, sizeof text, NULL);
+        parts = strtoll(text, NULL, 10);
     }
-    emq_pending_entry *e = NULL;
-    size_t n = 0;
-    emq_error err;
-    emq_status st = emq_admin_pending(
-        admin, a.value[O_GROUP], a.seen[O_CONSUMER] ? a.value[O_CONSUMER] : NULL,
-        min_idle, (size_t)count, &e, &n, &err);
-    if (st == EMQ_ESERVER && strstr(err.message, "NOGROUP"))
-        rc = cli_err(CLI_FAIL, "no group '%s' on queue '%s'; see 'echomq info "
-                               "%s' for its groups",
-                     a.value[O_GROUP], a.pos[0], a.pos[0]);
-    else if (st != EMQ_OK)
-        rc = cli_runtime_err(conf, st, &err, "listing pending entries");
-    else if (a.seen[O_JSON]) {
-        pending_list l = {e, n};
-        if (n)
-            rc = cli_print_json(pending_json, &l);
-    } else {
-        int cw = 8;
-        char cname[300];
-        for (size_t i = 0; i < n; i++) {
-            int m = (int)strlen(cli_esc(e[i].consumer, cname, sizeof cname));
-            cw = m > cw ? m : cw;
-        }
-        printf("%-22s  %-*s  %8s  %10s\n", "ID", cw, "CONSUMER", "IDLE",
-               "DELIVERIES");
-        for (size_t i = 0; i < n; i++) {
-            char idle[32];
-            printf("%-22s  %-*s  %8s  %10llu\n", e[i].id.str, cw,
-                   cli_esc(e[i].consumer, cname, sizeof cname),
-                   cli_duration(e[i].idle_ms, idle, sizeof idle),
-                   (unsigned long long)e[i].deliveries);
-        }
-        cli_note("%zu pending entr%s%s", n, n == 1 ? "y" : "ies",
-                 n == (size_t)count ? " (the --count limit; there may be more)"
-                                    : "");
-    }
-    emq_free_array(e);
-    emq_admin_destroy(admin);
     emq_conf_destroy(conf);
+    size_t total = 0;
+    if (rc == CLI_OK && parts <= 1)
+        rc = pending_of(verb, &a, a.pos[0], -1, min_idle, count, 1, &total);
+    for (long long i = 0; rc == CLI_OK && parts > 1 && i < parts; i++) {
+        char queue[300];
+        snprintf(queue, sizeof queue, "%s.%lld", a.pos[0], i);
+        rc = pending_of(verb, &a, queue, (int)i, min_idle, count, i == 0,
+                        &total);
+    }
+    if (rc == CLI_OK && !a.seen[O_JSON])
+        cli_note("%zu pending entr%s%s%s", total, total == 1 ? "y" : "ies",
+                 parts > 1 ? " in all partitions" : "",
+                 parts <= 1 && total == (size_t)count
+                     ? " (the --count limit; there may be more)"
+                     : "");
     free(a.pos);
     return rc;
 }
+

@@ -113,3 +113,35 @@ TEST_TIMEOUT(cli_topic_create_then_verbs_need_no_partitions, 40) {
     cli_free(&r);
     emq_srv_stop(s);
 }
+
+/* pending on a topic found in the server: every partition's entries, each
+ * line naming its partition (table and JSON). */
+TEST_TIMEOUT(cli_pending_of_a_topic_names_partitions, 40) {
+    emq_srv *s = emq_srv_start(NULL);
+    const char *url = emq_srv_url(s);
+    cli_result r;
+    CLI(&r, url, "topic", "create", "orders", "--partitions", "3");
+    ASSERT_EXIT(&r, 0);
+    cli_free(&r);
+    CLI_IN(&r, url, "a\nb\nc\nd\ne\nf\n", "produce", "orders", "--lines");
+    cli_free(&r);
+    CLI(&r, url, "consume", "orders", "-g", "g", "-c", "c", "-s", "head",
+        "--limit", "6", "--no-ack", "-q");
+    ASSERT_EXIT(&r, 0);
+    cli_free(&r);
+    CLI(&r, url, "pending", "orders", "--group", "g");
+    ASSERT_EXIT(&r, 0);
+    ASSERT_EQ_INT(cli_lines(r.out), 7); /* header and 6 */
+    ASSERT(strncmp(r.out, "PARTITION", 9) == 0);
+    ASSERT_CONTAINS(r.out, "\n        2  ");
+    ASSERT_CONTAINS(r.err, "6 pending entries in all partitions");
+    cli_free(&r);
+    CLI(&r, url, "pending", "orders", "--group", "g", "--json");
+    ASSERT_EXIT(&r, 0);
+    ASSERT_EQ_INT(cli_lines(r.out), 6);
+    for (const char *line = r.out; *line; line = strchr(line, '\n') + 1)
+        ASSERT(strncmp(line, "{\"partition\":", 13) == 0);
+    ASSERT_CONTAINS(r.out, "{\"partition\":1,\"id\":");
+    cli_free(&r);
+    emq_srv_stop(s);
+}

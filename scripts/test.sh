@@ -278,7 +278,8 @@ readonly VALGRIND_INTEG=(integ/test_consumer_counts integ/test_consumer_recover
 stage_valgrind() {
     gcc_build_ready
     local vg=(valgrind -q --error-exitcode=1 --leak-check=full
-        --errors-for-leak-kinds=definite,indirect,possible --track-origins=yes)
+        --errors-for-leak-kinds=definite,indirect,possible --track-origins=yes
+        --suppressions="$root/tests/valgrind.supp")
     run_tests valgrind "${vg[@]}" "$build/gcc/emq_tests" --no-fork unit/
     # One process for all tests (--no-fork); the children some tests fork
     # to crash on purpose are not checked (--child-silent-after-fork).

@@ -701,6 +701,9 @@ TEST_TIMEOUT(poll_holder_paused_past_its_lease_is_fenced, 90) {
         for (;;) {
             size_t n = 0;
             emq_error err;
+            /* When this poll began: a batch logged after the resume was
+             * handed out before the stop when its poll began before it. */
+            int64_t began = now_ms();
             emq_status st = emq_consumer_poll(c, got, 4, 100, &n, &err);
             if (st != EMQ_OK) {
                 snprintf(line, sizeof line, "end %s %.200s",
@@ -713,10 +716,15 @@ TEST_TIMEOUT(poll_holder_paused_past_its_lease_is_fenced, 90) {
                 emq_conf_destroy(conf);
                 _exit(0);
             }
-            for (size_t i = 0; i < n; i++) { /* handed out: say so now */
-                char v[40];
-                value_of(got[i], v, sizeof v);
-                snprintf(line, sizeof line, "got %s", v);
+            if (n > 0) { /* handed out: one line per batch, one write */
+                int at = snprintf(line, sizeof line, "got %lld",
+                                  (long long)began);
+                for (size_t i = 0; i < n; i++) {
+                    char v[40];
+                    value_of(got[i], v, sizeof v);
+                    at += snprintf(line + at, sizeof line - (size_t)at,
+                                   " %s", v);
+                }
                 append_line(path, line);
             }
             for (size_t i = 0; i < n; i++) {
@@ -727,9 +735,10 @@ TEST_TIMEOUT(poll_holder_paused_past_its_lease_is_fenced, 90) {
         }
     }
     emq_conn_t *adm = admin_connect(s);
-    WAIT_UNTIL(count_lines(path, NULL, NULL) >= 5, 10000,
-               "the child to take five entries");
+    WAIT_UNTIL(count_lines(path, NULL, NULL) >= 2, 10000,
+               "the child to take two batches");
     ASSERT(kill(pid, SIGSTOP) == 0);
+    int64_t stopped_ms = now_ms();
     usleep(200 * 1000); /* an ack queued before the stop may still land */
     int at_stop = count_lines(path, NULL, NULL);
     usleep(1800 * 1000); /* longer than lease.ttl_ms 1400 */
@@ -759,11 +768,17 @@ TEST_TIMEOUT(poll_holder_paused_past_its_lease_is_fenced, 90) {
     printf("    stopped with %d taken; %zu handled by the new holder; "
            "child's last line: %s",
            at_stop, recorded(&pool.r), strstr(log, "end ") ? strstr(log, "end ") : "(none)\n");
-    /* After the resume: only the end line, no entry handed out. */
-    if (lines != at_stop + 1)
-        FAIL("the stopped holder wrote %d lines after SIGCONT (want only "
-             "its end): %s",
-             lines - at_stop, log);
+    /* After the resume no entry is handed out: every batch it logged was
+     * polled for before the stop (a slow child, under valgrind, may log a
+     * batch it got before the stop only after the resume). */
+    (void)lines;
+    for (const char *l = log; (l = strstr(l, "got ")) != NULL; l++) {
+        long long began = strtoll(l + 4, NULL, 10);
+        if (began >= stopped_ms)
+            FAIL("the stopped holder handed out entries from a poll begun "
+                 "%lld ms after its stop: %.60s",
+                 began - stopped_ms, l);
+    }
     ASSERT_CONTAINS(log, "lost its lease");
     ASSERT_EQ_INT(atomic_load(&pool.settle_errors), 0);
     /* Every entry the child did not take was handled by the new holder,
@@ -771,10 +786,12 @@ TEST_TIMEOUT(poll_holder_paused_past_its_lease_is_fenced, 90) {
      * stop (at most the one in its worker's hands, and what it had read
      * ahead, which the new holder's self-recovery finds). */
     for (int i = 0; i < 60; i++) {
-        char v[16], got_line[24];
+        char v[16], as_word[24], at_end[24];
         snprintf(v, sizeof v, "p%d", i);
-        snprintf(got_line, sizeof got_line, "got %s\n", v);
-        if (!strstr(log, got_line) && times_seen(&pool.r, v) == 0)
+        snprintf(as_word, sizeof as_word, " %s ", v);
+        snprintf(at_end, sizeof at_end, " %s\n", v);
+        int by_child = strstr(log, as_word) || strstr(log, at_end);
+        if (!by_child && times_seen(&pool.r, v) == 0)
             FAIL("%s was neither taken by the stopped holder nor handled by "
                  "the new one",
                  v);

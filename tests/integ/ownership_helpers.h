@@ -357,4 +357,25 @@ static inline int count_lines(const char *path, const char *needle,
     return lines;
 }
 
+/* Makes s a replica of master and waits (bounded) until it is in sync;
+ * master NULL: s stops following (REPLICAOF NO ONE). */
+static inline void replica_follow(emq_srv *s, const emq_srv *master) {
+    char out[256], port[16];
+    if (master == NULL) {
+        ASSERT_EQ_INT(emq_srv_cmd(s, out, sizeof out, "REPLICAOF", "NO",
+                                  "ONE", NULL),
+                      '+');
+        return;
+    }
+    snprintf(port, sizeof port, "%d", emq_srv_port(master));
+    ASSERT_EQ_INT(emq_srv_cmd(s, out, sizeof out, "REPLICAOF", "127.0.0.1",
+                              port, NULL),
+                  '+');
+    char v[64];
+    WAIT_UNTIL((info_field(s, "replication", "master_link_status", v,
+                           sizeof v),
+                strcmp(v, "up") == 0),
+               8000, "the replica to sync");
+}
+
 #endif /* EMQ_TEST_OWNERSHIP_HELPERS_H */

@@ -215,32 +215,13 @@ TEST_TIMEOUT(faults2_noreplicas_waited_out, 30) {
     emq_srv_stop(s);
 }
 
-static void replicaof(emq_srv *s, const emq_srv *master) {
-    char out[256], port[16];
-    if (master == NULL) {
-        ASSERT_EQ_INT(emq_srv_cmd(s, out, sizeof out, "REPLICAOF", "NO",
-                                  "ONE", NULL),
-                      '+');
-        return;
-    }
-    snprintf(port, sizeof port, "%d", emq_srv_port(master));
-    ASSERT_EQ_INT(emq_srv_cmd(s, out, sizeof out, "REPLICAOF", "127.0.0.1",
-                              port, NULL),
-                  '+');
-    char v[64];
-    WAIT_UNTIL((info_field(s, "replication", "master_link_status", v,
-                           sizeof v),
-                strcmp(v, "up") == 0),
-               8000, "the replica to sync");
-}
-
 static void readonly_begin(emq_srv *s, void *arg) {
     emq_srv *s2 = arg;
     /* s2 copies s, becomes a master, then s becomes its replica: same data,
      * and every write to s is refused with READONLY. */
-    replicaof(s2, s);
-    replicaof(s2, NULL);
-    replicaof(s, s2);
+    replica_follow(s2, s);
+    replica_follow(s2, NULL);
+    replica_follow(s, s2);
     char out[256];
     ASSERT_EQ_INT(emq_srv_cmd(s, out, sizeof out, "SET", "probe", "1", NULL),
                   '-');
@@ -249,7 +230,7 @@ static void readonly_begin(emq_srv *s, void *arg) {
 
 static void readonly_end(emq_srv *s, void *arg) {
     (void)arg;
-    replicaof(s, NULL);
+    replica_follow(s, NULL);
 }
 
 TEST_TIMEOUT(faults2_readonly_after_demotion_waited_out, 40) {

@@ -446,25 +446,6 @@ TEST_TIMEOUT(producer_async_across_a_restart_once_each_unknown_said, 60) {
 
 /* ---- durable ------------------------------------------------------------ */
 
-static void replica_of(emq_srv *replica, const emq_srv *master) {
-    char out[256], port[16];
-    if (master == NULL) {
-        ASSERT_EQ_INT(emq_srv_cmd(replica, out, sizeof out, "REPLICAOF", "NO",
-                                  "ONE", NULL),
-                      '+');
-        return;
-    }
-    snprintf(port, sizeof port, "%d", emq_srv_port(master));
-    ASSERT_EQ_INT(emq_srv_cmd(replica, out, sizeof out, "REPLICAOF",
-                              "127.0.0.1", port, NULL),
-                  '+');
-    char v[64];
-    WAIT_UNTIL((info_field(replica, "replication", "master_link_status", v,
-                           sizeof v),
-                strcmp(v, "up") == 0),
-               8000, "the replica to sync");
-}
-
 /* Confirmed with wait_replicas 1 survives the master's death and the
  * replica's promotion; while the replica is cut off, entries are added
  * but reported EMQ_ENOTDURABLE (with their IDs), and those are the ones the
@@ -477,7 +458,7 @@ TEST_TIMEOUT(producer_wait_replicas_confirmed_entries_survive_failover, 60) {
     char out[256];
     emq_srv_cmd(m, out, sizeof out, "CONFIG", "SET",
                 "repl-diskless-sync-delay", "0", NULL);
-    replica_of(rep, m);
+    replica_follow(rep, m);
     emq_conf_t *conf = shared_conf(emq_srv_url(m), "8000");
     conf_set(conf, "producer.wait_replicas", "1");
     /* Generous while the replica follows (a loaded machine), short once it
@@ -502,7 +483,7 @@ TEST_TIMEOUT(producer_wait_replicas_confirmed_entries_survive_failover, 60) {
               &err);
     ASSERT_EQ_SIZE(written, 10);
     /* The replica is cut off: added, not durable, IDs given. */
-    replica_of(rep, NULL);
+    replica_follow(rep, NULL);
     emq_producer_destroy(p);
     conf_set(conf, "producer.wait_timeout_ms", "200");
     p = producer_of(conf);

@@ -54,7 +54,6 @@ struct emq_record {
     rec_state state;
     int abandoned;         /* REC_ONE: its caller returned; whoever
                               completes it frees it */
-    int maybe_dup;         /* sent again after an unknown outcome */
     int unknown;           /* the outcome is unknown */
     unsigned attempts;     /* times sent */
     int64_t deadline_ms;
@@ -620,7 +619,6 @@ static void round_finish(emq_producer_t *p, round *r) {
             emq_now_ms() < rec->deadline_ms) {
             /* Sent again after the reconnect, first in the queue. */
             rec->unknown = 0;
-            rec->maybe_dup = 1;
             enqueue_front(s, rec);
             continue;
         }

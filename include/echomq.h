@@ -840,6 +840,32 @@ EMQ_EXPORT emq_status emq_admin_topic_partitions(emq_admin_t *a,
  * partition and both counts). Idempotent. */
 EMQ_EXPORT emq_status emq_admin_topic_create(emq_admin_t *a, emq_error *err);
 
+/* Every verb below works on a topic handle (partitions P > 1): on each
+ * partition in turn, with the results summed (describe also keeps each
+ * partition's, and the lists of pending entries and dead letters carry
+ * each entry's partition). A failure stops at its partition and is
+ * prefixed "partition i (emq:{<topic>.<i>})"; the partitions before it
+ * have done their part. The calls that name entry IDs (group setid to an
+ * entry ID is a position and works; dead requeue of given IDs, and
+ * dead list after an ID, do not: IDs repeat across partitions) refuse a
+ * topic handle with EMQ_EINVAL: use the partition's own handle. */
+
+/* The handle of partition i (0..P-1) of topic a, borrowed (a frees it);
+ * NULL when a is not a topic or i is out of range. Same thread rule as a. */
+EMQ_EXPORT emq_admin_t *emq_admin_partition(emq_admin_t *a, int i);
+/* P for a topic handle, 0 for a queue's (no server round trip). */
+EMQ_EXPORT int emq_admin_partition_count(const emq_admin_t *a);
+/* Sends one command over a's connection to the queue's node (a cluster's
+ * redirections followed), for reads the verbs do not cover (XRANGE,
+ * XREAD of the stream: `echomq tail`). Its keys must be the queue's
+ * (emq_conf_stream_key); a topic handle has none: use a partition's.
+ * Like emq_conn_command, an error reply is a success of this call and
+ * *reply is caller-owned (emq_reply_free). */
+EMQ_EXPORT emq_status emq_admin_command(emq_admin_t *a, int argc,
+                                        const char *const *argv,
+                                        const size_t *argvlen,
+                                        emq_reply **reply, emq_error *err);
+
 /* One consumer of a group, as XINFO CONSUMERS reports it. */
 typedef struct emq_consumer_info {
     char *name;
@@ -918,9 +944,11 @@ typedef struct emq_pending_entry {
     char consumer[132];
     int64_t idle_ms;
     uint64_t deliveries;
+    int partition; /* a topic's partition of the entry; -1 for a queue */
 } emq_pending_entry;
 
-/* Lists at most max pending entries of group, oldest first, optionally
+/* Lists at most max pending entries of group, oldest first (a topic: all
+ * partitions' by ID), optionally
  * only those of consumer (NULL: all) idle at least min_idle_ms (0: all).
  * *out (emq_free_array) holds *n entries. EMQ_ESERVER with NOGROUP when
  * the group does not exist. */
@@ -930,7 +958,8 @@ EMQ_EXPORT emq_status emq_admin_pending(emq_admin_t *a, const char *group,
                                         emq_pending_entry **out, size_t *n,
                                         emq_error *err);
 /* The pending list as JSON lines, one object per entry (snprintf
- * semantics). */
+ * semantics): id, consumer, idle_ms, deliveries, and partition when the
+ * entry has one. */
 EMQ_EXPORT size_t emq_pending_json(const emq_pending_entry *entries, size_t n,
                                    char *buf, size_t size);
 /* Frees an array returned by an emq_admin_* call; NULL is a no-op. */
@@ -951,7 +980,10 @@ EMQ_EXPORT emq_status emq_admin_group_create(emq_admin_t *a,
  * created). *redeliver (may be NULL) gets the exact number of stored
  * entries after the new cursor: what the group will be handed again or
  * anew. An entry still pending after the cursor is handed out again, and
- * the server restarts its delivery count at 1 (docs/ADMIN.md). */
+ * the server restarts its delivery count at 1 (docs/ADMIN.md). On a topic
+ * every partition's cursor moves to the target (an entry ID is a
+ * position in time there), after checking that each has the group, so a
+ * missing group moves none; *redeliver is the sum. */
 EMQ_EXPORT emq_status emq_admin_group_setid(emq_admin_t *a, const char *group,
                                             const char *to,
                                             uint64_t *redeliver,
@@ -998,7 +1030,9 @@ typedef struct emq_trim_result {
  * maxlen entries (-1: no length bound) and/or none older than max_age_ms
  * (-1: no age bound). With both bounds -1, everything no group needs is
  * deleted. One script, atomic with respect to producers and consumers. A
- * stream without groups is left alone. */
+ * stream without groups is left alone. On a topic: removed and held_back
+ * are sums, floor is "" (IDs of partitions do not compare), no_groups is
+ * 1 when no partition has a group; the bounds apply to each partition. */
 EMQ_EXPORT emq_status emq_admin_trim_acked(emq_admin_t *a, int64_t maxlen,
                                            int64_t max_age_ms,
                                            emq_trim_result *result,
@@ -1014,9 +1048,12 @@ typedef struct emq_dead_letter {
     char *reason;
     size_t nfields;
     emq_field *fields;    /* the original entry's fields */
+    int partition;        /* a topic's partition of the letter; -1 for a
+                             queue */
 } emq_dead_letter;
 
-/* Lists at most max dead letters (0: all), oldest first. *out holds *n
+/* Lists at most max dead letters (0: all), oldest first (a topic: all
+ * partitions' by ID, each with its partition). *out holds *n
  * (NULL when there are none), caller-owned: the strings and fields point
  * into the same block; free it with emq_dead_letters_free. */
 EMQ_EXPORT emq_status emq_admin_dead_list(emq_admin_t *a, size_t max,
@@ -1024,7 +1061,8 @@ EMQ_EXPORT emq_status emq_admin_dead_list(emq_admin_t *a, size_t max,
                                           emq_error *err);
 /* emq_admin_dead_list of the dead letters after dead-letter ID after
  * (exclusive; NULL: from the first), for following new ones. EMQ_EINVAL
- * for an after that is not an ID. */
+ * for an after that is not an ID, and for an after on a topic handle
+ * (follow each partition's handle, emq_admin_partition). */
 EMQ_EXPORT emq_status emq_admin_dead_list_after(emq_admin_t *a,
                                                 const char *after, size_t max,
                                                 emq_dead_letter **out,
@@ -1032,15 +1070,17 @@ EMQ_EXPORT emq_status emq_admin_dead_list_after(emq_admin_t *a,
 EMQ_EXPORT void emq_dead_letters_free(emq_dead_letter *letters, size_t n);
 /* The dead letters as JSON lines (snprintf semantics), one object each:
  * {"id","deliveries","fields":{...}} as emq_entry_json writes them, then
- * "origin_id", "group", "consumer", "reason". Binary-safe: see docs/CLI.md
+ * "origin_id", "group", "consumer", "reason", and "partition" when the
+ * letter has one. Binary-safe: see docs/CLI.md
  * for the encoding of values that are not UTF-8. */
 EMQ_EXPORT size_t emq_dead_letters_json(const emq_dead_letter *letters,
                                         size_t n, char *buf, size_t size);
 /* Puts dead letters back on the queue's stream with their original fields
  * (a new ID) and removes them from the dead letters, each in one atomic
- * step. ids: dead-letter IDs; nids 0 means all. *requeued gets how many
- * moved; an ID not found is reported in err (EMQ_EINVAL) after the others
- * moved. */
+ * step. ids: dead-letter IDs; nids 0 means all (a topic: every
+ * partition's, each onto its own partition; IDs need the partition's
+ * handle). *requeued gets how many moved; an ID not found is reported in
+ * err (EMQ_EINVAL) after the others moved. */
 EMQ_EXPORT emq_status emq_admin_dead_requeue(emq_admin_t *a,
                                              const char *const *ids,
                                              size_t nids, uint64_t *requeued,

@@ -1,9 +1,7 @@
 /* admin.c: the admin handle and the helpers its verbs share.
  *
- * A topic's handle (partitions > 1) is one handle per partition; the
- * verbs that sum naturally (describe, group create and destroy, purge of
- * the dead letters) run on each partition, the others refuse a topic and
- * say how to name one partition. */
+ * A topic's handle (partitions > 1) is one handle per partition; every
+ * verb runs on each of them through topic.c's emq_admin_each. */
 #include "admin.h"
 
 #include <stdio.h>
@@ -77,21 +75,20 @@ emq_status emq_admin_topic_partitions(emq_admin_t *a, int64_t *partitions,
     return emq_topic_recorded(a->route, a->conf->queue, partitions, err);
 }
 
+/* Records the topic's count in partition part. */
+static emq_status claim_part(emq_admin_t *part, int i, void *ctx,
+                             emq_error *err) {
+    (void)i;
+    (void)ctx;
+    return emq_topic_claim(part->route, part->conf, err);
+}
+
 emq_status emq_admin_topic_create(emq_admin_t *a, emq_error *err) {
     if (a == NULL || a->nparts == 0)
         return emq_error_set(err, EMQ_EINVAL, 0,
                              "creating a topic needs an admin handle made "
                              "with partitions > 1");
-    for (size_t i = 0; i < a->nparts; i++) {
-        emq_status st = emq_topic_claim(a->parts[i]->route, a->parts[i]->conf,
-                                        err);
-        if (st != EMQ_OK) {
-            emq_error_prefix(err, "partition %zu", i);
-            return st;
-        }
-    }
-    emq_error_clear(err);
-    return EMQ_OK;
+    return emq_admin_each(a, claim_part, NULL, err);
 }
 
 void emq_admin_destroy(emq_admin_t *a) {
@@ -107,18 +104,6 @@ void emq_admin_destroy(emq_admin_t *a) {
 }
 
 void emq_free_array(void *array) { emq_free(array); }
-
-emq_status emq_admin_one_queue(const emq_admin_t *a, const char *verb,
-                               emq_error *err) {
-    if (a == NULL || a->nparts == 0)
-        return EMQ_OK;
-    return emq_error_set(err, EMQ_EINVAL, 0,
-                         "%s works on one partition at a time, and '%s' is "
-                         "a topic of %zu partitions: use queue '%s.<i>' "
-                         "(i = 0..%zu) with partitions 1",
-                         verb, a->conf->queue, a->nparts, a->conf->queue,
-                         a->nparts - 1);
-}
 
 emq_status emq_admin_call(emq_admin_t *a, const char *what, int argc,
                           const char *const *argv, const size_t *argvlen,

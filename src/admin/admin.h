@@ -21,11 +21,35 @@ struct emq_admin {
     size_t nparts;
 };
 
-/* EMQ_EINVAL for a topic handle, naming verb and how to address one
- * partition (verbs that read or move individual entries work on one
- * partition at a time); EMQ_OK for a queue. */
-emq_status emq_admin_one_queue(const emq_admin_t *a, const char *verb,
-                               emq_error *err);
+/* ---- topic.c: the verbs of a topic --------------------------------------
+ * A verb given a topic handle (nparts > 0) runs its per-partition step on
+ * every partition through emq_admin_each, in partition order. */
+
+/* One partition's part of a verb: part is partition i's handle, ctx the
+ * verb's arguments and sums. */
+typedef emq_status (*emq_admin_step)(emq_admin_t *part, int i, void *ctx,
+                                     emq_error *err);
+
+/* Runs step on each partition of topic a in order. The first failure ends
+ * the walk and is returned prefixed with its partition and stream (the
+ * partitions before it have done their part). */
+emq_status emq_admin_each(emq_admin_t *a, emq_admin_step step, void *ctx,
+                          emq_error *err);
+
+/* EMQ_EINVAL for what, a call naming entry IDs, on topic a: IDs are a
+ * partition's, so the caller must name the partition. */
+emq_status emq_admin_per_id(const emq_admin_t *a, const char *what,
+                            emq_error *err);
+
+/* An entry of a gathered list: its ID, partition and where it is. */
+typedef struct emq_admin_order {
+    emq_stream_id id;
+    int partition;
+    size_t at; /* the verb's index of the entry */
+} emq_admin_order;
+
+/* Sorts order by ID, then partition: a topic's lists, oldest first. */
+void emq_admin_by_id(emq_admin_order *order, size_t n);
 
 /* Sends one command and returns its reply (caller frees). An error reply
  * becomes EMQ_ESERVER with "<what> failed: <reply text>" and *reply NULL. */

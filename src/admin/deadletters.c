@@ -153,6 +153,98 @@ emq_status emq_admin_dead_list(emq_admin_t *a, size_t max,
     return emq_admin_dead_list_after(a, NULL, max, out, n, err);
 }
 
+/* Copies the dead letters of nr XRANGE replies (r[k] read from partition
+ * part[k]; -1 for a queue) into one caller-owned block: at most max (0:
+ * all), oldest first by ID across the replies. */
+static emq_status letters_build(emq_reply *const *r, const int *part,
+                                size_t nr, size_t max, emq_dead_letter **out,
+                                size_t *n, emq_error *err) {
+    size_t all = 0;
+    for (size_t k = 0; k < nr; k++)
+        for (size_t i = 0; i < emq_reply_len(r[k]); i++) {
+            if (!entry_shape_ok(emq_reply_at(r[k], i)))
+                return emq_error_set(err, EMQ_EPROTO, 0,
+                                     "XRANGE of the dead letters: "
+                                     "unexpected reply shape");
+            all++;
+        }
+    if (all == 0)
+        return EMQ_OK;
+    emq_admin_order *order = emq_calloc(all, sizeof *order);
+    const emq_reply **entry = emq_calloc(all, sizeof *entry);
+    if (order == NULL || entry == NULL) {
+        emq_free(order);
+        emq_free(entry);
+        return emq_error_set(err, EMQ_ENOMEM, 0, "out of memory");
+    }
+    size_t at = 0;
+    for (size_t k = 0; k < nr; k++)
+        for (size_t i = 0; i < emq_reply_len(r[k]); i++, at++) {
+            entry[at] = emq_reply_at(r[k], i);
+            order[at].partition = part[k];
+            order[at].at = at;
+            (void)emq_admin_id(emq_reply_at(entry[at], 0), NULL,
+                               &order[at].id);
+        }
+    if (nr > 1)
+        emq_admin_by_id(order, all);
+    size_t nletters = max > 0 && max < all ? max : all;
+    /* First pass: the size of the one block holding everything. */
+    size_t nfields = 0, bytes = 0;
+    for (size_t i = 0; i < nletters; i++) {
+        const emq_reply *flat = emq_reply_at(entry[order[i].at], 1);
+        size_t npairs = emq_reply_len(flat) / 2;
+        size_t norigin = origin_pairs(flat, npairs);
+        nfields += npairs - norigin;
+        for (size_t k = 0; k < 2 * npairs; k++)
+            bytes += copy_size(emq_reply_at(flat, k));
+        bytes += 3 * (5 - norigin); /* "" for missing origin strings */
+    }
+    size_t head = nletters * sizeof(emq_dead_letter);
+    char *block = emq_alloc(head + nfields * sizeof(emq_field) + bytes);
+    if (block == NULL) {
+        emq_free(order);
+        emq_free(entry);
+        return emq_error_set(err, EMQ_ENOMEM, 0, "out of memory");
+    }
+    emq_dead_letter *letters = (emq_dead_letter *)(void *)block;
+    emq_field *fields = (emq_field *)(void *)(block + head);
+    arena ar = {block + head + nfields * sizeof(emq_field)};
+    for (size_t i = 0; i < nletters; i++) {
+        fill_letter(&letters[i], entry[order[i].at], fields, &ar);
+        letters[i].partition = order[i].partition;
+        fields += letters[i].nfields;
+    }
+    emq_free(order);
+    emq_free(entry);
+    *out = letters;
+    *n = nletters;
+    return EMQ_OK;
+}
+
+/* XRANGE of a's dead letters from start, at most count ("": all). */
+static emq_status dead_range(emq_admin_t *a, const char *start,
+                             const char *count, emq_reply **r,
+                             emq_error *err) {
+    const char *argv[] = {"XRANGE", a->keys.dead, start, "+", "COUNT", count};
+    return emq_admin_call(a, "XRANGE of the dead letters", count[0] ? 6 : 4,
+                          argv, NULL, r, err);
+}
+
+/* A topic's listing: one XRANGE reply per partition. */
+typedef struct dead_topic {
+    const char *count;
+    emq_reply **replies;
+    int *part;
+} dead_topic;
+
+static emq_status dead_range_part(emq_admin_t *p, int i, void *ctx,
+                                  emq_error *err) {
+    dead_topic *t = ctx;
+    t->part[i] = i;
+    return dead_range(p, "-", t->count, &t->replies[i], err);
+}
+
 emq_status emq_admin_dead_list_after(emq_admin_t *a, const char *after,
                                      size_t max, emq_dead_letter **out,
                                      size_t *n, emq_error *err) {
@@ -172,57 +264,32 @@ emq_status emq_admin_dead_list_after(emq_admin_t *a, const char *after,
     if (a == NULL)
         return emq_error_set(err, EMQ_EINVAL, 0,
                              "listing dead letters needs an admin handle");
-    if (a->nparts > 0)
-        return emq_admin_one_queue(a, "listing dead letters", err);
-    char count[24];
-    snprintf(count, sizeof count, "%zu", max);
-    const char *argv[] = {"XRANGE", a->keys.dead, start, "+", "COUNT", count};
-    emq_reply *r = NULL;
-    emq_status st = emq_admin_call(a, "XRANGE of the dead letters",
-                                   max ? 6 : 4, argv, NULL, &r, err);
-    if (st != EMQ_OK)
+    char count[24] = "";
+    if (max > 0)
+        snprintf(count, sizeof count, "%zu", max);
+    if (a->nparts == 0) {
+        emq_reply *r = NULL;
+        emq_status st = dead_range(a, start, count, &r, err);
+        int none = -1;
+        if (st == EMQ_OK)
+            st = letters_build(&r, &none, 1, max, out, n, err);
+        emq_reply_free(r);
         return st;
-    size_t nletters = emq_reply_len(r);
-    /* First pass: the size of the one block holding everything. */
-    size_t nfields = 0, bytes = 0;
-    for (size_t i = 0; i < nletters; i++) {
-        const emq_reply *e = emq_reply_at(r, i);
-        if (!entry_shape_ok(e)) {
-            emq_reply_free(r);
-            return emq_error_set(err, EMQ_EPROTO, 0,
-                                 "XRANGE of the dead letters: unexpected "
-                                 "reply shape");
-        }
-        const emq_reply *flat = emq_reply_at(e, 1);
-        size_t npairs = emq_reply_len(flat) / 2;
-        size_t norigin = origin_pairs(flat, npairs);
-        nfields += npairs - norigin;
-        for (size_t k = 0; k < 2 * npairs; k++)
-            bytes += copy_size(emq_reply_at(flat, k));
-        bytes += 3 * (5 - norigin); /* "" for missing origin strings */
     }
-    if (nletters == 0) {
-        emq_reply_free(r);
-        return EMQ_OK;
-    }
-    size_t head = nletters * sizeof(emq_dead_letter);
-    size_t total = head + nfields * sizeof(emq_field) + bytes;
-    char *block = emq_alloc(total);
-    if (block == NULL) {
-        emq_reply_free(r);
-        return emq_error_set(err, EMQ_ENOMEM, 0, "out of memory");
-    }
-    emq_dead_letter *letters = (emq_dead_letter *)(void *)block;
-    emq_field *fields = (emq_field *)(void *)(block + head);
-    arena ar = {block + head + nfields * sizeof(emq_field)};
-    for (size_t i = 0; i < nletters; i++) {
-        fill_letter(&letters[i], emq_reply_at(r, i), fields, &ar);
-        fields += letters[i].nfields;
-    }
-    emq_reply_free(r);
-    *out = letters;
-    *n = nletters;
-    return EMQ_OK;
+    if (after != NULL)
+        return emq_admin_per_id(a, "listing dead letters after an ID", err);
+    dead_topic t = {count, emq_calloc(a->nparts, sizeof *t.replies),
+                    emq_calloc(a->nparts, sizeof *t.part)};
+    emq_status st = t.replies && t.part
+                        ? emq_admin_each(a, dead_range_part, &t, err)
+                        : emq_error_set(err, EMQ_ENOMEM, 0, "out of memory");
+    if (st == EMQ_OK)
+        st = letters_build(t.replies, t.part, a->nparts, max, out, n, err);
+    for (size_t i = 0; t.replies && i < a->nparts; i++)
+        emq_reply_free(t.replies[i]);
+    emq_free(t.replies);
+    emq_free(t.part);
+    return st;
 }
 
 void emq_dead_letters_free(emq_dead_letter *letters, size_t n) {
@@ -255,6 +322,8 @@ size_t emq_dead_letters_json(const emq_dead_letter *letters, size_t n,
         emq_json_cstr(&j, d->consumer ? d->consumer : "");
         emq_json_raw(&j, ",\"reason\":");
         emq_json_cstr(&j, d->reason ? d->reason : "");
+        if (d->partition >= 0)
+            emq_json_raw(&j, ",\"partition\":%d", d->partition);
         emq_json_raw(&j, "}\n");
     }
     return j.len;
@@ -330,6 +399,17 @@ static emq_status requeue_all(emq_admin_t *a, uint64_t *requeued,
     }
 }
 
+/* A topic's requeue of everything: each partition's onto its own stream;
+ * ctx is the count moved. */
+static emq_status requeue_part(emq_admin_t *part, int i, void *ctx,
+                               emq_error *err) {
+    (void)i;
+    uint64_t one = 0;
+    emq_status st = emq_admin_dead_requeue(part, NULL, 0, &one, err);
+    *(uint64_t *)ctx += one;
+    return st;
+}
+
 emq_status emq_admin_dead_requeue(emq_admin_t *a, const char *const *ids,
                                   size_t nids, uint64_t *requeued,
                                   emq_error *err) {
@@ -339,8 +419,14 @@ emq_status emq_admin_dead_requeue(emq_admin_t *a, const char *const *ids,
     if (a == NULL || (nids > 0 && ids == NULL))
         return emq_error_set(err, EMQ_EINVAL, 0,
                              "requeue needs an admin handle and IDs");
-    if (a->nparts > 0)
-        return emq_admin_one_queue(a, "requeueing dead letters", err);
+    if (a->nparts > 0 && nids > 0)
+        return emq_admin_per_id(a, "requeueing dead letters by ID", err);
+    if (a->nparts > 0) {
+        emq_status st = emq_admin_each(a, requeue_part, &count, err);
+        if (requeued)
+            *requeued = count;
+        return st;
+    }
     if (nids == 0) {
         emq_status st = requeue_all(a, &count, err);
         if (requeued)
@@ -376,6 +462,16 @@ emq_status emq_admin_dead_requeue(emq_admin_t *a, const char *const *ids,
     return EMQ_OK;
 }
 
+/* A topic's purge: ctx is the count removed. */
+static emq_status purge_part(emq_admin_t *part, int i, void *ctx,
+                             emq_error *err) {
+    (void)i;
+    uint64_t one = 0;
+    emq_status st = emq_admin_dead_purge(part, &one, err);
+    *(uint64_t *)ctx += one;
+    return st;
+}
+
 emq_status emq_admin_dead_purge(emq_admin_t *a, uint64_t *removed,
                                 emq_error *err) {
     if (removed)
@@ -384,15 +480,11 @@ emq_status emq_admin_dead_purge(emq_admin_t *a, uint64_t *removed,
         return emq_error_set(err, EMQ_EINVAL, 0,
                              "purge needs an admin handle");
     if (a->nparts > 0) { /* a topic: every partition's dead letters */
-        for (size_t i = 0; i < a->nparts; i++) {
-            uint64_t one = 0;
-            emq_status st = emq_admin_dead_purge(a->parts[i], &one, err);
-            if (removed)
-                *removed += one;
-            if (st != EMQ_OK)
-                return st;
-        }
-        return EMQ_OK;
+        uint64_t sum = 0;
+        emq_status st = emq_admin_each(a, purge_part, &sum, err);
+        if (removed)
+            *removed = sum;
+        return st;
     }
     const char *argv[] = {"EVAL", purge_script, "1", a->keys.dead};
     emq_reply *r = NULL;

@@ -363,6 +363,38 @@ static emq_status add_group(emq_group_info *t, const emq_group_info *pg,
     return EMQ_OK;
 }
 
+/* Describes partition i into info->partitions[i] (ctx is the topic's
+ * info) and adds it to the totals. */
+static emq_status describe_part(emq_admin_t *part, int i, void *ctx,
+                                emq_error *err) {
+    emq_queue_info *info = ctx;
+    emq_queue_info *one = NULL;
+    emq_status st = emq_admin_describe(part, &one, err);
+    if (st != EMQ_OK)
+        return st;
+    info->partitions[i] = *one; /* take its contents */
+    emq_free(one);
+    info->npartitions = (size_t)i + 1;
+    const emq_queue_info *p = &info->partitions[i];
+    if (i == 0)
+        info->server = p->server;
+    info->exists |= p->exists;
+    info->length += p->length;
+    info->entries_added = i == 0 ? p->entries_added
+                          : info->entries_added < 0 || p->entries_added < 0
+                              ? -1
+                              : info->entries_added + p->entries_added;
+    info->dead_length += p->dead_length;
+    for (size_t g = 0; g < p->ngroups; g++) {
+        size_t before = info->ngroups;
+        emq_group_info *t = total_group(info, p->groups[g].name);
+        if (t == NULL ||
+            add_group(t, &p->groups[g], info->ngroups > before) != EMQ_OK)
+            return oom(err);
+    }
+    return EMQ_OK;
+}
+
 /* Describes every partition of a topic into info->partitions and sums
  * them into info (see emq_queue_info). */
 static emq_status describe_topic(emq_admin_t *a, emq_queue_info *info,
@@ -375,35 +407,7 @@ static emq_status describe_topic(emq_admin_t *a, emq_queue_info *info,
     info->partitions = emq_calloc(a->nparts, sizeof *info->partitions);
     if (!info->stream || !info->dead || !info->partitions)
         return oom(err);
-    info->npartitions = a->nparts;
-    for (size_t i = 0; i < a->nparts; i++) {
-        emq_queue_info *one = NULL;
-        emq_status st = emq_admin_describe(a->parts[i], &one, err);
-        if (st != EMQ_OK) {
-            emq_error_prefix(err, "partition %zu", i);
-            return st;
-        }
-        info->partitions[i] = *one; /* take its contents */
-        emq_free(one);
-        const emq_queue_info *p = &info->partitions[i];
-        if (i == 0)
-            info->server = p->server;
-        info->exists |= p->exists;
-        info->length += p->length;
-        info->entries_added = i == 0 ? p->entries_added
-                              : info->entries_added < 0 || p->entries_added < 0
-                                  ? -1
-                                  : info->entries_added + p->entries_added;
-        info->dead_length += p->dead_length;
-        for (size_t g = 0; g < p->ngroups; g++) {
-            size_t before = info->ngroups;
-            emq_group_info *t = total_group(info, p->groups[g].name);
-            if (t == NULL || add_group(t, &p->groups[g],
-                                       info->ngroups > before) != EMQ_OK)
-                return oom(err);
-        }
-    }
-    return EMQ_OK;
+    return emq_admin_each(a, describe_part, info, err);
 }
 
 emq_status emq_admin_describe(emq_admin_t *a, emq_queue_info **out,
@@ -616,9 +620,72 @@ static emq_status take_page(const emq_reply *reply, emq_pending_entry **out,
         e->consumer[len] = '\0';
         e->idle_ms = int_value(emq_reply_at(row, 2), 0);
         e->deliveries = count_value(emq_reply_at(row, 3));
+        e->partition = -1;
         (*n)++;
     }
     *got = rows;
+    return EMQ_OK;
+}
+
+/* A topic's pending list: the arguments, and every partition's list
+ * gathered. */
+typedef struct pending_topic {
+    const char *group, *consumer;
+    int64_t min_idle_ms;
+    size_t max;
+    emq_pending_entry *all;
+    size_t n;
+} pending_topic;
+
+static emq_status pending_part(emq_admin_t *part, int i, void *ctx,
+                               emq_error *err) {
+    pending_topic *t = ctx;
+    emq_pending_entry *e = NULL;
+    size_t n = 0;
+    emq_status st = emq_admin_pending(part, t->group, t->consumer,
+                                      t->min_idle_ms, t->max, &e, &n, err);
+    if (st == EMQ_OK && n > 0) {
+        emq_pending_entry *grown =
+            emq_realloc(t->all, (t->n + n) * sizeof *grown);
+        if (grown == NULL) {
+            st = emq_error_set(err, EMQ_ENOMEM, 0, "out of memory");
+        } else {
+            t->all = grown;
+            for (size_t k = 0; k < n; k++) {
+                e[k].partition = i;
+                t->all[t->n++] = e[k];
+            }
+        }
+    }
+    emq_free(e);
+    return st;
+}
+
+/* The topic's pending entries, oldest first by ID, at most t->max. */
+static emq_status pending_merge(pending_topic *t, emq_error *err) {
+    if (t->n == 0)
+        return EMQ_OK;
+    emq_admin_order *order = emq_calloc(t->n, sizeof *order);
+    emq_pending_entry *sorted = emq_calloc(t->n, sizeof *sorted);
+    if (order == NULL || sorted == NULL) {
+        emq_free(order);
+        emq_free(sorted);
+        return emq_error_set(err, EMQ_ENOMEM, 0, "out of memory");
+    }
+    for (size_t k = 0; k < t->n; k++) {
+        (void)emq_stream_id_parse(t->all[k].id.str, strlen(t->all[k].id.str),
+                                  &order[k].id);
+        order[k].partition = t->all[k].partition;
+        order[k].at = k;
+    }
+    emq_admin_by_id(order, t->n);
+    for (size_t k = 0; k < t->n; k++)
+        sorted[k] = t->all[order[k].at];
+    emq_free(order);
+    emq_free(t->all);
+    t->all = sorted;
+    if (t->n > t->max)
+        t->n = t->max;
     return EMQ_OK;
 }
 
@@ -633,8 +700,6 @@ emq_status emq_admin_pending(emq_admin_t *a, const char *group,
     if (a == NULL || out == NULL || n == NULL)
         return emq_error_set(err, EMQ_EINVAL, 0,
                              "admin handle, out and n must not be NULL");
-    if (a->nparts > 0)
-        return emq_admin_one_queue(a, "listing pending entries", err);
     emq_status st = emq_admin_check_group(group, err);
     if (st != EMQ_OK)
         return st;
@@ -646,6 +711,19 @@ emq_status emq_admin_pending(emq_admin_t *a, const char *group,
         return emq_error_set(err, EMQ_EINVAL, 0,
                              "min_idle_ms is %lld; it must be 0 or more",
                              (long long)min_idle_ms);
+    if (a->nparts > 0) {
+        pending_topic t = {group, consumer, min_idle_ms, max, NULL, 0};
+        st = emq_admin_each(a, pending_part, &t, err);
+        if (st == EMQ_OK)
+            st = pending_merge(&t, err);
+        if (st != EMQ_OK) {
+            emq_free(t.all);
+            return st;
+        }
+        *out = t.all;
+        *n = t.n;
+        return EMQ_OK;
+    }
     char what[300], idle[24];
     snprintf(what, sizeof what, "listing pending entries of group '%s'",
              group);
@@ -708,9 +786,12 @@ size_t emq_pending_json(const emq_pending_entry *entries, size_t n, char *buf,
         emq_json_cstr(&j, e->id.str);
         emq_json_raw(&j, ",\"consumer\":");
         emq_json_cstr(&j, e->consumer);
-        emq_json_raw(&j, ",\"idle_ms\":%lld,\"deliveries\":%llu}\n",
+        emq_json_raw(&j, ",\"idle_ms\":%lld,\"deliveries\":%llu",
                      (long long)e->idle_ms,
                      (unsigned long long)e->deliveries);
+        if (e->partition >= 0)
+            emq_json_raw(&j, ",\"partition\":%d", e->partition);
+        emq_json_raw(&j, "}\n");
     }
     return j.len;
 }

@@ -37,7 +37,7 @@ enum {
     O_EXEC_BATCH, O_NO_ACK, O_EXEC_TIMEOUT, O_LINGER, O_TIMEOUT,
     O_WAIT_REPLICAS, O_WAIT_FOR_SERVER, O_FORMAT, O_FOLLOW, O_FROM,
     O_OLDER_THAN, O_REASON, O_STATS_INTERVAL, O_LISTEN, O_INTERVAL,
-    O_COUNT_IDS
+    O_PARTITION, O_COUNT_IDS
 };
 
 /* One option a verb accepts. */
@@ -221,6 +221,10 @@ int cli_admin_open(const char *verb, const char *queue, emq_conf_t **conf,
 int cli_admin_open_args(const char *verb, const char *queue,
                         const cli_args *a, emq_conf_t **conf,
                         emq_admin_t **admin);
+/* "queue 'NAME'", or "topic 'NAME' (P partitions)" for a topic handle,
+ * into buf: how a verb's messages name what it worked on. */
+const char *cli_target(const emq_admin_t *admin, const char *name, char *buf,
+                       size_t size);
 /* Calls fn(ctx, buf, size), which writes with snprintf semantics, into a
  * buffer of the right size and prints the result on stdout (a newline
  * added when it has none). Returns CLI_OK or CLI_FAIL. */

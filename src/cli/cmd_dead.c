@@ -26,13 +26,15 @@ static const cli_opt opts[] = {
     {"older-than", 0, 1, O_OLDER_THAN},
     {"reason", 0, 1, O_REASON},
     {"limit", 0, 1, O_LIMIT},
+    {"partitions", 0, 1, O_PARTITIONS},
+    {"partition", 'p', 1, O_PARTITION},
     {NULL, 0, 0, 0},
 };
 
 static void help(void) {
     printf(
         "usage: echomq dead list    QUEUE [--count N] [--json] [-f]\n"
-        "       echomq dead requeue QUEUE --all | ID... | FILTERS\n"
+        "       echomq dead requeue QUEUE --all | [-p I] ID... | FILTERS\n"
         "       echomq dead purge   QUEUE --yes\n"
         "\n"
         "  list     the dead letters, oldest first (default at most 1000):\n"
@@ -49,6 +51,12 @@ static void help(void) {
         "                                glob PATTERN ('exit 3*', '*timeout*')\n"
         "             --limit N          at most N (the oldest first)\n"
         "  purge    deletes every dead letter (needs --yes)\n"
+        "\n"
+        "On a topic (found in the server, or --partitions P) every verb works\n"
+        "on all partitions and each letter names its partition (a PARTITION\n"
+        "column, \"partition\" in JSON). Dead-letter IDs repeat across\n"
+        "partitions: requeue by ID names one with --partition I (-p I); the\n"
+        "filters may too.\n"
         "\n"
         "Examples:\n"
         "  echomq dead list jobs\n"
@@ -87,51 +95,54 @@ static void print_fields(const emq_dead_letter *d) {
     free(buf);
 }
 
-/* Prints the dead letters after *last (NULL: from the first), at most
- * count, and moves *last to the newest printed. header: the table's
- * header line and the summary note (not while following). */
-static int list_after(emq_admin_t *admin, const emq_conf_t *conf,
-                      const cli_args *a, long long count, char *last,
-                      int header) {
+/* Prints n dead letters as rows (the PARTITION column for a topic:
+ * topic) or JSON lines. header: the table's header line. */
+static int print_letters(const emq_dead_letter *l, size_t n, int topic,
+                         int json, int header) {
+    if (json) {
+        letters x = {l, n};
+        return n ? cli_print_json(letters_json, &x) : CLI_OK;
+    }
+    if (header)
+        printf("%s%-22s  %-22s  %-12s  %-12s  %10s  %-20s  %s\n",
+               topic ? "PARTITION  " : "", "DEAD-ID", "ORIGIN-ID", "GROUP",
+               "CONSUMER", "DELIVERIES", "REASON", "FIELDS");
+    for (size_t i = 0; i < n; i++) {
+        /* Group, consumer and reason are the dead letter's own text:
+         * escaped, so they cannot drive the terminal or forge rows. */
+        char group[300], consumer[300], reason[1100];
+        if (topic)
+            printf("%9d  ", l[i].partition);
+        printf("%-22s  %-22s  %-12s  %-12s  %10llu  %-20s  ", l[i].id.str,
+               l[i].origin_id.str,
+               cli_esc(l[i].group ? l[i].group : "-", group, sizeof group),
+               cli_esc(l[i].consumer ? l[i].consumer : "-", consumer,
+                       sizeof consumer),
+               (unsigned long long)l[i].deliveries,
+               cli_esc(l[i].reason && l[i].reason[0] ? l[i].reason : "-",
+                       reason, sizeof reason));
+        print_fields(&l[i]);
+        putchar('\n');
+    }
+    fflush(stdout);
+    return CLI_OK;
+}
+
+/* Prints the dead letters of handle h after last (""; from the first), at
+ * most count, and moves last to the newest printed. part >= 0: h is that
+ * partition of a topic. */
+static int follow_after(emq_admin_t *h, int part, const emq_conf_t *conf,
+                        const cli_args *a, long long count, char *last) {
     emq_dead_letter *l = NULL;
     size_t n = 0;
     emq_error err;
-    emq_status st = emq_admin_dead_list_after(admin, last[0] ? last : NULL,
+    emq_status st = emq_admin_dead_list_after(h, last[0] ? last : NULL,
                                               (size_t)count, &l, &n, &err);
     if (st != EMQ_OK)
         return cli_runtime_err(conf, st, &err, "listing the dead letters");
-    int rc = CLI_OK;
-    if (a->seen[O_JSON]) {
-        letters x = {l, n};
-        if (n)
-            rc = cli_print_json(letters_json, &x);
-    } else {
-        if (header)
-            printf("%-22s  %-22s  %-12s  %-12s  %10s  %-20s  %s\n",
-                   "DEAD-ID", "ORIGIN-ID", "GROUP", "CONSUMER", "DELIVERIES",
-                   "REASON", "FIELDS");
-        for (size_t i = 0; i < n; i++) {
-            /* Group, consumer and reason are the dead letter's own text:
-             * escaped, so they cannot drive the terminal or forge rows. */
-            char group[300], consumer[300], reason[1100];
-            printf("%-22s  %-22s  %-12s  %-12s  %10llu  %-20s  ", l[i].id.str,
-                   l[i].origin_id.str,
-                   cli_esc(l[i].group ? l[i].group : "-", group, sizeof group),
-                   cli_esc(l[i].consumer ? l[i].consumer : "-", consumer,
-                           sizeof consumer),
-                   (unsigned long long)l[i].deliveries,
-                   cli_esc(l[i].reason && l[i].reason[0] ? l[i].reason : "-",
-                           reason, sizeof reason));
-            print_fields(&l[i]);
-            putchar('\n');
-        }
-        if (header)
-            cli_note("%zu dead letter%s%s", n, n == 1 ? "" : "s",
-                     n == (size_t)count
-                         ? " (the --count limit; there may be more)"
-                         : "");
-        fflush(stdout);
-    }
+    for (size_t i = 0; i < n; i++)
+        l[i].partition = part;
+    int rc = print_letters(l, n, part >= 0, a->seen[O_JSON], 0);
     if (n > 0)
         snprintf(last, EMQ_ID_MAX, "%s", l[n - 1].id.str);
     emq_dead_letters_free(l, n);
@@ -145,28 +156,55 @@ static void stop_following(void *opaque) {
     atomic_store(&dead_stopping, 1);
 }
 
-/* dead list, and with -f the new ones every 500 ms until a stop. */
+/* dead list, and with -f the new ones every 500 ms until a stop (a topic:
+ * each partition followed from its newest printed letter). */
 static int list(emq_admin_t *admin, const emq_conf_t *conf, const cli_args *a,
                 long long count) {
-    char last[EMQ_ID_MAX] = "";
-    int rc = list_after(admin, conf, a, count, last, 1);
-    if (rc != CLI_OK || !a->seen[O_FOLLOW])
-        return rc;
-    cli_on_stop_signal(stop_following, NULL);
-    while (rc == CLI_OK && !atomic_load(&dead_stopping)) {
-        for (int i = 0; i < 10 && !atomic_load(&dead_stopping); i++)
-            usleep(50 * 1000);
-        if (!atomic_load(&dead_stopping))
-            rc = list_after(admin, conf, a, count, last, 0);
+    int parts = emq_admin_partition_count(admin);
+    emq_dead_letter *l = NULL;
+    size_t n = 0;
+    emq_error err;
+    emq_status st = emq_admin_dead_list(admin, (size_t)count, &l, &n, &err);
+    if (st != EMQ_OK)
+        return cli_runtime_err(conf, st, &err, "listing the dead letters");
+    int rc = print_letters(l, n, parts > 0, a->seen[O_JSON], 1);
+    if (!a->seen[O_JSON])
+        cli_note("%zu dead letter%s%s%s", n, n == 1 ? "" : "s",
+                 parts > 0 ? " in all partitions" : "",
+                 n == (size_t)count ? " (the --count limit; there may be more)"
+                                    : "");
+    int cursors = parts > 0 ? parts : 1;
+    char(*last)[EMQ_ID_MAX] = calloc((size_t)cursors, sizeof *last);
+    if (last == NULL)
+        rc = cli_err(CLI_FAIL, "out of memory");
+    for (size_t i = 0; last && i < n; i++) /* oldest first: the last wins */
+        snprintf(last[parts > 0 ? l[i].partition : 0], EMQ_ID_MAX, "%s",
+                 l[i].id.str);
+    emq_dead_letters_free(l, n);
+    if (rc == CLI_OK && a->seen[O_FOLLOW]) {
+        cli_on_stop_signal(stop_following, NULL);
+        while (rc == CLI_OK && !atomic_load(&dead_stopping)) {
+            for (int i = 0; i < 10 && !atomic_load(&dead_stopping); i++)
+                usleep(50 * 1000);
+            for (int i = 0; rc == CLI_OK && i < cursors &&
+                            !atomic_load(&dead_stopping);
+                 i++)
+                rc = follow_after(parts > 0 ? emq_admin_partition(admin, i)
+                                            : admin,
+                                  parts > 0 ? i : -1, conf, a, count, last[i]);
+        }
+        cli_signals_default();
     }
-    cli_signals_default();
+    free(last);
     return rc;
 }
 
 /* The dead letters the requeue filters choose (dead-letter IDs, malloc'd
- * strings in *ids). */
+ * strings in *ids, and their partitions in *part: -1 for a queue), only
+ * partition only when it is >= 0. */
 static int choose(emq_admin_t *admin, const emq_conf_t *conf,
-                  const cli_args *a, char ***ids, size_t *nids) {
+                  const cli_args *a, int only, char ***ids, int **part,
+                  size_t *nids) {
     long long older = -1, limit = 0;
     int rc = CLI_OK;
     if (a->seen[O_OLDER_THAN])
@@ -187,7 +225,8 @@ static int choose(emq_admin_t *admin, const emq_conf_t *conf,
     clock_gettime(CLOCK_REALTIME, &now);
     long long now_ms = (long long)now.tv_sec * 1000 + now.tv_nsec / 1000000;
     *ids = calloc(n ? n : 1, sizeof **ids);
-    if (*ids == NULL) {
+    *part = calloc(n ? n : 1, sizeof **part);
+    if (*ids == NULL || *part == NULL) {
         emq_dead_letters_free(l, n);
         return cli_err(CLI_FAIL, "out of memory");
     }
@@ -197,6 +236,8 @@ static int choose(emq_admin_t *admin, const emq_conf_t *conf,
         long long at = strtoll(l[i].id.str, NULL, 10);
         if (older >= 0 && now_ms - at < older)
             continue;
+        if (only >= 0 && l[i].partition != only)
+            continue;
         if (a->seen[O_REASON] &&
             fnmatch(a->value[O_REASON], l[i].reason ? l[i].reason : "", 0) !=
                 0)
@@ -205,9 +246,88 @@ static int choose(emq_admin_t *admin, const emq_conf_t *conf,
             rc = cli_err(CLI_FAIL, "out of memory");
             break;
         }
-        (*nids)++;
+        (*part)[(*nids)++] = l[i].partition;
     }
     emq_dead_letters_free(l, n);
+    return rc;
+}
+
+/* dead requeue: --all, IDs (of partition --partition on a topic) or the
+ * filters' choice, each moved by its partition's handle. */
+static int requeue_letters(emq_admin_t *admin, const emq_conf_t *conf,
+                           const cli_args *a, int filtered) {
+    int parts = emq_admin_partition_count(admin);
+    long long only = -1;
+    int rc = CLI_OK;
+    if (a->seen[O_PARTITION] && parts == 0)
+        return cli_usage_err(VERB, "--partition names a partition of a "
+                                   "topic, and '%s' is a queue",
+                             a->pos[1]);
+    if (a->seen[O_PARTITION])
+        rc = cli_num(VERB, "--partition", a->value[O_PARTITION], 0,
+                     parts - 1, &only);
+    if (rc == CLI_OK && parts > 0 && only < 0 && a->npos > 2)
+        rc = cli_usage_err(VERB, "dead-letter IDs repeat across the %d "
+                                 "partitions of topic '%s': name the "
+                                 "partition with --partition I (see the "
+                                 "PARTITION column of 'echomq dead list')",
+                           parts, a->pos[1]);
+    if (rc != CLI_OK)
+        return rc;
+    char **chosen = NULL;
+    int *part = NULL;
+    size_t nchosen = 0;
+    if (filtered)
+        rc = choose(admin, conf, a, (int)only, &chosen, &part, &nchosen);
+    char *const *ids = filtered ? chosen : a->pos + 2;
+    size_t nids = filtered ? nchosen : (size_t)(a->npos - 2);
+    uint64_t moved = 0;
+    emq_error err;
+    emq_status st = EMQ_OK;
+    int failed = -1; /* the partition whose requeue failed */
+    /* One requeue per partition (or the queue) with its share of IDs. */
+    for (int p = parts > 0 ? 0 : -1; rc == CLI_OK && st == EMQ_OK && p < parts;
+         p++) {
+        if (only >= 0 && p != only)
+            continue;
+        emq_admin_t *h = p < 0 ? admin : emq_admin_partition(admin, p);
+        const char **share = calloc(nids ? nids : 1, sizeof *share);
+        size_t nshare = 0;
+        if (share == NULL) {
+            rc = cli_err(CLI_FAIL, "out of memory");
+            break;
+        }
+        for (size_t i = 0; i < nids; i++)
+            if (!filtered || part[i] == p)
+                share[nshare++] = ids[i];
+        uint64_t one = 0;
+        /* nids 0 is "all": a filter that chose none moves nothing. */
+        if (nshare > 0 || !filtered)
+            st = emq_admin_dead_requeue(h, share, nshare, &one, &err);
+        if (st != EMQ_OK)
+            failed = p;
+        moved += one;
+        free(share);
+    }
+    for (size_t i = 0; i < nchosen; i++)
+        free(chosen[i]);
+    free(chosen);
+    free(part);
+    char target[400];
+    if (rc == CLI_OK && (st == EMQ_OK || st == EMQ_EINVAL))
+        printf("requeued %llu dead letter%s onto %s\n",
+               (unsigned long long)moved, moved == 1 ? "" : "s",
+               cli_target(admin, a->pos[1], target, sizeof target));
+    char what[64] = "requeueing dead letters";
+    if (failed >= 0)
+        snprintf(what, sizeof what, "requeueing dead letters of partition %d",
+                 failed);
+    if (rc == CLI_OK && st == EMQ_EINVAL && failed >= 0)
+        rc = cli_err(CLI_FAIL, "partition %d: %s", failed, err.message);
+    else if (rc == CLI_OK && st == EMQ_EINVAL)
+        rc = cli_err(CLI_FAIL, "%s", err.message);
+    else if (rc == CLI_OK && st != EMQ_OK)
+        rc = cli_runtime_err(conf, st, &err, what);
     return rc;
 }
 
@@ -256,49 +376,25 @@ int cmd_dead(int argc, char **argv) {
     emq_conf_t *conf = NULL;
     emq_admin_t *admin = NULL;
     if (rc == CLI_OK)
-        rc = cli_admin_open(VERB, a.pos[1], &conf, &admin);
+        rc = cli_admin_open_args(VERB, a.pos[1], &a, &conf, &admin);
     if (rc != CLI_OK) {
         free(a.pos);
         return rc;
     }
     emq_error err;
     emq_status st = EMQ_OK;
+    char target[400];
     if (is_list) {
         rc = list(admin, conf, &a, count);
     } else if (requeue) {
-        uint64_t moved = 0;
-        char **chosen = NULL;
-        size_t nchosen = 0;
-        if (filtered)
-            rc = choose(admin, conf, &a, &chosen, &nchosen);
-        if (rc != CLI_OK)
-            st = EMQ_OK;
-        else if (filtered && nchosen == 0)
-            st = EMQ_OK; /* none matches: nothing moves (nids 0 is all) */
-        else if (filtered)
-            st = emq_admin_dead_requeue(admin, (const char *const *)chosen,
-                                        nchosen, &moved, &err);
-        else
-            st = emq_admin_dead_requeue(admin,
-                                        (const char *const *)(a.pos + 2),
-                                        (size_t)(a.npos - 2), &moved, &err);
-        for (size_t i = 0; i < nchosen; i++)
-            free(chosen[i]);
-        free(chosen);
-        if (rc == CLI_OK && (st == EMQ_OK || st == EMQ_EINVAL))
-            printf("requeued %llu dead letter%s onto queue '%s'\n",
-                   (unsigned long long)moved, moved == 1 ? "" : "s", a.pos[1]);
-        if (st == EMQ_EINVAL)
-            rc = cli_err(CLI_FAIL, "%s", err.message);
-        else if (st != EMQ_OK)
-            rc = cli_runtime_err(conf, st, &err, "requeueing dead letters");
+        rc = requeue_letters(admin, conf, &a, filtered);
     } else {
         uint64_t removed = 0;
         st = emq_admin_dead_purge(admin, &removed, &err);
         if (st == EMQ_OK)
-            printf("purged %llu dead letter%s of queue '%s'\n",
+            printf("purged %llu dead letter%s of %s\n",
                    (unsigned long long)removed, removed == 1 ? "" : "s",
-                   a.pos[1]);
+                   cli_target(admin, a.pos[1], target, sizeof target));
         else
             rc = cli_runtime_err(conf, st, &err, "purging dead letters");
     }

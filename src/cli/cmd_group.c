@@ -16,6 +16,7 @@ static const cli_opt group_opts[] = {
     {"start", 's', 1, O_START},
     {"to", 0, 1, O_TO},
     {"yes", 0, 0, O_YES},
+    {"partitions", 0, 1, O_PARTITIONS},
     {NULL, 0, 0, 0},
 };
 
@@ -35,6 +36,9 @@ static void group_help(void) {
         "           will be delivered again or anew.\n"
         "  destroy  removes G and its pending list (needs --yes); consumers of\n"
         "           G that still run will re-create it at their --start.\n"
+        "\n"
+        "On a topic (found in the server, or --partitions P) each verb works\n"
+        "on every partition; setid moves none unless every partition has G.\n"
         "\n"
         "Examples:\n"
         "  echomq group create jobs --group workers --start head\n"
@@ -135,12 +139,14 @@ int cmd_group(int argc, char **argv) {
     emq_conf_t *conf = NULL;
     emq_admin_t *admin = NULL;
     if (rc == CLI_OK)
-        rc = cli_admin_open(verb, a.pos[1], &conf, &admin);
+        rc = cli_admin_open_args(verb, a.pos[1], &a, &conf, &admin);
     if (rc != CLI_OK) {
         free(a.pos);
         return rc;
     }
-    const char *group = a.value[O_GROUP], *queue = a.pos[1];
+    char target[400];
+    const char *group = a.value[O_GROUP];
+    const char *queue = cli_target(admin, a.pos[1], target, sizeof target);
     emq_error err;
     emq_status st;
     if (create) {
@@ -148,8 +154,8 @@ int cmd_group(int argc, char **argv) {
         st = emq_admin_group_create(admin, group, a.value[O_START], &created,
                                     &err);
         if (st == EMQ_OK)
-            printf(created ? "created group '%s' on queue '%s' at %s\n"
-                           : "group '%s' exists already on queue '%s'; its "
+            printf(created ? "created group '%s' on %s at %s\n"
+                           : "group '%s' exists already on %s; its "
                              "position is unchanged (--start %s not "
                              "applied)\n",
                    group, queue, a.value[O_START]);
@@ -158,7 +164,7 @@ int cmd_group(int argc, char **argv) {
         st = emq_admin_group_setid(admin, group, a.value[O_TO], &redeliver,
                                    &err);
         if (st == EMQ_OK)
-            printf("group '%s' of queue '%s' moved to %s: %llu stored "
+            printf("group '%s' of %s moved to %s: %llu stored "
                    "entr%s will be delivered again or anew\n",
                    group, queue, a.value[O_TO],
                    (unsigned long long)redeliver, redeliver == 1 ? "y" : "ies");
@@ -166,9 +172,9 @@ int cmd_group(int argc, char **argv) {
         int destroyed = 0;
         st = emq_admin_group_destroy(admin, group, &destroyed, &err);
         if (st == EMQ_OK && destroyed)
-            printf("destroyed group '%s' of queue '%s'\n", group, queue);
+            printf("destroyed group '%s' of %s\n", group, queue);
         else if (st == EMQ_OK)
-            rc = cli_err(CLI_FAIL, "no group '%s' on queue '%s'; nothing "
+            rc = cli_err(CLI_FAIL, "no group '%s' on %s; nothing "
                                    "destroyed",
                          group, queue);
     }
@@ -176,7 +182,7 @@ int cmd_group(int argc, char **argv) {
         if (st == EMQ_EINVAL) /* a value the library refused unsent */
             rc = cli_err(CLI_USAGE, "%s", err.message);
         else if (st == EMQ_ESERVER && strstr(err.message, "NOGROUP"))
-            rc = cli_err(CLI_FAIL, "no group '%s' on queue '%s'; create it "
+            rc = cli_err(CLI_FAIL, "no group '%s' on %s; create it "
                                    "with 'echomq group create'",
                          group, queue);
         else
@@ -196,6 +202,7 @@ int cmd_group(int argc, char **argv) {
 static const cli_opt consumers_opts[] = {
     {"group", 'g', 1, O_GROUP},
     {"idle", 0, 1, O_IDLE},
+    {"partitions", 0, 1, O_PARTITIONS},
     {NULL, 0, 0, 0},
 };
 
@@ -207,7 +214,9 @@ static void consumers_help(void) {
         "consumer that still holds entries first hands them to the most\n"
         "recently active consumer that stays, in the same atomic step, so no\n"
         "pending entry is lost (XGROUP DELCONSUMER alone would drop them).\n"
-        "When every consumer is idle, those holding entries are kept.\n"
+        "When every consumer is idle, those holding entries are kept. On a\n"
+        "topic (found in the server, or --partitions P): every partition,\n"
+        "a line each, then the totals.\n"
         "\n"
         "Example:\n"
         "  echomq consumers prune jobs --group workers --idle 86400000\n");
@@ -238,28 +247,45 @@ int cmd_consumers(int argc, char **argv) {
     emq_conf_t *conf = NULL;
     emq_admin_t *admin = NULL;
     if (rc == CLI_OK)
-        rc = cli_admin_open(verb, a.pos[1], &conf, &admin);
+        rc = cli_admin_open_args(verb, a.pos[1], &a, &conf, &admin);
     if (rc != CLI_OK) {
         free(a.pos);
         return rc;
     }
-    emq_prune_result r;
-    memset(&r, 0, sizeof r);
-    emq_error err;
-    emq_status st =
-        emq_admin_prune_consumers(admin, a.value[O_GROUP], idle, &r, &err);
-    if (st == EMQ_ESERVER && strstr(err.message, "NOGROUP"))
-        rc = cli_err(CLI_FAIL, "no group '%s' on queue '%s'", a.value[O_GROUP],
-                     a.pos[1]);
-    else if (st != EMQ_OK)
-        rc = cli_runtime_err(conf, st, &err, "pruning consumers");
-    else
+    /* A topic: partition by partition, a line each, then the totals. */
+    int parts = emq_admin_partition_count(admin);
+    emq_prune_result sum = {0, 0, 0};
+    for (int i = parts > 0 ? 0 : -1; rc == CLI_OK && i < parts; i++) {
+        emq_prune_result r = {0, 0, 0};
+        emq_error err;
+        emq_status st = emq_admin_prune_consumers(
+            i < 0 ? admin : emq_admin_partition(admin, i), a.value[O_GROUP],
+            idle, &r, &err);
+        char target[400];
+        if (st == EMQ_ESERVER && strstr(err.message, "NOGROUP"))
+            rc = cli_err(CLI_FAIL, "no group '%s' on %s%s", a.value[O_GROUP],
+                         cli_target(admin, a.pos[1], target, sizeof target),
+                         i < 0 ? "" : " (a partition lacks it)");
+        else if (st != EMQ_OK)
+            rc = cli_runtime_err(conf, st, &err, "pruning consumers");
+        else if (i >= 0)
+            printf("partition %d: removed %llu, handed over %llu, kept "
+                   "%llu\n",
+                   i, (unsigned long long)r.removed,
+                   (unsigned long long)r.moved, (unsigned long long)r.kept);
+        sum.removed += r.removed;
+        sum.moved += r.moved;
+        sum.kept += r.kept;
+    }
+    if (rc == CLI_OK)
         printf("removed %llu consumer%s idle at least %lld ms; %llu pending "
                "entr%s handed to other consumers; %llu idle consumer%s kept "
-               "(they hold entries and no active consumer can take them)\n",
-               (unsigned long long)r.removed, r.removed == 1 ? "" : "s", idle,
-               (unsigned long long)r.moved, r.moved == 1 ? "y" : "ies",
-               (unsigned long long)r.kept, r.kept == 1 ? "" : "s");
+               "(they hold entries and no active consumer can take them)%s\n",
+               (unsigned long long)sum.removed, sum.removed == 1 ? "" : "s",
+               idle, (unsigned long long)sum.moved,
+               sum.moved == 1 ? "y" : "ies", (unsigned long long)sum.kept,
+               sum.kept == 1 ? "" : "s",
+               parts > 0 ? " (all partitions)" : "");
     emq_admin_destroy(admin);
     emq_conf_destroy(conf);
     free(a.pos);

@@ -40,6 +40,18 @@ int cli_admin_open_args(const char *verb, const char *queue,
     return rc;
 }
 
+const char *cli_target(const emq_admin_t *admin, const char *name, char *buf,
+                       size_t size) {
+    char shown[300];
+    int parts = emq_admin_partition_count(admin);
+    if (parts > 0)
+        snprintf(buf, size, "topic '%s' (%d partitions)",
+                 cli_esc(name, shown, sizeof shown), parts);
+    else
+        snprintf(buf, size, "queue '%s'", cli_esc(name, shown, sizeof shown));
+    return buf;
+}
+
 int cli_print_json(size_t (*fn)(const void *ctx, char *buf, size_t size),
                    const void *ctx) {
     char probe[1];
@@ -301,16 +313,17 @@ static size_t pending_json(const void *ctx, char *buf, size_t size) {
     return emq_pending_json(l->e, l->n, buf, size);
 }
 
-/* The pending entries of one queue (a topic's partition when part >= 0),
- * printed as rows or JSON lines; *total counts them. */
-static int pending_of(const char *verb, const cli_args *a, const char *queue,
-                      int part, long long min_idle, long long count,
-                      int header, size_t *total) {
+/* The pending entries of queue or topic (every partition's, oldest first,
+ * each line naming its partition), as rows or JSON lines; *total counts
+ * them and *parts gets the partition count (0: a queue). */
+static int pending_of(const char *verb, const cli_args *a, long long min_idle,
+                      long long count, size_t *total, int *parts) {
     emq_conf_t *conf = NULL;
     emq_admin_t *admin = NULL;
-    int rc = cli_admin_open(verb, queue, &conf, &admin);
+    int rc = cli_admin_open_args(verb, a->pos[0], a, &conf, &admin);
     if (rc != CLI_OK)
         return rc;
+    *parts = emq_admin_partition_count(admin);
     emq_pending_entry *e = NULL;
     size_t n = 0;
     emq_error err;
@@ -318,49 +331,33 @@ static int pending_of(const char *verb, const cli_args *a, const char *queue,
         admin, a->value[O_GROUP],
         a->seen[O_CONSUMER] ? a->value[O_CONSUMER] : NULL, min_idle,
         (size_t)count, &e, &n, &err);
+    char target[400];
     if (st == EMQ_ESERVER && strstr(err.message, "NOGROUP"))
-        rc = cli_err(CLI_FAIL, "no group '%s' on queue '%s'; see 'echomq info "
+        rc = cli_err(CLI_FAIL, "no group '%s' on %s; see 'echomq info "
                                "%s' for its groups",
-                     a->value[O_GROUP], queue, queue);
+                     a->value[O_GROUP],
+                     cli_target(admin, a->pos[0], target, sizeof target),
+                     a->pos[0]);
     else if (st != EMQ_OK)
         rc = cli_runtime_err(conf, st, &err, "listing pending entries");
-    else if (a->seen[O_JSON] && n && part < 0) {
+    else if (a->seen[O_JSON] && n) {
         pending_list l = {e, n};
         rc = cli_print_json(pending_json, &l);
-    } else if (a->seen[O_JSON] && n) {
-        /* Each line an object: the partition goes first in it. */
-        for (size_t i = 0; i < n && rc == CLI_OK; i++) {
-            pending_list l = {e + i, 1};
-            char probe[1];
-            size_t need = pending_json(&l, probe, sizeof probe);
-            char *line = malloc(need + 1);
-            if (line == NULL) {
-                rc = cli_err(CLI_FAIL, "out of memory");
-                break;
-            }
-            pending_json(&l, line, need + 1);
-            size_t len = strcspn(line, "\n");
-            printf("{\"partition\":%d,%.*s\n", part, (int)(len - 1),
-                   line + 1);
-            free(line);
-        }
     } else if (!a->seen[O_JSON]) {
         char cname[300];
-        if (header)
-            printf("%s%-22s  %-20s  %8s  %10s\n",
-                   part >= 0 ? "PARTITION  " : "", "ID", "CONSUMER", "IDLE",
-                   "DELIVERIES");
+        printf("%s%-22s  %-20s  %8s  %10s\n", *parts ? "PARTITION  " : "",
+               "ID", "CONSUMER", "IDLE", "DELIVERIES");
         for (size_t i = 0; i < n; i++) {
             char idle[32];
-            if (part >= 0)
-                printf("%9d  ", part);
+            if (*parts)
+                printf("%9d  ", e[i].partition);
             printf("%-22s  %-20s  %8s  %10llu\n", e[i].id.str,
                    cli_esc(e[i].consumer, cname, sizeof cname),
                    cli_duration(e[i].idle_ms, idle, sizeof idle),
                    (unsigned long long)e[i].deliveries);
         }
     }
-    *total += n;
+    *total = n;
     emq_free_array(e);
     emq_admin_destroy(admin);
     emq_conf_destroy(conf);
@@ -380,34 +377,14 @@ int cmd_pending(int argc, char **argv) {
                      &min_idle);
     if (rc == CLI_OK && a.seen[O_COUNT])
         rc = cli_num(verb, "--count", a.value[O_COUNT], 1, 10000000, &count);
-    /* A topic (told, or recorded in the server): every partition. */
-    long long parts = 1;
-    emq_conf_t *conf = rc == CLI_OK ? cli_conf(a.pos[0]) : NULL;
-    if (rc == CLI_OK && conf == NULL)
-        rc = CLI_USAGE;
-    if (rc == CLI_OK)
-        rc = cli_partitions(&a, conf);
-    if (rc == CLI_OK)
-        rc = cli_find_topic(&a, conf);
-    if (rc == CLI_OK) {
-        char text[24] = "1";
-        emq_conf_get(conf, "partitions", text, sizeof text, NULL);
-        parts = strtoll(text, NULL, 10);
-    }
-    emq_conf_destroy(conf);
     size_t total = 0;
-    if (rc == CLI_OK && parts <= 1)
-        rc = pending_of(verb, &a, a.pos[0], -1, min_idle, count, 1, &total);
-    for (long long i = 0; rc == CLI_OK && parts > 1 && i < parts; i++) {
-        char queue[300];
-        snprintf(queue, sizeof queue, "%s.%lld", a.pos[0], i);
-        rc = pending_of(verb, &a, queue, (int)i, min_idle, count, i == 0,
-                        &total);
-    }
+    int parts = 0;
+    if (rc == CLI_OK)
+        rc = pending_of(verb, &a, min_idle, count, &total, &parts);
     if (rc == CLI_OK && !a.seen[O_JSON])
         cli_note("%zu pending entr%s%s%s", total, total == 1 ? "y" : "ies",
-                 parts > 1 ? " in all partitions" : "",
-                 parts <= 1 && total == (size_t)count
+                 parts > 0 ? " in all partitions" : "",
+                 total == (size_t)count
                      ? " (the --count limit; there may be more)"
                      : "");
     free(a.pos);

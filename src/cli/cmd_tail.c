@@ -53,66 +53,204 @@ static void stop_tail(void *opaque) {
     atomic_store(&tail_stopping, 1);
 }
 
-/* Writes the entries of an XRANGE-shaped reply (an array of [id,
- * [name, value, ...]]) as lines, oldest first (reverse: the reply is
- * newest first). Sets last to the newest ID. Returns CLI_OK or CLI_FAIL. */
-static int print_entries(const cli_lines *lines, const char *stream,
-                         const emq_reply *r, int reverse, char *last,
-                         size_t last_size) {
-    size_t n = emq_reply_len(r);
+/* One stream tailed: a queue's, or a topic partition's. */
+typedef struct tailed {
+    const char *key;
+    emq_admin_t *handle; /* borrowed: the queue's or the partition's */
+    char last[64]; /* the newest ID shown (XREAD's exclusive start) */
+} tailed;
+
+/* An entry of a gathered reply, for ordering the streams' entries. */
+typedef struct tail_id {
+    unsigned long long ms, seq;
+} tail_id;
+
+/* Parses "ms-seq" (or "ms"): 0, or -1 when text is not an ID. */
+static int id_parse(const char *text, size_t len, tail_id *out) {
+    char buf[64], *end;
+    if (len == 0 || len >= sizeof buf || text[0] < '0' || text[0] > '9')
+        return -1;
+    memcpy(buf, text, len);
+    buf[len] = '\0';
+    out->seq = 0;
+    out->ms = strtoull(buf, &end, 10);
+    if (*end == '-') {
+        const char *seq = end + 1;
+        if (*seq < '0' || *seq > '9')
+            return -1;
+        out->seq = strtoull(seq, &end, 10);
+    }
+    return *end == '\0' ? 0 : -1;
+}
+
+typedef struct tail_item {
+    tail_id id;
+    int stream;
+    const emq_reply *entry;
+} tail_item;
+
+static int item_cmp(const void *x, const void *y) {
+    const tail_item *a = x, *b = y;
+    if (a->id.ms != b->id.ms)
+        return a->id.ms < b->id.ms ? -1 : 1;
+    if (a->id.seq != b->id.seq)
+        return a->id.seq < b->id.seq ? -1 : 1;
+    return (a->stream > b->stream) - (a->stream < b->stream);
+}
+
+/* Writes one entry [id, [name, value, ...]] of stream t as a line into
+ * buf and moves t->last to its ID. Returns CLI_OK or CLI_FAIL. */
+static int add_line(const cli_lines *lines, tailed *t, const emq_reply *e,
+                    char **buf, size_t *len, size_t *cap) {
+    const emq_reply *pairs = emq_reply_at(e, 1);
+    size_t idlen, nf = emq_reply_len(pairs) / 2;
+    const char *id = emq_reply_str(emq_reply_at(e, 0), &idlen);
+    if (id == NULL || idlen >= sizeof t->last)
+        return CLI_OK;
+    char idz[64];
+    memcpy(idz, id, idlen);
+    idz[idlen] = '\0';
+    emq_field *f = calloc(nf ? nf : 1, sizeof *f);
+    if (f == NULL)
+        return cli_err(CLI_FAIL, "out of memory");
+    for (size_t i = 0; i < nf; i++) {
+        f[i].name = emq_reply_str(emq_reply_at(pairs, 2 * i), &f[i].name_len);
+        f[i].value =
+            emq_reply_str(emq_reply_at(pairs, 2 * i + 1), &f[i].value_len);
+    }
+    emq_entry entry = {idz, 0, f, nf, t->key, NULL, NULL};
+    int rc = cli_line_append(lines, &entry, buf, len, cap) == 0
+                 ? CLI_OK
+                 : cli_err(CLI_FAIL, "out of memory");
+    free(f);
+    snprintf(t->last, sizeof t->last, "%s", idz);
+    return rc;
+}
+
+/* Writes the entries of n XRANGE-shaped replies (r[i] from stream t[i]:
+ * arrays of [id, [name, value, ...]]) as lines, oldest first by ID across
+ * the streams: the first count of them, or with newest the last count.
+ * Returns CLI_OK or CLI_FAIL. */
+static int print_entries(const cli_lines *lines, tailed *t,
+                         emq_reply *const *r, int n, size_t count,
+                         int newest) {
+    size_t all = 0;
+    for (int i = 0; i < n; i++)
+        all += emq_reply_len(r[i]);
+    tail_item *items = calloc(all ? all : 1, sizeof *items);
+    if (items == NULL)
+        return cli_err(CLI_FAIL, "out of memory");
+    size_t k = 0;
+    for (int i = 0; i < n; i++)
+        for (size_t j = 0; j < emq_reply_len(r[i]); j++) {
+            const emq_reply *e = emq_reply_at(r[i], j);
+            size_t idlen;
+            const char *id = emq_reply_str(emq_reply_at(e, 0), &idlen);
+            if (id == NULL || id_parse(id, idlen, &items[k].id) != 0)
+                continue;
+            items[k].stream = i;
+            items[k++].entry = e;
+        }
+    qsort(items, k, sizeof *items, item_cmp);
+    size_t from = newest && k > count ? k - count : 0;
+    size_t to = !newest && k > count ? count : k;
     char *buf = NULL;
     size_t len = 0, cap = 0;
     int rc = CLI_OK;
-    for (size_t k = 0; k < n && rc == CLI_OK; k++) {
-        const emq_reply *e = emq_reply_at(r, reverse ? n - 1 - k : k);
-        const emq_reply *pairs = emq_reply_at(e, 1);
-        size_t idlen, nf = emq_reply_len(pairs) / 2;
-        const char *id = emq_reply_str(emq_reply_at(e, 0), &idlen);
-        if (id == NULL || idlen >= 64)
-            continue;
-        char idz[64];
-        memcpy(idz, id, idlen);
-        idz[idlen] = '\0';
-        emq_field *f = calloc(nf ? nf : 1, sizeof *f);
-        if (f == NULL) {
-            rc = cli_err(CLI_FAIL, "out of memory");
-            break;
-        }
-        for (size_t i = 0; i < nf; i++) {
-            f[i].name = emq_reply_str(emq_reply_at(pairs, 2 * i),
-                                      &f[i].name_len);
-            f[i].value = emq_reply_str(emq_reply_at(pairs, 2 * i + 1),
-                                       &f[i].value_len);
-        }
-        emq_entry entry = {idz, 0, f, nf, stream, NULL, NULL};
-        if (cli_line_append(lines, &entry, &buf, &len, &cap) != 0)
-            rc = cli_err(CLI_FAIL, "out of memory");
-        free(f);
-        snprintf(last, last_size, "%s", idz);
-    }
+    for (size_t x = from; x < to && rc == CLI_OK; x++)
+        rc = add_line(lines, &t[items[x].stream], items[x].entry, &buf, &len,
+                      &cap);
     if (rc == CLI_OK && len > 0 &&
         (fwrite(buf, 1, len, stdout) != len || fflush(stdout) != 0))
         rc = cli_err(CLI_FAIL, "writing stdout failed");
     free(buf);
+    free(items);
     return rc;
 }
 
-/* One command; an error reply is a failure naming what was asked. */
-static int ask(emq_conn_t *conn, const emq_conf_t *conf, int argc,
+/* One command on stream t's route; an error reply is a failure naming
+ * what was asked. */
+static int ask(tailed *t, const emq_conf_t *conf, int argc,
                const char *const *argv, emq_reply **out) {
     emq_error err;
-    emq_status st = emq_conn_command(conn, argc, argv, NULL, out, &err);
+    emq_status st = emq_admin_command(t->handle, argc, argv, NULL, out, &err);
     if (st != EMQ_OK)
         return cli_runtime_err(conf, st, &err, "reading the stream");
     if (emq_reply_kind(*out) == EMQ_REPLY_ERROR) {
         char text[300];
-        snprintf(text, sizeof text, "%s failed: %s", argv[0],
+        snprintf(text, sizeof text, "%s %s failed: %s", argv[0], t->key,
                  emq_reply_format(*out));
         emq_reply_free(*out);
         *out = NULL;
         return cli_err(CLI_FAIL, "%s", text);
     }
     return CLI_OK;
+}
+
+/* The entries of an XREAD reply for one stream (RESP2 [[key, entries]],
+ * RESP3 {key: entries}); NULL when none came. Borrowed. */
+static const emq_reply *read_entries(const emq_reply *r) {
+    if (emq_reply_kind(r) == EMQ_REPLY_ARRAY && emq_reply_len(r) == 1)
+        return emq_reply_at(emq_reply_at(r, 0), 1);
+    if (emq_reply_kind(r) == EMQ_REPLY_MAP && emq_reply_len(r) == 2)
+        return emq_reply_at(r, 1);
+    return NULL;
+}
+
+/* -f: new entries as they come, until a stop. A queue blocks on its one
+ * stream (1 s at a time, so a stop is seen); a topic reads each
+ * partition after its last shown entry and naps 200 ms when none had any. */
+static int follow(const cli_lines *lines, tailed *t, int n,
+                  const emq_conf_t *conf) {
+    int rc = CLI_OK;
+    cli_on_stop_signal(stop_tail, NULL);
+    while (rc == CLI_OK && !atomic_load(&tail_stopping)) {
+        int got = 0;
+        for (int i = 0; i < n && rc == CLI_OK; i++) {
+            const char *argv_read[] = {"XREAD",   "COUNT",  "1000",
+                                       "BLOCK",   "1000",   "STREAMS",
+                                       t[i].key,  t[i].last};
+            emq_reply *r = NULL;
+            const char *const *args = argv_read;
+            int argc = 8;
+            if (n > 1) { /* a topic: no BLOCK, every partition in turn */
+                static const int keep[] = {0, 1, 2, 5, 6, 7};
+                const char *nb[6];
+                for (int k = 0; k < 6; k++)
+                    nb[k] = argv_read[keep[k]];
+                rc = ask(&t[i], conf, 6, nb, &r);
+            } else {
+                rc = ask(&t[i], conf, argc, args, &r);
+            }
+            const emq_reply *entries = rc == CLI_OK ? read_entries(r) : NULL;
+            if (entries != NULL && emq_reply_len(entries) > 0) {
+                got = 1;
+                emq_reply *one = (emq_reply *)entries;
+                rc = print_entries(lines, &t[i], &one, 1, SIZE_MAX, 0);
+            }
+            emq_reply_free(r);
+        }
+        if (n > 1 && !got && rc == CLI_OK)
+            for (int k = 0; k < 4 && !atomic_load(&tail_stopping); k++)
+                usleep(50 * 1000);
+    }
+    cli_signals_default();
+    atomic_store(&tail_stopping, 0);
+    return rc;
+}
+
+/* The ID just before id ("ms-seq"), for XREAD's exclusive start. */
+static void id_before(const char *id, char *out, size_t size) {
+    tail_id s = {0, 0};
+    (void)id_parse(id, strlen(id), &s);
+    if (s.seq > 0)
+        snprintf(out, size, "%llu-%llu", (unsigned long long)s.ms,
+                 (unsigned long long)s.seq - 1);
+    else if (s.ms > 0)
+        snprintf(out, size, "%llu-%llu", (unsigned long long)s.ms - 1,
+                 (unsigned long long)UINT64_MAX);
+    else
+        snprintf(out, size, "0-0");
 }
 
 int cmd_tail(int argc, char **argv) {
@@ -133,64 +271,66 @@ int cmd_tail(int argc, char **argv) {
         rc = cli_num(VERB, "--from @", from + 1, 0, INT64_MAX, &ms);
         snprintf(from_id, sizeof from_id, "%lld-0", ms);
         from = from_id;
+    } else if (rc == CLI_OK && from) {
+        tail_id check;
+        if (id_parse(from, strlen(from), &check) != 0)
+            rc = cli_usage_err(VERB, "--from '%s' is not an entry ID, "
+                                     "@UNIX-MS or -N",
+                               from);
     }
     emq_conf_t *conf = NULL;
+    emq_admin_t *admin = NULL;
     char key[1100];
     cli_lines lines = {a.seen[O_FORMAT] ? a.value[O_FORMAT] : NULL, NULL, 0};
-    if (rc == CLI_OK && (conf = cli_conf(a.pos[0])) == NULL)
-        rc = CLI_USAGE;
+    /* A topic (told, or recorded in the server): every partition. */
+    if (rc == CLI_OK)
+        rc = cli_admin_open_args(VERB, a.pos[0], &a, &conf, &admin);
+    if (rc == CLI_OK)
+        rc = cli_lines_partitions(&lines, &a, conf);
     emq_error err;
-    if (rc == CLI_OK && a.seen[O_PARTITIONS] &&
-        strcmp(a.value[O_PARTITIONS], "1") != 0)
-        rc = cli_usage_err(VERB, "tail reads one stream: give a partition "
-                                 "queue (QUEUE.3) or --stream KEY");
-    if (rc == CLI_OK && emq_conf_stream_key(conf, key, sizeof key, &err) !=
-                            EMQ_OK)
+    if (rc == CLI_OK && lines.nparts == 0 &&
+        emq_conf_stream_key(conf, key, sizeof key, &err) != EMQ_OK)
         rc = cli_err(CLI_USAGE, "%s", err.message);
-    emq_conn_t *conn = NULL;
-    emq_status st;
-    if (rc == CLI_OK && (st = emq_conn_new(conf, &conn, &err)) != EMQ_OK)
-        rc = cli_runtime_err(conf, st, &err, "connecting");
-    char n[24], last[64] = "0-0";
-    snprintf(n, sizeof n, "%lld", count);
-    emq_reply *r = NULL;
-    if (rc == CLI_OK && from) {
-        const char *argv_range[] = {"XRANGE", key, from, "+", "COUNT", n};
-        rc = ask(conn, conf, 6, argv_range, &r);
-        if (rc == CLI_OK)
-            rc = print_entries(&lines, key, r, 0, last, sizeof last);
-    } else if (rc == CLI_OK) {
-        const char *argv_rev[] = {"XREVRANGE", key, "+", "-", "COUNT", n};
-        rc = ask(conn, conf, 6, argv_rev, &r);
-        if (rc == CLI_OK)
-            rc = print_entries(&lines, key, r, 1, last, sizeof last);
-        /* An empty stream: -f follows from its first entry ("0-0"). */
+    int n = lines.nparts > 0 ? lines.nparts : 1;
+    tailed *t = calloc((size_t)n, sizeof *t);
+    emq_reply **r = calloc((size_t)n, sizeof *r);
+    if (rc == CLI_OK && (t == NULL || r == NULL))
+        rc = cli_err(CLI_FAIL, "out of memory");
+    for (int i = 0; rc == CLI_OK && i < n; i++) {
+        t[i].key = lines.nparts > 0 ? lines.part_keys[i] : key;
+        snprintf(t[i].last, sizeof t[i].last, "0-0");
+        t[i].handle = lines.nparts > 0 ? emq_admin_partition(admin, i) : admin;
     }
-    emq_reply_free(r);
-    if (rc == CLI_OK && a.seen[O_FOLLOW]) {
-        cli_on_stop_signal(stop_tail, NULL);
-        /* Short blocks, so a stop is seen within a second. */
-        while (rc == CLI_OK && !atomic_load(&tail_stopping)) {
-            const char *argv_read[] = {"XREAD", "COUNT", "1000", "BLOCK",
-                                       "1000", "STREAMS", key, last};
-            r = NULL;
-            rc = ask(conn, conf, 8, argv_read, &r);
-            if (rc == CLI_OK && emq_reply_kind(r) == EMQ_REPLY_ARRAY &&
-                emq_reply_len(r) == 1) {
-                const emq_reply *entries = emq_reply_at(emq_reply_at(r, 0), 1);
-                rc = print_entries(&lines, key, entries, 0, last,
-                                   sizeof last);
-            } else if (rc == CLI_OK && emq_reply_kind(r) == EMQ_REPLY_MAP) {
-                /* RESP3: {key: entries} */
-                rc = print_entries(&lines, key, emq_reply_at(r, 1), 0, last,
-                                   sizeof last);
-            }
-            emq_reply_free(r);
-        }
-        cli_signals_default();
-        atomic_store(&tail_stopping, 0);
+    char num[24];
+    snprintf(num, sizeof num, "%lld", count);
+    for (int i = 0; rc == CLI_OK && i < n; i++) {
+        const char *argv_range[] = {"XRANGE", t[i].key, from, "+", "COUNT",
+                                    num};
+        const char *argv_rev[] = {"XREVRANGE", t[i].key, "+", "-", "COUNT",
+                                  num};
+        rc = ask(&t[i], conf, 6, from ? argv_range : argv_rev, &r[i]);
+        if (rc != CLI_OK)
+            break;
+        /* Follow on from what each stream holds now (the last N), or
+         * from the first entry not shown (--from). */
+        const emq_reply *newest = emq_reply_at(r[i], 0);
+        size_t idlen;
+        const char *id = emq_reply_str(emq_reply_at(newest, 0), &idlen);
+        if (from)
+            id_before(from, t[i].last, sizeof t[i].last);
+        else if (id != NULL && idlen < sizeof t[i].last)
+            snprintf(t[i].last, sizeof t[i].last, "%.*s", (int)idlen, id);
     }
-    emq_conn_destroy(conn);
+    if (rc == CLI_OK)
+        rc = print_entries(&lines, t, r, n, (size_t)count, from == NULL);
+    if (rc == CLI_OK && a.seen[O_FOLLOW])
+        rc = follow(&lines, t, n, conf);
+    for (int i = 0; r && i < n; i++)
+        emq_reply_free(r[i]);
+    emq_admin_destroy(admin);
+    free(t);
+    free(r);
+    free(lines.part_keys);
     emq_conf_destroy(conf);
     free(a.pos);
     return rc;

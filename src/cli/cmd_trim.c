@@ -13,6 +13,7 @@
 static const cli_opt opts[] = {
     {"acked", 0, 0, O_ACKED},
     {"maxlen", 0, 1, O_MAXLEN},
+    {"partitions", 0, 1, O_PARTITIONS},
     {NULL, 0, 0, 0},
 };
 
@@ -24,7 +25,9 @@ static void help(void) {
            "oldest pending entry, or the one after its last-delivered ID), in\n"
            "one atomic step. With --maxlen N, deletes only as many as needed to\n"
            "keep at most N entries, and never one a group still needs. A\n"
-           "stream without groups is left alone.\n"
+           "stream without groups is left alone. On a topic (found in the\n"
+           "server, or --partitions P) every partition is trimmed, --maxlen\n"
+           "bounding each, a line each, then the totals.\n"
            "\n"
            "  --acked      required: delete only what no group needs\n"
            "  --maxlen N   keep at most N entries (as far as groups allow)\n"
@@ -49,29 +52,53 @@ int cmd_trim(int argc, char **argv) {
     emq_conf_t *conf = NULL;
     emq_admin_t *admin = NULL;
     if (rc == CLI_OK)
-        rc = cli_admin_open(verb, a.pos[0], &conf, &admin);
+        rc = cli_admin_open_args(verb, a.pos[0], &a, &conf, &admin);
     if (rc != CLI_OK) {
         free(a.pos);
         return rc;
     }
-    emq_trim_result r;
-    memset(&r, 0, sizeof r);
-    emq_error err;
-    emq_status st = emq_admin_trim_acked(admin, maxlen, -1, &r, &err);
-    if (st != EMQ_OK)
-        rc = cli_runtime_err(conf, st, &err, "trimming");
-    else if (r.no_groups)
-        printf("queue '%s' has no consumer group; nothing removed (without a "
+    /* A topic: partition by partition, a line each, then the totals. */
+    int parts = emq_admin_partition_count(admin);
+    emq_trim_result sum;
+    memset(&sum, 0, sizeof sum);
+    sum.no_groups = 1;
+    for (int i = parts > 0 ? 0 : -1; rc == CLI_OK && i < parts; i++) {
+        emq_trim_result r;
+        memset(&r, 0, sizeof r);
+        emq_error err;
+        emq_status st = emq_admin_trim_acked(
+            i < 0 ? admin : emq_admin_partition(admin, i), maxlen, -1, &r,
+            &err);
+        if (st != EMQ_OK)
+            rc = cli_runtime_err(conf, st, &err, "trimming");
+        else if (i >= 0)
+            printf("partition %d: removed %llu; oldest entry still needed: "
+                   "%s; %llu kept\n",
+                   i, (unsigned long long)r.removed,
+                   r.no_groups        ? "- (no group)"
+                   : r.floor.str[0] ? r.floor.str
+                                      : "none",
+                   (unsigned long long)r.held_back);
+        sum.removed += r.removed;
+        sum.held_back += r.held_back;
+        sum.no_groups &= r.no_groups;
+        if (i < 0)
+            sum.floor = r.floor;
+    }
+    char target[400];
+    cli_target(admin, a.pos[0], target, sizeof target);
+    if (rc == CLI_OK && sum.no_groups)
+        printf("%s has no consumer group; nothing removed (without a "
                "group echomq cannot tell what was processed)\n",
-               a.pos[0]);
-    else
-        printf("removed %llu entr%s from queue '%s'; oldest entry still "
-               "needed: %s; %llu entr%s kept because a group still needs "
-               "them\n",
-               (unsigned long long)r.removed, r.removed == 1 ? "y" : "ies",
-               a.pos[0], r.floor.str[0] ? r.floor.str : "none",
-               (unsigned long long)r.held_back,
-               r.held_back == 1 ? "y" : "ies");
+               target);
+    else if (rc == CLI_OK)
+        printf("removed %llu entr%s from %s; %s%s%s%llu entr%s kept because "
+               "a group still needs them\n",
+               (unsigned long long)sum.removed, sum.removed == 1 ? "y" : "ies",
+               target, parts > 0 ? "" : "oldest entry still needed: ",
+               parts > 0 ? "" : sum.floor.str[0] ? sum.floor.str : "none",
+               parts > 0 ? "" : "; ", (unsigned long long)sum.held_back,
+               sum.held_back == 1 ? "y" : "ies");
     emq_admin_destroy(admin);
     emq_conf_destroy(conf);
     free(a.pos);

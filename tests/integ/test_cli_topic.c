@@ -140,8 +140,8 @@ TEST_TIMEOUT(cli_pending_of_a_topic_names_partitions, 40) {
     ASSERT_EXIT(&r, 0);
     ASSERT_EQ_INT(cli_lines(r.out), 6);
     for (const char *line = r.out; *line; line = strchr(line, '\n') + 1)
-        ASSERT(strncmp(line, "{\"partition\":", 13) == 0);
-    ASSERT_CONTAINS(r.out, "{\"partition\":1,\"id\":");
+        ASSERT(strstr(line, "\"partition\":") != NULL);
+    ASSERT_CONTAINS(r.out, ",\"partition\":1}");
     cli_free(&r);
     emq_srv_stop(s);
 }

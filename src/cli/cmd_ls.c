@@ -1,10 +1,8 @@
 /* cmd_ls.c: `echomq ls`, the queues on a server, one line each.
  *
- * SCAN MATCH emq:{PATTERN} TYPE stream (bounded: SCAN_ROUNDS calls, at
- * most LS_MAX queues), keeping keys that are a queue's stream exactly
- * ("emq:{NAME}", not its dead letters "emq:{NAME}:dead"), then each queue
- * is described by the library (emq_admin_describe): length, groups, total
- * lag, pending and dead letters.
+ * The library finds the queues (emq_admin_scan_queues: SCAN on every
+ * master, at most LS_MAX), then describes each (emq_admin_describe):
+ * length, groups, total lag, pending and dead letters.
  */
 #include "cli.h"
 
@@ -13,8 +11,7 @@
 
 static const char *const VERB = "ls";
 
-/* Bounds: SCAN calls of COUNT 1000, and queues listed. */
-#define SCAN_ROUNDS 100000
+/* The most queues listed. */
 #define LS_MAX 10000
 
 static const cli_opt opts[] = {
@@ -37,83 +34,25 @@ static void help(void) {
         "  echomq ls 'orders*' --json\n");
 }
 
-static int cmp_names(const void *a, const void *b) {
-    return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-/* The queue name of a stream key "emq:{NAME}" (malloc), or NULL. */
-static char *queue_of(const char *key, size_t len) {
-    if (len < 7 || strncmp(key, "emq:{", 5) != 0 || key[len - 1] != '}')
-        return NULL;
-    const char *name = key + 5;
-    size_t n = len - 6;
-    if (memchr(name, '}', n) || memchr(name, '{', n))
-        return NULL;
-    char *out = malloc(n + 1);
-    if (out) {
-        memcpy(out, name, n);
-        out[n] = '\0';
-    }
-    return out;
-}
-
 int cli_scan_queues(const emq_conf_t *conf, const char *pattern,
                     char ***names, size_t *n) {
-    emq_conn_t *conn;
+    char **found = NULL;
+    size_t nfound = 0;
     emq_error err;
-    emq_status st = emq_conn_new(conf, &conn, &err);
+    emq_status st =
+        emq_admin_scan_queues(conf, pattern, LS_MAX, &found, &nfound, &err);
     if (st != EMQ_OK)
-        return cli_runtime_err(conf, st, &err, "connecting");
-    char match[600], cursor[32] = "0";
-    snprintf(match, sizeof match, "emq:{%s}", pattern);
-    int rc = CLI_OK;
-    for (int round = 0; round < SCAN_ROUNDS && rc == CLI_OK; round++) {
-        const char *argv[] = {"SCAN", cursor, "MATCH", match, "COUNT", "1000",
-                              "TYPE", "stream"};
-        emq_reply *r;
-        if ((st = emq_conn_command(conn, 8, argv, NULL, &r, &err)) != EMQ_OK) {
-            rc = cli_runtime_err(conf, st, &err, "listing the keys (SCAN)");
-            break;
-        }
-        if (emq_reply_kind(r) != EMQ_REPLY_ARRAY || emq_reply_len(r) != 2) {
-            rc = cli_err(CLI_FAIL, "SCAN failed: %s", emq_reply_format(r));
-            emq_reply_free(r);
-            break;
-        }
-        size_t clen;
-        const char *c = emq_reply_str(emq_reply_at(r, 0), &clen);
-        snprintf(cursor, sizeof cursor, "%.*s", c ? (int)clen : 1,
-                 c ? c : "0");
-        const emq_reply *keys = emq_reply_at(r, 1);
-        for (size_t i = 0; i < emq_reply_len(keys) && rc == CLI_OK; i++) {
-            size_t len;
-            const char *key = emq_reply_str(emq_reply_at(keys, i), &len);
-            char *name = key ? queue_of(key, len) : NULL;
-            if (name == NULL)
-                continue;
-            if (*n == LS_MAX) {
-                free(name);
-                rc = cli_err(CLI_FAIL, "more than %d queues match: narrow "
-                                       "PATTERN",
-                             LS_MAX);
-                break;
-            }
-            char **grown = realloc(*names, (*n + 1) * sizeof *grown);
-            if (grown == NULL) {
-                free(name);
-                rc = cli_err(CLI_FAIL, "out of memory");
-                break;
-            }
-            *names = grown;
-            (*names)[(*n)++] = name;
-        }
-        emq_reply_free(r);
-        if (!strcmp(cursor, "0"))
-            break;
-    }
-    emq_conn_destroy(conn);
-    if (rc == CLI_OK && *n > 1)
-        qsort(*names, *n, sizeof **names, cmp_names);
+        return cli_runtime_err(conf, st, &err, "listing the queues (SCAN)");
+    char **grown = realloc(*names, (*n + nfound + 1) * sizeof *grown);
+    int rc = grown ? CLI_OK : cli_err(CLI_FAIL, "out of memory");
+    if (grown)
+        *names = grown;
+    for (size_t i = 0; rc == CLI_OK && i < nfound; i++)
+        if (((*names)[*n] = strdup(found[i])) != NULL)
+            (*n)++;
+        else
+            rc = cli_err(CLI_FAIL, "out of memory");
+    emq_queue_names_free(found, nfound);
     return rc;
 }
 

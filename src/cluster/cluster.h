@@ -168,6 +168,19 @@ emq_status emq_route_get_reply(emq_route *route, emq_reply **reply,
                                emq_error *err);
 /* Appended commands whose replies have not been read yet. */
 size_t emq_route_pending(const emq_route *route);
+/* What emq_route_each_master calls for one master: conn is its
+ * connection (borrowed; plain commands only, nothing left unread), name
+ * its "host:port". */
+typedef emq_status (*emq_route_master_fn)(emq_conn_t *conn, const char *name,
+                                          void *ctx, emq_error *err);
+/* Calls fn for every master of the cluster that serves a slot (connecting
+ * as needed), in slot-map order, or once for a standalone server's
+ * connection: for commands about a whole server (SCAN). The first failure
+ * ends the walk, prefixed with the node. EMQ_ESERVER when the slot map is
+ * not known (an ACL refusing CLUSTER SHARDS and SLOTS); EMQ_ECLOSED with
+ * replies unread. */
+emq_status emq_route_each_master(emq_route *route, emq_route_master_fn fn,
+                                 void *ctx, emq_error *err);
 /* Drops every connection (unread replies are lost), rediscovers the slot's
  * master from the seeds and every node known so far (after a failover the
  * old master may be gone) and connects to it, sleeping the conn layer's

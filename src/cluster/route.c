@@ -910,6 +910,45 @@ emq_status emq_route_command(emq_route *route, int argc,
     return emq_route_get_reply(route, reply, err);
 }
 
+emq_status emq_route_each_master(emq_route *route, emq_route_master_fn fn,
+                                 void *ctx, emq_error *err) {
+    if (route->single)
+        return fn(armed(route, route->single), route->name, ctx, err);
+    if (route->broken.code != EMQ_OK)
+        return sticky(route, err);
+    if (route->qlen > 0)
+        return emq_error_set(err, EMQ_ECLOSED, 0,
+                             "%zu pipelined replies are still unread",
+                             route->qlen);
+    if (!route->mapped)
+        return emq_error_set(err, EMQ_ESERVER, 0,
+                             "the cluster's masters are not known: the "
+                             "server refused CLUSTER SHARDS and CLUSTER "
+                             "SLOTS (allow them in the user's ACL)");
+    /* The masters that serve a slot: a node the map learnt but that owns
+     * nothing holds no keys. */
+    char *serves = emq_calloc(route->map.nnodes ? route->map.nnodes : 1, 1);
+    if (serves == NULL)
+        return emq_error_set(err, EMQ_ENOMEM, 0, "out of memory");
+    for (size_t s = 0; s < EMQ_CLUSTER_SLOTS; s++)
+        if (route->map.owner[s] != EMQ_SLOT_NONE)
+            serves[route->map.owner[s]] = 1;
+    emq_status st = EMQ_OK;
+    for (size_t i = 0; i < route->map.nnodes && st == EMQ_OK; i++) {
+        if (!serves[i])
+            continue;
+        char name[EMQ_CLUSTER_HOST_MAX + 16];
+        node_name(&route->map.nodes[i], name, sizeof name);
+        st = link_connect(route, (int)i, err);
+        if (st == EMQ_OK)
+            st = fn(armed(route, route->links[i].conn), name, ctx, err);
+        if (st != EMQ_OK)
+            emq_error_prefix(err, "master %s", name);
+    }
+    emq_free(serves);
+    return st;
+}
+
 size_t emq_route_pending(const emq_route *route) {
     if (route == NULL)
         return 0;

@@ -14,11 +14,13 @@
 #include "harness/server.h"
 #include "harness/test.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -264,6 +266,42 @@ static inline long long srv_connections(const emq_srv *s) {
     emq_srv_cmd(s, out, sizeof out, "INFO", "stats", NULL);
     const char *p = strstr(out, "total_connections_received:");
     return p ? atoll(p + 27) : -1;
+}
+
+/* GET path from 127.0.0.1:port (HTTP/1.0); the whole response into out.
+ * 0 on success. */
+static inline int cli_http_get(int port, const char *path, char *out, size_t size) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET,
+                            .sin_port = htons((uint16_t)port),
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    out[0] = '\0';
+    if (fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    char req[512];
+    int n = snprintf(req, sizeof req, "GET %s HTTP/1.0\r\nHost: x\r\n\r\n",
+                     path);
+    if (write(fd, req, (size_t)n) != n) {
+        close(fd);
+        return -1;
+    }
+    size_t len = 0;
+    int64_t end = cli_ms() + 5000;
+    while (len < size - 1 && cli_ms() < end) {
+        struct pollfd p = {fd, POLLIN, 0};
+        if (poll(&p, 1, 200) <= 0)
+            continue;
+        ssize_t got = read(fd, out + len, size - 1 - len);
+        if (got <= 0)
+            break;
+        len += (size_t)got;
+    }
+    out[len] = '\0';
+    close(fd);
+    return 0;
 }
 
 #endif /* EMQ_TEST_CLI_HELPERS_H */

@@ -12,42 +12,6 @@
 #include <signal.h>
 #include <sys/socket.h>
 
-/* GET path from 127.0.0.1:port (HTTP/1.0); the whole response into out.
- * 0 on success. */
-static int http_get(int port, const char *path, char *out, size_t size) {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET,
-                            .sin_port = htons((uint16_t)port),
-                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    out[0] = '\0';
-    if (fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
-        if (fd >= 0)
-            close(fd);
-        return -1;
-    }
-    char req[512];
-    int n = snprintf(req, sizeof req, "GET %s HTTP/1.0\r\nHost: x\r\n\r\n",
-                     path);
-    if (write(fd, req, (size_t)n) != n) {
-        close(fd);
-        return -1;
-    }
-    size_t len = 0;
-    int64_t end = cli_ms() + 5000;
-    while (len < size - 1 && cli_ms() < end) {
-        struct pollfd p = {fd, POLLIN, 0};
-        if (poll(&p, 1, 200) <= 0)
-            continue;
-        ssize_t got = read(fd, out + len, size - 1 - len);
-        if (got <= 0)
-            break;
-        len += (size_t)got;
-    }
-    out[len] = '\0';
-    close(fd);
-    return 0;
-}
-
 /* The queue: 5 entries, group w read 2 of them (pending to c, lag 3),
  * and one dead letter. */
 static void known_state(const emq_srv *s) {
@@ -73,7 +37,7 @@ static pid_t start_exporter(const emq_srv *s, int port) {
                           NULL, NULL, NULL);
     char page[256];
     int64_t end = cli_ms() + 5000;
-    while (cli_ms() < end && http_get(port, "/", page, sizeof page) != 0)
+    while (cli_ms() < end && cli_http_get(port, "/", page, sizeof page) != 0)
         usleep(20000);
     return pid;
 }
@@ -84,7 +48,7 @@ TEST_TIMEOUT(cli_exporter_serves_prometheus_text, 40) {
     int port = emq_free_port();
     pid_t pid = start_exporter(s, port);
     static char page[65536];
-    ASSERT_EQ_INT(http_get(port, "/metrics", page, sizeof page), 0);
+    ASSERT_EQ_INT(cli_http_get(port, "/metrics", page, sizeof page), 0);
     ASSERT(strncmp(page, "HTTP/1.0 200 OK\r\n", 17) == 0);
     ASSERT_CONTAINS(page, "Content-Type: text/plain; version=0.0.4");
     ASSERT_CONTAINS(page, "# TYPE echomq_queue_length gauge\n");
@@ -123,7 +87,7 @@ TEST_TIMEOUT(cli_exporter_serves_prometheus_text, 40) {
         why[n > 0 ? n : 0] = '\0';
         FAIL("promtool check metrics failed: %s", why);
     }
-    ASSERT_EQ_INT(http_get(port, "/other", page, sizeof page), 0);
+    ASSERT_EQ_INT(cli_http_get(port, "/other", page, sizeof page), 0);
     ASSERT(strncmp(page, "HTTP/1.0 404", 12) == 0);
     kill(pid, SIGTERM);
     ASSERT_EQ_INT(cli_wait(pid, 5000), 0);
@@ -178,7 +142,7 @@ TEST_TIMEOUT(cli_exporter_scraped_by_a_real_prometheus, 90) {
     int64_t end = cli_ms() + 40000;
     while (cli_ms() < end && !got) {
         usleep(500 * 1000);
-        if (http_get(pport, path, page, sizeof page) == 0 &&
+        if (cli_http_get(pport, path, page, sizeof page) == 0 &&
             strstr(page, "\"status\":\"success\"") &&
             strstr(page, "\"group\":\"w\""))
             got = 1;
@@ -189,10 +153,10 @@ TEST_TIMEOUT(cli_exporter_scraped_by_a_real_prometheus, 90) {
         ASSERT_CONTAINS(page, ",\"2\"]"); /* [time, "2"] */
         snprintf(path, sizeof path,
                  "/api/v1/query?query=echomq_queue_length");
-        ASSERT_EQ_INT(http_get(pport, path, page, sizeof page), 0);
+        ASSERT_EQ_INT(cli_http_get(pport, path, page, sizeof page), 0);
         ASSERT_CONTAINS(page, ",\"5\"]");
         snprintf(path, sizeof path, "/api/v1/query?query=up%%7Bjob%%3D%%22echomq%%22%%7D");
-        ASSERT_EQ_INT(http_get(pport, path, page, sizeof page), 0);
+        ASSERT_EQ_INT(cli_http_get(pport, path, page, sizeof page), 0);
         ASSERT_CONTAINS(page, ",\"1\"]");
     }
     kill(prom, SIGTERM);

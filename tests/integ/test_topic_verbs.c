@@ -362,3 +362,72 @@ TEST_TIMEOUT(admin_topic_handle_verbs, 60) {
     emq_conf_destroy(conf);
     emq_srv_stop(s);
 }
+
+/* ls, top and the exporter find the queues of every master: queues whose
+ * slots lie on each of the 3 masters, asked through one node. */
+TEST_TIMEOUT(cluster_ls_top_exporter_see_every_master, 90) {
+    emq_cl *c = emq_cl_start(3, 0);
+    /* A queue on each master: names tried until each master has one. */
+    char names[3][16] = {"", "", ""};
+    for (int i = 0, found = 0; found < 3 && i < 200; i++) {
+        char name[16], key[32];
+        snprintf(name, sizeof name, "q%d", i);
+        snprintf(key, sizeof key, "emq:{%s}", name);
+        int owner =
+            emq_cl_owner(c, 0, emq_cluster_key_slot(key, strlen(key)));
+        ASSERT(owner >= 0 && owner < 3);
+        if (names[owner][0] == '\0') {
+            snprintf(names[owner], sizeof names[owner], "%s", name);
+            found++;
+        }
+    }
+    const char *url = emq_srv_url(emq_cl_node(c, 0));
+    cli_result r;
+    for (int m = 0; m < 3; m++) {
+        ASSERT(names[m][0] != '\0');
+        CLI(&r, url, "produce", names[m], "n=1");
+        ASSERT_EXIT(&r, 0);
+        cli_free(&r);
+    }
+    CLI(&r, url, "ls");
+    ASSERT_EXIT(&r, 0);
+    for (int m = 0; m < 3; m++) {
+        char row[64];
+        snprintf(row, sizeof row, "\n%s ", names[m]);
+        ASSERT_CONTAINS(r.out, row);
+    }
+    cli_free(&r);
+    CLI(&r, url, "top", "-n", "1", "--interval", "100");
+    ASSERT_EXIT(&r, 0);
+    for (int m = 0; m < 3; m++)
+        ASSERT_CONTAINS(r.out, names[m]);
+    cli_free(&r);
+    int port = emq_free_port();
+    char listen[64];
+    snprintf(listen, sizeof listen, "127.0.0.1:%d", port);
+    pid_t pid = cli_spawn(url, CLI_ARGS("exporter", "--listen", listen, "-q"),
+                          NULL, NULL, NULL);
+    static char page[65536];
+    int64_t end = cli_ms() + 10000;
+    int have = 0;
+    while (!have && cli_ms() < end) {
+        if (cli_http_get(port, "/metrics", page, sizeof page) == 0) {
+            have = 1;
+            for (int m = 0; m < 3; m++) {
+                char metric[96];
+                snprintf(metric, sizeof metric,
+                         "echomq_queue_length{queue=\"%s\"} 1\n", names[m]);
+                have &= strstr(page, metric) != NULL;
+            }
+        }
+        if (!have)
+            usleep(100 * 1000);
+    }
+    kill(pid, SIGTERM);
+    int status;
+    waitpid(pid, &status, 0);
+    if (!have)
+        FAIL("the exporter does not show every master's queue:\n%.3000s",
+             page);
+    emq_cl_stop(c);
+}

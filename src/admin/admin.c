@@ -7,6 +7,16 @@
 #include <stdio.h>
 #include <string.h>
 
+/* Opens partition i's admin handle into a->parts. */
+static emq_status open_part(int i, const emq_conf_t *part, void *ctx,
+                            emq_error *err) {
+    emq_admin_t *a = ctx;
+    emq_status st = emq_admin_new(part, &a->parts[i], err);
+    if (st == EMQ_OK)
+        a->nparts = (size_t)i + 1;
+    return st;
+}
+
 emq_status emq_admin_new(const emq_conf_t *conf, emq_admin_t **out,
                          emq_error *err) {
     *out = NULL;
@@ -25,19 +35,12 @@ emq_status emq_admin_new(const emq_conf_t *conf, emq_admin_t **out,
     if (st == EMQ_OK)
         st = emq_keys_resolve(conf->queue, conf->stream, &a->keys, err);
     if (st == EMQ_OK && emq_topic_is(conf)) {
-        size_t n = (size_t)conf->partitions;
-        a->parts = emq_calloc(n, sizeof *a->parts);
+        a->parts = emq_calloc((size_t)conf->partitions, sizeof *a->parts);
         if (a->parts == NULL)
             st = emq_error_set(err, EMQ_ENOMEM, 0, "out of memory");
-        for (size_t i = 0; i < n && st == EMQ_OK; i++) {
-            emq_conf_t *pc;
-            st = emq_topic_partition_conf(conf, (int)i, &pc, err);
-            if (st == EMQ_OK) {
-                st = emq_admin_new(pc, &a->parts[i], err);
-                emq_conf_destroy(pc);
-            }
-            a->nparts = i + 1;
-        }
+        else
+            st = emq_topic_open_parts(conf, 0, (int)conf->partitions,
+                                      open_part, a, err);
     } else if (st == EMQ_OK) {
         st = emq_route_new(a->conf, a->keys.stream, &a->route, err);
     }

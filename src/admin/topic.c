@@ -39,8 +39,7 @@ emq_status emq_admin_each(emq_admin_t *a, emq_admin_step step, void *ctx,
     for (size_t i = 0; i < a->nparts; i++) {
         emq_status st = step(a->parts[i], (int)i, ctx, err);
         if (st != EMQ_OK) {
-            emq_error_prefix(err, "partition %zu (%s)", i,
-                             a->parts[i]->keys.stream);
+            emq_topic_error_prefix(err, a->conf, i);
             return st;
         }
     }

@@ -72,25 +72,23 @@ static emq_status make(const emq_conf_t *conf, emq_handler_fn handler,
                        emq_batch_handler_fn batch_handler, void *opaque,
                        emq_consumer_t **out, emq_error *err);
 
+/* Makes partition i's consumer into c->parts, with c's handlers. */
+static emq_status open_part(int i, const emq_conf_t *part, void *ctx,
+                            emq_error *err) {
+    emq_consumer_t *c = ctx;
+    emq_status st = make(part, c->handler, c->batch_handler, c->opaque,
+                         &c->parts[i], err);
+    if (st == EMQ_OK)
+        c->nparts = (size_t)i + 1;
+    return st;
+}
+
 static emq_status new_parts(emq_consumer_t *c, emq_error *err) {
-    c->nparts = (size_t)c->conf->partitions;
-    c->parts = emq_calloc(c->nparts, sizeof *c->parts);
-    if (c->parts == NULL) {
-        c->nparts = 0;
+    c->parts = emq_calloc((size_t)c->conf->partitions, sizeof *c->parts);
+    if (c->parts == NULL)
         return emq_error_set(err, EMQ_ENOMEM, 0, "out of memory");
-    }
-    for (size_t i = 0; i < c->nparts; i++) {
-        emq_conf_t *pc;
-        emq_status st = emq_topic_partition_conf(c->conf, (int)i, &pc, err);
-        if (st == EMQ_OK) {
-            st = make(pc, c->handler, c->batch_handler, c->opaque,
-                      &c->parts[i], err);
-            emq_conf_destroy(pc);
-        }
-        if (st != EMQ_OK)
-            return st;
-    }
-    return EMQ_OK;
+    return emq_topic_open_parts(c->conf, 0, (int)c->conf->partitions,
+                                open_part, c, err);
 }
 
 static emq_status make(const emq_conf_t *conf, emq_handler_fn handler,

@@ -98,6 +98,20 @@ emq_status emq_topic_check(const emq_conf_t *conf, emq_error *err);
  * *out is caller-owned (emq_conf_destroy). */
 emq_status emq_topic_partition_conf(const emq_conf_t *conf, int i,
                                     emq_conf_t **out, emq_error *err);
+/* What a topic's producer, consumer or admin does to open partition i
+ * from its conf part (borrowed for the call): make its own handle. */
+typedef emq_status (*emq_topic_open_fn)(int i, const emq_conf_t *part,
+                                        void *ctx, emq_error *err);
+/* The one way a topic handle builds its partitions: calls open for each
+ * partition i in [from, to) of topic conf with that partition's conf
+ * (emq_topic_partition_conf). The first failure ends the walk, prefixed
+ * by emq_topic_error_prefix. */
+emq_status emq_topic_open_parts(const emq_conf_t *conf, int from, int to,
+                                emq_topic_open_fn open, void *ctx,
+                                emq_error *err);
+/* Prefixes err with "partition i (emq:{<topic>.<i>})": how every failure
+ * of one partition of topic conf is named. */
+void emq_topic_error_prefix(emq_error *err, const emq_conf_t *conf, size_t i);
 /* The partition of a message key: CRC16(key) mod nparts. */
 unsigned emq_topic_key_partition(const char *key, size_t len,
                                  unsigned nparts);

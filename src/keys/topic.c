@@ -71,6 +71,29 @@ emq_status emq_topic_partition_conf(const emq_conf_t *conf, int i,
     return EMQ_OK;
 }
 
+emq_status emq_topic_open_parts(const emq_conf_t *conf, int from, int to,
+                                emq_topic_open_fn open, void *ctx,
+                                emq_error *err) {
+    for (int i = from; i < to; i++) {
+        emq_conf_t *part;
+        emq_status st = emq_topic_partition_conf(conf, i, &part, err);
+        if (st == EMQ_OK) {
+            st = open(i, part, ctx, err);
+            emq_conf_destroy(part);
+        }
+        if (st != EMQ_OK) {
+            emq_topic_error_prefix(err, conf, (size_t)i);
+            return st;
+        }
+    }
+    return EMQ_OK;
+}
+
+void emq_topic_error_prefix(emq_error *err, const emq_conf_t *conf,
+                            size_t i) {
+    emq_error_prefix(err, "partition %zu (emq:{%s.%zu})", i, conf->queue, i);
+}
+
 unsigned emq_topic_key_partition(const char *key, size_t len,
                                  unsigned nparts) {
     if (nparts <= 1)

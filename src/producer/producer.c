@@ -231,18 +231,21 @@ static emq_status produce(emq_producer_t *p, const emq_message *msgs,
 
 /* ---- topics ------------------------------------------------------------ */
 
-/* Partition i's producer, opened on first use (by one thread). */
+/* Makes partition i's producer into p->parts. */
+static emq_status open_part(int i, const emq_conf_t *part, void *ctx,
+                            emq_error *err) {
+    emq_producer_t *p = ctx;
+    return emq_producer_new(part, &p->parts[i], err);
+}
+
+/* Partition i's producer, opened on first use (by one thread). A failure
+ * names the partition. */
 static emq_status part_open(emq_producer_t *p, size_t i, emq_error *err) {
     pthread_mutex_lock(&p->parts_mu);
     emq_status st = EMQ_OK;
-    if (p->parts[i] == NULL) {
-        emq_conf_t *conf;
-        st = emq_topic_partition_conf(p->conf, (int)i, &conf, err);
-        if (st == EMQ_OK) {
-            st = emq_producer_new(conf, &p->parts[i], err);
-            emq_conf_destroy(conf);
-        }
-    }
+    if (p->parts[i] == NULL)
+        st = emq_topic_open_parts(p->conf, (int)i, (int)i + 1, open_part, p,
+                                  err);
     pthread_mutex_unlock(&p->parts_mu);
     return st;
 }
@@ -319,7 +322,8 @@ static emq_status topic_produce(emq_producer_t *p, const emq_message *msgs,
         emq_error_clear(&one);
         size_t w = 0;
         emq_status rs = part_open(p, k, &one);
-        if (rs == EMQ_OK)
+        int opened = rs == EMQ_OK; /* an open failure names its partition */
+        if (opened)
             rs = produce(p->parts[k], sorted + from, cnt,
                          sub_ids ? sub_ids + from : NULL, &w, single, &one);
         else if (sub_ids)
@@ -328,8 +332,8 @@ static emq_status topic_produce(emq_producer_t *p, const emq_message *msgs,
         if (rs != EMQ_OK && first == EMQ_OK) {
             first = rs;
             first_err = one;
-            emq_error_prefix(&first_err, "partition %zu (emq:{%s.%zu})", k,
-                             p->conf->queue, k);
+            if (opened)
+                emq_topic_error_prefix(&first_err, p->conf, k);
         }
     }
     if (ids)
@@ -448,11 +452,8 @@ static emq_status async_any(emq_producer_t *p, const char *key,
     if (p->nparts == 0)
         return emq_sender_async(p, &m, cb, opaque, err);
     size_t k = partition_of(p, key, key_len);
-    if ((st = part_open(p, k, err)) != EMQ_OK) {
-        emq_error_prefix(err, "partition %zu (emq:{%s.%zu})", k,
-                         p->conf->queue, k);
+    if ((st = part_open(p, k, err)) != EMQ_OK)
         return st;
-    }
     return emq_sender_async(p->parts[k], &m, cb, opaque, err);
 }
 
@@ -507,8 +508,7 @@ emq_status emq_producer_flush(emq_producer_t *p, int64_t timeout_ms,
         emq_status st =
             emq_sender_flush(part, left < 0 && deadline >= 0 ? 0 : left, err);
         if (st != EMQ_OK) {
-            emq_error_prefix(err, "partition %zu (emq:{%s.%zu})", i,
-                             p->conf->queue, i);
+            emq_topic_error_prefix(err, p->conf, i);
             return st;
         }
     }

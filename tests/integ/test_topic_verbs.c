@@ -44,37 +44,35 @@ static long long total_len(where *w, const char *suffix) {
     return n;
 }
 
+/* Copies the line at *at (without its newline, cut to size) into buf
+ * and moves *at past it; 0 at the end of the text. */
+static int next_line(const char **at, char *buf, size_t size) {
+    if (**at == '\0')
+        return 0;
+    size_t len = strcspn(*at, "\n");
+    snprintf(buf, size, "%.*s", (int)(len < size ? len : size - 1), *at);
+    *at += len + ((*at)[len] == '\n');
+    return 1;
+}
+
 /* Lines of text that contain needle. */
 static int lines_with(const char *text, const char *needle) {
     int n = 0;
-    for (const char *line = text; *line;) {
-        const char *end = strchr(line, '\n');
-        size_t len = end ? (size_t)(end - line) : strlen(line);
-        char buf[4096];
-        snprintf(buf, sizeof buf, "%.*s", (int)(len < 4095 ? len : 4095),
-                 line);
+    char buf[4096];
+    for (const char *at = text; next_line(&at, buf, sizeof buf);)
         n += strstr(buf, needle) != NULL;
-        line += len + (end != NULL);
-    }
     return n;
 }
 
 /* The ID of the first JSON line with "partition":p, into id. */
 static void first_id_of(const char *json, int p, char *id, size_t size) {
-    char want[32];
+    char want[32], buf[4096];
     snprintf(want, sizeof want, "\"partition\":%d", p);
-    for (const char *line = json; *line;) {
-        const char *end = strchr(line, '\n');
-        size_t len = end ? (size_t)(end - line) : strlen(line);
-        char buf[4096];
-        snprintf(buf, sizeof buf, "%.*s", (int)(len < 4095 ? len : 4095),
-                 line);
+    for (const char *at = json; next_line(&at, buf, sizeof buf);)
         if (strstr(buf, want) && strncmp(buf, "{\"id\":\"", 7) == 0) {
             snprintf(id, size, "%.*s", (int)strcspn(buf + 7, "\""), buf + 7);
             return;
         }
-        line += len + (end != NULL);
-    }
     FAIL("no line of partition %d in:\n%s", p, json);
 }
 

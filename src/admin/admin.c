@@ -1,21 +1,11 @@
 /* admin.c: the admin handle and the helpers its verbs share.
  *
- * A topic's handle (partitions > 1) is one handle per partition; every
- * verb runs on each of them through topic.c's emq_admin_each. */
+ * Every verb works on one queue; a topic's handle (partitions > 1) holds
+ * one handle per partition, and topic.c runs the verbs over them. */
 #include "admin.h"
 
 #include <stdio.h>
 #include <string.h>
-
-/* Opens partition i's admin handle into a->parts. */
-static emq_status open_part(int i, const emq_conf_t *part, void *ctx,
-                            emq_error *err) {
-    emq_admin_t *a = ctx;
-    emq_status st = emq_admin_new(part, &a->parts[i], err);
-    if (st == EMQ_OK)
-        a->nparts = (size_t)i + 1;
-    return st;
-}
 
 emq_status emq_admin_new(const emq_conf_t *conf, emq_admin_t **out,
                          emq_error *err) {
@@ -34,28 +24,10 @@ emq_status emq_admin_new(const emq_conf_t *conf, emq_admin_t **out,
         st = emq_topic_check(conf, err);
     if (st == EMQ_OK)
         st = emq_keys_resolve(conf->queue, conf->stream, &a->keys, err);
-    if (st == EMQ_OK && emq_topic_is(conf)) {
-        a->parts = emq_calloc((size_t)conf->partitions, sizeof *a->parts);
-        if (a->parts == NULL)
-            st = emq_error_set(err, EMQ_ENOMEM, 0, "out of memory");
-        else
-            st = emq_topic_open_parts(conf, 0, (int)conf->partitions,
-                                      open_part, a, err);
-    } else if (st == EMQ_OK) {
+    if (st == EMQ_OK && emq_topic_is(conf))
+        st = emq_admin_topic_open(a, err);
+    else if (st == EMQ_OK)
         st = emq_route_new(a->conf, a->keys.stream, &a->route, err);
-    }
-    /* A topic opened with another count than the server records is a
-     * mistake to say now, not numbers of the wrong partitions later. */
-    int64_t recorded = 0;
-    if (st == EMQ_OK && a->nparts > 0)
-        st = emq_topic_recorded(a->parts[0]->route, conf->queue, &recorded,
-                                err);
-    if (st == EMQ_OK && recorded > 0 && recorded != conf->partitions)
-        st = emq_error_set(err, EMQ_EINVAL, 0,
-                           "topic '%.64s' has %lld partitions (recorded in "
-                           "the server), not %lld",
-                           conf->queue, (long long)recorded,
-                           (long long)conf->partitions);
     if (st != EMQ_OK) {
         emq_admin_destroy(a);
         return st;
@@ -76,22 +48,6 @@ emq_status emq_admin_topic_partitions(emq_admin_t *a, int64_t *partitions,
     if (a->conf->queue == NULL) /* a raw stream is never a topic */
         return EMQ_OK;
     return emq_topic_recorded(a->route, a->conf->queue, partitions, err);
-}
-
-/* Records the topic's count in partition part. */
-static emq_status claim_part(emq_admin_t *part, int i, void *ctx,
-                             emq_error *err) {
-    (void)i;
-    (void)ctx;
-    return emq_topic_claim(part->route, part->conf, err);
-}
-
-emq_status emq_admin_topic_create(emq_admin_t *a, emq_error *err) {
-    if (a == NULL || a->nparts == 0)
-        return emq_error_set(err, EMQ_EINVAL, 0,
-                             "creating a topic needs an admin handle made "
-                             "with partitions > 1");
-    return emq_admin_each(a, claim_part, NULL, err);
 }
 
 void emq_admin_destroy(emq_admin_t *a) {

@@ -51,6 +51,59 @@ typedef struct emq_admin_order {
 /* Sorts order by ID, then partition: a topic's lists, oldest first. */
 void emq_admin_by_id(emq_admin_order *order, size_t n);
 
+/* Opens a topic handle's partitions (a->conf partitions P > 1) and checks
+ * P against the count the server records. */
+emq_status emq_admin_topic_open(emq_admin_t *a, emq_error *err);
+
+/* The verbs on a topic handle, called by the public verbs after their
+ * own argument checks (same contracts as in echomq.h). group: create
+ * with start, destroy with start NULL; *done is 1 when any partition
+ * created or destroyed. */
+emq_status emq_admin_topic_describe(emq_admin_t *a, emq_queue_info **out,
+                                    emq_error *err);
+emq_status emq_admin_topic_pending(emq_admin_t *a, const char *group,
+                                   const char *consumer, int64_t min_idle_ms,
+                                   size_t max, emq_pending_entry **out,
+                                   size_t *n, emq_error *err);
+emq_status emq_admin_topic_setid(emq_admin_t *a, const char *group,
+                                 const char *to, uint64_t *redeliver,
+                                 emq_error *err);
+emq_status emq_admin_topic_group(emq_admin_t *a, const char *group,
+                                 const char *start, int *done,
+                                 emq_error *err);
+emq_status emq_admin_topic_prune(emq_admin_t *a, const char *group,
+                                 int64_t idle_ms, emq_prune_result *result,
+                                 emq_error *err);
+emq_status emq_admin_topic_trim(emq_admin_t *a, int64_t maxlen,
+                                int64_t max_age_ms, emq_trim_result *result,
+                                emq_error *err);
+emq_status emq_admin_topic_dead_list(emq_admin_t *a, size_t max,
+                                     emq_dead_letter **out, size_t *n,
+                                     emq_error *err);
+emq_status emq_admin_topic_requeue_all(emq_admin_t *a, uint64_t *requeued,
+                                       emq_error *err);
+emq_status emq_admin_topic_purge(emq_admin_t *a, uint64_t *removed,
+                                 emq_error *err);
+
+/* ---- shared by a verb and its topic form -------------------------------- */
+
+/* inspect.c: moves one partition's description (one, freed) into
+ * info->partitions[i] and adds it to info's totals (see emq_queue_info). */
+emq_status emq_admin_info_add(emq_queue_info *info, size_t i,
+                              emq_queue_info *one, emq_error *err);
+/* deadletters.c: XRANGE of a's dead letters from start, at most count
+ * ("": all); the reply is caller-owned. */
+emq_status emq_admin_dead_range(emq_admin_t *a, const char *start,
+                                const char *count, emq_reply **r,
+                                emq_error *err);
+/* deadletters.c: copies the dead letters of nr XRANGE replies (r[k] of
+ * partition part[k]; -1 for a queue) into one caller-owned block, at most
+ * max (0: all), oldest first by ID across the replies. */
+emq_status emq_admin_letters_build(emq_reply *const *r, const int *part,
+                                   size_t nr, size_t max,
+                                   emq_dead_letter **out, size_t *n,
+                                   emq_error *err);
+
 /* Sends one command and returns its reply (caller frees). An error reply
  * becomes EMQ_ESERVER with "<what> failed: <reply text>" and *reply NULL. */
 emq_status emq_admin_call(emq_admin_t *a, const char *what, int argc,

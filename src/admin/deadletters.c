@@ -156,7 +156,7 @@ emq_status emq_admin_dead_list(emq_admin_t *a, size_t max,
 /* Copies the dead letters of nr XRANGE replies (r[k] read from partition
  * part[k]; -1 for a queue) into one caller-owned block: at most max (0:
  * all), oldest first by ID across the replies. */
-static emq_status letters_build(emq_reply *const *r, const int *part,
+emq_status emq_admin_letters_build(emq_reply *const *r, const int *part,
                                 size_t nr, size_t max, emq_dead_letter **out,
                                 size_t *n, emq_error *err) {
     size_t all = 0;
@@ -223,26 +223,12 @@ static emq_status letters_build(emq_reply *const *r, const int *part,
 }
 
 /* XRANGE of a's dead letters from start, at most count ("": all). */
-static emq_status dead_range(emq_admin_t *a, const char *start,
+emq_status emq_admin_dead_range(emq_admin_t *a, const char *start,
                              const char *count, emq_reply **r,
                              emq_error *err) {
     const char *argv[] = {"XRANGE", a->keys.dead, start, "+", "COUNT", count};
     return emq_admin_call(a, "XRANGE of the dead letters", count[0] ? 6 : 4,
                           argv, NULL, r, err);
-}
-
-/* A topic's listing: one XRANGE reply per partition. */
-typedef struct dead_topic {
-    const char *count;
-    emq_reply **replies;
-    int *part;
-} dead_topic;
-
-static emq_status dead_range_part(emq_admin_t *p, int i, void *ctx,
-                                  emq_error *err) {
-    dead_topic *t = ctx;
-    t->part[i] = i;
-    return dead_range(p, "-", t->count, &t->replies[i], err);
 }
 
 emq_status emq_admin_dead_list_after(emq_admin_t *a, const char *after,
@@ -269,27 +255,16 @@ emq_status emq_admin_dead_list_after(emq_admin_t *a, const char *after,
         snprintf(count, sizeof count, "%zu", max);
     if (a->nparts == 0) {
         emq_reply *r = NULL;
-        emq_status st = dead_range(a, start, count, &r, err);
+        emq_status st = emq_admin_dead_range(a, start, count, &r, err);
         int none = -1;
         if (st == EMQ_OK)
-            st = letters_build(&r, &none, 1, max, out, n, err);
+            st = emq_admin_letters_build(&r, &none, 1, max, out, n, err);
         emq_reply_free(r);
         return st;
     }
     if (after != NULL)
         return emq_admin_per_id(a, "listing dead letters after an ID", err);
-    dead_topic t = {count, emq_calloc(a->nparts, sizeof *t.replies),
-                    emq_calloc(a->nparts, sizeof *t.part)};
-    emq_status st = t.replies && t.part
-                        ? emq_admin_each(a, dead_range_part, &t, err)
-                        : emq_error_set(err, EMQ_ENOMEM, 0, "out of memory");
-    if (st == EMQ_OK)
-        st = letters_build(t.replies, t.part, a->nparts, max, out, n, err);
-    for (size_t i = 0; t.replies && i < a->nparts; i++)
-        emq_reply_free(t.replies[i]);
-    emq_free(t.replies);
-    emq_free(t.part);
-    return st;
+    return emq_admin_topic_dead_list(a, max, out, n, err);
 }
 
 void emq_dead_letters_free(emq_dead_letter *letters, size_t n) {
@@ -399,17 +374,6 @@ static emq_status requeue_all(emq_admin_t *a, uint64_t *requeued,
     }
 }
 
-/* A topic's requeue of everything: each partition's onto its own stream;
- * ctx is the count moved. */
-static emq_status requeue_part(emq_admin_t *part, int i, void *ctx,
-                               emq_error *err) {
-    (void)i;
-    uint64_t one = 0;
-    emq_status st = emq_admin_dead_requeue(part, NULL, 0, &one, err);
-    *(uint64_t *)ctx += one;
-    return st;
-}
-
 emq_status emq_admin_dead_requeue(emq_admin_t *a, const char *const *ids,
                                   size_t nids, uint64_t *requeued,
                                   emq_error *err) {
@@ -421,12 +385,8 @@ emq_status emq_admin_dead_requeue(emq_admin_t *a, const char *const *ids,
                              "requeue needs an admin handle and IDs");
     if (a->nparts > 0 && nids > 0)
         return emq_admin_per_id(a, "requeueing dead letters by ID", err);
-    if (a->nparts > 0) {
-        emq_status st = emq_admin_each(a, requeue_part, &count, err);
-        if (requeued)
-            *requeued = count;
-        return st;
-    }
+    if (a->nparts > 0)
+        return emq_admin_topic_requeue_all(a, requeued, err);
     if (nids == 0) {
         emq_status st = requeue_all(a, &count, err);
         if (requeued)
@@ -462,16 +422,6 @@ emq_status emq_admin_dead_requeue(emq_admin_t *a, const char *const *ids,
     return EMQ_OK;
 }
 
-/* A topic's purge: ctx is the count removed. */
-static emq_status purge_part(emq_admin_t *part, int i, void *ctx,
-                             emq_error *err) {
-    (void)i;
-    uint64_t one = 0;
-    emq_status st = emq_admin_dead_purge(part, &one, err);
-    *(uint64_t *)ctx += one;
-    return st;
-}
-
 emq_status emq_admin_dead_purge(emq_admin_t *a, uint64_t *removed,
                                 emq_error *err) {
     if (removed)
@@ -479,13 +429,8 @@ emq_status emq_admin_dead_purge(emq_admin_t *a, uint64_t *removed,
     if (a == NULL)
         return emq_error_set(err, EMQ_EINVAL, 0,
                              "purge needs an admin handle");
-    if (a->nparts > 0) { /* a topic: every partition's dead letters */
-        uint64_t sum = 0;
-        emq_status st = emq_admin_each(a, purge_part, &sum, err);
-        if (removed)
-            *removed = sum;
-        return st;
-    }
+    if (a->nparts > 0)
+        return emq_admin_topic_purge(a, removed, err);
     const char *argv[] = {"EVAL", purge_script, "1", a->keys.dead};
     emq_reply *r = NULL;
     emq_status st =

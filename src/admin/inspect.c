@@ -363,18 +363,11 @@ static emq_status add_group(emq_group_info *t, const emq_group_info *pg,
     return EMQ_OK;
 }
 
-/* Describes partition i into info->partitions[i] (ctx is the topic's
- * info) and adds it to the totals. */
-static emq_status describe_part(emq_admin_t *part, int i, void *ctx,
-                                emq_error *err) {
-    emq_queue_info *info = ctx;
-    emq_queue_info *one = NULL;
-    emq_status st = emq_admin_describe(part, &one, err);
-    if (st != EMQ_OK)
-        return st;
+emq_status emq_admin_info_add(emq_queue_info *info, size_t i,
+                              emq_queue_info *one, emq_error *err) {
     info->partitions[i] = *one; /* take its contents */
     emq_free(one);
-    info->npartitions = (size_t)i + 1;
+    info->npartitions = i + 1;
     const emq_queue_info *p = &info->partitions[i];
     if (i == 0)
         info->server = p->server;
@@ -395,21 +388,6 @@ static emq_status describe_part(emq_admin_t *part, int i, void *ctx,
     return EMQ_OK;
 }
 
-/* Describes every partition of a topic into info->partitions and sums
- * them into info (see emq_queue_info). */
-static emq_status describe_topic(emq_admin_t *a, emq_queue_info *info,
-                                 emq_error *err) {
-    char pattern[EMQ_KEYS_MAX_QUEUE + 16];
-    snprintf(pattern, sizeof pattern, "emq:{%s.*}", a->conf->queue);
-    info->stream = emq_strdup(pattern);
-    snprintf(pattern, sizeof pattern, "emq:{%s.*}:dead", a->conf->queue);
-    info->dead = emq_strdup(pattern);
-    info->partitions = emq_calloc(a->nparts, sizeof *info->partitions);
-    if (!info->stream || !info->dead || !info->partitions)
-        return oom(err);
-    return emq_admin_each(a, describe_part, info, err);
-}
-
 emq_status emq_admin_describe(emq_admin_t *a, emq_queue_info **out,
                               emq_error *err) {
     if (out)
@@ -417,20 +395,12 @@ emq_status emq_admin_describe(emq_admin_t *a, emq_queue_info **out,
     if (a == NULL || out == NULL)
         return emq_error_set(err, EMQ_EINVAL, 0,
                              "admin handle and out must not be NULL");
+    if (a->nparts > 0)
+        return emq_admin_topic_describe(a, out, err);
     emq_queue_info *info = emq_calloc(1, sizeof *info);
     if (info == NULL)
         return oom(err);
     emq_status st = EMQ_OK;
-    if (a->nparts > 0) {
-        st = describe_topic(a, info, err);
-        if (st != EMQ_OK) {
-            emq_queue_info_free(info);
-            return st;
-        }
-        emq_error_clear(err);
-        *out = info;
-        return EMQ_OK;
-    }
     info->stream = emq_strdup(a->keys.stream);
     info->dead = emq_strdup(a->keys.dead);
     if (info->stream == NULL || info->dead == NULL)
@@ -627,68 +597,6 @@ static emq_status take_page(const emq_reply *reply, emq_pending_entry **out,
     return EMQ_OK;
 }
 
-/* A topic's pending list: the arguments, and every partition's list
- * gathered. */
-typedef struct pending_topic {
-    const char *group, *consumer;
-    int64_t min_idle_ms;
-    size_t max;
-    emq_pending_entry *all;
-    size_t n;
-} pending_topic;
-
-static emq_status pending_part(emq_admin_t *part, int i, void *ctx,
-                               emq_error *err) {
-    pending_topic *t = ctx;
-    emq_pending_entry *e = NULL;
-    size_t n = 0;
-    emq_status st = emq_admin_pending(part, t->group, t->consumer,
-                                      t->min_idle_ms, t->max, &e, &n, err);
-    if (st == EMQ_OK && n > 0) {
-        emq_pending_entry *grown =
-            emq_realloc(t->all, (t->n + n) * sizeof *grown);
-        if (grown == NULL) {
-            st = emq_error_set(err, EMQ_ENOMEM, 0, "out of memory");
-        } else {
-            t->all = grown;
-            for (size_t k = 0; k < n; k++) {
-                e[k].partition = i;
-                t->all[t->n++] = e[k];
-            }
-        }
-    }
-    emq_free(e);
-    return st;
-}
-
-/* The topic's pending entries, oldest first by ID, at most t->max. */
-static emq_status pending_merge(pending_topic *t, emq_error *err) {
-    if (t->n == 0)
-        return EMQ_OK;
-    emq_admin_order *order = emq_calloc(t->n, sizeof *order);
-    emq_pending_entry *sorted = emq_calloc(t->n, sizeof *sorted);
-    if (order == NULL || sorted == NULL) {
-        emq_free(order);
-        emq_free(sorted);
-        return emq_error_set(err, EMQ_ENOMEM, 0, "out of memory");
-    }
-    for (size_t k = 0; k < t->n; k++) {
-        (void)emq_stream_id_parse(t->all[k].id.str, strlen(t->all[k].id.str),
-                                  &order[k].id);
-        order[k].partition = t->all[k].partition;
-        order[k].at = k;
-    }
-    emq_admin_by_id(order, t->n);
-    for (size_t k = 0; k < t->n; k++)
-        sorted[k] = t->all[order[k].at];
-    emq_free(order);
-    emq_free(t->all);
-    t->all = sorted;
-    if (t->n > t->max)
-        t->n = t->max;
-    return EMQ_OK;
-}
-
 emq_status emq_admin_pending(emq_admin_t *a, const char *group,
                              const char *consumer, int64_t min_idle_ms,
                              size_t max, emq_pending_entry **out, size_t *n,
@@ -711,19 +619,9 @@ emq_status emq_admin_pending(emq_admin_t *a, const char *group,
         return emq_error_set(err, EMQ_EINVAL, 0,
                              "min_idle_ms is %lld; it must be 0 or more",
                              (long long)min_idle_ms);
-    if (a->nparts > 0) {
-        pending_topic t = {group, consumer, min_idle_ms, max, NULL, 0};
-        st = emq_admin_each(a, pending_part, &t, err);
-        if (st == EMQ_OK)
-            st = pending_merge(&t, err);
-        if (st != EMQ_OK) {
-            emq_free(t.all);
-            return st;
-        }
-        *out = t.all;
-        *n = t.n;
-        return EMQ_OK;
-    }
+    if (a->nparts > 0)
+        return emq_admin_topic_pending(a, group, consumer, min_idle_ms, max,
+                                       out, n, err);
     char what[300], idle[24];
     snprintf(what, sizeof what, "listing pending entries of group '%s'",
              group);

@@ -185,26 +185,6 @@ static emq_status prune_one(emq_admin_t *a, const char *group,
     }
 }
 
-/* A topic's prune: the arguments and the sums. */
-typedef struct prune_topic {
-    const char *group;
-    int64_t idle_ms;
-    emq_prune_result sum;
-} prune_topic;
-
-static emq_status prune_part(emq_admin_t *part, int i, void *ctx,
-                             emq_error *err) {
-    (void)i;
-    prune_topic *t = ctx;
-    emq_prune_result one;
-    emq_status st =
-        emq_admin_prune_consumers(part, t->group, t->idle_ms, &one, err);
-    t->sum.removed += one.removed;
-    t->sum.moved += one.moved;
-    t->sum.kept += one.kept;
-    return st;
-}
-
 emq_status emq_admin_prune_consumers(emq_admin_t *a, const char *group,
                                      int64_t idle_ms,
                                      emq_prune_result *result,
@@ -219,13 +199,8 @@ emq_status emq_admin_prune_consumers(emq_admin_t *a, const char *group,
         return emq_error_set(err, EMQ_EINVAL, 0,
                              "prune: idle_ms must be >= 0, not %lld",
                              (long long)idle_ms);
-    if (a != NULL && a->nparts > 0) {
-        prune_topic t = {group, idle_ms, {0, 0, 0}};
-        st = emq_admin_each(a, prune_part, &t, err);
-        if (result)
-            *result = t.sum;
-        return st;
-    }
+    if (a != NULL && a->nparts > 0)
+        return emq_admin_topic_prune(a, group, idle_ms, result, err);
     emq_reply *reply = NULL;
     prune_member *members = NULL;
     size_t n = 0;

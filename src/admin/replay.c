@@ -126,66 +126,6 @@ static emq_status setid_failed(emq_admin_t *a, const char *group,
                          a->keys.stream, shown);
 }
 
-/* A topic's setid: the group and the sum of what comes again. */
-typedef struct setid_topic {
-    const char *group;
-    const char *to;
-    uint64_t redeliver;
-} setid_topic;
-
-/* A partition without the group fails the topic's move before any
- * partition moved: EXISTS and XINFO GROUPS, the group found by name. */
-static emq_status setid_check_part(emq_admin_t *part, int i, void *ctx,
-                                   emq_error *err) {
-    (void)i;
-    const setid_topic *t = ctx;
-    const char *exists[] = {"EXISTS", part->keys.stream};
-    const char *groups[] = {"XINFO", "GROUPS", part->keys.stream};
-    const emq_admin_cmd cmds[] = {{2, exists, NULL}, {3, groups, NULL}};
-    emq_reply *r[2];
-    emq_status st = emq_admin_pipeline(part, 2, cmds, r, err);
-    if (st != EMQ_OK)
-        return st;
-    int found = 0;
-    size_t want = strlen(t->group);
-    for (size_t k = 0; emq_reply_kind(r[1]) == EMQ_REPLY_ARRAY &&
-                       k < emq_reply_len(r[1]) && !found;
-         k++) {
-        size_t len;
-        const char *name = emq_reply_str(
-            emq_admin_field(emq_reply_at(r[1], k), "name"), &len);
-        found = name != NULL && len == want && memcmp(name, t->group, len) == 0;
-    }
-    int stream_missing = emq_reply_kind(r[0]) == EMQ_REPLY_INTEGER &&
-                         emq_reply_integer(r[0]) == 0;
-    if (!found && (stream_missing || emq_reply_kind(r[1]) == EMQ_REPLY_ARRAY))
-        st = emq_error_set(err, EMQ_ESERVER, 0,
-                           "group '%s' does not exist on stream '%s'; no "
-                           "partition was moved (create it on the topic "
-                           "with a declared start first)",
-                           t->group, part->keys.stream);
-    else if (!found) {
-        char shown[200];
-        st = emq_error_set(err, EMQ_ESERVER, 0,
-                           "XINFO GROUPS of '%s' failed: %s",
-                           part->keys.stream,
-                           emq_reply_text(r[1], shown, sizeof shown));
-    }
-    emq_reply_free(r[0]);
-    emq_reply_free(r[1]);
-    return st;
-}
-
-static emq_status setid_part(emq_admin_t *part, int i, void *ctx,
-                             emq_error *err) {
-    (void)i;
-    setid_topic *t = ctx;
-    uint64_t one = 0;
-    emq_status st = emq_admin_group_setid(part, t->group, t->to, &one, err);
-    t->redeliver += one;
-    return st;
-}
-
 emq_status emq_admin_group_setid(emq_admin_t *a, const char *group,
                                  const char *to, uint64_t *redeliver,
                                  emq_error *err) {
@@ -197,15 +137,8 @@ emq_status emq_admin_group_setid(emq_admin_t *a, const char *group,
     emq_status st = emq_admin_check_group(group, err);
     if (st == EMQ_OK)
         st = parse_target(to, &t, err);
-    if (st == EMQ_OK && a->nparts > 0) { /* every partition, or none */
-        setid_topic topic = {group, to, 0};
-        st = emq_admin_each(a, setid_check_part, &topic, err);
-        if (st == EMQ_OK)
-            st = emq_admin_each(a, setid_part, &topic, err);
-        if (redeliver)
-            *redeliver = topic.redeliver;
-        return st;
-    }
+    if (st == EMQ_OK && a->nparts > 0)
+        return emq_admin_topic_setid(a, group, to, redeliver, err);
     if (st == EMQ_OK && t.at_time)
         st = resolve_time(a, &t, err);
     if (st != EMQ_OK)
@@ -251,33 +184,6 @@ emq_status emq_admin_group_setid(emq_admin_t *a, const char *group,
     return EMQ_OK;
 }
 
-/* A topic's group create or destroy: done is 1 when any partition did. */
-typedef struct group_topic {
-    const char *group;
-    const char *start;
-    int done;
-} group_topic;
-
-static emq_status create_part(emq_admin_t *part, int i, void *ctx,
-                              emq_error *err) {
-    (void)i;
-    group_topic *t = ctx;
-    int one = 0;
-    emq_status st = emq_admin_group_create(part, t->group, t->start, &one, err);
-    t->done |= one;
-    return st;
-}
-
-static emq_status destroy_part(emq_admin_t *part, int i, void *ctx,
-                               emq_error *err) {
-    (void)i;
-    group_topic *t = ctx;
-    int one = 0;
-    emq_status st = emq_admin_group_destroy(part, t->group, &one, err);
-    t->done |= one;
-    return st;
-}
-
 emq_status emq_admin_group_create(emq_admin_t *a, const char *group,
                                   const char *start, int *created,
                                   emq_error *err) {
@@ -285,13 +191,8 @@ emq_status emq_admin_group_create(emq_admin_t *a, const char *group,
         *created = 0;
     if (a == NULL)
         return emq_error_set(err, EMQ_EINVAL, 0, "admin handle is NULL");
-    if (a->nparts > 0) { /* a topic: every partition; created if any was */
-        group_topic t = {group, start, 0};
-        emq_status st = emq_admin_each(a, create_part, &t, err);
-        if (created)
-            *created = t.done;
-        return st;
-    }
+    if (a->nparts > 0)
+        return emq_admin_topic_group(a, group, start, created, err);
     char id[EMQ_ID_MAX];
     /* A new group gets a name consumers can use (the rule they check);
      * the other verbs take any existing group, however it was named. */
@@ -330,13 +231,8 @@ emq_status emq_admin_group_destroy(emq_admin_t *a, const char *group,
         *destroyed = 0;
     if (a == NULL)
         return emq_error_set(err, EMQ_EINVAL, 0, "admin handle is NULL");
-    if (a->nparts > 0) { /* a topic: every partition */
-        group_topic t = {group, NULL, 0};
-        emq_status st = emq_admin_each(a, destroy_part, &t, err);
-        if (destroyed)
-            *destroyed = t.done;
-        return st;
-    }
+    if (a->nparts > 0)
+        return emq_admin_topic_group(a, group, NULL, destroyed, err);
     emq_status st = emq_admin_check_group(group, err);
     if (st != EMQ_OK)
         return st;

@@ -126,25 +126,6 @@ static const char trim_script[] =
     "end\n"
     "return {removed, floor or '', held, 0}\n";
 
-/* A topic's trim: the bounds and the sums. */
-typedef struct trim_topic {
-    int64_t maxlen, max_age_ms;
-    emq_trim_result sum;
-} trim_topic;
-
-static emq_status trim_part(emq_admin_t *part, int i, void *ctx,
-                            emq_error *err) {
-    (void)i;
-    trim_topic *t = ctx;
-    emq_trim_result one;
-    emq_status st =
-        emq_admin_trim_acked(part, t->maxlen, t->max_age_ms, &one, err);
-    t->sum.removed += one.removed;
-    t->sum.held_back += one.held_back;
-    t->sum.no_groups &= one.no_groups;
-    return st;
-}
-
 emq_status emq_admin_trim_acked(emq_admin_t *a, int64_t maxlen,
                                 int64_t max_age_ms, emq_trim_result *result,
                                 emq_error *err) {
@@ -159,14 +140,8 @@ emq_status emq_admin_trim_acked(emq_admin_t *a, int64_t maxlen,
                              "trim: maxlen and max_age_ms must be >= 0, or "
                              "-1 for no bound (got %lld and %lld)",
                              (long long)maxlen, (long long)max_age_ms);
-    if (a->nparts > 0) {
-        trim_topic t = {maxlen, max_age_ms, local};
-        t.sum.no_groups = 1;
-        emq_status st = emq_admin_each(a, trim_part, &t, err);
-        if (result)
-            *result = t.sum;
-        return st;
-    }
+    if (a->nparts > 0)
+        return emq_admin_topic_trim(a, maxlen, max_age_ms, result, err);
     char maxlen_s[24], age_s[24], cap_s[24];
     snprintf(maxlen_s, sizeof maxlen_s, "%lld", (long long)maxlen);
     snprintf(age_s, sizeof age_s, "%lld", (long long)max_age_ms);

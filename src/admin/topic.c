@@ -1,14 +1,16 @@
 /* topic.c: the admin verbs of a topic, done once.
  *
  * A topic's admin handle holds one ordinary handle per partition (queue
- * "<topic>.<i>"). Every verb runs on a topic through emq_admin_each: the
- * verb's per-partition step is called for each partition in order, and
- * the first failure stops the walk and names its partition. The verbs
- * that list entries (pending, dead letters) gather every partition's list
- * and order them by ID with emq_admin_by_id.
+ * "<topic>.<i>"); the verb files know only one queue and hand a topic
+ * handle to the emq_admin_topic_* function here. Each runs the verb's
+ * per-partition step through emq_admin_each (partition order; the first
+ * failure stops the walk and names its partition) and adds up the
+ * results; the verbs that list entries (pending, dead letters) gather
+ * every partition's list and order it by ID with emq_admin_by_id.
  */
 #include "admin.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -70,4 +72,426 @@ void emq_admin_by_id(emq_admin_order *order, size_t n) {
     /* IDs are times, so across partitions this is oldest first (as far
      * as the partitions' clocks agree); a tie goes to the lower partition. */
     qsort(order, n, sizeof *order, order_cmp);
+}
+
+/* ---- opening and recording ---------------------------------------------- */
+
+/* Opens partition i's admin handle into a->parts. */
+static emq_status open_part(int i, const emq_conf_t *part, void *ctx,
+                            emq_error *err) {
+    emq_admin_t *a = ctx;
+    emq_status st = emq_admin_new(part, &a->parts[i], err);
+    if (st == EMQ_OK)
+        a->nparts = (size_t)i + 1;
+    return st;
+}
+
+emq_status emq_admin_topic_open(emq_admin_t *a, emq_error *err) {
+    const emq_conf_t *conf = a->conf;
+    a->parts = emq_calloc((size_t)conf->partitions, sizeof *a->parts);
+    if (a->parts == NULL)
+        return emq_error_set(err, EMQ_ENOMEM, 0, "out of memory");
+    emq_status st = emq_topic_open_parts(conf, 0, (int)conf->partitions,
+                                         open_part, a, err);
+    /* A topic opened with another count than the server records is a
+     * mistake to say now, not numbers of the wrong partitions later. */
+    int64_t recorded = 0;
+    if (st == EMQ_OK)
+        st = emq_topic_recorded(a->parts[0]->route, conf->queue, &recorded,
+                                err);
+    if (st == EMQ_OK && recorded > 0 && recorded != conf->partitions)
+        st = emq_error_set(err, EMQ_EINVAL, 0,
+                           "topic '%.64s' has %lld partitions (recorded in "
+                           "the server), not %lld",
+                           conf->queue, (long long)recorded,
+                           (long long)conf->partitions);
+    return st;
+}
+
+/* Records the topic's count in partition part. */
+static emq_status claim_part(emq_admin_t *part, int i, void *ctx,
+                             emq_error *err) {
+    (void)i;
+    (void)ctx;
+    return emq_topic_claim(part->route, part->conf, err);
+}
+
+emq_status emq_admin_topic_create(emq_admin_t *a, emq_error *err) {
+    if (a == NULL || a->nparts == 0)
+        return emq_error_set(err, EMQ_EINVAL, 0,
+                             "creating a topic needs an admin handle made "
+                             "with partitions > 1");
+    return emq_admin_each(a, claim_part, NULL, err);
+}
+
+
+
+/* ---- the verbs ---------------------------------------------------------- */
+
+/* Describes partition i into the topic's info (ctx) and its totals. */
+static emq_status describe_part(emq_admin_t *part, int i, void *ctx,
+                                emq_error *err) {
+    emq_queue_info *one = NULL;
+    emq_status st = emq_admin_describe(part, &one, err);
+    if (st == EMQ_OK)
+        st = emq_admin_info_add(ctx, (size_t)i, one, err);
+    return st;
+}
+
+emq_status emq_admin_topic_describe(emq_admin_t *a, emq_queue_info **out,
+                                    emq_error *err) {
+    emq_queue_info *info = emq_calloc(1, sizeof *info);
+    char pattern[EMQ_KEYS_MAX_QUEUE + 16];
+    emq_status st = EMQ_OK;
+    if (info != NULL) {
+        snprintf(pattern, sizeof pattern, "emq:{%s.*}", a->conf->queue);
+        info->stream = emq_strdup(pattern);
+        snprintf(pattern, sizeof pattern, "emq:{%s.*}:dead", a->conf->queue);
+        info->dead = emq_strdup(pattern);
+        info->partitions = emq_calloc(a->nparts, sizeof *info->partitions);
+    }
+    if (info == NULL || !info->stream || !info->dead || !info->partitions)
+        st = emq_error_set(err, EMQ_ENOMEM, 0, "out of memory");
+    else
+        st = emq_admin_each(a, describe_part, info, err);
+    if (st != EMQ_OK) {
+        emq_queue_info_free(info);
+        return st;
+    }
+    *out = info;
+    return EMQ_OK;
+}
+
+/* A topic's setid: the group and the sum of what comes again. */
+typedef struct setid_topic {
+    const char *group;
+    const char *to;
+    uint64_t redeliver;
+} setid_topic;
+
+/* A partition without the group fails the topic's move before any
+ * partition moved: EXISTS and XINFO GROUPS, the group found by name. */
+static emq_status setid_check_part(emq_admin_t *part, int i, void *ctx,
+                                   emq_error *err) {
+    (void)i;
+    const setid_topic *t = ctx;
+    const char *exists[] = {"EXISTS", part->keys.stream};
+    const char *groups[] = {"XINFO", "GROUPS", part->keys.stream};
+    const emq_admin_cmd cmds[] = {{2, exists, NULL}, {3, groups, NULL}};
+    emq_reply *r[2];
+    emq_status st = emq_admin_pipeline(part, 2, cmds, r, err);
+    if (st != EMQ_OK)
+        return st;
+    int found = 0;
+    size_t want = strlen(t->group);
+    for (size_t k = 0; emq_reply_kind(r[1]) == EMQ_REPLY_ARRAY &&
+                       k < emq_reply_len(r[1]) && !found;
+         k++) {
+        size_t len;
+        const char *name = emq_reply_str(
+            emq_admin_field(emq_reply_at(r[1], k), "name"), &len);
+        found = name != NULL && len == want && memcmp(name, t->group, len) == 0;
+    }
+    int stream_missing = emq_reply_kind(r[0]) == EMQ_REPLY_INTEGER &&
+                         emq_reply_integer(r[0]) == 0;
+    if (!found && (stream_missing || emq_reply_kind(r[1]) == EMQ_REPLY_ARRAY))
+        st = emq_error_set(err, EMQ_ESERVER, 0,
+                           "group '%s' does not exist on stream '%s'; no "
+                           "partition was moved (create it on the topic "
+                           "with a declared start first)",
+                           t->group, part->keys.stream);
+    else if (!found) {
+        char shown[200];
+        st = emq_error_set(err, EMQ_ESERVER, 0,
+                           "XINFO GROUPS of '%s' failed: %s",
+                           part->keys.stream,
+                           emq_reply_text(r[1], shown, sizeof shown));
+    }
+    emq_reply_free(r[0]);
+    emq_reply_free(r[1]);
+    return st;
+}
+
+static emq_status setid_part(emq_admin_t *part, int i, void *ctx,
+                             emq_error *err) {
+    (void)i;
+    setid_topic *t = ctx;
+    uint64_t one = 0;
+    emq_status st = emq_admin_group_setid(part, t->group, t->to, &one, err);
+    t->redeliver += one;
+    return st;
+}
+
+
+/* A topic's group create or destroy: done is 1 when any partition did. */
+typedef struct group_topic {
+    const char *group;
+    const char *start;
+    int done;
+} group_topic;
+
+static emq_status create_part(emq_admin_t *part, int i, void *ctx,
+                              emq_error *err) {
+    (void)i;
+    group_topic *t = ctx;
+    int one = 0;
+    emq_status st = emq_admin_group_create(part, t->group, t->start, &one, err);
+    t->done |= one;
+    return st;
+}
+
+static emq_status destroy_part(emq_admin_t *part, int i, void *ctx,
+                               emq_error *err) {
+    (void)i;
+    group_topic *t = ctx;
+    int one = 0;
+    emq_status st = emq_admin_group_destroy(part, t->group, &one, err);
+    t->done |= one;
+    return st;
+}
+
+
+/* A topic's prune: the arguments and the sums. */
+typedef struct prune_topic {
+    const char *group;
+    int64_t idle_ms;
+    emq_prune_result sum;
+} prune_topic;
+
+static emq_status prune_part(emq_admin_t *part, int i, void *ctx,
+                             emq_error *err) {
+    (void)i;
+    prune_topic *t = ctx;
+    emq_prune_result one;
+    emq_status st =
+        emq_admin_prune_consumers(part, t->group, t->idle_ms, &one, err);
+    t->sum.removed += one.removed;
+    t->sum.moved += one.moved;
+    t->sum.kept += one.kept;
+    return st;
+}
+
+
+/* A topic's trim: the bounds and the sums. */
+typedef struct trim_topic {
+    int64_t maxlen, max_age_ms;
+    emq_trim_result sum;
+} trim_topic;
+
+static emq_status trim_part(emq_admin_t *part, int i, void *ctx,
+                            emq_error *err) {
+    (void)i;
+    trim_topic *t = ctx;
+    emq_trim_result one;
+    emq_status st =
+        emq_admin_trim_acked(part, t->maxlen, t->max_age_ms, &one, err);
+    t->sum.removed += one.removed;
+    t->sum.held_back += one.held_back;
+    t->sum.no_groups &= one.no_groups;
+    return st;
+}
+
+
+/* A topic's pending list: the arguments, and every partition's list
+ * gathered. */
+typedef struct pending_topic {
+    const char *group, *consumer;
+    int64_t min_idle_ms;
+    size_t max;
+    emq_pending_entry *all;
+    size_t n;
+} pending_topic;
+
+static emq_status pending_part(emq_admin_t *part, int i, void *ctx,
+                               emq_error *err) {
+    pending_topic *t = ctx;
+    emq_pending_entry *e = NULL;
+    size_t n = 0;
+    emq_status st = emq_admin_pending(part, t->group, t->consumer,
+                                      t->min_idle_ms, t->max, &e, &n, err);
+    if (st == EMQ_OK && n > 0) {
+        emq_pending_entry *grown =
+            emq_realloc(t->all, (t->n + n) * sizeof *grown);
+        if (grown == NULL) {
+            st = emq_error_set(err, EMQ_ENOMEM, 0, "out of memory");
+        } else {
+            t->all = grown;
+            for (size_t k = 0; k < n; k++) {
+                e[k].partition = i;
+                t->all[t->n++] = e[k];
+            }
+        }
+    }
+    emq_free(e);
+    return st;
+}
+
+/* The topic's pending entries, oldest first by ID, at most t->max. */
+static emq_status pending_merge(pending_topic *t, emq_error *err) {
+    if (t->n == 0)
+        return EMQ_OK;
+    emq_admin_order *order = emq_calloc(t->n, sizeof *order);
+    emq_pending_entry *sorted = emq_calloc(t->n, sizeof *sorted);
+    if (order == NULL || sorted == NULL) {
+        emq_free(order);
+        emq_free(sorted);
+        return emq_error_set(err, EMQ_ENOMEM, 0, "out of memory");
+    }
+    for (size_t k = 0; k < t->n; k++) {
+        (void)emq_stream_id_parse(t->all[k].id.str, strlen(t->all[k].id.str),
+                                  &order[k].id);
+        order[k].partition = t->all[k].partition;
+        order[k].at = k;
+    }
+    emq_admin_by_id(order, t->n);
+    for (size_t k = 0; k < t->n; k++)
+        sorted[k] = t->all[order[k].at];
+    emq_free(order);
+    emq_free(t->all);
+    t->all = sorted;
+    if (t->n > t->max)
+        t->n = t->max;
+    return EMQ_OK;
+}
+
+
+/* A topic's listing: one XRANGE reply per partition. */
+typedef struct dead_topic {
+    const char *count;
+    emq_reply **replies;
+    int *part;
+} dead_topic;
+
+static emq_status dead_range_part(emq_admin_t *p, int i, void *ctx,
+                                  emq_error *err) {
+    dead_topic *t = ctx;
+    t->part[i] = i;
+    return emq_admin_dead_range(p, "-", t->count, &t->replies[i], err);
+}
+
+
+/* A topic's requeue of everything: each partition's onto its own stream;
+ * ctx is the count moved. */
+static emq_status requeue_part(emq_admin_t *part, int i, void *ctx,
+                               emq_error *err) {
+    (void)i;
+    uint64_t one = 0;
+    emq_status st = emq_admin_dead_requeue(part, NULL, 0, &one, err);
+    *(uint64_t *)ctx += one;
+    return st;
+}
+
+
+/* A topic's purge: ctx is the count removed. */
+static emq_status purge_part(emq_admin_t *part, int i, void *ctx,
+                             emq_error *err) {
+    (void)i;
+    uint64_t one = 0;
+    emq_status st = emq_admin_dead_purge(part, &one, err);
+    *(uint64_t *)ctx += one;
+    return st;
+}
+
+
+emq_status emq_admin_topic_setid(emq_admin_t *a, const char *group,
+                                 const char *to, uint64_t *redeliver,
+                                 emq_error *err) {
+    setid_topic topic = {group, to, 0};
+    emq_status st = emq_admin_each(a, setid_check_part, &topic, err);
+    if (st == EMQ_OK)
+        st = emq_admin_each(a, setid_part, &topic, err);
+    if (redeliver)
+        *redeliver = topic.redeliver;
+    return st;
+}
+
+emq_status emq_admin_topic_group(emq_admin_t *a, const char *group,
+                                 const char *start, int *done,
+                                 emq_error *err) {
+    group_topic t = {group, start, 0};
+    emq_status st =
+        emq_admin_each(a, start ? create_part : destroy_part, &t, err);
+    if (done)
+        *done = t.done;
+    return st;
+}
+
+emq_status emq_admin_topic_prune(emq_admin_t *a, const char *group,
+                                 int64_t idle_ms, emq_prune_result *result,
+                                 emq_error *err) {
+    prune_topic t = {group, idle_ms, {0, 0, 0}};
+    emq_status st = emq_admin_each(a, prune_part, &t, err);
+    if (result)
+        *result = t.sum;
+    return st;
+}
+
+emq_status emq_admin_topic_trim(emq_admin_t *a, int64_t maxlen,
+                                int64_t max_age_ms, emq_trim_result *result,
+                                emq_error *err) {
+    trim_topic t;
+    memset(&t, 0, sizeof t);
+    t.maxlen = maxlen;
+    t.max_age_ms = max_age_ms;
+    t.sum.no_groups = 1;
+    emq_status st = emq_admin_each(a, trim_part, &t, err);
+    if (result)
+        *result = t.sum;
+    return st;
+}
+
+emq_status emq_admin_topic_pending(emq_admin_t *a, const char *group,
+                                   const char *consumer, int64_t min_idle_ms,
+                                   size_t max, emq_pending_entry **out,
+                                   size_t *n, emq_error *err) {
+    pending_topic t = {group, consumer, min_idle_ms, max, NULL, 0};
+    emq_status st = emq_admin_each(a, pending_part, &t, err);
+    if (st == EMQ_OK)
+        st = pending_merge(&t, err);
+    if (st != EMQ_OK) {
+        emq_free(t.all);
+        return st;
+    }
+    *out = t.all;
+    *n = t.n;
+    return EMQ_OK;
+}
+
+emq_status emq_admin_topic_dead_list(emq_admin_t *a, size_t max,
+                                     emq_dead_letter **out, size_t *n,
+                                     emq_error *err) {
+    char count[24] = "";
+    if (max > 0)
+        snprintf(count, sizeof count, "%zu", max);
+    dead_topic t = {count, emq_calloc(a->nparts, sizeof *t.replies),
+                    emq_calloc(a->nparts, sizeof *t.part)};
+    emq_status st = t.replies && t.part
+                        ? emq_admin_each(a, dead_range_part, &t, err)
+                        : emq_error_set(err, EMQ_ENOMEM, 0, "out of memory");
+    if (st == EMQ_OK)
+        st = emq_admin_letters_build(t.replies, t.part, a->nparts, max, out,
+                                     n, err);
+    for (size_t i = 0; t.replies && i < a->nparts; i++)
+        emq_reply_free(t.replies[i]);
+    emq_free(t.replies);
+    emq_free(t.part);
+    return st;
+}
+
+emq_status emq_admin_topic_requeue_all(emq_admin_t *a, uint64_t *requeued,
+                                       emq_error *err) {
+    uint64_t sum = 0;
+    emq_status st = emq_admin_each(a, requeue_part, &sum, err);
+    if (requeued)
+        *requeued = sum;
+    return st;
+}
+
+emq_status emq_admin_topic_purge(emq_admin_t *a, uint64_t *removed,
+                                 emq_error *err) {
+    uint64_t sum = 0;
+    emq_status st = emq_admin_each(a, purge_part, &sum, err);
+    if (removed)
+        *removed = sum;
+    return st;
 }

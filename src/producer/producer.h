@@ -112,4 +112,43 @@ emq_status emq_sender_flush(emq_producer_t *p, int64_t timeout_ms,
 /* Async entries not yet called back. */
 size_t emq_sender_outstanding(emq_producer_t *p);
 
+/* ---- producer.c: what topic.c shares -------------------------------------- */
+
+/* Sets ids[0..n) to "" (ids may be NULL). */
+void emq_producer_clear_ids(emq_id *ids, size_t n);
+/* Refuses a batch with a malformed message before anything is sent, so a
+ * caller's mistake never leaves a batch half written (single: the error
+ * names no entry index). */
+emq_status emq_producer_check(const emq_producer_t *p,
+                              const emq_message *msgs, size_t n, int single,
+                              emq_error *err);
+/* Writes n entries to one queue (p is not a topic's): the entry point of
+ * every call of a queue's producer and of a topic's partition. */
+emq_status emq_producer_queue(emq_producer_t *p, const emq_message *msgs,
+                              size_t n, emq_id *ids, size_t *written,
+                              int single, emq_error *err);
+
+/* ---- topic.c: a topic's producer (p->nparts > 0) -------------------------- */
+
+/* Sets up the partitions' slots (opened on first use). */
+emq_status emq_producer_topic_init(emq_producer_t *p, emq_error *err);
+/* Destroys every opened partition's producer. */
+void emq_producer_topic_free(emq_producer_t *p);
+/* The produce calls (kmsgs: keyed entries, else msgs), checked whole,
+ * then split by partition. */
+emq_status emq_producer_topic_produce(emq_producer_t *p,
+                                      const emq_message *msgs,
+                                      const emq_keyed_message *kmsgs,
+                                      size_t n, emq_id *ids, size_t *written,
+                                      int single, emq_error *err);
+/* emq_produce_async(_keyed) of a checked entry. */
+emq_status emq_producer_topic_async(emq_producer_t *p, const char *key,
+                                    size_t key_len, const emq_message *m,
+                                    emq_delivery_fn cb, void *opaque,
+                                    emq_error *err);
+size_t emq_producer_topic_poll(emq_producer_t *p, int64_t timeout_ms);
+emq_status emq_producer_topic_flush(emq_producer_t *p, int64_t timeout_ms,
+                                    emq_error *err);
+size_t emq_producer_topic_outstanding(emq_producer_t *p);
+
 #endif /* EMQ_PRODUCER_H */

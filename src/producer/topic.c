@@ -1,0 +1,256 @@
+/* topic.c: a topic's producer, a producer of producers.
+ *
+ * One producer per partition, each with its own route and sender, opened
+ * when the first entry goes there. An entry with a message key goes to
+ * partition CRC16(key) mod P, so one key's entries keep their order in one
+ * stream; an entry without a key goes to the next partition in turn. A
+ * batch is checked whole, then split by partition and each share written
+ * as its own batch, one partition after the other. producer.c hands every
+ * call of a topic's producer to the emq_producer_topic_* here.
+ */
+#include "producer.h"
+
+#include <string.h>
+
+emq_status emq_producer_topic_init(emq_producer_t *p, emq_error *err) {
+    p->nparts = (size_t)p->conf->partitions;
+    p->parts = emq_calloc(p->nparts, sizeof *p->parts);
+    if (p->parts == NULL) {
+        p->nparts = 0;
+        return emq_error_set(err, EMQ_ENOMEM, 0, "out of memory");
+    }
+    pthread_mutex_init(&p->parts_mu, NULL);
+    return EMQ_OK;
+}
+
+void emq_producer_topic_free(emq_producer_t *p) {
+    if (p->parts == NULL)
+        return;
+    for (size_t i = 0; i < p->nparts; i++)
+        emq_producer_destroy(p->parts[i]);
+    pthread_mutex_destroy(&p->parts_mu);
+    emq_free(p->parts);
+    p->parts = NULL;
+}
+
+
+/* Makes partition i's producer into p->parts. */
+static emq_status open_part(int i, const emq_conf_t *part, void *ctx,
+                            emq_error *err) {
+    emq_producer_t *p = ctx;
+    return emq_producer_new(part, &p->parts[i], err);
+}
+
+/* Partition i's producer, opened on first use (by one thread). A failure
+ * names the partition. */
+static emq_status part_open(emq_producer_t *p, size_t i, emq_error *err) {
+    pthread_mutex_lock(&p->parts_mu);
+    emq_status st = EMQ_OK;
+    if (p->parts[i] == NULL)
+        st = emq_topic_open_parts(p->conf, (int)i, (int)i + 1, open_part, p,
+                                  err);
+    pthread_mutex_unlock(&p->parts_mu);
+    return st;
+}
+
+/* Partition i's producer when it was opened, else NULL. */
+static emq_producer_t *part_if_open(emq_producer_t *p, size_t i) {
+    pthread_mutex_lock(&p->parts_mu);
+    emq_producer_t *part = p->parts[i];
+    pthread_mutex_unlock(&p->parts_mu);
+    return part;
+}
+
+/* The partition of an entry with key (key_len bytes; NULL: the next in
+ * turn). */
+static size_t partition_of(emq_producer_t *p, const char *key,
+                           size_t key_len) {
+    return key ? emq_topic_key_partition(key, key_len, (unsigned)p->nparts)
+               : (size_t)(atomic_fetch_add(&p->next, 1) % p->nparts);
+}
+
+/* Writes n entries of a topic: msgs (plain) or kmsgs (keyed) give them.
+ * Each entry gets its partition, the batch is grouped by partition (a
+ * counting sort keeps each partition's entries in batch order), and each
+ * group is written by that partition's producer. Every group is tried;
+ * the first failure is returned, prefixed with its partition. */
+static emq_status split_produce(emq_producer_t *p, const emq_message *msgs,
+                                const emq_keyed_message *kmsgs, size_t n,
+                                emq_id *ids, size_t *written, int single,
+                                emq_error *err) {
+    size_t P = p->nparts;
+    emq_message *sorted = emq_alloc((n ? n : 1) * sizeof *sorted);
+    size_t *where = emq_alloc((n ? n : 1) * sizeof *where);
+    unsigned *part = emq_alloc((n ? n : 1) * sizeof *part);
+    size_t *start = emq_calloc(P + 1, sizeof *start);
+    emq_id *sub_ids = ids ? emq_alloc((n ? n : 1) * sizeof *sub_ids) : NULL;
+    emq_status st = EMQ_OK;
+    if (!sorted || !where || !part || !start || (ids && !sub_ids)) {
+        st = emq_error_set(err, EMQ_ENOMEM, 0, "out of memory");
+        emq_producer_clear_ids(ids, n);
+        goto out;
+    }
+    for (size_t i = 0; i < n; i++) {
+        const emq_keyed_message *k = kmsgs ? &kmsgs[i] : NULL;
+        part[i] = (unsigned)partition_of(p, k ? k->key : NULL,
+                                         k ? k->key_len : 0);
+        start[part[i] + 1]++;
+    }
+    for (size_t i = 0; i < P; i++)
+        start[i + 1] += start[i];
+    {
+        size_t *fill = emq_alloc(P * sizeof *fill);
+        if (fill == NULL) {
+            st = emq_error_set(err, EMQ_ENOMEM, 0, "out of memory");
+            emq_producer_clear_ids(ids, n);
+            goto out;
+        }
+        memcpy(fill, start, P * sizeof *fill);
+        for (size_t i = 0; i < n; i++) {
+            size_t at = fill[part[i]]++;
+            sorted[at] = kmsgs ? kmsgs[i].message : msgs[i];
+            where[at] = i;
+        }
+        emq_free(fill);
+    }
+    size_t ok = 0;
+    emq_status first = EMQ_OK;
+    emq_error first_err;
+    emq_error_clear(&first_err);
+    for (size_t k = 0; k < P; k++) {
+        size_t from = start[k], cnt = start[k + 1] - start[k];
+        if (cnt == 0)
+            continue;
+        emq_error one;
+        emq_error_clear(&one);
+        size_t w = 0;
+        emq_status rs = part_open(p, k, &one);
+        int opened = rs == EMQ_OK; /* an open failure names its partition */
+        if (opened)
+            rs = emq_producer_queue(p->parts[k], sorted + from, cnt,
+                         sub_ids ? sub_ids + from : NULL, &w, single, &one);
+        else if (sub_ids)
+            emq_producer_clear_ids(sub_ids + from, cnt);
+        ok += w;
+        if (rs != EMQ_OK && first == EMQ_OK) {
+            first = rs;
+            first_err = one;
+            if (opened)
+                emq_topic_error_prefix(&first_err, p->conf, k);
+        }
+    }
+    if (ids)
+        for (size_t at = 0; at < n; at++)
+            ids[where[at]] = sub_ids[at];
+    if (written)
+        *written = ok;
+    st = first;
+    if (st != EMQ_OK) {
+        if (err)
+            *err = first_err;
+    } else {
+        emq_error_clear(err);
+    }
+out:
+    emq_free(sorted);
+    emq_free(where);
+    emq_free(part);
+    emq_free(start);
+    emq_free(sub_ids);
+    return st;
+}
+
+/* Checks a batch of a topic before anything is split or sent: the same
+ * rules as a queue's batch. */
+static emq_status check_all(const emq_producer_t *p,
+                              const emq_message *msgs,
+                              const emq_keyed_message *kmsgs, size_t n,
+                              int single, emq_error *err) {
+    if (n > 0 && msgs == NULL && kmsgs == NULL)
+        return emq_error_set(err, EMQ_EINVAL, 0,
+                             "msgs is NULL but n is %zu", n);
+    for (size_t i = 0; i < n; i++) {
+        const emq_message *m = kmsgs ? &kmsgs[i].message : &msgs[i];
+        emq_status st = emq_producer_check(p, m, 1, 1, err);
+        if (st != EMQ_OK) {
+            if (!single)
+                emq_error_prefix(err, "entry %zu", i);
+            return st;
+        }
+    }
+    return EMQ_OK;
+}
+
+emq_status emq_producer_topic_produce(emq_producer_t *p,
+                                      const emq_message *msgs,
+                                      const emq_keyed_message *kmsgs,
+                                      size_t n, emq_id *ids, size_t *written,
+                                      int single, emq_error *err) {
+    if (written)
+        *written = 0;
+    emq_status st = check_all(p, msgs, kmsgs, n, single, err);
+    if (st != EMQ_OK) {
+        emq_producer_clear_ids(ids, n);
+        return st;
+    }
+    return split_produce(p, msgs, kmsgs, n, ids, written, single, err);
+}
+
+emq_status emq_producer_topic_async(emq_producer_t *p, const char *key,
+                                    size_t key_len, const emq_message *m,
+                                    emq_delivery_fn cb, void *opaque,
+                                    emq_error *err) {
+    size_t k = partition_of(p, key, key_len);
+    emq_status st = part_open(p, k, err);
+    if (st != EMQ_OK)
+        return st;
+    return emq_sender_async(p->parts[k], m, cb, opaque, err);
+}
+
+size_t emq_producer_topic_poll(emq_producer_t *p, int64_t timeout_ms) {
+    /* Every open partition without waiting, then again in short waits
+     * until one ran or the time is up. */
+    int64_t deadline = timeout_ms < 0 ? -1 : emq_now_ms() + timeout_ms;
+    for (;;) {
+        size_t ran = 0;
+        for (size_t i = 0; i < p->nparts; i++) {
+            emq_producer_t *part = part_if_open(p, i);
+            if (part)
+                ran += emq_sender_poll(part, 0);
+        }
+        if (ran > 0 || timeout_ms == 0 ||
+            (deadline >= 0 && emq_now_ms() >= deadline) ||
+            !p->conf->producer_delivery_poll)
+            return ran;
+        emq_sleep_ms(1);
+    }
+}
+
+emq_status emq_producer_topic_flush(emq_producer_t *p, int64_t timeout_ms,
+                                    emq_error *err) {
+    int64_t deadline = timeout_ms < 0 ? -1 : emq_now_ms() + timeout_ms;
+    for (size_t i = 0; i < p->nparts; i++) {
+        emq_producer_t *part = part_if_open(p, i);
+        if (part == NULL)
+            continue;
+        int64_t left = deadline < 0 ? -1 : deadline - emq_now_ms();
+        emq_status st =
+            emq_sender_flush(part, left < 0 && deadline >= 0 ? 0 : left, err);
+        if (st != EMQ_OK) {
+            emq_topic_error_prefix(err, p->conf, i);
+            return st;
+        }
+    }
+    emq_error_clear(err);
+    return EMQ_OK;
+}
+
+size_t emq_producer_topic_outstanding(emq_producer_t *p) {
+    size_t n = 0;
+    for (size_t i = 0; i < p->nparts; i++) {
+        emq_producer_t *part = part_if_open(p, i);
+        if (part)
+            n += emq_sender_outstanding(part);
+    }
+    return n;
+}

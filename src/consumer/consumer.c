@@ -68,32 +68,9 @@ static emq_status make_keys(emq_consumer_t *c, emq_error *err) {
     return EMQ_OK;
 }
 
-static emq_status make(const emq_conf_t *conf, emq_handler_fn handler,
-                       emq_batch_handler_fn batch_handler, void *opaque,
-                       emq_consumer_t **out, emq_error *err);
-
-/* Makes partition i's consumer into c->parts, with c's handlers. */
-static emq_status open_part(int i, const emq_conf_t *part, void *ctx,
-                            emq_error *err) {
-    emq_consumer_t *c = ctx;
-    emq_status st = make(part, c->handler, c->batch_handler, c->opaque,
-                         &c->parts[i], err);
-    if (st == EMQ_OK)
-        c->nparts = (size_t)i + 1;
-    return st;
-}
-
-static emq_status new_parts(emq_consumer_t *c, emq_error *err) {
-    c->parts = emq_calloc((size_t)c->conf->partitions, sizeof *c->parts);
-    if (c->parts == NULL)
-        return emq_error_set(err, EMQ_ENOMEM, 0, "out of memory");
-    return emq_topic_open_parts(c->conf, 0, (int)c->conf->partitions,
-                                open_part, c, err);
-}
-
-static emq_status make(const emq_conf_t *conf, emq_handler_fn handler,
-                       emq_batch_handler_fn batch_handler, void *opaque,
-                       emq_consumer_t **out, emq_error *err) {
+emq_status emq_consumer_make(const emq_conf_t *conf, emq_handler_fn handler,
+                             emq_batch_handler_fn batch_handler, void *opaque,
+                             emq_consumer_t **out, emq_error *err) {
     *out = NULL;
     if (conf == NULL)
         return emq_error_set(err, EMQ_EINVAL, 0,
@@ -144,7 +121,8 @@ static emq_status make(const emq_conf_t *conf, emq_handler_fn handler,
     c->conf->max_attempts = 1;
     c->rng = (uint64_t)emq_now_ms() ^ (uint64_t)(uintptr_t)c;
     strcpy(c->claim_cursor, "0-0");
-    if (emq_topic_is(c->conf) && (st = new_parts(c, err)) != EMQ_OK)
+    if (emq_topic_is(c->conf) &&
+        (st = emq_consumer_topic_open(c, err)) != EMQ_OK)
         goto fail;
     *out = c;
     return EMQ_OK;
@@ -156,7 +134,7 @@ fail:
 emq_status emq_consumer_new(const emq_conf_t *conf, emq_handler_fn handler,
                             void *opaque, emq_consumer_t **out,
                             emq_error *err) {
-    return make(conf, handler, NULL, opaque, out, err);
+    return emq_consumer_make(conf, handler, NULL, opaque, out, err);
 }
 
 emq_status emq_consumer_new_batch(const emq_conf_t *conf,
@@ -167,15 +145,13 @@ emq_status emq_consumer_new_batch(const emq_conf_t *conf,
         return emq_error_set(err, EMQ_EINVAL, 0,
                              "a batch consumer needs a batch handler");
     }
-    return make(conf, NULL, handler, opaque, out, err);
+    return emq_consumer_make(conf, NULL, handler, opaque, out, err);
 }
 
 void emq_consumer_free(emq_consumer_t *c) {
     if (c == NULL)
         return;
-    for (size_t i = 0; i < c->nparts; i++)
-        emq_consumer_free(c->parts[i]);
-    emq_free(c->parts);
+    emq_consumer_topic_free(c);
     if (c->ready != NULL && c->ready->root == c)
         emq_ready_free(c->ready);
     emq_free(c->fetchers);
@@ -198,8 +174,10 @@ void emq_consumer_stop(emq_consumer_t *c) {
     if (c == NULL)
         return;
     atomic_store(&c->stop, 1);
-    for (size_t i = 0; i < c->nparts; i++)
-        atomic_store(&c->parts[i]->stop, 1);
+    size_t n;
+    emq_consumer_t *const *m = emq_consumer_members(c, &n);
+    for (size_t i = 0; i < n; i++)
+        atomic_store(&m[i]->stop, 1);
     /* Pull mode: the event descriptor turns readable, so an event loop
      * learns of the stop (write(2) is async-signal-safe). */
     emq_ready *r = c->ready;

@@ -486,12 +486,36 @@ struct emq_consumer {
     pthread_t *fetchers;     /* the reading threads of pull mode */
     size_t nfetchers;
 
-    /* A topic (conf partitions > 1): one consumer per partition, each
-     * with its own route, thread and lease, all under this one's name.
-     * This one then only runs, stops and sums them. */
+    /* A topic (conf partitions > 1; topic.c): one consumer per
+     * partition, each with its own route, thread and lease, all under
+     * this one's name. This one then only runs, stops and sums them. */
     emq_consumer_t **parts;
     size_t nparts;
 };
+
+/* ---- consumer.c and topic.c: making a consumer, and a topic's --------- */
+
+/* Makes a consumer of conf (a topic's when partitions > 1: then its
+ * partitions too) with either handler; *out is freed with
+ * emq_consumer_free. */
+emq_status emq_consumer_make(const emq_conf_t *conf, emq_handler_fn handler,
+                             emq_batch_handler_fn batch_handler, void *opaque,
+                             emq_consumer_t **out, emq_error *err);
+/* The single-queue consumers c stands for, *n of them: a topic's
+ * partitions, or c itself. What a call that loops over them uses. */
+emq_consumer_t *const *emq_consumer_members(emq_consumer_t *c, size_t *n);
+/* Makes topic consumer c's partitions (c->conf partitions P > 1). */
+emq_status emq_consumer_topic_open(emq_consumer_t *c, emq_error *err);
+/* Frees c's partitions; a queue's consumer has none. */
+void emq_consumer_topic_free(emq_consumer_t *c);
+/* Runs every partition on a thread of its own until all have returned;
+ * the first fatal error stops the others and is returned. */
+emq_status emq_consumer_topic_run(emq_consumer_t *c, emq_error *err);
+/* The consumer whose table holds entry: a topic's partition by the
+ * entry's stream, or c. NULL with err set (EMQ_EINVAL) when it names
+ * another stream, or none on a topic. */
+emq_consumer_t *emq_consumer_owner(emq_consumer_t *c, const emq_entry *entry,
+                                   emq_error *err);
 
 /* ---- lease.c ------------------------------------------------------------ */
 

@@ -46,25 +46,16 @@ emq_status emq_consumer_run(emq_consumer_t *c, emq_error *err) {
         return emq_error_set(err, EMQ_EINVAL, 0,
                              "consumer '%s' is already running", c->name);
     emq_status st;
-    if (c->nparts > 0) {
-        st = emq_consumers_run(c->parts, c->nparts, emq_consumer_loop, err);
-        for (size_t i = 0; i < c->nparts; i++)
-            atomic_store(&c->parts[i]->stop, 0);
-    } else {
+    if (c->nparts > 0)
+        st = emq_consumer_topic_run(c, err);
+    else
         st = emq_consumer_loop(c, err);
-    }
     atomic_store(&c->running, 0);
     atomic_store(&c->stop, 0);
     return st;
 }
 
 /* ---- pull mode: starting and closing ------------------------------------- */
-
-/* The consumers that read: the partitions of a topic, or c itself. */
-static emq_consumer_t *const *readers(emq_consumer_t *c, size_t *n) {
-    *n = c->nparts ? c->nparts : 1;
-    return c->nparts ? c->parts : &c->self;
-}
 
 static void *reader_main(void *arg) {
     emq_consumer_t *c = arg;
@@ -102,8 +93,10 @@ static emq_status pull_start(emq_consumer_t *c, emq_error *err) {
             pthread_mutex_unlock(&c->pull_mu);
             return st;
         }
-        for (size_t i = 0; i < c->nparts; i++)
-            c->parts[i]->ready = c->ready;
+        size_t n;
+        emq_consumer_t *const *m = emq_consumer_members(c, &n);
+        for (size_t i = 0; i < n; i++)
+            m[i]->ready = c->ready;
     }
     emq_ready *r = c->ready;
     if (c->nfetchers > 0 || r->ended) { /* running, or ended until close */
@@ -111,7 +104,7 @@ static emq_status pull_start(emq_consumer_t *c, emq_error *err) {
         return EMQ_OK;
     }
     size_t n;
-    emq_consumer_t *const *all = readers(c, &n);
+    emq_consumer_t *const *all = emq_consumer_members(c, &n);
     if (c->fetchers == NULL &&
         (c->fetchers = emq_calloc(n, sizeof *c->fetchers)) == NULL) {
         pthread_mutex_unlock(&c->pull_mu);
@@ -166,7 +159,7 @@ emq_status emq_consumer_close(emq_consumer_t *c, int64_t timeout_ms,
     /* Ready to start again with the next poll. */
     emq_ready_reset(r);
     size_t n;
-    emq_consumer_t *const *all = readers(c, &n);
+    emq_consumer_t *const *all = emq_consumer_members(c, &n);
     for (size_t i = 0; i < n; i++)
         atomic_store(&all[i]->stop, 0);
     atomic_store(&c->stop, 0);
@@ -240,33 +233,6 @@ void emq_consumer_resume(emq_consumer_t *c) {
 
 /* ---- pull mode: settling from any thread ---------------------------------- */
 
-/* The consumer whose table holds entry: a topic's partition by the
- * entry's stream, or c. NULL with err set when it names another. */
-static emq_consumer_t *owner_of(emq_consumer_t *c, const emq_entry *entry,
-                                emq_error *err) {
-    const char *stream = entry->stream;
-    if (c->nparts == 0) {
-        if (stream == NULL || strcmp(stream, c->keys.stream) == 0)
-            return c;
-    } else if (stream == NULL) {
-        emq_error_set(err, EMQ_EINVAL, 0,
-                      "entry %s names no stream: entries of topic '%s' are "
-                      "settled with the stream poll gave them",
-                      entry->id, c->conf->queue);
-        return NULL;
-    } else {
-        for (size_t i = 0; i < c->nparts; i++)
-            if (strcmp(stream, c->parts[i]->keys.stream) == 0)
-                return c->parts[i];
-    }
-    char shown[200];
-    emq_error_set(err, EMQ_EINVAL, 0,
-                  "entry %s is of stream '%s', not of this consumer's",
-                  entry->id,
-                  emq_printable(shown, sizeof shown, stream, strlen(stream)));
-    return NULL;
-}
-
 static emq_status settle(emq_consumer_t *c, const emq_entry *entry,
                          settle_kind kind, int64_t delay_ms,
                          const char *reason, emq_error *err) {
@@ -293,7 +259,7 @@ static emq_status settle(emq_consumer_t *c, const emq_entry *entry,
                                            len));
     }
     memcpy(id.str, entry->id, len + 1);
-    emq_consumer_t *owner = owner_of(c, entry, err);
+    emq_consumer_t *owner = emq_consumer_owner(c, entry, err);
     if (owner == NULL)
         return EMQ_EINVAL;
     if (kind == SETTLE_RETRY && reason == NULL)

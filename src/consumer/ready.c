@@ -105,11 +105,10 @@ static size_t room_locked(const emq_ready *r) {
     if (atomic_load(&r->root->paused))
         return 0;
     size_t out = r->n;
-    const emq_consumer_t *root = r->root;
-    if (root->nparts == 0)
-        out += atomic_load(&((emq_consumer_t *)root)->table.nhandling);
-    for (size_t i = 0; i < root->nparts; i++)
-        out += atomic_load(&root->parts[i]->table.nhandling);
+    size_t n;
+    emq_consumer_t *const *m = emq_consumer_members(r->root, &n);
+    for (size_t i = 0; i < n; i++)
+        out += atomic_load(&m[i]->table.nhandling);
     return out >= r->limit ? 0 : r->limit - out;
 }
 

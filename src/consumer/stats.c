@@ -12,24 +12,16 @@
 
 void emq_consumer_stats_get(const emq_consumer_t *c, emq_consumer_stats *out) {
     memset(out, 0, sizeof *out);
-    if (c->nparts > 0) { /* a topic: the sum over its partitions */
-        for (size_t i = 0; i < c->nparts; i++) {
-            emq_consumer_stats s;
-            emq_consumer_stats_get(c->parts[i], &s);
-#define ADD(name) out->name += s.name;
-            EMQ_CONSUMER_COUNTERS(ADD)
+    size_t n; /* a topic: the sum over its partitions */
+    emq_consumer_t *const *m =
+        emq_consumer_members((emq_consumer_t *)c, &n); /* atomics only */
+    for (size_t i = 0; i < n; i++) {
+#define ADD(name) out->name += atomic_load(&m[i]->stats.name);
+        EMQ_CONSUMER_COUNTERS(ADD)
 #undef ADD
-            out->in_flight += s.in_flight;
-            out->handed_out += s.handed_out;
-        }
-        return;
+        out->in_flight += emq_inflight_count(&m[i]->table);
+        out->handed_out += atomic_load(&m[i]->table.nhandling);
     }
-    emq_consumer_t *m = (emq_consumer_t *)c; /* atomics and a lock only */
-#define LOAD(name) out->name = atomic_load(&m->stats.name);
-    EMQ_CONSUMER_COUNTERS(LOAD)
-#undef LOAD
-    out->in_flight = emq_inflight_count(&m->table);
-    out->handed_out = atomic_load(&m->table.nhandling);
 }
 
 size_t emq_entry_json(const emq_entry *entry, char *buf, size_t size) {

@@ -5,10 +5,11 @@
 #include "admin.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
-emq_status emq_admin_new(const emq_conf_t *conf, emq_admin_t **out,
-                         emq_error *err) {
+emq_status emq_admin_open(const emq_conf_t *conf, emq_admin_t **out,
+                          emq_error *err) {
     *out = NULL;
     if (conf == NULL)
         return emq_error_set(err, EMQ_EINVAL, 0,
@@ -24,9 +25,7 @@ emq_status emq_admin_new(const emq_conf_t *conf, emq_admin_t **out,
         st = emq_topic_check(conf, err);
     if (st == EMQ_OK)
         st = emq_keys_resolve(conf->queue, conf->stream, &a->keys, err);
-    if (st == EMQ_OK && emq_topic_is(conf))
-        st = emq_admin_topic_open(a, err);
-    else if (st == EMQ_OK)
+    if (st == EMQ_OK && !emq_topic_is(conf))
         st = emq_route_new(a->conf, a->keys.stream, &a->route, err);
     if (st != EMQ_OK) {
         emq_admin_destroy(a);
@@ -34,20 +33,6 @@ emq_status emq_admin_new(const emq_conf_t *conf, emq_admin_t **out,
     }
     *out = a;
     return EMQ_OK;
-}
-
-emq_status emq_admin_topic_partitions(emq_admin_t *a, int64_t *partitions,
-                                      emq_error *err) {
-    *partitions = 0;
-    if (a == NULL)
-        return emq_error_set(err, EMQ_EINVAL, 0, "admin is NULL");
-    if (a->nparts > 0) {
-        *partitions = (int64_t)a->nparts;
-        return EMQ_OK;
-    }
-    if (a->conf->queue == NULL) /* a raw stream is never a topic */
-        return EMQ_OK;
-    return emq_topic_recorded(a->route, a->conf->queue, partitions, err);
 }
 
 void emq_admin_destroy(emq_admin_t *a) {
@@ -230,4 +215,19 @@ emq_status emq_admin_check_group(const char *group, emq_error *err) {
         return emq_error_set(err, EMQ_EINVAL, 0,
                              "a group name is required");
     return EMQ_OK;
+}
+
+/* qsort over emq_admin_order: by ID, then partition. */
+static int order_cmp(const void *x, const void *y) {
+    const emq_admin_order *a = x, *b = y;
+    int c = emq_stream_id_cmp(a->id, b->id);
+    if (c != 0)
+        return c;
+    return (a->partition > b->partition) - (a->partition < b->partition);
+}
+
+void emq_admin_by_id(emq_admin_order *order, size_t n) {
+    /* IDs are times, so across partitions this is oldest first (as far
+     * as the partitions' clocks agree); a tie goes to the lower partition. */
+    qsort(order, n, sizeof *order, order_cmp);
 }

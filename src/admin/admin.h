@@ -32,7 +32,8 @@ typedef emq_status (*emq_admin_step)(emq_admin_t *part, int i, void *ctx,
 
 /* Runs step on each partition of topic a in order. The first failure ends
  * the walk and is returned prefixed with its partition and stream (the
- * partitions before it have done their part). */
+ * partitions before it have done their part); an EMQ_EINVAL (arguments
+ * refused before anything was sent) is returned as it is. */
 emq_status emq_admin_each(emq_admin_t *a, emq_admin_step step, void *ctx,
                           emq_error *err);
 
@@ -48,41 +49,50 @@ typedef struct emq_admin_order {
     size_t at; /* the verb's index of the entry */
 } emq_admin_order;
 
-/* Sorts order by ID, then partition: a topic's lists, oldest first. */
+/* admin.c: sorts order by ID, then partition: a topic's lists, oldest
+ * first. */
 void emq_admin_by_id(emq_admin_order *order, size_t n);
 
-/* Opens a topic handle's partitions (a->conf partitions P > 1) and checks
- * P against the count the server records. */
-emq_status emq_admin_topic_open(emq_admin_t *a, emq_error *err);
+/* ---- the verbs of one queue --------------------------------------------
+ * Each public verb is topic.c's: a queue's handle goes to its queue form
+ * here (same contract as in echomq.h), a topic's runs that form on every
+ * partition. */
 
-/* The verbs on a topic handle, called by the public verbs after their
- * own argument checks (same contracts as in echomq.h). group: create
- * with start, destroy with start NULL; *done is 1 when any partition
- * created or destroyed. */
-emq_status emq_admin_topic_describe(emq_admin_t *a, emq_queue_info **out,
+/* admin.c: the handle of conf without a topic's partitions (a queue's is
+ * connected; a topic's gets its partitions from topic.c). */
+emq_status emq_admin_open(const emq_conf_t *conf, emq_admin_t **out,
+                          emq_error *err);
+emq_status emq_admin_queue_describe(emq_admin_t *a, emq_queue_info **out,
                                     emq_error *err);
-emq_status emq_admin_topic_pending(emq_admin_t *a, const char *group,
+emq_status emq_admin_queue_pending(emq_admin_t *a, const char *group,
                                    const char *consumer, int64_t min_idle_ms,
                                    size_t max, emq_pending_entry **out,
                                    size_t *n, emq_error *err);
-emq_status emq_admin_topic_setid(emq_admin_t *a, const char *group,
+/* The checks of a setid's group and target, before anything is sent. */
+emq_status emq_admin_setid_check(const char *group, const char *to,
+                                 emq_error *err);
+emq_status emq_admin_queue_setid(emq_admin_t *a, const char *group,
                                  const char *to, uint64_t *redeliver,
                                  emq_error *err);
-emq_status emq_admin_topic_group(emq_admin_t *a, const char *group,
-                                 const char *start, int *done,
-                                 emq_error *err);
-emq_status emq_admin_topic_prune(emq_admin_t *a, const char *group,
+emq_status emq_admin_queue_group_create(emq_admin_t *a, const char *group,
+                                        const char *start, int *created,
+                                        emq_error *err);
+emq_status emq_admin_queue_group_destroy(emq_admin_t *a, const char *group,
+                                         int *destroyed, emq_error *err);
+emq_status emq_admin_queue_prune(emq_admin_t *a, const char *group,
                                  int64_t idle_ms, emq_prune_result *result,
                                  emq_error *err);
-emq_status emq_admin_topic_trim(emq_admin_t *a, int64_t maxlen,
+emq_status emq_admin_queue_trim(emq_admin_t *a, int64_t maxlen,
                                 int64_t max_age_ms, emq_trim_result *result,
                                 emq_error *err);
-emq_status emq_admin_topic_dead_list(emq_admin_t *a, size_t max,
-                                     emq_dead_letter **out, size_t *n,
-                                     emq_error *err);
-emq_status emq_admin_topic_requeue_all(emq_admin_t *a, uint64_t *requeued,
-                                       emq_error *err);
-emq_status emq_admin_topic_purge(emq_admin_t *a, uint64_t *removed,
+/* emq_admin_dead_list_after of a queue. */
+emq_status emq_admin_queue_dead_list(emq_admin_t *a, const char *after,
+                                     size_t max, emq_dead_letter **out,
+                                     size_t *n, emq_error *err);
+emq_status emq_admin_queue_requeue(emq_admin_t *a, const char *const *ids,
+                                   size_t nids, uint64_t *requeued,
+                                   emq_error *err);
+emq_status emq_admin_queue_purge(emq_admin_t *a, uint64_t *removed,
                                  emq_error *err);
 
 /* ---- shared by a verb and its topic form -------------------------------- */

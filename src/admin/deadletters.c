@@ -147,12 +147,6 @@ static int entry_shape_ok(const emq_reply *e) {
            emq_reply_kind(emq_reply_at(e, 1)) == EMQ_REPLY_ARRAY;
 }
 
-emq_status emq_admin_dead_list(emq_admin_t *a, size_t max,
-                               emq_dead_letter **out, size_t *n,
-                               emq_error *err) {
-    return emq_admin_dead_list_after(a, NULL, max, out, n, err);
-}
-
 /* Copies the dead letters of nr XRANGE replies (r[k] read from partition
  * part[k]; -1 for a queue) into one caller-owned block: at most max (0:
  * all), oldest first by ID across the replies. */
@@ -231,7 +225,7 @@ emq_status emq_admin_dead_range(emq_admin_t *a, const char *start,
                           argv, NULL, r, err);
 }
 
-emq_status emq_admin_dead_list_after(emq_admin_t *a, const char *after,
+emq_status emq_admin_queue_dead_list(emq_admin_t *a, const char *after,
                                      size_t max, emq_dead_letter **out,
                                      size_t *n, emq_error *err) {
     *out = NULL;
@@ -253,18 +247,13 @@ emq_status emq_admin_dead_list_after(emq_admin_t *a, const char *after,
     char count[24] = "";
     if (max > 0)
         snprintf(count, sizeof count, "%zu", max);
-    if (a->nparts == 0) {
-        emq_reply *r = NULL;
-        emq_status st = emq_admin_dead_range(a, start, count, &r, err);
-        int none = -1;
-        if (st == EMQ_OK)
-            st = emq_admin_letters_build(&r, &none, 1, max, out, n, err);
-        emq_reply_free(r);
-        return st;
-    }
-    if (after != NULL)
-        return emq_admin_per_id(a, "listing dead letters after an ID", err);
-    return emq_admin_topic_dead_list(a, max, out, n, err);
+    emq_reply *r = NULL;
+    emq_status st = emq_admin_dead_range(a, start, count, &r, err);
+    int none = -1;
+    if (st == EMQ_OK)
+        st = emq_admin_letters_build(&r, &none, 1, max, out, n, err);
+    emq_reply_free(r);
+    return st;
 }
 
 void emq_dead_letters_free(emq_dead_letter *letters, size_t n) {
@@ -374,7 +363,7 @@ static emq_status requeue_all(emq_admin_t *a, uint64_t *requeued,
     }
 }
 
-emq_status emq_admin_dead_requeue(emq_admin_t *a, const char *const *ids,
+emq_status emq_admin_queue_requeue(emq_admin_t *a, const char *const *ids,
                                   size_t nids, uint64_t *requeued,
                                   emq_error *err) {
     uint64_t count = 0;
@@ -383,10 +372,6 @@ emq_status emq_admin_dead_requeue(emq_admin_t *a, const char *const *ids,
     if (a == NULL || (nids > 0 && ids == NULL))
         return emq_error_set(err, EMQ_EINVAL, 0,
                              "requeue needs an admin handle and IDs");
-    if (a->nparts > 0 && nids > 0)
-        return emq_admin_per_id(a, "requeueing dead letters by ID", err);
-    if (a->nparts > 0)
-        return emq_admin_topic_requeue_all(a, requeued, err);
     if (nids == 0) {
         emq_status st = requeue_all(a, &count, err);
         if (requeued)
@@ -422,15 +407,13 @@ emq_status emq_admin_dead_requeue(emq_admin_t *a, const char *const *ids,
     return EMQ_OK;
 }
 
-emq_status emq_admin_dead_purge(emq_admin_t *a, uint64_t *removed,
+emq_status emq_admin_queue_purge(emq_admin_t *a, uint64_t *removed,
                                 emq_error *err) {
     if (removed)
         *removed = 0;
     if (a == NULL)
         return emq_error_set(err, EMQ_EINVAL, 0,
                              "purge needs an admin handle");
-    if (a->nparts > 0)
-        return emq_admin_topic_purge(a, removed, err);
     const char *argv[] = {"EVAL", purge_script, "1", a->keys.dead};
     emq_reply *r = NULL;
     emq_status st =

@@ -388,15 +388,13 @@ emq_status emq_admin_info_add(emq_queue_info *info, size_t i,
     return EMQ_OK;
 }
 
-emq_status emq_admin_describe(emq_admin_t *a, emq_queue_info **out,
+emq_status emq_admin_queue_describe(emq_admin_t *a, emq_queue_info **out,
                               emq_error *err) {
     if (out)
         *out = NULL;
     if (a == NULL || out == NULL)
         return emq_error_set(err, EMQ_EINVAL, 0,
                              "admin handle and out must not be NULL");
-    if (a->nparts > 0)
-        return emq_admin_topic_describe(a, out, err);
     emq_queue_info *info = emq_calloc(1, sizeof *info);
     if (info == NULL)
         return oom(err);
@@ -597,7 +595,7 @@ static emq_status take_page(const emq_reply *reply, emq_pending_entry **out,
     return EMQ_OK;
 }
 
-emq_status emq_admin_pending(emq_admin_t *a, const char *group,
+emq_status emq_admin_queue_pending(emq_admin_t *a, const char *group,
                              const char *consumer, int64_t min_idle_ms,
                              size_t max, emq_pending_entry **out, size_t *n,
                              emq_error *err) {
@@ -619,9 +617,6 @@ emq_status emq_admin_pending(emq_admin_t *a, const char *group,
         return emq_error_set(err, EMQ_EINVAL, 0,
                              "min_idle_ms is %lld; it must be 0 or more",
                              (long long)min_idle_ms);
-    if (a->nparts > 0)
-        return emq_admin_topic_pending(a, group, consumer, min_idle_ms, max,
-                                       out, n, err);
     char what[300], idle[24];
     snprintf(what, sizeof what, "listing pending entries of group '%s'",
              group);

@@ -185,7 +185,7 @@ static emq_status prune_one(emq_admin_t *a, const char *group,
     }
 }
 
-emq_status emq_admin_prune_consumers(emq_admin_t *a, const char *group,
+emq_status emq_admin_queue_prune(emq_admin_t *a, const char *group,
                                      int64_t idle_ms,
                                      emq_prune_result *result,
                                      emq_error *err) {
@@ -199,8 +199,6 @@ emq_status emq_admin_prune_consumers(emq_admin_t *a, const char *group,
         return emq_error_set(err, EMQ_EINVAL, 0,
                              "prune: idle_ms must be >= 0, not %lld",
                              (long long)idle_ms);
-    if (a != NULL && a->nparts > 0)
-        return emq_admin_topic_prune(a, group, idle_ms, result, err);
     emq_reply *reply = NULL;
     prune_member *members = NULL;
     size_t n = 0;

@@ -126,7 +126,16 @@ static emq_status setid_failed(emq_admin_t *a, const char *group,
                          a->keys.stream, shown);
 }
 
-emq_status emq_admin_group_setid(emq_admin_t *a, const char *group,
+emq_status emq_admin_setid_check(const char *group, const char *to,
+                                 emq_error *err) {
+    setid_target t;
+    emq_status st = emq_admin_check_group(group, err);
+    if (st == EMQ_OK)
+        st = parse_target(to, &t, err);
+    return st;
+}
+
+emq_status emq_admin_queue_setid(emq_admin_t *a, const char *group,
                                  const char *to, uint64_t *redeliver,
                                  emq_error *err) {
     if (redeliver)
@@ -137,8 +146,6 @@ emq_status emq_admin_group_setid(emq_admin_t *a, const char *group,
     emq_status st = emq_admin_check_group(group, err);
     if (st == EMQ_OK)
         st = parse_target(to, &t, err);
-    if (st == EMQ_OK && a->nparts > 0)
-        return emq_admin_topic_setid(a, group, to, redeliver, err);
     if (st == EMQ_OK && t.at_time)
         st = resolve_time(a, &t, err);
     if (st != EMQ_OK)
@@ -184,15 +191,13 @@ emq_status emq_admin_group_setid(emq_admin_t *a, const char *group,
     return EMQ_OK;
 }
 
-emq_status emq_admin_group_create(emq_admin_t *a, const char *group,
+emq_status emq_admin_queue_group_create(emq_admin_t *a, const char *group,
                                   const char *start, int *created,
                                   emq_error *err) {
     if (created)
         *created = 0;
     if (a == NULL)
         return emq_error_set(err, EMQ_EINVAL, 0, "admin handle is NULL");
-    if (a->nparts > 0)
-        return emq_admin_topic_group(a, group, start, created, err);
     char id[EMQ_ID_MAX];
     /* A new group gets a name consumers can use (the rule they check);
      * the other verbs take any existing group, however it was named. */
@@ -225,14 +230,12 @@ emq_status emq_admin_group_create(emq_admin_t *a, const char *group,
     return st;
 }
 
-emq_status emq_admin_group_destroy(emq_admin_t *a, const char *group,
+emq_status emq_admin_queue_group_destroy(emq_admin_t *a, const char *group,
                                    int *destroyed, emq_error *err) {
     if (destroyed)
         *destroyed = 0;
     if (a == NULL)
         return emq_error_set(err, EMQ_EINVAL, 0, "admin handle is NULL");
-    if (a->nparts > 0)
-        return emq_admin_topic_group(a, group, NULL, destroyed, err);
     emq_status st = emq_admin_check_group(group, err);
     if (st != EMQ_OK)
         return st;

@@ -126,7 +126,7 @@ static const char trim_script[] =
     "end\n"
     "return {removed, floor or '', held, 0}\n";
 
-emq_status emq_admin_trim_acked(emq_admin_t *a, int64_t maxlen,
+emq_status emq_admin_queue_trim(emq_admin_t *a, int64_t maxlen,
                                 int64_t max_age_ms, emq_trim_result *result,
                                 emq_error *err) {
     emq_trim_result local;
@@ -140,8 +140,6 @@ emq_status emq_admin_trim_acked(emq_admin_t *a, int64_t maxlen,
                              "trim: maxlen and max_age_ms must be >= 0, or "
                              "-1 for no bound (got %lld and %lld)",
                              (long long)maxlen, (long long)max_age_ms);
-    if (a->nparts > 0)
-        return emq_admin_topic_trim(a, maxlen, max_age_ms, result, err);
     char maxlen_s[24], age_s[24], cap_s[24];
     snprintf(maxlen_s, sizeof maxlen_s, "%lld", (long long)maxlen);
     snprintf(age_s, sizeof age_s, "%lld", (long long)max_age_ms);

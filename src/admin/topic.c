@@ -40,10 +40,12 @@ emq_status emq_admin_each(emq_admin_t *a, emq_admin_step step, void *ctx,
                           emq_error *err) {
     for (size_t i = 0; i < a->nparts; i++) {
         emq_status st = step(a->parts[i], (int)i, ctx, err);
-        if (st != EMQ_OK) {
+        /* EMQ_EINVAL refuses the call's arguments before anything is sent:
+         * the same for every partition, so it names none. */
+        if (st != EMQ_OK && st != EMQ_EINVAL)
             emq_topic_error_prefix(err, a->conf, i);
+        if (st != EMQ_OK)
             return st;
-        }
     }
     emq_error_clear(err);
     return EMQ_OK;
@@ -59,22 +61,21 @@ emq_status emq_admin_per_id(const emq_admin_t *a, const char *what,
                          what, a->conf->queue, a->nparts, a->nparts - 1);
 }
 
-/* qsort over emq_admin_order: by ID, then partition. */
-static int order_cmp(const void *x, const void *y) {
-    const emq_admin_order *a = x, *b = y;
-    int c = emq_stream_id_cmp(a->id, b->id);
-    if (c != 0)
-        return c;
-    return (a->partition > b->partition) - (a->partition < b->partition);
-}
-
-void emq_admin_by_id(emq_admin_order *order, size_t n) {
-    /* IDs are times, so across partitions this is oldest first (as far
-     * as the partitions' clocks agree); a tie goes to the lower partition. */
-    qsort(order, n, sizeof *order, order_cmp);
-}
-
 /* ---- opening and recording ---------------------------------------------- */
+
+emq_status emq_admin_topic_partitions(emq_admin_t *a, int64_t *partitions,
+                                      emq_error *err) {
+    *partitions = 0;
+    if (a == NULL)
+        return emq_error_set(err, EMQ_EINVAL, 0, "admin is NULL");
+    if (a->nparts > 0) {
+        *partitions = (int64_t)a->nparts;
+        return EMQ_OK;
+    }
+    if (a->conf->queue == NULL) /* a raw stream is never a topic */
+        return EMQ_OK;
+    return emq_topic_recorded(a->route, a->conf->queue, partitions, err);
+}
 
 /* Opens partition i's admin handle into a->parts. */
 static emq_status open_part(int i, const emq_conf_t *part, void *ctx,
@@ -86,7 +87,9 @@ static emq_status open_part(int i, const emq_conf_t *part, void *ctx,
     return st;
 }
 
-emq_status emq_admin_topic_open(emq_admin_t *a, emq_error *err) {
+/* Opens a topic handle's partitions (a->conf partitions P > 1) and checks
+ * P against the count the server records. */
+static emq_status topic_open(emq_admin_t *a, emq_error *err) {
     const emq_conf_t *conf = a->conf;
     a->parts = emq_calloc((size_t)conf->partitions, sizeof *a->parts);
     if (a->parts == NULL)
@@ -132,13 +135,13 @@ emq_status emq_admin_topic_create(emq_admin_t *a, emq_error *err) {
 static emq_status describe_part(emq_admin_t *part, int i, void *ctx,
                                 emq_error *err) {
     emq_queue_info *one = NULL;
-    emq_status st = emq_admin_describe(part, &one, err);
+    emq_status st = emq_admin_queue_describe(part, &one, err);
     if (st == EMQ_OK)
         st = emq_admin_info_add(ctx, (size_t)i, one, err);
     return st;
 }
 
-emq_status emq_admin_topic_describe(emq_admin_t *a, emq_queue_info **out,
+static emq_status topic_describe(emq_admin_t *a, emq_queue_info **out,
                                     emq_error *err) {
     emq_queue_info *info = emq_calloc(1, sizeof *info);
     char pattern[EMQ_KEYS_MAX_QUEUE + 16];
@@ -217,7 +220,7 @@ static emq_status setid_part(emq_admin_t *part, int i, void *ctx,
     (void)i;
     setid_topic *t = ctx;
     uint64_t one = 0;
-    emq_status st = emq_admin_group_setid(part, t->group, t->to, &one, err);
+    emq_status st = emq_admin_queue_setid(part, t->group, t->to, &one, err);
     t->redeliver += one;
     return st;
 }
@@ -235,7 +238,8 @@ static emq_status create_part(emq_admin_t *part, int i, void *ctx,
     (void)i;
     group_topic *t = ctx;
     int one = 0;
-    emq_status st = emq_admin_group_create(part, t->group, t->start, &one, err);
+    emq_status st =
+        emq_admin_queue_group_create(part, t->group, t->start, &one, err);
     t->done |= one;
     return st;
 }
@@ -245,7 +249,7 @@ static emq_status destroy_part(emq_admin_t *part, int i, void *ctx,
     (void)i;
     group_topic *t = ctx;
     int one = 0;
-    emq_status st = emq_admin_group_destroy(part, t->group, &one, err);
+    emq_status st = emq_admin_queue_group_destroy(part, t->group, &one, err);
     t->done |= one;
     return st;
 }
@@ -264,7 +268,7 @@ static emq_status prune_part(emq_admin_t *part, int i, void *ctx,
     prune_topic *t = ctx;
     emq_prune_result one;
     emq_status st =
-        emq_admin_prune_consumers(part, t->group, t->idle_ms, &one, err);
+        emq_admin_queue_prune(part, t->group, t->idle_ms, &one, err);
     t->sum.removed += one.removed;
     t->sum.moved += one.moved;
     t->sum.kept += one.kept;
@@ -284,7 +288,7 @@ static emq_status trim_part(emq_admin_t *part, int i, void *ctx,
     trim_topic *t = ctx;
     emq_trim_result one;
     emq_status st =
-        emq_admin_trim_acked(part, t->maxlen, t->max_age_ms, &one, err);
+        emq_admin_queue_trim(part, t->maxlen, t->max_age_ms, &one, err);
     t->sum.removed += one.removed;
     t->sum.held_back += one.held_back;
     t->sum.no_groups &= one.no_groups;
@@ -307,8 +311,9 @@ static emq_status pending_part(emq_admin_t *part, int i, void *ctx,
     pending_topic *t = ctx;
     emq_pending_entry *e = NULL;
     size_t n = 0;
-    emq_status st = emq_admin_pending(part, t->group, t->consumer,
-                                      t->min_idle_ms, t->max, &e, &n, err);
+    emq_status st = emq_admin_queue_pending(part, t->group, t->consumer,
+                                            t->min_idle_ms, t->max, &e, &n,
+                                            err);
     if (st == EMQ_OK && n > 0) {
         emq_pending_entry *grown =
             emq_realloc(t->all, (t->n + n) * sizeof *grown);
@@ -376,7 +381,7 @@ static emq_status requeue_part(emq_admin_t *part, int i, void *ctx,
                                emq_error *err) {
     (void)i;
     uint64_t one = 0;
-    emq_status st = emq_admin_dead_requeue(part, NULL, 0, &one, err);
+    emq_status st = emq_admin_queue_requeue(part, NULL, 0, &one, err);
     *(uint64_t *)ctx += one;
     return st;
 }
@@ -387,17 +392,19 @@ static emq_status purge_part(emq_admin_t *part, int i, void *ctx,
                              emq_error *err) {
     (void)i;
     uint64_t one = 0;
-    emq_status st = emq_admin_dead_purge(part, &one, err);
+    emq_status st = emq_admin_queue_purge(part, &one, err);
     *(uint64_t *)ctx += one;
     return st;
 }
 
 
-emq_status emq_admin_topic_setid(emq_admin_t *a, const char *group,
+static emq_status topic_setid(emq_admin_t *a, const char *group,
                                  const char *to, uint64_t *redeliver,
                                  emq_error *err) {
     setid_topic topic = {group, to, 0};
-    emq_status st = emq_admin_each(a, setid_check_part, &topic, err);
+    emq_status st = emq_admin_setid_check(group, to, err);
+    if (st == EMQ_OK)
+        st = emq_admin_each(a, setid_check_part, &topic, err);
     if (st == EMQ_OK)
         st = emq_admin_each(a, setid_part, &topic, err);
     if (redeliver)
@@ -405,7 +412,7 @@ emq_status emq_admin_topic_setid(emq_admin_t *a, const char *group,
     return st;
 }
 
-emq_status emq_admin_topic_group(emq_admin_t *a, const char *group,
+static emq_status topic_group(emq_admin_t *a, const char *group,
                                  const char *start, int *done,
                                  emq_error *err) {
     group_topic t = {group, start, 0};
@@ -416,7 +423,7 @@ emq_status emq_admin_topic_group(emq_admin_t *a, const char *group,
     return st;
 }
 
-emq_status emq_admin_topic_prune(emq_admin_t *a, const char *group,
+static emq_status topic_prune(emq_admin_t *a, const char *group,
                                  int64_t idle_ms, emq_prune_result *result,
                                  emq_error *err) {
     prune_topic t = {group, idle_ms, {0, 0, 0}};
@@ -426,7 +433,7 @@ emq_status emq_admin_topic_prune(emq_admin_t *a, const char *group,
     return st;
 }
 
-emq_status emq_admin_topic_trim(emq_admin_t *a, int64_t maxlen,
+static emq_status topic_trim(emq_admin_t *a, int64_t maxlen,
                                 int64_t max_age_ms, emq_trim_result *result,
                                 emq_error *err) {
     trim_topic t;
@@ -440,7 +447,7 @@ emq_status emq_admin_topic_trim(emq_admin_t *a, int64_t maxlen,
     return st;
 }
 
-emq_status emq_admin_topic_pending(emq_admin_t *a, const char *group,
+static emq_status topic_pending(emq_admin_t *a, const char *group,
                                    const char *consumer, int64_t min_idle_ms,
                                    size_t max, emq_pending_entry **out,
                                    size_t *n, emq_error *err) {
@@ -457,7 +464,7 @@ emq_status emq_admin_topic_pending(emq_admin_t *a, const char *group,
     return EMQ_OK;
 }
 
-emq_status emq_admin_topic_dead_list(emq_admin_t *a, size_t max,
+static emq_status topic_dead_list(emq_admin_t *a, size_t max,
                                      emq_dead_letter **out, size_t *n,
                                      emq_error *err) {
     char count[24] = "";
@@ -478,7 +485,7 @@ emq_status emq_admin_topic_dead_list(emq_admin_t *a, size_t max,
     return st;
 }
 
-emq_status emq_admin_topic_requeue_all(emq_admin_t *a, uint64_t *requeued,
+static emq_status topic_requeue_all(emq_admin_t *a, uint64_t *requeued,
                                        emq_error *err) {
     uint64_t sum = 0;
     emq_status st = emq_admin_each(a, requeue_part, &sum, err);
@@ -487,11 +494,124 @@ emq_status emq_admin_topic_requeue_all(emq_admin_t *a, uint64_t *requeued,
     return st;
 }
 
-emq_status emq_admin_topic_purge(emq_admin_t *a, uint64_t *removed,
+static emq_status topic_purge(emq_admin_t *a, uint64_t *removed,
                                  emq_error *err) {
     uint64_t sum = 0;
     emq_status st = emq_admin_each(a, purge_part, &sum, err);
     if (removed)
         *removed = sum;
     return st;
+}
+
+/* ---- the public verbs: a queue's, or a topic's over its partitions ------- */
+
+emq_status emq_admin_new(const emq_conf_t *conf, emq_admin_t **out,
+                         emq_error *err) {
+    emq_status st = emq_admin_open(conf, out, err);
+    if (st == EMQ_OK && emq_topic_is(conf) &&
+        (st = topic_open(*out, err)) != EMQ_OK) {
+        emq_admin_destroy(*out);
+        *out = NULL;
+    }
+    return st;
+}
+
+/* 1 when a is a topic's handle. */
+static int is_topic(const emq_admin_t *a) { return a != NULL && a->nparts > 0; }
+
+emq_status emq_admin_describe(emq_admin_t *a, emq_queue_info **out,
+                              emq_error *err) {
+    if (!is_topic(a) || out == NULL)
+        return emq_admin_queue_describe(a, out, err);
+    *out = NULL;
+    return topic_describe(a, out, err);
+}
+
+emq_status emq_admin_pending(emq_admin_t *a, const char *group,
+                             const char *consumer, int64_t min_idle_ms,
+                             size_t max, emq_pending_entry **out, size_t *n,
+                             emq_error *err) {
+    if (!is_topic(a) || out == NULL || n == NULL)
+        return emq_admin_queue_pending(a, group, consumer, min_idle_ms, max,
+                                       out, n, err);
+    *out = NULL;
+    *n = 0;
+    return topic_pending(a, group, consumer, min_idle_ms, max, out, n, err);
+}
+
+emq_status emq_admin_group_create(emq_admin_t *a, const char *group,
+                                  const char *start, int *created,
+                                  emq_error *err) {
+    if (!is_topic(a))
+        return emq_admin_queue_group_create(a, group, start, created, err);
+    return topic_group(a, group, start, created, err);
+}
+
+emq_status emq_admin_group_destroy(emq_admin_t *a, const char *group,
+                                   int *destroyed, emq_error *err) {
+    if (!is_topic(a))
+        return emq_admin_queue_group_destroy(a, group, destroyed, err);
+    return topic_group(a, group, NULL, destroyed, err);
+}
+
+emq_status emq_admin_group_setid(emq_admin_t *a, const char *group,
+                                 const char *to, uint64_t *redeliver,
+                                 emq_error *err) {
+    if (!is_topic(a))
+        return emq_admin_queue_setid(a, group, to, redeliver, err);
+    return topic_setid(a, group, to, redeliver, err);
+}
+
+emq_status emq_admin_prune_consumers(emq_admin_t *a, const char *group,
+                                     int64_t idle_ms,
+                                     emq_prune_result *result,
+                                     emq_error *err) {
+    if (!is_topic(a))
+        return emq_admin_queue_prune(a, group, idle_ms, result, err);
+    return topic_prune(a, group, idle_ms, result, err);
+}
+
+emq_status emq_admin_trim_acked(emq_admin_t *a, int64_t maxlen,
+                                int64_t max_age_ms, emq_trim_result *result,
+                                emq_error *err) {
+    if (!is_topic(a))
+        return emq_admin_queue_trim(a, maxlen, max_age_ms, result, err);
+    return topic_trim(a, maxlen, max_age_ms, result, err);
+}
+
+emq_status emq_admin_dead_list(emq_admin_t *a, size_t max,
+                               emq_dead_letter **out, size_t *n,
+                               emq_error *err) {
+    return emq_admin_dead_list_after(a, NULL, max, out, n, err);
+}
+
+emq_status emq_admin_dead_list_after(emq_admin_t *a, const char *after,
+                                     size_t max, emq_dead_letter **out,
+                                     size_t *n, emq_error *err) {
+    if (!is_topic(a))
+        return emq_admin_queue_dead_list(a, after, max, out, n, err);
+    *out = NULL;
+    *n = 0;
+    if (after != NULL)
+        return emq_admin_per_id(a, "listing dead letters after an ID", err);
+    return topic_dead_list(a, max, out, n, err);
+}
+
+emq_status emq_admin_dead_requeue(emq_admin_t *a, const char *const *ids,
+                                  size_t nids, uint64_t *requeued,
+                                  emq_error *err) {
+    if (!is_topic(a))
+        return emq_admin_queue_requeue(a, ids, nids, requeued, err);
+    if (requeued)
+        *requeued = 0;
+    if (nids > 0)
+        return emq_admin_per_id(a, "requeueing dead letters by ID", err);
+    return topic_requeue_all(a, requeued, err);
+}
+
+emq_status emq_admin_dead_purge(emq_admin_t *a, uint64_t *removed,
+                                emq_error *err) {
+    if (!is_topic(a))
+        return emq_admin_queue_purge(a, removed, err);
+    return topic_purge(a, removed, err);
 }

@@ -121,9 +121,6 @@ emq_status emq_consumer_make(const emq_conf_t *conf, emq_handler_fn handler,
     c->conf->max_attempts = 1;
     c->rng = (uint64_t)emq_now_ms() ^ (uint64_t)(uintptr_t)c;
     strcpy(c->claim_cursor, "0-0");
-    if (emq_topic_is(c->conf) &&
-        (st = emq_consumer_topic_open(c, err)) != EMQ_OK)
-        goto fail;
     *out = c;
     return EMQ_OK;
 fail:
@@ -131,27 +128,17 @@ fail:
     return st;
 }
 
-emq_status emq_consumer_new(const emq_conf_t *conf, emq_handler_fn handler,
-                            void *opaque, emq_consumer_t **out,
-                            emq_error *err) {
-    return emq_consumer_make(conf, handler, NULL, opaque, out, err);
-}
-
-emq_status emq_consumer_new_batch(const emq_conf_t *conf,
-                                  emq_batch_handler_fn handler, void *opaque,
-                                  emq_consumer_t **out, emq_error *err) {
-    if (handler == NULL) {
-        *out = NULL;
-        return emq_error_set(err, EMQ_EINVAL, 0,
-                             "a batch consumer needs a batch handler");
-    }
-    return emq_consumer_make(conf, NULL, handler, opaque, out, err);
+emq_consumer_t *const *emq_consumer_members(emq_consumer_t *c, size_t *n) {
+    *n = c->nparts ? c->nparts : 1;
+    return c->nparts ? c->parts : &c->self;
 }
 
 void emq_consumer_free(emq_consumer_t *c) {
     if (c == NULL)
         return;
-    emq_consumer_topic_free(c);
+    for (size_t i = 0; i < c->nparts; i++) /* a topic's partitions */
+        emq_consumer_free(c->parts[i]);
+    emq_free(c->parts);
     if (c->ready != NULL && c->ready->root == c)
         emq_ready_free(c->ready);
     emq_free(c->fetchers);

@@ -149,12 +149,9 @@ emq_status emq_xchg_reconnect(emq_xchg *x, emq_error *err);
 void emq_xchg_healthy(emq_xchg *x);
 /* 1 for the transport failures after which the consumer reconnects. */
 int emq_xchg_transport_failure(emq_status st);
-/* 1 when r is an error reply that means "not now" (see emq_xchg_call). */
+/* 1 when r is an error reply that means "not now" (see emq_xchg_call):
+ * emq_reply_transient, or OOM with EMQ_XCHG_WAIT_OOM. */
 int emq_reply_not_now(const emq_reply *r, unsigned flags);
-/* 1 when r is an error reply of code word (its first word), or a script
- * error whose text names it (scripts wrap the errors of the commands they
- * call, differently on each server: 6.2 writes "... -READONLY ..."). */
-int emq_reply_mentions(const emq_reply *r, const char *word);
 /* 1 when r is an ACL refusal (NOPERM), also one inside a script. */
 int emq_reply_refused(const emq_reply *r);
 /* EMQ_EPROTO "unexpected reply shape from the server: <what>". */
@@ -495,23 +492,20 @@ struct emq_consumer {
 
 /* ---- consumer.c and topic.c: making a consumer, and a topic's --------- */
 
-/* Makes a consumer of conf (a topic's when partitions > 1: then its
- * partitions too) with either handler; *out is freed with
- * emq_consumer_free. */
+/* consumer.c: makes the consumer of conf with either handler, a topic's
+ * without its partitions (topic.c adds them); *out is freed with
+ * emq_consumer_free, which frees a topic's partitions too. */
 emq_status emq_consumer_make(const emq_conf_t *conf, emq_handler_fn handler,
                              emq_batch_handler_fn batch_handler, void *opaque,
                              emq_consumer_t **out, emq_error *err);
-/* The single-queue consumers c stands for, *n of them: a topic's
- * partitions, or c itself. What a call that loops over them uses. */
+/* consumer.c: the single-queue consumers c stands for, *n of them: a
+ * topic's partitions, or c itself. What a call that loops over them
+ * uses. */
 emq_consumer_t *const *emq_consumer_members(emq_consumer_t *c, size_t *n);
-/* Makes topic consumer c's partitions (c->conf partitions P > 1). */
-emq_status emq_consumer_topic_open(emq_consumer_t *c, emq_error *err);
-/* Frees c's partitions; a queue's consumer has none. */
-void emq_consumer_topic_free(emq_consumer_t *c);
-/* Runs every partition on a thread of its own until all have returned;
+/* topic.c: runs every partition on a thread of its own until all have returned;
  * the first fatal error stops the others and is returned. */
 emq_status emq_consumer_topic_run(emq_consumer_t *c, emq_error *err);
-/* The consumer whose table holds entry: a topic's partition by the
+/* topic.c: the consumer whose table holds entry: a topic's partition by the
  * entry's stream, or c. NULL with err set (EMQ_EINVAL) when it names
  * another stream, or none on a topic. */
 emq_consumer_t *emq_consumer_owner(emq_consumer_t *c, const emq_entry *entry,

@@ -72,15 +72,8 @@ void emq_xchg_nap(emq_xchg *x, int64_t ms) {
 /* ---- classification ------------------------------------------------------ */
 
 int emq_reply_not_now(const emq_reply *r, unsigned flags) {
-    static const char *const words[] = {"LOADING",    "BUSY",     "TRYAGAIN",
-                                        "CLUSTERDOWN", "MASTERDOWN",
-                                        "MISCONF",    "NOREPLICAS"};
-    if (emq_reply_kind(r) != EMQ_REPLY_ERROR)
-        return 0;
-    for (size_t i = 0; i < sizeof words / sizeof words[0]; i++)
-        if (emq_reply_mentions(r, words[i]))
-            return 1;
-    return (flags & EMQ_XCHG_WAIT_OOM) && emq_reply_mentions(r, "OOM");
+    return emq_reply_transient(r) ||
+           ((flags & EMQ_XCHG_WAIT_OOM) && emq_reply_mentions(r, "OOM"));
 }
 
 int emq_xchg_transport_failure(emq_status st) {
@@ -98,22 +91,6 @@ static int text_has(const char *text, size_t len, const char *needle) {
     size_t n = strlen(needle);
     for (size_t i = 0; text != NULL && i + n <= len; i++)
         if (memcmp(text + i, needle, n) == 0)
-            return 1;
-    return 0;
-}
-
-int emq_reply_mentions(const emq_reply *r, const char *word) {
-    if (emq_reply_kind(r) != EMQ_REPLY_ERROR)
-        return 0;
-    if (emq_reply_is_error(r, word))
-        return 1;
-    size_t len;
-    const char *text = emq_reply_str(r, &len);
-    size_t wl = strlen(word);
-    for (size_t i = 1; text != NULL && i + wl <= len; i++)
-        if ((text[i - 1] == ' ' || text[i - 1] == '-') &&
-            memcmp(text + i, word, wl) == 0 &&
-            (i + wl == len || text[i + wl] == ' ' || text[i + wl] == ':'))
             return 1;
     return 0;
 }

@@ -2,20 +2,17 @@
  *
  * A topic consumer (partitions > 1) holds one ordinary consumer per
  * partition, all under its name and group, each with its own route,
- * lease and thread; the rest of this folder knows one queue. Here the
- * partitions are made and freed, run (one thread each, the first fatal
- * error stopping the others), and found again: the members a call loops
- * over, and the partition that holds an entry being settled. In pull mode
- * the partitions read into the topic consumer's one ready queue.
+ * lease and thread; the rest of this folder knows one queue. Here a
+ * consumer is made (emq_consumer_new: a queue's, or a topic's with its
+ * partitions), a topic's partitions are run (one thread each, the first
+ * fatal error stopping the others), and the partition that holds an entry
+ * being settled is found. In pull mode the partitions read into the topic
+ * consumer's one ready queue; emq_consumer_members (consumer.c) is what a
+ * call that loops over a consumer's partitions uses.
  */
 #include "consumer.h"
 
 #include <string.h>
-
-emq_consumer_t *const *emq_consumer_members(emq_consumer_t *c, size_t *n) {
-    *n = c->nparts ? c->nparts : 1;
-    return c->nparts ? c->parts : &c->self;
-}
 
 /* Makes partition i's consumer into c->parts, with c's handlers. */
 static emq_status open_part(int i, const emq_conf_t *part, void *ctx,
@@ -28,7 +25,8 @@ static emq_status open_part(int i, const emq_conf_t *part, void *ctx,
     return st;
 }
 
-emq_status emq_consumer_topic_open(emq_consumer_t *c, emq_error *err) {
+/* Makes topic consumer c's partitions (c->conf partitions P > 1). */
+static emq_status topic_open(emq_consumer_t *c, emq_error *err) {
     c->parts = emq_calloc((size_t)c->conf->partitions, sizeof *c->parts);
     if (c->parts == NULL)
         return emq_error_set(err, EMQ_ENOMEM, 0, "out of memory");
@@ -36,12 +34,35 @@ emq_status emq_consumer_topic_open(emq_consumer_t *c, emq_error *err) {
                                 open_part, c, err);
 }
 
-void emq_consumer_topic_free(emq_consumer_t *c) {
-    for (size_t i = 0; i < c->nparts; i++)
-        emq_consumer_free(c->parts[i]);
-    emq_free(c->parts);
-    c->parts = NULL;
-    c->nparts = 0;
+/* A queue's consumer, or a topic's with its partitions. */
+static emq_status make(const emq_conf_t *conf, emq_handler_fn handler,
+                       emq_batch_handler_fn batch_handler, void *opaque,
+                       emq_consumer_t **out, emq_error *err) {
+    emq_status st =
+        emq_consumer_make(conf, handler, batch_handler, opaque, out, err);
+    if (st == EMQ_OK && emq_topic_is(conf) &&
+        (st = topic_open(*out, err)) != EMQ_OK) {
+        emq_consumer_free(*out);
+        *out = NULL;
+    }
+    return st;
+}
+
+emq_status emq_consumer_new(const emq_conf_t *conf, emq_handler_fn handler,
+                            void *opaque, emq_consumer_t **out,
+                            emq_error *err) {
+    return make(conf, handler, NULL, opaque, out, err);
+}
+
+emq_status emq_consumer_new_batch(const emq_conf_t *conf,
+                                  emq_batch_handler_fn handler, void *opaque,
+                                  emq_consumer_t **out, emq_error *err) {
+    if (handler == NULL) {
+        *out = NULL;
+        return emq_error_set(err, EMQ_EINVAL, 0,
+                             "a batch consumer needs a batch handler");
+    }
+    return make(conf, NULL, handler, opaque, out, err);
 }
 
 emq_status emq_consumer_topic_run(emq_consumer_t *c, emq_error *err) {

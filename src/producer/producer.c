@@ -16,8 +16,9 @@
  * (both bounds, LIMIT without ~, a malformed MINID) is refused there with
  * EMQ_EINVAL naming the property, before any connection is made.
  *
- * This file and sender.c know one queue; a topic's producer (partitions >
- * 1) is topic.c's, which splits the entries over its partitions' ones.
+ * This file and sender.c know one queue. The public calls are topic.c's:
+ * a queue's producer goes to emq_producer_queue and its sender, a topic's
+ * (partitions > 1) splits the entries over its partitions' producers.
  *
  * Plain trimming deletes entries whether or not a group has processed them
  * (docs/PRODUCER.md); ack-aware retention is emq_admin_trim_acked. The
@@ -107,8 +108,8 @@ static emq_status build_head(emq_producer_t *p, emq_error *err) {
     return EMQ_OK;
 }
 
-emq_status emq_producer_new(const emq_conf_t *conf, emq_producer_t **out,
-                            emq_error *err) {
+emq_status emq_producer_open(const emq_conf_t *conf, emq_producer_t **out,
+                             emq_error *err) {
     if (out == NULL)
         return emq_error_set(err, EMQ_EINVAL, 0, "out must not be NULL");
     *out = NULL;
@@ -132,23 +133,19 @@ emq_status emq_producer_new(const emq_conf_t *conf, emq_producer_t **out,
         st = emq_keys_resolve(conf->queue, conf->stream, &p->keys, err);
     if (st == EMQ_OK)
         st = build_head(p, err); /* a topic's policy is checked here too */
-    if (st == EMQ_OK && topic) {
-        st = emq_producer_topic_init(p, err);
-    } else if (st == EMQ_OK) {
+    if (st == EMQ_OK && !topic) /* a topic's partitions send */
         st = emq_sender_start(p, err);
-    }
     if (st != EMQ_OK) {
-        emq_producer_destroy(p);
+        emq_producer_close(p);
         return st;
     }
     *out = p;
     return EMQ_OK;
 }
 
-void emq_producer_destroy(emq_producer_t *p) {
+void emq_producer_close(emq_producer_t *p) {
     if (p == NULL)
         return;
-    emq_producer_topic_free(p);
     emq_sender_stop(p);
     emq_keys_free(&p->keys);
     emq_free(p->argv);
@@ -210,111 +207,4 @@ emq_status emq_producer_queue(emq_producer_t *p, const emq_message *msgs,
         return st;
     }
     return emq_sender_batch(p, msgs, n, ids, written, single, err);
-}
-
-/* The entry point of every produce call: a topic, or one queue. */
-static emq_status produce_any(emq_producer_t *p, const emq_message *msgs,
-                              const emq_keyed_message *kmsgs, size_t n,
-                              emq_id *ids, size_t *written, int single,
-                              emq_error *err) {
-    if (p != NULL && p->nparts > 0)
-        return emq_producer_topic_produce(p, msgs, kmsgs, n, ids, written,
-                                          single, err);
-    if (kmsgs == NULL)
-        return emq_producer_queue(p, msgs, n, ids, written, single, err);
-    /* One queue: the keys do not matter. */
-    emq_message *plain = emq_alloc((n ? n : 1) * sizeof *plain);
-    if (plain == NULL) {
-        emq_producer_clear_ids(ids, n);
-        return emq_error_set(err, EMQ_ENOMEM, 0, "out of memory");
-    }
-    for (size_t i = 0; i < n; i++)
-        plain[i] = kmsgs[i].message;
-    emq_status st = emq_producer_queue(p, plain, n, ids, written, single, err);
-    emq_free(plain);
-    return st;
-}
-
-emq_status emq_produce(emq_producer_t *p, const emq_field *fields,
-                       size_t nfields, emq_id *id, emq_error *err) {
-    emq_message m = {fields, nfields, NULL};
-    return produce_any(p, &m, NULL, 1, id, NULL, 1, err);
-}
-
-emq_status emq_produce_keyed(emq_producer_t *p, const char *key,
-                             size_t key_len, const emq_field *fields,
-                             size_t nfields, emq_id *id, emq_error *err) {
-    emq_keyed_message m = {{fields, nfields, NULL}, key, key_len};
-    return produce_any(p, NULL, &m, 1, id, NULL, 1, err);
-}
-
-emq_status emq_produce_batch(emq_producer_t *p, const emq_message *msgs,
-                             size_t n, emq_id *ids, size_t *written,
-                             emq_error *err) {
-    return produce_any(p, msgs, NULL, n, ids, written, 0, err);
-}
-
-emq_status emq_produce_batch_keyed(emq_producer_t *p,
-                                   const emq_keyed_message *msgs, size_t n,
-                                   emq_id *ids, size_t *written,
-                                   emq_error *err) {
-    return produce_any(p, NULL, msgs, n, ids, written, 0, err);
-}
-
-/* ---- asynchronous ------------------------------------------------------- */
-
-static emq_status async_any(emq_producer_t *p, const char *key,
-                            size_t key_len, const emq_field *fields,
-                            size_t nfields, emq_delivery_fn cb, void *opaque,
-                            emq_error *err) {
-    if (p == NULL)
-        return emq_error_set(err, EMQ_EINVAL, 0, "producer is NULL");
-    if (cb == NULL)
-        return emq_error_set(err, EMQ_EINVAL, 0,
-                             "an asynchronous entry needs a callback");
-    emq_message m = {fields, nfields, NULL};
-    emq_status st = emq_producer_check(p, &m, 1, 1, err);
-    if (st != EMQ_OK)
-        return st;
-    if (p->nparts > 0)
-        return emq_producer_topic_async(p, key, key_len, &m, cb, opaque, err);
-    return emq_sender_async(p, &m, cb, opaque, err);
-}
-
-emq_status emq_produce_async(emq_producer_t *p, const emq_field *fields,
-                             size_t nfields, emq_delivery_fn cb,
-                             void *opaque, emq_error *err) {
-    return async_any(p, NULL, 0, fields, nfields, cb, opaque, err);
-}
-
-emq_status emq_produce_async_keyed(emq_producer_t *p, const char *key,
-                                   size_t key_len, const emq_field *fields,
-                                   size_t nfields, emq_delivery_fn cb,
-                                   void *opaque, emq_error *err) {
-    return async_any(p, key, key_len, fields, nfields, cb, opaque, err);
-}
-
-size_t emq_producer_poll(emq_producer_t *p, int64_t timeout_ms) {
-    if (p == NULL)
-        return 0;
-    if (p->nparts > 0)
-        return emq_producer_topic_poll(p, timeout_ms);
-    return emq_sender_poll(p, timeout_ms);
-}
-
-emq_status emq_producer_flush(emq_producer_t *p, int64_t timeout_ms,
-                              emq_error *err) {
-    if (p == NULL)
-        return emq_error_set(err, EMQ_EINVAL, 0, "producer is NULL");
-    if (p->nparts > 0)
-        return emq_producer_topic_flush(p, timeout_ms, err);
-    return emq_sender_flush(p, timeout_ms, err);
-}
-
-size_t emq_producer_outstanding(emq_producer_t *p) {
-    if (p == NULL)
-        return 0;
-    if (p->nparts > 0)
-        return emq_producer_topic_outstanding(p);
-    return emq_sender_outstanding(p);
 }

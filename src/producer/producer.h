@@ -61,6 +61,8 @@ typedef struct emq_sender {
     int thread_started;
     pthread_t thread;
     uint64_t rng;
+    int64_t hold_until_ms;  /* no async round before (a "not now" reply) */
+    unsigned holds;         /* such holds in a row (the backoff's step) */
 } emq_sender;
 
 struct emq_producer {
@@ -112,7 +114,15 @@ emq_status emq_sender_flush(emq_producer_t *p, int64_t timeout_ms,
 /* Async entries not yet called back. */
 size_t emq_sender_outstanding(emq_producer_t *p);
 
-/* ---- producer.c: what topic.c shares -------------------------------------- */
+/* ---- producer.c: one queue's producer, for topic.c's public calls ------- */
+
+/* Makes the producer of conf: checked, its XADD head built, a queue's
+ * sender started (a topic's partitions get producers of their own in
+ * topic.c). Free with emq_producer_close. */
+emq_status emq_producer_open(const emq_conf_t *conf, emq_producer_t **out,
+                             emq_error *err);
+/* Stops the sender and frees what emq_producer_open made. */
+void emq_producer_close(emq_producer_t *p);
 
 /* Sets ids[0..n) to "" (ids may be NULL). */
 void emq_producer_clear_ids(emq_id *ids, size_t n);
@@ -127,28 +137,5 @@ emq_status emq_producer_check(const emq_producer_t *p,
 emq_status emq_producer_queue(emq_producer_t *p, const emq_message *msgs,
                               size_t n, emq_id *ids, size_t *written,
                               int single, emq_error *err);
-
-/* ---- topic.c: a topic's producer (p->nparts > 0) -------------------------- */
-
-/* Sets up the partitions' slots (opened on first use). */
-emq_status emq_producer_topic_init(emq_producer_t *p, emq_error *err);
-/* Destroys every opened partition's producer. */
-void emq_producer_topic_free(emq_producer_t *p);
-/* The produce calls (kmsgs: keyed entries, else msgs), checked whole,
- * then split by partition. */
-emq_status emq_producer_topic_produce(emq_producer_t *p,
-                                      const emq_message *msgs,
-                                      const emq_keyed_message *kmsgs,
-                                      size_t n, emq_id *ids, size_t *written,
-                                      int single, emq_error *err);
-/* emq_produce_async(_keyed) of a checked entry. */
-emq_status emq_producer_topic_async(emq_producer_t *p, const char *key,
-                                    size_t key_len, const emq_message *m,
-                                    emq_delivery_fn cb, void *opaque,
-                                    emq_error *err);
-size_t emq_producer_topic_poll(emq_producer_t *p, int64_t timeout_ms);
-emq_status emq_producer_topic_flush(emq_producer_t *p, int64_t timeout_ms,
-                                    emq_error *err);
-size_t emq_producer_topic_outstanding(emq_producer_t *p);
 
 #endif /* EMQ_PRODUCER_H */

@@ -44,6 +44,9 @@
 
 /* Bytes of a stream key shown in a message. */
 #define SHOWN_KEY 96
+/* The hold after a "not now" reply: doubling from 20 ms to 1 s. */
+#define HOLD_MIN_MS 20
+#define HOLD_MAX_MS 1000
 
 typedef enum rec_kind { REC_ONE, REC_ASYNC, REC_BATCH } rec_kind;
 typedef enum rec_state { REC_QUEUED, REC_TAKEN, REC_DONE } rec_state;
@@ -55,6 +58,8 @@ struct emq_record {
     int abandoned;         /* REC_ONE: its caller returned; whoever
                               completes it frees it */
     int unknown;           /* the outcome is unknown */
+    int again;             /* the server said "not now" (LOADING, ...): not
+                              added, may be sent again */
     unsigned attempts;     /* times sent */
     int64_t deadline_ms;
     int64_t queued_ms;
@@ -275,10 +280,14 @@ static emq_status append_xadd(emq_producer_t *p, const emq_message *m,
 /* Reads one XADD reply: its ID into *id (may be NULL). Otherwise *id is ""
  * and the result is EMQ_ESERVER with the reason (the reply text; for the
  * nil XADD NOMKSTREAM gives on a missing key, a sentence saying so), or
- * the transport failure of the connection. */
-static emq_status read_xadd(emq_producer_t *p, emq_id *id, emq_error *err) {
+ * the transport failure of the connection. *again (may be NULL) is 1 for
+ * a "not now" error reply (emq_reply_transient): nothing was added. */
+static emq_status read_xadd(emq_producer_t *p, emq_id *id, int *again,
+                            emq_error *err) {
     emq_reply *reply;
     emq_status st = emq_route_get_reply(p->tx.route, &reply, err);
+    if (again)
+        *again = st == EMQ_OK && emq_reply_transient(reply);
     if (st == EMQ_OK) {
         size_t n;
         const char *text = emq_reply_str(reply, &n);
@@ -424,7 +433,7 @@ static emq_status round_read(emq_producer_t *p, round *r, emq_error *err) {
     emq_error one;
     for (size_t i = 0; i < r->appended; i++) {
         emq_record *rec = r->recs[i];
-        emq_status rs = read_xadd(p, &rec->id, &one);
+        emq_status rs = read_xadd(p, &rec->id, &rec->again, &one);
         if (rs == EMQ_OK) {
             rec->st = EMQ_OK;
             continue;
@@ -609,11 +618,25 @@ static void round_take(emq_sender *s, round *r, size_t window) {
 
 /* Completes a read round's records (mu held): an async record whose
  * outcome is unknown goes back to the queue's front while
- * producer.retries allows, the others get their outcome. */
+ * producer.retries allows, one the server refused with "not now" (a
+ * restarted server still LOADING its data, ...) goes back while its
+ * deadline allows, the next round held back a growing moment; the others
+ * get their outcome. */
 static void round_finish(emq_producer_t *p, round *r) {
     emq_sender *s = &p->tx;
+    int held = 0, added = 0;
     for (size_t i = r->m; i-- > 0;) {
         emq_record *rec = r->recs[i];
+        added |= rec->st == EMQ_OK;
+        if (rec->again && rec->kind == REC_ASYNC &&
+            emq_now_ms() < rec->deadline_ms) {
+            rec->again = 0;
+            rec->attempts--; /* refused unrun: no duplicate to fear */
+            rec->st = EMQ_OK;
+            enqueue_front(s, rec);
+            held = 1;
+            continue;
+        }
         if (rec->unknown && rec->kind == REC_ASYNC &&
             rec->attempts <= (unsigned)p->conf->producer_retries &&
             emq_now_ms() < rec->deadline_ms) {
@@ -625,6 +648,12 @@ static void round_finish(emq_producer_t *p, round *r) {
         complete(s, rec);
     }
     r->m = 0;
+    if (held)
+        s->hold_until_ms =
+            emq_now_ms() + emq_backoff_delay(HOLD_MIN_MS, HOLD_MAX_MS,
+                                             s->holds++, &s->rng);
+    else if (added)
+        s->holds = 0;
 }
 
 static void lead(emq_producer_t *p, emq_record *mine) {
@@ -656,6 +685,7 @@ static void lead(emq_producer_t *p, emq_record *mine) {
         rounds++;
         int more = s->link == EMQ_LINK_UP && s->head &&
                    s->head->kind != REC_BATCH &&
+                   emq_now_ms() >= s->hold_until_ms &&
                    (mine ? !(mine->state == REC_DONE && extra++ >= LEAD_EXTRA)
                          : rounds < 8 && s->queued_async >= window);
         nxt->m = 0;
@@ -818,7 +848,7 @@ static emq_status write_batch(emq_producer_t *p, const emq_message *msgs,
         size_t window_ok = ok;
         for (size_t i = done; i < appended; i++) {
             emq_error one;
-            emq_status rs = read_xadd(p, ids ? &ids[i] : NULL, &one);
+            emq_status rs = read_xadd(p, ids ? &ids[i] : NULL, NULL, &one);
             if (rs == EMQ_OK) {
                 ok++;
                 continue;
@@ -1096,6 +1126,8 @@ static int64_t async_due(const emq_producer_t *p) {
     const emq_sender *s = &p->tx;
     if (s->queued_async == 0)
         return INT64_MAX;
+    if (s->hold_until_ms > emq_now_ms()) /* "not now": wait a moment */
+        return s->hold_until_ms;
     if (s->flushing || s->quit || s->queued_waiters > 0 ||
         s->queued_async >= (size_t)p->conf->producer_window)
         return 0;

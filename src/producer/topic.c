@@ -1,18 +1,19 @@
-/* topic.c: a topic's producer, a producer of producers.
+/* topic.c: the producer's calls, and a topic's producer of producers.
  *
- * One producer per partition, each with its own route and sender, opened
- * when the first entry goes there. An entry with a message key goes to
- * partition CRC16(key) mod P, so one key's entries keep their order in one
- * stream; an entry without a key goes to the next partition in turn. A
- * batch is checked whole, then split by partition and each share written
- * as its own batch, one partition after the other. producer.c hands every
- * call of a topic's producer to the emq_producer_topic_* here.
+ * A queue's producer goes straight to producer.c and its sender. A
+ * topic's (partitions > 1) is a producer of producers: one per partition,
+ * each with its own route and sender, opened when the first entry goes
+ * there. An entry with a message key goes to partition CRC16(key) mod P,
+ * so one key's entries keep their order in one stream; an entry without a
+ * key goes to the next partition in turn. A batch is checked whole, then
+ * split by partition and each share written as its own batch, one
+ * partition after the other.
  */
 #include "producer.h"
 
 #include <string.h>
 
-emq_status emq_producer_topic_init(emq_producer_t *p, emq_error *err) {
+static emq_status topic_init(emq_producer_t *p, emq_error *err) {
     p->nparts = (size_t)p->conf->partitions;
     p->parts = emq_calloc(p->nparts, sizeof *p->parts);
     if (p->parts == NULL) {
@@ -23,7 +24,7 @@ emq_status emq_producer_topic_init(emq_producer_t *p, emq_error *err) {
     return EMQ_OK;
 }
 
-void emq_producer_topic_free(emq_producer_t *p) {
+static void topic_free(emq_producer_t *p) {
     if (p->parts == NULL)
         return;
     for (size_t i = 0; i < p->nparts; i++)
@@ -181,7 +182,7 @@ static emq_status check_all(const emq_producer_t *p,
     return EMQ_OK;
 }
 
-emq_status emq_producer_topic_produce(emq_producer_t *p,
+static emq_status topic_produce(emq_producer_t *p,
                                       const emq_message *msgs,
                                       const emq_keyed_message *kmsgs,
                                       size_t n, emq_id *ids, size_t *written,
@@ -196,7 +197,7 @@ emq_status emq_producer_topic_produce(emq_producer_t *p,
     return split_produce(p, msgs, kmsgs, n, ids, written, single, err);
 }
 
-emq_status emq_producer_topic_async(emq_producer_t *p, const char *key,
+static emq_status topic_async(emq_producer_t *p, const char *key,
                                     size_t key_len, const emq_message *m,
                                     emq_delivery_fn cb, void *opaque,
                                     emq_error *err) {
@@ -207,7 +208,7 @@ emq_status emq_producer_topic_async(emq_producer_t *p, const char *key,
     return emq_sender_async(p->parts[k], m, cb, opaque, err);
 }
 
-size_t emq_producer_topic_poll(emq_producer_t *p, int64_t timeout_ms) {
+static size_t topic_poll(emq_producer_t *p, int64_t timeout_ms) {
     /* Every open partition without waiting, then again in short waits
      * until one ran or the time is up. */
     int64_t deadline = timeout_ms < 0 ? -1 : emq_now_ms() + timeout_ms;
@@ -226,7 +227,7 @@ size_t emq_producer_topic_poll(emq_producer_t *p, int64_t timeout_ms) {
     }
 }
 
-emq_status emq_producer_topic_flush(emq_producer_t *p, int64_t timeout_ms,
+static emq_status topic_flush(emq_producer_t *p, int64_t timeout_ms,
                                     emq_error *err) {
     int64_t deadline = timeout_ms < 0 ? -1 : emq_now_ms() + timeout_ms;
     for (size_t i = 0; i < p->nparts; i++) {
@@ -245,7 +246,7 @@ emq_status emq_producer_topic_flush(emq_producer_t *p, int64_t timeout_ms,
     return EMQ_OK;
 }
 
-size_t emq_producer_topic_outstanding(emq_producer_t *p) {
+static size_t topic_outstanding(emq_producer_t *p) {
     size_t n = 0;
     for (size_t i = 0; i < p->nparts; i++) {
         emq_producer_t *part = part_if_open(p, i);
@@ -253,4 +254,131 @@ size_t emq_producer_topic_outstanding(emq_producer_t *p) {
             n += emq_sender_outstanding(part);
     }
     return n;
+}
+
+/* ---- the public calls: a queue's, or a topic's over its partitions ------ */
+
+emq_status emq_producer_new(const emq_conf_t *conf, emq_producer_t **out,
+                            emq_error *err) {
+    emq_status st = emq_producer_open(conf, out, err);
+    if (st == EMQ_OK && emq_topic_is(conf) &&
+        (st = topic_init(*out, err)) != EMQ_OK) {
+        emq_producer_close(*out);
+        *out = NULL;
+    }
+    return st;
+}
+
+void emq_producer_destroy(emq_producer_t *p) {
+    if (p == NULL)
+        return;
+    topic_free(p);
+    emq_producer_close(p);
+}
+
+/* The entry point of every produce call: a topic, or one queue. */
+static emq_status produce_any(emq_producer_t *p, const emq_message *msgs,
+                              const emq_keyed_message *kmsgs, size_t n,
+                              emq_id *ids, size_t *written, int single,
+                              emq_error *err) {
+    if (p != NULL && p->nparts > 0)
+        return topic_produce(p, msgs, kmsgs, n, ids, written,
+                                          single, err);
+    if (kmsgs == NULL)
+        return emq_producer_queue(p, msgs, n, ids, written, single, err);
+    /* One queue: the keys do not matter. */
+    emq_message *plain = emq_alloc((n ? n : 1) * sizeof *plain);
+    if (plain == NULL) {
+        emq_producer_clear_ids(ids, n);
+        return emq_error_set(err, EMQ_ENOMEM, 0, "out of memory");
+    }
+    for (size_t i = 0; i < n; i++)
+        plain[i] = kmsgs[i].message;
+    emq_status st = emq_producer_queue(p, plain, n, ids, written, single, err);
+    emq_free(plain);
+    return st;
+}
+
+emq_status emq_produce(emq_producer_t *p, const emq_field *fields,
+                       size_t nfields, emq_id *id, emq_error *err) {
+    emq_message m = {fields, nfields, NULL};
+    return produce_any(p, &m, NULL, 1, id, NULL, 1, err);
+}
+
+emq_status emq_produce_keyed(emq_producer_t *p, const char *key,
+                             size_t key_len, const emq_field *fields,
+                             size_t nfields, emq_id *id, emq_error *err) {
+    emq_keyed_message m = {{fields, nfields, NULL}, key, key_len};
+    return produce_any(p, NULL, &m, 1, id, NULL, 1, err);
+}
+
+emq_status emq_produce_batch(emq_producer_t *p, const emq_message *msgs,
+                             size_t n, emq_id *ids, size_t *written,
+                             emq_error *err) {
+    return produce_any(p, msgs, NULL, n, ids, written, 0, err);
+}
+
+emq_status emq_produce_batch_keyed(emq_producer_t *p,
+                                   const emq_keyed_message *msgs, size_t n,
+                                   emq_id *ids, size_t *written,
+                                   emq_error *err) {
+    return produce_any(p, NULL, msgs, n, ids, written, 0, err);
+}
+
+/* ---- asynchronous ------------------------------------------------------- */
+
+static emq_status async_any(emq_producer_t *p, const char *key,
+                            size_t key_len, const emq_field *fields,
+                            size_t nfields, emq_delivery_fn cb, void *opaque,
+                            emq_error *err) {
+    if (p == NULL)
+        return emq_error_set(err, EMQ_EINVAL, 0, "producer is NULL");
+    if (cb == NULL)
+        return emq_error_set(err, EMQ_EINVAL, 0,
+                             "an asynchronous entry needs a callback");
+    emq_message m = {fields, nfields, NULL};
+    emq_status st = emq_producer_check(p, &m, 1, 1, err);
+    if (st != EMQ_OK)
+        return st;
+    if (p->nparts > 0)
+        return topic_async(p, key, key_len, &m, cb, opaque, err);
+    return emq_sender_async(p, &m, cb, opaque, err);
+}
+
+emq_status emq_produce_async(emq_producer_t *p, const emq_field *fields,
+                             size_t nfields, emq_delivery_fn cb,
+                             void *opaque, emq_error *err) {
+    return async_any(p, NULL, 0, fields, nfields, cb, opaque, err);
+}
+
+emq_status emq_produce_async_keyed(emq_producer_t *p, const char *key,
+                                   size_t key_len, const emq_field *fields,
+                                   size_t nfields, emq_delivery_fn cb,
+                                   void *opaque, emq_error *err) {
+    return async_any(p, key, key_len, fields, nfields, cb, opaque, err);
+}
+
+size_t emq_producer_poll(emq_producer_t *p, int64_t timeout_ms) {
+    if (p == NULL)
+        return 0;
+    if (p->nparts > 0)
+        return topic_poll(p, timeout_ms);
+    return emq_sender_poll(p, timeout_ms);
+}
+
+emq_status emq_producer_flush(emq_producer_t *p, int64_t timeout_ms,
+                              emq_error *err) {
+    if (p == NULL)
+        return emq_error_set(err, EMQ_EINVAL, 0, "producer is NULL");
+    if (p->nparts > 0)
+        return topic_flush(p, timeout_ms, err);
+    return emq_sender_flush(p, timeout_ms, err);
+}
+
+size_t emq_producer_outstanding(emq_producer_t *p) {
+    if (p == NULL)
+        return 0;
+    if (p->nparts > 0)
+        return topic_outstanding(p);
+    return emq_sender_outstanding(p);
 }

@@ -65,6 +65,32 @@ int emq_reply_is_error(const emq_reply *r, const char *prefix) {
     return r->len == n || r->str[n] == ' ';
 }
 
+int emq_reply_mentions(const emq_reply *r, const char *word) {
+    if (emq_reply_kind(r) != EMQ_REPLY_ERROR)
+        return 0;
+    if (emq_reply_is_error(r, word))
+        return 1;
+    size_t len;
+    const char *text = emq_reply_str(r, &len);
+    size_t wl = strlen(word);
+    for (size_t i = 1; text != NULL && i + wl <= len; i++)
+        if ((text[i - 1] == ' ' || text[i - 1] == '-') &&
+            memcmp(text + i, word, wl) == 0 &&
+            (i + wl == len || text[i + wl] == ' ' || text[i + wl] == ':'))
+            return 1;
+    return 0;
+}
+
+int emq_reply_transient(const emq_reply *r) {
+    static const char *const words[] = {"LOADING",    "BUSY",     "TRYAGAIN",
+                                        "CLUSTERDOWN", "MASTERDOWN",
+                                        "MISCONF",    "NOREPLICAS"};
+    for (size_t i = 0; i < sizeof words / sizeof words[0]; i++)
+        if (emq_reply_mentions(r, words[i]))
+            return 1;
+    return 0;
+}
+
 char *emq_reply_text(const emq_reply *r, char *buf, size_t size) {
     size_t n;
     const char *text = emq_reply_str(r, &n);

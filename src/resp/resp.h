@@ -89,6 +89,14 @@ emq_status emq_resp_failed(const emq_resp_reader *r);
  * STRING reply made printable (emq_printable), else "(reply of type N)".
  * Writes into buf (size bytes) and returns it. */
 char *emq_reply_text(const emq_reply *r, char *buf, size_t size);
+/* 1 when r is an error reply of code word (its first word), or a script
+ * error whose text names it (scripts wrap the errors of the commands they
+ * call, differently on each server: 6.2 writes "... -READONLY ..."). */
+int emq_reply_mentions(const emq_reply *r, const char *word);
+/* 1 when r is an error reply that means "not now, the command was not
+ * run" and the same command may succeed later: LOADING, BUSY, TRYAGAIN,
+ * CLUSTERDOWN, MASTERDOWN, MISCONF, NOREPLICAS. */
+int emq_reply_transient(const emq_reply *r);
 
 /* Appends the RESP encoding of a command (an array of bulk strings) to out.
  * argvlen may be NULL when every argument is NUL-terminated. Binary-safe.

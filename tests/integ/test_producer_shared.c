@@ -757,3 +757,57 @@ TEST_TIMEOUT(producer_async_topic_partitions_each_called_back, 40) {
     emq_conf_destroy(conf);
     emq_srv_stop(s);
 }
+
+/* Spins a script on the server until SCRIPT KILL (run on a thread: the
+ * call returns when the script is killed). */
+static void *spin_script(void *arg) {
+    emq_srv *s = arg;
+    char out[256];
+    emq_srv_cmd(s, out, sizeof out, "EVAL", "while true do end", "0", NULL);
+    return NULL;
+}
+
+/* A server busy running a script answers -BUSY (as a restarted one
+ * answers -LOADING while it reads its data): asynchronous entries sent
+ * then are not added, wait a growing moment and go again, and are added
+ * once each when the server is free, at attempt 1 (nothing was run
+ * twice); a synchronous call meanwhile gets the server's reply. */
+TEST_TIMEOUT(producer_async_rides_out_a_busy_server, 40) {
+    emq_srv *s = emq_srv_start(NULL);
+    char out[256];
+    if (emq_srv_cmd(s, out, sizeof out, "CONFIG", "SET",
+                    "busy-reply-threshold", "50", NULL) == '-')
+        emq_srv_cmd(s, out, sizeof out, "CONFIG", "SET", "lua-time-limit",
+                    "50", NULL); /* 6.2's name */
+    emq_conf_t *conf = shared_conf(emq_srv_url(s), "10000");
+    emq_producer_t *p = producer_of(conf);
+    emq_field f = {"v", 1, "x", 1};
+    emq_id id;
+    emq_error err;
+    ASSERT_OK(emq_produce(p, &f, 1, &id, &err), &err); /* connected */
+    pthread_t spinner;
+    ASSERT(pthread_create(&spinner, NULL, spin_script, s) == 0);
+    usleep(300 * 1000); /* past the threshold: the server says BUSY */
+    ASSERT_STATUS(emq_produce(p, &f, 1, &id, &err), EMQ_ESERVER, &err);
+    ASSERT_CONTAINS(err.message, "BUSY");
+    static reports r;
+    static tag tags[40];
+    reports_init(&r, tags, 40);
+    for (int i = 0; i < 40; i++)
+        ASSERT_OK(async_one(p, &tags[i], &err), &err);
+    usleep(400 * 1000); /* sent, refused, held, sent again, ... */
+    ASSERT_EQ_INT(atomic_load(&r.total), 0); /* none given up */
+    emq_srv_cmd(s, out, sizeof out, "SCRIPT", "KILL", NULL);
+    pthread_join(spinner, NULL);
+    ASSERT_OK(emq_producer_flush(p, 10000, &err), &err);
+    ASSERT_EQ_INT(atomic_load(&r.total), 40);
+    for (int i = 0; i < 40; i++) {
+        ASSERT_EQ_INT(r.calls[i], 1);
+        ASSERT_EQ_INT(r.status[i], EMQ_OK);
+        ASSERT_EQ_INT(r.attempts[i], 1);
+    }
+    ASSERT_EQ_INT(xlen(s, SQ), 41);
+    emq_producer_destroy(p);
+    emq_conf_destroy(conf);
+    emq_srv_stop(s);
+}

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* bench_common.h: what every benchmark program shares: clocks, a fatal
  * error, and the private redis-server it measures against.
  *

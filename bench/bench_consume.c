@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* bench_consume.c: consume + acknowledge throughput, an echomq pool against
  * a plain hiredis loop of the same round-trip shape, side by side.
  *

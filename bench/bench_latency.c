@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* bench_latency.c: XADD-to-handler latency at a steady rate, for the run
  * API, the poll API, the event-loop mode and a hiredis XREADGROUP BLOCK
  * loop, side by side in one run (issue 11).

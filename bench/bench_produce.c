@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* bench_produce.c: the producer's pipelined batch against a hiredis
  * pipelined XADD loop of the same depth, side by side in one run.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* bench_produce_shared.c: the producer as a request path uses it (issue
  * 14), side by side with hiredis in one run.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* bench_pull.c: the ways to consume of issue 11, side by side in one run.
  *
  * Starts a private redis-server (unix socket, no persistence; stopped by

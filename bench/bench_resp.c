@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* bench_resp.c: RESP parser throughput, echomq against hiredis's reader.
  *
  * Builds the bytes of realistic XREADGROUP replies (COUNT 100 and 1000,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* bench_scale.c: consume + acknowledge throughput of one stream on one
  * server against a 6-partition topic on a 3-master Redis Cluster.
  *

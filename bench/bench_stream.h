@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* bench_stream.h: what the stream-consuming benchmarks share
  * (bench_consume.c, bench_pull.c): the pre-filled stream, the checks after
  * a run, and the hiredis client they are compared with.

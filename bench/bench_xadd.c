@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* bench_xadd.c: pipelined XADD round trips, echomq's conn against a hiredis
  * pipelined loop and redis-benchmark, side by side in one run.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* epoll_worker.c: the pull API in a plain epoll(7) loop.
  *
  *   epoll_worker URL QUEUE COUNT

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* event_worker.c: the pull API in a libevent loop (Debian: libevent-dev).
  *
  *   event_worker URL QUEUE COUNT

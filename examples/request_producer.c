@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* request_producer.c: a service's request path producing to a queue.
  *
  *   request_producer URL QUEUE COUNT

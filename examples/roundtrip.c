@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* roundtrip.c: one round trip through a Redis stream with libechomq.
  *
  *   roundtrip URL [STREAM]

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* uv_worker.c: the pull API in a libuv loop (Debian: libuv1-dev).
  *
  *   uv_worker URL QUEUE COUNT

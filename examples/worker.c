@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* worker.c: a complete echomq worker, the smallest useful consumer.
  *
  *   worker [-s new|head|ID] URL QUEUE GROUP CONSUMER

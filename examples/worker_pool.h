@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* worker_pool.h: the worker threads of the event-loop examples
  * (uv_worker.c, event_worker.c, epoll_worker.c).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* echomq.h: the one public header of libechomq.
  *
  * echomq gives C programs reliable, at-least-once work queues on Redis and

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # check_symbols.sh LIBECHOMQ.so: fails unless every symbol the shared
 # library exports is part of the public API (emq_*). The sources are built
 # with hidden visibility and only EMQ_EXPORT functions are visible, so an

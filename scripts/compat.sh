@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # compat.sh: the server compatibility table of docs/COMPATIBILITY.md, from
 # what the matrix stage of scripts/test.sh showed.
 #
@@ -45,7 +46,7 @@ readonly FEATURES=(
 )
 
 usage() {
-    sed -n '2,18p' "$0" >&2
+    sed -n '3,19p' "$0" >&2
     exit 2
 }
 

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # confdoc.sh [--check] [BUILD_DIR]: builds tools/gen_confdoc in BUILD_DIR
 # (default build/gcc, configured if needed) and writes docs/CONFIGURATION.md
 # from the library's property table. With --check it writes nothing and

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # demo.sh: the main job in one command. Installs what is missing
 # (scripts/deps.sh), builds libechomq and the echomq program, then runs
 # `echomq demo`: a private redis-server in a temporary folder, 100,000

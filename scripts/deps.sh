@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # deps.sh: installs what echomq needs to build, test, fuzz and benchmark on
 # Debian 12, and nothing that is already there. Idempotent: a second run
 # installs nothing and does not touch the network. Runs as root, or through
@@ -14,6 +15,7 @@ export DEBIAN_FRONTEND=noninteractive
 readonly WANTED=(
     "make:make"
     "gcc:gcc"
+    "g++:g++"
     "libc6-dev:-"
     "clang:clang"
     "libclang-rt-14-dev:-"

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # shellcheck shell=bash
 # redis.sh: sourced by demo.sh and test.sh. Starts and stops a private
 # redis-server that listens only on a unix socket in a folder of its own,

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # servers.sh: builds the Redis/Valkey servers of the compatibility matrix
 # from their release sources, once, into a cache keyed by checksum.
 #

@@ -1,8 +1,13 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # test.sh [STAGE...]: the whole echomq test suite, as CI runs it.
 #
 # Stages, in order (give names to run only some; deps always runs):
 #   deps      scripts/deps.sh: install what is missing
+#   house     the rules of the tree, before anything is built: every
+#             source file carries its SPDX line, no file of src/ includes
+#             a header of a higher layer (LAYER_ORDER, written down once
+#             here), and the CLI includes only the public header
 #   gcc       gcc build with -Werror, then emq_tests
 #   clang     clang build with -Werror, then the unit tests and a smoke
 #   sanitize  ASan+UBSan build (clang), then emq_tests
@@ -19,8 +24,10 @@
 #             with find_package and with pkg-config, and run
 #   examples  every examples/*.c built by gcc and clang, compiled against
 #             the installed copy (the event-loop ones with libuv and
-#             libevent), and roundtrip run on a private redis-server (the
-#             event-loop examples run in the suite: test_examples_loops.c)
+#             libevent), examples/cxx_worker.cpp (echomq.hpp) built with g++
+#             against it, and roundtrip and cxx_worker run on a private
+#             redis-server (the event-loop examples run in the suite:
+#             test_examples_loops.c)
 #   docs      docs/CONFIGURATION.md equals what tools/gen_confdoc prints
 #   matrix    scripts/servers.sh builds (once, cached by checksum) Redis
 #             6.2.16, 7.2.6 and Valkey 8.0.1 from ../shared/servers; then the
@@ -58,7 +65,7 @@ cd "$root"
 # shellcheck source=scripts/redis.sh
 . "$root/scripts/redis.sh"
 
-readonly ALL_STAGES=(deps gcc clang sanitize chaos valgrind symbols install examples docs matrix fuzz bench)
+readonly ALL_STAGES=(deps house gcc clang sanitize chaos valgrind symbols install examples docs matrix fuzz bench)
 jobs=${EMQ_JOBS:-$(nproc 2>/dev/null || echo 2)}
 fuzz_seconds=${EMQ_FUZZ_SECONDS:-}
 readonly FUZZ_BUDGET=90
@@ -307,9 +314,11 @@ stage_install() {
     cmake --install "$build/gcc" --prefix "$prefix" >"$logs/install.log"
     sed 's/^--/  /' "$logs/install.log"
     local libdir=$prefix/lib f
-    for f in include/echomq.h lib/libechomq.a lib/libechomq.so lib/pkgconfig/echomq.pc \
-        lib/cmake/echomq/echomqConfig.cmake lib/cmake/echomq/echomqConfigVersion.cmake \
-        lib/cmake/echomq/echomqTargets.cmake bin/echomq share/man/man1/echomq.1; do
+    for f in include/echomq.h include/echomq.hpp lib/libechomq.a lib/libechomq.so \
+        lib/pkgconfig/echomq.pc lib/cmake/echomq/echomqConfig.cmake \
+        lib/cmake/echomq/echomqConfigVersion.cmake lib/cmake/echomq/echomqTargets.cmake \
+        bin/echomq share/man/man1/echomq.1 share/doc/echomq/LICENSE \
+        share/doc/echomq/CHANGELOG.md share/doc/echomq/CLI.md; do
         [[ -e "$prefix/$f" ]] || { echo "install: $f is missing" >&2; return 1; }
     done
     echo "installed to $prefix"
@@ -387,12 +396,59 @@ stage_examples() {
             n=$((n + 1))
         done
         echo "compiled $n example(s) against the installed libechomq"
+        # The C++ header, with g++ (C++17, pedantic) against the same copy.
+        # shellcheck disable=SC2046
+        g++ -std=c++17 -Wall -Wextra -Werror -pedantic -pthread \
+            -o "$scratch/cxx_worker" "$root/examples/cxx_worker.cpp" \
+            $(PKG_CONFIG_PATH=$prefix/lib/pkgconfig pkg-config --cflags --libs echomq)
+        echo "compiled examples/cxx_worker.cpp with g++ against the installed echomq.hpp"
     fi
     [[ -x "$build/gcc/example_roundtrip" ]] || return 0
     mkdir -p "$scratch/redis"
     start_private_redis "$scratch/redis"
     "$build/gcc/example_roundtrip" "$EMQ_REDIS_URL" "ci:roundtrip"
+    if [[ -x "$scratch/cxx_worker" ]]; then
+        "$scratch/cxx_worker" "$EMQ_REDIS_URL" "ci:cxx"
+    fi
     stop_private_redis
+}
+
+# The layers of src/, bottom to top: a file of one may include headers of
+# its own folder and of the folders before it, never of one after it.
+readonly LAYER_ORDER=(base resp conn cluster keys producer consumer admin cli)
+
+stage_house() {
+    local bad=0 f
+    while IFS= read -r f; do
+        if ! head -n 3 "$f" | grep -q 'SPDX-License-Identifier: BSD-3-Clause'; then
+            echo "house: $f has no SPDX-License-Identifier line" >&2
+            bad=1
+        fi
+    done < <(git ls-files -- '*.c' '*.h' '*.hpp' '*.cc' '*.sh' '.ci/run' \
+        'CMakeLists.txt' '*.cmake.in' '*.pc.in' 'docs/*.1')
+    local i layer inc target j
+    for i in "${!LAYER_ORDER[@]}"; do
+        layer=${LAYER_ORDER[$i]}
+        [[ -d src/$layer ]] || continue
+        while IFS= read -r inc; do
+            f=${inc%%:*}
+            target=$(sed -n 's/.*#include "\.\.\/\([a-z]*\)\/.*/\1/p' <<<"${inc#*:}")
+            for j in "${!LAYER_ORDER[@]}"; do
+                if [[ ${LAYER_ORDER[$j]} == "$target" && $j -gt $i ]]; then
+                    echo "house: $f (layer $layer) includes a header of the higher layer $target: ${inc#*:}" >&2
+                    bad=1
+                fi
+            done
+        done < <(grep -Hn '#include "\.\./' src/"$layer"/*.[ch] || true)
+    done
+    local cli_inc
+    cli_inc=$(grep -Hn '#include "' src/cli/*.[ch] | grep -v '"cli.h"\|"echomq.h"' || true)
+    if [[ -n $cli_inc ]]; then
+        echo "house: the CLI includes more than the public header:" >&2
+        echo "$cli_inc" >&2
+        bad=1
+    fi
+    return $bad
 }
 
 stage_docs() {
@@ -578,6 +634,7 @@ stage_bench() {
 
 mkdir -p "$logs"
 run_stage deps "install missing dependencies (scripts/deps.sh)" stage_deps
+run_stage house "SPDX lines, no include of a higher layer, a CLI of the public header" stage_house
 run_stage gcc "gcc build (-Werror) + emq_tests" stage_gcc
 run_stage clang "clang build (-Werror) + unit tests and a smoke" stage_clang
 run_stage sanitize "ASan+UBSan build (clang) + emq_tests" stage_sanitize

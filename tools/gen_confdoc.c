@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* gen_confdoc: prints docs/CONFIGURATION.md from the library's own property
  * table, through the public emq_conf_property(), so the document can never
  * disagree with the code. scripts/confdoc.sh writes or checks the file.

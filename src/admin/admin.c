@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* admin.c: the admin handle and the helpers its verbs share.
  *
  * Every verb works on one queue; a topic's handle (partitions > 1) holds

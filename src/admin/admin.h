@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* admin.h: internals shared by the files of the admin layer.
  *
  * Internal header (not installed); the API is in echomq.h. The admin layer

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* deadletters.c: listing, requeueing and purging a queue's dead letters.
  *
  * A dead letter (docs/KEYSPACE.md, written by src/consumer/deadletter.c)

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* inspect.c: describing a queue and listing its pending entries.
  *
  * emq_admin_describe reads the stream, every group and every consumer in

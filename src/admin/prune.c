@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* prune.c: removing idle consumers of a group without losing work.
  *
  * XGROUP DELCONSUMER drops the consumer's pending entries from the group's

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* replay.c: creating and destroying groups, and moving a group's cursor.
  *
  * emq_admin_group_create is the consumer's door as an explicit verb:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* retention.c: ack-aware trimming of a queue's stream.
  *
  * XACK does not delete entries (LESSONS 7), and trimming by length or age

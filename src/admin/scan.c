@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* scan.c: the queues on a server or a cluster.
  *
  * SCAN MATCH emq:{PATTERN} TYPE stream on every master (a cluster's keys

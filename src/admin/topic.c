@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* topic.c: the admin verbs of a topic, done once.
  *
  * A topic's admin handle holds one ordinary handle per partition (queue

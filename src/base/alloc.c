@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* alloc.c: the library's allocator, with a fault-injection hook.
  *
  * All allocations of libechomq go through these functions. Tests arm

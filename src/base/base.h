@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* base: allocation, errors and capped buffers shared by every layer.
  *
  * Internal header (not installed). Every allocation in the library goes

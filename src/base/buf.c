@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* buf.c: growable byte buffers with a hard cap (see emq_buf in base.h).
  *
  * Growth doubles up to the cap, so appends are amortised O(1). The cap

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* error.c: status names, descriptions and the emq_error helpers.
  *
  * Messages are one sentence for a human. Text from outside (server replies,

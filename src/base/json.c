@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* json.c: writing JSON with snprintf semantics, binary-safe.
  *
  * Every JSON document the library produces (stats, queue descriptions,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* jsonparse.c: one JSON object of field values into stream-entry fields.
  *
  * The input side of the encoding json.c writes: `echomq produce --json`

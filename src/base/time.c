@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* time.c: the monotonic clock and sleeping, for timeouts and backoff. */
 #include "base.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* version.c: the run-time version of the loaded library. */
 #include "base.h"
 

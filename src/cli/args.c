@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* args.c: option parsing, configuration and error reporting for every verb.
  *
  * One small parser serves every verb: --name VALUE, --name=VALUE, -x VALUE,

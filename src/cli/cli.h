@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* cli.h: what the files of the echomq program share.
  *
  * The program is a client of libechomq: it includes echomq.h and nothing

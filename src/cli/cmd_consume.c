@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* cmd_consume.c: `echomq consume`, a consumer of a group on the command line.
  *
  * One consumer name, one read connection (and the upkeep's), driven by the

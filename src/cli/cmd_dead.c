@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* cmd_dead.c: `echomq dead list|requeue|purge`, the dead letters of a queue.
  *
  * Thin wrappers over emq_admin_dead_*: a table (or the library's JSON

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* cmd_demo.c: `echomq demo`, the whole story of echomq in one run.
  *
  * Starts a private redis-server (from PATH) on a unix socket in a new

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* cmd_exporter.c: `echomq exporter`, the queues' numbers for Prometheus.
  *
  * A small HTTP/1.0 server on one listening socket: each GET /metrics lists

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* cmd_group.c: `echomq group create|setid|destroy` and `echomq consumers
  * prune`, the explicit operations on a consumer group.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* cmd_info.c: `echomq info` and `echomq pending`, inspection of a queue.
  *
  * Thin wrappers over emq_admin_describe and emq_admin_pending: a readable

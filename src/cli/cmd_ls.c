@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* cmd_ls.c: `echomq ls`, the queues on a server, one line each.
  *
  * The library finds the queues (emq_admin_scan_queues: SCAN on every

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* cmd_produce.c: `echomq produce`, entries onto a queue.
  *
  * Three sources: FIELD=VALUE arguments (one entry), stdin lines (--lines,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* cmd_tail.c: `echomq tail`, looking at a queue's entries without joining
  * a group.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* cmd_top.c: `echomq top`, a live view of queues.
  *
  * Every --interval (default 1 s) each queue matching the patterns (as

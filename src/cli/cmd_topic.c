@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* cmd_topic.c: `echomq topic create`, recording a topic's partition count
  * in the server (emq_admin_topic_create), so every verb finds it without
  * --partitions and a handle opened with another count is refused.

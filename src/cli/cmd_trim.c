@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* cmd_trim.c: `echomq trim QUEUE --acked [--maxlen N]`, ack-aware retention.
  *
  * Deletes only what no group still needs (emq_admin_trim_acked): below

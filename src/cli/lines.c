@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* lines.c: how the CLI writes an entry as one line, for consume and tail:
  * the library's JSON (with a topic's partition), or a --format string.
  */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* main.c: the echomq command-line tool, "kcat for Redis Streams".
  *
  * Reads the global options that come before the verb, then hands the rest

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* cluster: key slots, the slot map, redirections, and the slot-bound
  * connection ("route") the layers above talk through.
  *

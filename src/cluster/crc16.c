@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* crc16.c: CRC16 and key slots, as Redis Cluster computes them.
  *
  * The table is built once from the polynomial rather than pasted, so the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* route.c: the slot-bound connection, emq_route.
  *
  * A route serves one key's slot. emq_route_new asks a seed for the slot

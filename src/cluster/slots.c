@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* slots.c: the cluster slot map and the parsing of redirect replies.
  *
  * Pure functions over reply values: they read a CLUSTER SHARDS or CLUSTER

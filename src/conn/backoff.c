@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* backoff.c: delays between reconnect attempts.
  *
  * Pure functions: capped exponential backoff with "equal jitter" (half the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* conf.c: the configuration object and its one property table.
  *
  * Every property has one row in `props`: its name, its default as text,

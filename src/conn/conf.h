@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* conf.h: the typed fields behind emq_conf_t, for the layers above base.
  *
  * Internal header (not installed). The public API sets and reads properties

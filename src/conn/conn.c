@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* conn.c: one connection to one server, synchronous and pipelined.
  *
  * emq_conn_new parses the URL, connects the transport (TCP, unix or TLS),

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* conn.h: internal interfaces of the conn layer: URL parsing, backoff, and
  * the blocking-command wait rules.
  *

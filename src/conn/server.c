@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* server.c: which server a connection talks to, and what it can do.
  *
  * Pure functions over what the server says at connect (the HELLO reply,

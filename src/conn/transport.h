@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* transport.h: the byte pipe under a connection (TCP, unix socket, TLS).
  *
  * Internal header. conn.c talks to a transport only through this small

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* transport_tcp.c: plain socket transports, TCP and unix, and poll waits.
  *
  * Sockets are non-blocking from the start: connect(2) is waited for with

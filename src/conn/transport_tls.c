@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* transport_tls.c: TLS over a connected socket transport, with OpenSSL.
  *
  * emq_transport_tls_wrap stacks on a TCP transport: it builds a client

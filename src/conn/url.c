@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* url.c: parses redis://, rediss:// and unix:// URLs into struct emq_url.
  *
  * Forms accepted:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* consumer.c: the consumer's validation, session and run loop.
  *
  * emq_consumer_new validates everything the caller declared (queue or

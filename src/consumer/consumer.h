@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* consumer.h: internals shared by the files of the consumer layer.
  *
  * Internal header (not installed). The files of this folder, bottom to

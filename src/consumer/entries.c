@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* entries.c: stream entries out of replies, and handing them to the
  * handler.
  *

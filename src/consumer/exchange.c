@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* exchange.c: one connection of a consumer, as a pipelined exchange.
  *
  * The bottom of the consumer folder. A consumer has two exchanges: the run

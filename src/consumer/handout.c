@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* handout.c: the public ways to consume, all over one loop.
  *
  * There is one engine: emq_consumer_loop (consumer.c) runs the sessions,

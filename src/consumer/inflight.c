@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* inflight.c: the in-flight table, the consumer's record of what it owns.
  *
  * Every entry read (by a new read, a history read, a claim or a due retry)

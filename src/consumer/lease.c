@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* lease.c: one consumer name, one live process.
  *
  * Two processes under one consumer name read the same pending list and

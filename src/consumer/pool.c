@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* pool.c: N consumers on N threads.
  *
  * Each consumer has its own connection and the stable name

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* ready.c: entries read and waiting to be handed out by emq_consumer_poll.
  *
  * In pull mode (emq_consumer_poll, a batch handler, the event-loop fd) a

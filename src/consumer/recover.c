@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* recover.c: entries that are pending but not being worked.
  *
  * Every path here is one script per page on the queue's stream key (all

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* settle.c: the commands that settle entries, and the ownership refresh.
  *
  * A settlement is decided on the thread that handled the entry and sent

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* stats.c: the consumer's counters as a struct and as JSON, and entries as
  * JSON. A topic consumer's counters are the sums over its partitions.
  *

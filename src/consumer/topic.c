@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* topic.c: a topic's consumer, a consumer of consumers.
  *
  * A topic consumer (partitions > 1) holds one ordinary consumer per

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* upkeep.c: the maintenance thread, on its own connection.
  *
  * It keeps the consumer's promises while the handler runs, however long:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* keys.c: queue names and raw stream keys to the keys of one slot.
  *
  * The invariant this file keeps: every key it returns for a queue hashes to

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* keys: the keyspace of a queue.
  *
  * Internal header (not installed). A queue name maps to keys that share one

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* streamid.c: parsing and comparing stream entry IDs ("ms-seq").
  *
  * Used to validate a declared start position and explicit IDs before any

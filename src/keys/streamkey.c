@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* streamkey.c: the stream key a configuration names, for callers outside
  * the library (the CLI quotes it in messages, e.g. for WRONGTYPE). It
  * applies the same rules as every handle (keys.c) and never talks to the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* topic.c: the names and configurations of a partitioned topic's
  * partitions, and the partition of a message key.
  *

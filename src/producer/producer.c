@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* producer.c: appending entries to a queue's stream.
  *
  * One entry is one XADD. A batch is pipelined in windows of

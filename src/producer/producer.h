@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* producer.h: internals of the producer layer (XADD, single and batched,
  * synchronous and asynchronous, with a queue's trimming policy).
  *

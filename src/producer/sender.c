@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* sender.c: the connection of one queue's producer, shared by threads.
  *
  * Every call becomes a record in one queue, in call order: a single entry

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* topic.c: the producer's calls, and a topic's producer of producers.
  *
  * A queue's producer goes straight to producer.c and its sender. A

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* reader.c: the incremental RESP2/RESP3 reply parser.
  *
  * Bytes arrive in a receive chunk; emq_resp_next parses one reply in two

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* reply.c: the public accessors of emq_reply, and freeing a reply tree.
  *
  * Accessors are total: a NULL reply or a wrong type gives a neutral value

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* reply.h: the layout of emq_reply nodes and of the receive chunks they
  * point into. Private to src/resp (reader.c builds them, reply.c reads and
  * frees them).

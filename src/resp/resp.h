@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* resp: the RESP2/RESP3 reply parser and the command encoder.
  *
  * Internal header (not installed). This layer never touches a socket: bytes

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* writer.c: the command encoder (argv of byte strings to RESP).
  *
  * A command is an array of bulk strings: "*<argc>\r\n" then, per argument,

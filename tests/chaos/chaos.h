@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* chaos.h: what the parts of the chaos harness share.
  *
  * The harness is one program (build/chaos) with two roles. Run plainly it

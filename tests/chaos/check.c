@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* check.c: the chaos harness's checker and its view of the server.
  *
  * After the workers have stopped, the checker puts together three sources

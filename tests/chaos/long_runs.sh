@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # tests/chaos/long_runs.sh: N chaos seeds of J jobs each, one markdown table
 # of verdicts (docs/RELIABILITY.md records such tables).
 #

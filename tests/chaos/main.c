@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* main.c: the chaos harness's orchestrator (build/chaos).
  *
  *   chaos [--seed S] [--jobs N] [--workers W] [--pidns-workers K]

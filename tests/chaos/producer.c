@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* producer.c: the chaos harness's producer thread.
  *
  * Publishes jobs 0..N-1 to queue "chaos", each as the fields

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* shim.c: what the chaos harness and the soak borrow from the test
  * harness, and the small helpers they share.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* worker.c: the worker role of the chaos harness (chaos --worker ...).
  *
  * One process, one echomq consumer in group "workers" of queue "chaos",

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* fuzz_consumer.c: libFuzzer target for a consumer facing a hostile server.
  *
  * Each input runs one emq_consumer_run against a fake server played by a

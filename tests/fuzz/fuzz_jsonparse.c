@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* fuzz_jsonparse.c: libFuzzer target for emq_fields_from_json, the parser
  * of `echomq produce --json` input lines (src/base/jsonparse.c).
  *

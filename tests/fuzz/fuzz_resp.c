@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* fuzz_resp.c: libFuzzer target for the RESP reader.
  *
  * The first input byte picks how the rest is split into feeds (so every

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* fuzz_url.c: libFuzzer target for URL parsing (conn/url.c) and for the
  * "url" property of a conf (conn/conf.c), the two ways a URL from a user
  * reaches the library.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* cluster.c: the Redis Cluster fixture (see cluster.h).
  *
  * Every node is a fixture server (server.c) with cluster mode on and its

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* cluster.h: a private Redis Cluster per test, on loopback, by pid.
  *
  * emq_cl_start() starts masters (and replicas per master) as fixture

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* fakepeer.c: a scripted misbehaving Redis peer and a breakable TCP proxy.
  *
  * One thread owns a loopback listener, a wake-up pipe and up to MAX_CONNS

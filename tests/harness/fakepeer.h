@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* fakepeer.h: a misbehaving Redis peer on loopback, for transport tests.
  *
  * A fake peer is one thread listening on 127.0.0.1 at a free port. Every

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* runner.c: the one test runner.
  *
  * Usage: emq_tests [--list] [--no-fork] [--jobs N] [FILTER...]

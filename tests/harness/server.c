@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* server.c: the redis-server fixture: private servers started by pid.
  *
  * Each server gets its own folder under the test's scratch folder with a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* server.h: a private redis-server per test, started and stopped by pid.
  *
  * emq_srv_start() writes a config file into a private folder under

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test.h: the test harness's assertions and registration.
  *
  * Each TEST(name) registers a function with the one runner (runner.c). The

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* tlscerts.c: makes the test PKI with the openssl command-line tool.
  *
  * Each test process that needs TLS gets its own certificates in its private

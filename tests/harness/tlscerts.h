@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* tlscerts.h: test certificates made with the openssl command line.
  *
  * emq_certs_get() generates, once per test process, a small PKI in

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* consumer.c: the smallest user of an installed libechomq. Built by
  * scripts/test.sh with find_package(echomq) and with pkg-config, it checks
  * that the header, the libraries and the package files fit together. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* admin1_helpers.h: helpers for the inspection and replay tests
  * (test_admin_inspect.c, test_admin_replay.c).
  *

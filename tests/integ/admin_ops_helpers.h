@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* admin_ops_helpers.h: helpers for the tests of consumer removal,
  * retention and dead letters (test_admin_prune.c, test_admin_retention.c,
  * test_admin_dead.c).

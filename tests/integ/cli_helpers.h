@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* cli_helpers.h: running the built `echomq` program from a test.
  *
  * The program lives next to the test runner in the build folder, so its

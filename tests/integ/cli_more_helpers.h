@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* cli_more_helpers.h: more helpers for the CLI tests (test_cli_flags.c,
  * test_cli_signals.c, test_cli_tls.c) on top of cli_helpers.h.
  *

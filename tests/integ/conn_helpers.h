@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* conn_helpers.h: small helpers shared by the connection integration tests.
  *
  * They use the public API only (echomq.h): building a conf, connecting,

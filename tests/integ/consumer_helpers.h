@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* consumer_helpers.h: helpers for the consumer and producer tests.
  *
  * A recording handler keeps every entry it sees (ID, delivery count, first

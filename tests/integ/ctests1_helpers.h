@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* ctests1_helpers.h: helpers for the door, identity, load, stop and
  * producer tests.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* ctests2_helpers.h: helpers for the recovery, poison and fault tests of
  * the consumer (test_consumer_recover.c, test_consumer_poison.c,
  * test_consumer_faults.c).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* ownership_helpers.h: helpers for the ownership and fault tests of issue
  * 10 (test_ownership.c, test_consumer_faults2.c, test_consumer_retry.c).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* poll_helpers.h: a service written against the poll API, for the tests
  * of issue 11 (test_consumer_poll.c, test_consumer_batch.c).
  *

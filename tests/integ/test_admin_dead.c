@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_admin_dead.c: listing, requeueing and purging dead letters
  * (emq_admin_dead_*) against a real redis-server.
  *

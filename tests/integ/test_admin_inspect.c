@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_admin_inspect.c: emq_admin_describe, emq_queue_info_json,
  * emq_admin_pending and emq_pending_json against a real redis-server.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_admin_prune.c: removing idle consumers (emq_admin_prune_consumers)
  * against a real redis-server.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_admin_replay.c: emq_admin_group_setid, emq_admin_group_create and
  * emq_admin_group_destroy against a real redis-server.
  *

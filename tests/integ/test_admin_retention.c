@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_admin_retention.c: ack-aware trimming (emq_admin_trim_acked)
  * against a real redis-server.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_alloc_failure.c: the library survives the failure of any single
  * allocation on its main paths, against a real redis-server.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_cli_admin.c: the inspection and operation verbs end to end against
  * a private redis-server: info (table and --json), pending, group
  * create/setid/destroy, consumers prune, dead list/requeue/purge, trim

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_cli_consume.c: `echomq consume` end to end against a private
  * redis-server: --exec with its environment and exit codes (0 acks, other
  * exits end in the dead letters with "exit N" after --max-deliveries),

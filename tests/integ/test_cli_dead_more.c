@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_cli_dead_more.c: `echomq dead requeue` with filters (--reason,
  * --older-than, --limit) and `echomq dead list -f`, end to end against a
  * private redis-server, with dead letters made the real way (commands

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_cli_envelope.c: what a consumed line says and how a queue is named,
  * end to end against a private redis-server: JSON lines carry the stream
  * (and a topic's partition), --format prints kcat-style lines, --stream

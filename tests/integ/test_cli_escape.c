@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_cli_escape.c: the CLI's escape hatches end to end against a private
  * redis-server: -X property=value (validated by the library, winning over
  * a verb's flags, refusing the URL and password), -X list, -vv / -v -v /

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_cli_exporter.c: `echomq exporter` end to end: a private
  * redis-server with a queue in a known state (length, a group's lag and
  * pending, a consumer's holdings, a dead letter), the exporter on a free

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_cli_flags.c: the flags of every verb that test_cli_produce.c,
  * test_cli_consume.c and test_cli_admin.c leave out, end to end against a
  * private redis-server (stdout, stderr and exit code checked):

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_cli_ls.c: `echomq ls` end to end against a private redis-server:
  * every queue (not its dead letters, not other keys) once, sorted, with
  * length, groups, lag, pending and dead letters; PATTERN; --json; an

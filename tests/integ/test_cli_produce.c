@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_cli_produce.c: `echomq produce` and the global options end to end:
  * the built program against a private redis-server, stdout, stderr and exit
  * codes checked. FIELD=VALUE, --lines, --json with {"base64"} values that

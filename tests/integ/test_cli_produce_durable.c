@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_cli_produce_durable.c: `echomq produce --timeout` and
  * `--wait-replicas`, and `echomq consume --wait-for-server`, end to end
  * against private redis-servers (one with a real replica). */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_cli_secrets.c: no secret ever reaches an output of `echomq`
  * (issue 13, item 1), whatever shape the URL has.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_cli_signals.c: stopping a running `echomq consume` with signals
  * while an --exec handler is busy (docs/CLI.md "consume"):
  *

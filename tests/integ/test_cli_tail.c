@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_cli_tail.c: `echomq tail` end to end against a private
  * redis-server: the last N entries in order, --from an ID, a time or -N,
  * --format, -f following new entries until SIGTERM (exit 0), and no group

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_cli_tls.c: the global TLS flags --tls-ca, --tls-cert and --tls-key
  * end to end against a private TLS redis-server (rediss://127.0.0.1:PORT,
  * certificates from harness/tlscerts.c): produce, consume and info through

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_cli_top.c: `echomq top` against a private redis-server: in a real
  * terminal (a private tmux server: new-session, send-keys, capture-pane;
  * the tmux server is stopped by its pid) it draws the queues, groups and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_cli_topic.c: a topic's partition count recorded in the server,
  * against a private redis-server: the first producer records it, a
  * producer or consumer or admin with another count is refused naming

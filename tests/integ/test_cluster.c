@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_cluster.c: emq_route on a real Redis Cluster and on a standalone
  * server.
  *

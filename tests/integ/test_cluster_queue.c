@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_cluster_queue.c: queues and partitioned topics end to end on a real
  * Redis Cluster (cluster.h), through the public API and the CLI.
  *

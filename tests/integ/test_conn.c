@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_conn.c: integration tests of the connection API against real servers.
  *
  * Every test here talks to a private redis-server started by the fixture,

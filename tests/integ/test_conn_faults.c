@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_conn_faults.c: the connection API against misbehaving peers.
  *
  * A fake peer (harness/fakepeer.c) plays each fault on loopback: a listener

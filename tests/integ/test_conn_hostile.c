@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_conn_hostile.c: replies from a hostile or broken server are bounded
  * in time and memory (issue 13, item 2), against fake peers on loopback:
  *  - an endless, well-formed array (every element within the limits) ends

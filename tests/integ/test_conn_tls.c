@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_conn_tls.c: the connection API over TLS against a real redis-server.
  *
  * The server runs with certificates made by harness/tlscerts.c. A client

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_consumer.c: the consumer contract against a real redis-server. */
 #include "integ/consumer_helpers.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_consumer_batch.c: the batch handler (issue 11) against a real
  * redis-server: up to batch.max entries per call, a verdict per entry,
  * the same ownership as single entries while a slow batch runs beside a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_consumer_connect.c: consumer.connect against a real redis-server
  * that is not there yet. "fail" (the default): emq_consumer_run returns
  * at once with the transport error. "wait": the first connect is retried

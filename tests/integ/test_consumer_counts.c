@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_consumer_counts.c: delivery counts count deliveries that reached a
  * handler (issue 10, the defect found by chaos seed 7002), against a real
  * redis-server.

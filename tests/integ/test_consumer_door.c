@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_consumer_door.c: the group door and the declared start position
  * (DESIGN.md consumer contract points 1 and 2), against a real
  * redis-server.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_consumer_faults.c: the consumer under server faults, against a real
  * redis-server.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_consumer_faults2.c: issue 10, defects 8-14, against real
  * redis-servers (and an intercepting proxy in front of one where a reply
  * must be malformed).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_consumer_identity.c: stable consumer names (DESIGN.md consumer
  * contract point 3) and the lease that keeps one name in one process,
  * against a real redis-server.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_consumer_ids.c: entry IDs at the edges of the ID space, against a
  * real redis-server.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_consumer_load.c: sharing work, groups, batched acknowledgements and
  * the counters, against a real redis-server.
  *

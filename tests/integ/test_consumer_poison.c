@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_consumer_poison.c: giving up on poison entries (contract 8),
  * against a real redis-server.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_consumer_recover.c: recovery of pending entries, against a real
  * redis-server.
  *

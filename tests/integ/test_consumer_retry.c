@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_consumer_retry.c: retry delay and backoff (issue 10, deliver 5),
  * against a real redis-server.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_consumer_stats_cb.c: the statistics callback (stats.interval_ms,
  * emq_conf_set_stats) against a real redis-server, in run mode (a handler
  * of about 5 ms) and pull mode, and `echomq consume --stats-interval`:

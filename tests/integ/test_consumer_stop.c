@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_consumer_stop.c: stopping gracefully (DESIGN.md consumer contract
  * point 9), against a real redis-server.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_examples_loops.c: the event-loop examples (examples/uv_worker.c,
  * event_worker.c, epoll_worker.c) run against a private redis-server:
  * each hands 300 entries to its worker threads through the consumer's

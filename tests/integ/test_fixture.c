@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_fixture.c: self-tests of the test fixtures, without the library.
  *
  * The integration tests trust three helpers: the redis-server fixture

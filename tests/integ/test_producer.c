@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_producer.c: the producer (XADD single and pipelined batches)
  * against a real redis-server.
  *

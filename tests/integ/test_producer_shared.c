@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_producer_shared.c: the producer as a request path uses it, against
  * real redis-servers: one handle shared by 32 threads (nothing lost, every
  * ID returned, entries of threads calling together share round trips);

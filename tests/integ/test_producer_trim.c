@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_producer_trim.c: the producer's trimming policy, NOMKSTREAM, and a
  * transport failure in the middle of a batch, against a real redis-server.
  *

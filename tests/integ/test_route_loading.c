@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_route_loading.c: a server still loading its data when a route asks
  * it for the slot map.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_security.c: security end to end, against real redis-servers.
  *
  * TLS: a producer and a consumer do a whole round trip over rediss:// with

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_topic_verbs.c: every admin verb on a topic, found in the server
  * without --partitions, per partition and in total, against a private
  * redis-server and a real 3-master Redis Cluster (through a node that

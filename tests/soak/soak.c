@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* soak.c: one echomq consumer over millions of entries, measured.
  *
  *   soak [--entries N] [--baseline B] [--ahead A]

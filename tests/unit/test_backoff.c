@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_backoff.c: reconnect delays and reply deadlines of the conn layer.
  *
  * The backoff is a pure function of (min, max, attempt, PRNG state), so

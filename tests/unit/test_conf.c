@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_conf.c: the configuration object and its property table.
  *
  * Checks that every default reads back as the table says, that numbers are

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_fuzz_regressions.c: one test per finding of the fuzz targets
  * (tests/fuzz/), named after the target and what it found, so the fix
  * stays fixed without running a fuzzer. Each test replays the smallest

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_json.c: the JSON writer (escapes, UTF-8 check, base64, truncation). */
 #include "harness/test.h"
 #include "base/base.h"

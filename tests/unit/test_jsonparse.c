@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_jsonparse.c: emq_fields_from_json, the JSON input of produce --json:
  * every value kind, escapes, base64, round trips with the writer, and an
  * error naming the column for each kind of malformed line. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_keys.c: queue names to keys of one slot, and the CRC16 slot. */
 #include "harness/test.h"
 #include "keys/keys.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_resp.c: the RESP reader and encoder, without a server.
  *
  * Replies are rendered to a canonical text (render()) and compared with the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_server_caps.c: the server's name and version from what it says at
  * connect (HELLO, INFO server), and the capability table (conn/server.c). */
 #include "harness/test.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_slots.c: the slot map and redirect parsing, without a server.
  *
  * Replies are built by feeding RESP bytes to the reader, in the shapes

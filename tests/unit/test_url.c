@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_url.c: URL parsing (conn/url.c), without a server.
  *
  * Good URLs are checked field by field. Every bad URL carries the same

@@ -148,7 +148,7 @@ static inline emq_status bg_join(bg *b) {
     return b->st;
 }
 
-/* ---- conf with the short timings of issue 10 --------------------------- */
+/* ---- conf with the short timings of the ownership tests --------------------------- */
 
 /* A consumer "w" of jobs/g for fault tests: block 100 ms, lease 5 s (so a
  * fault window of 1.5 s never touches the lease), claim idle 60 s. */

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* poll_helpers.h: a service written against the poll API, for the tests
- * of issue 11 (test_consumer_poll.c, test_consumer_batch.c).
+ * of the pull API (test_consumer_poll.c, test_consumer_batch.c).
  *
  * One poller thread takes entries with emq_consumer_poll and queues them;
  * a pool of worker threads takes them from the queue, records each one,

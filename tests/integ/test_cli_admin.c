@@ -164,7 +164,7 @@ TEST(cli_dead_letters) {
 TEST_TIMEOUT(cli_demo_reports_nothing_lost, 90) {
     cli_result r;
     /* A TMPDIR with a space in it (redis.conf splits on spaces: the demo
-     * quotes its paths; issue 13). */
+     * quotes its paths). */
     char tmp[600];
     snprintf(tmp, sizeof tmp, "%s/with space", emq_test_tmpdir());
     ASSERT(mkdir(tmp, 0700) == 0);

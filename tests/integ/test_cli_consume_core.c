@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* test_cli_consume_core.c: `echomq consume` on the pull core (issue 11),
+/* test_cli_consume_core.c: `echomq consume` on the pull core,
  * end to end against a real redis-server:
  *  - --concurrency 8 runs 8 commands at once on one name and one read
  *    connection (16 jobs of 0.5 s);

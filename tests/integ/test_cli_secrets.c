@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* test_cli_secrets.c: no secret ever reaches an output of `echomq`
- * (issue 13, item 1), whatever shape the URL has.
+/* test_cli_secrets.c: no secret ever reaches an output of `echomq`,
+ * whatever shape the URL has.
  *
  * Every URL shape below holds the secret "Zq9Secret" (whole, or split by
  * the character that confuses parsers: '?', '@', a percent escape); each
@@ -122,8 +122,8 @@ TEST_TIMEOUT(cli_handler_environment_has_no_credentials, 30) {
     emq_srv_stop(s);
 }
 
-/* --until-idle never reports success for a run that never connected
- * (issue 13, item 4): a server that never answers, and rediss:// to a
+/* --until-idle never reports success for a run that never connected:
+ * a server that never answers, and rediss:// to a
  * plain server, both exit 1 with the reason, not 0 with "consumed 0". */
 TEST_TIMEOUT(cli_until_idle_never_succeeds_without_a_connection, 60) {
     emq_peer_opts po = {.mode = EMQ_PEER_SILENT};
@@ -156,8 +156,8 @@ static int terminal_safe(const char *out) {
     return 1;
 }
 
-/* Tables and messages escape what the server or the command line holds
- * (issue 13, item 5): a group, a consumer and a dead-letter reason full of
+/* Tables and messages escape what the server or the command line holds:
+ * a group, a consumer and a dead-letter reason full of
  * escape sequences, CR and LF cannot drive the terminal or forge a row. */
 TEST_TIMEOUT(cli_tables_and_messages_escape_control_characters, 30) {
     emq_srv *s = emq_srv_start(NULL);
@@ -200,7 +200,7 @@ TEST_TIMEOUT(cli_tables_and_messages_escape_control_characters, 30) {
     emq_srv_stop(s);
 }
 
-/* produce --lines from a slow source (issue 13, item 3): lines go out once
+/* produce --lines from a slow source: lines go out once
  * no more came for --linger ms, not when a batch fills; SIGTERM sends what
  * was read and exits 0. */
 TEST_TIMEOUT(cli_produce_lines_lingers_and_flushes_on_sigterm, 30) {
@@ -233,7 +233,7 @@ TEST_TIMEOUT(cli_produce_lines_lingers_and_flushes_on_sigterm, 30) {
     emq_srv_stop(s);
 }
 
-/* Two of issue 13's smaller items: `info` for a user without +exists says
+/* Two smaller security items: `info` for a user without +exists says
  * what the server refused (NOPERM), not "EXISTS is not an integer"; and
  * `group create` refuses the names `consume` refuses (the one name rule,
  * emq_keys_check_name). */
@@ -271,7 +271,7 @@ TEST_TIMEOUT(cli_info_noperm_and_group_names_like_consume, 30) {
     emq_srv_stop(s);
 }
 
-/* A script refused by the ACL names the refused command (issue 13): the
+/* A script refused by the ACL names the refused command: the
  * server's own text does not ("can't run this command"). */
 TEST_TIMEOUT(cli_script_refusals_name_the_command, 30) {
     emq_srv *s = emq_srv_start(NULL);
@@ -297,7 +297,7 @@ TEST_TIMEOUT(cli_script_refusals_name_the_command, 30) {
 }
 
 /* A database that does not exist is the same configuration error for
- * every verb (issue 13): exit 2, naming the database. */
+ * every verb: exit 2, naming the database. */
 TEST_TIMEOUT(cli_missing_database_exits_2_for_every_verb, 30) {
     emq_srv *s = emq_srv_start(NULL);
     char url[128];
@@ -325,7 +325,7 @@ TEST_TIMEOUT(cli_missing_database_exits_2_for_every_verb, 30) {
     emq_srv_stop(s);
 }
 
-/* No password for a server that wants one (issue 13): an authentication
+/* No password for a server that wants one: an authentication
  * error saying so, not "CLUSTER SLOTS failed: NOAUTH" (the route's first
  * command was the one refused). */
 TEST_TIMEOUT(cli_missing_password_is_an_authentication_error, 30) {

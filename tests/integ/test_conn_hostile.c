@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* test_conn_hostile.c: replies from a hostile or broken server are bounded
- * in time and memory (issue 13, item 2), against fake peers on loopback:
+ * in time and memory, against fake peers on loopback:
  *  - an endless, well-formed array (every element within the limits) ends
  *    at resp.max_reply_bytes, and, with that limit out of the way, at the
  *    command timeout although bytes never stop arriving;

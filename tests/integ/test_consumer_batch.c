@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* test_consumer_batch.c: the batch handler (issue 11) against a real
+/* test_consumer_batch.c: the batch handler against a real
  * redis-server: up to batch.max entries per call, a verdict per entry,
  * the same ownership as single entries while a slow batch runs beside a
  * claiming peer, and a stop in the middle of a batch.

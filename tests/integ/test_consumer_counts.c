@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* test_consumer_counts.c: delivery counts count deliveries that reached a
- * handler (issue 10, the defect found by chaos seed 7002), against a real
+ * handler (the defect found by chaos seed 7002), against a real
  * redis-server.
  *
  * max_deliveries dead-letters a job that keeps failing or killing its

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* test_consumer_faults2.c: issue 10, defects 8-14, against real
+/* test_consumer_faults2.c: the ownership defects 8-14, against real
  * redis-servers (and an intercepting proxy in front of one where a reply
  * must be malformed).
  *

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* test_consumer_poll.c: the pull API (issue 11) against a real
+/* test_consumer_poll.c: the pull API against a real
  * redis-server: poll hands entries out, worker threads settle them later
  * by ID, max_in_flight bounds what is out and what is read, pause and
  * resume, retry and dead letters from a thread, entries taken over while

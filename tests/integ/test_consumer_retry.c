@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* test_consumer_retry.c: retry delay and backoff (issue 10, deliver 5),
+/* test_consumer_retry.c: retry delay and backoff,
  * against a real redis-server.
  *
  * With retry.backoff_ms B, an EMQ_RETRY answer brings the entry back to

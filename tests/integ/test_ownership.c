@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* test_ownership.c: issue 10, defects 1-7, against a real redis-server.
+/* test_ownership.c: the ownership defects 1-7, against a real redis-server.
  *
  * Work in hand is never taken from a live consumer, a dead one's work is
  * taken exactly, one name is one process (spec-ownership.md):

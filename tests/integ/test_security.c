@@ -329,7 +329,7 @@ TEST_TIMEOUT(security_acl_consumer_line_runs_a_full_cycle, 40) {
     emq_srv_stop(s);
 }
 
-/* ---- least privilege with ACL selectors (Redis 7.0+; issue 13) --------- */
+/* ---- least privilege with ACL selectors (Redis 7.0+) ------------------ */
 
 /* docs/SECURITY.md's three roles for queue "aclq". The worker's stream
  * commands reach the queue's keys, but each kind of helper key gets only
@@ -766,7 +766,7 @@ TEST(security_conf_reads_back_no_password) {
     ASSERT_OK(emq_conf_get(conf, P_URL, got, sizeof got, NULL), NULL);
     ASSERT_EQ_STR(got, "unix://:***@/tmp/a@b.sock?db=1");
     /* A lone user info may be a password (redis-cli reads it so): it is
-     * hidden too (issue 13). */
+     * hidden too. */
     conf_set(conf, P_URL, "redis://user@h:1/2");
     ASSERT_OK(emq_conf_get(conf, P_URL, got, sizeof got, NULL), NULL);
     ASSERT_EQ_STR(got, "redis://***@h:1/2");

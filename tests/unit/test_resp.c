@@ -705,7 +705,7 @@ TEST(resp_encode_errors_leave_buffer_unchanged) {
 
 /* A reader told to drop pushes skips them where they lie, also a push
  * behind attributes, and counts them; the replies around them come out
- * in order (issue 13; the second case was a fuzz_resp finding). */
+ * in order (the second case was a fuzz_resp finding). */
 TEST(resp_dropped_pushes_never_come_out) {
     emq_resp_reader *r = emq_resp_reader_new(NULL);
     ASSERT(r != NULL);

@@ -230,7 +230,7 @@ TEST(url_parse_survives_every_allocation_failure) {
     ASSERT(ok);
 }
 
-/* ---- redaction: every shape, valid or not (issue 13) --------------------- */
+/* ---- redaction: every shape, valid or not --------------------- */
 
 /* Each shape holds the secret "Zq9", once or split by odd characters;
  * redaction and in-place masking must hide all of it, and keep what is

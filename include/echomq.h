@@ -82,12 +82,20 @@ typedef enum emq_status {
 } emq_status;
 
 #define EMQ_ERROR_MESSAGE_MAX 256
+/* Bytes of emq_error.reply_code, with its NUL. */
+#define EMQ_ERROR_CODE_MAX 32
 
 /* Caller-owned error detail. Pass NULL wherever you do not need it. */
 typedef struct emq_error {
     emq_status code; /* EMQ_OK when nothing failed */
     int retriable;   /* 1: the same call may succeed later (timeout, reset) */
     char message[EMQ_ERROR_MESSAGE_MAX]; /* one sentence for a human */
+    /* With EMQ_ESERVER from an error reply: the server's error code, the
+     * reply's first word ("NOGROUP", "WRONGTYPE", "NOPERM", "BUSY", ...),
+     * for a program to compare instead of matching the message; "" when
+     * the failure was not an error reply. */
+    char reply_code[EMQ_ERROR_CODE_MAX];
+    unsigned reserved; /* room for flags to come (a fatal flag); 0 */
 } emq_error;
 
 /* A short description of a status. Static storage; never NULL, also for

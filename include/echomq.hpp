@@ -38,13 +38,17 @@ class error : public std::runtime_error {
   public:
     explicit error(const emq_error &e)
         : std::runtime_error(e.message), code_(e.code),
-          retriable_(e.retriable != 0) {}
+          retriable_(e.retriable != 0), reply_code_(e.reply_code) {}
     emq_status code() const noexcept { return code_; }
     bool retriable() const noexcept { return retriable_; }
+    /* The server's error code ("NOGROUP", ...) when an error reply caused
+     * it; "" otherwise. */
+    const std::string &reply_code() const noexcept { return reply_code_; }
 
   private:
     emq_status code_;
     bool retriable_;
+    std::string reply_code_;
 };
 
 namespace detail {

@@ -57,9 +57,7 @@ emq_status emq_admin_call(emq_admin_t *a, const char *what, int argc,
     if (st != EMQ_OK)
         return st;
     if (emq_reply_kind(*reply) == EMQ_REPLY_ERROR) {
-        char shown[200];
-        st = emq_error_set(err, EMQ_ESERVER, 0, "%s failed: %s", what,
-                           emq_reply_text(*reply, shown, sizeof shown));
+        st = emq_reply_error_set(err, *reply, "%s failed", what);
         emq_reply_free(*reply);
         *reply = NULL;
     }

@@ -143,14 +143,11 @@ static emq_status parse_group(const emq_reply *g, emq_group_info *gi,
 static emq_status parse_group_detail(const emq_reply *consumers,
                                      const emq_reply *oldest,
                                      emq_group_info *gi, emq_error *err) {
-    char shown[200];
     for (int i = 0; i < 2; i++) {
         const emq_reply *r = i == 0 ? consumers : oldest;
         if (emq_reply_kind(r) == EMQ_REPLY_ERROR &&
             !emq_reply_is_error(r, "NOGROUP"))
-            return emq_error_set(err, EMQ_ESERVER, 0,
-                                 "describing group failed: %s",
-                                 emq_reply_text(r, shown, sizeof shown));
+            return emq_reply_error_set(err, r, "describing group failed");
     }
     if (emq_reply_kind(consumers) == EMQ_REPLY_ARRAY &&
         emq_reply_len(consumers) > 0) {
@@ -243,28 +240,24 @@ static emq_status describe_groups(emq_admin_t *a, emq_queue_info *info,
  * GROUPS, XLEN dead) into info, then runs the second. */
 static emq_status describe_from(emq_admin_t *a, emq_reply *const *r,
                                 emq_queue_info *info, emq_error *err) {
-    char shown[200];
     if (emq_reply_kind(r[3]) == EMQ_REPLY_ERROR)
-        return emq_error_set(err, EMQ_ESERVER, 0,
-                             "reading the dead letters '%s' failed: %s",
-                             a->keys.dead,
-                             emq_reply_text(r[3], shown, sizeof shown));
+        return emq_reply_error_set(err, r[3],
+                                   "reading the dead letters '%s' failed",
+                                   a->keys.dead);
     info->dead_length = count_value(r[3]);
     if (emq_reply_kind(r[0]) == EMQ_REPLY_ERROR) /* an ACL without +exists */
-        return emq_error_set(err, EMQ_ESERVER, 0,
-                             "checking that stream '%s' exists failed: %s",
-                             a->keys.stream,
-                             emq_reply_text(r[0], shown, sizeof shown));
+        return emq_reply_error_set(err, r[0],
+                                   "checking that stream '%s' exists failed",
+                                   a->keys.stream);
     if (emq_reply_kind(r[0]) != EMQ_REPLY_INTEGER)
         return bad_shape(err, "EXISTS is not an integer");
     if (emq_reply_integer(r[0]) == 0)
         return EMQ_OK; /* no stream: exists = 0, nothing else to say */
     for (int i = 1; i <= 2; i++)
         if (emq_reply_kind(r[i]) == EMQ_REPLY_ERROR)
-            return emq_error_set(err, EMQ_ESERVER, 0,
-                                 "describing stream '%s' failed: %s",
-                                 a->keys.stream,
-                                 emq_reply_text(r[i], shown, sizeof shown));
+            return emq_reply_error_set(err, r[i],
+                                       "describing stream '%s' failed",
+                                       a->keys.stream);
     info->exists = 1;
     emq_admin_extent ext;
     emq_status st = parse_stream(r[1], info, &ext, err);

@@ -99,15 +99,16 @@ static emq_status list_members(emq_admin_t *a, const char *group,
         emq_reply_text(*reply, shown, sizeof shown);
         int missing = emq_reply_is_error(*reply, "NOGROUP") ||
                       strstr(shown, "no such key") != NULL;
+        st = missing ? emq_error_set(err, EMQ_ESERVER, 0,
+                                     "cannot prune consumers: group '%s' "
+                                     "does not exist on stream '%s' (%s)",
+                                     group, a->keys.stream, shown)
+                     : emq_error_set(err, EMQ_ESERVER, 0,
+                                     "XINFO CONSUMERS failed: %s", shown);
+        emq_reply_code_copy(err, *reply);
         emq_reply_free(*reply);
         *reply = NULL;
-        if (missing)
-            return emq_error_set(err, EMQ_ESERVER, 0,
-                                 "cannot prune consumers: group '%s' does "
-                                 "not exist on stream '%s' (%s)",
-                                 group, a->keys.stream, shown);
-        return emq_error_set(err, EMQ_ESERVER, 0,
-                             "XINFO CONSUMERS failed: %s", shown);
+        return st;
     }
     size_t count = emq_reply_len(*reply);
     if (count == 0)

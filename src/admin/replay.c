@@ -116,15 +116,17 @@ static emq_status setid_failed(emq_admin_t *a, const char *group,
     emq_reply_text(setid, shown, sizeof shown);
     if (emq_reply_is_error(setid, "NOGROUP") ||
         (emq_reply_kind(exists) == EMQ_REPLY_INTEGER &&
-         emq_reply_integer(exists) == 0))
-        return emq_error_set(err, EMQ_ESERVER, 0,
-                             "group '%s' does not exist on stream '%s'; "
-                             "nothing was moved (create it with a declared "
-                             "start first). Server said: %s",
-                             group, a->keys.stream, shown);
-    return emq_error_set(err, EMQ_ESERVER, 0,
-                         "moving group '%s' on '%s' failed: %s", group,
-                         a->keys.stream, shown);
+         emq_reply_integer(exists) == 0)) {
+        emq_error_set(err, EMQ_ESERVER, 0,
+                      "group '%s' does not exist on stream '%s'; nothing was "
+                      "moved (create it with a declared start first). Server "
+                      "said: %s",
+                      group, a->keys.stream, shown);
+        emq_reply_code_copy(err, setid);
+        return EMQ_ESERVER;
+    }
+    return emq_reply_error_set(err, setid, "moving group '%s' on '%s' failed",
+                               group, a->keys.stream);
 }
 
 emq_status emq_admin_setid_check(const char *group, const char *to,
@@ -217,11 +219,9 @@ emq_status emq_admin_queue_group_create(emq_admin_t *a, const char *group,
         return st;
     if (emq_reply_kind(reply) == EMQ_REPLY_ERROR &&
         !emq_reply_is_error(reply, "BUSYGROUP")) {
-        char shown[200];
-        st = emq_error_set(err, EMQ_ESERVER, 0,
-                           "creating group '%s' on '%s' failed: %s", group,
-                           a->keys.stream,
-                           emq_reply_text(reply, shown, sizeof shown));
+        st = emq_reply_error_set(err, reply,
+                                 "creating group '%s' on '%s' failed", group,
+                                 a->keys.stream);
     } else if (created) {
         *created = emq_reply_kind(reply) != EMQ_REPLY_ERROR;
     }
@@ -253,11 +253,9 @@ emq_status emq_admin_queue_group_destroy(emq_admin_t *a, const char *group,
             *destroyed = emq_reply_integer(r[1]) > 0;
     } else if (!(emq_reply_kind(r[0]) == EMQ_REPLY_INTEGER &&
                  emq_reply_integer(r[0]) == 0)) {
-        char shown[200];
-        st = emq_error_set(err, EMQ_ESERVER, 0,
-                           "destroying group '%s' on '%s' failed: %s", group,
-                           a->keys.stream,
-                           emq_reply_text(r[1], shown, sizeof shown));
+        st = emq_reply_error_set(err, r[1],
+                                 "destroying group '%s' on '%s' failed",
+                                 group, a->keys.stream);
     }
     emq_reply_free(r[0]);
     emq_reply_free(r[1]);

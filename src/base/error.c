@@ -52,6 +52,8 @@ emq_status emq_error_vset(emq_error *err, emq_status code, int retriable,
         err->code = code;
         err->retriable = retriable;
         vsnprintf(err->message, sizeof err->message, fmt, ap);
+        err->reply_code[0] = '\0';
+        err->reserved = 0;
     }
     return code;
 }
@@ -70,6 +72,8 @@ void emq_error_clear(emq_error *err) {
         err->code = EMQ_OK;
         err->retriable = 0;
         err->message[0] = '\0';
+        err->reply_code[0] = '\0';
+        err->reserved = 0;
     }
 }
 

@@ -182,7 +182,7 @@ int cmd_group(int argc, char **argv) {
     if (st != EMQ_OK) {
         if (st == EMQ_EINVAL) /* a value the library refused unsent */
             rc = cli_err(CLI_USAGE, "%s", err.message);
-        else if (st == EMQ_ESERVER && strstr(err.message, "NOGROUP"))
+        else if (st == EMQ_ESERVER && strcmp(err.reply_code, "NOGROUP") == 0)
             rc = cli_err(CLI_FAIL, "no group '%s' on %s; create it "
                                    "with 'echomq group create'",
                          group, queue);
@@ -263,7 +263,7 @@ int cmd_consumers(int argc, char **argv) {
             i < 0 ? admin : emq_admin_partition(admin, i), a.value[O_GROUP],
             idle, &r, &err);
         char target[400];
-        if (st == EMQ_ESERVER && strstr(err.message, "NOGROUP"))
+        if (st == EMQ_ESERVER && strcmp(err.reply_code, "NOGROUP") == 0)
             rc = cli_err(CLI_FAIL, "no group '%s' on %s%s", a.value[O_GROUP],
                          cli_target(admin, a.pos[1], target, sizeof target),
                          i < 0 ? "" : " (a partition lacks it)");

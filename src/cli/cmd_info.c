@@ -333,7 +333,7 @@ static int pending_of(const char *verb, const cli_args *a, long long min_idle,
         a->seen[O_CONSUMER] ? a->value[O_CONSUMER] : NULL, min_idle,
         (size_t)count, &e, &n, &err);
     char target[400];
-    if (st == EMQ_ESERVER && strstr(err.message, "NOGROUP"))
+    if (st == EMQ_ESERVER && strcmp(err.reply_code, "NOGROUP") == 0)
         rc = cli_err(CLI_FAIL, "no group '%s' on %s; see 'echomq info "
                                "%s' for its groups",
                      a->value[O_GROUP],

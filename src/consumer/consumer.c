@@ -209,7 +209,7 @@ static emq_status open_door(emq_consumer_t *c, emq_error *err) {
     char what[300];
     snprintf(what, sizeof what, "opening group '%s' on '%s'", c->group,
              c->keys.stream);
-    st = emq_reply_error(reply, err, what);
+    st = emq_reply_error_set(err, reply, "%s failed", what);
     emq_reply_free(reply);
     return st;
 }
@@ -319,7 +319,7 @@ static emq_status read_new(emq_consumer_t *c, size_t room, emq_error *err) {
         if (emq_reply_is_error(reply, "NOGROUP")) {
             c->nogroup = 1;
             snprintf(c->nogroup_text, sizeof c->nogroup_text, "%s", shown);
-            st = emq_error_set(err, EMQ_ESERVER, 0, "XREADGROUP: %s", shown);
+            st = emq_reply_error_set(err, reply, "XREADGROUP");
         } else if (emq_reply_is_error(reply, "UNBLOCKED")) {
             /* The blocked read was ended from outside: CLIENT UNBLOCK ...
              * ERROR, the key deleted (7.0), or migrated to another cluster
@@ -332,7 +332,7 @@ static emq_status read_new(emq_consumer_t *c, size_t room, emq_error *err) {
             /* Waited out for minutes, or a stop: try again later. */
             st = emq_error_set(err, EMQ_EIO, 1, "server not ready: %s", shown);
         } else {
-            st = emq_reply_error(reply, err, "XREADGROUP");
+            st = emq_reply_error_set(err, reply, "XREADGROUP failed");
         }
         emq_reply_free(reply);
         return st;

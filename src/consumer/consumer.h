@@ -157,9 +157,6 @@ int emq_reply_not_now(const emq_reply *r, unsigned flags);
 int emq_reply_refused(const emq_reply *r);
 /* EMQ_EPROTO "unexpected reply shape from the server: <what>". */
 emq_status emq_reply_bad_shape(emq_error *err, const char *what);
-/* EMQ_ESERVER "<what> failed: <reply text>". */
-emq_status emq_reply_error(const emq_reply *r, emq_error *err,
-                           const char *what);
 
 /* Logs through the conf's log callback (or stderr by default), naming the
  * consumer, group and stream. */

@@ -108,13 +108,6 @@ int emq_reply_refused(const emq_reply *r) {
            text_has(text, len, "ACL failure in script");
 }
 
-emq_status emq_reply_error(const emq_reply *r, emq_error *err,
-                           const char *what) {
-    char shown[200];
-    return emq_error_set(err, EMQ_ESERVER, 0, "%s failed: %s", what,
-                         emq_reply_text(r, shown, sizeof shown));
-}
-
 /* ---- open, append, drain -------------------------------------------------- */
 
 emq_status emq_xchg_open(emq_xchg *x, emq_consumer_t *c, const char *what,

@@ -225,7 +225,7 @@ emq_status emq_lease_acquire(emq_consumer_t *c, emq_error *err) {
             snprintf(what, sizeof what, "taking the lease of consumer '%s'",
                      c->name);
             st = emq_reply_kind(reply) == EMQ_REPLY_ERROR
-                     ? emq_reply_error(reply, err, what)
+                     ? emq_reply_error_set(err, reply, "%s failed", what)
                      : emq_error_set(err, EMQ_EPROTO, 0,
                                      "unexpected reply shape from the "
                                      "server: %s",

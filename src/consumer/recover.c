@@ -142,7 +142,7 @@ static emq_status script_error(emq_consumer_t *c, emq_reply *reply,
     c->nogroup = emq_reply_mentions(reply, "NOGROUP");
     if (c->nogroup)
         emq_reply_text(reply, c->nogroup_text, sizeof c->nogroup_text);
-    emq_status st = emq_reply_error(reply, err, what);
+    emq_status st = emq_reply_error_set(err, reply, "%s failed", what);
     emq_reply_free(reply);
     return st;
 }

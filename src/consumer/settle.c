@@ -318,6 +318,7 @@ emq_status emq_settle_apply(void *round, int tag, const emq_reply *reply,
                 "fix the key",
                 what, emq_reply_refused(reply) && !emq_reply_mentions(reply, "NOPERM") ? "NOPERM: " : "",
                 emq_reply_text(reply, shown, sizeof shown));
+            emq_reply_code_copy(err, reply);
             emq_consumer_fatal(c, err);
             return st;
         }

@@ -73,6 +73,7 @@ static emq_status apply(void *ctx, int tag, const emq_reply *reply,
                 "a script) was refused (%s): without it peers take live "
                 "work, so the consumer stops",
                 shown);
+            emq_reply_code_copy(err, reply);
             emq_consumer_fatal(c, err);
             return st;
         }

@@ -121,11 +121,9 @@ static emq_status count_of(const emq_reply *r, const char *key,
         return EMQ_OK;
     size_t len;
     const char *text = emq_reply_str(r, &len);
-    char shown[160];
     if (text == NULL || emq_reply_kind(r) == EMQ_REPLY_ERROR)
-        return emq_error_set(err, EMQ_ESERVER, 0,
-                             "reading the topic record '%s' failed: %s", key,
-                             emq_reply_text(r, shown, sizeof shown));
+        return emq_reply_error_set(err, r, "reading the topic record '%s' failed",
+                                   key);
     char digits[24];
     snprintf(digits, sizeof digits, "%.*s", (int)(len < 23 ? len : 23), text);
     *out = strtoll(digits, NULL, 10);
@@ -153,11 +151,10 @@ emq_status emq_topic_claim(emq_route *route, const emq_conf_t *conf,
         st = emq_route_get_reply(route, &r2, err);
     int64_t recorded = 0;
     if (st == EMQ_OK && emq_reply_kind(r1) == EMQ_REPLY_ERROR) {
-        char shown[160];
-        st = emq_error_set(err, EMQ_ESERVER, 0,
-                           "recording the topic's partitions in '%s' "
-                           "failed: %s",
-                           key, emq_reply_text(r1, shown, sizeof shown));
+        st = emq_reply_error_set(err, r1,
+                                 "recording the topic's partitions in '%s' "
+                                 "failed",
+                                 key);
     }
     if (st == EMQ_OK)
         st = count_of(r2, key, &recorded, err);

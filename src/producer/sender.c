@@ -85,7 +85,7 @@ static void cond_init(pthread_cond_t *cv) {
 }
 
 /* The one error a record keeps when its own could not be allocated. */
-static emq_error oom_error = {EMQ_ENOMEM, 0, "out of memory"};
+static emq_error oom_error = {EMQ_ENOMEM, 0, "out of memory", "", 0};
 
 /* ---- records ------------------------------------------------------------ */
 
@@ -301,7 +301,7 @@ static emq_status read_xadd(emq_producer_t *p, emq_id *id, int *again,
             emq_reply_free(reply);
             return EMQ_OK;
         }
-        char key[SHOWN_KEY], shown[200];
+        char key[SHOWN_KEY];
         emq_printable(key, sizeof key, p->keys.stream,
                       strlen(p->keys.stream));
         if (kind == EMQ_REPLY_NULL && p->conf->producer_nomkstream)
@@ -310,9 +310,7 @@ static emq_status read_xadd(emq_producer_t *p, emq_id *id, int *again,
                                "producer.nomkstream is set",
                                key);
         else
-            st = emq_error_set(err, EMQ_ESERVER, 0,
-                               "adding to '%s' failed: %s", key,
-                               emq_reply_text(reply, shown, sizeof shown));
+            st = emq_reply_error_set(err, reply, "adding to '%s' failed", key);
         emq_reply_free(reply);
     }
     if (id)

@@ -7,6 +7,7 @@
  */
 #include "reply.h"
 
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
@@ -80,6 +81,34 @@ int emq_reply_mentions(const emq_reply *r, const char *word) {
             (i + wl == len || text[i + wl] == ' ' || text[i + wl] == ':'))
             return 1;
     return 0;
+}
+
+void emq_reply_code_copy(emq_error *err, const emq_reply *r) {
+    if (err == NULL)
+        return;
+    err->reply_code[0] = '\0';
+    if (r == NULL || r->type != EMQ_REPLY_ERROR)
+        return;
+    size_t n = 0;
+    while (n < r->len && n + 1 < sizeof err->reply_code && r->str[n] != ' ')
+        n++;
+    if (n < r->len && r->str[n] != ' ')
+        return; /* a first word too long to be a code */
+    memcpy(err->reply_code, r->str, n);
+    err->reply_code[n] = '\0';
+}
+
+emq_status emq_reply_error_set(emq_error *err, const emq_reply *r,
+                               const char *fmt, ...) {
+    char what[EMQ_ERROR_MESSAGE_MAX], shown[200];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    emq_error_set(err, EMQ_ESERVER, 0, "%.200s: %s", what,
+                  emq_reply_text(r, shown, sizeof shown));
+    emq_reply_code_copy(err, r);
+    return EMQ_ESERVER;
 }
 
 int emq_reply_transient(const emq_reply *r) {

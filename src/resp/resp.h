@@ -98,6 +98,14 @@ int emq_reply_mentions(const emq_reply *r, const char *word);
  * run" and the same command may succeed later: LOADING, BUSY, TRYAGAIN,
  * CLUSTERDOWN, MASTERDOWN, MISCONF, NOREPLICAS. */
 int emq_reply_transient(const emq_reply *r);
+/* Sets err->reply_code to error reply r's first word (its code); "" when
+ * r is not an error reply. The rest of err is left as it is. */
+void emq_reply_code_copy(emq_error *err, const emq_reply *r);
+/* The one way an error reply becomes a failure: EMQ_ESERVER, the message
+ * the caller's words (fmt) then ": " and the reply's text, reply_code
+ * its code. Returns EMQ_ESERVER. */
+emq_status emq_reply_error_set(emq_error *err, const emq_reply *r,
+                               const char *fmt, ...) EMQ_PRINTF(3, 4);
 
 /* Appends the RESP encoding of a command (an array of bulk strings) to out.
  * argvlen may be NULL when every argument is NUL-terminated. Binary-safe.

@@ -566,3 +566,38 @@ TEST(admin_inspect_survives_every_allocation_failure) {
     emq_conn_destroy(conn);
     emq_srv_stop(s);
 }
+
+/* An error reply's code travels with the failure (emq_error.reply_code),
+ * for a program to compare instead of matching the message: NOGROUP from
+ * the admin verbs, WRONGTYPE from the producer; a failure that is not an
+ * error reply has none. */
+TEST_TIMEOUT(errors_carry_the_servers_code, 20) {
+    emq_srv *s = emq_srv_start(NULL);
+    char out[64];
+    emq_srv_cmd(s, out, sizeof out, "XADD", "emq:{codes}", "*", "a", "b",
+                NULL);
+    emq_admin_t *a = admin_open(s, "codes", "2");
+    emq_error err;
+    emq_pending_entry *e = NULL;
+    size_t n = 0;
+    ASSERT_STATUS(emq_admin_pending(a, "nope", NULL, 0, 10, &e, &n, &err),
+                  EMQ_ESERVER, &err);
+    ASSERT_EQ_STR(err.reply_code, "NOGROUP");
+    ASSERT_CONTAINS(err.message, "NOGROUP"); /* the words stay too */
+    ASSERT_STATUS(emq_admin_pending(a, "", NULL, 0, 10, &e, &n, &err),
+                  EMQ_EINVAL, &err);
+    ASSERT_EQ_STR(err.reply_code, ""); /* refused here, not by the server */
+    emq_admin_destroy(a);
+    emq_srv_cmd(s, out, sizeof out, "SET", "emq:{str}", "x", NULL);
+    emq_conf_t *wrong = conf_for(emq_srv_url(s));
+    conf_set(wrong, "queue", "str");
+    emq_producer_t *p;
+    ASSERT_OK(emq_producer_new(wrong, &p, &err), &err);
+    emq_field f = {"v", 1, "x", 1};
+    emq_id id;
+    ASSERT_STATUS(emq_produce(p, &f, 1, &id, &err), EMQ_ESERVER, &err);
+    ASSERT_EQ_STR(err.reply_code, "WRONGTYPE");
+    emq_producer_destroy(p);
+    emq_conf_destroy(wrong);
+    emq_srv_stop(s);
+}

@@ -343,10 +343,12 @@ typedef struct emq_id {
  * nested objects, an empty object and trailing text are EMQ_EINVAL with a
  * message naming the 1-based column ("column 12: expected ':' after the
  * field name"). On success *fields (one block holding the array and the
- * bytes) is caller-owned; free with emq_free_array. */
+ * bytes) is caller-owned; free with emq_fields_free. */
 EMQ_EXPORT emq_status emq_fields_from_json(const char *json, size_t len,
                                            emq_field **fields,
                                            size_t *nfields, emq_error *err);
+/* Frees the fields of emq_fields_from_json; NULL is a no-op. */
+EMQ_EXPORT void emq_fields_free(emq_field *fields);
 
 /* Writes into buf (size bytes, NUL-terminated) the stream key that conf's
  * queue or stream property names ("emq:{jobs}" for queue "jobs"), without
@@ -984,7 +986,7 @@ EMQ_EXPORT emq_status emq_admin_pending(emq_admin_t *a, const char *group,
  * entry has one. */
 EMQ_EXPORT size_t emq_pending_json(const emq_pending_entry *entries, size_t n,
                                    char *buf, size_t size);
-/* Frees an array returned by an emq_admin_* call; NULL is a no-op. */
+/* Frees the array of emq_admin_pending; NULL is a no-op. */
 EMQ_EXPORT void emq_free_array(void *array);
 
 /* Creates group at start (new, head or an ID; required, checked before

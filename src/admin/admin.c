@@ -17,11 +17,11 @@ emq_status emq_admin_open(const emq_conf_t *conf, emq_admin_t **out,
                              "admin needs a configuration");
     emq_admin_t *a = emq_calloc(1, sizeof *a);
     if (a == NULL)
-        return emq_error_set(err, EMQ_ENOMEM, 0, "out of memory");
+        return emq_oom(err);
     emq_status st = EMQ_OK;
     a->conf = emq_conf_dup(conf);
     if (a->conf == NULL)
-        st = emq_error_set(err, EMQ_ENOMEM, 0, "out of memory");
+        st = emq_oom(err);
     else if (emq_topic_is(conf))
         st = emq_topic_check(conf, err);
     if (st == EMQ_OK)

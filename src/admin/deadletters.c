@@ -170,7 +170,7 @@ emq_status emq_admin_letters_build(emq_reply *const *r, const int *part,
     if (order == NULL || entry == NULL) {
         emq_free(order);
         emq_free(entry);
-        return emq_error_set(err, EMQ_ENOMEM, 0, "out of memory");
+        return emq_oom(err);
     }
     size_t at = 0;
     for (size_t k = 0; k < nr; k++)
@@ -200,7 +200,7 @@ emq_status emq_admin_letters_build(emq_reply *const *r, const int *part,
     if (block == NULL) {
         emq_free(order);
         emq_free(entry);
-        return emq_error_set(err, EMQ_ENOMEM, 0, "out of memory");
+        return emq_oom(err);
     }
     emq_dead_letter *letters = (emq_dead_letter *)(void *)block;
     emq_field *fields = (emq_field *)(void *)(block + head);

@@ -60,10 +60,6 @@ static char *dup_text(const emq_reply *r) {
     return emq_strndup(text ? text : "", text ? len : 0);
 }
 
-static emq_status oom(emq_error *err) {
-    return emq_error_set(err, EMQ_ENOMEM, 0, "out of memory");
-}
-
 /* ---- describe ------------------------------------------------------------- */
 
 /* Frees what info holds, not info itself. */
@@ -126,7 +122,7 @@ static emq_status parse_group(const emq_reply *g, emq_group_info *gi,
         return bad_shape(err, "an XINFO GROUPS element lacks name or "
                               "last-delivered-id");
     if ((gi->name = dup_text(name)) == NULL)
-        return oom(err);
+        return emq_oom(err);
     gi->pending = count_value(emq_admin_field(g, "pending"));
     gi->entries_read = int_value(emq_admin_field(g, "entries-read"), -1);
     const emq_reply *lag = emq_admin_field(g, "lag");
@@ -154,7 +150,7 @@ static emq_status parse_group_detail(const emq_reply *consumers,
         size_t n = emq_reply_len(consumers);
         gi->consumers = emq_calloc(n, sizeof *gi->consumers);
         if (gi->consumers == NULL)
-            return oom(err);
+            return emq_oom(err);
         for (size_t c = 0; c < n; c++) {
             const emq_reply *cr = emq_reply_at(consumers, c);
             emq_consumer_info *ci = &gi->consumers[c];
@@ -163,7 +159,7 @@ static emq_status parse_group_detail(const emq_reply *consumers,
                 return bad_shape(err, "an XINFO CONSUMERS element has no "
                                       "name");
             if ((ci->name = dup_text(name)) == NULL)
-                return oom(err);
+                return emq_oom(err);
             gi->nconsumers++;
             ci->pending = count_value(emq_admin_field(cr, "pending"));
             ci->idle_ms = int_value(emq_admin_field(cr, "idle"), -1);
@@ -272,7 +268,7 @@ static emq_status describe_from(emq_admin_t *a, emq_reply *const *r,
     emq_stream_id *cursors = emq_calloc(ngroups, sizeof *cursors);
     int *lag_known = emq_calloc(ngroups, sizeof *lag_known);
     if (info->groups == NULL || cursors == NULL || lag_known == NULL)
-        st = oom(err);
+        st = emq_oom(err);
     for (size_t g = 0; g < ngroups && st == EMQ_OK; g++) {
         st = parse_group(emq_reply_at(r[2], g), &info->groups[g], &cursors[g],
                          &lag_known[g], err);
@@ -377,7 +373,7 @@ emq_status emq_admin_info_add(emq_queue_info *info, size_t i,
         emq_group_info *t = total_group(info, p->groups[g].name);
         if (t == NULL ||
             add_group(t, &p->groups[g], info->ngroups > before) != EMQ_OK)
-            return oom(err);
+            return emq_oom(err);
     }
     return EMQ_OK;
 }
@@ -391,12 +387,12 @@ emq_status emq_admin_queue_describe(emq_admin_t *a, emq_queue_info **out,
                              "admin handle and out must not be NULL");
     emq_queue_info *info = emq_calloc(1, sizeof *info);
     if (info == NULL)
-        return oom(err);
+        return emq_oom(err);
     emq_status st = EMQ_OK;
     info->stream = emq_strdup(a->keys.stream);
     info->dead = emq_strdup(a->keys.dead);
     if (info->stream == NULL || info->dead == NULL)
-        st = oom(err);
+        st = emq_oom(err);
     /* EXISTS tells a missing stream from other failures without matching
      * the text of XINFO's "no such key". */
     const char *exists[] = {"EXISTS", a->keys.stream};
@@ -560,7 +556,7 @@ static emq_status take_page(const emq_reply *reply, emq_pending_entry **out,
             want *= 2;
         emq_pending_entry *grown = emq_realloc(*out, want * sizeof *grown);
         if (grown == NULL)
-            return oom(err);
+            return emq_oom(err);
         *out = grown;
         *cap = want;
     }

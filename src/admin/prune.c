@@ -117,7 +117,7 @@ static emq_status list_members(emq_admin_t *a, const char *group,
     if (*members == NULL) {
         emq_reply_free(*reply);
         *reply = NULL;
-        return emq_error_set(err, EMQ_ENOMEM, 0, "out of memory");
+        return emq_oom(err);
     }
     for (size_t i = 0; i < count; i++) {
         const emq_reply *c = emq_reply_at(*reply, i);

@@ -59,7 +59,7 @@ static emq_status take_keys(scan_ctx *t, const emq_reply *keys,
         char **grown = emq_realloc(t->names, (t->n + 1) * sizeof *grown);
         if (grown == NULL) {
             emq_free(name);
-            return emq_error_set(err, EMQ_ENOMEM, 0, "out of memory");
+            return emq_oom(err);
         }
         t->names = grown;
         t->names[t->n++] = name;

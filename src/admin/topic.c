@@ -94,7 +94,7 @@ static emq_status topic_open(emq_admin_t *a, emq_error *err) {
     const emq_conf_t *conf = a->conf;
     a->parts = emq_calloc((size_t)conf->partitions, sizeof *a->parts);
     if (a->parts == NULL)
-        return emq_error_set(err, EMQ_ENOMEM, 0, "out of memory");
+        return emq_oom(err);
     emq_status st = emq_topic_open_parts(conf, 0, (int)conf->partitions,
                                          open_part, a, err);
     /* A topic opened with another count than the server records is a
@@ -155,7 +155,7 @@ static emq_status topic_describe(emq_admin_t *a, emq_queue_info **out,
         info->partitions = emq_calloc(a->nparts, sizeof *info->partitions);
     }
     if (info == NULL || !info->stream || !info->dead || !info->partitions)
-        st = emq_error_set(err, EMQ_ENOMEM, 0, "out of memory");
+        st = emq_oom(err);
     else
         st = emq_admin_each(a, describe_part, info, err);
     if (st != EMQ_OK) {
@@ -319,7 +319,7 @@ static emq_status pending_part(emq_admin_t *part, int i, void *ctx,
         emq_pending_entry *grown =
             emq_realloc(t->all, (t->n + n) * sizeof *grown);
         if (grown == NULL) {
-            st = emq_error_set(err, EMQ_ENOMEM, 0, "out of memory");
+            st = emq_oom(err);
         } else {
             t->all = grown;
             for (size_t k = 0; k < n; k++) {
@@ -341,7 +341,7 @@ static emq_status pending_merge(pending_topic *t, emq_error *err) {
     if (order == NULL || sorted == NULL) {
         emq_free(order);
         emq_free(sorted);
-        return emq_error_set(err, EMQ_ENOMEM, 0, "out of memory");
+        return emq_oom(err);
     }
     for (size_t k = 0; k < t->n; k++) {
         (void)emq_stream_id_parse(t->all[k].id.str, strlen(t->all[k].id.str),
@@ -475,7 +475,7 @@ static emq_status topic_dead_list(emq_admin_t *a, size_t max,
                     emq_calloc(a->nparts, sizeof *t.part)};
     emq_status st = t.replies && t.part
                         ? emq_admin_each(a, dead_range_part, &t, err)
-                        : emq_error_set(err, EMQ_ENOMEM, 0, "out of memory");
+                        : emq_oom(err);
     if (st == EMQ_OK)
         st = emq_admin_letters_build(t.replies, t.part, a->nparts, max, out,
                                      n, err);

@@ -51,6 +51,8 @@ uint64_t emq_alloc_calls(void);
 
 /* Fills err (may be NULL) with code, retriable and a formatted message, and
  * returns code, so callers can write `return emq_error_set(err, ...)`. */
+/* EMQ_ENOMEM "out of memory": the one way an allocation failure is told. */
+emq_status emq_oom(emq_error *err);
 emq_status emq_error_set(emq_error *err, emq_status code, int retriable,
                          const char *fmt, ...) EMQ_PRINTF(4, 5);
 emq_status emq_error_vset(emq_error *err, emq_status code, int retriable,
@@ -81,9 +83,6 @@ void emq_buf_free(emq_buf *b);
 /* Ensures room for extra more bytes. EMQ_ELIMIT (naming b->name and max)
  * or EMQ_ENOMEM on failure; the buffer is unchanged then. */
 emq_status emq_buf_reserve(emq_buf *b, size_t extra, emq_error *err);
-emq_status emq_buf_append(emq_buf *b, const void *p, size_t n, emq_error *err);
-/* Removes the first n bytes (n <= len). */
-void emq_buf_consume(emq_buf *b, size_t n);
 
 /* ---- time.c ----------------------------------------------------------- */
 

@@ -44,23 +44,3 @@ emq_status emq_buf_reserve(emq_buf *b, size_t extra, emq_error *err) {
     b->cap = cap;
     return EMQ_OK;
 }
-
-emq_status emq_buf_append(emq_buf *b, const void *p, size_t n,
-                          emq_error *err) {
-    emq_status st = emq_buf_reserve(b, n, err);
-    if (st != EMQ_OK)
-        return st;
-    if (n)
-        memcpy(b->data + b->len, p, n);
-    b->len += n;
-    return EMQ_OK;
-}
-
-void emq_buf_consume(emq_buf *b, size_t n) {
-    if (n >= b->len) {
-        b->len = 0;
-        return;
-    }
-    memmove(b->data, b->data + n, b->len - n);
-    b->len -= n;
-}

@@ -67,6 +67,10 @@ emq_status emq_error_set(emq_error *err, emq_status code, int retriable,
     return code;
 }
 
+emq_status emq_oom(emq_error *err) {
+    return emq_error_set(err, EMQ_ENOMEM, 0, "out of memory");
+}
+
 void emq_error_clear(emq_error *err) {
     if (err) {
         err->code = EMQ_OK;

@@ -418,7 +418,7 @@ emq_status emq_fields_from_json(const char *json, size_t len,
     size_t head = p.nfields * sizeof(emq_field);
     char *block = emq_alloc(head + p.bytes);
     if (block == NULL)
-        return emq_error_set(err, EMQ_ENOMEM, 0, "out of memory");
+        return emq_oom(err);
     jp q = {json, len, 0, (emq_field *)(void *)block, block + head, 0, 0,
             err};
     st = object(&q); /* cannot fail: same input */
@@ -431,3 +431,5 @@ emq_status emq_fields_from_json(const char *json, size_t len,
     emq_error_clear(err);
     return EMQ_OK;
 }
+
+void emq_fields_free(emq_field *fields) { emq_free(fields); }

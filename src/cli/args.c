@@ -640,7 +640,6 @@ void cli_on_stop_signal(void (*stop)(void *), void *opaque) {
     sigaction(SIGTERM, &sa, NULL);
 }
 
-int cli_stop_signals(void) { return (int)stop_signals; }
 
 void cli_signals_default(void) {
     struct sigaction sa;

@@ -204,8 +204,6 @@ int cli_line_append(const cli_lines *x, const emq_entry *e, char **buf,
 /* Installs SIGINT/SIGTERM handlers: the first calls stop(opaque) (must be
  * async-signal-safe), the second exits at once with 128+signal. */
 void cli_on_stop_signal(void (*stop)(void *), void *opaque);
-/* Number of stop signals received so far. */
-int cli_stop_signals(void);
 /* Restores the default handlers. */
 void cli_signals_default(void);
 

@@ -355,7 +355,7 @@ static int from_stdin(produce_run *r, int json, const char *field) {
                 break;
             }
             rc = send_async(r, f, nf);
-            emq_free_array(f);
+            emq_fields_free(f);
         } else {
             emq_field f = {field, strlen(field), line, (size_t)len};
             rc = send_async(r, &f, 1);

@@ -141,7 +141,7 @@ static int fold(char **field, const char *value) {
 static emq_status make_node_conf(emq_route *r, emq_error *err) {
     r->nconf = emq_conf_dup(r->conf);
     if (r->nconf == NULL)
-        return emq_error_set(err, EMQ_ENOMEM, 0, "out of memory");
+        return emq_oom(err);
     emq_conf_t *c = r->nconf;
     const emq_url *u = &r->seed;
     if (fold(&c->user, u->user) || fold(&c->password, u->password) ||
@@ -149,7 +149,7 @@ static emq_status make_node_conf(emq_route *r, emq_error *err) {
         fold(&c->tls_cert_file, u->tls_cert_file) ||
         fold(&c->tls_key_file, u->tls_key_file) ||
         fold(&c->tls_sni, u->tls_sni))
-        return emq_error_set(err, EMQ_ENOMEM, 0, "out of memory");
+        return emq_oom(err);
     if (c->db < 0 && u->db >= 0)
         c->db = u->db;
     if (c->tls_verify == EMQ_TLS_VERIFY_DEFAULT && u->tls_verify >= 0)
@@ -168,7 +168,7 @@ static emq_status connect_addr(emq_route *r, const emq_cluster_node *n,
              v6 ? "[" : "", n->host, v6 ? "]" : "", n->port);
     char *copy = emq_strdup(url);
     if (copy == NULL)
-        return emq_error_set(err, EMQ_ENOMEM, 0, "out of memory");
+        return emq_oom(err);
     emq_free(r->nconf->url);
     r->nconf->url = copy;
     return emq_conn_new(r->nconf, out, err);
@@ -181,7 +181,7 @@ static emq_status grow_links(emq_route *r, emq_error *err) {
     size_t cap = r->map.nnodes + 4;
     node_link *l = emq_realloc(r->links, cap * sizeof *l);
     if (l == NULL)
-        return emq_error_set(err, EMQ_ENOMEM, 0, "out of memory");
+        return emq_oom(err);
     memset(l + r->links_cap, 0, (cap - r->links_cap) * sizeof *l);
     r->links = l;
     r->links_cap = cap;
@@ -594,7 +594,7 @@ static emq_status discover(emq_route *r, int allow_standalone,
     cap += *list != '\0';
     seeds = emq_calloc(cap, sizeof *seeds);
     if (seeds == NULL) {
-        st = emq_error_set(err, EMQ_ENOMEM, 0, "out of memory");
+        st = emq_oom(err);
         goto done;
     }
     for (const char *s = list; *s;) {
@@ -739,15 +739,14 @@ emq_status emq_route_new(const emq_conf_t *conf, const char *key,
                              "NULL");
     emq_route *r = emq_calloc(1, sizeof *r);
     if (r == NULL)
-        return emq_error_set(err, EMQ_ENOMEM, 0, "out of memory");
+        return emq_oom(err);
     emq_slot_map_init(&r->map);
     r->seed.db = -1;
     r->slot = emq_cluster_key_slot(key, strlen(key));
     r->rng = (uint64_t)emq_now_ms() ^ (uint64_t)(uintptr_t)r;
     r->conf = emq_conf_dup(conf);
     emq_status st = r->conf ? EMQ_OK
-                            : emq_error_set(err, EMQ_ENOMEM, 0,
-                                            "out of memory");
+                            : emq_oom(err);
     if (st == EMQ_OK) {
         st = emq_url_parse(r->conf->url, &r->seed, err);
         if (st == EMQ_EINVAL)
@@ -930,7 +929,7 @@ emq_status emq_route_each_master(emq_route *route, emq_route_master_fn fn,
      * nothing holds no keys. */
     char *serves = emq_calloc(route->map.nnodes ? route->map.nnodes : 1, 1);
     if (serves == NULL)
-        return emq_error_set(err, EMQ_ENOMEM, 0, "out of memory");
+        return emq_oom(err);
     for (size_t s = 0; s < EMQ_CLUSTER_SLOTS; s++)
         if (route->map.owner[s] != EMQ_SLOT_NONE)
             serves[route->map.owner[s]] = 1;

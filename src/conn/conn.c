@@ -632,7 +632,7 @@ static emq_status connect_once(emq_conn_t *c, emq_error *err) {
         emq_resp_drop_pushes(c->reader);
     if (c->reader == NULL) {
         drop_transport(c);
-        return emq_error_set(err, EMQ_ENOMEM, 0, "out of memory");
+        return emq_oom(err);
     }
     st = handshake(c, deadline, err);
     c->pending = 0;
@@ -690,12 +690,12 @@ emq_status emq_conn_new(const emq_conf_t *conf, emq_conn_t **out,
                              "emq_conn_new: conf and out must not be NULL");
     emq_conn_t *c = emq_calloc(1, sizeof *c);
     if (c == NULL)
-        return emq_error_set(err, EMQ_ENOMEM, 0, "out of memory");
+        return emq_oom(err);
     c->url.db = -1;
     c->conf = emq_conf_dup(conf);
     if (c->conf == NULL) {
         emq_free(c);
-        return emq_error_set(err, EMQ_ENOMEM, 0, "out of memory");
+        return emq_oom(err);
     }
     emq_buf_init(&c->out, (size_t)c->conf->output_max_bytes,
                  "output buffer (output.max_bytes)");

@@ -225,7 +225,7 @@ emq_status emq_transport_tcp_connect(const char *host, int port,
     tune_tcp(fd, keepalive_s);
     *out = wrap_fd(fd, name);
     if (*out == NULL)
-        return emq_error_set(err, EMQ_ENOMEM, 0, "out of memory");
+        return emq_oom(err);
     return EMQ_OK;
 }
 
@@ -248,6 +248,6 @@ emq_status emq_transport_unix_connect(const char *path, int64_t deadline,
         return st;
     *out = wrap_fd(fd, name);
     if (*out == NULL)
-        return emq_error_set(err, EMQ_ENOMEM, 0, "out of memory");
+        return emq_oom(err);
     return EMQ_OK;
 }

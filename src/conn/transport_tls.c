@@ -336,7 +336,7 @@ emq_status emq_transport_tls_wrap(emq_transport *inner, const char *host,
     tls_transport *t = emq_calloc(1, sizeof *t);
     if (t == NULL) {
         inner->ops->close(inner);
-        return emq_error_set(err, EMQ_ENOMEM, 0, "out of memory");
+        return emq_oom(err);
     }
     t->base.ops = &tls_ops;
     t->base.buffers = 1;

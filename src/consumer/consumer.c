@@ -65,7 +65,7 @@ static emq_status make_keys(emq_consumer_t *c, emq_error *err) {
     c->retry_key = emq_keys_join(&c->keys, part, NULL);
     if (c->lease_key == NULL || c->reasons_key == NULL ||
         c->retry_key == NULL)
-        return emq_error_set(err, EMQ_ENOMEM, 0, "out of memory");
+        return emq_oom(err);
     return EMQ_OK;
 }
 
@@ -78,7 +78,7 @@ emq_status emq_consumer_make(const emq_conf_t *conf, emq_handler_fn handler,
                              "a consumer needs a configuration");
     emq_consumer_t *c = emq_calloc(1, sizeof *c);
     if (c == NULL)
-        return emq_error_set(err, EMQ_ENOMEM, 0, "out of memory");
+        return emq_oom(err);
     pthread_mutex_init(&c->fatal_mu, NULL);
     pthread_mutex_init(&c->pull_mu, NULL);
     c->batch_handler = batch_handler;
@@ -86,14 +86,14 @@ emq_status emq_consumer_make(const emq_conf_t *conf, emq_handler_fn handler,
     emq_status st;
     c->conf = emq_conf_dup(conf);
     if (c->conf == NULL) {
-        st = emq_error_set(err, EMQ_ENOMEM, 0, "out of memory");
+        st = emq_oom(err);
         goto fail;
     }
     if ((st = emq_inflight_init(&c->table, err)) != EMQ_OK)
         goto fail;
     c->rx_ops = emq_alloc(EMQ_SETTLE_MAX_IDS * sizeof *c->rx_ops);
     if (c->rx_ops == NULL) {
-        st = emq_error_set(err, EMQ_ENOMEM, 0, "out of memory");
+        st = emq_oom(err);
         goto fail;
     }
     c->handler = handler;
@@ -516,7 +516,7 @@ emq_status emq_consumers_run(emq_consumer_t *const *consumers, size_t n,
     emq_error_clear(err);
     run_member *members = emq_calloc(n ? n : 1, sizeof *members);
     if (members == NULL)
-        return emq_error_set(err, EMQ_ENOMEM, 0, "out of memory");
+        return emq_oom(err);
     emq_status st = EMQ_OK;
     for (size_t i = 0; i < n; i++) {
         run_member *m = &members[i];

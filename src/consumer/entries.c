@@ -74,7 +74,7 @@ emq_status emq_batch_parse(batch *b, emq_reply *reply,
         batch_item *items = emq_realloc(b->items, n * sizeof *items);
         if (items == NULL) {
             emq_batch_clear(b);
-            return emq_error_set(err, EMQ_ENOMEM, 0, "out of memory");
+            return emq_oom(err);
         }
         b->items = items;
         b->cap = n;
@@ -118,7 +118,7 @@ emq_status emq_entry_fields(emq_consumer_t *c, batch_item *item,
         if (n > c->fields_cap) {
             emq_field *f = emq_realloc(c->fields, n * sizeof *f);
             if (f == NULL)
-                return emq_error_set(err, EMQ_ENOMEM, 0, "out of memory");
+                return emq_oom(err);
             c->fields = f;
             c->fields_cap = n;
         }
@@ -318,14 +318,14 @@ emq_status emq_batch_dispatch(emq_consumer_t *c, batch *b, emq_error *err) {
      * wait behind a slow one. Entries held before (a retry waiting, an
      * ack not sent yet) come back marked held and are not handed out. */
     if (emq_inflight_add_batch(&c->table, b->items, b->n, emq_now_ms()) != 0)
-        return emq_error_set(err, EMQ_ENOMEM, 0, "out of memory");
+        return emq_oom(err);
     emq_status st = EMQ_OK;
     /* Pull mode: what may be handed out goes to the ready queue, in one
      * chunk, for poll; else to the handler here, one by one. */
     emq_chunk *ch = NULL;
     if (c->ready != NULL && (ch = chunk_new(c, b)) == NULL) {
         emq_inflight_drop_unstarted(&c->table);
-        return emq_error_set(err, EMQ_ENOMEM, 0, "out of memory");
+        return emq_oom(err);
     }
     /* The settlement decided last is queued together with the next begin,
      * in one lock: at once, since the next handler starts right away. */

@@ -165,7 +165,7 @@ emq_status emq_xchg_append(emq_xchg *x, int tag, int argc,
         size_t cap = x->tags_cap ? x->tags_cap * 2 : 16;
         int *t = emq_realloc(x->tags, cap * sizeof *t);
         if (t == NULL)
-            return emq_error_set(err, EMQ_ENOMEM, 0, "out of memory");
+            return emq_oom(err);
         x->tags = t;
         x->tags_cap = cap;
     }

@@ -109,7 +109,7 @@ static emq_status pull_start(emq_consumer_t *c, emq_error *err) {
     if (c->fetchers == NULL &&
         (c->fetchers = emq_calloc(n, sizeof *c->fetchers)) == NULL) {
         pthread_mutex_unlock(&c->pull_mu);
-        return emq_error_set(err, EMQ_ENOMEM, 0, "out of memory");
+        return emq_oom(err);
     }
     pthread_mutex_lock(&r->mu);
     r->running = (int)n;
@@ -347,7 +347,7 @@ static emq_status batch_run(emq_consumer_t *c, emq_error *err) {
     emq_outcome *outcomes = emq_alloc(max * sizeof *outcomes);
     emq_status st = entries && outcomes
                         ? EMQ_OK
-                        : emq_error_set(err, EMQ_ENOMEM, 0, "out of memory");
+                        : emq_oom(err);
     while (st == EMQ_OK) {
         size_t n = 0;
         st = emq_consumer_poll(c, entries, max, c->conf->block_ms, &n, err);

@@ -27,10 +27,10 @@ emq_status emq_inflight_init(emq_inflight *t, emq_error *err) {
     int rc = pthread_cond_init(&t->wake, &attr);
     pthread_condattr_destroy(&attr);
     if (rc != 0 || pthread_mutex_init(&t->mu, NULL) != 0)
-        return emq_error_set(err, EMQ_ENOMEM, 0, "out of memory");
+        return emq_oom(err);
     t->slots = emq_calloc(INITIAL_CAP, sizeof *t->slots);
     if (t->slots == NULL)
-        return emq_error_set(err, EMQ_ENOMEM, 0, "out of memory");
+        return emq_oom(err);
     t->cap = INITIAL_CAP;
     return EMQ_OK;
 }
@@ -186,7 +186,7 @@ static emq_status queue_op(emq_inflight *t, settle_op *op, emq_error *err) {
         settle_op *ops = emq_realloc(t->ops, cap * sizeof *ops);
         if (ops == NULL) {
             emq_settle_op_free(op);
-            return emq_error_set(err, EMQ_ENOMEM, 0, "out of memory");
+            return emq_oom(err);
         }
         t->ops = ops;
         t->ops_cap = cap;

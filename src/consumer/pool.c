@@ -38,7 +38,7 @@ emq_status emq_pool_new(const emq_conf_t *conf, int n, emq_handler_fn handler,
     if (pool == NULL || pool->consumers == NULL || each == NULL) {
         emq_conf_destroy(each);
         emq_pool_destroy(pool);
-        return emq_error_set(err, EMQ_ENOMEM, 0, "out of memory");
+        return emq_oom(err);
     }
     emq_status st = EMQ_OK;
     for (int i = 0; i < n && st == EMQ_OK; i++) {

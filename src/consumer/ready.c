@@ -37,7 +37,7 @@ emq_status emq_ready_new(emq_consumer_t *root, emq_ready **out,
     *out = NULL;
     emq_ready *r = emq_calloc(1, sizeof *r);
     if (r == NULL)
-        return emq_error_set(err, EMQ_ENOMEM, 0, "out of memory");
+        return emq_oom(err);
     pthread_condattr_t attr;
     pthread_condattr_init(&attr);
     pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
@@ -188,7 +188,7 @@ emq_status emq_ready_push(emq_ready *r, emq_chunk *ch, emq_error *err) {
             cap *= 2;
         handout **ring = emq_alloc(cap * sizeof *ring);
         if (ring == NULL) {
-            st = emq_error_set(err, EMQ_ENOMEM, 0, "out of memory");
+            st = emq_oom(err);
         } else {
             for (size_t i = 0; i < r->n; i++)
                 ring[i] = r->ring[(r->head + i) % r->cap];

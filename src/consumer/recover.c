@@ -268,7 +268,7 @@ emq_status emq_recover_self(emq_consumer_t *c, emq_error *err) {
                  * is taken again without a raise. */
                 if (emq_inflight_add_waiting(&c->table, &id, wait,
                                              c->lease_continued) != 0)
-                    st = emq_error_set(err, EMQ_ENOMEM, 0, "out of memory");
+                    st = emq_oom(err);
                 continue;
             }
             take[ntake++] = id;

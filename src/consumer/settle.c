@@ -156,7 +156,7 @@ emq_status emq_settle_make(emq_consumer_t *c, const emq_id *id,
                            emq_error *err) {
     *op = (settle_op){.kind = kind, .id = *id, .deliveries = deliveries};
     if (reason != NULL && (op->reason = emq_strdup(reason)) == NULL)
-        return emq_error_set(err, EMQ_ENOMEM, 0, "out of memory");
+        return emq_oom(err);
     if (kind == SETTLE_RETRY)
         op->delay_ms = emq_settle_retry_delay(c, deliveries);
     return EMQ_OK;
@@ -169,7 +169,7 @@ static emq_status append_with_ids(emq_xchg *x, int tag, const char **fixed,
     size_t argc = nfixed + nids;
     const char **argv = emq_alloc(argc * sizeof *argv);
     if (argv == NULL)
-        return emq_error_set(err, EMQ_ENOMEM, 0, "out of memory");
+        return emq_oom(err);
     memcpy(argv, fixed, nfixed * sizeof *argv);
     for (size_t i = 0; i < nids; i++)
         argv[nfixed + i] = ids[i]->str;
@@ -202,7 +202,7 @@ static emq_status append_release(emq_consumer_t *c, emq_xchg *x,
     char (*counts)[24] = emq_alloc(nrel * sizeof *counts);
     emq_status st = EMQ_OK;
     if (argv == NULL || counts == NULL) {
-        st = emq_error_set(err, EMQ_ENOMEM, 0, "out of memory");
+        st = emq_oom(err);
     } else {
         const char *fixed[] = {"EVAL", release_script, "1", c->keys.stream,
                                c->group, c->name};
@@ -235,7 +235,7 @@ emq_status emq_settle_append(emq_consumer_t *c, emq_xchg *x,
     const emq_id **clean = emq_alloc((n ? n : 1) * sizeof *clean);
     emq_status st = EMQ_OK;
     if (acks == NULL || clean == NULL) {
-        st = emq_error_set(err, EMQ_ENOMEM, 0, "out of memory");
+        st = emq_oom(err);
         goto done;
     }
     size_t nacks = 0, nclean = 0;
@@ -363,7 +363,7 @@ emq_status emq_settle_append_refresh(emq_consumer_t *c, emq_xchg *x,
     size_t argc = 8 + n;
     const char **argv = emq_alloc(argc * sizeof *argv);
     if (argv == NULL)
-        return emq_error_set(err, EMQ_ENOMEM, 0, "out of memory");
+        return emq_oom(err);
     argv[0] = "EVAL";
     argv[1] = refresh_script;
     argv[2] = "3";

@@ -30,7 +30,7 @@ static emq_status open_part(int i, const emq_conf_t *part, void *ctx,
 static emq_status topic_open(emq_consumer_t *c, emq_error *err) {
     c->parts = emq_calloc((size_t)c->conf->partitions, sizeof *c->parts);
     if (c->parts == NULL)
-        return emq_error_set(err, EMQ_ENOMEM, 0, "out of memory");
+        return emq_oom(err);
     return emq_topic_open_parts(c->conf, 0, (int)c->conf->partitions,
                                 open_part, c, err);
 }

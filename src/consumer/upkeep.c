@@ -205,7 +205,7 @@ static void *upkeep_main(void *arg) {
     emq_id *ids = emq_alloc(EMQ_SETTLE_MAX_IDS * sizeof *ids);
     if (ops == NULL || ids == NULL) {
         emq_error err;
-        emq_error_set(&err, EMQ_ENOMEM, 0, "out of memory");
+        emq_oom(&err);
         emq_consumer_fatal(c, &err);
         goto out;
     }

@@ -59,7 +59,7 @@ emq_status emq_topic_partition_conf(const emq_conf_t *conf, int i,
     partition_name(conf->queue, i, name, sizeof name);
     emq_conf_t *c = emq_conf_dup(conf);
     if (c == NULL)
-        return emq_error_set(err, EMQ_ENOMEM, 0, "out of memory");
+        return emq_oom(err);
     emq_status st = emq_conf_set(c, "queue", name, err);
     if (st == EMQ_OK)
         st = emq_conf_set(c, "partitions", "1", err);
@@ -136,7 +136,7 @@ emq_status emq_topic_claim(emq_route *route, const emq_conf_t *conf,
         return EMQ_OK;
     char *key = emq_topic_record_key(conf->queue);
     if (key == NULL)
-        return emq_error_set(err, EMQ_ENOMEM, 0, "out of memory");
+        return emq_oom(err);
     char count[24];
     snprintf(count, sizeof count, "%lld", (long long)conf->topic_partitions);
     const char *setnx[] = {"HSETNX", key, "partitions", count};

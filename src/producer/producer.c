@@ -119,14 +119,14 @@ emq_status emq_producer_open(const emq_conf_t *conf, emq_producer_t **out,
                              "a producer needs a configuration");
     emq_producer_t *p = emq_calloc(1, sizeof *p);
     if (p == NULL)
-        return emq_error_set(err, EMQ_ENOMEM, 0, "out of memory");
+        return emq_oom(err);
     emq_status st = EMQ_OK;
     p->conf = emq_conf_dup(conf);
     p->argv_cap = 64; /* head, ID and 27 pairs before the first growth */
     p->argv = emq_alloc(p->argv_cap * sizeof *p->argv);
     p->argvlen = emq_alloc(p->argv_cap * sizeof *p->argvlen);
     if (p->conf == NULL || p->argv == NULL || p->argvlen == NULL)
-        st = emq_error_set(err, EMQ_ENOMEM, 0, "out of memory");
+        st = emq_oom(err);
     int topic = emq_topic_is(conf);
     if (st == EMQ_OK && topic)
         st = emq_topic_check(conf, err);

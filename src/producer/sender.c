@@ -237,11 +237,11 @@ static emq_status grow_argv(emq_producer_t *p, size_t argc, emq_error *err) {
         cap *= 2;
     const char **argv = emq_realloc(p->argv, cap * sizeof *argv);
     if (argv == NULL)
-        return emq_error_set(err, EMQ_ENOMEM, 0, "out of memory");
+        return emq_oom(err);
     p->argv = argv;
     size_t *lens = emq_realloc(p->argvlen, cap * sizeof *lens);
     if (lens == NULL)
-        return emq_error_set(err, EMQ_ENOMEM, 0, "out of memory");
+        return emq_oom(err);
     p->argvlen = lens;
     p->argv_cap = cap;
     return EMQ_OK;
@@ -740,7 +740,7 @@ emq_status emq_sender_one(emq_producer_t *p, const emq_message *m,
         id->str[0] = '\0';
     emq_record *r = record_new(REC_ONE, m);
     if (r == NULL)
-        return emq_error_set(err, EMQ_ENOMEM, 0, "out of memory");
+        return emq_oom(err);
     int64_t timeout = p->conf->producer_timeout_ms;
     r->deadline_ms = emq_now_ms() + timeout;
     pthread_mutex_lock(&s->mu);
@@ -938,7 +938,7 @@ emq_status emq_sender_batch(emq_producer_t *p, const emq_message *msgs,
     emq_record *r = emq_calloc(1, sizeof *r);
     if (r == NULL) {
         clear_ids(ids, 0, n);
-        return emq_error_set(err, EMQ_ENOMEM, 0, "out of memory");
+        return emq_oom(err);
     }
     r->kind = REC_BATCH;
     cond_init(&r->cv);
@@ -1009,7 +1009,7 @@ emq_status emq_sender_async(emq_producer_t *p, const emq_message *m,
     const emq_conf_t *c = p->conf;
     emq_record *r = record_new(REC_ASYNC, m);
     if (r == NULL)
-        return emq_error_set(err, EMQ_ENOMEM, 0, "out of memory");
+        return emq_oom(err);
     r->cb = cb;
     r->opaque = opaque;
     r->queued_ms = emq_now_ms();
@@ -1188,7 +1188,7 @@ emq_status emq_sender_start(emq_producer_t *p, emq_error *err) {
     const emq_conf_t *c = p->conf;
     s->route_conf = emq_conf_dup(c);
     if (s->route_conf == NULL)
-        return emq_error_set(err, EMQ_ENOMEM, 0, "out of memory");
+        return emq_oom(err);
     /* Every wait of the route stays within one call's bound; the thread
      * spaces the attempts itself. */
     emq_conf_t *rc = s->route_conf;

@@ -19,7 +19,7 @@ static emq_status topic_init(emq_producer_t *p, emq_error *err) {
     p->parts = emq_calloc(p->nparts, sizeof *p->parts);
     if (p->parts == NULL) {
         p->nparts = 0;
-        return emq_error_set(err, EMQ_ENOMEM, 0, "out of memory");
+        return emq_oom(err);
     }
     pthread_mutex_init(&p->parts_mu, NULL);
     return EMQ_OK;
@@ -88,7 +88,7 @@ static emq_status split_produce(emq_producer_t *p, const emq_message *msgs,
     emq_id *sub_ids = ids ? emq_alloc((n ? n : 1) * sizeof *sub_ids) : NULL;
     emq_status st = EMQ_OK;
     if (!sorted || !where || !part || !start || (ids && !sub_ids)) {
-        st = emq_error_set(err, EMQ_ENOMEM, 0, "out of memory");
+        st = emq_oom(err);
         emq_producer_clear_ids(ids, n);
         goto out;
     }
@@ -103,7 +103,7 @@ static emq_status split_produce(emq_producer_t *p, const emq_message *msgs,
     {
         size_t *fill = emq_alloc(P * sizeof *fill);
         if (fill == NULL) {
-            st = emq_error_set(err, EMQ_ENOMEM, 0, "out of memory");
+            st = emq_oom(err);
             emq_producer_clear_ids(ids, n);
             goto out;
         }
@@ -291,7 +291,7 @@ static emq_status produce_any(emq_producer_t *p, const emq_message *msgs,
     emq_message *plain = emq_alloc((n ? n : 1) * sizeof *plain);
     if (plain == NULL) {
         emq_producer_clear_ids(ids, n);
-        return emq_error_set(err, EMQ_ENOMEM, 0, "out of memory");
+        return emq_oom(err);
     }
     for (size_t i = 0; i < n; i++)
         plain[i] = kmsgs[i].message;

@@ -90,8 +90,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         fprintf(stderr, "round trip changed the fields: %s\n", json);
         abort();
     }
-    emq_free_array(again);
-    emq_free_array(fields);
+    emq_fields_free(again);
+    emq_fields_free(fields);
     free(json);
     return 0;
 }

@@ -42,7 +42,7 @@ TEST(jsonparse_value_kinds) {
     ASSERT_EQ_MEM(f[4].value, f[4].value_len, "null", 4);
     ASSERT_EQ_MEM(f[5].value, f[5].value_len, "0", 1);
     ASSERT_EQ_STR(f[0].value, "text"); /* NUL-terminated too */
-    emq_free_array(f);
+    emq_fields_free(f);
 }
 
 TEST(jsonparse_escapes_and_utf8) {
@@ -54,7 +54,7 @@ TEST(jsonparse_escapes_and_utf8) {
     ASSERT_EQ_MEM(f[0].name, f[0].name_len, "a\"b", 3);
     ASSERT_EQ_MEM(f[0].value, f[0].value_len,
                   "l1\nl2\t\\/\0\xc3\xa9\xf0\x9f\x98\x80\xe2\x82\xac", 18);
-    emq_free_array(f);
+    emq_fields_free(f);
 }
 
 TEST(jsonparse_base64_and_repeats) {
@@ -69,7 +69,7 @@ TEST(jsonparse_base64_and_repeats) {
     ASSERT_EQ_MEM(f[1].value, f[1].value_len, "a\xff" "b", 3);
     ASSERT_EQ_SIZE(f[2].value_len, 0);
     ASSERT_EQ_MEM(f[3].value, f[3].value_len, "\xe2\x82", 2);
-    emq_free_array(f);
+    emq_fields_free(f);
 }
 
 /* Whatever the writer produces, the parser gives back byte-exact. */
@@ -98,7 +98,7 @@ TEST(jsonparse_round_trips_the_writer) {
         ASSERT_EQ_SIZE(n, 1);
         ASSERT_EQ_MEM(f[0].name, f[0].name_len, cases[c].p, cases[c].n);
         ASSERT_EQ_MEM(f[0].value, f[0].value_len, cases[c].p, cases[c].n);
-        emq_free_array(f);
+        emq_fields_free(f);
     }
 }
 

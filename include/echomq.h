@@ -60,25 +60,45 @@ EMQ_EXPORT const char *emq_version_str(void);
  * connection layer: it comes back as a reply of type EMQ_REPLY_ERROR. A
  * higher layer that fails because of such a reply returns EMQ_ESERVER with
  * the reply text in the emq_error message. */
+/* Every status, written once: X(name, value, what emq_strerror says).
+ * The enum below and emq_strerror / emq_status_name are made from it. */
+#define EMQ_STATUSES(X)                                                        \
+    X(EMQ_OK, 0, "success")                                                    \
+    /* bad argument, configuration or URL */                                   \
+    X(EMQ_EINVAL, -1, "invalid argument or configuration")                     \
+    /* an allocation failed */                                                 \
+    X(EMQ_ENOMEM, -2, "out of memory")                                         \
+    /* the peer broke the protocol or a reply limit */                         \
+    X(EMQ_EPROTO, -3, "protocol error from the server")                        \
+    /* transport failure: refused, reset, closed */                            \
+    X(EMQ_EIO, -4, "connection failed or was lost")                            \
+    /* connect or command timeout expired */                                   \
+    X(EMQ_ETIMEDOUT, -5, "timed out")                                          \
+    /* TLS handshake or certificate failure */                                 \
+    X(EMQ_ETLS, -6, "TLS failure")                                             \
+    /* authentication refused (NOAUTH, WRONGPASS) */                           \
+    X(EMQ_EAUTH, -7, "authentication failed")                                  \
+    /* the server answered with an error reply (emq_error.reply_code) */       \
+    X(EMQ_ESERVER, -8, "the server replied with an error")                     \
+    /* a named local limit would be exceeded */                                \
+    X(EMQ_ELIMIT, -9, "a configured limit would be exceeded")                  \
+    /* the handle is broken or closed; reconnect */                            \
+    X(EMQ_ECLOSED, -10, "connection is closed or broken")                      \
+    /* host name could not be resolved */                                      \
+    X(EMQ_ERESOLVE, -11, "host name could not be resolved")                    \
+    /* no complete result yet (incremental APIs) */                            \
+    X(EMQ_EAGAIN, -12, "no complete result yet")                               \
+    /* an entry handed out was taken over by another consumer (its           \
+     * ownership could not be kept) */                                         \
+    X(EMQ_ELOST, -13, "the entry was taken over by another consumer")          \
+    /* written (the ID is set), but not confirmed on producer.wait_replicas   \
+     * replicas or the AOF in producer.wait_timeout_ms */                      \
+    X(EMQ_ENOTDURABLE, -14, "written, but not confirmed durable in time")
+
 typedef enum emq_status {
-    EMQ_OK = 0,
-    EMQ_EINVAL = -1,    /* bad argument, configuration or URL */
-    EMQ_ENOMEM = -2,    /* an allocation failed */
-    EMQ_EPROTO = -3,    /* the peer broke the protocol or a reply limit */
-    EMQ_EIO = -4,       /* transport failure: refused, reset, closed */
-    EMQ_ETIMEDOUT = -5, /* connect or command timeout expired */
-    EMQ_ETLS = -6,      /* TLS handshake or certificate failure */
-    EMQ_EAUTH = -7,     /* authentication refused (NOAUTH, WRONGPASS) */
-    EMQ_ESERVER = -8,   /* the server answered with an error reply */
-    EMQ_ELIMIT = -9,    /* a named local limit would be exceeded */
-    EMQ_ECLOSED = -10,  /* the handle is broken or closed; reconnect */
-    EMQ_ERESOLVE = -11, /* host name could not be resolved */
-    EMQ_EAGAIN = -12,   /* no complete result yet (incremental APIs) */
-    EMQ_ELOST = -13,    /* an entry handed out was taken over by another
-                           consumer (its ownership could not be kept) */
-    EMQ_ENOTDURABLE = -14 /* written (the ID is set), but not confirmed on
-                             producer.wait_replicas replicas or the AOF in
-                             producer.wait_timeout_ms */
+#define EMQ_STATUS_ENUM(name, value, text) name = value,
+    EMQ_STATUSES(EMQ_STATUS_ENUM)
+#undef EMQ_STATUS_ENUM
 } emq_status;
 
 #define EMQ_ERROR_MESSAGE_MAX 256
@@ -769,29 +789,36 @@ EMQ_EXPORT emq_status emq_consumer_step(emq_consumer_t *c,
 EMQ_EXPORT int64_t emq_consumer_timeout_ms(emq_consumer_t *c);
 
 /* Counters of one consumer since emq_consumer_new. */
+/* The consumer's counters, written once: X(name) each, in this order in
+ * emq_consumer_stats, its JSON and the statistics callback's. */
+#define EMQ_CONSUMER_COUNTERS(X)                                               \
+    X(delivered)       /* handler calls */                                     \
+    X(acked)           /* entries acknowledged after EMQ_ACK */                \
+    X(retried)         /* EMQ_RETRY answers */                                 \
+    X(failed)          /* deliveries that ended without an ack */              \
+    X(dead_lettered)   /* entries this consumer moved to dead letters */       \
+    X(claimed)         /* entries taken over from idle consumers */            \
+    X(deleted_pending) /* pending entries found deleted, acked */              \
+    X(reconnects)      /* connections re-established */                        \
+    X(group_recreated) /* group or stream found gone and re-created */         \
+    X(reads)           /* XREADGROUP calls */                                  \
+    X(round_trips)     /* network round trips, both connections */             \
+    X(refreshed)       /* in-flight entries kept fresh (XCLAIM JUSTID to     \
+                          itself while the handler runs) */                    \
+    X(ownership_lost)  /* in-flight entries found taken by a peer */           \
+    X(server_waits)    /* "not now" episodes waited out (LOADING, BUSY,      \
+                          MISCONF, NOREPLICAS, OOM, ...) */                    \
+    X(released)        /* read, not handed out (a stop cut the batch short), \
+                          handed back with their delivery count undone */
+
 typedef struct emq_consumer_stats {
-    uint64_t delivered;       /* handler calls */
-    uint64_t acked;           /* entries acknowledged after EMQ_ACK */
-    uint64_t retried;         /* EMQ_RETRY answers */
-    uint64_t failed;          /* deliveries that ended without an ack */
-    uint64_t dead_lettered;   /* entries this consumer moved to dead letters */
-    uint64_t claimed;         /* entries taken over from idle consumers */
-    uint64_t deleted_pending; /* pending entries found deleted, acked */
-    uint64_t reconnects;      /* connections re-established */
-    uint64_t group_recreated; /* group or stream found gone and re-created */
-    uint64_t reads;           /* XREADGROUP calls */
-    uint64_t round_trips;     /* network round trips, both connections */
-    uint64_t refreshed;       /* in-flight entries kept fresh (XCLAIM JUSTID
-                                 to itself while the handler runs) */
-    uint64_t ownership_lost;  /* in-flight entries found taken by a peer */
-    uint64_t server_waits;    /* "not now" episodes waited out (LOADING,
-                                 BUSY, MISCONF, NOREPLICAS, OOM, ...) */
-    uint64_t released;        /* read, not handed out (a stop cut the batch
-                                 short), handed back with their delivery
-                                 count undone */
+#define EMQ_STATS_FIELD(name) uint64_t name;
+    EMQ_CONSUMER_COUNTERS(EMQ_STATS_FIELD)
+#undef EMQ_STATS_FIELD
     uint64_t in_flight;       /* entries read and not yet settled, now */
     uint64_t handed_out;      /* of those, handed out by poll or to a
                                  handler and not settled, now */
+    uint64_t reserved[8];     /* room for counters to come; 0 */
 } emq_consumer_stats;
 
 /* Copies the counters; safe from any thread while run is going. */

@@ -14,22 +14,9 @@ static const struct {
     const char *name;
     const char *text;
 } statuses[] = {
-    {EMQ_OK, "EMQ_OK", "success"},
-    {EMQ_EINVAL, "EMQ_EINVAL", "invalid argument or configuration"},
-    {EMQ_ENOMEM, "EMQ_ENOMEM", "out of memory"},
-    {EMQ_EPROTO, "EMQ_EPROTO", "protocol error from the server"},
-    {EMQ_EIO, "EMQ_EIO", "connection failed or was lost"},
-    {EMQ_ETIMEDOUT, "EMQ_ETIMEDOUT", "timed out"},
-    {EMQ_ETLS, "EMQ_ETLS", "TLS failure"},
-    {EMQ_EAUTH, "EMQ_EAUTH", "authentication failed"},
-    {EMQ_ESERVER, "EMQ_ESERVER", "the server replied with an error"},
-    {EMQ_ELIMIT, "EMQ_ELIMIT", "a configured limit would be exceeded"},
-    {EMQ_ECLOSED, "EMQ_ECLOSED", "connection is closed or broken"},
-    {EMQ_ERESOLVE, "EMQ_ERESOLVE", "host name could not be resolved"},
-    {EMQ_EAGAIN, "EMQ_EAGAIN", "no complete result yet"},
-    {EMQ_ELOST, "EMQ_ELOST", "the entry was taken over by another consumer"},
-    {EMQ_ENOTDURABLE, "EMQ_ENOTDURABLE",
-     "written, but not confirmed durable in time"},
+#define EMQ_STATUS_ROW(name, value, text) {name, #name, text},
+    EMQ_STATUSES(EMQ_STATUS_ROW)
+#undef EMQ_STATUS_ROW
 };
 
 const char *emq_strerror(emq_status status) {

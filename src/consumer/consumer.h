@@ -56,14 +56,8 @@
 /* Smallest claim.min_idle_ms: ownership is refreshed every quarter of it. */
 #define EMQ_MIN_IDLE_FLOOR_MS 100
 
-/* The counters of emq_consumer_stats, in its order (stats.c writes the
- * struct, the sums and the JSON from this one list). */
-#define EMQ_CONSUMER_COUNTERS(X)                                               \
-    X(delivered) X(acked) X(retried) X(failed) X(dead_lettered) X(claimed)     \
-    X(deleted_pending) X(reconnects) X(group_recreated) X(reads)               \
-    X(round_trips) X(refreshed) X(ownership_lost) X(server_waits)               \
-    X(released)
-
+/* The live counters: EMQ_CONSUMER_COUNTERS (echomq.h) as atomics; stats.c
+ * writes the struct, the sums and the JSON from that one list. */
 #define EMQ_COUNTER_FIELD(name) atomic_uint_fast64_t name;
 typedef struct stats_counters {
     EMQ_CONSUMER_COUNTERS(EMQ_COUNTER_FIELD)

@@ -21,6 +21,21 @@
  *   emq_admin_t     one thread at a time.
  *   Replies and entries may be freed on any thread. Distinct handles may be
  *   used on distinct threads without locking.
+ *
+ * ABI policy. Within one major version (the shared library's SONAME,
+ * libechomq.so.<major>) a program built against an older release runs
+ * with a newer library: no exported function is removed or changes its
+ * signature, no enum value changes, and no struct a caller allocates or
+ * reads changes the offset of a field. Structs that will grow carry
+ * reserved room (emq_error, emq_consumer_stats, the prune and trim
+ * results, emq_queue_info) and new fields take it; handles are opaque.
+ * Arrays the library returns (emq_pending_entry, emq_dead_letter) are
+ * indexed by the library's element size only through the library's own
+ * calls: read them as returned, never allocate them. Anything else is a
+ * new major version. Before 1.0 (major 0) a minor release may still break
+ * the ABI; CHANGELOG.md says so when it does. The CI's abi stage compares
+ * every build's exported symbols and types with abi/libechomq.abi, the
+ * last release's record (scripts/abi.sh).
  */
 #ifndef ECHOMQ_H
 #define ECHOMQ_H
@@ -348,6 +363,9 @@ typedef struct emq_field {
 
 /* Longest stream ID text: "18446744073709551615-18446744073709551615". */
 #define EMQ_ID_MAX 48
+/* Longest group or consumer name, bytes (names are printable ASCII
+ * without spaces). */
+#define EMQ_NAME_MAX 128
 
 /* A stream entry ID as NUL-terminated text ("1732924800123-0"). */
 typedef struct emq_id {
@@ -972,6 +990,7 @@ typedef struct emq_queue_info {
     /* The server that answered (a topic: its first partition's), as its
      * connection learned it (emq_conn_server); zeroed when unknown. */
     emq_server server;
+    void *reserved[4]; /* room for fields to come; NULL */
 } emq_queue_info;
 
 /* Describes the queue: stream, every group and consumer, dead letters;
@@ -992,7 +1011,7 @@ EMQ_EXPORT size_t emq_queue_info_json(const emq_queue_info *info, char *buf,
 /* One pending entry of a group. */
 typedef struct emq_pending_entry {
     emq_id id;
-    char consumer[132];
+    char consumer[EMQ_NAME_MAX + 1]; /* a longer name is cut */
     int64_t idle_ms;
     uint64_t deliveries;
     int partition; /* a topic's partition of the entry; -1 for a queue */
@@ -1050,6 +1069,7 @@ typedef struct emq_prune_result {
     uint64_t removed;      /* consumers deleted */
     uint64_t moved;        /* pending entries handed to other consumers */
     uint64_t kept;         /* idle consumers kept (entries left to move) */
+    uint64_t reserved[4];  /* room for results to come; 0 */
 } emq_prune_result;
 
 /* Removes the consumers of group idle at least idle_ms. A consumer that
@@ -1073,6 +1093,7 @@ typedef struct emq_trim_result {
     uint64_t held_back;   /* entries the bound asked to delete that a group
                              still needs (age bound: counted up to 100000) */
     int no_groups;        /* 1: the stream has no group; nothing removed */
+    uint64_t reserved[4]; /* room for results to come; 0 */
 } emq_trim_result;
 
 /* Ack-aware retention: deletes entries below the oldest entry that any

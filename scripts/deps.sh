@@ -31,6 +31,7 @@ readonly WANTED=(
     "libevent-dev:-"
     "prometheus:prometheus"
     "tmux:tmux"
+    "abigail-tools:abidiff"
 )
 
 have_package() {

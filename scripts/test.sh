@@ -20,6 +20,9 @@
 #             integration tests of the consumer's core, the producer and
 #             the admin verbs (VALGRIND_INTEG)
 #   symbols   libechomq.so exports only emq_* (scripts/check_symbols.sh)
+#   abi       the gcc build's exported symbols and public types match
+#             abi/libechomq.abi, the last release's record (scripts/abi.sh,
+#             abidiff)
 #   install   cmake --install to a temporary prefix, then tests/install built
 #             with find_package and with pkg-config, and run
 #   examples  every examples/*.c built by gcc and clang, compiled against
@@ -65,7 +68,7 @@ cd "$root"
 # shellcheck source=scripts/redis.sh
 . "$root/scripts/redis.sh"
 
-readonly ALL_STAGES=(deps house gcc clang sanitize chaos valgrind symbols install examples docs matrix fuzz bench)
+readonly ALL_STAGES=(deps house gcc clang sanitize chaos valgrind symbols abi install examples docs matrix fuzz bench)
 jobs=${EMQ_JOBS:-$(nproc 2>/dev/null || echo 2)}
 fuzz_seconds=${EMQ_FUZZ_SECONDS:-}
 readonly FUZZ_BUDGET=90
@@ -305,6 +308,11 @@ stage_symbols() {
     if [[ -f "$build/clang/libechomq.so" ]]; then
         ./scripts/check_symbols.sh "$build/clang/libechomq.so"
     fi
+}
+
+stage_abi() {
+    gcc_build_ready
+    ./scripts/abi.sh check "$build/gcc"
 }
 
 prefix=""
@@ -641,6 +649,7 @@ run_stage sanitize "ASan+UBSan build (clang) + emq_tests" stage_sanitize
 run_stage chaos "chaos run (short) + soak: nothing lost under faults, flat memory" stage_chaos
 run_stage valgrind "valgrind memcheck: emq_tests --no-fork unit/ and the core's integration tests" stage_valgrind
 run_stage symbols "libechomq.so exports only emq_*" stage_symbols
+run_stage abi "the ABI matches abi/libechomq.abi (abidiff)" stage_abi
 run_stage install "cmake --install + consumer via find_package and pkg-config" stage_install
 run_stage examples "examples compile, roundtrip against a private redis-server" stage_examples
 run_stage docs "docs/CONFIGURATION.md is up to date" stage_docs

@@ -191,7 +191,7 @@ emq_status emq_admin_queue_prune(emq_admin_t *a, const char *group,
                                      int64_t idle_ms,
                                      emq_prune_result *result,
                                      emq_error *err) {
-    emq_prune_result local = {0, 0, 0};
+    emq_prune_result local = {0, 0, 0, {0, 0, 0, 0}};
     if (result)
         *result = local;
     emq_status st = emq_admin_check_group(group, err);

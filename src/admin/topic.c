@@ -427,7 +427,7 @@ static emq_status topic_group(emq_admin_t *a, const char *group,
 static emq_status topic_prune(emq_admin_t *a, const char *group,
                                  int64_t idle_ms, emq_prune_result *result,
                                  emq_error *err) {
-    prune_topic t = {group, idle_ms, {0, 0, 0}};
+    prune_topic t = {group, idle_ms, {0, 0, 0, {0, 0, 0, 0}}};
     emq_status st = emq_admin_each(a, prune_part, &t, err);
     if (result)
         *result = t.sum;

@@ -255,9 +255,9 @@ int cmd_consumers(int argc, char **argv) {
     }
     /* A topic: partition by partition, a line each, then the totals. */
     int parts = emq_admin_partition_count(admin);
-    emq_prune_result sum = {0, 0, 0};
+    emq_prune_result sum = {0, 0, 0, {0, 0, 0, 0}};
     for (int i = parts > 0 ? 0 : -1; rc == CLI_OK && i < parts; i++) {
-        emq_prune_result r = {0, 0, 0};
+        emq_prune_result r = {0, 0, 0, {0, 0, 0, 0}};
         emq_error err;
         emq_status st = emq_admin_prune_consumers(
             i < 0 ? admin : emq_admin_partition(admin, i), a.value[O_GROUP],

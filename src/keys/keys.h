@@ -47,8 +47,7 @@ emq_status emq_keys_resolve(const char *queue, const char *stream,
  * memory. */
 char *emq_keys_join(const emq_keys *k, const char *part1, const char *part2);
 
-/* Longest group or consumer name. */
-#define EMQ_NAME_MAX 128
+/* Longest group or consumer name: EMQ_NAME_MAX, echomq.h. */
 /* Group and consumer names go into key names (lease:<group>:<name>,
  * reasons:<group>) and CLIENT SETNAME: printable ASCII without spaces,
  * 1..EMQ_NAME_MAX bytes. what names it in the EMQ_EINVAL message ("group",

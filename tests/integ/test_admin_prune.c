@@ -144,7 +144,7 @@ TEST(admin_prune_missing_group_is_a_clear_error) {
     emq_srv *s = emq_srv_start(NULL);
     emq_conn_t *adm = admin_connect(s);
     emq_admin_t *a = admin_open(s, "jobs", "2");
-    emq_prune_result res = {7, 7, 7};
+    emq_prune_result res = {7, 7, 7, {0, 0, 0, 0}};
     emq_error err;
     /* No stream at all. */
     ASSERT_STATUS(emq_admin_prune_consumers(a, "nog", 0, &res, &err),

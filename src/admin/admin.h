@@ -157,8 +157,8 @@ emq_status emq_admin_pipeline(emq_admin_t *a, size_t n,
                               emq_error *err);
 
 /* The value of field name in an XINFO-style reply: a RESP3 map or a RESP2
- * flat array of name, value pairs (SEMANTICS.md 1.11: match by name, skip
- * unknown fields). NULL when absent or when r is neither. Borrowed. */
+ * flat array of name, value pairs (matched by name, unknown fields
+ * skipped: each server version adds or lacks some). NULL when absent or when r is neither. Borrowed. */
 const emq_reply *emq_admin_field(const emq_reply *r, const char *name);
 
 /* Copies a stream ID reply (a bulk string) into *out and parses it into

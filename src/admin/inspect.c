@@ -6,7 +6,7 @@
  * letters; then XINFO CONSUMERS and XPENDING <s> <g> - + 1 for each group)
  * and fills an emq_queue_info. XINFO replies are read as maps by field
  * name, from RESP3 maps and RESP2 flat arrays alike, and unknown fields are
- * skipped (SEMANTICS.md 1.6, 1.11): 7.2 adds "inactive" to consumers, 6.2
+ * skipped (the fields differ by server version): 7.2 adds "inactive" to consumers, 6.2
  * lacks "entries-read" and "lag" in groups and "entries-added" in the
  * stream (then entries_read and entries_added are -1, JSON null). Where the server reports no lag (nil
  * after an XDEL ahead of the group's cursor, or absent), the lag is counted

@@ -2,7 +2,7 @@
 /* entries.c: stream entries out of replies, and handing them to the
  * handler.
  *
- * Shapes handled (SEMANTICS.md 1.2, 1.3, 1.5, 1.9):
+ * Shapes handled (they differ by protocol and server version):
  *   XREADGROUP, RESP2: [[stream, [[id, [f, v, ...]], ...]]] or *-1;
  *   XREADGROUP, RESP3: {stream: [[id, [f, v, ...]], ...]} or _;
  *   7.0 may answer a blocked read with [[stream, []]];

@@ -60,7 +60,8 @@ int emq_stream_id_cmp(emq_stream_id a, emq_stream_id b) {
 }
 
 /* Maps the declared start to an XGROUP CREATE ID: new -> $, head -> 0, or
- * an explicit stream ID. There is no default (DESIGN.md, contract 2). */
+ * an explicit stream ID. There is no default: the start is declared
+ * (docs/CONSUMER.md, "The contract, in order"). */
 emq_status emq_stream_start_parse(const char *start, char *out,
                                   emq_error *err) {
     if (start == NULL || *start == '\0')

@@ -239,7 +239,7 @@ TEST(admin_describe_groups_at_different_progress_resp3) {
     describe_progress("3");
 }
 
-/* SEMANTICS.md 1.6: an XDEL ahead of a group's cursor makes the server's
+/* An XDEL ahead of a group's cursor makes the server's
  * lag nil (7.0). The client counts it in XRANGE pages of EMQ_ADMIN_PAGE. */
 TEST(admin_describe_computes_nil_lag_after_xdel) {
     emq_srv *s = emq_srv_start(NULL);

@@ -36,7 +36,7 @@ TEST(consumer_head_delivers_all_and_acks) {
 }
 
 /* RESP3 (protocol 3): XREADGROUP answers with a map keyed by stream
- * (SEMANTICS.md 1.9); reads, history reads, claims and acks all work. */
+ * instead of an array; reads, history reads, claims and acks all work. */
 TEST(consumer_over_resp3) {
     emq_srv *s = emq_srv_start(NULL);
     produce_n(s, "jobs", "v", 30);

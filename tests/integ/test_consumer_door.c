@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* test_consumer_door.c: the group door and the declared start position
- * (DESIGN.md consumer contract points 1 and 2), against a real
+ * (docs/CONSUMER.md, the contract's points 1 and 2), against a real
  * redis-server.
  *
  * The door: the first start creates the stream and the group (MKSTREAM);

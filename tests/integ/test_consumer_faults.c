@@ -7,7 +7,7 @@
  * backoff, drains its own pending list again, and every entry is handled
  * at least once with nothing left pending. CLIENT KILL, CLIENT UNBLOCK
  * ... ERROR, and 7.0's empty entries array for a woken blocked read
- * (SEMANTICS.md 1.3) are survived: new entries keep being delivered. A
+ * are survived: new entries keep being delivered. A
  * group destroyed or a stream deleted mid-run makes the consumer open the
  * door again at its declared start, with a warning in the log and
  * stats.group_recreated counted, or, with on_group_lost=fatal, makes

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* test_consumer_identity.c: stable consumer names (DESIGN.md consumer
- * contract point 3) and the lease that keeps one name in one process,
+/* test_consumer_identity.c: stable consumer names (docs/CONSUMER.md,
+ * the contract's point 3) and the lease that keeps one name in one process,
  * against a real redis-server.
  *
  * The name is required and validated (missing, a space, a control

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* test_consumer_stop.c: stopping gracefully (DESIGN.md consumer contract
- * point 9), against a real redis-server.
+/* test_consumer_stop.c: stopping gracefully (docs/CONSUMER.md,
+ * the contract's point 9), against a real redis-server.
  *
  * A stop requested in the middle of a batch lets the running handler
  * finish, acknowledges the completed work, starts no further entry, and

@@ -10,7 +10,7 @@ TEST(cluster_crc16_check_value) {
 }
 
 TEST(cluster_key_slot_hashtags) {
-    /* SEMANTICS.md 1.10: {jobs} and {jobs}:dlq share slot 9631. */
+    /* A hashtag decides the slot: {jobs} and {jobs}:dlq share slot 9631. */
     ASSERT_EQ_INT(emq_cluster_key_slot("{jobs}", 6), 9631);
     ASSERT_EQ_INT(emq_cluster_key_slot("{jobs}:dlq", 10), 9631);
     ASSERT_EQ_INT(emq_cluster_key_slot("jobs", 4), 9631);

@@ -3,8 +3,8 @@
  * retention and dead letters (test_admin_prune.c, test_admin_retention.c,
  * test_admin_dead.c).
  *
- * On top of admin1_helpers.h (admin handles, group reads), itself on top
- * of ctests1_helpers.h and ctests2_helpers.h (a raw connection for setup
+ * On top of admin_inspect_helpers.h (admin handles, group reads), itself on top
+ * of tally_helpers.h and inspect_conn_helpers.h (a raw connection for setup
  * and inspection, recording consumers): taking entries into a consumer's
  * pending list, and whether a group has a consumer of a given name, asked
  * of the server directly rather than through the verbs under test.
@@ -12,7 +12,7 @@
 #ifndef EMQ_TEST_ADMIN_OPS_HELPERS_H
 #define EMQ_TEST_ADMIN_OPS_HELPERS_H
 
-#include "integ/admin1_helpers.h"
+#include "integ/admin_inspect_helpers.h"
 
 /* consumer takes up to count new entries of group and leaves them pending
  * (group_read with ">", no ack); returns how many came. */

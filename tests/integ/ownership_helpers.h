@@ -10,7 +10,7 @@
 #ifndef EMQ_TEST_OWNERSHIP_HELPERS_H
 #define EMQ_TEST_OWNERSHIP_HELPERS_H
 
-#include "integ/ctests2_helpers.h"
+#include "integ/inspect_conn_helpers.h"
 
 #include <fcntl.h>
 #include <stdatomic.h>

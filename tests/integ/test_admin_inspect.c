@@ -17,7 +17,7 @@
  * with delivery counts; long lists are paged; NOGROUP names the group; bad
  * arguments are refused before any command is sent.
  */
-#include "integ/admin1_helpers.h"
+#include "integ/admin_inspect_helpers.h"
 #include "base/base.h" /* emq_alloc_fail_at */
 
 #define S_INSP "emq:{insp}"

@@ -15,7 +15,7 @@
  * WRONGTYPE is EMQ_ESERVER, a missing or bad start is EMQ_EINVAL without a
  * command; destroy reports 1, then 0, and 0 on a missing stream.
  */
-#include "integ/admin1_helpers.h"
+#include "integ/admin_inspect_helpers.h"
 
 #define S_RP "emq:{rp}"
 

@@ -12,8 +12,8 @@
  *  - SIGKILL at any point loses nothing that was not acknowledged, in
  *    pipe mode and with --exec.
  */
-#include "integ/cli_more_helpers.h"
-#include "integ/ctests2_helpers.h"
+#include "integ/cli_check_helpers.h"
+#include "integ/inspect_conn_helpers.h"
 
 #include <poll.h>
 

@@ -18,7 +18,7 @@
  */
 #define _XOPEN_SOURCE 700 /* posix_openpt for cli_run_pty */
 
-#include "integ/cli_more_helpers.h"
+#include "integ/cli_check_helpers.h"
 
 /* ---- produce ------------------------------------------------------------- */
 

@@ -9,8 +9,8 @@
  * The servers named are loopback addresses whose port refuses, or none. A
  * --exec handler gets no ECHOMQ_* variable.
  */
-#include "integ/cli_more_helpers.h"
-#include "integ/ctests2_helpers.h"
+#include "integ/cli_check_helpers.h"
+#include "integ/inspect_conn_helpers.h"
 #include "harness/fakepeer.h"
 
 static const char *const shapes[] = {

@@ -12,7 +12,7 @@
  * folder and writes its own pid and its sleep's, so the test can wait for
  * it and end what is left of it after an immediate exit.
  */
-#include "integ/cli_more_helpers.h"
+#include "integ/cli_check_helpers.h"
 
 /* The --exec command: records its start, sleeps secs, records its end. */
 static void slow_handler(char *cmd, size_t size, const char *log,

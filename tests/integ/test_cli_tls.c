@@ -9,7 +9,7 @@
  * refuses a client without them. Every test skips when redis-server has no TLS.
  */
 #include "harness/tlscerts.h"
-#include "integ/cli_more_helpers.h"
+#include "integ/cli_check_helpers.h"
 
 static emq_srv *tls_server(emq_srv_client_auth auth) {
     emq_srv_opts o = {.transport = EMQ_SRV_TLS, .cert = EMQ_SRV_CERT_GOOD,

@@ -16,7 +16,7 @@
  * explicit ID exactly those after it; an existing group keeps its cursor
  * whatever start a later consumer declares.
  */
-#include "integ/ctests1_helpers.h"
+#include "integ/tally_helpers.h"
 
 #include <unistd.h>
 

@@ -14,7 +14,7 @@
  * emq_consumer_run fail naming it; in both cases without busy-looping
  * (XGROUP CREATE calls counted with INFO commandstats).
  */
-#include "integ/ctests2_helpers.h"
+#include "integ/inspect_conn_helpers.h"
 
 #include <stdatomic.h>
 

@@ -12,7 +12,7 @@
  * back to the new holder. A lease held by another host is refused until it
  * expires, and taken afterwards.
  */
-#include "integ/ctests1_helpers.h"
+#include "integ/tally_helpers.h"
 
 #include <signal.h>
 #include <stdatomic.h>

@@ -10,7 +10,7 @@
  * one XACK per read, not one per entry. Stats: the JSON report names every
  * counter with the same numbers as emq_consumer_stats_get.
  */
-#include "integ/ctests1_helpers.h"
+#include "integ/tally_helpers.h"
 
 #include <unistd.h>
 

@@ -14,7 +14,7 @@
  * handler, with the recorded reason or "delivered N times without an
  * acknowledgement".
  */
-#include "integ/ctests2_helpers.h"
+#include "integ/inspect_conn_helpers.h"
 
 #define Q_STREAM "emq:{jobs}"
 #define Q_DEAD "emq:{jobs}:dead"

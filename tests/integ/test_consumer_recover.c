@@ -18,7 +18,7 @@
  * 100,000-entry pending list with nothing idle the beat costs the server
  * under 5% of the wall time (measured with INFO commandstats).
  */
-#include "integ/ctests2_helpers.h"
+#include "integ/inspect_conn_helpers.h"
 #include "harness/fakepeer.h"
 
 #include <sys/prctl.h>

@@ -9,7 +9,7 @@
  * child process whose signal handler calls emq_consumer_stop makes it exit
  * 0, with everything it handled acknowledged and its lease released.
  */
-#include "integ/ctests1_helpers.h"
+#include "integ/tally_helpers.h"
 
 #include <errno.h>
 #include <fcntl.h>

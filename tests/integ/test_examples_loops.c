@@ -6,7 +6,7 @@
  * with nothing left pending; and examples/request_producer.c, whose eight
  * request threads share one producer beside asynchronous audit lines.
  */
-#include "integ/ctests2_helpers.h"
+#include "integ/inspect_conn_helpers.h"
 
 #include <errno.h>
 #include <fcntl.h>

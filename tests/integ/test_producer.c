@@ -11,7 +11,7 @@
  * server over maxmemory EMQ_ESERVER with OOM, and a queue name with braces
  * is refused by emq_producer_new with EMQ_EINVAL before connecting.
  */
-#include "integ/ctests1_helpers.h"
+#include "integ/tally_helpers.h"
 
 #include <stdlib.h>
 

@@ -17,7 +17,7 @@
  * of a batch that grows the scratch argv can fail: the call returns
  * EMQ_ENOMEM, leaks nothing, and the producer stays usable.
  */
-#include "integ/ctests1_helpers.h"
+#include "integ/tally_helpers.h"
 #include "harness/fakepeer.h"
 #include "base/base.h"
 

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* ctests2_helpers.h: helpers for the recovery, poison and fault tests of
+/* inspect_conn_helpers.h: helpers for the recovery, poison and fault tests of
  * the consumer (test_consumer_recover.c, test_consumer_poison.c,
  * test_consumer_faults.c).
  *
@@ -10,8 +10,8 @@
  * stays exact. A log capture collects the consumer's log lines, and a few
  * wrappers start a recording consumer on a thread and stop it again.
  */
-#ifndef EMQ_TEST_CTESTS2_HELPERS_H
-#define EMQ_TEST_CTESTS2_HELPERS_H
+#ifndef EMQ_TEST_INSPECT_CONN_HELPERS_H
+#define EMQ_TEST_INSPECT_CONN_HELPERS_H
 
 #include "integ/consumer_helpers.h"
 
@@ -322,4 +322,4 @@ static inline long long client_id_by_name(const emq_srv *s, const char *name,
     return -1;
 }
 
-#endif /* EMQ_TEST_CTESTS2_HELPERS_H */
+#endif /* EMQ_TEST_INSPECT_CONN_HELPERS_H */

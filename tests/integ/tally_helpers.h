@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* ctests1_helpers.h: helpers for the door, identity, load, stop and
+/* tally_helpers.h: helpers for the door, identity, load, stop and
  * producer tests.
  *
  * On top of consumer_helpers.h: reading numbers out of INFO (command
@@ -9,8 +9,8 @@
  * Everything talks to the fixture's real redis-server; admin commands go
  * over the fixture's raw socket, never through the library under test.
  */
-#ifndef EMQ_TEST_CTESTS1_HELPERS_H
-#define EMQ_TEST_CTESTS1_HELPERS_H
+#ifndef EMQ_TEST_TALLY_HELPERS_H
+#define EMQ_TEST_TALLY_HELPERS_H
 
 #include "integ/consumer_helpers.h"
 
@@ -201,4 +201,4 @@ static inline void wait_tally(tally *t, int n, int timeout_ms) {
              atomic_load(&t->total), n, timeout_ms);
 }
 
-#endif /* EMQ_TEST_CTESTS1_HELPERS_H */
+#endif /* EMQ_TEST_TALLY_HELPERS_H */

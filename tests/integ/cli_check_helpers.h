@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* cli_more_helpers.h: more helpers for the CLI tests (test_cli_flags.c,
+/* cli_check_helpers.h: more helpers for the CLI tests (test_cli_flags.c,
  * test_cli_signals.c, test_cli_tls.c) on top of cli_helpers.h.
  *
  * - cli_json_lines_ok: every non-empty line of a text is one strict JSON
@@ -13,8 +13,8 @@
  * - srv_slowlog_*: the server's slow log with a threshold of 0 records
  *   every command with its arguments, to see what a flag sent.
  */
-#ifndef EMQ_TEST_CLI_MORE_HELPERS_H
-#define EMQ_TEST_CLI_MORE_HELPERS_H
+#ifndef EMQ_TEST_CLI_CHECK_HELPERS_H
+#define EMQ_TEST_CLI_CHECK_HELPERS_H
 
 #include "integ/cli_helpers.h"
 
@@ -256,4 +256,4 @@ static inline int cli_run_pty(const char *url, const char *input,
 }
 #endif /* _XOPEN_SOURCE */
 
-#endif /* EMQ_TEST_CLI_MORE_HELPERS_H */
+#endif /* EMQ_TEST_CLI_CHECK_HELPERS_H */

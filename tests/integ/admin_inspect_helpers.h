@@ -1,19 +1,19 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* admin1_helpers.h: helpers for the inspection and replay tests
+/* admin_inspect_helpers.h: helpers for the inspection and replay tests
  * (test_admin_inspect.c, test_admin_replay.c).
  *
- * On top of ctests1_helpers.h (INFO numbers) and ctests2_helpers.h (a raw
+ * On top of tally_helpers.h (INFO numbers) and inspect_conn_helpers.h (a raw
  * library connection for setup and structured inspection): an admin handle
  * on the fixture server in RESP2 or RESP3, entries with explicit IDs, a
  * group read that reports what it was handed, a lookup of a group in a
  * description, and a JSON check run by python3 (skipped when it is not
  * installed).
  */
-#ifndef EMQ_TEST_ADMIN1_HELPERS_H
-#define EMQ_TEST_ADMIN1_HELPERS_H
+#ifndef EMQ_TEST_ADMIN_INSPECT_HELPERS_H
+#define EMQ_TEST_ADMIN_INSPECT_HELPERS_H
 
-#include "integ/ctests1_helpers.h"
-#include "integ/ctests2_helpers.h"
+#include "integ/tally_helpers.h"
+#include "integ/inspect_conn_helpers.h"
 
 #include <sys/wait.h>
 
@@ -120,4 +120,4 @@ static inline long long commands_total(const emq_srv *s) {
     return info_number(s, "stats", "total_commands_processed");
 }
 
-#endif /* EMQ_TEST_ADMIN1_HELPERS_H */
+#endif /* EMQ_TEST_ADMIN_INSPECT_HELPERS_H */

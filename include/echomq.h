@@ -276,7 +276,7 @@ EMQ_EXPORT void emq_conn_destroy(emq_conn_t *conn);
  * NULL for NUL-terminated strings) and waits for its reply. An error reply
  * from the server is a success of this call: inspect emq_reply_kind.
  * On success *reply is caller-owned; free with emq_reply_free. Fails with
- * EMQ_ECLOSED when replies of appended commands are still unread, and with
+ * EMQ_EINVAL (misuse) when replies of appended commands are still unread, and with
  * the sticky transport error once the connection has broken. */
 EMQ_EXPORT emq_status emq_conn_command(emq_conn_t *conn, int argc,
                                        const char *const *argv,

@@ -178,8 +178,8 @@ typedef emq_status (*emq_route_master_fn)(emq_conn_t *conn, const char *name,
  * as needed), in slot-map order, or once for a standalone server's
  * connection: for commands about a whole server (SCAN). The first failure
  * ends the walk, prefixed with the node. EMQ_ESERVER when the slot map is
- * not known (an ACL refusing CLUSTER SHARDS and SLOTS); EMQ_ECLOSED with
- * replies unread. */
+ * not known (an ACL refusing CLUSTER SHARDS and SLOTS); EMQ_EINVAL with
+ * replies unread (a misuse). */
 emq_status emq_route_each_master(emq_route *route, emq_route_master_fn fn,
                                  void *ctx, emq_error *err);
 /* Drops every connection (unread replies are lost), rediscovers the slot's

@@ -899,7 +899,7 @@ emq_status emq_route_command(emq_route *route, int argc,
     if (route->broken.code != EMQ_OK)
         return sticky(route, err);
     if (route->qlen > 0)
-        return emq_error_set(err, EMQ_ECLOSED, 0,
+        return emq_error_set(err, EMQ_EINVAL, 0,
                              "%zu pipelined replies are still unread; read "
                              "them with emq_route_get_reply before "
                              "emq_route_command",
@@ -917,7 +917,7 @@ emq_status emq_route_each_master(emq_route *route, emq_route_master_fn fn,
     if (route->broken.code != EMQ_OK)
         return sticky(route, err);
     if (route->qlen > 0)
-        return emq_error_set(err, EMQ_ECLOSED, 0,
+        return emq_error_set(err, EMQ_EINVAL, 0,
                              "%zu pipelined replies are still unread",
                              route->qlen);
     if (!route->mapped)

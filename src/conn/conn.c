@@ -787,7 +787,7 @@ emq_status emq_conn_command(emq_conn_t *conn, int argc,
     if (conn->broken.code != EMQ_OK)
         return sticky(conn, err);
     if (conn->pending > 0)
-        return emq_error_set(err, EMQ_ECLOSED, 0,
+        return emq_error_set(err, EMQ_EINVAL, 0,
                              "%zu pipelined replies are still unread; read "
                              "them with emq_conn_get_reply before "
                              "emq_conn_command",

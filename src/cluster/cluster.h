@@ -63,10 +63,14 @@ typedef struct emq_slot_map {
 void emq_slot_map_init(emq_slot_map *map);
 /* Frees the node array and empties map. */
 void emq_slot_map_free(emq_slot_map *map);
-/* Returns the index of host:port in map, adding it when absent. Returns
- * -1 when out of memory, the name is too long, or the node limit is hit. */
-int emq_slot_map_node(emq_slot_map *map, const char *host, size_t hostlen,
-                      int port);
+/* Sets *idx to the index of host:port in map, adding it when absent.
+ * Fails (*idx -1) with EMQ_EPROTO for an address of 0 or
+ * EMQ_CLUSTER_HOST_MAX bytes or more or a port outside 1-65535 (the
+ * server's reply is at fault), EMQ_ELIMIT past EMQ_CLUSTER_NODES_MAX
+ * nodes, EMQ_ENOMEM, each saying so. */
+emq_status emq_slot_map_node(emq_slot_map *map, const char *host,
+                             size_t hostlen, int port, int *idx,
+                             emq_error *err);
 
 /* Fills map (which must be empty) from a CLUSTER SHARDS reply (RESP2
  * arrays or RESP3 maps). For each shard the master is the node with role

@@ -191,15 +191,10 @@ static emq_status grow_links(emq_route *r, emq_error *err) {
 /* Returns the map index of target (added when new), or -1 with err. */
 static int learn_node(emq_route *r, const emq_cluster_node *target,
                       emq_error *err) {
-    int idx = emq_slot_map_node(&r->map, target->host, strlen(target->host),
-                                target->port);
-    if (idx < 0) {
-        emq_error_set(err, EMQ_ENOMEM, 0,
-                      "cannot record cluster node (out of memory or over "
-                      "%d nodes)",
-                      EMQ_CLUSTER_NODES_MAX);
+    int idx;
+    if (emq_slot_map_node(&r->map, target->host, strlen(target->host),
+                          target->port, &idx, err) != EMQ_OK)
         return -1;
-    }
     if (grow_links(r, err) != EMQ_OK)
         return -1;
     return idx;

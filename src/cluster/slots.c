@@ -26,28 +26,41 @@ void emq_slot_map_free(emq_slot_map *map) {
     emq_slot_map_init(map);
 }
 
-int emq_slot_map_node(emq_slot_map *map, const char *host, size_t hostlen,
-                      int port) {
-    if (hostlen == 0 || hostlen >= EMQ_CLUSTER_HOST_MAX || port < 1 ||
-        port > 65535)
-        return -1;
+emq_status emq_slot_map_node(emq_slot_map *map, const char *host,
+                             size_t hostlen, int port, int *idx,
+                             emq_error *err) {
+    *idx = -1;
+    if (hostlen == 0 || hostlen >= EMQ_CLUSTER_HOST_MAX)
+        return emq_error_set(err, EMQ_EPROTO, 0,
+                             "a cluster node's address of %zu bytes (1 to "
+                             "%d are kept)",
+                             hostlen, EMQ_CLUSTER_HOST_MAX - 1);
+    if (port < 1 || port > 65535)
+        return emq_error_set(err, EMQ_EPROTO, 0,
+                             "a cluster node's port %d is not 1-65535", port);
     for (size_t i = 0; i < map->nnodes; i++)
         if (map->nodes[i].port == port &&
             strlen(map->nodes[i].host) == hostlen &&
-            memcmp(map->nodes[i].host, host, hostlen) == 0)
-            return (int)i;
+            memcmp(map->nodes[i].host, host, hostlen) == 0) {
+            *idx = (int)i;
+            return EMQ_OK;
+        }
     if (map->nnodes >= EMQ_CLUSTER_NODES_MAX)
-        return -1;
+        return emq_error_set(err, EMQ_ELIMIT, 0,
+                             "the cluster names more than %d master nodes "
+                             "(EMQ_CLUSTER_NODES_MAX)",
+                             EMQ_CLUSTER_NODES_MAX);
     emq_cluster_node *grown =
         emq_realloc(map->nodes, (map->nnodes + 1) * sizeof *grown);
     if (grown == NULL)
-        return -1;
+        return emq_oom(err);
     map->nodes = grown;
     emq_cluster_node *n = &map->nodes[map->nnodes];
     memcpy(n->host, host, hostlen);
     n->host[hostlen] = '\0';
     n->port = port;
-    return (int)map->nnodes++;
+    *idx = (int)map->nnodes++;
+    return EMQ_OK;
 }
 
 /* ---- reading reply values --------------------------------------------- */
@@ -180,14 +193,12 @@ emq_status emq_slot_map_from_shards(emq_slot_map *map, const emq_reply *r,
               port > 0) &&
             (get_int(field(master, "port"), 65535, &port) != 0 || port == 0))
             return malformed(map, err, what, "a master has no port");
-        int idx = emq_slot_map_node(map, host, hostlen, (int)port);
-        if (idx < 0) {
+        int idx;
+        emq_status st =
+            emq_slot_map_node(map, host, hostlen, (int)port, &idx, err);
+        if (st != EMQ_OK) {
             emq_slot_map_free(map);
-            return emq_error_set(err, EMQ_ENOMEM, 0,
-                                 "cannot record cluster node (out of memory, "
-                                 "a name over %d bytes, or over %d nodes)",
-                                 EMQ_CLUSTER_HOST_MAX - 1,
-                                 EMQ_CLUSTER_NODES_MAX);
+            return st;
         }
         for (size_t k = 0; k < emq_reply_len(slots); k += 2) {
             long long lo, hi;
@@ -252,14 +263,12 @@ emq_status emq_slot_map_from_slots(emq_slot_map *map, const emq_reply *r,
             host = self_host;
             hostlen = strlen(self_host);
         }
-        int idx = emq_slot_map_node(map, host, hostlen, (int)port);
-        if (idx < 0) {
+        int idx;
+        emq_status st =
+            emq_slot_map_node(map, host, hostlen, (int)port, &idx, err);
+        if (st != EMQ_OK) {
             emq_slot_map_free(map);
-            return emq_error_set(err, EMQ_ENOMEM, 0,
-                                 "cannot record cluster node (out of memory, "
-                                 "a name over %d bytes, or over %d nodes)",
-                                 EMQ_CLUSTER_HOST_MAX - 1,
-                                 EMQ_CLUSTER_NODES_MAX);
+            return st;
         }
         assign(map, lo, hi, idx);
     }

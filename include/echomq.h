@@ -630,6 +630,11 @@ typedef struct emq_entry {
  * repeated field name appears repeated. Any thread. */
 EMQ_EXPORT size_t emq_entry_json(const emq_entry *entry, char *buf,
                                  size_t size);
+/* The "fields" value of emq_entry_json alone (snprintf semantics): an
+ * object {"name":"value",...}, or [[name, value], ...] pairs when a name
+ * is not UTF-8; values that are not UTF-8 are {"base64":"..."}. */
+EMQ_EXPORT size_t emq_fields_json(const emq_field *fields, size_t n,
+                                  char *buf, size_t size);
 /* emq_entry_json with the entry's partition of a topic after "stream"
  * ("partition":3); partition < 0 writes none (emq_entry_json). */
 EMQ_EXPORT size_t emq_entry_json_partition(const emq_entry *entry,

@@ -6,7 +6,8 @@
 #                                 debug info) with abi/libechomq.abi:
 #                                 exit 1 naming every change abidiff sees
 #                                 in the exported functions, variables and
-#                                 the types of include/echomq.h
+#                                 the types of include/echomq.h, but for
+#                                 added functions (compatible, listed)
 #   scripts/abi.sh record BUILD   write abi/libechomq.abi from BUILD: done
 #                                 when a release is made (and, before 1.0,
 #                                 in the commit that breaks the ABI on
@@ -20,7 +21,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 record=$root/abi/libechomq.abi
 
 usage() {
-    sed -n '3,15p' "$0" >&2
+    sed -n '3,16p' "$0" >&2
     exit 2
 }
 
@@ -43,8 +44,9 @@ check)
     trap 'rm -f "$now"' EXIT
     dump >"$now"
     set +e
-    report=$(abidiff --no-show-locs "$record" "$now")
+    report=$(abidiff --no-show-locs --no-added-syms "$record" "$now")
     rc=$?
+    added=$(abidiff --no-show-locs "$record" "$now" | sed -n "s/^  \[A\] //p")
     set -e
     if [[ $rc -ne 0 ]]; then
         echo "$report"
@@ -52,6 +54,10 @@ check)
             "an ABI change must be recorded on purpose (scripts/abi.sh record," \
             "a CHANGELOG.md line; the policy is in include/echomq.h)" >&2
         exit 1
+    fi
+    if [[ -n $added ]]; then
+        echo "abi: added since abi/libechomq.abi (compatible):"
+        echo "$added"
     fi
     echo "abi: the exported symbols and types match abi/libechomq.abi"
     ;;

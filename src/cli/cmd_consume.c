@@ -38,9 +38,6 @@ extern char **environ;
 
 static const char *const VERB = "consume";
 
-/* (lease.ttl_ms default 30000 - 1000) / 3: the library's bound. */
-#define BLOCK_MAX 9666
-
 static const cli_opt opts[] = {
     {"group", 'g', 1, O_GROUP},
     {"consumer", 'c', 1, O_CONSUMER},
@@ -82,8 +79,10 @@ static void help(void) {
         "                          the stream, an entry ID, or @UNIX-MS (the\n"
         "                          first entry added at or after that time)\n"
         "  --count N               entries per read (default 100)\n"
-        "  --block MS              how long a read waits (default 2000, at most\n"
-        "                          9666; shorter when a claim beat is due)\n"
+        "  --block MS              how long a read waits (default 2000; at most\n"
+        "                          a third of lease.ttl_ms less a second: 9666\n"
+        "                          with the default lease; shorter when a claim\n"
+        "                          beat is due)\n"
         "  --claim-idle MS         take over entries idle this long at another\n"
         "                          (or a dead) consumer (default 60000)\n"
         "  --claim-interval MS     time between claim beats (default 5000)\n"
@@ -605,13 +604,6 @@ int cmd_consume(int argc, char **argv) {
         rc = cli_num(VERB, "--count", a.value[O_COUNT], 1, 100000, &count);
     if (rc == CLI_OK && a.seen[O_BLOCK])
         rc = cli_num(VERB, "--block", a.value[O_BLOCK], 1, 3600000, &block);
-    /* The consumer name's lease (30 s) is renewed between reads, so a read
-     * may wait at most a third of it, less a second. */
-    if (rc == CLI_OK && block > BLOCK_MAX)
-        rc = cli_usage_err(VERB,
-                           "--block %lld is too long: at most %d ms (the "
-                           "consumer's 30 s lease is renewed between reads)",
-                           block, BLOCK_MAX);
     if (rc == CLI_OK && a.seen[O_CLAIM_IDLE])
         rc = cli_num(VERB, "--claim-idle", a.value[O_CLAIM_IDLE], 1,
                      INT32_MAX, &claim_idle);

@@ -465,7 +465,7 @@ static long long held_by(const char *url, const char *name) {
 }
 
 static int run(long long jobs, long long poison, long long claim_idle,
-               long long work_us, int keep) {
+               long long work_us) {
     int tty = isatty(STDERR_FILENO);
     const char *tmp = getenv("TMPDIR");
     snprintf(dir, sizeof dir, "%s/echomq-demo.XXXXXX", tmp && *tmp ? tmp : "/tmp");
@@ -642,7 +642,6 @@ static int run(long long jobs, long long poison, long long claim_idle,
     free(is_poison);
     free(dead);
     free(t.seen);
-    (void)keep;
     if (rc != CLI_OK)
         return rc;
     if (lost > 0)
@@ -693,7 +692,7 @@ int cmd_demo(int argc, char **argv) {
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
-    rc = run(jobs, poison, claim_idle, work_us, keep);
+    rc = run(jobs, poison, claim_idle, work_us);
     cleanup(keep);
     return rc;
 }

@@ -43,24 +43,33 @@ size_t emq_entry_json_partition(const emq_entry *entry, int partition,
         emq_json_raw(&o, ",\"partition\":%d", partition);
     emq_json_raw(&o, ",\"deliveries\":%llu,\"fields\":",
                  (unsigned long long)entry->deliveries);
+    size_t room = o.len < o.size ? o.size - o.len : 0;
+    o.len += emq_fields_json(entry->fields, entry->nfields,
+                             room ? o.buf + o.len : NULL, room);
+    emq_json_raw(&o, "}");
+    return o.len;
+}
+
+size_t emq_fields_json(const emq_field *fields, size_t n, char *buf,
+                       size_t size) {
+    emq_json o;
+    emq_json_init(&o, buf, size);
     /* JSON object names are strings: when a field name is not UTF-8
      * (rare), the fields are written as [[name, value], ...] pairs, where
      * each part is a string or {"base64":"..."}, so the line stays JSON. */
     int pairs = 0;
-    for (size_t i = 0; i < entry->nfields && !pairs; i++)
-        pairs = !emq_utf8_valid(entry->fields[i].name,
-                                entry->fields[i].name_len);
+    for (size_t i = 0; i < n && !pairs; i++)
+        pairs = !emq_utf8_valid(fields[i].name, fields[i].name_len);
     emq_json_raw(&o, pairs ? "[" : "{");
-    for (size_t i = 0; i < entry->nfields; i++) {
+    for (size_t i = 0; i < n; i++) {
         emq_json_raw(&o, i ? (pairs ? ",[" : ",") : (pairs ? "[" : ""));
-        emq_json_bytes(&o, entry->fields[i].name, entry->fields[i].name_len);
+        emq_json_bytes(&o, fields[i].name, fields[i].name_len);
         emq_json_raw(&o, pairs ? "," : ":");
-        emq_json_bytes(&o, entry->fields[i].value,
-                       entry->fields[i].value_len);
+        emq_json_bytes(&o, fields[i].value, fields[i].value_len);
         if (pairs)
             emq_json_raw(&o, "]");
     }
-    emq_json_raw(&o, pairs ? "]}" : "}}");
+    emq_json_raw(&o, pairs ? "]" : "}");
     return o.len;
 }
 

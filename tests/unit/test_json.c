@@ -75,3 +75,22 @@ TEST(json_entry_with_binary_name_uses_pairs) {
     emq_entry_json(&e, buf, sizeof buf);
     ASSERT(strncmp(buf, "{\"id\":\"2-0\",\"deliveries\":1,", 26) == 0);
 }
+
+/* emq_fields_json is the "fields" value of emq_entry_json, alone, in both
+ * of its shapes; a short buffer gets what fits and the full length. */
+TEST(fields_json_is_the_entry_fields_value) {
+    emq_field f[2] = {{"a", 1, "1", 1}, {"b", 1, "x\xff", 2}};
+    char buf[256];
+    ASSERT_EQ_SIZE(emq_fields_json(f, 2, buf, sizeof buf), strlen(buf));
+    ASSERT_EQ_STR(buf, "{\"a\":\"1\",\"b\":{\"base64\":\"eP8=\"}}");
+    emq_entry e = {"1-0", 1, f, 2, NULL, NULL, NULL};
+    char whole[256];
+    emq_entry_json(&e, whole, sizeof whole);
+    ASSERT_CONTAINS(whole, buf);
+    emq_field odd = {"\xff", 1, "v", 1}; /* a name that is not UTF-8 */
+    emq_fields_json(&odd, 1, buf, sizeof buf);
+    ASSERT_EQ_STR(buf, "[[{\"base64\":\"/w==\"},\"v\"]]");
+    char small[4];
+    ASSERT_EQ_SIZE(emq_fields_json(f, 2, small, sizeof small), 31);
+    ASSERT_EQ_STR(small, "{\"a");
+}

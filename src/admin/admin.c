@@ -103,21 +103,6 @@ emq_status emq_admin_pipeline(emq_admin_t *a, size_t n,
     return st;
 }
 
-const emq_reply *emq_admin_field(const emq_reply *r, const char *name) {
-    emq_reply_type kind = emq_reply_kind(r);
-    if (kind != EMQ_REPLY_ARRAY && kind != EMQ_REPLY_MAP)
-        return NULL;
-    size_t want = strlen(name);
-    size_t n = emq_reply_len(r);
-    for (size_t i = 0; i + 1 < n; i += 2) {
-        size_t len;
-        const char *key = emq_reply_str(emq_reply_at(r, i), &len);
-        if (key != NULL && len == want && memcmp(key, name, len) == 0)
-            return emq_reply_at(r, i + 1);
-    }
-    return NULL;
-}
-
 int emq_admin_id(const emq_reply *r, emq_id *out, emq_stream_id *sid) {
     size_t len;
     const char *text = emq_reply_str(r, &len);
@@ -143,7 +128,7 @@ static int entry_id(const emq_reply *entry, emq_stream_id *sid) {
 emq_status emq_admin_extent_parse(const emq_reply *xinfo,
                                   emq_admin_extent *ext, emq_error *err) {
     memset(ext, 0, sizeof *ext);
-    const emq_reply *length = emq_admin_field(xinfo, "length");
+    const emq_reply *length = emq_stream_field(xinfo, "length");
     if (emq_reply_kind(length) != EMQ_REPLY_INTEGER ||
         emq_reply_integer(length) < 0)
         return emq_error_set(err, EMQ_EPROTO, 0,
@@ -151,8 +136,8 @@ emq_status emq_admin_extent_parse(const emq_reply *xinfo,
                              "XINFO STREAM has no length");
     ext->length = (uint64_t)emq_reply_integer(length);
     if (ext->length > 0 &&
-        entry_id(emq_admin_field(xinfo, "first-entry"), &ext->first) == 0 &&
-        entry_id(emq_admin_field(xinfo, "last-entry"), &ext->last) == 0)
+        entry_id(emq_stream_field(xinfo, "first-entry"), &ext->first) == 0 &&
+        entry_id(emq_stream_field(xinfo, "last-entry"), &ext->last) == 0)
         ext->has_entries = 1;
     return EMQ_OK;
 }

@@ -11,7 +11,8 @@
 #ifndef EMQ_ADMIN_H
 #define EMQ_ADMIN_H
 
-#include "../consumer/consumer.h" /* layers below: keys, conn, resp */
+#include "../streams/streams.h"
+#include "../conn/conf.h"
 
 struct emq_admin {
     emq_conf_t *conf; /* own copy */
@@ -155,11 +156,6 @@ typedef struct emq_admin_cmd {
 emq_status emq_admin_pipeline(emq_admin_t *a, size_t n,
                               const emq_admin_cmd *cmds, emq_reply **replies,
                               emq_error *err);
-
-/* The value of field name in an XINFO-style reply: a RESP3 map or a RESP2
- * flat array of name, value pairs (matched by name, unknown fields
- * skipped: each server version adds or lacks some). NULL when absent or when r is neither. Borrowed. */
-const emq_reply *emq_admin_field(const emq_reply *r, const char *name);
 
 /* Copies a stream ID reply (a bulk string) into *out and parses it into
  * *sid (either may be NULL). Returns 0, or -1 when r is not an ID. */

@@ -23,32 +23,8 @@
 
 /* ---- reading replies ----------------------------------------------------- */
 
-static emq_status bad_shape(emq_error *err, const char *what) {
-    return emq_error_set(err, EMQ_EPROTO, 0,
-                         "unexpected reply shape from the server: %s", what);
-}
-
-/* An integer field: INTEGER, or a decimal bulk string (XPENDING sends some
- * counts as strings). dflt when absent, nil or not a number. */
-static int64_t int_value(const emq_reply *r, int64_t dflt) {
-    if (emq_reply_kind(r) == EMQ_REPLY_INTEGER)
-        return (int64_t)emq_reply_integer(r);
-    size_t len;
-    const char *text = emq_reply_str(r, &len);
-    if (emq_reply_kind(r) != EMQ_REPLY_STRING || text == NULL || len == 0 ||
-        len > 18)
-        return dflt;
-    int64_t v = 0;
-    for (size_t i = 0; i < len; i++) {
-        if (text[i] < '0' || text[i] > '9')
-            return dflt;
-        v = v * 10 + (text[i] - '0');
-    }
-    return v;
-}
-
 static uint64_t count_value(const emq_reply *r) {
-    int64_t v = int_value(r, 0);
+    int64_t v = emq_stream_number(r, 0);
     return v > 0 ? (uint64_t)v : 0;
 }
 
@@ -93,20 +69,20 @@ static emq_status parse_stream(const emq_reply *xinfo, emq_queue_info *info,
     if (st != EMQ_OK)
         return st;
     info->length = ext->length;
-    const emq_reply *first = emq_admin_field(xinfo, "first-entry");
+    const emq_reply *first = emq_stream_field(xinfo, "first-entry");
     if (emq_reply_kind(first) == EMQ_REPLY_ARRAY &&
         emq_reply_len(first) >= 1)
         (void)emq_admin_id(emq_reply_at(first, 0), &info->first_id, NULL);
     emq_stream_id last;
     emq_id last_text;
     /* 0-0 is what a stream that was never written reports. */
-    if (emq_admin_id(emq_admin_field(xinfo, "last-generated-id"), &last_text,
+    if (emq_admin_id(emq_stream_field(xinfo, "last-generated-id"), &last_text,
                      &last) == 0 &&
         (last.ms != 0 || last.seq != 0))
         info->last_id = last_text;
     /* Absent before Redis 7.0: unknown (-1), not 0. */
     info->entries_added =
-        int_value(emq_admin_field(xinfo, "entries-added"), -1);
+        emq_stream_number(emq_stream_field(xinfo, "entries-added"), -1);
     return EMQ_OK;
 }
 
@@ -115,17 +91,17 @@ static emq_status parse_stream(const emq_reply *xinfo, emq_queue_info *info,
 static emq_status parse_group(const emq_reply *g, emq_group_info *gi,
                               emq_stream_id *cursor, int *lag_known,
                               emq_error *err) {
-    const emq_reply *name = emq_admin_field(g, "name");
+    const emq_reply *name = emq_stream_field(g, "name");
     if (emq_reply_str(name, NULL) == NULL ||
-        emq_admin_id(emq_admin_field(g, "last-delivered-id"),
+        emq_admin_id(emq_stream_field(g, "last-delivered-id"),
                      &gi->last_delivered_id, cursor) != 0)
-        return bad_shape(err, "an XINFO GROUPS element lacks name or "
+        return emq_reply_bad_shape(err, "an XINFO GROUPS element lacks name or "
                               "last-delivered-id");
     if ((gi->name = dup_text(name)) == NULL)
         return emq_oom(err);
-    gi->pending = count_value(emq_admin_field(g, "pending"));
-    gi->entries_read = int_value(emq_admin_field(g, "entries-read"), -1);
-    const emq_reply *lag = emq_admin_field(g, "lag");
+    gi->pending = count_value(emq_stream_field(g, "pending"));
+    gi->entries_read = emq_stream_number(emq_stream_field(g, "entries-read"), -1);
+    const emq_reply *lag = emq_stream_field(g, "lag");
     *lag_known = emq_reply_kind(lag) == EMQ_REPLY_INTEGER &&
                  emq_reply_integer(lag) >= 0;
     gi->lag = *lag_known ? (int64_t)emq_reply_integer(lag) : -1;
@@ -154,28 +130,26 @@ static emq_status parse_group_detail(const emq_reply *consumers,
         for (size_t c = 0; c < n; c++) {
             const emq_reply *cr = emq_reply_at(consumers, c);
             emq_consumer_info *ci = &gi->consumers[c];
-            const emq_reply *name = emq_admin_field(cr, "name");
+            const emq_reply *name = emq_stream_field(cr, "name");
             if (emq_reply_str(name, NULL) == NULL)
-                return bad_shape(err, "an XINFO CONSUMERS element has no "
+                return emq_reply_bad_shape(err, "an XINFO CONSUMERS element has no "
                                       "name");
             if ((ci->name = dup_text(name)) == NULL)
                 return emq_oom(err);
             gi->nconsumers++;
-            ci->pending = count_value(emq_admin_field(cr, "pending"));
-            ci->idle_ms = int_value(emq_admin_field(cr, "idle"), -1);
-            ci->inactive_ms = int_value(emq_admin_field(cr, "inactive"), -1);
+            ci->pending = count_value(emq_stream_field(cr, "pending"));
+            ci->idle_ms = emq_stream_number(emq_stream_field(cr, "idle"), -1);
+            ci->inactive_ms = emq_stream_number(emq_stream_field(cr, "inactive"), -1);
         }
     }
     if (emq_reply_kind(oldest) == EMQ_REPLY_ARRAY &&
         emq_reply_len(oldest) > 0) {
-        const emq_reply *row = emq_reply_at(oldest, 0);
-        if (emq_reply_kind(row) != EMQ_REPLY_ARRAY ||
-            emq_reply_len(row) < 4 ||
-            emq_admin_id(emq_reply_at(row, 0), &gi->oldest_pending_id,
-                         NULL) != 0)
-            return bad_shape(err, "XPENDING is not [[id, consumer, idle, "
-                                  "count]]");
-        gi->oldest_pending_age_ms = int_value(emq_reply_at(row, 2), -1);
+        emq_pending_row row;
+        if (emq_pending_row_parse(emq_reply_at(oldest, 0), &row) != 0 ||
+            emq_admin_id(row.id, &gi->oldest_pending_id, NULL) != 0)
+            return emq_reply_bad_shape(err, "XPENDING is not [[id, consumer, "
+                                            "idle, count]]");
+        gi->oldest_pending_age_ms = row.idle_ms;
     }
     return EMQ_OK;
 }
@@ -246,7 +220,7 @@ static emq_status describe_from(emq_admin_t *a, emq_reply *const *r,
                                    "checking that stream '%s' exists failed",
                                    a->keys.stream);
     if (emq_reply_kind(r[0]) != EMQ_REPLY_INTEGER)
-        return bad_shape(err, "EXISTS is not an integer");
+        return emq_reply_bad_shape(err, "EXISTS is not an integer");
     if (emq_reply_integer(r[0]) == 0)
         return EMQ_OK; /* no stream: exists = 0, nothing else to say */
     for (int i = 1; i <= 2; i++)
@@ -260,7 +234,7 @@ static emq_status describe_from(emq_admin_t *a, emq_reply *const *r,
     if (st != EMQ_OK)
         return st;
     if (emq_reply_kind(r[2]) != EMQ_REPLY_ARRAY)
-        return bad_shape(err, "XINFO GROUPS is not a list");
+        return emq_reply_bad_shape(err, "XINFO GROUPS is not a list");
     size_t ngroups = emq_reply_len(r[2]);
     if (ngroups == 0)
         return EMQ_OK;
@@ -549,7 +523,7 @@ static emq_status take_page(const emq_reply *reply, emq_pending_entry **out,
     size_t rows = emq_reply_len(reply);
     *got = 0;
     if (emq_reply_kind(reply) != EMQ_REPLY_ARRAY)
-        return bad_shape(err, "XPENDING is not a list");
+        return emq_reply_bad_shape(err, "XPENDING is not a list");
     if (*n + rows > *cap) {
         size_t want = *cap ? *cap : 64;
         while (want < *n + rows)
@@ -561,23 +535,21 @@ static emq_status take_page(const emq_reply *reply, emq_pending_entry **out,
         *cap = want;
     }
     for (size_t i = 0; i < rows; i++) {
-        const emq_reply *row = emq_reply_at(reply, i);
         emq_pending_entry *e = &(*out)[*n];
-        size_t len = 0;
-        const char *consumer = emq_reply_str(emq_reply_at(row, 1), &len);
-        if (emq_reply_kind(row) != EMQ_REPLY_ARRAY || emq_reply_len(row) < 4 ||
-            emq_admin_id(emq_reply_at(row, 0), &e->id, last) != 0 ||
-            consumer == NULL)
-            return bad_shape(err, "XPENDING is not [[id, consumer, idle, "
-                                  "count]]");
-        /* Names longer than the field (consumers validate them to 128
-         * bytes) are cut. */
+        emq_pending_row row;
+        if (emq_pending_row_parse(emq_reply_at(reply, i), &row) != 0 ||
+            emq_admin_id(row.id, &e->id, last) != 0)
+            return emq_reply_bad_shape(err, "XPENDING is not [[id, consumer, "
+                                            "idle, count]]");
+        /* Names longer than the field (consumers validate them to
+         * EMQ_NAME_MAX bytes) are cut. */
+        size_t len = row.consumer_len;
         if (len >= sizeof e->consumer)
             len = sizeof e->consumer - 1;
-        memcpy(e->consumer, consumer, len);
+        memcpy(e->consumer, row.consumer, len);
         e->consumer[len] = '\0';
-        e->idle_ms = int_value(emq_reply_at(row, 2), 0);
-        e->deliveries = count_value(emq_reply_at(row, 3));
+        e->idle_ms = row.idle_ms < 0 ? 0 : row.idle_ms;
+        e->deliveries = row.deliveries;
         e->partition = -1;
         (*n)++;
     }

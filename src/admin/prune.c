@@ -121,8 +121,8 @@ static emq_status list_members(emq_admin_t *a, const char *group,
     }
     for (size_t i = 0; i < count; i++) {
         const emq_reply *c = emq_reply_at(*reply, i);
-        const emq_reply *name = emq_admin_field(c, "name");
-        const emq_reply *idle = emq_admin_field(c, "idle");
+        const emq_reply *name = emq_stream_field(c, "name");
+        const emq_reply *idle = emq_stream_field(c, "idle");
         prune_member *m = &(*members)[i];
         m->name = name ? emq_reply_str(name, &m->name_len) : NULL;
         if (m->name == NULL || idle == NULL) {

@@ -211,20 +211,13 @@ emq_status emq_admin_queue_group_create(emq_admin_t *a, const char *group,
         st = emq_stream_start_parse(start, id, err);
     if (st != EMQ_OK)
         return st;
-    const char *argv[] = {"XGROUP", "CREATE", a->keys.stream, group, id,
-                          "MKSTREAM"};
+    const char *argv[6];
+    emq_group_create_argv(argv, a->keys.stream, group, id);
     emq_reply *reply;
     if ((st = emq_route_command(a->route, 6, argv, NULL, &reply, err)) !=
         EMQ_OK)
         return st;
-    if (emq_reply_kind(reply) == EMQ_REPLY_ERROR &&
-        !emq_reply_is_error(reply, "BUSYGROUP")) {
-        st = emq_reply_error_set(err, reply,
-                                 "creating group '%s' on '%s' failed", group,
-                                 a->keys.stream);
-    } else if (created) {
-        *created = emq_reply_kind(reply) != EMQ_REPLY_ERROR;
-    }
+    st = emq_group_create_reply(reply, a->keys.stream, group, created, err);
     emq_reply_free(reply);
     if (st == EMQ_OK)
         emq_error_clear(err);

@@ -193,7 +193,7 @@ static emq_status setid_check_part(emq_admin_t *part, int i, void *ctx,
          k++) {
         size_t len;
         const char *name = emq_reply_str(
-            emq_admin_field(emq_reply_at(r[1], k), "name"), &len);
+            emq_stream_field(emq_reply_at(r[1], k), "name"), &len);
         found = name != NULL && len == want && memcmp(name, t->group, len) == 0;
     }
     int stream_missing = emq_reply_kind(r[0]) == EMQ_REPLY_INTEGER &&

@@ -19,7 +19,6 @@
 #include "conf.h"
 
 #include "conn.h"
-#include "../resp/resp.h"
 
 #include <errno.h>
 #include <stdarg.h>

@@ -190,27 +190,21 @@ typedef enum step_end {
 /* Contract 1: XGROUP CREATE <stream> <group> <start> MKSTREAM. +OK and
  * BUSYGROUP open the door; any other reply fails the start. */
 static emq_status open_door(emq_consumer_t *c, emq_error *err) {
-    const char *argv[] = {"XGROUP", "CREATE", c->keys.stream, c->group,
-                          c->start_id, "MKSTREAM"};
+    const char *argv[6];
+    emq_group_create_argv(argv, c->keys.stream, c->group, c->start_id);
     emq_reply *reply;
     emq_status st = emq_xchg_call(&c->rx, 0, 6, argv, NULL, &reply, err);
     if (st != EMQ_OK)
         return st;
-    if (emq_reply_kind(reply) != EMQ_REPLY_ERROR ||
-        emq_reply_is_error(reply, "BUSYGROUP")) {
-        emq_consumer_log(c, EMQ_LOG_DEBUG,
-                         emq_reply_kind(reply) == EMQ_REPLY_ERROR
-                             ? "door: group '%s' on '%s' exists; reading on"
-                             : "door: created group '%s' on '%s' at %s",
-                         c->group, c->keys.stream, c->start_id);
-        emq_reply_free(reply);
-        return EMQ_OK;
-    }
-    char what[300];
-    snprintf(what, sizeof what, "opening group '%s' on '%s'", c->group,
-             c->keys.stream);
-    st = emq_reply_error_set(err, reply, "%s failed", what);
+    int created = 0;
+    st = emq_group_create_reply(reply, c->keys.stream, c->group, &created,
+                                err);
     emq_reply_free(reply);
+    if (st == EMQ_OK)
+        emq_consumer_log(c, EMQ_LOG_DEBUG,
+                         created ? "door: created group '%s' on '%s' at %s"
+                                 : "door: group '%s' on '%s' exists; reading on",
+                         c->group, c->keys.stream, c->start_id);
     return st;
 }
 

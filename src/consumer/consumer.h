@@ -35,7 +35,7 @@
 #ifndef EMQ_CONSUMER_H
 #define EMQ_CONSUMER_H
 
-#include "../keys/keys.h"
+#include "../streams/streams.h"
 #include "../conn/conf.h"
 
 #include <pthread.h>
@@ -149,8 +149,6 @@ int emq_xchg_transport_failure(emq_status st);
 int emq_reply_not_now(const emq_reply *r, unsigned flags);
 /* 1 when r is an ACL refusal (NOPERM), also one inside a script. */
 int emq_reply_refused(const emq_reply *r);
-/* EMQ_EPROTO "unexpected reply shape from the server: <what>". */
-emq_status emq_reply_bad_shape(emq_error *err, const char *what);
 
 /* Logs through the conf's log callback (or stderr by default), naming the
  * consumer, group and stream. */

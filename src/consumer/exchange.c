@@ -82,11 +82,6 @@ int emq_xchg_transport_failure(emq_status st) {
            st == EMQ_EPROTO;
 }
 
-emq_status emq_reply_bad_shape(emq_error *err, const char *what) {
-    return emq_error_set(err, EMQ_EPROTO, 0,
-                         "unexpected reply shape from the server: %s", what);
-}
-
 /* 1 when needle occurs in text[0..len). */
 static int text_has(const char *text, size_t len, const char *needle) {
     size_t n = strlen(needle);

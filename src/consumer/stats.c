@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* stats.c: the consumer's counters as a struct and as JSON, and entries as
- * JSON. A topic consumer's counters are the sums over its partitions.
+/* stats.c: the consumer's counters as a struct and as JSON. A topic
+ * consumer's counters are the sums over its partitions.
  *
  * Counters are atomics written by the consumer's two threads and read
  * from any thread; a snapshot is consistent per counter, not across them.
@@ -23,54 +23,6 @@ void emq_consumer_stats_get(const emq_consumer_t *c, emq_consumer_stats *out) {
         out->in_flight += emq_inflight_count(&m[i]->table);
         out->handed_out += atomic_load(&m[i]->table.nhandling);
     }
-}
-
-size_t emq_entry_json(const emq_entry *entry, char *buf, size_t size) {
-    return emq_entry_json_partition(entry, -1, buf, size);
-}
-
-size_t emq_entry_json_partition(const emq_entry *entry, int partition,
-                                char *buf, size_t size) {
-    emq_json o;
-    emq_json_init(&o, buf, size);
-    emq_json_raw(&o, "{\"id\":");
-    emq_json_cstr(&o, entry->id);
-    if (entry->stream) {
-        emq_json_raw(&o, ",\"stream\":");
-        emq_json_cstr(&o, entry->stream);
-    }
-    if (partition >= 0)
-        emq_json_raw(&o, ",\"partition\":%d", partition);
-    emq_json_raw(&o, ",\"deliveries\":%llu,\"fields\":",
-                 (unsigned long long)entry->deliveries);
-    size_t room = o.len < o.size ? o.size - o.len : 0;
-    o.len += emq_fields_json(entry->fields, entry->nfields,
-                             room ? o.buf + o.len : NULL, room);
-    emq_json_raw(&o, "}");
-    return o.len;
-}
-
-size_t emq_fields_json(const emq_field *fields, size_t n, char *buf,
-                       size_t size) {
-    emq_json o;
-    emq_json_init(&o, buf, size);
-    /* JSON object names are strings: when a field name is not UTF-8
-     * (rare), the fields are written as [[name, value], ...] pairs, where
-     * each part is a string or {"base64":"..."}, so the line stays JSON. */
-    int pairs = 0;
-    for (size_t i = 0; i < n && !pairs; i++)
-        pairs = !emq_utf8_valid(fields[i].name, fields[i].name_len);
-    emq_json_raw(&o, pairs ? "[" : "{");
-    for (size_t i = 0; i < n; i++) {
-        emq_json_raw(&o, i ? (pairs ? ",[" : ",") : (pairs ? "[" : ""));
-        emq_json_bytes(&o, fields[i].name, fields[i].name_len);
-        emq_json_raw(&o, pairs ? "," : ":");
-        emq_json_bytes(&o, fields[i].value, fields[i].value_len);
-        if (pairs)
-            emq_json_raw(&o, "]");
-    }
-    emq_json_raw(&o, pairs ? "]" : "}");
-    return o.len;
 }
 
 size_t emq_consumer_stats_json(const emq_consumer_t *c, char *buf,
@@ -135,19 +87,6 @@ static uint64_t quantile(const uint64_t *buckets, uint64_t n, double q) {
     return (uint64_t)1 << EMQ_LATENCY_BUCKETS;
 }
 
-/* The value of field name in a flat [name, value, ...] array or a map
- * (XINFO GROUPS elements); NULL when absent. */
-static const emq_reply *field_of(const emq_reply *r, const char *name) {
-    size_t n = emq_reply_len(r), len = strlen(name);
-    for (size_t i = 0; i + 1 < n; i += 2) {
-        size_t k;
-        const char *key = emq_reply_str(emq_reply_at(r, i), &k);
-        if (key && k == len && memcmp(key, name, len) == 0)
-            return emq_reply_at(r, i + 1);
-    }
-    return NULL;
-}
-
 /* The group's lag (-1: not said) and the idle time of its oldest pending
  * entry (-1: none), from the server. */
 static void group_numbers(emq_consumer_t *c, emq_xchg *x, long long *lag,
@@ -160,13 +99,13 @@ static void group_numbers(emq_consumer_t *c, emq_xchg *x, long long *lag,
         emq_reply_kind(r) == EMQ_REPLY_ARRAY) {
         for (size_t i = 0; i < emq_reply_len(r); i++) {
             const emq_reply *g = emq_reply_at(r, i);
-            const emq_reply *name = field_of(g, "name");
+            const emq_reply *name = emq_stream_field(g, "name");
             size_t len;
             const char *text = name ? emq_reply_str(name, &len) : NULL;
             if (text == NULL || len != strlen(c->group) ||
                 memcmp(text, c->group, len) != 0)
                 continue;
-            const emq_reply *l = field_of(g, "lag");
+            const emq_reply *l = emq_stream_field(g, "lag");
             if (l && emq_reply_kind(l) == EMQ_REPLY_INTEGER)
                 *lag = emq_reply_integer(l);
         }
@@ -177,10 +116,9 @@ static void group_numbers(emq_consumer_t *c, emq_xchg *x, long long *lag,
     r = NULL;
     if (emq_xchg_call(x, 0, 6, pending, NULL, &r, &err) == EMQ_OK &&
         emq_reply_kind(r) == EMQ_REPLY_ARRAY && emq_reply_len(r) == 1) {
-        const emq_reply *row = emq_reply_at(r, 0);
-        if (emq_reply_len(row) >= 3 &&
-            emq_reply_kind(emq_reply_at(row, 2)) == EMQ_REPLY_INTEGER)
-            *oldest_ms = emq_reply_integer(emq_reply_at(row, 2));
+        emq_pending_row row;
+        if (emq_pending_row_parse(emq_reply_at(r, 0), &row) == 0)
+            *oldest_ms = row.idle_ms;
     }
     emq_reply_free(r);
 }

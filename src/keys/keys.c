@@ -8,6 +8,8 @@
  */
 #include "keys.h"
 
+#include "../cluster/cluster.h" /* emq_cluster_key_slot */
+
 #include <stdio.h>
 #include <string.h>
 

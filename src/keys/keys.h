@@ -16,7 +16,8 @@
 #ifndef EMQ_KEYS_H
 #define EMQ_KEYS_H
 
-#include "../cluster/cluster.h"
+#include "../base/base.h"
+#include "../resp/resp.h"
 
 #define EMQ_KEYS_MAX_QUEUE 200 /* longest queue name, bytes */
 #define EMQ_KEYS_MAX_STREAM 1024 /* longest raw stream key, bytes */
@@ -116,22 +117,6 @@ void emq_topic_error_prefix(emq_error *err, const emq_conf_t *conf, size_t i);
 unsigned emq_topic_key_partition(const char *key, size_t len,
                                  unsigned nparts);
 
-/* The partition count stored in the server. Each partition records its
- * topic's count in "emq:{<topic>.<i>}:topic" (a hash, field partitions),
- * in its own hashtag, so the record lives on the partition's node.
- *
- * For a partition conf (conf->topic_partitions P > 1, from
- * emq_topic_partition_conf): records P when nothing is recorded yet, and
- * refuses with EMQ_EINVAL, naming both counts and the key, when another
- * count is; any other conf: EMQ_OK without a command. One round trip on
- * route (HSETNX, HGET); a transport failure is returned as it is. */
-emq_status emq_topic_claim(emq_route *route, const emq_conf_t *conf,
-                           emq_error *err);
-/* The count recorded for the topic named queue, read from its partition 0
- * on route (a route to the slot of "emq:{<queue>.0}"); *partitions is 0
- * when none is recorded. */
-emq_status emq_topic_recorded(emq_route *route, const char *queue,
-                              int64_t *partitions, emq_error *err);
 /* The key of that record for partition queue "<topic>.<i>" (emq_alloc'd;
  * NULL when out of memory or queue is not a valid name). */
 char *emq_topic_record_key(const char *partition_queue);

@@ -6,11 +6,12 @@
  * ordinary queue "orders.i", with its own hashtag {orders.i}, so every
  * layer that works on one queue works on one partition unchanged, and
  * the layers above (producer, consumer, admin) hold one handle per
- * partition. Only the partition-count record (emq_topic_claim,
- * emq_topic_recorded) talks to the server, through a route it is given.
+ * partition. The partition-count record's key is named here; reading and
+ * writing it is the streams layer's (streams/topic.c).
  */
 #include "keys.h"
 
+#include "../cluster/cluster.h" /* emq_cluster_crc16 */
 #include "../conn/conf.h"
 
 #include <stdio.h>
@@ -111,82 +112,4 @@ char *emq_topic_record_key(const char *partition_queue) {
     char *key = emq_keys_join(&keys, "topic", NULL);
     emq_keys_free(&keys);
     return key;
-}
-
-/* Reads HGET key partitions from a reply: the count, 0 for nil. */
-static emq_status count_of(const emq_reply *r, const char *key,
-                           int64_t *out, emq_error *err) {
-    *out = 0;
-    if (emq_reply_kind(r) == EMQ_REPLY_NULL)
-        return EMQ_OK;
-    size_t len;
-    const char *text = emq_reply_str(r, &len);
-    if (text == NULL || emq_reply_kind(r) == EMQ_REPLY_ERROR)
-        return emq_reply_error_set(err, r, "reading the topic record '%s' failed",
-                                   key);
-    char digits[24];
-    snprintf(digits, sizeof digits, "%.*s", (int)(len < 23 ? len : 23), text);
-    *out = strtoll(digits, NULL, 10);
-    return EMQ_OK;
-}
-
-emq_status emq_topic_claim(emq_route *route, const emq_conf_t *conf,
-                           emq_error *err) {
-    if (conf->topic_partitions <= 1 || conf->queue == NULL)
-        return EMQ_OK;
-    char *key = emq_topic_record_key(conf->queue);
-    if (key == NULL)
-        return emq_oom(err);
-    char count[24];
-    snprintf(count, sizeof count, "%lld", (long long)conf->topic_partitions);
-    const char *setnx[] = {"HSETNX", key, "partitions", count};
-    const char *get[] = {"HGET", key, "partitions"};
-    emq_status st = emq_route_append(route, 4, setnx, NULL, err);
-    if (st == EMQ_OK)
-        st = emq_route_append(route, 3, get, NULL, err);
-    emq_reply *r1 = NULL, *r2 = NULL;
-    if (st == EMQ_OK)
-        st = emq_route_get_reply(route, &r1, err);
-    if (st == EMQ_OK)
-        st = emq_route_get_reply(route, &r2, err);
-    int64_t recorded = 0;
-    if (st == EMQ_OK && emq_reply_kind(r1) == EMQ_REPLY_ERROR) {
-        st = emq_reply_error_set(err, r1,
-                                 "recording the topic's partitions in '%s' "
-                                 "failed",
-                                 key);
-    }
-    if (st == EMQ_OK)
-        st = count_of(r2, key, &recorded, err);
-    if (st == EMQ_OK && recorded != conf->topic_partitions)
-        st = emq_error_set(err, EMQ_EINVAL, 0,
-                           "the topic has %lld partitions (recorded in "
-                           "'%s'), not %lld: give partitions %lld, or "
-                           "another topic name",
-                           (long long)recorded, key,
-                           (long long)conf->topic_partitions,
-                           (long long)recorded);
-    emq_reply_free(r1);
-    emq_reply_free(r2);
-    emq_free(key);
-    return st;
-}
-
-emq_status emq_topic_recorded(emq_route *route, const char *queue,
-                              int64_t *partitions, emq_error *err) {
-    *partitions = 0;
-    char name[EMQ_KEYS_MAX_QUEUE + 16];
-    partition_name(queue, 0, name, sizeof name);
-    char *key = emq_topic_record_key(name);
-    if (key == NULL)
-        return emq_error_set(err, EMQ_EINVAL, 0,
-                             "'%.64s' cannot name a topic", queue);
-    const char *get[] = {"HGET", key, "partitions"};
-    emq_reply *r = NULL;
-    emq_status st = emq_route_command(route, 3, get, NULL, &r, err);
-    if (st == EMQ_OK)
-        st = count_of(r, key, partitions, err);
-    emq_reply_free(r);
-    emq_free(key);
-    return st;
 }

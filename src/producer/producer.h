@@ -14,7 +14,7 @@
 #ifndef EMQ_PRODUCER_H
 #define EMQ_PRODUCER_H
 
-#include "../keys/keys.h"
+#include "../streams/streams.h"
 #include "../conn/conf.h"
 
 #include <pthread.h>

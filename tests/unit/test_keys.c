@@ -2,6 +2,7 @@
 /* test_keys.c: queue names to keys of one slot, and the CRC16 slot. */
 #include "harness/test.h"
 #include "keys/keys.h"
+#include "cluster/cluster.h"
 
 TEST(cluster_crc16_check_value) {
     /* The published check value of CRC16/XMODEM. */

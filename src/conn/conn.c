@@ -32,6 +32,12 @@
 #include <stdio.h>
 #include <string.h>
 
+/* The output buffer a connection keeps between commands: one larger (a
+ * huge batch) is freed after it was sent. */
+#define OUT_KEEP_MAX ((size_t)1 << 20)
+/* The least room a read asks of the reply parser. */
+#define READ_CHUNK_MIN 4096
+
 struct emq_conn {
     emq_conf_t *conf;        /* private copy of the caller's conf */
     emq_url url;             /* conf->url, parsed */
@@ -216,7 +222,7 @@ static emq_status flush(emq_conn_t *c, int64_t deadline, int64_t timeout_ms,
                                  c->name);
     }
     c->out.len = 0;
-    if (c->out.cap > ((size_t)1 << 20))
+    if (c->out.cap > OUT_KEEP_MAX)
         emq_buf_free(&c->out); /* one huge batch must not pin memory */
     return EMQ_OK;
 }
@@ -256,7 +262,8 @@ static emq_status read_reply(emq_conn_t *c, int64_t deadline, int64_t base_ms,
         if (!wait_first) {
             char *space;
             size_t avail;
-            st = emq_resp_reserve(c->reader, 4096, &space, &avail, e);
+            st = emq_resp_reserve(c->reader, READ_CHUNK_MIN, &space, &avail,
+                                  e);
             if (st != EMQ_OK)
                 return st;
             n = c->t->ops->read(c->t, space, avail, e);

@@ -27,6 +27,10 @@
 #include <string.h>
 #include <unistd.h>
 
+/* The least time between two re-creations of a vanished group, so a
+ * group deleted again and again never makes a busy loop. */
+#define RECREATE_GUARD_MS 1000
+
 /* ---- validation (no network) ------------------------------------------- */
 
 /* The timing rules between properties, checked before any traffic. */
@@ -256,8 +260,8 @@ static emq_status group_lost(emq_consumer_t *c, emq_error *err) {
                              "on_group_lost is fatal)",
                              c->group, c->keys.stream, c->nogroup_text);
     int64_t now = emq_now_ms();
-    if (now - c->last_recreate_ms < 1000) /* never busy-loop */
-        emq_consumer_nap(c, 1000 - (now - c->last_recreate_ms));
+    if (now - c->last_recreate_ms < RECREATE_GUARD_MS) /* never busy-loop */
+        emq_consumer_nap(c, RECREATE_GUARD_MS - (now - c->last_recreate_ms));
     c->last_recreate_ms = emq_now_ms();
     emq_consumer_log(c, EMQ_LOG_WARNING,
                      "group or stream is gone (%s); creating it again at "

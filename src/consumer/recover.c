@@ -44,6 +44,9 @@
 #include <stdio.h>
 #include <string.h>
 
+/* A claim beat the server refuses is warned about at most this often. */
+#define CLAIM_WARNING_EVERY_MS 60000
+
 /* take(id, bump): claims id for ARGV[2] in group ARGV[1] with its delivery
  * count + bump (1: the entry may have reached a handler since its count
  * was last raised; 0: it cannot have, see emq_recover_self), at least 1;
@@ -316,7 +319,8 @@ emq_status emq_recover_peers(emq_consumer_t *c, emq_error *err) {
             }
             /* NOPERM for an ACL without XAUTOCLAIM, ...: peers' entries
              * are never taken over. Say so, once a minute. */
-            if (emq_now_ms() - c->last_claim_warning_ms >= 60000) {
+            if (emq_now_ms() - c->last_claim_warning_ms >=
+                CLAIM_WARNING_EVERY_MS) {
                 char shown[200];
                 c->last_claim_warning_ms = emq_now_ms();
                 emq_consumer_log(c, EMQ_LOG_WARNING,

@@ -11,6 +11,11 @@
 #include <stdio.h>
 #include <string.h>
 
+/* The statistics callback's document: the counters' JSON, then room for
+ * the histograms, lag and oldest pending age appended to it. */
+#define STATS_JSON_MAX 4096
+#define STATS_TAIL_ROOM 512
+
 void emq_consumer_stats_get(const emq_consumer_t *c, emq_consumer_stats *out) {
     memset(out, 0, sizeof *out);
     size_t n; /* a topic: the sum over its partitions */
@@ -124,9 +129,9 @@ static void group_numbers(emq_consumer_t *c, emq_xchg *x, long long *lag,
 }
 
 void emq_stats_report(emq_consumer_t *c, emq_xchg *x) {
-    char buf[4096];
+    char buf[STATS_JSON_MAX];
     size_t len = emq_consumer_stats_json(c, buf, sizeof buf);
-    if (len == 0 || len >= sizeof buf - 512)
+    if (len == 0 || len >= sizeof buf - STATS_TAIL_ROOM)
         return;
     len--; /* reopen the object: drop its '}' */
     uint64_t lat[EMQ_LATENCY_BUCKETS], count = 0;

@@ -168,6 +168,10 @@ EMQ_EXPORT emq_status emq_conf_get(const emq_conf_t *conf, const char *name,
 EMQ_EXPORT emq_status emq_conf_property(size_t i, const char **name,
                                         const char **default_value,
                                         const char **doc);
+/* Which part of the library reads property i: "conn" or "cluster" (the
+ * connections of every handle), "keys" (every handle's queue),
+ * "producer", "consumer", or "all"; NULL past the end. Static storage. */
+EMQ_EXPORT const char *emq_conf_property_readers(size_t i);
 
 /* Levels of log messages (syslog numbering). */
 typedef enum emq_log_level {

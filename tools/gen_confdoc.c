@@ -59,8 +59,12 @@ int main(void) {
            "`EMQ_EINVAL`\nand a message naming the property. This table "
            "lists libechomq %s.\n"
            "\n"
-           "| Property | Default | Description |\n"
-           "| --- | --- | --- |\n",
+           "The *Read by* column names the part of the library that reads a "
+           "property:\n`conn` and `cluster` every handle's connections, `keys` "
+           "every handle's\nqueue, `producer`, `consumer`, or `all`.\n"
+           "\n"
+           "| Property | Default | Read by | Description |\n"
+           "| --- | --- | --- | --- |\n",
            emq_version_str());
     size_t i = 0;
     for (;; i++) {
@@ -81,6 +85,9 @@ int main(void) {
         code(name);
         fputs(" | ", stdout);
         code(def ? def : "");
+        fputs(" | ", stdout);
+        const char *readers = emq_conf_property_readers(i);
+        fputs(readers ? readers : "", stdout);
         fputs(" | ", stdout);
         cell(doc ? doc : "");
         fputs(" |\n", stdout);

@@ -53,6 +53,11 @@ struct prop {
     prop_check check; /* NULL or an extra validation for strings */
     const char *const *choices; /* P_CHOICE: words; NULL-terminated */
     const int64_t *values;      /* P_CHOICE: the value of each word */
+    /* The layer that reads it: "conn" and "cluster" (every handle's
+     * connections), "keys" (every handle's queue), "producer",
+     * "consumer", or "all" (each handle, for its own messages). The one
+     * place a property's owner is written. */
+    const char *readers;
 };
 
 static const char *const group_lost_words[] = {"recreate", "fatal", NULL};
@@ -86,271 +91,271 @@ static const prop props[] = {
      "Server to connect to: redis://[user[:password]@]host[:port][/db], "
      "rediss://... for TLS (tls.* properties may be given as query "
      "parameters), or unix:///path[?db=N].",
-     P_STRING, F(url), 0, 0, check_url, NULL, NULL},
+     P_STRING, F(url), 0, 0, check_url, NULL, NULL, "conn"},
     {"user", "",
      "ACL user name for AUTH; overrides the URL's. Empty: the URL's, else "
      "the default user.",
-     P_STRING, F(user), 0, 0, check_name, NULL, NULL},
+     P_STRING, F(user), 0, 0, check_name, NULL, NULL, "conn"},
     {"password", "",
      "Password for AUTH; overrides the URL's. Never echoed; reads back as "
      "\"(set)\".",
-     P_SECRET, F(password), 0, 0, NULL, NULL, NULL},
+     P_SECRET, F(password), 0, 0, NULL, NULL, NULL, "conn"},
     {"db", "",
      "Database to SELECT on connect; overrides the URL's. Empty: the URL's, "
      "else 0 (no SELECT).",
-     P_OPTINT, F(db), 0, INT32_MAX, NULL, NULL, NULL},
+     P_OPTINT, F(db), 0, INT32_MAX, NULL, NULL, NULL, "conn"},
     {"client_name", "",
      "Connection name sent with CLIENT SETNAME on connect (printable, no "
      "spaces). Empty: none. A NOPERM reply is tolerated.",
-     P_STRING, F(client_name), 0, 0, check_name, NULL, NULL},
+     P_STRING, F(client_name), 0, 0, check_name, NULL, NULL, "conn"},
     {"protocol", "2",
      "RESP protocol version: 2, or 3 (sends HELLO 3 first).",
-     P_INT, F(protocol), 2, 3, NULL, NULL, NULL},
+     P_INT, F(protocol), 2, 3, NULL, NULL, NULL, "conn"},
     {"connect_timeout_ms", "5000",
      "Deadline for connecting, the TLS handshake and the AUTH/SELECT/"
      "SETNAME handshake together, in milliseconds.",
-     P_INT, F(connect_timeout_ms), 1, 3600000, NULL, NULL, NULL},
+     P_INT, F(connect_timeout_ms), 1, 3600000, NULL, NULL, NULL, "conn"},
     {"command_timeout_ms", "5000",
      "How long to wait for each reply, in milliseconds, plus the BLOCK or "
      "timeout argument of a blocking command. 0: wait forever.",
-     P_INT, F(command_timeout_ms), 0, 86400000, NULL, NULL, NULL},
+     P_INT, F(command_timeout_ms), 0, 86400000, NULL, NULL, NULL, "conn"},
     {"tcp_keepalive_s", "30",
      "TCP keepalive idle time in seconds (SO_KEEPALIVE, TCP_KEEPIDLE). "
      "0: off.",
-     P_INT, F(tcp_keepalive_s), 0, 86400, NULL, NULL, NULL},
+     P_INT, F(tcp_keepalive_s), 0, 86400, NULL, NULL, NULL, "conn"},
     {"tls.ca_file", "",
      "PEM file of CA certificates to verify the server with. Empty: the "
      "system's default paths.",
-     P_STRING, F(tls_ca_file), 0, 0, check_path, NULL, NULL},
+     P_STRING, F(tls_ca_file), 0, 0, check_path, NULL, NULL, "conn"},
     {"tls.cert_file", "",
      "PEM client certificate (chain) for mutual TLS.",
-     P_STRING, F(tls_cert_file), 0, 0, check_path, NULL, NULL},
+     P_STRING, F(tls_cert_file), 0, 0, check_path, NULL, NULL, "conn"},
     {"tls.key_file", "",
      "PEM private key of tls.cert_file.",
-     P_STRING, F(tls_key_file), 0, 0, check_path, NULL, NULL},
+     P_STRING, F(tls_key_file), 0, 0, check_path, NULL, NULL, "conn"},
     {"tls.sni", "",
      "Server name sent in the TLS handshake (SNI). Empty: the URL's host "
      "when it is not an IP address.",
-     P_STRING, F(tls_sni), 0, 0, check_name, NULL, NULL},
+     P_STRING, F(tls_sni), 0, 0, check_name, NULL, NULL, "conn"},
     {"tls.verify", "peer",
      "peer: verify the server certificate and its host name or IP; none: "
      "accept any certificate (testing only).",
-     P_VERIFY, F(tls_verify), 0, 0, NULL, NULL, NULL},
+     P_VERIFY, F(tls_verify), 0, 0, NULL, NULL, NULL, "conn"},
     {"reconnect.backoff_min_ms", "100",
      "First delay between reconnect attempts, in milliseconds; doubles "
      "each attempt, with jitter.",
-     P_INT, F(backoff_min_ms), 0, 3600000, NULL, NULL, NULL},
+     P_INT, F(backoff_min_ms), 0, 3600000, NULL, NULL, NULL, "conn"},
     {"reconnect.backoff_max_ms", "5000",
      "Cap on the delay between reconnect attempts, in milliseconds.",
-     P_INT, F(backoff_max_ms), 0, 3600000, NULL, NULL, NULL},
+     P_INT, F(backoff_max_ms), 0, 3600000, NULL, NULL, NULL, "conn"},
     {"reconnect.max_attempts", "10",
      "Connect attempts made by one emq_conn_reconnect call.",
-     P_INT, F(max_attempts), 1, 1000000, NULL, NULL, NULL},
+     P_INT, F(max_attempts), 1, 1000000, NULL, NULL, NULL, "conn"},
     {"pipeline.max", "65536",
      "Most appended commands whose replies are not read yet (at least 16: "
      "a consumer's round of settlements needs a few besides its retries).",
-     P_INT, F(pipeline_max), 16, (int64_t)1 << 24, NULL, NULL, NULL},
+     P_INT, F(pipeline_max), 16, (int64_t)1 << 24, NULL, NULL, NULL, "conn"},
     {"output.max_bytes", "268435456",
      "Cap on the buffer of encoded commands not yet sent, in bytes.",
-     P_INT, F(output_max_bytes), 1024, (int64_t)1 << 40, NULL, NULL, NULL},
+     P_INT, F(output_max_bytes), 1024, (int64_t)1 << 40, NULL, NULL, NULL, "conn"},
     {"resp.max_bulk", "536870912",
      "Longest bulk string accepted in a reply, in bytes (the server's "
      "proto-max-bulk-len).",
-     P_INT, F(resp_max_bulk), 1, (int64_t)1 << 40, NULL, NULL, NULL},
+     P_INT, F(resp_max_bulk), 1, (int64_t)1 << 40, NULL, NULL, NULL, "conn"},
     {"resp.max_depth", "16",
      "Deepest nesting of aggregates accepted in a reply.",
-     P_INT, F(resp_max_depth), 1, 1024, NULL, NULL, NULL},
+     P_INT, F(resp_max_depth), 1, 1024, NULL, NULL, NULL, "conn"},
     {"resp.max_elements", "16777216",
      "Most elements accepted in one aggregate of a reply (a map counts "
      "keys and values).",
-     P_INT, F(resp_max_elements), 1, (int64_t)1 << 32, NULL, NULL, NULL},
+     P_INT, F(resp_max_elements), 1, (int64_t)1 << 32, NULL, NULL, NULL, "conn"},
     {"resp.max_reply_bytes", "1073741824",
      "Most bytes one reply may take, attributes included: a reply that "
      "grows past it (an endless array, a storm of attributes) breaks the "
      "connection with EMQ_EPROTO. Twice resp.max_bulk by default.",
-     P_INT, F(resp_max_reply), 1, (int64_t)1 << 42, NULL, NULL, NULL},
+     P_INT, F(resp_max_reply), 1, (int64_t)1 << 42, NULL, NULL, NULL, "conn"},
     {"cluster.seeds", "",
      "More Redis Cluster nodes to discover the cluster from, after url: "
      "host:port[,host:port...] with url's scheme, credentials and TLS "
      "settings (docs/CLUSTER.md). Empty: url only.",
-     P_STRING, F(cluster_seeds), 0, 0, check_seeds, NULL, NULL},
+     P_STRING, F(cluster_seeds), 0, 0, check_seeds, NULL, NULL, "cluster"},
     {"cluster.max_redirects", "16",
      "Most MOVED/ASK redirections followed for one command before its "
      "redirection is returned as an error reply.",
-     P_INT, F(cluster_max_redirects), 1, 1000, NULL, NULL, NULL},
+     P_INT, F(cluster_max_redirects), 1, 1000, NULL, NULL, NULL, "cluster"},
     {"cluster.retry_ms", "5000",
      "How long one command is retried, with backoff, while the cluster "
      "answers TRYAGAIN or CLUSTERDOWN, in milliseconds.",
-     P_INT, F(cluster_retry_ms), 0, 3600000, NULL, NULL, NULL},
+     P_INT, F(cluster_retry_ms), 0, 3600000, NULL, NULL, NULL, "cluster"},
     {"queue", "",
      "Queue name (letters, digits, . _ - :); its keys share the hashtag "
      "{name} (docs/KEYSPACE.md). Set queue or stream.",
-     P_STRING, F(queue), 0, 0, check_name, NULL, NULL},
+     P_STRING, F(queue), 0, 0, check_name, NULL, NULL, "keys"},
     {"stream", "",
      "Raw stream key of an existing stream, instead of queue.",
-     P_STRING, F(stream), 0, 0, NULL, NULL, NULL},
+     P_STRING, F(stream), 0, 0, NULL, NULL, NULL, "keys"},
     {"partitions", "1",
      "1: queue is one stream. P > 1: queue names a topic of P partitions, "
      "queues <queue>.0 .. <queue>.<P-1>, each its own stream and hashtag, "
      "spread over a Redis Cluster's nodes (docs/SCALING.md). Producers, "
      "consumers and admin handles of one topic must agree on P.",
-     P_INT, F(partitions), 1, 1024, NULL, NULL, NULL},
+     P_INT, F(partitions), 1, 1024, NULL, NULL, NULL, "keys"},
     {"group", "",
      "Consumer group name. Required for a consumer.",
-     P_STRING, F(group), 0, 0, check_name, NULL, NULL},
+     P_STRING, F(group), 0, 0, check_name, NULL, NULL, "consumer"},
     {"consumer", "",
      "Consumer name: required, stable across restarts, never a pid or a "
      "random value; also the connection name.",
-     P_STRING, F(consumer), 0, 0, check_name, NULL, NULL},
+     P_STRING, F(consumer), 0, 0, check_name, NULL, NULL, "consumer"},
     {"start", "",
      "Where a new group starts: new (entries added after it is created), "
      "head (the whole stream) or an entry ID. Required; no default.",
-     P_STRING, F(start), 0, 0, NULL, NULL, NULL},
+     P_STRING, F(start), 0, 0, NULL, NULL, NULL, "consumer"},
     {"count", "100",
      "Most entries one read returns (XREADGROUP COUNT).",
-     P_INT, F(count), 1, 1000000, NULL, NULL, NULL},
+     P_INT, F(count), 1, 1000000, NULL, NULL, NULL, "consumer"},
     {"block_ms", "2000",
      "How long a read waits for new entries (XREADGROUP BLOCK); also the "
      "longest a stop waits for a blocked read.",
-     P_INT, F(block_ms), 1, 600000, NULL, NULL, NULL},
+     P_INT, F(block_ms), 1, 600000, NULL, NULL, NULL, "consumer"},
     {"claim.min_idle_ms", "60000",
      "An entry pending this long with another consumer is taken over by "
      "the claim beat (XAUTOCLAIM min-idle-time). Entries in hand are "
      "refreshed every quarter of it, so it detects dead consumers, never "
      "slow ones; at least 100.",
-     P_INT, F(claim_min_idle_ms), 1, (int64_t)1 << 40, NULL, NULL, NULL},
+     P_INT, F(claim_min_idle_ms), 1, (int64_t)1 << 40, NULL, NULL, NULL, "consumer"},
     {"claim.interval_ms", "5000",
      "Time between claim beats.",
-     P_INT, F(claim_interval_ms), 1, (int64_t)1 << 40, NULL, NULL, NULL},
+     P_INT, F(claim_interval_ms), 1, (int64_t)1 << 40, NULL, NULL, NULL, "consumer"},
     {"claim.count", "100",
      "Most entries one XAUTOCLAIM call takes over (it examines up to 10x "
      "as many).",
-     P_INT, F(claim_count), 1, 100000, NULL, NULL, NULL},
+     P_INT, F(claim_count), 1, 100000, NULL, NULL, NULL, "consumer"},
     {"max_deliveries", "5",
      "Deliveries after which a failing entry goes to the dead letters.",
-     P_INT, F(max_deliveries), 1, 1000000, NULL, NULL, NULL},
+     P_INT, F(max_deliveries), 1, 1000000, NULL, NULL, NULL, "consumer"},
     {"max_in_flight", "1000",
      "Most entries a consumer has out at once through emq_consumer_poll or "
      "a batch handler: read and not yet handed out, or handed out and not "
      "settled. At the limit nothing more is read from the server until "
      "some are settled.",
-     P_INT, F(max_in_flight), 1, 1000000, NULL, NULL, NULL},
+     P_INT, F(max_in_flight), 1, 1000000, NULL, NULL, NULL, "consumer"},
     {"batch.max", "100",
      "Most entries one call of a batch handler (emq_consumer_new_batch) "
      "receives.",
-     P_INT, F(batch_max), 1, 100000, NULL, NULL, NULL},
+     P_INT, F(batch_max), 1, 100000, NULL, NULL, NULL, "consumer"},
     {"lease.ttl_ms", "30000",
      "Lifetime of the lease that keeps one consumer name in one process; "
      "renewed every third of it on a timer of its own; past it (less a "
      "tenth) a process that could not renew hands out and settles "
      "nothing. At least 3 x block_ms + 1000.",
-     P_INT, F(lease_ttl_ms), 1000, (int64_t)1 << 40, NULL, NULL, NULL},
+     P_INT, F(lease_ttl_ms), 1000, (int64_t)1 << 40, NULL, NULL, NULL, "consumer"},
     {"retry.backoff_ms", "1000",
      "Delay before an entry the handler answered EMQ_RETRY is delivered "
      "again to the same consumer, doubling with each delivery (with "
      "jitter); 0: at once. Kept in the server, so it survives a restart.",
-     P_INT, F(retry_backoff_ms), 0, (int64_t)1 << 40, NULL, NULL, NULL},
+     P_INT, F(retry_backoff_ms), 0, (int64_t)1 << 40, NULL, NULL, NULL, "consumer"},
     {"retry.backoff_max_ms", "60000",
      "Longest retry delay. At least retry.backoff_ms.",
-     P_INT, F(retry_backoff_max_ms), 0, (int64_t)1 << 40, NULL, NULL, NULL},
+     P_INT, F(retry_backoff_max_ms), 0, (int64_t)1 << 40, NULL, NULL, NULL, "consumer"},
     {"on_group_lost", "recreate",
      "When the group or stream vanishes mid-run: recreate (open the door "
      "again at the declared start, with a warning) or fatal.",
      P_CHOICE, F(group_lost_fatal), 0, 0, NULL, group_lost_words,
-     group_lost_values},
+     group_lost_values, "consumer"},
     {"producer.window", "256",
      "XADD commands a batch keeps in flight before reading their replies.",
-     P_INT, F(producer_window), 1, 65536, NULL, NULL, NULL},
+     P_INT, F(producer_window), 1, 65536, NULL, NULL, NULL, "producer"},
     {"producer.nomkstream", "0",
      "1: add with XADD NOMKSTREAM, so a producer never creates its stream; "
      "an entry for a missing stream fails (EMQ_ESERVER) and nothing is "
      "created. 0: the first XADD creates the stream.",
-     P_INT, F(producer_nomkstream), 0, 1, NULL, NULL, NULL},
+     P_INT, F(producer_nomkstream), 0, 1, NULL, NULL, NULL, "producer"},
     {"producer.timeout_ms", "10000",
      "Bound of a whole produce call (waiting for the connection, sending, "
      "the reply and any WAIT), and of an asynchronous entry's wait for its "
      "outcome; past it the call fails with EMQ_ETIMEDOUT.",
-     P_INT, F(producer_timeout_ms), 1, (int64_t)1 << 40, NULL, NULL, NULL},
+     P_INT, F(producer_timeout_ms), 1, (int64_t)1 << 40, NULL, NULL, NULL, "producer"},
     {"producer.connect", "lazy",
      "lazy: emq_producer_new returns at once and connects in the "
      "background (a server that is down is not an error until a call "
      "needs it); eager: emq_producer_new connects and fails if it cannot.",
      P_CHOICE, F(producer_connect_eager), 0, 0, NULL, connect_words,
-     connect_values},
+     connect_values, "producer"},
     {"producer.linger_ms", "1",
      "How long emq_produce_async lets an entry wait for others to share "
      "its round trip; 0: send at once.",
-     P_INT, F(producer_linger_ms), 0, 60000, NULL, NULL, NULL},
+     P_INT, F(producer_linger_ms), 0, 60000, NULL, NULL, NULL, "producer"},
     {"producer.queue.max_messages", "100000",
      "Most asynchronous entries not yet reported (queued, in flight, or "
      "waiting for emq_producer_poll); past it emq_produce_async fails "
      "with EMQ_ELIMIT.",
      P_INT, F(producer_queue_max_messages), 1, (int64_t)1 << 30, NULL, NULL,
-     NULL},
+     NULL, "producer"},
     {"producer.queue.max_bytes", "67108864",
      "Most field bytes of those entries; past it EMQ_ELIMIT.",
      P_INT, F(producer_queue_max_bytes), 1024, (int64_t)1 << 40, NULL, NULL,
-     NULL},
+     NULL, "producer"},
     {"producer.delivery", "thread",
      "Where asynchronous delivery callbacks run: thread (a thread of the "
      "producer) or poll (inside emq_producer_poll and emq_producer_flush, "
      "on the caller's thread).",
      P_CHOICE, F(producer_delivery_poll), 0, 0, NULL, delivery_words,
-     delivery_values},
+     delivery_values, "producer"},
     {"producer.retries", "0",
      "Times an asynchronous entry whose outcome a transport failure left "
      "unknown is sent again; its report then says it may be duplicated. "
      "0: reported as unknown, never re-sent.",
-     P_INT, F(producer_retries), 0, 1000, NULL, NULL, NULL},
+     P_INT, F(producer_retries), 0, 1000, NULL, NULL, NULL, "producer"},
     {"producer.wait_replicas", "0",
      "Report an entry added only once this many replicas have it (WAIT "
      "after each round of XADDs); else EMQ_ENOTDURABLE with its ID. 0: do "
      "not wait.",
-     P_INT, F(producer_wait_replicas), 0, 1000, NULL, NULL, NULL},
+     P_INT, F(producer_wait_replicas), 0, 1000, NULL, NULL, NULL, "producer"},
     {"producer.wait_aof", "0",
      "1: report an entry added only once the master's AOF (and "
      "producer.wait_replicas replicas' AOF) has it (WAITAOF, Redis 7.2+, "
      "Valkey; refused on older servers).",
-     P_INT, F(producer_wait_aof), 0, 1, NULL, NULL, NULL},
+     P_INT, F(producer_wait_aof), 0, 1, NULL, NULL, NULL, "producer"},
     {"producer.wait_timeout_ms", "1000",
      "How long WAIT or WAITAOF waits for the replicas or the AOF.",
      P_INT, F(producer_wait_timeout_ms), 1, (int64_t)1 << 31, NULL, NULL,
-     NULL},
+     NULL, "producer"},
     {"stats.interval_ms", "0",
      "How often a consumer passes its statistics (JSON: counters, handler "
      "latency, delivery counts, lag, oldest pending age) to the callback "
      "of emq_conf_set_stats; 0: never.",
-     P_INT, F(stats_interval_ms), 0, (int64_t)1 << 31, NULL, NULL, NULL},
+     P_INT, F(stats_interval_ms), 0, (int64_t)1 << 31, NULL, NULL, NULL, "consumer"},
     {"consumer.connect", "fail",
      "fail: a consumer whose server does not answer at its first connect "
      "fails at once; wait: it waits for the server with the reconnect "
      "backoff, like a later reconnect, until it answers or the consumer "
      "is stopped.",
      P_CHOICE, F(consumer_connect_wait), 0, 0, NULL, cwait_words,
-     cwait_values},
+     cwait_values, "consumer"},
     {"trim.maxlen", "",
      "Trim the stream on every XADD to this many entries (MAXLEN). Deletes "
      "entries whether or not a group processed them (docs/PRODUCER.md). "
      "Empty: no length trimming. Not with trim.minid.",
-     P_OPTINT, F(trim_maxlen), 0, INT64_MAX, NULL, NULL, NULL},
+     P_OPTINT, F(trim_maxlen), 0, INT64_MAX, NULL, NULL, NULL, "producer"},
     {"trim.minid", "",
      "Trim the stream on every XADD to entries with IDs at or above this "
      "one (MINID, ms or ms-seq). Same warning as trim.maxlen. Empty: none. "
      "Not with trim.maxlen.",
-     P_STRING, F(trim_minid), 0, 0, NULL, NULL, NULL},
+     P_STRING, F(trim_minid), 0, 0, NULL, NULL, NULL, "producer"},
     {"trim.approx", "0",
      "1: trim with ~ (the server removes whole radix-tree nodes only, so "
      "more entries may stay; much cheaper). 0: trim exactly. Needs "
      "trim.maxlen or trim.minid.",
-     P_INT, F(trim_approx), 0, 1, NULL, NULL, NULL},
+     P_INT, F(trim_approx), 0, 1, NULL, NULL, NULL, "producer"},
     {"trim.limit", "",
      "Most entries one XADD may trim (LIMIT; 0: no bound). Only with "
      "trim.approx 1. Empty: the server's default (100 x "
      "stream-node-max-entries).",
-     P_OPTINT, F(trim_limit), 0, INT64_MAX, NULL, NULL, NULL},
+     P_OPTINT, F(trim_limit), 0, INT64_MAX, NULL, NULL, NULL, "producer"},
     {"log.level", "warning",
      "Most verbose level logged: error, warning, info or debug.",
-     P_CHOICE, F(log_level), 0, 0, NULL, log_words, log_values},
+     P_CHOICE, F(log_level), 0, 0, NULL, log_words, log_values, "all"},
 };
 
 #define NPROPS (sizeof props / sizeof props[0])
@@ -683,6 +688,10 @@ emq_status emq_conf_get(const emq_conf_t *conf, const char *name, char *buf,
     }
     emq_error_clear(err);
     return EMQ_OK;
+}
+
+const char *emq_conf_property_readers(size_t i) {
+    return i < NPROPS ? props[i].readers : NULL;
 }
 
 emq_status emq_conf_property(size_t i, const char **name,

@@ -10,8 +10,8 @@
  * Strings are emq_alloc'd and NULL when empty. The password is wiped when
  * it is replaced and when the conf is destroyed.
  */
-#ifndef EMQ_BASE_CONF_H
-#define EMQ_BASE_CONF_H
+#ifndef EMQ_CONN_CONF_H
+#define EMQ_CONN_CONF_H
 
 #include "../base/base.h"
 
@@ -105,4 +105,4 @@ struct emq_conf {
 void emq_conf_log(const emq_conf_t *conf, emq_log_level level,
                   const char *fmt, ...) EMQ_PRINTF(3, 4);
 
-#endif /* EMQ_BASE_CONF_H */
+#endif /* EMQ_CONN_CONF_H */

@@ -4,7 +4,7 @@
  *
  * Internal header (not installed). The public connection API is in
  * echomq.h; this header exposes the pure pieces so unit tests can reach
- * them without a server, and so base/conf.c can validate a URL when it is
+ * them without a server, and so conf.c can validate a URL when it is
  * set (the one place a lower folder calls into conn: parsing is pure and
  * owns no state, see conf.c).
  */

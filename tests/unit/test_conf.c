@@ -332,3 +332,24 @@ TEST(conf_log_callback_and_level) {
     emq_conf_destroy(copy);
     emq_conf_destroy(c);
 }
+
+/* Every property names the part of the library that reads it, one of the
+ * known owners; past the table there is none. */
+TEST(conf_every_property_names_its_reader) {
+    static const char *const owners[] = {"conn", "cluster", "keys",
+                                         "producer", "consumer", "all"};
+    size_t i = 0, seen[6] = {0};
+    for (; emq_conf_property(i, NULL, NULL, NULL) == EMQ_OK; i++) {
+        const char *r = emq_conf_property_readers(i);
+        ASSERT(r != NULL);
+        size_t k = 0;
+        while (k < 6 && strcmp(r, owners[k]) != 0)
+            k++;
+        if (k == 6)
+            FAIL("property %zu is read by '%s', not a known owner", i, r);
+        seen[k]++;
+    }
+    ASSERT(emq_conf_property_readers(i) == NULL);
+    for (size_t k = 0; k < 6; k++)
+        ASSERT(seen[k] > 0);
+}

@@ -56,7 +56,8 @@ typedef struct cmd {
     int asking;           /* sent after ASKING: that +OK comes first */
     int via_ask;          /* last sent after ASKING (a retry repeats it) */
     unsigned redirects;   /* MOVED/ASK followed */
-    unsigned retries;     /* TRYAGAIN/CLUSTERDOWN pauses */
+    emq_retry retry;      /* TRYAGAIN/CLUSTERDOWN: the pauses, up to
+                             cluster.retry_ms from the first */
     int64_t retry_start;  /* when the first pause began; 0: none */
     emq_reply *reply;     /* read ahead, not yet returned */
     int argc;
@@ -408,14 +409,18 @@ static int follow(emq_route *r, cmd *c, emq_error *err) {
     /* TRYAGAIN or CLUSTERDOWN: pause, then ask the same node again, the
      * same way (after ASKING when the command came there by ASK). */
     int64_t now = emq_now_ms();
-    if (c->retry_start == 0)
+    if (c->retry_start == 0) { /* the first: the send so far counts */
         c->retry_start = now;
-    int64_t left = r->conf->cluster_retry_ms - (now - c->retry_start);
-    if (left <= 0) {
+        emq_retry_begin(&c->retry, RETRY_MIN_MS, RETRY_MAX_MS, 0,
+                        now + r->conf->cluster_retry_ms, &r->rng);
+        (void)emq_retry_next(&c->retry);
+    }
+    if (!emq_retry_next(&c->retry)) { /* sleeps the pause, or gives up */
         snprintf(why, sizeof why,
-                 "still so after %u retries over %lld ms on %.255s:%d; "
+                 "still so after %lld retries over %lld ms on %.255s:%d; "
                  "echomq gave up: cluster.retry_ms",
-                 c->retries, (long long)(now - c->retry_start),
+                 (long long)(c->retry.attempt - 1),
+                 (long long)(emq_now_ms() - c->retry_start),
                  r->map.nodes[c->node].host, r->map.nodes[c->node].port);
         emq_conf_log(r->conf, EMQ_LOG_WARNING, "slot %u: %s", r->slot, why);
         annotate(&c->reply, why);
@@ -426,10 +431,6 @@ static int follow(emq_route *r, cmd *c, emq_error *err) {
         r->stats.tryagain++;
     else
         r->stats.clusterdown++;
-    int64_t pause =
-        emq_backoff_delay(RETRY_MIN_MS, RETRY_MAX_MS, c->retries, &r->rng);
-    emq_sleep_ms(pause < left ? pause : left);
-    c->retries++;
     emq_reply_free(c->reply);
     c->reply = NULL;
     emq_status st = send_cmd(r, c, c->node, c->via_ask, err);
@@ -964,13 +965,10 @@ emq_status emq_route_reconnect(emq_route *route, emq_error *err) {
     emq_error e;
     emq_error_clear(&e);
     emq_status st = EMQ_EIO;
-    int64_t attempt = 0;
-    for (; attempt < conf->max_attempts; attempt++) {
-        if (attempt > 0)
-            emq_sleep_ms(emq_backoff_delay(conf->backoff_min_ms,
-                                           conf->backoff_max_ms,
-                                           (unsigned)(attempt - 1),
-                                           &route->rng));
+    emq_retry retry;
+    emq_retry_begin(&retry, conf->backoff_min_ms, conf->backoff_max_ms,
+                    conf->max_attempts, -1, &route->rng);
+    while (emq_retry_next(&retry)) {
         emq_error_clear(&e);
         drop_all(route);
         st = discover(route, 0, &e);
@@ -980,14 +978,12 @@ emq_status emq_route_reconnect(emq_route *route, emq_error *err) {
             emq_error_clear(err);
             return EMQ_OK;
         }
-        if (!e.retriable) {
-            attempt++;
+        if (!e.retriable)
             break;
-        }
     }
-    if (attempt > 1)
+    if (retry.attempt > 1)
         emq_error_prefix(&e, "reconnect gave up after %lld attempts",
-                         (long long)attempt);
+                         (long long)retry.attempt);
     if (e.code == EMQ_OK)
         e.code = st;
     return break_route(route, &e, err);

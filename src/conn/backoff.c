@@ -1,12 +1,12 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* backoff.c: delays between reconnect attempts.
+/* backoff.c: delays between attempts, and the one retry loop.
  *
- * Pure functions: capped exponential backoff with "equal jitter" (half the
- * delay fixed, half random), so a fleet of clients that lost the same
- * server does not reconnect in lockstep, yet each waits at least half the
- * nominal delay. The random source is a caller-held splitmix64 state, so
- * tests pin the sequence with a seed. This file never sleeps and never
- * reads a clock.
+ * Capped exponential backoff with "equal jitter" (half the delay fixed,
+ * half random), so a fleet of clients that lost the same server does not
+ * reconnect in lockstep, yet each waits at least half the nominal delay.
+ * The random source is a caller-held splitmix64 state, so tests pin the
+ * sequence with a seed. emq_retry is the loop every layer retries with:
+ * attempts, these delays, a deadline and a stop.
  */
 #include "conn.h"
 
@@ -43,4 +43,66 @@ int64_t emq_backoff_delay(int64_t min_ms, int64_t max_ms, unsigned attempt,
     int64_t fixed = base / 2;
     uint64_t span = (uint64_t)(base - fixed) + 1;
     return fixed + (int64_t)(emq_backoff_random(state) % span);
+}
+
+void emq_retry_begin(emq_retry *r, int64_t min_ms, int64_t max_ms,
+                     int64_t max_attempts, int64_t deadline_ms,
+                     uint64_t *rng) {
+    r->min_ms = min_ms;
+    r->max_ms = max_ms;
+    r->max_attempts = max_attempts;
+    r->deadline_ms = deadline_ms;
+    r->halted = NULL;
+    r->ctx = NULL;
+    r->stop_ends = 0;
+    r->rng = rng;
+    r->attempt = 0;
+}
+
+void emq_retry_stop_when(emq_retry *r, int (*halted)(void *), void *ctx,
+                         int ends) {
+    r->halted = halted;
+    r->ctx = ctx;
+    r->stop_ends = ends;
+}
+
+void emq_nap(int64_t ms, int (*halted)(void *), void *ctx) {
+    if (halted == NULL) {
+        if (ms > 0)
+            emq_sleep_ms(ms);
+        return;
+    }
+    int64_t until = emq_now_ms() + ms;
+    for (int64_t left = ms; left > 0 && !halted(ctx);
+         left = until - emq_now_ms())
+        emq_sleep_ms(left < EMQ_RETRY_SLICE_MS ? left : EMQ_RETRY_SLICE_MS);
+}
+
+int emq_retry_next(emq_retry *r) {
+    int stop_ends = r->halted != NULL && r->stop_ends;
+    if (r->attempt == 0) { /* the first attempt: at once, always */
+        r->attempt = 1;
+        return 1;
+    }
+    if (stop_ends && r->halted(r->ctx))
+        return 0;
+    if (r->max_attempts > 0 && r->attempt >= r->max_attempts)
+        return 0;
+    { /* the pause before the next attempt */
+        int64_t pause = emq_backoff_delay(r->min_ms, r->max_ms,
+                                          (unsigned)(r->attempt - 1), r->rng);
+        if (r->deadline_ms >= 0) {
+            int64_t left = r->deadline_ms - emq_now_ms();
+            if (left <= 0)
+                return 0;
+            if (pause > left)
+                pause = left;
+        }
+        emq_nap(pause, r->halted, r->ctx);
+        if (stop_ends && r->halted(r->ctx))
+            return 0;
+        /* One more attempt after a wait the deadline cut short. */
+    }
+    r->attempt++;
+    return 1;
 }

@@ -37,6 +37,9 @@
 #define OUT_KEEP_MAX ((size_t)1 << 20)
 /* The least room a read asks of the reply parser. */
 #define READ_CHUNK_MIN 4096
+/* The pauses between handshakes a server busy with a script refused. */
+#define BUSY_PAUSE_MIN_MS 50
+#define BUSY_PAUSE_MAX_MS 500
 
 struct emq_conn {
     emq_conf_t *conf;        /* private copy of the caller's conf */
@@ -491,19 +494,20 @@ static emq_status handshake_once(emq_conn_t *c, int64_t deadline, int *busy,
                                  emq_error *err);
 
 static emq_status handshake(emq_conn_t *c, int64_t deadline, emq_error *err) {
-    for (int64_t pause = 50;; pause = pause * 2 > 500 ? 500 : pause * 2) {
+    emq_retry retry;
+    emq_retry_begin(&retry, BUSY_PAUSE_MIN_MS, BUSY_PAUSE_MAX_MS, 0, deadline,
+                    &c->rng);
+    while (emq_retry_next(&retry) &&
+           (retry.attempt == 1 || emq_now_ms() < deadline)) {
         int busy = 0;
         emq_status st = handshake_once(c, deadline, &busy, err);
         if (st != EMQ_OK || !busy)
             return st;
-        if (emq_now_ms() + pause >= deadline)
-            return emq_error_set(err, EMQ_ETIMEDOUT, 1,
-                                 "%s stayed busy running a script for "
-                                 "connect_timeout_ms (%lld ms)",
-                                 c->name,
-                                 (long long)c->conf->connect_timeout_ms);
-        emq_sleep_ms(pause);
     }
+    return emq_error_set(err, EMQ_ETIMEDOUT, 1,
+                         "%s stayed busy running a script for "
+                         "connect_timeout_ms (%lld ms)",
+                         c->name, (long long)c->conf->connect_timeout_ms);
 }
 
 static emq_status handshake_once(emq_conn_t *c, int64_t deadline, int *busy,
@@ -819,13 +823,10 @@ emq_status emq_conn_reconnect(emq_conn_t *conn, emq_error *err) {
     emq_error e;
     emq_error_clear(&e);
     emq_status st = EMQ_EIO;
-    int64_t attempt = 0;
-    for (; attempt < conf->max_attempts; attempt++) {
-        if (attempt > 0)
-            emq_sleep_ms(emq_backoff_delay(conf->backoff_min_ms,
-                                           conf->backoff_max_ms,
-                                           (unsigned)(attempt - 1),
-                                           &conn->rng));
+    emq_retry retry;
+    emq_retry_begin(&retry, conf->backoff_min_ms, conf->backoff_max_ms,
+                    conf->max_attempts, -1, &conn->rng);
+    while (emq_retry_next(&retry)) {
         emq_error_clear(&e);
         st = connect_once(conn, &e);
         if (st == EMQ_OK) {
@@ -834,16 +835,13 @@ emq_status emq_conn_reconnect(emq_conn_t *conn, emq_error *err) {
             emq_error_clear(err);
             return EMQ_OK;
         }
-        if (!e.retriable || st == EMQ_ENOMEM) {
-            attempt++;
-            /* A wrong password or a bad certificate stays wrong; out of
-             * memory is the caller's to know at once. */
-            break;
-        }
+        if (!e.retriable || st == EMQ_ENOMEM)
+            break; /* a wrong password or a bad certificate stays wrong;
+                      out of memory is the caller's to know at once */
     }
-    if (attempt > 1)
+    if (retry.attempt > 1)
         emq_error_prefix(&e, "reconnect gave up after %lld attempts",
-                         (long long)attempt);
+                         (long long)retry.attempt);
     conn->broken = e;
     if (conn->broken.code == EMQ_OK)
         conn->broken.code = st;

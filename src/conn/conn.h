@@ -79,6 +79,51 @@ int64_t emq_backoff_base(int64_t min_ms, int64_t max_ms, unsigned attempt);
 int64_t emq_backoff_delay(int64_t min_ms, int64_t max_ms, unsigned attempt,
                           uint64_t *state);
 
+/* The one way echomq retries: attempts, a capped jittered delay between
+ * them (emq_backoff_delay, doubling from min_ms to max_ms), an optional
+ * bound on attempts and a deadline, and a stop predicate the waits
+ * watch. Set it up with emq_retry_begin, then loop:
+ *
+ *     emq_retry r;
+ *     emq_retry_begin(&r, min, max, attempts, deadline, &rng);
+ *     while (emq_retry_next(&r)) { try; if done: break; }
+ *
+ * The first emq_retry_next returns 1 at once; each later one sleeps the
+ * next delay first (cut short by the deadline, after which one last
+ * attempt is made; in slices of EMQ_RETRY_SLICE_MS when a stop predicate
+ * is set, so a stop is seen within one), and returns 0 instead when the
+ * attempts are spent, the deadline had passed before the wait, or the
+ * predicate says stop. */
+typedef struct emq_retry {
+    int64_t min_ms, max_ms;
+    int64_t max_attempts;     /* 0: no bound */
+    int64_t deadline_ms;      /* monotonic (emq_now_ms); -1: none */
+    int (*halted)(void *ctx); /* NULL, or 1 when the waiting must end */
+    void *ctx;
+    int stop_ends;            /* 1: a stop also ends the retrying */
+    uint64_t *rng;            /* the jitter's state, the caller's */
+    int64_t attempt;          /* attempts begun so far */
+} emq_retry;
+
+/* The slice a stop-aware wait sleeps in. */
+#define EMQ_RETRY_SLICE_MS 20
+
+void emq_retry_begin(emq_retry *r, int64_t min_ms, int64_t max_ms,
+                     int64_t max_attempts, int64_t deadline_ms,
+                     uint64_t *rng);
+/* Makes r's waits stop-aware: halted(ctx) is asked during each one and
+ * cuts it short. With ends 1 a stop also ends the retrying (asked before
+ * and after each wait: emq_retry_next returns 0); with ends 0 the attempt
+ * after a cut wait is still made and the caller decides what the stop
+ * means. */
+void emq_retry_stop_when(emq_retry *r, int (*halted)(void *), void *ctx,
+                         int ends);
+/* 1: make attempt r->attempt (counted); 0: no more (see above). */
+int emq_retry_next(emq_retry *r);
+/* Sleeps ms, in slices that end early when halted(ctx) says so (NULL:
+ * one sleep); what a stop-aware wait of its own uses. */
+void emq_nap(int64_t ms, int (*halted)(void *), void *ctx);
+
 /* ---- server.c --------------------------------------------------------- */
 
 /* The capability table: what a server of this name and version can do

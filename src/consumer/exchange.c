@@ -34,14 +34,12 @@ void emq_consumer_log(emq_consumer_t *c, int level, const char *fmt, ...) {
  * up. */
 #define STOP_GRACE_MS 500
 
-/* A stop waits this long at most for a nap to notice it. */
-#define NAP_SLICE_MS 20
+/* The stop predicates of the naps and retries (emq_nap, emq_retry). */
+static int consumer_halted(void *c) { return emq_consumer_stopping(c); }
+static int xchg_halted(void *x) { return emq_xchg_halted(x); }
 
 void emq_consumer_nap(emq_consumer_t *c, int64_t ms) {
-    int64_t until = emq_now_ms() + ms;
-    for (int64_t left = ms; left > 0 && !emq_consumer_stopping(c);
-         left = until - emq_now_ms())
-        emq_sleep_ms(left < NAP_SLICE_MS ? left : NAP_SLICE_MS);
+    emq_nap(ms, consumer_halted, c);
 }
 
 int emq_consumer_stopping(emq_consumer_t *c) {
@@ -63,12 +61,7 @@ int emq_xchg_halted(const emq_xchg *x) {
     return emq_consumer_stopping(x->c);
 }
 
-void emq_xchg_nap(emq_xchg *x, int64_t ms) {
-    int64_t until = emq_now_ms() + ms;
-    for (int64_t left = ms; left > 0 && !emq_xchg_halted(x);
-         left = until - emq_now_ms())
-        emq_sleep_ms(left < NAP_SLICE_MS ? left : NAP_SLICE_MS);
-}
+void emq_xchg_nap(emq_xchg *x, int64_t ms) { emq_nap(ms, xchg_halted, x); }
 
 /* ---- classification ------------------------------------------------------ */
 
@@ -118,25 +111,28 @@ emq_status emq_xchg_open(emq_xchg *x, emq_consumer_t *c, const char *what,
      * started before their server do not crash-loop. A refusal that will
      * not change by itself (a password, a certificate, a bad URL) still
      * ends the start at once. */
-    for (unsigned attempt = 0;; attempt++) {
+    emq_retry retry;
+    emq_retry_begin(&retry, c->conf->backoff_min_ms, c->conf->backoff_max_ms,
+                    0, -1, &x->rng);
+    emq_retry_stop_when(&retry, xchg_halted, x, 1);
+    int stopped = 1; /* the retrying ended by a stop, not by a result */
+    while (emq_retry_next(&retry)) {
         st = emq_route_new(c->conf, c->keys.stream, &x->route, err);
         if (st == EMQ_OK || !c->conf->consumer_connect_wait ||
             st == EMQ_EAUTH || st == EMQ_EINVAL || st == EMQ_ETLS ||
-            st == EMQ_ENOMEM)
+            st == EMQ_ENOMEM) {
+            stopped = 0;
             break;
-        emq_consumer_log(c, attempt == 0 ? EMQ_LOG_WARNING : EMQ_LOG_DEBUG,
+        }
+        emq_consumer_log(c,
+                         retry.attempt == 1 ? EMQ_LOG_WARNING : EMQ_LOG_DEBUG,
                          "%s connection: %s; waiting for the server "
                          "(consumer.connect wait)",
                          what, err ? err->message : emq_strerror(st));
-        emq_xchg_nap(x, emq_backoff_delay(c->conf->backoff_min_ms,
-                                          c->conf->backoff_max_ms, attempt,
-                                          &x->rng));
-        if (emq_xchg_halted(x)) {
-            st = emq_error_set(err, EMQ_ECLOSED, 0,
-                               "stopped while waiting for the server");
-            break;
-        }
     }
+    if (stopped)
+        st = emq_error_set(err, EMQ_ECLOSED, 0,
+                           "stopped while waiting for the server");
     /* A stop is not held up by a stalled server: a reply overdue by
      * STOP_GRACE_MS once it was asked is given up (the connection with it;
      * what it would have delivered stays pending to this name). */
@@ -214,8 +210,13 @@ emq_status emq_xchg_call(emq_xchg *x, unsigned flags, int argc,
                          emq_reply **reply, emq_error *err) {
     emq_consumer_t *c = x->c;
     int64_t began = emq_now_ms();
-    unsigned attempt = 0;
-    for (;; attempt++) {
+    /* A stop cuts a pause short; the command is sent once more and its
+     * reply returned, whatever it is. */
+    emq_retry retry;
+    emq_retry_begin(&retry, NOT_NOW_PAUSE_MIN_MS, NOT_NOW_PAUSE_MAX_MS, 0,
+                    -1, &x->rng);
+    emq_retry_stop_when(&retry, xchg_halted, x, 0);
+    while (emq_retry_next(&retry)) {
         atomic_fetch_add(&c->stats.round_trips, 1);
         emq_status st =
             emq_route_command(x->route, argc, argv, argvlen, reply, err);
@@ -235,7 +236,7 @@ emq_status emq_xchg_call(emq_xchg *x, unsigned flags, int argc,
             break;
         if (emq_xchg_halted(x) || emq_now_ms() - began >= NOT_NOW_WAIT_MS)
             return EMQ_OK; /* the caller sees the error reply */
-        if (attempt == 0) {
+        if (retry.attempt == 1) {
             char shown[160];
             atomic_fetch_add(&c->stats.server_waits, 1);
             emq_consumer_log(c, EMQ_LOG_WARNING,
@@ -244,11 +245,8 @@ emq_status emq_xchg_call(emq_xchg *x, unsigned flags, int argc,
         }
         emq_reply_free(*reply);
         *reply = NULL;
-        emq_xchg_nap(x, emq_backoff_delay(NOT_NOW_PAUSE_MIN_MS,
-                                          NOT_NOW_PAUSE_MAX_MS, attempt,
-                                          &x->rng));
     }
-    if (attempt > 0)
+    if (retry.attempt > 1)
         emq_consumer_log(c, EMQ_LOG_INFO, "%s went through after %lld ms",
                          argv[0], (long long)(emq_now_ms() - began));
     return EMQ_OK;
@@ -301,15 +299,14 @@ emq_status emq_xchg_reconnect(emq_xchg *x, emq_error *err) {
      * reconnect.max_attempts 1); the backoff happens here, in naps a stop
      * ends early. A session that failed again right after connecting
      * counts as a failed attempt too. */
-    for (;;) {
-        if (x->failures > 0)
-            emq_xchg_nap(x, emq_backoff_delay(c->conf->backoff_min_ms,
-                                              c->conf->backoff_max_ms,
-                                              x->failures - 1, &x->rng));
+    emq_retry retry;
+    emq_retry_begin(&retry, c->conf->backoff_min_ms, c->conf->backoff_max_ms,
+                    0, -1, &x->rng);
+    emq_retry_stop_when(&retry, xchg_halted, x, 1);
+    retry.attempt = x->failures; /* the count goes on across sessions */
+    while (emq_retry_next(&retry) && !emq_xchg_halted(x)) {
         if (x->failures < 64)
             x->failures++;
-        if (emq_xchg_halted(x))
-            return emq_error_set(err, EMQ_ECLOSED, 0, "stopped");
         emq_error why;
         emq_status st = emq_route_reconnect(x->route, &why);
         if (st == EMQ_OK) {
@@ -327,4 +324,5 @@ emq_status emq_xchg_reconnect(emq_xchg *x, emq_error *err) {
                          "%s reconnect failed, retrying: %s", x->what,
                          why.message);
     }
+    return emq_error_set(err, EMQ_ECLOSED, 0, "stopped");
 }

@@ -141,3 +141,59 @@ TEST(block_wait_of_list_zset_and_wait_commands) {
     ASSERT_EQ_INT(block(3, l), 2000);
     ASSERT_EQ_INT(emq_conn_block_ms(0, NULL, NULL), 0);
 }
+
+/* ---- emq_retry: the one retry loop ---------------------------------------- */
+
+static int calls_until_stop;
+static int stop_after_calls(void *ctx) {
+    (void)ctx;
+    return --calls_until_stop < 0;
+}
+
+/* Attempts: the first at once, then one per pause, up to the bound. */
+TEST(retry_bounded_attempts_first_at_once) {
+    uint64_t rng = 1;
+    emq_retry r;
+    emq_retry_begin(&r, 1, 2, 3, -1, &rng);
+    int64_t t0 = emq_now_ms();
+    ASSERT_EQ_INT(emq_retry_next(&r), 1);
+    ASSERT(emq_now_ms() - t0 < 50); /* no pause before the first */
+    ASSERT_EQ_INT(emq_retry_next(&r), 1);
+    ASSERT_EQ_INT(emq_retry_next(&r), 1);
+    ASSERT_EQ_INT(emq_retry_next(&r), 0);
+    ASSERT_EQ_INT(r.attempt, 3);
+}
+
+/* A deadline ends the retrying: the wait it cuts short is followed by one
+ * last attempt, then none. */
+TEST(retry_deadline_cuts_the_wait_then_one_last_attempt) {
+    uint64_t rng = 1;
+    emq_retry r;
+    emq_retry_begin(&r, 10000, 10000, 0, emq_now_ms() + 30, &rng);
+    ASSERT_EQ_INT(emq_retry_next(&r), 1);
+    int64_t t0 = emq_now_ms();
+    ASSERT_EQ_INT(emq_retry_next(&r), 1); /* slept to the deadline only */
+    ASSERT(emq_now_ms() - t0 < 5000);
+    ASSERT_EQ_INT(emq_retry_next(&r), 0);
+}
+
+/* A stop that ends the retrying ends it during a wait; one that does not
+ * only cuts the wait short. */
+TEST(retry_stop_ends_or_only_cuts_the_wait) {
+    uint64_t rng = 1;
+    emq_retry r;
+    emq_retry_begin(&r, 10000, 10000, 0, -1, &rng);
+    emq_retry_stop_when(&r, stop_after_calls, NULL, 1);
+    calls_until_stop = 3;
+    ASSERT_EQ_INT(emq_retry_next(&r), 1); /* the first, at once */
+    int64_t t0 = emq_now_ms();
+    ASSERT_EQ_INT(emq_retry_next(&r), 0);
+    ASSERT(emq_now_ms() - t0 < 5000); /* the 10 s pause was cut */
+    emq_retry_begin(&r, 10000, 10000, 0, -1, &rng);
+    emq_retry_stop_when(&r, stop_after_calls, NULL, 0);
+    calls_until_stop = 2;
+    ASSERT_EQ_INT(emq_retry_next(&r), 1);
+    t0 = emq_now_ms();
+    ASSERT_EQ_INT(emq_retry_next(&r), 1); /* cut short, attempt still made */
+    ASSERT(emq_now_ms() - t0 < 5000);
+}

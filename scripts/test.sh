@@ -408,7 +408,8 @@ stage_examples() {
         # shellcheck disable=SC2046
         g++ -std=c++17 -Wall -Wextra -Werror -pedantic -pthread \
             -o "$scratch/cxx_worker" "$root/examples/cxx_worker.cpp" \
-            $(PKG_CONFIG_PATH=$prefix/lib/pkgconfig pkg-config --cflags --libs echomq)
+            $(PKG_CONFIG_PATH=$prefix/lib/pkgconfig pkg-config --cflags --libs echomq) \
+            -Wl,-rpath,"$prefix/lib"
         echo "compiled examples/cxx_worker.cpp with g++ against the installed echomq.hpp"
     fi
     [[ -x "$build/gcc/example_roundtrip" ]] || return 0

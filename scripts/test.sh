@@ -28,8 +28,8 @@
 #   examples  every examples/*.c built by gcc and clang, compiled against
 #             the installed copy (the event-loop ones with libuv and
 #             libevent), examples/cxx_worker.cpp (echomq.hpp) built with g++
-#             against it, and roundtrip and cxx_worker run on a private
-#             redis-server (the event-loop examples run in the suite:
+#             against it, and roundtrip, topic_pipeline and cxx_worker run
+#             on a private redis-server (the event-loop examples run in the suite:
 #             test_examples_loops.c)
 #   docs      docs/CONFIGURATION.md equals what tools/gen_confdoc prints
 #   matrix    scripts/servers.sh builds (once, cached by checksum) Redis
@@ -416,6 +416,9 @@ stage_examples() {
     mkdir -p "$scratch/redis"
     start_private_redis "$scratch/redis"
     "$build/gcc/example_roundtrip" "$EMQ_REDIS_URL" "ci:roundtrip"
+    "$build/gcc/example_topic_pipeline" "$EMQ_REDIS_URL" "ci-topic" >"$logs/topic_pipeline.log" ||
+        { cat "$logs/topic_pipeline.log" >&2; return 1; }
+    head -n 2 "$logs/topic_pipeline.log"
     if [[ -x "$scratch/cxx_worker" ]]; then
         "$scratch/cxx_worker" "$EMQ_REDIS_URL" "ci:cxx"
     fi

@@ -1,10 +1,12 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* roundtrip.c: one round trip through a Redis stream with libechomq.
  *
- *   roundtrip URL [STREAM]
+ *   roundtrip URL [QUEUE]
  *
  * Connects to URL (redis://host:port, rediss://..., unix:///path/to.sock),
- * sends PING, appends one job to STREAM (default "echomq:example:roundtrip")
+ * sends PING, appends one job to QUEUE's stream (default queue
+ * "example-roundtrip": the stream emq:{example-roundtrip} that
+ * `echomq consume example-roundtrip` reads, named by emq_conf_stream_key)
  * with XADD, reads that very entry back with XRANGE and prints every reply.
  * The stream is capped at about 1000 entries (MAXLEN ~), so running the
  * example many times does not grow it without bound.
@@ -123,13 +125,14 @@ static emq_reply *run(emq_conn_t *conn, int argc, const char *const *argv) {
 int main(int argc, char **argv) {
     if (argc < 2 || argc > 3 || !strcmp(argv[1], "-h") ||
         !strcmp(argv[1], "--help")) {
-        fprintf(stderr, "usage: %s URL [STREAM]\n"
+        fprintf(stderr, "usage: %s URL [QUEUE]\n"
                         "  e.g. %s redis://127.0.0.1:6379\n",
                 argv[0], argv[0]);
         return 2;
     }
     const char *url = argv[1];
-    const char *stream = argc > 2 ? argv[2] : "echomq:example:roundtrip";
+    const char *queue = argc > 2 ? argv[2] : "example-roundtrip";
+    char stream[256];
     int rc = 1;
     emq_error err;
     emq_conn_t *conn = NULL;
@@ -142,7 +145,9 @@ int main(int argc, char **argv) {
                 emq_strerror(EMQ_ENOMEM));
         return 1;
     }
-    if (emq_conf_set(conf, "url", url, &err) != EMQ_OK) {
+    if (emq_conf_set(conf, "url", url, &err) != EMQ_OK ||
+        emq_conf_set(conf, "queue", queue, &err) != EMQ_OK ||
+        emq_conf_stream_key(conf, stream, sizeof stream, &err) != EMQ_OK) {
         fprintf(stderr, "roundtrip: %s\n", err.message);
         goto out;
     }

@@ -415,7 +415,7 @@ stage_examples() {
     [[ -x "$build/gcc/example_roundtrip" ]] || return 0
     mkdir -p "$scratch/redis"
     start_private_redis "$scratch/redis"
-    "$build/gcc/example_roundtrip" "$EMQ_REDIS_URL" "ci:roundtrip"
+    "$build/gcc/example_roundtrip" "$EMQ_REDIS_URL" "ci-roundtrip"
     "$build/gcc/example_topic_pipeline" "$EMQ_REDIS_URL" "ci-topic" >"$logs/topic_pipeline.log" ||
         { cat "$logs/topic_pipeline.log" >&2; return 1; }
     head -n 2 "$logs/topic_pipeline.log"

@@ -265,7 +265,11 @@ TEST_TIMEOUT(cli_consume_exec_batch_settles_by_exit, 60) {
     ASSERT(dead >= 1 && dead <= 10);
     emq_srv_cmd(s, out, sizeof out, "XRANGE", "emq:{q}:dead", "-", "+", NULL);
     ASSERT_CONTAINS(out, "emq.reason\nexit 3\n");
-    ASSERT_CONTAINS(out, "data\n20\n");
+    /* Entry 20 among them: its value is a whole line, or the last one
+     * (the dead letters' order depends on how the batches fell). */
+    size_t olen = strlen(out);
+    ASSERT(strstr(out, "data\n20\n") != NULL ||
+           (olen >= 8 && strcmp(out + olen - 8, "\ndata\n20") == 0));
     /* The batch that exited 75 came again (its entries may then share a
      * batch with 20's and fail with it: a batch is settled whole). */
     snprintf(path, sizeof path, "%s/all", dir);

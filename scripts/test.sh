@@ -46,7 +46,7 @@
 #             showed (scripts/compat.sh check; not with EMQ_MATRIX_SERVERS).
 #             Skipped, saying why, when the sources are absent
 #   fuzz      each tests/fuzz/fuzz_*.c for EMQ_FUZZ_SECONDS s (default: a
-#             90 s budget shared by the targets, at least 15 s each)
+#             60 s budget shared by the targets, at least 15 s each)
 #   bench     bench/*.c build (they are not run)
 #
 # Each stage prints a header and its duration; the first failing stage
@@ -55,7 +55,7 @@
 #
 # Environment: EMQ_MATRIX_SERVERS (names to run in the matrix stage, e.g.
 # "redis-6.2.16 valkey-8.0.1"; default: every one), EMQ_JOBS (parallel build jobs, default: the number of CPUs),
-# EMQ_FUZZ_SECONDS (seconds per fuzz target; default: 90 s shared),
+# EMQ_FUZZ_SECONDS (seconds per fuzz target; default: 60 s shared),
 # EMQ_CHAOS_SEED (default 6001: the seed of the chaos stage; any seed
 # reproduces its own schedule), EMQ_CHAOS_TOLERATE_EXITS=1 (report worker
 # crashes in the chaos stage without failing it), EMQ_CHAOS_ALLOW_UNKNOWN_CONF=1
@@ -71,7 +71,7 @@ cd "$root"
 readonly ALL_STAGES=(deps house gcc clang sanitize chaos valgrind symbols abi install examples docs matrix fuzz bench)
 jobs=${EMQ_JOBS:-$(nproc 2>/dev/null || echo 2)}
 fuzz_seconds=${EMQ_FUZZ_SECONDS:-}
-readonly FUZZ_BUDGET=90
+readonly FUZZ_BUDGET=60
 build=$root/build
 logs=$build/logs
 
@@ -474,13 +474,14 @@ stage_docs() {
 # (fake peers, the event-loop examples, URL redaction and terminal
 # escaping, the CLI's pull-mode plumbing, flag parsing and -X, the CLI's
 # produce time bounds, the exporter's HTTP and Prometheus, top's terminal,
-# allocation
-# failures), so another server adds
+# the JSON and --format envelope of entry lines, signal handling,
+# allocation failures), so another server adds
 # nothing; the gcc, clang and sanitize stages run them. WAIT and WAITAOF
 # per server are the library's tests (test_producer_shared).
 readonly MATRIX_SKIP=(test_conn_hostile test_examples_loops test_cli_secrets
     test_cli_consume_core test_alloc_failure test_cli_flags
-    test_cli_produce_durable test_cli_exporter test_cli_escape test_cli_top)
+    test_cli_produce_durable test_cli_exporter test_cli_escape test_cli_top
+    test_cli_envelope test_cli_signals)
 
 stage_matrix() {
     gcc_build_ready

@@ -127,8 +127,10 @@ typedef struct emq_error {
     char message[EMQ_ERROR_MESSAGE_MAX]; /* one sentence for a human */
     /* With EMQ_ESERVER from an error reply: the server's error code, the
      * reply's first word ("NOGROUP", "WRONGTYPE", "NOPERM", "BUSY", ...),
-     * for a program to compare instead of matching the message; "" when
-     * the failure was not an error reply. */
+     * for a program to compare instead of matching the message. Also with
+     * EMQ_ELIMIT when a bound of the library (cluster.max_redirects,
+     * cluster.retry_ms) ended retrying a command: the last reply's code.
+     * "" when no error reply was involved. */
     char reply_code[EMQ_ERROR_CODE_MAX];
     unsigned reserved; /* room for flags to come (a fatal flag); 0 */
 } emq_error;

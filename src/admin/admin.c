@@ -85,14 +85,13 @@ emq_status emq_admin_pipeline(emq_admin_t *a, size_t n,
     for (size_t i = 0; i < appended; i++) {
         emq_error rerr;
         emq_status rst = emq_route_get_reply(a->route, &replies[i], &rerr);
-        if (rst != EMQ_OK) {
-            if (st == EMQ_OK) {
-                st = rst;
-                if (err)
-                    *err = rerr;
-            }
-            break; /* the connection is broken: nothing more will come */
+        if (rst != EMQ_OK && st == EMQ_OK) {
+            st = rst;
+            if (err)
+                *err = rerr;
         }
+        if (rst != EMQ_OK && !emq_route_only_this_failed(a->route, rst))
+            break; /* the connection is broken: nothing more will come */
     }
     if (st != EMQ_OK) {
         for (size_t i = 0; i < n; i++) {

@@ -132,8 +132,8 @@ typedef struct emq_route_stats {
     uint64_t clusterdown;     /* CLUSTERDOWN replies retried after a pause */
     uint64_t map_refreshes;   /* slot maps fetched (the first one counts) */
     uint64_t reconnects;      /* successful emq_route_reconnect calls */
-    uint64_t gave_up;         /* commands answered with a redirection or
-                                 CLUSTERDOWN because a bound was reached */
+    uint64_t gave_up;         /* commands failed with EMQ_ELIMIT because a
+                                 bound of the route was reached */
 } emq_route_stats;
 
 /* Connects to the node serving key's slot. conf is borrowed (copied). The
@@ -153,11 +153,14 @@ emq_status emq_route_new(const emq_conf_t *conf, const char *key,
 void emq_route_destroy(emq_route *route);
 
 /* Like emq_conn_command: one command, its reply. Redirections are followed
- * as described above and never returned, except when a bound is reached:
- * after cluster.max_redirects redirections of one command, or while
- * TRYAGAIN/CLUSTERDOWN persist for cluster.retry_ms, the command's last
- * reply comes back as an error reply whose text says so. An error reply is
- * a success of this call; *reply is caller-owned (emq_reply_free). */
+ * as described above and never returned. When one of the route's own
+ * bounds is reached (cluster.max_redirects redirections of one command,
+ * or TRYAGAIN/CLUSTERDOWN persisting for cluster.retry_ms) the command was
+ * not run: the call fails with EMQ_ELIMIT naming the property, quoting
+ * the last reply, reply_code its code, retriable 1 for cluster.retry_ms;
+ * *reply is NULL and the route is not broken (emq_route_only_this_failed).
+ * A server's error reply is a success of this call; *reply is
+ * caller-owned (emq_reply_free). */
 emq_status emq_route_command(emq_route *route, int argc,
                              const char *const *argv, const size_t *argvlen,
                              emq_reply **reply, emq_error *err);
@@ -168,9 +171,16 @@ emq_status emq_route_append(emq_route *route, int argc,
                             const char *const *argv, const size_t *argvlen,
                             emq_error *err);
 /* Like emq_conn_get_reply: sends what is appended and returns the next
- * reply in append order, after following its redirections. */
+ * reply in append order, after following its redirections. A command that
+ * reached a bound fails alone, as emq_route_command says; the replies of
+ * the commands after it are still to be read. */
 emq_status emq_route_get_reply(emq_route *route, emq_reply **reply,
                                emq_error *err);
+/* 1 when st, returned by emq_route_get_reply or emq_route_command, failed
+ * that one command only (a bound of the route: EMQ_ELIMIT) and the route
+ * is in step: the caller keeps reading the later replies. 0 for EMQ_OK
+ * and for a failure that broke the route. */
+int emq_route_only_this_failed(const emq_route *route, emq_status st);
 /* Appended commands whose replies have not been read yet. */
 size_t emq_route_pending(const emq_route *route);
 /* What emq_route_each_master calls for one master: conn is its

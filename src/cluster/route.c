@@ -19,8 +19,9 @@
  *     node is asked again after a capped, jittered pause, for at most
  *     cluster.retry_ms per command.
  * A command is redirected at most cluster.max_redirects times; past a
- * bound its last reply is returned as an error reply that says so, never
- * looped on.
+ * bound the command fails alone with EMQ_ELIMIT naming the property (its
+ * last reply quoted), never looped on and never dressed up as a reply of
+ * the server.
  *
  * Ordering: each node connection keeps a FIFO of the commands sent on it
  * whose replies are unread, so replies are matched by per-connection send
@@ -60,6 +61,8 @@ typedef struct cmd {
                              cluster.retry_ms from the first */
     int64_t retry_start;  /* when the first pause began; 0: none */
     emq_reply *reply;     /* read ahead, not yet returned */
+    emq_error bound;      /* EMQ_OK, or the route's own limit that ended
+                             following this command (reply then NULL) */
     int argc;
     const char **argv;    /* into this allocation */
     size_t *argvlen;
@@ -343,28 +346,29 @@ static emq_status read_one(emq_route *r, int idx, emq_error *err) {
     return EMQ_OK;
 }
 
-/* Replaces *reply by an error reply "<its text> (<why>)", so a caller that
- * reports the reply tells the user why the route stopped. On failure the
- * original reply is kept. */
-static void annotate(emq_reply **reply, const char *why) {
-    char text[512], line[1024];
-    emq_reply_text(*reply, text, sizeof text);
-    int n = snprintf(line, sizeof line, "-%s (%s)\r\n", text, why);
-    if (n < 0 || (size_t)n >= sizeof line)
-        return;
-    emq_resp_reader *rd = emq_resp_reader_new(NULL);
-    emq_reply *made = NULL;
-    if (rd && emq_resp_feed(rd, line, (size_t)n, NULL) == EMQ_OK &&
-        emq_resp_next(rd, &made, NULL) == EMQ_OK) {
-        emq_reply_free(*reply);
-        *reply = made;
-    }
-    emq_resp_reader_free(rd);
+/* Ends following c at one of the route's own bounds: c's reply is
+ * replaced by an EMQ_ELIMIT failure that names the property and quotes the
+ * last reply (reply_code its code), never by a made-up server reply. The
+ * command was not run (a redirection or a "not now" reply means so), and
+ * the pipeline stays in step. retriable: the same command may go through
+ * later (a TRYAGAIN or CLUSTERDOWN that outlasted cluster.retry_ms). */
+static void give_up(emq_route *r, cmd *c, int retriable, const char *why) {
+    char text[200];
+    emq_reply_text(c->reply, text, sizeof text);
+    emq_error_set(&c->bound, EMQ_ELIMIT, retriable, "%s (last reply: %s)",
+                  why, text);
+    emq_reply_code_copy(&c->bound, c->reply);
+    emq_conf_log(r->conf, EMQ_LOG_WARNING, "slot %u: %s", r->slot,
+                 c->bound.message);
+    emq_reply_free(c->reply);
+    c->reply = NULL;
+    r->stats.gave_up++;
 }
 
 /* Decides what to do with the reply parked on c, the oldest unread
- * command. Returns 1 when c->reply is final, 0 when c was sent again, or
- * a negative status (a failure to reach a node: the route breaks). */
+ * command. Returns 1 when c's outcome is final (c->reply, or c->bound
+ * when a bound was reached), 0 when c was sent again, or a status (a
+ * failure to reach a node: the route breaks). */
 static int follow(emq_route *r, cmd *c, emq_error *err) {
     emq_redirect rd;
     emq_redirect_kind kind = emq_redirect_parse(c->reply, &rd);
@@ -377,10 +381,7 @@ static int follow(emq_route *r, cmd *c, emq_error *err) {
                      "echomq followed %u redirections for this command "
                      "and gave up: cluster.max_redirects",
                      c->redirects);
-            emq_conf_log(r->conf, EMQ_LOG_WARNING, "slot %u: %s", r->slot,
-                         why);
-            annotate(&c->reply, why);
-            r->stats.gave_up++;
+            give_up(r, c, 0, why);
             return 1;
         }
         if (rd.target.host[0] == '\0') /* endpoint unknown: same host */
@@ -422,9 +423,7 @@ static int follow(emq_route *r, cmd *c, emq_error *err) {
                  (long long)(c->retry.attempt - 1),
                  (long long)(emq_now_ms() - c->retry_start),
                  r->map.nodes[c->node].host, r->map.nodes[c->node].port);
-        emq_conf_log(r->conf, EMQ_LOG_WARNING, "slot %u: %s", r->slot, why);
-        annotate(&c->reply, why);
-        r->stats.gave_up++;
+        give_up(r, c, 1, why);
         return 1;
     }
     if (kind == EMQ_REDIRECT_TRYAGAIN)
@@ -856,7 +855,7 @@ emq_status emq_route_get_reply(emq_route *route, emq_reply **reply,
     emq_error e;
     emq_error_clear(&e);
     for (;;) {
-        while (c->reply == NULL) {
+        while (c->reply == NULL && c->bound.code == EMQ_OK) {
             emq_status st = read_one(route, c->node, &e);
             if (st != EMQ_OK)
                 return break_route(route, &e, err);
@@ -869,10 +868,18 @@ emq_status emq_route_get_reply(emq_route *route, emq_reply **reply,
     }
     route->qhead = (route->qhead + 1) % route->qcap;
     route->qlen--;
+    emq_status st = c->bound.code;
+    if (st != EMQ_OK && err)
+        *err = c->bound;
+    else if (st == EMQ_OK)
+        emq_error_clear(err);
     *reply = c->reply;
     emq_free(c);
-    emq_error_clear(err);
-    return EMQ_OK;
+    return st;
+}
+
+int emq_route_only_this_failed(const emq_route *route, emq_status st) {
+    return st == EMQ_ELIMIT && !emq_route_is_broken(route);
 }
 
 void emq_route_set_cancel(emq_route *route, const atomic_int *flag,

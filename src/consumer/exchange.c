@@ -178,6 +178,14 @@ emq_status emq_xchg_drain(emq_xchg *x, emq_xchg_apply_fn apply, void *ctx,
         emq_reply *reply;
         emq_error rerr;
         emq_status st = emq_route_get_reply(x->route, &reply, &rerr);
+        if (emq_route_only_this_failed(x->route, st)) {
+            if (result == EMQ_OK) { /* that command alone: keep reading */
+                result = st;
+                if (err)
+                    *err = rerr;
+            }
+            continue;
+        }
         if (st != EMQ_OK) {
             if (err)
                 *err = rerr;

@@ -281,14 +281,19 @@ static emq_status append_xadd(emq_producer_t *p, const emq_message *m,
 /* Reads one XADD reply: its ID into *id (may be NULL). Otherwise *id is ""
  * and the result is EMQ_ESERVER with the reason (the reply text; for the
  * nil XADD NOMKSTREAM gives on a missing key, a sentence saying so), or
- * the transport failure of the connection. *again (may be NULL) is 1 for
- * a "not now" error reply (emq_reply_transient): nothing was added. */
+ * the transport failure of the connection, or the route's own bound
+ * (EMQ_ELIMIT, this entry alone: emq_route_only_this_failed). *again (may
+ * be NULL) is 1 for a "not now" error reply (emq_reply_transient) and for
+ * the bound that a persisting one reached: nothing was added. */
 static emq_status read_xadd(emq_producer_t *p, emq_id *id, int *again,
                             emq_error *err) {
     emq_reply *reply;
     emq_status st = emq_route_get_reply(p->tx.route, &reply, err);
-    if (again)
-        *again = st == EMQ_OK && emq_reply_transient(reply);
+    if (again) /* a "not now" reply, or one that outlasted the route's
+                  patience (cluster.retry_ms): not run either way */
+        *again = st == EMQ_OK ? emq_reply_transient(reply)
+                              : emq_route_only_this_failed(p->tx.route, st) &&
+                                    err && err->retriable;
     if (st == EMQ_OK) {
         size_t n;
         const char *text = emq_reply_str(reply, &n);
@@ -341,11 +346,20 @@ static emq_status append_wait(emq_producer_t *p, emq_error *err) {
  * EMQ_ENOTDURABLE saying how far it got (or why the server refused);
  * a transport failure as read_xadd. */
 static emq_status read_wait(emq_producer_t *p, emq_error *err) {
-    emq_reply *reply;
-    emq_status st = emq_route_get_reply(p->tx.route, &reply, err);
-    if (st != EMQ_OK)
-        return st;
     const emq_conf_t *c = p->conf;
+    emq_reply *reply;
+    emq_error e;
+    emq_status st = emq_route_get_reply(p->tx.route, &reply, &e);
+    if (emq_route_only_this_failed(p->tx.route, st))
+        return emq_error_set(err, EMQ_ENOTDURABLE, 1,
+                             "added, but %s was not run: %s",
+                             c->producer_wait_aof ? "WAITAOF" : "WAIT",
+                             e.message);
+    if (st != EMQ_OK) {
+        if (err)
+            *err = e;
+        return st;
+    }
     long long replicas = -1, local = 1;
     if (emq_reply_kind(reply) == EMQ_REPLY_INTEGER) {
         replicas = emq_reply_integer(reply);
@@ -437,7 +451,7 @@ static emq_status round_read(emq_producer_t *p, round *r, emq_error *err) {
             rec->st = EMQ_OK;
             continue;
         }
-        if (rs == EMQ_ESERVER) {
+        if (rs == EMQ_ESERVER || emq_route_only_this_failed(p->tx.route, rs)) {
             record_fail(rec, rs, &one);
             continue;
         }
@@ -852,7 +866,8 @@ static emq_status write_batch(emq_producer_t *p, const emq_message *msgs,
                 ok++;
                 continue;
             }
-            if (rs != EMQ_ESERVER) {
+            if (rs != EMQ_ESERVER &&
+                !emq_route_only_this_failed(p->tx.route, rs)) {
                 /* Transport: the outcome of entry i and later is unknown,
                  * and the connection is broken. */
                 clear_ids(ids, i, n);

@@ -42,14 +42,28 @@ emq_status emq_topic_claim(emq_route *route, const emq_conf_t *conf,
     snprintf(count, sizeof count, "%lld", (long long)conf->topic_partitions);
     const char *setnx[] = {"HSETNX", key, "partitions", count};
     const char *get[] = {"HGET", key, "partitions"};
+    int appended = 0;
     emq_status st = emq_route_append(route, 4, setnx, NULL, err);
-    if (st == EMQ_OK)
+    if (st == EMQ_OK) {
+        appended = 1;
         st = emq_route_append(route, 3, get, NULL, err);
-    emq_reply *r1 = NULL, *r2 = NULL;
+    }
     if (st == EMQ_OK)
-        st = emq_route_get_reply(route, &r1, err);
-    if (st == EMQ_OK)
-        st = emq_route_get_reply(route, &r2, err);
+        appended = 2;
+    /* Every appended reply is read, so the route is left in step. */
+    emq_reply *replies[2] = {NULL, NULL};
+    for (int i = 0; i < appended; i++) {
+        emq_error one;
+        emq_status rs = emq_route_get_reply(route, &replies[i], &one);
+        if (rs != EMQ_OK && st == EMQ_OK) {
+            st = rs;
+            if (err)
+                *err = one;
+        }
+        if (rs != EMQ_OK && !emq_route_only_this_failed(route, rs))
+            break;
+    }
+    emq_reply *r1 = replies[0], *r2 = replies[1];
     int64_t recorded = 0;
     if (st == EMQ_OK && emq_reply_kind(r1) == EMQ_REPLY_ERROR) {
         st = emq_reply_error_set(err, r1,

@@ -13,6 +13,10 @@
 #include "harness/server.h"
 #include "integ/conn_helpers.h"
 
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
 TEST(route_map_fetch_while_loading_is_retriable) {
     emq_srv *s = emq_srv_start(NULL);
     static const char loading[] =
@@ -31,5 +35,78 @@ TEST(route_map_fetch_while_loading_is_retriable) {
     ASSERT(emq_icept_replaced(p) >= 1);
     emq_conf_destroy(conf);
     emq_icept_stop(p);
+    emq_srv_stop(s);
+}
+
+/* Starts an intercepting proxy to s that refuses CLUSTER (so the route
+ * learns the cluster from MOVED alone, like an ACL without CLUSTER) and
+ * answers every GET with a MOVED to 127.0.0.1:to_port. */
+static emq_icept *redirecting_proxy(emq_srv *s, int to_port) {
+    static char moved[4][64];
+    static int used;
+    char *text = moved[used++ % 4];
+    snprintf(text, sizeof moved[0], "-MOVED 1 127.0.0.1:%d\r\n", to_port);
+    static const char noperm[] =
+        "-NOPERM this user has no permissions to run the 'cluster' "
+        "command\r\n";
+    emq_icept_rule rules[] = {{"CLUSTER", -1, noperm, 0, -1, NULL},
+                              {"GET", -1, text, 0, -1, NULL}};
+    return emq_icept_start(emq_srv_port(s), rules, 2);
+}
+
+static int url_port(const char *url) {
+    return atoi(strrchr(url, ':') + 1);
+}
+
+/* A chain of nodes that each redirect elsewhere: the route follows
+ * cluster.max_redirects of them, then fails that command alone with its
+ * own EMQ_ELIMIT naming the property (the last reply's code kept), never a
+ * reply the server did not send; the route stays in step and usable. */
+TEST(route_redirect_bound_is_its_own_failure) {
+    emq_srv *s = emq_srv_start(NULL);
+    emq_icept *last = redirecting_proxy(s, emq_srv_port(s));
+    emq_icept *middle = redirecting_proxy(s, url_port(emq_icept_url(last)));
+    emq_icept *seed = redirecting_proxy(s, url_port(emq_icept_url(middle)));
+    emq_conf_t *conf = emq_conf_new();
+    emq_error err;
+    ASSERT_OK(emq_conf_set(conf, "url", emq_icept_url(seed), &err), &err);
+    ASSERT_OK(emq_conf_set(conf, "cluster.max_redirects", "2", &err), &err);
+    emq_route *r = NULL;
+    ASSERT_OK(emq_route_new(conf, "{jobs}", &r, &err), &err);
+    ASSERT_EQ_INT(emq_route_is_cluster(r), 1);
+
+    const char *get[] = {"GET", "{jobs}"};
+    const char *ping[] = {"PING"};
+    ASSERT_OK(emq_route_append(r, 2, get, NULL, &err), &err);
+    ASSERT_OK(emq_route_append(r, 1, ping, NULL, &err), &err);
+    emq_reply *rep = NULL;
+    ASSERT_STATUS(emq_route_get_reply(r, &rep, &err), EMQ_ELIMIT, &err);
+    ASSERT(rep == NULL);
+    ASSERT_CONTAINS(err.message, "2 redirections");
+    ASSERT_CONTAINS(err.message, "cluster.max_redirects");
+    ASSERT_CONTAINS(err.message, "MOVED 1 127.0.0.1:");
+    ASSERT_EQ_STR(err.reply_code, "MOVED");
+    ASSERT_EQ_INT(err.retriable, 0);
+    ASSERT_EQ_INT(emq_route_only_this_failed(r, EMQ_ELIMIT), 1);
+    /* The command behind it still gets its own reply. */
+    ASSERT_OK(emq_route_get_reply(r, &rep, &err), &err);
+    ASSERT_EQ_INT(emq_reply_kind(rep), EMQ_REPLY_STATUS);
+    emq_reply_free(rep);
+    emq_route_stats st;
+    emq_route_stats_get(r, &st);
+    ASSERT_EQ_INT(st.redirects_moved, 2);
+    ASSERT_EQ_INT(st.gave_up, 1);
+    /* And emq_route_command says the same for a command alone. */
+    ASSERT_STATUS(emq_route_command(r, 2, get, NULL, &rep, &err), EMQ_ELIMIT,
+                  &err);
+    ASSERT(rep == NULL);
+    ASSERT_EQ_INT(emq_route_is_broken(r), 0);
+    ASSERT(emq_icept_replaced(last) >= 1);
+
+    emq_route_destroy(r);
+    emq_conf_destroy(conf);
+    emq_icept_stop(seed);
+    emq_icept_stop(middle);
+    emq_icept_stop(last);
     emq_srv_stop(s);
 }

@@ -19,6 +19,7 @@
 #define EMQ_CLUSTER_H
 
 #include "../conn/conn.h"
+#include "../conn/conf.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -135,6 +136,28 @@ typedef struct emq_route_stats {
     uint64_t gave_up;         /* commands failed with EMQ_ELIMIT because a
                                  bound of the route was reached */
 } emq_route_stats;
+
+/* What a route is told, typed: the rows of the property table the
+ * cluster layer reads, and the conn layer's (emq_conn_options) for the
+ * seed and, with the URL's credentials and TLS settings folded in, every
+ * node. Strings are borrowed: emq_route_open copies what it keeps. A
+ * caller sets a field for its own use of the route (a producer bounds the
+ * timeouts, a consumer makes single reconnect attempts) instead of editing
+ * a conf. */
+typedef struct emq_route_options {
+    emq_conn_options conn;
+    const char *cluster_seeds; /* "host:port,..."; NULL: none */
+    int64_t max_redirects;     /* cluster.max_redirects */
+    int64_t retry_ms;          /* cluster.retry_ms */
+    emq_log_sink log;          /* where warnings go */
+} emq_route_options;
+
+/* Fills *out from conf (strings borrowed from conf). */
+void emq_route_options_of(const emq_conf_t *conf, emq_route_options *out);
+/* emq_route_new with typed options (copied); emq_route_new is this with
+ * emq_route_options_of(conf). */
+emq_status emq_route_open(const emq_route_options *opts, const char *key,
+                          emq_route **out, emq_error *err);
 
 /* Connects to the node serving key's slot. conf is borrowed (copied). The
  * seeds are conf's url, then each host:port of cluster.seeds (same scheme,

@@ -39,7 +39,6 @@
  */
 #include "cluster.h"
 
-#include "../conn/conf.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -75,11 +74,12 @@ typedef struct node_link {
 } node_link;
 
 struct emq_route {
-    emq_conf_t *conf;        /* copy of the caller's conf (seed url) */
-    emq_conf_t *nconf;       /* for node connections: url's user,
-                                password, db and TLS settings folded in;
-                                url replaced per node */
-    emq_url seed;            /* conf->url, parsed */
+    emq_route_options opt;   /* what it was told (kept; opt.conn: the
+                                seed url's connection) */
+    emq_conn_options node;   /* for node connections: the url's user,
+                                password, db and TLS settings folded in
+                                (kept); url replaced per node */
+    emq_url seed;            /* opt.conn.url, parsed */
     int tls;                 /* rediss:// */
     unsigned slot;           /* the slot the route is bound to */
     emq_conn_t *single;      /* standalone: the one connection, else NULL */
@@ -131,51 +131,37 @@ static void node_name(const emq_cluster_node *n, char *out, size_t size) {
         snprintf(out, size, "%s:%d", n->host, n->port);
 }
 
-/* Replaces *field with a copy of value unless *field is already set. */
-static int fold(char **field, const char *value) {
-    if (*field || value == NULL)
-        return 0;
-    *field = emq_strdup(value);
-    return *field ? 0 : -1;
-}
-
-/* Builds r->nconf from r->conf and the parsed seed URL: properties set in
- * the URL only are copied into fields, so they survive replacing the URL
- * with a node's address. */
-static emq_status make_node_conf(emq_route *r, emq_error *err) {
-    r->nconf = emq_conf_dup(r->conf);
-    if (r->nconf == NULL)
-        return emq_oom(err);
-    emq_conf_t *c = r->nconf;
+/* Makes r->node from r->opt.conn and the parsed seed URL: settings given
+ * in the URL only are copied into fields, so they survive replacing the
+ * URL with a node's address. */
+static emq_status make_node_options(emq_route *r, emq_error *err) {
+    emq_conn_options o = r->opt.conn;
     const emq_url *u = &r->seed;
-    if (fold(&c->user, u->user) || fold(&c->password, u->password) ||
-        fold(&c->tls_ca_file, u->tls_ca_file) ||
-        fold(&c->tls_cert_file, u->tls_cert_file) ||
-        fold(&c->tls_key_file, u->tls_key_file) ||
-        fold(&c->tls_sni, u->tls_sni))
-        return emq_oom(err);
-    if (c->db < 0 && u->db >= 0)
-        c->db = u->db;
-    if (c->tls_verify == EMQ_TLS_VERIFY_DEFAULT && u->tls_verify >= 0)
-        c->tls_verify = u->tls_verify;
+    o.user = o.user ? o.user : u->user;
+    o.password = o.password ? o.password : u->password;
+    o.tls_ca_file = o.tls_ca_file ? o.tls_ca_file : u->tls_ca_file;
+    o.tls_cert_file = o.tls_cert_file ? o.tls_cert_file : u->tls_cert_file;
+    o.tls_key_file = o.tls_key_file ? o.tls_key_file : u->tls_key_file;
+    o.tls_sni = o.tls_sni ? o.tls_sni : u->tls_sni;
+    if (o.db < 0 && u->db >= 0)
+        o.db = u->db;
+    if (o.tls_verify == EMQ_TLS_VERIFY_DEFAULT && u->tls_verify >= 0)
+        o.tls_verify = u->tls_verify;
     /* An ASKING may precede each command on a node connection. */
-    c->pipeline_max = c->pipeline_max * 2 + 2;
-    return EMQ_OK;
+    o.pipeline_max = o.pipeline_max * 2 + 2;
+    return emq_conn_options_keep(&r->node, &o, err);
 }
 
-/* Opens a connection to host:port with the node conf. */
+/* Opens a connection to host:port with the node options. */
 static emq_status connect_addr(emq_route *r, const emq_cluster_node *n,
                                emq_conn_t **out, emq_error *err) {
     char url[EMQ_CLUSTER_HOST_MAX + 32];
     int v6 = strchr(n->host, ':') != NULL;
     snprintf(url, sizeof url, "%s://%s%s%s:%d", r->tls ? "rediss" : "redis",
              v6 ? "[" : "", n->host, v6 ? "]" : "", n->port);
-    char *copy = emq_strdup(url);
-    if (copy == NULL)
-        return emq_oom(err);
-    emq_free(r->nconf->url);
-    r->nconf->url = copy;
-    return emq_conn_new(r->nconf, out, err);
+    emq_conn_options o = r->node;
+    o.url = url;
+    return emq_conn_open(&o, out, err);
 }
 
 /* Makes links cover every node of the map. */
@@ -358,7 +344,7 @@ static void give_up(emq_route *r, cmd *c, int retriable, const char *why) {
     emq_error_set(&c->bound, EMQ_ELIMIT, retriable, "%s (last reply: %s)",
                   why, text);
     emq_reply_code_copy(&c->bound, c->reply);
-    emq_conf_log(r->conf, EMQ_LOG_WARNING, "slot %u: %s", r->slot,
+    emq_log_to(&r->opt.log, EMQ_LOG_WARNING, "slot %u: %s", r->slot,
                  c->bound.message);
     emq_reply_free(c->reply);
     c->reply = NULL;
@@ -376,7 +362,7 @@ static int follow(emq_route *r, cmd *c, emq_error *err) {
         return 1;
     char why[400];
     if (kind == EMQ_REDIRECT_MOVED || kind == EMQ_REDIRECT_ASK) {
-        if (c->redirects >= (unsigned)r->conf->cluster_max_redirects) {
+        if (c->redirects >= (unsigned)r->opt.max_redirects) {
             snprintf(why, sizeof why,
                      "echomq followed %u redirections for this command "
                      "and gave up: cluster.max_redirects",
@@ -396,7 +382,7 @@ static int follow(emq_route *r, cmd *c, emq_error *err) {
             r->map.owner[rd.slot] = (uint16_t)idx;
             if (rd.slot == r->slot && idx != r->owner) {
                 set_owner(r, idx);
-                emq_conf_log(r->conf, EMQ_LOG_INFO,
+                emq_log_to(&r->opt.log, EMQ_LOG_INFO,
                              "slot %u moved to %s", r->slot, r->name);
             }
         } else {
@@ -413,7 +399,7 @@ static int follow(emq_route *r, cmd *c, emq_error *err) {
     if (c->retry_start == 0) { /* the first: the send so far counts */
         c->retry_start = now;
         emq_retry_begin(&c->retry, RETRY_MIN_MS, RETRY_MAX_MS, 0,
-                        now + r->conf->cluster_retry_ms, &r->rng);
+                        now + r->opt.retry_ms, &r->rng);
         (void)emq_retry_next(&c->retry);
     }
     if (!emq_retry_next(&c->retry)) { /* sleeps the pause, or gives up */
@@ -549,7 +535,7 @@ static emq_status fetch_map(emq_route *r, emq_conn_t *conn,
             emq_slot_map_from_slots(&alt, rep, self_host, &ignored) ==
                 EMQ_OK &&
             alt.owner[r->slot] != EMQ_SLOT_NONE) {
-            emq_conf_log(r->conf, EMQ_LOG_DEBUG,
+            emq_log_to(&r->opt.log, EMQ_LOG_DEBUG,
                          "slot %u: CLUSTER SHARDS from %s is inconsistent "
                          "(a shard without exactly one master, or the slot "
                          "unowned); using CLUSTER SLOTS",
@@ -569,7 +555,7 @@ static emq_status fetch_map(emq_route *r, emq_conn_t *conn,
 }
 
 /* One discovery pass over the candidates: the seed URL (with the caller's
- * own conf, so unix:// and every URL setting work), then cluster.seeds,
+ * own options, so unix:// and every URL setting work), then cluster.seeds,
  * then the nodes of the current map. The first that answers decides.
  * On FOUND_MAP and FOUND_NOPERM the route's map, links and owner are set
  * and connected; on FOUND_STANDALONE (only when allow_standalone) the
@@ -582,7 +568,7 @@ static emq_status discover(emq_route *r, int allow_standalone,
     emq_cluster_node *seeds = NULL;
     emq_status st = EMQ_OK;
     /* Candidates: [seed url] + cluster.seeds + known nodes. */
-    const char *list = r->conf->cluster_seeds ? r->conf->cluster_seeds : "";
+    const char *list = r->opt.cluster_seeds ? r->opt.cluster_seeds : "";
     size_t cap = known.nnodes + 1;
     for (const char *s = list; *s; s++)
         cap += *s == ',';
@@ -620,7 +606,7 @@ static emq_status discover(emq_route *r, int allow_standalone,
         if (i == 0) {
             snprintf(at.host, sizeof at.host, "%s", seed_host);
             at.port = r->seed.scheme == EMQ_URL_UNIX ? 0 : r->seed.port;
-            st = emq_conn_new(r->conf, &conn, &e);
+            st = emq_conn_open(&r->opt.conn, &conn, &e);
         } else {
             at = seeds[i - 1];
             st = connect_addr(r, &at, &conn, &e);
@@ -724,14 +710,48 @@ done:
 
 /* ---- public (internal) API -------------------------------------------- */
 
+void emq_route_options_of(const emq_conf_t *conf, emq_route_options *out) {
+    memset(out, 0, sizeof *out);
+    emq_conn_options_of(conf, &out->conn);
+    out->cluster_seeds = conf->cluster_seeds;
+    out->max_redirects = conf->cluster_max_redirects;
+    out->retry_ms = conf->cluster_retry_ms;
+    emq_log_sink_of(conf, &out->log);
+}
+
+/* Makes r->opt a copy of opts that owns its strings. */
+static emq_status keep_options(emq_route *r, const emq_route_options *opts,
+                               emq_error *err) {
+    r->opt = *opts;
+    r->opt.cluster_seeds = NULL;
+    if (emq_conn_options_keep(&r->opt.conn, &opts->conn, err) != EMQ_OK)
+        return EMQ_ENOMEM;
+    if (opts->cluster_seeds &&
+        (r->opt.cluster_seeds = emq_strdup(opts->cluster_seeds)) == NULL)
+        return emq_oom(err);
+    return EMQ_OK;
+}
+
 emq_status emq_route_new(const emq_conf_t *conf, const char *key,
                          emq_route **out, emq_error *err) {
     if (out)
         *out = NULL;
-    if (conf == NULL || key == NULL || out == NULL)
+    if (conf == NULL)
         return emq_error_set(err, EMQ_EINVAL, 0,
-                             "emq_route_new: conf, key and out must not be "
-                             "NULL");
+                             "emq_route_new: conf must not be NULL");
+    emq_route_options opts;
+    emq_route_options_of(conf, &opts);
+    return emq_route_open(&opts, key, out, err);
+}
+
+emq_status emq_route_open(const emq_route_options *opts, const char *key,
+                          emq_route **out, emq_error *err) {
+    if (out)
+        *out = NULL;
+    if (opts == NULL || opts->conn.url == NULL || key == NULL || out == NULL)
+        return emq_error_set(err, EMQ_EINVAL, 0,
+                             "emq_route_open: options, url, key and out "
+                             "must not be NULL");
     emq_route *r = emq_calloc(1, sizeof *r);
     if (r == NULL)
         return emq_oom(err);
@@ -739,17 +759,15 @@ emq_status emq_route_new(const emq_conf_t *conf, const char *key,
     r->seed.db = -1;
     r->slot = emq_cluster_key_slot(key, strlen(key));
     r->rng = (uint64_t)emq_now_ms() ^ (uint64_t)(uintptr_t)r;
-    r->conf = emq_conf_dup(conf);
-    emq_status st = r->conf ? EMQ_OK
-                            : emq_oom(err);
+    emq_status st = keep_options(r, opts, err);
     if (st == EMQ_OK) {
-        st = emq_url_parse(r->conf->url, &r->seed, err);
+        st = emq_url_parse(r->opt.conn.url, &r->seed, err);
         if (st == EMQ_EINVAL)
             emq_error_prefix(err, "invalid url");
     }
     if (st == EMQ_OK) {
         r->tls = r->seed.scheme == EMQ_URL_TLS;
-        st = make_node_conf(r, err);
+        st = make_node_options(r, err);
     }
     if (st == EMQ_OK)
         st = discover(r, 1, err);
@@ -781,8 +799,9 @@ void emq_route_destroy(emq_route *route) {
     emq_free(route->q);
     emq_slot_map_free(&route->map);
     emq_url_free(&route->seed);
-    emq_conf_destroy(route->nconf);
-    emq_conf_destroy(route->conf);
+    emq_conn_options_drop(&route->node);
+    emq_conn_options_drop(&route->opt.conn);
+    emq_free((char *)(uintptr_t)route->opt.cluster_seeds);
     emq_free(route);
 }
 
@@ -795,7 +814,7 @@ emq_status emq_route_append(emq_route *route, int argc,
         return emq_conn_append(route->single, argc, argv, argvlen, err);
     if (route->broken.code != EMQ_OK)
         return sticky(route, err);
-    if (route->qlen >= (size_t)route->conf->pipeline_max)
+    if (route->qlen >= (size_t)route->opt.conn.pipeline_max)
         return emq_error_set(err, EMQ_ELIMIT, 0,
                              "%zu commands are already waiting for replies "
                              "(pipeline.max); read replies with "
@@ -968,13 +987,13 @@ emq_status emq_route_reconnect(emq_route *route, emq_error *err) {
         return st;
     }
     drop_all(route);
-    const emq_conf_t *conf = route->conf;
+    const emq_conn_options *o = &route->opt.conn;
     emq_error e;
     emq_error_clear(&e);
     emq_status st = EMQ_EIO;
     emq_retry retry;
-    emq_retry_begin(&retry, conf->backoff_min_ms, conf->backoff_max_ms,
-                    conf->max_attempts, -1, &route->rng);
+    emq_retry_begin(&retry, o->backoff_min_ms, o->backoff_max_ms,
+                    o->max_attempts, -1, &route->rng);
     while (emq_retry_next(&retry)) {
         emq_error_clear(&e);
         drop_all(route);

@@ -721,17 +721,42 @@ void emq_conf_set_log(emq_conf_t *conf, emq_log_fn fn, void *opaque) {
     }
 }
 
-void emq_conf_log(const emq_conf_t *conf, emq_log_level level,
-                  const char *fmt, ...) {
-    if (conf && (int64_t)level > conf->log_level)
-        return;
-    char message[768];
+void emq_log_sink_of(const emq_conf_t *conf, emq_log_sink *out) {
+    out->fn = conf->log_fn;
+    out->opaque = conf->log_opaque;
+    out->level = conf->log_level;
+}
+
+static void log_line(const emq_log_sink *sink, emq_log_level level,
+                     const char *fmt, va_list ap) EMQ_PRINTF(3, 0);
+
+void emq_log_to(const emq_log_sink *sink, emq_log_level level,
+                const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(message, sizeof message, fmt, ap);
+    log_line(sink, level, fmt, ap);
     va_end(ap);
-    if (conf && conf->log_fn) {
-        conf->log_fn(conf->log_opaque, level, message);
+}
+
+void emq_conf_log(const emq_conf_t *conf, emq_log_level level,
+                  const char *fmt, ...) {
+    emq_log_sink sink;
+    if (conf)
+        emq_log_sink_of(conf, &sink);
+    va_list ap;
+    va_start(ap, fmt);
+    log_line(conf ? &sink : NULL, level, fmt, ap);
+    va_end(ap);
+}
+
+static void log_line(const emq_log_sink *sink, emq_log_level level,
+                     const char *fmt, va_list ap) {
+    if (sink && (int64_t)level > sink->level)
+        return;
+    char message[768];
+    vsnprintf(message, sizeof message, fmt, ap);
+    if (sink && sink->fn) {
+        sink->fn(sink->opaque, level, message);
         return;
     }
     const char *name = level <= EMQ_LOG_ERROR     ? "error"

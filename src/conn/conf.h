@@ -100,8 +100,20 @@ struct emq_conf {
     void *stats_opaque;
 };
 
-/* Logs one line through conf's log callback, or to stderr, when level is
- * at or above the conf's log.level. */
+/* Where a layer that is not handed a whole conf logs to: the log.level,
+ * log callback and its opaque of a conf (emq_log_sink_of). */
+typedef struct emq_log_sink {
+    emq_log_fn fn;   /* NULL: stderr */
+    void *opaque;
+    int64_t level;   /* most verbose level logged */
+} emq_log_sink;
+
+void emq_log_sink_of(const emq_conf_t *conf, emq_log_sink *out);
+/* Logs one line through sink's callback, or to stderr, when level is at
+ * or above the sink's level. sink NULL: stderr, every level. */
+void emq_log_to(const emq_log_sink *sink, emq_log_level level,
+                const char *fmt, ...) EMQ_PRINTF(3, 4);
+/* emq_log_to with conf's sink. */
 void emq_conf_log(const emq_conf_t *conf, emq_log_level level,
                   const char *fmt, ...) EMQ_PRINTF(3, 4);
 

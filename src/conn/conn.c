@@ -42,11 +42,11 @@
 #define BUSY_PAUSE_MAX_MS 500
 
 struct emq_conn {
-    emq_conf_t *conf;        /* private copy of the caller's conf */
-    emq_url url;             /* conf->url, parsed */
+    emq_conn_options opt;    /* what it was told (a kept copy) */
+    emq_url url;             /* opt.url, parsed */
     char name[320];          /* endpoint for messages: "host:port",
                                 "[v6]:port" or "unix:/path" */
-    const char *user;        /* effective AUTH user (conf's, else URL's) */
+    const char *user;        /* effective AUTH user (opt's, else URL's) */
     const char *password;    /* effective password; never in a message */
     int64_t db;              /* effective database; 0: no SELECT */
     emq_tls_opts tls;        /* effective TLS options (rediss only) */
@@ -346,7 +346,7 @@ void emq_conn_set_cancel(emq_conn_t *c, const atomic_int *flag,
  * EMQ_ELIMIT / EMQ_ENOMEM / EMQ_EINVAL with nothing appended. */
 static emq_status append(emq_conn_t *c, int argc, const char *const *argv,
                          const size_t *argvlen, emq_error *err) {
-    if (c->pending >= (size_t)c->conf->pipeline_max)
+    if (c->pending >= (size_t)c->opt.pipeline_max)
         return emq_error_set(err, EMQ_ELIMIT, 0,
                              "%zu commands are already waiting for replies "
                              "(pipeline.max); read replies with "
@@ -354,8 +354,8 @@ static emq_status append(emq_conn_t *c, int argc, const char *const *argv,
                              c->pending);
     if (c->pending == c->waits_cap) {
         size_t cap = c->waits_cap ? c->waits_cap * 2 : 16;
-        if (cap > (size_t)c->conf->pipeline_max)
-            cap = (size_t)c->conf->pipeline_max;
+        if (cap > (size_t)c->opt.pipeline_max)
+            cap = (size_t)c->opt.pipeline_max;
         int64_t *w = emq_alloc(cap * sizeof *w);
         if (w == NULL)
             return emq_error_set(err, EMQ_ENOMEM, 0,
@@ -449,7 +449,7 @@ static int append_handshake(emq_conn_t *c, int kinds[5], emq_error *err) {
     char dbtext[24];
     const char *user = c->user ? c->user : "default";
     const char *pw = c->password ? c->password : "";
-    if (c->conf->protocol == 3) {
+    if (c->opt.protocol == 3) {
         const char *argv[5] = {"HELLO", "3", "AUTH", user, pw};
         st = append(c, c->password || c->user ? 5 : 2, argv, NULL, err);
         kinds[n++] = HS_HELLO;
@@ -470,12 +470,12 @@ static int append_handshake(emq_conn_t *c, int kinds[5], emq_error *err) {
         st = append(c, 2, argv, NULL, err);
         kinds[n++] = HS_SELECT;
     }
-    if (st == EMQ_OK && c->conf->client_name) {
-        const char *argv[3] = {"CLIENT", "SETNAME", c->conf->client_name};
+    if (st == EMQ_OK && c->opt.client_name) {
+        const char *argv[3] = {"CLIENT", "SETNAME", c->opt.client_name};
         st = append(c, 3, argv, NULL, err);
         kinds[n++] = HS_SETNAME;
     }
-    if (st == EMQ_OK && c->conf->protocol != 3) {
+    if (st == EMQ_OK && c->opt.protocol != 3) {
         /* Without HELLO, the server's name and version come from INFO
          * (an ACL may refuse it: then they stay unknown). */
         const char *argv[2] = {"INFO", "server"};
@@ -507,7 +507,7 @@ static emq_status handshake(emq_conn_t *c, int64_t deadline, emq_error *err) {
     return emq_error_set(err, EMQ_ETIMEDOUT, 1,
                          "%s stayed busy running a script for "
                          "connect_timeout_ms (%lld ms)",
-                         c->name, (long long)c->conf->connect_timeout_ms);
+                         c->name, (long long)c->opt.connect_timeout_ms);
 }
 
 static emq_status handshake_once(emq_conn_t *c, int64_t deadline, int *busy,
@@ -529,7 +529,7 @@ static emq_status handshake_once(emq_conn_t *c, int64_t deadline, int *busy,
                               "no handshake reply from %s within "
                               "connect_timeout_ms (%lld ms)",
                               c->name,
-                              (long long)c->conf->connect_timeout_ms);
+                              (long long)c->opt.connect_timeout_ms);
             return st;
         }
         left = deadline - emq_now_ms();
@@ -600,8 +600,8 @@ static emq_status handshake_once(emq_conn_t *c, int64_t deadline, int *busy,
  * Returns EMQ_OK with c->t set, or a failure with err filled and c left
  * without a transport. */
 static emq_status connect_once(emq_conn_t *c, emq_error *err) {
-    const emq_conf_t *conf = c->conf;
-    int64_t deadline = emq_now_ms() + conf->connect_timeout_ms;
+    const emq_conn_options *o = &c->opt;
+    int64_t deadline = emq_now_ms() + o->connect_timeout_ms;
     emq_status st;
     c->pending = 0;
     c->head = 0;
@@ -611,7 +611,7 @@ static emq_status connect_once(emq_conn_t *c, emq_error *err) {
                                         err);
     } else {
         st = emq_transport_tcp_connect(c->url.host, c->url.port,
-                                       (int)conf->tcp_keepalive_s, deadline,
+                                       (int)o->tcp_keepalive_s, deadline,
                                        c->name, &c->t, err);
 #ifdef EMQ_HAVE_TLS
         if (st == EMQ_OK && c->url.scheme == EMQ_URL_TLS) {
@@ -627,17 +627,11 @@ static emq_status connect_once(emq_conn_t *c, emq_error *err) {
         memcpy(what, err->message, sizeof what);
         emq_error_set(err, EMQ_ETIMEDOUT, 1,
                       "%.200s after %lld ms (connect_timeout_ms)", what,
-                      (long long)conf->connect_timeout_ms);
+                      (long long)o->connect_timeout_ms);
     }
     if (st != EMQ_OK)
         return st;
-    emq_resp_limits limits;
-    emq_resp_limits_default(&limits);
-    limits.max_bulk = (size_t)conf->resp_max_bulk;
-    limits.max_depth = (size_t)conf->resp_max_depth;
-    limits.max_elements = (size_t)conf->resp_max_elements;
-    limits.max_reply = (size_t)conf->resp_max_reply;
-    c->reader = emq_resp_reader_new(&limits);
+    c->reader = emq_resp_reader_new(&o->limits);
     /* Subscribed to nothing: push messages are never replies. */
     if (c->reader != NULL)
         emq_resp_drop_pushes(c->reader);
@@ -658,18 +652,17 @@ static emq_status connect_once(emq_conn_t *c, emq_error *err) {
 /* Resolves the effective settings: properties set explicitly win over the
  * URL's. Returns EMQ_OK or EMQ_EINVAL for a combination that cannot work. */
 static emq_status resolve_settings(emq_conn_t *c, emq_error *err) {
-    const emq_conf_t *conf = c->conf;
+    const emq_conn_options *o = &c->opt;
     emq_url *u = &c->url;
-    c->user = conf->user ? conf->user : u->user;
-    c->password = conf->password ? conf->password : u->password;
-    c->db = conf->db >= 0 ? conf->db : (u->db >= 0 ? u->db : 0);
-    c->tls.ca_file = conf->tls_ca_file ? conf->tls_ca_file : u->tls_ca_file;
-    c->tls.cert_file =
-        conf->tls_cert_file ? conf->tls_cert_file : u->tls_cert_file;
-    c->tls.key_file = conf->tls_key_file ? conf->tls_key_file : u->tls_key_file;
-    c->tls.sni = conf->tls_sni ? conf->tls_sni : u->tls_sni;
-    c->tls.verify = conf->tls_verify != EMQ_TLS_VERIFY_DEFAULT
-                        ? conf->tls_verify == EMQ_TLS_VERIFY_PEER
+    c->user = o->user ? o->user : u->user;
+    c->password = o->password ? o->password : u->password;
+    c->db = o->db >= 0 ? o->db : (u->db >= 0 ? u->db : 0);
+    c->tls.ca_file = o->tls_ca_file ? o->tls_ca_file : u->tls_ca_file;
+    c->tls.cert_file = o->tls_cert_file ? o->tls_cert_file : u->tls_cert_file;
+    c->tls.key_file = o->tls_key_file ? o->tls_key_file : u->tls_key_file;
+    c->tls.sni = o->tls_sni ? o->tls_sni : u->tls_sni;
+    c->tls.verify = o->tls_verify != EMQ_TLS_VERIFY_DEFAULT
+                        ? o->tls_verify == EMQ_TLS_VERIFY_PEER
                         : (u->tls_verify >= 0 ? u->tls_verify : 1);
     if (u->scheme == EMQ_URL_UNIX)
         snprintf(c->name, sizeof c->name, "unix:%s", u->path);
@@ -683,12 +676,12 @@ static emq_status resolve_settings(emq_conn_t *c, emq_error *err) {
                              "rediss:// needs TLS, but this libechomq was "
                              "built without it (EMQ_TLS=OFF)");
 #endif
-    if (conf->backoff_min_ms > conf->backoff_max_ms)
+    if (o->backoff_min_ms > o->backoff_max_ms)
         return emq_error_set(err, EMQ_EINVAL, 0,
                              "reconnect.backoff_min_ms (%lld) is larger than "
                              "reconnect.backoff_max_ms (%lld)",
-                             (long long)conf->backoff_min_ms,
-                             (long long)conf->backoff_max_ms);
+                             (long long)o->backoff_min_ms,
+                             (long long)o->backoff_max_ms);
     return EMQ_OK;
 }
 
@@ -699,19 +692,31 @@ emq_status emq_conn_new(const emq_conf_t *conf, emq_conn_t **out,
     if (conf == NULL || out == NULL)
         return emq_error_set(err, EMQ_EINVAL, 0,
                              "emq_conn_new: conf and out must not be NULL");
+    emq_conn_options opts;
+    emq_conn_options_of(conf, &opts);
+    return emq_conn_open(&opts, out, err);
+}
+
+emq_status emq_conn_open(const emq_conn_options *opts, emq_conn_t **out,
+                         emq_error *err) {
+    if (out)
+        *out = NULL;
+    if (opts == NULL || opts->url == NULL || out == NULL)
+        return emq_error_set(err, EMQ_EINVAL, 0,
+                             "emq_conn_open: options, url and out must not "
+                             "be NULL");
     emq_conn_t *c = emq_calloc(1, sizeof *c);
     if (c == NULL)
         return emq_oom(err);
     c->url.db = -1;
-    c->conf = emq_conf_dup(conf);
-    if (c->conf == NULL) {
+    if (emq_conn_options_keep(&c->opt, opts, err) != EMQ_OK) {
         emq_free(c);
-        return emq_oom(err);
+        return EMQ_ENOMEM;
     }
-    emq_buf_init(&c->out, (size_t)c->conf->output_max_bytes,
+    emq_buf_init(&c->out, (size_t)c->opt.output_max_bytes,
                  "output buffer (output.max_bytes)");
     c->rng = (uint64_t)emq_now_ms() ^ (uint64_t)(uintptr_t)c;
-    emq_status st = emq_url_parse(c->conf->url, &c->url, err);
+    emq_status st = emq_url_parse(c->opt.url, &c->url, err);
     if (st == EMQ_EINVAL)
         emq_error_prefix(err, "invalid url");
     if (st == EMQ_OK)
@@ -734,7 +739,7 @@ void emq_conn_destroy(emq_conn_t *conn) {
     emq_buf_free(&conn->out);
     emq_free(conn->waits);
     emq_url_free(&conn->url);
-    emq_conf_destroy(conn->conf);
+    emq_conn_options_drop(&conn->opt);
     emq_wipe(conn, sizeof *conn);
     emq_free(conn);
 }
@@ -780,7 +785,7 @@ emq_status emq_conn_get_reply(emq_conn_t *conn, emq_reply **reply,
                              "first");
     emq_error e;
     emq_error_clear(&e);
-    emq_status st = next_reply(conn, conn->conf->command_timeout_ms, reply, &e);
+    emq_status st = next_reply(conn, conn->opt.command_timeout_ms, reply, &e);
     if (st != EMQ_OK)
         return break_conn(conn, &e, err);
     emq_error_clear(err);
@@ -819,13 +824,13 @@ emq_status emq_conn_reconnect(emq_conn_t *conn, emq_error *err) {
     drop_transport(conn);
     conn->pending = 0;
     conn->head = 0;
-    const emq_conf_t *conf = conn->conf;
+    const emq_conn_options *o = &conn->opt;
     emq_error e;
     emq_error_clear(&e);
     emq_status st = EMQ_EIO;
     emq_retry retry;
-    emq_retry_begin(&retry, conf->backoff_min_ms, conf->backoff_max_ms,
-                    conf->max_attempts, -1, &conn->rng);
+    emq_retry_begin(&retry, o->backoff_min_ms, o->backoff_max_ms,
+                    o->max_attempts, -1, &conn->rng);
     while (emq_retry_next(&retry)) {
         emq_error_clear(&e);
         st = connect_once(conn, &e);

@@ -140,7 +140,55 @@ int emq_server_from_hello(const emq_reply *hello, emq_server *out);
  * Returns 1 when a version was found. */
 int emq_server_from_info(const char *text, size_t len, emq_server *out);
 
+/* ---- options.c -------------------------------------------------------- */
+
+/* What one connection is told, typed: the rows of the property table that
+ * the conn layer reads (docs/CONFIGURATION.md, "Read by"), and nothing
+ * else. A layer above makes one with emq_conn_options_of and may set a
+ * field for its own use of the connection (a producer bounds the
+ * timeouts by its own, a consumer makes single reconnect attempts); it
+ * never edits a conf to steer the conn layer. Strings are borrowed:
+ * emq_conn_open copies what it keeps. */
+typedef struct emq_conn_options {
+    const char *url;            /* never NULL */
+    const char *user;           /* NULL: the URL's */
+    const char *password;       /* NULL: the URL's; never in a message */
+    int64_t db;                 /* -1: the URL's (else 0) */
+    const char *client_name;    /* CLIENT SETNAME; NULL: none */
+    int64_t protocol;           /* 2 or 3 */
+    int64_t connect_timeout_ms; /* connect, TLS and handshake together */
+    int64_t command_timeout_ms; /* per reply; 0: forever */
+    int64_t tcp_keepalive_s;    /* 0: off */
+    const char *tls_ca_file;    /* NULL: the URL's, else the system's */
+    const char *tls_cert_file;
+    const char *tls_key_file;
+    const char *tls_sni;
+    int64_t tls_verify;         /* EMQ_TLS_VERIFY_* */
+    int64_t backoff_min_ms;     /* emq_conn_reconnect's pauses */
+    int64_t backoff_max_ms;
+    int64_t max_attempts;       /* per emq_conn_reconnect; 0: no bound */
+    int64_t pipeline_max;       /* appended commands left unread */
+    int64_t output_max_bytes;   /* unsent output */
+    emq_resp_limits limits;     /* what one reply may be */
+} emq_conn_options;
+
+/* Fills *out from conf (every string borrowed from conf). */
+void emq_conn_options_of(const emq_conf_t *conf, emq_conn_options *out);
+/* Makes *dst a copy of *src that owns its strings (free with
+ * emq_conn_options_drop). EMQ_ENOMEM leaves *dst owning nothing. */
+emq_status emq_conn_options_keep(emq_conn_options *dst,
+                                 const emq_conn_options *src,
+                                 emq_error *err);
+/* Wipes and frees the strings a kept copy owns; the struct is zeroed. */
+void emq_conn_options_drop(emq_conn_options *o);
+
 /* ---- conn.c ----------------------------------------------------------- */
+
+/* emq_conn_new with typed options (copied): the library's way to connect;
+ * emq_conn_new is this with emq_conn_options_of(conf). Fails as
+ * emq_conn_new does. */
+emq_status emq_conn_open(const emq_conn_options *opts, emq_conn_t **out,
+                         emq_error *err);
 
 /* Extra time, in ms, to wait for the reply of a blocking command beyond
  * the command timeout: XREAD/XREADGROUP ... BLOCK ms, the timeout seconds

@@ -116,14 +116,7 @@ emq_status emq_consumer_make(const emq_conf_t *conf, emq_handler_fn handler,
         (st = check_timing(c->conf, err)) != EMQ_OK ||
         (st = make_keys(c, err)) != EMQ_OK)
         goto fail;
-    /* Both connections are named after the consumer (contract 3). */
-    if ((st = emq_conf_set(c->conf, "client_name", c->name, err)) != EMQ_OK)
-        goto fail;
     emq_lease_make_token(c);
-    /* Reconnecting never ends on its own (the consumer keeps trying until
-     * stopped), so the routes make single attempts and the exchange sleeps
-     * the backoff where a stop can cut it short. */
-    c->conf->max_attempts = 1;
     c->rng = (uint64_t)emq_now_ms() ^ (uint64_t)(uintptr_t)c;
     strcpy(c->claim_cursor, "0-0");
     *out = c;

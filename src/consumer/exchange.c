@@ -116,8 +116,16 @@ emq_status emq_xchg_open(emq_xchg *x, emq_consumer_t *c, const char *what,
                     0, -1, &x->rng);
     emq_retry_stop_when(&retry, xchg_halted, x, 1);
     int stopped = 1; /* the retrying ended by a stop, not by a result */
+    /* Both connections are named after the consumer (contract 3).
+     * Reconnecting never ends on its own (the consumer keeps trying until
+     * stopped), so the route makes single attempts and the exchange sleeps
+     * the backoff where a stop can cut it short. */
+    emq_route_options opts;
+    emq_route_options_of(c->conf, &opts);
+    opts.conn.client_name = c->name;
+    opts.conn.max_attempts = 1;
     while (emq_retry_next(&retry)) {
-        st = emq_route_new(c->conf, c->keys.stream, &x->route, err);
+        st = emq_route_open(&opts, c->keys.stream, &x->route, err);
         if (st == EMQ_OK || !c->conf->consumer_connect_wait ||
             st == EMQ_EAUTH || st == EMQ_EINVAL || st == EMQ_ETLS ||
             st == EMQ_ENOMEM) {
@@ -303,8 +311,8 @@ void emq_xchg_healthy(emq_xchg *x) { x->failures = 0; }
 emq_status emq_xchg_reconnect(emq_xchg *x, emq_error *err) {
     emq_consumer_t *c = x->c;
     x->ntags = 0;
-    /* The route makes one attempt per call (the consumer's conf says
-     * reconnect.max_attempts 1); the backoff happens here, in naps a stop
+    /* The route makes one attempt per call (its options say
+     * max_attempts 1, emq_xchg_open); the backoff happens here, in naps a stop
      * ends early. A session that failed again right after connecting
      * counts as a failed attempt too. */
     emq_retry retry;

@@ -37,9 +37,11 @@ typedef enum emq_link_state {
  * guarded by it; route, argv and argvlen belong to whoever holds the turn
  * (busy), or to the thread while it connects (no turn can be taken then). */
 typedef struct emq_sender {
-    emq_conf_t *route_conf; /* the route's copy: its timeouts within
+    emq_route_options route_opts; /* its timeouts within
                                producer.timeout_ms, one attempt per
-                               reconnect (the thread spaces them) */
+                               reconnect (the thread spaces them); strings
+                               borrowed from the producer's conf */
+    int started;            /* emq_sender_start ran */
     emq_route *route;       /* NULL until the first connect */
     pthread_mutex_t mu;
     pthread_cond_t wake;    /* the thread's */

@@ -526,8 +526,8 @@ static void fail_queued_waiters(emq_sender *s, emq_status st,
 static emq_status connect_once(emq_producer_t *p, emq_error *err) {
     emq_sender *s = &p->tx;
     emq_status st = s->route == NULL
-                        ? emq_route_new(s->route_conf, p->keys.stream,
-                                        &s->route, err)
+                        ? emq_route_open(&s->route_opts, p->keys.stream,
+                                         &s->route, err)
                         : emq_route_reconnect(s->route, err);
     if (st != EMQ_OK)
         return st;
@@ -1201,18 +1201,17 @@ static void *sender_main(void *arg) {
 emq_status emq_sender_start(emq_producer_t *p, emq_error *err) {
     emq_sender *s = &p->tx;
     const emq_conf_t *c = p->conf;
-    s->route_conf = emq_conf_dup(c);
-    if (s->route_conf == NULL)
-        return emq_oom(err);
     /* Every wait of the route stays within one call's bound; the thread
      * spaces the attempts itself. */
-    emq_conf_t *rc = s->route_conf;
+    emq_route_options_of(c, &s->route_opts);
+    emq_conn_options *rc = &s->route_opts.conn;
     if (rc->connect_timeout_ms > c->producer_timeout_ms)
         rc->connect_timeout_ms = c->producer_timeout_ms;
     if (rc->command_timeout_ms == 0 ||
         rc->command_timeout_ms > c->producer_timeout_ms)
         rc->command_timeout_ms = c->producer_timeout_ms;
     rc->max_attempts = 1;
+    s->started = 1;
     pthread_mutex_init(&s->mu, NULL);
     cond_init(&s->wake);
     cond_init(&s->idle);
@@ -1233,7 +1232,7 @@ emq_status emq_sender_start(emq_producer_t *p, emq_error *err) {
 
 void emq_sender_stop(emq_producer_t *p) {
     emq_sender *s = &p->tx;
-    if (s->route_conf == NULL)
+    if (!s->started)
         return; /* never started */
     if (s->thread_started) {
         pthread_mutex_lock(&s->mu);
@@ -1259,7 +1258,6 @@ void emq_sender_stop(emq_producer_t *p) {
     run_callbacks(p); /* what the thread left (poll mode: all) */
     pthread_mutex_unlock(&s->mu);
     emq_route_destroy(s->route);
-    emq_conf_destroy(s->route_conf);
     pthread_cond_destroy(&s->wake);
     pthread_cond_destroy(&s->idle);
     pthread_mutex_destroy(&s->mu);

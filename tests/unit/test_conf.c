@@ -8,6 +8,7 @@
  */
 #include "harness/test.h"
 #include "base/base.h"
+#include "cluster/cluster.h"
 #include "conn/conf.h"
 #include "resp/resp.h"
 
@@ -352,4 +353,51 @@ TEST(conf_every_property_names_its_reader) {
     ASSERT(emq_conf_property_readers(i) == NULL);
     for (size_t k = 0; k < 6; k++)
         ASSERT(seen[k] > 0);
+}
+
+/* The conn and cluster layers are told typed options, made from a conf in
+ * one place each; a kept copy owns every string (the password too) and a
+ * caller's own setting never reaches back into the conf. */
+TEST(conf_makes_the_typed_options_of_conn_and_route) {
+    emq_conf_t *conf = emq_conf_new();
+    emq_error err;
+    ASSERT_OK(emq_conf_set(conf, "url", "redis://127.0.0.1:7001/2", &err),
+              &err);
+    ASSERT_OK(emq_conf_set(conf, "password", "s3cret", &err), &err);
+    ASSERT_OK(emq_conf_set(conf, "client_name", "w1", &err), &err);
+    ASSERT_OK(emq_conf_set(conf, "pipeline.max", "77", &err), &err);
+    ASSERT_OK(emq_conf_set(conf, "resp.max_depth", "9", &err), &err);
+    ASSERT_OK(emq_conf_set(conf, "cluster.seeds", "127.0.0.1:7002", &err),
+              &err);
+    ASSERT_OK(emq_conf_set(conf, "cluster.max_redirects", "3", &err), &err);
+    ASSERT_OK(emq_conf_set(conf, "cluster.retry_ms", "250", &err), &err);
+    ASSERT_OK(emq_conf_set(conf, "log.level", "debug", &err), &err);
+
+    emq_route_options ro;
+    emq_route_options_of(conf, &ro);
+    ASSERT_EQ_STR(ro.conn.url, "redis://127.0.0.1:7001/2");
+    ASSERT_EQ_STR(ro.conn.password, "s3cret");
+    ASSERT_EQ_STR(ro.conn.client_name, "w1");
+    ASSERT_EQ_INT(ro.conn.pipeline_max, 77);
+    ASSERT_EQ_INT(ro.conn.limits.max_depth, 9);
+    ASSERT_EQ_STR(ro.cluster_seeds, "127.0.0.1:7002");
+    ASSERT_EQ_INT(ro.max_redirects, 3);
+    ASSERT_EQ_INT(ro.retry_ms, 250);
+    ASSERT_EQ_INT(ro.log.level, EMQ_LOG_DEBUG);
+
+    emq_conn_options kept;
+    ro.conn.max_attempts = 1; /* the caller's own use */
+    ASSERT_OK(emq_conn_options_keep(&kept, &ro.conn, &err), &err);
+    ASSERT(kept.password != ro.conn.password);
+    ASSERT_EQ_STR(kept.password, "s3cret");
+    ASSERT(kept.user == NULL);
+    ASSERT_EQ_INT(kept.max_attempts, 1);
+    char back[64];
+    ASSERT_OK(emq_conf_get(conf, "reconnect.max_attempts", back, sizeof back,
+                           &err),
+              &err);
+    ASSERT(strcmp(back, "1") != 0); /* the conf is untouched */
+    emq_conn_options_drop(&kept);
+    ASSERT(kept.url == NULL && kept.password == NULL);
+    emq_conf_destroy(conf);
 }

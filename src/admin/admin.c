@@ -25,7 +25,7 @@ emq_status emq_admin_open(const emq_conf_t *conf, emq_admin_t **out,
     else if (emq_topic_is(conf))
         st = emq_topic_check(conf, err);
     if (st == EMQ_OK)
-        st = emq_keys_resolve(conf->queue, conf->stream, &a->keys, err);
+        st = emq_keys_resolve(emq_cfg_queue(conf), emq_cfg_stream(conf), &a->keys, err);
     if (st == EMQ_OK && !emq_topic_is(conf))
         st = emq_route_new(a->conf, a->keys.stream, &a->route, err);
     if (st != EMQ_OK) {

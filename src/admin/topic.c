@@ -59,7 +59,7 @@ emq_status emq_admin_per_id(const emq_admin_t *a, const char *what,
                          "topic of %zu partitions (IDs repeat across "
                          "them): address partition i (0..%zu) with "
                          "emq_admin_partition, or the CLI's --partition",
-                         what, a->conf->queue, a->nparts, a->nparts - 1);
+                         what, emq_cfg_queue(a->conf), a->nparts, a->nparts - 1);
 }
 
 /* ---- opening and recording ---------------------------------------------- */
@@ -73,9 +73,9 @@ emq_status emq_admin_topic_partitions(emq_admin_t *a, int64_t *partitions,
         *partitions = (int64_t)a->nparts;
         return EMQ_OK;
     }
-    if (a->conf->queue == NULL) /* a raw stream is never a topic */
+    if (emq_cfg_queue(a->conf) == NULL) /* a raw stream is never a topic */
         return EMQ_OK;
-    return emq_topic_recorded(a->route, a->conf->queue, partitions, err);
+    return emq_topic_recorded(a->route, emq_cfg_queue(a->conf), partitions, err);
 }
 
 /* Opens partition i's admin handle into a->parts. */
@@ -92,23 +92,23 @@ static emq_status open_part(int i, const emq_conf_t *part, void *ctx,
  * P against the count the server records. */
 static emq_status topic_open(emq_admin_t *a, emq_error *err) {
     const emq_conf_t *conf = a->conf;
-    a->parts = emq_calloc((size_t)conf->partitions, sizeof *a->parts);
+    a->parts = emq_calloc((size_t)emq_cfg_partitions(conf), sizeof *a->parts);
     if (a->parts == NULL)
         return emq_oom(err);
-    emq_status st = emq_topic_open_parts(conf, 0, (int)conf->partitions,
+    emq_status st = emq_topic_open_parts(conf, 0, (int)emq_cfg_partitions(conf),
                                          open_part, a, err);
     /* A topic opened with another count than the server records is a
      * mistake to say now, not numbers of the wrong partitions later. */
     int64_t recorded = 0;
     if (st == EMQ_OK)
-        st = emq_topic_recorded(a->parts[0]->route, conf->queue, &recorded,
+        st = emq_topic_recorded(a->parts[0]->route, emq_cfg_queue(conf), &recorded,
                                 err);
-    if (st == EMQ_OK && recorded > 0 && recorded != conf->partitions)
+    if (st == EMQ_OK && recorded > 0 && recorded != emq_cfg_partitions(conf))
         st = emq_error_set(err, EMQ_EINVAL, 0,
                            "topic '%.64s' has %lld partitions (recorded in "
                            "the server), not %lld",
-                           conf->queue, (long long)recorded,
-                           (long long)conf->partitions);
+                           emq_cfg_queue(conf), (long long)recorded,
+                           (long long)emq_cfg_partitions(conf));
     return st;
 }
 
@@ -148,9 +148,9 @@ static emq_status topic_describe(emq_admin_t *a, emq_queue_info **out,
     char pattern[EMQ_KEYS_MAX_QUEUE + 16];
     emq_status st = EMQ_OK;
     if (info != NULL) {
-        snprintf(pattern, sizeof pattern, "emq:{%s.*}", a->conf->queue);
+        snprintf(pattern, sizeof pattern, "emq:{%s.*}", emq_cfg_queue(a->conf));
         info->stream = emq_strdup(pattern);
-        snprintf(pattern, sizeof pattern, "emq:{%s.*}:dead", a->conf->queue);
+        snprintf(pattern, sizeof pattern, "emq:{%s.*}:dead", emq_cfg_queue(a->conf));
         info->dead = emq_strdup(pattern);
         info->partitions = emq_calloc(a->nparts, sizeof *info->partitions);
     }

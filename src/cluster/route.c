@@ -713,9 +713,9 @@ done:
 void emq_route_options_of(const emq_conf_t *conf, emq_route_options *out) {
     memset(out, 0, sizeof *out);
     emq_conn_options_of(conf, &out->conn);
-    out->cluster_seeds = conf->cluster_seeds;
-    out->max_redirects = conf->cluster_max_redirects;
-    out->retry_ms = conf->cluster_retry_ms;
+    out->cluster_seeds = emq_cfg_cluster_seeds(conf);
+    out->max_redirects = emq_cfg_cluster_max_redirects(conf);
+    out->retry_ms = emq_cfg_cluster_retry_ms(conf);
     emq_log_sink_of(conf, &out->log);
 }
 

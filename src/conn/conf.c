@@ -43,6 +43,29 @@ typedef struct prop prop;
 typedef emq_status (*prop_check)(const prop *p, const char *value,
                                  emq_error *err);
 
+/* The conf itself, private to this file (conf.h lists its fields). */
+#define EMQ_CONF_TYPE_STR char *
+#define EMQ_CONF_TYPE_INT int64_t
+#define EMQ_CONF_TYPE_LOG_FN emq_log_fn
+#define EMQ_CONF_TYPE_STATS_FN emq_stats_fn
+#define EMQ_CONF_TYPE_PTR void *
+#define CONF_FIELD(kind, name) EMQ_CONF_TYPE_##kind name;
+struct emq_conf {
+    EMQ_CONF_FIELDS(CONF_FIELD)
+};
+#undef CONF_FIELD
+
+#define CONF_GETTER(kind, name)                                               \
+    EMQ_CONF_RET_##kind emq_cfg_##name(const emq_conf_t *conf) {              \
+        return conf->name;                                                    \
+    }
+EMQ_CONF_FIELDS(CONF_GETTER)
+#undef CONF_GETTER
+
+void emq_conf_set_topic_partitions(emq_conf_t *conf, int64_t p) {
+    conf->topic_partitions = p;
+}
+
 struct prop {
     const char *name;
     const char *def; /* default as text, as accepted by emq_conf_set */

@@ -15,30 +15,30 @@
 
 void emq_conn_options_of(const emq_conf_t *conf, emq_conn_options *out) {
     memset(out, 0, sizeof *out);
-    out->url = conf->url;
-    out->user = conf->user;
-    out->password = conf->password;
-    out->db = conf->db;
-    out->client_name = conf->client_name;
-    out->protocol = conf->protocol;
-    out->connect_timeout_ms = conf->connect_timeout_ms;
-    out->command_timeout_ms = conf->command_timeout_ms;
-    out->tcp_keepalive_s = conf->tcp_keepalive_s;
-    out->tls_ca_file = conf->tls_ca_file;
-    out->tls_cert_file = conf->tls_cert_file;
-    out->tls_key_file = conf->tls_key_file;
-    out->tls_sni = conf->tls_sni;
-    out->tls_verify = conf->tls_verify;
-    out->backoff_min_ms = conf->backoff_min_ms;
-    out->backoff_max_ms = conf->backoff_max_ms;
-    out->max_attempts = conf->max_attempts;
-    out->pipeline_max = conf->pipeline_max;
-    out->output_max_bytes = conf->output_max_bytes;
+    out->url = emq_cfg_url(conf);
+    out->user = emq_cfg_user(conf);
+    out->password = emq_cfg_password(conf);
+    out->db = emq_cfg_db(conf);
+    out->client_name = emq_cfg_client_name(conf);
+    out->protocol = emq_cfg_protocol(conf);
+    out->connect_timeout_ms = emq_cfg_connect_timeout_ms(conf);
+    out->command_timeout_ms = emq_cfg_command_timeout_ms(conf);
+    out->tcp_keepalive_s = emq_cfg_tcp_keepalive_s(conf);
+    out->tls_ca_file = emq_cfg_tls_ca_file(conf);
+    out->tls_cert_file = emq_cfg_tls_cert_file(conf);
+    out->tls_key_file = emq_cfg_tls_key_file(conf);
+    out->tls_sni = emq_cfg_tls_sni(conf);
+    out->tls_verify = emq_cfg_tls_verify(conf);
+    out->backoff_min_ms = emq_cfg_backoff_min_ms(conf);
+    out->backoff_max_ms = emq_cfg_backoff_max_ms(conf);
+    out->max_attempts = emq_cfg_max_attempts(conf);
+    out->pipeline_max = emq_cfg_pipeline_max(conf);
+    out->output_max_bytes = emq_cfg_output_max_bytes(conf);
     emq_resp_limits_default(&out->limits);
-    out->limits.max_bulk = (size_t)conf->resp_max_bulk;
-    out->limits.max_depth = (size_t)conf->resp_max_depth;
-    out->limits.max_elements = (size_t)conf->resp_max_elements;
-    out->limits.max_reply = (size_t)conf->resp_max_reply;
+    out->limits.max_bulk = (size_t)emq_cfg_resp_max_bulk(conf);
+    out->limits.max_depth = (size_t)emq_cfg_resp_max_depth(conf);
+    out->limits.max_elements = (size_t)emq_cfg_resp_max_elements(conf);
+    out->limits.max_reply = (size_t)emq_cfg_resp_max_reply(conf);
 }
 
 /* The string fields of an options struct, for keep and drop. */

@@ -35,26 +35,26 @@
 
 /* The timing rules between properties, checked before any traffic. */
 static emq_status check_timing(const emq_conf_t *conf, emq_error *err) {
-    if (conf->lease_ttl_ms < 3 * conf->block_ms + 1000)
+    if (emq_cfg_lease_ttl_ms(conf) < 3 * emq_cfg_block_ms(conf) + 1000)
         return emq_error_set(err, EMQ_EINVAL, 0,
                              "lease.ttl_ms (%lld) must be at least 3 x "
                              "block_ms + 1000 (%lld), so a read never outlives "
                              "the lease",
-                             (long long)conf->lease_ttl_ms,
-                             (long long)(3 * conf->block_ms + 1000));
-    if (conf->claim_min_idle_ms < EMQ_MIN_IDLE_FLOOR_MS)
+                             (long long)emq_cfg_lease_ttl_ms(conf),
+                             (long long)(3 * emq_cfg_block_ms(conf) + 1000));
+    if (emq_cfg_claim_min_idle_ms(conf) < EMQ_MIN_IDLE_FLOOR_MS)
         return emq_error_set(err, EMQ_EINVAL, 0,
                              "claim.min_idle_ms (%lld) must be at least %d: "
                              "entries in hand are refreshed every quarter of "
                              "it, so that no peer takes live work",
-                             (long long)conf->claim_min_idle_ms,
+                             (long long)emq_cfg_claim_min_idle_ms(conf),
                              EMQ_MIN_IDLE_FLOOR_MS);
-    if (conf->retry_backoff_max_ms < conf->retry_backoff_ms)
+    if (emq_cfg_retry_backoff_max_ms(conf) < emq_cfg_retry_backoff_ms(conf))
         return emq_error_set(err, EMQ_EINVAL, 0,
                              "retry.backoff_max_ms (%lld) is below "
                              "retry.backoff_ms (%lld)",
-                             (long long)conf->retry_backoff_max_ms,
-                             (long long)conf->retry_backoff_ms);
+                             (long long)emq_cfg_retry_backoff_max_ms(conf),
+                             (long long)emq_cfg_retry_backoff_ms(conf));
     return EMQ_OK;
 }
 
@@ -102,16 +102,16 @@ emq_status emq_consumer_make(const emq_conf_t *conf, emq_handler_fn handler,
     }
     c->handler = handler;
     c->opaque = opaque;
-    c->group = c->conf->group;
-    c->name = c->conf->consumer;
+    c->group = emq_cfg_group(c->conf);
+    c->name = emq_cfg_consumer(c->conf);
     if (emq_topic_is(c->conf) && (st = emq_topic_check(c->conf, err)) != EMQ_OK)
         goto fail;
-    if ((st = emq_keys_resolve(c->conf->queue, c->conf->stream, &c->keys,
+    if ((st = emq_keys_resolve(emq_cfg_queue(c->conf), emq_cfg_stream(c->conf), &c->keys,
                                err)) != EMQ_OK ||
         (st = emq_keys_check_name("group", c->group, err)) != EMQ_OK ||
         (st = emq_keys_check_name("consumer name", c->name, err)) !=
             EMQ_OK ||
-        (st = emq_stream_start_parse(c->conf->start, c->start_id, err)) !=
+        (st = emq_stream_start_parse(emq_cfg_start(c->conf), c->start_id, err)) !=
             EMQ_OK ||
         (st = check_timing(c->conf, err)) != EMQ_OK ||
         (st = make_keys(c, err)) != EMQ_OK)
@@ -247,7 +247,7 @@ static emq_status start_session(emq_consumer_t *c, int *nogroup,
  * deleted key followed by NOGROUP). Re-open the door at the declared
  * start, never at 0, unless the caller asked for this to be fatal. */
 static emq_status group_lost(emq_consumer_t *c, emq_error *err) {
-    if (c->conf->group_lost_fatal)
+    if (emq_cfg_group_lost_fatal(c->conf))
         return emq_error_set(err, EMQ_ESERVER, 0,
                              "group '%s' or stream '%s' is gone (%s; "
                              "on_group_lost is fatal)",
@@ -259,7 +259,7 @@ static emq_status group_lost(emq_consumer_t *c, emq_error *err) {
     emq_consumer_log(c, EMQ_LOG_WARNING,
                      "group or stream is gone (%s); creating it again at "
                      "the declared start '%s'",
-                     c->nogroup_text, c->conf->start);
+                     c->nogroup_text, emq_cfg_start(c->conf));
     atomic_fetch_add(&c->stats.group_recreated, 1);
     /* Entries of a destroyed group have nothing left to settle. */
     emq_inflight_clear(&c->table);
@@ -272,7 +272,7 @@ static emq_status read_new(emq_consumer_t *c, size_t room, emq_error *err) {
     char count[24], block[24];
     /* Block no longer than until the next claim beat or retry is due. */
     int64_t now = emq_now_ms();
-    int64_t wait = c->conf->block_ms;
+    int64_t wait = emq_cfg_block_ms(c->conf);
     int64_t until_beat = c->next_claim_ms - now;
     int64_t until_due = emq_inflight_next_due(&c->table, now);
     if (until_due < until_beat)
@@ -280,7 +280,7 @@ static emq_status read_new(emq_consumer_t *c, size_t room, emq_error *err) {
     if (until_beat < wait)
         wait = until_beat < 1 ? 1 : until_beat;
     snprintf(count, sizeof count, "%lld",
-             (long long)((size_t)c->conf->count < room ? (size_t)c->conf->count
+             (long long)((size_t)emq_cfg_count(c->conf) < room ? (size_t)emq_cfg_count(c->conf)
                                                        : room));
     snprintf(block, sizeof block, "%lld", (long long)wait);
     const char *argv[] = {"XREADGROUP", "GROUP", c->group, c->name, "COUNT",
@@ -354,7 +354,7 @@ static emq_status read_new(emq_consumer_t *c, size_t room, emq_error *err) {
 static emq_status turn(emq_consumer_t *c, emq_error *err) {
     emq_status st = EMQ_OK;
     if (emq_ready_room(c) == 0) {
-        emq_ready_wait_room(c, c->conf->block_ms);
+        emq_ready_wait_room(c, emq_cfg_block_ms(c->conf));
         return EMQ_OK;
     }
     if (emq_lease_valid(c) && atomic_exchange(&c->recover_self_due, 0))
@@ -362,7 +362,7 @@ static emq_status turn(emq_consumer_t *c, emq_error *err) {
     if (st == EMQ_OK && emq_now_ms() >= c->next_claim_ms &&
         emq_ready_room(c) > 0) {
         st = emq_recover_peers(c, err);
-        c->next_claim_ms = emq_now_ms() + c->conf->claim_interval_ms;
+        c->next_claim_ms = emq_now_ms() + emq_cfg_claim_interval_ms(c->conf);
     }
     if (st == EMQ_OK && emq_inflight_next_due(&c->table, emq_now_ms()) == 0)
         st = emq_recover_due(c, err);
@@ -430,7 +430,7 @@ emq_status emq_consumer_loop(emq_consumer_t *c, emq_error *err) {
      * run after a stop may find its connection dead), reconnects. */
     int connected = st == EMQ_OK;
     c->nogroup = 0;
-    c->next_claim_ms = emq_now_ms() + c->conf->claim_interval_ms;
+    c->next_claim_ms = emq_now_ms() + emq_cfg_claim_interval_ms(c->conf);
     if (connected) {
         int nogroup = 0;
         st = emq_route_is_broken(c->rx.route)

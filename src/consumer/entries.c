@@ -172,7 +172,7 @@ static emq_status handle(emq_consumer_t *c, batch_item *item, settle_op *op,
         .consumer = c->name,
     };
     char reason[256] = "";
-    uint64_t max = (uint64_t)c->conf->max_deliveries;
+    uint64_t max = (uint64_t)emq_cfg_max_deliveries(c->conf);
     atomic_fetch_add(&c->stats.delivered, 1);
     int stats = emq_stats_on(c);
     struct timespec t0, t1;
@@ -228,7 +228,7 @@ static int settle_unseen(emq_consumer_t *c, const batch_item *item,
     } else if (item->fields == NULL) {
         atomic_fetch_add(&c->stats.deleted_pending, 1);
         *st = make_op(c, item, SETTLE_GONE, NULL, op, err);
-    } else if (item->deliveries > (uint64_t)c->conf->max_deliveries) {
+    } else if (item->deliveries > (uint64_t)emq_cfg_max_deliveries(c->conf)) {
         *st = make_op(c, item, SETTLE_DEAD, NULL, op, err);
     } else {
         return 0;

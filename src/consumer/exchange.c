@@ -19,7 +19,7 @@
 /* ---- logging, naps, stop and fatal -------------------------------------- */
 
 void emq_consumer_log(emq_consumer_t *c, int level, const char *fmt, ...) {
-    if ((int64_t)level > c->conf->log_level)
+    if ((int64_t)level > emq_cfg_log_level(c->conf))
         return; /* not even formatted */
     char message[512];
     va_list ap;
@@ -112,7 +112,7 @@ emq_status emq_xchg_open(emq_xchg *x, emq_consumer_t *c, const char *what,
      * not change by itself (a password, a certificate, a bad URL) still
      * ends the start at once. */
     emq_retry retry;
-    emq_retry_begin(&retry, c->conf->backoff_min_ms, c->conf->backoff_max_ms,
+    emq_retry_begin(&retry, emq_cfg_backoff_min_ms(c->conf), emq_cfg_backoff_max_ms(c->conf),
                     0, -1, &x->rng);
     emq_retry_stop_when(&retry, xchg_halted, x, 1);
     int stopped = 1; /* the retrying ended by a stop, not by a result */
@@ -126,7 +126,7 @@ emq_status emq_xchg_open(emq_xchg *x, emq_consumer_t *c, const char *what,
     opts.conn.max_attempts = 1;
     while (emq_retry_next(&retry)) {
         st = emq_route_open(&opts, c->keys.stream, &x->route, err);
-        if (st == EMQ_OK || !c->conf->consumer_connect_wait ||
+        if (st == EMQ_OK || !emq_cfg_consumer_connect_wait(c->conf) ||
             st == EMQ_EAUTH || st == EMQ_EINVAL || st == EMQ_ETLS ||
             st == EMQ_ENOMEM) {
             stopped = 0;
@@ -316,7 +316,7 @@ emq_status emq_xchg_reconnect(emq_xchg *x, emq_error *err) {
      * ends early. A session that failed again right after connecting
      * counts as a failed attempt too. */
     emq_retry retry;
-    emq_retry_begin(&retry, c->conf->backoff_min_ms, c->conf->backoff_max_ms,
+    emq_retry_begin(&retry, emq_cfg_backoff_min_ms(c->conf), emq_cfg_backoff_max_ms(c->conf),
                     0, -1, &x->rng);
     emq_retry_stop_when(&retry, xchg_halted, x, 1);
     retry.attempt = x->failures; /* the count goes on across sessions */

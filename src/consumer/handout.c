@@ -276,7 +276,7 @@ static emq_status settle(emq_consumer_t *c, const emq_entry *entry,
         op.delay_ms = delay_ms;
     int64_t handed_ms = 0;
     st = emq_inflight_settle_held(&owner->table, &op,
-                                  (uint64_t)owner->conf->max_deliveries, err,
+                                  (uint64_t)emq_cfg_max_deliveries(owner->conf), err,
                                   &handed_ms);
     if (st != EMQ_OK)
         return st;
@@ -342,7 +342,7 @@ static emq_status batch_run(emq_consumer_t *c, emq_error *err) {
     if (atomic_exchange(&c->batch_running, 1))
         return emq_error_set(err, EMQ_EINVAL, 0,
                              "consumer '%s' is already running", c->name);
-    size_t max = (size_t)c->conf->batch_max;
+    size_t max = (size_t)emq_cfg_batch_max(c->conf);
     emq_entry **entries = emq_alloc(max * sizeof *entries);
     emq_outcome *outcomes = emq_alloc(max * sizeof *outcomes);
     emq_status st = entries && outcomes
@@ -350,7 +350,7 @@ static emq_status batch_run(emq_consumer_t *c, emq_error *err) {
                         : emq_oom(err);
     while (st == EMQ_OK) {
         size_t n = 0;
-        st = emq_consumer_poll(c, entries, max, c->conf->block_ms, &n, err);
+        st = emq_consumer_poll(c, entries, max, emq_cfg_block_ms(c->conf), &n, err);
         if (st != EMQ_OK)
             break;
         for (size_t i = 0; i < n; i++) {

@@ -184,7 +184,7 @@ int emq_lease_valid(emq_consumer_t *c) {
 }
 
 static void extend_deadline(emq_consumer_t *c, int64_t sent_ms) {
-    int64_t ttl = c->conf->lease_ttl_ms;
+    int64_t ttl = emq_cfg_lease_ttl_ms(c->conf);
     atomic_store(&c->lease_deadline_ms, sent_ms + ttl - ttl / 10);
 }
 
@@ -207,7 +207,7 @@ static emq_status refused(emq_consumer_t *c, const char *holder,
 
 emq_status emq_lease_acquire(emq_consumer_t *c, emq_error *err) {
     char ttl[24];
-    snprintf(ttl, sizeof ttl, "%lld", (long long)c->conf->lease_ttl_ms);
+    snprintf(ttl, sizeof ttl, "%lld", (long long)emq_cfg_lease_ttl_ms(c->conf));
     char waited_for[160] = "";
     int64_t wait_until = 0;
     for (int attempt = 0; attempt < 1000 && !emq_consumer_stopping(c);
@@ -291,7 +291,7 @@ emq_status emq_lease_acquire(emq_consumer_t *c, emq_error *err) {
             return refused(c, hold, ms, err);
         if (strcmp(waited_for, hold) != 0) {
             snprintf(waited_for, sizeof waited_for, "%s", hold);
-            wait_until = emq_now_ms() + c->conf->lease_ttl_ms + 1000;
+            wait_until = emq_now_ms() + emq_cfg_lease_ttl_ms(c->conf) + 1000;
             emq_consumer_log(c, EMQ_LOG_WARNING,
                              "consumer name is held by %s, which cannot be "
                              "checked from this machine; waiting up to "
@@ -313,7 +313,7 @@ emq_status emq_lease_acquire(emq_consumer_t *c, emq_error *err) {
 emq_status emq_lease_append_renew(emq_consumer_t *c, emq_xchg *x, int tag,
                                   emq_error *err) {
     char ttl[24];
-    snprintf(ttl, sizeof ttl, "%lld", (long long)c->conf->lease_ttl_ms);
+    snprintf(ttl, sizeof ttl, "%lld", (long long)emq_cfg_lease_ttl_ms(c->conf));
     const char *argv[] = {"EVAL", renew_script, "1", c->lease_key, c->token,
                           ttl};
     return emq_xchg_append(x, tag, 6, argv, NULL, err);
@@ -336,7 +336,7 @@ emq_status emq_lease_renewed(emq_consumer_t *c, const emq_reply *reply,
         if (emq_now_coarse_ms() < seen) {
             extend_deadline(c, sent_ms);
             emq_consumer_log(c, EMQ_LOG_DEBUG, "lease renewed for %lld ms",
-                             (long long)c->conf->lease_ttl_ms);
+                             (long long)emq_cfg_lease_ttl_ms(c->conf));
         } else {
             /* Only the deadline we judged lapsed: acquire may have just
              * set a fresh one. */

@@ -26,7 +26,7 @@ emq_status emq_pool_new(const emq_conf_t *conf, int n, emq_handler_fn handler,
                              "a pool needs a configuration and 1 to 1024 "
                              "consumers (got %d)",
                              n);
-    if (conf->consumer == NULL)
+    if (emq_cfg_consumer(conf) == NULL)
         return emq_error_set(err, EMQ_EINVAL, 0,
                              "consumer name is required: the pool names its "
                              "consumers <consumer>-1 .. <consumer>-%d",
@@ -43,7 +43,7 @@ emq_status emq_pool_new(const emq_conf_t *conf, int n, emq_handler_fn handler,
     emq_status st = EMQ_OK;
     for (int i = 0; i < n && st == EMQ_OK; i++) {
         char name[200];
-        snprintf(name, sizeof name, "%s-%d", conf->consumer, i + 1);
+        snprintf(name, sizeof name, "%s-%d", emq_cfg_consumer(conf), i + 1);
         st = emq_conf_set(each, "consumer", name, err);
         if (st == EMQ_OK)
             st = emq_consumer_new(each, handler, opaque, &pool->consumers[i],

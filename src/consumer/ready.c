@@ -55,9 +55,9 @@ emq_status emq_ready_new(emq_consumer_t *root, emq_ready **out,
         return st;
     }
     r->root = root;
-    r->limit = (size_t)root->conf->max_in_flight;
-    r->wake_room = (size_t)root->conf->count < r->limit
-                       ? (size_t)root->conf->count
+    r->limit = (size_t)emq_cfg_max_in_flight(root->conf);
+    r->wake_room = (size_t)emq_cfg_count(root->conf) < r->limit
+                       ? (size_t)emq_cfg_count(root->conf)
                        : r->limit;
     *out = r;
     return EMQ_OK;

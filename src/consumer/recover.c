@@ -209,7 +209,7 @@ emq_status emq_recover_self(emq_consumer_t *c, emq_error *err) {
             atomic_store(&c->recover_self_due, 1);
             break;
         }
-        long long page = c->conf->count < TAKE_PER_CALL ? c->conf->count
+        long long page = emq_cfg_count(c->conf) < TAKE_PER_CALL ? emq_cfg_count(c->conf)
                                                         : TAKE_PER_CALL;
         if ((size_t)page > room)
             page = (long long)room;
@@ -292,7 +292,7 @@ emq_status emq_recover_self(emq_consumer_t *c, emq_error *err) {
 
 emq_status emq_recover_peers(emq_consumer_t *c, emq_error *err) {
     char idle[24], count[24];
-    snprintf(idle, sizeof idle, "%lld", (long long)c->conf->claim_min_idle_ms);
+    snprintf(idle, sizeof idle, "%lld", (long long)emq_cfg_claim_min_idle_ms(c->conf));
     batch b;
     emq_batch_init(&b);
     emq_status st = EMQ_OK;
@@ -301,8 +301,8 @@ emq_status emq_recover_peers(emq_consumer_t *c, emq_error *err) {
         if (emq_consumer_stopping(c) || !emq_lease_valid(c) || room == 0)
             break;
         snprintf(count, sizeof count, "%lld",
-                 (long long)((size_t)c->conf->claim_count < room
-                                 ? (size_t)c->conf->claim_count
+                 (long long)((size_t)emq_cfg_claim_count(c->conf) < room
+                                 ? (size_t)emq_cfg_claim_count(c->conf)
                                  : room));
         const char *argv[] = {"EVAL",         claim_script,   "3",
                               c->keys.stream, c->reasons_key, c->retry_key,

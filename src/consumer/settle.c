@@ -138,7 +138,7 @@ static const char refresh_script[] =
     "return {mine, gone}\n";
 
 int64_t emq_settle_retry_delay(emq_consumer_t *c, uint64_t deliveries) {
-    int64_t base = c->conf->retry_backoff_ms;
+    int64_t base = emq_cfg_retry_backoff_ms(c->conf);
     if (base <= 0)
         return 0;
     unsigned attempt = deliveries > 1 ? (unsigned)(deliveries - 1) : 0;
@@ -146,7 +146,7 @@ int64_t emq_settle_retry_delay(emq_consumer_t *c, uint64_t deliveries) {
         attempt = 62;
     /* A seed of its own for each call: settlements come from any thread. */
     uint64_t rng = atomic_fetch_add(&c->rng, 0x9E3779B97F4A7C15ULL);
-    return emq_backoff_delay(base, c->conf->retry_backoff_max_ms, attempt,
+    return emq_backoff_delay(base, emq_cfg_retry_backoff_max_ms(c->conf), attempt,
                              &rng);
 }
 
@@ -225,7 +225,7 @@ static emq_status append_release(emq_consumer_t *c, emq_xchg *x,
 }
 
 size_t emq_settle_ops_max(const emq_consumer_t *c) {
-    int64_t room = c->conf->pipeline_max - EMQ_ROUND_FIXED_COMMANDS;
+    int64_t room = emq_cfg_pipeline_max(c->conf) - EMQ_ROUND_FIXED_COMMANDS;
     return room >= EMQ_SETTLE_MAX_IDS ? EMQ_SETTLE_MAX_IDS : (size_t)room;
 }
 

@@ -38,7 +38,7 @@ size_t emq_consumer_stats_json(const emq_consumer_t *c, char *buf,
     emq_json_init(&o, buf, size);
     if (c->nparts > 0) {
         emq_json_raw(&o, "{\"topic\":");
-        emq_json_cstr(&o, c->conf->queue);
+        emq_json_cstr(&o, emq_cfg_queue(c->conf));
         emq_json_raw(&o, ",\"partitions\":%zu", c->nparts);
     } else {
         emq_json_raw(&o, "{\"stream\":");
@@ -61,7 +61,7 @@ size_t emq_consumer_stats_json(const emq_consumer_t *c, char *buf,
 /* ---- the statistics callback ---------------------------------------------- */
 
 int emq_stats_on(const emq_consumer_t *c) {
-    return c->conf->stats_fn != NULL && c->conf->stats_interval_ms > 0;
+    return emq_cfg_stats_fn(c->conf) != NULL && emq_cfg_stats_interval_ms(c->conf) > 0;
 }
 
 void emq_stats_latency(emq_consumer_t *c, int64_t us) {
@@ -163,5 +163,5 @@ void emq_stats_report(emq_consumer_t *c, emq_xchg *x) {
         oldest_text);
     if (more <= 0 || (size_t)more >= sizeof buf - len)
         return;
-    c->conf->stats_fn(c->conf->stats_opaque, buf, len + (size_t)more);
+    emq_cfg_stats_fn(c->conf)(emq_cfg_stats_opaque(c->conf), buf, len + (size_t)more);
 }

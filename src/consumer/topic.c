@@ -28,10 +28,10 @@ static emq_status open_part(int i, const emq_conf_t *part, void *ctx,
 
 /* Makes topic consumer c's partitions (c->conf partitions P > 1). */
 static emq_status topic_open(emq_consumer_t *c, emq_error *err) {
-    c->parts = emq_calloc((size_t)c->conf->partitions, sizeof *c->parts);
+    c->parts = emq_calloc((size_t)emq_cfg_partitions(c->conf), sizeof *c->parts);
     if (c->parts == NULL)
         return emq_oom(err);
-    return emq_topic_open_parts(c->conf, 0, (int)c->conf->partitions,
+    return emq_topic_open_parts(c->conf, 0, (int)emq_cfg_partitions(c->conf),
                                 open_part, c, err);
 }
 
@@ -84,7 +84,7 @@ emq_consumer_t *emq_consumer_owner(emq_consumer_t *c, const emq_entry *entry,
         emq_error_set(err, EMQ_EINVAL, 0,
                       "entry %s names no stream: entries of topic '%s' are "
                       "settled with the stream poll gave them",
-                      entry->id, c->conf->queue);
+                      entry->id, emq_cfg_queue(c->conf));
         return NULL;
     } else {
         for (size_t i = 0; i < c->nparts; i++)

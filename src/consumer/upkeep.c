@@ -180,7 +180,7 @@ static emq_status one_round(emq_consumer_t *c, int settle, settle_op *ops,
     }
     if (st == EMQ_OK && now >= u->next_renew_ms) {
         st = emq_lease_append_renew(c, &u->x, TAG_RENEW, err);
-        u->next_renew_ms = now + c->conf->lease_ttl_ms / 3;
+        u->next_renew_ms = now + emq_cfg_lease_ttl_ms(c->conf) / 3;
     }
     if (st == EMQ_OK)
         st = emq_xchg_drain(&u->x, apply, &r, err);
@@ -222,7 +222,7 @@ static void *upkeep_main(void *arg) {
             /* Skipped (not late-fired) while fenced or failing. */
             if (st == EMQ_OK && !quit && emq_lease_valid(c))
                 emq_stats_report(c, &u->x);
-            u->next_stats_ms = emq_now_ms() + c->conf->stats_interval_ms;
+            u->next_stats_ms = emq_now_ms() + emq_cfg_stats_interval_ms(c->conf);
         }
         /* After a quit, one try only: a server that refuses now, or a
          * connection that broke, does not hold up the stop (the entries
@@ -255,13 +255,13 @@ emq_status emq_upkeep_start(emq_consumer_t *c, emq_error *err) {
             return st;
     }
     int64_t now = emq_now_ms();
-    u->refresh_every_ms = c->conf->claim_min_idle_ms / 4;
+    u->refresh_every_ms = emq_cfg_claim_min_idle_ms(c->conf) / 4;
     /* An entry not refreshed for three quarters of claim.min_idle_ms is
      * not handed out: a peer may claim it any moment. */
-    c->table.stale_after_ms = c->conf->claim_min_idle_ms * 3 / 4;
+    c->table.stale_after_ms = emq_cfg_claim_min_idle_ms(c->conf) * 3 / 4;
     u->next_refresh_ms = now + u->refresh_every_ms / 2;
-    u->next_renew_ms = now + c->conf->lease_ttl_ms / 3;
-    u->next_stats_ms = emq_stats_on(c) ? now + c->conf->stats_interval_ms
+    u->next_renew_ms = now + emq_cfg_lease_ttl_ms(c->conf) / 3;
+    u->next_stats_ms = emq_stats_on(c) ? now + emq_cfg_stats_interval_ms(c->conf)
                                        : INT64_MAX;
     if (pthread_create(&u->thread, NULL, upkeep_main, c) != 0)
         return emq_error_set(err, EMQ_ENOMEM, 0,

@@ -18,7 +18,7 @@ emq_status emq_conf_stream_key(const emq_conf_t *conf, char *buf, size_t size,
         return emq_error_set(err, EMQ_EINVAL, 0,
                              "emq_conf_stream_key needs a conf and a buffer");
     emq_keys keys;
-    emq_status st = emq_keys_resolve(conf->queue, conf->stream, &keys, err);
+    emq_status st = emq_keys_resolve(emq_cfg_queue(conf), emq_cfg_stream(conf), &keys, err);
     if (st != EMQ_OK)
         return st;
     size_t n = strlen(keys.stream);

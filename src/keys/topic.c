@@ -19,7 +19,7 @@
 #include <string.h>
 
 int emq_topic_is(const emq_conf_t *conf) {
-    return conf != NULL && conf->partitions > 1;
+    return conf != NULL && emq_cfg_partitions(conf) > 1;
 }
 
 /* Writes "<topic>.<i>" into buf (EMQ_KEYS_MAX_QUEUE + 16 bytes). */
@@ -29,24 +29,24 @@ static void partition_name(const char *topic, int i, char *buf,
 }
 
 emq_status emq_topic_check(const emq_conf_t *conf, emq_error *err) {
-    if (conf->stream != NULL)
+    if (emq_cfg_stream(conf) != NULL)
         return emq_error_set(err, EMQ_EINVAL, 0,
                              "partitions %lld needs queue (a topic name), "
                              "not stream: a raw stream key cannot be split "
                              "into partitions",
-                             (long long)conf->partitions);
-    if (conf->queue == NULL)
+                             (long long)emq_cfg_partitions(conf));
+    if (emq_cfg_queue(conf) == NULL)
         return emq_error_set(err, EMQ_EINVAL, 0,
                              "queue is required: with partitions > 1 it "
                              "names the topic");
     /* The longest partition name must be a valid queue name. */
     char name[EMQ_KEYS_MAX_QUEUE + 16];
-    partition_name(conf->queue, (int)conf->partitions - 1, name, sizeof name);
+    partition_name(emq_cfg_queue(conf), (int)emq_cfg_partitions(conf) - 1, name, sizeof name);
     emq_keys keys;
     emq_status st = emq_keys_for_queue(name, &keys, err);
     if (st != EMQ_OK) {
         emq_error_prefix(err, "topic '%.*s' of %lld partitions", 64,
-                         conf->queue, (long long)conf->partitions);
+                         emq_cfg_queue(conf), (long long)emq_cfg_partitions(conf));
         return st;
     }
     emq_keys_free(&keys);
@@ -57,14 +57,14 @@ emq_status emq_topic_partition_conf(const emq_conf_t *conf, int i,
                                     emq_conf_t **out, emq_error *err) {
     *out = NULL;
     char name[EMQ_KEYS_MAX_QUEUE + 16];
-    partition_name(conf->queue, i, name, sizeof name);
+    partition_name(emq_cfg_queue(conf), i, name, sizeof name);
     emq_conf_t *c = emq_conf_dup(conf);
     if (c == NULL)
         return emq_oom(err);
     emq_status st = emq_conf_set(c, "queue", name, err);
     if (st == EMQ_OK)
         st = emq_conf_set(c, "partitions", "1", err);
-    c->topic_partitions = conf->partitions;
+    emq_conf_set_topic_partitions(c, emq_cfg_partitions(conf));
     if (st != EMQ_OK) {
         emq_conf_destroy(c);
         return st;
@@ -93,7 +93,7 @@ emq_status emq_topic_open_parts(const emq_conf_t *conf, int from, int to,
 
 void emq_topic_error_prefix(emq_error *err, const emq_conf_t *conf,
                             size_t i) {
-    emq_error_prefix(err, "partition %zu (emq:{%s.%zu})", i, conf->queue, i);
+    emq_error_prefix(err, "partition %zu (emq:{%s.%zu})", i, emq_cfg_queue(conf), i);
 }
 
 unsigned emq_topic_key_partition(const char *key, size_t len,

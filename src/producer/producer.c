@@ -38,33 +38,33 @@
  * EMQ_EINVAL names the property at fault; nothing touches the network. */
 static emq_status build_head(emq_producer_t *p, emq_error *err) {
     const emq_conf_t *c = p->conf;
-    int has_maxlen = c->trim_maxlen >= 0, has_minid = c->trim_minid != NULL;
+    int has_maxlen = emq_cfg_trim_maxlen(c) >= 0, has_minid = emq_cfg_trim_minid(c) != NULL;
     if (has_maxlen && has_minid)
         return emq_error_set(err, EMQ_EINVAL, 0,
                              "trim.maxlen and trim.minid are both set; a "
                              "queue trims by one of them (XADD accepts "
                              "only one)");
     if (has_minid &&
-        emq_stream_id_parse(c->trim_minid, strlen(c->trim_minid), NULL) !=
+        emq_stream_id_parse(emq_cfg_trim_minid(c), strlen(emq_cfg_trim_minid(c)), NULL) !=
             0) {
         char shown[64];
-        emq_printable(shown, sizeof shown, c->trim_minid,
-                      strlen(c->trim_minid));
+        emq_printable(shown, sizeof shown, emq_cfg_trim_minid(c),
+                      strlen(emq_cfg_trim_minid(c)));
         return emq_error_set(err, EMQ_EINVAL, 0,
                              "invalid trim.minid '%s': not a stream ID "
                              "(ms or ms-seq, digits only)",
                              shown);
     }
-    if (c->trim_limit >= 0 && !c->trim_approx)
+    if (emq_cfg_trim_limit(c) >= 0 && !emq_cfg_trim_approx(c))
         return emq_error_set(err, EMQ_EINVAL, 0,
                              "trim.limit needs trim.approx 1: the server "
                              "accepts LIMIT only with ~ trimming");
     if (!has_maxlen && !has_minid) {
-        if (c->trim_limit >= 0)
+        if (emq_cfg_trim_limit(c) >= 0)
             return emq_error_set(err, EMQ_EINVAL, 0,
                                  "trim.limit is set but neither trim.maxlen "
                                  "nor trim.minid is");
-        if (c->trim_approx)
+        if (emq_cfg_trim_approx(c))
             return emq_error_set(err, EMQ_EINVAL, 0,
                                  "trim.approx is set but neither "
                                  "trim.maxlen nor trim.minid is");
@@ -75,7 +75,7 @@ static emq_status build_head(emq_producer_t *p, emq_error *err) {
     p->argvlen[n++] = 4;
     p->argv[n] = p->keys.stream;
     p->argvlen[n++] = strlen(p->keys.stream);
-    if (c->producer_nomkstream) {
+    if (emq_cfg_producer_nomkstream(c)) {
         p->argv[n] = "NOMKSTREAM";
         p->argvlen[n++] = 10;
     }
@@ -83,21 +83,21 @@ static emq_status build_head(emq_producer_t *p, emq_error *err) {
         p->argv[n] = has_maxlen ? "MAXLEN" : "MINID";
         p->argvlen[n] = strlen(p->argv[n]);
         n++;
-        if (c->trim_approx) {
+        if (emq_cfg_trim_approx(c)) {
             p->argv[n] = "~";
             p->argvlen[n++] = 1;
         }
         if (has_maxlen) {
             snprintf(p->threshold, sizeof p->threshold, "%" PRId64,
-                     c->trim_maxlen);
+                     emq_cfg_trim_maxlen(c));
             p->argv[n] = p->threshold;
         } else {
-            p->argv[n] = c->trim_minid;
+            p->argv[n] = emq_cfg_trim_minid(c);
         }
         p->argvlen[n] = strlen(p->argv[n]);
         n++;
-        if (c->trim_limit >= 0) {
-            snprintf(p->limit, sizeof p->limit, "%" PRId64, c->trim_limit);
+        if (emq_cfg_trim_limit(c) >= 0) {
+            snprintf(p->limit, sizeof p->limit, "%" PRId64, emq_cfg_trim_limit(c));
             p->argv[n] = "LIMIT";
             p->argvlen[n++] = 5;
             p->argv[n] = p->limit;
@@ -131,7 +131,7 @@ emq_status emq_producer_open(const emq_conf_t *conf, emq_producer_t **out,
     if (st == EMQ_OK && topic)
         st = emq_topic_check(conf, err);
     if (st == EMQ_OK)
-        st = emq_keys_resolve(conf->queue, conf->stream, &p->keys, err);
+        st = emq_keys_resolve(emq_cfg_queue(conf), emq_cfg_stream(conf), &p->keys, err);
     if (st == EMQ_OK)
         st = build_head(p, err); /* a topic's policy is checked here too */
     if (st == EMQ_OK && !topic) /* a topic's partitions send */

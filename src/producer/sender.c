@@ -309,7 +309,7 @@ static emq_status read_xadd(emq_producer_t *p, emq_id *id, int *again,
         char key[SHOWN_KEY];
         emq_printable(key, sizeof key, p->keys.stream,
                       strlen(p->keys.stream));
-        if (kind == EMQ_REPLY_NULL && p->conf->producer_nomkstream)
+        if (kind == EMQ_REPLY_NULL && emq_cfg_producer_nomkstream(p->conf))
             st = emq_error_set(err, EMQ_ESERVER, 0,
                                "stream '%s' does not exist and "
                                "producer.nomkstream is set",
@@ -324,17 +324,17 @@ static emq_status read_xadd(emq_producer_t *p, emq_id *id, int *again,
 }
 
 static int durable(const emq_producer_t *p) {
-    return p->conf->producer_wait_replicas > 0 || p->conf->producer_wait_aof;
+    return emq_cfg_producer_wait_replicas(p->conf) > 0 || emq_cfg_producer_wait_aof(p->conf);
 }
 
 /* Appends the WAIT (or WAITAOF) that ends a durable round. */
 static emq_status append_wait(emq_producer_t *p, emq_error *err) {
     char replicas[24], timeout[24];
     snprintf(replicas, sizeof replicas, "%lld",
-             (long long)p->conf->producer_wait_replicas);
+             (long long)emq_cfg_producer_wait_replicas(p->conf));
     snprintf(timeout, sizeof timeout, "%lld",
-             (long long)p->conf->producer_wait_timeout_ms);
-    if (p->conf->producer_wait_aof) {
+             (long long)emq_cfg_producer_wait_timeout_ms(p->conf));
+    if (emq_cfg_producer_wait_aof(p->conf)) {
         const char *argv[] = {"WAITAOF", "1", replicas, timeout};
         return emq_route_append(p->tx.route, 4, argv, NULL, err);
     }
@@ -353,7 +353,7 @@ static emq_status read_wait(emq_producer_t *p, emq_error *err) {
     if (emq_route_only_this_failed(p->tx.route, st))
         return emq_error_set(err, EMQ_ENOTDURABLE, 1,
                              "added, but %s was not run: %s",
-                             c->producer_wait_aof ? "WAITAOF" : "WAIT",
+                             emq_cfg_producer_wait_aof(c) ? "WAITAOF" : "WAIT",
                              e.message);
     if (st != EMQ_OK) {
         if (err)
@@ -373,24 +373,24 @@ static emq_status read_wait(emq_producer_t *p, emq_error *err) {
         char shown[160];
         st = emq_error_set(err, EMQ_ENOTDURABLE, 0,
                            "added, but %s was refused: %s",
-                           c->producer_wait_aof ? "WAITAOF" : "WAIT",
+                           emq_cfg_producer_wait_aof(c) ? "WAITAOF" : "WAIT",
                            emq_reply_text(reply, shown, sizeof shown));
         emq_reply_free(reply);
         return st;
     }
     emq_reply_free(reply);
-    if (replicas >= c->producer_wait_replicas && local >= 1)
+    if (replicas >= emq_cfg_producer_wait_replicas(c) && local >= 1)
         return EMQ_OK;
     if (local < 1)
         return emq_error_set(err, EMQ_ENOTDURABLE, 1,
                              "added, but not yet in the AOF after %lld ms "
                              "(producer.wait_timeout_ms)",
-                             (long long)c->producer_wait_timeout_ms);
+                             (long long)emq_cfg_producer_wait_timeout_ms(c));
     return emq_error_set(err, EMQ_ENOTDURABLE, 1,
                          "added, but on %lld of %lld replicas after %lld ms "
                          "(producer.wait_replicas, producer.wait_timeout_ms)",
-                         replicas, (long long)c->producer_wait_replicas,
-                         (long long)c->producer_wait_timeout_ms);
+                         replicas, (long long)emq_cfg_producer_wait_replicas(c),
+                         (long long)emq_cfg_producer_wait_timeout_ms(c));
 }
 
 /* One round of records on the wire: their XADDs (and the WAIT). */
@@ -532,7 +532,7 @@ static emq_status connect_once(emq_producer_t *p, emq_error *err) {
     if (st != EMQ_OK)
         return st;
     emq_server server;
-    if (p->conf->producer_wait_aof && emq_route_server(s->route, &server) &&
+    if (emq_cfg_producer_wait_aof(p->conf) && emq_route_server(s->route, &server) &&
         !(server.capabilities & EMQ_CAP_WAITAOF))
         return emq_error_set(err, EMQ_EINVAL, 0,
                              "producer.wait_aof needs WAITAOF (Redis 7.2 or "
@@ -561,8 +561,8 @@ static void attempt_done(emq_producer_t *p, emq_status st,
         if (!s->fatal)
             s->down.retriable = 1;
         s->next_attempt_ms =
-            emq_now_ms() + emq_backoff_delay(p->conf->backoff_min_ms,
-                                             p->conf->backoff_max_ms,
+            emq_now_ms() + emq_backoff_delay(emq_cfg_backoff_min_ms(p->conf),
+                                             emq_cfg_backoff_max_ms(p->conf),
                                              s->attempt, &s->rng);
         s->attempt++;
         fail_queued_waiters(s, s->down.code, &s->down);
@@ -651,7 +651,7 @@ static void round_finish(emq_producer_t *p, round *r) {
             continue;
         }
         if (rec->unknown && rec->kind == REC_ASYNC &&
-            rec->attempts <= (unsigned)p->conf->producer_retries &&
+            rec->attempts <= (unsigned)emq_cfg_producer_retries(p->conf) &&
             emq_now_ms() < rec->deadline_ms) {
             /* Sent again after the reconnect, first in the queue. */
             rec->unknown = 0;
@@ -671,7 +671,7 @@ static void round_finish(emq_producer_t *p, round *r) {
 
 static void lead(emq_producer_t *p, emq_record *mine) {
     emq_sender *s = &p->tx;
-    size_t window = (size_t)p->conf->producer_window;
+    size_t window = (size_t)emq_cfg_producer_window(p->conf);
     emq_record *stack[2][64];
     emq_record **mem = NULL;
     round rounds_[2] = {{.recs = stack[0]}, {.recs = stack[1]}};
@@ -755,7 +755,7 @@ emq_status emq_sender_one(emq_producer_t *p, const emq_message *m,
     emq_record *r = record_new(REC_ONE, m);
     if (r == NULL)
         return emq_oom(err);
-    int64_t timeout = p->conf->producer_timeout_ms;
+    int64_t timeout = emq_cfg_producer_timeout_ms(p->conf);
     r->deadline_ms = emq_now_ms() + timeout;
     pthread_mutex_lock(&s->mu);
     if (s->link == EMQ_LINK_DOWN) {
@@ -828,7 +828,7 @@ static emq_status write_batch(emq_producer_t *p, const emq_message *msgs,
                               int single, int64_t deadline_ms,
                               emq_error *err, emq_error *broke) {
     size_t ok = 0, done = 0;
-    size_t window = (size_t)p->conf->producer_window;
+    size_t window = (size_t)emq_cfg_producer_window(p->conf);
     emq_status first = EMQ_OK;
     emq_error first_err;
     emq_error_clear(&first_err);
@@ -842,7 +842,7 @@ static emq_status write_batch(emq_producer_t *p, const emq_message *msgs,
                                  "(producer.timeout_ms); entries from index "
                                  "%zu on were not sent",
                                  ok, n,
-                                 (long long)p->conf->producer_timeout_ms,
+                                 (long long)emq_cfg_producer_timeout_ms(p->conf),
                                  done);
         }
         size_t end = n - done < window ? n : done + window;
@@ -957,7 +957,7 @@ emq_status emq_sender_batch(emq_producer_t *p, const emq_message *msgs,
     }
     r->kind = REC_BATCH;
     cond_init(&r->cv);
-    int64_t timeout = p->conf->producer_timeout_ms;
+    int64_t timeout = emq_cfg_producer_timeout_ms(p->conf);
     int64_t deadline = emq_now_ms() + timeout;
     emq_status st = EMQ_OK;
     pthread_mutex_lock(&s->mu);
@@ -1028,11 +1028,11 @@ emq_status emq_sender_async(emq_producer_t *p, const emq_message *m,
     r->cb = cb;
     r->opaque = opaque;
     r->queued_ms = emq_now_ms();
-    r->deadline_ms = r->queued_ms + c->producer_timeout_ms;
+    r->deadline_ms = r->queued_ms + emq_cfg_producer_timeout_ms(c);
     pthread_mutex_lock(&s->mu);
-    if (s->outstanding >= (size_t)c->producer_queue_max_messages ||
-        s->outstanding_bytes + r->bytes > (size_t)c->producer_queue_max_bytes) {
-        int by_count = s->outstanding >= (size_t)c->producer_queue_max_messages;
+    if (s->outstanding >= (size_t)emq_cfg_producer_queue_max_messages(c) ||
+        s->outstanding_bytes + r->bytes > (size_t)emq_cfg_producer_queue_max_bytes(c)) {
+        int by_count = s->outstanding >= (size_t)emq_cfg_producer_queue_max_messages(c);
         size_t out = s->outstanding, held = s->outstanding_bytes;
         pthread_mutex_unlock(&s->mu);
         record_free(r);
@@ -1043,19 +1043,19 @@ emq_status emq_sender_async(emq_producer_t *p, const emq_message *m,
                                  "%lld); wait for their callbacks "
                                  "(emq_producer_poll, emq_producer_flush)",
                                  out,
-                                 (long long)c->producer_queue_max_messages);
+                                 (long long)emq_cfg_producer_queue_max_messages(c));
         return emq_error_set(err, EMQ_ELIMIT, 1,
                              "the producer's queue is full: %zu bytes of "
                              "fields outstanding (producer.queue.max_bytes "
                              "%lld); wait for their callbacks",
-                             held, (long long)c->producer_queue_max_bytes);
+                             held, (long long)emq_cfg_producer_queue_max_bytes(c));
     }
     s->outstanding++;
     s->outstanding_bytes += r->bytes;
     enqueue(s, r);
     /* The thread sends it after the linger; wake it for the timer, or at
      * once when a window is full. */
-    if (s->queued_async == 1 || s->queued_async >= (size_t)c->producer_window)
+    if (s->queued_async == 1 || s->queued_async >= (size_t)emq_cfg_producer_window(c))
         pthread_cond_signal(&s->wake);
     pthread_mutex_unlock(&s->mu);
     emq_error_clear(err);
@@ -1119,13 +1119,13 @@ static int64_t expire_async(emq_producer_t *p, int64_t now) {
                 emq_error_set(&e, EMQ_ETIMEDOUT, 1,
                               "not sent within %lld ms "
                               "(producer.timeout_ms): %s",
-                              (long long)p->conf->producer_timeout_ms,
+                              (long long)emq_cfg_producer_timeout_ms(p->conf),
                               s->down.message);
             else
                 emq_error_set(&e, EMQ_ETIMEDOUT, 1,
                               "not sent within %lld ms "
                               "(producer.timeout_ms)",
-                              (long long)p->conf->producer_timeout_ms);
+                              (long long)emq_cfg_producer_timeout_ms(p->conf));
             dequeue(s, r);
             record_fail(r, EMQ_ETIMEDOUT, &e);
             complete(s, r);
@@ -1143,18 +1143,18 @@ static int64_t async_due(const emq_producer_t *p) {
     if (s->hold_until_ms > emq_now_ms()) /* "not now": wait a moment */
         return s->hold_until_ms;
     if (s->flushing || s->quit || s->queued_waiters > 0 ||
-        s->queued_async >= (size_t)p->conf->producer_window)
+        s->queued_async >= (size_t)emq_cfg_producer_window(p->conf))
         return 0;
     for (const emq_record *r = s->head; r; r = r->next)
         if (r->kind == REC_ASYNC)
-            return r->queued_ms + p->conf->producer_linger_ms;
+            return r->queued_ms + emq_cfg_producer_linger_ms(p->conf);
     return INT64_MAX;
 }
 
 static void *sender_main(void *arg) {
     emq_producer_t *p = arg;
     emq_sender *s = &p->tx;
-    int poll_mode = p->conf->producer_delivery_poll != 0;
+    int poll_mode = emq_cfg_producer_delivery_poll(p->conf) != 0;
     pthread_mutex_lock(&s->mu);
     for (;;) {
         int64_t now = emq_now_ms();
@@ -1205,11 +1205,11 @@ emq_status emq_sender_start(emq_producer_t *p, emq_error *err) {
      * spaces the attempts itself. */
     emq_route_options_of(c, &s->route_opts);
     emq_conn_options *rc = &s->route_opts.conn;
-    if (rc->connect_timeout_ms > c->producer_timeout_ms)
-        rc->connect_timeout_ms = c->producer_timeout_ms;
+    if (rc->connect_timeout_ms > emq_cfg_producer_timeout_ms(c))
+        rc->connect_timeout_ms = emq_cfg_producer_timeout_ms(c);
     if (rc->command_timeout_ms == 0 ||
-        rc->command_timeout_ms > c->producer_timeout_ms)
-        rc->command_timeout_ms = c->producer_timeout_ms;
+        rc->command_timeout_ms > emq_cfg_producer_timeout_ms(c))
+        rc->command_timeout_ms = emq_cfg_producer_timeout_ms(c);
     rc->max_attempts = 1;
     s->started = 1;
     pthread_mutex_init(&s->mu, NULL);
@@ -1217,7 +1217,7 @@ emq_status emq_sender_start(emq_producer_t *p, emq_error *err) {
     cond_init(&s->idle);
     s->rng = (uint64_t)(uintptr_t)p ^ (uint64_t)emq_now_ms();
     s->link = EMQ_LINK_CONNECTING;
-    if (c->producer_connect_eager) {
+    if (emq_cfg_producer_connect_eager(c)) {
         emq_status st = connect_once(p, err);
         if (st != EMQ_OK)
             return st;
@@ -1265,7 +1265,7 @@ void emq_sender_stop(emq_producer_t *p) {
 
 size_t emq_sender_poll(emq_producer_t *p, int64_t timeout_ms) {
     emq_sender *s = &p->tx;
-    if (!p->conf->producer_delivery_poll)
+    if (!emq_cfg_producer_delivery_poll(p->conf))
         return 0;
     int64_t deadline = timeout_ms < 0 ? -1 : emq_now_ms() + timeout_ms;
     pthread_mutex_lock(&s->mu);
@@ -1281,7 +1281,7 @@ emq_status emq_sender_flush(emq_producer_t *p, int64_t timeout_ms,
                             emq_error *err) {
     emq_sender *s = &p->tx;
     int64_t deadline = timeout_ms < 0 ? -1 : emq_now_ms() + timeout_ms;
-    int poll_mode = p->conf->producer_delivery_poll != 0;
+    int poll_mode = emq_cfg_producer_delivery_poll(p->conf) != 0;
     pthread_mutex_lock(&s->mu);
     s->flushing++;
     pthread_cond_signal(&s->wake);

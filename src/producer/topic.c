@@ -15,7 +15,7 @@
 #include <string.h>
 
 static emq_status topic_init(emq_producer_t *p, emq_error *err) {
-    p->nparts = (size_t)p->conf->partitions;
+    p->nparts = (size_t)emq_cfg_partitions(p->conf);
     p->parts = emq_calloc(p->nparts, sizeof *p->parts);
     if (p->parts == NULL) {
         p->nparts = 0;
@@ -222,7 +222,7 @@ static size_t topic_poll(emq_producer_t *p, int64_t timeout_ms) {
         }
         if (ran > 0 || timeout_ms == 0 ||
             (deadline >= 0 && emq_now_ms() >= deadline) ||
-            !p->conf->producer_delivery_poll)
+            !emq_cfg_producer_delivery_poll(p->conf))
             return ran;
         emq_sleep_ms(1);
     }

@@ -62,7 +62,7 @@ int emq_pending_row_parse(const emq_reply *row, emq_pending_row *out);
  * topic's count in "emq:{<topic>.<i>}:topic" (a hash, field partitions),
  * in its own hashtag, so the record lives on the partition's node.
  *
- * For a partition conf (conf->topic_partitions P > 1, from
+ * For a partition conf (emq_cfg_topic_partitions(conf) P > 1, from
  * emq_topic_partition_conf): records P when nothing is recorded yet, and
  * refuses with EMQ_EINVAL, naming both counts and the key, when another
  * count is; any other conf: EMQ_OK without a command. One round trip on

@@ -33,13 +33,13 @@ static emq_status count_of(const emq_reply *r, const char *key,
 
 emq_status emq_topic_claim(emq_route *route, const emq_conf_t *conf,
                            emq_error *err) {
-    if (conf->topic_partitions <= 1 || conf->queue == NULL)
+    if (emq_cfg_topic_partitions(conf) <= 1 || emq_cfg_queue(conf) == NULL)
         return EMQ_OK;
-    char *key = emq_topic_record_key(conf->queue);
+    char *key = emq_topic_record_key(emq_cfg_queue(conf));
     if (key == NULL)
         return emq_oom(err);
     char count[24];
-    snprintf(count, sizeof count, "%lld", (long long)conf->topic_partitions);
+    snprintf(count, sizeof count, "%lld", (long long)emq_cfg_topic_partitions(conf));
     const char *setnx[] = {"HSETNX", key, "partitions", count};
     const char *get[] = {"HGET", key, "partitions"};
     int appended = 0;
@@ -73,13 +73,13 @@ emq_status emq_topic_claim(emq_route *route, const emq_conf_t *conf,
     }
     if (st == EMQ_OK)
         st = count_of(r2, key, &recorded, err);
-    if (st == EMQ_OK && recorded != conf->topic_partitions)
+    if (st == EMQ_OK && recorded != emq_cfg_topic_partitions(conf))
         st = emq_error_set(err, EMQ_EINVAL, 0,
                            "the topic has %lld partitions (recorded in "
                            "'%s'), not %lld: give partitions %lld, or "
                            "another topic name",
                            (long long)recorded, key,
-                           (long long)conf->topic_partitions,
+                           (long long)emq_cfg_topic_partitions(conf),
                            (long long)recorded);
     emq_reply_free(r1);
     emq_reply_free(r2);

@@ -21,6 +21,15 @@
  * two partitions.
  */
 #include "consumer.h"
+#include "inflight.h"
+#include "core.h"
+#include "exchange.h"
+#include "lease.h"
+#include "settle.h"
+#include "upkeep.h"
+#include "ready.h"
+#include "entries.h"
+#include "recover.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -124,11 +133,6 @@ emq_status emq_consumer_make(const emq_conf_t *conf, emq_handler_fn handler,
 fail:
     emq_consumer_free(c);
     return st;
-}
-
-emq_consumer_t *const *emq_consumer_members(emq_consumer_t *c, size_t *n) {
-    *n = c->nparts ? c->nparts : 1;
-    return c->nparts ? c->parts : &c->self;
 }
 
 void emq_consumer_free(emq_consumer_t *c) {

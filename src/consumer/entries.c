@@ -11,7 +11,13 @@
  * Field values are views into the reply: valid until the batch is cleared,
  * which happens after the handler has returned.
  */
-#include "consumer.h"
+#include "entries.h"
+#include "inflight.h"
+#include "core.h"
+#include "stats.h"
+#include "lease.h"
+#include "settle.h"
+#include "ready.h"
 
 #include <string.h>
 #include <time.h>

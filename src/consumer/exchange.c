@@ -1,59 +1,30 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* exchange.c: one connection of a consumer, as a pipelined exchange.
  *
- * The bottom of the consumer folder. A consumer has two exchanges: the run
- * thread's (door, recovery, reads) and the upkeep thread's (refresh,
- * lease, settlements); each is used by one thread only. An exchange sends
- * single commands (call), or appends tagged commands and reads their
- * replies in order (drain). Replies that mean "not now" are waited out
- * here, stop-aware; reconnecting backs off by the number of consecutive
- * failed sessions, so a server that accepts connections and then breaks
- * every one of them (READONLY, a malformed reply) is not hammered.
+ * The lowest file of the consumer folder that talks to the server (only
+ * the in-flight table and core.c lie below it). A consumer has two
+ * exchanges: the run thread's (door, recovery, reads) and the upkeep
+ * thread's (refresh, lease, settlements); each is used by one thread
+ * only. An exchange sends single commands (call), or appends tagged
+ * commands and reads their replies in order (drain). Replies that mean
+ * "not now" are waited out here, stop-aware; reconnecting backs off by
+ * the number of consecutive failed sessions, so a server that accepts
+ * connections and then breaks every one of them (READONLY, a malformed
+ * reply) is not hammered.
  */
-#include "consumer.h"
+#include "exchange.h"
+#include "core.h"
 
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
-/* ---- logging, naps, stop and fatal -------------------------------------- */
-
-void emq_consumer_log(emq_consumer_t *c, int level, const char *fmt, ...) {
-    if ((int64_t)level > emq_cfg_log_level(c->conf))
-        return; /* not even formatted */
-    char message[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(message, sizeof message, fmt, ap);
-    va_end(ap);
-    emq_conf_log(c->conf, level, "consumer '%s' of group '%s' on '%s': %s",
-                 c->name, c->group, c->keys.stream, message);
-}
-
 /* How overdue a reply may be, once a stop was asked, before it is given
  * up. */
 #define STOP_GRACE_MS 500
 
-/* The stop predicates of the naps and retries (emq_nap, emq_retry). */
-static int consumer_halted(void *c) { return emq_consumer_stopping(c); }
+/* The stop predicate of the naps and retries (emq_nap, emq_retry). */
 static int xchg_halted(void *x) { return emq_xchg_halted(x); }
-
-void emq_consumer_nap(emq_consumer_t *c, int64_t ms) {
-    emq_nap(ms, consumer_halted, c);
-}
-
-int emq_consumer_stopping(emq_consumer_t *c) {
-    return atomic_load(&c->stop) || atomic_load(&c->fatal);
-}
-
-void emq_consumer_fatal(emq_consumer_t *c, const emq_error *err) {
-    pthread_mutex_lock(&c->fatal_mu);
-    if (!atomic_load(&c->fatal)) {
-        c->fatal_err = *err;
-        atomic_store(&c->fatal, 1);
-    }
-    pthread_mutex_unlock(&c->fatal_mu);
-}
 
 int emq_xchg_halted(const emq_xchg *x) {
     if (x->halt != NULL)

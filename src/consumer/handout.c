@@ -19,7 +19,13 @@
  * A consumer is in one mode for its life: the first poll (or fd, or a
  * batch run) puts it in pull mode.
  */
+#include "inflight.h"
+#include "core.h"
+#include "stats.h"
+#include "settle.h"
+#include "ready.h"
 #include "consumer.h"
+#include "topic.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -10,7 +10,7 @@
  * any size; the settlements decided and not yet sent wait beside it in a
  * queue. One mutex guards both; the upkeep thread sleeps on `wake`.
  */
-#include "consumer.h"
+#include "inflight.h"
 
 #include <limits.h>
 #include <stdint.h>

@@ -21,7 +21,9 @@
  * lease expires, at most one TTL and a second; then, if it was renewed
  * meanwhile, refused.
  */
-#include "consumer.h"
+#include "lease.h"
+#include "core.h"
+#include "exchange.h"
 
 #include <stdio.h>
 #include <stdlib.h>

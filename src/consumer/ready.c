@@ -23,7 +23,10 @@
  * or the consumer has ended, so an event loop knows when to poll. It is
  * never the socket, so bytes TLS has buffered are never lost to poll(2).
  */
-#include "consumer.h"
+#include "ready.h"
+#include "inflight.h"
+#include "core.h"
+#include "lease.h"
 
 #include <errno.h>
 #include <stdint.h>

@@ -39,7 +39,13 @@
  * handler). A batch cut short by a stop hands its entries back with the
  * raise undone (SETTLE_RELEASE, settle.c).
  */
-#include "consumer.h"
+#include "recover.h"
+#include "inflight.h"
+#include "core.h"
+#include "exchange.h"
+#include "lease.h"
+#include "ready.h"
+#include "entries.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -32,7 +32,10 @@
  *   emq.id <id> emq.group <group> emq.consumer <consumer>
  *   emq.deliveries <n> emq.reason <text> <field> <value> ...
  */
-#include "consumer.h"
+#include "settle.h"
+#include "inflight.h"
+#include "core.h"
+#include "exchange.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -6,7 +6,10 @@
  * from any thread; a snapshot is consistent per counter, not across them.
  * in_flight is the size of the in-flight table at the time of the call.
  */
-#include "consumer.h"
+#include "stats.h"
+#include "inflight.h"
+#include "core.h"
+#include "exchange.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -8,9 +8,10 @@
  * partitions), a topic's partitions are run (one thread each, the first
  * fatal error stopping the others), and the partition that holds an entry
  * being settled is found. In pull mode the partitions read into the topic
- * consumer's one ready queue; emq_consumer_members (consumer.c) is what a
+ * consumer's one ready queue; emq_consumer_members (core.c) is what a
  * call that loops over a consumer's partitions uses.
  */
+#include "topic.h"
 #include "consumer.h"
 
 #include <string.h>

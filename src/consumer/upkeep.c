@@ -16,7 +16,13 @@
  * ends. The thread runs on after a stop was asked, until the run thread
  * says quit, because the handler in progress still needs its entry fresh.
  */
-#include "consumer.h"
+#include "upkeep.h"
+#include "inflight.h"
+#include "core.h"
+#include "exchange.h"
+#include "stats.h"
+#include "lease.h"
+#include "settle.h"
 
 #include <string.h>
 #include <time.h>

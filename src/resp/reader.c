@@ -78,11 +78,6 @@ emq_resp_reader *emq_resp_reader_new(const emq_resp_limits *limits) {
     return r;
 }
 
-void emq_resp_chunk_release(resp_chunk *c) {
-    if (c && atomic_fetch_sub_explicit(&c->refs, 1, memory_order_acq_rel) == 1)
-        emq_free(c);
-}
-
 void emq_resp_reader_free(emq_resp_reader *r) {
     if (r == NULL)
         return;
@@ -121,7 +116,7 @@ static emq_status make_room(emq_resp_reader *r, size_t min, emq_error *err) {
     if (c && c->cap - r->len >= min)
         return EMQ_OK;
     size_t unparsed = r->len - r->pos;
-    int sole = c && atomic_load_explicit(&c->refs, memory_order_acquire) == 1;
+    int sole = c && emq_resp_chunk_sole(c);
     if (sole && r->pos > 0 && c->cap - unparsed >= min &&
         c->cap <= EMQ_RESP_IDLE_CHUNK_MAX) {
         memmove(c->data, c->data + r->pos, unparsed);
@@ -155,24 +150,21 @@ static emq_status make_room(emq_resp_reader *r, size_t min, emq_error *err) {
     }
     resp_chunk *fresh;
     if (sole && r->pos == 0) {
-        fresh = emq_realloc(c, sizeof *c + cap);
+        fresh = emq_resp_chunk_grow(c, cap);
         if (fresh == NULL)
             return emq_error_set(err, EMQ_ENOMEM, 0,
                                  "out of memory growing the receive buffer "
                                  "to %zu bytes",
                                  cap);
-        fresh->cap = cap;
         r->chunk = fresh;
         return EMQ_OK;
     }
-    fresh = emq_alloc(sizeof *fresh + cap);
+    fresh = emq_resp_chunk_new(cap);
     if (fresh == NULL)
         return emq_error_set(err, EMQ_ENOMEM, 0,
                              "out of memory allocating a receive buffer of "
                              "%zu bytes",
                              cap);
-    atomic_init(&fresh->refs, 1);
-    fresh->cap = cap;
     if (unparsed)
         memcpy(fresh->data, c->data + r->pos, unparsed);
     emq_resp_chunk_release(c);
@@ -188,8 +180,7 @@ emq_status emq_resp_reserve(emq_resp_reader *r, size_t min, char **space,
     if (r->failed)
         return sticky(r, err);
     /* Everything parsed: start over at the front, or drop a big chunk. */
-    if (r->chunk && r->pos == r->len &&
-        atomic_load_explicit(&r->chunk->refs, memory_order_acquire) == 1) {
+    if (r->chunk && r->pos == r->len && emq_resp_chunk_sole(r->chunk)) {
         if (r->chunk->cap > EMQ_RESP_IDLE_CHUNK_MAX) {
             emq_resp_chunk_release(r->chunk);
             r->chunk = NULL;
@@ -649,7 +640,7 @@ static emq_status next_reply(emq_resp_reader *r, emq_reply **out,
     struct emq_reply *cursor = block->nodes + 1;
     build_value(r->chunk->data + r->pos, r->chunk->data + r->scan,
                 &block->nodes[0], &cursor);
-    atomic_fetch_add_explicit(&r->chunk->refs, 1, memory_order_relaxed);
+    emq_resp_chunk_hold(r->chunk);
     block->chunk = r->chunk;
     r->pos = r->scan;
     r->nodes = 0;

@@ -1,23 +1,12 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* reply.h: the layout of emq_reply nodes and of the receive chunks they
- * point into. Private to src/resp (reader.c builds them, reply.c reads and
- * frees them).
+/* reply.h: the layout of emq_reply nodes and of the one allocation that
+ * holds them. Private to src/resp (reader.c builds them, reply.c reads and
+ * frees them); the strings point into a receive chunk (chunk.h).
  */
 #ifndef EMQ_RESP_REPLY_H
 #define EMQ_RESP_REPLY_H
 
-#include "resp.h"
-
-#include <stdatomic.h>
-
-/* A receive buffer. Replies hold a reference on the chunk their strings
- * point into; the reader holds one on its current chunk. The chunk is freed
- * when the last reference goes, whichever thread drops it. */
-typedef struct resp_chunk {
-    atomic_size_t refs; /* reader + live replies viewing this chunk */
-    size_t cap;         /* bytes of data[] */
-    char data[];
-} resp_chunk;
+#include "chunk.h"
 
 /* One node of a reply tree. An aggregate's elements are contiguous. */
 struct emq_reply {
@@ -39,8 +28,5 @@ typedef struct resp_block {
     resp_chunk *chunk;
     struct emq_reply nodes[];
 } resp_block;
-
-/* Drops one reference on c, freeing it with the last one. */
-void emq_resp_chunk_release(resp_chunk *c);
 
 #endif /* EMQ_RESP_REPLY_H */

@@ -1,0 +1,49 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* core.c: the small helpers every file of the consumer folder uses on a
+ * consumer: its log lines, stop-aware naps, the stop and fatal flags, and
+ * the single-queue consumers a topic stands for.
+ *
+ * It sends nothing and starts no thread; the files above it build on it
+ * (core.h lists them).
+ */
+#include "core.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+
+void emq_consumer_log(emq_consumer_t *c, int level, const char *fmt, ...) {
+    if ((int64_t)level > emq_cfg_log_level(c->conf))
+        return; /* not even formatted */
+    char message[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(message, sizeof message, fmt, ap);
+    va_end(ap);
+    emq_conf_log(c->conf, level, "consumer '%s' of group '%s' on '%s': %s",
+                 c->name, c->group, c->keys.stream, message);
+}
+
+/* The stop predicate of the naps (emq_nap). */
+static int consumer_halted(void *c) { return emq_consumer_stopping(c); }
+
+void emq_consumer_nap(emq_consumer_t *c, int64_t ms) {
+    emq_nap(ms, consumer_halted, c);
+}
+
+int emq_consumer_stopping(emq_consumer_t *c) {
+    return atomic_load(&c->stop) || atomic_load(&c->fatal);
+}
+
+void emq_consumer_fatal(emq_consumer_t *c, const emq_error *err) {
+    pthread_mutex_lock(&c->fatal_mu);
+    if (!atomic_load(&c->fatal)) {
+        c->fatal_err = *err;
+        atomic_store(&c->fatal, 1);
+    }
+    pthread_mutex_unlock(&c->fatal_mu);
+}
+
+emq_consumer_t *const *emq_consumer_members(emq_consumer_t *c, size_t *n) {
+    *n = c->nparts ? c->nparts : 1;
+    return c->nparts ? c->parts : &c->self;
+}

@@ -1,0 +1,174 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* core.h: what a consumer is made of, and the small helpers every file
+ * of the consumer folder uses on it (core.c).
+ *
+ * Internal header (not installed). The files of this folder, bottom to
+ * top (each uses only those above it in this list); each has a header of
+ * its own naming what it offers:
+ *
+ *   inflight.c  the in-flight table (every entry read and not settled) and
+ *               the queue of settlements decided and not yet sent
+ *   core.c      the consumer's state (this header): log, nap, stop, fatal,
+ *               the members of a topic
+ *   exchange.c  one connection's pipelined exchange: call, append, drain,
+ *               the "not now" wait, reconnect with backoff
+ *   stats.c     the counters as JSON, the statistics callback
+ *   lease.c     one name, one process: acquire, renew, release, identity
+ *   settle.c    the commands that settle entries (XACK, failure reasons,
+ *               dead-letter moves, the retry schedule) and the ownership
+ *               refresh
+ *   upkeep.c    the maintenance thread on its own connection: refreshes
+ *               ownership, renews the lease, sends settlements, on a timer
+ *               that does not depend on the handler
+ *   ready.c     pull mode: entries read and waiting for emq_consumer_poll,
+ *               the in-flight room, the event descriptor
+ *   entries.c   entries out of replies, and handing them to the handler
+ *               (run mode) or to the ready queue (pull mode)
+ *   recover.c   recover self, claim beats, retries that are due
+ *   consumer.c  validation, the session and the loop; N loops on N threads
+ *   topic.c     a topic's consumer: one consumer per partition
+ *   handout.c   the public ways to consume over that one loop: run with a
+ *               handler, poll and settle from any thread, the batch
+ *               handler, close, pause, the event-loop descriptor
+ *   pool.c      N consumers of N names on N threads
+ *
+ * Threads: the loop's thread (run's caller, or in pull mode a thread of
+ * the consumer's own) owns the read exchange; the upkeep thread owns its
+ * own exchange. They share the in-flight table (its mutex), the lease
+ * deadline and the stop/fatal flags (atomics). In pull mode, any thread
+ * may poll (the ready queue's mutex) and settle (the table's mutex).
+ */
+#ifndef EMQ_CONSUMER_CORE_H
+#define EMQ_CONSUMER_CORE_H
+
+#include "inflight.h"
+#include "../conn/conf.h"
+
+/* The live counters: EMQ_CONSUMER_COUNTERS (echomq.h) as atomics; stats.c
+ * writes the struct, the sums and the JSON from that one list. */
+#define EMQ_COUNTER_FIELD(name) atomic_uint_fast64_t name;
+typedef struct stats_counters {
+    EMQ_CONSUMER_COUNTERS(EMQ_COUNTER_FIELD)
+} stats_counters;
+#undef EMQ_COUNTER_FIELD
+
+/* Buckets of the statistics callback's histograms (stats.c): handler
+ * latency in powers of two of microseconds (bucket k: [2^k, 2^(k+1)) us;
+ * the last one open-ended), and delivery counts 1, 2, 3, 4-5, 6-10, 11+. */
+#define EMQ_LATENCY_BUCKETS 32
+#define EMQ_DELIVERY_BUCKETS 6
+typedef struct stats_hist {
+    atomic_uint_fast64_t latency[EMQ_LATENCY_BUCKETS];
+    atomic_uint_fast64_t deliveries[EMQ_DELIVERY_BUCKETS];
+} stats_hist;
+
+/* One connection of a consumer (exchange.c offers its calls). */
+typedef struct emq_xchg {
+    struct emq_consumer *c;
+    const char *what;   /* "read" or "upkeep", for log lines */
+    emq_route *route;
+    int *tags;          /* tag of each appended command whose reply is unread */
+    size_t ntags, tags_cap;
+    unsigned failures;  /* consecutive failed sessions: backoff before the
+                           next reconnect; reset by emq_xchg_healthy */
+    atomic_int *halt;   /* NULL: waits end on the consumer's stop; else on
+                           this flag (the upkeep runs on after a stop, until
+                           the handler in progress has finished) */
+    uint64_t rng;       /* backoff jitter */
+    char last_reason[48]; /* why the last session failed (logged once) */
+} emq_xchg;
+
+/* The ready queue of pull mode (ready.h). */
+typedef struct emq_ready emq_ready;
+
+/* The maintenance thread's part of the consumer (upkeep.c). */
+typedef struct emq_upkeep {
+    emq_xchg x;
+    atomic_int quit;       /* set by the run thread when it is done */
+    pthread_t thread;
+    int started;
+    int64_t next_renew_ms, next_refresh_ms;
+    int64_t next_stats_ms;  /* INT64_MAX: no statistics callback */
+    int64_t refresh_every_ms;
+} emq_upkeep;
+
+/* A consumer of one queue, or a topic's consumer of its partitions'
+ * consumers (parts). */
+struct emq_consumer {
+    emq_conf_t *conf;       /* own copy */
+    emq_handler_fn handler;
+    void *opaque;
+    emq_keys keys;
+    const char *group;      /* borrowed from conf */
+    const char *name;       /* consumer name, borrowed from conf */
+    char start_id[EMQ_ID_MAX]; /* "$", "0" or the declared ID */
+    char *lease_key;
+    char *reasons_key;
+    char *retry_key;        /* the retry schedule (sorted set) */
+    char token[256];        /* lease value: the holder's identity */
+    emq_xchg rx;            /* the run thread's exchange */
+    emq_upkeep upkeep;
+    emq_inflight table;
+    atomic_int stop;        /* set by emq_consumer_stop (signal-safe) */
+    atomic_int running;
+    atomic_int fatal;       /* a fatal error is in fatal_err */
+    int nogroup;            /* the last step met NOGROUP (run thread) */
+    char nogroup_text[160]; /* ... and the server's words */
+    emq_error fatal_err;
+    pthread_mutex_t fatal_mu;
+    /* Monotonic ms until which the lease is known held; 0: not held. */
+    _Atomic int64_t lease_deadline_ms;
+    int lease_held;         /* taken in this run (run thread) */
+    int lease_lapsed;       /* held, then its deadline passed (run thread) */
+    int lease_continued;    /* this session's acquire found our own token:
+                               the name was ours throughout (run thread) */
+    atomic_int recover_self_due; /* own pending entries left the table
+                               unhandled (released, or not refreshed in
+                               time): recover self on the next turn */
+    stats_counters stats;
+    stats_hist hist;        /* stats.c: latency and delivery counts */
+
+    settle_op *rx_ops;      /* settlements the run thread sends with a read */
+    emq_field *fields;      /* scratch for the handler's field array */
+    size_t fields_cap;
+    char claim_cursor[EMQ_ID_MAX];
+    int64_t next_claim_ms;
+    int64_t last_recreate_ms;
+    int64_t last_claim_warning_ms;
+    _Atomic uint64_t rng;   /* retry jitter (settlements of any thread) */
+
+    /* Pull mode: the ready queue (owned by the topic's parent, or by this
+     * consumer when it is not a partition), NULL in run mode. */
+    emq_ready *ready;
+    emq_batch_handler_fn batch_handler;
+    atomic_int batch_running; /* run with a batch handler is going */
+    atomic_int paused;       /* emq_consumer_pause (a topic's parent's) */
+    struct emq_consumer *self; /* this consumer (readers of one) */
+    pthread_mutex_t pull_mu; /* starting and closing pull mode */
+    pthread_t *fetchers;     /* the reading threads of pull mode */
+    size_t nfetchers;
+
+    /* A topic (conf partitions > 1; topic.c): one consumer per
+     * partition, each with its own route, thread and lease, all under
+     * this one's name. This one then only runs, stops and sums them. */
+    emq_consumer_t **parts;
+    size_t nparts;
+};
+
+/* ---- core.c: the helpers every file uses ---------------------------------- */
+
+/* Logs through the conf's log callback (or stderr by default), naming the
+ * consumer, group and stream. */
+void emq_consumer_log(emq_consumer_t *c, int level, const char *fmt,
+                      ...) EMQ_PRINTF(3, 4);
+/* Sleeps ms milliseconds, or less when a stop is requested meanwhile. */
+void emq_consumer_nap(emq_consumer_t *c, int64_t ms);
+/* 1 once a stop was requested or a fatal error recorded. */
+int emq_consumer_stopping(emq_consumer_t *c);
+/* Records the first fatal error (any thread) and asks run to stop. */
+void emq_consumer_fatal(emq_consumer_t *c, const emq_error *err);
+/* The single-queue consumers c stands for, *n of them: a topic's
+ * partitions, or c itself. What a call that loops over them uses. */
+emq_consumer_t *const *emq_consumer_members(emq_consumer_t *c, size_t *n);
+
+#endif /* EMQ_CONSUMER_CORE_H */

@@ -1,0 +1,180 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* inflight.h: the in-flight table (every entry read and not settled) and
+ * the queue of settlements decided and not yet sent. The bottom of the
+ * consumer folder: it knows entry IDs and states, not the consumer.
+ */
+#ifndef EMQ_CONSUMER_INFLIGHT_H
+#define EMQ_CONSUMER_INFLIGHT_H
+
+#include "../streams/streams.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+/* Most settlements one round takes, and most IDs one XACK or refresh
+ * names: every exchange is bounded whatever the batch size. */
+#define EMQ_SETTLE_MAX_IDS 1000
+/* A settlement waits at most this long for company before it is sent. */
+#define EMQ_SETTLE_DELAY_MS 10
+
+/* One entry of a batch, as parsed from a reply. */
+typedef struct batch_item {
+    emq_id id;
+    const emq_reply *fields; /* array of name, value...; NULL if deleted */
+    uint64_t deliveries;     /* server's count; 0 when not known */
+    int malformed;           /* the entry's shape is broken */
+    int held;                /* was in the in-flight table already */
+    size_t slot;             /* where add_batch put it (a hint) */
+} batch_item;
+
+
+typedef enum if_state {
+    IF_READ = 0,    /* read, not handed to the handler yet */
+    IF_HANDLING,    /* with the handler */
+    IF_SETTLING,    /* decided; its settlement is queued or being sent */
+    IF_RETRY_WAIT   /* failed, pending to us, back at due_ms */
+} if_state;
+
+typedef struct if_entry {
+    emq_id id;
+    int64_t refreshed_ms; /* read, claimed or last refreshed (monotonic) */
+    int64_t due_ms;       /* IF_RETRY_WAIT: when it is delivered again */
+    uint64_t deliveries;
+    size_t hash;          /* of id, kept for probing and moving */
+    int64_t handed_ms;    /* IF_HANDLING: when it was handed out */
+    unsigned char used, state, lost;
+    unsigned char uncounted; /* IF_RETRY_WAIT found by recover self in a
+                                session that kept the lease: its count was
+                                raised already (recover.c) */
+} if_entry;
+
+typedef enum settle_kind {
+    SETTLE_ACK = 0, /* XACK; clears reason and schedule after a redelivery */
+    SETTLE_GONE,    /* deleted while pending: XACK, clear reason/schedule */
+    SETTLE_RETRY,   /* record the reason, schedule the next delivery */
+    SETTLE_DEAD,    /* the dead-letter script */
+    SETTLE_RELEASE  /* handed back unhandled (a stop): the count raised by
+                       its read or take is undone */
+} settle_kind;
+
+typedef struct settle_op {
+    settle_kind kind;
+    emq_id id;
+    uint64_t deliveries;
+    int64_t delay_ms;  /* SETTLE_RETRY */
+    char *reason;      /* SETTLE_RETRY/DEAD: owned, may be NULL */
+    size_t slot_hint;  /* where its entry was when queued (inflight.c) */
+} settle_op;
+
+typedef struct emq_inflight {
+    pthread_mutex_t mu;
+    pthread_cond_t wake;   /* the upkeep thread waits on it */
+    if_entry *slots;       /* open addressing, linear probing */
+    size_t cap, n;
+    settle_op *ops;        /* settlements decided, not yet taken */
+    size_t nops, ops_cap;
+    int64_t oldest_op_ms;  /* when the oldest queued op was decided */
+    int64_t run_took_ms;   /* when the run thread last took ops for a read */
+    int quit;              /* the upkeep thread is asked to end */
+    size_t nwait;          /* entries in IF_RETRY_WAIT */
+    atomic_size_t nhandling; /* entries in IF_HANDLING (read without mu) */
+    size_t current;        /* slot of the entry the handler has (a hint) */
+    int64_t stale_after_ms; /* an entry not refreshed this long is not
+                               handed out (0: no check) */
+    int dozing;            /* the upkeep thread sleeps longer than
+                              EMQ_SETTLE_DELAY_MS: wake it for new work */
+} emq_inflight;
+
+emq_status emq_inflight_init(emq_inflight *t, emq_error *err);
+void emq_inflight_destroy(emq_inflight *t);
+/* Frees an op's owned parts. */
+void emq_settle_op_free(settle_op *op);
+/* Adds the n items (state IF_READ, refreshed now_ms), one lock for all;
+ * sets each item's held to 1 when it was in the table already (not to be
+ * handed out again). -1 when out of memory (nothing is half added that
+ * matters: the caller fails the batch). */
+int emq_inflight_add_batch(emq_inflight *t, batch_item *items, size_t n,
+                           int64_t now_ms);
+/* One lock for the run thread's step: queues *op when not NULL (as
+ * a settlement: the entry moves to IF_SETTLING, or IF_RETRY_WAIT due in
+ * op->delay_ms; takes ownership), then, when next (an item of the batch
+ * add_batch took, found by its slot hint) is not NULL, marks its entry
+ * IF_HANDLING if it is held, not handed out yet (IF_READ) and still
+ * owned, and sets *began to 1; sets *began to 0 and leaves it alone when
+ * it is in another state (in hand already); else forgets it and sets
+ * *began to 0 (lost to a peer, or not in the table) or -1 (not refreshed
+ * for stale_after_ms: still pending to us, for recover self to bring
+ * back). ENOMEM fails. */
+emq_status emq_inflight_step(emq_inflight *t, settle_op *op,
+                             const batch_item *next, int *began,
+                             emq_error *err);
+/* emq_inflight_step's begin for n items at once, one lock (pull mode's
+ * handout): began[i] as *began there. */
+void emq_inflight_begin(emq_inflight *t, const batch_item *const *items,
+                        size_t n, int *began);
+/* Queues the SETTLE_RELEASE of item, read and never handed out: back to
+ * the server with the count its read or take raised undone. */
+emq_status emq_inflight_release(emq_inflight *t, const batch_item *item,
+                                emq_error *err);
+/* Queues *op (takes ownership) for an entry handed out (IF_HANDLING):
+ * the settlement of emq_consumer_ack/retry/dead, from any thread. Sets
+ * op->deliveries from the table; a retry at its max_deliveries-th
+ * delivery becomes a dead letter. EMQ_EINVAL when the entry is not handed
+ * out (settled twice, never handed out), EMQ_ELOST when a peer took it
+ * over meanwhile (then it is forgotten). *handed_ms (may be NULL) gets
+ * when it was handed out. */
+emq_status emq_inflight_settle_held(emq_inflight *t, settle_op *op,
+                                   uint64_t max_deliveries, emq_error *err,
+                                   int64_t *handed_ms);
+/* Adds id in IF_RETRY_WAIT, due in wait_ms (a retry whose delay survived
+ * a restart, or found by recover self), unless it is there already;
+ * uncounted: take it without raising its count when due. -1 when out of
+ * memory. */
+int emq_inflight_add_waiting(emq_inflight *t, const emq_id *id,
+                             int64_t wait_ms, int uncounted);
+/* Removes id from the table, if there. */
+void emq_inflight_forget(emq_inflight *t, const emq_id *id);
+/* 1 when id is in the table. */
+int emq_inflight_holds(emq_inflight *t, const emq_id *id);
+/* Moves up to max queued ops into *out (caller frees with
+ * emq_settle_op_free after emq_inflight_settled). Returns their number.
+ * by_run: the run thread takes them for its read (noted, so the upkeep
+ * thread leaves settlements to it while it reads often). */
+size_t emq_inflight_take(emq_inflight *t, settle_op *out, size_t max,
+                         int by_run);
+/* Upkeep: the ops were applied by the server: ACK, GONE and DEAD entries
+ * leave the table. */
+void emq_inflight_settled(emq_inflight *t, const settle_op *ops, size_t n);
+/* Upkeep: the ops' outcome is unknown (transport failure): queue them
+ * again, first (they are idempotent). Takes ownership. */
+void emq_inflight_requeue(emq_inflight *t, settle_op *ops, size_t n);
+/* Upkeep: up to max IDs whose refresh is due (refreshed at or before
+ * before_ms), oldest first not guaranteed. Returns their number. */
+size_t emq_inflight_stale(emq_inflight *t, int64_t before_ms, emq_id *out,
+                          size_t max);
+/* Upkeep: of asked[0..nasked), those in owned[] were refreshed at now_ms;
+ * those in gone[] were deleted while pending (acknowledged by the refresh;
+ * their number in *ngone); the others are lost: forgotten if not handed
+ * out yet, else marked lost, except entries whose settlement acknowledged
+ * them meanwhile. Returns the number lost. */
+size_t emq_inflight_refreshed(emq_inflight *t, const emq_id *asked,
+                              size_t nasked, const emq_reply *owned,
+                              const emq_reply *gone, int64_t now_ms,
+                              size_t *ngone);
+/* Run thread: up to max IDs whose retry is due at now_ms and whose
+ * uncounted flag is uncounted, moved back to IF_READ. Returns their
+ * number. */
+size_t emq_inflight_due(emq_inflight *t, int64_t now_ms, int uncounted,
+                        emq_id *out, size_t max);
+/* Milliseconds until the next retry is due (INT64_MAX: none). */
+int64_t emq_inflight_next_due(emq_inflight *t, int64_t now_ms);
+/* Forgets entries not handed out yet (IF_READ): after a lost session they
+ * come back through recover self. */
+void emq_inflight_drop_unstarted(emq_inflight *t);
+/* Forgets everything (the group is gone). Queued ops are freed. */
+void emq_inflight_clear(emq_inflight *t);
+/* Entries in the table, and settlements queued. */
+size_t emq_inflight_count(emq_inflight *t);
+size_t emq_inflight_queued(emq_inflight *t);
+
+#endif /* EMQ_CONSUMER_INFLIGHT_H */

@@ -1,0 +1,81 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* ready.h: pull mode's ready queue: entries read and waiting for
+ * emq_consumer_poll, the chunks of replies they share, the in-flight room
+ * (ready.c).
+ */
+#ifndef EMQ_CONSUMER_READY_H
+#define EMQ_CONSUMER_READY_H
+
+#include "core.h"
+
+typedef struct emq_chunk emq_chunk;
+
+/* One entry handed out by poll: the public entry and what settles it. */
+typedef struct handout {
+    emq_entry pub;               /* first: emq_entry_free casts back */
+    emq_chunk *chunk;
+    struct emq_consumer *owner;  /* whose table holds it (a partition's) */
+    batch_item item;
+} handout;
+
+/* The entries of one read, sharing its reply (refcounted). */
+struct emq_chunk {
+    atomic_size_t refs;   /* entries not yet freed or dropped */
+    emq_reply *reply;
+    emq_field *fields;    /* every entry's field views */
+    char *names;          /* stream, group and consumer copies */
+    size_t n, cap, nfields;
+    handout items[];
+};
+
+struct emq_ready {
+    pthread_mutex_t mu;
+    pthread_cond_t more;  /* entries queued, the consumer ended, resume */
+    pthread_cond_t room;  /* room freed, closing, the consumer ended */
+    handout **ring;       /* FIFO of entries to hand out */
+    size_t head, n, cap;
+    size_t limit;         /* max_in_flight */
+    size_t wake_room;     /* room worth waking a reader for: one read */
+    struct emq_consumer *root; /* the consumer polled (a topic's parent) */
+    int closing, ended, running, fd_set;
+    atomic_int room_waiters; /* reading threads waiting for room */
+    int efd;              /* eventfd: readable while n > 0 or ended */
+    emq_status end_status; /* first fatal error of a reading thread */
+    emq_error end_err;
+};
+
+emq_status emq_ready_new(struct emq_consumer *root, emq_ready **out,
+                         emq_error *err);
+void emq_ready_free(emq_ready *r);
+/* Drops one reference; the last frees the chunk and its reply. */
+void emq_chunk_unref(emq_chunk *ch);
+/* How many more entries c may read (its topic's total, in pull mode):
+ * max_in_flight less those waiting and those handed out and not settled;
+ * 0 while paused; SIZE_MAX in run mode (c->ready NULL). */
+size_t emq_ready_room(struct emq_consumer *c);
+/* Sleeps until there is room, a stop or closing, at most ms. */
+void emq_ready_wait_room(struct emq_consumer *c, int64_t ms);
+/* Waits until every entry c handed out is settled, or closing, or fatal. */
+void emq_ready_wait_settled(struct emq_consumer *c);
+/* Wakes every waiter: room may have changed (a resume, a pause). */
+void emq_ready_notify(emq_ready *r);
+/* After a settlement: wakes a reader waiting for room once a whole read
+ * fits (or nothing is out). Cheap when no reader waits. */
+void emq_ready_settled(emq_ready *r);
+/* Queues the chunk's entries (the chunk's references pass to the queue). */
+emq_status emq_ready_push(emq_ready *r, emq_chunk *ch, emq_error *err);
+/* Hands out up to max entries into out, waiting up to timeout_ms (< 0:
+ * without end) for the first. EMQ_ECLOSED once stopped, the first fatal
+ * error once a reading thread ended with one. */
+emq_status emq_ready_poll(emq_ready *r, emq_entry **out, size_t max,
+                          int64_t timeout_ms, size_t *n, emq_error *err);
+/* Takes c's entries off the queue: at a session's start (they are
+ * dropped from the table next and come back through recover self), or
+ * with release at the loop's end (handed back with their count undone). */
+void emq_ready_purge(struct emq_consumer *c, int release);
+/* A reading thread ended with st (its first fatal error is kept). */
+void emq_ready_ended(emq_ready *r, emq_status st, const emq_error *err);
+/* After close: ready for the reading threads to start again. */
+void emq_ready_reset(emq_ready *r);
+
+#endif /* EMQ_CONSUMER_READY_H */

@@ -1,0 +1,13 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* upkeep.h: the maintenance thread on its own connection (upkeep.c). */
+#ifndef EMQ_CONSUMER_UPKEEP_H
+#define EMQ_CONSUMER_UPKEEP_H
+
+#include "core.h"
+
+/* Starts the maintenance thread on its own connection. */
+emq_status emq_upkeep_start(emq_consumer_t *c, emq_error *err);
+/* Sends what is queued (while the lease holds) and ends the thread. */
+void emq_upkeep_stop(emq_consumer_t *c);
+
+#endif /* EMQ_CONSUMER_UPKEEP_H */

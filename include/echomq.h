@@ -840,14 +840,23 @@ EMQ_EXPORT int64_t emq_consumer_timeout_ms(emq_consumer_t *c);
     X(released)        /* read, not handed out (a stop cut the batch short), \
                           handed back with their delivery count undone */
 
+/* What Redis Cluster made the consumer's connections do (0 on a
+ * standalone server); added in 0.2 in the room reserved for counters. */
+#define EMQ_CONSUMER_CLUSTER_COUNTERS(X)                                       \
+    X(redirects)       /* MOVED and ASK replies followed to another node */    \
+    X(cluster_retries) /* TRYAGAIN and CLUSTERDOWN replies waited out */       \
+    X(cluster_gave_up) /* commands failed at cluster.max_redirects or         \
+                          cluster.retry_ms (EMQ_ELIMIT) */
+
 typedef struct emq_consumer_stats {
 #define EMQ_STATS_FIELD(name) uint64_t name;
     EMQ_CONSUMER_COUNTERS(EMQ_STATS_FIELD)
-#undef EMQ_STATS_FIELD
     uint64_t in_flight;       /* entries read and not yet settled, now */
     uint64_t handed_out;      /* of those, handed out by poll or to a
                                  handler and not settled, now */
-    uint64_t reserved[8];     /* room for counters to come; 0 */
+    EMQ_CONSUMER_CLUSTER_COUNTERS(EMQ_STATS_FIELD)
+#undef EMQ_STATS_FIELD
+    uint64_t reserved[5];     /* room for counters to come; 0 */
 } emq_consumer_stats;
 
 /* Copies the counters; safe from any thread while run is going. */

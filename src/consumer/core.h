@@ -49,6 +49,7 @@
 #define EMQ_COUNTER_FIELD(name) atomic_uint_fast64_t name;
 typedef struct stats_counters {
     EMQ_CONSUMER_COUNTERS(EMQ_COUNTER_FIELD)
+    EMQ_CONSUMER_CLUSTER_COUNTERS(EMQ_COUNTER_FIELD)
 } stats_counters;
 #undef EMQ_COUNTER_FIELD
 
@@ -76,6 +77,8 @@ typedef struct emq_xchg {
                            the handler in progress has finished) */
     uint64_t rng;       /* backoff jitter */
     char last_reason[48]; /* why the last session failed (logged once) */
+    emq_route_stats counted; /* the route's counters already added to the
+                                consumer's (emq_xchg_count_route) */
 } emq_xchg;
 
 /* The ready queue of pull mode (ready.h). */

@@ -120,7 +120,28 @@ emq_status emq_xchg_open(emq_xchg *x, emq_consumer_t *c, const char *what,
     return st;
 }
 
+/* Adds what the route did since the last count to the consumer's cluster
+ * counters. Called before each use of the route and at its close, so every
+ * redirection is counted by the time the consumer stops. */
+static void count_route(emq_xchg *x) {
+    if (x->route == NULL)
+        return;
+    emq_route_stats now;
+    emq_route_stats_get(x->route, &now);
+    const emq_route_stats *was = &x->counted;
+    uint64_t redirects = now.redirects_moved - was->redirects_moved +
+                         now.redirects_ask - was->redirects_ask;
+    uint64_t retries = now.tryagain - was->tryagain + now.clusterdown -
+                       was->clusterdown;
+    stats_counters *s = &x->c->stats;
+    atomic_fetch_add(&s->redirects, redirects);
+    atomic_fetch_add(&s->cluster_retries, retries);
+    atomic_fetch_add(&s->cluster_gave_up, now.gave_up - was->gave_up);
+    x->counted = now;
+}
+
 void emq_xchg_close(emq_xchg *x) {
+    count_route(x);
     emq_route_destroy(x->route);
     emq_free(x->tags);
     x->route = NULL;
@@ -152,6 +173,7 @@ emq_status emq_xchg_drain(emq_xchg *x, emq_xchg_apply_fn apply, void *ctx,
     x->ntags = 0;
     if (n == 0)
         return EMQ_OK;
+    count_route(x);
     atomic_fetch_add(&x->c->stats.round_trips, 1);
     for (size_t i = 0; i < n; i++) {
         emq_reply *reply;
@@ -197,6 +219,7 @@ emq_status emq_xchg_call(emq_xchg *x, unsigned flags, int argc,
                          emq_reply **reply, emq_error *err) {
     emq_consumer_t *c = x->c;
     int64_t began = emq_now_ms();
+    count_route(x);
     /* A stop cuts a pause short; the command is sent once more and its
      * reply returned, whatever it is. */
     emq_retry retry;

@@ -27,6 +27,7 @@ void emq_consumer_stats_get(const emq_consumer_t *c, emq_consumer_stats *out) {
     for (size_t i = 0; i < n; i++) {
 #define ADD(name) out->name += atomic_load(&m[i]->stats.name);
         EMQ_CONSUMER_COUNTERS(ADD)
+        EMQ_CONSUMER_CLUSTER_COUNTERS(ADD)
 #undef ADD
         out->in_flight += emq_inflight_count(&m[i]->table);
         out->handed_out += atomic_load(&m[i]->table.nhandling);
@@ -56,6 +57,7 @@ size_t emq_consumer_stats_json(const emq_consumer_t *c, char *buf,
     EMQ_CONSUMER_COUNTERS(JSON)
     JSON(in_flight)
     JSON(handed_out)
+    EMQ_CONSUMER_CLUSTER_COUNTERS(JSON)
 #undef JSON
     emq_json_raw(&o, "}");
     return o.len;

@@ -293,6 +293,15 @@ TEST_TIMEOUT(cluster_queue_wrong_node_and_migration, 60) {
     wait_distinct(s, total, 20000);
     emq_consumer_stop(cons);
     ASSERT_OK(join_consumer(&rt), &rt.err);
+    /* Started on a node that does not serve the slot, through a
+     * migration: the redirections show in the consumer's statistics. */
+    emq_consumer_stats cst;
+    emq_consumer_stats_get(cons, &cst);
+    ASSERT(cst.redirects >= 1);
+    ASSERT_EQ_INT(cst.cluster_gave_up, 0);
+    char json[2048];
+    emq_consumer_stats_json(cons, json, sizeof json);
+    ASSERT_CONTAINS(json, "\"redirects\":");
 
     /* Every entry handled at least once, nothing pending. */
     for (int i = 0; i < total; i++)

@@ -203,12 +203,14 @@ static const prop props[] = {
      "settings (docs/CLUSTER.md). Empty: url only.",
      P_STRING, F(cluster_seeds), 0, 0, check_seeds, NULL, NULL, "cluster"},
     {"cluster.max_redirects", "16",
-     "Most MOVED/ASK redirections followed for one command before its "
-     "redirection is returned as an error reply.",
+     "Most MOVED/ASK redirections followed for one command; past it the "
+     "command fails alone with EMQ_ELIMIT naming this property.",
      P_INT, F(cluster_max_redirects), 1, 1000, NULL, NULL, NULL, "cluster"},
     {"cluster.retry_ms", "5000",
      "How long one command is retried, with backoff, while the cluster "
-     "answers TRYAGAIN or CLUSTERDOWN, in milliseconds.",
+     "answers TRYAGAIN or CLUSTERDOWN, in milliseconds; past it the "
+     "command fails alone with EMQ_ELIMIT (retriable) naming this "
+     "property.",
      P_INT, F(cluster_retry_ms), 0, 3600000, NULL, NULL, NULL, "cluster"},
     {"queue", "",
      "Queue name (letters, digits, . _ - :); its keys share the hashtag "

@@ -211,13 +211,14 @@ static emq_status open_door(emq_consumer_t *c, emq_error *err) {
 
 /* Classifies a step's status. A NOGROUP from the read or recovery comes
  * as EMQ_ESERVER with c->nogroup set. */
-static step_end classify(emq_consumer_t *c, emq_status st, int nogroup) {
+static step_end classify(emq_consumer_t *c, emq_status st,
+                         const emq_error *err, int nogroup) {
     if (st == EMQ_OK)
         return emq_lease_valid(c) || emq_consumer_stopping(c) ? STEP_OK
                                                               : STEP_LEASE;
     if (emq_consumer_stopping(c) && st != EMQ_EINVAL && st != EMQ_EAUTH)
         return STEP_OK;
-    if (emq_xchg_transport_failure(st))
+    if (emq_xchg_reconnect_cures(st, err))
         return STEP_RECONNECT;
     if (nogroup)
         return STEP_GROUP_LOST;
@@ -442,7 +443,7 @@ emq_status emq_consumer_loop(emq_consumer_t *c, emq_error *err) {
                  : start_session(c, &nogroup, err);
     }
     while (connected && !emq_consumer_stopping(c)) {
-        step_end end = classify(c, st, c->nogroup);
+        step_end end = classify(c, st, err, c->nogroup);
         if (end == STEP_FATAL)
             break;
         if (end != STEP_OK) {
@@ -476,7 +477,8 @@ emq_status emq_consumer_loop(emq_consumer_t *c, emq_error *err) {
         *err = c->fatal_err;
         pthread_mutex_unlock(&c->fatal_mu);
         st = err->code;
-    } else if (atomic_load(&c->stop) && classify(c, st, 0) != STEP_FATAL) {
+    } else if (atomic_load(&c->stop) &&
+               classify(c, st, err, 0) != STEP_FATAL) {
         emq_error_clear(err);
         st = EMQ_OK;
     }

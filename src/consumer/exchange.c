@@ -41,9 +41,14 @@ int emq_reply_not_now(const emq_reply *r, unsigned flags) {
            ((flags & EMQ_XCHG_WAIT_OOM) && emq_reply_mentions(r, "OOM"));
 }
 
-int emq_xchg_transport_failure(emq_status st) {
+int emq_xchg_reconnect_cures(emq_status st, const emq_error *err) {
     return st == EMQ_EIO || st == EMQ_ETIMEDOUT || st == EMQ_ECLOSED ||
-           st == EMQ_EPROTO;
+           st == EMQ_EPROTO || emq_xchg_cluster_bound(st, err);
+}
+
+int emq_xchg_cluster_bound(emq_status st, const emq_error *err) {
+    /* A local limit has no reply; the route's bounds quote the last. */
+    return st == EMQ_ELIMIT && err != NULL && err->reply_code[0] != '\0';
 }
 
 /* 1 when needle occurs in text[0..len). */
@@ -228,11 +233,17 @@ emq_status emq_xchg_call(emq_xchg *x, unsigned flags, int argc,
     emq_retry_stop_when(&retry, xchg_halted, x, 0);
     while (emq_retry_next(&retry)) {
         atomic_fetch_add(&c->stats.round_trips, 1);
+        emq_error e;
         emq_status st =
-            emq_route_command(x->route, argc, argv, argvlen, reply, err);
-        if (st != EMQ_OK)
+            emq_route_command(x->route, argc, argv, argvlen, reply, &e);
+        /* A TRYAGAIN or CLUSTERDOWN that outlasted cluster.retry_ms is
+         * still "not now": the command was not run. */
+        int bound = emq_route_only_this_failed(x->route, st) && e.retriable;
+        if (st != EMQ_OK && err)
+            *err = e;
+        if (st != EMQ_OK && !bound)
             return st;
-        if (emq_reply_mentions(*reply, "READONLY")) {
+        if (st == EMQ_OK && emq_reply_mentions(*reply, "READONLY")) {
             /* Every command of a consumer writes: the server was demoted
              * to a replica, so find the master (the caller reconnects). */
             char shown[160];
@@ -242,16 +253,18 @@ emq_status emq_xchg_call(emq_xchg *x, unsigned flags, int argc,
             return emq_error_set(err, EMQ_EIO, 1,
                                  "server is a read-only replica (%s)", shown);
         }
-        if (!emq_reply_not_now(*reply, flags))
+        if (st == EMQ_OK && !emq_reply_not_now(*reply, flags))
             break;
         if (emq_xchg_halted(x) || emq_now_ms() - began >= NOT_NOW_WAIT_MS)
-            return EMQ_OK; /* the caller sees the error reply */
+            return st; /* the caller sees the error reply, or the bound */
         if (retry.attempt == 1) {
             char shown[160];
             atomic_fetch_add(&c->stats.server_waits, 1);
             emq_consumer_log(c, EMQ_LOG_WARNING,
                              "server not ready for %s (%s); waiting", argv[0],
-                             emq_reply_text(*reply, shown, sizeof shown));
+                             bound ? e.message
+                                   : emq_reply_text(*reply, shown,
+                                                    sizeof shown));
         }
         emq_reply_free(*reply);
         *reply = NULL;

@@ -58,8 +58,14 @@ emq_status emq_xchg_call(emq_xchg *x, unsigned flags, int argc,
 emq_status emq_xchg_reconnect(emq_xchg *x, emq_error *err);
 /* Records that the connection did useful work (resets the backoff). */
 void emq_xchg_healthy(emq_xchg *x);
-/* 1 for the transport failures after which the consumer reconnects. */
-int emq_xchg_transport_failure(emq_status st);
+/* 1 for the failures after which the consumer reconnects: the transport
+ * failures, and a route's bound (emq_xchg_cluster_bound), since a fresh
+ * connection fetches the cluster's slot map again. err may be NULL. */
+int emq_xchg_reconnect_cures(emq_status st, const emq_error *err);
+/* 1 when st and err are a route's own bound (cluster.max_redirects or
+ * cluster.retry_ms: EMQ_ELIMIT quoting the last reply), not a local
+ * limit. */
+int emq_xchg_cluster_bound(emq_status st, const emq_error *err);
 /* 1 when r is an error reply that means "not now" (see emq_xchg_call):
  * emq_reply_transient, or OOM with EMQ_XCHG_WAIT_OOM. */
 int emq_reply_not_now(const emq_reply *r, unsigned flags);

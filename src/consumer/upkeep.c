@@ -198,7 +198,8 @@ static emq_status one_round(emq_consumer_t *c, int settle, settle_op *ops,
     } else if (st == EMQ_OK) { /* "not now": pause, then again */
         emq_xchg_nap(&u->x, 100);
         st = EMQ_EAGAIN;
-    } else if (st == EMQ_ENOMEM || st == EMQ_ELIMIT) {
+    } else if (st == EMQ_ENOMEM ||
+               (st == EMQ_ELIMIT && !emq_xchg_cluster_bound(st, err))) {
         emq_consumer_fatal(c, err);
     }
     return st;
@@ -235,7 +236,7 @@ static void *upkeep_main(void *arg) {
          * stay pending and come back). */
         if (quit && st != EMQ_OK)
             break;
-        if (emq_xchg_transport_failure(st)) {
+        if (emq_xchg_reconnect_cures(st, &err)) {
             emq_consumer_log(c, EMQ_LOG_WARNING,
                              "upkeep connection failed (%s); reconnecting",
                              err.message);

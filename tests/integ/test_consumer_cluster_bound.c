@@ -1,0 +1,87 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* test_consumer_cluster_bound.c: a consumer whose reads reach the route's
+ * own bound (cluster.max_redirects) reconnects and loses nothing.
+ *
+ * Two intercepting proxies in front of one real server play a cluster in
+ * flux: both refuse CLUSTER (so the route learns the cluster from MOVED,
+ * as under an ACL without CLUSTER), and each answers the first two new
+ * reads (XREADGROUP ... >) with a MOVED to the next. The server really ran
+ * those reads, so their entries sit unseen in the consumer's pending list.
+ * With cluster.max_redirects 1 each of those reads fails with EMQ_ELIMIT:
+ * the consumer must take that as "reconnect" (a fresh map), never as a
+ * fatal error, and its recovery must hand out what the hidden reads
+ * delivered.
+ */
+#include "harness/fakepeer.h"
+#include "integ/consumer_helpers.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static emq_icept *moved_on_new_reads(emq_srv *s, int to_port) {
+    static char moved[2][64];
+    static int used;
+    char *text = moved[used++ % 2];
+    snprintf(text, sizeof moved[0], "-MOVED 1 127.0.0.1:%d\r\n", to_port);
+    static const char noperm[] =
+        "-NOPERM this user has no permissions to run the 'cluster' "
+        "command\r\n";
+    emq_icept_rule rules[] = {{"CLUSTER", -1, noperm, 0, -1, NULL},
+                              {"XREADGROUP", 1, text, 0, 2, NULL}};
+    return emq_icept_start(emq_srv_port(s), rules, 2);
+}
+
+static int port_of(const char *url) { return atoi(strrchr(url, ':') + 1); }
+
+static recorder rec;
+
+TEST_TIMEOUT(consumer_reconnects_past_the_routes_redirect_bound, 40) {
+    emq_srv *s = emq_srv_start(NULL);
+    produce_n(s, "jobs", "e", 30);
+    emq_icept *next = moved_on_new_reads(s, emq_srv_port(s));
+    emq_icept *seed = moved_on_new_reads(s, port_of(emq_icept_url(next)));
+    emq_conf_t *conf = consumer_conf(s, "jobs", "g", "w", "head");
+    conf_set(conf, "url", emq_icept_url(seed));
+    conf_set(conf, "cluster.max_redirects", "1");
+    conf_set(conf, "count", "4");
+    recorder_init(&rec);
+    emq_consumer_t *c;
+    emq_error err;
+    ASSERT_OK(emq_consumer_new(conf, record, &rec, &c, &err), &err);
+    runner_thread t;
+    start_consumer(&t, c);
+    wait_for(&rec, 30, 20000);
+    emq_consumer_stop(c);
+    ASSERT_STATUS(join_consumer(&t), EMQ_OK, &t.err);
+
+    /* Every entry handled, none twice, none left pending. */
+    for (size_t i = 0; i < rec.n; i++)
+        for (size_t k = i + 1; k < rec.n; k++)
+            if (strcmp(rec.ids[i], rec.ids[k]) == 0)
+                FAIL("entry %s handled twice", rec.ids[i]);
+    ASSERT_EQ_SIZE(rec.n, 30);
+    emq_consumer_stats st;
+    emq_consumer_stats_get(c, &st);
+    fprintf(stderr,
+            "    redirects %llu, gave up %llu, reconnects %llu, acked %llu\n",
+            (unsigned long long)st.redirects,
+            (unsigned long long)st.cluster_gave_up,
+            (unsigned long long)st.reconnects, (unsigned long long)st.acked);
+    ASSERT_EQ_INT(st.cluster_gave_up, 2);
+    ASSERT(st.redirects >= 2);
+    ASSERT(st.reconnects >= 2);
+    ASSERT_EQ_INT(st.acked, 30);
+    ASSERT(emq_icept_replaced(next) == 2);
+    char out[64];
+    ASSERT_EQ_INT(emq_srv_cmd(s, out, sizeof out, "XPENDING", "emq:{jobs}",
+                              "g", NULL),
+                  '*');
+    ASSERT(strncmp(out, "0\n", 2) == 0); /* nothing pending */
+
+    emq_consumer_destroy(c);
+    emq_conf_destroy(conf);
+    emq_icept_stop(seed);
+    emq_icept_stop(next);
+    emq_srv_stop(s);
+}

@@ -80,16 +80,16 @@ static sbuf xreadgroup_reply(int count) {
 
 /* Parses the reply `copies` times with echomq's reader; returns seconds. */
 static double run_echomq(const sbuf *reply, int copies, size_t *checksum) {
-    emq_resp_reader *r = emq_resp_reader_new(NULL);
+    emq__resp_reader *r = emq__resp_reader_new(NULL);
     double start = now_s();
     int parsed = 0;
     for (int c = 0; c < copies; c++) {
         for (size_t off = 0; off < reply->len; off += FEED) {
             size_t n = reply->len - off < FEED ? reply->len - off : FEED;
-            if (emq_resp_feed(r, reply->p + off, n, NULL) != EMQ_OK)
+            if (emq__resp_feed(r, reply->p + off, n, NULL) != EMQ_OK)
                 exit(1);
             emq_reply *out;
-            while (emq_resp_next(r, &out, NULL) == EMQ_OK) {
+            while (emq__resp_next(r, &out, NULL) == EMQ_OK) {
                 const emq_reply *entries = emq_reply_at(emq_reply_at(out, 0), 1);
                 *checksum += emq_reply_len(entries);
                 emq_reply_free(out);
@@ -98,7 +98,7 @@ static double run_echomq(const sbuf *reply, int copies, size_t *checksum) {
         }
     }
     double t = now_s() - start;
-    emq_resp_reader_free(r);
+    emq__resp_reader_free(r);
     if (parsed != copies) {
         fprintf(stderr, "echomq parsed %d of %d replies\n", parsed, copies);
         exit(1);

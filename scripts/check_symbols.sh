@@ -16,7 +16,8 @@ fi
 
 # "ADDR TYPE NAME" per line; absolute (A) entries are version nodes.
 symbols=$(nm -D --defined-only "$lib" | awk '$2 != "A" { print $3 }' | sed 's/@.*//')
-bad=$(grep -Ev '^(emq_[A-Za-z0-9_]+|_init|_fini|_edata|_end|__bss_start)$' <<<"$symbols" || true)
+# emq__ names are the library's internal ones: never exported.
+bad=$(grep -Ev '^(emq_[A-Za-z0-9][A-Za-z0-9_]*|_init|_fini|_edata|_end|__bss_start)$' <<<"$symbols" || true)
 public=$(grep -c '^emq_' <<<"$symbols" || true)
 
 if [[ -n "$bad" ]]; then

@@ -9,25 +9,25 @@
 #include <stdlib.h>
 #include <string.h>
 
-emq_status emq_admin_open(const emq_conf_t *conf, emq_admin_t **out,
+emq_status emq__admin_open(const emq_conf_t *conf, emq_admin_t **out,
                           emq_error *err) {
     *out = NULL;
     if (conf == NULL)
-        return emq_error_set(err, EMQ_EINVAL, 0,
+        return emq__error_set(err, EMQ_EINVAL, 0,
                              "admin needs a configuration");
-    emq_admin_t *a = emq_calloc(1, sizeof *a);
+    emq_admin_t *a = emq__calloc(1, sizeof *a);
     if (a == NULL)
-        return emq_oom(err);
+        return emq__oom(err);
     emq_status st = EMQ_OK;
     a->conf = emq_conf_dup(conf);
     if (a->conf == NULL)
-        st = emq_oom(err);
-    else if (emq_topic_is(conf))
-        st = emq_topic_check(conf, err);
+        st = emq__oom(err);
+    else if (emq__topic_is(conf))
+        st = emq__topic_check(conf, err);
     if (st == EMQ_OK)
-        st = emq_keys_resolve(emq_cfg_queue(conf), emq_cfg_stream(conf), &a->keys, err);
-    if (st == EMQ_OK && !emq_topic_is(conf))
-        st = emq_route_new(a->conf, a->keys.stream, &a->route, err);
+        st = emq__keys_resolve(emq__cfg_queue(conf), emq__cfg_stream(conf), &a->keys, err);
+    if (st == EMQ_OK && !emq__topic_is(conf))
+        st = emq__route_new(a->conf, a->keys.stream, &a->route, err);
     if (st != EMQ_OK) {
         emq_admin_destroy(a);
         return st;
@@ -41,23 +41,23 @@ void emq_admin_destroy(emq_admin_t *a) {
         return;
     for (size_t i = 0; i < a->nparts; i++)
         emq_admin_destroy(a->parts[i]);
-    emq_free(a->parts);
-    emq_route_destroy(a->route);
-    emq_keys_free(&a->keys);
+    emq__free(a->parts);
+    emq__route_destroy(a->route);
+    emq__keys_free(&a->keys);
     emq_conf_destroy(a->conf);
-    emq_free(a);
+    emq__free(a);
 }
 
-void emq_free_array(void *array) { emq_free(array); }
+void emq_free_array(void *array) { emq__free(array); }
 
-emq_status emq_admin_call(emq_admin_t *a, const char *what, int argc,
+emq_status emq__admin_call(emq_admin_t *a, const char *what, int argc,
                           const char *const *argv, const size_t *argvlen,
                           emq_reply **reply, emq_error *err) {
-    emq_status st = emq_route_command(a->route, argc, argv, argvlen, reply, err);
+    emq_status st = emq__route_command(a->route, argc, argv, argvlen, reply, err);
     if (st != EMQ_OK)
         return st;
     if (emq_reply_kind(*reply) == EMQ_REPLY_ERROR) {
-        st = emq_reply_error_set(err, *reply, "%s failed", what);
+        st = emq__reply_error_set(err, *reply, "%s failed", what);
         emq_reply_free(*reply);
         *reply = NULL;
     }
@@ -66,15 +66,15 @@ emq_status emq_admin_call(emq_admin_t *a, const char *what, int argc,
 
 /* ---- shared reply and counting helpers (inspect.c, replay.c) ------------- */
 
-emq_status emq_admin_pipeline(emq_admin_t *a, size_t n,
-                              const emq_admin_cmd *cmds, emq_reply **replies,
+emq_status emq__admin_pipeline(emq_admin_t *a, size_t n,
+                              const emq__admin_cmd *cmds, emq_reply **replies,
                               emq_error *err) {
     for (size_t i = 0; i < n; i++)
         replies[i] = NULL;
     size_t appended = 0;
     emq_status st = EMQ_OK;
     while (appended < n) {
-        st = emq_route_append(a->route, cmds[appended].argc,
+        st = emq__route_append(a->route, cmds[appended].argc,
                              cmds[appended].argv, cmds[appended].argvlen, err);
         if (st != EMQ_OK)
             break;
@@ -84,13 +84,13 @@ emq_status emq_admin_pipeline(emq_admin_t *a, size_t n,
      * so the connection is left with nothing outstanding. */
     for (size_t i = 0; i < appended; i++) {
         emq_error rerr;
-        emq_status rst = emq_route_get_reply(a->route, &replies[i], &rerr);
+        emq_status rst = emq__route_get_reply(a->route, &replies[i], &rerr);
         if (rst != EMQ_OK && st == EMQ_OK) {
             st = rst;
             if (err)
                 *err = rerr;
         }
-        if (rst != EMQ_OK && !emq_route_only_this_failed(a->route, rst))
+        if (rst != EMQ_OK && !emq__route_only_this_failed(a->route, rst))
             break; /* the connection is broken: nothing more will come */
     }
     if (st != EMQ_OK) {
@@ -102,13 +102,13 @@ emq_status emq_admin_pipeline(emq_admin_t *a, size_t n,
     return st;
 }
 
-int emq_admin_id(const emq_reply *r, emq_id *out, emq_stream_id *sid) {
+int emq__admin_id(const emq_reply *r, emq_id *out, emq__stream_id *sid) {
     size_t len;
     const char *text = emq_reply_str(r, &len);
     emq_reply_type kind = emq_reply_kind(r);
     if (text == NULL ||
         (kind != EMQ_REPLY_STRING && kind != EMQ_REPLY_STATUS) ||
-        len >= EMQ_ID_MAX || emq_stream_id_parse(text, len, sid) != 0)
+        len >= EMQ_ID_MAX || emq__stream_id_parse(text, len, sid) != 0)
         return -1;
     if (out) {
         memcpy(out->str, text, len);
@@ -118,48 +118,48 @@ int emq_admin_id(const emq_reply *r, emq_id *out, emq_stream_id *sid) {
 }
 
 /* The ID of a stream entry reply [id, fields], or -1. */
-static int entry_id(const emq_reply *entry, emq_stream_id *sid) {
+static int entry_id(const emq_reply *entry, emq__stream_id *sid) {
     if (emq_reply_kind(entry) != EMQ_REPLY_ARRAY || emq_reply_len(entry) < 1)
         return -1;
-    return emq_admin_id(emq_reply_at(entry, 0), NULL, sid);
+    return emq__admin_id(emq_reply_at(entry, 0), NULL, sid);
 }
 
-emq_status emq_admin_extent_parse(const emq_reply *xinfo,
-                                  emq_admin_extent *ext, emq_error *err) {
+emq_status emq__admin_extent_parse(const emq_reply *xinfo,
+                                  emq__admin_extent *ext, emq_error *err) {
     memset(ext, 0, sizeof *ext);
-    const emq_reply *length = emq_stream_field(xinfo, "length");
+    const emq_reply *length = emq__stream_field(xinfo, "length");
     if (emq_reply_kind(length) != EMQ_REPLY_INTEGER ||
         emq_reply_integer(length) < 0)
-        return emq_error_set(err, EMQ_EPROTO, 0,
+        return emq__error_set(err, EMQ_EPROTO, 0,
                              "unexpected reply shape from the server: "
                              "XINFO STREAM has no length");
     ext->length = (uint64_t)emq_reply_integer(length);
     if (ext->length > 0 &&
-        entry_id(emq_stream_field(xinfo, "first-entry"), &ext->first) == 0 &&
-        entry_id(emq_stream_field(xinfo, "last-entry"), &ext->last) == 0)
+        entry_id(emq__stream_field(xinfo, "first-entry"), &ext->first) == 0 &&
+        entry_id(emq__stream_field(xinfo, "last-entry"), &ext->last) == 0)
         ext->has_entries = 1;
     return EMQ_OK;
 }
 
-emq_status emq_admin_count_after(emq_admin_t *a, const emq_admin_extent *ext,
-                                 emq_stream_id after, uint64_t *n,
+emq_status emq__admin_count_after(emq_admin_t *a, const emq__admin_extent *ext,
+                                 emq__stream_id after, uint64_t *n,
                                  emq_error *err) {
     *n = 0;
     if (ext != NULL) {
         if (ext->length == 0)
             return EMQ_OK;
         if (ext->has_entries) {
-            if (emq_stream_id_cmp(after, ext->first) < 0) {
+            if (emq__stream_id_cmp(after, ext->first) < 0) {
                 *n = ext->length;
                 return EMQ_OK;
             }
-            if (emq_stream_id_cmp(after, ext->last) >= 0)
+            if (emq__stream_id_cmp(after, ext->last) >= 0)
                 return EMQ_OK;
         }
     }
     char page[24];
     snprintf(page, sizeof page, "%d", EMQ_ADMIN_PAGE);
-    emq_stream_id cursor = after;
+    emq__stream_id cursor = after;
     uint64_t count = 0;
     for (;;) {
         /* "(" makes the start exclusive (XRANGE, Redis 6.2+). */
@@ -170,7 +170,7 @@ emq_status emq_admin_count_after(emq_admin_t *a, const emq_admin_extent *ext,
         const char *argv[] = {"XRANGE", a->keys.stream, start, "+", "COUNT",
                               page};
         emq_reply *reply;
-        emq_status st = emq_admin_call(a, "counting entries (XRANGE)", 6,
+        emq_status st = emq__admin_call(a, "counting entries (XRANGE)", 6,
                                        argv, NULL, &reply, err);
         if (st != EMQ_OK)
             return st;
@@ -178,7 +178,7 @@ emq_status emq_admin_count_after(emq_admin_t *a, const emq_admin_extent *ext,
         if (emq_reply_kind(reply) != EMQ_REPLY_ARRAY ||
             (got > 0 && entry_id(emq_reply_at(reply, got - 1), &cursor) != 0)) {
             emq_reply_free(reply);
-            return emq_error_set(err, EMQ_EPROTO, 0,
+            return emq__error_set(err, EMQ_EPROTO, 0,
                                  "unexpected reply shape from the server: "
                                  "XRANGE is not a list of entries");
         }
@@ -193,23 +193,23 @@ emq_status emq_admin_count_after(emq_admin_t *a, const emq_admin_extent *ext,
     return EMQ_OK;
 }
 
-emq_status emq_admin_check_group(const char *group, emq_error *err) {
+emq_status emq__admin_check_group(const char *group, emq_error *err) {
     if (group == NULL || *group == '\0')
-        return emq_error_set(err, EMQ_EINVAL, 0,
+        return emq__error_set(err, EMQ_EINVAL, 0,
                              "a group name is required");
     return EMQ_OK;
 }
 
-/* qsort over emq_admin_order: by ID, then partition. */
+/* qsort over emq__admin_order: by ID, then partition. */
 static int order_cmp(const void *x, const void *y) {
-    const emq_admin_order *a = x, *b = y;
-    int c = emq_stream_id_cmp(a->id, b->id);
+    const emq__admin_order *a = x, *b = y;
+    int c = emq__stream_id_cmp(a->id, b->id);
     if (c != 0)
         return c;
     return (a->partition > b->partition) - (a->partition < b->partition);
 }
 
-void emq_admin_by_id(emq_admin_order *order, size_t n) {
+void emq__admin_by_id(emq__admin_order *order, size_t n) {
     /* IDs are times, so across partitions this is oldest first (as far
      * as the partitions' clocks agree); a tie goes to the lower partition. */
     qsort(order, n, sizeof *order, order_cmp);

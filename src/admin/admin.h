@@ -16,8 +16,8 @@
 
 struct emq_admin {
     emq_conf_t *conf; /* own copy */
-    emq_keys keys;
-    emq_route *route; /* NULL for a topic */
+    emq__keys keys;
+    emq__route *route; /* NULL for a topic */
     /* A topic (conf partitions > 1): one admin handle per partition. */
     emq_admin_t **parts;
     size_t nparts;
@@ -25,35 +25,35 @@ struct emq_admin {
 
 /* ---- topic.c: the verbs of a topic --------------------------------------
  * A verb given a topic handle (nparts > 0) runs its per-partition step on
- * every partition through emq_admin_each, in partition order. */
+ * every partition through emq__admin_each, in partition order. */
 
 /* One partition's part of a verb: part is partition i's handle, ctx the
  * verb's arguments and sums. */
-typedef emq_status (*emq_admin_step)(emq_admin_t *part, int i, void *ctx,
+typedef emq_status (*emq__admin_step)(emq_admin_t *part, int i, void *ctx,
                                      emq_error *err);
 
 /* Runs step on each partition of topic a in order. The first failure ends
  * the walk and is returned prefixed with its partition and stream (the
  * partitions before it have done their part); an EMQ_EINVAL (arguments
  * refused before anything was sent) is returned as it is. */
-emq_status emq_admin_each(emq_admin_t *a, emq_admin_step step, void *ctx,
+emq_status emq__admin_each(emq_admin_t *a, emq__admin_step step, void *ctx,
                           emq_error *err);
 
 /* EMQ_EINVAL for what, a call naming entry IDs, on topic a: IDs are a
  * partition's, so the caller must name the partition. */
-emq_status emq_admin_per_id(const emq_admin_t *a, const char *what,
+emq_status emq__admin_per_id(const emq_admin_t *a, const char *what,
                             emq_error *err);
 
 /* An entry of a gathered list: its ID, partition and where it is. */
-typedef struct emq_admin_order {
-    emq_stream_id id;
+typedef struct emq__admin_order {
+    emq__stream_id id;
     int partition;
     size_t at; /* the verb's index of the entry */
-} emq_admin_order;
+} emq__admin_order;
 
 /* admin.c: sorts order by ID, then partition: a topic's lists, oldest
  * first. */
-void emq_admin_by_id(emq_admin_order *order, size_t n);
+void emq__admin_by_id(emq__admin_order *order, size_t n);
 
 /* ---- the verbs of one queue --------------------------------------------
  * Each public verb is topic.c's: a queue's handle goes to its queue form
@@ -62,63 +62,63 @@ void emq_admin_by_id(emq_admin_order *order, size_t n);
 
 /* admin.c: the handle of conf without a topic's partitions (a queue's is
  * connected; a topic's gets its partitions from topic.c). */
-emq_status emq_admin_open(const emq_conf_t *conf, emq_admin_t **out,
+emq_status emq__admin_open(const emq_conf_t *conf, emq_admin_t **out,
                           emq_error *err);
-emq_status emq_admin_queue_describe(emq_admin_t *a, emq_queue_info **out,
+emq_status emq__admin_queue_describe(emq_admin_t *a, emq_queue_info **out,
                                     emq_error *err);
-emq_status emq_admin_queue_pending(emq_admin_t *a, const char *group,
+emq_status emq__admin_queue_pending(emq_admin_t *a, const char *group,
                                    const char *consumer, int64_t min_idle_ms,
                                    size_t max, emq_pending_entry **out,
                                    size_t *n, emq_error *err);
 /* The checks of a setid's group and target, before anything is sent. */
-emq_status emq_admin_setid_check(const char *group, const char *to,
+emq_status emq__admin_setid_check(const char *group, const char *to,
                                  emq_error *err);
-emq_status emq_admin_queue_setid(emq_admin_t *a, const char *group,
+emq_status emq__admin_queue_setid(emq_admin_t *a, const char *group,
                                  const char *to, uint64_t *redeliver,
                                  emq_error *err);
-emq_status emq_admin_queue_group_create(emq_admin_t *a, const char *group,
+emq_status emq__admin_queue_group_create(emq_admin_t *a, const char *group,
                                         const char *start, int *created,
                                         emq_error *err);
-emq_status emq_admin_queue_group_destroy(emq_admin_t *a, const char *group,
+emq_status emq__admin_queue_group_destroy(emq_admin_t *a, const char *group,
                                          int *destroyed, emq_error *err);
-emq_status emq_admin_queue_prune(emq_admin_t *a, const char *group,
+emq_status emq__admin_queue_prune(emq_admin_t *a, const char *group,
                                  int64_t idle_ms, emq_prune_result *result,
                                  emq_error *err);
-emq_status emq_admin_queue_trim(emq_admin_t *a, int64_t maxlen,
+emq_status emq__admin_queue_trim(emq_admin_t *a, int64_t maxlen,
                                 int64_t max_age_ms, emq_trim_result *result,
                                 emq_error *err);
 /* emq_admin_dead_list_after of a queue. */
-emq_status emq_admin_queue_dead_list(emq_admin_t *a, const char *after,
+emq_status emq__admin_queue_dead_list(emq_admin_t *a, const char *after,
                                      size_t max, emq_dead_letter **out,
                                      size_t *n, emq_error *err);
-emq_status emq_admin_queue_requeue(emq_admin_t *a, const char *const *ids,
+emq_status emq__admin_queue_requeue(emq_admin_t *a, const char *const *ids,
                                    size_t nids, uint64_t *requeued,
                                    emq_error *err);
-emq_status emq_admin_queue_purge(emq_admin_t *a, uint64_t *removed,
+emq_status emq__admin_queue_purge(emq_admin_t *a, uint64_t *removed,
                                  emq_error *err);
 
 /* ---- shared by a verb and its topic form -------------------------------- */
 
 /* inspect.c: moves one partition's description (one, freed) into
  * info->partitions[i] and adds it to info's totals (see emq_queue_info). */
-emq_status emq_admin_info_add(emq_queue_info *info, size_t i,
+emq_status emq__admin_info_add(emq_queue_info *info, size_t i,
                               emq_queue_info *one, emq_error *err);
 /* deadletters.c: XRANGE of a's dead letters from start, at most count
  * ("": all); the reply is caller-owned. */
-emq_status emq_admin_dead_range(emq_admin_t *a, const char *start,
+emq_status emq__admin_dead_range(emq_admin_t *a, const char *start,
                                 const char *count, emq_reply **r,
                                 emq_error *err);
 /* deadletters.c: copies the dead letters of nr XRANGE replies (r[k] of
  * partition part[k]; -1 for a queue) into one caller-owned block, at most
  * max (0: all), oldest first by ID across the replies. */
-emq_status emq_admin_letters_build(emq_reply *const *r, const int *part,
+emq_status emq__admin_letters_build(emq_reply *const *r, const int *part,
                                    size_t nr, size_t max,
                                    emq_dead_letter **out, size_t *n,
                                    emq_error *err);
 
 /* Sends one command and returns its reply (caller frees). An error reply
  * becomes EMQ_ESERVER with "<what> failed: <reply text>" and *reply NULL. */
-emq_status emq_admin_call(emq_admin_t *a, const char *what, int argc,
+emq_status emq__admin_call(emq_admin_t *a, const char *what, int argc,
                           const char *const *argv, const size_t *argvlen,
                           emq_reply **reply, emq_error *err);
 
@@ -143,36 +143,36 @@ emq_status emq_admin_call(emq_admin_t *a, const char *what, int argc,
     "end\n"
 
 /* One command of a pipeline (argvlen NULL: NUL-terminated strings). */
-typedef struct emq_admin_cmd {
+typedef struct emq__admin_cmd {
     int argc;
     const char *const *argv;
     const size_t *argvlen;
-} emq_admin_cmd;
+} emq__admin_cmd;
 
 /* Sends n commands in one round trip and stores their n replies in
  * replies[] (caller frees each; error replies are data here, not a
  * failure). On a transport failure every reply already read is freed, all
  * of replies[] is NULL, and the status says what broke. */
-emq_status emq_admin_pipeline(emq_admin_t *a, size_t n,
-                              const emq_admin_cmd *cmds, emq_reply **replies,
+emq_status emq__admin_pipeline(emq_admin_t *a, size_t n,
+                              const emq__admin_cmd *cmds, emq_reply **replies,
                               emq_error *err);
 
 /* Copies a stream ID reply (a bulk string) into *out and parses it into
  * *sid (either may be NULL). Returns 0, or -1 when r is not an ID. */
-int emq_admin_id(const emq_reply *r, emq_id *out, emq_stream_id *sid);
+int emq__admin_id(const emq_reply *r, emq_id *out, emq__stream_id *sid);
 
 /* What XINFO STREAM says about where the stored entries lie. */
-typedef struct emq_admin_extent {
+typedef struct emq__admin_extent {
     uint64_t length;        /* entries stored */
     int has_entries;        /* 1: first and last are set */
-    emq_stream_id first;    /* ID of the first stored entry */
-    emq_stream_id last;     /* ID of the last stored entry */
-} emq_admin_extent;
+    emq__stream_id first;    /* ID of the first stored entry */
+    emq__stream_id last;     /* ID of the last stored entry */
+} emq__admin_extent;
 
 /* Fills ext from an XINFO STREAM reply (length, first-entry, last-entry).
  * EMQ_EPROTO when the reply lacks the length. */
-emq_status emq_admin_extent_parse(const emq_reply *xinfo,
-                                  emq_admin_extent *ext, emq_error *err);
+emq_status emq__admin_extent_parse(const emq_reply *xinfo,
+                                  emq__admin_extent *ext, emq_error *err);
 
 /* Counts exactly the stored entries with an ID greater than after. With
  * ext (may be NULL) an ID before the first entry answers "all of them" and
@@ -180,12 +180,12 @@ emq_status emq_admin_extent_parse(const emq_reply *xinfo,
  * entries are counted with XRANGE <stream> (<after> + COUNT
  * EMQ_ADMIN_PAGE, page by page. Entries added while counting may or may
  * not be included. */
-emq_status emq_admin_count_after(emq_admin_t *a, const emq_admin_extent *ext,
-                                 emq_stream_id after, uint64_t *n,
+emq_status emq__admin_count_after(emq_admin_t *a, const emq__admin_extent *ext,
+                                 emq__stream_id after, uint64_t *n,
                                  emq_error *err);
 
 /* A group name given to an admin verb: required (EMQ_EINVAL otherwise,
  * saying so). Checked before anything is sent. */
-emq_status emq_admin_check_group(const char *group, emq_error *err);
+emq_status emq__admin_check_group(const char *group, emq_error *err);
 
 #endif /* EMQ_ADMIN_H */

@@ -112,7 +112,7 @@ static void fill_letter(emq_dead_letter *d, const emq_reply *entry,
             origin_len[k] = 0;
         }
     }
-    if (emq_admin_id(emq_reply_at(entry, 0), &d->id, NULL) != 0)
+    if (emq__admin_id(emq_reply_at(entry, 0), &d->id, NULL) != 0)
         d->id.str[0] = '\0';
     size_t olen = origin_len[0] < sizeof d->origin_id.str ? origin_len[0] : 0;
     memcpy(d->origin_id.str, origin[0], olen);
@@ -151,26 +151,26 @@ static int entry_shape_ok(const emq_reply *e) {
 /* Copies the dead letters of nr XRANGE replies (r[k] read from partition
  * part[k]; -1 for a queue) into one caller-owned block: at most max (0:
  * all), oldest first by ID across the replies. */
-emq_status emq_admin_letters_build(emq_reply *const *r, const int *part,
+emq_status emq__admin_letters_build(emq_reply *const *r, const int *part,
                                 size_t nr, size_t max, emq_dead_letter **out,
                                 size_t *n, emq_error *err) {
     size_t all = 0;
     for (size_t k = 0; k < nr; k++)
         for (size_t i = 0; i < emq_reply_len(r[k]); i++) {
             if (!entry_shape_ok(emq_reply_at(r[k], i)))
-                return emq_error_set(err, EMQ_EPROTO, 0,
+                return emq__error_set(err, EMQ_EPROTO, 0,
                                      "XRANGE of the dead letters: "
                                      "unexpected reply shape");
             all++;
         }
     if (all == 0)
         return EMQ_OK;
-    emq_admin_order *order = emq_calloc(all, sizeof *order);
-    const emq_reply **entry = emq_calloc(all, sizeof *entry);
+    emq__admin_order *order = emq__calloc(all, sizeof *order);
+    const emq_reply **entry = emq__calloc(all, sizeof *entry);
     if (order == NULL || entry == NULL) {
-        emq_free(order);
-        emq_free(entry);
-        return emq_oom(err);
+        emq__free(order);
+        emq__free(entry);
+        return emq__oom(err);
     }
     size_t at = 0;
     for (size_t k = 0; k < nr; k++)
@@ -178,11 +178,11 @@ emq_status emq_admin_letters_build(emq_reply *const *r, const int *part,
             entry[at] = emq_reply_at(r[k], i);
             order[at].partition = part[k];
             order[at].at = at;
-            (void)emq_admin_id(emq_reply_at(entry[at], 0), NULL,
+            (void)emq__admin_id(emq_reply_at(entry[at], 0), NULL,
                                &order[at].id);
         }
     if (nr > 1)
-        emq_admin_by_id(order, all);
+        emq__admin_by_id(order, all);
     size_t nletters = max > 0 && max < all ? max : all;
     /* First pass: the size of the one block holding everything. */
     size_t nfields = 0, bytes = 0;
@@ -196,11 +196,11 @@ emq_status emq_admin_letters_build(emq_reply *const *r, const int *part,
         bytes += 3 * (5 - norigin); /* "" for missing origin strings */
     }
     size_t head = nletters * sizeof(emq_dead_letter);
-    char *block = emq_alloc(head + nfields * sizeof(emq_field) + bytes);
+    char *block = emq__alloc(head + nfields * sizeof(emq_field) + bytes);
     if (block == NULL) {
-        emq_free(order);
-        emq_free(entry);
-        return emq_oom(err);
+        emq__free(order);
+        emq__free(entry);
+        return emq__oom(err);
     }
     emq_dead_letter *letters = (emq_dead_letter *)(void *)block;
     emq_field *fields = (emq_field *)(void *)(block + head);
@@ -210,62 +210,62 @@ emq_status emq_admin_letters_build(emq_reply *const *r, const int *part,
         letters[i].partition = order[i].partition;
         fields += letters[i].nfields;
     }
-    emq_free(order);
-    emq_free(entry);
+    emq__free(order);
+    emq__free(entry);
     *out = letters;
     *n = nletters;
     return EMQ_OK;
 }
 
 /* XRANGE of a's dead letters from start, at most count ("": all). */
-emq_status emq_admin_dead_range(emq_admin_t *a, const char *start,
+emq_status emq__admin_dead_range(emq_admin_t *a, const char *start,
                              const char *count, emq_reply **r,
                              emq_error *err) {
     const char *argv[] = {"XRANGE", a->keys.dead, start, "+", "COUNT", count};
-    return emq_admin_call(a, "XRANGE of the dead letters", count[0] ? 6 : 4,
+    return emq__admin_call(a, "XRANGE of the dead letters", count[0] ? 6 : 4,
                           argv, NULL, r, err);
 }
 
-emq_status emq_admin_queue_dead_list(emq_admin_t *a, const char *after,
+emq_status emq__admin_queue_dead_list(emq_admin_t *a, const char *after,
                                      size_t max, emq_dead_letter **out,
                                      size_t *n, emq_error *err) {
     *out = NULL;
     *n = 0;
     char start[EMQ_ID_MAX + 2] = "-";
     if (after != NULL) {
-        if (emq_stream_id_parse(after, strlen(after), NULL) != 0) {
+        if (emq__stream_id_parse(after, strlen(after), NULL) != 0) {
             char shown[64];
-            emq_printable(shown, sizeof shown, after, strlen(after));
-            return emq_error_set(err, EMQ_EINVAL, 0,
+            emq__printable(shown, sizeof shown, after, strlen(after));
+            return emq__error_set(err, EMQ_EINVAL, 0,
                                  "'%s' is not a dead-letter ID (ms-seq)",
                                  shown);
         }
         snprintf(start, sizeof start, "(%s", after); /* exclusive */
     }
     if (a == NULL)
-        return emq_error_set(err, EMQ_EINVAL, 0,
+        return emq__error_set(err, EMQ_EINVAL, 0,
                              "listing dead letters needs an admin handle");
     char count[24] = "";
     if (max > 0)
         snprintf(count, sizeof count, "%zu", max);
     emq_reply *r = NULL;
-    emq_status st = emq_admin_dead_range(a, start, count, &r, err);
+    emq_status st = emq__admin_dead_range(a, start, count, &r, err);
     int none = -1;
     if (st == EMQ_OK)
-        st = emq_admin_letters_build(&r, &none, 1, max, out, n, err);
+        st = emq__admin_letters_build(&r, &none, 1, max, out, n, err);
     emq_reply_free(r);
     return st;
 }
 
 void emq_dead_letters_free(emq_dead_letter *letters, size_t n) {
     (void)n; /* one block holds the letters and everything they point to */
-    emq_free(letters);
+    emq__free(letters);
 }
 
 size_t emq_dead_letters_json(const emq_dead_letter *letters, size_t n,
                              char *buf, size_t size) {
-    emq_json j;
-    emq_json_init(&j, buf, size);
+    emq__json j;
+    emq__json_init(&j, buf, size);
     for (size_t i = 0; i < n; i++) {
         const emq_dead_letter *d = &letters[i];
         /* The letter's ID, delivery count and original fields are written
@@ -279,17 +279,17 @@ size_t emq_dead_letters_json(const emq_dead_letter *letters, size_t n,
         j.len += len - 1;
         if (j.len < j.size)
             j.buf[j.len] = '\0';
-        emq_json_raw(&j, ",\"origin_id\":");
-        emq_json_cstr(&j, d->origin_id.str);
-        emq_json_raw(&j, ",\"group\":");
-        emq_json_cstr(&j, d->group ? d->group : "");
-        emq_json_raw(&j, ",\"consumer\":");
-        emq_json_cstr(&j, d->consumer ? d->consumer : "");
-        emq_json_raw(&j, ",\"reason\":");
-        emq_json_cstr(&j, d->reason ? d->reason : "");
+        emq__json_raw(&j, ",\"origin_id\":");
+        emq__json_cstr(&j, d->origin_id.str);
+        emq__json_raw(&j, ",\"group\":");
+        emq__json_cstr(&j, d->group ? d->group : "");
+        emq__json_raw(&j, ",\"consumer\":");
+        emq__json_cstr(&j, d->consumer ? d->consumer : "");
+        emq__json_raw(&j, ",\"reason\":");
+        emq__json_cstr(&j, d->reason ? d->reason : "");
         if (d->partition >= 0)
-            emq_json_raw(&j, ",\"partition\":%d", d->partition);
-        emq_json_raw(&j, "}\n");
+            emq__json_raw(&j, ",\"partition\":%d", d->partition);
+        emq__json_raw(&j, "}\n");
     }
     return j.len;
 }
@@ -308,7 +308,7 @@ static emq_status requeue_one(emq_admin_t *a, const char *id, size_t idlen,
     lens[5] = idlen;
     emq_reply *r = NULL;
     emq_status st =
-        emq_admin_call(a, "requeue of a dead letter", 6, argv, lens, &r, err);
+        emq__admin_call(a, "requeue of a dead letter", 6, argv, lens, &r, err);
     if (st != EMQ_OK)
         return st;
     *moved = emq_reply_kind(r) == EMQ_REPLY_STRING;
@@ -324,13 +324,13 @@ static emq_status requeue_all(emq_admin_t *a, uint64_t *requeued,
     const char *last_argv[] = {"XREVRANGE", a->keys.dead, "+", "-", "COUNT",
                                "1"};
     emq_reply *r = NULL;
-    emq_status st = emq_admin_call(a, "XREVRANGE of the dead letters", 6,
+    emq_status st = emq__admin_call(a, "XREVRANGE of the dead letters", 6,
                                    last_argv, NULL, &r, err);
     if (st != EMQ_OK)
         return st;
     emq_id last;
     int none = emq_reply_len(r) != 1 ||
-               emq_admin_id(emq_reply_at(emq_reply_at(r, 0), 0), &last,
+               emq__admin_id(emq_reply_at(emq_reply_at(r, 0), 0), &last,
                             NULL) != 0;
     emq_reply_free(r);
     if (none)
@@ -342,7 +342,7 @@ static emq_status requeue_all(emq_admin_t *a, uint64_t *requeued,
     for (;;) {
         const char *argv[] = {"XRANGE", a->keys.dead, from, last.str,
                               "COUNT", page};
-        st = emq_admin_call(a, "XRANGE of the dead letters", 6, argv, NULL,
+        st = emq__admin_call(a, "XRANGE of the dead letters", 6, argv, NULL,
                             &r, err);
         if (st != EMQ_OK)
             return st;
@@ -364,14 +364,14 @@ static emq_status requeue_all(emq_admin_t *a, uint64_t *requeued,
     }
 }
 
-emq_status emq_admin_queue_requeue(emq_admin_t *a, const char *const *ids,
+emq_status emq__admin_queue_requeue(emq_admin_t *a, const char *const *ids,
                                   size_t nids, uint64_t *requeued,
                                   emq_error *err) {
     uint64_t count = 0;
     if (requeued)
         *requeued = 0;
     if (a == NULL || (nids > 0 && ids == NULL))
-        return emq_error_set(err, EMQ_EINVAL, 0,
+        return emq__error_set(err, EMQ_EINVAL, 0,
                              "requeue needs an admin handle and IDs");
     if (nids == 0) {
         emq_status st = requeue_all(a, &count, err);
@@ -385,7 +385,7 @@ emq_status emq_admin_queue_requeue(emq_admin_t *a, const char *const *ids,
     for (size_t i = 0; i < nids && st == EMQ_OK; i++) {
         int moved = 0;
         const char *id = ids[i] ? ids[i] : "";
-        if (emq_stream_id_parse(id, strlen(id), NULL) == 0)
+        if (emq__stream_id_parse(id, strlen(id), NULL) == 0)
             st = requeue_one(a, id, strlen(id), &moved, err);
         count += (uint64_t)moved;
         if (st == EMQ_OK && !moved && nmissing++ == 0)
@@ -397,9 +397,9 @@ emq_status emq_admin_queue_requeue(emq_admin_t *a, const char *const *ids,
         return st;
     if (nmissing > 0) {
         char shown[EMQ_ID_MAX + 8];
-        emq_printable(shown, sizeof shown, first_missing,
+        emq__printable(shown, sizeof shown, first_missing,
                       strlen(first_missing));
-        return emq_error_set(err, EMQ_EINVAL, 0,
+        return emq__error_set(err, EMQ_EINVAL, 0,
                              "no dead letter '%s' in %s (%zu of %zu IDs not "
                              "found); %llu requeued",
                              shown, a->keys.dead, nmissing, nids,
@@ -408,17 +408,17 @@ emq_status emq_admin_queue_requeue(emq_admin_t *a, const char *const *ids,
     return EMQ_OK;
 }
 
-emq_status emq_admin_queue_purge(emq_admin_t *a, uint64_t *removed,
+emq_status emq__admin_queue_purge(emq_admin_t *a, uint64_t *removed,
                                 emq_error *err) {
     if (removed)
         *removed = 0;
     if (a == NULL)
-        return emq_error_set(err, EMQ_EINVAL, 0,
+        return emq__error_set(err, EMQ_EINVAL, 0,
                              "purge needs an admin handle");
     const char *argv[] = {"EVAL", purge_script, "1", a->keys.dead};
     emq_reply *r = NULL;
     emq_status st =
-        emq_admin_call(a, "purge of the dead letters", 4, argv, NULL, &r, err);
+        emq__admin_call(a, "purge of the dead letters", 4, argv, NULL, &r, err);
     if (st != EMQ_OK)
         return st;
     long long n = emq_reply_integer(r);

@@ -13,7 +13,7 @@
  * by the client and flagged lag_computed, never shown as 0 (LESSONS.md 9).
  *
  * emq_admin_pending pages through XPENDING's extended form, oldest first.
- * Both render as JSON through the one emq_json writer. Nothing here
+ * Both render as JSON through the one emq__json writer. Nothing here
  * changes the server's state: XINFO and XPENDING never touch idle times.
  */
 #include "admin.h"
@@ -24,7 +24,7 @@
 /* ---- reading replies ----------------------------------------------------- */
 
 static uint64_t count_value(const emq_reply *r) {
-    int64_t v = emq_stream_number(r, 0);
+    int64_t v = emq__stream_number(r, 0);
     return v > 0 ? (uint64_t)v : 0;
 }
 
@@ -33,7 +33,7 @@ static uint64_t count_value(const emq_reply *r) {
 static char *dup_text(const emq_reply *r) {
     size_t len = 0;
     const char *text = emq_reply_str(r, &len);
-    return emq_strndup(text ? text : "", text ? len : 0);
+    return emq__strndup(text ? text : "", text ? len : 0);
 }
 
 /* ---- describe ------------------------------------------------------------- */
@@ -42,66 +42,66 @@ static char *dup_text(const emq_reply *r) {
 static void info_clear(emq_queue_info *info) {
     for (size_t i = 0; i < info->npartitions; i++)
         info_clear(&info->partitions[i]);
-    emq_free(info->partitions);
+    emq__free(info->partitions);
     for (size_t g = 0; g < info->ngroups; g++) {
         emq_group_info *gi = &info->groups[g];
         for (size_t c = 0; c < gi->nconsumers; c++)
-            emq_free(gi->consumers[c].name);
-        emq_free(gi->consumers);
-        emq_free(gi->name);
+            emq__free(gi->consumers[c].name);
+        emq__free(gi->consumers);
+        emq__free(gi->name);
     }
-    emq_free(info->groups);
-    emq_free(info->stream);
-    emq_free(info->dead);
+    emq__free(info->groups);
+    emq__free(info->stream);
+    emq__free(info->dead);
 }
 
 void emq_queue_info_free(emq_queue_info *info) {
     if (info == NULL)
         return;
     info_clear(info);
-    emq_free(info);
+    emq__free(info);
 }
 
 /* Fills the stream part of info from XINFO STREAM. */
 static emq_status parse_stream(const emq_reply *xinfo, emq_queue_info *info,
-                               emq_admin_extent *ext, emq_error *err) {
-    emq_status st = emq_admin_extent_parse(xinfo, ext, err);
+                               emq__admin_extent *ext, emq_error *err) {
+    emq_status st = emq__admin_extent_parse(xinfo, ext, err);
     if (st != EMQ_OK)
         return st;
     info->length = ext->length;
-    const emq_reply *first = emq_stream_field(xinfo, "first-entry");
+    const emq_reply *first = emq__stream_field(xinfo, "first-entry");
     if (emq_reply_kind(first) == EMQ_REPLY_ARRAY &&
         emq_reply_len(first) >= 1)
-        (void)emq_admin_id(emq_reply_at(first, 0), &info->first_id, NULL);
-    emq_stream_id last;
+        (void)emq__admin_id(emq_reply_at(first, 0), &info->first_id, NULL);
+    emq__stream_id last;
     emq_id last_text;
     /* 0-0 is what a stream that was never written reports. */
-    if (emq_admin_id(emq_stream_field(xinfo, "last-generated-id"), &last_text,
+    if (emq__admin_id(emq__stream_field(xinfo, "last-generated-id"), &last_text,
                      &last) == 0 &&
         (last.ms != 0 || last.seq != 0))
         info->last_id = last_text;
     /* Absent before Redis 7.0: unknown (-1), not 0. */
     info->entries_added =
-        emq_stream_number(emq_stream_field(xinfo, "entries-added"), -1);
+        emq__stream_number(emq__stream_field(xinfo, "entries-added"), -1);
     return EMQ_OK;
 }
 
 /* Fills one group from its XINFO GROUPS element. *lag_known gets 0 when
  * the server reported no lag, so the caller counts it. */
 static emq_status parse_group(const emq_reply *g, emq_group_info *gi,
-                              emq_stream_id *cursor, int *lag_known,
+                              emq__stream_id *cursor, int *lag_known,
                               emq_error *err) {
-    const emq_reply *name = emq_stream_field(g, "name");
+    const emq_reply *name = emq__stream_field(g, "name");
     if (emq_reply_str(name, NULL) == NULL ||
-        emq_admin_id(emq_stream_field(g, "last-delivered-id"),
+        emq__admin_id(emq__stream_field(g, "last-delivered-id"),
                      &gi->last_delivered_id, cursor) != 0)
-        return emq_reply_bad_shape(err, "an XINFO GROUPS element lacks name or "
+        return emq__reply_bad_shape(err, "an XINFO GROUPS element lacks name or "
                               "last-delivered-id");
     if ((gi->name = dup_text(name)) == NULL)
-        return emq_oom(err);
-    gi->pending = count_value(emq_stream_field(g, "pending"));
-    gi->entries_read = emq_stream_number(emq_stream_field(g, "entries-read"), -1);
-    const emq_reply *lag = emq_stream_field(g, "lag");
+        return emq__oom(err);
+    gi->pending = count_value(emq__stream_field(g, "pending"));
+    gi->entries_read = emq__stream_number(emq__stream_field(g, "entries-read"), -1);
+    const emq_reply *lag = emq__stream_field(g, "lag");
     *lag_known = emq_reply_kind(lag) == EMQ_REPLY_INTEGER &&
                  emq_reply_integer(lag) >= 0;
     gi->lag = *lag_known ? (int64_t)emq_reply_integer(lag) : -1;
@@ -119,35 +119,35 @@ static emq_status parse_group_detail(const emq_reply *consumers,
         const emq_reply *r = i == 0 ? consumers : oldest;
         if (emq_reply_kind(r) == EMQ_REPLY_ERROR &&
             !emq_reply_is_error(r, "NOGROUP"))
-            return emq_reply_error_set(err, r, "describing group failed");
+            return emq__reply_error_set(err, r, "describing group failed");
     }
     if (emq_reply_kind(consumers) == EMQ_REPLY_ARRAY &&
         emq_reply_len(consumers) > 0) {
         size_t n = emq_reply_len(consumers);
-        gi->consumers = emq_calloc(n, sizeof *gi->consumers);
+        gi->consumers = emq__calloc(n, sizeof *gi->consumers);
         if (gi->consumers == NULL)
-            return emq_oom(err);
+            return emq__oom(err);
         for (size_t c = 0; c < n; c++) {
             const emq_reply *cr = emq_reply_at(consumers, c);
             emq_consumer_info *ci = &gi->consumers[c];
-            const emq_reply *name = emq_stream_field(cr, "name");
+            const emq_reply *name = emq__stream_field(cr, "name");
             if (emq_reply_str(name, NULL) == NULL)
-                return emq_reply_bad_shape(err, "an XINFO CONSUMERS element has no "
+                return emq__reply_bad_shape(err, "an XINFO CONSUMERS element has no "
                                       "name");
             if ((ci->name = dup_text(name)) == NULL)
-                return emq_oom(err);
+                return emq__oom(err);
             gi->nconsumers++;
-            ci->pending = count_value(emq_stream_field(cr, "pending"));
-            ci->idle_ms = emq_stream_number(emq_stream_field(cr, "idle"), -1);
-            ci->inactive_ms = emq_stream_number(emq_stream_field(cr, "inactive"), -1);
+            ci->pending = count_value(emq__stream_field(cr, "pending"));
+            ci->idle_ms = emq__stream_number(emq__stream_field(cr, "idle"), -1);
+            ci->inactive_ms = emq__stream_number(emq__stream_field(cr, "inactive"), -1);
         }
     }
     if (emq_reply_kind(oldest) == EMQ_REPLY_ARRAY &&
         emq_reply_len(oldest) > 0) {
-        emq_pending_row row;
-        if (emq_pending_row_parse(emq_reply_at(oldest, 0), &row) != 0 ||
-            emq_admin_id(row.id, &gi->oldest_pending_id, NULL) != 0)
-            return emq_reply_bad_shape(err, "XPENDING is not [[id, consumer, "
+        emq__pending_row row;
+        if (emq__pending_row_parse(emq_reply_at(oldest, 0), &row) != 0 ||
+            emq__admin_id(row.id, &gi->oldest_pending_id, NULL) != 0)
+            return emq__reply_bad_shape(err, "XPENDING is not [[id, consumer, "
                                             "idle, count]]");
         gi->oldest_pending_age_ms = row.idle_ms;
     }
@@ -158,11 +158,11 @@ static emq_status parse_group_detail(const emq_reply *consumers,
  * in windows so the pipeline stays bounded whatever the number of groups;
  * then the lag of each group the server left nil. */
 static emq_status describe_groups(emq_admin_t *a, emq_queue_info *info,
-                                  const emq_admin_extent *ext,
-                                  const emq_stream_id *cursors,
+                                  const emq__admin_extent *ext,
+                                  const emq__stream_id *cursors,
                                   const int *lag_known, emq_error *err) {
     enum { WINDOW = 64 };
-    emq_admin_cmd cmds[2 * WINDOW];
+    emq__admin_cmd cmds[2 * WINDOW];
     const char *argv[2 * WINDOW][7];
     emq_reply *replies[2 * WINDOW];
     for (size_t base = 0; base < info->ngroups; base += WINDOW) {
@@ -181,10 +181,10 @@ static emq_status describe_groups(emq_admin_t *a, emq_queue_info *info,
             p[3] = "-";
             p[4] = "+";
             p[5] = "1";
-            cmds[2 * i] = (emq_admin_cmd){4, c, NULL};
-            cmds[2 * i + 1] = (emq_admin_cmd){6, p, NULL};
+            cmds[2 * i] = (emq__admin_cmd){4, c, NULL};
+            cmds[2 * i + 1] = (emq__admin_cmd){6, p, NULL};
         }
-        emq_status st = emq_admin_pipeline(a, 2 * n, cmds, replies, err);
+        emq_status st = emq__admin_pipeline(a, 2 * n, cmds, replies, err);
         for (size_t i = 0; i < n && st == EMQ_OK; i++)
             st = parse_group_detail(replies[2 * i], replies[2 * i + 1],
                                     &info->groups[base + i], err);
@@ -197,7 +197,7 @@ static emq_status describe_groups(emq_admin_t *a, emq_queue_info *info,
         if (lag_known[g])
             continue;
         uint64_t n = 0;
-        emq_status st = emq_admin_count_after(a, ext, cursors[g], &n, err);
+        emq_status st = emq__admin_count_after(a, ext, cursors[g], &n, err);
         if (st != EMQ_OK)
             return st;
         info->groups[g].lag = (int64_t)n;
@@ -211,38 +211,38 @@ static emq_status describe_groups(emq_admin_t *a, emq_queue_info *info,
 static emq_status describe_from(emq_admin_t *a, emq_reply *const *r,
                                 emq_queue_info *info, emq_error *err) {
     if (emq_reply_kind(r[3]) == EMQ_REPLY_ERROR)
-        return emq_reply_error_set(err, r[3],
+        return emq__reply_error_set(err, r[3],
                                    "reading the dead letters '%s' failed",
                                    a->keys.dead);
     info->dead_length = count_value(r[3]);
     if (emq_reply_kind(r[0]) == EMQ_REPLY_ERROR) /* an ACL without +exists */
-        return emq_reply_error_set(err, r[0],
+        return emq__reply_error_set(err, r[0],
                                    "checking that stream '%s' exists failed",
                                    a->keys.stream);
     if (emq_reply_kind(r[0]) != EMQ_REPLY_INTEGER)
-        return emq_reply_bad_shape(err, "EXISTS is not an integer");
+        return emq__reply_bad_shape(err, "EXISTS is not an integer");
     if (emq_reply_integer(r[0]) == 0)
         return EMQ_OK; /* no stream: exists = 0, nothing else to say */
     for (int i = 1; i <= 2; i++)
         if (emq_reply_kind(r[i]) == EMQ_REPLY_ERROR)
-            return emq_reply_error_set(err, r[i],
+            return emq__reply_error_set(err, r[i],
                                        "describing stream '%s' failed",
                                        a->keys.stream);
     info->exists = 1;
-    emq_admin_extent ext;
+    emq__admin_extent ext;
     emq_status st = parse_stream(r[1], info, &ext, err);
     if (st != EMQ_OK)
         return st;
     if (emq_reply_kind(r[2]) != EMQ_REPLY_ARRAY)
-        return emq_reply_bad_shape(err, "XINFO GROUPS is not a list");
+        return emq__reply_bad_shape(err, "XINFO GROUPS is not a list");
     size_t ngroups = emq_reply_len(r[2]);
     if (ngroups == 0)
         return EMQ_OK;
-    info->groups = emq_calloc(ngroups, sizeof *info->groups);
-    emq_stream_id *cursors = emq_calloc(ngroups, sizeof *cursors);
-    int *lag_known = emq_calloc(ngroups, sizeof *lag_known);
+    info->groups = emq__calloc(ngroups, sizeof *info->groups);
+    emq__stream_id *cursors = emq__calloc(ngroups, sizeof *cursors);
+    int *lag_known = emq__calloc(ngroups, sizeof *lag_known);
     if (info->groups == NULL || cursors == NULL || lag_known == NULL)
-        st = emq_oom(err);
+        st = emq__oom(err);
     for (size_t g = 0; g < ngroups && st == EMQ_OK; g++) {
         st = parse_group(emq_reply_at(r[2], g), &info->groups[g], &cursors[g],
                          &lag_known[g], err);
@@ -250,8 +250,8 @@ static emq_status describe_from(emq_admin_t *a, emq_reply *const *r,
     }
     if (st == EMQ_OK)
         st = describe_groups(a, info, &ext, cursors, lag_known, err);
-    emq_free(cursors);
-    emq_free(lag_known);
+    emq__free(cursors);
+    emq__free(lag_known);
     return st;
 }
 
@@ -264,13 +264,13 @@ static emq_group_info *total_group(emq_queue_info *info, const char *name) {
         if (strcmp(info->groups[g].name, name) == 0)
             return &info->groups[g];
     emq_group_info *grown =
-        emq_realloc(info->groups, (info->ngroups + 1) * sizeof *grown);
+        emq__realloc(info->groups, (info->ngroups + 1) * sizeof *grown);
     if (grown == NULL)
         return NULL;
     info->groups = grown;
     emq_group_info *gi = &grown[info->ngroups];
     memset(gi, 0, sizeof *gi);
-    if ((gi->name = emq_strdup(name)) == NULL)
+    if ((gi->name = emq__strdup(name)) == NULL)
         return NULL;
     gi->oldest_pending_age_ms = -1;
     info->ngroups++;
@@ -307,14 +307,14 @@ static emq_status add_group(emq_group_info *t, const emq_group_info *pg,
             if (strcmp(t->consumers[k].name, pc->name) == 0)
                 tc = &t->consumers[k];
         if (tc == NULL) {
-            emq_consumer_info *grown = emq_realloc(
+            emq_consumer_info *grown = emq__realloc(
                 t->consumers, (t->nconsumers + 1) * sizeof *grown);
             if (grown == NULL)
                 return EMQ_ENOMEM;
             t->consumers = grown;
             tc = &grown[t->nconsumers];
             memset(tc, 0, sizeof *tc);
-            if ((tc->name = emq_strdup(pc->name)) == NULL)
+            if ((tc->name = emq__strdup(pc->name)) == NULL)
                 return EMQ_ENOMEM;
             tc->idle_ms = -1;
             tc->inactive_ms = -1;
@@ -327,10 +327,10 @@ static emq_status add_group(emq_group_info *t, const emq_group_info *pg,
     return EMQ_OK;
 }
 
-emq_status emq_admin_info_add(emq_queue_info *info, size_t i,
+emq_status emq__admin_info_add(emq_queue_info *info, size_t i,
                               emq_queue_info *one, emq_error *err) {
     info->partitions[i] = *one; /* take its contents */
-    emq_free(one);
+    emq__free(one);
     info->npartitions = i + 1;
     const emq_queue_info *p = &info->partitions[i];
     if (i == 0)
@@ -347,42 +347,42 @@ emq_status emq_admin_info_add(emq_queue_info *info, size_t i,
         emq_group_info *t = total_group(info, p->groups[g].name);
         if (t == NULL ||
             add_group(t, &p->groups[g], info->ngroups > before) != EMQ_OK)
-            return emq_oom(err);
+            return emq__oom(err);
     }
     return EMQ_OK;
 }
 
-emq_status emq_admin_queue_describe(emq_admin_t *a, emq_queue_info **out,
+emq_status emq__admin_queue_describe(emq_admin_t *a, emq_queue_info **out,
                               emq_error *err) {
     if (out)
         *out = NULL;
     if (a == NULL || out == NULL)
-        return emq_error_set(err, EMQ_EINVAL, 0,
+        return emq__error_set(err, EMQ_EINVAL, 0,
                              "admin handle and out must not be NULL");
-    emq_queue_info *info = emq_calloc(1, sizeof *info);
+    emq_queue_info *info = emq__calloc(1, sizeof *info);
     if (info == NULL)
-        return emq_oom(err);
+        return emq__oom(err);
     emq_status st = EMQ_OK;
-    info->stream = emq_strdup(a->keys.stream);
-    info->dead = emq_strdup(a->keys.dead);
+    info->stream = emq__strdup(a->keys.stream);
+    info->dead = emq__strdup(a->keys.dead);
     if (info->stream == NULL || info->dead == NULL)
-        st = emq_oom(err);
+        st = emq__oom(err);
     /* EXISTS tells a missing stream from other failures without matching
      * the text of XINFO's "no such key". */
     const char *exists[] = {"EXISTS", a->keys.stream};
     const char *stream[] = {"XINFO", "STREAM", a->keys.stream};
     const char *groups[] = {"XINFO", "GROUPS", a->keys.stream};
     const char *dead[] = {"XLEN", a->keys.dead};
-    const emq_admin_cmd cmds[] = {
+    const emq__admin_cmd cmds[] = {
         {2, exists, NULL}, {3, stream, NULL}, {3, groups, NULL},
         {2, dead, NULL}};
     emq_reply *replies[4] = {NULL, NULL, NULL, NULL};
     if (st == EMQ_OK)
-        st = emq_admin_pipeline(a, 4, cmds, replies, err);
+        st = emq__admin_pipeline(a, 4, cmds, replies, err);
     if (st == EMQ_OK)
         st = describe_from(a, replies, info, err);
     if (st == EMQ_OK &&
-        emq_route_server(a->route, &info->server) &&
+        emq__route_server(a->route, &info->server) &&
         !(info->server.capabilities & EMQ_CAP_STREAM_COUNTERS)) {
         /* The capability table says this server keeps no such counters
          * (6.2): unknown, whatever a reply may hold. */
@@ -396,7 +396,7 @@ emq_status emq_admin_queue_describe(emq_admin_t *a, emq_queue_info **out,
         emq_queue_info_free(info);
         return st;
     }
-    emq_error_clear(err);
+    emq__error_clear(err);
     *out = info;
     return EMQ_OK;
 }
@@ -404,110 +404,110 @@ emq_status emq_admin_queue_describe(emq_admin_t *a, emq_queue_info **out,
 /* ---- JSON ------------------------------------------------------------------ */
 
 /* An ID as a JSON string, or null when empty. */
-static void json_id(emq_json *j, const emq_id *id) {
+static void json_id(emq__json *j, const emq_id *id) {
     if (id->str[0] == '\0')
-        emq_json_raw(j, "null");
+        emq__json_raw(j, "null");
     else
-        emq_json_cstr(j, id->str);
+        emq__json_cstr(j, id->str);
 }
 
 /* A number, or null when negative (the server did not report it). */
-static void json_opt(emq_json *j, int64_t v) {
+static void json_opt(emq__json *j, int64_t v) {
     if (v < 0)
-        emq_json_raw(j, "null");
+        emq__json_raw(j, "null");
     else
-        emq_json_raw(j, "%lld", (long long)v);
+        emq__json_raw(j, "%lld", (long long)v);
 }
 
 /* {"name":..,"version":..,"capabilities":[..]}, or null when unknown. */
-static void json_server(emq_json *j, const emq_server *server) {
+static void json_server(emq__json *j, const emq_server *server) {
     if (server->name[0] == '\0') {
-        emq_json_raw(j, "null");
+        emq__json_raw(j, "null");
         return;
     }
-    emq_json_raw(j, "{\"name\":");
-    emq_json_cstr(j, server->name);
-    emq_json_raw(j, ",\"version\":");
-    emq_json_cstr(j, server->version);
-    emq_json_raw(j, ",\"capabilities\":[");
+    emq__json_raw(j, "{\"name\":");
+    emq__json_cstr(j, server->name);
+    emq__json_raw(j, ",\"version\":");
+    emq__json_cstr(j, server->version);
+    emq__json_raw(j, ",\"capabilities\":[");
     const char *name;
     for (size_t i = 0; (name = emq_server_capability(server, i)) != NULL;
          i++) {
-        emq_json_raw(j, i ? "," : "");
-        emq_json_cstr(j, name);
+        emq__json_raw(j, i ? "," : "");
+        emq__json_cstr(j, name);
     }
-    emq_json_raw(j, "]}");
+    emq__json_raw(j, "]}");
 }
 
 /* One queue_info document; a topic's partitions nest inside it. */
-static void json_info(emq_json *j, const emq_queue_info *info) {
-    emq_json_raw(j, "{\"stream\":");
-    emq_json_cstr(j, info->stream ? info->stream : "");
-    emq_json_raw(j, ",\"dead\":");
-    emq_json_cstr(j, info->dead ? info->dead : "");
-    emq_json_raw(j, ",\"exists\":%s,\"length\":%llu,\"first_id\":",
+static void json_info(emq__json *j, const emq_queue_info *info) {
+    emq__json_raw(j, "{\"stream\":");
+    emq__json_cstr(j, info->stream ? info->stream : "");
+    emq__json_raw(j, ",\"dead\":");
+    emq__json_cstr(j, info->dead ? info->dead : "");
+    emq__json_raw(j, ",\"exists\":%s,\"length\":%llu,\"first_id\":",
                  info->exists ? "true" : "false",
                  (unsigned long long)info->length);
     json_id(j, &info->first_id);
-    emq_json_raw(j, ",\"last_id\":");
+    emq__json_raw(j, ",\"last_id\":");
     json_id(j, &info->last_id);
-    emq_json_raw(j, ",\"entries_added\":");
+    emq__json_raw(j, ",\"entries_added\":");
     json_opt(j, info->entries_added);
-    emq_json_raw(j, ",\"server\":");
+    emq__json_raw(j, ",\"server\":");
     json_server(j, &info->server);
-    emq_json_raw(j, ",\"dead_length\":%llu,\"groups\":[",
+    emq__json_raw(j, ",\"dead_length\":%llu,\"groups\":[",
                  (unsigned long long)info->dead_length);
     for (size_t g = 0; g < info->ngroups; g++) {
         const emq_group_info *gi = &info->groups[g];
-        emq_json_raw(j, "%s{\"name\":", g ? "," : "");
-        emq_json_cstr(j, gi->name ? gi->name : "");
-        emq_json_raw(j, ",\"pending\":%llu,\"last_delivered_id\":",
+        emq__json_raw(j, "%s{\"name\":", g ? "," : "");
+        emq__json_cstr(j, gi->name ? gi->name : "");
+        emq__json_raw(j, ",\"pending\":%llu,\"last_delivered_id\":",
                      (unsigned long long)gi->pending);
         json_id(j, &gi->last_delivered_id);
-        emq_json_raw(j, ",\"entries_read\":");
+        emq__json_raw(j, ",\"entries_read\":");
         json_opt(j, gi->entries_read);
         /* The lag is always a count: the server's, or the client's with
          * lag_computed true. A nil lag is never printed as 0. */
-        emq_json_raw(j, ",\"lag\":");
+        emq__json_raw(j, ",\"lag\":");
         json_opt(j, gi->lag);
-        emq_json_raw(j, ",\"lag_computed\":%s,\"oldest_pending_id\":",
+        emq__json_raw(j, ",\"lag_computed\":%s,\"oldest_pending_id\":",
                      gi->lag_computed ? "true" : "false");
         json_id(j, &gi->oldest_pending_id);
-        emq_json_raw(j, ",\"oldest_pending_age_ms\":");
+        emq__json_raw(j, ",\"oldest_pending_age_ms\":");
         json_opt(j, gi->oldest_pending_age_ms);
-        emq_json_raw(j, ",\"consumers\":[");
+        emq__json_raw(j, ",\"consumers\":[");
         for (size_t c = 0; c < gi->nconsumers; c++) {
             const emq_consumer_info *ci = &gi->consumers[c];
-            emq_json_raw(j, "%s{\"name\":", c ? "," : "");
-            emq_json_cstr(j, ci->name ? ci->name : "");
-            emq_json_raw(j, ",\"pending\":%llu,\"idle_ms\":",
+            emq__json_raw(j, "%s{\"name\":", c ? "," : "");
+            emq__json_cstr(j, ci->name ? ci->name : "");
+            emq__json_raw(j, ",\"pending\":%llu,\"idle_ms\":",
                          (unsigned long long)ci->pending);
             json_opt(j, ci->idle_ms);
-            emq_json_raw(j, ",\"inactive_ms\":");
+            emq__json_raw(j, ",\"inactive_ms\":");
             json_opt(j, ci->inactive_ms);
-            emq_json_raw(j, "}");
+            emq__json_raw(j, "}");
         }
-        emq_json_raw(j, "]}");
+        emq__json_raw(j, "]}");
     }
-    emq_json_raw(j, "]");
+    emq__json_raw(j, "]");
     if (info->npartitions > 0) {
-        emq_json_raw(j, ",\"partitions\":[");
+        emq__json_raw(j, ",\"partitions\":[");
         for (size_t i = 0; i < info->npartitions; i++) {
             if (i)
-                emq_json_raw(j, ",");
+                emq__json_raw(j, ",");
             json_info(j, &info->partitions[i]);
         }
-        emq_json_raw(j, "]");
+        emq__json_raw(j, "]");
     }
-    emq_json_raw(j, "}");
+    emq__json_raw(j, "}");
 }
 
 size_t emq_queue_info_json(const emq_queue_info *info, char *buf,
                            size_t size) {
-    emq_json j;
-    emq_json_init(&j, buf, size);
+    emq__json j;
+    emq__json_init(&j, buf, size);
     if (info == NULL)
-        emq_json_raw(&j, "null");
+        emq__json_raw(&j, "null");
     else
         json_info(&j, info);
     return j.len;
@@ -518,28 +518,28 @@ size_t emq_queue_info_json(const emq_queue_info *info, char *buf,
 /* Appends the rows of one XPENDING page to *out (growing it); *last gets
  * the ID of the last row. Returns the number of rows through *got. */
 static emq_status take_page(const emq_reply *reply, emq_pending_entry **out,
-                            size_t *n, size_t *cap, emq_stream_id *last,
+                            size_t *n, size_t *cap, emq__stream_id *last,
                             size_t *got, emq_error *err) {
     size_t rows = emq_reply_len(reply);
     *got = 0;
     if (emq_reply_kind(reply) != EMQ_REPLY_ARRAY)
-        return emq_reply_bad_shape(err, "XPENDING is not a list");
+        return emq__reply_bad_shape(err, "XPENDING is not a list");
     if (*n + rows > *cap) {
         size_t want = *cap ? *cap : 64;
         while (want < *n + rows)
             want *= 2;
-        emq_pending_entry *grown = emq_realloc(*out, want * sizeof *grown);
+        emq_pending_entry *grown = emq__realloc(*out, want * sizeof *grown);
         if (grown == NULL)
-            return emq_oom(err);
+            return emq__oom(err);
         *out = grown;
         *cap = want;
     }
     for (size_t i = 0; i < rows; i++) {
         emq_pending_entry *e = &(*out)[*n];
-        emq_pending_row row;
-        if (emq_pending_row_parse(emq_reply_at(reply, i), &row) != 0 ||
-            emq_admin_id(row.id, &e->id, last) != 0)
-            return emq_reply_bad_shape(err, "XPENDING is not [[id, consumer, "
+        emq__pending_row row;
+        if (emq__pending_row_parse(emq_reply_at(reply, i), &row) != 0 ||
+            emq__admin_id(row.id, &e->id, last) != 0)
+            return emq__reply_bad_shape(err, "XPENDING is not [[id, consumer, "
                                             "idle, count]]");
         /* Names longer than the field (consumers validate them to
          * EMQ_NAME_MAX bytes) are cut. */
@@ -557,7 +557,7 @@ static emq_status take_page(const emq_reply *reply, emq_pending_entry **out,
     return EMQ_OK;
 }
 
-emq_status emq_admin_queue_pending(emq_admin_t *a, const char *group,
+emq_status emq__admin_queue_pending(emq_admin_t *a, const char *group,
                              const char *consumer, int64_t min_idle_ms,
                              size_t max, emq_pending_entry **out, size_t *n,
                              emq_error *err) {
@@ -566,17 +566,17 @@ emq_status emq_admin_queue_pending(emq_admin_t *a, const char *group,
     if (n)
         *n = 0;
     if (a == NULL || out == NULL || n == NULL)
-        return emq_error_set(err, EMQ_EINVAL, 0,
+        return emq__error_set(err, EMQ_EINVAL, 0,
                              "admin handle, out and n must not be NULL");
-    emq_status st = emq_admin_check_group(group, err);
+    emq_status st = emq__admin_check_group(group, err);
     if (st != EMQ_OK)
         return st;
     if (consumer != NULL && *consumer == '\0')
-        return emq_error_set(err, EMQ_EINVAL, 0,
+        return emq__error_set(err, EMQ_EINVAL, 0,
                              "consumer is empty: give a name, or NULL for "
                              "every consumer");
     if (min_idle_ms < 0)
-        return emq_error_set(err, EMQ_EINVAL, 0,
+        return emq__error_set(err, EMQ_EINVAL, 0,
                              "min_idle_ms is %lld; it must be 0 or more",
                              (long long)min_idle_ms);
     char what[300], idle[24];
@@ -585,7 +585,7 @@ emq_status emq_admin_queue_pending(emq_admin_t *a, const char *group,
     snprintf(idle, sizeof idle, "%lld", (long long)min_idle_ms);
     emq_pending_entry *list = NULL;
     size_t have = 0, cap = 0;
-    emq_stream_id last = {0, 0};
+    emq__stream_id last = {0, 0};
     while (have < max) {
         /* XPENDING <s> <g> [IDLE ms] <start> + <count> [consumer]; the
          * start is exclusive after the first page (Redis 6.2+). */
@@ -612,7 +612,7 @@ emq_status emq_admin_queue_pending(emq_admin_t *a, const char *group,
         if (consumer != NULL)
             argv[argc++] = consumer;
         emq_reply *reply;
-        st = emq_admin_call(a, what, argc, argv, NULL, &reply, err);
+        st = emq__admin_call(a, what, argc, argv, NULL, &reply, err);
         if (st != EMQ_OK)
             break;
         size_t got = 0;
@@ -622,10 +622,10 @@ emq_status emq_admin_queue_pending(emq_admin_t *a, const char *group,
             break;
     }
     if (st != EMQ_OK) {
-        emq_free(list);
+        emq__free(list);
         return st;
     }
-    emq_error_clear(err);
+    emq__error_clear(err);
     *out = list;
     *n = have;
     return EMQ_OK;
@@ -633,20 +633,20 @@ emq_status emq_admin_queue_pending(emq_admin_t *a, const char *group,
 
 size_t emq_pending_json(const emq_pending_entry *entries, size_t n, char *buf,
                         size_t size) {
-    emq_json j;
-    emq_json_init(&j, buf, size);
+    emq__json j;
+    emq__json_init(&j, buf, size);
     for (size_t i = 0; i < n; i++) {
         const emq_pending_entry *e = &entries[i];
-        emq_json_raw(&j, "{\"id\":");
-        emq_json_cstr(&j, e->id.str);
-        emq_json_raw(&j, ",\"consumer\":");
-        emq_json_cstr(&j, e->consumer);
-        emq_json_raw(&j, ",\"idle_ms\":%lld,\"deliveries\":%llu",
+        emq__json_raw(&j, "{\"id\":");
+        emq__json_cstr(&j, e->id.str);
+        emq__json_raw(&j, ",\"consumer\":");
+        emq__json_cstr(&j, e->consumer);
+        emq__json_raw(&j, ",\"idle_ms\":%lld,\"deliveries\":%llu",
                      (long long)e->idle_ms,
                      (unsigned long long)e->deliveries);
         if (e->partition >= 0)
-            emq_json_raw(&j, ",\"partition\":%d", e->partition);
-        emq_json_raw(&j, "}\n");
+            emq__json_raw(&j, ",\"partition\":%d", e->partition);
+        emq__json_raw(&j, "}\n");
     }
     return j.len;
 }

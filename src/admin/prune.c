@@ -82,7 +82,7 @@ typedef struct prune_member {
     int64_t idle_ms;  /* 7.2: since its last attempt; 7.0: last success */
 } prune_member;
 
-/* Reads the consumers of group into *members (emq_free), views into
+/* Reads the consumers of group into *members (emq__free), views into
  * *reply (caller frees). A missing group or stream is EMQ_ESERVER saying
  * so in plain words. */
 static emq_status list_members(emq_admin_t *a, const char *group,
@@ -91,21 +91,21 @@ static emq_status list_members(emq_admin_t *a, const char *group,
     *members = NULL;
     *n = 0;
     const char *argv[] = {"XINFO", "CONSUMERS", a->keys.stream, group};
-    emq_status st = emq_route_command(a->route, 4, argv, NULL, reply, err);
+    emq_status st = emq__route_command(a->route, 4, argv, NULL, reply, err);
     if (st != EMQ_OK)
         return st;
     if (emq_reply_kind(*reply) == EMQ_REPLY_ERROR) {
         char shown[200];
-        emq_reply_text(*reply, shown, sizeof shown);
+        emq__reply_text(*reply, shown, sizeof shown);
         int missing = emq_reply_is_error(*reply, "NOGROUP") ||
                       strstr(shown, "no such key") != NULL;
-        st = missing ? emq_error_set(err, EMQ_ESERVER, 0,
+        st = missing ? emq__error_set(err, EMQ_ESERVER, 0,
                                      "cannot prune consumers: group '%s' "
                                      "does not exist on stream '%s' (%s)",
                                      group, a->keys.stream, shown)
-                     : emq_error_set(err, EMQ_ESERVER, 0,
+                     : emq__error_set(err, EMQ_ESERVER, 0,
                                      "XINFO CONSUMERS failed: %s", shown);
-        emq_reply_code_copy(err, *reply);
+        emq__reply_code_copy(err, *reply);
         emq_reply_free(*reply);
         *reply = NULL;
         return st;
@@ -113,24 +113,24 @@ static emq_status list_members(emq_admin_t *a, const char *group,
     size_t count = emq_reply_len(*reply);
     if (count == 0)
         return EMQ_OK;
-    *members = emq_calloc(count, sizeof **members);
+    *members = emq__calloc(count, sizeof **members);
     if (*members == NULL) {
         emq_reply_free(*reply);
         *reply = NULL;
-        return emq_oom(err);
+        return emq__oom(err);
     }
     for (size_t i = 0; i < count; i++) {
         const emq_reply *c = emq_reply_at(*reply, i);
-        const emq_reply *name = emq_stream_field(c, "name");
-        const emq_reply *idle = emq_stream_field(c, "idle");
+        const emq_reply *name = emq__stream_field(c, "name");
+        const emq_reply *idle = emq__stream_field(c, "idle");
         prune_member *m = &(*members)[i];
         m->name = name ? emq_reply_str(name, &m->name_len) : NULL;
         if (m->name == NULL || idle == NULL) {
-            emq_free(*members);
+            emq__free(*members);
             *members = NULL;
             emq_reply_free(*reply);
             *reply = NULL;
-            return emq_error_set(err, EMQ_EPROTO, 0,
+            return emq__error_set(err, EMQ_EPROTO, 0,
                                  "XINFO CONSUMERS: unexpected reply shape");
         }
         m->idle_ms = emq_reply_integer(idle);
@@ -159,7 +159,7 @@ static emq_status prune_one(emq_admin_t *a, const char *group,
     for (;;) {
         emq_reply *r = NULL;
         emq_status st =
-            emq_admin_call(a, "prune script", 9, argv, lens, &r, err);
+            emq__admin_call(a, "prune script", 9, argv, lens, &r, err);
         if (st != EMQ_OK)
             return st;
         long long code = -1, moved = 0, dropped = 0;
@@ -170,10 +170,10 @@ static emq_status prune_one(emq_admin_t *a, const char *group,
         }
         emq_reply_free(r);
         if (code < 0 || code > 4)
-            return emq_error_set(err, EMQ_EPROTO, 0,
+            return emq__error_set(err, EMQ_EPROTO, 0,
                                  "prune script: unexpected reply");
         if (code == 1 && moved + dropped <= 0) /* never loop without progress */
-            return emq_error_set(err, EMQ_EPROTO, 0,
+            return emq__error_set(err, EMQ_EPROTO, 0,
                                  "prune script: entries left to move but "
                                  "none moved");
         if (moved > 0)
@@ -187,18 +187,18 @@ static emq_status prune_one(emq_admin_t *a, const char *group,
     }
 }
 
-emq_status emq_admin_queue_prune(emq_admin_t *a, const char *group,
+emq_status emq__admin_queue_prune(emq_admin_t *a, const char *group,
                                      int64_t idle_ms,
                                      emq_prune_result *result,
                                      emq_error *err) {
     emq_prune_result local = {0, 0, 0, {0, 0, 0, 0}};
     if (result)
         *result = local;
-    emq_status st = emq_admin_check_group(group, err);
+    emq_status st = emq__admin_check_group(group, err);
     if (st != EMQ_OK)
         return st;
     if (idle_ms < 0)
-        return emq_error_set(err, EMQ_EINVAL, 0,
+        return emq__error_set(err, EMQ_EINVAL, 0,
                              "prune: idle_ms must be >= 0, not %lld",
                              (long long)idle_ms);
     emq_reply *reply = NULL;
@@ -217,7 +217,7 @@ emq_status emq_admin_queue_prune(emq_admin_t *a, const char *group,
         if (members[i].idle_ms >= idle_ms)
             st = prune_one(a, group, &members[i], heir, idle_ms, &local,
                            err);
-    emq_free(members);
+    emq__free(members);
     emq_reply_free(reply);
     if (result)
         *result = local;

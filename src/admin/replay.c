@@ -32,7 +32,7 @@ static emq_status parse_target(const char *to, setid_target *t,
     char shown[64];
     size_t n = to ? strlen(to) : 0;
     if (n == 0)
-        return emq_error_set(err, EMQ_EINVAL, 0,
+        return emq__error_set(err, EMQ_EINVAL, 0,
                              "a target is required: head (replay everything "
                              "stored), tail (skip to the end), an entry ID, "
                              "or @<unix-ms> (replay from that time)");
@@ -44,25 +44,25 @@ static emq_status parse_target(const char *to, setid_target *t,
         strcpy(t->id, "$");
         return EMQ_OK;
     }
-    emq_stream_id sid;
+    emq__stream_id sid;
     if (to[0] == '@') {
         /* A time is milliseconds only: "@5-1" is not a time. */
         if (n < 2 || memchr(to + 1, '-', n - 1) != NULL ||
-            emq_stream_id_parse(to + 1, n - 1, &sid) != 0)
-            return emq_error_set(err, EMQ_EINVAL, 0,
+            emq__stream_id_parse(to + 1, n - 1, &sid) != 0)
+            return emq__error_set(err, EMQ_EINVAL, 0,
                                  "time '%s' is not valid: use @ followed by "
                                  "Unix milliseconds, e.g. @1732924800000",
-                                 emq_printable(shown, sizeof shown, to, n));
+                                 emq__printable(shown, sizeof shown, to, n));
         t->at_time = 1;
         t->time_ms = sid.ms;
         return EMQ_OK;
     }
-    if (n >= EMQ_ID_MAX || emq_stream_id_parse(to, n, &sid) != 0)
-        return emq_error_set(err, EMQ_EINVAL, 0,
+    if (n >= EMQ_ID_MAX || emq__stream_id_parse(to, n, &sid) != 0)
+        return emq__error_set(err, EMQ_EINVAL, 0,
                              "target '%s' is not valid: use head, tail, an "
                              "entry ID such as 1732924800000-0, or "
                              "@<unix-ms>",
-                             emq_printable(shown, sizeof shown, to, n));
+                             emq__printable(shown, sizeof shown, to, n));
     snprintf(t->id, sizeof t->id, "%llu-%llu", (unsigned long long)sid.ms,
              (unsigned long long)sid.seq);
     return EMQ_OK;
@@ -81,13 +81,13 @@ static emq_status resolve_time(emq_admin_t *a, setid_target *t,
     const char *argv[] = {"XREVRANGE", a->keys.stream, end, "-", "COUNT",
                           "1"};
     emq_reply *reply;
-    emq_status st = emq_admin_call(a, "finding the entry before the time", 6,
+    emq_status st = emq__admin_call(a, "finding the entry before the time", 6,
                                    argv, NULL, &reply, err);
     if (st != EMQ_OK)
         return st;
     if (emq_reply_kind(reply) != EMQ_REPLY_ARRAY) {
         emq_reply_free(reply);
-        return emq_error_set(err, EMQ_EPROTO, 0,
+        return emq__error_set(err, EMQ_EPROTO, 0,
                              "unexpected reply shape from the server: "
                              "XREVRANGE is not a list");
     }
@@ -95,9 +95,9 @@ static emq_status resolve_time(emq_admin_t *a, setid_target *t,
         const emq_reply *entry = emq_reply_at(reply, 0);
         emq_id id;
         if (emq_reply_kind(entry) != EMQ_REPLY_ARRAY ||
-            emq_admin_id(emq_reply_at(entry, 0), &id, NULL) != 0) {
+            emq__admin_id(emq_reply_at(entry, 0), &id, NULL) != 0) {
             emq_reply_free(reply);
-            return emq_error_set(err, EMQ_EPROTO, 0,
+            return emq__error_set(err, EMQ_EPROTO, 0,
                                  "unexpected reply shape from the server: "
                                  "XREVRANGE entry has no ID");
         }
@@ -113,40 +113,40 @@ static emq_status setid_failed(emq_admin_t *a, const char *group,
                                const emq_reply *exists,
                                const emq_reply *setid, emq_error *err) {
     char shown[200];
-    emq_reply_text(setid, shown, sizeof shown);
+    emq__reply_text(setid, shown, sizeof shown);
     if (emq_reply_is_error(setid, "NOGROUP") ||
         (emq_reply_kind(exists) == EMQ_REPLY_INTEGER &&
          emq_reply_integer(exists) == 0)) {
-        emq_error_set(err, EMQ_ESERVER, 0,
+        emq__error_set(err, EMQ_ESERVER, 0,
                       "group '%s' does not exist on stream '%s'; nothing was "
                       "moved (create it with a declared start first). Server "
                       "said: %s",
                       group, a->keys.stream, shown);
-        emq_reply_code_copy(err, setid);
+        emq__reply_code_copy(err, setid);
         return EMQ_ESERVER;
     }
-    return emq_reply_error_set(err, setid, "moving group '%s' on '%s' failed",
+    return emq__reply_error_set(err, setid, "moving group '%s' on '%s' failed",
                                group, a->keys.stream);
 }
 
-emq_status emq_admin_setid_check(const char *group, const char *to,
+emq_status emq__admin_setid_check(const char *group, const char *to,
                                  emq_error *err) {
     setid_target t;
-    emq_status st = emq_admin_check_group(group, err);
+    emq_status st = emq__admin_check_group(group, err);
     if (st == EMQ_OK)
         st = parse_target(to, &t, err);
     return st;
 }
 
-emq_status emq_admin_queue_setid(emq_admin_t *a, const char *group,
+emq_status emq__admin_queue_setid(emq_admin_t *a, const char *group,
                                  const char *to, uint64_t *redeliver,
                                  emq_error *err) {
     if (redeliver)
         *redeliver = 0;
     if (a == NULL)
-        return emq_error_set(err, EMQ_EINVAL, 0, "admin handle is NULL");
+        return emq__error_set(err, EMQ_EINVAL, 0, "admin handle is NULL");
     setid_target t;
-    emq_status st = emq_admin_check_group(group, err);
+    emq_status st = emq__admin_check_group(group, err);
     if (st == EMQ_OK)
         st = parse_target(to, &t, err);
     if (st == EMQ_OK && t.at_time)
@@ -158,101 +158,101 @@ emq_status emq_admin_queue_setid(emq_admin_t *a, const char *group,
     const char *exists[] = {"EXISTS", a->keys.stream};
     const char *setid[] = {"XGROUP", "SETID", a->keys.stream, group, t.id};
     const char *xinfo[] = {"XINFO", "STREAM", a->keys.stream};
-    const emq_admin_cmd cmds[] = {
+    const emq__admin_cmd cmds[] = {
         {2, exists, NULL}, {5, setid, NULL}, {3, xinfo, NULL}};
     emq_reply *r[3];
-    if ((st = emq_admin_pipeline(a, 3, cmds, r, err)) != EMQ_OK)
+    if ((st = emq__admin_pipeline(a, 3, cmds, r, err)) != EMQ_OK)
         return st;
-    emq_admin_extent ext;
+    emq__admin_extent ext;
     if (emq_reply_kind(r[1]) == EMQ_REPLY_ERROR)
         st = setid_failed(a, group, r[0], r[1], err);
     else if (emq_reply_kind(r[2]) == EMQ_REPLY_ERROR)
-        st = emq_error_set(err, EMQ_ESERVER, 0,
+        st = emq__error_set(err, EMQ_ESERVER, 0,
                            "group '%s' moved to %s, but reading the stream "
                            "to count what follows failed",
                            group, t.id);
     else
-        st = emq_admin_extent_parse(r[2], &ext, err);
+        st = emq__admin_extent_parse(r[2], &ext, err);
     for (int i = 0; i < 3; i++)
         emq_reply_free(r[i]);
     if (st != EMQ_OK)
         return st;
     uint64_t count = 0;
     if (strcmp(t.id, "$") != 0) { /* tail: nothing stored follows it */
-        emq_stream_id cursor = {0, 0};
-        (void)emq_stream_id_parse(t.id, strlen(t.id), &cursor);
-        if ((st = emq_admin_count_after(a, &ext, cursor, &count, err)) !=
+        emq__stream_id cursor = {0, 0};
+        (void)emq__stream_id_parse(t.id, strlen(t.id), &cursor);
+        if ((st = emq__admin_count_after(a, &ext, cursor, &count, err)) !=
             EMQ_OK) {
-            emq_error_prefix(err, "group '%s' moved to %s, but counting "
+            emq__error_prefix(err, "group '%s' moved to %s, but counting "
                                   "what follows failed", group, t.id);
             return st;
         }
     }
     if (redeliver)
         *redeliver = count;
-    emq_error_clear(err);
+    emq__error_clear(err);
     return EMQ_OK;
 }
 
-emq_status emq_admin_queue_group_create(emq_admin_t *a, const char *group,
+emq_status emq__admin_queue_group_create(emq_admin_t *a, const char *group,
                                   const char *start, int *created,
                                   emq_error *err) {
     if (created)
         *created = 0;
     if (a == NULL)
-        return emq_error_set(err, EMQ_EINVAL, 0, "admin handle is NULL");
+        return emq__error_set(err, EMQ_EINVAL, 0, "admin handle is NULL");
     char id[EMQ_ID_MAX];
     /* A new group gets a name consumers can use (the rule they check);
      * the other verbs take any existing group, however it was named. */
-    emq_status st = emq_admin_check_group(group, err);
+    emq_status st = emq__admin_check_group(group, err);
     if (st == EMQ_OK)
-        st = emq_keys_check_name("group", group, err);
+        st = emq__keys_check_name("group", group, err);
     if (st == EMQ_OK)
-        st = emq_stream_start_parse(start, id, err);
+        st = emq__stream_start_parse(start, id, err);
     if (st != EMQ_OK)
         return st;
     const char *argv[6];
-    emq_group_create_argv(argv, a->keys.stream, group, id);
+    emq__group_create_argv(argv, a->keys.stream, group, id);
     emq_reply *reply;
-    if ((st = emq_route_command(a->route, 6, argv, NULL, &reply, err)) !=
+    if ((st = emq__route_command(a->route, 6, argv, NULL, &reply, err)) !=
         EMQ_OK)
         return st;
-    st = emq_group_create_reply(reply, a->keys.stream, group, created, err);
+    st = emq__group_create_reply(reply, a->keys.stream, group, created, err);
     emq_reply_free(reply);
     if (st == EMQ_OK)
-        emq_error_clear(err);
+        emq__error_clear(err);
     return st;
 }
 
-emq_status emq_admin_queue_group_destroy(emq_admin_t *a, const char *group,
+emq_status emq__admin_queue_group_destroy(emq_admin_t *a, const char *group,
                                    int *destroyed, emq_error *err) {
     if (destroyed)
         *destroyed = 0;
     if (a == NULL)
-        return emq_error_set(err, EMQ_EINVAL, 0, "admin handle is NULL");
-    emq_status st = emq_admin_check_group(group, err);
+        return emq__error_set(err, EMQ_EINVAL, 0, "admin handle is NULL");
+    emq_status st = emq__admin_check_group(group, err);
     if (st != EMQ_OK)
         return st;
     /* EXISTS first in the same round trip: on a missing stream DESTROY
      * answers an error, which here simply means "no such group". */
     const char *exists[] = {"EXISTS", a->keys.stream};
     const char *destroy[] = {"XGROUP", "DESTROY", a->keys.stream, group};
-    const emq_admin_cmd cmds[] = {{2, exists, NULL}, {4, destroy, NULL}};
+    const emq__admin_cmd cmds[] = {{2, exists, NULL}, {4, destroy, NULL}};
     emq_reply *r[2];
-    if ((st = emq_admin_pipeline(a, 2, cmds, r, err)) != EMQ_OK)
+    if ((st = emq__admin_pipeline(a, 2, cmds, r, err)) != EMQ_OK)
         return st;
     if (emq_reply_kind(r[1]) == EMQ_REPLY_INTEGER) {
         if (destroyed)
             *destroyed = emq_reply_integer(r[1]) > 0;
     } else if (!(emq_reply_kind(r[0]) == EMQ_REPLY_INTEGER &&
                  emq_reply_integer(r[0]) == 0)) {
-        st = emq_reply_error_set(err, r[1],
+        st = emq__reply_error_set(err, r[1],
                                  "destroying group '%s' on '%s' failed",
                                  group, a->keys.stream);
     }
     emq_reply_free(r[0]);
     emq_reply_free(r[1]);
     if (st == EMQ_OK)
-        emq_error_clear(err);
+        emq__error_clear(err);
     return st;
 }

@@ -127,7 +127,7 @@ static const char trim_script[] =
     "end\n"
     "return {removed, floor or '', held, 0}\n";
 
-emq_status emq_admin_queue_trim(emq_admin_t *a, int64_t maxlen,
+emq_status emq__admin_queue_trim(emq_admin_t *a, int64_t maxlen,
                                 int64_t max_age_ms, emq_trim_result *result,
                                 emq_error *err) {
     emq_trim_result local;
@@ -135,9 +135,9 @@ emq_status emq_admin_queue_trim(emq_admin_t *a, int64_t maxlen,
     if (result)
         *result = local;
     if (a == NULL)
-        return emq_error_set(err, EMQ_EINVAL, 0, "trim needs an admin handle");
+        return emq__error_set(err, EMQ_EINVAL, 0, "trim needs an admin handle");
     if (maxlen < -1 || max_age_ms < -1)
-        return emq_error_set(err, EMQ_EINVAL, 0,
+        return emq__error_set(err, EMQ_EINVAL, 0,
                              "trim: maxlen and max_age_ms must be >= 0, or "
                              "-1 for no bound (got %lld and %lld)",
                              (long long)maxlen, (long long)max_age_ms);
@@ -148,7 +148,7 @@ emq_status emq_admin_queue_trim(emq_admin_t *a, int64_t maxlen,
     const char *argv[] = {"EVAL",   trim_script, "1",  a->keys.stream,
                           maxlen_s, age_s,       cap_s};
     emq_reply *r = NULL;
-    emq_status st = emq_admin_call(a, "ack-aware trim", 7, argv, NULL, &r,
+    emq_status st = emq__admin_call(a, "ack-aware trim", 7, argv, NULL, &r,
                                    err);
     if (st != EMQ_OK)
         return st;
@@ -158,7 +158,7 @@ emq_status emq_admin_queue_trim(emq_admin_t *a, int64_t maxlen,
         floor = emq_reply_str(emq_reply_at(r, 1), &floor_len);
     if (floor == NULL || floor_len >= sizeof local.floor.str) {
         emq_reply_free(r);
-        return emq_error_set(err, EMQ_EPROTO, 0,
+        return emq__error_set(err, EMQ_EPROTO, 0,
                              "trim script: unexpected reply");
     }
     long long removed = emq_reply_integer(emq_reply_at(r, 0));

@@ -24,7 +24,7 @@ typedef struct scan_ctx {
     size_t n;
 } scan_ctx;
 
-/* The queue name of a stream key "emq:{NAME}" (emq_alloc'd), or NULL. */
+/* The queue name of a stream key "emq:{NAME}" (emq__alloc'd), or NULL. */
 static char *queue_of(const char *key, size_t len) {
     if (len < 7 || strncmp(key, "emq:{", 5) != 0 || key[len - 1] != '}')
         return NULL;
@@ -32,7 +32,7 @@ static char *queue_of(const char *key, size_t len) {
     size_t n = len - 6;
     if (memchr(name, '}', n) || memchr(name, '{', n))
         return NULL;
-    char *out = emq_alloc(n + 1);
+    char *out = emq__alloc(n + 1);
     if (out) {
         memcpy(out, name, n);
         out[n] = '\0';
@@ -50,16 +50,16 @@ static emq_status take_keys(scan_ctx *t, const emq_reply *keys,
         if (name == NULL)
             continue;
         if (t->n == t->max) {
-            emq_free(name);
-            return emq_error_set(err, EMQ_ELIMIT, 0,
+            emq__free(name);
+            return emq__error_set(err, EMQ_ELIMIT, 0,
                                  "more than %zu queues match: narrow the "
                                  "pattern",
                                  t->max);
         }
-        char **grown = emq_realloc(t->names, (t->n + 1) * sizeof *grown);
+        char **grown = emq__realloc(t->names, (t->n + 1) * sizeof *grown);
         if (grown == NULL) {
-            emq_free(name);
-            return emq_oom(err);
+            emq__free(name);
+            return emq__oom(err);
         }
         t->names = grown;
         t->names[t->n++] = name;
@@ -82,8 +82,8 @@ static emq_status scan_master(emq_conn_t *conn, const char *name, void *ctx,
             return st;
         if (emq_reply_kind(r) != EMQ_REPLY_ARRAY || emq_reply_len(r) != 2) {
             char shown[200];
-            st = emq_error_set(err, EMQ_ESERVER, 0, "SCAN failed: %s",
-                               emq_reply_text(r, shown, sizeof shown));
+            st = emq__error_set(err, EMQ_ESERVER, 0, "SCAN failed: %s",
+                               emq__reply_text(r, shown, sizeof shown));
             emq_reply_free(r);
             return st;
         }
@@ -96,7 +96,7 @@ static emq_status scan_master(emq_conn_t *conn, const char *name, void *ctx,
         if (st != EMQ_OK || strcmp(cursor, "0") == 0)
             return st;
     }
-    return emq_error_set(err, EMQ_ELIMIT, 0,
+    return emq__error_set(err, EMQ_ELIMIT, 0,
                          "SCAN did not finish in %d calls", EMQ_SCAN_ROUNDS);
 }
 
@@ -110,28 +110,28 @@ emq_status emq_admin_scan_queues(const emq_conf_t *conf, const char *pattern,
     *names = NULL;
     *n = 0;
     if (conf == NULL)
-        return emq_error_set(err, EMQ_EINVAL, 0,
+        return emq__error_set(err, EMQ_EINVAL, 0,
                              "listing queues needs a configuration");
     char match[EMQ_KEYS_MAX_QUEUE + 16];
     const char *glob = pattern && *pattern ? pattern : "*";
     if (strlen(glob) > EMQ_KEYS_MAX_QUEUE)
-        return emq_error_set(err, EMQ_EINVAL, 0,
+        return emq__error_set(err, EMQ_EINVAL, 0,
                              "the pattern is longer than %d bytes",
                              EMQ_KEYS_MAX_QUEUE);
     snprintf(match, sizeof match, "emq:{%s}", glob);
     scan_ctx t = {match, max ? max : EMQ_SCAN_MAX_DEFAULT, NULL, 0};
-    emq_route *route = NULL;
+    emq__route *route = NULL;
     /* Any key will do: the route only lends its connections. */
-    emq_status st = emq_route_new(conf, "emq:{}", &route, err);
+    emq_status st = emq__route_new(conf, "emq:{}", &route, err);
     if (st == EMQ_OK)
-        st = emq_route_each_master(route, scan_master, &t, err);
-    emq_route_destroy(route);
+        st = emq__route_each_master(route, scan_master, &t, err);
+    emq__route_destroy(route);
     if (st == EMQ_OK && t.n > 1) { /* sorted, each name once */
         qsort(t.names, t.n, sizeof *t.names, cmp_names);
         size_t kept = 1;
         for (size_t i = 1; i < t.n; i++) {
             if (strcmp(t.names[i], t.names[kept - 1]) == 0)
-                emq_free(t.names[i]);
+                emq__free(t.names[i]);
             else
                 t.names[kept++] = t.names[i];
         }
@@ -141,7 +141,7 @@ emq_status emq_admin_scan_queues(const emq_conf_t *conf, const char *pattern,
         emq_queue_names_free(t.names, t.n);
         return st;
     }
-    emq_error_clear(err);
+    emq__error_clear(err);
     *names = t.names;
     *n = t.n;
     return EMQ_OK;
@@ -149,6 +149,6 @@ emq_status emq_admin_scan_queues(const emq_conf_t *conf, const char *pattern,
 
 void emq_queue_names_free(char **names, size_t n) {
     for (size_t i = 0; names && i < n; i++)
-        emq_free(names[i]);
-    emq_free(names);
+        emq__free(names[i]);
+    emq__free(names);
 }

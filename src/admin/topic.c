@@ -4,10 +4,10 @@
  * A topic's admin handle holds one ordinary handle per partition (queue
  * "<topic>.<i>"); the verb files know only one queue and hand a topic
  * handle to the emq_admin_topic_* function here. Each runs the verb's
- * per-partition step through emq_admin_each (partition order; the first
+ * per-partition step through emq__admin_each (partition order; the first
  * failure stops the walk and names its partition) and adds up the
  * results; the verbs that list entries (pending, dead letters) gather
- * every partition's list and order it by ID with emq_admin_by_id.
+ * every partition's list and order it by ID with emq__admin_by_id.
  */
 #include "admin.h"
 
@@ -30,36 +30,36 @@ emq_status emq_admin_command(emq_admin_t *a, int argc,
                              emq_reply **reply, emq_error *err) {
     *reply = NULL;
     if (a == NULL || a->route == NULL)
-        return emq_error_set(err, EMQ_EINVAL, 0,
+        return emq__error_set(err, EMQ_EINVAL, 0,
                              "a command needs the handle of a queue or of "
                              "one partition (emq_admin_partition), not of a "
                              "whole topic");
-    return emq_route_command(a->route, argc, argv, argvlen, reply, err);
+    return emq__route_command(a->route, argc, argv, argvlen, reply, err);
 }
 
-emq_status emq_admin_each(emq_admin_t *a, emq_admin_step step, void *ctx,
+emq_status emq__admin_each(emq_admin_t *a, emq__admin_step step, void *ctx,
                           emq_error *err) {
     for (size_t i = 0; i < a->nparts; i++) {
         emq_status st = step(a->parts[i], (int)i, ctx, err);
         /* EMQ_EINVAL refuses the call's arguments before anything is sent:
          * the same for every partition, so it names none. */
         if (st != EMQ_OK && st != EMQ_EINVAL)
-            emq_topic_error_prefix(err, a->conf, i);
+            emq__topic_error_prefix(err, a->conf, i);
         if (st != EMQ_OK)
             return st;
     }
-    emq_error_clear(err);
+    emq__error_clear(err);
     return EMQ_OK;
 }
 
-emq_status emq_admin_per_id(const emq_admin_t *a, const char *what,
+emq_status emq__admin_per_id(const emq_admin_t *a, const char *what,
                             emq_error *err) {
-    return emq_error_set(err, EMQ_EINVAL, 0,
+    return emq__error_set(err, EMQ_EINVAL, 0,
                          "%s names IDs of one partition, and '%s' is a "
                          "topic of %zu partitions (IDs repeat across "
                          "them): address partition i (0..%zu) with "
                          "emq_admin_partition, or the CLI's --partition",
-                         what, emq_cfg_queue(a->conf), a->nparts, a->nparts - 1);
+                         what, emq__cfg_queue(a->conf), a->nparts, a->nparts - 1);
 }
 
 /* ---- opening and recording ---------------------------------------------- */
@@ -68,14 +68,14 @@ emq_status emq_admin_topic_partitions(emq_admin_t *a, int64_t *partitions,
                                       emq_error *err) {
     *partitions = 0;
     if (a == NULL)
-        return emq_error_set(err, EMQ_EINVAL, 0, "admin is NULL");
+        return emq__error_set(err, EMQ_EINVAL, 0, "admin is NULL");
     if (a->nparts > 0) {
         *partitions = (int64_t)a->nparts;
         return EMQ_OK;
     }
-    if (emq_cfg_queue(a->conf) == NULL) /* a raw stream is never a topic */
+    if (emq__cfg_queue(a->conf) == NULL) /* a raw stream is never a topic */
         return EMQ_OK;
-    return emq_topic_recorded(a->route, emq_cfg_queue(a->conf), partitions, err);
+    return emq__topic_recorded(a->route, emq__cfg_queue(a->conf), partitions, err);
 }
 
 /* Opens partition i's admin handle into a->parts. */
@@ -92,23 +92,23 @@ static emq_status open_part(int i, const emq_conf_t *part, void *ctx,
  * P against the count the server records. */
 static emq_status topic_open(emq_admin_t *a, emq_error *err) {
     const emq_conf_t *conf = a->conf;
-    a->parts = emq_calloc((size_t)emq_cfg_partitions(conf), sizeof *a->parts);
+    a->parts = emq__calloc((size_t)emq__cfg_partitions(conf), sizeof *a->parts);
     if (a->parts == NULL)
-        return emq_oom(err);
-    emq_status st = emq_topic_open_parts(conf, 0, (int)emq_cfg_partitions(conf),
+        return emq__oom(err);
+    emq_status st = emq__topic_open_parts(conf, 0, (int)emq__cfg_partitions(conf),
                                          open_part, a, err);
     /* A topic opened with another count than the server records is a
      * mistake to say now, not numbers of the wrong partitions later. */
     int64_t recorded = 0;
     if (st == EMQ_OK)
-        st = emq_topic_recorded(a->parts[0]->route, emq_cfg_queue(conf), &recorded,
+        st = emq__topic_recorded(a->parts[0]->route, emq__cfg_queue(conf), &recorded,
                                 err);
-    if (st == EMQ_OK && recorded > 0 && recorded != emq_cfg_partitions(conf))
-        st = emq_error_set(err, EMQ_EINVAL, 0,
+    if (st == EMQ_OK && recorded > 0 && recorded != emq__cfg_partitions(conf))
+        st = emq__error_set(err, EMQ_EINVAL, 0,
                            "topic '%.64s' has %lld partitions (recorded in "
                            "the server), not %lld",
-                           emq_cfg_queue(conf), (long long)recorded,
-                           (long long)emq_cfg_partitions(conf));
+                           emq__cfg_queue(conf), (long long)recorded,
+                           (long long)emq__cfg_partitions(conf));
     return st;
 }
 
@@ -117,15 +117,15 @@ static emq_status claim_part(emq_admin_t *part, int i, void *ctx,
                              emq_error *err) {
     (void)i;
     (void)ctx;
-    return emq_topic_claim(part->route, part->conf, err);
+    return emq__topic_claim(part->route, part->conf, err);
 }
 
 emq_status emq_admin_topic_create(emq_admin_t *a, emq_error *err) {
     if (a == NULL || a->nparts == 0)
-        return emq_error_set(err, EMQ_EINVAL, 0,
+        return emq__error_set(err, EMQ_EINVAL, 0,
                              "creating a topic needs an admin handle made "
                              "with partitions > 1");
-    return emq_admin_each(a, claim_part, NULL, err);
+    return emq__admin_each(a, claim_part, NULL, err);
 }
 
 
@@ -136,28 +136,28 @@ emq_status emq_admin_topic_create(emq_admin_t *a, emq_error *err) {
 static emq_status describe_part(emq_admin_t *part, int i, void *ctx,
                                 emq_error *err) {
     emq_queue_info *one = NULL;
-    emq_status st = emq_admin_queue_describe(part, &one, err);
+    emq_status st = emq__admin_queue_describe(part, &one, err);
     if (st == EMQ_OK)
-        st = emq_admin_info_add(ctx, (size_t)i, one, err);
+        st = emq__admin_info_add(ctx, (size_t)i, one, err);
     return st;
 }
 
 static emq_status topic_describe(emq_admin_t *a, emq_queue_info **out,
                                     emq_error *err) {
-    emq_queue_info *info = emq_calloc(1, sizeof *info);
+    emq_queue_info *info = emq__calloc(1, sizeof *info);
     char pattern[EMQ_KEYS_MAX_QUEUE + 16];
     emq_status st = EMQ_OK;
     if (info != NULL) {
-        snprintf(pattern, sizeof pattern, "emq:{%s.*}", emq_cfg_queue(a->conf));
-        info->stream = emq_strdup(pattern);
-        snprintf(pattern, sizeof pattern, "emq:{%s.*}:dead", emq_cfg_queue(a->conf));
-        info->dead = emq_strdup(pattern);
-        info->partitions = emq_calloc(a->nparts, sizeof *info->partitions);
+        snprintf(pattern, sizeof pattern, "emq:{%s.*}", emq__cfg_queue(a->conf));
+        info->stream = emq__strdup(pattern);
+        snprintf(pattern, sizeof pattern, "emq:{%s.*}:dead", emq__cfg_queue(a->conf));
+        info->dead = emq__strdup(pattern);
+        info->partitions = emq__calloc(a->nparts, sizeof *info->partitions);
     }
     if (info == NULL || !info->stream || !info->dead || !info->partitions)
-        st = emq_oom(err);
+        st = emq__oom(err);
     else
-        st = emq_admin_each(a, describe_part, info, err);
+        st = emq__admin_each(a, describe_part, info, err);
     if (st != EMQ_OK) {
         emq_queue_info_free(info);
         return st;
@@ -181,9 +181,9 @@ static emq_status setid_check_part(emq_admin_t *part, int i, void *ctx,
     const setid_topic *t = ctx;
     const char *exists[] = {"EXISTS", part->keys.stream};
     const char *groups[] = {"XINFO", "GROUPS", part->keys.stream};
-    const emq_admin_cmd cmds[] = {{2, exists, NULL}, {3, groups, NULL}};
+    const emq__admin_cmd cmds[] = {{2, exists, NULL}, {3, groups, NULL}};
     emq_reply *r[2];
-    emq_status st = emq_admin_pipeline(part, 2, cmds, r, err);
+    emq_status st = emq__admin_pipeline(part, 2, cmds, r, err);
     if (st != EMQ_OK)
         return st;
     int found = 0;
@@ -193,23 +193,23 @@ static emq_status setid_check_part(emq_admin_t *part, int i, void *ctx,
          k++) {
         size_t len;
         const char *name = emq_reply_str(
-            emq_stream_field(emq_reply_at(r[1], k), "name"), &len);
+            emq__stream_field(emq_reply_at(r[1], k), "name"), &len);
         found = name != NULL && len == want && memcmp(name, t->group, len) == 0;
     }
     int stream_missing = emq_reply_kind(r[0]) == EMQ_REPLY_INTEGER &&
                          emq_reply_integer(r[0]) == 0;
     if (!found && (stream_missing || emq_reply_kind(r[1]) == EMQ_REPLY_ARRAY))
-        st = emq_error_set(err, EMQ_ESERVER, 0,
+        st = emq__error_set(err, EMQ_ESERVER, 0,
                            "group '%s' does not exist on stream '%s'; no "
                            "partition was moved (create it on the topic "
                            "with a declared start first)",
                            t->group, part->keys.stream);
     else if (!found) {
         char shown[200];
-        st = emq_error_set(err, EMQ_ESERVER, 0,
+        st = emq__error_set(err, EMQ_ESERVER, 0,
                            "XINFO GROUPS of '%s' failed: %s",
                            part->keys.stream,
-                           emq_reply_text(r[1], shown, sizeof shown));
+                           emq__reply_text(r[1], shown, sizeof shown));
     }
     emq_reply_free(r[0]);
     emq_reply_free(r[1]);
@@ -221,7 +221,7 @@ static emq_status setid_part(emq_admin_t *part, int i, void *ctx,
     (void)i;
     setid_topic *t = ctx;
     uint64_t one = 0;
-    emq_status st = emq_admin_queue_setid(part, t->group, t->to, &one, err);
+    emq_status st = emq__admin_queue_setid(part, t->group, t->to, &one, err);
     t->redeliver += one;
     return st;
 }
@@ -240,7 +240,7 @@ static emq_status create_part(emq_admin_t *part, int i, void *ctx,
     group_topic *t = ctx;
     int one = 0;
     emq_status st =
-        emq_admin_queue_group_create(part, t->group, t->start, &one, err);
+        emq__admin_queue_group_create(part, t->group, t->start, &one, err);
     t->done |= one;
     return st;
 }
@@ -250,7 +250,7 @@ static emq_status destroy_part(emq_admin_t *part, int i, void *ctx,
     (void)i;
     group_topic *t = ctx;
     int one = 0;
-    emq_status st = emq_admin_queue_group_destroy(part, t->group, &one, err);
+    emq_status st = emq__admin_queue_group_destroy(part, t->group, &one, err);
     t->done |= one;
     return st;
 }
@@ -269,7 +269,7 @@ static emq_status prune_part(emq_admin_t *part, int i, void *ctx,
     prune_topic *t = ctx;
     emq_prune_result one;
     emq_status st =
-        emq_admin_queue_prune(part, t->group, t->idle_ms, &one, err);
+        emq__admin_queue_prune(part, t->group, t->idle_ms, &one, err);
     t->sum.removed += one.removed;
     t->sum.moved += one.moved;
     t->sum.kept += one.kept;
@@ -289,7 +289,7 @@ static emq_status trim_part(emq_admin_t *part, int i, void *ctx,
     trim_topic *t = ctx;
     emq_trim_result one;
     emq_status st =
-        emq_admin_queue_trim(part, t->maxlen, t->max_age_ms, &one, err);
+        emq__admin_queue_trim(part, t->maxlen, t->max_age_ms, &one, err);
     t->sum.removed += one.removed;
     t->sum.held_back += one.held_back;
     t->sum.no_groups &= one.no_groups;
@@ -312,14 +312,14 @@ static emq_status pending_part(emq_admin_t *part, int i, void *ctx,
     pending_topic *t = ctx;
     emq_pending_entry *e = NULL;
     size_t n = 0;
-    emq_status st = emq_admin_queue_pending(part, t->group, t->consumer,
+    emq_status st = emq__admin_queue_pending(part, t->group, t->consumer,
                                             t->min_idle_ms, t->max, &e, &n,
                                             err);
     if (st == EMQ_OK && n > 0) {
         emq_pending_entry *grown =
-            emq_realloc(t->all, (t->n + n) * sizeof *grown);
+            emq__realloc(t->all, (t->n + n) * sizeof *grown);
         if (grown == NULL) {
-            st = emq_oom(err);
+            st = emq__oom(err);
         } else {
             t->all = grown;
             for (size_t k = 0; k < n; k++) {
@@ -328,7 +328,7 @@ static emq_status pending_part(emq_admin_t *part, int i, void *ctx,
             }
         }
     }
-    emq_free(e);
+    emq__free(e);
     return st;
 }
 
@@ -336,24 +336,24 @@ static emq_status pending_part(emq_admin_t *part, int i, void *ctx,
 static emq_status pending_merge(pending_topic *t, emq_error *err) {
     if (t->n == 0)
         return EMQ_OK;
-    emq_admin_order *order = emq_calloc(t->n, sizeof *order);
-    emq_pending_entry *sorted = emq_calloc(t->n, sizeof *sorted);
+    emq__admin_order *order = emq__calloc(t->n, sizeof *order);
+    emq_pending_entry *sorted = emq__calloc(t->n, sizeof *sorted);
     if (order == NULL || sorted == NULL) {
-        emq_free(order);
-        emq_free(sorted);
-        return emq_oom(err);
+        emq__free(order);
+        emq__free(sorted);
+        return emq__oom(err);
     }
     for (size_t k = 0; k < t->n; k++) {
-        (void)emq_stream_id_parse(t->all[k].id.str, strlen(t->all[k].id.str),
+        (void)emq__stream_id_parse(t->all[k].id.str, strlen(t->all[k].id.str),
                                   &order[k].id);
         order[k].partition = t->all[k].partition;
         order[k].at = k;
     }
-    emq_admin_by_id(order, t->n);
+    emq__admin_by_id(order, t->n);
     for (size_t k = 0; k < t->n; k++)
         sorted[k] = t->all[order[k].at];
-    emq_free(order);
-    emq_free(t->all);
+    emq__free(order);
+    emq__free(t->all);
     t->all = sorted;
     if (t->n > t->max)
         t->n = t->max;
@@ -372,7 +372,7 @@ static emq_status dead_range_part(emq_admin_t *p, int i, void *ctx,
                                   emq_error *err) {
     dead_topic *t = ctx;
     t->part[i] = i;
-    return emq_admin_dead_range(p, "-", t->count, &t->replies[i], err);
+    return emq__admin_dead_range(p, "-", t->count, &t->replies[i], err);
 }
 
 
@@ -382,7 +382,7 @@ static emq_status requeue_part(emq_admin_t *part, int i, void *ctx,
                                emq_error *err) {
     (void)i;
     uint64_t one = 0;
-    emq_status st = emq_admin_queue_requeue(part, NULL, 0, &one, err);
+    emq_status st = emq__admin_queue_requeue(part, NULL, 0, &one, err);
     *(uint64_t *)ctx += one;
     return st;
 }
@@ -393,7 +393,7 @@ static emq_status purge_part(emq_admin_t *part, int i, void *ctx,
                              emq_error *err) {
     (void)i;
     uint64_t one = 0;
-    emq_status st = emq_admin_queue_purge(part, &one, err);
+    emq_status st = emq__admin_queue_purge(part, &one, err);
     *(uint64_t *)ctx += one;
     return st;
 }
@@ -403,11 +403,11 @@ static emq_status topic_setid(emq_admin_t *a, const char *group,
                                  const char *to, uint64_t *redeliver,
                                  emq_error *err) {
     setid_topic topic = {group, to, 0};
-    emq_status st = emq_admin_setid_check(group, to, err);
+    emq_status st = emq__admin_setid_check(group, to, err);
     if (st == EMQ_OK)
-        st = emq_admin_each(a, setid_check_part, &topic, err);
+        st = emq__admin_each(a, setid_check_part, &topic, err);
     if (st == EMQ_OK)
-        st = emq_admin_each(a, setid_part, &topic, err);
+        st = emq__admin_each(a, setid_part, &topic, err);
     if (redeliver)
         *redeliver = topic.redeliver;
     return st;
@@ -418,7 +418,7 @@ static emq_status topic_group(emq_admin_t *a, const char *group,
                                  emq_error *err) {
     group_topic t = {group, start, 0};
     emq_status st =
-        emq_admin_each(a, start ? create_part : destroy_part, &t, err);
+        emq__admin_each(a, start ? create_part : destroy_part, &t, err);
     if (done)
         *done = t.done;
     return st;
@@ -428,7 +428,7 @@ static emq_status topic_prune(emq_admin_t *a, const char *group,
                                  int64_t idle_ms, emq_prune_result *result,
                                  emq_error *err) {
     prune_topic t = {group, idle_ms, {0, 0, 0, {0, 0, 0, 0}}};
-    emq_status st = emq_admin_each(a, prune_part, &t, err);
+    emq_status st = emq__admin_each(a, prune_part, &t, err);
     if (result)
         *result = t.sum;
     return st;
@@ -442,7 +442,7 @@ static emq_status topic_trim(emq_admin_t *a, int64_t maxlen,
     t.maxlen = maxlen;
     t.max_age_ms = max_age_ms;
     t.sum.no_groups = 1;
-    emq_status st = emq_admin_each(a, trim_part, &t, err);
+    emq_status st = emq__admin_each(a, trim_part, &t, err);
     if (result)
         *result = t.sum;
     return st;
@@ -453,11 +453,11 @@ static emq_status topic_pending(emq_admin_t *a, const char *group,
                                    size_t max, emq_pending_entry **out,
                                    size_t *n, emq_error *err) {
     pending_topic t = {group, consumer, min_idle_ms, max, NULL, 0};
-    emq_status st = emq_admin_each(a, pending_part, &t, err);
+    emq_status st = emq__admin_each(a, pending_part, &t, err);
     if (st == EMQ_OK)
         st = pending_merge(&t, err);
     if (st != EMQ_OK) {
-        emq_free(t.all);
+        emq__free(t.all);
         return st;
     }
     *out = t.all;
@@ -471,25 +471,25 @@ static emq_status topic_dead_list(emq_admin_t *a, size_t max,
     char count[24] = "";
     if (max > 0)
         snprintf(count, sizeof count, "%zu", max);
-    dead_topic t = {count, emq_calloc(a->nparts, sizeof *t.replies),
-                    emq_calloc(a->nparts, sizeof *t.part)};
+    dead_topic t = {count, emq__calloc(a->nparts, sizeof *t.replies),
+                    emq__calloc(a->nparts, sizeof *t.part)};
     emq_status st = t.replies && t.part
-                        ? emq_admin_each(a, dead_range_part, &t, err)
-                        : emq_oom(err);
+                        ? emq__admin_each(a, dead_range_part, &t, err)
+                        : emq__oom(err);
     if (st == EMQ_OK)
-        st = emq_admin_letters_build(t.replies, t.part, a->nparts, max, out,
+        st = emq__admin_letters_build(t.replies, t.part, a->nparts, max, out,
                                      n, err);
     for (size_t i = 0; t.replies && i < a->nparts; i++)
         emq_reply_free(t.replies[i]);
-    emq_free(t.replies);
-    emq_free(t.part);
+    emq__free(t.replies);
+    emq__free(t.part);
     return st;
 }
 
 static emq_status topic_requeue_all(emq_admin_t *a, uint64_t *requeued,
                                        emq_error *err) {
     uint64_t sum = 0;
-    emq_status st = emq_admin_each(a, requeue_part, &sum, err);
+    emq_status st = emq__admin_each(a, requeue_part, &sum, err);
     if (requeued)
         *requeued = sum;
     return st;
@@ -498,7 +498,7 @@ static emq_status topic_requeue_all(emq_admin_t *a, uint64_t *requeued,
 static emq_status topic_purge(emq_admin_t *a, uint64_t *removed,
                                  emq_error *err) {
     uint64_t sum = 0;
-    emq_status st = emq_admin_each(a, purge_part, &sum, err);
+    emq_status st = emq__admin_each(a, purge_part, &sum, err);
     if (removed)
         *removed = sum;
     return st;
@@ -508,8 +508,8 @@ static emq_status topic_purge(emq_admin_t *a, uint64_t *removed,
 
 emq_status emq_admin_new(const emq_conf_t *conf, emq_admin_t **out,
                          emq_error *err) {
-    emq_status st = emq_admin_open(conf, out, err);
-    if (st == EMQ_OK && emq_topic_is(conf) &&
+    emq_status st = emq__admin_open(conf, out, err);
+    if (st == EMQ_OK && emq__topic_is(conf) &&
         (st = topic_open(*out, err)) != EMQ_OK) {
         emq_admin_destroy(*out);
         *out = NULL;
@@ -523,7 +523,7 @@ static int is_topic(const emq_admin_t *a) { return a != NULL && a->nparts > 0; }
 emq_status emq_admin_describe(emq_admin_t *a, emq_queue_info **out,
                               emq_error *err) {
     if (!is_topic(a) || out == NULL)
-        return emq_admin_queue_describe(a, out, err);
+        return emq__admin_queue_describe(a, out, err);
     *out = NULL;
     return topic_describe(a, out, err);
 }
@@ -533,7 +533,7 @@ emq_status emq_admin_pending(emq_admin_t *a, const char *group,
                              size_t max, emq_pending_entry **out, size_t *n,
                              emq_error *err) {
     if (!is_topic(a) || out == NULL || n == NULL)
-        return emq_admin_queue_pending(a, group, consumer, min_idle_ms, max,
+        return emq__admin_queue_pending(a, group, consumer, min_idle_ms, max,
                                        out, n, err);
     *out = NULL;
     *n = 0;
@@ -544,14 +544,14 @@ emq_status emq_admin_group_create(emq_admin_t *a, const char *group,
                                   const char *start, int *created,
                                   emq_error *err) {
     if (!is_topic(a))
-        return emq_admin_queue_group_create(a, group, start, created, err);
+        return emq__admin_queue_group_create(a, group, start, created, err);
     return topic_group(a, group, start, created, err);
 }
 
 emq_status emq_admin_group_destroy(emq_admin_t *a, const char *group,
                                    int *destroyed, emq_error *err) {
     if (!is_topic(a))
-        return emq_admin_queue_group_destroy(a, group, destroyed, err);
+        return emq__admin_queue_group_destroy(a, group, destroyed, err);
     return topic_group(a, group, NULL, destroyed, err);
 }
 
@@ -559,7 +559,7 @@ emq_status emq_admin_group_setid(emq_admin_t *a, const char *group,
                                  const char *to, uint64_t *redeliver,
                                  emq_error *err) {
     if (!is_topic(a))
-        return emq_admin_queue_setid(a, group, to, redeliver, err);
+        return emq__admin_queue_setid(a, group, to, redeliver, err);
     return topic_setid(a, group, to, redeliver, err);
 }
 
@@ -568,7 +568,7 @@ emq_status emq_admin_prune_consumers(emq_admin_t *a, const char *group,
                                      emq_prune_result *result,
                                      emq_error *err) {
     if (!is_topic(a))
-        return emq_admin_queue_prune(a, group, idle_ms, result, err);
+        return emq__admin_queue_prune(a, group, idle_ms, result, err);
     return topic_prune(a, group, idle_ms, result, err);
 }
 
@@ -576,7 +576,7 @@ emq_status emq_admin_trim_acked(emq_admin_t *a, int64_t maxlen,
                                 int64_t max_age_ms, emq_trim_result *result,
                                 emq_error *err) {
     if (!is_topic(a))
-        return emq_admin_queue_trim(a, maxlen, max_age_ms, result, err);
+        return emq__admin_queue_trim(a, maxlen, max_age_ms, result, err);
     return topic_trim(a, maxlen, max_age_ms, result, err);
 }
 
@@ -590,11 +590,11 @@ emq_status emq_admin_dead_list_after(emq_admin_t *a, const char *after,
                                      size_t max, emq_dead_letter **out,
                                      size_t *n, emq_error *err) {
     if (!is_topic(a))
-        return emq_admin_queue_dead_list(a, after, max, out, n, err);
+        return emq__admin_queue_dead_list(a, after, max, out, n, err);
     *out = NULL;
     *n = 0;
     if (after != NULL)
-        return emq_admin_per_id(a, "listing dead letters after an ID", err);
+        return emq__admin_per_id(a, "listing dead letters after an ID", err);
     return topic_dead_list(a, max, out, n, err);
 }
 
@@ -602,17 +602,17 @@ emq_status emq_admin_dead_requeue(emq_admin_t *a, const char *const *ids,
                                   size_t nids, uint64_t *requeued,
                                   emq_error *err) {
     if (!is_topic(a))
-        return emq_admin_queue_requeue(a, ids, nids, requeued, err);
+        return emq__admin_queue_requeue(a, ids, nids, requeued, err);
     if (requeued)
         *requeued = 0;
     if (nids > 0)
-        return emq_admin_per_id(a, "requeueing dead letters by ID", err);
+        return emq__admin_per_id(a, "requeueing dead letters by ID", err);
     return topic_requeue_all(a, requeued, err);
 }
 
 emq_status emq_admin_dead_purge(emq_admin_t *a, uint64_t *removed,
                                 emq_error *err) {
     if (!is_topic(a))
-        return emq_admin_queue_purge(a, removed, err);
+        return emq__admin_queue_purge(a, removed, err);
     return topic_purge(a, removed, err);
 }

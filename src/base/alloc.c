@@ -2,8 +2,8 @@
 /* alloc.c: the library's allocator, with a fault-injection hook.
  *
  * All allocations of libechomq go through these functions. Tests arm
- * emq_alloc_fail_at(n) so that exactly the nth allocation returns NULL, and
- * read emq_alloc_live() after each test to find leaks. The counters are
+ * emq__alloc_fail_at(n) so that exactly the nth allocation returns NULL, and
+ * read emq__alloc_live() after each test to find leaks. The counters are
  * relaxed atomics: the cost is one increment per allocation, and the library
  * allocates once per reply, not per byte.
  */
@@ -17,14 +17,14 @@ static atomic_uint_fast64_t alloc_calls;
 static atomic_uint_fast64_t alloc_live;
 static atomic_uint_fast64_t fail_target; /* call number that fails; 0 none */
 
-void emq_alloc_fail_at(uint64_t n) {
+void emq__alloc_fail_at(uint64_t n) {
     uint64_t now = atomic_load_explicit(&alloc_calls, memory_order_relaxed);
     atomic_store(&fail_target, n ? now + n : 0);
 }
 
-uint64_t emq_alloc_live(void) { return atomic_load(&alloc_live); }
+uint64_t emq__alloc_live(void) { return atomic_load(&alloc_live); }
 
-uint64_t emq_alloc_calls(void) { return atomic_load(&alloc_calls); }
+uint64_t emq__alloc_calls(void) { return atomic_load(&alloc_calls); }
 
 /* Counts one allocation call; returns 1 when this one must fail. */
 static int injected_failure(void) {
@@ -34,7 +34,7 @@ static int injected_failure(void) {
     return EMQ_UNLIKELY(target != 0 && call == target);
 }
 
-void *emq_alloc(size_t size) {
+void *emq__alloc(size_t size) {
     if (injected_failure())
         return NULL;
     void *p = malloc(size ? size : 1);
@@ -43,7 +43,7 @@ void *emq_alloc(size_t size) {
     return p;
 }
 
-void *emq_calloc(size_t n, size_t size) {
+void *emq__calloc(size_t n, size_t size) {
     if (injected_failure())
         return NULL;
     void *p = calloc(n ? n : 1, size ? size : 1);
@@ -52,23 +52,23 @@ void *emq_calloc(size_t n, size_t size) {
     return p;
 }
 
-void *emq_realloc(void *ptr, size_t size) {
+void *emq__realloc(void *ptr, size_t size) {
     if (ptr == NULL)
-        return emq_alloc(size);
+        return emq__alloc(size);
     if (injected_failure())
         return NULL;
     return realloc(ptr, size ? size : 1);
 }
 
-void emq_free(void *ptr) {
+void emq__free(void *ptr) {
     if (ptr == NULL)
         return;
     atomic_fetch_sub_explicit(&alloc_live, 1, memory_order_relaxed);
     free(ptr);
 }
 
-char *emq_strndup(const char *s, size_t n) {
-    char *copy = emq_alloc(n + 1);
+char *emq__strndup(const char *s, size_t n) {
+    char *copy = emq__alloc(n + 1);
     if (copy) {
         memcpy(copy, s, n);
         copy[n] = '\0';
@@ -76,9 +76,9 @@ char *emq_strndup(const char *s, size_t n) {
     return copy;
 }
 
-char *emq_strdup(const char *s) { return emq_strndup(s, strlen(s)); }
+char *emq__strdup(const char *s) { return emq__strndup(s, strlen(s)); }
 
-void emq_wipe(void *p, size_t n) {
+void emq__wipe(void *p, size_t n) {
     volatile unsigned char *v = p;
     while (n--)
         *v++ = 0;

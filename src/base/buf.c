@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* buf.c: growable byte buffers with a hard cap (see emq_buf in base.h).
+/* buf.c: growable byte buffers with a hard cap (see emq__buf in base.h).
  *
  * Growth doubles up to the cap, so appends are amortised O(1). The cap
  * turns runaway growth into EMQ_ELIMIT naming the buffer and its limit.
@@ -8,7 +8,7 @@
 
 #include <string.h>
 
-void emq_buf_init(emq_buf *b, size_t max, const char *name) {
+void emq__buf_init(emq__buf *b, size_t max, const char *name) {
     b->data = NULL;
     b->len = 0;
     b->cap = 0;
@@ -16,16 +16,16 @@ void emq_buf_init(emq_buf *b, size_t max, const char *name) {
     b->name = name;
 }
 
-void emq_buf_free(emq_buf *b) {
-    emq_free(b->data);
+void emq__buf_free(emq__buf *b) {
+    emq__free(b->data);
     b->data = NULL;
     b->len = 0;
     b->cap = 0;
 }
 
-emq_status emq_buf_reserve(emq_buf *b, size_t extra, emq_error *err) {
+emq_status emq__buf_reserve(emq__buf *b, size_t extra, emq_error *err) {
     if (extra > b->max - b->len)
-        return emq_error_set(err, EMQ_ELIMIT, 0,
+        return emq__error_set(err, EMQ_ELIMIT, 0,
                              "%s would grow to more than its limit of %zu "
                              "bytes (%zu in use, %zu more needed)",
                              b->name, b->max, b->len, extra);
@@ -35,9 +35,9 @@ emq_status emq_buf_reserve(emq_buf *b, size_t extra, emq_error *err) {
     size_t cap = b->cap ? b->cap : (b->max < 256 ? b->max : 256);
     while (cap < want)
         cap = cap > b->max / 2 ? b->max : cap * 2;
-    char *data = emq_realloc(b->data, cap);
+    char *data = emq__realloc(b->data, cap);
     if (data == NULL)
-        return emq_error_set(err, EMQ_ENOMEM, 0,
+        return emq__error_set(err, EMQ_ENOMEM, 0,
                              "out of memory growing %s to %zu bytes", b->name,
                              cap);
     b->data = data;

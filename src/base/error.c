@@ -2,7 +2,7 @@
 /* error.c: status names, descriptions and the emq_error helpers.
  *
  * Messages are one sentence for a human. Text from outside (server replies,
- * user input) is passed through emq_printable before it reaches a message.
+ * user input) is passed through emq__printable before it reaches a message.
  */
 #include "base.h"
 
@@ -33,7 +33,7 @@ const char *emq_status_name(emq_status status) {
     return "EMQ_UNKNOWN";
 }
 
-emq_status emq_error_vset(emq_error *err, emq_status code, int retriable,
+emq_status emq__error_vset(emq_error *err, emq_status code, int retriable,
                           const char *fmt, va_list ap) {
     if (err) {
         err->code = code;
@@ -45,20 +45,20 @@ emq_status emq_error_vset(emq_error *err, emq_status code, int retriable,
     return code;
 }
 
-emq_status emq_error_set(emq_error *err, emq_status code, int retriable,
+emq_status emq__error_set(emq_error *err, emq_status code, int retriable,
                          const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    emq_error_vset(err, code, retriable, fmt, ap);
+    emq__error_vset(err, code, retriable, fmt, ap);
     va_end(ap);
     return code;
 }
 
-emq_status emq_oom(emq_error *err) {
-    return emq_error_set(err, EMQ_ENOMEM, 0, "out of memory");
+emq_status emq__oom(emq_error *err) {
+    return emq__error_set(err, EMQ_ENOMEM, 0, "out of memory");
 }
 
-void emq_error_clear(emq_error *err) {
+void emq__error_clear(emq_error *err) {
     if (err) {
         err->code = EMQ_OK;
         err->retriable = 0;
@@ -68,7 +68,7 @@ void emq_error_clear(emq_error *err) {
     }
 }
 
-void emq_error_prefix(emq_error *err, const char *fmt, ...) {
+void emq__error_prefix(emq_error *err, const char *fmt, ...) {
     if (err == NULL)
         return;
     char prefix[EMQ_ERROR_MESSAGE_MAX];
@@ -96,7 +96,7 @@ void emq_error_prefix(emq_error *err, const char *fmt, ...) {
     err->message[n + rest] = '\0';
 }
 
-char *emq_printable(char *out, size_t size, const char *text, size_t len) {
+char *emq__printable(char *out, size_t size, const char *text, size_t len) {
     if (size == 0)
         return out;
     size_t n = len < size - 1 ? len : size - 1;

@@ -11,7 +11,7 @@
 
 #include <stdio.h>
 
-void emq_json_init(emq_json *j, char *buf, size_t size) {
+void emq__json_init(emq__json *j, char *buf, size_t size) {
     j->buf = buf;
     j->size = size;
     j->len = 0;
@@ -19,7 +19,7 @@ void emq_json_init(emq_json *j, char *buf, size_t size) {
         buf[0] = '\0';
 }
 
-void emq_json_raw(emq_json *j, const char *fmt, ...) {
+void emq__json_raw(emq__json *j, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     size_t room = j->len < j->size ? j->size - j->len : 0;
@@ -30,7 +30,7 @@ void emq_json_raw(emq_json *j, const char *fmt, ...) {
 }
 
 /* Appends n bytes verbatim (they need no escaping). */
-static void put_bytes(emq_json *j, const char *p, size_t n) {
+static void put_bytes(emq__json *j, const char *p, size_t n) {
     if (j->len < j->size) {
         size_t room = j->size - j->len - 1;
         size_t k = n < room ? n : room;
@@ -41,7 +41,7 @@ static void put_bytes(emq_json *j, const char *p, size_t n) {
     j->len += n;
 }
 
-int emq_utf8_valid(const char *p, size_t n) {
+int emq__utf8_valid(const char *p, size_t n) {
     const unsigned char *s = (const unsigned char *)p;
     size_t i = 0;
     while (i < n) {
@@ -80,7 +80,7 @@ int emq_utf8_valid(const char *p, size_t n) {
 }
 
 /* Appends bytes known to be valid UTF-8 as a JSON string. */
-static void put_string(emq_json *j, const char *p, size_t n) {
+static void put_string(emq__json *j, const char *p, size_t n) {
     put_bytes(j, "\"", 1);
     size_t start = 0;
     for (size_t i = 0; i < n; i++) {
@@ -94,7 +94,7 @@ static void put_string(emq_json *j, const char *p, size_t n) {
         case '\n': put_bytes(j, "\\n", 2); break;
         case '\r': put_bytes(j, "\\r", 2); break;
         case '\t': put_bytes(j, "\\t", 2); break;
-        default: emq_json_raw(j, "\\u%04x", c); break;
+        default: emq__json_raw(j, "\\u%04x", c); break;
         }
         start = i + 1;
     }
@@ -102,7 +102,7 @@ static void put_string(emq_json *j, const char *p, size_t n) {
     put_bytes(j, "\"", 1);
 }
 
-static void put_base64(emq_json *j, const char *p, size_t n) {
+static void put_base64(emq__json *j, const char *p, size_t n) {
     static const char alphabet[] =
         "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     const unsigned char *s = (const unsigned char *)p;
@@ -121,15 +121,15 @@ static void put_base64(emq_json *j, const char *p, size_t n) {
     put_bytes(j, "\"}", 2);
 }
 
-void emq_json_cstr(emq_json *j, const char *s) {
+void emq__json_cstr(emq__json *j, const char *s) {
     size_t n = 0;
     while (s[n])
         n++;
-    emq_json_bytes(j, s, n);
+    emq__json_bytes(j, s, n);
 }
 
-void emq_json_bytes(emq_json *j, const char *p, size_t n) {
-    if (emq_utf8_valid(p, n))
+void emq__json_bytes(emq__json *j, const char *p, size_t n) {
+    if (emq__utf8_valid(p, n))
         put_string(j, p, n);
     else
         put_base64(j, p, n);

@@ -37,7 +37,7 @@ typedef struct jp {
 
 /* Fails at the current position (1-based column). */
 static emq_status fail(jp *p, const char *what) {
-    return emq_error_set(p->err, EMQ_EINVAL, 0, "column %zu: %s", p->i + 1,
+    return emq__error_set(p->err, EMQ_EINVAL, 0, "column %zu: %s", p->i + 1,
                          what);
 }
 
@@ -121,7 +121,7 @@ static emq_status string(jp *p, const char *what) {
                        : (c & 0xf8) == 0xf0 ? 4
                                             : 0;
             if (k == 0 || p->n - p->i < k ||
-                !emq_utf8_valid(p->s + p->i, k)) {
+                !emq__utf8_valid(p->s + p->i, k)) {
                 snprintf(msg, sizeof msg,
                          "a %s holds bytes that are not UTF-8; write such "
                          "a value as {\"base64\":\"...\"}",
@@ -409,27 +409,27 @@ emq_status emq_fields_from_json(const char *json, size_t len,
     if (nfields)
         *nfields = 0;
     if (json == NULL || fields == NULL || nfields == NULL)
-        return emq_error_set(err, EMQ_EINVAL, 0,
+        return emq__error_set(err, EMQ_EINVAL, 0,
                              "emq_fields_from_json needs text and outputs");
     jp p = {json, len, 0, NULL, NULL, 0, 0, err};
     emq_status st = object(&p);
     if (st != EMQ_OK)
         return st;
     size_t head = p.nfields * sizeof(emq_field);
-    char *block = emq_alloc(head + p.bytes);
+    char *block = emq__alloc(head + p.bytes);
     if (block == NULL)
-        return emq_oom(err);
+        return emq__oom(err);
     jp q = {json, len, 0, (emq_field *)(void *)block, block + head, 0, 0,
             err};
     st = object(&q); /* cannot fail: same input */
     if (st != EMQ_OK) {
-        emq_free(block);
+        emq__free(block);
         return st;
     }
     *fields = q.out;
     *nfields = q.nfields;
-    emq_error_clear(err);
+    emq__error_clear(err);
     return EMQ_OK;
 }
 
-void emq_fields_free(emq_field *fields) { emq_free(fields); }
+void emq_fields_free(emq_field *fields) { emq__free(fields); }

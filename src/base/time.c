@@ -5,13 +5,13 @@
 #include <errno.h>
 #include <time.h>
 
-int64_t emq_now_ms(void) {
+int64_t emq__now_ms(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-int64_t emq_now_coarse_ms(void) {
+int64_t emq__now_coarse_ms(void) {
     struct timespec ts;
 #ifdef CLOCK_MONOTONIC_COARSE
     clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
@@ -21,7 +21,7 @@ int64_t emq_now_coarse_ms(void) {
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-void emq_sleep_ms(int64_t ms) {
+void emq__sleep_ms(int64_t ms) {
     if (ms <= 0)
         return;
     struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};

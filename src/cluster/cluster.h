@@ -4,7 +4,7 @@
  *
  * Internal header (not installed). Every key of a queue shares one hashtag
  * (keys.h), so one queue lives in one cluster slot and the unit of routing
- * is a connection bound to that slot: emq_route. Its calls mirror the
+ * is a connection bound to that slot: emq__route. Its calls mirror the
  * emq_conn_* calls one for one (new, command, append, get_reply, pending,
  * reconnect, is_broken, destroy), so a layer above swaps one for the other
  * without changing its logic. On a standalone server a route is one plain
@@ -30,46 +30,46 @@
 /* Most nodes one slot map may name (Redis Cluster's own guidance is 1000
  * nodes; replicas are not kept). */
 #define EMQ_CLUSTER_NODES_MAX 1024
-/* Marks a slot with no known owner in emq_slot_map.owner. */
+/* Marks a slot with no known owner in emq__slot_map.owner. */
 #define EMQ_SLOT_NONE 0xffffu
 
 /* ---- crc16.c ---------------------------------------------------------- */
 
 /* CRC16-CCITT (XMODEM: polynomial 0x1021, initial value 0), the checksum
  * Redis Cluster uses for key slots. */
-uint16_t emq_cluster_crc16(const char *buf, size_t len);
+uint16_t emq__cluster_crc16(const char *buf, size_t len);
 
 /* The slot of key: CRC16 of its hashtag (the bytes between the first '{'
  * and the first '}' after it, when that is non-empty) or of the whole key,
  * modulo 16384. */
-unsigned emq_cluster_key_slot(const char *key, size_t len);
+unsigned emq__cluster_key_slot(const char *key, size_t len);
 
 /* ---- slots.c: the slot map and redirect replies (pure, no I/O) -------- */
 
 /* One master node: where to reach it. */
-typedef struct emq_cluster_node {
+typedef struct emq__cluster_node {
     char host[EMQ_CLUSTER_HOST_MAX]; /* address or name, IPv6 without [] */
     int port;                        /* 1-65535 */
-} emq_cluster_node;
+} emq__cluster_node;
 
 /* Which master serves each slot. */
-typedef struct emq_slot_map {
-    emq_cluster_node *nodes; /* emq_alloc'd, nnodes entries, no duplicates */
+typedef struct emq__slot_map {
+    emq__cluster_node *nodes; /* emq__alloc'd, nnodes entries, no duplicates */
     size_t nnodes;
     uint16_t owner[EMQ_CLUSTER_SLOTS]; /* index into nodes, or
                                           EMQ_SLOT_NONE */
-} emq_slot_map;
+} emq__slot_map;
 
 /* Makes map empty: no nodes, every slot EMQ_SLOT_NONE. */
-void emq_slot_map_init(emq_slot_map *map);
+void emq__slot_map_init(emq__slot_map *map);
 /* Frees the node array and empties map. */
-void emq_slot_map_free(emq_slot_map *map);
+void emq__slot_map_free(emq__slot_map *map);
 /* Sets *idx to the index of host:port in map, adding it when absent.
  * Fails (*idx -1) with EMQ_EPROTO for an address of 0 or
  * EMQ_CLUSTER_HOST_MAX bytes or more or a port outside 1-65535 (the
  * server's reply is at fault), EMQ_ELIMIT past EMQ_CLUSTER_NODES_MAX
  * nodes, EMQ_ENOMEM, each saying so. */
-emq_status emq_slot_map_node(emq_slot_map *map, const char *host,
+emq_status emq__slot_map_node(emq__slot_map *map, const char *host,
                              size_t hostlen, int port, int *idx,
                              emq_error *err);
 
@@ -80,7 +80,7 @@ emq_status emq_slot_map_node(emq_slot_map *map, const char *host,
  * self_host when both are unknown), its port "tls-port" when tls is set
  * and the node has one, else "port". Returns EMQ_OK, EMQ_ENOMEM, or
  * EMQ_EPROTO naming what is malformed (map is emptied then). */
-emq_status emq_slot_map_from_shards(emq_slot_map *map, const emq_reply *r,
+emq_status emq__slot_map_from_shards(emq__slot_map *map, const emq_reply *r,
                                     const char *self_host, int tls,
                                     emq_error *err);
 /* 1 when a CLUSTER SHARDS reply cannot be trusted as a slot map: a shard
@@ -91,73 +91,73 @@ emq_status emq_slot_map_from_shards(emq_slot_map *map, const emq_reply *r,
  * the old master's empty list, so a slot the new master serves looks
  * unowned. CLUSTER SLOTS (built from the slot table) is right then. 0 for
  * anything that is not a list of shards (the parser reports those). */
-int emq_slot_map_shards_doubtful(const emq_reply *r);
+int emq__slot_map_shards_doubtful(const emq_reply *r);
 /* Same for a CLUSTER SLOTS reply ([start, end, [host, port, id, ...],
  * replicas...]). An empty host means the node that answered (self_host);
  * "?" means unknown, and that range is left unowned. */
-emq_status emq_slot_map_from_slots(emq_slot_map *map, const emq_reply *r,
+emq_status emq__slot_map_from_slots(emq__slot_map *map, const emq_reply *r,
                                    const char *self_host, emq_error *err);
 
-typedef enum emq_redirect_kind {
+typedef enum emq__redirect_kind {
     EMQ_REDIRECT_NONE = 0,    /* not a cluster redirection */
     EMQ_REDIRECT_MOVED = 1,   /* -MOVED slot host:port */
     EMQ_REDIRECT_ASK = 2,     /* -ASK slot host:port */
     EMQ_REDIRECT_TRYAGAIN = 3, /* -TRYAGAIN ... */
     EMQ_REDIRECT_CLUSTERDOWN = 4 /* -CLUSTERDOWN ... */
-} emq_redirect_kind;
+} emq__redirect_kind;
 
 /* A parsed redirection. For MOVED and ASK: slot, and the target node;
  * an empty host in the reply ("-MOVED 1 :7001", sent when the endpoint is
  * unknown) leaves host "" for the caller to replace with the host of the
  * node that answered. */
-typedef struct emq_redirect {
-    emq_redirect_kind kind;
+typedef struct emq__redirect {
+    emq__redirect_kind kind;
     unsigned slot;
-    emq_cluster_node target;
-} emq_redirect;
+    emq__cluster_node target;
+} emq__redirect;
 
 /* Classifies reply r. Returns the kind (NONE for anything that is not an
  * error reply starting with one of the four words, and for a MOVED or ASK
  * whose slot or address does not parse) and fills *out. */
-emq_redirect_kind emq_redirect_parse(const emq_reply *r, emq_redirect *out);
+emq__redirect_kind emq__redirect_parse(const emq_reply *r, emq__redirect *out);
 
 /* ---- route.c: the slot-bound connection --------------------------------- */
 
-typedef struct emq_route emq_route;
+typedef struct emq__route emq__route;
 
-/* What a route did since emq_route_new. */
-typedef struct emq_route_stats {
+/* What a route did since emq__route_new. */
+typedef struct emq__route_stats {
     uint64_t redirects_moved; /* MOVED replies followed */
     uint64_t redirects_ask;   /* ASK replies followed (ASKING + resend) */
     uint64_t tryagain;        /* TRYAGAIN replies retried after a pause */
     uint64_t clusterdown;     /* CLUSTERDOWN replies retried after a pause */
     uint64_t map_refreshes;   /* slot maps fetched (the first one counts) */
-    uint64_t reconnects;      /* successful emq_route_reconnect calls */
+    uint64_t reconnects;      /* successful emq__route_reconnect calls */
     uint64_t gave_up;         /* commands failed with EMQ_ELIMIT because a
                                  bound of the route was reached */
-} emq_route_stats;
+} emq__route_stats;
 
 /* What a route is told, typed: the rows of the property table the
- * cluster layer reads, and the conn layer's (emq_conn_options) for the
+ * cluster layer reads, and the conn layer's (emq__conn_options) for the
  * seed and, with the URL's credentials and TLS settings folded in, every
- * node. Strings are borrowed: emq_route_open copies what it keeps. A
+ * node. Strings are borrowed: emq__route_open copies what it keeps. A
  * caller sets a field for its own use of the route (a producer bounds the
  * timeouts, a consumer makes single reconnect attempts) instead of editing
  * a conf. */
-typedef struct emq_route_options {
-    emq_conn_options conn;
+typedef struct emq__route_options {
+    emq__conn_options conn;
     const char *cluster_seeds; /* "host:port,..."; NULL: none */
     int64_t max_redirects;     /* cluster.max_redirects */
     int64_t retry_ms;          /* cluster.retry_ms */
-    emq_log_sink log;          /* where warnings go */
-} emq_route_options;
+    emq__log_sink log;          /* where warnings go */
+} emq__route_options;
 
 /* Fills *out from conf (strings borrowed from conf). */
-void emq_route_options_of(const emq_conf_t *conf, emq_route_options *out);
-/* emq_route_new with typed options (copied); emq_route_new is this with
- * emq_route_options_of(conf). */
-emq_status emq_route_open(const emq_route_options *opts, const char *key,
-                          emq_route **out, emq_error *err);
+void emq__route_options_of(const emq_conf_t *conf, emq__route_options *out);
+/* emq__route_new with typed options (copied); emq__route_new is this with
+ * emq__route_options_of(conf). */
+emq_status emq__route_open(const emq__route_options *opts, const char *key,
+                          emq__route **out, emq_error *err);
 
 /* Connects to the node serving key's slot. conf is borrowed (copied). The
  * seeds are conf's url, then each host:port of cluster.seeds (same scheme,
@@ -167,13 +167,13 @@ emq_status emq_route_open(const emq_route_options *opts, const char *key,
  * is then one plain connection to url; a NOPERM (an ACL without CLUSTER)
  * also keeps the seed's connection, and MOVED replies then teach the route
  * where the slot lives. On success *out is caller-owned; free with
- * emq_route_destroy. Fails like emq_conn_new, with the last seed's error
+ * emq__route_destroy. Fails like emq_conn_new, with the last seed's error
  * when none answers, or EMQ_ESERVER (retriable) when the map names no
  * master for the slot. */
-emq_status emq_route_new(const emq_conf_t *conf, const char *key,
-                         emq_route **out, emq_error *err);
+emq_status emq__route_new(const emq_conf_t *conf, const char *key,
+                         emq__route **out, emq_error *err);
 /* Closes every connection and frees; NULL is a no-op. */
-void emq_route_destroy(emq_route *route);
+void emq__route_destroy(emq__route *route);
 
 /* Like emq_conn_command: one command, its reply. Redirections are followed
  * as described above and never returned. When one of the route's own
@@ -181,35 +181,35 @@ void emq_route_destroy(emq_route *route);
  * or TRYAGAIN/CLUSTERDOWN persisting for cluster.retry_ms) the command was
  * not run: the call fails with EMQ_ELIMIT naming the property, quoting
  * the last reply, reply_code its code, retriable 1 for cluster.retry_ms;
- * *reply is NULL and the route is not broken (emq_route_only_this_failed).
+ * *reply is NULL and the route is not broken (emq__route_only_this_failed).
  * A server's error reply is a success of this call; *reply is
  * caller-owned (emq_reply_free). */
-emq_status emq_route_command(emq_route *route, int argc,
+emq_status emq__route_command(emq__route *route, int argc,
                              const char *const *argv, const size_t *argvlen,
                              emq_reply **reply, emq_error *err);
 /* Like emq_conn_append. The route keeps a copy of the command until its
  * reply has been read, so it can send it again after a redirection. Fails
  * with EMQ_ELIMIT past pipeline.max unread commands. */
-emq_status emq_route_append(emq_route *route, int argc,
+emq_status emq__route_append(emq__route *route, int argc,
                             const char *const *argv, const size_t *argvlen,
                             emq_error *err);
 /* Like emq_conn_get_reply: sends what is appended and returns the next
  * reply in append order, after following its redirections. A command that
- * reached a bound fails alone, as emq_route_command says; the replies of
+ * reached a bound fails alone, as emq__route_command says; the replies of
  * the commands after it are still to be read. */
-emq_status emq_route_get_reply(emq_route *route, emq_reply **reply,
+emq_status emq__route_get_reply(emq__route *route, emq_reply **reply,
                                emq_error *err);
-/* 1 when st, returned by emq_route_get_reply or emq_route_command, failed
+/* 1 when st, returned by emq__route_get_reply or emq__route_command, failed
  * that one command only (a bound of the route: EMQ_ELIMIT) and the route
  * is in step: the caller keeps reading the later replies. 0 for EMQ_OK
  * and for a failure that broke the route. */
-int emq_route_only_this_failed(const emq_route *route, emq_status st);
+int emq__route_only_this_failed(const emq__route *route, emq_status st);
 /* Appended commands whose replies have not been read yet. */
-size_t emq_route_pending(const emq_route *route);
-/* What emq_route_each_master calls for one master: conn is its
+size_t emq__route_pending(const emq__route *route);
+/* What emq__route_each_master calls for one master: conn is its
  * connection (borrowed; plain commands only, nothing left unread), name
  * its "host:port". */
-typedef emq_status (*emq_route_master_fn)(emq_conn_t *conn, const char *name,
+typedef emq_status (*emq__route_master_fn)(emq_conn_t *conn, const char *name,
                                           void *ctx, emq_error *err);
 /* Calls fn for every master of the cluster that serves a slot (connecting
  * as needed), in slot-map order, or once for a standalone server's
@@ -217,36 +217,36 @@ typedef emq_status (*emq_route_master_fn)(emq_conn_t *conn, const char *name,
  * ends the walk, prefixed with the node. EMQ_ESERVER when the slot map is
  * not known (an ACL refusing CLUSTER SHARDS and SLOTS); EMQ_EINVAL with
  * replies unread (a misuse). */
-emq_status emq_route_each_master(emq_route *route, emq_route_master_fn fn,
+emq_status emq__route_each_master(emq__route *route, emq__route_master_fn fn,
                                  void *ctx, emq_error *err);
 /* Drops every connection (unread replies are lost), rediscovers the slot's
  * master from the seeds and every node known so far (after a failover the
  * old master may be gone) and connects to it, sleeping the conn layer's
  * capped backoff between attempts, up to reconnect.max_attempts. A
  * standalone route reconnects its one connection (emq_conn_reconnect). */
-emq_status emq_route_reconnect(emq_route *route, emq_error *err);
+emq_status emq__route_reconnect(emq__route *route, emq_error *err);
 /* 1 once a transport failure broke the route (sticky until reconnect). */
-int emq_route_is_broken(const emq_route *route);
-/* Successful emq_route_reconnect calls. */
-uint64_t emq_route_reconnects(const emq_route *route);
+int emq__route_is_broken(const emq__route *route);
+/* Successful emq__route_reconnect calls. */
+uint64_t emq__route_reconnects(const emq__route *route);
 /* Socket of the connection to the slot's current node; -1 when none. */
-int emq_route_fd(const emq_route *route);
+int emq__route_fd(const emq__route *route);
 
-/* Like emq_conn_set_cancel, for every connection of the route. */
-void emq_route_set_cancel(emq_route *route, const atomic_int *flag,
+/* Like emq__conn_set_cancel, for every connection of the route. */
+void emq__route_set_cancel(emq__route *route, const atomic_int *flag,
                           int64_t grace_ms);
 
 /* 1 when the route talks to a Redis Cluster (a map or a NOPERM seed), 0
  * for a standalone server. */
-int emq_route_is_cluster(const emq_route *route);
+int emq__route_is_cluster(const emq__route *route);
 /* The slot the route is bound to. */
-unsigned emq_route_slot(const emq_route *route);
+unsigned emq__route_slot(const emq__route *route);
 /* "host:port" of the node currently serving the slot (the URL's endpoint
  * for a standalone route). Borrowed; valid until the next call. */
-const char *emq_route_node(const emq_route *route);
+const char *emq__route_node(const emq__route *route);
 /* Like emq_conn_server, for the connection to the slot's current node. */
-int emq_route_server(const emq_route *route, emq_server *out);
+int emq__route_server(const emq__route *route, emq_server *out);
 /* Copies the counters. */
-void emq_route_stats_get(const emq_route *route, emq_route_stats *out);
+void emq__route_stats_get(const emq__route *route, emq__route_stats *out);
 
 #endif /* EMQ_CLUSTER_H */

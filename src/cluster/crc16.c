@@ -23,7 +23,7 @@ static void build_table(void) {
     }
 }
 
-uint16_t emq_cluster_crc16(const char *buf, size_t len) {
+uint16_t emq__cluster_crc16(const char *buf, size_t len) {
     pthread_once(&table_once, build_table);
     uint16_t crc = 0;
     for (size_t i = 0; i < len; i++)
@@ -32,15 +32,15 @@ uint16_t emq_cluster_crc16(const char *buf, size_t len) {
     return crc;
 }
 
-unsigned emq_cluster_key_slot(const char *key, size_t len) {
+unsigned emq__cluster_key_slot(const char *key, size_t len) {
     const char *open = memchr(key, '{', len);
     if (open) {
         size_t start = (size_t)(open - key) + 1;
         const char *close = memchr(key + start, '}', len - start);
         if (close && close > key + start) /* "{}" hashes the whole key */
-            return emq_cluster_crc16(key + start,
+            return emq__cluster_crc16(key + start,
                                      (size_t)(close - (key + start))) &
                    (EMQ_CLUSTER_SLOTS - 1);
     }
-    return emq_cluster_crc16(key, len) & (EMQ_CLUSTER_SLOTS - 1);
+    return emq__cluster_crc16(key, len) & (EMQ_CLUSTER_SLOTS - 1);
 }

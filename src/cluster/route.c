@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* route.c: the slot-bound connection, emq_route.
+/* route.c: the slot-bound connection, emq__route.
  *
- * A route serves one key's slot. emq_route_new asks a seed for the slot
+ * A route serves one key's slot. emq__route_new asks a seed for the slot
  * map (CLUSTER SHARDS, else CLUSTER SLOTS) and connects to the slot's
  * master; against a standalone server ("cluster support disabled") it is
  * a thin wrapper over one emq_conn and adds nothing.
@@ -32,7 +32,7 @@
  * its own MOVED: each is handled in append order when its turn comes.
  *
  * A transport failure on any node connection breaks the route (sticky,
- * like emq_conn); emq_route_reconnect rediscovers the master from the
+ * like emq_conn); emq__route_reconnect rediscovers the master from the
  * seeds and every node seen so far, since after a failover the old master
  * may be gone. Never: interpret a reply beyond the four redirection words,
  * or re-send a command whose reply was anything else.
@@ -56,7 +56,7 @@ typedef struct cmd {
     int asking;           /* sent after ASKING: that +OK comes first */
     int via_ask;          /* last sent after ASKING (a retry repeats it) */
     unsigned redirects;   /* MOVED/ASK followed */
-    emq_retry retry;      /* TRYAGAIN/CLUSTERDOWN: the pauses, up to
+    emq__retry retry;      /* TRYAGAIN/CLUSTERDOWN: the pauses, up to
                              cluster.retry_ms from the first */
     int64_t retry_start;  /* when the first pause began; 0: none */
     emq_reply *reply;     /* read ahead, not yet returned */
@@ -73,49 +73,49 @@ typedef struct node_link {
     cmd *head, *tail;  /* commands sent on conn with unread replies */
 } node_link;
 
-struct emq_route {
-    emq_route_options opt;   /* what it was told (kept; opt.conn: the
+struct emq__route {
+    emq__route_options opt;   /* what it was told (kept; opt.conn: the
                                 seed url's connection) */
-    emq_conn_options node;   /* for node connections: the url's user,
+    emq__conn_options node;   /* for node connections: the url's user,
                                 password, db and TLS settings folded in
                                 (kept); url replaced per node */
-    emq_url seed;            /* opt.conn.url, parsed */
+    emq__url seed;            /* opt.conn.url, parsed */
     int tls;                 /* rediss:// */
     unsigned slot;           /* the slot the route is bound to */
     emq_conn_t *single;      /* standalone: the one connection, else NULL */
     int mapped;              /* 1: map from CLUSTER SHARDS/SLOTS; 0: only
                                 what MOVED replies taught (ACL without
                                 CLUSTER) */
-    emq_slot_map map;        /* slot -> master */
+    emq__slot_map map;        /* slot -> master */
     node_link *links;             /* links_cap entries, parallel to map.nodes */
     size_t links_cap;
     int owner;               /* map index serving slot */
     cmd **q;                 /* ring of unread commands, append order */
     size_t qcap, qhead, qlen;
     emq_error broken;        /* code != EMQ_OK once broken (sticky) */
-    emq_route_stats stats;
+    emq__route_stats stats;
     uint64_t rng;            /* jitter state */
     char name[EMQ_CLUSTER_HOST_MAX + 16]; /* current node, for messages */
-    const atomic_int *cancel; /* emq_route_set_cancel, for every read */
+    const atomic_int *cancel; /* emq__route_set_cancel, for every read */
     int64_t cancel_grace_ms;
 };
 
 /* Every connection the route reads from honours its cancel flag. */
-static emq_conn_t *armed(emq_route *r, emq_conn_t *conn) {
-    emq_conn_set_cancel(conn, r->cancel, r->cancel_grace_ms);
+static emq_conn_t *armed(emq__route *r, emq_conn_t *conn) {
+    emq__conn_set_cancel(conn, r->cancel, r->cancel_grace_ms);
     return conn;
 }
 
 /* ---- small helpers ---------------------------------------------------- */
 
-static emq_status sticky(const emq_route *r, emq_error *err) {
+static emq_status sticky(const emq__route *r, emq_error *err) {
     if (err)
         *err = r->broken;
     return r->broken.code;
 }
 
 /* Marks the route broken with e (its code, default EMQ_EIO); returns it. */
-static emq_status break_route(emq_route *r, const emq_error *e,
+static emq_status break_route(emq__route *r, const emq_error *e,
                               emq_error *err) {
     r->broken = *e;
     if (r->broken.code == EMQ_OK)
@@ -124,7 +124,7 @@ static emq_status break_route(emq_route *r, const emq_error *e,
 }
 
 /* Writes "host:port" (brackets for IPv6) into out. */
-static void node_name(const emq_cluster_node *n, char *out, size_t size) {
+static void node_name(const emq__cluster_node *n, char *out, size_t size) {
     if (strchr(n->host, ':'))
         snprintf(out, size, "[%s]:%d", n->host, n->port);
     else
@@ -134,9 +134,9 @@ static void node_name(const emq_cluster_node *n, char *out, size_t size) {
 /* Makes r->node from r->opt.conn and the parsed seed URL: settings given
  * in the URL only are copied into fields, so they survive replacing the
  * URL with a node's address. */
-static emq_status make_node_options(emq_route *r, emq_error *err) {
-    emq_conn_options o = r->opt.conn;
-    const emq_url *u = &r->seed;
+static emq_status make_node_options(emq__route *r, emq_error *err) {
+    emq__conn_options o = r->opt.conn;
+    const emq__url *u = &r->seed;
     o.user = o.user ? o.user : u->user;
     o.password = o.password ? o.password : u->password;
     o.tls_ca_file = o.tls_ca_file ? o.tls_ca_file : u->tls_ca_file;
@@ -149,29 +149,29 @@ static emq_status make_node_options(emq_route *r, emq_error *err) {
         o.tls_verify = u->tls_verify;
     /* An ASKING may precede each command on a node connection. */
     o.pipeline_max = o.pipeline_max * 2 + 2;
-    return emq_conn_options_keep(&r->node, &o, err);
+    return emq__conn_options_keep(&r->node, &o, err);
 }
 
 /* Opens a connection to host:port with the node options. */
-static emq_status connect_addr(emq_route *r, const emq_cluster_node *n,
+static emq_status connect_addr(emq__route *r, const emq__cluster_node *n,
                                emq_conn_t **out, emq_error *err) {
     char url[EMQ_CLUSTER_HOST_MAX + 32];
     int v6 = strchr(n->host, ':') != NULL;
     snprintf(url, sizeof url, "%s://%s%s%s:%d", r->tls ? "rediss" : "redis",
              v6 ? "[" : "", n->host, v6 ? "]" : "", n->port);
-    emq_conn_options o = r->node;
+    emq__conn_options o = r->node;
     o.url = url;
-    return emq_conn_open(&o, out, err);
+    return emq__conn_open(&o, out, err);
 }
 
 /* Makes links cover every node of the map. */
-static emq_status grow_links(emq_route *r, emq_error *err) {
+static emq_status grow_links(emq__route *r, emq_error *err) {
     if (r->links_cap >= r->map.nnodes)
         return EMQ_OK;
     size_t cap = r->map.nnodes + 4;
-    node_link *l = emq_realloc(r->links, cap * sizeof *l);
+    node_link *l = emq__realloc(r->links, cap * sizeof *l);
     if (l == NULL)
-        return emq_oom(err);
+        return emq__oom(err);
     memset(l + r->links_cap, 0, (cap - r->links_cap) * sizeof *l);
     r->links = l;
     r->links_cap = cap;
@@ -179,10 +179,10 @@ static emq_status grow_links(emq_route *r, emq_error *err) {
 }
 
 /* Returns the map index of target (added when new), or -1 with err. */
-static int learn_node(emq_route *r, const emq_cluster_node *target,
+static int learn_node(emq__route *r, const emq__cluster_node *target,
                       emq_error *err) {
     int idx;
-    if (emq_slot_map_node(&r->map, target->host, strlen(target->host),
+    if (emq__slot_map_node(&r->map, target->host, strlen(target->host),
                           target->port, &idx, err) != EMQ_OK)
         return -1;
     if (grow_links(r, err) != EMQ_OK)
@@ -190,14 +190,14 @@ static int learn_node(emq_route *r, const emq_cluster_node *target,
     return idx;
 }
 
-static void set_owner(emq_route *r, int idx) {
+static void set_owner(emq__route *r, int idx) {
     r->owner = idx;
     node_name(&r->map.nodes[idx], r->name, sizeof r->name);
 }
 
 /* Ensures a live connection to node idx. A transport failure here is
  * returned for the caller to break the route with. */
-static emq_status link_connect(emq_route *r, int idx, emq_error *err) {
+static emq_status link_connect(emq__route *r, int idx, emq_error *err) {
     node_link *l = &r->links[idx];
     if (l->conn && !emq_conn_is_broken(l->conn))
         return EMQ_OK;
@@ -208,11 +208,11 @@ static emq_status link_connect(emq_route *r, int idx, emq_error *err) {
 }
 
 /* Drops every node connection and every unread command. */
-static void drop_all(emq_route *r) {
+static void drop_all(emq__route *r) {
     for (size_t i = 0; i < r->qlen; i++) {
         cmd *c = r->q[(r->qhead + i) % r->qcap];
         emq_reply_free(c->reply);
-        emq_free(c);
+        emq__free(c);
     }
     r->qhead = r->qlen = 0;
     for (size_t i = 0; i < r->links_cap; i++) {
@@ -230,22 +230,22 @@ static emq_status cmd_new(int argc, const char *const *argv,
                           const size_t *argvlen, cmd **out, emq_error *err) {
     *out = NULL;
     if (argc < 1 || argv == NULL)
-        return emq_error_set(err, EMQ_EINVAL, 0,
+        return emq__error_set(err, EMQ_EINVAL, 0,
                              "a command needs at least one argument");
     size_t bytes = 0;
     for (int i = 0; i < argc; i++) {
         if (argv[i] == NULL)
-            return emq_error_set(err, EMQ_EINVAL, 0,
+            return emq__error_set(err, EMQ_EINVAL, 0,
                                  "argument %d of the command is NULL", i);
         size_t n = argvlen ? argvlen[i] : strlen(argv[i]);
         if (n > SIZE_MAX / 2 - bytes)
-            return emq_error_set(err, EMQ_ELIMIT, 0, "command too large");
+            return emq__error_set(err, EMQ_ELIMIT, 0, "command too large");
         bytes += n;
     }
     size_t head = sizeof(cmd) + (size_t)argc * (sizeof(char *) + sizeof(size_t));
-    cmd *c = emq_alloc(head + bytes);
+    cmd *c = emq__alloc(head + bytes);
     if (c == NULL)
-        return emq_error_set(err, EMQ_ENOMEM, 0,
+        return emq__error_set(err, EMQ_ENOMEM, 0,
                              "out of memory keeping a copy of a command");
     memset(c, 0, sizeof *c);
     c->argc = argc;
@@ -266,7 +266,7 @@ static emq_status cmd_new(int argc, const char *const *argv,
 /* Appends c (after ASKING when asking) on node idx's connection and queues
  * it on that node's FIFO. Returns EMQ_OK; a local refusal (EMQ_ELIMIT,
  * EMQ_ENOMEM) with nothing queued; or a transport failure. */
-static emq_status send_cmd(emq_route *r, cmd *c, int idx, int asking,
+static emq_status send_cmd(emq__route *r, cmd *c, int idx, int asking,
                            emq_error *err) {
     emq_status st = link_connect(r, idx, err);
     if (st != EMQ_OK)
@@ -286,7 +286,7 @@ static emq_status send_cmd(emq_route *r, cmd *c, int idx, int asking,
         if (emq_conn_pending(l->conn) != before) {
             emq_conn_destroy(l->conn);
             l->conn = NULL;
-            return emq_error_set(err, EMQ_EIO, 1,
+            return emq__error_set(err, EMQ_EIO, 1,
                                  "could not append a redirected command "
                                  "after ASKING; connection dropped");
         }
@@ -306,11 +306,11 @@ static emq_status send_cmd(emq_route *r, cmd *c, int idx, int asking,
 
 /* Reads the next reply of node idx and parks it on the first command of
  * its FIFO. A failure is a transport failure of that node. */
-static emq_status read_one(emq_route *r, int idx, emq_error *err) {
+static emq_status read_one(emq__route *r, int idx, emq_error *err) {
     node_link *l = &r->links[idx];
     cmd *c = l->head;
     if (c == NULL || l->conn == NULL)
-        return emq_error_set(err, EMQ_EPROTO, 0,
+        return emq__error_set(err, EMQ_EPROTO, 0,
                              "internal: no command awaits a reply from %s",
                              r->map.nodes[idx].host);
     emq_status st;
@@ -338,13 +338,13 @@ static emq_status read_one(emq_route *r, int idx, emq_error *err) {
  * command was not run (a redirection or a "not now" reply means so), and
  * the pipeline stays in step. retriable: the same command may go through
  * later (a TRYAGAIN or CLUSTERDOWN that outlasted cluster.retry_ms). */
-static void give_up(emq_route *r, cmd *c, int retriable, const char *why) {
+static void give_up(emq__route *r, cmd *c, int retriable, const char *why) {
     char text[200];
-    emq_reply_text(c->reply, text, sizeof text);
-    emq_error_set(&c->bound, EMQ_ELIMIT, retriable, "%s (last reply: %s)",
+    emq__reply_text(c->reply, text, sizeof text);
+    emq__error_set(&c->bound, EMQ_ELIMIT, retriable, "%s (last reply: %s)",
                   why, text);
-    emq_reply_code_copy(&c->bound, c->reply);
-    emq_log_to(&r->opt.log, EMQ_LOG_WARNING, "slot %u: %s", r->slot,
+    emq__reply_code_copy(&c->bound, c->reply);
+    emq__log_to(&r->opt.log, EMQ_LOG_WARNING, "slot %u: %s", r->slot,
                  c->bound.message);
     emq_reply_free(c->reply);
     c->reply = NULL;
@@ -355,9 +355,9 @@ static void give_up(emq_route *r, cmd *c, int retriable, const char *why) {
  * command. Returns 1 when c's outcome is final (c->reply, or c->bound
  * when a bound was reached), 0 when c was sent again, or a status (a
  * failure to reach a node: the route breaks). */
-static int follow(emq_route *r, cmd *c, emq_error *err) {
-    emq_redirect rd;
-    emq_redirect_kind kind = emq_redirect_parse(c->reply, &rd);
+static int follow(emq__route *r, cmd *c, emq_error *err) {
+    emq__redirect rd;
+    emq__redirect_kind kind = emq__redirect_parse(c->reply, &rd);
     if (kind == EMQ_REDIRECT_NONE)
         return 1;
     char why[400];
@@ -382,7 +382,7 @@ static int follow(emq_route *r, cmd *c, emq_error *err) {
             r->map.owner[rd.slot] = (uint16_t)idx;
             if (rd.slot == r->slot && idx != r->owner) {
                 set_owner(r, idx);
-                emq_log_to(&r->opt.log, EMQ_LOG_INFO,
+                emq__log_to(&r->opt.log, EMQ_LOG_INFO,
                              "slot %u moved to %s", r->slot, r->name);
             }
         } else {
@@ -395,19 +395,19 @@ static int follow(emq_route *r, cmd *c, emq_error *err) {
     }
     /* TRYAGAIN or CLUSTERDOWN: pause, then ask the same node again, the
      * same way (after ASKING when the command came there by ASK). */
-    int64_t now = emq_now_ms();
+    int64_t now = emq__now_ms();
     if (c->retry_start == 0) { /* the first: the send so far counts */
         c->retry_start = now;
-        emq_retry_begin(&c->retry, RETRY_MIN_MS, RETRY_MAX_MS, 0,
+        emq__retry_begin(&c->retry, RETRY_MIN_MS, RETRY_MAX_MS, 0,
                         now + r->opt.retry_ms, &r->rng);
-        (void)emq_retry_next(&c->retry);
+        (void)emq__retry_next(&c->retry);
     }
-    if (!emq_retry_next(&c->retry)) { /* sleeps the pause, or gives up */
+    if (!emq__retry_next(&c->retry)) { /* sleeps the pause, or gives up */
         snprintf(why, sizeof why,
                  "still so after %lld retries over %lld ms on %.255s:%d; "
                  "echomq gave up: cluster.retry_ms",
                  (long long)(c->retry.attempt - 1),
-                 (long long)(emq_now_ms() - c->retry_start),
+                 (long long)(emq__now_ms() - c->retry_start),
                  r->map.nodes[c->node].host, r->map.nodes[c->node].port);
         give_up(r, c, 1, why);
         return 1;
@@ -447,8 +447,8 @@ static int says_standalone(const emq_reply *rep) {
  * server does not know SHARDS (before 7.0). self_host names the node for
  * replies with an empty endpoint. Fills *how on success; on failure the
  * status says why (a transport failure, or EMQ_ESERVER). */
-static emq_status fetch_map(emq_route *r, emq_conn_t *conn,
-                            const char *self_host, emq_slot_map *map,
+static emq_status fetch_map(emq__route *r, emq_conn_t *conn,
+                            const char *self_host, emq__slot_map *map,
                             found *how, emq_error *err) {
     static const char *const shards[] = {"CLUSTER", "SHARDS"};
     static const char *const slots[] = {"CLUSTER", "SLOTS"};
@@ -465,7 +465,7 @@ static emq_status fetch_map(emq_route *r, emq_conn_t *conn,
             return st;
         if (emq_reply_is_error(rep, "NOAUTH")) {
             /* No password given to a server that wants one. */
-            st = emq_conn_auth_error(conn, rep, "CLUSTER SHARDS", err);
+            st = emq__conn_auth_error(conn, rep, "CLUSTER SHARDS", err);
             emq_reply_free(rep);
             return st;
         }
@@ -485,7 +485,7 @@ static emq_status fetch_map(emq_route *r, emq_conn_t *conn,
         if (st != EMQ_OK)
             return st;
         if (emq_reply_is_error(rep, "NOAUTH")) {
-            st = emq_conn_auth_error(conn, rep, "CLUSTER SLOTS", err);
+            st = emq__conn_auth_error(conn, rep, "CLUSTER SLOTS", err);
             emq_reply_free(rep);
             return st;
         }
@@ -499,51 +499,51 @@ static emq_status fetch_map(emq_route *r, emq_conn_t *conn,
              * transport failure, never a fatal error reply. */
             int not_yet = emq_reply_is_error(rep, "LOADING") ||
                           emq_reply_is_error(rep, "BUSY");
-            emq_reply_text(rep, text, sizeof text);
+            emq__reply_text(rep, text, sizeof text);
             emq_reply_free(rep);
             if (known)
                 return EMQ_OK;
             if (not_yet)
-                return emq_error_set(err, EMQ_EIO, 1,
+                return emq__error_set(err, EMQ_EIO, 1,
                                      "server not ready for CLUSTER SLOTS: %s",
                                      text);
-            return emq_error_set(err, EMQ_ESERVER, 0,
+            return emq__error_set(err, EMQ_ESERVER, 0,
                                  "CLUSTER SLOTS failed: %s", text);
         }
     }
-    emq_slot_map_init(map);
-    st = use_slots ? emq_slot_map_from_slots(map, rep, self_host, err)
-                   : emq_slot_map_from_shards(map, rep, self_host, r->tls,
+    emq__slot_map_init(map);
+    st = use_slots ? emq__slot_map_from_slots(map, rep, self_host, err)
+                   : emq__slot_map_from_shards(map, rep, self_host, r->tls,
                                               err);
     /* CLUSTER SHARDS can be wrong after a failover (7.2: a shard with two
      * masters and the slots of the failed one): then, or when it leaves
      * our slot unowned, CLUSTER SLOTS decides, if it names an owner. */
     if (st == EMQ_OK && !use_slots &&
-        (emq_slot_map_shards_doubtful(rep) ||
+        (emq__slot_map_shards_doubtful(rep) ||
          map->owner[r->slot] == EMQ_SLOT_NONE)) {
         emq_reply_free(rep);
         rep = NULL;
         st = emq_conn_command(conn, 2, slots, NULL, &rep, err);
         if (st != EMQ_OK) {
-            emq_slot_map_free(map);
+            emq__slot_map_free(map);
             return st;
         }
-        emq_slot_map alt;
-        emq_slot_map_init(&alt);
+        emq__slot_map alt;
+        emq__slot_map_init(&alt);
         emq_error ignored;
         if (emq_reply_kind(rep) != EMQ_REPLY_ERROR &&
-            emq_slot_map_from_slots(&alt, rep, self_host, &ignored) ==
+            emq__slot_map_from_slots(&alt, rep, self_host, &ignored) ==
                 EMQ_OK &&
             alt.owner[r->slot] != EMQ_SLOT_NONE) {
-            emq_log_to(&r->opt.log, EMQ_LOG_DEBUG,
+            emq__log_to(&r->opt.log, EMQ_LOG_DEBUG,
                          "slot %u: CLUSTER SHARDS from %s is inconsistent "
                          "(a shard without exactly one master, or the slot "
                          "unowned); using CLUSTER SLOTS",
                          r->slot, self_host);
-            emq_slot_map_free(map);
+            emq__slot_map_free(map);
             *map = alt;
         } else {
-            emq_slot_map_free(&alt);
+            emq__slot_map_free(&alt);
         }
     }
     emq_reply_free(rep);
@@ -560,12 +560,12 @@ static emq_status fetch_map(emq_route *r, emq_conn_t *conn,
  * On FOUND_MAP and FOUND_NOPERM the route's map, links and owner are set
  * and connected; on FOUND_STANDALONE (only when allow_standalone) the
  * route gets r->single. Returns EMQ_OK or the last failure. */
-static emq_status discover(emq_route *r, int allow_standalone,
+static emq_status discover(emq__route *r, int allow_standalone,
                            emq_error *err) {
-    emq_slot_map known = r->map; /* candidates from the last map */
-    emq_slot_map_init(&r->map);
+    emq__slot_map known = r->map; /* candidates from the last map */
+    emq__slot_map_init(&r->map);
     size_t nseeds = 0;
-    emq_cluster_node *seeds = NULL;
+    emq__cluster_node *seeds = NULL;
     emq_status st = EMQ_OK;
     /* Candidates: [seed url] + cluster.seeds + known nodes. */
     const char *list = r->opt.cluster_seeds ? r->opt.cluster_seeds : "";
@@ -573,21 +573,21 @@ static emq_status discover(emq_route *r, int allow_standalone,
     for (const char *s = list; *s; s++)
         cap += *s == ',';
     cap += *list != '\0';
-    seeds = emq_calloc(cap, sizeof *seeds);
+    seeds = emq__calloc(cap, sizeof *seeds);
     if (seeds == NULL) {
-        st = emq_oom(err);
+        st = emq__oom(err);
         goto done;
     }
     for (const char *s = list; *s;) {
         const char *comma = strchr(s, ',');
         size_t n = comma ? (size_t)(comma - s) : strlen(s);
-        emq_url u;
-        if (emq_hostport_parse(s, n, &u, NULL) == EMQ_OK) {
+        emq__url u;
+        if (emq__hostport_parse(s, n, &u, NULL) == EMQ_OK) {
             if (strlen(u.host) < EMQ_CLUSTER_HOST_MAX) {
                 memcpy(seeds[nseeds].host, u.host, strlen(u.host) + 1);
                 seeds[nseeds++].port = u.port;
             }
-            emq_url_free(&u);
+            emq__url_free(&u);
         }
         s = comma ? comma + 1 : s + n;
     }
@@ -595,34 +595,34 @@ static emq_status discover(emq_route *r, int allow_standalone,
         seeds[nseeds++] = known.nodes[i];
 
     emq_error last;
-    emq_error_set(&last, EMQ_EIO, 1, "no cluster node could be reached");
+    emq__error_set(&last, EMQ_EIO, 1, "no cluster node could be reached");
     const char *seed_host =
         r->seed.scheme == EMQ_URL_UNIX ? "127.0.0.1" : r->seed.host;
     for (size_t i = 0; i <= nseeds; i++) {
         emq_conn_t *conn = NULL;
-        emq_cluster_node at;
+        emq__cluster_node at;
         emq_error e;
-        emq_error_clear(&e);
+        emq__error_clear(&e);
         if (i == 0) {
             snprintf(at.host, sizeof at.host, "%s", seed_host);
             at.port = r->seed.scheme == EMQ_URL_UNIX ? 0 : r->seed.port;
-            st = emq_conn_open(&r->opt.conn, &conn, &e);
+            st = emq__conn_open(&r->opt.conn, &conn, &e);
         } else {
             at = seeds[i - 1];
             st = connect_addr(r, &at, &conn, &e);
         }
         found how = FOUND_MAP;
-        emq_slot_map fresh;
-        emq_slot_map_init(&fresh);
+        emq__slot_map fresh;
+        emq__slot_map_init(&fresh);
         if (st == EMQ_OK)
             st = fetch_map(r, conn, at.host, &fresh, &how, &e);
         if (st == EMQ_OK && how == FOUND_STANDALONE && !allow_standalone)
-            st = emq_error_set(&e, EMQ_ESERVER, 1,
+            st = emq__error_set(&e, EMQ_ESERVER, 1,
                                "%s:%d is not in cluster mode any more",
                                at.host, at.port);
         if (st != EMQ_OK) {
             emq_conn_destroy(conn);
-            emq_slot_map_free(&fresh);
+            emq__slot_map_free(&fresh);
             if (st == EMQ_ENOMEM || st == EMQ_EINVAL || st == EMQ_EAUTH ||
                 st == EMQ_ETLS) {
                 last = e; /* would fail the same everywhere */
@@ -642,7 +642,7 @@ static emq_status discover(emq_route *r, int allow_standalone,
             r->mapped = 0;
             if (at.port == 0) {
                 emq_conn_destroy(conn);
-                st = emq_error_set(&last, EMQ_EINVAL, 0,
+                st = emq__error_set(&last, EMQ_EINVAL, 0,
                                    "the server refuses CLUSTER commands "
                                    "(NOPERM) and a unix socket cannot "
                                    "follow cluster redirections; use a "
@@ -652,14 +652,14 @@ static emq_status discover(emq_route *r, int allow_standalone,
             idx = learn_node(r, &at, &e);
         } else {
             r->mapped = 1;
-            emq_slot_map_free(&r->map);
+            emq__slot_map_free(&r->map);
             r->map = fresh;
             idx = r->map.owner[r->slot] == EMQ_SLOT_NONE
                       ? -1
                       : (int)r->map.owner[r->slot];
             if (idx < 0) {
                 emq_conn_destroy(conn);
-                st = emq_error_set(&last, EMQ_ESERVER, 1,
+                st = emq__error_set(&last, EMQ_ESERVER, 1,
                                    "slot %u is not served by any master "
                                    "in the cluster map from %s:%d",
                                    r->slot, at.host, at.port);
@@ -675,7 +675,7 @@ static emq_status discover(emq_route *r, int allow_standalone,
             break;
         }
         set_owner(r, idx);
-        const emq_cluster_node *own = &r->map.nodes[idx];
+        const emq__cluster_node *own = &r->map.nodes[idx];
         if (own->port == at.port && strcmp(own->host, at.host) == 0) {
             r->links[idx].conn = conn; /* the seed is the master: keep it */
         } else {
@@ -683,7 +683,7 @@ static emq_status discover(emq_route *r, int allow_standalone,
             st = link_connect(r, idx, &e);
             if (st != EMQ_OK) {
                 last = e;
-                emq_error_prefix(&last, "slot %u master %s", r->slot,
+                emq__error_prefix(&last, "slot %u master %s", r->slot,
                                  r->name);
                 continue;
             }
@@ -697,73 +697,73 @@ static emq_status discover(emq_route *r, int allow_standalone,
     if (r->map.nnodes == 0) {
         /* Nobody answered: keep the nodes known so far as candidates for
          * the next attempt (the seeds may be the nodes that died). */
-        emq_slot_map_free(&r->map);
+        emq__slot_map_free(&r->map);
         r->map = known;
-        emq_slot_map_init(&known);
+        emq__slot_map_init(&known);
         (void)grow_links(r, NULL);
     }
 done:
-    emq_free(seeds);
-    emq_slot_map_free(&known);
+    emq__free(seeds);
+    emq__slot_map_free(&known);
     return st;
 }
 
 /* ---- public (internal) API -------------------------------------------- */
 
-void emq_route_options_of(const emq_conf_t *conf, emq_route_options *out) {
+void emq__route_options_of(const emq_conf_t *conf, emq__route_options *out) {
     memset(out, 0, sizeof *out);
-    emq_conn_options_of(conf, &out->conn);
-    out->cluster_seeds = emq_cfg_cluster_seeds(conf);
-    out->max_redirects = emq_cfg_cluster_max_redirects(conf);
-    out->retry_ms = emq_cfg_cluster_retry_ms(conf);
-    emq_log_sink_of(conf, &out->log);
+    emq__conn_options_of(conf, &out->conn);
+    out->cluster_seeds = emq__cfg_cluster_seeds(conf);
+    out->max_redirects = emq__cfg_cluster_max_redirects(conf);
+    out->retry_ms = emq__cfg_cluster_retry_ms(conf);
+    emq__log_sink_of(conf, &out->log);
 }
 
 /* Makes r->opt a copy of opts that owns its strings. */
-static emq_status keep_options(emq_route *r, const emq_route_options *opts,
+static emq_status keep_options(emq__route *r, const emq__route_options *opts,
                                emq_error *err) {
     r->opt = *opts;
     r->opt.cluster_seeds = NULL;
-    if (emq_conn_options_keep(&r->opt.conn, &opts->conn, err) != EMQ_OK)
+    if (emq__conn_options_keep(&r->opt.conn, &opts->conn, err) != EMQ_OK)
         return EMQ_ENOMEM;
     if (opts->cluster_seeds &&
-        (r->opt.cluster_seeds = emq_strdup(opts->cluster_seeds)) == NULL)
-        return emq_oom(err);
+        (r->opt.cluster_seeds = emq__strdup(opts->cluster_seeds)) == NULL)
+        return emq__oom(err);
     return EMQ_OK;
 }
 
-emq_status emq_route_new(const emq_conf_t *conf, const char *key,
-                         emq_route **out, emq_error *err) {
+emq_status emq__route_new(const emq_conf_t *conf, const char *key,
+                         emq__route **out, emq_error *err) {
     if (out)
         *out = NULL;
     if (conf == NULL)
-        return emq_error_set(err, EMQ_EINVAL, 0,
-                             "emq_route_new: conf must not be NULL");
-    emq_route_options opts;
-    emq_route_options_of(conf, &opts);
-    return emq_route_open(&opts, key, out, err);
+        return emq__error_set(err, EMQ_EINVAL, 0,
+                             "emq__route_new: conf must not be NULL");
+    emq__route_options opts;
+    emq__route_options_of(conf, &opts);
+    return emq__route_open(&opts, key, out, err);
 }
 
-emq_status emq_route_open(const emq_route_options *opts, const char *key,
-                          emq_route **out, emq_error *err) {
+emq_status emq__route_open(const emq__route_options *opts, const char *key,
+                          emq__route **out, emq_error *err) {
     if (out)
         *out = NULL;
     if (opts == NULL || opts->conn.url == NULL || key == NULL || out == NULL)
-        return emq_error_set(err, EMQ_EINVAL, 0,
-                             "emq_route_open: options, url, key and out "
+        return emq__error_set(err, EMQ_EINVAL, 0,
+                             "emq__route_open: options, url, key and out "
                              "must not be NULL");
-    emq_route *r = emq_calloc(1, sizeof *r);
+    emq__route *r = emq__calloc(1, sizeof *r);
     if (r == NULL)
-        return emq_oom(err);
-    emq_slot_map_init(&r->map);
+        return emq__oom(err);
+    emq__slot_map_init(&r->map);
     r->seed.db = -1;
-    r->slot = emq_cluster_key_slot(key, strlen(key));
-    r->rng = (uint64_t)emq_now_ms() ^ (uint64_t)(uintptr_t)r;
+    r->slot = emq__cluster_key_slot(key, strlen(key));
+    r->rng = (uint64_t)emq__now_ms() ^ (uint64_t)(uintptr_t)r;
     emq_status st = keep_options(r, opts, err);
     if (st == EMQ_OK) {
-        st = emq_url_parse(r->opt.conn.url, &r->seed, err);
+        st = emq__url_parse(r->opt.conn.url, &r->seed, err);
         if (st == EMQ_EINVAL)
-            emq_error_prefix(err, "invalid url");
+            emq__error_prefix(err, "invalid url");
     }
     if (st == EMQ_OK) {
         r->tls = r->seed.scheme == EMQ_URL_TLS;
@@ -772,63 +772,63 @@ emq_status emq_route_open(const emq_route_options *opts, const char *key,
     if (st == EMQ_OK)
         st = discover(r, 1, err);
     if (st != EMQ_OK) {
-        emq_route_destroy(r);
+        emq__route_destroy(r);
         return st;
     }
     if (r->single) {
         if (r->seed.scheme == EMQ_URL_UNIX)
             snprintf(r->name, sizeof r->name, "unix:%.200s", r->seed.path);
         else {
-            emq_cluster_node n;
+            emq__cluster_node n;
             snprintf(n.host, sizeof n.host, "%s", r->seed.host);
             n.port = r->seed.port;
             node_name(&n, r->name, sizeof r->name);
         }
     }
-    emq_error_clear(err);
+    emq__error_clear(err);
     *out = r;
     return EMQ_OK;
 }
 
-void emq_route_destroy(emq_route *route) {
+void emq__route_destroy(emq__route *route) {
     if (route == NULL)
         return;
     drop_all(route);
     emq_conn_destroy(route->single);
-    emq_free(route->links);
-    emq_free(route->q);
-    emq_slot_map_free(&route->map);
-    emq_url_free(&route->seed);
-    emq_conn_options_drop(&route->node);
-    emq_conn_options_drop(&route->opt.conn);
-    emq_free((char *)(uintptr_t)route->opt.cluster_seeds);
-    emq_free(route);
+    emq__free(route->links);
+    emq__free(route->q);
+    emq__slot_map_free(&route->map);
+    emq__url_free(&route->seed);
+    emq__conn_options_drop(&route->node);
+    emq__conn_options_drop(&route->opt.conn);
+    emq__free((char *)(uintptr_t)route->opt.cluster_seeds);
+    emq__free(route);
 }
 
-emq_status emq_route_append(emq_route *route, int argc,
+emq_status emq__route_append(emq__route *route, int argc,
                             const char *const *argv, const size_t *argvlen,
                             emq_error *err) {
     if (route == NULL)
-        return emq_error_set(err, EMQ_EINVAL, 0, "route is NULL");
+        return emq__error_set(err, EMQ_EINVAL, 0, "route is NULL");
     if (route->single)
         return emq_conn_append(route->single, argc, argv, argvlen, err);
     if (route->broken.code != EMQ_OK)
         return sticky(route, err);
     if (route->qlen >= (size_t)route->opt.conn.pipeline_max)
-        return emq_error_set(err, EMQ_ELIMIT, 0,
+        return emq__error_set(err, EMQ_ELIMIT, 0,
                              "%zu commands are already waiting for replies "
                              "(pipeline.max); read replies with "
-                             "emq_route_get_reply first",
+                             "emq__route_get_reply first",
                              route->qlen);
     if (route->qlen == route->qcap) {
         size_t cap = route->qcap ? route->qcap * 2 : 16;
-        cmd **q = emq_alloc(cap * sizeof *q);
+        cmd **q = emq__alloc(cap * sizeof *q);
         if (q == NULL)
-            return emq_error_set(err, EMQ_ENOMEM, 0,
+            return emq__error_set(err, EMQ_ENOMEM, 0,
                                  "out of memory growing the pipeline");
         for (size_t i = 0; i < route->qlen; i++)
             q[i] = route->q[(route->qhead + i) % route->qcap];
-        emq_free(route->q);
+        emq__free(route->q);
         route->q = q;
         route->qcap = cap;
         route->qhead = 0;
@@ -838,10 +838,10 @@ emq_status emq_route_append(emq_route *route, int argc,
     if (st != EMQ_OK)
         return st;
     emq_error e;
-    emq_error_clear(&e);
+    emq__error_clear(&e);
     st = send_cmd(route, c, route->owner, 0, &e);
     if (st != EMQ_OK) {
-        emq_free(c);
+        emq__free(c);
         if (st == EMQ_ELIMIT || st == EMQ_ENOMEM || st == EMQ_EINVAL) {
             if (err)
                 *err = e;
@@ -851,28 +851,28 @@ emq_status emq_route_append(emq_route *route, int argc,
     }
     route->q[(route->qhead + route->qlen) % route->qcap] = c;
     route->qlen++;
-    emq_error_clear(err);
+    emq__error_clear(err);
     return EMQ_OK;
 }
 
-emq_status emq_route_get_reply(emq_route *route, emq_reply **reply,
+emq_status emq__route_get_reply(emq__route *route, emq_reply **reply,
                                emq_error *err) {
     if (reply)
         *reply = NULL;
     if (route == NULL || reply == NULL)
-        return emq_error_set(err, EMQ_EINVAL, 0,
+        return emq__error_set(err, EMQ_EINVAL, 0,
                              "route and reply must not be NULL");
     if (route->single)
         return emq_conn_get_reply(armed(route, route->single), reply, err);
     if (route->broken.code != EMQ_OK)
         return sticky(route, err);
     if (route->qlen == 0)
-        return emq_error_set(err, EMQ_EINVAL, 0,
+        return emq__error_set(err, EMQ_EINVAL, 0,
                              "no reply is outstanding: append a command "
                              "first");
     cmd *c = route->q[route->qhead];
     emq_error e;
-    emq_error_clear(&e);
+    emq__error_clear(&e);
     for (;;) {
         while (c->reply == NULL && c->bound.code == EMQ_OK) {
             emq_status st = read_one(route, c->node, &e);
@@ -891,29 +891,29 @@ emq_status emq_route_get_reply(emq_route *route, emq_reply **reply,
     if (st != EMQ_OK && err)
         *err = c->bound;
     else if (st == EMQ_OK)
-        emq_error_clear(err);
+        emq__error_clear(err);
     *reply = c->reply;
-    emq_free(c);
+    emq__free(c);
     return st;
 }
 
-int emq_route_only_this_failed(const emq_route *route, emq_status st) {
-    return st == EMQ_ELIMIT && !emq_route_is_broken(route);
+int emq__route_only_this_failed(const emq__route *route, emq_status st) {
+    return st == EMQ_ELIMIT && !emq__route_is_broken(route);
 }
 
-void emq_route_set_cancel(emq_route *route, const atomic_int *flag,
+void emq__route_set_cancel(emq__route *route, const atomic_int *flag,
                           int64_t grace_ms) {
     route->cancel = flag;
     route->cancel_grace_ms = grace_ms;
 }
 
-emq_status emq_route_command(emq_route *route, int argc,
+emq_status emq__route_command(emq__route *route, int argc,
                              const char *const *argv, const size_t *argvlen,
                              emq_reply **reply, emq_error *err) {
     if (reply)
         *reply = NULL;
     if (route == NULL || reply == NULL)
-        return emq_error_set(err, EMQ_EINVAL, 0,
+        return emq__error_set(err, EMQ_EINVAL, 0,
                              "route and reply must not be NULL");
     if (route->single)
         return emq_conn_command(armed(route, route->single), argc, argv,
@@ -921,37 +921,37 @@ emq_status emq_route_command(emq_route *route, int argc,
     if (route->broken.code != EMQ_OK)
         return sticky(route, err);
     if (route->qlen > 0)
-        return emq_error_set(err, EMQ_EINVAL, 0,
+        return emq__error_set(err, EMQ_EINVAL, 0,
                              "%zu pipelined replies are still unread; read "
-                             "them with emq_route_get_reply before "
-                             "emq_route_command",
+                             "them with emq__route_get_reply before "
+                             "emq__route_command",
                              route->qlen);
-    emq_status st = emq_route_append(route, argc, argv, argvlen, err);
+    emq_status st = emq__route_append(route, argc, argv, argvlen, err);
     if (st != EMQ_OK)
         return st;
-    return emq_route_get_reply(route, reply, err);
+    return emq__route_get_reply(route, reply, err);
 }
 
-emq_status emq_route_each_master(emq_route *route, emq_route_master_fn fn,
+emq_status emq__route_each_master(emq__route *route, emq__route_master_fn fn,
                                  void *ctx, emq_error *err) {
     if (route->single)
         return fn(armed(route, route->single), route->name, ctx, err);
     if (route->broken.code != EMQ_OK)
         return sticky(route, err);
     if (route->qlen > 0)
-        return emq_error_set(err, EMQ_EINVAL, 0,
+        return emq__error_set(err, EMQ_EINVAL, 0,
                              "%zu pipelined replies are still unread",
                              route->qlen);
     if (!route->mapped)
-        return emq_error_set(err, EMQ_ESERVER, 0,
+        return emq__error_set(err, EMQ_ESERVER, 0,
                              "the cluster's masters are not known: the "
                              "server refused CLUSTER SHARDS and CLUSTER "
                              "SLOTS (allow them in the user's ACL)");
     /* The masters that serve a slot: a node the map learnt but that owns
      * nothing holds no keys. */
-    char *serves = emq_calloc(route->map.nnodes ? route->map.nnodes : 1, 1);
+    char *serves = emq__calloc(route->map.nnodes ? route->map.nnodes : 1, 1);
     if (serves == NULL)
-        return emq_oom(err);
+        return emq__oom(err);
     for (size_t s = 0; s < EMQ_CLUSTER_SLOTS; s++)
         if (route->map.owner[s] != EMQ_SLOT_NONE)
             serves[route->map.owner[s]] = 1;
@@ -965,21 +965,21 @@ emq_status emq_route_each_master(emq_route *route, emq_route_master_fn fn,
         if (st == EMQ_OK)
             st = fn(armed(route, route->links[i].conn), name, ctx, err);
         if (st != EMQ_OK)
-            emq_error_prefix(err, "master %s", name);
+            emq__error_prefix(err, "master %s", name);
     }
-    emq_free(serves);
+    emq__free(serves);
     return st;
 }
 
-size_t emq_route_pending(const emq_route *route) {
+size_t emq__route_pending(const emq__route *route) {
     if (route == NULL)
         return 0;
     return route->single ? emq_conn_pending(route->single) : route->qlen;
 }
 
-emq_status emq_route_reconnect(emq_route *route, emq_error *err) {
+emq_status emq__route_reconnect(emq__route *route, emq_error *err) {
     if (route == NULL)
-        return emq_error_set(err, EMQ_EINVAL, 0, "route is NULL");
+        return emq__error_set(err, EMQ_EINVAL, 0, "route is NULL");
     if (route->single) {
         emq_status st = emq_conn_reconnect(route->single, err);
         if (st == EMQ_OK)
@@ -987,35 +987,35 @@ emq_status emq_route_reconnect(emq_route *route, emq_error *err) {
         return st;
     }
     drop_all(route);
-    const emq_conn_options *o = &route->opt.conn;
+    const emq__conn_options *o = &route->opt.conn;
     emq_error e;
-    emq_error_clear(&e);
+    emq__error_clear(&e);
     emq_status st = EMQ_EIO;
-    emq_retry retry;
-    emq_retry_begin(&retry, o->backoff_min_ms, o->backoff_max_ms,
+    emq__retry retry;
+    emq__retry_begin(&retry, o->backoff_min_ms, o->backoff_max_ms,
                     o->max_attempts, -1, &route->rng);
-    while (emq_retry_next(&retry)) {
-        emq_error_clear(&e);
+    while (emq__retry_next(&retry)) {
+        emq__error_clear(&e);
         drop_all(route);
         st = discover(route, 0, &e);
         if (st == EMQ_OK) {
             route->stats.reconnects++;
-            emq_error_clear(&route->broken);
-            emq_error_clear(err);
+            emq__error_clear(&route->broken);
+            emq__error_clear(err);
             return EMQ_OK;
         }
         if (!e.retriable)
             break;
     }
     if (retry.attempt > 1)
-        emq_error_prefix(&e, "reconnect gave up after %lld attempts",
+        emq__error_prefix(&e, "reconnect gave up after %lld attempts",
                          (long long)retry.attempt);
     if (e.code == EMQ_OK)
         e.code = st;
     return break_route(route, &e, err);
 }
 
-int emq_route_is_broken(const emq_route *route) {
+int emq__route_is_broken(const emq__route *route) {
     if (route == NULL)
         return 1;
     if (route->single)
@@ -1023,11 +1023,11 @@ int emq_route_is_broken(const emq_route *route) {
     return route->broken.code != EMQ_OK;
 }
 
-uint64_t emq_route_reconnects(const emq_route *route) {
+uint64_t emq__route_reconnects(const emq__route *route) {
     return route ? route->stats.reconnects : 0;
 }
 
-int emq_route_fd(const emq_route *route) {
+int emq__route_fd(const emq__route *route) {
     if (route == NULL)
         return -1;
     if (route->single)
@@ -1037,19 +1037,19 @@ int emq_route_fd(const emq_route *route) {
     return emq_conn_fd(route->links[route->owner].conn);
 }
 
-int emq_route_is_cluster(const emq_route *route) {
+int emq__route_is_cluster(const emq__route *route) {
     return route && route->single == NULL;
 }
 
-unsigned emq_route_slot(const emq_route *route) {
+unsigned emq__route_slot(const emq__route *route) {
     return route ? route->slot : 0;
 }
 
-const char *emq_route_node(const emq_route *route) {
+const char *emq__route_node(const emq__route *route) {
     return route ? route->name : "";
 }
 
-int emq_route_server(const emq_route *route, emq_server *out) {
+int emq__route_server(const emq__route *route, emq_server *out) {
     const emq_conn_t *conn = NULL;
     if (route != NULL && route->single)
         conn = route->single;
@@ -1059,7 +1059,7 @@ int emq_route_server(const emq_route *route, emq_server *out) {
     return emq_conn_server(conn, out);
 }
 
-void emq_route_stats_get(const emq_route *route, emq_route_stats *out) {
+void emq__route_stats_get(const emq__route *route, emq__route_stats *out) {
     if (out == NULL)
         return;
     if (route == NULL) {

@@ -2,7 +2,7 @@
 /* slots.c: the cluster slot map and the parsing of redirect replies.
  *
  * Pure functions over reply values: they read a CLUSTER SHARDS or CLUSTER
- * SLOTS reply into an emq_slot_map (slot -> master address), and classify
+ * SLOTS reply into an emq__slot_map (slot -> master address), and classify
  * an error reply as MOVED, ASK, TRYAGAIN or CLUSTERDOWN. Replicas are not
  * kept: commands that write (XADD, XREADGROUP, XACK) must reach the
  * master. Both RESP2 (flat arrays) and RESP3 (maps) shapes are accepted,
@@ -14,29 +14,29 @@
 #include <stdio.h>
 #include <string.h>
 
-void emq_slot_map_init(emq_slot_map *map) {
+void emq__slot_map_init(emq__slot_map *map) {
     map->nodes = NULL;
     map->nnodes = 0;
     for (size_t i = 0; i < EMQ_CLUSTER_SLOTS; i++)
         map->owner[i] = EMQ_SLOT_NONE;
 }
 
-void emq_slot_map_free(emq_slot_map *map) {
-    emq_free(map->nodes);
-    emq_slot_map_init(map);
+void emq__slot_map_free(emq__slot_map *map) {
+    emq__free(map->nodes);
+    emq__slot_map_init(map);
 }
 
-emq_status emq_slot_map_node(emq_slot_map *map, const char *host,
+emq_status emq__slot_map_node(emq__slot_map *map, const char *host,
                              size_t hostlen, int port, int *idx,
                              emq_error *err) {
     *idx = -1;
     if (hostlen == 0 || hostlen >= EMQ_CLUSTER_HOST_MAX)
-        return emq_error_set(err, EMQ_EPROTO, 0,
+        return emq__error_set(err, EMQ_EPROTO, 0,
                              "a cluster node's address of %zu bytes (1 to "
                              "%d are kept)",
                              hostlen, EMQ_CLUSTER_HOST_MAX - 1);
     if (port < 1 || port > 65535)
-        return emq_error_set(err, EMQ_EPROTO, 0,
+        return emq__error_set(err, EMQ_EPROTO, 0,
                              "a cluster node's port %d is not 1-65535", port);
     for (size_t i = 0; i < map->nnodes; i++)
         if (map->nodes[i].port == port &&
@@ -46,16 +46,16 @@ emq_status emq_slot_map_node(emq_slot_map *map, const char *host,
             return EMQ_OK;
         }
     if (map->nnodes >= EMQ_CLUSTER_NODES_MAX)
-        return emq_error_set(err, EMQ_ELIMIT, 0,
+        return emq__error_set(err, EMQ_ELIMIT, 0,
                              "the cluster names more than %d master nodes "
                              "(EMQ_CLUSTER_NODES_MAX)",
                              EMQ_CLUSTER_NODES_MAX);
-    emq_cluster_node *grown =
-        emq_realloc(map->nodes, (map->nnodes + 1) * sizeof *grown);
+    emq__cluster_node *grown =
+        emq__realloc(map->nodes, (map->nnodes + 1) * sizeof *grown);
     if (grown == NULL)
-        return emq_oom(err);
+        return emq__oom(err);
     map->nodes = grown;
-    emq_cluster_node *n = &map->nodes[map->nnodes];
+    emq__cluster_node *n = &map->nodes[map->nnodes];
     memcpy(n->host, host, hostlen);
     n->host[hostlen] = '\0';
     n->port = port;
@@ -118,15 +118,15 @@ static const emq_reply *field(const emq_reply *r, const char *name) {
     return NULL;
 }
 
-static emq_status malformed(emq_slot_map *map, emq_error *err,
+static emq_status malformed(emq__slot_map *map, emq_error *err,
                             const char *what, const char *detail) {
-    emq_slot_map_free(map);
-    return emq_error_set(err, EMQ_EPROTO, 0,
+    emq__slot_map_free(map);
+    return emq__error_set(err, EMQ_EPROTO, 0,
                          "malformed %s reply: %s", what, detail);
 }
 
 /* Assigns slots [lo, hi] to node index idx. */
-static void assign(emq_slot_map *map, long long lo, long long hi, int idx) {
+static void assign(emq__slot_map *map, long long lo, long long hi, int idx) {
     for (long long s = lo; s <= hi; s++)
         map->owner[s] = (uint16_t)idx;
 }
@@ -158,7 +158,7 @@ static const emq_reply *shard_master(const emq_reply *nodes) {
     return any;
 }
 
-emq_status emq_slot_map_from_shards(emq_slot_map *map, const emq_reply *r,
+emq_status emq__slot_map_from_shards(emq__slot_map *map, const emq_reply *r,
                                     const char *self_host, int tls,
                                     emq_error *err) {
     static const char what[] = "CLUSTER SHARDS";
@@ -195,9 +195,9 @@ emq_status emq_slot_map_from_shards(emq_slot_map *map, const emq_reply *r,
             return malformed(map, err, what, "a master has no port");
         int idx;
         emq_status st =
-            emq_slot_map_node(map, host, hostlen, (int)port, &idx, err);
+            emq__slot_map_node(map, host, hostlen, (int)port, &idx, err);
         if (st != EMQ_OK) {
-            emq_slot_map_free(map);
+            emq__slot_map_free(map);
             return st;
         }
         for (size_t k = 0; k < emq_reply_len(slots); k += 2) {
@@ -213,7 +213,7 @@ emq_status emq_slot_map_from_shards(emq_slot_map *map, const emq_reply *r,
     return EMQ_OK;
 }
 
-int emq_slot_map_shards_doubtful(const emq_reply *r) {
+int emq__slot_map_shards_doubtful(const emq_reply *r) {
     emq_reply_type t = r ? emq_reply_kind(r) : EMQ_REPLY_NULL;
     if (t != EMQ_REPLY_ARRAY && t != EMQ_REPLY_SET)
         return 0;
@@ -236,7 +236,7 @@ int emq_slot_map_shards_doubtful(const emq_reply *r) {
 
 /* ---- CLUSTER SLOTS ---------------------------------------------------- */
 
-emq_status emq_slot_map_from_slots(emq_slot_map *map, const emq_reply *r,
+emq_status emq__slot_map_from_slots(emq__slot_map *map, const emq_reply *r,
                                    const char *self_host, emq_error *err) {
     static const char what[] = "CLUSTER SLOTS";
     if (r == NULL || emq_reply_kind(r) != EMQ_REPLY_ARRAY)
@@ -265,9 +265,9 @@ emq_status emq_slot_map_from_slots(emq_slot_map *map, const emq_reply *r,
         }
         int idx;
         emq_status st =
-            emq_slot_map_node(map, host, hostlen, (int)port, &idx, err);
+            emq__slot_map_node(map, host, hostlen, (int)port, &idx, err);
         if (st != EMQ_OK) {
-            emq_slot_map_free(map);
+            emq__slot_map_free(map);
             return st;
         }
         assign(map, lo, hi, idx);
@@ -285,7 +285,7 @@ static int starts_word(const char *text, size_t n, const char *word) {
 
 /* Parses "<slot> <host>:<port>" (the host may be empty, or an IPv6
  * address whose last ':' separates the port). Returns 0 or -1. */
-static int parse_target(const char *s, size_t n, emq_redirect *out) {
+static int parse_target(const char *s, size_t n, emq__redirect *out) {
     size_t i = 0;
     long long slot = 0;
     if (i == n || s[i] < '0' || s[i] > '9')
@@ -331,7 +331,7 @@ static int parse_target(const char *s, size_t n, emq_redirect *out) {
     return 0;
 }
 
-emq_redirect_kind emq_redirect_parse(const emq_reply *r, emq_redirect *out) {
+emq__redirect_kind emq__redirect_parse(const emq_reply *r, emq__redirect *out) {
     memset(out, 0, sizeof *out);
     if (r == NULL || emq_reply_kind(r) != EMQ_REPLY_ERROR)
         return EMQ_REDIRECT_NONE;
@@ -339,7 +339,7 @@ emq_redirect_kind emq_redirect_parse(const emq_reply *r, emq_redirect *out) {
     const char *s = emq_reply_str(r, &n);
     if (s == NULL)
         return EMQ_REDIRECT_NONE;
-    emq_redirect_kind kind = EMQ_REDIRECT_NONE;
+    emq__redirect_kind kind = EMQ_REDIRECT_NONE;
     size_t skip = 0;
     if (starts_word(s, n, "MOVED")) {
         kind = EMQ_REDIRECT_MOVED;

@@ -5,12 +5,12 @@
  * half random), so a fleet of clients that lost the same server does not
  * reconnect in lockstep, yet each waits at least half the nominal delay.
  * The random source is a caller-held splitmix64 state, so tests pin the
- * sequence with a seed. emq_retry is the loop every layer retries with:
+ * sequence with a seed. emq__retry is the loop every layer retries with:
  * attempts, these delays, a deadline and a stop.
  */
 #include "conn.h"
 
-uint64_t emq_backoff_random(uint64_t *state) {
+uint64_t emq__backoff_random(uint64_t *state) {
     uint64_t z = (*state += 0x9e3779b97f4a7c15ULL);
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
     z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
@@ -20,7 +20,7 @@ uint64_t emq_backoff_random(uint64_t *state) {
 /* Returns min(max_ms, min_ms * 2^attempt); negative inputs count as 0, and
  * a min above max yields max. Shifts only while the product stays below
  * max_ms, so no attempt number can overflow. */
-int64_t emq_backoff_base(int64_t min_ms, int64_t max_ms, unsigned attempt) {
+int64_t emq__backoff_base(int64_t min_ms, int64_t max_ms, unsigned attempt) {
     if (max_ms < 0)
         max_ms = 0;
     if (min_ms < 0)
@@ -36,16 +36,16 @@ int64_t emq_backoff_base(int64_t min_ms, int64_t max_ms, unsigned attempt) {
     return d < max_ms ? d : max_ms;
 }
 
-/* Returns a delay in [base/2, base] where base = emq_backoff_base(...). */
-int64_t emq_backoff_delay(int64_t min_ms, int64_t max_ms, unsigned attempt,
+/* Returns a delay in [base/2, base] where base = emq__backoff_base(...). */
+int64_t emq__backoff_delay(int64_t min_ms, int64_t max_ms, unsigned attempt,
                           uint64_t *state) {
-    int64_t base = emq_backoff_base(min_ms, max_ms, attempt);
+    int64_t base = emq__backoff_base(min_ms, max_ms, attempt);
     int64_t fixed = base / 2;
     uint64_t span = (uint64_t)(base - fixed) + 1;
-    return fixed + (int64_t)(emq_backoff_random(state) % span);
+    return fixed + (int64_t)(emq__backoff_random(state) % span);
 }
 
-void emq_retry_begin(emq_retry *r, int64_t min_ms, int64_t max_ms,
+void emq__retry_begin(emq__retry *r, int64_t min_ms, int64_t max_ms,
                      int64_t max_attempts, int64_t deadline_ms,
                      uint64_t *rng) {
     r->min_ms = min_ms;
@@ -59,26 +59,26 @@ void emq_retry_begin(emq_retry *r, int64_t min_ms, int64_t max_ms,
     r->attempt = 0;
 }
 
-void emq_retry_stop_when(emq_retry *r, int (*halted)(void *), void *ctx,
+void emq__retry_stop_when(emq__retry *r, int (*halted)(void *), void *ctx,
                          int ends) {
     r->halted = halted;
     r->ctx = ctx;
     r->stop_ends = ends;
 }
 
-void emq_nap(int64_t ms, int (*halted)(void *), void *ctx) {
+void emq__nap(int64_t ms, int (*halted)(void *), void *ctx) {
     if (halted == NULL) {
         if (ms > 0)
-            emq_sleep_ms(ms);
+            emq__sleep_ms(ms);
         return;
     }
-    int64_t until = emq_now_ms() + ms;
+    int64_t until = emq__now_ms() + ms;
     for (int64_t left = ms; left > 0 && !halted(ctx);
-         left = until - emq_now_ms())
-        emq_sleep_ms(left < EMQ_RETRY_SLICE_MS ? left : EMQ_RETRY_SLICE_MS);
+         left = until - emq__now_ms())
+        emq__sleep_ms(left < EMQ_RETRY_SLICE_MS ? left : EMQ_RETRY_SLICE_MS);
 }
 
-int emq_retry_next(emq_retry *r) {
+int emq__retry_next(emq__retry *r) {
     int stop_ends = r->halted != NULL && r->stop_ends;
     if (r->attempt == 0) { /* the first attempt: at once, always */
         r->attempt = 1;
@@ -89,16 +89,16 @@ int emq_retry_next(emq_retry *r) {
     if (r->max_attempts > 0 && r->attempt >= r->max_attempts)
         return 0;
     { /* the pause before the next attempt */
-        int64_t pause = emq_backoff_delay(r->min_ms, r->max_ms,
+        int64_t pause = emq__backoff_delay(r->min_ms, r->max_ms,
                                           (unsigned)(r->attempt - 1), r->rng);
         if (r->deadline_ms >= 0) {
-            int64_t left = r->deadline_ms - emq_now_ms();
+            int64_t left = r->deadline_ms - emq__now_ms();
             if (left <= 0)
                 return 0;
             if (pause > left)
                 pause = left;
         }
-        emq_nap(pause, r->halted, r->ctx);
+        emq__nap(pause, r->halted, r->ctx);
         if (stop_ends && r->halted(r->ctx))
             return 0;
         /* One more attempt after a wait the deadline cut short. */

@@ -10,7 +10,7 @@
  *
  * This file never talks to a server and never echoes a password: the
  * password is wiped when replaced or freed and reads back as "(set)".
- * Setting "url" parses it with emq_url_parse (url.c), so a bad URL is
+ * Setting "url" parses it with emq__url_parse (url.c), so a bad URL is
  * refused when it is set rather than at connect time. The table lives in
  * the conn layer for that reason: the layers above read its typed fields,
  * and validate their own properties' meaning (a queue name, a start
@@ -56,13 +56,13 @@ struct emq_conf {
 #undef CONF_FIELD
 
 #define CONF_GETTER(kind, name)                                               \
-    EMQ_CONF_RET_##kind emq_cfg_##name(const emq_conf_t *conf) {              \
+    EMQ_CONF_RET_##kind emq__cfg_##name(const emq_conf_t *conf) {              \
         return conf->name;                                                    \
     }
 EMQ_CONF_FIELDS(CONF_GETTER)
 #undef CONF_GETTER
 
-void emq_conf_set_topic_partitions(emq_conf_t *conf, int64_t p) {
+void emq__conf_set_topic_partitions(emq_conf_t *conf, int64_t p) {
     conf->topic_partitions = p;
 }
 
@@ -420,12 +420,12 @@ static int parse_int64(const char *s, int64_t *out) {
 
 static emq_status check_url(const prop *p, const char *value,
                             emq_error *err) {
-    emq_url u;
-    emq_status st = emq_url_parse(value, &u, err);
+    emq__url u;
+    emq_status st = emq__url_parse(value, &u, err);
     if (st == EMQ_OK)
-        emq_url_free(&u);
+        emq__url_free(&u);
     else if (st == EMQ_EINVAL)
-        emq_error_prefix(err, "invalid %s", p->name);
+        emq__error_prefix(err, "invalid %s", p->name);
     return st;
 }
 
@@ -438,8 +438,8 @@ static emq_status check_name(const prop *p, const char *value,
         unsigned char ch = (unsigned char)*s;
         if (ch <= 0x20 || ch >= 0x7f) {
             char shown[64];
-            emq_printable(shown, sizeof shown, value, strlen(value));
-            return emq_error_set(err, EMQ_EINVAL, 0,
+            emq__printable(shown, sizeof shown, value, strlen(value));
+            return emq__error_set(err, EMQ_EINVAL, 0,
                                  "invalid %s '%s': use printable characters "
                                  "without spaces",
                                  p->name, shown);
@@ -455,8 +455,8 @@ static emq_status check_path(const prop *p, const char *value,
     for (const char *s = value; *s; s++) {
         if ((unsigned char)*s < 0x20 || *s == 0x7f) {
             char shown[128];
-            emq_printable(shown, sizeof shown, value, strlen(value));
-            return emq_error_set(err, EMQ_EINVAL, 0,
+            emq__printable(shown, sizeof shown, value, strlen(value));
+            return emq__error_set(err, EMQ_EINVAL, 0,
                                  "invalid %s '%s': control character in "
                                  "path",
                                  p->name, shown);
@@ -473,21 +473,21 @@ static emq_status check_seeds(const prop *p, const char *value,
     while (*s) {
         const char *comma = strchr(s, ',');
         size_t n = comma ? (size_t)(comma - s) : strlen(s);
-        emq_url u;
-        emq_status st = n == 0 ? emq_error_set(err, EMQ_EINVAL, 0,
+        emq__url u;
+        emq_status st = n == 0 ? emq__error_set(err, EMQ_EINVAL, 0,
                                                "empty entry")
-                               : emq_hostport_parse(s, n, &u, err);
+                               : emq__hostport_parse(s, n, &u, err);
         if (st != EMQ_OK) {
             if (st == EMQ_EINVAL)
-                emq_error_prefix(err, "invalid %s (host:port,...)", p->name);
+                emq__error_prefix(err, "invalid %s (host:port,...)", p->name);
             return st;
         }
-        emq_url_free(&u);
+        emq__url_free(&u);
         if (comma == NULL)
             break;
         s = comma + 1;
         if (*s == '\0')
-            return emq_error_set(err, EMQ_EINVAL, 0,
+            return emq__error_set(err, EMQ_EINVAL, 0,
                                  "invalid %s (host:port,...): empty entry",
                                  p->name);
     }
@@ -525,17 +525,17 @@ static emq_status set_prop(emq_conf_t *c, const prop *p, const char *value,
         }
         char *copy = NULL;
         if (*value || p->offset == offsetof(struct emq_conf, url)) {
-            copy = emq_strdup(value);
+            copy = emq__strdup(value);
             if (copy == NULL)
-                return emq_error_set(err, EMQ_ENOMEM, 0,
+                return emq__error_set(err, EMQ_ENOMEM, 0,
                                      "out of memory setting %s", p->name);
         }
         char **field = str_field(c, p);
         /* Every string is wiped, not only the password: a URL may hold
          * one too. */
         if (*field)
-            emq_wipe(*field, strlen(*field));
-        emq_free(*field);
+            emq__wipe(*field, strlen(*field));
+        emq__free(*field);
         *field = copy;
         return EMQ_OK;
     }
@@ -547,13 +547,13 @@ static emq_status set_prop(emq_conf_t *c, const prop *p, const char *value,
         /* fall through */
     case P_INT: {
         int64_t v;
-        emq_printable(shown, sizeof shown, value, strlen(value));
+        emq__printable(shown, sizeof shown, value, strlen(value));
         if (!parse_int64(value, &v))
-            return emq_error_set(err, EMQ_EINVAL, 0,
+            return emq__error_set(err, EMQ_EINVAL, 0,
                                  "invalid %s '%s': not a decimal integer",
                                  p->name, shown);
         if (v < p->min || v > p->max)
-            return emq_error_set(err, EMQ_EINVAL, 0,
+            return emq__error_set(err, EMQ_EINVAL, 0,
                                  "invalid %s '%s': out of range %" PRId64
                                  "-%" PRId64,
                                  p->name, shown, p->min, p->max);
@@ -566,9 +566,9 @@ static emq_status set_prop(emq_conf_t *c, const prop *p, const char *value,
                 *int_field(c, p) = p->values[i];
                 return EMQ_OK;
             }
-        return emq_error_set(
+        return emq__error_set(
             err, EMQ_EINVAL, 0, "invalid %s '%s': use %s", p->name,
-            emq_printable(shown, sizeof shown, value, strlen(value)),
+            emq__printable(shown, sizeof shown, value, strlen(value)),
             choice_list(p));
     case P_VERIFY:
         if (strcmp(value, "peer") == 0)
@@ -576,13 +576,13 @@ static emq_status set_prop(emq_conf_t *c, const prop *p, const char *value,
         else if (strcmp(value, "none") == 0)
             *int_field(c, p) = EMQ_TLS_VERIFY_NONE;
         else
-            return emq_error_set(
+            return emq__error_set(
                 err, EMQ_EINVAL, 0, "invalid %s '%s': use peer or none",
-                p->name, emq_printable(shown, sizeof shown, value,
+                p->name, emq__printable(shown, sizeof shown, value,
                                        strlen(value)));
         return EMQ_OK;
     }
-    return emq_error_set(err, EMQ_EINVAL, 0, "invalid property type");
+    return emq__error_set(err, EMQ_EINVAL, 0, "invalid property type");
 }
 
 /* Frees every string of c (wiping the password) and leaves them NULL. */
@@ -592,14 +592,14 @@ static void free_fields(emq_conf_t *c) {
             continue;
         char **field = str_field(c, &props[i]);
         if (*field) /* a URL may hold a password too */
-            emq_wipe(*field, strlen(*field));
-        emq_free(*field);
+            emq__wipe(*field, strlen(*field));
+        emq__free(*field);
         *field = NULL;
     }
 }
 
 emq_conf_t *emq_conf_new(void) {
-    emq_conf_t *c = emq_calloc(1, sizeof *c);
+    emq_conf_t *c = emq__calloc(1, sizeof *c);
     if (c == NULL)
         return NULL;
     for (size_t i = 0; i < NPROPS; i++) {
@@ -616,7 +616,7 @@ emq_conf_t *emq_conf_new(void) {
 emq_conf_t *emq_conf_dup(const emq_conf_t *conf) {
     if (conf == NULL)
         return NULL;
-    emq_conf_t *c = emq_alloc(sizeof *c);
+    emq_conf_t *c = emq__alloc(sizeof *c);
     if (c == NULL)
         return NULL;
     *c = *conf;
@@ -627,7 +627,7 @@ emq_conf_t *emq_conf_dup(const emq_conf_t *conf) {
         char **field = str_field(c, &props[i]);
         if (*field == NULL)
             continue;
-        *field = failed ? NULL : emq_strdup(*field);
+        *field = failed ? NULL : emq__strdup(*field);
         if (*field == NULL)
             failed = 1;
     }
@@ -642,22 +642,22 @@ void emq_conf_destroy(emq_conf_t *conf) {
     if (conf == NULL)
         return;
     free_fields(conf);
-    emq_wipe(conf, sizeof *conf);
-    emq_free(conf);
+    emq__wipe(conf, sizeof *conf);
+    emq__free(conf);
 }
 
 /* Returns EMQ_EINVAL naming an unknown property. */
 static emq_status unknown(const char *name, emq_error *err) {
     char shown[64];
-    emq_printable(shown, sizeof shown, name ? name : "", name ? strlen(name) : 0);
-    return emq_error_set(err, EMQ_EINVAL, 0,
+    emq__printable(shown, sizeof shown, name ? name : "", name ? strlen(name) : 0);
+    return emq__error_set(err, EMQ_EINVAL, 0,
                          "unknown configuration property '%s'", shown);
 }
 
 emq_status emq_conf_set(emq_conf_t *conf, const char *name,
                         const char *value, emq_error *err) {
     if (conf == NULL || name == NULL)
-        return emq_error_set(err, EMQ_EINVAL, 0,
+        return emq__error_set(err, EMQ_EINVAL, 0,
                              "emq_conf_set: conf and name must not be NULL");
     const prop *p = find_prop(name);
     if (p == NULL)
@@ -666,14 +666,14 @@ emq_status emq_conf_set(emq_conf_t *conf, const char *name,
         value = p->def;
     emq_status st = set_prop(conf, p, value, err);
     if (st == EMQ_OK)
-        emq_error_clear(err);
+        emq__error_clear(err);
     return st;
 }
 
 emq_status emq_conf_get(const emq_conf_t *conf, const char *name, char *buf,
                         size_t size, emq_error *err) {
     if (conf == NULL || name == NULL || buf == NULL || size == 0)
-        return emq_error_set(err, EMQ_EINVAL, 0,
+        return emq__error_set(err, EMQ_EINVAL, 0,
                              "emq_conf_get: conf, name and buf must not be "
                              "NULL or empty");
     const prop *p = find_prop(name);
@@ -711,7 +711,7 @@ emq_status emq_conf_get(const emq_conf_t *conf, const char *name, char *buf,
                 snprintf(buf, size, "%s", p->choices[i]);
         break;
     }
-    emq_error_clear(err);
+    emq__error_clear(err);
     return EMQ_OK;
 }
 
@@ -746,16 +746,16 @@ void emq_conf_set_log(emq_conf_t *conf, emq_log_fn fn, void *opaque) {
     }
 }
 
-void emq_log_sink_of(const emq_conf_t *conf, emq_log_sink *out) {
+void emq__log_sink_of(const emq_conf_t *conf, emq__log_sink *out) {
     out->fn = conf->log_fn;
     out->opaque = conf->log_opaque;
     out->level = conf->log_level;
 }
 
-static void log_line(const emq_log_sink *sink, emq_log_level level,
+static void log_line(const emq__log_sink *sink, emq_log_level level,
                      const char *fmt, va_list ap) EMQ_PRINTF(3, 0);
 
-void emq_log_to(const emq_log_sink *sink, emq_log_level level,
+void emq__log_to(const emq__log_sink *sink, emq_log_level level,
                 const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
@@ -763,18 +763,18 @@ void emq_log_to(const emq_log_sink *sink, emq_log_level level,
     va_end(ap);
 }
 
-void emq_conf_log(const emq_conf_t *conf, emq_log_level level,
+void emq__conf_log(const emq_conf_t *conf, emq_log_level level,
                   const char *fmt, ...) {
-    emq_log_sink sink;
+    emq__log_sink sink;
     if (conf)
-        emq_log_sink_of(conf, &sink);
+        emq__log_sink_of(conf, &sink);
     va_list ap;
     va_start(ap, fmt);
     log_line(conf ? &sink : NULL, level, fmt, ap);
     va_end(ap);
 }
 
-static void log_line(const emq_log_sink *sink, emq_log_level level,
+static void log_line(const emq__log_sink *sink, emq_log_level level,
                      const char *fmt, va_list ap) {
     if (sink && (int64_t)level > sink->level)
         return;

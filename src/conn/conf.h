@@ -8,7 +8,7 @@
  * storing it, and emq_conf_new applies the defaults of the property table
  * through the same validators.
  *
- * Strings are emq_alloc'd and NULL when empty. The password is wiped when
+ * Strings are emq__alloc'd and NULL when empty. The password is wiped when
  * it is replaced and when the conf is destroyed.
  */
 #ifndef EMQ_CONN_CONF_H
@@ -25,8 +25,8 @@
 /* Every field of a conf, written once: conf.c makes struct emq_conf from
  * this list (private to it: only conf.c writes a field, through the
  * validators of the property table, so every field is valid at all times)
- * and one getter per field, emq_cfg_<name>(conf), which is how the layers
- * read a conf. X(kind, name): kind STR (NULL when empty; emq_alloc'd,
+ * and one getter per field, emq__cfg_<name>(conf), which is how the layers
+ * read a conf. X(kind, name): kind STR (NULL when empty; emq__alloc'd,
  * wiped when replaced or freed), INT, LOG_FN, STATS_FN or PTR. */
 #define EMQ_CONF_FIELDS(X) \
     X(STR, url)                            /* never NULL; parsed and valid */ \
@@ -48,10 +48,10 @@
     X(INT, max_attempts)                   /* reconnect.max_attempts */ \
     X(INT, pipeline_max)                   /* most appended commands left unread */ \
     X(INT, output_max_bytes)               /* cap of the unsent output buffer */ \
-    X(INT, resp_max_bulk)                  /* emq_resp_limits.max_bulk */ \
-    X(INT, resp_max_depth)                 /* emq_resp_limits.max_depth */ \
-    X(INT, resp_max_elements)              /* emq_resp_limits.max_elements */ \
-    X(INT, resp_max_reply)                 /* emq_resp_limits.max_reply */ \
+    X(INT, resp_max_bulk)                  /* emq__resp_limits.max_bulk */ \
+    X(INT, resp_max_depth)                 /* emq__resp_limits.max_depth */ \
+    X(INT, resp_max_elements)              /* emq__resp_limits.max_elements */ \
+    X(INT, resp_max_reply)                 /* emq__resp_limits.max_reply */ \
     X(STR, cluster_seeds)                  /* "host:port,..." after url; NULL: none */ \
     X(INT, cluster_max_redirects)          /* MOVED/ASK followed per command */ \
     X(INT, cluster_retry_ms)               /* TRYAGAIN/CLUSTERDOWN retry budget */ \
@@ -59,7 +59,7 @@
     X(STR, queue)                          /* queue name; NULL: use stream */ \
     X(STR, stream)                         /* raw stream key; NULL: use queue */ \
     X(INT, partitions)                     /* 1: a plain queue; P > 1: queue names a topic of P partitions (keys/topic.c) */ \
-    X(INT, topic_partitions)               /* not a property: a partition's conf (emq_topic_partition_conf) says its topic's P here; 0 otherwise */ \
+    X(INT, topic_partitions)               /* not a property: a partition's conf (emq__topic_partition_conf) says its topic's P here; 0 otherwise */ \
     X(STR, group)                          /* consumer group */ \
     X(STR, consumer)                       /* consumer name */ \
     X(STR, start)                          /* new | head | <id>; NULL: not declared */ \
@@ -107,31 +107,31 @@
 
 /* The one field that is not a property: marks conf as a partition's conf
  * of a topic of p partitions (keys/topic.c). */
-void emq_conf_set_topic_partitions(emq_conf_t *conf, int64_t p);
+void emq__conf_set_topic_partitions(emq_conf_t *conf, int64_t p);
 
-/* emq_cfg_url(conf), emq_cfg_count(conf), ...: field name of conf. conf
+/* emq__cfg_url(conf), emq__cfg_count(conf), ...: field name of conf. conf
  * must not be NULL; a string is borrowed from conf (valid until the
  * property is set again or the conf is destroyed). */
 #define EMQ_CONF_GETTER_DECL(kind, name)                                      \
-    EMQ_CONF_RET_##kind emq_cfg_##name(const emq_conf_t *conf);
+    EMQ_CONF_RET_##kind emq__cfg_##name(const emq_conf_t *conf);
 EMQ_CONF_FIELDS(EMQ_CONF_GETTER_DECL)
 #undef EMQ_CONF_GETTER_DECL
 
 /* Where a layer that is not handed a whole conf logs to: the log.level,
- * log callback and its opaque of a conf (emq_log_sink_of). */
-typedef struct emq_log_sink {
+ * log callback and its opaque of a conf (emq__log_sink_of). */
+typedef struct emq__log_sink {
     emq_log_fn fn;   /* NULL: stderr */
     void *opaque;
     int64_t level;   /* most verbose level logged */
-} emq_log_sink;
+} emq__log_sink;
 
-void emq_log_sink_of(const emq_conf_t *conf, emq_log_sink *out);
+void emq__log_sink_of(const emq_conf_t *conf, emq__log_sink *out);
 /* Logs one line through sink's callback, or to stderr, when level is at
  * or above the sink's level. sink NULL: stderr, every level. */
-void emq_log_to(const emq_log_sink *sink, emq_log_level level,
+void emq__log_to(const emq__log_sink *sink, emq_log_level level,
                 const char *fmt, ...) EMQ_PRINTF(3, 4);
-/* emq_log_to with conf's sink. */
-void emq_conf_log(const emq_conf_t *conf, emq_log_level level,
+/* emq__log_to with conf's sink. */
+void emq__conf_log(const emq_conf_t *conf, emq_log_level level,
                   const char *fmt, ...) EMQ_PRINTF(3, 4);
 
 #endif /* EMQ_CONN_CONF_H */

@@ -42,17 +42,17 @@
 #define BUSY_PAUSE_MAX_MS 500
 
 struct emq_conn {
-    emq_conn_options opt;    /* what it was told (a kept copy) */
-    emq_url url;             /* opt.url, parsed */
+    emq__conn_options opt;    /* what it was told (a kept copy) */
+    emq__url url;             /* opt.url, parsed */
     char name[320];          /* endpoint for messages: "host:port",
                                 "[v6]:port" or "unix:/path" */
     const char *user;        /* effective AUTH user (opt's, else URL's) */
     const char *password;    /* effective password; never in a message */
     int64_t db;              /* effective database; 0: no SELECT */
-    emq_tls_opts tls;        /* effective TLS options (rediss only) */
-    emq_transport *t;        /* NULL when broken or not connected */
-    emq_resp_reader *reader; /* replies of t; NULL with t */
-    emq_buf out;             /* encoded commands not yet sent */
+    emq__tls_opts tls;        /* effective TLS options (rediss only) */
+    emq__transport *t;        /* NULL when broken or not connected */
+    emq__resp_reader *reader; /* replies of t; NULL with t */
+    emq__buf out;             /* encoded commands not yet sent */
     int64_t *waits;          /* ring: extra wait per unread reply, in ms;
                                 -1: no deadline */
     size_t waits_cap;        /* slots in waits */
@@ -61,7 +61,7 @@ struct emq_conn {
     emq_error broken;        /* code != EMQ_OK once broken (sticky) */
     uint64_t reconnects;     /* successful emq_conn_reconnect calls */
     uint64_t rng;            /* backoff jitter state */
-    const atomic_int *cancel; /* emq_conn_set_cancel; NULL: none */
+    const atomic_int *cancel; /* emq__conn_set_cancel; NULL: none */
     int64_t cancel_grace_ms;
     int64_t overdue_at;      /* when the awaited reply is overdue; -1 */
     emq_server server;       /* learned at the last handshake (server.c) */
@@ -130,7 +130,7 @@ static int64_t timeout_arg(const char *const *argv, const size_t *argvlen,
     return ms == 0 ? -1 : ms;
 }
 
-int64_t emq_conn_block_ms(int argc, const char *const *argv,
+int64_t emq__conn_block_ms(int argc, const char *const *argv,
                           const size_t *argvlen) {
     if (argc < 2 || argv == NULL || argv[0] == NULL)
         return 0;
@@ -176,7 +176,7 @@ static void drop_transport(emq_conn_t *c) {
     if (c->t)
         c->t->ops->close(c->t);
     c->t = NULL;
-    emq_resp_reader_free(c->reader);
+    emq__resp_reader_free(c->reader);
     c->reader = NULL;
     c->out.len = 0;
 }
@@ -212,21 +212,21 @@ static emq_status flush(emq_conn_t *c, int64_t deadline, int64_t timeout_ms,
             continue;
         }
         if (n != EMQ_EAGAIN)
-            return n == 0 ? emq_error_set(e, EMQ_EIO, 1,
+            return n == 0 ? emq__error_set(e, EMQ_EIO, 1,
                                           "write to %s failed", c->name)
                           : (emq_status)n;
-        int w = emq_transport_wait(c->t->fd, c->t->want, deadline);
+        int w = emq__transport_wait(c->t->fd, c->t->want, deadline);
         if (w == 0)
-            return emq_error_set(e, EMQ_ETIMEDOUT, 1,
+            return emq__error_set(e, EMQ_ETIMEDOUT, 1,
                                  "could not send to %s within %lld ms",
                                  c->name, (long long)timeout_ms);
         if (w < 0)
-            return emq_error_set(e, EMQ_EIO, 1, "waiting for %s failed",
+            return emq__error_set(e, EMQ_EIO, 1, "waiting for %s failed",
                                  c->name);
     }
     c->out.len = 0;
     if (c->out.cap > OUT_KEEP_MAX)
-        emq_buf_free(&c->out); /* one huge batch must not pin memory */
+        emq__buf_free(&c->out); /* one huge batch must not pin memory */
     return EMQ_OK;
 }
 
@@ -243,10 +243,10 @@ static emq_status read_reply(emq_conn_t *c, int64_t deadline, int64_t base_ms,
                              emq_error *e) {
     *out = NULL;
     int wait_first = just_sent && !c->t->buffers &&
-                     emq_resp_buffered(c->reader) == 0;
+                     emq__resp_buffered(c->reader) == 0;
     for (;;) {
         emq_reply *r = NULL;
-        emq_status st = wait_first ? EMQ_EAGAIN : emq_resp_next(c->reader, &r, e);
+        emq_status st = wait_first ? EMQ_EAGAIN : emq__resp_next(c->reader, &r, e);
         if (st == EMQ_OK) {
             if (emq_reply_kind(r) == EMQ_REPLY_PUSH) { /* the reader drops them */
                 emq_reply_free(r);
@@ -256,7 +256,7 @@ static emq_status read_reply(emq_conn_t *c, int64_t deadline, int64_t base_ms,
             return EMQ_OK;
         }
         if (st == EMQ_EPROTO) {
-            emq_error_prefix(e, "reply from %s", c->name);
+            emq__error_prefix(e, "reply from %s", c->name);
             return EMQ_EPROTO;
         }
         if (st != EMQ_EAGAIN)
@@ -265,23 +265,23 @@ static emq_status read_reply(emq_conn_t *c, int64_t deadline, int64_t base_ms,
         if (!wait_first) {
             char *space;
             size_t avail;
-            st = emq_resp_reserve(c->reader, READ_CHUNK_MIN, &space, &avail,
+            st = emq__resp_reserve(c->reader, READ_CHUNK_MIN, &space, &avail,
                                   e);
             if (st != EMQ_OK)
                 return st;
             n = c->t->ops->read(c->t, space, avail, e);
             if (n > 0) {
-                emq_resp_commit(c->reader, (size_t)n);
+                emq__resp_commit(c->reader, (size_t)n);
                 /* The deadline holds while bytes keep coming too (an
                  * endless reply never leaves the socket idle). */
-                if (deadline >= 0 && emq_now_ms() >= deadline) {
+                if (deadline >= 0 && emq__now_ms() >= deadline) {
                     char pushes[64] = "";
-                    uint64_t dropped = emq_resp_pushes_dropped(c->reader);
+                    uint64_t dropped = emq__resp_pushes_dropped(c->reader);
                     if (dropped > 0)
                         snprintf(pushes, sizeof pushes,
                                  " (%llu push messages dropped)",
                                  (unsigned long long)dropped);
-                    return emq_error_set(e, EMQ_ETIMEDOUT, 1,
+                    return emq__error_set(e, EMQ_ETIMEDOUT, 1,
                                          "the reply from %s was still "
                                          "arriving after %lld ms%s",
                                          c->name,
@@ -291,7 +291,7 @@ static emq_status read_reply(emq_conn_t *c, int64_t deadline, int64_t base_ms,
                 continue;
             }
             if (n == 0)
-                return emq_error_set(e, EMQ_EIO, 1,
+                return emq__error_set(e, EMQ_EIO, 1,
                                      "server closed the connection to %s",
                                      c->name);
             if (n != EMQ_EAGAIN)
@@ -302,15 +302,15 @@ static emq_status read_reply(emq_conn_t *c, int64_t deadline, int64_t base_ms,
         /* With a cancel flag, wait in slices to look at it. */
         int64_t until = deadline;
         if (c->cancel != NULL) {
-            int64_t slice = emq_now_ms() + CANCEL_SLICE_MS;
+            int64_t slice = emq__now_ms() + CANCEL_SLICE_MS;
             if (until < 0 || slice < until)
                 until = slice;
         }
-        int w = emq_transport_wait(c->t->fd, events, until);
+        int w = emq__transport_wait(c->t->fd, events, until);
         if (w == 0 && until != deadline) {
             if (atomic_load(c->cancel) && c->overdue_at >= 0 &&
-                emq_now_ms() >= c->overdue_at)
-                return emq_error_set(e, EMQ_ECLOSED, 1,
+                emq__now_ms() >= c->overdue_at)
+                return emq__error_set(e, EMQ_ECLOSED, 1,
                                      "gave up waiting for a reply from %s: "
                                      "a stop was asked and the reply is "
                                      "overdue",
@@ -319,22 +319,22 @@ static emq_status read_reply(emq_conn_t *c, int64_t deadline, int64_t base_ms,
         }
         if (w == 0) {
             if (extra_ms > 0)
-                return emq_error_set(e, EMQ_ETIMEDOUT, 1,
+                return emq__error_set(e, EMQ_ETIMEDOUT, 1,
                                      "no reply from %s within %lld ms (%lld "
                                      "ms plus %lld ms of blocking time)",
                                      c->name, (long long)(base_ms + extra_ms),
                                      (long long)base_ms, (long long)extra_ms);
-            return emq_error_set(e, EMQ_ETIMEDOUT, 1,
+            return emq__error_set(e, EMQ_ETIMEDOUT, 1,
                                  "no reply from %s within %lld ms", c->name,
                                  (long long)base_ms);
         }
         if (w < 0)
-            return emq_error_set(e, EMQ_EIO, 1, "waiting for %s failed",
+            return emq__error_set(e, EMQ_EIO, 1, "waiting for %s failed",
                                  c->name);
     }
 }
 
-void emq_conn_set_cancel(emq_conn_t *c, const atomic_int *flag,
+void emq__conn_set_cancel(emq_conn_t *c, const atomic_int *flag,
                          int64_t grace_ms) {
     c->cancel = flag;
     c->cancel_grace_ms = grace_ms;
@@ -347,7 +347,7 @@ void emq_conn_set_cancel(emq_conn_t *c, const atomic_int *flag,
 static emq_status append(emq_conn_t *c, int argc, const char *const *argv,
                          const size_t *argvlen, emq_error *err) {
     if (c->pending >= (size_t)c->opt.pipeline_max)
-        return emq_error_set(err, EMQ_ELIMIT, 0,
+        return emq__error_set(err, EMQ_ELIMIT, 0,
                              "%zu commands are already waiting for replies "
                              "(pipeline.max); read replies with "
                              "emq_conn_get_reply first",
@@ -356,22 +356,22 @@ static emq_status append(emq_conn_t *c, int argc, const char *const *argv,
         size_t cap = c->waits_cap ? c->waits_cap * 2 : 16;
         if (cap > (size_t)c->opt.pipeline_max)
             cap = (size_t)c->opt.pipeline_max;
-        int64_t *w = emq_alloc(cap * sizeof *w);
+        int64_t *w = emq__alloc(cap * sizeof *w);
         if (w == NULL)
-            return emq_error_set(err, EMQ_ENOMEM, 0,
+            return emq__error_set(err, EMQ_ENOMEM, 0,
                                  "out of memory growing the pipeline");
         for (size_t i = 0; i < c->pending; i++)
             w[i] = c->waits[(c->head + i) % c->waits_cap];
-        emq_free(c->waits);
+        emq__free(c->waits);
         c->waits = w;
         c->waits_cap = cap;
         c->head = 0;
     }
-    emq_status st = emq_resp_encode(&c->out, argc, argv, argvlen, err);
+    emq_status st = emq__resp_encode(&c->out, argc, argv, argvlen, err);
     if (st != EMQ_OK)
         return st;
     c->waits[(c->head + c->pending) % c->waits_cap] =
-        emq_conn_block_ms(argc, argv, argvlen);
+        emq__conn_block_ms(argc, argv, argvlen);
     c->pending++;
     return EMQ_OK;
 }
@@ -382,7 +382,7 @@ static emq_status append(emq_conn_t *c, int argc, const char *const *argv,
  * the caller decides whether it breaks c. */
 static emq_status next_reply(emq_conn_t *c, int64_t base_timeout_ms,
                              emq_reply **reply, emq_error *e) {
-    int64_t now = emq_now_ms();
+    int64_t now = emq__now_ms();
     int64_t wdeadline = base_timeout_ms > 0 ? now + base_timeout_ms : -1;
     int just_sent = c->out.len > 0;
     emq_status st = flush(c, wdeadline, base_timeout_ms, e);
@@ -390,10 +390,10 @@ static emq_status next_reply(emq_conn_t *c, int64_t base_timeout_ms,
         return st;
     int64_t extra = c->waits[c->head];
     c->overdue_at =
-        extra >= 0 ? emq_now_ms() + extra + c->cancel_grace_ms : -1;
+        extra >= 0 ? emq__now_ms() + extra + c->cancel_grace_ms : -1;
     int64_t deadline = -1;
     if (base_timeout_ms > 0 && extra >= 0)
-        deadline = emq_now_ms() + base_timeout_ms + extra;
+        deadline = emq__now_ms() + base_timeout_ms + extra;
     st = read_reply(c, deadline, base_timeout_ms, extra, just_sent, reply, e);
     if (st != EMQ_OK)
         return st;
@@ -407,35 +407,35 @@ static emq_status next_reply(emq_conn_t *c, int64_t base_timeout_ms,
 /* Turns an error reply to HELLO or AUTH into EMQ_EAUTH/EMQ_ESERVER with a
  * sentence a user can act on. The reply text comes from the server, which
  * never echoes the password. */
-emq_status emq_conn_auth_error(emq_conn_t *c, const emq_reply *r,
+emq_status emq__conn_auth_error(emq_conn_t *c, const emq_reply *r,
                                const char *cmd, emq_error *err) {
     char text[160];
-    emq_reply_text(r, text, sizeof text);
+    emq__reply_text(r, text, sizeof text);
     const char *who = c->user ? c->user : "default";
     if (emq_reply_is_error(r, "WRONGPASS"))
-        return emq_error_set(err, EMQ_EAUTH, 0,
+        return emq__error_set(err, EMQ_EAUTH, 0,
                              "authentication to %s as user '%s' failed: "
                              "wrong user name or password, or the user is "
                              "disabled (%s)",
                              c->name, who, text);
     if (emq_reply_is_error(r, "NOAUTH"))
-        return emq_error_set(err, EMQ_EAUTH, 0,
+        return emq__error_set(err, EMQ_EAUTH, 0,
                              "server %s requires authentication; set a "
                              "password (and user) in the URL or the conf",
                              c->name);
     if (strstr(text, "without any password configured"))
-        return emq_error_set(err, EMQ_EAUTH, 0,
+        return emq__error_set(err, EMQ_EAUTH, 0,
                              "a password was given but server %s has no "
                              "password configured for the default user; "
                              "remove the password or configure the server",
                              c->name);
     if (strcmp(cmd, "HELLO") == 0 &&
         (emq_reply_is_error(r, "NOPROTO") || strstr(text, "unknown command")))
-        return emq_error_set(err, EMQ_ESERVER, 0,
+        return emq__error_set(err, EMQ_ESERVER, 0,
                              "server %s does not support RESP3 (%s); set "
                              "protocol to 2",
                              c->name, text);
-    return emq_error_set(err, EMQ_EAUTH, 0, "%s to %s failed: %s", cmd,
+    return emq__error_set(err, EMQ_EAUTH, 0, "%s to %s failed: %s", cmd,
                          c->name, text);
 }
 
@@ -494,17 +494,17 @@ static emq_status handshake_once(emq_conn_t *c, int64_t deadline, int *busy,
                                  emq_error *err);
 
 static emq_status handshake(emq_conn_t *c, int64_t deadline, emq_error *err) {
-    emq_retry retry;
-    emq_retry_begin(&retry, BUSY_PAUSE_MIN_MS, BUSY_PAUSE_MAX_MS, 0, deadline,
+    emq__retry retry;
+    emq__retry_begin(&retry, BUSY_PAUSE_MIN_MS, BUSY_PAUSE_MAX_MS, 0, deadline,
                     &c->rng);
-    while (emq_retry_next(&retry) &&
-           (retry.attempt == 1 || emq_now_ms() < deadline)) {
+    while (emq__retry_next(&retry) &&
+           (retry.attempt == 1 || emq__now_ms() < deadline)) {
         int busy = 0;
         emq_status st = handshake_once(c, deadline, &busy, err);
         if (st != EMQ_OK || !busy)
             return st;
     }
-    return emq_error_set(err, EMQ_ETIMEDOUT, 1,
+    return emq__error_set(err, EMQ_ETIMEDOUT, 1,
                          "%s stayed busy running a script for "
                          "connect_timeout_ms (%lld ms)",
                          c->name, (long long)c->opt.connect_timeout_ms);
@@ -517,7 +517,7 @@ static emq_status handshake_once(emq_conn_t *c, int64_t deadline, int *busy,
     int n = append_handshake(c, kinds, err);
     if (n <= 0)
         return n == 0 ? EMQ_OK : (emq_status)n;
-    int64_t left = deadline - emq_now_ms();
+    int64_t left = deadline - emq__now_ms();
     if (left < 1)
         left = 1;
     for (int i = 0; i < n; i++) {
@@ -525,23 +525,23 @@ static emq_status handshake_once(emq_conn_t *c, int64_t deadline, int *busy,
         emq_status st = next_reply(c, left, &r, err);
         if (st != EMQ_OK) {
             if (st == EMQ_ETIMEDOUT)
-                emq_error_set(err, EMQ_ETIMEDOUT, 1,
+                emq__error_set(err, EMQ_ETIMEDOUT, 1,
                               "no handshake reply from %s within "
                               "connect_timeout_ms (%lld ms)",
                               c->name,
                               (long long)c->opt.connect_timeout_ms);
             return st;
         }
-        left = deadline - emq_now_ms();
+        left = deadline - emq__now_ms();
         if (left < 1)
             left = 1;
         if (emq_reply_kind(r) != EMQ_REPLY_ERROR) {
             if (kinds[i] == HS_HELLO) {
-                emq_server_from_hello(r, &c->server);
+                emq__server_from_hello(r, &c->server);
             } else if (kinds[i] == HS_INFO) {
                 size_t len;
                 const char *text = emq_reply_str(r, &len);
-                emq_server_from_info(text, len, &c->server);
+                emq__server_from_info(text, len, &c->server);
             }
             emq_reply_free(r);
             continue;
@@ -556,23 +556,23 @@ static emq_status handshake_once(emq_conn_t *c, int64_t deadline, int *busy,
             continue;
         }
         char text[160];
-        emq_reply_text(r, text, sizeof text);
+        emq__reply_text(r, text, sizeof text);
         switch (kinds[i]) {
         case HS_HELLO:
-            st = emq_conn_auth_error(c, r, "HELLO", err);
+            st = emq__conn_auth_error(c, r, "HELLO", err);
             break;
         case HS_AUTH:
-            st = emq_conn_auth_error(c, r, "AUTH", err);
+            st = emq__conn_auth_error(c, r, "AUTH", err);
             break;
         case HS_SELECT:
             if (emq_reply_is_error(r, "NOAUTH"))
-                st = emq_conn_auth_error(c, r, "SELECT", err);
+                st = emq__conn_auth_error(c, r, "SELECT", err);
             else if (strstr(text, "out of range"))
-                st = emq_error_set(err, EMQ_EINVAL, 0,
+                st = emq__error_set(err, EMQ_EINVAL, 0,
                                    "database %lld does not exist on %s (%s)",
                                    (long long)c->db, c->name, text);
             else
-                st = emq_error_set(err, EMQ_ESERVER, 0,
+                st = emq__error_set(err, EMQ_ESERVER, 0,
                                    "SELECT %lld on %s failed: %s",
                                    (long long)c->db, c->name, text);
             break;
@@ -580,9 +580,9 @@ static emq_status handshake_once(emq_conn_t *c, int64_t deadline, int *busy,
             if (emq_reply_is_error(r, "NOPERM"))
                 st = EMQ_OK; /* the name is optional; an ACL may forbid it */
             else if (emq_reply_is_error(r, "NOAUTH"))
-                st = emq_conn_auth_error(c, r, "CLIENT SETNAME", err);
+                st = emq__conn_auth_error(c, r, "CLIENT SETNAME", err);
             else
-                st = emq_error_set(err, EMQ_ESERVER, 0,
+                st = emq__error_set(err, EMQ_ESERVER, 0,
                                    "CLIENT SETNAME on %s failed: %s", c->name,
                                    text);
             break;
@@ -600,24 +600,24 @@ static emq_status handshake_once(emq_conn_t *c, int64_t deadline, int *busy,
  * Returns EMQ_OK with c->t set, or a failure with err filled and c left
  * without a transport. */
 static emq_status connect_once(emq_conn_t *c, emq_error *err) {
-    const emq_conn_options *o = &c->opt;
-    int64_t deadline = emq_now_ms() + o->connect_timeout_ms;
+    const emq__conn_options *o = &c->opt;
+    int64_t deadline = emq__now_ms() + o->connect_timeout_ms;
     emq_status st;
     c->pending = 0;
     c->head = 0;
     c->out.len = 0;
     if (c->url.scheme == EMQ_URL_UNIX) {
-        st = emq_transport_unix_connect(c->url.path, deadline, c->name, &c->t,
+        st = emq__transport_unix_connect(c->url.path, deadline, c->name, &c->t,
                                         err);
     } else {
-        st = emq_transport_tcp_connect(c->url.host, c->url.port,
+        st = emq__transport_tcp_connect(c->url.host, c->url.port,
                                        (int)o->tcp_keepalive_s, deadline,
                                        c->name, &c->t, err);
 #ifdef EMQ_HAVE_TLS
         if (st == EMQ_OK && c->url.scheme == EMQ_URL_TLS) {
-            emq_transport *inner = c->t;
+            emq__transport *inner = c->t;
             c->t = NULL;
-            st = emq_transport_tls_wrap(inner, c->url.host, &c->tls, deadline,
+            st = emq__transport_tls_wrap(inner, c->url.host, &c->tls, deadline,
                                         &c->t, err);
         }
 #endif
@@ -625,19 +625,19 @@ static emq_status connect_once(emq_conn_t *c, emq_error *err) {
     if (st == EMQ_ETIMEDOUT && err) {
         char what[EMQ_ERROR_MESSAGE_MAX];
         memcpy(what, err->message, sizeof what);
-        emq_error_set(err, EMQ_ETIMEDOUT, 1,
+        emq__error_set(err, EMQ_ETIMEDOUT, 1,
                       "%.200s after %lld ms (connect_timeout_ms)", what,
                       (long long)o->connect_timeout_ms);
     }
     if (st != EMQ_OK)
         return st;
-    c->reader = emq_resp_reader_new(&o->limits);
+    c->reader = emq__resp_reader_new(&o->limits);
     /* Subscribed to nothing: push messages are never replies. */
     if (c->reader != NULL)
-        emq_resp_drop_pushes(c->reader);
+        emq__resp_drop_pushes(c->reader);
     if (c->reader == NULL) {
         drop_transport(c);
-        return emq_oom(err);
+        return emq__oom(err);
     }
     st = handshake(c, deadline, err);
     c->pending = 0;
@@ -652,8 +652,8 @@ static emq_status connect_once(emq_conn_t *c, emq_error *err) {
 /* Resolves the effective settings: properties set explicitly win over the
  * URL's. Returns EMQ_OK or EMQ_EINVAL for a combination that cannot work. */
 static emq_status resolve_settings(emq_conn_t *c, emq_error *err) {
-    const emq_conn_options *o = &c->opt;
-    emq_url *u = &c->url;
+    const emq__conn_options *o = &c->opt;
+    emq__url *u = &c->url;
     c->user = o->user ? o->user : u->user;
     c->password = o->password ? o->password : u->password;
     c->db = o->db >= 0 ? o->db : (u->db >= 0 ? u->db : 0);
@@ -672,12 +672,12 @@ static emq_status resolve_settings(emq_conn_t *c, emq_error *err) {
         snprintf(c->name, sizeof c->name, "%s:%d", u->host, u->port);
 #ifndef EMQ_HAVE_TLS
     if (u->scheme == EMQ_URL_TLS)
-        return emq_error_set(err, EMQ_EINVAL, 0,
+        return emq__error_set(err, EMQ_EINVAL, 0,
                              "rediss:// needs TLS, but this libechomq was "
                              "built without it (EMQ_TLS=OFF)");
 #endif
     if (o->backoff_min_ms > o->backoff_max_ms)
-        return emq_error_set(err, EMQ_EINVAL, 0,
+        return emq__error_set(err, EMQ_EINVAL, 0,
                              "reconnect.backoff_min_ms (%lld) is larger than "
                              "reconnect.backoff_max_ms (%lld)",
                              (long long)o->backoff_min_ms,
@@ -690,35 +690,35 @@ emq_status emq_conn_new(const emq_conf_t *conf, emq_conn_t **out,
     if (out)
         *out = NULL;
     if (conf == NULL || out == NULL)
-        return emq_error_set(err, EMQ_EINVAL, 0,
+        return emq__error_set(err, EMQ_EINVAL, 0,
                              "emq_conn_new: conf and out must not be NULL");
-    emq_conn_options opts;
-    emq_conn_options_of(conf, &opts);
-    return emq_conn_open(&opts, out, err);
+    emq__conn_options opts;
+    emq__conn_options_of(conf, &opts);
+    return emq__conn_open(&opts, out, err);
 }
 
-emq_status emq_conn_open(const emq_conn_options *opts, emq_conn_t **out,
+emq_status emq__conn_open(const emq__conn_options *opts, emq_conn_t **out,
                          emq_error *err) {
     if (out)
         *out = NULL;
     if (opts == NULL || opts->url == NULL || out == NULL)
-        return emq_error_set(err, EMQ_EINVAL, 0,
-                             "emq_conn_open: options, url and out must not "
+        return emq__error_set(err, EMQ_EINVAL, 0,
+                             "emq__conn_open: options, url and out must not "
                              "be NULL");
-    emq_conn_t *c = emq_calloc(1, sizeof *c);
+    emq_conn_t *c = emq__calloc(1, sizeof *c);
     if (c == NULL)
-        return emq_oom(err);
+        return emq__oom(err);
     c->url.db = -1;
-    if (emq_conn_options_keep(&c->opt, opts, err) != EMQ_OK) {
-        emq_free(c);
+    if (emq__conn_options_keep(&c->opt, opts, err) != EMQ_OK) {
+        emq__free(c);
         return EMQ_ENOMEM;
     }
-    emq_buf_init(&c->out, (size_t)c->opt.output_max_bytes,
+    emq__buf_init(&c->out, (size_t)c->opt.output_max_bytes,
                  "output buffer (output.max_bytes)");
-    c->rng = (uint64_t)emq_now_ms() ^ (uint64_t)(uintptr_t)c;
-    emq_status st = emq_url_parse(c->opt.url, &c->url, err);
+    c->rng = (uint64_t)emq__now_ms() ^ (uint64_t)(uintptr_t)c;
+    emq_status st = emq__url_parse(c->opt.url, &c->url, err);
     if (st == EMQ_EINVAL)
-        emq_error_prefix(err, "invalid url");
+        emq__error_prefix(err, "invalid url");
     if (st == EMQ_OK)
         st = resolve_settings(c, err);
     if (st == EMQ_OK)
@@ -727,7 +727,7 @@ emq_status emq_conn_open(const emq_conn_options *opts, emq_conn_t **out,
         emq_conn_destroy(c);
         return st;
     }
-    emq_error_clear(err);
+    emq__error_clear(err);
     *out = c;
     return EMQ_OK;
 }
@@ -736,12 +736,12 @@ void emq_conn_destroy(emq_conn_t *conn) {
     if (conn == NULL)
         return;
     drop_transport(conn);
-    emq_buf_free(&conn->out);
-    emq_free(conn->waits);
-    emq_url_free(&conn->url);
-    emq_conn_options_drop(&conn->opt);
-    emq_wipe(conn, sizeof *conn);
-    emq_free(conn);
+    emq__buf_free(&conn->out);
+    emq__free(conn->waits);
+    emq__url_free(&conn->url);
+    emq__conn_options_drop(&conn->opt);
+    emq__wipe(conn, sizeof *conn);
+    emq__free(conn);
 }
 
 /* ---- commands ------------------------------------------------------------- */
@@ -750,12 +750,12 @@ emq_status emq_conn_append(emq_conn_t *conn, int argc,
                            const char *const *argv, const size_t *argvlen,
                            emq_error *err) {
     if (conn == NULL)
-        return emq_error_set(err, EMQ_EINVAL, 0, "connection is NULL");
+        return emq__error_set(err, EMQ_EINVAL, 0, "connection is NULL");
     if (conn->broken.code != EMQ_OK)
         return sticky(conn, err);
     emq_status st = append(conn, argc, argv, argvlen, err);
     if (st == EMQ_OK)
-        emq_error_clear(err);
+        emq__error_clear(err);
     return st;
 }
 
@@ -775,20 +775,20 @@ emq_status emq_conn_get_reply(emq_conn_t *conn, emq_reply **reply,
     if (reply)
         *reply = NULL;
     if (conn == NULL || reply == NULL)
-        return emq_error_set(err, EMQ_EINVAL, 0,
+        return emq__error_set(err, EMQ_EINVAL, 0,
                              "connection and reply must not be NULL");
     if (conn->broken.code != EMQ_OK)
         return sticky(conn, err);
     if (conn->pending == 0)
-        return emq_error_set(err, EMQ_EINVAL, 0,
+        return emq__error_set(err, EMQ_EINVAL, 0,
                              "no reply is outstanding: append a command "
                              "first");
     emq_error e;
-    emq_error_clear(&e);
+    emq__error_clear(&e);
     emq_status st = next_reply(conn, conn->opt.command_timeout_ms, reply, &e);
     if (st != EMQ_OK)
         return break_conn(conn, &e, err);
-    emq_error_clear(err);
+    emq__error_clear(err);
     return EMQ_OK;
 }
 
@@ -798,12 +798,12 @@ emq_status emq_conn_command(emq_conn_t *conn, int argc,
     if (reply)
         *reply = NULL;
     if (conn == NULL || reply == NULL)
-        return emq_error_set(err, EMQ_EINVAL, 0,
+        return emq__error_set(err, EMQ_EINVAL, 0,
                              "connection and reply must not be NULL");
     if (conn->broken.code != EMQ_OK)
         return sticky(conn, err);
     if (conn->pending > 0)
-        return emq_error_set(err, EMQ_EINVAL, 0,
+        return emq__error_set(err, EMQ_EINVAL, 0,
                              "%zu pipelined replies are still unread; read "
                              "them with emq_conn_get_reply before "
                              "emq_conn_command",
@@ -820,24 +820,24 @@ size_t emq_conn_pending(const emq_conn_t *conn) {
 
 emq_status emq_conn_reconnect(emq_conn_t *conn, emq_error *err) {
     if (conn == NULL)
-        return emq_error_set(err, EMQ_EINVAL, 0, "connection is NULL");
+        return emq__error_set(err, EMQ_EINVAL, 0, "connection is NULL");
     drop_transport(conn);
     conn->pending = 0;
     conn->head = 0;
-    const emq_conn_options *o = &conn->opt;
+    const emq__conn_options *o = &conn->opt;
     emq_error e;
-    emq_error_clear(&e);
+    emq__error_clear(&e);
     emq_status st = EMQ_EIO;
-    emq_retry retry;
-    emq_retry_begin(&retry, o->backoff_min_ms, o->backoff_max_ms,
+    emq__retry retry;
+    emq__retry_begin(&retry, o->backoff_min_ms, o->backoff_max_ms,
                     o->max_attempts, -1, &conn->rng);
-    while (emq_retry_next(&retry)) {
-        emq_error_clear(&e);
+    while (emq__retry_next(&retry)) {
+        emq__error_clear(&e);
         st = connect_once(conn, &e);
         if (st == EMQ_OK) {
             conn->reconnects++;
-            emq_error_clear(&conn->broken);
-            emq_error_clear(err);
+            emq__error_clear(&conn->broken);
+            emq__error_clear(err);
             return EMQ_OK;
         }
         if (!e.retriable || st == EMQ_ENOMEM)
@@ -845,7 +845,7 @@ emq_status emq_conn_reconnect(emq_conn_t *conn, emq_error *err) {
                       out of memory is the caller's to know at once */
     }
     if (retry.attempt > 1)
-        emq_error_prefix(&e, "reconnect gave up after %lld attempts",
+        emq__error_prefix(&e, "reconnect gave up after %lld attempts",
                          (long long)retry.attempt);
     conn->broken = e;
     if (conn->broken.code == EMQ_OK)

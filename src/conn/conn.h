@@ -17,16 +17,16 @@
 
 /* ---- url.c ------------------------------------------------------------ */
 
-typedef enum emq_url_scheme {
+typedef enum emq__url_scheme {
     EMQ_URL_TCP = 1, /* redis:// */
     EMQ_URL_TLS = 2, /* rediss:// */
     EMQ_URL_UNIX = 3 /* unix:// */
-} emq_url_scheme;
+} emq__url_scheme;
 
-/* A parsed URL. Strings are emq_alloc'd, NUL-terminated and NULL when the
- * URL does not give them. Free with emq_url_free, which wipes password. */
-typedef struct emq_url {
-    emq_url_scheme scheme;
+/* A parsed URL. Strings are emq__alloc'd, NUL-terminated and NULL when the
+ * URL does not give them. Free with emq__url_free, which wipes password. */
+typedef struct emq__url {
+    emq__url_scheme scheme;
     char *host;          /* tcp/tls: name or address, IPv6 without [] */
     int port;            /* tcp/tls: 1-65535, default 6379 */
     char *path;          /* unix: socket path (percent-decoded) */
@@ -38,23 +38,23 @@ typedef struct emq_url {
     char *tls_key_file;  /* ?tls.key_file= */
     char *tls_sni;       /* ?tls.sni= */
     int tls_verify;      /* ?tls.verify=peer|none: 1|0; -1 when absent */
-} emq_url;
+} emq__url;
 
 /* Parses text into *out (which the caller provides; its previous contents
  * are not freed). Returns EMQ_OK, EMQ_ENOMEM, or EMQ_EINVAL with a
  * message naming the bad part ("port '99999' is out of range 1-65535").
  * A message never contains the password, nor any byte of the URL that
  * comes before its last '@'. On failure *out holds nothing to free. */
-emq_status emq_url_parse(const char *text, emq_url *out, emq_error *err);
+emq_status emq__url_parse(const char *text, emq__url *out, emq_error *err);
 /* Parses "host[:port]" or "[v6addr][:port]" (len bytes of text, no
  * scheme, user or path) with the same rules as a URL's host part into
  * out->host and out->port (default 6379); the cluster.seeds entries use
  * it. Returns EMQ_OK, EMQ_ENOMEM or EMQ_EINVAL naming the bad part; free
- * out with emq_url_free. */
-emq_status emq_hostport_parse(const char *text, size_t len, emq_url *out,
+ * out with emq__url_free. */
+emq_status emq__hostport_parse(const char *text, size_t len, emq__url *out,
                               emq_error *err);
 /* Frees the strings of u (wiping the password) and zeroes it. */
-void emq_url_free(emq_url *u);
+void emq__url_free(emq__url *u);
 
 /* The EMQ_EAUTH error for an authentication refusal r (WRONGPASS, NOAUTH,
  * a password the server does not need) answered to cmd on c, naming the
@@ -62,67 +62,67 @@ void emq_url_free(emq_url *u);
  * failed: text", also EMQ_EAUTH). For
  * the handshake, and for a first command a server refused for want of
  * AUTH (the cluster route's CLUSTER SHARDS). */
-emq_status emq_conn_auth_error(emq_conn_t *c, const emq_reply *r,
+emq_status emq__conn_auth_error(emq_conn_t *c, const emq_reply *r,
                                const char *cmd, emq_error *err);
 
 /* ---- backoff.c -------------------------------------------------------- */
 
 /* One step of a small PRNG (splitmix64) over *state; returns 64 random
  * bits. Deterministic for a given seed, so tests can pin it. */
-uint64_t emq_backoff_random(uint64_t *state);
+uint64_t emq__backoff_random(uint64_t *state);
 /* The uncapped-then-capped base delay for attempt n (0-based):
  * min(max_ms, min_ms * 2^n), computed without overflow for any n. */
-int64_t emq_backoff_base(int64_t min_ms, int64_t max_ms, unsigned attempt);
+int64_t emq__backoff_base(int64_t min_ms, int64_t max_ms, unsigned attempt);
 /* The delay to sleep before retry attempt n, with "equal jitter": half
  * of the base delay is fixed and the other half random, so the result is
  * in [base/2, base] and never above max_ms. */
-int64_t emq_backoff_delay(int64_t min_ms, int64_t max_ms, unsigned attempt,
+int64_t emq__backoff_delay(int64_t min_ms, int64_t max_ms, unsigned attempt,
                           uint64_t *state);
 
 /* The one way echomq retries: attempts, a capped jittered delay between
- * them (emq_backoff_delay, doubling from min_ms to max_ms), an optional
+ * them (emq__backoff_delay, doubling from min_ms to max_ms), an optional
  * bound on attempts and a deadline, and a stop predicate the waits
- * watch. Set it up with emq_retry_begin, then loop:
+ * watch. Set it up with emq__retry_begin, then loop:
  *
- *     emq_retry r;
- *     emq_retry_begin(&r, min, max, attempts, deadline, &rng);
- *     while (emq_retry_next(&r)) { try; if done: break; }
+ *     emq__retry r;
+ *     emq__retry_begin(&r, min, max, attempts, deadline, &rng);
+ *     while (emq__retry_next(&r)) { try; if done: break; }
  *
- * The first emq_retry_next returns 1 at once; each later one sleeps the
+ * The first emq__retry_next returns 1 at once; each later one sleeps the
  * next delay first (cut short by the deadline, after which one last
  * attempt is made; in slices of EMQ_RETRY_SLICE_MS when a stop predicate
  * is set, so a stop is seen within one), and returns 0 instead when the
  * attempts are spent, the deadline had passed before the wait, or the
  * predicate says stop. */
-typedef struct emq_retry {
+typedef struct emq__retry {
     int64_t min_ms, max_ms;
     int64_t max_attempts;     /* 0: no bound */
-    int64_t deadline_ms;      /* monotonic (emq_now_ms); -1: none */
+    int64_t deadline_ms;      /* monotonic (emq__now_ms); -1: none */
     int (*halted)(void *ctx); /* NULL, or 1 when the waiting must end */
     void *ctx;
     int stop_ends;            /* 1: a stop also ends the retrying */
     uint64_t *rng;            /* the jitter's state, the caller's */
     int64_t attempt;          /* attempts begun so far */
-} emq_retry;
+} emq__retry;
 
 /* The slice a stop-aware wait sleeps in. */
 #define EMQ_RETRY_SLICE_MS 20
 
-void emq_retry_begin(emq_retry *r, int64_t min_ms, int64_t max_ms,
+void emq__retry_begin(emq__retry *r, int64_t min_ms, int64_t max_ms,
                      int64_t max_attempts, int64_t deadline_ms,
                      uint64_t *rng);
 /* Makes r's waits stop-aware: halted(ctx) is asked during each one and
  * cuts it short. With ends 1 a stop also ends the retrying (asked before
- * and after each wait: emq_retry_next returns 0); with ends 0 the attempt
+ * and after each wait: emq__retry_next returns 0); with ends 0 the attempt
  * after a cut wait is still made and the caller decides what the stop
  * means. */
-void emq_retry_stop_when(emq_retry *r, int (*halted)(void *), void *ctx,
+void emq__retry_stop_when(emq__retry *r, int (*halted)(void *), void *ctx,
                          int ends);
 /* 1: make attempt r->attempt (counted); 0: no more (see above). */
-int emq_retry_next(emq_retry *r);
+int emq__retry_next(emq__retry *r);
 /* Sleeps ms, in slices that end early when halted(ctx) says so (NULL:
  * one sleep); what a stop-aware wait of its own uses. */
-void emq_nap(int64_t ms, int (*halted)(void *), void *ctx);
+void emq__nap(int64_t ms, int (*halted)(void *), void *ctx);
 
 /* ---- server.c --------------------------------------------------------- */
 
@@ -131,25 +131,25 @@ void emq_nap(int64_t ms, int (*halted)(void *), void *ctx);
  * every version difference the library acts on; a newer feature (Redis
  * 8.2's XACKDEL/XDELEX and ACKED trimming, 8.4's XREADGROUP ... CLAIM) is
  * a new bit here once a server that has it can be tested. */
-uint32_t emq_server_caps(const char *name, int major, int minor, int patch);
+uint32_t emq__server_caps(const char *name, int major, int minor, int patch);
 /* Fills *out from a HELLO reply (a map or, in RESP2, a flat array with
  * "server" and "version"). Returns 1 when both were found. */
-int emq_server_from_hello(const emq_reply *hello, emq_server *out);
+int emq__server_from_hello(const emq_reply *hello, emq_server *out);
 /* Fills *out from the text of INFO server (valkey_version and
  * server_name win over redis_version, which Valkey sets to 7.2.4).
  * Returns 1 when a version was found. */
-int emq_server_from_info(const char *text, size_t len, emq_server *out);
+int emq__server_from_info(const char *text, size_t len, emq_server *out);
 
 /* ---- options.c -------------------------------------------------------- */
 
 /* What one connection is told, typed: the rows of the property table that
  * the conn layer reads (docs/CONFIGURATION.md, "Read by"), and nothing
- * else. A layer above makes one with emq_conn_options_of and may set a
+ * else. A layer above makes one with emq__conn_options_of and may set a
  * field for its own use of the connection (a producer bounds the
  * timeouts by its own, a consumer makes single reconnect attempts); it
  * never edits a conf to steer the conn layer. Strings are borrowed:
- * emq_conn_open copies what it keeps. */
-typedef struct emq_conn_options {
+ * emq__conn_open copies what it keeps. */
+typedef struct emq__conn_options {
     const char *url;            /* never NULL */
     const char *user;           /* NULL: the URL's */
     const char *password;       /* NULL: the URL's; never in a message */
@@ -169,25 +169,25 @@ typedef struct emq_conn_options {
     int64_t max_attempts;       /* per emq_conn_reconnect; 0: no bound */
     int64_t pipeline_max;       /* appended commands left unread */
     int64_t output_max_bytes;   /* unsent output */
-    emq_resp_limits limits;     /* what one reply may be */
-} emq_conn_options;
+    emq__resp_limits limits;     /* what one reply may be */
+} emq__conn_options;
 
 /* Fills *out from conf (every string borrowed from conf). */
-void emq_conn_options_of(const emq_conf_t *conf, emq_conn_options *out);
+void emq__conn_options_of(const emq_conf_t *conf, emq__conn_options *out);
 /* Makes *dst a copy of *src that owns its strings (free with
- * emq_conn_options_drop). EMQ_ENOMEM leaves *dst owning nothing. */
-emq_status emq_conn_options_keep(emq_conn_options *dst,
-                                 const emq_conn_options *src,
+ * emq__conn_options_drop). EMQ_ENOMEM leaves *dst owning nothing. */
+emq_status emq__conn_options_keep(emq__conn_options *dst,
+                                 const emq__conn_options *src,
                                  emq_error *err);
 /* Wipes and frees the strings a kept copy owns; the struct is zeroed. */
-void emq_conn_options_drop(emq_conn_options *o);
+void emq__conn_options_drop(emq__conn_options *o);
 
 /* ---- conn.c ----------------------------------------------------------- */
 
 /* emq_conn_new with typed options (copied): the library's way to connect;
- * emq_conn_new is this with emq_conn_options_of(conf). Fails as
+ * emq_conn_new is this with emq__conn_options_of(conf). Fails as
  * emq_conn_new does. */
-emq_status emq_conn_open(const emq_conn_options *opts, emq_conn_t **out,
+emq_status emq__conn_open(const emq__conn_options *opts, emq_conn_t **out,
                          emq_error *err);
 
 /* Extra time, in ms, to wait for the reply of a blocking command beyond
@@ -196,7 +196,7 @@ emq_status emq_conn_open(const emq_conn_options *opts, emq_conn_t **out,
  * and the ms of WAIT/WAITAOF. Returns 0 for a non-blocking command (or an
  * argument the server will refuse anyway) and -1 when the command may
  * block forever (a zero timeout). */
-int64_t emq_conn_block_ms(int argc, const char *const *argv,
+int64_t emq__conn_block_ms(int argc, const char *const *argv,
                           const size_t *argvlen);
 
 /* Lets a read that waits for a reply give up once *flag is non-zero and
@@ -205,7 +205,7 @@ int64_t emq_conn_block_ms(int argc, const char *const *argv,
  * is not held up by a stalled server for command_timeout_ms. flag NULL:
  * never (the default). The flag is read, never written; it must outlive
  * its use. */
-void emq_conn_set_cancel(emq_conn_t *c, const atomic_int *flag,
+void emq__conn_set_cancel(emq_conn_t *c, const atomic_int *flag,
                          int64_t grace_ms);
 
 #endif /* EMQ_CONN_H */

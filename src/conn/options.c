@@ -3,7 +3,7 @@
  *
  * The one place that reads the conn layer's rows of a conf: a connection
  * (conn.c) and a route (the cluster layer, which passes them on to every
- * node connection) only ever see an emq_conn_options. A kept copy owns
+ * node connection) only ever see an emq__conn_options. A kept copy owns
  * its strings; the password, and every other string (a URL may hold
  * credentials), is wiped when it is dropped.
  */
@@ -13,32 +13,32 @@
 
 #include <string.h>
 
-void emq_conn_options_of(const emq_conf_t *conf, emq_conn_options *out) {
+void emq__conn_options_of(const emq_conf_t *conf, emq__conn_options *out) {
     memset(out, 0, sizeof *out);
-    out->url = emq_cfg_url(conf);
-    out->user = emq_cfg_user(conf);
-    out->password = emq_cfg_password(conf);
-    out->db = emq_cfg_db(conf);
-    out->client_name = emq_cfg_client_name(conf);
-    out->protocol = emq_cfg_protocol(conf);
-    out->connect_timeout_ms = emq_cfg_connect_timeout_ms(conf);
-    out->command_timeout_ms = emq_cfg_command_timeout_ms(conf);
-    out->tcp_keepalive_s = emq_cfg_tcp_keepalive_s(conf);
-    out->tls_ca_file = emq_cfg_tls_ca_file(conf);
-    out->tls_cert_file = emq_cfg_tls_cert_file(conf);
-    out->tls_key_file = emq_cfg_tls_key_file(conf);
-    out->tls_sni = emq_cfg_tls_sni(conf);
-    out->tls_verify = emq_cfg_tls_verify(conf);
-    out->backoff_min_ms = emq_cfg_backoff_min_ms(conf);
-    out->backoff_max_ms = emq_cfg_backoff_max_ms(conf);
-    out->max_attempts = emq_cfg_max_attempts(conf);
-    out->pipeline_max = emq_cfg_pipeline_max(conf);
-    out->output_max_bytes = emq_cfg_output_max_bytes(conf);
-    emq_resp_limits_default(&out->limits);
-    out->limits.max_bulk = (size_t)emq_cfg_resp_max_bulk(conf);
-    out->limits.max_depth = (size_t)emq_cfg_resp_max_depth(conf);
-    out->limits.max_elements = (size_t)emq_cfg_resp_max_elements(conf);
-    out->limits.max_reply = (size_t)emq_cfg_resp_max_reply(conf);
+    out->url = emq__cfg_url(conf);
+    out->user = emq__cfg_user(conf);
+    out->password = emq__cfg_password(conf);
+    out->db = emq__cfg_db(conf);
+    out->client_name = emq__cfg_client_name(conf);
+    out->protocol = emq__cfg_protocol(conf);
+    out->connect_timeout_ms = emq__cfg_connect_timeout_ms(conf);
+    out->command_timeout_ms = emq__cfg_command_timeout_ms(conf);
+    out->tcp_keepalive_s = emq__cfg_tcp_keepalive_s(conf);
+    out->tls_ca_file = emq__cfg_tls_ca_file(conf);
+    out->tls_cert_file = emq__cfg_tls_cert_file(conf);
+    out->tls_key_file = emq__cfg_tls_key_file(conf);
+    out->tls_sni = emq__cfg_tls_sni(conf);
+    out->tls_verify = emq__cfg_tls_verify(conf);
+    out->backoff_min_ms = emq__cfg_backoff_min_ms(conf);
+    out->backoff_max_ms = emq__cfg_backoff_max_ms(conf);
+    out->max_attempts = emq__cfg_max_attempts(conf);
+    out->pipeline_max = emq__cfg_pipeline_max(conf);
+    out->output_max_bytes = emq__cfg_output_max_bytes(conf);
+    emq__resp_limits_default(&out->limits);
+    out->limits.max_bulk = (size_t)emq__cfg_resp_max_bulk(conf);
+    out->limits.max_depth = (size_t)emq__cfg_resp_max_depth(conf);
+    out->limits.max_elements = (size_t)emq__cfg_resp_max_elements(conf);
+    out->limits.max_reply = (size_t)emq__cfg_resp_max_reply(conf);
 }
 
 /* The string fields of an options struct, for keep and drop. */
@@ -48,22 +48,22 @@ void emq_conn_options_of(const emq_conf_t *conf, emq_conn_options *out) {
      &(o)->tls_key_file,  &(o)->tls_sni}
 #define NSTRINGS 8
 
-void emq_conn_options_drop(emq_conn_options *o) {
+void emq__conn_options_drop(emq__conn_options *o) {
     if (o == NULL)
         return;
     const char **fields[NSTRINGS] = STRING_FIELDS(o);
     for (size_t i = 0; i < NSTRINGS; i++) {
         char *s = (char *)(uintptr_t)*fields[i];
         if (s) {
-            emq_wipe(s, strlen(s));
-            emq_free(s);
+            emq__wipe(s, strlen(s));
+            emq__free(s);
         }
     }
     memset(o, 0, sizeof *o);
 }
 
-emq_status emq_conn_options_keep(emq_conn_options *dst,
-                                 const emq_conn_options *src,
+emq_status emq__conn_options_keep(emq__conn_options *dst,
+                                 const emq__conn_options *src,
                                  emq_error *err) {
     *dst = *src;
     const char **fields[NSTRINGS] = STRING_FIELDS(dst);
@@ -71,7 +71,7 @@ emq_status emq_conn_options_keep(emq_conn_options *dst,
     for (; kept < NSTRINGS; kept++) {
         if (*fields[kept] == NULL)
             continue;
-        char *copy = emq_strdup(*fields[kept]);
+        char *copy = emq__strdup(*fields[kept]);
         if (copy == NULL)
             break;
         *fields[kept] = copy;
@@ -80,6 +80,6 @@ emq_status emq_conn_options_keep(emq_conn_options *dst,
         return EMQ_OK;
     for (size_t i = kept; i < NSTRINGS; i++) /* not copied: not ours */
         *fields[i] = NULL;
-    emq_conn_options_drop(dst);
-    return emq_oom(err);
+    emq__conn_options_drop(dst);
+    return emq__oom(err);
 }

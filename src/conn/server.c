@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-uint32_t emq_server_caps(const char *name, int major, int minor, int patch) {
+uint32_t emq__server_caps(const char *name, int major, int minor, int patch) {
     (void)patch;
     if (name == NULL || major <= 0)
         return 0;
@@ -82,11 +82,11 @@ static int fill(emq_server *out, const char *name, size_t name_len,
     out->major = major;
     out->minor = minor;
     out->patch = patch;
-    out->capabilities = emq_server_caps(out->name, major, minor, patch);
+    out->capabilities = emq__server_caps(out->name, major, minor, patch);
     return 1;
 }
 
-int emq_server_from_hello(const emq_reply *hello, emq_server *out) {
+int emq__server_from_hello(const emq_reply *hello, emq_server *out) {
     memset(out, 0, sizeof *out);
     emq_reply_type kind = emq_reply_kind(hello);
     if (kind != EMQ_REPLY_MAP && kind != EMQ_REPLY_ARRAY)
@@ -132,7 +132,7 @@ static const char *info_value(const char *text, size_t len, const char *field,
     return NULL;
 }
 
-int emq_server_from_info(const char *text, size_t len, emq_server *out) {
+int emq__server_from_info(const char *text, size_t len, emq_server *out) {
     memset(out, 0, sizeof *out);
     if (text == NULL)
         return 0;

@@ -22,11 +22,11 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-int emq_transport_wait(int fd, short events, int64_t deadline) {
+int emq__transport_wait(int fd, short events, int64_t deadline) {
     for (;;) {
         int timeout = -1;
         if (deadline >= 0) {
-            int64_t left = deadline - emq_now_ms();
+            int64_t left = deadline - emq__now_ms();
             if (left <= 0)
                 left = 0;
             timeout = left > 0x7fffffff ? 0x7fffffff : (int)left;
@@ -36,7 +36,7 @@ int emq_transport_wait(int fd, short events, int64_t deadline) {
         if (n > 0)
             return 1;
         if (n == 0) {
-            if (timeout != 0 && deadline >= 0 && emq_now_ms() < deadline)
+            if (timeout != 0 && deadline >= 0 && emq__now_ms() < deadline)
                 continue; /* woke early (clock granularity); wait the rest */
             return 0;
         }
@@ -45,7 +45,7 @@ int emq_transport_wait(int fd, short events, int64_t deadline) {
     }
 }
 
-static ssize_t sock_read(emq_transport *t, char *buf, size_t len,
+static ssize_t sock_read(emq__transport *t, char *buf, size_t len,
                          emq_error *err) {
     for (;;) {
         ssize_t n = recv(t->fd, buf, len, 0);
@@ -58,15 +58,15 @@ static ssize_t sock_read(emq_transport *t, char *buf, size_t len,
             return EMQ_EAGAIN;
         }
         if (errno == ECONNRESET)
-            return emq_error_set(err, EMQ_EIO, 1,
+            return emq__error_set(err, EMQ_EIO, 1,
                                  "connection to %s was reset by the server",
                                  t->name);
-        return emq_error_set(err, EMQ_EIO, 1, "read from %s failed: %s",
+        return emq__error_set(err, EMQ_EIO, 1, "read from %s failed: %s",
                              t->name, strerror(errno));
     }
 }
 
-static ssize_t sock_write(emq_transport *t, const char *buf, size_t len,
+static ssize_t sock_write(emq__transport *t, const char *buf, size_t len,
                           emq_error *err) {
     for (;;) {
         ssize_t n = send(t->fd, buf, len, MSG_NOSIGNAL);
@@ -79,28 +79,28 @@ static ssize_t sock_write(emq_transport *t, const char *buf, size_t len,
             return EMQ_EAGAIN;
         }
         if (errno == EPIPE || errno == ECONNRESET)
-            return emq_error_set(err, EMQ_EIO, 1,
+            return emq__error_set(err, EMQ_EIO, 1,
                                  "server closed the connection to %s",
                                  t->name);
-        return emq_error_set(err, EMQ_EIO, 1, "write to %s failed: %s",
+        return emq__error_set(err, EMQ_EIO, 1, "write to %s failed: %s",
                              t->name, strerror(errno));
     }
 }
 
-static void sock_close(emq_transport *t) {
+static void sock_close(emq__transport *t) {
     if (t == NULL)
         return;
     if (t->fd >= 0)
         close(t->fd);
-    emq_free(t);
+    emq__free(t);
 }
 
-static const emq_transport_ops sock_ops = {sock_read, sock_write, sock_close};
+static const emq__transport_ops sock_ops = {sock_read, sock_write, sock_close};
 
 /* Returns a new transport over fd, or NULL when out of memory (fd is then
  * closed). */
-static emq_transport *wrap_fd(int fd, const char *name) {
-    emq_transport *t = emq_calloc(1, sizeof *t);
+static emq__transport *wrap_fd(int fd, const char *name) {
+    emq__transport *t = emq__calloc(1, sizeof *t);
     if (t == NULL) {
         close(fd);
         return NULL;
@@ -120,7 +120,7 @@ static int connect_addr(int family, int socktype, int protocol,
                         emq_error *err) {
     int fd = socket(family, socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, protocol);
     if (fd < 0) {
-        *st = emq_error_set(err, EMQ_EIO, 1, "cannot create a socket for %s: %s",
+        *st = emq__error_set(err, EMQ_EIO, 1, "cannot create a socket for %s: %s",
                             name, strerror(errno));
         return -1;
     }
@@ -131,10 +131,10 @@ static int connect_addr(int family, int socktype, int protocol,
     if (rc < 0 && errno != EINPROGRESS && errno != EAGAIN)
         goto failed;
     if (rc < 0) {
-        int w = emq_transport_wait(fd, POLLOUT, deadline);
+        int w = emq__transport_wait(fd, POLLOUT, deadline);
         if (w == 0) {
             close(fd);
-            *st = emq_error_set(err, EMQ_ETIMEDOUT, 1,
+            *st = emq__error_set(err, EMQ_ETIMEDOUT, 1,
                                 "connect to %s timed out", name);
             return -1;
         }
@@ -154,9 +154,9 @@ failed: {
     int e = errno;
     close(fd);
     if (e == ECONNREFUSED)
-        *st = emq_error_set(err, EMQ_EIO, 1, "connect to %s refused", name);
+        *st = emq__error_set(err, EMQ_EIO, 1, "connect to %s refused", name);
     else
-        *st = emq_error_set(err, EMQ_EIO, 1, "connect to %s failed: %s", name,
+        *st = emq__error_set(err, EMQ_EIO, 1, "connect to %s failed: %s", name,
                             strerror(e));
     return -1;
 }
@@ -184,9 +184,9 @@ static void tune_tcp(int fd, int keepalive_s) {
     }
 }
 
-emq_status emq_transport_tcp_connect(const char *host, int port,
+emq_status emq__transport_tcp_connect(const char *host, int port,
                                      int keepalive_s, int64_t deadline,
-                                     const char *name, emq_transport **out,
+                                     const char *name, emq__transport **out,
                                      emq_error *err) {
     *out = NULL;
     char service[16];
@@ -204,8 +204,8 @@ emq_status emq_transport_tcp_connect(const char *host, int port,
     }
     if (gai != 0) {
         char shown[128];
-        emq_printable(shown, sizeof shown, host, strlen(host));
-        return emq_error_set(err, EMQ_ERESOLVE, gai == EAI_AGAIN,
+        emq__printable(shown, sizeof shown, host, strlen(host));
+        return emq__error_set(err, EMQ_ERESOLVE, gai == EAI_AGAIN,
                              "cannot resolve host '%s': %s", shown,
                              gai == EAI_SYSTEM ? strerror(errno)
                                                : gai_strerror(gai));
@@ -225,19 +225,19 @@ emq_status emq_transport_tcp_connect(const char *host, int port,
     tune_tcp(fd, keepalive_s);
     *out = wrap_fd(fd, name);
     if (*out == NULL)
-        return emq_oom(err);
+        return emq__oom(err);
     return EMQ_OK;
 }
 
-emq_status emq_transport_unix_connect(const char *path, int64_t deadline,
-                                      const char *name, emq_transport **out,
+emq_status emq__transport_unix_connect(const char *path, int64_t deadline,
+                                      const char *name, emq__transport **out,
                                       emq_error *err) {
     *out = NULL;
     struct sockaddr_un sa;
     memset(&sa, 0, sizeof sa);
     sa.sun_family = AF_UNIX;
     if (strlen(path) >= sizeof sa.sun_path)
-        return emq_error_set(err, EMQ_EINVAL, 0,
+        return emq__error_set(err, EMQ_EINVAL, 0,
                              "unix socket path is longer than %zu bytes: %s",
                              sizeof sa.sun_path - 1, name);
     memcpy(sa.sun_path, path, strlen(path) + 1);
@@ -248,6 +248,6 @@ emq_status emq_transport_unix_connect(const char *path, int64_t deadline,
         return st;
     *out = wrap_fd(fd, name);
     if (*out == NULL)
-        return emq_oom(err);
+        return emq__oom(err);
     return EMQ_OK;
 }

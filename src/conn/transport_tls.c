@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* transport_tls.c: TLS over a connected socket transport, with OpenSSL.
  *
- * emq_transport_tls_wrap stacks on a TCP transport: it builds a client
+ * emq__transport_tls_wrap stacks on a TCP transport: it builds a client
  * context (CA file or the system's default paths, optional client
  * certificate and key, TLS 1.2 minimum), sets SNI and the expected host
  * name or IP address for verification, and runs the handshake
@@ -31,8 +31,8 @@
 #include <time.h>
 
 typedef struct tls_transport {
-    emq_transport base;    /* first: the transport seen by conn.c */
-    emq_transport *inner;  /* the socket transport underneath */
+    emq__transport base;    /* first: the transport seen by conn.c */
+    emq__transport *inner;  /* the socket transport underneath */
     SSL_CTX *ctx;
     SSL *ssl;
 } tls_transport;
@@ -114,15 +114,15 @@ static ssize_t ssl_fail(tls_transport *t, int rc, const char *what,
     case SSL_ERROR_SYSCALL:
         ERR_clear_error();
         if (sys == 0 || rc == 0)
-            return emq_error_set(err, EMQ_EIO, 1,
+            return emq__error_set(err, EMQ_EIO, 1,
                                  "server closed the TLS connection to %s "
                                  "without close_notify",
                                  t->base.name);
-        return emq_error_set(err, EMQ_EIO, 1, "%s %s failed: %s", what,
+        return emq__error_set(err, EMQ_EIO, 1, "%s %s failed: %s", what,
                              t->base.name, strerror(sys));
     default:
         ssl_reason(why, sizeof why);
-        return emq_error_set(err, EMQ_ETLS, 0, "TLS %s %s failed: %s", what,
+        return emq__error_set(err, EMQ_ETLS, 0, "TLS %s %s failed: %s", what,
                              t->base.name, why[0] ? why : "unknown error");
     }
 }
@@ -144,7 +144,7 @@ static int guarded_io(tls_transport *t, char *buf, const char *cbuf,
     return rc;
 }
 
-static ssize_t tls_read(emq_transport *base, char *buf, size_t len,
+static ssize_t tls_read(emq__transport *base, char *buf, size_t len,
                         emq_error *err) {
     tls_transport *t = (tls_transport *)base;
     int rc = guarded_io(t, buf, NULL, len);
@@ -153,7 +153,7 @@ static ssize_t tls_read(emq_transport *base, char *buf, size_t len,
     return ssl_fail(t, rc, "read from", err);
 }
 
-static ssize_t tls_write(emq_transport *base, const char *buf, size_t len,
+static ssize_t tls_write(emq__transport *base, const char *buf, size_t len,
                          emq_error *err) {
     tls_transport *t = (tls_transport *)base;
     int rc = guarded_io(t, NULL, buf, len);
@@ -161,14 +161,14 @@ static ssize_t tls_write(emq_transport *base, const char *buf, size_t len,
         return rc;
     ssize_t r = ssl_fail(t, rc, "write to", err);
     if (r == 0) /* close_notify while writing: the peer is gone */
-        return emq_error_set(err, EMQ_EIO, 1,
+        return emq__error_set(err, EMQ_EIO, 1,
                              "server closed the connection to %s",
                              t->base.name);
     return r;
 }
 
 /* Sends close_notify without waiting for the peer's, then frees all. */
-static void tls_close(emq_transport *base) {
+static void tls_close(emq__transport *base) {
     tls_transport *t = (tls_transport *)base;
     if (t == NULL)
         return;
@@ -185,10 +185,10 @@ static void tls_close(emq_transport *base) {
     ERR_clear_error();
     if (t->inner)
         t->inner->ops->close(t->inner);
-    emq_free(t);
+    emq__free(t);
 }
 
-static const emq_transport_ops tls_ops = {tls_read, tls_write, tls_close};
+static const emq__transport_ops tls_ops = {tls_read, tls_write, tls_close};
 
 /* Returns 1 when host is an IPv4 or IPv6 literal. */
 static int is_ip_literal(const char *host) {
@@ -200,11 +200,11 @@ static int is_ip_literal(const char *host) {
 /* Builds the context and SSL object of t. Returns EMQ_OK or EMQ_ETLS /
  * EMQ_ENOMEM naming the file or setting that failed. */
 static emq_status setup(tls_transport *t, const char *host,
-                        const emq_tls_opts *o, emq_error *err) {
+                        const emq__tls_opts *o, emq_error *err) {
     char why[160];
     t->ctx = SSL_CTX_new(TLS_client_method());
     if (t->ctx == NULL)
-        return emq_error_set(err, EMQ_ENOMEM, 0,
+        return emq__error_set(err, EMQ_ENOMEM, 0,
                              "cannot create a TLS context: %s",
                              ssl_reason(why, sizeof why));
     SSL_CTX_set_min_proto_version(t->ctx, TLS1_2_VERSION);
@@ -212,30 +212,30 @@ static emq_status setup(tls_transport *t, const char *host,
                                  SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
     if (o->ca_file && o->ca_file[0]) {
         if (SSL_CTX_load_verify_locations(t->ctx, o->ca_file, NULL) != 1)
-            return emq_error_set(err, EMQ_ETLS, 0,
+            return emq__error_set(err, EMQ_ETLS, 0,
                                  "cannot load tls.ca_file '%s': %s",
                                  o->ca_file, ssl_reason(why, sizeof why));
     } else if (o->verify && SSL_CTX_set_default_verify_paths(t->ctx) != 1) {
-        return emq_error_set(err, EMQ_ETLS, 0,
+        return emq__error_set(err, EMQ_ETLS, 0,
                              "cannot load the system CA certificates: %s",
                              ssl_reason(why, sizeof why));
     }
     if ((o->cert_file && o->cert_file[0]) != (o->key_file && o->key_file[0]))
-        return emq_error_set(err, EMQ_ETLS, 0,
+        return emq__error_set(err, EMQ_ETLS, 0,
                              "tls.cert_file and tls.key_file must be set "
                              "together");
     if (o->cert_file && o->cert_file[0]) {
         if (SSL_CTX_use_certificate_chain_file(t->ctx, o->cert_file) != 1)
-            return emq_error_set(err, EMQ_ETLS, 0,
+            return emq__error_set(err, EMQ_ETLS, 0,
                                  "cannot load tls.cert_file '%s': %s",
                                  o->cert_file, ssl_reason(why, sizeof why));
         if (SSL_CTX_use_PrivateKey_file(t->ctx, o->key_file,
                                         SSL_FILETYPE_PEM) != 1)
-            return emq_error_set(err, EMQ_ETLS, 0,
+            return emq__error_set(err, EMQ_ETLS, 0,
                                  "cannot load tls.key_file '%s': %s",
                                  o->key_file, ssl_reason(why, sizeof why));
         if (SSL_CTX_check_private_key(t->ctx) != 1)
-            return emq_error_set(err, EMQ_ETLS, 0,
+            return emq__error_set(err, EMQ_ETLS, 0,
                                  "tls.key_file '%s' does not match "
                                  "tls.cert_file '%s'",
                                  o->key_file, o->cert_file);
@@ -244,13 +244,13 @@ static emq_status setup(tls_transport *t, const char *host,
                        NULL);
     t->ssl = SSL_new(t->ctx);
     if (t->ssl == NULL || SSL_set_fd(t->ssl, t->inner->fd) != 1)
-        return emq_error_set(err, EMQ_ENOMEM, 0,
+        return emq__error_set(err, EMQ_ENOMEM, 0,
                              "cannot create a TLS session: %s",
                              ssl_reason(why, sizeof why));
     int ip = is_ip_literal(host);
     const char *sni = o->sni && o->sni[0] ? o->sni : (ip ? NULL : host);
     if (sni && SSL_set_tlsext_host_name(t->ssl, sni) != 1)
-        return emq_error_set(err, EMQ_ETLS, 0, "cannot set SNI '%s': %s", sni,
+        return emq__error_set(err, EMQ_ETLS, 0, "cannot set SNI '%s': %s", sni,
                              ssl_reason(why, sizeof why));
     if (o->verify) {
         /* The certificate must name tls.sni when it is set (the name the
@@ -264,7 +264,7 @@ static emq_status setup(tls_transport *t, const char *host,
         int ok = expect_ip ? X509_VERIFY_PARAM_set1_ip_asc(param, expect)
                            : X509_VERIFY_PARAM_set1_host(param, expect, 0);
         if (ok != 1)
-            return emq_error_set(err, EMQ_ETLS, 0,
+            return emq__error_set(err, EMQ_ETLS, 0,
                                  "cannot set the expected server name '%s' "
                                  "for verification",
                                  expect);
@@ -295,12 +295,12 @@ static emq_status handshake(tls_transport *t, int64_t deadline,
         else if (e == SSL_ERROR_WANT_WRITE)
             want = POLLOUT;
         if (want) {
-            int w = emq_transport_wait(t->inner->fd, want, deadline);
+            int w = emq__transport_wait(t->inner->fd, want, deadline);
             if (w == 0)
-                return emq_error_set(err, EMQ_ETIMEDOUT, 1,
+                return emq__error_set(err, EMQ_ETIMEDOUT, 1,
                                      "TLS handshake with %s timed out", name);
             if (w < 0)
-                return emq_error_set(err, EMQ_EIO, 1,
+                return emq__error_set(err, EMQ_EIO, 1,
                                      "TLS handshake with %s failed: %s", name,
                                      strerror(errno));
             continue;
@@ -308,7 +308,7 @@ static emq_status handshake(tls_transport *t, int64_t deadline,
         long vr = SSL_get_verify_result(t->ssl);
         if (e == SSL_ERROR_SSL && vr != X509_V_OK) {
             ssl_reason(why, sizeof why);
-            return emq_error_set(err, EMQ_ETLS, 0,
+            return emq__error_set(err, EMQ_ETLS, 0,
                                  "TLS handshake with %s failed: %s (%s)",
                                  name,
                                  why[0] ? why : "certificate verify failed",
@@ -316,27 +316,27 @@ static emq_status handshake(tls_transport *t, int64_t deadline,
         }
         if (e == SSL_ERROR_SYSCALL || (e == SSL_ERROR_SSL && ERR_peek_error() == 0)) {
             ERR_clear_error();
-            return emq_error_set(err, EMQ_EIO, 1,
+            return emq__error_set(err, EMQ_EIO, 1,
                                  "TLS handshake with %s failed: %s", name,
                                  sys ? strerror(sys)
                                      : "the server closed the connection "
                                        "(is it a TLS port?)");
         }
         ssl_reason(why, sizeof why);
-        return emq_error_set(err, EMQ_ETLS, 0,
+        return emq__error_set(err, EMQ_ETLS, 0,
                              "TLS handshake with %s failed: %s", name,
                              why[0] ? why : "unknown error");
     }
 }
 
-emq_status emq_transport_tls_wrap(emq_transport *inner, const char *host,
-                                  const emq_tls_opts *opts, int64_t deadline,
-                                  emq_transport **out, emq_error *err) {
+emq_status emq__transport_tls_wrap(emq__transport *inner, const char *host,
+                                  const emq__tls_opts *opts, int64_t deadline,
+                                  emq__transport **out, emq_error *err) {
     *out = NULL;
-    tls_transport *t = emq_calloc(1, sizeof *t);
+    tls_transport *t = emq__calloc(1, sizeof *t);
     if (t == NULL) {
         inner->ops->close(inner);
-        return emq_oom(err);
+        return emq__oom(err);
     }
     t->base.ops = &tls_ops;
     t->base.buffers = 1;

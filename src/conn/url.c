@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* url.c: parses redis://, rediss:// and unix:// URLs into struct emq_url.
+/* url.c: parses redis://, rediss:// and unix:// URLs into struct emq__url.
  *
  * Forms accepted:
  *   redis://[user[:password]@]host[:port][/db]
@@ -38,7 +38,7 @@ static const char *quote(const parser *ps, const char *s, size_t n,
         return out;
     }
     char shown[80];
-    emq_printable(shown, sizeof shown, s, n);
+    emq__printable(shown, sizeof shown, s, n);
     snprintf(out, size, "'%s'%s", shown, n >= sizeof shown ? "..." : "");
     return out;
 }
@@ -58,9 +58,9 @@ static int hexval(char c) {
  * EMQ_ENOMEM, or EMQ_EINVAL for a bad escape or an escaped NUL. */
 static emq_status decode(const parser *ps, const char *s, size_t n,
                          const char *what, char **out) {
-    char *d = emq_alloc(n + 1);
+    char *d = emq__alloc(n + 1);
     if (d == NULL)
-        return emq_error_set(ps->err, EMQ_ENOMEM, 0,
+        return emq__error_set(ps->err, EMQ_ENOMEM, 0,
                              "out of memory parsing the URL");
     size_t j = 0;
     for (size_t i = 0; i < n; i++) {
@@ -71,9 +71,9 @@ static emq_status decode(const parser *ps, const char *s, size_t n,
         int hi = i + 2 < n ? hexval(s[i + 1]) : -1;
         int lo = hi >= 0 ? hexval(s[i + 2]) : -1;
         if (hi < 0 || lo < 0 || (hi == 0 && lo == 0)) {
-            emq_wipe(d, n + 1);
-            emq_free(d);
-            return emq_error_set(ps->err, EMQ_EINVAL, 0,
+            emq__wipe(d, n + 1);
+            emq__free(d);
+            return emq__error_set(ps->err, EMQ_EINVAL, 0,
                                  "%s has an invalid percent escape (use %%XX "
                                  "with two hex digits, not %%00)",
                                  what);
@@ -111,15 +111,15 @@ static int parse_num(const char *s, size_t n, int64_t min, int64_t max,
 
 /* Parses the database number in [s, s+n). Returns EMQ_OK or EMQ_EINVAL. */
 static emq_status parse_db(const parser *ps, const char *s, size_t n,
-                           emq_url *u) {
+                           emq__url *u) {
     char q[100];
     int r = parse_num(s, n, 0, INT32_MAX, &u->db);
     if (r == 0)
-        return emq_error_set(ps->err, EMQ_EINVAL, 0,
+        return emq__error_set(ps->err, EMQ_EINVAL, 0,
                              "database %s is not a number",
                              quote(ps, s, n, q, sizeof q));
     if (r < 0)
-        return emq_error_set(ps->err, EMQ_EINVAL, 0,
+        return emq__error_set(ps->err, EMQ_EINVAL, 0,
                              "database %s is out of range 0-2147483647",
                              quote(ps, s, n, q, sizeof q));
     return EMQ_OK;
@@ -133,25 +133,25 @@ static int host_char(char c) {
 /* Parses host[:port] or [v6]:port from [s, e) into u. Returns EMQ_OK,
  * EMQ_ENOMEM or EMQ_EINVAL naming the bad part. */
 static emq_status parse_hostport(const parser *ps, const char *s,
-                                 const char *e, emq_url *u) {
+                                 const char *e, emq__url *u) {
     char q[100];
     const char *hs, *he, *port = NULL;
     if (s < e && *s == '[') {
         const char *close = memchr(s, ']', (size_t)(e - s));
         if (close == NULL)
-            return emq_error_set(ps->err, EMQ_EINVAL, 0,
+            return emq__error_set(ps->err, EMQ_EINVAL, 0,
                                  "IPv6 address %s has no closing ']'",
                                  quote(ps, s, (size_t)(e - s), q, sizeof q));
         hs = s + 1;
         he = close;
         for (const char *c = hs; c < he; c++)
             if (!host_char(*c) && *c != ':' && *c != '%')
-                return emq_error_set(
+                return emq__error_set(
                     ps->err, EMQ_EINVAL, 0, "IPv6 address %s is not valid",
                     quote(ps, hs, (size_t)(he - hs), q, sizeof q));
         if (close + 1 < e) {
             if (close[1] != ':')
-                return emq_error_set(
+                return emq__error_set(
                     ps->err, EMQ_EINVAL, 0,
                     "unexpected %s after IPv6 address; use [addr]:port",
                     quote(ps, close + 1, (size_t)(e - close - 1), q,
@@ -163,40 +163,40 @@ static emq_status parse_hostport(const parser *ps, const char *s,
         const char *colon = memchr(s, ':', (size_t)(e - s));
         he = colon ? colon : e;
         if (colon && memchr(colon + 1, ':', (size_t)(e - colon - 1)))
-            return emq_error_set(ps->err, EMQ_EINVAL, 0,
+            return emq__error_set(ps->err, EMQ_EINVAL, 0,
                                  "host %s looks like an IPv6 address; put it "
                                  "in brackets, e.g. redis://[::1]:6379",
                                  quote(ps, s, (size_t)(e - s), q, sizeof q));
         for (const char *c = hs; c < he; c++)
             if (!host_char(*c))
-                return emq_error_set(
+                return emq__error_set(
                     ps->err, EMQ_EINVAL, 0, "host %s is not a valid host name",
                     quote(ps, hs, (size_t)(he - hs), q, sizeof q));
         if (colon)
             port = colon + 1;
     }
     if (he == hs)
-        return emq_error_set(ps->err, EMQ_EINVAL, 0,
+        return emq__error_set(ps->err, EMQ_EINVAL, 0,
                              "host is missing; e.g. redis://127.0.0.1:6379");
     u->port = 6379;
     if (port) {
         int64_t v;
         int r = parse_num(port, (size_t)(e - port), 1, 65535, &v);
         if (r == 0)
-            return emq_error_set(ps->err, EMQ_EINVAL, 0,
+            return emq__error_set(ps->err, EMQ_EINVAL, 0,
                                  "port %s is not a number",
                                  quote(ps, port, (size_t)(e - port), q,
                                        sizeof q));
         if (r < 0)
-            return emq_error_set(ps->err, EMQ_EINVAL, 0,
+            return emq__error_set(ps->err, EMQ_EINVAL, 0,
                                  "port %s is out of range 1-65535",
                                  quote(ps, port, (size_t)(e - port), q,
                                        sizeof q));
         u->port = (int)v;
     }
-    u->host = emq_strndup(hs, (size_t)(he - hs));
+    u->host = emq__strndup(hs, (size_t)(he - hs));
     if (u->host == NULL)
-        return emq_error_set(ps->err, EMQ_ENOMEM, 0,
+        return emq__error_set(ps->err, EMQ_ENOMEM, 0,
                              "out of memory parsing the URL");
     return EMQ_OK;
 }
@@ -204,14 +204,14 @@ static emq_status parse_hostport(const parser *ps, const char *s,
 /* Stores the decoded value of one query parameter [k, k+kn) = [v, v+vn)
  * into u. Returns EMQ_OK, EMQ_ENOMEM, or EMQ_EINVAL naming the parameter. */
 static emq_status parse_param(const parser *ps, const char *k, size_t kn,
-                              const char *v, size_t vn, emq_url *u) {
+                              const char *v, size_t vn, emq__url *u) {
     static const char *const tls_names[] = {"tls.ca_file", "tls.cert_file",
                                             "tls.key_file", "tls.sni",
                                             "tls.verify"};
     char q[100];
     if (kn == 2 && memcmp(k, "db", 2) == 0) {
         if (u->scheme != EMQ_URL_UNIX)
-            return emq_error_set(ps->err, EMQ_EINVAL, 0,
+            return emq__error_set(ps->err, EMQ_EINVAL, 0,
                                  "parameter 'db' is for unix:// URLs; give "
                                  "the database as the path, e.g. "
                                  "redis://host:6379/2");
@@ -222,17 +222,17 @@ static emq_status parse_param(const parser *ps, const char *k, size_t kn,
         if (strlen(tls_names[i]) == kn && memcmp(k, tls_names[i], kn) == 0)
             which = i;
     if (which == sizeof tls_names / sizeof tls_names[0])
-        return emq_error_set(ps->err, EMQ_EINVAL, 0,
+        return emq__error_set(ps->err, EMQ_EINVAL, 0,
                              "unknown URL parameter %s; use db (unix://) or "
                              "tls.ca_file, tls.cert_file, tls.key_file, "
                              "tls.sni, tls.verify (rediss://)",
                              quote(ps, k, kn, q, sizeof q));
     if (u->scheme != EMQ_URL_TLS)
-        return emq_error_set(ps->err, EMQ_EINVAL, 0,
+        return emq__error_set(ps->err, EMQ_EINVAL, 0,
                              "parameter '%s' needs a rediss:// URL",
                              tls_names[which]);
     if (vn == 0)
-        return emq_error_set(ps->err, EMQ_EINVAL, 0,
+        return emq__error_set(ps->err, EMQ_EINVAL, 0,
                              "parameter '%s' is empty", tls_names[which]);
     char *value = NULL;
     emq_status st = decode(ps, v, vn, tls_names[which], &value);
@@ -247,22 +247,22 @@ static emq_status parse_param(const parser *ps, const char *k, size_t kn,
     default:
         if (strcmp(value, "peer") == 0 || strcmp(value, "none") == 0) {
             u->tls_verify = value[0] == 'p';
-            emq_free(value);
+            emq__free(value);
             return EMQ_OK;
         }
-        emq_free(value);
-        return emq_error_set(ps->err, EMQ_EINVAL, 0,
+        emq__free(value);
+        return emq__error_set(ps->err, EMQ_EINVAL, 0,
                              "parameter 'tls.verify' is %s; use peer or none",
                              quote(ps, v, vn, q, sizeof q));
     }
-    emq_free(*slot); /* a repeated parameter: the last one wins */
+    emq__free(*slot); /* a repeated parameter: the last one wins */
     *slot = value;
     return EMQ_OK;
 }
 
 /* Parses the query [s, e) (without the '?'). */
 static emq_status parse_query(const parser *ps, const char *s, const char *e,
-                              emq_url *u) {
+                              emq__url *u) {
     while (s < e) {
         const char *amp = memchr(s, '&', (size_t)(e - s));
         const char *end = amp ? amp : e;
@@ -309,14 +309,14 @@ static const char *userinfo_end(int is_unix, const char *rest,
     return at;
 }
 
-/* The body of emq_url_parse; u is zeroed by the caller and freed by it on
+/* The body of emq__url_parse; u is zeroed by the caller and freed by it on
  * failure. */
-static emq_status parse(const parser *ps, emq_url *u) {
+static emq_status parse(const parser *ps, emq__url *u) {
     const char *text = ps->text;
     char q[100];
     const char *sep = strstr(text, "://");
     if (sep == NULL)
-        return emq_error_set(ps->err, EMQ_EINVAL, 0,
+        return emq__error_set(ps->err, EMQ_EINVAL, 0,
                              "URL has no scheme; use redis://host:port, "
                              "rediss://host:port or unix:///path");
     size_t sn = (size_t)(sep - text);
@@ -338,8 +338,8 @@ static emq_status parse(const parser *ps, emq_url *u) {
         }
         char shown[24];
         if (word)
-            emq_printable(shown, sizeof shown, text, sn);
-        return emq_error_set(ps->err, EMQ_EINVAL, 0,
+            emq__printable(shown, sizeof shown, text, sn);
+        return emq__error_set(ps->err, EMQ_EINVAL, 0,
                              "unsupported scheme '%s'; use redis://, "
                              "rediss:// or unix://",
                              word ? shown : "(withheld)");
@@ -372,11 +372,11 @@ static emq_status parse(const parser *ps, emq_url *u) {
 
     if (u->scheme == EMQ_URL_UNIX) {
         if (body == qend)
-            return emq_error_set(ps->err, EMQ_EINVAL, 0,
+            return emq__error_set(ps->err, EMQ_EINVAL, 0,
                                  "socket path is missing; e.g. "
                                  "unix:///run/redis.sock");
         if (*body != '/')
-            return emq_error_set(ps->err, EMQ_EINVAL, 0,
+            return emq__error_set(ps->err, EMQ_EINVAL, 0,
                                  "socket path %s is not absolute; e.g. "
                                  "unix:///run/redis.sock",
                                  quote(ps, body, (size_t)(qend - body), q,
@@ -401,7 +401,7 @@ static emq_status parse(const parser *ps, emq_url *u) {
     return EMQ_OK;
 }
 
-emq_status emq_hostport_parse(const char *text, size_t len, emq_url *out,
+emq_status emq__hostport_parse(const char *text, size_t len, emq__url *out,
                                emq_error *err) {
     memset(out, 0, sizeof *out);
     out->scheme = EMQ_URL_TCP;
@@ -410,38 +410,38 @@ emq_status emq_hostport_parse(const char *text, size_t len, emq_url *out,
     parser ps = {text, NULL, err};
     emq_status st = parse_hostport(&ps, text, text + len, out);
     if (st != EMQ_OK)
-        emq_url_free(out);
+        emq__url_free(out);
     return st;
 }
 
-emq_status emq_url_parse(const char *text, emq_url *out, emq_error *err) {
+emq_status emq__url_parse(const char *text, emq__url *out, emq_error *err) {
     memset(out, 0, sizeof *out);
     out->db = -1;
     out->tls_verify = -1;
     if (text == NULL)
-        return emq_error_set(err, EMQ_EINVAL, 0, "URL is missing");
+        return emq__error_set(err, EMQ_EINVAL, 0, "URL is missing");
     parser ps = {text, strrchr(text, '@'), err};
     emq_status st = parse(&ps, out);
     if (st != EMQ_OK) {
-        emq_url_free(out);
+        emq__url_free(out);
         return st;
     }
     return EMQ_OK;
 }
 
-void emq_url_free(emq_url *u) {
+void emq__url_free(emq__url *u) {
     if (u == NULL)
         return;
     if (u->password)
-        emq_wipe(u->password, strlen(u->password));
-    emq_free(u->host);
-    emq_free(u->path);
-    emq_free(u->user);
-    emq_free(u->password);
-    emq_free(u->tls_ca_file);
-    emq_free(u->tls_cert_file);
-    emq_free(u->tls_key_file);
-    emq_free(u->tls_sni);
+        emq__wipe(u->password, strlen(u->password));
+    emq__free(u->host);
+    emq__free(u->path);
+    emq__free(u->user);
+    emq__free(u->password);
+    emq__free(u->tls_ca_file);
+    emq__free(u->tls_cert_file);
+    emq__free(u->tls_key_file);
+    emq__free(u->tls_sni);
     memset(u, 0, sizeof *u);
     u->db = -1;
     u->tls_verify = -1;

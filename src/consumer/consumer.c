@@ -44,26 +44,26 @@
 
 /* The timing rules between properties, checked before any traffic. */
 static emq_status check_timing(const emq_conf_t *conf, emq_error *err) {
-    if (emq_cfg_lease_ttl_ms(conf) < 3 * emq_cfg_block_ms(conf) + 1000)
-        return emq_error_set(err, EMQ_EINVAL, 0,
+    if (emq__cfg_lease_ttl_ms(conf) < 3 * emq__cfg_block_ms(conf) + 1000)
+        return emq__error_set(err, EMQ_EINVAL, 0,
                              "lease.ttl_ms (%lld) must be at least 3 x "
                              "block_ms + 1000 (%lld), so a read never outlives "
                              "the lease",
-                             (long long)emq_cfg_lease_ttl_ms(conf),
-                             (long long)(3 * emq_cfg_block_ms(conf) + 1000));
-    if (emq_cfg_claim_min_idle_ms(conf) < EMQ_MIN_IDLE_FLOOR_MS)
-        return emq_error_set(err, EMQ_EINVAL, 0,
+                             (long long)emq__cfg_lease_ttl_ms(conf),
+                             (long long)(3 * emq__cfg_block_ms(conf) + 1000));
+    if (emq__cfg_claim_min_idle_ms(conf) < EMQ_MIN_IDLE_FLOOR_MS)
+        return emq__error_set(err, EMQ_EINVAL, 0,
                              "claim.min_idle_ms (%lld) must be at least %d: "
                              "entries in hand are refreshed every quarter of "
                              "it, so that no peer takes live work",
-                             (long long)emq_cfg_claim_min_idle_ms(conf),
+                             (long long)emq__cfg_claim_min_idle_ms(conf),
                              EMQ_MIN_IDLE_FLOOR_MS);
-    if (emq_cfg_retry_backoff_max_ms(conf) < emq_cfg_retry_backoff_ms(conf))
-        return emq_error_set(err, EMQ_EINVAL, 0,
+    if (emq__cfg_retry_backoff_max_ms(conf) < emq__cfg_retry_backoff_ms(conf))
+        return emq__error_set(err, EMQ_EINVAL, 0,
                              "retry.backoff_max_ms (%lld) is below "
                              "retry.backoff_ms (%lld)",
-                             (long long)emq_cfg_retry_backoff_max_ms(conf),
-                             (long long)emq_cfg_retry_backoff_ms(conf));
+                             (long long)emq__cfg_retry_backoff_max_ms(conf),
+                             (long long)emq__cfg_retry_backoff_ms(conf));
     return EMQ_OK;
 }
 
@@ -71,27 +71,27 @@ static emq_status check_timing(const emq_conf_t *conf, emq_error *err) {
 static emq_status make_keys(emq_consumer_t *c, emq_error *err) {
     char part[300];
     snprintf(part, sizeof part, "lease:%s", c->group);
-    c->lease_key = emq_keys_join(&c->keys, part, c->name);
+    c->lease_key = emq__keys_join(&c->keys, part, c->name);
     snprintf(part, sizeof part, "reasons:%s", c->group);
-    c->reasons_key = emq_keys_join(&c->keys, part, NULL);
+    c->reasons_key = emq__keys_join(&c->keys, part, NULL);
     snprintf(part, sizeof part, "retry:%s", c->group);
-    c->retry_key = emq_keys_join(&c->keys, part, NULL);
+    c->retry_key = emq__keys_join(&c->keys, part, NULL);
     if (c->lease_key == NULL || c->reasons_key == NULL ||
         c->retry_key == NULL)
-        return emq_oom(err);
+        return emq__oom(err);
     return EMQ_OK;
 }
 
-emq_status emq_consumer_make(const emq_conf_t *conf, emq_handler_fn handler,
+emq_status emq__consumer_make(const emq_conf_t *conf, emq_handler_fn handler,
                              emq_batch_handler_fn batch_handler, void *opaque,
                              emq_consumer_t **out, emq_error *err) {
     *out = NULL;
     if (conf == NULL)
-        return emq_error_set(err, EMQ_EINVAL, 0,
+        return emq__error_set(err, EMQ_EINVAL, 0,
                              "a consumer needs a configuration");
-    emq_consumer_t *c = emq_calloc(1, sizeof *c);
+    emq_consumer_t *c = emq__calloc(1, sizeof *c);
     if (c == NULL)
-        return emq_oom(err);
+        return emq__oom(err);
     pthread_mutex_init(&c->fatal_mu, NULL);
     pthread_mutex_init(&c->pull_mu, NULL);
     c->batch_handler = batch_handler;
@@ -99,64 +99,64 @@ emq_status emq_consumer_make(const emq_conf_t *conf, emq_handler_fn handler,
     emq_status st;
     c->conf = emq_conf_dup(conf);
     if (c->conf == NULL) {
-        st = emq_oom(err);
+        st = emq__oom(err);
         goto fail;
     }
-    if ((st = emq_inflight_init(&c->table, err)) != EMQ_OK)
+    if ((st = emq__inflight_init(&c->table, err)) != EMQ_OK)
         goto fail;
-    c->rx_ops = emq_alloc(EMQ_SETTLE_MAX_IDS * sizeof *c->rx_ops);
+    c->rx_ops = emq__alloc(EMQ_SETTLE_MAX_IDS * sizeof *c->rx_ops);
     if (c->rx_ops == NULL) {
-        st = emq_oom(err);
+        st = emq__oom(err);
         goto fail;
     }
     c->handler = handler;
     c->opaque = opaque;
-    c->group = emq_cfg_group(c->conf);
-    c->name = emq_cfg_consumer(c->conf);
-    if (emq_topic_is(c->conf) && (st = emq_topic_check(c->conf, err)) != EMQ_OK)
+    c->group = emq__cfg_group(c->conf);
+    c->name = emq__cfg_consumer(c->conf);
+    if (emq__topic_is(c->conf) && (st = emq__topic_check(c->conf, err)) != EMQ_OK)
         goto fail;
-    if ((st = emq_keys_resolve(emq_cfg_queue(c->conf), emq_cfg_stream(c->conf), &c->keys,
+    if ((st = emq__keys_resolve(emq__cfg_queue(c->conf), emq__cfg_stream(c->conf), &c->keys,
                                err)) != EMQ_OK ||
-        (st = emq_keys_check_name("group", c->group, err)) != EMQ_OK ||
-        (st = emq_keys_check_name("consumer name", c->name, err)) !=
+        (st = emq__keys_check_name("group", c->group, err)) != EMQ_OK ||
+        (st = emq__keys_check_name("consumer name", c->name, err)) !=
             EMQ_OK ||
-        (st = emq_stream_start_parse(emq_cfg_start(c->conf), c->start_id, err)) !=
+        (st = emq__stream_start_parse(emq__cfg_start(c->conf), c->start_id, err)) !=
             EMQ_OK ||
         (st = check_timing(c->conf, err)) != EMQ_OK ||
         (st = make_keys(c, err)) != EMQ_OK)
         goto fail;
-    emq_lease_make_token(c);
-    c->rng = (uint64_t)emq_now_ms() ^ (uint64_t)(uintptr_t)c;
+    emq__lease_make_token(c);
+    c->rng = (uint64_t)emq__now_ms() ^ (uint64_t)(uintptr_t)c;
     strcpy(c->claim_cursor, "0-0");
     *out = c;
     return EMQ_OK;
 fail:
-    emq_consumer_free(c);
+    emq__consumer_free(c);
     return st;
 }
 
-void emq_consumer_free(emq_consumer_t *c) {
+void emq__consumer_free(emq_consumer_t *c) {
     if (c == NULL)
         return;
     for (size_t i = 0; i < c->nparts; i++) /* a topic's partitions */
-        emq_consumer_free(c->parts[i]);
-    emq_free(c->parts);
+        emq__consumer_free(c->parts[i]);
+    emq__free(c->parts);
     if (c->ready != NULL && c->ready->root == c)
-        emq_ready_free(c->ready);
-    emq_free(c->fetchers);
-    emq_xchg_close(&c->rx);
-    emq_xchg_close(&c->upkeep.x);
-    emq_inflight_destroy(&c->table);
-    emq_keys_free(&c->keys);
-    emq_free(c->lease_key);
-    emq_free(c->reasons_key);
-    emq_free(c->retry_key);
-    emq_free(c->fields);
-    emq_free(c->rx_ops);
+        emq__ready_free(c->ready);
+    emq__free(c->fetchers);
+    emq__xchg_close(&c->rx);
+    emq__xchg_close(&c->upkeep.x);
+    emq__inflight_destroy(&c->table);
+    emq__keys_free(&c->keys);
+    emq__free(c->lease_key);
+    emq__free(c->reasons_key);
+    emq__free(c->retry_key);
+    emq__free(c->fields);
+    emq__free(c->rx_ops);
     emq_conf_destroy(c->conf);
     pthread_mutex_destroy(&c->fatal_mu);
     pthread_mutex_destroy(&c->pull_mu);
-    emq_free(c);
+    emq__free(c);
 }
 
 void emq_consumer_stop(emq_consumer_t *c) {
@@ -164,12 +164,12 @@ void emq_consumer_stop(emq_consumer_t *c) {
         return;
     atomic_store(&c->stop, 1);
     size_t n;
-    emq_consumer_t *const *m = emq_consumer_members(c, &n);
+    emq_consumer_t *const *m = emq__consumer_members(c, &n);
     for (size_t i = 0; i < n; i++)
         atomic_store(&m[i]->stop, 1);
     /* Pull mode: the event descriptor turns readable, so an event loop
      * learns of the stop (write(2) is async-signal-safe). */
-    emq_ready *r = c->ready;
+    emq__ready *r = c->ready;
     if (r != NULL) {
         uint64_t one = 1;
         ssize_t rc = write(r->efd, &one, sizeof one);
@@ -192,17 +192,17 @@ typedef enum step_end {
  * BUSYGROUP open the door; any other reply fails the start. */
 static emq_status open_door(emq_consumer_t *c, emq_error *err) {
     const char *argv[6];
-    emq_group_create_argv(argv, c->keys.stream, c->group, c->start_id);
+    emq__group_create_argv(argv, c->keys.stream, c->group, c->start_id);
     emq_reply *reply;
-    emq_status st = emq_xchg_call(&c->rx, 0, 6, argv, NULL, &reply, err);
+    emq_status st = emq__xchg_call(&c->rx, 0, 6, argv, NULL, &reply, err);
     if (st != EMQ_OK)
         return st;
     int created = 0;
-    st = emq_group_create_reply(reply, c->keys.stream, c->group, &created,
+    st = emq__group_create_reply(reply, c->keys.stream, c->group, &created,
                                 err);
     emq_reply_free(reply);
     if (st == EMQ_OK)
-        emq_consumer_log(c, EMQ_LOG_DEBUG,
+        emq__consumer_log(c, EMQ_LOG_DEBUG,
                          created ? "door: created group '%s' on '%s' at %s"
                                  : "door: group '%s' on '%s' exists; reading on",
                          c->group, c->keys.stream, c->start_id);
@@ -214,11 +214,11 @@ static emq_status open_door(emq_consumer_t *c, emq_error *err) {
 static step_end classify(emq_consumer_t *c, emq_status st,
                          const emq_error *err, int nogroup) {
     if (st == EMQ_OK)
-        return emq_lease_valid(c) || emq_consumer_stopping(c) ? STEP_OK
+        return emq__lease_valid(c) || emq__consumer_stopping(c) ? STEP_OK
                                                               : STEP_LEASE;
-    if (emq_consumer_stopping(c) && st != EMQ_EINVAL && st != EMQ_EAUTH)
+    if (emq__consumer_stopping(c) && st != EMQ_EINVAL && st != EMQ_EAUTH)
         return STEP_OK;
-    if (emq_xchg_reconnect_cures(st, err))
+    if (emq__xchg_reconnect_cures(st, err))
         return STEP_RECONNECT;
     if (nogroup)
         return STEP_GROUP_LOST;
@@ -231,19 +231,19 @@ static emq_status start_session(emq_consumer_t *c, int *nogroup,
     emq_status st;
     /* Entries read and not handed out are dropped, wherever they wait:
      * recover self brings them back. */
-    emq_ready_purge(c, 0);
-    emq_inflight_drop_unstarted(&c->table);
+    emq__ready_purge(c, 0);
+    emq__inflight_drop_unstarted(&c->table);
     /* Held earlier in this run and not known held now (a pause, an
      * outage): a holder found now took the name from us. */
-    if (c->lease_held && !emq_lease_valid(c))
+    if (c->lease_held && !emq__lease_valid(c))
         c->lease_lapsed = 1;
-    if ((st = emq_lease_acquire(c, err)) != EMQ_OK ||
-        (st = emq_topic_claim(c->rx.route, c->conf, err)) != EMQ_OK ||
+    if ((st = emq__lease_acquire(c, err)) != EMQ_OK ||
+        (st = emq__topic_claim(c->rx.route, c->conf, err)) != EMQ_OK ||
         (st = open_door(c, err)) != EMQ_OK)
         return st;
-    if (!c->upkeep.started && (st = emq_upkeep_start(c, err)) != EMQ_OK)
+    if (!c->upkeep.started && (st = emq__upkeep_start(c, err)) != EMQ_OK)
         return st;
-    st = emq_recover_self(c, err);
+    st = emq__recover_self(c, err);
     *nogroup = st == EMQ_ESERVER && c->nogroup;
     return st;
 }
@@ -252,22 +252,22 @@ static emq_status start_session(emq_consumer_t *c, int *nogroup,
  * deleted key followed by NOGROUP). Re-open the door at the declared
  * start, never at 0, unless the caller asked for this to be fatal. */
 static emq_status group_lost(emq_consumer_t *c, emq_error *err) {
-    if (emq_cfg_group_lost_fatal(c->conf))
-        return emq_error_set(err, EMQ_ESERVER, 0,
+    if (emq__cfg_group_lost_fatal(c->conf))
+        return emq__error_set(err, EMQ_ESERVER, 0,
                              "group '%s' or stream '%s' is gone (%s; "
                              "on_group_lost is fatal)",
                              c->group, c->keys.stream, c->nogroup_text);
-    int64_t now = emq_now_ms();
+    int64_t now = emq__now_ms();
     if (now - c->last_recreate_ms < RECREATE_GUARD_MS) /* never busy-loop */
-        emq_consumer_nap(c, RECREATE_GUARD_MS - (now - c->last_recreate_ms));
-    c->last_recreate_ms = emq_now_ms();
-    emq_consumer_log(c, EMQ_LOG_WARNING,
+        emq__consumer_nap(c, RECREATE_GUARD_MS - (now - c->last_recreate_ms));
+    c->last_recreate_ms = emq__now_ms();
+    emq__consumer_log(c, EMQ_LOG_WARNING,
                      "group or stream is gone (%s); creating it again at "
                      "the declared start '%s'",
-                     c->nogroup_text, emq_cfg_start(c->conf));
+                     c->nogroup_text, emq__cfg_start(c->conf));
     atomic_fetch_add(&c->stats.group_recreated, 1);
     /* Entries of a destroyed group have nothing left to settle. */
-    emq_inflight_clear(&c->table);
+    emq__inflight_clear(&c->table);
     return open_door(c, err);
 }
 
@@ -276,16 +276,16 @@ static emq_status group_lost(emq_consumer_t *c, emq_error *err) {
 static emq_status read_new(emq_consumer_t *c, size_t room, emq_error *err) {
     char count[24], block[24];
     /* Block no longer than until the next claim beat or retry is due. */
-    int64_t now = emq_now_ms();
-    int64_t wait = emq_cfg_block_ms(c->conf);
+    int64_t now = emq__now_ms();
+    int64_t wait = emq__cfg_block_ms(c->conf);
     int64_t until_beat = c->next_claim_ms - now;
-    int64_t until_due = emq_inflight_next_due(&c->table, now);
+    int64_t until_due = emq__inflight_next_due(&c->table, now);
     if (until_due < until_beat)
         until_beat = until_due;
     if (until_beat < wait)
         wait = until_beat < 1 ? 1 : until_beat;
     snprintf(count, sizeof count, "%lld",
-             (long long)((size_t)emq_cfg_count(c->conf) < room ? (size_t)emq_cfg_count(c->conf)
+             (long long)((size_t)emq__cfg_count(c->conf) < room ? (size_t)emq__cfg_count(c->conf)
                                                        : room));
     snprintf(block, sizeof block, "%lld", (long long)wait);
     const char *argv[] = {"XREADGROUP", "GROUP", c->group, c->name, "COUNT",
@@ -294,62 +294,62 @@ static emq_status read_new(emq_consumer_t *c, size_t room, emq_error *err) {
     /* Settlements decided since the last read travel in its round trip
      * (the upkeep thread sends whatever waits longer than
      * EMQ_SETTLE_DELAY_MS); never past the lease's deadline. */
-    size_t nops = emq_lease_valid(c) ? emq_inflight_take(&c->table, c->rx_ops,
-                                                         emq_settle_ops_max(c),
+    size_t nops = emq__lease_valid(c) ? emq__inflight_take(&c->table, c->rx_ops,
+                                                         emq__settle_ops_max(c),
                                                          1)
                                      : 0;
     settle_round round = {.c = c};
     emq_status st =
-        nops ? emq_settle_append(c, &c->rx, c->rx_ops, nops, err) : EMQ_OK;
+        nops ? emq__settle_append(c, &c->rx, c->rx_ops, nops, err) : EMQ_OK;
     emq_reply *reply = NULL;
     atomic_fetch_add(&c->stats.reads, 1);
     if (st == EMQ_OK)
-        st = emq_xchg_call_after(&c->rx, EMQ_XCHG_WAIT_OOM, 11, argv, NULL,
-                                 emq_settle_apply, &round, &reply, err);
-    emq_settle_finish(c, c->rx_ops, nops, st, &round);
+        st = emq__xchg_call_after(&c->rx, EMQ_XCHG_WAIT_OOM, 11, argv, NULL,
+                                 emq__settle_apply, &round, &reply, err);
+    emq__settle_finish(c, c->rx_ops, nops, st, &round);
     if (st != EMQ_OK)
         return st;
     if (emq_reply_kind(reply) == EMQ_REPLY_ERROR) {
         char shown[160];
-        emq_reply_text(reply, shown, sizeof shown);
+        emq__reply_text(reply, shown, sizeof shown);
         if (emq_reply_is_error(reply, "NOGROUP")) {
             c->nogroup = 1;
             snprintf(c->nogroup_text, sizeof c->nogroup_text, "%s", shown);
-            st = emq_reply_error_set(err, reply, "XREADGROUP");
+            st = emq__reply_error_set(err, reply, "XREADGROUP");
         } else if (emq_reply_is_error(reply, "UNBLOCKED")) {
             /* The blocked read was ended from outside: CLIENT UNBLOCK ...
              * ERROR, the key deleted (7.0), or migrated to another cluster
              * node, or the master demoted. Read again: a key or group that
              * is really gone gets NOGROUP; a migrated key is followed by
              * the route; a closed connection shows up on the next call. */
-            emq_consumer_log(c, EMQ_LOG_DEBUG, "read ended by %s; reading "
+            emq__consumer_log(c, EMQ_LOG_DEBUG, "read ended by %s; reading "
                              "again", shown);
-        } else if (emq_reply_not_now(reply, EMQ_XCHG_WAIT_OOM)) {
+        } else if (emq__reply_not_now(reply, EMQ_XCHG_WAIT_OOM)) {
             /* Waited out for minutes, or a stop: try again later. */
-            st = emq_error_set(err, EMQ_EIO, 1, "server not ready: %s", shown);
+            st = emq__error_set(err, EMQ_EIO, 1, "server not ready: %s", shown);
         } else {
-            st = emq_reply_error_set(err, reply, "XREADGROUP failed");
+            st = emq__reply_error_set(err, reply, "XREADGROUP failed");
         }
         emq_reply_free(reply);
         return st;
     }
-    const emq_reply *entries = emq_xread_entries(reply, err, &st);
+    const emq_reply *entries = emq__xread_entries(reply, err, &st);
     if (st != EMQ_OK || entries == NULL) { /* timeout, or 7.0's [] */
         if (st == EMQ_OK)
-            emq_xchg_healthy(&c->rx);
+            emq__xchg_healthy(&c->rx);
         emq_reply_free(reply);
         return st;
     }
     batch b;
-    emq_batch_init(&b);
-    if ((st = emq_batch_parse(&b, reply, entries, err)) == EMQ_OK) {
+    emq__batch_init(&b);
+    if ((st = emq__batch_parse(&b, reply, entries, err)) == EMQ_OK) {
         /* Only a reply that parsed resets the reconnect backoff. */
-        emq_xchg_healthy(&c->rx);
+        emq__xchg_healthy(&c->rx);
         for (size_t i = 0; i < b.n; i++)
             b.items[i].deliveries = 1; /* '>' delivers for the first time */
-        st = emq_batch_dispatch(c, &b, err);
+        st = emq__batch_dispatch(c, &b, err);
     }
-    emq_batch_free(&b);
+    emq__batch_free(&b);
     return st;
 }
 
@@ -358,21 +358,21 @@ static emq_status read_new(emq_consumer_t *c, size_t room, emq_error *err) {
  * none, the turn waits for some (settlements, a resume) instead. */
 static emq_status turn(emq_consumer_t *c, emq_error *err) {
     emq_status st = EMQ_OK;
-    if (emq_ready_room(c) == 0) {
-        emq_ready_wait_room(c, emq_cfg_block_ms(c->conf));
+    if (emq__ready_room(c) == 0) {
+        emq__ready_wait_room(c, emq__cfg_block_ms(c->conf));
         return EMQ_OK;
     }
-    if (emq_lease_valid(c) && atomic_exchange(&c->recover_self_due, 0))
-        st = emq_recover_self(c, err);
-    if (st == EMQ_OK && emq_now_ms() >= c->next_claim_ms &&
-        emq_ready_room(c) > 0) {
-        st = emq_recover_peers(c, err);
-        c->next_claim_ms = emq_now_ms() + emq_cfg_claim_interval_ms(c->conf);
+    if (emq__lease_valid(c) && atomic_exchange(&c->recover_self_due, 0))
+        st = emq__recover_self(c, err);
+    if (st == EMQ_OK && emq__now_ms() >= c->next_claim_ms &&
+        emq__ready_room(c) > 0) {
+        st = emq__recover_peers(c, err);
+        c->next_claim_ms = emq__now_ms() + emq__cfg_claim_interval_ms(c->conf);
     }
-    if (st == EMQ_OK && emq_inflight_next_due(&c->table, emq_now_ms()) == 0)
-        st = emq_recover_due(c, err);
-    size_t room = emq_ready_room(c);
-    if (st == EMQ_OK && !emq_consumer_stopping(c) && emq_lease_valid(c) &&
+    if (st == EMQ_OK && emq__inflight_next_due(&c->table, emq__now_ms()) == 0)
+        st = emq__recover_due(c, err);
+    size_t room = emq__ready_room(c);
+    if (st == EMQ_OK && !emq__consumer_stopping(c) && emq__lease_valid(c) &&
         room > 0)
         st = read_new(c, room, err);
     return st;
@@ -399,17 +399,17 @@ static emq_status recover_from(emq_consumer_t *c, step_end end,
                           : sizeof c->rx.last_reason - 1;
         memcpy(c->rx.last_reason, why, keep);
         c->rx.last_reason[keep] = '\0';
-        emq_consumer_log(c, news ? EMQ_LOG_WARNING : EMQ_LOG_DEBUG,
+        emq__consumer_log(c, news ? EMQ_LOG_WARNING : EMQ_LOG_DEBUG,
                          "connection failed (%s); reconnecting", why);
     }
-        st = emq_xchg_reconnect(&c->rx, err);
+        st = emq__xchg_reconnect(&c->rx, err);
         break;
     case STEP_GROUP_LOST:
         st = group_lost(c, err);
         break;
     case STEP_LEASE:
         c->lease_lapsed = 1;
-        emq_consumer_log(c, EMQ_LOG_WARNING,
+        emq__consumer_log(c, EMQ_LOG_WARNING,
                          "the lease is not known held (its renewal did not "
                          "get through in time); taking it again before "
                          "handing out anything");
@@ -421,28 +421,28 @@ static emq_status recover_from(emq_consumer_t *c, step_end end,
     return st;
 }
 
-emq_status emq_consumer_loop(emq_consumer_t *c, emq_error *err) {
+emq_status emq__consumer_loop(emq_consumer_t *c, emq_error *err) {
     atomic_store(&c->fatal, 0);
     emq_error local;
     if (err == NULL)
         err = &local;
-    emq_error_clear(err);
+    emq__error_clear(err);
     emq_status st = EMQ_OK;
     if (c->rx.route == NULL)
-        st = emq_xchg_open(&c->rx, c, "read", NULL, err);
+        st = emq__xchg_open(&c->rx, c, "read", NULL, err);
     /* Only a first connection that fails is fatal here. After that, a
      * transport failure anywhere, the session's first steps included (a
      * run after a stop may find its connection dead), reconnects. */
     int connected = st == EMQ_OK;
     c->nogroup = 0;
-    c->next_claim_ms = emq_now_ms() + emq_cfg_claim_interval_ms(c->conf);
+    c->next_claim_ms = emq__now_ms() + emq__cfg_claim_interval_ms(c->conf);
     if (connected) {
         int nogroup = 0;
-        st = emq_route_is_broken(c->rx.route)
-                 ? emq_error_set(err, EMQ_ECLOSED, 0, "connection closed")
+        st = emq__route_is_broken(c->rx.route)
+                 ? emq__error_set(err, EMQ_ECLOSED, 0, "connection closed")
                  : start_session(c, &nogroup, err);
     }
-    while (connected && !emq_consumer_stopping(c)) {
+    while (connected && !emq__consumer_stopping(c)) {
         step_end end = classify(c, st, err, c->nogroup);
         if (end == STEP_FATAL)
             break;
@@ -456,22 +456,22 @@ emq_status emq_consumer_loop(emq_consumer_t *c, emq_error *err) {
         /* Pull mode: what was read and not handed out goes back, counts
          * undone; what was handed out may still be settled, until close
          * (the upkeep thread goes on refreshing and sending meanwhile). */
-        emq_ready_purge(c, 1);
-        emq_ready_wait_settled(c);
+        emq__ready_purge(c, 1);
+        emq__ready_wait_settled(c);
         size_t left = atomic_load(&c->table.nhandling);
         if (left > 0)
-            emq_consumer_log(c, EMQ_LOG_WARNING,
+            emq__consumer_log(c, EMQ_LOG_WARNING,
                              "closing with %zu entries handed out and not "
                              "settled: they stay pending to this name and "
                              "come back at its next start",
                              left);
     }
-    emq_upkeep_stop(c);
-    if (c->rx.route != NULL && !emq_route_is_broken(c->rx.route))
-        emq_lease_release(c, &c->rx);
+    emq__upkeep_stop(c);
+    if (c->rx.route != NULL && !emq__route_is_broken(c->rx.route))
+        emq__lease_release(c, &c->rx);
     atomic_store(&c->lease_deadline_ms, 0);
     c->lease_held = c->lease_lapsed = 0;
-    emq_inflight_clear(&c->table);
+    emq__inflight_clear(&c->table);
     if (atomic_load(&c->fatal)) {
         pthread_mutex_lock(&c->fatal_mu);
         *err = c->fatal_err;
@@ -479,13 +479,13 @@ emq_status emq_consumer_loop(emq_consumer_t *c, emq_error *err) {
         st = err->code;
     } else if (atomic_load(&c->stop) &&
                classify(c, st, err, 0) != STEP_FATAL) {
-        emq_error_clear(err);
+        emq__error_clear(err);
         st = EMQ_OK;
     }
     return st;
 }
 
-/* One thread of emq_consumers_run. */
+/* One thread of emq__consumers_run. */
 typedef struct run_member {
     emq_consumer_t *const *all; /* every consumer of the run */
     size_t n;
@@ -506,14 +506,14 @@ static void *member_main(void *arg) {
     return NULL;
 }
 
-emq_status emq_consumers_run(emq_consumer_t *const *consumers, size_t n,
+emq_status emq__consumers_run(emq_consumer_t *const *consumers, size_t n,
                              emq_status (*run)(emq_consumer_t *c,
                                                emq_error *err),
                              emq_error *err) {
-    emq_error_clear(err);
-    run_member *members = emq_calloc(n ? n : 1, sizeof *members);
+    emq__error_clear(err);
+    run_member *members = emq__calloc(n ? n : 1, sizeof *members);
     if (members == NULL)
-        return emq_oom(err);
+        return emq__oom(err);
     emq_status st = EMQ_OK;
     for (size_t i = 0; i < n; i++) {
         run_member *m = &members[i];
@@ -522,7 +522,7 @@ emq_status emq_consumers_run(emq_consumer_t *const *consumers, size_t n,
         m->consumer = consumers[i];
         m->run = run;
         if (pthread_create(&m->thread, NULL, member_main, m) != 0) {
-            st = emq_error_set(err, EMQ_ENOMEM, 0,
+            st = emq__error_set(err, EMQ_ENOMEM, 0,
                                "could not start consumer thread %zu", i + 1);
             for (size_t k = 0; k < n; k++)
                 emq_consumer_stop(consumers[k]);
@@ -541,6 +541,6 @@ emq_status emq_consumers_run(emq_consumer_t *const *consumers, size_t n,
                 *err = m->error;
         }
     }
-    emq_free(members);
+    emq__free(members);
     return st;
 }

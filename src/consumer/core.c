@@ -11,30 +11,30 @@
 #include <stdarg.h>
 #include <stdio.h>
 
-void emq_consumer_log(emq_consumer_t *c, int level, const char *fmt, ...) {
-    if ((int64_t)level > emq_cfg_log_level(c->conf))
+void emq__consumer_log(emq_consumer_t *c, int level, const char *fmt, ...) {
+    if ((int64_t)level > emq__cfg_log_level(c->conf))
         return; /* not even formatted */
     char message[512];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(message, sizeof message, fmt, ap);
     va_end(ap);
-    emq_conf_log(c->conf, level, "consumer '%s' of group '%s' on '%s': %s",
+    emq__conf_log(c->conf, level, "consumer '%s' of group '%s' on '%s': %s",
                  c->name, c->group, c->keys.stream, message);
 }
 
-/* The stop predicate of the naps (emq_nap). */
-static int consumer_halted(void *c) { return emq_consumer_stopping(c); }
+/* The stop predicate of the naps (emq__nap). */
+static int consumer_halted(void *c) { return emq__consumer_stopping(c); }
 
-void emq_consumer_nap(emq_consumer_t *c, int64_t ms) {
-    emq_nap(ms, consumer_halted, c);
+void emq__consumer_nap(emq_consumer_t *c, int64_t ms) {
+    emq__nap(ms, consumer_halted, c);
 }
 
-int emq_consumer_stopping(emq_consumer_t *c) {
+int emq__consumer_stopping(emq_consumer_t *c) {
     return atomic_load(&c->stop) || atomic_load(&c->fatal);
 }
 
-void emq_consumer_fatal(emq_consumer_t *c, const emq_error *err) {
+void emq__consumer_fatal(emq_consumer_t *c, const emq_error *err) {
     pthread_mutex_lock(&c->fatal_mu);
     if (!atomic_load(&c->fatal)) {
         c->fatal_err = *err;
@@ -43,7 +43,7 @@ void emq_consumer_fatal(emq_consumer_t *c, const emq_error *err) {
     pthread_mutex_unlock(&c->fatal_mu);
 }
 
-emq_consumer_t *const *emq_consumer_members(emq_consumer_t *c, size_t *n) {
+emq_consumer_t *const *emq__consumer_members(emq_consumer_t *c, size_t *n) {
     *n = c->nparts ? c->nparts : 1;
     return c->nparts ? c->parts : &c->self;
 }

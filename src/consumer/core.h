@@ -64,36 +64,36 @@ typedef struct stats_hist {
 } stats_hist;
 
 /* One connection of a consumer (exchange.c offers its calls). */
-typedef struct emq_xchg {
+typedef struct emq__xchg {
     struct emq_consumer *c;
     const char *what;   /* "read" or "upkeep", for log lines */
-    emq_route *route;
+    emq__route *route;
     int *tags;          /* tag of each appended command whose reply is unread */
     size_t ntags, tags_cap;
     unsigned failures;  /* consecutive failed sessions: backoff before the
-                           next reconnect; reset by emq_xchg_healthy */
+                           next reconnect; reset by emq__xchg_healthy */
     atomic_int *halt;   /* NULL: waits end on the consumer's stop; else on
                            this flag (the upkeep runs on after a stop, until
                            the handler in progress has finished) */
     uint64_t rng;       /* backoff jitter */
     char last_reason[48]; /* why the last session failed (logged once) */
-    emq_route_stats counted; /* the route's counters already added to the
-                                consumer's (emq_xchg_count_route) */
-} emq_xchg;
+    emq__route_stats counted; /* the route's counters already added to the
+                                consumer's (emq__xchg_count_route) */
+} emq__xchg;
 
 /* The ready queue of pull mode (ready.h). */
-typedef struct emq_ready emq_ready;
+typedef struct emq__ready emq__ready;
 
 /* The maintenance thread's part of the consumer (upkeep.c). */
-typedef struct emq_upkeep {
-    emq_xchg x;
+typedef struct emq__upkeep {
+    emq__xchg x;
     atomic_int quit;       /* set by the run thread when it is done */
     pthread_t thread;
     int started;
     int64_t next_renew_ms, next_refresh_ms;
     int64_t next_stats_ms;  /* INT64_MAX: no statistics callback */
     int64_t refresh_every_ms;
-} emq_upkeep;
+} emq__upkeep;
 
 /* A consumer of one queue, or a topic's consumer of its partitions'
  * consumers (parts). */
@@ -101,7 +101,7 @@ struct emq_consumer {
     emq_conf_t *conf;       /* own copy */
     emq_handler_fn handler;
     void *opaque;
-    emq_keys keys;
+    emq__keys keys;
     const char *group;      /* borrowed from conf */
     const char *name;       /* consumer name, borrowed from conf */
     char start_id[EMQ_ID_MAX]; /* "$", "0" or the declared ID */
@@ -109,9 +109,9 @@ struct emq_consumer {
     char *reasons_key;
     char *retry_key;        /* the retry schedule (sorted set) */
     char token[256];        /* lease value: the holder's identity */
-    emq_xchg rx;            /* the run thread's exchange */
-    emq_upkeep upkeep;
-    emq_inflight table;
+    emq__xchg rx;            /* the run thread's exchange */
+    emq__upkeep upkeep;
+    emq__inflight table;
     atomic_int stop;        /* set by emq_consumer_stop (signal-safe) */
     atomic_int running;
     atomic_int fatal;       /* a fatal error is in fatal_err */
@@ -142,7 +142,7 @@ struct emq_consumer {
 
     /* Pull mode: the ready queue (owned by the topic's parent, or by this
      * consumer when it is not a partition), NULL in run mode. */
-    emq_ready *ready;
+    emq__ready *ready;
     emq_batch_handler_fn batch_handler;
     atomic_int batch_running; /* run with a batch handler is going */
     atomic_int paused;       /* emq_consumer_pause (a topic's parent's) */
@@ -162,16 +162,16 @@ struct emq_consumer {
 
 /* Logs through the conf's log callback (or stderr by default), naming the
  * consumer, group and stream. */
-void emq_consumer_log(emq_consumer_t *c, int level, const char *fmt,
+void emq__consumer_log(emq_consumer_t *c, int level, const char *fmt,
                       ...) EMQ_PRINTF(3, 4);
 /* Sleeps ms milliseconds, or less when a stop is requested meanwhile. */
-void emq_consumer_nap(emq_consumer_t *c, int64_t ms);
+void emq__consumer_nap(emq_consumer_t *c, int64_t ms);
 /* 1 once a stop was requested or a fatal error recorded. */
-int emq_consumer_stopping(emq_consumer_t *c);
+int emq__consumer_stopping(emq_consumer_t *c);
 /* Records the first fatal error (any thread) and asks run to stop. */
-void emq_consumer_fatal(emq_consumer_t *c, const emq_error *err);
+void emq__consumer_fatal(emq_consumer_t *c, const emq_error *err);
 /* The single-queue consumers c stands for, *n of them: a topic's
  * partitions, or c itself. What a call that loops over them uses. */
-emq_consumer_t *const *emq_consumer_members(emq_consumer_t *c, size_t *n);
+emq_consumer_t *const *emq__consumer_members(emq_consumer_t *c, size_t *n);
 
 #endif /* EMQ_CONSUMER_CORE_H */

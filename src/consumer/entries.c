@@ -22,21 +22,21 @@
 #include <string.h>
 #include <time.h>
 
-void emq_batch_init(batch *b) { memset(b, 0, sizeof *b); }
+void emq__batch_init(batch *b) { memset(b, 0, sizeof *b); }
 
-void emq_batch_clear(batch *b) {
+void emq__batch_clear(batch *b) {
     emq_reply_free(b->reply);
     b->reply = NULL;
     b->n = 0;
 }
 
-void emq_batch_free(batch *b) {
-    emq_batch_clear(b);
-    emq_free(b->items);
+void emq__batch_free(batch *b) {
+    emq__batch_clear(b);
+    emq__free(b->items);
     memset(b, 0, sizeof *b);
 }
 
-const emq_reply *emq_xread_entries(const emq_reply *reply, emq_error *err,
+const emq_reply *emq__xread_entries(const emq_reply *reply, emq_error *err,
                                    emq_status *st) {
     *st = EMQ_OK;
     emq_reply_type kind = emq_reply_kind(reply);
@@ -54,7 +54,7 @@ const emq_reply *emq_xread_entries(const emq_reply *reply, emq_error *err,
         return NULL;
     }
     if (entries == NULL || emq_reply_kind(entries) != EMQ_REPLY_ARRAY) {
-        *st = emq_reply_bad_shape(err, "XREADGROUP reply is not [[stream, entries]]");
+        *st = emq__reply_bad_shape(err, "XREADGROUP reply is not [[stream, entries]]");
         return NULL;
     }
     return emq_reply_len(entries) ? entries : NULL;
@@ -71,16 +71,16 @@ static int fields_shaped(const emq_reply *fields) {
            emq_reply_len(fields) % 2 == 0;
 }
 
-emq_status emq_batch_parse(batch *b, emq_reply *reply,
+emq_status emq__batch_parse(batch *b, emq_reply *reply,
                            const emq_reply *entries, emq_error *err) {
-    emq_batch_clear(b);
+    emq__batch_clear(b);
     b->reply = reply;
     size_t n = emq_reply_len(entries);
     if (n > b->cap) {
-        batch_item *items = emq_realloc(b->items, n * sizeof *items);
+        batch_item *items = emq__realloc(b->items, n * sizeof *items);
         if (items == NULL) {
-            emq_batch_clear(b);
-            return emq_oom(err);
+            emq__batch_clear(b);
+            return emq__oom(err);
         }
         b->items = items;
         b->cap = n;
@@ -96,10 +96,10 @@ emq_status emq_batch_parse(batch *b, emq_reply *reply,
             emq_reply_len(entry) < 1 ||
             emq_reply_kind(id) != EMQ_REPLY_STRING || id_len == 0 ||
             id_len >= EMQ_ID_MAX ||
-            emq_stream_id_parse(id_text, id_len, NULL) != 0) {
+            emq__stream_id_parse(id_text, id_len, NULL) != 0) {
             /* Without an ID nothing can be settled: the reply is broken. */
-            emq_batch_clear(b);
-            return emq_reply_bad_shape(err, "an entry has no stream ID");
+            emq__batch_clear(b);
+            return emq__reply_bad_shape(err, "an entry has no stream ID");
         }
         memcpy(item->id.str, id_text, id_len);
         item->id.str[id_len] = '\0';
@@ -116,15 +116,15 @@ emq_status emq_batch_parse(batch *b, emq_reply *reply,
     return EMQ_OK;
 }
 
-emq_status emq_entry_fields(emq_consumer_t *c, batch_item *item,
+emq_status emq__entry_fields(emq_consumer_t *c, batch_item *item,
                             emq_field *out, size_t *nfields,
                             emq_error *err) {
     size_t n = emq_reply_len(item->fields) / 2;
     if (out == NULL) {
         if (n > c->fields_cap) {
-            emq_field *f = emq_realloc(c->fields, n * sizeof *f);
+            emq_field *f = emq__realloc(c->fields, n * sizeof *f);
             if (f == NULL)
-                return emq_oom(err);
+                return emq__oom(err);
             c->fields = f;
             c->fields_cap = n;
         }
@@ -155,7 +155,7 @@ emq_status emq_entry_fields(emq_consumer_t *c, batch_item *item,
 static emq_status make_op(emq_consumer_t *c, const batch_item *item,
                           settle_kind kind, const char *reason, settle_op *op,
                           emq_error *err) {
-    return emq_settle_make(c, &item->id, item->deliveries, kind, reason, op,
+    return emq__settle_make(c, &item->id, item->deliveries, kind, reason, op,
                            err);
 }
 
@@ -163,7 +163,7 @@ static emq_status make_op(emq_consumer_t *c, const batch_item *item,
 static emq_status handle(emq_consumer_t *c, batch_item *item, settle_op *op,
                          emq_error *err) {
     size_t nfields = 0;
-    emq_status st = emq_entry_fields(c, item, NULL, &nfields, err);
+    emq_status st = emq__entry_fields(c, item, NULL, &nfields, err);
     if (st != EMQ_OK)
         return st;
     if (item->malformed) /* a name or value that is not a string */
@@ -178,18 +178,18 @@ static emq_status handle(emq_consumer_t *c, batch_item *item, settle_op *op,
         .consumer = c->name,
     };
     char reason[256] = "";
-    uint64_t max = (uint64_t)emq_cfg_max_deliveries(c->conf);
+    uint64_t max = (uint64_t)emq__cfg_max_deliveries(c->conf);
     atomic_fetch_add(&c->stats.delivered, 1);
-    int stats = emq_stats_on(c);
+    int stats = emq__stats_on(c);
     struct timespec t0, t1;
     if (stats)
         clock_gettime(CLOCK_MONOTONIC, &t0);
     emq_verdict verdict = c->handler(c->opaque, &entry, reason, sizeof reason);
     if (stats) {
         clock_gettime(CLOCK_MONOTONIC, &t1);
-        emq_stats_latency(c, (int64_t)(t1.tv_sec - t0.tv_sec) * 1000000 +
+        emq__stats_latency(c, (int64_t)(t1.tv_sec - t0.tv_sec) * 1000000 +
                                  (t1.tv_nsec - t0.tv_nsec) / 1000);
-        emq_stats_delivery(c, item->deliveries);
+        emq__stats_delivery(c, item->deliveries);
     }
     reason[sizeof reason - 1] = '\0';
     switch (verdict) {
@@ -219,7 +219,7 @@ static emq_status release_rest(emq_consumer_t *c, batch *b, size_t first,
     emq_status st = EMQ_OK;
     for (size_t i = first; i < b->n && st == EMQ_OK; i++)
         if (!b->items[i].held)
-            st = emq_inflight_release(&c->table, &b->items[i], err);
+            st = emq__inflight_release(&c->table, &b->items[i], err);
     return st;
 }
 
@@ -234,7 +234,7 @@ static int settle_unseen(emq_consumer_t *c, const batch_item *item,
     } else if (item->fields == NULL) {
         atomic_fetch_add(&c->stats.deleted_pending, 1);
         *st = make_op(c, item, SETTLE_GONE, NULL, op, err);
-    } else if (item->deliveries > (uint64_t)emq_cfg_max_deliveries(c->conf)) {
+    } else if (item->deliveries > (uint64_t)emq__cfg_max_deliveries(c->conf)) {
         *st = make_op(c, item, SETTLE_DEAD, NULL, op, err);
     } else {
         return 0;
@@ -244,22 +244,22 @@ static int settle_unseen(emq_consumer_t *c, const batch_item *item,
 
 /* Pull mode: a chunk able to hold every entry of b, its field views and
  * copies of the names an entry shows. NULL when out of memory. */
-static emq_chunk *chunk_new(emq_consumer_t *c, const batch *b) {
+static emq__chunk *chunk_new(emq_consumer_t *c, const batch *b) {
     size_t nfields = 0;
     for (size_t i = 0; i < b->n; i++)
         if (!b->items[i].held && b->items[i].fields != NULL)
             nfields += emq_reply_len(b->items[i].fields) / 2;
-    emq_chunk *ch = emq_calloc(1, sizeof *ch + b->n * sizeof ch->items[0]);
+    emq__chunk *ch = emq__calloc(1, sizeof *ch + b->n * sizeof ch->items[0]);
     if (ch == NULL)
         return NULL;
     size_t ls = strlen(c->keys.stream) + 1, lg = strlen(c->group) + 1,
            ln = strlen(c->name) + 1;
-    ch->names = emq_alloc(ls + lg + ln);
-    ch->fields = emq_alloc((nfields ? nfields : 1) * sizeof *ch->fields);
+    ch->names = emq__alloc(ls + lg + ln);
+    ch->fields = emq__alloc((nfields ? nfields : 1) * sizeof *ch->fields);
     if (ch->names == NULL || ch->fields == NULL) {
-        emq_free(ch->names);
-        emq_free(ch->fields);
-        emq_free(ch);
+        emq__free(ch->names);
+        emq__free(ch->fields);
+        emq__free(ch);
         return NULL;
     }
     memcpy(ch->names, c->keys.stream, ls);
@@ -271,11 +271,11 @@ static emq_chunk *chunk_new(emq_consumer_t *c, const batch *b) {
 
 /* Pull mode: adds item to ch for poll to hand out; an item whose field
  * views turn out malformed is marked so and not added. */
-static emq_status chunk_add(emq_consumer_t *c, emq_chunk *ch,
+static emq_status chunk_add(emq_consumer_t *c, emq__chunk *ch,
                             batch_item *item, emq_error *err) {
     size_t nfields = 0;
     emq_field *fields = ch->fields + ch->nfields;
-    emq_status st = emq_entry_fields(c, item, fields, &nfields, err);
+    emq_status st = emq__entry_fields(c, item, fields, &nfields, err);
     if (st != EMQ_OK || item->malformed)
         return st;
     handout *h = &ch->items[ch->n++];
@@ -298,40 +298,40 @@ static emq_status chunk_add(emq_consumer_t *c, emq_chunk *ch,
 
 /* Pull mode: hands ch to the ready queue with the reply its entries point
  * into (taken from b), or frees it when it holds none. */
-static emq_status chunk_push(emq_consumer_t *c, emq_chunk *ch, batch *b,
+static emq_status chunk_push(emq_consumer_t *c, emq__chunk *ch, batch *b,
                              emq_error *err) {
     if (ch->n == 0) {
         atomic_store(&ch->refs, 1);
-        emq_chunk_unref(ch);
+        emq__chunk_unref(ch);
         return EMQ_OK;
     }
     ch->reply = b->reply;
     b->reply = NULL;
     atomic_store(&ch->refs, ch->n);
-    emq_status st = emq_ready_push(c->ready, ch, err);
+    emq_status st = emq__ready_push(c->ready, ch, err);
     if (st != EMQ_OK) { /* not queued: the reply goes back to b */
         b->reply = ch->reply;
         ch->reply = NULL;
         atomic_store(&ch->refs, 1);
-        emq_chunk_unref(ch);
+        emq__chunk_unref(ch);
     }
     return st;
 }
 
-emq_status emq_batch_dispatch(emq_consumer_t *c, batch *b, emq_error *err) {
+emq_status emq__batch_dispatch(emq_consumer_t *c, batch *b, emq_error *err) {
     /* Everything read is owned from now on: into the table first (one
      * lock for the batch), so the upkeep thread refreshes entries that
      * wait behind a slow one. Entries held before (a retry waiting, an
      * ack not sent yet) come back marked held and are not handed out. */
-    if (emq_inflight_add_batch(&c->table, b->items, b->n, emq_now_ms()) != 0)
-        return emq_oom(err);
+    if (emq__inflight_add_batch(&c->table, b->items, b->n, emq__now_ms()) != 0)
+        return emq__oom(err);
     emq_status st = EMQ_OK;
     /* Pull mode: what may be handed out goes to the ready queue, in one
      * chunk, for poll; else to the handler here, one by one. */
-    emq_chunk *ch = NULL;
+    emq__chunk *ch = NULL;
     if (c->ready != NULL && (ch = chunk_new(c, b)) == NULL) {
-        emq_inflight_drop_unstarted(&c->table);
-        return emq_oom(err);
+        emq__inflight_drop_unstarted(&c->table);
+        return emq__oom(err);
     }
     /* The settlement decided last is queued together with the next begin,
      * in one lock: at once, since the next handler starts right away. */
@@ -346,7 +346,7 @@ emq_status emq_batch_dispatch(emq_consumer_t *c, batch *b, emq_error *err) {
             item->deliveries = 1; /* never unknown; at least this one */
         /* Past the lease's deadline, or asked to stop: hand out nothing
          * more; the rest stays pending and comes back (recover self). */
-        if (emq_consumer_stopping(c) || !emq_lease_valid(c)) {
+        if (emq__consumer_stopping(c) || !emq__lease_valid(c)) {
             broke = 1;
             break;
         }
@@ -362,18 +362,18 @@ emq_status emq_batch_dispatch(emq_consumer_t *c, batch *b, emq_error *err) {
         }
         if (unseen) {
             if (st == EMQ_OK && have)
-                st = emq_inflight_step(&c->table, &op, NULL, NULL, err);
+                st = emq__inflight_step(&c->table, &op, NULL, NULL, err);
             have = 0;
             if (st == EMQ_OK) {
                 op = next;
                 have = 1;
             } else {
-                emq_settle_op_free(&next);
+                emq__settle_op_free(&next);
             }
             continue;
         }
         int go = 0;
-        st = emq_inflight_step(&c->table, have ? &op : NULL, item, &go, err);
+        st = emq__inflight_step(&c->table, have ? &op : NULL, item, &go, err);
         have = 0;
         if (st == EMQ_OK && go == 1) {
             st = handle(c, item, &op, err);
@@ -385,15 +385,15 @@ emq_status emq_batch_dispatch(emq_consumer_t *c, batch *b, emq_error *err) {
         }
     }
     if (have && st == EMQ_OK)
-        st = emq_inflight_step(&c->table, &op, NULL, NULL, err);
+        st = emq__inflight_step(&c->table, &op, NULL, NULL, err);
     else if (have)
-        emq_settle_op_free(&op);
+        emq__settle_op_free(&op);
     if (ch != NULL && st == EMQ_OK && !broke) {
         st = chunk_push(c, ch, b, err);
     } else if (ch != NULL) {
         /* Cut short: nothing of this read is handed out. */
         for (size_t k = 0; k < ch->n && broke && st == EMQ_OK; k++)
-            st = emq_inflight_release(&c->table, &ch->items[k].item, err);
+            st = emq__inflight_release(&c->table, &ch->items[k].item, err);
         ch->n = 0;
         chunk_push(c, ch, b, err); /* frees it */
     }
@@ -408,6 +408,6 @@ emq_status emq_batch_dispatch(emq_consumer_t *c, batch *b, emq_error *err) {
     /* Entries not reached stay pending to this name; forget them here so
      * recover self hands them out later. */
     if (broke || st != EMQ_OK)
-        emq_inflight_drop_unstarted(&c->table);
+        emq__inflight_drop_unstarted(&c->table);
     return st;
 }

@@ -23,30 +23,30 @@
  * up. */
 #define STOP_GRACE_MS 500
 
-/* The stop predicate of the naps and retries (emq_nap, emq_retry). */
-static int xchg_halted(void *x) { return emq_xchg_halted(x); }
+/* The stop predicate of the naps and retries (emq__nap, emq__retry). */
+static int xchg_halted(void *x) { return emq__xchg_halted(x); }
 
-int emq_xchg_halted(const emq_xchg *x) {
+int emq__xchg_halted(const emq__xchg *x) {
     if (x->halt != NULL)
         return atomic_load(x->halt) || atomic_load(&x->c->fatal);
-    return emq_consumer_stopping(x->c);
+    return emq__consumer_stopping(x->c);
 }
 
-void emq_xchg_nap(emq_xchg *x, int64_t ms) { emq_nap(ms, xchg_halted, x); }
+void emq__xchg_nap(emq__xchg *x, int64_t ms) { emq__nap(ms, xchg_halted, x); }
 
 /* ---- classification ------------------------------------------------------ */
 
-int emq_reply_not_now(const emq_reply *r, unsigned flags) {
-    return emq_reply_transient(r) ||
-           ((flags & EMQ_XCHG_WAIT_OOM) && emq_reply_mentions(r, "OOM"));
+int emq__reply_not_now(const emq_reply *r, unsigned flags) {
+    return emq__reply_transient(r) ||
+           ((flags & EMQ_XCHG_WAIT_OOM) && emq__reply_mentions(r, "OOM"));
 }
 
-int emq_xchg_reconnect_cures(emq_status st, const emq_error *err) {
+int emq__xchg_reconnect_cures(emq_status st, const emq_error *err) {
     return st == EMQ_EIO || st == EMQ_ETIMEDOUT || st == EMQ_ECLOSED ||
-           st == EMQ_EPROTO || emq_xchg_cluster_bound(st, err);
+           st == EMQ_EPROTO || emq__xchg_cluster_bound(st, err);
 }
 
-int emq_xchg_cluster_bound(emq_status st, const emq_error *err) {
+int emq__xchg_cluster_bound(emq_status st, const emq_error *err) {
     /* A local limit has no reply; the route's bounds quote the last. */
     return st == EMQ_ELIMIT && err != NULL && err->reply_code[0] != '\0';
 }
@@ -60,8 +60,8 @@ static int text_has(const char *text, size_t len, const char *needle) {
     return 0;
 }
 
-int emq_reply_refused(const emq_reply *r) {
-    if (emq_reply_mentions(r, "NOPERM"))
+int emq__reply_refused(const emq_reply *r) {
+    if (emq__reply_mentions(r, "NOPERM"))
         return 1;
     /* The words of an ACL refusal inside a script: 7.0 "The user executing
      * the script can't run this command", 7.2 and Valkey "ACL failure in
@@ -74,66 +74,66 @@ int emq_reply_refused(const emq_reply *r) {
 
 /* ---- open, append, drain -------------------------------------------------- */
 
-emq_status emq_xchg_open(emq_xchg *x, emq_consumer_t *c, const char *what,
+emq_status emq__xchg_open(emq__xchg *x, emq_consumer_t *c, const char *what,
                          atomic_int *halt, emq_error *err) {
     memset(x, 0, sizeof *x);
     x->c = c;
     x->what = what;
     x->halt = halt;
-    x->rng = (uint64_t)emq_now_ms() ^ (uint64_t)(uintptr_t)x;
+    x->rng = (uint64_t)emq__now_ms() ^ (uint64_t)(uintptr_t)x;
     emq_status st;
     /* consumer.connect wait: a server that does not answer yet is waited
      * for like a later reconnect (backoff naps a stop ends), so workers
      * started before their server do not crash-loop. A refusal that will
      * not change by itself (a password, a certificate, a bad URL) still
      * ends the start at once. */
-    emq_retry retry;
-    emq_retry_begin(&retry, emq_cfg_backoff_min_ms(c->conf), emq_cfg_backoff_max_ms(c->conf),
+    emq__retry retry;
+    emq__retry_begin(&retry, emq__cfg_backoff_min_ms(c->conf), emq__cfg_backoff_max_ms(c->conf),
                     0, -1, &x->rng);
-    emq_retry_stop_when(&retry, xchg_halted, x, 1);
+    emq__retry_stop_when(&retry, xchg_halted, x, 1);
     int stopped = 1; /* the retrying ended by a stop, not by a result */
     /* Both connections are named after the consumer (contract 3).
      * Reconnecting never ends on its own (the consumer keeps trying until
      * stopped), so the route makes single attempts and the exchange sleeps
      * the backoff where a stop can cut it short. */
-    emq_route_options opts;
-    emq_route_options_of(c->conf, &opts);
+    emq__route_options opts;
+    emq__route_options_of(c->conf, &opts);
     opts.conn.client_name = c->name;
     opts.conn.max_attempts = 1;
-    while (emq_retry_next(&retry)) {
-        st = emq_route_open(&opts, c->keys.stream, &x->route, err);
-        if (st == EMQ_OK || !emq_cfg_consumer_connect_wait(c->conf) ||
+    while (emq__retry_next(&retry)) {
+        st = emq__route_open(&opts, c->keys.stream, &x->route, err);
+        if (st == EMQ_OK || !emq__cfg_consumer_connect_wait(c->conf) ||
             st == EMQ_EAUTH || st == EMQ_EINVAL || st == EMQ_ETLS ||
             st == EMQ_ENOMEM) {
             stopped = 0;
             break;
         }
-        emq_consumer_log(c,
+        emq__consumer_log(c,
                          retry.attempt == 1 ? EMQ_LOG_WARNING : EMQ_LOG_DEBUG,
                          "%s connection: %s; waiting for the server "
                          "(consumer.connect wait)",
                          what, err ? err->message : emq_strerror(st));
     }
     if (stopped)
-        st = emq_error_set(err, EMQ_ECLOSED, 0,
+        st = emq__error_set(err, EMQ_ECLOSED, 0,
                            "stopped while waiting for the server");
     /* A stop is not held up by a stalled server: a reply overdue by
      * STOP_GRACE_MS once it was asked is given up (the connection with it;
      * what it would have delivered stays pending to this name). */
     if (st == EMQ_OK)
-        emq_route_set_cancel(x->route, halt ? halt : &c->stop, STOP_GRACE_MS);
+        emq__route_set_cancel(x->route, halt ? halt : &c->stop, STOP_GRACE_MS);
     return st;
 }
 
 /* Adds what the route did since the last count to the consumer's cluster
  * counters. Called before each use of the route and at its close, so every
  * redirection is counted by the time the consumer stops. */
-static void count_route(emq_xchg *x) {
+static void count_route(emq__xchg *x) {
     if (x->route == NULL)
         return;
-    emq_route_stats now;
-    emq_route_stats_get(x->route, &now);
-    const emq_route_stats *was = &x->counted;
+    emq__route_stats now;
+    emq__route_stats_get(x->route, &now);
+    const emq__route_stats *was = &x->counted;
     uint64_t redirects = now.redirects_moved - was->redirects_moved +
                          now.redirects_ask - was->redirects_ask;
     uint64_t retries = now.tryagain - was->tryagain + now.clusterdown -
@@ -145,33 +145,33 @@ static void count_route(emq_xchg *x) {
     x->counted = now;
 }
 
-void emq_xchg_close(emq_xchg *x) {
+void emq__xchg_close(emq__xchg *x) {
     count_route(x);
-    emq_route_destroy(x->route);
-    emq_free(x->tags);
+    emq__route_destroy(x->route);
+    emq__free(x->tags);
     x->route = NULL;
     x->tags = NULL;
     x->ntags = x->tags_cap = 0;
 }
 
-emq_status emq_xchg_append(emq_xchg *x, int tag, int argc,
+emq_status emq__xchg_append(emq__xchg *x, int tag, int argc,
                            const char *const *argv, const size_t *argvlen,
                            emq_error *err) {
     if (x->ntags == x->tags_cap) {
         size_t cap = x->tags_cap ? x->tags_cap * 2 : 16;
-        int *t = emq_realloc(x->tags, cap * sizeof *t);
+        int *t = emq__realloc(x->tags, cap * sizeof *t);
         if (t == NULL)
-            return emq_oom(err);
+            return emq__oom(err);
         x->tags = t;
         x->tags_cap = cap;
     }
-    emq_status st = emq_route_append(x->route, argc, argv, argvlen, err);
+    emq_status st = emq__route_append(x->route, argc, argv, argvlen, err);
     if (st == EMQ_OK)
         x->tags[x->ntags++] = tag;
     return st;
 }
 
-emq_status emq_xchg_drain(emq_xchg *x, emq_xchg_apply_fn apply, void *ctx,
+emq_status emq__xchg_drain(emq__xchg *x, emq__xchg_apply_fn apply, void *ctx,
                           emq_error *err) {
     emq_status result = EMQ_OK;
     size_t n = x->ntags;
@@ -183,8 +183,8 @@ emq_status emq_xchg_drain(emq_xchg *x, emq_xchg_apply_fn apply, void *ctx,
     for (size_t i = 0; i < n; i++) {
         emq_reply *reply;
         emq_error rerr;
-        emq_status st = emq_route_get_reply(x->route, &reply, &rerr);
-        if (emq_route_only_this_failed(x->route, st)) {
+        emq_status st = emq__route_get_reply(x->route, &reply, &rerr);
+        if (emq__route_only_this_failed(x->route, st)) {
             if (result == EMQ_OK) { /* that command alone: keep reading */
                 result = st;
                 if (err)
@@ -219,81 +219,81 @@ emq_status emq_xchg_drain(emq_xchg *x, emq_xchg_apply_fn apply, void *ctx,
 #define NOT_NOW_PAUSE_MIN_MS 50
 #define NOT_NOW_PAUSE_MAX_MS 1000
 
-emq_status emq_xchg_call(emq_xchg *x, unsigned flags, int argc,
+emq_status emq__xchg_call(emq__xchg *x, unsigned flags, int argc,
                          const char *const *argv, const size_t *argvlen,
                          emq_reply **reply, emq_error *err) {
     emq_consumer_t *c = x->c;
-    int64_t began = emq_now_ms();
+    int64_t began = emq__now_ms();
     count_route(x);
     /* A stop cuts a pause short; the command is sent once more and its
      * reply returned, whatever it is. */
-    emq_retry retry;
-    emq_retry_begin(&retry, NOT_NOW_PAUSE_MIN_MS, NOT_NOW_PAUSE_MAX_MS, 0,
+    emq__retry retry;
+    emq__retry_begin(&retry, NOT_NOW_PAUSE_MIN_MS, NOT_NOW_PAUSE_MAX_MS, 0,
                     -1, &x->rng);
-    emq_retry_stop_when(&retry, xchg_halted, x, 0);
-    while (emq_retry_next(&retry)) {
+    emq__retry_stop_when(&retry, xchg_halted, x, 0);
+    while (emq__retry_next(&retry)) {
         atomic_fetch_add(&c->stats.round_trips, 1);
         emq_error e;
         emq_status st =
-            emq_route_command(x->route, argc, argv, argvlen, reply, &e);
+            emq__route_command(x->route, argc, argv, argvlen, reply, &e);
         /* A TRYAGAIN or CLUSTERDOWN that outlasted cluster.retry_ms is
          * still "not now": the command was not run. */
-        int bound = emq_route_only_this_failed(x->route, st) && e.retriable;
+        int bound = emq__route_only_this_failed(x->route, st) && e.retriable;
         if (st != EMQ_OK && err)
             *err = e;
         if (st != EMQ_OK && !bound)
             return st;
-        if (st == EMQ_OK && emq_reply_mentions(*reply, "READONLY")) {
+        if (st == EMQ_OK && emq__reply_mentions(*reply, "READONLY")) {
             /* Every command of a consumer writes: the server was demoted
              * to a replica, so find the master (the caller reconnects). */
             char shown[160];
-            emq_reply_text(*reply, shown, sizeof shown);
+            emq__reply_text(*reply, shown, sizeof shown);
             emq_reply_free(*reply);
             *reply = NULL;
-            return emq_error_set(err, EMQ_EIO, 1,
+            return emq__error_set(err, EMQ_EIO, 1,
                                  "server is a read-only replica (%s)", shown);
         }
-        if (st == EMQ_OK && !emq_reply_not_now(*reply, flags))
+        if (st == EMQ_OK && !emq__reply_not_now(*reply, flags))
             break;
-        if (emq_xchg_halted(x) || emq_now_ms() - began >= NOT_NOW_WAIT_MS)
+        if (emq__xchg_halted(x) || emq__now_ms() - began >= NOT_NOW_WAIT_MS)
             return st; /* the caller sees the error reply, or the bound */
         if (retry.attempt == 1) {
             char shown[160];
             atomic_fetch_add(&c->stats.server_waits, 1);
-            emq_consumer_log(c, EMQ_LOG_WARNING,
+            emq__consumer_log(c, EMQ_LOG_WARNING,
                              "server not ready for %s (%s); waiting", argv[0],
                              bound ? e.message
-                                   : emq_reply_text(*reply, shown,
+                                   : emq__reply_text(*reply, shown,
                                                     sizeof shown));
         }
         emq_reply_free(*reply);
         *reply = NULL;
     }
     if (retry.attempt > 1)
-        emq_consumer_log(c, EMQ_LOG_INFO, "%s went through after %lld ms",
-                         argv[0], (long long)(emq_now_ms() - began));
+        emq__consumer_log(c, EMQ_LOG_INFO, "%s went through after %lld ms",
+                         argv[0], (long long)(emq__now_ms() - began));
     return EMQ_OK;
 }
 
-emq_status emq_xchg_call_after(emq_xchg *x, unsigned flags, int argc,
+emq_status emq__xchg_call_after(emq__xchg *x, unsigned flags, int argc,
                                const char *const *argv,
-                               const size_t *argvlen, emq_xchg_apply_fn apply,
+                               const size_t *argvlen, emq__xchg_apply_fn apply,
                                void *ctx, emq_reply **reply, emq_error *err) {
     *reply = NULL;
     if (x->ntags == 0)
-        return emq_xchg_call(x, flags, argc, argv, argvlen, reply, err);
-    emq_status st = emq_route_append(x->route, argc, argv, argvlen, err);
+        return emq__xchg_call(x, flags, argc, argv, argvlen, reply, err);
+    emq_status st = emq__route_append(x->route, argc, argv, argvlen, err);
     if (st != EMQ_OK)
         return st;
     emq_error derr;
-    emq_status drained = emq_xchg_drain(x, apply, ctx, &derr);
-    if (drained != EMQ_OK && emq_route_is_broken(x->route)) {
+    emq_status drained = emq__xchg_drain(x, apply, ctx, &derr);
+    if (drained != EMQ_OK && emq__route_is_broken(x->route)) {
         if (err)
             *err = derr;
         return drained;
     }
     /* The command's own reply, also after a fatal apply: in step. */
-    if ((st = emq_route_get_reply(x->route, reply, err)) != EMQ_OK)
+    if ((st = emq__route_get_reply(x->route, reply, err)) != EMQ_OK)
         return st;
     if (drained != EMQ_OK) {
         emq_reply_free(*reply);
@@ -302,39 +302,39 @@ emq_status emq_xchg_call_after(emq_xchg *x, unsigned flags, int argc,
             *err = derr;
         return drained;
     }
-    if (!emq_reply_not_now(*reply, flags) &&
-        !emq_reply_mentions(*reply, "READONLY"))
+    if (!emq__reply_not_now(*reply, flags) &&
+        !emq__reply_mentions(*reply, "READONLY"))
         return EMQ_OK;
     /* Not run: again, alone, with the wait. */
     emq_reply_free(*reply);
     *reply = NULL;
-    return emq_xchg_call(x, flags, argc, argv, argvlen, reply, err);
+    return emq__xchg_call(x, flags, argc, argv, argvlen, reply, err);
 }
 
 /* ---- reconnect ---------------------------------------------------------------- */
 
-void emq_xchg_healthy(emq_xchg *x) { x->failures = 0; }
+void emq__xchg_healthy(emq__xchg *x) { x->failures = 0; }
 
-emq_status emq_xchg_reconnect(emq_xchg *x, emq_error *err) {
+emq_status emq__xchg_reconnect(emq__xchg *x, emq_error *err) {
     emq_consumer_t *c = x->c;
     x->ntags = 0;
     /* The route makes one attempt per call (its options say
-     * max_attempts 1, emq_xchg_open); the backoff happens here, in naps a stop
+     * max_attempts 1, emq__xchg_open); the backoff happens here, in naps a stop
      * ends early. A session that failed again right after connecting
      * counts as a failed attempt too. */
-    emq_retry retry;
-    emq_retry_begin(&retry, emq_cfg_backoff_min_ms(c->conf), emq_cfg_backoff_max_ms(c->conf),
+    emq__retry retry;
+    emq__retry_begin(&retry, emq__cfg_backoff_min_ms(c->conf), emq__cfg_backoff_max_ms(c->conf),
                     0, -1, &x->rng);
-    emq_retry_stop_when(&retry, xchg_halted, x, 1);
+    emq__retry_stop_when(&retry, xchg_halted, x, 1);
     retry.attempt = x->failures; /* the count goes on across sessions */
-    while (emq_retry_next(&retry) && !emq_xchg_halted(x)) {
+    while (emq__retry_next(&retry) && !emq__xchg_halted(x)) {
         if (x->failures < 64)
             x->failures++;
         emq_error why;
-        emq_status st = emq_route_reconnect(x->route, &why);
+        emq_status st = emq__route_reconnect(x->route, &why);
         if (st == EMQ_OK) {
             atomic_fetch_add(&c->stats.reconnects, 1);
-            emq_consumer_log(c, EMQ_LOG_INFO, "%s connection re-established",
+            emq__consumer_log(c, EMQ_LOG_INFO, "%s connection re-established",
                              x->what);
             return EMQ_OK;
         }
@@ -343,9 +343,9 @@ emq_status emq_xchg_reconnect(emq_xchg *x, emq_error *err) {
                 *err = why;
             return st;
         }
-        emq_consumer_log(c, EMQ_LOG_WARNING,
+        emq__consumer_log(c, EMQ_LOG_WARNING,
                          "%s reconnect failed, retrying: %s", x->what,
                          why.message);
     }
-    return emq_error_set(err, EMQ_ECLOSED, 0, "stopped");
+    return emq__error_set(err, EMQ_ECLOSED, 0, "stopped");
 }

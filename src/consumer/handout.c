@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* handout.c: the public ways to consume, all over one loop.
  *
- * There is one engine: emq_consumer_loop (consumer.c) runs the sessions,
+ * There is one engine: emq__consumer_loop (consumer.c) runs the sessions,
  * recovery, claims, retries and reads of one consumer (a topic's parent
  * runs one loop per partition on threads of its own), with the upkeep
  * thread keeping everything read owned until it is settled. What differs
@@ -35,28 +35,28 @@
 static emq_status batch_run(emq_consumer_t *c, emq_error *err);
 
 emq_status emq_consumer_run(emq_consumer_t *c, emq_error *err) {
-    emq_error_clear(err);
+    emq__error_clear(err);
     if (c->batch_handler != NULL)
         return batch_run(c, err);
     if (c->handler == NULL)
-        return emq_error_set(err, EMQ_EINVAL, 0,
+        return emq__error_set(err, EMQ_EINVAL, 0,
                              "consumer '%s' has no handler: hand its entries "
                              "out with emq_consumer_poll, or make it with a "
                              "handler to run it",
                              c->name);
     if (c->ready != NULL)
-        return emq_error_set(err, EMQ_EINVAL, 0,
+        return emq__error_set(err, EMQ_EINVAL, 0,
                              "consumer '%s' is driven by emq_consumer_poll; "
                              "make another consumer to run a handler",
                              c->name);
     if (atomic_exchange(&c->running, 1))
-        return emq_error_set(err, EMQ_EINVAL, 0,
+        return emq__error_set(err, EMQ_EINVAL, 0,
                              "consumer '%s' is already running", c->name);
     emq_status st;
     if (c->nparts > 0)
-        st = emq_consumer_topic_run(c, err);
+        st = emq__consumer_topic_run(c, err);
     else
-        st = emq_consumer_loop(c, err);
+        st = emq__consumer_loop(c, err);
     atomic_store(&c->running, 0);
     atomic_store(&c->stop, 0);
     return st;
@@ -67,11 +67,11 @@ emq_status emq_consumer_run(emq_consumer_t *c, emq_error *err) {
 static void *reader_main(void *arg) {
     emq_consumer_t *c = arg;
     emq_error err;
-    emq_status st = emq_consumer_loop(c, &err);
-    emq_ready *r = c->ready;
+    emq_status st = emq__consumer_loop(c, &err);
+    emq__ready *r = c->ready;
     if (st != EMQ_OK) /* one fatal error ends the whole consumer */
         emq_consumer_stop(r->root);
-    emq_ready_ended(r, st, &err);
+    emq__ready_ended(r, st, &err);
     return NULL;
 }
 
@@ -91,42 +91,42 @@ static emq_status pull_start(emq_consumer_t *c, emq_error *err) {
     if (c->ready == NULL) {
         if (atomic_load(&c->running)) {
             pthread_mutex_unlock(&c->pull_mu);
-            return emq_error_set(err, EMQ_EINVAL, 0,
+            return emq__error_set(err, EMQ_EINVAL, 0,
                                  "consumer '%s' is running a handler "
                                  "(emq_consumer_run): it cannot be polled",
                                  c->name);
         }
-        if ((st = emq_ready_new(c, &c->ready, err)) != EMQ_OK) {
+        if ((st = emq__ready_new(c, &c->ready, err)) != EMQ_OK) {
             pthread_mutex_unlock(&c->pull_mu);
             return st;
         }
         size_t n;
-        emq_consumer_t *const *m = emq_consumer_members(c, &n);
+        emq_consumer_t *const *m = emq__consumer_members(c, &n);
         for (size_t i = 0; i < n; i++)
             m[i]->ready = c->ready;
     }
-    emq_ready *r = c->ready;
+    emq__ready *r = c->ready;
     if (c->nfetchers > 0 || r->ended) { /* running, or ended until close */
         pthread_mutex_unlock(&c->pull_mu);
         return EMQ_OK;
     }
     size_t n;
-    emq_consumer_t *const *all = emq_consumer_members(c, &n);
+    emq_consumer_t *const *all = emq__consumer_members(c, &n);
     if (c->fetchers == NULL &&
-        (c->fetchers = emq_calloc(n, sizeof *c->fetchers)) == NULL) {
+        (c->fetchers = emq__calloc(n, sizeof *c->fetchers)) == NULL) {
         pthread_mutex_unlock(&c->pull_mu);
-        return emq_oom(err);
+        return emq__oom(err);
     }
     pthread_mutex_lock(&r->mu);
     r->running = (int)n;
     pthread_mutex_unlock(&r->mu);
     for (size_t i = 0; i < n; i++) {
         if (pthread_create(&c->fetchers[i], NULL, reader_main, all[i]) != 0) {
-            st = emq_error_set(err, EMQ_ENOMEM, 0,
+            st = emq__error_set(err, EMQ_ENOMEM, 0,
                                "could not start consumer thread %zu", i + 1);
             emq_consumer_stop(c);
             for (size_t k = i; k < n; k++) /* never started: ended */
-                emq_ready_ended(r, EMQ_OK, NULL);
+                emq__ready_ended(r, EMQ_OK, NULL);
             break;
         }
         c->nfetchers = i + 1;
@@ -137,25 +137,25 @@ static emq_status pull_start(emq_consumer_t *c, emq_error *err) {
 
 emq_status emq_consumer_close(emq_consumer_t *c, int64_t timeout_ms,
                               emq_error *err) {
-    emq_error_clear(err);
+    emq__error_clear(err);
     pthread_mutex_lock(&c->pull_mu);
-    emq_ready *r = c->ready;
+    emq__ready *r = c->ready;
     if (r == NULL) {
         pthread_mutex_unlock(&c->pull_mu);
         return EMQ_OK;
     }
     emq_consumer_stop(c);
-    int64_t deadline = timeout_ms < 0 ? INT64_MAX : emq_now_ms() + timeout_ms;
+    int64_t deadline = timeout_ms < 0 ? INT64_MAX : emq__now_ms() + timeout_ms;
     /* The reading threads wait for what is handed out to be settled; past
      * the deadline they stop waiting (closing) and end. */
     pthread_mutex_lock(&r->mu);
     while (r->running > 0) {
-        if (emq_now_ms() >= deadline && !r->closing) {
+        if (emq__now_ms() >= deadline && !r->closing) {
             r->closing = 1;
             pthread_cond_broadcast(&r->room);
         }
         pthread_mutex_unlock(&r->mu);
-        emq_sleep_ms(10);
+        emq__sleep_ms(10);
         pthread_mutex_lock(&r->mu);
     }
     emq_status st = r->end_status;
@@ -164,9 +164,9 @@ emq_status emq_consumer_close(emq_consumer_t *c, int64_t timeout_ms,
     pthread_mutex_unlock(&r->mu);
     join_readers(c);
     /* Ready to start again with the next poll. */
-    emq_ready_reset(r);
+    emq__ready_reset(r);
     size_t n;
-    emq_consumer_t *const *all = emq_consumer_members(c, &n);
+    emq_consumer_t *const *all = emq__consumer_members(c, &n);
     for (size_t i = 0; i < n; i++)
         atomic_store(&all[i]->stop, 0);
     atomic_store(&c->stop, 0);
@@ -178,7 +178,7 @@ void emq_consumer_destroy(emq_consumer_t *c) {
     if (c == NULL)
         return;
     emq_consumer_close(c, 0, NULL);
-    emq_consumer_free(c);
+    emq__consumer_free(c);
 }
 
 /* ---- pull mode: handing out ------------------------------------------------ */
@@ -186,17 +186,17 @@ void emq_consumer_destroy(emq_consumer_t *c) {
 emq_status emq_consumer_poll(emq_consumer_t *c, emq_entry **entries,
                              size_t max, int64_t timeout_ms, size_t *n,
                              emq_error *err) {
-    emq_error_clear(err);
+    emq__error_clear(err);
     if (n != NULL)
         *n = 0;
     if (c == NULL || entries == NULL || n == NULL || max == 0)
-        return emq_error_set(err, EMQ_EINVAL, 0,
+        return emq__error_set(err, EMQ_EINVAL, 0,
                              "emq_consumer_poll needs a consumer, an array "
                              "of max >= 1 entries and a count to set");
     emq_status st = pull_start(c, err);
     if (st != EMQ_OK)
         return st;
-    return emq_ready_poll(c->ready, entries, max, timeout_ms, n, err);
+    return emq__ready_poll(c->ready, entries, max, timeout_ms, n, err);
 }
 
 emq_status emq_consumer_step(emq_consumer_t *c, emq_entry **entries,
@@ -205,14 +205,14 @@ emq_status emq_consumer_step(emq_consumer_t *c, emq_entry **entries,
 }
 
 int emq_consumer_fd(emq_consumer_t *c, emq_error *err) {
-    emq_error_clear(err);
+    emq__error_clear(err);
     if (pull_start(c, err) != EMQ_OK)
         return -1;
     return c->ready->efd;
 }
 
 int64_t emq_consumer_timeout_ms(emq_consumer_t *c) {
-    emq_ready *r = c->ready;
+    emq__ready *r = c->ready;
     if (r == NULL)
         return -1;
     pthread_mutex_lock(&r->mu);
@@ -223,19 +223,19 @@ int64_t emq_consumer_timeout_ms(emq_consumer_t *c) {
 
 void emq_entry_free(emq_entry *entry) {
     if (entry != NULL)
-        emq_chunk_unref(((handout *)entry)->chunk);
+        emq__chunk_unref(((handout *)entry)->chunk);
 }
 
 void emq_consumer_pause(emq_consumer_t *c) {
     atomic_store(&c->paused, 1);
     if (c->ready != NULL)
-        emq_ready_notify(c->ready);
+        emq__ready_notify(c->ready);
 }
 
 void emq_consumer_resume(emq_consumer_t *c) {
     atomic_store(&c->paused, 0);
     if (c->ready != NULL)
-        emq_ready_notify(c->ready);
+        emq__ready_notify(c->ready);
 }
 
 /* ---- pull mode: settling from any thread ---------------------------------- */
@@ -243,13 +243,13 @@ void emq_consumer_resume(emq_consumer_t *c) {
 static emq_status settle(emq_consumer_t *c, const emq_entry *entry,
                          settle_kind kind, int64_t delay_ms,
                          const char *reason, emq_error *err) {
-    emq_error_clear(err);
+    emq__error_clear(err);
     if (c == NULL || entry == NULL || entry->id == NULL)
-        return emq_error_set(err, EMQ_EINVAL, 0,
+        return emq__error_set(err, EMQ_EINVAL, 0,
                              "settling needs a consumer and an entry with "
                              "its ID");
     if (c->ready == NULL)
-        return emq_error_set(err, EMQ_EINVAL, 0,
+        return emq__error_set(err, EMQ_EINVAL, 0,
                              "consumer '%s' hands out nothing to settle: "
                              "only entries from emq_consumer_poll are "
                              "settled this way (a handler answers with its "
@@ -258,15 +258,15 @@ static emq_status settle(emq_consumer_t *c, const emq_entry *entry,
     emq_id id;
     size_t len = strlen(entry->id);
     if (len == 0 || len >= EMQ_ID_MAX ||
-        emq_stream_id_parse(entry->id, len, NULL) != 0) {
+        emq__stream_id_parse(entry->id, len, NULL) != 0) {
         char shown[80];
-        return emq_error_set(err, EMQ_EINVAL, 0,
+        return emq__error_set(err, EMQ_EINVAL, 0,
                              "'%s' is not a stream entry ID",
-                             emq_printable(shown, sizeof shown, entry->id,
+                             emq__printable(shown, sizeof shown, entry->id,
                                            len));
     }
     memcpy(id.str, entry->id, len + 1);
-    emq_consumer_t *owner = emq_consumer_owner(c, entry, err);
+    emq_consumer_t *owner = emq__consumer_owner(c, entry, err);
     if (owner == NULL)
         return EMQ_EINVAL;
     if (kind == SETTLE_RETRY && reason == NULL)
@@ -274,27 +274,27 @@ static emq_status settle(emq_consumer_t *c, const emq_entry *entry,
     if (kind == SETTLE_DEAD && reason == NULL)
         reason = "handler gave up on the entry";
     settle_op op;
-    emq_status st = emq_settle_make(owner, &id, entry->deliveries, kind,
+    emq_status st = emq__settle_make(owner, &id, entry->deliveries, kind,
                                     reason, &op, err);
     if (st != EMQ_OK)
         return st;
     if (kind == SETTLE_RETRY && delay_ms >= 0)
         op.delay_ms = delay_ms;
     int64_t handed_ms = 0;
-    st = emq_inflight_settle_held(&owner->table, &op,
-                                  (uint64_t)emq_cfg_max_deliveries(owner->conf), err,
+    st = emq__inflight_settle_held(&owner->table, &op,
+                                  (uint64_t)emq__cfg_max_deliveries(owner->conf), err,
                                   &handed_ms);
     if (st != EMQ_OK)
         return st;
-    if (emq_stats_on(owner)) {
-        emq_stats_latency(owner, (emq_now_coarse_ms() - handed_ms) * 1000);
-        emq_stats_delivery(owner, op.deliveries);
+    if (emq__stats_on(owner)) {
+        emq__stats_latency(owner, (emq__now_coarse_ms() - handed_ms) * 1000);
+        emq__stats_delivery(owner, op.deliveries);
     }
     if (kind != SETTLE_ACK)
         atomic_fetch_add(&owner->stats.failed, 1);
     if (kind == SETTLE_RETRY)
         atomic_fetch_add(&owner->stats.retried, 1);
-    emq_ready_settled(c->ready); /* room for one more */
+    emq__ready_settled(c->ready); /* room for one more */
     return EMQ_OK;
 }
 
@@ -336,7 +336,7 @@ static emq_status settle_outcome(emq_consumer_t *c, const emq_entry *e,
         break;
     }
     if (st == EMQ_ELOST) {
-        emq_consumer_log(c, EMQ_LOG_WARNING, "%s", err->message);
+        emq__consumer_log(c, EMQ_LOG_WARNING, "%s", err->message);
         st = EMQ_OK;
     }
     return st;
@@ -346,17 +346,17 @@ static emq_status settle_outcome(emq_consumer_t *c, const emq_entry *e,
  * stop; then close (everything handed out is settled by then). */
 static emq_status batch_run(emq_consumer_t *c, emq_error *err) {
     if (atomic_exchange(&c->batch_running, 1))
-        return emq_error_set(err, EMQ_EINVAL, 0,
+        return emq__error_set(err, EMQ_EINVAL, 0,
                              "consumer '%s' is already running", c->name);
-    size_t max = (size_t)emq_cfg_batch_max(c->conf);
-    emq_entry **entries = emq_alloc(max * sizeof *entries);
-    emq_outcome *outcomes = emq_alloc(max * sizeof *outcomes);
+    size_t max = (size_t)emq__cfg_batch_max(c->conf);
+    emq_entry **entries = emq__alloc(max * sizeof *entries);
+    emq_outcome *outcomes = emq__alloc(max * sizeof *outcomes);
     emq_status st = entries && outcomes
                         ? EMQ_OK
-                        : emq_oom(err);
+                        : emq__oom(err);
     while (st == EMQ_OK) {
         size_t n = 0;
-        st = emq_consumer_poll(c, entries, max, emq_cfg_block_ms(c->conf), &n, err);
+        st = emq_consumer_poll(c, entries, max, emq__cfg_block_ms(c->conf), &n, err);
         if (st != EMQ_OK)
             break;
         for (size_t i = 0; i < n; i++) {
@@ -384,10 +384,10 @@ static emq_status batch_run(emq_consumer_t *c, emq_error *err) {
         if (err != NULL)
             *err = close_err;
     } else if (st == EMQ_OK) {
-        emq_error_clear(err);
+        emq__error_clear(err);
     }
-    emq_free(entries);
-    emq_free(outcomes);
+    emq__free(entries);
+    emq__free(outcomes);
     atomic_store(&c->batch_running, 0);
     return st;
 }

@@ -19,7 +19,7 @@
 
 #define INITIAL_CAP 256
 
-emq_status emq_inflight_init(emq_inflight *t, emq_error *err) {
+emq_status emq__inflight_init(emq__inflight *t, emq_error *err) {
     memset(t, 0, sizeof *t);
     pthread_condattr_t attr;
     pthread_condattr_init(&attr);
@@ -27,33 +27,33 @@ emq_status emq_inflight_init(emq_inflight *t, emq_error *err) {
     int rc = pthread_cond_init(&t->wake, &attr);
     pthread_condattr_destroy(&attr);
     if (rc != 0 || pthread_mutex_init(&t->mu, NULL) != 0)
-        return emq_oom(err);
-    t->slots = emq_calloc(INITIAL_CAP, sizeof *t->slots);
+        return emq__oom(err);
+    t->slots = emq__calloc(INITIAL_CAP, sizeof *t->slots);
     if (t->slots == NULL)
-        return emq_oom(err);
+        return emq__oom(err);
     t->cap = INITIAL_CAP;
     return EMQ_OK;
 }
 
-void emq_settle_op_free(settle_op *op) {
+void emq__settle_op_free(settle_op *op) {
     if (op->reason == NULL)
         return; /* an ack owns nothing (the common case) */
-    emq_free(op->reason);
+    emq__free(op->reason);
     op->reason = NULL;
 }
 
-static void free_ops(emq_inflight *t) {
+static void free_ops(emq__inflight *t) {
     for (size_t i = 0; i < t->nops; i++)
-        emq_settle_op_free(&t->ops[i]);
+        emq__settle_op_free(&t->ops[i]);
     t->nops = 0;
 }
 
-void emq_inflight_destroy(emq_inflight *t) {
+void emq__inflight_destroy(emq__inflight *t) {
     if (t->slots == NULL)
         return;
     free_ops(t);
-    emq_free(t->ops);
-    emq_free(t->slots);
+    emq__free(t->ops);
+    emq__free(t->slots);
     pthread_mutex_destroy(&t->mu);
     pthread_cond_destroy(&t->wake);
     memset(t, 0, sizeof *t);
@@ -68,7 +68,7 @@ static size_t hash_id(const emq_id *id) {
     return (size_t)(h ^ (h >> 29));
 }
 
-static if_entry *find_hashed(emq_inflight *t, const emq_id *id, size_t h) {
+static if_entry *find_hashed(emq__inflight *t, const emq_id *id, size_t h) {
     size_t mask = t->cap - 1;
     for (size_t i = h & mask;; i = (i + 1) & mask) {
         if_entry *e = &t->slots[i];
@@ -79,20 +79,20 @@ static if_entry *find_hashed(emq_inflight *t, const emq_id *id, size_t h) {
     }
 }
 
-static if_entry *find(emq_inflight *t, const emq_id *id) {
+static if_entry *find(emq__inflight *t, const emq_id *id) {
     return find_hashed(t, id, hash_id(id));
 }
 
 /* find, trying slot hint first (entries move only when others leave or
  * the table grows, so a recent slot is nearly always still right). */
-static if_entry *find_at(emq_inflight *t, const emq_id *id, size_t hint) {
+static if_entry *find_at(emq__inflight *t, const emq_id *id, size_t hint) {
     if (hint < t->cap && t->slots[hint].used &&
         strcmp(t->slots[hint].id.str, id->str) == 0)
         return &t->slots[hint];
     return find(t, id);
 }
 
-static void remove_at(emq_inflight *t, if_entry *e) {
+static void remove_at(emq__inflight *t, if_entry *e) {
     size_t mask = t->cap - 1;
     size_t hole = (size_t)(e - t->slots);
     if (e->state == IF_RETRY_WAIT)
@@ -125,22 +125,22 @@ static size_t insert_slot(if_entry *slots, size_t cap, const if_entry *e) {
     return i;
 }
 
-static int grow(emq_inflight *t) {
+static int grow(emq__inflight *t) {
     size_t cap = t->cap * 2;
-    if_entry *slots = emq_calloc(cap, sizeof *slots);
+    if_entry *slots = emq__calloc(cap, sizeof *slots);
     if (slots == NULL)
         return -1;
     for (size_t i = 0; i < t->cap; i++)
         if (t->slots[i].used)
             insert_slot(slots, cap, &t->slots[i]);
-    emq_free(t->slots);
+    emq__free(t->slots);
     t->slots = slots;
     t->cap = cap;
     return 0;
 }
 
 /* Moves e to state, keeping the count of retry waits. */
-static void set_state(emq_inflight *t, if_entry *e, if_state state) {
+static void set_state(emq__inflight *t, if_entry *e, if_state state) {
     if (e->state == IF_RETRY_WAIT)
         t->nwait--;
     if (state == IF_RETRY_WAIT)
@@ -154,7 +154,7 @@ static void set_state(emq_inflight *t, if_entry *e, if_state state) {
 
 /* ---- the table ------------------------------------------------------------ */
 
-int emq_inflight_add_batch(emq_inflight *t, batch_item *items, size_t n,
+int emq__inflight_add_batch(emq__inflight *t, batch_item *items, size_t n,
                            int64_t now_ms) {
     int result = 0;
     pthread_mutex_lock(&t->mu);
@@ -180,18 +180,18 @@ int emq_inflight_add_batch(emq_inflight *t, batch_item *items, size_t n,
 }
 
 /* Queues op (caller holds mu). */
-static emq_status queue_op(emq_inflight *t, settle_op *op, emq_error *err) {
+static emq_status queue_op(emq__inflight *t, settle_op *op, emq_error *err) {
     if (t->nops == t->ops_cap) {
         size_t cap = t->ops_cap ? t->ops_cap * 2 : 64;
-        settle_op *ops = emq_realloc(t->ops, cap * sizeof *ops);
+        settle_op *ops = emq__realloc(t->ops, cap * sizeof *ops);
         if (ops == NULL) {
-            emq_settle_op_free(op);
-            return emq_oom(err);
+            emq__settle_op_free(op);
+            return emq__oom(err);
         }
         t->ops = ops;
         t->ops_cap = cap;
     }
-    int64_t now = emq_now_coarse_ms();
+    int64_t now = emq__now_coarse_ms();
     if (t->nops == 0)
         t->oldest_op_ms = now;
     if_entry *e = find_at(t, &op->id, t->current);
@@ -211,21 +211,21 @@ static emq_status queue_op(emq_inflight *t, settle_op *op, emq_error *err) {
 }
 
 /* Marks next's entry IF_HANDLING if it may be handed out; returns what
- * emq_inflight_step puts in *began (caller holds mu). */
-static int begin_locked(emq_inflight *t, const batch_item *next) {
+ * emq__inflight_step puts in *began (caller holds mu). */
+static int begin_locked(emq__inflight *t, const batch_item *next) {
     if_entry *e = find_at(t, &next->id, next->slot);
     /* Not refreshed for most of claim.min_idle_ms (the upkeep connection
      * is down): a peer may take it any moment, so it is not handed out;
      * recovery brings it back. */
     int stale = e != NULL && t->stale_after_ms > 0 &&
-                emq_now_coarse_ms() - e->refreshed_ms > t->stale_after_ms;
+                emq__now_coarse_ms() - e->refreshed_ms > t->stale_after_ms;
     int ok = e != NULL && !e->lost && !stale;
     if (e != NULL && e->state != IF_READ)
         return 0; /* in hand already (handed out by an earlier copy of it,
                      a retry waiting, a settlement on its way): not again */
     if (ok) {
         set_state(t, e, IF_HANDLING);
-        e->handed_ms = emq_now_coarse_ms();
+        e->handed_ms = emq__now_coarse_ms();
         t->current = (size_t)(e - t->slots);
     } else if (e != NULL) {
         remove_at(t, e);
@@ -233,7 +233,7 @@ static int begin_locked(emq_inflight *t, const batch_item *next) {
     return ok ? 1 : stale ? -1 : 0;
 }
 
-emq_status emq_inflight_step(emq_inflight *t, settle_op *op,
+emq_status emq__inflight_step(emq__inflight *t, settle_op *op,
                              const batch_item *next, int *began,
                              emq_error *err) {
     emq_status st = EMQ_OK;
@@ -246,7 +246,7 @@ emq_status emq_inflight_step(emq_inflight *t, settle_op *op,
     return st;
 }
 
-void emq_inflight_begin(emq_inflight *t, const batch_item *const *items,
+void emq__inflight_begin(emq__inflight *t, const batch_item *const *items,
                         size_t n, int *began) {
     pthread_mutex_lock(&t->mu);
     for (size_t i = 0; i < n; i++)
@@ -254,23 +254,23 @@ void emq_inflight_begin(emq_inflight *t, const batch_item *const *items,
     pthread_mutex_unlock(&t->mu);
 }
 
-emq_status emq_inflight_settle_held(emq_inflight *t, settle_op *op,
+emq_status emq__inflight_settle_held(emq__inflight *t, settle_op *op,
                                    uint64_t max_deliveries, emq_error *err,
                                    int64_t *handed_ms) {
     pthread_mutex_lock(&t->mu);
     if_entry *e = find(t, &op->id);
     emq_status st;
     if (e == NULL || e->state != IF_HANDLING) {
-        st = emq_error_set(err, EMQ_EINVAL, 0,
+        st = emq__error_set(err, EMQ_EINVAL, 0,
                            "entry %s is not held by this consumer: it was "
                            "settled already, or never handed out by "
                            "emq_consumer_poll (or its group was deleted)",
                            op->id.str);
-        emq_settle_op_free(op);
+        emq__settle_op_free(op);
     } else if (e->lost) {
         remove_at(t, e);
-        emq_settle_op_free(op);
-        st = emq_error_set(err, EMQ_ELOST, 0,
+        emq__settle_op_free(op);
+        st = emq__error_set(err, EMQ_ELOST, 0,
                            "entry %s was taken over by another consumer "
                            "while it was out (its ownership could not be "
                            "refreshed in time); that consumer handles it, "
@@ -289,15 +289,15 @@ emq_status emq_inflight_settle_held(emq_inflight *t, settle_op *op,
     return st;
 }
 
-emq_status emq_inflight_release(emq_inflight *t, const batch_item *item,
+emq_status emq__inflight_release(emq__inflight *t, const batch_item *item,
                                 emq_error *err) {
     /* A new entry's count is 1 (XREADGROUP > tells none). */
     settle_op op = {.kind = SETTLE_RELEASE, .id = item->id,
                     .deliveries = item->deliveries ? item->deliveries : 1};
-    return emq_inflight_step(t, &op, NULL, NULL, err);
+    return emq__inflight_step(t, &op, NULL, NULL, err);
 }
 
-int emq_inflight_add_waiting(emq_inflight *t, const emq_id *id,
+int emq__inflight_add_waiting(emq__inflight *t, const emq_id *id,
                              int64_t wait_ms, int uncounted) {
     pthread_mutex_lock(&t->mu);
     int result = 0;
@@ -306,8 +306,8 @@ int emq_inflight_add_waiting(emq_inflight *t, const emq_id *id,
         if ((t->n + 1) * 2 > t->cap && grow(t) != 0) {
             result = -1;
         } else {
-            if_entry e = {.id = *id, .refreshed_ms = emq_now_ms(),
-                          .due_ms = emq_now_ms() + wait_ms, .hash = h,
+            if_entry e = {.id = *id, .refreshed_ms = emq__now_ms(),
+                          .due_ms = emq__now_ms() + wait_ms, .hash = h,
                           .used = 1, .state = IF_RETRY_WAIT,
                           .uncounted = (unsigned char)(uncounted != 0)};
             insert_slot(t->slots, t->cap, &e);
@@ -319,7 +319,7 @@ int emq_inflight_add_waiting(emq_inflight *t, const emq_id *id,
     return result;
 }
 
-void emq_inflight_forget(emq_inflight *t, const emq_id *id) {
+void emq__inflight_forget(emq__inflight *t, const emq_id *id) {
     pthread_mutex_lock(&t->mu);
     if_entry *e = find(t, id);
     if (e != NULL)
@@ -327,18 +327,18 @@ void emq_inflight_forget(emq_inflight *t, const emq_id *id) {
     pthread_mutex_unlock(&t->mu);
 }
 
-int emq_inflight_holds(emq_inflight *t, const emq_id *id) {
+int emq__inflight_holds(emq__inflight *t, const emq_id *id) {
     pthread_mutex_lock(&t->mu);
     int held = find(t, id) != NULL;
     pthread_mutex_unlock(&t->mu);
     return held;
 }
 
-size_t emq_inflight_take(emq_inflight *t, settle_op *out, size_t max,
+size_t emq__inflight_take(emq__inflight *t, settle_op *out, size_t max,
                          int by_run) {
     pthread_mutex_lock(&t->mu);
     if (by_run)
-        t->run_took_ms = emq_now_coarse_ms();
+        t->run_took_ms = emq__now_coarse_ms();
     size_t n = t->nops < max ? t->nops : max;
     if (n == 0) {
         pthread_mutex_unlock(&t->mu);
@@ -351,7 +351,7 @@ size_t emq_inflight_take(emq_inflight *t, settle_op *out, size_t max,
     return n;
 }
 
-void emq_inflight_settled(emq_inflight *t, const settle_op *ops, size_t n) {
+void emq__inflight_settled(emq__inflight *t, const settle_op *ops, size_t n) {
     pthread_mutex_lock(&t->mu);
     for (size_t i = 0; i < n; i++) {
         if (ops[i].kind == SETTLE_RETRY)
@@ -363,13 +363,13 @@ void emq_inflight_settled(emq_inflight *t, const settle_op *ops, size_t n) {
     pthread_mutex_unlock(&t->mu);
 }
 
-void emq_inflight_requeue(emq_inflight *t, settle_op *ops, size_t n) {
+void emq__inflight_requeue(emq__inflight *t, settle_op *ops, size_t n) {
     if (n == 0)
         return;
     pthread_mutex_lock(&t->mu);
     if (t->nops + n > t->ops_cap) {
         size_t cap = t->nops + n;
-        settle_op *grown = emq_realloc(t->ops, cap * sizeof *grown);
+        settle_op *grown = emq__realloc(t->ops, cap * sizeof *grown);
         if (grown == NULL) {
             /* Unsent settlements are lost to this process: forget their
              * entries too, so that they stop being refreshed and come back
@@ -378,7 +378,7 @@ void emq_inflight_requeue(emq_inflight *t, settle_op *ops, size_t n) {
                 if_entry *e = find_at(t, &ops[i].id, ops[i].slot_hint);
                 if (e != NULL)
                     remove_at(t, e);
-                emq_settle_op_free(&ops[i]);
+                emq__settle_op_free(&ops[i]);
             }
             pthread_mutex_unlock(&t->mu);
             return;
@@ -389,12 +389,12 @@ void emq_inflight_requeue(emq_inflight *t, settle_op *ops, size_t n) {
     memmove(t->ops + n, t->ops, t->nops * sizeof *t->ops);
     memcpy(t->ops, ops, n * sizeof *ops);
     if (t->nops == 0)
-        t->oldest_op_ms = emq_now_ms();
+        t->oldest_op_ms = emq__now_ms();
     t->nops += n;
     pthread_mutex_unlock(&t->mu);
 }
 
-size_t emq_inflight_stale(emq_inflight *t, int64_t before_ms, emq_id *out,
+size_t emq__inflight_stale(emq__inflight *t, int64_t before_ms, emq_id *out,
                           size_t max) {
     size_t n = 0;
     pthread_mutex_lock(&t->mu);
@@ -418,7 +418,7 @@ static int reply_id(const emq_reply *arr, size_t i, emq_id *id) {
     return 0;
 }
 
-size_t emq_inflight_refreshed(emq_inflight *t, const emq_id *asked,
+size_t emq__inflight_refreshed(emq__inflight *t, const emq_id *asked,
                               size_t nasked, const emq_reply *owned,
                               const emq_reply *gone, int64_t now_ms,
                               size_t *ngone) {
@@ -472,7 +472,7 @@ size_t emq_inflight_refreshed(emq_inflight *t, const emq_id *asked,
     return lost;
 }
 
-size_t emq_inflight_due(emq_inflight *t, int64_t now_ms, int uncounted,
+size_t emq__inflight_due(emq__inflight *t, int64_t now_ms, int uncounted,
                         emq_id *out, size_t max) {
     size_t n = 0;
     pthread_mutex_lock(&t->mu);
@@ -488,7 +488,7 @@ size_t emq_inflight_due(emq_inflight *t, int64_t now_ms, int uncounted,
     return n;
 }
 
-int64_t emq_inflight_next_due(emq_inflight *t, int64_t now_ms) {
+int64_t emq__inflight_next_due(emq__inflight *t, int64_t now_ms) {
     int64_t next = INT64_MAX;
     pthread_mutex_lock(&t->mu);
     for (size_t i = 0; i < t->cap && t->nwait > 0; i++) {
@@ -500,7 +500,7 @@ int64_t emq_inflight_next_due(emq_inflight *t, int64_t now_ms) {
     return next == INT64_MAX ? INT64_MAX : (next > now_ms ? next - now_ms : 0);
 }
 
-void emq_inflight_drop_unstarted(emq_inflight *t) {
+void emq__inflight_drop_unstarted(emq__inflight *t) {
     pthread_mutex_lock(&t->mu);
     for (size_t i = 0; i < t->cap;) {
         if_entry *e = &t->slots[i];
@@ -512,7 +512,7 @@ void emq_inflight_drop_unstarted(emq_inflight *t) {
     pthread_mutex_unlock(&t->mu);
 }
 
-void emq_inflight_clear(emq_inflight *t) {
+void emq__inflight_clear(emq__inflight *t) {
     pthread_mutex_lock(&t->mu);
     memset(t->slots, 0, t->cap * sizeof *t->slots);
     t->n = 0;
@@ -522,14 +522,14 @@ void emq_inflight_clear(emq_inflight *t) {
     pthread_mutex_unlock(&t->mu);
 }
 
-size_t emq_inflight_count(emq_inflight *t) {
+size_t emq__inflight_count(emq__inflight *t) {
     pthread_mutex_lock(&t->mu);
     size_t n = t->n;
     pthread_mutex_unlock(&t->mu);
     return n;
 }
 
-size_t emq_inflight_queued(emq_inflight *t) {
+size_t emq__inflight_queued(emq__inflight *t) {
     pthread_mutex_lock(&t->mu);
     size_t n = t->nops;
     pthread_mutex_unlock(&t->mu);

@@ -66,7 +66,7 @@ typedef struct settle_op {
     size_t slot_hint;  /* where its entry was when queued (inflight.c) */
 } settle_op;
 
-typedef struct emq_inflight {
+typedef struct emq__inflight {
     pthread_mutex_t mu;
     pthread_cond_t wake;   /* the upkeep thread waits on it */
     if_entry *slots;       /* open addressing, linear probing */
@@ -83,17 +83,17 @@ typedef struct emq_inflight {
                                handed out (0: no check) */
     int dozing;            /* the upkeep thread sleeps longer than
                               EMQ_SETTLE_DELAY_MS: wake it for new work */
-} emq_inflight;
+} emq__inflight;
 
-emq_status emq_inflight_init(emq_inflight *t, emq_error *err);
-void emq_inflight_destroy(emq_inflight *t);
+emq_status emq__inflight_init(emq__inflight *t, emq_error *err);
+void emq__inflight_destroy(emq__inflight *t);
 /* Frees an op's owned parts. */
-void emq_settle_op_free(settle_op *op);
+void emq__settle_op_free(settle_op *op);
 /* Adds the n items (state IF_READ, refreshed now_ms), one lock for all;
  * sets each item's held to 1 when it was in the table already (not to be
  * handed out again). -1 when out of memory (nothing is half added that
  * matters: the caller fails the batch). */
-int emq_inflight_add_batch(emq_inflight *t, batch_item *items, size_t n,
+int emq__inflight_add_batch(emq__inflight *t, batch_item *items, size_t n,
                            int64_t now_ms);
 /* One lock for the run thread's step: queues *op when not NULL (as
  * a settlement: the entry moves to IF_SETTLING, or IF_RETRY_WAIT due in
@@ -105,16 +105,16 @@ int emq_inflight_add_batch(emq_inflight *t, batch_item *items, size_t n,
  * *began to 0 (lost to a peer, or not in the table) or -1 (not refreshed
  * for stale_after_ms: still pending to us, for recover self to bring
  * back). ENOMEM fails. */
-emq_status emq_inflight_step(emq_inflight *t, settle_op *op,
+emq_status emq__inflight_step(emq__inflight *t, settle_op *op,
                              const batch_item *next, int *began,
                              emq_error *err);
-/* emq_inflight_step's begin for n items at once, one lock (pull mode's
+/* emq__inflight_step's begin for n items at once, one lock (pull mode's
  * handout): began[i] as *began there. */
-void emq_inflight_begin(emq_inflight *t, const batch_item *const *items,
+void emq__inflight_begin(emq__inflight *t, const batch_item *const *items,
                         size_t n, int *began);
 /* Queues the SETTLE_RELEASE of item, read and never handed out: back to
  * the server with the count its read or take raised undone. */
-emq_status emq_inflight_release(emq_inflight *t, const batch_item *item,
+emq_status emq__inflight_release(emq__inflight *t, const batch_item *item,
                                 emq_error *err);
 /* Queues *op (takes ownership) for an entry handed out (IF_HANDLING):
  * the settlement of emq_consumer_ack/retry/dead, from any thread. Sets
@@ -123,58 +123,58 @@ emq_status emq_inflight_release(emq_inflight *t, const batch_item *item,
  * out (settled twice, never handed out), EMQ_ELOST when a peer took it
  * over meanwhile (then it is forgotten). *handed_ms (may be NULL) gets
  * when it was handed out. */
-emq_status emq_inflight_settle_held(emq_inflight *t, settle_op *op,
+emq_status emq__inflight_settle_held(emq__inflight *t, settle_op *op,
                                    uint64_t max_deliveries, emq_error *err,
                                    int64_t *handed_ms);
 /* Adds id in IF_RETRY_WAIT, due in wait_ms (a retry whose delay survived
  * a restart, or found by recover self), unless it is there already;
  * uncounted: take it without raising its count when due. -1 when out of
  * memory. */
-int emq_inflight_add_waiting(emq_inflight *t, const emq_id *id,
+int emq__inflight_add_waiting(emq__inflight *t, const emq_id *id,
                              int64_t wait_ms, int uncounted);
 /* Removes id from the table, if there. */
-void emq_inflight_forget(emq_inflight *t, const emq_id *id);
+void emq__inflight_forget(emq__inflight *t, const emq_id *id);
 /* 1 when id is in the table. */
-int emq_inflight_holds(emq_inflight *t, const emq_id *id);
+int emq__inflight_holds(emq__inflight *t, const emq_id *id);
 /* Moves up to max queued ops into *out (caller frees with
- * emq_settle_op_free after emq_inflight_settled). Returns their number.
+ * emq__settle_op_free after emq__inflight_settled). Returns their number.
  * by_run: the run thread takes them for its read (noted, so the upkeep
  * thread leaves settlements to it while it reads often). */
-size_t emq_inflight_take(emq_inflight *t, settle_op *out, size_t max,
+size_t emq__inflight_take(emq__inflight *t, settle_op *out, size_t max,
                          int by_run);
 /* Upkeep: the ops were applied by the server: ACK, GONE and DEAD entries
  * leave the table. */
-void emq_inflight_settled(emq_inflight *t, const settle_op *ops, size_t n);
+void emq__inflight_settled(emq__inflight *t, const settle_op *ops, size_t n);
 /* Upkeep: the ops' outcome is unknown (transport failure): queue them
  * again, first (they are idempotent). Takes ownership. */
-void emq_inflight_requeue(emq_inflight *t, settle_op *ops, size_t n);
+void emq__inflight_requeue(emq__inflight *t, settle_op *ops, size_t n);
 /* Upkeep: up to max IDs whose refresh is due (refreshed at or before
  * before_ms), oldest first not guaranteed. Returns their number. */
-size_t emq_inflight_stale(emq_inflight *t, int64_t before_ms, emq_id *out,
+size_t emq__inflight_stale(emq__inflight *t, int64_t before_ms, emq_id *out,
                           size_t max);
 /* Upkeep: of asked[0..nasked), those in owned[] were refreshed at now_ms;
  * those in gone[] were deleted while pending (acknowledged by the refresh;
  * their number in *ngone); the others are lost: forgotten if not handed
  * out yet, else marked lost, except entries whose settlement acknowledged
  * them meanwhile. Returns the number lost. */
-size_t emq_inflight_refreshed(emq_inflight *t, const emq_id *asked,
+size_t emq__inflight_refreshed(emq__inflight *t, const emq_id *asked,
                               size_t nasked, const emq_reply *owned,
                               const emq_reply *gone, int64_t now_ms,
                               size_t *ngone);
 /* Run thread: up to max IDs whose retry is due at now_ms and whose
  * uncounted flag is uncounted, moved back to IF_READ. Returns their
  * number. */
-size_t emq_inflight_due(emq_inflight *t, int64_t now_ms, int uncounted,
+size_t emq__inflight_due(emq__inflight *t, int64_t now_ms, int uncounted,
                         emq_id *out, size_t max);
 /* Milliseconds until the next retry is due (INT64_MAX: none). */
-int64_t emq_inflight_next_due(emq_inflight *t, int64_t now_ms);
+int64_t emq__inflight_next_due(emq__inflight *t, int64_t now_ms);
 /* Forgets entries not handed out yet (IF_READ): after a lost session they
  * come back through recover self. */
-void emq_inflight_drop_unstarted(emq_inflight *t);
+void emq__inflight_drop_unstarted(emq__inflight *t);
 /* Forgets everything (the group is gone). Queued ops are freed. */
-void emq_inflight_clear(emq_inflight *t);
+void emq__inflight_clear(emq__inflight *t);
 /* Entries in the table, and settlements queued. */
-size_t emq_inflight_count(emq_inflight *t);
-size_t emq_inflight_queued(emq_inflight *t);
+size_t emq__inflight_count(emq__inflight *t);
+size_t emq__inflight_queued(emq__inflight *t);
 
 #endif /* EMQ_CONSUMER_INFLIGHT_H */

@@ -144,15 +144,15 @@ static int parse_token(const char *token, identity *out) {
     return *end == ':' ? 0 : -1;
 }
 
-void emq_lease_make_token(emq_consumer_t *c) {
+void emq__lease_make_token(emq_consumer_t *c) {
     identity me;
     own_identity(&me);
-    uint64_t seed = (uint64_t)emq_now_ms() ^ ((uint64_t)me.pid << 32) ^
+    uint64_t seed = (uint64_t)emq__now_ms() ^ ((uint64_t)me.pid << 32) ^
                     (uint64_t)(uintptr_t)c;
     FILE *f = fopen("/dev/urandom", "rb");
     if (f) {
         if (fread(&seed, sizeof seed, 1, f) != 1)
-            seed ^= (uint64_t)emq_now_ms();
+            seed ^= (uint64_t)emq__now_ms();
         fclose(f);
     }
     snprintf(c->token, sizeof c->token, "%s:%s:%llu:%ld:%llu:%016llx",
@@ -179,27 +179,27 @@ static holder_verdict judge_holder(const char *holder) {
 
 /* ---- acquire, renew, release ------------------------------------------------ */
 
-int emq_lease_valid(emq_consumer_t *c) {
+int emq__lease_valid(emq_consumer_t *c) {
     /* Checked before every handler call: the coarse clock is a few ms
      * behind at most, against a margin of a tenth of the TTL. */
-    return emq_now_coarse_ms() < atomic_load(&c->lease_deadline_ms);
+    return emq__now_coarse_ms() < atomic_load(&c->lease_deadline_ms);
 }
 
 static void extend_deadline(emq_consumer_t *c, int64_t sent_ms) {
-    int64_t ttl = emq_cfg_lease_ttl_ms(c->conf);
+    int64_t ttl = emq__cfg_lease_ttl_ms(c->conf);
     atomic_store(&c->lease_deadline_ms, sent_ms + ttl - ttl / 10);
 }
 
 static emq_status refused(emq_consumer_t *c, const char *holder,
                           long long ms, emq_error *err) {
     if (c->lease_lapsed)
-        return emq_error_set(
+        return emq__error_set(
             err, EMQ_ESERVER, 0,
             "consumer '%s' lost its lease '%s': another process (%s) took "
             "the name while this one was stalled; stopping so that one name "
             "never runs twice",
             c->name, c->lease_key, holder);
-    return emq_error_set(
+    return emq__error_set(
         err, EMQ_EINVAL, 0,
         "consumer name '%s' of group '%s' is in use by another live process "
         "(%s; its lease %s expires in %lld ms unless renewed): give each "
@@ -207,18 +207,18 @@ static emq_status refused(emq_consumer_t *c, const char *holder,
         c->name, c->group, holder, c->lease_key, ms);
 }
 
-emq_status emq_lease_acquire(emq_consumer_t *c, emq_error *err) {
+emq_status emq__lease_acquire(emq_consumer_t *c, emq_error *err) {
     char ttl[24];
-    snprintf(ttl, sizeof ttl, "%lld", (long long)emq_cfg_lease_ttl_ms(c->conf));
+    snprintf(ttl, sizeof ttl, "%lld", (long long)emq__cfg_lease_ttl_ms(c->conf));
     char waited_for[160] = "";
     int64_t wait_until = 0;
-    for (int attempt = 0; attempt < 1000 && !emq_consumer_stopping(c);
+    for (int attempt = 0; attempt < 1000 && !emq__consumer_stopping(c);
          attempt++) {
         const char *argv[] = {"EVAL", acquire_script, "1", c->lease_key,
                               c->token, ttl};
         emq_reply *reply;
-        int64_t sent = emq_now_ms();
-        emq_status st = emq_xchg_call(&c->rx, 0, 6, argv, NULL, &reply, err);
+        int64_t sent = emq__now_ms();
+        emq_status st = emq__xchg_call(&c->rx, 0, 6, argv, NULL, &reply, err);
         if (st != EMQ_OK)
             return st;
         if (emq_reply_kind(reply) != EMQ_REPLY_ARRAY ||
@@ -227,8 +227,8 @@ emq_status emq_lease_acquire(emq_consumer_t *c, emq_error *err) {
             snprintf(what, sizeof what, "taking the lease of consumer '%s'",
                      c->name);
             st = emq_reply_kind(reply) == EMQ_REPLY_ERROR
-                     ? emq_reply_error_set(err, reply, "%s failed", what)
-                     : emq_error_set(err, EMQ_EPROTO, 0,
+                     ? emq__reply_error_set(err, reply, "%s failed", what)
+                     : emq__error_set(err, EMQ_EPROTO, 0,
                                      "unexpected reply shape from the "
                                      "server: %s",
                                      what);
@@ -245,7 +245,7 @@ emq_status emq_lease_acquire(emq_consumer_t *c, emq_error *err) {
             c->lease_lapsed = 0;
             c->lease_held = 1;
             if (waited_for[0])
-                emq_consumer_log(c, EMQ_LOG_INFO,
+                emq__consumer_log(c, EMQ_LOG_INFO,
                                  "took the lease after %s let it expire",
                                  waited_for);
             return EMQ_OK;
@@ -253,7 +253,7 @@ emq_status emq_lease_acquire(emq_consumer_t *c, emq_error *err) {
         size_t hn;
         const char *htext = emq_reply_str(emq_reply_at(reply, 1), &hn);
         char hold[160];
-        emq_printable(hold, sizeof hold, htext ? htext : "", htext ? hn : 0);
+        emq__printable(hold, sizeof hold, htext ? htext : "", htext ? hn : 0);
         char holder_raw[256];
         snprintf(holder_raw, sizeof holder_raw, "%.*s",
                  (int)(htext && hn < sizeof holder_raw ? hn : 0),
@@ -266,8 +266,8 @@ emq_status emq_lease_acquire(emq_consumer_t *c, emq_error *err) {
         case HOLDER_DEAD: {
             const char *take[] = {"EVAL", takeover_script, "1", c->lease_key,
                                   holder_raw, c->token, ttl};
-            sent = emq_now_ms();
-            if ((st = emq_xchg_call(&c->rx, 0, 7, take, NULL, &reply, err)) !=
+            sent = emq__now_ms();
+            if ((st = emq__xchg_call(&c->rx, 0, 7, take, NULL, &reply, err)) !=
                 EMQ_OK)
                 return st;
             long long got = emq_reply_integer(reply);
@@ -277,7 +277,7 @@ emq_status emq_lease_acquire(emq_consumer_t *c, emq_error *err) {
                 extend_deadline(c, sent);
                 c->lease_lapsed = 0;
                 c->lease_held = 1;
-                emq_consumer_log(c, EMQ_LOG_INFO,
+                emq__consumer_log(c, EMQ_LOG_INFO,
                                  "took over the lease left by dead process "
                                  "%s",
                                  hold);
@@ -289,45 +289,45 @@ emq_status emq_lease_acquire(emq_consumer_t *c, emq_error *err) {
             break;
         }
         /* A holder we cannot judge: wait for its lease to expire, once. */
-        if (strcmp(waited_for, hold) == 0 && emq_now_ms() >= wait_until)
+        if (strcmp(waited_for, hold) == 0 && emq__now_ms() >= wait_until)
             return refused(c, hold, ms, err);
         if (strcmp(waited_for, hold) != 0) {
             snprintf(waited_for, sizeof waited_for, "%s", hold);
-            wait_until = emq_now_ms() + emq_cfg_lease_ttl_ms(c->conf) + 1000;
-            emq_consumer_log(c, EMQ_LOG_WARNING,
+            wait_until = emq__now_ms() + emq__cfg_lease_ttl_ms(c->conf) + 1000;
+            emq__consumer_log(c, EMQ_LOG_WARNING,
                              "consumer name is held by %s, which cannot be "
                              "checked from this machine; waiting up to "
                              "%lld ms for its lease to expire",
                              hold, (long long)(ms > 0 ? ms : 0));
         }
         int64_t nap = ms > 0 ? ms + 10 : 50;
-        int64_t left = wait_until - emq_now_ms();
-        emq_consumer_nap(c, nap < left ? nap : (left > 0 ? left : 1));
+        int64_t left = wait_until - emq__now_ms();
+        emq__consumer_nap(c, nap < left ? nap : (left > 0 ? left : 1));
     }
-    if (emq_consumer_stopping(c))
-        return emq_error_set(err, EMQ_ECLOSED, 0, "stopped");
-    return emq_error_set(err, EMQ_EINVAL, 0,
+    if (emq__consumer_stopping(c))
+        return emq__error_set(err, EMQ_ECLOSED, 0, "stopped");
+    return emq__error_set(err, EMQ_EINVAL, 0,
                          "could not take the lease of consumer '%s': it "
                          "changed hands repeatedly",
                          c->name);
 }
 
-emq_status emq_lease_append_renew(emq_consumer_t *c, emq_xchg *x, int tag,
+emq_status emq__lease_append_renew(emq_consumer_t *c, emq__xchg *x, int tag,
                                   emq_error *err) {
     char ttl[24];
-    snprintf(ttl, sizeof ttl, "%lld", (long long)emq_cfg_lease_ttl_ms(c->conf));
+    snprintf(ttl, sizeof ttl, "%lld", (long long)emq__cfg_lease_ttl_ms(c->conf));
     const char *argv[] = {"EVAL", renew_script, "1", c->lease_key, c->token,
                           ttl};
-    return emq_xchg_append(x, tag, 6, argv, NULL, err);
+    return emq__xchg_append(x, tag, 6, argv, NULL, err);
 }
 
-emq_status emq_lease_renewed(emq_consumer_t *c, const emq_reply *reply,
+emq_status emq__lease_renewed(emq_consumer_t *c, const emq_reply *reply,
                              int64_t sent_ms, emq_error *err) {
     if (emq_reply_kind(reply) == EMQ_REPLY_ERROR) {
         /* Not renewed: the deadline runs out unless a later renewal works. */
         char shown[160];
-        emq_consumer_log(c, EMQ_LOG_WARNING, "lease renewal failed: %s",
-                         emq_reply_text(reply, shown, sizeof shown));
+        emq__consumer_log(c, EMQ_LOG_WARNING, "lease renewal failed: %s",
+                         emq__reply_text(reply, shown, sizeof shown));
         return EMQ_OK;
     }
     long long got = emq_reply_integer(reply);
@@ -335,10 +335,10 @@ emq_status emq_lease_renewed(emq_consumer_t *c, const emq_reply *reply,
         /* Past the local deadline the lease is held again only through
          * acquire, at the start of a session. */
         int64_t seen = atomic_load(&c->lease_deadline_ms);
-        if (emq_now_coarse_ms() < seen) {
+        if (emq__now_coarse_ms() < seen) {
             extend_deadline(c, sent_ms);
-            emq_consumer_log(c, EMQ_LOG_DEBUG, "lease renewed for %lld ms",
-                             (long long)emq_cfg_lease_ttl_ms(c->conf));
+            emq__consumer_log(c, EMQ_LOG_DEBUG, "lease renewed for %lld ms",
+                             (long long)emq__cfg_lease_ttl_ms(c->conf));
         } else {
             /* Only the deadline we judged lapsed: acquire may have just
              * set a fresh one. */
@@ -348,27 +348,27 @@ emq_status emq_lease_renewed(emq_consumer_t *c, const emq_reply *reply,
     }
     atomic_store(&c->lease_deadline_ms, 0);
     if (got == -1) {
-        emq_consumer_log(c, EMQ_LOG_WARNING,
+        emq__consumer_log(c, EMQ_LOG_WARNING,
                          "the lease expired before it was renewed (a pause "
                          "or an outage longer than lease.ttl_ms); handing "
                          "out nothing until it is taken again");
         return EMQ_OK;
     }
-    emq_status st = emq_error_set(
+    emq_status st = emq__error_set(
         err, EMQ_ESERVER, 0,
         "consumer '%s' lost its lease '%s': another process took the name "
         "while this one was stalled; stopping so that one name never runs "
         "twice",
         c->name, c->lease_key);
-    emq_consumer_fatal(c, err);
+    emq__consumer_fatal(c, err);
     return st;
 }
 
-void emq_lease_release(emq_consumer_t *c, emq_xchg *x) {
+void emq__lease_release(emq_consumer_t *c, emq__xchg *x) {
     const char *argv[] = {"EVAL", release_script, "1", c->lease_key,
                           c->token};
     emq_reply *reply;
-    if (emq_route_command(x->route, 5, argv, NULL, &reply, NULL) == EMQ_OK)
+    if (emq__route_command(x->route, 5, argv, NULL, &reply, NULL) == EMQ_OK)
         emq_reply_free(reply);
     atomic_store(&c->lease_deadline_ms, 0);
 }

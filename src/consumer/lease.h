@@ -6,25 +6,25 @@
 #include "core.h"
 
 /* Fills c->token with this process's identity. */
-void emq_lease_make_token(emq_consumer_t *c);
+void emq__lease_make_token(emq_consumer_t *c);
 /* Takes the lease on the consumer name through the read exchange. A lease
  * left by a dead process of this machine (same boot and PID namespace) is
  * taken over at once; one held by a live local process is refused at once;
  * one whose holder cannot be judged is waited for until it expires (at
  * most its TTL and a second), then refused. Refusals are EMQ_EINVAL naming
  * the holder. */
-emq_status emq_lease_acquire(emq_consumer_t *c, emq_error *err);
+emq_status emq__lease_acquire(emq_consumer_t *c, emq_error *err);
 /* 1 while the lease is known held (before its local deadline). */
-int emq_lease_valid(emq_consumer_t *c);
-/* Appends a renewal to x; emq_lease_renewed applies its reply. */
-emq_status emq_lease_append_renew(emq_consumer_t *c, emq_xchg *x, int tag,
+int emq__lease_valid(emq_consumer_t *c);
+/* Appends a renewal to x; emq__lease_renewed applies its reply. */
+emq_status emq__lease_append_renew(emq_consumer_t *c, emq__xchg *x, int tag,
                                   emq_error *err);
 /* Applies a renewal's reply, sent at sent_ms: extends the local deadline,
  * or (another holder, or expired) ends it and records a fatal error when
  * another process holds the name. */
-emq_status emq_lease_renewed(emq_consumer_t *c, const emq_reply *reply,
+emq_status emq__lease_renewed(emq_consumer_t *c, const emq_reply *reply,
                              int64_t sent_ms, emq_error *err);
 /* Deletes the lease if it is still ours (on stop). */
-void emq_lease_release(emq_consumer_t *c, emq_xchg *x);
+void emq__lease_release(emq_consumer_t *c, emq__xchg *x);
 
 #endif /* EMQ_CONSUMER_LEASE_H */

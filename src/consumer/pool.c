@@ -4,7 +4,7 @@
  * Each consumer has its own connection and the stable name
  * "<consumer>-<i>", i = 1..N, so a restarted pool gets its pending entries
  * back by name. When one consumer fails fatally, the pool stops the others
- * and returns that first error (the thread runner, emq_consumers_run, is
+ * and returns that first error (the thread runner, emq__consumers_run, is
  * consumer.c's, which also runs a topic's partitions).
  */
 #include "consumer.h"
@@ -22,28 +22,28 @@ emq_status emq_pool_new(const emq_conf_t *conf, int n, emq_handler_fn handler,
                         void *opaque, emq_pool_t **out, emq_error *err) {
     *out = NULL;
     if (conf == NULL || n < 1 || n > 1024)
-        return emq_error_set(err, EMQ_EINVAL, 0,
+        return emq__error_set(err, EMQ_EINVAL, 0,
                              "a pool needs a configuration and 1 to 1024 "
                              "consumers (got %d)",
                              n);
-    if (emq_cfg_consumer(conf) == NULL)
-        return emq_error_set(err, EMQ_EINVAL, 0,
+    if (emq__cfg_consumer(conf) == NULL)
+        return emq__error_set(err, EMQ_EINVAL, 0,
                              "consumer name is required: the pool names its "
                              "consumers <consumer>-1 .. <consumer>-%d",
                              n);
-    emq_pool_t *pool = emq_calloc(1, sizeof *pool);
+    emq_pool_t *pool = emq__calloc(1, sizeof *pool);
     emq_conf_t *each = emq_conf_dup(conf);
     if (pool)
-        pool->consumers = emq_calloc((size_t)n, sizeof *pool->consumers);
+        pool->consumers = emq__calloc((size_t)n, sizeof *pool->consumers);
     if (pool == NULL || pool->consumers == NULL || each == NULL) {
         emq_conf_destroy(each);
         emq_pool_destroy(pool);
-        return emq_oom(err);
+        return emq__oom(err);
     }
     emq_status st = EMQ_OK;
     for (int i = 0; i < n && st == EMQ_OK; i++) {
         char name[200];
-        snprintf(name, sizeof name, "%s-%d", emq_cfg_consumer(conf), i + 1);
+        snprintf(name, sizeof name, "%s-%d", emq__cfg_consumer(conf), i + 1);
         st = emq_conf_set(each, "consumer", name, err);
         if (st == EMQ_OK)
             st = emq_consumer_new(each, handler, opaque, &pool->consumers[i],
@@ -60,7 +60,7 @@ emq_status emq_pool_new(const emq_conf_t *conf, int n, emq_handler_fn handler,
 }
 
 emq_status emq_pool_run(emq_pool_t *pool, emq_error *err) {
-    return emq_consumers_run(pool->consumers, (size_t)pool->n,
+    return emq__consumers_run(pool->consumers, (size_t)pool->n,
                              emq_consumer_run, err);
 }
 
@@ -77,8 +77,8 @@ void emq_pool_destroy(emq_pool_t *pool) {
     if (pool->consumers)
         for (int i = 0; i < pool->n; i++)
             emq_consumer_destroy(pool->consumers[i]);
-    emq_free(pool->consumers);
-    emq_free(pool);
+    emq__free(pool->consumers);
+    emq__free(pool);
 }
 
 emq_consumer_t *emq_pool_consumer(emq_pool_t *pool, int i) {

@@ -35,12 +35,12 @@
 #include <time.h>
 #include <unistd.h>
 
-emq_status emq_ready_new(emq_consumer_t *root, emq_ready **out,
+emq_status emq__ready_new(emq_consumer_t *root, emq__ready **out,
                          emq_error *err) {
     *out = NULL;
-    emq_ready *r = emq_calloc(1, sizeof *r);
+    emq__ready *r = emq__calloc(1, sizeof *r);
     if (r == NULL)
-        return emq_oom(err);
+        return emq__oom(err);
     pthread_condattr_t attr;
     pthread_condattr_init(&attr);
     pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
@@ -50,51 +50,51 @@ emq_status emq_ready_new(emq_consumer_t *root, emq_ready **out,
     pthread_condattr_destroy(&attr);
     r->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (rc != 0 || r->efd < 0) {
-        emq_status st = emq_error_set(err, EMQ_ENOMEM, 0,
+        emq_status st = emq__error_set(err, EMQ_ENOMEM, 0,
                                       "could not make the consumer's event "
                                       "descriptor: %s",
                                       strerror(errno));
-        emq_ready_free(r);
+        emq__ready_free(r);
         return st;
     }
     r->root = root;
-    r->limit = (size_t)emq_cfg_max_in_flight(root->conf);
-    r->wake_room = (size_t)emq_cfg_count(root->conf) < r->limit
-                       ? (size_t)emq_cfg_count(root->conf)
+    r->limit = (size_t)emq__cfg_max_in_flight(root->conf);
+    r->wake_room = (size_t)emq__cfg_count(root->conf) < r->limit
+                       ? (size_t)emq__cfg_count(root->conf)
                        : r->limit;
     *out = r;
     return EMQ_OK;
 }
 
-void emq_ready_free(emq_ready *r) {
+void emq__ready_free(emq__ready *r) {
     if (r == NULL)
         return;
     while (r->n > 0) {
-        emq_chunk_unref(r->ring[r->head]->chunk);
+        emq__chunk_unref(r->ring[r->head]->chunk);
         r->head = (r->head + 1) % r->cap;
         r->n--;
     }
-    emq_free(r->ring);
+    emq__free(r->ring);
     if (r->efd >= 0)
         close(r->efd);
     pthread_mutex_destroy(&r->mu);
     pthread_cond_destroy(&r->more);
     pthread_cond_destroy(&r->room);
-    emq_free(r);
+    emq__free(r);
 }
 
-void emq_chunk_unref(emq_chunk *ch) {
+void emq__chunk_unref(emq__chunk *ch) {
     if (ch == NULL || atomic_fetch_sub(&ch->refs, 1) != 1)
         return;
     emq_reply_free(ch->reply);
-    emq_free(ch->fields);
-    emq_free(ch->names);
-    emq_free(ch);
+    emq__free(ch->fields);
+    emq__free(ch->names);
+    emq__free(ch);
 }
 
 /* The event descriptor follows the queue (caller holds mu): readable
  * while entries wait or the consumer has ended. */
-static void signal_fd(emq_ready *r) {
+static void signal_fd(emq__ready *r) {
     int want = r->n > 0 || r->ended;
     if (want == r->fd_set)
         return;
@@ -105,19 +105,19 @@ static void signal_fd(emq_ready *r) {
 }
 
 /* Caller holds mu. */
-static size_t room_locked(const emq_ready *r) {
+static size_t room_locked(const emq__ready *r) {
     if (atomic_load(&r->root->paused))
         return 0;
     size_t out = r->n;
     size_t n;
-    emq_consumer_t *const *m = emq_consumer_members(r->root, &n);
+    emq_consumer_t *const *m = emq__consumer_members(r->root, &n);
     for (size_t i = 0; i < n; i++)
         out += atomic_load(&m[i]->table.nhandling);
     return out >= r->limit ? 0 : r->limit - out;
 }
 
-size_t emq_ready_room(emq_consumer_t *c) {
-    emq_ready *r = c->ready;
+size_t emq__ready_room(emq_consumer_t *c) {
+    emq__ready *r = c->ready;
     if (r == NULL)
         return SIZE_MAX;
     pthread_mutex_lock(&r->mu);
@@ -136,20 +136,20 @@ static void deadline_in(struct timespec *ts, int64_t ms) {
     }
 }
 
-void emq_ready_wait_room(emq_consumer_t *c, int64_t ms) {
-    emq_ready *r = c->ready;
+void emq__ready_wait_room(emq_consumer_t *c, int64_t ms) {
+    emq__ready *r = c->ready;
     struct timespec ts;
     deadline_in(&ts, ms);
     pthread_mutex_lock(&r->mu);
     atomic_fetch_add(&r->room_waiters, 1);
-    if (room_locked(r) == 0 && !emq_consumer_stopping(c) && !r->closing)
+    if (room_locked(r) == 0 && !emq__consumer_stopping(c) && !r->closing)
         pthread_cond_timedwait(&r->room, &r->mu, &ts);
     atomic_fetch_sub(&r->room_waiters, 1);
     pthread_mutex_unlock(&r->mu);
 }
 
-void emq_ready_wait_settled(emq_consumer_t *c) {
-    emq_ready *r = c->ready;
+void emq__ready_wait_settled(emq_consumer_t *c) {
+    emq__ready *r = c->ready;
     pthread_mutex_lock(&r->mu);
     atomic_fetch_add(&r->room_waiters, 1);
     while (atomic_load(&c->table.nhandling) > 0 && !r->closing &&
@@ -162,7 +162,7 @@ void emq_ready_wait_settled(emq_consumer_t *c) {
     pthread_mutex_unlock(&r->mu);
 }
 
-void emq_ready_settled(emq_ready *r) {
+void emq__ready_settled(emq__ready *r) {
     if (atomic_load(&r->room_waiters) == 0)
         return;
     pthread_mutex_lock(&r->mu);
@@ -174,7 +174,7 @@ void emq_ready_settled(emq_ready *r) {
     pthread_mutex_unlock(&r->mu);
 }
 
-void emq_ready_notify(emq_ready *r) {
+void emq__ready_notify(emq__ready *r) {
     pthread_mutex_lock(&r->mu);
     pthread_cond_broadcast(&r->room);
     pthread_cond_broadcast(&r->more);
@@ -182,20 +182,20 @@ void emq_ready_notify(emq_ready *r) {
     pthread_mutex_unlock(&r->mu);
 }
 
-emq_status emq_ready_push(emq_ready *r, emq_chunk *ch, emq_error *err) {
+emq_status emq__ready_push(emq__ready *r, emq__chunk *ch, emq_error *err) {
     emq_status st = EMQ_OK;
     pthread_mutex_lock(&r->mu);
     if (r->n + ch->n > r->cap) {
         size_t cap = r->cap ? r->cap : 64;
         while (cap < r->n + ch->n)
             cap *= 2;
-        handout **ring = emq_alloc(cap * sizeof *ring);
+        handout **ring = emq__alloc(cap * sizeof *ring);
         if (ring == NULL) {
-            st = emq_oom(err);
+            st = emq__oom(err);
         } else {
             for (size_t i = 0; i < r->n; i++)
                 ring[i] = r->ring[(r->head + i) % r->cap];
-            emq_free(r->ring);
+            emq__free(r->ring);
             r->ring = ring;
             r->cap = cap;
             r->head = 0;
@@ -218,7 +218,7 @@ emq_status emq_ready_push(emq_ready *r, emq_chunk *ch, emq_error *err) {
  * brings it back), and only when the table still has it unhanded (a lost
  * session dropped it, a peer took it, it went stale: dropped here). The
  * table is locked once per run of entries of one consumer. */
-static size_t take_locked(emq_ready *r, emq_entry **out, size_t max) {
+static size_t take_locked(emq__ready *r, emq_entry **out, size_t max) {
     size_t got = 0, dropped = 0;
     handout *run[64];
     const batch_item *items[64];
@@ -234,9 +234,9 @@ static size_t take_locked(emq_ready *r, emq_entry **out, size_t max) {
             r->n--;
             k++;
         }
-        int valid = emq_lease_valid(c);
+        int valid = emq__lease_valid(c);
         if (valid)
-            emq_inflight_begin(&c->table, items, k, began);
+            emq__inflight_begin(&c->table, items, k, began);
         size_t handed = 0;
         for (size_t i = 0; i < k; i++) {
             if (valid && began[i] == 1) {
@@ -246,7 +246,7 @@ static size_t take_locked(emq_ready *r, emq_entry **out, size_t max) {
             }
             if (valid && began[i] < 0)
                 atomic_store(&c->recover_self_due, 1);
-            emq_chunk_unref(run[i]->chunk);
+            emq__chunk_unref(run[i]->chunk);
             dropped++;
         }
         atomic_fetch_add(&c->stats.delivered, handed);
@@ -257,11 +257,11 @@ static size_t take_locked(emq_ready *r, emq_entry **out, size_t max) {
     return got;
 }
 
-emq_status emq_ready_poll(emq_ready *r, emq_entry **out, size_t max,
+emq_status emq__ready_poll(emq__ready *r, emq_entry **out, size_t max,
                           int64_t timeout_ms, size_t *n, emq_error *err) {
     *n = 0;
     struct timespec ts = {0, 0};
-    int64_t deadline_ms = emq_now_ms() + (timeout_ms > 0 ? timeout_ms : 0);
+    int64_t deadline_ms = emq__now_ms() + (timeout_ms > 0 ? timeout_ms : 0);
     if (timeout_ms > 0)
         deadline_in(&ts, timeout_ms);
     emq_status st = EMQ_OK;
@@ -270,14 +270,14 @@ emq_status emq_ready_poll(emq_ready *r, emq_entry **out, size_t max,
         *n = take_locked(r, out, max);
         if (*n > 0)
             break;
-        if (r->ended || emq_consumer_stopping(r->root)) {
+        if (r->ended || emq__consumer_stopping(r->root)) {
             if (r->ended && r->end_status != EMQ_OK) {
                 st = r->end_status;
                 if (err != NULL)
                     *err = r->end_err;
                 break;
             }
-            st = emq_error_set(err, EMQ_ECLOSED, 0,
+            st = emq__error_set(err, EMQ_ECLOSED, 0,
                                      "consumer '%s' is stopped: settle the "
                                      "entries you hold, then "
                                      "emq_consumer_close",
@@ -294,7 +294,7 @@ emq_status emq_ready_poll(emq_ready *r, emq_entry **out, size_t max,
                                 slice.tv_nsec > ts.tv_nsec)))
             slice = ts;
         if (pthread_cond_timedwait(&r->more, &r->mu, &slice) == ETIMEDOUT &&
-            timeout_ms > 0 && emq_now_ms() >= deadline_ms) {
+            timeout_ms > 0 && emq__now_ms() >= deadline_ms) {
             *n = take_locked(r, out, max);
             break;
         }
@@ -303,8 +303,8 @@ emq_status emq_ready_poll(emq_ready *r, emq_entry **out, size_t max,
     return st;
 }
 
-void emq_ready_purge(emq_consumer_t *c, int release) {
-    emq_ready *r = c->ready;
+void emq__ready_purge(emq_consumer_t *c, int release) {
+    emq__ready *r = c->ready;
     if (r == NULL)
         return;
     pthread_mutex_lock(&r->mu);
@@ -316,8 +316,8 @@ void emq_ready_purge(emq_consumer_t *c, int release) {
             continue;
         }
         if (release) /* read and never handed out */
-            emq_inflight_release(&c->table, &h->item, NULL);
-        emq_chunk_unref(h->chunk);
+            emq__inflight_release(&c->table, &h->item, NULL);
+        emq__chunk_unref(h->chunk);
     }
     if (kept != r->n)
         pthread_cond_broadcast(&r->room);
@@ -326,7 +326,7 @@ void emq_ready_purge(emq_consumer_t *c, int release) {
     pthread_mutex_unlock(&r->mu);
 }
 
-void emq_ready_ended(emq_ready *r, emq_status st, const emq_error *err) {
+void emq__ready_ended(emq__ready *r, emq_status st, const emq_error *err) {
     pthread_mutex_lock(&r->mu);
     if (st != EMQ_OK && r->end_status == EMQ_OK) {
         r->end_status = st;
@@ -341,16 +341,16 @@ void emq_ready_ended(emq_ready *r, emq_status st, const emq_error *err) {
     pthread_mutex_unlock(&r->mu);
 }
 
-void emq_ready_reset(emq_ready *r) {
+void emq__ready_reset(emq__ready *r) {
     pthread_mutex_lock(&r->mu);
     while (r->n > 0) { /* the readers handed everything back; in case */
-        emq_chunk_unref(r->ring[r->head]->chunk);
+        emq__chunk_unref(r->ring[r->head]->chunk);
         r->head = (r->head + 1) % r->cap;
         r->n--;
     }
     r->ended = r->closing = r->running = 0;
     r->end_status = EMQ_OK;
-    emq_error_clear(&r->end_err);
+    emq__error_clear(&r->end_err);
     uint64_t v;
     ssize_t rc = read(r->efd, &v, sizeof v); /* a stop may have set it */
     (void)rc;

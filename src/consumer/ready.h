@@ -8,18 +8,18 @@
 
 #include "core.h"
 
-typedef struct emq_chunk emq_chunk;
+typedef struct emq__chunk emq__chunk;
 
 /* One entry handed out by poll: the public entry and what settles it. */
 typedef struct handout {
     emq_entry pub;               /* first: emq_entry_free casts back */
-    emq_chunk *chunk;
+    emq__chunk *chunk;
     struct emq_consumer *owner;  /* whose table holds it (a partition's) */
     batch_item item;
 } handout;
 
 /* The entries of one read, sharing its reply (refcounted). */
-struct emq_chunk {
+struct emq__chunk {
     atomic_size_t refs;   /* entries not yet freed or dropped */
     emq_reply *reply;
     emq_field *fields;    /* every entry's field views */
@@ -28,7 +28,7 @@ struct emq_chunk {
     handout items[];
 };
 
-struct emq_ready {
+struct emq__ready {
     pthread_mutex_t mu;
     pthread_cond_t more;  /* entries queued, the consumer ended, resume */
     pthread_cond_t room;  /* room freed, closing, the consumer ended */
@@ -44,38 +44,38 @@ struct emq_ready {
     emq_error end_err;
 };
 
-emq_status emq_ready_new(struct emq_consumer *root, emq_ready **out,
+emq_status emq__ready_new(struct emq_consumer *root, emq__ready **out,
                          emq_error *err);
-void emq_ready_free(emq_ready *r);
+void emq__ready_free(emq__ready *r);
 /* Drops one reference; the last frees the chunk and its reply. */
-void emq_chunk_unref(emq_chunk *ch);
+void emq__chunk_unref(emq__chunk *ch);
 /* How many more entries c may read (its topic's total, in pull mode):
  * max_in_flight less those waiting and those handed out and not settled;
  * 0 while paused; SIZE_MAX in run mode (c->ready NULL). */
-size_t emq_ready_room(struct emq_consumer *c);
+size_t emq__ready_room(struct emq_consumer *c);
 /* Sleeps until there is room, a stop or closing, at most ms. */
-void emq_ready_wait_room(struct emq_consumer *c, int64_t ms);
+void emq__ready_wait_room(struct emq_consumer *c, int64_t ms);
 /* Waits until every entry c handed out is settled, or closing, or fatal. */
-void emq_ready_wait_settled(struct emq_consumer *c);
+void emq__ready_wait_settled(struct emq_consumer *c);
 /* Wakes every waiter: room may have changed (a resume, a pause). */
-void emq_ready_notify(emq_ready *r);
+void emq__ready_notify(emq__ready *r);
 /* After a settlement: wakes a reader waiting for room once a whole read
  * fits (or nothing is out). Cheap when no reader waits. */
-void emq_ready_settled(emq_ready *r);
+void emq__ready_settled(emq__ready *r);
 /* Queues the chunk's entries (the chunk's references pass to the queue). */
-emq_status emq_ready_push(emq_ready *r, emq_chunk *ch, emq_error *err);
+emq_status emq__ready_push(emq__ready *r, emq__chunk *ch, emq_error *err);
 /* Hands out up to max entries into out, waiting up to timeout_ms (< 0:
  * without end) for the first. EMQ_ECLOSED once stopped, the first fatal
  * error once a reading thread ended with one. */
-emq_status emq_ready_poll(emq_ready *r, emq_entry **out, size_t max,
+emq_status emq__ready_poll(emq__ready *r, emq_entry **out, size_t max,
                           int64_t timeout_ms, size_t *n, emq_error *err);
 /* Takes c's entries off the queue: at a session's start (they are
  * dropped from the table next and come back through recover self), or
  * with release at the loop's end (handed back with their count undone). */
-void emq_ready_purge(struct emq_consumer *c, int release);
+void emq__ready_purge(struct emq_consumer *c, int release);
 /* A reading thread ended with st (its first fatal error is kept). */
-void emq_ready_ended(emq_ready *r, emq_status st, const emq_error *err);
+void emq__ready_ended(emq__ready *r, emq_status st, const emq_error *err);
 /* After close: ready for the reading threads to start again. */
-void emq_ready_reset(emq_ready *r);
+void emq__ready_reset(emq__ready *r);
 
 #endif /* EMQ_CONSUMER_READY_H */

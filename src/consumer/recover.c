@@ -55,7 +55,7 @@
 
 /* take(id, bump): claims id for ARGV[2] in group ARGV[1] with its delivery
  * count + bump (1: the entry may have reached a handler since its count
- * was last raised; 0: it cannot have, see emq_recover_self), at least 1;
+ * was last raised; 0: it cannot have, see emq__recover_self), at least 1;
  * returns the entry ({id, false} when deleted: then it is acknowledged
  * and its reason and schedule cleared) and the count. */
 #define TAKE_FUNCTION                                                          \
@@ -148,10 +148,10 @@ static void set_counts(batch *b, const emq_reply *counts) {
  * scripts (whose error text wraps it). */
 static emq_status script_error(emq_consumer_t *c, emq_reply *reply,
                                const char *what, emq_error *err) {
-    c->nogroup = emq_reply_mentions(reply, "NOGROUP");
+    c->nogroup = emq__reply_mentions(reply, "NOGROUP");
     if (c->nogroup)
-        emq_reply_text(reply, c->nogroup_text, sizeof c->nogroup_text);
-    emq_status st = emq_reply_error_set(err, reply, "%s failed", what);
+        emq__reply_text(reply, c->nogroup_text, sizeof c->nogroup_text);
+    emq_status st = emq__reply_error_set(err, reply, "%s failed", what);
     emq_reply_free(reply);
     return st;
 }
@@ -171,7 +171,7 @@ static emq_status take_ids(emq_consumer_t *c, const emq_id *ids, size_t n,
         argv[9 + i] = ids[i].str;
     emq_reply *reply;
     emq_status st =
-        emq_xchg_call(&c->rx, 0, (int)(9 + n), argv, NULL, &reply, err);
+        emq__xchg_call(&c->rx, 0, (int)(9 + n), argv, NULL, &reply, err);
     if (st != EMQ_OK)
         return st;
     if (emq_reply_kind(reply) == EMQ_REPLY_ERROR)
@@ -181,7 +181,7 @@ static emq_status take_ids(emq_consumer_t *c, const emq_id *ids, size_t n,
         emq_reply_len(reply) != 2 ||
         emq_reply_kind(entries) != EMQ_REPLY_ARRAY) {
         emq_reply_free(reply);
-        return emq_reply_bad_shape(err, "taken entries are not [entries, counts]");
+        return emq__reply_bad_shape(err, "taken entries are not [entries, counts]");
     }
     if (emq_reply_len(entries) == 0) {
         emq_reply_free(reply);
@@ -189,33 +189,33 @@ static emq_status take_ids(emq_consumer_t *c, const emq_id *ids, size_t n,
     }
     const emq_reply *counts = emq_reply_at(reply, 1);
     batch b;
-    emq_batch_init(&b);
-    if ((st = emq_batch_parse(&b, reply, entries, err)) == EMQ_OK) {
+    emq__batch_init(&b);
+    if ((st = emq__batch_parse(&b, reply, entries, err)) == EMQ_OK) {
         set_counts(&b, counts);
-        st = emq_batch_dispatch(c, &b, err);
+        st = emq__batch_dispatch(c, &b, err);
     }
-    emq_batch_free(&b);
+    emq__batch_free(&b);
     return st;
 }
 
 /* The largest entry ID: nothing can come after it. */
 #define MAX_ID "18446744073709551615-18446744073709551615"
 
-emq_status emq_recover_self(emq_consumer_t *c, emq_error *err) {
+emq_status emq__recover_self(emq_consumer_t *c, emq_error *err) {
     char start[EMQ_ID_MAX + 1] = "-";
-    emq_stream_id last = {0, 0};
+    emq__stream_id last = {0, 0};
     int have_last = 0;
     char count[24];
     emq_status st = EMQ_OK;
-    while (!emq_consumer_stopping(c) && emq_lease_valid(c)) {
+    while (!emq__consumer_stopping(c) && emq__lease_valid(c)) {
         /* Pull mode: no more than max_in_flight leaves room for; the rest
          * waits for a later turn. */
-        size_t room = emq_ready_room(c);
+        size_t room = emq__ready_room(c);
         if (room == 0) {
             atomic_store(&c->recover_self_due, 1);
             break;
         }
-        long long page = emq_cfg_count(c->conf) < TAKE_PER_CALL ? emq_cfg_count(c->conf)
+        long long page = emq__cfg_count(c->conf) < TAKE_PER_CALL ? emq__cfg_count(c->conf)
                                                         : TAKE_PER_CALL;
         if ((size_t)page > room)
             page = (long long)room;
@@ -225,7 +225,7 @@ emq_status emq_recover_self(emq_consumer_t *c, emq_error *err) {
                               c->name,      count,       start};
         emq_reply *reply;
         atomic_fetch_add(&c->stats.reads, 1);
-        if ((st = emq_xchg_call(&c->rx, 0, 9, argv, NULL, &reply, err)) !=
+        if ((st = emq__xchg_call(&c->rx, 0, 9, argv, NULL, &reply, err)) !=
             EMQ_OK)
             break;
         if (emq_reply_kind(reply) == EMQ_REPLY_ERROR) {
@@ -238,7 +238,7 @@ emq_status emq_recover_self(emq_consumer_t *c, emq_error *err) {
             emq_reply_len(reply) != 2 ||
             emq_reply_kind(ids) != EMQ_REPLY_ARRAY) {
             emq_reply_free(reply);
-            st = emq_reply_bad_shape(err, "own pending page is not [ids, waits]");
+            st = emq__reply_bad_shape(err, "own pending page is not [ids, waits]");
             break;
         }
         size_t n = emq_reply_len(ids);
@@ -247,14 +247,14 @@ emq_status emq_recover_self(emq_consumer_t *c, emq_error *err) {
         for (size_t i = 0; i < n && st == EMQ_OK; i++) {
             size_t len = 0;
             const char *text = emq_reply_str(emq_reply_at(ids, i), &len);
-            emq_stream_id sid;
+            emq__stream_id sid;
             if (text == NULL || len == 0 || len >= EMQ_ID_MAX ||
-                emq_stream_id_parse(text, len, &sid) != 0 ||
-                (have_last && emq_stream_id_cmp(sid, last) <= 0) ||
+                emq__stream_id_parse(text, len, &sid) != 0 ||
+                (have_last && emq__stream_id_cmp(sid, last) <= 0) ||
                 i >= TAKE_PER_CALL) {
                 /* The page must move forward, or the loop would never
                  * end. */
-                st = emq_reply_bad_shape(err, "own pending page does not move past "
+                st = emq__reply_bad_shape(err, "own pending page does not move past "
                                     "the page before");
                 break;
             }
@@ -265,7 +265,7 @@ emq_status emq_recover_self(emq_consumer_t *c, emq_error *err) {
             id.str[len] = '\0';
             snprintf(start, sizeof start, "(%s", id.str);
             long long wait = emq_reply_integer(emq_reply_at(waits, i));
-            if (emq_inflight_holds(&c->table, &id))
+            if (emq__inflight_holds(&c->table, &id))
                 continue; /* in hand here already (a retry waiting, an
                              ack not sent yet) */
             if (wait > 0) {
@@ -275,15 +275,15 @@ emq_status emq_recover_self(emq_consumer_t *c, emq_error *err) {
                  * there any more was taken (its count raised) by a take
                  * whose reply was lost, and never reached a handler: it
                  * is taken again without a raise. */
-                if (emq_inflight_add_waiting(&c->table, &id, wait,
+                if (emq__inflight_add_waiting(&c->table, &id, wait,
                                              c->lease_continued) != 0)
-                    st = emq_oom(err);
+                    st = emq__oom(err);
                 continue;
             }
             take[ntake++] = id;
         }
         emq_reply_free(reply);
-        emq_consumer_log(c, EMQ_LOG_DEBUG,
+        emq__consumer_log(c, EMQ_LOG_DEBUG,
                          "recovery: a page of %zu own pending entries "
                          "(%zu taken again)",
                          n, ntake);
@@ -296,47 +296,47 @@ emq_status emq_recover_self(emq_consumer_t *c, emq_error *err) {
     return st;
 }
 
-emq_status emq_recover_peers(emq_consumer_t *c, emq_error *err) {
+emq_status emq__recover_peers(emq_consumer_t *c, emq_error *err) {
     char idle[24], count[24];
-    snprintf(idle, sizeof idle, "%lld", (long long)emq_cfg_claim_min_idle_ms(c->conf));
+    snprintf(idle, sizeof idle, "%lld", (long long)emq__cfg_claim_min_idle_ms(c->conf));
     batch b;
-    emq_batch_init(&b);
+    emq__batch_init(&b);
     emq_status st = EMQ_OK;
     for (int call = 0; call < EMQ_CLAIM_CALLS_PER_BEAT; call++) {
-        size_t room = emq_ready_room(c);
-        if (emq_consumer_stopping(c) || !emq_lease_valid(c) || room == 0)
+        size_t room = emq__ready_room(c);
+        if (emq__consumer_stopping(c) || !emq__lease_valid(c) || room == 0)
             break;
         snprintf(count, sizeof count, "%lld",
-                 (long long)((size_t)emq_cfg_claim_count(c->conf) < room
-                                 ? (size_t)emq_cfg_claim_count(c->conf)
+                 (long long)((size_t)emq__cfg_claim_count(c->conf) < room
+                                 ? (size_t)emq__cfg_claim_count(c->conf)
                                  : room));
         const char *argv[] = {"EVAL",         claim_script,   "3",
                               c->keys.stream, c->reasons_key, c->retry_key,
                               c->group,       c->name,        idle,
                               c->claim_cursor, count};
         emq_reply *reply;
-        if ((st = emq_xchg_call(&c->rx, 0, 11, argv, NULL, &reply, err)) !=
+        if ((st = emq__xchg_call(&c->rx, 0, 11, argv, NULL, &reply, err)) !=
             EMQ_OK)
             break;
         if (emq_reply_kind(reply) == EMQ_REPLY_ERROR) {
-            if (emq_reply_mentions(reply, "NOGROUP")) {
+            if (emq__reply_mentions(reply, "NOGROUP")) {
                 st = script_error(c, reply, "a claim beat", err);
                 break;
             }
             /* NOPERM for an ACL without XAUTOCLAIM, ...: peers' entries
              * are never taken over. Say so, once a minute. */
-            if (emq_now_ms() - c->last_claim_warning_ms >=
+            if (emq__now_ms() - c->last_claim_warning_ms >=
                 CLAIM_WARNING_EVERY_MS) {
                 char shown[200];
-                c->last_claim_warning_ms = emq_now_ms();
-                emq_consumer_log(c, EMQ_LOG_WARNING,
+                c->last_claim_warning_ms = emq__now_ms();
+                emq__consumer_log(c, EMQ_LOG_WARNING,
                                  "claim beat failed, so entries of dead "
                                  "peers are not taken over: %s%s",
-                                 emq_reply_refused(reply) &&
-                                         !emq_reply_mentions(reply, "NOPERM")
+                                 emq__reply_refused(reply) &&
+                                         !emq__reply_mentions(reply, "NOPERM")
                                      ? "NOPERM (refused by the ACL): "
                                      : "",
-                                 emq_reply_text(reply, shown, sizeof shown));
+                                 emq__reply_text(reply, shown, sizeof shown));
             }
             emq_reply_free(reply);
             break;
@@ -349,10 +349,10 @@ emq_status emq_recover_peers(emq_consumer_t *c, emq_error *err) {
         if (emq_reply_kind(reply) != EMQ_REPLY_ARRAY ||
             emq_reply_len(reply) != 4 || cursor_text == NULL ||
             cursor_len == 0 || cursor_len >= EMQ_ID_MAX ||
-            emq_stream_id_parse(cursor_text, cursor_len, NULL) != 0 ||
+            emq__stream_id_parse(cursor_text, cursor_len, NULL) != 0 ||
             emq_reply_kind(entries) != EMQ_REPLY_ARRAY) {
             emq_reply_free(reply);
-            st = emq_reply_bad_shape(err, "XAUTOCLAIM is not [cursor, entries, "
+            st = emq__reply_bad_shape(err, "XAUTOCLAIM is not [cursor, entries, "
                                 "deleted]");
             break;
         }
@@ -369,31 +369,31 @@ emq_status emq_recover_peers(emq_consumer_t *c, emq_error *err) {
             break;
         }
         const emq_reply *counts = emq_reply_at(reply, 3);
-        if ((st = emq_batch_parse(&b, reply, entries, err)) != EMQ_OK)
+        if ((st = emq__batch_parse(&b, reply, entries, err)) != EMQ_OK)
             break;
         set_counts(&b, counts);
         atomic_fetch_add(&c->stats.claimed, b.n);
-        emq_consumer_log(c, EMQ_LOG_DEBUG,
+        emq__consumer_log(c, EMQ_LOG_DEBUG,
                          "claim beat: %zu entries idle %s ms or more taken "
                          "over",
                          b.n, idle);
-        st = emq_batch_dispatch(c, &b, err);
-        emq_batch_clear(&b);
+        st = emq__batch_dispatch(c, &b, err);
+        emq__batch_clear(&b);
         if (st != EMQ_OK || wrapped)
             break;
     }
-    emq_batch_free(&b);
+    emq__batch_free(&b);
     return st;
 }
 
-emq_status emq_recover_due(emq_consumer_t *c, emq_error *err) {
+emq_status emq__recover_due(emq_consumer_t *c, emq_error *err) {
     emq_id ids[TAKE_PER_CALL];
     emq_status st = EMQ_OK;
     for (int uncounted = 0; uncounted < 2; uncounted++) {
-        while (st == EMQ_OK && !emq_consumer_stopping(c) &&
-               emq_lease_valid(c)) {
-            size_t room = emq_ready_room(c);
-            size_t n = emq_inflight_due(&c->table, emq_now_ms(), uncounted,
+        while (st == EMQ_OK && !emq__consumer_stopping(c) &&
+               emq__lease_valid(c)) {
+            size_t room = emq__ready_room(c);
+            size_t n = emq__inflight_due(&c->table, emq__now_ms(), uncounted,
                                         ids,
                                         room < TAKE_PER_CALL ? room
                                                              : TAKE_PER_CALL);
@@ -402,7 +402,7 @@ emq_status emq_recover_due(emq_consumer_t *c, emq_error *err) {
             /* Forget them first: what is still ours comes back in the
              * reply and enters the table again with its new count. */
             for (size_t i = 0; i < n; i++)
-                emq_inflight_forget(&c->table, &ids[i]);
+                emq__inflight_forget(&c->table, &ids[i]);
             st = take_ids(c, ids, n, !uncounted, "delivering due retries",
                           err);
         }

@@ -13,11 +13,11 @@
 
 /* Drains this consumer's own pending entries with history reads, paging
  * from 0, until none remain (or stop). */
-emq_status emq_recover_self(emq_consumer_t *c, emq_error *err);
+emq_status emq__recover_self(emq_consumer_t *c, emq_error *err);
 /* One claim beat: XAUTOCLAIM following the saved cursor, at most
  * EMQ_CLAIM_CALLS_PER_BEAT calls, handling what it claims. */
-emq_status emq_recover_peers(emq_consumer_t *c, emq_error *err);
+emq_status emq__recover_peers(emq_consumer_t *c, emq_error *err);
 /* Delivers again the retried entries whose delay has passed. */
-emq_status emq_recover_due(emq_consumer_t *c, emq_error *err);
+emq_status emq__recover_due(emq_consumer_t *c, emq_error *err);
 
 #endif /* EMQ_CONSUMER_RECOVER_H */

@@ -140,8 +140,8 @@ static const char refresh_script[] =
     "mine[n + 1] = nil\n"
     "return {mine, gone}\n";
 
-int64_t emq_settle_retry_delay(emq_consumer_t *c, uint64_t deliveries) {
-    int64_t base = emq_cfg_retry_backoff_ms(c->conf);
+int64_t emq__settle_retry_delay(emq_consumer_t *c, uint64_t deliveries) {
+    int64_t base = emq__cfg_retry_backoff_ms(c->conf);
     if (base <= 0)
         return 0;
     unsigned attempt = deliveries > 1 ? (unsigned)(deliveries - 1) : 0;
@@ -149,50 +149,50 @@ int64_t emq_settle_retry_delay(emq_consumer_t *c, uint64_t deliveries) {
         attempt = 62;
     /* A seed of its own for each call: settlements come from any thread. */
     uint64_t rng = atomic_fetch_add(&c->rng, 0x9E3779B97F4A7C15ULL);
-    return emq_backoff_delay(base, emq_cfg_retry_backoff_max_ms(c->conf), attempt,
+    return emq__backoff_delay(base, emq__cfg_retry_backoff_max_ms(c->conf), attempt,
                              &rng);
 }
 
-emq_status emq_settle_make(emq_consumer_t *c, const emq_id *id,
+emq_status emq__settle_make(emq_consumer_t *c, const emq_id *id,
                            uint64_t deliveries, settle_kind kind,
                            const char *reason, settle_op *op,
                            emq_error *err) {
     *op = (settle_op){.kind = kind, .id = *id, .deliveries = deliveries};
-    if (reason != NULL && (op->reason = emq_strdup(reason)) == NULL)
-        return emq_oom(err);
+    if (reason != NULL && (op->reason = emq__strdup(reason)) == NULL)
+        return emq__oom(err);
     if (kind == SETTLE_RETRY)
-        op->delay_ms = emq_settle_retry_delay(c, deliveries);
+        op->delay_ms = emq__settle_retry_delay(c, deliveries);
     return EMQ_OK;
 }
 
 /* Appends one command of many ids: argv[0..nfixed) then the ids. */
-static emq_status append_with_ids(emq_xchg *x, int tag, const char **fixed,
+static emq_status append_with_ids(emq__xchg *x, int tag, const char **fixed,
                                   size_t nfixed, const emq_id *const *ids,
                                   size_t nids, emq_error *err) {
     size_t argc = nfixed + nids;
-    const char **argv = emq_alloc(argc * sizeof *argv);
+    const char **argv = emq__alloc(argc * sizeof *argv);
     if (argv == NULL)
-        return emq_oom(err);
+        return emq__oom(err);
     memcpy(argv, fixed, nfixed * sizeof *argv);
     for (size_t i = 0; i < nids; i++)
         argv[nfixed + i] = ids[i]->str;
-    emq_status st = emq_xchg_append(x, tag, (int)argc, argv, NULL, err);
-    emq_free(argv);
+    emq_status st = emq__xchg_append(x, tag, (int)argc, argv, NULL, err);
+    emq__free(argv);
     return st;
 }
 
 
-static emq_status append_dead(emq_consumer_t *c, emq_xchg *x,
+static emq_status append_dead(emq_consumer_t *c, emq__xchg *x,
                               const settle_op *op, emq_error *err) {
     const char *argv[] = {"EVAL", deadletter_script, "4", c->keys.stream,
                           c->keys.dead, c->reasons_key, c->retry_key,
                           c->group, op->id.str, c->name,
                           op->reason ? op->reason : ""};
-    return emq_xchg_append(x, TAG_DEAD, 11, argv, NULL, err);
+    return emq__xchg_append(x, TAG_DEAD, 11, argv, NULL, err);
 }
 
 /* Appends one release script for every SETTLE_RELEASE op of ops[0..n). */
-static emq_status append_release(emq_consumer_t *c, emq_xchg *x,
+static emq_status append_release(emq_consumer_t *c, emq__xchg *x,
                                  const settle_op *ops, size_t n,
                                  emq_error *err) {
     size_t nrel = 0;
@@ -201,11 +201,11 @@ static emq_status append_release(emq_consumer_t *c, emq_xchg *x,
     if (nrel == 0)
         return EMQ_OK;
     size_t argc = 6 + 2 * nrel;
-    const char **argv = emq_alloc(argc * sizeof *argv);
-    char (*counts)[24] = emq_alloc(nrel * sizeof *counts);
+    const char **argv = emq__alloc(argc * sizeof *argv);
+    char (*counts)[24] = emq__alloc(nrel * sizeof *counts);
     emq_status st = EMQ_OK;
     if (argv == NULL || counts == NULL) {
-        st = emq_oom(err);
+        st = emq__oom(err);
     } else {
         const char *fixed[] = {"EVAL", release_script, "1", c->keys.stream,
                                c->group, c->name};
@@ -220,25 +220,25 @@ static emq_status append_release(emq_consumer_t *c, emq_xchg *x,
             argv[7 + 2 * k] = counts[k];
             k++;
         }
-        st = emq_xchg_append(x, TAG_RELEASE, (int)argc, argv, NULL, err);
+        st = emq__xchg_append(x, TAG_RELEASE, (int)argc, argv, NULL, err);
     }
-    emq_free(argv);
-    emq_free(counts);
+    emq__free(argv);
+    emq__free(counts);
     return st;
 }
 
-size_t emq_settle_ops_max(const emq_consumer_t *c) {
-    int64_t room = emq_cfg_pipeline_max(c->conf) - EMQ_ROUND_FIXED_COMMANDS;
+size_t emq__settle_ops_max(const emq_consumer_t *c) {
+    int64_t room = emq__cfg_pipeline_max(c->conf) - EMQ_ROUND_FIXED_COMMANDS;
     return room >= EMQ_SETTLE_MAX_IDS ? EMQ_SETTLE_MAX_IDS : (size_t)room;
 }
 
-emq_status emq_settle_append(emq_consumer_t *c, emq_xchg *x,
+emq_status emq__settle_append(emq_consumer_t *c, emq__xchg *x,
                              const settle_op *ops, size_t n, emq_error *err) {
-    const emq_id **acks = emq_alloc((n ? n : 1) * sizeof *acks);
-    const emq_id **clean = emq_alloc((n ? n : 1) * sizeof *clean);
+    const emq_id **acks = emq__alloc((n ? n : 1) * sizeof *acks);
+    const emq_id **clean = emq__alloc((n ? n : 1) * sizeof *clean);
     emq_status st = EMQ_OK;
     if (acks == NULL || clean == NULL) {
-        st = emq_oom(err);
+        st = emq__oom(err);
         goto done;
     }
     size_t nacks = 0, nclean = 0;
@@ -277,24 +277,24 @@ emq_status emq_settle_append(emq_consumer_t *c, emq_xchg *x,
                                                                 : "",
                                   delay,          c->group,
                                   c->name};
-            st = emq_xchg_append(x, TAG_RETRY, 11, argv, NULL, err);
+            st = emq__xchg_append(x, TAG_RETRY, 11, argv, NULL, err);
         } else if (ops[i].kind == SETTLE_DEAD) {
             st = append_dead(c, x, &ops[i], err);
         }
     }
 done:
-    emq_free(acks);
-    emq_free(clean);
+    emq__free(acks);
+    emq__free(clean);
     return st;
 }
 
 /* Refusals that will not change by themselves: a settlement refused this
  * way would be redone forever, so the consumer stops. */
 static int permanent(const emq_reply *r) {
-    return emq_reply_refused(r) || emq_reply_mentions(r, "WRONGTYPE");
+    return emq__reply_refused(r) || emq__reply_mentions(r, "WRONGTYPE");
 }
 
-emq_status emq_settle_apply(void *round, int tag, const emq_reply *reply,
+emq_status emq__settle_apply(void *round, int tag, const emq_reply *reply,
                             emq_error *err) {
     settle_round *r = round;
     emq_consumer_t *c = r->c;
@@ -304,32 +304,32 @@ emq_status emq_settle_apply(void *round, int tag, const emq_reply *reply,
                                         "handing back unhandled entries"};
     const char *what = tag >= TAG_XACK && tag <= TAG_RELEASE ? names[tag] : "?";
     if (emq_reply_kind(reply) == EMQ_REPLY_ERROR) {
-        if (emq_reply_mentions(reply, "READONLY"))
-            return emq_error_set(err, EMQ_EIO, 1,
+        if (emq__reply_mentions(reply, "READONLY"))
+            return emq__error_set(err, EMQ_EIO, 1,
                                  "%s: the server is a read-only replica (READONLY)",
                                  what);
-        if (emq_reply_not_now(reply, tag == TAG_XACK ? EMQ_XCHG_WAIT_OOM : 0)) {
+        if (emq__reply_not_now(reply, tag == TAG_XACK ? EMQ_XCHG_WAIT_OOM : 0)) {
             r->again = 1; /* did not run: send again later */
             return EMQ_OK;
         }
         if (permanent(reply)) {
             char shown[240];
-            emq_status st = emq_error_set(
+            emq_status st = emq__error_set(
                 err, EMQ_ESERVER, 0,
                 "%s was refused (%s%s): settled entries would be handled "
                 "again forever, so the consumer stops; grant the command or "
                 "fix the key",
-                what, emq_reply_refused(reply) && !emq_reply_mentions(reply, "NOPERM") ? "NOPERM: " : "",
-                emq_reply_text(reply, shown, sizeof shown));
-            emq_reply_code_copy(err, reply);
-            emq_consumer_fatal(c, err);
+                what, emq__reply_refused(reply) && !emq__reply_mentions(reply, "NOPERM") ? "NOPERM: " : "",
+                emq__reply_text(reply, shown, sizeof shown));
+            emq__reply_code_copy(err, reply);
+            emq__consumer_fatal(c, err);
             return st;
         }
         char shown[200];
-        emq_consumer_log(c, EMQ_LOG_WARNING,
+        emq__consumer_log(c, EMQ_LOG_WARNING,
                          "%s failed: %s (the entry stays pending and comes "
                          "back)",
-                         what, emq_reply_text(reply, shown, sizeof shown));
+                         what, emq__reply_text(reply, shown, sizeof shown));
         return EMQ_OK;
     }
     if (tag == TAG_XACK) {
@@ -348,25 +348,25 @@ emq_status emq_settle_apply(void *round, int tag, const emq_reply *reply,
     return EMQ_OK;
 }
 
-void emq_settle_finish(emq_consumer_t *c, settle_op *ops, size_t n,
+void emq__settle_finish(emq_consumer_t *c, settle_op *ops, size_t n,
                        emq_status st, const settle_round *r) {
     if (st == EMQ_OK && !r->again) {
-        emq_inflight_settled(&c->table, ops, n);
+        emq__inflight_settled(&c->table, ops, n);
         for (size_t i = 0; i < n; i++)
-            emq_settle_op_free(&ops[i]);
+            emq__settle_op_free(&ops[i]);
         return;
     }
     /* Outcome unknown, or not run: send them again (idempotent). */
-    emq_inflight_requeue(&c->table, ops, n);
+    emq__inflight_requeue(&c->table, ops, n);
 }
 
-emq_status emq_settle_append_refresh(emq_consumer_t *c, emq_xchg *x,
+emq_status emq__settle_append_refresh(emq_consumer_t *c, emq__xchg *x,
                                      const emq_id *ids, size_t n, int tag,
                                      emq_error *err) {
     size_t argc = 8 + n;
-    const char **argv = emq_alloc(argc * sizeof *argv);
+    const char **argv = emq__alloc(argc * sizeof *argv);
     if (argv == NULL)
-        return emq_oom(err);
+        return emq__oom(err);
     argv[0] = "EVAL";
     argv[1] = refresh_script;
     argv[2] = "3";
@@ -377,7 +377,7 @@ emq_status emq_settle_append_refresh(emq_consumer_t *c, emq_xchg *x,
     argv[7] = c->name;
     for (size_t i = 0; i < n; i++)
         argv[8 + i] = ids[i].str;
-    emq_status st = emq_xchg_append(x, tag, (int)argc, argv, NULL, err);
-    emq_free(argv);
+    emq_status st = emq__xchg_append(x, tag, (int)argc, argv, NULL, err);
+    emq__free(argv);
     return st;
 }

@@ -23,13 +23,13 @@ void emq_consumer_stats_get(const emq_consumer_t *c, emq_consumer_stats *out) {
     memset(out, 0, sizeof *out);
     size_t n; /* a topic: the sum over its partitions */
     emq_consumer_t *const *m =
-        emq_consumer_members((emq_consumer_t *)c, &n); /* atomics only */
+        emq__consumer_members((emq_consumer_t *)c, &n); /* atomics only */
     for (size_t i = 0; i < n; i++) {
 #define ADD(name) out->name += atomic_load(&m[i]->stats.name);
         EMQ_CONSUMER_COUNTERS(ADD)
         EMQ_CONSUMER_CLUSTER_COUNTERS(ADD)
 #undef ADD
-        out->in_flight += emq_inflight_count(&m[i]->table);
+        out->in_flight += emq__inflight_count(&m[i]->table);
         out->handed_out += atomic_load(&m[i]->table.nhandling);
     }
 }
@@ -38,38 +38,38 @@ size_t emq_consumer_stats_json(const emq_consumer_t *c, char *buf,
                                size_t size) {
     emq_consumer_stats s;
     emq_consumer_stats_get(c, &s);
-    emq_json o;
-    emq_json_init(&o, buf, size);
+    emq__json o;
+    emq__json_init(&o, buf, size);
     if (c->nparts > 0) {
-        emq_json_raw(&o, "{\"topic\":");
-        emq_json_cstr(&o, emq_cfg_queue(c->conf));
-        emq_json_raw(&o, ",\"partitions\":%zu", c->nparts);
+        emq__json_raw(&o, "{\"topic\":");
+        emq__json_cstr(&o, emq__cfg_queue(c->conf));
+        emq__json_raw(&o, ",\"partitions\":%zu", c->nparts);
     } else {
-        emq_json_raw(&o, "{\"stream\":");
-        emq_json_cstr(&o, c->keys.stream);
+        emq__json_raw(&o, "{\"stream\":");
+        emq__json_cstr(&o, c->keys.stream);
     }
-    emq_json_raw(&o, ",\"group\":");
-    emq_json_cstr(&o, c->group);
-    emq_json_raw(&o, ",\"consumer\":");
-    emq_json_cstr(&o, c->name);
+    emq__json_raw(&o, ",\"group\":");
+    emq__json_cstr(&o, c->group);
+    emq__json_raw(&o, ",\"consumer\":");
+    emq__json_cstr(&o, c->name);
 #define JSON(name)                                                             \
-    emq_json_raw(&o, ",\"" #name "\":%llu", (unsigned long long)s.name);
+    emq__json_raw(&o, ",\"" #name "\":%llu", (unsigned long long)s.name);
     EMQ_CONSUMER_COUNTERS(JSON)
     JSON(in_flight)
     JSON(handed_out)
     EMQ_CONSUMER_CLUSTER_COUNTERS(JSON)
 #undef JSON
-    emq_json_raw(&o, "}");
+    emq__json_raw(&o, "}");
     return o.len;
 }
 
 /* ---- the statistics callback ---------------------------------------------- */
 
-int emq_stats_on(const emq_consumer_t *c) {
-    return emq_cfg_stats_fn(c->conf) != NULL && emq_cfg_stats_interval_ms(c->conf) > 0;
+int emq__stats_on(const emq_consumer_t *c) {
+    return emq__cfg_stats_fn(c->conf) != NULL && emq__cfg_stats_interval_ms(c->conf) > 0;
 }
 
-void emq_stats_latency(emq_consumer_t *c, int64_t us) {
+void emq__stats_latency(emq_consumer_t *c, int64_t us) {
     unsigned k = 0;
     while (us > 1 && k < EMQ_LATENCY_BUCKETS - 1) {
         us >>= 1;
@@ -78,7 +78,7 @@ void emq_stats_latency(emq_consumer_t *c, int64_t us) {
     atomic_fetch_add(&c->hist.latency[k], 1);
 }
 
-void emq_stats_delivery(emq_consumer_t *c, uint64_t deliveries) {
+void emq__stats_delivery(emq_consumer_t *c, uint64_t deliveries) {
     unsigned k = deliveries <= 3    ? (deliveries ? (unsigned)deliveries - 1 : 0)
                  : deliveries <= 5  ? 3
                  : deliveries <= 10 ? 4
@@ -99,23 +99,23 @@ static uint64_t quantile(const uint64_t *buckets, uint64_t n, double q) {
 
 /* The group's lag (-1: not said) and the idle time of its oldest pending
  * entry (-1: none), from the server. */
-static void group_numbers(emq_consumer_t *c, emq_xchg *x, long long *lag,
+static void group_numbers(emq_consumer_t *c, emq__xchg *x, long long *lag,
                           long long *oldest_ms) {
     *lag = *oldest_ms = -1;
     const char *groups[] = {"XINFO", "GROUPS", c->keys.stream};
     emq_reply *r = NULL;
     emq_error err;
-    if (emq_xchg_call(x, 0, 3, groups, NULL, &r, &err) == EMQ_OK &&
+    if (emq__xchg_call(x, 0, 3, groups, NULL, &r, &err) == EMQ_OK &&
         emq_reply_kind(r) == EMQ_REPLY_ARRAY) {
         for (size_t i = 0; i < emq_reply_len(r); i++) {
             const emq_reply *g = emq_reply_at(r, i);
-            const emq_reply *name = emq_stream_field(g, "name");
+            const emq_reply *name = emq__stream_field(g, "name");
             size_t len;
             const char *text = name ? emq_reply_str(name, &len) : NULL;
             if (text == NULL || len != strlen(c->group) ||
                 memcmp(text, c->group, len) != 0)
                 continue;
-            const emq_reply *l = emq_stream_field(g, "lag");
+            const emq_reply *l = emq__stream_field(g, "lag");
             if (l && emq_reply_kind(l) == EMQ_REPLY_INTEGER)
                 *lag = emq_reply_integer(l);
         }
@@ -124,16 +124,16 @@ static void group_numbers(emq_consumer_t *c, emq_xchg *x, long long *lag,
     const char *pending[] = {"XPENDING", c->keys.stream, c->group, "-", "+",
                              "1"};
     r = NULL;
-    if (emq_xchg_call(x, 0, 6, pending, NULL, &r, &err) == EMQ_OK &&
+    if (emq__xchg_call(x, 0, 6, pending, NULL, &r, &err) == EMQ_OK &&
         emq_reply_kind(r) == EMQ_REPLY_ARRAY && emq_reply_len(r) == 1) {
-        emq_pending_row row;
-        if (emq_pending_row_parse(emq_reply_at(r, 0), &row) == 0)
+        emq__pending_row row;
+        if (emq__pending_row_parse(emq_reply_at(r, 0), &row) == 0)
             *oldest_ms = row.idle_ms;
     }
     emq_reply_free(r);
 }
 
-void emq_stats_report(emq_consumer_t *c, emq_xchg *x) {
+void emq__stats_report(emq_consumer_t *c, emq__xchg *x) {
     char buf[STATS_JSON_MAX];
     size_t len = emq_consumer_stats_json(c, buf, sizeof buf);
     if (len == 0 || len >= sizeof buf - STATS_TAIL_ROOM)
@@ -168,5 +168,5 @@ void emq_stats_report(emq_consumer_t *c, emq_xchg *x) {
         oldest_text);
     if (more <= 0 || (size_t)more >= sizeof buf - len)
         return;
-    emq_cfg_stats_fn(c->conf)(emq_cfg_stats_opaque(c->conf), buf, len + (size_t)more);
+    emq__cfg_stats_fn(c->conf)(emq__cfg_stats_opaque(c->conf), buf, len + (size_t)more);
 }

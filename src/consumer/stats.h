@@ -8,12 +8,12 @@
 #include "core.h"
 
 /* 1 when the statistics callback is on (stats.interval_ms and a fn). */
-int emq_stats_on(const emq_consumer_t *c);
+int emq__stats_on(const emq_consumer_t *c);
 /* Counts one entry out for us microseconds, and one delivery count. */
-void emq_stats_latency(emq_consumer_t *c, int64_t us);
-void emq_stats_delivery(emq_consumer_t *c, uint64_t deliveries);
+void emq__stats_latency(emq_consumer_t *c, int64_t us);
+void emq__stats_delivery(emq_consumer_t *c, uint64_t deliveries);
 /* Asks the server for the group's lag and oldest pending entry on x, then
  * passes the JSON to the callback (the upkeep thread, when due). */
-void emq_stats_report(emq_consumer_t *c, emq_xchg *x);
+void emq__stats_report(emq_consumer_t *c, emq__xchg *x);
 
 #endif /* EMQ_CONSUMER_STATS_H */

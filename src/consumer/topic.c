@@ -8,7 +8,7 @@
  * partitions), a topic's partitions are run (one thread each, the first
  * fatal error stopping the others), and the partition that holds an entry
  * being settled is found. In pull mode the partitions read into the topic
- * consumer's one ready queue; emq_consumer_members (core.c) is what a
+ * consumer's one ready queue; emq__consumer_members (core.c) is what a
  * call that loops over a consumer's partitions uses.
  */
 #include "topic.h"
@@ -20,7 +20,7 @@
 static emq_status open_part(int i, const emq_conf_t *part, void *ctx,
                             emq_error *err) {
     emq_consumer_t *c = ctx;
-    emq_status st = emq_consumer_make(part, c->handler, c->batch_handler,
+    emq_status st = emq__consumer_make(part, c->handler, c->batch_handler,
                                       c->opaque, &c->parts[i], err);
     if (st == EMQ_OK)
         c->nparts = (size_t)i + 1;
@@ -29,10 +29,10 @@ static emq_status open_part(int i, const emq_conf_t *part, void *ctx,
 
 /* Makes topic consumer c's partitions (c->conf partitions P > 1). */
 static emq_status topic_open(emq_consumer_t *c, emq_error *err) {
-    c->parts = emq_calloc((size_t)emq_cfg_partitions(c->conf), sizeof *c->parts);
+    c->parts = emq__calloc((size_t)emq__cfg_partitions(c->conf), sizeof *c->parts);
     if (c->parts == NULL)
-        return emq_oom(err);
-    return emq_topic_open_parts(c->conf, 0, (int)emq_cfg_partitions(c->conf),
+        return emq__oom(err);
+    return emq__topic_open_parts(c->conf, 0, (int)emq__cfg_partitions(c->conf),
                                 open_part, c, err);
 }
 
@@ -41,10 +41,10 @@ static emq_status make(const emq_conf_t *conf, emq_handler_fn handler,
                        emq_batch_handler_fn batch_handler, void *opaque,
                        emq_consumer_t **out, emq_error *err) {
     emq_status st =
-        emq_consumer_make(conf, handler, batch_handler, opaque, out, err);
-    if (st == EMQ_OK && emq_topic_is(conf) &&
+        emq__consumer_make(conf, handler, batch_handler, opaque, out, err);
+    if (st == EMQ_OK && emq__topic_is(conf) &&
         (st = topic_open(*out, err)) != EMQ_OK) {
-        emq_consumer_free(*out);
+        emq__consumer_free(*out);
         *out = NULL;
     }
     return st;
@@ -61,31 +61,31 @@ emq_status emq_consumer_new_batch(const emq_conf_t *conf,
                                   emq_consumer_t **out, emq_error *err) {
     if (handler == NULL) {
         *out = NULL;
-        return emq_error_set(err, EMQ_EINVAL, 0,
+        return emq__error_set(err, EMQ_EINVAL, 0,
                              "a batch consumer needs a batch handler");
     }
     return make(conf, NULL, handler, opaque, out, err);
 }
 
-emq_status emq_consumer_topic_run(emq_consumer_t *c, emq_error *err) {
+emq_status emq__consumer_topic_run(emq_consumer_t *c, emq_error *err) {
     emq_status st =
-        emq_consumers_run(c->parts, c->nparts, emq_consumer_loop, err);
+        emq__consumers_run(c->parts, c->nparts, emq__consumer_loop, err);
     for (size_t i = 0; i < c->nparts; i++) /* ready to run again */
         atomic_store(&c->parts[i]->stop, 0);
     return st;
 }
 
-emq_consumer_t *emq_consumer_owner(emq_consumer_t *c, const emq_entry *entry,
+emq_consumer_t *emq__consumer_owner(emq_consumer_t *c, const emq_entry *entry,
                                    emq_error *err) {
     const char *stream = entry->stream;
     if (c->nparts == 0) {
         if (stream == NULL || strcmp(stream, c->keys.stream) == 0)
             return c;
     } else if (stream == NULL) {
-        emq_error_set(err, EMQ_EINVAL, 0,
+        emq__error_set(err, EMQ_EINVAL, 0,
                       "entry %s names no stream: entries of topic '%s' are "
                       "settled with the stream poll gave them",
-                      entry->id, emq_cfg_queue(c->conf));
+                      entry->id, emq__cfg_queue(c->conf));
         return NULL;
     } else {
         for (size_t i = 0; i < c->nparts; i++)
@@ -93,9 +93,9 @@ emq_consumer_t *emq_consumer_owner(emq_consumer_t *c, const emq_entry *entry,
                 return c->parts[i];
     }
     char shown[200];
-    emq_error_set(err, EMQ_EINVAL, 0,
+    emq__error_set(err, EMQ_EINVAL, 0,
                   "entry %s is of stream '%s', not of this consumer's",
                   entry->id,
-                  emq_printable(shown, sizeof shown, stream, strlen(stream)));
+                  emq__printable(shown, sizeof shown, stream, strlen(stream)));
     return NULL;
 }

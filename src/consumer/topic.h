@@ -7,11 +7,11 @@
 
 /* Runs every partition on a thread of its own until all have returned;
  * the first fatal error stops the others and is returned. */
-emq_status emq_consumer_topic_run(emq_consumer_t *c, emq_error *err);
+emq_status emq__consumer_topic_run(emq_consumer_t *c, emq_error *err);
 /* The consumer whose table holds entry: a topic's partition by the
  * entry's stream, or c. NULL with err set (EMQ_EINVAL) when it names
  * another stream, or none on a topic. */
-emq_consumer_t *emq_consumer_owner(emq_consumer_t *c, const emq_entry *entry,
+emq_consumer_t *emq__consumer_owner(emq_consumer_t *c, const emq_entry *entry,
                                    emq_error *err);
 
 #endif /* EMQ_CONSUMER_TOPIC_H */

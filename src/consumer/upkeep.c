@@ -31,7 +31,7 @@ enum { TAG_RENEW = 100, TAG_REFRESH = 101 };
 
 /* What one round sent, for applying its replies. */
 typedef struct round {
-    settle_round settle; /* first: apply passes it to emq_settle_apply */
+    settle_round settle; /* first: apply passes it to emq__settle_apply */
     emq_consumer_t *c;
     const emq_id *asked; /* refreshed ids */
     size_t nasked;
@@ -43,24 +43,24 @@ static emq_status apply(void *ctx, int tag, const emq_reply *reply,
                         emq_error *err) {
     round *r = ctx;
     emq_consumer_t *c = r->c;
-    if (emq_reply_mentions(reply, "READONLY"))
-        return emq_error_set(err, EMQ_EIO, 1,
+    if (emq__reply_mentions(reply, "READONLY"))
+        return emq__error_set(err, EMQ_EIO, 1,
                              "the server is a read-only replica (READONLY)");
     if (tag == TAG_RENEW)
-        return emq_lease_renewed(c, reply, r->sent_ms, err);
+        return emq__lease_renewed(c, reply, r->sent_ms, err);
     if (tag == TAG_REFRESH) {
         if (emq_reply_kind(reply) == EMQ_REPLY_ARRAY &&
             emq_reply_len(reply) == 2) {
             size_t gone = 0;
             const emq_reply *owned = emq_reply_at(reply, 0);
-            size_t lost = emq_inflight_refreshed(
+            size_t lost = emq__inflight_refreshed(
                 &c->table, r->asked, r->nasked, owned, emq_reply_at(reply, 1),
-                emq_now_ms(), &gone);
+                emq__now_ms(), &gone);
             atomic_fetch_add(&c->stats.refreshed, emq_reply_len(owned));
             atomic_fetch_add(&c->stats.ownership_lost, lost);
             atomic_fetch_add(&c->stats.deleted_pending, gone);
             if (lost > 0)
-                emq_consumer_log(c, EMQ_LOG_WARNING,
+                emq__consumer_log(c, EMQ_LOG_WARNING,
                                  "%zu in-flight entries are no longer ours "
                                  "(claimed by a peer or acknowledged "
                                  "elsewhere); they are not handed out",
@@ -70,36 +70,36 @@ static emq_status apply(void *ctx, int tag, const emq_reply *reply,
         /* Refused: look again in half a period, not at once. */
         r->refresh_failed = 1;
         char shown[200];
-        emq_reply_text(reply, shown, sizeof shown);
-        if (emq_reply_refused(reply) ||
-            emq_reply_mentions(reply, "WRONGTYPE")) {
-            emq_status st = emq_error_set(
+        emq__reply_text(reply, shown, sizeof shown);
+        if (emq__reply_refused(reply) ||
+            emq__reply_mentions(reply, "WRONGTYPE")) {
+            emq_status st = emq__error_set(
                 err, EMQ_ESERVER, 0,
                 "refreshing in-flight entries (XPENDING + XCLAIM JUSTID in "
                 "a script) was refused (%s): without it peers take live "
                 "work, so the consumer stops",
                 shown);
-            emq_reply_code_copy(err, reply);
-            emq_consumer_fatal(c, err);
+            emq__reply_code_copy(err, reply);
+            emq__consumer_fatal(c, err);
             return st;
         }
-        if (!emq_reply_not_now(reply, 0))
-            emq_consumer_log(c, EMQ_LOG_WARNING,
+        if (!emq__reply_not_now(reply, 0))
+            emq__consumer_log(c, EMQ_LOG_WARNING,
                              "refreshing in-flight entries failed: %s",
                              shown);
         return EMQ_OK;
     }
-    return emq_settle_apply(&r->settle, tag, reply, err);
+    return emq__settle_apply(&r->settle, tag, reply, err);
 }
 
 /* Waits until something is due; returns with mu unlocked. Sets *settle
  * when queued settlements should go now. */
 static void wait_due(emq_consumer_t *c, int *settle) {
-    emq_upkeep *u = &c->upkeep;
-    emq_inflight *t = &c->table;
+    emq__upkeep *u = &c->upkeep;
+    emq__inflight *t = &c->table;
     pthread_mutex_lock(&t->mu);
     for (;;) {
-        int64_t now = emq_now_ms();
+        int64_t now = emq__now_ms();
         int quit = atomic_load(&u->quit) || atomic_load(&c->fatal);
         /* Fenced (lease not known held): settlements wait, and must not
          * make this loop spin. */
@@ -111,7 +111,7 @@ static void wait_due(emq_consumer_t *c, int *settle) {
          * round trip and a lock fight per steal. */
         int64_t since = t->oldest_op_ms > t->run_took_ms ? t->oldest_op_ms
                                                          : t->run_took_ms;
-        int64_t settle_at = t->nops == 0 || !emq_lease_valid(c) ? INT64_MAX
+        int64_t settle_at = t->nops == 0 || !emq__lease_valid(c) ? INT64_MAX
                             : t->nops >= EMQ_SETTLE_MAX_IDS
                                 ? now
                                 : since + EMQ_SETTLE_DELAY_MS;
@@ -156,12 +156,12 @@ static void wait_due(emq_consumer_t *c, int *settle) {
  * transport status; fatal errors are recorded by apply. */
 static emq_status one_round(emq_consumer_t *c, int settle, settle_op *ops,
                             emq_id *ids, emq_error *err) {
-    emq_upkeep *u = &c->upkeep;
-    int64_t now = emq_now_ms();
+    emq__upkeep *u = &c->upkeep;
+    int64_t now = emq__now_ms();
     round r = {.settle = {.c = c}, .c = c, .asked = ids, .sent_ms = now};
     size_t nops = 0;
     emq_status st = EMQ_OK;
-    if (!emq_lease_valid(c)) {
+    if (!emq__lease_valid(c)) {
         /* Fenced: nothing goes out until the run thread holds the lease
          * again. Look again shortly. */
         u->next_renew_ms = u->next_refresh_ms = now + 50;
@@ -170,10 +170,10 @@ static emq_status one_round(emq_consumer_t *c, int settle, settle_op *ops,
     /* The refresh goes first: settlements after it in the pipeline would
      * make their entries look lost to it. */
     if (now >= u->next_refresh_ms) {
-        r.nasked = emq_inflight_stale(&c->table, now - u->refresh_every_ms,
+        r.nasked = emq__inflight_stale(&c->table, now - u->refresh_every_ms,
                                       ids, EMQ_SETTLE_MAX_IDS);
         if (r.nasked > 0)
-            st = emq_settle_append_refresh(c, &u->x, ids, r.nasked,
+            st = emq__settle_append_refresh(c, &u->x, ids, r.nasked,
                                            TAG_REFRESH, err);
         /* A full page means more are due: look again at once. */
         u->next_refresh_ms = r.nasked == EMQ_SETTLE_MAX_IDS
@@ -181,104 +181,104 @@ static emq_status one_round(emq_consumer_t *c, int settle, settle_op *ops,
                                  : now + u->refresh_every_ms / 2;
     }
     if (st == EMQ_OK && settle) {
-        nops = emq_inflight_take(&c->table, ops, emq_settle_ops_max(c), 0);
-        st = emq_settle_append(c, &u->x, ops, nops, err);
+        nops = emq__inflight_take(&c->table, ops, emq__settle_ops_max(c), 0);
+        st = emq__settle_append(c, &u->x, ops, nops, err);
     }
     if (st == EMQ_OK && now >= u->next_renew_ms) {
-        st = emq_lease_append_renew(c, &u->x, TAG_RENEW, err);
-        u->next_renew_ms = now + emq_cfg_lease_ttl_ms(c->conf) / 3;
+        st = emq__lease_append_renew(c, &u->x, TAG_RENEW, err);
+        u->next_renew_ms = now + emq__cfg_lease_ttl_ms(c->conf) / 3;
     }
     if (st == EMQ_OK)
-        st = emq_xchg_drain(&u->x, apply, &r, err);
-    emq_settle_finish(c, ops, nops, st, &r.settle);
+        st = emq__xchg_drain(&u->x, apply, &r, err);
+    emq__settle_finish(c, ops, nops, st, &r.settle);
     if (r.refresh_failed) /* not at once again: in half a period */
         u->next_refresh_ms = now + u->refresh_every_ms / 2;
     if (st == EMQ_OK && !r.settle.again) {
-        emq_xchg_healthy(&u->x);
+        emq__xchg_healthy(&u->x);
     } else if (st == EMQ_OK) { /* "not now": pause, then again */
-        emq_xchg_nap(&u->x, 100);
+        emq__xchg_nap(&u->x, 100);
         st = EMQ_EAGAIN;
     } else if (st == EMQ_ENOMEM ||
-               (st == EMQ_ELIMIT && !emq_xchg_cluster_bound(st, err))) {
-        emq_consumer_fatal(c, err);
+               (st == EMQ_ELIMIT && !emq__xchg_cluster_bound(st, err))) {
+        emq__consumer_fatal(c, err);
     }
     return st;
 }
 
 static void *upkeep_main(void *arg) {
     emq_consumer_t *c = arg;
-    emq_upkeep *u = &c->upkeep;
-    settle_op *ops = emq_alloc(EMQ_SETTLE_MAX_IDS * sizeof *ops);
-    emq_id *ids = emq_alloc(EMQ_SETTLE_MAX_IDS * sizeof *ids);
+    emq__upkeep *u = &c->upkeep;
+    settle_op *ops = emq__alloc(EMQ_SETTLE_MAX_IDS * sizeof *ops);
+    emq_id *ids = emq__alloc(EMQ_SETTLE_MAX_IDS * sizeof *ids);
     if (ops == NULL || ids == NULL) {
         emq_error err;
-        emq_oom(&err);
-        emq_consumer_fatal(c, &err);
+        emq__oom(&err);
+        emq__consumer_fatal(c, &err);
         goto out;
     }
     for (;;) {
         int settle = 0;
         wait_due(c, &settle);
         int quit = atomic_load(&u->quit) || atomic_load(&c->fatal);
-        if (quit && (emq_inflight_queued(&c->table) == 0 ||
-                     !emq_lease_valid(c) || atomic_load(&c->fatal)))
+        if (quit && (emq__inflight_queued(&c->table) == 0 ||
+                     !emq__lease_valid(c) || atomic_load(&c->fatal)))
             break;
         emq_error err;
         emq_status st = one_round(c, settle, ops, ids, &err);
-        if (emq_now_ms() >= u->next_stats_ms) {
+        if (emq__now_ms() >= u->next_stats_ms) {
             /* Skipped (not late-fired) while fenced or failing. */
-            if (st == EMQ_OK && !quit && emq_lease_valid(c))
-                emq_stats_report(c, &u->x);
-            u->next_stats_ms = emq_now_ms() + emq_cfg_stats_interval_ms(c->conf);
+            if (st == EMQ_OK && !quit && emq__lease_valid(c))
+                emq__stats_report(c, &u->x);
+            u->next_stats_ms = emq__now_ms() + emq__cfg_stats_interval_ms(c->conf);
         }
         /* After a quit, one try only: a server that refuses now, or a
          * connection that broke, does not hold up the stop (the entries
          * stay pending and come back). */
         if (quit && st != EMQ_OK)
             break;
-        if (emq_xchg_reconnect_cures(st, &err)) {
-            emq_consumer_log(c, EMQ_LOG_WARNING,
+        if (emq__xchg_reconnect_cures(st, &err)) {
+            emq__consumer_log(c, EMQ_LOG_WARNING,
                              "upkeep connection failed (%s); reconnecting",
                              err.message);
-            if (emq_xchg_reconnect(&u->x, &err) != EMQ_OK) {
-                if (!emq_xchg_halted(&u->x))
-                    emq_consumer_fatal(c, &err);
+            if (emq__xchg_reconnect(&u->x, &err) != EMQ_OK) {
+                if (!emq__xchg_halted(&u->x))
+                    emq__consumer_fatal(c, &err);
                 break;
             }
         }
     }
 out:
-    emq_free(ops);
-    emq_free(ids);
+    emq__free(ops);
+    emq__free(ids);
     return NULL;
 }
 
-emq_status emq_upkeep_start(emq_consumer_t *c, emq_error *err) {
-    emq_upkeep *u = &c->upkeep;
+emq_status emq__upkeep_start(emq_consumer_t *c, emq_error *err) {
+    emq__upkeep *u = &c->upkeep;
     atomic_store(&u->quit, 0);
     if (u->x.route == NULL) {
-        emq_status st = emq_xchg_open(&u->x, c, "upkeep", &u->quit, err);
+        emq_status st = emq__xchg_open(&u->x, c, "upkeep", &u->quit, err);
         if (st != EMQ_OK)
             return st;
     }
-    int64_t now = emq_now_ms();
-    u->refresh_every_ms = emq_cfg_claim_min_idle_ms(c->conf) / 4;
+    int64_t now = emq__now_ms();
+    u->refresh_every_ms = emq__cfg_claim_min_idle_ms(c->conf) / 4;
     /* An entry not refreshed for three quarters of claim.min_idle_ms is
      * not handed out: a peer may claim it any moment. */
-    c->table.stale_after_ms = emq_cfg_claim_min_idle_ms(c->conf) * 3 / 4;
+    c->table.stale_after_ms = emq__cfg_claim_min_idle_ms(c->conf) * 3 / 4;
     u->next_refresh_ms = now + u->refresh_every_ms / 2;
-    u->next_renew_ms = now + emq_cfg_lease_ttl_ms(c->conf) / 3;
-    u->next_stats_ms = emq_stats_on(c) ? now + emq_cfg_stats_interval_ms(c->conf)
+    u->next_renew_ms = now + emq__cfg_lease_ttl_ms(c->conf) / 3;
+    u->next_stats_ms = emq__stats_on(c) ? now + emq__cfg_stats_interval_ms(c->conf)
                                        : INT64_MAX;
     if (pthread_create(&u->thread, NULL, upkeep_main, c) != 0)
-        return emq_error_set(err, EMQ_ENOMEM, 0,
+        return emq__error_set(err, EMQ_ENOMEM, 0,
                              "could not start the upkeep thread");
     u->started = 1;
     return EMQ_OK;
 }
 
-void emq_upkeep_stop(emq_consumer_t *c) {
-    emq_upkeep *u = &c->upkeep;
+void emq__upkeep_stop(emq_consumer_t *c) {
+    emq__upkeep *u = &c->upkeep;
     if (!u->started)
         return;
     pthread_mutex_lock(&c->table.mu);

@@ -6,8 +6,8 @@
 #include "core.h"
 
 /* Starts the maintenance thread on its own connection. */
-emq_status emq_upkeep_start(emq_consumer_t *c, emq_error *err);
+emq_status emq__upkeep_start(emq_consumer_t *c, emq_error *err);
 /* Sends what is queued (while the lease holds) and ends the thread. */
-void emq_upkeep_stop(emq_consumer_t *c);
+void emq__upkeep_stop(emq_consumer_t *c);
 
 #endif /* EMQ_CONSUMER_UPKEEP_H */

@@ -8,7 +8,7 @@
  */
 #include "keys.h"
 
-#include "../cluster/cluster.h" /* emq_cluster_key_slot */
+#include "../cluster/cluster.h" /* emq__cluster_key_slot */
 
 #include <stdio.h>
 #include <string.h>
@@ -22,7 +22,7 @@ static int queue_char(char c) {
 /* Builds "<a><b>" into a new string. */
 static char *concat(const char *a, const char *b) {
     size_t na = strlen(a), nb = strlen(b);
-    char *s = emq_alloc(na + nb + 1);
+    char *s = emq__alloc(na + nb + 1);
     if (s) {
         memcpy(s, a, na);
         memcpy(s + na, b, nb + 1);
@@ -32,48 +32,48 @@ static char *concat(const char *a, const char *b) {
 
 /* Fills k from a stream key and the prefix of the other keys, then checks
  * that they share the stream's slot. */
-static emq_status fill(emq_keys *k, const char *stream, const char *prefix,
+static emq_status fill(emq__keys *k, const char *stream, const char *prefix,
                        emq_error *err) {
     memset(k, 0, sizeof *k);
-    k->stream = emq_strdup(stream);
-    k->prefix = emq_strdup(prefix);
+    k->stream = emq__strdup(stream);
+    k->prefix = emq__strdup(prefix);
     k->dead = concat(prefix, "dead");
     if (!k->stream || !k->prefix || !k->dead) {
-        emq_keys_free(k);
-        return emq_error_set(err, EMQ_ENOMEM, 0, "out of memory naming keys");
+        emq__keys_free(k);
+        return emq__error_set(err, EMQ_ENOMEM, 0, "out of memory naming keys");
     }
-    k->slot = emq_cluster_key_slot(k->stream, strlen(k->stream));
-    if (emq_cluster_key_slot(k->dead, strlen(k->dead)) != k->slot ||
-        emq_cluster_key_slot(k->prefix, strlen(k->prefix)) != k->slot) {
-        emq_keys_free(k);
-        return emq_error_set(err, EMQ_EINVAL, 0,
+    k->slot = emq__cluster_key_slot(k->stream, strlen(k->stream));
+    if (emq__cluster_key_slot(k->dead, strlen(k->dead)) != k->slot ||
+        emq__cluster_key_slot(k->prefix, strlen(k->prefix)) != k->slot) {
+        emq__keys_free(k);
+        return emq__error_set(err, EMQ_EINVAL, 0,
                              "internal error: keys of stream would not share "
                              "one cluster slot");
     }
     return EMQ_OK;
 }
 
-emq_status emq_keys_for_queue(const char *queue, emq_keys *out,
+emq_status emq__keys_for_queue(const char *queue, emq__keys *out,
                               emq_error *err) {
     memset(out, 0, sizeof *out);
     if (queue == NULL || *queue == '\0')
-        return emq_error_set(err, EMQ_EINVAL, 0,
+        return emq__error_set(err, EMQ_EINVAL, 0,
                              "queue name is empty; give a name such as "
                              "'jobs'");
     size_t n = strlen(queue);
     if (n > EMQ_KEYS_MAX_QUEUE)
-        return emq_error_set(err, EMQ_EINVAL, 0,
+        return emq__error_set(err, EMQ_EINVAL, 0,
                              "queue name is %zu bytes long; the limit is %d",
                              n, EMQ_KEYS_MAX_QUEUE);
     for (size_t i = 0; i < n; i++)
         if (!queue_char(queue[i])) {
             char shown[EMQ_KEYS_MAX_QUEUE + 1];
-            return emq_error_set(
+            return emq__error_set(
                 err, EMQ_EINVAL, 0,
                 "queue name '%s' has a character that is not allowed at "
                 "byte %zu; use letters, digits and . _ - : only (braces "
                 "would break the queue's hashtag)",
-                emq_printable(shown, sizeof shown, queue, n), i);
+                emq__printable(shown, sizeof shown, queue, n), i);
         }
     char stream[EMQ_KEYS_MAX_QUEUE + 8], prefix[EMQ_KEYS_MAX_QUEUE + 8];
     snprintf(stream, sizeof stream, "emq:{%s}", queue);
@@ -81,23 +81,23 @@ emq_status emq_keys_for_queue(const char *queue, emq_keys *out,
     return fill(out, stream, prefix, err);
 }
 
-emq_status emq_keys_for_stream(const char *stream, emq_keys *out,
+emq_status emq__keys_for_stream(const char *stream, emq__keys *out,
                                emq_error *err) {
     memset(out, 0, sizeof *out);
     if (stream == NULL || *stream == '\0')
-        return emq_error_set(err, EMQ_EINVAL, 0, "stream key is empty");
+        return emq__error_set(err, EMQ_EINVAL, 0, "stream key is empty");
     size_t n = strlen(stream);
     if (n > EMQ_KEYS_MAX_STREAM)
-        return emq_error_set(err, EMQ_EINVAL, 0,
+        return emq__error_set(err, EMQ_EINVAL, 0,
                              "stream key is %zu bytes long; the limit is %d",
                              n, EMQ_KEYS_MAX_STREAM);
     const char *open = strchr(stream, '{');
     const char *close = open ? strchr(open + 1, '}') : NULL;
     int has_tag = open && close && close > open + 1;
     char shown[96];
-    emq_printable(shown, sizeof shown, stream, n);
+    emq__printable(shown, sizeof shown, stream, n);
     if (!has_tag && (strchr(stream, '{') || strchr(stream, '}')))
-        return emq_error_set(
+        return emq__error_set(
             err, EMQ_EINVAL, 0,
             "stream key '%s' has braces that do not form a hashtag, so its "
             "dead-letter key could land in another cluster slot; use a key "
@@ -108,36 +108,36 @@ emq_status emq_keys_for_stream(const char *stream, emq_keys *out,
         prefix = concat(stream, ":");
     } else {
         /* "{k}:..." hashes "k", the same slot as the brace-less key "k". */
-        prefix = emq_alloc(n + 4);
+        prefix = emq__alloc(n + 4);
         if (prefix)
             snprintf(prefix, n + 4, "{%s}:", stream);
     }
     if (prefix == NULL)
-        return emq_error_set(err, EMQ_ENOMEM, 0, "out of memory naming keys");
+        return emq__error_set(err, EMQ_ENOMEM, 0, "out of memory naming keys");
     emq_status st = fill(out, stream, prefix, err);
-    emq_free(prefix);
+    emq__free(prefix);
     return st;
 }
 
-emq_status emq_keys_resolve(const char *queue, const char *stream,
-                            emq_keys *out, emq_error *err) {
+emq_status emq__keys_resolve(const char *queue, const char *stream,
+                            emq__keys *out, emq_error *err) {
     memset(out, 0, sizeof *out);
     if (queue && stream)
-        return emq_error_set(err, EMQ_EINVAL, 0,
+        return emq__error_set(err, EMQ_EINVAL, 0,
                              "set either queue or stream, not both");
     if (queue)
-        return emq_keys_for_queue(queue, out, err);
+        return emq__keys_for_queue(queue, out, err);
     if (stream)
-        return emq_keys_for_stream(stream, out, err);
-    return emq_error_set(err, EMQ_EINVAL, 0,
+        return emq__keys_for_stream(stream, out, err);
+    return emq__error_set(err, EMQ_EINVAL, 0,
                          "queue is required (or stream, for an existing "
                          "stream key)");
 }
 
-char *emq_keys_join(const emq_keys *k, const char *part1, const char *part2) {
+char *emq__keys_join(const emq__keys *k, const char *part1, const char *part2) {
     size_t np = strlen(k->prefix), n1 = strlen(part1);
     size_t n2 = part2 ? strlen(part2) + 1 : 0;
-    char *s = emq_alloc(np + n1 + n2 + 1);
+    char *s = emq__alloc(np + n1 + n2 + 1);
     if (s == NULL)
         return NULL;
     memcpy(s, k->prefix, np);
@@ -150,33 +150,33 @@ char *emq_keys_join(const emq_keys *k, const char *part1, const char *part2) {
     return s;
 }
 
-void emq_keys_free(emq_keys *k) {
-    emq_free(k->stream);
-    emq_free(k->dead);
-    emq_free(k->prefix);
+void emq__keys_free(emq__keys *k) {
+    emq__free(k->stream);
+    emq__free(k->dead);
+    emq__free(k->prefix);
     memset(k, 0, sizeof *k);
 }
 
-emq_status emq_keys_check_name(const char *what, const char *name,
+emq_status emq__keys_check_name(const char *what, const char *name,
                                emq_error *err) {
     if (name == NULL || *name == '\0')
-        return emq_error_set(err, EMQ_EINVAL, 0,
+        return emq__error_set(err, EMQ_EINVAL, 0,
                              "%s is required: give a stable name, the same "
                              "across restarts (never a pid or a random one)",
                              what);
     size_t n = strlen(name);
     if (n > EMQ_NAME_MAX)
-        return emq_error_set(err, EMQ_EINVAL, 0,
+        return emq__error_set(err, EMQ_EINVAL, 0,
                              "%s is %zu bytes long; the limit is %d", what,
                              n, EMQ_NAME_MAX);
     for (size_t i = 0; i < n; i++) {
         unsigned char ch = (unsigned char)name[i];
         if (ch <= 0x20 || ch >= 0x7f) {
             char shown[140];
-            return emq_error_set(err, EMQ_EINVAL, 0,
+            return emq__error_set(err, EMQ_EINVAL, 0,
                                  "%s '%s' has a space or control character "
                                  "at byte %zu; use printable characters only",
-                                 what, emq_printable(shown, sizeof shown, name, n),
+                                 what, emq__printable(shown, sizeof shown, name, n),
                                  i);
         }
     }

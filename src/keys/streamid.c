@@ -34,9 +34,9 @@ static int parse_u64(const char *p, size_t n, uint64_t *out) {
     return 0;
 }
 
-int emq_stream_id_parse(const char *text, size_t len, emq_stream_id *out) {
+int emq__stream_id_parse(const char *text, size_t len, emq__stream_id *out) {
     const char *dash = memchr(text, '-', len);
-    emq_stream_id id = {0, 0};
+    emq__stream_id id = {0, 0};
     if (dash == NULL) {
         if (parse_u64(text, len, &id.ms) != 0)
             return -1;
@@ -51,7 +51,7 @@ int emq_stream_id_parse(const char *text, size_t len, emq_stream_id *out) {
     return 0;
 }
 
-int emq_stream_id_cmp(emq_stream_id a, emq_stream_id b) {
+int emq__stream_id_cmp(emq__stream_id a, emq__stream_id b) {
     if (a.ms != b.ms)
         return a.ms < b.ms ? -1 : 1;
     if (a.seq != b.seq)
@@ -62,10 +62,10 @@ int emq_stream_id_cmp(emq_stream_id a, emq_stream_id b) {
 /* Maps the declared start to an XGROUP CREATE ID: new -> $, head -> 0, or
  * an explicit stream ID. There is no default: the start is declared
  * (docs/CONSUMER.md, "The contract, in order"). */
-emq_status emq_stream_start_parse(const char *start, char *out,
+emq_status emq__stream_start_parse(const char *start, char *out,
                                   emq_error *err) {
     if (start == NULL || *start == '\0')
-        return emq_error_set(err, EMQ_EINVAL, 0,
+        return emq__error_set(err, EMQ_EINVAL, 0,
                              "start is required: new (only entries added "
                              "after the group is created), head (replay the "
                              "stream from its first entry) or an entry ID");
@@ -78,13 +78,13 @@ emq_status emq_stream_start_parse(const char *start, char *out,
         return EMQ_OK;
     }
     size_t n = strlen(start);
-    if (n >= EMQ_ID_MAX || emq_stream_id_parse(start, n, NULL) != 0) {
+    if (n >= EMQ_ID_MAX || emq__stream_id_parse(start, n, NULL) != 0) {
         char shown[64];
-        return emq_error_set(err, EMQ_EINVAL, 0,
+        return emq__error_set(err, EMQ_EINVAL, 0,
                              "start '%s' is not valid: use new, head or an "
                              "entry ID such as 1732924800000-0 (each part "
                              "within 64 bits)",
-                             emq_printable(shown, sizeof shown, start, n));
+                             emq__printable(shown, sizeof shown, start, n));
     }
     memcpy(out, start, n + 1);
     return EMQ_OK;

@@ -18,7 +18,7 @@
  * EMQ_EINVAL naming the property, before any connection is made.
  *
  * This file and sender.c know one queue. The public calls are topic.c's:
- * a queue's producer goes to emq_producer_queue and its sender, a topic's
+ * a queue's producer goes to emq__producer_queue and its sender, a topic's
  * (partitions > 1) splits the entries over its partitions' producers.
  *
  * Plain trimming deletes entries whether or not a group has processed them
@@ -38,34 +38,34 @@
  * EMQ_EINVAL names the property at fault; nothing touches the network. */
 static emq_status build_head(emq_producer_t *p, emq_error *err) {
     const emq_conf_t *c = p->conf;
-    int has_maxlen = emq_cfg_trim_maxlen(c) >= 0, has_minid = emq_cfg_trim_minid(c) != NULL;
+    int has_maxlen = emq__cfg_trim_maxlen(c) >= 0, has_minid = emq__cfg_trim_minid(c) != NULL;
     if (has_maxlen && has_minid)
-        return emq_error_set(err, EMQ_EINVAL, 0,
+        return emq__error_set(err, EMQ_EINVAL, 0,
                              "trim.maxlen and trim.minid are both set; a "
                              "queue trims by one of them (XADD accepts "
                              "only one)");
     if (has_minid &&
-        emq_stream_id_parse(emq_cfg_trim_minid(c), strlen(emq_cfg_trim_minid(c)), NULL) !=
+        emq__stream_id_parse(emq__cfg_trim_minid(c), strlen(emq__cfg_trim_minid(c)), NULL) !=
             0) {
         char shown[64];
-        emq_printable(shown, sizeof shown, emq_cfg_trim_minid(c),
-                      strlen(emq_cfg_trim_minid(c)));
-        return emq_error_set(err, EMQ_EINVAL, 0,
+        emq__printable(shown, sizeof shown, emq__cfg_trim_minid(c),
+                      strlen(emq__cfg_trim_minid(c)));
+        return emq__error_set(err, EMQ_EINVAL, 0,
                              "invalid trim.minid '%s': not a stream ID "
                              "(ms or ms-seq, digits only)",
                              shown);
     }
-    if (emq_cfg_trim_limit(c) >= 0 && !emq_cfg_trim_approx(c))
-        return emq_error_set(err, EMQ_EINVAL, 0,
+    if (emq__cfg_trim_limit(c) >= 0 && !emq__cfg_trim_approx(c))
+        return emq__error_set(err, EMQ_EINVAL, 0,
                              "trim.limit needs trim.approx 1: the server "
                              "accepts LIMIT only with ~ trimming");
     if (!has_maxlen && !has_minid) {
-        if (emq_cfg_trim_limit(c) >= 0)
-            return emq_error_set(err, EMQ_EINVAL, 0,
+        if (emq__cfg_trim_limit(c) >= 0)
+            return emq__error_set(err, EMQ_EINVAL, 0,
                                  "trim.limit is set but neither trim.maxlen "
                                  "nor trim.minid is");
-        if (emq_cfg_trim_approx(c))
-            return emq_error_set(err, EMQ_EINVAL, 0,
+        if (emq__cfg_trim_approx(c))
+            return emq__error_set(err, EMQ_EINVAL, 0,
                                  "trim.approx is set but neither "
                                  "trim.maxlen nor trim.minid is");
     }
@@ -75,7 +75,7 @@ static emq_status build_head(emq_producer_t *p, emq_error *err) {
     p->argvlen[n++] = 4;
     p->argv[n] = p->keys.stream;
     p->argvlen[n++] = strlen(p->keys.stream);
-    if (emq_cfg_producer_nomkstream(c)) {
+    if (emq__cfg_producer_nomkstream(c)) {
         p->argv[n] = "NOMKSTREAM";
         p->argvlen[n++] = 10;
     }
@@ -83,21 +83,21 @@ static emq_status build_head(emq_producer_t *p, emq_error *err) {
         p->argv[n] = has_maxlen ? "MAXLEN" : "MINID";
         p->argvlen[n] = strlen(p->argv[n]);
         n++;
-        if (emq_cfg_trim_approx(c)) {
+        if (emq__cfg_trim_approx(c)) {
             p->argv[n] = "~";
             p->argvlen[n++] = 1;
         }
         if (has_maxlen) {
             snprintf(p->threshold, sizeof p->threshold, "%" PRId64,
-                     emq_cfg_trim_maxlen(c));
+                     emq__cfg_trim_maxlen(c));
             p->argv[n] = p->threshold;
         } else {
-            p->argv[n] = emq_cfg_trim_minid(c);
+            p->argv[n] = emq__cfg_trim_minid(c);
         }
         p->argvlen[n] = strlen(p->argv[n]);
         n++;
-        if (emq_cfg_trim_limit(c) >= 0) {
-            snprintf(p->limit, sizeof p->limit, "%" PRId64, emq_cfg_trim_limit(c));
+        if (emq__cfg_trim_limit(c) >= 0) {
+            snprintf(p->limit, sizeof p->limit, "%" PRId64, emq__cfg_trim_limit(c));
             p->argv[n] = "LIMIT";
             p->argvlen[n++] = 5;
             p->argv[n] = p->limit;
@@ -109,63 +109,63 @@ static emq_status build_head(emq_producer_t *p, emq_error *err) {
     return EMQ_OK;
 }
 
-emq_status emq_producer_open(const emq_conf_t *conf, emq_producer_t **out,
+emq_status emq__producer_open(const emq_conf_t *conf, emq_producer_t **out,
                              emq_error *err) {
     if (out == NULL)
-        return emq_error_set(err, EMQ_EINVAL, 0, "out must not be NULL");
+        return emq__error_set(err, EMQ_EINVAL, 0, "out must not be NULL");
     *out = NULL;
     if (conf == NULL)
-        return emq_error_set(err, EMQ_EINVAL, 0,
+        return emq__error_set(err, EMQ_EINVAL, 0,
                              "a producer needs a configuration");
-    emq_producer_t *p = emq_calloc(1, sizeof *p);
+    emq_producer_t *p = emq__calloc(1, sizeof *p);
     if (p == NULL)
-        return emq_oom(err);
+        return emq__oom(err);
     emq_status st = EMQ_OK;
     p->conf = emq_conf_dup(conf);
     p->argv_cap = 64; /* head, ID and 27 pairs before the first growth */
-    p->argv = emq_alloc(p->argv_cap * sizeof *p->argv);
-    p->argvlen = emq_alloc(p->argv_cap * sizeof *p->argvlen);
+    p->argv = emq__alloc(p->argv_cap * sizeof *p->argv);
+    p->argvlen = emq__alloc(p->argv_cap * sizeof *p->argvlen);
     if (p->conf == NULL || p->argv == NULL || p->argvlen == NULL)
-        st = emq_oom(err);
-    int topic = emq_topic_is(conf);
+        st = emq__oom(err);
+    int topic = emq__topic_is(conf);
     if (st == EMQ_OK && topic)
-        st = emq_topic_check(conf, err);
+        st = emq__topic_check(conf, err);
     if (st == EMQ_OK)
-        st = emq_keys_resolve(emq_cfg_queue(conf), emq_cfg_stream(conf), &p->keys, err);
+        st = emq__keys_resolve(emq__cfg_queue(conf), emq__cfg_stream(conf), &p->keys, err);
     if (st == EMQ_OK)
         st = build_head(p, err); /* a topic's policy is checked here too */
     if (st == EMQ_OK && !topic) /* a topic's partitions send */
-        st = emq_sender_start(p, err);
+        st = emq__sender_start(p, err);
     if (st != EMQ_OK) {
-        emq_producer_close(p);
+        emq__producer_close(p);
         return st;
     }
     *out = p;
     return EMQ_OK;
 }
 
-void emq_producer_close(emq_producer_t *p) {
+void emq__producer_close(emq_producer_t *p) {
     if (p == NULL)
         return;
-    emq_sender_stop(p);
-    emq_keys_free(&p->keys);
-    emq_free(p->argv);
-    emq_free(p->argvlen);
+    emq__sender_stop(p);
+    emq__keys_free(&p->keys);
+    emq__free(p->argv);
+    emq__free(p->argvlen);
     emq_conf_destroy(p->conf);
-    emq_free(p);
+    emq__free(p);
 }
 
-void emq_producer_clear_ids(emq_id *ids, size_t n) {
+void emq__producer_clear_ids(emq_id *ids, size_t n) {
     if (ids)
         for (size_t i = 0; i < n; i++)
             ids[i].str[0] = '\0';
 }
 
-emq_status emq_producer_check(const emq_producer_t *p,
+emq_status emq__producer_check(const emq_producer_t *p,
                               const emq_message *msgs, size_t n, int single,
                               emq_error *err) {
     if (n > 0 && msgs == NULL)
-        return emq_error_set(err, EMQ_EINVAL, 0,
+        return emq__error_set(err, EMQ_EINVAL, 0,
                              "msgs is NULL but n is %zu", n);
     size_t max_pairs = ((size_t)INT_MAX - p->nhead - 1) / 2;
     for (size_t i = 0; i < n; i++) {
@@ -179,33 +179,33 @@ emq_status emq_producer_check(const emq_producer_t *p,
         if (what == NULL)
             continue;
         if (single)
-            return emq_error_set(err, EMQ_EINVAL, 0, "the entry %s", what);
-        return emq_error_set(err, EMQ_EINVAL, 0,
+            return emq__error_set(err, EMQ_EINVAL, 0, "the entry %s", what);
+        return emq__error_set(err, EMQ_EINVAL, 0,
                              "entry %zu %s; nothing of the batch was sent",
                              i, what);
     }
     return EMQ_OK;
 }
 
-emq_status emq_producer_queue(emq_producer_t *p, const emq_message *msgs,
+emq_status emq__producer_queue(emq_producer_t *p, const emq_message *msgs,
                           size_t n, emq_id *ids, size_t *written, int single,
                           emq_error *err) {
     if (written)
         *written = 0;
     if (p == NULL) {
-        emq_producer_clear_ids(ids, n);
-        return emq_error_set(err, EMQ_EINVAL, 0, "producer is NULL");
+        emq__producer_clear_ids(ids, n);
+        return emq__error_set(err, EMQ_EINVAL, 0, "producer is NULL");
     }
-    emq_status st = emq_producer_check(p, msgs, n, single, err);
+    emq_status st = emq__producer_check(p, msgs, n, single, err);
     if (st != EMQ_OK) {
-        emq_producer_clear_ids(ids, n);
+        emq__producer_clear_ids(ids, n);
         return st;
     }
     if (single && n == 1) {
-        st = emq_sender_one(p, msgs, ids, err);
+        st = emq__sender_one(p, msgs, ids, err);
         if (written)
             *written = st == EMQ_OK || st == EMQ_ENOTDURABLE;
         return st;
     }
-    return emq_sender_batch(p, msgs, n, ids, written, single, err);
+    return emq__sender_batch(p, msgs, n, ids, written, single, err);
 }

@@ -23,40 +23,40 @@
  * LIMIT <n>. */
 #define EMQ_PRODUCER_HEAD_MAX 8
 
-typedef struct emq_record emq_record;
+typedef struct emq__record emq__record;
 
 /* The state of a producer's connection (sender.c). */
-typedef enum emq_link_state {
+typedef enum emq__link_state {
     EMQ_LINK_CONNECTING, /* an attempt is under way: calls wait for it */
     EMQ_LINK_UP,         /* connected */
     EMQ_LINK_DOWN        /* the last attempt failed: calls fail at once
                             while the thread tries again with backoff */
-} emq_link_state;
+} emq__link_state;
 
 /* The shared connection of one queue's producer. Everything below mu is
  * guarded by it; route, argv and argvlen belong to whoever holds the turn
  * (busy), or to the thread while it connects (no turn can be taken then). */
-typedef struct emq_sender {
-    emq_route_options route_opts; /* its timeouts within
+typedef struct emq__sender {
+    emq__route_options route_opts; /* its timeouts within
                                producer.timeout_ms, one attempt per
                                reconnect (the thread spaces them); strings
                                borrowed from the producer's conf */
-    int started;            /* emq_sender_start ran */
-    emq_route *route;       /* NULL until the first connect */
+    int started;            /* emq__sender_start ran */
+    emq__route *route;       /* NULL until the first connect */
     pthread_mutex_t mu;
     pthread_cond_t wake;    /* the thread's */
     pthread_cond_t idle;    /* flush waits here for outstanding == 0 */
-    emq_link_state link;
+    emq__link_state link;
     emq_error down;         /* why the link is not up (EMQ_LINK_DOWN) */
     int fatal;              /* down is for good (a configuration the
                                server refuses): no more attempts */
     unsigned attempt;       /* failed connect attempts in a row */
     int64_t next_attempt_ms;
     int busy;               /* a thread has the turn */
-    emq_record *head, *tail;/* queued records, in call order */
+    emq__record *head, *tail;/* queued records, in call order */
     size_t queued_async;    /* async records in the queue */
     size_t queued_waiters;  /* sync and batch records in the queue */
-    emq_record *done_head, *done_tail; /* reported, callback not yet run */
+    emq__record *done_head, *done_tail; /* reported, callback not yet run */
     size_t outstanding;     /* async records not yet called back */
     size_t outstanding_bytes;
     int flushing;           /* flush calls waiting: send without linger */
@@ -66,11 +66,11 @@ typedef struct emq_sender {
     uint64_t rng;
     int64_t hold_until_ms;  /* no async round before (a "not now" reply) */
     unsigned holds;         /* such holds in a row (the backoff's step) */
-} emq_sender;
+} emq__sender;
 
 struct emq_producer {
     emq_conf_t *conf;  /* own copy; head may point into its strings */
-    emq_keys keys;
+    emq__keys keys;
     const char **argv; /* scratch argv of one XADD: the head words, then
                           the ID and the field/value pairs; grown to the
                           largest entry seen, never shrunk */
@@ -79,7 +79,7 @@ struct emq_producer {
     size_t nhead;      /* words every XADD starts with (argv[0..nhead)) */
     char threshold[EMQ_ID_MAX]; /* MAXLEN's number as text */
     char limit[24];             /* LIMIT's number as text */
-    emq_sender tx;     /* a plain queue's connection (unused by a topic) */
+    emq__sender tx;     /* a plain queue's connection (unused by a topic) */
 
     /* A topic (conf partitions > 1): each entry goes to one of the
      * partitions' producers, opened on first use under parts_mu. */
@@ -93,51 +93,51 @@ struct emq_producer {
 /* ---- sender.c ----------------------------------------------------------- */
 
 /* Sets up p->tx and starts its thread; with producer.connect eager,
- * connects first and fails as emq_route_new would. */
-emq_status emq_sender_start(emq_producer_t *p, emq_error *err);
+ * connects first and fails as emq__route_new would. */
+emq_status emq__sender_start(emq_producer_t *p, emq_error *err);
 /* Stops the thread: entries not sent are reported EMQ_ECLOSED, callbacks
  * still owed are run (on the calling thread in poll mode); frees. */
-void emq_sender_stop(emq_producer_t *p);
+void emq__sender_stop(emq_producer_t *p);
 /* Adds one entry and waits for its outcome (emq_produce). */
-emq_status emq_sender_one(emq_producer_t *p, const emq_message *m,
+emq_status emq__sender_one(emq_producer_t *p, const emq_message *m,
                           emq_id *id, emq_error *err);
 /* Adds a batch in windows on the connection, when its turn comes
  * (emq_produce_batch); the messages are checked. */
-emq_status emq_sender_batch(emq_producer_t *p, const emq_message *msgs,
+emq_status emq__sender_batch(emq_producer_t *p, const emq_message *msgs,
                             size_t n, emq_id *ids, size_t *written,
                             int single, emq_error *err);
 /* Queues one entry for the asynchronous path (emq_produce_async). */
-emq_status emq_sender_async(emq_producer_t *p, const emq_message *m,
+emq_status emq__sender_async(emq_producer_t *p, const emq_message *m,
                             emq_delivery_fn cb, void *opaque,
                             emq_error *err);
 /* emq_producer_poll and emq_producer_flush of one queue. */
-size_t emq_sender_poll(emq_producer_t *p, int64_t timeout_ms);
-emq_status emq_sender_flush(emq_producer_t *p, int64_t timeout_ms,
+size_t emq__sender_poll(emq_producer_t *p, int64_t timeout_ms);
+emq_status emq__sender_flush(emq_producer_t *p, int64_t timeout_ms,
                             emq_error *err);
 /* Async entries not yet called back. */
-size_t emq_sender_outstanding(emq_producer_t *p);
+size_t emq__sender_outstanding(emq_producer_t *p);
 
 /* ---- producer.c: one queue's producer, for topic.c's public calls ------- */
 
 /* Makes the producer of conf: checked, its XADD head built, a queue's
  * sender started (a topic's partitions get producers of their own in
- * topic.c). Free with emq_producer_close. */
-emq_status emq_producer_open(const emq_conf_t *conf, emq_producer_t **out,
+ * topic.c). Free with emq__producer_close. */
+emq_status emq__producer_open(const emq_conf_t *conf, emq_producer_t **out,
                              emq_error *err);
-/* Stops the sender and frees what emq_producer_open made. */
-void emq_producer_close(emq_producer_t *p);
+/* Stops the sender and frees what emq__producer_open made. */
+void emq__producer_close(emq_producer_t *p);
 
 /* Sets ids[0..n) to "" (ids may be NULL). */
-void emq_producer_clear_ids(emq_id *ids, size_t n);
+void emq__producer_clear_ids(emq_id *ids, size_t n);
 /* Refuses a batch with a malformed message before anything is sent, so a
  * caller's mistake never leaves a batch half written (single: the error
  * names no entry index). */
-emq_status emq_producer_check(const emq_producer_t *p,
+emq_status emq__producer_check(const emq_producer_t *p,
                               const emq_message *msgs, size_t n, int single,
                               emq_error *err);
 /* Writes n entries to one queue (p is not a topic's): the entry point of
  * every call of a queue's producer and of a topic's partition. */
-emq_status emq_producer_queue(emq_producer_t *p, const emq_message *msgs,
+emq_status emq__producer_queue(emq_producer_t *p, const emq_message *msgs,
                               size_t n, emq_id *ids, size_t *written,
                               int single, emq_error *err);
 

@@ -52,8 +52,8 @@
 typedef enum rec_kind { REC_ONE, REC_ASYNC, REC_BATCH } rec_kind;
 typedef enum rec_state { REC_QUEUED, REC_TAKEN, REC_DONE } rec_state;
 
-struct emq_record {
-    emq_record *next;
+struct emq__record {
+    emq__record *next;
     rec_kind kind;
     rec_state state;
     int abandoned;         /* REC_ONE: its caller returned; whoever
@@ -75,7 +75,7 @@ struct emq_record {
 };
 
 /* Condition variables of this file wait on the monotonic clock, as
- * emq_now_ms counts. */
+ * emq__now_ms counts. */
 static void cond_init(pthread_cond_t *cv) {
     pthread_condattr_t attr;
     pthread_condattr_init(&attr);
@@ -95,12 +95,12 @@ static size_t record_size(const emq_message *m, size_t *bytes) {
     for (size_t i = 0; i < m->nfields; i++)
         *bytes += m->fields[i].name_len + m->fields[i].value_len;
     size_t idlen = m->id ? strlen(m->id) + 1 : 0;
-    return sizeof(emq_record) + m->nfields * sizeof(emq_field) + *bytes +
+    return sizeof(emq__record) + m->nfields * sizeof(emq_field) + *bytes +
            idlen;
 }
 
 /* Fills the record at r (size bytes from record_size) with a copy of m. */
-static emq_record *record_fill(emq_record *r, rec_kind kind,
+static emq__record *record_fill(emq__record *r, rec_kind kind,
                                const emq_message *m, size_t bytes) {
     memset(r, 0, sizeof *r);
     r->kind = kind;
@@ -132,28 +132,28 @@ static emq_record *record_fill(emq_record *r, rec_kind kind,
 
 /* A record holding a copy of m (fields, names, values and explicit ID in
  * one allocation). NULL when out of memory. */
-static emq_record *record_new(rec_kind kind, const emq_message *m) {
+static emq__record *record_new(rec_kind kind, const emq_message *m) {
     size_t bytes;
-    emq_record *r = emq_alloc(record_size(m, &bytes));
+    emq__record *r = emq__alloc(record_size(m, &bytes));
     return r ? record_fill(r, kind, m, bytes) : NULL;
 }
 
-static void record_free(emq_record *r) {
+static void record_free(emq__record *r) {
     if (r == NULL)
         return;
     if (r->err != &oom_error)
-        emq_free(r->err);
+        emq__free(r->err);
     if (r->kind != REC_ASYNC)
         pthread_cond_destroy(&r->cv);
-    emq_free(r);
+    emq__free(r);
 }
 
 /* Sets r's outcome (err NULL with EMQ_OK). */
-static void record_fail(emq_record *r, emq_status st, const emq_error *err) {
+static void record_fail(emq__record *r, emq_status st, const emq_error *err) {
     r->st = st;
     r->id.str[0] = '\0';
     if (r->err == NULL) {
-        r->err = emq_alloc(sizeof *r->err);
+        r->err = emq__alloc(sizeof *r->err);
         if (r->err == NULL)
             r->err = &oom_error;
     }
@@ -161,7 +161,7 @@ static void record_fail(emq_record *r, emq_status st, const emq_error *err) {
         *r->err = *err;
 }
 
-static void enqueue(emq_sender *s, emq_record *r) {
+static void enqueue(emq__sender *s, emq__record *r) {
     r->next = NULL;
     r->state = REC_QUEUED;
     if (s->tail)
@@ -175,7 +175,7 @@ static void enqueue(emq_sender *s, emq_record *r) {
         s->queued_waiters++;
 }
 
-static void enqueue_front(emq_sender *s, emq_record *r) {
+static void enqueue_front(emq__sender *s, emq__record *r) {
     r->state = REC_QUEUED;
     r->next = s->head;
     s->head = r;
@@ -188,8 +188,8 @@ static void enqueue_front(emq_sender *s, emq_record *r) {
 }
 
 /* Unlinks a queued record. */
-static void dequeue(emq_sender *s, emq_record *r) {
-    emq_record **pp = &s->head, *prev = NULL;
+static void dequeue(emq__sender *s, emq__record *r) {
+    emq__record **pp = &s->head, *prev = NULL;
     while (*pp && *pp != r) {
         prev = *pp;
         pp = &(*pp)->next;
@@ -209,7 +209,7 @@ static void dequeue(emq_sender *s, emq_record *r) {
 /* A record has its outcome (mu held): a waiting caller is woken (or the
  * record freed when its caller left); an async one goes to the done list
  * for its callback. */
-static void complete(emq_sender *s, emq_record *r) {
+static void complete(emq__sender *s, emq__record *r) {
     r->state = REC_DONE;
     if (r->kind == REC_ASYNC) {
         r->next = NULL;
@@ -235,13 +235,13 @@ static emq_status grow_argv(emq_producer_t *p, size_t argc, emq_error *err) {
     size_t cap = p->argv_cap;
     while (cap < argc)
         cap *= 2;
-    const char **argv = emq_realloc(p->argv, cap * sizeof *argv);
+    const char **argv = emq__realloc(p->argv, cap * sizeof *argv);
     if (argv == NULL)
-        return emq_oom(err);
+        return emq__oom(err);
     p->argv = argv;
-    size_t *lens = emq_realloc(p->argvlen, cap * sizeof *lens);
+    size_t *lens = emq__realloc(p->argvlen, cap * sizeof *lens);
     if (lens == NULL)
-        return emq_oom(err);
+        return emq__oom(err);
     p->argvlen = lens;
     p->argv_cap = cap;
     return EMQ_OK;
@@ -274,7 +274,7 @@ static emq_status append_xadd(emq_producer_t *p, const emq_message *m,
         argv[2 + 2 * i] = f[i].value ? f[i].value : "";
         lens[2 + 2 * i] = f[i].value_len;
     }
-    return emq_route_append(p->tx.route, (int)argc, p->argv, p->argvlen,
+    return emq__route_append(p->tx.route, (int)argc, p->argv, p->argvlen,
                             err);
 }
 
@@ -282,17 +282,17 @@ static emq_status append_xadd(emq_producer_t *p, const emq_message *m,
  * and the result is EMQ_ESERVER with the reason (the reply text; for the
  * nil XADD NOMKSTREAM gives on a missing key, a sentence saying so), or
  * the transport failure of the connection, or the route's own bound
- * (EMQ_ELIMIT, this entry alone: emq_route_only_this_failed). *again (may
- * be NULL) is 1 for a "not now" error reply (emq_reply_transient) and for
+ * (EMQ_ELIMIT, this entry alone: emq__route_only_this_failed). *again (may
+ * be NULL) is 1 for a "not now" error reply (emq__reply_transient) and for
  * the bound that a persisting one reached: nothing was added. */
 static emq_status read_xadd(emq_producer_t *p, emq_id *id, int *again,
                             emq_error *err) {
     emq_reply *reply;
-    emq_status st = emq_route_get_reply(p->tx.route, &reply, err);
+    emq_status st = emq__route_get_reply(p->tx.route, &reply, err);
     if (again) /* a "not now" reply, or one that outlasted the route's
                   patience (cluster.retry_ms): not run either way */
-        *again = st == EMQ_OK ? emq_reply_transient(reply)
-                              : emq_route_only_this_failed(p->tx.route, st) &&
+        *again = st == EMQ_OK ? emq__reply_transient(reply)
+                              : emq__route_only_this_failed(p->tx.route, st) &&
                                     err && err->retriable;
     if (st == EMQ_OK) {
         size_t n;
@@ -307,15 +307,15 @@ static emq_status read_xadd(emq_producer_t *p, emq_id *id, int *again,
             return EMQ_OK;
         }
         char key[SHOWN_KEY];
-        emq_printable(key, sizeof key, p->keys.stream,
+        emq__printable(key, sizeof key, p->keys.stream,
                       strlen(p->keys.stream));
-        if (kind == EMQ_REPLY_NULL && emq_cfg_producer_nomkstream(p->conf))
-            st = emq_error_set(err, EMQ_ESERVER, 0,
+        if (kind == EMQ_REPLY_NULL && emq__cfg_producer_nomkstream(p->conf))
+            st = emq__error_set(err, EMQ_ESERVER, 0,
                                "stream '%s' does not exist and "
                                "producer.nomkstream is set",
                                key);
         else
-            st = emq_reply_error_set(err, reply, "adding to '%s' failed", key);
+            st = emq__reply_error_set(err, reply, "adding to '%s' failed", key);
         emq_reply_free(reply);
     }
     if (id)
@@ -324,22 +324,22 @@ static emq_status read_xadd(emq_producer_t *p, emq_id *id, int *again,
 }
 
 static int durable(const emq_producer_t *p) {
-    return emq_cfg_producer_wait_replicas(p->conf) > 0 || emq_cfg_producer_wait_aof(p->conf);
+    return emq__cfg_producer_wait_replicas(p->conf) > 0 || emq__cfg_producer_wait_aof(p->conf);
 }
 
 /* Appends the WAIT (or WAITAOF) that ends a durable round. */
 static emq_status append_wait(emq_producer_t *p, emq_error *err) {
     char replicas[24], timeout[24];
     snprintf(replicas, sizeof replicas, "%lld",
-             (long long)emq_cfg_producer_wait_replicas(p->conf));
+             (long long)emq__cfg_producer_wait_replicas(p->conf));
     snprintf(timeout, sizeof timeout, "%lld",
-             (long long)emq_cfg_producer_wait_timeout_ms(p->conf));
-    if (emq_cfg_producer_wait_aof(p->conf)) {
+             (long long)emq__cfg_producer_wait_timeout_ms(p->conf));
+    if (emq__cfg_producer_wait_aof(p->conf)) {
         const char *argv[] = {"WAITAOF", "1", replicas, timeout};
-        return emq_route_append(p->tx.route, 4, argv, NULL, err);
+        return emq__route_append(p->tx.route, 4, argv, NULL, err);
     }
     const char *argv[] = {"WAIT", replicas, timeout};
-    return emq_route_append(p->tx.route, 3, argv, NULL, err);
+    return emq__route_append(p->tx.route, 3, argv, NULL, err);
 }
 
 /* Reads the WAIT reply. EMQ_OK when the round is as durable as asked;
@@ -349,11 +349,11 @@ static emq_status read_wait(emq_producer_t *p, emq_error *err) {
     const emq_conf_t *c = p->conf;
     emq_reply *reply;
     emq_error e;
-    emq_status st = emq_route_get_reply(p->tx.route, &reply, &e);
-    if (emq_route_only_this_failed(p->tx.route, st))
-        return emq_error_set(err, EMQ_ENOTDURABLE, 1,
+    emq_status st = emq__route_get_reply(p->tx.route, &reply, &e);
+    if (emq__route_only_this_failed(p->tx.route, st))
+        return emq__error_set(err, EMQ_ENOTDURABLE, 1,
                              "added, but %s was not run: %s",
-                             emq_cfg_producer_wait_aof(c) ? "WAITAOF" : "WAIT",
+                             emq__cfg_producer_wait_aof(c) ? "WAITAOF" : "WAIT",
                              e.message);
     if (st != EMQ_OK) {
         if (err)
@@ -371,31 +371,31 @@ static emq_status read_wait(emq_producer_t *p, emq_error *err) {
         replicas = emq_reply_integer(emq_reply_at(reply, 1));
     } else {
         char shown[160];
-        st = emq_error_set(err, EMQ_ENOTDURABLE, 0,
+        st = emq__error_set(err, EMQ_ENOTDURABLE, 0,
                            "added, but %s was refused: %s",
-                           emq_cfg_producer_wait_aof(c) ? "WAITAOF" : "WAIT",
-                           emq_reply_text(reply, shown, sizeof shown));
+                           emq__cfg_producer_wait_aof(c) ? "WAITAOF" : "WAIT",
+                           emq__reply_text(reply, shown, sizeof shown));
         emq_reply_free(reply);
         return st;
     }
     emq_reply_free(reply);
-    if (replicas >= emq_cfg_producer_wait_replicas(c) && local >= 1)
+    if (replicas >= emq__cfg_producer_wait_replicas(c) && local >= 1)
         return EMQ_OK;
     if (local < 1)
-        return emq_error_set(err, EMQ_ENOTDURABLE, 1,
+        return emq__error_set(err, EMQ_ENOTDURABLE, 1,
                              "added, but not yet in the AOF after %lld ms "
                              "(producer.wait_timeout_ms)",
-                             (long long)emq_cfg_producer_wait_timeout_ms(c));
-    return emq_error_set(err, EMQ_ENOTDURABLE, 1,
+                             (long long)emq__cfg_producer_wait_timeout_ms(c));
+    return emq__error_set(err, EMQ_ENOTDURABLE, 1,
                          "added, but on %lld of %lld replicas after %lld ms "
                          "(producer.wait_replicas, producer.wait_timeout_ms)",
-                         replicas, (long long)emq_cfg_producer_wait_replicas(c),
-                         (long long)emq_cfg_producer_wait_timeout_ms(c));
+                         replicas, (long long)emq__cfg_producer_wait_replicas(c),
+                         (long long)emq__cfg_producer_wait_timeout_ms(c));
 }
 
 /* One round of records on the wire: their XADDs (and the WAIT). */
 typedef struct round {
-    emq_record **recs;
+    emq__record **recs;
     size_t m;        /* records taken */
     size_t appended; /* of them, appended (the rest failed: not sent) */
     int want_wait, waiting;
@@ -408,7 +408,7 @@ static void round_append(emq_producer_t *p, round *r) {
     emq_error one;
     emq_status ast = EMQ_OK;
     for (r->appended = 0; r->appended < r->m; r->appended++) {
-        emq_record *rec = r->recs[r->appended];
+        emq__record *rec = r->recs[r->appended];
         rec->attempts++;
         if ((ast = append_xadd(p, &rec->msg, &one)) != EMQ_OK) {
             rec->attempts--;
@@ -420,12 +420,12 @@ static void round_append(emq_producer_t *p, round *r) {
     /* The WAIT: added entries are durable only when it says so. */
     r->want_wait = r->appended > 0 && ast == EMQ_OK && durable(p);
     r->waiting = 0;
-    emq_error_clear(&r->wait_err);
+    emq__error_clear(&r->wait_err);
     if (r->want_wait) {
         if (append_wait(p, &r->wait_err) == EMQ_OK)
             r->waiting = 1;
         else
-            emq_error_prefix(&r->wait_err, "added, but WAIT was not sent");
+            emq__error_prefix(&r->wait_err, "added, but WAIT was not sent");
     }
 }
 
@@ -445,17 +445,17 @@ static void round_unknown(round *r, size_t i, emq_status st,
 static emq_status round_read(emq_producer_t *p, round *r, emq_error *err) {
     emq_error one;
     for (size_t i = 0; i < r->appended; i++) {
-        emq_record *rec = r->recs[i];
+        emq__record *rec = r->recs[i];
         emq_status rs = read_xadd(p, &rec->id, &rec->again, &one);
         if (rs == EMQ_OK) {
             rec->st = EMQ_OK;
             continue;
         }
-        if (rs == EMQ_ESERVER || emq_route_only_this_failed(p->tx.route, rs)) {
+        if (rs == EMQ_ESERVER || emq__route_only_this_failed(p->tx.route, rs)) {
             record_fail(rec, rs, &one);
             continue;
         }
-        emq_error_prefix(&one, "the entry may or may not have been added");
+        emq__error_prefix(&one, "the entry may or may not have been added");
         round_unknown(r, i, rs, &one);
         *err = one;
         return rs;
@@ -467,7 +467,7 @@ static emq_status round_read(emq_producer_t *p, round *r, emq_error *err) {
         if (wst != EMQ_OK && wst != EMQ_ENOTDURABLE) {
             broke = wst;
             *err = r->wait_err; /* the IDs are known; the link is not */
-            emq_error_set(&r->wait_err, EMQ_ENOTDURABLE, 1,
+            emq__error_set(&r->wait_err, EMQ_ENOTDURABLE, 1,
                           "added, but the connection failed before WAIT "
                           "answered: %s",
                           err->message);
@@ -486,19 +486,19 @@ static emq_status round_read(emq_producer_t *p, round *r, emq_error *err) {
 
 /* ---- the link ----------------------------------------------------------- */
 
-static void fail_queued_waiters(emq_sender *s, emq_status st,
+static void fail_queued_waiters(emq__sender *s, emq_status st,
                                 const emq_error *why);
 
 /* A transport failure broke the route (mu held, turn held): the link is
  * down until the thread reconnects; callers queued for a turn fail now. */
 static void link_broke(emq_producer_t *p, const emq_error *why) {
-    emq_sender *s = &p->tx;
+    emq__sender *s = &p->tx;
     s->link = EMQ_LINK_DOWN;
     s->down = *why;
     s->down.retriable = 1;
-    s->next_attempt_ms = emq_now_ms();
+    s->next_attempt_ms = emq__now_ms();
     s->attempt = 0;
-    emq_conf_log(p->conf, EMQ_LOG_WARNING,
+    emq__conf_log(p->conf, EMQ_LOG_WARNING,
                  "producer of '%s': connection lost (%s); reconnecting in "
                  "the background",
                  p->keys.stream, why->message);
@@ -507,11 +507,11 @@ static void link_broke(emq_producer_t *p, const emq_error *why) {
 }
 
 /* Fails every queued single entry and batch (mu held): not sent. */
-static void fail_queued_waiters(emq_sender *s, emq_status st,
+static void fail_queued_waiters(emq__sender *s, emq_status st,
                                 const emq_error *why) {
-    emq_record *r = s->head;
+    emq__record *r = s->head;
     while (r) {
-        emq_record *next = r->next;
+        emq__record *next = r->next;
         if (r->kind != REC_ASYNC) {
             dequeue(s, r);
             record_fail(r, st, why);
@@ -524,36 +524,36 @@ static void fail_queued_waiters(emq_sender *s, emq_status st,
 /* One connect attempt, without mu (no turn can be taken: the link is not
  * up). */
 static emq_status connect_once(emq_producer_t *p, emq_error *err) {
-    emq_sender *s = &p->tx;
+    emq__sender *s = &p->tx;
     emq_status st = s->route == NULL
-                        ? emq_route_open(&s->route_opts, p->keys.stream,
+                        ? emq__route_open(&s->route_opts, p->keys.stream,
                                          &s->route, err)
-                        : emq_route_reconnect(s->route, err);
+                        : emq__route_reconnect(s->route, err);
     if (st != EMQ_OK)
         return st;
     emq_server server;
-    if (emq_cfg_producer_wait_aof(p->conf) && emq_route_server(s->route, &server) &&
+    if (emq__cfg_producer_wait_aof(p->conf) && emq__route_server(s->route, &server) &&
         !(server.capabilities & EMQ_CAP_WAITAOF))
-        return emq_error_set(err, EMQ_EINVAL, 0,
+        return emq__error_set(err, EMQ_EINVAL, 0,
                              "producer.wait_aof needs WAITAOF (Redis 7.2 or "
                              "later, Valkey); the server is %s %s",
                              server.name, server.version);
     /* A topic's partition records its count, or refuses another. */
-    return emq_topic_claim(s->route, p->conf, err);
+    return emq__topic_claim(s->route, p->conf, err);
 }
 
 /* Applies an attempt's outcome (mu held). */
 static void attempt_done(emq_producer_t *p, emq_status st,
                          const emq_error *err) {
-    emq_sender *s = &p->tx;
+    emq__sender *s = &p->tx;
     if (st == EMQ_OK) {
         if (s->attempt > 0)
-            emq_conf_log(p->conf, EMQ_LOG_INFO,
+            emq__conf_log(p->conf, EMQ_LOG_INFO,
                          "producer of '%s': connected again",
                          p->keys.stream);
         s->link = EMQ_LINK_UP;
         s->attempt = 0;
-        emq_error_clear(&s->down);
+        emq__error_clear(&s->down);
     } else {
         s->link = EMQ_LINK_DOWN;
         s->down = *err;
@@ -561,20 +561,20 @@ static void attempt_done(emq_producer_t *p, emq_status st,
         if (!s->fatal)
             s->down.retriable = 1;
         s->next_attempt_ms =
-            emq_now_ms() + emq_backoff_delay(emq_cfg_backoff_min_ms(p->conf),
-                                             emq_cfg_backoff_max_ms(p->conf),
+            emq__now_ms() + emq__backoff_delay(emq__cfg_backoff_min_ms(p->conf),
+                                             emq__cfg_backoff_max_ms(p->conf),
                                              s->attempt, &s->rng);
         s->attempt++;
         fail_queued_waiters(s, s->down.code, &s->down);
         if (s->fatal) /* no attempt will help: async entries fail too */
-            for (emq_record *r = s->head; r; r = s->head) {
+            for (emq__record *r = s->head; r; r = s->head) {
                 dequeue(s, r);
                 record_fail(r, s->down.code, &s->down);
                 complete(s, r);
             }
     }
     /* Waiters of CONNECTING look again; a free turn goes on. */
-    for (emq_record *r = s->head; r; r = r->next)
+    for (emq__record *r = s->head; r; r = r->next)
         if (r->kind != REC_ASYNC)
             pthread_cond_signal(&r->cv);
     pthread_cond_broadcast(&s->idle);
@@ -582,13 +582,13 @@ static void attempt_done(emq_producer_t *p, emq_status st,
 
 /* The error of a call made while the link is down (mu held). */
 static emq_status down_error(const emq_producer_t *p, emq_error *err) {
-    const emq_sender *s = &p->tx;
+    const emq__sender *s = &p->tx;
     if (s->fatal) {
         if (err)
             *err = s->down;
         return s->down.code;
     }
-    return emq_error_set(err, s->down.code ? s->down.code : EMQ_EIO, 1,
+    return emq__error_set(err, s->down.code ? s->down.code : EMQ_EIO, 1,
                          "not connected (reconnecting in the background; "
                          "the entry was not sent): %s",
                          s->down.message);
@@ -598,7 +598,7 @@ static emq_status down_error(const emq_producer_t *p, emq_error *err) {
 
 /* Hands the free turn on (mu held): to the caller at the head of the
  * queue, or to the thread for asynchronous entries. */
-static void pass_turn(emq_sender *s) {
+static void pass_turn(emq__sender *s) {
     if (s->link != EMQ_LINK_UP)
         pthread_cond_signal(&s->wake); /* the thread reconnects */
     if (s->head == NULL)
@@ -619,10 +619,10 @@ static void pass_turn(emq_sender *s) {
  * NULL) is complete, or (mine NULL: the thread) no whole window waits any
  * more, at most 8 rounds; then hands the turn on. */
 /* Takes up to window queued records into r (mu held). */
-static void round_take(emq_sender *s, round *r, size_t window) {
+static void round_take(emq__sender *s, round *r, size_t window) {
     r->m = 0;
     while (r->m < window && s->head && s->head->kind != REC_BATCH) {
-        emq_record *rec = s->head;
+        emq__record *rec = s->head;
         dequeue(s, rec);
         rec->state = REC_TAKEN;
         r->recs[r->m++] = rec;
@@ -636,13 +636,13 @@ static void round_take(emq_sender *s, round *r, size_t window) {
  * deadline allows, the next round held back a growing moment; the others
  * get their outcome. */
 static void round_finish(emq_producer_t *p, round *r) {
-    emq_sender *s = &p->tx;
+    emq__sender *s = &p->tx;
     int held = 0, added = 0;
     for (size_t i = r->m; i-- > 0;) {
-        emq_record *rec = r->recs[i];
+        emq__record *rec = r->recs[i];
         added |= rec->st == EMQ_OK;
         if (rec->again && rec->kind == REC_ASYNC &&
-            emq_now_ms() < rec->deadline_ms) {
+            emq__now_ms() < rec->deadline_ms) {
             rec->again = 0;
             rec->attempts--; /* refused unrun: no duplicate to fear */
             rec->st = EMQ_OK;
@@ -651,8 +651,8 @@ static void round_finish(emq_producer_t *p, round *r) {
             continue;
         }
         if (rec->unknown && rec->kind == REC_ASYNC &&
-            rec->attempts <= (unsigned)emq_cfg_producer_retries(p->conf) &&
-            emq_now_ms() < rec->deadline_ms) {
+            rec->attempts <= (unsigned)emq__cfg_producer_retries(p->conf) &&
+            emq__now_ms() < rec->deadline_ms) {
             /* Sent again after the reconnect, first in the queue. */
             rec->unknown = 0;
             enqueue_front(s, rec);
@@ -663,19 +663,19 @@ static void round_finish(emq_producer_t *p, round *r) {
     r->m = 0;
     if (held)
         s->hold_until_ms =
-            emq_now_ms() + emq_backoff_delay(HOLD_MIN_MS, HOLD_MAX_MS,
+            emq__now_ms() + emq__backoff_delay(HOLD_MIN_MS, HOLD_MAX_MS,
                                              s->holds++, &s->rng);
     else if (added)
         s->holds = 0;
 }
 
-static void lead(emq_producer_t *p, emq_record *mine) {
-    emq_sender *s = &p->tx;
-    size_t window = (size_t)emq_cfg_producer_window(p->conf);
-    emq_record *stack[2][64];
-    emq_record **mem = NULL;
+static void lead(emq_producer_t *p, emq__record *mine) {
+    emq__sender *s = &p->tx;
+    size_t window = (size_t)emq__cfg_producer_window(p->conf);
+    emq__record *stack[2][64];
+    emq__record **mem = NULL;
     round rounds_[2] = {{.recs = stack[0]}, {.recs = stack[1]}};
-    if (window > 64 && (mem = emq_alloc(2 * window * sizeof *mem)) != NULL) {
+    if (window > 64 && (mem = emq__alloc(2 * window * sizeof *mem)) != NULL) {
         rounds_[0].recs = mem;
         rounds_[1].recs = mem + window;
     } else if (window > 64) {
@@ -698,7 +698,7 @@ static void lead(emq_producer_t *p, emq_record *mine) {
         rounds++;
         int more = s->link == EMQ_LINK_UP && s->head &&
                    s->head->kind != REC_BATCH &&
-                   emq_now_ms() >= s->hold_until_ms &&
+                   emq__now_ms() >= s->hold_until_ms &&
                    (mine ? !(mine->state == REC_DONE && extra++ >= LEAD_EXTRA)
                          : rounds < 8 && s->queued_async >= window);
         nxt->m = 0;
@@ -722,7 +722,7 @@ static void lead(emq_producer_t *p, emq_record *mine) {
         nxt = t;
     }
     s->busy = 0;
-    emq_free(mem);
+    emq__free(mem);
     pass_turn(s);
 }
 
@@ -735,7 +735,7 @@ static void wait_until(pthread_cond_t *cv, pthread_mutex_t *mu,
     }
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
-    int64_t left = deadline_ms - emq_now_ms();
+    int64_t left = deadline_ms - emq__now_ms();
     if (left <= 0)
         return;
     ts.tv_sec += left / 1000;
@@ -747,16 +747,16 @@ static void wait_until(pthread_cond_t *cv, pthread_mutex_t *mu,
     pthread_cond_timedwait(cv, mu, &ts);
 }
 
-emq_status emq_sender_one(emq_producer_t *p, const emq_message *m,
+emq_status emq__sender_one(emq_producer_t *p, const emq_message *m,
                           emq_id *id, emq_error *err) {
-    emq_sender *s = &p->tx;
+    emq__sender *s = &p->tx;
     if (id)
         id->str[0] = '\0';
-    emq_record *r = record_new(REC_ONE, m);
+    emq__record *r = record_new(REC_ONE, m);
     if (r == NULL)
-        return emq_oom(err);
-    int64_t timeout = emq_cfg_producer_timeout_ms(p->conf);
-    r->deadline_ms = emq_now_ms() + timeout;
+        return emq__oom(err);
+    int64_t timeout = emq__cfg_producer_timeout_ms(p->conf);
+    r->deadline_ms = emq__now_ms() + timeout;
     pthread_mutex_lock(&s->mu);
     if (s->link == EMQ_LINK_DOWN) {
         emq_status st = down_error(p, err);
@@ -775,12 +775,12 @@ emq_status emq_sender_one(emq_producer_t *p, const emq_message *m,
             }
             pass_turn(s); /* the batch ahead goes first */
         }
-        if (emq_now_ms() >= r->deadline_ms) {
+        if (emq__now_ms() >= r->deadline_ms) {
             emq_status st;
             if (r->state == REC_QUEUED) {
                 dequeue(s, r);
                 pass_turn(s);
-                st = emq_error_set(err, EMQ_ETIMEDOUT, 1,
+                st = emq__error_set(err, EMQ_ETIMEDOUT, 1,
                                    "the entry was not sent within %lld ms "
                                    "(producer.timeout_ms): %s",
                                    (long long)timeout,
@@ -790,7 +790,7 @@ emq_status emq_sender_one(emq_producer_t *p, const emq_message *m,
                 record_free(r);
             } else { /* sent: whoever completes it frees it */
                 r->abandoned = 1;
-                st = emq_error_set(err, EMQ_ETIMEDOUT, 1,
+                st = emq__error_set(err, EMQ_ETIMEDOUT, 1,
                                    "no reply within %lld ms "
                                    "(producer.timeout_ms): the entry may "
                                    "or may not have been added",
@@ -808,7 +808,7 @@ emq_status emq_sender_one(emq_producer_t *p, const emq_message *m,
             *id = r->id;
     }
     if (st == EMQ_OK)
-        emq_error_clear(err);
+        emq__error_clear(err);
     else if (err)
         *err = *r->err;
     record_free(r);
@@ -828,21 +828,21 @@ static emq_status write_batch(emq_producer_t *p, const emq_message *msgs,
                               int single, int64_t deadline_ms,
                               emq_error *err, emq_error *broke) {
     size_t ok = 0, done = 0;
-    size_t window = (size_t)emq_cfg_producer_window(p->conf);
+    size_t window = (size_t)emq__cfg_producer_window(p->conf);
     emq_status first = EMQ_OK;
     emq_error first_err;
-    emq_error_clear(&first_err);
-    emq_error_clear(broke);
+    emq__error_clear(&first_err);
+    emq__error_clear(broke);
     while (done < n) {
-        if (done > 0 && emq_now_ms() >= deadline_ms) {
+        if (done > 0 && emq__now_ms() >= deadline_ms) {
             clear_ids(ids, done, n);
             *written = ok;
-            return emq_error_set(err, EMQ_ETIMEDOUT, 1,
+            return emq__error_set(err, EMQ_ETIMEDOUT, 1,
                                  "%zu of %zu entries added within %lld ms "
                                  "(producer.timeout_ms); entries from index "
                                  "%zu on were not sent",
                                  ok, n,
-                                 (long long)emq_cfg_producer_timeout_ms(p->conf),
+                                 (long long)emq__cfg_producer_timeout_ms(p->conf),
                                  done);
         }
         size_t end = n - done < window ? n : done + window;
@@ -867,18 +867,18 @@ static emq_status write_batch(emq_producer_t *p, const emq_message *msgs,
                 continue;
             }
             if (rs != EMQ_ESERVER &&
-                !emq_route_only_this_failed(p->tx.route, rs)) {
+                !emq__route_only_this_failed(p->tx.route, rs)) {
                 /* Transport: the outcome of entry i and later is unknown,
                  * and the connection is broken. */
                 clear_ids(ids, i, n);
                 *written = ok;
                 *broke = one;
                 if (single)
-                    return emq_error_set(err, rs, one.retriable,
+                    return emq__error_set(err, rs, one.retriable,
                                          "the entry may or may not have "
                                          "been added: %s",
                                          one.message);
-                return emq_error_set(
+                return emq__error_set(
                     err, rs, one.retriable,
                     "%zu of %zu entries confirmed added; entries from "
                     "index %zu on may or may not have been added: %s",
@@ -888,7 +888,7 @@ static emq_status write_batch(emq_producer_t *p, const emq_message *msgs,
                 first = rs;
                 first_err = one;
                 if (!single)
-                    emq_error_prefix(&first_err, "entry %zu", i);
+                    emq__error_prefix(&first_err, "entry %zu", i);
             }
         }
         if (wait) {
@@ -896,7 +896,7 @@ static emq_status write_batch(emq_producer_t *p, const emq_message *msgs,
             if (ws != EMQ_OK && ws != EMQ_ENOTDURABLE) {
                 *written = ok;
                 *broke = wait_err;
-                return emq_error_set(err, EMQ_ENOTDURABLE, 1,
+                return emq__error_set(err, EMQ_ENOTDURABLE, 1,
                                      "%zu of %zu entries added; the "
                                      "connection failed before WAIT "
                                      "answered: %s",
@@ -908,7 +908,7 @@ static emq_status write_batch(emq_producer_t *p, const emq_message *msgs,
                     first = EMQ_ENOTDURABLE;
                     first_err = wait_err;
                     if (!single)
-                        emq_error_prefix(&first_err,
+                        emq__error_prefix(&first_err,
                                          "entries %zu to %zu", done,
                                          appended - 1);
                 }
@@ -921,7 +921,7 @@ static emq_status write_batch(emq_producer_t *p, const emq_message *msgs,
                 first = ast;
                 first_err = app_err;
                 if (!single)
-                    emq_error_prefix(&first_err,
+                    emq__error_prefix(&first_err,
                                      "entry %zu was not sent (%zu of %zu "
                                      "entries added, none from it on)",
                                      appended, ok, n);
@@ -935,30 +935,30 @@ static emq_status write_batch(emq_producer_t *p, const emq_message *msgs,
             *err = first_err;
         return first;
     }
-    emq_error_clear(err);
+    emq__error_clear(err);
     return EMQ_OK;
 }
 
-emq_status emq_sender_batch(emq_producer_t *p, const emq_message *msgs,
+emq_status emq__sender_batch(emq_producer_t *p, const emq_message *msgs,
                             size_t n, emq_id *ids, size_t *written,
                             int single, emq_error *err) {
-    emq_sender *s = &p->tx;
+    emq__sender *s = &p->tx;
     size_t w = 0;
     if (written)
         *written = 0;
     if (n == 0) {
-        emq_error_clear(err);
+        emq__error_clear(err);
         return EMQ_OK;
     }
-    emq_record *r = emq_calloc(1, sizeof *r);
+    emq__record *r = emq__calloc(1, sizeof *r);
     if (r == NULL) {
         clear_ids(ids, 0, n);
-        return emq_oom(err);
+        return emq__oom(err);
     }
     r->kind = REC_BATCH;
     cond_init(&r->cv);
-    int64_t timeout = emq_cfg_producer_timeout_ms(p->conf);
-    int64_t deadline = emq_now_ms() + timeout;
+    int64_t timeout = emq__cfg_producer_timeout_ms(p->conf);
+    int64_t deadline = emq__now_ms() + timeout;
     emq_status st = EMQ_OK;
     pthread_mutex_lock(&s->mu);
     enqueue(s, r);
@@ -992,10 +992,10 @@ emq_status emq_sender_batch(emq_producer_t *p, const emq_message *msgs,
             pass_turn(s);
             break;
         }
-        if (emq_now_ms() >= deadline) {
+        if (emq__now_ms() >= deadline) {
             dequeue(s, r);
             pass_turn(s);
-            st = emq_error_set(err, EMQ_ETIMEDOUT, 1,
+            st = emq__error_set(err, EMQ_ETIMEDOUT, 1,
                                "the batch was not sent within %lld ms "
                                "(producer.timeout_ms): %s",
                                (long long)timeout,
@@ -1017,62 +1017,62 @@ emq_status emq_sender_batch(emq_producer_t *p, const emq_message *msgs,
 
 /* ---- asynchronous entries ------------------------------------------------ */
 
-emq_status emq_sender_async(emq_producer_t *p, const emq_message *m,
+emq_status emq__sender_async(emq_producer_t *p, const emq_message *m,
                             emq_delivery_fn cb, void *opaque,
                             emq_error *err) {
-    emq_sender *s = &p->tx;
+    emq__sender *s = &p->tx;
     const emq_conf_t *c = p->conf;
-    emq_record *r = record_new(REC_ASYNC, m);
+    emq__record *r = record_new(REC_ASYNC, m);
     if (r == NULL)
-        return emq_oom(err);
+        return emq__oom(err);
     r->cb = cb;
     r->opaque = opaque;
-    r->queued_ms = emq_now_ms();
-    r->deadline_ms = r->queued_ms + emq_cfg_producer_timeout_ms(c);
+    r->queued_ms = emq__now_ms();
+    r->deadline_ms = r->queued_ms + emq__cfg_producer_timeout_ms(c);
     pthread_mutex_lock(&s->mu);
-    if (s->outstanding >= (size_t)emq_cfg_producer_queue_max_messages(c) ||
-        s->outstanding_bytes + r->bytes > (size_t)emq_cfg_producer_queue_max_bytes(c)) {
-        int by_count = s->outstanding >= (size_t)emq_cfg_producer_queue_max_messages(c);
+    if (s->outstanding >= (size_t)emq__cfg_producer_queue_max_messages(c) ||
+        s->outstanding_bytes + r->bytes > (size_t)emq__cfg_producer_queue_max_bytes(c)) {
+        int by_count = s->outstanding >= (size_t)emq__cfg_producer_queue_max_messages(c);
         size_t out = s->outstanding, held = s->outstanding_bytes;
         pthread_mutex_unlock(&s->mu);
         record_free(r);
         if (by_count)
-            return emq_error_set(err, EMQ_ELIMIT, 1,
+            return emq__error_set(err, EMQ_ELIMIT, 1,
                                  "the producer's queue is full: %zu entries "
                                  "outstanding (producer.queue.max_messages "
                                  "%lld); wait for their callbacks "
                                  "(emq_producer_poll, emq_producer_flush)",
                                  out,
-                                 (long long)emq_cfg_producer_queue_max_messages(c));
-        return emq_error_set(err, EMQ_ELIMIT, 1,
+                                 (long long)emq__cfg_producer_queue_max_messages(c));
+        return emq__error_set(err, EMQ_ELIMIT, 1,
                              "the producer's queue is full: %zu bytes of "
                              "fields outstanding (producer.queue.max_bytes "
                              "%lld); wait for their callbacks",
-                             held, (long long)emq_cfg_producer_queue_max_bytes(c));
+                             held, (long long)emq__cfg_producer_queue_max_bytes(c));
     }
     s->outstanding++;
     s->outstanding_bytes += r->bytes;
     enqueue(s, r);
     /* The thread sends it after the linger; wake it for the timer, or at
      * once when a window is full. */
-    if (s->queued_async == 1 || s->queued_async >= (size_t)emq_cfg_producer_window(c))
+    if (s->queued_async == 1 || s->queued_async >= (size_t)emq__cfg_producer_window(c))
         pthread_cond_signal(&s->wake);
     pthread_mutex_unlock(&s->mu);
-    emq_error_clear(err);
+    emq__error_clear(err);
     return EMQ_OK;
 }
 
 /* Runs the callbacks of the done list (mu held on entry and exit; released
  * while they run). Returns how many ran. */
 static size_t run_callbacks(emq_producer_t *p) {
-    emq_sender *s = &p->tx;
+    emq__sender *s = &p->tx;
     size_t ran = 0;
     while (s->done_head) {
-        emq_record *list = s->done_head;
+        emq__record *list = s->done_head;
         s->done_head = s->done_tail = NULL;
         pthread_mutex_unlock(&s->mu);
         size_t bytes = 0, count = 0;
-        for (emq_record *r = list; r; r = r->next) {
+        for (emq__record *r = list; r; r = r->next) {
             emq_delivery d = {
                 .status = r->st,
                 .id = r->st == EMQ_OK || r->st == EMQ_ENOTDURABLE
@@ -1088,7 +1088,7 @@ static size_t run_callbacks(emq_producer_t *p) {
             count++;
         }
         while (list) {
-            emq_record *next = list->next;
+            emq__record *next = list->next;
             record_free(list);
             list = next;
         }
@@ -1107,25 +1107,25 @@ static size_t run_callbacks(emq_producer_t *p) {
  * the queue (those sent again go first and are older still): the walk
  * stops at the first one still ahead, so a long queue costs nothing. */
 static int64_t expire_async(emq_producer_t *p, int64_t now) {
-    emq_sender *s = &p->tx;
-    emq_record *r = s->head;
+    emq__sender *s = &p->tx;
+    emq__record *r = s->head;
     while (r) {
-        emq_record *nx = r->next;
+        emq__record *nx = r->next;
         if (r->kind == REC_ASYNC) {
             if (now < r->deadline_ms)
                 return r->deadline_ms;
             emq_error e;
             if (s->link != EMQ_LINK_UP && s->down.code != EMQ_OK)
-                emq_error_set(&e, EMQ_ETIMEDOUT, 1,
+                emq__error_set(&e, EMQ_ETIMEDOUT, 1,
                               "not sent within %lld ms "
                               "(producer.timeout_ms): %s",
-                              (long long)emq_cfg_producer_timeout_ms(p->conf),
+                              (long long)emq__cfg_producer_timeout_ms(p->conf),
                               s->down.message);
             else
-                emq_error_set(&e, EMQ_ETIMEDOUT, 1,
+                emq__error_set(&e, EMQ_ETIMEDOUT, 1,
                               "not sent within %lld ms "
                               "(producer.timeout_ms)",
-                              (long long)emq_cfg_producer_timeout_ms(p->conf));
+                              (long long)emq__cfg_producer_timeout_ms(p->conf));
             dequeue(s, r);
             record_fail(r, EMQ_ETIMEDOUT, &e);
             complete(s, r);
@@ -1137,27 +1137,27 @@ static int64_t expire_async(emq_producer_t *p, int64_t now) {
 
 /* When the oldest queued async entry is due to go (INT64_MAX: none). */
 static int64_t async_due(const emq_producer_t *p) {
-    const emq_sender *s = &p->tx;
+    const emq__sender *s = &p->tx;
     if (s->queued_async == 0)
         return INT64_MAX;
-    if (s->hold_until_ms > emq_now_ms()) /* "not now": wait a moment */
+    if (s->hold_until_ms > emq__now_ms()) /* "not now": wait a moment */
         return s->hold_until_ms;
     if (s->flushing || s->quit || s->queued_waiters > 0 ||
-        s->queued_async >= (size_t)emq_cfg_producer_window(p->conf))
+        s->queued_async >= (size_t)emq__cfg_producer_window(p->conf))
         return 0;
-    for (const emq_record *r = s->head; r; r = r->next)
+    for (const emq__record *r = s->head; r; r = r->next)
         if (r->kind == REC_ASYNC)
-            return r->queued_ms + emq_cfg_producer_linger_ms(p->conf);
+            return r->queued_ms + emq__cfg_producer_linger_ms(p->conf);
     return INT64_MAX;
 }
 
 static void *sender_main(void *arg) {
     emq_producer_t *p = arg;
-    emq_sender *s = &p->tx;
-    int poll_mode = emq_cfg_producer_delivery_poll(p->conf) != 0;
+    emq__sender *s = &p->tx;
+    int poll_mode = emq__cfg_producer_delivery_poll(p->conf) != 0;
     pthread_mutex_lock(&s->mu);
     for (;;) {
-        int64_t now = emq_now_ms();
+        int64_t now = emq__now_ms();
         if (s->link != EMQ_LINK_UP && !s->busy && !s->fatal && !s->quit &&
             now >= s->next_attempt_ms) {
             s->link = EMQ_LINK_CONNECTING;
@@ -1198,40 +1198,40 @@ static void *sender_main(void *arg) {
 
 /* ---- life --------------------------------------------------------------- */
 
-emq_status emq_sender_start(emq_producer_t *p, emq_error *err) {
-    emq_sender *s = &p->tx;
+emq_status emq__sender_start(emq_producer_t *p, emq_error *err) {
+    emq__sender *s = &p->tx;
     const emq_conf_t *c = p->conf;
     /* Every wait of the route stays within one call's bound; the thread
      * spaces the attempts itself. */
-    emq_route_options_of(c, &s->route_opts);
-    emq_conn_options *rc = &s->route_opts.conn;
-    if (rc->connect_timeout_ms > emq_cfg_producer_timeout_ms(c))
-        rc->connect_timeout_ms = emq_cfg_producer_timeout_ms(c);
+    emq__route_options_of(c, &s->route_opts);
+    emq__conn_options *rc = &s->route_opts.conn;
+    if (rc->connect_timeout_ms > emq__cfg_producer_timeout_ms(c))
+        rc->connect_timeout_ms = emq__cfg_producer_timeout_ms(c);
     if (rc->command_timeout_ms == 0 ||
-        rc->command_timeout_ms > emq_cfg_producer_timeout_ms(c))
-        rc->command_timeout_ms = emq_cfg_producer_timeout_ms(c);
+        rc->command_timeout_ms > emq__cfg_producer_timeout_ms(c))
+        rc->command_timeout_ms = emq__cfg_producer_timeout_ms(c);
     rc->max_attempts = 1;
     s->started = 1;
     pthread_mutex_init(&s->mu, NULL);
     cond_init(&s->wake);
     cond_init(&s->idle);
-    s->rng = (uint64_t)(uintptr_t)p ^ (uint64_t)emq_now_ms();
+    s->rng = (uint64_t)(uintptr_t)p ^ (uint64_t)emq__now_ms();
     s->link = EMQ_LINK_CONNECTING;
-    if (emq_cfg_producer_connect_eager(c)) {
+    if (emq__cfg_producer_connect_eager(c)) {
         emq_status st = connect_once(p, err);
         if (st != EMQ_OK)
             return st;
         s->link = EMQ_LINK_UP;
     }
     if (pthread_create(&s->thread, NULL, sender_main, p) != 0)
-        return emq_error_set(err, EMQ_ENOMEM, 0,
+        return emq__error_set(err, EMQ_ENOMEM, 0,
                              "could not start the producer's thread");
     s->thread_started = 1;
     return EMQ_OK;
 }
 
-void emq_sender_stop(emq_producer_t *p) {
-    emq_sender *s = &p->tx;
+void emq__sender_stop(emq_producer_t *p) {
+    emq__sender *s = &p->tx;
     if (!s->started)
         return; /* never started */
     if (s->thread_started) {
@@ -1239,12 +1239,12 @@ void emq_sender_stop(emq_producer_t *p) {
         s->quit = 1;
         /* Not sent: reported, not lost silently. */
         emq_error e;
-        emq_error_set(&e, EMQ_ECLOSED, 0,
+        emq__error_set(&e, EMQ_ECLOSED, 0,
                       "the producer was destroyed before the entry was "
                       "sent (emq_producer_flush sends what is queued)");
-        emq_record *r = s->head;
+        emq__record *r = s->head;
         while (r) {
-            emq_record *nx = r->next;
+            emq__record *nx = r->next;
             dequeue(s, r);
             record_fail(r, EMQ_ECLOSED, &e);
             complete(s, r);
@@ -1257,35 +1257,35 @@ void emq_sender_stop(emq_producer_t *p) {
     pthread_mutex_lock(&s->mu);
     run_callbacks(p); /* what the thread left (poll mode: all) */
     pthread_mutex_unlock(&s->mu);
-    emq_route_destroy(s->route);
+    emq__route_destroy(s->route);
     pthread_cond_destroy(&s->wake);
     pthread_cond_destroy(&s->idle);
     pthread_mutex_destroy(&s->mu);
 }
 
-size_t emq_sender_poll(emq_producer_t *p, int64_t timeout_ms) {
-    emq_sender *s = &p->tx;
-    if (!emq_cfg_producer_delivery_poll(p->conf))
+size_t emq__sender_poll(emq_producer_t *p, int64_t timeout_ms) {
+    emq__sender *s = &p->tx;
+    if (!emq__cfg_producer_delivery_poll(p->conf))
         return 0;
-    int64_t deadline = timeout_ms < 0 ? -1 : emq_now_ms() + timeout_ms;
+    int64_t deadline = timeout_ms < 0 ? -1 : emq__now_ms() + timeout_ms;
     pthread_mutex_lock(&s->mu);
     while (s->done_head == NULL && timeout_ms != 0 &&
-           (deadline < 0 || emq_now_ms() < deadline))
+           (deadline < 0 || emq__now_ms() < deadline))
         wait_until(&s->idle, &s->mu, deadline);
     size_t ran = run_callbacks(p);
     pthread_mutex_unlock(&s->mu);
     return ran;
 }
 
-emq_status emq_sender_flush(emq_producer_t *p, int64_t timeout_ms,
+emq_status emq__sender_flush(emq_producer_t *p, int64_t timeout_ms,
                             emq_error *err) {
-    emq_sender *s = &p->tx;
-    int64_t deadline = timeout_ms < 0 ? -1 : emq_now_ms() + timeout_ms;
-    int poll_mode = emq_cfg_producer_delivery_poll(p->conf) != 0;
+    emq__sender *s = &p->tx;
+    int64_t deadline = timeout_ms < 0 ? -1 : emq__now_ms() + timeout_ms;
+    int poll_mode = emq__cfg_producer_delivery_poll(p->conf) != 0;
     pthread_mutex_lock(&s->mu);
     s->flushing++;
     pthread_cond_signal(&s->wake);
-    while (s->outstanding > 0 && (deadline < 0 || emq_now_ms() < deadline)) {
+    while (s->outstanding > 0 && (deadline < 0 || emq__now_ms() < deadline)) {
         if (poll_mode && s->done_head) {
             run_callbacks(p);
             continue;
@@ -1296,14 +1296,14 @@ emq_status emq_sender_flush(emq_producer_t *p, int64_t timeout_ms,
     size_t left = s->outstanding;
     pthread_mutex_unlock(&s->mu);
     if (left > 0)
-        return emq_error_set(err, EMQ_ETIMEDOUT, 1,
+        return emq__error_set(err, EMQ_ETIMEDOUT, 1,
                              "%zu entries still outstanding after %lld ms",
                              left, (long long)timeout_ms);
-    emq_error_clear(err);
+    emq__error_clear(err);
     return EMQ_OK;
 }
 
-size_t emq_sender_outstanding(emq_producer_t *p) {
+size_t emq__sender_outstanding(emq_producer_t *p) {
     pthread_mutex_lock(&p->tx.mu);
     size_t n = p->tx.outstanding;
     pthread_mutex_unlock(&p->tx.mu);

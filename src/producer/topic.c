@@ -15,11 +15,11 @@
 #include <string.h>
 
 static emq_status topic_init(emq_producer_t *p, emq_error *err) {
-    p->nparts = (size_t)emq_cfg_partitions(p->conf);
-    p->parts = emq_calloc(p->nparts, sizeof *p->parts);
+    p->nparts = (size_t)emq__cfg_partitions(p->conf);
+    p->parts = emq__calloc(p->nparts, sizeof *p->parts);
     if (p->parts == NULL) {
         p->nparts = 0;
-        return emq_oom(err);
+        return emq__oom(err);
     }
     pthread_mutex_init(&p->parts_mu, NULL);
     return EMQ_OK;
@@ -31,7 +31,7 @@ static void topic_free(emq_producer_t *p) {
     for (size_t i = 0; i < p->nparts; i++)
         emq_producer_destroy(p->parts[i]);
     pthread_mutex_destroy(&p->parts_mu);
-    emq_free(p->parts);
+    emq__free(p->parts);
     p->parts = NULL;
 }
 
@@ -49,7 +49,7 @@ static emq_status part_open(emq_producer_t *p, size_t i, emq_error *err) {
     pthread_mutex_lock(&p->parts_mu);
     emq_status st = EMQ_OK;
     if (p->parts[i] == NULL)
-        st = emq_topic_open_parts(p->conf, (int)i, (int)i + 1, open_part, p,
+        st = emq__topic_open_parts(p->conf, (int)i, (int)i + 1, open_part, p,
                                   err);
     pthread_mutex_unlock(&p->parts_mu);
     return st;
@@ -67,7 +67,7 @@ static emq_producer_t *part_if_open(emq_producer_t *p, size_t i) {
  * turn). */
 static size_t partition_of(emq_producer_t *p, const char *key,
                            size_t key_len) {
-    return key ? emq_topic_key_partition(key, key_len, (unsigned)p->nparts)
+    return key ? emq__topic_key_partition(key, key_len, (unsigned)p->nparts)
                : (size_t)(atomic_fetch_add(&p->next, 1) % p->nparts);
 }
 
@@ -81,15 +81,15 @@ static emq_status split_produce(emq_producer_t *p, const emq_message *msgs,
                                 emq_id *ids, size_t *written, int single,
                                 emq_error *err) {
     size_t P = p->nparts;
-    emq_message *sorted = emq_alloc((n ? n : 1) * sizeof *sorted);
-    size_t *where = emq_alloc((n ? n : 1) * sizeof *where);
-    unsigned *part = emq_alloc((n ? n : 1) * sizeof *part);
-    size_t *start = emq_calloc(P + 1, sizeof *start);
-    emq_id *sub_ids = ids ? emq_alloc((n ? n : 1) * sizeof *sub_ids) : NULL;
+    emq_message *sorted = emq__alloc((n ? n : 1) * sizeof *sorted);
+    size_t *where = emq__alloc((n ? n : 1) * sizeof *where);
+    unsigned *part = emq__alloc((n ? n : 1) * sizeof *part);
+    size_t *start = emq__calloc(P + 1, sizeof *start);
+    emq_id *sub_ids = ids ? emq__alloc((n ? n : 1) * sizeof *sub_ids) : NULL;
     emq_status st = EMQ_OK;
     if (!sorted || !where || !part || !start || (ids && !sub_ids)) {
-        st = emq_oom(err);
-        emq_producer_clear_ids(ids, n);
+        st = emq__oom(err);
+        emq__producer_clear_ids(ids, n);
         goto out;
     }
     for (size_t i = 0; i < n; i++) {
@@ -101,10 +101,10 @@ static emq_status split_produce(emq_producer_t *p, const emq_message *msgs,
     for (size_t i = 0; i < P; i++)
         start[i + 1] += start[i];
     {
-        size_t *fill = emq_alloc(P * sizeof *fill);
+        size_t *fill = emq__alloc(P * sizeof *fill);
         if (fill == NULL) {
-            st = emq_oom(err);
-            emq_producer_clear_ids(ids, n);
+            st = emq__oom(err);
+            emq__producer_clear_ids(ids, n);
             goto out;
         }
         memcpy(fill, start, P * sizeof *fill);
@@ -113,32 +113,32 @@ static emq_status split_produce(emq_producer_t *p, const emq_message *msgs,
             sorted[at] = kmsgs ? kmsgs[i].message : msgs[i];
             where[at] = i;
         }
-        emq_free(fill);
+        emq__free(fill);
     }
     size_t ok = 0;
     emq_status first = EMQ_OK;
     emq_error first_err;
-    emq_error_clear(&first_err);
+    emq__error_clear(&first_err);
     for (size_t k = 0; k < P; k++) {
         size_t from = start[k], cnt = start[k + 1] - start[k];
         if (cnt == 0)
             continue;
         emq_error one;
-        emq_error_clear(&one);
+        emq__error_clear(&one);
         size_t w = 0;
         emq_status rs = part_open(p, k, &one);
         int opened = rs == EMQ_OK; /* an open failure names its partition */
         if (opened)
-            rs = emq_producer_queue(p->parts[k], sorted + from, cnt,
+            rs = emq__producer_queue(p->parts[k], sorted + from, cnt,
                          sub_ids ? sub_ids + from : NULL, &w, single, &one);
         else if (sub_ids)
-            emq_producer_clear_ids(sub_ids + from, cnt);
+            emq__producer_clear_ids(sub_ids + from, cnt);
         ok += w;
         if (rs != EMQ_OK && first == EMQ_OK) {
             first = rs;
             first_err = one;
             if (opened)
-                emq_topic_error_prefix(&first_err, p->conf, k);
+                emq__topic_error_prefix(&first_err, p->conf, k);
         }
     }
     if (ids)
@@ -151,14 +151,14 @@ static emq_status split_produce(emq_producer_t *p, const emq_message *msgs,
         if (err)
             *err = first_err;
     } else {
-        emq_error_clear(err);
+        emq__error_clear(err);
     }
 out:
-    emq_free(sorted);
-    emq_free(where);
-    emq_free(part);
-    emq_free(start);
-    emq_free(sub_ids);
+    emq__free(sorted);
+    emq__free(where);
+    emq__free(part);
+    emq__free(start);
+    emq__free(sub_ids);
     return st;
 }
 
@@ -169,14 +169,14 @@ static emq_status check_all(const emq_producer_t *p,
                               const emq_keyed_message *kmsgs, size_t n,
                               int single, emq_error *err) {
     if (n > 0 && msgs == NULL && kmsgs == NULL)
-        return emq_error_set(err, EMQ_EINVAL, 0,
+        return emq__error_set(err, EMQ_EINVAL, 0,
                              "msgs is NULL but n is %zu", n);
     for (size_t i = 0; i < n; i++) {
         const emq_message *m = kmsgs ? &kmsgs[i].message : &msgs[i];
-        emq_status st = emq_producer_check(p, m, 1, 1, err);
+        emq_status st = emq__producer_check(p, m, 1, 1, err);
         if (st != EMQ_OK) {
             if (!single)
-                emq_error_prefix(err, "entry %zu", i);
+                emq__error_prefix(err, "entry %zu", i);
             return st;
         }
     }
@@ -192,7 +192,7 @@ static emq_status topic_produce(emq_producer_t *p,
         *written = 0;
     emq_status st = check_all(p, msgs, kmsgs, n, single, err);
     if (st != EMQ_OK) {
-        emq_producer_clear_ids(ids, n);
+        emq__producer_clear_ids(ids, n);
         return st;
     }
     return split_produce(p, msgs, kmsgs, n, ids, written, single, err);
@@ -206,44 +206,44 @@ static emq_status topic_async(emq_producer_t *p, const char *key,
     emq_status st = part_open(p, k, err);
     if (st != EMQ_OK)
         return st;
-    return emq_sender_async(p->parts[k], m, cb, opaque, err);
+    return emq__sender_async(p->parts[k], m, cb, opaque, err);
 }
 
 static size_t topic_poll(emq_producer_t *p, int64_t timeout_ms) {
     /* Every open partition without waiting, then again in short waits
      * until one ran or the time is up. */
-    int64_t deadline = timeout_ms < 0 ? -1 : emq_now_ms() + timeout_ms;
+    int64_t deadline = timeout_ms < 0 ? -1 : emq__now_ms() + timeout_ms;
     for (;;) {
         size_t ran = 0;
         for (size_t i = 0; i < p->nparts; i++) {
             emq_producer_t *part = part_if_open(p, i);
             if (part)
-                ran += emq_sender_poll(part, 0);
+                ran += emq__sender_poll(part, 0);
         }
         if (ran > 0 || timeout_ms == 0 ||
-            (deadline >= 0 && emq_now_ms() >= deadline) ||
-            !emq_cfg_producer_delivery_poll(p->conf))
+            (deadline >= 0 && emq__now_ms() >= deadline) ||
+            !emq__cfg_producer_delivery_poll(p->conf))
             return ran;
-        emq_sleep_ms(1);
+        emq__sleep_ms(1);
     }
 }
 
 static emq_status topic_flush(emq_producer_t *p, int64_t timeout_ms,
                                     emq_error *err) {
-    int64_t deadline = timeout_ms < 0 ? -1 : emq_now_ms() + timeout_ms;
+    int64_t deadline = timeout_ms < 0 ? -1 : emq__now_ms() + timeout_ms;
     for (size_t i = 0; i < p->nparts; i++) {
         emq_producer_t *part = part_if_open(p, i);
         if (part == NULL)
             continue;
-        int64_t left = deadline < 0 ? -1 : deadline - emq_now_ms();
+        int64_t left = deadline < 0 ? -1 : deadline - emq__now_ms();
         emq_status st =
-            emq_sender_flush(part, left < 0 && deadline >= 0 ? 0 : left, err);
+            emq__sender_flush(part, left < 0 && deadline >= 0 ? 0 : left, err);
         if (st != EMQ_OK) {
-            emq_topic_error_prefix(err, p->conf, i);
+            emq__topic_error_prefix(err, p->conf, i);
             return st;
         }
     }
-    emq_error_clear(err);
+    emq__error_clear(err);
     return EMQ_OK;
 }
 
@@ -252,7 +252,7 @@ static size_t topic_outstanding(emq_producer_t *p) {
     for (size_t i = 0; i < p->nparts; i++) {
         emq_producer_t *part = part_if_open(p, i);
         if (part)
-            n += emq_sender_outstanding(part);
+            n += emq__sender_outstanding(part);
     }
     return n;
 }
@@ -261,10 +261,10 @@ static size_t topic_outstanding(emq_producer_t *p) {
 
 emq_status emq_producer_new(const emq_conf_t *conf, emq_producer_t **out,
                             emq_error *err) {
-    emq_status st = emq_producer_open(conf, out, err);
-    if (st == EMQ_OK && emq_topic_is(conf) &&
+    emq_status st = emq__producer_open(conf, out, err);
+    if (st == EMQ_OK && emq__topic_is(conf) &&
         (st = topic_init(*out, err)) != EMQ_OK) {
-        emq_producer_close(*out);
+        emq__producer_close(*out);
         *out = NULL;
     }
     return st;
@@ -274,7 +274,7 @@ void emq_producer_destroy(emq_producer_t *p) {
     if (p == NULL)
         return;
     topic_free(p);
-    emq_producer_close(p);
+    emq__producer_close(p);
 }
 
 /* The entry point of every produce call: a topic, or one queue. */
@@ -286,17 +286,17 @@ static emq_status produce_any(emq_producer_t *p, const emq_message *msgs,
         return topic_produce(p, msgs, kmsgs, n, ids, written,
                                           single, err);
     if (kmsgs == NULL)
-        return emq_producer_queue(p, msgs, n, ids, written, single, err);
+        return emq__producer_queue(p, msgs, n, ids, written, single, err);
     /* One queue: the keys do not matter. */
-    emq_message *plain = emq_alloc((n ? n : 1) * sizeof *plain);
+    emq_message *plain = emq__alloc((n ? n : 1) * sizeof *plain);
     if (plain == NULL) {
-        emq_producer_clear_ids(ids, n);
-        return emq_oom(err);
+        emq__producer_clear_ids(ids, n);
+        return emq__oom(err);
     }
     for (size_t i = 0; i < n; i++)
         plain[i] = kmsgs[i].message;
-    emq_status st = emq_producer_queue(p, plain, n, ids, written, single, err);
-    emq_free(plain);
+    emq_status st = emq__producer_queue(p, plain, n, ids, written, single, err);
+    emq__free(plain);
     return st;
 }
 
@@ -333,17 +333,17 @@ static emq_status async_any(emq_producer_t *p, const char *key,
                             size_t nfields, emq_delivery_fn cb, void *opaque,
                             emq_error *err) {
     if (p == NULL)
-        return emq_error_set(err, EMQ_EINVAL, 0, "producer is NULL");
+        return emq__error_set(err, EMQ_EINVAL, 0, "producer is NULL");
     if (cb == NULL)
-        return emq_error_set(err, EMQ_EINVAL, 0,
+        return emq__error_set(err, EMQ_EINVAL, 0,
                              "an asynchronous entry needs a callback");
     emq_message m = {fields, nfields, NULL};
-    emq_status st = emq_producer_check(p, &m, 1, 1, err);
+    emq_status st = emq__producer_check(p, &m, 1, 1, err);
     if (st != EMQ_OK)
         return st;
     if (p->nparts > 0)
         return topic_async(p, key, key_len, &m, cb, opaque, err);
-    return emq_sender_async(p, &m, cb, opaque, err);
+    return emq__sender_async(p, &m, cb, opaque, err);
 }
 
 emq_status emq_produce_async(emq_producer_t *p, const emq_field *fields,
@@ -364,16 +364,16 @@ size_t emq_producer_poll(emq_producer_t *p, int64_t timeout_ms) {
         return 0;
     if (p->nparts > 0)
         return topic_poll(p, timeout_ms);
-    return emq_sender_poll(p, timeout_ms);
+    return emq__sender_poll(p, timeout_ms);
 }
 
 emq_status emq_producer_flush(emq_producer_t *p, int64_t timeout_ms,
                               emq_error *err) {
     if (p == NULL)
-        return emq_error_set(err, EMQ_EINVAL, 0, "producer is NULL");
+        return emq__error_set(err, EMQ_EINVAL, 0, "producer is NULL");
     if (p->nparts > 0)
         return topic_flush(p, timeout_ms, err);
-    return emq_sender_flush(p, timeout_ms, err);
+    return emq__sender_flush(p, timeout_ms, err);
 }
 
 size_t emq_producer_outstanding(emq_producer_t *p) {
@@ -381,5 +381,5 @@ size_t emq_producer_outstanding(emq_producer_t *p) {
         return 0;
     if (p->nparts > 0)
         return topic_outstanding(p);
-    return emq_sender_outstanding(p);
+    return emq__sender_outstanding(p);
 }

@@ -5,8 +5,8 @@
  */
 #include "chunk.h"
 
-resp_chunk *emq_resp_chunk_new(size_t cap) {
-    resp_chunk *c = emq_alloc(sizeof *c + cap);
+resp_chunk *emq__resp_chunk_new(size_t cap) {
+    resp_chunk *c = emq__alloc(sizeof *c + cap);
     if (c == NULL)
         return NULL;
     atomic_init(&c->refs, 1);
@@ -14,23 +14,23 @@ resp_chunk *emq_resp_chunk_new(size_t cap) {
     return c;
 }
 
-resp_chunk *emq_resp_chunk_grow(resp_chunk *c, size_t cap) {
-    resp_chunk *grown = emq_realloc(c, sizeof *c + cap);
+resp_chunk *emq__resp_chunk_grow(resp_chunk *c, size_t cap) {
+    resp_chunk *grown = emq__realloc(c, sizeof *c + cap);
     if (grown == NULL)
         return NULL;
     grown->cap = cap;
     return grown;
 }
 
-int emq_resp_chunk_sole(const resp_chunk *c) {
+int emq__resp_chunk_sole(const resp_chunk *c) {
     return atomic_load_explicit(&c->refs, memory_order_acquire) == 1;
 }
 
-void emq_resp_chunk_hold(resp_chunk *c) {
+void emq__resp_chunk_hold(resp_chunk *c) {
     atomic_fetch_add_explicit(&c->refs, 1, memory_order_relaxed);
 }
 
-void emq_resp_chunk_release(resp_chunk *c) {
+void emq__resp_chunk_release(resp_chunk *c) {
     if (c && atomic_fetch_sub_explicit(&c->refs, 1, memory_order_acq_rel) == 1)
-        emq_free(c);
+        emq__free(c);
 }

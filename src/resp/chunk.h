@@ -20,16 +20,16 @@ typedef struct resp_chunk {
 
 /* A chunk of cap bytes with one reference (the caller's). NULL when out
  * of memory. */
-resp_chunk *emq_resp_chunk_new(size_t cap);
+resp_chunk *emq__resp_chunk_new(size_t cap);
 /* Grows c to cap bytes, keeping its data; only while the caller holds the
  * sole reference. NULL when out of memory (c is then unchanged). */
-resp_chunk *emq_resp_chunk_grow(resp_chunk *c, size_t cap);
+resp_chunk *emq__resp_chunk_grow(resp_chunk *c, size_t cap);
 /* 1 when the caller's reference is the only one (no reply views c). */
-int emq_resp_chunk_sole(const resp_chunk *c);
+int emq__resp_chunk_sole(const resp_chunk *c);
 /* Takes one more reference on c (for a reply that views it). */
-void emq_resp_chunk_hold(resp_chunk *c);
+void emq__resp_chunk_hold(resp_chunk *c);
 /* Drops one reference on c, freeing it with the last one. NULL is a
  * no-op. */
-void emq_resp_chunk_release(resp_chunk *c);
+void emq__resp_chunk_release(resp_chunk *c);
 
 #endif /* EMQ_RESP_CHUNK_H */

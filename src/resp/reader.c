@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* reader.c: the incremental RESP2/RESP3 reply parser.
  *
- * Bytes arrive in a receive chunk; emq_resp_next parses one reply in two
+ * Bytes arrive in a receive chunk; emq__resp_next parses one reply in two
  * passes. The scan pass validates every header against the limits and
  * counts nodes, and can stop at any byte and resume later: it keeps an
  * explicit stack of "elements still expected" per open aggregate and
@@ -33,8 +33,8 @@ typedef struct scan_frame {
     int is_attribute; /* an attribute is not a value of its parent */
 } scan_frame;
 
-struct emq_resp_reader {
-    emq_resp_limits limits;
+struct emq__resp_reader {
+    emq__resp_limits limits;
     resp_chunk *chunk; /* current receive chunk, or NULL */
     size_t len;        /* bytes of chunk->data holding input */
     size_t pos;        /* start of the first reply not yet returned */
@@ -50,7 +50,7 @@ struct emq_resp_reader {
     char failure[EMQ_ERROR_MESSAGE_MAX]; /* the sticky error's message */
 };
 
-void emq_resp_limits_default(emq_resp_limits *l) {
+void emq__resp_limits_default(emq__resp_limits *l) {
     l->max_bulk = EMQ_RESP_DEFAULT_MAX_BULK;
     l->max_depth = EMQ_RESP_DEFAULT_MAX_DEPTH;
     l->max_elements = EMQ_RESP_DEFAULT_MAX_ELEMENTS;
@@ -58,46 +58,46 @@ void emq_resp_limits_default(emq_resp_limits *l) {
     l->max_reply = EMQ_RESP_DEFAULT_MAX_REPLY;
 }
 
-emq_resp_reader *emq_resp_reader_new(const emq_resp_limits *limits) {
-    emq_resp_reader *r = emq_calloc(1, sizeof *r);
+emq__resp_reader *emq__resp_reader_new(const emq__resp_limits *limits) {
+    emq__resp_reader *r = emq__calloc(1, sizeof *r);
     if (r == NULL)
         return NULL;
     if (limits)
         r->limits = *limits;
     else
-        emq_resp_limits_default(&r->limits);
+        emq__resp_limits_default(&r->limits);
     if (r->limits.max_depth == 0)
         r->limits.max_depth = 1;
     if (r->limits.max_line < 16)
         r->limits.max_line = 16;
-    r->stack = emq_alloc(r->limits.max_depth * sizeof *r->stack);
+    r->stack = emq__alloc(r->limits.max_depth * sizeof *r->stack);
     if (r->stack == NULL) {
-        emq_free(r);
+        emq__free(r);
         return NULL;
     }
     return r;
 }
 
-void emq_resp_reader_free(emq_resp_reader *r) {
+void emq__resp_reader_free(emq__resp_reader *r) {
     if (r == NULL)
         return;
-    emq_resp_chunk_release(r->chunk);
-    emq_free(r->stack);
-    emq_free(r);
+    emq__resp_chunk_release(r->chunk);
+    emq__free(r->stack);
+    emq__free(r);
 }
 
-size_t emq_resp_buffered(const emq_resp_reader *r) { return r->len - r->pos; }
+size_t emq__resp_buffered(const emq__resp_reader *r) { return r->len - r->pos; }
 
-emq_status emq_resp_failed(const emq_resp_reader *r) { return r->failed; }
+emq_status emq__resp_failed(const emq__resp_reader *r) { return r->failed; }
 
-static emq_status sticky(const emq_resp_reader *r, emq_error *err) {
-    return emq_error_set(err, r->failed, 0, "%s", r->failure);
+static emq_status sticky(const emq__resp_reader *r, emq_error *err) {
+    return emq__error_set(err, r->failed, 0, "%s", r->failure);
 }
 
 /* Records a protocol error; every later call returns it. */
-static emq_status fail(emq_resp_reader *r, emq_error *err, const char *fmt,
+static emq_status fail(emq__resp_reader *r, emq_error *err, const char *fmt,
                        ...) EMQ_PRINTF(3, 4);
-static emq_status fail(emq_resp_reader *r, emq_error *err, const char *fmt,
+static emq_status fail(emq__resp_reader *r, emq_error *err, const char *fmt,
                        ...) {
     va_list ap;
     va_start(ap, fmt);
@@ -111,12 +111,12 @@ static emq_status fail(emq_resp_reader *r, emq_error *err, const char *fmt,
  * the current chunk, so it is moved or grown in place only while the
  * reader holds the sole reference; otherwise the unparsed tail is copied
  * into a fresh chunk and the old one lives on until its replies go. */
-static emq_status make_room(emq_resp_reader *r, size_t min, emq_error *err) {
+static emq_status make_room(emq__resp_reader *r, size_t min, emq_error *err) {
     resp_chunk *c = r->chunk;
     if (c && c->cap - r->len >= min)
         return EMQ_OK;
     size_t unparsed = r->len - r->pos;
-    int sole = c && emq_resp_chunk_sole(c);
+    int sole = c && emq__resp_chunk_sole(c);
     if (sole && r->pos > 0 && c->cap - unparsed >= min &&
         c->cap <= EMQ_RESP_IDLE_CHUNK_MAX) {
         memmove(c->data, c->data + r->pos, unparsed);
@@ -143,31 +143,31 @@ static emq_status make_room(emq_resp_reader *r, size_t min, emq_error *err) {
     size_t cap = INITIAL_CHUNK;
     while (cap < want) {
         if (cap > SIZE_MAX / 4)
-            return emq_error_set(err, EMQ_ENOMEM, 0,
+            return emq__error_set(err, EMQ_ENOMEM, 0,
                                  "receive buffer of %zu bytes is too large",
                                  want);
         cap *= 2;
     }
     resp_chunk *fresh;
     if (sole && r->pos == 0) {
-        fresh = emq_resp_chunk_grow(c, cap);
+        fresh = emq__resp_chunk_grow(c, cap);
         if (fresh == NULL)
-            return emq_error_set(err, EMQ_ENOMEM, 0,
+            return emq__error_set(err, EMQ_ENOMEM, 0,
                                  "out of memory growing the receive buffer "
                                  "to %zu bytes",
                                  cap);
         r->chunk = fresh;
         return EMQ_OK;
     }
-    fresh = emq_resp_chunk_new(cap);
+    fresh = emq__resp_chunk_new(cap);
     if (fresh == NULL)
-        return emq_error_set(err, EMQ_ENOMEM, 0,
+        return emq__error_set(err, EMQ_ENOMEM, 0,
                              "out of memory allocating a receive buffer of "
                              "%zu bytes",
                              cap);
     if (unparsed)
         memcpy(fresh->data, c->data + r->pos, unparsed);
-    emq_resp_chunk_release(c);
+    emq__resp_chunk_release(c);
     r->chunk = fresh;
     r->scan -= r->pos;
     r->len = unparsed;
@@ -175,14 +175,14 @@ static emq_status make_room(emq_resp_reader *r, size_t min, emq_error *err) {
     return EMQ_OK;
 }
 
-emq_status emq_resp_reserve(emq_resp_reader *r, size_t min, char **space,
+emq_status emq__resp_reserve(emq__resp_reader *r, size_t min, char **space,
                             size_t *avail, emq_error *err) {
     if (r->failed)
         return sticky(r, err);
     /* Everything parsed: start over at the front, or drop a big chunk. */
-    if (r->chunk && r->pos == r->len && emq_resp_chunk_sole(r->chunk)) {
+    if (r->chunk && r->pos == r->len && emq__resp_chunk_sole(r->chunk)) {
         if (r->chunk->cap > EMQ_RESP_IDLE_CHUNK_MAX) {
-            emq_resp_chunk_release(r->chunk);
+            emq__resp_chunk_release(r->chunk);
             r->chunk = NULL;
         }
         r->len = r->pos = r->scan = 0;
@@ -197,18 +197,18 @@ emq_status emq_resp_reserve(emq_resp_reader *r, size_t min, char **space,
     return EMQ_OK;
 }
 
-void emq_resp_commit(emq_resp_reader *r, size_t n) { r->len += n; }
+void emq__resp_commit(emq__resp_reader *r, size_t n) { r->len += n; }
 
-emq_status emq_resp_feed(emq_resp_reader *r, const char *buf, size_t len,
+emq_status emq__resp_feed(emq__resp_reader *r, const char *buf, size_t len,
                          emq_error *err) {
     char *space = NULL;
     size_t avail = 0;
-    emq_status st = emq_resp_reserve(r, len, &space, &avail, err);
+    emq_status st = emq__resp_reserve(r, len, &space, &avail, err);
     if (st != EMQ_OK)
         return st;
     if (len)
         memcpy(space, buf, len);
-    emq_resp_commit(r, len);
+    emq__resp_commit(r, len);
     return EMQ_OK;
 }
 
@@ -311,7 +311,7 @@ enum { SCAN_OK, SCAN_MORE, SCAN_FAIL };
  * (and for strings its payload) is complete and valid; r->scan moved past
  * it, a frame was pushed for a non-empty aggregate (*opened = 1).
  * SCAN_MORE: input ends inside it; nothing changed. SCAN_FAIL: invalid. */
-static int scan_element(emq_resp_reader *r, int *opened, emq_error *err) {
+static int scan_element(emq__resp_reader *r, int *opened, emq_error *err) {
     const char *data = r->chunk->data;
     size_t at = r->scan;
     *opened = 0;
@@ -476,7 +476,7 @@ static int scan_element(emq_resp_reader *r, int *opened, emq_error *err) {
 
 /* Scans until one whole reply lies in [pos, scan). Returns EMQ_OK when it
  * does, EMQ_EAGAIN when more input is needed, EMQ_EPROTO on bad input. */
-static emq_status scan_reply(emq_resp_reader *r, emq_error *err) {
+static emq_status scan_reply(emq__resp_reader *r, emq_error *err) {
     for (;;) {
         int opened;
         int rc = scan_element(r, &opened, err);
@@ -603,8 +603,8 @@ static const char *build_value(const char *p, const char *end,
     }
 }
 
-/* emq_resp_next without the dropping of pushes behind attributes. */
-static emq_status next_reply(emq_resp_reader *r, emq_reply **out,
+/* emq__resp_next without the dropping of pushes behind attributes. */
+static emq_status next_reply(emq__resp_reader *r, emq_reply **out,
                              emq_error *err) {
     *out = NULL;
     if (r->failed)
@@ -632,15 +632,15 @@ static emq_status next_reply(emq_resp_reader *r, emq_reply **out,
     if (r->nodes > (SIZE_MAX - sizeof(resp_block)) / sizeof(struct emq_reply))
         return fail(r, err, "protocol error: reply has too many elements");
     resp_block *block =
-        emq_alloc(sizeof *block + r->nodes * sizeof(struct emq_reply));
+        emq__alloc(sizeof *block + r->nodes * sizeof(struct emq_reply));
     if (block == NULL)
-        return emq_error_set(err, EMQ_ENOMEM, 1,
+        return emq__error_set(err, EMQ_ENOMEM, 1,
                              "out of memory building a reply of %zu elements",
                              r->nodes);
     struct emq_reply *cursor = block->nodes + 1;
     build_value(r->chunk->data + r->pos, r->chunk->data + r->scan,
                 &block->nodes[0], &cursor);
-    emq_resp_chunk_hold(r->chunk);
+    emq__resp_chunk_hold(r->chunk);
     block->chunk = r->chunk;
     r->pos = r->scan;
     r->nodes = 0;
@@ -650,7 +650,7 @@ static emq_status next_reply(emq_resp_reader *r, emq_reply **out,
     return EMQ_OK;
 }
 
-emq_status emq_resp_next(emq_resp_reader *r, emq_reply **out, emq_error *err) {
+emq_status emq__resp_next(emq__resp_reader *r, emq_reply **out, emq_error *err) {
     for (;;) {
         emq_status st = next_reply(r, out, err);
         if (st != EMQ_OK || !r->drop_pushes || (*out)->type != EMQ_REPLY_PUSH)
@@ -663,8 +663,8 @@ emq_status emq_resp_next(emq_resp_reader *r, emq_reply **out, emq_error *err) {
     }
 }
 
-void emq_resp_drop_pushes(emq_resp_reader *r) { r->drop_pushes = 1; }
+void emq__resp_drop_pushes(emq__resp_reader *r) { r->drop_pushes = 1; }
 
-uint64_t emq_resp_pushes_dropped(const emq_resp_reader *r) {
+uint64_t emq__resp_pushes_dropped(const emq__resp_reader *r) {
     return r->pushes_dropped;
 }

@@ -67,7 +67,7 @@ int emq_reply_is_error(const emq_reply *r, const char *prefix) {
     return r->len == n || r->str[n] == ' ';
 }
 
-int emq_reply_mentions(const emq_reply *r, const char *word) {
+int emq__reply_mentions(const emq_reply *r, const char *word) {
     if (emq_reply_kind(r) != EMQ_REPLY_ERROR)
         return 0;
     if (emq_reply_is_error(r, word))
@@ -83,7 +83,7 @@ int emq_reply_mentions(const emq_reply *r, const char *word) {
     return 0;
 }
 
-void emq_reply_code_copy(emq_error *err, const emq_reply *r) {
+void emq__reply_code_copy(emq_error *err, const emq_reply *r) {
     if (err == NULL)
         return;
     err->reply_code[0] = '\0';
@@ -98,34 +98,34 @@ void emq_reply_code_copy(emq_error *err, const emq_reply *r) {
     err->reply_code[n] = '\0';
 }
 
-emq_status emq_reply_error_set(emq_error *err, const emq_reply *r,
+emq_status emq__reply_error_set(emq_error *err, const emq_reply *r,
                                const char *fmt, ...) {
     char what[EMQ_ERROR_MESSAGE_MAX], shown[200];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(what, sizeof what, fmt, ap);
     va_end(ap);
-    emq_error_set(err, EMQ_ESERVER, 0, "%.200s: %s", what,
-                  emq_reply_text(r, shown, sizeof shown));
-    emq_reply_code_copy(err, r);
+    emq__error_set(err, EMQ_ESERVER, 0, "%.200s: %s", what,
+                  emq__reply_text(r, shown, sizeof shown));
+    emq__reply_code_copy(err, r);
     return EMQ_ESERVER;
 }
 
-int emq_reply_transient(const emq_reply *r) {
+int emq__reply_transient(const emq_reply *r) {
     static const char *const words[] = {"LOADING",    "BUSY",     "TRYAGAIN",
                                         "CLUSTERDOWN", "MASTERDOWN",
                                         "MISCONF",    "NOREPLICAS"};
     for (size_t i = 0; i < sizeof words / sizeof words[0]; i++)
-        if (emq_reply_mentions(r, words[i]))
+        if (emq__reply_mentions(r, words[i]))
             return 1;
     return 0;
 }
 
-char *emq_reply_text(const emq_reply *r, char *buf, size_t size) {
+char *emq__reply_text(const emq_reply *r, char *buf, size_t size) {
     size_t n;
     const char *text = emq_reply_str(r, &n);
     if (text)
-        return emq_printable(buf, size, text, n);
+        return emq__printable(buf, size, text, n);
     snprintf(buf, size, "(reply of type %d)", (int)emq_reply_kind(r));
     return buf;
 }
@@ -135,6 +135,6 @@ void emq_reply_free(emq_reply *r) {
         return;
     resp_block *block =
         (resp_block *)((char *)r - offsetof(resp_block, nodes));
-    emq_resp_chunk_release(block->chunk);
-    emq_free(block);
+    emq__resp_chunk_release(block->chunk);
+    emq__free(block);
 }

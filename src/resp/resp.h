@@ -2,9 +2,9 @@
 /* resp: the RESP2/RESP3 reply parser and the command encoder.
  *
  * Internal header (not installed). This layer never touches a socket: bytes
- * go in through emq_resp_feed (or emq_resp_reserve + emq_resp_commit, which
+ * go in through emq__resp_feed (or emq__resp_reserve + emq__resp_commit, which
  * let a caller read(2) straight into the reader's buffer) and replies come
- * out of emq_resp_next. Parsing resumes at any byte boundary.
+ * out of emq__resp_next. Parsing resumes at any byte boundary.
  *
  * Memory: each reply is one allocation (its node array). Strings are views
  * into the reader's receive chunk; the reply holds a reference on that
@@ -36,35 +36,35 @@
  * strings and errors are lines too, so this also bounds them. */
 #define EMQ_RESP_DEFAULT_MAX_LINE ((size_t)64 * 1024)
 
-typedef struct emq_resp_limits {
+typedef struct emq__resp_limits {
     size_t max_bulk;     /* longest bulk/blob/verbatim string, bytes */
     size_t max_depth;    /* deepest nesting of aggregates */
     size_t max_elements; /* most elements in one aggregate (map: pairs*2) */
     size_t max_line;     /* longest simple line (status, error, number) */
     size_t max_reply;    /* most bytes of one reply; 0: no limit */
-} emq_resp_limits;
+} emq__resp_limits;
 
 /* Fills l with the defaults above. */
-void emq_resp_limits_default(emq_resp_limits *l);
+void emq__resp_limits_default(emq__resp_limits *l);
 
-typedef struct emq_resp_reader emq_resp_reader;
+typedef struct emq__resp_reader emq__resp_reader;
 
 /* Creates a reader with the given limits (NULL: defaults). Caller owns the
- * result; free with emq_resp_reader_free. NULL when out of memory. */
-emq_resp_reader *emq_resp_reader_new(const emq_resp_limits *limits);
+ * result; free with emq__resp_reader_free. NULL when out of memory. */
+emq__resp_reader *emq__resp_reader_new(const emq__resp_limits *limits);
 /* Frees the reader; replies already returned stay valid. NULL is a no-op. */
-void emq_resp_reader_free(emq_resp_reader *r);
+void emq__resp_reader_free(emq__resp_reader *r);
 
 /* Copies len bytes into the reader. EMQ_ENOMEM, or the sticky error once
  * the reader has failed. */
-emq_status emq_resp_feed(emq_resp_reader *r, const char *buf, size_t len,
+emq_status emq__resp_feed(emq__resp_reader *r, const char *buf, size_t len,
                          emq_error *err);
 /* Returns in *space at least min writable bytes at the end of the reader's
  * buffer (*avail gets how many), for a read(2) straight into it. Follow
- * with emq_resp_commit(r, n) for the n bytes actually written. */
-emq_status emq_resp_reserve(emq_resp_reader *r, size_t min, char **space,
+ * with emq__resp_commit(r, n) for the n bytes actually written. */
+emq_status emq__resp_reserve(emq__resp_reader *r, size_t min, char **space,
                             size_t *avail, emq_error *err);
-void emq_resp_commit(emq_resp_reader *r, size_t n);
+void emq__resp_commit(emq__resp_reader *r, size_t n);
 
 /* Parses the next complete reply.
  *   EMQ_OK:     *out is a caller-owned reply; free with emq_reply_free.
@@ -74,47 +74,47 @@ void emq_resp_commit(emq_resp_reader *r, size_t n);
  *   EMQ_ENOMEM: out of memory; nothing is consumed, the call may be
  *               repeated once memory is available.
  * *out is NULL whenever the status is not EMQ_OK. */
-emq_status emq_resp_next(emq_resp_reader *r, emq_reply **out, emq_error *err);
-/* From now on emq_resp_next skips RESP3 push messages (a top-level '>')
+emq_status emq__resp_next(emq__resp_reader *r, emq_reply **out, emq_error *err);
+/* From now on emq__resp_next skips RESP3 push messages (a top-level '>')
  * without building them, counting them (a connection subscribed to
  * nothing: a storm of them costs no memory). */
-void emq_resp_drop_pushes(emq_resp_reader *r);
+void emq__resp_drop_pushes(emq__resp_reader *r);
 /* Push messages skipped so far. */
-uint64_t emq_resp_pushes_dropped(const emq_resp_reader *r);
+uint64_t emq__resp_pushes_dropped(const emq__resp_reader *r);
 /* Bytes received and not yet returned as replies. */
-size_t emq_resp_buffered(const emq_resp_reader *r);
+size_t emq__resp_buffered(const emq__resp_reader *r);
 /* Non-zero once the reader has failed; every later call returns it. */
-emq_status emq_resp_failed(const emq_resp_reader *r);
+emq_status emq__resp_failed(const emq__resp_reader *r);
 
 /* The text of a reply for a message: the string of a STATUS, ERROR or
- * STRING reply made printable (emq_printable), else "(reply of type N)".
+ * STRING reply made printable (emq__printable), else "(reply of type N)".
  * Writes into buf (size bytes) and returns it. */
-char *emq_reply_text(const emq_reply *r, char *buf, size_t size);
+char *emq__reply_text(const emq_reply *r, char *buf, size_t size);
 /* 1 when r is an error reply of code word (its first word), or a script
  * error whose text names it (scripts wrap the errors of the commands they
  * call, differently on each server: 6.2 writes "... -READONLY ..."). */
-int emq_reply_mentions(const emq_reply *r, const char *word);
+int emq__reply_mentions(const emq_reply *r, const char *word);
 /* 1 when r is an error reply that means "not now, the command was not
  * run" and the same command may succeed later: LOADING, BUSY, TRYAGAIN,
  * CLUSTERDOWN, MASTERDOWN, MISCONF, NOREPLICAS. */
-int emq_reply_transient(const emq_reply *r);
+int emq__reply_transient(const emq_reply *r);
 /* Sets err->reply_code to error reply r's first word (its code); "" when
  * r is not an error reply. The rest of err is left as it is. */
-void emq_reply_code_copy(emq_error *err, const emq_reply *r);
+void emq__reply_code_copy(emq_error *err, const emq_reply *r);
 /* The one way an error reply becomes a failure: EMQ_ESERVER, the message
  * the caller's words (fmt) then ": " and the reply's text, reply_code
  * its code. Returns EMQ_ESERVER. */
-emq_status emq_reply_error_set(emq_error *err, const emq_reply *r,
+emq_status emq__reply_error_set(emq_error *err, const emq_reply *r,
                                const char *fmt, ...) EMQ_PRINTF(3, 4);
 
 /* Appends the RESP encoding of a command (an array of bulk strings) to out.
  * argvlen may be NULL when every argument is NUL-terminated. Binary-safe.
  * EMQ_EINVAL for argc < 1 or a NULL argument; EMQ_ELIMIT/EMQ_ENOMEM from
  * the buffer, which is then unchanged. */
-emq_status emq_resp_encode(emq_buf *out, int argc, const char *const *argv,
+emq_status emq__resp_encode(emq__buf *out, int argc, const char *const *argv,
                            const size_t *argvlen, emq_error *err);
-/* Exact number of bytes emq_resp_encode would append. */
-size_t emq_resp_encoded_len(int argc, const char *const *argv,
+/* Exact number of bytes emq__resp_encode would append. */
+size_t emq__resp_encoded_len(int argc, const char *const *argv,
                             const size_t *argvlen);
 
 #endif /* EMQ_RESP_H */

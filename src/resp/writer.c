@@ -34,7 +34,7 @@ static size_t arg_len(const char *const *argv, const size_t *argvlen,
     return argvlen ? argvlen[i] : strlen(argv[i]);
 }
 
-size_t emq_resp_encoded_len(int argc, const char *const *argv,
+size_t emq__resp_encoded_len(int argc, const char *const *argv,
                             const size_t *argvlen) {
     size_t total = 1 + digits((size_t)argc) + 2;
     for (int i = 0; i < argc; i++) {
@@ -44,17 +44,17 @@ size_t emq_resp_encoded_len(int argc, const char *const *argv,
     return total;
 }
 
-emq_status emq_resp_encode(emq_buf *out, int argc, const char *const *argv,
+emq_status emq__resp_encode(emq__buf *out, int argc, const char *const *argv,
                            const size_t *argvlen, emq_error *err) {
     if (argc < 1 || argv == NULL)
-        return emq_error_set(err, EMQ_EINVAL, 0,
+        return emq__error_set(err, EMQ_EINVAL, 0,
                              "a command needs at least one argument");
     for (int i = 0; i < argc; i++)
         if (argv[i] == NULL)
-            return emq_error_set(err, EMQ_EINVAL, 0,
+            return emq__error_set(err, EMQ_EINVAL, 0,
                                  "command argument %d is NULL", i);
-    size_t total = emq_resp_encoded_len(argc, argv, argvlen);
-    emq_status st = emq_buf_reserve(out, total, err);
+    size_t total = emq__resp_encoded_len(argc, argv, argvlen);
+    emq_status st = emq__buf_reserve(out, total, err);
     if (st != EMQ_OK)
         return st;
     char *p = out->data + out->len;

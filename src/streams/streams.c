@@ -5,12 +5,12 @@
 
 #include <string.h>
 
-emq_status emq_reply_bad_shape(emq_error *err, const char *what) {
-    return emq_error_set(err, EMQ_EPROTO, 0,
+emq_status emq__reply_bad_shape(emq_error *err, const char *what) {
+    return emq__error_set(err, EMQ_EPROTO, 0,
                          "unexpected reply shape from the server: %s", what);
 }
 
-const emq_reply *emq_stream_field(const emq_reply *r, const char *name) {
+const emq_reply *emq__stream_field(const emq_reply *r, const char *name) {
     emq_reply_type kind = emq_reply_kind(r);
     if (kind != EMQ_REPLY_ARRAY && kind != EMQ_REPLY_MAP)
         return NULL;
@@ -25,7 +25,7 @@ const emq_reply *emq_stream_field(const emq_reply *r, const char *name) {
     return NULL;
 }
 
-void emq_group_create_argv(const char *argv[6], const char *stream,
+void emq__group_create_argv(const char *argv[6], const char *stream,
                            const char *group, const char *start_id) {
     argv[0] = "XGROUP";
     argv[1] = "CREATE";
@@ -35,21 +35,21 @@ void emq_group_create_argv(const char *argv[6], const char *stream,
     argv[5] = "MKSTREAM";
 }
 
-emq_status emq_group_create_reply(const emq_reply *r, const char *stream,
+emq_status emq__group_create_reply(const emq_reply *r, const char *stream,
                                   const char *group, int *created,
                                   emq_error *err) {
     if (created)
         *created = 0;
     if (emq_reply_kind(r) == EMQ_REPLY_ERROR &&
         !emq_reply_is_error(r, "BUSYGROUP"))
-        return emq_reply_error_set(err, r, "creating group '%s' on '%s' failed",
+        return emq__reply_error_set(err, r, "creating group '%s' on '%s' failed",
                                    group, stream);
     if (created)
         *created = emq_reply_kind(r) != EMQ_REPLY_ERROR;
     return EMQ_OK;
 }
 
-int64_t emq_stream_number(const emq_reply *r, int64_t dflt) {
+int64_t emq__stream_number(const emq_reply *r, int64_t dflt) {
     if (emq_reply_kind(r) == EMQ_REPLY_INTEGER)
         return (int64_t)emq_reply_integer(r);
     size_t len;
@@ -66,7 +66,7 @@ int64_t emq_stream_number(const emq_reply *r, int64_t dflt) {
     return v;
 }
 
-int emq_pending_row_parse(const emq_reply *row, emq_pending_row *out) {
+int emq__pending_row_parse(const emq_reply *row, emq__pending_row *out) {
     memset(out, 0, sizeof *out);
     out->idle_ms = -1;
     if (emq_reply_kind(row) != EMQ_REPLY_ARRAY || emq_reply_len(row) < 4)
@@ -75,8 +75,8 @@ int emq_pending_row_parse(const emq_reply *row, emq_pending_row *out) {
     out->consumer = emq_reply_str(emq_reply_at(row, 1), &out->consumer_len);
     if (emq_reply_kind(out->id) != EMQ_REPLY_STRING || out->consumer == NULL)
         return -1;
-    out->idle_ms = emq_stream_number(emq_reply_at(row, 2), -1);
-    int64_t n = emq_stream_number(emq_reply_at(row, 3), 0);
+    out->idle_ms = emq__stream_number(emq_reply_at(row, 2), -1);
+    int64_t n = emq__stream_number(emq_reply_at(row, 3), 0);
     out->deliveries = n > 0 ? (uint64_t)n : 0;
     return 0;
 }

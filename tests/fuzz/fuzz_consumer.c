@@ -147,15 +147,15 @@ enum { CHUNK_CUT, CHUNK_REPLY, CHUNK_PAUSE, CHUNK_GROUP_LOST };
 static int classify(const uint8_t *p, size_t n) {
     static const char *const pauses[] = {"LOADING", "BUSY", "TRYAGAIN",
                                          "CLUSTERDOWN", "MASTERDOWN"};
-    emq_resp_limits limits;
-    emq_resp_limits_default(&limits);
-    emq_resp_reader *r = emq_resp_reader_new(&limits);
+    emq__resp_limits limits;
+    emq__resp_limits_default(&limits);
+    emq__resp_reader *r = emq__resp_reader_new(&limits);
     if (r == NULL)
         abort();
     emq_reply *reply = NULL;
-    emq_status st = emq_resp_feed(r, (const char *)p, n, NULL);
+    emq_status st = emq__resp_feed(r, (const char *)p, n, NULL);
     if (st == EMQ_OK)
-        st = emq_resp_next(r, &reply, NULL);
+        st = emq__resp_next(r, &reply, NULL);
     int kind = st == EMQ_EAGAIN ? CHUNK_CUT : CHUNK_REPLY;
     for (size_t i = 0; reply && i < sizeof pauses / sizeof pauses[0]; i++)
         if (emq_reply_is_error(reply, pauses[i]))
@@ -164,7 +164,7 @@ static int classify(const uint8_t *p, size_t n) {
         emq_reply_is_error(reply, "UNBLOCKED"))
         kind = CHUNK_GROUP_LOST;
     emq_reply_free(reply);
-    emq_resp_reader_free(r);
+    emq__resp_reader_free(r);
     return kind;
 }
 
@@ -211,7 +211,7 @@ static void answer(fake *f, int argc, const char **argv, const size_t *len) {
     int fuzz_all = f->flags & 4;
     f->commands++;
     if (f->commands > MAX_COMMANDS ||
-        emq_now_ms() - f->started_ms > BUDGET_MS)
+        emq__now_ms() - f->started_ms > BUDGET_MS)
         emq_consumer_stop(f->consumer);
     const char *cmd = argv[0];
     size_t cn = len[0];
@@ -233,7 +233,7 @@ static void answer(fake *f, int argc, const char **argv, const size_t *len) {
      * after the start comes right after the first read, every time. */
     if ((f->flags & 64) && is(cmd, cn, "XREADGROUP") && argc > 0 &&
         is(argv[argc - 1], len[argc - 1], ">"))
-        emq_sleep_ms(2);
+        emq__sleep_ms(2);
     int data = is(cmd, cn, "XREADGROUP") || is(cmd, cn, "XPENDING") ||
                is(cmd, cn, "XAUTOCLAIM");
     int lease = 0;
@@ -251,7 +251,7 @@ static void answer(fake *f, int argc, const char **argv, const size_t *len) {
                 is(cmd, cn, "HDEL");
     if (trace)
         fprintf(stderr, "fake server +%lldms: %.*s%s\n",
-                (long long)(emq_now_ms() - f->started_ms), (int)cn, cmd,
+                (long long)(emq__now_ms() - f->started_ms), (int)cn, cmd,
                 (data || (fuzz_all && (lease || other))) &&
                         f->next_chunk < f->nchunks
                     ? " <- chunk"
@@ -504,7 +504,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     }
     emq_conf_destroy(conf);
     f.consumer = c;
-    f.started_ms = emq_now_ms();
+    f.started_ms = emq__now_ms();
     pthread_t thread;
     if (pthread_create(&thread, NULL, server_main, &f) != 0)
         abort();

@@ -41,8 +41,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     uint8_t mode = data[0];
     data++;
     size--;
-    emq_resp_limits limits;
-    emq_resp_limits_default(&limits);
+    emq__resp_limits limits;
+    emq__resp_limits_default(&limits);
     if (mode & 0x80) {
         limits.max_bulk = 64;
         limits.max_depth = 3;
@@ -52,21 +52,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     }
     int drop = (mode & 0x40) != 0;
     size_t stride = (mode & 0x7f) + 1; /* 1..128 bytes per feed */
-    emq_resp_reader *r = emq_resp_reader_new(&limits);
+    emq__resp_reader *r = emq__resp_reader_new(&limits);
     if (r == NULL)
         return 0;
     if (drop)
-        emq_resp_drop_pushes(r);
+        emq__resp_drop_pushes(r);
     emq_reply *kept[MAX_KEPT];
     size_t nkept = 0;
     volatile size_t sink = 0;
     emq_status st = EMQ_OK;
     for (size_t off = 0; off < size && st != EMQ_EPROTO; off += stride) {
         size_t n = size - off < stride ? size - off : stride;
-        if (emq_resp_feed(r, (const char *)data + off, n, NULL) != EMQ_OK)
+        if (emq__resp_feed(r, (const char *)data + off, n, NULL) != EMQ_OK)
             break;
         emq_reply *reply;
-        while ((st = emq_resp_next(r, &reply, NULL)) == EMQ_OK) {
+        while ((st = emq__resp_next(r, &reply, NULL)) == EMQ_OK) {
             if (drop && emq_reply_kind(reply) == EMQ_REPLY_PUSH)
                 __builtin_trap(); /* a dropped push came out */
             sink += walk(reply);
@@ -76,7 +76,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 emq_reply_free(reply);
         }
     }
-    emq_resp_reader_free(r);
+    emq__resp_reader_free(r);
     for (size_t i = 0; i < nkept; i++) {
         sink += walk(kept[i]); /* views outlive the reader */
         emq_reply_free(kept[i]);

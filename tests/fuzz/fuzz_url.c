@@ -149,7 +149,7 @@ static int contains(const char *hay, const char *needle, size_t n) {
     return 0;
 }
 
-/* One parse of text through emq_url_parse and one through emq_conf_set,
+/* One parse of text through emq__url_parse and one through emq_conf_set,
  * with the same injected allocation failure. */
 typedef struct outcome {
     emq_status url_st, conf_st;
@@ -159,11 +159,11 @@ typedef struct outcome {
 static void parse_both(const char *text, unsigned fail_at, outcome *o,
                        char *pw_out, size_t *pw_len, int *have_pw) {
     memset(o, 0, sizeof *o);
-    emq_url u;
+    emq__url u;
     *have_pw = 0;
-    emq_alloc_fail_at(fail_at);
-    o->url_st = emq_url_parse(text, &u, &o->url_err);
-    emq_alloc_fail_at(0);
+    emq__alloc_fail_at(fail_at);
+    o->url_st = emq__url_parse(text, &u, &o->url_err);
+    emq__alloc_fail_at(0);
     if (o->url_st == EMQ_OK) {
         if (u.scheme != EMQ_URL_UNIX && (u.port < 1 || u.port > 65535))
             abort();
@@ -174,16 +174,16 @@ static void parse_both(const char *text, unsigned fail_at, outcome *o,
             *pw_len = strlen(u.password);
             memcpy(pw_out, u.password, *pw_len);
         }
-        emq_url_free(&u);
+        emq__url_free(&u);
         if (u.password != NULL || u.host != NULL)
             abort();
     }
     emq_conf_t *conf = emq_conf_new();
     if (conf == NULL)
         abort();
-    emq_alloc_fail_at(fail_at);
+    emq__alloc_fail_at(fail_at);
     o->conf_st = emq_conf_set(conf, "url", text, &o->conf_err);
-    emq_alloc_fail_at(0);
+    emq__alloc_fail_at(0);
     emq_conf_destroy(conf);
 }
 
@@ -256,8 +256,8 @@ static void loose_check(const char *text, size_t n, unsigned fail_at) {
     for (size_t i = 0; i < r.len; i++)
         twin[r.off + i] = twin_byte(text[r.off + i]);
     static char from[URL_MAX + 1], to[URL_MAX + 1];
-    emq_printable(from, sizeof from, text + r.off, r.len);
-    emq_printable(to, sizeof to, twin + r.off, r.len);
+    emq__printable(from, sizeof from, text + r.off, r.len);
+    emq__printable(to, sizeof to, twin + r.off, r.len);
     if (strcmp(from, to) == 0)
         return;
     size_t pw_len;

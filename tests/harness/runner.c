@@ -128,13 +128,13 @@ static int selected(const test_case *t, int nfilters, char **filters) {
 
 /* Runs the body, then the leak check. Used in the child or in-process. */
 static void run_body(const test_case *t) {
-    uint64_t live_before = emq_alloc_live();
+    uint64_t live_before = emq__alloc_live();
     t->fn();
-    uint64_t live_after = emq_alloc_live();
+    uint64_t live_after = emq__alloc_live();
     if (live_after != live_before)
         emq_test_fail(t->file, 0, "leak: %llu library allocations not freed",
                       (unsigned long long)(live_after - live_before));
-    emq_alloc_fail_at(0);
+    emq__alloc_fail_at(0);
 }
 
 static int cmp_tests(const void *a, const void *b) {

@@ -329,16 +329,16 @@ TEST(admin_dead_list_and_prune_survive_every_allocation_failure) {
      * reaching it: every failure is EMQ_ENOMEM and leaks nothing. */
     int listed = 0, pruned = 0;
     for (uint64_t n = 1; n < 200 && !(listed && pruned); n++) {
-        uint64_t live = emq_alloc_live();
+        uint64_t live = emq__alloc_live();
         emq_admin_t *a = admin_open(s, "jobs", "2");
         emq_error err;
         emq_dead_letter *letters = NULL;
         size_t count = 0;
-        emq_alloc_fail_at(n);
-        uint64_t calls = emq_alloc_calls();
+        emq__alloc_fail_at(n);
+        uint64_t calls = emq__alloc_calls();
         emq_status st = emq_admin_dead_list(a, 0, &letters, &count, &err);
-        int reached = emq_alloc_calls() - calls >= n;
-        emq_alloc_fail_at(0);
+        int reached = emq__alloc_calls() - calls >= n;
+        emq__alloc_fail_at(0);
         if (st == EMQ_OK) {
             ASSERT_EQ_SIZE(count, 2);
             emq_dead_letters_free(letters, count);
@@ -348,17 +348,17 @@ TEST(admin_dead_list_and_prune_survive_every_allocation_failure) {
             ASSERT(letters == NULL && count == 0);
         }
         emq_prune_result res;
-        emq_alloc_fail_at(n);
-        calls = emq_alloc_calls();
+        emq__alloc_fail_at(n);
+        calls = emq__alloc_calls();
         st = emq_admin_prune_consumers(a, "g", 3600000, &res, &err);
-        reached = emq_alloc_calls() - calls >= n;
-        emq_alloc_fail_at(0);
+        reached = emq__alloc_calls() - calls >= n;
+        emq__alloc_fail_at(0);
         if (st == EMQ_OK)
             pruned |= !reached;
         else
             ASSERT_STATUS(st, EMQ_ENOMEM, &err);
         emq_admin_destroy(a);
-        ASSERT_EQ_SIZE(emq_alloc_live(), live);
+        ASSERT_EQ_SIZE(emq__alloc_live(), live);
     }
     ASSERT(listed && pruned);
     emq_conn_destroy(adm);

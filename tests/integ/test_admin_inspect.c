@@ -18,7 +18,7 @@
  * arguments are refused before any command is sent.
  */
 #include "integ/admin_inspect_helpers.h"
-#include "base/base.h" /* emq_alloc_fail_at */
+#include "base/base.h" /* emq__alloc_fail_at */
 
 #define S_INSP "emq:{insp}"
 
@@ -532,9 +532,9 @@ TEST(admin_inspect_survives_every_allocation_failure) {
         emq_error err;
         if (!done_describe) {
             emq_queue_info *info = NULL;
-            emq_alloc_fail_at(n);
+            emq__alloc_fail_at(n);
             emq_status st = emq_admin_describe(a, &info, &err);
-            emq_alloc_fail_at(0);
+            emq__alloc_fail_at(0);
             if (st == EMQ_OK) {
                 done_describe = 1;
                 ASSERT_EQ_SIZE(info->ngroups, 2);
@@ -548,10 +548,10 @@ TEST(admin_inspect_survives_every_allocation_failure) {
         if (!done_pending) {
             emq_pending_entry *list = NULL;
             size_t k = 0;
-            emq_alloc_fail_at(n);
+            emq__alloc_fail_at(n);
             emq_status st =
                 emq_admin_pending(a, "g", NULL, 0, 100, &list, &k, &err);
-            emq_alloc_fail_at(0);
+            emq__alloc_fail_at(0);
             if (st == EMQ_OK) {
                 done_pending = 1;
                 ASSERT_EQ_SIZE(k, 7);

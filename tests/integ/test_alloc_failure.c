@@ -2,16 +2,16 @@
 /* test_alloc_failure.c: the library survives the failure of any single
  * allocation on its main paths, against a real redis-server.
  *
- * Each test walks n = 1, 2, ... : it arms emq_alloc_fail_at(n), runs a
+ * Each test walks n = 1, 2, ... : it arms emq__alloc_fail_at(n), runs a
  * whole path (connect and command; a pipeline; producer creation and a
  * batch; a consumer run that recovers, reads, acknowledges, claims and
  * dead-letters; admin creation and describe), disarms, cleans up, and
  * checks that the call returned EMQ_OK or an error with a message (never
- * a crash) and that emq_alloc_live() is back at its value before the
+ * a crash) and that emq__alloc_live() is back at its value before the
  * step. The walk ends at the first n the path never reaches (it made
  * fewer than n allocations), which must then have succeeded in full.
  */
-#include "base/base.h" /* emq_alloc_fail_at, emq_alloc_live, emq_alloc_calls */
+#include "base/base.h" /* emq__alloc_fail_at, emq__alloc_live, emq__alloc_calls */
 #include "harness/server.h"
 #include "integ/consumer_helpers.h"
 
@@ -28,21 +28,21 @@ typedef struct step {
 
 static void step_arm(step *s, uint64_t n) {
     s->n = n;
-    s->live0 = emq_alloc_live();
-    s->calls0 = emq_alloc_calls();
-    emq_alloc_fail_at(n);
+    s->live0 = emq__alloc_live();
+    s->calls0 = emq__alloc_calls();
+    emq__alloc_fail_at(n);
 }
 
 /* Disarms and returns 1 when the armed failure happened in the step. */
 static int step_hit(const step *s) {
-    uint64_t made = emq_alloc_calls() - s->calls0;
-    emq_alloc_fail_at(0);
+    uint64_t made = emq__alloc_calls() - s->calls0;
+    emq__alloc_fail_at(0);
     return made >= s->n;
 }
 
 /* After the step's cleanup: nothing it allocated is still live. */
 static void step_no_leak(const step *s, const char *what) {
-    uint64_t live = emq_alloc_live();
+    uint64_t live = emq__alloc_live();
     if (live != s->live0)
         FAIL("%s, allocation %llu failed: %lld allocations leaked", what,
              (unsigned long long)s->n,
@@ -123,7 +123,7 @@ TEST_TIMEOUT(alloc_pipeline_append_and_get_reply, 60) {
     uint64_t n = 1;
     int failed = 0;
     for (; n < WALK_MAX; n++) {
-        uint64_t live_before_connect = emq_alloc_live();
+        uint64_t live_before_connect = emq__alloc_live();
         emq_conn_t *conn = connect_ok(conf);
         step s;
         emq_error err;

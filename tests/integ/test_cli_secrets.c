@@ -236,7 +236,7 @@ TEST_TIMEOUT(cli_produce_lines_lingers_and_flushes_on_sigterm, 30) {
 /* Two smaller security items: `info` for a user without +exists says
  * what the server refused (NOPERM), not "EXISTS is not an integer"; and
  * `group create` refuses the names `consume` refuses (the one name rule,
- * emq_keys_check_name). */
+ * emq__keys_check_name). */
 TEST_TIMEOUT(cli_info_noperm_and_group_names_like_consume, 30) {
     emq_srv *s = emq_srv_start(NULL);
     emq_conn_t *adm = admin_connect(s);

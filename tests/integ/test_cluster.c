@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* test_cluster.c: emq_route on a real Redis Cluster and on a standalone
+/* test_cluster.c: emq__route on a real Redis Cluster and on a standalone
  * server.
  *
  * Each test starts its own cluster (cluster.h) on loopback and shares it
@@ -11,7 +11,7 @@
  * lost, TRYAGAIN bounded); a 100-command pipeline whose slot moved,
  * completed in order; a failover to a replica with the old master killed.
  */
-#include "base/base.h" /* emq_alloc_fail_at */
+#include "base/base.h" /* emq__alloc_fail_at */
 #include "cluster/cluster.h"
 #include "harness/cluster.h"
 #include "integ/conn_helpers.h"
@@ -22,7 +22,7 @@
 
 /* Sends a command (C strings, NULL-terminated list) through a route; the
  * call must succeed. Returns the reply (caller frees). */
-static emq_reply *route_cmd_at(const char *file, int line, emq_route *r,
+static emq_reply *route_cmd_at(const char *file, int line, emq__route *r,
                                const char *arg0, ...) {
     const char *argv[32];
     int argc = 0;
@@ -35,7 +35,7 @@ static emq_reply *route_cmd_at(const char *file, int line, emq_route *r,
     emq_error err;
     memset(&err, 0, sizeof err);
     emq_reply *reply = NULL;
-    emq_status st = emq_route_command(r, argc, argv, NULL, &reply, &err);
+    emq_status st = emq__route_command(r, argc, argv, NULL, &reply, &err);
     if (st != EMQ_OK || reply == NULL)
         emq_test_fail(file, line, "%s via route: got %s (%s)", argv[0],
                       emq_status_name(st), err.message);
@@ -52,11 +52,11 @@ static emq_reply *route_cmd_at(const char *file, int line, emq_route *r,
             FAIL("error reply: %s", reply_text((rep), t_, sizeof t_));         \
     } while (0)
 
-static emq_route *route_ok(const emq_conf_t *conf, const char *key) {
+static emq__route *route_ok(const emq_conf_t *conf, const char *key) {
     emq_error err;
     memset(&err, 0, sizeof err);
-    emq_route *r = NULL;
-    ASSERT_OK(emq_route_new(conf, key, &r, &err), &err);
+    emq__route *r = NULL;
+    ASSERT_OK(emq__route_new(conf, key, &r, &err), &err);
     ASSERT(r != NULL);
     return r;
 }
@@ -70,8 +70,8 @@ static emq_conf_t *conf_node(emq_cl *c, int i) {
 }
 
 /* The port in "host:port". */
-static int node_port(const emq_route *r) {
-    const char *colon = strrchr(emq_route_node(r), ':');
+static int node_port(const emq__route *r) {
+    const char *colon = strrchr(emq__route_node(r), ':');
     return colon ? atoi(colon + 1) : -1;
 }
 
@@ -105,7 +105,7 @@ static void *move_later(void *arg) {
 
 TEST_TIMEOUT(cluster_map_wrong_node_commands_acl_blocked, 45) {
     emq_cl *c = emq_cl_start(3, 0);
-    unsigned slot = emq_cluster_key_slot("{jobs}", 6);
+    unsigned slot = emq__cluster_key_slot("{jobs}", 6);
     ASSERT_EQ_INT(slot, 9631);
     int owner = emq_cl_owner(c, 0, slot);
     ASSERT(owner >= 0);
@@ -115,9 +115,9 @@ TEST_TIMEOUT(cluster_map_wrong_node_commands_acl_blocked, 45) {
      * the cluster's own view. */
     emq_conf_t *conf = conf_node(c, wrong);
     emq_conn_t *conn = connect_ok(conf);
-    emq_slot_map a, b;
-    emq_slot_map_init(&a);
-    emq_slot_map_init(&b);
+    emq__slot_map a, b;
+    emq__slot_map_init(&a);
+    emq__slot_map_init(&b);
     emq_error err;
     /* CLUSTER SHARDS exists from Redis 7.0; on 6.2 only SLOTS is
      * checked (and the route uses SLOTS there). */
@@ -125,7 +125,7 @@ TEST_TIMEOUT(cluster_map_wrong_node_commands_acl_blocked, 45) {
     emq_reply *rep;
     if (has_shards) {
         rep = CMD(conn, "CLUSTER", "SHARDS");
-        ASSERT_OK(emq_slot_map_from_shards(&a, rep, "127.0.0.1", 0, &err),
+        ASSERT_OK(emq__slot_map_from_shards(&a, rep, "127.0.0.1", 0, &err),
                   &err);
         emq_reply_free(rep);
     } else {
@@ -133,7 +133,7 @@ TEST_TIMEOUT(cluster_map_wrong_node_commands_acl_blocked, 45) {
                 emq_srv_server(emq_cl_node(c, 0))->label);
     }
     rep = CMD(conn, "CLUSTER", "SLOTS");
-    ASSERT_OK(emq_slot_map_from_slots(&b, rep, "127.0.0.1", &err), &err);
+    ASSERT_OK(emq__slot_map_from_slots(&b, rep, "127.0.0.1", &err), &err);
     emq_reply_free(rep);
     ASSERT_EQ_SIZE(b.nnodes, 3);
     if (has_shards)
@@ -147,14 +147,14 @@ TEST_TIMEOUT(cluster_map_wrong_node_commands_acl_blocked, 45) {
     }
     ASSERT_EQ_INT(b.nodes[b.owner[slot]].port,
                   emq_srv_port(emq_cl_node(c, owner)));
-    emq_slot_map_free(&a);
-    emq_slot_map_free(&b);
+    emq__slot_map_free(&a);
+    emq__slot_map_free(&b);
     emq_conn_destroy(conn);
 
     /* A route seeded at the wrong node talks to the owner. */
-    emq_route *r = route_ok(conf, "{jobs}");
-    ASSERT_EQ_INT(emq_route_is_cluster(r), 1);
-    ASSERT_EQ_INT(emq_route_slot(r), 9631);
+    emq__route *r = route_ok(conf, "{jobs}");
+    ASSERT_EQ_INT(emq__route_is_cluster(r), 1);
+    ASSERT_EQ_INT(emq__route_slot(r), 9631);
     ASSERT_EQ_INT(node_port(r), emq_srv_port(emq_cl_node(c, owner)));
     rep = RCMD(r, "XGROUP", "CREATE", "{jobs}", "g", "$", "MKSTREAM");
     ASSERT_REPLY_TEXT(rep, EMQ_REPLY_STATUS, "OK");
@@ -173,15 +173,15 @@ TEST_TIMEOUT(cluster_map_wrong_node_commands_acl_blocked, 45) {
                "redis.call('XLEN', KEYS[2])",
                "2", "{jobs}", "{jobs}:dead");
     ASSERT_EQ_INT(reply_int(rep), 2);
-    emq_route_stats st;
-    emq_route_stats_get(r, &st);
+    emq__route_stats st;
+    emq__route_stats_get(r, &st);
     ASSERT_EQ_INT(st.redirects_moved, 0);
     ASSERT_EQ_INT(st.map_refreshes, 1);
     /* A key of another slot still works, through a redirection. */
     rep = RCMD(r, "SET", "elsewhere", "1");
     ASSERT_NOT_ERROR(rep);
     emq_reply_free(rep);
-    emq_route_destroy(r);
+    emq__route_destroy(r);
 
     /* cluster.seeds: url is dead, a seed answers. */
     emq_conf_t *seeded = conf_node(c, wrong);
@@ -195,7 +195,7 @@ TEST_TIMEOUT(cluster_map_wrong_node_commands_acl_blocked, 45) {
     ASSERT_EQ_INT(node_port(r), emq_srv_port(emq_cl_node(c, owner)));
     rep = RCMD(r, "XLEN", "{jobs}");
     ASSERT_EQ_INT(reply_int(rep), 1);
-    emq_route_destroy(r);
+    emq__route_destroy(r);
     emq_conf_destroy(seeded);
 
     /* An ACL user without CLUSTER: no map, MOVED teaches the route. */
@@ -209,39 +209,39 @@ TEST_TIMEOUT(cluster_map_wrong_node_commands_acl_blocked, 45) {
     conf_set(limited, P_USER, "app");
     conf_set(limited, P_PASSWORD, "pw");
     r = route_ok(limited, "{jobs}");
-    ASSERT_EQ_INT(emq_route_is_cluster(r), 1);
+    ASSERT_EQ_INT(emq__route_is_cluster(r), 1);
     ASSERT_EQ_INT(node_port(r), emq_srv_port(emq_cl_node(c, wrong)));
     rep = RCMD(r, "XLEN", "{jobs}");
     ASSERT_EQ_INT(reply_int(rep), 1);
     ASSERT_EQ_INT(node_port(r), emq_srv_port(emq_cl_node(c, owner)));
     rep = RCMD(r, "XLEN", "{jobs}");
     ASSERT_EQ_INT(reply_int(rep), 1);
-    emq_route_stats_get(r, &st);
+    emq__route_stats_get(r, &st);
     ASSERT_EQ_INT(st.redirects_moved, 1);
     ASSERT_EQ_INT(st.map_refreshes, 0);
-    emq_route_destroy(r);
+    emq__route_destroy(r);
 
     /* Every allocation failure on the way (discovery, MOVED, connecting
      * to the owner) is a clean EMQ_ENOMEM, never a crash or a leak. */
     for (uint64_t n = 1;; n++) {
         if (n > 5000)
             FAIL("allocation walk did not end");
-        uint64_t before = emq_alloc_calls();
-        emq_alloc_fail_at(n);
+        uint64_t before = emq__alloc_calls();
+        emq__alloc_fail_at(n);
         r = NULL;
-        emq_status s1 = emq_route_new(limited, "{jobs}", &r, &err);
+        emq_status s1 = emq__route_new(limited, "{jobs}", &r, &err);
         emq_status s2 = EMQ_OK;
         if (s1 == EMQ_OK) {
-            s2 = emq_route_command(r, 2, (const char *const[]){"XLEN", "{jobs}"},
+            s2 = emq__route_command(r, 2, (const char *const[]){"XLEN", "{jobs}"},
                                    NULL, &rep, &err);
             if (s2 == EMQ_OK)
                 emq_reply_free(rep);
         } else {
             ASSERT(r == NULL);
         }
-        emq_alloc_fail_at(0);
-        uint64_t used = emq_alloc_calls() - before;
-        emq_route_destroy(r);
+        emq__alloc_fail_at(0);
+        uint64_t used = emq__alloc_calls() - before;
+        emq__route_destroy(r);
         if (s1 != EMQ_OK || s2 != EMQ_OK)
             ASSERT(s1 == EMQ_ENOMEM || s2 == EMQ_ENOMEM);
         if (used < n)
@@ -251,7 +251,7 @@ TEST_TIMEOUT(cluster_map_wrong_node_commands_acl_blocked, 45) {
 
     /* A blocked read whose slot moves gets MOVED and follows it: it then
      * blocks on the new owner and returns the entry added there. */
-    unsigned bslot = emq_cluster_key_slot("{blk}", 5);
+    unsigned bslot = emq__cluster_key_slot("{blk}", 5);
     int bowner = emq_cl_owner(c, 0, bslot);
     int bto = emq_cl_other_master(c, bowner);
     r = route_ok(conf, "{blk}");
@@ -268,10 +268,10 @@ TEST_TIMEOUT(cluster_map_wrong_node_commands_acl_blocked, 45) {
     ASSERT_EQ_INT(emq_reply_kind(rep), EMQ_REPLY_ARRAY);
     emq_reply_free(rep);
     ASSERT(now_ms() - t0 < 9000);
-    emq_route_stats_get(r, &st);
+    emq__route_stats_get(r, &st);
     ASSERT_EQ_INT(st.redirects_moved, 1);
     ASSERT_EQ_INT(node_port(r), emq_srv_port(emq_cl_node(c, bto)));
-    emq_route_destroy(r);
+    emq__route_destroy(r);
 
     emq_conf_destroy(conf);
     emq_cl_stop(c);
@@ -285,7 +285,7 @@ typedef struct added {
 } added;
 
 /* One XADD and one XRANGE through the route; records the ID. */
-static void add_and_read(emq_route *r, added *log) {
+static void add_and_read(emq__route *r, added *log) {
     char n[16];
     snprintf(n, sizeof n, "%d", log->n);
     emq_reply *rep = RCMD(r, "XADD", "{jobs}", "*", "n", n);
@@ -304,7 +304,7 @@ static void add_and_read(emq_route *r, added *log) {
 }
 
 /* Every recorded ID is in the stream, in order, and nothing else. */
-static void check_all(emq_route *r, const added *log, int extra) {
+static void check_all(emq__route *r, const added *log, int extra) {
     emq_reply *rep = RCMD(r, "XRANGE", "{jobs}", "-", "+");
     ASSERT_NOT_ERROR(rep);
     ASSERT_EQ_SIZE(emq_reply_len(rep), (size_t)(log->n + extra));
@@ -325,7 +325,7 @@ TEST_TIMEOUT(cluster_migration_pipeline_tryagain, 45) {
     int to = emq_cl_other_master(c, from);
     emq_conf_t *conf = conf_node(c, 0);
     conf_set(conf, "cluster.retry_ms", "300");
-    emq_route *r = route_ok(conf, "{jobs}");
+    emq__route *r = route_ok(conf, "{jobs}");
     added *log = &the_log;
     log->n = 0;
 
@@ -338,8 +338,8 @@ TEST_TIMEOUT(cluster_migration_pipeline_tryagain, 45) {
     emq_cl_migrate_begin(c, slot, from, to);
     for (int i = 0; i < 50; i++)
         add_and_read(r, log); /* the key is still on the source */
-    emq_route_stats st;
-    emq_route_stats_get(r, &st);
+    emq__route_stats st;
+    emq__route_stats_get(r, &st);
     ASSERT_EQ_INT(st.redirects_ask + st.redirects_moved, 0);
 
     /* Move only the stream: a command over both keys now gets TRYAGAIN
@@ -358,28 +358,28 @@ TEST_TIMEOUT(cluster_migration_pipeline_tryagain, 45) {
                           "{jobs}", "{jobs}:other"};
     const char *xlen[] = {"XLEN", "{jobs}"};
     emq_error bound;
-    ASSERT_OK(emq_route_append(r, 5, eval, NULL, &bound), &bound);
-    ASSERT_OK(emq_route_append(r, 2, xlen, NULL, &bound), &bound);
+    ASSERT_OK(emq__route_append(r, 5, eval, NULL, &bound), &bound);
+    ASSERT_OK(emq__route_append(r, 2, xlen, NULL, &bound), &bound);
     rep = NULL;
-    ASSERT_STATUS(emq_route_get_reply(r, &rep, &bound), EMQ_ELIMIT, &bound);
+    ASSERT_STATUS(emq__route_get_reply(r, &rep, &bound), EMQ_ELIMIT, &bound);
     ASSERT(rep == NULL);
     ASSERT_CONTAINS(bound.message, "cluster.retry_ms");
     ASSERT_CONTAINS(bound.message, "TRYAGAIN");
     ASSERT_EQ_STR(bound.reply_code, "TRYAGAIN");
     ASSERT_EQ_INT(bound.retriable, 1);
-    ASSERT_EQ_INT(emq_route_is_broken(r), 0);
-    ASSERT_EQ_INT(emq_route_only_this_failed(r, EMQ_ELIMIT), 1);
+    ASSERT_EQ_INT(emq__route_is_broken(r), 0);
+    ASSERT_EQ_INT(emq__route_only_this_failed(r, EMQ_ELIMIT), 1);
     ASSERT(now_ms() - t0 >= 250);
-    ASSERT_OK(emq_route_get_reply(r, &rep, &bound), &bound);
+    ASSERT_OK(emq__route_get_reply(r, &rep, &bound), &bound);
     ASSERT_EQ_INT(reply_int(rep), log->n);
-    emq_route_stats_get(r, &st);
+    emq__route_stats_get(r, &st);
     ASSERT(st.tryagain >= 1);
     ASSERT_EQ_INT(st.gave_up, 1);
 
     /* The stream moved: ASK sends each command to the target. */
     for (int i = 0; i < 50; i++)
         add_and_read(r, log);
-    emq_route_stats_get(r, &st);
+    emq__route_stats_get(r, &st);
     ASSERT(st.redirects_ask >= 100);
     ASSERT_EQ_INT(st.redirects_moved, 0);
 
@@ -387,7 +387,7 @@ TEST_TIMEOUT(cluster_migration_pipeline_tryagain, 45) {
     emq_cl_migrate_finish(c, slot, from, to);
     for (int i = 0; i < 50; i++)
         add_and_read(r, log);
-    emq_route_stats_get(r, &st);
+    emq__route_stats_get(r, &st);
     ASSERT_EQ_INT(st.redirects_moved, 1); /* then the route knows */
     ASSERT_EQ_INT(node_port(r), emq_srv_port(emq_cl_node(c, to)));
     check_all(r, log, 0);
@@ -401,14 +401,14 @@ TEST_TIMEOUT(cluster_migration_pipeline_tryagain, 45) {
         snprintf(n, sizeof n, "%d", log->n + i);
         const char *argv[] = {"XADD", "{jobs}", "*", "n", n};
         emq_error err;
-        ASSERT_OK(emq_route_append(r, 5, argv, NULL, &err), &err);
+        ASSERT_OK(emq__route_append(r, 5, argv, NULL, &err), &err);
     }
-    ASSERT_EQ_SIZE(emq_route_pending(r), 100);
+    ASSERT_EQ_SIZE(emq__route_pending(r), 100);
     /* The first reply read sends the batch; move the slot before it. */
     emq_cl_move_slot(c, slot, to, back);
     for (int i = 0; i < 100; i++) {
         emq_error err;
-        ASSERT_OK(emq_route_get_reply(r, &rep, &err), &err);
+        ASSERT_OK(emq__route_get_reply(r, &rep, &err), &err);
         ASSERT_NOT_ERROR(rep);
         size_t len;
         const char *id = emq_reply_str(rep, &len);
@@ -418,8 +418,8 @@ TEST_TIMEOUT(cluster_migration_pipeline_tryagain, 45) {
         log->n++;
         emq_reply_free(rep);
     }
-    ASSERT_EQ_SIZE(emq_route_pending(r), 0);
-    emq_route_stats_get(r, &st);
+    ASSERT_EQ_SIZE(emq__route_pending(r), 0);
+    emq__route_stats_get(r, &st);
     ASSERT_EQ_INT(node_port(r), emq_srv_port(emq_cl_node(c, back)));
     ASSERT_EQ_INT(st.redirects_moved, 1 + 100);
     check_all(r, log, 0);
@@ -434,7 +434,7 @@ TEST_TIMEOUT(cluster_migration_pipeline_tryagain, 45) {
     }
     emq_reply_free(rep);
 
-    emq_route_destroy(r);
+    emq__route_destroy(r);
     emq_conf_destroy(conf);
     emq_cl_stop(c);
 }
@@ -450,7 +450,7 @@ TEST_TIMEOUT(cluster_failover_reconnects_to_new_master, 45) {
     /* Seeded at the master that will die: reconnecting must find the
      * cluster through the other nodes it learned from the map. */
     emq_conf_t *conf = conf_node(c, old);
-    emq_route *r = route_ok(conf, "{jobs}");
+    emq__route *r = route_ok(conf, "{jobs}");
     ASSERT_EQ_INT(node_port(r), emq_srv_port(emq_cl_node(c, old)));
     for (int i = 0; i < 20; i++) {
         emq_reply *rep = RCMD(r, "XADD", "{jobs}", "*", "i", "x");
@@ -470,7 +470,7 @@ TEST_TIMEOUT(cluster_failover_reconnects_to_new_master, 45) {
         const char *argv[] = {"XADD", "{jobs}", "*", "i", "y"};
         emq_error err;
         memset(&err, 0, sizeof err);
-        emq_status s = emq_route_command(r, 5, argv, NULL, &rep, &err);
+        emq_status s = emq__route_command(r, 5, argv, NULL, &rep, &err);
         if (s == EMQ_OK) {
             ASSERT_NOT_ERROR(rep);
             emq_reply_free(rep);
@@ -478,17 +478,17 @@ TEST_TIMEOUT(cluster_failover_reconnects_to_new_master, 45) {
             break;
         }
         ASSERT_EQ_INT(err.retriable, 1);
-        ASSERT_EQ_INT(emq_route_is_broken(r), 1);
-        ASSERT_OK(emq_route_reconnect(r, &err), &err);
+        ASSERT_EQ_INT(emq__route_is_broken(r), 1);
+        ASSERT_OK(emq__route_reconnect(r, &err), &err);
         if (now_ms() - t0 > 15000)
             FAIL("no success within 15 s after the failover");
     }
     ASSERT(now_ms() - t0 < 15000);
     ASSERT_EQ_INT(node_port(r), emq_srv_port(emq_cl_node(c, rep_node)));
-    ASSERT(emq_route_reconnects(r) >= 1);
+    ASSERT(emq__route_reconnects(r) >= 1);
     rep = RCMD(r, "XLEN", "{jobs}");
     ASSERT_EQ_INT(reply_int(rep), 21); /* nothing acknowledged was lost */
-    emq_route_destroy(r);
+    emq__route_destroy(r);
     emq_conf_destroy(conf);
     emq_cl_stop(c);
 }
@@ -499,22 +499,22 @@ TEST(route_standalone_is_a_plain_connection) {
     emq_srv *s = emq_srv_start(NULL);
     emq_conf_t *conf = conf_for(emq_srv_url(s));
     conf_set(conf, P_RECONNECT_BASE, "20");
-    emq_route *r = route_ok(conf, "{jobs}");
-    ASSERT_EQ_INT(emq_route_is_cluster(r), 0);
-    ASSERT(emq_route_fd(r) >= 0);
+    emq__route *r = route_ok(conf, "{jobs}");
+    ASSERT_EQ_INT(emq__route_is_cluster(r), 0);
+    ASSERT(emq__route_fd(r) >= 0);
     emq_reply *rep = RCMD(r, "XADD", "{jobs}", "*", "a", "b");
     emq_reply_free(rep);
     for (int i = 0; i < 10; i++) {
         const char *argv[] = {"XADD", "{jobs}", "*", "a", "b"};
-        ASSERT_OK(emq_route_append(r, 5, argv, NULL, NULL), NULL);
+        ASSERT_OK(emq__route_append(r, 5, argv, NULL, NULL), NULL);
     }
-    ASSERT_EQ_SIZE(emq_route_pending(r), 10);
+    ASSERT_EQ_SIZE(emq__route_pending(r), 10);
     emq_error err;
-    ASSERT_STATUS(emq_route_command(r, 1, (const char *const[]){"PING"}, NULL,
+    ASSERT_STATUS(emq__route_command(r, 1, (const char *const[]){"PING"}, NULL,
                                     &rep, &err),
                   EMQ_EINVAL, &err); /* a misuse, not a closed connection */
     for (int i = 0; i < 10; i++) {
-        ASSERT_OK(emq_route_get_reply(r, &rep, &err), &err);
+        ASSERT_OK(emq__route_get_reply(r, &rep, &err), &err);
         emq_reply_free(rep);
     }
     rep = RCMD(r, "XLEN", "{jobs}");
@@ -522,15 +522,15 @@ TEST(route_standalone_is_a_plain_connection) {
     /* A restart breaks it; reconnect mends it. */
     emq_srv_kill9(s);
     emq_srv_restart(s);
-    ASSERT(emq_route_command(r, 1, (const char *const[]){"PING"}, NULL, &rep,
+    ASSERT(emq__route_command(r, 1, (const char *const[]){"PING"}, NULL, &rep,
                              &err) != EMQ_OK);
-    ASSERT_EQ_INT(emq_route_is_broken(r), 1);
-    ASSERT_OK(emq_route_reconnect(r, &err), &err);
-    ASSERT_EQ_INT(emq_route_is_broken(r), 0);
+    ASSERT_EQ_INT(emq__route_is_broken(r), 1);
+    ASSERT_OK(emq__route_reconnect(r, &err), &err);
+    ASSERT_EQ_INT(emq__route_is_broken(r), 0);
     rep = RCMD(r, "PING");
     ASSERT_REPLY_TEXT(rep, EMQ_REPLY_STATUS, "PONG");
     emq_reply_free(rep);
-    emq_route_destroy(r);
+    emq__route_destroy(r);
     emq_conf_destroy(conf);
 
     /* Over the unix socket too. */
@@ -538,11 +538,11 @@ TEST(route_standalone_is_a_plain_connection) {
     snprintf(url, sizeof url, "unix://%s", emq_srv_socket(s));
     conf = conf_for(url);
     r = route_ok(conf, "q");
-    ASSERT_EQ_INT(emq_route_is_cluster(r), 0);
-    ASSERT_CONTAINS(emq_route_node(r), "unix:");
+    ASSERT_EQ_INT(emq__route_is_cluster(r), 0);
+    ASSERT_CONTAINS(emq__route_node(r), "unix:");
     rep = RCMD(r, "PING");
     emq_reply_free(rep);
-    emq_route_destroy(r);
+    emq__route_destroy(r);
     emq_conf_destroy(conf);
     emq_srv_stop(s);
 }

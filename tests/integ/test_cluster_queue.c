@@ -22,7 +22,7 @@
  * Entries carry a unique number in field "n"; the handler counts how often
  * each number arrives.
  */
-#include "cluster/cluster.h" /* emq_cluster_key_slot, emq_cluster_crc16 */
+#include "cluster/cluster.h" /* emq__cluster_key_slot, emq__cluster_crc16 */
 #include "harness/cluster.h"
 #include "integ/cli_helpers.h"
 #include "integ/consumer_helpers.h"
@@ -214,7 +214,7 @@ static void count_log(void *opaque, emq_log_level level, const char *msg) {
 
 TEST_TIMEOUT(cluster_queue_wrong_node_and_migration, 60) {
     emq_cl *c = emq_cl_start(3, 0);
-    unsigned slot = emq_cluster_key_slot("emq:{jobs}", 10);
+    unsigned slot = emq__cluster_key_slot("emq:{jobs}", 10);
     int owner = emq_cl_owner(c, 0, slot);
     int wrong = emq_cl_other_master(c, owner);
     ASSERT(owner >= 0 && wrong != owner);
@@ -350,7 +350,7 @@ TEST_TIMEOUT(cluster_queue_wrong_node_and_migration, 60) {
 
 TEST_TIMEOUT(cluster_queue_failover_recovers_pending, 60) {
     emq_cl *c = emq_cl_start(3, 1);
-    unsigned slot = emq_cluster_key_slot("emq:{jobs}", 10);
+    unsigned slot = emq__cluster_key_slot("emq:{jobs}", 10);
     int old = emq_cl_owner(c, 0, slot);
     int replica = emq_cl_replica_of(c, old);
     int seed = emq_cl_other_master(c, old);
@@ -479,7 +479,7 @@ static void assert_spread(emq_cl *c, const char *topic) {
     for (int i = 0; i < 6; i++) {
         char key[64];
         int n = snprintf(key, sizeof key, "emq:{%s.%d}", topic, i);
-        int owner = emq_cl_owner(c, 0, emq_cluster_key_slot(key, (size_t)n));
+        int owner = emq_cl_owner(c, 0, emq__cluster_key_slot(key, (size_t)n));
         ASSERT(owner >= 0);
         per[owner]++;
     }
@@ -625,7 +625,7 @@ TEST_TIMEOUT(cluster_topic_six_partitions, 60) {
         char key[12], want[32];
         int len = snprintf(key, sizeof key, "%d", k);
         snprintf(want, sizeof want, "emq:{ev.%u}",
-                 emq_cluster_crc16(key, (size_t)len) % 6);
+                 emq__cluster_crc16(key, (size_t)len) % 6);
         ASSERT_EQ_STR(s->stream[k], want);
         ASSERT_EQ_INT(s->last_seq[k], seq[k] - 1);
     }
@@ -679,7 +679,7 @@ static int json_num(const char *line, const char *name) {
 
 TEST_TIMEOUT(cluster_cli_queue_and_topic, 60) {
     emq_cl *c = emq_cl_start(3, 0);
-    unsigned slot = emq_cluster_key_slot("emq:{jobs}", 10);
+    unsigned slot = emq__cluster_key_slot("emq:{jobs}", 10);
     int wrong = emq_cl_other_master(c, emq_cl_owner(c, 0, slot));
     const char *url = emq_srv_url(emq_cl_node(c, wrong));
     cli_result r;

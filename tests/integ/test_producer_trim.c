@@ -442,9 +442,9 @@ TEST(producer_survives_every_allocation_failure) {
     int n = 1;
     for (;; n++) {
         memset(&err, 0, sizeof err);
-        emq_alloc_fail_at((uint64_t)n);
+        emq__alloc_fail_at((uint64_t)n);
         emq_status st = emq_producer_new(conf, &p, &err);
-        emq_alloc_fail_at(0);
+        emq__alloc_fail_at(0);
         if (st == EMQ_OK)
             break;
         ASSERT_STATUS(st, EMQ_ENOMEM, &err);
@@ -476,12 +476,12 @@ TEST(producer_survives_every_allocation_failure) {
     size_t written = 0, total = 0;
     for (n = 1;; n++) {
         memset(&err, 0, sizeof err);
-        uint64_t calls0 = emq_alloc_calls();
-        emq_alloc_fail_at((uint64_t)n);
+        uint64_t calls0 = emq__alloc_calls();
+        emq__alloc_fail_at((uint64_t)n);
         emq_status st = emq_produce_batch(p, msgs, N, ids, &written, &err);
-        emq_alloc_fail_at(0);
+        emq__alloc_fail_at(0);
         total += written;
-        if (emq_alloc_calls() - calls0 < (uint64_t)n) { /* none failed */
+        if (emq__alloc_calls() - calls0 < (uint64_t)n) { /* none failed */
             ASSERT_OK(st, &err);
             break;
         }

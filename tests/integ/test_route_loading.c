@@ -26,8 +26,8 @@ TEST(route_map_fetch_while_loading_is_retriable) {
     emq_conf_t *conf = emq_conf_new();
     emq_error err;
     ASSERT_OK(emq_conf_set(conf, "url", emq_icept_url(p), &err), &err);
-    emq_route *r = NULL;
-    emq_status st = emq_route_new(conf, "{jobs}", &r, &err);
+    emq__route *r = NULL;
+    emq_status st = emq__route_new(conf, "{jobs}", &r, &err);
     ASSERT_STATUS(st, EMQ_EIO, &err);
     ASSERT(err.retriable);
     ASSERT_CONTAINS(err.message, "LOADING");
@@ -71,39 +71,39 @@ TEST(route_redirect_bound_is_its_own_failure) {
     emq_error err;
     ASSERT_OK(emq_conf_set(conf, "url", emq_icept_url(seed), &err), &err);
     ASSERT_OK(emq_conf_set(conf, "cluster.max_redirects", "2", &err), &err);
-    emq_route *r = NULL;
-    ASSERT_OK(emq_route_new(conf, "{jobs}", &r, &err), &err);
-    ASSERT_EQ_INT(emq_route_is_cluster(r), 1);
+    emq__route *r = NULL;
+    ASSERT_OK(emq__route_new(conf, "{jobs}", &r, &err), &err);
+    ASSERT_EQ_INT(emq__route_is_cluster(r), 1);
 
     const char *get[] = {"GET", "{jobs}"};
     const char *ping[] = {"PING"};
-    ASSERT_OK(emq_route_append(r, 2, get, NULL, &err), &err);
-    ASSERT_OK(emq_route_append(r, 1, ping, NULL, &err), &err);
+    ASSERT_OK(emq__route_append(r, 2, get, NULL, &err), &err);
+    ASSERT_OK(emq__route_append(r, 1, ping, NULL, &err), &err);
     emq_reply *rep = NULL;
-    ASSERT_STATUS(emq_route_get_reply(r, &rep, &err), EMQ_ELIMIT, &err);
+    ASSERT_STATUS(emq__route_get_reply(r, &rep, &err), EMQ_ELIMIT, &err);
     ASSERT(rep == NULL);
     ASSERT_CONTAINS(err.message, "2 redirections");
     ASSERT_CONTAINS(err.message, "cluster.max_redirects");
     ASSERT_CONTAINS(err.message, "MOVED 1 127.0.0.1:");
     ASSERT_EQ_STR(err.reply_code, "MOVED");
     ASSERT_EQ_INT(err.retriable, 0);
-    ASSERT_EQ_INT(emq_route_only_this_failed(r, EMQ_ELIMIT), 1);
+    ASSERT_EQ_INT(emq__route_only_this_failed(r, EMQ_ELIMIT), 1);
     /* The command behind it still gets its own reply. */
-    ASSERT_OK(emq_route_get_reply(r, &rep, &err), &err);
+    ASSERT_OK(emq__route_get_reply(r, &rep, &err), &err);
     ASSERT_EQ_INT(emq_reply_kind(rep), EMQ_REPLY_STATUS);
     emq_reply_free(rep);
-    emq_route_stats st;
-    emq_route_stats_get(r, &st);
+    emq__route_stats st;
+    emq__route_stats_get(r, &st);
     ASSERT_EQ_INT(st.redirects_moved, 2);
     ASSERT_EQ_INT(st.gave_up, 1);
-    /* And emq_route_command says the same for a command alone. */
-    ASSERT_STATUS(emq_route_command(r, 2, get, NULL, &rep, &err), EMQ_ELIMIT,
+    /* And emq__route_command says the same for a command alone. */
+    ASSERT_STATUS(emq__route_command(r, 2, get, NULL, &rep, &err), EMQ_ELIMIT,
                   &err);
     ASSERT(rep == NULL);
-    ASSERT_EQ_INT(emq_route_is_broken(r), 0);
+    ASSERT_EQ_INT(emq__route_is_broken(r), 0);
     ASSERT(emq_icept_replaced(last) >= 1);
 
-    emq_route_destroy(r);
+    emq__route_destroy(r);
     emq_conf_destroy(conf);
     emq_icept_stop(seed);
     emq_icept_stop(middle);

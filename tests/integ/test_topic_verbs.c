@@ -10,7 +10,7 @@
  * requeued entries pending, then trims, lists pending, prunes, moves the
  * group (and refuses to move it when one partition lacks it, moving
  * none), and tails the topic. */
-#include "cluster/cluster.h" /* emq_cluster_key_slot */
+#include "cluster/cluster.h" /* emq__cluster_key_slot */
 #include "harness/cluster.h"
 #include "integ/cli_helpers.h"
 
@@ -27,7 +27,7 @@ static long long len_of(where *w, const char *key) {
     emq_srv *s = w->one;
     if (s == NULL) {
         int owner =
-            emq_cl_owner(w->cl, 0, emq_cluster_key_slot(key, strlen(key)));
+            emq_cl_owner(w->cl, 0, emq__cluster_key_slot(key, strlen(key)));
         ASSERT(owner >= 0);
         s = emq_cl_node(w->cl, owner);
     }
@@ -242,7 +242,7 @@ TEST_TIMEOUT(cli_every_verb_on_a_topic, 90) {
 TEST_TIMEOUT(cluster_every_verb_on_a_topic, 120) {
     emq_cl *c = emq_cl_start(3, 0);
     /* Through a master that does not serve partition 0. */
-    unsigned slot = emq_cluster_key_slot("emq:{orders.0}", 14);
+    unsigned slot = emq__cluster_key_slot("emq:{orders.0}", 14);
     int wrong = emq_cl_other_master(c, emq_cl_owner(c, 0, slot));
     where w = {NULL, c};
     topic_scenario(emq_srv_url(emq_cl_node(c, wrong)), &w);
@@ -373,7 +373,7 @@ TEST_TIMEOUT(cluster_ls_top_exporter_see_every_master, 90) {
         snprintf(name, sizeof name, "q%d", i);
         snprintf(key, sizeof key, "emq:{%s}", name);
         int owner =
-            emq_cl_owner(c, 0, emq_cluster_key_slot(key, strlen(key)));
+            emq_cl_owner(c, 0, emq__cluster_key_slot(key, strlen(key)));
         ASSERT(owner >= 0 && owner < 3);
         if (names[owner][0] == '\0') {
             snprintf(names[owner], sizeof names[owner], "%s", name);

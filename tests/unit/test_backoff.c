@@ -15,39 +15,39 @@
 TEST(backoff_base_doubles_then_caps) {
     static const int64_t want[] = {100, 200, 400, 800, 1600, 3200, 5000, 5000};
     for (unsigned i = 0; i < sizeof want / sizeof want[0]; i++)
-        ASSERT_EQ_INT(emq_backoff_base(100, 5000, i), want[i]);
+        ASSERT_EQ_INT(emq__backoff_base(100, 5000, i), want[i]);
     int64_t prev = 0;
     for (unsigned i = 0; i <= 1000; i++) {
-        int64_t b = emq_backoff_base(100, 5000, i);
+        int64_t b = emq__backoff_base(100, 5000, i);
         ASSERT(b >= prev);
         ASSERT(b <= 5000);
         prev = b;
     }
-    ASSERT_EQ_INT(emq_backoff_base(100, 5000, 1000), 5000);
-    ASSERT_EQ_INT(emq_backoff_base(100, 5000, UINT32_MAX), 5000);
+    ASSERT_EQ_INT(emq__backoff_base(100, 5000, 1000), 5000);
+    ASSERT_EQ_INT(emq__backoff_base(100, 5000, UINT32_MAX), 5000);
 }
 
 TEST(backoff_base_edge_cases_do_not_overflow) {
-    ASSERT_EQ_INT(emq_backoff_base(0, 5000, 10), 0);
-    ASSERT_EQ_INT(emq_backoff_base(7000, 5000, 0), 5000); /* min > max */
-    ASSERT_EQ_INT(emq_backoff_base(5000, 5000, 3), 5000);
-    ASSERT_EQ_INT(emq_backoff_base(-5, 100, 3), 0);
-    ASSERT_EQ_INT(emq_backoff_base(1, INT64_MAX, 62), (int64_t)1 << 62);
-    ASSERT_EQ_INT(emq_backoff_base(1, INT64_MAX, 63), INT64_MAX);
-    ASSERT_EQ_INT(emq_backoff_base(1, INT64_MAX, 1000), INT64_MAX);
-    ASSERT_EQ_INT(emq_backoff_base(INT64_MAX / 2 + 1, INT64_MAX, 1),
+    ASSERT_EQ_INT(emq__backoff_base(0, 5000, 10), 0);
+    ASSERT_EQ_INT(emq__backoff_base(7000, 5000, 0), 5000); /* min > max */
+    ASSERT_EQ_INT(emq__backoff_base(5000, 5000, 3), 5000);
+    ASSERT_EQ_INT(emq__backoff_base(-5, 100, 3), 0);
+    ASSERT_EQ_INT(emq__backoff_base(1, INT64_MAX, 62), (int64_t)1 << 62);
+    ASSERT_EQ_INT(emq__backoff_base(1, INT64_MAX, 63), INT64_MAX);
+    ASSERT_EQ_INT(emq__backoff_base(1, INT64_MAX, 1000), INT64_MAX);
+    ASSERT_EQ_INT(emq__backoff_base(INT64_MAX / 2 + 1, INT64_MAX, 1),
                   INT64_MAX);
-    ASSERT_EQ_INT(emq_backoff_base(3, 1000, 8), 768);
-    ASSERT_EQ_INT(emq_backoff_base(3, 1000, 9), 1000);
+    ASSERT_EQ_INT(emq__backoff_base(3, 1000, 8), 768);
+    ASSERT_EQ_INT(emq__backoff_base(3, 1000, 9), 1000);
 }
 
 TEST(backoff_jitter_stays_in_range) {
     uint64_t state = 42;
     int low = 0, high = 0;
     for (unsigned attempt = 0; attempt < 1001; attempt++) {
-        int64_t base = emq_backoff_base(100, 5000, attempt);
+        int64_t base = emq__backoff_base(100, 5000, attempt);
         for (int k = 0; k < 50; k++) {
-            int64_t d = emq_backoff_delay(100, 5000, attempt, &state);
+            int64_t d = emq__backoff_delay(100, 5000, attempt, &state);
             if (d < base / 2 || d > base)
                 FAIL("attempt %u: delay %lld outside [%lld, %lld]", attempt,
                      (long long)d, (long long)(base / 2), (long long)base);
@@ -63,19 +63,19 @@ TEST(backoff_jitter_stays_in_range) {
     ASSERT(high > 1000);
     /* Huge bounds neither overflow nor escape the cap. */
     for (int k = 0; k < 1000; k++) {
-        int64_t d = emq_backoff_delay(1, INT64_MAX, 1000, &state);
+        int64_t d = emq__backoff_delay(1, INT64_MAX, 1000, &state);
         ASSERT(d >= INT64_MAX / 2);
     }
-    ASSERT_EQ_INT(emq_backoff_delay(0, 0, 5, &state), 0);
+    ASSERT_EQ_INT(emq__backoff_delay(0, 0, 5, &state), 0);
 }
 
 TEST(backoff_is_deterministic_per_seed) {
     uint64_t a = 7, b = 7, c = 8;
     int differ = 0;
     for (unsigned i = 0; i < 20; i++) {
-        int64_t x = emq_backoff_delay(100, 100000, i, &a);
-        int64_t y = emq_backoff_delay(100, 100000, i, &b);
-        int64_t z = emq_backoff_delay(100, 100000, i, &c);
+        int64_t x = emq__backoff_delay(100, 100000, i, &a);
+        int64_t y = emq__backoff_delay(100, 100000, i, &b);
+        int64_t z = emq__backoff_delay(100, 100000, i, &c);
         ASSERT_EQ_INT(x, y);
         differ += x != z;
     }
@@ -84,7 +84,7 @@ TEST(backoff_is_deterministic_per_seed) {
 
 /* Shorthand: the extra wait for a command given as words. */
 static int64_t block(int argc, const char *const *argv) {
-    return emq_conn_block_ms(argc, argv, NULL);
+    return emq__conn_block_ms(argc, argv, NULL);
 }
 
 TEST(block_wait_of_xread_and_xreadgroup) {
@@ -106,7 +106,7 @@ TEST(block_wait_of_xread_and_xreadgroup) {
     /* Binary-safe lengths: "BLOCKX" cut to "BLOCK", "1500junk" to "1500". */
     const char *h[] = {"XREADX", "BLOCKX", "1500junk", "STREAMS", "q", "$"};
     const size_t hl[] = {5, 5, 4, 7, 1, 1};
-    ASSERT_EQ_INT(emq_conn_block_ms(6, h, hl), 1500);
+    ASSERT_EQ_INT(emq__conn_block_ms(6, h, hl), 1500);
     /* Absurd values are clamped, not overflowed. */
     const char *i[] = {"XREAD", "BLOCK", "999999999999999999999999", "STREAMS",
                        "q", "$"};
@@ -139,10 +139,10 @@ TEST(block_wait_of_list_zset_and_wait_commands) {
     ASSERT_EQ_INT(block(2, k), 0);
     const char *l[] = {"BZPOPMAX", "z", "2."};
     ASSERT_EQ_INT(block(3, l), 2000);
-    ASSERT_EQ_INT(emq_conn_block_ms(0, NULL, NULL), 0);
+    ASSERT_EQ_INT(emq__conn_block_ms(0, NULL, NULL), 0);
 }
 
-/* ---- emq_retry: the one retry loop ---------------------------------------- */
+/* ---- emq__retry: the one retry loop ---------------------------------------- */
 
 static int calls_until_stop;
 static int stop_after_calls(void *ctx) {
@@ -153,14 +153,14 @@ static int stop_after_calls(void *ctx) {
 /* Attempts: the first at once, then one per pause, up to the bound. */
 TEST(retry_bounded_attempts_first_at_once) {
     uint64_t rng = 1;
-    emq_retry r;
-    emq_retry_begin(&r, 1, 2, 3, -1, &rng);
-    int64_t t0 = emq_now_ms();
-    ASSERT_EQ_INT(emq_retry_next(&r), 1);
-    ASSERT(emq_now_ms() - t0 < 50); /* no pause before the first */
-    ASSERT_EQ_INT(emq_retry_next(&r), 1);
-    ASSERT_EQ_INT(emq_retry_next(&r), 1);
-    ASSERT_EQ_INT(emq_retry_next(&r), 0);
+    emq__retry r;
+    emq__retry_begin(&r, 1, 2, 3, -1, &rng);
+    int64_t t0 = emq__now_ms();
+    ASSERT_EQ_INT(emq__retry_next(&r), 1);
+    ASSERT(emq__now_ms() - t0 < 50); /* no pause before the first */
+    ASSERT_EQ_INT(emq__retry_next(&r), 1);
+    ASSERT_EQ_INT(emq__retry_next(&r), 1);
+    ASSERT_EQ_INT(emq__retry_next(&r), 0);
     ASSERT_EQ_INT(r.attempt, 3);
 }
 
@@ -168,32 +168,32 @@ TEST(retry_bounded_attempts_first_at_once) {
  * last attempt, then none. */
 TEST(retry_deadline_cuts_the_wait_then_one_last_attempt) {
     uint64_t rng = 1;
-    emq_retry r;
-    emq_retry_begin(&r, 10000, 10000, 0, emq_now_ms() + 30, &rng);
-    ASSERT_EQ_INT(emq_retry_next(&r), 1);
-    int64_t t0 = emq_now_ms();
-    ASSERT_EQ_INT(emq_retry_next(&r), 1); /* slept to the deadline only */
-    ASSERT(emq_now_ms() - t0 < 5000);
-    ASSERT_EQ_INT(emq_retry_next(&r), 0);
+    emq__retry r;
+    emq__retry_begin(&r, 10000, 10000, 0, emq__now_ms() + 30, &rng);
+    ASSERT_EQ_INT(emq__retry_next(&r), 1);
+    int64_t t0 = emq__now_ms();
+    ASSERT_EQ_INT(emq__retry_next(&r), 1); /* slept to the deadline only */
+    ASSERT(emq__now_ms() - t0 < 5000);
+    ASSERT_EQ_INT(emq__retry_next(&r), 0);
 }
 
 /* A stop that ends the retrying ends it during a wait; one that does not
  * only cuts the wait short. */
 TEST(retry_stop_ends_or_only_cuts_the_wait) {
     uint64_t rng = 1;
-    emq_retry r;
-    emq_retry_begin(&r, 10000, 10000, 0, -1, &rng);
-    emq_retry_stop_when(&r, stop_after_calls, NULL, 1);
+    emq__retry r;
+    emq__retry_begin(&r, 10000, 10000, 0, -1, &rng);
+    emq__retry_stop_when(&r, stop_after_calls, NULL, 1);
     calls_until_stop = 3;
-    ASSERT_EQ_INT(emq_retry_next(&r), 1); /* the first, at once */
-    int64_t t0 = emq_now_ms();
-    ASSERT_EQ_INT(emq_retry_next(&r), 0);
-    ASSERT(emq_now_ms() - t0 < 5000); /* the 10 s pause was cut */
-    emq_retry_begin(&r, 10000, 10000, 0, -1, &rng);
-    emq_retry_stop_when(&r, stop_after_calls, NULL, 0);
+    ASSERT_EQ_INT(emq__retry_next(&r), 1); /* the first, at once */
+    int64_t t0 = emq__now_ms();
+    ASSERT_EQ_INT(emq__retry_next(&r), 0);
+    ASSERT(emq__now_ms() - t0 < 5000); /* the 10 s pause was cut */
+    emq__retry_begin(&r, 10000, 10000, 0, -1, &rng);
+    emq__retry_stop_when(&r, stop_after_calls, NULL, 0);
     calls_until_stop = 2;
-    ASSERT_EQ_INT(emq_retry_next(&r), 1);
-    t0 = emq_now_ms();
-    ASSERT_EQ_INT(emq_retry_next(&r), 1); /* cut short, attempt still made */
-    ASSERT(emq_now_ms() - t0 < 5000);
+    ASSERT_EQ_INT(emq__retry_next(&r), 1);
+    t0 = emq__now_ms();
+    ASSERT_EQ_INT(emq__retry_next(&r), 1); /* cut short, attempt still made */
+    ASSERT(emq__now_ms() - t0 < 5000);
 }

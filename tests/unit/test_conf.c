@@ -43,34 +43,34 @@ TEST(conf_defaults_read_back_as_the_table_says) {
                              consumer.connect, stats.interval_ms */
     ASSERT_STATUS(emq_conf_property(n, &name, &def, &doc), EMQ_EINVAL, NULL);
     /* A few defaults spelled out, and the typed fields behind them. */
-    ASSERT_EQ_STR(emq_cfg_url(c), "redis://127.0.0.1:6379");
-    ASSERT_EQ_INT(emq_cfg_connect_timeout_ms(c), 5000);
-    ASSERT_EQ_INT(emq_cfg_max_in_flight(c), 1000);
-    ASSERT_EQ_INT(emq_cfg_batch_max(c), 100);
-    ASSERT_EQ_INT(emq_cfg_command_timeout_ms(c), 5000);
-    ASSERT_EQ_INT(emq_cfg_tcp_keepalive_s(c), 30);
-    ASSERT_EQ_INT(emq_cfg_backoff_min_ms(c), 100);
-    ASSERT_EQ_INT(emq_cfg_backoff_max_ms(c), 5000);
-    ASSERT_EQ_INT(emq_cfg_max_attempts(c), 10);
-    ASSERT_EQ_INT(emq_cfg_pipeline_max(c), 65536);
-    ASSERT_EQ_INT(emq_cfg_output_max_bytes(c), 256 * 1024 * 1024);
-    ASSERT_EQ_INT(emq_cfg_protocol(c), 2);
-    ASSERT_EQ_INT(emq_cfg_db(c), -1);
-    ASSERT_EQ_INT(emq_cfg_tls_verify(c), EMQ_TLS_VERIFY_DEFAULT);
-    ASSERT(emq_cfg_user(c) == NULL && emq_cfg_password(c) == NULL && emq_cfg_client_name(c) == NULL);
+    ASSERT_EQ_STR(emq__cfg_url(c), "redis://127.0.0.1:6379");
+    ASSERT_EQ_INT(emq__cfg_connect_timeout_ms(c), 5000);
+    ASSERT_EQ_INT(emq__cfg_max_in_flight(c), 1000);
+    ASSERT_EQ_INT(emq__cfg_batch_max(c), 100);
+    ASSERT_EQ_INT(emq__cfg_command_timeout_ms(c), 5000);
+    ASSERT_EQ_INT(emq__cfg_tcp_keepalive_s(c), 30);
+    ASSERT_EQ_INT(emq__cfg_backoff_min_ms(c), 100);
+    ASSERT_EQ_INT(emq__cfg_backoff_max_ms(c), 5000);
+    ASSERT_EQ_INT(emq__cfg_max_attempts(c), 10);
+    ASSERT_EQ_INT(emq__cfg_pipeline_max(c), 65536);
+    ASSERT_EQ_INT(emq__cfg_output_max_bytes(c), 256 * 1024 * 1024);
+    ASSERT_EQ_INT(emq__cfg_protocol(c), 2);
+    ASSERT_EQ_INT(emq__cfg_db(c), -1);
+    ASSERT_EQ_INT(emq__cfg_tls_verify(c), EMQ_TLS_VERIFY_DEFAULT);
+    ASSERT(emq__cfg_user(c) == NULL && emq__cfg_password(c) == NULL && emq__cfg_client_name(c) == NULL);
     emq_conf_destroy(c);
 }
 
 TEST(conf_resp_defaults_match_the_reader) {
     emq_conf_t *c = emq_conf_new();
     ASSERT(c != NULL);
-    emq_resp_limits l;
-    emq_resp_limits_default(&l);
-    ASSERT_EQ_SIZE((size_t)emq_cfg_resp_max_bulk(c), l.max_bulk);
-    ASSERT_EQ_SIZE((size_t)emq_cfg_resp_max_depth(c), l.max_depth);
-    ASSERT_EQ_SIZE((size_t)emq_cfg_resp_max_elements(c), l.max_elements);
-    ASSERT_EQ_SIZE((size_t)emq_cfg_resp_max_reply(c), l.max_reply);
-    ASSERT_EQ_SIZE((size_t)emq_cfg_resp_max_bulk(c), EMQ_RESP_DEFAULT_MAX_BULK);
+    emq__resp_limits l;
+    emq__resp_limits_default(&l);
+    ASSERT_EQ_SIZE((size_t)emq__cfg_resp_max_bulk(c), l.max_bulk);
+    ASSERT_EQ_SIZE((size_t)emq__cfg_resp_max_depth(c), l.max_depth);
+    ASSERT_EQ_SIZE((size_t)emq__cfg_resp_max_elements(c), l.max_elements);
+    ASSERT_EQ_SIZE((size_t)emq__cfg_resp_max_reply(c), l.max_reply);
+    ASSERT_EQ_SIZE((size_t)emq__cfg_resp_max_bulk(c), EMQ_RESP_DEFAULT_MAX_BULK);
     emq_conf_destroy(c);
 }
 
@@ -80,7 +80,7 @@ TEST(conf_numbers_are_strict_and_range_checked) {
     emq_error err;
     char buf[64];
     ASSERT_OK(emq_conf_set(c, "connect_timeout_ms", "250", &err), &err);
-    ASSERT_EQ_INT(emq_cfg_connect_timeout_ms(c), 250);
+    ASSERT_EQ_INT(emq__cfg_connect_timeout_ms(c), 250);
     ASSERT_OK(emq_conf_get(c, "connect_timeout_ms", buf, sizeof buf, &err),
               &err);
     ASSERT_EQ_STR(buf, "250");
@@ -92,7 +92,7 @@ TEST(conf_numbers_are_strict_and_range_checked) {
                       EMQ_EINVAL, &err);
         ASSERT_CONTAINS(err.message, "connect_timeout_ms");
         ASSERT_CONTAINS(err.message, "not a decimal integer");
-        ASSERT_EQ_INT(emq_cfg_connect_timeout_ms(c), 250); /* unchanged */
+        ASSERT_EQ_INT(emq__cfg_connect_timeout_ms(c), 250); /* unchanged */
     }
     ASSERT_STATUS(emq_conf_set(c, "connect_timeout_ms", "100ms", &err),
                   EMQ_EINVAL, &err);
@@ -111,20 +111,20 @@ TEST(conf_numbers_are_strict_and_range_checked) {
                                "99999999999999999999999", &err),
                   EMQ_EINVAL, &err);
     ASSERT_CONTAINS(err.message, "pipeline.max");
-    ASSERT_EQ_INT(emq_cfg_pipeline_max(c), 65536);
+    ASSERT_EQ_INT(emq__cfg_pipeline_max(c), 65536);
     /* The floor leaves a consumer's round room for its fixed commands. */
     ASSERT_STATUS(emq_conf_set(c, "pipeline.max", "15", &err), EMQ_EINVAL,
                   &err);
     ASSERT_CONTAINS(err.message, "out of range 16-");
 
     ASSERT_OK(emq_conf_set(c, "command_timeout_ms", "0", &err), &err);
-    ASSERT_EQ_INT(emq_cfg_command_timeout_ms(c), 0);
+    ASSERT_EQ_INT(emq__cfg_command_timeout_ms(c), 0);
     ASSERT_OK(emq_conf_set(c, "tcp_keepalive_s", "0", &err), &err);
     ASSERT_OK(emq_conf_set(c, "protocol", "3", &err), &err);
-    ASSERT_EQ_INT(emq_cfg_protocol(c), 3);
+    ASSERT_EQ_INT(emq__cfg_protocol(c), 3);
     /* NULL restores the default. */
     ASSERT_OK(emq_conf_set(c, "protocol", NULL, &err), &err);
-    ASSERT_EQ_INT(emq_cfg_protocol(c), 2);
+    ASSERT_EQ_INT(emq__cfg_protocol(c), 2);
     emq_conf_destroy(c);
 }
 
@@ -134,14 +134,14 @@ TEST(conf_db_is_optional) {
     emq_error err;
     char buf[16];
     ASSERT_OK(emq_conf_set(c, "db", "7", &err), &err);
-    ASSERT_EQ_INT(emq_cfg_db(c), 7);
+    ASSERT_EQ_INT(emq__cfg_db(c), 7);
     ASSERT_OK(emq_conf_get(c, "db", buf, sizeof buf, &err), &err);
     ASSERT_EQ_STR(buf, "7");
     ASSERT_STATUS(emq_conf_set(c, "db", "x", &err), EMQ_EINVAL, &err);
     ASSERT_EQ_STR(err.message, "invalid db 'x': not a decimal integer");
     ASSERT_STATUS(emq_conf_set(c, "db", "-2", &err), EMQ_EINVAL, &err);
     ASSERT_OK(emq_conf_set(c, "db", "", &err), &err);
-    ASSERT_EQ_INT(emq_cfg_db(c), -1);
+    ASSERT_EQ_INT(emq__cfg_db(c), -1);
     ASSERT_OK(emq_conf_get(c, "db", buf, sizeof buf, &err), &err);
     ASSERT_EQ_STR(buf, "");
     emq_conf_destroy(c);
@@ -153,11 +153,11 @@ TEST(conf_password_is_never_echoed) {
     emq_error err;
     char buf[64];
     ASSERT_OK(emq_conf_set(c, "password", PW, &err), &err);
-    ASSERT_EQ_STR(emq_cfg_password(c), PW);
+    ASSERT_EQ_STR(emq__cfg_password(c), PW);
     ASSERT_OK(emq_conf_get(c, "password", buf, sizeof buf, &err), &err);
     ASSERT_EQ_STR(buf, "(set)");
     ASSERT_OK(emq_conf_set(c, "password", "", &err), &err);
-    ASSERT(emq_cfg_password(c) == NULL);
+    ASSERT(emq__cfg_password(c) == NULL);
     ASSERT_OK(emq_conf_get(c, "password", buf, sizeof buf, &err), &err);
     ASSERT_EQ_STR(buf, "");
     /* A bad URL with a password is refused without quoting it. */
@@ -183,7 +183,7 @@ TEST(conf_strings_and_enums) {
     emq_error err;
     char buf[64];
     ASSERT_OK(emq_conf_set(c, "client_name", "worker-1", &err), &err);
-    ASSERT_EQ_STR(emq_cfg_client_name(c), "worker-1");
+    ASSERT_EQ_STR(emq__cfg_client_name(c), "worker-1");
     ASSERT_STATUS(emq_conf_set(c, "client_name", "two words", &err),
                   EMQ_EINVAL, &err);
     ASSERT_EQ_STR(err.message, "invalid client_name 'two words': use "
@@ -191,18 +191,18 @@ TEST(conf_strings_and_enums) {
     ASSERT_STATUS(emq_conf_set(c, "client_name", "a\nb", &err), EMQ_EINVAL,
                   &err);
     ASSERT_CONTAINS(err.message, "'a?b'");
-    ASSERT_EQ_STR(emq_cfg_client_name(c), "worker-1");
+    ASSERT_EQ_STR(emq__cfg_client_name(c), "worker-1");
     ASSERT_OK(emq_conf_set(c, "client_name", "", &err), &err);
-    ASSERT(emq_cfg_client_name(c) == NULL);
+    ASSERT(emq__cfg_client_name(c) == NULL);
 
     ASSERT_OK(emq_conf_set(c, "tls.verify", "none", &err), &err);
-    ASSERT_EQ_INT(emq_cfg_tls_verify(c), EMQ_TLS_VERIFY_NONE);
+    ASSERT_EQ_INT(emq__cfg_tls_verify(c), EMQ_TLS_VERIFY_NONE);
     ASSERT_OK(emq_conf_get(c, "tls.verify", buf, sizeof buf, &err), &err);
     ASSERT_EQ_STR(buf, "none");
     ASSERT_STATUS(emq_conf_set(c, "tls.verify", "yes", &err), EMQ_EINVAL, &err);
     ASSERT_EQ_STR(err.message, "invalid tls.verify 'yes': use peer or none");
     ASSERT_OK(emq_conf_set(c, "tls.verify", "peer", &err), &err);
-    ASSERT_EQ_INT(emq_cfg_tls_verify(c), EMQ_TLS_VERIFY_PEER);
+    ASSERT_EQ_INT(emq__cfg_tls_verify(c), EMQ_TLS_VERIFY_PEER);
     ASSERT_OK(emq_conf_set(c, "tls.ca_file", "/etc/ssl/ca.pem", &err), &err);
     ASSERT_OK(emq_conf_get(c, "tls.ca_file", buf, sizeof buf, &err), &err);
     ASSERT_EQ_STR(buf, "/etc/ssl/ca.pem");
@@ -235,12 +235,12 @@ TEST(conf_dup_is_deep) {
     ASSERT_OK(emq_conf_set(c, "db", "3", &err), &err);
     emq_conf_t *d = emq_conf_dup(c);
     ASSERT(d != NULL);
-    ASSERT(emq_cfg_password(d) != emq_cfg_password(c));
+    ASSERT(emq__cfg_password(d) != emq__cfg_password(c));
     ASSERT_OK(emq_conf_set(c, "client_name", "n2", &err), &err);
     emq_conf_destroy(c);
-    ASSERT_EQ_STR(emq_cfg_password(d), PW);
-    ASSERT_EQ_STR(emq_cfg_client_name(d), "n1");
-    ASSERT_EQ_INT(emq_cfg_db(d), 3);
+    ASSERT_EQ_STR(emq__cfg_password(d), PW);
+    ASSERT_EQ_STR(emq__cfg_client_name(d), "n1");
+    ASSERT_EQ_INT(emq__cfg_db(d), 3);
     emq_conf_destroy(d);
     emq_conf_destroy(NULL);
     ASSERT(emq_conf_dup(NULL) == NULL);
@@ -249,24 +249,24 @@ TEST(conf_dup_is_deep) {
 TEST(conf_new_and_dup_survive_every_allocation_failure) {
     int done = 0;
     for (uint64_t n = 1; n < 200 && !done; n++) {
-        emq_alloc_fail_at(n);
+        emq__alloc_fail_at(n);
         emq_conf_t *c = emq_conf_new();
-        emq_alloc_fail_at(0);
+        emq__alloc_fail_at(0);
         if (c == NULL)
             continue;
         emq_conf_set(c, "password", PW, NULL);
         emq_conf_set(c, "tls.sni", "s", NULL);
-        emq_alloc_fail_at(1);
+        emq__alloc_fail_at(1);
         emq_conf_t *d = emq_conf_dup(c);
-        emq_alloc_fail_at(0);
+        emq__alloc_fail_at(0);
         ASSERT(d == NULL);
-        emq_alloc_fail_at(3);
+        emq__alloc_fail_at(3);
         d = emq_conf_dup(c);
-        emq_alloc_fail_at(0);
+        emq__alloc_fail_at(0);
         ASSERT(d == NULL);
         d = emq_conf_dup(c);
         ASSERT(d != NULL);
-        ASSERT_EQ_STR(emq_cfg_tls_sni(d), "s");
+        ASSERT_EQ_STR(emq__cfg_tls_sni(d), "s");
         emq_conf_destroy(d);
         emq_conf_destroy(c);
         done = 1;
@@ -279,11 +279,11 @@ TEST(conf_set_out_of_memory_leaves_value) {
     ASSERT(c != NULL);
     emq_error err;
     ASSERT_OK(emq_conf_set(c, "user", "alice", &err), &err);
-    emq_alloc_fail_at(1);
+    emq__alloc_fail_at(1);
     emq_status st = emq_conf_set(c, "user", "bob", &err);
-    emq_alloc_fail_at(0);
+    emq__alloc_fail_at(0);
     ASSERT_STATUS(st, EMQ_ENOMEM, &err);
-    ASSERT_EQ_STR(emq_cfg_user(c), "alice");
+    ASSERT_EQ_STR(emq__cfg_user(c), "alice");
     emq_conf_destroy(c);
 }
 
@@ -291,21 +291,21 @@ TEST(conf_choice_properties) {
     emq_conf_t *c = emq_conf_new();
     emq_error err;
     char buf[64];
-    ASSERT_EQ_INT(emq_cfg_group_lost_fatal(c), 0);
+    ASSERT_EQ_INT(emq__cfg_group_lost_fatal(c), 0);
     ASSERT_OK(emq_conf_set(c, "on_group_lost", "fatal", &err), &err);
-    ASSERT_EQ_INT(emq_cfg_group_lost_fatal(c), 1);
+    ASSERT_EQ_INT(emq__cfg_group_lost_fatal(c), 1);
     ASSERT_OK(emq_conf_get(c, "on_group_lost", buf, sizeof buf, &err), &err);
     ASSERT_EQ_STR(buf, "fatal");
     ASSERT_STATUS(emq_conf_set(c, "on_group_lost", "ignore", &err), EMQ_EINVAL,
                   &err);
     ASSERT_EQ_STR(err.message,
                   "invalid on_group_lost 'ignore': use recreate or fatal");
-    ASSERT_EQ_INT(emq_cfg_group_lost_fatal(c), 1); /* unchanged on failure */
+    ASSERT_EQ_INT(emq__cfg_group_lost_fatal(c), 1); /* unchanged on failure */
     ASSERT_STATUS(emq_conf_set(c, "log.level", "loud", &err), EMQ_EINVAL, &err);
     ASSERT_EQ_STR(err.message,
                   "invalid log.level 'loud': use error, warning, info or debug");
     ASSERT_OK(emq_conf_set(c, "log.level", "debug", &err), &err);
-    ASSERT_EQ_INT(emq_cfg_log_level(c), EMQ_LOG_DEBUG);
+    ASSERT_EQ_INT(emq__cfg_log_level(c), EMQ_LOG_DEBUG);
     emq_conf_destroy(c);
 }
 
@@ -322,13 +322,13 @@ static void capture_log(void *opaque, emq_log_level level,
 TEST(conf_log_callback_and_level) {
     emq_conf_t *c = emq_conf_new();
     emq_conf_set_log(c, capture_log, NULL);
-    emq_conf_log(c, EMQ_LOG_WARNING, "disk %d%% full", 91);
+    emq__conf_log(c, EMQ_LOG_WARNING, "disk %d%% full", 91);
     ASSERT_EQ_INT(log_calls, 1);
     ASSERT_EQ_STR(log_last, "disk 91% full");
-    emq_conf_log(c, EMQ_LOG_INFO, "not shown at level warning");
+    emq__conf_log(c, EMQ_LOG_INFO, "not shown at level warning");
     ASSERT_EQ_STR(log_last, "disk 91% full");
     emq_conf_t *copy = emq_conf_dup(c); /* the callback travels with it */
-    emq_conf_log(copy, EMQ_LOG_WARNING, "from the copy");
+    emq__conf_log(copy, EMQ_LOG_WARNING, "from the copy");
     ASSERT_EQ_INT(log_calls, 2);
     emq_conf_destroy(copy);
     emq_conf_destroy(c);
@@ -373,8 +373,8 @@ TEST(conf_makes_the_typed_options_of_conn_and_route) {
     ASSERT_OK(emq_conf_set(conf, "cluster.retry_ms", "250", &err), &err);
     ASSERT_OK(emq_conf_set(conf, "log.level", "debug", &err), &err);
 
-    emq_route_options ro;
-    emq_route_options_of(conf, &ro);
+    emq__route_options ro;
+    emq__route_options_of(conf, &ro);
     ASSERT_EQ_STR(ro.conn.url, "redis://127.0.0.1:7001/2");
     ASSERT_EQ_STR(ro.conn.password, "s3cret");
     ASSERT_EQ_STR(ro.conn.client_name, "w1");
@@ -385,9 +385,9 @@ TEST(conf_makes_the_typed_options_of_conn_and_route) {
     ASSERT_EQ_INT(ro.retry_ms, 250);
     ASSERT_EQ_INT(ro.log.level, EMQ_LOG_DEBUG);
 
-    emq_conn_options kept;
+    emq__conn_options kept;
     ro.conn.max_attempts = 1; /* the caller's own use */
-    ASSERT_OK(emq_conn_options_keep(&kept, &ro.conn, &err), &err);
+    ASSERT_OK(emq__conn_options_keep(&kept, &ro.conn, &err), &err);
     ASSERT(kept.password != ro.conn.password);
     ASSERT_EQ_STR(kept.password, "s3cret");
     ASSERT(kept.user == NULL);
@@ -397,7 +397,7 @@ TEST(conf_makes_the_typed_options_of_conn_and_route) {
                            &err),
               &err);
     ASSERT(strcmp(back, "1") != 0); /* the conf is untouched */
-    emq_conn_options_drop(&kept);
+    emq__conn_options_drop(&kept);
     ASSERT(kept.url == NULL && kept.password == NULL);
     emq_conf_destroy(conf);
 }

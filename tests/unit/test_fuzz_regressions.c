@@ -17,19 +17,19 @@ static void assert_printable(const char *msg) {
 }
 
 /* Feeds in to a fresh reader and returns the error of the first reply. */
-static emq_status first_reply_error(const emq_resp_limits *limits,
+static emq_status first_reply_error(const emq__resp_limits *limits,
                                     const char *in, size_t n,
                                     emq_error *err) {
-    emq_resp_limits l;
-    emq_resp_limits_default(&l);
-    emq_resp_reader *r = emq_resp_reader_new(limits ? limits : &l);
+    emq__resp_limits l;
+    emq__resp_limits_default(&l);
+    emq__resp_reader *r = emq__resp_reader_new(limits ? limits : &l);
     ASSERT(r != NULL);
-    emq_status st = emq_resp_feed(r, in, n, err);
+    emq_status st = emq__resp_feed(r, in, n, err);
     emq_reply *reply = NULL;
     if (st == EMQ_OK)
-        st = emq_resp_next(r, &reply, err);
+        st = emq__resp_next(r, &reply, err);
     emq_reply_free(reply);
-    emq_resp_reader_free(r);
+    emq__resp_reader_free(r);
     return st;
 }
 
@@ -46,8 +46,8 @@ TEST(fuzz_consumer_resp_error_shows_type_byte_as_hex) {
     ASSERT_CONTAINS(err.message, "expected CRLF after a 0x0a line");
 
     /* The same byte in the over-long-line error. */
-    emq_resp_limits l;
-    emq_resp_limits_default(&l);
+    emq__resp_limits l;
+    emq__resp_limits_default(&l);
     l.max_line = 16;
     char line[32];
     memset(line, 'a', sizeof line);

@@ -5,9 +5,9 @@
 
 static const char *write_bytes(const char *p, size_t n) {
     static char buf[512];
-    emq_json j;
-    emq_json_init(&j, buf, sizeof buf);
-    emq_json_bytes(&j, p, n);
+    emq__json j;
+    emq__json_init(&j, buf, sizeof buf);
+    emq__json_bytes(&j, p, n);
     ASSERT_EQ_SIZE(j.len, strlen(buf));
     return buf;
 }
@@ -34,16 +34,16 @@ TEST(json_non_utf8_becomes_base64) {
 
 TEST(json_truncates_like_snprintf) {
     char small[8];
-    emq_json j;
-    emq_json_init(&j, small, sizeof small);
-    emq_json_raw(&j, "{\"k\":");
-    emq_json_cstr(&j, "a long value");
-    emq_json_raw(&j, "}");
+    emq__json j;
+    emq__json_init(&j, small, sizeof small);
+    emq__json_raw(&j, "{\"k\":");
+    emq__json_cstr(&j, "a long value");
+    emq__json_raw(&j, "}");
     ASSERT_EQ_STR(small, "{\"k\":\"a");
     ASSERT_EQ_SIZE(j.len, strlen("{\"k\":\"a long value\"}"));
     /* Measuring with no buffer at all. */
-    emq_json_init(&j, NULL, 0);
-    emq_json_cstr(&j, "abc");
+    emq__json_init(&j, NULL, 0);
+    emq__json_cstr(&j, "abc");
     ASSERT_EQ_SIZE(j.len, 5);
 }
 

@@ -165,9 +165,9 @@ TEST(jsonparse_out_of_memory) {
     emq_field *f = NULL;
     size_t n = 0;
     emq_error err;
-    emq_alloc_fail_at(1);
+    emq__alloc_fail_at(1);
     ASSERT_STATUS(emq_fields_from_json("{\"a\":1}", 7, &f, &n, &err),
                   EMQ_ENOMEM, &err);
-    emq_alloc_fail_at(0);
+    emq__alloc_fail_at(0);
     ASSERT(f == NULL);
 }

@@ -6,97 +6,97 @@
 
 TEST(cluster_crc16_check_value) {
     /* The published check value of CRC16/XMODEM. */
-    ASSERT_EQ_INT(emq_cluster_crc16("123456789", 9), 0x31C3);
-    ASSERT_EQ_INT(emq_cluster_crc16("", 0), 0);
+    ASSERT_EQ_INT(emq__cluster_crc16("123456789", 9), 0x31C3);
+    ASSERT_EQ_INT(emq__cluster_crc16("", 0), 0);
 }
 
 TEST(cluster_key_slot_hashtags) {
     /* A hashtag decides the slot: {jobs} and {jobs}:dlq share slot 9631. */
-    ASSERT_EQ_INT(emq_cluster_key_slot("{jobs}", 6), 9631);
-    ASSERT_EQ_INT(emq_cluster_key_slot("{jobs}:dlq", 10), 9631);
-    ASSERT_EQ_INT(emq_cluster_key_slot("jobs", 4), 9631);
+    ASSERT_EQ_INT(emq__cluster_key_slot("{jobs}", 6), 9631);
+    ASSERT_EQ_INT(emq__cluster_key_slot("{jobs}:dlq", 10), 9631);
+    ASSERT_EQ_INT(emq__cluster_key_slot("jobs", 4), 9631);
     /* Only the first {...} counts; an empty {} hashes the whole key. */
-    ASSERT_EQ_INT(emq_cluster_key_slot("a{jobs}{x}", 10), 9631);
-    ASSERT_EQ_INT(emq_cluster_key_slot("{}jobs", 6),
-                  emq_cluster_crc16("{}jobs", 6) & 16383);
-    ASSERT_EQ_INT(emq_cluster_key_slot("{jobs", 5),
-                  emq_cluster_crc16("{jobs", 5) & 16383);
+    ASSERT_EQ_INT(emq__cluster_key_slot("a{jobs}{x}", 10), 9631);
+    ASSERT_EQ_INT(emq__cluster_key_slot("{}jobs", 6),
+                  emq__cluster_crc16("{}jobs", 6) & 16383);
+    ASSERT_EQ_INT(emq__cluster_key_slot("{jobs", 5),
+                  emq__cluster_crc16("{jobs", 5) & 16383);
 }
 
 TEST(keys_for_queue) {
-    emq_keys k;
+    emq__keys k;
     emq_error err;
-    ASSERT_OK(emq_keys_for_queue("jobs", &k, &err), &err);
+    ASSERT_OK(emq__keys_for_queue("jobs", &k, &err), &err);
     ASSERT_EQ_STR(k.stream, "emq:{jobs}");
     ASSERT_EQ_STR(k.dead, "emq:{jobs}:dead");
     ASSERT_EQ_INT(k.slot, 9631);
-    char *lease = emq_keys_join(&k, "lease:g", "c-1");
+    char *lease = emq__keys_join(&k, "lease:g", "c-1");
     ASSERT_EQ_STR(lease, "emq:{jobs}:lease:g:c-1");
-    ASSERT_EQ_INT(emq_cluster_key_slot(lease, strlen(lease)), 9631);
-    emq_free(lease);
-    char *reasons = emq_keys_join(&k, "reasons", NULL);
+    ASSERT_EQ_INT(emq__cluster_key_slot(lease, strlen(lease)), 9631);
+    emq__free(lease);
+    char *reasons = emq__keys_join(&k, "reasons", NULL);
     ASSERT_EQ_STR(reasons, "emq:{jobs}:reasons");
-    emq_free(reasons);
-    emq_keys_free(&k);
+    emq__free(reasons);
+    emq__keys_free(&k);
 }
 
 TEST(keys_queue_name_validation) {
-    emq_keys k;
+    emq__keys k;
     emq_error err;
-    ASSERT_STATUS(emq_keys_for_queue("", &k, &err), EMQ_EINVAL, &err);
+    ASSERT_STATUS(emq__keys_for_queue("", &k, &err), EMQ_EINVAL, &err);
     ASSERT_CONTAINS(err.message, "queue name is empty");
-    ASSERT_STATUS(emq_keys_for_queue(NULL, &k, &err), EMQ_EINVAL, &err);
-    ASSERT_STATUS(emq_keys_for_queue("a{b}", &k, &err), EMQ_EINVAL, &err);
+    ASSERT_STATUS(emq__keys_for_queue(NULL, &k, &err), EMQ_EINVAL, &err);
+    ASSERT_STATUS(emq__keys_for_queue("a{b}", &k, &err), EMQ_EINVAL, &err);
     ASSERT_CONTAINS(err.message, "byte 1");
     ASSERT_CONTAINS(err.message, "hashtag");
-    ASSERT_STATUS(emq_keys_for_queue("has space", &k, &err), EMQ_EINVAL, &err);
-    ASSERT_STATUS(emq_keys_for_queue("nl\n", &k, &err), EMQ_EINVAL, &err);
+    ASSERT_STATUS(emq__keys_for_queue("has space", &k, &err), EMQ_EINVAL, &err);
+    ASSERT_STATUS(emq__keys_for_queue("nl\n", &k, &err), EMQ_EINVAL, &err);
     ASSERT_CONTAINS(err.message, "'nl?'");
     char longname[EMQ_KEYS_MAX_QUEUE + 2];
     memset(longname, 'a', sizeof longname - 1);
     longname[sizeof longname - 1] = '\0';
-    ASSERT_STATUS(emq_keys_for_queue(longname, &k, &err), EMQ_EINVAL, &err);
+    ASSERT_STATUS(emq__keys_for_queue(longname, &k, &err), EMQ_EINVAL, &err);
     ASSERT_CONTAINS(err.message, "limit is 200");
     longname[EMQ_KEYS_MAX_QUEUE] = '\0';
-    ASSERT_OK(emq_keys_for_queue(longname, &k, &err), &err);
-    emq_keys_free(&k);
-    ASSERT_OK(emq_keys_for_queue("orders.eu-1:v2_x", &k, &err), &err);
-    emq_keys_free(&k);
+    ASSERT_OK(emq__keys_for_queue(longname, &k, &err), &err);
+    emq__keys_free(&k);
+    ASSERT_OK(emq__keys_for_queue("orders.eu-1:v2_x", &k, &err), &err);
+    emq__keys_free(&k);
 }
 
 TEST(keys_for_raw_stream) {
-    emq_keys k;
+    emq__keys k;
     emq_error err;
     /* No braces: the other keys wrap the name, same slot. */
-    ASSERT_OK(emq_keys_for_stream("events", &k, &err), &err);
+    ASSERT_OK(emq__keys_for_stream("events", &k, &err), &err);
     ASSERT_EQ_STR(k.stream, "events");
     ASSERT_EQ_STR(k.dead, "{events}:dead");
-    ASSERT_EQ_INT(k.slot, emq_cluster_key_slot("events", 6));
-    emq_keys_free(&k);
+    ASSERT_EQ_INT(k.slot, emq__cluster_key_slot("events", 6));
+    emq__keys_free(&k);
     /* A hashtag is kept. */
-    ASSERT_OK(emq_keys_for_stream("app:{t1}:events", &k, &err), &err);
+    ASSERT_OK(emq__keys_for_stream("app:{t1}:events", &k, &err), &err);
     ASSERT_EQ_STR(k.dead, "app:{t1}:events:dead");
-    ASSERT_EQ_INT(k.slot, emq_cluster_key_slot("t1", 2));
-    emq_keys_free(&k);
+    ASSERT_EQ_INT(k.slot, emq__cluster_key_slot("t1", 2));
+    emq__keys_free(&k);
     /* Braces that do not make a hashtag are refused up front. */
     const char *bad[] = {"a{b", "a}b", "{}x", "x{}"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        ASSERT_STATUS(emq_keys_for_stream(bad[i], &k, &err), EMQ_EINVAL, &err);
+        ASSERT_STATUS(emq__keys_for_stream(bad[i], &k, &err), EMQ_EINVAL, &err);
         ASSERT_CONTAINS(err.message, "another cluster slot");
     }
-    ASSERT_STATUS(emq_keys_for_stream("", &k, &err), EMQ_EINVAL, &err);
+    ASSERT_STATUS(emq__keys_for_stream("", &k, &err), EMQ_EINVAL, &err);
 }
 
 TEST(keys_allocation_failures) {
     int failures = 0;
     for (uint64_t n = 1; n <= 4; n++) {
-        emq_keys k;
+        emq__keys k;
         emq_error err;
-        emq_alloc_fail_at(n);
-        emq_status st = emq_keys_for_queue("jobs", &k, &err);
-        emq_alloc_fail_at(0);
+        emq__alloc_fail_at(n);
+        emq_status st = emq__keys_for_queue("jobs", &k, &err);
+        emq__alloc_fail_at(0);
         if (st == EMQ_OK)
-            emq_keys_free(&k);
+            emq__keys_free(&k);
         else {
             ASSERT_STATUS(st, EMQ_ENOMEM, &err);
             failures++;
@@ -106,28 +106,28 @@ TEST(keys_allocation_failures) {
 }
 
 TEST(stream_id_parse) {
-    emq_stream_id id;
-    ASSERT_EQ_INT(emq_stream_id_parse("5", 1, &id), 0);
+    emq__stream_id id;
+    ASSERT_EQ_INT(emq__stream_id_parse("5", 1, &id), 0);
     ASSERT(id.ms == 5 && id.seq == 0);
-    ASSERT_EQ_INT(emq_stream_id_parse("1732924800123-7", 15, &id), 0);
+    ASSERT_EQ_INT(emq__stream_id_parse("1732924800123-7", 15, &id), 0);
     ASSERT(id.ms == 1732924800123ULL && id.seq == 7);
-    ASSERT_EQ_INT(emq_stream_id_parse("18446744073709551615-18446744073709551615",
+    ASSERT_EQ_INT(emq__stream_id_parse("18446744073709551615-18446744073709551615",
                                       41, &id), 0);
     ASSERT(id.ms == UINT64_MAX && id.seq == UINT64_MAX);
     const char *bad[] = {"", "abc", "-", "+", "$", ">", "1-2-3", "-1", "1-",
                          "-0", " 1", "1 ", "+1", "18446744073709551616",
                          "1-18446744073709551616", "0x10", "1.5"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
-        if (emq_stream_id_parse(bad[i], strlen(bad[i]), NULL) != -1)
+        if (emq__stream_id_parse(bad[i], strlen(bad[i]), NULL) != -1)
             FAIL("'%s' parsed as a stream ID", bad[i]);
 }
 
 TEST(stream_id_compare) {
-    emq_stream_id a = {1, 5}, b = {1, 6}, c = {2, 0};
-    ASSERT_EQ_INT(emq_stream_id_cmp(a, b), -1);
-    ASSERT_EQ_INT(emq_stream_id_cmp(b, a), 1);
-    ASSERT_EQ_INT(emq_stream_id_cmp(b, c), -1);
-    ASSERT_EQ_INT(emq_stream_id_cmp(c, c), 0);
+    emq__stream_id a = {1, 5}, b = {1, 6}, c = {2, 0};
+    ASSERT_EQ_INT(emq__stream_id_cmp(a, b), -1);
+    ASSERT_EQ_INT(emq__stream_id_cmp(b, a), 1);
+    ASSERT_EQ_INT(emq__stream_id_cmp(b, c), -1);
+    ASSERT_EQ_INT(emq__stream_id_cmp(c, c), 0);
 }
 
 /* The third of the slots each of 3 masters serves after `redis-cli
@@ -141,15 +141,15 @@ TEST(topic_partitions_names_keys_and_spread) {
     ASSERT(conf != NULL);
     emq_error err;
     ASSERT_OK(emq_conf_set(conf, "queue", "events", &err), &err);
-    ASSERT_EQ_INT(emq_topic_is(conf), 0);
+    ASSERT_EQ_INT(emq__topic_is(conf), 0);
     ASSERT_OK(emq_conf_set(conf, "partitions", "6", &err), &err);
-    ASSERT_EQ_INT(emq_topic_is(conf), 1);
-    ASSERT_OK(emq_topic_check(conf, &err), &err);
+    ASSERT_EQ_INT(emq__topic_is(conf), 1);
+    ASSERT_OK(emq__topic_check(conf, &err), &err);
     /* Partition i is the queue "events.i" with partitions 1. */
     int per[3] = {0, 0, 0};
     for (int i = 0; i < 6; i++) {
         emq_conf_t *pc;
-        ASSERT_OK(emq_topic_partition_conf(conf, i, &pc, &err), &err);
+        ASSERT_OK(emq__topic_partition_conf(conf, i, &pc, &err), &err);
         char q[32], want[32], p[8];
         ASSERT_OK(emq_conf_get(pc, "queue", q, sizeof q, &err), &err);
         snprintf(want, sizeof want, "events.%d", i);
@@ -157,10 +157,10 @@ TEST(topic_partitions_names_keys_and_spread) {
         ASSERT_OK(emq_conf_get(pc, "partitions", p, sizeof p, &err), &err);
         ASSERT_EQ_STR(p, "1");
         emq_conf_destroy(pc);
-        emq_keys k;
-        ASSERT_OK(emq_keys_for_queue(want, &k, &err), &err);
+        emq__keys k;
+        ASSERT_OK(emq__keys_for_queue(want, &k, &err), &err);
         per[master_of(k.slot)]++;
-        emq_keys_free(&k);
+        emq__keys_free(&k);
     }
     /* "events" is the name the cluster tests use: 2 partitions per
      * master of 3. */
@@ -168,18 +168,18 @@ TEST(topic_partitions_names_keys_and_spread) {
     ASSERT_EQ_INT(per[1], 2);
     ASSERT_EQ_INT(per[2], 2);
     /* A key's partition is CRC16 mod P: stable, and P 1 is partition 0. */
-    ASSERT_EQ_INT(emq_topic_key_partition("123456789", 9, 6), 0x31C3 % 6);
-    ASSERT_EQ_INT(emq_topic_key_partition("anything", 8, 1), 0);
+    ASSERT_EQ_INT(emq__topic_key_partition("123456789", 9, 6), 0x31C3 % 6);
+    ASSERT_EQ_INT(emq__topic_key_partition("anything", 8, 1), 0);
     /* A raw stream cannot be partitioned; the longest name must fit. */
     ASSERT_OK(emq_conf_set(conf, "queue", NULL, &err), &err);
     ASSERT_OK(emq_conf_set(conf, "stream", "raw", &err), &err);
-    ASSERT_STATUS(emq_topic_check(conf, &err), EMQ_EINVAL, &err);
+    ASSERT_STATUS(emq__topic_check(conf, &err), EMQ_EINVAL, &err);
     ASSERT_OK(emq_conf_set(conf, "stream", NULL, &err), &err);
     char longname[201];
     memset(longname, 'a', 200);
     longname[200] = '\0';
     ASSERT_OK(emq_conf_set(conf, "queue", longname, &err), &err);
-    ASSERT_STATUS(emq_topic_check(conf, &err), EMQ_EINVAL, &err);
+    ASSERT_STATUS(emq__topic_check(conf, &err), EMQ_EINVAL, &err);
     ASSERT_CONTAINS(err.message, "6 partitions");
     emq_conf_destroy(conf);
 }

@@ -129,41 +129,41 @@ static const char *render(const emq_reply *r) {
  * and that nothing is left over. */
 static void expect_one(const char *bytes, size_t len, const char *want) {
     emq_error err;
-    emq_resp_reader *r = emq_resp_reader_new(NULL);
+    emq__resp_reader *r = emq__resp_reader_new(NULL);
     ASSERT(r != NULL);
-    ASSERT_OK(emq_resp_feed(r, bytes, len, &err), &err);
+    ASSERT_OK(emq__resp_feed(r, bytes, len, &err), &err);
     emq_reply *reply;
-    ASSERT_OK(emq_resp_next(r, &reply, &err), &err);
+    ASSERT_OK(emq__resp_next(r, &reply, &err), &err);
     ASSERT_EQ_STR(render(reply), want);
     emq_reply_free(reply);
-    ASSERT_EQ_SIZE(emq_resp_buffered(r), 0);
-    ASSERT_STATUS(emq_resp_next(r, &reply, &err), EMQ_EAGAIN, &err);
+    ASSERT_EQ_SIZE(emq__resp_buffered(r), 0);
+    ASSERT_STATUS(emq__resp_next(r, &reply, &err), EMQ_EAGAIN, &err);
     ASSERT(reply == NULL);
-    emq_resp_reader_free(r);
+    emq__resp_reader_free(r);
 }
 #define EXPECT(lit, want) expect_one(lit, sizeof(lit) - 1, want)
 
 /* Feeds bytes and expects a protocol error whose message contains what. */
-static void expect_error(const emq_resp_limits *limits, const char *bytes,
+static void expect_error(const emq__resp_limits *limits, const char *bytes,
                          size_t len, emq_status want, const char *what) {
     emq_error err;
-    emq_resp_reader *r = emq_resp_reader_new(limits);
+    emq__resp_reader *r = emq__resp_reader_new(limits);
     ASSERT(r != NULL);
-    ASSERT_OK(emq_resp_feed(r, bytes, len, &err), &err);
+    ASSERT_OK(emq__resp_feed(r, bytes, len, &err), &err);
     emq_reply *reply = NULL;
     emq_status st;
-    while ((st = emq_resp_next(r, &reply, &err)) == EMQ_OK)
+    while ((st = emq__resp_next(r, &reply, &err)) == EMQ_OK)
         emq_reply_free(reply);
     ASSERT_STATUS(st, want, &err);
     ASSERT(reply == NULL);
     ASSERT_CONTAINS(err.message, what);
     /* Sticky: the same error again, also after more input. */
     emq_error again;
-    ASSERT_STATUS(emq_resp_feed(r, "+OK\r\n", 5, &again), want, &again);
-    ASSERT_STATUS(emq_resp_next(r, &reply, &again), want, &again);
+    ASSERT_STATUS(emq__resp_feed(r, "+OK\r\n", 5, &again), want, &again);
+    ASSERT_STATUS(emq__resp_next(r, &reply, &again), want, &again);
     ASSERT_EQ_STR(again.message, err.message);
-    ASSERT(emq_resp_failed(r) == want);
-    emq_resp_reader_free(r);
+    ASSERT(emq__resp_failed(r) == want);
+    emq__resp_reader_free(r);
 }
 #define EXPECT_ERROR(lit, what)                                                \
     expect_error(NULL, lit, sizeof(lit) - 1, EMQ_EPROTO, what)
@@ -194,11 +194,11 @@ TEST(resp_simple_types) {
 
 TEST(resp_double_nan_and_text) {
     emq_error err;
-    emq_resp_reader *r = emq_resp_reader_new(NULL);
-    ASSERT_OK(emq_resp_feed(r, ",nan\r\n,3.25\r\n", 13, &err), &err);
+    emq__resp_reader *r = emq__resp_reader_new(NULL);
+    ASSERT_OK(emq__resp_feed(r, ",nan\r\n,3.25\r\n", 13, &err), &err);
     emq_reply *a, *b;
-    ASSERT_OK(emq_resp_next(r, &a, &err), &err);
-    ASSERT_OK(emq_resp_next(r, &b, &err), &err);
+    ASSERT_OK(emq__resp_next(r, &a, &err), &err);
+    ASSERT_OK(emq__resp_next(r, &b, &err), &err);
     double d = emq_reply_double(a);
     ASSERT(d != d); /* NaN */
     size_t n;
@@ -207,7 +207,7 @@ TEST(resp_double_nan_and_text) {
     ASSERT(emq_reply_double(b) == 3.25);
     emq_reply_free(a);
     emq_reply_free(b);
-    emq_resp_reader_free(r);
+    emq__resp_reader_free(r);
 }
 
 TEST(resp_bulk_strings) {
@@ -273,13 +273,13 @@ TEST(resp_accessors_are_total) {
     emq_reply_free(NULL);
 
     emq_error err;
-    emq_resp_reader *r = emq_resp_reader_new(NULL);
+    emq__resp_reader *r = emq__resp_reader_new(NULL);
     const char in[] = "*1\r\n:5\r\n-NOGROUP No such key\r\n-BUSYGROUPX y\r\n";
-    ASSERT_OK(emq_resp_feed(r, in, sizeof in - 1, &err), &err);
+    ASSERT_OK(emq__resp_feed(r, in, sizeof in - 1, &err), &err);
     emq_reply *arr, *nogroup, *busyx;
-    ASSERT_OK(emq_resp_next(r, &arr, &err), &err);
-    ASSERT_OK(emq_resp_next(r, &nogroup, &err), &err);
-    ASSERT_OK(emq_resp_next(r, &busyx, &err), &err);
+    ASSERT_OK(emq__resp_next(r, &arr, &err), &err);
+    ASSERT_OK(emq__resp_next(r, &nogroup, &err), &err);
+    ASSERT_OK(emq__resp_next(r, &busyx, &err), &err);
     ASSERT(emq_reply_at(arr, 1) == NULL);
     ASSERT(emq_reply_at(emq_reply_at(arr, 0), 0) == NULL);
     size_t n = 99;
@@ -295,7 +295,7 @@ TEST(resp_accessors_are_total) {
     emq_reply_free(arr);
     emq_reply_free(nogroup);
     emq_reply_free(busyx);
-    emq_resp_reader_free(r);
+    emq__resp_reader_free(r);
 }
 
 /* ---- resumable at every byte --------------------------------------------- */
@@ -342,11 +342,11 @@ static const char *const many_rendered[] = {
 
 /* Parses whatever is complete; keeps replies alive to check later that
  * their views survived further feeds and chunk moves. */
-static void drain(emq_resp_reader *r, emq_reply **kept, size_t *count) {
+static void drain(emq__resp_reader *r, emq_reply **kept, size_t *count) {
     emq_error err;
     emq_reply *reply;
     emq_status st;
-    while ((st = emq_resp_next(r, &reply, &err)) == EMQ_OK) {
+    while ((st = emq__resp_next(r, &reply, &err)) == EMQ_OK) {
         ASSERT(*count < MANY_COUNT);
         ASSERT_EQ_STR(render(reply), many_rendered[*count]);
         kept[(*count)++] = reply;
@@ -366,15 +366,15 @@ TEST(resp_every_split_point) {
     size_t total = sizeof many - 1;
     for (size_t cut = 0; cut <= total; cut++) {
         emq_error err;
-        emq_resp_reader *r = emq_resp_reader_new(NULL);
+        emq__resp_reader *r = emq__resp_reader_new(NULL);
         emq_reply *kept[MANY_COUNT];
         size_t count = 0;
-        ASSERT_OK(emq_resp_feed(r, many, cut, &err), &err);
+        ASSERT_OK(emq__resp_feed(r, many, cut, &err), &err);
         drain(r, kept, &count);
-        ASSERT_OK(emq_resp_feed(r, many + cut, total - cut, &err), &err);
+        ASSERT_OK(emq__resp_feed(r, many + cut, total - cut, &err), &err);
         drain(r, kept, &count);
-        ASSERT_EQ_SIZE(emq_resp_buffered(r), 0);
-        emq_resp_reader_free(r); /* replies outlive their reader */
+        ASSERT_EQ_SIZE(emq__resp_buffered(r), 0);
+        emq__resp_reader_free(r); /* replies outlive their reader */
         check_kept(kept, count);
     }
 }
@@ -384,37 +384,37 @@ TEST(resp_every_two_split_points) {
     for (size_t a = 0; a <= total; a += 3) {
         for (size_t b = a; b <= total; b += 5) {
             emq_error err;
-            emq_resp_reader *r = emq_resp_reader_new(NULL);
+            emq__resp_reader *r = emq__resp_reader_new(NULL);
             emq_reply *kept[MANY_COUNT];
             size_t count = 0;
-            ASSERT_OK(emq_resp_feed(r, many, a, &err), &err);
+            ASSERT_OK(emq__resp_feed(r, many, a, &err), &err);
             drain(r, kept, &count);
-            ASSERT_OK(emq_resp_feed(r, many + a, b - a, &err), &err);
+            ASSERT_OK(emq__resp_feed(r, many + a, b - a, &err), &err);
             drain(r, kept, &count);
-            ASSERT_OK(emq_resp_feed(r, many + b, total - b, &err), &err);
+            ASSERT_OK(emq__resp_feed(r, many + b, total - b, &err), &err);
             drain(r, kept, &count);
             check_kept(kept, count);
-            emq_resp_reader_free(r);
+            emq__resp_reader_free(r);
         }
     }
 }
 
 TEST(resp_byte_at_a_time_with_reserve) {
     emq_error err;
-    emq_resp_reader *r = emq_resp_reader_new(NULL);
+    emq__resp_reader *r = emq__resp_reader_new(NULL);
     emq_reply *kept[MANY_COUNT];
     size_t count = 0;
     for (size_t i = 0; i < sizeof many - 1; i++) {
         char *space;
         size_t avail;
-        ASSERT_OK(emq_resp_reserve(r, 1, &space, &avail, &err), &err);
+        ASSERT_OK(emq__resp_reserve(r, 1, &space, &avail, &err), &err);
         ASSERT(avail >= 1);
         space[0] = many[i];
-        emq_resp_commit(r, 1);
+        emq__resp_commit(r, 1);
         drain(r, kept, &count);
     }
     check_kept(kept, count);
-    emq_resp_reader_free(r);
+    emq__resp_reader_free(r);
 }
 
 /* A large bulk arriving in small pieces, while an earlier reply is still
@@ -428,19 +428,19 @@ TEST(resp_large_bulk_in_pieces) {
     char header[64];
     int hl = snprintf(header, sizeof header, "+first\r\n$%zu\r\n", size);
     emq_error err;
-    emq_resp_reader *r = emq_resp_reader_new(NULL);
-    ASSERT_OK(emq_resp_feed(r, header, (size_t)hl, &err), &err);
+    emq__resp_reader *r = emq__resp_reader_new(NULL);
+    ASSERT_OK(emq__resp_feed(r, header, (size_t)hl, &err), &err);
     emq_reply *first, *big;
-    ASSERT_OK(emq_resp_next(r, &first, &err), &err);
+    ASSERT_OK(emq__resp_next(r, &first, &err), &err);
     size_t off = 0;
     while (off < size) {
         size_t n = size - off < 4000 ? size - off : 4000;
-        ASSERT_OK(emq_resp_feed(r, payload + off, n, &err), &err);
-        ASSERT_STATUS(emq_resp_next(r, &big, &err), EMQ_EAGAIN, &err);
+        ASSERT_OK(emq__resp_feed(r, payload + off, n, &err), &err);
+        ASSERT_STATUS(emq__resp_next(r, &big, &err), EMQ_EAGAIN, &err);
         off += n;
     }
-    ASSERT_OK(emq_resp_feed(r, "\r\n", 2, &err), &err);
-    ASSERT_OK(emq_resp_next(r, &big, &err), &err);
+    ASSERT_OK(emq__resp_feed(r, "\r\n", 2, &err), &err);
+    ASSERT_OK(emq__resp_next(r, &big, &err), &err);
     size_t n;
     const char *s = emq_reply_str(big, &n);
     ASSERT_EQ_SIZE(n, size);
@@ -448,13 +448,13 @@ TEST(resp_large_bulk_in_pieces) {
     ASSERT_EQ_STR(render(first), "+first");
     emq_reply_free(big);
     /* The big chunk is released once idle; the next reply parses fine. */
-    ASSERT_OK(emq_resp_feed(r, ":1\r\n", 4, &err), &err);
+    ASSERT_OK(emq__resp_feed(r, ":1\r\n", 4, &err), &err);
     emq_reply *one;
-    ASSERT_OK(emq_resp_next(r, &one, &err), &err);
+    ASSERT_OK(emq__resp_next(r, &one, &err), &err);
     ASSERT_EQ_STR(render(one), "1");
     emq_reply_free(one);
     emq_reply_free(first);
-    emq_resp_reader_free(r);
+    emq__resp_reader_free(r);
     free(payload);
 }
 
@@ -464,13 +464,13 @@ TEST(resp_truncated_input_waits) {
                           ":12", "$", "*"};
     for (size_t i = 0; i < sizeof cuts / sizeof cuts[0]; i++) {
         emq_error err;
-        emq_resp_reader *r = emq_resp_reader_new(NULL);
-        ASSERT_OK(emq_resp_feed(r, cuts[i], strlen(cuts[i]), &err), &err);
+        emq__resp_reader *r = emq__resp_reader_new(NULL);
+        ASSERT_OK(emq__resp_feed(r, cuts[i], strlen(cuts[i]), &err), &err);
         emq_reply *reply = (emq_reply *)1;
-        ASSERT_STATUS(emq_resp_next(r, &reply, &err), EMQ_EAGAIN, &err);
+        ASSERT_STATUS(emq__resp_next(r, &reply, &err), EMQ_EAGAIN, &err);
         ASSERT(reply == NULL);
-        ASSERT_EQ_SIZE(emq_resp_buffered(r), strlen(cuts[i]));
-        emq_resp_reader_free(r);
+        ASSERT_EQ_SIZE(emq__resp_buffered(r), strlen(cuts[i]));
+        emq__resp_reader_free(r);
     }
 }
 
@@ -508,30 +508,30 @@ TEST(resp_malformed_input) {
 /* ---- limits -------------------------------------------------------------- */
 
 TEST(resp_limit_max_bulk) {
-    emq_resp_limits l;
-    emq_resp_limits_default(&l);
+    emq__resp_limits l;
+    emq__resp_limits_default(&l);
     l.max_bulk = 10;
     expect_error(&l, "$11\r\n", 5, EMQ_EPROTO,
                  "bulk string length 11 exceeds max_bulk 10");
     expect_error(&l, "=11\r\n", 5, EMQ_EPROTO, "exceeds max_bulk 10");
     /* At the limit it parses. */
     emq_error err;
-    emq_resp_reader *r = emq_resp_reader_new(&l);
-    ASSERT_OK(emq_resp_feed(r, "$10\r\n0123456789\r\n", 17, &err), &err);
+    emq__resp_reader *r = emq__resp_reader_new(&l);
+    ASSERT_OK(emq__resp_feed(r, "$10\r\n0123456789\r\n", 17, &err), &err);
     emq_reply *reply;
-    ASSERT_OK(emq_resp_next(r, &reply, &err), &err);
+    ASSERT_OK(emq__resp_next(r, &reply, &err), &err);
     emq_reply_free(reply);
-    emq_resp_reader_free(r);
+    emq__resp_reader_free(r);
     /* The default limit refuses a hostile length before any allocation. */
-    uint64_t before = emq_alloc_calls();
+    uint64_t before = emq__alloc_calls();
     expect_error(NULL, "$999999999999\r\n", 15, EMQ_EPROTO,
                  "bulk string length 999999999999 exceeds max_bulk 536870912");
-    ASSERT(emq_alloc_calls() - before < 10);
+    ASSERT(emq__alloc_calls() - before < 10);
 }
 
 TEST(resp_limit_max_elements) {
-    emq_resp_limits l;
-    emq_resp_limits_default(&l);
+    emq__resp_limits l;
+    emq__resp_limits_default(&l);
     l.max_elements = 4;
     expect_error(&l, "*5\r\n", 4, EMQ_EPROTO,
                  "array of 5 elements exceeds max_elements 4");
@@ -541,29 +541,29 @@ TEST(resp_limit_max_elements) {
     expect_error(NULL, "*4294967296\r\n", 13, EMQ_EPROTO,
                  "exceeds max_elements 16777216");
     emq_error err;
-    emq_resp_reader *r = emq_resp_reader_new(&l);
-    ASSERT_OK(emq_resp_feed(r, "%2\r\n:1\r\n:2\r\n:3\r\n:4\r\n", 20, &err),
+    emq__resp_reader *r = emq__resp_reader_new(&l);
+    ASSERT_OK(emq__resp_feed(r, "%2\r\n:1\r\n:2\r\n:3\r\n:4\r\n", 20, &err),
               &err);
     emq_reply *reply;
-    ASSERT_OK(emq_resp_next(r, &reply, &err), &err);
+    ASSERT_OK(emq__resp_next(r, &reply, &err), &err);
     ASSERT_EQ_STR(render(reply), "{1:2,3:4}");
     emq_reply_free(reply);
-    emq_resp_reader_free(r);
+    emq__resp_reader_free(r);
 }
 
 TEST(resp_limit_max_depth) {
-    emq_resp_limits l;
-    emq_resp_limits_default(&l);
+    emq__resp_limits l;
+    emq__resp_limits_default(&l);
     l.max_depth = 3;
     /* Depth 3 is fine, depth 4 is refused. */
     emq_error err;
-    emq_resp_reader *r = emq_resp_reader_new(&l);
-    ASSERT_OK(emq_resp_feed(r, "*1\r\n*1\r\n*1\r\n:1\r\n", 16, &err), &err);
+    emq__resp_reader *r = emq__resp_reader_new(&l);
+    ASSERT_OK(emq__resp_feed(r, "*1\r\n*1\r\n*1\r\n:1\r\n", 16, &err), &err);
     emq_reply *reply;
-    ASSERT_OK(emq_resp_next(r, &reply, &err), &err);
+    ASSERT_OK(emq__resp_next(r, &reply, &err), &err);
     ASSERT_EQ_STR(render(reply), "[[[1]]]");
     emq_reply_free(reply);
-    emq_resp_reader_free(r);
+    emq__resp_reader_free(r);
     expect_error(&l, "*1\r\n*1\r\n*1\r\n*1\r\n:1\r\n", 20, EMQ_EPROTO,
                  "nested deeper than max_depth 3");
     /* The default depth is bounded too. */
@@ -577,8 +577,8 @@ TEST(resp_limit_max_depth) {
 }
 
 TEST(resp_limit_max_line) {
-    emq_resp_limits l;
-    emq_resp_limits_default(&l);
+    emq__resp_limits l;
+    emq__resp_limits_default(&l);
     l.max_line = 32;
     char line[100];
     line[0] = '+';
@@ -595,58 +595,58 @@ TEST(resp_allocation_failures) {
     /* Walk the failing allocation over reader creation, feed and parse:
      * each failure is reported, nothing leaks, and a retry succeeds. */
     for (uint64_t n = 1; n <= 6; n++) {
-        uint64_t live = emq_alloc_live();
-        emq_alloc_fail_at(n);
+        uint64_t live = emq__alloc_live();
+        emq__alloc_fail_at(n);
         emq_error err;
-        emq_resp_reader *r = emq_resp_reader_new(NULL);
+        emq__resp_reader *r = emq__resp_reader_new(NULL);
         if (r == NULL) {
-            emq_alloc_fail_at(0);
-            ASSERT_EQ_SIZE(emq_alloc_live(), live);
+            emq__alloc_fail_at(0);
+            ASSERT_EQ_SIZE(emq__alloc_live(), live);
             continue;
         }
-        emq_status st = emq_resp_feed(r, in, sizeof in - 1, &err);
+        emq_status st = emq__resp_feed(r, in, sizeof in - 1, &err);
         if (st != EMQ_OK) {
             ASSERT_STATUS(st, EMQ_ENOMEM, &err);
-            ASSERT_OK(emq_resp_feed(r, in, sizeof in - 1, &err), &err);
+            ASSERT_OK(emq__resp_feed(r, in, sizeof in - 1, &err), &err);
         }
         emq_reply *reply;
-        st = emq_resp_next(r, &reply, &err);
+        st = emq__resp_next(r, &reply, &err);
         if (st != EMQ_OK) {
             ASSERT_STATUS(st, EMQ_ENOMEM, &err);
             ASSERT_CONTAINS(err.message, "out of memory");
-            ASSERT_OK(emq_resp_next(r, &reply, &err), &err);
+            ASSERT_OK(emq__resp_next(r, &reply, &err), &err);
         }
         ASSERT_EQ_STR(render(reply), "[\"foo\",1]");
-        emq_alloc_fail_at(0);
+        emq__alloc_fail_at(0);
         emq_reply_free(reply);
-        emq_resp_reader_free(r);
-        ASSERT_EQ_SIZE(emq_alloc_live(), live);
+        emq__resp_reader_free(r);
+        ASSERT_EQ_SIZE(emq__alloc_live(), live);
     }
 }
 
 /* ---- encoder ------------------------------------------------------------- */
 
 TEST(resp_encode_command) {
-    emq_buf b;
-    emq_buf_init(&b, 0, "output buffer");
+    emq__buf b;
+    emq__buf_init(&b, 0, "output buffer");
     emq_error err;
     const char *argv[] = {"XADD", "q", "*", "f", "v"};
-    ASSERT_OK(emq_resp_encode(&b, 5, argv, NULL, &err), &err);
+    ASSERT_OK(emq__resp_encode(&b, 5, argv, NULL, &err), &err);
     static const char want[] =
         "*5\r\n$4\r\nXADD\r\n$1\r\nq\r\n$1\r\n*\r\n$1\r\nf\r\n$1\r\nv\r\n";
     ASSERT_EQ_MEM(b.data, b.len, want, sizeof want - 1);
-    ASSERT_EQ_SIZE(emq_resp_encoded_len(5, argv, NULL), sizeof want - 1);
-    emq_buf_free(&b);
+    ASSERT_EQ_SIZE(emq__resp_encoded_len(5, argv, NULL), sizeof want - 1);
+    emq__buf_free(&b);
 }
 
 TEST(resp_encode_binary_safe) {
-    emq_buf b;
-    emq_buf_init(&b, 0, "output buffer");
+    emq__buf b;
+    emq__buf_init(&b, 0, "output buffer");
     emq_error err;
     const char value[] = {'a', '\0', '\r', '\n', (char)0xff};
     const char *argv[] = {"SET", "k", value, ""};
     size_t lens[] = {3, 1, sizeof value, 0};
-    ASSERT_OK(emq_resp_encode(&b, 4, argv, lens, &err), &err);
+    ASSERT_OK(emq__resp_encode(&b, 4, argv, lens, &err), &err);
     static const char want[] = "*4\r\n$3\r\nSET\r\n$1\r\nk\r\n$5\r\na\0\r\n\xff"
                                "\r\n$0\r\n\r\n";
     ASSERT_EQ_MEM(b.data, b.len, want, sizeof want - 1);
@@ -656,75 +656,75 @@ TEST(resp_encode_binary_safe) {
     const char *argv2[] = {big};
     size_t lens2[] = {sizeof big};
     size_t before = b.len;
-    ASSERT_OK(emq_resp_encode(&b, 1, argv2, lens2, &err), &err);
+    ASSERT_OK(emq__resp_encode(&b, 1, argv2, lens2, &err), &err);
     ASSERT_EQ_MEM(b.data + before, 12, "*1\r\n$12345\r\n", 12);
     ASSERT_EQ_SIZE(b.len - before, 12 + sizeof big + 2);
-    ASSERT_EQ_SIZE(emq_resp_encoded_len(1, argv2, lens2), b.len - before);
-    emq_buf_free(&b);
+    ASSERT_EQ_SIZE(emq__resp_encoded_len(1, argv2, lens2), b.len - before);
+    emq__buf_free(&b);
 }
 
 TEST(resp_encode_round_trips_through_reader) {
     /* The encoding of a command is itself valid RESP: an array of bulks. */
-    emq_buf b;
-    emq_buf_init(&b, 0, "output buffer");
+    emq__buf b;
+    emq__buf_init(&b, 0, "output buffer");
     emq_error err;
     const char *argv[] = {"XREADGROUP", "GROUP", "g", "c\r\n", "STREAMS",
                           "q", ">"};
-    ASSERT_OK(emq_resp_encode(&b, 7, argv, NULL, &err), &err);
-    emq_resp_reader *r = emq_resp_reader_new(NULL);
-    ASSERT_OK(emq_resp_feed(r, b.data, b.len, &err), &err);
+    ASSERT_OK(emq__resp_encode(&b, 7, argv, NULL, &err), &err);
+    emq__resp_reader *r = emq__resp_reader_new(NULL);
+    ASSERT_OK(emq__resp_feed(r, b.data, b.len, &err), &err);
     emq_reply *reply;
-    ASSERT_OK(emq_resp_next(r, &reply, &err), &err);
+    ASSERT_OK(emq__resp_next(r, &reply, &err), &err);
     ASSERT_EQ_STR(render(reply), "[\"XREADGROUP\",\"GROUP\",\"g\","
                                  "\"c\\x0d\\x0a\",\"STREAMS\",\"q\",\">\"]");
     emq_reply_free(reply);
-    emq_resp_reader_free(r);
-    emq_buf_free(&b);
+    emq__resp_reader_free(r);
+    emq__buf_free(&b);
 }
 
 TEST(resp_encode_errors_leave_buffer_unchanged) {
-    emq_buf b;
-    emq_buf_init(&b, 32, "output buffer");
+    emq__buf b;
+    emq__buf_init(&b, 32, "output buffer");
     emq_error err;
     const char *argv[] = {"PING"};
-    ASSERT_OK(emq_resp_encode(&b, 1, argv, NULL, &err), &err);
+    ASSERT_OK(emq__resp_encode(&b, 1, argv, NULL, &err), &err);
     size_t len = b.len;
     const char *big[] = {"SET", "key", "a value that does not fit in 32"};
-    ASSERT_STATUS(emq_resp_encode(&b, 3, big, NULL, &err), EMQ_ELIMIT, &err);
+    ASSERT_STATUS(emq__resp_encode(&b, 3, big, NULL, &err), EMQ_ELIMIT, &err);
     ASSERT_CONTAINS(err.message, "output buffer");
     ASSERT_CONTAINS(err.message, "limit of 32 bytes");
     ASSERT_EQ_SIZE(b.len, len);
-    ASSERT_STATUS(emq_resp_encode(&b, 0, argv, NULL, &err), EMQ_EINVAL, &err);
+    ASSERT_STATUS(emq__resp_encode(&b, 0, argv, NULL, &err), EMQ_EINVAL, &err);
     const char *with_null[] = {"GET", NULL};
-    ASSERT_STATUS(emq_resp_encode(&b, 2, with_null, NULL, &err), EMQ_EINVAL,
+    ASSERT_STATUS(emq__resp_encode(&b, 2, with_null, NULL, &err), EMQ_EINVAL,
                   &err);
     ASSERT_CONTAINS(err.message, "argument 1 is NULL");
     ASSERT_EQ_SIZE(b.len, len);
-    emq_buf_free(&b);
+    emq__buf_free(&b);
 }
 
 /* A reader told to drop pushes skips them where they lie, also a push
  * behind attributes, and counts them; the replies around them come out
  * in order (the second case was a fuzz_resp finding). */
 TEST(resp_dropped_pushes_never_come_out) {
-    emq_resp_reader *r = emq_resp_reader_new(NULL);
+    emq__resp_reader *r = emq__resp_reader_new(NULL);
     ASSERT(r != NULL);
-    emq_resp_drop_pushes(r);
+    emq__resp_drop_pushes(r);
     static const char in[] = ">2\r\n+a\r\n+b\r\n+one\r\n"
                              "|1\r\n+k\r\n+v\r\n>1\r\n:7\r\n"
                              ">1\r\n:8\r\n+two\r\n";
     emq_error err;
-    ASSERT_OK(emq_resp_feed(r, in, sizeof in - 1, &err), &err);
+    ASSERT_OK(emq__resp_feed(r, in, sizeof in - 1, &err), &err);
     emq_reply *rep = NULL;
-    ASSERT_OK(emq_resp_next(r, &rep, &err), &err);
+    ASSERT_OK(emq__resp_next(r, &rep, &err), &err);
     ASSERT_EQ_INT(emq_reply_kind(rep), EMQ_REPLY_STATUS);
     emq_reply_free(rep);
-    ASSERT_OK(emq_resp_next(r, &rep, &err), &err);
+    ASSERT_OK(emq__resp_next(r, &rep, &err), &err);
     ASSERT_EQ_INT(emq_reply_kind(rep), EMQ_REPLY_STATUS);
     size_t len;
     ASSERT_EQ_MEM(emq_reply_str(rep, &len), len, "two", 3);
     emq_reply_free(rep);
-    ASSERT_EQ_INT(emq_resp_next(r, &rep, &err), EMQ_EAGAIN);
-    ASSERT_EQ_INT((long long)emq_resp_pushes_dropped(r), 3);
-    emq_resp_reader_free(r);
+    ASSERT_EQ_INT(emq__resp_next(r, &rep, &err), EMQ_EAGAIN);
+    ASSERT_EQ_INT((long long)emq__resp_pushes_dropped(r), 3);
+    emq__resp_reader_free(r);
 }

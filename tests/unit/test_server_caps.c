@@ -8,12 +8,12 @@
 
 /* Parses one RESP reply from bytes (caller frees). */
 static emq_reply *parse(const char *bytes) {
-    emq_resp_reader *r = emq_resp_reader_new(NULL);
+    emq__resp_reader *r = emq__resp_reader_new(NULL);
     emq_error err;
     emq_reply *reply = NULL;
-    ASSERT_OK(emq_resp_feed(r, bytes, strlen(bytes), &err), &err);
-    ASSERT_OK(emq_resp_next(r, &reply, &err), &err);
-    emq_resp_reader_free(r);
+    ASSERT_OK(emq__resp_feed(r, bytes, strlen(bytes), &err), &err);
+    ASSERT_OK(emq__resp_next(r, &reply, &err), &err);
+    emq__resp_reader_free(r);
     return reply;
 }
 
@@ -21,16 +21,16 @@ TEST(server_caps_table_by_name_and_version) {
     const uint32_t all = EMQ_CAP_XAUTOCLAIM_DELETED | EMQ_CAP_STREAM_COUNTERS |
                          EMQ_CAP_CLUSTER_SHARDS | EMQ_CAP_CONSUMER_INACTIVE |
                          EMQ_CAP_WAITAOF;
-    ASSERT_EQ_INT(emq_server_caps("redis", 6, 2, 16), 0);
-    ASSERT_EQ_INT(emq_server_caps("redis", 7, 0, 15),
+    ASSERT_EQ_INT(emq__server_caps("redis", 6, 2, 16), 0);
+    ASSERT_EQ_INT(emq__server_caps("redis", 7, 0, 15),
                   all & ~(EMQ_CAP_CONSUMER_INACTIVE | EMQ_CAP_WAITAOF));
-    ASSERT_EQ_INT(emq_server_caps("redis", 7, 2, 6), all);
-    ASSERT_EQ_INT(emq_server_caps("valkey", 8, 0, 1), all);
-    ASSERT_EQ_INT(emq_server_caps("valkey", 7, 2, 5), all);
+    ASSERT_EQ_INT(emq__server_caps("redis", 7, 2, 6), all);
+    ASSERT_EQ_INT(emq__server_caps("valkey", 8, 0, 1), all);
+    ASSERT_EQ_INT(emq__server_caps("valkey", 7, 2, 5), all);
     /* Nothing claimed for what was never tested. */
-    ASSERT_EQ_INT(emq_server_caps("keydb", 6, 3, 4), 0);
-    ASSERT_EQ_INT(emq_server_caps(NULL, 7, 0, 0), 0);
-    ASSERT_EQ_INT(emq_server_caps("redis", 0, 0, 0), 0);
+    ASSERT_EQ_INT(emq__server_caps("keydb", 6, 3, 4), 0);
+    ASSERT_EQ_INT(emq__server_caps(NULL, 7, 0, 0), 0);
+    ASSERT_EQ_INT(emq__server_caps("redis", 0, 0, 0), 0);
     ASSERT_EQ_STR(emq_capability_name(EMQ_CAP_CLUSTER_SHARDS),
                   "cluster_shards");
     ASSERT_EQ_STR(emq_capability_name(EMQ_CAP_WAITAOF), "waitaof");
@@ -49,7 +49,7 @@ TEST(server_from_hello_map_and_flat_array) {
                          "$7\r\nversion\r\n$5\r\n8.0.1\r\n"
                          "$5\r\nproto\r\n:3\r\n$4\r\nmode\r\n$10\r\nstandalone\r\n");
     emq_server s;
-    ASSERT_EQ_INT(emq_server_from_hello(r, &s), 1);
+    ASSERT_EQ_INT(emq__server_from_hello(r, &s), 1);
     ASSERT_EQ_STR(s.name, "valkey");
     ASSERT_EQ_STR(s.version, "8.0.1");
     ASSERT_EQ_INT(s.major * 10000 + s.minor * 100 + s.patch, 80001);
@@ -58,22 +58,22 @@ TEST(server_from_hello_map_and_flat_array) {
     /* RESP2 flat array (HELLO 2), Redis 6.2. */
     r = parse("*4\r\n$6\r\nserver\r\n$5\r\nredis\r\n"
               "$7\r\nversion\r\n$6\r\n6.2.16\r\n");
-    ASSERT_EQ_INT(emq_server_from_hello(r, &s), 1);
+    ASSERT_EQ_INT(emq__server_from_hello(r, &s), 1);
     ASSERT_EQ_STR(s.name, "redis");
     ASSERT_EQ_INT(s.capabilities, 0);
     emq_reply_free(r);
     /* No version, or a version that is not N.N: unknown, zeroed. */
     r = parse("*2\r\n$6\r\nserver\r\n$5\r\nredis\r\n");
-    ASSERT_EQ_INT(emq_server_from_hello(r, &s), 0);
+    ASSERT_EQ_INT(emq__server_from_hello(r, &s), 0);
     ASSERT_EQ_STR(s.name, "");
     emq_reply_free(r);
     r = parse("*4\r\n$6\r\nserver\r\n$5\r\nredis\r\n"
               "$7\r\nversion\r\n$7\r\nunknown\r\n");
-    ASSERT_EQ_INT(emq_server_from_hello(r, &s), 0);
+    ASSERT_EQ_INT(emq__server_from_hello(r, &s), 0);
     ASSERT_EQ_INT(s.capabilities, 0);
     emq_reply_free(r);
     r = parse("+OK\r\n"); /* a fake peer's answer */
-    ASSERT_EQ_INT(emq_server_from_hello(r, &s), 0);
+    ASSERT_EQ_INT(emq__server_from_hello(r, &s), 0);
     emq_reply_free(r);
 }
 
@@ -83,17 +83,17 @@ TEST(server_from_info_text) {
                                  "valkey_version:8.0.1\r\nredis_mode:"
                                  "standalone\r\n";
     emq_server s;
-    ASSERT_EQ_INT(emq_server_from_info(valkey, strlen(valkey), &s), 1);
+    ASSERT_EQ_INT(emq__server_from_info(valkey, strlen(valkey), &s), 1);
     ASSERT_EQ_STR(s.name, "valkey");
     ASSERT_EQ_STR(s.version, "8.0.1"); /* not the 7.2.4 it mimics */
     static const char redis[] = "# Server\r\nredis_version:7.0.15\r\n"
                                 "redis_git_sha1:00000000\r\n";
-    ASSERT_EQ_INT(emq_server_from_info(redis, strlen(redis), &s), 1);
+    ASSERT_EQ_INT(emq__server_from_info(redis, strlen(redis), &s), 1);
     ASSERT_EQ_STR(s.name, "redis");
     ASSERT_EQ_STR(s.version, "7.0.15");
     ASSERT(!(s.capabilities & EMQ_CAP_CONSUMER_INACTIVE));
     ASSERT(s.capabilities & EMQ_CAP_CLUSTER_SHARDS);
     static const char none[] = "# Server\r\nredis_mode:standalone\r\n";
-    ASSERT_EQ_INT(emq_server_from_info(none, strlen(none), &s), 0);
-    ASSERT_EQ_INT(emq_server_from_info(NULL, 0, &s), 0);
+    ASSERT_EQ_INT(emq__server_from_info(none, strlen(none), &s), 0);
+    ASSERT_EQ_INT(emq__server_from_info(NULL, 0, &s), 0);
 }

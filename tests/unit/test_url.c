@@ -20,22 +20,22 @@ static void assert_no_password(const char *msg) {
 }
 
 TEST(url_plain_defaults) {
-    emq_url u;
+    emq__url u;
     emq_error err;
-    ASSERT_OK(emq_url_parse("redis://127.0.0.1", &u, &err), &err);
+    ASSERT_OK(emq__url_parse("redis://127.0.0.1", &u, &err), &err);
     ASSERT_EQ_INT(u.scheme, EMQ_URL_TCP);
     ASSERT_EQ_STR(u.host, "127.0.0.1");
     ASSERT_EQ_INT(u.port, 6379);
     ASSERT_EQ_INT(u.db, -1);
     ASSERT(u.user == NULL && u.password == NULL && u.path == NULL);
     ASSERT_EQ_INT(u.tls_verify, -1);
-    emq_url_free(&u);
+    emq__url_free(&u);
 }
 
 TEST(url_full_tcp_with_percent_decoding) {
-    emq_url u;
+    emq__url u;
     emq_error err;
-    ASSERT_OK(emq_url_parse("REDIS://al%69ce:p%40ss%3Aw@cache-1.example.com:6380/3",
+    ASSERT_OK(emq__url_parse("REDIS://al%69ce:p%40ss%3Aw@cache-1.example.com:6380/3",
                             &u, &err),
               &err);
     ASSERT_EQ_INT(u.scheme, EMQ_URL_TCP);
@@ -44,78 +44,78 @@ TEST(url_full_tcp_with_percent_decoding) {
     ASSERT_EQ_STR(u.host, "cache-1.example.com");
     ASSERT_EQ_INT(u.port, 6380);
     ASSERT_EQ_INT(u.db, 3);
-    emq_url_free(&u);
+    emq__url_free(&u);
     ASSERT(u.password == NULL && u.host == NULL);
 }
 
 TEST(url_raw_at_slash_colon_in_password) {
     /* Generated (base64) passwords hold '/', '+', '='; users paste '@'. */
-    emq_url u;
+    emq__url u;
     emq_error err;
-    ASSERT_OK(emq_url_parse("redis://:ab/c+d=@x:y@h.local:7000/2", &u, &err),
+    ASSERT_OK(emq__url_parse("redis://:ab/c+d=@x:y@h.local:7000/2", &u, &err),
               &err);
     ASSERT(u.user == NULL);
     ASSERT_EQ_STR(u.password, "ab/c+d=@x:y");
     ASSERT_EQ_STR(u.host, "h.local");
     ASSERT_EQ_INT(u.port, 7000);
     ASSERT_EQ_INT(u.db, 2);
-    emq_url_free(&u);
+    emq__url_free(&u);
 }
 
 TEST(url_user_only_and_empty_password) {
-    emq_url u;
+    emq__url u;
     emq_error err;
-    ASSERT_OK(emq_url_parse("redis://worker@h", &u, &err), &err);
+    ASSERT_OK(emq__url_parse("redis://worker@h", &u, &err), &err);
     ASSERT_EQ_STR(u.user, "worker");
     ASSERT(u.password == NULL);
-    emq_url_free(&u);
-    ASSERT_OK(emq_url_parse("redis://:@h/", &u, &err), &err);
+    emq__url_free(&u);
+    ASSERT_OK(emq__url_parse("redis://:@h/", &u, &err), &err);
     ASSERT(u.user == NULL && u.password == NULL);
     ASSERT_EQ_INT(u.db, -1);
-    emq_url_free(&u);
+    emq__url_free(&u);
 }
 
 TEST(url_ipv6_in_brackets) {
-    emq_url u;
+    emq__url u;
     emq_error err;
-    ASSERT_OK(emq_url_parse("redis://[::1]:7001/1", &u, &err), &err);
+    ASSERT_OK(emq__url_parse("redis://[::1]:7001/1", &u, &err), &err);
     ASSERT_EQ_STR(u.host, "::1");
     ASSERT_EQ_INT(u.port, 7001);
     ASSERT_EQ_INT(u.db, 1);
-    emq_url_free(&u);
-    ASSERT_OK(emq_url_parse("rediss://[2001:db8::7]", &u, &err), &err);
+    emq__url_free(&u);
+    ASSERT_OK(emq__url_parse("rediss://[2001:db8::7]", &u, &err), &err);
     ASSERT_EQ_STR(u.host, "2001:db8::7");
     ASSERT_EQ_INT(u.port, 6379);
     ASSERT_EQ_INT(u.scheme, EMQ_URL_TLS);
-    emq_url_free(&u);
+    emq__url_free(&u);
 }
 
 TEST(url_unix_socket) {
-    emq_url u;
+    emq__url u;
     emq_error err;
-    ASSERT_OK(emq_url_parse("unix:///run/redis%20x/r.sock?db=4", &u, &err),
+    ASSERT_OK(emq__url_parse("unix:///run/redis%20x/r.sock?db=4", &u, &err),
               &err);
     ASSERT_EQ_INT(u.scheme, EMQ_URL_UNIX);
     ASSERT_EQ_STR(u.path, "/run/redis x/r.sock");
     ASSERT_EQ_INT(u.db, 4);
     ASSERT(u.host == NULL);
-    emq_url_free(&u);
-    ASSERT_OK(emq_url_parse("unix://bob:pw@/tmp/a@b.sock", &u, &err), &err);
+    emq__url_free(&u);
+    ASSERT_OK(emq__url_parse("unix://bob:pw@/tmp/a@b.sock", &u, &err), &err);
     ASSERT_EQ_STR(u.user, "bob");
     ASSERT_EQ_STR(u.password, "pw");
     ASSERT_EQ_STR(u.path, "/tmp/a@b.sock");
-    emq_url_free(&u);
+    emq__url_free(&u);
     /* A path right after // has no user info, even with '@' in it. */
-    ASSERT_OK(emq_url_parse("unix:///tmp/x@y.sock", &u, &err), &err);
+    ASSERT_OK(emq__url_parse("unix:///tmp/x@y.sock", &u, &err), &err);
     ASSERT_EQ_STR(u.path, "/tmp/x@y.sock");
     ASSERT(u.user == NULL && u.password == NULL);
-    emq_url_free(&u);
+    emq__url_free(&u);
 }
 
 TEST(url_rediss_tls_parameters) {
-    emq_url u;
+    emq__url u;
     emq_error err;
-    ASSERT_OK(emq_url_parse("rediss://h:6380/0?tls.ca_file=/etc/ca%20b.pem&"
+    ASSERT_OK(emq__url_parse("rediss://h:6380/0?tls.ca_file=/etc/ca%20b.pem&"
                             "tls.verify=none&tls.sni=cache.internal&"
                             "tls.cert_file=/c.pem&tls.key_file=/k.pem",
                             &u, &err),
@@ -128,13 +128,13 @@ TEST(url_rediss_tls_parameters) {
     ASSERT_EQ_STR(u.tls_sni, "cache.internal");
     ASSERT_EQ_STR(u.tls_cert_file, "/c.pem");
     ASSERT_EQ_STR(u.tls_key_file, "/k.pem");
-    emq_url_free(&u);
-    ASSERT_OK(emq_url_parse("rediss://h?tls.verify=peer&tls.sni=a&tls.sni=b",
+    emq__url_free(&u);
+    ASSERT_OK(emq__url_parse("rediss://h?tls.verify=peer&tls.sni=a&tls.sni=b",
                             &u, &err),
               &err);
     ASSERT_EQ_INT(u.tls_verify, 1);
     ASSERT_EQ_STR(u.tls_sni, "b"); /* the last one wins */
-    emq_url_free(&u);
+    emq__url_free(&u);
 }
 
 /* Each bad URL, with the sentence its error must contain. */
@@ -180,10 +180,10 @@ static const struct {
 
 TEST(url_errors_name_the_part_and_never_the_password) {
     for (size_t i = 0; i < sizeof bad_urls / sizeof bad_urls[0]; i++) {
-        emq_url u;
+        emq__url u;
         emq_error err;
-        emq_error_clear(&err);
-        emq_status st = emq_url_parse(bad_urls[i].url, &u, &err);
+        emq__error_clear(&err);
+        emq_status st = emq__url_parse(bad_urls[i].url, &u, &err);
         if (st != EMQ_EINVAL)
             FAIL("%s: got %s, want EMQ_EINVAL", bad_urls[i].url,
                  emq_status_name(st));
@@ -200,9 +200,9 @@ TEST(url_errors_name_the_part_and_never_the_password) {
 
 TEST(url_quoted_parts_after_an_at_in_the_query_are_withheld) {
     /* The last '@' of the whole URL bounds what may be quoted. */
-    emq_url u;
+    emq__url u;
     emq_error err;
-    ASSERT_STATUS(emq_url_parse("rediss://u:" PW "@h:99999?tls.ca_file=/a@b",
+    ASSERT_STATUS(emq__url_parse("rediss://u:" PW "@h:99999?tls.ca_file=/a@b",
                                 &u, &err),
                   EMQ_EINVAL, &err);
     ASSERT_CONTAINS(err.message, "port (withheld) is out of range");
@@ -214,14 +214,14 @@ TEST(url_parse_survives_every_allocation_failure) {
                        "&tls.key_file=/c&tls.sni=s";
     int ok = 0;
     for (uint64_t n = 1; n < 64 && !ok; n++) {
-        emq_url u;
+        emq__url u;
         emq_error err;
-        emq_alloc_fail_at(n);
-        emq_status st = emq_url_parse(text, &u, &err);
-        emq_alloc_fail_at(0);
+        emq__alloc_fail_at(n);
+        emq_status st = emq__url_parse(text, &u, &err);
+        emq__alloc_fail_at(0);
         if (st == EMQ_OK) {
             ASSERT_EQ_STR(u.tls_sni, "s");
-            emq_url_free(&u);
+            emq__url_free(&u);
             ok = 1;
         } else {
             ASSERT_STATUS(st, EMQ_ENOMEM, &err);

@@ -1,6 +1,9 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* test_consumer_cluster_bound.c: a consumer whose reads reach the route's
- * own bound (cluster.max_redirects) reconnects and loses nothing.
+/* test_cluster_bound.c: the route's own bound (cluster.max_redirects) seen
+ * from the consumer and the producer.
+ *
+ * A consumer whose reads reach it reconnects and loses nothing; a producer
+ * fails that entry alone (EMQ_ELIMIT, not a broken link) and goes on.
  *
  * Two intercepting proxies in front of one real server play a cluster in
  * flux: both refuse CLUSTER (so the route learns the cluster from MOVED,
@@ -19,17 +22,25 @@
 #include <stdlib.h>
 #include <string.h>
 
-static emq_icept *moved_on_new_reads(emq_srv *s, int to_port) {
-    static char moved[2][64];
+/* A proxy to s that refuses CLUSTER and answers the first two matching
+ * commands (command, last_arg_gt as in emq_icept_rule) with a MOVED to
+ * 127.0.0.1:to_port. */
+static emq_icept *moved_proxy(emq_srv *s, const char *command,
+                              int last_arg_gt, int to_port) {
+    static char moved[4][64];
     static int used;
-    char *text = moved[used++ % 2];
+    char *text = moved[used++ % 4];
     snprintf(text, sizeof moved[0], "-MOVED 1 127.0.0.1:%d\r\n", to_port);
     static const char noperm[] =
         "-NOPERM this user has no permissions to run the 'cluster' "
         "command\r\n";
     emq_icept_rule rules[] = {{"CLUSTER", -1, noperm, 0, -1, NULL},
-                              {"XREADGROUP", 1, text, 0, 2, NULL}};
+                              {command, last_arg_gt, text, 0, 2, NULL}};
     return emq_icept_start(emq_srv_port(s), rules, 2);
+}
+
+static emq_icept *moved_on_new_reads(emq_srv *s, int to_port) {
+    return moved_proxy(s, "XREADGROUP", 1, to_port);
 }
 
 static int port_of(const char *url) { return atoi(strrchr(url, ':') + 1); }
@@ -80,6 +91,38 @@ TEST_TIMEOUT(consumer_reconnects_past_the_routes_redirect_bound, 40) {
     ASSERT(strncmp(out, "0\n", 2) == 0); /* nothing pending */
 
     emq_consumer_destroy(c);
+    emq_conf_destroy(conf);
+    emq_icept_stop(seed);
+    emq_icept_stop(next);
+    emq_srv_stop(s);
+}
+
+/* The producer: the two XADDs that meet the bound fail alone with the
+ * route's EMQ_ELIMIT (the link stays up, no reconnect), the next goes
+ * through on the same connection. */
+TEST_TIMEOUT(producer_fails_only_the_entry_at_the_routes_bound, 30) {
+    emq_srv *s = emq_srv_start(NULL);
+    emq_icept *next = moved_proxy(s, "XADD", -1, emq_srv_port(s));
+    emq_icept *seed =
+        moved_proxy(s, "XADD", -1, port_of(emq_icept_url(next)));
+    emq_conf_t *conf = conf_for(emq_icept_url(seed));
+    conf_set(conf, "queue", "jobs");
+    conf_set(conf, "cluster.max_redirects", "1");
+    emq_producer_t *p;
+    emq_error err;
+    ASSERT_OK(emq_producer_new(conf, &p, &err), &err);
+    emq_field f = {"n", 1, "x", 1};
+    emq_id id;
+    for (int i = 0; i < 2; i++) {
+        ASSERT_STATUS(emq_produce(p, &f, 1, &id, &err), EMQ_ELIMIT, &err);
+        ASSERT_CONTAINS(err.message, "cluster.max_redirects");
+        ASSERT_EQ_STR(err.reply_code, "MOVED");
+        ASSERT_EQ_STR(id.str, "");
+    }
+    ASSERT_OK(emq_produce(p, &f, 1, &id, &err), &err);
+    ASSERT(id.str[0] != '\0');
+    ASSERT_EQ_INT(emq_icept_accepted(seed), 1); /* never reconnected */
+    emq_producer_destroy(p);
     emq_conf_destroy(conf);
     emq_icept_stop(seed);
     emq_icept_stop(next);

@@ -15,43 +15,22 @@
  * fatal error, and its recovery must hand out what the hidden reads
  * delivered.
  */
-#include "harness/fakepeer.h"
 #include "integ/consumer_helpers.h"
+#include "integ/redirect_helpers.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* A proxy to s that refuses CLUSTER and answers the first two matching
- * commands (command, last_arg_gt as in emq_icept_rule) with a MOVED to
- * 127.0.0.1:to_port. */
-static emq_icept *moved_proxy(emq_srv *s, const char *command,
-                              int last_arg_gt, int to_port) {
-    static char moved[4][64];
-    static int used;
-    char *text = moved[used++ % 4];
-    snprintf(text, sizeof moved[0], "-MOVED 1 127.0.0.1:%d\r\n", to_port);
-    static const char noperm[] =
-        "-NOPERM this user has no permissions to run the 'cluster' "
-        "command\r\n";
-    emq_icept_rule rules[] = {{"CLUSTER", -1, noperm, 0, -1, NULL},
-                              {command, last_arg_gt, text, 0, 2, NULL}};
-    return emq_icept_start(emq_srv_port(s), rules, 2);
-}
-
-static emq_icept *moved_on_new_reads(emq_srv *s, int to_port) {
-    return moved_proxy(s, "XREADGROUP", 1, to_port);
-}
-
-static int port_of(const char *url) { return atoi(strrchr(url, ':') + 1); }
 
 static recorder rec;
 
 TEST_TIMEOUT(consumer_reconnects_past_the_routes_redirect_bound, 40) {
     emq_srv *s = emq_srv_start(NULL);
     produce_n(s, "jobs", "e", 30);
-    emq_icept *next = moved_on_new_reads(s, emq_srv_port(s));
-    emq_icept *seed = moved_on_new_reads(s, port_of(emq_icept_url(next)));
+    emq_icept *next =
+        redirecting_proxy(s, "XREADGROUP", 1, 2, emq_srv_port(s));
+    emq_icept *seed = redirecting_proxy(s, "XREADGROUP", 1, 2,
+                                        url_port(emq_icept_url(next)));
     emq_conf_t *conf = consumer_conf(s, "jobs", "g", "w", "head");
     conf_set(conf, "url", emq_icept_url(seed));
     conf_set(conf, "cluster.max_redirects", "1");
@@ -102,9 +81,9 @@ TEST_TIMEOUT(consumer_reconnects_past_the_routes_redirect_bound, 40) {
  * through on the same connection. */
 TEST_TIMEOUT(producer_fails_only_the_entry_at_the_routes_bound, 30) {
     emq_srv *s = emq_srv_start(NULL);
-    emq_icept *next = moved_proxy(s, "XADD", -1, emq_srv_port(s));
+    emq_icept *next = redirecting_proxy(s, "XADD", -1, 2, emq_srv_port(s));
     emq_icept *seed =
-        moved_proxy(s, "XADD", -1, port_of(emq_icept_url(next)));
+        redirecting_proxy(s, "XADD", -1, 2, url_port(emq_icept_url(next)));
     emq_conf_t *conf = conf_for(emq_icept_url(seed));
     conf_set(conf, "queue", "jobs");
     conf_set(conf, "cluster.max_redirects", "1");

@@ -12,6 +12,7 @@
 #include "harness/fakepeer.h"
 #include "harness/server.h"
 #include "integ/conn_helpers.h"
+#include "integ/redirect_helpers.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,35 +39,17 @@ TEST(route_map_fetch_while_loading_is_retriable) {
     emq_srv_stop(s);
 }
 
-/* Starts an intercepting proxy to s that refuses CLUSTER (so the route
- * learns the cluster from MOVED alone, like an ACL without CLUSTER) and
- * answers every GET with a MOVED to 127.0.0.1:to_port. */
-static emq_icept *redirecting_proxy(emq_srv *s, int to_port) {
-    static char moved[4][64];
-    static int used;
-    char *text = moved[used++ % 4];
-    snprintf(text, sizeof moved[0], "-MOVED 1 127.0.0.1:%d\r\n", to_port);
-    static const char noperm[] =
-        "-NOPERM this user has no permissions to run the 'cluster' "
-        "command\r\n";
-    emq_icept_rule rules[] = {{"CLUSTER", -1, noperm, 0, -1, NULL},
-                              {"GET", -1, text, 0, -1, NULL}};
-    return emq_icept_start(emq_srv_port(s), rules, 2);
-}
-
-static int url_port(const char *url) {
-    return atoi(strrchr(url, ':') + 1);
-}
-
 /* A chain of nodes that each redirect elsewhere: the route follows
  * cluster.max_redirects of them, then fails that command alone with its
  * own EMQ_ELIMIT naming the property (the last reply's code kept), never a
  * reply the server did not send; the route stays in step and usable. */
 TEST(route_redirect_bound_is_its_own_failure) {
     emq_srv *s = emq_srv_start(NULL);
-    emq_icept *last = redirecting_proxy(s, emq_srv_port(s));
-    emq_icept *middle = redirecting_proxy(s, url_port(emq_icept_url(last)));
-    emq_icept *seed = redirecting_proxy(s, url_port(emq_icept_url(middle)));
+    emq_icept *last = redirecting_proxy(s, "GET", -1, -1, emq_srv_port(s));
+    emq_icept *middle =
+        redirecting_proxy(s, "GET", -1, -1, url_port(emq_icept_url(last)));
+    emq_icept *seed = redirecting_proxy(s, "GET", -1, -1,
+                                         url_port(emq_icept_url(middle)));
     emq_conf_t *conf = emq_conf_new();
     emq_error err;
     ASSERT_OK(emq_conf_set(conf, "url", emq_icept_url(seed), &err), &err);

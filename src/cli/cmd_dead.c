@@ -18,18 +18,9 @@
 
 static const char *const VERB = "dead";
 
-static const cli_opt opts[] = {
-    {"json", 0, 0, O_JSON},
-    {"all", 0, 0, O_ALL},
-    {"yes", 0, 0, O_YES},
-    {"count", 0, 1, O_COUNT},
-    {"follow", 'f', 0, O_FOLLOW},
-    {"older-than", 0, 1, O_OLDER_THAN},
-    {"reason", 0, 1, O_REASON},
-    {"limit", 0, 1, O_LIMIT},
-    {"partitions", 0, 1, O_PARTITIONS},
-    {"partition", 'p', 1, O_PARTITION},
-    {NULL, 0, 0, 0},
+static const int opts[] = {
+    O_JSON, O_ALL, O_YES, O_COUNT, O_FOLLOW, O_OLDER_THAN, O_REASON, O_LIMIT,
+    O_PARTITIONS, O_PARTITION, O_NONE
 };
 
 static void help(void) {

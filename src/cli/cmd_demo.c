@@ -33,14 +33,8 @@ static const char *const GROUP = "demo";
 #define MAX_WORKERS 64
 #define MAX_DELIVERIES 3
 
-static const cli_opt opts[] = {
-    {"jobs", 0, 1, O_JOBS},
-    {"workers", 0, 1, O_WORKERS},
-    {"poison", 0, 1, O_POISON},
-    {"claim-idle", 0, 1, O_CLAIM_IDLE},
-    {"keep", 0, 0, O_KEEP},
-    {"work-us", 0, 1, O_WORK_US},
-    {NULL, 0, 0, 0},
+static const int opts[] = {
+    O_JOBS, O_WORKERS, O_POISON, O_CLAIM_IDLE, O_KEEP, O_WORK_US, O_NONE
 };
 
 static void help(void) {

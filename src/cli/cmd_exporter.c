@@ -30,9 +30,8 @@ static const char *const VERB = "exporter";
 #define REQUEST_MAX 8192
 #define REQUEST_MS 2000
 
-static const cli_opt opts[] = {
-    {"listen", 0, 1, O_LISTEN},
-    {NULL, 0, 0, 0},
+static const int opts[] = {
+    O_LISTEN, O_NONE
 };
 
 static void help(void) {

@@ -91,10 +91,8 @@ const char *cli_duration(int64_t ms, char *buf, size_t size) {
 
 /* ---- info ------------------------------------------------------------- */
 
-static const cli_opt info_opts[] = {
-    {"json", 0, 0, O_JSON},
-    {"partitions", 0, 1, O_PARTITIONS},
-    {NULL, 0, 0, 0},
+static const int info_opts[] = {
+    O_JSON, O_PARTITIONS, O_NONE
 };
 
 static void info_help(void) {
@@ -273,14 +271,8 @@ int cmd_info(int argc, char **argv) {
 
 /* ---- pending ---------------------------------------------------------- */
 
-static const cli_opt pending_opts[] = {
-    {"group", 'g', 1, O_GROUP},
-    {"consumer", 'c', 1, O_CONSUMER},
-    {"min-idle", 0, 1, O_MIN_IDLE},
-    {"count", 0, 1, O_COUNT},
-    {"json", 0, 0, O_JSON},
-    {"partitions", 0, 1, O_PARTITIONS},
-    {NULL, 0, 0, 0},
+static const int pending_opts[] = {
+    O_GROUP, O_CONSUMER, O_MIN_IDLE, O_COUNT, O_JSON, O_PARTITIONS, O_NONE
 };
 
 static void pending_help(void) {

@@ -23,10 +23,8 @@
 
 static const char *const VERB = "top";
 
-static const cli_opt opts[] = {
-    {"interval", 0, 1, O_INTERVAL},
-    {"count", 'n', 1, O_COUNT},
-    {NULL, 0, 0, 0},
+static const int opts[] = {
+    O_INTERVAL, O_COUNT_N, O_NONE
 };
 
 static void help(void) {

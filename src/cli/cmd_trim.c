@@ -11,11 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const cli_opt opts[] = {
-    {"acked", 0, 0, O_ACKED},
-    {"maxlen", 0, 1, O_MAXLEN},
-    {"partitions", 0, 1, O_PARTITIONS},
-    {NULL, 0, 0, 0},
+static const int opts[] = {
+    O_ACKED, O_MAXLEN, O_PARTITIONS, O_NONE
 };
 
 static void help(void) {

@@ -17,7 +17,6 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 cli_global cli_g;
@@ -228,12 +227,6 @@ void cli_note(const char *fmt, ...) {
     format_line(line, sizeof line, fmt, ap);
     va_end(ap);
     fprintf(stderr, "echomq: %s\n", line);
-}
-
-int64_t cli_now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 /* ---- the URL and its password -------------------------------------------- */

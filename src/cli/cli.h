@@ -314,8 +314,6 @@ void cli_on_stop_signal(void (*stop)(void *), void *opaque);
 /* Restores the default handlers. */
 void cli_signals_default(void);
 
-/* Monotonic milliseconds. */
-int64_t cli_now_ms(void);
 /* Prints help text (a verb's or the overview) to out. */
 void cli_help_overview(FILE *out);
 

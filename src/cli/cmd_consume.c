@@ -225,7 +225,7 @@ static void settle_all(consume_ctx *x, emq_entry **entries, size_t n,
 static int wait_command(pid_t pid, long long timeout_ms, int *timed_out,
                         char *reason, size_t reason_size) {
     *timed_out = 0;
-    int64_t deadline = timeout_ms > 0 ? cli_now_ms() + timeout_ms : 0;
+    int64_t deadline = timeout_ms > 0 ? emq_clock_ms() + timeout_ms : 0;
     useconds_t nap = 500;
     for (;;) {
         int status;
@@ -237,7 +237,7 @@ static int wait_command(pid_t pid, long long timeout_ms, int *timed_out,
                      strerror(errno));
             return -1;
         }
-        if (w == 0 && cli_now_ms() >= deadline && !*timed_out) {
+        if (w == 0 && emq_clock_ms() >= deadline && !*timed_out) {
             *timed_out = 1;
             kill(-pid, SIGKILL); /* the command and what it started */
             deadline = 0;        /* now wait for it to be reaped */
@@ -392,11 +392,11 @@ static void *worker_main(void *opaque) {
         if (done || mine == NULL)
             break;
         atomic_fetch_add(&x->busy, 1);
-        atomic_store(&x->last_ms, cli_now_ms());
+        atomic_store(&x->last_ms, emq_clock_ms());
         char reason[256] = "";
         emq_verdict v = run_exec(x, mine, n, reason, sizeof reason);
         settle_all(x, mine, n, v, reason);
-        atomic_store(&x->last_ms, cli_now_ms());
+        atomic_store(&x->last_ms, emq_clock_ms());
         atomic_fetch_sub(&x->busy, 1);
     }
     free(mine);
@@ -486,7 +486,7 @@ static emq_status dispatch(consume_ctx *x, size_t count, emq_error *err) {
             atomic_fetch_add(&x->handled, (long long)n) + (long long)n;
         if (x->limit > 0 && total >= x->limit)
             emq_consumer_pause(x->consumer);
-        atomic_store(&x->last_ms, cli_now_ms());
+        atomic_store(&x->last_ms, emq_clock_ms());
         if (x->exec == NULL) {
             print_batch(x, got, n);
             continue;
@@ -518,12 +518,12 @@ typedef struct watchdog {
  * --no-ack, entries left pending on purpose do not). */
 static void *watch(void *opaque) {
     watchdog *w = opaque;
-    int64_t started = cli_now_ms(), shown = 0;
+    int64_t started = emq_clock_ms(), shown = 0;
     while (!atomic_load(&w->done)) {
         usleep(20000);
         emq_consumer_stats st;
         emq_consumer_stats_get(w->x->consumer, &st);
-        int64_t now = cli_now_ms();
+        int64_t now = emq_clock_ms();
         if (w->x->progress && now - shown >= 250) {
             /* Progress: handled, rate, lag (from the last report), out. */
             long long handled = atomic_load(&w->x->handled);
@@ -545,11 +545,11 @@ static void *watch(void *opaque) {
          * server that never answers, a TLS handshake that fails) has
          * consumed nothing, and its run ends with the reason, not 0. */
         if (in_hand > 0 || st.reads == 0) {
-            atomic_store(&w->x->last_ms, cli_now_ms());
+            atomic_store(&w->x->last_ms, emq_clock_ms());
             continue;
         }
         if (atomic_load(&w->x->busy) == 0 &&
-            cli_now_ms() - atomic_load(&w->x->last_ms) >= w->idle_ms) {
+            emq_clock_ms() - atomic_load(&w->x->last_ms) >= w->idle_ms) {
             stop_all(w->x);
             break;
         }
@@ -817,7 +817,7 @@ int cmd_consume(int argc, char **argv) {
     static consume_ctx x; /* the work queue is large */
     memset(&x, 0, sizeof x);
     atomic_store(&x.lag, -1);
-    atomic_store(&x.last_ms, cli_now_ms());
+    atomic_store(&x.last_ms, emq_clock_ms());
     pthread_mutex_init(&x.mu, NULL);
     pthread_cond_init(&x.more, NULL);
     pthread_cond_init(&x.room, NULL);

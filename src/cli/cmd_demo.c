@@ -489,9 +489,9 @@ static int run(long long jobs, long long poison, long long claim_idle,
         free(t.seen);
         return cli_err(CLI_FAIL, "out of memory");
     }
-    int64_t t0 = cli_now_ms();
+    int64_t t0 = emq_clock_ms();
     rc = produce_jobs(url, jobs, poison, is_poison);
-    int64_t t_produced = cli_now_ms();
+    int64_t t_produced = emq_clock_ms();
     if (rc == CLI_OK)
         printf("== produced %lld jobs to queue '%s' in %.2f s\n", jobs, QUEUE,
                (double)(t_produced - t0) / 1000.0);
@@ -512,7 +512,7 @@ static int run(long long jobs, long long poison, long long claim_idle,
                nworkers, nworkers, GROUP, claim_idle, MAX_DELIVERIES);
     fflush(stdout);
 
-    int64_t t_start = cli_now_ms(), last_print = 0, last_check = 0,
+    int64_t t_start = emq_clock_ms(), last_print = 0, last_check = 0,
             t_done = 0;
     int killed = nworkers < 2; /* with one worker nobody can recover */
     long long held_at_kill = -1, needed = jobs - poison;
@@ -522,7 +522,7 @@ static int run(long long jobs, long long poison, long long claim_idle,
     while (rc == CLI_OK && !interrupted) {
         usleep(20000);
         tally_update(&t);
-        int64_t now = cli_now_ms();
+        int64_t now = emq_clock_ms();
         if (!killed && t.unique >= needed / 2) {
             long long before = held_by(url, "demo-2");
             kill(workers[1], SIGKILL);
@@ -588,7 +588,7 @@ static int run(long long jobs, long long poison, long long claim_idle,
     if (tty && !cli_g.quiet)
         fputs("\r\033[K", stderr);
     if (t_done == 0)
-        t_done = cli_now_ms();
+        t_done = emq_clock_ms();
 
     /* Stop the workers gracefully, then take the final count. */
     for (int i = 0; i < nworkers; i++)

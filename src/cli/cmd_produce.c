@@ -182,7 +182,7 @@ static int send_async(produce_run *r, const emq_field *f, size_t nf) {
     }
     r->sent++;
     if (r->progress) {
-        int64_t now = cli_now_ms();
+        int64_t now = emq_clock_ms();
         if (now - r->last_progress_ms >= 200) {
             double s = (double)(now - r->started_ms) / 1000.0;
             pthread_mutex_lock(&r->mu);
@@ -453,7 +453,7 @@ static emq_conf_t *configure(const cli_args *a) {
 
 /* The summary line of a run that wrote everything. */
 static void summary(const produce_run *r, const char *queue) {
-    double s = (double)(cli_now_ms() - r->started_ms) / 1000.0;
+    double s = (double)(emq_clock_ms() - r->started_ms) / 1000.0;
     char key[1100] = "";
     char parts[24] = "1"; /* --partitions, or found in the server */
     emq_conf_get(r->conf, "partitions", parts, sizeof parts, NULL);
@@ -507,7 +507,7 @@ int cmd_produce(int argc, char **argv) {
         rc = st == EMQ_EINVAL ? cli_err(CLI_USAGE, "%s", err.message)
                               : cli_runtime_err(conf, st, &err,
                                                 "starting the producer");
-    r.started_ms = cli_now_ms();
+    r.started_ms = emq_clock_ms();
     if (rc == CLI_OK) {
         if (arg_fields)
             rc = from_args(&r, arg_fields, (size_t)(a.npos - 1));

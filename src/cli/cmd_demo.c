@@ -16,6 +16,7 @@
  * Ctrl-C included. Exit 0 when nothing was lost, 1 otherwise.
  */
 #include "cli.h"
+#include "srvproc.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -87,18 +88,6 @@ static void remove_dir(void) {
     dir[0] = '\0';
 }
 
-/* Waits up to ms for pid; SIGKILL after that. */
-static void reap(pid_t pid, int ms) {
-    for (int waited = 0; waited < ms; waited += 10) {
-        pid_t w = waitpid(pid, NULL, WNOHANG);
-        if (w == pid || (w < 0 && errno == ECHILD))
-            return;
-        usleep(10000);
-    }
-    kill(pid, SIGKILL);
-    waitpid(pid, NULL, 0);
-}
-
 static void cleanup(int keep) {
     for (int i = 0; i < nworkers; i++)
         if (workers[i] > 0) {
@@ -107,8 +96,7 @@ static void cleanup(int keep) {
             workers[i] = -1;
         }
     if (server_pid > 0) {
-        kill(server_pid, SIGTERM);
-        reap(server_pid, 3000);
+        srvproc_stop(server_pid, 3000);
         server_pid = -1;
     }
     if (keep && dir[0])
@@ -119,22 +107,12 @@ static void cleanup(int keep) {
 
 /* ---- the server ---------------------------------------------------------- */
 
-/* Starts redis-server on dir/redis.sock; url receives its URL. */
-/* text as a double-quoted redis.conf argument (backslash and quote
- * escaped). */
-static const char *conf_quote(const char *text, char *out, size_t size) {
-    size_t n = 0;
-    out[n++] = '"';
-    for (const char *p = text; *p && n + 3 < size; p++) {
-        if (*p == '"' || *p == '\\')
-            out[n++] = '\\';
-        out[n++] = *p;
-    }
-    out[n++] = '"';
-    out[n] = '\0';
-    return out;
-}
+static const char *const NO_SERVER =
+    "redis-server is not on PATH; install it (scripts/deps.sh) or add its "
+    "folder to PATH";
 
+/* Starts redis-server on dir/redis.sock (tools/srvproc.c starts and stops
+ * the process); url receives its URL. */
 static int start_server(char *url, size_t url_size) {
     char conf_path[600], sock[600], log_path[600];
     snprintf(conf_path, sizeof conf_path, "%s/redis.conf", dir);
@@ -149,23 +127,20 @@ static int start_server(char *url, size_t url_size) {
     fprintf(f,
             "port 0\nunixsocket %s\nunixsocketperm 700\ndir %s\n"
             "save \"\"\nappendonly no\nlogfile %s\ndaemonize no\n",
-            conf_quote(sock, qsock, sizeof qsock),
-            conf_quote(dir, qdir, sizeof qdir),
-            conf_quote(log_path, qlog, sizeof qlog));
+            srvproc_quote(sock, qsock, sizeof qsock),
+            srvproc_quote(dir, qdir, sizeof qdir),
+            srvproc_quote(log_path, qlog, sizeof qlog));
     fclose(f);
-    server_pid = fork();
+    char prog[600];
+    if (srvproc_program(NULL, "redis-server", prog, sizeof prog) != 0)
+        return cli_err(CLI_FAIL, "%s", NO_SERVER);
+    /* A process group of its own: Ctrl-C reaches us, and we stop it in
+     * order. */
+    srvproc_opts o = {prog, conf_path, NULL, NULL, 1};
+    char why[200];
+    server_pid = srvproc_spawn(&o, why, sizeof why);
     if (server_pid < 0)
-        return cli_err(CLI_FAIL, "fork failed: %s", strerror(errno));
-    if (server_pid == 0) {
-        setpgid(0, 0); /* Ctrl-C reaches us, and we stop it in order */
-        int null = open("/dev/null", O_RDWR);
-        if (null >= 0) {
-            dup2(null, STDIN_FILENO);
-            dup2(null, STDOUT_FILENO);
-        }
-        execlp("redis-server", "redis-server", conf_path, (char *)NULL);
-        _exit(127);
-    }
+        return cli_err(CLI_FAIL, "%s", why);
     snprintf(url, url_size, "unix://%s", sock);
     emq_conf_t *conf = emq_conf_new();
     if (conf == NULL || emq_conf_set(conf, "url", url, NULL) != EMQ_OK) {
@@ -178,9 +153,7 @@ static int start_server(char *url, size_t url_size) {
         if (waitpid(server_pid, &status, WNOHANG) == server_pid) {
             server_pid = -1;
             if (WIFEXITED(status) && WEXITSTATUS(status) == 127)
-                cli_err(CLI_FAIL, "redis-server is not on PATH; install it "
-                                  "(scripts/deps.sh) or add its folder to "
-                                  "PATH");
+                cli_err(CLI_FAIL, "%s", NO_SERVER);
             else
                 cli_err(CLI_FAIL, "redis-server exited at start; see its "
                                   "log (run with --keep): %s",
@@ -596,7 +569,7 @@ static int run(long long jobs, long long poison, long long claim_idle,
             kill(workers[i], SIGTERM);
     for (int i = 0; i < nworkers; i++)
         if (workers[i] > 0) {
-            reap(workers[i], 5000);
+            srvproc_reap(workers[i], 5000);
             workers[i] = -1;
         }
     if (interrupted) {

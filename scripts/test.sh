@@ -29,7 +29,7 @@
 #   examples  every examples/*.c built by gcc and clang, compiled against
 #             the installed copy (the event-loop ones with libuv and
 #             libevent), examples/cxx_worker.cpp (echomq.hpp) built with g++
-#             against it, and roundtrip, topic_pipeline and cxx_worker run
+#             against it, and roundtrip, topic_pipeline, admin_tour and cxx_worker run
 #             on a private redis-server (the event-loop examples run in the suite:
 #             test_examples_loops.c)
 #   docs      docs/CONFIGURATION.md equals what tools/gen_confdoc prints
@@ -420,6 +420,9 @@ stage_examples() {
     "$build/gcc/example_topic_pipeline" "$EMQ_REDIS_URL" "ci-topic" >"$logs/topic_pipeline.log" ||
         { cat "$logs/topic_pipeline.log" >&2; return 1; }
     head -n 2 "$logs/topic_pipeline.log"
+    "$build/gcc/example_admin_tour" "$EMQ_REDIS_URL" "ci-admin-tour" >"$logs/admin_tour.log" ||
+        { cat "$logs/admin_tour.log" >&2; return 1; }
+    grep -E '^(produced|consumed|requeued|trimmed)' "$logs/admin_tour.log"
     if [[ -x "$scratch/cxx_worker" ]]; then
         "$scratch/cxx_worker" "$EMQ_REDIS_URL" "ci:cxx"
     fi

@@ -660,25 +660,23 @@ static void on_signal(int sig) {
         stop_fn(stop_opaque);
 }
 
-void cli_on_stop_signal(void (*stop)(void *), void *opaque) {
-    stop_fn = stop;
-    stop_opaque = opaque;
+void cli_signals(void (*handler)(int)) {
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
+    sa.sa_handler = handler;
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
 }
 
+void cli_on_stop_signal(void (*stop)(void *), void *opaque) {
+    stop_fn = stop;
+    stop_opaque = opaque;
+    cli_signals(on_signal);
+}
 
 void cli_signals_default(void) {
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = SIG_DFL;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
+    cli_signals(SIG_DFL);
     stop_fn = NULL;
 }
 
@@ -700,13 +698,14 @@ int cli_begin(const char *verb, int argc, char **argv, const int *opts,
 }
 
 int cli_begin_check(const char *verb, int argc, char **argv,
-                    const int *opts, void (*help)(void),
+                    const int *opts, void (*help)(void), const char *usage,
                     int (*check)(cli_args *), cli_args *a) {
     int rc = cli_begin(verb, argc, argv, opts, help, 0, a);
     if (rc != CLI_OK)
         return rc;
     cli_stream_queue(a, 0);
-    rc = check(a);
+    rc = a->npos < 1 ? cli_usage_err(verb, "QUEUE is missing: %s", usage)
+                     : check(a);
     if (rc != CLI_OK)
         free(a->pos);
     return rc;

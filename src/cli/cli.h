@@ -162,10 +162,11 @@ int cli_parse(const char *verb, int argc, char **argv, const int *opts,
 int cli_begin(const char *verb, int argc, char **argv, const int *opts,
               void (*help)(void), int one_queue, cli_args *a);
 /* cli_begin for a verb whose QUEUE comes first: then --stream's KEY takes
- * its place (cli_stream_queue) and check(a), the verb's usage checks,
- * runs. Returns as cli_begin. */
+ * its place (cli_stream_queue), a missing QUEUE is a usage error that
+ * shows usage (the verb's synopsis), and check(a), the verb's other usage
+ * checks, runs. Returns as cli_begin. */
 int cli_begin_check(const char *verb, int argc, char **argv,
-                    const int *opts, void (*help)(void),
+                    const int *opts, void (*help)(void), const char *usage,
                     int (*check)(cli_args *), cli_args *a);
 /* Applies -u/--url (value in argv, scrubbed in place), --user, --tls-*,
  * -q and -v to cli_g. Returns CLI_OK or CLI_USAGE. */
@@ -313,6 +314,9 @@ int cli_line_append(const cli_lines *x, const emq_entry *e, char **buf,
 void cli_on_stop_signal(void (*stop)(void *), void *opaque);
 /* Restores the default handlers. */
 void cli_signals_default(void);
+/* Installs handler (or SIG_DFL) for SIGINT and SIGTERM, the signals that
+ * stop a verb. */
+void cli_signals(void (*handler)(int));
 
 /* Prints help text (a verb's or the overview) to out. */
 void cli_help_overview(FILE *out);
@@ -325,6 +329,12 @@ int cli_admin_open(const char *verb, const char *queue, emq_conf_t **conf,
 int cli_admin_open_args(const char *verb, const char *queue,
                         const cli_args *a, emq_conf_t **conf,
                         emq_admin_t **admin);
+/* The step after a verb's usage checks: when rc is CLI_OK, opens the admin
+ * handle of a->pos[at] with the verb's --partitions (cli_admin_open_args);
+ * on any failure (rc given, or the open's) frees a->pos. Returns the
+ * resulting exit code: CLI_OK with *conf and *admin set (free both). */
+int cli_admin_begin(const char *verb, int rc, cli_args *a, int at,
+                    emq_conf_t **conf, emq_admin_t **admin);
 /* "queue 'NAME'", or "topic 'NAME' (P partitions)" for a topic handle,
  * into buf: how a verb's messages name what it worked on. */
 const char *cli_target(const emq_admin_t *admin, const char *name, char *buf,
@@ -334,6 +344,12 @@ const char *cli_target(const emq_admin_t *admin, const char *name, char *buf,
  * added when it has none). Returns CLI_OK or CLI_FAIL. */
 int cli_print_json(size_t (*fn)(const void *ctx, char *buf, size_t size),
                    const void *ctx);
+/* The ctx of cli_print_json for a list the library writes as JSON lines:
+ * items[0..n). */
+typedef struct cli_json_list {
+    const void *items;
+    size_t n;
+} cli_json_list;
 /* Formats a duration in milliseconds for tables: "850ms", "12.3s",
  * "4m05s", "2h10m", "3d4h"; "-" for a negative value. */
 const char *cli_duration(int64_t ms, char *buf, size_t size);

@@ -37,6 +37,8 @@
 extern char **environ;
 
 static const char *const VERB = "consume";
+static const char *const SYNOPSIS =
+    "echomq consume QUEUE --group G --consumer C --start new|head";
 
 static const int opts[] = {
     O_GROUP, O_CONSUMER, O_START, O_COUNT, O_BLOCK, O_CLAIM_IDLE,
@@ -248,6 +250,43 @@ static int wait_command(pid_t pid, long long timeout_ms, int *timed_out,
     }
 }
 
+/* The environment of a command: echomq's without EMQ_* (vars set them)
+ * and without ECHOMQ_* (ECHOMQ_URL and ECHOMQ_PASSWORD hold the server's
+ * credentials: a handler has no business with them), then vars (NULL
+ * ends them; at most 5). NULL out of memory; free the array alone. */
+static char **command_env(char *const *vars) {
+    size_t nenv = 0;
+    while (environ[nenv])
+        nenv++;
+    char **envp = calloc(nenv + 6, sizeof *envp);
+    if (envp == NULL)
+        return NULL;
+    size_t k = 0;
+    for (size_t i = 0; i < nenv; i++)
+        if (strncmp(environ[i], "EMQ_", 4) != 0 &&
+            strncmp(environ[i], "ECHOMQ_", 7) != 0)
+            envp[k++] = environ[i];
+    for (size_t i = 0; vars[i] != NULL && i < 5; i++)
+        envp[k++] = vars[i];
+    return envp;
+}
+
+/* The verdict of a finished command's wait status: exit 0 acknowledges;
+ * anything else is a retry whose reason says why ("exit 75 (retry)",
+ * "exit N", "signal N"). */
+static emq_verdict verdict_of(int status, char *reason, size_t reason_size) {
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
+        return EMQ_ACK;
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 75)
+        snprintf(reason, reason_size, "exit 75 (retry)");
+    else if (WIFEXITED(status))
+        snprintf(reason, reason_size, "exit %d", WEXITSTATUS(status));
+    else
+        snprintf(reason, reason_size, "signal %d",
+                 WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+    return EMQ_RETRY;
+}
+
 /* Runs the command with the JSON lines of entries[0..n) on its stdin;
  * returns the verdict for all of them (reason filled unless EMQ_ACK). */
 static emq_verdict run_exec(consume_ctx *x, emq_entry **entries, size_t n,
@@ -273,29 +312,14 @@ static emq_verdict run_exec(consume_ctx *x, emq_entry **entries, size_t n,
         snprintf(v_del, sizeof v_del, "EMQ_DELIVERIES=%llu",
                  (unsigned long long)e->deliveries);
     }
-    size_t nenv = 0;
-    while (environ[nenv])
-        nenv++;
-    char **envp = calloc(nenv + 6, sizeof *envp);
+    char *vars[] = {v_queue, v_group, v_consumer, v_id,
+                    v_del[0] ? v_del : NULL, NULL};
+    char **envp = command_env(vars);
     if (envp == NULL) {
         free(lines);
         snprintf(reason, reason_size, "out of memory starting the command");
         return EMQ_RETRY;
     }
-    /* The command gets echomq's environment without EMQ_* (set below)
-     * and without ECHOMQ_* (ECHOMQ_URL and ECHOMQ_PASSWORD hold the
-     * server's credentials: a handler has no business with them). */
-    size_t k = 0;
-    for (size_t i = 0; i < nenv; i++)
-        if (strncmp(environ[i], "EMQ_", 4) != 0 &&
-            strncmp(environ[i], "ECHOMQ_", 7) != 0)
-            envp[k++] = environ[i];
-    envp[k++] = v_queue;
-    envp[k++] = v_group;
-    envp[k++] = v_consumer;
-    envp[k++] = v_id;
-    if (v_del[0])
-        envp[k++] = v_del;
     /* Commands start from several threads. A command must not inherit
      * another command's stdin pipe: its write end held open by a sibling
      * keeps `cat` from ever seeing EOF (two such siblings wait for each
@@ -358,16 +382,7 @@ static emq_verdict run_exec(consume_ctx *x, emq_entry **entries, size_t n,
         snprintf(reason, reason_size, "timeout");
         return EMQ_RETRY;
     }
-    if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
-        return EMQ_ACK;
-    if (WIFEXITED(status) && WEXITSTATUS(status) == 75)
-        snprintf(reason, reason_size, "exit 75 (retry)");
-    else if (WIFEXITED(status))
-        snprintf(reason, reason_size, "exit %d", WEXITSTATUS(status));
-    else
-        snprintf(reason, reason_size, "signal %d",
-                 WIFSIGNALED(status) ? WTERMSIG(status) : 0);
-    return EMQ_RETRY;
+    return verdict_of(status, reason, reason_size);
 }
 
 /* A worker: takes up to exec_batch entries, runs the command, settles. */
@@ -581,14 +596,12 @@ static const cli_prop props[] = {
     CLI_PROPS_END,
 };
 
-/* Every usage check that needs no server: QUEUE, the required options,
+/* Every usage check that needs no server (beside a missing QUEUE): the
+ * one QUEUE, the required options,
  * the numbers (props) and the ways to run a command. */
 static int check_usage(cli_args *a) {
     int rc = CLI_OK;
-    if (a->npos < 1)
-        rc = cli_usage_err(VERB, "QUEUE is missing: echomq consume QUEUE "
-                                 "--group G --consumer C --start new|head");
-    else if (a->npos > 1)
+    if (a->npos > 1)
         rc = cli_usage_err(VERB, "unexpected argument '%s'", a->pos[1]);
     if (rc == CLI_OK)
         rc = cli_require(VERB, a, O_GROUP, "--group",
@@ -811,7 +824,8 @@ static int report(consume_ctx *x, const emq_conf_t *conf, emq_status st,
 
 int cmd_consume(int argc, char **argv) {
     cli_args a;
-    int rc = cli_begin_check(VERB, argc, argv, opts, help, check_usage, &a);
+    int rc = cli_begin_check(VERB, argc, argv, opts, help, SYNOPSIS,
+                             check_usage, &a);
     if (rc != CLI_OK)
         return rc == CLI_DONE ? CLI_OK : rc;
     static consume_ctx x; /* the work queue is large */

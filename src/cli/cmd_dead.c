@@ -56,14 +56,9 @@ static void help(void) {
         "  echomq dead purge jobs --yes\n");
 }
 
-typedef struct letters {
-    const emq_dead_letter *l;
-    size_t n;
-} letters;
-
 static size_t letters_json(const void *ctx, char *buf, size_t size) {
-    const letters *x = ctx;
-    return emq_dead_letters_json(x->l, x->n, buf, size);
+    const cli_json_list *x = ctx;
+    return emq_dead_letters_json(x->items, x->n, buf, size);
 }
 
 /* Prints a dead letter's fields as the JSON emq_entry_json writes for
@@ -86,7 +81,7 @@ static void print_fields(const emq_dead_letter *d) {
 static int print_letters(const emq_dead_letter *l, size_t n, int topic,
                          int json, int header) {
     if (json) {
-        letters x = {l, n};
+        cli_json_list x = {l, n};
         return n ? cli_print_json(letters_json, &x) : CLI_OK;
     }
     if (header)
@@ -359,14 +354,10 @@ int cmd_dead(int argc, char **argv) {
                                  "queue; add --yes to confirm");
     if (rc == CLI_OK && a.seen[O_COUNT])
         rc = cli_num(VERB, "--count", a.value[O_COUNT], 1, 10000000, &count);
-    emq_conf_t *conf = NULL;
-    emq_admin_t *admin = NULL;
-    if (rc == CLI_OK)
-        rc = cli_admin_open_args(VERB, a.pos[1], &a, &conf, &admin);
-    if (rc != CLI_OK) {
-        free(a.pos);
+    emq_conf_t *conf;
+    emq_admin_t *admin;
+    if ((rc = cli_admin_begin(VERB, rc, &a, 1, &conf, &admin)) != CLI_OK)
         return rc;
-    }
     emq_error err;
     emq_status st = EMQ_OK;
     char target[400];

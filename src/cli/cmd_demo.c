@@ -653,12 +653,7 @@ int cmd_demo(int argc, char **argv) {
     for (int i = 0; i < MAX_WORKERS; i++)
         workers[i] = -1;
 
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_interrupt;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
+    cli_signals(on_interrupt);
     rc = run(jobs, poison, claim_idle, work_us);
     cleanup(keep);
     return rc;

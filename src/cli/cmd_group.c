@@ -70,19 +70,21 @@ static int to_ok(const char *text) {
            id_ok(text);
 }
 
-/* Verb word, queue and group check shared by the subcommands. */
+/* cli_begin for a verb with a subcommand first (QUEUE after it): returns
+ * as cli_begin (CLI_DONE after the help; a->pos freed on anything but
+ * CLI_OK). */
 static int parse_sub(const char *verb, int argc, char **argv,
                      const int *opts, cli_args *a, void (*help)(void)) {
-    int rc = cli_parse(verb, argc, argv, opts, a);
+    int rc = cli_begin(verb, argc, argv, opts, help, 0, a);
     if (rc != CLI_OK)
         return rc;
-    if (a->seen[O_HELP]) {
-        help();
-        return -1;
-    }
     if (a->npos < 1)
-        return cli_usage_err(verb, "a subcommand is missing");
-    return cli_stream_queue(a, 1);
+        rc = cli_usage_err(verb, "a subcommand is missing");
+    else
+        rc = cli_stream_queue(a, 1);
+    if (rc != CLI_OK)
+        free(a->pos);
+    return rc;
 }
 
 /* The subcommands of group: the option each requires, what it is for,
@@ -186,20 +188,14 @@ int cmd_group(int argc, char **argv) {
     const char *verb = "group";
     cli_args a;
     int rc = parse_sub(verb, argc, argv, group_opts, &a, group_help);
-    if (rc != CLI_OK) {
-        free(a.pos);
-        return rc < 0 ? CLI_OK : rc;
-    }
+    if (rc != CLI_OK)
+        return rc == CLI_DONE ? CLI_OK : rc;
     int sub;
-    emq_conf_t *conf = NULL;
-    emq_admin_t *admin = NULL;
+    emq_conf_t *conf;
+    emq_admin_t *admin;
     rc = group_usage(verb, &a, &sub);
-    if (rc == CLI_OK)
-        rc = cli_admin_open_args(verb, a.pos[1], &a, &conf, &admin);
-    if (rc != CLI_OK) {
-        free(a.pos);
+    if ((rc = cli_admin_begin(verb, rc, &a, 1, &conf, &admin)) != CLI_OK)
         return rc;
-    }
     char target[400];
     const char *group = a.value[O_GROUP];
     const char *queue = cli_target(admin, a.pos[1], target, sizeof target);
@@ -246,12 +242,9 @@ static void consumers_help(void) {
 int cmd_consumers(int argc, char **argv) {
     const char *verb = "consumers";
     cli_args a;
-    long long idle = 0;
     int rc = parse_sub(verb, argc, argv, consumers_opts, &a, consumers_help);
-    if (rc != CLI_OK) {
-        free(a.pos);
-        return rc < 0 ? CLI_OK : rc;
-    }
+    if (rc != CLI_OK)
+        return rc == CLI_DONE ? CLI_OK : rc;
     if (strcmp(a.pos[0], "prune") != 0)
         rc = cli_usage_err(verb, "unknown subcommand '%s' (prune)", a.pos[0]);
     else if (a.npos != 2)
@@ -263,16 +256,13 @@ int cmd_consumers(int argc, char **argv) {
     if (rc == CLI_OK)
         rc = cli_require(verb, &a, O_IDLE, "--idle",
                          "how long (ms) a consumer must have been idle");
+    long long idle = 0;
     if (rc == CLI_OK)
         rc = cli_num(verb, "--idle", a.value[O_IDLE], 0, INT64_MAX, &idle);
-    emq_conf_t *conf = NULL;
-    emq_admin_t *admin = NULL;
-    if (rc == CLI_OK)
-        rc = cli_admin_open_args(verb, a.pos[1], &a, &conf, &admin);
-    if (rc != CLI_OK) {
-        free(a.pos);
+    emq_conf_t *conf;
+    emq_admin_t *admin;
+    if ((rc = cli_admin_begin(verb, rc, &a, 1, &conf, &admin)) != CLI_OK)
         return rc;
-    }
     /* A topic: partition by partition, a line each, then the totals. */
     int parts = emq_admin_partition_count(admin);
     emq_prune_result sum = {0, 0, 0, {0, 0, 0, 0}};

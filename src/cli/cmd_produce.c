@@ -23,6 +23,8 @@
 #include <unistd.h>
 
 static const char *const VERB = "produce";
+static const char *const SYNOPSIS =
+    "echomq produce QUEUE FIELD=VALUE... (or --lines, --json)";
 
 static const int opts[] = {
     O_LINES, O_JSON, O_FIELD, O_MAXLEN, O_MINID, O_APPROX, O_BATCH,
@@ -406,14 +408,12 @@ static const cli_prop props[] = {
     CLI_PROPS_END,
 };
 
-/* Every usage check that needs no server: QUEUE, the source of entries,
+/* Every usage check that needs no server (beside a missing QUEUE): the
+ * source of entries,
  * the options that go together, the numbers (props). */
 static int check_usage(cli_args *a) {
     int rc = CLI_OK;
-    if (a->npos < 1)
-        rc = cli_usage_err(VERB, "QUEUE is missing: echomq produce QUEUE "
-                                 "FIELD=VALUE... (or --lines, --json)");
-    else if (a->seen[O_LINES] && a->seen[O_JSON])
+    if (a->seen[O_LINES] && a->seen[O_JSON])
         rc = cli_usage_err(VERB, "--lines and --json exclude each other");
     else if ((a->seen[O_LINES] || a->seen[O_JSON]) && a->npos > 1)
         rc = cli_usage_err(VERB, "FIELD=VALUE arguments and --%s exclude "
@@ -468,7 +468,8 @@ static void summary(const produce_run *r, const char *queue) {
 
 int cmd_produce(int argc, char **argv) {
     cli_args a;
-    int rc = cli_begin_check(VERB, argc, argv, opts, help, check_usage, &a);
+    int rc = cli_begin_check(VERB, argc, argv, opts, help, SYNOPSIS,
+                             check_usage, &a);
     if (rc != CLI_OK)
         return rc == CLI_DONE ? CLI_OK : rc;
     emq_conf_t *conf = configure(&a);

@@ -47,14 +47,10 @@ int cmd_trim(int argc, char **argv) {
     if (rc == CLI_OK && a.seen[O_MAXLEN])
         rc = cli_num(verb, "--maxlen", a.value[O_MAXLEN], 0, INT64_MAX,
                      &maxlen);
-    emq_conf_t *conf = NULL;
-    emq_admin_t *admin = NULL;
-    if (rc == CLI_OK)
-        rc = cli_admin_open_args(verb, a.pos[0], &a, &conf, &admin);
-    if (rc != CLI_OK) {
-        free(a.pos);
+    emq_conf_t *conf;
+    emq_admin_t *admin;
+    if ((rc = cli_admin_begin(verb, rc, &a, 0, &conf, &admin)) != CLI_OK)
         return rc;
-    }
     /* A topic: partition by partition, a line each, then the totals. */
     int parts = emq_admin_partition_count(admin);
     emq_trim_result sum;

@@ -164,20 +164,41 @@ static int tour(emq_admin_t *admin) {
                : 1;
 }
 
+/* One conf serves the producer, the consumer and the admin handle: the
+ * queue, and the group and consumer name the consumer joins as. NULL
+ * after saying why. */
+static emq_conf_t *tour_conf(const char *url, const char *queue) {
+    static const char *const props[][2] = {
+        {"group", "tour"},  {"consumer", "tour-1"}, {"start", "head"},
+        {"block_ms", "100"},
+    };
+    emq_error err;
+    emq_conf_t *conf = emq_conf_new();
+    if (conf == NULL)
+        return NULL;
+    emq_status st = emq_conf_set(conf, "url", url, &err);
+    if (st == EMQ_OK)
+        st = emq_conf_set(conf, "queue", queue, &err);
+    for (size_t i = 0; st == EMQ_OK && i < sizeof props / sizeof props[0];
+         i++)
+        st = emq_conf_set(conf, props[i][0], props[i][1], &err);
+    if (st != EMQ_OK) {
+        fail("configuration", &err);
+        emq_conf_destroy(conf);
+        return NULL;
+    }
+    return conf;
+}
+
 int main(int argc, char **argv) {
     if (argc != 3) {
         fprintf(stderr, "usage: admin_tour URL QUEUE\n");
         return 2;
     }
+    emq_conf_t *conf = tour_conf(argv[1], argv[2]);
+    if (conf == NULL)
+        return 1;
     emq_error err;
-    emq_conf_t *conf = emq_conf_new();
-    if (conf == NULL || emq_conf_set(conf, "url", argv[1], &err) != EMQ_OK ||
-        emq_conf_set(conf, "queue", argv[2], &err) != EMQ_OK ||
-        emq_conf_set(conf, "group", "tour", &err) != EMQ_OK ||
-        emq_conf_set(conf, "consumer", "tour-1", &err) != EMQ_OK ||
-        emq_conf_set(conf, "start", "head", &err) != EMQ_OK ||
-        emq_conf_set(conf, "block_ms", "100", &err) != EMQ_OK)
-        return conf ? fail("configuration", &err) : 1;
     int rc = produce(conf);
     if (rc == 0)
         rc = consume(conf);

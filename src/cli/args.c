@@ -3,6 +3,10 @@
  *
  * One small parser serves every verb: --name VALUE, --name=VALUE, -x VALUE,
  * flags, "--" to end options, and the global options accepted anywhere.
+ * Every option is a row of one table (cli_options, made from cli.h's
+ * lists); a verb lists the ids it takes, and a verb whose flags set
+ * library properties gives a cli_prop table that cli_check_props and
+ * cli_set_props walk.
  * Everything a user can get wrong on the command line is refused here with
  * exit 2 and one line naming the word and what to do, before any command
  * reaches the server. The password never appears on the command line of

@@ -56,11 +56,6 @@ static void help(void) {
         "  echomq dead purge jobs --yes\n");
 }
 
-static size_t letters_json(const void *ctx, char *buf, size_t size) {
-    const cli_json_list *x = ctx;
-    return emq_dead_letters_json(x->items, x->n, buf, size);
-}
-
 /* Prints a dead letter's fields as the JSON emq_entry_json writes for
  * them (binary-safe). */
 static void print_fields(const emq_dead_letter *d) {
@@ -74,6 +69,12 @@ static void print_fields(const emq_dead_letter *d) {
     emq_fields_json(d->fields, d->nfields, buf, need + 1);
     fputs(buf, stdout);
     free(buf);
+}
+
+/* cli_print_json's writer of a cli_json_list of dead letters. */
+static size_t letters_json(const void *ctx, char *buf, size_t size) {
+    const cli_json_list *x = ctx;
+    return emq_dead_letters_json(x->items, x->n, buf, size);
 }
 
 /* Prints n dead letters as rows (the PARTITION column for a topic:

@@ -11,6 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+static const char *const VERB = "trim";
+
 static const int opts[] = {
     O_ACKED, O_MAXLEN, O_PARTITIONS, O_NONE
 };
@@ -35,21 +37,20 @@ static void help(void) {
 }
 
 int cmd_trim(int argc, char **argv) {
-    const char *verb = "trim";
     cli_args a;
     long long maxlen = -1;
-    int rc = cli_begin(verb, argc, argv, opts, help, 1, &a);
+    int rc = cli_begin(VERB, argc, argv, opts, help, 1, &a);
     if (rc != CLI_OK)
         return rc == CLI_DONE ? CLI_OK : rc;
     if (!a.seen[O_ACKED])
-        rc = cli_usage_err(verb, "--acked is required: echomq trims only "
+        rc = cli_usage_err(VERB, "--acked is required: echomq trims only "
                                  "entries that no group still needs");
     if (rc == CLI_OK && a.seen[O_MAXLEN])
-        rc = cli_num(verb, "--maxlen", a.value[O_MAXLEN], 0, INT64_MAX,
+        rc = cli_num(VERB, "--maxlen", a.value[O_MAXLEN], 0, INT64_MAX,
                      &maxlen);
     emq_conf_t *conf;
     emq_admin_t *admin;
-    if ((rc = cli_admin_begin(verb, rc, &a, 0, &conf, &admin)) != CLI_OK)
+    if ((rc = cli_admin_begin(VERB, rc, &a, 0, &conf, &admin)) != CLI_OK)
         return rc;
     /* A topic: partition by partition, a line each, then the totals. */
     int parts = emq_admin_partition_count(admin);

@@ -97,7 +97,9 @@ int main(int argc, char **argv) {
         free(pre.pos);
         if (rc != CLI_OK)
             return rc;
-        if (pre.seen[O_HELP]) {
+        /* -h alone or --help; inside grouped flags (-vh) it is taken as
+         * a flag and the verb still comes, as it always did. */
+        if (pre.seen[O_HELP] && (argv[i][1] == '-' || argv[i][2] == '\0')) {
             cli_help_overview(stdout);
             return CLI_OK;
         }

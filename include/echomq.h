@@ -68,6 +68,15 @@ EMQ_EXPORT unsigned emq_version(void);
 /* The version as text, e.g. "0.1.0". Static storage; never NULL. */
 EMQ_EXPORT const char *emq_version_str(void);
 
+/* ---- clock ------------------------------------------------------------ */
+
+/* Milliseconds of the monotonic clock (CLOCK_MONOTONIC: never steps back,
+ * not wall time; its zero is arbitrary): the clock every timeout, lease
+ * and backoff of the library is measured by, for a caller's own deadlines
+ * and rates to agree with them. Cannot fail; any thread; async-signal-safe
+ * (clock_gettime). */
+EMQ_EXPORT int64_t emq_clock_ms(void);
+
 /* ---- status and errors ---------------------------------------------- */
 
 /* Every failing call returns one of these negative categories. A reply that

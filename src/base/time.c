@@ -11,6 +11,11 @@ int64_t emq__now_ms(void) {
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+/* The public name of the same clock (echomq.h). */
+int64_t emq_clock_ms(void) {
+    return emq__now_ms();
+}
+
 int64_t emq__now_coarse_ms(void) {
     struct timespec ts;
 #ifdef CLOCK_MONOTONIC_COARSE

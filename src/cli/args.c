@@ -3,6 +3,10 @@
  *
  * One small parser serves every verb: --name VALUE, --name=VALUE, -x VALUE,
  * flags, "--" to end options, and the global options accepted anywhere.
+ * Every option is a row of one table (cli_options, made from cli.h's
+ * lists); a verb lists the ids it takes, and a verb whose flags set
+ * library properties gives a cli_prop table that cli_check_props and
+ * cli_set_props walk.
  * Everything a user can get wrong on the command line is refused here with
  * exit 2 and one line naming the word and what to do, before any command
  * reaches the server. The password never appears on the command line of
@@ -17,25 +21,30 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 cli_global cli_g;
 
-static const cli_opt global_opts[] = {
-    {"url", 'u', 1, O_URL},
-    {"user", 0, 1, O_USER},
-    {"tls-ca", 0, 1, O_TLS_CA},
-    {"tls-cert", 0, 1, O_TLS_CERT},
-    {"tls-key", 0, 1, O_TLS_KEY},
-    {"quiet", 'q', 0, O_QUIET},
-    {"verbose", 'v', 0, O_VERBOSE},
-    {"help", 'h', 0, O_HELP},
-    {"version", 0, 0, O_VERSION},
-    {"property", 'X', 1, O_X},
-    {"stream", 0, 1, O_STREAM},
-    {NULL, 0, 0, 0},
+#define CLI_OPTION_ROW(name, word, letter, takes) \
+    [O_##name] = {word, letter, takes, O_##name},
+const cli_opt cli_options[O_TABLE_END] = {
+    CLI_GLOBAL_OPTIONS(CLI_OPTION_ROW)
+    CLI_VERB_OPTIONS(CLI_OPTION_ROW)
+    [O_COUNT_N] = {"count", 'n', 1, O_COUNT},
 };
+
+/* The options a verb accepts: the global ones, then those of its list
+ * opts (may be NULL), in that order; *at is the cursor (start at 0).
+ * NULL at the end. */
+static const cli_opt *next_opt(const int *opts, int *at) {
+    int i = (*at)++;
+    if (i + 1 < O_GLOBAL_END)
+        return &cli_options[i + 1];
+    i -= O_GLOBAL_END - 1;
+    if (opts == NULL || opts[i] == O_NONE)
+        return NULL;
+    return &cli_options[opts[i]];
+}
 
 /* -X list: every property, its default and what it does. */
 static void print_properties(void) {
@@ -97,7 +106,8 @@ int cli_stream_queue(cli_args *a, int at) {
 }
 
 int cli_global_words(const char *w) {
-    for (const cli_opt *o = global_opts; o->name; o++) {
+    int at = 0;
+    for (const cli_opt *o; (o = next_opt(NULL, &at)) != NULL;) {
         if (!o->takes_value)
             continue;
         if ((w[0] == '-' && w[1] == o->short_name && o->short_name &&
@@ -154,12 +164,11 @@ const char *cli_closest(const char *word, const char *const *candidates,
 
 /* The option of opts (or a global one) closest to name, for "did you
  * mean". */
-static const char *closest_option(const cli_opt *opts, const char *name) {
+static const char *closest_option(const int *opts, const char *name) {
     const char *names[128];
     size_t n = 0;
-    for (const cli_opt *o = global_opts; o->name && n < 128; o++)
-        names[n++] = o->name;
-    for (const cli_opt *o = opts; o && o->name && n < 128; o++)
+    int at = 0;
+    for (const cli_opt *o; n < 128 && (o = next_opt(opts, &at)) != NULL;)
         names[n++] = o->name;
     return cli_closest(name, names, n);
 }
@@ -224,12 +233,6 @@ void cli_note(const char *fmt, ...) {
     fprintf(stderr, "echomq: %s\n", line);
 }
 
-int64_t cli_now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* ---- the URL and its password -------------------------------------------- */
 
 /* Sets cli_g.url to a copy of url and cli_g.url_shown to the copy with
@@ -276,28 +279,24 @@ int cli_apply_global(int id, char *value) {
 
 /* ---- the parser -------------------------------------------------------- */
 
-static const cli_opt *find_long(const cli_opt *opts, const char *name,
+static const cli_opt *find_long(const int *opts, const char *name,
                                 size_t n) {
-    for (const cli_opt *o = global_opts; o->name; o++)
-        if (strlen(o->name) == n && !strncmp(o->name, name, n))
-            return o;
-    for (const cli_opt *o = opts; o && o->name; o++)
+    int at = 0;
+    for (const cli_opt *o; (o = next_opt(opts, &at)) != NULL;)
         if (strlen(o->name) == n && !strncmp(o->name, name, n))
             return o;
     return NULL;
 }
 
-static const cli_opt *find_short(const cli_opt *opts, char c) {
-    for (const cli_opt *o = global_opts; o->name; o++)
-        if (o->short_name == c)
-            return o;
-    for (const cli_opt *o = opts; o && o->name; o++)
+static const cli_opt *find_short(const int *opts, char c) {
+    int at = 0;
+    for (const cli_opt *o; (o = next_opt(opts, &at)) != NULL;)
         if (o->short_name == c)
             return o;
     return NULL;
 }
 
-int cli_parse(const char *verb, int argc, char **argv, const cli_opt *opts,
+int cli_parse(const char *verb, int argc, char **argv, const int *opts,
               cli_args *out) {
     memset(out, 0, sizeof *out);
     out->pos = calloc((size_t)argc + 1, sizeof *out->pos);
@@ -435,6 +434,42 @@ int cli_set(emq_conf_t *conf, const char *name, const char *value) {
     if (given_by_x(name))
         return CLI_OK; /* -X wins; cli_conf set it */
     return set_property(conf, name, value);
+}
+
+int cli_set_num(emq_conf_t *conf, const char *name, long long value) {
+    char text[24];
+    snprintf(text, sizeof text, "%lld", value);
+    return cli_set(conf, name, text);
+}
+
+int cli_check_props(const char *verb, cli_args *a, const cli_prop *t) {
+    for (; t->id != O_NONE; t++) {
+        a->num[t->id] = t->def;
+        if (!a->seen[t->id] || t->min > t->max)
+            continue;
+        char flag[64];
+        snprintf(flag, sizeof flag, "--%s", cli_options[t->id].name);
+        int rc = cli_num(verb, flag, a->value[t->id], t->min, t->max,
+                         &a->num[t->id]);
+        if (rc != CLI_OK)
+            return rc;
+    }
+    return CLI_OK;
+}
+
+int cli_set_props(emq_conf_t *conf, const cli_args *a, const cli_prop *t) {
+    for (; t->id != O_NONE; t++) {
+        if (t->property == NULL || (!a->seen[t->id] && !t->always))
+            continue;
+        int rc = t->fixed          ? cli_set(conf, t->property, t->fixed)
+                 : t->min <= t->max ? cli_set_num(conf, t->property,
+                                                  a->num[t->id])
+                                    : cli_set(conf, t->property,
+                                              a->value[t->id]);
+        if (rc != CLI_OK)
+            return rc;
+    }
+    return CLI_OK;
 }
 
 /* Applies every -X (the library validates each: an unknown property or a
@@ -629,29 +664,27 @@ static void on_signal(int sig) {
         stop_fn(stop_opaque);
 }
 
+void cli_signals(void (*handler)(int)) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = handler;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+}
+
 void cli_on_stop_signal(void (*stop)(void *), void *opaque) {
     stop_fn = stop;
     stop_opaque = opaque;
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
+    cli_signals(on_signal);
 }
 
-
 void cli_signals_default(void) {
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = SIG_DFL;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
+    cli_signals(SIG_DFL);
     stop_fn = NULL;
 }
 
-int cli_begin(const char *verb, int argc, char **argv, const cli_opt *opts,
+int cli_begin(const char *verb, int argc, char **argv, const int *opts,
               void (*help)(void), int one_queue, cli_args *a) {
     int rc = cli_parse(verb, argc, argv, opts, a);
     if (rc == CLI_OK && a->seen[O_HELP]) {
@@ -663,6 +696,20 @@ int cli_begin(const char *verb, int argc, char **argv, const cli_opt *opts,
                                          : "QUEUE is missing%s",
                            a->npos ? a->pos[1] : "");
     }
+    if (rc != CLI_OK)
+        free(a->pos);
+    return rc;
+}
+
+int cli_begin_check(const char *verb, int argc, char **argv,
+                    const int *opts, void (*help)(void), const char *usage,
+                    int (*check)(cli_args *), cli_args *a) {
+    int rc = cli_begin(verb, argc, argv, opts, help, 0, a);
+    if (rc != CLI_OK)
+        return rc;
+    cli_stream_queue(a, 0);
+    rc = a->npos < 1 ? cli_usage_err(verb, "QUEUE is missing: %s", usage)
+                     : check(a);
     if (rc != CLI_OK)
         free(a->pos);
     return rc;

@@ -22,38 +22,108 @@
 
 /* ---- options ------------------------------------------------------------ */
 
-/* Option ids. The global ones are accepted before and after the verb. */
+/* Every option of every verb, once: NAME (its id is O_NAME), the long name
+ * without "--", the short letter (0: none) and what it takes (0: a flag,
+ * 1: --name VALUE or --name=VALUE, 2: --name A B). The global ones are
+ * accepted by every verb, before and after it; a verb lists the others it
+ * takes. */
+#define CLI_GLOBAL_OPTIONS(OPT)                                                \
+    OPT(URL, "url", 'u', 1)                                                   \
+    OPT(USER, "user", 0, 1)                                                   \
+    OPT(TLS_CA, "tls-ca", 0, 1)                                               \
+    OPT(TLS_CERT, "tls-cert", 0, 1)                                           \
+    OPT(TLS_KEY, "tls-key", 0, 1)                                             \
+    OPT(QUIET, "quiet", 'q', 0)                                               \
+    OPT(VERBOSE, "verbose", 'v', 0)                                           \
+    OPT(HELP, "help", 'h', 0)                                                 \
+    OPT(VERSION, "version", 0, 0)                                             \
+    OPT(X, "property", 'X', 1)                                                \
+    OPT(STREAM, "stream", 0, 1)
+#define CLI_VERB_OPTIONS(OPT)                                                  \
+    OPT(LINES, "lines", 0, 0)                                                 \
+    OPT(JSON, "json", 0, 0)                                                   \
+    OPT(FIELD, "field", 0, 1)                                                 \
+    OPT(MAXLEN, "maxlen", 0, 1)                                               \
+    OPT(MINID, "minid", 0, 1)                                                 \
+    OPT(APPROX, "approx", 0, 0)                                               \
+    OPT(BATCH, "batch", 0, 1)                                                 \
+    OPT(PRINT_IDS, "print-ids", 0, 0)                                         \
+    OPT(GROUP, "group", 'g', 1)                                               \
+    OPT(CONSUMER, "consumer", 'c', 1)                                         \
+    OPT(START, "start", 's', 1)                                               \
+    OPT(COUNT, "count", 0, 1)                                                 \
+    OPT(BLOCK, "block", 0, 1)                                                 \
+    OPT(CLAIM_IDLE, "claim-idle", 0, 1)                                       \
+    OPT(CLAIM_INTERVAL, "claim-interval", 0, 1)                               \
+    OPT(MAX_DELIVERIES, "max-deliveries", 0, 1)                               \
+    OPT(LIMIT, "limit", 0, 1)                                                 \
+    OPT(UNTIL_IDLE, "until-idle", 0, 1)                                       \
+    OPT(EXEC, "exec", 'e', 1)                                                 \
+    OPT(CONCURRENCY, "concurrency", 0, 1)                                     \
+    OPT(MIN_IDLE, "min-idle", 0, 1)                                           \
+    OPT(TO, "to", 0, 1)                                                       \
+    OPT(YES, "yes", 0, 0)                                                     \
+    OPT(IDLE, "idle", 0, 1)                                                   \
+    OPT(ALL, "all", 0, 0)                                                     \
+    OPT(ACKED, "acked", 0, 0)                                                 \
+    OPT(JOBS, "jobs", 0, 1)                                                   \
+    OPT(WORKERS, "workers", 0, 1)                                             \
+    OPT(POISON, "poison", 0, 1)                                               \
+    OPT(KEEP, "keep", 0, 0)                                                   \
+    OPT(WORK_US, "work-us", 0, 1)                                             \
+    OPT(PARTITIONS, "partitions", 0, 1)                                       \
+    OPT(KEY_FIELD, "key-field", 0, 1)                                         \
+    OPT(RETRY_BACKOFF, "retry-backoff", 0, 1)                                 \
+    OPT(RETRY_BACKOFF_MAX, "retry-backoff-max", 0, 1)                         \
+    OPT(EXEC_BATCH, "exec-batch", 0, 2)                                       \
+    OPT(NO_ACK, "no-ack", 0, 0)                                               \
+    OPT(EXEC_TIMEOUT, "exec-timeout", 0, 1)                                   \
+    OPT(LINGER, "linger", 0, 1)                                               \
+    OPT(TIMEOUT, "timeout", 0, 1)                                             \
+    OPT(WAIT_REPLICAS, "wait-replicas", 0, 1)                                 \
+    OPT(WAIT_FOR_SERVER, "wait-for-server", 0, 0)                             \
+    OPT(FORMAT, "format", 0, 1)                                               \
+    OPT(FOLLOW, "follow", 'f', 0)                                             \
+    OPT(FROM, "from", 0, 1)                                                   \
+    OPT(OLDER_THAN, "older-than", 0, 1)                                       \
+    OPT(REASON, "reason", 0, 1)                                               \
+    OPT(STATS_INTERVAL, "stats-interval", 0, 1)                               \
+    OPT(LISTEN, "listen", 0, 1)                                               \
+    OPT(INTERVAL, "interval", 0, 1)                                           \
+    OPT(PARTITION, "partition", 'p', 1)
+#define CLI_OPTION_ID(name, word, letter, takes) O_##name,
+
+/* Option ids: the index of each in cli_options and in cli_args. */
 enum {
     O_NONE = 0,
-    O_URL, O_USER, O_TLS_CA, O_TLS_CERT, O_TLS_KEY, O_QUIET, O_VERBOSE,
-    O_HELP, O_VERSION, O_X, O_STREAM,
+    CLI_GLOBAL_OPTIONS(CLI_OPTION_ID)
     O_GLOBAL_END,
-    /* verbs */
-    O_LINES, O_JSON, O_FIELD, O_MAXLEN, O_MINID, O_APPROX, O_BATCH,
-    O_PRINT_IDS, O_GROUP, O_CONSUMER, O_START, O_COUNT, O_BLOCK,
-    O_CLAIM_IDLE, O_CLAIM_INTERVAL, O_MAX_DELIVERIES, O_LIMIT, O_UNTIL_IDLE,
-    O_EXEC, O_CONCURRENCY, O_MIN_IDLE, O_TO, O_YES, O_IDLE, O_ALL, O_ACKED,
-    O_JOBS, O_WORKERS, O_POISON, O_KEEP, O_WORK_US, O_PARTITIONS,
-    O_KEY_FIELD, O_RETRY_BACKOFF, O_RETRY_BACKOFF_MAX,
-    O_EXEC_BATCH, O_NO_ACK, O_EXEC_TIMEOUT, O_LINGER, O_TIMEOUT,
-    O_WAIT_REPLICAS, O_WAIT_FOR_SERVER, O_FORMAT, O_FOLLOW, O_FROM,
-    O_OLDER_THAN, O_REASON, O_STATS_INTERVAL, O_LISTEN, O_INTERVAL,
-    O_PARTITION, O_COUNT_IDS
+    CLI_VERB_OPTIONS(CLI_OPTION_ID)
+    O_COUNT_IDS,
+    /* Spellings that store under another id: -n N for --count (tail, top). */
+    O_COUNT_N = O_COUNT_IDS,
+    O_TABLE_END
 };
 
-/* One option a verb accepts. */
+/* One option: its words and where the parser stores its value. The
+ * table of them, cli_options (args.c, made from the lists above), is
+ * indexed by O_*; a verb names the options it accepts in a list of O_*
+ * ending with O_NONE. */
 typedef struct cli_opt {
     const char *name; /* long name without "--" */
     char short_name;  /* 'g' for -g; 0: none */
     int takes_value;  /* 1: --name VALUE or --name=VALUE; 2: --name A B */
-    int id;           /* O_* */
+    int id;           /* O_* its value is stored under */
 } cli_opt;
+
+extern const cli_opt cli_options[O_TABLE_END];
 
 /* What the parser found for a verb. */
 typedef struct cli_args {
     const char *value[O_COUNT_IDS]; /* last value of each option; flags "" */
     const char *value2[O_COUNT_IDS]; /* second value (takes_value 2) */
     int seen[O_COUNT_IDS];          /* how often each option was given */
+    long long num[O_COUNT_IDS];     /* whole numbers, by cli_check_props */
     char **pos;                     /* positional arguments (in argv) */
     int npos;
 } cli_args;
@@ -74,13 +144,13 @@ typedef struct cli_global {
 
 extern cli_global cli_g;
 
-/* Parses argv[0..argc) (the words after the verb) against opts (a table
- * ending with a NULL name; the global options are always accepted too).
+/* Parses argv[0..argc) (the words after the verb) against opts (O_* ids
+ * ending with O_NONE, or NULL; the global options are always accepted).
  * Fills out. A URL given with -u/--url is copied and its password bytes
  * overwritten in argv at once, so it never shows in ps or
  * /proc/PID/cmdline. Returns CLI_OK, or CLI_USAGE after printing one line
  * naming the bad word and `echomq VERB --help`. */
-int cli_parse(const char *verb, int argc, char **argv, const cli_opt *opts,
+int cli_parse(const char *verb, int argc, char **argv, const int *opts,
               cli_args *out);
 /* What cli_begin returns when it printed the verb's help: the verb is done
  * and exits 0. */
@@ -89,8 +159,15 @@ int cli_parse(const char *verb, int argc, char **argv, const cli_opt *opts,
  * and returns CLI_DONE; with one_queue, exactly one positional argument
  * (QUEUE) is required. Returns CLI_OK to go on; on anything else a->pos is
  * already freed. */
-int cli_begin(const char *verb, int argc, char **argv, const cli_opt *opts,
+int cli_begin(const char *verb, int argc, char **argv, const int *opts,
               void (*help)(void), int one_queue, cli_args *a);
+/* cli_begin for a verb whose QUEUE comes first: then --stream's KEY takes
+ * its place (cli_stream_queue), a missing QUEUE is a usage error that
+ * shows usage (the verb's synopsis), and check(a), the verb's other usage
+ * checks, runs. Returns as cli_begin. */
+int cli_begin_check(const char *verb, int argc, char **argv,
+                    const int *opts, void (*help)(void), const char *usage,
+                    int (*check)(cli_args *), cli_args *a);
 /* Applies -u/--url (value in argv, scrubbed in place), --user, --tls-*,
  * -q and -v to cli_g. Returns CLI_OK or CLI_USAGE. */
 int cli_apply_global(int id, char *value);
@@ -134,6 +211,37 @@ int cli_num(const char *verb, const char *opt, const char *text,
 /* Requires option id to be present; prints what to give when it is not. */
 int cli_require(const char *verb, const cli_args *a, int id,
                 const char *opt, const char *hint);
+
+/* One row of a verb's option -> property table. cli_check_props checks
+ * the option's value; cli_set_props sets the property from it. */
+typedef struct cli_prop {
+    int id;               /* O_* */
+    const char *property; /* set when the option is given; NULL: the verb
+                             reads a->num[id] (a value it derives from) */
+    long long min, max;   /* a whole number within; min > max: any text */
+    long long def;        /* a->num[id] when the option is not given */
+    const char *fixed;    /* the value set instead of the option's (a
+                             flag's); NULL: the option's */
+    int always;           /* 1: set def also when the option is absent */
+} cli_prop;
+/* The rows of a table: a whole number in [min, max] (def when absent; set
+ * also when absent with _ALWAYS), text, a flag that sets value, the end. */
+#define CLI_NUM(id, prop, min, max, def) {id, prop, min, max, def, NULL, 0}
+#define CLI_NUM_ALWAYS(id, prop, min, max, def)                                \
+    {id, prop, min, max, def, NULL, 1}
+#define CLI_TEXT(id, prop) {id, prop, 1, 0, 0, NULL, 0}
+#define CLI_FLAG(id, prop, value) {id, prop, 1, 0, 0, value, 0}
+#define CLI_PROPS_END {O_NONE, NULL, 0, 0, 0, NULL, 0}
+/* Checks every numeric option of table t (rows up to one with id O_NONE)
+ * that a holds, in table order, into a->num (def where absent). Returns
+ * CLI_OK, or CLI_USAGE after printing which option and why. */
+int cli_check_props(const char *verb, cli_args *a, const cli_prop *t);
+/* Sets, in table order, the property of each row of t whose option was
+ * given (or that is set always): the number a->num holds, the row's fixed
+ * value or the option's text. Returns CLI_OK or CLI_USAGE (cli_set). */
+int cli_set_props(emq_conf_t *conf, const cli_args *a, const cli_prop *t);
+/* cli_set of a whole number. */
+int cli_set_num(emq_conf_t *conf, const char *name, long long value);
 
 /* A conf for queue (may be NULL) with url, user, password
  * ($ECHOMQ_PASSWORD), tls.* and log.level set from the global options.
@@ -206,9 +314,10 @@ int cli_line_append(const cli_lines *x, const emq_entry *e, char **buf,
 void cli_on_stop_signal(void (*stop)(void *), void *opaque);
 /* Restores the default handlers. */
 void cli_signals_default(void);
+/* Installs handler (or SIG_DFL) for SIGINT and SIGTERM, the signals that
+ * stop a verb. */
+void cli_signals(void (*handler)(int));
 
-/* Monotonic milliseconds. */
-int64_t cli_now_ms(void);
 /* Prints help text (a verb's or the overview) to out. */
 void cli_help_overview(FILE *out);
 
@@ -220,6 +329,12 @@ int cli_admin_open(const char *verb, const char *queue, emq_conf_t **conf,
 int cli_admin_open_args(const char *verb, const char *queue,
                         const cli_args *a, emq_conf_t **conf,
                         emq_admin_t **admin);
+/* The step after a verb's usage checks: when rc is CLI_OK, opens the admin
+ * handle of a->pos[at] with the verb's --partitions (cli_admin_open_args);
+ * on any failure (rc given, or the open's) frees a->pos. Returns the
+ * resulting exit code: CLI_OK with *conf and *admin set (free both). */
+int cli_admin_begin(const char *verb, int rc, cli_args *a, int at,
+                    emq_conf_t **conf, emq_admin_t **admin);
 /* "queue 'NAME'", or "topic 'NAME' (P partitions)" for a topic handle,
  * into buf: how a verb's messages name what it worked on. */
 const char *cli_target(const emq_admin_t *admin, const char *name, char *buf,
@@ -229,6 +344,12 @@ const char *cli_target(const emq_admin_t *admin, const char *name, char *buf,
  * added when it has none). Returns CLI_OK or CLI_FAIL. */
 int cli_print_json(size_t (*fn)(const void *ctx, char *buf, size_t size),
                    const void *ctx);
+/* The ctx of cli_print_json for a list the library writes as JSON lines:
+ * items[0..n). */
+typedef struct cli_json_list {
+    const void *items;
+    size_t n;
+} cli_json_list;
 /* Formats a duration in milliseconds for tables: "850ms", "12.3s",
  * "4m05s", "2h10m", "3d4h"; "-" for a negative value. */
 const char *cli_duration(int64_t ms, char *buf, size_t size);

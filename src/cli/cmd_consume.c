@@ -37,30 +37,15 @@
 extern char **environ;
 
 static const char *const VERB = "consume";
+static const char *const SYNOPSIS =
+    "echomq consume QUEUE --group G --consumer C --start new|head";
 
-static const cli_opt opts[] = {
-    {"group", 'g', 1, O_GROUP},
-    {"consumer", 'c', 1, O_CONSUMER},
-    {"start", 's', 1, O_START},
-    {"count", 0, 1, O_COUNT},
-    {"block", 0, 1, O_BLOCK},
-    {"claim-idle", 0, 1, O_CLAIM_IDLE},
-    {"claim-interval", 0, 1, O_CLAIM_INTERVAL},
-    {"max-deliveries", 0, 1, O_MAX_DELIVERIES},
-    {"retry-backoff", 0, 1, O_RETRY_BACKOFF},
-    {"retry-backoff-max", 0, 1, O_RETRY_BACKOFF_MAX},
-    {"limit", 0, 1, O_LIMIT},
-    {"until-idle", 0, 1, O_UNTIL_IDLE},
-    {"exec", 'e', 1, O_EXEC},
-    {"concurrency", 0, 1, O_CONCURRENCY},
-    {"exec-batch", 0, 2, O_EXEC_BATCH},
-    {"exec-timeout", 0, 1, O_EXEC_TIMEOUT},
-    {"no-ack", 0, 0, O_NO_ACK},
-    {"wait-for-server", 0, 0, O_WAIT_FOR_SERVER},
-    {"format", 0, 1, O_FORMAT},
-    {"stats-interval", 0, 1, O_STATS_INTERVAL},
-    {"partitions", 0, 1, O_PARTITIONS},
-    {NULL, 0, 0, 0},
+static const int opts[] = {
+    O_GROUP, O_CONSUMER, O_START, O_COUNT, O_BLOCK, O_CLAIM_IDLE,
+    O_CLAIM_INTERVAL, O_MAX_DELIVERIES, O_RETRY_BACKOFF, O_RETRY_BACKOFF_MAX,
+    O_LIMIT, O_UNTIL_IDLE, O_EXEC, O_CONCURRENCY, O_EXEC_BATCH, O_EXEC_TIMEOUT,
+    O_NO_ACK, O_WAIT_FOR_SERVER, O_FORMAT, O_STATS_INTERVAL, O_PARTITIONS,
+    O_NONE
 };
 
 static void help(void) {
@@ -242,7 +227,7 @@ static void settle_all(consume_ctx *x, emq_entry **entries, size_t n,
 static int wait_command(pid_t pid, long long timeout_ms, int *timed_out,
                         char *reason, size_t reason_size) {
     *timed_out = 0;
-    int64_t deadline = timeout_ms > 0 ? cli_now_ms() + timeout_ms : 0;
+    int64_t deadline = timeout_ms > 0 ? emq_clock_ms() + timeout_ms : 0;
     useconds_t nap = 500;
     for (;;) {
         int status;
@@ -254,7 +239,7 @@ static int wait_command(pid_t pid, long long timeout_ms, int *timed_out,
                      strerror(errno));
             return -1;
         }
-        if (w == 0 && cli_now_ms() >= deadline && !*timed_out) {
+        if (w == 0 && emq_clock_ms() >= deadline && !*timed_out) {
             *timed_out = 1;
             kill(-pid, SIGKILL); /* the command and what it started */
             deadline = 0;        /* now wait for it to be reaped */
@@ -263,6 +248,43 @@ static int wait_command(pid_t pid, long long timeout_ms, int *timed_out,
             nap = nap < 10000 ? nap * 2 : 10000;
         }
     }
+}
+
+/* The environment of a command: echomq's without EMQ_* (vars set them)
+ * and without ECHOMQ_* (ECHOMQ_URL and ECHOMQ_PASSWORD hold the server's
+ * credentials: a handler has no business with them), then vars (NULL
+ * ends them; at most 5). NULL out of memory; free the array alone. */
+static char **command_env(char *const *vars) {
+    size_t nenv = 0;
+    while (environ[nenv])
+        nenv++;
+    char **envp = calloc(nenv + 6, sizeof *envp);
+    if (envp == NULL)
+        return NULL;
+    size_t k = 0;
+    for (size_t i = 0; i < nenv; i++)
+        if (strncmp(environ[i], "EMQ_", 4) != 0 &&
+            strncmp(environ[i], "ECHOMQ_", 7) != 0)
+            envp[k++] = environ[i];
+    for (size_t i = 0; vars[i] != NULL && i < 5; i++)
+        envp[k++] = vars[i];
+    return envp;
+}
+
+/* The verdict of a finished command's wait status: exit 0 acknowledges;
+ * anything else is a retry whose reason says why ("exit 75 (retry)",
+ * "exit N", "signal N"). */
+static emq_verdict verdict_of(int status, char *reason, size_t reason_size) {
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
+        return EMQ_ACK;
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 75)
+        snprintf(reason, reason_size, "exit 75 (retry)");
+    else if (WIFEXITED(status))
+        snprintf(reason, reason_size, "exit %d", WEXITSTATUS(status));
+    else
+        snprintf(reason, reason_size, "signal %d",
+                 WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+    return EMQ_RETRY;
 }
 
 /* Runs the command with the JSON lines of entries[0..n) on its stdin;
@@ -290,29 +312,14 @@ static emq_verdict run_exec(consume_ctx *x, emq_entry **entries, size_t n,
         snprintf(v_del, sizeof v_del, "EMQ_DELIVERIES=%llu",
                  (unsigned long long)e->deliveries);
     }
-    size_t nenv = 0;
-    while (environ[nenv])
-        nenv++;
-    char **envp = calloc(nenv + 6, sizeof *envp);
+    char *vars[] = {v_queue, v_group, v_consumer, v_id,
+                    v_del[0] ? v_del : NULL, NULL};
+    char **envp = command_env(vars);
     if (envp == NULL) {
         free(lines);
         snprintf(reason, reason_size, "out of memory starting the command");
         return EMQ_RETRY;
     }
-    /* The command gets echomq's environment without EMQ_* (set below)
-     * and without ECHOMQ_* (ECHOMQ_URL and ECHOMQ_PASSWORD hold the
-     * server's credentials: a handler has no business with them). */
-    size_t k = 0;
-    for (size_t i = 0; i < nenv; i++)
-        if (strncmp(environ[i], "EMQ_", 4) != 0 &&
-            strncmp(environ[i], "ECHOMQ_", 7) != 0)
-            envp[k++] = environ[i];
-    envp[k++] = v_queue;
-    envp[k++] = v_group;
-    envp[k++] = v_consumer;
-    envp[k++] = v_id;
-    if (v_del[0])
-        envp[k++] = v_del;
     /* Commands start from several threads. A command must not inherit
      * another command's stdin pipe: its write end held open by a sibling
      * keeps `cat` from ever seeing EOF (two such siblings wait for each
@@ -375,16 +382,7 @@ static emq_verdict run_exec(consume_ctx *x, emq_entry **entries, size_t n,
         snprintf(reason, reason_size, "timeout");
         return EMQ_RETRY;
     }
-    if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
-        return EMQ_ACK;
-    if (WIFEXITED(status) && WEXITSTATUS(status) == 75)
-        snprintf(reason, reason_size, "exit 75 (retry)");
-    else if (WIFEXITED(status))
-        snprintf(reason, reason_size, "exit %d", WEXITSTATUS(status));
-    else
-        snprintf(reason, reason_size, "signal %d",
-                 WIFSIGNALED(status) ? WTERMSIG(status) : 0);
-    return EMQ_RETRY;
+    return verdict_of(status, reason, reason_size);
 }
 
 /* A worker: takes up to exec_batch entries, runs the command, settles. */
@@ -409,11 +407,11 @@ static void *worker_main(void *opaque) {
         if (done || mine == NULL)
             break;
         atomic_fetch_add(&x->busy, 1);
-        atomic_store(&x->last_ms, cli_now_ms());
+        atomic_store(&x->last_ms, emq_clock_ms());
         char reason[256] = "";
         emq_verdict v = run_exec(x, mine, n, reason, sizeof reason);
         settle_all(x, mine, n, v, reason);
-        atomic_store(&x->last_ms, cli_now_ms());
+        atomic_store(&x->last_ms, emq_clock_ms());
         atomic_fetch_sub(&x->busy, 1);
     }
     free(mine);
@@ -503,7 +501,7 @@ static emq_status dispatch(consume_ctx *x, size_t count, emq_error *err) {
             atomic_fetch_add(&x->handled, (long long)n) + (long long)n;
         if (x->limit > 0 && total >= x->limit)
             emq_consumer_pause(x->consumer);
-        atomic_store(&x->last_ms, cli_now_ms());
+        atomic_store(&x->last_ms, emq_clock_ms());
         if (x->exec == NULL) {
             print_batch(x, got, n);
             continue;
@@ -535,12 +533,12 @@ typedef struct watchdog {
  * --no-ack, entries left pending on purpose do not). */
 static void *watch(void *opaque) {
     watchdog *w = opaque;
-    int64_t started = cli_now_ms(), shown = 0;
+    int64_t started = emq_clock_ms(), shown = 0;
     while (!atomic_load(&w->done)) {
         usleep(20000);
         emq_consumer_stats st;
         emq_consumer_stats_get(w->x->consumer, &st);
-        int64_t now = cli_now_ms();
+        int64_t now = emq_clock_ms();
         if (w->x->progress && now - shown >= 250) {
             /* Progress: handled, rate, lag (from the last report), out. */
             long long handled = atomic_load(&w->x->handled);
@@ -562,11 +560,11 @@ static void *watch(void *opaque) {
          * server that never answers, a TLS handshake that fails) has
          * consumed nothing, and its run ends with the reason, not 0. */
         if (in_hand > 0 || st.reads == 0) {
-            atomic_store(&w->x->last_ms, cli_now_ms());
+            atomic_store(&w->x->last_ms, emq_clock_ms());
             continue;
         }
         if (atomic_load(&w->x->busy) == 0 &&
-            cli_now_ms() - atomic_load(&w->x->last_ms) >= w->idle_ms) {
+            emq_clock_ms() - atomic_load(&w->x->last_ms) >= w->idle_ms) {
             stop_all(w->x);
             break;
         }
@@ -574,112 +572,74 @@ static void *watch(void *opaque) {
     return NULL;
 }
 
-int cmd_consume(int argc, char **argv) {
-    cli_args a;
-    int rc = cli_begin(VERB, argc, argv, opts, help, 0, &a);
-    if (rc != CLI_OK)
-        return rc == CLI_DONE ? CLI_OK : rc;
-    cli_stream_queue(&a, 0);
-    long long count = 100, block = 2000, claim_idle = -1, claim_interval = -1,
-              maxdel = -1, limit = 0, until_idle = 0, conc = 1,
-              retry_backoff = -1, retry_backoff_max = -1, exec_batch = 1,
-              exec_timeout = 0;
-    if (a.npos < 1)
-        rc = cli_usage_err(VERB, "QUEUE is missing: echomq consume QUEUE "
-                                 "--group G --consumer C --start new|head");
-    else if (a.npos > 1)
-        rc = cli_usage_err(VERB, "unexpected argument '%s'", a.pos[1]);
+/* Option -> property: the numbers are checked in this order; a row with a
+ * property sets it when the option is given, the others are read from
+ * a.num (count and block are bounded by --limit and --until-idle first). */
+static const cli_prop props[] = {
+    CLI_NUM(O_COUNT, NULL, 1, 100000, 100),
+    CLI_NUM(O_BLOCK, NULL, 1, 3600000, 2000),
+    CLI_NUM(O_CLAIM_IDLE, "claim.min_idle_ms", 1, INT32_MAX, -1),
+    CLI_NUM(O_CLAIM_INTERVAL, "claim.interval_ms", 1, INT32_MAX, -1),
+    CLI_NUM(O_MAX_DELIVERIES, "max_deliveries", 1, 1000000, -1),
+    CLI_NUM(O_RETRY_BACKOFF, "retry.backoff_ms", 0, INT32_MAX, -1),
+    CLI_NUM(O_RETRY_BACKOFF_MAX, "retry.backoff_max_ms", 0, INT32_MAX, -1),
+    CLI_NUM(O_LIMIT, NULL, 1, INT64_MAX, 0),
+    CLI_NUM(O_UNTIL_IDLE, NULL, 1, INT32_MAX, 0),
+    CLI_NUM(O_CONCURRENCY, NULL, 1, 1024, 1),
+    CLI_NUM(O_EXEC_BATCH, NULL, 1, 100000, 1),
+    CLI_NUM(O_EXEC_TIMEOUT, NULL, 1, INT32_MAX, 0),
+    CLI_NUM(O_STATS_INTERVAL, NULL, 1, INT32_MAX, 0),
+    CLI_TEXT(O_PARTITIONS, "partitions"),
+    CLI_TEXT(O_GROUP, "group"),
+    CLI_TEXT(O_CONSUMER, "consumer"),
+    CLI_FLAG(O_WAIT_FOR_SERVER, "consumer.connect", "wait"),
+    CLI_PROPS_END,
+};
+
+/* Every usage check that needs no server (beside a missing QUEUE): the
+ * one QUEUE, the required options,
+ * the numbers (props) and the ways to run a command. */
+static int check_usage(cli_args *a) {
+    int rc = CLI_OK;
+    if (a->npos > 1)
+        rc = cli_usage_err(VERB, "unexpected argument '%s'", a->pos[1]);
     if (rc == CLI_OK)
-        rc = cli_require(VERB, &a, O_GROUP, "--group",
+        rc = cli_require(VERB, a, O_GROUP, "--group",
                          "the consumer group to join");
     if (rc == CLI_OK)
-        rc = cli_require(VERB, &a, O_CONSUMER, "--consumer",
+        rc = cli_require(VERB, a, O_CONSUMER, "--consumer",
                          "a stable name for this consumer (the same after a "
                          "restart, so it gets its pending entries back)");
     if (rc == CLI_OK)
-        rc = cli_require(VERB, &a, O_START, "--start",
+        rc = cli_require(VERB, a, O_START, "--start",
                          "new (only new entries) or head (replay the "
                          "stream), or an entry ID");
-    if (rc == CLI_OK && a.seen[O_COUNT])
-        rc = cli_num(VERB, "--count", a.value[O_COUNT], 1, 100000, &count);
-    if (rc == CLI_OK && a.seen[O_BLOCK])
-        rc = cli_num(VERB, "--block", a.value[O_BLOCK], 1, 3600000, &block);
-    if (rc == CLI_OK && a.seen[O_CLAIM_IDLE])
-        rc = cli_num(VERB, "--claim-idle", a.value[O_CLAIM_IDLE], 1,
-                     INT32_MAX, &claim_idle);
-    if (rc == CLI_OK && a.seen[O_CLAIM_INTERVAL])
-        rc = cli_num(VERB, "--claim-interval", a.value[O_CLAIM_INTERVAL], 1,
-                     INT32_MAX, &claim_interval);
-    if (rc == CLI_OK && a.seen[O_MAX_DELIVERIES])
-        rc = cli_num(VERB, "--max-deliveries", a.value[O_MAX_DELIVERIES], 1,
-                     1000000, &maxdel);
-    if (rc == CLI_OK && a.seen[O_RETRY_BACKOFF])
-        rc = cli_num(VERB, "--retry-backoff", a.value[O_RETRY_BACKOFF], 0,
-                     INT32_MAX, &retry_backoff);
-    if (rc == CLI_OK && a.seen[O_RETRY_BACKOFF_MAX])
-        rc = cli_num(VERB, "--retry-backoff-max", a.value[O_RETRY_BACKOFF_MAX],
-                     0, INT32_MAX, &retry_backoff_max);
-    if (rc == CLI_OK && a.seen[O_LIMIT])
-        rc = cli_num(VERB, "--limit", a.value[O_LIMIT], 1, INT64_MAX, &limit);
-    if (rc == CLI_OK && a.seen[O_UNTIL_IDLE])
-        rc = cli_num(VERB, "--until-idle", a.value[O_UNTIL_IDLE], 1,
-                     INT32_MAX, &until_idle);
-    if (rc == CLI_OK && a.seen[O_CONCURRENCY])
-        rc = cli_num(VERB, "--concurrency", a.value[O_CONCURRENCY], 1, 1024,
-                     &conc);
-    if (rc == CLI_OK && a.seen[O_EXEC] && a.value[O_EXEC][0] == '\0')
+    if (rc == CLI_OK)
+        rc = cli_check_props(VERB, a, props);
+    if (rc == CLI_OK && a->seen[O_EXEC] && a->value[O_EXEC][0] == '\0')
         rc = cli_usage_err(VERB, "--exec needs a command");
-    if (rc == CLI_OK && a.seen[O_EXEC_BATCH] && a.seen[O_EXEC])
+    if (rc == CLI_OK && a->seen[O_EXEC_BATCH] && a->seen[O_EXEC])
         rc = cli_usage_err(VERB, "--exec and --exec-batch are two ways to "
                                  "run a command: give one");
-    if (rc == CLI_OK && a.seen[O_EXEC_BATCH])
-        rc = cli_num(VERB, "--exec-batch", a.value[O_EXEC_BATCH], 1, 100000,
-                     &exec_batch);
-    if (rc == CLI_OK && a.seen[O_EXEC_BATCH] &&
-        a.value2[O_EXEC_BATCH][0] == '\0')
+    if (rc == CLI_OK && a->seen[O_EXEC_BATCH] &&
+        a->value2[O_EXEC_BATCH][0] == '\0')
         rc = cli_usage_err(VERB, "--exec-batch N CMD needs a command");
-    if (rc == CLI_OK && a.seen[O_EXEC_TIMEOUT])
-        rc = cli_num(VERB, "--exec-timeout", a.value[O_EXEC_TIMEOUT], 1,
-                     INT32_MAX, &exec_timeout);
-    if (rc == CLI_OK && a.seen[O_EXEC_TIMEOUT] && !a.seen[O_EXEC] &&
-        !a.seen[O_EXEC_BATCH])
+    if (rc == CLI_OK && a->seen[O_EXEC_TIMEOUT] && !a->seen[O_EXEC] &&
+        !a->seen[O_EXEC_BATCH])
         rc = cli_usage_err(VERB, "--exec-timeout needs --exec or "
                                  "--exec-batch: it bounds a command");
-    if (rc != CLI_OK) {
-        free(a.pos);
-        return rc;
-    }
-    /* Read no more than --limit asks for: what a stop leaves unhandled
-     * stays pending with this consumer name until its next run. */
-    if (limit > 0 && count > limit)
-        count = limit;
-    /* A stop returns within one read's block time. */
-    if (until_idle > 0 && block > until_idle)
-        block = until_idle < 100 ? 100 : until_idle;
+    return rc;
+}
 
-    emq_conf_t *conf = cli_conf(a.pos[0]);
-    char num[32];
-    rc = conf ? CLI_OK : CLI_USAGE;
-#define SETNUM(name, v)                                                        \
-    do {                                                                       \
-        if (rc == CLI_OK) {                                                    \
-            snprintf(num, sizeof num, "%lld", (long long)(v));                 \
-            rc = cli_set(conf, (name), num);                                   \
-        }                                                                      \
-    } while (0)
-    if (rc == CLI_OK)
-        rc = cli_partitions(&a, conf);
-    if (rc == CLI_OK)
-        rc = cli_set(conf, "group", a.value[O_GROUP]);
-    if (rc == CLI_OK)
-        rc = cli_set(conf, "consumer", a.value[O_CONSUMER]);
-    /* --start @UNIX-MS: the first entry added at or after that time. */
+/* --start, with @UNIX-MS turned into the last ID before that time (a
+ * group starts after its ID), set on conf. */
+static int set_start(emq_conf_t *conf, const char *start) {
     char start_id[48];
-    const char *start = a.value[O_START];
-    if (rc == CLI_OK && start[0] == '@') {
+    if (start[0] == '@') {
         long long ms;
-        rc = cli_num(VERB, "--start @", start + 1, 0, INT64_MAX, &ms);
-        /* A group starts after its ID: the last ID before that time. */
+        int rc = cli_num(VERB, "--start @", start + 1, 0, INT64_MAX, &ms);
+        if (rc != CLI_OK)
+            return rc;
         if (ms == 0)
             snprintf(start_id, sizeof start_id, "0-0");
         else
@@ -687,131 +647,129 @@ int cmd_consume(int argc, char **argv) {
                      ms - 1);
         start = start_id;
     }
-    if (rc == CLI_OK)
-        rc = cli_set(conf, "start", start);
-    SETNUM("count", count);
-    SETNUM("block_ms", block);
-    if (rc == CLI_OK && a.seen[O_WAIT_FOR_SERVER])
-        rc = cli_set(conf, "consumer.connect", "wait");
-    if (claim_idle > 0)
-        SETNUM("claim.min_idle_ms", claim_idle);
-    if (claim_interval > 0)
-        SETNUM("claim.interval_ms", claim_interval);
-    if (limit > 0)
-        SETNUM("claim.count", count);
-    /* What may be out at once: a read ahead of what is printed, or of what
-     * the workers run; --no-ack holds what it took until the end. */
-    const char *exec = a.seen[O_EXEC]         ? a.value[O_EXEC]
-                       : a.seen[O_EXEC_BATCH] ? a.value2[O_EXEC_BATCH]
-                                              : NULL;
-    if (exec == NULL)
-        conc = 1; /* one writer: the lines keep their order */
-    static consume_ctx x; /* the work queue is large */
-    memset(&x, 0, sizeof x);
-    atomic_store(&x.lag, -1);
+    return cli_set(conf, "start", start);
+}
+
+/* Fills x from the options and sets the properties the verb derives
+ * (count, block, claim count, stats interval, what may be out at once).
+ * Returns CLI_OK or CLI_USAGE (said why). */
+static int configure(consume_ctx *x, cli_args *a, emq_conf_t *conf) {
+    long long *num = a->num;
+    /* Read no more than --limit asks for: what a stop leaves unhandled
+     * stays pending with this consumer name until its next run. */
+    if (num[O_LIMIT] > 0 && num[O_COUNT] > num[O_LIMIT])
+        num[O_COUNT] = num[O_LIMIT];
+    /* A stop returns within one read's block time. */
+    if (num[O_UNTIL_IDLE] > 0 && num[O_BLOCK] > num[O_UNTIL_IDLE])
+        num[O_BLOCK] = num[O_UNTIL_IDLE] < 100 ? 100 : num[O_UNTIL_IDLE];
+    x->exec = a->seen[O_EXEC]         ? a->value[O_EXEC]
+              : a->seen[O_EXEC_BATCH] ? a->value2[O_EXEC_BATCH]
+                                      : NULL;
+    if (x->exec == NULL)
+        num[O_CONCURRENCY] = 1; /* one writer: the lines keep their order */
+    x->queue = a->pos[0];
+    x->lines.format = a->seen[O_FORMAT] ? a->value[O_FORMAT] : NULL;
+    x->exec_batch = (size_t)num[O_EXEC_BATCH];
+    x->exec_timeout_ms = num[O_EXEC_TIMEOUT];
+    x->no_ack = a->seen[O_NO_ACK] > 0;
+    x->limit = num[O_LIMIT];
     /* A progress line when stderr is a terminal that the entries do not go
      * to (a pipe or file for stdout, or commands), unless -q. */
-    x.progress = !cli_g.quiet && isatty(STDERR_FILENO) &&
-                 (exec != NULL || !isatty(STDOUT_FILENO));
-    long long every = x.progress ? 1000 : 0; /* the lag for the progress */
-    if (rc == CLI_OK && a.seen[O_STATS_INTERVAL]) {
-        rc = cli_num(VERB, "--stats-interval", a.value[O_STATS_INTERVAL], 1,
-                     INT32_MAX, &every);
-        x.stats_lines = 1;
-    }
-    if (every > 0) {
-        SETNUM("stats.interval_ms", every);
-        emq_conf_set_stats(conf, stats_line, &x);
-    }
-
-    long long out_max = exec ? 2 * conc * exec_batch : 2 * count;
-    if (a.seen[O_NO_ACK])
+    x->progress = !cli_g.quiet && isatty(STDERR_FILENO) &&
+                  (x->exec != NULL || !isatty(STDOUT_FILENO));
+    x->stats_lines = a->seen[O_STATS_INTERVAL] > 0;
+    long long every = x->stats_lines ? num[O_STATS_INTERVAL]
+                      : x->progress  ? 1000 /* the lag for the progress */
+                                     : 0;
+    /* What may be out at once: a read ahead of what is printed, or of what
+     * the workers run; --no-ack holds what it took until the end. Nothing
+     * is read beyond --limit. */
+    long long out_max = x->exec ? 2 * num[O_CONCURRENCY] * num[O_EXEC_BATCH]
+                                : 2 * num[O_COUNT];
+    if (x->no_ack)
         out_max = 1000000;
-    /* Read nothing beyond --limit (what is read and not handed out goes
-     * back at the end, but need not be read at all). */
-    if (limit > 0 && out_max > limit)
-        out_max = limit;
-    SETNUM("max_in_flight", out_max < 1000000 ? out_max : 1000000);
-    if (maxdel > 0)
-        SETNUM("max_deliveries", maxdel);
-    if (retry_backoff_max >= 0)
-        SETNUM("retry.backoff_max_ms", retry_backoff_max);
-    if (retry_backoff >= 0)
-        SETNUM("retry.backoff_ms", retry_backoff);
-#undef SETNUM
-
-    x.queue = a.pos[0];
-    x.lines.format = a.seen[O_FORMAT] ? a.value[O_FORMAT] : NULL;
-
-    x.exec = exec;
-    x.exec_batch = (size_t)exec_batch;
-    x.exec_timeout_ms = exec_timeout;
-    x.no_ack = a.seen[O_NO_ACK] > 0;
-    x.limit = limit;
-    atomic_store(&x.last_ms, cli_now_ms());
-    pthread_mutex_init(&x.mu, NULL);
-    pthread_cond_init(&x.more, NULL);
-    pthread_cond_init(&x.room, NULL);
-    emq_error err;
-    emq_status st = EMQ_OK;
-    if (rc == CLI_OK) {
-        /* Validates everything before touching the network. */
-        st = emq_consumer_new(conf, NULL, NULL, &x.consumer, &err);
-        if (st != EMQ_OK)
-            rc = cli_err(st == EMQ_EINVAL ? CLI_USAGE : CLI_FAIL, "%s",
-                         err.message);
-    }
-    /* Every usage check is done: a topic of this name is found now (and
-     * the consumer made again for its partitions). */
-    char parts_before[24] = "1", parts_after[24] = "1";
-    if (rc == CLI_OK) {
-        emq_conf_get(conf, "partitions", parts_before, sizeof parts_before,
-                     NULL);
-        rc = cli_find_topic(&a, conf);
-        emq_conf_get(conf, "partitions", parts_after, sizeof parts_after,
-                     NULL);
-    }
-    if (rc == CLI_OK && strcmp(parts_before, parts_after) != 0) {
-        emq_consumer_destroy(x.consumer);
-        x.consumer = NULL;
-        st = emq_consumer_new(conf, NULL, NULL, &x.consumer, &err);
-        if (st != EMQ_OK)
-            rc = cli_err(st == EMQ_EINVAL ? CLI_USAGE : CLI_FAIL, "%s",
-                         err.message);
+    if (x->limit > 0 && out_max > x->limit)
+        out_max = x->limit;
+    int rc = cli_set_props(conf, a, props);
+    if (rc == CLI_OK)
+        rc = set_start(conf, a->value[O_START]);
+    if (rc == CLI_OK)
+        rc = cli_set_num(conf, "count", num[O_COUNT]);
+    if (rc == CLI_OK)
+        rc = cli_set_num(conf, "block_ms", num[O_BLOCK]);
+    if (rc == CLI_OK && x->limit > 0)
+        rc = cli_set_num(conf, "claim.count", num[O_COUNT]);
+    if (rc == CLI_OK && every > 0) {
+        rc = cli_set_num(conf, "stats.interval_ms", every);
+        emq_conf_set_stats(conf, stats_line, x);
     }
     if (rc == CLI_OK)
-        rc = cli_lines_partitions(&x.lines, &a, conf);
-    if (rc != CLI_OK) {
-        emq_consumer_destroy(x.consumer); /* NULL: a no-op */
-        emq_conf_destroy(conf);
-        free(a.pos);
-        return rc;
-    }
+        rc = cli_set_num(conf, "max_in_flight",
+                         out_max < 1000000 ? out_max : 1000000);
+    return rc;
+}
 
-    cli_on_stop_signal(stop_all, &x);
-    watchdog w = {&x, until_idle, 0};
+/* Makes x->consumer once every usage check is done; a topic of this name
+ * is found now (and the consumer made again for its partitions). */
+static int open_consumer(consume_ctx *x, const cli_args *a,
+                         emq_conf_t *conf) {
+    char parts_before[24] = "1", parts_after[24] = "1";
+    emq_error err;
+    int rc = CLI_OK;
+    for (int round = 0; rc == CLI_OK && round < 2; round++) {
+        if (round == 1 && strcmp(parts_before, parts_after) == 0)
+            break;
+        emq_consumer_destroy(x->consumer); /* NULL: a no-op */
+        x->consumer = NULL;
+        /* Validates everything before touching the network. */
+        emq_status st = emq_consumer_new(conf, NULL, NULL, &x->consumer, &err);
+        if (st != EMQ_OK)
+            rc = cli_err(st == EMQ_EINVAL ? CLI_USAGE : CLI_FAIL, "%s",
+                         err.message);
+        if (rc == CLI_OK && round == 0) {
+            emq_conf_get(conf, "partitions", parts_before,
+                         sizeof parts_before, NULL);
+            rc = cli_find_topic(a, conf);
+            emq_conf_get(conf, "partitions", parts_after, sizeof parts_after,
+                         NULL);
+        }
+    }
+    if (rc == CLI_OK)
+        rc = cli_lines_partitions(&x->lines, a, conf);
+    return rc;
+}
+
+/* Runs the consumer until a stop: the command threads, the watchdog and
+ * the main thread's dispatch; then closes it. Returns its status. */
+static emq_status run(consume_ctx *x, const cli_args *a, emq_error *err) {
+    cli_on_stop_signal(stop_all, x);
+    watchdog w = {x, a->num[O_UNTIL_IDLE], 0};
     pthread_t wt;
-    int watching = (until_idle > 0 || x.progress) &&
+    int watching = (w.idle_ms > 0 || x->progress) &&
                    pthread_create(&wt, NULL, watch, &w) == 0;
-    size_t workers = exec ? (size_t)conc : 0, started = 0;
+    size_t conc = (size_t)a->num[O_CONCURRENCY];
+    size_t workers = x->exec ? conc : 0, started = 0;
     pthread_t *threads = calloc(workers ? workers : 1, sizeof *threads);
     for (size_t i = 0; threads != NULL && i < workers; i++)
-        if (pthread_create(&threads[i], NULL, worker_main, &x) == 0)
+        if (pthread_create(&threads[i], NULL, worker_main, x) == 0)
             started++;
+    emq_status st;
     if (threads == NULL || started < workers) {
-        stop_all(&x);
-        st = local_error(&err, EMQ_ENOMEM,
+        stop_all(x);
+        st = local_error(err, EMQ_ENOMEM,
                          "could not start the command threads");
     } else {
-        st = dispatch(&x, (size_t)(exec ? conc * exec_batch : count), &err);
+        st = dispatch(x, x->exec ? conc * x->exec_batch
+                                 : (size_t)a->num[O_COUNT],
+                      err);
     }
     /* The commands running (and queued) finish and are settled; entries
      * read ahead go back to the server uncounted (emq_consumer_close). */
-    stop_all(&x);
-    pthread_mutex_lock(&x.mu);
-    x.quit = 1;
-    pthread_cond_broadcast(&x.more);
-    pthread_mutex_unlock(&x.mu);
+    stop_all(x);
+    pthread_mutex_lock(&x->mu);
+    x->quit = 1;
+    pthread_cond_broadcast(&x->more);
+    pthread_mutex_unlock(&x->mu);
     for (size_t i = 0; i < started; i++)
         pthread_join(threads[i], NULL);
     free(threads);
@@ -819,28 +777,34 @@ int cmd_consume(int argc, char **argv) {
         atomic_store(&w.done, 1);
         pthread_join(wt, NULL);
     }
-    if (x.progress)
+    if (x->progress)
         fputs("\r\033[K", stderr); /* the summary takes its place */
     emq_error close_err;
     emq_status closed =
-        emq_consumer_close(x.consumer, x.no_ack ? 0 : 10000, &close_err);
+        emq_consumer_close(x->consumer, x->no_ack ? 0 : 10000, &close_err);
     if (st == EMQ_OK && closed != EMQ_OK) {
         st = closed;
-        err = close_err;
+        *err = close_err;
     }
     cli_signals_default();
+    return st;
+}
 
+/* The run's end: its failure, or the summary (and -v the statistics). */
+static int report(consume_ctx *x, const emq_conf_t *conf, emq_status st,
+                  const emq_error *err) {
+    int rc = CLI_OK;
     if (st != EMQ_OK)
-        rc = cli_runtime_err(conf, st, &err, "consuming");
-    else if (atomic_load(&x.write_failed))
+        rc = cli_runtime_err(conf, st, err, "consuming");
+    else if (atomic_load(&x->write_failed))
         rc = cli_err(CLI_FAIL, "cannot write to stdout: %s; the entry stays "
                                "pending for this consumer",
-                     strerror(atomic_load(&x.write_failed)));
+                     strerror(atomic_load(&x->write_failed)));
     emq_consumer_stats total;
-    emq_consumer_stats_get(x.consumer, &total);
-    if (rc == CLI_OK && atomic_load(&x.settle_failed))
+    emq_consumer_stats_get(x->consumer, &total);
+    if (rc == CLI_OK && atomic_load(&x->settle_failed))
         cli_note("warning: an entry could not be settled: %s",
-                 x.settle_error);
+                 x->settle_error);
     if (rc == CLI_OK)
         cli_note("consumed %llu entr%s (acknowledged %llu, retried %llu, "
                  "dead-lettered %llu, claimed %llu)",
@@ -852,10 +816,35 @@ int cmd_consume(int argc, char **argv) {
                  (unsigned long long)total.claimed);
     if (cli_g.verbose) {
         char buf[1024];
-        emq_consumer_stats_json(x.consumer, buf, sizeof buf);
+        emq_consumer_stats_json(x->consumer, buf, sizeof buf);
         fprintf(stderr, "%s\n", buf);
     }
-    emq_consumer_destroy(x.consumer);
+    return rc;
+}
+
+int cmd_consume(int argc, char **argv) {
+    cli_args a;
+    int rc = cli_begin_check(VERB, argc, argv, opts, help, SYNOPSIS,
+                             check_usage, &a);
+    if (rc != CLI_OK)
+        return rc == CLI_DONE ? CLI_OK : rc;
+    static consume_ctx x; /* the work queue is large */
+    memset(&x, 0, sizeof x);
+    atomic_store(&x.lag, -1);
+    atomic_store(&x.last_ms, emq_clock_ms());
+    pthread_mutex_init(&x.mu, NULL);
+    pthread_cond_init(&x.more, NULL);
+    pthread_cond_init(&x.room, NULL);
+    emq_conf_t *conf = cli_conf(a.pos[0]);
+    rc = conf ? configure(&x, &a, conf) : CLI_USAGE;
+    if (rc == CLI_OK)
+        rc = open_consumer(&x, &a, conf);
+    if (rc == CLI_OK) {
+        emq_error err;
+        emq_status st = run(&x, &a, &err);
+        rc = report(&x, conf, st, &err);
+    }
+    emq_consumer_destroy(x.consumer); /* NULL: a no-op */
     pthread_mutex_destroy(&x.mu);
     pthread_cond_destroy(&x.more);
     pthread_cond_destroy(&x.room);

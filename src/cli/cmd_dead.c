@@ -18,18 +18,9 @@
 
 static const char *const VERB = "dead";
 
-static const cli_opt opts[] = {
-    {"json", 0, 0, O_JSON},
-    {"all", 0, 0, O_ALL},
-    {"yes", 0, 0, O_YES},
-    {"count", 0, 1, O_COUNT},
-    {"follow", 'f', 0, O_FOLLOW},
-    {"older-than", 0, 1, O_OLDER_THAN},
-    {"reason", 0, 1, O_REASON},
-    {"limit", 0, 1, O_LIMIT},
-    {"partitions", 0, 1, O_PARTITIONS},
-    {"partition", 'p', 1, O_PARTITION},
-    {NULL, 0, 0, 0},
+static const int opts[] = {
+    O_JSON, O_ALL, O_YES, O_COUNT, O_FOLLOW, O_OLDER_THAN, O_REASON, O_LIMIT,
+    O_PARTITIONS, O_PARTITION, O_NONE
 };
 
 static void help(void) {
@@ -65,16 +56,6 @@ static void help(void) {
         "  echomq dead purge jobs --yes\n");
 }
 
-typedef struct letters {
-    const emq_dead_letter *l;
-    size_t n;
-} letters;
-
-static size_t letters_json(const void *ctx, char *buf, size_t size) {
-    const letters *x = ctx;
-    return emq_dead_letters_json(x->l, x->n, buf, size);
-}
-
 /* Prints a dead letter's fields as the JSON emq_entry_json writes for
  * them (binary-safe). */
 static void print_fields(const emq_dead_letter *d) {
@@ -90,12 +71,18 @@ static void print_fields(const emq_dead_letter *d) {
     free(buf);
 }
 
+/* cli_print_json's writer of a cli_json_list of dead letters. */
+static size_t letters_json(const void *ctx, char *buf, size_t size) {
+    const cli_json_list *x = ctx;
+    return emq_dead_letters_json(x->items, x->n, buf, size);
+}
+
 /* Prints n dead letters as rows (the PARTITION column for a topic:
  * topic) or JSON lines. header: the table's header line. */
 static int print_letters(const emq_dead_letter *l, size_t n, int topic,
                          int json, int header) {
     if (json) {
-        letters x = {l, n};
+        cli_json_list x = {l, n};
         return n ? cli_print_json(letters_json, &x) : CLI_OK;
     }
     if (header)
@@ -368,14 +355,10 @@ int cmd_dead(int argc, char **argv) {
                                  "queue; add --yes to confirm");
     if (rc == CLI_OK && a.seen[O_COUNT])
         rc = cli_num(VERB, "--count", a.value[O_COUNT], 1, 10000000, &count);
-    emq_conf_t *conf = NULL;
-    emq_admin_t *admin = NULL;
-    if (rc == CLI_OK)
-        rc = cli_admin_open_args(VERB, a.pos[1], &a, &conf, &admin);
-    if (rc != CLI_OK) {
-        free(a.pos);
+    emq_conf_t *conf;
+    emq_admin_t *admin;
+    if ((rc = cli_admin_begin(VERB, rc, &a, 1, &conf, &admin)) != CLI_OK)
         return rc;
-    }
     emq_error err;
     emq_status st = EMQ_OK;
     char target[400];

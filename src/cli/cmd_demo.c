@@ -16,6 +16,7 @@
  * Ctrl-C included. Exit 0 when nothing was lost, 1 otherwise.
  */
 #include "cli.h"
+#include "srvproc.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -33,14 +34,8 @@ static const char *const GROUP = "demo";
 #define MAX_WORKERS 64
 #define MAX_DELIVERIES 3
 
-static const cli_opt opts[] = {
-    {"jobs", 0, 1, O_JOBS},
-    {"workers", 0, 1, O_WORKERS},
-    {"poison", 0, 1, O_POISON},
-    {"claim-idle", 0, 1, O_CLAIM_IDLE},
-    {"keep", 0, 0, O_KEEP},
-    {"work-us", 0, 1, O_WORK_US},
-    {NULL, 0, 0, 0},
+static const int opts[] = {
+    O_JOBS, O_WORKERS, O_POISON, O_CLAIM_IDLE, O_KEEP, O_WORK_US, O_NONE
 };
 
 static void help(void) {
@@ -93,18 +88,6 @@ static void remove_dir(void) {
     dir[0] = '\0';
 }
 
-/* Waits up to ms for pid; SIGKILL after that. */
-static void reap(pid_t pid, int ms) {
-    for (int waited = 0; waited < ms; waited += 10) {
-        pid_t w = waitpid(pid, NULL, WNOHANG);
-        if (w == pid || (w < 0 && errno == ECHILD))
-            return;
-        usleep(10000);
-    }
-    kill(pid, SIGKILL);
-    waitpid(pid, NULL, 0);
-}
-
 static void cleanup(int keep) {
     for (int i = 0; i < nworkers; i++)
         if (workers[i] > 0) {
@@ -113,8 +96,7 @@ static void cleanup(int keep) {
             workers[i] = -1;
         }
     if (server_pid > 0) {
-        kill(server_pid, SIGTERM);
-        reap(server_pid, 3000);
+        srvproc_stop(server_pid, 3000);
         server_pid = -1;
     }
     if (keep && dir[0])
@@ -125,22 +107,12 @@ static void cleanup(int keep) {
 
 /* ---- the server ---------------------------------------------------------- */
 
-/* Starts redis-server on dir/redis.sock; url receives its URL. */
-/* text as a double-quoted redis.conf argument (backslash and quote
- * escaped). */
-static const char *conf_quote(const char *text, char *out, size_t size) {
-    size_t n = 0;
-    out[n++] = '"';
-    for (const char *p = text; *p && n + 3 < size; p++) {
-        if (*p == '"' || *p == '\\')
-            out[n++] = '\\';
-        out[n++] = *p;
-    }
-    out[n++] = '"';
-    out[n] = '\0';
-    return out;
-}
+static const char *const NO_SERVER =
+    "redis-server is not on PATH; install it (scripts/deps.sh) or add its "
+    "folder to PATH";
 
+/* Starts redis-server on dir/redis.sock (tools/srvproc.c starts and stops
+ * the process); url receives its URL. */
 static int start_server(char *url, size_t url_size) {
     char conf_path[600], sock[600], log_path[600];
     snprintf(conf_path, sizeof conf_path, "%s/redis.conf", dir);
@@ -155,23 +127,20 @@ static int start_server(char *url, size_t url_size) {
     fprintf(f,
             "port 0\nunixsocket %s\nunixsocketperm 700\ndir %s\n"
             "save \"\"\nappendonly no\nlogfile %s\ndaemonize no\n",
-            conf_quote(sock, qsock, sizeof qsock),
-            conf_quote(dir, qdir, sizeof qdir),
-            conf_quote(log_path, qlog, sizeof qlog));
+            srvproc_quote(sock, qsock, sizeof qsock),
+            srvproc_quote(dir, qdir, sizeof qdir),
+            srvproc_quote(log_path, qlog, sizeof qlog));
     fclose(f);
-    server_pid = fork();
+    char prog[600];
+    if (srvproc_program(NULL, "redis-server", prog, sizeof prog) != 0)
+        return cli_err(CLI_FAIL, "%s", NO_SERVER);
+    /* A process group of its own: Ctrl-C reaches us, and we stop it in
+     * order. */
+    srvproc_opts o = {prog, conf_path, NULL, NULL, 1};
+    char why[200];
+    server_pid = srvproc_spawn(&o, why, sizeof why);
     if (server_pid < 0)
-        return cli_err(CLI_FAIL, "fork failed: %s", strerror(errno));
-    if (server_pid == 0) {
-        setpgid(0, 0); /* Ctrl-C reaches us, and we stop it in order */
-        int null = open("/dev/null", O_RDWR);
-        if (null >= 0) {
-            dup2(null, STDIN_FILENO);
-            dup2(null, STDOUT_FILENO);
-        }
-        execlp("redis-server", "redis-server", conf_path, (char *)NULL);
-        _exit(127);
-    }
+        return cli_err(CLI_FAIL, "%s", why);
     snprintf(url, url_size, "unix://%s", sock);
     emq_conf_t *conf = emq_conf_new();
     if (conf == NULL || emq_conf_set(conf, "url", url, NULL) != EMQ_OK) {
@@ -184,9 +153,7 @@ static int start_server(char *url, size_t url_size) {
         if (waitpid(server_pid, &status, WNOHANG) == server_pid) {
             server_pid = -1;
             if (WIFEXITED(status) && WEXITSTATUS(status) == 127)
-                cli_err(CLI_FAIL, "redis-server is not on PATH; install it "
-                                  "(scripts/deps.sh) or add its folder to "
-                                  "PATH");
+                cli_err(CLI_FAIL, "%s", NO_SERVER);
             else
                 cli_err(CLI_FAIL, "redis-server exited at start; see its "
                                   "log (run with --keep): %s",
@@ -464,9 +431,179 @@ static long long held_by(const char *url, const char *name) {
     return n;
 }
 
+/* One run of the demo: what it watches and reports. */
+typedef struct demo_run {
+    char url[700];                  /* the private server */
+    long long jobs, poison, claim_idle;
+    unsigned char *is_poison, *dead; /* per job */
+    tally t;                        /* what the workers' ledgers say */
+    long long ndead, other_dead;    /* dead letters: poison, and others */
+    int64_t t_start, t_done;        /* the workers' start, all done */
+    int tty;                        /* stderr is a terminal */
+} demo_run;
+
+/* Half-way, kills demo-2 and says how much it held; then, once its
+ * entries were all claimed by the others, says so (once). */
+static void crash_and_recovery(demo_run *r, int *killed, int *recovered,
+                               long long *held_at_kill, int64_t now,
+                               int64_t *last_check) {
+    long long needed = r->jobs - r->poison;
+    if (!*killed && r->t.unique >= needed / 2) {
+        long long before = held_by(r->url, "demo-2");
+        kill(workers[1], SIGKILL);
+        waitpid(workers[1], NULL, 0);
+        workers[1] = -1;
+        *killed = 1;
+        *held_at_kill = held_by(r->url, "demo-2");
+        if (*held_at_kill < 0)
+            *held_at_kill = before;
+        if (r->tty)
+            fputs("\r\033[K", stderr);
+        printf("== half-way (%lld handled): killed demo-2 with SIGKILL "
+               "while it held %lld unacknowledged entries\n",
+               r->t.unique, *held_at_kill);
+        fflush(stdout);
+    }
+    if (*killed && !*recovered && *held_at_kill >= 0 && nworkers >= 2 &&
+        now - *last_check >= 200) {
+        *last_check = now;
+        if (held_by(r->url, "demo-2") == 0) {
+            *recovered = 1;
+            if (r->tty)
+                fputs("\r\033[K", stderr);
+            printf("== recovered: the other workers claimed all %lld "
+                   "entries demo-2 held (idle > %lld ms)\n",
+                   *held_at_kill, r->claim_idle);
+            fflush(stdout);
+        }
+    }
+}
+
+/* Watches the workers until every job is handled or dead-lettered, a
+ * deadline, or an interrupt: the crash half-way, the recovery, progress
+ * on stderr. Returns CLI_OK or CLI_FAIL. */
+static int watch(demo_run *r) {
+    int64_t last_print = 0, last_check = 0;
+    int killed = nworkers < 2; /* with one worker nobody can recover */
+    int recovered = 0;
+    long long held_at_kill = -1, needed = r->jobs - r->poison;
+    int64_t deadline = r->t_start + 120000 + r->jobs / 10;
+    while (!interrupted) {
+        usleep(20000);
+        tally_update(&r->t);
+        int64_t now = emq_clock_ms();
+        crash_and_recovery(r, &killed, &recovered, &held_at_kill, now,
+                           &last_check);
+        if (r->t.unique >= needed) {
+            /* Every good job is handled; wait for the poison ones. */
+            if (count_dead(r->url, r->jobs, r->dead, &r->ndead,
+                           &r->other_dead) != CLI_OK)
+                return CLI_FAIL;
+            if (r->ndead >= r->poison) {
+                r->t_done = now;
+                return CLI_OK;
+            }
+        }
+        if (now > deadline) {
+            cli_err(CLI_FAIL, "demo: not done after %lld s; reporting what "
+                              "is missing",
+                    (long long)(now - r->t_start) / 1000);
+            return CLI_OK;
+        }
+        if (!cli_g.quiet && now - last_print >= (r->tty ? 100 : 1000)) {
+            double secs = (double)(now - r->t_start) / 1000.0;
+            double rate = secs > 0 ? (double)r->t.unique / secs : 0.0;
+            if (r->tty)
+                fprintf(stderr, "\r\033[K   handled %lld/%lld  duplicates "
+                                "%lld  dead %lld/%lld  %.0f jobs/s",
+                        r->t.unique, needed, r->t.lines - r->t.unique,
+                        r->ndead, r->poison, rate);
+            else
+                fprintf(stderr, "   handled %lld/%lld  duplicates %lld  "
+                                "%.0f jobs/s\n",
+                        r->t.unique, needed, r->t.lines - r->t.unique, rate);
+            last_print = now;
+        }
+    }
+    return CLI_OK;
+}
+
+/* Starts the workers (demo-1..demo-N). Returns CLI_OK or CLI_FAIL. */
+static int start_workers(const demo_run *r, long long work_us) {
+    for (int i = 0; i < nworkers; i++) {
+        pid_t pid = fork();
+        if (pid < 0)
+            return cli_err(CLI_FAIL, "fork failed: %s", strerror(errno));
+        if (pid == 0)
+            worker_main(r->url, i + 1, r->claim_idle, work_us);
+        workers[i] = pid;
+    }
+    printf("== started %d workers: consumers demo-1..demo-%d of group "
+           "'%s' (claim idle %lld ms, max deliveries %d)\n",
+           nworkers, nworkers, GROUP, r->claim_idle, MAX_DELIVERIES);
+    return CLI_OK;
+}
+
+/* Stops the workers gracefully (SIGTERM, then SIGKILL after 5 s). */
+static void stop_workers(void) {
+    for (int i = 0; i < nworkers; i++)
+        if (workers[i] > 0)
+            kill(workers[i], SIGTERM);
+    for (int i = 0; i < nworkers; i++)
+        if (workers[i] > 0) {
+            srvproc_reap(workers[i], 5000);
+            workers[i] = -1;
+        }
+}
+
+/* The final count and the summary table; the exit code of the demo. */
+static int summary(demo_run *r, int rc) {
+    long long lost = 0, first_lost = -1;
+    for (long long j = 0; j < r->jobs; j++)
+        if (r->t.seen[j] == 0 && !r->dead[j]) {
+            if (first_lost < 0)
+                first_lost = j;
+            lost++;
+        }
+    double secs = (double)(r->t_done - r->t_start) / 1000.0;
+    printf("\n== summary\n");
+    printf("   %-34s %10lld\n", "produced", r->jobs);
+    printf("   %-34s %10lld\n", "handled (distinct jobs)", r->t.unique);
+    printf("   %-34s %10lld\n", "duplicates (crash recovery)",
+           r->t.lines - r->t.unique);
+    printf("   %-34s %10lld\n", "dead-lettered (poison jobs)", r->ndead);
+    printf("   %-34s %10lld%s\n", "lost", lost, lost ? "   <-- NOT OK" : "");
+    printf("   %-34s %10.0f jobs/s (%.2f s)\n", "throughput",
+           secs > 0 ? (double)r->t.unique / secs : 0.0, secs);
+    for (int i = 0; i < nworkers; i++) {
+        char label[64];
+        snprintf(label, sizeof label, "  by demo-%d%s", i + 1,
+                 i == 1 && nworkers > 1 ? " (killed half-way)" : "");
+        printf("   %-34s %10lld\n", label, r->t.per_worker[i]);
+    }
+    fflush(stdout);
+    if (rc != CLI_OK)
+        return rc;
+    if (lost > 0)
+        return cli_err(CLI_FAIL, "demo: %lld jobs lost (the first is job "
+                                 "%lld)",
+                       lost, first_lost);
+    if (r->other_dead > 0)
+        return cli_err(CLI_FAIL, "demo: %lld unexpected dead letters",
+                       r->other_dead);
+    printf("== ok: every job was handled or dead-lettered; nothing lost\n");
+    return CLI_OK;
+}
+
+/* The whole demo: folder, server, jobs, workers, crash, summary. */
 static int run(long long jobs, long long poison, long long claim_idle,
                long long work_us) {
-    int tty = isatty(STDERR_FILENO);
+    static demo_run r; /* the tally is large */
+    memset(&r, 0, sizeof r);
+    r.jobs = jobs;
+    r.poison = poison;
+    r.claim_idle = claim_idle;
+    r.tty = isatty(STDERR_FILENO);
     const char *tmp = getenv("TMPDIR");
     snprintf(dir, sizeof dir, "%s/echomq-demo.XXXXXX", tmp && *tmp ? tmp : "/tmp");
     if (mkdtemp(dir) == NULL) {
@@ -474,185 +611,53 @@ static int run(long long jobs, long long poison, long long claim_idle,
         return cli_err(CLI_FAIL, "cannot create a temporary folder: %s",
                        strerror(errno));
     }
-    char url[700];
     printf("== echomq demo: %lld jobs, %d workers, %lld poison jobs\n", jobs,
            nworkers, poison);
     printf("   private redis-server in %s\n", dir);
     fflush(stdout);
-    int rc = start_server(url, sizeof url);
+    int rc = start_server(r.url, sizeof r.url);
     if (rc != CLI_OK)
         return rc;
-
-    unsigned char *is_poison = calloc((size_t)jobs, 1);
-    unsigned char *dead = calloc((size_t)jobs, 1);
-    tally t;
-    memset(&t, 0, sizeof t);
-    t.jobs = jobs;
-    t.seen = calloc((size_t)jobs, 1);
-    if (is_poison == NULL || dead == NULL || t.seen == NULL) {
-        free(is_poison);
-        free(dead);
-        free(t.seen);
+    r.is_poison = calloc((size_t)jobs, 1);
+    r.dead = calloc((size_t)jobs, 1);
+    r.t.jobs = jobs;
+    r.t.seen = calloc((size_t)jobs, 1);
+    if (r.is_poison == NULL || r.dead == NULL || r.t.seen == NULL) {
+        free(r.is_poison);
+        free(r.dead);
+        free(r.t.seen);
         return cli_err(CLI_FAIL, "out of memory");
     }
-    int64_t t0 = cli_now_ms();
-    rc = produce_jobs(url, jobs, poison, is_poison);
-    int64_t t_produced = cli_now_ms();
+    int64_t t0 = emq_clock_ms();
+    rc = produce_jobs(r.url, jobs, poison, r.is_poison);
     if (rc == CLI_OK)
         printf("== produced %lld jobs to queue '%s' in %.2f s\n", jobs, QUEUE,
-               (double)(t_produced - t0) / 1000.0);
+               (double)(emq_clock_ms() - t0) / 1000.0);
     fflush(stdout);
-
-    for (int i = 0; i < nworkers && rc == CLI_OK; i++) {
-        pid_t pid = fork();
-        if (pid < 0)
-            rc = cli_err(CLI_FAIL, "fork failed: %s", strerror(errno));
-        else if (pid == 0)
-            worker_main(url, i + 1, claim_idle, work_us);
-        else
-            workers[i] = pid;
-    }
     if (rc == CLI_OK)
-        printf("== started %d workers: consumers demo-1..demo-%d of group "
-               "'%s' (claim idle %lld ms, max deliveries %d)\n",
-               nworkers, nworkers, GROUP, claim_idle, MAX_DELIVERIES);
+        rc = start_workers(&r, work_us);
     fflush(stdout);
-
-    int64_t t_start = cli_now_ms(), last_print = 0, last_check = 0,
-            t_done = 0;
-    int killed = nworkers < 2; /* with one worker nobody can recover */
-    long long held_at_kill = -1, needed = jobs - poison;
-    int recovered_shown = 0;
-    long long ndead = 0, other_dead = 0;
-    int64_t deadline = t_start + 120000 + jobs / 10;
-    while (rc == CLI_OK && !interrupted) {
-        usleep(20000);
-        tally_update(&t);
-        int64_t now = cli_now_ms();
-        if (!killed && t.unique >= needed / 2) {
-            long long before = held_by(url, "demo-2");
-            kill(workers[1], SIGKILL);
-            waitpid(workers[1], NULL, 0);
-            workers[1] = -1;
-            killed = 1;
-            held_at_kill = held_by(url, "demo-2");
-            if (held_at_kill < 0)
-                held_at_kill = before;
-            if (tty)
-                fputs("\r\033[K", stderr);
-            printf("== half-way (%lld handled): killed demo-2 with SIGKILL "
-                   "while it held %lld unacknowledged entries\n",
-                   t.unique, held_at_kill);
-            fflush(stdout);
-        }
-        if (killed && !recovered_shown && held_at_kill >= 0 &&
-            nworkers >= 2 && now - last_check >= 200) {
-            last_check = now;
-            long long left = held_by(url, "demo-2");
-            if (left == 0) {
-                recovered_shown = 1;
-                if (tty)
-                    fputs("\r\033[K", stderr);
-                printf("== recovered: the other workers claimed all %lld "
-                       "entries demo-2 held (idle > %lld ms)\n",
-                       held_at_kill, claim_idle);
-                fflush(stdout);
-            }
-        }
-        if (t.unique >= needed) {
-            /* Every good job is handled; wait for the poison ones. */
-            if (count_dead(url, jobs, dead, &ndead, &other_dead) != CLI_OK) {
-                rc = CLI_FAIL;
-                break;
-            }
-            if (ndead >= poison) {
-                t_done = now;
-                break;
-            }
-        }
-        if (now > deadline) {
-            cli_err(CLI_FAIL, "demo: not done after %lld s; reporting what "
-                              "is missing",
-                    (long long)(now - t_start) / 1000);
-            break;
-        }
-        if (!cli_g.quiet && now - last_print >= (tty ? 100 : 1000)) {
-            double s = (double)(now - t_start) / 1000.0;
-            if (tty)
-                fprintf(stderr, "\r\033[K   handled %lld/%lld  duplicates "
-                                "%lld  dead %lld/%lld  %.0f jobs/s",
-                        t.unique, needed, t.lines - t.unique, ndead, poison,
-                        s > 0 ? (double)t.unique / s : 0.0);
-            else
-                fprintf(stderr, "   handled %lld/%lld  duplicates %lld  "
-                                "%.0f jobs/s\n",
-                        t.unique, needed, t.lines - t.unique,
-                        s > 0 ? (double)t.unique / s : 0.0);
-            last_print = now;
-        }
-    }
-    if (tty && !cli_g.quiet)
+    r.t_start = emq_clock_ms();
+    if (rc == CLI_OK)
+        rc = watch(&r);
+    if (r.tty && !cli_g.quiet)
         fputs("\r\033[K", stderr);
-    if (t_done == 0)
-        t_done = cli_now_ms();
-
-    /* Stop the workers gracefully, then take the final count. */
-    for (int i = 0; i < nworkers; i++)
-        if (workers[i] > 0)
-            kill(workers[i], SIGTERM);
-    for (int i = 0; i < nworkers; i++)
-        if (workers[i] > 0) {
-            reap(workers[i], 5000);
-            workers[i] = -1;
-        }
+    if (r.t_done == 0)
+        r.t_done = emq_clock_ms();
+    stop_workers();
     if (interrupted) {
-        free(is_poison);
-        free(dead);
-        free(t.seen);
         cli_err(CLI_FAIL, "demo interrupted; cleaning up");
-        return 128 + (int)interrupted;
+        rc = 128 + (int)interrupted;
+    } else {
+        tally_update(&r.t);
+        if (rc == CLI_OK)
+            rc = count_dead(r.url, jobs, r.dead, &r.ndead, &r.other_dead);
+        rc = summary(&r, rc);
     }
-    tally_update(&t);
-    if (rc == CLI_OK)
-        rc = count_dead(url, jobs, dead, &ndead, &other_dead);
-    long long lost = 0, first_lost = -1;
-    for (long long j = 0; j < jobs; j++)
-        if (t.seen[j] == 0 && !dead[j]) {
-            if (first_lost < 0)
-                first_lost = j;
-            lost++;
-        }
-    double secs = (double)(t_done - t_start) / 1000.0;
-    printf("\n== summary\n");
-    printf("   %-34s %10lld\n", "produced", jobs);
-    printf("   %-34s %10lld\n", "handled (distinct jobs)", t.unique);
-    printf("   %-34s %10lld\n", "duplicates (crash recovery)",
-           t.lines - t.unique);
-    printf("   %-34s %10lld\n", "dead-lettered (poison jobs)", ndead);
-    printf("   %-34s %10lld%s\n", "lost", lost, lost ? "   <-- NOT OK" : "");
-    printf("   %-34s %10.0f jobs/s (%.2f s)\n", "throughput",
-           secs > 0 ? (double)t.unique / secs : 0.0, secs);
-    for (int i = 0; i < nworkers; i++) {
-        char label[64];
-        snprintf(label, sizeof label, "  by demo-%d%s", i + 1,
-                 i == 1 && nworkers > 1 ? " (killed half-way)" : "");
-        printf("   %-34s %10lld\n", label, t.per_worker[i]);
-    }
-    fflush(stdout);
-    free(is_poison);
-    free(dead);
-    free(t.seen);
-    if (rc != CLI_OK)
-        return rc;
-    if (lost > 0)
-        return cli_err(CLI_FAIL, "demo: %lld jobs lost (the first is job "
-                                 "%lld)",
-                       lost, first_lost);
-    if (other_dead > 0)
-        return cli_err(CLI_FAIL, "demo: %lld unexpected dead letters",
-                       other_dead);
-    printf("== ok: every job was handled or dead-lettered; nothing lost\n");
-    return CLI_OK;
+    free(r.is_poison);
+    free(r.dead);
+    free(r.t.seen);
+    return rc;
 }
 
 int cmd_demo(int argc, char **argv) {
@@ -686,12 +691,7 @@ int cmd_demo(int argc, char **argv) {
     for (int i = 0; i < MAX_WORKERS; i++)
         workers[i] = -1;
 
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_interrupt;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
+    cli_signals(on_interrupt);
     rc = run(jobs, poison, claim_idle, work_us);
     cleanup(keep);
     return rc;

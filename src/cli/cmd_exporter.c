@@ -30,9 +30,8 @@ static const char *const VERB = "exporter";
 #define REQUEST_MAX 8192
 #define REQUEST_MS 2000
 
-static const cli_opt opts[] = {
-    {"listen", 0, 1, O_LISTEN},
-    {NULL, 0, 0, 0},
+static const int opts[] = {
+    O_LISTEN, O_NONE
 };
 
 static void help(void) {
@@ -222,11 +221,11 @@ static void write_metrics(out_buf *o, const described *d, size_t n, int up,
 
 /* Builds one scrape's body into o. */
 static void scrape(out_buf *o, char **patterns, int npatterns) {
-    int64_t t0 = cli_now_ms();
+    int64_t t0 = emq_clock_ms();
     described *d = NULL;
     size_t n = 0;
     int up = cli_describe_queues(VERB, patterns, npatterns, &d, &n) == CLI_OK;
-    write_metrics(o, d, n, up, (double)(cli_now_ms() - t0) / 1000.0);
+    write_metrics(o, d, n, up, (double)(emq_clock_ms() - t0) / 1000.0);
     cli_described_free(d, n);
 }
 
@@ -248,9 +247,9 @@ static void send_all(int fd, const char *p, size_t len) {
 static void serve(int fd, char **patterns, int npatterns) {
     char req[REQUEST_MAX];
     size_t len = 0;
-    int64_t end = cli_now_ms() + REQUEST_MS;
+    int64_t end = emq_clock_ms() + REQUEST_MS;
     while (len < sizeof req - 1) {
-        int64_t left = end - cli_now_ms();
+        int64_t left = end - emq_clock_ms();
         struct pollfd p = {fd, POLLIN, 0};
         if (left <= 0 || poll(&p, 1, (int)left) <= 0)
             break;

@@ -12,13 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const cli_opt group_opts[] = {
-    {"group", 'g', 1, O_GROUP},
-    {"start", 's', 1, O_START},
-    {"to", 0, 1, O_TO},
-    {"yes", 0, 0, O_YES},
-    {"partitions", 0, 1, O_PARTITIONS},
-    {NULL, 0, 0, 0},
+static const int group_opts[] = {
+    O_GROUP, O_START, O_TO, O_YES, O_PARTITIONS, O_NONE
 };
 
 static void group_help(void) {
@@ -75,123 +70,147 @@ static int to_ok(const char *text) {
            id_ok(text);
 }
 
-/* Verb word, queue and group check shared by the subcommands. */
+/* cli_begin for a verb with a subcommand first (QUEUE after it): returns
+ * as cli_begin (CLI_DONE after the help; a->pos freed on anything but
+ * CLI_OK). */
 static int parse_sub(const char *verb, int argc, char **argv,
-                     const cli_opt *opts, cli_args *a, void (*help)(void)) {
-    int rc = cli_parse(verb, argc, argv, opts, a);
+                     const int *opts, cli_args *a, void (*help)(void)) {
+    int rc = cli_begin(verb, argc, argv, opts, help, 0, a);
     if (rc != CLI_OK)
         return rc;
-    if (a->seen[O_HELP]) {
-        help();
-        return -1;
-    }
     if (a->npos < 1)
-        return cli_usage_err(verb, "a subcommand is missing");
-    return cli_stream_queue(a, 1);
+        rc = cli_usage_err(verb, "a subcommand is missing");
+    else
+        rc = cli_stream_queue(a, 1);
+    if (rc != CLI_OK)
+        free(a->pos);
+    return rc;
+}
+
+/* The subcommands of group: the option each requires, what it is for,
+ * and what a runtime failure says it was doing. */
+enum { G_CREATE, G_SETID, G_DESTROY, G_NSUBS };
+static const struct {
+    const char *name;
+    int needs;                 /* O_* */
+    const char *flag, *hint;   /* how a missing one is asked for */
+    const char *doing;
+} group_subs[G_NSUBS] = {
+    [G_CREATE] = {"create", O_START, "--start",
+                  "new (only new entries) or head (replay the stream), or "
+                  "an entry ID",
+                  "creating the group"},
+    [G_SETID] = {"setid", O_TO, "--to",
+                 "head (replay everything), tail (skip everything), an "
+                 "entry ID or @UNIXMS",
+                 "moving the group"},
+    [G_DESTROY] = {"destroy", O_YES, "--yes", NULL, "destroying the group"},
+};
+
+/* Every usage check of `group SUB` that needs no server; *sub is set. */
+static int group_usage(const char *verb, const cli_args *a, int *sub) {
+    for (*sub = 0; *sub < G_NSUBS; (*sub)++)
+        if (!strcmp(a->pos[0], group_subs[*sub].name))
+            break;
+    int rc = CLI_OK;
+    if (*sub == G_NSUBS)
+        return cli_usage_err(verb, "unknown subcommand '%s' (create, setid, "
+                                   "destroy)",
+                             a->pos[0]);
+    if (a->npos != 2)
+        rc = cli_usage_err(verb, a->npos < 2 ? "QUEUE is missing%s"
+                                             : "unexpected argument '%s'",
+                           a->npos < 2 ? "" : a->pos[2]);
+    if (rc == CLI_OK)
+        rc = cli_require(verb, a, O_GROUP, "--group", "the group's name");
+    if (rc == CLI_OK && *sub == G_DESTROY && !a->seen[O_YES])
+        rc = cli_usage_err(verb, "destroying group '%s' drops its pending "
+                                 "entries; add --yes to confirm",
+                           a->value[O_GROUP]);
+    else if (rc == CLI_OK && *sub != G_DESTROY)
+        rc = cli_require(verb, a, group_subs[*sub].needs,
+                         group_subs[*sub].flag, group_subs[*sub].hint);
+    if (rc == CLI_OK && (a->seen[O_START] && *sub != G_CREATE))
+        rc = cli_usage_err(verb, "--start goes with 'group create'");
+    if (rc == CLI_OK && (a->seen[O_TO] && *sub != G_SETID))
+        rc = cli_usage_err(verb, "--to goes with 'group setid'");
+    /* Refuse a bad --start or --to before connecting. */
+    if (rc == CLI_OK && *sub == G_CREATE && !start_ok(a->value[O_START]))
+        rc = cli_usage_err(verb, "--start '%s' is not valid: use new, head "
+                                 "or an entry ID such as 1732924800000-0",
+                           a->value[O_START]);
+    if (rc == CLI_OK && *sub == G_SETID && !to_ok(a->value[O_TO]))
+        rc = cli_usage_err(verb, "--to '%s' is not valid: use head, tail, an "
+                                 "entry ID such as 1732924800000-0 or "
+                                 "@UNIXMS",
+                           a->value[O_TO]);
+    return rc;
+}
+
+/* Runs subcommand sub on group of queue (how messages name it) and prints
+ * what it did. Returns the library's status (err filled); *rc is set to
+ * CLI_FAIL when destroy found no group. */
+static emq_status group_apply(emq_admin_t *admin, int sub, const char *group,
+                              const char *value, const char *queue, int *rc,
+                              emq_error *err) {
+    emq_status st;
+    if (sub == G_CREATE) {
+        int created = 0;
+        st = emq_admin_group_create(admin, group, value, &created, err);
+        if (st == EMQ_OK)
+            printf(created ? "created group '%s' on %s at %s\n"
+                           : "group '%s' exists already on %s; its "
+                             "position is unchanged (--start %s not "
+                             "applied)\n",
+                   group, queue, value);
+    } else if (sub == G_SETID) {
+        uint64_t redeliver = 0;
+        st = emq_admin_group_setid(admin, group, value, &redeliver, err);
+        if (st == EMQ_OK)
+            printf("group '%s' of %s moved to %s: %llu stored "
+                   "entr%s will be delivered again or anew\n",
+                   group, queue, value, (unsigned long long)redeliver,
+                   redeliver == 1 ? "y" : "ies");
+    } else {
+        int destroyed = 0;
+        st = emq_admin_group_destroy(admin, group, &destroyed, err);
+        if (st == EMQ_OK && destroyed)
+            printf("destroyed group '%s' of %s\n", group, queue);
+        else if (st == EMQ_OK)
+            *rc = cli_err(CLI_FAIL, "no group '%s' on %s; nothing "
+                                    "destroyed",
+                          group, queue);
+    }
+    return st;
 }
 
 int cmd_group(int argc, char **argv) {
     const char *verb = "group";
     cli_args a;
     int rc = parse_sub(verb, argc, argv, group_opts, &a, group_help);
-    if (rc != CLI_OK) {
-        free(a.pos);
-        return rc < 0 ? CLI_OK : rc;
-    }
-    const char *sub = a.pos[0];
-    int create = !strcmp(sub, "create"), setid = !strcmp(sub, "setid"),
-        destroy = !strcmp(sub, "destroy");
-    if (!create && !setid && !destroy)
-        rc = cli_usage_err(verb, "unknown subcommand '%s' (create, setid, "
-                                 "destroy)",
-                           sub);
-    else if (a.npos != 2)
-        rc = cli_usage_err(verb, a.npos < 2 ? "QUEUE is missing%s"
-                                            : "unexpected argument '%s'",
-                           a.npos < 2 ? "" : a.pos[2]);
-    if (rc == CLI_OK)
-        rc = cli_require(verb, &a, O_GROUP, "--group", "the group's name");
-    if (rc == CLI_OK && create)
-        rc = cli_require(verb, &a, O_START, "--start",
-                         "new (only new entries) or head (replay the "
-                         "stream), or an entry ID");
-    if (rc == CLI_OK && setid)
-        rc = cli_require(verb, &a, O_TO, "--to",
-                         "head (replay everything), tail (skip everything), "
-                         "an entry ID or @UNIXMS");
-    if (rc == CLI_OK && destroy && !a.seen[O_YES])
-        rc = cli_usage_err(verb, "destroying group '%s' drops its pending "
-                                 "entries; add --yes to confirm",
-                           a.value[O_GROUP]);
-    if (rc == CLI_OK && (a.seen[O_START] && !create))
-        rc = cli_usage_err(verb, "--start goes with 'group create'");
-    if (rc == CLI_OK && (a.seen[O_TO] && !setid))
-        rc = cli_usage_err(verb, "--to goes with 'group setid'");
-    /* Refuse a bad --start or --to before connecting. */
-    if (rc == CLI_OK && create && !start_ok(a.value[O_START]))
-        rc = cli_usage_err(verb, "--start '%s' is not valid: use new, head "
-                                 "or an entry ID such as 1732924800000-0",
-                           a.value[O_START]);
-    if (rc == CLI_OK && setid && !to_ok(a.value[O_TO]))
-        rc = cli_usage_err(verb, "--to '%s' is not valid: use head, tail, an "
-                                 "entry ID such as 1732924800000-0 or "
-                                 "@UNIXMS",
-                           a.value[O_TO]);
-    emq_conf_t *conf = NULL;
-    emq_admin_t *admin = NULL;
-    if (rc == CLI_OK)
-        rc = cli_admin_open_args(verb, a.pos[1], &a, &conf, &admin);
-    if (rc != CLI_OK) {
-        free(a.pos);
+    if (rc != CLI_OK)
+        return rc == CLI_DONE ? CLI_OK : rc;
+    int sub;
+    emq_conf_t *conf;
+    emq_admin_t *admin;
+    rc = group_usage(verb, &a, &sub);
+    if ((rc = cli_admin_begin(verb, rc, &a, 1, &conf, &admin)) != CLI_OK)
         return rc;
-    }
     char target[400];
     const char *group = a.value[O_GROUP];
     const char *queue = cli_target(admin, a.pos[1], target, sizeof target);
     emq_error err;
-    emq_status st;
-    if (create) {
-        int created = 0;
-        st = emq_admin_group_create(admin, group, a.value[O_START], &created,
-                                    &err);
-        if (st == EMQ_OK)
-            printf(created ? "created group '%s' on %s at %s\n"
-                           : "group '%s' exists already on %s; its "
-                             "position is unchanged (--start %s not "
-                             "applied)\n",
-                   group, queue, a.value[O_START]);
-    } else if (setid) {
-        uint64_t redeliver = 0;
-        st = emq_admin_group_setid(admin, group, a.value[O_TO], &redeliver,
-                                   &err);
-        if (st == EMQ_OK)
-            printf("group '%s' of %s moved to %s: %llu stored "
-                   "entr%s will be delivered again or anew\n",
-                   group, queue, a.value[O_TO],
-                   (unsigned long long)redeliver, redeliver == 1 ? "y" : "ies");
-    } else {
-        int destroyed = 0;
-        st = emq_admin_group_destroy(admin, group, &destroyed, &err);
-        if (st == EMQ_OK && destroyed)
-            printf("destroyed group '%s' of %s\n", group, queue);
-        else if (st == EMQ_OK)
-            rc = cli_err(CLI_FAIL, "no group '%s' on %s; nothing "
-                                   "destroyed",
-                         group, queue);
-    }
-    if (st != EMQ_OK) {
-        if (st == EMQ_EINVAL) /* a value the library refused unsent */
-            rc = cli_err(CLI_USAGE, "%s", err.message);
-        else if (st == EMQ_ESERVER && strcmp(err.reply_code, "NOGROUP") == 0)
-            rc = cli_err(CLI_FAIL, "no group '%s' on %s; create it "
-                                   "with 'echomq group create'",
-                         group, queue);
-        else
-            rc = cli_runtime_err(conf, st, &err,
-                                 create  ? "creating the group"
-                                 : setid ? "moving the group"
-                                         : "destroying the group");
-    }
+    emq_status st = group_apply(admin, sub, group,
+                                a.value[group_subs[sub].needs], queue, &rc,
+                                &err);
+    if (st == EMQ_EINVAL) /* a value the library refused unsent */
+        rc = cli_err(CLI_USAGE, "%s", err.message);
+    else if (st == EMQ_ESERVER && strcmp(err.reply_code, "NOGROUP") == 0)
+        rc = cli_err(CLI_FAIL, "no group '%s' on %s; create it with "
+                               "'echomq group create'",
+                     group, queue);
+    else if (st != EMQ_OK)
+        rc = cli_runtime_err(conf, st, &err, group_subs[sub].doing);
     emq_admin_destroy(admin);
     emq_conf_destroy(conf);
     free(a.pos);
@@ -200,11 +219,8 @@ int cmd_group(int argc, char **argv) {
 
 /* ---- consumers prune --------------------------------------------------- */
 
-static const cli_opt consumers_opts[] = {
-    {"group", 'g', 1, O_GROUP},
-    {"idle", 0, 1, O_IDLE},
-    {"partitions", 0, 1, O_PARTITIONS},
-    {NULL, 0, 0, 0},
+static const int consumers_opts[] = {
+    O_GROUP, O_IDLE, O_PARTITIONS, O_NONE
 };
 
 static void consumers_help(void) {
@@ -226,12 +242,9 @@ static void consumers_help(void) {
 int cmd_consumers(int argc, char **argv) {
     const char *verb = "consumers";
     cli_args a;
-    long long idle = 0;
     int rc = parse_sub(verb, argc, argv, consumers_opts, &a, consumers_help);
-    if (rc != CLI_OK) {
-        free(a.pos);
-        return rc < 0 ? CLI_OK : rc;
-    }
+    if (rc != CLI_OK)
+        return rc == CLI_DONE ? CLI_OK : rc;
     if (strcmp(a.pos[0], "prune") != 0)
         rc = cli_usage_err(verb, "unknown subcommand '%s' (prune)", a.pos[0]);
     else if (a.npos != 2)
@@ -243,16 +256,13 @@ int cmd_consumers(int argc, char **argv) {
     if (rc == CLI_OK)
         rc = cli_require(verb, &a, O_IDLE, "--idle",
                          "how long (ms) a consumer must have been idle");
+    long long idle = 0;
     if (rc == CLI_OK)
         rc = cli_num(verb, "--idle", a.value[O_IDLE], 0, INT64_MAX, &idle);
-    emq_conf_t *conf = NULL;
-    emq_admin_t *admin = NULL;
-    if (rc == CLI_OK)
-        rc = cli_admin_open_args(verb, a.pos[1], &a, &conf, &admin);
-    if (rc != CLI_OK) {
-        free(a.pos);
+    emq_conf_t *conf;
+    emq_admin_t *admin;
+    if ((rc = cli_admin_begin(verb, rc, &a, 1, &conf, &admin)) != CLI_OK)
         return rc;
-    }
     /* A topic: partition by partition, a line each, then the totals. */
     int parts = emq_admin_partition_count(admin);
     emq_prune_result sum = {0, 0, 0, {0, 0, 0, 0}};

@@ -16,6 +16,17 @@ int cli_admin_open(const char *verb, const char *queue, emq_conf_t **conf,
     return cli_admin_open_args(verb, queue, NULL, conf, admin);
 }
 
+int cli_admin_begin(const char *verb, int rc, cli_args *a, int at,
+                    emq_conf_t **conf, emq_admin_t **admin) {
+    *conf = NULL;
+    *admin = NULL;
+    if (rc == CLI_OK)
+        rc = cli_admin_open_args(verb, a->pos[at], a, conf, admin);
+    if (rc != CLI_OK)
+        free(a->pos);
+    return rc;
+}
+
 int cli_admin_open_args(const char *verb, const char *queue,
                         const cli_args *a, emq_conf_t **conf,
                         emq_admin_t **admin) {
@@ -91,10 +102,8 @@ const char *cli_duration(int64_t ms, char *buf, size_t size) {
 
 /* ---- info ------------------------------------------------------------- */
 
-static const cli_opt info_opts[] = {
-    {"json", 0, 0, O_JSON},
-    {"partitions", 0, 1, O_PARTITIONS},
-    {NULL, 0, 0, 0},
+static const int info_opts[] = {
+    O_JSON, O_PARTITIONS, O_NONE
 };
 
 static void info_help(void) {
@@ -247,11 +256,8 @@ int cmd_info(int argc, char **argv) {
         return rc == CLI_DONE ? CLI_OK : rc;
     emq_conf_t *conf;
     emq_admin_t *admin;
-    rc = cli_admin_open_args(verb, a.pos[0], &a, &conf, &admin);
-    if (rc != CLI_OK) {
-        free(a.pos);
+    if ((rc = cli_admin_begin(verb, rc, &a, 0, &conf, &admin)) != CLI_OK)
         return rc;
-    }
     emq_queue_info *q = NULL;
     emq_error err;
     emq_status st = emq_admin_describe(admin, &q, &err);
@@ -273,14 +279,8 @@ int cmd_info(int argc, char **argv) {
 
 /* ---- pending ---------------------------------------------------------- */
 
-static const cli_opt pending_opts[] = {
-    {"group", 'g', 1, O_GROUP},
-    {"consumer", 'c', 1, O_CONSUMER},
-    {"min-idle", 0, 1, O_MIN_IDLE},
-    {"count", 0, 1, O_COUNT},
-    {"json", 0, 0, O_JSON},
-    {"partitions", 0, 1, O_PARTITIONS},
-    {NULL, 0, 0, 0},
+static const int pending_opts[] = {
+    O_GROUP, O_CONSUMER, O_MIN_IDLE, O_COUNT, O_JSON, O_PARTITIONS, O_NONE
 };
 
 static void pending_help(void) {
@@ -304,14 +304,9 @@ static void pending_help(void) {
            "  echomq pending jobs --group workers --min-idle 60000\n");
 }
 
-typedef struct pending_list {
-    const emq_pending_entry *e;
-    size_t n;
-} pending_list;
-
 static size_t pending_json(const void *ctx, char *buf, size_t size) {
-    const pending_list *l = ctx;
-    return emq_pending_json(l->e, l->n, buf, size);
+    const cli_json_list *l = ctx;
+    return emq_pending_json(l->items, l->n, buf, size);
 }
 
 /* The pending entries of queue or topic (every partition's, oldest first,
@@ -342,7 +337,7 @@ static int pending_of(const char *verb, const cli_args *a, long long min_idle,
     else if (st != EMQ_OK)
         rc = cli_runtime_err(conf, st, &err, "listing pending entries");
     else if (a->seen[O_JSON] && n) {
-        pending_list l = {e, n};
+        cli_json_list l = {e, n};
         rc = cli_print_json(pending_json, &l);
     } else if (!a->seen[O_JSON]) {
         char cname[300];

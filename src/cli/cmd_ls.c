@@ -15,9 +15,8 @@ static const char *const VERB = "ls";
 /* The most queues listed. */
 #define LS_MAX 10000
 
-static const cli_opt opts[] = {
-    {"json", 0, 0, O_JSON},
-    {NULL, 0, 0, 0},
+static const int opts[] = {
+    O_JSON, O_NONE
 };
 
 static void help(void) {

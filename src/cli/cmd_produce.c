@@ -23,16 +23,13 @@
 #include <unistd.h>
 
 static const char *const VERB = "produce";
+static const char *const SYNOPSIS =
+    "echomq produce QUEUE FIELD=VALUE... (or --lines, --json)";
 
-static const cli_opt opts[] = {
-    {"lines", 0, 0, O_LINES},         {"json", 0, 0, O_JSON},
-    {"field", 0, 1, O_FIELD},         {"maxlen", 0, 1, O_MAXLEN},
-    {"minid", 0, 1, O_MINID},         {"approx", 0, 0, O_APPROX},
-    {"batch", 0, 1, O_BATCH},         {"print-ids", 0, 0, O_PRINT_IDS},
-    {"partitions", 0, 1, O_PARTITIONS}, {"key-field", 0, 1, O_KEY_FIELD},
-    {"linger", 0, 1, O_LINGER},       {"timeout", 0, 1, O_TIMEOUT},
-    {"wait-replicas", 0, 1, O_WAIT_REPLICAS},
-    {NULL, 0, 0, 0},
+static const int opts[] = {
+    O_LINES, O_JSON, O_FIELD, O_MAXLEN, O_MINID, O_APPROX, O_BATCH,
+    O_PRINT_IDS, O_PARTITIONS, O_KEY_FIELD, O_LINGER, O_TIMEOUT,
+    O_WAIT_REPLICAS, O_NONE
 };
 
 static void help(void) {
@@ -187,7 +184,7 @@ static int send_async(produce_run *r, const emq_field *f, size_t nf) {
     }
     r->sent++;
     if (r->progress) {
-        int64_t now = cli_now_ms();
+        int64_t now = emq_clock_ms();
         if (now - r->last_progress_ms >= 200) {
             double s = (double)(now - r->started_ms) / 1000.0;
             pthread_mutex_lock(&r->mu);
@@ -397,78 +394,87 @@ static int from_args(produce_run *r, const emq_field *f, size_t nf) {
     return CLI_OK;
 }
 
-int cmd_produce(int argc, char **argv) {
-    cli_args a;
-    int rc = cli_begin(VERB, argc, argv, opts, help, 0, &a);
-    if (rc != CLI_OK)
-        return rc == CLI_DONE ? CLI_OK : rc;
-    long long batch = 100, linger = 100;
-    cli_stream_queue(&a, 0);
-    if (a.npos < 1)
-        rc = cli_usage_err(VERB, "QUEUE is missing: echomq produce QUEUE "
-                                 "FIELD=VALUE... (or --lines, --json)");
-    else if (a.seen[O_LINES] && a.seen[O_JSON])
+/* Option -> property, in the order the numbers are checked; --batch and
+ * --linger are set also when not given (the CLI's defaults). */
+static const cli_prop props[] = {
+    CLI_NUM_ALWAYS(O_BATCH, "producer.window", 1, 100000, 100),
+    CLI_NUM_ALWAYS(O_LINGER, "producer.linger_ms", 0, 60000, 100),
+    CLI_NUM(O_TIMEOUT, "producer.timeout_ms", 1, 86400000, 0),
+    CLI_NUM(O_WAIT_REPLICAS, "producer.wait_replicas", 0, 1000, 0),
+    CLI_NUM(O_MAXLEN, "trim.maxlen", 0, INT64_MAX, 0),
+    CLI_TEXT(O_MINID, "trim.minid"),
+    CLI_FLAG(O_APPROX, "trim.approx", "1"),
+    CLI_TEXT(O_PARTITIONS, "partitions"),
+    CLI_PROPS_END,
+};
+
+/* Every usage check that needs no server (beside a missing QUEUE): the
+ * source of entries,
+ * the options that go together, the numbers (props). */
+static int check_usage(cli_args *a) {
+    int rc = CLI_OK;
+    if (a->seen[O_LINES] && a->seen[O_JSON])
         rc = cli_usage_err(VERB, "--lines and --json exclude each other");
-    else if ((a.seen[O_LINES] || a.seen[O_JSON]) && a.npos > 1)
+    else if ((a->seen[O_LINES] || a->seen[O_JSON]) && a->npos > 1)
         rc = cli_usage_err(VERB, "FIELD=VALUE arguments and --%s exclude "
                                  "each other",
-                           a.seen[O_LINES] ? "lines" : "json");
-    else if (!a.seen[O_LINES] && !a.seen[O_JSON] && a.npos < 2)
+                           a->seen[O_LINES] ? "lines" : "json");
+    else if (!a->seen[O_LINES] && !a->seen[O_JSON] && a->npos < 2)
         rc = cli_usage_err(VERB, "nothing to add: give FIELD=VALUE "
                                  "arguments, or --lines or --json to read "
                                  "stdin");
-    else if (a.seen[O_FIELD] && !a.seen[O_LINES])
+    else if (a->seen[O_FIELD] && !a->seen[O_LINES])
         rc = cli_usage_err(VERB, "--field goes with --lines");
-    else if (a.seen[O_FIELD] && a.value[O_FIELD][0] == '\0')
+    else if (a->seen[O_FIELD] && a->value[O_FIELD][0] == '\0')
         rc = cli_usage_err(VERB, "--field needs a non-empty name");
-    else if (a.seen[O_MAXLEN] && a.seen[O_MINID])
+    else if (a->seen[O_MAXLEN] && a->seen[O_MINID])
         rc = cli_usage_err(VERB, "--maxlen and --minid exclude each other");
-    else if (a.seen[O_APPROX] && !a.seen[O_MAXLEN] && !a.seen[O_MINID])
+    else if (a->seen[O_APPROX] && !a->seen[O_MAXLEN] && !a->seen[O_MINID])
         rc = cli_usage_err(VERB, "--approx needs --maxlen or --minid");
-    else if (a.seen[O_KEY_FIELD] && a.value[O_KEY_FIELD][0] == '\0')
+    else if (a->seen[O_KEY_FIELD] && a->value[O_KEY_FIELD][0] == '\0')
         rc = cli_usage_err(VERB, "--key-field needs a non-empty name");
-    else if (a.seen[O_BATCH])
-        rc = cli_num(VERB, "--batch", a.value[O_BATCH], 1, 100000, &batch);
-    if (rc == CLI_OK && a.seen[O_LINGER])
-        rc = cli_num(VERB, "--linger", a.value[O_LINGER], 0, 60000, &linger);
-    long long num;
-    if (rc == CLI_OK && a.seen[O_TIMEOUT])
-        rc = cli_num(VERB, "--timeout", a.value[O_TIMEOUT], 1, 86400000, &num);
-    if (rc == CLI_OK && a.seen[O_WAIT_REPLICAS])
-        rc = cli_num(VERB, "--wait-replicas", a.value[O_WAIT_REPLICAS], 0,
-                     1000, &num);
-    long long dummy;
-    if (rc == CLI_OK && a.seen[O_MAXLEN])
-        rc = cli_num(VERB, "--maxlen", a.value[O_MAXLEN], 0, INT64_MAX,
-                     &dummy);
-    emq_conf_t *conf = NULL;
-    if (rc == CLI_OK) {
-        conf = cli_conf(a.pos[0]);
-        if (conf == NULL)
-            rc = CLI_USAGE;
-    }
-    if (rc == CLI_OK)
-        rc = cli_partitions(&a, conf);
-    if (rc == CLI_OK && a.seen[O_MAXLEN])
-        rc = cli_set(conf, "trim.maxlen", a.value[O_MAXLEN]);
-    if (rc == CLI_OK && a.seen[O_MINID])
-        rc = cli_set(conf, "trim.minid", a.value[O_MINID]);
-    if (rc == CLI_OK && a.seen[O_APPROX])
-        rc = cli_set(conf, "trim.approx", "1");
-    if (rc == CLI_OK && a.seen[O_TIMEOUT])
-        rc = cli_set(conf, "producer.timeout_ms", a.value[O_TIMEOUT]);
-    if (rc == CLI_OK && a.seen[O_WAIT_REPLICAS])
-        rc = cli_set(conf, "producer.wait_replicas", a.value[O_WAIT_REPLICAS]);
-    char text[24];
-    snprintf(text, sizeof text, "%lld", linger);
-    if (rc == CLI_OK)
-        rc = cli_set(conf, "producer.linger_ms", text);
-    snprintf(text, sizeof text, "%lld", batch);
-    if (rc == CLI_OK)
-        rc = cli_set(conf, "producer.window", text);
+    else
+        rc = cli_check_props(VERB, a, props);
+    return rc;
+}
+
+/* The conf of the run, or NULL after printing why (a usage error). */
+static emq_conf_t *configure(const cli_args *a) {
+    emq_conf_t *conf = cli_conf(a->pos[0]);
     /* A bounded queue: reading waits for deliveries beyond it. */
-    if (rc == CLI_OK)
-        rc = cli_set(conf, "producer.queue.max_messages", "10000");
+    if (conf && (cli_set_props(conf, a, props) != CLI_OK ||
+                 cli_set(conf, "producer.queue.max_messages", "10000") !=
+                     CLI_OK)) {
+        emq_conf_destroy(conf);
+        conf = NULL;
+    }
+    return conf;
+}
+
+/* The summary line of a run that wrote everything. */
+static void summary(const produce_run *r, const char *queue) {
+    double s = (double)(emq_clock_ms() - r->started_ms) / 1000.0;
+    char key[1100] = "";
+    char parts[24] = "1"; /* --partitions, or found in the server */
+    emq_conf_get(r->conf, "partitions", parts, sizeof parts, NULL);
+    if (strcmp(parts, "1") != 0)
+        snprintf(key, sizeof key, "topic %s (%s partitions)", queue, parts);
+    else
+        emq_conf_stream_key(r->conf, key, sizeof key, NULL);
+    cli_note("produced %llu entr%s to %s in %.2f s (%.0f entries/s)",
+             (unsigned long long)r->written, r->written == 1 ? "y" : "ies",
+             key, s, s > 0 ? (double)r->written / s : 0.0);
+}
+
+int cmd_produce(int argc, char **argv) {
+    cli_args a;
+    int rc = cli_begin_check(VERB, argc, argv, opts, help, SYNOPSIS,
+                             check_usage, &a);
+    if (rc != CLI_OK)
+        return rc == CLI_DONE ? CLI_OK : rc;
+    emq_conf_t *conf = configure(&a);
+    if (conf == NULL)
+        rc = CLI_USAGE;
     produce_run r;
     memset(&r, 0, sizeof r);
     pthread_mutex_init(&r.mu, NULL);
@@ -502,7 +508,7 @@ int cmd_produce(int argc, char **argv) {
         rc = st == EMQ_EINVAL ? cli_err(CLI_USAGE, "%s", err.message)
                               : cli_runtime_err(conf, st, &err,
                                                 "starting the producer");
-    r.started_ms = cli_now_ms();
+    r.started_ms = emq_clock_ms();
     if (rc == CLI_OK) {
         if (arg_fields)
             rc = from_args(&r, arg_fields, (size_t)(a.npos - 1));
@@ -512,20 +518,8 @@ int cmd_produce(int argc, char **argv) {
     }
     if (r.progress && r.last_progress_ms)
         fputs("\r\033[K", stderr);
-    if (rc == CLI_OK) {
-        double s = (double)(cli_now_ms() - r.started_ms) / 1000.0;
-        char key[1100] = "";
-        char parts[24] = "1"; /* --partitions, or found in the server */
-        emq_conf_get(conf, "partitions", parts, sizeof parts, NULL);
-        if (strcmp(parts, "1") != 0)
-            snprintf(key, sizeof key, "topic %s (%s partitions)", a.pos[0],
-                     parts);
-        else
-            emq_conf_stream_key(conf, key, sizeof key, NULL);
-        cli_note("produced %llu entr%s to %s in %.2f s (%.0f entries/s)",
-                 (unsigned long long)r.written, r.written == 1 ? "y" : "ies",
-                 key, s, s > 0 ? (double)r.written / s : 0.0);
-    }
+    if (rc == CLI_OK)
+        summary(&r, a.pos[0]);
     free(arg_fields);
     emq_producer_destroy(r.p);
     free(r.ring);

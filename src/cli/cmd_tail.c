@@ -17,11 +17,8 @@
 
 static const char *const VERB = "tail";
 
-static const cli_opt opts[] = {
-    {"count", 'n', 1, O_COUNT},  {"follow", 'f', 0, O_FOLLOW},
-    {"from", 0, 1, O_FROM},      {"format", 0, 1, O_FORMAT},
-    {"partitions", 0, 1, O_PARTITIONS},
-    {NULL, 0, 0, 0},
+static const int opts[] = {
+    O_COUNT_N, O_FOLLOW, O_FROM, O_FORMAT, O_PARTITIONS, O_NONE
 };
 
 static void help(void) {

@@ -23,10 +23,8 @@
 
 static const char *const VERB = "top";
 
-static const cli_opt opts[] = {
-    {"interval", 0, 1, O_INTERVAL},
-    {"count", 'n', 1, O_COUNT},
-    {NULL, 0, 0, 0},
+static const int opts[] = {
+    O_INTERVAL, O_COUNT_N, O_NONE
 };
 
 static void help(void) {
@@ -124,7 +122,7 @@ static const char *rate(top_state *t, const char *key, long long now_value,
 
 /* Draws one look into stdout; remembers what rates need. */
 static void draw(top_state *t, row *rows, size_t n, int tty) {
-    int64_t now = cli_now_ms();
+    int64_t now = emq_clock_ms();
     double secs = t->prev_ms ? (double)(now - t->prev_ms) / 1000.0 : 0;
     sort_key = t->sort;
     qsort(rows, n, sizeof *rows, cmp_rows);
@@ -245,12 +243,12 @@ int cmd_top(int argc, char **argv) {
         if (count && shown + 1 >= count)
             break;
         /* Wait out the interval, reading keys on a terminal. */
-        int64_t until = cli_now_ms() + interval;
+        int64_t until = emq_clock_ms() + interval;
         int redraw = 0;
         while (!redraw && !atomic_load(&top_stopping) &&
-               cli_now_ms() < until) {
+               emq_clock_ms() < until) {
             struct pollfd p = {STDIN_FILENO, POLLIN, 0};
-            int left = (int)(until - cli_now_ms());
+            int left = (int)(until - emq_clock_ms());
             if (!tty) {
                 usleep((useconds_t)(left < 100 ? left : 100) * 1000);
                 continue;

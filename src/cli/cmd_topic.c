@@ -10,9 +10,8 @@
 
 static const char *const VERB = "topic";
 
-static const cli_opt opts[] = {
-    {"partitions", 0, 1, O_PARTITIONS},
-    {NULL, 0, 0, 0},
+static const int opts[] = {
+    O_PARTITIONS, O_NONE
 };
 
 static void help(void) {

@@ -11,11 +11,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const cli_opt opts[] = {
-    {"acked", 0, 0, O_ACKED},
-    {"maxlen", 0, 1, O_MAXLEN},
-    {"partitions", 0, 1, O_PARTITIONS},
-    {NULL, 0, 0, 0},
+static const char *const VERB = "trim";
+
+static const int opts[] = {
+    O_ACKED, O_MAXLEN, O_PARTITIONS, O_NONE
 };
 
 static void help(void) {
@@ -38,26 +37,21 @@ static void help(void) {
 }
 
 int cmd_trim(int argc, char **argv) {
-    const char *verb = "trim";
     cli_args a;
     long long maxlen = -1;
-    int rc = cli_begin(verb, argc, argv, opts, help, 1, &a);
+    int rc = cli_begin(VERB, argc, argv, opts, help, 1, &a);
     if (rc != CLI_OK)
         return rc == CLI_DONE ? CLI_OK : rc;
     if (!a.seen[O_ACKED])
-        rc = cli_usage_err(verb, "--acked is required: echomq trims only "
+        rc = cli_usage_err(VERB, "--acked is required: echomq trims only "
                                  "entries that no group still needs");
     if (rc == CLI_OK && a.seen[O_MAXLEN])
-        rc = cli_num(verb, "--maxlen", a.value[O_MAXLEN], 0, INT64_MAX,
+        rc = cli_num(VERB, "--maxlen", a.value[O_MAXLEN], 0, INT64_MAX,
                      &maxlen);
-    emq_conf_t *conf = NULL;
-    emq_admin_t *admin = NULL;
-    if (rc == CLI_OK)
-        rc = cli_admin_open_args(verb, a.pos[0], &a, &conf, &admin);
-    if (rc != CLI_OK) {
-        free(a.pos);
+    emq_conf_t *conf;
+    emq_admin_t *admin;
+    if ((rc = cli_admin_begin(VERB, rc, &a, 0, &conf, &admin)) != CLI_OK)
         return rc;
-    }
     /* A topic: partition by partition, a line each, then the totals. */
     int parts = emq_admin_partition_count(admin);
     emq_trim_result sum;

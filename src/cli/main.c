@@ -88,21 +88,23 @@ int main(int argc, char **argv) {
     cli_args pre;
     int i = 1;
     for (; i < argc && argv[i][0] == '-' && argv[i][1] != '\0'; i++) {
-        const char *w = argv[i];
-        if (!strcmp(w, "-h") || !strcmp(w, "--help")) {
-            cli_help_overview(stdout);
-            return CLI_OK;
-        }
-        if (!strcmp(w, "--version"))
-            return version();
-        /* Let the parser handle one option (and its value). */
-        int take = cli_global_words(w);
+        /* The parser handles one option (and its value): the global
+         * options have one table, args.c's. */
+        int take = cli_global_words(argv[i]);
         if (i + take > argc)
             take = 1; /* the parser says what is missing */
         int rc = cli_parse(NULL, take, argv + i, NULL, &pre);
         free(pre.pos);
         if (rc != CLI_OK)
             return rc;
+        /* -h alone or --help; inside grouped flags (-vh) it is taken as
+         * a flag and the verb still comes, as it always did. */
+        if (pre.seen[O_HELP] && (argv[i][1] == '-' || argv[i][2] == '\0')) {
+            cli_help_overview(stdout);
+            return CLI_OK;
+        }
+        if (pre.seen[O_VERSION])
+            return version();
         i += take - 1;
     }
     if (i >= argc) {

@@ -14,6 +14,7 @@
 #include "harness/server.h"
 #include "harness/test.h"
 #include "harness/tlscerts.h"
+#include "srvproc.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -32,10 +33,6 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
-#ifdef __linux__
-#include <sys/prctl.h>
-#include <sys/syscall.h>
-#endif
 
 #define SRV_PATH_MAX 512
 #define SRV_MAX_LIVE 16
@@ -336,30 +333,7 @@ const char *emq_srv_bin_dir(void) {
 }
 
 int emq_srv_program(const char *prog, char *out, size_t size) {
-    const char *dir = emq_srv_bin_dir();
-    if (dir) {
-        snprintf(out, size, "%s/%s", dir, prog);
-        if (access(out, X_OK) == 0)
-            return 0;
-        snprintf(out, size, "EMQ_SERVER_BIN_DIR=%s has no executable %s",
-                 dir, prog);
-        return -1;
-    }
-    const char *path = getenv("PATH");
-    if (path == NULL || path[0] == '\0')
-        path = "/usr/local/bin:/usr/bin:/bin";
-    for (const char *p = path; *p;) {
-        const char *colon = strchr(p, ':');
-        size_t n = colon ? (size_t)(colon - p) : strlen(p);
-        if (n > 0) {
-            snprintf(out, size, "%.*s/%s", (int)n, p, prog);
-            if (access(out, X_OK) == 0)
-                return 0;
-        }
-        p += n + (colon != NULL);
-    }
-    snprintf(out, size, "%s is not on PATH (set EMQ_SERVER_BIN_DIR?)", prog);
-    return -1;
+    return srvproc_program(emq_srv_bin_dir(), prog, out, size);
 }
 
 /* The value of field in an INFO reply ("field:value\r\n"), into out. */
@@ -556,53 +530,17 @@ static int write_config(emq_srv *s, const emq_srv_opts *o, char *why,
     return 0;
 }
 
-/* Forks and execs redis-server on s's config. Returns the pid, or -1 with
- * the reason in why. */
+/* Forks and execs redis-server on s's config (tools/srvproc.c): in the
+ * test's process group on purpose, output to s->out. Returns the pid, or
+ * -1 with the reason in why. */
 static pid_t spawn(const emq_srv *s, char *why, size_t why_size) {
     char prog[SRV_PATH_MAX];
     if (emq_srv_program("redis-server", prog, sizeof prog) != 0) {
         snprintf(why, why_size, "%s", prog);
         return -1;
     }
-    pid_t parent = getpid();
-#ifdef __linux__
-    /* PR_SET_PDEATHSIG fires when the forking *thread* ends, so it is only
-     * safe when the main thread starts the server; a server restarted from
-     * a helper thread relies on the group kill and the atexit hook. */
-    int main_thread = (pid_t)syscall(SYS_gettid) == parent;
-#endif
-    fflush(NULL);
-    pid_t pid = fork();
-    if (pid < 0)
-        snprintf(why, why_size, "fork: %s", strerror(errno));
-    if (pid != 0)
-        return pid;
-    /* Child: stays in the test's process group on purpose. */
-#ifdef __linux__
-    if (main_thread) {
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        if (getppid() != parent)
-            _exit(126);
-    }
-#else
-    (void)parent;
-#endif
-    int fd = open(s->out, O_WRONLY | O_CREAT | O_APPEND, 0600);
-    if (fd >= 0) {
-        dup2(fd, 1);
-        dup2(fd, 2);
-        close(fd);
-    }
-    int nul = open("/dev/null", O_RDONLY);
-    if (nul >= 0) {
-        dup2(nul, 0);
-        close(nul);
-    }
-    signal(SIGPIPE, SIG_DFL);
-    if (chdir(s->dir) != 0)
-        _exit(125);
-    execl(prog, "redis-server", s->conf, (char *)NULL);
-    _exit(127);
+    srvproc_opts o = {prog, s->conf, s->dir, s->out, 0};
+    return srvproc_spawn(&o, why, why_size);
 }
 
 static int tcp_connects(int port) {
@@ -652,18 +590,7 @@ static int wait_ready(emq_srv *s, char *why, size_t why_size) {
 }
 
 static void stop_pid(pid_t pid) {
-    if (pid <= 0)
-        return;
-    kill(pid, SIGTERM);
-    int64_t deadline = mono_ms() + 3000;
-    while (mono_ms() < deadline) {
-        pid_t w = waitpid(pid, NULL, WNOHANG);
-        if (w == pid || (w < 0 && errno == ECHILD))
-            return;
-        usleep(2000);
-    }
-    kill(pid, SIGKILL);
-    waitpid(pid, NULL, 0);
+    srvproc_stop(pid, 3000);
 }
 
 /* Log paths of the last server that failed to start, for the report. */

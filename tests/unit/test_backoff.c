@@ -197,3 +197,15 @@ TEST(retry_stop_ends_or_only_cuts_the_wait) {
     ASSERT_EQ_INT(emq__retry_next(&r), 1); /* cut short, attempt still made */
     ASSERT(emq__now_ms() - t0 < 5000);
 }
+
+/* emq_clock_ms is the clock the library's own waits use (emq__now_ms):
+ * monotonic, and advancing across a sleep. */
+TEST(clock_ms_is_the_library_clock_and_advances) {
+    int64_t a = emq_clock_ms();
+    int64_t inner = emq__now_ms();
+    ASSERT(inner >= a);
+    emq__sleep_ms(20);
+    int64_t b = emq_clock_ms();
+    ASSERT(b - a >= 20);
+    ASSERT(emq__now_ms() >= b); /* the same clock */
+}

@@ -88,8 +88,7 @@ static int consume(const emq_conf_t *conf) {
                 st = emq_consumer_ack(c, entries[i], &err);
                 acked += st == EMQ_OK;
             } else if (number <= 8) {
-                st = emq_consumer_dead(c, entries[i], "not a tour stop",
-                                       &err);
+                st = emq_consumer_dead(c, entries[i], "not a tour stop", &err);
                 dead += st == EMQ_OK;
             } /* 9 and 10: left pending on purpose */
             if (st != EMQ_OK)
@@ -169,7 +168,9 @@ static int tour(emq_admin_t *admin) {
  * after saying why. */
 static emq_conf_t *tour_conf(const char *url, const char *queue) {
     static const char *const props[][2] = {
-        {"group", "tour"},  {"consumer", "tour-1"}, {"start", "head"},
+        {"group", "tour"},
+        {"consumer", "tour-1"},
+        {"start", "head"},
         {"block_ms", "100"},
     };
     emq_error err;
@@ -179,8 +180,7 @@ static emq_conf_t *tour_conf(const char *url, const char *queue) {
     emq_status st = emq_conf_set(conf, "url", url, &err);
     if (st == EMQ_OK)
         st = emq_conf_set(conf, "queue", queue, &err);
-    for (size_t i = 0; st == EMQ_OK && i < sizeof props / sizeof props[0];
-         i++)
+    for (size_t i = 0; st == EMQ_OK && i < sizeof props / sizeof props[0]; i++)
         st = emq_conf_set(conf, props[i][0], props[i][1], &err);
     if (st != EMQ_OK) {
         fail("configuration", &err);

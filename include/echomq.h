@@ -854,7 +854,7 @@ EMQ_EXPORT int64_t emq_consumer_timeout_ms(emq_consumer_t *c);
 #define EMQ_CONSUMER_CLUSTER_COUNTERS(X)                                       \
     X(redirects)       /* MOVED and ASK replies followed to another node */    \
     X(cluster_retries) /* TRYAGAIN and CLUSTERDOWN replies waited out */       \
-    X(cluster_gave_up) /* commands failed at cluster.max_redirects or         \
+    X(cluster_gave_up) /* commands failed at cluster.max_redirects or          \
                           cluster.retry_ms (EMQ_ELIMIT) */
 
 typedef struct emq_consumer_stats {
@@ -865,7 +865,7 @@ typedef struct emq_consumer_stats {
                                  handler and not settled, now */
     EMQ_CONSUMER_CLUSTER_COUNTERS(EMQ_STATS_FIELD)
 #undef EMQ_STATS_FIELD
-    uint64_t reserved[5];     /* room for counters to come; 0 */
+    uint64_t reserved[5]; /* room for counters to come; 0 */
 } emq_consumer_stats;
 
 /* Copies the counters; safe from any thread while run is going. */

@@ -10,11 +10,11 @@
 #include <string.h>
 
 emq_status emq__admin_open(const emq_conf_t *conf, emq_admin_t **out,
-                          emq_error *err) {
+                           emq_error *err) {
     *out = NULL;
     if (conf == NULL)
         return emq__error_set(err, EMQ_EINVAL, 0,
-                             "admin needs a configuration");
+                              "admin needs a configuration");
     emq_admin_t *a = emq__calloc(1, sizeof *a);
     if (a == NULL)
         return emq__oom(err);
@@ -25,7 +25,8 @@ emq_status emq__admin_open(const emq_conf_t *conf, emq_admin_t **out,
     else if (emq__topic_is(conf))
         st = emq__topic_check(conf, err);
     if (st == EMQ_OK)
-        st = emq__keys_resolve(emq__cfg_queue(conf), emq__cfg_stream(conf), &a->keys, err);
+        st = emq__keys_resolve(emq__cfg_queue(conf), emq__cfg_stream(conf),
+                               &a->keys, err);
     if (st == EMQ_OK && !emq__topic_is(conf))
         st = emq__route_new(a->conf, a->keys.stream, &a->route, err);
     if (st != EMQ_OK) {
@@ -51,9 +52,10 @@ void emq_admin_destroy(emq_admin_t *a) {
 void emq_free_array(void *array) { emq__free(array); }
 
 emq_status emq__admin_call(emq_admin_t *a, const char *what, int argc,
-                          const char *const *argv, const size_t *argvlen,
-                          emq_reply **reply, emq_error *err) {
-    emq_status st = emq__route_command(a->route, argc, argv, argvlen, reply, err);
+                           const char *const *argv, const size_t *argvlen,
+                           emq_reply **reply, emq_error *err) {
+    emq_status st =
+        emq__route_command(a->route, argc, argv, argvlen, reply, err);
     if (st != EMQ_OK)
         return st;
     if (emq_reply_kind(*reply) == EMQ_REPLY_ERROR) {
@@ -67,15 +69,16 @@ emq_status emq__admin_call(emq_admin_t *a, const char *what, int argc,
 /* ---- shared reply and counting helpers (inspect.c, replay.c) ------------- */
 
 emq_status emq__admin_pipeline(emq_admin_t *a, size_t n,
-                              const emq__admin_cmd *cmds, emq_reply **replies,
-                              emq_error *err) {
+                               const emq__admin_cmd *cmds, emq_reply **replies,
+                               emq_error *err) {
     for (size_t i = 0; i < n; i++)
         replies[i] = NULL;
     size_t appended = 0;
     emq_status st = EMQ_OK;
     while (appended < n) {
-        st = emq__route_append(a->route, cmds[appended].argc,
-                             cmds[appended].argv, cmds[appended].argvlen, err);
+        st =
+            emq__route_append(a->route, cmds[appended].argc,
+                              cmds[appended].argv, cmds[appended].argvlen, err);
         if (st != EMQ_OK)
             break;
         appended++;
@@ -125,14 +128,14 @@ static int entry_id(const emq_reply *entry, emq__stream_id *sid) {
 }
 
 emq_status emq__admin_extent_parse(const emq_reply *xinfo,
-                                  emq__admin_extent *ext, emq_error *err) {
+                                   emq__admin_extent *ext, emq_error *err) {
     memset(ext, 0, sizeof *ext);
     const emq_reply *length = emq__stream_field(xinfo, "length");
     if (emq_reply_kind(length) != EMQ_REPLY_INTEGER ||
         emq_reply_integer(length) < 0)
         return emq__error_set(err, EMQ_EPROTO, 0,
-                             "unexpected reply shape from the server: "
-                             "XINFO STREAM has no length");
+                              "unexpected reply shape from the server: "
+                              "XINFO STREAM has no length");
     ext->length = (uint64_t)emq_reply_integer(length);
     if (ext->length > 0 &&
         entry_id(emq__stream_field(xinfo, "first-entry"), &ext->first) == 0 &&
@@ -142,8 +145,8 @@ emq_status emq__admin_extent_parse(const emq_reply *xinfo,
 }
 
 emq_status emq__admin_count_after(emq_admin_t *a, const emq__admin_extent *ext,
-                                 emq__stream_id after, uint64_t *n,
-                                 emq_error *err) {
+                                  emq__stream_id after, uint64_t *n,
+                                  emq_error *err) {
     *n = 0;
     if (ext != NULL) {
         if (ext->length == 0)
@@ -170,8 +173,8 @@ emq_status emq__admin_count_after(emq_admin_t *a, const emq__admin_extent *ext,
         const char *argv[] = {"XRANGE", a->keys.stream, start, "+", "COUNT",
                               page};
         emq_reply *reply;
-        emq_status st = emq__admin_call(a, "counting entries (XRANGE)", 6,
-                                       argv, NULL, &reply, err);
+        emq_status st = emq__admin_call(a, "counting entries (XRANGE)", 6, argv,
+                                        NULL, &reply, err);
         if (st != EMQ_OK)
             return st;
         size_t got = emq_reply_len(reply);
@@ -179,8 +182,8 @@ emq_status emq__admin_count_after(emq_admin_t *a, const emq__admin_extent *ext,
             (got > 0 && entry_id(emq_reply_at(reply, got - 1), &cursor) != 0)) {
             emq_reply_free(reply);
             return emq__error_set(err, EMQ_EPROTO, 0,
-                                 "unexpected reply shape from the server: "
-                                 "XRANGE is not a list of entries");
+                                  "unexpected reply shape from the server: "
+                                  "XRANGE is not a list of entries");
         }
         emq_reply_free(reply);
         count += got;
@@ -195,8 +198,7 @@ emq_status emq__admin_count_after(emq_admin_t *a, const emq__admin_extent *ext,
 
 emq_status emq__admin_check_group(const char *group, emq_error *err) {
     if (group == NULL || *group == '\0')
-        return emq__error_set(err, EMQ_EINVAL, 0,
-                             "a group name is required");
+        return emq__error_set(err, EMQ_EINVAL, 0, "a group name is required");
     return EMQ_OK;
 }
 

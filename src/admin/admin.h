@@ -30,19 +30,19 @@ struct emq_admin {
 /* One partition's part of a verb: part is partition i's handle, ctx the
  * verb's arguments and sums. */
 typedef emq_status (*emq__admin_step)(emq_admin_t *part, int i, void *ctx,
-                                     emq_error *err);
+                                      emq_error *err);
 
 /* Runs step on each partition of topic a in order. The first failure ends
  * the walk and is returned prefixed with its partition and stream (the
  * partitions before it have done their part); an EMQ_EINVAL (arguments
  * refused before anything was sent) is returned as it is. */
 emq_status emq__admin_each(emq_admin_t *a, emq__admin_step step, void *ctx,
-                          emq_error *err);
+                           emq_error *err);
 
 /* EMQ_EINVAL for what, a call naming entry IDs, on topic a: IDs are a
  * partition's, so the caller must name the partition. */
 emq_status emq__admin_per_id(const emq_admin_t *a, const char *what,
-                            emq_error *err);
+                             emq_error *err);
 
 /* An entry of a gathered list: its ID, partition and where it is. */
 typedef struct emq__admin_order {
@@ -63,64 +63,64 @@ void emq__admin_by_id(emq__admin_order *order, size_t n);
 /* admin.c: the handle of conf without a topic's partitions (a queue's is
  * connected; a topic's gets its partitions from topic.c). */
 emq_status emq__admin_open(const emq_conf_t *conf, emq_admin_t **out,
-                          emq_error *err);
+                           emq_error *err);
 emq_status emq__admin_queue_describe(emq_admin_t *a, emq_queue_info **out,
-                                    emq_error *err);
+                                     emq_error *err);
 emq_status emq__admin_queue_pending(emq_admin_t *a, const char *group,
-                                   const char *consumer, int64_t min_idle_ms,
-                                   size_t max, emq_pending_entry **out,
-                                   size_t *n, emq_error *err);
+                                    const char *consumer, int64_t min_idle_ms,
+                                    size_t max, emq_pending_entry **out,
+                                    size_t *n, emq_error *err);
 /* The checks of a setid's group and target, before anything is sent. */
 emq_status emq__admin_setid_check(const char *group, const char *to,
-                                 emq_error *err);
+                                  emq_error *err);
 emq_status emq__admin_queue_setid(emq_admin_t *a, const char *group,
-                                 const char *to, uint64_t *redeliver,
-                                 emq_error *err);
+                                  const char *to, uint64_t *redeliver,
+                                  emq_error *err);
 emq_status emq__admin_queue_group_create(emq_admin_t *a, const char *group,
-                                        const char *start, int *created,
-                                        emq_error *err);
+                                         const char *start, int *created,
+                                         emq_error *err);
 emq_status emq__admin_queue_group_destroy(emq_admin_t *a, const char *group,
-                                         int *destroyed, emq_error *err);
+                                          int *destroyed, emq_error *err);
 emq_status emq__admin_queue_prune(emq_admin_t *a, const char *group,
-                                 int64_t idle_ms, emq_prune_result *result,
-                                 emq_error *err);
+                                  int64_t idle_ms, emq_prune_result *result,
+                                  emq_error *err);
 emq_status emq__admin_queue_trim(emq_admin_t *a, int64_t maxlen,
-                                int64_t max_age_ms, emq_trim_result *result,
-                                emq_error *err);
+                                 int64_t max_age_ms, emq_trim_result *result,
+                                 emq_error *err);
 /* emq_admin_dead_list_after of a queue. */
 emq_status emq__admin_queue_dead_list(emq_admin_t *a, const char *after,
-                                     size_t max, emq_dead_letter **out,
-                                     size_t *n, emq_error *err);
+                                      size_t max, emq_dead_letter **out,
+                                      size_t *n, emq_error *err);
 emq_status emq__admin_queue_requeue(emq_admin_t *a, const char *const *ids,
-                                   size_t nids, uint64_t *requeued,
-                                   emq_error *err);
+                                    size_t nids, uint64_t *requeued,
+                                    emq_error *err);
 emq_status emq__admin_queue_purge(emq_admin_t *a, uint64_t *removed,
-                                 emq_error *err);
+                                  emq_error *err);
 
 /* ---- shared by a verb and its topic form -------------------------------- */
 
 /* inspect.c: moves one partition's description (one, freed) into
  * info->partitions[i] and adds it to info's totals (see emq_queue_info). */
 emq_status emq__admin_info_add(emq_queue_info *info, size_t i,
-                              emq_queue_info *one, emq_error *err);
+                               emq_queue_info *one, emq_error *err);
 /* deadletters.c: XRANGE of a's dead letters from start, at most count
  * ("": all); the reply is caller-owned. */
 emq_status emq__admin_dead_range(emq_admin_t *a, const char *start,
-                                const char *count, emq_reply **r,
-                                emq_error *err);
+                                 const char *count, emq_reply **r,
+                                 emq_error *err);
 /* deadletters.c: copies the dead letters of nr XRANGE replies (r[k] of
  * partition part[k]; -1 for a queue) into one caller-owned block, at most
  * max (0: all), oldest first by ID across the replies. */
 emq_status emq__admin_letters_build(emq_reply *const *r, const int *part,
-                                   size_t nr, size_t max,
-                                   emq_dead_letter **out, size_t *n,
-                                   emq_error *err);
+                                    size_t nr, size_t max,
+                                    emq_dead_letter **out, size_t *n,
+                                    emq_error *err);
 
 /* Sends one command and returns its reply (caller frees). An error reply
  * becomes EMQ_ESERVER with "<what> failed: <reply text>" and *reply NULL. */
 emq_status emq__admin_call(emq_admin_t *a, const char *what, int argc,
-                          const char *const *argv, const size_t *argvlen,
-                          emq_reply **reply, emq_error *err);
+                           const char *const *argv, const size_t *argvlen,
+                           emq_reply **reply, emq_error *err);
 
 /* ---- shared reply and counting helpers (inspect.c, replay.c) -------------
  * Defined at the end of admin.c. Other admin verbs may use them too. */
@@ -154,8 +154,8 @@ typedef struct emq__admin_cmd {
  * failure). On a transport failure every reply already read is freed, all
  * of replies[] is NULL, and the status says what broke. */
 emq_status emq__admin_pipeline(emq_admin_t *a, size_t n,
-                              const emq__admin_cmd *cmds, emq_reply **replies,
-                              emq_error *err);
+                               const emq__admin_cmd *cmds, emq_reply **replies,
+                               emq_error *err);
 
 /* Copies a stream ID reply (a bulk string) into *out and parses it into
  * *sid (either may be NULL). Returns 0, or -1 when r is not an ID. */
@@ -165,14 +165,14 @@ int emq__admin_id(const emq_reply *r, emq_id *out, emq__stream_id *sid);
 typedef struct emq__admin_extent {
     uint64_t length;        /* entries stored */
     int has_entries;        /* 1: first and last are set */
-    emq__stream_id first;    /* ID of the first stored entry */
-    emq__stream_id last;     /* ID of the last stored entry */
+    emq__stream_id first;   /* ID of the first stored entry */
+    emq__stream_id last;    /* ID of the last stored entry */
 } emq__admin_extent;
 
 /* Fills ext from an XINFO STREAM reply (length, first-entry, last-entry).
  * EMQ_EPROTO when the reply lacks the length. */
 emq_status emq__admin_extent_parse(const emq_reply *xinfo,
-                                  emq__admin_extent *ext, emq_error *err);
+                                   emq__admin_extent *ext, emq_error *err);
 
 /* Counts exactly the stored entries with an ID greater than after. With
  * ext (may be NULL) an ID before the first entry answers "all of them" and
@@ -181,8 +181,8 @@ emq_status emq__admin_extent_parse(const emq_reply *xinfo,
  * EMQ_ADMIN_PAGE, page by page. Entries added while counting may or may
  * not be included. */
 emq_status emq__admin_count_after(emq_admin_t *a, const emq__admin_extent *ext,
-                                 emq__stream_id after, uint64_t *n,
-                                 emq_error *err);
+                                  emq__stream_id after, uint64_t *n,
+                                  emq_error *err);
 
 /* A group name given to an admin verb: required (EMQ_EINVAL otherwise,
  * saying so). Checked before anything is sent. */

@@ -152,15 +152,16 @@ static int entry_shape_ok(const emq_reply *e) {
  * part[k]; -1 for a queue) into one caller-owned block: at most max (0:
  * all), oldest first by ID across the replies. */
 emq_status emq__admin_letters_build(emq_reply *const *r, const int *part,
-                                size_t nr, size_t max, emq_dead_letter **out,
-                                size_t *n, emq_error *err) {
+                                    size_t nr, size_t max,
+                                    emq_dead_letter **out, size_t *n,
+                                    emq_error *err) {
     size_t all = 0;
     for (size_t k = 0; k < nr; k++)
         for (size_t i = 0; i < emq_reply_len(r[k]); i++) {
             if (!entry_shape_ok(emq_reply_at(r[k], i)))
                 return emq__error_set(err, EMQ_EPROTO, 0,
-                                     "XRANGE of the dead letters: "
-                                     "unexpected reply shape");
+                                      "XRANGE of the dead letters: "
+                                      "unexpected reply shape");
             all++;
         }
     if (all == 0)
@@ -179,7 +180,7 @@ emq_status emq__admin_letters_build(emq_reply *const *r, const int *part,
             order[at].partition = part[k];
             order[at].at = at;
             (void)emq__admin_id(emq_reply_at(entry[at], 0), NULL,
-                               &order[at].id);
+                                &order[at].id);
         }
     if (nr > 1)
         emq__admin_by_id(order, all);
@@ -219,16 +220,16 @@ emq_status emq__admin_letters_build(emq_reply *const *r, const int *part,
 
 /* XRANGE of a's dead letters from start, at most count ("": all). */
 emq_status emq__admin_dead_range(emq_admin_t *a, const char *start,
-                             const char *count, emq_reply **r,
-                             emq_error *err) {
+                                 const char *count, emq_reply **r,
+                                 emq_error *err) {
     const char *argv[] = {"XRANGE", a->keys.dead, start, "+", "COUNT", count};
     return emq__admin_call(a, "XRANGE of the dead letters", count[0] ? 6 : 4,
-                          argv, NULL, r, err);
+                           argv, NULL, r, err);
 }
 
 emq_status emq__admin_queue_dead_list(emq_admin_t *a, const char *after,
-                                     size_t max, emq_dead_letter **out,
-                                     size_t *n, emq_error *err) {
+                                      size_t max, emq_dead_letter **out,
+                                      size_t *n, emq_error *err) {
     *out = NULL;
     *n = 0;
     char start[EMQ_ID_MAX + 2] = "-";
@@ -237,14 +238,14 @@ emq_status emq__admin_queue_dead_list(emq_admin_t *a, const char *after,
             char shown[64];
             emq__printable(shown, sizeof shown, after, strlen(after));
             return emq__error_set(err, EMQ_EINVAL, 0,
-                                 "'%s' is not a dead-letter ID (ms-seq)",
-                                 shown);
+                                  "'%s' is not a dead-letter ID (ms-seq)",
+                                  shown);
         }
         snprintf(start, sizeof start, "(%s", after); /* exclusive */
     }
     if (a == NULL)
         return emq__error_set(err, EMQ_EINVAL, 0,
-                             "listing dead letters needs an admin handle");
+                              "listing dead letters needs an admin handle");
     char count[24] = "";
     if (max > 0)
         snprintf(count, sizeof count, "%zu", max);
@@ -325,13 +326,13 @@ static emq_status requeue_all(emq_admin_t *a, uint64_t *requeued,
                                "1"};
     emq_reply *r = NULL;
     emq_status st = emq__admin_call(a, "XREVRANGE of the dead letters", 6,
-                                   last_argv, NULL, &r, err);
+                                    last_argv, NULL, &r, err);
     if (st != EMQ_OK)
         return st;
     emq_id last;
-    int none = emq_reply_len(r) != 1 ||
-               emq__admin_id(emq_reply_at(emq_reply_at(r, 0), 0), &last,
-                            NULL) != 0;
+    int none =
+        emq_reply_len(r) != 1 ||
+        emq__admin_id(emq_reply_at(emq_reply_at(r, 0), 0), &last, NULL) != 0;
     emq_reply_free(r);
     if (none)
         return EMQ_OK; /* no dead letters */
@@ -342,8 +343,8 @@ static emq_status requeue_all(emq_admin_t *a, uint64_t *requeued,
     for (;;) {
         const char *argv[] = {"XRANGE", a->keys.dead, from, last.str,
                               "COUNT", page};
-        st = emq__admin_call(a, "XRANGE of the dead letters", 6, argv, NULL,
-                            &r, err);
+        st = emq__admin_call(a, "XRANGE of the dead letters", 6, argv, NULL, &r,
+                             err);
         if (st != EMQ_OK)
             return st;
         size_t n = emq_reply_len(r);
@@ -365,14 +366,14 @@ static emq_status requeue_all(emq_admin_t *a, uint64_t *requeued,
 }
 
 emq_status emq__admin_queue_requeue(emq_admin_t *a, const char *const *ids,
-                                  size_t nids, uint64_t *requeued,
-                                  emq_error *err) {
+                                    size_t nids, uint64_t *requeued,
+                                    emq_error *err) {
     uint64_t count = 0;
     if (requeued)
         *requeued = 0;
     if (a == NULL || (nids > 0 && ids == NULL))
         return emq__error_set(err, EMQ_EINVAL, 0,
-                             "requeue needs an admin handle and IDs");
+                              "requeue needs an admin handle and IDs");
     if (nids == 0) {
         emq_status st = requeue_all(a, &count, err);
         if (requeued)
@@ -398,23 +399,23 @@ emq_status emq__admin_queue_requeue(emq_admin_t *a, const char *const *ids,
     if (nmissing > 0) {
         char shown[EMQ_ID_MAX + 8];
         emq__printable(shown, sizeof shown, first_missing,
-                      strlen(first_missing));
+                       strlen(first_missing));
         return emq__error_set(err, EMQ_EINVAL, 0,
-                             "no dead letter '%s' in %s (%zu of %zu IDs not "
-                             "found); %llu requeued",
-                             shown, a->keys.dead, nmissing, nids,
-                             (unsigned long long)count);
+                              "no dead letter '%s' in %s (%zu of %zu IDs not "
+                              "found); %llu requeued",
+                              shown, a->keys.dead, nmissing, nids,
+                              (unsigned long long)count);
     }
     return EMQ_OK;
 }
 
 emq_status emq__admin_queue_purge(emq_admin_t *a, uint64_t *removed,
-                                emq_error *err) {
+                                  emq_error *err) {
     if (removed)
         *removed = 0;
     if (a == NULL)
         return emq__error_set(err, EMQ_EINVAL, 0,
-                             "purge needs an admin handle");
+                              "purge needs an admin handle");
     const char *argv[] = {"EVAL", purge_script, "1", a->keys.dead};
     emq_reply *r = NULL;
     emq_status st =

@@ -6,11 +6,12 @@
  * letters; then XINFO CONSUMERS and XPENDING <s> <g> - + 1 for each group)
  * and fills an emq_queue_info. XINFO replies are read as maps by field
  * name, from RESP3 maps and RESP2 flat arrays alike, and unknown fields are
- * skipped (the fields differ by server version): 7.2 adds "inactive" to consumers, 6.2
- * lacks "entries-read" and "lag" in groups and "entries-added" in the
- * stream (then entries_read and entries_added are -1, JSON null). Where the server reports no lag (nil
- * after an XDEL ahead of the group's cursor, or absent), the lag is counted
- * by the client and flagged lag_computed, never shown as 0 (LESSONS.md 9).
+ * skipped (the fields differ by server version): 7.2 adds "inactive" to
+ * consumers, 6.2 lacks "entries-read" and "lag" in groups and "entries-added"
+ * in the stream (then entries_read and entries_added are -1, JSON null). Where
+ * the server reports no lag (nil after an XDEL ahead of the group's cursor, or
+ * absent), the lag is counted by the client and flagged lag_computed, never
+ * shown as 0 (LESSONS.md 9).
  *
  * emq_admin_pending pages through XPENDING's extended form, oldest first.
  * Both render as JSON through the one emq__json writer. Nothing here
@@ -77,7 +78,7 @@ static emq_status parse_stream(const emq_reply *xinfo, emq_queue_info *info,
     emq_id last_text;
     /* 0-0 is what a stream that was never written reports. */
     if (emq__admin_id(emq__stream_field(xinfo, "last-generated-id"), &last_text,
-                     &last) == 0 &&
+                      &last) == 0 &&
         (last.ms != 0 || last.seq != 0))
         info->last_id = last_text;
     /* Absent before Redis 7.0: unknown (-1), not 0. */
@@ -94,13 +95,15 @@ static emq_status parse_group(const emq_reply *g, emq_group_info *gi,
     const emq_reply *name = emq__stream_field(g, "name");
     if (emq_reply_str(name, NULL) == NULL ||
         emq__admin_id(emq__stream_field(g, "last-delivered-id"),
-                     &gi->last_delivered_id, cursor) != 0)
-        return emq__reply_bad_shape(err, "an XINFO GROUPS element lacks name or "
-                              "last-delivered-id");
+                      &gi->last_delivered_id, cursor) != 0)
+        return emq__reply_bad_shape(err,
+                                    "an XINFO GROUPS element lacks name or "
+                                    "last-delivered-id");
     if ((gi->name = dup_text(name)) == NULL)
         return emq__oom(err);
     gi->pending = count_value(emq__stream_field(g, "pending"));
-    gi->entries_read = emq__stream_number(emq__stream_field(g, "entries-read"), -1);
+    gi->entries_read =
+        emq__stream_number(emq__stream_field(g, "entries-read"), -1);
     const emq_reply *lag = emq__stream_field(g, "lag");
     *lag_known = emq_reply_kind(lag) == EMQ_REPLY_INTEGER &&
                  emq_reply_integer(lag) >= 0;
@@ -132,14 +135,16 @@ static emq_status parse_group_detail(const emq_reply *consumers,
             emq_consumer_info *ci = &gi->consumers[c];
             const emq_reply *name = emq__stream_field(cr, "name");
             if (emq_reply_str(name, NULL) == NULL)
-                return emq__reply_bad_shape(err, "an XINFO CONSUMERS element has no "
-                                      "name");
+                return emq__reply_bad_shape(err,
+                                            "an XINFO CONSUMERS element has no "
+                                            "name");
             if ((ci->name = dup_text(name)) == NULL)
                 return emq__oom(err);
             gi->nconsumers++;
             ci->pending = count_value(emq__stream_field(cr, "pending"));
             ci->idle_ms = emq__stream_number(emq__stream_field(cr, "idle"), -1);
-            ci->inactive_ms = emq__stream_number(emq__stream_field(cr, "inactive"), -1);
+            ci->inactive_ms =
+                emq__stream_number(emq__stream_field(cr, "inactive"), -1);
         }
     }
     if (emq_reply_kind(oldest) == EMQ_REPLY_ARRAY &&
@@ -148,7 +153,7 @@ static emq_status parse_group_detail(const emq_reply *consumers,
         if (emq__pending_row_parse(emq_reply_at(oldest, 0), &row) != 0 ||
             emq__admin_id(row.id, &gi->oldest_pending_id, NULL) != 0)
             return emq__reply_bad_shape(err, "XPENDING is not [[id, consumer, "
-                                            "idle, count]]");
+                                             "idle, count]]");
         gi->oldest_pending_age_ms = row.idle_ms;
     }
     return EMQ_OK;
@@ -211,23 +216,21 @@ static emq_status describe_groups(emq_admin_t *a, emq_queue_info *info,
 static emq_status describe_from(emq_admin_t *a, emq_reply *const *r,
                                 emq_queue_info *info, emq_error *err) {
     if (emq_reply_kind(r[3]) == EMQ_REPLY_ERROR)
-        return emq__reply_error_set(err, r[3],
-                                   "reading the dead letters '%s' failed",
-                                   a->keys.dead);
+        return emq__reply_error_set(
+            err, r[3], "reading the dead letters '%s' failed", a->keys.dead);
     info->dead_length = count_value(r[3]);
     if (emq_reply_kind(r[0]) == EMQ_REPLY_ERROR) /* an ACL without +exists */
         return emq__reply_error_set(err, r[0],
-                                   "checking that stream '%s' exists failed",
-                                   a->keys.stream);
+                                    "checking that stream '%s' exists failed",
+                                    a->keys.stream);
     if (emq_reply_kind(r[0]) != EMQ_REPLY_INTEGER)
         return emq__reply_bad_shape(err, "EXISTS is not an integer");
     if (emq_reply_integer(r[0]) == 0)
         return EMQ_OK; /* no stream: exists = 0, nothing else to say */
     for (int i = 1; i <= 2; i++)
         if (emq_reply_kind(r[i]) == EMQ_REPLY_ERROR)
-            return emq__reply_error_set(err, r[i],
-                                       "describing stream '%s' failed",
-                                       a->keys.stream);
+            return emq__reply_error_set(
+                err, r[i], "describing stream '%s' failed", a->keys.stream);
     info->exists = 1;
     emq__admin_extent ext;
     emq_status st = parse_stream(r[1], info, &ext, err);
@@ -307,8 +310,8 @@ static emq_status add_group(emq_group_info *t, const emq_group_info *pg,
             if (strcmp(t->consumers[k].name, pc->name) == 0)
                 tc = &t->consumers[k];
         if (tc == NULL) {
-            emq_consumer_info *grown = emq__realloc(
-                t->consumers, (t->nconsumers + 1) * sizeof *grown);
+            emq_consumer_info *grown =
+                emq__realloc(t->consumers, (t->nconsumers + 1) * sizeof *grown);
             if (grown == NULL)
                 return EMQ_ENOMEM;
             t->consumers = grown;
@@ -328,7 +331,7 @@ static emq_status add_group(emq_group_info *t, const emq_group_info *pg,
 }
 
 emq_status emq__admin_info_add(emq_queue_info *info, size_t i,
-                              emq_queue_info *one, emq_error *err) {
+                               emq_queue_info *one, emq_error *err) {
     info->partitions[i] = *one; /* take its contents */
     emq__free(one);
     info->npartitions = i + 1;
@@ -353,12 +356,12 @@ emq_status emq__admin_info_add(emq_queue_info *info, size_t i,
 }
 
 emq_status emq__admin_queue_describe(emq_admin_t *a, emq_queue_info **out,
-                              emq_error *err) {
+                                     emq_error *err) {
     if (out)
         *out = NULL;
     if (a == NULL || out == NULL)
         return emq__error_set(err, EMQ_EINVAL, 0,
-                             "admin handle and out must not be NULL");
+                              "admin handle and out must not be NULL");
     emq_queue_info *info = emq__calloc(1, sizeof *info);
     if (info == NULL)
         return emq__oom(err);
@@ -373,16 +376,16 @@ emq_status emq__admin_queue_describe(emq_admin_t *a, emq_queue_info **out,
     const char *stream[] = {"XINFO", "STREAM", a->keys.stream};
     const char *groups[] = {"XINFO", "GROUPS", a->keys.stream};
     const char *dead[] = {"XLEN", a->keys.dead};
-    const emq__admin_cmd cmds[] = {
-        {2, exists, NULL}, {3, stream, NULL}, {3, groups, NULL},
-        {2, dead, NULL}};
+    const emq__admin_cmd cmds[] = {{2, exists, NULL},
+                                   {3, stream, NULL},
+                                   {3, groups, NULL},
+                                   {2, dead, NULL}};
     emq_reply *replies[4] = {NULL, NULL, NULL, NULL};
     if (st == EMQ_OK)
         st = emq__admin_pipeline(a, 4, cmds, replies, err);
     if (st == EMQ_OK)
         st = describe_from(a, replies, info, err);
-    if (st == EMQ_OK &&
-        emq__route_server(a->route, &info->server) &&
+    if (st == EMQ_OK && emq__route_server(a->route, &info->server) &&
         !(info->server.capabilities & EMQ_CAP_STREAM_COUNTERS)) {
         /* The capability table says this server keeps no such counters
          * (6.2): unknown, whatever a reply may hold. */
@@ -446,8 +449,8 @@ static void json_info(emq__json *j, const emq_queue_info *info) {
     emq__json_raw(j, ",\"dead\":");
     emq__json_cstr(j, info->dead ? info->dead : "");
     emq__json_raw(j, ",\"exists\":%s,\"length\":%llu,\"first_id\":",
-                 info->exists ? "true" : "false",
-                 (unsigned long long)info->length);
+                  info->exists ? "true" : "false",
+                  (unsigned long long)info->length);
     json_id(j, &info->first_id);
     emq__json_raw(j, ",\"last_id\":");
     json_id(j, &info->last_id);
@@ -456,13 +459,13 @@ static void json_info(emq__json *j, const emq_queue_info *info) {
     emq__json_raw(j, ",\"server\":");
     json_server(j, &info->server);
     emq__json_raw(j, ",\"dead_length\":%llu,\"groups\":[",
-                 (unsigned long long)info->dead_length);
+                  (unsigned long long)info->dead_length);
     for (size_t g = 0; g < info->ngroups; g++) {
         const emq_group_info *gi = &info->groups[g];
         emq__json_raw(j, "%s{\"name\":", g ? "," : "");
         emq__json_cstr(j, gi->name ? gi->name : "");
         emq__json_raw(j, ",\"pending\":%llu,\"last_delivered_id\":",
-                     (unsigned long long)gi->pending);
+                      (unsigned long long)gi->pending);
         json_id(j, &gi->last_delivered_id);
         emq__json_raw(j, ",\"entries_read\":");
         json_opt(j, gi->entries_read);
@@ -471,7 +474,7 @@ static void json_info(emq__json *j, const emq_queue_info *info) {
         emq__json_raw(j, ",\"lag\":");
         json_opt(j, gi->lag);
         emq__json_raw(j, ",\"lag_computed\":%s,\"oldest_pending_id\":",
-                     gi->lag_computed ? "true" : "false");
+                      gi->lag_computed ? "true" : "false");
         json_id(j, &gi->oldest_pending_id);
         emq__json_raw(j, ",\"oldest_pending_age_ms\":");
         json_opt(j, gi->oldest_pending_age_ms);
@@ -481,7 +484,7 @@ static void json_info(emq__json *j, const emq_queue_info *info) {
             emq__json_raw(j, "%s{\"name\":", c ? "," : "");
             emq__json_cstr(j, ci->name ? ci->name : "");
             emq__json_raw(j, ",\"pending\":%llu,\"idle_ms\":",
-                         (unsigned long long)ci->pending);
+                          (unsigned long long)ci->pending);
             json_opt(j, ci->idle_ms);
             emq__json_raw(j, ",\"inactive_ms\":");
             json_opt(j, ci->inactive_ms);
@@ -540,7 +543,7 @@ static emq_status take_page(const emq_reply *reply, emq_pending_entry **out,
         if (emq__pending_row_parse(emq_reply_at(reply, i), &row) != 0 ||
             emq__admin_id(row.id, &e->id, last) != 0)
             return emq__reply_bad_shape(err, "XPENDING is not [[id, consumer, "
-                                            "idle, count]]");
+                                             "idle, count]]");
         /* Names longer than the field (consumers validate them to
          * EMQ_NAME_MAX bytes) are cut. */
         size_t len = row.consumer_len;
@@ -558,27 +561,27 @@ static emq_status take_page(const emq_reply *reply, emq_pending_entry **out,
 }
 
 emq_status emq__admin_queue_pending(emq_admin_t *a, const char *group,
-                             const char *consumer, int64_t min_idle_ms,
-                             size_t max, emq_pending_entry **out, size_t *n,
-                             emq_error *err) {
+                                    const char *consumer, int64_t min_idle_ms,
+                                    size_t max, emq_pending_entry **out,
+                                    size_t *n, emq_error *err) {
     if (out)
         *out = NULL;
     if (n)
         *n = 0;
     if (a == NULL || out == NULL || n == NULL)
         return emq__error_set(err, EMQ_EINVAL, 0,
-                             "admin handle, out and n must not be NULL");
+                              "admin handle, out and n must not be NULL");
     emq_status st = emq__admin_check_group(group, err);
     if (st != EMQ_OK)
         return st;
     if (consumer != NULL && *consumer == '\0')
         return emq__error_set(err, EMQ_EINVAL, 0,
-                             "consumer is empty: give a name, or NULL for "
-                             "every consumer");
+                              "consumer is empty: give a name, or NULL for "
+                              "every consumer");
     if (min_idle_ms < 0)
         return emq__error_set(err, EMQ_EINVAL, 0,
-                             "min_idle_ms is %lld; it must be 0 or more",
-                             (long long)min_idle_ms);
+                              "min_idle_ms is %lld; it must be 0 or more",
+                              (long long)min_idle_ms);
     char what[300], idle[24];
     snprintf(what, sizeof what, "listing pending entries of group '%s'",
              group);
@@ -642,8 +645,7 @@ size_t emq_pending_json(const emq_pending_entry *entries, size_t n, char *buf,
         emq__json_raw(&j, ",\"consumer\":");
         emq__json_cstr(&j, e->consumer);
         emq__json_raw(&j, ",\"idle_ms\":%lld,\"deliveries\":%llu",
-                     (long long)e->idle_ms,
-                     (unsigned long long)e->deliveries);
+                      (long long)e->idle_ms, (unsigned long long)e->deliveries);
         if (e->partition >= 0)
             emq__json_raw(&j, ",\"partition\":%d", e->partition);
         emq__json_raw(&j, "}\n");

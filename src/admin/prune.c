@@ -100,11 +100,11 @@ static emq_status list_members(emq_admin_t *a, const char *group,
         int missing = emq_reply_is_error(*reply, "NOGROUP") ||
                       strstr(shown, "no such key") != NULL;
         st = missing ? emq__error_set(err, EMQ_ESERVER, 0,
-                                     "cannot prune consumers: group '%s' "
-                                     "does not exist on stream '%s' (%s)",
-                                     group, a->keys.stream, shown)
+                                      "cannot prune consumers: group '%s' "
+                                      "does not exist on stream '%s' (%s)",
+                                      group, a->keys.stream, shown)
                      : emq__error_set(err, EMQ_ESERVER, 0,
-                                     "XINFO CONSUMERS failed: %s", shown);
+                                      "XINFO CONSUMERS failed: %s", shown);
         emq__reply_code_copy(err, *reply);
         emq_reply_free(*reply);
         *reply = NULL;
@@ -131,7 +131,7 @@ static emq_status list_members(emq_admin_t *a, const char *group,
             emq_reply_free(*reply);
             *reply = NULL;
             return emq__error_set(err, EMQ_EPROTO, 0,
-                                 "XINFO CONSUMERS: unexpected reply shape");
+                                  "XINFO CONSUMERS: unexpected reply shape");
         }
         m->idle_ms = emq_reply_integer(idle);
     }
@@ -171,11 +171,11 @@ static emq_status prune_one(emq_admin_t *a, const char *group,
         emq_reply_free(r);
         if (code < 0 || code > 4)
             return emq__error_set(err, EMQ_EPROTO, 0,
-                                 "prune script: unexpected reply");
+                                  "prune script: unexpected reply");
         if (code == 1 && moved + dropped <= 0) /* never loop without progress */
             return emq__error_set(err, EMQ_EPROTO, 0,
-                                 "prune script: entries left to move but "
-                                 "none moved");
+                                  "prune script: entries left to move but "
+                                  "none moved");
         if (moved > 0)
             result->moved += (uint64_t)moved;
         switch (code) {
@@ -188,9 +188,8 @@ static emq_status prune_one(emq_admin_t *a, const char *group,
 }
 
 emq_status emq__admin_queue_prune(emq_admin_t *a, const char *group,
-                                     int64_t idle_ms,
-                                     emq_prune_result *result,
-                                     emq_error *err) {
+                                  int64_t idle_ms, emq_prune_result *result,
+                                  emq_error *err) {
     emq_prune_result local = {0, 0, 0, {0, 0, 0, 0}};
     if (result)
         *result = local;
@@ -199,8 +198,8 @@ emq_status emq__admin_queue_prune(emq_admin_t *a, const char *group,
         return st;
     if (idle_ms < 0)
         return emq__error_set(err, EMQ_EINVAL, 0,
-                             "prune: idle_ms must be >= 0, not %lld",
-                             (long long)idle_ms);
+                              "prune: idle_ms must be >= 0, not %lld",
+                              (long long)idle_ms);
     emq_reply *reply = NULL;
     prune_member *members = NULL;
     size_t n = 0;

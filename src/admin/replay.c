@@ -33,9 +33,9 @@ static emq_status parse_target(const char *to, setid_target *t,
     size_t n = to ? strlen(to) : 0;
     if (n == 0)
         return emq__error_set(err, EMQ_EINVAL, 0,
-                             "a target is required: head (replay everything "
-                             "stored), tail (skip to the end), an entry ID, "
-                             "or @<unix-ms> (replay from that time)");
+                              "a target is required: head (replay everything "
+                              "stored), tail (skip to the end), an entry ID, "
+                              "or @<unix-ms> (replay from that time)");
     if (strcmp(to, "head") == 0) {
         strcpy(t->id, "0");
         return EMQ_OK;
@@ -50,19 +50,19 @@ static emq_status parse_target(const char *to, setid_target *t,
         if (n < 2 || memchr(to + 1, '-', n - 1) != NULL ||
             emq__stream_id_parse(to + 1, n - 1, &sid) != 0)
             return emq__error_set(err, EMQ_EINVAL, 0,
-                                 "time '%s' is not valid: use @ followed by "
-                                 "Unix milliseconds, e.g. @1732924800000",
-                                 emq__printable(shown, sizeof shown, to, n));
+                                  "time '%s' is not valid: use @ followed by "
+                                  "Unix milliseconds, e.g. @1732924800000",
+                                  emq__printable(shown, sizeof shown, to, n));
         t->at_time = 1;
         t->time_ms = sid.ms;
         return EMQ_OK;
     }
     if (n >= EMQ_ID_MAX || emq__stream_id_parse(to, n, &sid) != 0)
         return emq__error_set(err, EMQ_EINVAL, 0,
-                             "target '%s' is not valid: use head, tail, an "
-                             "entry ID such as 1732924800000-0, or "
-                             "@<unix-ms>",
-                             emq__printable(shown, sizeof shown, to, n));
+                              "target '%s' is not valid: use head, tail, an "
+                              "entry ID such as 1732924800000-0, or "
+                              "@<unix-ms>",
+                              emq__printable(shown, sizeof shown, to, n));
     snprintf(t->id, sizeof t->id, "%llu-%llu", (unsigned long long)sid.ms,
              (unsigned long long)sid.seq);
     return EMQ_OK;
@@ -82,14 +82,14 @@ static emq_status resolve_time(emq_admin_t *a, setid_target *t,
                           "1"};
     emq_reply *reply;
     emq_status st = emq__admin_call(a, "finding the entry before the time", 6,
-                                   argv, NULL, &reply, err);
+                                    argv, NULL, &reply, err);
     if (st != EMQ_OK)
         return st;
     if (emq_reply_kind(reply) != EMQ_REPLY_ARRAY) {
         emq_reply_free(reply);
         return emq__error_set(err, EMQ_EPROTO, 0,
-                             "unexpected reply shape from the server: "
-                             "XREVRANGE is not a list");
+                              "unexpected reply shape from the server: "
+                              "XREVRANGE is not a list");
     }
     if (emq_reply_len(reply) > 0) {
         const emq_reply *entry = emq_reply_at(reply, 0);
@@ -98,8 +98,8 @@ static emq_status resolve_time(emq_admin_t *a, setid_target *t,
             emq__admin_id(emq_reply_at(entry, 0), &id, NULL) != 0) {
             emq_reply_free(reply);
             return emq__error_set(err, EMQ_EPROTO, 0,
-                                 "unexpected reply shape from the server: "
-                                 "XREVRANGE entry has no ID");
+                                  "unexpected reply shape from the server: "
+                                  "XREVRANGE entry has no ID");
         }
         snprintf(t->id, sizeof t->id, "%s", id.str);
     }
@@ -118,19 +118,19 @@ static emq_status setid_failed(emq_admin_t *a, const char *group,
         (emq_reply_kind(exists) == EMQ_REPLY_INTEGER &&
          emq_reply_integer(exists) == 0)) {
         emq__error_set(err, EMQ_ESERVER, 0,
-                      "group '%s' does not exist on stream '%s'; nothing was "
-                      "moved (create it with a declared start first). Server "
-                      "said: %s",
-                      group, a->keys.stream, shown);
+                       "group '%s' does not exist on stream '%s'; nothing was "
+                       "moved (create it with a declared start first). Server "
+                       "said: %s",
+                       group, a->keys.stream, shown);
         emq__reply_code_copy(err, setid);
         return EMQ_ESERVER;
     }
     return emq__reply_error_set(err, setid, "moving group '%s' on '%s' failed",
-                               group, a->keys.stream);
+                                group, a->keys.stream);
 }
 
 emq_status emq__admin_setid_check(const char *group, const char *to,
-                                 emq_error *err) {
+                                  emq_error *err) {
     setid_target t;
     emq_status st = emq__admin_check_group(group, err);
     if (st == EMQ_OK)
@@ -139,8 +139,8 @@ emq_status emq__admin_setid_check(const char *group, const char *to,
 }
 
 emq_status emq__admin_queue_setid(emq_admin_t *a, const char *group,
-                                 const char *to, uint64_t *redeliver,
-                                 emq_error *err) {
+                                  const char *to, uint64_t *redeliver,
+                                  emq_error *err) {
     if (redeliver)
         *redeliver = 0;
     if (a == NULL)
@@ -168,9 +168,9 @@ emq_status emq__admin_queue_setid(emq_admin_t *a, const char *group,
         st = setid_failed(a, group, r[0], r[1], err);
     else if (emq_reply_kind(r[2]) == EMQ_REPLY_ERROR)
         st = emq__error_set(err, EMQ_ESERVER, 0,
-                           "group '%s' moved to %s, but reading the stream "
-                           "to count what follows failed",
-                           group, t.id);
+                            "group '%s' moved to %s, but reading the stream "
+                            "to count what follows failed",
+                            group, t.id);
     else
         st = emq__admin_extent_parse(r[2], &ext, err);
     for (int i = 0; i < 3; i++)
@@ -183,8 +183,10 @@ emq_status emq__admin_queue_setid(emq_admin_t *a, const char *group,
         (void)emq__stream_id_parse(t.id, strlen(t.id), &cursor);
         if ((st = emq__admin_count_after(a, &ext, cursor, &count, err)) !=
             EMQ_OK) {
-            emq__error_prefix(err, "group '%s' moved to %s, but counting "
-                                  "what follows failed", group, t.id);
+            emq__error_prefix(err,
+                              "group '%s' moved to %s, but counting "
+                              "what follows failed",
+                              group, t.id);
             return st;
         }
     }
@@ -195,8 +197,8 @@ emq_status emq__admin_queue_setid(emq_admin_t *a, const char *group,
 }
 
 emq_status emq__admin_queue_group_create(emq_admin_t *a, const char *group,
-                                  const char *start, int *created,
-                                  emq_error *err) {
+                                         const char *start, int *created,
+                                         emq_error *err) {
     if (created)
         *created = 0;
     if (a == NULL)
@@ -225,7 +227,7 @@ emq_status emq__admin_queue_group_create(emq_admin_t *a, const char *group,
 }
 
 emq_status emq__admin_queue_group_destroy(emq_admin_t *a, const char *group,
-                                   int *destroyed, emq_error *err) {
+                                          int *destroyed, emq_error *err) {
     if (destroyed)
         *destroyed = 0;
     if (a == NULL)
@@ -247,8 +249,8 @@ emq_status emq__admin_queue_group_destroy(emq_admin_t *a, const char *group,
     } else if (!(emq_reply_kind(r[0]) == EMQ_REPLY_INTEGER &&
                  emq_reply_integer(r[0]) == 0)) {
         st = emq__reply_error_set(err, r[1],
-                                 "destroying group '%s' on '%s' failed",
-                                 group, a->keys.stream);
+                                  "destroying group '%s' on '%s' failed", group,
+                                  a->keys.stream);
     }
     emq_reply_free(r[0]);
     emq_reply_free(r[1]);

@@ -128,8 +128,8 @@ static const char trim_script[] =
     "return {removed, floor or '', held, 0}\n";
 
 emq_status emq__admin_queue_trim(emq_admin_t *a, int64_t maxlen,
-                                int64_t max_age_ms, emq_trim_result *result,
-                                emq_error *err) {
+                                 int64_t max_age_ms, emq_trim_result *result,
+                                 emq_error *err) {
     emq_trim_result local;
     memset(&local, 0, sizeof local);
     if (result)
@@ -138,9 +138,9 @@ emq_status emq__admin_queue_trim(emq_admin_t *a, int64_t maxlen,
         return emq__error_set(err, EMQ_EINVAL, 0, "trim needs an admin handle");
     if (maxlen < -1 || max_age_ms < -1)
         return emq__error_set(err, EMQ_EINVAL, 0,
-                             "trim: maxlen and max_age_ms must be >= 0, or "
-                             "-1 for no bound (got %lld and %lld)",
-                             (long long)maxlen, (long long)max_age_ms);
+                              "trim: maxlen and max_age_ms must be >= 0, or "
+                              "-1 for no bound (got %lld and %lld)",
+                              (long long)maxlen, (long long)max_age_ms);
     char maxlen_s[24], age_s[24], cap_s[24];
     snprintf(maxlen_s, sizeof maxlen_s, "%lld", (long long)maxlen);
     snprintf(age_s, sizeof age_s, "%lld", (long long)max_age_ms);
@@ -148,8 +148,8 @@ emq_status emq__admin_queue_trim(emq_admin_t *a, int64_t maxlen,
     const char *argv[] = {"EVAL",   trim_script, "1",  a->keys.stream,
                           maxlen_s, age_s,       cap_s};
     emq_reply *r = NULL;
-    emq_status st = emq__admin_call(a, "ack-aware trim", 7, argv, NULL, &r,
-                                   err);
+    emq_status st =
+        emq__admin_call(a, "ack-aware trim", 7, argv, NULL, &r, err);
     if (st != EMQ_OK)
         return st;
     size_t floor_len = 0;
@@ -159,7 +159,7 @@ emq_status emq__admin_queue_trim(emq_admin_t *a, int64_t maxlen,
     if (floor == NULL || floor_len >= sizeof local.floor.str) {
         emq_reply_free(r);
         return emq__error_set(err, EMQ_EPROTO, 0,
-                             "trim script: unexpected reply");
+                              "trim script: unexpected reply");
     }
     long long removed = emq_reply_integer(emq_reply_at(r, 0));
     long long held = emq_reply_integer(emq_reply_at(r, 2));

@@ -52,9 +52,9 @@ static emq_status take_keys(scan_ctx *t, const emq_reply *keys,
         if (t->n == t->max) {
             emq__free(name);
             return emq__error_set(err, EMQ_ELIMIT, 0,
-                                 "more than %zu queues match: narrow the "
-                                 "pattern",
-                                 t->max);
+                                  "more than %zu queues match: narrow the "
+                                  "pattern",
+                                  t->max);
         }
         char **grown = emq__realloc(t->names, (t->n + 1) * sizeof *grown);
         if (grown == NULL) {
@@ -83,7 +83,7 @@ static emq_status scan_master(emq_conn_t *conn, const char *name, void *ctx,
         if (emq_reply_kind(r) != EMQ_REPLY_ARRAY || emq_reply_len(r) != 2) {
             char shown[200];
             st = emq__error_set(err, EMQ_ESERVER, 0, "SCAN failed: %s",
-                               emq__reply_text(r, shown, sizeof shown));
+                                emq__reply_text(r, shown, sizeof shown));
             emq_reply_free(r);
             return st;
         }
@@ -96,8 +96,8 @@ static emq_status scan_master(emq_conn_t *conn, const char *name, void *ctx,
         if (st != EMQ_OK || strcmp(cursor, "0") == 0)
             return st;
     }
-    return emq__error_set(err, EMQ_ELIMIT, 0,
-                         "SCAN did not finish in %d calls", EMQ_SCAN_ROUNDS);
+    return emq__error_set(err, EMQ_ELIMIT, 0, "SCAN did not finish in %d calls",
+                          EMQ_SCAN_ROUNDS);
 }
 
 static int cmp_names(const void *a, const void *b) {
@@ -111,13 +111,13 @@ emq_status emq_admin_scan_queues(const emq_conf_t *conf, const char *pattern,
     *n = 0;
     if (conf == NULL)
         return emq__error_set(err, EMQ_EINVAL, 0,
-                             "listing queues needs a configuration");
+                              "listing queues needs a configuration");
     char match[EMQ_KEYS_MAX_QUEUE + 16];
     const char *glob = pattern && *pattern ? pattern : "*";
     if (strlen(glob) > EMQ_KEYS_MAX_QUEUE)
         return emq__error_set(err, EMQ_EINVAL, 0,
-                             "the pattern is longer than %d bytes",
-                             EMQ_KEYS_MAX_QUEUE);
+                              "the pattern is longer than %d bytes",
+                              EMQ_KEYS_MAX_QUEUE);
     snprintf(match, sizeof match, "emq:{%s}", glob);
     scan_ctx t = {match, max ? max : EMQ_SCAN_MAX_DEFAULT, NULL, 0};
     emq__route *route = NULL;

@@ -31,14 +31,14 @@ emq_status emq_admin_command(emq_admin_t *a, int argc,
     *reply = NULL;
     if (a == NULL || a->route == NULL)
         return emq__error_set(err, EMQ_EINVAL, 0,
-                             "a command needs the handle of a queue or of "
-                             "one partition (emq_admin_partition), not of a "
-                             "whole topic");
+                              "a command needs the handle of a queue or of "
+                              "one partition (emq_admin_partition), not of a "
+                              "whole topic");
     return emq__route_command(a->route, argc, argv, argvlen, reply, err);
 }
 
 emq_status emq__admin_each(emq_admin_t *a, emq__admin_step step, void *ctx,
-                          emq_error *err) {
+                           emq_error *err) {
     for (size_t i = 0; i < a->nparts; i++) {
         emq_status st = step(a->parts[i], (int)i, ctx, err);
         /* EMQ_EINVAL refuses the call's arguments before anything is sent:
@@ -53,13 +53,14 @@ emq_status emq__admin_each(emq_admin_t *a, emq__admin_step step, void *ctx,
 }
 
 emq_status emq__admin_per_id(const emq_admin_t *a, const char *what,
-                            emq_error *err) {
+                             emq_error *err) {
     return emq__error_set(err, EMQ_EINVAL, 0,
-                         "%s names IDs of one partition, and '%s' is a "
-                         "topic of %zu partitions (IDs repeat across "
-                         "them): address partition i (0..%zu) with "
-                         "emq_admin_partition, or the CLI's --partition",
-                         what, emq__cfg_queue(a->conf), a->nparts, a->nparts - 1);
+                          "%s names IDs of one partition, and '%s' is a "
+                          "topic of %zu partitions (IDs repeat across "
+                          "them): address partition i (0..%zu) with "
+                          "emq_admin_partition, or the CLI's --partition",
+                          what, emq__cfg_queue(a->conf), a->nparts,
+                          a->nparts - 1);
 }
 
 /* ---- opening and recording ---------------------------------------------- */
@@ -75,7 +76,8 @@ emq_status emq_admin_topic_partitions(emq_admin_t *a, int64_t *partitions,
     }
     if (emq__cfg_queue(a->conf) == NULL) /* a raw stream is never a topic */
         return EMQ_OK;
-    return emq__topic_recorded(a->route, emq__cfg_queue(a->conf), partitions, err);
+    return emq__topic_recorded(a->route, emq__cfg_queue(a->conf), partitions,
+                               err);
 }
 
 /* Opens partition i's admin handle into a->parts. */
@@ -95,20 +97,20 @@ static emq_status topic_open(emq_admin_t *a, emq_error *err) {
     a->parts = emq__calloc((size_t)emq__cfg_partitions(conf), sizeof *a->parts);
     if (a->parts == NULL)
         return emq__oom(err);
-    emq_status st = emq__topic_open_parts(conf, 0, (int)emq__cfg_partitions(conf),
-                                         open_part, a, err);
+    emq_status st = emq__topic_open_parts(
+        conf, 0, (int)emq__cfg_partitions(conf), open_part, a, err);
     /* A topic opened with another count than the server records is a
      * mistake to say now, not numbers of the wrong partitions later. */
     int64_t recorded = 0;
     if (st == EMQ_OK)
-        st = emq__topic_recorded(a->parts[0]->route, emq__cfg_queue(conf), &recorded,
-                                err);
+        st = emq__topic_recorded(a->parts[0]->route, emq__cfg_queue(conf),
+                                 &recorded, err);
     if (st == EMQ_OK && recorded > 0 && recorded != emq__cfg_partitions(conf))
         st = emq__error_set(err, EMQ_EINVAL, 0,
-                           "topic '%.64s' has %lld partitions (recorded in "
-                           "the server), not %lld",
-                           emq__cfg_queue(conf), (long long)recorded,
-                           (long long)emq__cfg_partitions(conf));
+                            "topic '%.64s' has %lld partitions (recorded in "
+                            "the server), not %lld",
+                            emq__cfg_queue(conf), (long long)recorded,
+                            (long long)emq__cfg_partitions(conf));
     return st;
 }
 
@@ -123,8 +125,8 @@ static emq_status claim_part(emq_admin_t *part, int i, void *ctx,
 emq_status emq_admin_topic_create(emq_admin_t *a, emq_error *err) {
     if (a == NULL || a->nparts == 0)
         return emq__error_set(err, EMQ_EINVAL, 0,
-                             "creating a topic needs an admin handle made "
-                             "with partitions > 1");
+                              "creating a topic needs an admin handle made "
+                              "with partitions > 1");
     return emq__admin_each(a, claim_part, NULL, err);
 }
 
@@ -148,9 +150,11 @@ static emq_status topic_describe(emq_admin_t *a, emq_queue_info **out,
     char pattern[EMQ_KEYS_MAX_QUEUE + 16];
     emq_status st = EMQ_OK;
     if (info != NULL) {
-        snprintf(pattern, sizeof pattern, "emq:{%s.*}", emq__cfg_queue(a->conf));
+        snprintf(pattern, sizeof pattern, "emq:{%s.*}",
+                 emq__cfg_queue(a->conf));
         info->stream = emq__strdup(pattern);
-        snprintf(pattern, sizeof pattern, "emq:{%s.*}:dead", emq__cfg_queue(a->conf));
+        snprintf(pattern, sizeof pattern, "emq:{%s.*}:dead",
+                 emq__cfg_queue(a->conf));
         info->dead = emq__strdup(pattern);
         info->partitions = emq__calloc(a->nparts, sizeof *info->partitions);
     }
@@ -200,16 +204,15 @@ static emq_status setid_check_part(emq_admin_t *part, int i, void *ctx,
                          emq_reply_integer(r[0]) == 0;
     if (!found && (stream_missing || emq_reply_kind(r[1]) == EMQ_REPLY_ARRAY))
         st = emq__error_set(err, EMQ_ESERVER, 0,
-                           "group '%s' does not exist on stream '%s'; no "
-                           "partition was moved (create it on the topic "
-                           "with a declared start first)",
-                           t->group, part->keys.stream);
+                            "group '%s' does not exist on stream '%s'; no "
+                            "partition was moved (create it on the topic "
+                            "with a declared start first)",
+                            t->group, part->keys.stream);
     else if (!found) {
         char shown[200];
-        st = emq__error_set(err, EMQ_ESERVER, 0,
-                           "XINFO GROUPS of '%s' failed: %s",
-                           part->keys.stream,
-                           emq__reply_text(r[1], shown, sizeof shown));
+        st = emq__error_set(
+            err, EMQ_ESERVER, 0, "XINFO GROUPS of '%s' failed: %s",
+            part->keys.stream, emq__reply_text(r[1], shown, sizeof shown));
     }
     emq_reply_free(r[0]);
     emq_reply_free(r[1]);
@@ -312,9 +315,8 @@ static emq_status pending_part(emq_admin_t *part, int i, void *ctx,
     pending_topic *t = ctx;
     emq_pending_entry *e = NULL;
     size_t n = 0;
-    emq_status st = emq__admin_queue_pending(part, t->group, t->consumer,
-                                            t->min_idle_ms, t->max, &e, &n,
-                                            err);
+    emq_status st = emq__admin_queue_pending(
+        part, t->group, t->consumer, t->min_idle_ms, t->max, &e, &n, err);
     if (st == EMQ_OK && n > 0) {
         emq_pending_entry *grown =
             emq__realloc(t->all, (t->n + n) * sizeof *grown);
@@ -345,7 +347,7 @@ static emq_status pending_merge(pending_topic *t, emq_error *err) {
     }
     for (size_t k = 0; k < t->n; k++) {
         (void)emq__stream_id_parse(t->all[k].id.str, strlen(t->all[k].id.str),
-                                  &order[k].id);
+                                   &order[k].id);
         order[k].partition = t->all[k].partition;
         order[k].at = k;
     }
@@ -477,8 +479,8 @@ static emq_status topic_dead_list(emq_admin_t *a, size_t max,
                         ? emq__admin_each(a, dead_range_part, &t, err)
                         : emq__oom(err);
     if (st == EMQ_OK)
-        st = emq__admin_letters_build(t.replies, t.part, a->nparts, max, out,
-                                     n, err);
+        st = emq__admin_letters_build(t.replies, t.part, a->nparts, max, out, n,
+                                      err);
     for (size_t i = 0; t.replies && i < a->nparts; i++)
         emq_reply_free(t.replies[i]);
     emq__free(t.replies);
@@ -534,7 +536,7 @@ emq_status emq_admin_pending(emq_admin_t *a, const char *group,
                              emq_error *err) {
     if (!is_topic(a) || out == NULL || n == NULL)
         return emq__admin_queue_pending(a, group, consumer, min_idle_ms, max,
-                                       out, n, err);
+                                        out, n, err);
     *out = NULL;
     *n = 0;
     return topic_pending(a, group, consumer, min_idle_ms, max, out, n, err);

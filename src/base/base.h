@@ -54,9 +54,9 @@ uint64_t emq__alloc_calls(void);
 /* EMQ_ENOMEM "out of memory": the one way an allocation failure is told. */
 emq_status emq__oom(emq_error *err);
 emq_status emq__error_set(emq_error *err, emq_status code, int retriable,
-                         const char *fmt, ...) EMQ_PRINTF(4, 5);
+                          const char *fmt, ...) EMQ_PRINTF(4, 5);
 emq_status emq__error_vset(emq_error *err, emq_status code, int retriable,
-                          const char *fmt, va_list ap);
+                           const char *fmt, va_list ap);
 /* Clears err (may be NULL) to EMQ_OK with an empty message. */
 void emq__error_clear(emq_error *err);
 /* Prefixes err's message with "context: " (keeps code and retriable). */

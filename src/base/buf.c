@@ -26,9 +26,9 @@ void emq__buf_free(emq__buf *b) {
 emq_status emq__buf_reserve(emq__buf *b, size_t extra, emq_error *err) {
     if (extra > b->max - b->len)
         return emq__error_set(err, EMQ_ELIMIT, 0,
-                             "%s would grow to more than its limit of %zu "
-                             "bytes (%zu in use, %zu more needed)",
-                             b->name, b->max, b->len, extra);
+                              "%s would grow to more than its limit of %zu "
+                              "bytes (%zu in use, %zu more needed)",
+                              b->name, b->max, b->len, extra);
     if (b->cap - b->len >= extra)
         return EMQ_OK;
     size_t want = b->len + extra;
@@ -38,8 +38,8 @@ emq_status emq__buf_reserve(emq__buf *b, size_t extra, emq_error *err) {
     char *data = emq__realloc(b->data, cap);
     if (data == NULL)
         return emq__error_set(err, EMQ_ENOMEM, 0,
-                             "out of memory growing %s to %zu bytes", b->name,
-                             cap);
+                              "out of memory growing %s to %zu bytes", b->name,
+                              cap);
     b->data = data;
     b->cap = cap;
     return EMQ_OK;

@@ -34,7 +34,7 @@ const char *emq_status_name(emq_status status) {
 }
 
 emq_status emq__error_vset(emq_error *err, emq_status code, int retriable,
-                          const char *fmt, va_list ap) {
+                           const char *fmt, va_list ap) {
     if (err) {
         err->code = code;
         err->retriable = retriable;
@@ -46,7 +46,7 @@ emq_status emq__error_vset(emq_error *err, emq_status code, int retriable,
 }
 
 emq_status emq__error_set(emq_error *err, emq_status code, int retriable,
-                         const char *fmt, ...) {
+                          const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     emq__error_vset(err, code, retriable, fmt, ap);

@@ -94,7 +94,9 @@ static void put_string(emq__json *j, const char *p, size_t n) {
         case '\n': put_bytes(j, "\\n", 2); break;
         case '\r': put_bytes(j, "\\r", 2); break;
         case '\t': put_bytes(j, "\\t", 2); break;
-        default: emq__json_raw(j, "\\u%04x", c); break;
+        default:
+            emq__json_raw(j, "\\u%04x", c);
+            break;
         }
         start = i + 1;
     }

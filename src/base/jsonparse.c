@@ -38,7 +38,7 @@ typedef struct jp {
 /* Fails at the current position (1-based column). */
 static emq_status fail(jp *p, const char *what) {
     return emq__error_set(p->err, EMQ_EINVAL, 0, "column %zu: %s", p->i + 1,
-                         what);
+                          what);
 }
 
 static void skip_ws(jp *p) {
@@ -120,8 +120,7 @@ static emq_status string(jp *p, const char *what) {
                        : (c & 0xf0) == 0xe0 ? 3
                        : (c & 0xf8) == 0xf0 ? 4
                                             : 0;
-            if (k == 0 || p->n - p->i < k ||
-                !emq__utf8_valid(p->s + p->i, k)) {
+            if (k == 0 || p->n - p->i < k || !emq__utf8_valid(p->s + p->i, k)) {
                 snprintf(msg, sizeof msg,
                          "a %s holds bytes that are not UTF-8; write such "
                          "a value as {\"base64\":\"...\"}",
@@ -410,7 +409,7 @@ emq_status emq_fields_from_json(const char *json, size_t len,
         *nfields = 0;
     if (json == NULL || fields == NULL || nfields == NULL)
         return emq__error_set(err, EMQ_EINVAL, 0,
-                             "emq_fields_from_json needs text and outputs");
+                              "emq_fields_from_json needs text and outputs");
     jp p = {json, len, 0, NULL, NULL, 0, 0, err};
     emq_status st = object(&p);
     if (st != EMQ_OK)

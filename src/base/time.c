@@ -12,9 +12,7 @@ int64_t emq__now_ms(void) {
 }
 
 /* The public name of the same clock (echomq.h). */
-int64_t emq_clock_ms(void) {
-    return emq__now_ms();
-}
+int64_t emq_clock_ms(void) { return emq__now_ms(); }
 
 int64_t emq__now_coarse_ms(void) {
     struct timespec ts;

@@ -25,12 +25,11 @@
 
 cli_global cli_g;
 
-#define CLI_OPTION_ROW(name, word, letter, takes) \
+#define CLI_OPTION_ROW(name, word, letter, takes)                              \
     [O_##name] = {word, letter, takes, O_##name},
 const cli_opt cli_options[O_TABLE_END] = {
-    CLI_GLOBAL_OPTIONS(CLI_OPTION_ROW)
-    CLI_VERB_OPTIONS(CLI_OPTION_ROW)
-    [O_COUNT_N] = {"count", 'n', 1, O_COUNT},
+    CLI_GLOBAL_OPTIONS(CLI_OPTION_ROW) CLI_VERB_OPTIONS(
+        CLI_OPTION_ROW)[O_COUNT_N] = {"count", 'n', 1, O_COUNT},
 };
 
 /* The options a verb accepts: the global ones, then those of its list
@@ -279,8 +278,7 @@ int cli_apply_global(int id, char *value) {
 
 /* ---- the parser -------------------------------------------------------- */
 
-static const cli_opt *find_long(const int *opts, const char *name,
-                                size_t n) {
+static const cli_opt *find_long(const int *opts, const char *name, size_t n) {
     int at = 0;
     for (const cli_opt *o; (o = next_opt(opts, &at)) != NULL;)
         if (strlen(o->name) == n && !strncmp(o->name, name, n))
@@ -461,11 +459,10 @@ int cli_set_props(emq_conf_t *conf, const cli_args *a, const cli_prop *t) {
     for (; t->id != O_NONE; t++) {
         if (t->property == NULL || (!a->seen[t->id] && !t->always))
             continue;
-        int rc = t->fixed          ? cli_set(conf, t->property, t->fixed)
-                 : t->min <= t->max ? cli_set_num(conf, t->property,
-                                                  a->num[t->id])
-                                    : cli_set(conf, t->property,
-                                              a->value[t->id]);
+        int rc = t->fixed ? cli_set(conf, t->property, t->fixed)
+                 : t->min <= t->max
+                     ? cli_set_num(conf, t->property, a->num[t->id])
+                     : cli_set(conf, t->property, a->value[t->id]);
         if (rc != CLI_OK)
             return rc;
     }
@@ -701,8 +698,8 @@ int cli_begin(const char *verb, int argc, char **argv, const int *opts,
     return rc;
 }
 
-int cli_begin_check(const char *verb, int argc, char **argv,
-                    const int *opts, void (*help)(void), const char *usage,
+int cli_begin_check(const char *verb, int argc, char **argv, const int *opts,
+                    void (*help)(void), const char *usage,
                     int (*check)(cli_args *), cli_args *a) {
     int rc = cli_begin(verb, argc, argv, opts, help, 0, a);
     if (rc != CLI_OK)

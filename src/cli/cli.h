@@ -28,78 +28,76 @@
  * accepted by every verb, before and after it; a verb lists the others it
  * takes. */
 #define CLI_GLOBAL_OPTIONS(OPT)                                                \
-    OPT(URL, "url", 'u', 1)                                                   \
-    OPT(USER, "user", 0, 1)                                                   \
-    OPT(TLS_CA, "tls-ca", 0, 1)                                               \
-    OPT(TLS_CERT, "tls-cert", 0, 1)                                           \
-    OPT(TLS_KEY, "tls-key", 0, 1)                                             \
-    OPT(QUIET, "quiet", 'q', 0)                                               \
-    OPT(VERBOSE, "verbose", 'v', 0)                                           \
-    OPT(HELP, "help", 'h', 0)                                                 \
-    OPT(VERSION, "version", 0, 0)                                             \
-    OPT(X, "property", 'X', 1)                                                \
+    OPT(URL, "url", 'u', 1)                                                    \
+    OPT(USER, "user", 0, 1)                                                    \
+    OPT(TLS_CA, "tls-ca", 0, 1)                                                \
+    OPT(TLS_CERT, "tls-cert", 0, 1)                                            \
+    OPT(TLS_KEY, "tls-key", 0, 1)                                              \
+    OPT(QUIET, "quiet", 'q', 0)                                                \
+    OPT(VERBOSE, "verbose", 'v', 0)                                            \
+    OPT(HELP, "help", 'h', 0)                                                  \
+    OPT(VERSION, "version", 0, 0)                                              \
+    OPT(X, "property", 'X', 1)                                                 \
     OPT(STREAM, "stream", 0, 1)
 #define CLI_VERB_OPTIONS(OPT)                                                  \
-    OPT(LINES, "lines", 0, 0)                                                 \
-    OPT(JSON, "json", 0, 0)                                                   \
-    OPT(FIELD, "field", 0, 1)                                                 \
-    OPT(MAXLEN, "maxlen", 0, 1)                                               \
-    OPT(MINID, "minid", 0, 1)                                                 \
-    OPT(APPROX, "approx", 0, 0)                                               \
-    OPT(BATCH, "batch", 0, 1)                                                 \
-    OPT(PRINT_IDS, "print-ids", 0, 0)                                         \
-    OPT(GROUP, "group", 'g', 1)                                               \
-    OPT(CONSUMER, "consumer", 'c', 1)                                         \
-    OPT(START, "start", 's', 1)                                               \
-    OPT(COUNT, "count", 0, 1)                                                 \
-    OPT(BLOCK, "block", 0, 1)                                                 \
-    OPT(CLAIM_IDLE, "claim-idle", 0, 1)                                       \
-    OPT(CLAIM_INTERVAL, "claim-interval", 0, 1)                               \
-    OPT(MAX_DELIVERIES, "max-deliveries", 0, 1)                               \
-    OPT(LIMIT, "limit", 0, 1)                                                 \
-    OPT(UNTIL_IDLE, "until-idle", 0, 1)                                       \
-    OPT(EXEC, "exec", 'e', 1)                                                 \
-    OPT(CONCURRENCY, "concurrency", 0, 1)                                     \
-    OPT(MIN_IDLE, "min-idle", 0, 1)                                           \
-    OPT(TO, "to", 0, 1)                                                       \
-    OPT(YES, "yes", 0, 0)                                                     \
-    OPT(IDLE, "idle", 0, 1)                                                   \
-    OPT(ALL, "all", 0, 0)                                                     \
-    OPT(ACKED, "acked", 0, 0)                                                 \
-    OPT(JOBS, "jobs", 0, 1)                                                   \
-    OPT(WORKERS, "workers", 0, 1)                                             \
-    OPT(POISON, "poison", 0, 1)                                               \
-    OPT(KEEP, "keep", 0, 0)                                                   \
-    OPT(WORK_US, "work-us", 0, 1)                                             \
-    OPT(PARTITIONS, "partitions", 0, 1)                                       \
-    OPT(KEY_FIELD, "key-field", 0, 1)                                         \
-    OPT(RETRY_BACKOFF, "retry-backoff", 0, 1)                                 \
-    OPT(RETRY_BACKOFF_MAX, "retry-backoff-max", 0, 1)                         \
-    OPT(EXEC_BATCH, "exec-batch", 0, 2)                                       \
-    OPT(NO_ACK, "no-ack", 0, 0)                                               \
-    OPT(EXEC_TIMEOUT, "exec-timeout", 0, 1)                                   \
-    OPT(LINGER, "linger", 0, 1)                                               \
-    OPT(TIMEOUT, "timeout", 0, 1)                                             \
-    OPT(WAIT_REPLICAS, "wait-replicas", 0, 1)                                 \
-    OPT(WAIT_FOR_SERVER, "wait-for-server", 0, 0)                             \
-    OPT(FORMAT, "format", 0, 1)                                               \
-    OPT(FOLLOW, "follow", 'f', 0)                                             \
-    OPT(FROM, "from", 0, 1)                                                   \
-    OPT(OLDER_THAN, "older-than", 0, 1)                                       \
-    OPT(REASON, "reason", 0, 1)                                               \
-    OPT(STATS_INTERVAL, "stats-interval", 0, 1)                               \
-    OPT(LISTEN, "listen", 0, 1)                                               \
-    OPT(INTERVAL, "interval", 0, 1)                                           \
+    OPT(LINES, "lines", 0, 0)                                                  \
+    OPT(JSON, "json", 0, 0)                                                    \
+    OPT(FIELD, "field", 0, 1)                                                  \
+    OPT(MAXLEN, "maxlen", 0, 1)                                                \
+    OPT(MINID, "minid", 0, 1)                                                  \
+    OPT(APPROX, "approx", 0, 0)                                                \
+    OPT(BATCH, "batch", 0, 1)                                                  \
+    OPT(PRINT_IDS, "print-ids", 0, 0)                                          \
+    OPT(GROUP, "group", 'g', 1)                                                \
+    OPT(CONSUMER, "consumer", 'c', 1)                                          \
+    OPT(START, "start", 's', 1)                                                \
+    OPT(COUNT, "count", 0, 1)                                                  \
+    OPT(BLOCK, "block", 0, 1)                                                  \
+    OPT(CLAIM_IDLE, "claim-idle", 0, 1)                                        \
+    OPT(CLAIM_INTERVAL, "claim-interval", 0, 1)                                \
+    OPT(MAX_DELIVERIES, "max-deliveries", 0, 1)                                \
+    OPT(LIMIT, "limit", 0, 1)                                                  \
+    OPT(UNTIL_IDLE, "until-idle", 0, 1)                                        \
+    OPT(EXEC, "exec", 'e', 1)                                                  \
+    OPT(CONCURRENCY, "concurrency", 0, 1)                                      \
+    OPT(MIN_IDLE, "min-idle", 0, 1)                                            \
+    OPT(TO, "to", 0, 1)                                                        \
+    OPT(YES, "yes", 0, 0)                                                      \
+    OPT(IDLE, "idle", 0, 1)                                                    \
+    OPT(ALL, "all", 0, 0)                                                      \
+    OPT(ACKED, "acked", 0, 0)                                                  \
+    OPT(JOBS, "jobs", 0, 1)                                                    \
+    OPT(WORKERS, "workers", 0, 1)                                              \
+    OPT(POISON, "poison", 0, 1)                                                \
+    OPT(KEEP, "keep", 0, 0)                                                    \
+    OPT(WORK_US, "work-us", 0, 1)                                              \
+    OPT(PARTITIONS, "partitions", 0, 1)                                        \
+    OPT(KEY_FIELD, "key-field", 0, 1)                                          \
+    OPT(RETRY_BACKOFF, "retry-backoff", 0, 1)                                  \
+    OPT(RETRY_BACKOFF_MAX, "retry-backoff-max", 0, 1)                          \
+    OPT(EXEC_BATCH, "exec-batch", 0, 2)                                        \
+    OPT(NO_ACK, "no-ack", 0, 0)                                                \
+    OPT(EXEC_TIMEOUT, "exec-timeout", 0, 1)                                    \
+    OPT(LINGER, "linger", 0, 1)                                                \
+    OPT(TIMEOUT, "timeout", 0, 1)                                              \
+    OPT(WAIT_REPLICAS, "wait-replicas", 0, 1)                                  \
+    OPT(WAIT_FOR_SERVER, "wait-for-server", 0, 0)                              \
+    OPT(FORMAT, "format", 0, 1)                                                \
+    OPT(FOLLOW, "follow", 'f', 0)                                              \
+    OPT(FROM, "from", 0, 1)                                                    \
+    OPT(OLDER_THAN, "older-than", 0, 1)                                        \
+    OPT(REASON, "reason", 0, 1)                                                \
+    OPT(STATS_INTERVAL, "stats-interval", 0, 1)                                \
+    OPT(LISTEN, "listen", 0, 1)                                                \
+    OPT(INTERVAL, "interval", 0, 1)                                            \
     OPT(PARTITION, "partition", 'p', 1)
 #define CLI_OPTION_ID(name, word, letter, takes) O_##name,
 
 /* Option ids: the index of each in cli_options and in cli_args. */
 enum {
     O_NONE = 0,
-    CLI_GLOBAL_OPTIONS(CLI_OPTION_ID)
-    O_GLOBAL_END,
-    CLI_VERB_OPTIONS(CLI_OPTION_ID)
-    O_COUNT_IDS,
+    CLI_GLOBAL_OPTIONS(CLI_OPTION_ID) O_GLOBAL_END,
+    CLI_VERB_OPTIONS(CLI_OPTION_ID) O_COUNT_IDS,
     /* Spellings that store under another id: -n N for --count (tail, top). */
     O_COUNT_N = O_COUNT_IDS,
     O_TABLE_END
@@ -165,8 +163,8 @@ int cli_begin(const char *verb, int argc, char **argv, const int *opts,
  * its place (cli_stream_queue), a missing QUEUE is a usage error that
  * shows usage (the verb's synopsis), and check(a), the verb's other usage
  * checks, runs. Returns as cli_begin. */
-int cli_begin_check(const char *verb, int argc, char **argv,
-                    const int *opts, void (*help)(void), const char *usage,
+int cli_begin_check(const char *verb, int argc, char **argv, const int *opts,
+                    void (*help)(void), const char *usage,
                     int (*check)(cli_args *), cli_args *a);
 /* Applies -u/--url (value in argv, scrubbed in place), --user, --tls-*,
  * -q and -v to cli_g. Returns CLI_OK or CLI_USAGE. */
@@ -226,12 +224,16 @@ typedef struct cli_prop {
 } cli_prop;
 /* The rows of a table: a whole number in [min, max] (def when absent; set
  * also when absent with _ALWAYS), text, a flag that sets value, the end. */
-#define CLI_NUM(id, prop, min, max, def) {id, prop, min, max, def, NULL, 0}
+#define CLI_NUM(id, prop, min, max, def)                                       \
+    { id, prop, min, max, def, NULL, 0 }
 #define CLI_NUM_ALWAYS(id, prop, min, max, def)                                \
-    {id, prop, min, max, def, NULL, 1}
-#define CLI_TEXT(id, prop) {id, prop, 1, 0, 0, NULL, 0}
-#define CLI_FLAG(id, prop, value) {id, prop, 1, 0, 0, value, 0}
-#define CLI_PROPS_END {O_NONE, NULL, 0, 0, 0, NULL, 0}
+    { id, prop, min, max, def, NULL, 1 }
+#define CLI_TEXT(id, prop)                                                     \
+    { id, prop, 1, 0, 0, NULL, 0 }
+#define CLI_FLAG(id, prop, value)                                              \
+    { id, prop, 1, 0, 0, value, 0 }
+#define CLI_PROPS_END                                                          \
+    { O_NONE, NULL, 0, 0, 0, NULL, 0 }
 /* Checks every numeric option of table t (rows up to one with id O_NONE)
  * that a holds, in table order, into a->num (def where absent). Returns
  * CLI_OK, or CLI_USAGE after printing which option and why. */

@@ -40,13 +40,17 @@ static const char *const VERB = "consume";
 static const char *const SYNOPSIS =
     "echomq consume QUEUE --group G --consumer C --start new|head";
 
-static const int opts[] = {
-    O_GROUP, O_CONSUMER, O_START, O_COUNT, O_BLOCK, O_CLAIM_IDLE,
-    O_CLAIM_INTERVAL, O_MAX_DELIVERIES, O_RETRY_BACKOFF, O_RETRY_BACKOFF_MAX,
-    O_LIMIT, O_UNTIL_IDLE, O_EXEC, O_CONCURRENCY, O_EXEC_BATCH, O_EXEC_TIMEOUT,
-    O_NO_ACK, O_WAIT_FOR_SERVER, O_FORMAT, O_STATS_INTERVAL, O_PARTITIONS,
-    O_NONE
-};
+static const int opts[] = {O_GROUP,          O_CONSUMER,
+                           O_START,          O_COUNT,
+                           O_BLOCK,          O_CLAIM_IDLE,
+                           O_CLAIM_INTERVAL, O_MAX_DELIVERIES,
+                           O_RETRY_BACKOFF,  O_RETRY_BACKOFF_MAX,
+                           O_LIMIT,          O_UNTIL_IDLE,
+                           O_EXEC,           O_CONCURRENCY,
+                           O_EXEC_BATCH,     O_EXEC_TIMEOUT,
+                           O_NO_ACK,         O_WAIT_FOR_SERVER,
+                           O_FORMAT,         O_STATS_INTERVAL,
+                           O_PARTITIONS,     O_NONE};
 
 static void help(void) {
     printf(
@@ -312,8 +316,8 @@ static emq_verdict run_exec(consume_ctx *x, emq_entry **entries, size_t n,
         snprintf(v_del, sizeof v_del, "EMQ_DELIVERIES=%llu",
                  (unsigned long long)e->deliveries);
     }
-    char *vars[] = {v_queue, v_group, v_consumer, v_id,
-                    v_del[0] ? v_del : NULL, NULL};
+    char *vars[] = {v_queue, v_group, v_consumer, v_id, v_del[0] ? v_del : NULL,
+                    NULL};
     char **envp = command_env(vars);
     if (envp == NULL) {
         free(lines);
@@ -684,8 +688,8 @@ static int configure(consume_ctx *x, cli_args *a, emq_conf_t *conf) {
     /* What may be out at once: a read ahead of what is printed, or of what
      * the workers run; --no-ack holds what it took until the end. Nothing
      * is read beyond --limit. */
-    long long out_max = x->exec ? 2 * num[O_CONCURRENCY] * num[O_EXEC_BATCH]
-                                : 2 * num[O_COUNT];
+    long long out_max =
+        x->exec ? 2 * num[O_CONCURRENCY] * num[O_EXEC_BATCH] : 2 * num[O_COUNT];
     if (x->no_ack)
         out_max = 1000000;
     if (x->limit > 0 && out_max > x->limit)
@@ -711,8 +715,7 @@ static int configure(consume_ctx *x, cli_args *a, emq_conf_t *conf) {
 
 /* Makes x->consumer once every usage check is done; a topic of this name
  * is found now (and the consumer made again for its partitions). */
-static int open_consumer(consume_ctx *x, const cli_args *a,
-                         emq_conf_t *conf) {
+static int open_consumer(consume_ctx *x, const cli_args *a, emq_conf_t *conf) {
     char parts_before[24] = "1", parts_after[24] = "1";
     emq_error err;
     int rc = CLI_OK;
@@ -727,8 +730,8 @@ static int open_consumer(consume_ctx *x, const cli_args *a,
             rc = cli_err(st == EMQ_EINVAL ? CLI_USAGE : CLI_FAIL, "%s",
                          err.message);
         if (rc == CLI_OK && round == 0) {
-            emq_conf_get(conf, "partitions", parts_before,
-                         sizeof parts_before, NULL);
+            emq_conf_get(conf, "partitions", parts_before, sizeof parts_before,
+                         NULL);
             rc = cli_find_topic(a, conf);
             emq_conf_get(conf, "partitions", parts_after, sizeof parts_after,
                          NULL);
@@ -756,12 +759,11 @@ static emq_status run(consume_ctx *x, const cli_args *a, emq_error *err) {
     emq_status st;
     if (threads == NULL || started < workers) {
         stop_all(x);
-        st = local_error(err, EMQ_ENOMEM,
-                         "could not start the command threads");
+        st =
+            local_error(err, EMQ_ENOMEM, "could not start the command threads");
     } else {
-        st = dispatch(x, x->exec ? conc * x->exec_batch
-                                 : (size_t)a->num[O_COUNT],
-                      err);
+        st = dispatch(
+            x, x->exec ? conc * x->exec_batch : (size_t)a->num[O_COUNT], err);
     }
     /* The commands running (and queued) finish and are settled; entries
      * read ahead go back to the server uncounted (emq_consumer_close). */
@@ -797,14 +799,14 @@ static int report(consume_ctx *x, const emq_conf_t *conf, emq_status st,
     if (st != EMQ_OK)
         rc = cli_runtime_err(conf, st, err, "consuming");
     else if (atomic_load(&x->write_failed))
-        rc = cli_err(CLI_FAIL, "cannot write to stdout: %s; the entry stays "
-                               "pending for this consumer",
+        rc = cli_err(CLI_FAIL,
+                     "cannot write to stdout: %s; the entry stays "
+                     "pending for this consumer",
                      strerror(atomic_load(&x->write_failed)));
     emq_consumer_stats total;
     emq_consumer_stats_get(x->consumer, &total);
     if (rc == CLI_OK && atomic_load(&x->settle_failed))
-        cli_note("warning: an entry could not be settled: %s",
-                 x->settle_error);
+        cli_note("warning: an entry could not be settled: %s", x->settle_error);
     if (rc == CLI_OK)
         cli_note("consumed %llu entr%s (acknowledged %llu, retried %llu, "
                  "dead-lettered %llu, claimed %llu)",

@@ -18,10 +18,9 @@
 
 static const char *const VERB = "dead";
 
-static const int opts[] = {
-    O_JSON, O_ALL, O_YES, O_COUNT, O_FOLLOW, O_OLDER_THAN, O_REASON, O_LIMIT,
-    O_PARTITIONS, O_PARTITION, O_NONE
-};
+static const int opts[] = {O_JSON,       O_ALL,        O_YES,    O_COUNT,
+                           O_FOLLOW,     O_OLDER_THAN, O_REASON, O_LIMIT,
+                           O_PARTITIONS, O_PARTITION,  O_NONE};
 
 static void help(void) {
     printf(

@@ -34,9 +34,8 @@ static const char *const GROUP = "demo";
 #define MAX_WORKERS 64
 #define MAX_DELIVERIES 3
 
-static const int opts[] = {
-    O_JOBS, O_WORKERS, O_POISON, O_CLAIM_IDLE, O_KEEP, O_WORK_US, O_NONE
-};
+static const int opts[] = {O_JOBS, O_WORKERS, O_POISON, O_CLAIM_IDLE,
+                           O_KEEP, O_WORK_US, O_NONE};
 
 static void help(void) {
     printf(
@@ -433,13 +432,13 @@ static long long held_by(const char *url, const char *name) {
 
 /* One run of the demo: what it watches and reports. */
 typedef struct demo_run {
-    char url[700];                  /* the private server */
+    char url[700]; /* the private server */
     long long jobs, poison, claim_idle;
     unsigned char *is_poison, *dead; /* per job */
-    tally t;                        /* what the workers' ledgers say */
-    long long ndead, other_dead;    /* dead letters: poison, and others */
-    int64_t t_start, t_done;        /* the workers' start, all done */
-    int tty;                        /* stderr is a terminal */
+    tally t;                         /* what the workers' ledgers say */
+    long long ndead, other_dead;     /* dead letters: poison, and others */
+    int64_t t_start, t_done;         /* the workers' start, all done */
+    int tty;                         /* stderr is a terminal */
 } demo_run;
 
 /* Half-way, kills demo-2 and says how much it held; then, once its
@@ -505,8 +504,9 @@ static int watch(demo_run *r) {
             }
         }
         if (now > deadline) {
-            cli_err(CLI_FAIL, "demo: not done after %lld s; reporting what "
-                              "is missing",
+            cli_err(CLI_FAIL,
+                    "demo: not done after %lld s; reporting what "
+                    "is missing",
                     (long long)(now - r->t_start) / 1000);
             return CLI_OK;
         }
@@ -514,13 +514,15 @@ static int watch(demo_run *r) {
             double secs = (double)(now - r->t_start) / 1000.0;
             double rate = secs > 0 ? (double)r->t.unique / secs : 0.0;
             if (r->tty)
-                fprintf(stderr, "\r\033[K   handled %lld/%lld  duplicates "
-                                "%lld  dead %lld/%lld  %.0f jobs/s",
-                        r->t.unique, needed, r->t.lines - r->t.unique,
-                        r->ndead, r->poison, rate);
+                fprintf(stderr,
+                        "\r\033[K   handled %lld/%lld  duplicates "
+                        "%lld  dead %lld/%lld  %.0f jobs/s",
+                        r->t.unique, needed, r->t.lines - r->t.unique, r->ndead,
+                        r->poison, rate);
             else
-                fprintf(stderr, "   handled %lld/%lld  duplicates %lld  "
-                                "%.0f jobs/s\n",
+                fprintf(stderr,
+                        "   handled %lld/%lld  duplicates %lld  "
+                        "%.0f jobs/s\n",
                         r->t.unique, needed, r->t.lines - r->t.unique, rate);
             last_print = now;
         }
@@ -605,7 +607,8 @@ static int run(long long jobs, long long poison, long long claim_idle,
     r.claim_idle = claim_idle;
     r.tty = isatty(STDERR_FILENO);
     const char *tmp = getenv("TMPDIR");
-    snprintf(dir, sizeof dir, "%s/echomq-demo.XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    snprintf(dir, sizeof dir, "%s/echomq-demo.XXXXXX",
+             tmp && *tmp ? tmp : "/tmp");
     if (mkdtemp(dir) == NULL) {
         dir[0] = '\0';
         return cli_err(CLI_FAIL, "cannot create a temporary folder: %s",

@@ -30,9 +30,7 @@ static const char *const VERB = "exporter";
 #define REQUEST_MAX 8192
 #define REQUEST_MS 2000
 
-static const int opts[] = {
-    O_LISTEN, O_NONE
-};
+static const int opts[] = {O_LISTEN, O_NONE};
 
 static void help(void) {
     printf(

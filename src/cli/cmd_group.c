@@ -12,9 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const int group_opts[] = {
-    O_GROUP, O_START, O_TO, O_YES, O_PARTITIONS, O_NONE
-};
+static const int group_opts[] = {O_GROUP, O_START,      O_TO,
+                                 O_YES,   O_PARTITIONS, O_NONE};
 
 static void group_help(void) {
     printf(
@@ -73,8 +72,8 @@ static int to_ok(const char *text) {
 /* cli_begin for a verb with a subcommand first (QUEUE after it): returns
  * as cli_begin (CLI_DONE after the help; a->pos freed on anything but
  * CLI_OK). */
-static int parse_sub(const char *verb, int argc, char **argv,
-                     const int *opts, cli_args *a, void (*help)(void)) {
+static int parse_sub(const char *verb, int argc, char **argv, const int *opts,
+                     cli_args *a, void (*help)(void)) {
     int rc = cli_begin(verb, argc, argv, opts, help, 0, a);
     if (rc != CLI_OK)
         return rc;
@@ -92,8 +91,8 @@ static int parse_sub(const char *verb, int argc, char **argv,
 enum { G_CREATE, G_SETID, G_DESTROY, G_NSUBS };
 static const struct {
     const char *name;
-    int needs;                 /* O_* */
-    const char *flag, *hint;   /* how a missing one is asked for */
+    int needs;               /* O_* */
+    const char *flag, *hint; /* how a missing one is asked for */
     const char *doing;
 } group_subs[G_NSUBS] = {
     [G_CREATE] = {"create", O_START, "--start",
@@ -114,35 +113,40 @@ static int group_usage(const char *verb, const cli_args *a, int *sub) {
             break;
     int rc = CLI_OK;
     if (*sub == G_NSUBS)
-        return cli_usage_err(verb, "unknown subcommand '%s' (create, setid, "
-                                   "destroy)",
+        return cli_usage_err(verb,
+                             "unknown subcommand '%s' (create, setid, "
+                             "destroy)",
                              a->pos[0]);
     if (a->npos != 2)
-        rc = cli_usage_err(verb, a->npos < 2 ? "QUEUE is missing%s"
-                                             : "unexpected argument '%s'",
+        rc = cli_usage_err(verb,
+                           a->npos < 2 ? "QUEUE is missing%s"
+                                       : "unexpected argument '%s'",
                            a->npos < 2 ? "" : a->pos[2]);
     if (rc == CLI_OK)
         rc = cli_require(verb, a, O_GROUP, "--group", "the group's name");
     if (rc == CLI_OK && *sub == G_DESTROY && !a->seen[O_YES])
-        rc = cli_usage_err(verb, "destroying group '%s' drops its pending "
-                                 "entries; add --yes to confirm",
+        rc = cli_usage_err(verb,
+                           "destroying group '%s' drops its pending "
+                           "entries; add --yes to confirm",
                            a->value[O_GROUP]);
     else if (rc == CLI_OK && *sub != G_DESTROY)
-        rc = cli_require(verb, a, group_subs[*sub].needs,
-                         group_subs[*sub].flag, group_subs[*sub].hint);
+        rc = cli_require(verb, a, group_subs[*sub].needs, group_subs[*sub].flag,
+                         group_subs[*sub].hint);
     if (rc == CLI_OK && (a->seen[O_START] && *sub != G_CREATE))
         rc = cli_usage_err(verb, "--start goes with 'group create'");
     if (rc == CLI_OK && (a->seen[O_TO] && *sub != G_SETID))
         rc = cli_usage_err(verb, "--to goes with 'group setid'");
     /* Refuse a bad --start or --to before connecting. */
     if (rc == CLI_OK && *sub == G_CREATE && !start_ok(a->value[O_START]))
-        rc = cli_usage_err(verb, "--start '%s' is not valid: use new, head "
-                                 "or an entry ID such as 1732924800000-0",
+        rc = cli_usage_err(verb,
+                           "--start '%s' is not valid: use new, head "
+                           "or an entry ID such as 1732924800000-0",
                            a->value[O_START]);
     if (rc == CLI_OK && *sub == G_SETID && !to_ok(a->value[O_TO]))
-        rc = cli_usage_err(verb, "--to '%s' is not valid: use head, tail, an "
-                                 "entry ID such as 1732924800000-0 or "
-                                 "@UNIXMS",
+        rc = cli_usage_err(verb,
+                           "--to '%s' is not valid: use head, tail, an "
+                           "entry ID such as 1732924800000-0 or "
+                           "@UNIXMS",
                            a->value[O_TO]);
     return rc;
 }
@@ -177,8 +181,9 @@ static emq_status group_apply(emq_admin_t *admin, int sub, const char *group,
         if (st == EMQ_OK && destroyed)
             printf("destroyed group '%s' of %s\n", group, queue);
         else if (st == EMQ_OK)
-            *rc = cli_err(CLI_FAIL, "no group '%s' on %s; nothing "
-                                    "destroyed",
+            *rc = cli_err(CLI_FAIL,
+                          "no group '%s' on %s; nothing "
+                          "destroyed",
                           group, queue);
     }
     return st;
@@ -200,14 +205,14 @@ int cmd_group(int argc, char **argv) {
     const char *group = a.value[O_GROUP];
     const char *queue = cli_target(admin, a.pos[1], target, sizeof target);
     emq_error err;
-    emq_status st = group_apply(admin, sub, group,
-                                a.value[group_subs[sub].needs], queue, &rc,
-                                &err);
+    emq_status st = group_apply(
+        admin, sub, group, a.value[group_subs[sub].needs], queue, &rc, &err);
     if (st == EMQ_EINVAL) /* a value the library refused unsent */
         rc = cli_err(CLI_USAGE, "%s", err.message);
     else if (st == EMQ_ESERVER && strcmp(err.reply_code, "NOGROUP") == 0)
-        rc = cli_err(CLI_FAIL, "no group '%s' on %s; create it with "
-                               "'echomq group create'",
+        rc = cli_err(CLI_FAIL,
+                     "no group '%s' on %s; create it with "
+                     "'echomq group create'",
                      group, queue);
     else if (st != EMQ_OK)
         rc = cli_runtime_err(conf, st, &err, group_subs[sub].doing);
@@ -219,9 +224,7 @@ int cmd_group(int argc, char **argv) {
 
 /* ---- consumers prune --------------------------------------------------- */
 
-static const int consumers_opts[] = {
-    O_GROUP, O_IDLE, O_PARTITIONS, O_NONE
-};
+static const int consumers_opts[] = {O_GROUP, O_IDLE, O_PARTITIONS, O_NONE};
 
 static void consumers_help(void) {
     printf(

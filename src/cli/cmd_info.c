@@ -102,9 +102,7 @@ const char *cli_duration(int64_t ms, char *buf, size_t size) {
 
 /* ---- info ------------------------------------------------------------- */
 
-static const int info_opts[] = {
-    O_JSON, O_PARTITIONS, O_NONE
-};
+static const int info_opts[] = {O_JSON, O_PARTITIONS, O_NONE};
 
 static void info_help(void) {
     printf("usage: echomq info QUEUE [--partitions P] [--json]\n"
@@ -279,9 +277,8 @@ int cmd_info(int argc, char **argv) {
 
 /* ---- pending ---------------------------------------------------------- */
 
-static const int pending_opts[] = {
-    O_GROUP, O_CONSUMER, O_MIN_IDLE, O_COUNT, O_JSON, O_PARTITIONS, O_NONE
-};
+static const int pending_opts[] = {O_GROUP, O_CONSUMER,   O_MIN_IDLE, O_COUNT,
+                                   O_JSON,  O_PARTITIONS, O_NONE};
 
 static void pending_help(void) {
     printf("usage: echomq pending QUEUE --group G [--consumer C] [--min-idle MS]\n"

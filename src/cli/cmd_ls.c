@@ -15,9 +15,7 @@ static const char *const VERB = "ls";
 /* The most queues listed. */
 #define LS_MAX 10000
 
-static const int opts[] = {
-    O_JSON, O_NONE
-};
+static const int opts[] = {O_JSON, O_NONE};
 
 static void help(void) {
     printf(

@@ -26,11 +26,10 @@ static const char *const VERB = "produce";
 static const char *const SYNOPSIS =
     "echomq produce QUEUE FIELD=VALUE... (or --lines, --json)";
 
-static const int opts[] = {
-    O_LINES, O_JSON, O_FIELD, O_MAXLEN, O_MINID, O_APPROX, O_BATCH,
-    O_PRINT_IDS, O_PARTITIONS, O_KEY_FIELD, O_LINGER, O_TIMEOUT,
-    O_WAIT_REPLICAS, O_NONE
-};
+static const int opts[] = {O_LINES,         O_JSON,      O_FIELD,  O_MAXLEN,
+                           O_MINID,         O_APPROX,    O_BATCH,  O_PRINT_IDS,
+                           O_PARTITIONS,    O_KEY_FIELD, O_LINGER, O_TIMEOUT,
+                           O_WAIT_REPLICAS, O_NONE};
 
 static void help(void) {
     printf(
@@ -416,8 +415,9 @@ static int check_usage(cli_args *a) {
     if (a->seen[O_LINES] && a->seen[O_JSON])
         rc = cli_usage_err(VERB, "--lines and --json exclude each other");
     else if ((a->seen[O_LINES] || a->seen[O_JSON]) && a->npos > 1)
-        rc = cli_usage_err(VERB, "FIELD=VALUE arguments and --%s exclude "
-                                 "each other",
+        rc = cli_usage_err(VERB,
+                           "FIELD=VALUE arguments and --%s exclude "
+                           "each other",
                            a->seen[O_LINES] ? "lines" : "json");
     else if (!a->seen[O_LINES] && !a->seen[O_JSON] && a->npos < 2)
         rc = cli_usage_err(VERB, "nothing to add: give FIELD=VALUE "
@@ -442,9 +442,9 @@ static int check_usage(cli_args *a) {
 static emq_conf_t *configure(const cli_args *a) {
     emq_conf_t *conf = cli_conf(a->pos[0]);
     /* A bounded queue: reading waits for deliveries beyond it. */
-    if (conf && (cli_set_props(conf, a, props) != CLI_OK ||
-                 cli_set(conf, "producer.queue.max_messages", "10000") !=
-                     CLI_OK)) {
+    if (conf &&
+        (cli_set_props(conf, a, props) != CLI_OK ||
+         cli_set(conf, "producer.queue.max_messages", "10000") != CLI_OK)) {
         emq_conf_destroy(conf);
         conf = NULL;
     }
@@ -462,8 +462,8 @@ static void summary(const produce_run *r, const char *queue) {
     else
         emq_conf_stream_key(r->conf, key, sizeof key, NULL);
     cli_note("produced %llu entr%s to %s in %.2f s (%.0f entries/s)",
-             (unsigned long long)r->written, r->written == 1 ? "y" : "ies",
-             key, s, s > 0 ? (double)r->written / s : 0.0);
+             (unsigned long long)r->written, r->written == 1 ? "y" : "ies", key,
+             s, s > 0 ? (double)r->written / s : 0.0);
 }
 
 int cmd_produce(int argc, char **argv) {

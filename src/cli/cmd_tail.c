@@ -17,9 +17,8 @@
 
 static const char *const VERB = "tail";
 
-static const int opts[] = {
-    O_COUNT_N, O_FOLLOW, O_FROM, O_FORMAT, O_PARTITIONS, O_NONE
-};
+static const int opts[] = {O_COUNT_N, O_FOLLOW,     O_FROM,
+                           O_FORMAT,  O_PARTITIONS, O_NONE};
 
 static void help(void) {
     printf(

@@ -23,9 +23,7 @@
 
 static const char *const VERB = "top";
 
-static const int opts[] = {
-    O_INTERVAL, O_COUNT_N, O_NONE
-};
+static const int opts[] = {O_INTERVAL, O_COUNT_N, O_NONE};
 
 static void help(void) {
     printf(

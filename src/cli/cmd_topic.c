@@ -10,9 +10,7 @@
 
 static const char *const VERB = "topic";
 
-static const int opts[] = {
-    O_PARTITIONS, O_NONE
-};
+static const int opts[] = {O_PARTITIONS, O_NONE};
 
 static void help(void) {
     printf(

@@ -13,9 +13,7 @@
 
 static const char *const VERB = "trim";
 
-static const int opts[] = {
-    O_ACKED, O_MAXLEN, O_PARTITIONS, O_NONE
-};
+static const int opts[] = {O_ACKED, O_MAXLEN, O_PARTITIONS, O_NONE};
 
 static void help(void) {
     printf("usage: echomq trim QUEUE --acked [--maxlen N]\n"
@@ -46,8 +44,8 @@ int cmd_trim(int argc, char **argv) {
         rc = cli_usage_err(VERB, "--acked is required: echomq trims only "
                                  "entries that no group still needs");
     if (rc == CLI_OK && a.seen[O_MAXLEN])
-        rc = cli_num(VERB, "--maxlen", a.value[O_MAXLEN], 0, INT64_MAX,
-                     &maxlen);
+        rc =
+            cli_num(VERB, "--maxlen", a.value[O_MAXLEN], 0, INT64_MAX, &maxlen);
     emq_conf_t *conf;
     emq_admin_t *admin;
     if ((rc = cli_admin_begin(VERB, rc, &a, 0, &conf, &admin)) != CLI_OK)

@@ -18,8 +18,8 @@
 #ifndef EMQ_CLUSTER_H
 #define EMQ_CLUSTER_H
 
-#include "../conn/conn.h"
 #include "../conn/conf.h"
+#include "../conn/conn.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -70,8 +70,8 @@ void emq__slot_map_free(emq__slot_map *map);
  * server's reply is at fault), EMQ_ELIMIT past EMQ_CLUSTER_NODES_MAX
  * nodes, EMQ_ENOMEM, each saying so. */
 emq_status emq__slot_map_node(emq__slot_map *map, const char *host,
-                             size_t hostlen, int port, int *idx,
-                             emq_error *err);
+                              size_t hostlen, int port, int *idx,
+                              emq_error *err);
 
 /* Fills map (which must be empty) from a CLUSTER SHARDS reply (RESP2
  * arrays or RESP3 maps). For each shard the master is the node with role
@@ -81,8 +81,8 @@ emq_status emq__slot_map_node(emq__slot_map *map, const char *host,
  * and the node has one, else "port". Returns EMQ_OK, EMQ_ENOMEM, or
  * EMQ_EPROTO naming what is malformed (map is emptied then). */
 emq_status emq__slot_map_from_shards(emq__slot_map *map, const emq_reply *r,
-                                    const char *self_host, int tls,
-                                    emq_error *err);
+                                     const char *self_host, int tls,
+                                     emq_error *err);
 /* 1 when a CLUSTER SHARDS reply cannot be trusted as a slot map: a shard
  * names more than one node with role "master", or none. Redis 7.2 (seen on
  * 7.2.6) answers so after a replica failover when a node still counts the
@@ -96,13 +96,13 @@ int emq__slot_map_shards_doubtful(const emq_reply *r);
  * replicas...]). An empty host means the node that answered (self_host);
  * "?" means unknown, and that range is left unowned. */
 emq_status emq__slot_map_from_slots(emq__slot_map *map, const emq_reply *r,
-                                   const char *self_host, emq_error *err);
+                                    const char *self_host, emq_error *err);
 
 typedef enum emq__redirect_kind {
-    EMQ_REDIRECT_NONE = 0,    /* not a cluster redirection */
-    EMQ_REDIRECT_MOVED = 1,   /* -MOVED slot host:port */
-    EMQ_REDIRECT_ASK = 2,     /* -ASK slot host:port */
-    EMQ_REDIRECT_TRYAGAIN = 3, /* -TRYAGAIN ... */
+    EMQ_REDIRECT_NONE = 0,       /* not a cluster redirection */
+    EMQ_REDIRECT_MOVED = 1,      /* -MOVED slot host:port */
+    EMQ_REDIRECT_ASK = 2,        /* -ASK slot host:port */
+    EMQ_REDIRECT_TRYAGAIN = 3,   /* -TRYAGAIN ... */
     EMQ_REDIRECT_CLUSTERDOWN = 4 /* -CLUSTERDOWN ... */
 } emq__redirect_kind;
 
@@ -149,7 +149,7 @@ typedef struct emq__route_options {
     const char *cluster_seeds; /* "host:port,..."; NULL: none */
     int64_t max_redirects;     /* cluster.max_redirects */
     int64_t retry_ms;          /* cluster.retry_ms */
-    emq__log_sink log;          /* where warnings go */
+    emq__log_sink log;         /* where warnings go */
 } emq__route_options;
 
 /* Fills *out from conf (strings borrowed from conf). */
@@ -157,7 +157,7 @@ void emq__route_options_of(const emq_conf_t *conf, emq__route_options *out);
 /* emq__route_new with typed options (copied); emq__route_new is this with
  * emq__route_options_of(conf). */
 emq_status emq__route_open(const emq__route_options *opts, const char *key,
-                          emq__route **out, emq_error *err);
+                           emq__route **out, emq_error *err);
 
 /* Connects to the node serving key's slot. conf is borrowed (copied). The
  * seeds are conf's url, then each host:port of cluster.seeds (same scheme,
@@ -171,7 +171,7 @@ emq_status emq__route_open(const emq__route_options *opts, const char *key,
  * when none answers, or EMQ_ESERVER (retriable) when the map names no
  * master for the slot. */
 emq_status emq__route_new(const emq_conf_t *conf, const char *key,
-                         emq__route **out, emq_error *err);
+                          emq__route **out, emq_error *err);
 /* Closes every connection and frees; NULL is a no-op. */
 void emq__route_destroy(emq__route *route);
 
@@ -185,20 +185,20 @@ void emq__route_destroy(emq__route *route);
  * A server's error reply is a success of this call; *reply is
  * caller-owned (emq_reply_free). */
 emq_status emq__route_command(emq__route *route, int argc,
-                             const char *const *argv, const size_t *argvlen,
-                             emq_reply **reply, emq_error *err);
+                              const char *const *argv, const size_t *argvlen,
+                              emq_reply **reply, emq_error *err);
 /* Like emq_conn_append. The route keeps a copy of the command until its
  * reply has been read, so it can send it again after a redirection. Fails
  * with EMQ_ELIMIT past pipeline.max unread commands. */
 emq_status emq__route_append(emq__route *route, int argc,
-                            const char *const *argv, const size_t *argvlen,
-                            emq_error *err);
+                             const char *const *argv, const size_t *argvlen,
+                             emq_error *err);
 /* Like emq_conn_get_reply: sends what is appended and returns the next
  * reply in append order, after following its redirections. A command that
  * reached a bound fails alone, as emq__route_command says; the replies of
  * the commands after it are still to be read. */
 emq_status emq__route_get_reply(emq__route *route, emq_reply **reply,
-                               emq_error *err);
+                                emq_error *err);
 /* 1 when st, returned by emq__route_get_reply or emq__route_command, failed
  * that one command only (a bound of the route: EMQ_ELIMIT) and the route
  * is in step: the caller keeps reading the later replies. 0 for EMQ_OK
@@ -210,7 +210,7 @@ size_t emq__route_pending(const emq__route *route);
  * connection (borrowed; plain commands only, nothing left unread), name
  * its "host:port". */
 typedef emq_status (*emq__route_master_fn)(emq_conn_t *conn, const char *name,
-                                          void *ctx, emq_error *err);
+                                           void *ctx, emq_error *err);
 /* Calls fn for every master of the cluster that serves a slot (connecting
  * as needed), in slot-map order, or once for a standalone server's
  * connection: for commands about a whole server (SCAN). The first failure
@@ -218,7 +218,7 @@ typedef emq_status (*emq__route_master_fn)(emq_conn_t *conn, const char *name,
  * not known (an ACL refusing CLUSTER SHARDS and SLOTS); EMQ_EINVAL with
  * replies unread (a misuse). */
 emq_status emq__route_each_master(emq__route *route, emq__route_master_fn fn,
-                                 void *ctx, emq_error *err);
+                                  void *ctx, emq_error *err);
 /* Drops every connection (unread replies are lost), rediscovers the slot's
  * master from the seeds and every node known so far (after a failover the
  * old master may be gone) and connects to it, sleeping the conn layer's
@@ -234,7 +234,7 @@ int emq__route_fd(const emq__route *route);
 
 /* Like emq__conn_set_cancel, for every connection of the route. */
 void emq__route_set_cancel(emq__route *route, const atomic_int *flag,
-                          int64_t grace_ms);
+                           int64_t grace_ms);
 
 /* 1 when the route talks to a Redis Cluster (a map or a NOPERM seed), 0
  * for a standalone server. */

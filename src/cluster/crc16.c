@@ -39,7 +39,7 @@ unsigned emq__cluster_key_slot(const char *key, size_t len) {
         const char *close = memchr(key + start, '}', len - start);
         if (close && close > key + start) /* "{}" hashes the whole key */
             return emq__cluster_crc16(key + start,
-                                     (size_t)(close - (key + start))) &
+                                      (size_t)(close - (key + start))) &
                    (EMQ_CLUSTER_SLOTS - 1);
     }
     return emq__cluster_crc16(key, len) & (EMQ_CLUSTER_SLOTS - 1);

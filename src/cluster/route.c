@@ -39,7 +39,6 @@
  */
 #include "cluster.h"
 
-
 #include <stdio.h>
 #include <string.h>
 
@@ -56,8 +55,8 @@ typedef struct cmd {
     int asking;           /* sent after ASKING: that +OK comes first */
     int via_ask;          /* last sent after ASKING (a retry repeats it) */
     unsigned redirects;   /* MOVED/ASK followed */
-    emq__retry retry;      /* TRYAGAIN/CLUSTERDOWN: the pauses, up to
-                             cluster.retry_ms from the first */
+    emq__retry retry;     /* TRYAGAIN/CLUSTERDOWN: the pauses, up to
+                            cluster.retry_ms from the first */
     int64_t retry_start;  /* when the first pause began; 0: none */
     emq_reply *reply;     /* read ahead, not yet returned */
     emq_error bound;      /* EMQ_OK, or the route's own limit that ended
@@ -74,19 +73,19 @@ typedef struct node_link {
 } node_link;
 
 struct emq__route {
-    emq__route_options opt;   /* what it was told (kept; opt.conn: the
-                                seed url's connection) */
-    emq__conn_options node;   /* for node connections: the url's user,
-                                password, db and TLS settings folded in
-                                (kept); url replaced per node */
-    emq__url seed;            /* opt.conn.url, parsed */
+    emq__route_options opt;  /* what it was told (kept; opt.conn: the
+                               seed url's connection) */
+    emq__conn_options node;  /* for node connections: the url's user,
+                               password, db and TLS settings folded in
+                               (kept); url replaced per node */
+    emq__url seed;           /* opt.conn.url, parsed */
     int tls;                 /* rediss:// */
     unsigned slot;           /* the slot the route is bound to */
     emq_conn_t *single;      /* standalone: the one connection, else NULL */
     int mapped;              /* 1: map from CLUSTER SHARDS/SLOTS; 0: only
                                 what MOVED replies taught (ACL without
                                 CLUSTER) */
-    emq__slot_map map;        /* slot -> master */
+    emq__slot_map map;       /* slot -> master */
     node_link *links;             /* links_cap entries, parallel to map.nodes */
     size_t links_cap;
     int owner;               /* map index serving slot */
@@ -183,7 +182,7 @@ static int learn_node(emq__route *r, const emq__cluster_node *target,
                       emq_error *err) {
     int idx;
     if (emq__slot_map_node(&r->map, target->host, strlen(target->host),
-                          target->port, &idx, err) != EMQ_OK)
+                           target->port, &idx, err) != EMQ_OK)
         return -1;
     if (grow_links(r, err) != EMQ_OK)
         return -1;
@@ -231,12 +230,12 @@ static emq_status cmd_new(int argc, const char *const *argv,
     *out = NULL;
     if (argc < 1 || argv == NULL)
         return emq__error_set(err, EMQ_EINVAL, 0,
-                             "a command needs at least one argument");
+                              "a command needs at least one argument");
     size_t bytes = 0;
     for (int i = 0; i < argc; i++) {
         if (argv[i] == NULL)
             return emq__error_set(err, EMQ_EINVAL, 0,
-                                 "argument %d of the command is NULL", i);
+                                  "argument %d of the command is NULL", i);
         size_t n = argvlen ? argvlen[i] : strlen(argv[i]);
         if (n > SIZE_MAX / 2 - bytes)
             return emq__error_set(err, EMQ_ELIMIT, 0, "command too large");
@@ -246,7 +245,7 @@ static emq_status cmd_new(int argc, const char *const *argv,
     cmd *c = emq__alloc(head + bytes);
     if (c == NULL)
         return emq__error_set(err, EMQ_ENOMEM, 0,
-                             "out of memory keeping a copy of a command");
+                              "out of memory keeping a copy of a command");
     memset(c, 0, sizeof *c);
     c->argc = argc;
     c->argv = (const char **)(void *)(c + 1);
@@ -287,8 +286,8 @@ static emq_status send_cmd(emq__route *r, cmd *c, int idx, int asking,
             emq_conn_destroy(l->conn);
             l->conn = NULL;
             return emq__error_set(err, EMQ_EIO, 1,
-                                 "could not append a redirected command "
-                                 "after ASKING; connection dropped");
+                                  "could not append a redirected command "
+                                  "after ASKING; connection dropped");
         }
         return st;
     }
@@ -311,8 +310,8 @@ static emq_status read_one(emq__route *r, int idx, emq_error *err) {
     cmd *c = l->head;
     if (c == NULL || l->conn == NULL)
         return emq__error_set(err, EMQ_EPROTO, 0,
-                             "internal: no command awaits a reply from %s",
-                             r->map.nodes[idx].host);
+                              "internal: no command awaits a reply from %s",
+                              r->map.nodes[idx].host);
     emq_status st;
     if (c->asking) {
         emq_reply *ok = NULL;
@@ -341,11 +340,11 @@ static emq_status read_one(emq__route *r, int idx, emq_error *err) {
 static void give_up(emq__route *r, cmd *c, int retriable, const char *why) {
     char text[200];
     emq__reply_text(c->reply, text, sizeof text);
-    emq__error_set(&c->bound, EMQ_ELIMIT, retriable, "%s (last reply: %s)",
-                  why, text);
+    emq__error_set(&c->bound, EMQ_ELIMIT, retriable, "%s (last reply: %s)", why,
+                   text);
     emq__reply_code_copy(&c->bound, c->reply);
     emq__log_to(&r->opt.log, EMQ_LOG_WARNING, "slot %u: %s", r->slot,
-                 c->bound.message);
+                c->bound.message);
     emq_reply_free(c->reply);
     c->reply = NULL;
     r->stats.gave_up++;
@@ -382,8 +381,8 @@ static int follow(emq__route *r, cmd *c, emq_error *err) {
             r->map.owner[rd.slot] = (uint16_t)idx;
             if (rd.slot == r->slot && idx != r->owner) {
                 set_owner(r, idx);
-                emq__log_to(&r->opt.log, EMQ_LOG_INFO,
-                             "slot %u moved to %s", r->slot, r->name);
+                emq__log_to(&r->opt.log, EMQ_LOG_INFO, "slot %u moved to %s",
+                            r->slot, r->name);
             }
         } else {
             r->stats.redirects_ask++;
@@ -399,7 +398,7 @@ static int follow(emq__route *r, cmd *c, emq_error *err) {
     if (c->retry_start == 0) { /* the first: the send so far counts */
         c->retry_start = now;
         emq__retry_begin(&c->retry, RETRY_MIN_MS, RETRY_MAX_MS, 0,
-                        now + r->opt.retry_ms, &r->rng);
+                         now + r->opt.retry_ms, &r->rng);
         (void)emq__retry_next(&c->retry);
     }
     if (!emq__retry_next(&c->retry)) { /* sleeps the pause, or gives up */
@@ -505,16 +504,16 @@ static emq_status fetch_map(emq__route *r, emq_conn_t *conn,
                 return EMQ_OK;
             if (not_yet)
                 return emq__error_set(err, EMQ_EIO, 1,
-                                     "server not ready for CLUSTER SLOTS: %s",
-                                     text);
+                                      "server not ready for CLUSTER SLOTS: %s",
+                                      text);
             return emq__error_set(err, EMQ_ESERVER, 0,
-                                 "CLUSTER SLOTS failed: %s", text);
+                                  "CLUSTER SLOTS failed: %s", text);
         }
     }
     emq__slot_map_init(map);
-    st = use_slots ? emq__slot_map_from_slots(map, rep, self_host, err)
-                   : emq__slot_map_from_shards(map, rep, self_host, r->tls,
-                                              err);
+    st = use_slots
+             ? emq__slot_map_from_slots(map, rep, self_host, err)
+             : emq__slot_map_from_shards(map, rep, self_host, r->tls, err);
     /* CLUSTER SHARDS can be wrong after a failover (7.2: a shard with two
      * masters and the slots of the failed one): then, or when it leaves
      * our slot unowned, CLUSTER SLOTS decides, if it names an owner. */
@@ -536,10 +535,10 @@ static emq_status fetch_map(emq__route *r, emq_conn_t *conn,
                 EMQ_OK &&
             alt.owner[r->slot] != EMQ_SLOT_NONE) {
             emq__log_to(&r->opt.log, EMQ_LOG_DEBUG,
-                         "slot %u: CLUSTER SHARDS from %s is inconsistent "
-                         "(a shard without exactly one master, or the slot "
-                         "unowned); using CLUSTER SLOTS",
-                         r->slot, self_host);
+                        "slot %u: CLUSTER SHARDS from %s is inconsistent "
+                        "(a shard without exactly one master, or the slot "
+                        "unowned); using CLUSTER SLOTS",
+                        r->slot, self_host);
             emq__slot_map_free(map);
             *map = alt;
         } else {
@@ -618,8 +617,8 @@ static emq_status discover(emq__route *r, int allow_standalone,
             st = fetch_map(r, conn, at.host, &fresh, &how, &e);
         if (st == EMQ_OK && how == FOUND_STANDALONE && !allow_standalone)
             st = emq__error_set(&e, EMQ_ESERVER, 1,
-                               "%s:%d is not in cluster mode any more",
-                               at.host, at.port);
+                                "%s:%d is not in cluster mode any more",
+                                at.host, at.port);
         if (st != EMQ_OK) {
             emq_conn_destroy(conn);
             emq__slot_map_free(&fresh);
@@ -643,10 +642,10 @@ static emq_status discover(emq__route *r, int allow_standalone,
             if (at.port == 0) {
                 emq_conn_destroy(conn);
                 st = emq__error_set(&last, EMQ_EINVAL, 0,
-                                   "the server refuses CLUSTER commands "
-                                   "(NOPERM) and a unix socket cannot "
-                                   "follow cluster redirections; use a "
-                                   "redis:// url or allow CLUSTER");
+                                    "the server refuses CLUSTER commands "
+                                    "(NOPERM) and a unix socket cannot "
+                                    "follow cluster redirections; use a "
+                                    "redis:// url or allow CLUSTER");
                 break;
             }
             idx = learn_node(r, &at, &e);
@@ -660,9 +659,9 @@ static emq_status discover(emq__route *r, int allow_standalone,
             if (idx < 0) {
                 emq_conn_destroy(conn);
                 st = emq__error_set(&last, EMQ_ESERVER, 1,
-                                   "slot %u is not served by any master "
-                                   "in the cluster map from %s:%d",
-                                   r->slot, at.host, at.port);
+                                    "slot %u is not served by any master "
+                                    "in the cluster map from %s:%d",
+                                    r->slot, at.host, at.port);
                 continue;
             }
             if (grow_links(r, &e) != EMQ_OK)
@@ -683,8 +682,7 @@ static emq_status discover(emq__route *r, int allow_standalone,
             st = link_connect(r, idx, &e);
             if (st != EMQ_OK) {
                 last = e;
-                emq__error_prefix(&last, "slot %u master %s", r->slot,
-                                 r->name);
+                emq__error_prefix(&last, "slot %u master %s", r->slot, r->name);
                 continue;
             }
         }
@@ -733,25 +731,25 @@ static emq_status keep_options(emq__route *r, const emq__route_options *opts,
 }
 
 emq_status emq__route_new(const emq_conf_t *conf, const char *key,
-                         emq__route **out, emq_error *err) {
+                          emq__route **out, emq_error *err) {
     if (out)
         *out = NULL;
     if (conf == NULL)
         return emq__error_set(err, EMQ_EINVAL, 0,
-                             "emq__route_new: conf must not be NULL");
+                              "emq__route_new: conf must not be NULL");
     emq__route_options opts;
     emq__route_options_of(conf, &opts);
     return emq__route_open(&opts, key, out, err);
 }
 
 emq_status emq__route_open(const emq__route_options *opts, const char *key,
-                          emq__route **out, emq_error *err) {
+                           emq__route **out, emq_error *err) {
     if (out)
         *out = NULL;
     if (opts == NULL || opts->conn.url == NULL || key == NULL || out == NULL)
         return emq__error_set(err, EMQ_EINVAL, 0,
-                             "emq__route_open: options, url, key and out "
-                             "must not be NULL");
+                              "emq__route_open: options, url, key and out "
+                              "must not be NULL");
     emq__route *r = emq__calloc(1, sizeof *r);
     if (r == NULL)
         return emq__oom(err);
@@ -806,8 +804,8 @@ void emq__route_destroy(emq__route *route) {
 }
 
 emq_status emq__route_append(emq__route *route, int argc,
-                            const char *const *argv, const size_t *argvlen,
-                            emq_error *err) {
+                             const char *const *argv, const size_t *argvlen,
+                             emq_error *err) {
     if (route == NULL)
         return emq__error_set(err, EMQ_EINVAL, 0, "route is NULL");
     if (route->single)
@@ -816,16 +814,16 @@ emq_status emq__route_append(emq__route *route, int argc,
         return sticky(route, err);
     if (route->qlen >= (size_t)route->opt.conn.pipeline_max)
         return emq__error_set(err, EMQ_ELIMIT, 0,
-                             "%zu commands are already waiting for replies "
-                             "(pipeline.max); read replies with "
-                             "emq__route_get_reply first",
-                             route->qlen);
+                              "%zu commands are already waiting for replies "
+                              "(pipeline.max); read replies with "
+                              "emq__route_get_reply first",
+                              route->qlen);
     if (route->qlen == route->qcap) {
         size_t cap = route->qcap ? route->qcap * 2 : 16;
         cmd **q = emq__alloc(cap * sizeof *q);
         if (q == NULL)
             return emq__error_set(err, EMQ_ENOMEM, 0,
-                                 "out of memory growing the pipeline");
+                                  "out of memory growing the pipeline");
         for (size_t i = 0; i < route->qlen; i++)
             q[i] = route->q[(route->qhead + i) % route->qcap];
         emq__free(route->q);
@@ -856,20 +854,20 @@ emq_status emq__route_append(emq__route *route, int argc,
 }
 
 emq_status emq__route_get_reply(emq__route *route, emq_reply **reply,
-                               emq_error *err) {
+                                emq_error *err) {
     if (reply)
         *reply = NULL;
     if (route == NULL || reply == NULL)
         return emq__error_set(err, EMQ_EINVAL, 0,
-                             "route and reply must not be NULL");
+                              "route and reply must not be NULL");
     if (route->single)
         return emq_conn_get_reply(armed(route, route->single), reply, err);
     if (route->broken.code != EMQ_OK)
         return sticky(route, err);
     if (route->qlen == 0)
         return emq__error_set(err, EMQ_EINVAL, 0,
-                             "no reply is outstanding: append a command "
-                             "first");
+                              "no reply is outstanding: append a command "
+                              "first");
     cmd *c = route->q[route->qhead];
     emq_error e;
     emq__error_clear(&e);
@@ -902,19 +900,19 @@ int emq__route_only_this_failed(const emq__route *route, emq_status st) {
 }
 
 void emq__route_set_cancel(emq__route *route, const atomic_int *flag,
-                          int64_t grace_ms) {
+                           int64_t grace_ms) {
     route->cancel = flag;
     route->cancel_grace_ms = grace_ms;
 }
 
 emq_status emq__route_command(emq__route *route, int argc,
-                             const char *const *argv, const size_t *argvlen,
-                             emq_reply **reply, emq_error *err) {
+                              const char *const *argv, const size_t *argvlen,
+                              emq_reply **reply, emq_error *err) {
     if (reply)
         *reply = NULL;
     if (route == NULL || reply == NULL)
         return emq__error_set(err, EMQ_EINVAL, 0,
-                             "route and reply must not be NULL");
+                              "route and reply must not be NULL");
     if (route->single)
         return emq_conn_command(armed(route, route->single), argc, argv,
                                 argvlen, reply, err);
@@ -922,10 +920,10 @@ emq_status emq__route_command(emq__route *route, int argc,
         return sticky(route, err);
     if (route->qlen > 0)
         return emq__error_set(err, EMQ_EINVAL, 0,
-                             "%zu pipelined replies are still unread; read "
-                             "them with emq__route_get_reply before "
-                             "emq__route_command",
-                             route->qlen);
+                              "%zu pipelined replies are still unread; read "
+                              "them with emq__route_get_reply before "
+                              "emq__route_command",
+                              route->qlen);
     emq_status st = emq__route_append(route, argc, argv, argvlen, err);
     if (st != EMQ_OK)
         return st;
@@ -933,20 +931,20 @@ emq_status emq__route_command(emq__route *route, int argc,
 }
 
 emq_status emq__route_each_master(emq__route *route, emq__route_master_fn fn,
-                                 void *ctx, emq_error *err) {
+                                  void *ctx, emq_error *err) {
     if (route->single)
         return fn(armed(route, route->single), route->name, ctx, err);
     if (route->broken.code != EMQ_OK)
         return sticky(route, err);
     if (route->qlen > 0)
         return emq__error_set(err, EMQ_EINVAL, 0,
-                             "%zu pipelined replies are still unread",
-                             route->qlen);
+                              "%zu pipelined replies are still unread",
+                              route->qlen);
     if (!route->mapped)
         return emq__error_set(err, EMQ_ESERVER, 0,
-                             "the cluster's masters are not known: the "
-                             "server refused CLUSTER SHARDS and CLUSTER "
-                             "SLOTS (allow them in the user's ACL)");
+                              "the cluster's masters are not known: the "
+                              "server refused CLUSTER SHARDS and CLUSTER "
+                              "SLOTS (allow them in the user's ACL)");
     /* The masters that serve a slot: a node the map learnt but that owns
      * nothing holds no keys. */
     char *serves = emq__calloc(route->map.nnodes ? route->map.nnodes : 1, 1);
@@ -993,7 +991,7 @@ emq_status emq__route_reconnect(emq__route *route, emq_error *err) {
     emq_status st = EMQ_EIO;
     emq__retry retry;
     emq__retry_begin(&retry, o->backoff_min_ms, o->backoff_max_ms,
-                    o->max_attempts, -1, &route->rng);
+                     o->max_attempts, -1, &route->rng);
     while (emq__retry_next(&retry)) {
         emq__error_clear(&e);
         drop_all(route);
@@ -1009,7 +1007,7 @@ emq_status emq__route_reconnect(emq__route *route, emq_error *err) {
     }
     if (retry.attempt > 1)
         emq__error_prefix(&e, "reconnect gave up after %lld attempts",
-                         (long long)retry.attempt);
+                          (long long)retry.attempt);
     if (e.code == EMQ_OK)
         e.code = st;
     return break_route(route, &e, err);

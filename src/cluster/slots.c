@@ -27,17 +27,17 @@ void emq__slot_map_free(emq__slot_map *map) {
 }
 
 emq_status emq__slot_map_node(emq__slot_map *map, const char *host,
-                             size_t hostlen, int port, int *idx,
-                             emq_error *err) {
+                              size_t hostlen, int port, int *idx,
+                              emq_error *err) {
     *idx = -1;
     if (hostlen == 0 || hostlen >= EMQ_CLUSTER_HOST_MAX)
         return emq__error_set(err, EMQ_EPROTO, 0,
-                             "a cluster node's address of %zu bytes (1 to "
-                             "%d are kept)",
-                             hostlen, EMQ_CLUSTER_HOST_MAX - 1);
+                              "a cluster node's address of %zu bytes (1 to "
+                              "%d are kept)",
+                              hostlen, EMQ_CLUSTER_HOST_MAX - 1);
     if (port < 1 || port > 65535)
         return emq__error_set(err, EMQ_EPROTO, 0,
-                             "a cluster node's port %d is not 1-65535", port);
+                              "a cluster node's port %d is not 1-65535", port);
     for (size_t i = 0; i < map->nnodes; i++)
         if (map->nodes[i].port == port &&
             strlen(map->nodes[i].host) == hostlen &&
@@ -47,9 +47,9 @@ emq_status emq__slot_map_node(emq__slot_map *map, const char *host,
         }
     if (map->nnodes >= EMQ_CLUSTER_NODES_MAX)
         return emq__error_set(err, EMQ_ELIMIT, 0,
-                             "the cluster names more than %d master nodes "
-                             "(EMQ_CLUSTER_NODES_MAX)",
-                             EMQ_CLUSTER_NODES_MAX);
+                              "the cluster names more than %d master nodes "
+                              "(EMQ_CLUSTER_NODES_MAX)",
+                              EMQ_CLUSTER_NODES_MAX);
     emq__cluster_node *grown =
         emq__realloc(map->nodes, (map->nnodes + 1) * sizeof *grown);
     if (grown == NULL)
@@ -121,8 +121,8 @@ static const emq_reply *field(const emq_reply *r, const char *name) {
 static emq_status malformed(emq__slot_map *map, emq_error *err,
                             const char *what, const char *detail) {
     emq__slot_map_free(map);
-    return emq__error_set(err, EMQ_EPROTO, 0,
-                         "malformed %s reply: %s", what, detail);
+    return emq__error_set(err, EMQ_EPROTO, 0, "malformed %s reply: %s", what,
+                          detail);
 }
 
 /* Assigns slots [lo, hi] to node index idx. */
@@ -159,8 +159,8 @@ static const emq_reply *shard_master(const emq_reply *nodes) {
 }
 
 emq_status emq__slot_map_from_shards(emq__slot_map *map, const emq_reply *r,
-                                    const char *self_host, int tls,
-                                    emq_error *err) {
+                                     const char *self_host, int tls,
+                                     emq_error *err) {
     static const char what[] = "CLUSTER SHARDS";
     emq_reply_type t = r ? emq_reply_kind(r) : EMQ_REPLY_NULL;
     if (t != EMQ_REPLY_ARRAY && t != EMQ_REPLY_SET)
@@ -237,7 +237,7 @@ int emq__slot_map_shards_doubtful(const emq_reply *r) {
 /* ---- CLUSTER SLOTS ---------------------------------------------------- */
 
 emq_status emq__slot_map_from_slots(emq__slot_map *map, const emq_reply *r,
-                                   const char *self_host, emq_error *err) {
+                                    const char *self_host, emq_error *err) {
     static const char what[] = "CLUSTER SLOTS";
     if (r == NULL || emq_reply_kind(r) != EMQ_REPLY_ARRAY)
         return malformed(map, err, what, "not an array of ranges");

@@ -38,7 +38,7 @@ int64_t emq__backoff_base(int64_t min_ms, int64_t max_ms, unsigned attempt) {
 
 /* Returns a delay in [base/2, base] where base = emq__backoff_base(...). */
 int64_t emq__backoff_delay(int64_t min_ms, int64_t max_ms, unsigned attempt,
-                          uint64_t *state) {
+                           uint64_t *state) {
     int64_t base = emq__backoff_base(min_ms, max_ms, attempt);
     int64_t fixed = base / 2;
     uint64_t span = (uint64_t)(base - fixed) + 1;
@@ -46,8 +46,8 @@ int64_t emq__backoff_delay(int64_t min_ms, int64_t max_ms, unsigned attempt,
 }
 
 void emq__retry_begin(emq__retry *r, int64_t min_ms, int64_t max_ms,
-                     int64_t max_attempts, int64_t deadline_ms,
-                     uint64_t *rng) {
+                      int64_t max_attempts, int64_t deadline_ms,
+                      uint64_t *rng) {
     r->min_ms = min_ms;
     r->max_ms = max_ms;
     r->max_attempts = max_attempts;
@@ -60,7 +60,7 @@ void emq__retry_begin(emq__retry *r, int64_t min_ms, int64_t max_ms,
 }
 
 void emq__retry_stop_when(emq__retry *r, int (*halted)(void *), void *ctx,
-                         int ends) {
+                          int ends) {
     r->halted = halted;
     r->ctx = ctx;
     r->stop_ends = ends;
@@ -90,7 +90,7 @@ int emq__retry_next(emq__retry *r) {
         return 0;
     { /* the pause before the next attempt */
         int64_t pause = emq__backoff_delay(r->min_ms, r->max_ms,
-                                          (unsigned)(r->attempt - 1), r->rng);
+                                           (unsigned)(r->attempt - 1), r->rng);
         if (r->deadline_ms >= 0) {
             int64_t left = r->deadline_ms - emq__now_ms();
             if (left <= 0)

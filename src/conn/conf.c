@@ -55,9 +55,9 @@ struct emq_conf {
 };
 #undef CONF_FIELD
 
-#define CONF_GETTER(kind, name)                                               \
+#define CONF_GETTER(kind, name)                                                \
     EMQ_CONF_RET_##kind emq__cfg_##name(const emq_conf_t *conf) {              \
-        return conf->name;                                                    \
+        return conf->name;                                                     \
     }
 EMQ_CONF_FIELDS(CONF_GETTER)
 #undef CONF_GETTER
@@ -131,8 +131,7 @@ static const prop props[] = {
      "Connection name sent with CLIENT SETNAME on connect (printable, no "
      "spaces). Empty: none. A NOPERM reply is tolerated.",
      P_STRING, F(client_name), 0, 0, check_name, NULL, NULL, "conn"},
-    {"protocol", "2",
-     "RESP protocol version: 2, or 3 (sends HELLO 3 first).",
+    {"protocol", "2", "RESP protocol version: 2, or 3 (sends HELLO 3 first).",
      P_INT, F(protocol), 2, 3, NULL, NULL, NULL, "conn"},
     {"connect_timeout_ms", "5000",
      "Deadline for connecting, the TLS handshake and the AUTH/SELECT/"
@@ -150,12 +149,10 @@ static const prop props[] = {
      "PEM file of CA certificates to verify the server with. Empty: the "
      "system's default paths.",
      P_STRING, F(tls_ca_file), 0, 0, check_path, NULL, NULL, "conn"},
-    {"tls.cert_file", "",
-     "PEM client certificate (chain) for mutual TLS.",
+    {"tls.cert_file", "", "PEM client certificate (chain) for mutual TLS.",
      P_STRING, F(tls_cert_file), 0, 0, check_path, NULL, NULL, "conn"},
-    {"tls.key_file", "",
-     "PEM private key of tls.cert_file.",
-     P_STRING, F(tls_key_file), 0, 0, check_path, NULL, NULL, "conn"},
+    {"tls.key_file", "", "PEM private key of tls.cert_file.", P_STRING,
+     F(tls_key_file), 0, 0, check_path, NULL, NULL, "conn"},
     {"tls.sni", "",
      "Server name sent in the TLS handshake (SNI). Empty: the URL's host "
      "when it is not an IP address.",
@@ -169,29 +166,30 @@ static const prop props[] = {
      "each attempt, with jitter.",
      P_INT, F(backoff_min_ms), 0, 3600000, NULL, NULL, NULL, "conn"},
     {"reconnect.backoff_max_ms", "5000",
-     "Cap on the delay between reconnect attempts, in milliseconds.",
-     P_INT, F(backoff_max_ms), 0, 3600000, NULL, NULL, NULL, "conn"},
+     "Cap on the delay between reconnect attempts, in milliseconds.", P_INT,
+     F(backoff_max_ms), 0, 3600000, NULL, NULL, NULL, "conn"},
     {"reconnect.max_attempts", "10",
-     "Connect attempts made by one emq_conn_reconnect call.",
-     P_INT, F(max_attempts), 1, 1000000, NULL, NULL, NULL, "conn"},
+     "Connect attempts made by one emq_conn_reconnect call.", P_INT,
+     F(max_attempts), 1, 1000000, NULL, NULL, NULL, "conn"},
     {"pipeline.max", "65536",
      "Most appended commands whose replies are not read yet (at least 16: "
      "a consumer's round of settlements needs a few besides its retries).",
      P_INT, F(pipeline_max), 16, (int64_t)1 << 24, NULL, NULL, NULL, "conn"},
     {"output.max_bytes", "268435456",
-     "Cap on the buffer of encoded commands not yet sent, in bytes.",
-     P_INT, F(output_max_bytes), 1024, (int64_t)1 << 40, NULL, NULL, NULL, "conn"},
+     "Cap on the buffer of encoded commands not yet sent, in bytes.", P_INT,
+     F(output_max_bytes), 1024, (int64_t)1 << 40, NULL, NULL, NULL, "conn"},
     {"resp.max_bulk", "536870912",
      "Longest bulk string accepted in a reply, in bytes (the server's "
      "proto-max-bulk-len).",
      P_INT, F(resp_max_bulk), 1, (int64_t)1 << 40, NULL, NULL, NULL, "conn"},
     {"resp.max_depth", "16",
-     "Deepest nesting of aggregates accepted in a reply.",
-     P_INT, F(resp_max_depth), 1, 1024, NULL, NULL, NULL, "conn"},
+     "Deepest nesting of aggregates accepted in a reply.", P_INT,
+     F(resp_max_depth), 1, 1024, NULL, NULL, NULL, "conn"},
     {"resp.max_elements", "16777216",
      "Most elements accepted in one aggregate of a reply (a map counts "
      "keys and values).",
-     P_INT, F(resp_max_elements), 1, (int64_t)1 << 32, NULL, NULL, NULL, "conn"},
+     P_INT, F(resp_max_elements), 1, (int64_t)1 << 32, NULL, NULL, NULL,
+     "conn"},
     {"resp.max_reply_bytes", "1073741824",
      "Most bytes one reply may take, attributes included: a reply that "
      "grows past it (an endless array, a storm of attributes) breaks the "
@@ -216,8 +214,7 @@ static const prop props[] = {
      "Queue name (letters, digits, . _ - :); its keys share the hashtag "
      "{name} (docs/KEYSPACE.md). Set queue or stream.",
      P_STRING, F(queue), 0, 0, check_name, NULL, NULL, "keys"},
-    {"stream", "",
-     "Raw stream key of an existing stream, instead of queue.",
+    {"stream", "", "Raw stream key of an existing stream, instead of queue.",
      P_STRING, F(stream), 0, 0, NULL, NULL, NULL, "keys"},
     {"partitions", "1",
      "1: queue is one stream. P > 1: queue names a topic of P partitions, "
@@ -225,9 +222,8 @@ static const prop props[] = {
      "spread over a Redis Cluster's nodes (docs/SCALING.md). Producers, "
      "consumers and admin handles of one topic must agree on P.",
      P_INT, F(partitions), 1, 1024, NULL, NULL, NULL, "keys"},
-    {"group", "",
-     "Consumer group name. Required for a consumer.",
-     P_STRING, F(group), 0, 0, check_name, NULL, NULL, "consumer"},
+    {"group", "", "Consumer group name. Required for a consumer.", P_STRING,
+     F(group), 0, 0, check_name, NULL, NULL, "consumer"},
     {"consumer", "",
      "Consumer name: required, stable across restarts, never a pid or a "
      "random value; also the connection name.",
@@ -236,9 +232,8 @@ static const prop props[] = {
      "Where a new group starts: new (entries added after it is created), "
      "head (the whole stream) or an entry ID. Required; no default.",
      P_STRING, F(start), 0, 0, NULL, NULL, NULL, "consumer"},
-    {"count", "100",
-     "Most entries one read returns (XREADGROUP COUNT).",
-     P_INT, F(count), 1, 1000000, NULL, NULL, NULL, "consumer"},
+    {"count", "100", "Most entries one read returns (XREADGROUP COUNT).", P_INT,
+     F(count), 1, 1000000, NULL, NULL, NULL, "consumer"},
     {"block_ms", "2000",
      "How long a read waits for new entries (XREADGROUP BLOCK); also the "
      "longest a stop waits for a blocked read.",
@@ -248,17 +243,17 @@ static const prop props[] = {
      "the claim beat (XAUTOCLAIM min-idle-time). Entries in hand are "
      "refreshed every quarter of it, so it detects dead consumers, never "
      "slow ones; at least 100.",
-     P_INT, F(claim_min_idle_ms), 1, (int64_t)1 << 40, NULL, NULL, NULL, "consumer"},
-    {"claim.interval_ms", "5000",
-     "Time between claim beats.",
-     P_INT, F(claim_interval_ms), 1, (int64_t)1 << 40, NULL, NULL, NULL, "consumer"},
+     P_INT, F(claim_min_idle_ms), 1, (int64_t)1 << 40, NULL, NULL, NULL,
+     "consumer"},
+    {"claim.interval_ms", "5000", "Time between claim beats.", P_INT,
+     F(claim_interval_ms), 1, (int64_t)1 << 40, NULL, NULL, NULL, "consumer"},
     {"claim.count", "100",
      "Most entries one XAUTOCLAIM call takes over (it examines up to 10x "
      "as many).",
      P_INT, F(claim_count), 1, 100000, NULL, NULL, NULL, "consumer"},
     {"max_deliveries", "5",
-     "Deliveries after which a failing entry goes to the dead letters.",
-     P_INT, F(max_deliveries), 1, 1000000, NULL, NULL, NULL, "consumer"},
+     "Deliveries after which a failing entry goes to the dead letters.", P_INT,
+     F(max_deliveries), 1, 1000000, NULL, NULL, NULL, "consumer"},
     {"max_in_flight", "1000",
      "Most entries a consumer has out at once through emq_consumer_poll or "
      "a batch handler: read and not yet handed out, or handed out and not "
@@ -274,15 +269,18 @@ static const prop props[] = {
      "renewed every third of it on a timer of its own; past it (less a "
      "tenth) a process that could not renew hands out and settles "
      "nothing. At least 3 x block_ms + 1000.",
-     P_INT, F(lease_ttl_ms), 1000, (int64_t)1 << 40, NULL, NULL, NULL, "consumer"},
+     P_INT, F(lease_ttl_ms), 1000, (int64_t)1 << 40, NULL, NULL, NULL,
+     "consumer"},
     {"retry.backoff_ms", "1000",
      "Delay before an entry the handler answered EMQ_RETRY is delivered "
      "again to the same consumer, doubling with each delivery (with "
      "jitter); 0: at once. Kept in the server, so it survives a restart.",
-     P_INT, F(retry_backoff_ms), 0, (int64_t)1 << 40, NULL, NULL, NULL, "consumer"},
+     P_INT, F(retry_backoff_ms), 0, (int64_t)1 << 40, NULL, NULL, NULL,
+     "consumer"},
     {"retry.backoff_max_ms", "60000",
-     "Longest retry delay. At least retry.backoff_ms.",
-     P_INT, F(retry_backoff_max_ms), 0, (int64_t)1 << 40, NULL, NULL, NULL, "consumer"},
+     "Longest retry delay. At least retry.backoff_ms.", P_INT,
+     F(retry_backoff_max_ms), 0, (int64_t)1 << 40, NULL, NULL, NULL,
+     "consumer"},
     {"on_group_lost", "recreate",
      "When the group or stream vanishes mid-run: recreate (open the door "
      "again at the declared start, with a warning) or fatal.",
@@ -300,7 +298,8 @@ static const prop props[] = {
      "Bound of a whole produce call (waiting for the connection, sending, "
      "the reply and any WAIT), and of an asynchronous entry's wait for its "
      "outcome; past it the call fails with EMQ_ETIMEDOUT.",
-     P_INT, F(producer_timeout_ms), 1, (int64_t)1 << 40, NULL, NULL, NULL, "producer"},
+     P_INT, F(producer_timeout_ms), 1, (int64_t)1 << 40, NULL, NULL, NULL,
+     "producer"},
     {"producer.connect", "lazy",
      "lazy: emq_producer_new returns at once and connects in the "
      "background (a server that is down is not an error until a call "
@@ -318,9 +317,9 @@ static const prop props[] = {
      P_INT, F(producer_queue_max_messages), 1, (int64_t)1 << 30, NULL, NULL,
      NULL, "producer"},
     {"producer.queue.max_bytes", "67108864",
-     "Most field bytes of those entries; past it EMQ_ELIMIT.",
-     P_INT, F(producer_queue_max_bytes), 1024, (int64_t)1 << 40, NULL, NULL,
-     NULL, "producer"},
+     "Most field bytes of those entries; past it EMQ_ELIMIT.", P_INT,
+     F(producer_queue_max_bytes), 1024, (int64_t)1 << 40, NULL, NULL, NULL,
+     "producer"},
     {"producer.delivery", "thread",
      "Where asynchronous delivery callbacks run: thread (a thread of the "
      "producer) or poll (inside emq_producer_poll and emq_producer_flush, "
@@ -343,21 +342,22 @@ static const prop props[] = {
      "Valkey; refused on older servers).",
      P_INT, F(producer_wait_aof), 0, 1, NULL, NULL, NULL, "producer"},
     {"producer.wait_timeout_ms", "1000",
-     "How long WAIT or WAITAOF waits for the replicas or the AOF.",
-     P_INT, F(producer_wait_timeout_ms), 1, (int64_t)1 << 31, NULL, NULL,
-     NULL, "producer"},
+     "How long WAIT or WAITAOF waits for the replicas or the AOF.", P_INT,
+     F(producer_wait_timeout_ms), 1, (int64_t)1 << 31, NULL, NULL, NULL,
+     "producer"},
     {"stats.interval_ms", "0",
      "How often a consumer passes its statistics (JSON: counters, handler "
      "latency, delivery counts, lag, oldest pending age) to the callback "
      "of emq_conf_set_stats; 0: never.",
-     P_INT, F(stats_interval_ms), 0, (int64_t)1 << 31, NULL, NULL, NULL, "consumer"},
+     P_INT, F(stats_interval_ms), 0, (int64_t)1 << 31, NULL, NULL, NULL,
+     "consumer"},
     {"consumer.connect", "fail",
      "fail: a consumer whose server does not answer at its first connect "
      "fails at once; wait: it waits for the server with the reconnect "
      "backoff, like a later reconnect, until it answers or the consumer "
      "is stopped.",
-     P_CHOICE, F(consumer_connect_wait), 0, 0, NULL, cwait_words,
-     cwait_values, "consumer"},
+     P_CHOICE, F(consumer_connect_wait), 0, 0, NULL, cwait_words, cwait_values,
+     "consumer"},
     {"trim.maxlen", "",
      "Trim the stream on every XADD to this many entries (MAXLEN). Deletes "
      "entries whether or not a group processed them (docs/PRODUCER.md). "
@@ -379,8 +379,8 @@ static const prop props[] = {
      "stream-node-max-entries).",
      P_OPTINT, F(trim_limit), 0, INT64_MAX, NULL, NULL, NULL, "producer"},
     {"log.level", "warning",
-     "Most verbose level logged: error, warning, info or debug.",
-     P_CHOICE, F(log_level), 0, 0, NULL, log_words, log_values, "all"},
+     "Most verbose level logged: error, warning, info or debug.", P_CHOICE,
+     F(log_level), 0, 0, NULL, log_words, log_values, "all"},
 };
 
 #define NPROPS (sizeof props / sizeof props[0])
@@ -440,9 +440,9 @@ static emq_status check_name(const prop *p, const char *value,
             char shown[64];
             emq__printable(shown, sizeof shown, value, strlen(value));
             return emq__error_set(err, EMQ_EINVAL, 0,
-                                 "invalid %s '%s': use printable characters "
-                                 "without spaces",
-                                 p->name, shown);
+                                  "invalid %s '%s': use printable characters "
+                                  "without spaces",
+                                  p->name, shown);
         }
     }
     return EMQ_OK;
@@ -457,9 +457,9 @@ static emq_status check_path(const prop *p, const char *value,
             char shown[128];
             emq__printable(shown, sizeof shown, value, strlen(value));
             return emq__error_set(err, EMQ_EINVAL, 0,
-                                 "invalid %s '%s': control character in "
-                                 "path",
-                                 p->name, shown);
+                                  "invalid %s '%s': control character in "
+                                  "path",
+                                  p->name, shown);
         }
     }
     return EMQ_OK;
@@ -474,9 +474,9 @@ static emq_status check_seeds(const prop *p, const char *value,
         const char *comma = strchr(s, ',');
         size_t n = comma ? (size_t)(comma - s) : strlen(s);
         emq__url u;
-        emq_status st = n == 0 ? emq__error_set(err, EMQ_EINVAL, 0,
-                                               "empty entry")
-                               : emq__hostport_parse(s, n, &u, err);
+        emq_status st = n == 0
+                            ? emq__error_set(err, EMQ_EINVAL, 0, "empty entry")
+                            : emq__hostport_parse(s, n, &u, err);
         if (st != EMQ_OK) {
             if (st == EMQ_EINVAL)
                 emq__error_prefix(err, "invalid %s (host:port,...)", p->name);
@@ -488,8 +488,8 @@ static emq_status check_seeds(const prop *p, const char *value,
         s = comma + 1;
         if (*s == '\0')
             return emq__error_set(err, EMQ_EINVAL, 0,
-                                 "invalid %s (host:port,...): empty entry",
-                                 p->name);
+                                  "invalid %s (host:port,...): empty entry",
+                                  p->name);
     }
     return EMQ_OK;
 }
@@ -528,7 +528,7 @@ static emq_status set_prop(emq_conf_t *c, const prop *p, const char *value,
             copy = emq__strdup(value);
             if (copy == NULL)
                 return emq__error_set(err, EMQ_ENOMEM, 0,
-                                     "out of memory setting %s", p->name);
+                                      "out of memory setting %s", p->name);
         }
         char **field = str_field(c, p);
         /* Every string is wiped, not only the password: a URL may hold
@@ -550,13 +550,13 @@ static emq_status set_prop(emq_conf_t *c, const prop *p, const char *value,
         emq__printable(shown, sizeof shown, value, strlen(value));
         if (!parse_int64(value, &v))
             return emq__error_set(err, EMQ_EINVAL, 0,
-                                 "invalid %s '%s': not a decimal integer",
-                                 p->name, shown);
+                                  "invalid %s '%s': not a decimal integer",
+                                  p->name, shown);
         if (v < p->min || v > p->max)
             return emq__error_set(err, EMQ_EINVAL, 0,
-                                 "invalid %s '%s': out of range %" PRId64
-                                 "-%" PRId64,
-                                 p->name, shown, p->min, p->max);
+                                  "invalid %s '%s': out of range %" PRId64
+                                  "-%" PRId64,
+                                  p->name, shown, p->min, p->max);
         *int_field(c, p) = v;
         return EMQ_OK;
     }
@@ -578,8 +578,8 @@ static emq_status set_prop(emq_conf_t *c, const prop *p, const char *value,
         else
             return emq__error_set(
                 err, EMQ_EINVAL, 0, "invalid %s '%s': use peer or none",
-                p->name, emq__printable(shown, sizeof shown, value,
-                                       strlen(value)));
+                p->name,
+                emq__printable(shown, sizeof shown, value, strlen(value)));
         return EMQ_OK;
     }
     return emq__error_set(err, EMQ_EINVAL, 0, "invalid property type");
@@ -649,16 +649,17 @@ void emq_conf_destroy(emq_conf_t *conf) {
 /* Returns EMQ_EINVAL naming an unknown property. */
 static emq_status unknown(const char *name, emq_error *err) {
     char shown[64];
-    emq__printable(shown, sizeof shown, name ? name : "", name ? strlen(name) : 0);
+    emq__printable(shown, sizeof shown, name ? name : "",
+                   name ? strlen(name) : 0);
     return emq__error_set(err, EMQ_EINVAL, 0,
-                         "unknown configuration property '%s'", shown);
+                          "unknown configuration property '%s'", shown);
 }
 
 emq_status emq_conf_set(emq_conf_t *conf, const char *name,
                         const char *value, emq_error *err) {
     if (conf == NULL || name == NULL)
         return emq__error_set(err, EMQ_EINVAL, 0,
-                             "emq_conf_set: conf and name must not be NULL");
+                              "emq_conf_set: conf and name must not be NULL");
     const prop *p = find_prop(name);
     if (p == NULL)
         return unknown(name, err);
@@ -674,8 +675,8 @@ emq_status emq_conf_get(const emq_conf_t *conf, const char *name, char *buf,
                         size_t size, emq_error *err) {
     if (conf == NULL || name == NULL || buf == NULL || size == 0)
         return emq__error_set(err, EMQ_EINVAL, 0,
-                             "emq_conf_get: conf, name and buf must not be "
-                             "NULL or empty");
+                              "emq_conf_get: conf, name and buf must not be "
+                              "NULL or empty");
     const prop *p = find_prop(name);
     if (p == NULL)
         return unknown(name, err);
@@ -756,15 +757,15 @@ static void log_line(const emq__log_sink *sink, emq_log_level level,
                      const char *fmt, va_list ap) EMQ_PRINTF(3, 0);
 
 void emq__log_to(const emq__log_sink *sink, emq_log_level level,
-                const char *fmt, ...) {
+                 const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     log_line(sink, level, fmt, ap);
     va_end(ap);
 }
 
-void emq__conf_log(const emq_conf_t *conf, emq_log_level level,
-                  const char *fmt, ...) {
+void emq__conf_log(const emq_conf_t *conf, emq_log_level level, const char *fmt,
+                   ...) {
     emq__log_sink sink;
     if (conf)
         emq__log_sink_of(conf, &sink);

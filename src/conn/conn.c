@@ -42,15 +42,15 @@
 #define BUSY_PAUSE_MAX_MS 500
 
 struct emq_conn {
-    emq__conn_options opt;    /* what it was told (a kept copy) */
-    emq__url url;             /* opt.url, parsed */
+    emq__conn_options opt;   /* what it was told (a kept copy) */
+    emq__url url;            /* opt.url, parsed */
     char name[320];          /* endpoint for messages: "host:port",
                                 "[v6]:port" or "unix:/path" */
     const char *user;        /* effective AUTH user (opt's, else URL's) */
     const char *password;    /* effective password; never in a message */
     int64_t db;              /* effective database; 0: no SELECT */
-    emq__tls_opts tls;        /* effective TLS options (rediss only) */
-    emq__transport *t;        /* NULL when broken or not connected */
+    emq__tls_opts tls;       /* effective TLS options (rediss only) */
+    emq__transport *t;       /* NULL when broken or not connected */
     emq__resp_reader *reader; /* replies of t; NULL with t */
     emq__buf out;             /* encoded commands not yet sent */
     int64_t *waits;          /* ring: extra wait per unread reply, in ms;
@@ -131,7 +131,7 @@ static int64_t timeout_arg(const char *const *argv, const size_t *argvlen,
 }
 
 int64_t emq__conn_block_ms(int argc, const char *const *argv,
-                          const size_t *argvlen) {
+                           const size_t *argvlen) {
     if (argc < 2 || argv == NULL || argv[0] == NULL)
         return 0;
     for (int i = 0; i < argc; i++)
@@ -212,17 +212,17 @@ static emq_status flush(emq_conn_t *c, int64_t deadline, int64_t timeout_ms,
             continue;
         }
         if (n != EMQ_EAGAIN)
-            return n == 0 ? emq__error_set(e, EMQ_EIO, 1,
-                                          "write to %s failed", c->name)
+            return n == 0 ? emq__error_set(e, EMQ_EIO, 1, "write to %s failed",
+                                           c->name)
                           : (emq_status)n;
         int w = emq__transport_wait(c->t->fd, c->t->want, deadline);
         if (w == 0)
             return emq__error_set(e, EMQ_ETIMEDOUT, 1,
-                                 "could not send to %s within %lld ms",
-                                 c->name, (long long)timeout_ms);
+                                  "could not send to %s within %lld ms",
+                                  c->name, (long long)timeout_ms);
         if (w < 0)
             return emq__error_set(e, EMQ_EIO, 1, "waiting for %s failed",
-                                 c->name);
+                                  c->name);
     }
     c->out.len = 0;
     if (c->out.cap > OUT_KEEP_MAX)
@@ -242,11 +242,12 @@ static emq_status read_reply(emq_conn_t *c, int64_t deadline, int64_t base_ms,
                              int64_t extra_ms, int just_sent, emq_reply **out,
                              emq_error *e) {
     *out = NULL;
-    int wait_first = just_sent && !c->t->buffers &&
-                     emq__resp_buffered(c->reader) == 0;
+    int wait_first =
+        just_sent && !c->t->buffers && emq__resp_buffered(c->reader) == 0;
     for (;;) {
         emq_reply *r = NULL;
-        emq_status st = wait_first ? EMQ_EAGAIN : emq__resp_next(c->reader, &r, e);
+        emq_status st =
+            wait_first ? EMQ_EAGAIN : emq__resp_next(c->reader, &r, e);
         if (st == EMQ_OK) {
             if (emq_reply_kind(r) == EMQ_REPLY_PUSH) { /* the reader drops them */
                 emq_reply_free(r);
@@ -265,8 +266,8 @@ static emq_status read_reply(emq_conn_t *c, int64_t deadline, int64_t base_ms,
         if (!wait_first) {
             char *space;
             size_t avail;
-            st = emq__resp_reserve(c->reader, READ_CHUNK_MIN, &space, &avail,
-                                  e);
+            st =
+                emq__resp_reserve(c->reader, READ_CHUNK_MIN, &space, &avail, e);
             if (st != EMQ_OK)
                 return st;
             n = c->t->ops->read(c->t, space, avail, e);
@@ -281,19 +282,18 @@ static emq_status read_reply(emq_conn_t *c, int64_t deadline, int64_t base_ms,
                         snprintf(pushes, sizeof pushes,
                                  " (%llu push messages dropped)",
                                  (unsigned long long)dropped);
-                    return emq__error_set(e, EMQ_ETIMEDOUT, 1,
-                                         "the reply from %s was still "
-                                         "arriving after %lld ms%s",
-                                         c->name,
-                                         (long long)(base_ms + extra_ms),
-                                         pushes);
+                    return emq__error_set(
+                        e, EMQ_ETIMEDOUT, 1,
+                        "the reply from %s was still "
+                        "arriving after %lld ms%s",
+                        c->name, (long long)(base_ms + extra_ms), pushes);
                 }
                 continue;
             }
             if (n == 0)
                 return emq__error_set(e, EMQ_EIO, 1,
-                                     "server closed the connection to %s",
-                                     c->name);
+                                      "server closed the connection to %s",
+                                      c->name);
             if (n != EMQ_EAGAIN)
                 return (emq_status)n;
         }
@@ -311,31 +311,31 @@ static emq_status read_reply(emq_conn_t *c, int64_t deadline, int64_t base_ms,
             if (atomic_load(c->cancel) && c->overdue_at >= 0 &&
                 emq__now_ms() >= c->overdue_at)
                 return emq__error_set(e, EMQ_ECLOSED, 1,
-                                     "gave up waiting for a reply from %s: "
-                                     "a stop was asked and the reply is "
-                                     "overdue",
-                                     c->name);
+                                      "gave up waiting for a reply from %s: "
+                                      "a stop was asked and the reply is "
+                                      "overdue",
+                                      c->name);
             continue;
         }
         if (w == 0) {
             if (extra_ms > 0)
                 return emq__error_set(e, EMQ_ETIMEDOUT, 1,
-                                     "no reply from %s within %lld ms (%lld "
-                                     "ms plus %lld ms of blocking time)",
-                                     c->name, (long long)(base_ms + extra_ms),
-                                     (long long)base_ms, (long long)extra_ms);
+                                      "no reply from %s within %lld ms (%lld "
+                                      "ms plus %lld ms of blocking time)",
+                                      c->name, (long long)(base_ms + extra_ms),
+                                      (long long)base_ms, (long long)extra_ms);
             return emq__error_set(e, EMQ_ETIMEDOUT, 1,
-                                 "no reply from %s within %lld ms", c->name,
-                                 (long long)base_ms);
+                                  "no reply from %s within %lld ms", c->name,
+                                  (long long)base_ms);
         }
         if (w < 0)
             return emq__error_set(e, EMQ_EIO, 1, "waiting for %s failed",
-                                 c->name);
+                                  c->name);
     }
 }
 
 void emq__conn_set_cancel(emq_conn_t *c, const atomic_int *flag,
-                         int64_t grace_ms) {
+                          int64_t grace_ms) {
     c->cancel = flag;
     c->cancel_grace_ms = grace_ms;
 }
@@ -348,10 +348,10 @@ static emq_status append(emq_conn_t *c, int argc, const char *const *argv,
                          const size_t *argvlen, emq_error *err) {
     if (c->pending >= (size_t)c->opt.pipeline_max)
         return emq__error_set(err, EMQ_ELIMIT, 0,
-                             "%zu commands are already waiting for replies "
-                             "(pipeline.max); read replies with "
-                             "emq_conn_get_reply first",
-                             c->pending);
+                              "%zu commands are already waiting for replies "
+                              "(pipeline.max); read replies with "
+                              "emq_conn_get_reply first",
+                              c->pending);
     if (c->pending == c->waits_cap) {
         size_t cap = c->waits_cap ? c->waits_cap * 2 : 16;
         if (cap > (size_t)c->opt.pipeline_max)
@@ -359,7 +359,7 @@ static emq_status append(emq_conn_t *c, int argc, const char *const *argv,
         int64_t *w = emq__alloc(cap * sizeof *w);
         if (w == NULL)
             return emq__error_set(err, EMQ_ENOMEM, 0,
-                                 "out of memory growing the pipeline");
+                                  "out of memory growing the pipeline");
         for (size_t i = 0; i < c->pending; i++)
             w[i] = c->waits[(c->head + i) % c->waits_cap];
         emq__free(c->waits);
@@ -408,35 +408,35 @@ static emq_status next_reply(emq_conn_t *c, int64_t base_timeout_ms,
  * sentence a user can act on. The reply text comes from the server, which
  * never echoes the password. */
 emq_status emq__conn_auth_error(emq_conn_t *c, const emq_reply *r,
-                               const char *cmd, emq_error *err) {
+                                const char *cmd, emq_error *err) {
     char text[160];
     emq__reply_text(r, text, sizeof text);
     const char *who = c->user ? c->user : "default";
     if (emq_reply_is_error(r, "WRONGPASS"))
         return emq__error_set(err, EMQ_EAUTH, 0,
-                             "authentication to %s as user '%s' failed: "
-                             "wrong user name or password, or the user is "
-                             "disabled (%s)",
-                             c->name, who, text);
+                              "authentication to %s as user '%s' failed: "
+                              "wrong user name or password, or the user is "
+                              "disabled (%s)",
+                              c->name, who, text);
     if (emq_reply_is_error(r, "NOAUTH"))
         return emq__error_set(err, EMQ_EAUTH, 0,
-                             "server %s requires authentication; set a "
-                             "password (and user) in the URL or the conf",
-                             c->name);
+                              "server %s requires authentication; set a "
+                              "password (and user) in the URL or the conf",
+                              c->name);
     if (strstr(text, "without any password configured"))
         return emq__error_set(err, EMQ_EAUTH, 0,
-                             "a password was given but server %s has no "
-                             "password configured for the default user; "
-                             "remove the password or configure the server",
-                             c->name);
+                              "a password was given but server %s has no "
+                              "password configured for the default user; "
+                              "remove the password or configure the server",
+                              c->name);
     if (strcmp(cmd, "HELLO") == 0 &&
         (emq_reply_is_error(r, "NOPROTO") || strstr(text, "unknown command")))
         return emq__error_set(err, EMQ_ESERVER, 0,
-                             "server %s does not support RESP3 (%s); set "
-                             "protocol to 2",
-                             c->name, text);
+                              "server %s does not support RESP3 (%s); set "
+                              "protocol to 2",
+                              c->name, text);
     return emq__error_set(err, EMQ_EAUTH, 0, "%s to %s failed: %s", cmd,
-                         c->name, text);
+                          c->name, text);
 }
 
 /* Appends the handshake commands; returns how many, or a negative status
@@ -496,7 +496,7 @@ static emq_status handshake_once(emq_conn_t *c, int64_t deadline, int *busy,
 static emq_status handshake(emq_conn_t *c, int64_t deadline, emq_error *err) {
     emq__retry retry;
     emq__retry_begin(&retry, BUSY_PAUSE_MIN_MS, BUSY_PAUSE_MAX_MS, 0, deadline,
-                    &c->rng);
+                     &c->rng);
     while (emq__retry_next(&retry) &&
            (retry.attempt == 1 || emq__now_ms() < deadline)) {
         int busy = 0;
@@ -505,9 +505,9 @@ static emq_status handshake(emq_conn_t *c, int64_t deadline, emq_error *err) {
             return st;
     }
     return emq__error_set(err, EMQ_ETIMEDOUT, 1,
-                         "%s stayed busy running a script for "
-                         "connect_timeout_ms (%lld ms)",
-                         c->name, (long long)c->opt.connect_timeout_ms);
+                          "%s stayed busy running a script for "
+                          "connect_timeout_ms (%lld ms)",
+                          c->name, (long long)c->opt.connect_timeout_ms);
 }
 
 static emq_status handshake_once(emq_conn_t *c, int64_t deadline, int *busy,
@@ -526,10 +526,9 @@ static emq_status handshake_once(emq_conn_t *c, int64_t deadline, int *busy,
         if (st != EMQ_OK) {
             if (st == EMQ_ETIMEDOUT)
                 emq__error_set(err, EMQ_ETIMEDOUT, 1,
-                              "no handshake reply from %s within "
-                              "connect_timeout_ms (%lld ms)",
-                              c->name,
-                              (long long)c->opt.connect_timeout_ms);
+                               "no handshake reply from %s within "
+                               "connect_timeout_ms (%lld ms)",
+                               c->name, (long long)c->opt.connect_timeout_ms);
             return st;
         }
         left = deadline - emq__now_ms();
@@ -569,12 +568,12 @@ static emq_status handshake_once(emq_conn_t *c, int64_t deadline, int *busy,
                 st = emq__conn_auth_error(c, r, "SELECT", err);
             else if (strstr(text, "out of range"))
                 st = emq__error_set(err, EMQ_EINVAL, 0,
-                                   "database %lld does not exist on %s (%s)",
-                                   (long long)c->db, c->name, text);
+                                    "database %lld does not exist on %s (%s)",
+                                    (long long)c->db, c->name, text);
             else
                 st = emq__error_set(err, EMQ_ESERVER, 0,
-                                   "SELECT %lld on %s failed: %s",
-                                   (long long)c->db, c->name, text);
+                                    "SELECT %lld on %s failed: %s",
+                                    (long long)c->db, c->name, text);
             break;
         default:
             if (emq_reply_is_error(r, "NOPERM"))
@@ -583,8 +582,8 @@ static emq_status handshake_once(emq_conn_t *c, int64_t deadline, int *busy,
                 st = emq__conn_auth_error(c, r, "CLIENT SETNAME", err);
             else
                 st = emq__error_set(err, EMQ_ESERVER, 0,
-                                   "CLIENT SETNAME on %s failed: %s", c->name,
-                                   text);
+                                    "CLIENT SETNAME on %s failed: %s", c->name,
+                                    text);
             break;
         }
         emq_reply_free(r);
@@ -608,17 +607,17 @@ static emq_status connect_once(emq_conn_t *c, emq_error *err) {
     c->out.len = 0;
     if (c->url.scheme == EMQ_URL_UNIX) {
         st = emq__transport_unix_connect(c->url.path, deadline, c->name, &c->t,
-                                        err);
+                                         err);
     } else {
         st = emq__transport_tcp_connect(c->url.host, c->url.port,
-                                       (int)o->tcp_keepalive_s, deadline,
-                                       c->name, &c->t, err);
+                                        (int)o->tcp_keepalive_s, deadline,
+                                        c->name, &c->t, err);
 #ifdef EMQ_HAVE_TLS
         if (st == EMQ_OK && c->url.scheme == EMQ_URL_TLS) {
             emq__transport *inner = c->t;
             c->t = NULL;
             st = emq__transport_tls_wrap(inner, c->url.host, &c->tls, deadline,
-                                        &c->t, err);
+                                         &c->t, err);
         }
 #endif
     }
@@ -626,8 +625,8 @@ static emq_status connect_once(emq_conn_t *c, emq_error *err) {
         char what[EMQ_ERROR_MESSAGE_MAX];
         memcpy(what, err->message, sizeof what);
         emq__error_set(err, EMQ_ETIMEDOUT, 1,
-                      "%.200s after %lld ms (connect_timeout_ms)", what,
-                      (long long)o->connect_timeout_ms);
+                       "%.200s after %lld ms (connect_timeout_ms)", what,
+                       (long long)o->connect_timeout_ms);
     }
     if (st != EMQ_OK)
         return st;
@@ -673,15 +672,15 @@ static emq_status resolve_settings(emq_conn_t *c, emq_error *err) {
 #ifndef EMQ_HAVE_TLS
     if (u->scheme == EMQ_URL_TLS)
         return emq__error_set(err, EMQ_EINVAL, 0,
-                             "rediss:// needs TLS, but this libechomq was "
-                             "built without it (EMQ_TLS=OFF)");
+                              "rediss:// needs TLS, but this libechomq was "
+                              "built without it (EMQ_TLS=OFF)");
 #endif
     if (o->backoff_min_ms > o->backoff_max_ms)
         return emq__error_set(err, EMQ_EINVAL, 0,
-                             "reconnect.backoff_min_ms (%lld) is larger than "
-                             "reconnect.backoff_max_ms (%lld)",
-                             (long long)o->backoff_min_ms,
-                             (long long)o->backoff_max_ms);
+                              "reconnect.backoff_min_ms (%lld) is larger than "
+                              "reconnect.backoff_max_ms (%lld)",
+                              (long long)o->backoff_min_ms,
+                              (long long)o->backoff_max_ms);
     return EMQ_OK;
 }
 
@@ -691,20 +690,20 @@ emq_status emq_conn_new(const emq_conf_t *conf, emq_conn_t **out,
         *out = NULL;
     if (conf == NULL || out == NULL)
         return emq__error_set(err, EMQ_EINVAL, 0,
-                             "emq_conn_new: conf and out must not be NULL");
+                              "emq_conn_new: conf and out must not be NULL");
     emq__conn_options opts;
     emq__conn_options_of(conf, &opts);
     return emq__conn_open(&opts, out, err);
 }
 
 emq_status emq__conn_open(const emq__conn_options *opts, emq_conn_t **out,
-                         emq_error *err) {
+                          emq_error *err) {
     if (out)
         *out = NULL;
     if (opts == NULL || opts->url == NULL || out == NULL)
         return emq__error_set(err, EMQ_EINVAL, 0,
-                             "emq__conn_open: options, url and out must not "
-                             "be NULL");
+                              "emq__conn_open: options, url and out must not "
+                              "be NULL");
     emq_conn_t *c = emq__calloc(1, sizeof *c);
     if (c == NULL)
         return emq__oom(err);
@@ -714,7 +713,7 @@ emq_status emq__conn_open(const emq__conn_options *opts, emq_conn_t **out,
         return EMQ_ENOMEM;
     }
     emq__buf_init(&c->out, (size_t)c->opt.output_max_bytes,
-                 "output buffer (output.max_bytes)");
+                  "output buffer (output.max_bytes)");
     c->rng = (uint64_t)emq__now_ms() ^ (uint64_t)(uintptr_t)c;
     emq_status st = emq__url_parse(c->opt.url, &c->url, err);
     if (st == EMQ_EINVAL)
@@ -776,13 +775,13 @@ emq_status emq_conn_get_reply(emq_conn_t *conn, emq_reply **reply,
         *reply = NULL;
     if (conn == NULL || reply == NULL)
         return emq__error_set(err, EMQ_EINVAL, 0,
-                             "connection and reply must not be NULL");
+                              "connection and reply must not be NULL");
     if (conn->broken.code != EMQ_OK)
         return sticky(conn, err);
     if (conn->pending == 0)
         return emq__error_set(err, EMQ_EINVAL, 0,
-                             "no reply is outstanding: append a command "
-                             "first");
+                              "no reply is outstanding: append a command "
+                              "first");
     emq_error e;
     emq__error_clear(&e);
     emq_status st = next_reply(conn, conn->opt.command_timeout_ms, reply, &e);
@@ -799,15 +798,15 @@ emq_status emq_conn_command(emq_conn_t *conn, int argc,
         *reply = NULL;
     if (conn == NULL || reply == NULL)
         return emq__error_set(err, EMQ_EINVAL, 0,
-                             "connection and reply must not be NULL");
+                              "connection and reply must not be NULL");
     if (conn->broken.code != EMQ_OK)
         return sticky(conn, err);
     if (conn->pending > 0)
         return emq__error_set(err, EMQ_EINVAL, 0,
-                             "%zu pipelined replies are still unread; read "
-                             "them with emq_conn_get_reply before "
-                             "emq_conn_command",
-                             conn->pending);
+                              "%zu pipelined replies are still unread; read "
+                              "them with emq_conn_get_reply before "
+                              "emq_conn_command",
+                              conn->pending);
     emq_status st = append(conn, argc, argv, argvlen, err);
     if (st != EMQ_OK)
         return st;
@@ -830,7 +829,7 @@ emq_status emq_conn_reconnect(emq_conn_t *conn, emq_error *err) {
     emq_status st = EMQ_EIO;
     emq__retry retry;
     emq__retry_begin(&retry, o->backoff_min_ms, o->backoff_max_ms,
-                    o->max_attempts, -1, &conn->rng);
+                     o->max_attempts, -1, &conn->rng);
     while (emq__retry_next(&retry)) {
         emq__error_clear(&e);
         st = connect_once(conn, &e);
@@ -846,7 +845,7 @@ emq_status emq_conn_reconnect(emq_conn_t *conn, emq_error *err) {
     }
     if (retry.attempt > 1)
         emq__error_prefix(&e, "reconnect gave up after %lld attempts",
-                         (long long)retry.attempt);
+                          (long long)retry.attempt);
     conn->broken = e;
     if (conn->broken.code == EMQ_OK)
         conn->broken.code = st;

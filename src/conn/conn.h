@@ -52,7 +52,7 @@ emq_status emq__url_parse(const char *text, emq__url *out, emq_error *err);
  * it. Returns EMQ_OK, EMQ_ENOMEM or EMQ_EINVAL naming the bad part; free
  * out with emq__url_free. */
 emq_status emq__hostport_parse(const char *text, size_t len, emq__url *out,
-                              emq_error *err);
+                               emq_error *err);
 /* Frees the strings of u (wiping the password) and zeroes it. */
 void emq__url_free(emq__url *u);
 
@@ -63,7 +63,7 @@ void emq__url_free(emq__url *u);
  * the handshake, and for a first command a server refused for want of
  * AUTH (the cluster route's CLUSTER SHARDS). */
 emq_status emq__conn_auth_error(emq_conn_t *c, const emq_reply *r,
-                               const char *cmd, emq_error *err);
+                                const char *cmd, emq_error *err);
 
 /* ---- backoff.c -------------------------------------------------------- */
 
@@ -77,7 +77,7 @@ int64_t emq__backoff_base(int64_t min_ms, int64_t max_ms, unsigned attempt);
  * of the base delay is fixed and the other half random, so the result is
  * in [base/2, base] and never above max_ms. */
 int64_t emq__backoff_delay(int64_t min_ms, int64_t max_ms, unsigned attempt,
-                          uint64_t *state);
+                           uint64_t *state);
 
 /* The one way echomq retries: attempts, a capped jittered delay between
  * them (emq__backoff_delay, doubling from min_ms to max_ms), an optional
@@ -109,15 +109,14 @@ typedef struct emq__retry {
 #define EMQ_RETRY_SLICE_MS 20
 
 void emq__retry_begin(emq__retry *r, int64_t min_ms, int64_t max_ms,
-                     int64_t max_attempts, int64_t deadline_ms,
-                     uint64_t *rng);
+                      int64_t max_attempts, int64_t deadline_ms, uint64_t *rng);
 /* Makes r's waits stop-aware: halted(ctx) is asked during each one and
  * cuts it short. With ends 1 a stop also ends the retrying (asked before
  * and after each wait: emq__retry_next returns 0); with ends 0 the attempt
  * after a cut wait is still made and the caller decides what the stop
  * means. */
 void emq__retry_stop_when(emq__retry *r, int (*halted)(void *), void *ctx,
-                         int ends);
+                          int ends);
 /* 1: make attempt r->attempt (counted); 0: no more (see above). */
 int emq__retry_next(emq__retry *r);
 /* Sleeps ms, in slices that end early when halted(ctx) says so (NULL:
@@ -163,13 +162,13 @@ typedef struct emq__conn_options {
     const char *tls_cert_file;
     const char *tls_key_file;
     const char *tls_sni;
-    int64_t tls_verify;         /* EMQ_TLS_VERIFY_* */
-    int64_t backoff_min_ms;     /* emq_conn_reconnect's pauses */
+    int64_t tls_verify;     /* EMQ_TLS_VERIFY_* */
+    int64_t backoff_min_ms; /* emq_conn_reconnect's pauses */
     int64_t backoff_max_ms;
-    int64_t max_attempts;       /* per emq_conn_reconnect; 0: no bound */
-    int64_t pipeline_max;       /* appended commands left unread */
-    int64_t output_max_bytes;   /* unsent output */
-    emq__resp_limits limits;     /* what one reply may be */
+    int64_t max_attempts;     /* per emq_conn_reconnect; 0: no bound */
+    int64_t pipeline_max;     /* appended commands left unread */
+    int64_t output_max_bytes; /* unsent output */
+    emq__resp_limits limits;  /* what one reply may be */
 } emq__conn_options;
 
 /* Fills *out from conf (every string borrowed from conf). */
@@ -177,8 +176,7 @@ void emq__conn_options_of(const emq_conf_t *conf, emq__conn_options *out);
 /* Makes *dst a copy of *src that owns its strings (free with
  * emq__conn_options_drop). EMQ_ENOMEM leaves *dst owning nothing. */
 emq_status emq__conn_options_keep(emq__conn_options *dst,
-                                 const emq__conn_options *src,
-                                 emq_error *err);
+                                  const emq__conn_options *src, emq_error *err);
 /* Wipes and frees the strings a kept copy owns; the struct is zeroed. */
 void emq__conn_options_drop(emq__conn_options *o);
 
@@ -188,7 +186,7 @@ void emq__conn_options_drop(emq__conn_options *o);
  * emq_conn_new is this with emq__conn_options_of(conf). Fails as
  * emq_conn_new does. */
 emq_status emq__conn_open(const emq__conn_options *opts, emq_conn_t **out,
-                         emq_error *err);
+                          emq_error *err);
 
 /* Extra time, in ms, to wait for the reply of a blocking command beyond
  * the command timeout: XREAD/XREADGROUP ... BLOCK ms, the timeout seconds
@@ -197,7 +195,7 @@ emq_status emq__conn_open(const emq__conn_options *opts, emq_conn_t **out,
  * argument the server will refuse anyway) and -1 when the command may
  * block forever (a zero timeout). */
 int64_t emq__conn_block_ms(int argc, const char *const *argv,
-                          const size_t *argvlen);
+                           const size_t *argvlen);
 
 /* Lets a read that waits for a reply give up once *flag is non-zero and
  * the reply is overdue: grace_ms past the command's own blocking time. The
@@ -206,6 +204,6 @@ int64_t emq__conn_block_ms(int argc, const char *const *argv,
  * never (the default). The flag is read, never written; it must outlive
  * its use. */
 void emq__conn_set_cancel(emq_conn_t *c, const atomic_int *flag,
-                         int64_t grace_ms);
+                          int64_t grace_ms);
 
 #endif /* EMQ_CONN_H */

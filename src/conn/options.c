@@ -42,10 +42,12 @@ void emq__conn_options_of(const emq_conf_t *conf, emq__conn_options *out) {
 }
 
 /* The string fields of an options struct, for keep and drop. */
-#define STRING_FIELDS(o)                                                    \
-    {&(o)->url,           &(o)->user,          &(o)->password,            \
-     &(o)->client_name,   &(o)->tls_ca_file,   &(o)->tls_cert_file,       \
-     &(o)->tls_key_file,  &(o)->tls_sni}
+#define STRING_FIELDS(o)                                                       \
+    {                                                                          \
+        &(o)->url, &(o)->user, &(o)->password, &(o)->client_name,              \
+            &(o)->tls_ca_file, &(o)->tls_cert_file, &(o)->tls_key_file,        \
+            &(o)->tls_sni                                                      \
+    }
 #define NSTRINGS 8
 
 void emq__conn_options_drop(emq__conn_options *o) {
@@ -63,8 +65,8 @@ void emq__conn_options_drop(emq__conn_options *o) {
 }
 
 emq_status emq__conn_options_keep(emq__conn_options *dst,
-                                 const emq__conn_options *src,
-                                 emq_error *err) {
+                                  const emq__conn_options *src,
+                                  emq_error *err) {
     *dst = *src;
     const char **fields[NSTRINGS] = STRING_FIELDS(dst);
     size_t kept = 0;

@@ -66,13 +66,13 @@ int emq__transport_wait(int fd, short events, int64_t deadline);
  * EMQ_ERESOLVE, EMQ_EIO ("connect to X refused"), EMQ_ETIMEDOUT or
  * EMQ_ENOMEM. */
 emq_status emq__transport_tcp_connect(const char *host, int port,
-                                     int keepalive_s, int64_t deadline,
-                                     const char *name, emq__transport **out,
-                                     emq_error *err);
-/* Connects to the unix socket at path; as above. */
-emq_status emq__transport_unix_connect(const char *path, int64_t deadline,
+                                      int keepalive_s, int64_t deadline,
                                       const char *name, emq__transport **out,
                                       emq_error *err);
+/* Connects to the unix socket at path; as above. */
+emq_status emq__transport_unix_connect(const char *path, int64_t deadline,
+                                       const char *name, emq__transport **out,
+                                       emq_error *err);
 
 #ifdef EMQ_HAVE_TLS
 /* Runs a TLS client handshake over inner (taken in all cases: on failure
@@ -80,8 +80,8 @@ emq_status emq__transport_unix_connect(const char *path, int64_t deadline,
  * the certificate check. Returns EMQ_OK with *out caller-owned, EMQ_ETLS
  * naming what failed, EMQ_ETIMEDOUT, EMQ_EIO or EMQ_ENOMEM. */
 emq_status emq__transport_tls_wrap(emq__transport *inner, const char *host,
-                                  const emq__tls_opts *opts, int64_t deadline,
-                                  emq__transport **out, emq_error *err);
+                                   const emq__tls_opts *opts, int64_t deadline,
+                                   emq__transport **out, emq_error *err);
 #endif
 
 #endif /* EMQ_CONN_TRANSPORT_H */

@@ -59,10 +59,10 @@ static ssize_t sock_read(emq__transport *t, char *buf, size_t len,
         }
         if (errno == ECONNRESET)
             return emq__error_set(err, EMQ_EIO, 1,
-                                 "connection to %s was reset by the server",
-                                 t->name);
+                                  "connection to %s was reset by the server",
+                                  t->name);
         return emq__error_set(err, EMQ_EIO, 1, "read from %s failed: %s",
-                             t->name, strerror(errno));
+                              t->name, strerror(errno));
     }
 }
 
@@ -79,11 +79,10 @@ static ssize_t sock_write(emq__transport *t, const char *buf, size_t len,
             return EMQ_EAGAIN;
         }
         if (errno == EPIPE || errno == ECONNRESET)
-            return emq__error_set(err, EMQ_EIO, 1,
-                                 "server closed the connection to %s",
-                                 t->name);
+            return emq__error_set(
+                err, EMQ_EIO, 1, "server closed the connection to %s", t->name);
         return emq__error_set(err, EMQ_EIO, 1, "write to %s failed: %s",
-                             t->name, strerror(errno));
+                              t->name, strerror(errno));
     }
 }
 
@@ -120,8 +119,9 @@ static int connect_addr(int family, int socktype, int protocol,
                         emq_error *err) {
     int fd = socket(family, socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, protocol);
     if (fd < 0) {
-        *st = emq__error_set(err, EMQ_EIO, 1, "cannot create a socket for %s: %s",
-                            name, strerror(errno));
+        *st =
+            emq__error_set(err, EMQ_EIO, 1, "cannot create a socket for %s: %s",
+                           name, strerror(errno));
         return -1;
     }
     int rc;
@@ -135,7 +135,7 @@ static int connect_addr(int family, int socktype, int protocol,
         if (w == 0) {
             close(fd);
             *st = emq__error_set(err, EMQ_ETIMEDOUT, 1,
-                                "connect to %s timed out", name);
+                                 "connect to %s timed out", name);
             return -1;
         }
         if (w < 0)
@@ -157,7 +157,7 @@ failed: {
         *st = emq__error_set(err, EMQ_EIO, 1, "connect to %s refused", name);
     else
         *st = emq__error_set(err, EMQ_EIO, 1, "connect to %s failed: %s", name,
-                            strerror(e));
+                             strerror(e));
     return -1;
 }
 }
@@ -185,9 +185,9 @@ static void tune_tcp(int fd, int keepalive_s) {
 }
 
 emq_status emq__transport_tcp_connect(const char *host, int port,
-                                     int keepalive_s, int64_t deadline,
-                                     const char *name, emq__transport **out,
-                                     emq_error *err) {
+                                      int keepalive_s, int64_t deadline,
+                                      const char *name, emq__transport **out,
+                                      emq_error *err) {
     *out = NULL;
     char service[16];
     snprintf(service, sizeof service, "%d", port);
@@ -205,10 +205,9 @@ emq_status emq__transport_tcp_connect(const char *host, int port,
     if (gai != 0) {
         char shown[128];
         emq__printable(shown, sizeof shown, host, strlen(host));
-        return emq__error_set(err, EMQ_ERESOLVE, gai == EAI_AGAIN,
-                             "cannot resolve host '%s': %s", shown,
-                             gai == EAI_SYSTEM ? strerror(errno)
-                                               : gai_strerror(gai));
+        return emq__error_set(
+            err, EMQ_ERESOLVE, gai == EAI_AGAIN, "cannot resolve host '%s': %s",
+            shown, gai == EAI_SYSTEM ? strerror(errno) : gai_strerror(gai));
     }
     emq_status st = EMQ_EIO;
     int fd = -1;
@@ -230,16 +229,16 @@ emq_status emq__transport_tcp_connect(const char *host, int port,
 }
 
 emq_status emq__transport_unix_connect(const char *path, int64_t deadline,
-                                      const char *name, emq__transport **out,
-                                      emq_error *err) {
+                                       const char *name, emq__transport **out,
+                                       emq_error *err) {
     *out = NULL;
     struct sockaddr_un sa;
     memset(&sa, 0, sizeof sa);
     sa.sun_family = AF_UNIX;
     if (strlen(path) >= sizeof sa.sun_path)
         return emq__error_set(err, EMQ_EINVAL, 0,
-                             "unix socket path is longer than %zu bytes: %s",
-                             sizeof sa.sun_path - 1, name);
+                              "unix socket path is longer than %zu bytes: %s",
+                              sizeof sa.sun_path - 1, name);
     memcpy(sa.sun_path, path, strlen(path) + 1);
     emq_status st = EMQ_EIO;
     int fd = connect_addr(AF_UNIX, SOCK_STREAM, 0, (struct sockaddr *)&sa,

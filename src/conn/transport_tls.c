@@ -31,8 +31,8 @@
 #include <time.h>
 
 typedef struct tls_transport {
-    emq__transport base;    /* first: the transport seen by conn.c */
-    emq__transport *inner;  /* the socket transport underneath */
+    emq__transport base;   /* first: the transport seen by conn.c */
+    emq__transport *inner; /* the socket transport underneath */
     SSL_CTX *ctx;
     SSL *ssl;
 } tls_transport;
@@ -115,15 +115,15 @@ static ssize_t ssl_fail(tls_transport *t, int rc, const char *what,
         ERR_clear_error();
         if (sys == 0 || rc == 0)
             return emq__error_set(err, EMQ_EIO, 1,
-                                 "server closed the TLS connection to %s "
-                                 "without close_notify",
-                                 t->base.name);
+                                  "server closed the TLS connection to %s "
+                                  "without close_notify",
+                                  t->base.name);
         return emq__error_set(err, EMQ_EIO, 1, "%s %s failed: %s", what,
-                             t->base.name, strerror(sys));
+                              t->base.name, strerror(sys));
     default:
         ssl_reason(why, sizeof why);
         return emq__error_set(err, EMQ_ETLS, 0, "TLS %s %s failed: %s", what,
-                             t->base.name, why[0] ? why : "unknown error");
+                              t->base.name, why[0] ? why : "unknown error");
     }
 }
 
@@ -162,8 +162,8 @@ static ssize_t tls_write(emq__transport *base, const char *buf, size_t len,
     ssize_t r = ssl_fail(t, rc, "write to", err);
     if (r == 0) /* close_notify while writing: the peer is gone */
         return emq__error_set(err, EMQ_EIO, 1,
-                             "server closed the connection to %s",
-                             t->base.name);
+                              "server closed the connection to %s",
+                              t->base.name);
     return r;
 }
 
@@ -205,53 +205,53 @@ static emq_status setup(tls_transport *t, const char *host,
     t->ctx = SSL_CTX_new(TLS_client_method());
     if (t->ctx == NULL)
         return emq__error_set(err, EMQ_ENOMEM, 0,
-                             "cannot create a TLS context: %s",
-                             ssl_reason(why, sizeof why));
+                              "cannot create a TLS context: %s",
+                              ssl_reason(why, sizeof why));
     SSL_CTX_set_min_proto_version(t->ctx, TLS1_2_VERSION);
     SSL_CTX_set_mode(t->ctx, SSL_MODE_ENABLE_PARTIAL_WRITE |
                                  SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
     if (o->ca_file && o->ca_file[0]) {
         if (SSL_CTX_load_verify_locations(t->ctx, o->ca_file, NULL) != 1)
             return emq__error_set(err, EMQ_ETLS, 0,
-                                 "cannot load tls.ca_file '%s': %s",
-                                 o->ca_file, ssl_reason(why, sizeof why));
+                                  "cannot load tls.ca_file '%s': %s",
+                                  o->ca_file, ssl_reason(why, sizeof why));
     } else if (o->verify && SSL_CTX_set_default_verify_paths(t->ctx) != 1) {
         return emq__error_set(err, EMQ_ETLS, 0,
-                             "cannot load the system CA certificates: %s",
-                             ssl_reason(why, sizeof why));
+                              "cannot load the system CA certificates: %s",
+                              ssl_reason(why, sizeof why));
     }
     if ((o->cert_file && o->cert_file[0]) != (o->key_file && o->key_file[0]))
         return emq__error_set(err, EMQ_ETLS, 0,
-                             "tls.cert_file and tls.key_file must be set "
-                             "together");
+                              "tls.cert_file and tls.key_file must be set "
+                              "together");
     if (o->cert_file && o->cert_file[0]) {
         if (SSL_CTX_use_certificate_chain_file(t->ctx, o->cert_file) != 1)
             return emq__error_set(err, EMQ_ETLS, 0,
-                                 "cannot load tls.cert_file '%s': %s",
-                                 o->cert_file, ssl_reason(why, sizeof why));
+                                  "cannot load tls.cert_file '%s': %s",
+                                  o->cert_file, ssl_reason(why, sizeof why));
         if (SSL_CTX_use_PrivateKey_file(t->ctx, o->key_file,
                                         SSL_FILETYPE_PEM) != 1)
             return emq__error_set(err, EMQ_ETLS, 0,
-                                 "cannot load tls.key_file '%s': %s",
-                                 o->key_file, ssl_reason(why, sizeof why));
+                                  "cannot load tls.key_file '%s': %s",
+                                  o->key_file, ssl_reason(why, sizeof why));
         if (SSL_CTX_check_private_key(t->ctx) != 1)
             return emq__error_set(err, EMQ_ETLS, 0,
-                                 "tls.key_file '%s' does not match "
-                                 "tls.cert_file '%s'",
-                                 o->key_file, o->cert_file);
+                                  "tls.key_file '%s' does not match "
+                                  "tls.cert_file '%s'",
+                                  o->key_file, o->cert_file);
     }
     SSL_CTX_set_verify(t->ctx, o->verify ? SSL_VERIFY_PEER : SSL_VERIFY_NONE,
                        NULL);
     t->ssl = SSL_new(t->ctx);
     if (t->ssl == NULL || SSL_set_fd(t->ssl, t->inner->fd) != 1)
         return emq__error_set(err, EMQ_ENOMEM, 0,
-                             "cannot create a TLS session: %s",
-                             ssl_reason(why, sizeof why));
+                              "cannot create a TLS session: %s",
+                              ssl_reason(why, sizeof why));
     int ip = is_ip_literal(host);
     const char *sni = o->sni && o->sni[0] ? o->sni : (ip ? NULL : host);
     if (sni && SSL_set_tlsext_host_name(t->ssl, sni) != 1)
         return emq__error_set(err, EMQ_ETLS, 0, "cannot set SNI '%s': %s", sni,
-                             ssl_reason(why, sizeof why));
+                              ssl_reason(why, sizeof why));
     if (o->verify) {
         /* The certificate must name tls.sni when it is set (the name the
          * server is reached by, say behind a tunnel to 127.0.0.1), else
@@ -265,9 +265,9 @@ static emq_status setup(tls_transport *t, const char *host,
                            : X509_VERIFY_PARAM_set1_host(param, expect, 0);
         if (ok != 1)
             return emq__error_set(err, EMQ_ETLS, 0,
-                                 "cannot set the expected server name '%s' "
-                                 "for verification",
-                                 expect);
+                                  "cannot set the expected server name '%s' "
+                                  "for verification",
+                                  expect);
     }
     return EMQ_OK;
 }
@@ -298,40 +298,39 @@ static emq_status handshake(tls_transport *t, int64_t deadline,
             int w = emq__transport_wait(t->inner->fd, want, deadline);
             if (w == 0)
                 return emq__error_set(err, EMQ_ETIMEDOUT, 1,
-                                     "TLS handshake with %s timed out", name);
+                                      "TLS handshake with %s timed out", name);
             if (w < 0)
                 return emq__error_set(err, EMQ_EIO, 1,
-                                     "TLS handshake with %s failed: %s", name,
-                                     strerror(errno));
+                                      "TLS handshake with %s failed: %s", name,
+                                      strerror(errno));
             continue;
         }
         long vr = SSL_get_verify_result(t->ssl);
         if (e == SSL_ERROR_SSL && vr != X509_V_OK) {
             ssl_reason(why, sizeof why);
             return emq__error_set(err, EMQ_ETLS, 0,
-                                 "TLS handshake with %s failed: %s (%s)",
-                                 name,
-                                 why[0] ? why : "certificate verify failed",
-                                 X509_verify_cert_error_string(vr));
+                                  "TLS handshake with %s failed: %s (%s)", name,
+                                  why[0] ? why : "certificate verify failed",
+                                  X509_verify_cert_error_string(vr));
         }
         if (e == SSL_ERROR_SYSCALL || (e == SSL_ERROR_SSL && ERR_peek_error() == 0)) {
             ERR_clear_error();
             return emq__error_set(err, EMQ_EIO, 1,
-                                 "TLS handshake with %s failed: %s", name,
-                                 sys ? strerror(sys)
-                                     : "the server closed the connection "
-                                       "(is it a TLS port?)");
+                                  "TLS handshake with %s failed: %s", name,
+                                  sys ? strerror(sys)
+                                      : "the server closed the connection "
+                                        "(is it a TLS port?)");
         }
         ssl_reason(why, sizeof why);
         return emq__error_set(err, EMQ_ETLS, 0,
-                             "TLS handshake with %s failed: %s", name,
-                             why[0] ? why : "unknown error");
+                              "TLS handshake with %s failed: %s", name,
+                              why[0] ? why : "unknown error");
     }
 }
 
 emq_status emq__transport_tls_wrap(emq__transport *inner, const char *host,
-                                  const emq__tls_opts *opts, int64_t deadline,
-                                  emq__transport **out, emq_error *err) {
+                                   const emq__tls_opts *opts, int64_t deadline,
+                                   emq__transport **out, emq_error *err) {
     *out = NULL;
     tls_transport *t = emq__calloc(1, sizeof *t);
     if (t == NULL) {

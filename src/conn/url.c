@@ -9,7 +9,8 @@
  * socket path and query values are percent-decoded.
  *
  * Splitting rule: the query starts at the first '?', and the user info ends
- * at the last '@' before it (for unix://, the last one followed by '/'), so a password may hold raw '@', ':', '/' and
+ * at the last '@' before it (for unix://, the last one followed by '/'), so a
+ * password may hold raw '@', ':', '/' and
  * '#' (as generated base64 passwords do); only '?' and '%' must be escaped.
  *
  * What this file never does: put the password in an error message. Every
@@ -61,7 +62,7 @@ static emq_status decode(const parser *ps, const char *s, size_t n,
     char *d = emq__alloc(n + 1);
     if (d == NULL)
         return emq__error_set(ps->err, EMQ_ENOMEM, 0,
-                             "out of memory parsing the URL");
+                              "out of memory parsing the URL");
     size_t j = 0;
     for (size_t i = 0; i < n; i++) {
         if (s[i] != '%') {
@@ -74,9 +75,9 @@ static emq_status decode(const parser *ps, const char *s, size_t n,
             emq__wipe(d, n + 1);
             emq__free(d);
             return emq__error_set(ps->err, EMQ_EINVAL, 0,
-                                 "%s has an invalid percent escape (use %%XX "
-                                 "with two hex digits, not %%00)",
-                                 what);
+                                  "%s has an invalid percent escape (use %%XX "
+                                  "with two hex digits, not %%00)",
+                                  what);
         }
         d[j++] = (char)(hi * 16 + lo);
         i += 2;
@@ -116,12 +117,12 @@ static emq_status parse_db(const parser *ps, const char *s, size_t n,
     int r = parse_num(s, n, 0, INT32_MAX, &u->db);
     if (r == 0)
         return emq__error_set(ps->err, EMQ_EINVAL, 0,
-                             "database %s is not a number",
-                             quote(ps, s, n, q, sizeof q));
+                              "database %s is not a number",
+                              quote(ps, s, n, q, sizeof q));
     if (r < 0)
         return emq__error_set(ps->err, EMQ_EINVAL, 0,
-                             "database %s is out of range 0-2147483647",
-                             quote(ps, s, n, q, sizeof q));
+                              "database %s is out of range 0-2147483647",
+                              quote(ps, s, n, q, sizeof q));
     return EMQ_OK;
 }
 
@@ -132,16 +133,16 @@ static int host_char(char c) {
 
 /* Parses host[:port] or [v6]:port from [s, e) into u. Returns EMQ_OK,
  * EMQ_ENOMEM or EMQ_EINVAL naming the bad part. */
-static emq_status parse_hostport(const parser *ps, const char *s,
-                                 const char *e, emq__url *u) {
+static emq_status parse_hostport(const parser *ps, const char *s, const char *e,
+                                 emq__url *u) {
     char q[100];
     const char *hs, *he, *port = NULL;
     if (s < e && *s == '[') {
         const char *close = memchr(s, ']', (size_t)(e - s));
         if (close == NULL)
             return emq__error_set(ps->err, EMQ_EINVAL, 0,
-                                 "IPv6 address %s has no closing ']'",
-                                 quote(ps, s, (size_t)(e - s), q, sizeof q));
+                                  "IPv6 address %s has no closing ']'",
+                                  quote(ps, s, (size_t)(e - s), q, sizeof q));
         hs = s + 1;
         he = close;
         for (const char *c = hs; c < he; c++)
@@ -154,8 +155,7 @@ static emq_status parse_hostport(const parser *ps, const char *s,
                 return emq__error_set(
                     ps->err, EMQ_EINVAL, 0,
                     "unexpected %s after IPv6 address; use [addr]:port",
-                    quote(ps, close + 1, (size_t)(e - close - 1), q,
-                          sizeof q));
+                    quote(ps, close + 1, (size_t)(e - close - 1), q, sizeof q));
             port = close + 2;
         }
     } else {
@@ -164,9 +164,9 @@ static emq_status parse_hostport(const parser *ps, const char *s,
         he = colon ? colon : e;
         if (colon && memchr(colon + 1, ':', (size_t)(e - colon - 1)))
             return emq__error_set(ps->err, EMQ_EINVAL, 0,
-                                 "host %s looks like an IPv6 address; put it "
-                                 "in brackets, e.g. redis://[::1]:6379",
-                                 quote(ps, s, (size_t)(e - s), q, sizeof q));
+                                  "host %s looks like an IPv6 address; put it "
+                                  "in brackets, e.g. redis://[::1]:6379",
+                                  quote(ps, s, (size_t)(e - s), q, sizeof q));
         for (const char *c = hs; c < he; c++)
             if (!host_char(*c))
                 return emq__error_set(
@@ -177,27 +177,25 @@ static emq_status parse_hostport(const parser *ps, const char *s,
     }
     if (he == hs)
         return emq__error_set(ps->err, EMQ_EINVAL, 0,
-                             "host is missing; e.g. redis://127.0.0.1:6379");
+                              "host is missing; e.g. redis://127.0.0.1:6379");
     u->port = 6379;
     if (port) {
         int64_t v;
         int r = parse_num(port, (size_t)(e - port), 1, 65535, &v);
         if (r == 0)
-            return emq__error_set(ps->err, EMQ_EINVAL, 0,
-                                 "port %s is not a number",
-                                 quote(ps, port, (size_t)(e - port), q,
-                                       sizeof q));
+            return emq__error_set(
+                ps->err, EMQ_EINVAL, 0, "port %s is not a number",
+                quote(ps, port, (size_t)(e - port), q, sizeof q));
         if (r < 0)
-            return emq__error_set(ps->err, EMQ_EINVAL, 0,
-                                 "port %s is out of range 1-65535",
-                                 quote(ps, port, (size_t)(e - port), q,
-                                       sizeof q));
+            return emq__error_set(
+                ps->err, EMQ_EINVAL, 0, "port %s is out of range 1-65535",
+                quote(ps, port, (size_t)(e - port), q, sizeof q));
         u->port = (int)v;
     }
     u->host = emq__strndup(hs, (size_t)(he - hs));
     if (u->host == NULL)
         return emq__error_set(ps->err, EMQ_ENOMEM, 0,
-                             "out of memory parsing the URL");
+                              "out of memory parsing the URL");
     return EMQ_OK;
 }
 
@@ -212,9 +210,9 @@ static emq_status parse_param(const parser *ps, const char *k, size_t kn,
     if (kn == 2 && memcmp(k, "db", 2) == 0) {
         if (u->scheme != EMQ_URL_UNIX)
             return emq__error_set(ps->err, EMQ_EINVAL, 0,
-                                 "parameter 'db' is for unix:// URLs; give "
-                                 "the database as the path, e.g. "
-                                 "redis://host:6379/2");
+                                  "parameter 'db' is for unix:// URLs; give "
+                                  "the database as the path, e.g. "
+                                  "redis://host:6379/2");
         return parse_db(ps, v, vn, u);
     }
     size_t which = sizeof tls_names / sizeof tls_names[0];
@@ -223,17 +221,17 @@ static emq_status parse_param(const parser *ps, const char *k, size_t kn,
             which = i;
     if (which == sizeof tls_names / sizeof tls_names[0])
         return emq__error_set(ps->err, EMQ_EINVAL, 0,
-                             "unknown URL parameter %s; use db (unix://) or "
-                             "tls.ca_file, tls.cert_file, tls.key_file, "
-                             "tls.sni, tls.verify (rediss://)",
-                             quote(ps, k, kn, q, sizeof q));
+                              "unknown URL parameter %s; use db (unix://) or "
+                              "tls.ca_file, tls.cert_file, tls.key_file, "
+                              "tls.sni, tls.verify (rediss://)",
+                              quote(ps, k, kn, q, sizeof q));
     if (u->scheme != EMQ_URL_TLS)
         return emq__error_set(ps->err, EMQ_EINVAL, 0,
-                             "parameter '%s' needs a rediss:// URL",
-                             tls_names[which]);
+                              "parameter '%s' needs a rediss:// URL",
+                              tls_names[which]);
     if (vn == 0)
-        return emq__error_set(ps->err, EMQ_EINVAL, 0,
-                             "parameter '%s' is empty", tls_names[which]);
+        return emq__error_set(ps->err, EMQ_EINVAL, 0, "parameter '%s' is empty",
+                              tls_names[which]);
     char *value = NULL;
     emq_status st = decode(ps, v, vn, tls_names[which], &value);
     if (st != EMQ_OK)
@@ -252,8 +250,8 @@ static emq_status parse_param(const parser *ps, const char *k, size_t kn,
         }
         emq__free(value);
         return emq__error_set(ps->err, EMQ_EINVAL, 0,
-                             "parameter 'tls.verify' is %s; use peer or none",
-                             quote(ps, v, vn, q, sizeof q));
+                              "parameter 'tls.verify' is %s; use peer or none",
+                              quote(ps, v, vn, q, sizeof q));
     }
     emq__free(*slot); /* a repeated parameter: the last one wins */
     *slot = value;
@@ -317,8 +315,8 @@ static emq_status parse(const parser *ps, emq__url *u) {
     const char *sep = strstr(text, "://");
     if (sep == NULL)
         return emq__error_set(ps->err, EMQ_EINVAL, 0,
-                             "URL has no scheme; use redis://host:port, "
-                             "rediss://host:port or unix:///path");
+                              "URL has no scheme; use redis://host:port, "
+                              "rediss://host:port or unix:///path");
     size_t sn = (size_t)(sep - text);
     if (scheme_is(text, sn, "redis"))
         u->scheme = EMQ_URL_TCP;
@@ -340,9 +338,9 @@ static emq_status parse(const parser *ps, emq__url *u) {
         if (word)
             emq__printable(shown, sizeof shown, text, sn);
         return emq__error_set(ps->err, EMQ_EINVAL, 0,
-                             "unsupported scheme '%s'; use redis://, "
-                             "rediss:// or unix://",
-                             word ? shown : "(withheld)");
+                              "unsupported scheme '%s'; use redis://, "
+                              "rediss:// or unix://",
+                              word ? shown : "(withheld)");
     }
 
     const char *rest = sep + 3;
@@ -373,14 +371,14 @@ static emq_status parse(const parser *ps, emq__url *u) {
     if (u->scheme == EMQ_URL_UNIX) {
         if (body == qend)
             return emq__error_set(ps->err, EMQ_EINVAL, 0,
-                                 "socket path is missing; e.g. "
-                                 "unix:///run/redis.sock");
+                                  "socket path is missing; e.g. "
+                                  "unix:///run/redis.sock");
         if (*body != '/')
-            return emq__error_set(ps->err, EMQ_EINVAL, 0,
-                                 "socket path %s is not absolute; e.g. "
-                                 "unix:///run/redis.sock",
-                                 quote(ps, body, (size_t)(qend - body), q,
-                                       sizeof q));
+            return emq__error_set(
+                ps->err, EMQ_EINVAL, 0,
+                "socket path %s is not absolute; e.g. "
+                "unix:///run/redis.sock",
+                quote(ps, body, (size_t)(qend - body), q, sizeof q));
         st = decode(ps, body, (size_t)(qend - body), "socket path", &u->path);
         if (st != EMQ_OK)
             return st;

@@ -21,15 +21,15 @@
  * two partitions.
  */
 #include "consumer.h"
-#include "inflight.h"
 #include "core.h"
+#include "entries.h"
 #include "exchange.h"
+#include "inflight.h"
 #include "lease.h"
+#include "ready.h"
+#include "recover.h"
 #include "settle.h"
 #include "upkeep.h"
-#include "ready.h"
-#include "entries.h"
-#include "recover.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -45,25 +45,26 @@
 /* The timing rules between properties, checked before any traffic. */
 static emq_status check_timing(const emq_conf_t *conf, emq_error *err) {
     if (emq__cfg_lease_ttl_ms(conf) < 3 * emq__cfg_block_ms(conf) + 1000)
-        return emq__error_set(err, EMQ_EINVAL, 0,
-                             "lease.ttl_ms (%lld) must be at least 3 x "
-                             "block_ms + 1000 (%lld), so a read never outlives "
-                             "the lease",
-                             (long long)emq__cfg_lease_ttl_ms(conf),
-                             (long long)(3 * emq__cfg_block_ms(conf) + 1000));
+        return emq__error_set(
+            err, EMQ_EINVAL, 0,
+            "lease.ttl_ms (%lld) must be at least 3 x "
+            "block_ms + 1000 (%lld), so a read never outlives "
+            "the lease",
+            (long long)emq__cfg_lease_ttl_ms(conf),
+            (long long)(3 * emq__cfg_block_ms(conf) + 1000));
     if (emq__cfg_claim_min_idle_ms(conf) < EMQ_MIN_IDLE_FLOOR_MS)
         return emq__error_set(err, EMQ_EINVAL, 0,
-                             "claim.min_idle_ms (%lld) must be at least %d: "
-                             "entries in hand are refreshed every quarter of "
-                             "it, so that no peer takes live work",
-                             (long long)emq__cfg_claim_min_idle_ms(conf),
-                             EMQ_MIN_IDLE_FLOOR_MS);
+                              "claim.min_idle_ms (%lld) must be at least %d: "
+                              "entries in hand are refreshed every quarter of "
+                              "it, so that no peer takes live work",
+                              (long long)emq__cfg_claim_min_idle_ms(conf),
+                              EMQ_MIN_IDLE_FLOOR_MS);
     if (emq__cfg_retry_backoff_max_ms(conf) < emq__cfg_retry_backoff_ms(conf))
         return emq__error_set(err, EMQ_EINVAL, 0,
-                             "retry.backoff_max_ms (%lld) is below "
-                             "retry.backoff_ms (%lld)",
-                             (long long)emq__cfg_retry_backoff_max_ms(conf),
-                             (long long)emq__cfg_retry_backoff_ms(conf));
+                              "retry.backoff_max_ms (%lld) is below "
+                              "retry.backoff_ms (%lld)",
+                              (long long)emq__cfg_retry_backoff_max_ms(conf),
+                              (long long)emq__cfg_retry_backoff_ms(conf));
     return EMQ_OK;
 }
 
@@ -83,12 +84,12 @@ static emq_status make_keys(emq_consumer_t *c, emq_error *err) {
 }
 
 emq_status emq__consumer_make(const emq_conf_t *conf, emq_handler_fn handler,
-                             emq_batch_handler_fn batch_handler, void *opaque,
-                             emq_consumer_t **out, emq_error *err) {
+                              emq_batch_handler_fn batch_handler, void *opaque,
+                              emq_consumer_t **out, emq_error *err) {
     *out = NULL;
     if (conf == NULL)
         return emq__error_set(err, EMQ_EINVAL, 0,
-                             "a consumer needs a configuration");
+                              "a consumer needs a configuration");
     emq_consumer_t *c = emq__calloc(1, sizeof *c);
     if (c == NULL)
         return emq__oom(err);
@@ -113,15 +114,16 @@ emq_status emq__consumer_make(const emq_conf_t *conf, emq_handler_fn handler,
     c->opaque = opaque;
     c->group = emq__cfg_group(c->conf);
     c->name = emq__cfg_consumer(c->conf);
-    if (emq__topic_is(c->conf) && (st = emq__topic_check(c->conf, err)) != EMQ_OK)
+    if (emq__topic_is(c->conf) &&
+        (st = emq__topic_check(c->conf, err)) != EMQ_OK)
         goto fail;
-    if ((st = emq__keys_resolve(emq__cfg_queue(c->conf), emq__cfg_stream(c->conf), &c->keys,
-                               err)) != EMQ_OK ||
+    if ((st = emq__keys_resolve(emq__cfg_queue(c->conf),
+                                emq__cfg_stream(c->conf), &c->keys, err)) !=
+            EMQ_OK ||
         (st = emq__keys_check_name("group", c->group, err)) != EMQ_OK ||
-        (st = emq__keys_check_name("consumer name", c->name, err)) !=
-            EMQ_OK ||
-        (st = emq__stream_start_parse(emq__cfg_start(c->conf), c->start_id, err)) !=
-            EMQ_OK ||
+        (st = emq__keys_check_name("consumer name", c->name, err)) != EMQ_OK ||
+        (st = emq__stream_start_parse(emq__cfg_start(c->conf), c->start_id,
+                                      err)) != EMQ_OK ||
         (st = check_timing(c->conf, err)) != EMQ_OK ||
         (st = make_keys(c, err)) != EMQ_OK)
         goto fail;
@@ -198,24 +200,25 @@ static emq_status open_door(emq_consumer_t *c, emq_error *err) {
     if (st != EMQ_OK)
         return st;
     int created = 0;
-    st = emq__group_create_reply(reply, c->keys.stream, c->group, &created,
-                                err);
+    st =
+        emq__group_create_reply(reply, c->keys.stream, c->group, &created, err);
     emq_reply_free(reply);
     if (st == EMQ_OK)
         emq__consumer_log(c, EMQ_LOG_DEBUG,
-                         created ? "door: created group '%s' on '%s' at %s"
-                                 : "door: group '%s' on '%s' exists; reading on",
-                         c->group, c->keys.stream, c->start_id);
+                          created
+                              ? "door: created group '%s' on '%s' at %s"
+                              : "door: group '%s' on '%s' exists; reading on",
+                          c->group, c->keys.stream, c->start_id);
     return st;
 }
 
 /* Classifies a step's status. A NOGROUP from the read or recovery comes
  * as EMQ_ESERVER with c->nogroup set. */
-static step_end classify(emq_consumer_t *c, emq_status st,
-                         const emq_error *err, int nogroup) {
+static step_end classify(emq_consumer_t *c, emq_status st, const emq_error *err,
+                         int nogroup) {
     if (st == EMQ_OK)
         return emq__lease_valid(c) || emq__consumer_stopping(c) ? STEP_OK
-                                                              : STEP_LEASE;
+                                                                : STEP_LEASE;
     if (emq__consumer_stopping(c) && st != EMQ_EINVAL && st != EMQ_EAUTH)
         return STEP_OK;
     if (emq__xchg_reconnect_cures(st, err))
@@ -254,17 +257,17 @@ static emq_status start_session(emq_consumer_t *c, int *nogroup,
 static emq_status group_lost(emq_consumer_t *c, emq_error *err) {
     if (emq__cfg_group_lost_fatal(c->conf))
         return emq__error_set(err, EMQ_ESERVER, 0,
-                             "group '%s' or stream '%s' is gone (%s; "
-                             "on_group_lost is fatal)",
-                             c->group, c->keys.stream, c->nogroup_text);
+                              "group '%s' or stream '%s' is gone (%s; "
+                              "on_group_lost is fatal)",
+                              c->group, c->keys.stream, c->nogroup_text);
     int64_t now = emq__now_ms();
     if (now - c->last_recreate_ms < RECREATE_GUARD_MS) /* never busy-loop */
         emq__consumer_nap(c, RECREATE_GUARD_MS - (now - c->last_recreate_ms));
     c->last_recreate_ms = emq__now_ms();
     emq__consumer_log(c, EMQ_LOG_WARNING,
-                     "group or stream is gone (%s); creating it again at "
-                     "the declared start '%s'",
-                     c->nogroup_text, emq__cfg_start(c->conf));
+                      "group or stream is gone (%s); creating it again at "
+                      "the declared start '%s'",
+                      c->nogroup_text, emq__cfg_start(c->conf));
     atomic_fetch_add(&c->stats.group_recreated, 1);
     /* Entries of a destroyed group have nothing left to settle. */
     emq__inflight_clear(&c->table);
@@ -285,8 +288,9 @@ static emq_status read_new(emq_consumer_t *c, size_t room, emq_error *err) {
     if (until_beat < wait)
         wait = until_beat < 1 ? 1 : until_beat;
     snprintf(count, sizeof count, "%lld",
-             (long long)((size_t)emq__cfg_count(c->conf) < room ? (size_t)emq__cfg_count(c->conf)
-                                                       : room));
+             (long long)((size_t)emq__cfg_count(c->conf) < room
+                             ? (size_t)emq__cfg_count(c->conf)
+                             : room));
     snprintf(block, sizeof block, "%lld", (long long)wait);
     const char *argv[] = {"XREADGROUP", "GROUP", c->group, c->name, "COUNT",
                           count, "BLOCK", block, "STREAMS", c->keys.stream,
@@ -294,10 +298,10 @@ static emq_status read_new(emq_consumer_t *c, size_t room, emq_error *err) {
     /* Settlements decided since the last read travel in its round trip
      * (the upkeep thread sends whatever waits longer than
      * EMQ_SETTLE_DELAY_MS); never past the lease's deadline. */
-    size_t nops = emq__lease_valid(c) ? emq__inflight_take(&c->table, c->rx_ops,
-                                                         emq__settle_ops_max(c),
-                                                         1)
-                                     : 0;
+    size_t nops = emq__lease_valid(c)
+                      ? emq__inflight_take(&c->table, c->rx_ops,
+                                           emq__settle_ops_max(c), 1)
+                      : 0;
     settle_round round = {.c = c};
     emq_status st =
         nops ? emq__settle_append(c, &c->rx, c->rx_ops, nops, err) : EMQ_OK;
@@ -305,7 +309,7 @@ static emq_status read_new(emq_consumer_t *c, size_t room, emq_error *err) {
     atomic_fetch_add(&c->stats.reads, 1);
     if (st == EMQ_OK)
         st = emq__xchg_call_after(&c->rx, EMQ_XCHG_WAIT_OOM, 11, argv, NULL,
-                                 emq__settle_apply, &round, &reply, err);
+                                  emq__settle_apply, &round, &reply, err);
     emq__settle_finish(c, c->rx_ops, nops, st, &round);
     if (st != EMQ_OK)
         return st;
@@ -322,8 +326,10 @@ static emq_status read_new(emq_consumer_t *c, size_t room, emq_error *err) {
              * node, or the master demoted. Read again: a key or group that
              * is really gone gets NOGROUP; a migrated key is followed by
              * the route; a closed connection shows up on the next call. */
-            emq__consumer_log(c, EMQ_LOG_DEBUG, "read ended by %s; reading "
-                             "again", shown);
+            emq__consumer_log(c, EMQ_LOG_DEBUG,
+                              "read ended by %s; reading "
+                              "again",
+                              shown);
         } else if (emq__reply_not_now(reply, EMQ_XCHG_WAIT_OOM)) {
             /* Waited out for minutes, or a stop: try again later. */
             st = emq__error_set(err, EMQ_EIO, 1, "server not ready: %s", shown);
@@ -400,19 +406,19 @@ static emq_status recover_from(emq_consumer_t *c, step_end end,
         memcpy(c->rx.last_reason, why, keep);
         c->rx.last_reason[keep] = '\0';
         emq__consumer_log(c, news ? EMQ_LOG_WARNING : EMQ_LOG_DEBUG,
-                         "connection failed (%s); reconnecting", why);
+                          "connection failed (%s); reconnecting", why);
     }
-        st = emq__xchg_reconnect(&c->rx, err);
-        break;
+    st = emq__xchg_reconnect(&c->rx, err);
+    break;
     case STEP_GROUP_LOST:
         st = group_lost(c, err);
         break;
     case STEP_LEASE:
         c->lease_lapsed = 1;
         emq__consumer_log(c, EMQ_LOG_WARNING,
-                         "the lease is not known held (its renewal did not "
-                         "get through in time); taking it again before "
-                         "handing out anything");
+                          "the lease is not known held (its renewal did not "
+                          "get through in time); taking it again before "
+                          "handing out anything");
         break;
     }
     c->nogroup = 0;
@@ -461,10 +467,10 @@ emq_status emq__consumer_loop(emq_consumer_t *c, emq_error *err) {
         size_t left = atomic_load(&c->table.nhandling);
         if (left > 0)
             emq__consumer_log(c, EMQ_LOG_WARNING,
-                             "closing with %zu entries handed out and not "
-                             "settled: they stay pending to this name and "
-                             "come back at its next start",
-                             left);
+                              "closing with %zu entries handed out and not "
+                              "settled: they stay pending to this name and "
+                              "come back at its next start",
+                              left);
     }
     emq__upkeep_stop(c);
     if (c->rx.route != NULL && !emq__route_is_broken(c->rx.route))
@@ -477,8 +483,7 @@ emq_status emq__consumer_loop(emq_consumer_t *c, emq_error *err) {
         *err = c->fatal_err;
         pthread_mutex_unlock(&c->fatal_mu);
         st = err->code;
-    } else if (atomic_load(&c->stop) &&
-               classify(c, st, err, 0) != STEP_FATAL) {
+    } else if (atomic_load(&c->stop) && classify(c, st, err, 0) != STEP_FATAL) {
         emq__error_clear(err);
         st = EMQ_OK;
     }
@@ -507,9 +512,9 @@ static void *member_main(void *arg) {
 }
 
 emq_status emq__consumers_run(emq_consumer_t *const *consumers, size_t n,
-                             emq_status (*run)(emq_consumer_t *c,
-                                               emq_error *err),
-                             emq_error *err) {
+                              emq_status (*run)(emq_consumer_t *c,
+                                                emq_error *err),
+                              emq_error *err) {
     emq__error_clear(err);
     run_member *members = emq__calloc(n ? n : 1, sizeof *members);
     if (members == NULL)
@@ -523,7 +528,7 @@ emq_status emq__consumers_run(emq_consumer_t *const *consumers, size_t n,
         m->run = run;
         if (pthread_create(&m->thread, NULL, member_main, m) != 0) {
             st = emq__error_set(err, EMQ_ENOMEM, 0,
-                               "could not start consumer thread %zu", i + 1);
+                                "could not start consumer thread %zu", i + 1);
             for (size_t k = 0; k < n; k++)
                 emq_consumer_stop(consumers[k]);
             break;

@@ -12,8 +12,8 @@
  * without its partitions (topic.c adds them); *out is freed with
  * emq__consumer_free, which frees a topic's partitions too. */
 emq_status emq__consumer_make(const emq_conf_t *conf, emq_handler_fn handler,
-                             emq_batch_handler_fn batch_handler, void *opaque,
-                             emq_consumer_t **out, emq_error *err);
+                              emq_batch_handler_fn batch_handler, void *opaque,
+                              emq_consumer_t **out, emq_error *err);
 /* Frees c and its partitions (nothing may run). */
 void emq__consumer_free(emq_consumer_t *c);
 /* One consumer's (not a topic parent's) whole life on the calling
@@ -26,8 +26,8 @@ emq_status emq__consumer_loop(emq_consumer_t *c, emq_error *err);
  * first fatal error of any stops the others and is returned (EMQ_OK when
  * all stopped cleanly). */
 emq_status emq__consumers_run(emq_consumer_t *const *consumers, size_t n,
-                             emq_status (*run)(emq_consumer_t *c,
-                                               emq_error *err),
-                             emq_error *err);
+                              emq_status (*run)(emq_consumer_t *c,
+                                                emq_error *err),
+                              emq_error *err);
 
 #endif /* EMQ_CONSUMER_H */

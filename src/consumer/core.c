@@ -20,7 +20,7 @@ void emq__consumer_log(emq_consumer_t *c, int level, const char *fmt, ...) {
     vsnprintf(message, sizeof message, fmt, ap);
     va_end(ap);
     emq__conf_log(c->conf, level, "consumer '%s' of group '%s' on '%s': %s",
-                 c->name, c->group, c->keys.stream, message);
+                  c->name, c->group, c->keys.stream, message);
 }
 
 /* The stop predicate of the naps (emq__nap). */

@@ -41,8 +41,8 @@
 #ifndef EMQ_CONSUMER_CORE_H
 #define EMQ_CONSUMER_CORE_H
 
-#include "inflight.h"
 #include "../conn/conf.h"
+#include "inflight.h"
 
 /* The live counters: EMQ_CONSUMER_COUNTERS (echomq.h) as atomics; stats.c
  * writes the struct, the sums and the JSON from that one list. */
@@ -66,17 +66,17 @@ typedef struct stats_hist {
 /* One connection of a consumer (exchange.c offers its calls). */
 typedef struct emq__xchg {
     struct emq_consumer *c;
-    const char *what;   /* "read" or "upkeep", for log lines */
+    const char *what; /* "read" or "upkeep", for log lines */
     emq__route *route;
-    int *tags;          /* tag of each appended command whose reply is unread */
+    int *tags; /* tag of each appended command whose reply is unread */
     size_t ntags, tags_cap;
-    unsigned failures;  /* consecutive failed sessions: backoff before the
-                           next reconnect; reset by emq__xchg_healthy */
-    atomic_int *halt;   /* NULL: waits end on the consumer's stop; else on
-                           this flag (the upkeep runs on after a stop, until
-                           the handler in progress has finished) */
-    uint64_t rng;       /* backoff jitter */
-    char last_reason[48]; /* why the last session failed (logged once) */
+    unsigned failures;        /* consecutive failed sessions: backoff before the
+                                 next reconnect; reset by emq__xchg_healthy */
+    atomic_int *halt;         /* NULL: waits end on the consumer's stop; else on
+                                 this flag (the upkeep runs on after a stop, until
+                                 the handler in progress has finished) */
+    uint64_t rng;             /* backoff jitter */
+    char last_reason[48];     /* why the last session failed (logged once) */
     emq__route_stats counted; /* the route's counters already added to the
                                 consumer's (emq__xchg_count_route) */
 } emq__xchg;
@@ -87,32 +87,32 @@ typedef struct emq__ready emq__ready;
 /* The maintenance thread's part of the consumer (upkeep.c). */
 typedef struct emq__upkeep {
     emq__xchg x;
-    atomic_int quit;       /* set by the run thread when it is done */
+    atomic_int quit; /* set by the run thread when it is done */
     pthread_t thread;
     int started;
     int64_t next_renew_ms, next_refresh_ms;
-    int64_t next_stats_ms;  /* INT64_MAX: no statistics callback */
+    int64_t next_stats_ms; /* INT64_MAX: no statistics callback */
     int64_t refresh_every_ms;
 } emq__upkeep;
 
 /* A consumer of one queue, or a topic's consumer of its partitions'
  * consumers (parts). */
 struct emq_consumer {
-    emq_conf_t *conf;       /* own copy */
+    emq_conf_t *conf; /* own copy */
     emq_handler_fn handler;
     void *opaque;
     emq__keys keys;
-    const char *group;      /* borrowed from conf */
-    const char *name;       /* consumer name, borrowed from conf */
+    const char *group;         /* borrowed from conf */
+    const char *name;          /* consumer name, borrowed from conf */
     char start_id[EMQ_ID_MAX]; /* "$", "0" or the declared ID */
     char *lease_key;
     char *reasons_key;
-    char *retry_key;        /* the retry schedule (sorted set) */
-    char token[256];        /* lease value: the holder's identity */
-    emq__xchg rx;            /* the run thread's exchange */
+    char *retry_key; /* the retry schedule (sorted set) */
+    char token[256]; /* lease value: the holder's identity */
+    emq__xchg rx;    /* the run thread's exchange */
     emq__upkeep upkeep;
     emq__inflight table;
-    atomic_int stop;        /* set by emq_consumer_stop (signal-safe) */
+    atomic_int stop; /* set by emq_consumer_stop (signal-safe) */
     atomic_int running;
     atomic_int fatal;       /* a fatal error is in fatal_err */
     int nogroup;            /* the last step met NOGROUP (run thread) */
@@ -121,34 +121,34 @@ struct emq_consumer {
     pthread_mutex_t fatal_mu;
     /* Monotonic ms until which the lease is known held; 0: not held. */
     _Atomic int64_t lease_deadline_ms;
-    int lease_held;         /* taken in this run (run thread) */
-    int lease_lapsed;       /* held, then its deadline passed (run thread) */
-    int lease_continued;    /* this session's acquire found our own token:
-                               the name was ours throughout (run thread) */
+    int lease_held;      /* taken in this run (run thread) */
+    int lease_lapsed;    /* held, then its deadline passed (run thread) */
+    int lease_continued; /* this session's acquire found our own token:
+                            the name was ours throughout (run thread) */
     atomic_int recover_self_due; /* own pending entries left the table
                                unhandled (released, or not refreshed in
                                time): recover self on the next turn */
     stats_counters stats;
-    stats_hist hist;        /* stats.c: latency and delivery counts */
+    stats_hist hist; /* stats.c: latency and delivery counts */
 
-    settle_op *rx_ops;      /* settlements the run thread sends with a read */
-    emq_field *fields;      /* scratch for the handler's field array */
+    settle_op *rx_ops; /* settlements the run thread sends with a read */
+    emq_field *fields; /* scratch for the handler's field array */
     size_t fields_cap;
     char claim_cursor[EMQ_ID_MAX];
     int64_t next_claim_ms;
     int64_t last_recreate_ms;
     int64_t last_claim_warning_ms;
-    _Atomic uint64_t rng;   /* retry jitter (settlements of any thread) */
+    _Atomic uint64_t rng; /* retry jitter (settlements of any thread) */
 
     /* Pull mode: the ready queue (owned by the topic's parent, or by this
      * consumer when it is not a partition), NULL in run mode. */
     emq__ready *ready;
     emq_batch_handler_fn batch_handler;
-    atomic_int batch_running; /* run with a batch handler is going */
-    atomic_int paused;       /* emq_consumer_pause (a topic's parent's) */
+    atomic_int batch_running;  /* run with a batch handler is going */
+    atomic_int paused;         /* emq_consumer_pause (a topic's parent's) */
     struct emq_consumer *self; /* this consumer (readers of one) */
-    pthread_mutex_t pull_mu; /* starting and closing pull mode */
-    pthread_t *fetchers;     /* the reading threads of pull mode */
+    pthread_mutex_t pull_mu;   /* starting and closing pull mode */
+    pthread_t *fetchers;       /* the reading threads of pull mode */
     size_t nfetchers;
 
     /* A topic (conf partitions > 1; topic.c): one consumer per
@@ -158,12 +158,13 @@ struct emq_consumer {
     size_t nparts;
 };
 
-/* ---- core.c: the helpers every file uses ---------------------------------- */
+/* ---- core.c: the helpers every file uses ----------------------------------
+ */
 
 /* Logs through the conf's log callback (or stderr by default), naming the
  * consumer, group and stream. */
-void emq__consumer_log(emq_consumer_t *c, int level, const char *fmt,
-                      ...) EMQ_PRINTF(3, 4);
+void emq__consumer_log(emq_consumer_t *c, int level, const char *fmt, ...)
+    EMQ_PRINTF(3, 4);
 /* Sleeps ms milliseconds, or less when a stop is requested meanwhile. */
 void emq__consumer_nap(emq_consumer_t *c, int64_t ms);
 /* 1 once a stop was requested or a fatal error recorded. */

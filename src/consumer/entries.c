@@ -12,12 +12,12 @@
  * which happens after the handler has returned.
  */
 #include "entries.h"
-#include "inflight.h"
 #include "core.h"
-#include "stats.h"
+#include "inflight.h"
 #include "lease.h"
-#include "settle.h"
 #include "ready.h"
+#include "settle.h"
+#include "stats.h"
 
 #include <string.h>
 #include <time.h>
@@ -37,7 +37,7 @@ void emq__batch_free(batch *b) {
 }
 
 const emq_reply *emq__xread_entries(const emq_reply *reply, emq_error *err,
-                                   emq_status *st) {
+                                    emq_status *st) {
     *st = EMQ_OK;
     emq_reply_type kind = emq_reply_kind(reply);
     if (kind == EMQ_REPLY_NULL)
@@ -54,7 +54,8 @@ const emq_reply *emq__xread_entries(const emq_reply *reply, emq_error *err,
         return NULL;
     }
     if (entries == NULL || emq_reply_kind(entries) != EMQ_REPLY_ARRAY) {
-        *st = emq__reply_bad_shape(err, "XREADGROUP reply is not [[stream, entries]]");
+        *st = emq__reply_bad_shape(
+            err, "XREADGROUP reply is not [[stream, entries]]");
         return NULL;
     }
     return emq_reply_len(entries) ? entries : NULL;
@@ -72,7 +73,7 @@ static int fields_shaped(const emq_reply *fields) {
 }
 
 emq_status emq__batch_parse(batch *b, emq_reply *reply,
-                           const emq_reply *entries, emq_error *err) {
+                            const emq_reply *entries, emq_error *err) {
     emq__batch_clear(b);
     b->reply = reply;
     size_t n = emq_reply_len(entries);
@@ -117,8 +118,7 @@ emq_status emq__batch_parse(batch *b, emq_reply *reply,
 }
 
 emq_status emq__entry_fields(emq_consumer_t *c, batch_item *item,
-                            emq_field *out, size_t *nfields,
-                            emq_error *err) {
+                             emq_field *out, size_t *nfields, emq_error *err) {
     size_t n = emq_reply_len(item->fields) / 2;
     if (out == NULL) {
         if (n > c->fields_cap) {
@@ -156,7 +156,7 @@ static emq_status make_op(emq_consumer_t *c, const batch_item *item,
                           settle_kind kind, const char *reason, settle_op *op,
                           emq_error *err) {
     return emq__settle_make(c, &item->id, item->deliveries, kind, reason, op,
-                           err);
+                            err);
 }
 
 /* Runs the handler on one entry; *op is its settlement. */
@@ -188,7 +188,7 @@ static emq_status handle(emq_consumer_t *c, batch_item *item, settle_op *op,
     if (stats) {
         clock_gettime(CLOCK_MONOTONIC, &t1);
         emq__stats_latency(c, (int64_t)(t1.tv_sec - t0.tv_sec) * 1000000 +
-                                 (t1.tv_nsec - t0.tv_nsec) / 1000);
+                                  (t1.tv_nsec - t0.tv_nsec) / 1000);
         emq__stats_delivery(c, item->deliveries);
     }
     reason[sizeof reason - 1] = '\0';
@@ -271,8 +271,8 @@ static emq__chunk *chunk_new(emq_consumer_t *c, const batch *b) {
 
 /* Pull mode: adds item to ch for poll to hand out; an item whose field
  * views turn out malformed is marked so and not added. */
-static emq_status chunk_add(emq_consumer_t *c, emq__chunk *ch,
-                            batch_item *item, emq_error *err) {
+static emq_status chunk_add(emq_consumer_t *c, emq__chunk *ch, batch_item *item,
+                            emq_error *err) {
     size_t nfields = 0;
     emq_field *fields = ch->fields + ch->nfields;
     emq_status st = emq__entry_fields(c, item, fields, &nfields, err);

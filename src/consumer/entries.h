@@ -20,16 +20,16 @@ void emq__batch_free(batch *b);
  * reply) into b. An entry whose fields are broken is kept, marked
  * malformed; an entry without a usable ID is EMQ_EPROTO. */
 emq_status emq__batch_parse(batch *b, emq_reply *reply,
-                           const emq_reply *entries, emq_error *err);
+                            const emq_reply *entries, emq_error *err);
 /* The entries array of an XREADGROUP reply for our stream (RESP2 array or
  * RESP3 map), or NULL when the reply holds none (null or empty). */
 const emq_reply *emq__xread_entries(const emq_reply *reply, emq_error *err,
-                                   emq_status *st);
+                                    emq_status *st);
 /* Points out[0..n) (or, when out is NULL, c's scratch array) at item's
  * field name/value views, setting *nfields; marks item malformed (and
  * forgets its fields) when a name or value is not a string. ENOMEM only. */
 emq_status emq__entry_fields(emq_consumer_t *c, batch_item *item,
-                            emq_field *out, size_t *nfields, emq_error *err);
+                             emq_field *out, size_t *nfields, emq_error *err);
 /* Puts the batch's entries in the in-flight table and hands them to the
  * handler one by one (pull mode: to the ready queue, taking the reply
  * from b) while the lease holds and no stop is asked; entries already

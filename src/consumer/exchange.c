@@ -75,7 +75,7 @@ int emq__reply_refused(const emq_reply *r) {
 /* ---- open, append, drain -------------------------------------------------- */
 
 emq_status emq__xchg_open(emq__xchg *x, emq_consumer_t *c, const char *what,
-                         atomic_int *halt, emq_error *err) {
+                          atomic_int *halt, emq_error *err) {
     memset(x, 0, sizeof *x);
     x->c = c;
     x->what = what;
@@ -88,8 +88,8 @@ emq_status emq__xchg_open(emq__xchg *x, emq_consumer_t *c, const char *what,
      * not change by itself (a password, a certificate, a bad URL) still
      * ends the start at once. */
     emq__retry retry;
-    emq__retry_begin(&retry, emq__cfg_backoff_min_ms(c->conf), emq__cfg_backoff_max_ms(c->conf),
-                    0, -1, &x->rng);
+    emq__retry_begin(&retry, emq__cfg_backoff_min_ms(c->conf),
+                     emq__cfg_backoff_max_ms(c->conf), 0, -1, &x->rng);
     emq__retry_stop_when(&retry, xchg_halted, x, 1);
     int stopped = 1; /* the retrying ended by a stop, not by a result */
     /* Both connections are named after the consumer (contract 3).
@@ -109,14 +109,14 @@ emq_status emq__xchg_open(emq__xchg *x, emq_consumer_t *c, const char *what,
             break;
         }
         emq__consumer_log(c,
-                         retry.attempt == 1 ? EMQ_LOG_WARNING : EMQ_LOG_DEBUG,
-                         "%s connection: %s; waiting for the server "
-                         "(consumer.connect wait)",
-                         what, err ? err->message : emq_strerror(st));
+                          retry.attempt == 1 ? EMQ_LOG_WARNING : EMQ_LOG_DEBUG,
+                          "%s connection: %s; waiting for the server "
+                          "(consumer.connect wait)",
+                          what, err ? err->message : emq_strerror(st));
     }
     if (stopped)
         st = emq__error_set(err, EMQ_ECLOSED, 0,
-                           "stopped while waiting for the server");
+                            "stopped while waiting for the server");
     /* A stop is not held up by a stalled server: a reply overdue by
      * STOP_GRACE_MS once it was asked is given up (the connection with it;
      * what it would have delivered stays pending to this name). */
@@ -136,8 +136,8 @@ static void count_route(emq__xchg *x) {
     const emq__route_stats *was = &x->counted;
     uint64_t redirects = now.redirects_moved - was->redirects_moved +
                          now.redirects_ask - was->redirects_ask;
-    uint64_t retries = now.tryagain - was->tryagain + now.clusterdown -
-                       was->clusterdown;
+    uint64_t retries =
+        now.tryagain - was->tryagain + now.clusterdown - was->clusterdown;
     stats_counters *s = &x->c->stats;
     atomic_fetch_add(&s->redirects, redirects);
     atomic_fetch_add(&s->cluster_retries, retries);
@@ -155,8 +155,8 @@ void emq__xchg_close(emq__xchg *x) {
 }
 
 emq_status emq__xchg_append(emq__xchg *x, int tag, int argc,
-                           const char *const *argv, const size_t *argvlen,
-                           emq_error *err) {
+                            const char *const *argv, const size_t *argvlen,
+                            emq_error *err) {
     if (x->ntags == x->tags_cap) {
         size_t cap = x->tags_cap ? x->tags_cap * 2 : 16;
         int *t = emq__realloc(x->tags, cap * sizeof *t);
@@ -172,7 +172,7 @@ emq_status emq__xchg_append(emq__xchg *x, int tag, int argc,
 }
 
 emq_status emq__xchg_drain(emq__xchg *x, emq__xchg_apply_fn apply, void *ctx,
-                          emq_error *err) {
+                           emq_error *err) {
     emq_status result = EMQ_OK;
     size_t n = x->ntags;
     x->ntags = 0;
@@ -220,16 +220,16 @@ emq_status emq__xchg_drain(emq__xchg *x, emq__xchg_apply_fn apply, void *ctx,
 #define NOT_NOW_PAUSE_MAX_MS 1000
 
 emq_status emq__xchg_call(emq__xchg *x, unsigned flags, int argc,
-                         const char *const *argv, const size_t *argvlen,
-                         emq_reply **reply, emq_error *err) {
+                          const char *const *argv, const size_t *argvlen,
+                          emq_reply **reply, emq_error *err) {
     emq_consumer_t *c = x->c;
     int64_t began = emq__now_ms();
     count_route(x);
     /* A stop cuts a pause short; the command is sent once more and its
      * reply returned, whatever it is. */
     emq__retry retry;
-    emq__retry_begin(&retry, NOT_NOW_PAUSE_MIN_MS, NOT_NOW_PAUSE_MAX_MS, 0,
-                    -1, &x->rng);
+    emq__retry_begin(&retry, NOT_NOW_PAUSE_MIN_MS, NOT_NOW_PAUSE_MAX_MS, 0, -1,
+                     &x->rng);
     emq__retry_stop_when(&retry, xchg_halted, x, 0);
     while (emq__retry_next(&retry)) {
         atomic_fetch_add(&c->stats.round_trips, 1);
@@ -251,7 +251,7 @@ emq_status emq__xchg_call(emq__xchg *x, unsigned flags, int argc,
             emq_reply_free(*reply);
             *reply = NULL;
             return emq__error_set(err, EMQ_EIO, 1,
-                                 "server is a read-only replica (%s)", shown);
+                                  "server is a read-only replica (%s)", shown);
         }
         if (st == EMQ_OK && !emq__reply_not_now(*reply, flags))
             break;
@@ -260,25 +260,25 @@ emq_status emq__xchg_call(emq__xchg *x, unsigned flags, int argc,
         if (retry.attempt == 1) {
             char shown[160];
             atomic_fetch_add(&c->stats.server_waits, 1);
-            emq__consumer_log(c, EMQ_LOG_WARNING,
-                             "server not ready for %s (%s); waiting", argv[0],
-                             bound ? e.message
-                                   : emq__reply_text(*reply, shown,
-                                                    sizeof shown));
+            emq__consumer_log(
+                c, EMQ_LOG_WARNING, "server not ready for %s (%s); waiting",
+                argv[0],
+                bound ? e.message
+                      : emq__reply_text(*reply, shown, sizeof shown));
         }
         emq_reply_free(*reply);
         *reply = NULL;
     }
     if (retry.attempt > 1)
         emq__consumer_log(c, EMQ_LOG_INFO, "%s went through after %lld ms",
-                         argv[0], (long long)(emq__now_ms() - began));
+                          argv[0], (long long)(emq__now_ms() - began));
     return EMQ_OK;
 }
 
 emq_status emq__xchg_call_after(emq__xchg *x, unsigned flags, int argc,
-                               const char *const *argv,
-                               const size_t *argvlen, emq__xchg_apply_fn apply,
-                               void *ctx, emq_reply **reply, emq_error *err) {
+                                const char *const *argv, const size_t *argvlen,
+                                emq__xchg_apply_fn apply, void *ctx,
+                                emq_reply **reply, emq_error *err) {
     *reply = NULL;
     if (x->ntags == 0)
         return emq__xchg_call(x, flags, argc, argv, argvlen, reply, err);
@@ -323,8 +323,8 @@ emq_status emq__xchg_reconnect(emq__xchg *x, emq_error *err) {
      * ends early. A session that failed again right after connecting
      * counts as a failed attempt too. */
     emq__retry retry;
-    emq__retry_begin(&retry, emq__cfg_backoff_min_ms(c->conf), emq__cfg_backoff_max_ms(c->conf),
-                    0, -1, &x->rng);
+    emq__retry_begin(&retry, emq__cfg_backoff_min_ms(c->conf),
+                     emq__cfg_backoff_max_ms(c->conf), 0, -1, &x->rng);
     emq__retry_stop_when(&retry, xchg_halted, x, 1);
     retry.attempt = x->failures; /* the count goes on across sessions */
     while (emq__retry_next(&retry) && !emq__xchg_halted(x)) {
@@ -335,7 +335,7 @@ emq_status emq__xchg_reconnect(emq__xchg *x, emq_error *err) {
         if (st == EMQ_OK) {
             atomic_fetch_add(&c->stats.reconnects, 1);
             emq__consumer_log(c, EMQ_LOG_INFO, "%s connection re-established",
-                             x->what);
+                              x->what);
             return EMQ_OK;
         }
         if (st == EMQ_EAUTH || st == EMQ_EINVAL || st == EMQ_ETLS) {
@@ -344,8 +344,8 @@ emq_status emq__xchg_reconnect(emq__xchg *x, emq_error *err) {
             return st;
         }
         emq__consumer_log(c, EMQ_LOG_WARNING,
-                         "%s reconnect failed, retrying: %s", x->what,
-                         why.message);
+                          "%s reconnect failed, retrying: %s", x->what,
+                          why.message);
     }
     return emq__error_set(err, EMQ_ECLOSED, 0, "stopped");
 }

@@ -10,8 +10,8 @@
 /* Applies the reply of one appended command (tag as given to append).
  * Returns EMQ_OK or a fatal error. */
 typedef emq_status (*emq__xchg_apply_fn)(void *ctx, int tag,
-                                        const emq_reply *reply,
-                                        emq_error *err);
+                                         const emq_reply *reply,
+                                         emq_error *err);
 
 /* Flags of emq__xchg_call. */
 #define EMQ_XCHG_WAIT_OOM 1u /* also wait out OOM (reads and acks only) */
@@ -19,7 +19,7 @@ typedef emq_status (*emq__xchg_apply_fn)(void *ctx, int tag,
 /* Connects x for consumer c (one route to the queue's slot). halt: see
  * emq__xchg. */
 emq_status emq__xchg_open(emq__xchg *x, struct emq_consumer *c,
-                         const char *what, atomic_int *halt, emq_error *err);
+                          const char *what, atomic_int *halt, emq_error *err);
 /* 1 once the exchange's waits should end (see halt). */
 int emq__xchg_halted(const emq__xchg *x);
 /* Sleeps ms, or less once emq__xchg_halted. */
@@ -28,21 +28,21 @@ void emq__xchg_close(emq__xchg *x);
 /* Appends a command whose reply emq__xchg_drain reads. EMQ_ELIMIT past
  * pipeline.max. */
 emq_status emq__xchg_append(emq__xchg *x, int tag, int argc,
-                           const char *const *argv, const size_t *argvlen,
-                           emq_error *err);
+                            const char *const *argv, const size_t *argvlen,
+                            emq_error *err);
 /* Sends what is appended and reads every reply in order, passing each to
  * apply. A transport failure is returned at once (the rest is lost with
  * the connection); the first fatal apply result is returned after all
  * replies were read, so the connection stays in step. */
 emq_status emq__xchg_drain(emq__xchg *x, emq__xchg_apply_fn apply, void *ctx,
-                          emq_error *err);
+                           emq_error *err);
 /* Like emq__xchg_call, after the commands appended so far: their replies
  * go to apply (as emq__xchg_drain), then the command's own is returned, in
  * the same round trip. */
 emq_status emq__xchg_call_after(emq__xchg *x, unsigned flags, int argc,
-                               const char *const *argv,
-                               const size_t *argvlen, emq__xchg_apply_fn apply,
-                               void *ctx, emq_reply **reply, emq_error *err);
+                                const char *const *argv, const size_t *argvlen,
+                                emq__xchg_apply_fn apply, void *ctx,
+                                emq_reply **reply, emq_error *err);
 /* One command and its reply (caller frees *reply); nothing may be
  * appended. A reply meaning "not now" (LOADING, BUSY, TRYAGAIN,
  * CLUSTERDOWN, MASTERDOWN, MISCONF, NOREPLICAS; OOM with
@@ -50,8 +50,8 @@ emq_status emq__xchg_call_after(emq__xchg *x, unsigned flags, int argc,
  * again, logged once per episode, until it clears, a stop, or five
  * minutes. */
 emq_status emq__xchg_call(emq__xchg *x, unsigned flags, int argc,
-                         const char *const *argv, const size_t *argvlen,
-                         emq_reply **reply, emq_error *err);
+                          const char *const *argv, const size_t *argvlen,
+                          emq_reply **reply, emq_error *err);
 /* Reconnects until it works or a stop: capped jittered backoff, by the
  * number of consecutive failed sessions, in naps a stop ends. Fails at
  * once on authentication, TLS and configuration errors. */

@@ -19,12 +19,12 @@
  * A consumer is in one mode for its life: the first poll (or fd, or a
  * batch run) puts it in pull mode.
  */
-#include "inflight.h"
-#include "core.h"
-#include "stats.h"
-#include "settle.h"
-#include "ready.h"
 #include "consumer.h"
+#include "core.h"
+#include "inflight.h"
+#include "ready.h"
+#include "settle.h"
+#include "stats.h"
 #include "topic.h"
 
 #include <stdio.h>
@@ -40,18 +40,18 @@ emq_status emq_consumer_run(emq_consumer_t *c, emq_error *err) {
         return batch_run(c, err);
     if (c->handler == NULL)
         return emq__error_set(err, EMQ_EINVAL, 0,
-                             "consumer '%s' has no handler: hand its entries "
-                             "out with emq_consumer_poll, or make it with a "
-                             "handler to run it",
-                             c->name);
+                              "consumer '%s' has no handler: hand its entries "
+                              "out with emq_consumer_poll, or make it with a "
+                              "handler to run it",
+                              c->name);
     if (c->ready != NULL)
         return emq__error_set(err, EMQ_EINVAL, 0,
-                             "consumer '%s' is driven by emq_consumer_poll; "
-                             "make another consumer to run a handler",
-                             c->name);
+                              "consumer '%s' is driven by emq_consumer_poll; "
+                              "make another consumer to run a handler",
+                              c->name);
     if (atomic_exchange(&c->running, 1))
         return emq__error_set(err, EMQ_EINVAL, 0,
-                             "consumer '%s' is already running", c->name);
+                              "consumer '%s' is already running", c->name);
     emq_status st;
     if (c->nparts > 0)
         st = emq__consumer_topic_run(c, err);
@@ -92,9 +92,9 @@ static emq_status pull_start(emq_consumer_t *c, emq_error *err) {
         if (atomic_load(&c->running)) {
             pthread_mutex_unlock(&c->pull_mu);
             return emq__error_set(err, EMQ_EINVAL, 0,
-                                 "consumer '%s' is running a handler "
-                                 "(emq_consumer_run): it cannot be polled",
-                                 c->name);
+                                  "consumer '%s' is running a handler "
+                                  "(emq_consumer_run): it cannot be polled",
+                                  c->name);
         }
         if ((st = emq__ready_new(c, &c->ready, err)) != EMQ_OK) {
             pthread_mutex_unlock(&c->pull_mu);
@@ -123,7 +123,7 @@ static emq_status pull_start(emq_consumer_t *c, emq_error *err) {
     for (size_t i = 0; i < n; i++) {
         if (pthread_create(&c->fetchers[i], NULL, reader_main, all[i]) != 0) {
             st = emq__error_set(err, EMQ_ENOMEM, 0,
-                               "could not start consumer thread %zu", i + 1);
+                                "could not start consumer thread %zu", i + 1);
             emq_consumer_stop(c);
             for (size_t k = i; k < n; k++) /* never started: ended */
                 emq__ready_ended(r, EMQ_OK, NULL);
@@ -191,8 +191,8 @@ emq_status emq_consumer_poll(emq_consumer_t *c, emq_entry **entries,
         *n = 0;
     if (c == NULL || entries == NULL || n == NULL || max == 0)
         return emq__error_set(err, EMQ_EINVAL, 0,
-                             "emq_consumer_poll needs a consumer, an array "
-                             "of max >= 1 entries and a count to set");
+                              "emq_consumer_poll needs a consumer, an array "
+                              "of max >= 1 entries and a count to set");
     emq_status st = pull_start(c, err);
     if (st != EMQ_OK)
         return st;
@@ -246,24 +246,23 @@ static emq_status settle(emq_consumer_t *c, const emq_entry *entry,
     emq__error_clear(err);
     if (c == NULL || entry == NULL || entry->id == NULL)
         return emq__error_set(err, EMQ_EINVAL, 0,
-                             "settling needs a consumer and an entry with "
-                             "its ID");
+                              "settling needs a consumer and an entry with "
+                              "its ID");
     if (c->ready == NULL)
         return emq__error_set(err, EMQ_EINVAL, 0,
-                             "consumer '%s' hands out nothing to settle: "
-                             "only entries from emq_consumer_poll are "
-                             "settled this way (a handler answers with its "
-                             "verdict)",
-                             c->name);
+                              "consumer '%s' hands out nothing to settle: "
+                              "only entries from emq_consumer_poll are "
+                              "settled this way (a handler answers with its "
+                              "verdict)",
+                              c->name);
     emq_id id;
     size_t len = strlen(entry->id);
     if (len == 0 || len >= EMQ_ID_MAX ||
         emq__stream_id_parse(entry->id, len, NULL) != 0) {
         char shown[80];
-        return emq__error_set(err, EMQ_EINVAL, 0,
-                             "'%s' is not a stream entry ID",
-                             emq__printable(shown, sizeof shown, entry->id,
-                                           len));
+        return emq__error_set(
+            err, EMQ_EINVAL, 0, "'%s' is not a stream entry ID",
+            emq__printable(shown, sizeof shown, entry->id, len));
     }
     memcpy(id.str, entry->id, len + 1);
     emq_consumer_t *owner = emq__consumer_owner(c, entry, err);
@@ -274,16 +273,16 @@ static emq_status settle(emq_consumer_t *c, const emq_entry *entry,
     if (kind == SETTLE_DEAD && reason == NULL)
         reason = "handler gave up on the entry";
     settle_op op;
-    emq_status st = emq__settle_make(owner, &id, entry->deliveries, kind,
-                                    reason, &op, err);
+    emq_status st =
+        emq__settle_make(owner, &id, entry->deliveries, kind, reason, &op, err);
     if (st != EMQ_OK)
         return st;
     if (kind == SETTLE_RETRY && delay_ms >= 0)
         op.delay_ms = delay_ms;
     int64_t handed_ms = 0;
-    st = emq__inflight_settle_held(&owner->table, &op,
-                                  (uint64_t)emq__cfg_max_deliveries(owner->conf), err,
-                                  &handed_ms);
+    st = emq__inflight_settle_held(
+        &owner->table, &op, (uint64_t)emq__cfg_max_deliveries(owner->conf), err,
+        &handed_ms);
     if (st != EMQ_OK)
         return st;
     if (emq__stats_on(owner)) {
@@ -347,16 +346,15 @@ static emq_status settle_outcome(emq_consumer_t *c, const emq_entry *e,
 static emq_status batch_run(emq_consumer_t *c, emq_error *err) {
     if (atomic_exchange(&c->batch_running, 1))
         return emq__error_set(err, EMQ_EINVAL, 0,
-                             "consumer '%s' is already running", c->name);
+                              "consumer '%s' is already running", c->name);
     size_t max = (size_t)emq__cfg_batch_max(c->conf);
     emq_entry **entries = emq__alloc(max * sizeof *entries);
     emq_outcome *outcomes = emq__alloc(max * sizeof *outcomes);
-    emq_status st = entries && outcomes
-                        ? EMQ_OK
-                        : emq__oom(err);
+    emq_status st = entries && outcomes ? EMQ_OK : emq__oom(err);
     while (st == EMQ_OK) {
         size_t n = 0;
-        st = emq_consumer_poll(c, entries, max, emq__cfg_block_ms(c->conf), &n, err);
+        st = emq_consumer_poll(c, entries, max, emq__cfg_block_ms(c->conf), &n,
+                               err);
         if (st != EMQ_OK)
             break;
         for (size_t i = 0; i < n; i++) {

@@ -155,7 +155,7 @@ static void set_state(emq__inflight *t, if_entry *e, if_state state) {
 /* ---- the table ------------------------------------------------------------ */
 
 int emq__inflight_add_batch(emq__inflight *t, batch_item *items, size_t n,
-                           int64_t now_ms) {
+                            int64_t now_ms) {
     int result = 0;
     pthread_mutex_lock(&t->mu);
     for (size_t i = 0; i < n && result == 0; i++) {
@@ -234,8 +234,8 @@ static int begin_locked(emq__inflight *t, const batch_item *next) {
 }
 
 emq_status emq__inflight_step(emq__inflight *t, settle_op *op,
-                             const batch_item *next, int *began,
-                             emq_error *err) {
+                              const batch_item *next, int *began,
+                              emq_error *err) {
     emq_status st = EMQ_OK;
     pthread_mutex_lock(&t->mu);
     if (op != NULL)
@@ -247,7 +247,7 @@ emq_status emq__inflight_step(emq__inflight *t, settle_op *op,
 }
 
 void emq__inflight_begin(emq__inflight *t, const batch_item *const *items,
-                        size_t n, int *began) {
+                         size_t n, int *began) {
     pthread_mutex_lock(&t->mu);
     for (size_t i = 0; i < n; i++)
         began[i] = begin_locked(t, items[i]);
@@ -255,27 +255,27 @@ void emq__inflight_begin(emq__inflight *t, const batch_item *const *items,
 }
 
 emq_status emq__inflight_settle_held(emq__inflight *t, settle_op *op,
-                                   uint64_t max_deliveries, emq_error *err,
-                                   int64_t *handed_ms) {
+                                     uint64_t max_deliveries, emq_error *err,
+                                     int64_t *handed_ms) {
     pthread_mutex_lock(&t->mu);
     if_entry *e = find(t, &op->id);
     emq_status st;
     if (e == NULL || e->state != IF_HANDLING) {
         st = emq__error_set(err, EMQ_EINVAL, 0,
-                           "entry %s is not held by this consumer: it was "
-                           "settled already, or never handed out by "
-                           "emq_consumer_poll (or its group was deleted)",
-                           op->id.str);
+                            "entry %s is not held by this consumer: it was "
+                            "settled already, or never handed out by "
+                            "emq_consumer_poll (or its group was deleted)",
+                            op->id.str);
         emq__settle_op_free(op);
     } else if (e->lost) {
         remove_at(t, e);
         emq__settle_op_free(op);
         st = emq__error_set(err, EMQ_ELOST, 0,
-                           "entry %s was taken over by another consumer "
-                           "while it was out (its ownership could not be "
-                           "refreshed in time); that consumer handles it, "
-                           "so it is not settled here",
-                           op->id.str);
+                            "entry %s was taken over by another consumer "
+                            "while it was out (its ownership could not be "
+                            "refreshed in time); that consumer handles it, "
+                            "so it is not settled here",
+                            op->id.str);
     } else {
         op->deliveries = e->deliveries;
         if (handed_ms)
@@ -290,7 +290,7 @@ emq_status emq__inflight_settle_held(emq__inflight *t, settle_op *op,
 }
 
 emq_status emq__inflight_release(emq__inflight *t, const batch_item *item,
-                                emq_error *err) {
+                                 emq_error *err) {
     /* A new entry's count is 1 (XREADGROUP > tells none). */
     settle_op op = {.kind = SETTLE_RELEASE, .id = item->id,
                     .deliveries = item->deliveries ? item->deliveries : 1};
@@ -298,7 +298,7 @@ emq_status emq__inflight_release(emq__inflight *t, const batch_item *item,
 }
 
 int emq__inflight_add_waiting(emq__inflight *t, const emq_id *id,
-                             int64_t wait_ms, int uncounted) {
+                              int64_t wait_ms, int uncounted) {
     pthread_mutex_lock(&t->mu);
     int result = 0;
     size_t h = hash_id(id);
@@ -306,9 +306,12 @@ int emq__inflight_add_waiting(emq__inflight *t, const emq_id *id,
         if ((t->n + 1) * 2 > t->cap && grow(t) != 0) {
             result = -1;
         } else {
-            if_entry e = {.id = *id, .refreshed_ms = emq__now_ms(),
-                          .due_ms = emq__now_ms() + wait_ms, .hash = h,
-                          .used = 1, .state = IF_RETRY_WAIT,
+            if_entry e = {.id = *id,
+                          .refreshed_ms = emq__now_ms(),
+                          .due_ms = emq__now_ms() + wait_ms,
+                          .hash = h,
+                          .used = 1,
+                          .state = IF_RETRY_WAIT,
                           .uncounted = (unsigned char)(uncounted != 0)};
             insert_slot(t->slots, t->cap, &e);
             t->n++;
@@ -335,7 +338,7 @@ int emq__inflight_holds(emq__inflight *t, const emq_id *id) {
 }
 
 size_t emq__inflight_take(emq__inflight *t, settle_op *out, size_t max,
-                         int by_run) {
+                          int by_run) {
     pthread_mutex_lock(&t->mu);
     if (by_run)
         t->run_took_ms = emq__now_coarse_ms();
@@ -395,7 +398,7 @@ void emq__inflight_requeue(emq__inflight *t, settle_op *ops, size_t n) {
 }
 
 size_t emq__inflight_stale(emq__inflight *t, int64_t before_ms, emq_id *out,
-                          size_t max) {
+                           size_t max) {
     size_t n = 0;
     pthread_mutex_lock(&t->mu);
     for (size_t i = 0; i < t->cap && n < max; i++) {
@@ -419,9 +422,9 @@ static int reply_id(const emq_reply *arr, size_t i, emq_id *id) {
 }
 
 size_t emq__inflight_refreshed(emq__inflight *t, const emq_id *asked,
-                              size_t nasked, const emq_reply *owned,
-                              const emq_reply *gone, int64_t now_ms,
-                              size_t *ngone) {
+                               size_t nasked, const emq_reply *owned,
+                               const emq_reply *gone, int64_t now_ms,
+                               size_t *ngone) {
     size_t lost = 0;
     *ngone = 0;
     pthread_mutex_lock(&t->mu);
@@ -473,7 +476,7 @@ size_t emq__inflight_refreshed(emq__inflight *t, const emq_id *asked,
 }
 
 size_t emq__inflight_due(emq__inflight *t, int64_t now_ms, int uncounted,
-                        emq_id *out, size_t max) {
+                         emq_id *out, size_t max) {
     size_t n = 0;
     pthread_mutex_lock(&t->mu);
     for (size_t i = 0; i < t->cap && n < max && t->nwait > 0; i++) {

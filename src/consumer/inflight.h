@@ -27,12 +27,11 @@ typedef struct batch_item {
     size_t slot;             /* where add_batch put it (a hint) */
 } batch_item;
 
-
 typedef enum if_state {
-    IF_READ = 0,    /* read, not handed to the handler yet */
-    IF_HANDLING,    /* with the handler */
-    IF_SETTLING,    /* decided; its settlement is queued or being sent */
-    IF_RETRY_WAIT   /* failed, pending to us, back at due_ms */
+    IF_READ = 0,  /* read, not handed to the handler yet */
+    IF_HANDLING,  /* with the handler */
+    IF_SETTLING,  /* decided; its settlement is queued or being sent */
+    IF_RETRY_WAIT /* failed, pending to us, back at due_ms */
 } if_state;
 
 typedef struct if_entry {
@@ -40,8 +39,8 @@ typedef struct if_entry {
     int64_t refreshed_ms; /* read, claimed or last refreshed (monotonic) */
     int64_t due_ms;       /* IF_RETRY_WAIT: when it is delivered again */
     uint64_t deliveries;
-    size_t hash;          /* of id, kept for probing and moving */
-    int64_t handed_ms;    /* IF_HANDLING: when it was handed out */
+    size_t hash;       /* of id, kept for probing and moving */
+    int64_t handed_ms; /* IF_HANDLING: when it was handed out */
     unsigned char used, state, lost;
     unsigned char uncounted; /* IF_RETRY_WAIT found by recover self in a
                                 session that kept the lease: its count was
@@ -61,28 +60,28 @@ typedef struct settle_op {
     settle_kind kind;
     emq_id id;
     uint64_t deliveries;
-    int64_t delay_ms;  /* SETTLE_RETRY */
-    char *reason;      /* SETTLE_RETRY/DEAD: owned, may be NULL */
-    size_t slot_hint;  /* where its entry was when queued (inflight.c) */
+    int64_t delay_ms; /* SETTLE_RETRY */
+    char *reason;     /* SETTLE_RETRY/DEAD: owned, may be NULL */
+    size_t slot_hint; /* where its entry was when queued (inflight.c) */
 } settle_op;
 
 typedef struct emq__inflight {
     pthread_mutex_t mu;
-    pthread_cond_t wake;   /* the upkeep thread waits on it */
-    if_entry *slots;       /* open addressing, linear probing */
+    pthread_cond_t wake; /* the upkeep thread waits on it */
+    if_entry *slots;     /* open addressing, linear probing */
     size_t cap, n;
-    settle_op *ops;        /* settlements decided, not yet taken */
+    settle_op *ops; /* settlements decided, not yet taken */
     size_t nops, ops_cap;
-    int64_t oldest_op_ms;  /* when the oldest queued op was decided */
-    int64_t run_took_ms;   /* when the run thread last took ops for a read */
-    int quit;              /* the upkeep thread is asked to end */
-    size_t nwait;          /* entries in IF_RETRY_WAIT */
+    int64_t oldest_op_ms;    /* when the oldest queued op was decided */
+    int64_t run_took_ms;     /* when the run thread last took ops for a read */
+    int quit;                /* the upkeep thread is asked to end */
+    size_t nwait;            /* entries in IF_RETRY_WAIT */
     atomic_size_t nhandling; /* entries in IF_HANDLING (read without mu) */
-    size_t current;        /* slot of the entry the handler has (a hint) */
-    int64_t stale_after_ms; /* an entry not refreshed this long is not
-                               handed out (0: no check) */
-    int dozing;            /* the upkeep thread sleeps longer than
-                              EMQ_SETTLE_DELAY_MS: wake it for new work */
+    size_t current;          /* slot of the entry the handler has (a hint) */
+    int64_t stale_after_ms;  /* an entry not refreshed this long is not
+                                handed out (0: no check) */
+    int dozing;              /* the upkeep thread sleeps longer than
+                                EMQ_SETTLE_DELAY_MS: wake it for new work */
 } emq__inflight;
 
 emq_status emq__inflight_init(emq__inflight *t, emq_error *err);
@@ -94,7 +93,7 @@ void emq__settle_op_free(settle_op *op);
  * handed out again). -1 when out of memory (nothing is half added that
  * matters: the caller fails the batch). */
 int emq__inflight_add_batch(emq__inflight *t, batch_item *items, size_t n,
-                           int64_t now_ms);
+                            int64_t now_ms);
 /* One lock for the run thread's step: queues *op when not NULL (as
  * a settlement: the entry moves to IF_SETTLING, or IF_RETRY_WAIT due in
  * op->delay_ms; takes ownership), then, when next (an item of the batch
@@ -106,16 +105,16 @@ int emq__inflight_add_batch(emq__inflight *t, batch_item *items, size_t n,
  * for stale_after_ms: still pending to us, for recover self to bring
  * back). ENOMEM fails. */
 emq_status emq__inflight_step(emq__inflight *t, settle_op *op,
-                             const batch_item *next, int *began,
-                             emq_error *err);
+                              const batch_item *next, int *began,
+                              emq_error *err);
 /* emq__inflight_step's begin for n items at once, one lock (pull mode's
  * handout): began[i] as *began there. */
 void emq__inflight_begin(emq__inflight *t, const batch_item *const *items,
-                        size_t n, int *began);
+                         size_t n, int *began);
 /* Queues the SETTLE_RELEASE of item, read and never handed out: back to
  * the server with the count its read or take raised undone. */
 emq_status emq__inflight_release(emq__inflight *t, const batch_item *item,
-                                emq_error *err);
+                                 emq_error *err);
 /* Queues *op (takes ownership) for an entry handed out (IF_HANDLING):
  * the settlement of emq_consumer_ack/retry/dead, from any thread. Sets
  * op->deliveries from the table; a retry at its max_deliveries-th
@@ -124,14 +123,14 @@ emq_status emq__inflight_release(emq__inflight *t, const batch_item *item,
  * over meanwhile (then it is forgotten). *handed_ms (may be NULL) gets
  * when it was handed out. */
 emq_status emq__inflight_settle_held(emq__inflight *t, settle_op *op,
-                                   uint64_t max_deliveries, emq_error *err,
-                                   int64_t *handed_ms);
+                                     uint64_t max_deliveries, emq_error *err,
+                                     int64_t *handed_ms);
 /* Adds id in IF_RETRY_WAIT, due in wait_ms (a retry whose delay survived
  * a restart, or found by recover self), unless it is there already;
  * uncounted: take it without raising its count when due. -1 when out of
  * memory. */
 int emq__inflight_add_waiting(emq__inflight *t, const emq_id *id,
-                             int64_t wait_ms, int uncounted);
+                              int64_t wait_ms, int uncounted);
 /* Removes id from the table, if there. */
 void emq__inflight_forget(emq__inflight *t, const emq_id *id);
 /* 1 when id is in the table. */
@@ -141,7 +140,7 @@ int emq__inflight_holds(emq__inflight *t, const emq_id *id);
  * by_run: the run thread takes them for its read (noted, so the upkeep
  * thread leaves settlements to it while it reads often). */
 size_t emq__inflight_take(emq__inflight *t, settle_op *out, size_t max,
-                         int by_run);
+                          int by_run);
 /* Upkeep: the ops were applied by the server: ACK, GONE and DEAD entries
  * leave the table. */
 void emq__inflight_settled(emq__inflight *t, const settle_op *ops, size_t n);
@@ -151,21 +150,21 @@ void emq__inflight_requeue(emq__inflight *t, settle_op *ops, size_t n);
 /* Upkeep: up to max IDs whose refresh is due (refreshed at or before
  * before_ms), oldest first not guaranteed. Returns their number. */
 size_t emq__inflight_stale(emq__inflight *t, int64_t before_ms, emq_id *out,
-                          size_t max);
+                           size_t max);
 /* Upkeep: of asked[0..nasked), those in owned[] were refreshed at now_ms;
  * those in gone[] were deleted while pending (acknowledged by the refresh;
  * their number in *ngone); the others are lost: forgotten if not handed
  * out yet, else marked lost, except entries whose settlement acknowledged
  * them meanwhile. Returns the number lost. */
 size_t emq__inflight_refreshed(emq__inflight *t, const emq_id *asked,
-                              size_t nasked, const emq_reply *owned,
-                              const emq_reply *gone, int64_t now_ms,
-                              size_t *ngone);
+                               size_t nasked, const emq_reply *owned,
+                               const emq_reply *gone, int64_t now_ms,
+                               size_t *ngone);
 /* Run thread: up to max IDs whose retry is due at now_ms and whose
  * uncounted flag is uncounted, moved back to IF_READ. Returns their
  * number. */
 size_t emq__inflight_due(emq__inflight *t, int64_t now_ms, int uncounted,
-                        emq_id *out, size_t max);
+                         emq_id *out, size_t max);
 /* Milliseconds until the next retry is due (INT64_MAX: none). */
 int64_t emq__inflight_next_due(emq__inflight *t, int64_t now_ms);
 /* Forgets entries not handed out yet (IF_READ): after a lost session they

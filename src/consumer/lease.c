@@ -209,7 +209,8 @@ static emq_status refused(emq_consumer_t *c, const char *holder,
 
 emq_status emq__lease_acquire(emq_consumer_t *c, emq_error *err) {
     char ttl[24];
-    snprintf(ttl, sizeof ttl, "%lld", (long long)emq__cfg_lease_ttl_ms(c->conf));
+    snprintf(ttl, sizeof ttl, "%lld",
+             (long long)emq__cfg_lease_ttl_ms(c->conf));
     char waited_for[160] = "";
     int64_t wait_until = 0;
     for (int attempt = 0; attempt < 1000 && !emq__consumer_stopping(c);
@@ -229,9 +230,9 @@ emq_status emq__lease_acquire(emq_consumer_t *c, emq_error *err) {
             st = emq_reply_kind(reply) == EMQ_REPLY_ERROR
                      ? emq__reply_error_set(err, reply, "%s failed", what)
                      : emq__error_set(err, EMQ_EPROTO, 0,
-                                     "unexpected reply shape from the "
-                                     "server: %s",
-                                     what);
+                                      "unexpected reply shape from the "
+                                      "server: %s",
+                                      what);
             emq_reply_free(reply);
             return st;
         }
@@ -246,8 +247,8 @@ emq_status emq__lease_acquire(emq_consumer_t *c, emq_error *err) {
             c->lease_held = 1;
             if (waited_for[0])
                 emq__consumer_log(c, EMQ_LOG_INFO,
-                                 "took the lease after %s let it expire",
-                                 waited_for);
+                                  "took the lease after %s let it expire",
+                                  waited_for);
             return EMQ_OK;
         }
         size_t hn;
@@ -278,9 +279,9 @@ emq_status emq__lease_acquire(emq_consumer_t *c, emq_error *err) {
                 c->lease_lapsed = 0;
                 c->lease_held = 1;
                 emq__consumer_log(c, EMQ_LOG_INFO,
-                                 "took over the lease left by dead process "
-                                 "%s",
-                                 hold);
+                                  "took over the lease left by dead process "
+                                  "%s",
+                                  hold);
                 return EMQ_OK;
             }
             continue; /* it changed hands meanwhile: look again */
@@ -295,10 +296,10 @@ emq_status emq__lease_acquire(emq_consumer_t *c, emq_error *err) {
             snprintf(waited_for, sizeof waited_for, "%s", hold);
             wait_until = emq__now_ms() + emq__cfg_lease_ttl_ms(c->conf) + 1000;
             emq__consumer_log(c, EMQ_LOG_WARNING,
-                             "consumer name is held by %s, which cannot be "
-                             "checked from this machine; waiting up to "
-                             "%lld ms for its lease to expire",
-                             hold, (long long)(ms > 0 ? ms : 0));
+                              "consumer name is held by %s, which cannot be "
+                              "checked from this machine; waiting up to "
+                              "%lld ms for its lease to expire",
+                              hold, (long long)(ms > 0 ? ms : 0));
         }
         int64_t nap = ms > 0 ? ms + 10 : 50;
         int64_t left = wait_until - emq__now_ms();
@@ -307,27 +308,28 @@ emq_status emq__lease_acquire(emq_consumer_t *c, emq_error *err) {
     if (emq__consumer_stopping(c))
         return emq__error_set(err, EMQ_ECLOSED, 0, "stopped");
     return emq__error_set(err, EMQ_EINVAL, 0,
-                         "could not take the lease of consumer '%s': it "
-                         "changed hands repeatedly",
-                         c->name);
+                          "could not take the lease of consumer '%s': it "
+                          "changed hands repeatedly",
+                          c->name);
 }
 
 emq_status emq__lease_append_renew(emq_consumer_t *c, emq__xchg *x, int tag,
-                                  emq_error *err) {
+                                   emq_error *err) {
     char ttl[24];
-    snprintf(ttl, sizeof ttl, "%lld", (long long)emq__cfg_lease_ttl_ms(c->conf));
+    snprintf(ttl, sizeof ttl, "%lld",
+             (long long)emq__cfg_lease_ttl_ms(c->conf));
     const char *argv[] = {"EVAL", renew_script, "1", c->lease_key, c->token,
                           ttl};
     return emq__xchg_append(x, tag, 6, argv, NULL, err);
 }
 
 emq_status emq__lease_renewed(emq_consumer_t *c, const emq_reply *reply,
-                             int64_t sent_ms, emq_error *err) {
+                              int64_t sent_ms, emq_error *err) {
     if (emq_reply_kind(reply) == EMQ_REPLY_ERROR) {
         /* Not renewed: the deadline runs out unless a later renewal works. */
         char shown[160];
         emq__consumer_log(c, EMQ_LOG_WARNING, "lease renewal failed: %s",
-                         emq__reply_text(reply, shown, sizeof shown));
+                          emq__reply_text(reply, shown, sizeof shown));
         return EMQ_OK;
     }
     long long got = emq_reply_integer(reply);
@@ -338,7 +340,7 @@ emq_status emq__lease_renewed(emq_consumer_t *c, const emq_reply *reply,
         if (emq__now_coarse_ms() < seen) {
             extend_deadline(c, sent_ms);
             emq__consumer_log(c, EMQ_LOG_DEBUG, "lease renewed for %lld ms",
-                             (long long)emq__cfg_lease_ttl_ms(c->conf));
+                              (long long)emq__cfg_lease_ttl_ms(c->conf));
         } else {
             /* Only the deadline we judged lapsed: acquire may have just
              * set a fresh one. */
@@ -349,9 +351,9 @@ emq_status emq__lease_renewed(emq_consumer_t *c, const emq_reply *reply,
     atomic_store(&c->lease_deadline_ms, 0);
     if (got == -1) {
         emq__consumer_log(c, EMQ_LOG_WARNING,
-                         "the lease expired before it was renewed (a pause "
-                         "or an outage longer than lease.ttl_ms); handing "
-                         "out nothing until it is taken again");
+                          "the lease expired before it was renewed (a pause "
+                          "or an outage longer than lease.ttl_ms); handing "
+                          "out nothing until it is taken again");
         return EMQ_OK;
     }
     emq_status st = emq__error_set(

@@ -23,14 +23,14 @@ emq_status emq_pool_new(const emq_conf_t *conf, int n, emq_handler_fn handler,
     *out = NULL;
     if (conf == NULL || n < 1 || n > 1024)
         return emq__error_set(err, EMQ_EINVAL, 0,
-                             "a pool needs a configuration and 1 to 1024 "
-                             "consumers (got %d)",
-                             n);
+                              "a pool needs a configuration and 1 to 1024 "
+                              "consumers (got %d)",
+                              n);
     if (emq__cfg_consumer(conf) == NULL)
         return emq__error_set(err, EMQ_EINVAL, 0,
-                             "consumer name is required: the pool names its "
-                             "consumers <consumer>-1 .. <consumer>-%d",
-                             n);
+                              "consumer name is required: the pool names its "
+                              "consumers <consumer>-1 .. <consumer>-%d",
+                              n);
     emq_pool_t *pool = emq__calloc(1, sizeof *pool);
     emq_conf_t *each = emq_conf_dup(conf);
     if (pool)
@@ -61,7 +61,7 @@ emq_status emq_pool_new(const emq_conf_t *conf, int n, emq_handler_fn handler,
 
 emq_status emq_pool_run(emq_pool_t *pool, emq_error *err) {
     return emq__consumers_run(pool->consumers, (size_t)pool->n,
-                             emq_consumer_run, err);
+                              emq_consumer_run, err);
 }
 
 void emq_pool_stop(emq_pool_t *pool) {

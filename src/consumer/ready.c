@@ -24,8 +24,8 @@
  * never the socket, so bytes TLS has buffered are never lost to poll(2).
  */
 #include "ready.h"
-#include "inflight.h"
 #include "core.h"
+#include "inflight.h"
 #include "lease.h"
 
 #include <errno.h>
@@ -36,7 +36,7 @@
 #include <unistd.h>
 
 emq_status emq__ready_new(emq_consumer_t *root, emq__ready **out,
-                         emq_error *err) {
+                          emq_error *err) {
     *out = NULL;
     emq__ready *r = emq__calloc(1, sizeof *r);
     if (r == NULL)
@@ -51,9 +51,9 @@ emq_status emq__ready_new(emq_consumer_t *root, emq__ready **out,
     r->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (rc != 0 || r->efd < 0) {
         emq_status st = emq__error_set(err, EMQ_ENOMEM, 0,
-                                      "could not make the consumer's event "
-                                      "descriptor: %s",
-                                      strerror(errno));
+                                       "could not make the consumer's event "
+                                       "descriptor: %s",
+                                       strerror(errno));
         emq__ready_free(r);
         return st;
     }
@@ -258,7 +258,7 @@ static size_t take_locked(emq__ready *r, emq_entry **out, size_t max) {
 }
 
 emq_status emq__ready_poll(emq__ready *r, emq_entry **out, size_t max,
-                          int64_t timeout_ms, size_t *n, emq_error *err) {
+                           int64_t timeout_ms, size_t *n, emq_error *err) {
     *n = 0;
     struct timespec ts = {0, 0};
     int64_t deadline_ms = emq__now_ms() + (timeout_ms > 0 ? timeout_ms : 0);
@@ -278,10 +278,10 @@ emq_status emq__ready_poll(emq__ready *r, emq_entry **out, size_t max,
                 break;
             }
             st = emq__error_set(err, EMQ_ECLOSED, 0,
-                                     "consumer '%s' is stopped: settle the "
-                                     "entries you hold, then "
-                                     "emq_consumer_close",
-                                     r->root->name);
+                                "consumer '%s' is stopped: settle the "
+                                "entries you hold, then "
+                                "emq_consumer_close",
+                                r->root->name);
             break;
         }
         if (timeout_ms == 0)

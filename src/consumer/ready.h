@@ -12,40 +12,40 @@ typedef struct emq__chunk emq__chunk;
 
 /* One entry handed out by poll: the public entry and what settles it. */
 typedef struct handout {
-    emq_entry pub;               /* first: emq_entry_free casts back */
+    emq_entry pub; /* first: emq_entry_free casts back */
     emq__chunk *chunk;
-    struct emq_consumer *owner;  /* whose table holds it (a partition's) */
+    struct emq_consumer *owner; /* whose table holds it (a partition's) */
     batch_item item;
 } handout;
 
 /* The entries of one read, sharing its reply (refcounted). */
 struct emq__chunk {
-    atomic_size_t refs;   /* entries not yet freed or dropped */
+    atomic_size_t refs; /* entries not yet freed or dropped */
     emq_reply *reply;
-    emq_field *fields;    /* every entry's field views */
-    char *names;          /* stream, group and consumer copies */
+    emq_field *fields; /* every entry's field views */
+    char *names;       /* stream, group and consumer copies */
     size_t n, cap, nfields;
     handout items[];
 };
 
 struct emq__ready {
     pthread_mutex_t mu;
-    pthread_cond_t more;  /* entries queued, the consumer ended, resume */
-    pthread_cond_t room;  /* room freed, closing, the consumer ended */
-    handout **ring;       /* FIFO of entries to hand out */
+    pthread_cond_t more; /* entries queued, the consumer ended, resume */
+    pthread_cond_t room; /* room freed, closing, the consumer ended */
+    handout **ring;      /* FIFO of entries to hand out */
     size_t head, n, cap;
-    size_t limit;         /* max_in_flight */
-    size_t wake_room;     /* room worth waking a reader for: one read */
+    size_t limit;              /* max_in_flight */
+    size_t wake_room;          /* room worth waking a reader for: one read */
     struct emq_consumer *root; /* the consumer polled (a topic's parent) */
     int closing, ended, running, fd_set;
     atomic_int room_waiters; /* reading threads waiting for room */
-    int efd;              /* eventfd: readable while n > 0 or ended */
-    emq_status end_status; /* first fatal error of a reading thread */
+    int efd;                 /* eventfd: readable while n > 0 or ended */
+    emq_status end_status;   /* first fatal error of a reading thread */
     emq_error end_err;
 };
 
 emq_status emq__ready_new(struct emq_consumer *root, emq__ready **out,
-                         emq_error *err);
+                          emq_error *err);
 void emq__ready_free(emq__ready *r);
 /* Drops one reference; the last frees the chunk and its reply. */
 void emq__chunk_unref(emq__chunk *ch);
@@ -68,7 +68,7 @@ emq_status emq__ready_push(emq__ready *r, emq__chunk *ch, emq_error *err);
  * without end) for the first. EMQ_ECLOSED once stopped, the first fatal
  * error once a reading thread ended with one. */
 emq_status emq__ready_poll(emq__ready *r, emq_entry **out, size_t max,
-                          int64_t timeout_ms, size_t *n, emq_error *err);
+                           int64_t timeout_ms, size_t *n, emq_error *err);
 /* Takes c's entries off the queue: at a session's start (they are
  * dropped from the table next and come back through recover self), or
  * with release at the loop's end (handed back with their count undone). */

@@ -40,12 +40,12 @@
  * raise undone (SETTLE_RELEASE, settle.c).
  */
 #include "recover.h"
-#include "inflight.h"
 #include "core.h"
+#include "entries.h"
 #include "exchange.h"
+#include "inflight.h"
 #include "lease.h"
 #include "ready.h"
-#include "entries.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -181,7 +181,8 @@ static emq_status take_ids(emq_consumer_t *c, const emq_id *ids, size_t n,
         emq_reply_len(reply) != 2 ||
         emq_reply_kind(entries) != EMQ_REPLY_ARRAY) {
         emq_reply_free(reply);
-        return emq__reply_bad_shape(err, "taken entries are not [entries, counts]");
+        return emq__reply_bad_shape(err,
+                                    "taken entries are not [entries, counts]");
     }
     if (emq_reply_len(entries) == 0) {
         emq_reply_free(reply);
@@ -215,8 +216,9 @@ emq_status emq__recover_self(emq_consumer_t *c, emq_error *err) {
             atomic_store(&c->recover_self_due, 1);
             break;
         }
-        long long page = emq__cfg_count(c->conf) < TAKE_PER_CALL ? emq__cfg_count(c->conf)
-                                                        : TAKE_PER_CALL;
+        long long page = emq__cfg_count(c->conf) < TAKE_PER_CALL
+                             ? emq__cfg_count(c->conf)
+                             : TAKE_PER_CALL;
         if ((size_t)page > room)
             page = (long long)room;
         snprintf(count, sizeof count, "%lld", page);
@@ -238,7 +240,8 @@ emq_status emq__recover_self(emq_consumer_t *c, emq_error *err) {
             emq_reply_len(reply) != 2 ||
             emq_reply_kind(ids) != EMQ_REPLY_ARRAY) {
             emq_reply_free(reply);
-            st = emq__reply_bad_shape(err, "own pending page is not [ids, waits]");
+            st = emq__reply_bad_shape(err,
+                                      "own pending page is not [ids, waits]");
             break;
         }
         size_t n = emq_reply_len(ids);
@@ -254,8 +257,9 @@ emq_status emq__recover_self(emq_consumer_t *c, emq_error *err) {
                 i >= TAKE_PER_CALL) {
                 /* The page must move forward, or the loop would never
                  * end. */
-                st = emq__reply_bad_shape(err, "own pending page does not move past "
-                                    "the page before");
+                st = emq__reply_bad_shape(err,
+                                          "own pending page does not move past "
+                                          "the page before");
                 break;
             }
             last = sid;
@@ -276,7 +280,7 @@ emq_status emq__recover_self(emq_consumer_t *c, emq_error *err) {
                  * whose reply was lost, and never reached a handler: it
                  * is taken again without a raise. */
                 if (emq__inflight_add_waiting(&c->table, &id, wait,
-                                             c->lease_continued) != 0)
+                                              c->lease_continued) != 0)
                     st = emq__oom(err);
                 continue;
             }
@@ -284,9 +288,9 @@ emq_status emq__recover_self(emq_consumer_t *c, emq_error *err) {
         }
         emq_reply_free(reply);
         emq__consumer_log(c, EMQ_LOG_DEBUG,
-                         "recovery: a page of %zu own pending entries "
-                         "(%zu taken again)",
-                         n, ntake);
+                          "recovery: a page of %zu own pending entries "
+                          "(%zu taken again)",
+                          n, ntake);
         if (st == EMQ_OK && ntake > 0)
             st = take_ids(c, take, ntake, !c->lease_continued,
                           "reading own pending entries", err);
@@ -298,7 +302,8 @@ emq_status emq__recover_self(emq_consumer_t *c, emq_error *err) {
 
 emq_status emq__recover_peers(emq_consumer_t *c, emq_error *err) {
     char idle[24], count[24];
-    snprintf(idle, sizeof idle, "%lld", (long long)emq__cfg_claim_min_idle_ms(c->conf));
+    snprintf(idle, sizeof idle, "%lld",
+             (long long)emq__cfg_claim_min_idle_ms(c->conf));
     batch b;
     emq__batch_init(&b);
     emq_status st = EMQ_OK;
@@ -330,13 +335,13 @@ emq_status emq__recover_peers(emq_consumer_t *c, emq_error *err) {
                 char shown[200];
                 c->last_claim_warning_ms = emq__now_ms();
                 emq__consumer_log(c, EMQ_LOG_WARNING,
-                                 "claim beat failed, so entries of dead "
-                                 "peers are not taken over: %s%s",
-                                 emq__reply_refused(reply) &&
-                                         !emq__reply_mentions(reply, "NOPERM")
-                                     ? "NOPERM (refused by the ACL): "
-                                     : "",
-                                 emq__reply_text(reply, shown, sizeof shown));
+                                  "claim beat failed, so entries of dead "
+                                  "peers are not taken over: %s%s",
+                                  emq__reply_refused(reply) &&
+                                          !emq__reply_mentions(reply, "NOPERM")
+                                      ? "NOPERM (refused by the ACL): "
+                                      : "",
+                                  emq__reply_text(reply, shown, sizeof shown));
             }
             emq_reply_free(reply);
             break;
@@ -352,8 +357,9 @@ emq_status emq__recover_peers(emq_consumer_t *c, emq_error *err) {
             emq__stream_id_parse(cursor_text, cursor_len, NULL) != 0 ||
             emq_reply_kind(entries) != EMQ_REPLY_ARRAY) {
             emq_reply_free(reply);
-            st = emq__reply_bad_shape(err, "XAUTOCLAIM is not [cursor, entries, "
-                                "deleted]");
+            st =
+                emq__reply_bad_shape(err, "XAUTOCLAIM is not [cursor, entries, "
+                                          "deleted]");
             break;
         }
         memcpy(c->claim_cursor, cursor_text, cursor_len);
@@ -374,9 +380,9 @@ emq_status emq__recover_peers(emq_consumer_t *c, emq_error *err) {
         set_counts(&b, counts);
         atomic_fetch_add(&c->stats.claimed, b.n);
         emq__consumer_log(c, EMQ_LOG_DEBUG,
-                         "claim beat: %zu entries idle %s ms or more taken "
-                         "over",
-                         b.n, idle);
+                          "claim beat: %zu entries idle %s ms or more taken "
+                          "over",
+                          b.n, idle);
         st = emq__batch_dispatch(c, &b, err);
         emq__batch_clear(&b);
         if (st != EMQ_OK || wrapped)
@@ -393,10 +399,9 @@ emq_status emq__recover_due(emq_consumer_t *c, emq_error *err) {
         while (st == EMQ_OK && !emq__consumer_stopping(c) &&
                emq__lease_valid(c)) {
             size_t room = emq__ready_room(c);
-            size_t n = emq__inflight_due(&c->table, emq__now_ms(), uncounted,
-                                        ids,
-                                        room < TAKE_PER_CALL ? room
-                                                             : TAKE_PER_CALL);
+            size_t n =
+                emq__inflight_due(&c->table, emq__now_ms(), uncounted, ids,
+                                  room < TAKE_PER_CALL ? room : TAKE_PER_CALL);
             if (n == 0)
                 break;
             /* Forget them first: what is still ours comes back in the

@@ -33,9 +33,9 @@
  *   emq.deliveries <n> emq.reason <text> <field> <value> ...
  */
 #include "settle.h"
-#include "inflight.h"
 #include "core.h"
 #include "exchange.h"
+#include "inflight.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -149,14 +149,13 @@ int64_t emq__settle_retry_delay(emq_consumer_t *c, uint64_t deliveries) {
         attempt = 62;
     /* A seed of its own for each call: settlements come from any thread. */
     uint64_t rng = atomic_fetch_add(&c->rng, 0x9E3779B97F4A7C15ULL);
-    return emq__backoff_delay(base, emq__cfg_retry_backoff_max_ms(c->conf), attempt,
-                             &rng);
+    return emq__backoff_delay(base, emq__cfg_retry_backoff_max_ms(c->conf),
+                              attempt, &rng);
 }
 
 emq_status emq__settle_make(emq_consumer_t *c, const emq_id *id,
-                           uint64_t deliveries, settle_kind kind,
-                           const char *reason, settle_op *op,
-                           emq_error *err) {
+                            uint64_t deliveries, settle_kind kind,
+                            const char *reason, settle_op *op, emq_error *err) {
     *op = (settle_op){.kind = kind, .id = *id, .deliveries = deliveries};
     if (reason != NULL && (op->reason = emq__strdup(reason)) == NULL)
         return emq__oom(err);
@@ -181,7 +180,6 @@ static emq_status append_with_ids(emq__xchg *x, int tag, const char **fixed,
     return st;
 }
 
-
 static emq_status append_dead(emq_consumer_t *c, emq__xchg *x,
                               const settle_op *op, emq_error *err) {
     const char *argv[] = {"EVAL", deadletter_script, "4", c->keys.stream,
@@ -202,7 +200,7 @@ static emq_status append_release(emq_consumer_t *c, emq__xchg *x,
         return EMQ_OK;
     size_t argc = 6 + 2 * nrel;
     const char **argv = emq__alloc(argc * sizeof *argv);
-    char (*counts)[24] = emq__alloc(nrel * sizeof *counts);
+    char(*counts)[24] = emq__alloc(nrel * sizeof *counts);
     emq_status st = EMQ_OK;
     if (argv == NULL || counts == NULL) {
         st = emq__oom(err);
@@ -233,7 +231,7 @@ size_t emq__settle_ops_max(const emq_consumer_t *c) {
 }
 
 emq_status emq__settle_append(emq_consumer_t *c, emq__xchg *x,
-                             const settle_op *ops, size_t n, emq_error *err) {
+                              const settle_op *ops, size_t n, emq_error *err) {
     const emq_id **acks = emq__alloc((n ? n : 1) * sizeof *acks);
     const emq_id **clean = emq__alloc((n ? n : 1) * sizeof *clean);
     emq_status st = EMQ_OK;
@@ -295,7 +293,7 @@ static int permanent(const emq_reply *r) {
 }
 
 emq_status emq__settle_apply(void *round, int tag, const emq_reply *reply,
-                            emq_error *err) {
+                             emq_error *err) {
     settle_round *r = round;
     emq_consumer_t *c = r->c;
     static const char *const names[] = {"", "XACK", "clearing failure reasons",
@@ -305,10 +303,11 @@ emq_status emq__settle_apply(void *round, int tag, const emq_reply *reply,
     const char *what = tag >= TAG_XACK && tag <= TAG_RELEASE ? names[tag] : "?";
     if (emq_reply_kind(reply) == EMQ_REPLY_ERROR) {
         if (emq__reply_mentions(reply, "READONLY"))
-            return emq__error_set(err, EMQ_EIO, 1,
-                                 "%s: the server is a read-only replica (READONLY)",
-                                 what);
-        if (emq__reply_not_now(reply, tag == TAG_XACK ? EMQ_XCHG_WAIT_OOM : 0)) {
+            return emq__error_set(
+                err, EMQ_EIO, 1,
+                "%s: the server is a read-only replica (READONLY)", what);
+        if (emq__reply_not_now(reply,
+                               tag == TAG_XACK ? EMQ_XCHG_WAIT_OOM : 0)) {
             r->again = 1; /* did not run: send again later */
             return EMQ_OK;
         }
@@ -319,7 +318,11 @@ emq_status emq__settle_apply(void *round, int tag, const emq_reply *reply,
                 "%s was refused (%s%s): settled entries would be handled "
                 "again forever, so the consumer stops; grant the command or "
                 "fix the key",
-                what, emq__reply_refused(reply) && !emq__reply_mentions(reply, "NOPERM") ? "NOPERM: " : "",
+                what,
+                emq__reply_refused(reply) &&
+                        !emq__reply_mentions(reply, "NOPERM")
+                    ? "NOPERM: "
+                    : "",
                 emq__reply_text(reply, shown, sizeof shown));
             emq__reply_code_copy(err, reply);
             emq__consumer_fatal(c, err);
@@ -327,9 +330,9 @@ emq_status emq__settle_apply(void *round, int tag, const emq_reply *reply,
         }
         char shown[200];
         emq__consumer_log(c, EMQ_LOG_WARNING,
-                         "%s failed: %s (the entry stays pending and comes "
-                         "back)",
-                         what, emq__reply_text(reply, shown, sizeof shown));
+                          "%s failed: %s (the entry stays pending and comes "
+                          "back)",
+                          what, emq__reply_text(reply, shown, sizeof shown));
         return EMQ_OK;
     }
     if (tag == TAG_XACK) {
@@ -349,7 +352,7 @@ emq_status emq__settle_apply(void *round, int tag, const emq_reply *reply,
 }
 
 void emq__settle_finish(emq_consumer_t *c, settle_op *ops, size_t n,
-                       emq_status st, const settle_round *r) {
+                        emq_status st, const settle_round *r) {
     if (st == EMQ_OK && !r->again) {
         emq__inflight_settled(&c->table, ops, n);
         for (size_t i = 0; i < n; i++)
@@ -361,8 +364,8 @@ void emq__settle_finish(emq_consumer_t *c, settle_op *ops, size_t n,
 }
 
 emq_status emq__settle_append_refresh(emq_consumer_t *c, emq__xchg *x,
-                                     const emq_id *ids, size_t n, int tag,
-                                     emq_error *err) {
+                                      const emq_id *ids, size_t n, int tag,
+                                      emq_error *err) {
     size_t argc = 8 + n;
     const char **argv = emq__alloc(argc * sizeof *argv);
     if (argv == NULL)

@@ -7,9 +7,9 @@
  * in_flight is the size of the in-flight table at the time of the call.
  */
 #include "stats.h"
-#include "inflight.h"
 #include "core.h"
 #include "exchange.h"
+#include "inflight.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -66,7 +66,8 @@ size_t emq_consumer_stats_json(const emq_consumer_t *c, char *buf,
 /* ---- the statistics callback ---------------------------------------------- */
 
 int emq__stats_on(const emq_consumer_t *c) {
-    return emq__cfg_stats_fn(c->conf) != NULL && emq__cfg_stats_interval_ms(c->conf) > 0;
+    return emq__cfg_stats_fn(c->conf) != NULL &&
+           emq__cfg_stats_interval_ms(c->conf) > 0;
 }
 
 void emq__stats_latency(emq_consumer_t *c, int64_t us) {
@@ -168,5 +169,6 @@ void emq__stats_report(emq_consumer_t *c, emq__xchg *x) {
         oldest_text);
     if (more <= 0 || (size_t)more >= sizeof buf - len)
         return;
-    emq__cfg_stats_fn(c->conf)(emq__cfg_stats_opaque(c->conf), buf, len + (size_t)more);
+    emq__cfg_stats_fn(c->conf)(emq__cfg_stats_opaque(c->conf), buf,
+                               len + (size_t)more);
 }

@@ -21,7 +21,7 @@ static emq_status open_part(int i, const emq_conf_t *part, void *ctx,
                             emq_error *err) {
     emq_consumer_t *c = ctx;
     emq_status st = emq__consumer_make(part, c->handler, c->batch_handler,
-                                      c->opaque, &c->parts[i], err);
+                                       c->opaque, &c->parts[i], err);
     if (st == EMQ_OK)
         c->nparts = (size_t)i + 1;
     return st;
@@ -29,11 +29,12 @@ static emq_status open_part(int i, const emq_conf_t *part, void *ctx,
 
 /* Makes topic consumer c's partitions (c->conf partitions P > 1). */
 static emq_status topic_open(emq_consumer_t *c, emq_error *err) {
-    c->parts = emq__calloc((size_t)emq__cfg_partitions(c->conf), sizeof *c->parts);
+    c->parts =
+        emq__calloc((size_t)emq__cfg_partitions(c->conf), sizeof *c->parts);
     if (c->parts == NULL)
         return emq__oom(err);
     return emq__topic_open_parts(c->conf, 0, (int)emq__cfg_partitions(c->conf),
-                                open_part, c, err);
+                                 open_part, c, err);
 }
 
 /* A queue's consumer, or a topic's with its partitions. */
@@ -62,7 +63,7 @@ emq_status emq_consumer_new_batch(const emq_conf_t *conf,
     if (handler == NULL) {
         *out = NULL;
         return emq__error_set(err, EMQ_EINVAL, 0,
-                             "a batch consumer needs a batch handler");
+                              "a batch consumer needs a batch handler");
     }
     return make(conf, NULL, handler, opaque, out, err);
 }
@@ -76,16 +77,16 @@ emq_status emq__consumer_topic_run(emq_consumer_t *c, emq_error *err) {
 }
 
 emq_consumer_t *emq__consumer_owner(emq_consumer_t *c, const emq_entry *entry,
-                                   emq_error *err) {
+                                    emq_error *err) {
     const char *stream = entry->stream;
     if (c->nparts == 0) {
         if (stream == NULL || strcmp(stream, c->keys.stream) == 0)
             return c;
     } else if (stream == NULL) {
         emq__error_set(err, EMQ_EINVAL, 0,
-                      "entry %s names no stream: entries of topic '%s' are "
-                      "settled with the stream poll gave them",
-                      entry->id, emq__cfg_queue(c->conf));
+                       "entry %s names no stream: entries of topic '%s' are "
+                       "settled with the stream poll gave them",
+                       entry->id, emq__cfg_queue(c->conf));
         return NULL;
     } else {
         for (size_t i = 0; i < c->nparts; i++)
@@ -94,8 +95,8 @@ emq_consumer_t *emq__consumer_owner(emq_consumer_t *c, const emq_entry *entry,
     }
     char shown[200];
     emq__error_set(err, EMQ_EINVAL, 0,
-                  "entry %s is of stream '%s', not of this consumer's",
-                  entry->id,
-                  emq__printable(shown, sizeof shown, stream, strlen(stream)));
+                   "entry %s is of stream '%s', not of this consumer's",
+                   entry->id,
+                   emq__printable(shown, sizeof shown, stream, strlen(stream)));
     return NULL;
 }

@@ -12,6 +12,6 @@ emq_status emq__consumer_topic_run(emq_consumer_t *c, emq_error *err);
  * entry's stream, or c. NULL with err set (EMQ_EINVAL) when it names
  * another stream, or none on a topic. */
 emq_consumer_t *emq__consumer_owner(emq_consumer_t *c, const emq_entry *entry,
-                                   emq_error *err);
+                                    emq_error *err);
 
 #endif /* EMQ_CONSUMER_TOPIC_H */

@@ -17,12 +17,12 @@
  * says quit, because the handler in progress still needs its entry fresh.
  */
 #include "upkeep.h"
-#include "inflight.h"
 #include "core.h"
 #include "exchange.h"
-#include "stats.h"
+#include "inflight.h"
 #include "lease.h"
 #include "settle.h"
+#include "stats.h"
 
 #include <string.h>
 #include <time.h>
@@ -45,7 +45,7 @@ static emq_status apply(void *ctx, int tag, const emq_reply *reply,
     emq_consumer_t *c = r->c;
     if (emq__reply_mentions(reply, "READONLY"))
         return emq__error_set(err, EMQ_EIO, 1,
-                             "the server is a read-only replica (READONLY)");
+                              "the server is a read-only replica (READONLY)");
     if (tag == TAG_RENEW)
         return emq__lease_renewed(c, reply, r->sent_ms, err);
     if (tag == TAG_REFRESH) {
@@ -61,10 +61,10 @@ static emq_status apply(void *ctx, int tag, const emq_reply *reply,
             atomic_fetch_add(&c->stats.deleted_pending, gone);
             if (lost > 0)
                 emq__consumer_log(c, EMQ_LOG_WARNING,
-                                 "%zu in-flight entries are no longer ours "
-                                 "(claimed by a peer or acknowledged "
-                                 "elsewhere); they are not handed out",
-                                 lost);
+                                  "%zu in-flight entries are no longer ours "
+                                  "(claimed by a peer or acknowledged "
+                                  "elsewhere); they are not handed out",
+                                  lost);
             return EMQ_OK;
         }
         /* Refused: look again in half a period, not at once. */
@@ -85,8 +85,7 @@ static emq_status apply(void *ctx, int tag, const emq_reply *reply,
         }
         if (!emq__reply_not_now(reply, 0))
             emq__consumer_log(c, EMQ_LOG_WARNING,
-                             "refreshing in-flight entries failed: %s",
-                             shown);
+                              "refreshing in-flight entries failed: %s", shown);
         return EMQ_OK;
     }
     return emq__settle_apply(&r->settle, tag, reply, err);
@@ -171,10 +170,10 @@ static emq_status one_round(emq_consumer_t *c, int settle, settle_op *ops,
      * make their entries look lost to it. */
     if (now >= u->next_refresh_ms) {
         r.nasked = emq__inflight_stale(&c->table, now - u->refresh_every_ms,
-                                      ids, EMQ_SETTLE_MAX_IDS);
+                                       ids, EMQ_SETTLE_MAX_IDS);
         if (r.nasked > 0)
             st = emq__settle_append_refresh(c, &u->x, ids, r.nasked,
-                                           TAG_REFRESH, err);
+                                            TAG_REFRESH, err);
         /* A full page means more are due: look again at once. */
         u->next_refresh_ms = r.nasked == EMQ_SETTLE_MAX_IDS
                                  ? now
@@ -229,7 +228,8 @@ static void *upkeep_main(void *arg) {
             /* Skipped (not late-fired) while fenced or failing. */
             if (st == EMQ_OK && !quit && emq__lease_valid(c))
                 emq__stats_report(c, &u->x);
-            u->next_stats_ms = emq__now_ms() + emq__cfg_stats_interval_ms(c->conf);
+            u->next_stats_ms =
+                emq__now_ms() + emq__cfg_stats_interval_ms(c->conf);
         }
         /* After a quit, one try only: a server that refuses now, or a
          * connection that broke, does not hold up the stop (the entries
@@ -238,8 +238,8 @@ static void *upkeep_main(void *arg) {
             break;
         if (emq__xchg_reconnect_cures(st, &err)) {
             emq__consumer_log(c, EMQ_LOG_WARNING,
-                             "upkeep connection failed (%s); reconnecting",
-                             err.message);
+                              "upkeep connection failed (%s); reconnecting",
+                              err.message);
             if (emq__xchg_reconnect(&u->x, &err) != EMQ_OK) {
                 if (!emq__xchg_halted(&u->x))
                     emq__consumer_fatal(c, &err);
@@ -268,11 +268,12 @@ emq_status emq__upkeep_start(emq_consumer_t *c, emq_error *err) {
     c->table.stale_after_ms = emq__cfg_claim_min_idle_ms(c->conf) * 3 / 4;
     u->next_refresh_ms = now + u->refresh_every_ms / 2;
     u->next_renew_ms = now + emq__cfg_lease_ttl_ms(c->conf) / 3;
-    u->next_stats_ms = emq__stats_on(c) ? now + emq__cfg_stats_interval_ms(c->conf)
-                                       : INT64_MAX;
+    u->next_stats_ms = emq__stats_on(c)
+                           ? now + emq__cfg_stats_interval_ms(c->conf)
+                           : INT64_MAX;
     if (pthread_create(&u->thread, NULL, upkeep_main, c) != 0)
         return emq__error_set(err, EMQ_ENOMEM, 0,
-                             "could not start the upkeep thread");
+                              "could not start the upkeep thread");
     u->started = 1;
     return EMQ_OK;
 }

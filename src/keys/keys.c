@@ -47,24 +47,24 @@ static emq_status fill(emq__keys *k, const char *stream, const char *prefix,
         emq__cluster_key_slot(k->prefix, strlen(k->prefix)) != k->slot) {
         emq__keys_free(k);
         return emq__error_set(err, EMQ_EINVAL, 0,
-                             "internal error: keys of stream would not share "
-                             "one cluster slot");
+                              "internal error: keys of stream would not share "
+                              "one cluster slot");
     }
     return EMQ_OK;
 }
 
 emq_status emq__keys_for_queue(const char *queue, emq__keys *out,
-                              emq_error *err) {
+                               emq_error *err) {
     memset(out, 0, sizeof *out);
     if (queue == NULL || *queue == '\0')
         return emq__error_set(err, EMQ_EINVAL, 0,
-                             "queue name is empty; give a name such as "
-                             "'jobs'");
+                              "queue name is empty; give a name such as "
+                              "'jobs'");
     size_t n = strlen(queue);
     if (n > EMQ_KEYS_MAX_QUEUE)
         return emq__error_set(err, EMQ_EINVAL, 0,
-                             "queue name is %zu bytes long; the limit is %d",
-                             n, EMQ_KEYS_MAX_QUEUE);
+                              "queue name is %zu bytes long; the limit is %d",
+                              n, EMQ_KEYS_MAX_QUEUE);
     for (size_t i = 0; i < n; i++)
         if (!queue_char(queue[i])) {
             char shown[EMQ_KEYS_MAX_QUEUE + 1];
@@ -82,15 +82,15 @@ emq_status emq__keys_for_queue(const char *queue, emq__keys *out,
 }
 
 emq_status emq__keys_for_stream(const char *stream, emq__keys *out,
-                               emq_error *err) {
+                                emq_error *err) {
     memset(out, 0, sizeof *out);
     if (stream == NULL || *stream == '\0')
         return emq__error_set(err, EMQ_EINVAL, 0, "stream key is empty");
     size_t n = strlen(stream);
     if (n > EMQ_KEYS_MAX_STREAM)
         return emq__error_set(err, EMQ_EINVAL, 0,
-                             "stream key is %zu bytes long; the limit is %d",
-                             n, EMQ_KEYS_MAX_STREAM);
+                              "stream key is %zu bytes long; the limit is %d",
+                              n, EMQ_KEYS_MAX_STREAM);
     const char *open = strchr(stream, '{');
     const char *close = open ? strchr(open + 1, '}') : NULL;
     int has_tag = open && close && close > open + 1;
@@ -120,18 +120,18 @@ emq_status emq__keys_for_stream(const char *stream, emq__keys *out,
 }
 
 emq_status emq__keys_resolve(const char *queue, const char *stream,
-                            emq__keys *out, emq_error *err) {
+                             emq__keys *out, emq_error *err) {
     memset(out, 0, sizeof *out);
     if (queue && stream)
         return emq__error_set(err, EMQ_EINVAL, 0,
-                             "set either queue or stream, not both");
+                              "set either queue or stream, not both");
     if (queue)
         return emq__keys_for_queue(queue, out, err);
     if (stream)
         return emq__keys_for_stream(stream, out, err);
     return emq__error_set(err, EMQ_EINVAL, 0,
-                         "queue is required (or stream, for an existing "
-                         "stream key)");
+                          "queue is required (or stream, for an existing "
+                          "stream key)");
 }
 
 char *emq__keys_join(const emq__keys *k, const char *part1, const char *part2) {
@@ -158,26 +158,26 @@ void emq__keys_free(emq__keys *k) {
 }
 
 emq_status emq__keys_check_name(const char *what, const char *name,
-                               emq_error *err) {
+                                emq_error *err) {
     if (name == NULL || *name == '\0')
         return emq__error_set(err, EMQ_EINVAL, 0,
-                             "%s is required: give a stable name, the same "
-                             "across restarts (never a pid or a random one)",
-                             what);
+                              "%s is required: give a stable name, the same "
+                              "across restarts (never a pid or a random one)",
+                              what);
     size_t n = strlen(name);
     if (n > EMQ_NAME_MAX)
         return emq__error_set(err, EMQ_EINVAL, 0,
-                             "%s is %zu bytes long; the limit is %d", what,
-                             n, EMQ_NAME_MAX);
+                              "%s is %zu bytes long; the limit is %d", what, n,
+                              EMQ_NAME_MAX);
     for (size_t i = 0; i < n; i++) {
         unsigned char ch = (unsigned char)name[i];
         if (ch <= 0x20 || ch >= 0x7f) {
             char shown[140];
-            return emq__error_set(err, EMQ_EINVAL, 0,
-                                 "%s '%s' has a space or control character "
-                                 "at byte %zu; use printable characters only",
-                                 what, emq__printable(shown, sizeof shown, name, n),
-                                 i);
+            return emq__error_set(
+                err, EMQ_EINVAL, 0,
+                "%s '%s' has a space or control character "
+                "at byte %zu; use printable characters only",
+                what, emq__printable(shown, sizeof shown, name, n), i);
         }
     }
     return EMQ_OK;

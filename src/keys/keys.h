@@ -33,16 +33,16 @@ typedef struct emq__keys {
  * . _ - : only). Caller owns out's strings; free with emq__keys_free.
  * EMQ_EINVAL names what is wrong with the name; EMQ_ENOMEM. */
 emq_status emq__keys_for_queue(const char *queue, emq__keys *out,
-                              emq_error *err);
+                               emq_error *err);
 /* Fills out for a raw stream key. Refused (EMQ_EINVAL, saying why) when
  * the per-queue keys could not share the key's slot: a '{' or '}' that
  * does not form a non-empty hashtag. */
 emq_status emq__keys_for_stream(const char *stream, emq__keys *out,
-                               emq_error *err);
+                                emq_error *err);
 /* Fills out from a conf's queue and stream properties: exactly one must be
  * set (EMQ_EINVAL otherwise, saying so). */
 emq_status emq__keys_resolve(const char *queue, const char *stream,
-                            emq__keys *out, emq_error *err);
+                             emq__keys *out, emq_error *err);
 /* Returns prefix + part1 [+ ":" + part2] as a new string (caller frees with
  * emq__free), e.g. emq__keys_join(k, "lease:g", "c"); NULL when out of
  * memory. */
@@ -54,7 +54,7 @@ char *emq__keys_join(const emq__keys *k, const char *part1, const char *part2);
  * 1..EMQ_NAME_MAX bytes. what names it in the EMQ_EINVAL message ("group",
  * "consumer name"). The one rule for every verb that takes a name. */
 emq_status emq__keys_check_name(const char *what, const char *name,
-                               emq_error *err);
+                                emq_error *err);
 void emq__keys_free(emq__keys *k);
 
 /* A stream entry ID: milliseconds and sequence number. */
@@ -72,7 +72,7 @@ int emq__stream_id_parse(const char *text, size_t len, emq__stream_id *out);
  * There is no default: NULL, "" or a malformed value is EMQ_EINVAL with a
  * sentence listing the choices. */
 emq_status emq__stream_start_parse(const char *start, char *out,
-                                  emq_error *err);
+                                   emq_error *err);
 /* -1, 0 or 1 as a is before, equal to or after b. */
 int emq__stream_id_cmp(emq__stream_id a, emq__stream_id b);
 
@@ -98,24 +98,23 @@ emq_status emq__topic_check(const emq_conf_t *conf, emq_error *err);
  * topic_partitions P (emq__topic_claim checks it against the server).
  * *out is caller-owned (emq_conf_destroy). */
 emq_status emq__topic_partition_conf(const emq_conf_t *conf, int i,
-                                    emq_conf_t **out, emq_error *err);
+                                     emq_conf_t **out, emq_error *err);
 /* What a topic's producer, consumer or admin does to open partition i
  * from its conf part (borrowed for the call): make its own handle. */
 typedef emq_status (*emq__topic_open_fn)(int i, const emq_conf_t *part,
-                                        void *ctx, emq_error *err);
+                                         void *ctx, emq_error *err);
 /* The one way a topic handle builds its partitions: calls open for each
  * partition i in [from, to) of topic conf with that partition's conf
  * (emq__topic_partition_conf). The first failure ends the walk, prefixed
  * by emq__topic_error_prefix. */
 emq_status emq__topic_open_parts(const emq_conf_t *conf, int from, int to,
-                                emq__topic_open_fn open, void *ctx,
-                                emq_error *err);
+                                 emq__topic_open_fn open, void *ctx,
+                                 emq_error *err);
 /* Prefixes err with "partition i (emq:{<topic>.<i>})": how every failure
  * of one partition of topic conf is named. */
 void emq__topic_error_prefix(emq_error *err, const emq_conf_t *conf, size_t i);
 /* The partition of a message key: CRC16(key) mod nparts. */
-unsigned emq__topic_key_partition(const char *key, size_t len,
-                                 unsigned nparts);
+unsigned emq__topic_key_partition(const char *key, size_t len, unsigned nparts);
 
 /* The key of that record for partition queue "<topic>.<i>" (emq__alloc'd;
  * NULL when out of memory or queue is not a valid name). */

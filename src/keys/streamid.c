@@ -63,12 +63,12 @@ int emq__stream_id_cmp(emq__stream_id a, emq__stream_id b) {
  * an explicit stream ID. There is no default: the start is declared
  * (docs/CONSUMER.md, "The contract, in order"). */
 emq_status emq__stream_start_parse(const char *start, char *out,
-                                  emq_error *err) {
+                                   emq_error *err) {
     if (start == NULL || *start == '\0')
         return emq__error_set(err, EMQ_EINVAL, 0,
-                             "start is required: new (only entries added "
-                             "after the group is created), head (replay the "
-                             "stream from its first entry) or an entry ID");
+                              "start is required: new (only entries added "
+                              "after the group is created), head (replay the "
+                              "stream from its first entry) or an entry ID");
     if (strcmp(start, "new") == 0) {
         strcpy(out, "$");
         return EMQ_OK;
@@ -81,12 +81,11 @@ emq_status emq__stream_start_parse(const char *start, char *out,
     if (n >= EMQ_ID_MAX || emq__stream_id_parse(start, n, NULL) != 0) {
         char shown[64];
         return emq__error_set(err, EMQ_EINVAL, 0,
-                             "start '%s' is not valid: use new, head or an "
-                             "entry ID such as 1732924800000-0 (each part "
-                             "within 64 bits)",
-                             emq__printable(shown, sizeof shown, start, n));
+                              "start '%s' is not valid: use new, head or an "
+                              "entry ID such as 1732924800000-0 (each part "
+                              "within 64 bits)",
+                              emq__printable(shown, sizeof shown, start, n));
     }
     memcpy(out, start, n + 1);
     return EMQ_OK;
 }
-

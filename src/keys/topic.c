@@ -31,22 +31,24 @@ static void partition_name(const char *topic, int i, char *buf,
 emq_status emq__topic_check(const emq_conf_t *conf, emq_error *err) {
     if (emq__cfg_stream(conf) != NULL)
         return emq__error_set(err, EMQ_EINVAL, 0,
-                             "partitions %lld needs queue (a topic name), "
-                             "not stream: a raw stream key cannot be split "
-                             "into partitions",
-                             (long long)emq__cfg_partitions(conf));
+                              "partitions %lld needs queue (a topic name), "
+                              "not stream: a raw stream key cannot be split "
+                              "into partitions",
+                              (long long)emq__cfg_partitions(conf));
     if (emq__cfg_queue(conf) == NULL)
         return emq__error_set(err, EMQ_EINVAL, 0,
-                             "queue is required: with partitions > 1 it "
-                             "names the topic");
+                              "queue is required: with partitions > 1 it "
+                              "names the topic");
     /* The longest partition name must be a valid queue name. */
     char name[EMQ_KEYS_MAX_QUEUE + 16];
-    partition_name(emq__cfg_queue(conf), (int)emq__cfg_partitions(conf) - 1, name, sizeof name);
+    partition_name(emq__cfg_queue(conf), (int)emq__cfg_partitions(conf) - 1,
+                   name, sizeof name);
     emq__keys keys;
     emq_status st = emq__keys_for_queue(name, &keys, err);
     if (st != EMQ_OK) {
         emq__error_prefix(err, "topic '%.*s' of %lld partitions", 64,
-                         emq__cfg_queue(conf), (long long)emq__cfg_partitions(conf));
+                          emq__cfg_queue(conf),
+                          (long long)emq__cfg_partitions(conf));
         return st;
     }
     emq__keys_free(&keys);
@@ -54,7 +56,7 @@ emq_status emq__topic_check(const emq_conf_t *conf, emq_error *err) {
 }
 
 emq_status emq__topic_partition_conf(const emq_conf_t *conf, int i,
-                                    emq_conf_t **out, emq_error *err) {
+                                     emq_conf_t **out, emq_error *err) {
     *out = NULL;
     char name[EMQ_KEYS_MAX_QUEUE + 16];
     partition_name(emq__cfg_queue(conf), i, name, sizeof name);
@@ -74,8 +76,8 @@ emq_status emq__topic_partition_conf(const emq_conf_t *conf, int i,
 }
 
 emq_status emq__topic_open_parts(const emq_conf_t *conf, int from, int to,
-                                emq__topic_open_fn open, void *ctx,
-                                emq_error *err) {
+                                 emq__topic_open_fn open, void *ctx,
+                                 emq_error *err) {
     for (int i = from; i < to; i++) {
         emq_conf_t *part;
         emq_status st = emq__topic_partition_conf(conf, i, &part, err);
@@ -91,13 +93,13 @@ emq_status emq__topic_open_parts(const emq_conf_t *conf, int from, int to,
     return EMQ_OK;
 }
 
-void emq__topic_error_prefix(emq_error *err, const emq_conf_t *conf,
-                            size_t i) {
-    emq__error_prefix(err, "partition %zu (emq:{%s.%zu})", i, emq__cfg_queue(conf), i);
+void emq__topic_error_prefix(emq_error *err, const emq_conf_t *conf, size_t i) {
+    emq__error_prefix(err, "partition %zu (emq:{%s.%zu})", i,
+                      emq__cfg_queue(conf), i);
 }
 
 unsigned emq__topic_key_partition(const char *key, size_t len,
-                                 unsigned nparts) {
+                                  unsigned nparts) {
     if (nparts <= 1)
         return 0;
     return (unsigned)emq__cluster_crc16(key, len) % nparts;

@@ -38,36 +38,37 @@
  * EMQ_EINVAL names the property at fault; nothing touches the network. */
 static emq_status build_head(emq_producer_t *p, emq_error *err) {
     const emq_conf_t *c = p->conf;
-    int has_maxlen = emq__cfg_trim_maxlen(c) >= 0, has_minid = emq__cfg_trim_minid(c) != NULL;
+    int has_maxlen = emq__cfg_trim_maxlen(c) >= 0,
+        has_minid = emq__cfg_trim_minid(c) != NULL;
     if (has_maxlen && has_minid)
         return emq__error_set(err, EMQ_EINVAL, 0,
-                             "trim.maxlen and trim.minid are both set; a "
-                             "queue trims by one of them (XADD accepts "
-                             "only one)");
+                              "trim.maxlen and trim.minid are both set; a "
+                              "queue trims by one of them (XADD accepts "
+                              "only one)");
     if (has_minid &&
-        emq__stream_id_parse(emq__cfg_trim_minid(c), strlen(emq__cfg_trim_minid(c)), NULL) !=
-            0) {
+        emq__stream_id_parse(emq__cfg_trim_minid(c),
+                             strlen(emq__cfg_trim_minid(c)), NULL) != 0) {
         char shown[64];
         emq__printable(shown, sizeof shown, emq__cfg_trim_minid(c),
-                      strlen(emq__cfg_trim_minid(c)));
+                       strlen(emq__cfg_trim_minid(c)));
         return emq__error_set(err, EMQ_EINVAL, 0,
-                             "invalid trim.minid '%s': not a stream ID "
-                             "(ms or ms-seq, digits only)",
-                             shown);
+                              "invalid trim.minid '%s': not a stream ID "
+                              "(ms or ms-seq, digits only)",
+                              shown);
     }
     if (emq__cfg_trim_limit(c) >= 0 && !emq__cfg_trim_approx(c))
         return emq__error_set(err, EMQ_EINVAL, 0,
-                             "trim.limit needs trim.approx 1: the server "
-                             "accepts LIMIT only with ~ trimming");
+                              "trim.limit needs trim.approx 1: the server "
+                              "accepts LIMIT only with ~ trimming");
     if (!has_maxlen && !has_minid) {
         if (emq__cfg_trim_limit(c) >= 0)
             return emq__error_set(err, EMQ_EINVAL, 0,
-                                 "trim.limit is set but neither trim.maxlen "
-                                 "nor trim.minid is");
+                                  "trim.limit is set but neither trim.maxlen "
+                                  "nor trim.minid is");
         if (emq__cfg_trim_approx(c))
             return emq__error_set(err, EMQ_EINVAL, 0,
-                                 "trim.approx is set but neither "
-                                 "trim.maxlen nor trim.minid is");
+                                  "trim.approx is set but neither "
+                                  "trim.maxlen nor trim.minid is");
     }
 
     size_t n = 0;
@@ -97,7 +98,8 @@ static emq_status build_head(emq_producer_t *p, emq_error *err) {
         p->argvlen[n] = strlen(p->argv[n]);
         n++;
         if (emq__cfg_trim_limit(c) >= 0) {
-            snprintf(p->limit, sizeof p->limit, "%" PRId64, emq__cfg_trim_limit(c));
+            snprintf(p->limit, sizeof p->limit, "%" PRId64,
+                     emq__cfg_trim_limit(c));
             p->argv[n] = "LIMIT";
             p->argvlen[n++] = 5;
             p->argv[n] = p->limit;
@@ -110,13 +112,13 @@ static emq_status build_head(emq_producer_t *p, emq_error *err) {
 }
 
 emq_status emq__producer_open(const emq_conf_t *conf, emq_producer_t **out,
-                             emq_error *err) {
+                              emq_error *err) {
     if (out == NULL)
         return emq__error_set(err, EMQ_EINVAL, 0, "out must not be NULL");
     *out = NULL;
     if (conf == NULL)
         return emq__error_set(err, EMQ_EINVAL, 0,
-                             "a producer needs a configuration");
+                              "a producer needs a configuration");
     emq_producer_t *p = emq__calloc(1, sizeof *p);
     if (p == NULL)
         return emq__oom(err);
@@ -131,7 +133,8 @@ emq_status emq__producer_open(const emq_conf_t *conf, emq_producer_t **out,
     if (st == EMQ_OK && topic)
         st = emq__topic_check(conf, err);
     if (st == EMQ_OK)
-        st = emq__keys_resolve(emq__cfg_queue(conf), emq__cfg_stream(conf), &p->keys, err);
+        st = emq__keys_resolve(emq__cfg_queue(conf), emq__cfg_stream(conf),
+                               &p->keys, err);
     if (st == EMQ_OK)
         st = build_head(p, err); /* a topic's policy is checked here too */
     if (st == EMQ_OK && !topic) /* a topic's partitions send */
@@ -161,12 +164,11 @@ void emq__producer_clear_ids(emq_id *ids, size_t n) {
             ids[i].str[0] = '\0';
 }
 
-emq_status emq__producer_check(const emq_producer_t *p,
-                              const emq_message *msgs, size_t n, int single,
-                              emq_error *err) {
+emq_status emq__producer_check(const emq_producer_t *p, const emq_message *msgs,
+                               size_t n, int single, emq_error *err) {
     if (n > 0 && msgs == NULL)
-        return emq__error_set(err, EMQ_EINVAL, 0,
-                             "msgs is NULL but n is %zu", n);
+        return emq__error_set(err, EMQ_EINVAL, 0, "msgs is NULL but n is %zu",
+                              n);
     size_t max_pairs = ((size_t)INT_MAX - p->nhead - 1) / 2;
     for (size_t i = 0; i < n; i++) {
         const emq_message *m = &msgs[i];
@@ -181,15 +183,15 @@ emq_status emq__producer_check(const emq_producer_t *p,
         if (single)
             return emq__error_set(err, EMQ_EINVAL, 0, "the entry %s", what);
         return emq__error_set(err, EMQ_EINVAL, 0,
-                             "entry %zu %s; nothing of the batch was sent",
-                             i, what);
+                              "entry %zu %s; nothing of the batch was sent", i,
+                              what);
     }
     return EMQ_OK;
 }
 
 emq_status emq__producer_queue(emq_producer_t *p, const emq_message *msgs,
-                          size_t n, emq_id *ids, size_t *written, int single,
-                          emq_error *err) {
+                               size_t n, emq_id *ids, size_t *written,
+                               int single, emq_error *err) {
     if (written)
         *written = 0;
     if (p == NULL) {

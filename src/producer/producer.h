@@ -41,8 +41,8 @@ typedef struct emq__sender {
                                producer.timeout_ms, one attempt per
                                reconnect (the thread spaces them); strings
                                borrowed from the producer's conf */
-    int started;            /* emq__sender_start ran */
-    emq__route *route;       /* NULL until the first connect */
+    int started;                   /* emq__sender_start ran */
+    emq__route *route;             /* NULL until the first connect */
     pthread_mutex_t mu;
     pthread_cond_t wake;    /* the thread's */
     pthread_cond_t idle;    /* flush waits here for outstanding == 0 */
@@ -53,7 +53,7 @@ typedef struct emq__sender {
     unsigned attempt;       /* failed connect attempts in a row */
     int64_t next_attempt_ms;
     int busy;               /* a thread has the turn */
-    emq__record *head, *tail;/* queued records, in call order */
+    emq__record *head, *tail; /* queued records, in call order */
     size_t queued_async;    /* async records in the queue */
     size_t queued_waiters;  /* sync and batch records in the queue */
     emq__record *done_head, *done_tail; /* reported, callback not yet run */
@@ -79,7 +79,7 @@ struct emq_producer {
     size_t nhead;      /* words every XADD starts with (argv[0..nhead)) */
     char threshold[EMQ_ID_MAX]; /* MAXLEN's number as text */
     char limit[24];             /* LIMIT's number as text */
-    emq__sender tx;     /* a plain queue's connection (unused by a topic) */
+    emq__sender tx; /* a plain queue's connection (unused by a topic) */
 
     /* A topic (conf partitions > 1): each entry goes to one of the
      * partitions' producers, opened on first use under parts_mu. */
@@ -99,21 +99,20 @@ emq_status emq__sender_start(emq_producer_t *p, emq_error *err);
  * still owed are run (on the calling thread in poll mode); frees. */
 void emq__sender_stop(emq_producer_t *p);
 /* Adds one entry and waits for its outcome (emq_produce). */
-emq_status emq__sender_one(emq_producer_t *p, const emq_message *m,
-                          emq_id *id, emq_error *err);
+emq_status emq__sender_one(emq_producer_t *p, const emq_message *m, emq_id *id,
+                           emq_error *err);
 /* Adds a batch in windows on the connection, when its turn comes
  * (emq_produce_batch); the messages are checked. */
 emq_status emq__sender_batch(emq_producer_t *p, const emq_message *msgs,
-                            size_t n, emq_id *ids, size_t *written,
-                            int single, emq_error *err);
+                             size_t n, emq_id *ids, size_t *written, int single,
+                             emq_error *err);
 /* Queues one entry for the asynchronous path (emq_produce_async). */
 emq_status emq__sender_async(emq_producer_t *p, const emq_message *m,
-                            emq_delivery_fn cb, void *opaque,
-                            emq_error *err);
+                             emq_delivery_fn cb, void *opaque, emq_error *err);
 /* emq_producer_poll and emq_producer_flush of one queue. */
 size_t emq__sender_poll(emq_producer_t *p, int64_t timeout_ms);
 emq_status emq__sender_flush(emq_producer_t *p, int64_t timeout_ms,
-                            emq_error *err);
+                             emq_error *err);
 /* Async entries not yet called back. */
 size_t emq__sender_outstanding(emq_producer_t *p);
 
@@ -123,7 +122,7 @@ size_t emq__sender_outstanding(emq_producer_t *p);
  * sender started (a topic's partitions get producers of their own in
  * topic.c). Free with emq__producer_close. */
 emq_status emq__producer_open(const emq_conf_t *conf, emq_producer_t **out,
-                             emq_error *err);
+                              emq_error *err);
 /* Stops the sender and frees what emq__producer_open made. */
 void emq__producer_close(emq_producer_t *p);
 
@@ -132,13 +131,12 @@ void emq__producer_clear_ids(emq_id *ids, size_t n);
 /* Refuses a batch with a malformed message before anything is sent, so a
  * caller's mistake never leaves a batch half written (single: the error
  * names no entry index). */
-emq_status emq__producer_check(const emq_producer_t *p,
-                              const emq_message *msgs, size_t n, int single,
-                              emq_error *err);
+emq_status emq__producer_check(const emq_producer_t *p, const emq_message *msgs,
+                               size_t n, int single, emq_error *err);
 /* Writes n entries to one queue (p is not a topic's): the entry point of
  * every call of a queue's producer and of a topic's partition. */
 emq_status emq__producer_queue(emq_producer_t *p, const emq_message *msgs,
-                              size_t n, emq_id *ids, size_t *written,
-                              int single, emq_error *err);
+                               size_t n, emq_id *ids, size_t *written,
+                               int single, emq_error *err);
 
 #endif /* EMQ_PRODUCER_H */

@@ -101,7 +101,7 @@ static size_t record_size(const emq_message *m, size_t *bytes) {
 
 /* Fills the record at r (size bytes from record_size) with a copy of m. */
 static emq__record *record_fill(emq__record *r, rec_kind kind,
-                               const emq_message *m, size_t bytes) {
+                                const emq_message *m, size_t bytes) {
     memset(r, 0, sizeof *r);
     r->kind = kind;
     r->bytes = bytes;
@@ -274,8 +274,7 @@ static emq_status append_xadd(emq_producer_t *p, const emq_message *m,
         argv[2 + 2 * i] = f[i].value ? f[i].value : "";
         lens[2 + 2 * i] = f[i].value_len;
     }
-    return emq__route_append(p->tx.route, (int)argc, p->argv, p->argvlen,
-                            err);
+    return emq__route_append(p->tx.route, (int)argc, p->argv, p->argvlen, err);
 }
 
 /* Reads one XADD reply: its ID into *id (may be NULL). Otherwise *id is ""
@@ -307,13 +306,12 @@ static emq_status read_xadd(emq_producer_t *p, emq_id *id, int *again,
             return EMQ_OK;
         }
         char key[SHOWN_KEY];
-        emq__printable(key, sizeof key, p->keys.stream,
-                      strlen(p->keys.stream));
+        emq__printable(key, sizeof key, p->keys.stream, strlen(p->keys.stream));
         if (kind == EMQ_REPLY_NULL && emq__cfg_producer_nomkstream(p->conf))
             st = emq__error_set(err, EMQ_ESERVER, 0,
-                               "stream '%s' does not exist and "
-                               "producer.nomkstream is set",
-                               key);
+                                "stream '%s' does not exist and "
+                                "producer.nomkstream is set",
+                                key);
         else
             st = emq__reply_error_set(err, reply, "adding to '%s' failed", key);
         emq_reply_free(reply);
@@ -324,7 +322,8 @@ static emq_status read_xadd(emq_producer_t *p, emq_id *id, int *again,
 }
 
 static int durable(const emq_producer_t *p) {
-    return emq__cfg_producer_wait_replicas(p->conf) > 0 || emq__cfg_producer_wait_aof(p->conf);
+    return emq__cfg_producer_wait_replicas(p->conf) > 0 ||
+           emq__cfg_producer_wait_aof(p->conf);
 }
 
 /* Appends the WAIT (or WAITAOF) that ends a durable round. */
@@ -351,10 +350,9 @@ static emq_status read_wait(emq_producer_t *p, emq_error *err) {
     emq_error e;
     emq_status st = emq__route_get_reply(p->tx.route, &reply, &e);
     if (emq__route_only_this_failed(p->tx.route, st))
-        return emq__error_set(err, EMQ_ENOTDURABLE, 1,
-                             "added, but %s was not run: %s",
-                             emq__cfg_producer_wait_aof(c) ? "WAITAOF" : "WAIT",
-                             e.message);
+        return emq__error_set(
+            err, EMQ_ENOTDURABLE, 1, "added, but %s was not run: %s",
+            emq__cfg_producer_wait_aof(c) ? "WAITAOF" : "WAIT", e.message);
     if (st != EMQ_OK) {
         if (err)
             *err = e;
@@ -372,9 +370,9 @@ static emq_status read_wait(emq_producer_t *p, emq_error *err) {
     } else {
         char shown[160];
         st = emq__error_set(err, EMQ_ENOTDURABLE, 0,
-                           "added, but %s was refused: %s",
-                           emq__cfg_producer_wait_aof(c) ? "WAITAOF" : "WAIT",
-                           emq__reply_text(reply, shown, sizeof shown));
+                            "added, but %s was refused: %s",
+                            emq__cfg_producer_wait_aof(c) ? "WAITAOF" : "WAIT",
+                            emq__reply_text(reply, shown, sizeof shown));
         emq_reply_free(reply);
         return st;
     }
@@ -383,14 +381,15 @@ static emq_status read_wait(emq_producer_t *p, emq_error *err) {
         return EMQ_OK;
     if (local < 1)
         return emq__error_set(err, EMQ_ENOTDURABLE, 1,
-                             "added, but not yet in the AOF after %lld ms "
-                             "(producer.wait_timeout_ms)",
-                             (long long)emq__cfg_producer_wait_timeout_ms(c));
+                              "added, but not yet in the AOF after %lld ms "
+                              "(producer.wait_timeout_ms)",
+                              (long long)emq__cfg_producer_wait_timeout_ms(c));
     return emq__error_set(err, EMQ_ENOTDURABLE, 1,
-                         "added, but on %lld of %lld replicas after %lld ms "
-                         "(producer.wait_replicas, producer.wait_timeout_ms)",
-                         replicas, (long long)emq__cfg_producer_wait_replicas(c),
-                         (long long)emq__cfg_producer_wait_timeout_ms(c));
+                          "added, but on %lld of %lld replicas after %lld ms "
+                          "(producer.wait_replicas, producer.wait_timeout_ms)",
+                          replicas,
+                          (long long)emq__cfg_producer_wait_replicas(c),
+                          (long long)emq__cfg_producer_wait_timeout_ms(c));
 }
 
 /* One round of records on the wire: their XADDs (and the WAIT). */
@@ -468,9 +467,9 @@ static emq_status round_read(emq_producer_t *p, round *r, emq_error *err) {
             broke = wst;
             *err = r->wait_err; /* the IDs are known; the link is not */
             emq__error_set(&r->wait_err, EMQ_ENOTDURABLE, 1,
-                          "added, but the connection failed before WAIT "
-                          "answered: %s",
-                          err->message);
+                           "added, but the connection failed before WAIT "
+                           "answered: %s",
+                           err->message);
             wst = EMQ_ENOTDURABLE;
         }
     }
@@ -499,9 +498,9 @@ static void link_broke(emq_producer_t *p, const emq_error *why) {
     s->next_attempt_ms = emq__now_ms();
     s->attempt = 0;
     emq__conf_log(p->conf, EMQ_LOG_WARNING,
-                 "producer of '%s': connection lost (%s); reconnecting in "
-                 "the background",
-                 p->keys.stream, why->message);
+                  "producer of '%s': connection lost (%s); reconnecting in "
+                  "the background",
+                  p->keys.stream, why->message);
     fail_queued_waiters(s, why->code, why);
     pthread_cond_signal(&s->wake);
 }
@@ -525,19 +524,20 @@ static void fail_queued_waiters(emq__sender *s, emq_status st,
  * up). */
 static emq_status connect_once(emq_producer_t *p, emq_error *err) {
     emq__sender *s = &p->tx;
-    emq_status st = s->route == NULL
-                        ? emq__route_open(&s->route_opts, p->keys.stream,
-                                         &s->route, err)
-                        : emq__route_reconnect(s->route, err);
+    emq_status st =
+        s->route == NULL
+            ? emq__route_open(&s->route_opts, p->keys.stream, &s->route, err)
+            : emq__route_reconnect(s->route, err);
     if (st != EMQ_OK)
         return st;
     emq_server server;
-    if (emq__cfg_producer_wait_aof(p->conf) && emq__route_server(s->route, &server) &&
+    if (emq__cfg_producer_wait_aof(p->conf) &&
+        emq__route_server(s->route, &server) &&
         !(server.capabilities & EMQ_CAP_WAITAOF))
         return emq__error_set(err, EMQ_EINVAL, 0,
-                             "producer.wait_aof needs WAITAOF (Redis 7.2 or "
-                             "later, Valkey); the server is %s %s",
-                             server.name, server.version);
+                              "producer.wait_aof needs WAITAOF (Redis 7.2 or "
+                              "later, Valkey); the server is %s %s",
+                              server.name, server.version);
     /* A topic's partition records its count, or refuses another. */
     return emq__topic_claim(s->route, p->conf, err);
 }
@@ -549,8 +549,7 @@ static void attempt_done(emq_producer_t *p, emq_status st,
     if (st == EMQ_OK) {
         if (s->attempt > 0)
             emq__conf_log(p->conf, EMQ_LOG_INFO,
-                         "producer of '%s': connected again",
-                         p->keys.stream);
+                          "producer of '%s': connected again", p->keys.stream);
         s->link = EMQ_LINK_UP;
         s->attempt = 0;
         emq__error_clear(&s->down);
@@ -562,8 +561,8 @@ static void attempt_done(emq_producer_t *p, emq_status st,
             s->down.retriable = 1;
         s->next_attempt_ms =
             emq__now_ms() + emq__backoff_delay(emq__cfg_backoff_min_ms(p->conf),
-                                             emq__cfg_backoff_max_ms(p->conf),
-                                             s->attempt, &s->rng);
+                                               emq__cfg_backoff_max_ms(p->conf),
+                                               s->attempt, &s->rng);
         s->attempt++;
         fail_queued_waiters(s, s->down.code, &s->down);
         if (s->fatal) /* no attempt will help: async entries fail too */
@@ -589,9 +588,9 @@ static emq_status down_error(const emq_producer_t *p, emq_error *err) {
         return s->down.code;
     }
     return emq__error_set(err, s->down.code ? s->down.code : EMQ_EIO, 1,
-                         "not connected (reconnecting in the background; "
-                         "the entry was not sent): %s",
-                         s->down.message);
+                          "not connected (reconnecting in the background; "
+                          "the entry was not sent): %s",
+                          s->down.message);
 }
 
 /* ---- turns -------------------------------------------------------------- */
@@ -663,8 +662,8 @@ static void round_finish(emq_producer_t *p, round *r) {
     r->m = 0;
     if (held)
         s->hold_until_ms =
-            emq__now_ms() + emq__backoff_delay(HOLD_MIN_MS, HOLD_MAX_MS,
-                                             s->holds++, &s->rng);
+            emq__now_ms() +
+            emq__backoff_delay(HOLD_MIN_MS, HOLD_MAX_MS, s->holds++, &s->rng);
     else if (added)
         s->holds = 0;
 }
@@ -747,8 +746,8 @@ static void wait_until(pthread_cond_t *cv, pthread_mutex_t *mu,
     pthread_cond_timedwait(cv, mu, &ts);
 }
 
-emq_status emq__sender_one(emq_producer_t *p, const emq_message *m,
-                          emq_id *id, emq_error *err) {
+emq_status emq__sender_one(emq_producer_t *p, const emq_message *m, emq_id *id,
+                           emq_error *err) {
     emq__sender *s = &p->tx;
     if (id)
         id->str[0] = '\0';
@@ -781,20 +780,20 @@ emq_status emq__sender_one(emq_producer_t *p, const emq_message *m,
                 dequeue(s, r);
                 pass_turn(s);
                 st = emq__error_set(err, EMQ_ETIMEDOUT, 1,
-                                   "the entry was not sent within %lld ms "
-                                   "(producer.timeout_ms): %s",
-                                   (long long)timeout,
-                                   s->link == EMQ_LINK_CONNECTING
-                                       ? "still connecting"
-                                       : "the connection was busy");
+                                    "the entry was not sent within %lld ms "
+                                    "(producer.timeout_ms): %s",
+                                    (long long)timeout,
+                                    s->link == EMQ_LINK_CONNECTING
+                                        ? "still connecting"
+                                        : "the connection was busy");
                 record_free(r);
             } else { /* sent: whoever completes it frees it */
                 r->abandoned = 1;
                 st = emq__error_set(err, EMQ_ETIMEDOUT, 1,
-                                   "no reply within %lld ms "
-                                   "(producer.timeout_ms): the entry may "
-                                   "or may not have been added",
-                                   (long long)timeout);
+                                    "no reply within %lld ms "
+                                    "(producer.timeout_ms): the entry may "
+                                    "or may not have been added",
+                                    (long long)timeout);
             }
             pthread_mutex_unlock(&s->mu);
             return st;
@@ -837,13 +836,12 @@ static emq_status write_batch(emq_producer_t *p, const emq_message *msgs,
         if (done > 0 && emq__now_ms() >= deadline_ms) {
             clear_ids(ids, done, n);
             *written = ok;
-            return emq__error_set(err, EMQ_ETIMEDOUT, 1,
-                                 "%zu of %zu entries added within %lld ms "
-                                 "(producer.timeout_ms); entries from index "
-                                 "%zu on were not sent",
-                                 ok, n,
-                                 (long long)emq__cfg_producer_timeout_ms(p->conf),
-                                 done);
+            return emq__error_set(
+                err, EMQ_ETIMEDOUT, 1,
+                "%zu of %zu entries added within %lld ms "
+                "(producer.timeout_ms); entries from index "
+                "%zu on were not sent",
+                ok, n, (long long)emq__cfg_producer_timeout_ms(p->conf), done);
         }
         size_t end = n - done < window ? n : done + window;
         size_t appended = done;
@@ -875,9 +873,9 @@ static emq_status write_batch(emq_producer_t *p, const emq_message *msgs,
                 *broke = one;
                 if (single)
                     return emq__error_set(err, rs, one.retriable,
-                                         "the entry may or may not have "
-                                         "been added: %s",
-                                         one.message);
+                                          "the entry may or may not have "
+                                          "been added: %s",
+                                          one.message);
                 return emq__error_set(
                     err, rs, one.retriable,
                     "%zu of %zu entries confirmed added; entries from "
@@ -897,10 +895,10 @@ static emq_status write_batch(emq_producer_t *p, const emq_message *msgs,
                 *written = ok;
                 *broke = wait_err;
                 return emq__error_set(err, EMQ_ENOTDURABLE, 1,
-                                     "%zu of %zu entries added; the "
-                                     "connection failed before WAIT "
-                                     "answered: %s",
-                                     ok, n, wait_err.message);
+                                      "%zu of %zu entries added; the "
+                                      "connection failed before WAIT "
+                                      "answered: %s",
+                                      ok, n, wait_err.message);
             }
             if (ws == EMQ_ENOTDURABLE && ok > window_ok &&
                 (first == EMQ_OK || first == EMQ_ESERVER)) {
@@ -908,9 +906,8 @@ static emq_status write_batch(emq_producer_t *p, const emq_message *msgs,
                     first = EMQ_ENOTDURABLE;
                     first_err = wait_err;
                     if (!single)
-                        emq__error_prefix(&first_err,
-                                         "entries %zu to %zu", done,
-                                         appended - 1);
+                        emq__error_prefix(&first_err, "entries %zu to %zu",
+                                          done, appended - 1);
                 }
             }
         }
@@ -922,9 +919,9 @@ static emq_status write_batch(emq_producer_t *p, const emq_message *msgs,
                 first_err = app_err;
                 if (!single)
                     emq__error_prefix(&first_err,
-                                     "entry %zu was not sent (%zu of %zu "
-                                     "entries added, none from it on)",
-                                     appended, ok, n);
+                                      "entry %zu was not sent (%zu of %zu "
+                                      "entries added, none from it on)",
+                                      appended, ok, n);
             }
             break;
         }
@@ -940,8 +937,8 @@ static emq_status write_batch(emq_producer_t *p, const emq_message *msgs,
 }
 
 emq_status emq__sender_batch(emq_producer_t *p, const emq_message *msgs,
-                            size_t n, emq_id *ids, size_t *written,
-                            int single, emq_error *err) {
+                             size_t n, emq_id *ids, size_t *written, int single,
+                             emq_error *err) {
     emq__sender *s = &p->tx;
     size_t w = 0;
     if (written)
@@ -996,12 +993,12 @@ emq_status emq__sender_batch(emq_producer_t *p, const emq_message *msgs,
             dequeue(s, r);
             pass_turn(s);
             st = emq__error_set(err, EMQ_ETIMEDOUT, 1,
-                               "the batch was not sent within %lld ms "
-                               "(producer.timeout_ms): %s",
-                               (long long)timeout,
-                               s->link == EMQ_LINK_CONNECTING
-                                   ? "still connecting"
-                                   : "the connection was busy");
+                                "the batch was not sent within %lld ms "
+                                "(producer.timeout_ms): %s",
+                                (long long)timeout,
+                                s->link == EMQ_LINK_CONNECTING
+                                    ? "still connecting"
+                                    : "the connection was busy");
             break;
         }
         wait_until(&r->cv, &s->mu, deadline);
@@ -1018,8 +1015,7 @@ emq_status emq__sender_batch(emq_producer_t *p, const emq_message *msgs,
 /* ---- asynchronous entries ------------------------------------------------ */
 
 emq_status emq__sender_async(emq_producer_t *p, const emq_message *m,
-                            emq_delivery_fn cb, void *opaque,
-                            emq_error *err) {
+                             emq_delivery_fn cb, void *opaque, emq_error *err) {
     emq__sender *s = &p->tx;
     const emq_conf_t *c = p->conf;
     emq__record *r = record_new(REC_ASYNC, m);
@@ -1031,31 +1027,35 @@ emq_status emq__sender_async(emq_producer_t *p, const emq_message *m,
     r->deadline_ms = r->queued_ms + emq__cfg_producer_timeout_ms(c);
     pthread_mutex_lock(&s->mu);
     if (s->outstanding >= (size_t)emq__cfg_producer_queue_max_messages(c) ||
-        s->outstanding_bytes + r->bytes > (size_t)emq__cfg_producer_queue_max_bytes(c)) {
-        int by_count = s->outstanding >= (size_t)emq__cfg_producer_queue_max_messages(c);
+        s->outstanding_bytes + r->bytes >
+            (size_t)emq__cfg_producer_queue_max_bytes(c)) {
+        int by_count =
+            s->outstanding >= (size_t)emq__cfg_producer_queue_max_messages(c);
         size_t out = s->outstanding, held = s->outstanding_bytes;
         pthread_mutex_unlock(&s->mu);
         record_free(r);
         if (by_count)
-            return emq__error_set(err, EMQ_ELIMIT, 1,
-                                 "the producer's queue is full: %zu entries "
-                                 "outstanding (producer.queue.max_messages "
-                                 "%lld); wait for their callbacks "
-                                 "(emq_producer_poll, emq_producer_flush)",
-                                 out,
-                                 (long long)emq__cfg_producer_queue_max_messages(c));
+            return emq__error_set(
+                err, EMQ_ELIMIT, 1,
+                "the producer's queue is full: %zu entries "
+                "outstanding (producer.queue.max_messages "
+                "%lld); wait for their callbacks "
+                "(emq_producer_poll, emq_producer_flush)",
+                out, (long long)emq__cfg_producer_queue_max_messages(c));
         return emq__error_set(err, EMQ_ELIMIT, 1,
-                             "the producer's queue is full: %zu bytes of "
-                             "fields outstanding (producer.queue.max_bytes "
-                             "%lld); wait for their callbacks",
-                             held, (long long)emq__cfg_producer_queue_max_bytes(c));
+                              "the producer's queue is full: %zu bytes of "
+                              "fields outstanding (producer.queue.max_bytes "
+                              "%lld); wait for their callbacks",
+                              held,
+                              (long long)emq__cfg_producer_queue_max_bytes(c));
     }
     s->outstanding++;
     s->outstanding_bytes += r->bytes;
     enqueue(s, r);
     /* The thread sends it after the linger; wake it for the timer, or at
      * once when a window is full. */
-    if (s->queued_async == 1 || s->queued_async >= (size_t)emq__cfg_producer_window(c))
+    if (s->queued_async == 1 ||
+        s->queued_async >= (size_t)emq__cfg_producer_window(c))
         pthread_cond_signal(&s->wake);
     pthread_mutex_unlock(&s->mu);
     emq__error_clear(err);
@@ -1117,15 +1117,16 @@ static int64_t expire_async(emq_producer_t *p, int64_t now) {
             emq_error e;
             if (s->link != EMQ_LINK_UP && s->down.code != EMQ_OK)
                 emq__error_set(&e, EMQ_ETIMEDOUT, 1,
-                              "not sent within %lld ms "
-                              "(producer.timeout_ms): %s",
-                              (long long)emq__cfg_producer_timeout_ms(p->conf),
-                              s->down.message);
+                               "not sent within %lld ms "
+                               "(producer.timeout_ms): %s",
+                               (long long)emq__cfg_producer_timeout_ms(p->conf),
+                               s->down.message);
             else
-                emq__error_set(&e, EMQ_ETIMEDOUT, 1,
-                              "not sent within %lld ms "
-                              "(producer.timeout_ms)",
-                              (long long)emq__cfg_producer_timeout_ms(p->conf));
+                emq__error_set(
+                    &e, EMQ_ETIMEDOUT, 1,
+                    "not sent within %lld ms "
+                    "(producer.timeout_ms)",
+                    (long long)emq__cfg_producer_timeout_ms(p->conf));
             dequeue(s, r);
             record_fail(r, EMQ_ETIMEDOUT, &e);
             complete(s, r);
@@ -1225,7 +1226,7 @@ emq_status emq__sender_start(emq_producer_t *p, emq_error *err) {
     }
     if (pthread_create(&s->thread, NULL, sender_main, p) != 0)
         return emq__error_set(err, EMQ_ENOMEM, 0,
-                             "could not start the producer's thread");
+                              "could not start the producer's thread");
     s->thread_started = 1;
     return EMQ_OK;
 }
@@ -1240,8 +1241,8 @@ void emq__sender_stop(emq_producer_t *p) {
         /* Not sent: reported, not lost silently. */
         emq_error e;
         emq__error_set(&e, EMQ_ECLOSED, 0,
-                      "the producer was destroyed before the entry was "
-                      "sent (emq_producer_flush sends what is queued)");
+                       "the producer was destroyed before the entry was "
+                       "sent (emq_producer_flush sends what is queued)");
         emq__record *r = s->head;
         while (r) {
             emq__record *nx = r->next;
@@ -1278,7 +1279,7 @@ size_t emq__sender_poll(emq_producer_t *p, int64_t timeout_ms) {
 }
 
 emq_status emq__sender_flush(emq_producer_t *p, int64_t timeout_ms,
-                            emq_error *err) {
+                             emq_error *err) {
     emq__sender *s = &p->tx;
     int64_t deadline = timeout_ms < 0 ? -1 : emq__now_ms() + timeout_ms;
     int poll_mode = emq__cfg_producer_delivery_poll(p->conf) != 0;
@@ -1297,8 +1298,8 @@ emq_status emq__sender_flush(emq_producer_t *p, int64_t timeout_ms,
     pthread_mutex_unlock(&s->mu);
     if (left > 0)
         return emq__error_set(err, EMQ_ETIMEDOUT, 1,
-                             "%zu entries still outstanding after %lld ms",
-                             left, (long long)timeout_ms);
+                              "%zu entries still outstanding after %lld ms",
+                              left, (long long)timeout_ms);
     emq__error_clear(err);
     return EMQ_OK;
 }

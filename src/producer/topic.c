@@ -50,7 +50,7 @@ static emq_status part_open(emq_producer_t *p, size_t i, emq_error *err) {
     emq_status st = EMQ_OK;
     if (p->parts[i] == NULL)
         st = emq__topic_open_parts(p->conf, (int)i, (int)i + 1, open_part, p,
-                                  err);
+                                   err);
     pthread_mutex_unlock(&p->parts_mu);
     return st;
 }
@@ -130,7 +130,8 @@ static emq_status split_produce(emq_producer_t *p, const emq_message *msgs,
         int opened = rs == EMQ_OK; /* an open failure names its partition */
         if (opened)
             rs = emq__producer_queue(p->parts[k], sorted + from, cnt,
-                         sub_ids ? sub_ids + from : NULL, &w, single, &one);
+                                     sub_ids ? sub_ids + from : NULL, &w,
+                                     single, &one);
         else if (sub_ids)
             emq__producer_clear_ids(sub_ids + from, cnt);
         ok += w;
@@ -169,8 +170,8 @@ static emq_status check_all(const emq_producer_t *p,
                               const emq_keyed_message *kmsgs, size_t n,
                               int single, emq_error *err) {
     if (n > 0 && msgs == NULL && kmsgs == NULL)
-        return emq__error_set(err, EMQ_EINVAL, 0,
-                             "msgs is NULL but n is %zu", n);
+        return emq__error_set(err, EMQ_EINVAL, 0, "msgs is NULL but n is %zu",
+                              n);
     for (size_t i = 0; i < n; i++) {
         const emq_message *m = kmsgs ? &kmsgs[i].message : &msgs[i];
         emq_status st = emq__producer_check(p, m, 1, 1, err);
@@ -336,7 +337,7 @@ static emq_status async_any(emq_producer_t *p, const char *key,
         return emq__error_set(err, EMQ_EINVAL, 0, "producer is NULL");
     if (cb == NULL)
         return emq__error_set(err, EMQ_EINVAL, 0,
-                             "an asynchronous entry needs a callback");
+                              "an asynchronous entry needs a callback");
     emq_message m = {fields, nfields, NULL};
     emq_status st = emq__producer_check(p, &m, 1, 1, err);
     if (st != EMQ_OK)

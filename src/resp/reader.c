@@ -144,8 +144,8 @@ static emq_status make_room(emq__resp_reader *r, size_t min, emq_error *err) {
     while (cap < want) {
         if (cap > SIZE_MAX / 4)
             return emq__error_set(err, EMQ_ENOMEM, 0,
-                                 "receive buffer of %zu bytes is too large",
-                                 want);
+                                  "receive buffer of %zu bytes is too large",
+                                  want);
         cap *= 2;
     }
     resp_chunk *fresh;
@@ -153,18 +153,18 @@ static emq_status make_room(emq__resp_reader *r, size_t min, emq_error *err) {
         fresh = emq__resp_chunk_grow(c, cap);
         if (fresh == NULL)
             return emq__error_set(err, EMQ_ENOMEM, 0,
-                                 "out of memory growing the receive buffer "
-                                 "to %zu bytes",
-                                 cap);
+                                  "out of memory growing the receive buffer "
+                                  "to %zu bytes",
+                                  cap);
         r->chunk = fresh;
         return EMQ_OK;
     }
     fresh = emq__resp_chunk_new(cap);
     if (fresh == NULL)
         return emq__error_set(err, EMQ_ENOMEM, 0,
-                             "out of memory allocating a receive buffer of "
-                             "%zu bytes",
-                             cap);
+                              "out of memory allocating a receive buffer of "
+                              "%zu bytes",
+                              cap);
     if (unparsed)
         memcpy(fresh->data, c->data + r->pos, unparsed);
     emq__resp_chunk_release(c);
@@ -176,7 +176,7 @@ static emq_status make_room(emq__resp_reader *r, size_t min, emq_error *err) {
 }
 
 emq_status emq__resp_reserve(emq__resp_reader *r, size_t min, char **space,
-                            size_t *avail, emq_error *err) {
+                             size_t *avail, emq_error *err) {
     if (r->failed)
         return sticky(r, err);
     /* Everything parsed: start over at the front, or drop a big chunk. */
@@ -200,7 +200,7 @@ emq_status emq__resp_reserve(emq__resp_reader *r, size_t min, char **space,
 void emq__resp_commit(emq__resp_reader *r, size_t n) { r->len += n; }
 
 emq_status emq__resp_feed(emq__resp_reader *r, const char *buf, size_t len,
-                         emq_error *err) {
+                          emq_error *err) {
     char *space = NULL;
     size_t avail = 0;
     emq_status st = emq__resp_reserve(r, len, &space, &avail, err);
@@ -635,8 +635,8 @@ static emq_status next_reply(emq__resp_reader *r, emq_reply **out,
         emq__alloc(sizeof *block + r->nodes * sizeof(struct emq_reply));
     if (block == NULL)
         return emq__error_set(err, EMQ_ENOMEM, 1,
-                             "out of memory building a reply of %zu elements",
-                             r->nodes);
+                              "out of memory building a reply of %zu elements",
+                              r->nodes);
     struct emq_reply *cursor = block->nodes + 1;
     build_value(r->chunk->data + r->pos, r->chunk->data + r->scan,
                 &block->nodes[0], &cursor);
@@ -650,7 +650,8 @@ static emq_status next_reply(emq__resp_reader *r, emq_reply **out,
     return EMQ_OK;
 }
 
-emq_status emq__resp_next(emq__resp_reader *r, emq_reply **out, emq_error *err) {
+emq_status emq__resp_next(emq__resp_reader *r, emq_reply **out,
+                          emq_error *err) {
     for (;;) {
         emq_status st = next_reply(r, out, err);
         if (st != EMQ_OK || !r->drop_pushes || (*out)->type != EMQ_REPLY_PUSH)

@@ -99,14 +99,14 @@ void emq__reply_code_copy(emq_error *err, const emq_reply *r) {
 }
 
 emq_status emq__reply_error_set(emq_error *err, const emq_reply *r,
-                               const char *fmt, ...) {
+                                const char *fmt, ...) {
     char what[EMQ_ERROR_MESSAGE_MAX], shown[200];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(what, sizeof what, fmt, ap);
     va_end(ap);
     emq__error_set(err, EMQ_ESERVER, 0, "%.200s: %s", what,
-                  emq__reply_text(r, shown, sizeof shown));
+                   emq__reply_text(r, shown, sizeof shown));
     emq__reply_code_copy(err, r);
     return EMQ_ESERVER;
 }

@@ -58,12 +58,12 @@ void emq__resp_reader_free(emq__resp_reader *r);
 /* Copies len bytes into the reader. EMQ_ENOMEM, or the sticky error once
  * the reader has failed. */
 emq_status emq__resp_feed(emq__resp_reader *r, const char *buf, size_t len,
-                         emq_error *err);
+                          emq_error *err);
 /* Returns in *space at least min writable bytes at the end of the reader's
  * buffer (*avail gets how many), for a read(2) straight into it. Follow
  * with emq__resp_commit(r, n) for the n bytes actually written. */
 emq_status emq__resp_reserve(emq__resp_reader *r, size_t min, char **space,
-                            size_t *avail, emq_error *err);
+                             size_t *avail, emq_error *err);
 void emq__resp_commit(emq__resp_reader *r, size_t n);
 
 /* Parses the next complete reply.
@@ -105,16 +105,16 @@ void emq__reply_code_copy(emq_error *err, const emq_reply *r);
  * the caller's words (fmt) then ": " and the reply's text, reply_code
  * its code. Returns EMQ_ESERVER. */
 emq_status emq__reply_error_set(emq_error *err, const emq_reply *r,
-                               const char *fmt, ...) EMQ_PRINTF(3, 4);
+                                const char *fmt, ...) EMQ_PRINTF(3, 4);
 
 /* Appends the RESP encoding of a command (an array of bulk strings) to out.
  * argvlen may be NULL when every argument is NUL-terminated. Binary-safe.
  * EMQ_EINVAL for argc < 1 or a NULL argument; EMQ_ELIMIT/EMQ_ENOMEM from
  * the buffer, which is then unchanged. */
 emq_status emq__resp_encode(emq__buf *out, int argc, const char *const *argv,
-                           const size_t *argvlen, emq_error *err);
+                            const size_t *argvlen, emq_error *err);
 /* Exact number of bytes emq__resp_encode would append. */
 size_t emq__resp_encoded_len(int argc, const char *const *argv,
-                            const size_t *argvlen);
+                             const size_t *argvlen);
 
 #endif /* EMQ_RESP_H */

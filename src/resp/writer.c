@@ -35,7 +35,7 @@ static size_t arg_len(const char *const *argv, const size_t *argvlen,
 }
 
 size_t emq__resp_encoded_len(int argc, const char *const *argv,
-                            const size_t *argvlen) {
+                             const size_t *argvlen) {
     size_t total = 1 + digits((size_t)argc) + 2;
     for (int i = 0; i < argc; i++) {
         size_t n = arg_len(argv, argvlen, i);
@@ -45,14 +45,14 @@ size_t emq__resp_encoded_len(int argc, const char *const *argv,
 }
 
 emq_status emq__resp_encode(emq__buf *out, int argc, const char *const *argv,
-                           const size_t *argvlen, emq_error *err) {
+                            const size_t *argvlen, emq_error *err) {
     if (argc < 1 || argv == NULL)
         return emq__error_set(err, EMQ_EINVAL, 0,
-                             "a command needs at least one argument");
+                              "a command needs at least one argument");
     for (int i = 0; i < argc; i++)
         if (argv[i] == NULL)
             return emq__error_set(err, EMQ_EINVAL, 0,
-                                 "command argument %d is NULL", i);
+                                  "command argument %d is NULL", i);
     size_t total = emq__resp_encoded_len(argc, argv, argvlen);
     emq_status st = emq__buf_reserve(out, total, err);
     if (st != EMQ_OK)

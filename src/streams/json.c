@@ -21,7 +21,7 @@ size_t emq_entry_json_partition(const emq_entry *entry, int partition,
     if (partition >= 0)
         emq__json_raw(&o, ",\"partition\":%d", partition);
     emq__json_raw(&o, ",\"deliveries\":%llu,\"fields\":",
-                 (unsigned long long)entry->deliveries);
+                  (unsigned long long)entry->deliveries);
     size_t room = o.len < o.size ? o.size - o.len : 0;
     o.len += emq_fields_json(entry->fields, entry->nfields,
                              room ? o.buf + o.len : NULL, room);

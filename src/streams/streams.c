@@ -7,7 +7,7 @@
 
 emq_status emq__reply_bad_shape(emq_error *err, const char *what) {
     return emq__error_set(err, EMQ_EPROTO, 0,
-                         "unexpected reply shape from the server: %s", what);
+                          "unexpected reply shape from the server: %s", what);
 }
 
 const emq_reply *emq__stream_field(const emq_reply *r, const char *name) {
@@ -26,7 +26,7 @@ const emq_reply *emq__stream_field(const emq_reply *r, const char *name) {
 }
 
 void emq__group_create_argv(const char *argv[6], const char *stream,
-                           const char *group, const char *start_id) {
+                            const char *group, const char *start_id) {
     argv[0] = "XGROUP";
     argv[1] = "CREATE";
     argv[2] = stream;
@@ -36,14 +36,14 @@ void emq__group_create_argv(const char *argv[6], const char *stream,
 }
 
 emq_status emq__group_create_reply(const emq_reply *r, const char *stream,
-                                  const char *group, int *created,
-                                  emq_error *err) {
+                                   const char *group, int *created,
+                                   emq_error *err) {
     if (created)
         *created = 0;
     if (emq_reply_kind(r) == EMQ_REPLY_ERROR &&
         !emq_reply_is_error(r, "BUSYGROUP"))
-        return emq__reply_error_set(err, r, "creating group '%s' on '%s' failed",
-                                   group, stream);
+        return emq__reply_error_set(
+            err, r, "creating group '%s' on '%s' failed", group, stream);
     if (created)
         *created = emq_reply_kind(r) != EMQ_REPLY_ERROR;
     return EMQ_OK;

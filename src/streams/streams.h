@@ -33,13 +33,13 @@ int64_t emq__stream_number(const emq_reply *r, int64_t dflt);
 /* Writes the words of XGROUP CREATE <stream> <group> <start_id> MKSTREAM
  * into argv (6 words, borrowed from the arguments). */
 void emq__group_create_argv(const char *argv[6], const char *stream,
-                           const char *group, const char *start_id);
+                            const char *group, const char *start_id);
 /* Reads XGROUP CREATE's reply: +OK is *created 1, BUSYGROUP *created 0
  * (the group was there; its cursor is kept), any other error reply is
  * EMQ_ESERVER "creating group '<group>' on '<stream>' failed: <reply>". */
 emq_status emq__group_create_reply(const emq_reply *r, const char *stream,
-                                  const char *group, int *created,
-                                  emq_error *err);
+                                   const char *group, int *created,
+                                   emq_error *err);
 
 /* ---- XPENDING rows --------------------------------------------------------- */
 
@@ -68,10 +68,10 @@ int emq__pending_row_parse(const emq_reply *row, emq__pending_row *out);
  * count is; any other conf: EMQ_OK without a command. One round trip on
  * route (HSETNX, HGET); a transport failure is returned as it is. */
 emq_status emq__topic_claim(emq__route *route, const emq_conf_t *conf,
-                           emq_error *err);
+                            emq_error *err);
 /* The count recorded for the topic named queue, read from its partition 0
  * on route (a route to the slot of "emq:{<queue>.0}"); *partitions is 0
  * when none is recorded. */
 emq_status emq__topic_recorded(emq__route *route, const char *queue,
-                              int64_t *partitions, emq_error *err);
+                               int64_t *partitions, emq_error *err);
 #endif /* EMQ_STREAMS_H */

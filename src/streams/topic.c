@@ -23,8 +23,8 @@ static emq_status count_of(const emq_reply *r, const char *key,
     size_t len;
     const char *text = emq_reply_str(r, &len);
     if (text == NULL || emq_reply_kind(r) == EMQ_REPLY_ERROR)
-        return emq__reply_error_set(err, r, "reading the topic record '%s' failed",
-                                   key);
+        return emq__reply_error_set(
+            err, r, "reading the topic record '%s' failed", key);
     char digits[24];
     snprintf(digits, sizeof digits, "%.*s", (int)(len < 23 ? len : 23), text);
     *out = strtoll(digits, NULL, 10);
@@ -32,14 +32,15 @@ static emq_status count_of(const emq_reply *r, const char *key,
 }
 
 emq_status emq__topic_claim(emq__route *route, const emq_conf_t *conf,
-                           emq_error *err) {
+                            emq_error *err) {
     if (emq__cfg_topic_partitions(conf) <= 1 || emq__cfg_queue(conf) == NULL)
         return EMQ_OK;
     char *key = emq__topic_record_key(emq__cfg_queue(conf));
     if (key == NULL)
         return emq__oom(err);
     char count[24];
-    snprintf(count, sizeof count, "%lld", (long long)emq__cfg_topic_partitions(conf));
+    snprintf(count, sizeof count, "%lld",
+             (long long)emq__cfg_topic_partitions(conf));
     const char *setnx[] = {"HSETNX", key, "partitions", count};
     const char *get[] = {"HGET", key, "partitions"};
     int appended = 0;
@@ -67,20 +68,20 @@ emq_status emq__topic_claim(emq__route *route, const emq_conf_t *conf,
     int64_t recorded = 0;
     if (st == EMQ_OK && emq_reply_kind(r1) == EMQ_REPLY_ERROR) {
         st = emq__reply_error_set(err, r1,
-                                 "recording the topic's partitions in '%s' "
-                                 "failed",
-                                 key);
+                                  "recording the topic's partitions in '%s' "
+                                  "failed",
+                                  key);
     }
     if (st == EMQ_OK)
         st = count_of(r2, key, &recorded, err);
     if (st == EMQ_OK && recorded != emq__cfg_topic_partitions(conf))
         st = emq__error_set(err, EMQ_EINVAL, 0,
-                           "the topic has %lld partitions (recorded in "
-                           "'%s'), not %lld: give partitions %lld, or "
-                           "another topic name",
-                           (long long)recorded, key,
-                           (long long)emq__cfg_topic_partitions(conf),
-                           (long long)recorded);
+                            "the topic has %lld partitions (recorded in "
+                            "'%s'), not %lld: give partitions %lld, or "
+                            "another topic name",
+                            (long long)recorded, key,
+                            (long long)emq__cfg_topic_partitions(conf),
+                            (long long)recorded);
     emq_reply_free(r1);
     emq_reply_free(r2);
     emq__free(key);
@@ -88,14 +89,14 @@ emq_status emq__topic_claim(emq__route *route, const emq_conf_t *conf,
 }
 
 emq_status emq__topic_recorded(emq__route *route, const char *queue,
-                              int64_t *partitions, emq_error *err) {
+                               int64_t *partitions, emq_error *err) {
     *partitions = 0;
     char name[EMQ_KEYS_MAX_QUEUE + 16];
     snprintf(name, sizeof name, "%s.0", queue);
     char *key = emq__topic_record_key(name);
     if (key == NULL)
-        return emq__error_set(err, EMQ_EINVAL, 0,
-                             "'%.64s' cannot name a topic", queue);
+        return emq__error_set(err, EMQ_EINVAL, 0, "'%.64s' cannot name a topic",
+                              queue);
     const char *get[] = {"HGET", key, "partitions"};
     emq_reply *r = NULL;
     emq_status st = emq__route_command(route, 3, get, NULL, &r, err);

@@ -210,8 +210,7 @@ static void answer(fake *f, int argc, const char **argv, const size_t *len) {
     int resp3 = f->flags & 1;
     int fuzz_all = f->flags & 4;
     f->commands++;
-    if (f->commands > MAX_COMMANDS ||
-        emq__now_ms() - f->started_ms > BUDGET_MS)
+    if (f->commands > MAX_COMMANDS || emq__now_ms() - f->started_ms > BUDGET_MS)
         emq_consumer_stop(f->consumer);
     const char *cmd = argv[0];
     size_t cn = len[0];

@@ -589,9 +589,7 @@ static int wait_ready(emq_srv *s, char *why, size_t why_size) {
     }
 }
 
-static void stop_pid(pid_t pid) {
-    srvproc_stop(pid, 3000);
-}
+static void stop_pid(pid_t pid) { srvproc_stop(pid, 3000); }
 
 /* Log paths of the last server that failed to start, for the report. */
 static char failed_log[SRV_PATH_MAX + 16], failed_out[SRV_PATH_MAX + 16];

@@ -17,8 +17,8 @@
  * with delivery counts; long lists are paged; NOGROUP names the group; bad
  * arguments are refused before any command is sent.
  */
-#include "integ/admin_inspect_helpers.h"
 #include "base/base.h" /* emq__alloc_fail_at */
+#include "integ/admin_inspect_helpers.h"
 
 #define S_INSP "emq:{insp}"
 

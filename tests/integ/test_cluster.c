@@ -232,8 +232,9 @@ TEST_TIMEOUT(cluster_map_wrong_node_commands_acl_blocked, 45) {
         emq_status s1 = emq__route_new(limited, "{jobs}", &r, &err);
         emq_status s2 = EMQ_OK;
         if (s1 == EMQ_OK) {
-            s2 = emq__route_command(r, 2, (const char *const[]){"XLEN", "{jobs}"},
-                                   NULL, &rep, &err);
+            s2 = emq__route_command(r, 2,
+                                    (const char *const[]){"XLEN", "{jobs}"},
+                                    NULL, &rep, &err);
             if (s2 == EMQ_OK)
                 emq_reply_free(rep);
         } else {
@@ -511,7 +512,7 @@ TEST(route_standalone_is_a_plain_connection) {
     ASSERT_EQ_SIZE(emq__route_pending(r), 10);
     emq_error err;
     ASSERT_STATUS(emq__route_command(r, 1, (const char *const[]){"PING"}, NULL,
-                                    &rep, &err),
+                                     &rep, &err),
                   EMQ_EINVAL, &err); /* a misuse, not a closed connection */
     for (int i = 0; i < 10; i++) {
         ASSERT_OK(emq__route_get_reply(r, &rep, &err), &err);
@@ -523,7 +524,7 @@ TEST(route_standalone_is_a_plain_connection) {
     emq_srv_kill9(s);
     emq_srv_restart(s);
     ASSERT(emq__route_command(r, 1, (const char *const[]){"PING"}, NULL, &rep,
-                             &err) != EMQ_OK);
+                              &err) != EMQ_OK);
     ASSERT_EQ_INT(emq__route_is_broken(r), 1);
     ASSERT_OK(emq__route_reconnect(r, &err), &err);
     ASSERT_EQ_INT(emq__route_is_broken(r), 0);

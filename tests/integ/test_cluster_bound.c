@@ -27,10 +27,9 @@ static recorder rec;
 TEST_TIMEOUT(consumer_reconnects_past_the_routes_redirect_bound, 40) {
     emq_srv *s = emq_srv_start(NULL);
     produce_n(s, "jobs", "e", 30);
-    emq_icept *next =
-        redirecting_proxy(s, "XREADGROUP", 1, 2, emq_srv_port(s));
-    emq_icept *seed = redirecting_proxy(s, "XREADGROUP", 1, 2,
-                                        url_port(emq_icept_url(next)));
+    emq_icept *next = redirecting_proxy(s, "XREADGROUP", 1, 2, emq_srv_port(s));
+    emq_icept *seed =
+        redirecting_proxy(s, "XREADGROUP", 1, 2, url_port(emq_icept_url(next)));
     emq_conf_t *conf = consumer_conf(s, "jobs", "g", "w", "head");
     conf_set(conf, "url", emq_icept_url(seed));
     conf_set(conf, "cluster.max_redirects", "1");
@@ -64,9 +63,9 @@ TEST_TIMEOUT(consumer_reconnects_past_the_routes_redirect_bound, 40) {
     ASSERT_EQ_INT(st.acked, 30);
     ASSERT(emq_icept_replaced(next) == 2);
     char out[64];
-    ASSERT_EQ_INT(emq_srv_cmd(s, out, sizeof out, "XPENDING", "emq:{jobs}",
-                              "g", NULL),
-                  '*');
+    ASSERT_EQ_INT(
+        emq_srv_cmd(s, out, sizeof out, "XPENDING", "emq:{jobs}", "g", NULL),
+        '*');
     ASSERT(strncmp(out, "0\n", 2) == 0); /* nothing pending */
 
     emq_consumer_destroy(c);

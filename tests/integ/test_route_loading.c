@@ -48,8 +48,8 @@ TEST(route_redirect_bound_is_its_own_failure) {
     emq_icept *last = redirecting_proxy(s, "GET", -1, -1, emq_srv_port(s));
     emq_icept *middle =
         redirecting_proxy(s, "GET", -1, -1, url_port(emq_icept_url(last)));
-    emq_icept *seed = redirecting_proxy(s, "GET", -1, -1,
-                                         url_port(emq_icept_url(middle)));
+    emq_icept *seed =
+        redirecting_proxy(s, "GET", -1, -1, url_port(emq_icept_url(middle)));
     emq_conf_t *conf = emq_conf_new();
     emq_error err;
     ASSERT_OK(emq_conf_set(conf, "url", emq_icept_url(seed), &err), &err);

@@ -372,8 +372,7 @@ TEST_TIMEOUT(cluster_ls_top_exporter_see_every_master, 90) {
         char name[16], key[32];
         snprintf(name, sizeof name, "q%d", i);
         snprintf(key, sizeof key, "emq:{%s}", name);
-        int owner =
-            emq_cl_owner(c, 0, emq__cluster_key_slot(key, strlen(key)));
+        int owner = emq_cl_owner(c, 0, emq__cluster_key_slot(key, strlen(key)));
         ASSERT(owner >= 0 && owner < 3);
         if (names[owner][0] == '\0') {
             snprintf(names[owner], sizeof names[owner], "%s", name);

@@ -142,7 +142,8 @@ TEST(block_wait_of_list_zset_and_wait_commands) {
     ASSERT_EQ_INT(emq__conn_block_ms(0, NULL, NULL), 0);
 }
 
-/* ---- emq__retry: the one retry loop ---------------------------------------- */
+/* ---- emq__retry: the one retry loop ----------------------------------------
+ */
 
 static int calls_until_stop;
 static int stop_after_calls(void *ctx) {

@@ -6,10 +6,10 @@
  * that the password is never echoed, that a failed set changes nothing,
  * and that new/dup free everything on every allocation failure.
  */
-#include "harness/test.h"
 #include "base/base.h"
 #include "cluster/cluster.h"
 #include "conn/conf.h"
+#include "harness/test.h"
 #include "resp/resp.h"
 
 #include <stdlib.h>
@@ -57,7 +57,8 @@ TEST(conf_defaults_read_back_as_the_table_says) {
     ASSERT_EQ_INT(emq__cfg_protocol(c), 2);
     ASSERT_EQ_INT(emq__cfg_db(c), -1);
     ASSERT_EQ_INT(emq__cfg_tls_verify(c), EMQ_TLS_VERIFY_DEFAULT);
-    ASSERT(emq__cfg_user(c) == NULL && emq__cfg_password(c) == NULL && emq__cfg_client_name(c) == NULL);
+    ASSERT(emq__cfg_user(c) == NULL && emq__cfg_password(c) == NULL &&
+           emq__cfg_client_name(c) == NULL);
     emq_conf_destroy(c);
 }
 
@@ -70,7 +71,8 @@ TEST(conf_resp_defaults_match_the_reader) {
     ASSERT_EQ_SIZE((size_t)emq__cfg_resp_max_depth(c), l.max_depth);
     ASSERT_EQ_SIZE((size_t)emq__cfg_resp_max_elements(c), l.max_elements);
     ASSERT_EQ_SIZE((size_t)emq__cfg_resp_max_reply(c), l.max_reply);
-    ASSERT_EQ_SIZE((size_t)emq__cfg_resp_max_bulk(c), EMQ_RESP_DEFAULT_MAX_BULK);
+    ASSERT_EQ_SIZE((size_t)emq__cfg_resp_max_bulk(c),
+                   EMQ_RESP_DEFAULT_MAX_BULK);
     emq_conf_destroy(c);
 }
 
@@ -393,9 +395,9 @@ TEST(conf_makes_the_typed_options_of_conn_and_route) {
     ASSERT(kept.user == NULL);
     ASSERT_EQ_INT(kept.max_attempts, 1);
     char back[64];
-    ASSERT_OK(emq_conf_get(conf, "reconnect.max_attempts", back, sizeof back,
-                           &err),
-              &err);
+    ASSERT_OK(
+        emq_conf_get(conf, "reconnect.max_attempts", back, sizeof back, &err),
+        &err);
     ASSERT(strcmp(back, "1") != 0); /* the conf is untouched */
     emq__conn_options_drop(&kept);
     ASSERT(kept.url == NULL && kept.password == NULL);

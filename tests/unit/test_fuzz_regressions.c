@@ -18,8 +18,7 @@ static void assert_printable(const char *msg) {
 
 /* Feeds in to a fresh reader and returns the error of the first reply. */
 static emq_status first_reply_error(const emq__resp_limits *limits,
-                                    const char *in, size_t n,
-                                    emq_error *err) {
+                                    const char *in, size_t n, emq_error *err) {
     emq__resp_limits l;
     emq__resp_limits_default(&l);
     emq__resp_reader *r = emq__resp_reader_new(limits ? limits : &l);

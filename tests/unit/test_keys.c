@@ -111,8 +111,9 @@ TEST(stream_id_parse) {
     ASSERT(id.ms == 5 && id.seq == 0);
     ASSERT_EQ_INT(emq__stream_id_parse("1732924800123-7", 15, &id), 0);
     ASSERT(id.ms == 1732924800123ULL && id.seq == 7);
-    ASSERT_EQ_INT(emq__stream_id_parse("18446744073709551615-18446744073709551615",
-                                      41, &id), 0);
+    ASSERT_EQ_INT(emq__stream_id_parse(
+                      "18446744073709551615-18446744073709551615", 41, &id),
+                  0);
     ASSERT(id.ms == UINT64_MAX && id.seq == UINT64_MAX);
     const char *bad[] = {"", "abc", "-", "+", "$", ">", "1-2-3", "-1", "1-",
                          "-0", " 1", "1 ", "+1", "18446744073709551616",

@@ -71,8 +71,8 @@ TEST(slots_map_from_cluster_shards) {
     r = parse("*1\r\n*4\r\n$5\r\nslots\r\n*2\r\n:0\r\n:16384\r\n"
               "$5\r\nnodes\r\n*1\r\n*4\r\n$4\r\nport\r\n:1\r\n$4\r\nrole\r\n"
               "$6\r\nmaster\r\n");
-    ASSERT_STATUS(emq__slot_map_from_shards(&map, r, "h", 0, &err),
-                  EMQ_EPROTO, &err);
+    ASSERT_STATUS(emq__slot_map_from_shards(&map, r, "h", 0, &err), EMQ_EPROTO,
+                  &err);
     ASSERT_CONTAINS(err.message, "CLUSTER SHARDS");
     ASSERT_EQ_SIZE(map.nnodes, 0);
     emq_reply_free(r);

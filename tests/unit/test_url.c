@@ -35,9 +35,10 @@ TEST(url_plain_defaults) {
 TEST(url_full_tcp_with_percent_decoding) {
     emq__url u;
     emq_error err;
-    ASSERT_OK(emq__url_parse("REDIS://al%69ce:p%40ss%3Aw@cache-1.example.com:6380/3",
-                            &u, &err),
-              &err);
+    ASSERT_OK(
+        emq__url_parse("REDIS://al%69ce:p%40ss%3Aw@cache-1.example.com:6380/3",
+                       &u, &err),
+        &err);
     ASSERT_EQ_INT(u.scheme, EMQ_URL_TCP);
     ASSERT_EQ_STR(u.user, "alice");
     ASSERT_EQ_STR(u.password, "p@ss:w");
@@ -116,9 +117,9 @@ TEST(url_rediss_tls_parameters) {
     emq__url u;
     emq_error err;
     ASSERT_OK(emq__url_parse("rediss://h:6380/0?tls.ca_file=/etc/ca%20b.pem&"
-                            "tls.verify=none&tls.sni=cache.internal&"
-                            "tls.cert_file=/c.pem&tls.key_file=/k.pem",
-                            &u, &err),
+                             "tls.verify=none&tls.sni=cache.internal&"
+                             "tls.cert_file=/c.pem&tls.key_file=/k.pem",
+                             &u, &err),
               &err);
     ASSERT_EQ_INT(u.scheme, EMQ_URL_TLS);
     ASSERT_EQ_INT(u.port, 6380);
@@ -130,7 +131,7 @@ TEST(url_rediss_tls_parameters) {
     ASSERT_EQ_STR(u.tls_key_file, "/k.pem");
     emq__url_free(&u);
     ASSERT_OK(emq__url_parse("rediss://h?tls.verify=peer&tls.sni=a&tls.sni=b",
-                            &u, &err),
+                             &u, &err),
               &err);
     ASSERT_EQ_INT(u.tls_verify, 1);
     ASSERT_EQ_STR(u.tls_sni, "b"); /* the last one wins */
@@ -202,9 +203,9 @@ TEST(url_quoted_parts_after_an_at_in_the_query_are_withheld) {
     /* The last '@' of the whole URL bounds what may be quoted. */
     emq__url u;
     emq_error err;
-    ASSERT_STATUS(emq__url_parse("rediss://u:" PW "@h:99999?tls.ca_file=/a@b",
-                                &u, &err),
-                  EMQ_EINVAL, &err);
+    ASSERT_STATUS(
+        emq__url_parse("rediss://u:" PW "@h:99999?tls.ca_file=/a@b", &u, &err),
+        EMQ_EINVAL, &err);
     ASSERT_CONTAINS(err.message, "port (withheld) is out of range");
     assert_no_password(err.message);
 }

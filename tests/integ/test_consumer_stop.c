@@ -215,8 +215,13 @@ TEST_TIMEOUT(consumer_sigterm_child_exits_zero_with_work_acked, 20) {
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
         FAIL("child ended with %s %d", WIFEXITED(status) ? "exit" : "signal",
              WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
-    /* block_ms (100) + one handler (20) + slack. */
-    ASSERT(took < 800);
+    fprintf(stderr, "    stopped %lld ms after SIGTERM\n", (long long)took);
+    /* block_ms (100) + one handler (20) + the child's exit, which under
+     * valgrind (the CI's valgrind stage runs this test; its leak check at
+     * exit alone takes 500-700 ms) is most of it. Still well below what a
+     * stop that waited for a reply timeout (5 s) or the lease (2 s) would
+     * take. */
+    ASSERT(took < 1500);
     /* The child is gone, so its end is closed: read up to EOF. */
     for (;;) {
         ssize_t n = read(fds[0], got + have, sizeof got - 1 - have);

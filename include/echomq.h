@@ -773,7 +773,13 @@ EMQ_EXPORT void emq_entry_free(emq_entry *entry);
  * thread within milliseconds. Errors: EMQ_EINVAL when this consumer does
  * not hold the entry (settled already, never handed out, another
  * consumer's, its group deleted); EMQ_ELOST when a peer took it over
- * meanwhile (its ownership could not be refreshed: the peer handles it).
+ * meanwhile (its ownership could not be refreshed: the peer handles it),
+ * or when this consumer does not hold its name's lease at that moment
+ * (its renewal did not get through in time, or another process took the
+ * name): nothing is settled then, the entry stays pending and is
+ * delivered again. EMQ_OK means the settlement is queued and will be
+ * sent, unless the name is lost before that (the consumer then ends with
+ * "lost its lease").
  * ack: done. retry: delivered again to this consumer after delay_ms (< 0:
  * the retry.backoff_ms schedule), counting toward max_deliveries (at the
  * last delivery it goes to the dead letters instead). dead: to the dead
@@ -1019,8 +1025,22 @@ typedef struct emq_queue_info {
     /* The server that answered (a topic: its first partition's), as its
      * connection learned it (emq_conn_server); zeroed when unknown. */
     emq_server server;
-    void *reserved[4]; /* room for fields to come; NULL */
+    /* The server's maxmemory-policy ("noeviction", "volatile-lru", ...)
+     * as CONFIG GET told it; NULL when it did not (a user without
+     * +config). A topic: its first partition's. See
+     * emq_eviction_warning. Added in 0.2 in the room reserved for fields
+     * to come. */
+    char *maxmemory_policy;
+    void *reserved[3]; /* room for fields to come; NULL */
 } emq_queue_info;
+
+/* What a maxmemory-policy can do to a queue, as one sentence for an
+ * operator, or NULL when it evicts nothing (noeviction) or policy is NULL
+ * (unknown). A volatile-* policy evicts keys with a TTL first, and the
+ * consumers' lease keys are the only keys of a queue that have one;
+ * allkeys-* may evict the streams themselves. Static storage; any
+ * thread. */
+EMQ_EXPORT const char *emq_eviction_warning(const char *policy);
 
 /* Describes the queue: stream, every group and consumer, dead letters;
  * for a topic every partition and the totals (see emq_queue_info).

@@ -54,6 +54,7 @@ static void info_clear(emq_queue_info *info) {
     emq__free(info->groups);
     emq__free(info->stream);
     emq__free(info->dead);
+    emq__free(info->maxmemory_policy);
 }
 
 void emq_queue_info_free(emq_queue_info *info) {
@@ -336,8 +337,13 @@ emq_status emq__admin_info_add(emq_queue_info *info, size_t i,
     emq__free(one);
     info->npartitions = i + 1;
     const emq_queue_info *p = &info->partitions[i];
-    if (i == 0)
+    if (i == 0) {
         info->server = p->server;
+        if (p->maxmemory_policy != NULL &&
+            (info->maxmemory_policy = emq__strdup(p->maxmemory_policy)) ==
+                NULL)
+            return emq__oom(err);
+    }
     info->exists |= p->exists;
     info->length += p->length;
     info->entries_added = i == 0 ? p->entries_added
@@ -353,6 +359,35 @@ emq_status emq__admin_info_add(emq_queue_info *info, size_t i,
             return emq__oom(err);
     }
     return EMQ_OK;
+}
+
+/* The policy of CONFIG GET maxmemory-policy ([name, value] in RESP2, a
+ * map in RESP3); an error reply (no +config) leaves it NULL. */
+static emq_status policy_from(const emq_reply *r, emq_queue_info *info,
+                              emq_error *err) {
+    size_t len = 0;
+    const char *text =
+        emq_reply_len(r) == 2 ? emq_reply_str(emq_reply_at(r, 1), &len) : NULL;
+    if (text == NULL || len == 0 || len > 64)
+        return EMQ_OK;
+    if ((info->maxmemory_policy = emq__alloc(len + 1)) == NULL)
+        return emq__oom(err);
+    memcpy(info->maxmemory_policy, text, len);
+    info->maxmemory_policy[len] = '\0';
+    return EMQ_OK;
+}
+
+const char *emq_eviction_warning(const char *policy) {
+    if (policy == NULL || strcmp(policy, "noeviction") == 0)
+        return NULL;
+    if (strncmp(policy, "volatile-", 9) == 0)
+        return "the server's maxmemory-policy evicts keys with a TTL first, "
+               "and the consumers' lease keys are this queue's only such "
+               "keys: an evicted lease lets a second process take a "
+               "consumer's name; set maxmemory-policy noeviction";
+    return "the server's maxmemory-policy may evict any key, this queue's "
+           "streams and lease keys included, and work would be lost; set "
+           "maxmemory-policy noeviction";
 }
 
 emq_status emq__admin_queue_describe(emq_admin_t *a, emq_queue_info **out,
@@ -376,15 +411,19 @@ emq_status emq__admin_queue_describe(emq_admin_t *a, emq_queue_info **out,
     const char *stream[] = {"XINFO", "STREAM", a->keys.stream};
     const char *groups[] = {"XINFO", "GROUPS", a->keys.stream};
     const char *dead[] = {"XLEN", a->keys.dead};
+    const char *policy[] = {"CONFIG", "GET", "maxmemory-policy"};
     const emq__admin_cmd cmds[] = {{2, exists, NULL},
                                    {3, stream, NULL},
                                    {3, groups, NULL},
-                                   {2, dead, NULL}};
-    emq_reply *replies[4] = {NULL, NULL, NULL, NULL};
+                                   {2, dead, NULL},
+                                   {3, policy, NULL}};
+    emq_reply *replies[5] = {NULL, NULL, NULL, NULL, NULL};
     if (st == EMQ_OK)
-        st = emq__admin_pipeline(a, 4, cmds, replies, err);
+        st = emq__admin_pipeline(a, 5, cmds, replies, err);
     if (st == EMQ_OK)
         st = describe_from(a, replies, info, err);
+    if (st == EMQ_OK)
+        st = policy_from(replies[4], info, err);
     if (st == EMQ_OK && emq__route_server(a->route, &info->server) &&
         !(info->server.capabilities & EMQ_CAP_STREAM_COUNTERS)) {
         /* The capability table says this server keeps no such counters
@@ -393,7 +432,7 @@ emq_status emq__admin_queue_describe(emq_admin_t *a, emq_queue_info **out,
         for (size_t g = 0; g < info->ngroups; g++)
             info->groups[g].entries_read = -1;
     }
-    for (int i = 0; i < 4; i++)
+    for (int i = 0; i < 5; i++)
         emq_reply_free(replies[i]);
     if (st != EMQ_OK) {
         emq_queue_info_free(info);
@@ -458,6 +497,17 @@ static void json_info(emq__json *j, const emq_queue_info *info) {
     json_opt(j, info->entries_added);
     emq__json_raw(j, ",\"server\":");
     json_server(j, &info->server);
+    emq__json_raw(j, ",\"maxmemory_policy\":");
+    if (info->maxmemory_policy != NULL)
+        emq__json_cstr(j, info->maxmemory_policy);
+    else
+        emq__json_raw(j, "null");
+    const char *warning = emq_eviction_warning(info->maxmemory_policy);
+    emq__json_raw(j, ",\"eviction_warning\":");
+    if (warning != NULL)
+        emq__json_cstr(j, warning);
+    else
+        emq__json_raw(j, "null");
     emq__json_raw(j, ",\"dead_length\":%llu,\"groups\":[",
                   (unsigned long long)info->dead_length);
     for (size_t g = 0; g < info->ngroups; g++) {

@@ -259,6 +259,11 @@ int cmd_info(int argc, char **argv) {
     emq_queue_info *q = NULL;
     emq_error err;
     emq_status st = emq_admin_describe(admin, &q, &err);
+    const char *eviction =
+        st == EMQ_OK ? emq_eviction_warning(q->maxmemory_policy) : NULL;
+    if (eviction != NULL)
+        cli_note("warning: maxmemory-policy is %s: %s", q->maxmemory_policy,
+                 eviction);
     if (st != EMQ_OK)
         rc = cli_runtime_err(conf, st, &err, "describing the queue");
     else if (a.seen[O_JSON])

@@ -43,6 +43,23 @@ void emq__consumer_fatal(emq_consumer_t *c, const emq_error *err) {
     pthread_mutex_unlock(&c->fatal_mu);
 }
 
+emq_status emq__consumer_fatal_copy(emq_consumer_t *c, emq_error *err) {
+    size_t n;
+    emq_consumer_t *const *members = emq__consumer_members(c, &n);
+    for (size_t i = 0; i < n; i++) {
+        emq_consumer_t *m = members[i];
+        if (!atomic_load(&m->fatal))
+            continue;
+        pthread_mutex_lock(&m->fatal_mu);
+        emq_status st = m->fatal_err.code;
+        if (err != NULL)
+            *err = m->fatal_err;
+        pthread_mutex_unlock(&m->fatal_mu);
+        return st;
+    }
+    return EMQ_OK;
+}
+
 emq_consumer_t *const *emq__consumer_members(emq_consumer_t *c, size_t *n) {
     *n = c->nparts ? c->nparts : 1;
     return c->nparts ? c->parts : &c->self;

@@ -123,6 +123,8 @@ struct emq_consumer {
     _Atomic int64_t lease_deadline_ms;
     int lease_held;      /* taken in this run (run thread) */
     int lease_lapsed;    /* held, then its deadline passed (run thread) */
+    atomic_int lease_retaken; /* the upkeep took the key again after it
+                                 was gone (lease.c) */
     int lease_continued; /* this session's acquire found our own token:
                             the name was ours throughout (run thread) */
     atomic_int recover_self_due; /* own pending entries left the table
@@ -171,6 +173,9 @@ void emq__consumer_nap(emq_consumer_t *c, int64_t ms);
 int emq__consumer_stopping(emq_consumer_t *c);
 /* Records the first fatal error (any thread) and asks run to stop. */
 void emq__consumer_fatal(emq_consumer_t *c, const emq_error *err);
+/* The fatal error recorded on c or one of its members (copied into err,
+ * which may be NULL), or EMQ_OK when none was. Any thread. */
+emq_status emq__consumer_fatal_copy(emq_consumer_t *c, emq_error *err);
 /* The single-queue consumers c stands for, *n of them: a topic's
  * partitions, or c itself. What a call that loops over them uses. */
 emq_consumer_t *const *emq__consumer_members(emq_consumer_t *c, size_t *n);

@@ -22,6 +22,7 @@
 #include "consumer.h"
 #include "core.h"
 #include "inflight.h"
+#include "lease.h"
 #include "ready.h"
 #include "settle.h"
 #include "stats.h"
@@ -280,9 +281,12 @@ static emq_status settle(emq_consumer_t *c, const emq_entry *entry,
     if (kind == SETTLE_RETRY && delay_ms >= 0)
         op.delay_ms = delay_ms;
     int64_t handed_ms = 0;
+    int fenced = !emq__lease_valid(owner);
     st = emq__inflight_settle_held(
-        &owner->table, &op, (uint64_t)emq__cfg_max_deliveries(owner->conf), err,
-        &handed_ms);
+        &owner->table, &op, (uint64_t)emq__cfg_max_deliveries(owner->conf),
+        fenced, err, &handed_ms);
+    if (st == EMQ_ELOST && fenced) /* pending to us: ours to bring back */
+        atomic_store(&owner->recover_self_due, 1);
     if (st != EMQ_OK)
         return st;
     if (emq__stats_on(owner)) {

@@ -255,12 +255,25 @@ void emq__inflight_begin(emq__inflight *t, const batch_item *const *items,
 }
 
 emq_status emq__inflight_settle_held(emq__inflight *t, settle_op *op,
-                                     uint64_t max_deliveries, emq_error *err,
-                                     int64_t *handed_ms) {
+                                     uint64_t max_deliveries, int fenced,
+                                     emq_error *err, int64_t *handed_ms) {
     pthread_mutex_lock(&t->mu);
     if_entry *e = find(t, &op->id);
     emq_status st;
-    if (e == NULL || e->state != IF_HANDLING) {
+    if (fenced && (e == NULL || e->state == IF_HANDLING)) {
+        /* Nothing is settled past the lease's deadline, so say so now
+         * rather than queue what may never be sent (an entry not in the
+         * table any more was dropped when the name was lost). */
+        if (e != NULL)
+            remove_at(t, e);
+        emq__settle_op_free(op);
+        st = emq__error_set(err, EMQ_ELOST, 0,
+                            "entry %s was not settled: this consumer does "
+                            "not hold its name's lease now (its renewal did "
+                            "not get through in time); the entry stays "
+                            "pending and is delivered again",
+                            op->id.str);
+    } else if (e == NULL || e->state != IF_HANDLING) {
         st = emq__error_set(err, EMQ_EINVAL, 0,
                             "entry %s is not held by this consumer: it was "
                             "settled already, or never handed out by "

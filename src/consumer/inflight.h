@@ -119,12 +119,14 @@ emq_status emq__inflight_release(emq__inflight *t, const batch_item *item,
  * the settlement of emq_consumer_ack/retry/dead, from any thread. Sets
  * op->deliveries from the table; a retry at its max_deliveries-th
  * delivery becomes a dead letter. EMQ_EINVAL when the entry is not handed
- * out (settled twice, never handed out), EMQ_ELOST when a peer took it
- * over meanwhile (then it is forgotten). *handed_ms (may be NULL) gets
- * when it was handed out. */
+ * out (settled twice, never handed out); EMQ_ELOST when a peer took it
+ * over meanwhile, or when fenced (the caller's lease is not known held,
+ * so nothing would be sent) and the entry is handed out or not in the
+ * table (dropped when the name was lost): then it is forgotten, still
+ * pending to this name. *handed_ms (may be NULL) gets when it was handed out. */
 emq_status emq__inflight_settle_held(emq__inflight *t, settle_op *op,
-                                     uint64_t max_deliveries, emq_error *err,
-                                     int64_t *handed_ms);
+                                     uint64_t max_deliveries, int fenced,
+                                     emq_error *err, int64_t *handed_ms);
 /* Adds id in IF_RETRY_WAIT, due in wait_ms (a retry whose delay survived
  * a restart, or found by recover self), unless it is there already;
  * uncounted: take it without raising its count when due. -1 when out of

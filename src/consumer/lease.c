@@ -8,8 +8,11 @@
  * renews it every third of the TTL, on a timer independent of the handler;
  * the consumer keeps a local deadline (the monotonic send time of the last
  * renewal that succeeded, plus the TTL, less a tenth) past which it hands
- * out and settles nothing. Renewal never takes an expired lease again:
- * only acquire does, visibly, at the start of a session.
+ * out and settles nothing. The upkeep renews it whether or not the
+ * deadline passed: a renewal extends the lease while the key holds this
+ * process's token, and takes the key again, loudly, when it is gone
+ * (deleted, evicted, expired during a stall), exactly as acquire takes a
+ * free lease; it never takes the name from another holder.
  *
  * The holder's identity is "host:boot_id:pidns:pid:start:random", where
  * boot_id is the kernel's boot id, pidns the inode of the PID namespace
@@ -43,14 +46,20 @@ static const char acquire_script[] =
     "end\n"
     "return {0, v, redis.call('PTTL', KEYS[1])}\n";
 
-/* Renew: 1 extended; -1 expired (never re-taken here); 0 another holder. */
+/* Renew: 1 extended (the key held our token: nobody used the name since
+ * we last wrote it); 2 the key was gone (deleted, evicted, or expired
+ * while this process stalled) and is ours again, taken as acquire takes a
+ * free lease; 0 another holder (never taken from it here). */
 static const char renew_script[] =
     "local v = redis.call('GET', KEYS[1])\n"
     "if v == ARGV[1] then\n"
     "  redis.call('PEXPIRE', KEYS[1], ARGV[2])\n"
     "  return 1\n"
     "end\n"
-    "if not v then return -1 end\n"
+    "if not v then\n"
+    "  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])\n"
+    "  return 2\n"
+    "end\n"
     "return 0\n";
 
 static const char takeover_script[] =
@@ -185,9 +194,15 @@ int emq__lease_valid(emq_consumer_t *c) {
     return emq__now_coarse_ms() < atomic_load(&c->lease_deadline_ms);
 }
 
+/* Moves the local deadline to sent_ms + TTL - TTL/10, never back: a
+ * renewal and an acquire on two threads may land in either order. */
 static void extend_deadline(emq_consumer_t *c, int64_t sent_ms) {
     int64_t ttl = emq__cfg_lease_ttl_ms(c->conf);
-    atomic_store(&c->lease_deadline_ms, sent_ms + ttl - ttl / 10);
+    int64_t want = sent_ms + ttl - ttl / 10;
+    int64_t seen = atomic_load(&c->lease_deadline_ms);
+    while (seen < want &&
+           !atomic_compare_exchange_weak(&c->lease_deadline_ms, &seen, want))
+        ;
 }
 
 static emq_status refused(emq_consumer_t *c, const char *holder,
@@ -241,7 +256,10 @@ emq_status emq__lease_acquire(emq_consumer_t *c, emq_error *err) {
             emq_reply_free(reply);
             /* Still our own token: nobody used the name since (see
              * recover.c on counting deliveries). */
-            c->lease_continued = got_it == 2;
+            /* A key the upkeep had to take again (it was gone) breaks the
+             * chain: someone may have used the name meanwhile. */
+            c->lease_continued =
+                got_it == 2 && !atomic_exchange(&c->lease_retaken, 0);
             extend_deadline(c, sent);
             c->lease_lapsed = 0;
             c->lease_held = 1;
@@ -326,36 +344,38 @@ emq_status emq__lease_append_renew(emq_consumer_t *c, emq__xchg *x, int tag,
 emq_status emq__lease_renewed(emq_consumer_t *c, const emq_reply *reply,
                               int64_t sent_ms, emq_error *err) {
     if (emq_reply_kind(reply) == EMQ_REPLY_ERROR) {
-        /* Not renewed: the deadline runs out unless a later renewal works. */
+        /* Not renewed: the upkeep sends it again shortly. */
         char shown[160];
         emq__consumer_log(c, EMQ_LOG_WARNING, "lease renewal failed: %s",
                           emq__reply_text(reply, shown, sizeof shown));
         return EMQ_OK;
     }
     long long got = emq_reply_integer(reply);
-    if (got == 1) {
-        /* Past the local deadline the lease is held again only through
-         * acquire, at the start of a session. */
-        int64_t seen = atomic_load(&c->lease_deadline_ms);
-        if (emq__now_coarse_ms() < seen) {
-            extend_deadline(c, sent_ms);
+    if (got == 1 || got == 2) {
+        /* 1: the key held our token all along, so nobody used the name
+         * since we last wrote it, even if our local deadline passed (a
+         * stall): holding it on is sound. 2: the key was gone and is
+         * ours again; no other process held it at that moment. */
+        int was_valid = emq__lease_valid(c);
+        extend_deadline(c, sent_ms);
+        if (got == 2) {
+            atomic_store(&c->lease_retaken, 1);
+            emq__consumer_log(c, EMQ_LOG_WARNING,
+                              "the lease key %s was gone (deleted, evicted "
+                              "under a volatile maxmemory-policy, or expired "
+                              "during a stall); it is held again",
+                              c->lease_key);
+        } else if (!was_valid) {
+            emq__consumer_log(c, EMQ_LOG_INFO,
+                              "lease renewed after its local deadline had "
+                              "passed; nobody used the name meanwhile");
+        } else {
             emq__consumer_log(c, EMQ_LOG_DEBUG, "lease renewed for %lld ms",
                               (long long)emq__cfg_lease_ttl_ms(c->conf));
-        } else {
-            /* Only the deadline we judged lapsed: acquire may have just
-             * set a fresh one. */
-            atomic_compare_exchange_strong(&c->lease_deadline_ms, &seen, 0);
         }
         return EMQ_OK;
     }
     atomic_store(&c->lease_deadline_ms, 0);
-    if (got == -1) {
-        emq__consumer_log(c, EMQ_LOG_WARNING,
-                          "the lease expired before it was renewed (a pause "
-                          "or an outage longer than lease.ttl_ms); handing "
-                          "out nothing until it is taken again");
-        return EMQ_OK;
-    }
     emq_status st = emq__error_set(
         err, EMQ_ESERVER, 0,
         "consumer '%s' lost its lease '%s': another process took the name "

@@ -19,9 +19,12 @@ int emq__lease_valid(emq_consumer_t *c);
 /* Appends a renewal to x; emq__lease_renewed applies its reply. */
 emq_status emq__lease_append_renew(emq_consumer_t *c, emq__xchg *x, int tag,
                                    emq_error *err);
-/* Applies a renewal's reply, sent at sent_ms: extends the local deadline,
- * or (another holder, or expired) ends it and records a fatal error when
- * another process holds the name. */
+/* Applies a renewal's reply, sent at sent_ms (upkeep thread): extends the
+ * local deadline when the key held our token or was gone and is ours
+ * again (logged, and the next acquire then does not count the name as
+ * ours throughout); ends it and records a fatal error when another
+ * process holds the name. An error reply changes nothing (logged): the
+ * caller sends the renewal again. */
 emq_status emq__lease_renewed(emq_consumer_t *c, const emq_reply *reply,
                               int64_t sent_ms, emq_error *err);
 /* Deletes the lease if it is still ours (on stop). */

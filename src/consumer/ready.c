@@ -277,6 +277,9 @@ emq_status emq__ready_poll(emq__ready *r, emq_entry **out, size_t max,
                     *err = r->end_err;
                 break;
             }
+            /* Ending on a fatal error: that error, not "stopped". */
+            if ((st = emq__consumer_fatal_copy(r->root, err)) != EMQ_OK)
+                break;
             st = emq__error_set(err, EMQ_ECLOSED, 0,
                                 "consumer '%s' is stopped: settle the "
                                 "entries you hold, then "

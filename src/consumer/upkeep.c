@@ -9,10 +9,15 @@
  *   - the lease is renewed every third of lease.ttl_ms;
  *   - settlements go out within EMQ_SETTLE_DELAY_MS of being decided (at
  *     once when a batch ends), at most EMQ_SETTLE_MAX_IDS per pipeline.
- * Past the lease's local deadline it sends nothing at all: the run thread
- * takes the lease again first. A transport failure re-queues the round's
- * settlements (all idempotent) and reconnects with backoff; a "not now"
- * reply does the same after a pause. On quit it sends what is queued, then
+ * The renewal goes first in its round, and is sent again at once on the
+ * next connection when a transport failure ate its reply: the next one is
+ * scheduled only from a reply. Past the lease's local deadline the refresh
+ * goes on (it touches only entries pending to this name, so it cannot
+ * hurt another holder) and the renewal is sent every EMQ_FENCED_RENEW_MS,
+ * taking the key again if it was gone (lease.c); settlements wait until
+ * the lease is known held again. A transport failure re-queues the
+ * round's settlements (all idempotent) and reconnects with backoff; a
+ * "not now" reply does the same after a pause. On quit it sends what is queued, then
  * ends. The thread runs on after a stop was asked, until the run thread
  * says quit, because the handler in progress still needs its entry fresh.
  */
@@ -29,6 +34,11 @@
 
 enum { TAG_RENEW = 100, TAG_REFRESH = 101 };
 
+/* While the lease is not known held, the renewal goes this often. */
+#define EMQ_FENCED_RENEW_MS 50
+/* A renewal refused by a "not now" reply is sent again this soon. */
+#define EMQ_RENEW_RETRY_MS 100
+
 /* What one round sent, for applying its replies. */
 typedef struct round {
     settle_round settle; /* first: apply passes it to emq__settle_apply */
@@ -37,6 +47,8 @@ typedef struct round {
     size_t nasked;
     int64_t sent_ms;
     int refresh_failed;  /* the refresh got an error reply */
+    int renew_sent;      /* a renewal is in this round */
+    int renew_answered;  /* ...its reply came: 1 applied, -1 an error */
 } round;
 
 static emq_status apply(void *ctx, int tag, const emq_reply *reply,
@@ -46,8 +58,10 @@ static emq_status apply(void *ctx, int tag, const emq_reply *reply,
     if (emq__reply_mentions(reply, "READONLY"))
         return emq__error_set(err, EMQ_EIO, 1,
                               "the server is a read-only replica (READONLY)");
-    if (tag == TAG_RENEW)
+    if (tag == TAG_RENEW) {
+        r->renew_answered = emq_reply_kind(reply) == EMQ_REPLY_ERROR ? -1 : 1;
         return emq__lease_renewed(c, reply, r->sent_ms, err);
+    }
     if (tag == TAG_REFRESH) {
         if (emq_reply_kind(reply) == EMQ_REPLY_ARRAY &&
             emq_reply_len(reply) == 2) {
@@ -100,9 +114,12 @@ static void wait_due(emq_consumer_t *c, int *settle) {
     for (;;) {
         int64_t now = emq__now_ms();
         int quit = atomic_load(&u->quit) || atomic_load(&c->fatal);
+        if (!emq__lease_valid(c) &&
+            u->next_renew_ms > now + EMQ_FENCED_RENEW_MS)
+            u->next_renew_ms = now + EMQ_FENCED_RENEW_MS;
         /* Fenced (lease not known held): settlements wait, and must not
-         * make this loop spin. */
-        /* Settlements are the run thread's to send while it reads often
+         * make this loop spin.
+         * Settlements are the run thread's to send while it reads often
          * (each read takes what is queued): this thread sends them once
          * the oldest has waited EMQ_SETTLE_DELAY_MS and the run thread
          * has not taken any for as long (a slow handler, a recovery, a
@@ -119,6 +136,11 @@ static void wait_due(emq_consumer_t *c, int *settle) {
                            : u->next_refresh_ms;
         if (u->next_stats_ms < wake)
             wake = u->next_stats_ms;
+        /* The moment the lease's deadline passes, the renewal goes every
+         * EMQ_FENCED_RENEW_MS (one_round). */
+        int64_t deadline = atomic_load(&c->lease_deadline_ms);
+        if (deadline > now && deadline < wake)
+            wake = deadline;
         if (settle_at < wake)
             wake = settle_at;
         /* The run thread does not wake this one for each settlement (it
@@ -160,15 +182,17 @@ static emq_status one_round(emq_consumer_t *c, int settle, settle_op *ops,
     round r = {.settle = {.c = c}, .c = c, .asked = ids, .sent_ms = now};
     size_t nops = 0;
     emq_status st = EMQ_OK;
-    if (!emq__lease_valid(c)) {
-        /* Fenced: nothing goes out until the run thread holds the lease
-         * again. Look again shortly. */
-        u->next_renew_ms = u->next_refresh_ms = now + 50;
-        return EMQ_OK;
+    int valid = emq__lease_valid(c);
+    if (!valid && u->next_renew_ms > now + EMQ_FENCED_RENEW_MS)
+        u->next_renew_ms = now + EMQ_FENCED_RENEW_MS;
+    /* The renewal first: nothing else in the round can delay it. */
+    if (now >= u->next_renew_ms) {
+        st = emq__lease_append_renew(c, &u->x, TAG_RENEW, err);
+        r.renew_sent = st == EMQ_OK;
     }
-    /* The refresh goes first: settlements after it in the pipeline would
-     * make their entries look lost to it. */
-    if (now >= u->next_refresh_ms) {
+    /* The refresh goes before the settlements: settlements ahead of it
+     * would make their entries look lost to it. */
+    if (st == EMQ_OK && now >= u->next_refresh_ms) {
         r.nasked = emq__inflight_stale(&c->table, now - u->refresh_every_ms,
                                        ids, EMQ_SETTLE_MAX_IDS);
         if (r.nasked > 0)
@@ -179,19 +203,26 @@ static emq_status one_round(emq_consumer_t *c, int settle, settle_op *ops,
                                  ? now
                                  : now + u->refresh_every_ms / 2;
     }
-    if (st == EMQ_OK && settle) {
+    /* Settlements only while the lease is known held. */
+    if (st == EMQ_OK && settle && valid) {
         nops = emq__inflight_take(&c->table, ops, emq__settle_ops_max(c), 0);
         st = emq__settle_append(c, &u->x, ops, nops, err);
-    }
-    if (st == EMQ_OK && now >= u->next_renew_ms) {
-        st = emq__lease_append_renew(c, &u->x, TAG_RENEW, err);
-        u->next_renew_ms = now + emq__cfg_lease_ttl_ms(c->conf) / 3;
     }
     if (st == EMQ_OK)
         st = emq__xchg_drain(&u->x, apply, &r, err);
     emq__settle_finish(c, ops, nops, st, &r.settle);
+    /* The next renewal is scheduled from a reply only: one whose reply a
+     * transport failure ate goes again at once on the next connection. */
+    if (r.renew_answered == 1)
+        u->next_renew_ms = now + emq__cfg_lease_ttl_ms(c->conf) / 3;
+    else if (r.renew_answered == -1)
+        u->next_renew_ms = now + EMQ_RENEW_RETRY_MS;
+    else if (r.renew_sent)
+        u->next_renew_ms = now;
     if (r.refresh_failed) /* not at once again: in half a period */
         u->next_refresh_ms = now + u->refresh_every_ms / 2;
+    else if (st != EMQ_OK && st != EMQ_EAGAIN && r.nasked > 0)
+        u->next_refresh_ms = now; /* its reply was lost: again at once */
     if (st == EMQ_OK && !r.settle.again) {
         emq__xchg_healthy(&u->x);
     } else if (st == EMQ_OK) { /* "not now": pause, then again */

@@ -202,8 +202,10 @@ static void describe_progress(const char *protocol) {
         json,
         "import json,sys; d=json.load(sys.stdin); "
         "top={\"stream\",\"dead\",\"exists\",\"length\",\"first_id\","
-        "\"last_id\",\"entries_added\",\"server\",\"dead_length\","
-        "\"groups\"}; "
+        "\"last_id\",\"entries_added\",\"server\",\"maxmemory_policy\","
+        "\"eviction_warning\",\"dead_length\",\"groups\"}; "
+        "assert d[\"maxmemory_policy\"]==\"noeviction\"; "
+        "assert d[\"eviction_warning\"] is None; "
         "assert set(d)==top, d.keys(); "
         "assert set(d[\"server\"])=={\"name\",\"version\",\"capabilities\"}; "
         "gk={\"name\",\"pending\",\"last_delivered_id\",\"entries_read\","

@@ -62,6 +62,42 @@ TEST(cli_info_and_pending) {
     emq_srv_stop(s);
 }
 
+/* info says when the server's maxmemory-policy can evict the queue's
+ * keys (the lease keys first, under volatile-*), and not otherwise. */
+TEST(cli_info_warns_of_an_evicting_maxmemory_policy) {
+    emq_srv *s = emq_srv_start(NULL);
+    const char *url = emq_srv_url(s);
+    setup(s);
+    cli_result r;
+    CLI(&r, url, "info", "q");
+    ASSERT_EXIT(&r, 0);
+    ASSERT_NOT_CONTAINS(r.err, "maxmemory-policy");
+    cli_free(&r);
+    char out[64];
+    ASSERT(emq_srv_cmd(s, out, sizeof out, "CONFIG", "SET",
+                       "maxmemory-policy", "volatile-lru", NULL) == '+');
+    CLI(&r, url, "info", "q");
+    ASSERT_EXIT(&r, 0);
+    ASSERT_CONTAINS(r.err, "warning: maxmemory-policy is volatile-lru");
+    ASSERT_CONTAINS(r.err, "lease keys");
+    ASSERT_CONTAINS(r.out, "stream        emq:{q}");
+    cli_free(&r);
+    CLI(&r, url, "info", "q", "--json");
+    ASSERT_EXIT(&r, 0);
+    ASSERT_CONTAINS(r.out, "\"maxmemory_policy\":\"volatile-lru\"");
+    ASSERT_CONTAINS(r.out, "\"eviction_warning\":\"the server's");
+    cli_free(&r);
+    ASSERT(emq_srv_cmd(s, out, sizeof out, "CONFIG", "SET",
+                       "maxmemory-policy", "allkeys-lru", NULL) == '+');
+    CLI(&r, url, "info", "q");
+    ASSERT_EXIT(&r, 0);
+    ASSERT_CONTAINS(r.err, "may evict any key");
+    cli_free(&r);
+    ASSERT(emq_eviction_warning("noeviction") == NULL);
+    ASSERT(emq_eviction_warning(NULL) == NULL);
+    emq_srv_stop(s);
+}
+
 TEST(cli_group_verbs) {
     emq_srv *s = emq_srv_start(NULL);
     const char *url = emq_srv_url(s);

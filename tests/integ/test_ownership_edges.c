@@ -1,0 +1,279 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* test_ownership_edges.c: the lease at the edges, against a real
+ * redis-server.
+ *
+ *  1. the upkeep connection alone, cut every 300-400 ms (about as often
+ *     as its rounds go) while a handler runs for three times the lease: every renewal lost with a connection is
+ *     sent again on the next one, the lease never lapses, the entry is
+ *     never taken by a peer;
+ *  2. the lease key deleted (as eviction under a volatile maxmemory-policy
+ *     does) while a handler runs longer than the lease: the upkeep takes
+ *     it again with this process's token within a renewal period, and
+ *     the entry stays refreshed and is never taken by a peer;
+ *  3. a poller stopped (SIGSTOP) past its lease while another process of
+ *     its name handles its entries: resumed, each of its settlements says
+ *     EMQ_ELOST (never EMQ_OK for a settlement that is not sent), and its
+ *     run ends with "lost its lease".
+ */
+#include "integ/ownership_helpers.h"
+
+#include <signal.h>
+#include <sys/prctl.h>
+
+#define EQ "emq:{edge}"
+#define EQ_LEASE_W "emq:{edge}:lease:g:w"
+
+static void make_group(emq_conn_t *adm) {
+    CMD_NOERR(adm, "XGROUP", "CREATE", EQ, "g", "$", "MKSTREAM");
+}
+
+/* Ids of the connections named name, at most max, into ids; returns how
+ * many. */
+static size_t ids_named(const emq_srv *s, const char *name, long long *ids,
+                        size_t max) {
+    static char out[65536];
+    if (emq_srv_cmd(s, out, sizeof out, "CLIENT", "LIST", NULL) < 0)
+        return 0;
+    char key[200];
+    snprintf(key, sizeof key, " name=%s ", name);
+    size_t n = 0;
+    for (char *line = out; line && *line && n < max;) {
+        char *next = strchr(line, '\n');
+        if (next)
+            *next++ = '\0';
+        if (strstr(line, key))
+            ids[n++] = atoll(line + 3); /* "id=N ..." */
+        line = next;
+    }
+    return n;
+}
+
+/* Consumer "w" (lease 2.5 s, claim idle 3 s) with a handler of 8 s on
+ * "long" entries, a peer with a claim idle of 3 s beating every 100 ms,
+ * and one entry; fault() runs while w's handler has it, until the handler
+ * returned. Checks that the entry was handled once, by w, that the peer
+ * claimed nothing, and that w is still running. */
+typedef void (*fault_fn)(emq_srv *s, long long read_id, int64_t until);
+
+static void slow_entry_under(fault_fn fault, const char *what) {
+    emq_srv *s = emq_srv_start(NULL);
+    emq_conn_t *adm = admin_connect(s);
+    make_group(adm);
+    static slow w, peer;
+    slow_init(&w);
+    slow_init(&peer);
+    w.sleep_ms = 8000;
+    bg a, p;
+    emq_conf_t *cw = own_conf(s, "edge", "w", 3000);
+    conf_set(cw, "lease.ttl_ms", "2500");
+    emq_consumer_t *W = bg_start(&a, cw, slow_handle, &w);
+    /* The read connection is the one blocked in XREADGROUP. */
+    long long read_id = -1;
+    WAIT_UNTIL((read_id = client_id_by_name(s, "w", 1)) >= 0, 5000,
+               "w's read to block");
+    emq_consumer_t *P =
+        bg_start(&p, own_conf(s, "edge", "peer", 3000), slow_handle, &peer);
+    produce_n(s, "edge", "long", 1);
+    WAIT_UNTIL(atomic_load(&w.in_handler) == 1, 5000,
+               "w's handler to start");
+    int64_t started = now_ms();
+    fault(s, read_id, started + 8000);
+    WAIT_UNTIL(pending_total(adm, EQ, "g") == 0, 15000,
+               "the long entry to be acknowledged");
+    emq_consumer_stats ws, ps;
+    emq_consumer_stats_get(W, &ws);
+    emq_consumer_stats_get(P, &ps);
+    int still_running = !atomic_load(&a.done);
+    ASSERT_OK(bg_stop(&p, 3000), &p.err);
+    emq_status wst = bg_stop(&a, 3000);
+    fprintf(stderr,
+            "    %s: w handled %zu, peer handled %zu, peer claimed %llu, "
+            "w reconnects %llu, w refreshed %llu, w ownership_lost %llu\n",
+            what, w.r.n, peer.r.n, (unsigned long long)ps.claimed,
+            (unsigned long long)ws.reconnects,
+            (unsigned long long)ws.refreshed,
+            (unsigned long long)ws.ownership_lost);
+    ASSERT(still_running);
+    ASSERT_OK(wst, &a.err);
+    ASSERT_EQ_SIZE(w.r.n, 1);
+    ASSERT_EQ_SIZE(peer.r.n, 0);
+    ASSERT_EQ_INT(ps.claimed, 0);
+    ASSERT_EQ_INT(ws.ownership_lost, 0);
+    ASSERT_EQ_INT(ws.acked, 1);
+    emq_consumer_destroy(W);
+    emq_consumer_destroy(P);
+    emq_conn_destroy(adm);
+    emq_srv_stop(s);
+}
+
+/* Kills every connection named w but the read one every 300-400 ms: most
+ * rounds of the upkeep meet a dead connection, the renewal's among them. */
+static void cut_upkeep(emq_srv *s, long long read_id, int64_t until) {
+    int cuts = 0;
+    unsigned seed = 24;
+    while (now_ms() < until) {
+        long long ids[8];
+        size_t n = ids_named(s, "w", ids, 8);
+        for (size_t i = 0; i < n; i++) {
+            if (ids[i] == read_id)
+                continue;
+            char id[32], out[128];
+            snprintf(id, sizeof id, "%lld", ids[i]);
+            if (emq_srv_cmd(s, out, sizeof out, "CLIENT", "KILL", "ID", id,
+                            NULL) == ':')
+                cuts += atoi(out);
+        }
+        usleep((useconds_t)(300 + rand_r(&seed) % 100) * 1000);
+    }
+    fprintf(stderr, "    the upkeep connection was cut %d times\n", cuts);
+    ASSERT(cuts >= 5);
+}
+
+TEST_TIMEOUT(own_edge_upkeep_cut_again_and_again_keeps_live_work, 40) {
+    slow_entry_under(cut_upkeep, "upkeep cut every 300-400 ms");
+}
+
+/* Deletes the lease key twice, 1 s apart; each time it must come back
+ * holding w's token within a renewal period (lease 2.5 s: 833 ms). */
+static void delete_lease(emq_srv *s, long long read_id, int64_t until) {
+    (void)read_id;
+    char token[512], again[512];
+    raw_get(s, EQ_LEASE_W, token, sizeof token);
+    ASSERT(token[0] != '\0');
+    for (int round = 0; round < 2; round++) {
+        ASSERT_EQ_INT(raw_int(s, "DEL", EQ_LEASE_W, NULL), 1);
+        WAIT_UNTIL((raw_get(s, EQ_LEASE_W, again, sizeof again), again[0]),
+                   5000, "the lease key to be taken again");
+        ASSERT_EQ_STR(again, token);
+        long long pttl = raw_int(s, "PTTL", EQ_LEASE_W, NULL);
+        ASSERT(pttl > 0 && pttl <= 2500);
+        usleep(1000 * 1000);
+    }
+    while (now_ms() < until)
+        usleep(50 * 1000);
+}
+
+TEST_TIMEOUT(own_edge_lease_key_deleted_taken_again_work_kept, 40) {
+    slow_entry_under(delete_lease, "lease key deleted twice");
+}
+
+/* ---- 3: a stale poller's settlements say EMQ_ELOST ---------------------- */
+
+/* Copies the last line of path that starts with prefix into out ("" when
+ * none); returns how many lines equal whole (may be NULL: 0). */
+static int scan_lines(const char *path, const char *prefix, char *out,
+                      size_t size, const char *whole) {
+    out[0] = '\0';
+    int matches = 0;
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+        return 0;
+    char line[600];
+    while (fgets(line, sizeof line, f)) {
+        line[strcspn(line, "\n")] = '\0';
+        if (strncmp(line, prefix, strlen(prefix)) == 0)
+            snprintf(out, size, "%s", line);
+        if (whole && strcmp(line, whole) == 0)
+            matches++;
+    }
+    fclose(f);
+    return matches;
+}
+
+/* Child: polls n entries as consumer "w" (lease 1400 ms), writes "polled"
+ * to file, waits for go (a file) to exist, then settles each (ack) and
+ * writes one line per settlement ("<status name>"), then the run's end
+ * ("end <status name> <message>"). */
+static pid_t fork_poller(const emq_srv *s, const char *file, const char *go,
+                         size_t n) {
+    fflush(NULL);
+    pid_t pid = fork();
+    ASSERT(pid >= 0);
+    if (pid != 0)
+        return pid;
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    emq_conf_t *conf = own_conf(s, "edge", "w", 500);
+    emq_consumer_t *c;
+    emq_error err;
+    if (emq_consumer_new(conf, NULL, NULL, &c, &err) != EMQ_OK)
+        _exit(3);
+    emq_conf_destroy(conf);
+    emq_entry *got[16];
+    size_t have = 0;
+    int64_t end = now_ms() + 10000;
+    while (have < n && now_ms() < end) {
+        size_t k = 0;
+        if (emq_consumer_poll(c, got + have, n - have, 200, &k, &err) !=
+            EMQ_OK)
+            _exit(4);
+        have += k;
+    }
+    append_line(file, "polled");
+    while (access(go, F_OK) != 0)
+        usleep(10 * 1000);
+    for (size_t i = 0; i < have; i++) {
+        emq_status st = emq_consumer_ack(c, got[i], &err);
+        append_line(file, emq_status_name(st));
+    }
+    /* The poll after: the run has ended on the lost lease. */
+    size_t k = 0;
+    emq_entry *more[1];
+    emq_status st = EMQ_OK;
+    end = now_ms() + 5000;
+    while (st == EMQ_OK && now_ms() < end)
+        st = emq_consumer_poll(c, more, 1, 100, &k, &err);
+    char line[400];
+    snprintf(line, sizeof line, "end %s %s", emq_status_name(st),
+             err.message);
+    append_line(file, line);
+    emq_consumer_close(c, 1000, &err);
+    emq_consumer_destroy(c);
+    _exit(0);
+}
+
+TEST_TIMEOUT(own_edge_stale_poller_settlements_say_lost, 40) {
+    emq_srv *s = emq_srv_start(NULL);
+    emq_conn_t *adm = admin_connect(s);
+    make_group(adm);
+    produce_n(s, "edge", "job", 3);
+    char file[300], go[300];
+    snprintf(file, sizeof file, "%s/poller", emq_test_tmpdir());
+    snprintf(go, sizeof go, "%s/go", emq_test_tmpdir());
+    pid_t pid = fork_poller(s, file, go, 3);
+    WAIT_UNTIL(count_lines(file, "polled", NULL) >= 1, 10000,
+               "the poller to hold three entries");
+    ASSERT(kill(pid, SIGSTOP) == 0);
+    /* Past its lease (1400 ms): the key expires, and another process of
+     * the same name takes it and handles the three entries. */
+    char token[512];
+    WAIT_UNTIL((raw_get(s, EQ_LEASE_W, token, sizeof token), !token[0]),
+               5000, "the stopped poller's lease to expire");
+    static slow h;
+    slow_init(&h);
+    bg b;
+    emq_consumer_t *B = bg_start(&b, own_conf(s, "edge", "w", 500),
+                                 slow_handle, &h);
+    WAIT_UNTIL(pending_total(adm, EQ, "g") == 0 && h.r.n == 3, 10000,
+               "the new holder to handle the three entries");
+    ASSERT(kill(pid, SIGCONT) == 0);
+    append_line(go, "go");
+    char end_line[600] = "";
+    WAIT_UNTIL((scan_lines(file, "end ", end_line, sizeof end_line, NULL),
+                end_line[0]),
+               10000, "the resumed poller to settle and end");
+    int ok = scan_lines(file, "end ", end_line, sizeof end_line, "EMQ_OK");
+    int lost =
+        scan_lines(file, "end ", end_line, sizeof end_line, "EMQ_ELOST");
+    int status = wait_child(pid, 5000);
+    fprintf(stderr, "    resumed poller: %d EMQ_OK, %d EMQ_ELOST; %s\n", ok,
+            lost, end_line);
+    ASSERT_OK(bg_stop(&b, 3000), &b.err);
+    ASSERT_EQ_INT(ok, 0);
+    ASSERT_EQ_INT(lost, 3);
+    ASSERT_CONTAINS(end_line, "lost its lease");
+    ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    ASSERT_EQ_SIZE(h.r.n, 3);
+    emq_consumer_destroy(B);
+    emq_conn_destroy(adm);
+    emq_srv_stop(s);
+}

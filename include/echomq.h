@@ -790,7 +790,9 @@ EMQ_EXPORT emq_status emq_consumer_dead(emq_consumer_t *c,
                                         const char *reason, emq_error *err);
 
 /* Pull mode: hand out nothing more and read nothing more until resume;
- * what is out stays owned and may be settled. Any thread. */
+ * what is out stays owned and may be settled. Meanwhile the event
+ * descriptor is not readable (entries read ahead wait quietly); resume
+ * makes it readable again when entries wait. Any thread. */
 EMQ_EXPORT void emq_consumer_pause(emq_consumer_t *c);
 EMQ_EXPORT void emq_consumer_resume(emq_consumer_t *c);
 
@@ -809,11 +811,12 @@ EMQ_EXPORT emq_status emq_consumer_close(emq_consumer_t *c,
  * refresh, lease renewal, claim beats, retries, reconnects) run on its own
  * threads, so an event loop only needs to know when entries are ready:
  * emq_consumer_fd starts pull mode (like a first poll) and returns a
- * descriptor that is readable while entries wait to be handed out or the
- * consumer has ended; -1 with err set when pull mode cannot start. Watch
- * it for reading; on readiness call emq_consumer_step. The descriptor is
- * not the connection, so bytes TLS has buffered are never missed. Owned
- * by the consumer (do not close it); the same for its whole life. */
+ * descriptor that is readable while entries wait to be handed out (not
+ * while paused) or the consumer has ended; -1 with err set when pull mode
+ * cannot start. Watch it for reading; on readiness call
+ * emq_consumer_step. The descriptor is not the connection, so bytes TLS
+ * has buffered are never missed. Owned by the consumer (do not close it);
+ * the same for its whole life. */
 EMQ_EXPORT int emq_consumer_fd(emq_consumer_t *c, emq_error *err);
 /* Non-blocking poll: hands out what is ready (up to max) without
  * waiting, and re-arms the descriptor. Same results as emq_consumer_poll

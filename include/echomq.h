@@ -724,7 +724,10 @@ typedef struct emq_outcome {
  * the thread of emq_consumer_run; writes one outcome per entry (each
  * starts as EMQ_ACK with no reason). The entries are owned and kept fresh
  * until the handler returns, however long it takes. A topic consumer's
- * batch may mix partitions (entry->stream names each one's). */
+ * batch may mix partitions (entry->stream names each one's). Entries a
+ * peer took over, or whose group was deleted while the handler ran (the
+ * consumer creates it again and runs on), are not settled: a warning says
+ * how many; the run goes on. */
 typedef void (*emq_batch_handler_fn)(void *opaque,
                                      const emq_entry *const *entries,
                                      size_t n, emq_outcome *outcomes);
@@ -773,7 +776,9 @@ EMQ_EXPORT void emq_entry_free(emq_entry *entry);
  * thread within milliseconds. Errors: EMQ_EINVAL when this consumer does
  * not hold the entry (settled already, never handed out, another
  * consumer's, its group deleted); EMQ_ELOST when a peer took it over
- * meanwhile (its ownership could not be refreshed: the peer handles it).
+ * meanwhile (its ownership could not be refreshed: the peer handles it);
+ * the consumer's fatal error (as poll returns it) when that error ended
+ * the consumer and the entry is forgotten with it.
  * ack: done. retry: delivered again to this consumer after delay_ms (< 0:
  * the retry.backoff_ms schedule), counting toward max_deliveries (at the
  * last delivery it goes to the dead letters instead). dead: to the dead

@@ -239,11 +239,15 @@ static size_t take_locked(emq__ready *r, emq_entry **out, size_t max) {
             k++;
         }
         int valid = emq__lease_valid(c);
+        /* Read before the begin: a clear after it raises the generation
+         * these entries carry, one before it leaves nothing to begin. */
+        unsigned gen = atomic_load(&c->table.generation);
         if (valid)
             emq__inflight_begin(&c->table, items, k, began);
         size_t handed = 0;
         for (size_t i = 0; i < k; i++) {
             if (valid && began[i] == 1) {
+                run[i]->generation = gen;
                 out[got++] = &run[i]->pub;
                 handed++;
                 continue;

@@ -15,6 +15,7 @@ typedef struct handout {
     emq_entry pub; /* first: emq_entry_free casts back */
     emq__chunk *chunk;
     struct emq_consumer *owner; /* whose table holds it (a partition's) */
+    unsigned generation;        /* owner's table generation when handed out */
     batch_item item;
 } handout;
 

@@ -260,11 +260,10 @@ static emq_status not_held(emq_consumer_t *owner, const handout *h,
     }
     if (h != NULL && h->generation != atomic_load(&owner->table.generation))
         return emq__error_set(err, EMQ_ELOST, 0,
-                              "entry %s is not settled: its group was "
-                              "deleted while it was out (the consumer "
-                              "created the group again; group_recreated "
-                              "counts it), so there is nothing left to "
-                              "settle",
+                              "entry %s: its group was deleted while it "
+                              "was out (the consumer created the group "
+                              "again; group_recreated counts it), so there "
+                              "is nothing left to settle",
                               id);
     return EMQ_EINVAL;
 }

@@ -9,7 +9,8 @@
  *   deleted and created again by another client does not either;
  * - a fatal error (the ACL revokes XCLAIM, so the refresh is refused)
  *   while a batch is in the handler: run returns that error, not
- *   EMQ_EINVAL for the batch's settlement;
+ *   EMQ_EINVAL for the batch's settlement; in pull mode, settling an
+ *   entry the fatal end forgot answers that error too;
  * - the event descriptor while paused with entries read ahead: not
  *   readable (an event loop sleeps), readable again on resume.
  */
@@ -216,6 +217,45 @@ TEST_TIMEOUT(batch_fatal_mid_batch_is_reported_as_itself, 40) {
     ASSERT(strstr(t.err.message, "NOPERM") ||
            strstr(t.err.message, "can't run this command") ||
            strstr(t.err.message, "ACL failure in script"));
+    emq_consumer_destroy(c);
+    emq_conf_destroy(conf);
+    emq_conn_destroy(adm);
+    emq_srv_stop(s);
+}
+
+/* The same in pull mode: an entry handed out by poll, then the refresh
+ * refused: its settlement, the next poll and close all answer the fatal
+ * error (not EMQ_EINVAL for the entry the end forgot). */
+TEST_TIMEOUT(poll_settle_after_fatal_reports_the_fatal_error, 40) {
+    emq_srv_opts o = {.extra_config = "user w on >pw ~* &* +@all\n"};
+    emq_srv *s = emq_srv_start(&o);
+    emq_conn_t *adm = admin_connect(s);
+    CMD_NOERR(adm, "XGROUP", "CREATE", EQ, "g", "$", "MKSTREAM");
+    emq_conf_t *conf = fault_conf(emq_srv_url(s));
+    conf_set(conf, P_USER, "w");
+    conf_set(conf, P_PASSWORD, "pw");
+    conf_set(conf, "claim.min_idle_ms", "400");
+    emq_conf_set_log(conf, quiet_log, NULL);
+    emq_consumer_t *c;
+    emq_error err;
+    ASSERT_OK(emq_consumer_new(conf, NULL, NULL, &c, &err), &err);
+    produce_n(s, "jobs", "a", 1);
+    emq_entry *got[4];
+    size_t n = 0;
+    int64_t end = now_ms() + 10000;
+    while (n == 0 && now_ms() < end)
+        ASSERT_OK(emq_consumer_poll(c, got, 4, 100, &n, &err), &err);
+    ASSERT_EQ_SIZE(n, 1);
+    CMD_NOERR(adm, "ACL", "SETUSER", "w", "-xclaim");
+    WAIT_UNTIL(STAT(c, in_flight) == 0, 10000,
+               "the reading thread to end on the refusal");
+    ASSERT_STATUS(emq_consumer_ack(c, got[0], &err), EMQ_ESERVER, &err);
+    ASSERT_CONTAINS(err.message, "refresh");
+    emq_entry_free(got[0]);
+    WAIT_UNTIL(emq_consumer_poll(c, got, 4, 100, &n, &err) == EMQ_ESERVER, 5000,
+               "poll to report the fatal error");
+    ASSERT_STATUS(emq_consumer_close(c, 2000, &err), EMQ_ESERVER, &err);
+    ASSERT_CONTAINS(err.message, "refresh");
     emq_consumer_destroy(c);
     emq_conf_destroy(conf);
     emq_conn_destroy(adm);

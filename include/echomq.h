@@ -724,7 +724,10 @@ typedef struct emq_outcome {
  * the thread of emq_consumer_run; writes one outcome per entry (each
  * starts as EMQ_ACK with no reason). The entries are owned and kept fresh
  * until the handler returns, however long it takes. A topic consumer's
- * batch may mix partitions (entry->stream names each one's). */
+ * batch may mix partitions (entry->stream names each one's). Entries a
+ * peer took over, or whose group was deleted while the handler ran (the
+ * consumer creates it again and runs on), are not settled: a warning says
+ * how many; the run goes on. */
 typedef void (*emq_batch_handler_fn)(void *opaque,
                                      const emq_entry *const *entries,
                                      size_t n, emq_outcome *outcomes);
@@ -777,9 +780,10 @@ EMQ_EXPORT void emq_entry_free(emq_entry *entry);
  * or when this consumer does not hold its name's lease at that moment
  * (its renewal did not get through in time, or another process took the
  * name): nothing is settled then, the entry stays pending and is
- * delivered again. EMQ_OK means the settlement is queued and will be
- * sent, unless the name is lost before that (the consumer then ends with
- * "lost its lease").
+ * delivered again; the consumer's fatal error (as poll returns it) when
+ * another fatal error ended the consumer. EMQ_OK means the settlement is
+ * queued and will be sent, unless the name is lost before that (the
+ * consumer then ends with "lost its lease").
  * ack: done. retry: delivered again to this consumer after delay_ms (< 0:
  * the retry.backoff_ms schedule), counting toward max_deliveries (at the
  * last delivery it goes to the dead letters instead). dead: to the dead
@@ -796,7 +800,9 @@ EMQ_EXPORT emq_status emq_consumer_dead(emq_consumer_t *c,
                                         const char *reason, emq_error *err);
 
 /* Pull mode: hand out nothing more and read nothing more until resume;
- * what is out stays owned and may be settled. Any thread. */
+ * what is out stays owned and may be settled. Meanwhile the event
+ * descriptor is not readable (entries read ahead wait quietly); resume
+ * makes it readable again when entries wait. Any thread. */
 EMQ_EXPORT void emq_consumer_pause(emq_consumer_t *c);
 EMQ_EXPORT void emq_consumer_resume(emq_consumer_t *c);
 
@@ -815,11 +821,12 @@ EMQ_EXPORT emq_status emq_consumer_close(emq_consumer_t *c,
  * refresh, lease renewal, claim beats, retries, reconnects) run on its own
  * threads, so an event loop only needs to know when entries are ready:
  * emq_consumer_fd starts pull mode (like a first poll) and returns a
- * descriptor that is readable while entries wait to be handed out or the
- * consumer has ended; -1 with err set when pull mode cannot start. Watch
- * it for reading; on readiness call emq_consumer_step. The descriptor is
- * not the connection, so bytes TLS has buffered are never missed. Owned
- * by the consumer (do not close it); the same for its whole life. */
+ * descriptor that is readable while entries wait to be handed out (not
+ * while paused) or the consumer has ended; -1 with err set when pull mode
+ * cannot start. Watch it for reading; on readiness call
+ * emq_consumer_step. The descriptor is not the connection, so bytes TLS
+ * has buffered are never missed. Owned by the consumer (do not close it);
+ * the same for its whole life. */
 EMQ_EXPORT int emq_consumer_fd(emq_consumer_t *c, emq_error *err);
 /* Non-blocking poll: hands out what is ready (up to max) without
  * waiting, and re-arms the descriptor. Same results as emq_consumer_poll

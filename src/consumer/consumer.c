@@ -429,6 +429,7 @@ static emq_status recover_from(emq_consumer_t *c, step_end end,
 
 emq_status emq__consumer_loop(emq_consumer_t *c, emq_error *err) {
     atomic_store(&c->fatal, 0);
+    atomic_store(&c->lease_lost, 0);
     emq_error local;
     if (err == NULL)
         err = &local;

@@ -123,6 +123,8 @@ struct emq_consumer {
     _Atomic int64_t lease_deadline_ms;
     int lease_held;      /* taken in this run (run thread) */
     int lease_lapsed;    /* held, then its deadline passed (run thread) */
+    atomic_int lease_lost;    /* another process took the name (a fatal
+                                 error; lease.c) */
     atomic_int lease_retaken; /* the upkeep took the key again after it
                                  was gone (lease.c) */
     int lease_continued; /* this session's acquire found our own token:

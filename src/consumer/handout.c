@@ -241,9 +241,41 @@ void emq_consumer_resume(emq_consumer_t *c) {
 
 /* ---- pull mode: settling from any thread ---------------------------------- */
 
-static emq_status settle(emq_consumer_t *c, const emq_entry *entry,
-                         settle_kind kind, int64_t delay_ms,
-                         const char *reason, emq_error *err) {
+/* Why owner does not hold entry id (its settlement found it gone; err
+ * says so as EMQ_EINVAL). A fatal error that ended owner's loop (whose
+ * end forgot everything handed out) is reported as itself; an entry
+ * handed out (h, when the caller has it) before the table was cleared is
+ * EMQ_ELOST: its group was deleted meanwhile, so nothing is left to
+ * settle, and the consumer goes on with the group it created again.
+ * Else err is left as it is. Any thread. */
+static emq_status not_held(emq_consumer_t *owner, const handout *h,
+                           const char *id, emq_error *err) {
+    if (atomic_load(&owner->fatal)) {
+        emq_error fatal;
+        pthread_mutex_lock(&owner->fatal_mu);
+        fatal = owner->fatal_err;
+        pthread_mutex_unlock(&owner->fatal_mu);
+        if (err != NULL)
+            *err = fatal;
+        return fatal.code;
+    }
+    if (h != NULL && h->generation != atomic_load(&owner->table.generation))
+        return emq__error_set(err, EMQ_ELOST, 0,
+                              "entry %s: its group was deleted while it "
+                              "was out (the consumer created the group "
+                              "again; group_recreated counts it), so there "
+                              "is nothing left to settle",
+                              id);
+    return EMQ_EINVAL;
+}
+
+/* Settles entry; h is its handout when the caller holds one (the batch
+ * handler's), so a group deleted meanwhile tells from a settlement of an
+ * entry never handed out. */
+static emq_status settle_handout(emq_consumer_t *c, const emq_entry *entry,
+                                 const handout *h, settle_kind kind,
+                                 int64_t delay_ms, const char *reason,
+                                 emq_error *err) {
     emq__error_clear(err);
     if (c == NULL || entry == NULL || entry->id == NULL)
         return emq__error_set(err, EMQ_EINVAL, 0,
@@ -269,6 +301,16 @@ static emq_status settle(emq_consumer_t *c, const emq_entry *entry,
     emq_consumer_t *owner = emq__consumer_owner(c, entry, err);
     if (owner == NULL)
         return EMQ_EINVAL;
+    /* Handed out before the table was cleared: settling it now could
+     * settle the same ID handed out again since. */
+    if (h != NULL && h->generation != atomic_load(&owner->table.generation))
+        return not_held(owner, h, id.str, err);
+    if (atomic_load(&owner->fatal) && !atomic_load(&owner->lease_lost)) {
+        /* Ended by a fatal error other than a name lost: nothing more is
+         * settled, and that error says why (not_held). */
+        emq__inflight_forget(&owner->table, &id);
+        return not_held(owner, h, id.str, err);
+    }
     if (kind == SETTLE_RETRY && reason == NULL)
         reason = "handler asked for a retry";
     if (kind == SETTLE_DEAD && reason == NULL)
@@ -281,12 +323,16 @@ static emq_status settle(emq_consumer_t *c, const emq_entry *entry,
     if (kind == SETTLE_RETRY && delay_ms >= 0)
         op.delay_ms = delay_ms;
     int64_t handed_ms = 0;
+    /* Nothing is settled past the lease's deadline (EMQ_ELOST: the entry
+     * stays pending and comes back), a name lost included. */
     int fenced = !emq__lease_valid(owner);
     st = emq__inflight_settle_held(
         &owner->table, &op, (uint64_t)emq__cfg_max_deliveries(owner->conf),
         fenced, err, &handed_ms);
     if (st == EMQ_ELOST && fenced) /* pending to us: ours to bring back */
         atomic_store(&owner->recover_self_due, 1);
+    if (st == EMQ_EINVAL)
+        st = not_held(owner, h, id.str, err);
     if (st != EMQ_OK)
         return st;
     if (emq__stats_on(owner)) {
@@ -303,46 +349,41 @@ static emq_status settle(emq_consumer_t *c, const emq_entry *entry,
 
 emq_status emq_consumer_ack(emq_consumer_t *c, const emq_entry *entry,
                             emq_error *err) {
-    return settle(c, entry, SETTLE_ACK, 0, NULL, err);
+    return settle_handout(c, entry, NULL, SETTLE_ACK, 0, NULL, err);
 }
 
 emq_status emq_consumer_retry(emq_consumer_t *c, const emq_entry *entry,
                               int64_t delay_ms, const char *reason,
                               emq_error *err) {
-    return settle(c, entry, SETTLE_RETRY, delay_ms, reason, err);
+    return settle_handout(c, entry, NULL, SETTLE_RETRY, delay_ms, reason, err);
 }
 
 emq_status emq_consumer_dead(emq_consumer_t *c, const emq_entry *entry,
                              const char *reason, emq_error *err) {
-    return settle(c, entry, SETTLE_DEAD, 0, reason, err);
+    return settle_handout(c, entry, NULL, SETTLE_DEAD, 0, reason, err);
 }
 
 /* ---- the batch handler ----------------------------------------------------- */
 
-/* Settles one entry of a batch by its outcome. A peer that took an entry
- * over (EMQ_ELOST) is not an error of the run: the peer handles it. */
+/* Settles one entry of a batch (a handout of c's own poll) by its
+ * outcome. EMQ_ELOST (a peer took the entry over, or its group was
+ * deleted while the batch ran) is no error of the run: the caller counts
+ * and logs it. A fatal error that ended the consumer meanwhile comes back
+ * as itself. */
 static emq_status settle_outcome(emq_consumer_t *c, const emq_entry *e,
                                  emq_outcome *o, emq_error *err) {
     o->reason[sizeof o->reason - 1] = '\0';
     const char *reason = o->reason[0] ? o->reason : NULL;
-    emq_status st;
+    const handout *h = (const handout *)e;
     switch (o->verdict) {
     case EMQ_ACK:
-        st = emq_consumer_ack(c, e, err);
-        break;
+        return settle_handout(c, e, h, SETTLE_ACK, 0, NULL, err);
     case EMQ_RETRY:
-        st = emq_consumer_retry(c, e, -1, reason, err);
-        break;
+        return settle_handout(c, e, h, SETTLE_RETRY, -1, reason, err);
     case EMQ_DEAD:
     default:
-        st = emq_consumer_dead(c, e, reason, err);
-        break;
+        return settle_handout(c, e, h, SETTLE_DEAD, 0, reason, err);
     }
-    if (st == EMQ_ELOST) {
-        emq__consumer_log(c, EMQ_LOG_WARNING, "%s", err->message);
-        st = EMQ_OK;
-    }
-    return st;
 }
 
 /* run with a batch handler: poll up to batch.max, call, settle, until a
@@ -368,14 +409,27 @@ static emq_status batch_run(emq_consumer_t *c, emq_error *err) {
         if (n > 0)
             c->batch_handler(c->opaque, (const emq_entry *const *)entries, n,
                              outcomes);
+        size_t lost = 0;
+        emq_error one_err, lost_err;
         for (size_t i = 0; i < n; i++) {
             emq_status one =
-                st == EMQ_OK ? settle_outcome(c, entries[i], &outcomes[i], err)
-                             : EMQ_OK;
-            if (one != EMQ_OK)
+                st == EMQ_OK
+                    ? settle_outcome(c, entries[i], &outcomes[i], &one_err)
+                    : EMQ_OK;
+            if (one == EMQ_ELOST && lost++ == 0) {
+                lost_err = one_err;
+            } else if (one != EMQ_OK && one != EMQ_ELOST) {
                 st = one;
+                if (err != NULL)
+                    *err = one_err;
+            }
             emq_entry_free(entries[i]);
         }
+        if (lost > 0) /* once per batch, naming the first */
+            emq__consumer_log(c, EMQ_LOG_WARNING,
+                              "%zu of the batch's %zu entries were not "
+                              "settled: %s",
+                              lost, n, lost_err.message);
     }
     if (st == EMQ_ECLOSED) /* stopped */
         st = EMQ_OK;

@@ -534,6 +534,7 @@ void emq__inflight_clear(emq__inflight *t) {
     t->n = 0;
     t->nwait = 0;
     atomic_store(&t->nhandling, 0);
+    atomic_fetch_add(&t->generation, 1);
     free_ops(t);
     pthread_mutex_unlock(&t->mu);
 }

@@ -82,6 +82,8 @@ typedef struct emq__inflight {
                                 handed out (0: no check) */
     int dozing;              /* the upkeep thread sleeps longer than
                                 EMQ_SETTLE_DELAY_MS: wake it for new work */
+    atomic_uint generation;  /* raised by emq__inflight_clear: an entry
+                                handed out under an older one is gone */
 } emq__inflight;
 
 emq_status emq__inflight_init(emq__inflight *t, emq_error *err);
@@ -172,7 +174,9 @@ int64_t emq__inflight_next_due(emq__inflight *t, int64_t now_ms);
 /* Forgets entries not handed out yet (IF_READ): after a lost session they
  * come back through recover self. */
 void emq__inflight_drop_unstarted(emq__inflight *t);
-/* Forgets everything (the group is gone). Queued ops are freed. */
+/* Forgets everything (the group is gone, or the loop ended). Queued ops
+ * are freed; generation is raised, so a settlement of an entry handed
+ * out before can tell it was forgotten from one never handed out. */
 void emq__inflight_clear(emq__inflight *t);
 /* Entries in the table, and settlements queued. */
 size_t emq__inflight_count(emq__inflight *t);

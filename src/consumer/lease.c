@@ -207,13 +207,15 @@ static void extend_deadline(emq_consumer_t *c, int64_t sent_ms) {
 
 static emq_status refused(emq_consumer_t *c, const char *holder,
                           long long ms, emq_error *err) {
-    if (c->lease_lapsed)
+    if (c->lease_lapsed) {
+        atomic_store(&c->lease_lost, 1);
         return emq__error_set(
             err, EMQ_ESERVER, 0,
             "consumer '%s' lost its lease '%s': another process (%s) took "
             "the name while this one was stalled; stopping so that one name "
             "never runs twice",
             c->name, c->lease_key, holder);
+    }
     return emq__error_set(
         err, EMQ_EINVAL, 0,
         "consumer name '%s' of group '%s' is in use by another live process "
@@ -376,6 +378,7 @@ emq_status emq__lease_renewed(emq_consumer_t *c, const emq_reply *reply,
         return EMQ_OK;
     }
     atomic_store(&c->lease_deadline_ms, 0);
+    atomic_store(&c->lease_lost, 1);
     emq_status st = emq__error_set(
         err, EMQ_ESERVER, 0,
         "consumer '%s' lost its lease '%s': another process took the name "

@@ -20,7 +20,8 @@
  * IF_HANDLING counts). The reading thread reads no more than the room.
  *
  * The event descriptor (an eventfd) is readable while entries wait here
- * or the consumer has ended, so an event loop knows when to poll. It is
+ * and the consumer is not paused, or the consumer has ended, so an event
+ * loop knows when to poll (and sleeps while nothing can be had). It is
  * never the socket, so bytes TLS has buffered are never lost to poll(2).
  */
 #include "ready.h"
@@ -93,9 +94,12 @@ void emq__chunk_unref(emq__chunk *ch) {
 }
 
 /* The event descriptor follows the queue (caller holds mu): readable
- * while entries wait or the consumer has ended. */
+ * while entries wait and may be handed out (not paused), or the consumer
+ * has ended. Paused, it is quiet however much waits: an event loop would
+ * wake for nothing, again and again; emq__ready_notify on resume makes it
+ * readable again. */
 static void signal_fd(emq__ready *r) {
-    int want = r->n > 0 || r->ended;
+    int want = (r->n > 0 && !atomic_load(&r->root->paused)) || r->ended;
     if (want == r->fd_set)
         return;
     uint64_t v = 1;
@@ -235,11 +239,15 @@ static size_t take_locked(emq__ready *r, emq_entry **out, size_t max) {
             k++;
         }
         int valid = emq__lease_valid(c);
+        /* Read before the begin: a clear after it raises the generation
+         * these entries carry, one before it leaves nothing to begin. */
+        unsigned gen = atomic_load(&c->table.generation);
         if (valid)
             emq__inflight_begin(&c->table, items, k, began);
         size_t handed = 0;
         for (size_t i = 0; i < k; i++) {
             if (valid && began[i] == 1) {
+                run[i]->generation = gen;
                 out[got++] = &run[i]->pub;
                 handed++;
                 continue;

@@ -15,6 +15,7 @@ typedef struct handout {
     emq_entry pub; /* first: emq_entry_free casts back */
     emq__chunk *chunk;
     struct emq_consumer *owner; /* whose table holds it (a partition's) */
+    unsigned generation;        /* owner's table generation when handed out */
     batch_item item;
 } handout;
 
@@ -39,7 +40,7 @@ struct emq__ready {
     struct emq_consumer *root; /* the consumer polled (a topic's parent) */
     int closing, ended, running, fd_set;
     atomic_int room_waiters; /* reading threads waiting for room */
-    int efd;                 /* eventfd: readable while n > 0 or ended */
+    int efd; /* eventfd: readable while n > 0 and not paused, or ended */
     emq_status end_status;   /* first fatal error of a reading thread */
     emq_error end_err;
 };
@@ -57,7 +58,9 @@ size_t emq__ready_room(struct emq_consumer *c);
 void emq__ready_wait_room(struct emq_consumer *c, int64_t ms);
 /* Waits until every entry c handed out is settled, or closing, or fatal. */
 void emq__ready_wait_settled(struct emq_consumer *c);
-/* Wakes every waiter: room may have changed (a resume, a pause). */
+/* Wakes every waiter: room may have changed (a resume, a pause); the
+ * event descriptor follows (quiet while paused, readable on resume when
+ * entries wait). Any thread. */
 void emq__ready_notify(emq__ready *r);
 /* After a settlement: wakes a reader waiting for room once a whole read
  * fits (or nothing is out). Cheap when no reader waits. */

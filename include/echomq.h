@@ -870,6 +870,12 @@ EMQ_EXPORT int64_t emq_consumer_timeout_ms(emq_consumer_t *c);
     X(cluster_gave_up) /* commands failed at cluster.max_redirects or          \
                           cluster.retry_ms (EMQ_ELIMIT) */
 
+/* Time in hand (handler.timeout_ms); added in 0.2 in the room reserved
+ * for counters. */
+#define EMQ_CONSUMER_HAND_COUNTERS(X)                                          \
+    X(handler_overdue) /* entries kept past handler.timeout_ms: let go (no   \
+                          longer refreshed), their settlement EMQ_ELOST */
+
 typedef struct emq_consumer_stats {
 #define EMQ_STATS_FIELD(name) uint64_t name;
     EMQ_CONSUMER_COUNTERS(EMQ_STATS_FIELD)
@@ -877,8 +883,13 @@ typedef struct emq_consumer_stats {
     uint64_t handed_out;      /* of those, handed out by poll or to a
                                  handler and not settled, now */
     EMQ_CONSUMER_CLUSTER_COUNTERS(EMQ_STATS_FIELD)
+    EMQ_CONSUMER_HAND_COUNTERS(EMQ_STATS_FIELD)
 #undef EMQ_STATS_FIELD
-    uint64_t reserved[5]; /* room for counters to come; 0 */
+    uint64_t oldest_in_hand_ms; /* how long the entry handed out longest ago
+                                   and not settled has been out, now; 0
+                                   when none (added in 0.2 from the
+                                   reserved room) */
+    uint64_t reserved[3]; /* room for counters to come; 0 */
 } emq_consumer_stats;
 
 /* Copies the counters; safe from any thread while run is going. */

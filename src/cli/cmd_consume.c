@@ -94,7 +94,9 @@ static void help(void) {
         "                          acknowledges them all, 75 retries them all,\n"
         "                          any other exit fails them all\n"
         "  --exec-timeout MS       kill a command's process group after MS; its\n"
-        "                          entries fail with reason \"timeout\"\n"
+        "                          entries fail with reason \"timeout\" (sets\n"
+        "                          handler.timeout_ms to MS + 5000 unless -X\n"
+        "                          sets it)\n"
         "  --concurrency N         N commands at once, all under the one name C\n"
         "                          and one read connection (default 1)\n"
         "  --no-ack                settle nothing: print (or run) and leave every\n"
@@ -129,6 +131,10 @@ static void help(void) {
 /* Most entries the main thread queues for the workers: what they run
  * next, beside what they run now. */
 #define WORK_MAX 4096
+/* handler.timeout_ms backing --exec-timeout: this much longer, room for
+ * the command's process group to be killed and reaped and its entries
+ * settled before the library lets them go. */
+#define EXEC_TIMEOUT_GRACE_MS 5000
 
 typedef struct consume_ctx {
     const char *queue;
@@ -710,6 +716,15 @@ static int configure(consume_ctx *x, cli_args *a, emq_conf_t *conf) {
     if (rc == CLI_OK)
         rc = cli_set_num(conf, "max_in_flight",
                          out_max < 1000000 ? out_max : 1000000);
+    /* --exec-timeout kills the command; handler.timeout_ms (unless set)
+     * backs it with the library's bound, with room to kill and reap. */
+    char bound[24] = "";
+    if (rc == CLI_OK && x->exec_timeout_ms > 0 &&
+        emq_conf_get(conf, "handler.timeout_ms", bound, sizeof bound, NULL) ==
+            EMQ_OK &&
+        strcmp(bound, "0") == 0)
+        rc = cli_set_num(conf, "handler.timeout_ms",
+                         x->exec_timeout_ms + EXEC_TIMEOUT_GRACE_MS);
     return rc;
 }
 

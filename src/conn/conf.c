@@ -264,6 +264,15 @@ static const prop props[] = {
      "Most entries one call of a batch handler (emq_consumer_new_batch) "
      "receives.",
      P_INT, F(batch_max), 1, 100000, NULL, NULL, NULL, "consumer"},
+    {"handler.timeout_ms", "0",
+     "Longest an entry stays in hand (a handler call, or from "
+     "emq_consumer_poll to its settlement) while this consumer keeps it "
+     "from peers; 0: no bound. Past it the entry is no longer refreshed "
+     "(a peer may take it after claim.min_idle_ms), the event is logged "
+     "once and counted (handler_overdue), and its settlement answers "
+     "EMQ_ELOST instead of being sent.",
+     P_INT, F(handler_timeout_ms), 0, (int64_t)1 << 40, NULL, NULL, NULL,
+     "consumer"},
     {"lease.ttl_ms", "30000",
      "Lifetime of the lease that keeps one consumer name in one process; "
      "renewed every third of it on a timer of its own; past it (less a "

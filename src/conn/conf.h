@@ -75,6 +75,7 @@
     X(INT, max_deliveries)    /* deliveries before the dead letters */          \
     X(INT, max_in_flight)     /* entries handed out (poll) and not settled */   \
     X(INT, batch_max)         /* most entries one batch handler call gets */    \
+    X(INT, handler_timeout_ms) /* time in hand before an entry is let go; 0 */  \
     X(INT, lease_ttl_ms)      /* lifetime of the consumer name's lease */       \
     X(INT, retry_backoff_ms)  /* first delay of a retried entry */              \
     X(INT, retry_backoff_max_ms) /* its cap (doubling per delivery) */          \

@@ -192,9 +192,16 @@ static emq_status queue_op(emq__inflight *t, settle_op *op, emq_error *err) {
         t->ops_cap = cap;
     }
     int64_t now = emq__now_coarse_ms();
+    if_entry *e = find_at(t, &op->id, t->current);
+    if (e != NULL && e->overdue) {
+        /* Let go past handler.timeout_ms: a peer may hold it now, and an
+         * XACK does not ask whose it is. */
+        remove_at(t, e);
+        emq__settle_op_free(op);
+        return EMQ_OK;
+    }
     if (t->nops == 0)
         t->oldest_op_ms = now;
-    if_entry *e = find_at(t, &op->id, t->current);
     op->slot_hint = e != NULL ? (size_t)(e - t->slots) : SIZE_MAX;
     t->ops[t->nops++] = *op;
     if (e != NULL) {
@@ -280,6 +287,15 @@ emq_status emq__inflight_settle_held(emq__inflight *t, settle_op *op,
                             "emq_consumer_poll (or its group was deleted)",
                             op->id.str);
         emq__settle_op_free(op);
+    } else if (e->overdue) {
+        remove_at(t, e);
+        emq__settle_op_free(op);
+        st = emq__error_set(err, EMQ_ELOST, 0,
+                            "entry %s was not settled: it was in hand "
+                            "longer than handler.timeout_ms (%lld ms), so "
+                            "this consumer let it go (a peer may have taken "
+                            "it after claim.min_idle_ms)",
+                            op->id.str, (long long)t->hand_limit_ms);
     } else if (e->lost) {
         remove_at(t, e);
         emq__settle_op_free(op);
@@ -411,16 +427,41 @@ void emq__inflight_requeue(emq__inflight *t, settle_op *ops, size_t n) {
 }
 
 size_t emq__inflight_stale(emq__inflight *t, int64_t before_ms, emq_id *out,
-                           size_t max) {
+                           size_t max, size_t *noverdue,
+                           emq_id *first_overdue) {
     size_t n = 0;
+    *noverdue = 0;
+    int64_t now = emq__now_coarse_ms();
     pthread_mutex_lock(&t->mu);
     for (size_t i = 0; i < t->cap && n < max; i++) {
         if_entry *e = &t->slots[i];
-        if (e->used && !e->lost && e->refreshed_ms <= before_ms)
-            out[n++] = e->id;
+        if (!e->used || e->lost || e->overdue || e->refreshed_ms > before_ms)
+            continue;
+        if (t->hand_limit_ms > 0 && e->state == IF_HANDLING &&
+            now - e->handed_ms > t->hand_limit_ms) {
+            e->overdue = 1;
+            if (*noverdue == 0 && first_overdue != NULL)
+                *first_overdue = e->id;
+            (*noverdue)++;
+            continue;
+        }
+        out[n++] = e->id;
     }
     pthread_mutex_unlock(&t->mu);
     return n;
+}
+
+int64_t emq__inflight_oldest_handed(emq__inflight *t) {
+    int64_t oldest = 0;
+    pthread_mutex_lock(&t->mu);
+    for (size_t i = 0; i < t->cap && atomic_load(&t->nhandling) > 0; i++) {
+        const if_entry *e = &t->slots[i];
+        if (e->used && e->state == IF_HANDLING &&
+            (oldest == 0 || e->handed_ms < oldest))
+            oldest = e->handed_ms;
+    }
+    pthread_mutex_unlock(&t->mu);
+    return oldest;
 }
 
 /* Parses one ID of a reply array into id; 0 on success. */

@@ -42,6 +42,8 @@ typedef struct if_entry {
     size_t hash;       /* of id, kept for probing and moving */
     int64_t handed_ms; /* IF_HANDLING: when it was handed out */
     unsigned char used, state, lost;
+    unsigned char overdue; /* IF_HANDLING past handler.timeout_ms: let go,
+                              no longer refreshed, not settled here */
     unsigned char uncounted; /* IF_RETRY_WAIT found by recover self in a
                                 session that kept the lease: its count was
                                 raised already (recover.c) */
@@ -80,6 +82,8 @@ typedef struct emq__inflight {
     size_t current;          /* slot of the entry the handler has (a hint) */
     int64_t stale_after_ms;  /* an entry not refreshed this long is not
                                 handed out (0: no check) */
+    int64_t hand_limit_ms;   /* handler.timeout_ms: an entry handed out
+                                this long ago is let go (0: no bound) */
     int dozing;              /* the upkeep thread sleeps longer than
                                 EMQ_SETTLE_DELAY_MS: wake it for new work */
     atomic_uint generation;  /* raised by emq__inflight_clear: an entry
@@ -152,9 +156,17 @@ void emq__inflight_settled(emq__inflight *t, const settle_op *ops, size_t n);
  * again, first (they are idempotent). Takes ownership. */
 void emq__inflight_requeue(emq__inflight *t, settle_op *ops, size_t n);
 /* Upkeep: up to max IDs whose refresh is due (refreshed at or before
- * before_ms), oldest first not guaranteed. Returns their number. */
+ * before_ms), oldest first not guaranteed. Returns their number. An entry
+ * handed out more than hand_limit_ms ago (when set) is not among them: it
+ * is marked overdue instead (let go: never refreshed again, its
+ * settlement EMQ_ELOST); *noverdue gets how many were newly marked and
+ * *first_overdue (may be NULL) the first of them. */
 size_t emq__inflight_stale(emq__inflight *t, int64_t before_ms, emq_id *out,
-                           size_t max);
+                           size_t max, size_t *noverdue,
+                           emq_id *first_overdue);
+/* When the entry handed out longest ago and not settled was handed out
+ * (emq__now_coarse_ms time), 0 when none is. Any thread; O(table). */
+int64_t emq__inflight_oldest_handed(emq__inflight *t);
 /* Upkeep: of asked[0..nasked), those in owned[] were refreshed at now_ms;
  * those in gone[] were deleted while pending (acknowledged by the refresh;
  * their number in *ngone); the others are lost: forgotten if not handed

@@ -4,7 +4,8 @@
  *
  * Counters are atomics written by the consumer's two threads and read
  * from any thread; a snapshot is consistent per counter, not across them.
- * in_flight is the size of the in-flight table at the time of the call.
+ * in_flight is the size of the in-flight table at the time of the call,
+ * oldest_in_hand_ms the age of its entry handed out longest ago.
  */
 #include "stats.h"
 #include "core.h"
@@ -28,9 +29,14 @@ void emq_consumer_stats_get(const emq_consumer_t *c, emq_consumer_stats *out) {
 #define ADD(name) out->name += atomic_load(&m[i]->stats.name);
         EMQ_CONSUMER_COUNTERS(ADD)
         EMQ_CONSUMER_CLUSTER_COUNTERS(ADD)
+        EMQ_CONSUMER_HAND_COUNTERS(ADD)
 #undef ADD
         out->in_flight += emq__inflight_count(&m[i]->table);
         out->handed_out += atomic_load(&m[i]->table.nhandling);
+        int64_t oldest = emq__inflight_oldest_handed(&m[i]->table);
+        int64_t age = oldest > 0 ? emq__now_coarse_ms() - oldest : 0;
+        if (age > 0 && (uint64_t)age > out->oldest_in_hand_ms)
+            out->oldest_in_hand_ms = (uint64_t)age;
     }
 }
 
@@ -58,6 +64,8 @@ size_t emq_consumer_stats_json(const emq_consumer_t *c, char *buf,
     JSON(in_flight)
     JSON(handed_out)
     EMQ_CONSUMER_CLUSTER_COUNTERS(JSON)
+    EMQ_CONSUMER_HAND_COUNTERS(JSON)
+    JSON(oldest_in_hand_ms)
 #undef JSON
     emq__json_raw(&o, "}");
     return o.len;

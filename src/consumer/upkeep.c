@@ -193,8 +193,22 @@ static emq_status one_round(emq_consumer_t *c, int settle, settle_op *ops,
     /* The refresh goes before the settlements: settlements ahead of it
      * would make their entries look lost to it. */
     if (st == EMQ_OK && now >= u->next_refresh_ms) {
+        size_t overdue = 0;
+        emq_id first;
         r.nasked = emq__inflight_stale(&c->table, now - u->refresh_every_ms,
-                                       ids, EMQ_SETTLE_MAX_IDS);
+                                       ids, EMQ_SETTLE_MAX_IDS, &overdue,
+                                       &first);
+        if (overdue > 0) {
+            atomic_fetch_add(&c->stats.handler_overdue, overdue);
+            emq__consumer_log(
+                c, EMQ_LOG_WARNING,
+                "%zu entries (the first %s) have been in hand longer than "
+                "handler.timeout_ms (%lld ms): they are no longer kept from "
+                "peers (one may take them after claim.min_idle_ms) and "
+                "their settlements answer EMQ_ELOST",
+                overdue, first.str,
+                (long long)emq__cfg_handler_timeout_ms(c->conf));
+        }
         if (r.nasked > 0)
             st = emq__settle_append_refresh(c, &u->x, ids, r.nasked,
                                             TAG_REFRESH, err);
@@ -297,6 +311,7 @@ emq_status emq__upkeep_start(emq_consumer_t *c, emq_error *err) {
     /* An entry not refreshed for three quarters of claim.min_idle_ms is
      * not handed out: a peer may claim it any moment. */
     c->table.stale_after_ms = emq__cfg_claim_min_idle_ms(c->conf) * 3 / 4;
+    c->table.hand_limit_ms = emq__cfg_handler_timeout_ms(c->conf);
     u->next_refresh_ms = now + u->refresh_every_ms / 2;
     u->next_renew_ms = now + emq__cfg_lease_ttl_ms(c->conf) / 3;
     u->next_stats_ms = emq__stats_on(c)

@@ -277,3 +277,107 @@ TEST_TIMEOUT(own_edge_stale_poller_settlements_say_lost, 40) {
     emq_conn_destroy(adm);
     emq_srv_stop(s);
 }
+
+/* ---- 4: handler.timeout_ms bounds the time in hand ---------------------- */
+
+/* Run mode: a 3 s handler with handler.timeout_ms 800 and claim idle 1 s:
+ * past the bound the entry is let go (counted, logged once), a peer takes
+ * it, and the late ack is not sent (it would ack the peer's entry). The
+ * consumer's statistics show the time in hand while it lasts. */
+TEST_TIMEOUT(own_edge_handler_timeout_lets_go_in_run_mode, 40) {
+    emq_srv *s = emq_srv_start(NULL);
+    emq_conn_t *adm = admin_connect(s);
+    make_group(adm);
+    static slow w, peer;
+    slow_init(&w);
+    slow_init(&peer);
+    w.sleep_ms = 3000;
+    static logcap logs;
+    logcap_init(&logs);
+    bg a, p;
+    emq_conf_t *cw = own_conf(s, "edge", "w", 1000);
+    conf_set(cw, "handler.timeout_ms", "800");
+    emq_conf_set_log(cw, logcap_fn, &logs);
+    emq_consumer_t *W = bg_start(&a, cw, slow_handle, &w);
+    WAIT_UNTIL(client_id_by_name(s, "w", 1) >= 0, 5000, "w's read to block");
+    produce_n(s, "edge", "long", 1);
+    WAIT_UNTIL(atomic_load(&w.in_handler) == 1, 5000,
+               "w's handler to start");
+    usleep(500 * 1000);
+    emq_consumer_stats ws;
+    emq_consumer_stats_get(W, &ws);
+    ASSERT(ws.oldest_in_hand_ms >= 400 && ws.oldest_in_hand_ms < 3000);
+    ASSERT_EQ_INT(ws.handler_overdue, 0);
+    emq_consumer_t *P =
+        bg_start(&p, own_conf(s, "edge", "peer", 1000), slow_handle, &peer);
+    WAIT_UNTIL(peer.r.n == 1, 10000, "the peer to take the overdue entry");
+    WAIT_UNTIL(atomic_load(&w.returned) == 1, 10000,
+               "w's handler to return");
+    WAIT_UNTIL(pending_total(adm, EQ, "g") == 0, 10000,
+               "the peer's ack");
+    ASSERT_OK(bg_stop(&p, 3000), &p.err);
+    ASSERT_OK(bg_stop(&a, 3000), &a.err);
+    emq_consumer_stats_get(W, &ws);
+    emq_consumer_stats ps;
+    emq_consumer_stats_get(P, &ps);
+    int said = 0;
+    pthread_mutex_lock(&logs.lock);
+    for (const char *at = logs.text;
+         (at = strstr(at, "longer than handler.timeout_ms")) != NULL; at++)
+        said++;
+    pthread_mutex_unlock(&logs.lock);
+    fprintf(stderr, "    w: overdue %llu acked %llu; peer claimed %llu; "
+            "logged %d times\n", (unsigned long long)ws.handler_overdue,
+            (unsigned long long)ws.acked, (unsigned long long)ps.claimed,
+            said);
+    ASSERT_EQ_INT(ws.handler_overdue, 1);
+    ASSERT_EQ_INT(ws.acked, 0);
+    ASSERT_EQ_INT(ps.claimed, 1);
+    ASSERT_EQ_INT(said, 1);
+    char json[2048];
+    emq_consumer_stats_json(W, json, sizeof json);
+    ASSERT_CONTAINS(json, "\"handler_overdue\":1");
+    ASSERT_CONTAINS(json, "\"oldest_in_hand_ms\":0");
+    emq_consumer_destroy(W);
+    emq_consumer_destroy(P);
+    emq_conn_destroy(adm);
+    emq_srv_stop(s);
+}
+
+/* Pull mode: an entry polled and held past handler.timeout_ms is let go;
+ * its ack then says EMQ_ELOST and sends nothing. */
+TEST_TIMEOUT(own_edge_handler_timeout_late_ack_is_lost_in_pull_mode, 30) {
+    emq_srv *s = emq_srv_start(NULL);
+    emq_conn_t *adm = admin_connect(s);
+    make_group(adm);
+    produce_n(s, "edge", "job", 1);
+    emq_conf_t *conf = own_conf(s, "edge", "w", 1000);
+    conf_set(conf, "handler.timeout_ms", "600");
+    emq_consumer_t *c;
+    emq_error err;
+    ASSERT_OK(emq_consumer_new(conf, NULL, NULL, &c, &err), &err);
+    emq_conf_destroy(conf);
+    emq_entry *got[1];
+    size_t n = 0;
+    int64_t end = now_ms() + 10000;
+    while (n == 0 && now_ms() < end)
+        ASSERT_OK(emq_consumer_poll(c, got, 1, 200, &n, &err), &err);
+    ASSERT_EQ_SIZE(n, 1);
+    emq_consumer_stats st;
+    WAIT_UNTIL((emq_consumer_stats_get(c, &st), st.handler_overdue == 1),
+               10000, "the entry to be let go");
+    ASSERT(st.oldest_in_hand_ms >= 600);
+    ASSERT_STATUS(emq_consumer_ack(c, got[0], &err), EMQ_ELOST, &err);
+    ASSERT_CONTAINS(err.message, "handler.timeout_ms");
+    emq_entry_free(got[0]);
+    /* Nothing was acknowledged: still pending, for a peer's claim. */
+    usleep(200 * 1000);
+    ASSERT_EQ_INT(pending_total(adm, EQ, "g"), 1);
+    emq_consumer_stats_get(c, &st);
+    ASSERT_EQ_INT(st.acked, 0);
+    ASSERT_EQ_INT(st.oldest_in_hand_ms, 0);
+    ASSERT_OK(emq_consumer_close(c, 1000, &err), &err);
+    emq_consumer_destroy(c);
+    emq_conn_destroy(adm);
+    emq_srv_stop(s);
+}

@@ -34,19 +34,21 @@ TEST(conf_defaults_read_back_as_the_table_says) {
                 FAIL("property %s listed twice", name);
         }
     }
-    ASSERT_EQ_SIZE(n, 63); /* 37 + producer.nomkstream, trim.*, cluster.*,
+    ASSERT_EQ_SIZE(n, 64); /* 37 + producer.nomkstream, trim.*, cluster.*,
                              partitions, retry.*, max_in_flight, batch.max,
                              resp.max_reply_bytes, producer.timeout_ms,
                              .connect, .linger_ms, .queue.max_messages,
                              .queue.max_bytes, .delivery, .retries,
                              .wait_replicas, .wait_aof, .wait_timeout_ms,
-                             consumer.connect, stats.interval_ms */
+                             consumer.connect, stats.interval_ms,
+                             handler.timeout_ms */
     ASSERT_STATUS(emq_conf_property(n, &name, &def, &doc), EMQ_EINVAL, NULL);
     /* A few defaults spelled out, and the typed fields behind them. */
     ASSERT_EQ_STR(emq__cfg_url(c), "redis://127.0.0.1:6379");
     ASSERT_EQ_INT(emq__cfg_connect_timeout_ms(c), 5000);
     ASSERT_EQ_INT(emq__cfg_max_in_flight(c), 1000);
     ASSERT_EQ_INT(emq__cfg_batch_max(c), 100);
+    ASSERT_EQ_INT(emq__cfg_handler_timeout_ms(c), 0);
     ASSERT_EQ_INT(emq__cfg_command_timeout_ms(c), 5000);
     ASSERT_EQ_INT(emq__cfg_tcp_keepalive_s(c), 30);
     ASSERT_EQ_INT(emq__cfg_backoff_min_ms(c), 100);

@@ -153,7 +153,8 @@ size_t emq__inflight_stale(emq__inflight *t, int64_t before_ms, emq_id *out,
                            size_t max);
 /* Upkeep: of asked[0..nasked), those in owned[] were refreshed at now_ms;
  * those in gone[] were deleted while pending (acknowledged by the refresh;
- * their number in *ngone); the others are lost: forgotten if not handed
+ * their number in *ngone; a SETTLE_GONE of each is queued to clear its
+ * reason and schedule); the others are lost: forgotten if not handed
  * out yet, else marked lost, except entries whose settlement acknowledged
  * them meanwhile. Returns the number lost. */
 size_t emq__inflight_refreshed(emq__inflight *t, const emq_id *asked,

@@ -23,10 +23,12 @@
  * Every settlement is idempotent, so the upkeep thread sends them again
  * after a transport failure whose outcome it cannot know.
  *
- * The refresh is one script too: for each id still pending to this
- * consumer, XCLAIM ... <me> 0 ... JUSTID, which resets its idle time
- * without counting a delivery; ids a peer claimed meanwhile are left alone
- * (an XCLAIM alone would take them back) and reported lost.
+ * The refresh is one script too, on the stream key alone (a migrating
+ * slot does not stop it): for each id still pending to this consumer,
+ * XCLAIM ... <me> 0 ... JUSTID, which resets its idle time without
+ * counting a delivery; ids a peer claimed meanwhile are left alone (an
+ * XCLAIM alone would take them back) and reported lost; ids no longer in
+ * the stream are reported gone, their clean-up a settlement of its own.
  *
  * A dead letter holds the origin first, then the entry's own fields:
  *   emq.id <id> emq.group <group> emq.consumer <consumer>
@@ -112,25 +114,31 @@ static const char release_script[] =
     "end\n"
     "return released\n";
 
-/* KEYS: stream, reasons, schedule. ARGV: group, me, ids... Returns
- * {ids still ours, now refreshed; ids whose entry was deleted while
- * pending, now acknowledged with their reason and schedule cleared}. An
- * XCLAIM alone would drop a deleted entry from the pending list silently
- * (7.0+) and leak its reason. */
+/* KEYS: stream (alone: see below). ARGV: group, me, ids... Returns {ids
+ * still ours, now refreshed; ids whose entry is no longer in the stream
+ * (deleted or trimmed while pending): acknowledged here if still pending
+ * to me}. An entry not in the stream is "gone" whoever holds it now: a
+ * peer's XAUTOCLAIM (7.0+) drops deleted entries from every consumer's
+ * pending list, which must not read as a loss of ownership. An XCLAIM
+ * alone would drop a deleted entry from the pending list silently (7.0+).
+ *
+ * The stream key alone, so that a slot being migrated never stops it: a
+ * script naming a key the node does not have (the reasons and schedule of
+ * a fresh queue) gets TRYAGAIN from CLUSTER SETSLOT ... MIGRATING until
+ * the slot is final, while XREADGROUP goes on handing out work. The gone
+ * entries' reasons and schedule are cleared by a settlement of their own
+ * (SETTLE_GONE: XACK, HDEL, ZREM, each of one key), queued by
+ * emq__inflight_refreshed. */
 static const char refresh_script[] =
     "local mine, gone = {}, {}\n"
     "for i = 3, #ARGV do\n"
-    "  local p = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[i], ARGV[i],"
-    " 1, ARGV[2])\n"
-    "  if #p == 1 then\n"
-    "    if #redis.call('XRANGE', KEYS[1], ARGV[i], ARGV[i]) == 1 then\n"
-    "      mine[#mine + 1] = ARGV[i]\n"
-    "    else\n"
-    "      redis.call('XACK', KEYS[1], ARGV[1], ARGV[i])\n"
-    "      redis.call('HDEL', KEYS[2], ARGV[i])\n"
-    "      redis.call('ZREM', KEYS[3], ARGV[i])\n"
-    "      gone[#gone + 1] = ARGV[i]\n"
-    "    end\n"
+    "  local id = ARGV[i]\n"
+    "  local p = redis.call('XPENDING', KEYS[1], ARGV[1], id, id, 1, ARGV[2])\n"
+    "  if #redis.call('XRANGE', KEYS[1], id, id) == 0 then\n"
+    "    if #p == 1 then redis.call('XACK', KEYS[1], ARGV[1], id) end\n"
+    "    gone[#gone + 1] = id\n"
+    "  elseif #p == 1 then\n"
+    "    mine[#mine + 1] = id\n"
     "  end\n"
     "end\n"
     "if #mine == 0 then return {mine, gone} end\n"
@@ -366,20 +374,18 @@ void emq__settle_finish(emq_consumer_t *c, settle_op *ops, size_t n,
 emq_status emq__settle_append_refresh(emq_consumer_t *c, emq__xchg *x,
                                       const emq_id *ids, size_t n, int tag,
                                       emq_error *err) {
-    size_t argc = 8 + n;
+    size_t argc = 6 + n;
     const char **argv = emq__alloc(argc * sizeof *argv);
     if (argv == NULL)
         return emq__oom(err);
     argv[0] = "EVAL";
     argv[1] = refresh_script;
-    argv[2] = "3";
+    argv[2] = "1";
     argv[3] = c->keys.stream;
-    argv[4] = c->reasons_key;
-    argv[5] = c->retry_key;
-    argv[6] = c->group;
-    argv[7] = c->name;
+    argv[4] = c->group;
+    argv[5] = c->name;
     for (size_t i = 0; i < n; i++)
-        argv[8 + i] = ids[i].str;
+        argv[6 + i] = ids[i].str;
     emq_status st = emq__xchg_append(x, tag, (int)argc, argv, NULL, err);
     emq__free(argv);
     return st;

@@ -62,16 +62,25 @@ static const char retry_script[] =
     "redis.call('ZADD', KEYS[2], now + tonumber(ARGV[3]), ARGV[1])\n"
     "return 1\n";
 
-/* Most field names and values a dead letter keeps (an even number): the
- * script passes them to XADD through Lua's unpack, whose stack holds about
- * 8000 values; an entry with more keeps its first ones (it is still moved
- * and acked). */
-#define DEAD_MAX_ARGS_TEXT "7000"
+/* Most field names and values the dead-letter script copies itself: it
+ * passes them to XADD through Lua's unpack, whose stack holds about 8000
+ * values (LUAI_MAXCSTACK). A wider entry is written by this process
+ * (emq__settle_finish): the script answers {2, reason, deliveries} and
+ * does nothing else. */
+#define DEAD_SCRIPT_MAX_ARGS 7000
+#define DEAD_SCRIPT_MAX_ARGS_TEXT "7000"
 
 /* KEYS: stream, dead letters, reasons, schedule. ARGV: group, id, me,
  * reason (empty: the recorded one). The dead letter copies the entry's
  * fields from the stream itself, so a settlement needs no copy of them
- * (and one decided from any thread later has them too). */
+ * (and one decided from any thread later has them too). Returns 0 when
+ * the entry is not pending to me (nothing done), 1 when it was moved and
+ * acknowledged, {2, reason, deliveries} when it is too wide for the
+ * script: the reasons hash then holds "<id>:dead" = the last dead
+ * letter's ID before this process's own XADD, so that the next call (the
+ * same move again after a lost reply, or after the XADD) finds that
+ * dead letter among the ones after it and only acknowledges: the move is
+ * written once, whatever is retried. */
 static const char deadletter_script[] =
     "local p = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[2], ARGV[2], 1,"
     " ARGV[3])\n"
@@ -84,18 +93,38 @@ static const char deadletter_script[] =
     "acknowledgement'\n"
     "  end\n"
     "end\n"
-    "local args = {'emq.id', ARGV[2], 'emq.group', ARGV[1],\n"
-    "  'emq.consumer', ARGV[3], 'emq.deliveries', tostring(p[1][4]),\n"
-    "  'emq.reason', reason}\n"
-    "local e = redis.call('XRANGE', KEYS[1], ARGV[2], ARGV[2])\n"
-    "if e[1] then\n"
-    "  local f = e[1][2]\n"
-    "  for i = 1, math.min(#f, " DEAD_MAX_ARGS_TEXT ") do"
-    " args[#args + 1] = f[i] end\n"
+    "local mark = ARGV[2] .. ':dead'\n"
+    "local since = redis.call('HGET', KEYS[3], mark)\n"
+    "local found = false\n"
+    "if since then\n"
+    "  local from = '(' .. since\n"
+    "  while not found do\n"
+    "    local page = redis.call('XRANGE', KEYS[2], from, '+', 'COUNT', 100)\n"
+    "    if #page == 0 then break end\n"
+    "    for _, d in ipairs(page) do\n"
+    "      if d[2][1] == 'emq.id' and d[2][2] == ARGV[2] then found = true end\n"
+    "    end\n"
+    "    from = '(' .. page[#page][1]\n"
+    "  end\n"
     "end\n"
-    "redis.call('XADD', KEYS[2], '*', unpack(args))\n"
+    "if not found then\n"
+    "  local e = redis.call('XRANGE', KEYS[1], ARGV[2], ARGV[2])\n"
+    "  local f = e[1] and e[1][2] or {}\n"
+    "  if #f > " DEAD_SCRIPT_MAX_ARGS_TEXT " then\n"
+    "    if not since then\n"
+    "      local last = redis.call('XREVRANGE', KEYS[2], '+', '-', 'COUNT', 1)\n"
+    "      redis.call('HSET', KEYS[3], mark, last[1] and last[1][1] or '0-0')\n"
+    "    end\n"
+    "    return {2, reason, p[1][4]}\n"
+    "  end\n"
+    "  local args = {'emq.id', ARGV[2], 'emq.group', ARGV[1],\n"
+    "    'emq.consumer', ARGV[3], 'emq.deliveries', tostring(p[1][4]),\n"
+    "    'emq.reason', reason}\n"
+    "  for i = 1, #f do args[#args + 1] = f[i] end\n"
+    "  redis.call('XADD', KEYS[2], '*', unpack(args))\n"
+    "end\n"
     "redis.call('XACK', KEYS[1], ARGV[1], ARGV[2])\n"
-    "redis.call('HDEL', KEYS[3], ARGV[2])\n"
+    "redis.call('HDEL', KEYS[3], ARGV[2], mark)\n"
     "redis.call('ZREM', KEYS[4], ARGV[2])\n"
     "return 1\n";
 
@@ -294,6 +323,182 @@ done:
     return st;
 }
 
+/* ---- dead letters too wide for the script ------------------------------ */
+
+/* Records that the k-th dead-letter move of the round answered "too wide"
+ * ({2, reason, deliveries}). */
+static emq_status note_wide(settle_round *r, size_t k, const emq_reply *reply,
+                            emq_error *err) {
+    size_t len = 0;
+    const char *reason = emq_reply_str(emq_reply_at(reply, 1), &len);
+    if (emq_reply_len(reply) != 3 || reason == NULL)
+        return emq__reply_bad_shape(err, "the dead-letter move answered an "
+                                         "array that is not {2, reason, "
+                                         "deliveries}");
+    if (r->nwide == r->wide_cap) {
+        size_t cap = r->wide_cap ? 2 * r->wide_cap : 4;
+        settle_wide *grown = emq__realloc(r->wide, cap * sizeof *grown);
+        if (grown == NULL)
+            return emq__oom(err);
+        r->wide = grown;
+        r->wide_cap = cap;
+    }
+    settle_wide *w = &r->wide[r->nwide];
+    if ((w->reason = emq__alloc(len + 1)) == NULL)
+        return emq__oom(err);
+    memcpy(w->reason, reason, len);
+    w->reason[len] = '\0';
+    long long n = emq_reply_integer(emq_reply_at(reply, 2));
+    snprintf(w->deliveries, sizeof w->deliveries, "%lld", n > 0 ? n : 1);
+    w->index = k;
+    r->nwide++;
+    return EMQ_OK;
+}
+
+static void wide_free(settle_round *r) {
+    for (size_t i = 0; i < r->nwide; i++)
+        emq__free(r->wide[i].reason);
+    emq__free(r->wide);
+    r->wide = NULL;
+    r->nwide = r->wide_cap = 0;
+}
+
+/* The k-th SETTLE_DEAD of ops[0..n) (append order: the k-th dead-letter
+ * reply), or NULL. */
+static settle_op *nth_dead(settle_op *ops, size_t n, size_t k) {
+    for (size_t i = 0; i < n; i++)
+        if (ops[i].kind == SETTLE_DEAD && k-- == 0)
+            return &ops[i];
+    return NULL;
+}
+
+/* Calls the dead-letter script for op on x; *reply is its answer. */
+static emq_status call_dead(emq_consumer_t *c, emq__xchg *x,
+                            const settle_op *op, emq_reply **reply,
+                            emq_error *err) {
+    const char *argv[] = {"EVAL", deadletter_script, "4", c->keys.stream,
+                          c->keys.dead, c->reasons_key, c->retry_key,
+                          c->group, op->id.str, c->name,
+                          op->reason ? op->reason : ""};
+    return emq__xchg_call(x, 0, 11, argv, NULL, reply, err);
+}
+
+/* XADD of the dead letter of op, its origin then every field of entry
+ * (an XRANGE reply's [id, fields]), in one command of any width. */
+static emq_status add_wide(emq_consumer_t *c, emq__xchg *x,
+                           const settle_op *op, const settle_wide *w,
+                           const emq_reply *entry, emq_reply **reply,
+                           emq_error *err) {
+    const emq_reply *fields = emq_reply_at(entry, 1);
+    size_t nf = emq_reply_len(fields), argc = 13 + nf;
+    const char **argv = emq__alloc(argc * sizeof *argv);
+    size_t *lens = emq__alloc(argc * sizeof *lens);
+    emq_status st;
+    if (argv == NULL || lens == NULL) {
+        st = emq__oom(err);
+    } else {
+        const char *head[] = {"XADD",         c->keys.dead,   "*",
+                              "emq.id",       op->id.str,     "emq.group",
+                              c->group,       "emq.consumer", c->name,
+                              "emq.deliveries", w->deliveries, "emq.reason",
+                              w->reason};
+        for (size_t i = 0; i < 13; i++) {
+            argv[i] = head[i];
+            lens[i] = strlen(head[i]);
+        }
+        for (size_t i = 0; i < nf; i++) {
+            argv[13 + i] = emq_reply_str(emq_reply_at(fields, i), &lens[13 + i]);
+            if (argv[13 + i] == NULL) {
+                argv[13 + i] = "";
+                lens[13 + i] = 0;
+            }
+        }
+        st = emq__xchg_call(x, 0, (int)argc, argv, lens, reply, err);
+    }
+    emq__free(argv);
+    emq__free(lens);
+    return st;
+}
+
+/* The exchange of the calling thread: the upkeep's on its thread, else
+ * the run thread's (the only two that send settlements). */
+static emq__xchg *own_xchg(emq_consumer_t *c) {
+    if (c->upkeep.started && pthread_equal(pthread_self(), c->upkeep.thread))
+        return &c->upkeep.x;
+    return &c->rx;
+}
+
+/* Moves the entry of op, too wide for the dead-letter script, with every
+ * field: the script has marked the move begun; this reads the entry, adds
+ * the dead letter, and calls the script again, which finds it and
+ * acknowledges (a second call after a lost reply finds it too, so nothing
+ * is written twice). EMQ_OK when it is settled (moved, or not ours any
+ * more, or it cannot be moved: then it stays pending, an error is logged
+ * naming the entry and the limit, and it comes back after
+ * claim.min_idle_ms); else the outcome is unknown and the op is sent
+ * again. */
+static emq_status wide_move(emq_consumer_t *c, settle_op *op,
+                            const settle_wide *w) {
+    emq__xchg *x = own_xchg(c);
+    emq_error err;
+    emq_reply *reply = NULL;
+    const char *xrange[] = {"XRANGE", c->keys.stream, op->id.str, op->id.str};
+    emq_status st = emq__xchg_call(x, 0, 4, xrange, NULL, &reply, &err);
+    if (st != EMQ_OK)
+        goto unknown;
+    const emq_reply *entry = emq_reply_at(reply, 0);
+    if (emq_reply_kind(reply) == EMQ_REPLY_ARRAY && entry != NULL &&
+        emq_reply_kind(emq_reply_at(entry, 1)) == EMQ_REPLY_ARRAY) {
+        emq_reply *added = NULL;
+        st = add_wide(c, x, op, w, entry, &added, &err);
+        if (st == EMQ_OK && emq_reply_kind(added) == EMQ_REPLY_ERROR) {
+            char shown[200];
+            emq__consumer_log(
+                c, EMQ_LOG_ERROR,
+                "entry %s (%zu fields) cannot be moved to the dead letters "
+                "whole: the XADD of all its fields was refused (%s); it is "
+                "not truncated: it stays pending and comes back after "
+                "claim.min_idle_ms",
+                op->id.str, emq_reply_len(emq_reply_at(entry, 1)) / 2,
+                emq__reply_text(added, shown, sizeof shown));
+            emq_reply_free(added);
+            emq_reply_free(reply);
+            return EMQ_OK;
+        }
+        emq_reply_free(added);
+        if (st != EMQ_OK)
+            goto unknown;
+    }
+    /* Gone meanwhile: the script writes the origin alone, as for any
+     * entry deleted while pending. */
+    emq_reply_free(reply);
+    reply = NULL;
+    if ((st = call_dead(c, x, op, &reply, &err)) != EMQ_OK)
+        goto unknown;
+    if (emq_reply_kind(reply) == EMQ_REPLY_INTEGER) {
+        if (emq_reply_integer(reply) == 1)
+            atomic_fetch_add(&c->stats.dead_lettered, 1);
+        emq_reply_free(reply);
+        return EMQ_OK;
+    }
+    char shown[200];
+    emq__consumer_log(c, EMQ_LOG_ERROR,
+                      "entry %s: the dead-letter move of an entry wider "
+                      "than %d field names and values did not complete "
+                      "(%s); it stays pending and is tried again",
+                      op->id.str, DEAD_SCRIPT_MAX_ARGS,
+                      emq__reply_text(reply, shown, sizeof shown));
+    emq_reply_free(reply);
+    return EMQ_EAGAIN;
+unknown:
+    emq_reply_free(reply);
+    emq__consumer_log(c, EMQ_LOG_WARNING,
+                      "entry %s: moving a wide entry to the dead letters "
+                      "failed (%s); tried again",
+                      op->id.str, err.message);
+    return st;
+}
+
 /* Refusals that will not change by themselves: a settlement refused this
  * way would be redone forever, so the consumer stops. */
 static int permanent(const emq_reply *r) {
@@ -346,8 +551,12 @@ emq_status emq__settle_apply(void *round, int tag, const emq_reply *reply,
     if (tag == TAG_XACK) {
         long long n = emq_reply_integer(reply);
         atomic_fetch_add(&c->stats.acked, (uint64_t)(n > 0 ? n : 0));
-    } else if (tag == TAG_DEAD && emq_reply_integer(reply) == 1) {
-        atomic_fetch_add(&c->stats.dead_lettered, 1);
+    } else if (tag == TAG_DEAD) {
+        size_t k = r->ndead++;
+        if (emq_reply_kind(reply) == EMQ_REPLY_ARRAY)
+            return note_wide(r, k, reply, err);
+        if (emq_reply_integer(reply) == 1)
+            atomic_fetch_add(&c->stats.dead_lettered, 1);
     } else if (tag == TAG_RELEASE) {
         long long n = emq_reply_integer(reply);
         atomic_fetch_add(&c->stats.released, (uint64_t)(n > 0 ? n : 0));
@@ -360,13 +569,29 @@ emq_status emq__settle_apply(void *round, int tag, const emq_reply *reply,
 }
 
 void emq__settle_finish(emq_consumer_t *c, settle_op *ops, size_t n,
-                        emq_status st, const settle_round *r) {
+                        emq_status st, settle_round *r) {
     if (st == EMQ_OK && !r->again) {
-        emq__inflight_settled(&c->table, ops, n);
-        for (size_t i = 0; i < n; i++)
+        /* Dead letters too wide for the script: written from here, one by
+         * one; those whose outcome is unknown go to the end of ops and are
+         * queued again. */
+        size_t keep = n;
+        for (size_t w = 0; w < r->nwide; w++) {
+            settle_op *op = nth_dead(ops, keep, r->wide[w].index);
+            if (op != NULL && wide_move(c, op, &r->wide[w]) != EMQ_OK) {
+                settle_op tmp = *op;
+                *op = ops[keep - 1];
+                ops[keep - 1] = tmp;
+                keep--;
+            }
+        }
+        wide_free(r);
+        emq__inflight_settled(&c->table, ops, keep);
+        for (size_t i = 0; i < keep; i++)
             emq__settle_op_free(&ops[i]);
+        emq__inflight_requeue(&c->table, ops + keep, n - keep);
         return;
     }
+    wide_free(r);
     /* Outcome unknown, or not run: send them again (idempotent). */
     emq__inflight_requeue(&c->table, ops, n);
 }

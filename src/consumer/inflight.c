@@ -488,6 +488,20 @@ size_t emq__inflight_refreshed(emq__inflight *t, const emq_id *asked,
     return lost;
 }
 
+void emq__inflight_gone(emq__inflight *t, const emq_id *id) {
+    pthread_mutex_lock(&t->mu);
+    if_entry *e = find(t, id);
+    if (e != NULL && e->state == IF_HANDLING)
+        e->lost = 1;
+    else if (e != NULL)
+        remove_at(t, e);
+    settle_op cleanup = {.kind = SETTLE_GONE, .id = *id, .deliveries = 2,
+                         .slot_hint = SIZE_MAX};
+    emq_error ignored; /* out of memory: only the clean-up is skipped */
+    (void)push_op(t, &cleanup, &ignored);
+    pthread_mutex_unlock(&t->mu);
+}
+
 size_t emq__inflight_due(emq__inflight *t, int64_t now_ms, int uncounted,
                          emq_id *out, size_t max) {
     size_t n = 0;

@@ -161,6 +161,11 @@ size_t emq__inflight_refreshed(emq__inflight *t, const emq_id *asked,
                                size_t nasked, const emq_reply *owned,
                                const emq_reply *gone, int64_t now_ms,
                                size_t *ngone);
+/* Run thread: id was found deleted while pending by a claim beat (7.0+
+ * XAUTOCLAIM drops such entries from every consumer's pending list):
+ * forgotten, or marked lost if a handler has it (its settlement is not
+ * sent), and a SETTLE_GONE queued to clear its reason and schedule. */
+void emq__inflight_gone(emq__inflight *t, const emq_id *id);
 /* Run thread: up to max IDs whose retry is due at now_ms and whose
  * uncounted flag is uncounted, moved back to IF_READ. Returns their
  * number. */

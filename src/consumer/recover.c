@@ -369,10 +369,10 @@ static emq_status take_claimed(emq_consumer_t *c, const emq_id *ids, size_t n,
     return st;
 }
 
-/* Deleted entries an XAUTOCLAIM dropped from the pending list (7.0+):
- * counted, and their reasons and schedule cleared by a SETTLE_GONE each
- * (XACK again is harmless). Entries in hand here are left to the upkeep's
- * refresh, which finds them gone (and cleans up) itself. */
+/* Deleted entries an XAUTOCLAIM dropped from the pending list (7.0+),
+ * this consumer's own too: counted, forgotten (or marked lost in a
+ * handler's hands), their reasons and schedule cleared by a SETTLE_GONE
+ * each (emq__inflight_gone). */
 static void claimed_deleted(emq_consumer_t *c, const emq_reply *deleted) {
     for (size_t i = 0; i < emq_reply_len(deleted); i++) {
         emq_id id;
@@ -382,12 +382,8 @@ static void claimed_deleted(emq_consumer_t *c, const emq_reply *deleted) {
             continue;
         memcpy(id.str, text, len);
         id.str[len] = '\0';
-        if (emq__inflight_holds(&c->table, &id))
-            continue;
         atomic_fetch_add(&c->stats.deleted_pending, 1);
-        settle_op op = {.kind = SETTLE_GONE, .id = id, .deliveries = 2};
-        emq_error ignored; /* out of memory: only the clean-up is lost */
-        (void)emq__inflight_step(&c->table, &op, NULL, NULL, &ignored);
+        emq__inflight_gone(&c->table, &id);
     }
 }
 

@@ -7,9 +7,10 @@
  *            redelivery also HDEL of the failure reasons and ZREM from the
  *            retry schedule, so neither leaks;
  *   gone     the same for entries deleted or trimmed while pending;
- *   retry    one script: the failure reason and the entry's place in the
- *            retry schedule (a sorted set in the queue's hashtag scored by
- *            the server's clock, so it survives a crash of this process);
+ *   retry    the failure reasons (one HSET) and the entries' places in
+ *            the retry schedule (one script: a sorted set in the queue's
+ *            hashtag scored by the server's clock, so it survives a crash
+ *            of this process), two commands per round of one key each;
  *   dead     the dead-letter script: one atomic step over keys of one
  *            hashtag that moves the entry only if it is still pending to
  *            THIS consumer, writes the dead letter before the ack (a
@@ -46,21 +47,26 @@
 enum {
     TAG_XACK = 1,   /* its ids are acknowledged */
     TAG_CLEANUP,    /* HDEL of reasons / ZREM from the schedule */
-    TAG_RETRY,      /* the retry script */
+    TAG_RETRY,      /* the retries: reasons HSET, schedule script */
     TAG_DEAD,       /* the dead-letter script */
     TAG_RELEASE     /* the release script */
 };
 
+/* KEYS: schedule. ARGV: pairs of id and delay in ms. Puts each id on the
+ * retry schedule, due at the server's clock plus its delay. The schedule
+ * alone (its reasons go in one HSET beside it): a script naming a key the
+ * node lacks gets TRYAGAIN while the slot migrates; one naming a single
+ * key follows ASK instead. Whether the entry is still pending to this
+ * consumer is not looked at (that would name the stream too): a retry is
+ * only sent for an entry this consumer held at its last refresh, and a
+ * stray schedule entry only makes a later claimer wait out the delay. */
 static const char retry_script[] =
-    "if redis.replicate_commands then pcall(redis.replicate_commands) end\n"
-    "local p = redis.call('XPENDING', KEYS[3], ARGV[4], ARGV[1], ARGV[1], 1,"
-    " ARGV[5])\n"
-    "if #p == 0 then return 0 end\n"
     "local t = redis.call('TIME')\n"
     "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
-    "redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])\n"
-    "redis.call('ZADD', KEYS[2], now + tonumber(ARGV[3]), ARGV[1])\n"
-    "return 1\n";
+    "for i = 1, #ARGV - 1, 2 do\n"
+    "  redis.call('ZADD', KEYS[1], now + tonumber(ARGV[i + 1]), ARGV[i])\n"
+    "end\n"
+    "return #ARGV / 2\n";
 
 /* Most field names and values the dead-letter script copies itself: it
  * passes them to XADD through Lua's unpack, whose stack holds about 8000
@@ -262,6 +268,52 @@ static emq_status append_release(emq_consumer_t *c, emq__xchg *x,
     return st;
 }
 
+/* Appends the retries of ops[0..n): one HSET of their reasons, one
+ * schedule script of their delays (two commands however many). */
+static emq_status append_retries(emq_consumer_t *c, emq__xchg *x,
+                                 const settle_op *ops, size_t n,
+                                 emq_error *err) {
+    size_t nretry = 0;
+    for (size_t i = 0; i < n; i++)
+        nretry += ops[i].kind == SETTLE_RETRY;
+    if (nretry == 0)
+        return EMQ_OK;
+    const char **hset = emq__alloc((2 + 2 * nretry) * sizeof *hset);
+    const char **sched = emq__alloc((4 + 2 * nretry) * sizeof *sched);
+    char(*delays)[24] = emq__alloc(nretry * sizeof *delays);
+    emq_status st = EMQ_OK;
+    if (hset == NULL || sched == NULL || delays == NULL) {
+        st = emq__oom(err);
+    } else {
+        hset[0] = "HSET";
+        hset[1] = c->reasons_key;
+        sched[0] = "EVAL";
+        sched[1] = retry_script;
+        sched[2] = "1";
+        sched[3] = c->retry_key;
+        size_t k = 0;
+        for (size_t i = 0; i < n; i++) {
+            if (ops[i].kind != SETTLE_RETRY)
+                continue;
+            snprintf(delays[k], sizeof delays[k], "%lld",
+                     (long long)ops[i].delay_ms);
+            hset[2 + 2 * k] = sched[4 + 2 * k] = ops[i].id.str;
+            hset[3 + 2 * k] = ops[i].reason ? ops[i].reason : "";
+            sched[5 + 2 * k] = delays[k];
+            k++;
+        }
+        st = emq__xchg_append(x, TAG_RETRY, (int)(2 + 2 * nretry), hset, NULL,
+                              err);
+        if (st == EMQ_OK)
+            st = emq__xchg_append(x, TAG_RETRY, (int)(4 + 2 * nretry), sched,
+                                  NULL, err);
+    }
+    emq__free(hset);
+    emq__free(sched);
+    emq__free(delays);
+    return st;
+}
+
 size_t emq__settle_ops_max(const emq_consumer_t *c) {
     int64_t room = emq__cfg_pipeline_max(c->conf) - EMQ_ROUND_FIXED_COMMANDS;
     return room >= EMQ_SETTLE_MAX_IDS ? EMQ_SETTLE_MAX_IDS : (size_t)room;
@@ -301,22 +353,11 @@ emq_status emq__settle_append(emq_consumer_t *c, emq__xchg *x,
     }
     if ((st = append_release(c, x, ops, n, err)) != EMQ_OK)
         goto done;
-    for (size_t i = 0; i < n && st == EMQ_OK; i++) {
-        if (ops[i].kind == SETTLE_RETRY) {
-            char delay[24];
-            snprintf(delay, sizeof delay, "%lld", (long long)ops[i].delay_ms);
-            const char *argv[] = {"EVAL",         retry_script,
-                                  "3",            c->reasons_key,
-                                  c->retry_key,   c->keys.stream,
-                                  ops[i].id.str,  ops[i].reason ? ops[i].reason
-                                                                : "",
-                                  delay,          c->group,
-                                  c->name};
-            st = emq__xchg_append(x, TAG_RETRY, 11, argv, NULL, err);
-        } else if (ops[i].kind == SETTLE_DEAD) {
+    if ((st = append_retries(c, x, ops, n, err)) != EMQ_OK)
+        goto done;
+    for (size_t i = 0; i < n && st == EMQ_OK; i++)
+        if (ops[i].kind == SETTLE_DEAD)
             st = append_dead(c, x, &ops[i], err);
-        }
-    }
 done:
     emq__free(acks);
     emq__free(clean);

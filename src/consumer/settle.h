@@ -7,13 +7,14 @@
 
 #include "core.h"
 
-/* Commands a round sends besides one per retry or dead letter: XACK, HDEL,
- * ZREM, the release script, the refresh, the renewal and the read. The
- * floor of pipeline.max (conf.c) leaves room for them. */
-#define EMQ_ROUND_FIXED_COMMANDS 7
+/* Commands a round sends besides one per dead letter: XACK, HDEL, ZREM,
+ * the release script, the retries' HSET and schedule script, the refresh,
+ * the renewal and the read. The floor of pipeline.max (conf.c) leaves
+ * room for them. */
+#define EMQ_ROUND_FIXED_COMMANDS 9
 
 /* Most settlements one round may take: EMQ_SETTLE_MAX_IDS, or fewer when
- * pipeline.max would not hold a command per retry and dead letter. */
+ * pipeline.max would not hold a command per dead letter. */
 size_t emq__settle_ops_max(const emq_consumer_t *c);
 /* Appends the commands of ops[0..n) to x (n <= emq__settle_ops_max). */
 emq_status emq__settle_append(emq_consumer_t *c, emq__xchg *x,

@@ -319,11 +319,31 @@ size_t emq__settle_ops_max(const emq_consumer_t *c) {
     return room >= EMQ_SETTLE_MAX_IDS ? EMQ_SETTLE_MAX_IDS : (size_t)room;
 }
 
+/* A round of settlements held up by TRYAGAIN (a script naming keys the
+ * node lacks while the slot migrates: the dead-letter move) holds up its
+ * thread's next refresh too: the route retries it for up to
+ * cluster.retry_ms. One that outlasts a quarter of claim.min_idle_ms is
+ * warned about, once per episode. Per sending thread: when it appended its
+ * round, its route's TRYAGAIN count then, and whether it has warned. */
+static _Thread_local struct {
+    int64_t at;
+    uint64_t tryagain;
+    int warned;
+} held;
+
+static uint64_t route_tryagain(emq__xchg *x) {
+    emq__route_stats rs;
+    emq__route_stats_get(x->route, &rs);
+    return rs.tryagain;
+}
+
 emq_status emq__settle_append(emq_consumer_t *c, emq__xchg *x,
                               const settle_op *ops, size_t n, emq_error *err) {
     const emq_id **acks = emq__alloc((n ? n : 1) * sizeof *acks);
     const emq_id **clean = emq__alloc((n ? n : 1) * sizeof *clean);
     emq_status st = EMQ_OK;
+    held.at = emq__now_ms();
+    held.tryagain = route_tryagain(x);
     if (acks == NULL || clean == NULL) {
         st = emq__oom(err);
         goto done;
@@ -609,8 +629,37 @@ emq_status emq__settle_apply(void *round, int tag, const emq_reply *reply,
     return EMQ_OK;
 }
 
+/* Warns once per episode when this thread's round was held up by
+ * TRYAGAIN past a quarter of claim.min_idle_ms; says when it is over. */
+static void check_held(emq_consumer_t *c) {
+    /* The run thread's rounds end with a blocking read: not measured (and
+     * the upkeep refreshes while the run thread waits). */
+    if (held.at == 0 || own_xchg(c) != &c->upkeep.x)
+        return;
+    int64_t took = emq__now_ms() - held.at;
+    int tryagain = route_tryagain(own_xchg(c)) > held.tryagain;
+    held.at = 0;
+    if (tryagain && took > emq__cfg_claim_min_idle_ms(c->conf) / 4) {
+        if (!held.warned)
+            emq__consumer_log(
+                c, EMQ_LOG_WARNING,
+                "settlements were answered TRYAGAIN for %lld ms (the "
+                "queue's slot is being migrated; a dead-letter move names "
+                "keys the node may not have): in-flight entries were not "
+                "refreshed meanwhile, and a peer may take them after "
+                "claim.min_idle_ms",
+                (long long)took);
+        held.warned = 1;
+    } else if (held.warned && !tryagain) {
+        emq__consumer_log(c, EMQ_LOG_INFO,
+                          "settlements go through without TRYAGAIN again");
+        held.warned = 0;
+    }
+}
+
 void emq__settle_finish(emq_consumer_t *c, settle_op *ops, size_t n,
                         emq_status st, settle_round *r) {
+    check_held(c);
     if (st == EMQ_OK && !r->again) {
         /* Dead letters too wide for the script: written from here, one by
          * one; those whose outcome is unknown go to the end of ops and are

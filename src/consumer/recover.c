@@ -355,9 +355,11 @@ static emq_status take_claimed(emq_consumer_t *c, const emq_id *ids, size_t n,
     emq_id now[TAKE_PER_CALL];
     size_t nnow = 0;
     for (size_t i = 0; i < n && st == EMQ_OK; i++) {
-        if (waits[i] > 0 && !emq__inflight_holds(&c->table, &ids[i])) {
-            if (emq__inflight_add_waiting(&c->table, &ids[i], waits[i], 0) !=
-                0)
+        if (waits[i] > 0) {
+            /* In the table already: it waits there (its own retry). */
+            if (!emq__inflight_holds(&c->table, &ids[i]) &&
+                emq__inflight_add_waiting(&c->table, &ids[i], waits[i], 0) !=
+                    0)
                 st = emq__oom(err);
             (*deferred)++;
             continue;
@@ -437,10 +439,9 @@ emq_status emq__recover_peers(emq_consumer_t *c, emq_error *err) {
         size_t cursor_len = 0;
         const char *cursor_text = emq_reply_str(cursor, &cursor_len);
         size_t n = 0;
-        if (emq_reply_kind(reply) == EMQ_REPLY_ARRAY &&
-            emq_reply_len(reply) == 3 &&
-            emq_reply_kind(claimed) == EMQ_REPLY_ARRAY && ids == NULL &&
-            (ids = emq__alloc((want ? want : 1) * sizeof *ids)) == NULL) {
+        if (ids == NULL &&
+            (ids = emq__alloc((size_t)emq__cfg_claim_count(c->conf) *
+                              sizeof *ids)) == NULL) {
             emq_reply_free(reply);
             st = emq__oom(err);
             break;

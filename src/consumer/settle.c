@@ -15,7 +15,11 @@
  *            hashtag that moves the entry only if it is still pending to
  *            THIS consumer, writes the dead letter before the ack (a
  *            refused write leaves it pending), and clears its reason and
- *            schedule;
+ *            schedule; an entry too wide for the script (Lua's unpack)
+ *            is written by the sending thread itself, marked so that a
+ *            retried move writes it once (emq__settle_finish); the one
+ *            command here naming several keys, so a migrating slot
+ *            answers it TRYAGAIN (warned about, see check_held);
  *   release  entries read or taken and not handed out (a stop cut the
  *            batch short): one script per round that, for each entry
  *            still pending to THIS consumer with the count it was handed

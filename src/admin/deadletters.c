@@ -38,8 +38,7 @@ static const char *const origin_names[5] = {
  * the new entry's ID, nil when there is no such dead letter, or {2} when
  * it has more than REQUEUE_SCRIPT_MAX_ARGS_TEXT original field names and
  * values (nothing done). */
-static const char requeue_script[] =
-    EMQ_LUA_CALL
+static const char requeue_script[] = EMQ_LUA_CALL
     "local e = call('XRANGE', KEYS[2], ARGV[1], ARGV[1])\n"
     "if #e == 0 then return false end\n"
     "if #e[1][2] > " REQUEUE_SCRIPT_MAX_ARGS_TEXT " + 10 then return {2} end\n"
@@ -349,8 +348,8 @@ static emq_status requeue_wide(emq_admin_t *a, const char *id, size_t idlen,
         }
     }
     emq_reply *added = NULL;
-    st = emq__admin_call(a, "requeue of a wide dead letter (XADD)",
-                         (int)argc, argv, lens, &added, err);
+    st = emq__admin_call(a, "requeue of a wide dead letter (XADD)", (int)argc,
+                         argv, lens, &added, err);
     emq__free(argv);
     emq__free(lens);
     emq_reply_free(r);

@@ -457,7 +457,9 @@ size_t emq__inflight_refreshed(emq__inflight *t, const emq_id *asked,
         if_entry *e = reply_id(gone, i, &id) == 0 ? find(t, &id) : NULL;
         if (e == NULL || e->lost != 2)
             continue;
-        settle_op cleanup = {.kind = SETTLE_GONE, .id = id, .deliveries = 2,
+        settle_op cleanup = {.kind = SETTLE_GONE,
+                             .id = id,
+                             .deliveries = 2,
                              .slot_hint = SIZE_MAX};
         emq_error ignored;
         (void)push_op(t, &cleanup, &ignored);
@@ -495,8 +497,8 @@ void emq__inflight_gone(emq__inflight *t, const emq_id *id) {
         e->lost = 1;
     else if (e != NULL)
         remove_at(t, e);
-    settle_op cleanup = {.kind = SETTLE_GONE, .id = *id, .deliveries = 2,
-                         .slot_hint = SIZE_MAX};
+    settle_op cleanup = {
+        .kind = SETTLE_GONE, .id = *id, .deliveries = 2, .slot_hint = SIZE_MAX};
     emq_error ignored; /* out of memory: only the clean-up is skipped */
     (void)push_op(t, &cleanup, &ignored);
     pthread_mutex_unlock(&t->mu);

@@ -152,9 +152,9 @@ static emq_status script_error(emq_consumer_t *c, emq_reply *reply,
  * deleted ones are acknowledged in the script and counted. */
 static emq_status take_ids(emq_consumer_t *c, const emq_id *ids, size_t n,
                            int bump, const char *what, emq_error *err) {
-    const char *argv[7 + TAKE_PER_CALL] = {"EVAL",   due_script, "1",
-                                           c->keys.stream, c->group,
-                                           c->name, bump ? "1" : "0"};
+    const char *argv[7 + TAKE_PER_CALL] = {"EVAL",          due_script, "1",
+                                           c->keys.stream,  c->group,   c->name,
+                                           bump ? "1" : "0"};
     for (size_t i = 0; i < n; i++)
         argv[7 + i] = ids[i].str;
     emq_reply *reply;
@@ -207,8 +207,7 @@ static emq_status retry_waits(emq_consumer_t *c, const emq_id *ids, size_t n,
         emq__xchg_call(&c->rx, 0, (int)(4 + n), argv, NULL, &reply, err);
     if (st != EMQ_OK)
         return st;
-    if (emq_reply_kind(reply) == EMQ_REPLY_ARRAY &&
-        emq_reply_len(reply) == n) {
+    if (emq_reply_kind(reply) == EMQ_REPLY_ARRAY && emq_reply_len(reply) == n) {
         for (size_t i = 0; i < n; i++) {
             long long w = emq_reply_integer(emq_reply_at(reply, i));
             waits[i] = w > 0 ? w : 0;
@@ -358,8 +357,7 @@ static emq_status take_claimed(emq_consumer_t *c, const emq_id *ids, size_t n,
         if (waits[i] > 0) {
             /* In the table already: it waits there (its own retry). */
             if (!emq__inflight_holds(&c->table, &ids[i]) &&
-                emq__inflight_add_waiting(&c->table, &ids[i], waits[i], 0) !=
-                    0)
+                emq__inflight_add_waiting(&c->table, &ids[i], waits[i], 0) != 0)
                 st = emq__oom(err);
             (*deferred)++;
             continue;

@@ -49,11 +49,11 @@
 
 /* Reply tags of settlement commands. */
 enum {
-    TAG_XACK = 1,   /* its ids are acknowledged */
-    TAG_CLEANUP,    /* HDEL of reasons / ZREM from the schedule */
-    TAG_RETRY,      /* the retries: reasons HSET, schedule script */
-    TAG_DEAD,       /* the dead-letter script */
-    TAG_RELEASE     /* the release script */
+    TAG_XACK = 1, /* its ids are acknowledged */
+    TAG_CLEANUP,  /* HDEL of reasons / ZREM from the schedule */
+    TAG_RETRY,    /* the retries: reasons HSET, schedule script */
+    TAG_DEAD,     /* the dead-letter script */
+    TAG_RELEASE   /* the release script */
 };
 
 /* KEYS: schedule. ARGV: pairs of id and delay in ms. Puts each id on the
@@ -112,7 +112,9 @@ static const char deadletter_script[] =
     "    local page = redis.call('XRANGE', KEYS[2], from, '+', 'COUNT', 100)\n"
     "    if #page == 0 then break end\n"
     "    for _, d in ipairs(page) do\n"
-    "      if d[2][1] == 'emq.id' and d[2][2] == ARGV[2] then found = true end\n"
+    "      if d[2][1] == 'emq.id' and d[2][2] == ARGV[2] then\n"
+    "        found = true\n"
+    "      end\n"
     "    end\n"
     "    from = '(' .. page[#page][1]\n"
     "  end\n"
@@ -122,7 +124,8 @@ static const char deadletter_script[] =
     "  local f = e[1] and e[1][2] or {}\n"
     "  if #f > " DEAD_SCRIPT_MAX_ARGS_TEXT " then\n"
     "    if not since then\n"
-    "      local last = redis.call('XREVRANGE', KEYS[2], '+', '-', 'COUNT', 1)\n"
+    "      local last = redis.call('XREVRANGE', KEYS[2], '+', '-',\n"
+    "                              'COUNT', 1)\n"
     "      redis.call('HSET', KEYS[3], mark, last[1] and last[1][1] or '0-0')\n"
     "    end\n"
     "    return {2, reason, p[1][4]}\n"
@@ -441,19 +444,25 @@ static settle_op *nth_dead(settle_op *ops, size_t n, size_t k) {
 static emq_status call_dead(emq_consumer_t *c, emq__xchg *x,
                             const settle_op *op, emq_reply **reply,
                             emq_error *err) {
-    const char *argv[] = {"EVAL", deadletter_script, "4", c->keys.stream,
-                          c->keys.dead, c->reasons_key, c->retry_key,
-                          c->group, op->id.str, c->name,
+    const char *argv[] = {"EVAL",
+                          deadletter_script,
+                          "4",
+                          c->keys.stream,
+                          c->keys.dead,
+                          c->reasons_key,
+                          c->retry_key,
+                          c->group,
+                          op->id.str,
+                          c->name,
                           op->reason ? op->reason : ""};
     return emq__xchg_call(x, 0, 11, argv, NULL, reply, err);
 }
 
 /* XADD of the dead letter of op, its origin then every field of entry
  * (an XRANGE reply's [id, fields]), in one command of any width. */
-static emq_status add_wide(emq_consumer_t *c, emq__xchg *x,
-                           const settle_op *op, const settle_wide *w,
-                           const emq_reply *entry, emq_reply **reply,
-                           emq_error *err) {
+static emq_status add_wide(emq_consumer_t *c, emq__xchg *x, const settle_op *op,
+                           const settle_wide *w, const emq_reply *entry,
+                           emq_reply **reply, emq_error *err) {
     const emq_reply *fields = emq_reply_at(entry, 1);
     size_t nf = emq_reply_len(fields), argc = 13 + nf;
     const char **argv = emq__alloc(argc * sizeof *argv);
@@ -462,17 +471,18 @@ static emq_status add_wide(emq_consumer_t *c, emq__xchg *x,
     if (argv == NULL || lens == NULL) {
         st = emq__oom(err);
     } else {
-        const char *head[] = {"XADD",         c->keys.dead,   "*",
-                              "emq.id",       op->id.str,     "emq.group",
-                              c->group,       "emq.consumer", c->name,
-                              "emq.deliveries", w->deliveries, "emq.reason",
+        const char *head[] = {"XADD",           c->keys.dead,   "*",
+                              "emq.id",         op->id.str,     "emq.group",
+                              c->group,         "emq.consumer", c->name,
+                              "emq.deliveries", w->deliveries,  "emq.reason",
                               w->reason};
         for (size_t i = 0; i < 13; i++) {
             argv[i] = head[i];
             lens[i] = strlen(head[i]);
         }
         for (size_t i = 0; i < nf; i++) {
-            argv[13 + i] = emq_reply_str(emq_reply_at(fields, i), &lens[13 + i]);
+            argv[13 + i] =
+                emq_reply_str(emq_reply_at(fields, i), &lens[13 + i]);
             if (argv[13 + i] == NULL) {
                 argv[13 + i] = "";
                 lens[13 + i] = 0;

@@ -30,9 +30,9 @@ typedef struct settle_wide {
  * emq__settle_finish frees what apply gathered. */
 typedef struct settle_round {
     emq_consumer_t *c;
-    int again;  /* a settlement was answered "not now": send all again */
-    size_t ndead;              /* dead-letter replies applied */
-    settle_wide *wide;         /* those too wide for the script */
+    int again;         /* a settlement was answered "not now": send all again */
+    size_t ndead;      /* dead-letter replies applied */
+    settle_wide *wide; /* those too wide for the script */
     size_t nwide, wide_cap;
 } settle_round;
 /* Applies one settlement command's reply (tag from emq__settle_append);

@@ -624,8 +624,9 @@ TEST_TIMEOUT(faults2_repeated_history_page_bounded, 30) {
      * recovery must not go round forever. */
     /* A full page (the consumer reads 2 per page here) of ids 1-1 and
      * 1-2, whatever the start. */
-    static const char page[] = "*2\r\n*4\r\n$3\r\n1-1\r\n$1\r\nw\r\n:0\r\n:1\r\n"
-                               "*4\r\n$3\r\n1-2\r\n$1\r\nw\r\n:0\r\n:1\r\n";
+    static const char page[] =
+        "*2\r\n*4\r\n$3\r\n1-1\r\n$1\r\nw\r\n:0\r\n:1\r\n"
+        "*4\r\n$3\r\n1-2\r\n$1\r\nw\r\n:0\r\n:1\r\n";
     emq_icept_rule rule = {"XPENDING", 0, page, 0, -1, NULL};
     size_t handled;
     int replaced;

@@ -50,8 +50,8 @@ TEST_TIMEOUT(scripts_claim_waits_out_a_dead_holders_retry_delay, 30) {
     produce_n(s, "jobs", "x", 1);
     emq_id ids[1];
     ASSERT_EQ_SIZE(stream_ids(adm, SQ, ids, 1), 1);
-    CMD_NOERR(adm, "XREADGROUP", "GROUP", "g", "w", "COUNT", "1", "STREAMS",
-              SQ, ">");
+    CMD_NOERR(adm, "XREADGROUP", "GROUP", "g", "w", "COUNT", "1", "STREAMS", SQ,
+              ">");
     long long due = srv_ms(s) + 4000;
     int64_t due_local = now_ms() + 4000;
     char score[32];
@@ -62,8 +62,8 @@ TEST_TIMEOUT(scripts_claim_waits_out_a_dead_holders_retry_delay, 30) {
     static slow h;
     slow_init(&h);
     bg p;
-    emq_consumer_t *P = bg_start(&p, scripts_conf(s, "p", "300"),
-                                 slow_handle, &h);
+    emq_consumer_t *P =
+        bg_start(&p, scripts_conf(s, "p", "300"), slow_handle, &h);
     WAIT_UNTIL(recorded(&h.r) >= 1 || atomic_load(&p.done), 10000,
                "x0 handed to the peer");
     if (atomic_load(&p.done))
@@ -103,16 +103,16 @@ TEST_TIMEOUT(scripts_trimmed_while_waiting_is_deleted_not_lost, 30) {
     slow_init(&hb);
     snprintf(ha.retry_prefix, sizeof ha.retry_prefix, "x");
     bg a, b;
-    emq_consumer_t *A = bg_start(&a, scripts_conf(s, "a", "4000"),
-                                 slow_handle, &ha);
+    emq_consumer_t *A =
+        bg_start(&a, scripts_conf(s, "a", "4000"), slow_handle, &ha);
     WAIT_UNTIL(client_id_by_name(s, "a", 1) >= 0, 5000,
                "consumer a to block in XREADGROUP");
     produce_n(s, "jobs", "x", 1);
     WAIT_UNTIL(recorded(&ha.r) >= 1, 5000, "x0 delivered to a");
     WAIT_UNTIL(CMD_INT(adm, "ZCARD", SQ_RETRY) == 1, 3000,
                "the retry of x0 to be recorded");
-    emq_consumer_t *B = bg_start(&b, scripts_conf(s, "b", "60000"),
-                                 slow_handle, &hb);
+    emq_consumer_t *B =
+        bg_start(&b, scripts_conf(s, "b", "60000"), slow_handle, &hb);
     WAIT_UNTIL(client_id_by_name(s, "b", 1) >= 0, 5000,
                "consumer b to block in XREADGROUP");
     /* Trim it (an XADD with MAXLEN would do the same). */
@@ -120,10 +120,10 @@ TEST_TIMEOUT(scripts_trimmed_while_waiting_is_deleted_not_lost, 30) {
     WAIT_UNTIL(pending_total(adm, SQ, "g") == 0, 5000,
                "x0 out of the pending list");
     emq_consumer_stats sa;
-    WAIT_UNTIL((emq_consumer_stats_get(A, &sa),
-                sa.deleted_pending + sa.ownership_lost >= 1 &&
-                    sa.in_flight == 0),
-               5000, "a's refresh to find x0 gone");
+    WAIT_UNTIL(
+        (emq_consumer_stats_get(A, &sa),
+         sa.deleted_pending + sa.ownership_lost >= 1 && sa.in_flight == 0),
+        5000, "a's refresh to find x0 gone");
     WAIT_UNTIL(CMD_INT(adm, "EXISTS", SQ_RETRY) == 0 &&
                    CMD_INT(adm, "EXISTS", SQ_REASONS) == 0,
                3000, "x0's reason and schedule cleared");

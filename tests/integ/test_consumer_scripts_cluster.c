@@ -55,18 +55,15 @@ static void run_mode(emq_cl *cl, unsigned slot, int from, int to) {
     ha.sleep_ms = 3000;
     /* Both entries there before a reads: one read takes both. */
     char out[256];
-    ASSERT_EQ_INT(emq_srv_cmd(emq_cl_node(cl, from), out, sizeof out,
-                              "XGROUP", "CREATE", "emq:{jobs}", "g", "$",
-                              "MKSTREAM", NULL),
+    ASSERT_EQ_INT(emq_srv_cmd(emq_cl_node(cl, from), out, sizeof out, "XGROUP",
+                              "CREATE", "emq:{jobs}", "g", "$", "MKSTREAM",
+                              NULL),
                   '+');
     produce_n(emq_cl_node(cl, from), "jobs", "m", 2);
     bg a, b;
-    emq_consumer_t *A = bg_start(&a, mig_conf(cl, from, "a"), slow_handle,
-                                 &ha);
-    WAIT_UNTIL(atomic_load(&ha.in_handler) == 1, 5000,
-               "m0 in a's handler");
-    emq_consumer_t *B = bg_start(&b, mig_conf(cl, from, "b"), slow_handle,
-                                 &hb);
+    emq_consumer_t *A = bg_start(&a, mig_conf(cl, from, "a"), slow_handle, &ha);
+    WAIT_UNTIL(atomic_load(&ha.in_handler) == 1, 5000, "m0 in a's handler");
+    emq_consumer_t *B = bg_start(&b, mig_conf(cl, from, "b"), slow_handle, &hb);
     usleep(300 * 1000);
     slow_migration(cl, slot, from, to, 4000);
     WAIT_UNTIL(recorded(&ha.r) >= 2 || recorded(&hb.r) > 0, 15000,
@@ -82,8 +79,7 @@ static void run_mode(emq_cl *cl, unsigned slot, int from, int to) {
     fprintf(stderr,
             "    run mode: a handled %zu, b handled %zu (claimed %llu); a "
             "lost %llu\n",
-            recorded(&ha.r), recorded(&hb.r),
-            (unsigned long long)sb.claimed,
+            recorded(&ha.r), recorded(&hb.r), (unsigned long long)sb.claimed,
             (unsigned long long)sa.ownership_lost);
     ASSERT_EQ_SIZE(recorded(&hb.r), 0);
     ASSERT_EQ_INT(sb.claimed, 0);
@@ -109,13 +105,11 @@ static void poll_mode(emq_cl *cl, unsigned slot, int from, int to) {
     produce_n(emq_cl_node(cl, from), "jobs", "p", 2);
     static work_pool pool;
     wp_start(&pool, C, 2, 3000);
-    WAIT_UNTIL(atomic_load(&pool.busy) == 2, 5000,
-               "p0 and p1 in c's workers");
+    WAIT_UNTIL(atomic_load(&pool.busy) == 2, 5000, "p0 and p1 in c's workers");
     static slow hd;
     slow_init(&hd);
     bg d;
-    emq_consumer_t *D = bg_start(&d, mig_conf(cl, from, "d"), slow_handle,
-                                 &hd);
+    emq_consumer_t *D = bg_start(&d, mig_conf(cl, from, "d"), slow_handle, &hd);
     usleep(300 * 1000);
     slow_migration(cl, slot, from, to, 4000);
     WAIT_UNTIL(atomic_load(&pool.busy) == 0, 10000, "c's workers to finish");
@@ -172,9 +166,9 @@ TEST_TIMEOUT(scripts_cluster_migration_keeps_slow_work_owned_poll, 90) {
     int owner, to;
     emq_cl *cl = mig_cluster(&slot, &owner, &to);
     char out[256];
-    ASSERT_EQ_INT(emq_srv_cmd(emq_cl_node(cl, owner), out, sizeof out,
-                              "XGROUP", "CREATE", "emq:{jobs}", "g", "$",
-                              "MKSTREAM", NULL),
+    ASSERT_EQ_INT(emq_srv_cmd(emq_cl_node(cl, owner), out, sizeof out, "XGROUP",
+                              "CREATE", "emq:{jobs}", "g", "$", "MKSTREAM",
+                              NULL),
                   '+');
     poll_mode(cl, slot, owner, to);
     emq_cl_stop(cl);

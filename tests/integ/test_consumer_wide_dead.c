@@ -20,8 +20,8 @@
 /* Adds one entry of nfields fields f<i> = v<i> to jobs. */
 static void add_wide_entry(const emq_srv *s, size_t nfields) {
     emq_field *f = calloc(nfields, sizeof *f);
-    char (*names)[16] = calloc(nfields, sizeof *names);
-    char (*values)[16] = calloc(nfields, sizeof *values);
+    char(*names)[16] = calloc(nfields, sizeof *names);
+    char(*values)[16] = calloc(nfields, sizeof *values);
     ASSERT(f != NULL && names != NULL && values != NULL);
     for (size_t i = 0; i < nfields; i++) {
         f[i].name_len = (size_t)snprintf(names[i], 16, "f%zu", i);
@@ -93,9 +93,8 @@ static void wide_dead_and_requeue(size_t nfields) {
     emq_reply *r = all_of(adm, WQ_DEAD);
     ASSERT_EQ_SIZE(emq_reply_len(r), 1);
     const emq_reply *flat = emq_reply_at(emq_reply_at(r, 0), 1);
-    static const char *const origin[] = {"emq.id",         "emq.group",
-                                         "emq.consumer",   "emq.deliveries",
-                                         "emq.reason"};
+    static const char *const origin[] = {"emq.id", "emq.group", "emq.consumer",
+                                         "emq.deliveries", "emq.reason"};
     for (size_t k = 0; k < 5; k++) {
         size_t len;
         const char *name = emq_reply_str(emq_reply_at(flat, 2 * k), &len);
@@ -168,8 +167,7 @@ TEST_TIMEOUT(wide_dead_letter_from_a_worker_thread_is_whole, 60) {
 /* The state a lost reply leaves: the move marked begun ("<id>:dead" in the
  * reasons hash, the dead letters' last ID before it) and its dead letter
  * written. The move done again only acknowledges. */
-TEST_TIMEOUT(wide_dead_letter_retried_after_a_lost_reply_is_written_once,
-             60) {
+TEST_TIMEOUT(wide_dead_letter_retried_after_a_lost_reply_is_written_once, 60) {
     emq_srv *s = emq_srv_start(NULL);
     emq_conn_t *adm = admin_connect(s);
     CMD_NOERR(adm, "XGROUP", "CREATE", WQ, "g", "$", "MKSTREAM");
@@ -182,15 +180,15 @@ TEST_TIMEOUT(wide_dead_letter_retried_after_a_lost_reply_is_written_once,
     emq_id before[1];
     ASSERT_EQ_SIZE(stream_ids(adm, WQ_DEAD, before, 1), 1);
     CMD_NOERR(adm, "HSET", "emq:{jobs}:reasons:g", mark, before[0].str);
-    CMD_NOERR(adm, "XADD", WQ_DEAD, "*", "emq.id", ids[0].str, "emq.group",
-              "g", "emq.consumer", "w", "emq.deliveries", "1", "emq.reason",
+    CMD_NOERR(adm, "XADD", WQ_DEAD, "*", "emq.id", ids[0].str, "emq.group", "g",
+              "emq.consumer", "w", "emq.deliveries", "1", "emq.reason",
               "poison v0", "f0", "v0");
     static slow h;
     slow_init(&h);
     snprintf(h.dead_prefix, sizeof h.dead_prefix, "v");
     bg b;
-    emq_consumer_t *c = bg_start(
-        &b, consumer_conf(s, "jobs", "g", "w", "head"), slow_handle, &h);
+    emq_consumer_t *c = bg_start(&b, consumer_conf(s, "jobs", "g", "w", "head"),
+                                 slow_handle, &h);
     WAIT_UNTIL((recorded(&h.r) >= 1 && pending_total(adm, WQ, "g") == 0) ||
                    atomic_load(&b.done),
                30000, "the original handled and acknowledged");

@@ -13,7 +13,9 @@
  * A listing is copied into one caller-owned block (letters, field arrays
  * and bytes together), so it outlives the reply and frees with one call.
  * A requeue moves one dead letter per script call: the XADD to the stream
- * and the XDEL from the dead letters happen together or not at all. Purge
+ * and the XDEL from the dead letters happen together or not at all; a
+ * dead letter too wide for the script (Lua's unpack holds about 8000
+ * values) is read and added from here, then deleted (requeue_wide). Purge
  * counts and deletes in one script. Nothing here reads or changes a
  * group.
  */
@@ -27,12 +29,19 @@
 static const char *const origin_names[5] = {
     "emq.id", "emq.group", "emq.consumer", "emq.deliveries", "emq.reason"};
 
+/* Most field names and values the requeue script copies itself (Lua's
+ * unpack holds about 8000 values); a wider dead letter is requeued by
+ * requeue_wide. */
+#define REQUEUE_SCRIPT_MAX_ARGS_TEXT "7000"
+
 /* KEYS[1] stream, KEYS[2] dead letters; ARGV[1] dead-letter ID. Returns
- * the new entry's ID, or nil when there is no such dead letter. */
-static const char requeue_script[] =
-    EMQ_LUA_CALL
+ * the new entry's ID, nil when there is no such dead letter, or {2} when
+ * it has more than REQUEUE_SCRIPT_MAX_ARGS_TEXT original field names and
+ * values (nothing done). */
+static const char requeue_script[] = EMQ_LUA_CALL
     "local e = call('XRANGE', KEYS[2], ARGV[1], ARGV[1])\n"
     "if #e == 0 then return false end\n"
+    "if #e[1][2] > " REQUEUE_SCRIPT_MAX_ARGS_TEXT " + 10 then return {2} end\n"
     "local f = e[1][2]\n"
     "local origin = {'emq.id', 'emq.group', 'emq.consumer',\n"
     "                'emq.deliveries', 'emq.reason'}\n"
@@ -295,6 +304,69 @@ size_t emq_dead_letters_json(const emq_dead_letter *letters, size_t n,
     return j.len;
 }
 
+/* Requeues dead letter id, too wide for the script, with every field:
+ * reads it, adds its original fields to the stream in one XADD of any
+ * width, then deletes it. Not one atomic step: an interruption between
+ * the two leaves the dead letter in place too (a later requeue puts it
+ * back again: at least once, never truncated). */
+static emq_status requeue_wide(emq_admin_t *a, const char *id, size_t idlen,
+                               int *moved, emq_error *err) {
+    const char *get[] = {"XRANGE", a->keys.dead, id, id};
+    size_t getlens[] = {6, strlen(a->keys.dead), idlen, idlen};
+    emq_reply *r = NULL;
+    emq_status st = emq__admin_call(a, "reading a wide dead letter", 4, get,
+                                    getlens, &r, err);
+    if (st != EMQ_OK)
+        return st;
+    const emq_reply *flat = emq_reply_at(emq_reply_at(r, 0), 1);
+    if (emq_reply_len(r) != 1 || emq_reply_kind(flat) != EMQ_REPLY_ARRAY) {
+        emq_reply_free(r); /* deleted meanwhile */
+        return EMQ_OK;
+    }
+    size_t total = emq_reply_len(flat);
+    size_t skip = 2 * origin_pairs(flat, total / 2);
+    size_t argc = 3 + total - skip;
+    const char **argv = emq__alloc(argc * sizeof *argv);
+    size_t *lens = emq__alloc(argc * sizeof *lens);
+    if (argv == NULL || lens == NULL) {
+        emq__free(argv);
+        emq__free(lens);
+        emq_reply_free(r);
+        return emq__oom(err);
+    }
+    argv[0] = "XADD";
+    argv[1] = a->keys.stream;
+    argv[2] = "*";
+    for (size_t i = 0; i < 3; i++)
+        lens[i] = strlen(argv[i]);
+    for (size_t i = skip; i < total; i++) {
+        size_t k = 3 + i - skip;
+        argv[k] = emq_reply_str(emq_reply_at(flat, i), &lens[k]);
+        if (argv[k] == NULL) {
+            argv[k] = "";
+            lens[k] = 0;
+        }
+    }
+    emq_reply *added = NULL;
+    st = emq__admin_call(a, "requeue of a wide dead letter (XADD)", (int)argc,
+                         argv, lens, &added, err);
+    emq__free(argv);
+    emq__free(lens);
+    emq_reply_free(r);
+    emq_reply_free(added);
+    if (st != EMQ_OK)
+        return st;
+    const char *del[] = {"XDEL", a->keys.dead, id};
+    size_t dellens[] = {4, strlen(a->keys.dead), idlen};
+    st = emq__admin_call(a, "requeue of a wide dead letter (XDEL)", 3, del,
+                         dellens, &r, err);
+    if (st != EMQ_OK)
+        return st;
+    emq_reply_free(r);
+    *moved = 1;
+    return EMQ_OK;
+}
+
 /* Requeues one dead letter. *moved gets 1 when it moved, 0 when there is
  * no such dead letter. A server error (OOM, a letter without fields) is
  * EMQ_ESERVER and moves nothing. */
@@ -313,8 +385,9 @@ static emq_status requeue_one(emq_admin_t *a, const char *id, size_t idlen,
     if (st != EMQ_OK)
         return st;
     *moved = emq_reply_kind(r) == EMQ_REPLY_STRING;
+    int wide = emq_reply_kind(r) == EMQ_REPLY_ARRAY;
     emq_reply_free(r);
-    return EMQ_OK;
+    return wide ? requeue_wide(a, id, idlen, moved, err) : EMQ_OK;
 }
 
 /* Requeues every dead letter that exists when the call starts, paging by

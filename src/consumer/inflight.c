@@ -179,8 +179,8 @@ int emq__inflight_add_batch(emq__inflight *t, batch_item *items, size_t n,
     return result;
 }
 
-/* Queues op (caller holds mu). */
-static emq_status queue_op(emq__inflight *t, settle_op *op, emq_error *err) {
+/* Appends op to the queue, its entry left as it is (caller holds mu). */
+static emq_status push_op(emq__inflight *t, settle_op *op, emq_error *err) {
     if (t->nops == t->ops_cap) {
         size_t cap = t->ops_cap ? t->ops_cap * 2 : 64;
         settle_op *ops = emq__realloc(t->ops, cap * sizeof *ops);
@@ -191,7 +191,21 @@ static emq_status queue_op(emq__inflight *t, settle_op *op, emq_error *err) {
         t->ops = ops;
         t->ops_cap = cap;
     }
-    int64_t now = emq__now_coarse_ms();
+    if (t->nops == 0)
+        t->oldest_op_ms = emq__now_coarse_ms();
+    t->ops[t->nops++] = *op;
+    /* While entries are in flight the upkeep thread looks every
+     * EMQ_SETTLE_DELAY_MS by itself; it is woken only from a long sleep,
+     * or for a full pipeline (a wake-up per batch would cost two system
+     * calls per batch). */
+    if (t->dozing || t->nops == EMQ_SETTLE_MAX_IDS)
+        pthread_cond_signal(&t->wake);
+    return EMQ_OK;
+}
+
+/* Queues op, its entry (if any) now settling or waiting out a retry
+ * (caller holds mu). */
+static emq_status queue_op(emq__inflight *t, settle_op *op, emq_error *err) {
     if_entry *e = find_at(t, &op->id, t->current);
     if (e != NULL && e->overdue) {
         /* Let go past handler.timeout_ms: a peer may hold it now, and an
@@ -200,21 +214,13 @@ static emq_status queue_op(emq__inflight *t, settle_op *op, emq_error *err) {
         emq__settle_op_free(op);
         return EMQ_OK;
     }
-    if (t->nops == 0)
-        t->oldest_op_ms = now;
     op->slot_hint = e != NULL ? (size_t)(e - t->slots) : SIZE_MAX;
-    t->ops[t->nops++] = *op;
-    if (e != NULL) {
+    emq_status st = push_op(t, op, err);
+    if (st == EMQ_OK && e != NULL) {
         set_state(t, e, op->kind == SETTLE_RETRY ? IF_RETRY_WAIT : IF_SETTLING);
-        e->due_ms = now + op->delay_ms;
+        e->due_ms = emq__now_coarse_ms() + op->delay_ms;
     }
-    /* While entries are in flight the upkeep thread looks every
-     * EMQ_SETTLE_DELAY_MS by itself; it is woken only from a long sleep,
-     * or for a full pipeline (a wake-up per batch would cost two system
-     * calls per batch). */
-    if (t->dozing || t->nops == EMQ_SETTLE_MAX_IDS)
-        pthread_cond_signal(&t->wake);
-    return EMQ_OK;
+    return st;
 }
 
 /* Marks next's entry IF_HANDLING if it may be handed out; returns what
@@ -496,12 +502,21 @@ size_t emq__inflight_refreshed(emq__inflight *t, const emq_id *asked,
             e->refreshed_ms = now_ms;
         }
     }
-    /* Deleted while pending: the script acknowledged them. */
+    /* Deleted while pending: the script acknowledged them; their reasons
+     * and schedule are cleared by a settlement of their own (the refresh
+     * names the stream key alone), queued here with their entry left as
+     * it is. Out of memory, only that clean-up is skipped. */
     for (size_t i = 0; i < emq_reply_len(gone); i++) {
         emq_id id;
         if_entry *e = reply_id(gone, i, &id) == 0 ? find(t, &id) : NULL;
         if (e == NULL || e->lost != 2)
             continue;
+        settle_op cleanup = {.kind = SETTLE_GONE,
+                             .id = id,
+                             .deliveries = 2,
+                             .slot_hint = SIZE_MAX};
+        emq_error ignored;
+        (void)push_op(t, &cleanup, &ignored);
         (*ngone)++;
         if (e->state == IF_HANDLING)
             e->lost = 1;
@@ -527,6 +542,20 @@ size_t emq__inflight_refreshed(emq__inflight *t, const emq_id *asked,
     }
     pthread_mutex_unlock(&t->mu);
     return lost;
+}
+
+void emq__inflight_gone(emq__inflight *t, const emq_id *id) {
+    pthread_mutex_lock(&t->mu);
+    if_entry *e = find(t, id);
+    if (e != NULL && e->state == IF_HANDLING)
+        e->lost = 1;
+    else if (e != NULL)
+        remove_at(t, e);
+    settle_op cleanup = {
+        .kind = SETTLE_GONE, .id = *id, .deliveries = 2, .slot_hint = SIZE_MAX};
+    emq_error ignored; /* out of memory: only the clean-up is skipped */
+    (void)push_op(t, &cleanup, &ignored);
+    pthread_mutex_unlock(&t->mu);
 }
 
 size_t emq__inflight_due(emq__inflight *t, int64_t now_ms, int uncounted,

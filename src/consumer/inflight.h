@@ -169,13 +169,19 @@ size_t emq__inflight_stale(emq__inflight *t, int64_t before_ms, emq_id *out,
 int64_t emq__inflight_oldest_handed(emq__inflight *t);
 /* Upkeep: of asked[0..nasked), those in owned[] were refreshed at now_ms;
  * those in gone[] were deleted while pending (acknowledged by the refresh;
- * their number in *ngone); the others are lost: forgotten if not handed
+ * their number in *ngone; a SETTLE_GONE of each is queued to clear its
+ * reason and schedule); the others are lost: forgotten if not handed
  * out yet, else marked lost, except entries whose settlement acknowledged
  * them meanwhile. Returns the number lost. */
 size_t emq__inflight_refreshed(emq__inflight *t, const emq_id *asked,
                                size_t nasked, const emq_reply *owned,
                                const emq_reply *gone, int64_t now_ms,
                                size_t *ngone);
+/* Run thread: id was found deleted while pending by a claim beat (7.0+
+ * XAUTOCLAIM drops such entries from every consumer's pending list):
+ * forgotten, or marked lost if a handler has it (its settlement is not
+ * sent), and a SETTLE_GONE queued to clear its reason and schedule. */
+void emq__inflight_gone(emq__inflight *t, const emq_id *id);
 /* Run thread: up to max IDs whose retry is due at now_ms and whose
  * uncounted flag is uncounted, moved back to IF_READ. Returns their
  * number. */

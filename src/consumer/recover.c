@@ -53,11 +53,19 @@
 /* A claim beat the server refuses is warned about at most this often. */
 #define CLAIM_WARNING_EVERY_MS 60000
 
+/* Every script here names the queue's stream key alone (KEYS[1]), and
+ * the retry schedule is read by a script of its own naming the schedule
+ * alone: a script naming a key the node does not have (the reasons and
+ * schedule of a fresh queue) gets TRYAGAIN from CLUSTER SETSLOT ...
+ * MIGRATING until the slot is final, while XREADGROUP goes on handing out
+ * work. A deleted entry's reason and schedule are cleared by its
+ * SETTLE_GONE (XACK, HDEL, ZREM: one key each), never in these scripts. */
+
 /* take(id, bump): claims id for ARGV[2] in group ARGV[1] with its delivery
  * count + bump (1: the entry may have reached a handler since its count
  * was last raised; 0: it cannot have, see emq__recover_self), at least 1;
- * returns the entry ({id, false} when deleted: then it is acknowledged
- * and its reason and schedule cleared) and the count. */
+ * returns the entry ({id, false} when deleted: then it is acknowledged;
+ * its SETTLE_GONE clears its reason and schedule) and the count. */
 #define TAKE_FUNCTION                                                          \
     "local function take(id, bump)\n"                                          \
     "  local e = redis.call('XRANGE', KEYS[1], id, id)\n"                      \
@@ -66,8 +74,6 @@
     "  if p[1] then n = math.max(p[1][4] + bump, 1) end\n"                     \
     "  if #e == 0 then\n"                                                      \
     "    redis.call('XACK', KEYS[1], ARGV[1], id)\n"                           \
-    "    redis.call('HDEL', KEYS[2], id)\n"                                    \
-    "    redis.call('ZREM', KEYS[3], id)\n"                                    \
     "    return nil, n\n"                                                      \
     "  end\n"                                                                  \
     "  redis.call('XCLAIM', KEYS[1], ARGV[1], ARGV[2], 0, id, 'RETRYCOUNT',"   \
@@ -75,32 +81,19 @@
     "  return e[1], n\n"                                                       \
     "end\n"
 
-/* KEYS: stream, reasons, schedule. ARGV: group, me, min-idle, cursor,
- * count. Returns {cursor, entries, deleted ids, counts}. */
+/* KEYS: stream. ARGV: group, me, min-idle, cursor, count. Claims what has
+ * been idle that long (JUSTID: its count is not raised, its idle time is
+ * reset, so no peer takes it while this consumer looks at its retry
+ * schedule); returns {cursor, claimed ids, ids the server found deleted
+ * (7.0+; 6.2 claims those, and take finds them gone)}. */
 static const char claim_script[] =
-    TAKE_FUNCTION
     "local r = redis.call('XAUTOCLAIM', KEYS[1], ARGV[1], ARGV[2], ARGV[3],"
     " ARGV[4], 'COUNT', ARGV[5], 'JUSTID')\n"
-    "local entries, counts, deleted = {}, {}, {}\n"
-    "for _, id in ipairs(r[3] or {}) do\n"
-    "  redis.call('HDEL', KEYS[2], id)\n"
-    "  redis.call('ZREM', KEYS[3], id)\n"
-    "  deleted[#deleted + 1] = id\n"
-    "end\n"
-    "for _, id in ipairs(r[2]) do\n"
-    "  local e, n = take(id, 1)\n"
-    "  if e then\n"
-    "    entries[#entries + 1] = e\n"
-    "    counts[#counts + 1] = n\n"
-    "  else\n"
-    "    deleted[#deleted + 1] = id\n"
-    "  end\n"
-    "end\n"
-    "return {r[1], entries, deleted, counts}\n";
+    "return {r[1], r[2], r[3] or {}}\n";
 
-/* KEYS: stream, reasons, schedule. ARGV: group, me, bump, ids... Takes
- * those still pending to me (due retries, own pending entries at a
- * session's start). Returns {entries, counts}. */
+/* KEYS: stream. ARGV: group, me, bump, ids... Takes those still pending
+ * to me (due retries, own pending entries at a session's start, entries a
+ * claim beat took over). Returns {entries, counts}. */
 static const char due_script[] =
     TAKE_FUNCTION
     "local entries, counts = {}, {}\n"
@@ -116,24 +109,19 @@ static const char due_script[] =
     "end\n"
     "return {entries, counts}\n";
 
-/* KEYS: stream, schedule. ARGV: group, me, count, start ("-" or "(id").
- * Lists own pending entries from start: {ids, ms left of each one's retry
- * delay}. Reads only: a listed entry is counted as delivered only when it
- * is taken (take), so an entry held in this process, or waiting out its
- * retry delay, gets no delivery it never had. */
-static const char list_script[] =
-    "local p = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[4], '+',"
-    " ARGV[3], ARGV[2])\n"
+/* KEYS: schedule. ARGV: ids. Returns the ms left of each one's retry
+ * delay by the server's clock (the schedule is scored by it): 0 when it
+ * has none or it is due. Reads only. */
+static const char waits_script[] =
     "local t = redis.call('TIME')\n"
     "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
-    "local ids, waits = {}, {}\n"
-    "for i, row in ipairs(p) do\n"
-    "  ids[i] = row[1]\n"
-    "  local due = redis.call('ZSCORE', KEYS[2], row[1])\n"
+    "local waits = {}\n"
+    "for i = 1, #ARGV do\n"
+    "  local due = redis.call('ZSCORE', KEYS[1], ARGV[i])\n"
     "  waits[i] = 0\n"
     "  if due and tonumber(due) > now then waits[i] = tonumber(due) - now end\n"
     "end\n"
-    "return {ids, waits}\n";
+    "return waits\n";
 
 /* Sets each item's delivery count from the integer array of a script's
  * reply. */
@@ -164,14 +152,14 @@ static emq_status script_error(emq_consumer_t *c, emq_reply *reply,
  * deleted ones are acknowledged in the script and counted. */
 static emq_status take_ids(emq_consumer_t *c, const emq_id *ids, size_t n,
                            int bump, const char *what, emq_error *err) {
-    const char *argv[9 + TAKE_PER_CALL] = {
-        "EVAL", due_script, "3", c->keys.stream, c->reasons_key,
-        c->retry_key, c->group, c->name, bump ? "1" : "0"};
+    const char *argv[7 + TAKE_PER_CALL] = {"EVAL",          due_script, "1",
+                                           c->keys.stream,  c->group,   c->name,
+                                           bump ? "1" : "0"};
     for (size_t i = 0; i < n; i++)
-        argv[9 + i] = ids[i].str;
+        argv[7 + i] = ids[i].str;
     emq_reply *reply;
     emq_status st =
-        emq__xchg_call(&c->rx, 0, (int)(9 + n), argv, NULL, &reply, err);
+        emq__xchg_call(&c->rx, 0, (int)(7 + n), argv, NULL, &reply, err);
     if (st != EMQ_OK)
         return st;
     if (emq_reply_kind(reply) == EMQ_REPLY_ERROR)
@@ -199,6 +187,41 @@ static emq_status take_ids(emq_consumer_t *c, const emq_id *ids, size_t n,
     return st;
 }
 
+/* Sets waits[i] to the ms left of ids[i]'s retry delay (0: none, or
+ * due), n <= TAKE_PER_CALL, with the schedule script (one key: a migrating
+ * slot sends it on by ASK, never TRYAGAIN). A reply of another shape, or
+ * an error reply (an ACL without ZSCORE), reads as no delay: the entries
+ * are delivered as before this check existed. */
+static emq_status retry_waits(emq_consumer_t *c, const emq_id *ids, size_t n,
+                              long long *waits, emq_error *err) {
+    const char *argv[4 + TAKE_PER_CALL] = {"EVAL", waits_script, "1",
+                                           c->retry_key};
+    for (size_t i = 0; i < n; i++) {
+        argv[4 + i] = ids[i].str;
+        waits[i] = 0;
+    }
+    if (n == 0)
+        return EMQ_OK;
+    emq_reply *reply;
+    emq_status st =
+        emq__xchg_call(&c->rx, 0, (int)(4 + n), argv, NULL, &reply, err);
+    if (st != EMQ_OK)
+        return st;
+    if (emq_reply_kind(reply) == EMQ_REPLY_ARRAY && emq_reply_len(reply) == n) {
+        for (size_t i = 0; i < n; i++) {
+            long long w = emq_reply_integer(emq_reply_at(reply, i));
+            waits[i] = w > 0 ? w : 0;
+        }
+    } else if (emq_reply_kind(reply) == EMQ_REPLY_ERROR) {
+        char shown[200];
+        emq__consumer_log(c, EMQ_LOG_DEBUG,
+                          "reading the retry schedule failed: %s",
+                          emq__reply_text(reply, shown, sizeof shown));
+    }
+    emq_reply_free(reply);
+    return EMQ_OK;
+}
+
 /* The largest entry ID: nothing can come after it. */
 #define MAX_ID "18446744073709551615-18446744073709551615"
 
@@ -222,34 +245,28 @@ emq_status emq__recover_self(emq_consumer_t *c, emq_error *err) {
         if ((size_t)page > room)
             page = (long long)room;
         snprintf(count, sizeof count, "%lld", page);
-        const char *argv[] = {"EVAL",       list_script, "2",
-                              c->keys.stream, c->retry_key, c->group,
-                              c->name,      count,       start};
+        const char *argv[] = {"XPENDING", c->keys.stream, c->group, start,
+                              "+",        count,          c->name};
         emq_reply *reply;
         atomic_fetch_add(&c->stats.reads, 1);
-        if ((st = emq__xchg_call(&c->rx, 0, 9, argv, NULL, &reply, err)) !=
+        if ((st = emq__xchg_call(&c->rx, 0, 7, argv, NULL, &reply, err)) !=
             EMQ_OK)
             break;
         if (emq_reply_kind(reply) == EMQ_REPLY_ERROR) {
             st = script_error(c, reply, "reading own pending entries", err);
             break;
         }
-        const emq_reply *ids = emq_reply_at(reply, 0);
-        const emq_reply *waits = emq_reply_at(reply, 1);
-        if (emq_reply_kind(reply) != EMQ_REPLY_ARRAY ||
-            emq_reply_len(reply) != 2 ||
-            emq_reply_kind(ids) != EMQ_REPLY_ARRAY) {
+        if (emq_reply_kind(reply) != EMQ_REPLY_ARRAY) {
             emq_reply_free(reply);
-            st = emq__reply_bad_shape(err,
-                                      "own pending page is not [ids, waits]");
+            st = emq__reply_bad_shape(err, "own pending page is not an array");
             break;
         }
-        size_t n = emq_reply_len(ids);
-        emq_id take[TAKE_PER_CALL];
-        size_t ntake = 0;
+        size_t n = emq_reply_len(reply);
+        emq_id listed[TAKE_PER_CALL];
         for (size_t i = 0; i < n && st == EMQ_OK; i++) {
             size_t len = 0;
-            const char *text = emq_reply_str(emq_reply_at(ids, i), &len);
+            const char *text =
+                emq_reply_str(emq_reply_at(emq_reply_at(reply, i), 0), &len);
             emq__stream_id sid;
             if (text == NULL || len == 0 || len >= EMQ_ID_MAX ||
                 emq__stream_id_parse(text, len, &sid) != 0 ||
@@ -264,29 +281,37 @@ emq_status emq__recover_self(emq_consumer_t *c, emq_error *err) {
             }
             last = sid;
             have_last = 1;
-            emq_id id;
-            memcpy(id.str, text, len);
-            id.str[len] = '\0';
-            snprintf(start, sizeof start, "(%s", id.str);
-            long long wait = emq_reply_integer(emq_reply_at(waits, i));
-            if (emq__inflight_holds(&c->table, &id))
+            memcpy(listed[i].str, text, len);
+            listed[i].str[len] = '\0';
+            start[0] = '(';
+            memcpy(start + 1, text, len);
+            start[1 + len] = '\0';
+        }
+        emq_reply_free(reply);
+        long long waits[TAKE_PER_CALL];
+        if (st == EMQ_OK)
+            st = retry_waits(c, listed, n, waits, err);
+        emq_id take[TAKE_PER_CALL];
+        size_t ntake = 0;
+        for (size_t i = 0; i < n && st == EMQ_OK; i++) {
+            const emq_id *id = &listed[i];
+            if (emq__inflight_holds(&c->table, id))
                 continue; /* in hand here already (a retry waiting, an
                              ack not sent yet) */
-            if (wait > 0) {
+            if (waits[i] > 0) {
                 /* A retry whose delay survived a restart: back when due.
                  * In a session that kept the lease, a retry of this
                  * process still in the table was skipped above; one not
                  * there any more was taken (its count raised) by a take
                  * whose reply was lost, and never reached a handler: it
                  * is taken again without a raise. */
-                if (emq__inflight_add_waiting(&c->table, &id, wait,
+                if (emq__inflight_add_waiting(&c->table, id, waits[i],
                                               c->lease_continued) != 0)
                     st = emq__oom(err);
                 continue;
             }
-            take[ntake++] = id;
+            take[ntake++] = *id;
         }
-        emq_reply_free(reply);
         emq__consumer_log(c, EMQ_LOG_DEBUG,
                           "recovery: a page of %zu own pending entries "
                           "(%zu taken again)",
@@ -300,27 +325,87 @@ emq_status emq__recover_self(emq_consumer_t *c, emq_error *err) {
     return st;
 }
 
+/* Reads an array of ids (a claim's reply) into out[0..max); returns how
+ * many, or (size_t)-1 when one is not an ID. */
+static size_t ids_of(const emq_reply *arr, emq_id *out, size_t max) {
+    size_t n = emq_reply_len(arr);
+    for (size_t i = 0; i < n && i < max; i++) {
+        size_t len = 0;
+        const char *text = emq_reply_str(emq_reply_at(arr, i), &len);
+        if (text == NULL || len == 0 || len >= EMQ_ID_MAX ||
+            emq__stream_id_parse(text, len, NULL) != 0)
+            return (size_t)-1;
+        memcpy(out[i].str, text, len);
+        out[i].str[len] = '\0';
+    }
+    return n < max ? n : max;
+}
+
+/* Entries a claim beat took over (pending to us now, their count not
+ * raised, idle reset), at most TAKE_PER_CALL: those whose retry delay is
+ * still running (their holder failed them, then died) wait it out in the
+ * table and are taken, counted, when due (contract 13: a retry comes back
+ * after its delay for every claimer); the others are taken now, counted
+ * once, and handed out. Returns how many were taken or left waiting. */
+static emq_status take_claimed(emq_consumer_t *c, const emq_id *ids, size_t n,
+                               size_t *deferred, emq_error *err) {
+    long long waits[TAKE_PER_CALL];
+    emq_status st = retry_waits(c, ids, n, waits, err);
+    emq_id now[TAKE_PER_CALL];
+    size_t nnow = 0;
+    for (size_t i = 0; i < n && st == EMQ_OK; i++) {
+        if (waits[i] > 0) {
+            /* In the table already: it waits there (its own retry). */
+            if (!emq__inflight_holds(&c->table, &ids[i]) &&
+                emq__inflight_add_waiting(&c->table, &ids[i], waits[i], 0) != 0)
+                st = emq__oom(err);
+            (*deferred)++;
+            continue;
+        }
+        now[nnow++] = ids[i];
+    }
+    if (st == EMQ_OK && nnow > 0)
+        st = take_ids(c, now, nnow, 1, "a claim beat", err);
+    return st;
+}
+
+/* Deleted entries an XAUTOCLAIM dropped from the pending list (7.0+),
+ * this consumer's own too: counted, forgotten (or marked lost in a
+ * handler's hands), their reasons and schedule cleared by a SETTLE_GONE
+ * each (emq__inflight_gone). */
+static void claimed_deleted(emq_consumer_t *c, const emq_reply *deleted) {
+    for (size_t i = 0; i < emq_reply_len(deleted); i++) {
+        emq_id id;
+        size_t len = 0;
+        const char *text = emq_reply_str(emq_reply_at(deleted, i), &len);
+        if (text == NULL || len == 0 || len >= EMQ_ID_MAX)
+            continue;
+        memcpy(id.str, text, len);
+        id.str[len] = '\0';
+        atomic_fetch_add(&c->stats.deleted_pending, 1);
+        emq__inflight_gone(&c->table, &id);
+    }
+}
+
 emq_status emq__recover_peers(emq_consumer_t *c, emq_error *err) {
     char idle[24], count[24];
     snprintf(idle, sizeof idle, "%lld",
              (long long)emq__cfg_claim_min_idle_ms(c->conf));
-    batch b;
-    emq__batch_init(&b);
     emq_status st = EMQ_OK;
+    emq_id *ids = NULL;
     for (int call = 0; call < EMQ_CLAIM_CALLS_PER_BEAT; call++) {
         size_t room = emq__ready_room(c);
         if (emq__consumer_stopping(c) || !emq__lease_valid(c) || room == 0)
             break;
-        snprintf(count, sizeof count, "%lld",
-                 (long long)((size_t)emq__cfg_claim_count(c->conf) < room
-                                 ? (size_t)emq__cfg_claim_count(c->conf)
-                                 : room));
-        const char *argv[] = {"EVAL",         claim_script,   "3",
-                              c->keys.stream, c->reasons_key, c->retry_key,
-                              c->group,       c->name,        idle,
-                              c->claim_cursor, count};
+        size_t want = (size_t)emq__cfg_claim_count(c->conf) < room
+                          ? (size_t)emq__cfg_claim_count(c->conf)
+                          : room;
+        snprintf(count, sizeof count, "%zu", want);
+        const char *argv[] = {"EVAL",         claim_script,    "1",
+                              c->keys.stream, c->group,        c->name,
+                              idle,           c->claim_cursor, count};
         emq_reply *reply;
-        if ((st = emq__xchg_call(&c->rx, 0, 11, argv, NULL, &reply, err)) !=
+        if ((st = emq__xchg_call(&c->rx, 0, 9, argv, NULL, &reply, err)) !=
             EMQ_OK)
             break;
         if (emq_reply_kind(reply) == EMQ_REPLY_ERROR) {
@@ -347,15 +432,25 @@ emq_status emq__recover_peers(emq_consumer_t *c, emq_error *err) {
             break;
         }
         const emq_reply *cursor = emq_reply_at(reply, 0);
-        const emq_reply *entries = emq_reply_at(reply, 1);
+        const emq_reply *claimed = emq_reply_at(reply, 1);
         const emq_reply *deleted = emq_reply_at(reply, 2);
         size_t cursor_len = 0;
         const char *cursor_text = emq_reply_str(cursor, &cursor_len);
+        size_t n = 0;
+        if (ids == NULL &&
+            (ids = emq__alloc((size_t)emq__cfg_claim_count(c->conf) *
+                              sizeof *ids)) == NULL) {
+            emq_reply_free(reply);
+            st = emq__oom(err);
+            break;
+        }
         if (emq_reply_kind(reply) != EMQ_REPLY_ARRAY ||
-            emq_reply_len(reply) != 4 || cursor_text == NULL ||
+            emq_reply_len(reply) != 3 || cursor_text == NULL ||
             cursor_len == 0 || cursor_len >= EMQ_ID_MAX ||
             emq__stream_id_parse(cursor_text, cursor_len, NULL) != 0 ||
-            emq_reply_kind(entries) != EMQ_REPLY_ARRAY) {
+            emq_reply_kind(claimed) != EMQ_REPLY_ARRAY ||
+            emq_reply_len(claimed) > want ||
+            (n = ids_of(claimed, ids, want)) == (size_t)-1) {
             emq_reply_free(reply);
             st =
                 emq__reply_bad_shape(err, "XAUTOCLAIM is not [cursor, entries, "
@@ -364,31 +459,30 @@ emq_status emq__recover_peers(emq_consumer_t *c, emq_error *err) {
         }
         memcpy(c->claim_cursor, cursor_text, cursor_len);
         c->claim_cursor[cursor_len] = '\0';
-        atomic_fetch_add(&c->stats.deleted_pending, emq_reply_len(deleted));
+        claimed_deleted(c, deleted);
+        emq_reply_free(reply);
         int wrapped = strcmp(c->claim_cursor, "0-0") == 0;
-        if (emq_reply_len(entries) == 0) {
+        if (n == 0) {
             /* Nothing idle in this stretch: the next beat goes on from the
              * cursor. Going on now would spend server time (each call
              * examines up to COUNT x 10 entries) to find, most likely,
              * nothing again. */
-            emq_reply_free(reply);
             break;
         }
-        const emq_reply *counts = emq_reply_at(reply, 3);
-        if ((st = emq__batch_parse(&b, reply, entries, err)) != EMQ_OK)
-            break;
-        set_counts(&b, counts);
-        atomic_fetch_add(&c->stats.claimed, b.n);
+        atomic_fetch_add(&c->stats.claimed, n);
+        size_t deferred = 0;
+        for (size_t i = 0; i < n && st == EMQ_OK; i += TAKE_PER_CALL)
+            st = take_claimed(c, ids + i,
+                              n - i < TAKE_PER_CALL ? n - i : TAKE_PER_CALL,
+                              &deferred, err);
         emq__consumer_log(c, EMQ_LOG_DEBUG,
                           "claim beat: %zu entries idle %s ms or more taken "
-                          "over",
-                          b.n, idle);
-        st = emq__batch_dispatch(c, &b, err);
-        emq__batch_clear(&b);
+                          "over (%zu wait out their retry delay)",
+                          n, idle, deferred);
         if (st != EMQ_OK || wrapped)
             break;
     }
-    emq__batch_free(&b);
+    emq__free(ids);
     return st;
 }
 

@@ -7,14 +7,19 @@
  *            redelivery also HDEL of the failure reasons and ZREM from the
  *            retry schedule, so neither leaks;
  *   gone     the same for entries deleted or trimmed while pending;
- *   retry    one script: the failure reason and the entry's place in the
- *            retry schedule (a sorted set in the queue's hashtag scored by
- *            the server's clock, so it survives a crash of this process);
+ *   retry    the failure reasons (one HSET) and the entries' places in
+ *            the retry schedule (one script: a sorted set in the queue's
+ *            hashtag scored by the server's clock, so it survives a crash
+ *            of this process), two commands per round of one key each;
  *   dead     the dead-letter script: one atomic step over keys of one
  *            hashtag that moves the entry only if it is still pending to
  *            THIS consumer, writes the dead letter before the ack (a
  *            refused write leaves it pending), and clears its reason and
- *            schedule;
+ *            schedule; an entry too wide for the script (Lua's unpack)
+ *            is written by the sending thread itself, marked so that a
+ *            retried move writes it once (emq__settle_finish); the one
+ *            command here naming several keys, so a migrating slot
+ *            answers it TRYAGAIN (warned about, see check_held);
  *   release  entries read or taken and not handed out (a stop cut the
  *            batch short): one script per round that, for each entry
  *            still pending to THIS consumer with the count it was handed
@@ -23,10 +28,12 @@
  * Every settlement is idempotent, so the upkeep thread sends them again
  * after a transport failure whose outcome it cannot know.
  *
- * The refresh is one script too: for each id still pending to this
- * consumer, XCLAIM ... <me> 0 ... JUSTID, which resets its idle time
- * without counting a delivery; ids a peer claimed meanwhile are left alone
- * (an XCLAIM alone would take them back) and reported lost.
+ * The refresh is one script too, on the stream key alone (a migrating
+ * slot does not stop it): for each id still pending to this consumer,
+ * XCLAIM ... <me> 0 ... JUSTID, which resets its idle time without
+ * counting a delivery; ids a peer claimed meanwhile are left alone (an
+ * XCLAIM alone would take them back) and reported lost; ids no longer in
+ * the stream are reported gone, their clean-up a settlement of its own.
  *
  * A dead letter holds the origin first, then the entry's own fields:
  *   emq.id <id> emq.group <group> emq.consumer <consumer>
@@ -42,34 +49,48 @@
 
 /* Reply tags of settlement commands. */
 enum {
-    TAG_XACK = 1,   /* its ids are acknowledged */
-    TAG_CLEANUP,    /* HDEL of reasons / ZREM from the schedule */
-    TAG_RETRY,      /* the retry script */
-    TAG_DEAD,       /* the dead-letter script */
-    TAG_RELEASE     /* the release script */
+    TAG_XACK = 1, /* its ids are acknowledged */
+    TAG_CLEANUP,  /* HDEL of reasons / ZREM from the schedule */
+    TAG_RETRY,    /* the retries: reasons HSET, schedule script */
+    TAG_DEAD,     /* the dead-letter script */
+    TAG_RELEASE   /* the release script */
 };
 
+/* KEYS: schedule. ARGV: pairs of id and delay in ms. Puts each id on the
+ * retry schedule, due at the server's clock plus its delay. The schedule
+ * alone (its reasons go in one HSET beside it): a script naming a key the
+ * node lacks gets TRYAGAIN while the slot migrates; one naming a single
+ * key follows ASK instead. Whether the entry is still pending to this
+ * consumer is not looked at (that would name the stream too): a retry is
+ * only sent for an entry this consumer held at its last refresh, and a
+ * stray schedule entry only makes a later claimer wait out the delay. */
 static const char retry_script[] =
-    "if redis.replicate_commands then pcall(redis.replicate_commands) end\n"
-    "local p = redis.call('XPENDING', KEYS[3], ARGV[4], ARGV[1], ARGV[1], 1,"
-    " ARGV[5])\n"
-    "if #p == 0 then return 0 end\n"
     "local t = redis.call('TIME')\n"
     "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
-    "redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])\n"
-    "redis.call('ZADD', KEYS[2], now + tonumber(ARGV[3]), ARGV[1])\n"
-    "return 1\n";
+    "for i = 1, #ARGV - 1, 2 do\n"
+    "  redis.call('ZADD', KEYS[1], now + tonumber(ARGV[i + 1]), ARGV[i])\n"
+    "end\n"
+    "return #ARGV / 2\n";
 
-/* Most field names and values a dead letter keeps (an even number): the
- * script passes them to XADD through Lua's unpack, whose stack holds about
- * 8000 values; an entry with more keeps its first ones (it is still moved
- * and acked). */
-#define DEAD_MAX_ARGS_TEXT "7000"
+/* Most field names and values the dead-letter script copies itself: it
+ * passes them to XADD through Lua's unpack, whose stack holds about 8000
+ * values (LUAI_MAXCSTACK). A wider entry is written by this process
+ * (emq__settle_finish): the script answers {2, reason, deliveries} and
+ * does nothing else. */
+#define DEAD_SCRIPT_MAX_ARGS 7000
+#define DEAD_SCRIPT_MAX_ARGS_TEXT "7000"
 
 /* KEYS: stream, dead letters, reasons, schedule. ARGV: group, id, me,
  * reason (empty: the recorded one). The dead letter copies the entry's
  * fields from the stream itself, so a settlement needs no copy of them
- * (and one decided from any thread later has them too). */
+ * (and one decided from any thread later has them too). Returns 0 when
+ * the entry is not pending to me (nothing done), 1 when it was moved and
+ * acknowledged, {2, reason, deliveries} when it is too wide for the
+ * script: the reasons hash then holds "<id>:dead" = the last dead
+ * letter's ID before this process's own XADD, so that the next call (the
+ * same move again after a lost reply, or after the XADD) finds that
+ * dead letter among the ones after it and only acknowledges: the move is
+ * written once, whatever is retried. */
 static const char deadletter_script[] =
     "local p = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[2], ARGV[2], 1,"
     " ARGV[3])\n"
@@ -82,18 +103,41 @@ static const char deadletter_script[] =
     "acknowledgement'\n"
     "  end\n"
     "end\n"
-    "local args = {'emq.id', ARGV[2], 'emq.group', ARGV[1],\n"
-    "  'emq.consumer', ARGV[3], 'emq.deliveries', tostring(p[1][4]),\n"
-    "  'emq.reason', reason}\n"
-    "local e = redis.call('XRANGE', KEYS[1], ARGV[2], ARGV[2])\n"
-    "if e[1] then\n"
-    "  local f = e[1][2]\n"
-    "  for i = 1, math.min(#f, " DEAD_MAX_ARGS_TEXT ") do"
-    " args[#args + 1] = f[i] end\n"
+    "local mark = ARGV[2] .. ':dead'\n"
+    "local since = redis.call('HGET', KEYS[3], mark)\n"
+    "local found = false\n"
+    "if since then\n"
+    "  local from = '(' .. since\n"
+    "  while not found do\n"
+    "    local page = redis.call('XRANGE', KEYS[2], from, '+', 'COUNT', 100)\n"
+    "    if #page == 0 then break end\n"
+    "    for _, d in ipairs(page) do\n"
+    "      if d[2][1] == 'emq.id' and d[2][2] == ARGV[2] then\n"
+    "        found = true\n"
+    "      end\n"
+    "    end\n"
+    "    from = '(' .. page[#page][1]\n"
+    "  end\n"
     "end\n"
-    "redis.call('XADD', KEYS[2], '*', unpack(args))\n"
+    "if not found then\n"
+    "  local e = redis.call('XRANGE', KEYS[1], ARGV[2], ARGV[2])\n"
+    "  local f = e[1] and e[1][2] or {}\n"
+    "  if #f > " DEAD_SCRIPT_MAX_ARGS_TEXT " then\n"
+    "    if not since then\n"
+    "      local last = redis.call('XREVRANGE', KEYS[2], '+', '-',\n"
+    "                              'COUNT', 1)\n"
+    "      redis.call('HSET', KEYS[3], mark, last[1] and last[1][1] or '0-0')\n"
+    "    end\n"
+    "    return {2, reason, p[1][4]}\n"
+    "  end\n"
+    "  local args = {'emq.id', ARGV[2], 'emq.group', ARGV[1],\n"
+    "    'emq.consumer', ARGV[3], 'emq.deliveries', tostring(p[1][4]),\n"
+    "    'emq.reason', reason}\n"
+    "  for i = 1, #f do args[#args + 1] = f[i] end\n"
+    "  redis.call('XADD', KEYS[2], '*', unpack(args))\n"
+    "end\n"
     "redis.call('XACK', KEYS[1], ARGV[1], ARGV[2])\n"
-    "redis.call('HDEL', KEYS[3], ARGV[2])\n"
+    "redis.call('HDEL', KEYS[3], ARGV[2], mark)\n"
     "redis.call('ZREM', KEYS[4], ARGV[2])\n"
     "return 1\n";
 
@@ -112,25 +156,31 @@ static const char release_script[] =
     "end\n"
     "return released\n";
 
-/* KEYS: stream, reasons, schedule. ARGV: group, me, ids... Returns
- * {ids still ours, now refreshed; ids whose entry was deleted while
- * pending, now acknowledged with their reason and schedule cleared}. An
- * XCLAIM alone would drop a deleted entry from the pending list silently
- * (7.0+) and leak its reason. */
+/* KEYS: stream (alone: see below). ARGV: group, me, ids... Returns {ids
+ * still ours, now refreshed; ids whose entry is no longer in the stream
+ * (deleted or trimmed while pending): acknowledged here if still pending
+ * to me}. An entry not in the stream is "gone" whoever holds it now: a
+ * peer's XAUTOCLAIM (7.0+) drops deleted entries from every consumer's
+ * pending list, which must not read as a loss of ownership. An XCLAIM
+ * alone would drop a deleted entry from the pending list silently (7.0+).
+ *
+ * The stream key alone, so that a slot being migrated never stops it: a
+ * script naming a key the node does not have (the reasons and schedule of
+ * a fresh queue) gets TRYAGAIN from CLUSTER SETSLOT ... MIGRATING until
+ * the slot is final, while XREADGROUP goes on handing out work. The gone
+ * entries' reasons and schedule are cleared by a settlement of their own
+ * (SETTLE_GONE: XACK, HDEL, ZREM, each of one key), queued by
+ * emq__inflight_refreshed. */
 static const char refresh_script[] =
     "local mine, gone = {}, {}\n"
     "for i = 3, #ARGV do\n"
-    "  local p = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[i], ARGV[i],"
-    " 1, ARGV[2])\n"
-    "  if #p == 1 then\n"
-    "    if #redis.call('XRANGE', KEYS[1], ARGV[i], ARGV[i]) == 1 then\n"
-    "      mine[#mine + 1] = ARGV[i]\n"
-    "    else\n"
-    "      redis.call('XACK', KEYS[1], ARGV[1], ARGV[i])\n"
-    "      redis.call('HDEL', KEYS[2], ARGV[i])\n"
-    "      redis.call('ZREM', KEYS[3], ARGV[i])\n"
-    "      gone[#gone + 1] = ARGV[i]\n"
-    "    end\n"
+    "  local id = ARGV[i]\n"
+    "  local p = redis.call('XPENDING', KEYS[1], ARGV[1], id, id, 1, ARGV[2])\n"
+    "  if #redis.call('XRANGE', KEYS[1], id, id) == 0 then\n"
+    "    if #p == 1 then redis.call('XACK', KEYS[1], ARGV[1], id) end\n"
+    "    gone[#gone + 1] = id\n"
+    "  elseif #p == 1 then\n"
+    "    mine[#mine + 1] = id\n"
     "  end\n"
     "end\n"
     "if #mine == 0 then return {mine, gone} end\n"
@@ -225,9 +275,73 @@ static emq_status append_release(emq_consumer_t *c, emq__xchg *x,
     return st;
 }
 
+/* Appends the retries of ops[0..n): one HSET of their reasons, one
+ * schedule script of their delays (two commands however many). */
+static emq_status append_retries(emq_consumer_t *c, emq__xchg *x,
+                                 const settle_op *ops, size_t n,
+                                 emq_error *err) {
+    size_t nretry = 0;
+    for (size_t i = 0; i < n; i++)
+        nretry += ops[i].kind == SETTLE_RETRY;
+    if (nretry == 0)
+        return EMQ_OK;
+    const char **hset = emq__alloc((2 + 2 * nretry) * sizeof *hset);
+    const char **sched = emq__alloc((4 + 2 * nretry) * sizeof *sched);
+    char(*delays)[24] = emq__alloc(nretry * sizeof *delays);
+    emq_status st = EMQ_OK;
+    if (hset == NULL || sched == NULL || delays == NULL) {
+        st = emq__oom(err);
+    } else {
+        hset[0] = "HSET";
+        hset[1] = c->reasons_key;
+        sched[0] = "EVAL";
+        sched[1] = retry_script;
+        sched[2] = "1";
+        sched[3] = c->retry_key;
+        size_t k = 0;
+        for (size_t i = 0; i < n; i++) {
+            if (ops[i].kind != SETTLE_RETRY)
+                continue;
+            snprintf(delays[k], sizeof delays[k], "%lld",
+                     (long long)ops[i].delay_ms);
+            hset[2 + 2 * k] = sched[4 + 2 * k] = ops[i].id.str;
+            hset[3 + 2 * k] = ops[i].reason ? ops[i].reason : "";
+            sched[5 + 2 * k] = delays[k];
+            k++;
+        }
+        st = emq__xchg_append(x, TAG_RETRY, (int)(2 + 2 * nretry), hset, NULL,
+                              err);
+        if (st == EMQ_OK)
+            st = emq__xchg_append(x, TAG_RETRY, (int)(4 + 2 * nretry), sched,
+                                  NULL, err);
+    }
+    emq__free(hset);
+    emq__free(sched);
+    emq__free(delays);
+    return st;
+}
+
 size_t emq__settle_ops_max(const emq_consumer_t *c) {
     int64_t room = emq__cfg_pipeline_max(c->conf) - EMQ_ROUND_FIXED_COMMANDS;
     return room >= EMQ_SETTLE_MAX_IDS ? EMQ_SETTLE_MAX_IDS : (size_t)room;
+}
+
+/* A round of settlements held up by TRYAGAIN (a script naming keys the
+ * node lacks while the slot migrates: the dead-letter move) holds up its
+ * thread's next refresh too: the route retries it for up to
+ * cluster.retry_ms. One that outlasts a quarter of claim.min_idle_ms is
+ * warned about, once per episode. Per sending thread: when it appended its
+ * round, its route's TRYAGAIN count then, and whether it has warned. */
+static _Thread_local struct {
+    int64_t at;
+    uint64_t tryagain;
+    int warned;
+} held;
+
+static uint64_t route_tryagain(emq__xchg *x) {
+    emq__route_stats rs;
+    emq__route_stats_get(x->route, &rs);
+    return rs.tryagain;
 }
 
 emq_status emq__settle_append(emq_consumer_t *c, emq__xchg *x,
@@ -235,6 +349,8 @@ emq_status emq__settle_append(emq_consumer_t *c, emq__xchg *x,
     const emq_id **acks = emq__alloc((n ? n : 1) * sizeof *acks);
     const emq_id **clean = emq__alloc((n ? n : 1) * sizeof *clean);
     emq_status st = EMQ_OK;
+    held.at = emq__now_ms();
+    held.tryagain = route_tryagain(x);
     if (acks == NULL || clean == NULL) {
         st = emq__oom(err);
         goto done;
@@ -264,25 +380,197 @@ emq_status emq__settle_append(emq_consumer_t *c, emq__xchg *x,
     }
     if ((st = append_release(c, x, ops, n, err)) != EMQ_OK)
         goto done;
-    for (size_t i = 0; i < n && st == EMQ_OK; i++) {
-        if (ops[i].kind == SETTLE_RETRY) {
-            char delay[24];
-            snprintf(delay, sizeof delay, "%lld", (long long)ops[i].delay_ms);
-            const char *argv[] = {"EVAL",         retry_script,
-                                  "3",            c->reasons_key,
-                                  c->retry_key,   c->keys.stream,
-                                  ops[i].id.str,  ops[i].reason ? ops[i].reason
-                                                                : "",
-                                  delay,          c->group,
-                                  c->name};
-            st = emq__xchg_append(x, TAG_RETRY, 11, argv, NULL, err);
-        } else if (ops[i].kind == SETTLE_DEAD) {
+    if ((st = append_retries(c, x, ops, n, err)) != EMQ_OK)
+        goto done;
+    for (size_t i = 0; i < n && st == EMQ_OK; i++)
+        if (ops[i].kind == SETTLE_DEAD)
             st = append_dead(c, x, &ops[i], err);
-        }
-    }
 done:
     emq__free(acks);
     emq__free(clean);
+    return st;
+}
+
+/* ---- dead letters too wide for the script ------------------------------ */
+
+/* Records that the k-th dead-letter move of the round answered "too wide"
+ * ({2, reason, deliveries}). */
+static emq_status note_wide(settle_round *r, size_t k, const emq_reply *reply,
+                            emq_error *err) {
+    size_t len = 0;
+    const char *reason = emq_reply_str(emq_reply_at(reply, 1), &len);
+    if (emq_reply_len(reply) != 3 || reason == NULL)
+        return emq__reply_bad_shape(err, "the dead-letter move answered an "
+                                         "array that is not {2, reason, "
+                                         "deliveries}");
+    if (r->nwide == r->wide_cap) {
+        size_t cap = r->wide_cap ? 2 * r->wide_cap : 4;
+        settle_wide *grown = emq__realloc(r->wide, cap * sizeof *grown);
+        if (grown == NULL)
+            return emq__oom(err);
+        r->wide = grown;
+        r->wide_cap = cap;
+    }
+    settle_wide *w = &r->wide[r->nwide];
+    if ((w->reason = emq__alloc(len + 1)) == NULL)
+        return emq__oom(err);
+    memcpy(w->reason, reason, len);
+    w->reason[len] = '\0';
+    long long n = emq_reply_integer(emq_reply_at(reply, 2));
+    snprintf(w->deliveries, sizeof w->deliveries, "%lld", n > 0 ? n : 1);
+    w->index = k;
+    r->nwide++;
+    return EMQ_OK;
+}
+
+static void wide_free(settle_round *r) {
+    for (size_t i = 0; i < r->nwide; i++)
+        emq__free(r->wide[i].reason);
+    emq__free(r->wide);
+    r->wide = NULL;
+    r->nwide = r->wide_cap = 0;
+}
+
+/* The k-th SETTLE_DEAD of ops[0..n) (append order: the k-th dead-letter
+ * reply), or NULL. */
+static settle_op *nth_dead(settle_op *ops, size_t n, size_t k) {
+    for (size_t i = 0; i < n; i++)
+        if (ops[i].kind == SETTLE_DEAD && k-- == 0)
+            return &ops[i];
+    return NULL;
+}
+
+/* Calls the dead-letter script for op on x; *reply is its answer. */
+static emq_status call_dead(emq_consumer_t *c, emq__xchg *x,
+                            const settle_op *op, emq_reply **reply,
+                            emq_error *err) {
+    const char *argv[] = {"EVAL",
+                          deadletter_script,
+                          "4",
+                          c->keys.stream,
+                          c->keys.dead,
+                          c->reasons_key,
+                          c->retry_key,
+                          c->group,
+                          op->id.str,
+                          c->name,
+                          op->reason ? op->reason : ""};
+    return emq__xchg_call(x, 0, 11, argv, NULL, reply, err);
+}
+
+/* XADD of the dead letter of op, its origin then every field of entry
+ * (an XRANGE reply's [id, fields]), in one command of any width. */
+static emq_status add_wide(emq_consumer_t *c, emq__xchg *x, const settle_op *op,
+                           const settle_wide *w, const emq_reply *entry,
+                           emq_reply **reply, emq_error *err) {
+    const emq_reply *fields = emq_reply_at(entry, 1);
+    size_t nf = emq_reply_len(fields), argc = 13 + nf;
+    const char **argv = emq__alloc(argc * sizeof *argv);
+    size_t *lens = emq__alloc(argc * sizeof *lens);
+    emq_status st;
+    if (argv == NULL || lens == NULL) {
+        st = emq__oom(err);
+    } else {
+        const char *head[] = {"XADD",           c->keys.dead,   "*",
+                              "emq.id",         op->id.str,     "emq.group",
+                              c->group,         "emq.consumer", c->name,
+                              "emq.deliveries", w->deliveries,  "emq.reason",
+                              w->reason};
+        for (size_t i = 0; i < 13; i++) {
+            argv[i] = head[i];
+            lens[i] = strlen(head[i]);
+        }
+        for (size_t i = 0; i < nf; i++) {
+            argv[13 + i] =
+                emq_reply_str(emq_reply_at(fields, i), &lens[13 + i]);
+            if (argv[13 + i] == NULL) {
+                argv[13 + i] = "";
+                lens[13 + i] = 0;
+            }
+        }
+        st = emq__xchg_call(x, 0, (int)argc, argv, lens, reply, err);
+    }
+    emq__free(argv);
+    emq__free(lens);
+    return st;
+}
+
+/* The exchange of the calling thread: the upkeep's on its thread, else
+ * the run thread's (the only two that send settlements). */
+static emq__xchg *own_xchg(emq_consumer_t *c) {
+    if (c->upkeep.started && pthread_equal(pthread_self(), c->upkeep.thread))
+        return &c->upkeep.x;
+    return &c->rx;
+}
+
+/* Moves the entry of op, too wide for the dead-letter script, with every
+ * field: the script has marked the move begun; this reads the entry, adds
+ * the dead letter, and calls the script again, which finds it and
+ * acknowledges (a second call after a lost reply finds it too, so nothing
+ * is written twice). EMQ_OK when it is settled (moved, or not ours any
+ * more, or it cannot be moved: then it stays pending, an error is logged
+ * naming the entry and the limit, and it comes back after
+ * claim.min_idle_ms); else the outcome is unknown and the op is sent
+ * again. */
+static emq_status wide_move(emq_consumer_t *c, settle_op *op,
+                            const settle_wide *w) {
+    emq__xchg *x = own_xchg(c);
+    emq_error err;
+    emq_reply *reply = NULL;
+    const char *xrange[] = {"XRANGE", c->keys.stream, op->id.str, op->id.str};
+    emq_status st = emq__xchg_call(x, 0, 4, xrange, NULL, &reply, &err);
+    if (st != EMQ_OK)
+        goto unknown;
+    const emq_reply *entry = emq_reply_at(reply, 0);
+    if (emq_reply_kind(reply) == EMQ_REPLY_ARRAY && entry != NULL &&
+        emq_reply_kind(emq_reply_at(entry, 1)) == EMQ_REPLY_ARRAY) {
+        emq_reply *added = NULL;
+        st = add_wide(c, x, op, w, entry, &added, &err);
+        if (st == EMQ_OK && emq_reply_kind(added) == EMQ_REPLY_ERROR) {
+            char shown[200];
+            emq__consumer_log(
+                c, EMQ_LOG_ERROR,
+                "entry %s (%zu fields) cannot be moved to the dead letters "
+                "whole: the XADD of all its fields was refused (%s); it is "
+                "not truncated: it stays pending and comes back after "
+                "claim.min_idle_ms",
+                op->id.str, emq_reply_len(emq_reply_at(entry, 1)) / 2,
+                emq__reply_text(added, shown, sizeof shown));
+            emq_reply_free(added);
+            emq_reply_free(reply);
+            return EMQ_OK;
+        }
+        emq_reply_free(added);
+        if (st != EMQ_OK)
+            goto unknown;
+    }
+    /* Gone meanwhile: the script writes the origin alone, as for any
+     * entry deleted while pending. */
+    emq_reply_free(reply);
+    reply = NULL;
+    if ((st = call_dead(c, x, op, &reply, &err)) != EMQ_OK)
+        goto unknown;
+    if (emq_reply_kind(reply) == EMQ_REPLY_INTEGER) {
+        if (emq_reply_integer(reply) == 1)
+            atomic_fetch_add(&c->stats.dead_lettered, 1);
+        emq_reply_free(reply);
+        return EMQ_OK;
+    }
+    char shown[200];
+    emq__consumer_log(c, EMQ_LOG_ERROR,
+                      "entry %s: the dead-letter move of an entry wider "
+                      "than %d field names and values did not complete "
+                      "(%s); it stays pending and is tried again",
+                      op->id.str, DEAD_SCRIPT_MAX_ARGS,
+                      emq__reply_text(reply, shown, sizeof shown));
+    emq_reply_free(reply);
+    return EMQ_EAGAIN;
+unknown:
+    emq_reply_free(reply);
+    emq__consumer_log(c, EMQ_LOG_WARNING,
+                      "entry %s: moving a wide entry to the dead letters "
+                      "failed (%s); tried again",
+                      op->id.str, err.message);
     return st;
 }
 
@@ -338,8 +626,12 @@ emq_status emq__settle_apply(void *round, int tag, const emq_reply *reply,
     if (tag == TAG_XACK) {
         long long n = emq_reply_integer(reply);
         atomic_fetch_add(&c->stats.acked, (uint64_t)(n > 0 ? n : 0));
-    } else if (tag == TAG_DEAD && emq_reply_integer(reply) == 1) {
-        atomic_fetch_add(&c->stats.dead_lettered, 1);
+    } else if (tag == TAG_DEAD) {
+        size_t k = r->ndead++;
+        if (emq_reply_kind(reply) == EMQ_REPLY_ARRAY)
+            return note_wide(r, k, reply, err);
+        if (emq_reply_integer(reply) == 1)
+            atomic_fetch_add(&c->stats.dead_lettered, 1);
     } else if (tag == TAG_RELEASE) {
         long long n = emq_reply_integer(reply);
         atomic_fetch_add(&c->stats.released, (uint64_t)(n > 0 ? n : 0));
@@ -351,14 +643,59 @@ emq_status emq__settle_apply(void *round, int tag, const emq_reply *reply,
     return EMQ_OK;
 }
 
+/* Warns once per episode when this thread's round was held up by
+ * TRYAGAIN past a quarter of claim.min_idle_ms; says when it is over. */
+static void check_held(emq_consumer_t *c) {
+    /* The run thread's rounds end with a blocking read: not measured (and
+     * the upkeep refreshes while the run thread waits). */
+    if (held.at == 0 || own_xchg(c) != &c->upkeep.x)
+        return;
+    int64_t took = emq__now_ms() - held.at;
+    int tryagain = route_tryagain(own_xchg(c)) > held.tryagain;
+    held.at = 0;
+    if (tryagain && took > emq__cfg_claim_min_idle_ms(c->conf) / 4) {
+        if (!held.warned)
+            emq__consumer_log(
+                c, EMQ_LOG_WARNING,
+                "settlements were answered TRYAGAIN for %lld ms (the "
+                "queue's slot is being migrated; a dead-letter move names "
+                "keys the node may not have): in-flight entries were not "
+                "refreshed meanwhile, and a peer may take them after "
+                "claim.min_idle_ms",
+                (long long)took);
+        held.warned = 1;
+    } else if (held.warned && !tryagain) {
+        emq__consumer_log(c, EMQ_LOG_INFO,
+                          "settlements go through without TRYAGAIN again");
+        held.warned = 0;
+    }
+}
+
 void emq__settle_finish(emq_consumer_t *c, settle_op *ops, size_t n,
-                        emq_status st, const settle_round *r) {
+                        emq_status st, settle_round *r) {
+    check_held(c);
     if (st == EMQ_OK && !r->again) {
-        emq__inflight_settled(&c->table, ops, n);
-        for (size_t i = 0; i < n; i++)
+        /* Dead letters too wide for the script: written from here, one by
+         * one; those whose outcome is unknown go to the end of ops and are
+         * queued again. */
+        size_t keep = n;
+        for (size_t w = 0; w < r->nwide; w++) {
+            settle_op *op = nth_dead(ops, keep, r->wide[w].index);
+            if (op != NULL && wide_move(c, op, &r->wide[w]) != EMQ_OK) {
+                settle_op tmp = *op;
+                *op = ops[keep - 1];
+                ops[keep - 1] = tmp;
+                keep--;
+            }
+        }
+        wide_free(r);
+        emq__inflight_settled(&c->table, ops, keep);
+        for (size_t i = 0; i < keep; i++)
             emq__settle_op_free(&ops[i]);
+        emq__inflight_requeue(&c->table, ops + keep, n - keep);
         return;
     }
+    wide_free(r);
     /* Outcome unknown, or not run: send them again (idempotent). */
     emq__inflight_requeue(&c->table, ops, n);
 }
@@ -366,20 +703,18 @@ void emq__settle_finish(emq_consumer_t *c, settle_op *ops, size_t n,
 emq_status emq__settle_append_refresh(emq_consumer_t *c, emq__xchg *x,
                                       const emq_id *ids, size_t n, int tag,
                                       emq_error *err) {
-    size_t argc = 8 + n;
+    size_t argc = 6 + n;
     const char **argv = emq__alloc(argc * sizeof *argv);
     if (argv == NULL)
         return emq__oom(err);
     argv[0] = "EVAL";
     argv[1] = refresh_script;
-    argv[2] = "3";
+    argv[2] = "1";
     argv[3] = c->keys.stream;
-    argv[4] = c->reasons_key;
-    argv[5] = c->retry_key;
-    argv[6] = c->group;
-    argv[7] = c->name;
+    argv[4] = c->group;
+    argv[5] = c->name;
     for (size_t i = 0; i < n; i++)
-        argv[8 + i] = ids[i].str;
+        argv[6 + i] = ids[i].str;
     emq_status st = emq__xchg_append(x, tag, (int)argc, argv, NULL, err);
     emq__free(argv);
     return st;

@@ -7,31 +7,48 @@
 
 #include "core.h"
 
-/* Commands a round sends besides one per retry or dead letter: XACK, HDEL,
- * ZREM, the release script, the refresh, the renewal and the read. The
- * floor of pipeline.max (conf.c) leaves room for them. */
-#define EMQ_ROUND_FIXED_COMMANDS 7
+/* Commands a round sends besides one per dead letter: XACK, HDEL, ZREM,
+ * the release script, the retries' HSET and schedule script, the refresh,
+ * the renewal and the read. The floor of pipeline.max (conf.c) leaves
+ * room for them. */
+#define EMQ_ROUND_FIXED_COMMANDS 9
 
 /* Most settlements one round may take: EMQ_SETTLE_MAX_IDS, or fewer when
- * pipeline.max would not hold a command per retry and dead letter. */
+ * pipeline.max would not hold a command per dead letter. */
 size_t emq__settle_ops_max(const emq_consumer_t *c);
 /* Appends the commands of ops[0..n) to x (n <= emq__settle_ops_max). */
 emq_status emq__settle_append(emq_consumer_t *c, emq__xchg *x,
                               const settle_op *ops, size_t n, emq_error *err);
-/* The replies of one pipeline of settlements. */
+/* A dead-letter move the script found too wide to write itself. */
+typedef struct settle_wide {
+    size_t index;        /* among the round's SETTLE_DEAD ops */
+    char deliveries[24]; /* as the script read them */
+    char *reason;        /* owned: the reason it chose */
+} settle_wide;
+
+/* The replies of one pipeline of settlements. Zero-initialise all but c;
+ * emq__settle_finish frees what apply gathered. */
 typedef struct settle_round {
     emq_consumer_t *c;
-    int again; /* a settlement was answered "not now": send all again */
+    int again;         /* a settlement was answered "not now": send all again */
+    size_t ndead;      /* dead-letter replies applied */
+    settle_wide *wide; /* those too wide for the script */
+    size_t nwide, wide_cap;
 } settle_round;
 /* Applies one settlement command's reply (tag from emq__settle_append);
  * round is a settle_round. Fatal refusals are recorded and returned. */
 emq_status emq__settle_apply(void *round, int tag, const emq_reply *reply,
                              emq_error *err);
-/* After the pipeline of ops[0..n) was read with status st: forgets the
- * settled entries and frees the ops, or queues them again when their
- * outcome is unknown or they were answered "not now". */
+/* After the pipeline of ops[0..n) was read with status st: moves the
+ * dead letters too wide for the script (each with every field, written
+ * from this process over the calling thread's own exchange: the upkeep's
+ * or the run thread's; one that cannot be written whole stays pending,
+ * with an error logged, never truncated), forgets the settled entries and
+ * frees the ops, or queues them again when their outcome is unknown or
+ * they were answered "not now". Frees what r gathered. Caller: the thread
+ * that sent ops. */
 void emq__settle_finish(emq_consumer_t *c, settle_op *ops, size_t n,
-                        emq_status st, const settle_round *r);
+                        emq_status st, settle_round *r);
 /* Appends the ownership refresh of ids[0..n) (n <= EMQ_SETTLE_MAX_IDS):
  * its reply is the array of those still pending to this consumer, whose
  * idle time it reset. */

@@ -604,11 +604,10 @@ static int connections_in_3s(const emq_icept_rule *rule, size_t *handled,
 }
 
 TEST_TIMEOUT(faults2_malformed_history_reply_bounded_reconnects, 30) {
-    /* Every own-pending page (a script that runs XPENDING from ARGV[4]
-     * and returns {ids, waits}) answered with ids that are not an
-     * array. */
+    /* Every own-pending page (XPENDING ... w, the consumer's only plain
+     * XPENDING) answered with rows that are not arrays. */
     static const char bad[] = "*2\r\n:5\r\n*0\r\n";
-    emq_icept_rule rule = {"EVAL", 0, bad, 0, -1, "ARGV[4], '+'"};
+    emq_icept_rule rule = {"XPENDING", 0, bad, 0, -1, NULL};
     size_t handled;
     int replaced;
     int accepted = connections_in_3s(&rule, &handled, &replaced);
@@ -625,9 +624,10 @@ TEST_TIMEOUT(faults2_repeated_history_page_bounded, 30) {
      * recovery must not go round forever. */
     /* A full page (the consumer reads 2 per page here) of ids 1-1 and
      * 1-2, whatever the start. */
-    static const char page[] = "*2\r\n*2\r\n$3\r\n1-1\r\n$3\r\n1-2\r\n"
-                               "*2\r\n:0\r\n:0\r\n";
-    emq_icept_rule rule = {"EVAL", 0, page, 0, -1, "ARGV[4], '+'"};
+    static const char page[] =
+        "*2\r\n*4\r\n$3\r\n1-1\r\n$1\r\nw\r\n:0\r\n:1\r\n"
+        "*4\r\n$3\r\n1-2\r\n$1\r\nw\r\n:0\r\n:1\r\n";
+    emq_icept_rule rule = {"XPENDING", 0, page, 0, -1, NULL};
     size_t handled;
     int replaced;
     int accepted = connections_in_3s(&rule, &handled, &replaced);

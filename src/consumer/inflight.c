@@ -372,6 +372,18 @@ int emq__inflight_holds(emq__inflight *t, const emq_id *id) {
     return held;
 }
 
+int emq__inflight_reclaimed(emq__inflight *t, const emq_id *id,
+                            int64_t now_ms) {
+    pthread_mutex_lock(&t->mu);
+    if_entry *e = find(t, id);
+    if (e != NULL) {
+        e->lost = 0;
+        e->refreshed_ms = now_ms;
+    }
+    pthread_mutex_unlock(&t->mu);
+    return e != NULL;
+}
+
 size_t emq__inflight_take(emq__inflight *t, settle_op *out, size_t max,
                           int by_run) {
     pthread_mutex_lock(&t->mu);

@@ -143,6 +143,14 @@ int emq__inflight_add_waiting(emq__inflight *t, const emq_id *id,
 void emq__inflight_forget(emq__inflight *t, const emq_id *id);
 /* 1 when id is in the table. */
 int emq__inflight_holds(emq__inflight *t, const emq_id *id);
+/* Our own claim just returned id (pending to us, idle time reset): when
+ * the table holds it (a peer took it from a handler's hands and died),
+ * it is ours again: its lost mark is cleared and it counts as refreshed
+ * at now_ms, so its settlement goes through and it is never taken (nor
+ * its count raised) a second time. Returns 1 when held, else 0. Any
+ * thread. */
+int emq__inflight_reclaimed(emq__inflight *t, const emq_id *id,
+                            int64_t now_ms);
 /* Moves up to max queued ops into *out (caller frees with
  * emq__settle_op_free after emq__inflight_settled). Returns their number.
  * by_run: the run thread takes them for its read (noted, so the upkeep

@@ -346,14 +346,23 @@ static size_t ids_of(const emq_reply *arr, emq_id *out, size_t max) {
  * still running (their holder failed them, then died) wait it out in the
  * table and are taken, counted, when due (contract 13: a retry comes back
  * after its delay for every claimer); the others are taken now, counted
- * once, and handed out. Returns how many were taken or left waiting. */
+ * once, and handed out. Entries this consumer holds already (a peer took
+ * one from a handler's hands and died) are ours again, not taken: *own
+ * counts them; *deferred those left waiting. */
 static emq_status take_claimed(emq_consumer_t *c, const emq_id *ids, size_t n,
-                               size_t *deferred, emq_error *err) {
+                               size_t *deferred, size_t *own, emq_error *err) {
     long long waits[TAKE_PER_CALL];
     emq_status st = retry_waits(c, ids, n, waits, err);
     emq_id now[TAKE_PER_CALL];
     size_t nnow = 0;
+    int64_t at = emq__now_ms();
     for (size_t i = 0; i < n && st == EMQ_OK; i++) {
+        /* Ours already (a peer took it from a handler's hands and died):
+         * ours again, neither taken nor counted a second time. */
+        if (emq__inflight_reclaimed(&c->table, &ids[i], at)) {
+            (*own)++;
+            continue;
+        }
         if (waits[i] > 0) {
             /* In the table already: it waits there (its own retry). */
             if (!emq__inflight_holds(&c->table, &ids[i]) &&
@@ -469,12 +478,12 @@ emq_status emq__recover_peers(emq_consumer_t *c, emq_error *err) {
              * nothing again. */
             break;
         }
-        atomic_fetch_add(&c->stats.claimed, n);
-        size_t deferred = 0;
+        size_t deferred = 0, own = 0;
         for (size_t i = 0; i < n && st == EMQ_OK; i += TAKE_PER_CALL)
             st = take_claimed(c, ids + i,
                               n - i < TAKE_PER_CALL ? n - i : TAKE_PER_CALL,
-                              &deferred, err);
+                              &deferred, &own, err);
+        atomic_fetch_add(&c->stats.claimed, n - own);
         emq__consumer_log(c, EMQ_LOG_DEBUG,
                           "claim beat: %zu entries idle %s ms or more taken "
                           "over (%zu wait out their retry delay)",

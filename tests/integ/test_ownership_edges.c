@@ -381,3 +381,83 @@ TEST_TIMEOUT(own_edge_handler_timeout_late_ack_is_lost_in_pull_mode, 30) {
     emq_conn_destroy(adm);
     emq_srv_stop(s);
 }
+
+/* ---- 5: an entry our claim returns is ours again ----------------------- */
+
+/* The pending entry's owner and delivery count (XPENDING ... id id 1). */
+static void pending_of_id(emq_conn_t *adm, const char *id, char *owner,
+                          size_t size, long long *count) {
+    emq_reply *r = cmdv_ok(
+        adm, 6, (const char *[]){"XPENDING", EQ, "g", id, id, "1"});
+    owner[0] = '\0';
+    *count = -1;
+    if (emq_reply_len(r) == 1) {
+        const emq_reply *row = emq_reply_at(r, 0);
+        size_t n;
+        const char *o = emq_reply_str(emq_reply_at(row, 1), &n);
+        snprintf(owner, size, "%.*s", (int)n, o ? o : "");
+        *count = emq_reply_integer(emq_reply_at(row, 3));
+    }
+    emq_reply_free(r);
+}
+
+/* Pull mode: a peer takes an entry out of the poller's hands (a raw
+ * XCLAIM: delivery 2) and dies; the poller's own claim beat takes it back
+ * after claim.min_idle_ms. It is then the poller's again: refreshed, not
+ * claimed again and again, its count not raised again, and its ack goes
+ * through; nothing reaches the dead letters. */
+TEST_TIMEOUT(own_edge_entry_our_claim_returns_is_ours_again, 30) {
+    emq_srv *s = emq_srv_start(NULL);
+    emq_conn_t *adm = admin_connect(s);
+    make_group(adm);
+    produce_n(s, "edge", "job", 1);
+    emq_conf_t *conf = own_conf(s, "edge", "w", 500);
+    conf_set(conf, "max_deliveries", "4");
+    emq_consumer_t *c;
+    emq_error err;
+    ASSERT_OK(emq_consumer_new(conf, NULL, NULL, &c, &err), &err);
+    emq_conf_destroy(conf);
+    emq_entry *got[1];
+    size_t n = 0;
+    int64_t end = now_ms() + 10000;
+    while (n == 0 && now_ms() < end)
+        ASSERT_OK(emq_consumer_poll(c, got, 1, 200, &n, &err), &err);
+    ASSERT_EQ_SIZE(n, 1);
+    char id[EMQ_ID_MAX];
+    snprintf(id, sizeof id, "%s", got[0]->id);
+    char owner[64];
+    long long count;
+    /* A peer takes it and dies: delivery 2, pending to "peer". */
+    emq_reply_free(cmdv_ok(
+        adm, 6, (const char *[]){"XCLAIM", EQ, "g", "peer", "0", id}));
+    pending_of_id(adm, id, owner, sizeof owner, &count);
+    ASSERT_EQ_STR(owner, "peer");
+    ASSERT_EQ_INT(count, 2);
+    emq_consumer_stats st;
+    WAIT_UNTIL((emq_consumer_stats_get(c, &st), st.ownership_lost == 1), 5000,
+               "the poller's refresh to see the entry taken");
+    /* Past claim.min_idle_ms the poller's claim beat takes it back; then
+     * several more beats (every 100 ms) and refreshes go by. */
+    WAIT_UNTIL((pending_of_id(adm, id, owner, sizeof owner, &count),
+                strcmp(owner, "w") == 0),
+               5000, "the poller's claim beat to take it back");
+    usleep(1500 * 1000);
+    pending_of_id(adm, id, owner, sizeof owner, &count);
+    emq_consumer_stats_get(c, &st);
+    fprintf(stderr, "    back with w: owner %s, count %lld, claimed %llu\n",
+            owner, count, (unsigned long long)st.claimed);
+    ASSERT_EQ_STR(owner, "w");
+    ASSERT_EQ_INT(count, 2); /* before: raised by every beat, to the DLQ */
+    ASSERT_EQ_INT(st.claimed, 0);
+    ASSERT_OK(emq_consumer_ack(c, got[0], &err), &err);
+    emq_entry_free(got[0]);
+    WAIT_UNTIL(pending_total(adm, EQ, "g") == 0, 5000, "the ack");
+    ASSERT_EQ_INT(CMD_INT(adm, "XLEN", EQ ":dead"), 0);
+    ASSERT_OK(emq_consumer_close(c, 1000, &err), &err);
+    emq_consumer_stats_get(c, &st);
+    ASSERT_EQ_INT(st.acked, 1);
+    ASSERT_EQ_INT(st.dead_lettered, 0);
+    emq_consumer_destroy(c);
+    emq_conn_destroy(adm);
+    emq_srv_stop(s);
+}

@@ -68,7 +68,8 @@ static emq_status check_timing(const emq_conf_t *conf, emq_error *err) {
     return EMQ_OK;
 }
 
-/* Builds the consumer's own keys: lease, reasons, retry schedule. */
+/* Builds the consumer's own keys: lease, reasons, retry schedule, unseen
+ * marks. */
 static emq_status make_keys(emq_consumer_t *c, emq_error *err) {
     char part[300];
     snprintf(part, sizeof part, "lease:%s", c->group);
@@ -77,8 +78,10 @@ static emq_status make_keys(emq_consumer_t *c, emq_error *err) {
     c->reasons_key = emq__keys_join(&c->keys, part, NULL);
     snprintf(part, sizeof part, "retry:%s", c->group);
     c->retry_key = emq__keys_join(&c->keys, part, NULL);
+    snprintf(part, sizeof part, "unseen:%s", c->group);
+    c->unseen_key = emq__keys_join(&c->keys, part, c->name);
     if (c->lease_key == NULL || c->reasons_key == NULL ||
-        c->retry_key == NULL)
+        c->retry_key == NULL || c->unseen_key == NULL)
         return emq__oom(err);
     return EMQ_OK;
 }
@@ -153,6 +156,7 @@ void emq__consumer_free(emq_consumer_t *c) {
     emq__free(c->lease_key);
     emq__free(c->reasons_key);
     emq__free(c->retry_key);
+    emq__free(c->unseen_key);
     emq__free(c->fields);
     emq__free(c->rx_ops);
     emq_conf_destroy(c->conf);

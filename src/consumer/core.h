@@ -94,6 +94,8 @@ typedef struct emq__upkeep {
     int64_t next_renew_ms, next_refresh_ms;
     int64_t next_stats_ms; /* INT64_MAX: no statistics callback */
     int64_t refresh_every_ms;
+    int64_t next_mark_ms; /* unseen marks of entries waiting to be handed
+                             out are written then */
 } emq__upkeep;
 
 /* A consumer of one queue, or a topic's consumer of its partitions'
@@ -109,6 +111,8 @@ struct emq_consumer {
     char *lease_key;
     char *reasons_key;
     char *retry_key; /* the retry schedule (sorted set) */
+    char *unseen_key; /* entries read and not handed out (a set; upkeep.c
+                         writes it, recover.c reads it) */
     char token[256]; /* lease value: the holder's identity */
     emq__xchg rx;    /* the run thread's exchange */
     emq__upkeep upkeep;

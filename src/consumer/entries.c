@@ -18,6 +18,7 @@
 #include "ready.h"
 #include "settle.h"
 #include "stats.h"
+#include "upkeep.h"
 
 #include <string.h>
 #include <time.h>
@@ -376,6 +377,7 @@ emq_status emq__batch_dispatch(emq_consumer_t *c, batch *b, emq_error *err) {
         st = emq__inflight_step(&c->table, have ? &op : NULL, item, &go, err);
         have = 0;
         if (st == EMQ_OK && go == 1) {
+            emq__upkeep_wait_unmarked(c); /* an unseen mark goes first */
             st = handle(c, item, &op, err);
             have = st == EMQ_OK;
         } else if (go < 0) {

@@ -25,6 +25,10 @@ emq_status emq__inflight_init(emq__inflight *t, emq_error *err) {
     pthread_condattr_init(&attr);
     pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
     int rc = pthread_cond_init(&t->wake, &attr);
+    if (rc == 0 && pthread_cond_init(&t->unmarked, &attr) != 0) {
+        pthread_cond_destroy(&t->wake);
+        rc = -1;
+    }
     pthread_condattr_destroy(&attr);
     if (rc != 0 || pthread_mutex_init(&t->mu, NULL) != 0)
         return emq__oom(err);
@@ -54,8 +58,10 @@ void emq__inflight_destroy(emq__inflight *t) {
     free_ops(t);
     emq__free(t->ops);
     emq__free(t->slots);
+    emq__free(t->unmark);
     pthread_mutex_destroy(&t->mu);
     pthread_cond_destroy(&t->wake);
+    pthread_cond_destroy(&t->unmarked);
     memset(t, 0, sizeof *t);
 }
 
@@ -169,7 +175,9 @@ int emq__inflight_add_batch(emq__inflight *t, batch_item *items, size_t n,
         }
         if_entry e = {.id = items[i].id, .refreshed_ms = now_ms,
                       .deliveries = items[i].deliveries, .hash = h,
-                      .used = 1, .state = IF_READ};
+                      .used = 1, .state = IF_READ,
+                      .unseen = (unsigned char)(items[i].unseen != 0),
+                      .read_ms = now_ms};
         items[i].slot = insert_slot(t->slots, t->cap, &e);
         t->n++;
     }
@@ -223,6 +231,33 @@ static emq_status queue_op(emq__inflight *t, settle_op *op, emq_error *err) {
     return st;
 }
 
+/* Grows the unmark queue to hold need ids; -1 when out of memory
+ * (caller holds mu). */
+static int ask_unmark_room(emq__inflight *t, size_t need) {
+    if (need <= t->unmark_cap)
+        return 0;
+    size_t cap = t->unmark_cap ? t->unmark_cap : 64;
+    while (cap < need)
+        cap *= 2;
+    emq_id *grown = emq__realloc(t->unmark, cap * sizeof *grown);
+    if (grown == NULL)
+        return -1;
+    t->unmark = grown;
+    t->unmark_cap = cap;
+    return 0;
+}
+
+/* Queues id's unseen mark to go (the handout that follows waits for it,
+ * emq__inflight_unmark_wait); -1 when out of memory (caller holds mu). */
+static int ask_unmark(emq__inflight *t, const emq_id *id) {
+    if (ask_unmark_room(t, t->nunmark + 1) != 0)
+        return -1;
+    t->unmark[t->nunmark++] = *id;
+    atomic_fetch_add(&t->unmark_asked, 1);
+    pthread_cond_signal(&t->wake); /* the upkeep sends it now */
+    return 0;
+}
+
 /* Marks next's entry IF_HANDLING if it may be handed out; returns what
  * emq__inflight_step puts in *began (caller holds mu). */
 static int begin_locked(emq__inflight *t, const batch_item *next) {
@@ -236,7 +271,10 @@ static int begin_locked(emq__inflight *t, const batch_item *next) {
     if (e != NULL && e->state != IF_READ)
         return 0; /* in hand already (handed out by an earlier copy of it,
                      a retry waiting, a settlement on its way): not again */
+    if (ok && e->unseen && ask_unmark(t, &e->id) != 0)
+        ok = 0; /* out of memory: not handed out; it comes back */
     if (ok) {
+        e->unseen = 0;
         set_state(t, e, IF_HANDLING);
         e->handed_ms = emq__now_coarse_ms();
         t->current = (size_t)(e - t->slots);
@@ -467,6 +505,79 @@ size_t emq__inflight_stale(emq__inflight *t, int64_t before_ms, emq_id *out,
     }
     pthread_mutex_unlock(&t->mu);
     return n;
+}
+
+size_t emq__inflight_to_mark(emq__inflight *t, int64_t now_ms,
+                             int64_t after_ms, emq_id *out, size_t max) {
+    size_t n = 0;
+    pthread_mutex_lock(&t->mu);
+    if (t->n > atomic_load(&t->nhandling))
+        for (size_t i = 0; i < t->cap && n < max; i++) {
+            if_entry *e = &t->slots[i];
+            if (e->used && e->state == IF_READ && !e->unseen && !e->lost &&
+                now_ms - e->read_ms >= after_ms) {
+                e->unseen = 1;
+                out[n++] = e->id;
+            }
+        }
+    pthread_mutex_unlock(&t->mu);
+    return n;
+}
+
+size_t emq__inflight_unmark_take(emq__inflight *t, emq_id *out, size_t max,
+                                 uint64_t *upto) {
+    pthread_mutex_lock(&t->mu);
+    size_t n = t->nunmark < max ? t->nunmark : max;
+    memcpy(out, t->unmark, n * sizeof *out);
+    memmove(t->unmark, t->unmark + n, (t->nunmark - n) * sizeof *t->unmark);
+    t->nunmark -= n;
+    t->unmark_taken += n;
+    *upto = t->unmark_taken;
+    pthread_mutex_unlock(&t->mu);
+    return n;
+}
+
+void emq__inflight_unmark_finish(emq__inflight *t, int ok, uint64_t upto,
+                                 const emq_id *ids, size_t n) {
+    pthread_mutex_lock(&t->mu);
+    if (ok) {
+        atomic_store(&t->unmark_done, upto);
+        pthread_cond_broadcast(&t->unmarked);
+    } else if (n > 0 && (t->nunmark + n <= t->unmark_cap ||
+                         ask_unmark_room(t, t->nunmark + n) == 0)) {
+        memmove(t->unmark + n, t->unmark, t->nunmark * sizeof *t->unmark);
+        memcpy(t->unmark, ids, n * sizeof *ids);
+        t->nunmark += n;
+        t->unmark_taken -= n;
+    } else if (n > 0) {
+        /* Out of memory: say they are gone (a crash may then not count
+         * their handler; the other way, handouts would wait for ever). */
+        t->unmark_taken -= n;
+        atomic_store(&t->unmark_done, upto);
+        pthread_cond_broadcast(&t->unmarked);
+    }
+    pthread_mutex_unlock(&t->mu);
+}
+
+int emq__inflight_unmark_wait(emq__inflight *t, int (*give_up)(void *),
+                              void *arg) {
+    uint64_t want = atomic_load(&t->unmark_asked);
+    if (atomic_load(&t->unmark_done) >= want)
+        return 1;
+    pthread_mutex_lock(&t->mu);
+    while (atomic_load(&t->unmark_done) < want && !give_up(arg)) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        ts.tv_nsec += 50 * 1000000L;
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&t->unmarked, &t->mu, &ts);
+    }
+    int done = atomic_load(&t->unmark_done) >= want;
+    pthread_mutex_unlock(&t->mu);
+    return done;
 }
 
 int64_t emq__inflight_oldest_handed(emq__inflight *t) {

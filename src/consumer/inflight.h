@@ -24,6 +24,9 @@ typedef struct batch_item {
     uint64_t deliveries;     /* server's count; 0 when not known */
     int malformed;           /* the entry's shape is broken */
     int held;                /* was in the in-flight table already */
+    int unseen;              /* its unseen mark is on the server (a take
+                                found it there): to go before it is
+                                handed out */
     size_t slot;             /* where add_batch put it (a hint) */
 } batch_item;
 
@@ -44,6 +47,10 @@ typedef struct if_entry {
     unsigned char used, state, lost;
     unsigned char overdue; /* IF_HANDLING past handler.timeout_ms: let go,
                               no longer refreshed, not settled here */
+    unsigned char unseen;  /* an unseen mark may be on the server (the
+                              upkeep sent one, or a take found one): it
+                              goes before the entry is handed out */
+    int64_t read_ms;       /* entered the table (monotonic) */
     unsigned char uncounted; /* IF_RETRY_WAIT found by recover self in a
                                 session that kept the lease: its count was
                                 raised already (recover.c) */
@@ -84,6 +91,15 @@ typedef struct emq__inflight {
                                 handed out (0: no check) */
     int64_t hand_limit_ms;   /* handler.timeout_ms: an entry handed out
                                 this long ago is let go (0: no bound) */
+    /* Unseen marks (upkeep.c sends them, recover.c reads them): ids whose
+     * mark must go before they are handed out, a FIFO; the k-th id ever
+     * queued is ticket k, and every ticket up to unmark_done is gone from
+     * the server. */
+    emq_id *unmark;
+    size_t nunmark, unmark_cap;
+    uint64_t unmark_taken;          /* tickets the upkeep took */
+    atomic_uint_fast64_t unmark_asked, unmark_done;
+    pthread_cond_t unmarked;        /* unmark_done moved */
     int dozing;              /* the upkeep thread sleeps longer than
                                 EMQ_SETTLE_DELAY_MS: wake it for new work */
     atomic_uint generation;  /* raised by emq__inflight_clear: an entry
@@ -172,6 +188,24 @@ void emq__inflight_requeue(emq__inflight *t, settle_op *ops, size_t n);
 size_t emq__inflight_stale(emq__inflight *t, int64_t before_ms, emq_id *out,
                            size_t max, size_t *noverdue,
                            emq_id *first_overdue);
+/* Upkeep: up to max IDs read at least after_ms before now_ms and not
+ * handed out, without an unseen mark yet: marked now (the caller sends
+ * the marks). Returns their number. */
+size_t emq__inflight_to_mark(emq__inflight *t, int64_t now_ms,
+                             int64_t after_ms, emq_id *out, size_t max);
+/* Upkeep: takes up to max IDs whose mark is to go; *upto gets the last
+ * ticket among them. Returns their number. */
+size_t emq__inflight_unmark_take(emq__inflight *t, emq_id *out, size_t max,
+                                 uint64_t *upto);
+/* Upkeep: the marks of tickets up to upto are gone from the server (ok),
+ * or their fate is unknown (!ok: ids[0..n) go back, first). */
+void emq__inflight_unmark_finish(emq__inflight *t, int ok, uint64_t upto,
+                                 const emq_id *ids, size_t n);
+/* Any thread: 1 when every unseen mark asked to go so far is gone from
+ * the server (waits for it, in slices, until give_up(arg) says 1: then
+ * 0). Cheap when nothing waits. */
+int emq__inflight_unmark_wait(emq__inflight *t, int (*give_up)(void *),
+                              void *arg);
 /* When the entry handed out longest ago and not settled was handed out
  * (emq__now_coarse_ms time), 0 when none is. Any thread; O(table). */
 int64_t emq__inflight_oldest_handed(emq__inflight *t);

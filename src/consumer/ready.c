@@ -28,6 +28,7 @@
 #include "core.h"
 #include "inflight.h"
 #include "lease.h"
+#include "upkeep.h"
 
 #include <errno.h>
 #include <stdint.h>
@@ -311,6 +312,14 @@ emq_status emq__ready_poll(emq__ready *r, emq_entry **out, size_t max,
         }
     }
     pthread_mutex_unlock(&r->mu);
+    /* What was read ahead long enough to be marked unseen is handed out
+     * only once the mark is gone (upkeep.c): a crash in the handler then
+     * counts the delivery. */
+    for (size_t i = 0; i < *n; i++) {
+        emq_consumer_t *owner = ((handout *)out[i])->owner;
+        if (i == 0 || owner != ((handout *)out[i - 1])->owner)
+            emq__upkeep_wait_unmarked(owner);
+    }
     return st;
 }
 

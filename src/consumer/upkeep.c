@@ -8,7 +8,13 @@
  *     work as idle;
  *   - the lease is renewed every third of lease.ttl_ms;
  *   - settlements go out within EMQ_SETTLE_DELAY_MS of being decided (at
- *     once when a batch ends), at most EMQ_SETTLE_MAX_IDS per pipeline.
+ *     once when a batch ends), at most EMQ_SETTLE_MAX_IDS per pipeline;
+ *   - entries read and waiting EMQ_UNSEEN_AFTER_MS or more to be handed
+ *     out get an unseen mark (SADD to the consumer's unseen set), and a
+ *     mark goes (SREM) before its entry is handed out: the handout waits
+ *     for that reply (emq__upkeep_wait_unmarked). After a crash, recover
+ *     self takes a marked entry without counting a delivery: no handler
+ *     had it. One connection carries both, so they stay in order.
  * The renewal goes first in its round, and is sent again at once on the
  * next connection when a transport failure ate its reply: the next one is
  * scheduled only from a reply. Past the lease's local deadline the refresh
@@ -32,7 +38,10 @@
 #include <string.h>
 #include <time.h>
 
-enum { TAG_RENEW = 100, TAG_REFRESH = 101 };
+enum { TAG_RENEW = 100, TAG_REFRESH = 101, TAG_MARK = 102, TAG_UNMARK = 103 };
+
+/* An entry read and not handed out for this long gets an unseen mark. */
+#define EMQ_UNSEEN_AFTER_MS 50
 
 /* While the lease is not known held, the renewal goes this often. */
 #define EMQ_FENCED_RENEW_MS 50
@@ -49,6 +58,11 @@ typedef struct round {
     int refresh_failed;  /* the refresh got an error reply */
     int renew_sent;      /* a renewal is in this round */
     int renew_answered;  /* ...its reply came: 1 applied, -1 an error */
+    const emq_id *unmarks; /* marks to go in this round, and the last
+                              ticket among them */
+    size_t nunmarks;
+    uint64_t unmark_upto;
+    int unmark_answered;
 } round;
 
 static emq_status apply(void *ctx, int tag, const emq_reply *reply,
@@ -58,6 +72,20 @@ static emq_status apply(void *ctx, int tag, const emq_reply *reply,
     if (emq__reply_mentions(reply, "READONLY"))
         return emq__error_set(err, EMQ_EIO, 1,
                               "the server is a read-only replica (READONLY)");
+    if (tag == TAG_MARK || tag == TAG_UNMARK) {
+        /* A refused mark or unmark costs exactness of a count after a
+         * crash, never work: go on, and say so. */
+        if (emq_reply_kind(reply) == EMQ_REPLY_ERROR) {
+            char shown[160];
+            emq__consumer_log(c, EMQ_LOG_WARNING,
+                              "%s unseen marks failed: %s",
+                              tag == TAG_MARK ? "writing" : "removing",
+                              emq__reply_text(reply, shown, sizeof shown));
+        }
+        if (tag == TAG_UNMARK)
+            r->unmark_answered = 1;
+        return EMQ_OK;
+    }
     if (tag == TAG_RENEW) {
         r->renew_answered = emq_reply_kind(reply) == EMQ_REPLY_ERROR ? -1 : 1;
         return emq__lease_renewed(c, reply, r->sent_ms, err);
@@ -148,8 +176,16 @@ static void wait_due(emq_consumer_t *c, int *settle) {
          * while anything is in flight. */
         if (t->nops == 0 && t->n > 0 && now + EMQ_SETTLE_DELAY_MS < wake)
             wake = now + EMQ_SETTLE_DELAY_MS;
+        /* Marks of entries waiting to be handed out: looked for while
+         * some entry is in the table and not in a handler. */
+        int marks_due = u->next_mark_ms <= now &&
+                        t->n > atomic_load(&t->nhandling) + t->nwait;
+        if (t->n > atomic_load(&t->nhandling) + t->nwait &&
+            u->next_mark_ms < wake)
+            wake = u->next_mark_ms;
         if (quit || settle_at <= now || u->next_renew_ms <= now ||
-            u->next_refresh_ms <= now || u->next_stats_ms <= now) {
+            u->next_refresh_ms <= now || u->next_stats_ms <= now ||
+            t->nunmark > 0 || marks_due) {
             *settle = quit || settle_at <= now;
             break;
         }
@@ -175,8 +211,25 @@ static void wait_due(emq_consumer_t *c, int *settle) {
 
 /* One round: settlements, renewal and refresh in one pipeline. Returns a
  * transport status; fatal errors are recorded by apply. */
+/* Appends cmd <unseen key> ids[0..n) to the upkeep's exchange. */
+static emq_status append_ids(emq_consumer_t *c, const char *cmd,
+                             const emq_id *ids, size_t n, int tag,
+                             emq_error *err) {
+    const char **argv = emq__alloc((n + 2) * sizeof *argv);
+    if (argv == NULL)
+        return emq__oom(err);
+    argv[0] = cmd;
+    argv[1] = c->unseen_key;
+    for (size_t i = 0; i < n; i++)
+        argv[2 + i] = ids[i].str;
+    emq_status st =
+        emq__xchg_append(&c->upkeep.x, tag, (int)(n + 2), argv, NULL, err);
+    emq__free(argv);
+    return st;
+}
+
 static emq_status one_round(emq_consumer_t *c, int settle, settle_op *ops,
-                            emq_id *ids, emq_error *err) {
+                            emq_id *ids, emq_id *unmarks, emq_error *err) {
     emq__upkeep *u = &c->upkeep;
     int64_t now = emq__now_ms();
     round r = {.settle = {.c = c}, .c = c, .asked = ids, .sent_ms = now};
@@ -189,6 +242,24 @@ static emq_status one_round(emq_consumer_t *c, int settle, settle_op *ops,
     if (now >= u->next_renew_ms) {
         st = emq__lease_append_renew(c, &u->x, TAG_RENEW, err);
         r.renew_sent = st == EMQ_OK;
+    }
+    /* Marks to go first: a handout waits for them. */
+    if (st == EMQ_OK) {
+        r.nunmarks = emq__inflight_unmark_take(&c->table, unmarks,
+                                               EMQ_SETTLE_MAX_IDS,
+                                               &r.unmark_upto);
+        r.unmarks = unmarks;
+        if (r.nunmarks > 0)
+            st = append_ids(c, "SREM", unmarks, r.nunmarks, TAG_UNMARK, err);
+    }
+    if (st == EMQ_OK && now >= u->next_mark_ms) {
+        size_t nmarks = emq__inflight_to_mark(
+            &c->table, now, EMQ_UNSEEN_AFTER_MS, ids, EMQ_SETTLE_MAX_IDS);
+        if (nmarks > 0)
+            st = append_ids(c, "SADD", ids, nmarks, TAG_MARK, err);
+        u->next_mark_ms = nmarks == EMQ_SETTLE_MAX_IDS
+                              ? now
+                              : now + EMQ_UNSEEN_AFTER_MS / 2;
     }
     /* The refresh goes before the settlements: settlements ahead of it
      * would make their entries look lost to it. */
@@ -225,6 +296,10 @@ static emq_status one_round(emq_consumer_t *c, int settle, settle_op *ops,
     if (st == EMQ_OK)
         st = emq__xchg_drain(&u->x, apply, &r, err);
     emq__settle_finish(c, ops, nops, st, &r.settle);
+    if (r.nunmarks > 0)
+        emq__inflight_unmark_finish(&c->table,
+                                    st == EMQ_OK && r.unmark_answered,
+                                    r.unmark_upto, unmarks, r.nunmarks);
     /* The next renewal is scheduled from a reply only: one whose reply a
      * transport failure ate goes again at once on the next connection. */
     if (r.renew_answered == 1)
@@ -254,7 +329,8 @@ static void *upkeep_main(void *arg) {
     emq__upkeep *u = &c->upkeep;
     settle_op *ops = emq__alloc(EMQ_SETTLE_MAX_IDS * sizeof *ops);
     emq_id *ids = emq__alloc(EMQ_SETTLE_MAX_IDS * sizeof *ids);
-    if (ops == NULL || ids == NULL) {
+    emq_id *unmarks = emq__alloc(EMQ_SETTLE_MAX_IDS * sizeof *unmarks);
+    if (ops == NULL || ids == NULL || unmarks == NULL) {
         emq_error err;
         emq__oom(&err);
         emq__consumer_fatal(c, &err);
@@ -268,7 +344,7 @@ static void *upkeep_main(void *arg) {
                      !emq__lease_valid(c) || atomic_load(&c->fatal)))
             break;
         emq_error err;
-        emq_status st = one_round(c, settle, ops, ids, &err);
+        emq_status st = one_round(c, settle, ops, ids, unmarks, &err);
         if (emq__now_ms() >= u->next_stats_ms) {
             /* Skipped (not late-fired) while fenced or failing. */
             if (st == EMQ_OK && !quit && emq__lease_valid(c))
@@ -295,6 +371,10 @@ static void *upkeep_main(void *arg) {
 out:
     emq__free(ops);
     emq__free(ids);
+    emq__free(unmarks);
+    /* Nobody sends marks any more: a handout waiting for one goes on. */
+    emq__inflight_unmark_finish(&c->table, 1,
+                                atomic_load(&c->table.unmark_asked), NULL, 0);
     return NULL;
 }
 
@@ -313,6 +393,7 @@ emq_status emq__upkeep_start(emq_consumer_t *c, emq_error *err) {
     c->table.stale_after_ms = emq__cfg_claim_min_idle_ms(c->conf) * 3 / 4;
     c->table.hand_limit_ms = emq__cfg_handler_timeout_ms(c->conf);
     u->next_refresh_ms = now + u->refresh_every_ms / 2;
+    u->next_mark_ms = now + EMQ_UNSEEN_AFTER_MS;
     u->next_renew_ms = now + emq__cfg_lease_ttl_ms(c->conf) / 3;
     u->next_stats_ms = emq__stats_on(c)
                            ? now + emq__cfg_stats_interval_ms(c->conf)
@@ -334,4 +415,17 @@ void emq__upkeep_stop(emq_consumer_t *c) {
     pthread_mutex_unlock(&c->table.mu);
     pthread_join(u->thread, NULL);
     u->started = 0;
+}
+
+/* Gives up waiting for marks to go: the consumer is ending, or may not
+ * hand out anything now (the handout goes on; only a crash's count could
+ * be off). */
+static int unmark_give_up(void *arg) {
+    emq_consumer_t *c = arg;
+    return emq__consumer_stopping(c) || !emq__lease_valid(c) ||
+           !c->upkeep.started;
+}
+
+void emq__upkeep_wait_unmarked(emq_consumer_t *c) {
+    emq__inflight_unmark_wait(&c->table, unmark_give_up, c);
 }

@@ -13,8 +13,12 @@
  * through a claim (pending to a dead peer). One entry larger than the
  * limit by itself goes to the dead letters with every field intact and
  * the reason "entry larger than resp.max_reply_bytes", while the entries
- * around it are handled and the consumer keeps running.
+ * around it are handled and the consumer keeps running. On a real
+ * 3-master cluster too, where the route (not a single connection) has to
+ * say that the reply was too large.
  */
+#include "cluster/cluster.h" /* emq__cluster_key_slot */
+#include "harness/cluster.h"
 #include "integ/poll_helpers.h"
 
 #define BQ "emq:{jobs}"
@@ -207,6 +211,26 @@ TEST_TIMEOUT(big_entries_fit_in_claims, 180) {
     ASSERT_EQ_INT(pending_of(adm, BQ, "g", "dead-peer"), 0);
     emq_conn_destroy(adm);
     emq_srv_stop(s);
+}
+
+/* The same on a Redis Cluster: the route tells a reply over the limit
+ * from other failures of its node's connection. */
+TEST_TIMEOUT(big_entries_fit_on_a_cluster, 180) {
+    emq_cl *cl = emq_cl_start(3, 0);
+    int owner = emq_cl_owner(cl, 0, emq__cluster_key_slot(BQ, strlen(BQ)));
+    ASSERT(owner >= 0);
+    emq_srv *s = emq_cl_node(cl, owner);
+    emq_conn_t *adm = admin_connect(s);
+    CMD_NOERR(adm, "XGROUP", "CREATE", BQ, "g", "$", "MKSTREAM");
+    add_big(adm, "v", 0, 20, ENTRY_BYTES);
+    static logcap log;
+    logcap_init(&log);
+    /* Given another node: the route learns the slot map first. */
+    emq_conf_t *conf =
+        big_conf(emq_cl_node(cl, emq_cl_other_master(cl, owner)), &log);
+    run_all_once(s, adm, conf, &log, 20);
+    emq_conn_destroy(adm);
+    emq_cl_stop(cl);
 }
 
 /* The one dead letter: origin, the reason, then the entry's own fields,

@@ -338,3 +338,45 @@ TEST_TIMEOUT(entry_larger_than_limit_is_dead_lettered_poll_mode, 180) {
     emq_conn_destroy(adm);
     emq_srv_stop(s);
 }
+
+/* The huge entry and its neighbours pending to `holder` (this name from
+ * an earlier run, or a peer that died): self-recovery or a claim brings
+ * them back, and the huge one goes to the dead letters all the same. */
+static void huge_pending_to(const char *holder) {
+    emq_conn_t *adm;
+    emq_srv *s = big_server(&adm);
+    char huge_id[EMQ_ID_MAX];
+    add_around_huge(adm, huge_id, sizeof huge_id);
+    read_into_pel(adm, holder);
+    ASSERT_EQ_INT(pending_of(adm, BQ, "g", holder), 11);
+    static logcap log;
+    logcap_init(&log);
+    static slow h;
+    slow_init(&h);
+    emq_conf_t *conf = big_conf(s, &log);
+    conf_set(conf, "claim.min_idle_ms", "300");
+    conf_set(conf, "claim.interval_ms", "100");
+    bg b;
+    bg_start(&b, conf, slow_handle, &h);
+    WAIT_UNTIL(recorded(&h.r) >= 10 && pending_total(adm, BQ, "g") == 0 &&
+                   CMD_INT(adm, "XLEN", BQ_DEAD) == 1,
+               WAIT_MS, "the ten entries handled and the huge one dead");
+    ASSERT(!atomic_load(&b.done));
+    ASSERT_OK(bg_stop(&b, 10000), &b.err);
+    emq_consumer_destroy(b.c);
+    ASSERT_EQ_SIZE(recorded(&h.r), 10);
+    each_once(&h.r, "v", 10);
+    check_oversize_dead_letter(adm, huge_id);
+    ASSERT_EQ_INT(log_lines(&log, EMQ_LOG_WARNING, HALVED), 1);
+    ASSERT_EQ_INT(log_lines(&log, EMQ_LOG_WARNING, ALONE), 1);
+    emq_conn_destroy(adm);
+    emq_srv_stop(s);
+}
+
+TEST_TIMEOUT(entry_larger_than_limit_is_dead_lettered_in_self_recovery, 180) {
+    huge_pending_to("w");
+}
+
+TEST_TIMEOUT(entry_larger_than_limit_is_dead_lettered_from_a_claim, 180) {
+    huge_pending_to("dead-peer");
+}

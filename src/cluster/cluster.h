@@ -227,6 +227,12 @@ emq_status emq__route_each_master(emq__route *route, emq__route_master_fn fn,
 emq_status emq__route_reconnect(emq__route *route, emq_error *err);
 /* 1 once a transport failure broke the route (sticky until reconnect). */
 int emq__route_is_broken(const emq__route *route);
+/* 1 while the route is broken because a reply grew past
+ * resp.max_reply_bytes (emq__conn_reply_too_large of the connection it
+ * was read from; the status was EMQ_EPROTO), 0 otherwise and after a
+ * reconnect: a well-formed reply that was merely too large, which a
+ * smaller request may avoid. Threads: the route's. */
+int emq__route_reply_too_large(const emq__route *route);
 /* Successful emq__route_reconnect calls. */
 uint64_t emq__route_reconnects(const emq__route *route);
 /* Socket of the connection to the slot's current node; -1 when none. */

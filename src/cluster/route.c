@@ -92,6 +92,8 @@ struct emq__route {
     cmd **q;                 /* ring of unread commands, append order */
     size_t qcap, qhead, qlen;
     emq_error broken;        /* code != EMQ_OK once broken (sticky) */
+    int too_large;           /* broken by a reply over resp.max_reply_bytes
+                                (emq__route_reply_too_large) */
     emq__route_stats stats;
     uint64_t rng;            /* jitter state */
     char name[EMQ_CLUSTER_HOST_MAX + 16]; /* current node, for messages */
@@ -119,6 +121,7 @@ static emq_status break_route(emq__route *r, const emq_error *e,
     r->broken = *e;
     if (r->broken.code == EMQ_OK)
         r->broken.code = EMQ_EIO;
+    r->too_large = 0;
     return sticky(r, err);
 }
 
@@ -874,8 +877,12 @@ emq_status emq__route_get_reply(emq__route *route, emq_reply **reply,
     for (;;) {
         while (c->reply == NULL && c->bound.code == EMQ_OK) {
             emq_status st = read_one(route, c->node, &e);
-            if (st != EMQ_OK)
-                return break_route(route, &e, err);
+            if (st != EMQ_OK) {
+                int big = emq__conn_reply_too_large(route->links[c->node].conn);
+                st = break_route(route, &e, err);
+                route->too_large = big;
+                return st;
+            }
         }
         int done = follow(route, c, &e);
         if (done < 0)
@@ -1011,6 +1018,14 @@ emq_status emq__route_reconnect(emq__route *route, emq_error *err) {
     if (e.code == EMQ_OK)
         e.code = st;
     return break_route(route, &e, err);
+}
+
+int emq__route_reply_too_large(const emq__route *route) {
+    if (route == NULL)
+        return 0;
+    if (route->single)
+        return emq__conn_reply_too_large(route->single);
+    return route->broken.code != EMQ_OK && route->too_large;
 }
 
 int emq__route_is_broken(const emq__route *route) {

@@ -193,7 +193,12 @@ static const prop props[] = {
     {"resp.max_reply_bytes", "1073741824",
      "Most bytes one reply may take, attributes included: a reply that "
      "grows past it (an endless array, a storm of attributes) breaks the "
-     "connection with EMQ_EPROTO. Twice resp.max_bulk by default.",
+     "connection with EMQ_EPROTO. Twice resp.max_bulk by default. A "
+     "consumer that meets such a reply halves its read, recovery and claim "
+     "sizes for the run (down to 1 entry, one warning) and goes on; an "
+     "entry larger than this by itself goes to the dead letters, whole, "
+     "with the reason \"entry larger than resp.max_reply_bytes\" "
+     "(docs/CONSUMER.md, Faults).",
      P_INT, F(resp_max_reply), 1, (int64_t)1 << 42, NULL, NULL, NULL, "conn"},
     {"cluster.seeds", "",
      "More Redis Cluster nodes to discover the cluster from, after url: "

@@ -59,6 +59,7 @@ struct emq_conn {
     size_t head;             /* ring index of the next reply's wait */
     size_t pending;          /* appended commands whose reply is unread */
     emq_error broken;        /* code != EMQ_OK once broken (sticky) */
+    int too_large;           /* broken by a reply over resp.max_reply_bytes */
     uint64_t reconnects;     /* successful emq_conn_reconnect calls */
     uint64_t rng;            /* backoff jitter state */
     const atomic_int *cancel; /* emq__conn_set_cancel; NULL: none */
@@ -190,6 +191,8 @@ static emq_status break_conn(emq_conn_t *c, const emq_error *e,
         c->broken.code = EMQ_EIO;
     c->broken.retriable = c->broken.code == EMQ_EIO ||
                           c->broken.code == EMQ_ETIMEDOUT;
+    c->too_large = c->broken.code == EMQ_EPROTO && c->reader != NULL &&
+                   emq__resp_over_max_reply(c->reader);
     drop_transport(c);
     return sticky(c, err);
 }
@@ -823,6 +826,7 @@ emq_status emq_conn_reconnect(emq_conn_t *conn, emq_error *err) {
     drop_transport(conn);
     conn->pending = 0;
     conn->head = 0;
+    conn->too_large = 0;
     const emq__conn_options *o = &conn->opt;
     emq_error e;
     emq__error_clear(&e);
@@ -854,6 +858,10 @@ emq_status emq_conn_reconnect(emq_conn_t *conn, emq_error *err) {
 
 int emq_conn_is_broken(const emq_conn_t *conn) {
     return conn == NULL || conn->broken.code != EMQ_OK;
+}
+
+int emq__conn_reply_too_large(const emq_conn_t *conn) {
+    return conn != NULL && conn->broken.code == EMQ_EPROTO && conn->too_large;
 }
 
 uint64_t emq_conn_reconnects(const emq_conn_t *conn) {

@@ -206,4 +206,12 @@ int64_t emq__conn_block_ms(int argc, const char *const *argv,
 void emq__conn_set_cancel(emq_conn_t *c, const atomic_int *flag,
                           int64_t grace_ms);
 
+/* 1 while conn is broken because a reply grew past resp.max_reply_bytes
+ * (its status EMQ_EPROTO; emq__resp_over_max_reply), 0 while healthy,
+ * after a reconnect, and for every other failure: how a caller tells a
+ * well-formed but too large reply (a smaller request may fit) from a
+ * broken peer without matching the message. Any thread that may read
+ * conn. */
+int emq__conn_reply_too_large(const emq_conn_t *conn);
+
 #endif /* EMQ_CONN_H */

@@ -133,6 +133,7 @@ emq_status emq__consumer_make(const emq_conf_t *conf, emq_handler_fn handler,
     emq__lease_make_token(c);
     c->rng = (uint64_t)emq__now_ms() ^ (uint64_t)(uintptr_t)c;
     strcpy(c->claim_cursor, "0-0");
+    c->fit = SIZE_MAX;
     *out = c;
     return EMQ_OK;
 fail:
@@ -291,10 +292,10 @@ static emq_status read_new(emq_consumer_t *c, size_t room, emq_error *err) {
         until_beat = until_due;
     if (until_beat < wait)
         wait = until_beat < 1 ? 1 : until_beat;
-    snprintf(count, sizeof count, "%lld",
-             (long long)((size_t)emq__cfg_count(c->conf) < room
-                             ? (size_t)emq__cfg_count(c->conf)
-                             : room));
+    size_t want = emq__fit(c, (size_t)emq__cfg_count(c->conf) < room
+                                  ? (size_t)emq__cfg_count(c->conf)
+                                  : room);
+    snprintf(count, sizeof count, "%zu", want);
     snprintf(block, sizeof block, "%lld", (long long)wait);
     const char *argv[] = {"XREADGROUP", "GROUP", c->group, c->name, "COUNT",
                           count, "BLOCK", block, "STREAMS", c->keys.stream,
@@ -315,8 +316,13 @@ static emq_status read_new(emq_consumer_t *c, size_t room, emq_error *err) {
         st = emq__xchg_call_after(&c->rx, EMQ_XCHG_WAIT_OOM, 11, argv, NULL,
                                   emq__settle_apply, &round, &reply, err);
     emq__settle_finish(c, c->rx_ops, nops, st, &round);
-    if (st != EMQ_OK)
+    if (st != EMQ_OK) {
+        /* Too large: what it delivered is pending to this consumer now,
+         * and recover self takes it back after the reconnect, fewer at a
+         * time (recover.c, reads that fit). */
+        emq__fit_failed(c, st, want, "a read");
         return st;
+    }
     if (emq_reply_kind(reply) == EMQ_REPLY_ERROR) {
         char shown[160];
         emq__reply_text(reply, shown, sizeof shown);
@@ -409,6 +415,10 @@ static emq_status recover_from(emq_consumer_t *c, step_end end,
                           : sizeof c->rx.last_reason - 1;
         memcpy(c->rx.last_reason, why, keep);
         c->rx.last_reason[keep] = '\0';
+        /* A reply over resp.max_reply_bytes was said once already
+         * (emq__fit_failed). */
+        if (emq__xchg_too_large(&c->rx, err->code))
+            news = 0;
         emq__consumer_log(c, news ? EMQ_LOG_WARNING : EMQ_LOG_DEBUG,
                           "connection failed (%s); reconnecting", why);
     }
@@ -439,6 +449,8 @@ emq_status emq__consumer_loop(emq_consumer_t *c, emq_error *err) {
         err = &local;
     emq__error_clear(err);
     emq_status st = EMQ_OK;
+    c->fit = SIZE_MAX; /* reads that fit: learnt again in every run */
+    c->fit_warned = 0;
     if (c->rx.route == NULL)
         st = emq__xchg_open(&c->rx, c, "read", NULL, err);
     /* Only a first connection that fails is fatal here. After that, a

@@ -144,6 +144,12 @@ struct emq_consumer {
     emq_field *fields; /* scratch for the handler's field array */
     size_t fields_cap;
     char claim_cursor[EMQ_ID_MAX];
+    /* Reads that fit (recover.c, emq__fit): the most entries one read,
+     * own-pending page, take or claim asks for; halved at each reply over
+     * resp.max_reply_bytes, down to 1, for the rest of the run (SIZE_MAX:
+     * no bound but the configured sizes). Run thread. */
+    size_t fit;
+    int fit_warned; /* the first halving of this run was logged */
     int64_t next_claim_ms;
     int64_t last_recreate_ms;
     int64_t last_claim_warning_ms;

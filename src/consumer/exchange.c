@@ -51,6 +51,10 @@ int emq__xchg_cluster_bound(emq_status st, const emq_error *err) {
     return st == EMQ_ELIMIT && err != NULL && err->reply_code[0] != '\0';
 }
 
+int emq__xchg_too_large(const emq__xchg *x, emq_status st) {
+    return st == EMQ_EPROTO && emq__route_reply_too_large(x->route);
+}
+
 /* 1 when needle occurs in text[0..len). */
 static int text_has(const char *text, size_t len, const char *needle) {
     size_t n = strlen(needle);

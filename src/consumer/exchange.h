@@ -66,6 +66,12 @@ int emq__xchg_reconnect_cures(emq_status st, const emq_error *err);
  * cluster.retry_ms: EMQ_ELIMIT quoting the last reply), not a local
  * limit. */
 int emq__xchg_cluster_bound(emq_status st, const emq_error *err);
+/* 1 when st (EMQ_EPROTO) from a call or drain of x means that a reply
+ * grew past resp.max_reply_bytes (emq__route_reply_too_large): the
+ * server answered a well-formed but too large reply, which a request for
+ * fewer entries may avoid, not that the peer broke the protocol. Ask
+ * before x reconnects. Thread: x's. */
+int emq__xchg_too_large(const emq__xchg *x, emq_status st);
 /* 1 when r is an error reply that means "not now" (see emq__xchg_call):
  * emq__reply_transient, or OOM with EMQ_XCHG_WAIT_OOM. */
 int emq__reply_not_now(const emq_reply *r, unsigned flags);

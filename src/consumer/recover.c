@@ -38,6 +38,20 @@
  * pending entry is raised once (its last holder may have died in the
  * handler). A batch cut short by a stop hands its entries back with the
  * raise undone (SETTLE_RELEASE, settle.c).
+ *
+ * Reads that fit: a reply larger than resp.max_reply_bytes breaks the
+ * connection (the resp layer cannot keep it in step), and asking the same
+ * again would fail the same way for ever. So the read, the takes of own
+ * pending entries and due retries, the own-pending listing and the claim
+ * beat all ask for at most c->fit entries; each reply over the limit
+ * halves it (emq__fit_failed), down to 1, for the rest of the run, and
+ * the session reconnects. What the failed request had delivered or
+ * claimed is pending to this consumer by then, and recover self takes it
+ * back by ID, c->fit at a time. An entry that does not fit alone shows up
+ * exactly there: a take that named its one ID and nothing else failed
+ * over the limit. That entry is dead-lettered with the reason
+ * EMQ_OVERSIZE_REASON by the ordinary dead-letter settlement, which
+ * copies its fields on the server, so the client never receives it.
  */
 #include "recover.h"
 #include "core.h"
@@ -46,6 +60,7 @@
 #include "inflight.h"
 #include "lease.h"
 #include "ready.h"
+#include "settle.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -147,11 +162,65 @@ static emq_status script_error(emq_consumer_t *c, emq_reply *reply,
 /* Most entries one take call delivers. */
 #define TAKE_PER_CALL 100
 
+size_t emq__fit(const emq_consumer_t *c, size_t want) {
+    return want > c->fit ? c->fit : want;
+}
+
+int emq__fit_failed(emq_consumer_t *c, emq_status st, size_t asked,
+                    const char *what) {
+    if (!emq__xchg_too_large(&c->rx, st))
+        return 0;
+    size_t half = asked > 1 ? asked / 2 : 1;
+    if (half < c->fit) {
+        c->fit = half;
+        emq__consumer_log(c, c->fit_warned ? EMQ_LOG_DEBUG : EMQ_LOG_WARNING,
+                          "the reply to %s (%zu %s) was larger than "
+                          "resp.max_reply_bytes (%lld): reads, recovery "
+                          "pages and claims ask for at most %zu %s from "
+                          "now on (in this run)",
+                          what, asked, asked == 1 ? "entry" : "entries",
+                          (long long)emq__cfg_resp_max_reply(c->conf), c->fit,
+                          c->fit == 1 ? "entry" : "entries");
+        c->fit_warned = 1;
+        /* The request was too large, not the server broken: the smaller
+         * one goes out at once, without the reconnect backoff. */
+        emq__xchg_healthy(&c->rx);
+    }
+    return 1;
+}
+
+/* The entry id, pending to this consumer, is larger than
+ * resp.max_reply_bytes by itself (a take that named it alone failed over
+ * the limit): it goes to the dead letters through the ordinary
+ * settlement, sent by the upkeep thread, which copies its fields on the
+ * server. In the table meanwhile, so it is kept fresh and recover self
+ * does not take it again. */
+static emq_status oversize(emq_consumer_t *c, const emq_id *id,
+                           emq_error *err) {
+    batch_item item = {.id = *id, .deliveries = 1};
+    if (emq__inflight_add_batch(&c->table, &item, 1, emq__now_ms()) != 0)
+        return emq__oom(err);
+    if (item.held)
+        return EMQ_OK; /* its settlement is on its way already */
+    emq__consumer_log(c, EMQ_LOG_WARNING,
+                      "entry %s alone is larger than resp.max_reply_bytes "
+                      "(%lld): it goes to the dead letters, with every "
+                      "field, never handed out (reason \"%s\")",
+                      id->str, (long long)emq__cfg_resp_max_reply(c->conf),
+                      EMQ_OVERSIZE_REASON);
+    settle_op op;
+    emq_status st =
+        emq__settle_make(c, id, 1, SETTLE_DEAD, EMQ_OVERSIZE_REASON, &op, err);
+    if (st == EMQ_OK)
+        st = emq__inflight_step(&c->table, &op, NULL, NULL, err);
+    return st;
+}
+
 /* Takes ids[0..n) (n <= TAKE_PER_CALL) that are still pending to this
  * consumer, counting a delivery each when bump is 1, and hands them out;
- * deleted ones are acknowledged in the script and counted. */
-static emq_status take_ids(emq_consumer_t *c, const emq_id *ids, size_t n,
-                           int bump, const char *what, emq_error *err) {
+ * deleted ones are acknowledged in the script and counted. One call. */
+static emq_status take_page(emq_consumer_t *c, const emq_id *ids, size_t n,
+                            int bump, const char *what, emq_error *err) {
     const char *argv[7 + TAKE_PER_CALL] = {"EVAL",          due_script, "1",
                                            c->keys.stream,  c->group,   c->name,
                                            bump ? "1" : "0"};
@@ -222,6 +291,34 @@ static emq_status retry_waits(emq_consumer_t *c, const emq_id *ids, size_t n,
     return EMQ_OK;
 }
 
+/* take_page over ids[0..n) (n <= TAKE_PER_CALL), emq__fit of them per
+ * call. A take of one ID whose reply was over resp.max_reply_bytes names
+ * an entry too large to receive: it is dead-lettered (oversize). A reply
+ * over the limit still ends the call with its status: the connection is
+ * gone, and the rest stays pending for recover self. */
+static emq_status take_ids(emq_consumer_t *c, const emq_id *ids, size_t n,
+                           int bump, const char *what, emq_error *err) {
+    emq_status st = EMQ_OK;
+    for (size_t at = 0; at < n && st == EMQ_OK;) {
+        if (emq__consumer_stopping(c))
+            break; /* the rest stays pending: recover self */
+        size_t k = emq__fit(c, n - at);
+        st = take_page(c, ids + at, k, bump, what, err);
+        if (st != EMQ_OK && emq__fit_failed(c, st, k, what) && k == 1) {
+            emq_error oerr;
+            emq_status ost = oversize(c, &ids[at], &oerr);
+            if (ost != EMQ_OK) {
+                if (err)
+                    *err = oerr;
+                return ost;
+            }
+            emq__xchg_healthy(&c->rx); /* progress: no backoff */
+        }
+        at += k;
+    }
+    return st;
+}
+
 /* The largest entry ID: nothing can come after it. */
 #define MAX_ID "18446744073709551615-18446744073709551615"
 
@@ -244,14 +341,25 @@ emq_status emq__recover_self(emq_consumer_t *c, emq_error *err) {
                              : TAKE_PER_CALL;
         if ((size_t)page > room)
             page = (long long)room;
+        page = (long long)emq__fit(c, (size_t)page);
         snprintf(count, sizeof count, "%lld", page);
         const char *argv[] = {"XPENDING", c->keys.stream, c->group, start,
                               "+",        count,          c->name};
         emq_reply *reply;
         atomic_fetch_add(&c->stats.reads, 1);
         if ((st = emq__xchg_call(&c->rx, 0, 7, argv, NULL, &reply, err)) !=
-            EMQ_OK)
+            EMQ_OK) {
+            /* A listing holds IDs only: one that does not fit with a
+             * single ID never will. */
+            long long limit = (long long)emq__cfg_resp_max_reply(c->conf);
+            if (emq__fit_failed(c, st, (size_t)page, "a listing") && page == 1)
+                st = emq__error_set(err, EMQ_ELIMIT, 0,
+                                    "resp.max_reply_bytes (%lld) is too "
+                                    "small even for a list of one pending "
+                                    "entry ID; raise it",
+                                    limit);
             break;
+        }
         if (emq_reply_kind(reply) == EMQ_REPLY_ERROR) {
             st = script_error(c, reply, "reading own pending entries", err);
             break;
@@ -409,14 +517,20 @@ emq_status emq__recover_peers(emq_consumer_t *c, emq_error *err) {
         size_t want = (size_t)emq__cfg_claim_count(c->conf) < room
                           ? (size_t)emq__cfg_claim_count(c->conf)
                           : room;
+        want = emq__fit(c, want);
         snprintf(count, sizeof count, "%zu", want);
         const char *argv[] = {"EVAL",         claim_script,    "1",
                               c->keys.stream, c->group,        c->name,
                               idle,           c->claim_cursor, count};
         emq_reply *reply;
         if ((st = emq__xchg_call(&c->rx, 0, 9, argv, NULL, &reply, err)) !=
-            EMQ_OK)
+            EMQ_OK) {
+            /* Too large: what it claimed is pending to this consumer now
+             * (its count not raised: JUSTID), and recover self takes it
+             * back after the reconnect, fewer at a time. */
+            emq__fit_failed(c, st, want, "a claim");
             break;
+        }
         if (emq_reply_kind(reply) == EMQ_REPLY_ERROR) {
             if (emq__reply_mentions(reply, "NOGROUP")) {
                 st = script_error(c, reply, "a claim beat", err);

@@ -11,6 +11,22 @@
  * its calls claim something, so with nothing idle it costs one call. */
 #define EMQ_CLAIM_CALLS_PER_BEAT 10
 
+/* The reason a dead letter of an entry too large to receive gives. */
+#define EMQ_OVERSIZE_REASON "entry larger than resp.max_reply_bytes"
+
+/* Reads that fit: want, bounded by the size replies taught this run
+ * (c->fit), at least 1 when want is. Run thread. */
+size_t emq__fit(const emq_consumer_t *c, size_t want);
+/* After a request of c->rx for asked entries (what: for the log) failed
+ * with st: when the reply was larger than resp.max_reply_bytes
+ * (emq__xchg_too_large), halves c->fit below asked (down to 1), says so
+ * in the log (a warning the first time in a run), and returns 1; the
+ * caller still returns st, so the session reconnects and the next
+ * request asks for fewer. Otherwise returns 0 and changes nothing. Run
+ * thread. */
+int emq__fit_failed(emq_consumer_t *c, emq_status st, size_t asked,
+                    const char *what);
+
 /* Drains this consumer's own pending entries with history reads, paging
  * from 0, until none remain (or stop). */
 emq_status emq__recover_self(emq_consumer_t *c, emq_error *err);

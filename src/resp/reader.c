@@ -47,6 +47,7 @@ struct emq__resp_reader {
     uint64_t pushes_dropped;
     scan_frame *stack; /* limits.max_depth frames */
     emq_status failed; /* sticky error, EMQ_OK while healthy */
+    int over_max_reply; /* failed because a reply outgrew limits.max_reply */
     char failure[EMQ_ERROR_MESSAGE_MAX]; /* the sticky error's message */
 };
 
@@ -90,6 +91,10 @@ size_t emq__resp_buffered(const emq__resp_reader *r) { return r->len - r->pos; }
 
 emq_status emq__resp_failed(const emq__resp_reader *r) { return r->failed; }
 
+int emq__resp_over_max_reply(const emq__resp_reader *r) {
+    return r->failed != EMQ_OK && r->over_max_reply;
+}
+
 static emq_status sticky(const emq__resp_reader *r, emq_error *err) {
     return emq__error_set(err, r->failed, 0, "%s", r->failure);
 }
@@ -105,6 +110,16 @@ static emq_status fail(emq__resp_reader *r, emq_error *err, const char *fmt,
     va_end(ap);
     r->failed = EMQ_EPROTO;
     return sticky(r, err);
+}
+
+/* Records that a reply outgrew limits.max_reply (a protocol error, and
+ * emq__resp_over_max_reply). */
+static emq_status fail_too_large(emq__resp_reader *r, emq_error *err) {
+    r->over_max_reply = 1;
+    return fail(r, err,
+                "protocol error: a reply of more than max_reply %zu bytes "
+                "(resp.max_reply_bytes)",
+                r->limits.max_reply);
 }
 
 /* Makes room for at least min more bytes after r->len. Replies may view
@@ -128,10 +143,7 @@ static emq_status make_room(emq__resp_reader *r, size_t min, emq_error *err) {
     /* Everything from pos is the one reply in progress (the caller reads
      * more only when no whole reply is buffered). */
     if (r->limits.max_reply && unparsed + min > r->limits.max_reply)
-        return fail(r, err,
-                    "protocol error: a reply of more than max_reply %zu "
-                    "bytes (resp.max_reply_bytes)",
-                    r->limits.max_reply);
+        return fail_too_large(r, err);
     size_t want = unparsed + min;
     /* A bulk in flight: grow toward its announced size, but never beyond
      * twice what has arrived (a 12-byte header announcing 512 MiB
@@ -616,6 +628,11 @@ static emq_status next_reply(emq__resp_reader *r, emq_reply **out,
             emq_status st = scan_reply(r, err);
             if (st != EMQ_OK)
                 return st;
+            /* The buffer grows in steps (make_room checks the limit at
+             * each), so a whole reply may have arrived within one step:
+             * the limit holds for it too, whatever the timing. */
+            if (r->limits.max_reply && r->scan - r->pos > r->limits.max_reply)
+                return fail_too_large(r, err);
             r->complete = 1; /* kept if the allocation below fails */
         }
         if (!r->drop_pushes || r->chunk->data[r->pos] != '>')

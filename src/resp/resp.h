@@ -85,6 +85,11 @@ uint64_t emq__resp_pushes_dropped(const emq__resp_reader *r);
 size_t emq__resp_buffered(const emq__resp_reader *r);
 /* Non-zero once the reader has failed; every later call returns it. */
 emq_status emq__resp_failed(const emq__resp_reader *r);
+/* 1 when the reader failed (EMQ_EPROTO) because one reply grew past
+ * limits.max_reply (resp.max_reply_bytes), and not for another reason:
+ * a well-formed reply that was merely too large, which a smaller request
+ * may avoid. 0 while healthy. */
+int emq__resp_over_max_reply(const emq__resp_reader *r);
 
 /* The text of a reply for a message: the string of a STATUS, ERROR or
  * STRING reply made printable (emq__printable), else "(reply of type N)".

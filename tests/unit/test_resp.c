@@ -588,6 +588,64 @@ TEST(resp_limit_max_line) {
                  "line is longer than max_line 32");
 }
 
+/* A reply (one bulk string of payload bytes) read the way a connection
+ * reads: reserve, then commit as much as the space given holds. */
+static emq_status read_bulk_reply(emq__resp_reader *r, size_t payload,
+                                  emq_error *err) {
+    char head[32];
+    int h = snprintf(head, sizeof head, "$%zu\r\n", payload);
+    size_t at = 0, total = (size_t)h + payload + 2;
+    char *all = malloc(total);
+    ASSERT(all != NULL);
+    memcpy(all, head, (size_t)h);
+    memset(all + h, 'x', payload);
+    memcpy(all + h + payload, "\r\n", 2);
+    emq_status st = EMQ_EAGAIN;
+    while (at < total) {
+        char *space;
+        size_t avail;
+        if ((st = emq__resp_reserve(r, 4096, &space, &avail, err)) != EMQ_OK)
+            break;
+        size_t n = total - at < avail ? total - at : avail;
+        memcpy(space, all + at, n);
+        emq__resp_commit(r, n);
+        at += n;
+    }
+    free(all);
+    if (st != EMQ_OK && st != EMQ_EAGAIN)
+        return st;
+    emq_reply *reply = NULL;
+    st = emq__resp_next(r, &reply, err);
+    emq_reply_free(reply);
+    return st;
+}
+
+TEST(resp_limit_max_reply_is_exact_and_named) {
+    emq__resp_limits l;
+    emq__resp_limits_default(&l);
+    l.max_reply = 10000;
+    emq_error err;
+    /* 12 kB arrive within the first 16 kB buffer: refused all the
+     * same, and the reader says max_reply was the cause. */
+    emq__resp_reader *r = emq__resp_reader_new(&l);
+    ASSERT_EQ_INT(read_bulk_reply(r, 12000, &err), EMQ_EPROTO);
+    ASSERT(strstr(err.message, "max_reply 10000") != NULL);
+    ASSERT_EQ_INT(emq__resp_over_max_reply(r), 1);
+    emq__resp_reader_free(r);
+    /* Within the limit it parses, and nothing is flagged. */
+    r = emq__resp_reader_new(&l);
+    ASSERT_OK(read_bulk_reply(r, 5000, &err), &err);
+    ASSERT_EQ_INT(emq__resp_over_max_reply(r), 0);
+    emq__resp_reader_free(r);
+    /* Another protocol error is not taken for a reply too large. */
+    r = emq__resp_reader_new(&l);
+    ASSERT_OK(emq__resp_feed(r, "~x\r\n", 5, &err), &err);
+    emq_reply *reply = NULL;
+    ASSERT_EQ_INT(emq__resp_next(r, &reply, &err), EMQ_EPROTO);
+    ASSERT_EQ_INT(emq__resp_over_max_reply(r), 0);
+    emq__resp_reader_free(r);
+}
+
 /* ---- out of memory ------------------------------------------------------- */
 
 TEST(resp_allocation_failures) {

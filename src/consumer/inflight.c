@@ -271,7 +271,7 @@ static int begin_locked(emq__inflight *t, const batch_item *next) {
     if (e != NULL && e->state != IF_READ)
         return 0; /* in hand already (handed out by an earlier copy of it,
                      a retry waiting, a settlement on its way): not again */
-    if (ok && e->unseen && ask_unmark(t, &e->id) != 0)
+    if (ok && e->unseen == 1 && ask_unmark(t, &e->id) != 0)
         ok = 0; /* out of memory: not handed out; it comes back */
     if (ok) {
         e->unseen = 0;
@@ -367,7 +367,19 @@ emq_status emq__inflight_release(emq__inflight *t, const batch_item *item,
     /* A new entry's count is 1 (XREADGROUP > tells none). */
     settle_op op = {.kind = SETTLE_RELEASE, .id = item->id,
                     .deliveries = item->deliveries ? item->deliveries : 1};
-    return emq__inflight_step(t, &op, NULL, NULL, err);
+    pthread_mutex_lock(&t->mu);
+    if_entry *e = find_at(t, &item->id, item->slot);
+    if (e != NULL && e->state == IF_READ && e->unseen == 1) {
+        /* Its unseen mark already keeps the next take from counting it:
+         * undoing the count as well would count one delivery too few. */
+        pthread_mutex_unlock(&t->mu);
+        return EMQ_OK;
+    }
+    if (e != NULL && e->state == IF_READ)
+        e->unseen = 2; /* released: never marked from now on */
+    emq_status st = queue_op(t, &op, err);
+    pthread_mutex_unlock(&t->mu);
+    return st;
 }
 
 int emq__inflight_add_waiting(emq__inflight *t, const emq_id *id,

@@ -47,9 +47,10 @@ typedef struct if_entry {
     unsigned char used, state, lost;
     unsigned char overdue; /* IF_HANDLING past handler.timeout_ms: let go,
                               no longer refreshed, not settled here */
-    unsigned char unseen;  /* an unseen mark may be on the server (the
+    unsigned char unseen;  /* 1: an unseen mark may be on the server (the
                               upkeep sent one, or a take found one): it
-                              goes before the entry is handed out */
+                              goes before the entry is handed out; 2:
+                              released, never marked */
     int64_t read_ms;       /* entered the table (monotonic) */
     unsigned char uncounted; /* IF_RETRY_WAIT found by recover self in a
                                 session that kept the lease: its count was
@@ -134,7 +135,8 @@ emq_status emq__inflight_step(emq__inflight *t, settle_op *op,
 void emq__inflight_begin(emq__inflight *t, const batch_item *const *items,
                          size_t n, int *began);
 /* Queues the SETTLE_RELEASE of item, read and never handed out: back to
- * the server with the count its read or take raised undone. */
+ * the server with the count its read or take raised undone; nothing when
+ * it has an unseen mark (that keeps its next take from counting it). */
 emq_status emq__inflight_release(emq__inflight *t, const batch_item *item,
                                  emq_error *err);
 /* Queues *op (takes ownership) for an entry handed out (IF_HANDLING):

@@ -34,10 +34,13 @@
  * entry without keeping it in the in-flight table until it is settled; so
  * an own pending entry that is not in the table was read or taken and
  * never handed out (a lost reply, a batch cut short), and is taken without
- * a raise. In a first session, or after the lease lapsed, every own
- * pending entry is raised once (its last holder may have died in the
- * handler). A batch cut short by a stop hands its entries back with the
- * raise undone (SETTLE_RELEASE, settle.c).
+ * a raise. In a first session, or after the lease lapsed, an own pending
+ * entry is raised once (its last holder may have died in the handler)
+ * unless it has an unseen mark: the upkeep marks entries read and waiting
+ * to be handed out, and a mark goes before its entry is handed out
+ * (upkeep.c), so a marked entry reached no handler since its read. A
+ * batch cut short by a stop hands its entries back with the raise undone
+ * (SETTLE_RELEASE, settle.c).
  *
  * Reads that fit: a reply larger than resp.max_reply_bytes breaks the
  * connection (the resp layer cannot keep it in step), and asking the same
@@ -106,18 +109,18 @@ static const char claim_script[] =
     " ARGV[4], 'COUNT', ARGV[5], 'JUSTID')\n"
     "return {r[1], r[2], r[3] or {}}\n";
 
-/* KEYS: stream. ARGV: group, me, bump, ids... Takes those still pending
- * to me (due retries, own pending entries at a session's start, entries a
- * claim beat took over). Returns {entries, counts}. */
+/* KEYS: stream. ARGV: group, me, then pairs of id and bump. Takes those
+ * still pending to me (due retries, own pending entries at a session's
+ * start, entries a claim beat took over), each counted when its bump is
+ * 1. Returns {entries, counts}. */
 static const char due_script[] =
     TAKE_FUNCTION
     "local entries, counts = {}, {}\n"
-    "local bump = tonumber(ARGV[3])\n"
-    "for i = 4, #ARGV do\n"
+    "for i = 3, #ARGV - 1, 2 do\n"
     "  local id = ARGV[i]\n"
     "  local p = redis.call('XPENDING', KEYS[1], ARGV[1], id, id, 1, ARGV[2])\n"
     "  if #p == 1 then\n"
-    "    local e, n = take(id, bump)\n"
+    "    local e, n = take(id, tonumber(ARGV[i + 1]))\n"
     "    entries[#entries + 1] = e or {id, false}\n"
     "    counts[#counts + 1] = n\n"
     "  end\n"
@@ -161,6 +164,30 @@ static emq_status script_error(emq_consumer_t *c, emq_reply *reply,
 
 /* Most entries one take call delivers. */
 #define TAKE_PER_CALL 100
+
+/* Sets marked[i] to 1 when ids[i] has an unseen mark (upkeep.c: read
+ * ahead and not handed out since), n <= TAKE_PER_CALL: SMISMEMBER on the
+ * one key. An error reply (an ACL without it) reads as no marks: every
+ * take is counted, as before marks existed. */
+static emq_status unseen_marks(emq_consumer_t *c, const emq_id *ids, size_t n,
+                               unsigned char *marked, emq_error *err) {
+    memset(marked, 0, n);
+    if (n == 0)
+        return EMQ_OK;
+    const char *argv[2 + TAKE_PER_CALL] = {"SMISMEMBER", c->unseen_key};
+    for (size_t i = 0; i < n; i++)
+        argv[2 + i] = ids[i].str;
+    emq_reply *reply;
+    emq_status st =
+        emq__xchg_call(&c->rx, 0, (int)(2 + n), argv, NULL, &reply, err);
+    if (st != EMQ_OK)
+        return st;
+    if (emq_reply_kind(reply) == EMQ_REPLY_ARRAY && emq_reply_len(reply) == n)
+        for (size_t i = 0; i < n; i++)
+            marked[i] = emq_reply_integer(emq_reply_at(reply, i)) == 1;
+    emq_reply_free(reply);
+    return EMQ_OK;
+}
 
 size_t emq__fit(const emq_consumer_t *c, size_t want) {
     return want > c->fit ? c->fit : want;
@@ -221,14 +248,21 @@ static emq_status oversize(emq_consumer_t *c, const emq_id *id,
  * deleted ones are acknowledged in the script and counted. One call. */
 static emq_status take_page(emq_consumer_t *c, const emq_id *ids, size_t n,
                             int bump, const char *what, emq_error *err) {
-    const char *argv[7 + TAKE_PER_CALL] = {"EVAL",          due_script, "1",
-                                           c->keys.stream,  c->group,   c->name,
-                                           bump ? "1" : "0"};
-    for (size_t i = 0; i < n; i++)
-        argv[7 + i] = ids[i].str;
+    unsigned char marked[TAKE_PER_CALL];
+    /* Asked whatever bump is: a marked entry keeps its mark until it is
+     * handed out, and the handout must know to remove it. */
+    emq_status st = unseen_marks(c, ids, n, marked, err);
+    if (st != EMQ_OK)
+        return st;
+    const char *argv[5 + 2 * TAKE_PER_CALL] = {
+        "EVAL", due_script, "1", c->keys.stream, c->group, c->name};
+    for (size_t i = 0; i < n; i++) {
+        argv[6 + 2 * i] = ids[i].str;
+        /* Read ahead and never handed out since: no handler had it. */
+        argv[7 + 2 * i] = bump && !marked[i] ? "1" : "0";
+    }
     emq_reply *reply;
-    emq_status st =
-        emq__xchg_call(&c->rx, 0, (int)(7 + n), argv, NULL, &reply, err);
+    st = emq__xchg_call(&c->rx, 0, (int)(6 + 2 * n), argv, NULL, &reply, err);
     if (st != EMQ_OK)
         return st;
     if (emq_reply_kind(reply) == EMQ_REPLY_ERROR)
@@ -250,6 +284,10 @@ static emq_status take_page(emq_consumer_t *c, const emq_id *ids, size_t n,
     emq__batch_init(&b);
     if ((st = emq__batch_parse(&b, reply, entries, err)) == EMQ_OK) {
         set_counts(&b, counts);
+        for (size_t k = 0; k < b.n; k++)
+            for (size_t i = 0; i < n; i++)
+                if (marked[i] && strcmp(b.items[k].id.str, ids[i].str) == 0)
+                    b.items[k].unseen = 1;
         st = emq__batch_dispatch(c, &b, err);
     }
     emq__batch_free(&b);

@@ -461,3 +461,89 @@ TEST_TIMEOUT(own_edge_entry_our_claim_returns_is_ours_again, 30) {
     emq_conn_destroy(adm);
     emq_srv_stop(s);
 }
+
+/* ---- 6: a crash costs a delivery only to entries a handler had begun ---- */
+
+/* Child: consumer "w" in pull mode with 1000 entries read ahead; polls
+ * one (begun: a handler has it), writes "polled <id>", then waits to be
+ * killed. */
+static pid_t fork_holder(const emq_srv *s, const char *file) {
+    fflush(NULL);
+    pid_t pid = fork();
+    ASSERT(pid >= 0);
+    if (pid != 0)
+        return pid;
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    emq_conf_t *conf = own_conf(s, "edge", "w", 60000);
+    conf_set(conf, "max_in_flight", "1000");
+    conf_set(conf, "max_deliveries", "3");
+    emq_conf_set_log(conf, quiet_log, NULL);
+    emq_consumer_t *c;
+    emq_error err;
+    if (emq_consumer_new(conf, NULL, NULL, &c, &err) != EMQ_OK)
+        _exit(3);
+    emq_conf_destroy(conf);
+    emq_entry *got[1];
+    size_t n = 0;
+    int64_t end = now_ms() + 20000;
+    while (n == 0 && now_ms() < end)
+        if (emq_consumer_poll(c, got, 1, 200, &n, &err) != EMQ_OK)
+            _exit(4);
+    if (n == 0)
+        _exit(5);
+    char line[64];
+    snprintf(line, sizeof line, "polled %s", got[0]->id);
+    append_line(file, line);
+    for (;;)
+        pause();
+}
+
+/* Five processes in turn each read 1000 entries ahead, begin one, and are
+ * SIGKILLed once the rest carry unseen marks. Only the entries a handler
+ * had are counted: the first begun one reaches max_deliveries (3) after
+ * its third crash and is the one dead letter; no entry read ahead and
+ * never handed out is counted, let alone dead-lettered. Before, every
+ * crash counted all 1000, and the fourth process dead-lettered them. */
+TEST_TIMEOUT(own_edge_crashes_count_only_entries_a_handler_began, 90) {
+    emq_srv *s = emq_srv_start(NULL);
+    emq_conn_t *adm = admin_connect(s);
+    make_group(adm);
+    produce_n(s, "edge", "job", 1000);
+    char file[300];
+    snprintf(file, sizeof file, "%s/holders", emq_test_tmpdir());
+    for (int round = 1; round <= 5; round++) {
+        pid_t pid = fork_holder(s, file);
+        WAIT_UNTIL(count_lines(file, NULL, NULL) >= round, 30000,
+                   "the holder to begin an entry");
+        /* Everything else read ahead carries its mark (or is gone: the
+         * dead letter of round 4). */
+        WAIT_UNTIL(CMD_INT(adm, "SCARD", EQ ":unseen:g:w") +
+                           CMD_INT(adm, "XLEN", EQ ":dead") >=
+                       999,
+                   20000, "unseen marks on the entries read ahead");
+        ASSERT(kill(pid, SIGKILL) == 0);
+        wait_child(pid, 5000); /* reaped: its lease is taken at once */
+    }
+    static slow h;
+    slow_init(&h);
+    bg b;
+    emq_conf_t *conf = own_conf(s, "edge", "w", 60000);
+    conf_set(conf, "max_deliveries", "3");
+    emq_consumer_t *B = bg_start(&b, conf, slow_handle, &h);
+    WAIT_UNTIL(pending_total(adm, EQ, "g") == 0, 30000,
+               "the last consumer to handle everything");
+    ASSERT_OK(bg_stop(&b, 3000), &b.err);
+    long long dead = CMD_INT(adm, "XLEN", EQ ":dead");
+    size_t counted = 0;
+    for (size_t i = 0; i < h.r.n; i++)
+        counted += h.r.deliveries[i] > 1;
+    fprintf(stderr, "    after 5 crashes: %lld dead letters, %zu handled, "
+            "%zu of them counted more than once\n", dead, h.r.n, counted);
+    ASSERT_EQ_INT(dead, 1);
+    ASSERT_EQ_SIZE(h.r.n, 999);
+    ASSERT_EQ_SIZE(counted, 1); /* the one begun in rounds 4 and 5 */
+    ASSERT_EQ_INT(CMD_INT(adm, "SCARD", EQ ":unseen:g:w"), 0);
+    emq_consumer_destroy(B);
+    emq_conn_destroy(adm);
+    emq_srv_stop(s);
+}

@@ -96,8 +96,8 @@ TEST_TIMEOUT(scripts_claim_waits_out_a_dead_holders_retry_delay_poll, 30) {
     produce_n(s, "jobs", "x", 1);
     emq_id ids[1];
     ASSERT_EQ_SIZE(stream_ids(adm, SQ, ids, 1), 1);
-    CMD_NOERR(adm, "XREADGROUP", "GROUP", "g", "w", "COUNT", "1", "STREAMS",
-              SQ, ">");
+    CMD_NOERR(adm, "XREADGROUP", "GROUP", "g", "w", "COUNT", "1", "STREAMS", SQ,
+              ">");
     long long due = srv_ms(s) + 4000;
     int64_t due_local = now_ms() + 4000;
     char score[32];

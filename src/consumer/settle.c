@@ -355,6 +355,12 @@ emq_status emq__settle_append(emq_consumer_t *c, emq__xchg *x,
         st = emq__oom(err);
         goto done;
     }
+    /* Retries first: an entry retried with no delay may come back, be
+     * handled and acknowledged before its retry was sent, and its ack's
+     * HDEL and ZREM must come after the retry's HSET and ZADD (the retry
+     * no longer looks whether the entry is still pending). */
+    if ((st = append_retries(c, x, ops, n, err)) != EMQ_OK)
+        goto done;
     size_t nacks = 0, nclean = 0;
     for (size_t i = 0; i < n; i++) {
         if (ops[i].kind != SETTLE_ACK && ops[i].kind != SETTLE_GONE)
@@ -379,8 +385,6 @@ emq_status emq__settle_append(emq_consumer_t *c, emq__xchg *x,
             goto done;
     }
     if ((st = append_release(c, x, ops, n, err)) != EMQ_OK)
-        goto done;
-    if ((st = append_retries(c, x, ops, n, err)) != EMQ_OK)
         goto done;
     for (size_t i = 0; i < n && st == EMQ_OK; i++)
         if (ops[i].kind == SETTLE_DEAD)

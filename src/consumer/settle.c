@@ -63,7 +63,11 @@ enum {
  * key follows ASK instead. Whether the entry is still pending to this
  * consumer is not looked at (that would name the stream too): a retry is
  * only sent for an entry this consumer held at its last refresh, and a
- * stray schedule entry only makes a later claimer wait out the delay. */
+ * stray schedule entry only makes a later claimer wait out the delay.
+ * Retries go first in their round, before the acks' HDEL and ZREM; an ack
+ * sent by the other thread while a retry of the same entry (no delay) is
+ * still on its way can arrive first and leave its reason behind (a rare
+ * leak of one hash field, never a wrong delivery). */
 static const char retry_script[] =
     "local t = redis.call('TIME')\n"
     "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"

@@ -63,7 +63,11 @@ enum {
  * key follows ASK instead. Whether the entry is still pending to this
  * consumer is not looked at (that would name the stream too): a retry is
  * only sent for an entry this consumer held at its last refresh, and a
- * stray schedule entry only makes a later claimer wait out the delay. */
+ * stray schedule entry only makes a later claimer wait out the delay.
+ * Retries go first in their round, before the acks' HDEL and ZREM; an ack
+ * sent by the other thread while a retry of the same entry (no delay) is
+ * still on its way can arrive first and leave its reason behind (a rare
+ * leak of one hash field, never a wrong delivery). */
 static const char retry_script[] =
     "local t = redis.call('TIME')\n"
     "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
@@ -355,6 +359,12 @@ emq_status emq__settle_append(emq_consumer_t *c, emq__xchg *x,
         st = emq__oom(err);
         goto done;
     }
+    /* Retries first: an entry retried with no delay may come back, be
+     * handled and acknowledged before its retry was sent, and its ack's
+     * HDEL and ZREM must come after the retry's HSET and ZADD (the retry
+     * no longer looks whether the entry is still pending). */
+    if ((st = append_retries(c, x, ops, n, err)) != EMQ_OK)
+        goto done;
     size_t nacks = 0, nclean = 0;
     for (size_t i = 0; i < n; i++) {
         if (ops[i].kind != SETTLE_ACK && ops[i].kind != SETTLE_GONE)
@@ -379,8 +389,6 @@ emq_status emq__settle_append(emq_consumer_t *c, emq__xchg *x,
             goto done;
     }
     if ((st = append_release(c, x, ops, n, err)) != EMQ_OK)
-        goto done;
-    if ((st = append_retries(c, x, ops, n, err)) != EMQ_OK)
         goto done;
     for (size_t i = 0; i < n && st == EMQ_OK; i++)
         if (ops[i].kind == SETTLE_DEAD)

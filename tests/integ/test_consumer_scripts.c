@@ -5,14 +5,14 @@
  * - A retry's delay holds for every claimer: an entry whose holder failed
  *   it (a 4 s backoff on the schedule) and then died is taken over by a
  *   peer with a short claim.min_idle_ms only once its delay has passed,
- *   counted once.
+ *   counted once (run mode, and pull mode).
  * - An entry trimmed while it waits out its retry delay is counted as
  *   deleted while pending by its holder, not as lost ownership, also when
  *   a peer's XAUTOCLAIM (7.0+ drops deleted entries from every consumer's
  *   pending list) got there before the holder's refresh; its reason and
  *   schedule are cleared.
  */
-#include "integ/ownership_helpers.h"
+#include "integ/poll_helpers.h"
 
 #define SQ "emq:{jobs}"
 #define SQ_RETRY "emq:{jobs}:retry:g"
@@ -83,6 +83,53 @@ TEST_TIMEOUT(scripts_claim_waits_out_a_dead_holders_retry_delay, 30) {
     emq_consumer_stats st;
     emq_consumer_stats_get(P, &st);
     ASSERT_EQ_INT(st.claimed, 1);
+    emq_consumer_destroy(P);
+    emq_conn_destroy(adm);
+    emq_srv_stop(s);
+}
+
+/* The same in pull mode: the peer polls. */
+TEST_TIMEOUT(scripts_claim_waits_out_a_dead_holders_retry_delay_poll, 30) {
+    emq_srv *s = emq_srv_start(NULL);
+    emq_conn_t *adm = admin_connect(s);
+    CMD_NOERR(adm, "XGROUP", "CREATE", SQ, "g", "$", "MKSTREAM");
+    produce_n(s, "jobs", "x", 1);
+    emq_id ids[1];
+    ASSERT_EQ_SIZE(stream_ids(adm, SQ, ids, 1), 1);
+    CMD_NOERR(adm, "XREADGROUP", "GROUP", "g", "w", "COUNT", "1", "STREAMS", SQ,
+              ">");
+    long long due = srv_ms(s) + 4000;
+    int64_t due_local = now_ms() + 4000;
+    char score[32];
+    snprintf(score, sizeof score, "%lld", due);
+    CMD_NOERR(adm, "HSET", SQ_REASONS, ids[0].str, "later");
+    CMD_NOERR(adm, "ZADD", SQ_RETRY, score, ids[0].str);
+    emq_consumer_t *P;
+    emq_error err;
+    emq_conf_t *conf = scripts_conf(s, "p", "300");
+    ASSERT_OK(emq_consumer_new(conf, NULL, NULL, &P, &err), &err);
+    emq_conf_destroy(conf);
+    static work_pool pool;
+    wp_start(&pool, P, 1, 0);
+    int64_t seen = 0;
+    for (int64_t end = now_ms() + 10000; now_ms() < end && seen == 0;) {
+        if (recorded(&pool.r) >= 1)
+            seen = now_ms();
+        else
+            usleep(5000);
+    }
+    ASSERT(seen != 0);
+    WAIT_UNTIL(pending_total(adm, SQ, "g") == 0, 3000, "x0 acknowledged");
+    wp_stop(&pool);
+    ASSERT_OK(emq_consumer_close(P, 5000, &err), &err);
+    int64_t early = due_local - seen;
+    fprintf(stderr, "    x0 polled %lld ms %s its retry was due\n",
+            (long long)(early > 0 ? early : -early),
+            early > 0 ? "before" : "after");
+    ASSERT(seen >= due_local - 150);
+    ASSERT_EQ_SIZE(recorded(&pool.r), 1);
+    ASSERT_EQ_INT(pool.r.deliveries[0], 2);
+    ASSERT_EQ_INT(atomic_load(&pool.settle_errors), 0);
     emq_consumer_destroy(P);
     emq_conn_destroy(adm);
     emq_srv_stop(s);

@@ -14,8 +14,13 @@
  * handled once, nothing is counted lost. In run mode, and in poll mode
  * (workers settling from their threads).
  *
+ * The dead-letter move still names several keys (it must be one atomic
+ * step): while the slot migrates it is answered TRYAGAIN, and the upkeep
+ * thread that sends it waits; a wait past a quarter of claim.min_idle_ms
+ * is warned about once per episode.
+ *
  * Redis 7.2.6 crashes when MIGRATE removes a stream a client is blocked
- * on (test_cluster_queue.c): the test is a named skip there.
+ * on (test_cluster_queue.c): the tests are named skips there.
  */
 #include "cluster/cluster.h" /* emq__cluster_key_slot */
 #include "harness/cluster.h"
@@ -171,5 +176,60 @@ TEST_TIMEOUT(scripts_cluster_migration_keeps_slow_work_owned_poll, 90) {
                               NULL),
                   '+');
     poll_mode(cl, slot, owner, to);
+    emq_cl_stop(cl);
+}
+
+/* Log lines that name a TRYAGAIN wait of settlements. */
+static atomic_int tryagain_warnings;
+
+static void count_tryagain(void *opaque, emq_log_level level,
+                           const char *msg) {
+    (void)opaque;
+    if (level == EMQ_LOG_WARNING &&
+        strstr(msg, "settlements were answered TRYAGAIN") != NULL)
+        atomic_fetch_add(&tryagain_warnings, 1);
+}
+
+/* d0 is dead-lettered while the slot is MIGRATING; s1, behind it in the
+ * same read, holds the run thread for 3 s, so the upkeep thread sends the
+ * move and waits out the TRYAGAIN. One warning; the dead letter is
+ * written once the slot is final. */
+TEST_TIMEOUT(scripts_cluster_tryagain_wait_warned_once, 90) {
+    unsigned slot;
+    int owner, to;
+    emq_cl *cl = mig_cluster(&slot, &owner, &to);
+    char out[256];
+    ASSERT_EQ_INT(emq_srv_cmd(emq_cl_node(cl, owner), out, sizeof out,
+                              "XGROUP", "CREATE", "emq:{jobs}", "g", "$",
+                              "MKSTREAM", NULL),
+                  '+');
+    atomic_store(&tryagain_warnings, 0);
+    emq_cl_migrate_begin(cl, slot, owner, to);
+    produce_n(emq_cl_node(cl, owner), "jobs", "d", 1);
+    produce_n(emq_cl_node(cl, owner), "jobs", "s", 1);
+    static slow h;
+    slow_init(&h);
+    snprintf(h.dead_prefix, sizeof h.dead_prefix, "d");
+    snprintf(h.sleep_prefix, sizeof h.sleep_prefix, "s");
+    h.sleep_ms = 3000;
+    emq_conf_t *conf = mig_conf(cl, owner, "a");
+    emq_conf_set_log(conf, count_tryagain, NULL);
+    bg a;
+    emq_consumer_t *A = bg_start(&a, conf, slow_handle, &h);
+    WAIT_UNTIL(atomic_load(&h.in_handler) == 1 && recorded(&h.r) == 2, 10000,
+               "s1 in the handler after d0");
+    usleep(2000 * 1000);
+    emq_cl_migrate_keys(cl, slot, owner, to);
+    emq_cl_migrate_finish(cl, slot, owner, to);
+    emq_srv *node = emq_cl_node(cl, to);
+    WAIT_UNTIL(emq_srv_cmd(node, out, sizeof out, "XLEN", "emq:{jobs}:dead",
+                           NULL) == ':' &&
+                   atoi(out) == 1,
+               15000, "d0 in the dead letters");
+    ASSERT_OK(bg_stop(&a, 10000), &a.err);
+    fprintf(stderr, "    %d TRYAGAIN warning(s)\n",
+            atomic_load(&tryagain_warnings));
+    ASSERT_EQ_INT(atomic_load(&tryagain_warnings), 1);
+    emq_consumer_destroy(A);
     emq_cl_stop(cl);
 }

@@ -84,6 +84,7 @@ const char *chaos_fault_name(fault_kind k) {
     static const char *names[FAULT_KINDS] = {
         "kill-worker", "stop-worker", "restart-server", "proxy-drop",
         "proxy-stall", "proxy-halfopen", "stop-past-lease", "name-intruder",
-        "misconf"};
+        "misconf", "upkeep-kill", "lease-del", "evict", "peer-claim",
+        "stop-pull-past-lease"};
     return (unsigned)k < FAULT_KINDS ? names[k] : "?";
 }

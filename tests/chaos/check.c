@@ -861,9 +861,10 @@ int chaos_check(const chaos_run *run) {
             }
         /* A peer-claim's made-up consumer took it: a delivery to a peer
          * that died (its handler may have begun) counts as one. */
-        for (int i = 0; i < run->nfaults; i++)
-            for (int k = 0; k < run->faults[i].claimed; k++)
-                calls += strcmp(run->faults[i].claimed_ids[k], x->origin) == 0;
+        for (int fi = 0; fi < run->nfaults; fi++)
+            for (int k = 0; k < run->faults[fi].claimed; k++)
+                calls +=
+                    strcmp(run->faults[fi].claimed_ids[k], x->origin) == 0;
         if (gave_up == 0 && calls < run->max_deliveries) {
             unseen++;
             if (unseen_shown++ < 5)

@@ -68,22 +68,22 @@ uint64_t chaos_rand(chaos_rng *r);
 int64_t chaos_range(chaos_rng *r, int64_t lo, int64_t hi);
 
 typedef enum fault_kind {
-    FAULT_KILL = 0, /* SIGKILL a worker, restart it under the same name */
-    FAULT_STOP,     /* SIGSTOP a worker past claim.min_idle_ms, SIGCONT */
-    FAULT_RESTART,  /* SIGKILL the server, restart it on its AOF */
-    FAULT_DROP,     /* the proxy closes every worker connection */
-    FAULT_STALL,    /* the proxy freezes, shorter than the command timeout */
-    FAULT_HALFOPEN, /* the proxy freezes past the command timeout */
-    FAULT_STOP_LONG, /* SIGSTOP a worker past lease.ttl_ms, SIGCONT */
-    FAULT_INTRUDER, /* a second process under a live worker's name */
-    FAULT_MISCONF,  /* failed BGSAVE: writes refused with MISCONF */
+    FAULT_KILL = 0,    /* SIGKILL a worker, restart it under the same name */
+    FAULT_STOP,        /* SIGSTOP a worker past claim.min_idle_ms, SIGCONT */
+    FAULT_RESTART,     /* SIGKILL the server, restart it on its AOF */
+    FAULT_DROP,        /* the proxy closes every worker connection */
+    FAULT_STALL,       /* the proxy freezes, shorter than the command timeout */
+    FAULT_HALFOPEN,    /* the proxy freezes past the command timeout */
+    FAULT_STOP_LONG,   /* SIGSTOP a worker past lease.ttl_ms, SIGCONT */
+    FAULT_INTRUDER,    /* a second process under a live worker's name */
+    FAULT_MISCONF,     /* failed BGSAVE: writes refused with MISCONF */
     FAULT_UPKEEP_KILL, /* CLIENT KILL of a worker's upkeep connection
                           alone, every 300-400 ms, for a few seconds */
     FAULT_LEASE_DEL,   /* DEL of a worker's lease key */
-    FAULT_EVICT,    /* maxmemory + volatile-lru: TTL'd keys evicted */
-    FAULT_PEER_CLAIM, /* a raw XCLAIM of pending entries to a made-up
-                         consumer that then does nothing */
-    FAULT_STOP_PULL, /* SIGSTOP a pull-mode worker past lease.ttl_ms */
+    FAULT_EVICT,       /* maxmemory + volatile-lru: TTL'd keys evicted */
+    FAULT_PEER_CLAIM,  /* a raw XCLAIM of pending entries to a made-up
+                          consumer that then does nothing */
+    FAULT_STOP_PULL,   /* SIGSTOP a pull-mode worker past lease.ttl_ms */
     FAULT_KINDS
 } fault_kind;
 

@@ -182,7 +182,7 @@ typedef struct seen {
     uint64_t seed;
     dead_letter *dl;
     long ndl, dl_cap;
-    long fields_bad;      /* dead letters missing or changing a field */
+    long fields_bad;       /* dead letters missing or changing a field */
     uint8_t *in_stream;    /* entries per job, saturating at 255 */
     char (*first_id)[24];  /* first entry ID of each job */
     uint8_t *dead;         /* dead letters per job */
@@ -238,8 +238,7 @@ static int same_fields(const emq_reply *flat, long job, const job_plan *plan,
             continue;
         got++;
         if (k < n && in_order && value && nl == want[k].name_len &&
-            vl == want[k].value_len &&
-            memcmp(name, want[k].name, nl) == 0 &&
+            vl == want[k].value_len && memcmp(name, want[k].name, nl) == 0 &&
             memcmp(value, want[k].value, vl) == 0)
             k++;
         else
@@ -365,11 +364,11 @@ static long read_ledger(ledgers *l, const char *path, long jobs) {
             }
             l->r[l->n++] = x;
         } else if (line[0] == 'E' &&
-                   sscanf(line, "E %31s %llu %23s %d %d %ld %lld %lld %c",
-                          job, &x.deliveries, x.id, &x.worker, &x.inc, &x.pid,
+                   sscanf(line, "E %31s %llu %23s %d %d %ld %lld %lld %c", job,
+                          &x.deliveries, x.id, &x.worker, &x.inc, &x.pid,
                           &x.t_start, &x.t_end, &x.verdict) == 9 &&
-                   (x.verdict == 'A' || x.verdict == 'R' ||
-                    x.verdict == 'T' || x.verdict == 'D')) {
+                   (x.verdict == 'A' || x.verdict == 'R' || x.verdict == 'T' ||
+                    x.verdict == 'D')) {
             /* Its S line is the latest open one of the same call: one
              * process runs one handler at a time. */
             int found = 0;
@@ -407,20 +406,25 @@ static int cmp_rec(const void *a, const void *b) {
 
 enum {
     WHY_NONE = 0,
-    WHY_READDED, /* two entries of one job: the producer re-sent it */
-    WHY_KILL,    /* r's process was SIGKILLed while it held the entry */
-    WHY_STOP,    /* ... SIGSTOPped past claim.min_idle_ms */
+    WHY_READDED,   /* two entries of one job: the producer re-sent it */
+    WHY_KILL,      /* r's process was SIGKILLed while it held the entry */
+    WHY_STOP,      /* ... SIGSTOPped past claim.min_idle_ms */
     WHY_STOP_LONG, /* ... SIGSTOPped past the lease TTL */
-    WHY_NET,     /* a proxy fault while r's entry was in hand or settling */
-    WHY_SERVER,  /* a server kill or MISCONF episode, likewise */
-    WHY_PEER,    /* the entry was XCLAIMed by a made-up peer while r's
-                    process held it (peer-claim) */
+    WHY_NET,       /* a proxy fault while r's entry was in hand or settling */
+    WHY_SERVER,    /* a server kill or MISCONF episode, likewise */
+    WHY_PEER,      /* the entry was XCLAIMed by a made-up peer while r's
+                      process held it (peer-claim) */
     WHY_KINDS
 };
 
-static const char *why_name[WHY_KINDS] = {
-    "unexplained", "re-added by the producer", "kill", "stop",
-    "stop past lease", "proxy fault", "server fault", "peer claim"};
+static const char *why_name[WHY_KINDS] = {"unexplained",
+                                          "re-added by the producer",
+                                          "kill",
+                                          "stop",
+                                          "stop past lease",
+                                          "proxy fault",
+                                          "server fault",
+                                          "peer claim"};
 
 static int is_process_fault(fault_kind k) {
     return k == FAULT_KILL || k == FAULT_STOP || k == FAULT_STOP_LONG ||
@@ -863,8 +867,7 @@ int chaos_check(const chaos_run *run) {
          * that died (its handler may have begun) counts as one. */
         for (int fi = 0; fi < run->nfaults; fi++)
             for (int k = 0; k < run->faults[fi].claimed; k++)
-                calls +=
-                    strcmp(run->faults[fi].claimed_ids[k], x->origin) == 0;
+                calls += strcmp(run->faults[fi].claimed_ids[k], x->origin) == 0;
         if (gave_up == 0 && calls < run->max_deliveries) {
             unseen++;
             if (unseen_shown++ < 5)
@@ -892,12 +895,12 @@ int chaos_check(const chaos_run *run) {
 
     violations += (lost > 0) + (missing > 0) + (poison_acked > 0) +
                   (dead_dups > 0) + (dead_healthy > 0) + (unseen > 0) +
-                  (s.fields_bad > 0) +
-                  (dup_unexplained > 0) + (intruders_bad > 0) + (early > 0) +
-                  (misconf_bad > 0) + (l.bad_lines > 0) +
+                  (s.fields_bad > 0) + (dup_unexplained > 0) +
+                  (intruders_bad > 0) + (early > 0) + (misconf_bad > 0) +
+                  (l.bad_lines > 0) +
                   (run->workers_died > 0 && !run->tolerate_exits) +
-                  (run->producer_failed != 0) + (!run->drained) +
-                  (!server_ok) + (pending != 0) + (behind != 0);
+                  (run->producer_failed != 0) + (!run->drained) + (!server_ok) +
+                  (pending != 0) + (behind != 0);
     int counts[FAULT_KINDS] = {0};
     for (int k = 0; k < run->nfaults; k++)
         if (run->faults[k].began_ms)
@@ -987,13 +990,13 @@ int chaos_check(const chaos_run *run) {
            "early_retries=%ld intruders=%d intruder_bad=%d "
            "intruder_calls=%ld intruder_fenced=%d workers_died=%d "
            "peer=%ld unseen_dead=%ld dead_fields_bad=%ld violations=%d\n",
-           (unsigned long long)run->seed, N, violations ? "FAIL" : "PASS",
-           lost, missing, pending, dead_healthy, dead_poison, poison,
-           dup_jobs, dup_calls, why[WHY_KILL], why[WHY_STOP],
-           why[WHY_STOP_LONG], why[WHY_NET], why[WHY_SERVER],
-           why[WHY_READDED], why[WHY_NONE], intended, early, intruders,
-           intruders_bad, intruder_calls, intruders_fenced, run->workers_died,
-           why[WHY_PEER], unseen, s.fields_bad, violations);
+           (unsigned long long)run->seed, N, violations ? "FAIL" : "PASS", lost,
+           missing, pending, dead_healthy, dead_poison, poison, dup_jobs,
+           dup_calls, why[WHY_KILL], why[WHY_STOP], why[WHY_STOP_LONG],
+           why[WHY_NET], why[WHY_SERVER], why[WHY_READDED], why[WHY_NONE],
+           intended, early, intruders, intruders_bad, intruder_calls,
+           intruders_fenced, run->workers_died, why[WHY_PEER], unseen,
+           s.fields_bad, violations);
     fflush(stdout);
     free(s.in_stream);
     free(s.dead);

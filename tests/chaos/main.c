@@ -9,6 +9,10 @@
  *         [--retry-backoff-max MS] [--settle-slack MS]
  *         [--kills K] [--stops K] [--restarts K] [--drops K] [--stalls K]
  *         [--halfopens K] [--stops-long K] [--intruders K] [--misconfs K]
+ *         [--upkeep-kills K] [--lease-dels K] [--evictions K]
+ *         [--peer-claims K] [--stops-pull K] [--pull-workers K]
+ *         [--big-jobs N] [--big-max-mb MB] [--dead-jobs N]
+ *         [--wide-fields F] [--max-reply-bytes B] [--faults LIST]
  *         [--drain-seconds D] [--dir PARENT] [--keep]
  *         [--tolerate-worker-exits] [--allow-unknown-conf]
  *
@@ -25,8 +29,13 @@
  * healthy jobs, 1 or 2 retries it asks for (EMQ_RETRY) before it succeeds.
  * A schedule drawn from the seed spreads the faults over those T seconds,
  * one at a time, and the run prints it first and each fault as it
- * happens. When the producer is done and the window over, it waits (at
- * most D seconds) for the group to have nothing pending and nothing
+ * happens. The last --pull-workers plain workers run in pull mode; a block
+ * of --big-jobs consecutive jobs carries 1..8 MB blobs (the workers then
+ * have resp.max_reply_bytes 10 MB), and --dead-jobs jobs, answered
+ * EMQ_DEAD, carry thousands of fields. --faults LIST, then the
+ * environment's EMQ_CHAOS_FAULTS, have the last word on every count
+ * (apply_fault_list). When the producer is done and the window over, it waits
+ * (at most D seconds) for the group to have nothing pending and nothing
  * undelivered, stops the workers with SIGTERM, and runs the checker
  * (check.c), which prints the verdict. Exit status: 0 when every promise
  * held, 1 on a violation, 2 when the run could not be set up. The run
@@ -87,8 +96,8 @@ typedef struct options {
     int keep;
     int tolerate_exits;
     int allow_unknown;
-    int pull_workers;     /* of the plain workers, the last K poll */
-    long big_jobs;        /* jobs with a 1..big_max_mb MB blob field */
+    int pull_workers; /* of the plain workers, the last K poll */
+    long big_jobs;    /* jobs with a 1..big_max_mb MB blob field */
     long big_max_mb;
     long dead_jobs;       /* jobs whose handler answers EMQ_DEAD */
     long wide_fields;     /* dead jobs carry wide/2..wide extra fields */
@@ -164,9 +173,9 @@ static int is_zombie(pid_t pid) {
 static pid_t spawn_process(const char *name, int id, int inc,
                            const char *ledger, const char *log, int pidns,
                            int pull, pid_t *target) {
-    char a_name[64], a_id[32], a_inc[32], a_url[200], a_ledger[800],
-        a_maxd[32], a_idle[48], a_ttl[48], a_backoff[48], a_bmax[48],
-        a_allow[32], a_mode[16], a_reply[48], logpath[800];
+    char a_name[64], a_id[32], a_inc[32], a_url[200], a_ledger[800], a_maxd[32],
+        a_idle[48], a_ttl[48], a_backoff[48], a_bmax[48], a_allow[32],
+        a_mode[16], a_reply[48], logpath[800];
     snprintf(a_name, sizeof a_name, "name=%s", name);
     snprintf(a_id, sizeof a_id, "id=%d", id);
     snprintf(a_inc, sizeof a_inc, "inc=%d", inc);
@@ -183,14 +192,16 @@ static pid_t spawn_process(const char *name, int id, int inc,
     snprintf(a_reply, sizeof a_reply, "maxreply=%ld",
              opt.max_reply_bytes > 0 ? opt.max_reply_bytes : 0);
     snprintf(logpath, sizeof logpath, "%s/%s", run_dir, log);
-    char *plain[] = {self_exe, "--worker", a_name,    a_id,    a_inc,
-                     a_url,    a_ledger,   a_maxd,    a_idle,  a_ttl,
-                     a_backoff, a_bmax,    a_allow,   a_mode,  a_reply,
-                     (char *)NULL};
-    char *ns[] = {unshare_exe, "--pid", "--fork", "--mount-proc",
-                  "--kill-child", self_exe, "--worker", a_name, a_id, a_inc,
-                  a_url, a_ledger, a_maxd, a_idle, a_ttl, a_backoff, a_bmax,
-                  a_allow, a_mode, a_reply, (char *)NULL};
+    char *plain[] = {self_exe, "--worker", a_name,    a_id,
+                     a_inc,    a_url,      a_ledger,  a_maxd,
+                     a_idle,   a_ttl,      a_backoff, a_bmax,
+                     a_allow,  a_mode,     a_reply,   (char *)NULL};
+    char *ns[] = {unshare_exe,    "--pid",  "--fork",   "--mount-proc",
+                  "--kill-child", self_exe, "--worker", a_name,
+                  a_id,           a_inc,    a_url,      a_ledger,
+                  a_maxd,         a_idle,   a_ttl,      a_backoff,
+                  a_bmax,         a_allow,  a_mode,     a_reply,
+                  (char *)NULL};
     char **argv = pidns ? ns : plain;
     pid_t parent = getpid();
     fflush(NULL);
@@ -238,8 +249,8 @@ static pid_t spawn_worker(int i) {
     snprintf(log, sizeof log, "chaos-%d.log", i);
     worker *w = &workers[i];
     w->starts++;
-    w->pid = spawn_process(name, i, w->starts, ledger, log, w->pidns,
-                           w->pull, &w->target);
+    w->pid = spawn_process(name, i, w->starts, ledger, log, w->pidns, w->pull,
+                           &w->target);
     w->last_start = chaos_now_ms();
     w->respawn_at = 0;
     return w->pid;
@@ -472,29 +483,34 @@ static void describe(const fault *f, char *buf, size_t size) {
                  (long long)f->duration_ms);
         break;
     case FAULT_UPKEEP_KILL:
-        snprintf(buf, size, "CLIENT KILL the upkeep connection of chaos-%d "
-                            "(or of a worker in a long handler) every "
-                            "300-400 ms for %lld ms",
+        snprintf(buf, size,
+                 "CLIENT KILL the upkeep connection of chaos-%d "
+                 "(or of a worker in a long handler) every "
+                 "300-400 ms for %lld ms",
                  f->worker, (long long)f->duration_ms);
         break;
     case FAULT_LEASE_DEL:
-        snprintf(buf, size, "DEL the lease key of chaos-%d (or of a worker in "
-                            "a long handler)",
+        snprintf(buf, size,
+                 "DEL the lease key of chaos-%d (or of a worker in "
+                 "a long handler)",
                  f->worker);
         break;
     case FAULT_EVICT:
-        snprintf(buf, size, "maxmemory just above use, volatile-lru, TTL'd "
-                            "junk written for %lld ms, then restored",
+        snprintf(buf, size,
+                 "maxmemory just above use, volatile-lru, TTL'd "
+                 "junk written for %lld ms, then restored",
                  (long long)f->duration_ms);
         break;
     case FAULT_PEER_CLAIM:
-        snprintf(buf, size, "XCLAIM up to 3 pending entries (those in a "
-                            "handler first) to a made-up consumer that "
-                            "never comes back");
+        snprintf(buf, size,
+                 "XCLAIM up to 3 pending entries (those in a "
+                 "handler first) to a made-up consumer that "
+                 "never comes back");
         break;
     case FAULT_STOP_PULL:
-        snprintf(buf, size, "SIGSTOP pull-mode worker chaos-%d for %lld ms "
-                            "(past the lease TTL), then SIGCONT",
+        snprintf(buf, size,
+                 "SIGSTOP pull-mode worker chaos-%d for %lld ms "
+                 "(past the lease TTL), then SIGCONT",
                  f->worker, (long long)f->duration_ms);
         break;
     default:
@@ -993,12 +1009,12 @@ static long long info_number(emq_srv *srv, const char *section,
 static void evict_episode(fault *f, emq_srv *srv) {
     static char out[4096];
     char maxmem[64] = "0", policy[64] = "noeviction", v[32];
-    if (emq_srv_cmd(srv, out, sizeof out, "CONFIG", "GET", "maxmemory",
-                    NULL) == '*' &&
+    if (emq_srv_cmd(srv, out, sizeof out, "CONFIG", "GET", "maxmemory", NULL) ==
+            '*' &&
         strchr(out, '\n'))
         snprintf(maxmem, sizeof maxmem, "%s", strchr(out, '\n') + 1);
-    if (emq_srv_cmd(srv, out, sizeof out, "CONFIG", "GET",
-                    "maxmemory-policy", NULL) == '*' &&
+    if (emq_srv_cmd(srv, out, sizeof out, "CONFIG", "GET", "maxmemory-policy",
+                    NULL) == '*' &&
         strchr(out, '\n'))
         snprintf(policy, sizeof policy, "%s", strchr(out, '\n') + 1);
     long long used = info_number(srv, "memory", "used_memory");
@@ -1066,8 +1082,8 @@ static void peer_claim_episode(fault *f, int pos, emq_srv *srv) {
             strlen(id) < sizeof ids[0])
             snprintf(ids[nids++], sizeof ids[0], "%s", id);
     }
-    if (emq_srv_cmd(srv, out, sizeof out, "XPENDING", CHAOS_STREAM,
-                    CHAOS_GROUP, "-", "+", "10", NULL) == '*') {
+    if (emq_srv_cmd(srv, out, sizeof out, "XPENDING", CHAOS_STREAM, CHAOS_GROUP,
+                    "-", "+", "10", NULL) == '*') {
         /* id, consumer, idle, count: one per line */
         char *line = out;
         for (int k = 0; line && *line && nids < 3; k++) {
@@ -1100,8 +1116,8 @@ static void peer_claim_episode(fault *f, int pos, emq_srv *srv) {
     char held[120] = "";
     for (int j = 0; j < nids; j++) {
         char o[512];
-        if (emq_srv_cmd(srv, o, sizeof o, "XPENDING", CHAOS_STREAM,
-                        CHAOS_GROUP, ids[j], ids[j], "1", NULL) == '*' &&
+        if (emq_srv_cmd(srv, o, sizeof o, "XPENDING", CHAOS_STREAM, CHAOS_GROUP,
+                        ids[j], ids[j], "1", NULL) == '*' &&
             strstr(o, ghost)) {
             snprintf(f->claimed_ids[f->claimed++], sizeof f->claimed_ids[0],
                      "%.23s", ids[j]);
@@ -1174,10 +1190,9 @@ static void inject(fault *f, int pos, emq_srv *srv, emq_peer *proxy) {
     default:
         break;
     }
-    if (f->detail[0] && (f->kind == FAULT_UPKEEP_KILL ||
-                         f->kind == FAULT_LEASE_DEL ||
-                         f->kind == FAULT_EVICT ||
-                         f->kind == FAULT_PEER_CLAIM))
+    if (f->detail[0] &&
+        (f->kind == FAULT_UPKEEP_KILL || f->kind == FAULT_LEASE_DEL ||
+         f->kind == FAULT_EVICT || f->kind == FAULT_PEER_CLAIM))
         printf("[%7.3f]   %s: %s\n", (chaos_now_ms() - run_start) / 1000.0,
                chaos_fault_name(f->kind), f->detail);
     f->ended_ms = chaos_now_ms();
@@ -1186,33 +1201,35 @@ static void inject(fault *f, int pos, emq_srv *srv, emq_peer *proxy) {
 /* ---- options ------------------------------------------------------------ */
 
 static void usage(void) {
-    fprintf(stderr,
-            "usage: chaos [--seed S] [--jobs N] [--workers W] [--pidns-workers K]\n"
-            "             [--seconds T] [--poison P] [--max-deliveries M]\n"
-            "             [--claim-idle MS] [--lease-ttl MS]\n"
-            "             [--handler-short-ms MS] [--handler-long-permille L]\n"
-            "             [--handler-max-ms MS] [--retry-permille R]\n"
-            "             [--retry-backoff MS] [--retry-backoff-max MS]\n"
-            "             [--settle-slack MS]\n"
-            "             [--kills K] [--stops K] [--restarts K] [--drops K]\n"
-            "             [--stalls K] [--halfopens K] [--stops-long K]\n"
-            "             [--intruders K] [--misconfs K] [--drain-seconds D]\n"
-            "             [--upkeep-kills K] [--lease-dels K] [--evictions K]\n"
-            "             [--peer-claims K] [--stops-pull K] [--pull-workers K]\n"
-            "             [--big-jobs N] [--big-max-mb MB] [--dead-jobs N]\n"
-            "             [--wide-fields F] [--max-reply-bytes B]\n"
-            "             [--faults LIST] [--dir PARENT] [--keep]\n"
-            "             [--tolerate-worker-exits] [--allow-unknown-conf]\n"
-            "Defaults: 200000 jobs, 4 workers + 1 in its own PID namespace,\n"
-            "T = max(30, N / 1300) s, 10 poison jobs, max_deliveries 5,\n"
-            "claim idle 2000 ms, lease TTL 5000 ms, handlers 1..4 ms with 2 per\n"
-            "mille up to 3 x claim idle, 20 per mille of jobs retried 1-2 times\n"
-            "with retry backoff 200 ms, settle slack 2000 ms, fault counts\n"
-            "from T, D = 300, 1 pull-mode worker, 4 big jobs (1..8 MB, workers at\n"
-            "resp.max_reply_bytes 10 MB) and 4 dead jobs (2500..5000 fields).\n"
-            "LIST (also EMQ_CHAOS_FAULTS, applied last): none, NAME=K, -NAME, NAME\n"
-            "with fault names as the schedule prints them, big-jobs, dead-jobs.\n"
-            "See docs/RELIABILITY.md.\n");
+    fprintf(
+        stderr,
+        "usage: chaos [--seed S] [--jobs N] [--workers W] [--pidns-workers K]\n"
+        "             [--seconds T] [--poison P] [--max-deliveries M]\n"
+        "             [--claim-idle MS] [--lease-ttl MS]\n"
+        "             [--handler-short-ms MS] [--handler-long-permille L]\n"
+        "             [--handler-max-ms MS] [--retry-permille R]\n"
+        "             [--retry-backoff MS] [--retry-backoff-max MS]\n"
+        "             [--settle-slack MS]\n"
+        "             [--kills K] [--stops K] [--restarts K] [--drops K]\n"
+        "             [--stalls K] [--halfopens K] [--stops-long K]\n"
+        "             [--intruders K] [--misconfs K] [--drain-seconds D]\n"
+        "             [--upkeep-kills K] [--lease-dels K] [--evictions K]\n"
+        "             [--peer-claims K] [--stops-pull K] [--pull-workers K]\n"
+        "             [--big-jobs N] [--big-max-mb MB] [--dead-jobs N]\n"
+        "             [--wide-fields F] [--max-reply-bytes B]\n"
+        "             [--faults LIST] [--dir PARENT] [--keep]\n"
+        "             [--tolerate-worker-exits] [--allow-unknown-conf]\n"
+        "Defaults: 200000 jobs, 4 workers + 1 in its own PID namespace,\n"
+        "T = max(30, N / 1300) s, 10 poison jobs, max_deliveries 5,\n"
+        "claim idle 2000 ms, lease TTL 5000 ms, handlers 1..4 ms with 2 per\n"
+        "mille up to 3 x claim idle, 20 per mille of jobs retried 1-2 times\n"
+        "with retry backoff 200 ms, settle slack 2000 ms, fault counts\n"
+        "from T, D = 300, 1 pull-mode worker, 4 big jobs (1..8 MB, workers at\n"
+        "resp.max_reply_bytes 10 MB) and 4 dead jobs (2500..5000 fields).\n"
+        "LIST (also EMQ_CHAOS_FAULTS, applied last): none, NAME=K, -NAME, "
+        "NAME\n"
+        "with fault names as the schedule prints them, big-jobs, dead-jobs.\n"
+        "See docs/RELIABILITY.md.\n");
     exit(2);
 }
 
@@ -1275,10 +1292,10 @@ static void apply_fault_list(options *o, const char *list, const char *from) {
 
 static void parse(int argc, char **argv, options *o) {
     static const char *fault_flags[FAULT_KINDS] = {
-        "--kills",        "--stops",      "--restarts",  "--drops",
-        "--stalls",       "--halfopens",  "--stops-long", "--intruders",
-        "--misconfs",     "--upkeep-kills", "--lease-dels", "--evictions",
-        "--peer-claims",  "--stops-pull"};
+        "--kills",       "--stops",        "--restarts",   "--drops",
+        "--stalls",      "--halfopens",    "--stops-long", "--intruders",
+        "--misconfs",    "--upkeep-kills", "--lease-dels", "--evictions",
+        "--peer-claims", "--stops-pull"};
     static const struct {
         const char *flag;
         long lo, hi;
@@ -1287,8 +1304,7 @@ static void parse(int argc, char **argv, options *o) {
         {"--claim-idle", 200, 600000, offsetof(options, claim_idle_ms)},
         {"--lease-ttl", 1000, 600000, offsetof(options, lease_ttl_ms)},
         {"--handler-short-ms", 1, 60000, offsetof(options, short_ms)},
-        {"--handler-long-permille", 0, 1000,
-         offsetof(options, long_permille)},
+        {"--handler-long-permille", 0, 1000, offsetof(options, long_permille)},
         {"--handler-max-ms", 1, 3600000, offsetof(options, handler_max_ms)},
         {"--retry-permille", 0, 1000, offsetof(options, retry_permille)},
         {"--retry-backoff", 0, 600000, offsetof(options, retry_backoff_ms)},
@@ -1299,8 +1315,7 @@ static void parse(int argc, char **argv, options *o) {
         {"--big-max-mb", 1, 64, offsetof(options, big_max_mb)},
         {"--dead-jobs", 0, 100000, offsetof(options, dead_jobs)},
         {"--wide-fields", 0, 200000, offsetof(options, wide_fields)},
-        {"--max-reply-bytes", 0, 1L << 30,
-         offsetof(options, max_reply_bytes)},
+        {"--max-reply-bytes", 0, 1L << 30, offsetof(options, max_reply_bytes)},
     };
     const char *fault_list = NULL;
     memset(o, 0, sizeof *o);
@@ -1419,9 +1434,8 @@ static void parse(int argc, char **argv, options *o) {
     int k1 = o->seconds / 30 > 0 ? o->seconds / 30 : 1;
     /* The faults of the new core's edges: once a minute each. */
     int k2 = o->seconds / 60 > 0 ? o->seconds / 60 : 1;
-    const int derived[FAULT_KINDS] = {2 * k1, k1, k1, 2 * k1, k1,
-                                      k1,     k1, k1, k1,     k2,
-                                      k2,     k2, k2, k2};
+    const int derived[FAULT_KINDS] = {2 * k1, k1, k1, 2 * k1, k1, k1, k1,
+                                      k1,     k1, k2, k2,     k2, k2, k2};
     for (int k = 0; k < FAULT_KINDS; k++)
         if (o->count[k] < 0)
             o->count[k] = derived[k];
@@ -1594,14 +1608,13 @@ static void plan_extras(const options *o, job_plan *plan, double *big_mb,
             continue;
         p->retries = 0;
         if (placed < o->big_jobs) {
-            p->big = (uint32_t)chaos_range(&r, 1L << 20,
-                                           o->big_max_mb << 20);
+            p->big = (uint32_t)chaos_range(&r, 1L << 20, o->big_max_mb << 20);
             p->ms = (uint32_t)chaos_range(&r, 1, 50);
             *big_mb += p->big / 1048576.0;
         } else {
             p->dead = 1;
-            p->wide = (uint32_t)chaos_range(&r, o->wide_fields / 2,
-                                            o->wide_fields);
+            p->wide =
+                (uint32_t)chaos_range(&r, o->wide_fields / 2, o->wide_fields);
             *wide_total += p->wide;
         }
         placed++;
@@ -1736,8 +1749,7 @@ int main(int argc, char **argv) {
            "in all, resp.max_reply_bytes %ld%s); %ld dead jobs (EMQ_DEAD at "
            "once, %ld extra fields in all)\n",
            o->pull_workers, o->big_jobs, big_mb, o->max_reply_bytes,
-           o->max_reply_bytes ? "" : ": the default", o->dead_jobs,
-           wide_total);
+           o->max_reply_bytes ? "" : ": the default", o->dead_jobs, wide_total);
     printf("chaos: planned handler time %.0f s in all, %.0f s per worker "
            "(without duplicates)\n",
            handler_s, handler_s / (nworkers > 0 ? nworkers : 1));
@@ -1757,14 +1769,13 @@ int main(int argc, char **argv) {
            o->lease_ttl_ms, o->short_ms, o->long_permille, o->handler_max_ms,
            o->retry_permille, o->retry_backoff_ms, o->retry_backoff_max_ms,
            o->settle_slack_ms, o->count[FAULT_KILL], o->count[FAULT_STOP],
-           o->count[FAULT_RESTART], o->count[FAULT_DROP],
-           o->count[FAULT_STALL], o->count[FAULT_HALFOPEN],
-           o->count[FAULT_STOP_LONG], o->count[FAULT_INTRUDER],
-           o->count[FAULT_MISCONF], o->count[FAULT_UPKEEP_KILL],
-           o->count[FAULT_LEASE_DEL], o->count[FAULT_EVICT],
-           o->count[FAULT_PEER_CLAIM], o->count[FAULT_STOP_PULL],
-           o->pull_workers, o->big_jobs, o->big_max_mb, o->dead_jobs,
-           o->wide_fields, o->max_reply_bytes,
+           o->count[FAULT_RESTART], o->count[FAULT_DROP], o->count[FAULT_STALL],
+           o->count[FAULT_HALFOPEN], o->count[FAULT_STOP_LONG],
+           o->count[FAULT_INTRUDER], o->count[FAULT_MISCONF],
+           o->count[FAULT_UPKEEP_KILL], o->count[FAULT_LEASE_DEL],
+           o->count[FAULT_EVICT], o->count[FAULT_PEER_CLAIM],
+           o->count[FAULT_STOP_PULL], o->pull_workers, o->big_jobs,
+           o->big_max_mb, o->dead_jobs, o->wide_fields, o->max_reply_bytes,
            o->allow_unknown ? " --allow-unknown-conf" : "");
     printf("chaos: run folder %s\n", run_dir);
     printf("chaos: schedule of %d faults:\n", nfaults);

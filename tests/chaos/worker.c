@@ -176,14 +176,14 @@ static emq_status pull_loop(emq_consumer_t *c, ledger *l, const char *name,
         char reason[256] = "";
         emq_verdict v = handle(l, e, reason, sizeof reason);
         emq_error serr;
-        emq_status ss = v == EMQ_ACK     ? emq_consumer_ack(c, e, &serr)
-                        : v == EMQ_DEAD ? emq_consumer_dead(c, e, reason, &serr)
-                                        : emq_consumer_retry(c, e, -1, reason,
-                                                             &serr);
+        emq_status ss = v == EMQ_ACK ? emq_consumer_ack(c, e, &serr)
+                        : v == EMQ_DEAD
+                            ? emq_consumer_dead(c, e, reason, &serr)
+                            : emq_consumer_retry(c, e, -1, reason, &serr);
         if (ss != EMQ_OK) {
             settle_failed++;
-            fprintf(stderr, "chaos worker %s: settlement of %s: %s: %s\n",
-                    name, e->id, emq_status_name(ss), serr.message);
+            fprintf(stderr, "chaos worker %s: settlement of %s: %s: %s\n", name,
+                    e->id, emq_status_name(ss), serr.message);
         }
         emq_entry_free(e);
     }
@@ -229,8 +229,8 @@ static const char *arg(int argc, char **argv, const char *key) {
 int chaos_worker_main(int argc, char **argv) {
     const char *name = arg(argc, argv, "name"), *url = arg(argc, argv, "url"),
                *path = arg(argc, argv, "ledger"),
-               *maxd = arg(argc, argv, "maxd"),
-               *idle = arg(argc, argv, "idle"), *ttl = arg(argc, argv, "ttl"),
+               *maxd = arg(argc, argv, "maxd"), *idle = arg(argc, argv, "idle"),
+               *ttl = arg(argc, argv, "ttl"),
                *backoff = arg(argc, argv, "backoff"),
                *backoff_max = arg(argc, argv, "backoff_max"),
                *id = arg(argc, argv, "id"), *inc = arg(argc, argv, "inc"),
@@ -281,10 +281,9 @@ int chaos_worker_main(int argc, char **argv) {
                            allow_unknown);
     emq_error err;
     emq_consumer_t *c = NULL;
-    if (!bad && emq_consumer_new(conf,
-                                 mode && strcmp(mode, "pull") == 0 ? NULL
-                                                                   : handle,
-                                 &l, &c, &err) != EMQ_OK) {
+    if (!bad && emq_consumer_new(
+                    conf, mode && strcmp(mode, "pull") == 0 ? NULL : handle, &l,
+                    &c, &err) != EMQ_OK) {
         fprintf(stderr, "chaos worker %s: %s\n", name, err.message);
         bad = 1;
     }
@@ -308,8 +307,8 @@ int chaos_worker_main(int argc, char **argv) {
      * reached, docs/CONSUMER.md); here the worker does it itself, a few
      * times, so that a proxy fault at its start is not a worker death. */
     int pull = mode && strcmp(mode, "pull") == 0;
-    emq_status st = pull ? pull_loop(c, &l, name, &err)
-                         : emq_consumer_run(c, &err);
+    emq_status st =
+        pull ? pull_loop(c, &l, name, &err) : emq_consumer_run(c, &err);
     for (int again = 0; again < 20 && st != EMQ_OK; again++) {
         emq_consumer_stats first;
         emq_consumer_stats_get(c, &first);

@@ -84,6 +84,8 @@ typedef enum fault_kind {
     FAULT_PEER_CLAIM,  /* a raw XCLAIM of pending entries to a made-up
                           consumer that then does nothing */
     FAULT_STOP_PULL,   /* SIGSTOP a pull-mode worker past lease.ttl_ms */
+    FAULT_MIGRATE,     /* --cluster: the queue's slot migrated, held
+                          between MIGRATING and the keys' MIGRATE */
     FAULT_KINDS
 } fault_kind;
 

@@ -11,6 +11,7 @@
  *         [--halfopens K] [--stops-long K] [--intruders K] [--misconfs K]
  *         [--upkeep-kills K] [--lease-dels K] [--evictions K]
  *         [--peer-claims K] [--stops-pull K] [--pull-workers K]
+ *         [--cluster] [--migrations K]
  *         [--big-jobs N] [--big-max-mb MB] [--dead-jobs N]
  *         [--wide-fields F] [--max-reply-bytes B] [--faults LIST]
  *         [--drain-seconds D] [--dir PARENT] [--keep]
@@ -51,6 +52,7 @@
  * are used.
  */
 #include "chaos.h"
+#include "harness/cluster.h"
 #include "harness/fakepeer.h"
 #include "harness/server.h"
 
@@ -97,6 +99,7 @@ typedef struct options {
     int tolerate_exits;
     int allow_unknown;
     int pull_workers; /* of the plain workers, the last K poll */
+    int cluster;      /* a 3-master cluster instead of one server */
     long big_jobs;    /* jobs with a 1..big_max_mb MB blob field */
     long big_max_mb;
     long dead_jobs;       /* jobs whose handler answers EMQ_DEAD */
@@ -393,8 +396,11 @@ static int plan(const options *o, chaos_rng *rng, fault *f) {
             x->duration_ms = chaos_range(rng, 2000, 4000);
             break;
         case FAULT_UPKEEP_KILL:
+            /* Long enough for two or three renewals (every TTL / 3) to
+             * be lost: the lease's local deadline passes under it. */
             x->worker = (int)chaos_range(rng, 1, nworkers);
-            x->duration_ms = chaos_range(rng, 2000, 4000);
+            x->duration_ms = chaos_range(rng, o->lease_ttl_ms * 3 / 5,
+                                         o->lease_ttl_ms + 1000);
             break;
         case FAULT_LEASE_DEL:
             x->worker = (int)chaos_range(rng, 1, nworkers);
@@ -405,6 +411,9 @@ static int plan(const options *o, chaos_rng *rng, fault *f) {
             break;
         case FAULT_PEER_CLAIM:
             x->duration_ms = 0;
+            break;
+        case FAULT_MIGRATE:
+            x->duration_ms = chaos_range(rng, 3000, 5000);
             break;
         case FAULT_STOP_PULL:
             /* The pull-mode workers are the last pull_workers plain ones
@@ -506,6 +515,12 @@ static void describe(const fault *f, char *buf, size_t size) {
                  "XCLAIM up to 3 pending entries (those in a "
                  "handler first) to a made-up consumer that "
                  "never comes back");
+        break;
+    case FAULT_MIGRATE:
+        snprintf(buf, size,
+                 "migrate the queue's slot to another master: MIGRATING "
+                 "held %lld ms, then the keys, then SETSLOT NODE",
+                 (long long)f->duration_ms);
         break;
     case FAULT_STOP_PULL:
         snprintf(buf, size,
@@ -1129,6 +1144,39 @@ static void peer_claim_episode(fault *f, int pos, emq_srv *srv) {
              f->claimed, nids, ghost, held);
 }
 
+/* ---- cluster mode -------------------------------------------------------- */
+
+static emq_cl *cluster;     /* --cluster: 3 masters, no replicas */
+static unsigned queue_slot; /* the slot of the queue's keys */
+
+/* The master that serves the queue's slot now (as node 0 sees it). */
+static emq_srv *owner_srv(void) {
+    int o = emq_cl_owner(cluster, 0, queue_slot);
+    return emq_cl_node(cluster, o >= 0 ? o : 0);
+}
+
+/* Moves the queue's slot to another master while the workers run:
+ * MIGRATING/IMPORTING, held f->duration_ms with every key still on the
+ * source (a script naming a key that does not exist there gets TRYAGAIN),
+ * then MIGRATE of every key, then SETSLOT NODE on every master. A step
+ * the server refuses ends the run as a setup failure (exit 2). */
+static void migrate_episode(fault *f) {
+    int from = emq_cl_owner(cluster, 0, queue_slot);
+    int to = emq_cl_other_master(cluster, from);
+    int64_t t0 = chaos_now_ms();
+    emq_cl_migrate_begin(cluster, queue_slot, from, to);
+    wait_until(chaos_now_ms() + f->duration_ms);
+    int64_t t1 = chaos_now_ms();
+    emq_cl_migrate_keys(cluster, queue_slot, from, to);
+    int64_t t2 = chaos_now_ms();
+    emq_cl_migrate_finish(cluster, queue_slot, from, to);
+    snprintf(f->detail, sizeof f->detail,
+             "slot %u from node %d to node %d: MIGRATING %lld ms, MIGRATE "
+             "%lld ms, final after %lld ms",
+             queue_slot, from, to, (long long)(t1 - t0), (long long)(t2 - t1),
+             (long long)(chaos_now_ms() - t0));
+}
+
 static void inject(fault *f, int pos, emq_srv *srv, emq_peer *proxy) {
     char what[200];
     describe(f, what, sizeof what);
@@ -1187,12 +1235,16 @@ static void inject(fault *f, int pos, emq_srv *srv, emq_peer *proxy) {
     case FAULT_PEER_CLAIM:
         peer_claim_episode(f, pos, srv);
         break;
+    case FAULT_MIGRATE:
+        migrate_episode(f);
+        break;
     default:
         break;
     }
     if (f->detail[0] &&
         (f->kind == FAULT_UPKEEP_KILL || f->kind == FAULT_LEASE_DEL ||
-         f->kind == FAULT_EVICT || f->kind == FAULT_PEER_CLAIM))
+         f->kind == FAULT_EVICT || f->kind == FAULT_PEER_CLAIM ||
+         f->kind == FAULT_MIGRATE))
         printf("[%7.3f]   %s: %s\n", (chaos_now_ms() - run_start) / 1000.0,
                chaos_fault_name(f->kind), f->detail);
     f->ended_ms = chaos_now_ms();
@@ -1215,6 +1267,7 @@ static void usage(void) {
         "             [--intruders K] [--misconfs K] [--drain-seconds D]\n"
         "             [--upkeep-kills K] [--lease-dels K] [--evictions K]\n"
         "             [--peer-claims K] [--stops-pull K] [--pull-workers K]\n"
+        "             [--cluster] [--migrations K]\n"
         "             [--big-jobs N] [--big-max-mb MB] [--dead-jobs N]\n"
         "             [--wide-fields F] [--max-reply-bytes B]\n"
         "             [--faults LIST] [--dir PARENT] [--keep]\n"
@@ -1224,7 +1277,7 @@ static void usage(void) {
         "claim idle 2000 ms, lease TTL 5000 ms, handlers 1..4 ms with 2 per\n"
         "mille up to 3 x claim idle, 20 per mille of jobs retried 1-2 times\n"
         "with retry backoff 200 ms, settle slack 2000 ms, fault counts\n"
-        "from T, D = 300, 1 pull-mode worker, 4 big jobs (1..8 MB, workers at\n"
+        "from T, D = 300, 1 pull-mode worker, 8 big jobs (1..8 MB, workers at\n"
         "resp.max_reply_bytes 10 MB) and 4 dead jobs (2500..5000 fields).\n"
         "LIST (also EMQ_CHAOS_FAULTS, applied last): none, NAME=K, -NAME, "
         "NAME\n"
@@ -1295,7 +1348,7 @@ static void parse(int argc, char **argv, options *o) {
         "--kills",       "--stops",        "--restarts",   "--drops",
         "--stalls",      "--halfopens",    "--stops-long", "--intruders",
         "--misconfs",    "--upkeep-kills", "--lease-dels", "--evictions",
-        "--peer-claims", "--stops-pull"};
+        "--peer-claims", "--stops-pull",   "--migrations"};
     static const struct {
         const char *flag;
         long lo, hi;
@@ -1378,6 +1431,8 @@ static void parse(int argc, char **argv, options *o) {
         } else if (strcmp(a, "--workers") == 0) {
             o->workers = (int)number(a, v, 1, CHAOS_MAX_WORKERS);
             i++;
+        } else if (strcmp(a, "--cluster") == 0) {
+            o->cluster = 1;
         } else if (strcmp(a, "--pull-workers") == 0) {
             o->pull_workers = (int)number(a, v, 0, CHAOS_MAX_WORKERS);
             i++;
@@ -1434,13 +1489,13 @@ static void parse(int argc, char **argv, options *o) {
     int k1 = o->seconds / 30 > 0 ? o->seconds / 30 : 1;
     /* The faults of the new core's edges: once a minute each. */
     int k2 = o->seconds / 60 > 0 ? o->seconds / 60 : 1;
-    const int derived[FAULT_KINDS] = {2 * k1, k1, k1, 2 * k1, k1, k1, k1,
-                                      k1,     k1, k2, k2,     k2, k2, k2};
+    const int derived[FAULT_KINDS] = {2 * k1, k1, k1, 2 * k1, k1, k1, k1,    k1,
+                                      k1,     k2, k2, k2,     k2, k2, 3 * k2};
     for (int k = 0; k < FAULT_KINDS; k++)
         if (o->count[k] < 0)
             o->count[k] = derived[k];
     if (o->big_jobs < 0)
-        o->big_jobs = o->jobs >= 4000 ? 4 : o->jobs / 1000;
+        o->big_jobs = o->jobs >= 4000 ? 8 : o->jobs / 500;
     if (o->dead_jobs < 0)
         o->dead_jobs = o->jobs >= 4000 ? 4 : o->jobs / 1000;
     /* --faults, then EMQ_CHAOS_FAULTS, have the last word. */
@@ -1448,6 +1503,18 @@ static void parse(int argc, char **argv, options *o) {
     apply_fault_list(o, getenv("EMQ_CHAOS_FAULTS"), "EMQ_CHAOS_FAULTS");
     if (o->pull_workers == 0)
         o->count[FAULT_STOP_PULL] = 0;
+    if (o->cluster) {
+        /* One server's faults: no proxy in front of a cluster (the
+         * workers follow redirections to every node), and the server
+         * episodes need the one server. */
+        const fault_kind single[] = {FAULT_RESTART, FAULT_DROP,
+                                     FAULT_STALL,   FAULT_HALFOPEN,
+                                     FAULT_MISCONF, FAULT_EVICT};
+        for (size_t k = 0; k < sizeof single / sizeof single[0]; k++)
+            o->count[single[k]] = 0;
+    } else {
+        o->count[FAULT_MIGRATE] = 0;
+    }
     if (o->big_jobs + o->dead_jobs + o->poison > o->jobs) {
         fprintf(stderr, "chaos: more big, dead and poison jobs than jobs\n");
         usage();
@@ -1609,7 +1676,11 @@ static void plan_extras(const options *o, job_plan *plan, double *big_mb,
         p->retries = 0;
         if (placed < o->big_jobs) {
             p->big = (uint32_t)chaos_range(&r, 1L << 20, o->big_max_mb << 20);
-            p->ms = (uint32_t)chaos_range(&r, 1, 50);
+            /* Slow enough that the block outnumbers the workers'
+             * reads: while each is in a big job's handler the rest wait in
+             * the stream, and the next read asks for several at once. */
+            p->ms = (uint32_t)chaos_range(&r, o->claim_idle_ms / 4,
+                                          o->claim_idle_ms / 2);
             *big_mb += p->big / 1048576.0;
         } else {
             p->dead = 1;
@@ -1763,7 +1834,7 @@ int main(int argc, char **argv) {
            "--misconfs %d --upkeep-kills %d --lease-dels %d --evictions %d "
            "--peer-claims %d --stops-pull %d --pull-workers %d --big-jobs %ld "
            "--big-max-mb %ld --dead-jobs %ld --wide-fields %ld "
-           "--max-reply-bytes %ld%s\n",
+           "--max-reply-bytes %ld --migrations %d%s%s\n",
            (unsigned long long)o->seed, o->jobs, o->workers, o->pidns_workers,
            o->seconds, o->poison, o->max_deliveries, o->claim_idle_ms,
            o->lease_ttl_ms, o->short_ms, o->long_permille, o->handler_max_ms,
@@ -1776,6 +1847,7 @@ int main(int argc, char **argv) {
            o->count[FAULT_EVICT], o->count[FAULT_PEER_CLAIM],
            o->count[FAULT_STOP_PULL], o->pull_workers, o->big_jobs,
            o->big_max_mb, o->dead_jobs, o->wide_fields, o->max_reply_bytes,
+           o->count[FAULT_MIGRATE], o->cluster ? " --cluster" : "",
            o->allow_unknown ? " --allow-unknown-conf" : "");
     printf("chaos: run folder %s\n", run_dir);
     printf("chaos: schedule of %d faults:\n", nfaults);
@@ -1798,18 +1870,40 @@ int main(int argc, char **argv) {
     so.extra_config = emq_srv_binary_version(NULL, 0) >= 70000
                           ? "enable-protected-configs local\n"
                           : NULL;
-    emq_srv *srv = emq_srv_start(&so);
-    emq_peer_opts po;
-    memset(&po, 0, sizeof po);
-    po.mode = EMQ_PEER_PROXY;
-    po.upstream_port = emq_srv_port(srv);
-    emq_peer *proxy = emq_peer_start(&po);
-    snprintf(proxy_url, sizeof proxy_url, "%s", emq_peer_url(proxy));
+    emq_srv *srv = NULL;
+    emq_peer *proxy = NULL;
     char admin_url[700];
-    snprintf(admin_url, sizeof admin_url, "unix://%s", emq_srv_socket(srv));
-    printf("chaos: redis-server pid %ld at %s; workers connect through the "
-           "proxy %s\n",
-           (long)emq_srv_pid(srv), emq_srv_url(srv), proxy_url);
+    if (o->cluster) {
+        /* Workers, producer and checker go to node 0 and follow the
+         * redirections; the harness's own commands go to the owner. */
+        cluster = emq_cl_start(3, 0);
+        char out[64];
+        if (emq_srv_cmd(emq_cl_node(cluster, 0), out, sizeof out, "CLUSTER",
+                        "KEYSLOT", CHAOS_STREAM, NULL) != ':') {
+            fprintf(stderr, "chaos: CLUSTER KEYSLOT: %s\n", out);
+            return 2;
+        }
+        queue_slot = (unsigned)atoi(out);
+        srv = emq_cl_node(cluster, 0);
+        snprintf(proxy_url, sizeof proxy_url, "%s", emq_srv_url(srv));
+        snprintf(admin_url, sizeof admin_url, "unix://%s",
+                 emq_srv_socket(owner_srv()));
+        printf("chaos: a 3-master cluster (node 0 at %s); the queue's slot "
+               "%u is on node %d; workers connect to node 0 directly\n",
+               proxy_url, queue_slot, emq_cl_owner(cluster, 0, queue_slot));
+    } else {
+        srv = emq_srv_start(&so);
+        emq_peer_opts po;
+        memset(&po, 0, sizeof po);
+        po.mode = EMQ_PEER_PROXY;
+        po.upstream_port = emq_srv_port(srv);
+        proxy = emq_peer_start(&po);
+        snprintf(proxy_url, sizeof proxy_url, "%s", emq_peer_url(proxy));
+        snprintf(admin_url, sizeof admin_url, "unix://%s", emq_srv_socket(srv));
+        printf("chaos: redis-server pid %ld at %s; workers connect through "
+               "the proxy %s\n",
+               (long)emq_srv_pid(srv), emq_srv_url(srv), proxy_url);
+    }
 
     run_start = chaos_now_ms();
     for (int i = 1; i <= nworkers; i++) {
@@ -1820,7 +1914,7 @@ int main(int argc, char **argv) {
                    i, (long)workers[i].target);
     }
 
-    producer.url = emq_srv_url(srv);
+    producer.url = emq_srv_url(srv); /* node 0 in a cluster */
     producer.jobs = o->jobs;
     producer.plan = jobs;
     producer.resent = resent;
@@ -1838,7 +1932,7 @@ int main(int argc, char **argv) {
 
     for (int i = 0; i < nfaults; i++) {
         wait_until(run_start + faults[i].at_ms);
-        inject(&faults[i], i + 1, srv, proxy);
+        inject(&faults[i], i + 1, cluster ? owner_srv() : srv, proxy);
     }
     wait_until(run_start + (int64_t)o->seconds * 1000);
     while (!__atomic_load_n(&producer.done, __ATOMIC_ACQUIRE))
@@ -1855,6 +1949,9 @@ int main(int argc, char **argv) {
     long long pending = -1;
     int behind = 1;
     while (chaos_now_ms() < drain_deadline) {
+        if (cluster)
+            snprintf(admin_url, sizeof admin_url, "unix://%s",
+                     emq_srv_socket(owner_srv()));
         if (chaos_drained(admin_url, &pending, &behind) == 0 && pending == 0 &&
             !behind) {
             drained = 1;
@@ -1893,10 +1990,17 @@ int main(int argc, char **argv) {
         .producer_failed = producer.failed,
         .drained = drained,
     };
+    if (cluster)
+        snprintf(admin_url, sizeof admin_url, "unix://%s",
+                 emq_srv_socket(owner_srv()));
     int verdict = chaos_check(&run);
     printf("chaos: %.1f s in all\n", (chaos_now_ms() - run_start) / 1000.0);
-    emq_peer_stop(proxy);
-    emq_srv_stop(srv);
+    if (cluster) {
+        emq_cl_stop(cluster);
+    } else {
+        emq_peer_stop(proxy);
+        emq_srv_stop(srv);
+    }
     free(jobs);
     free(resent);
     if (verdict == 0 && !o->keep) {

@@ -190,6 +190,9 @@ typedef struct chaos_run {
     int nfaults;
     int workers_died;         /* unexpected worker exits */
     int tolerate_exits;       /* 1: report them without failing */
+    int tolerate_unseen;      /* 1: report unseen dead letters only */
+    int tolerate_fields;      /* 1: report dead letters that lost fields
+                                 only */
     int producer_failed;
     int drained;              /* 1: drained before the deadline */
 } chaos_run;

@@ -893,14 +893,14 @@ int chaos_check(const chaos_run *run) {
             run->faults[k].began_ms && run->faults[k].outcome != 1)
             misconf_bad++;
 
-    violations += (lost > 0) + (missing > 0) + (poison_acked > 0) +
-                  (dead_dups > 0) + (dead_healthy > 0) + (unseen > 0) +
-                  (s.fields_bad > 0) + (dup_unexplained > 0) +
-                  (intruders_bad > 0) + (early > 0) + (misconf_bad > 0) +
-                  (l.bad_lines > 0) +
-                  (run->workers_died > 0 && !run->tolerate_exits) +
-                  (run->producer_failed != 0) + (!run->drained) + (!server_ok) +
-                  (pending != 0) + (behind != 0);
+    violations +=
+        (lost > 0) + (missing > 0) + (poison_acked > 0) + (dead_dups > 0) +
+        (dead_healthy > 0) + (unseen > 0 && !run->tolerate_unseen) +
+        (s.fields_bad > 0 && !run->tolerate_fields) + (dup_unexplained > 0) +
+        (intruders_bad > 0) + (early > 0) + (misconf_bad > 0) +
+        (l.bad_lines > 0) + (run->workers_died > 0 && !run->tolerate_exits) +
+        (run->producer_failed != 0) + (!run->drained) + (!server_ok) +
+        (pending != 0) + (behind != 0);
     int counts[FAULT_KINDS] = {0};
     for (int k = 0; k < run->nfaults; k++)
         if (run->faults[k].began_ms)
@@ -927,8 +927,11 @@ int chaos_check(const chaos_run *run) {
            "dead-lettered; "
            "%ld UNSEEN dead letters (no handler gave up on the entry and it "
            "was not handed out max_deliveries times; must be 0); %ld dead "
-           "letters missing or changing a field of their entry (must be 0)\n",
-           dead_planned, dead_given_up, unseen, s.fields_bad);
+           "letters missing or changing a field of their entry (must be "
+           "0)%s%s\n",
+           dead_planned, dead_given_up, unseen, s.fields_bad,
+           run->tolerate_unseen ? "; unseen ones tolerated" : "",
+           run->tolerate_fields ? "; lost fields tolerated" : "");
     printf("  retries             %ld intended re-deliveries after EMQ_RETRY "
            "(not duplicates); gap from the retry to the next call: min %lld, "
            "median %lld, max %lld ms; %ld sooner than the backoff%s\n",

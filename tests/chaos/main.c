@@ -881,16 +881,20 @@ static int in_handler(int i, long *job, char *id, size_t size) {
 
 /* A worker in a long handler (at least claim idle / 2 planned), the
  * drawn one f->worker first, waited for up to 2 s: these faults matter
- * while an entry is in hand. f->worker becomes the chosen one; it stays
- * the drawn one when nobody was found. */
+ * while an entry is in hand. For the first 1.5 s only run-mode workers
+ * qualify (run mode is where a lapsed lease silences the refresh until
+ * the handler returns), then any. f->worker becomes the chosen one; it
+ * stays the drawn one when nobody was found. */
 static void aim(fault *f) {
-    int64_t until = chaos_now_ms() + 2000;
+    int64_t t0 = chaos_now_ms(), until = t0 + 2000;
     do {
+        int any = chaos_now_ms() - t0 >= 1500;
         for (int k = 0; k < nworkers; k++) {
             int i = (f->worker - 1 + k) % nworkers + 1;
             long job;
             char id[32];
-            if (workers[i].pid > 0 && in_handler(i, &job, id, sizeof id) &&
+            if (workers[i].pid > 0 && (any || !workers[i].pull) &&
+                in_handler(i, &job, id, sizeof id) &&
                 job_plans[job].ms >= (uint32_t)(opt.claim_idle_ms / 2)) {
                 if (i != f->worker)
                     printf("[%7.3f]   aimed at chaos-%d (job %ld in its "
@@ -1697,14 +1701,15 @@ static void plan_jobs(const options *o, job_plan *plan, long *nlong,
  * jobs (EMQ_DEAD at once, wide/2..wide extra fields), placed among the
  * jobs that are neither poison nor already chosen, from the seed (a
  * generator of their own: the other draws stay what they were). The big
- * jobs are one block of consecutive jobs, so that one read or claim page
- * holds several of them (more than resp.max_reply_bytes together). */
+ * jobs open the stream (jobs 0.., poison ones skipped), and the workers
+ * start once they are in (main), so that the first read pages hold
+ * several of them (more than resp.max_reply_bytes together). */
 static void plan_extras(const options *o, job_plan *plan, double *big_mb,
                         long *wide_total) {
     chaos_rng r = {o->seed ^ 0x657874726173ull}; /* "extras" */
     *big_mb = 0;
     *wide_total = 0;
-    long next_big = chaos_range(&r, 0, o->jobs - 1);
+    long next_big = 0;
     for (long placed = 0; placed < o->big_jobs + o->dead_jobs;) {
         long j = placed < o->big_jobs ? next_big++ % o->jobs
                                       : (long)chaos_range(&r, 0, o->jobs - 1);
@@ -1949,14 +1954,6 @@ int main(int argc, char **argv) {
     }
 
     run_start = chaos_now_ms();
-    for (int i = 1; i <= nworkers; i++) {
-        spawn_worker(i);
-        if (workers[i].pidns)
-            printf("chaos: worker chaos-%d runs in its own PID namespace "
-                   "(pid %ld outside)\n",
-                   i, (long)workers[i].target);
-    }
-
     producer.url = emq_srv_url(srv); /* node 0 in a cluster */
     producer.jobs = o->jobs;
     producer.plan = jobs;
@@ -1971,6 +1968,28 @@ int main(int argc, char **argv) {
         0) {
         fprintf(stderr, "chaos: cannot start the producer thread\n");
         return 2;
+    }
+    if (o->big_jobs > 0) {
+        /* The big jobs open the stream (jobs 0..): the workers start once
+         * the first batch is in, so their first reads find all of them
+         * at once, more than resp.max_reply_bytes together. */
+        long first = o->jobs < 100 ? o->jobs : 100;
+        int64_t until = chaos_now_ms() + 10000;
+        while (__atomic_load_n(&producer.confirmed, __ATOMIC_RELAXED) < first &&
+               !__atomic_load_n(&producer.done, __ATOMIC_ACQUIRE) &&
+               chaos_now_ms() < until)
+            chaos_sleep_ms(20);
+        printf("[%7.3f] the first %ld jobs (the big ones among them) are in "
+               "the stream; starting the workers\n",
+               (chaos_now_ms() - run_start) / 1000.0,
+               __atomic_load_n(&producer.confirmed, __ATOMIC_RELAXED));
+    }
+    for (int i = 1; i <= nworkers; i++) {
+        spawn_worker(i);
+        if (workers[i].pidns)
+            printf("chaos: worker chaos-%d runs in its own PID namespace "
+                   "(pid %ld outside)\n",
+                   i, (long)workers[i].target);
     }
 
     for (int i = 0; i < nfaults; i++) {

@@ -49,6 +49,8 @@ typedef struct chaos_settings {
                                   returned its settlement may still be in
                                   flight (a fault then explains a dup) */
     int64_t handler_max_ms;    /* the longest handler duration drawn */
+    int64_t max_reply_bytes;   /* resp.max_reply_bytes of the workers;
+                                  0: the library's default */
 } chaos_settings;
 
 /* CLOCK_MONOTONIC in milliseconds: one clock for every process of a run
@@ -66,15 +68,24 @@ uint64_t chaos_rand(chaos_rng *r);
 int64_t chaos_range(chaos_rng *r, int64_t lo, int64_t hi);
 
 typedef enum fault_kind {
-    FAULT_KILL = 0, /* SIGKILL a worker, restart it under the same name */
-    FAULT_STOP,     /* SIGSTOP a worker past claim.min_idle_ms, SIGCONT */
-    FAULT_RESTART,  /* SIGKILL the server, restart it on its AOF */
-    FAULT_DROP,     /* the proxy closes every worker connection */
-    FAULT_STALL,    /* the proxy freezes, shorter than the command timeout */
-    FAULT_HALFOPEN, /* the proxy freezes past the command timeout */
-    FAULT_STOP_LONG, /* SIGSTOP a worker past lease.ttl_ms, SIGCONT */
-    FAULT_INTRUDER, /* a second process under a live worker's name */
-    FAULT_MISCONF,  /* failed BGSAVE: writes refused with MISCONF */
+    FAULT_KILL = 0,    /* SIGKILL a worker, restart it under the same name */
+    FAULT_STOP,        /* SIGSTOP a worker past claim.min_idle_ms, SIGCONT */
+    FAULT_RESTART,     /* SIGKILL the server, restart it on its AOF */
+    FAULT_DROP,        /* the proxy closes every worker connection */
+    FAULT_STALL,       /* the proxy freezes, shorter than the command timeout */
+    FAULT_HALFOPEN,    /* the proxy freezes past the command timeout */
+    FAULT_STOP_LONG,   /* SIGSTOP a worker past lease.ttl_ms, SIGCONT */
+    FAULT_INTRUDER,    /* a second process under a live worker's name */
+    FAULT_MISCONF,     /* failed BGSAVE: writes refused with MISCONF */
+    FAULT_UPKEEP_KILL, /* CLIENT KILL of a worker's upkeep connection
+                          alone, every 300-400 ms, for a few seconds */
+    FAULT_LEASE_DEL,   /* DEL of a worker's lease key */
+    FAULT_EVICT,       /* maxmemory + volatile-lru: TTL'd keys evicted */
+    FAULT_PEER_CLAIM,  /* a raw XCLAIM of pending entries to a made-up
+                          consumer that then does nothing */
+    FAULT_STOP_PULL,   /* SIGSTOP a pull-mode worker past lease.ttl_ms */
+    FAULT_MIGRATE,     /* --cluster: the queue's slot migrated, held
+                          between MIGRATING and the keys' MIGRATE */
     FAULT_KINDS
 } fault_kind;
 
@@ -95,18 +106,35 @@ enum {
 typedef struct job_plan {
     uint8_t poison;  /* answered EMQ_RETRY every time */
     uint8_t retries; /* healthy: EMQ_RETRY while deliveries <= retries */
+    uint8_t dead;    /* answered EMQ_DEAD at once (kind "dead") */
     uint32_t ms;     /* handler duration */
+    uint32_t big;    /* bytes of its "blob" field; 0: none */
+    uint32_t wide;   /* extra fields w0..w<wide-1>; 0: none */
 } job_plan;
+
+/* The fields of job `index` exactly as the producer writes them (job,
+ * kind, ms, retries, pad, then blob when plan->big, then w0.. when
+ * plan->wide), for the producer and for the checker's comparison of dead
+ * letters with their entries. Returns one allocation (the fields and every
+ * byte they point to) the caller frees with free(), or NULL when out of
+ * memory; *n gets the number of fields. Thread-safe (no shared state). */
+emq_field *chaos_job_fields(long index, const job_plan *plan, uint64_t seed,
+                            size_t *n);
 
 /* One fault of the schedule, and when it really happened. */
 typedef struct fault {
     fault_kind kind;
-    int worker;          /* 1..W for KILL, STOP, STOP_LONG and the target
-                            of INTRUDER; 0 otherwise */
+    int worker;          /* 1..W for KILL, STOP, STOP_LONG, STOP_PULL,
+                            UPKEEP_KILL, LEASE_DEL and the target of
+                            INTRUDER; 0 otherwise */
     int inc;             /* the target's incarnation when it ran */
     int pidns;           /* INTRUDER: started in its own PID namespace */
     int outcome;         /* INTRUDER: INTRUDER_*; MISCONF: 1 when MISCONF
-                            was seen and the restore succeeded */
+                            was seen and the restore succeeded; EVICT: 1
+                            when a write was refused with OOM (then it
+                            counts as a write outage) */
+    int claimed;         /* PEER_CLAIM: entries taken (ids below) */
+    char claimed_ids[4][24];
     int64_t target_died_ms; /* INTRUDER: when the target's incarnation
                                ended during the episode; 0: it lived */
     char detail[300];    /* what happened, for the report */
@@ -136,7 +164,7 @@ typedef struct chaos_producer {
     volatile int done;
 } chaos_producer;
 
-/* Thread body: publishes jobs 0..jobs-1 (fields job, kind, pad), paced,
+/* Thread body: publishes jobs 0..jobs-1 (chaos_job_fields), paced,
  * retrying every entry whose outcome is unknown or refused until the
  * server confirms it. */
 void *chaos_produce(void *arg);
@@ -151,6 +179,7 @@ typedef struct chaos_run {
     int workers;              /* every worker: plain and pidns */
     int pidns_workers;        /* of which in their own PID namespace */
     int max_deliveries;
+    int pull_workers;         /* of which run in pull mode */
     const char *dir;          /* run folder with the ledgers */
     const char *admin_url;    /* unix socket of the server */
     const job_plan *plan;
@@ -161,6 +190,9 @@ typedef struct chaos_run {
     int nfaults;
     int workers_died;         /* unexpected worker exits */
     int tolerate_exits;       /* 1: report them without failing */
+    int tolerate_unseen;      /* 1: report unseen dead letters only */
+    int tolerate_fields;      /* 1: report dead letters that lost fields
+                                 only */
     int producer_failed;
     int drained;              /* 1: drained before the deadline */
 } chaos_run;

@@ -168,8 +168,21 @@ static int scan(emq_conn_t *conn, const char *key, entry_fn fn, void *ctx) {
 
 /* ---- what the server holds ------------------------------------------- */
 
+/* One dead letter: its job, the entry it came from, and whether it holds
+ * every field of that entry as the producer wrote it. */
+typedef struct dead_letter {
+    long job;
+    char origin[24];
+    int fields_ok;
+} dead_letter;
+
 typedef struct seen {
     long jobs;
+    const job_plan *plan; /* to rebuild each job's fields */
+    uint64_t seed;
+    dead_letter *dl;
+    long ndl, dl_cap;
+    long fields_bad;       /* dead letters missing or changing a field */
     uint8_t *in_stream;    /* entries per job, saturating at 255 */
     char (*first_id)[24];  /* first entry ID of each job */
     uint8_t *dead;         /* dead letters per job */
@@ -205,6 +218,50 @@ static void on_stream(void *ctx, const char *id, const emq_reply *fields) {
         s->in_stream[job]++;
 }
 
+/* 1 when a dead letter's fields, the emq.* origin pairs aside, are the
+ * fields of job `job` as the producer wrote them (chaos_job_fields): the
+ * same number, each name with its value. In order first; when the order
+ * differs, each is looked up by name. */
+static int same_fields(const emq_reply *flat, long job, const job_plan *plan,
+                       uint64_t seed) {
+    size_t n = 0;
+    emq_field *want = chaos_job_fields(job, plan, seed, &n);
+    if (want == NULL)
+        return 0;
+    size_t len = emq_reply_len(flat), got = 0, k = 0;
+    int in_order = 1;
+    for (size_t i = 0; i + 1 < len; i += 2) {
+        size_t nl = 0, vl = 0;
+        const char *name = emq_reply_str(emq_reply_at(flat, i), &nl);
+        const char *value = emq_reply_str(emq_reply_at(flat, i + 1), &vl);
+        if (name == NULL || (nl > 4 && memcmp(name, "emq.", 4) == 0))
+            continue;
+        got++;
+        if (k < n && in_order && value && nl == want[k].name_len &&
+            vl == want[k].value_len && memcmp(name, want[k].name, nl) == 0 &&
+            memcmp(value, want[k].value, vl) == 0)
+            k++;
+        else
+            in_order = 0;
+    }
+    int ok = got == n && (in_order ? k == n : 1);
+    for (size_t w = 0; ok && !in_order && w < n; w++) {
+        int found = 0;
+        for (size_t i = 0; !found && i + 1 < len; i += 2) {
+            size_t nl = 0, vl = 0;
+            const char *name = emq_reply_str(emq_reply_at(flat, i), &nl);
+            const char *value = emq_reply_str(emq_reply_at(flat, i + 1), &vl);
+            found = name && value && nl == want[w].name_len &&
+                    memcmp(name, want[w].name, nl) == 0 &&
+                    vl == want[w].value_len &&
+                    memcmp(value, want[w].value, vl) == 0;
+        }
+        ok = found;
+    }
+    free(want);
+    return ok;
+}
+
 static void on_dead(void *ctx, const char *id, const emq_reply *fields) {
     (void)id;
     seen *s = ctx;
@@ -227,6 +284,19 @@ static void on_dead(void *ctx, const char *id, const emq_reply *fields) {
     char origin[24];
     text(lookup(fields, "emq.id"), origin, sizeof origin);
     memcpy(s->origins[s->norigins++], origin, sizeof origin);
+    if (s->ndl == s->dl_cap) {
+        long cap = s->dl_cap ? s->dl_cap * 2 : 256;
+        void *d = realloc(s->dl, (size_t)cap * sizeof *s->dl);
+        if (d == NULL)
+            return;
+        s->dl = d;
+        s->dl_cap = cap;
+    }
+    dead_letter *d = &s->dl[s->ndl++];
+    d->job = job;
+    memcpy(d->origin, origin, sizeof origin);
+    d->fields_ok = same_fields(fields, job, &s->plan[job], s->seed);
+    s->fields_bad += !d->fields_ok;
 }
 
 static int cmp_origin(const void *a, const void *b) {
@@ -294,11 +364,11 @@ static long read_ledger(ledgers *l, const char *path, long jobs) {
             }
             l->r[l->n++] = x;
         } else if (line[0] == 'E' &&
-                   sscanf(line, "E %31s %llu %23s %d %d %ld %lld %lld %c",
-                          job, &x.deliveries, x.id, &x.worker, &x.inc, &x.pid,
+                   sscanf(line, "E %31s %llu %23s %d %d %ld %lld %lld %c", job,
+                          &x.deliveries, x.id, &x.worker, &x.inc, &x.pid,
                           &x.t_start, &x.t_end, &x.verdict) == 9 &&
-                   (x.verdict == 'A' || x.verdict == 'R' ||
-                    x.verdict == 'T')) {
+                   (x.verdict == 'A' || x.verdict == 'R' || x.verdict == 'T' ||
+                    x.verdict == 'D')) {
             /* Its S line is the latest open one of the same call: one
              * process runs one handler at a time. */
             int found = 0;
@@ -336,21 +406,29 @@ static int cmp_rec(const void *a, const void *b) {
 
 enum {
     WHY_NONE = 0,
-    WHY_READDED, /* two entries of one job: the producer re-sent it */
-    WHY_KILL,    /* r's process was SIGKILLed while it held the entry */
-    WHY_STOP,    /* ... SIGSTOPped past claim.min_idle_ms */
+    WHY_READDED,   /* two entries of one job: the producer re-sent it */
+    WHY_KILL,      /* r's process was SIGKILLed while it held the entry */
+    WHY_STOP,      /* ... SIGSTOPped past claim.min_idle_ms */
     WHY_STOP_LONG, /* ... SIGSTOPped past the lease TTL */
-    WHY_NET,     /* a proxy fault while r's entry was in hand or settling */
-    WHY_SERVER,  /* a server kill or MISCONF episode, likewise */
+    WHY_NET,       /* a proxy fault while r's entry was in hand or settling */
+    WHY_SERVER,    /* a server kill or MISCONF episode, likewise */
+    WHY_PEER,      /* the entry was XCLAIMed by a made-up peer while r's
+                      process held it (peer-claim) */
     WHY_KINDS
 };
 
-static const char *why_name[WHY_KINDS] = {
-    "unexplained", "re-added by the producer", "kill", "stop",
-    "stop past lease", "proxy fault", "server fault"};
+static const char *why_name[WHY_KINDS] = {"unexplained",
+                                          "re-added by the producer",
+                                          "kill",
+                                          "stop",
+                                          "stop past lease",
+                                          "proxy fault",
+                                          "server fault",
+                                          "peer claim"};
 
 static int is_process_fault(fault_kind k) {
-    return k == FAULT_KILL || k == FAULT_STOP || k == FAULT_STOP_LONG;
+    return k == FAULT_KILL || k == FAULT_STOP || k == FAULT_STOP_LONG ||
+           k == FAULT_STOP_PULL;
 }
 
 static int is_global_fault(fault_kind k) {
@@ -358,14 +436,22 @@ static int is_global_fault(fault_kind k) {
            k == FAULT_RESTART || k == FAULT_MISCONF;
 }
 
-/* 1 when a server restart or MISCONF episode (the server refused writes)
- * overlapped [from_ms, to_ms]. */
+/* An eviction episode is a write outage only when a write was refused
+ * with OOM (nothing with a TTL was left to evict); otherwise it explains
+ * nothing: losing a lease key must not cost a duplicate. */
+static int is_write_outage(const fault *f) {
+    return f->kind == FAULT_RESTART || f->kind == FAULT_MISCONF ||
+           (f->kind == FAULT_EVICT && f->outcome == 1);
+}
+
+/* 1 when a server restart, MISCONF episode or OOM (the server refused
+ * writes) overlapped [from_ms, to_ms]. */
 static int write_outage(const chaos_run *run, long long from_ms,
                         long long to_ms) {
     for (int i = 0; i < run->nfaults; i++) {
         const fault *f = &run->faults[i];
-        if ((f->kind == FAULT_RESTART || f->kind == FAULT_MISCONF) &&
-            f->began_ms != 0 && f->began_ms <= to_ms && f->ended_ms >= from_ms)
+        if (is_write_outage(f) && f->began_ms != 0 && f->began_ms <= to_ms &&
+            f->ended_ms >= from_ms)
             return 1;
     }
     return 0;
@@ -402,11 +488,15 @@ static int explain(const chaos_run *run, const rec *r, const rec *h) {
             return f->kind == FAULT_KILL   ? WHY_KILL
                    : f->kind == FAULT_STOP ? WHY_STOP
                                            : WHY_STOP_LONG;
-        if (global == WHY_NONE && is_global_fault(f->kind) &&
+        if (f->kind == FAULT_PEER_CLAIM && f->began_ms <= hi &&
+            f->ended_ms >= lo)
+            for (int k = 0; k < f->claimed; k++)
+                if (strcmp(f->claimed_ids[k], r->id) == 0)
+                    return WHY_PEER;
+        if (global == WHY_NONE &&
+            (is_global_fault(f->kind) || is_write_outage(f)) &&
             f->began_ms <= hi && f->ended_ms + after >= lo)
-            global = f->kind == FAULT_RESTART || f->kind == FAULT_MISCONF
-                         ? WHY_SERVER
-                         : WHY_NET;
+            global = is_write_outage(f) ? WHY_SERVER : WHY_NET;
     }
     return global;
 }
@@ -494,6 +584,8 @@ int chaos_check(const chaos_run *run) {
     seen s;
     memset(&s, 0, sizeof s);
     s.jobs = N;
+    s.plan = run->plan;
+    s.seed = run->seed;
     s.in_stream = calloc((size_t)N, 1);
     s.dead = calloc((size_t)N, 1);
     s.first_id = calloc((size_t)N, sizeof *s.first_id);
@@ -631,7 +723,8 @@ int chaos_check(const chaos_run *run) {
          dead_healthy = 0, dead_poison = 0, lost = 0, missing = 0,
          poison_acked = 0, twice_in_stream = 0, dup_jobs = 0, dup_calls = 0,
          dup_unexplained = 0, retry_jobs = 0, intended = 0, early = 0,
-         unfinished = 0, long_jobs = 0, long_dup = 0;
+         unfinished = 0, long_jobs = 0, long_dup = 0, dead_given_up = 0,
+         dead_planned = 0, unseen = 0;
     long why[WHY_KINDS] = {0};
     long long *gaps = calloc(l.n + 16, sizeof *gaps); /* <= one per call */
     long ngaps = 0;
@@ -652,6 +745,7 @@ int chaos_check(const chaos_run *run) {
         }
         if (p->poison)
             poison++;
+        dead_planned += p->dead;
         if (p->retries)
             retry_jobs++;
         int is_long = p->ms >= (uint32_t)(run->set.claim_idle_ms / 4);
@@ -664,6 +758,8 @@ int chaos_check(const chaos_run *run) {
             dead_jobs++;
             if (p->poison)
                 dead_poison++;
+            else if (p->dead)
+                dead_given_up++;
             else
                 dead_healthy++;
         }
@@ -674,9 +770,11 @@ int chaos_check(const chaos_run *run) {
             what = "poison job ACKNOWLEDGED";
         else if (p->poison && s.dead[job] == 0)
             what = "poison job LOST (not dead-lettered)";
-        else if (!p->poison && s.dead[job] > 0)
+        else if (p->dead && s.dead[job] == 0)
+            what = "dead job LOST (not dead-lettered)";
+        else if (!p->poison && !p->dead && s.dead[job] > 0)
             what = "healthy job DEAD-LETTERED";
-        else if (!p->poison && acks == 0)
+        else if (!p->poison && !p->dead && acks == 0)
             what = "healthy job LOST (never acknowledged, not dead-lettered)";
         if (s.in_stream[job] == 0)
             missing++;
@@ -743,19 +841,66 @@ int chaos_check(const chaos_run *run) {
     }
     free(gaps);
 
+    /* Unseen dead letters: a dead letter is seen when a handler gave up
+     * on its entry (a D call on that entry ID) or its entry was handed to
+     * handlers max_deliveries times (calls on that entry ID, killed ones
+     * included). Anything else reached the dead letters without a
+     * handler's say. */
+    long unseen_shown = 0, bad_shown = 0;
+    for (long d = 0; d < s.ndl; d++) {
+        const dead_letter *x = &s.dl[d];
+        size_t lo = 0, hi = l.n;
+        while (lo < hi) { /* the first call of the job: l.r is sorted */
+            size_t mid = lo + (hi - lo) / 2;
+            if (l.r[mid].job < x->job)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        long calls = 0, gave_up = 0;
+        for (size_t k = lo; k < l.n && l.r[k].job == x->job; k++)
+            if (strcmp(l.r[k].id, x->origin) == 0) {
+                calls++;
+                gave_up += l.r[k].verdict == 'D';
+            }
+        /* A peer-claim's made-up consumer took it: a delivery to a peer
+         * that died (its handler may have begun) counts as one. */
+        for (int fi = 0; fi < run->nfaults; fi++)
+            for (int k = 0; k < run->faults[fi].claimed; k++)
+                calls += strcmp(run->faults[fi].claimed_ids[k], x->origin) == 0;
+        if (gave_up == 0 && calls < run->max_deliveries) {
+            unseen++;
+            if (unseen_shown++ < 5)
+                printf("    UNSEEN dead letter: job %ld (%s), entry %s: %ld "
+                       "handler calls on it, none gave up (max_deliveries "
+                       "%d)\n",
+                       x->job,
+                       run->plan[x->job].poison ? "poison"
+                       : run->plan[x->job].dead ? "dead"
+                                                : "healthy",
+                       x->origin, calls, run->max_deliveries);
+        }
+        if (!x->fields_ok && bad_shown++ < 5)
+            printf("    dead letter of job %ld (entry %s) does NOT hold every "
+                   "field of its entry (%u wide fields, blob %u bytes)\n",
+                   x->job, x->origin, (unsigned)run->plan[x->job].wide,
+                   (unsigned)run->plan[x->job].big);
+    }
+
     int misconf_bad = 0;
     for (int k = 0; k < run->nfaults; k++)
         if (run->faults[k].kind == FAULT_MISCONF &&
             run->faults[k].began_ms && run->faults[k].outcome != 1)
             misconf_bad++;
 
-    violations += (lost > 0) + (missing > 0) + (poison_acked > 0) +
-                  (dead_dups > 0) + (dead_healthy > 0) +
-                  (dup_unexplained > 0) + (intruders_bad > 0) + (early > 0) +
-                  (misconf_bad > 0) + (l.bad_lines > 0) +
-                  (run->workers_died > 0 && !run->tolerate_exits) +
-                  (run->producer_failed != 0) + (!run->drained) +
-                  (!server_ok) + (pending != 0) + (behind != 0);
+    violations +=
+        (lost > 0) + (missing > 0) + (poison_acked > 0) + (dead_dups > 0) +
+        (dead_healthy > 0) + (unseen > 0 && !run->tolerate_unseen) +
+        (s.fields_bad > 0 && !run->tolerate_fields) + (dup_unexplained > 0) +
+        (intruders_bad > 0) + (early > 0) + (misconf_bad > 0) +
+        (l.bad_lines > 0) + (run->workers_died > 0 && !run->tolerate_exits) +
+        (run->producer_failed != 0) + (!run->drained) + (!server_ok) +
+        (pending != 0) + (behind != 0);
     int counts[FAULT_KINDS] = {0};
     for (int k = 0; k < run->nfaults; k++)
         if (run->faults[k].began_ms)
@@ -778,6 +923,15 @@ int chaos_check(const chaos_run *run) {
            "dead-lettered\n",
            dead_jobs, dead_poison, poison, dead_healthy, s.dead_letters,
            dead_dups);
+    printf("  dead jobs           %ld (their handler answers EMQ_DEAD), %ld "
+           "dead-lettered; "
+           "%ld UNSEEN dead letters (no handler gave up on the entry and it "
+           "was not handed out max_deliveries times; must be 0); %ld dead "
+           "letters missing or changing a field of their entry (must be "
+           "0)%s%s\n",
+           dead_planned, dead_given_up, unseen, s.fields_bad,
+           run->tolerate_unseen ? "; unseen ones tolerated" : "",
+           run->tolerate_fields ? "; lost fields tolerated" : "");
     printf("  retries             %ld intended re-deliveries after EMQ_RETRY "
            "(not duplicates); gap from the retry to the next call: min %lld, "
            "median %lld, max %lld ms; %ld sooner than the backoff%s\n",
@@ -838,19 +992,20 @@ int chaos_check(const chaos_run *run) {
            "net=%ld server=%ld readded=%ld unexplained=%ld intended=%ld "
            "early_retries=%ld intruders=%d intruder_bad=%d "
            "intruder_calls=%ld intruder_fenced=%d workers_died=%d "
-           "violations=%d\n",
-           (unsigned long long)run->seed, N, violations ? "FAIL" : "PASS",
-           lost, missing, pending, dead_healthy, dead_poison, poison,
-           dup_jobs, dup_calls, why[WHY_KILL], why[WHY_STOP],
-           why[WHY_STOP_LONG], why[WHY_NET], why[WHY_SERVER],
-           why[WHY_READDED], why[WHY_NONE], intended, early, intruders,
-           intruders_bad, intruder_calls, intruders_fenced, run->workers_died,
-           violations);
+           "peer=%ld unseen_dead=%ld dead_fields_bad=%ld violations=%d\n",
+           (unsigned long long)run->seed, N, violations ? "FAIL" : "PASS", lost,
+           missing, pending, dead_healthy, dead_poison, poison, dup_jobs,
+           dup_calls, why[WHY_KILL], why[WHY_STOP], why[WHY_STOP_LONG],
+           why[WHY_NET], why[WHY_SERVER], why[WHY_READDED], why[WHY_NONE],
+           intended, early, intruders, intruders_bad, intruder_calls,
+           intruders_fenced, run->workers_died, why[WHY_PEER], unseen,
+           s.fields_bad, violations);
     fflush(stdout);
     free(s.in_stream);
     free(s.dead);
     free(s.first_id);
     free(s.origins);
+    free(s.dl);
     free(l.r);
     return violations ? 1 : 0;
 }

@@ -82,8 +82,8 @@ failed=0
 {
     echo "Command: \`$(basename "$chaos") --seed S --jobs $jobs${extra[*]:+ ${extra[*]}}\`, $n seeds from $first, $parallel at a time; $(date -u +%Y-%m-%d), commit $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo '?')."
     echo
-    echo "| seed | jobs | lost | pending at end | healthy dead-lettered | poison dead-lettered | duplicates: jobs (extra calls) | explained: kill / stop / stop past lease / proxy / server / re-added | UNEXPLAINED | intended retries | early retries | intruders (bad, calls, fenced by a write outage) | workers died | seconds | verdict |"
-    echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+    echo "| seed | jobs | lost | pending at end | healthy dead-lettered | poison dead-lettered | duplicates: jobs (extra calls) | explained: kill / stop / stop past lease / proxy / server / re-added / peer claim | UNEXPLAINED | unseen dead letters | dead letters missing fields | intended retries | early retries | intruders (bad, calls, fenced by a write outage) | workers died | seconds | verdict |"
+    echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
     for s in "${seeds[@]}"; do
         log=$outdir/seed-$s.log
         line=$(grep -m1 '^chaos summary:' "$log" 2>/dev/null || true)
@@ -91,12 +91,12 @@ failed=0
         if [[ -z $line ]]; then
             failed=1
             why=$(grep -m1 -E 'cannot run|setup failure|refuses|usage' "$log" 2>/dev/null | tr '|' '/' || true)
-            echo "| $s | $jobs | - | - | - | - | - | - | - | - | - | - | - | ${secs:--} | NO VERDICT: ${why:-see seed-$s.log} |"
+            echo "| $s | $jobs | - | - | - | - | - | - | - | - | - | - | - | - | - | ${secs:--} | NO VERDICT: ${why:-see seed-$s.log} |"
             continue
         fi
         v=$(field "$line" verdict)
         [[ $v == PASS ]] || failed=1
-        echo "| $s | $(field "$line" jobs) | $(field "$line" lost) | $(field "$line" pending) | $(field "$line" healthy_dead) | $(field "$line" poison_dead) | $(field "$line" dup_jobs) ($(field "$line" dup_calls)) | $(field "$line" kill) / $(field "$line" stop) / $(field "$line" stop_long) / $(field "$line" net) / $(field "$line" server) / $(field "$line" readded) | $(field "$line" unexplained) | $(field "$line" intended) | $(field "$line" early_retries) | $(field "$line" intruders) ($(field "$line" intruder_bad), $(field "$line" intruder_calls), $(field "$line" intruder_fenced)) | $(field "$line" workers_died) | ${secs:--} | $v |"
+        echo "| $s | $(field "$line" jobs) | $(field "$line" lost) | $(field "$line" pending) | $(field "$line" healthy_dead) | $(field "$line" poison_dead) | $(field "$line" dup_jobs) ($(field "$line" dup_calls)) | $(field "$line" kill) / $(field "$line" stop) / $(field "$line" stop_long) / $(field "$line" net) / $(field "$line" server) / $(field "$line" readded) / $(field "$line" peer) | $(field "$line" unexplained) | $(field "$line" unseen_dead) | $(field "$line" dead_fields_bad) | $(field "$line" intended) | $(field "$line" early_retries) | $(field "$line" intruders) ($(field "$line" intruder_bad), $(field "$line" intruder_calls), $(field "$line" intruder_fenced)) | $(field "$line" workers_died) | ${secs:--} | $v |"
     done
 } >"$out"
 cat "$out"

@@ -2,8 +2,11 @@
 /* producer.c: the chaos harness's producer thread.
  *
  * Publishes jobs 0..N-1 to queue "chaos", each as the fields
- *   job <index>  kind ok|poison  ms <handler duration>  retries <0..2>
- *   pad <16 hex digits from the seed>
+ *   job <index>  kind ok|poison|dead  ms <handler duration>
+ *   retries <0..2>  pad <16 hex digits from the seed>
+ * and, for the few big jobs, blob <1-8 MB of letters from the seed>, and
+ * for the dead jobs (answered EMQ_DEAD), wide fields w0 <0:job> .. (so
+ * their dead letters show whether every field was kept)
  * (ms and retries: the job's plan, drawn from the seed by the orchestrator;
  * the worker's handler sleeps ms and answers EMQ_RETRY while the delivery
  * count is at most retries)
@@ -43,31 +46,51 @@ static emq_producer_t *connect_producer(chaos_producer *p, emq_error *err) {
     return prod;
 }
 
-#define NFIELDS 5
-
-typedef struct job_text {
-    char job[24];
-    char pad[24];
-    char ms[16];
-    char retries[8];
-    emq_field fields[NFIELDS];
-} job_text;
-
-static void fill(job_text *t, long index, const job_plan *plan,
-                 uint64_t seed) {
-    int poison = plan->poison;
-    snprintf(t->job, sizeof t->job, "%ld", index);
-    snprintf(t->ms, sizeof t->ms, "%u", (unsigned)plan->ms);
-    snprintf(t->retries, sizeof t->retries, "%u", (unsigned)plan->retries);
+emq_field *chaos_job_fields(long index, const job_plan *plan, uint64_t seed,
+                            size_t *n) {
+    size_t nf = 5 + (plan->big ? 1 : 0) + plan->wide;
+    size_t text = 128 + 24 * (size_t)plan->wide;
+    emq_field *f = malloc(nf * sizeof *f + text + plan->big);
+    if (f == NULL)
+        return NULL;
+    char *t = (char *)(f + nf), *blob = t + text;
+    size_t k = 0;
+#define CHAOS_PUT(NAME, FMT, ...)                                              \
+    do {                                                                       \
+        int len = sprintf(t, FMT, __VA_ARGS__);                                \
+        f[k++] = (emq_field){NAME, strlen(NAME), t, (size_t)len};              \
+        t += len + 1;                                                          \
+    } while (0)
+    CHAOS_PUT("job", "%ld", index);
+    CHAOS_PUT("kind", "%s",
+              plan->poison ? "poison"
+              : plan->dead ? "dead"
+                           : "ok");
+    CHAOS_PUT("ms", "%u", (unsigned)plan->ms);
+    CHAOS_PUT("retries", "%u", (unsigned)plan->retries);
     chaos_rng r = {seed ^ (uint64_t)index * 0x9e3779b97f4a7c15ull};
-    snprintf(t->pad, sizeof t->pad, "%016llx",
-             (unsigned long long)chaos_rand(&r));
-    const char *kind = poison ? "poison" : "ok";
-    t->fields[0] = (emq_field){"job", 3, t->job, strlen(t->job)};
-    t->fields[1] = (emq_field){"kind", 4, kind, strlen(kind)};
-    t->fields[2] = (emq_field){"ms", 2, t->ms, strlen(t->ms)};
-    t->fields[3] = (emq_field){"retries", 7, t->retries, strlen(t->retries)};
-    t->fields[4] = (emq_field){"pad", 3, t->pad, strlen(t->pad)};
+    CHAOS_PUT("pad", "%016llx", (unsigned long long)chaos_rand(&r));
+#undef CHAOS_PUT
+    if (plan->big) {
+        chaos_rng b = {seed ^ 0x626c6f62ull ^ (uint64_t)index << 20};
+        for (uint32_t i = 0; i < plan->big; i += 8) {
+            uint64_t x = chaos_rand(&b);
+            for (uint32_t j = 0; j < 8 && i + j < plan->big; j++)
+                blob[i + j] = (char)('a' + ((x >> (8 * j)) & 0xff) % 26);
+        }
+        f[k++] = (emq_field){"blob", 4, blob, plan->big};
+    }
+    for (uint32_t w = 0; w < plan->wide; w++) {
+        /* name "w<i>" and value "<i>:<index>", NUL-separated in t */
+        char *name = t;
+        int a = sprintf(t, "w%u", (unsigned)w);
+        t += a + 1;
+        int b = sprintf(t, "%u:%ld", (unsigned)w, index);
+        f[k++] = (emq_field){name, (size_t)a, t, (size_t)b};
+        t += b + 1;
+    }
+    *n = k;
+    return f;
 }
 
 void *chaos_produce(void *arg) {
@@ -75,7 +98,7 @@ void *chaos_produce(void *arg) {
     emq_error err;
     memset(&err, 0, sizeof err);
     emq_producer_t *prod = NULL;
-    job_text *text = calloc(BATCH, sizeof *text);
+    emq_field **text = calloc(BATCH, sizeof *text);
     emq_message *msgs = calloc(BATCH, sizeof *msgs);
     emq_id *ids = calloc(BATCH, sizeof *ids);
     long *which = calloc(BATCH, sizeof *which);
@@ -112,9 +135,19 @@ void *chaos_produce(void *arg) {
                     continue;
                 }
             }
+            int oom = 0;
             for (size_t i = 0; i < n; i++) {
-                fill(&text[i], which[i], &p->plan[which[i]], p->seed);
-                msgs[i] = (emq_message){text[i].fields, NFIELDS, NULL};
+                size_t nf = 0;
+                free(text[i]);
+                text[i] = chaos_job_fields(which[i], &p->plan[which[i]],
+                                           p->seed, &nf);
+                oom |= text[i] == NULL;
+                msgs[i] = (emq_message){text[i], nf, NULL};
+            }
+            if (oom) {
+                snprintf(p->why, sizeof p->why, "out of memory");
+                p->failed = 1;
+                goto out;
             }
             size_t written = 0;
             emq_status st = emq_produce_batch(prod, msgs, n, ids, &written,
@@ -145,6 +178,8 @@ void *chaos_produce(void *arg) {
     }
 out:
     emq_producer_destroy(prod);
+    for (size_t i = 0; text && i < BATCH; i++)
+        free(text[i]);
     free(text);
     free(msgs);
     free(ids);

@@ -82,8 +82,13 @@ int64_t chaos_range(chaos_rng *r, int64_t lo, int64_t hi) {
 
 const char *chaos_fault_name(fault_kind k) {
     static const char *names[FAULT_KINDS] = {
-        "kill-worker", "stop-worker", "restart-server", "proxy-drop",
-        "proxy-stall", "proxy-halfopen", "stop-past-lease", "name-intruder",
-        "misconf"};
+        "kill-worker",     "stop-worker",
+        "restart-server",  "proxy-drop",
+        "proxy-stall",     "proxy-halfopen",
+        "stop-past-lease", "name-intruder",
+        "misconf",         "upkeep-kill",
+        "lease-del",       "evict",
+        "peer-claim",      "stop-pull-past-lease",
+        "slot-migration"};
     return (unsigned)k < FAULT_KINDS ? names[k] : "?";
 }

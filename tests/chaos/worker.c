@@ -6,7 +6,7 @@
  *
  *   name=chaos-<i>  id=<ledger worker id>  inc=<incarnation>  url=URL
  *   ledger=PATH  maxd=N  idle=MS  ttl=MS  backoff=MS  backoff_max=MS
- *   allow_unknown=0|1
+ *   allow_unknown=0|1  [mode=run|pull]  [maxreply=BYTES]
  *
  * (a regular worker has id i; an intruder started under a live worker's
  * name has id 100 + n and its own ledger). The handler writes two lines
@@ -18,9 +18,10 @@
  *
  * S before it does anything (so a handler killed mid-way is on record),
  * E just before it answers, with the verdict V: A (EMQ_ACK, a healthy job
- * done), R (EMQ_RETRY of a poison job: its "kind" field is "poison") or T
- * (EMQ_RETRY asked by a healthy job whose "retries" field is at least the
- * delivery count: an intended re-delivery follows). In between it sleeps
+ * done), R (EMQ_RETRY of a poison job: its "kind" field is "poison"), D
+ * (EMQ_DEAD of a job whose "kind" field is "dead": the handler gives up)
+ * or T (EMQ_RETRY asked by a healthy job whose "retries" field is at least
+ * the delivery count: an intended re-delivery follows). In between it sleeps
  * the job's "ms" field (the handler duration drawn from the seed). Times
  * are CLOCK_MONOTONIC ms, one clock for every process, in every PID
  * namespace. SIGTERM asks the consumer to stop gracefully; the worker
@@ -31,6 +32,14 @@
  * backoff_max > 0. A library that does not know them refuses them; with
  * allow_unknown=1 the worker then prints a warning and goes on without
  * (the orchestrator only passes it with --allow-unknown-conf).
+ *
+ * mode=pull drives the consumer with emq_consumer_poll (one entry at a
+ * time) instead of emq_consumer_run: the same handler, then
+ * emq_consumer_ack / _retry / _dead with its verdict; a settlement that
+ * fails is printed (EMQ_ELOST: a peer took the entry) and counted in the
+ * final line. SIGTERM stops it; emq_consumer_close then waits for the
+ * settlements. maxreply=N sets resp.max_reply_bytes (0 or absent: the
+ * library's default).
  */
 #include "chaos.h"
 
@@ -91,7 +100,7 @@ static emq_verdict handle(void *opaque, const emq_entry *e, char *reason,
                           size_t reason_size) {
     ledger *l = opaque;
     char job[32] = "?";
-    int poison = 0;
+    int poison = 0, dead = 0;
     long ms = 0, retries = 0;
     for (size_t i = 0; i < e->nfields; i++) {
         const emq_field *f = &e->fields[i];
@@ -100,6 +109,7 @@ static emq_verdict handle(void *opaque, const emq_entry *e, char *reason,
             job[f->value_len] = '\0';
         } else if (field_is(f, "kind")) {
             poison = f->value_len == 6 && memcmp(f->value, "poison", 6) == 0;
+            dead = f->value_len == 4 && memcmp(f->value, "dead", 4) == 0;
         } else if (field_is(f, "ms")) {
             ms = field_number(f);
         } else if (field_is(f, "retries")) {
@@ -122,6 +132,10 @@ static emq_verdict handle(void *opaque, const emq_entry *e, char *reason,
         snprintf(reason, reason_size, "poison job %s", job);
         v = 'R';
         verdict = EMQ_RETRY;
+    } else if (dead) {
+        snprintf(reason, reason_size, "job %s gives up", job);
+        v = 'D';
+        verdict = EMQ_DEAD;
     } else if (retries > 0 && e->deliveries <= (uint64_t)retries) {
         snprintf(reason, reason_size, "job %s asks retry %llu of %ld", job,
                  (unsigned long long)e->deliveries, retries);
@@ -136,6 +150,47 @@ static emq_verdict handle(void *opaque, const emq_entry *e, char *reason,
                      l->id, l->inc, l->pid, t0, v);
     write_all(l->fd, line, (size_t)n);
     return verdict;
+}
+
+static long settle_failed; /* pull mode: settlements refused */
+
+/* Pull mode: poll one entry at a time, run the handler, settle it with
+ * its verdict; until emq_consumer_stop (poll answers EMQ_ECLOSED), then
+ * close (waiting up to 10 s for the settlements). Returns what close or
+ * a fatal poll returned. */
+static emq_status pull_loop(emq_consumer_t *c, ledger *l, const char *name,
+                            emq_error *err) {
+    for (;;) {
+        emq_entry *e = NULL;
+        size_t n = 0;
+        emq_status st = emq_consumer_poll(c, &e, 1, 500, &n, err);
+        if (st == EMQ_ECLOSED)
+            break;
+        if (st != EMQ_OK) {
+            emq_error ignored;
+            emq_consumer_close(c, 0, &ignored);
+            return st;
+        }
+        if (n == 0)
+            continue;
+        char reason[256] = "";
+        emq_verdict v = handle(l, e, reason, sizeof reason);
+        emq_error serr;
+        emq_status ss = v == EMQ_ACK ? emq_consumer_ack(c, e, &serr)
+                        : v == EMQ_DEAD
+                            ? emq_consumer_dead(c, e, reason, &serr)
+                            : emq_consumer_retry(c, e, -1, reason, &serr);
+        if (ss != EMQ_OK) {
+            settle_failed++;
+            fprintf(stderr, "chaos worker %s: settlement of %s: %s: %s\n", name,
+                    e->id, emq_status_name(ss), serr.message);
+        }
+        emq_entry_free(e);
+    }
+    emq_status st = emq_consumer_close(c, 10000, err);
+    fprintf(stderr, "chaos worker %s: pull mode: %ld settlements refused\n",
+            name, settle_failed);
+    return st;
 }
 
 static int set(emq_conf_t *conf, const char *name, const char *value) {
@@ -174,12 +229,14 @@ static const char *arg(int argc, char **argv, const char *key) {
 int chaos_worker_main(int argc, char **argv) {
     const char *name = arg(argc, argv, "name"), *url = arg(argc, argv, "url"),
                *path = arg(argc, argv, "ledger"),
-               *maxd = arg(argc, argv, "maxd"),
-               *idle = arg(argc, argv, "idle"), *ttl = arg(argc, argv, "ttl"),
+               *maxd = arg(argc, argv, "maxd"), *idle = arg(argc, argv, "idle"),
+               *ttl = arg(argc, argv, "ttl"),
                *backoff = arg(argc, argv, "backoff"),
                *backoff_max = arg(argc, argv, "backoff_max"),
                *id = arg(argc, argv, "id"), *inc = arg(argc, argv, "inc"),
-               *allow = arg(argc, argv, "allow_unknown");
+               *allow = arg(argc, argv, "allow_unknown"),
+               *mode = arg(argc, argv, "mode"),
+               *maxreply = arg(argc, argv, "maxreply");
     if (!name || !url || !path || !maxd || !idle || !ttl || !backoff ||
         !backoff_max || !id || !inc || !allow) {
         fprintf(stderr, "chaos --worker name=N id=I inc=K url=U ledger=P "
@@ -215,6 +272,8 @@ int chaos_worker_main(int argc, char **argv) {
     bad = bad || set(conf, "claim.interval_ms", num);
     snprintf(num, sizeof num, "%d", CHAOS_COMMAND_TIMEOUT_MS);
     bad = bad || set(conf, "command_timeout_ms", num);
+    if (!bad && maxreply && atol(maxreply) > 0)
+        bad = set(conf, "resp.max_reply_bytes", maxreply);
     if (!bad && atol(backoff) > 0)
         bad = set_optional(conf, "retry.backoff_ms", backoff, allow_unknown);
     if (!bad && atol(backoff_max) > 0)
@@ -222,7 +281,9 @@ int chaos_worker_main(int argc, char **argv) {
                            allow_unknown);
     emq_error err;
     emq_consumer_t *c = NULL;
-    if (!bad && emq_consumer_new(conf, handle, &l, &c, &err) != EMQ_OK) {
+    if (!bad && emq_consumer_new(
+                    conf, mode && strcmp(mode, "pull") == 0 ? NULL : handle, &l,
+                    &c, &err) != EMQ_OK) {
         fprintf(stderr, "chaos worker %s: %s\n", name, err.message);
         bad = 1;
     }
@@ -245,7 +306,9 @@ int chaos_worker_main(int argc, char **argv) {
      * library's default: consumer start fails when the server cannot be
      * reached, docs/CONSUMER.md); here the worker does it itself, a few
      * times, so that a proxy fault at its start is not a worker death. */
-    emq_status st = emq_consumer_run(c, &err);
+    int pull = mode && strcmp(mode, "pull") == 0;
+    emq_status st =
+        pull ? pull_loop(c, &l, name, &err) : emq_consumer_run(c, &err);
     for (int again = 0; again < 20 && st != EMQ_OK; again++) {
         emq_consumer_stats first;
         emq_consumer_stats_get(c, &first);
@@ -257,7 +320,7 @@ int chaos_worker_main(int argc, char **argv) {
                         "starting again\n",
                 name, err.message);
         usleep(500 * 1000);
-        st = emq_consumer_run(c, &err);
+        st = pull ? pull_loop(c, &l, name, &err) : emq_consumer_run(c, &err);
     }
     char stats[1024];
     emq_consumer_stats_json(c, stats, sizeof stats);

@@ -408,19 +408,13 @@ static emq_status recover_from(emq_consumer_t *c, step_end end,
          * replica, a malformed reply) is logged when it starts. */
     {
         const char *why = err->message[0] ? err->message : "transport failure";
-        int news = c->rx.failures == 0 ||
-                   strncmp(why, c->rx.last_reason, sizeof c->rx.last_reason - 1);
-        size_t keep = strlen(why) < sizeof c->rx.last_reason
-                          ? strlen(why)
-                          : sizeof c->rx.last_reason - 1;
-        memcpy(c->rx.last_reason, why, keep);
-        c->rx.last_reason[keep] = '\0';
         /* A reply over resp.max_reply_bytes was said once already
          * (emq__fit_failed). */
         if (emq__xchg_too_large(&c->rx, err->code))
-            news = 0;
-        emq__consumer_log(c, news ? EMQ_LOG_WARNING : EMQ_LOG_DEBUG,
-                          "connection failed (%s); reconnecting", why);
+            emq__consumer_log(c, EMQ_LOG_DEBUG,
+                              "connection failed (%s); reconnecting", why);
+        else
+            emq__xchg_log_failure(&c->rx, why);
     }
     st = emq__xchg_reconnect(&c->rx, err);
     break;

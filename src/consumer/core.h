@@ -78,6 +78,7 @@ typedef struct emq__xchg {
                                  the handler in progress has finished) */
     uint64_t rng;             /* backoff jitter */
     char last_reason[48];     /* why the last session failed (logged once) */
+    int64_t last_warned_ms;   /* when a failure of it was last a warning */
     emq__route_stats counted; /* the route's counters already added to the
                                 consumer's (emq__xchg_count_route) */
 } emq__xchg;

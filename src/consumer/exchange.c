@@ -319,6 +319,34 @@ emq_status emq__xchg_call_after(emq__xchg *x, unsigned flags, int argc,
 
 void emq__xchg_healthy(emq__xchg *x) { x->failures = 0; }
 
+/* A failure like the last warned one within this long is the same
+ * episode (a connection cut again and again): logged at debug. */
+#define EMQ_XCHG_EPISODE_QUIET_MS 10000
+
+/* 1 when why starts a new episode of failures of x (and records it). */
+static int episode_news(emq__xchg *x, const char *why) {
+    int64_t now = emq__now_ms();
+    int differs = strncmp(why, x->last_reason, sizeof x->last_reason - 1) != 0;
+    int news = differs ||
+               (x->failures == 0 &&
+                now - x->last_warned_ms >= EMQ_XCHG_EPISODE_QUIET_MS);
+    size_t keep = strlen(why) < sizeof x->last_reason
+                      ? strlen(why)
+                      : sizeof x->last_reason - 1;
+    memcpy(x->last_reason, why, keep);
+    x->last_reason[keep] = '\0';
+    if (news)
+        x->last_warned_ms = now;
+    return news;
+}
+
+void emq__xchg_log_failure(emq__xchg *x, const char *why) {
+    int news = episode_news(x, why);
+    emq__consumer_log(x->c, news ? EMQ_LOG_WARNING : EMQ_LOG_DEBUG,
+                      "%s connection failed (%s); reconnecting", x->what,
+                      why);
+}
+
 emq_status emq__xchg_reconnect(emq__xchg *x, emq_error *err) {
     emq_consumer_t *c = x->c;
     x->ntags = 0;
@@ -347,7 +375,9 @@ emq_status emq__xchg_reconnect(emq__xchg *x, emq_error *err) {
                 *err = why;
             return st;
         }
-        emq__consumer_log(c, EMQ_LOG_WARNING,
+        /* Once per episode: the first attempt that fails says so. */
+        emq__consumer_log(c,
+                          x->failures <= 1 ? EMQ_LOG_WARNING : EMQ_LOG_DEBUG,
                           "%s reconnect failed, retrying: %s", x->what,
                           why.message);
     }

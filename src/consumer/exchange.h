@@ -16,6 +16,12 @@ typedef emq_status (*emq__xchg_apply_fn)(void *ctx, int tag,
 /* Flags of emq__xchg_call. */
 #define EMQ_XCHG_WAIT_OOM 1u /* also wait out OOM (reads and acks only) */
 
+/* Logs that x's session failed (why) and that it reconnects: a warning
+ * when an episode starts (a reason unlike the last one, or the first
+ * failure after a healthy stretch with no warning for
+ * EMQ_XCHG_EPISODE_QUIET_MS), else debug. The thread that owns x. */
+void emq__xchg_log_failure(emq__xchg *x, const char *why);
+
 /* Connects x for consumer c (one route to the queue's slot). halt: see
  * emq__xchg. */
 emq_status emq__xchg_open(emq__xchg *x, struct emq_consumer *c,

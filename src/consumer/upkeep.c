@@ -358,9 +358,7 @@ static void *upkeep_main(void *arg) {
         if (quit && st != EMQ_OK)
             break;
         if (emq__xchg_reconnect_cures(st, &err)) {
-            emq__consumer_log(c, EMQ_LOG_WARNING,
-                              "upkeep connection failed (%s); reconnecting",
-                              err.message);
+            emq__xchg_log_failure(&u->x, err.message);
             if (emq__xchg_reconnect(&u->x, &err) != EMQ_OK) {
                 if (!emq__xchg_halted(&u->x))
                     emq__consumer_fatal(c, &err);

@@ -547,3 +547,62 @@ TEST_TIMEOUT(own_edge_crashes_count_only_entries_a_handler_began, 90) {
     emq_conn_destroy(adm);
     emq_srv_stop(s);
 }
+
+/* ---- 7: an outage is logged once per connection ------------------------- */
+
+static int count_in(logcap *l, const char *needle, int level) {
+    int n = 0;
+    char key[200];
+    snprintf(key, sizeof key, "%d ", level);
+    pthread_mutex_lock(&l->lock);
+    for (const char *line = l->text; *line;) {
+        const char *nl = strchr(line, '\n');
+        size_t len = nl ? (size_t)(nl - line) : strlen(line);
+        char buf[512];
+        snprintf(buf, sizeof buf, "%.*s", (int)(len < 511 ? len : 511), line);
+        if (strncmp(buf, key, strlen(key)) == 0 && strstr(buf, needle))
+            n++;
+        line += len + (nl != NULL);
+    }
+    pthread_mutex_unlock(&l->lock);
+    return n;
+}
+
+/* The server is down for 1.5 s (reconnect backoff 50 ms, so about a dozen
+ * attempts per connection): each connection warns once that it failed
+ * and once that a reconnect failed, the other attempts go to debug. */
+TEST_TIMEOUT(own_edge_outage_logged_once_per_episode, 30) {
+    emq_srv *s = emq_srv_start(NULL);
+    emq_conn_t *adm = admin_connect(s);
+    make_group(adm);
+    emq_conn_destroy(adm);
+    static logcap logs;
+    logcap_init(&logs);
+    static slow h;
+    slow_init(&h);
+    emq_conf_t *conf = fault_conf(emq_srv_url(s));
+    conf_set(conf, "queue", "edge");
+    conf_set(conf, "log.level", "debug");
+    emq_conf_set_log(conf, logcap_fn, &logs);
+    bg b;
+    emq_consumer_t *c = bg_start(&b, conf, slow_handle, &h);
+    WAIT_UNTIL(client_id_by_name(s, "w", 1) >= 0, 5000, "the read to block");
+    emq_srv_kill9(s);
+    usleep(1500 * 1000);
+    emq_srv_restart(s);
+    emq_consumer_stats st;
+    WAIT_UNTIL((emq_consumer_stats_get(c, &st), st.reconnects >= 2), 10000,
+               "both connections back");
+    ASSERT_OK(bg_stop(&b, 3000), &b.err);
+    int warn_failed = count_in(&logs, "connection failed", EMQ_LOG_WARNING);
+    int warn_retry = count_in(&logs, "reconnect failed", EMQ_LOG_WARNING);
+    int debug_retry = count_in(&logs, "reconnect failed", EMQ_LOG_DEBUG);
+    fprintf(stderr, "    warnings: %d connection failed, %d reconnect "
+            "failed; %d reconnect failures at debug\n", warn_failed,
+            warn_retry, debug_retry);
+    ASSERT(warn_failed >= 1 && warn_failed <= 2);
+    ASSERT(warn_retry >= 1 && warn_retry <= 2);
+    ASSERT(debug_retry >= 2); /* the outage was long enough to retry */
+    emq_consumer_destroy(c);
+    emq_srv_stop(s);
+}

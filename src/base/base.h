@@ -94,6 +94,10 @@ int64_t emq__now_ms(void);
 int64_t emq__now_coarse_ms(void);
 /* Sleeps ms milliseconds (restarts on EINTR). */
 void emq__sleep_ms(int64_t ms);
+struct timespec;
+/* Sets *ts to ms milliseconds from now on CLOCK_MONOTONIC: the deadline
+ * of a pthread_cond_timedwait on a condition made with that clock. */
+void emq__deadline_in(struct timespec *ts, int64_t ms);
 
 /* ---- json.c ----------------------------------------------------------- */
 

@@ -31,3 +31,13 @@ void emq__sleep_ms(int64_t ms) {
     while (nanosleep(&ts, &ts) == -1 && errno == EINTR)
         ;
 }
+
+void emq__deadline_in(struct timespec *ts, int64_t ms) {
+    clock_gettime(CLOCK_MONOTONIC, ts);
+    ts->tv_sec += (time_t)(ms / 1000);
+    ts->tv_nsec += (long)(ms % 1000) * 1000000L;
+    if (ts->tv_nsec >= 1000000000L) {
+        ts->tv_sec++;
+        ts->tv_nsec -= 1000000000L;
+    }
+}

@@ -579,12 +579,7 @@ int emq__inflight_unmark_wait(emq__inflight *t, int (*give_up)(void *),
     pthread_mutex_lock(&t->mu);
     while (atomic_load(&t->unmark_done) < want && !give_up(arg)) {
         struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        ts.tv_nsec += 50 * 1000000L;
-        if (ts.tv_nsec >= 1000000000L) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000L;
-        }
+        emq__deadline_in(&ts, 50);
         pthread_cond_timedwait(&t->unmarked, &t->mu, &ts);
     }
     int done = atomic_load(&t->unmark_done) >= want;

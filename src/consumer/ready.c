@@ -131,20 +131,10 @@ size_t emq__ready_room(emq_consumer_t *c) {
     return room;
 }
 
-static void deadline_in(struct timespec *ts, int64_t ms) {
-    clock_gettime(CLOCK_MONOTONIC, ts);
-    ts->tv_sec += ms / 1000;
-    ts->tv_nsec += (ms % 1000) * 1000000L;
-    if (ts->tv_nsec >= 1000000000L) {
-        ts->tv_sec++;
-        ts->tv_nsec -= 1000000000L;
-    }
-}
-
 void emq__ready_wait_room(emq_consumer_t *c, int64_t ms) {
     emq__ready *r = c->ready;
     struct timespec ts;
-    deadline_in(&ts, ms);
+    emq__deadline_in(&ts, ms);
     pthread_mutex_lock(&r->mu);
     atomic_fetch_add(&r->room_waiters, 1);
     if (room_locked(r) == 0 && !emq__consumer_stopping(c) && !r->closing)
@@ -160,7 +150,7 @@ void emq__ready_wait_settled(emq_consumer_t *c) {
     while (atomic_load(&c->table.nhandling) > 0 && !r->closing &&
            !atomic_load(&c->fatal)) {
         struct timespec ts;
-        deadline_in(&ts, 100);
+        emq__deadline_in(&ts, 100);
         pthread_cond_timedwait(&r->room, &r->mu, &ts);
     }
     atomic_fetch_sub(&r->room_waiters, 1);
@@ -272,7 +262,7 @@ emq_status emq__ready_poll(emq__ready *r, emq_entry **out, size_t max,
     struct timespec ts = {0, 0};
     int64_t deadline_ms = emq__now_ms() + (timeout_ms > 0 ? timeout_ms : 0);
     if (timeout_ms > 0)
-        deadline_in(&ts, timeout_ms);
+        emq__deadline_in(&ts, timeout_ms);
     emq_status st = EMQ_OK;
     pthread_mutex_lock(&r->mu);
     for (;;) {
@@ -300,7 +290,7 @@ emq_status emq__ready_poll(emq__ready *r, emq_entry **out, size_t max,
             break;
         /* In slices: emq_consumer_stop (signal-safe) cannot signal. */
         struct timespec slice;
-        deadline_in(&slice, 100);
+        emq__deadline_in(&slice, 100);
         if (timeout_ms > 0 && (slice.tv_sec > ts.tv_sec ||
                                (slice.tv_sec == ts.tv_sec &&
                                 slice.tv_nsec > ts.tv_nsec)))

@@ -192,16 +192,10 @@ static void wait_due(emq_consumer_t *c, int *settle) {
         if (wake <= now)
             wake = now + 1;
         struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
         int64_t ms = wake - now;
         if (ms > 1000)
             ms = 1000; /* look at the quit flag now and then */
-        ts.tv_sec += (time_t)(ms / 1000);
-        ts.tv_nsec += (long)(ms % 1000) * 1000000L;
-        if (ts.tv_nsec >= 1000000000L) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000L;
-        }
+        emq__deadline_in(&ts, ms);
         t->dozing = ms > EMQ_SETTLE_DELAY_MS;
         pthread_cond_timedwait(&t->wake, &t->mu, &ts);
         t->dozing = 0;

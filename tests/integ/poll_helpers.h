@@ -13,6 +13,21 @@
 
 #include "integ/ownership_helpers.h"
 
+/* Polls until n entries are out (bounded), into got[]; returns how many. */
+static inline size_t poll_until(emq_consumer_t *c, emq_entry **got, size_t n,
+                         int ms) {
+    size_t have = 0;
+    int64_t end = now_ms() + ms;
+    while (have < n && now_ms() < end) {
+        size_t k = 0;
+        emq_error err;
+        ASSERT_OK(emq_consumer_poll(c, got + have, n - have, 50, &k, &err),
+                  &err);
+        have += k;
+    }
+    return have;
+}
+
 #define WP_QUEUE_MAX 4096
 #define WP_THREADS_MAX 128
 

@@ -61,21 +61,6 @@ static void pfix_end(pfix *f) {
     emq_srv_stop(f->s);
 }
 
-/* Polls until n entries are out (bounded), into got[]; returns how many. */
-static size_t poll_until(emq_consumer_t *c, emq_entry **got, size_t n,
-                         int ms) {
-    size_t have = 0;
-    int64_t end = now_ms() + ms;
-    while (have < n && now_ms() < end) {
-        size_t k = 0;
-        emq_error err;
-        ASSERT_OK(emq_consumer_poll(c, got + have, n - have, 50, &k, &err),
-                  &err);
-        have += k;
-    }
-    return have;
-}
-
 static void value_of(const emq_entry *e, char *out, size_t size) {
     snprintf(out, size, "%.*s", (int)e->fields[0].value_len,
              e->fields[0].value);

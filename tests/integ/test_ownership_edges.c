@@ -15,7 +15,7 @@
  *     EMQ_ELOST (never EMQ_OK for a settlement that is not sent), and its
  *     run ends with "lost its lease".
  */
-#include "integ/ownership_helpers.h"
+#include "integ/poll_helpers.h"
 
 #include <signal.h>
 #include <sys/prctl.h>
@@ -280,6 +280,17 @@ TEST_TIMEOUT(own_edge_stale_poller_settlements_say_lost, 40) {
 
 /* ---- 4: handler.timeout_ms bounds the time in hand ---------------------- */
 
+/* A pull-mode consumer made from conf (destroyed here) that has polled one
+ * entry into got[0]. */
+static emq_consumer_t *polled_one(emq_conf_t *conf, emq_entry **got) {
+    emq_consumer_t *c;
+    emq_error err;
+    ASSERT_OK(emq_consumer_new(conf, NULL, NULL, &c, &err), &err);
+    emq_conf_destroy(conf);
+    ASSERT_EQ_SIZE(poll_until(c, got, 1, 10000), 1);
+    return c;
+}
+
 /* Run mode: a 3 s handler with handler.timeout_ms 800 and claim idle 1 s:
  * past the bound the entry is let go (counted, logged once), a peer takes
  * it, and the late ack is not sent (it would ack the peer's entry). The
@@ -353,16 +364,9 @@ TEST_TIMEOUT(own_edge_handler_timeout_late_ack_is_lost_in_pull_mode, 30) {
     produce_n(s, "edge", "job", 1);
     emq_conf_t *conf = own_conf(s, "edge", "w", 1000);
     conf_set(conf, "handler.timeout_ms", "600");
-    emq_consumer_t *c;
     emq_error err;
-    ASSERT_OK(emq_consumer_new(conf, NULL, NULL, &c, &err), &err);
-    emq_conf_destroy(conf);
     emq_entry *got[1];
-    size_t n = 0;
-    int64_t end = now_ms() + 10000;
-    while (n == 0 && now_ms() < end)
-        ASSERT_OK(emq_consumer_poll(c, got, 1, 200, &n, &err), &err);
-    ASSERT_EQ_SIZE(n, 1);
+    emq_consumer_t *c = polled_one(conf, got);
     emq_consumer_stats st;
     WAIT_UNTIL((emq_consumer_stats_get(c, &st), st.handler_overdue == 1),
                10000, "the entry to be let go");
@@ -413,16 +417,9 @@ TEST_TIMEOUT(own_edge_entry_our_claim_returns_is_ours_again, 30) {
     produce_n(s, "edge", "job", 1);
     emq_conf_t *conf = own_conf(s, "edge", "w", 500);
     conf_set(conf, "max_deliveries", "4");
-    emq_consumer_t *c;
     emq_error err;
-    ASSERT_OK(emq_consumer_new(conf, NULL, NULL, &c, &err), &err);
-    emq_conf_destroy(conf);
     emq_entry *got[1];
-    size_t n = 0;
-    int64_t end = now_ms() + 10000;
-    while (n == 0 && now_ms() < end)
-        ASSERT_OK(emq_consumer_poll(c, got, 1, 200, &n, &err), &err);
-    ASSERT_EQ_SIZE(n, 1);
+    emq_consumer_t *c = polled_one(conf, got);
     char id[EMQ_ID_MAX];
     snprintf(id, sizeof id, "%s", got[0]->id);
     char owner[64];

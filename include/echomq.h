@@ -1008,7 +1008,9 @@ typedef struct emq_group_info {
     int lag_computed;          /* 1: the server reported nil and the lag
                                   was counted by the client (XRANGE) */
     emq_id oldest_pending_id;  /* "" when nothing is pending */
-    int64_t oldest_pending_age_ms; /* its idle time; -1 when none */
+    int64_t oldest_pending_age_ms; /* its time in a handler's hands when
+                                      its consumer published one, else its
+                                      idle time; -1 when none */
     size_t nconsumers;
     emq_consumer_info *consumers;
 } emq_group_info;
@@ -1079,9 +1081,12 @@ EMQ_EXPORT size_t emq_queue_info_json(const emq_queue_info *info, char *buf,
 typedef struct emq_pending_entry {
     emq_id id;
     char consumer[EMQ_NAME_MAX + 1]; /* a longer name is cut */
-    int64_t idle_ms;
+    int64_t idle_ms; /* the server's: reset by the holder's refresh */
     uint64_t deliveries;
     int partition; /* a topic's partition of the entry; -1 for a queue */
+    int64_t in_hand_ms; /* time since a handler got it, as the consumer
+                           publishes it (within 100 ms); -1 when it is
+                           not in a handler's hands (added in 0.2) */
 } emq_pending_entry;
 
 /* Lists at most max pending entries of group, oldest first (a topic: all

@@ -122,6 +122,15 @@ emq_status emq__admin_call(emq_admin_t *a, const char *what, int argc,
                            const char *const *argv, const size_t *argvlen,
                            emq_reply **reply, emq_error *err);
 
+/* inspect.c: how long ago each of ids[0..n) was handed to a handler, as
+ * its consumer published it in the group's inhand hash (by the server's
+ * clock): ages[i] in ms, -1 when not published (not in a handler's hands,
+ * or for less than the upkeep's publishing period). One round trip (TIME
+ * and HMGET); an error reply (an ACL without them) leaves every age -1. */
+emq_status emq__admin_in_hand(emq_admin_t *a, const char *group,
+                              const emq_id *ids, size_t n, int64_t *ages,
+                              emq_error *err);
+
 /* ---- shared reply and counting helpers (inspect.c, replay.c) -------------
  * Defined at the end of admin.c. Other admin verbs may use them too. */
 

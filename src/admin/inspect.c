@@ -20,6 +20,7 @@
 #include "admin.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* ---- reading replies ----------------------------------------------------- */
@@ -198,6 +199,21 @@ static emq_status describe_groups(emq_admin_t *a, emq_queue_info *info,
             emq_reply_free(replies[i]);
         if (st != EMQ_OK)
             return st;
+    }
+    /* The oldest entry's time in a handler's hands, where published:
+     * the refresh keeps its idle time small while it is in hand. */
+    for (size_t g = 0; g < info->ngroups; g++) {
+        emq_group_info *gi = &info->groups[g];
+        int64_t age = -1;
+        if (gi->oldest_pending_id.str[0] == '\0')
+            continue;
+        emq_status st = emq__admin_in_hand(a, gi->name,
+                                           &gi->oldest_pending_id, 1, &age,
+                                           err);
+        if (st != EMQ_OK)
+            return st;
+        if (age > gi->oldest_pending_age_ms)
+            gi->oldest_pending_age_ms = age;
     }
     for (size_t g = 0; g < info->ngroups; g++) {
         if (lag_known[g])
@@ -566,7 +582,79 @@ size_t emq_queue_info_json(const emq_queue_info *info, char *buf,
     return j.len;
 }
 
+/* ---- time in hand ------------------------------------------------------------ */
+
+emq_status emq__admin_in_hand(emq_admin_t *a, const char *group,
+                              const emq_id *ids, size_t n, int64_t *ages,
+                              emq_error *err) {
+    for (size_t i = 0; i < n; i++)
+        ages[i] = -1;
+    if (n == 0)
+        return EMQ_OK;
+    char *key = emq__keys_of_group(&a->keys, "inhand", group, NULL);
+    const char **hmget = emq__alloc((n + 2) * sizeof *hmget);
+    emq_status st = EMQ_OK;
+    if (key == NULL || hmget == NULL) {
+        st = emq__oom(err);
+        goto done;
+    }
+    hmget[0] = "HMGET";
+    hmget[1] = key;
+    for (size_t i = 0; i < n; i++)
+        hmget[2 + i] = ids[i].str;
+    const char *time_argv[] = {"TIME"};
+    const emq__admin_cmd cmds[] = {{1, time_argv, NULL},
+                                   {(int)(n + 2), hmget, NULL}};
+    emq_reply *r[2] = {NULL, NULL};
+    if ((st = emq__admin_pipeline(a, 2, cmds, r, err)) != EMQ_OK)
+        goto done;
+    size_t len = 0;
+    const char *sec = emq_reply_str(emq_reply_at(r[0], 0), &len);
+    const char *usec = emq_reply_str(emq_reply_at(r[0], 1), NULL);
+    if (sec != NULL && usec != NULL &&
+        emq_reply_kind(r[1]) == EMQ_REPLY_ARRAY && emq_reply_len(r[1]) == n) {
+        int64_t now = strtoll(sec, NULL, 10) * 1000 + strtoll(usec, NULL, 10) /
+                                                          1000;
+        for (size_t i = 0; i < n; i++) {
+            const char *at = emq_reply_str(emq_reply_at(r[1], i), NULL);
+            if (at != NULL) {
+                int64_t since = now - strtoll(at, NULL, 10);
+                ages[i] = since > 0 ? since : 0;
+            }
+        }
+    }
+    emq_reply_free(r[0]);
+    emq_reply_free(r[1]);
+done:
+    emq__free(hmget);
+    emq__free(key);
+    return st;
+}
+
 /* ---- pending ---------------------------------------------------------------- */
+
+/* Sets the in_hand_ms of the n rows of one page (emq__admin_in_hand). */
+static emq_status page_in_hand(emq_admin_t *a, const char *group,
+                               emq_pending_entry *rows, size_t n,
+                               emq_error *err) {
+    if (n == 0)
+        return EMQ_OK;
+    emq_id *ids = emq__alloc(n * sizeof *ids);
+    int64_t *ages = emq__alloc(n * sizeof *ages);
+    emq_status st = EMQ_OK;
+    if (ids == NULL || ages == NULL) {
+        st = emq__oom(err);
+    } else {
+        for (size_t i = 0; i < n; i++)
+            ids[i] = rows[i].id;
+        st = emq__admin_in_hand(a, group, ids, n, ages, err);
+        for (size_t i = 0; i < n && st == EMQ_OK; i++)
+            rows[i].in_hand_ms = ages[i];
+    }
+    emq__free(ids);
+    emq__free(ages);
+    return st;
+}
 
 /* Appends the rows of one XPENDING page to *out (growing it); *last gets
  * the ID of the last row. Returns the number of rows through *got. */
@@ -604,6 +692,7 @@ static emq_status take_page(const emq_reply *reply, emq_pending_entry **out,
         e->idle_ms = row.idle_ms < 0 ? 0 : row.idle_ms;
         e->deliveries = row.deliveries;
         e->partition = -1;
+        e->in_hand_ms = -1;
         (*n)++;
     }
     *got = rows;
@@ -668,9 +757,11 @@ emq_status emq__admin_queue_pending(emq_admin_t *a, const char *group,
         st = emq__admin_call(a, what, argc, argv, NULL, &reply, err);
         if (st != EMQ_OK)
             break;
-        size_t got = 0;
+        size_t got = 0, first = have;
         st = take_page(reply, &list, &have, &cap, &last, &got, err);
         emq_reply_free(reply);
+        if (st == EMQ_OK)
+            st = page_in_hand(a, group, list + first, got, err);
         if (st != EMQ_OK || got < want)
             break;
     }
@@ -696,6 +787,8 @@ size_t emq_pending_json(const emq_pending_entry *entries, size_t n, char *buf,
         emq__json_cstr(&j, e->consumer);
         emq__json_raw(&j, ",\"idle_ms\":%lld,\"deliveries\":%llu",
                       (long long)e->idle_ms, (unsigned long long)e->deliveries);
+        emq__json_raw(&j, ",\"in_hand_ms\":");
+        json_opt(&j, e->in_hand_ms);
         if (e->partition >= 0)
             emq__json_raw(&j, ",\"partition\":%d", e->partition);
         emq__json_raw(&j, "}\n");

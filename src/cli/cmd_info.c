@@ -343,15 +343,17 @@ static int pending_of(const char *verb, const cli_args *a, long long min_idle,
         rc = cli_print_json(pending_json, &l);
     } else if (!a->seen[O_JSON]) {
         char cname[300];
-        printf("%s%-22s  %-20s  %8s  %10s\n", *parts ? "PARTITION  " : "",
-               "ID", "CONSUMER", "IDLE", "DELIVERIES");
+        printf("%s%-22s  %-20s  %8s  %8s  %10s\n",
+               *parts ? "PARTITION  " : "", "ID", "CONSUMER", "IDLE",
+               "IN HAND", "DELIVERIES");
         for (size_t i = 0; i < n; i++) {
-            char idle[32];
+            char idle[32], hand[32];
             if (*parts)
                 printf("%9d  ", e[i].partition);
-            printf("%-22s  %-20s  %8s  %10llu\n", e[i].id.str,
+            printf("%-22s  %-20s  %8s  %8s  %10llu\n", e[i].id.str,
                    cli_esc(e[i].consumer, cname, sizeof cname),
                    cli_duration(e[i].idle_ms, idle, sizeof idle),
+                   cli_duration(e[i].in_hand_ms, hand, sizeof hand),
                    (unsigned long long)e[i].deliveries);
         }
     }

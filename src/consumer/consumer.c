@@ -69,19 +69,15 @@ static emq_status check_timing(const emq_conf_t *conf, emq_error *err) {
 }
 
 /* Builds the consumer's own keys: lease, reasons, retry schedule, unseen
- * marks. */
+ * marks, the group's in-hand times. */
 static emq_status make_keys(emq_consumer_t *c, emq_error *err) {
-    char part[300];
-    snprintf(part, sizeof part, "lease:%s", c->group);
-    c->lease_key = emq__keys_join(&c->keys, part, c->name);
-    snprintf(part, sizeof part, "reasons:%s", c->group);
-    c->reasons_key = emq__keys_join(&c->keys, part, NULL);
-    snprintf(part, sizeof part, "retry:%s", c->group);
-    c->retry_key = emq__keys_join(&c->keys, part, NULL);
-    snprintf(part, sizeof part, "unseen:%s", c->group);
-    c->unseen_key = emq__keys_join(&c->keys, part, c->name);
+    c->lease_key = emq__keys_of_group(&c->keys, "lease", c->group, c->name);
+    c->reasons_key = emq__keys_of_group(&c->keys, "reasons", c->group, NULL);
+    c->retry_key = emq__keys_of_group(&c->keys, "retry", c->group, NULL);
+    c->unseen_key = emq__keys_of_group(&c->keys, "unseen", c->group, c->name);
+    c->inhand_key = emq__keys_of_group(&c->keys, "inhand", c->group, NULL);
     if (c->lease_key == NULL || c->reasons_key == NULL ||
-        c->retry_key == NULL || c->unseen_key == NULL)
+        c->retry_key == NULL || c->unseen_key == NULL || c->inhand_key == NULL)
         return emq__oom(err);
     return EMQ_OK;
 }
@@ -158,6 +154,7 @@ void emq__consumer_free(emq_consumer_t *c) {
     emq__free(c->reasons_key);
     emq__free(c->retry_key);
     emq__free(c->unseen_key);
+    emq__free(c->inhand_key);
     emq__free(c->fields);
     emq__free(c->rx_ops);
     emq_conf_destroy(c->conf);

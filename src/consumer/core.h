@@ -97,6 +97,7 @@ typedef struct emq__upkeep {
     int64_t refresh_every_ms;
     int64_t next_mark_ms; /* unseen marks of entries waiting to be handed
                              out are written then */
+    int64_t next_publish_ms; /* in-hand times are published then */
 } emq__upkeep;
 
 /* A consumer of one queue, or a topic's consumer of its partitions'
@@ -114,6 +115,8 @@ struct emq_consumer {
     char *retry_key; /* the retry schedule (sorted set) */
     char *unseen_key; /* entries read and not handed out (a set; upkeep.c
                          writes it, recover.c reads it) */
+    char *inhand_key; /* the group's entries in a handler's hands and since
+                         when (a hash by entry ID, server ms; upkeep.c) */
     char token[256]; /* lease value: the holder's identity */
     emq__xchg rx;    /* the run thread's exchange */
     emq__upkeep upkeep;

@@ -378,6 +378,13 @@ emq_status emq__batch_dispatch(emq_consumer_t *c, batch *b, emq_error *err) {
         have = 0;
         if (st == EMQ_OK && go == 1) {
             emq__upkeep_wait_unmarked(c); /* an unseen mark goes first */
+            /* Looked at again last thing: a pause (SIGSTOP) or the mark's
+             * wait may have outlasted the lease since the begin, and a
+             * peer may hold the entry by now. It goes back (released). */
+            if (emq__consumer_stopping(c) || !emq__lease_valid(c)) {
+                broke = 1;
+                break;
+            }
             st = handle(c, item, &op, err);
             have = st == EMQ_OK;
         } else if (go < 0) {

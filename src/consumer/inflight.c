@@ -59,6 +59,7 @@ void emq__inflight_destroy(emq__inflight *t) {
     emq__free(t->ops);
     emq__free(t->slots);
     emq__free(t->unmark);
+    emq__free(t->unpublish);
     pthread_mutex_destroy(&t->mu);
     pthread_cond_destroy(&t->wake);
     pthread_cond_destroy(&t->unmarked);
@@ -98,6 +99,25 @@ static if_entry *find_at(emq__inflight *t, const emq_id *id, size_t hint) {
     return find(t, id);
 }
 
+/* e leaves a handler's hands: its published in-hand time is to go (the
+ * upkeep deletes it; if the queue cannot grow, the field stays, showing
+ * an age for an entry no longer in hand until it is settled elsewhere).
+ * Caller holds mu. */
+static void unpublish(emq__inflight *t, if_entry *e) {
+    if (!e->published)
+        return;
+    e->published = 0;
+    if (t->nunpublish == t->unpublish_cap) {
+        size_t cap = t->unpublish_cap ? t->unpublish_cap * 2 : 64;
+        emq_id *grown = emq__realloc(t->unpublish, cap * sizeof *grown);
+        if (grown == NULL)
+            return;
+        t->unpublish = grown;
+        t->unpublish_cap = cap;
+    }
+    t->unpublish[t->nunpublish++] = e->id;
+}
+
 static void remove_at(emq__inflight *t, if_entry *e) {
     size_t mask = t->cap - 1;
     size_t hole = (size_t)(e - t->slots);
@@ -105,6 +125,7 @@ static void remove_at(emq__inflight *t, if_entry *e) {
         t->nwait--;
     if (e->state == IF_HANDLING)
         atomic_fetch_sub(&t->nhandling, 1);
+    unpublish(t, e);
     t->slots[hole].used = 0;
     t->n--;
     /* Shift later members of the probe run back into the hole. */
@@ -155,6 +176,8 @@ static void set_state(emq__inflight *t, if_entry *e, if_state state) {
         atomic_fetch_sub(&t->nhandling, 1);
     if (state == IF_HANDLING)
         atomic_fetch_add(&t->nhandling, 1);
+    if (state != IF_HANDLING)
+        unpublish(t, e);
     e->state = (unsigned char)state;
 }
 
@@ -587,6 +610,45 @@ int emq__inflight_unmark_wait(emq__inflight *t, int (*give_up)(void *),
     return done;
 }
 
+size_t emq__inflight_to_publish(emq__inflight *t, int64_t now_ms,
+                                emq_id *out, int64_t *ages, size_t max) {
+    size_t n = 0;
+    pthread_mutex_lock(&t->mu);
+    for (size_t i = 0; i < t->cap && n < max && atomic_load(&t->nhandling);
+         i++) {
+        if_entry *e = &t->slots[i];
+        if (e->used && e->state == IF_HANDLING && !e->published) {
+            e->published = 1;
+            ages[n] = now_ms > e->handed_ms ? now_ms - e->handed_ms : 0;
+            out[n++] = e->id;
+        }
+    }
+    pthread_mutex_unlock(&t->mu);
+    return n;
+}
+
+size_t emq__inflight_unpublish_take(emq__inflight *t, emq_id *out,
+                                    size_t max) {
+    pthread_mutex_lock(&t->mu);
+    size_t n = t->nunpublish < max ? t->nunpublish : max;
+    memcpy(out, t->unpublish, n * sizeof *out);
+    memmove(t->unpublish, t->unpublish + n,
+            (t->nunpublish - n) * sizeof *t->unpublish);
+    t->nunpublish -= n;
+    pthread_mutex_unlock(&t->mu);
+    return n;
+}
+
+void emq__inflight_unpublish_again(emq__inflight *t, const emq_id *ids,
+                                   size_t n) {
+    pthread_mutex_lock(&t->mu);
+    for (size_t i = 0; i < n; i++) {
+        if_entry tmp = {.id = ids[i], .published = 1};
+        unpublish(t, &tmp);
+    }
+    pthread_mutex_unlock(&t->mu);
+}
+
 int64_t emq__inflight_oldest_handed(emq__inflight *t) {
     int64_t oldest = 0;
     pthread_mutex_lock(&t->mu);
@@ -730,6 +792,9 @@ void emq__inflight_drop_unstarted(emq__inflight *t) {
 
 void emq__inflight_clear(emq__inflight *t) {
     pthread_mutex_lock(&t->mu);
+    for (size_t i = 0; i < t->cap; i++)
+        if (t->slots[i].used)
+            unpublish(t, &t->slots[i]);
     memset(t->slots, 0, t->cap * sizeof *t->slots);
     t->n = 0;
     t->nwait = 0;

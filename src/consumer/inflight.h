@@ -52,6 +52,7 @@ typedef struct if_entry {
                               goes before the entry is handed out; 2:
                               released, never marked */
     int64_t read_ms;       /* entered the table (monotonic) */
+    unsigned char published; /* IF_HANDLING: its in-hand time was sent */
     unsigned char uncounted; /* IF_RETRY_WAIT found by recover self in a
                                 session that kept the lease: its count was
                                 raised already (recover.c) */
@@ -101,6 +102,10 @@ typedef struct emq__inflight {
     uint64_t unmark_taken;          /* tickets the upkeep took */
     atomic_uint_fast64_t unmark_asked, unmark_done;
     pthread_cond_t unmarked;        /* unmark_done moved */
+    /* In-hand times (upkeep.c publishes them): ids whose published time
+     * is to go, because they left a handler's hands. */
+    emq_id *unpublish;
+    size_t nunpublish, unpublish_cap;
     int dozing;              /* the upkeep thread sleeps longer than
                                 EMQ_SETTLE_DELAY_MS: wake it for new work */
     atomic_uint generation;  /* raised by emq__inflight_clear: an entry
@@ -208,6 +213,18 @@ void emq__inflight_unmark_finish(emq__inflight *t, int ok, uint64_t upto,
  * 0). Cheap when nothing waits. */
 int emq__inflight_unmark_wait(emq__inflight *t, int (*give_up)(void *),
                               void *arg);
+/* Upkeep: up to max IDs in a handler's hands whose in-hand time is not
+ * published yet (marked published now), with how long ago (ms, by now_ms)
+ * each was handed out in ages[]. Returns their number. */
+size_t emq__inflight_to_publish(emq__inflight *t, int64_t now_ms,
+                                emq_id *out, int64_t *ages, size_t max);
+/* Upkeep: up to max IDs whose published in-hand time is to go. */
+size_t emq__inflight_unpublish_take(emq__inflight *t, emq_id *out,
+                                    size_t max);
+/* Upkeep: ids[0..n) taken by emq__inflight_unpublish_take could not be
+ * deleted (a transport failure): queued again. */
+void emq__inflight_unpublish_again(emq__inflight *t, const emq_id *ids,
+                                   size_t n);
 /* When the entry handed out longest ago and not settled was handed out
  * (emq__now_coarse_ms time), 0 when none is. Any thread; O(table). */
 int64_t emq__inflight_oldest_handed(emq__inflight *t);

@@ -35,10 +35,34 @@
 #include "settle.h"
 #include "stats.h"
 
+#include <stdio.h>
 #include <string.h>
 #include <time.h>
 
-enum { TAG_RENEW = 100, TAG_REFRESH = 101, TAG_MARK = 102, TAG_UNMARK = 103 };
+enum {
+    TAG_RENEW = 100,
+    TAG_REFRESH,
+    TAG_MARK,
+    TAG_UNMARK,
+    TAG_PUBLISH,
+    TAG_UNPUBLISH
+};
+
+/* How often the in-hand times of entries in a handler's hands are
+ * published to the group's inhand hash (and those that left it deleted):
+ * an operator sees the time since delivery of anything in hand longer. */
+#define EMQ_PUBLISH_EVERY_MS 100
+
+/* KEYS: the group's inhand hash. ARGV: pairs of entry ID and how many ms
+ * ago it was handed out. Stores when, by the server's clock. */
+static const char publish_script[] =
+    "if redis.replicate_commands then pcall(redis.replicate_commands) end\n"
+    "local t = redis.call('TIME')\n"
+    "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
+    "for i = 1, #ARGV - 1, 2 do\n"
+    "  redis.call('HSET', KEYS[1], ARGV[i], now - tonumber(ARGV[i + 1]))\n"
+    "end\n"
+    "return 0\n";
 
 /* An entry read and not handed out for this long gets an unseen mark. */
 #define EMQ_UNSEEN_AFTER_MS 50
@@ -72,6 +96,17 @@ static emq_status apply(void *ctx, int tag, const emq_reply *reply,
     if (emq__reply_mentions(reply, "READONLY"))
         return emq__error_set(err, EMQ_EIO, 1,
                               "the server is a read-only replica (READONLY)");
+    if (tag == TAG_PUBLISH || tag == TAG_UNPUBLISH) {
+        /* Refused: an operator sees the idle time instead. Debug only:
+         * it changes nothing the consumer promises. */
+        if (emq_reply_kind(reply) == EMQ_REPLY_ERROR) {
+            char shown[160];
+            emq__consumer_log(c, EMQ_LOG_DEBUG,
+                              "publishing in-hand times failed: %s",
+                              emq__reply_text(reply, shown, sizeof shown));
+        }
+        return EMQ_OK;
+    }
     if (tag == TAG_MARK || tag == TAG_UNMARK) {
         /* A refused mark or unmark costs exactness of a count after a
          * crash, never work: go on, and say so. */
@@ -178,6 +213,11 @@ static void wait_due(emq_consumer_t *c, int *settle) {
             wake = now + EMQ_SETTLE_DELAY_MS;
         /* Marks of entries waiting to be handed out: looked for while
          * some entry is in the table and not in a handler. */
+        int publish_due = u->next_publish_ms <= now &&
+                          (atomic_load(&t->nhandling) > 0 || t->nunpublish > 0);
+        if ((atomic_load(&t->nhandling) > 0 || t->nunpublish > 0) &&
+            u->next_publish_ms < wake)
+            wake = u->next_publish_ms;
         int marks_due = u->next_mark_ms <= now &&
                         t->n > atomic_load(&t->nhandling) + t->nwait;
         if (t->n > atomic_load(&t->nhandling) + t->nwait &&
@@ -185,7 +225,7 @@ static void wait_due(emq_consumer_t *c, int *settle) {
             wake = u->next_mark_ms;
         if (quit || settle_at <= now || u->next_renew_ms <= now ||
             u->next_refresh_ms <= now || u->next_stats_ms <= now ||
-            t->nunmark > 0 || marks_due) {
+            t->nunmark > 0 || marks_due || publish_due) {
             *settle = quit || settle_at <= now;
             break;
         }
@@ -205,15 +245,15 @@ static void wait_due(emq_consumer_t *c, int *settle) {
 
 /* One round: settlements, renewal and refresh in one pipeline. Returns a
  * transport status; fatal errors are recorded by apply. */
-/* Appends cmd <unseen key> ids[0..n) to the upkeep's exchange. */
+/* Appends cmd key ids[0..n) to the upkeep's exchange. */
 static emq_status append_ids(emq_consumer_t *c, const char *cmd,
-                             const emq_id *ids, size_t n, int tag,
-                             emq_error *err) {
+                             const char *key, const emq_id *ids, size_t n,
+                             int tag, emq_error *err) {
     const char **argv = emq__alloc((n + 2) * sizeof *argv);
     if (argv == NULL)
         return emq__oom(err);
     argv[0] = cmd;
-    argv[1] = c->unseen_key;
+    argv[1] = key;
     for (size_t i = 0; i < n; i++)
         argv[2 + i] = ids[i].str;
     emq_status st =
@@ -222,8 +262,40 @@ static emq_status append_ids(emq_consumer_t *c, const char *cmd,
     return st;
 }
 
+/* Appends the publish script for entries newly in a handler's hands
+ * (ids is scratch of EMQ_SETTLE_MAX_IDS); nothing when there are none. */
+static emq_status append_publish(emq_consumer_t *c, int64_t now, emq_id *ids,
+                                 emq_error *err) {
+    int64_t ages[256];
+    size_t n = emq__inflight_to_publish(&c->table, now, ids, ages, 256);
+    if (n == 0)
+        return EMQ_OK;
+    const char **argv = emq__alloc((4 + 2 * n) * sizeof *argv);
+    char(*texts)[24] = emq__alloc(n * sizeof *texts);
+    emq_status st = EMQ_OK;
+    if (argv == NULL || texts == NULL) {
+        st = emq__oom(err);
+    } else {
+        argv[0] = "EVAL";
+        argv[1] = publish_script;
+        argv[2] = "1";
+        argv[3] = c->inhand_key;
+        for (size_t i = 0; i < n; i++) {
+            snprintf(texts[i], sizeof texts[i], "%lld", (long long)ages[i]);
+            argv[4 + 2 * i] = ids[i].str;
+            argv[5 + 2 * i] = texts[i];
+        }
+        st = emq__xchg_append(&c->upkeep.x, TAG_PUBLISH, (int)(4 + 2 * n),
+                              argv, NULL, err);
+    }
+    emq__free(argv);
+    emq__free(texts);
+    return st;
+}
+
 static emq_status one_round(emq_consumer_t *c, int settle, settle_op *ops,
-                            emq_id *ids, emq_id *unmarks, emq_error *err) {
+                            emq_id *ids, emq_id *unmarks, emq_id *unpub,
+                            emq_error *err) {
     emq__upkeep *u = &c->upkeep;
     int64_t now = emq__now_ms();
     round r = {.settle = {.c = c}, .c = c, .asked = ids, .sent_ms = now};
@@ -244,16 +316,29 @@ static emq_status one_round(emq_consumer_t *c, int settle, settle_op *ops,
                                                &r.unmark_upto);
         r.unmarks = unmarks;
         if (r.nunmarks > 0)
-            st = append_ids(c, "SREM", unmarks, r.nunmarks, TAG_UNMARK, err);
+            st = append_ids(c, "SREM", c->unseen_key, unmarks, r.nunmarks,
+                            TAG_UNMARK, err);
     }
     if (st == EMQ_OK && now >= u->next_mark_ms) {
         size_t nmarks = emq__inflight_to_mark(
             &c->table, now, EMQ_UNSEEN_AFTER_MS, ids, EMQ_SETTLE_MAX_IDS);
         if (nmarks > 0)
-            st = append_ids(c, "SADD", ids, nmarks, TAG_MARK, err);
+            st = append_ids(c, "SADD", c->unseen_key, ids, nmarks, TAG_MARK,
+                            err);
         u->next_mark_ms = nmarks == EMQ_SETTLE_MAX_IDS
                               ? now
                               : now + EMQ_UNSEEN_AFTER_MS / 2;
+    }
+    size_t nunpub = 0;
+    if (st == EMQ_OK && now >= u->next_publish_ms) {
+        nunpub = emq__inflight_unpublish_take(&c->table, unpub,
+                                              EMQ_SETTLE_MAX_IDS);
+        if (nunpub > 0)
+            st = append_ids(c, "HDEL", c->inhand_key, unpub, nunpub,
+                            TAG_UNPUBLISH, err);
+        if (st == EMQ_OK)
+            st = append_publish(c, now, ids, err);
+        u->next_publish_ms = now + EMQ_PUBLISH_EVERY_MS;
     }
     /* The refresh goes before the settlements: settlements ahead of it
      * would make their entries look lost to it. */
@@ -290,6 +375,8 @@ static emq_status one_round(emq_consumer_t *c, int settle, settle_op *ops,
     if (st == EMQ_OK)
         st = emq__xchg_drain(&u->x, apply, &r, err);
     emq__settle_finish(c, ops, nops, st, &r.settle);
+    if (nunpub > 0 && st != EMQ_OK && st != EMQ_EAGAIN)
+        emq__inflight_unpublish_again(&c->table, unpub, nunpub);
     if (r.nunmarks > 0)
         emq__inflight_unmark_finish(&c->table,
                                     st == EMQ_OK && r.unmark_answered,
@@ -324,7 +411,8 @@ static void *upkeep_main(void *arg) {
     settle_op *ops = emq__alloc(EMQ_SETTLE_MAX_IDS * sizeof *ops);
     emq_id *ids = emq__alloc(EMQ_SETTLE_MAX_IDS * sizeof *ids);
     emq_id *unmarks = emq__alloc(EMQ_SETTLE_MAX_IDS * sizeof *unmarks);
-    if (ops == NULL || ids == NULL || unmarks == NULL) {
+    emq_id *unpub = emq__alloc(EMQ_SETTLE_MAX_IDS * sizeof *unpub);
+    if (ops == NULL || ids == NULL || unmarks == NULL || unpub == NULL) {
         emq_error err;
         emq__oom(&err);
         emq__consumer_fatal(c, &err);
@@ -338,7 +426,7 @@ static void *upkeep_main(void *arg) {
                      !emq__lease_valid(c) || atomic_load(&c->fatal)))
             break;
         emq_error err;
-        emq_status st = one_round(c, settle, ops, ids, unmarks, &err);
+        emq_status st = one_round(c, settle, ops, ids, unmarks, unpub, &err);
         if (emq__now_ms() >= u->next_stats_ms) {
             /* Skipped (not late-fired) while fenced or failing. */
             if (st == EMQ_OK && !quit && emq__lease_valid(c))
@@ -364,6 +452,7 @@ out:
     emq__free(ops);
     emq__free(ids);
     emq__free(unmarks);
+    emq__free(unpub);
     /* Nobody sends marks any more: a handout waiting for one goes on. */
     emq__inflight_unmark_finish(&c->table, 1,
                                 atomic_load(&c->table.unmark_asked), NULL, 0);
@@ -386,6 +475,7 @@ emq_status emq__upkeep_start(emq_consumer_t *c, emq_error *err) {
     c->table.hand_limit_ms = emq__cfg_handler_timeout_ms(c->conf);
     u->next_refresh_ms = now + u->refresh_every_ms / 2;
     u->next_mark_ms = now + EMQ_UNSEEN_AFTER_MS;
+    u->next_publish_ms = now + EMQ_PUBLISH_EVERY_MS;
     u->next_renew_ms = now + emq__cfg_lease_ttl_ms(c->conf) / 3;
     u->next_stats_ms = emq__stats_on(c)
                            ? now + emq__cfg_stats_interval_ms(c->conf)

@@ -150,6 +150,20 @@ char *emq__keys_join(const emq__keys *k, const char *part1, const char *part2) {
     return s;
 }
 
+char *emq__keys_of_group(const emq__keys *k, const char *kind,
+                         const char *group, const char *consumer) {
+    size_t nk = strlen(kind), ng = strlen(group);
+    char *part = emq__alloc(nk + ng + 2);
+    if (part == NULL)
+        return NULL;
+    memcpy(part, kind, nk);
+    part[nk] = ':';
+    memcpy(part + nk + 1, group, ng + 1);
+    char *key = emq__keys_join(k, part, consumer);
+    emq__free(part);
+    return key;
+}
+
 void emq__keys_free(emq__keys *k) {
     emq__free(k->stream);
     emq__free(k->dead);

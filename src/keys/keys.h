@@ -47,6 +47,12 @@ emq_status emq__keys_resolve(const char *queue, const char *stream,
  * emq__free), e.g. emq__keys_join(k, "lease:g", "c"); NULL when out of
  * memory. */
 char *emq__keys_join(const emq__keys *k, const char *part1, const char *part2);
+/* A key of a group, or of one consumer of it (consumer not NULL), as
+ * docs/KEYSPACE.md lists them: prefix + kind + ":" + group [+ ":" +
+ * consumer], kind one of "lease", "reasons", "retry", "unseen", "inhand".
+ * Caller frees with emq__free; NULL when out of memory. */
+char *emq__keys_of_group(const emq__keys *k, const char *kind,
+                         const char *group, const char *consumer);
 
 /* Longest group or consumer name: EMQ_NAME_MAX, echomq.h. */
 /* Group and consumer names go into key names (lease:<group>:<name>,

@@ -469,6 +469,10 @@ static long long last_call_start(const ledgers *l, size_t n, int worker,
     return last;
 }
 
+/* A handler call that starts this soon after its worker's SIGCONT may
+ * have been handed its entry before the SIGSTOP. */
+#define CHAOS_RESUME_SLACK_MS 1000
+
 /* Why the call h repeats the call r, or WHY_NONE. Process faults come
  * first: they are the stronger explanation. */
 static int explain(const chaos_run *run, const rec *r, const rec *h) {
@@ -488,6 +492,16 @@ static int explain(const chaos_run *run, const rec *r, const rec *h) {
             return f->kind == FAULT_KILL   ? WHY_KILL
                    : f->kind == FAULT_STOP ? WHY_STOP
                                            : WHY_STOP_LONG;
+        /* The second call's worker was stopped holding the entry: handed
+         * to its handler before the stop (its count is below the peer's,
+         * which claimed it meanwhile), the handler's first line ran only
+         * after SIGCONT. */
+        if (is_process_fault(f->kind) && f->kind != FAULT_KILL &&
+            f->worker == h->worker && f->inc == h->inc &&
+            f->began_ms <= r->t_start && f->ended_ms <= h->t_start &&
+            h->t_start - f->ended_ms <= CHAOS_RESUME_SLACK_MS &&
+            h->deliveries < r->deliveries)
+            return f->kind == FAULT_STOP ? WHY_STOP : WHY_STOP_LONG;
         if (f->kind == FAULT_PEER_CLAIM && f->began_ms <= hi &&
             f->ended_ms >= lo)
             for (int k = 0; k < f->claimed; k++)

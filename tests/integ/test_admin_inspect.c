@@ -406,12 +406,13 @@ TEST(admin_pending_filters_by_consumer_idle_and_max) {
     size_t len = emq_pending_json(list, n, json, sizeof json);
     ASSERT_EQ_SIZE(len, strlen(json));
     ASSERT_CONTAINS(json, "{\"id\":\"4-0\",\"consumer\":\"c2\",\"idle_ms\":");
-    ASSERT_CONTAINS(json, ",\"deliveries\":2}\n");
+    ASSERT_CONTAINS(json, ",\"deliveries\":2,\"in_hand_ms\":null}\n");
     python_check(json, "import json,sys; rows=[json.loads(l) for l in "
                        "sys.stdin.read().splitlines()]; "
                        "assert len(rows)==7; "
                        "assert all(set(r)=={\"id\",\"consumer\",\"idle_ms\","
-                       "\"deliveries\"} for r in rows); "
+                       "\"deliveries\",\"in_hand_ms\"} for r in rows); "
+                       "assert all(r[\"in_hand_ms\"] is None for r in rows); "
                        "assert [r[\"id\"] for r in rows][0]==\"1-0\"");
     char small[8];
     ASSERT_EQ_SIZE(emq_pending_json(list, n, small, sizeof small), len);

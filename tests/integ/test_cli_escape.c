@@ -50,7 +50,7 @@ TEST(cli_x_list_prints_every_property) {
     cli_result r;
     CLI(&r, NULL, "-X", "list");
     ASSERT_EXIT(&r, 0);
-    ASSERT_EQ_INT(cli_lines(r.out), 63);
+    ASSERT_EQ_INT(cli_lines(r.out), 64);
     ASSERT_CONTAINS(r.out, "producer.timeout_ms");
     ASSERT_CONTAINS(r.out, "lease.ttl_ms");
     ASSERT_CONTAINS(r.out, "connect_timeout_ms");

@@ -603,3 +603,57 @@ TEST_TIMEOUT(own_edge_outage_logged_once_per_episode, 30) {
     emq_consumer_destroy(c);
     emq_srv_stop(s);
 }
+
+/* ---- 8: the server shows the time in hand, not the refreshed idle ------ */
+
+/* A handler stuck for 3 s (claim idle 1 s, so its entry is refreshed every
+ * 250 ms): from the server alone, pending shows the time since the handler
+ * got it and describe's oldest pending age too, while the idle time stays
+ * below claim idle; once settled, nothing is left in the inhand hash. */
+TEST_TIMEOUT(own_edge_server_shows_time_in_hand, 30) {
+    emq_srv *s = emq_srv_start(NULL);
+    emq_conn_t *adm = admin_connect(s);
+    make_group(adm);
+    static slow w;
+    slow_init(&w);
+    w.sleep_ms = 3000;
+    bg a;
+    emq_consumer_t *W =
+        bg_start(&a, own_conf(s, "edge", "w", 1000), slow_handle, &w);
+    WAIT_UNTIL(client_id_by_name(s, "w", 1) >= 0, 5000, "w's read to block");
+    produce_n(s, "edge", "stuck", 1);
+    WAIT_UNTIL(atomic_load(&w.in_handler) == 1, 5000,
+               "w's handler to start");
+    usleep(2000 * 1000);
+    emq_conf_t *conf = conf_for(emq_srv_url(s));
+    conf_set(conf, "queue", "edge");
+    emq_admin_t *admin;
+    emq_error err;
+    ASSERT_OK(emq_admin_new(conf, &admin, &err), &err);
+    emq_pending_entry *rows;
+    size_t n = 0;
+    ASSERT_OK(emq_admin_pending(admin, "g", NULL, 0, 10, &rows, &n, &err),
+              &err);
+    ASSERT_EQ_SIZE(n, 1);
+    int64_t idle = rows[0].idle_ms, hand = rows[0].in_hand_ms;
+    emq_free_array(rows);
+    emq_queue_info *q;
+    ASSERT_OK(emq_admin_describe(admin, &q, &err), &err);
+    int64_t oldest = q->groups[0].oldest_pending_age_ms;
+    emq_queue_info_free(q);
+    fprintf(stderr, "    after 2 s in the handler: idle %lld ms, in hand "
+            "%lld ms, oldest pending age %lld ms\n", (long long)idle,
+            (long long)hand, (long long)oldest);
+    ASSERT(idle < 1000);
+    ASSERT(hand >= 1700 && hand < 3500);
+    ASSERT(oldest >= 1700);
+    WAIT_UNTIL(pending_total(adm, EQ, "g") == 0, 10000, "the ack");
+    WAIT_UNTIL(CMD_INT(adm, "HLEN", EQ ":inhand:g") == 0, 5000,
+               "its in-hand time to go");
+    ASSERT_OK(bg_stop(&a, 3000), &a.err);
+    emq_admin_destroy(admin);
+    emq_conf_destroy(conf);
+    emq_consumer_destroy(W);
+    emq_conn_destroy(adm);
+    emq_srv_stop(s);
+}

@@ -132,6 +132,8 @@ struct emq_consumer {
     _Atomic int64_t lease_deadline_ms;
     int lease_held;      /* taken in this run (run thread) */
     int lease_lapsed;    /* held, then its deadline passed (run thread) */
+    int renew_failing;        /* the last renewal got an error reply
+                                 (upkeep thread; lease.c) */
     atomic_int lease_lost;    /* another process took the name (a fatal
                                  error; lease.c) */
     atomic_int lease_retaken; /* the upkeep took the key again after it

@@ -346,12 +346,17 @@ emq_status emq__lease_append_renew(emq_consumer_t *c, emq__xchg *x, int tag,
 emq_status emq__lease_renewed(emq_consumer_t *c, const emq_reply *reply,
                               int64_t sent_ms, emq_error *err) {
     if (emq_reply_kind(reply) == EMQ_REPLY_ERROR) {
-        /* Not renewed: the upkeep sends it again shortly. */
+        /* Not renewed: the upkeep sends it again shortly. Said once per
+         * episode: a server refusing writes (MISCONF) for seconds would
+         * otherwise fill the log ten times a second. */
         char shown[160];
-        emq__consumer_log(c, EMQ_LOG_WARNING, "lease renewal failed: %s",
+        emq__consumer_log(c, c->renew_failing ? EMQ_LOG_DEBUG : EMQ_LOG_WARNING,
+                          "lease renewal failed: %s",
                           emq__reply_text(reply, shown, sizeof shown));
+        c->renew_failing = 1;
         return EMQ_OK;
     }
+    c->renew_failing = 0;
     long long got = emq_reply_integer(reply);
     if (got == 1 || got == 2) {
         /* 1: the key held our token all along, so nobody used the name

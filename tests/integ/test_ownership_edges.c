@@ -657,3 +657,39 @@ TEST_TIMEOUT(own_edge_server_shows_time_in_hand, 30) {
     emq_conn_destroy(adm);
     emq_srv_stop(s);
 }
+
+/* Writes refused for 1.5 s (min-replicas-to-write with no replica: every
+ * renewal, sent again each 100 ms, gets NOREPLICAS): one warning that the
+ * renewal failed, the rest at debug; the consumer then goes on. */
+TEST_TIMEOUT(own_edge_refused_renewals_logged_once, 30) {
+    emq_srv *s = emq_srv_start(NULL);
+    emq_conn_t *adm = admin_connect(s);
+    make_group(adm);
+    static logcap logs;
+    logcap_init(&logs);
+    static slow h;
+    slow_init(&h);
+    emq_conf_t *conf = own_conf(s, "edge", "w", 5000);
+    conf_set(conf, "log.level", "debug");
+    emq_conf_set_log(conf, logcap_fn, &logs);
+    bg b;
+    bg_start(&b, conf, slow_handle, &h);
+    WAIT_UNTIL(client_id_by_name(s, "w", 1) >= 0, 5000, "the read to block");
+    char out[64];
+    ASSERT(emq_srv_cmd(s, out, sizeof out, "CONFIG", "SET",
+                       "min-replicas-to-write", "1", NULL) == '+');
+    WAIT_UNTIL(count_in(&logs, "lease renewal failed", EMQ_LOG_DEBUG) >= 3,
+               10000, "renewals refused again and again");
+    ASSERT(emq_srv_cmd(s, out, sizeof out, "CONFIG", "SET",
+                       "min-replicas-to-write", "0", NULL) == '+');
+    produce_n(s, "edge", "after", 1);
+    WAIT_UNTIL(h.r.n == 1, 10000, "the consumer to go on");
+    ASSERT_OK(bg_stop(&b, 3000), &b.err);
+    int warned = count_in(&logs, "lease renewal failed", EMQ_LOG_WARNING);
+    fprintf(stderr, "    lease renewal failed: %d warning(s), %d at debug\n",
+            warned, count_in(&logs, "lease renewal failed", EMQ_LOG_DEBUG));
+    ASSERT_EQ_INT(warned, 1);
+    emq_consumer_destroy(b.c);
+    emq_conn_destroy(adm);
+    emq_srv_stop(s);
+}

@@ -82,9 +82,8 @@ typedef struct round {
     int refresh_failed;  /* the refresh got an error reply */
     int renew_sent;      /* a renewal is in this round */
     int renew_answered;  /* ...its reply came: 1 applied, -1 an error */
-    const emq_id *unmarks; /* marks to go in this round, and the last
+    size_t nunmarks;       /* marks to go in this round, and the last
                               ticket among them */
-    size_t nunmarks;
     uint64_t unmark_upto;
     int unmark_answered;
 } round;
@@ -314,7 +313,6 @@ static emq_status one_round(emq_consumer_t *c, int settle, settle_op *ops,
         r.nunmarks = emq__inflight_unmark_take(&c->table, unmarks,
                                                EMQ_SETTLE_MAX_IDS,
                                                &r.unmark_upto);
-        r.unmarks = unmarks;
         if (r.nunmarks > 0)
             st = append_ids(c, "SREM", c->unseen_key, unmarks, r.nunmarks,
                             TAG_UNMARK, err);

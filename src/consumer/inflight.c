@@ -60,6 +60,7 @@ void emq__inflight_destroy(emq__inflight *t) {
     emq__free(t->slots);
     emq__free(t->unmark);
     emq__free(t->unpublish);
+    emq__free(t->dropped);
     pthread_mutex_destroy(&t->mu);
     pthread_cond_destroy(&t->wake);
     pthread_cond_destroy(&t->unmarked);
@@ -281,6 +282,22 @@ static int ask_unmark(emq__inflight *t, const emq_id *id) {
     return 0;
 }
 
+/* Remembers that id was read and dropped without being handed out (its
+ * take by recover self must not count a delivery); forgotten silently
+ * when the list cannot grow (then it may be counted once). Caller holds
+ * mu. */
+static void note_dropped(emq__inflight *t, const emq_id *id) {
+    if (t->ndropped == t->dropped_cap) {
+        size_t cap = t->dropped_cap ? t->dropped_cap * 2 : 64;
+        emq_id *grown = emq__realloc(t->dropped, cap * sizeof *grown);
+        if (grown == NULL)
+            return;
+        t->dropped = grown;
+        t->dropped_cap = cap;
+    }
+    t->dropped[t->ndropped++] = *id;
+}
+
 /* Marks next's entry IF_HANDLING if it may be handed out; returns what
  * emq__inflight_step puts in *began (caller holds mu). */
 static int begin_locked(emq__inflight *t, const batch_item *next) {
@@ -302,6 +319,8 @@ static int begin_locked(emq__inflight *t, const batch_item *next) {
         e->handed_ms = emq__now_coarse_ms();
         t->current = (size_t)(e - t->slots);
     } else if (e != NULL) {
+        if (stale && !e->lost)
+            note_dropped(t, &e->id);
         remove_at(t, e);
     }
     return ok ? 1 : stale ? -1 : 0;
@@ -782,16 +801,37 @@ void emq__inflight_drop_unstarted(emq__inflight *t) {
     pthread_mutex_lock(&t->mu);
     for (size_t i = 0; i < t->cap;) {
         if_entry *e = &t->slots[i];
-        if (e->used && e->state == IF_READ)
+        if (e->used && e->state == IF_READ) {
+            note_dropped(t, &e->id);
             remove_at(t, e); /* a later member may have shifted into i */
-        else
+        } else
             i++;
     }
     pthread_mutex_unlock(&t->mu);
 }
 
+int emq__inflight_was_dropped(emq__inflight *t, const emq_id *id) {
+    pthread_mutex_lock(&t->mu);
+    int found = 0;
+    for (size_t i = 0; i < t->ndropped; i++)
+        if (strcmp(t->dropped[i].str, id->str) == 0) {
+            t->dropped[i] = t->dropped[--t->ndropped];
+            found = 1;
+            break;
+        }
+    pthread_mutex_unlock(&t->mu);
+    return found;
+}
+
+void emq__inflight_dropped_forget(emq__inflight *t) {
+    pthread_mutex_lock(&t->mu);
+    t->ndropped = 0;
+    pthread_mutex_unlock(&t->mu);
+}
+
 void emq__inflight_clear(emq__inflight *t) {
     pthread_mutex_lock(&t->mu);
+    t->ndropped = 0;
     for (size_t i = 0; i < t->cap; i++)
         if (t->slots[i].used)
             unpublish(t, &t->slots[i]);

@@ -106,6 +106,11 @@ typedef struct emq__inflight {
      * is to go, because they left a handler's hands. */
     emq_id *unpublish;
     size_t nunpublish, unpublish_cap;
+    /* Entries this process read and dropped without handing them out (a
+     * session's start, not refreshed in time): recover self takes them
+     * back without counting a delivery. */
+    emq_id *dropped;
+    size_t ndropped, dropped_cap;
     int dozing;              /* the upkeep thread sleeps longer than
                                 EMQ_SETTLE_DELAY_MS: wake it for new work */
     atomic_uint generation;  /* raised by emq__inflight_clear: an entry
@@ -253,6 +258,12 @@ int64_t emq__inflight_next_due(emq__inflight *t, int64_t now_ms);
 /* Forgets entries not handed out yet (IF_READ): after a lost session they
  * come back through recover self. */
 void emq__inflight_drop_unstarted(emq__inflight *t);
+/* 1 when id is among the entries this process read and dropped without
+ * handing out (then it is no longer). Any thread. */
+int emq__inflight_was_dropped(emq__inflight *t, const emq_id *id);
+/* Forgets that list (recover self found nothing more of its own: any
+ * left were taken by peers). */
+void emq__inflight_dropped_forget(emq__inflight *t);
 /* Forgets everything (the group is gone, or the loop ended). Queued ops
  * are freed; generation is raised, so a settlement of an entry handed
  * out before can tell it was forgotten from one never handed out. */

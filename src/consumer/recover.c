@@ -258,8 +258,11 @@ static emq_status take_page(emq_consumer_t *c, const emq_id *ids, size_t n,
         "EVAL", due_script, "1", c->keys.stream, c->group, c->name};
     for (size_t i = 0; i < n; i++) {
         argv[6 + 2 * i] = ids[i].str;
-        /* Read ahead and never handed out since: no handler had it. */
-        argv[7 + 2 * i] = bump && !marked[i] ? "1" : "0";
+        /* Read ahead and never handed out since (marked on the server,
+         * or dropped by this process before its handout): no handler had
+         * it. */
+        int dropped = emq__inflight_was_dropped(&c->table, &ids[i]);
+        argv[7 + 2 * i] = bump && !marked[i] && !dropped ? "1" : "0";
     }
     emq_reply *reply;
     st = emq__xchg_call(&c->rx, 0, (int)(6 + 2 * n), argv, NULL, &reply, err);
@@ -465,8 +468,14 @@ emq_status emq__recover_self(emq_consumer_t *c, emq_error *err) {
         if (st == EMQ_OK && ntake > 0)
             st = take_ids(c, take, ntake, !c->lease_continued,
                           "reading own pending entries", err);
-        if (st != EMQ_OK || n < (size_t)page || strcmp(start, "(" MAX_ID) == 0)
+        if (st == EMQ_OK && n < (size_t)page) {
+            /* Through the whole list: what this process dropped and did
+             * not find again was taken by peers. */
+            emq__inflight_dropped_forget(&c->table);
             break; /* a short page is the last one */
+        }
+        if (st != EMQ_OK || strcmp(start, "(" MAX_ID) == 0)
+            break;
     }
     return st;
 }

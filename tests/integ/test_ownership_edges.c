@@ -693,3 +693,44 @@ TEST_TIMEOUT(own_edge_refused_renewals_logged_once, 30) {
     emq_conn_destroy(adm);
     emq_srv_stop(s);
 }
+
+/* ---- 9: an entry dropped before its handout is not counted ------------- */
+
+/* A batch of two in a first session: the first entry's handler takes
+ * 2.5 s while the server refuses writes (min-replicas-to-write), so the
+ * second, waiting behind it, is neither refreshed nor marked, goes stale
+ * and is dropped before its handout; recover self takes it back. No
+ * handler had it: it comes as delivery 1 (it came as 2). */
+TEST_TIMEOUT(own_edge_entry_dropped_before_handout_not_counted, 30) {
+    emq_srv *s = emq_srv_start(NULL);
+    emq_conn_t *adm = admin_connect(s);
+    make_group(adm);
+    produce_n(s, "edge", "x", 2);
+    static slow h;
+    slow_init(&h);
+    snprintf(h.sleep_prefix, sizeof h.sleep_prefix, "x0");
+    h.sleep_ms = 2500;
+    emq_conf_t *conf = own_conf(s, "edge", "w", 2000);
+    conf_set(conf, "count", "2");
+    conf_set(conf, "lease.ttl_ms", "10000");
+    conf_set(conf, "claim.interval_ms", "60000");
+    emq_conf_set_log(conf, quiet_log, NULL);
+    bg b;
+    emq_consumer_t *c = bg_start(&b, conf, slow_handle, &h);
+    WAIT_UNTIL(atomic_load(&h.in_handler) == 1, 5000,
+               "the slow first entry in the handler");
+    char out[64];
+    ASSERT(emq_srv_cmd(s, out, sizeof out, "CLIENT", "PAUSE", "2700",
+                       "WRITE", NULL) == '+');
+    WAIT_UNTIL(pending_total(adm, EQ, "g") == 0 && h.r.n == 2, 10000,
+               "both handled");
+    ASSERT_OK(bg_stop(&b, 3000), &b.err);
+    fprintf(stderr, "    deliveries: %llu then %llu\n",
+            (unsigned long long)h.r.deliveries[0],
+            (unsigned long long)h.r.deliveries[1]);
+    ASSERT_EQ_INT(h.r.deliveries[0], 1);
+    ASSERT_EQ_INT(h.r.deliveries[1], 1);
+    emq_consumer_destroy(c);
+    emq_conn_destroy(adm);
+    emq_srv_stop(s);
+}

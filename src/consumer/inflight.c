@@ -278,7 +278,8 @@ static int ask_unmark(emq__inflight *t, const emq_id *id) {
         return -1;
     t->unmark[t->nunmark++] = *id;
     atomic_fetch_add(&t->unmark_asked, 1);
-    pthread_cond_signal(&t->wake); /* the upkeep sends it now */
+    if (t->nunmark == 1) /* the upkeep sends them now */
+        pthread_cond_signal(&t->wake);
     return 0;
 }
 

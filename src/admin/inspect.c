@@ -760,7 +760,7 @@ emq_status emq__admin_queue_pending(emq_admin_t *a, const char *group,
         size_t got = 0, first = have;
         st = take_page(reply, &list, &have, &cap, &last, &got, err);
         emq_reply_free(reply);
-        if (st == EMQ_OK)
+        if (st == EMQ_OK && got > 0)
             st = page_in_hand(a, group, list + first, got, err);
         if (st != EMQ_OK || got < want)
             break;

@@ -113,6 +113,7 @@ emq_status emq__batch_parse(batch *b, emq_reply *reply,
                            : fields;
         item->deliveries = 0;
         item->held = 0;
+        item->unseen = 0;
     }
     b->n = n;
     return EMQ_OK;

@@ -583,9 +583,12 @@ size_t emq__inflight_unmark_take(emq__inflight *t, emq_id *out, size_t max,
                                  uint64_t *upto) {
     pthread_mutex_lock(&t->mu);
     size_t n = t->nunmark < max ? t->nunmark : max;
-    memcpy(out, t->unmark, n * sizeof *out);
-    memmove(t->unmark, t->unmark + n, (t->nunmark - n) * sizeof *t->unmark);
-    t->nunmark -= n;
+    if (n > 0) {
+        memcpy(out, t->unmark, n * sizeof *out);
+        memmove(t->unmark, t->unmark + n,
+                (t->nunmark - n) * sizeof *t->unmark);
+        t->nunmark -= n;
+    }
     t->unmark_taken += n;
     *upto = t->unmark_taken;
     pthread_mutex_unlock(&t->mu);
@@ -651,10 +654,12 @@ size_t emq__inflight_unpublish_take(emq__inflight *t, emq_id *out,
                                     size_t max) {
     pthread_mutex_lock(&t->mu);
     size_t n = t->nunpublish < max ? t->nunpublish : max;
-    memcpy(out, t->unpublish, n * sizeof *out);
-    memmove(t->unpublish, t->unpublish + n,
-            (t->nunpublish - n) * sizeof *t->unpublish);
-    t->nunpublish -= n;
+    if (n > 0) {
+        memcpy(out, t->unpublish, n * sizeof *out);
+        memmove(t->unpublish, t->unpublish + n,
+                (t->nunpublish - n) * sizeof *t->unpublish);
+        t->nunpublish -= n;
+    }
     pthread_mutex_unlock(&t->mu);
     return n;
 }

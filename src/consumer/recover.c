@@ -254,7 +254,7 @@ static emq_status take_page(emq_consumer_t *c, const emq_id *ids, size_t n,
     emq_status st = unseen_marks(c, ids, n, marked, err);
     if (st != EMQ_OK)
         return st;
-    const char *argv[5 + 2 * TAKE_PER_CALL] = {
+    const char *argv[6 + 2 * TAKE_PER_CALL] = {
         "EVAL", due_script, "1", c->keys.stream, c->group, c->name};
     for (size_t i = 0; i < n; i++) {
         argv[6 + 2 * i] = ids[i].str;

@@ -728,6 +728,13 @@ size_t emq__inflight_refreshed(emq__inflight *t, const emq_id *asked,
         if_entry *e = reply_id(gone, i, &id) == 0 ? find(t, &id) : NULL;
         if (e == NULL || e->lost != 2)
             continue;
+        if (e->state == IF_SETTLING) {
+            /* Its settlement is on its way and was counted when decided
+             * (6.2's claim hands deleted entries out, which queue their
+             * own SETTLE_GONE): not a second time. */
+            e->lost = 0;
+            continue;
+        }
         settle_op cleanup = {.kind = SETTLE_GONE,
                              .id = id,
                              .deliveries = 2,

@@ -640,11 +640,16 @@ emq_status emq__recover_peers(emq_consumer_t *c, emq_error *err) {
             break;
         }
         size_t deferred = 0, own = 0;
+        /* 6.2's XAUTOCLAIM claims deleted entries too; their take finds
+         * them gone and counts them as deleted_pending, not claimed. */
+        uint64_t gone_before = atomic_load(&c->stats.deleted_pending);
         for (size_t i = 0; i < n && st == EMQ_OK; i += TAKE_PER_CALL)
             st = take_claimed(c, ids + i,
                               n - i < TAKE_PER_CALL ? n - i : TAKE_PER_CALL,
                               &deferred, &own, err);
-        atomic_fetch_add(&c->stats.claimed, n - own);
+        uint64_t gone = atomic_load(&c->stats.deleted_pending) - gone_before;
+        if (gone + own < n)
+            atomic_fetch_add(&c->stats.claimed, n - own - gone);
         emq__consumer_log(c, EMQ_LOG_DEBUG,
                           "claim beat: %zu entries idle %s ms or more taken "
                           "over (%zu wait out their retry delay)",

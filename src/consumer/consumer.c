@@ -74,7 +74,7 @@ static emq_status make_keys(emq_consumer_t *c, emq_error *err) {
     c->lease_key = emq__keys_of_group(&c->keys, "lease", c->group, c->name);
     c->reasons_key = emq__keys_of_group(&c->keys, "reasons", c->group, NULL);
     c->retry_key = emq__keys_of_group(&c->keys, "retry", c->group, NULL);
-    c->unseen_key = emq__keys_of_group(&c->keys, "unseen", c->group, c->name);
+    c->unseen_key = emq__keys_of_group(&c->keys, "unseen", c->group, NULL);
     c->inhand_key = emq__keys_of_group(&c->keys, "inhand", c->group, NULL);
     if (c->lease_key == NULL || c->reasons_key == NULL ||
         c->retry_key == NULL || c->unseen_key == NULL || c->inhand_key == NULL)

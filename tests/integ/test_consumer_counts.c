@@ -164,7 +164,7 @@ TEST_TIMEOUT(counts_stop_hands_back_unstarted_batch_uncounted, 30) {
     /* Each of the nine is handed back with its count undone (released),
      * or, when it waited long enough to get an unseen mark, keeps its
      * count and the mark, which keeps the next take from counting it. */
-    long long marked = CMD_INT(adm, "SCARD", "emq:{jobs}:unseen:g:w");
+    long long marked = CMD_INT(adm, "SCARD", "emq:{jobs}:unseen:g");
     size_t zero = 0;
     for (size_t i = 0; i < n; i++) {
         ASSERT(counts[i] == 0 || counts[i] == 1);

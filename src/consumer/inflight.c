@@ -100,6 +100,21 @@ static if_entry *find_at(emq__inflight *t, const emq_id *id, size_t hint) {
     return find(t, id);
 }
 
+/* Appends id to a growable array of ids (*arr of *n, room *cap); -1
+ * when it cannot grow. */
+static int ids_push(emq_id **arr, size_t *n, size_t *cap, const emq_id *id) {
+    if (*n == *cap) {
+        size_t want = *cap ? *cap * 2 : 64;
+        emq_id *grown = emq__realloc(*arr, want * sizeof *grown);
+        if (grown == NULL)
+            return -1;
+        *arr = grown;
+        *cap = want;
+    }
+    (*arr)[(*n)++] = *id;
+    return 0;
+}
+
 /* e leaves a handler's hands: its published in-hand time is to go (the
  * upkeep deletes it; if the queue cannot grow, the field stays, showing
  * an age for an entry no longer in hand until it is settled elsewhere).
@@ -108,15 +123,7 @@ static void unpublish(emq__inflight *t, if_entry *e) {
     if (!e->published)
         return;
     e->published = 0;
-    if (t->nunpublish == t->unpublish_cap) {
-        size_t cap = t->unpublish_cap ? t->unpublish_cap * 2 : 64;
-        emq_id *grown = emq__realloc(t->unpublish, cap * sizeof *grown);
-        if (grown == NULL)
-            return;
-        t->unpublish = grown;
-        t->unpublish_cap = cap;
-    }
-    t->unpublish[t->nunpublish++] = e->id;
+    (void)ids_push(&t->unpublish, &t->nunpublish, &t->unpublish_cap, &e->id);
 }
 
 static void remove_at(emq__inflight *t, if_entry *e) {
@@ -274,9 +281,8 @@ static int ask_unmark_room(emq__inflight *t, size_t need) {
 /* Queues id's unseen mark to go (the handout that follows waits for it,
  * emq__inflight_unmark_wait); -1 when out of memory (caller holds mu). */
 static int ask_unmark(emq__inflight *t, const emq_id *id) {
-    if (ask_unmark_room(t, t->nunmark + 1) != 0)
+    if (ids_push(&t->unmark, &t->nunmark, &t->unmark_cap, id) != 0)
         return -1;
-    t->unmark[t->nunmark++] = *id;
     atomic_fetch_add(&t->unmark_asked, 1);
     if (t->nunmark == 1) /* the upkeep sends them now */
         pthread_cond_signal(&t->wake);
@@ -288,15 +294,7 @@ static int ask_unmark(emq__inflight *t, const emq_id *id) {
  * when the list cannot grow (then it may be counted once). Caller holds
  * mu. */
 static void note_dropped(emq__inflight *t, const emq_id *id) {
-    if (t->ndropped == t->dropped_cap) {
-        size_t cap = t->dropped_cap ? t->dropped_cap * 2 : 64;
-        emq_id *grown = emq__realloc(t->dropped, cap * sizeof *grown);
-        if (grown == NULL)
-            return;
-        t->dropped = grown;
-        t->dropped_cap = cap;
-    }
-    t->dropped[t->ndropped++] = *id;
+    (void)ids_push(&t->dropped, &t->ndropped, &t->dropped_cap, id);
 }
 
 /* Marks next's entry IF_HANDLING if it may be handed out; returns what

@@ -299,7 +299,10 @@ stage_valgrind() {
     run_tests valgrind "${vg[@]}" "$build/gcc/emq_tests" --no-fork unit/
     # One process for all tests (--no-fork); the children some tests fork
     # to crash on purpose are not checked (--child-silent-after-fork).
-    run_tests valgrind-integ "${vg[@]}" --child-silent-after-fork=yes \
+    # Memcheck runs code many times slower: every bound a test waits with
+    # is stretched (tests/harness/test.h, emq_test_ms).
+    EMQ_TEST_TIME_SCALE=4 run_tests valgrind-integ "${vg[@]}" \
+        --child-silent-after-fork=yes \
         "$build/gcc/emq_tests" --no-fork "${VALGRIND_INTEG[@]}"
 }
 

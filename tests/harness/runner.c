@@ -47,6 +47,10 @@ void emq_test_register(const char *name, const char *file, emq_test_fn fn,
     tests[test_count++] = (test_case){name, file, fn, timeout_s};
 }
 
+static int time_scale = 1; /* set once in main, before any test runs */
+
+int emq_test_ms(int ms) { return ms * time_scale; }
+
 void emq_test_fail(const char *file, int line, const char *fmt, ...) {
     va_list ap;
     fprintf(stderr, "    %s:%d: ", file, line);
@@ -197,11 +201,12 @@ static int run_forked(const test_case *t) {
             perror("waitpid");
             return 1;
         }
-        if (elapsed_ms(&start) > (int64_t)t->timeout_s * 1000) {
+        if (elapsed_ms(&start) > (int64_t)emq_test_ms(t->timeout_s * 1000)) {
             kill(-pid, SIGKILL);
             kill(pid, SIGKILL);
             waitpid(pid, &status, 0);
-            fprintf(stderr, "    timed out after %d s\n", t->timeout_s);
+            fprintf(stderr, "    timed out after %d s\n",
+                    emq_test_ms(t->timeout_s * 1000) / 1000);
             return 1;
         }
         usleep(2000);
@@ -232,6 +237,15 @@ int main(int argc, char **argv) {
             return 2;
         } else if (nfilters < 64)
             filters[nfilters++] = argv[i];
+    }
+    const char *scale = getenv("EMQ_TEST_TIME_SCALE");
+    if (scale != NULL) {
+        time_scale = atoi(scale);
+        if (time_scale < 1 || time_scale > 20) {
+            fprintf(stderr, "EMQ_TEST_TIME_SCALE must be 1 to 20, not '%s'\n",
+                    scale);
+            return 2;
+        }
     }
     qsort(tests, test_count, sizeof tests[0], cmp_tests);
     signal(SIGPIPE, SIG_IGN);

@@ -26,6 +26,10 @@ void emq_test_fail(const char *file, int line, const char *fmt, ...)
 void emq_test_skip(const char *reason) __attribute__((noreturn));
 /* A scratch directory private to the current test, removed afterwards. */
 const char *emq_test_tmpdir(void);
+/* ms scaled for a slow run: times EMQ_TEST_TIME_SCALE (a whole number,
+ * 1 when unset; the valgrind stage sets it). Bounds on waits for a
+ * condition go through it; the runner's per-test timeouts do too. */
+int emq_test_ms(int ms);
 
 #define TEST_TIMEOUT(name, secs)                                               \
     static void name(void);                                                    \

@@ -23,11 +23,11 @@
  * with what when it does not within ms. */
 #define WAIT_UNTIL(cond, ms, what)                                             \
     do {                                                                       \
-        int64_t end_ = now_ms() + (ms);                                        \
+        int64_t end_ = now_ms() + emq_test_ms(ms);                             \
         while (!(cond)) {                                                      \
             if (now_ms() > end_)                                               \
-                FAIL("timed out after %d ms waiting for %s", (int)(ms),        \
-                     (what));                                                  \
+                FAIL("timed out after %d ms waiting for %s",                   \
+                     emq_test_ms(ms), (what));                                 \
             usleep(5000);                                                      \
         }                                                                      \
     } while (0)

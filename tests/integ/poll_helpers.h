@@ -17,7 +17,7 @@
 static inline size_t poll_until(emq_consumer_t *c, emq_entry **got, size_t n,
                          int ms) {
     size_t have = 0;
-    int64_t end = now_ms() + ms;
+    int64_t end = now_ms() + emq_test_ms(ms);
     while (have < n && now_ms() < end) {
         size_t k = 0;
         emq_error err;

@@ -434,7 +434,7 @@ stage_examples() {
 
 # The layers of src/, bottom to top: a file of one may include headers of
 # its own folder and of the folders before it, never of one after it.
-readonly LAYER_ORDER=(base resp conn cluster keys streams producer consumer admin cli)
+readonly LAYER_ORDER=(base resp conn cluster keys streams session producer consumer admin cli)
 
 stage_house() {
     local bad=0 f

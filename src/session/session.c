@@ -119,7 +119,7 @@ emq_status emq__session_open(emq__session *s, const emq_conf_t *conf,
     s->o = *opts;
     s->conf = conf;
     s->rng = (uint64_t)emq__now_ms() ^ (uint64_t)(uintptr_t)s;
-    emq_status st;
+    emq_status st = EMQ_ECLOSED;
     /* With connect_wait, a server that does not answer yet is waited for
      * like a later reconnect (backoff naps a stop ends), so workers
      * started before their server do not crash-loop. A refusal that will
@@ -127,7 +127,8 @@ emq_status emq__session_open(emq__session *s, const emq_conf_t *conf,
      * ends it at once. */
     emq__retry retry;
     emq__retry_begin(&retry, emq__cfg_backoff_min_ms(conf),
-                     emq__cfg_backoff_max_ms(conf), 0, -1, &s->rng);
+                     emq__cfg_backoff_max_ms(conf), opts->max_attempts, -1,
+                     &s->rng);
     emq__retry_stop_when(&retry, session_halted, s, 1);
     int stopped = 1; /* the retrying ended by a stop, not by a result */
     /* The route makes single attempts; the backoff is slept here (and in
@@ -146,6 +147,13 @@ emq_status emq__session_open(emq__session *s, const emq_conf_t *conf,
         say(s, retry.attempt == 1 ? EMQ_LOG_WARNING : EMQ_LOG_DEBUG,
             "%s connection: %s; waiting for the server", opts->what,
             err ? err->message : emq_strerror(st));
+    }
+    if (stopped && opts->max_attempts > 0 &&
+        retry.attempt >= opts->max_attempts && !emq__session_halted(s)) {
+        stopped = 0; /* the attempts are spent: the last failure stands */
+        if (err)
+            emq__error_prefix(err, "gave up after %lld attempts",
+                              (long long)retry.attempt);
     }
     if (stopped)
         st = emq__error_set(err, EMQ_ECLOSED, 0,
@@ -329,6 +337,97 @@ emq_status emq__session_call_after(emq__session *s, unsigned flags, int argc,
     emq_reply_free(*reply);
     *reply = NULL;
     return emq__session_call(s, flags, argc, argv, argvlen, reply, err);
+}
+
+/* One round of a pipeline: sends every command of cmds whose reply is
+ * still NULL and reads their replies into replies[]. */
+static emq_status pipeline_round(emq__session *s, size_t n,
+                                 const emq__session_cmd *cmds,
+                                 emq_reply **replies, emq_error *err) {
+    count_route(s);
+    count(s->o.counts.round_trips, 1);
+    size_t appended = 0, sent[EMQ_SESSION_PIPELINE_MAX];
+    emq_status st = EMQ_OK;
+    for (size_t i = 0; i < n && st == EMQ_OK; i++) {
+        if (replies[i] != NULL)
+            continue;
+        const emq__session_cmd *c = &cmds[i];
+        st = emq__route_append(s->route, c->argc, c->argv, c->argvlen, err);
+        if (st == EMQ_OK)
+            sent[appended++] = i;
+    }
+    /* Read every reply of what was appended, even after a failed append,
+     * so the connection is left with nothing outstanding. */
+    for (size_t k = 0; k < appended; k++) {
+        emq_error rerr;
+        emq_status rst =
+            emq__route_get_reply(s->route, &replies[sent[k]], &rerr);
+        if (rst != EMQ_OK && st == EMQ_OK) {
+            st = rst;
+            if (err)
+                *err = rerr;
+        }
+        if (rst != EMQ_OK && !emq__route_only_this_failed(s->route, rst))
+            break; /* the connection is broken: nothing more will come */
+    }
+    return st;
+}
+
+emq_status emq__session_pipeline(emq__session *s, unsigned flags, size_t n,
+                                 const emq__session_cmd *cmds,
+                                 emq_reply **replies, emq_error *err) {
+    for (size_t i = 0; i < n; i++)
+        replies[i] = NULL;
+    if (n > EMQ_SESSION_PIPELINE_MAX)
+        return emq__error_set(err, EMQ_ELIMIT, 0,
+                              "a pipeline of %zu commands is more than %d",
+                              n, EMQ_SESSION_PIPELINE_MAX);
+    int64_t began = emq__now_ms();
+    int64_t bound = s->o.not_now_ms > 0 ? s->o.not_now_ms
+                                         : EMQ_SESSION_NOT_NOW_MS;
+    emq__retry retry;
+    emq__retry_begin(&retry, NOT_NOW_PAUSE_MIN_MS, NOT_NOW_PAUSE_MAX_MS, 0, -1,
+                     &s->rng);
+    emq__retry_stop_when(&retry, session_halted, s, 0);
+    emq_status st = EMQ_OK;
+    while (emq__retry_next(&retry)) {
+        st = pipeline_round(s, n, cmds, replies, err);
+        if (st != EMQ_OK)
+            break;
+        /* A command answered "not now" did not run: it alone goes again
+         * (after the others of its round, which ran). */
+        int later = !emq__session_halted(s) && emq__now_ms() - began < bound;
+        size_t again = 0, first = 0;
+        for (size_t i = 0; i < n && later; i++)
+            if (emq__reply_not_now(replies[i], flags)) {
+                if (again++ == 0)
+                    first = i;
+            }
+        if (again == 0)
+            break;
+        if (retry.attempt == 1) {
+            char shown[160];
+            count(s->o.counts.server_waits, 1);
+            say(s, EMQ_LOG_WARNING, "server not ready for %s (%s); waiting",
+                cmds[first].argv[0],
+                emq__reply_text(replies[first], shown, sizeof shown));
+        }
+        for (size_t i = 0; i < n; i++)
+            if (emq__reply_not_now(replies[i], flags)) {
+                emq_reply_free(replies[i]);
+                replies[i] = NULL;
+            }
+    }
+    if (st != EMQ_OK) {
+        for (size_t i = 0; i < n; i++) {
+            emq_reply_free(replies[i]);
+            replies[i] = NULL;
+        }
+    } else if (retry.attempt > 1) {
+        say(s, EMQ_LOG_INFO, "%s went through after %lld ms", cmds[0].argv[0],
+            (long long)(emq__now_ms() - began));
+    }
+    return st;
 }
 
 /* ---- reconnect --------------------------------------------------------------- */

@@ -55,8 +55,9 @@ typedef struct emq__session_opts {
      * EMQ_SESSION_STOP_GRACE_MS once *stop[0] is set is given up with its
      * connection. */
     const atomic_int *stop[2];
-    /* 0: emq__session_reconnect tries until it works or a stop; else at
-     * most this many attempts per call. */
+    /* 0: emq__session_reconnect (and the first connection, with
+     * connect_wait) tries until it works or a stop; else at most this
+     * many attempts per call. */
     int64_t max_attempts;
     /* 1: the first connection waits for a server that does not answer
      * yet like a later reconnect does (consumer.connect wait); 0: the
@@ -147,6 +148,28 @@ emq_status emq__session_call_after(emq__session *s, unsigned flags, int argc,
                                    const size_t *argvlen,
                                    emq__session_apply_fn apply, void *ctx,
                                    emq_reply **reply, emq_error *err);
+/* One command of a pipeline (argvlen NULL: NUL-terminated strings). */
+typedef struct emq__session_cmd {
+    int argc;
+    const char *const *argv;
+    const size_t *argvlen;
+} emq__session_cmd;
+
+/* The most commands one emq__session_pipeline sends. */
+#define EMQ_SESSION_PIPELINE_MAX 256
+
+/* Sends n commands (at most EMQ_SESSION_PIPELINE_MAX) in one round trip
+ * and stores their n replies in replies[] (caller frees each; error
+ * replies are data here, not a failure). A command answered "not now"
+ * (see emq__session_call; flags as there) did not run: it alone is sent
+ * again after a pause, until it runs, a stop or opts.not_now_ms (then
+ * that reply stays); so when the server was busy, a command may run after
+ * ones that followed it. On a transport failure every reply already read
+ * is freed, all of replies[] is NULL, and the status says what broke.
+ * Nothing may be appended before. */
+emq_status emq__session_pipeline(emq__session *s, unsigned flags, size_t n,
+                                 const emq__session_cmd *cmds,
+                                 emq_reply **replies, emq_error *err);
 /* Reconnects: capped jittered backoff by the number of consecutive failed
  * sessions, in naps a stop ends, until it works, a stop (EMQ_ECLOSED) or
  * opts.max_attempts. Fails at once on authentication, TLS and

@@ -38,7 +38,8 @@ emq_status emq__admin_open(const emq_conf_t *conf, emq_admin_t **out,
         emq__session_opts o = {
             .what = "admin",
             .max_attempts = emq__cfg_max_attempts(a->conf),
-            .connect_wait = 1, /* like a reconnect: bounded, with backoff */
+            /* The first connection is one attempt: a wrong URL is said
+             * at once. Later ones are bounded by the attempts. */
             .not_now_ms = EMQ_ADMIN_NOT_NOW_MS,
             .log = session_log,
             .log_ctx = a,

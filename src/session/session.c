@@ -135,7 +135,8 @@ emq_status emq__session_open(emq__session *s, const emq_conf_t *conf,
      * emq__session_reconnect), where a stop can cut it short. */
     emq__route_options ropts;
     emq__route_options_of(conf, &ropts);
-    ropts.conn.client_name = opts->client_name;
+    if (opts->client_name != NULL)
+        ropts.conn.client_name = opts->client_name;
     ropts.conn.max_attempts = 1;
     while (emq__retry_next(&retry)) {
         st = emq__route_open(&ropts, key, &s->route, err);
@@ -144,7 +145,9 @@ emq_status emq__session_open(emq__session *s, const emq_conf_t *conf,
             stopped = 0;
             break;
         }
-        say(s, retry.attempt == 1 ? EMQ_LOG_WARNING : EMQ_LOG_DEBUG,
+        say(s,
+            retry.attempt == 1 && opts->max_attempts == 0 ? EMQ_LOG_WARNING
+                                                          : EMQ_LOG_DEBUG,
             "%s connection: %s; waiting for the server", opts->what,
             err ? err->message : emq_strerror(st));
     }

@@ -49,7 +49,8 @@ typedef void (*emq__session_log_fn)(void *ctx, int level, const char *message);
 
 typedef struct emq__session_opts {
     const char *what;        /* "read", "upkeep", "admin": in log lines */
-    const char *client_name; /* CLIENT SETNAME on every connection; NULL */
+    const char *client_name; /* CLIENT SETNAME on every connection; NULL:
+                                the configuration's client_name */
     /* The waits (backoff, "not now") end once *stop[0] or *stop[1] is
      * non-zero (NULL: not watched); a reply overdue by
      * EMQ_SESSION_STOP_GRACE_MS once *stop[0] is set is given up with its

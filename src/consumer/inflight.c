@@ -834,6 +834,14 @@ int emq__inflight_was_dropped(emq__inflight *t, const emq_id *id) {
     return found;
 }
 
+void emq__inflight_note_dropped(emq__inflight *t, const emq_id *ids,
+                                size_t n) {
+    pthread_mutex_lock(&t->mu);
+    for (size_t i = 0; i < n; i++)
+        note_dropped(t, &ids[i]);
+    pthread_mutex_unlock(&t->mu);
+}
+
 void emq__inflight_dropped_forget(emq__inflight *t) {
     pthread_mutex_lock(&t->mu);
     t->ndropped = 0;

@@ -265,8 +265,15 @@ static emq_status take_page(emq_consumer_t *c, const emq_id *ids, size_t n,
     }
     emq_reply *reply;
     st = emq__session_call(&c->rx, 0, (int)(6 + 2 * n), argv, NULL, &reply, err);
-    if (st != EMQ_OK)
+    if (st != EMQ_OK) {
+        /* The script may have run and raised the counts, and its reply
+         * (a reply over resp.max_reply_bytes, a cut connection) is lost:
+         * none reached a handler, so the next take of them raises
+         * nothing. Without this, each smaller retry of a reply that does
+         * not fit raised the counts again until max_deliveries. */
+        emq__inflight_note_dropped(&c->table, ids, n);
         return st;
+    }
     if (emq_reply_kind(reply) == EMQ_REPLY_ERROR)
         return script_error(c, reply, what, err);
     const emq_reply *entries = emq_reply_at(reply, 0);

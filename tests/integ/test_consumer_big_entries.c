@@ -209,6 +209,62 @@ TEST_TIMEOUT(big_entries_fit_in_self_recovery, 180) {
     emq_srv_stop(s);
 }
 
+/* Deletes the lease key of consumer w every few ms until told to stop:
+ * each session of w then finds its lease gone (not continued), the case
+ * in which a take raises the counts of its own pending entries. */
+typedef struct lease_deleter {
+    const emq_srv *s;
+    atomic_int quit;
+    pthread_t t;
+} lease_deleter;
+
+static void *delete_lease(void *arg) {
+    lease_deleter *d = arg;
+    while (!atomic_load(&d->quit)) {
+        char out[64];
+        emq_srv_cmd(d->s, out, sizeof out, "DEL", "emq:{jobs}:lease:g:w",
+                    NULL);
+        usleep(2000);
+    }
+    return NULL;
+}
+
+/* The same with the lease gone at every session (as eviction or a
+ * MISCONF episode can make it): each take whose reply is too large
+ * raises the counts, and the smaller take after it must not raise them
+ * again (it did: 5 deliveries, then the dead letters). */
+TEST_TIMEOUT(big_entries_fit_in_self_recovery_without_the_lease, 180) {
+    emq_conn_t *adm;
+    emq_srv *s = big_server(&adm);
+    add_big(adm, "v", 0, 20, ENTRY_BYTES);
+    read_into_pel(adm, "w");
+    static lease_deleter d;
+    d.s = s;
+    atomic_store(&d.quit, 0);
+    ASSERT(pthread_create(&d.t, NULL, delete_lease, &d) == 0);
+    static logcap log;
+    logcap_init(&log);
+    emq_conf_t *conf = big_conf(s, &log);
+    conf_set(conf, "max_deliveries", "4");
+    static slow h;
+    slow_init(&h);
+    bg b;
+    bg_start(&b, conf, slow_handle, &h);
+    WAIT_UNTIL(recorded(&h.r) >= 20 || CMD_INT(adm, "XLEN", BQ_DEAD) > 0,
+               WAIT_MS, "the big entries to be handled");
+    atomic_store(&d.quit, 1);
+    pthread_join(d.t, NULL);
+    WAIT_UNTIL(pending_total(adm, BQ, "g") == 0, WAIT_MS,
+               "every big entry to be acknowledged");
+    ASSERT_OK(bg_stop(&b, 10000), &b.err);
+    emq_consumer_destroy(b.c);
+    ASSERT_EQ_INT(CMD_INT(adm, "XLEN", BQ_DEAD), 0);
+    each_once(&h.r, "v", 20);
+    at_most_two_deliveries(&h.r);
+    emq_conn_destroy(adm);
+    emq_srv_stop(s);
+}
+
 /* Entries pending to a peer that died: the claim beat's pages halve, in
  * poll mode. */
 TEST_TIMEOUT(big_entries_fit_in_claims, 180) {

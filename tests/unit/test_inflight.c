@@ -109,7 +109,7 @@ static int give_up_now(void *arg) {
     return 1;
 }
 
-/* ---- add, begin, settle ---------------------------------------------------- */
+/* ---- add, begin, settle -------------------------------------------------- */
 
 TEST(inflight_add_begin_ack_take_settled) {
     emq__inflight t;
@@ -280,7 +280,7 @@ TEST(inflight_add_waiting_keeps_its_uncounted_flag) {
     emq__inflight_destroy(&t);
 }
 
-/* ---- the settlement queue --------------------------------------------------- */
+/* ---- the settlement queue ------------------------------------------------ */
 
 TEST(inflight_requeue_puts_ops_back_first) {
     emq__inflight t;
@@ -343,7 +343,7 @@ TEST(inflight_queue_grows_past_its_first_allocation) {
     emq__inflight_destroy(&t);
 }
 
-/* ---- the hash set --------------------------------------------------------- */
+/* ---- the hash set -------------------------------------------------------- */
 
 TEST(inflight_table_grows_and_forgets_by_backward_shift) {
     enum { N = 3000 };
@@ -408,7 +408,7 @@ TEST(inflight_clear_forgets_everything_and_raises_generation) {
     emq__inflight_destroy(&t); /* twice: a no-op */
 }
 
-/* ---- lost and reclaimed ----------------------------------------------------- */
+/* ---- lost and reclaimed -------------------------------------------------- */
 
 TEST(inflight_gone_marks_lost_and_reclaimed_clears_it) {
     emq__inflight t;
@@ -529,7 +529,7 @@ TEST(inflight_settle_when_fenced_is_lost_and_forgotten) {
     emq__inflight_destroy(&t);
 }
 
-/* ---- stale and overdue ------------------------------------------------------ */
+/* ---- stale and overdue --------------------------------------------------- */
 
 TEST(inflight_stale_skips_fresh_and_marks_overdue_past_hand_limit) {
     emq__inflight t;
@@ -605,7 +605,7 @@ TEST(inflight_begin_refuses_stale_and_lost_entries) {
     emq__inflight_destroy(&t);
 }
 
-/* ---- unseen marks and in-hand times ----------------------------------------- */
+/* ---- unseen marks and in-hand times -------------------------------------- */
 
 TEST(inflight_unseen_marks_and_unmark_tickets) {
     emq__inflight t;

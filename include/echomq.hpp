@@ -336,7 +336,8 @@ class batch {
             throw std::out_of_range("echomq::batch: entry index out of range");
         emq_outcome &o = outcomes_[i];
         size_t len = std::min(reason.size(), sizeof o.reason - 1);
-        std::memcpy(o.reason, reason.data(), len);
+        if (len > 0) /* an empty view's data() may be NULL */
+            std::memcpy(o.reason, reason.data(), len);
         o.reason[len] = '\0';
         o.verdict = v;
         decided_[i] = true;

@@ -24,7 +24,9 @@
 static emq_id mkid(const char *s) {
     emq_id id;
     memset(&id, 0, sizeof id);
-    snprintf(id.str, sizeof id.str, "%s", s);
+    size_t len = strlen(s);
+    ASSERT(len < sizeof id.str);
+    memcpy(id.str, s, len);
     return id;
 }
 
@@ -39,8 +41,8 @@ static batch_item mkitem(const char *id, uint64_t deliveries) {
 /* items[i] gets the ID "<ms>-<i>" for i in [0, n). */
 static void mkitems(batch_item *items, size_t n, uint64_t deliveries) {
     for (size_t i = 0; i < n; i++) {
-        char s[32];
-        snprintf(s, sizeof s, "1700000000000-%zu", i);
+        char s[EMQ_ID_MAX];
+        snprintf(s, sizeof s, "1700000000000-%u", (unsigned)(i % 100000));
         items[i] = mkitem(s, deliveries);
     }
 }
@@ -471,7 +473,7 @@ TEST(inflight_refreshed_sorts_owned_gone_and_lost) {
     emq_id asked[6];
     for (int i = 0; i < 6; i++)
         asked[i] = items[i].id;
-    char owned_text[128], gone_text[128];
+    char owned_text[2 * EMQ_ID_MAX], gone_text[4 * EMQ_ID_MAX];
     snprintf(owned_text, sizeof owned_text, "*1\r\n$%zu\r\n%s\r\n",
              strlen(items[0].id.str), items[0].id.str);
     snprintf(gone_text, sizeof gone_text,

@@ -798,3 +798,52 @@ TEST(inflight_add_batch_out_of_memory_fails_the_batch) {
     ASSERT_EQ_SIZE(emq__inflight_count(&t), N);
     emq__inflight_destroy(&t);
 }
+
+/* unmark_wait from another thread: it returns 1 once the upkeep's finish
+ * says the marks are gone (the condition variable's wake-up, or its next
+ * 50 ms slice), and gives up when give_up says so. */
+typedef struct unmark_waiter {
+    emq__inflight *t;
+    int64_t give_up_at; /* emq__now_ms() */
+    int result;
+} unmark_waiter;
+
+static int give_up_at_deadline(void *arg) {
+    return emq__now_ms() >= ((unmark_waiter *)arg)->give_up_at;
+}
+
+static void *wait_unmarked(void *arg) {
+    unmark_waiter *w = arg;
+    w->result = emq__inflight_unmark_wait(w->t, give_up_at_deadline, w);
+    return NULL;
+}
+
+TEST(inflight_unmark_wait_wakes_a_waiting_thread) {
+    emq__inflight t;
+    init(&t);
+    batch_item items[1];
+    mkitems(items, 1, 1);
+    items[0].unseen = 1;
+    ASSERT_EQ_INT(emq__inflight_add_batch(&t, items, 1, 1000), 0);
+    ASSERT_EQ_INT(begin1(&t, &items[0]), 1);
+
+    /* Nobody finishes: it gives up, 0. */
+    unmark_waiter w = {.t = &t, .give_up_at = emq__now_ms() + 60};
+    pthread_t thread;
+    ASSERT_EQ_INT(pthread_create(&thread, NULL, wait_unmarked, &w), 0);
+    pthread_join(thread, NULL);
+    ASSERT_EQ_INT(w.result, 0);
+
+    /* The upkeep finishes while it waits (a bound far beyond need). */
+    w.give_up_at = emq__now_ms() + emq_test_ms(20000);
+    w.result = -1;
+    ASSERT_EQ_INT(pthread_create(&thread, NULL, wait_unmarked, &w), 0);
+    emq_id out[2];
+    uint64_t upto;
+    ASSERT_EQ_SIZE(emq__inflight_unmark_take(&t, out, 2, &upto), 1);
+    emq__inflight_unmark_finish(&t, 1, upto, out, 1);
+    pthread_join(thread, NULL);
+    ASSERT_EQ_INT(w.result, 1);
+    ASSERT(emq__now_ms() < w.give_up_at);
+    emq__inflight_destroy(&t);
+}

@@ -5,10 +5,11 @@
  * copyable, freed by their destructors; a moved-from handle may only be
  * destroyed or assigned to), failures as echomq::error (the library's
  * status, retriable flag and message), and lambdas as handlers and
- * delivery callbacks. Every method that can fail throws echomq::error
- * (std::bad_alloc when the library is out of memory at construction);
- * results come back as values. Header only: nothing here is compiled into
- * libechomq, and nothing of C++ crosses into it.
+ * delivery callbacks. A call the library fails throws echomq::error
+ * (EMQ_ENOMEM included; conf() throws std::bad_alloc), a bad index
+ * std::out_of_range, and the C++ side's own allocations std::bad_alloc;
+ * results come back as values. Header only: nothing here is compiled
+ * into libechomq, and nothing of C++ crosses into it.
  *
  * What C++ code gives the library is called behind a boundary that no
  * exception crosses: an exception a handler throws becomes EMQ_RETRY
@@ -250,7 +251,7 @@ class producer {
                                               f.size(), &producer::delivered,
                                               owned.get(), &e),
                       e);
-        owned.release(); /* delivered() frees it */
+        (void)owned.release(); /* delivered() frees it */
     }
     /* The boundary: the callback's one call, then its function freed. */
     static void delivered(void *opaque, const emq_delivery *d) noexcept {

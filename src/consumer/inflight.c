@@ -607,8 +607,8 @@ void emq__inflight_unmark_finish(emq__inflight *t, int ok, uint64_t upto,
         t->unmark_taken -= n;
     } else if (n > 0) {
         /* Out of memory: say they are gone (a crash may then not count
-         * their handler; the other way, handouts would wait for ever). */
-        t->unmark_taken -= n;
+         * their handler; the other way, handouts would wait for ever).
+         * Their tickets stay taken: they are not queued again. */
         atomic_store(&t->unmark_done, upto);
         pthread_cond_broadcast(&t->unmarked);
     }

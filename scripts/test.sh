@@ -289,7 +289,7 @@ readonly VALGRIND_INTEG=(integ/test_consumer_counts integ/test_consumer_recover
     integ/test_consumer_identity integ/test_consumer_stop integ/test_consumer_load
     integ/test_ownership integ/test_conn.c integ/test_conn_faults
     integ/test_route_loading integ/test_producer integ/test_admin
-    integ/test_alloc_failure integ/test_consumer_poll integ/test_consumer_batch
+    integ/test_alloc_failure integ/test_consumer_poll.c integ/test_consumer_batch
     integ/test_consumer_connect)
 
 stage_valgrind() {

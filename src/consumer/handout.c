@@ -26,7 +26,7 @@
 #include "ready.h"
 #include "settle.h"
 #include "stats.h"
-#include "topic.h"
+#include "partitions.h"
 
 #include <stdio.h>
 #include <string.h>

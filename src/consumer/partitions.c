@@ -11,7 +11,7 @@
  * consumer's one ready queue; emq__consumer_members (core.c) is what a
  * call that loops over a consumer's partitions uses.
  */
-#include "topic.h"
+#include "partitions.h"
 #include "consumer.h"
 
 #include <string.h>

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* topic.c: the admin verbs of a topic, done once.
+/* verbs.c: emq_admin_new and every public emq_admin_* verb; a topic's
+ * verbs done once.
  *
  * A topic's admin handle holds one ordinary handle per partition (queue
  * "<topic>.<i>"); the verb files know only one queue and hand a topic

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* topic.c: a topic's consumer, a consumer of consumers.
+/* partitions.c: emq_consumer_new, and a topic's consumer, a consumer of
+ * consumers.
  *
  * A topic consumer (partitions > 1) holds one ordinary consumer per
  * partition, all under its name and group, each with its own route,

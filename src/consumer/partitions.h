@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* topic.h: a topic's consumer, one consumer per partition (topic.c). */
+/* partitions.h: a topic's consumer, one consumer per partition
+ * (partitions.c). */
 #ifndef EMQ_CONSUMER_PARTITIONS_H
 #define EMQ_CONSUMER_PARTITIONS_H
 

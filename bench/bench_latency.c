@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* bench_latency.c: XADD-to-handler latency at a steady rate, for the run
  * API, the poll API, the event-loop mode and a hiredis XREADGROUP BLOCK
- * loop, side by side in one run (issue 11).
+ * loop, side by side in one run.
  *
  * Starts a private redis-server (unix socket; stopped by pid at exit). For
  * each client in turn, a producer thread adds entries to emq:{bench} with

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* bench_pull.c: the ways to consume of issue 11, side by side in one run.
+/* bench_pull.c: the ways to consume, side by side in one run.
  *
  * Starts a private redis-server (unix socket, no persistence; stopped by
  * pid at exit), fills emq:{bench} with N entries of one 100-byte field
@@ -23,8 +23,9 @@
  *
  * A run is timed from its start to entry N handled (the cli: to its exit).
  * After each run the group must have nothing pending. The table shows
- * msgs/s and the ratios issue 11 sets targets for: cli / hiredis1 (>= 1.0),
- * prefetch / hiredis2 (>= 0.9), poll4 / run (within 10%).
+ * msgs/s and the ratios that have targets (docs/BENCHMARKS.md): cli /
+ * hiredis1 (>= 1.0), prefetch / hiredis2 (>= 0.9), poll4 / run (within
+ * 10%).
  *
  * Usage: bench_pull [-o CLIENT] [entries] [rounds]   (defaults 500000, 3;
  *        -o runs one client only, for profiling:

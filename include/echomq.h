@@ -134,10 +134,12 @@ typedef struct emq_error {
     emq_status code; /* EMQ_OK when nothing failed */
     int retriable;   /* 1: the same call may succeed later (timeout, reset) */
     char message[EMQ_ERROR_MESSAGE_MAX]; /* one sentence for a human */
-    /* With EMQ_ESERVER from an error reply: the server's error code, the
+    /* When an error reply caused the failure: the server's error code, the
      * reply's first word ("NOGROUP", "WRONGTYPE", "NOPERM", "BUSY", ...),
-     * for a program to compare instead of matching the message. Also with
-     * EMQ_ELIMIT when a bound of the library (cluster.max_redirects,
+     * for a program to compare instead of matching the message. Mostly
+     * with EMQ_ESERVER; also EMQ_EAUTH (a refused login), EMQ_EINVAL (a
+     * database the server lacks), a retriable EMQ_EIO (LOADING, READONLY)
+     * and EMQ_ELIMIT when a bound of the library (cluster.max_redirects,
      * cluster.retry_ms) ended retrying a command: the last reply's code.
      * "" when no error reply was involved. */
     char reply_code[EMQ_ERROR_CODE_MAX];

@@ -5,11 +5,12 @@
 # Stages, in order (give names to run only some; deps always runs):
 #   deps      scripts/deps.sh: install what is missing
 #   house     the rules of the tree, before anything is built: every
-#             source file carries its SPDX line, no file of src/ includes
-#             a header of a higher layer (LAYER_ORDER, written down once
-#             here), and the CLI includes only the public header (and
-#             tools/srvproc.h, the libc-only redis-server launcher)
-#   gcc       gcc build with -Werror, then emq_tests
+#             source file carries its SPDX line; scripts/check_layers.sh
+#             (layers of cmake/layers.txt) passes its self-test, no file of
+#             src/ includes a header of a higher layer or a sibling, every
+#             header compiles alone, the CLI includes only the public header
+#   gcc       gcc build with -Werror, the layer rule on its objects (nm:
+#             scripts/check_layers.sh objects), then emq_tests
 #   clang     clang build with -Werror, then the unit tests and a smoke
 #   sanitize  ASan+UBSan build (clang), then emq_tests
 #   chaos     the soak (tests/soak: 5000000 entries through one consumer)
@@ -214,6 +215,7 @@ gcc_system_secs=0
 stage_gcc() {
     configure "$build/gcc" gcc -DCMAKE_BUILD_TYPE=RelWithDebInfo -DEMQ_BENCH=OFF
     compile "$build/gcc"
+    ./scripts/check_layers.sh objects "$build/gcc"
     local start=$SECONDS
     run_tests gcc "$build/gcc/emq_tests"
     if [[ -z "${EMQ_SERVER_BIN_DIR:-}" ]]; then
@@ -443,10 +445,6 @@ stage_examples() {
     stop_private_redis
 }
 
-# The layers of src/, bottom to top: a file of one may include headers of
-# its own folder and of the folders before it, never of one after it.
-readonly LAYER_ORDER=(base resp conn cluster keys streams session producer consumer admin cli)
-
 stage_house() {
     local bad=0 f
     while IFS= read -r f; do
@@ -455,31 +453,11 @@ stage_house() {
             bad=1
         fi
     done < <(git ls-files -- '*.c' '*.h' '*.hpp' '*.cc' '*.sh' '.ci/run' \
-        'CMakeLists.txt' '*.cmake.in' '*.pc.in' 'docs/*.1')
-    local i layer inc target j
-    for i in "${!LAYER_ORDER[@]}"; do
-        layer=${LAYER_ORDER[$i]}
-        [[ -d src/$layer ]] || continue
-        while IFS= read -r inc; do
-            f=${inc%%:*}
-            target=$(sed -n 's/.*#include "\.\.\/\([a-z]*\)\/.*/\1/p' <<<"${inc#*:}")
-            for j in "${!LAYER_ORDER[@]}"; do
-                if [[ ${LAYER_ORDER[$j]} == "$target" && $j -gt $i ]]; then
-                    echo "house: $f (layer $layer) includes a header of the higher layer $target: ${inc#*:}" >&2
-                    bad=1
-                fi
-            done
-        done < <(grep -Hn '#include "\.\./' src/"$layer"/*.[ch] || true)
-    done
-    local cli_inc
-    # tools/srvproc.h (the demo's redis-server launcher, shared with the
-    # test harness) is libc only: no part of the library.
-    cli_inc=$(grep -Hn '#include "' src/cli/*.[ch] | grep -v '"cli.h"\|"echomq.h"\|"srvproc.h"' || true)
-    if [[ -n $cli_inc ]]; then
-        echo "house: the CLI includes more than the public header:" >&2
-        echo "$cli_inc" >&2
-        bad=1
-    fi
+        'CMakeLists.txt' '*.cmake.in' '*.pc.in' 'docs/*.1' 'cmake/layers.txt')
+    ./scripts/check_layers.sh --self-test >"$logs/check_layers.log" 2>&1 ||
+        { cat "$logs/check_layers.log" >&2; bad=1; }
+    tail -n 1 "$logs/check_layers.log"
+    ./scripts/check_layers.sh sources || bad=1
     return $bad
 }
 
@@ -667,7 +645,7 @@ stage_bench() {
 
 mkdir -p "$logs"
 run_stage deps "install missing dependencies (scripts/deps.sh)" stage_deps
-run_stage house "SPDX lines, no include of a higher layer, a CLI of the public header" stage_house
+run_stage house "SPDX lines, the layer rule on includes and headers (scripts/check_layers.sh)" stage_house
 run_stage gcc "gcc build (-Werror) + emq_tests" stage_gcc
 run_stage clang "clang build (-Werror) + unit tests and a smoke" stage_clang
 run_stage sanitize "ASan+UBSan build (clang) + emq_tests" stage_sanitize

@@ -33,7 +33,7 @@ struct emq_admin {
     size_t nparts;
 };
 
-/* ---- topic.c: the verbs of a topic --------------------------------------
+/* ---- verbs.c: the verbs of a topic --------------------------------------
  * A verb given a topic handle (nparts > 0) runs its per-partition step on
  * every partition through emq__admin_each, in partition order. */
 
@@ -66,12 +66,12 @@ typedef struct emq__admin_order {
 void emq__admin_by_id(emq__admin_order *order, size_t n);
 
 /* ---- the verbs of one queue --------------------------------------------
- * Each public verb is topic.c's: a queue's handle goes to its queue form
+ * Each public verb is verbs.c's: a queue's handle goes to its queue form
  * here (same contract as in echomq.h), a topic's runs that form on every
  * partition. */
 
 /* admin.c: the handle of conf without a topic's partitions (a queue's is
- * connected; a topic's gets its partitions from topic.c). */
+ * connected; a topic's gets its partitions from verbs.c). */
 emq_status emq__admin_open(const emq_conf_t *conf, emq_admin_t **out,
                            emq_error *err);
 emq_status emq__admin_queue_describe(emq_admin_t *a, emq_queue_info **out,

@@ -11,7 +11,7 @@
  * in the stream (then entries_read and entries_added are -1, JSON null). Where
  * the server reports no lag (nil after an XDEL ahead of the group's cursor, or
  * absent), the lag is counted by the client and flagged lag_computed, never
- * shown as 0 (LESSONS.md 9).
+ * shown as 0 (a lag of 0 would say "nothing to do" while entries wait).
  *
  * emq_admin_pending pages through XPENDING's extended form, oldest first.
  * Both render as JSON through the one emq__json writer. Nothing here

@@ -3,10 +3,10 @@
  *
  * XGROUP DELCONSUMER drops the consumer's pending entries from the group's
  * pending list: nobody can claim them afterwards and a '>' read never
- * hands them out again (SEMANTICS 1.1; LESSONS 2). So a consumer is only
+ * hands them out again: the work is lost silently. So a consumer is only
  * ever deleted by one script that, atomically, (1) checks it is still idle
  * enough, (2) hands its pending entries to an heir with XCLAIM ... JUSTID
- * (no delivery added, SEMANTICS 1.5) keeping each entry's idle time, and
+ * (JUSTID adds no delivery to the count) keeping each entry's idle time, and
  * (3) deletes it only when its pending list is then empty. The script
  * moves at most EMQ_PRUNE_MOVE_PER_CALL entries per call so the server is
  * never blocked long; this file calls it again until the consumer is gone.
@@ -99,13 +99,13 @@ static emq_status list_members(emq_admin_t *a, const char *group,
         emq__reply_text(*reply, shown, sizeof shown);
         int missing = emq_reply_is_error(*reply, "NOGROUP") ||
                       strstr(shown, "no such key") != NULL;
-        st = missing ? emq__error_set(err, EMQ_ESERVER, 0,
-                                      "cannot prune consumers: group '%s' "
-                                      "does not exist on stream '%s' (%s)",
-                                      group, a->keys.stream, shown)
-                     : emq__error_set(err, EMQ_ESERVER, 0,
-                                      "XINFO CONSUMERS failed: %s", shown);
-        emq__reply_code_copy(err, *reply);
+        st = missing ? emq__reply_error_set(err, *reply,
+                                            "cannot prune consumers: group "
+                                            "'%s' does not exist on stream "
+                                            "'%s'",
+                                            group, a->keys.stream)
+                     : emq__reply_error_set(err, *reply,
+                                            "XINFO CONSUMERS failed");
         emq_reply_free(*reply);
         *reply = NULL;
         return st;

@@ -112,19 +112,14 @@ static emq_status resolve_time(emq_admin_t *a, setid_target *t,
 static emq_status setid_failed(emq_admin_t *a, const char *group,
                                const emq_reply *exists,
                                const emq_reply *setid, emq_error *err) {
-    char shown[200];
-    emq__reply_text(setid, shown, sizeof shown);
     if (emq_reply_is_error(setid, "NOGROUP") ||
         (emq_reply_kind(exists) == EMQ_REPLY_INTEGER &&
-         emq_reply_integer(exists) == 0)) {
-        emq__error_set(err, EMQ_ESERVER, 0,
-                       "group '%s' does not exist on stream '%s'; nothing was "
-                       "moved (create it with a declared start first). Server "
-                       "said: %s",
-                       group, a->keys.stream, shown);
-        emq__reply_code_copy(err, setid);
-        return EMQ_ESERVER;
-    }
+         emq_reply_integer(exists) == 0))
+        return emq__reply_error_set(err, setid,
+                                    "group '%s' does not exist on stream "
+                                    "'%s'; nothing was moved (create it with "
+                                    "a declared start first). Server said",
+                                    group, a->keys.stream);
     return emq__reply_error_set(err, setid, "moving group '%s' on '%s' failed",
                                 group, a->keys.stream);
 }
@@ -167,10 +162,10 @@ emq_status emq__admin_queue_setid(emq_admin_t *a, const char *group,
     if (emq_reply_kind(r[1]) == EMQ_REPLY_ERROR)
         st = setid_failed(a, group, r[0], r[1], err);
     else if (emq_reply_kind(r[2]) == EMQ_REPLY_ERROR)
-        st = emq__error_set(err, EMQ_ESERVER, 0,
-                            "group '%s' moved to %s, but reading the stream "
-                            "to count what follows failed",
-                            group, t.id);
+        st = emq__reply_error_set(err, r[2],
+                                  "group '%s' moved to %s, but reading the "
+                                  "stream to count what follows failed",
+                                  group, t.id);
     else
         st = emq__admin_extent_parse(r[2], &ext, err);
     for (int i = 0; i < 3; i++)

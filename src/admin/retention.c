@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* retention.c: ack-aware trimming of a queue's stream.
  *
- * XACK does not delete entries (LESSONS 7), and trimming by length or age
- * alone deletes work some group has not processed yet (LESSONS 8). This
+ * XACK does not delete entries (an acknowledged entry stays in the stream
+ * until it is trimmed or deleted), and trimming by length or age alone
+ * deletes work some group has not processed yet. This
  * file trims only below the floor: the oldest entry any group on the
  * stream still needs, which for one group is its oldest pending entry or
  * the first entry after its last-delivered ID, whichever is older. A

@@ -70,7 +70,7 @@ static emq_status take_keys(scan_ctx *t, const emq_reply *keys,
 /* Scans one master's keys. */
 static emq_status scan_master(emq_conn_t *conn, const char *name, void *ctx,
                               emq_error *err) {
-    (void)name;
+    (void)name; /* the walk prefixes a failure with it */
     scan_ctx *t = ctx;
     char cursor[32] = "0";
     for (int round = 0; round < EMQ_SCAN_ROUNDS; round++) {
@@ -80,10 +80,13 @@ static emq_status scan_master(emq_conn_t *conn, const char *name, void *ctx,
         emq_status st = emq_conn_command(conn, 8, argv, NULL, &r, err);
         if (st != EMQ_OK)
             return st;
-        if (emq_reply_kind(r) != EMQ_REPLY_ARRAY || emq_reply_len(r) != 2) {
-            char shown[200];
-            st = emq__error_set(err, EMQ_ESERVER, 0, "SCAN failed: %s",
-                                emq__reply_text(r, shown, sizeof shown));
+        if (emq_reply_kind(r) == EMQ_REPLY_ERROR) {
+            st = emq__reply_error_set(err, r, "SCAN failed");
+            emq_reply_free(r);
+            return st;
+        }
+        if (emq_reply_len(r) != 2 || emq_reply_kind(r) != EMQ_REPLY_ARRAY) {
+            st = emq__reply_bad_shape(err, "SCAN");
             emq_reply_free(r);
             return st;
         }

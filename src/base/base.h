@@ -99,7 +99,7 @@ struct timespec;
  * of a pthread_cond_timedwait on a condition made with that clock. */
 void emq__deadline_in(struct timespec *ts, int64_t ms);
 
-/* ---- json.c ----------------------------------------------------------- */
+/* ---- jsonwrite.c ------------------------------------------------------ */
 
 /* A JSON writer with snprintf semantics: it writes what fits into buf
  * (always NUL-terminated when size > 0) and counts the full length, so a

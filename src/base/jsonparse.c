@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* jsonparse.c: one JSON object of field values into stream-entry fields.
  *
- * The input side of the encoding json.c writes: `echomq produce --json`
+ * The input side of the encoding jsonwrite.c writes: `echomq produce --json`
  * reads one object per line and adds it as one entry. A value may be a
  * JSON string (decoded, escapes and surrogate pairs included), a number,
  * true, false or null (each kept as its own text: "12.50", "true",

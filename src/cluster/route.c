@@ -341,11 +341,8 @@ static emq_status read_one(emq__route *r, int idx, emq_error *err) {
  * the pipeline stays in step. retriable: the same command may go through
  * later (a TRYAGAIN or CLUSTERDOWN that outlasted cluster.retry_ms). */
 static void give_up(emq__route *r, cmd *c, int retriable, const char *why) {
-    char text[200];
-    emq__reply_text(c->reply, text, sizeof text);
-    emq__error_set(&c->bound, EMQ_ELIMIT, retriable, "%s (last reply: %s)", why,
-                   text);
-    emq__reply_code_copy(&c->bound, c->reply);
+    emq__reply_error_as(&c->bound, EMQ_ELIMIT, retriable, c->reply,
+                        "%s; the last reply", why);
     emq__log_to(&r->opt.log, EMQ_LOG_WARNING, "slot %u: %s", r->slot,
                 c->bound.message);
     emq_reply_free(c->reply);
@@ -492,25 +489,20 @@ static emq_status fetch_map(emq__route *r, emq_conn_t *conn,
             return st;
         }
         if (emq_reply_kind(rep) == EMQ_REPLY_ERROR) {
-            char text[200];
             *how = says_standalone(rep) ? FOUND_STANDALONE : FOUND_NOPERM;
-            int known = says_standalone(rep) ||
-                        emq_reply_is_error(rep, "NOPERM");
+            if (says_standalone(rep) || emq_reply_is_error(rep, "NOPERM"))
+                st = EMQ_OK;
             /* A server still loading its data (or busy with a script)
              * runs no command yet: a passing condition, retriable like a
              * transport failure, never a fatal error reply. */
-            int not_yet = emq_reply_is_error(rep, "LOADING") ||
-                          emq_reply_is_error(rep, "BUSY");
-            emq__reply_text(rep, text, sizeof text);
+            else if (emq_reply_is_error(rep, "LOADING") ||
+                     emq_reply_is_error(rep, "BUSY"))
+                st = emq__reply_error_as(err, EMQ_EIO, 1, rep,
+                                         "server not ready for CLUSTER SLOTS");
+            else
+                st = emq__reply_error_set(err, rep, "CLUSTER SLOTS failed");
             emq_reply_free(rep);
-            if (known)
-                return EMQ_OK;
-            if (not_yet)
-                return emq__error_set(err, EMQ_EIO, 1,
-                                      "server not ready for CLUSTER SLOTS: %s",
-                                      text);
-            return emq__error_set(err, EMQ_ESERVER, 0,
-                                  "CLUSTER SLOTS failed: %s", text);
+            return st;
         }
     }
     emq__slot_map_init(map);

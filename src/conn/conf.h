@@ -60,7 +60,7 @@
     X(STR, queue)      /* queue name; NULL: use stream */                       \
     X(STR, stream)     /* raw stream key; NULL: use queue */                    \
     X(INT, partitions) /* 1: a plain queue; P > 1: queue names a topic of P     \
-                          partitions (keys/topic.c) */                          \
+                          partitions (keys/partition.c) */                          \
     X(INT, topic_partitions)  /* not a property: a partition's conf             \
                                  (emq__topic_partition_conf) says its topic's P \
                                  here; 0 otherwise */                           \
@@ -113,7 +113,7 @@
 #define EMQ_CONF_RET_PTR void *
 
 /* The one field that is not a property: marks conf as a partition's conf
- * of a topic of p partitions (keys/topic.c). */
+ * of a topic of p partitions (keys/partition.c). */
 void emq__conf_set_topic_partitions(emq_conf_t *conf, int64_t p);
 
 /* emq__cfg_url(conf), emq__cfg_count(conf), ...: field name of conf. conf

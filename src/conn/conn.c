@@ -416,30 +416,32 @@ emq_status emq__conn_auth_error(emq_conn_t *c, const emq_reply *r,
     emq__reply_text(r, text, sizeof text);
     const char *who = c->user ? c->user : "default";
     if (emq_reply_is_error(r, "WRONGPASS"))
-        return emq__error_set(err, EMQ_EAUTH, 0,
-                              "authentication to %s as user '%s' failed: "
-                              "wrong user name or password, or the user is "
-                              "disabled (%s)",
-                              c->name, who, text);
+        return emq__reply_error_as(err, EMQ_EAUTH, 0, r,
+                                   "authentication to %s as user '%s' "
+                                   "failed: wrong user name or password, or "
+                                   "the user is disabled",
+                                   c->name, who);
     if (emq_reply_is_error(r, "NOAUTH"))
-        return emq__error_set(err, EMQ_EAUTH, 0,
-                              "server %s requires authentication; set a "
-                              "password (and user) in the URL or the conf",
-                              c->name);
+        return emq__reply_error_as(err, EMQ_EAUTH, 0, r,
+                                   "server %s requires authentication; set "
+                                   "a password (and user) in the URL or the "
+                                   "conf",
+                                   c->name);
     if (strstr(text, "without any password configured"))
-        return emq__error_set(err, EMQ_EAUTH, 0,
-                              "a password was given but server %s has no "
-                              "password configured for the default user; "
-                              "remove the password or configure the server",
-                              c->name);
+        return emq__reply_error_as(err, EMQ_EAUTH, 0, r,
+                                   "a password was given but server %s has "
+                                   "no password configured for the default "
+                                   "user; remove the password or configure "
+                                   "the server",
+                                   c->name);
     if (strcmp(cmd, "HELLO") == 0 &&
         (emq_reply_is_error(r, "NOPROTO") || strstr(text, "unknown command")))
-        return emq__error_set(err, EMQ_ESERVER, 0,
-                              "server %s does not support RESP3 (%s); set "
-                              "protocol to 2",
-                              c->name, text);
-    return emq__error_set(err, EMQ_EAUTH, 0, "%s to %s failed: %s", cmd,
-                          c->name, text);
+        return emq__reply_error_as(err, EMQ_ESERVER, 0, r,
+                                   "server %s does not support RESP3; set "
+                                   "protocol to 2",
+                                   c->name);
+    return emq__reply_error_as(err, EMQ_EAUTH, 0, r, "%s to %s failed", cmd,
+                               c->name);
 }
 
 /* Appends the handshake commands; returns how many, or a negative status
@@ -557,8 +559,6 @@ static emq_status handshake_once(emq_conn_t *c, int64_t deadline, int *busy,
             emq_reply_free(r);
             continue;
         }
-        char text[160];
-        emq__reply_text(r, text, sizeof text);
         switch (kinds[i]) {
         case HS_HELLO:
             st = emq__conn_auth_error(c, r, "HELLO", err);
@@ -566,27 +566,28 @@ static emq_status handshake_once(emq_conn_t *c, int64_t deadline, int *busy,
         case HS_AUTH:
             st = emq__conn_auth_error(c, r, "AUTH", err);
             break;
-        case HS_SELECT:
+        case HS_SELECT: {
+            char text[160];
+            emq__reply_text(r, text, sizeof text);
             if (emq_reply_is_error(r, "NOAUTH"))
                 st = emq__conn_auth_error(c, r, "SELECT", err);
             else if (strstr(text, "out of range"))
-                st = emq__error_set(err, EMQ_EINVAL, 0,
-                                    "database %lld does not exist on %s (%s)",
-                                    (long long)c->db, c->name, text);
+                st = emq__reply_error_as(err, EMQ_EINVAL, 0, r,
+                                         "database %lld does not exist on %s",
+                                         (long long)c->db, c->name);
             else
-                st = emq__error_set(err, EMQ_ESERVER, 0,
-                                    "SELECT %lld on %s failed: %s",
-                                    (long long)c->db, c->name, text);
+                st = emq__reply_error_set(err, r, "SELECT %lld on %s failed",
+                                          (long long)c->db, c->name);
             break;
+        }
         default:
             if (emq_reply_is_error(r, "NOPERM"))
                 st = EMQ_OK; /* the name is optional; an ACL may forbid it */
             else if (emq_reply_is_error(r, "NOAUTH"))
                 st = emq__conn_auth_error(c, r, "CLIENT SETNAME", err);
             else
-                st = emq__error_set(err, EMQ_ESERVER, 0,
-                                    "CLIENT SETNAME on %s failed: %s", c->name,
-                                    text);
+                st = emq__reply_error_set(err, r, "CLIENT SETNAME on %s failed",
+                                          c->name);
             break;
         }
         emq_reply_free(r);

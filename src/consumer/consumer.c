@@ -1,24 +1,36 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* consumer.c: the consumer's validation, session and run loop.
+/* consumer.c: one queue's consumer: made and checked, then its sessions
+ * and its loop.
  *
- * emq_consumer_new validates everything the caller declared (queue or
- * stream, group, name, start position, sizes, the timing rules between
- * them) without sending a byte. emq_consumer_run then connects, and runs
- * sessions: take the name's lease, open the group door, start the upkeep
- * thread (upkeep.c), drain its own pending entries; then loop: a claim
- * beat when due, retries that are due, one XREADGROUP ... > and the
- * handler over what arrived. Settlements are never sent from here: the
- * upkeep thread sends them within milliseconds, whatever the handler does
- * next. A session ends on a transport failure (reconnect with backoff), a
- * lost lease (take it again through acquire, or stop if another process
- * has the name), or a group that vanished (re-open the door at the
- * declared start). The consumer never deletes a group, a consumer or an
- * entry, and never trims.
+ * emq__consumer_make (called by emq_consumer_new, partitions.c) checks
+ * everything the caller declared (queue or stream, group, name, start
+ * position, sizes, the timing rules between them) and builds the
+ * consumer's keys without sending a byte. emq__consumer_loop (run by
+ * emq_consumer_run and the pull thread, handout.c) connects the read
+ * exchange and runs sessions. A session (start_session) drops what was
+ * read and not handed out, takes the name's lease, claims the topic
+ * record, opens the group door (XGROUP CREATE ... MKSTREAM; BUSYGROUP is
+ * an open door too), starts the upkeep thread once (upkeep.c), and takes
+ * back its own pending entries (recover self, recover.c). Then each turn:
+ * a claim beat when due, retries that are due, and one XREADGROUP ... >,
+ * which carries in front of it the settlements decided since the last
+ * read (those that wait longer go from the upkeep thread), and hands what
+ * arrived to the handler or the ready queue (entries.c). In pull mode a
+ * turn takes no more than max_in_flight leaves room for.
  *
- * A topic consumer (partitions > 1) holds one such consumer per partition,
- * all with the same name, and runs each on its own thread: every partition
- * gets the whole contract on its own connections, and no read ever names
- * two partitions.
+ * A step ends the session in one of three ways (classify): a transport
+ * failure or a demoted master reconnects with backoff (exchange.c); a
+ * lease not known held is taken again before anything more is handed
+ * out; a group or stream that vanished (NOGROUP) re-opens the door at the
+ * declared start, at most once a second, unless on_group_lost is fatal.
+ * Anything else is fatal and ends the loop. At its end the loop hands
+ * back what pull mode read and did not hand out, waits for what it handed
+ * out to be settled, stops the upkeep thread and releases the lease. The
+ * consumer never deletes a group, a consumer or an entry, and never trims.
+ *
+ * emq__consumers_run runs N consumers on N threads, the first fatal error
+ * stopping the others: a topic's partitions (partitions.c) and a pool
+ * (pool.c).
  */
 #include "consumer.h"
 #include "core.h"
@@ -191,8 +203,8 @@ typedef enum step_end {
     STEP_FATAL
 } step_end;
 
-/* Contract 1: XGROUP CREATE <stream> <group> <start> MKSTREAM. +OK and
- * BUSYGROUP open the door; any other reply fails the start. */
+/* The group door: XGROUP CREATE <stream> <group> <start> MKSTREAM. +OK
+ * and BUSYGROUP open the door; any other reply fails the start. */
 static emq_status open_door(emq_consumer_t *c, emq_error *err) {
     const char *argv[6];
     emq__group_create_argv(argv, c->keys.stream, c->group, c->start_id);

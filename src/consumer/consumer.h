@@ -9,7 +9,7 @@
 #define EMQ_MIN_IDLE_FLOOR_MS 100
 
 /* Makes the consumer of conf with either handler, a topic's
- * without its partitions (topic.c adds them); *out is freed with
+ * without its partitions (partitions.c adds them); *out is freed with
  * emq__consumer_free, which frees a topic's partitions too. */
 emq_status emq__consumer_make(const emq_conf_t *conf, emq_handler_fn handler,
                               emq_batch_handler_fn batch_handler, void *opaque,

@@ -25,7 +25,7 @@
  *               (run mode) or to the ready queue (pull mode)
  *   recover.c   recover self, claim beats, retries that are due
  *   consumer.c  validation, the session and the loop; N loops on N threads
- *   topic.c     a topic's consumer: one consumer per partition
+ *   partitions.c  a topic's consumer: one consumer per partition
  *   handout.c   the public ways to consume over that one loop: run with a
  *               handler, poll and settle from any thread, the batch
  *               handler, close, pause, the event-loop descriptor
@@ -153,7 +153,7 @@ struct emq_consumer {
     pthread_t *fetchers;       /* the reading threads of pull mode */
     size_t nfetchers;
 
-    /* A topic (conf partitions > 1; topic.c): one consumer per
+    /* A topic (conf partitions > 1; partitions.c): one consumer per
      * partition, each with its own route, thread and lease, all under
      * this one's name. This one then only runs, stops and sums them. */
     emq_consumer_t **parts;

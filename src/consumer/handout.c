@@ -23,10 +23,10 @@
 #include "core.h"
 #include "inflight.h"
 #include "lease.h"
+#include "partitions.h"
 #include "ready.h"
 #include "settle.h"
 #include "stats.h"
-#include "topic.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -1,29 +1,43 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* recover.c: entries that are pending but not being worked.
+/* recover.c: entries pending in the group but not being worked: this
+ * consumer's own at the start of a session, a dead peer's, and retries
+ * whose delay has passed.
  *
- * Every path here is one script per page on the queue's stream key (all
- * keys share its hashtag), so an entry and its delivery count are read in
- * one atomic step: no peer's claim can slip between them, and no count is
- * ever missing.
+ * Three ways find IDs; one take hands them out. The take (due_script, one
+ * script on the stream key: XPENDING to check the ID is still pending to
+ * this consumer, XRANGE, then XCLAIM ... RETRYCOUNT n JUSTID) reads an
+ * entry and sets its delivery count in one atomic step, so no peer's
+ * claim slips between them and no count is missing. An entry deleted
+ * while pending comes back as {id, false}: acknowledged in the script,
+ * counted, its reason and schedule cleared by its SETTLE_GONE. Taken
+ * entries go out as read ones do (emq__batch_dispatch: the handler in run
+ * mode, the ready queue in pull mode), at most TAKE_PER_CALL per call.
  *
- * Recover self (contract 4): after every (re)connect the consumer pages
- * through its own pending list with history reads (XREADGROUP ... <last id
- * seen>, from 0) before anything new. Each page comes with the exact
- * delivery counts (XPENDING over the page, after the read's own +1) and
- * the time left of any retry delay on the schedule, so a retry survives a
- * crash. Entries already in the in-flight table (a retry waiting, an ack
- * not yet sent) are not handed out again.
+ * Recover self (emq__recover_self), after every (re)connect: pages through
+ * this consumer's own pending list with XPENDING ... <me> (IDs only; a
+ * page is at most count, the room pull mode has, and c->fit). IDs the
+ * in-flight table holds (a retry waiting, an ack not sent yet) are
+ * skipped; those whose retry delay is still running by the server's clock
+ * (waits_script, on the schedule) wait it out in the table; the rest are
+ * taken. Once the whole list was seen, what this process dropped before
+ * handing it out and did not find again was taken by a peer: forgotten.
  *
- * Recover peers (contract 5): a claim beat runs XAUTOCLAIM ... JUSTID with
- * the declared minimum idle time, following the server's cursor across
- * beats; each claimed entry is read with XRANGE, its delivery count raised
- * by one (XCLAIM RETRYCOUNT, what a claim with entries would have done),
- * and returned with it. Entries deleted while pending are acknowledged in
- * the script with their failure reason and schedule cleared, on every
- * server: 7.0+ lists them apart, 6.2 claims them with no entry.
+ * Recover peers (emq__recover_peers), a claim beat: XAUTOCLAIM ... JUSTID
+ * with claim.min_idle_ms, following the saved cursor across beats, at
+ * most EMQ_CLAIM_CALLS_PER_BEAT calls, ending at the first that claims
+ * nothing (JUSTID raises no count and resets the idle time, so no other
+ * peer takes an entry while this one looks at its schedule). An entry
+ * this consumer still holds is ours again, not taken; one with a retry
+ * delay left waits it out in the table (a retry comes back after its
+ * delay whoever claims it); the others are taken, counted once. Deleted
+ * entries the server reports (7.0+) are counted and forgotten; 6.2 claims
+ * them, and the take finds them gone. NOGROUP goes back to the group door;
+ * any other refusal (NOPERM: an ACL without XAUTOCLAIM) is logged at most
+ * once a minute, and peers' entries are then never taken over.
  *
- * Retries that are due come back to this consumer the same way, if they
- * are still pending to it.
+ * Due retries (emq__recover_due): the table's entries whose delay has
+ * passed are forgotten and taken again, if still pending to this consumer;
+ * those the table knows never reached a handler are taken uncounted.
  *
  * Counting deliveries that reached a handler, not replies that were lost:
  * max_deliveries must dead-letter a job that keeps killing its process,
@@ -36,25 +50,25 @@
  * never handed out (a lost reply, a batch cut short), and is taken without
  * a raise. In a first session, or after the lease lapsed, an own pending
  * entry is raised once (its last holder may have died in the handler)
- * unless it has an unseen mark: the upkeep marks entries read and waiting
- * to be handed out, and a mark goes before its entry is handed out
- * (upkeep.c), so a marked entry reached no handler since its read. A
- * batch cut short by a stop hands its entries back with the raise undone
- * (SETTLE_RELEASE, settle.c).
+ * unless it has an unseen mark (SMISMEMBER on the unseen set: the upkeep
+ * marks entries read and waiting to be handed out, and a mark goes before
+ * its entry is handed out, upkeep.c) or this process dropped it before its
+ * handout. A batch cut short by a stop hands its entries back with the
+ * raise undone (SETTLE_RELEASE, settle.c).
  *
  * Reads that fit: a reply larger than resp.max_reply_bytes breaks the
  * connection (the resp layer cannot keep it in step), and asking the same
- * again would fail the same way for ever. So the read, the takes of own
- * pending entries and due retries, the own-pending listing and the claim
- * beat all ask for at most c->fit entries; each reply over the limit
- * halves it (emq__fit_failed), down to 1, for the rest of the run, and
- * the session reconnects. What the failed request had delivered or
- * claimed is pending to this consumer by then, and recover self takes it
- * back by ID, c->fit at a time. An entry that does not fit alone shows up
- * exactly there: a take that named its one ID and nothing else failed
- * over the limit. That entry is dead-lettered with the reason
+ * again would fail the same way for ever. So the read, the takes, the
+ * own-pending listing and the claim beat all ask for at most c->fit
+ * entries; each reply over the limit halves it (emq__fit_failed), down to
+ * 1, for the rest of the run, and the session reconnects. What the failed
+ * request had delivered or claimed is pending to this consumer by then,
+ * and recover self takes it back, c->fit at a time. An entry that does
+ * not fit alone shows up exactly there: a take that named its one ID
+ * failed over the limit. That entry is dead-lettered with the reason
  * EMQ_OVERSIZE_REASON by the ordinary dead-letter settlement, which
- * copies its fields on the server, so the client never receives it.
+ * copies its fields on the server, so the client never receives it; a
+ * listing of one ID over the limit is EMQ_ELIMIT (raise the limit).
  */
 #include "recover.h"
 #include "core.h"
@@ -505,8 +519,8 @@ static size_t ids_of(const emq_reply *arr, emq_id *out, size_t max) {
 /* Entries a claim beat took over (pending to us now, their count not
  * raised, idle reset), at most TAKE_PER_CALL: those whose retry delay is
  * still running (their holder failed them, then died) wait it out in the
- * table and are taken, counted, when due (contract 13: a retry comes back
- * after its delay for every claimer); the others are taken now, counted
+ * table and are taken, counted, when due (a retry comes back after its
+ * delay whoever claims it); the others are taken now, counted
  * once, and handed out. Entries this consumer holds already (a peer took
  * one from a handler's hands and died) are ours again, not taken: *own
  * counts them; *deferred those left waiting. */

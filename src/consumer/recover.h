@@ -1,6 +1,9 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* recover.h: entries pending but not being worked: our own, a dead
- * peer's, and retries that are due (recover.c).
+/* recover.h: entries pending but not being worked: our own at the start
+ * of a session, a dead peer's, and retries that are due, taken back
+ * through one script that reads each entry and sets its delivery count
+ * (recover.c); and the size of reads that fit resp.max_reply_bytes.
+ * Run thread only.
  */
 #ifndef EMQ_CONSUMER_RECOVER_H
 #define EMQ_CONSUMER_RECOVER_H
@@ -27,13 +30,17 @@ size_t emq__fit(const emq_consumer_t *c, size_t want);
 int emq__fit_failed(emq_consumer_t *c, emq_status st, size_t asked,
                     const char *what);
 
-/* Drains this consumer's own pending entries with history reads, paging
- * from 0, until none remain (or stop). */
+/* Lists this consumer's own pending entries with XPENDING, page by page
+ * from the start, and takes back those the in-flight table does not hold
+ * (those with a retry delay left wait in the table), until the list ends,
+ * pull mode has no room (recover_self_due is set to come back), the lease
+ * is not valid, or stop. A NOGROUP sets c->nogroup. */
 emq_status emq__recover_self(emq_consumer_t *c, emq_error *err);
 /* One claim beat: XAUTOCLAIM following the saved cursor, at most
  * EMQ_CLAIM_CALLS_PER_BEAT calls, handling what it claims. */
 emq_status emq__recover_peers(emq_consumer_t *c, emq_error *err);
-/* Delivers again the retried entries whose delay has passed. */
+/* Takes back and hands out again the table's retried entries whose delay
+ * has passed, if they are still pending to this consumer. */
 emq_status emq__recover_due(emq_consumer_t *c, emq_error *err);
 
 #endif /* EMQ_CONSUMER_RECOVER_H */

@@ -1,32 +1,46 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* settle.c: the commands that settle entries, and the ownership refresh.
+/* settle.c: the commands that settle entries, what their replies mean,
+ * and the command of the ownership refresh.
  *
- * A settlement is decided on the thread that handled the entry and sent
- * by the upkeep thread (upkeep.c) in bounded pipelines:
+ * A settlement (settle_op) is decided on the thread that handled the
+ * entry and queued in the in-flight table. Two threads send them, in
+ * rounds of at most emq__settle_ops_max: the run thread puts those decided
+ * since its last read in front of its next XREADGROUP (one round trip,
+ * consumer.c), and the upkeep thread (upkeep.c) sends those that waited
+ * longer than EMQ_SETTLE_DELAY_MS. A round (emq__settle_append) is, in
+ * this order:
+ *   retry    the failure reasons (one HSET) and the entries' places in
+ *            the retry schedule (one script: a sorted set in the queue's
+ *            hashtag scored by the server's clock, so it survives a crash
+ *            of this process), two commands of one key each; first, so
+ *            that an ack of the same entry cleans up after them;
  *   ack      XACK of up to EMQ_SETTLE_MAX_IDS ids in one command; after a
  *            redelivery also HDEL of the failure reasons and ZREM from the
  *            retry schedule, so neither leaks;
  *   gone     the same for entries deleted or trimmed while pending;
- *   retry    the failure reasons (one HSET) and the entries' places in
- *            the retry schedule (one script: a sorted set in the queue's
- *            hashtag scored by the server's clock, so it survives a crash
- *            of this process), two commands per round of one key each;
- *   dead     the dead-letter script: one atomic step over keys of one
- *            hashtag that moves the entry only if it is still pending to
- *            THIS consumer, writes the dead letter before the ack (a
- *            refused write leaves it pending), and clears its reason and
- *            schedule; an entry too wide for the script (Lua's unpack)
- *            is written by the sending thread itself, marked so that a
- *            retried move writes it once (emq__settle_finish); the one
- *            command here naming several keys, so a migrating slot
- *            answers it TRYAGAIN (warned about, see check_held);
  *   release  entries read or taken and not handed out (a stop cut the
- *            batch short): one script per round that, for each entry
- *            still pending to THIS consumer with the count it was handed
- *            with, sets the count one lower and keeps its idle time; it
- *            stays pending and comes back, counted once.
- * Every settlement is idempotent, so the upkeep thread sends them again
- * after a transport failure whose outcome it cannot know.
+ *            batch short): one script that, for each entry still pending
+ *            to THIS consumer with the count it was handed with, sets the
+ *            count one lower and keeps its idle time; it stays pending
+ *            and comes back (recover self), counted once;
+ *   dead     the dead-letter script, one per entry: one atomic step over
+ *            keys of one hashtag that moves the entry only if it is still
+ *            pending to THIS consumer, writes the dead letter before the
+ *            ack (a refused write leaves it pending), and clears its
+ *            reason and schedule; an entry too wide for the script (Lua's
+ *            unpack) is written by the sending thread itself, marked so
+ *            that a retried move writes it once (emq__settle_finish); the
+ *            one command here naming several keys, so a migrating slot
+ *            answers it TRYAGAIN (warned about, see check_held).
+ * emq__settle_apply reads each reply: a "not now" reply (LOADING, BUSY,
+ * an OOM to XACK, ...) sends the round again later; READONLY is a
+ * retriable EMQ_EIO (the exchange finds the master); a refusal that will
+ * not change by itself (NOPERM, WRONGTYPE) stops the consumer, as settled
+ * entries would otherwise be handled again forever; any other error reply
+ * is logged and its entry stays pending and comes back. emq__settle_finish
+ * then forgets what was settled and queues again what has an unknown
+ * outcome: every settlement is idempotent, so it may be sent again after
+ * a transport failure.
  *
  * The refresh is one script too, on the stream key alone (a migrating
  * slot does not stop it): for each id still pending to this consumer,
@@ -598,28 +612,25 @@ emq_status emq__settle_apply(void *round, int tag, const emq_reply *reply,
     const char *what = tag >= TAG_XACK && tag <= TAG_RELEASE ? names[tag] : "?";
     if (emq_reply_kind(reply) == EMQ_REPLY_ERROR) {
         if (emq__reply_mentions(reply, "READONLY"))
-            return emq__error_set(
-                err, EMQ_EIO, 1,
-                "%s: the server is a read-only replica (READONLY)", what);
+            return emq__reply_error_as(
+                err, EMQ_EIO, 1, reply,
+                "%s: the server is a read-only replica", what);
         if (emq__reply_not_now(reply,
                                tag == TAG_XACK ? EMQ_SESSION_WAIT_OOM : 0)) {
             r->again = 1; /* did not run: send again later */
             return EMQ_OK;
         }
         if (permanent(reply)) {
-            char shown[240];
-            emq_status st = emq__error_set(
-                err, EMQ_ESERVER, 0,
-                "%s was refused (%s%s): settled entries would be handled "
-                "again forever, so the consumer stops; grant the command or "
-                "fix the key",
+            emq_status st = emq__reply_error_set(
+                err, reply,
+                "%s was refused%s: settled entries would be handled again "
+                "forever, so the consumer stops; grant the command or fix "
+                "the key",
                 what,
                 emq__reply_refused(reply) &&
                         !emq__reply_mentions(reply, "NOPERM")
-                    ? "NOPERM: "
-                    : "",
-                emq__reply_text(reply, shown, sizeof shown));
-            emq__reply_code_copy(err, reply);
+                    ? " (NOPERM)"
+                    : "");
             emq__consumer_fatal(c, err);
             return st;
         }

@@ -148,13 +148,11 @@ static emq_status apply(void *ctx, int tag, const emq_reply *reply,
         emq__reply_text(reply, shown, sizeof shown);
         if (emq__reply_refused(reply) ||
             emq__reply_mentions(reply, "WRONGTYPE")) {
-            emq_status st = emq__error_set(
-                err, EMQ_ESERVER, 0,
+            emq_status st = emq__reply_error_set(
+                err, reply,
                 "refreshing in-flight entries (XPENDING + XCLAIM JUSTID in "
-                "a script) was refused (%s): without it peers take live "
-                "work, so the consumer stops",
-                shown);
-            emq__reply_code_copy(err, reply);
+                "a script) was refused, and without it peers take live "
+                "work, so the consumer stops");
             emq__consumer_fatal(c, err);
             return st;
         }

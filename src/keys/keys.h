@@ -82,7 +82,7 @@ emq_status emq__stream_start_parse(const char *start, char *out,
 /* -1, 0 or 1 as a is before, equal to or after b. */
 int emq__stream_id_cmp(emq__stream_id a, emq__stream_id b);
 
-/* ---- topic.c: partitioned topics ---------------------------------------
+/* ---- partition.c: partitioned topics -----------------------------------
  *
  * A topic of P partitions (conf partitions = P > 1) is P queues named
  * "<topic>.<i>", i = 0..P-1, so partition i's keys are emq:{<topic>.<i>}...:

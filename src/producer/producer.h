@@ -116,11 +116,11 @@ emq_status emq__sender_flush(emq_producer_t *p, int64_t timeout_ms,
 /* Async entries not yet called back. */
 size_t emq__sender_outstanding(emq_producer_t *p);
 
-/* ---- producer.c: one queue's producer, for topic.c's public calls ------- */
+/* ---- producer.c: one queue's producer, for produce.c's public calls ------- */
 
 /* Makes the producer of conf: checked, its XADD head built, a queue's
  * sender started (a topic's partitions get producers of their own in
- * topic.c). Free with emq__producer_close. */
+ * produce.c). Free with emq__producer_close. */
 emq_status emq__producer_open(const emq_conf_t *conf, emq_producer_t **out,
                               emq_error *err);
 /* Stops the sender and frees what emq__producer_open made. */

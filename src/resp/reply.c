@@ -98,17 +98,33 @@ void emq__reply_code_copy(emq_error *err, const emq_reply *r) {
     err->reply_code[n] = '\0';
 }
 
-emq_status emq__reply_error_set(emq_error *err, const emq_reply *r,
-                                const char *fmt, ...) {
+static emq_status reply_error_vset(emq_error *err, emq_status code,
+                                   int retriable, const emq_reply *r,
+                                   const char *fmt, va_list ap) {
     char what[EMQ_ERROR_MESSAGE_MAX], shown[200];
-    va_list ap;
-    va_start(ap, fmt);
     vsnprintf(what, sizeof what, fmt, ap);
-    va_end(ap);
-    emq__error_set(err, EMQ_ESERVER, 0, "%.200s: %s", what,
+    emq__error_set(err, code, retriable, "%.200s: %s", what,
                    emq__reply_text(r, shown, sizeof shown));
     emq__reply_code_copy(err, r);
-    return EMQ_ESERVER;
+    return code;
+}
+
+emq_status emq__reply_error_as(emq_error *err, emq_status code, int retriable,
+                               const emq_reply *r, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    emq_status st = reply_error_vset(err, code, retriable, r, fmt, ap);
+    va_end(ap);
+    return st;
+}
+
+emq_status emq__reply_error_set(emq_error *err, const emq_reply *r,
+                                const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    emq_status st = reply_error_vset(err, EMQ_ESERVER, 0, r, fmt, ap);
+    va_end(ap);
+    return st;
 }
 
 int emq__reply_transient(const emq_reply *r) {

@@ -106,9 +106,16 @@ int emq__reply_transient(const emq_reply *r);
 /* Sets err->reply_code to error reply r's first word (its code); "" when
  * r is not an error reply. The rest of err is left as it is. */
 void emq__reply_code_copy(emq_error *err, const emq_reply *r);
-/* The one way an error reply becomes a failure: EMQ_ESERVER, the message
- * the caller's words (fmt) then ": " and the reply's text, reply_code
- * its code. Returns EMQ_ESERVER. */
+/* The one way an error reply becomes a failure: status code with the
+ * retriable flag given (EMQ_EAUTH for a refused login, EMQ_EINVAL for a
+ * database the server lacks, a retriable EMQ_EIO for "not now"), the
+ * message the caller's words (fmt) then ": " and the reply's text,
+ * reply_code the reply's code. Returns code. */
+emq_status emq__reply_error_as(emq_error *err, emq_status code, int retriable,
+                               const emq_reply *r, const char *fmt, ...)
+    EMQ_PRINTF(5, 6);
+/* emq__reply_error_as for the common case: EMQ_ESERVER, not retriable.
+ * Returns EMQ_ESERVER. */
 emq_status emq__reply_error_set(emq_error *err, const emq_reply *r,
                                 const char *fmt, ...) EMQ_PRINTF(3, 4);
 

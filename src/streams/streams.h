@@ -56,7 +56,7 @@ typedef struct emq__pending_row {
  * count] (the caller says which command with emq__reply_bad_shape). */
 int emq__pending_row_parse(const emq_reply *row, emq__pending_row *out);
 
-/* ---- topic.c: the partition count in the server ---------------------------- */
+/* ---- topicrecord.c: the partition count in the server -------------------- */
 
 /* The partition count stored in the server. Each partition records its
  * topic's count in "emq:{<topic>.<i>}:topic" (a hash, field partitions),

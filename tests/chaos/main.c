@@ -1358,7 +1358,8 @@ static void apply_fault_list(options *o, const char *list, const char *from) {
 
 /* What the verdict only reports: comma-separated "unseen-dead" (unseen
  * dead letters), "dead-fields" (dead letters that lost a field). For a
- * library known to break those promises (issue 24), so that the stage can
+ * library known to break those promises (one older than the fixes of
+ * unseen marks and wide dead letters), so that the stage can
  * still judge the rest. */
 static void apply_tolerate(options *o, const char *list, const char *from) {
     if (list == NULL || *list == '\0')

@@ -267,7 +267,8 @@ TEST_TIMEOUT(cluster_queue_wrong_node_and_migration, 60) {
     wait_distinct(s, mid + 200, 15000);
 
     /* Quiet stream: the consumer blocks in XREADGROUP; migrating the
-     * stream away under it gets, per server (SEMANTICS 1.3):
+     * stream away under it gets, per server (a blocked read and a key
+     * that moves behave differently on each):
      * - 7.0: -UNBLOCKED (MIGRATE deletes the key first), the consumer
      *   reads again through the redirection;
      * - 6.2: nothing (deleting a key wakes no blocked reader there); the

@@ -422,6 +422,7 @@ TEST(conn_select_out_of_range_names_the_db) {
     ASSERT_EQ_INT(err.retriable, 0);
     ASSERT_CONTAINS(err.message, "99");
     ASSERT_CONTAINS_CI(err.message, "out of range");
+    ASSERT_EQ_STR(err.reply_code, "ERR"); /* the server's own code, kept */
     emq_conf_destroy(conf);
     emq_srv_stop(s);
 }

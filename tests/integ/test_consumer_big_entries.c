@@ -1,12 +1,12 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* test_consumer_big_entries.c: reads that fit (issue 24, defect 3),
+/* test_consumer_big_entries.c: reads that fit resp.max_reply_bytes,
  * against a real redis-server.
  *
  * Entries of 300 kB with resp.max_reply_bytes at 1 MB (a scaled-down 40
  * entries of 1 MB with a 10 MB limit, fast under valgrind): a read of
  * 100, a recovery page or a claim of them all makes a reply far over the
- * limit, which breaks the connection. Before issue 24 the same request
- * went out again for ever and nothing was delivered; now each reply over
+ * limit, which breaks the connection. Sending the same request again
+ * would fail for ever and deliver nothing; so each reply over
  * the limit halves what the consumer asks for, down to 1, and says so
  * once in the log; a take whose reply was lost raised counts that reached
  * no handler, so the smaller ones after it raise nothing more (at most 2

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* test_consumer_fronts_edges.c: the batch handler and the event-loop mode
- * at the edges run mode already survives (issue 24, defects 4 and 5),
+ * at the edges run mode already survives,
  * each against a real redis-server:
  *
  * - the group deleted while a batch is in the handler: the consumer

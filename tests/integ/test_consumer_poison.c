@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* test_consumer_poison.c: giving up on poison entries (contract 8),
+/* test_consumer_poison.c: giving up on poison entries (max_deliveries),
  * against a real redis-server.
  *
  * An entry whose handler always answers EMQ_RETRY is redelivered by the

@@ -2,16 +2,16 @@
 /* test_consumer_recover.c: recovery of pending entries, against a real
  * redis-server.
  *
- * Recover self (contract 4): a consumer process that dies holding entries
- * gets them back first, paging with history reads, when it restarts with
- * the same name, before any new entry, with delivery count 2; an entry
+ * Recover self: a consumer process that dies holding entries gets them
+ * back first, paging through its pending list (XPENDING), when it
+ * restarts with the same name, before any new entry, with delivery count 2; an entry
  * whose reply was lost in flight (proxy frozen while the server answered a
  * blocked read) comes back through the self-drain after the consumer
  * reconnects by itself. Entries deleted or trimmed while pending are
  * acknowledged and counted, never handed to the handler, both in the
  * self-drain and in the claim beat (XAUTOCLAIM's deleted list).
  *
- * Recover peers (contract 5): a dead peer's entries move to a live consumer
+ * Recover peers: a dead peer's entries move to a live consumer
  * after claim.min_idle_ms, with deliveries >= 2; a live peer's fresh
  * entries stay with it; the beat follows XAUTOCLAIM's cursor across beats
  * to reach idle entries at the end of a 3000-entry pending list; and on a

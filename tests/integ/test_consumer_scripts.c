@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* test_consumer_scripts.c: the consumer's server-side scripts and the
- * retry schedule, against a real redis-server (issue 24, deliver 10).
+ * retry schedule, against a real redis-server.
  *
  * - A retry's delay holds for every claimer: an entry whose holder failed
  *   it (a 4 s backoff on the schedule) and then died is taken over by a

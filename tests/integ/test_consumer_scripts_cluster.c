@@ -1,7 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* test_consumer_scripts_cluster.c: a slot migration does not stop the
- * refresh of work in hand, on a real 3-master Redis Cluster (cluster.h;
- * issue 24, deliver 5).
+ * refresh of work in hand, on a real 3-master Redis Cluster (cluster.h).
  *
  * From CLUSTER SETSLOT ... MIGRATING on, a script naming a key the node
  * does not have (the reasons and schedule of a fresh queue) gets TRYAGAIN

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* test_consumer_wide_dead.c: dead letters are whole, however wide the
- * entry (issue 24, deliver 9), against a real redis-server.
+ * entry, against a real redis-server.
  *
  * The dead-letter script copies an entry's fields through Lua's unpack,
  * which holds about 8000 values; an entry wider than that is written by

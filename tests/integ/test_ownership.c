@@ -14,7 +14,7 @@
  *     with the same name is refused at once, "is in use by another live
  *     process"); a holder SIGSTOPped longer than the lease: the new holder
  *     gets every entry, and the stopped one, resumed, hands out nothing
- *     more, never reads again (defect 4) and ends with "lost its lease";
+ *     more, never reads again and ends with "lost its lease";
  *  5. lease holder identity: a token of another PID namespace or boot with
  *     a pid alive here is waited out (not taken at once, not refused); one
  *     of this namespace whose pid is dead, or whose start time differs, is

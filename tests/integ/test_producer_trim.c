@@ -5,7 +5,7 @@
  * Trimming rides on XADD (no XTRIM is ever sent): trim.maxlen trims to
  * exactly n entries, while with trim.approx 1 the server removes whole
  * radix-tree nodes only, so MAXLEN ~ 2 on 6 entries removes nothing
- * (SEMANTICS 1.7) and with 10-entry nodes ~ 20 keeps 20 to 29; trim.limit
+ * (an approximate trim never splits a node) and with 10-entry nodes ~ 20 keeps 20 to 29; trim.limit
  * bounds what one XADD removes; trim.minid drops entries below an ID. A
  * policy the server would refuse is refused by emq_producer_new with
  * EMQ_EINVAL naming the property, before any connection. With
@@ -101,7 +101,7 @@ TEST(producer_trim_maxlen_exact_keeps_the_last_n) {
 TEST(producer_trim_maxlen_approx_keeps_whole_nodes) {
     emq_srv *s = emq_srv_start(NULL);
     /* Default nodes of 100 entries: MAXLEN ~ 2 on 6 entries removes
-     * nothing (SEMANTICS 1.7). */
+     * nothing: an approximate trim removes whole nodes only. */
     emq_producer_t *p = producer_with(s, NULL, "ap", "trim.maxlen", "2",
                                       "trim.approx", "1", NULL);
     add_n(p, 0, 6);

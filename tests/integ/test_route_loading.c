@@ -32,6 +32,7 @@ TEST(route_map_fetch_while_loading_is_retriable) {
     ASSERT_STATUS(st, EMQ_EIO, &err);
     ASSERT(err.retriable);
     ASSERT_CONTAINS(err.message, "LOADING");
+    ASSERT_EQ_STR(err.reply_code, "LOADING");
     ASSERT(r == NULL);
     ASSERT(emq_icept_replaced(p) >= 1);
     emq_conf_destroy(conf);

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* topic.c: the producer's calls, and a topic's producer of producers.
+/* produce.c: the producer's calls (emq_produce*, emq_producer_*), and a topic's producer of producers.
  *
  * A queue's producer goes straight to producer.c and its sender. A
  * topic's (partitions > 1) is a producer of producers: one per partition,

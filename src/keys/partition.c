@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* topic.c: the names and configurations of a partitioned topic's
+/* partition.c: the names and configurations of a partitioned topic's
  * partitions, and the partition of a message key.
  *
  * A topic is not a new kind of key: partition i of topic "orders" is the
@@ -7,7 +7,7 @@
  * layer that works on one queue works on one partition unchanged, and
  * the layers above (producer, consumer, admin) hold one handle per
  * partition. The partition-count record's key is named here; reading and
- * writing it is the streams layer's (streams/topic.c).
+ * writing it is the streams layer's (streams/topicrecord.c).
  */
 #include "keys.h"
 

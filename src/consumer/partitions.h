@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* topic.h: a topic's consumer, one consumer per partition (topic.c). */
-#ifndef EMQ_CONSUMER_TOPIC_H
-#define EMQ_CONSUMER_TOPIC_H
+/* partitions.h: a topic's consumer, one consumer per partition
+ * (partitions.c). */
+#ifndef EMQ_CONSUMER_PARTITIONS_H
+#define EMQ_CONSUMER_PARTITIONS_H
 
 #include "core.h"
 
@@ -14,4 +15,4 @@ emq_status emq__consumer_topic_run(emq_consumer_t *c, emq_error *err);
 emq_consumer_t *emq__consumer_owner(emq_consumer_t *c, const emq_entry *entry,
                                     emq_error *err);
 
-#endif /* EMQ_CONSUMER_TOPIC_H */
+#endif /* EMQ_CONSUMER_PARTITIONS_H */

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* topic.c: a topic's consumer, a consumer of consumers.
+/* partitions.c: emq_consumer_new, and a topic's consumer, a consumer of
+ * consumers.
  *
  * A topic consumer (partitions > 1) holds one ordinary consumer per
  * partition, all under its name and group, each with its own route,
@@ -11,7 +12,7 @@
  * consumer's one ready queue; emq__consumer_members (core.c) is what a
  * call that loops over a consumer's partitions uses.
  */
-#include "topic.h"
+#include "partitions.h"
 #include "consumer.h"
 
 #include <string.h>

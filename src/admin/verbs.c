@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* topic.c: the admin verbs of a topic, done once.
+/* verbs.c: emq_admin_new and every public emq_admin_* verb; a topic's
+ * verbs done once.
  *
  * A topic's admin handle holds one ordinary handle per partition (queue
  * "<topic>.<i>"); the verb files know only one queue and hand a topic
@@ -211,12 +212,11 @@ static emq_status setid_check_part(emq_admin_t *part, int i, void *ctx,
                             "partition was moved (create it on the topic "
                             "with a declared start first)",
                             t->group, part->keys.stream);
-    else if (!found) {
-        char shown[200];
-        st = emq__error_set(
-            err, EMQ_ESERVER, 0, "XINFO GROUPS of '%s' failed: %s",
-            part->keys.stream, emq__reply_text(r[1], shown, sizeof shown));
-    }
+    else if (!found && emq_reply_kind(r[1]) == EMQ_REPLY_ERROR)
+        st = emq__reply_error_set(err, r[1], "XINFO GROUPS of '%s' failed",
+                                  part->keys.stream);
+    else if (!found)
+        st = emq__reply_bad_shape(err, "XINFO GROUPS");
     emq_reply_free(r[0]);
     emq_reply_free(r[1]);
     return st;

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* json.c: entries and their fields as JSON, as every layer and the CLI
+/* entryjson.c: entries and their fields as JSON, as every layer and the CLI
  * write them: strict JSON, byte-exact (a value or name that is not UTF-8
  * becomes {"base64":"..."}; see docs/CLI.md), snprintf semantics. */
 #include "streams.h"

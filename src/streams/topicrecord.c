@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* topic.c: a topic's partition count in the server.
+/* topicrecord.c: a topic's partition count in the server.
  *
  * Each partition records its topic's count in "emq:{<topic>.<i>}:topic"
- * (keys/topic.c names it), in its own hashtag, so the record lives on the
+ * (keys/partition.c names it), in its own hashtag, so the record lives on the
  * partition's node. The producer, consumer and admin of a partition claim
  * it (HSETNX, then HGET to compare) on the route they already hold; the
  * admin reads partition 0's to find a topic by its name.

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* json.c: writing JSON with snprintf semantics, binary-safe.
+/* jsonwrite.c: writing JSON with snprintf semantics, binary-safe.
  *
  * Every JSON document the library produces (stats, queue descriptions,
  * pending lists, dead letters, entries for the CLI) goes through this

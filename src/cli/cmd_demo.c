@@ -681,7 +681,7 @@ int cmd_demo(int argc, char **argv) {
         rc = cli_num(VERB, "--poison", a.value[O_POISON], 0, jobs / 10,
                      &poison);
     if (rc == CLI_OK && a.seen[O_CLAIM_IDLE])
-        rc = cli_num(VERB, "--claim-idle", a.value[O_CLAIM_IDLE], 10, 600000,
+        rc = cli_num(VERB, "--claim-idle", a.value[O_CLAIM_IDLE], 100, 600000,
                      &claim_idle);
     if (rc == CLI_OK && a.seen[O_WORK_US])
         rc = cli_num(VERB, "--work-us", a.value[O_WORK_US], 0, 1000000,

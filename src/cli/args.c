@@ -441,14 +441,35 @@ int cli_set_num(emq_conf_t *conf, const char *name, long long value) {
     return cli_set(conf, name, text);
 }
 
+/* Narrows [*min, *max] to the range the library accepts for property
+ * name (emq_conf_property_range): the property table holds its bounds. */
+static void narrow_to_property(const char *name, long long *min,
+                               long long *max) {
+    const char *n;
+    for (size_t i = 0; emq_conf_property(i, &n, NULL, NULL) == EMQ_OK; i++) {
+        int64_t lo, hi;
+        if (strcmp(n, name) != 0 ||
+            emq_conf_property_range(i, &lo, &hi) != EMQ_OK)
+            continue;
+        if (*min < lo)
+            *min = lo;
+        if (*max > hi)
+            *max = hi;
+        return;
+    }
+}
+
 int cli_check_props(const char *verb, cli_args *a, const cli_prop *t) {
     for (; t->id != O_NONE; t++) {
         a->num[t->id] = t->def;
         if (!a->seen[t->id] || t->min > t->max)
             continue;
+        long long min = t->min, max = t->max;
+        if (t->property && !t->fixed)
+            narrow_to_property(t->property, &min, &max);
         char flag[64];
         snprintf(flag, sizeof flag, "--%s", cli_options[t->id].name);
-        int rc = cli_num(verb, flag, a->value[t->id], t->min, t->max,
+        int rc = cli_num(verb, flag, a->value[t->id], min, max,
                          &a->num[t->id]);
         if (rc != CLI_OK)
             return rc;

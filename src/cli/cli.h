@@ -129,13 +129,15 @@ typedef struct cli_optdoc {
     const char *help;
 } cli_optdoc;
 
-/* A verb: its name, entry point, and the text of its --help: usage (the
- * synopsis lines after "usage: ", newline-separated), about (what comes
- * before the options; may be NULL), opts, and more (after them:
- * examples; may be NULL). Static storage; read-only, any thread. */
+/* A verb: its name, entry point, summary (one line of the program's
+ * overview), and the text of its --help: usage (the synopsis lines after
+ * "usage: ", newline-separated), about (what comes before the options;
+ * may be NULL), opts, and more (after them: examples; may be NULL).
+ * Static storage; read-only, any thread. */
 typedef struct cli_verb {
     const char *name;
     int (*run)(int argc, char **argv);
+    const char *summary;
     const char *usage;
     const char *about;
     const cli_optdoc *opts;
@@ -154,6 +156,8 @@ const char *cli_opt_label(const cli_optdoc *d, char *buf, size_t size);
 /* Prints v's whole --help to out: usage, about, "Options:" with each row
  * of v->opts wrapped to 79 columns, then more. */
 void cli_help_print(FILE *out, const cli_verb *v);
+/* Prints each verb's name and summary, one verb a row, wrapped. */
+void cli_help_verbs(FILE *out);
 /* Prints the rows of opts (ending with O_NONE) as help does, wrapped. */
 void cli_help_options(FILE *out, const cli_optdoc *opts);
 
@@ -277,7 +281,10 @@ typedef struct cli_prop {
 #define CLI_PROPS_END                                                          \
     { O_NONE, NULL, 0, 0, 0, NULL, 0 }
 /* Checks every numeric option of table t (rows up to one with id O_NONE)
- * that a holds, in table order, into a->num (def where absent). Returns
+ * that a holds, in table order, into a->num (def where absent). A row
+ * that sets a property is held to the narrower of [min, max] and the
+ * property's own range (emq_conf_property_range), so a flag never
+ * accepts what the library refuses. Returns
  * CLI_OK, or CLI_USAGE after printing which option and why. */
 int cli_check_props(const char *verb, cli_args *a, const cli_prop *t);
 /* Sets, in table order, the property of each row of t whose option was

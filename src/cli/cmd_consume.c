@@ -114,6 +114,7 @@ static const cli_optdoc opts[] = {
 
 const cli_verb cli_verb_consume = {
     "consume", cmd_consume,
+    "join a group: print entries as JSON lines, or --exec a command per entry",
     "echomq consume QUEUE --group G --consumer C --start new|head|ID\n"
     "               [options] [--exec CMD]",
     "Joins consumer group G of QUEUE (created at --start if it does not\n"

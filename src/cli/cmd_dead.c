@@ -44,6 +44,7 @@ static const cli_optdoc opts[] = {
 
 const cli_verb cli_verb_dead = {
     "dead", cmd_dead,
+    "list, requeue or purge the dead letters",
     "echomq dead list    QUEUE [--count N] [--json] [-f]\n"
     "echomq dead requeue QUEUE --all | [-p I] ID... | FILTERS\n"
     "echomq dead purge   QUEUE --yes",

@@ -52,6 +52,7 @@ static const cli_optdoc opts[] = {
 
 const cli_verb cli_verb_demo = {
     "demo", cmd_demo,
+    "a private server, 100,000 jobs, a crash and its recovery",
     "echomq demo [--jobs N] [--workers N] [--poison N]\n"
     "            [--claim-idle MS] [--work-us US] [--keep]",
     "Starts a private redis-server (from PATH) on a unix socket in a\n"

@@ -39,6 +39,7 @@ static const cli_optdoc opts[] = {
 
 const cli_verb cli_verb_exporter = {
     "exporter", cmd_exporter,
+    "serve /metrics for Prometheus",
     "echomq exporter --listen HOST:PORT [QUEUE|PATTERN...]",
     "Serves GET /metrics in the Prometheus text format: for each queue\n"
     "matching a PATTERN (a glob on queue names; default every queue):\n"

@@ -288,6 +288,7 @@ static const cli_optdoc consumers_opts[] = {
 
 const cli_verb cli_verb_group = {
     "group", cmd_group,
+    "create a group, move its cursor or destroy it",
     "echomq group create  QUEUE --group G --start new|head|ID\n"
     "echomq group setid   QUEUE --group G --to head|tail|ID|@UNIXMS\n"
     "echomq group destroy QUEUE --group G --yes",
@@ -306,6 +307,7 @@ const cli_verb cli_verb_group = {
 
 const cli_verb cli_verb_consumers = {
     "consumers", cmd_consumers,
+    "remove idle consumers, handing over what they hold (prune)",
     "echomq consumers prune QUEUE --group G --idle MS",
     "Removes the consumers of group G idle at least MS milliseconds. A\n"
     "consumer that still holds entries first hands them to the most\n"

@@ -374,6 +374,7 @@ static const cli_optdoc pending_opts[] = {
 
 const cli_verb cli_verb_info = {
     "info", cmd_info,
+    "the queue, its groups and consumers",
     "echomq info QUEUE [--partitions P] [--json]",
     "Describes QUEUE: its stream (length, first and last IDs, entries\n"
     "ever added), the dead letters, every group (pending entries, lag,\n"
@@ -386,6 +387,7 @@ const cli_verb cli_verb_info = {
 
 const cli_verb cli_verb_pending = {
     "pending", cmd_pending,
+    "entries delivered, not acknowledged",
     "echomq pending QUEUE --group G [--consumer C] [--min-idle MS]\n"
     "               [--count N] [--json]",
     "Lists the entries of group G that were delivered and not yet\n"

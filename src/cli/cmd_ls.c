@@ -24,6 +24,7 @@ static const cli_optdoc opts[] = {
 
 const cli_verb cli_verb_ls = {
     "ls", cmd_ls,
+    "the queues, one line each",
     "echomq ls [PATTERN] [--json]",
     "Lists the queues on the server (their streams emq:{NAME}), one line\n"
     "each: length, groups, total lag, pending, dead letters. PATTERN is a\n"

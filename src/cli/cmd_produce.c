@@ -76,6 +76,7 @@ static const cli_optdoc opts[] = {
 
 const cli_verb cli_verb_produce = {
     "produce", cmd_produce,
+    "add entries: FIELD=VALUE words, or --lines or --json from stdin",
     "echomq produce QUEUE FIELD=VALUE...\n"
     "echomq produce QUEUE --lines [--field NAME]   < lines\n"
     "echomq produce QUEUE --json                   < json-lines",

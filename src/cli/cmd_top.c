@@ -34,6 +34,7 @@ static const cli_optdoc opts[] = {
 
 const cli_verb cli_verb_top = {
     "top", cmd_top,
+    "a live view of queues, groups and consumers",
     "echomq top [QUEUE|PATTERN...] [--interval MS] [-n N]",
     "A live view of the queues (default every queue): per queue and\n"
     "group the length, lag, pending, oldest pending age, dead letters,\n"

@@ -17,6 +17,7 @@ static const cli_optdoc opts[] = {
 
 const cli_verb cli_verb_topic = {
     "topic", cmd_topic,
+    "record a topic's partition count (topic create)",
     "echomq topic create TOPIC --partitions P",
     "Records that TOPIC has P partitions (the queues TOPIC.0 ..\n"
     "TOPIC.<P-1>) in each partition's key emq:{TOPIC.<i>}:topic. Then\n"

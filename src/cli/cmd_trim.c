@@ -24,6 +24,7 @@ static const cli_optdoc opts[] = {
 
 const cli_verb cli_verb_trim = {
     "trim", cmd_trim,
+    "delete what no group still needs (--acked)",
     "echomq trim QUEUE --acked [--maxlen N]",
     "Ack-aware retention: deletes the entries of QUEUE that every group\n"
     "has processed (below the oldest entry some group still needs: its\n"

@@ -113,6 +113,13 @@ void cli_help_options(FILE *out, const cli_optdoc *opts) {
     }
 }
 
+void cli_help_verbs(FILE *out) {
+    for (size_t i = 0; cli_verbs[i]; i++) {
+        int col = fprintf(out, "  %-10s ", cli_verbs[i]->name);
+        wrap(out, cli_verbs[i]->summary, col, col);
+    }
+}
+
 void cli_help_print(FILE *out, const cli_verb *v) {
     fputs("usage: ", out);
     for (const char *p = v->usage; *p; p++) {

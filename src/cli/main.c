@@ -19,26 +19,9 @@ void cli_help_overview(FILE *out) {
             "\n"
             "echomq: reliable work queues on Redis and Valkey Streams.\n"
             "\n"
-            "Commands:\n"
-            "  produce QUEUE FIELD=VALUE...      add one entry (or --lines, --json\n"
-            "                                    from stdin)\n"
-            "  consume QUEUE --group G --consumer C --start new|head|ID\n"
-            "                                    print entries as JSON lines, or\n"
-            "                                    --exec a command per entry\n"
-            "  ls [PATTERN]                      the queues, one line each\n"
-            "  exporter --listen HOST:PORT       /metrics for Prometheus\n"
-            "  top [QUEUE...]                    a live view of queues and groups\n"
-            "  topic create TOPIC --partitions P record a topic's partition count\n"
-            "  tail QUEUE [-n N] [-f]            look at entries without joining a\n"
-            "                                    group\n"
-            "  info QUEUE                        the queue, its groups and consumers\n"
-            "  pending QUEUE --group G           entries delivered, not acknowledged\n"
-            "  group create|setid|destroy QUEUE --group G ...\n"
-            "  consumers prune QUEUE --group G --idle MS\n"
-            "  dead list|requeue|purge QUEUE     the dead letters\n"
-            "  trim QUEUE --acked [--maxlen N]   delete what no group still needs\n"
-            "  demo                              a private server, 100,000 jobs, a\n"
-            "                                    crash and its recovery\n"
+            "Commands ('echomq COMMAND --help' for each):\n");
+    cli_help_verbs(out);
+    fprintf(out,
             "\n"
             "Global options (before or after the command):\n");
     cli_help_options(out, cli_global_doc);

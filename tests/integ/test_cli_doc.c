@@ -2,7 +2,9 @@
 /* test_cli_doc.c: `echomq VERB --help` is printed from the verb's option
  * table, the one tools/gen_clidoc writes docs/echomq.1 and docs/CLI.md
  * from: for every verb the program's help equals the generator's, and it
- * shows every option of the table (gen_clidoc options VERB). */
+ * shows every option of the table (gen_clidoc options VERB); the
+ * overview lists every verb and global option. A flag that sets a
+ * property takes the property table's bounds. */
 #include "integ/cli_helpers.h"
 
 #include <stdio.h>
@@ -77,6 +79,33 @@ TEST(cli_help_is_the_option_table) {
          l = strtok_r(NULL, "\n", &s2), n++)
         ASSERT_CONTAINS(r.out, l);
     ASSERT(n >= 10);
+    /* And every verb, from the same list. */
+    char *names = gen_clidoc("verbs");
+    for (char *s2 = NULL, *v = strtok_r(names, "\n", &s2); v;
+         v = strtok_r(NULL, "\n", &s2)) {
+        char row[64];
+        snprintf(row, sizeof row, "\n  %-10s ", v);
+        ASSERT_CONTAINS(r.out, row);
+    }
+    free(names);
     cli_free(&r);
     free(labels);
+}
+
+/* A flag that sets a property is held to the property table's bounds, and
+ * says so naming the flag, before any server is asked. */
+TEST(cli_flag_bounds_are_the_propertys) {
+    cli_result r;
+    CLI(&r, "redis://127.0.0.1:1", "consume", "q", "-g", "g", "-c", "c",
+        "-s", "new", "--claim-idle", "50");
+    ASSERT_EXIT(&r, 2);
+    ASSERT_CONTAINS(r.err, "--claim-idle: '50' is not a whole number from "
+                           "100 to ");
+    cli_free(&r);
+    /* The same value through -X gets the library's message. */
+    CLI(&r, "redis://127.0.0.1:1", "consume", "q", "-g", "g", "-c", "c",
+        "-s", "new", "-X", "claim.min_idle_ms=50");
+    ASSERT_EXIT(&r, 2);
+    ASSERT_CONTAINS(r.err, "claim.min_idle_ms '50': out of range 100-");
+    cli_free(&r);
 }

@@ -32,8 +32,21 @@ static const cli_optdoc *table_of(const char *name) {
     return v ? v->opts : NULL;
 }
 
-/* Markdown cell text: '|' would end the cell. */
+/* Markdown cell text, shown as written: '|' would end the cell, '*' and
+ * '_' start emphasis, '<' a tag (QUEUE.<P-1>), '`' code. */
 static void md_text(FILE *out, const char *s) {
+    for (; *s; s++) {
+        if (strchr("|*_`\\", *s))
+            fprintf(out, "\\%c", *s);
+        else if (*s == '<')
+            fputs("&lt;", out);
+        else
+            fputc(*s, out);
+    }
+}
+
+/* Text inside a code span: only '|' needs escaping (a table cell). */
+static void md_code(FILE *out, const char *s) {
     for (; *s; s++) {
         if (*s == '|')
             fputs("\\|", out);
@@ -52,7 +65,7 @@ static void md_table(FILE *out, const cli_optdoc *t) {
         fprintf(out, "`--%s", o->name);
         if (d->arg) {
             fputc(' ', out);
-            md_text(out, d->arg);
+            md_code(out, d->arg);
         }
         fputs("` | ", out);
         md_text(out, d->help);

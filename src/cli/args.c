@@ -46,12 +46,18 @@ static const cli_opt *next_opt(const cli_optdoc *opts, int *at) {
     return &cli_options[opts[i].id];
 }
 
-/* -X list: every property, its default and what it does. */
+/* -X list: every property, its default, what it does and, for a number,
+ * the range the library accepts. */
 static void print_properties(void) {
     const char *name, *def, *doc;
     for (size_t i = 0; emq_conf_property(i, &name, &def, &doc) == EMQ_OK;
-         i++)
-        printf("%-30s %-14s %s\n", name, def[0] ? def : "(none)", doc);
+         i++) {
+        printf("%-30s %-14s %s", name, def[0] ? def : "(none)", doc);
+        int64_t min, max;
+        if (emq_conf_property_range(i, &min, &max) == EMQ_OK)
+            printf(" Range: %lld to %lld.", (long long)min, (long long)max);
+        putchar('\n');
+    }
 }
 
 /* -X name=value: kept for cli_conf, which lets the library validate it. */

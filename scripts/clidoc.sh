@@ -2,9 +2,9 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # clidoc.sh [--check] [BUILD_DIR]: builds tools/gen_clidoc in BUILD_DIR
 # (default build/gcc, configured if needed) and rewrites the generated
-# regions of docs/CLI.md and docs/echomq.1 (the option tables, between
-# "clidoc md|man VERB" and "/clidoc" markers) from the CLI's option tables
-# (src/cli, cli_optdoc). With --check it writes nothing and fails when a
+# regions of docs/CLI.md and docs/echomq.1 (the option tables and usage
+# blocks, between "clidoc md|man|usage VERB" and "/clidoc" markers) from
+# the CLI's verb tables (src/cli: cli_verb, cli_optdoc). With --check it writes nothing and fails when a
 # committed region differs from what the tables generate.
 set -euo pipefail
 

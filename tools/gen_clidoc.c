@@ -11,6 +11,8 @@
  *                            or ".\" clidoc man VERB" (roff .TP items),
  *                            and the next line holding "/clidoc". VERB
  *                            "global" is the global options.
+ *                            "<!-- clidoc usage VERB -->" is the verb's
+ *                            usage lines as a markdown code block.
  *   gen_clidoc help VERB     what `echomq VERB --help` prints
  *   gen_clidoc verbs         the verbs, one a line
  *   gen_clidoc options VERB  how help shows each option of VERB ("global":
@@ -129,11 +131,15 @@ static int rewrite(const char *path) {
         }
         fputs(line, stdout);
         const char *m = strstr(line, "clidoc ");
-        if (!m || (strncmp(m + 7, "md ", 3) && strncmp(m + 7, "man ", 4)))
+        static const char *const kinds[] = {"md ", "man ", "usage "};
+        int kind = -1;
+        for (int k = 0; m && k < 3; k++)
+            if (!strncmp(m + 7, kinds[k], strlen(kinds[k])))
+                kind = k;
+        if (kind < 0)
             continue;
-        int man = m[8] == 'a';
         char name[64];
-        if (sscanf(m + (man ? 11 : 10), "%63[a-z]", name) != 1) {
+        if (sscanf(m + 7 + strlen(kinds[kind]), "%63[a-z]", name) != 1) {
             fprintf(stderr, "gen_clidoc: %s:%lu: a marker without a verb\n",
                     path, n);
             rc = 1;
@@ -146,10 +152,18 @@ static int rewrite(const char *path) {
             rc = 1;
             break;
         }
-        if (man)
+        if (kind == 1)
             man_items(stdout, t);
-        else
+        else if (kind == 0)
             md_table(stdout, t);
+        else if (cli_verb_find(name))
+            printf("```\n%s\n```\n", cli_verb_find(name)->usage);
+        else {
+            fprintf(stderr, "gen_clidoc: %s:%lu: no usage for '%s'\n", path,
+                    n, name);
+            rc = 1;
+            break;
+        }
         inside = 1;
         begun = n;
     }

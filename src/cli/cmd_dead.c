@@ -46,7 +46,7 @@ const cli_verb cli_verb_dead = {
     "dead", cmd_dead,
     "list, requeue or purge the dead letters",
     "echomq dead list    QUEUE [--count N] [--json] [-f]\n"
-    "echomq dead requeue QUEUE --all | [-p I] ID... | FILTERS\n"
+    "echomq dead requeue QUEUE --all | [-p I] ID... | [-p I] FILTERS\n"
     "echomq dead purge   QUEUE --yes",
     "  list     the dead letters, oldest first: dead-letter ID, original ID,\n"
     "           group, consumer, deliveries, last failure reason and the\n"

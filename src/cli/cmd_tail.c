@@ -36,7 +36,8 @@ static const cli_optdoc opts[] = {
 const cli_verb cli_verb_tail = {
     "tail", cmd_tail,
     "look at entries without joining a group",
-    "echomq tail QUEUE [-n N] [-f] [--from ID|@UNIX-MS|-N]",
+    "echomq tail QUEUE [-n N] [-f] [--from ID|@UNIX-MS|-N]\n"
+    "            [--format FMT]",
     "Prints entries of QUEUE's stream without joining a group: nothing is\n"
     "acknowledged, nothing stays pending, nothing keeps 'trim --acked'\n"
     "from trimming.\n",

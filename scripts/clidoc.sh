@@ -40,7 +40,7 @@ for doc in "${docs[@]}"; do
             echo "clidoc: the option tables of $doc drifted from the CLI's (src/cli, cli_optdoc); regenerate them with scripts/clidoc.sh and commit" >&2
             bad=1
         else
-            echo "clidoc: $doc matches the CLI's option tables ($(grep -c 'clidoc m' "$root/$doc") regions)"
+            echo "clidoc: $doc matches the CLI's option tables ($(grep -cE 'clidoc (md|man|usage) ' "$root/$doc") regions)"
         fi
     elif ! cmp -s "$root/$doc" "$out"; then
         cp "$out" "$root/$doc"

@@ -185,6 +185,13 @@ EMQ_EXPORT emq_status emq_conf_property(size_t i, const char **name,
  * connections of every handle), "keys" (every handle's queue),
  * "producer", "consumer", or "all"; NULL past the end. Static storage. */
 EMQ_EXPORT const char *emq_conf_property_readers(size_t i);
+/* The bounds, inclusive, of integer property i: emq_conf_set refuses a
+ * value outside [*min, *max] with EMQ_EINVAL naming the property and both
+ * bounds (docs/CONFIGURATION.md prints them from here). Either pointer may
+ * be NULL. Returns EMQ_EINVAL when i is past the end or the property does
+ * not take an integer. Thread-safe (static table). Added in 0.2. */
+EMQ_EXPORT emq_status emq_conf_property_range(size_t i, int64_t *min,
+                                              int64_t *max);
 
 /* Levels of log messages (syslog numbering). */
 typedef enum emq_log_level {

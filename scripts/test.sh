@@ -34,7 +34,9 @@
 #             admin_tour and each C++ example run on a private
 #             redis-server (the event-loop examples run in the suite:
 #             test_examples_loops.c)
-#   docs      docs/CONFIGURATION.md equals what tools/gen_confdoc prints
+#   docs      docs/CONFIGURATION.md equals what tools/gen_confdoc prints;
+#             the option tables of docs/CLI.md and docs/echomq.1 equal
+#             what tools/gen_clidoc prints from the CLI's (scripts/clidoc.sh)
 #   matrix    scripts/servers.sh builds (once, cached by checksum) Redis
 #             6.2.16, 7.2.6 and Valkey 8.0.1 from ../shared/servers; then the
 #             gcc build's integration tests (library, CLI and cluster
@@ -463,6 +465,7 @@ stage_house() {
 
 stage_docs() {
     ./scripts/confdoc.sh --check "$build/gcc"
+    ./scripts/clidoc.sh --check "$build/gcc"
 }
 
 # The compatibility matrix: emq_tests integ/ once per server, each through
@@ -472,14 +475,15 @@ stage_docs() {
 # (fake peers, the event-loop examples, URL redaction and terminal
 # escaping, the CLI's pull-mode plumbing, flag parsing and -X, the CLI's
 # produce time bounds, the exporter's HTTP and Prometheus, top's terminal,
-# the JSON and --format envelope of entry lines, signal handling,
+# the JSON and --format envelope of entry lines, signal handling, help
+# against the option tables,
 # allocation failures), so another server adds
 # nothing; the gcc, clang and sanitize stages run them. WAIT and WAITAOF
 # per server are the library's tests (test_producer_shared).
 readonly MATRIX_SKIP=(test_conn_hostile test_examples_loops test_cli_secrets
     test_cli_consume_core test_alloc_failure test_cli_flags
     test_cli_produce_durable test_cli_exporter test_cli_escape test_cli_top
-    test_cli_envelope test_cli_signals)
+    test_cli_envelope test_cli_signals test_cli_doc)
 
 stage_matrix() {
     gcc_build_ready
@@ -655,7 +659,7 @@ run_stage symbols "libechomq.so exports only emq_*" stage_symbols
 run_stage abi "the ABI matches abi/libechomq.abi (abidiff)" stage_abi
 run_stage install "cmake --install + consumer via find_package and pkg-config" stage_install
 run_stage examples "examples compile, roundtrip against a private redis-server" stage_examples
-run_stage docs "docs/CONFIGURATION.md is up to date" stage_docs
+run_stage docs "docs/CONFIGURATION.md, docs/CLI.md and docs/echomq.1 are up to date" stage_docs
 run_stage matrix "server matrix: emq_tests integ/ and a short chaos run on Redis 6.2, 7.0, 7.2 and Valkey 8; docs/COMPATIBILITY.md checked" stage_matrix
 run_stage fuzz "fuzz targets (${fuzz_seconds:+$fuzz_seconds s each}${fuzz_seconds:-$FUZZ_BUDGET s shared})" stage_fuzz
 run_stage bench "benchmarks build (not run)" stage_bench

@@ -7,6 +7,7 @@
  */
 #include "echomq.h"
 
+#include <inttypes.h>
 #include <stdio.h>
 
 /* Prints s as the text of one markdown table cell: a '|' would end the
@@ -85,6 +86,10 @@ int main(void) {
         code(name);
         fputs(" | ", stdout);
         code(def ? def : "");
+        fputs(" | ", stdout);
+        int64_t min, max;
+        if (emq_conf_property_range(i, &min, &max) == EMQ_OK)
+            printf("%" PRId64 " to %" PRId64, min, max);
         fputs(" | ", stdout);
         const char *readers = emq_conf_property_readers(i);
         fputs(readers ? readers : "", stdout);

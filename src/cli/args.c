@@ -4,7 +4,8 @@
  * One small parser serves every verb: --name VALUE, --name=VALUE, -x VALUE,
  * flags, "--" to end options, and the global options accepted anywhere.
  * Every option is a row of one table (cli_options, made from cli.h's
- * lists); a verb lists the ids it takes, and a verb whose flags set
+ * lists); a verb's cli_optdoc table lists the ones it takes with their
+ * help (help.c prints it), and a verb whose flags set
  * library properties gives a cli_prop table that cli_check_props and
  * cli_set_props walk.
  * Everything a user can get wrong on the command line is refused here with
@@ -35,22 +36,28 @@ const cli_opt cli_options[O_TABLE_END] = {
 /* The options a verb accepts: the global ones, then those of its list
  * opts (may be NULL), in that order; *at is the cursor (start at 0).
  * NULL at the end. */
-static const cli_opt *next_opt(const int *opts, int *at) {
+static const cli_opt *next_opt(const cli_optdoc *opts, int *at) {
     int i = (*at)++;
     if (i + 1 < O_GLOBAL_END)
         return &cli_options[i + 1];
     i -= O_GLOBAL_END - 1;
-    if (opts == NULL || opts[i] == O_NONE)
+    if (opts == NULL || opts[i].id == O_NONE)
         return NULL;
-    return &cli_options[opts[i]];
+    return &cli_options[opts[i].id];
 }
 
-/* -X list: every property, its default and what it does. */
+/* -X list: every property, its default, what it does and, for a number,
+ * the range the library accepts. */
 static void print_properties(void) {
     const char *name, *def, *doc;
     for (size_t i = 0; emq_conf_property(i, &name, &def, &doc) == EMQ_OK;
-         i++)
-        printf("%-30s %-14s %s\n", name, def[0] ? def : "(none)", doc);
+         i++) {
+        printf("%-30s %-14s %s", name, def[0] ? def : "(none)", doc);
+        int64_t min, max;
+        if (emq_conf_property_range(i, &min, &max) == EMQ_OK)
+            printf(" Range: %lld to %lld.", (long long)min, (long long)max);
+        putchar('\n');
+    }
 }
 
 /* -X name=value: kept for cli_conf, which lets the library validate it. */
@@ -163,7 +170,7 @@ const char *cli_closest(const char *word, const char *const *candidates,
 
 /* The option of opts (or a global one) closest to name, for "did you
  * mean". */
-static const char *closest_option(const int *opts, const char *name) {
+static const char *closest_option(const cli_optdoc *opts, const char *name) {
     const char *names[128];
     size_t n = 0;
     int at = 0;
@@ -278,7 +285,7 @@ int cli_apply_global(int id, char *value) {
 
 /* ---- the parser -------------------------------------------------------- */
 
-static const cli_opt *find_long(const int *opts, const char *name, size_t n) {
+static const cli_opt *find_long(const cli_optdoc *opts, const char *name, size_t n) {
     int at = 0;
     for (const cli_opt *o; (o = next_opt(opts, &at)) != NULL;)
         if (strlen(o->name) == n && !strncmp(o->name, name, n))
@@ -286,7 +293,7 @@ static const cli_opt *find_long(const int *opts, const char *name, size_t n) {
     return NULL;
 }
 
-static const cli_opt *find_short(const int *opts, char c) {
+static const cli_opt *find_short(const cli_optdoc *opts, char c) {
     int at = 0;
     for (const cli_opt *o; (o = next_opt(opts, &at)) != NULL;)
         if (o->short_name == c)
@@ -294,7 +301,7 @@ static const cli_opt *find_short(const int *opts, char c) {
     return NULL;
 }
 
-int cli_parse(const char *verb, int argc, char **argv, const int *opts,
+int cli_parse(const char *verb, int argc, char **argv, const cli_optdoc *opts,
               cli_args *out) {
     memset(out, 0, sizeof *out);
     out->pos = calloc((size_t)argc + 1, sizeof *out->pos);
@@ -440,14 +447,35 @@ int cli_set_num(emq_conf_t *conf, const char *name, long long value) {
     return cli_set(conf, name, text);
 }
 
+/* Narrows [*min, *max] to the range the library accepts for property
+ * name (emq_conf_property_range): the property table holds its bounds. */
+static void narrow_to_property(const char *name, long long *min,
+                               long long *max) {
+    const char *n;
+    for (size_t i = 0; emq_conf_property(i, &n, NULL, NULL) == EMQ_OK; i++) {
+        int64_t lo, hi;
+        if (strcmp(n, name) != 0 ||
+            emq_conf_property_range(i, &lo, &hi) != EMQ_OK)
+            continue;
+        if (*min < lo)
+            *min = lo;
+        if (*max > hi)
+            *max = hi;
+        return;
+    }
+}
+
 int cli_check_props(const char *verb, cli_args *a, const cli_prop *t) {
     for (; t->id != O_NONE; t++) {
         a->num[t->id] = t->def;
         if (!a->seen[t->id] || t->min > t->max)
             continue;
+        long long min = t->min, max = t->max;
+        if (t->property && !t->fixed)
+            narrow_to_property(t->property, &min, &max);
         char flag[64];
         snprintf(flag, sizeof flag, "--%s", cli_options[t->id].name);
-        int rc = cli_num(verb, flag, a->value[t->id], t->min, t->max,
+        int rc = cli_num(verb, flag, a->value[t->id], min, max,
                          &a->num[t->id]);
         if (rc != CLI_OK)
             return rc;
@@ -681,11 +709,11 @@ void cli_signals_default(void) {
     stop_fn = NULL;
 }
 
-int cli_begin(const char *verb, int argc, char **argv, const int *opts,
-              void (*help)(void), int one_queue, cli_args *a) {
-    int rc = cli_parse(verb, argc, argv, opts, a);
+int cli_begin(const char *verb, int argc, char **argv, const cli_verb *v,
+              int one_queue, cli_args *a) {
+    int rc = cli_parse(verb, argc, argv, v->opts, a);
     if (rc == CLI_OK && a->seen[O_HELP]) {
-        help();
+        cli_help_print(stdout, v);
         rc = CLI_DONE;
     } else if (rc == CLI_OK && one_queue &&
                (cli_stream_queue(a, 0), a->npos != 1)) {
@@ -698,10 +726,10 @@ int cli_begin(const char *verb, int argc, char **argv, const int *opts,
     return rc;
 }
 
-int cli_begin_check(const char *verb, int argc, char **argv, const int *opts,
-                    void (*help)(void), const char *usage,
+int cli_begin_check(const char *verb, int argc, char **argv,
+                    const cli_verb *v, const char *usage,
                     int (*check)(cli_args *), cli_args *a) {
-    int rc = cli_begin(verb, argc, argv, opts, help, 0, a);
+    int rc = cli_begin(verb, argc, argv, v, 0, a);
     if (rc != CLI_OK)
         return rc;
     cli_stream_queue(a, 0);

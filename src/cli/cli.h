@@ -105,8 +105,8 @@ enum {
 
 /* One option: its words and where the parser stores its value. The
  * table of them, cli_options (args.c, made from the lists above), is
- * indexed by O_*; a verb names the options it accepts in a list of O_*
- * ending with O_NONE. */
+ * indexed by O_*; a verb names the options it accepts, with their help,
+ * in a table of cli_optdoc ending with O_NONE (below). */
 typedef struct cli_opt {
     const char *name; /* long name without "--" */
     char short_name;  /* 'g' for -g; 0: none */
@@ -115,6 +115,51 @@ typedef struct cli_opt {
 } cli_opt;
 
 extern const cli_opt cli_options[O_TABLE_END];
+
+/* One option as a verb takes and documents it: its id (O_*), the name of
+ * its value in help ("G", "MS"; NULL for a flag, "N CMD" for one that
+ * takes two words) and its help, one paragraph of plain text that the
+ * printers wrap. A verb's table, ending with id O_NONE, is both the list
+ * of options its parser accepts and the one source of their help in
+ * `echomq VERB --help`, docs/echomq.1 and docs/CLI.md (tools/gen_clidoc
+ * writes the last two; scripts/clidoc.sh checks them). */
+typedef struct cli_optdoc {
+    int id;
+    const char *arg;
+    const char *help;
+} cli_optdoc;
+
+/* A verb: its name, entry point, summary (one line of the program's
+ * overview), and the text of its --help: usage (the synopsis lines after
+ * "usage: ", newline-separated), about (what comes before the options;
+ * may be NULL), opts, and more (after them: examples; may be NULL).
+ * Static storage; read-only, any thread. */
+typedef struct cli_verb {
+    const char *name;
+    int (*run)(int argc, char **argv);
+    const char *summary;
+    const char *usage;
+    const char *about;
+    const cli_optdoc *opts;
+    const char *more;
+} cli_verb;
+
+/* Every verb, in the order the overview lists them, then NULL (help.c). */
+extern const cli_verb *const cli_verbs[];
+/* The global options, documented like a verb's (ends with O_NONE). */
+extern const cli_optdoc cli_global_doc[];
+/* The verb named name, or NULL. */
+const cli_verb *cli_verb_find(const char *name);
+/* How help shows option d: "-g, --group G" or "    --count N" (into buf,
+ * size bytes). Returns buf. */
+const char *cli_opt_label(const cli_optdoc *d, char *buf, size_t size);
+/* Prints v's whole --help to out: usage, about, "Options:" with each row
+ * of v->opts wrapped to 79 columns, then more. */
+void cli_help_print(FILE *out, const cli_verb *v);
+/* Prints each verb's name and summary, one verb a row, wrapped. */
+void cli_help_verbs(FILE *out);
+/* Prints the rows of opts (ending with O_NONE) as help does, wrapped. */
+void cli_help_options(FILE *out, const cli_optdoc *opts);
 
 /* What the parser found for a verb. */
 typedef struct cli_args {
@@ -148,23 +193,24 @@ extern cli_global cli_g;
  * overwritten in argv at once, so it never shows in ps or
  * /proc/PID/cmdline. Returns CLI_OK, or CLI_USAGE after printing one line
  * naming the bad word and `echomq VERB --help`. */
-int cli_parse(const char *verb, int argc, char **argv, const int *opts,
+int cli_parse(const char *verb, int argc, char **argv, const cli_optdoc *opts,
               cli_args *out);
 /* What cli_begin returns when it printed the verb's help: the verb is done
  * and exits 0. */
 #define CLI_DONE (-1)
-/* The prologue every verb shares: cli_parse, then -h/--help prints help()
- * and returns CLI_DONE; with one_queue, exactly one positional argument
- * (QUEUE) is required. Returns CLI_OK to go on; on anything else a->pos is
- * already freed. */
-int cli_begin(const char *verb, int argc, char **argv, const int *opts,
-              void (*help)(void), int one_queue, cli_args *a);
+/* The prologue every verb shares: cli_parse against v->opts (messages name
+ * verb, which may be "group create"), then -h/--help prints v's help
+ * (cli_help_print) and returns CLI_DONE; with one_queue, exactly one
+ * positional argument (QUEUE) is required. Returns CLI_OK to go on; on
+ * anything else a->pos is already freed. */
+int cli_begin(const char *verb, int argc, char **argv, const cli_verb *v,
+              int one_queue, cli_args *a);
 /* cli_begin for a verb whose QUEUE comes first: then --stream's KEY takes
  * its place (cli_stream_queue), a missing QUEUE is a usage error that
  * shows usage (the verb's synopsis), and check(a), the verb's other usage
  * checks, runs. Returns as cli_begin. */
-int cli_begin_check(const char *verb, int argc, char **argv, const int *opts,
-                    void (*help)(void), const char *usage,
+int cli_begin_check(const char *verb, int argc, char **argv,
+                    const cli_verb *v, const char *usage,
                     int (*check)(cli_args *), cli_args *a);
 /* Applies -u/--url (value in argv, scrubbed in place), --user, --tls-*,
  * -q and -v to cli_g. Returns CLI_OK or CLI_USAGE. */
@@ -235,7 +281,10 @@ typedef struct cli_prop {
 #define CLI_PROPS_END                                                          \
     { O_NONE, NULL, 0, 0, 0, NULL, 0 }
 /* Checks every numeric option of table t (rows up to one with id O_NONE)
- * that a holds, in table order, into a->num (def where absent). Returns
+ * that a holds, in table order, into a->num (def where absent). A row
+ * that sets a property is held to the narrower of [min, max] and the
+ * property's own range (emq_conf_property_range), so a flag never
+ * accepts what the library refuses. Returns
  * CLI_OK, or CLI_USAGE after printing which option and why. */
 int cli_check_props(const char *verb, cli_args *a, const cli_prop *t);
 /* Sets, in table order, the property of each row of t whose option was
@@ -320,7 +369,8 @@ void cli_signals_default(void);
  * stop a verb. */
 void cli_signals(void (*handler)(int));
 
-/* Prints help text (a verb's or the overview) to out. */
+/* Prints the program's help (the overview: commands, then the global
+ * options from cli_global_doc) to out. */
 void cli_help_overview(FILE *out);
 
 /* Opens the admin handle of queue: *conf and *admin are set (free both)
@@ -357,6 +407,11 @@ typedef struct cli_json_list {
 const char *cli_duration(int64_t ms, char *buf, size_t size);
 
 /* ---- verbs ---------------------------------------------------------------- */
+
+extern const cli_verb cli_verb_produce, cli_verb_consume, cli_verb_info,
+    cli_verb_pending, cli_verb_group, cli_verb_consumers, cli_verb_dead,
+    cli_verb_trim, cli_verb_demo, cli_verb_tail, cli_verb_ls,
+    cli_verb_exporter, cli_verb_top, cli_verb_topic;
 
 int cmd_produce(int argc, char **argv);
 int cmd_consume(int argc, char **argv);

@@ -40,93 +40,99 @@ static const char *const VERB = "consume";
 static const char *const SYNOPSIS =
     "echomq consume QUEUE --group G --consumer C --start new|head";
 
-static const int opts[] = {O_GROUP,          O_CONSUMER,
-                           O_START,          O_COUNT,
-                           O_BLOCK,          O_CLAIM_IDLE,
-                           O_CLAIM_INTERVAL, O_MAX_DELIVERIES,
-                           O_RETRY_BACKOFF,  O_RETRY_BACKOFF_MAX,
-                           O_LIMIT,          O_UNTIL_IDLE,
-                           O_EXEC,           O_CONCURRENCY,
-                           O_EXEC_BATCH,     O_EXEC_TIMEOUT,
-                           O_NO_ACK,         O_WAIT_FOR_SERVER,
-                           O_FORMAT,         O_STATS_INTERVAL,
-                           O_PARTITIONS,     O_NONE};
+static const cli_optdoc opts[] = {
+    {O_GROUP, "G",
+     "consumer group (required); created at --start if it does not exist, "
+     "an existing group keeps its position"},
+    {O_CONSUMER, "C",
+     "stable consumer name (required): the same after a restart, never "
+     "random"},
+    {O_START, "new|head|ID",
+     "where a new group starts (required): new = only entries added from "
+     "now on, head = replay the stream, an entry ID = the entries after "
+     "it, @UNIX-MS = the first entry added at or after that time"},
+    {O_COUNT, "N", "entries per read (default 100)"},
+    {O_BLOCK, "MS",
+     "how long a read waits (default 2000; at most a third of lease.ttl_ms "
+     "less a second: 9666 with the default lease, else exit 2 naming both; "
+     "raise it with -X lease.ttl_ms=N; a read also returns early when a "
+     "claim beat is due)"},
+    {O_CLAIM_IDLE, "MS",
+     "take over entries idle this long at another (or a dead) consumer "
+     "(default 60000)"},
+    {O_CLAIM_INTERVAL, "MS", "time between claim beats (default 5000)"},
+    {O_MAX_DELIVERIES, "N",
+     "deliveries before the dead letters (default 5)"},
+    {O_RETRY_BACKOFF, "MS",
+     "a failed entry (exit 75) comes back to this consumer after MS, "
+     "doubling per delivery with jitter (default 1000; 0: at once)"},
+    {O_RETRY_BACKOFF_MAX, "MS", "longest retry delay (default 60000)"},
+    {O_LIMIT, "N",
+     "stop after N entries handled; nothing beyond N is read, and entries "
+     "read but not handled come back first on the next run"},
+    {O_UNTIL_IDLE, "MS",
+     "stop once nothing arrived for MS and nothing is in hand (an entry "
+     "waiting out its retry delay counts as in hand)"},
+    {O_EXEC, "CMD",
+     "run /bin/sh -c CMD per entry: the JSON line on stdin; EMQ_QUEUE, "
+     "EMQ_GROUP, EMQ_CONSUMER, EMQ_ID, EMQ_DELIVERIES in the environment. "
+     "Exit 0: acknowledge; 75: retry later; other: failure (reason "
+     "\"exit N\" or \"signal N\"), dead-lettered at --max-deliveries"},
+    {O_EXEC_BATCH, "N CMD",
+     "run /bin/sh -c CMD with up to N JSON lines on stdin (EMQ_COUNT says "
+     "how many): exit 0 acknowledges them all, 75 retries them all, any "
+     "other exit fails them all"},
+    {O_EXEC_TIMEOUT, "MS",
+     "kill a command's process group after MS; its entries fail with "
+     "reason \"timeout\"; also sets handler.timeout_ms to MS + 5000 unless "
+     "-X handler.timeout_ms=N sets it, so an entry whose command cannot be "
+     "ended is let go for a peer"},
+    {O_CONCURRENCY, "N",
+     "N commands at once, all under the one name C and one read "
+     "connection (plus the consumer's upkeep connection); default 1"},
+    {O_NO_ACK, NULL,
+     "settle nothing: print (or run) and leave every entry pending to C "
+     "(each later delivery counts toward --max-deliveries)"},
+    {O_PARTITIONS, "P",
+     "QUEUE is a topic of P partitions: read all of them, one connection "
+     "and thread each; one partition's entries are handed out in order"},
+    {O_FORMAT, "FMT",
+     "print each entry as FMT instead of JSON: %i ID, %d deliveries, %s "
+     "stream, %p partition, %t the ID's time (UTC), %f{NAME} a field's "
+     "value, %% a percent sign, \\n \\t escapes"},
+    {O_STATS_INTERVAL, "MS",
+     "write the consumer's statistics (JSON: counters, handler latency, "
+     "delivery counts, lag, oldest pending age) to stderr every MS, a line "
+     "each (stats.interval_ms)"},
+    {O_WAIT_FOR_SERVER, NULL,
+     "a server that does not answer at start is waited for (reconnect "
+     "backoff; consumer.connect wait) instead of exiting 1, so workers may "
+     "start before it; a "
+     "wrong password or certificate still exits at once"},
+    {O_NONE, NULL, NULL},
+};
 
-static void help(void) {
-    printf(
-        "usage: echomq consume QUEUE --group G --consumer C --start new|head|ID\n"
-        "                      [options] [--exec CMD]\n"
-        "\n"
-        "Joins consumer group G of QUEUE (created at --start if it does not\n"
-        "exist; an existing group keeps its position) under the stable name C,\n"
-        "takes back C's own pending entries first, then reads new ones.\n"
-        "\n"
-        "  -g, --group G           consumer group (required)\n"
-        "  -c, --consumer C        stable consumer name (required; never random)\n"
-        "  -s, --start new|head|ID where a new group starts (required): new =\n"
-        "                          only entries added from now on, head = replay\n"
-        "                          the stream, an entry ID, or @UNIX-MS (the\n"
-        "                          first entry added at or after that time)\n"
-        "  --count N               entries per read (default 100)\n"
-        "  --block MS              how long a read waits (default 2000; at most\n"
-        "                          a third of lease.ttl_ms less a second: 9666\n"
-        "                          with the default lease; shorter when a claim\n"
-        "                          beat is due)\n"
-        "  --claim-idle MS         take over entries idle this long at another\n"
-        "                          (or a dead) consumer (default 60000)\n"
-        "  --claim-interval MS     time between claim beats (default 5000)\n"
-        "  --max-deliveries N      deliveries before the dead letters (default 5)\n"
-        "  --retry-backoff MS      a failed entry (exit 75) comes back to this\n"
-        "                          consumer after MS, doubling per delivery\n"
-        "                          (default 1000; 0: at once)\n"
-        "  --retry-backoff-max MS  longest retry delay (default 60000)\n"
-        "  --limit N               stop after N entries handled\n"
-        "  --until-idle MS         stop once nothing arrived for MS and nothing\n"
-        "                          is in hand (a retry waiting counts)\n"
-        "  -e, --exec CMD          run /bin/sh -c CMD per entry: the JSON line on\n"
-        "                          stdin; EMQ_QUEUE, EMQ_GROUP, EMQ_CONSUMER,\n"
-        "                          EMQ_ID, EMQ_DELIVERIES in the environment.\n"
-        "                          exit 0: acknowledge; 75: retry later; other:\n"
-        "                          failure (reason \"exit N\" or \"signal N\"),\n"
-        "                          dead-lettered at --max-deliveries\n"
-        "  --exec-batch N CMD      run /bin/sh -c CMD with up to N JSON lines on\n"
-        "                          stdin (EMQ_COUNT says how many): exit 0\n"
-        "                          acknowledges them all, 75 retries them all,\n"
-        "                          any other exit fails them all\n"
-        "  --exec-timeout MS       kill a command's process group after MS; its\n"
-        "                          entries fail with reason \"timeout\" (sets\n"
-        "                          handler.timeout_ms to MS + 5000 unless -X\n"
-        "                          sets it)\n"
-        "  --concurrency N         N commands at once, all under the one name C\n"
-        "                          and one read connection (default 1)\n"
-        "  --no-ack                settle nothing: print (or run) and leave every\n"
-        "                          entry pending to C (each later delivery counts\n"
-        "                          toward --max-deliveries)\n"
-        "  --partitions P          QUEUE is a topic of P partitions: read all of\n"
-        "                          them, one connection and thread each\n"
-        "  --format FMT            print each entry as FMT instead of JSON: %%i\n"
-        "                          ID, %%d deliveries, %%s stream, %%p partition,\n"
-        "                          %%t the ID's time (UTC), %%f{NAME} a field's\n"
-        "                          value, %%%% a percent sign, \\n \\t escapes\n"
-        "  --stats-interval MS     write the consumer's statistics (JSON: counters,\n"
-        "                          handler latency, delivery counts, lag, oldest\n"
-        "                          pending age) to stderr every MS, a line each\n"
-        "  --wait-for-server       a server that does not answer at start is\n"
-        "                          waited for (reconnect backoff) instead of\n"
-        "                          exiting 1: workers may start before it\n"
-        "\n"
-        "Without --exec the entries of each read are printed as JSON lines in one\n"
-        "write and acknowledged once that write reached stdout:\n"
-        "  {\"id\":\"1700000000000-0\",\"deliveries\":1,\"fields\":{\"task\":\"x\"}}\n"
-        "An entry is acknowledged once its line reached the pipe: a reader that\n"
-        "exits early loses what the pipe buffered (use --exec-batch for a\n"
-        "batch-safe handoff). Values that are not UTF-8 are {\"base64\":\"...\"}.\n"
-        "SIGINT or SIGTERM stops gracefully (exit 0); a second one exits at once.\n"
-        "\n"
-        "Examples:\n"
-        "  echomq consume jobs -g workers -c w1 --start head --until-idle 1000\n"
-        "  echomq consume jobs -g workers -c w1 --start new --exec './handle.sh'\n");
-}
+const cli_verb cli_verb_consume = {
+    "consume", cmd_consume,
+    "join a group: print entries as JSON lines, or --exec a command per entry",
+    "echomq consume QUEUE --group G --consumer C --start new|head|ID\n"
+    "               [options] [--exec CMD]",
+    "Joins consumer group G of QUEUE (created at --start if it does not\n"
+    "exist; an existing group keeps its position) under the stable name C,\n"
+    "takes back C's own pending entries first, then reads new ones.\n",
+    opts,
+    "Without --exec the entries of each read are printed as JSON lines in one\n"
+    "write and acknowledged once that write reached stdout:\n"
+    "  {\"id\":\"1700000000000-0\",\"deliveries\":1,\"fields\":{\"task\":\"x\"}}\n"
+    "An entry is acknowledged once its line reached the pipe: a reader that\n"
+    "exits early loses what the pipe buffered (use --exec-batch for a\n"
+    "batch-safe handoff). Values that are not UTF-8 are {\"base64\":\"...\"}.\n"
+    "SIGINT or SIGTERM stops gracefully (exit 0); a second one exits at once.\n"
+    "\n"
+    "Examples:\n"
+    "  echomq consume jobs -g workers -c w1 --start head --until-idle 1000\n"
+    "  echomq consume jobs -g workers -c w1 --start new --exec './handle.sh'\n",
+};
 
 /* Most entries the main thread queues for the workers: what they run
  * next, beside what they run now. */
@@ -841,7 +847,7 @@ static int report(consume_ctx *x, const emq_conf_t *conf, emq_status st,
 
 int cmd_consume(int argc, char **argv) {
     cli_args a;
-    int rc = cli_begin_check(VERB, argc, argv, opts, help, SYNOPSIS,
+    int rc = cli_begin_check(VERB, argc, argv, &cli_verb_consume, SYNOPSIS,
                              check_usage, &a);
     if (rc != CLI_OK)
         return rc == CLI_DONE ? CLI_OK : rc;

@@ -18,42 +18,54 @@
 
 static const char *const VERB = "dead";
 
-static const int opts[] = {O_JSON,       O_ALL,        O_YES,    O_COUNT,
-                           O_FOLLOW,     O_OLDER_THAN, O_REASON, O_LIMIT,
-                           O_PARTITIONS, O_PARTITION,  O_NONE};
+static const cli_optdoc opts[] = {
+    {O_COUNT, "N", "list: at most N dead letters (default 1000)"},
+    {O_JSON, NULL, "list: one JSON object per line instead of a table"},
+    {O_FOLLOW, NULL,
+     "list: then print new dead letters as they come (every half second), "
+     "until SIGINT or SIGTERM (exit 0)"},
+    {O_ALL, NULL, "requeue: every dead letter"},
+    {O_OLDER_THAN, "MS",
+     "requeue: only letters dead for at least MS (by the dead letter's ID "
+     "time)"},
+    {O_REASON, "PATTERN",
+     "requeue: only letters whose last failure reason matches the glob "
+     "PATTERN ('exit 3*', '*timeout*')"},
+    {O_LIMIT, "N", "requeue: at most N, the oldest first"},
+    {O_YES, NULL, "purge: required, to confirm"},
+    {O_PARTITIONS, "P",
+     "QUEUE is a topic of P partitions (found in the server when not "
+     "given): every partition, each letter naming its partition"},
+    {O_PARTITION, "I",
+     "on a topic, only partition I (0..P-1); required to requeue by ID, "
+     "as dead-letter IDs repeat across partitions"},
+    {O_NONE, NULL, NULL},
+};
 
-static void help(void) {
-    printf(
-        "usage: echomq dead list    QUEUE [--count N] [--json] [-f]\n"
-        "       echomq dead requeue QUEUE --all | [-p I] ID... | FILTERS\n"
-        "       echomq dead purge   QUEUE --yes\n"
-        "\n"
-        "  list     the dead letters, oldest first (default at most 1000):\n"
-        "           dead-letter ID, original ID, group, consumer, deliveries,\n"
-        "           last failure reason and the entry's fields\n"
-        "           -f: then print new dead letters as they come, until\n"
-        "           SIGINT or SIGTERM (exit 0)\n"
-        "  requeue  puts dead letters (--all, or the dead-letter IDs given)\n"
-        "           back on the queue with their original fields (new IDs)\n"
-        "           and removes them from the dead letters. FILTERS choose\n"
-        "           them instead (they may be combined):\n"
-        "             --older-than MS    dead for at least MS\n"
-        "             --reason PATTERN   a last failure reason matching the\n"
-        "                                glob PATTERN ('exit 3*', '*timeout*')\n"
-        "             --limit N          at most N (the oldest first)\n"
-        "  purge    deletes every dead letter (needs --yes)\n"
-        "\n"
-        "On a topic (found in the server, or --partitions P) every verb works\n"
-        "on all partitions and each letter names its partition (a PARTITION\n"
-        "column, \"partition\" in JSON). Dead-letter IDs repeat across\n"
-        "partitions: requeue by ID names one with --partition I (-p I); the\n"
-        "filters may too.\n"
-        "\n"
-        "Examples:\n"
-        "  echomq dead list jobs\n"
-        "  echomq dead requeue jobs --all\n"
-        "  echomq dead purge jobs --yes\n");
-}
+const cli_verb cli_verb_dead = {
+    "dead", cmd_dead,
+    "list, requeue or purge the dead letters",
+    "echomq dead list    QUEUE [--count N] [--json] [-f]\n"
+    "echomq dead requeue QUEUE --all | [-p I] ID... | [-p I] FILTERS\n"
+    "echomq dead purge   QUEUE --yes",
+    "  list     the dead letters, oldest first: dead-letter ID, original ID,\n"
+    "           group, consumer, deliveries, last failure reason and the\n"
+    "           entry's fields\n"
+    "  requeue  puts dead letters (--all, the dead-letter IDs given, or\n"
+    "           those the FILTERS --older-than, --reason and --limit choose,\n"
+    "           combined) back on the queue with their original fields (new\n"
+    "           IDs) and removes them from the dead letters\n"
+    "  purge    deletes every dead letter (needs --yes)\n",
+    opts,
+    "On a topic (found in the server, or --partitions P) every verb works\n"
+    "on all partitions and each letter names its partition (a PARTITION\n"
+    "column, \"partition\" in JSON).\n"
+    "\n"
+    "Examples:\n"
+    "  echomq dead list jobs\n"
+    "  echomq dead requeue jobs --all\n"
+    "  echomq dead purge jobs --yes\n",
+};
 
 /* Prints a dead letter's fields as the JSON emq_entry_json writes for
  * them (binary-safe). */
@@ -315,7 +327,7 @@ static int requeue_letters(emq_admin_t *admin, const emq_conf_t *conf,
 int cmd_dead(int argc, char **argv) {
     cli_args a;
     long long count = 1000;
-    int rc = cli_begin(VERB, argc, argv, opts, help, 0, &a);
+    int rc = cli_begin(VERB, argc, argv, &cli_verb_dead, 0, &a);
     if (rc != CLI_OK)
         return rc == CLI_DONE ? CLI_OK : rc;
     if (a.npos >= 1)

@@ -34,28 +34,37 @@ static const char *const GROUP = "demo";
 #define MAX_WORKERS 64
 #define MAX_DELIVERIES 3
 
-static const int opts[] = {O_JOBS, O_WORKERS, O_POISON, O_CLAIM_IDLE,
-                           O_KEEP, O_WORK_US, O_NONE};
+static const cli_optdoc opts[] = {
+    {O_JOBS, "N", "jobs to produce (default 100000)"},
+    {O_WORKERS, "N",
+     "worker processes (default 4), consumers demo-1..demo-N of group "
+     "'demo'"},
+    {O_POISON, "N",
+     "jobs that always fail and end in the dead letters after 3 "
+     "deliveries (default 5)"},
+    {O_CLAIM_IDLE, "MS",
+     "the others take over the killed worker's entries once idle this long "
+     "(default 1000, at least 100)"},
+    {O_WORK_US, "US", "simulated work per job, in microseconds (default 150)"},
+    {O_KEEP, NULL, "keep the temporary folder at the end"},
+    {O_NONE, NULL, NULL},
+};
 
-static void help(void) {
-    printf(
-        "usage: echomq demo [--jobs N] [--workers N] [--poison N]\n"
-        "                   [--claim-idle MS] [--work-us US] [--keep]\n"
-        "\n"
-        "Starts a private redis-server (from PATH) on a unix socket in a\n"
-        "temporary folder, produces N jobs (default 100000), runs N worker\n"
-        "processes (default 4, consumers demo-1..demo-N of group 'demo'),\n"
-        "kills demo-2 with SIGKILL half-way and shows the others taking over\n"
-        "its entries once idle --claim-idle ms (default 1000). --poison jobs\n"
-        "(default 5) always fail and end in the dead letters after 3\n"
-        "deliveries. Ends with a summary: produced, handled, duplicates (from\n"
-        "the crash), dead-lettered, lost (must be 0) and throughput.\n"
-        "Each job takes --work-us microseconds of simulated work (150).\n"
-        "Everything is removed at the end (also on Ctrl-C) unless --keep.\n"
-        "No server or URL is needed: --url is ignored.\n"
-        "\n"
-        "Exit status: 0 when nothing was lost, 1 otherwise.\n");
-}
+const cli_verb cli_verb_demo = {
+    "demo", cmd_demo,
+    "a private server, 100,000 jobs, a crash and its recovery",
+    "echomq demo [--jobs N] [--workers N] [--poison N]\n"
+    "            [--claim-idle MS] [--work-us US] [--keep]",
+    "Starts a private redis-server (from PATH) on a unix socket in a\n"
+    "temporary folder, produces the jobs, runs the worker processes, kills\n"
+    "demo-2 with SIGKILL half-way and shows the others taking over its\n"
+    "entries. Ends with a summary: produced, handled, duplicates (from the\n"
+    "crash), dead-lettered, lost (must be 0) and throughput. Everything is\n"
+    "removed at the end (also on Ctrl-C) unless --keep. No server or URL is\n"
+    "needed: --url is ignored.\n",
+    opts,
+    "Exit status: 0 when nothing was lost, 1 otherwise.\n",
+};
 
 /* ---- state shared by the cleanup paths ------------------------------------ */
 
@@ -667,7 +676,7 @@ int cmd_demo(int argc, char **argv) {
     cli_args a;
     long long jobs = 100000, nw = 4, poison = 5, claim_idle = 1000,
               work_us = 150;
-    int rc = cli_begin(VERB, argc, argv, opts, help, 0, &a);
+    int rc = cli_begin(VERB, argc, argv, &cli_verb_demo, 0, &a);
     if (rc != CLI_OK)
         return rc == CLI_DONE ? CLI_OK : rc;
     if (rc == CLI_OK && a.npos)
@@ -681,7 +690,7 @@ int cmd_demo(int argc, char **argv) {
         rc = cli_num(VERB, "--poison", a.value[O_POISON], 0, jobs / 10,
                      &poison);
     if (rc == CLI_OK && a.seen[O_CLAIM_IDLE])
-        rc = cli_num(VERB, "--claim-idle", a.value[O_CLAIM_IDLE], 10, 600000,
+        rc = cli_num(VERB, "--claim-idle", a.value[O_CLAIM_IDLE], 100, 600000,
                      &claim_idle);
     if (rc == CLI_OK && a.seen[O_WORK_US])
         rc = cli_num(VERB, "--work-us", a.value[O_WORK_US], 0, 1000000,

@@ -12,35 +12,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const int group_opts[] = {O_GROUP, O_START,      O_TO,
-                                 O_YES,   O_PARTITIONS, O_NONE};
-
-static void group_help(void) {
-    printf(
-        "usage: echomq group create  QUEUE --group G --start new|head|ID\n"
-        "       echomq group setid   QUEUE --group G --to head|tail|ID|@UNIXMS\n"
-        "       echomq group destroy QUEUE --group G --yes\n"
-        "\n"
-        "  create   creates group G (and the stream if needed) at --start:\n"
-        "           new = only entries added from now on, head = the whole\n"
-        "           stream, or an entry ID. An existing group is left as it is\n"
-        "           (exit 0, says so).\n"
-        "  setid    moves G's cursor: head replays the whole stream, tail skips\n"
-        "           everything stored, an ID or @UNIXMS (the last entry before\n"
-        "           that time) replays what follows; prints how many entries\n"
-        "           will be delivered again or anew.\n"
-        "  destroy  removes G and its pending list (needs --yes); consumers of\n"
-        "           G that still run will re-create it at their --start.\n"
-        "\n"
-        "On a topic (found in the server, or --partitions P) each verb works\n"
-        "on every partition; setid moves none unless every partition has G.\n"
-        "\n"
-        "Examples:\n"
-        "  echomq group create jobs --group workers --start head\n"
-        "  echomq group setid jobs --group workers --to @1700000000000\n"
-        "  echomq group destroy jobs --group old --yes\n");
-}
-
 /* 1 when text is a whole number within 64 bits ([from, to) of digits). */
 static int u64_ok(const char *from, const char *to) {
     if (from == to || to - from > 20)
@@ -72,9 +43,9 @@ static int to_ok(const char *text) {
 /* cli_begin for a verb with a subcommand first (QUEUE after it): returns
  * as cli_begin (CLI_DONE after the help; a->pos freed on anything but
  * CLI_OK). */
-static int parse_sub(const char *verb, int argc, char **argv, const int *opts,
-                     cli_args *a, void (*help)(void)) {
-    int rc = cli_begin(verb, argc, argv, opts, help, 0, a);
+static int parse_sub(const char *verb, int argc, char **argv,
+                     const cli_verb *v, cli_args *a) {
+    int rc = cli_begin(verb, argc, argv, v, 0, a);
     if (rc != CLI_OK)
         return rc;
     if (a->npos < 1)
@@ -192,7 +163,7 @@ static emq_status group_apply(emq_admin_t *admin, int sub, const char *group,
 int cmd_group(int argc, char **argv) {
     const char *verb = "group";
     cli_args a;
-    int rc = parse_sub(verb, argc, argv, group_opts, &a, group_help);
+    int rc = parse_sub(verb, argc, argv, &cli_verb_group, &a);
     if (rc != CLI_OK)
         return rc == CLI_DONE ? CLI_OK : rc;
     int sub;
@@ -224,28 +195,10 @@ int cmd_group(int argc, char **argv) {
 
 /* ---- consumers prune --------------------------------------------------- */
 
-static const int consumers_opts[] = {O_GROUP, O_IDLE, O_PARTITIONS, O_NONE};
-
-static void consumers_help(void) {
-    printf(
-        "usage: echomq consumers prune QUEUE --group G --idle MS\n"
-        "\n"
-        "Removes the consumers of group G idle at least MS milliseconds. A\n"
-        "consumer that still holds entries first hands them to the most\n"
-        "recently active consumer that stays, in the same atomic step, so no\n"
-        "pending entry is lost (XGROUP DELCONSUMER alone would drop them).\n"
-        "When every consumer is idle, those holding entries are kept. On a\n"
-        "topic (found in the server, or --partitions P): every partition,\n"
-        "a line each, then the totals.\n"
-        "\n"
-        "Example:\n"
-        "  echomq consumers prune jobs --group workers --idle 86400000\n");
-}
-
 int cmd_consumers(int argc, char **argv) {
     const char *verb = "consumers";
     cli_args a;
-    int rc = parse_sub(verb, argc, argv, consumers_opts, &a, consumers_help);
+    int rc = parse_sub(verb, argc, argv, &cli_verb_consumers, &a);
     if (rc != CLI_OK)
         return rc == CLI_DONE ? CLI_OK : rc;
     if (strcmp(a.pos[0], "prune") != 0)
@@ -305,3 +258,63 @@ int cmd_consumers(int argc, char **argv) {
     free(a.pos);
     return rc;
 }
+
+/* ---- the options and help of group and consumers ------------------------ */
+
+static const cli_optdoc group_opts[] = {
+    {O_GROUP, "G", "the group (required)"},
+    {O_START, "new|head|ID",
+     "create: where the group starts: new = only entries added from now "
+     "on, head = the whole stream, or an entry ID (required)"},
+    {O_TO, "head|tail|ID|@UNIXMS",
+     "setid: the new cursor: head replays the whole stream, tail skips "
+     "everything stored, an ID or @UNIXMS (the last entry before that time) "
+     "replays what follows (required)"},
+    {O_YES, NULL, "destroy: required, to confirm"},
+    {O_PARTITIONS, "P",
+     "QUEUE is a topic of P partitions (found in the server when not "
+     "given): every partition; setid moves none unless every partition has "
+     "G"},
+    {O_NONE, NULL, NULL},
+};
+static const cli_optdoc consumers_opts[] = {
+    {O_GROUP, "G", "the group (required)"},
+    {O_IDLE, "MS", "remove consumers idle at least MS (required)"},
+    {O_PARTITIONS, "P",
+     "QUEUE is a topic of P partitions (found in the server when not "
+     "given): every partition, a line each, then the totals"},
+    {O_NONE, NULL, NULL},
+};
+
+const cli_verb cli_verb_group = {
+    "group", cmd_group,
+    "create a group, move its cursor or destroy it",
+    "echomq group create  QUEUE --group G --start new|head|ID\n"
+    "echomq group setid   QUEUE --group G --to head|tail|ID|@UNIXMS\n"
+    "echomq group destroy QUEUE --group G --yes",
+    "  create   creates group G (and the stream if needed) at --start. An\n"
+    "           existing group is left as it is (exit 0, says so).\n"
+    "  setid    moves G's cursor to --to; prints how many entries will be\n"
+    "           delivered again or anew.\n"
+    "  destroy  removes G and its pending list (needs --yes); consumers of\n"
+    "           G that still run will re-create it at their --start.\n",
+    group_opts,
+    "Examples:\n"
+    "  echomq group create jobs --group workers --start head\n"
+    "  echomq group setid jobs --group workers --to @1700000000000\n"
+    "  echomq group destroy jobs --group old --yes\n",
+};
+
+const cli_verb cli_verb_consumers = {
+    "consumers", cmd_consumers,
+    "remove idle consumers, handing over what they hold (prune)",
+    "echomq consumers prune QUEUE --group G --idle MS",
+    "Removes the consumers of group G idle at least MS milliseconds. A\n"
+    "consumer that still holds entries first hands them to the most\n"
+    "recently active consumer that stays, in the same atomic step, so no\n"
+    "pending entry is lost (XGROUP DELCONSUMER alone would drop them).\n"
+    "When every consumer is idle, those holding entries are kept.\n",
+    consumers_opts,
+    "Example:\n"
+    "  echomq consumers prune jobs --group workers --idle 86400000\n",
+};

@@ -102,24 +102,6 @@ const char *cli_duration(int64_t ms, char *buf, size_t size) {
 
 /* ---- info ------------------------------------------------------------- */
 
-static const int info_opts[] = {O_JSON, O_PARTITIONS, O_NONE};
-
-static void info_help(void) {
-    printf("usage: echomq info QUEUE [--partitions P] [--json]\n"
-           "\n"
-           "Describes QUEUE: its stream (length, first and last IDs, entries\n"
-           "ever added), the dead letters, every group (pending entries, lag,\n"
-           "last-delivered ID, oldest pending entry and its age) and every\n"
-           "consumer (pending entries, idle and inactive time).\n"
-           "\n"
-           "  --json   one JSON document instead of tables\n"
-           "  --partitions P  QUEUE is a topic of P partitions: the totals\n"
-           "           (lag and pending summed over the partitions), then one\n"
-           "           line per partition and group\n"
-           "\n"
-           "Example:\n"
-           "  echomq info jobs\n");
-}
 
 static size_t info_json(const void *ctx, char *buf, size_t size) {
     return emq_queue_info_json(ctx, buf, size);
@@ -249,7 +231,7 @@ static void print_partitions(const emq_queue_info *q) {
 int cmd_info(int argc, char **argv) {
     const char *verb = "info";
     cli_args a;
-    int rc = cli_begin(verb, argc, argv, info_opts, info_help, 1, &a);
+    int rc = cli_begin(verb, argc, argv, &cli_verb_info, 1, &a);
     if (rc != CLI_OK)
         return rc == CLI_DONE ? CLI_OK : rc;
     emq_conf_t *conf;
@@ -282,29 +264,6 @@ int cmd_info(int argc, char **argv) {
 
 /* ---- pending ---------------------------------------------------------- */
 
-static const int pending_opts[] = {O_GROUP, O_CONSUMER,   O_MIN_IDLE, O_COUNT,
-                                   O_JSON,  O_PARTITIONS, O_NONE};
-
-static void pending_help(void) {
-    printf("usage: echomq pending QUEUE --group G [--consumer C] [--min-idle MS]\n"
-           "                      [--count N] [--json]\n"
-           "\n"
-           "Lists the entries of group G that were delivered and not yet\n"
-           "acknowledged, oldest first: ID, consumer holding it, idle time and\n"
-           "delivery count.\n"
-           "\n"
-           "  -g, --group G      the group (required)\n"
-           "  -c, --consumer C   only the entries consumer C holds\n"
-           "  --min-idle MS      only entries idle at least MS\n"
-           "  --count N          at most N entries (default 1000)\n"
-           "  --json             one JSON object per line instead of a table\n"
-           "  --partitions P     QUEUE is a topic of P partitions (found in the\n"
-           "                     server when not given): every partition's\n"
-           "                     entries, each line naming its partition\n"
-           "\n"
-           "Example:\n"
-           "  echomq pending jobs --group workers --min-idle 60000\n");
-}
 
 static size_t pending_json(const void *ctx, char *buf, size_t size) {
     const cli_json_list *l = ctx;
@@ -368,7 +327,7 @@ int cmd_pending(int argc, char **argv) {
     const char *verb = "pending";
     cli_args a;
     long long min_idle = 0, count = 1000;
-    int rc = cli_begin(verb, argc, argv, pending_opts, pending_help, 1, &a);
+    int rc = cli_begin(verb, argc, argv, &cli_verb_pending, 1, &a);
     if (rc != CLI_OK)
         return rc == CLI_DONE ? CLI_OK : rc;
     rc = cli_require(verb, &a, O_GROUP, "--group", "the group to list");
@@ -391,3 +350,50 @@ int cmd_pending(int argc, char **argv) {
     return rc;
 }
 
+/* ---- the options and help of info and pending --------------------------- */
+
+static const cli_optdoc info_opts[] = {
+    {O_JSON, NULL, "one JSON document instead of tables"},
+    {O_PARTITIONS, "P",
+     "QUEUE is a topic of P partitions (found in the server when not "
+     "given): the totals (lag and pending summed over the partitions), "
+     "then one line per partition and group"},
+    {O_NONE, NULL, NULL},
+};
+static const cli_optdoc pending_opts[] = {
+    {O_GROUP, "G", "the group (required)"},
+    {O_CONSUMER, "C", "only the entries consumer C holds"},
+    {O_MIN_IDLE, "MS", "only entries idle at least MS"},
+    {O_COUNT, "N", "at most N entries (default 1000)"},
+    {O_JSON, NULL, "one JSON object per line instead of a table"},
+    {O_PARTITIONS, "P",
+     "QUEUE is a topic of P partitions (found in the server when not "
+     "given): every partition's entries, each line naming its partition"},
+    {O_NONE, NULL, NULL},
+};
+
+const cli_verb cli_verb_info = {
+    "info", cmd_info,
+    "the queue, its groups and consumers",
+    "echomq info QUEUE [--partitions P] [--json]",
+    "Describes QUEUE: its stream (length, first and last IDs, entries\n"
+    "ever added), the dead letters, every group (pending entries, lag,\n"
+    "last-delivered ID, oldest pending entry and its age) and every\n"
+    "consumer (pending entries, idle and inactive time).\n",
+    info_opts,
+    "Example:\n"
+    "  echomq info jobs\n",
+};
+
+const cli_verb cli_verb_pending = {
+    "pending", cmd_pending,
+    "entries delivered, not acknowledged",
+    "echomq pending QUEUE --group G [--consumer C] [--min-idle MS]\n"
+    "               [--count N] [--json]",
+    "Lists the entries of group G that were delivered and not yet\n"
+    "acknowledged, oldest first: ID, consumer holding it, idle time, time\n"
+    "in a handler's hands and delivery count.\n",
+    pending_opts,
+    "Example:\n"
+    "  echomq pending jobs --group workers --min-idle 60000\n",
+};

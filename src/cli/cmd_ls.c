@@ -15,22 +15,26 @@ static const char *const VERB = "ls";
 /* The most queues listed. */
 #define LS_MAX 10000
 
-static const int opts[] = {O_JSON, O_NONE};
+static const cli_optdoc opts[] = {
+    {O_JSON, NULL,
+     "each queue's document (as 'echomq info --json' writes it), one per "
+     "line"},
+    {O_NONE, NULL, NULL},
+};
 
-static void help(void) {
-    printf(
-        "usage: echomq ls [PATTERN] [--json]\n"
-        "\n"
-        "Lists the queues on the server (their streams emq:{NAME}), one line\n"
-        "each: length, groups, total lag, pending, dead letters. PATTERN is a\n"
-        "glob on the queue name (default *). A topic's partitions are the\n"
-        "queues NAME.0 .. NAME.<P-1>. --json: each queue's document (as\n"
-        "'echomq info --json' writes it), one per line.\n"
-        "\n"
-        "Examples:\n"
-        "  echomq ls\n"
-        "  echomq ls 'orders*' --json\n");
-}
+const cli_verb cli_verb_ls = {
+    "ls", cmd_ls,
+    "the queues, one line each",
+    "echomq ls [PATTERN] [--json]",
+    "Lists the queues on the server (their streams emq:{NAME}), one line\n"
+    "each: length, groups, total lag, pending, dead letters. PATTERN is a\n"
+    "glob on the queue name (default *). A topic's partitions are the\n"
+    "queues NAME.0 .. NAME.<P-1>.\n",
+    opts,
+    "Examples:\n"
+    "  echomq ls\n"
+    "  echomq ls 'orders*' --json\n",
+};
 
 int cli_scan_queues(const emq_conf_t *conf, const char *pattern,
                     char ***names, size_t *n) {
@@ -138,7 +142,7 @@ static int print_queue(const cli_described *q, int json) {
 
 int cmd_ls(int argc, char **argv) {
     cli_args a;
-    int rc = cli_begin(VERB, argc, argv, opts, help, 0, &a);
+    int rc = cli_begin(VERB, argc, argv, &cli_verb_ls, 0, &a);
     if (rc != CLI_OK)
         return rc == CLI_DONE ? CLI_OK : rc;
     if (a.npos > 1)

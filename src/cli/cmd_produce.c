@@ -26,60 +26,74 @@ static const char *const VERB = "produce";
 static const char *const SYNOPSIS =
     "echomq produce QUEUE FIELD=VALUE... (or --lines, --json)";
 
-static const int opts[] = {O_LINES,         O_JSON,      O_FIELD,  O_MAXLEN,
-                           O_MINID,         O_APPROX,    O_BATCH,  O_PRINT_IDS,
-                           O_PARTITIONS,    O_KEY_FIELD, O_LINGER, O_TIMEOUT,
-                           O_WAIT_REPLICAS, O_NONE};
+static const cli_optdoc opts[] = {
+    {O_LINES, NULL,
+     "one entry per stdin line, in field NAME (--field, default 'data'); "
+     "the line without its newline, byte-exact (empty lines give empty "
+     "values)"},
+    {O_FIELD, "NAME", "with --lines: the field of each line (default data)"},
+    {O_JSON, NULL,
+     "one entry per stdin line holding a JSON object; values: strings, "
+     "numbers, true/false/null (as text) or {\"base64\":\"...\"} for bytes "
+     "that are not UTF-8; blank lines are skipped"},
+    {O_BATCH, "N",
+     "most entries per pipelined round (producer.window, default 100)"},
+    {O_LINGER, "MS",
+     "with --lines/--json: wait up to MS (default 100, at most 60000; "
+     "producer.linger_ms) for more lines before sending what was read, so "
+     "a slow source (a fifo, tail -f) is not held back until a round "
+     "fills. SIGINT or SIGTERM sends every line read (a last one without "
+     "its newline too), reports the count, and exits 0 when all of it was "
+     "written"},
+    {O_TIMEOUT, "MS",
+     "each entry must be confirmed within MS (default 10000; "
+     "producer.timeout_ms); past it the run fails with exit 1. With the "
+     "server down the run fails at once instead of waiting out a connect "
+     "per entry"},
+    {O_WAIT_REPLICAS, "N",
+     "an entry counts as written only once N replicas have it (WAIT after "
+     "each round; producer.wait_replicas); written but not replicated "
+     "within producer.wait_timeout_ms (1 s) is a failure, exit 1, naming "
+     "how many replicas had it and how many entries were written"},
+    {O_MAXLEN, "N", "trim the stream to N entries on every add (trim.maxlen)"},
+    {O_MINID, "ID",
+     "trim entries with IDs below ID on every add (trim.minid)"},
+    {O_APPROX, NULL,
+     "trim with ~ (whole nodes only: cheaper, inexact). Trimming deletes "
+     "entries whether or not a group has processed them; see 'echomq trim "
+     "--acked'"},
+    {O_PRINT_IDS, NULL, "print each new entry's ID on stdout"},
+    {O_PARTITIONS, "P",
+     "QUEUE is a topic of P partitions (queues QUEUE.0 .. QUEUE.<P-1>, "
+     "spread over a cluster's nodes, docs/SCALING.md); entries go to the "
+     "partitions in turn"},
+    {O_KEY_FIELD, "NAME",
+     "with --partitions: the value of field NAME is the entry's message "
+     "key; one key always goes to one partition, in order (entries without "
+     "NAME: in turn)"},
+    {O_NONE, NULL, NULL},
+};
 
-static void help(void) {
-    printf(
-        "usage: echomq produce QUEUE FIELD=VALUE...\n"
-        "       echomq produce QUEUE --lines [--field NAME]   < lines\n"
-        "       echomq produce QUEUE --json                   < json-lines\n"
-        "\n"
-        "Adds entries to the stream of QUEUE (key emq:{QUEUE}).\n"
-        "\n"
-        "  FIELD=VALUE     one entry with these fields (split at the first '=')\n"
-        "  --lines         one entry per stdin line, in field NAME (--field,\n"
-        "                  default 'data'); the line without its newline\n"
-        "  --json          one entry per stdin line holding a JSON object;\n"
-        "                  values: strings, numbers, true/false/null (as text)\n"
-        "                  or {\"base64\":\"...\"} for bytes that are not UTF-8;\n"
-        "                  blank lines are skipped\n"
-        "  --batch N       most entries per pipelined round (default 100)\n"
-        "  --linger MS     wait up to MS (default 100, at most 60000) for more\n"
-        "                  lines before sending what was read: a slow source\n"
-        "                  (a fifo, tail -f) is not held back until a round\n"
-        "                  fills. SIGINT or SIGTERM sends what was read, then\n"
-        "                  exits (0 when all of it was written)\n"
-        "  --timeout MS    bound of each entry: not confirmed within MS\n"
-        "                  (default 10000) is a failure (exit 1)\n"
-        "  --wait-replicas N  an entry counts as written only once N replicas\n"
-        "                  have it (WAIT); written but not replicated in\n"
-        "                  time is a failure (exit 1) naming how many did\n"
-        "  --maxlen N      trim the stream to N entries on every add\n"
-        "  --minid ID      trim entries with IDs below ID on every add\n"
-        "  --approx        trim with ~ (whole nodes only: cheaper, inexact)\n"
-        "                  Trimming deletes entries whether or not a group has\n"
-        "                  processed them; see 'echomq trim --acked'.\n"
-        "  --print-ids     print each new entry's ID on stdout\n"
-        "  --partitions P  QUEUE is a topic of P partitions (queues QUEUE.0 ..\n"
-        "                  QUEUE.<P-1>, spread over a cluster's nodes);\n"
-        "                  entries go to the partitions in turn\n"
-        "  --key-field NAME  with --partitions: the value of field NAME is the\n"
-        "                  entry's message key; one key always goes to one\n"
-        "                  partition, in order (entries without NAME: in turn)\n"
-        "\n"
-        "A progress line is shown on a terminal; a summary line (count, rate)\n"
-        "goes to stderr unless -q. A malformed --json line stops with exit 2,\n"
-        "naming the line; the entries before it stay written.\n"
-        "\n"
-        "Examples:\n"
-        "  echomq produce jobs task=resize image=42.png\n"
-        "  seq 1 1000 | echomq produce jobs --lines --field n\n"
-        "  echo '{\"task\":\"mail\",\"to\":\"a@b.c\"}' | echomq produce jobs --json\n"
-        "  echomq produce orders --partitions 6 --key-field user user=42 item=7\n");
-}
+const cli_verb cli_verb_produce = {
+    "produce", cmd_produce,
+    "add entries: FIELD=VALUE words, or --lines or --json from stdin",
+    "echomq produce QUEUE FIELD=VALUE...\n"
+    "echomq produce QUEUE --lines [--field NAME]   < lines\n"
+    "echomq produce QUEUE --json                   < json-lines",
+    "Adds entries to the stream of QUEUE (key emq:{QUEUE}): one entry of\n"
+    "the FIELD=VALUE words (each split at its first '='), or one per line\n"
+    "of stdin with --lines or --json.\n",
+    opts,
+    "A progress line is shown on a terminal; a summary line (count, rate)\n"
+    "goes to stderr unless -q. A malformed --json line stops with exit 2,\n"
+    "naming the line; the entries before it stay written.\n"
+    "\n"
+    "Examples:\n"
+    "  echomq produce jobs task=resize image=42.png\n"
+    "  seq 1 1000 | echomq produce jobs --lines --field n\n"
+    "  echo '{\"task\":\"mail\",\"to\":\"a@b.c\"}' | echomq produce jobs --json\n"
+    "  echomq produce orders --partitions 6 --key-field user user=42 item=7\n",
+};
 
 typedef struct produce_run {
     emq_producer_t *p;
@@ -468,7 +482,7 @@ static void summary(const produce_run *r, const char *queue) {
 
 int cmd_produce(int argc, char **argv) {
     cli_args a;
-    int rc = cli_begin_check(VERB, argc, argv, opts, help, SYNOPSIS,
+    int rc = cli_begin_check(VERB, argc, argv, &cli_verb_produce, SYNOPSIS,
                              check_usage, &a);
     if (rc != CLI_OK)
         return rc == CLI_DONE ? CLI_OK : rc;

@@ -17,31 +17,36 @@
 
 static const char *const VERB = "tail";
 
-static const int opts[] = {O_COUNT_N, O_FOLLOW,     O_FROM,
-                           O_FORMAT,  O_PARTITIONS, O_NONE};
+static const cli_optdoc opts[] = {
+    {O_COUNT_N, "N",
+     "how many (default 10; with --from ID: all up to N, default 10)"},
+    {O_FROM, "ID|@UNIX-MS|-N",
+     "the entries from ID on (inclusive), those added at or after a time "
+     "(@UNIX-MS), or the last N (-N, as -n N)"},
+    {O_FOLLOW, NULL,
+     "then wait for new entries and print them as they come, until SIGINT "
+     "or SIGTERM (exit 0)"},
+    {O_FORMAT, "FMT", "plain lines, as 'echomq consume --format'"},
+    {O_PARTITIONS, "P",
+     "QUEUE is a topic of P partitions (found in the server when not "
+     "given): all partitions in ID order, each line naming its partition"},
+    {O_NONE, NULL, NULL},
+};
 
-static void help(void) {
-    printf(
-        "usage: echomq tail QUEUE [-n N] [-f] [--from ID|@UNIX-MS|-N]\n"
-        "\n"
-        "Prints entries of QUEUE's stream without joining a group: nothing is\n"
-        "acknowledged, nothing stays pending, nothing keeps 'trim --acked'\n"
-        "from trimming.\n"
-        "\n"
-        "  -n, --count N     how many (default 10; with --from ID: all up to\n"
-        "                    N, default 10)\n"
-        "  --from ID         the entries from ID on (inclusive)\n"
-        "  --from @UNIX-MS   the entries added at or after that time\n"
-        "  --from -N         the last N entries (as -n N)\n"
-        "  -f, --follow      then wait for new entries and print them as they\n"
-        "                    come, until SIGINT or SIGTERM (exit 0)\n"
-        "  --format FMT      plain lines, as 'echomq consume --format'\n"
-        "\n"
-        "Examples:\n"
-        "  echomq tail jobs\n"
-        "  echomq tail jobs -f --format '%%t %%f{task}'\n"
-        "  echomq tail jobs --from @1700000000000 -n 100\n");
-}
+const cli_verb cli_verb_tail = {
+    "tail", cmd_tail,
+    "look at entries without joining a group",
+    "echomq tail QUEUE [-n N] [-f] [--from ID|@UNIX-MS|-N]\n"
+    "            [--format FMT]",
+    "Prints entries of QUEUE's stream without joining a group: nothing is\n"
+    "acknowledged, nothing stays pending, nothing keeps 'trim --acked'\n"
+    "from trimming.\n",
+    opts,
+    "Examples:\n"
+    "  echomq tail jobs\n"
+    "  echomq tail jobs -f --format '%t %f{task}'\n"
+    "  echomq tail jobs --from @1700000000000 -n 100\n",
+};
 
 static atomic_int tail_stopping;
 
@@ -252,7 +257,7 @@ static void id_before(const char *id, char *out, size_t size) {
 
 int cmd_tail(int argc, char **argv) {
     cli_args a;
-    int rc = cli_begin(VERB, argc, argv, opts, help, 1, &a);
+    int rc = cli_begin(VERB, argc, argv, &cli_verb_tail, 1, &a);
     if (rc != CLI_OK)
         return rc == CLI_DONE ? CLI_OK : rc;
     long long count = 10;

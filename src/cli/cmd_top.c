@@ -23,20 +23,28 @@
 
 static const char *const VERB = "top";
 
-static const int opts[] = {O_INTERVAL, O_COUNT_N, O_NONE};
+static const cli_optdoc opts[] = {
+    {O_INTERVAL, "MS",
+     "time between refreshes (default 1000, at least 100)"},
+    {O_COUNT_N, "N",
+     "when stdout is not a terminal: print the table N times (default: "
+     "until SIGINT or SIGTERM)"},
+    {O_NONE, NULL, NULL},
+};
 
-static void help(void) {
-    printf(
-        "usage: echomq top [QUEUE|PATTERN...] [--interval MS] [-n N]\n"
-        "\n"
-        "A live view of the queues (default every queue): per queue and\n"
-        "group the length, lag, pending, oldest pending age, dead letters,\n"
-        "in and out rates; per consumer pending, idle and inactive time.\n"
-        "On a terminal: full-screen, redrawn every --interval (default\n"
-        "1000 ms); keys: q quit, s sort by name, length, lag, pending, dead.\n"
-        "Otherwise the table is printed every interval, -n N times (default:\n"
-        "until SIGINT or SIGTERM).\n");
-}
+const cli_verb cli_verb_top = {
+    "top", cmd_top,
+    "a live view of queues, groups and consumers",
+    "echomq top [QUEUE|PATTERN...] [--interval MS] [-n N]",
+    "A live view of the queues (default every queue): per queue and\n"
+    "group the length, lag, pending, oldest pending age, dead letters,\n"
+    "in and out rates; per consumer pending, idle and inactive time.\n"
+    "On a terminal: full-screen, redrawn every --interval; keys: q quit,\n"
+    "s sort by name, length, lag, pending, dead. Otherwise the table is\n"
+    "printed every interval, -n N times.\n",
+    opts,
+    NULL,
+};
 
 static atomic_int top_stopping;
 
@@ -197,7 +205,7 @@ static void draw(top_state *t, row *rows, size_t n, int tty) {
 
 int cmd_top(int argc, char **argv) {
     cli_args a;
-    int rc = cli_begin(VERB, argc, argv, opts, help, 0, &a);
+    int rc = cli_begin(VERB, argc, argv, &cli_verb_top, 0, &a);
     if (rc != CLI_OK)
         return rc == CLI_DONE ? CLI_OK : rc;
     long long interval = 1000, count = 0;

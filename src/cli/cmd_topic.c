@@ -10,23 +10,28 @@
 
 static const char *const VERB = "topic";
 
-static const int opts[] = {O_PARTITIONS, O_NONE};
+static const cli_optdoc opts[] = {
+    {O_PARTITIONS, "P", "the topic's partition count (required)"},
+    {O_NONE, NULL, NULL},
+};
 
-static void help(void) {
-    printf(
-        "usage: echomq topic create TOPIC --partitions P\n"
-        "\n"
-        "Records that TOPIC has P partitions (the queues TOPIC.0 ..\n"
-        "TOPIC.<P-1>) in each partition's key emq:{TOPIC.<i>}:topic. Then\n"
-        "produce, consume and info find the count without --partitions, and\n"
-        "a producer or consumer given another count is refused. The first\n"
-        "producer or consumer of a topic records it too. Idempotent; another\n"
-        "count than the recorded one is exit 2.\n");
-}
+const cli_verb cli_verb_topic = {
+    "topic", cmd_topic,
+    "record a topic's partition count (topic create)",
+    "echomq topic create TOPIC --partitions P",
+    "Records that TOPIC has P partitions (the queues TOPIC.0 ..\n"
+    "TOPIC.<P-1>) in each partition's key emq:{TOPIC.<i>}:topic. Then\n"
+    "produce, consume and info find the count without --partitions, and\n"
+    "a producer or consumer given another count is refused. The first\n"
+    "producer or consumer of a topic records it too. Idempotent; another\n"
+    "count than the recorded one is exit 2.\n",
+    opts,
+    NULL,
+};
 
 int cmd_topic(int argc, char **argv) {
     cli_args a;
-    int rc = cli_begin(VERB, argc, argv, opts, help, 0, &a);
+    int rc = cli_begin(VERB, argc, argv, &cli_verb_topic, 0, &a);
     if (rc != CLI_OK)
         return rc == CLI_DONE ? CLI_OK : rc;
     if (a.npos < 1 || strcmp(a.pos[0], "create") != 0)

@@ -19,43 +19,13 @@ void cli_help_overview(FILE *out) {
             "\n"
             "echomq: reliable work queues on Redis and Valkey Streams.\n"
             "\n"
-            "Commands:\n"
-            "  produce QUEUE FIELD=VALUE...      add one entry (or --lines, --json\n"
-            "                                    from stdin)\n"
-            "  consume QUEUE --group G --consumer C --start new|head|ID\n"
-            "                                    print entries as JSON lines, or\n"
-            "                                    --exec a command per entry\n"
-            "  ls [PATTERN]                      the queues, one line each\n"
-            "  exporter --listen HOST:PORT       /metrics for Prometheus\n"
-            "  top [QUEUE...]                    a live view of queues and groups\n"
-            "  topic create TOPIC --partitions P record a topic's partition count\n"
-            "  tail QUEUE [-n N] [-f]            look at entries without joining a\n"
-            "                                    group\n"
-            "  info QUEUE                        the queue, its groups and consumers\n"
-            "  pending QUEUE --group G           entries delivered, not acknowledged\n"
-            "  group create|setid|destroy QUEUE --group G ...\n"
-            "  consumers prune QUEUE --group G --idle MS\n"
-            "  dead list|requeue|purge QUEUE     the dead letters\n"
-            "  trim QUEUE --acked [--maxlen N]   delete what no group still needs\n"
-            "  demo                              a private server, 100,000 jobs, a\n"
-            "                                    crash and its recovery\n"
+            "Commands ('echomq COMMAND --help' for each):\n");
+    cli_help_verbs(out);
+    fprintf(out,
             "\n"
-            "Global options (before or after the command):\n"
-            "  -u, --url URL      server: redis://[user[:password]@]host[:port][/db],\n"
-            "                     rediss://... (TLS) or unix:///path.sock; default\n"
-            "                     $ECHOMQ_URL, else redis://127.0.0.1:6379\n"
-            "      --user NAME    ACL user (the password comes only from the URL\n"
-            "                     or $ECHOMQ_PASSWORD)\n"
-            "      --tls-ca FILE  CA certificates (PEM) to verify the server\n"
-            "      --tls-cert FILE, --tls-key FILE   client certificate and key\n"
-            "      --stream KEY   a raw stream key in place of QUEUE (any verb)\n"
-            "  -X NAME=VALUE      set any library property (repeatable; -X list\n"
-            "                     prints them all); wins over a command's flags\n"
-            "  -q, --quiet        no progress or summary lines\n"
-            "  -v, --verbose      more detail: -v the library's info log, -vv\n"
-            "                     (-v -v, --verbose=2) its debug log\n"
-            "  -h, --help         this help; 'echomq COMMAND --help' for a command\n"
-            "      --version      print the echomq and libechomq versions\n"
+            "Global options (before or after the command):\n");
+    cli_help_options(out, cli_global_doc);
+    fprintf(out,
             "\n"
             "Exit status: 0 success, 1 runtime failure, 2 usage error.\n"
             "Documentation: docs/CLI.md, man echomq.\n");
@@ -67,19 +37,6 @@ static int version(void) {
            (v >> 16) & 0xff, (v >> 8) & 0xff, v & 0xff);
     return CLI_OK;
 }
-
-static const struct {
-    const char *name;
-    int (*fn)(int, char **);
-} verbs[] = {
-    {"produce", cmd_produce}, {"consume", cmd_consume},
-    {"info", cmd_info},       {"pending", cmd_pending},
-    {"group", cmd_group},     {"consumers", cmd_consumers},
-    {"dead", cmd_dead},       {"trim", cmd_trim},
-    {"demo", cmd_demo},       {"tail", cmd_tail},
-    {"ls", cmd_ls},           {"exporter", cmd_exporter},
-    {"top", cmd_top},         {"topic", cmd_topic},
-};
 
 int main(int argc, char **argv) {
     /* A closed pipe shows up as a failed write, reported once. */
@@ -111,13 +68,14 @@ int main(int argc, char **argv) {
         cli_help_overview(stderr);
         return CLI_USAGE;
     }
-    const char *names[sizeof verbs / sizeof verbs[0]];
-    for (size_t v = 0; v < sizeof verbs / sizeof verbs[0]; v++) {
-        if (!strcmp(argv[i], verbs[v].name))
-            return verbs[v].fn(argc - i - 1, argv + i + 1);
-        names[v] = verbs[v].name;
-    }
-    const char *near = cli_closest(argv[i], names, sizeof names / sizeof names[0]);
+    const cli_verb *v = cli_verb_find(argv[i]);
+    if (v)
+        return v->run(argc - i - 1, argv + i + 1);
+    const char *names[32];
+    size_t n = 0;
+    for (; cli_verbs[n] && n < sizeof names / sizeof names[0]; n++)
+        names[n] = cli_verbs[n]->name;
+    const char *near = cli_closest(argv[i], names, n);
     if (near)
         return cli_usage_err(NULL, "unknown command '%s' (did you mean "
                                    "'%s'?)",

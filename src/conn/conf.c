@@ -172,8 +172,8 @@ static const prop props[] = {
      "Connect attempts made by one emq_conn_reconnect call.", P_INT,
      F(max_attempts), 1, 1000000, NULL, NULL, NULL, "conn"},
     {"pipeline.max", "65536",
-     "Most appended commands whose replies are not read yet (at least 16: "
-     "a consumer's round of settlements needs a few besides its retries).",
+     "Most appended commands whose replies are not read yet (a consumer's "
+     "round of settlements needs a few besides its retries).",
      P_INT, F(pipeline_max), 16, (int64_t)1 << 24, NULL, NULL, NULL, "conn"},
     {"output.max_bytes", "268435456",
      "Cap on the buffer of encoded commands not yet sent, in bytes.", P_INT,
@@ -247,8 +247,8 @@ static const prop props[] = {
      "An entry pending this long with another consumer is taken over by "
      "the claim beat (XAUTOCLAIM min-idle-time). Entries in hand are "
      "refreshed every quarter of it, so it detects dead consumers, never "
-     "slow ones; at least 100.",
-     P_INT, F(claim_min_idle_ms), 1, (int64_t)1 << 40, NULL, NULL, NULL,
+     "slow ones.",
+     P_INT, F(claim_min_idle_ms), 100, (int64_t)1 << 40, NULL, NULL, NULL,
      "consumer"},
     {"claim.interval_ms", "5000", "Time between claim beats.", P_INT,
      F(claim_interval_ms), 1, (int64_t)1 << 40, NULL, NULL, NULL, "consumer"},
@@ -732,6 +732,17 @@ emq_status emq_conf_get(const emq_conf_t *conf, const char *name, char *buf,
 
 const char *emq_conf_property_readers(size_t i) {
     return i < NPROPS ? props[i].readers : NULL;
+}
+
+emq_status emq_conf_property_range(size_t i, int64_t *min, int64_t *max) {
+    if (i >= NPROPS ||
+        (props[i].type != P_INT && props[i].type != P_OPTINT))
+        return EMQ_EINVAL;
+    if (min)
+        *min = props[i].min;
+    if (max)
+        *max = props[i].max;
+    return EMQ_OK;
 }
 
 emq_status emq_conf_property(size_t i, const char **name,

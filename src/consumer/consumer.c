@@ -63,13 +63,6 @@ static emq_status check_timing(const emq_conf_t *conf, emq_error *err) {
             "the lease",
             (long long)emq__cfg_lease_ttl_ms(conf),
             (long long)(3 * emq__cfg_block_ms(conf) + 1000));
-    if (emq__cfg_claim_min_idle_ms(conf) < EMQ_MIN_IDLE_FLOOR_MS)
-        return emq__error_set(err, EMQ_EINVAL, 0,
-                              "claim.min_idle_ms (%lld) must be at least %d: "
-                              "entries in hand are refreshed every quarter of "
-                              "it, so that no peer takes live work",
-                              (long long)emq__cfg_claim_min_idle_ms(conf),
-                              EMQ_MIN_IDLE_FLOOR_MS);
     if (emq__cfg_retry_backoff_max_ms(conf) < emq__cfg_retry_backoff_ms(conf))
         return emq__error_set(err, EMQ_EINVAL, 0,
                               "retry.backoff_max_ms (%lld) is below "

@@ -5,9 +5,6 @@
 
 #include "core.h"
 
-/* Smallest claim.min_idle_ms: ownership is refreshed every quarter of it. */
-#define EMQ_MIN_IDLE_FLOOR_MS 100
-
 /* Makes the consumer of conf with either handler, a topic's
  * without its partitions (partitions.c adds them); *out is freed with
  * emq__consumer_free, which frees a topic's partitions too. */

@@ -54,6 +54,8 @@ TEST(cli_x_list_prints_every_property) {
     ASSERT_CONTAINS(r.out, "producer.timeout_ms");
     ASSERT_CONTAINS(r.out, "lease.ttl_ms");
     ASSERT_CONTAINS(r.out, "connect_timeout_ms");
+    /* A number's range is the property table's. */
+    ASSERT_CONTAINS(r.out, "never slow ones. Range: 100 to 1099511627776.\n");
     cli_free(&r);
 }
 

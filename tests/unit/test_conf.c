@@ -132,6 +132,47 @@ TEST(conf_numbers_are_strict_and_range_checked) {
     emq_conf_destroy(c);
 }
 
+/* Each property's bounds live in the property table: emq_conf_set refuses
+ * a value outside them, naming the property and the bounds, and
+ * emq_conf_property_range reports the same numbers to the documentation. */
+TEST(conf_claim_min_idle_floor_is_the_tables) {
+    emq_conf_t *c = emq_conf_new();
+    ASSERT(c != NULL);
+    emq_error err;
+    ASSERT_STATUS(emq_conf_set(c, "claim.min_idle_ms", "50", &err),
+                  EMQ_EINVAL, &err);
+    ASSERT_EQ_STR(err.message, "invalid claim.min_idle_ms '50': out of range "
+                               "100-1099511627776");
+    ASSERT_EQ_INT(emq__cfg_claim_min_idle_ms(c), 60000);
+    ASSERT_OK(emq_conf_set(c, "claim.min_idle_ms", "100", &err), &err);
+    ASSERT_EQ_INT(emq__cfg_claim_min_idle_ms(c), 100);
+    emq_conf_destroy(c);
+
+    /* The range the documentation prints is the one enforced. */
+    size_t found = 0;
+    for (size_t i = 0;; i++) {
+        const char *name = NULL;
+        if (emq_conf_property(i, &name, NULL, NULL) != EMQ_OK) {
+            ASSERT_STATUS(emq_conf_property_range(i, NULL, NULL), EMQ_EINVAL,
+                          NULL);
+            break;
+        }
+        int64_t min = 0, max = 0;
+        if (strcmp(name, "claim.min_idle_ms") == 0) {
+            ASSERT_OK(emq_conf_property_range(i, &min, &max), NULL);
+            ASSERT_EQ_INT(min, 100);
+            ASSERT_EQ_INT(max, (int64_t)1 << 40);
+            found++;
+        }
+        if (strcmp(name, "queue") == 0) {
+            ASSERT_STATUS(emq_conf_property_range(i, &min, &max), EMQ_EINVAL,
+                          NULL);
+            found++;
+        }
+    }
+    ASSERT_EQ_SIZE(found, 2);
+}
+
 TEST(conf_db_is_optional) {
     emq_conf_t *c = emq_conf_new();
     ASSERT(c != NULL);

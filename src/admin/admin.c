@@ -2,7 +2,7 @@
 /* admin.c: the admin handle and the helpers its verbs share.
  *
  * Every verb works on one queue; a topic's handle (partitions > 1) holds
- * one handle per partition, and topic.c runs the verbs over them. */
+ * one handle per partition, and verbs.c runs the verbs over them. */
 #include "admin.h"
 
 #include <stdio.h>

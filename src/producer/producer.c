@@ -17,7 +17,7 @@
  * (both bounds, LIMIT without ~, a malformed MINID) is refused there with
  * EMQ_EINVAL naming the property, before any connection is made.
  *
- * This file and sender.c know one queue. The public calls are topic.c's:
+ * This file and sender.c know one queue. The public calls are produce.c's:
  * a queue's producer goes to emq__producer_queue and its sender, a topic's
  * (partitions > 1) splits the entries over its partitions' producers.
  *

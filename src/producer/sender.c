@@ -368,11 +368,10 @@ static emq_status read_wait(emq_producer_t *p, emq_error *err) {
         local = emq_reply_integer(emq_reply_at(reply, 0));
         replicas = emq_reply_integer(emq_reply_at(reply, 1));
     } else {
-        char shown[160];
-        st = emq__error_set(err, EMQ_ENOTDURABLE, 0,
-                            "added, but %s was refused: %s",
-                            emq__cfg_producer_wait_aof(c) ? "WAITAOF" : "WAIT",
-                            emq__reply_text(reply, shown, sizeof shown));
+        st = emq__reply_error_as(err, EMQ_ENOTDURABLE, 0, reply,
+                                 "added, but %s was refused",
+                                 emq__cfg_producer_wait_aof(c) ? "WAITAOF"
+                                                               : "WAIT");
         emq_reply_free(reply);
         return st;
     }

@@ -248,12 +248,11 @@ emq_status emq__session_drain(emq__session *s, emq__session_apply_fn apply,
 /* EMQ_EIO (retriable) for a READONLY reply, which it frees: the server
  * was demoted to a replica, so the caller reconnects to find the master. */
 static emq_status demoted(emq_reply **reply, emq_error *err) {
-    char shown[160];
-    emq__reply_text(*reply, shown, sizeof shown);
+    emq_status st = emq__reply_error_as(err, EMQ_EIO, 1, *reply,
+                                        "server is a read-only replica");
     emq_reply_free(*reply);
     *reply = NULL;
-    return emq__error_set(err, EMQ_EIO, 1, "server is a read-only replica (%s)",
-                          shown);
+    return st;
 }
 
 emq_status emq__session_call(emq__session *s, unsigned flags, int argc,

@@ -49,10 +49,10 @@ while IFS= read -r line; do
 done < <(git log --format='%h %s' "$base..HEAD")
 
 if [[ $bad -ne 0 ]]; then
-    echo "check_commits.sh: $bad of $n commits after ${base:0:7} have a subject" \
+    echo "check_commits.sh: $bad of $n commit(s) after ${base:0:7} have a subject" \
         "over $MAX characters. Write 'area: what changed' in at most $MAX," \
         "a blank line, then the detail (CONTRIBUTING.md); on an unpushed" \
         "branch, fix with git commit --amend or git rebase -i" >&2
     exit 1
 fi
-echo "check_commits.sh: $n commits after ${base:0:7}, every subject at most $MAX characters"
+echo "check_commits.sh: $n commit(s) after ${base:0:7}, every subject at most $MAX characters"

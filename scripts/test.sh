@@ -8,7 +8,10 @@
 #             source file carries its SPDX line, no file of src/ includes
 #             a header of a higher layer (LAYER_ORDER, written down once
 #             here), and the CLI includes only the public header (and
-#             tools/srvproc.h, the libc-only redis-server launcher)
+#             tools/srvproc.h, the libc-only redis-server launcher); every
+#             C/C++ file formatted as .clang-format says (scripts/format.sh
+#             --check) and commit subjects of at most 72 characters
+#             (scripts/check_commits.sh)
 #   gcc       gcc build with -Werror, then emq_tests
 #   clang     clang build with -Werror, then the unit tests and a smoke
 #   sanitize  ASan+UBSan build (clang), then emq_tests
@@ -469,6 +472,8 @@ stage_house() {
         echo "$cli_inc" >&2
         bad=1
     fi
+    ./scripts/format.sh --check || bad=1
+    ./scripts/check_commits.sh || bad=1
     return $bad
 }
 
@@ -656,7 +661,7 @@ stage_bench() {
 
 mkdir -p "$logs"
 run_stage deps "install missing dependencies (scripts/deps.sh)" stage_deps
-run_stage house "SPDX lines, no include of a higher layer, a CLI of the public header" stage_house
+run_stage house "SPDX lines, no include of a higher layer, a CLI of the public header, format, commit subjects" stage_house
 run_stage gcc "gcc build (-Werror) + emq_tests" stage_gcc
 run_stage clang "clang build (-Werror) + unit tests and a smoke" stage_clang
 run_stage sanitize "ASan+UBSan build (clang) + emq_tests" stage_sanitize

@@ -18,6 +18,7 @@ readonly WANTED=(
     "g++:g++"
     "libc6-dev:-"
     "clang:clang"
+    "clang-format:clang-format"
     "libclang-rt-14-dev:-"
     "cmake:cmake"
     "pkg-config:pkg-config"

@@ -8,7 +8,10 @@
 #             source file carries its SPDX line; scripts/check_layers.sh
 #             (layers of cmake/layers.txt) passes its self-test, no file of
 #             src/ includes a header of a higher layer or a sibling, every
-#             header compiles alone, the CLI includes only the public header
+#             header compiles alone, the CLI includes only the public header;
+#             every C/C++ file formatted as .clang-format says
+#             (scripts/format.sh --check) and commit subjects of at most 72
+#             characters (scripts/check_commits.sh)
 #   gcc       gcc build with -Werror, the layer rule on its objects (nm:
 #             scripts/check_layers.sh objects), then emq_tests
 #   clang     clang build with -Werror, then the unit tests and a smoke
@@ -460,6 +463,8 @@ stage_house() {
         { cat "$logs/check_layers.log" >&2; bad=1; }
     tail -n 1 "$logs/check_layers.log"
     ./scripts/check_layers.sh sources || bad=1
+    ./scripts/format.sh --check || bad=1
+    ./scripts/check_commits.sh || bad=1
     return $bad
 }
 
@@ -649,7 +654,7 @@ stage_bench() {
 
 mkdir -p "$logs"
 run_stage deps "install missing dependencies (scripts/deps.sh)" stage_deps
-run_stage house "SPDX lines, the layer rule on includes and headers (scripts/check_layers.sh)" stage_house
+run_stage house "SPDX lines, the layer rule on includes and headers (scripts/check_layers.sh), format, commit subjects" stage_house
 run_stage gcc "gcc build (-Werror) + emq_tests" stage_gcc
 run_stage clang "clang build (-Werror) + unit tests and a smoke" stage_clang
 run_stage sanitize "ASan+UBSan build (clang) + emq_tests" stage_sanitize

@@ -378,13 +378,20 @@ emq_status emq__batch_dispatch(emq_consumer_t *c, batch *b, emq_error *err) {
         st = emq__inflight_step(&c->table, have ? &op : NULL, item, &go, err);
         have = 0;
         if (st == EMQ_OK && go == 1) {
-            emq__upkeep_wait_unmarked(c); /* an unseen mark goes first */
+            int waited = emq__upkeep_wait_unmarked(c); /* marks go first */
             /* Looked at again last thing: a pause (SIGSTOP) or the mark's
              * wait may have outlasted the lease since the begin, and a
              * peer may hold the entry by now. It goes back (released). */
             if (emq__consumer_stopping(c) || !emq__lease_valid(c)) {
                 broke = 1;
                 break;
+            }
+            /* And the entry itself, after a wait: not refreshed for most
+             * of claim idle since (a stop during the wait), a peer whose
+             * claim found its mark may have it, uncounted. */
+            if (waited && !emq__inflight_still_ours(&c->table, &item->id)) {
+                atomic_store(&c->recover_self_due, 1);
+                continue;
             }
             st = handle(c, item, &op, err);
             have = st == EMQ_OK;

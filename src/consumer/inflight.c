@@ -325,6 +325,21 @@ static int begin_locked(emq__inflight *t, const batch_item *next) {
     return ok ? 1 : stale ? -1 : 0;
 }
 
+int emq__inflight_still_ours(emq__inflight *t, const emq_id *id) {
+    pthread_mutex_lock(&t->mu);
+    if_entry *e = find_at(t, id, t->current);
+    int stale = e != NULL && t->stale_after_ms > 0 &&
+                emq__now_coarse_ms() - e->refreshed_ms > t->stale_after_ms;
+    int ours = e != NULL && e->state == IF_HANDLING && !e->lost && !stale;
+    if (!ours && e != NULL && e->state == IF_HANDLING) {
+        if (stale && !e->lost)
+            note_dropped(t, &e->id);
+        remove_at(t, e);
+    }
+    pthread_mutex_unlock(&t->mu);
+    return ours;
+}
+
 emq_status emq__inflight_step(emq__inflight *t, settle_op *op,
                               const batch_item *next, int *began,
                               emq_error *err) {

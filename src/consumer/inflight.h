@@ -140,6 +140,12 @@ int emq__inflight_add_batch(emq__inflight *t, batch_item *items, size_t n,
 emq_status emq__inflight_step(emq__inflight *t, settle_op *op,
                               const batch_item *next, int *began,
                               emq_error *err);
+/* Asked again right before a begun entry (IF_HANDLING) reaches its
+ * handler, after a wait since its begin (its unseen mark's removal; the
+ * process may have been stopped meanwhile): 1 while it is still fresh
+ * and not lost. Otherwise 0, and it is forgotten (a stale one is noted
+ * dropped: recover self brings it back uncounted, if still ours). */
+int emq__inflight_still_ours(emq__inflight *t, const emq_id *id);
 /* emq__inflight_step's begin for n items at once, one lock (pull mode's
  * handout): began[i] as *began there. */
 void emq__inflight_begin(emq__inflight *t, const batch_item *const *items,

@@ -305,11 +305,23 @@ emq_status emq__ready_poll(emq__ready *r, emq_entry **out, size_t max,
     /* What was read ahead long enough to be marked unseen is handed out
      * only once the mark is gone (upkeep.c): a crash in the handler then
      * counts the delivery. */
+    size_t kept = 0;
+    int waited = 0;
     for (size_t i = 0; i < *n; i++) {
-        emq_consumer_t *owner = ((handout *)out[i])->owner;
-        if (i == 0 || owner != ((handout *)out[i - 1])->owner)
-            emq__upkeep_wait_unmarked(owner);
+        handout *h = (handout *)out[i];
+        if (i == 0 || h->owner != ((handout *)out[i - 1])->owner)
+            waited = emq__upkeep_wait_unmarked(h->owner);
+        /* After a wait (a stop may have outlasted claim idle meanwhile,
+         * and a peer whose claim found the mark may hold the entry,
+         * uncounted), only what is still this consumer's goes out. */
+        if (waited && !emq__inflight_still_ours(&h->owner->table, &h->item.id)) {
+            atomic_store(&h->owner->recover_self_due, 1);
+            emq__chunk_unref(h->chunk);
+            continue;
+        }
+        out[kept++] = out[i];
     }
+    *n = kept;
     return st;
 }
 

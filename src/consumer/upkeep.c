@@ -503,6 +503,10 @@ static int unmark_give_up(void *arg) {
            !c->upkeep.started;
 }
 
-void emq__upkeep_wait_unmarked(emq_consumer_t *c) {
-    emq__inflight_unmark_wait(&c->table, unmark_give_up, c);
+int emq__upkeep_wait_unmarked(emq_consumer_t *c) {
+    emq__inflight *t = &c->table;
+    if (atomic_load(&t->unmark_done) >= atomic_load(&t->unmark_asked))
+        return 0;
+    emq__inflight_unmark_wait(t, unmark_give_up, c);
+    return 1;
 }

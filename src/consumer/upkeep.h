@@ -11,7 +11,9 @@ emq_status emq__upkeep_start(emq_consumer_t *c, emq_error *err);
 void emq__upkeep_stop(emq_consumer_t *c);
 /* Waits until every unseen mark asked to go so far (entries about to be
  * handed out) is gone from the server, or the consumer stops, loses its
- * lease or its upkeep ended. Any thread; cheap when nothing waits. */
-void emq__upkeep_wait_unmarked(emq_consumer_t *c);
+ * lease or its upkeep ended. Returns 1 when it had to wait (time passed:
+ * the caller asks again whether its entries are still its own), 0 when
+ * nothing was outstanding. Any thread; cheap when nothing waits. */
+int emq__upkeep_wait_unmarked(emq_consumer_t *c);
 
 #endif /* EMQ_CONSUMER_UPKEEP_H */

@@ -607,6 +607,34 @@ TEST(inflight_begin_refuses_stale_and_lost_entries) {
     emq__inflight_destroy(&t);
 }
 
+/* A begun entry asked again after a wait (a stop during its mark's
+ * removal): still ours while fresh; stale, it is forgotten and noted
+ * dropped; lost, forgotten and not noted. */
+TEST(inflight_still_ours_after_a_wait) {
+    emq__inflight t;
+    init(&t);
+    t.stale_after_ms = 1000;
+    batch_item items[3];
+    mkitems(items, 3, 1);
+    ASSERT_EQ_INT(emq__inflight_add_batch(&t, items, 3, emq__now_ms()), 0);
+    for (int i = 0; i < 3; i++)
+        ASSERT_EQ_INT(begin1(&t, &items[i]), 1);
+    ASSERT_EQ_INT(emq__inflight_still_ours(&t, &items[0].id), 1);
+    ASSERT(emq__inflight_holds(&t, &items[0].id));
+
+    slot_of(&t, &items[1])->refreshed_ms = emq__now_coarse_ms() - 5000;
+    ASSERT_EQ_INT(emq__inflight_still_ours(&t, &items[1].id), 0);
+    ASSERT(!emq__inflight_holds(&t, &items[1].id));
+    ASSERT_EQ_INT(emq__inflight_was_dropped(&t, &items[1].id), 1);
+
+    slot_of(&t, &items[2])->lost = 1;
+    ASSERT_EQ_INT(emq__inflight_still_ours(&t, &items[2].id), 0);
+    ASSERT(!emq__inflight_holds(&t, &items[2].id));
+    ASSERT_EQ_INT(emq__inflight_was_dropped(&t, &items[2].id), 0);
+    ASSERT_EQ_INT(atomic_load(&t.nhandling), 1);
+    emq__inflight_destroy(&t);
+}
+
 /* ---- unseen marks and in-hand times -------------------------------------- */
 
 TEST(inflight_unseen_marks_and_unmark_tickets) {

@@ -11,6 +11,10 @@
 #             tools/srvproc.h, the libc-only redis-server launcher)
 #   gcc       gcc build with -Werror, then emq_tests
 #   clang     clang build with -Werror, then the unit tests and a smoke
+#   builds    the eight builds a packager may run, every target with
+#             -Werror: gcc and clang, each Release, RelWithDebInfo, Debug
+#             and MinSizeRel (RelWithDebInfo is the gcc and clang stages'
+#             folder, not built twice); ccache when it is installed
 #   sanitize  ASan+UBSan build (clang), then emq_tests
 #   chaos     the soak (tests/soak: 5000000 entries through one consumer)
 #             and the short chaos run (tests/chaos: 20000 jobs, 4 worker
@@ -69,7 +73,7 @@ cd "$root"
 # shellcheck source=scripts/redis.sh
 . "$root/scripts/redis.sh"
 
-readonly ALL_STAGES=(deps house gcc clang sanitize chaos valgrind symbols abi install examples docs matrix fuzz bench)
+readonly ALL_STAGES=(deps house gcc clang builds sanitize chaos valgrind symbols abi install examples docs matrix fuzz bench)
 jobs=${EMQ_JOBS:-$(nproc 2>/dev/null || echo 2)}
 fuzz_seconds=${EMQ_FUZZ_SECONDS:-}
 readonly FUZZ_BUDGET=60
@@ -231,6 +235,30 @@ stage_clang() {
     compile "$build/clang"
     run_tests clang "$build/clang/emq_tests" unit/ integ/test_producer.c \
         integ/test_consumer.c integ/test_cli_produce.c
+}
+
+# The packager's builds: each configuration warning-free (-Werror), every
+# target (the library, the CLI, tests, examples, chaos and soak).
+readonly BUILD_TYPES=(Release RelWithDebInfo Debug MinSizeRel)
+stage_builds() {
+    local cc type dir start extra launcher=()
+    if command -v ccache >/dev/null 2>&1; then
+        launcher=(-DCMAKE_C_COMPILER_LAUNCHER=ccache)
+    fi
+    for cc in gcc clang; do
+        for type in "${BUILD_TYPES[@]}"; do
+            dir=$build/builds-$cc-$type
+            extra=()
+            if [[ $type == RelWithDebInfo ]]; then
+                dir=$build/$cc # the gcc and clang stages' own build
+                [[ $cc == gcc ]] && extra=(-DEMQ_BENCH=OFF)
+            fi
+            start=$SECONDS
+            configure "$dir" "$cc" -DCMAKE_BUILD_TYPE="$type" "${extra[@]}" "${launcher[@]}"
+            compile "$dir" | sed "s/^/$cc $type: /"
+            echo "$cc $type: warning-free in $((SECONDS - start)) s"
+        done
+    done
 }
 
 stage_sanitize() {
@@ -659,6 +687,7 @@ run_stage deps "install missing dependencies (scripts/deps.sh)" stage_deps
 run_stage house "SPDX lines, no include of a higher layer, a CLI of the public header" stage_house
 run_stage gcc "gcc build (-Werror) + emq_tests" stage_gcc
 run_stage clang "clang build (-Werror) + unit tests and a smoke" stage_clang
+run_stage builds "gcc and clang x Release, RelWithDebInfo, Debug, MinSizeRel (-Werror)" stage_builds
 run_stage sanitize "ASan+UBSan build (clang) + emq_tests" stage_sanitize
 run_stage chaos "chaos run (short) + soak: nothing lost under faults, flat memory" stage_chaos
 run_stage valgrind "valgrind memcheck: emq_tests --no-fork unit/ and the core's integration tests" stage_valgrind

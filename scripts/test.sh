@@ -29,7 +29,10 @@
 #             abi/libechomq.abi, the last release's record (scripts/abi.sh,
 #             abidiff)
 #   install   cmake --install to a temporary prefix, then tests/install built
-#             with find_package and with pkg-config, and run
+#             with find_package and with pkg-config, and run; no RUNPATH
+#             installed; then the Debian packages (cpack -G DEB) installed
+#             with apt-get (root or sudo), tests/install built against them
+#             both ways, and the packages removed again
 #   examples  every examples/*.c built by gcc and clang, compiled against
 #             the installed copy (the event-loop ones with libuv and
 #             libevent), examples/cxx_worker.cpp (echomq.hpp) built with g++
@@ -99,6 +102,7 @@ scratch=$(mktemp -d "${TMPDIR:-/tmp}/echomq-test.XXXXXX")
 finish() {
     local rc=$?
     stop_private_redis
+    [[ ${debs_installed:-0} -eq 0 ]] || remove_debs || true
     rm -rf "$scratch"
     if [[ -n "$current" ]]; then
         summary+=("$(printf '%-9s FAILED  %5ds' "$current" $((SECONDS - current_start)))")
@@ -362,7 +366,13 @@ stage_install() {
         [[ -e "$prefix/$f" ]] || { echo "install: $f is missing" >&2; return 1; }
     done
     echo "installed to $prefix"
-    "$prefix/bin/echomq" --version
+    # Debian policy: an installed program finds its libraries where the
+    # system looks, not through a RUNPATH or RPATH of its own.
+    if readelf -d "$prefix/bin/echomq" "$prefix"/lib/libechomq.so.* | grep -E 'R(UN)?PATH'; then
+        echo "install: an installed binary carries a RUNPATH or RPATH" >&2
+        return 1
+    fi
+    LD_LIBRARY_PATH=$libdir "$prefix/bin/echomq" --version
     # The man page is what `man echomq` shows from the installed tree.
     if command -v man >/dev/null 2>&1; then
         MANPATH=$prefix/share/man man -P cat echomq 2>/dev/null | grep -q "echomq exporter\|exporter" ||
@@ -400,6 +410,68 @@ stage_install() {
         echo "install: consumer_pc_static is not linked statically" >&2
         return 1
     fi
+    install_debs
+}
+
+# The Debian packages of the gcc build, installed as a user would (apt-get
+# install ./*.deb), tests/install built against them with find_package and
+# pkg-config from the system's own paths, then removed (remove_debs, also
+# on failure) so the machine is left as found.
+debs=()
+debs_installed=0
+as_root=()
+install_debs() {
+    if [[ $(id -u) -ne 0 ]]; then
+        command -v sudo >/dev/null 2>&1 || {
+            echo "install: installing the .deb packages needs root or sudo" >&2
+            return 1
+        }
+        as_root=(sudo --preserve-env=DEBIAN_FRONTEND)
+    fi
+    local p dir=$scratch/debs out=$build/consumer-deb
+    (cd "$build/gcc" && cpack -G DEB -B "$dir" >"$logs/cpack.log" 2>&1) ||
+        { cat "$logs/cpack.log" >&2; return 1; }
+    for p in "$dir"/*.deb; do
+        debs+=("$(dpkg-deb -f "$p" Package)")
+        echo "-- $(basename "$p") (Depends: $(dpkg-deb -f "$p" Depends))"
+        dpkg-deb -c "$p" | awk '$6 !~ /\/$/ {print "     " $6 ($8 ? " -> " $8 : "")}'
+        if dpkg-query -W -f='${db:Status-Status}' "${debs[-1]}" 2>/dev/null | grep -qx installed; then
+            echo "install: ${debs[-1]} is installed already; this stage installs and removes its own: remove it first (apt-get remove ${debs[-1]})" >&2
+            return 1
+        fi
+    done
+    debs_installed=1
+    "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+        --no-install-recommends "$dir"/*.deb >"$logs/apt-install.log" 2>&1 ||
+        { cat "$logs/apt-install.log" >&2; return 1; }
+    echo "installed: $(dpkg-query -W -f='${Package} ${Version}  ' "${debs[@]}")"
+    echo "$(command -v echomq): $(echomq --version)"
+    if command -v man >/dev/null 2>&1; then
+        man -P cat echomq 2>/dev/null | grep -q exporter ||
+            { echo "install: 'man echomq' does not show the packaged page" >&2; return 1; }
+    fi
+    rm -rf "$out"
+    cmake -S "$root/tests/install" -B "$out" -DCMAKE_C_COMPILER=gcc \
+        >"$logs/consumer-deb.configure.log" 2>&1 ||
+        { cat "$logs/consumer-deb.configure.log" >&2; return 1; }
+    cmake --build "$out" >"$logs/consumer-deb.build.log" 2>&1 ||
+        { cat "$logs/consumer-deb.build.log" >&2; return 1; }
+    "$out/consumer_shared"
+    "$out/consumer_static"
+    # shellcheck disable=SC2046
+    cc -std=c11 -Wall -Wextra -Werror -o "$out/consumer_pc" "$root/tests/install/consumer.c" \
+        $(pkg-config --cflags --libs echomq)
+    "$out/consumer_pc"
+    echo "tests/install: built against the packages with find_package and pkg-config, and ran"
+    remove_debs
+}
+
+remove_debs() {
+    [[ $debs_installed -eq 1 ]] || return 0
+    debs_installed=0
+    "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get purge -y -qq "${debs[@]}" \
+        >"$logs/apt-remove.log" 2>&1 || { cat "$logs/apt-remove.log" >&2; return 1; }
+    echo "removed: ${debs[*]}"
 }
 
 stage_examples() {

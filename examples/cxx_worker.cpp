@@ -40,9 +40,12 @@ int main(int argc, char **argv) {
             handled++;
             return EMQ_ACK;
         });
-        /* A second thread stops the consumer once the work is done. */
+        /* A second thread stops the consumer once the work is done, or
+         * after 30 s (a loaded machine or valgrind may need many). */
         std::thread stopper([&] {
-            for (int i = 0; i < 200; i++) {
+            auto deadline = std::chrono::steady_clock::now() +
+                            std::chrono::seconds(30);
+            while (std::chrono::steady_clock::now() < deadline) {
                 emq_consumer_stats s = consumer.stats();
                 if (s.acked == 2 && s.dead_lettered == 1)
                     break;
@@ -54,14 +57,10 @@ int main(int argc, char **argv) {
         stopper.join();
 
         echomq::admin admin(conf);
-        emq_dead_letter *letters = nullptr;
-        size_t n = 0;
-        emq_error err;
-        if (emq_admin_dead_list(admin.get(), 10, &letters, &n, &err) != EMQ_OK)
-            throw echomq::error(err);
+        echomq::dead_letters letters = admin.dead_list(10);
+        size_t n = letters.size();
         std::string reason = n == 1 && letters[0].reason ? letters[0].reason
                                                          : "";
-        emq_dead_letters_free(letters, n);
         std::string info = admin.describe_json();
         if (handled != 2 || n != 1 || reason != "the boom job always fails" ||
             info.find("\"pending\":0") == std::string::npos) {

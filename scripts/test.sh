@@ -35,9 +35,10 @@
 #             both ways, and the packages removed again
 #   examples  every examples/*.c built by gcc and clang, compiled against
 #             the installed copy (the event-loop ones with libuv and
-#             libevent), examples/cxx_worker.cpp (echomq.hpp) built with g++
-#             against it, and roundtrip, topic_pipeline, admin_tour and cxx_worker run
-#             on a private redis-server (the event-loop examples run in the suite:
+#             libevent), every examples/*.cpp (echomq.hpp) built with g++
+#             and clang++ against it, and roundtrip, topic_pipeline,
+#             admin_tour and each C++ example run on a private
+#             redis-server (the event-loop examples run in the suite:
 #             test_examples_loops.c)
 #   docs      docs/CONFIGURATION.md equals what tools/gen_confdoc prints
 #   matrix    scripts/servers.sh builds (once, cached by checksum) Redis
@@ -475,7 +476,7 @@ remove_debs() {
 }
 
 stage_examples() {
-    local src name dir n=0
+    local src name dir n=0 cxx_examples=()
     shopt -s nullglob
     local sources=("$root"/examples/*.c)
     shopt -u nullglob
@@ -508,13 +509,23 @@ stage_examples() {
             n=$((n + 1))
         done
         echo "compiled $n example(s) against the installed libechomq"
-        # The C++ header, with g++ (C++17, pedantic) against the same copy.
-        # shellcheck disable=SC2046
-        g++ -std=c++17 -Wall -Wextra -Werror -pedantic -pthread \
-            -o "$scratch/cxx_worker" "$root/examples/cxx_worker.cpp" \
-            $(PKG_CONFIG_PATH=$prefix/lib/pkgconfig pkg-config --cflags --libs echomq) \
-            -Wl,-rpath,"$prefix/lib"
-        echo "compiled examples/cxx_worker.cpp with g++ against the installed echomq.hpp"
+        # The C++ header: every examples/*.cpp with g++ and clang++ (C++17,
+        # pedantic) against the same copy; the g++ builds run below.
+        local cxx
+        for src in "$root"/examples/*.cpp; do
+            name=$(basename "$src" .cpp)
+            for cxx in g++ clang++; do
+                command -v "$cxx" >/dev/null || continue
+                # shellcheck disable=SC2046
+                "$cxx" -std=c++17 -Wall -Wextra -Werror -pedantic -pthread \
+                    -o "$scratch/$name.$cxx" "$src" \
+                    $(PKG_CONFIG_PATH=$prefix/lib/pkgconfig pkg-config --cflags --libs echomq) \
+                    -Wl,-rpath,"$prefix/lib"
+            done
+            mv "$scratch/$name.g++" "$scratch/$name"
+            cxx_examples+=("$name")
+        done
+        echo "compiled ${cxx_examples[*]} with g++ and clang++ against the installed echomq.hpp"
     fi
     [[ -x "$build/gcc/example_roundtrip" ]] || return 0
     mkdir -p "$scratch/redis"
@@ -526,15 +537,15 @@ stage_examples() {
     "$build/gcc/example_admin_tour" "$EMQ_REDIS_URL" "ci-admin-tour" >"$logs/admin_tour.log" ||
         { cat "$logs/admin_tour.log" >&2; return 1; }
     grep -E '^(produced|consumed|requeued|trimmed)' "$logs/admin_tour.log"
-    if [[ -x "$scratch/cxx_worker" ]]; then
-        "$scratch/cxx_worker" "$EMQ_REDIS_URL" "ci:cxx"
-    fi
+    for name in "${cxx_examples[@]}"; do
+        "$scratch/$name" "$EMQ_REDIS_URL" "ci:$name"
+    done
     stop_private_redis
 }
 
 # The layers of src/, bottom to top: a file of one may include headers of
 # its own folder and of the folders before it, never of one after it.
-readonly LAYER_ORDER=(base resp conn cluster keys streams producer consumer admin cli)
+readonly LAYER_ORDER=(base resp conn cluster keys streams session producer consumer admin cli)
 
 stage_house() {
     local bad=0 f

@@ -9,6 +9,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The session's log: which queue's admin says it. */
+static void session_log(void *ctx, int level, const char *message) {
+    const emq_admin_t *a = ctx;
+    emq__conf_log(a->conf, (emq_log_level)level, "admin of '%s': %s",
+                  a->keys.stream, message);
+}
+
 emq_status emq__admin_open(const emq_conf_t *conf, emq_admin_t **out,
                            emq_error *err) {
     *out = NULL;
@@ -27,8 +34,19 @@ emq_status emq__admin_open(const emq_conf_t *conf, emq_admin_t **out,
     if (st == EMQ_OK)
         st = emq__keys_resolve(emq__cfg_queue(conf), emq__cfg_stream(conf),
                                &a->keys, err);
-    if (st == EMQ_OK && !emq__topic_is(conf))
-        st = emq__route_new(a->conf, a->keys.stream, &a->route, err);
+    if (st == EMQ_OK && !emq__topic_is(conf)) {
+        emq__session_opts o = {
+            .what = "admin",
+            .max_attempts = emq__cfg_max_attempts(a->conf),
+            /* The first connection is one attempt: a wrong URL is said
+             * at once. Later ones are bounded by the attempts. */
+            .not_now_ms = EMQ_ADMIN_NOT_NOW_MS,
+            .log = session_log,
+            .log_ctx = a,
+        };
+        st = emq__session_open(&a->session, a->conf, a->keys.stream, &o, err);
+        a->has_session = st == EMQ_OK;
+    }
     if (st != EMQ_OK) {
         emq_admin_destroy(a);
         return st;
@@ -43,7 +61,8 @@ void emq_admin_destroy(emq_admin_t *a) {
     for (size_t i = 0; i < a->nparts; i++)
         emq_admin_destroy(a->parts[i]);
     emq__free(a->parts);
-    emq__route_destroy(a->route);
+    if (a->has_session)
+        emq__session_close(&a->session);
     emq__keys_free(&a->keys);
     emq_conf_destroy(a->conf);
     emq__free(a);
@@ -51,11 +70,30 @@ void emq_admin_destroy(emq_admin_t *a) {
 
 void emq_free_array(void *array) { emq__free(array); }
 
+emq_status emq__admin_ready(emq_admin_t *a, emq_error *err) {
+    if (!a->has_session)
+        return emq__error_set(err, EMQ_EINVAL, 0,
+                              "a command needs the handle of a queue or of "
+                              "one partition (emq_admin_partition), not of a "
+                              "whole topic");
+    return emq__session_ready(&a->session, err);
+}
+
+emq_status emq__admin_send(emq_admin_t *a, int argc, const char *const *argv,
+                           const size_t *argvlen, emq_reply **reply,
+                           emq_error *err) {
+    *reply = NULL;
+    emq_status st = emq__admin_ready(a, err);
+    if (st == EMQ_OK)
+        st = emq__session_call(&a->session, 0, argc, argv, argvlen, reply,
+                               err);
+    return st;
+}
+
 emq_status emq__admin_call(emq_admin_t *a, const char *what, int argc,
                            const char *const *argv, const size_t *argvlen,
                            emq_reply **reply, emq_error *err) {
-    emq_status st =
-        emq__route_command(a->route, argc, argv, argvlen, reply, err);
+    emq_status st = emq__admin_send(a, argc, argv, argvlen, reply, err);
     if (st != EMQ_OK)
         return st;
     if (emq_reply_kind(*reply) == EMQ_REPLY_ERROR) {
@@ -66,44 +104,18 @@ emq_status emq__admin_call(emq_admin_t *a, const char *what, int argc,
     return st;
 }
 
-/* ---- shared reply and counting helpers (inspect.c, replay.c) ------------- */
-
 emq_status emq__admin_pipeline(emq_admin_t *a, size_t n,
-                               const emq__admin_cmd *cmds, emq_reply **replies,
-                               emq_error *err) {
+                               const emq__session_cmd *cmds,
+                               emq_reply **replies, emq_error *err) {
     for (size_t i = 0; i < n; i++)
         replies[i] = NULL;
-    size_t appended = 0;
-    emq_status st = EMQ_OK;
-    while (appended < n) {
-        st =
-            emq__route_append(a->route, cmds[appended].argc,
-                              cmds[appended].argv, cmds[appended].argvlen, err);
-        if (st != EMQ_OK)
-            break;
-        appended++;
-    }
-    /* Read every reply of what was appended, even after a failed append,
-     * so the connection is left with nothing outstanding. */
-    for (size_t i = 0; i < appended; i++) {
-        emq_error rerr;
-        emq_status rst = emq__route_get_reply(a->route, &replies[i], &rerr);
-        if (rst != EMQ_OK && st == EMQ_OK) {
-            st = rst;
-            if (err)
-                *err = rerr;
-        }
-        if (rst != EMQ_OK && !emq__route_only_this_failed(a->route, rst))
-            break; /* the connection is broken: nothing more will come */
-    }
-    if (st != EMQ_OK) {
-        for (size_t i = 0; i < n; i++) {
-            emq_reply_free(replies[i]);
-            replies[i] = NULL;
-        }
-    }
-    return st;
+    emq_status st = emq__admin_ready(a, err);
+    if (st != EMQ_OK)
+        return st;
+    return emq__session_pipeline(&a->session, 0, n, cmds, replies, err);
 }
+
+/* ---- shared reply and counting helpers (inspect.c, replay.c) ------------- */
 
 int emq__admin_id(const emq_reply *r, emq_id *out, emq__stream_id *sid) {
     size_t len;

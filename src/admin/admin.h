@@ -11,13 +11,23 @@
 #ifndef EMQ_ADMIN_H
 #define EMQ_ADMIN_H
 
-#include "../streams/streams.h"
 #include "../conn/conf.h"
+#include "../session/session.h"
+
+/* How long one admin call waits out a server that says "not now"
+ * (LOADING, BUSY, ...): an operator's command should not hang for the
+ * minutes a consumer waits; past it the reply is the call's error. */
+#define EMQ_ADMIN_NOT_NOW_MS 30000
 
 struct emq_admin {
     emq_conf_t *conf; /* own copy */
     emq__keys keys;
-    emq__route *route; /* NULL for a topic */
+    /* A queue's (or partition's) connection; unused for a topic. It
+     * reconnects at the next call after a failure (reconnect.max_attempts
+     * attempts with backoff), and before a call when the server closed it
+     * while idle. */
+    emq__session session;
+    int has_session;
     /* A topic (conf partitions > 1): one admin handle per partition. */
     emq_admin_t **parts;
     size_t nparts;
@@ -116,8 +126,14 @@ emq_status emq__admin_letters_build(emq_reply *const *r, const int *part,
                                     emq_dead_letter **out, size_t *n,
                                     emq_error *err);
 
-/* Sends one command and returns its reply (caller frees). An error reply
- * becomes EMQ_ESERVER with "<what> failed: <reply text>" and *reply NULL. */
+/* Sends one command on a's session (made ready first; "not now" waited
+ * out up to EMQ_ADMIN_NOT_NOW_MS) and returns its reply (caller frees),
+ * error replies included. */
+emq_status emq__admin_send(emq_admin_t *a, int argc, const char *const *argv,
+                           const size_t *argvlen, emq_reply **reply,
+                           emq_error *err);
+/* emq__admin_send, where an error reply becomes EMQ_ESERVER with "<what>
+ * failed: <reply text>" (emq__reply_error_set) and *reply NULL. */
 emq_status emq__admin_call(emq_admin_t *a, const char *what, int argc,
                            const char *const *argv, const size_t *argvlen,
                            emq_reply **reply, emq_error *err);
@@ -151,20 +167,16 @@ emq_status emq__admin_in_hand(emq_admin_t *a, const char *group,
     "  return r\n"                                                            \
     "end\n"
 
-/* One command of a pipeline (argvlen NULL: NUL-terminated strings). */
-typedef struct emq__admin_cmd {
-    int argc;
-    const char *const *argv;
-    const size_t *argvlen;
-} emq__admin_cmd;
-
-/* Sends n commands in one round trip and stores their n replies in
- * replies[] (caller frees each; error replies are data here, not a
- * failure). On a transport failure every reply already read is freed, all
- * of replies[] is NULL, and the status says what broke. */
+/* Makes a's session ready for a call (emq__session_ready: reconnected
+ * when the last call broke it or the server closed it while idle);
+ * EMQ_EINVAL for a topic's handle, which has none. What a verb that uses
+ * a->session.route itself calls first. */
+emq_status emq__admin_ready(emq_admin_t *a, emq_error *err);
+/* emq__session_pipeline on a's session, made ready first (a failure
+ * leaves it to reconnect at the next call). */
 emq_status emq__admin_pipeline(emq_admin_t *a, size_t n,
-                               const emq__admin_cmd *cmds, emq_reply **replies,
-                               emq_error *err);
+                               const emq__session_cmd *cmds,
+                               emq_reply **replies, emq_error *err);
 
 /* Copies a stream ID reply (a bulk string) into *out and parses it into
  * *sid (either may be NULL). Returns 0, or -1 when r is not an ID. */

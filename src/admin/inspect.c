@@ -169,7 +169,7 @@ static emq_status describe_groups(emq_admin_t *a, emq_queue_info *info,
                                   const emq__stream_id *cursors,
                                   const int *lag_known, emq_error *err) {
     enum { WINDOW = 64 };
-    emq__admin_cmd cmds[2 * WINDOW];
+    emq__session_cmd cmds[2 * WINDOW];
     const char *argv[2 * WINDOW][7];
     emq_reply *replies[2 * WINDOW];
     for (size_t base = 0; base < info->ngroups; base += WINDOW) {
@@ -188,8 +188,8 @@ static emq_status describe_groups(emq_admin_t *a, emq_queue_info *info,
             p[3] = "-";
             p[4] = "+";
             p[5] = "1";
-            cmds[2 * i] = (emq__admin_cmd){4, c, NULL};
-            cmds[2 * i + 1] = (emq__admin_cmd){6, p, NULL};
+            cmds[2 * i] = (emq__session_cmd){4, c, NULL};
+            cmds[2 * i + 1] = (emq__session_cmd){6, p, NULL};
         }
         emq_status st = emq__admin_pipeline(a, 2 * n, cmds, replies, err);
         for (size_t i = 0; i < n && st == EMQ_OK; i++)
@@ -428,7 +428,7 @@ emq_status emq__admin_queue_describe(emq_admin_t *a, emq_queue_info **out,
     const char *groups[] = {"XINFO", "GROUPS", a->keys.stream};
     const char *dead[] = {"XLEN", a->keys.dead};
     const char *policy[] = {"CONFIG", "GET", "maxmemory-policy"};
-    const emq__admin_cmd cmds[] = {{2, exists, NULL},
+    const emq__session_cmd cmds[] = {{2, exists, NULL},
                                    {3, stream, NULL},
                                    {3, groups, NULL},
                                    {2, dead, NULL},
@@ -440,7 +440,7 @@ emq_status emq__admin_queue_describe(emq_admin_t *a, emq_queue_info **out,
         st = describe_from(a, replies, info, err);
     if (st == EMQ_OK)
         st = policy_from(replies[4], info, err);
-    if (st == EMQ_OK && emq__route_server(a->route, &info->server) &&
+    if (st == EMQ_OK && emq__route_server(a->session.route, &info->server) &&
         !(info->server.capabilities & EMQ_CAP_STREAM_COUNTERS)) {
         /* The capability table says this server keeps no such counters
          * (6.2): unknown, whatever a reply may hold. */
@@ -603,7 +603,7 @@ emq_status emq__admin_in_hand(emq_admin_t *a, const char *group,
     for (size_t i = 0; i < n; i++)
         hmget[2 + i] = ids[i].str;
     const char *time_argv[] = {"TIME"};
-    const emq__admin_cmd cmds[] = {{1, time_argv, NULL},
+    const emq__session_cmd cmds[] = {{1, time_argv, NULL},
                                    {(int)(n + 2), hmget, NULL}};
     emq_reply *r[2] = {NULL, NULL};
     if ((st = emq__admin_pipeline(a, 2, cmds, r, err)) != EMQ_OK)

@@ -91,7 +91,7 @@ static emq_status list_members(emq_admin_t *a, const char *group,
     *members = NULL;
     *n = 0;
     const char *argv[] = {"XINFO", "CONSUMERS", a->keys.stream, group};
-    emq_status st = emq__route_command(a->route, 4, argv, NULL, reply, err);
+    emq_status st = emq__admin_send(a, 4, argv, NULL, reply, err);
     if (st != EMQ_OK)
         return st;
     if (emq_reply_kind(*reply) == EMQ_REPLY_ERROR) {

@@ -158,7 +158,7 @@ emq_status emq__admin_queue_setid(emq_admin_t *a, const char *group,
     const char *exists[] = {"EXISTS", a->keys.stream};
     const char *setid[] = {"XGROUP", "SETID", a->keys.stream, group, t.id};
     const char *xinfo[] = {"XINFO", "STREAM", a->keys.stream};
-    const emq__admin_cmd cmds[] = {
+    const emq__session_cmd cmds[] = {
         {2, exists, NULL}, {5, setid, NULL}, {3, xinfo, NULL}};
     emq_reply *r[3];
     if ((st = emq__admin_pipeline(a, 3, cmds, r, err)) != EMQ_OK)
@@ -216,8 +216,7 @@ emq_status emq__admin_queue_group_create(emq_admin_t *a, const char *group,
     const char *argv[6];
     emq__group_create_argv(argv, a->keys.stream, group, id);
     emq_reply *reply;
-    if ((st = emq__route_command(a->route, 6, argv, NULL, &reply, err)) !=
-        EMQ_OK)
+    if ((st = emq__admin_send(a, 6, argv, NULL, &reply, err)) != EMQ_OK)
         return st;
     st = emq__group_create_reply(reply, a->keys.stream, group, created, err);
     emq_reply_free(reply);
@@ -239,7 +238,7 @@ emq_status emq__admin_queue_group_destroy(emq_admin_t *a, const char *group,
      * answers an error, which here simply means "no such group". */
     const char *exists[] = {"EXISTS", a->keys.stream};
     const char *destroy[] = {"XGROUP", "DESTROY", a->keys.stream, group};
-    const emq__admin_cmd cmds[] = {{2, exists, NULL}, {4, destroy, NULL}};
+    const emq__session_cmd cmds[] = {{2, exists, NULL}, {4, destroy, NULL}};
     emq_reply *r[2];
     if ((st = emq__admin_pipeline(a, 2, cmds, r, err)) != EMQ_OK)
         return st;

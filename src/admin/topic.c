@@ -29,12 +29,9 @@ emq_status emq_admin_command(emq_admin_t *a, int argc,
                              const char *const *argv, const size_t *argvlen,
                              emq_reply **reply, emq_error *err) {
     *reply = NULL;
-    if (a == NULL || a->route == NULL)
-        return emq__error_set(err, EMQ_EINVAL, 0,
-                              "a command needs the handle of a queue or of "
-                              "one partition (emq_admin_partition), not of a "
-                              "whole topic");
-    return emq__route_command(a->route, argc, argv, argvlen, reply, err);
+    if (a == NULL)
+        return emq__error_set(err, EMQ_EINVAL, 0, "admin is NULL");
+    return emq__admin_send(a, argc, argv, argvlen, reply, err);
 }
 
 emq_status emq__admin_each(emq_admin_t *a, emq__admin_step step, void *ctx,
@@ -76,8 +73,11 @@ emq_status emq_admin_topic_partitions(emq_admin_t *a, int64_t *partitions,
     }
     if (emq__cfg_queue(a->conf) == NULL) /* a raw stream is never a topic */
         return EMQ_OK;
-    return emq__topic_recorded(a->route, emq__cfg_queue(a->conf), partitions,
-                               err);
+    emq_status st = emq__admin_ready(a, err);
+    if (st != EMQ_OK)
+        return st;
+    return emq__topic_recorded(a->session.route, emq__cfg_queue(a->conf),
+                               partitions, err);
 }
 
 /* Opens partition i's admin handle into a->parts. */
@@ -103,8 +103,8 @@ static emq_status topic_open(emq_admin_t *a, emq_error *err) {
      * mistake to say now, not numbers of the wrong partitions later. */
     int64_t recorded = 0;
     if (st == EMQ_OK)
-        st = emq__topic_recorded(a->parts[0]->route, emq__cfg_queue(conf),
-                                 &recorded, err);
+        st = emq__topic_recorded(a->parts[0]->session.route,
+                                 emq__cfg_queue(conf), &recorded, err);
     if (st == EMQ_OK && recorded > 0 && recorded != emq__cfg_partitions(conf))
         st = emq__error_set(err, EMQ_EINVAL, 0,
                             "topic '%.64s' has %lld partitions (recorded in "
@@ -119,7 +119,10 @@ static emq_status claim_part(emq_admin_t *part, int i, void *ctx,
                              emq_error *err) {
     (void)i;
     (void)ctx;
-    return emq__topic_claim(part->route, part->conf, err);
+    emq_status st = emq__admin_ready(part, err);
+    if (st != EMQ_OK)
+        return st;
+    return emq__topic_claim(part->session.route, part->conf, err);
 }
 
 emq_status emq_admin_topic_create(emq_admin_t *a, emq_error *err) {
@@ -185,7 +188,7 @@ static emq_status setid_check_part(emq_admin_t *part, int i, void *ctx,
     const setid_topic *t = ctx;
     const char *exists[] = {"EXISTS", part->keys.stream};
     const char *groups[] = {"XINFO", "GROUPS", part->keys.stream};
-    const emq__admin_cmd cmds[] = {{2, exists, NULL}, {3, groups, NULL}};
+    const emq__session_cmd cmds[] = {{2, exists, NULL}, {3, groups, NULL}};
     emq_reply *r[2];
     emq_status st = emq__admin_pipeline(part, 2, cmds, r, err);
     if (st != EMQ_OK)

@@ -225,6 +225,10 @@ emq_status emq__route_each_master(emq__route *route, emq__route_master_fn fn,
  * capped backoff between attempts, up to reconnect.max_attempts. A
  * standalone route reconnects its one connection (emq_conn_reconnect). */
 emq_status emq__route_reconnect(emq__route *route, emq_error *err);
+/* 1 when the route cannot serve the next command as it stands: broken,
+ * or idle while the connection to the slot's master went away (closed by
+ * the peer; emq__conn_went_away). Never blocks. The route's thread. */
+int emq__route_went_away(const emq__route *route);
 /* 1 once a transport failure broke the route (sticky until reconnect). */
 int emq__route_is_broken(const emq__route *route);
 /* 1 while the route is broken because a reply grew past

@@ -1028,6 +1028,23 @@ int emq__route_reply_too_large(const emq__route *route) {
     return route->broken.code != EMQ_OK && route->too_large;
 }
 
+int emq__route_went_away(const emq__route *route) {
+    if (route == NULL)
+        return 1;
+    if (route->single)
+        return emq__conn_went_away(route->single);
+    if (route->broken.code != EMQ_OK)
+        return 1;
+    if (route->qlen > 0)
+        return 0;
+    /* A node connection that went away is dropped by the next command
+     * sent to it; the one serving the route's slot decides. */
+    if (route->owner < 0 || (size_t)route->owner >= route->links_cap)
+        return 0;
+    emq_conn_t *conn = route->links[route->owner].conn;
+    return conn != NULL && emq__conn_went_away(conn);
+}
+
 int emq__route_is_broken(const emq__route *route) {
     if (route == NULL)
         return 1;

@@ -860,6 +860,17 @@ int emq_conn_is_broken(const emq_conn_t *conn) {
     return conn == NULL || conn->broken.code != EMQ_OK;
 }
 
+int emq__conn_went_away(const emq_conn_t *conn) {
+    if (conn == NULL || conn->t == NULL || conn->broken.code != EMQ_OK)
+        return 1;
+    if (conn->pending > 0 || conn->out.len > 0)
+        return 0; /* replies are due: readable is expected */
+    if (conn->reader != NULL && emq__resp_buffered(conn->reader) > 0)
+        return 1; /* bytes nobody asked for */
+    struct pollfd pfd = {.fd = conn->t->fd, .events = POLLIN};
+    return poll(&pfd, 1, 0) > 0; /* EOF, a reset, or unasked bytes */
+}
+
 int emq__conn_reply_too_large(const emq_conn_t *conn) {
     return conn != NULL && conn->broken.code == EMQ_EPROTO && conn->too_large;
 }

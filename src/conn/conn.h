@@ -206,6 +206,15 @@ int64_t emq__conn_block_ms(int argc, const char *const *argv,
 void emq__conn_set_cancel(emq_conn_t *c, const atomic_int *flag,
                           int64_t grace_ms);
 
+/* 1 when conn cannot serve the next command as it stands: broken, or
+ * idle (nothing appended, no reply due) while its socket is readable,
+ * which on an idle connection means the peer closed it (a server restart,
+ * a timeout of idle clients) or sent what nobody asked for. Asked before
+ * a command goes out on a connection that may have sat idle, so that it
+ * is replaced before, not after, the command is lost with it. Never
+ * blocks, reads nothing. The thread that uses conn. */
+int emq__conn_went_away(const emq_conn_t *conn);
+
 /* 1 while conn is broken because a reply grew past resp.max_reply_bytes
  * (its status EMQ_EPROTO; emq__resp_over_max_reply), 0 while healthy,
  * after a reconnect, and for every other failure: how a caller tells a

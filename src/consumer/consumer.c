@@ -23,7 +23,6 @@
 #include "consumer.h"
 #include "core.h"
 #include "entries.h"
-#include "exchange.h"
 #include "inflight.h"
 #include "lease.h"
 #include "ready.h"
@@ -146,8 +145,8 @@ void emq__consumer_free(emq_consumer_t *c) {
     if (c->ready != NULL && c->ready->root == c)
         emq__ready_free(c->ready);
     emq__free(c->fetchers);
-    emq__xchg_close(&c->rx);
-    emq__xchg_close(&c->upkeep.x);
+    emq__session_close(&c->rx);
+    emq__session_close(&c->upkeep.x);
     emq__inflight_destroy(&c->table);
     emq__keys_free(&c->keys);
     emq__free(c->lease_key);
@@ -198,7 +197,7 @@ static emq_status open_door(emq_consumer_t *c, emq_error *err) {
     const char *argv[6];
     emq__group_create_argv(argv, c->keys.stream, c->group, c->start_id);
     emq_reply *reply;
-    emq_status st = emq__xchg_call(&c->rx, 0, 6, argv, NULL, &reply, err);
+    emq_status st = emq__session_call(&c->rx, 0, 6, argv, NULL, &reply, err);
     if (st != EMQ_OK)
         return st;
     int created = 0;
@@ -223,7 +222,7 @@ static step_end classify(emq_consumer_t *c, emq_status st, const emq_error *err,
                                                                 : STEP_LEASE;
     if (emq__consumer_stopping(c) && st != EMQ_EINVAL && st != EMQ_EAUTH)
         return STEP_OK;
-    if (emq__xchg_reconnect_cures(st, err))
+    if (emq__session_reconnect_cures(st, err))
         return STEP_RECONNECT;
     if (nogroup)
         return STEP_GROUP_LOST;
@@ -310,7 +309,7 @@ static emq_status read_new(emq_consumer_t *c, size_t room, emq_error *err) {
     emq_reply *reply = NULL;
     atomic_fetch_add(&c->stats.reads, 1);
     if (st == EMQ_OK)
-        st = emq__xchg_call_after(&c->rx, EMQ_XCHG_WAIT_OOM, 11, argv, NULL,
+        st = emq__session_call_after(&c->rx, EMQ_SESSION_WAIT_OOM, 11, argv, NULL,
                                   emq__settle_apply, &round, &reply, err);
     emq__settle_finish(c, c->rx_ops, nops, st, &round);
     if (st != EMQ_OK) {
@@ -337,7 +336,7 @@ static emq_status read_new(emq_consumer_t *c, size_t room, emq_error *err) {
                               "read ended by %s; reading "
                               "again",
                               shown);
-        } else if (emq__reply_not_now(reply, EMQ_XCHG_WAIT_OOM)) {
+        } else if (emq__reply_not_now(reply, EMQ_SESSION_WAIT_OOM)) {
             /* Waited out for minutes, or a stop: try again later. */
             st = emq__error_set(err, EMQ_EIO, 1, "server not ready: %s", shown);
         } else {
@@ -349,7 +348,7 @@ static emq_status read_new(emq_consumer_t *c, size_t room, emq_error *err) {
     const emq_reply *entries = emq__xread_entries(reply, err, &st);
     if (st != EMQ_OK || entries == NULL) { /* timeout, or 7.0's [] */
         if (st == EMQ_OK)
-            emq__xchg_healthy(&c->rx);
+            emq__session_healthy(&c->rx);
         emq_reply_free(reply);
         return st;
     }
@@ -357,7 +356,7 @@ static emq_status read_new(emq_consumer_t *c, size_t room, emq_error *err) {
     emq__batch_init(&b);
     if ((st = emq__batch_parse(&b, reply, entries, err)) == EMQ_OK) {
         /* Only a reply that parsed resets the reconnect backoff. */
-        emq__xchg_healthy(&c->rx);
+        emq__session_healthy(&c->rx);
         for (size_t i = 0; i < b.n; i++)
             b.items[i].deliveries = 1; /* '>' delivers for the first time */
         st = emq__batch_dispatch(c, &b, err);
@@ -407,13 +406,13 @@ static emq_status recover_from(emq_consumer_t *c, step_end end,
         const char *why = err->message[0] ? err->message : "transport failure";
         /* A reply over resp.max_reply_bytes was said once already
          * (emq__fit_failed). */
-        if (emq__xchg_too_large(&c->rx, err->code))
+        if (emq__session_too_large(&c->rx, err->code))
             emq__consumer_log(c, EMQ_LOG_DEBUG,
                               "connection failed (%s); reconnecting", why);
         else
-            emq__xchg_log_failure(&c->rx, why);
+            emq__session_log_failure(&c->rx, why);
     }
-    st = emq__xchg_reconnect(&c->rx, err);
+    st = emq__session_reconnect(&c->rx, err);
     break;
     case STEP_GROUP_LOST:
         st = group_lost(c, err);
@@ -443,7 +442,7 @@ emq_status emq__consumer_loop(emq_consumer_t *c, emq_error *err) {
     c->fit = SIZE_MAX; /* reads that fit: learnt again in every run */
     c->fit_warned = 0;
     if (c->rx.route == NULL)
-        st = emq__xchg_open(&c->rx, c, "read", NULL, err);
+        st = emq__consumer_session_open(c, &c->rx, "read", NULL, err);
     /* Only a first connection that fails is fatal here. After that, a
      * transport failure anywhere, the session's first steps included (a
      * run after a stop may find its connection dead), reconnects. */

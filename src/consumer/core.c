@@ -23,6 +23,32 @@ void emq__consumer_log(emq_consumer_t *c, int level, const char *fmt, ...) {
                   c->name, c->group, c->keys.stream, message);
 }
 
+/* The sessions' log: the consumer's prefix on their sentences. */
+static void session_log(void *c, int level, const char *message) {
+    emq__consumer_log(c, level, "%s", message);
+}
+
+emq_status emq__consumer_session_open(emq_consumer_t *c, emq__session *s,
+                                      const char *what, atomic_int *halt,
+                                      emq_error *err) {
+    stats_counters *k = &c->stats;
+    emq__session_opts o = {
+        .what = what,
+        .client_name = c->name, /* both connections carry the name */
+        .stop = {halt != NULL ? halt : &c->stop, &c->fatal},
+        .connect_wait = (int)emq__cfg_consumer_connect_wait(c->conf),
+        .log = session_log,
+        .log_ctx = c,
+        .counts = {.round_trips = &k->round_trips,
+                   .reconnects = &k->reconnects,
+                   .server_waits = &k->server_waits,
+                   .redirects = &k->redirects,
+                   .cluster_retries = &k->cluster_retries,
+                   .cluster_gave_up = &k->cluster_gave_up},
+    };
+    return emq__session_open(s, c->conf, c->keys.stream, &o, err);
+}
+
 /* The stop predicate of the naps (emq__nap). */
 static int consumer_halted(void *c) { return emq__consumer_stopping(c); }
 

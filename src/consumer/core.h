@@ -9,9 +9,8 @@
  *   inflight.c  the in-flight table (every entry read and not settled) and
  *               the queue of settlements decided and not yet sent
  *   core.c      the consumer's state (this header): log, nap, stop, fatal,
- *               the members of a topic
- *   exchange.c  one connection's pipelined exchange: call, append, drain,
- *               the "not now" wait, reconnect with backoff
+ *               the members of a topic, its two sessions (session.h:
+ *               call, append, drain, the "not now" wait, reconnect)
  *   stats.c     the counters as JSON, the statistics callback
  *   lease.c     one name, one process: acquire, renew, release, identity
  *   settle.c    the commands that settle entries (XACK, failure reasons,
@@ -33,8 +32,8 @@
  *   pool.c      N consumers of N names on N threads
  *
  * Threads: the loop's thread (run's caller, or in pull mode a thread of
- * the consumer's own) owns the read exchange; the upkeep thread owns its
- * own exchange. They share the in-flight table (its mutex), the lease
+ * the consumer's own) owns the read session; the upkeep thread owns its
+ * own session. They share the in-flight table (its mutex), the lease
  * deadline and the stop/fatal flags (atomics). In pull mode, any thread
  * may poll (the ready queue's mutex) and settle (the table's mutex).
  */
@@ -42,6 +41,7 @@
 #define EMQ_CONSUMER_CORE_H
 
 #include "../conn/conf.h"
+#include "../session/session.h"
 #include "inflight.h"
 
 /* The live counters: EMQ_CONSUMER_COUNTERS (echomq.h) as atomics; stats.c
@@ -64,31 +64,12 @@ typedef struct stats_hist {
     atomic_uint_fast64_t deliveries[EMQ_DELIVERY_BUCKETS];
 } stats_hist;
 
-/* One connection of a consumer (exchange.c offers its calls). */
-typedef struct emq__xchg {
-    struct emq_consumer *c;
-    const char *what; /* "read" or "upkeep", for log lines */
-    emq__route *route;
-    int *tags; /* tag of each appended command whose reply is unread */
-    size_t ntags, tags_cap;
-    unsigned failures;        /* consecutive failed sessions: backoff before the
-                                 next reconnect; reset by emq__xchg_healthy */
-    atomic_int *halt;         /* NULL: waits end on the consumer's stop; else on
-                                 this flag (the upkeep runs on after a stop, until
-                                 the handler in progress has finished) */
-    uint64_t rng;             /* backoff jitter */
-    char last_reason[48];     /* why the last session failed (logged once) */
-    int64_t last_warned_ms;   /* when a failure of it was last a warning */
-    emq__route_stats counted; /* the route's counters already added to the
-                                consumer's (emq__xchg_count_route) */
-} emq__xchg;
-
 /* The ready queue of pull mode (ready.h). */
 typedef struct emq__ready emq__ready;
 
 /* The maintenance thread's part of the consumer (upkeep.c). */
 typedef struct emq__upkeep {
-    emq__xchg x;
+    emq__session x;
     atomic_int quit; /* set by the run thread when it is done */
     pthread_t thread;
     int started;
@@ -118,7 +99,7 @@ struct emq_consumer {
     char *inhand_key; /* the group's entries in a handler's hands and since
                          when (a hash by entry ID, server ms; upkeep.c) */
     char token[256]; /* lease value: the holder's identity */
-    emq__xchg rx;    /* the run thread's exchange */
+    emq__session rx;    /* the run thread's session */
     emq__upkeep upkeep;
     emq__inflight table;
     atomic_int stop; /* set by emq_consumer_stop (signal-safe) */
@@ -186,6 +167,15 @@ struct emq_consumer {
  * consumer, group and stream. */
 void emq__consumer_log(emq_consumer_t *c, int level, const char *fmt, ...)
     EMQ_PRINTF(3, 4);
+/* Opens s, one of c's two sessions (what: "read" or "upkeep"), to the
+ * queue's slot, named after the consumer, logging through c, counting in
+ * c's statistics, waiting for the server per consumer.connect. Its waits
+ * end on c's stop (halt NULL) or on *halt (the upkeep runs on after a
+ * stop until the handler in progress has finished), and on a fatal
+ * error. The thread that will own s. */
+emq_status emq__consumer_session_open(emq_consumer_t *c, emq__session *s,
+                                      const char *what, atomic_int *halt,
+                                      emq_error *err);
 /* Sleeps ms milliseconds, or less when a stop is requested meanwhile. */
 void emq__consumer_nap(emq_consumer_t *c, int64_t ms);
 /* 1 once a stop was requested or a fatal error recorded. */

@@ -607,8 +607,8 @@ void emq__inflight_unmark_finish(emq__inflight *t, int ok, uint64_t upto,
         t->unmark_taken -= n;
     } else if (n > 0) {
         /* Out of memory: say they are gone (a crash may then not count
-         * their handler; the other way, handouts would wait for ever). */
-        t->unmark_taken -= n;
+         * their handler; the other way, handouts would wait for ever).
+         * Their tickets stay taken: they are not queued again. */
         atomic_store(&t->unmark_done, upto);
         pthread_cond_broadcast(&t->unmarked);
     }
@@ -832,6 +832,14 @@ int emq__inflight_was_dropped(emq__inflight *t, const emq_id *id) {
         }
     pthread_mutex_unlock(&t->mu);
     return found;
+}
+
+void emq__inflight_note_dropped(emq__inflight *t, const emq_id *ids,
+                                size_t n) {
+    pthread_mutex_lock(&t->mu);
+    for (size_t i = 0; i < n; i++)
+        note_dropped(t, &ids[i]);
+    pthread_mutex_unlock(&t->mu);
 }
 
 void emq__inflight_dropped_forget(emq__inflight *t) {

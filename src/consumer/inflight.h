@@ -261,6 +261,11 @@ void emq__inflight_drop_unstarted(emq__inflight *t);
 /* 1 when id is among the entries this process read and dropped without
  * handing out (then it is no longer). Any thread. */
 int emq__inflight_was_dropped(emq__inflight *t, const emq_id *id);
+/* Adds ids[0..n) to that list: their take's reply was lost, so whatever
+ * count it raised reached no handler (out of memory: some are forgotten,
+ * then counted once more). Any thread. */
+void emq__inflight_note_dropped(emq__inflight *t, const emq_id *ids,
+                                size_t n);
 /* Forgets that list (recover self found nothing more of its own: any
  * left were taken by peers). */
 void emq__inflight_dropped_forget(emq__inflight *t);

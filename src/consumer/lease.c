@@ -26,7 +26,6 @@
  */
 #include "lease.h"
 #include "core.h"
-#include "exchange.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -236,7 +235,7 @@ emq_status emq__lease_acquire(emq_consumer_t *c, emq_error *err) {
                               c->token, ttl};
         emq_reply *reply;
         int64_t sent = emq__now_ms();
-        emq_status st = emq__xchg_call(&c->rx, 0, 6, argv, NULL, &reply, err);
+        emq_status st = emq__session_call(&c->rx, 0, 6, argv, NULL, &reply, err);
         if (st != EMQ_OK)
             return st;
         if (emq_reply_kind(reply) != EMQ_REPLY_ARRAY ||
@@ -288,7 +287,7 @@ emq_status emq__lease_acquire(emq_consumer_t *c, emq_error *err) {
             const char *take[] = {"EVAL", takeover_script, "1", c->lease_key,
                                   holder_raw, c->token, ttl};
             sent = emq__now_ms();
-            if ((st = emq__xchg_call(&c->rx, 0, 7, take, NULL, &reply, err)) !=
+            if ((st = emq__session_call(&c->rx, 0, 7, take, NULL, &reply, err)) !=
                 EMQ_OK)
                 return st;
             long long got = emq_reply_integer(reply);
@@ -333,14 +332,14 @@ emq_status emq__lease_acquire(emq_consumer_t *c, emq_error *err) {
                           c->name);
 }
 
-emq_status emq__lease_append_renew(emq_consumer_t *c, emq__xchg *x, int tag,
+emq_status emq__lease_append_renew(emq_consumer_t *c, emq__session *x, int tag,
                                    emq_error *err) {
     char ttl[24];
     snprintf(ttl, sizeof ttl, "%lld",
              (long long)emq__cfg_lease_ttl_ms(c->conf));
     const char *argv[] = {"EVAL", renew_script, "1", c->lease_key, c->token,
                           ttl};
-    return emq__xchg_append(x, tag, 6, argv, NULL, err);
+    return emq__session_append(x, tag, 6, argv, NULL, err);
 }
 
 emq_status emq__lease_renewed(emq_consumer_t *c, const emq_reply *reply,
@@ -394,7 +393,7 @@ emq_status emq__lease_renewed(emq_consumer_t *c, const emq_reply *reply,
     return st;
 }
 
-void emq__lease_release(emq_consumer_t *c, emq__xchg *x) {
+void emq__lease_release(emq_consumer_t *c, emq__session *x) {
     const char *argv[] = {"EVAL", release_script, "1", c->lease_key,
                           c->token};
     emq_reply *reply;

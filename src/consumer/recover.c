@@ -59,7 +59,6 @@
 #include "recover.h"
 #include "core.h"
 #include "entries.h"
-#include "exchange.h"
 #include "inflight.h"
 #include "lease.h"
 #include "ready.h"
@@ -179,7 +178,7 @@ static emq_status unseen_marks(emq_consumer_t *c, const emq_id *ids, size_t n,
         argv[2 + i] = ids[i].str;
     emq_reply *reply;
     emq_status st =
-        emq__xchg_call(&c->rx, 0, (int)(2 + n), argv, NULL, &reply, err);
+        emq__session_call(&c->rx, 0, (int)(2 + n), argv, NULL, &reply, err);
     if (st != EMQ_OK)
         return st;
     if (emq_reply_kind(reply) == EMQ_REPLY_ARRAY && emq_reply_len(reply) == n)
@@ -195,7 +194,7 @@ size_t emq__fit(const emq_consumer_t *c, size_t want) {
 
 int emq__fit_failed(emq_consumer_t *c, emq_status st, size_t asked,
                     const char *what) {
-    if (!emq__xchg_too_large(&c->rx, st))
+    if (!emq__session_too_large(&c->rx, st))
         return 0;
     size_t half = asked > 1 ? asked / 2 : 1;
     if (half < c->fit) {
@@ -211,7 +210,7 @@ int emq__fit_failed(emq_consumer_t *c, emq_status st, size_t asked,
         c->fit_warned = 1;
         /* The request was too large, not the server broken: the smaller
          * one goes out at once, without the reconnect backoff. */
-        emq__xchg_healthy(&c->rx);
+        emq__session_healthy(&c->rx);
     }
     return 1;
 }
@@ -265,9 +264,16 @@ static emq_status take_page(emq_consumer_t *c, const emq_id *ids, size_t n,
         argv[7 + 2 * i] = bump && !marked[i] && !dropped ? "1" : "0";
     }
     emq_reply *reply;
-    st = emq__xchg_call(&c->rx, 0, (int)(6 + 2 * n), argv, NULL, &reply, err);
-    if (st != EMQ_OK)
+    st = emq__session_call(&c->rx, 0, (int)(6 + 2 * n), argv, NULL, &reply, err);
+    if (st != EMQ_OK) {
+        /* The script may have run and raised the counts, and its reply
+         * (a reply over resp.max_reply_bytes, a cut connection) is lost:
+         * none reached a handler, so the next take of them raises
+         * nothing. Without this, each smaller retry of a reply that does
+         * not fit raised the counts again until max_deliveries. */
+        emq__inflight_note_dropped(&c->table, ids, n);
         return st;
+    }
     if (emq_reply_kind(reply) == EMQ_REPLY_ERROR)
         return script_error(c, reply, what, err);
     const emq_reply *entries = emq_reply_at(reply, 0);
@@ -314,7 +320,7 @@ static emq_status retry_waits(emq_consumer_t *c, const emq_id *ids, size_t n,
         return EMQ_OK;
     emq_reply *reply;
     emq_status st =
-        emq__xchg_call(&c->rx, 0, (int)(4 + n), argv, NULL, &reply, err);
+        emq__session_call(&c->rx, 0, (int)(4 + n), argv, NULL, &reply, err);
     if (st != EMQ_OK)
         return st;
     if (emq_reply_kind(reply) == EMQ_REPLY_ARRAY && emq_reply_len(reply) == n) {
@@ -353,7 +359,7 @@ static emq_status take_ids(emq_consumer_t *c, const emq_id *ids, size_t n,
                     *err = oerr;
                 return ost;
             }
-            emq__xchg_healthy(&c->rx); /* progress: no backoff */
+            emq__session_healthy(&c->rx); /* progress: no backoff */
         }
         at += k;
     }
@@ -388,7 +394,7 @@ emq_status emq__recover_self(emq_consumer_t *c, emq_error *err) {
                               "+",        count,          c->name};
         emq_reply *reply;
         atomic_fetch_add(&c->stats.reads, 1);
-        if ((st = emq__xchg_call(&c->rx, 0, 7, argv, NULL, &reply, err)) !=
+        if ((st = emq__session_call(&c->rx, 0, 7, argv, NULL, &reply, err)) !=
             EMQ_OK) {
             /* A listing holds IDs only: one that does not fit with a
              * single ID never will. */
@@ -570,7 +576,7 @@ emq_status emq__recover_peers(emq_consumer_t *c, emq_error *err) {
                               c->keys.stream, c->group,        c->name,
                               idle,           c->claim_cursor, count};
         emq_reply *reply;
-        if ((st = emq__xchg_call(&c->rx, 0, 9, argv, NULL, &reply, err)) !=
+        if ((st = emq__session_call(&c->rx, 0, 9, argv, NULL, &reply, err)) !=
             EMQ_OK) {
             /* Too large: what it claimed is pending to this consumer now
              * (its count not raised: JUSTID), and recover self takes it

@@ -19,7 +19,7 @@
 size_t emq__fit(const emq_consumer_t *c, size_t want);
 /* After a request of c->rx for asked entries (what: for the log) failed
  * with st: when the reply was larger than resp.max_reply_bytes
- * (emq__xchg_too_large), halves c->fit below asked (down to 1), says so
+ * (emq__session_too_large), halves c->fit below asked (down to 1), says so
  * in the log (a warning the first time in a run), and returns 1; the
  * caller still returns st, so the session reconnects and the next
  * request asks for fewer. Otherwise returns 0 and changes nothing. Run

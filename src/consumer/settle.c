@@ -41,7 +41,6 @@
  */
 #include "settle.h"
 #include "core.h"
-#include "exchange.h"
 #include "inflight.h"
 
 #include <stdio.h>
@@ -219,7 +218,7 @@ emq_status emq__settle_make(emq_consumer_t *c, const emq_id *id,
 }
 
 /* Appends one command of many ids: argv[0..nfixed) then the ids. */
-static emq_status append_with_ids(emq__xchg *x, int tag, const char **fixed,
+static emq_status append_with_ids(emq__session *x, int tag, const char **fixed,
                                   size_t nfixed, const emq_id *const *ids,
                                   size_t nids, emq_error *err) {
     size_t argc = nfixed + nids;
@@ -229,22 +228,22 @@ static emq_status append_with_ids(emq__xchg *x, int tag, const char **fixed,
     memcpy(argv, fixed, nfixed * sizeof *argv);
     for (size_t i = 0; i < nids; i++)
         argv[nfixed + i] = ids[i]->str;
-    emq_status st = emq__xchg_append(x, tag, (int)argc, argv, NULL, err);
+    emq_status st = emq__session_append(x, tag, (int)argc, argv, NULL, err);
     emq__free(argv);
     return st;
 }
 
-static emq_status append_dead(emq_consumer_t *c, emq__xchg *x,
+static emq_status append_dead(emq_consumer_t *c, emq__session *x,
                               const settle_op *op, emq_error *err) {
     const char *argv[] = {"EVAL", deadletter_script, "4", c->keys.stream,
                           c->keys.dead, c->reasons_key, c->retry_key,
                           c->group, op->id.str, c->name,
                           op->reason ? op->reason : ""};
-    return emq__xchg_append(x, TAG_DEAD, 11, argv, NULL, err);
+    return emq__session_append(x, TAG_DEAD, 11, argv, NULL, err);
 }
 
 /* Appends one release script for every SETTLE_RELEASE op of ops[0..n). */
-static emq_status append_release(emq_consumer_t *c, emq__xchg *x,
+static emq_status append_release(emq_consumer_t *c, emq__session *x,
                                  const settle_op *ops, size_t n,
                                  emq_error *err) {
     size_t nrel = 0;
@@ -272,7 +271,7 @@ static emq_status append_release(emq_consumer_t *c, emq__xchg *x,
             argv[7 + 2 * k] = counts[k];
             k++;
         }
-        st = emq__xchg_append(x, TAG_RELEASE, (int)argc, argv, NULL, err);
+        st = emq__session_append(x, TAG_RELEASE, (int)argc, argv, NULL, err);
     }
     emq__free(argv);
     emq__free(counts);
@@ -281,7 +280,7 @@ static emq_status append_release(emq_consumer_t *c, emq__xchg *x,
 
 /* Appends the retries of ops[0..n): one HSET of their reasons, one
  * schedule script of their delays (two commands however many). */
-static emq_status append_retries(emq_consumer_t *c, emq__xchg *x,
+static emq_status append_retries(emq_consumer_t *c, emq__session *x,
                                  const settle_op *ops, size_t n,
                                  emq_error *err) {
     size_t nretry = 0;
@@ -313,10 +312,10 @@ static emq_status append_retries(emq_consumer_t *c, emq__xchg *x,
             sched[5 + 2 * k] = delays[k];
             k++;
         }
-        st = emq__xchg_append(x, TAG_RETRY, (int)(2 + 2 * nretry), hset, NULL,
+        st = emq__session_append(x, TAG_RETRY, (int)(2 + 2 * nretry), hset, NULL,
                               err);
         if (st == EMQ_OK)
-            st = emq__xchg_append(x, TAG_RETRY, (int)(4 + 2 * nretry), sched,
+            st = emq__session_append(x, TAG_RETRY, (int)(4 + 2 * nretry), sched,
                                   NULL, err);
     }
     emq__free(hset);
@@ -342,13 +341,13 @@ static _Thread_local struct {
     int warned;
 } held;
 
-static uint64_t route_tryagain(emq__xchg *x) {
+static uint64_t route_tryagain(emq__session *x) {
     emq__route_stats rs;
     emq__route_stats_get(x->route, &rs);
     return rs.tryagain;
 }
 
-emq_status emq__settle_append(emq_consumer_t *c, emq__xchg *x,
+emq_status emq__settle_append(emq_consumer_t *c, emq__session *x,
                               const settle_op *ops, size_t n, emq_error *err) {
     const emq_id **acks = emq__alloc((n ? n : 1) * sizeof *acks);
     const emq_id **clean = emq__alloc((n ? n : 1) * sizeof *clean);
@@ -449,7 +448,7 @@ static settle_op *nth_dead(settle_op *ops, size_t n, size_t k) {
 }
 
 /* Calls the dead-letter script for op on x; *reply is its answer. */
-static emq_status call_dead(emq_consumer_t *c, emq__xchg *x,
+static emq_status call_dead(emq_consumer_t *c, emq__session *x,
                             const settle_op *op, emq_reply **reply,
                             emq_error *err) {
     const char *argv[] = {"EVAL",
@@ -463,12 +462,12 @@ static emq_status call_dead(emq_consumer_t *c, emq__xchg *x,
                           op->id.str,
                           c->name,
                           op->reason ? op->reason : ""};
-    return emq__xchg_call(x, 0, 11, argv, NULL, reply, err);
+    return emq__session_call(x, 0, 11, argv, NULL, reply, err);
 }
 
 /* XADD of the dead letter of op, its origin then every field of entry
  * (an XRANGE reply's [id, fields]), in one command of any width. */
-static emq_status add_wide(emq_consumer_t *c, emq__xchg *x, const settle_op *op,
+static emq_status add_wide(emq_consumer_t *c, emq__session *x, const settle_op *op,
                            const settle_wide *w, const emq_reply *entry,
                            emq_reply **reply, emq_error *err) {
     const emq_reply *fields = emq_reply_at(entry, 1);
@@ -496,16 +495,16 @@ static emq_status add_wide(emq_consumer_t *c, emq__xchg *x, const settle_op *op,
                 lens[13 + i] = 0;
             }
         }
-        st = emq__xchg_call(x, 0, (int)argc, argv, lens, reply, err);
+        st = emq__session_call(x, 0, (int)argc, argv, lens, reply, err);
     }
     emq__free(argv);
     emq__free(lens);
     return st;
 }
 
-/* The exchange of the calling thread: the upkeep's on its thread, else
+/* The session of the calling thread: the upkeep's on its thread, else
  * the run thread's (the only two that send settlements). */
-static emq__xchg *own_xchg(emq_consumer_t *c) {
+static emq__session *own_session(emq_consumer_t *c) {
     if (c->upkeep.started && pthread_equal(pthread_self(), c->upkeep.thread))
         return &c->upkeep.x;
     return &c->rx;
@@ -522,11 +521,11 @@ static emq__xchg *own_xchg(emq_consumer_t *c) {
  * again. */
 static emq_status wide_move(emq_consumer_t *c, settle_op *op,
                             const settle_wide *w) {
-    emq__xchg *x = own_xchg(c);
+    emq__session *x = own_session(c);
     emq_error err;
     emq_reply *reply = NULL;
     const char *xrange[] = {"XRANGE", c->keys.stream, op->id.str, op->id.str};
-    emq_status st = emq__xchg_call(x, 0, 4, xrange, NULL, &reply, &err);
+    emq_status st = emq__session_call(x, 0, 4, xrange, NULL, &reply, &err);
     if (st != EMQ_OK)
         goto unknown;
     const emq_reply *entry = emq_reply_at(reply, 0);
@@ -603,7 +602,7 @@ emq_status emq__settle_apply(void *round, int tag, const emq_reply *reply,
                 err, EMQ_EIO, 1,
                 "%s: the server is a read-only replica (READONLY)", what);
         if (emq__reply_not_now(reply,
-                               tag == TAG_XACK ? EMQ_XCHG_WAIT_OOM : 0)) {
+                               tag == TAG_XACK ? EMQ_SESSION_WAIT_OOM : 0)) {
             r->again = 1; /* did not run: send again later */
             return EMQ_OK;
         }
@@ -656,10 +655,10 @@ emq_status emq__settle_apply(void *round, int tag, const emq_reply *reply,
 static void check_held(emq_consumer_t *c) {
     /* The run thread's rounds end with a blocking read: not measured (and
      * the upkeep refreshes while the run thread waits). */
-    if (held.at == 0 || own_xchg(c) != &c->upkeep.x)
+    if (held.at == 0 || own_session(c) != &c->upkeep.x)
         return;
     int64_t took = emq__now_ms() - held.at;
-    int tryagain = route_tryagain(own_xchg(c)) > held.tryagain;
+    int tryagain = route_tryagain(own_session(c)) > held.tryagain;
     held.at = 0;
     if (tryagain && took > emq__cfg_claim_min_idle_ms(c->conf) / 4) {
         if (!held.warned)
@@ -708,7 +707,7 @@ void emq__settle_finish(emq_consumer_t *c, settle_op *ops, size_t n,
     emq__inflight_requeue(&c->table, ops, n);
 }
 
-emq_status emq__settle_append_refresh(emq_consumer_t *c, emq__xchg *x,
+emq_status emq__settle_append_refresh(emq_consumer_t *c, emq__session *x,
                                       const emq_id *ids, size_t n, int tag,
                                       emq_error *err) {
     size_t argc = 6 + n;
@@ -723,7 +722,7 @@ emq_status emq__settle_append_refresh(emq_consumer_t *c, emq__xchg *x,
     argv[5] = c->name;
     for (size_t i = 0; i < n; i++)
         argv[6 + i] = ids[i].str;
-    emq_status st = emq__xchg_append(x, tag, (int)argc, argv, NULL, err);
+    emq_status st = emq__session_append(x, tag, (int)argc, argv, NULL, err);
     emq__free(argv);
     return st;
 }

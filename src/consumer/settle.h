@@ -17,7 +17,7 @@
  * pipeline.max would not hold a command per dead letter. */
 size_t emq__settle_ops_max(const emq_consumer_t *c);
 /* Appends the commands of ops[0..n) to x (n <= emq__settle_ops_max). */
-emq_status emq__settle_append(emq_consumer_t *c, emq__xchg *x,
+emq_status emq__settle_append(emq_consumer_t *c, emq__session *x,
                               const settle_op *ops, size_t n, emq_error *err);
 /* A dead-letter move the script found too wide to write itself. */
 typedef struct settle_wide {
@@ -41,7 +41,7 @@ emq_status emq__settle_apply(void *round, int tag, const emq_reply *reply,
                              emq_error *err);
 /* After the pipeline of ops[0..n) was read with status st: moves the
  * dead letters too wide for the script (each with every field, written
- * from this process over the calling thread's own exchange: the upkeep's
+ * from this process over the calling thread's own session: the upkeep's
  * or the run thread's; one that cannot be written whole stays pending,
  * with an error logged, never truncated), forgets the settled entries and
  * frees the ops, or queues them again when their outcome is unknown or
@@ -52,7 +52,7 @@ void emq__settle_finish(emq_consumer_t *c, settle_op *ops, size_t n,
 /* Appends the ownership refresh of ids[0..n) (n <= EMQ_SETTLE_MAX_IDS):
  * its reply is the array of those still pending to this consumer, whose
  * idle time it reset. */
-emq_status emq__settle_append_refresh(emq_consumer_t *c, emq__xchg *x,
+emq_status emq__settle_append_refresh(emq_consumer_t *c, emq__session *x,
                                       const emq_id *ids, size_t n, int tag,
                                       emq_error *err);
 /* Builds the settlement *op of entry id, delivered deliveries times

@@ -9,7 +9,6 @@
  */
 #include "stats.h"
 #include "core.h"
-#include "exchange.h"
 #include "inflight.h"
 
 #include <stdio.h>
@@ -108,13 +107,13 @@ static uint64_t quantile(const uint64_t *buckets, uint64_t n, double q) {
 
 /* The group's lag (-1: not said) and the idle time of its oldest pending
  * entry (-1: none), from the server. */
-static void group_numbers(emq_consumer_t *c, emq__xchg *x, long long *lag,
+static void group_numbers(emq_consumer_t *c, emq__session *x, long long *lag,
                           long long *oldest_ms) {
     *lag = *oldest_ms = -1;
     const char *groups[] = {"XINFO", "GROUPS", c->keys.stream};
     emq_reply *r = NULL;
     emq_error err;
-    if (emq__xchg_call(x, 0, 3, groups, NULL, &r, &err) == EMQ_OK &&
+    if (emq__session_call(x, 0, 3, groups, NULL, &r, &err) == EMQ_OK &&
         emq_reply_kind(r) == EMQ_REPLY_ARRAY) {
         for (size_t i = 0; i < emq_reply_len(r); i++) {
             const emq_reply *g = emq_reply_at(r, i);
@@ -133,7 +132,7 @@ static void group_numbers(emq_consumer_t *c, emq__xchg *x, long long *lag,
     const char *pending[] = {"XPENDING", c->keys.stream, c->group, "-", "+",
                              "1"};
     r = NULL;
-    if (emq__xchg_call(x, 0, 6, pending, NULL, &r, &err) == EMQ_OK &&
+    if (emq__session_call(x, 0, 6, pending, NULL, &r, &err) == EMQ_OK &&
         emq_reply_kind(r) == EMQ_REPLY_ARRAY && emq_reply_len(r) == 1) {
         emq__pending_row row;
         if (emq__pending_row_parse(emq_reply_at(r, 0), &row) == 0)
@@ -142,7 +141,7 @@ static void group_numbers(emq_consumer_t *c, emq__xchg *x, long long *lag,
     emq_reply_free(r);
 }
 
-void emq__stats_report(emq_consumer_t *c, emq__xchg *x) {
+void emq__stats_report(emq_consumer_t *c, emq__session *x) {
     char buf[STATS_JSON_MAX];
     size_t len = emq_consumer_stats_json(c, buf, sizeof buf);
     if (len == 0 || len >= sizeof buf - STATS_TAIL_ROOM)

@@ -14,6 +14,6 @@ void emq__stats_latency(emq_consumer_t *c, int64_t us);
 void emq__stats_delivery(emq_consumer_t *c, uint64_t deliveries);
 /* Asks the server for the group's lag and oldest pending entry on x, then
  * passes the JSON to the callback (the upkeep thread, when due). */
-void emq__stats_report(emq_consumer_t *c, emq__xchg *x);
+void emq__stats_report(emq_consumer_t *c, emq__session *x);
 
 #endif /* EMQ_CONSUMER_STATS_H */

@@ -29,7 +29,6 @@
  */
 #include "upkeep.h"
 #include "core.h"
-#include "exchange.h"
 #include "inflight.h"
 #include "lease.h"
 #include "settle.h"
@@ -244,7 +243,7 @@ static void wait_due(emq_consumer_t *c, int *settle) {
 
 /* One round: settlements, renewal and refresh in one pipeline. Returns a
  * transport status; fatal errors are recorded by apply. */
-/* Appends cmd key ids[0..n) to the upkeep's exchange. */
+/* Appends cmd key ids[0..n) to the upkeep's session. */
 static emq_status append_ids(emq_consumer_t *c, const char *cmd,
                              const char *key, const emq_id *ids, size_t n,
                              int tag, emq_error *err) {
@@ -256,7 +255,7 @@ static emq_status append_ids(emq_consumer_t *c, const char *cmd,
     for (size_t i = 0; i < n; i++)
         argv[2 + i] = ids[i].str;
     emq_status st =
-        emq__xchg_append(&c->upkeep.x, tag, (int)(n + 2), argv, NULL, err);
+        emq__session_append(&c->upkeep.x, tag, (int)(n + 2), argv, NULL, err);
     emq__free(argv);
     return st;
 }
@@ -284,7 +283,7 @@ static emq_status append_publish(emq_consumer_t *c, int64_t now, emq_id *ids,
             argv[4 + 2 * i] = ids[i].str;
             argv[5 + 2 * i] = texts[i];
         }
-        st = emq__xchg_append(&c->upkeep.x, TAG_PUBLISH, (int)(4 + 2 * n),
+        st = emq__session_append(&c->upkeep.x, TAG_PUBLISH, (int)(4 + 2 * n),
                               argv, NULL, err);
     }
     emq__free(argv);
@@ -371,7 +370,7 @@ static emq_status one_round(emq_consumer_t *c, int settle, settle_op *ops,
         st = emq__settle_append(c, &u->x, ops, nops, err);
     }
     if (st == EMQ_OK)
-        st = emq__xchg_drain(&u->x, apply, &r, err);
+        st = emq__session_drain(&u->x, apply, &r, err);
     emq__settle_finish(c, ops, nops, st, &r.settle);
     if (nunpub > 0 && st != EMQ_OK && st != EMQ_EAGAIN)
         emq__inflight_unpublish_again(&c->table, unpub, nunpub);
@@ -392,12 +391,12 @@ static emq_status one_round(emq_consumer_t *c, int settle, settle_op *ops,
     else if (st != EMQ_OK && st != EMQ_EAGAIN && r.nasked > 0)
         u->next_refresh_ms = now; /* its reply was lost: again at once */
     if (st == EMQ_OK && !r.settle.again) {
-        emq__xchg_healthy(&u->x);
+        emq__session_healthy(&u->x);
     } else if (st == EMQ_OK) { /* "not now": pause, then again */
-        emq__xchg_nap(&u->x, 100);
+        emq__session_nap(&u->x, 100);
         st = EMQ_EAGAIN;
     } else if (st == EMQ_ENOMEM ||
-               (st == EMQ_ELIMIT && !emq__xchg_cluster_bound(st, err))) {
+               (st == EMQ_ELIMIT && !emq__session_cluster_bound(st, err))) {
         emq__consumer_fatal(c, err);
     }
     return st;
@@ -437,10 +436,10 @@ static void *upkeep_main(void *arg) {
          * stay pending and come back). */
         if (quit && st != EMQ_OK)
             break;
-        if (emq__xchg_reconnect_cures(st, &err)) {
-            emq__xchg_log_failure(&u->x, err.message);
-            if (emq__xchg_reconnect(&u->x, &err) != EMQ_OK) {
-                if (!emq__xchg_halted(&u->x))
+        if (emq__session_reconnect_cures(st, &err)) {
+            emq__session_log_failure(&u->x, err.message);
+            if (emq__session_reconnect(&u->x, &err) != EMQ_OK) {
+                if (!emq__session_halted(&u->x))
                     emq__consumer_fatal(c, &err);
                 break;
             }
@@ -461,7 +460,7 @@ emq_status emq__upkeep_start(emq_consumer_t *c, emq_error *err) {
     emq__upkeep *u = &c->upkeep;
     atomic_store(&u->quit, 0);
     if (u->x.route == NULL) {
-        emq_status st = emq__xchg_open(&u->x, c, "upkeep", &u->quit, err);
+        emq_status st = emq__consumer_session_open(c, &u->x, "upkeep", &u->quit, err);
         if (st != EMQ_OK)
             return st;
     }

@@ -26,6 +26,7 @@
 #include "harness/cluster.h"
 #include "integ/cli_helpers.h"
 #include "integ/consumer_helpers.h"
+#include "integ/inspect_conn_helpers.h"
 
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -280,9 +281,28 @@ TEST_TIMEOUT(cluster_queue_wrong_node_and_migration, 60) {
     usleep(50 * 1000);
     wait_distinct(s, atomic_load(&add.added), 15000);
     if (!crashes_on_blocked_migrate) {
-        usleep(300 * 1000); /* the consumer is now blocked */
-        emq_cl_move_slot(c, slot, to, owner);
-        usleep(300 * 1000);
+        /* Each round waits (bounded) until the consumer's read is blocked
+         * on the slot's node, then moves the slot away under it. A loaded
+         * machine may let the read time out and go again between the look
+         * and the move: then it is tried again, the other way, up to 5
+         * times. */
+        int from = to, dest = owner;
+        for (int round = 0; round < 5; round++) {
+            emq_srv *node = emq_cl_node(c, from);
+            WAIT_UNTIL(client_id_by_name(node, "w1", 1) > 0, 10000,
+                       "the consumer to block in XREADGROUP");
+            emq_cl_move_slot(c, slot, from, dest);
+            int tmp = from;
+            from = dest;
+            dest = tmp;
+            if (!unblocked_expected)
+                break;
+            int64_t end = now_ms() + emq_test_ms(2000);
+            while (atomic_load(&logs.unblocked) == 0 && now_ms() < end)
+                usleep(10000);
+            if (atomic_load(&logs.unblocked) > 0)
+                break;
+        }
     }
     atomic_store(&add.pause, 0);
     usleep(500 * 1000);

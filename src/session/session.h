@@ -1,0 +1,207 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* session.h: one connection to a queue's server that recovers by itself,
+ * shared by the consumer, the producer and admin (session.c).
+ *
+ * Internal header (not installed). A session is a route (one connection,
+ * or the cluster master of the queue's slot) plus the one failure policy
+ * of echomq:
+ *
+ *   - replies that mean "not now" (LOADING, BUSY, TRYAGAIN, CLUSTERDOWN,
+ *     MASTERDOWN, MISCONF, NOREPLICAS; OOM when asked) are waited out with
+ *     backoff and the command sent again: the server did not run it;
+ *   - a READONLY reply (the master was demoted) is a transport-like
+ *     failure, EMQ_EIO retriable: the caller reconnects;
+ *   - reconnecting backs off by the number of consecutive failed
+ *     sessions (a server that accepts and then breaks every connection is
+ *     not hammered), through the one retry primitive (conn/backoff.c),
+ *     and fails at once on a password, a certificate or a configuration;
+ *   - a connection that went away while idle (a server restart) is
+ *     replaced before the next command goes out (emq__session_ready);
+ *   - failures are logged once per episode; every round trip, reconnect,
+ *     wait and redirection is counted.
+ *
+ * Where the handles differ, the options say so: what ends the waits (a
+ * consumer's stop), whether reconnecting is bounded (admin: by
+ * reconnect.max_attempts) or goes on until a stop (consumer), how long a
+ * "not now" is waited out. A session is used by one thread at a time.
+ */
+#ifndef EMQ_SESSION_H
+#define EMQ_SESSION_H
+
+#include "../streams/streams.h" /* layers below: keys, cluster, conn, resp */
+
+#include <stdatomic.h>
+
+/* Where a session adds what it did; any pointer may be NULL (not
+ * counted). The counters are the owner's, updated atomically. */
+typedef struct emq__session_counts {
+    atomic_uint_fast64_t *round_trips;     /* sends that awaited replies */
+    atomic_uint_fast64_t *reconnects;      /* sessions re-established */
+    atomic_uint_fast64_t *server_waits;    /* "not now" episodes waited */
+    atomic_uint_fast64_t *redirects;       /* MOVED and ASK followed */
+    atomic_uint_fast64_t *cluster_retries; /* TRYAGAIN, CLUSTERDOWN */
+    atomic_uint_fast64_t *cluster_gave_up; /* a route bound ended one */
+} emq__session_counts;
+
+/* How a session logs: message is one sentence about the session (it
+ * names the session by opts.what); level an emq_log_level. */
+typedef void (*emq__session_log_fn)(void *ctx, int level, const char *message);
+
+typedef struct emq__session_opts {
+    const char *what;        /* "read", "upkeep", "admin": in log lines */
+    const char *client_name; /* CLIENT SETNAME on every connection; NULL:
+                                the configuration's client_name */
+    /* The waits (backoff, "not now") end once *stop[0] or *stop[1] is
+     * non-zero (NULL: not watched); a reply overdue by
+     * EMQ_SESSION_STOP_GRACE_MS once *stop[0] is set is given up with its
+     * connection. */
+    const atomic_int *stop[2];
+    /* 0: emq__session_reconnect (and the first connection, with
+     * connect_wait) tries until it works or a stop; else at most this
+     * many attempts per call. */
+    int64_t max_attempts;
+    /* 1: the first connection waits for a server that does not answer
+     * yet like a later reconnect does (consumer.connect wait); 0: the
+     * first attempt's failure is returned. */
+    int connect_wait;
+    /* How long one call waits out "not now" replies before it returns
+     * the last one (0: EMQ_SESSION_NOT_NOW_MS). */
+    int64_t not_now_ms;
+    emq__session_log_fn log; /* NULL: nothing logged */
+    void *log_ctx;
+    emq__session_counts counts;
+} emq__session_opts;
+
+/* A reply overdue by this long, once a stop was asked, is given up. */
+#define EMQ_SESSION_STOP_GRACE_MS 500
+/* How long one call waits out "not now" replies by default. */
+#define EMQ_SESSION_NOT_NOW_MS (5 * 60 * 1000)
+
+/* Flags of emq__session_call. */
+#define EMQ_SESSION_WAIT_OOM 1u /* also wait out OOM (reads and acks only) */
+
+typedef struct emq__session {
+    emq__session_opts o;
+    const emq_conf_t *conf;   /* borrowed: backoff bounds, route options */
+    emq__route *route;
+    int *tags; /* tag of each appended command whose reply is unread */
+    size_t ntags, tags_cap;
+    unsigned failures;        /* consecutive failed sessions: backoff before
+                                 the next reconnect; reset by
+                                 emq__session_healthy */
+    uint64_t rng;             /* backoff jitter */
+    char last_reason[48];     /* why the last session failed (logged once) */
+    int64_t last_warned_ms;   /* when a failure of it was last a warning */
+    emq__route_stats counted; /* the route's counters already added to the
+                                 owner's (count_route) */
+} emq__session;
+
+/* Applies the reply of one appended command (tag as given to append).
+ * Returns EMQ_OK or a fatal error. */
+typedef emq_status (*emq__session_apply_fn)(void *ctx, int tag,
+                                            const emq_reply *reply,
+                                            emq_error *err);
+
+/* Connects s to the server of key (the master of its slot on a cluster)
+ * with conf's connection settings and opts (copied; the strings and
+ * counters they point to must outlive s). With opts.connect_wait a server
+ * that does not answer yet is waited for, with backoff, until a stop; a
+ * password, certificate or configuration error ends it at once. On
+ * failure s holds nothing (emq__session_close is still safe). */
+emq_status emq__session_open(emq__session *s, const emq_conf_t *conf,
+                             const char *key, const emq__session_opts *opts,
+                             emq_error *err);
+void emq__session_close(emq__session *s);
+/* 1 once the session's waits should end (see opts.stop). */
+int emq__session_halted(const emq__session *s);
+/* Sleeps ms, or less once emq__session_halted. */
+void emq__session_nap(emq__session *s, int64_t ms);
+/* Makes sure the next command goes out on a live connection: when the
+ * route is broken, or went away while idle (emq__route_went_away), it
+ * reconnects (emq__session_reconnect) and logs why. EMQ_OK, or the
+ * reconnect's failure. Cheap (a poll of zero ms) when all is well. */
+emq_status emq__session_ready(emq__session *s, emq_error *err);
+/* Appends a command whose reply emq__session_drain reads. EMQ_ELIMIT past
+ * pipeline.max. */
+emq_status emq__session_append(emq__session *s, int tag, int argc,
+                               const char *const *argv, const size_t *argvlen,
+                               emq_error *err);
+/* Sends what is appended and reads every reply in order, passing each to
+ * apply. A transport failure is returned at once (the rest is lost with
+ * the connection); the first fatal apply result (or the first failure of
+ * a command alone, emq__route_only_this_failed) is returned after all
+ * replies were read, so the connection stays in step. */
+emq_status emq__session_drain(emq__session *s, emq__session_apply_fn apply,
+                              void *ctx, emq_error *err);
+/* One command and its reply (caller frees *reply); nothing may be
+ * appended. A reply meaning "not now" is waited out with backoff and the
+ * command sent again, logged once per episode, until it clears, a stop,
+ * or opts.not_now_ms; then the last reply is returned as it is. READONLY:
+ * EMQ_EIO, retriable. Error replies are otherwise returned as replies. */
+emq_status emq__session_call(emq__session *s, unsigned flags, int argc,
+                             const char *const *argv, const size_t *argvlen,
+                             emq_reply **reply, emq_error *err);
+/* Like emq__session_call, after the commands appended so far: their
+ * replies go to apply (as emq__session_drain), then the command's own is
+ * returned, in the same round trip. */
+emq_status emq__session_call_after(emq__session *s, unsigned flags, int argc,
+                                   const char *const *argv,
+                                   const size_t *argvlen,
+                                   emq__session_apply_fn apply, void *ctx,
+                                   emq_reply **reply, emq_error *err);
+/* One command of a pipeline (argvlen NULL: NUL-terminated strings). */
+typedef struct emq__session_cmd {
+    int argc;
+    const char *const *argv;
+    const size_t *argvlen;
+} emq__session_cmd;
+
+/* The most commands one emq__session_pipeline sends. */
+#define EMQ_SESSION_PIPELINE_MAX 256
+
+/* Sends n commands (at most EMQ_SESSION_PIPELINE_MAX) in one round trip
+ * and stores their n replies in replies[] (caller frees each; error
+ * replies are data here, not a failure). A command answered "not now"
+ * (see emq__session_call; flags as there) did not run: it alone is sent
+ * again after a pause, until it runs, a stop or opts.not_now_ms (then
+ * that reply stays); so when the server was busy, a command may run after
+ * ones that followed it. On a transport failure every reply already read
+ * is freed, all of replies[] is NULL, and the status says what broke.
+ * Nothing may be appended before. */
+emq_status emq__session_pipeline(emq__session *s, unsigned flags, size_t n,
+                                 const emq__session_cmd *cmds,
+                                 emq_reply **replies, emq_error *err);
+/* Reconnects: capped jittered backoff by the number of consecutive failed
+ * sessions, in naps a stop ends, until it works, a stop (EMQ_ECLOSED) or
+ * opts.max_attempts. Fails at once on authentication, TLS and
+ * configuration errors. */
+emq_status emq__session_reconnect(emq__session *s, emq_error *err);
+/* Records that the connection did useful work (resets the backoff). */
+void emq__session_healthy(emq__session *s);
+/* Logs that s failed (why) and that it reconnects: a warning when an
+ * episode starts (a reason unlike the last one, or the first failure
+ * after a healthy stretch with no warning for EMQ_SESSION_EPISODE_QUIET_MS),
+ * else debug. */
+void emq__session_log_failure(emq__session *s, const char *why);
+/* 1 for the failures after which a session reconnects: the transport
+ * failures, and a route's bound (emq__session_cluster_bound), since a
+ * fresh connection fetches the cluster's slot map again. err may be
+ * NULL. */
+int emq__session_reconnect_cures(emq_status st, const emq_error *err);
+/* 1 when st and err are a route's own bound (cluster.max_redirects or
+ * cluster.retry_ms: EMQ_ELIMIT quoting the last reply), not a local
+ * limit. */
+int emq__session_cluster_bound(emq_status st, const emq_error *err);
+/* 1 when st (EMQ_EPROTO) from a call or drain of s means that a reply
+ * grew past resp.max_reply_bytes: the server answered a well-formed but
+ * too large reply, which a request for fewer entries may avoid, not that
+ * the peer broke the protocol. Ask before s reconnects. */
+int emq__session_too_large(const emq__session *s, emq_status st);
+/* 1 when r is an error reply that means "not now" (see
+ * emq__session_call): emq__reply_transient, or OOM with
+ * EMQ_SESSION_WAIT_OOM. */
+int emq__reply_not_now(const emq_reply *r, unsigned flags);
+/* 1 when r is an ACL refusal (NOPERM), also one inside a script. */
+int emq__reply_refused(const emq_reply *r);
+
+#endif /* EMQ_SESSION_H */

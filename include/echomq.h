@@ -22,20 +22,22 @@
  *   Replies and entries may be freed on any thread. Distinct handles may be
  *   used on distinct threads without locking.
  *
- * ABI policy. Within one major version (the shared library's SONAME,
- * libechomq.so.<major>) a program built against an older release runs
- * with a newer library: no exported function is removed or changes its
- * signature, no enum value changes, and no struct a caller allocates or
- * reads changes the offset of a field. Structs that will grow carry
- * reserved room (emq_error, emq_consumer_stats, the prune and trim
- * results, emq_queue_info) and new fields take it; handles are opaque.
- * Arrays the library returns (emq_pending_entry, emq_dead_letter) are
- * indexed by the library's element size only through the library's own
- * calls: read them as returned, never allocate them. Anything else is a
- * new major version. Before 1.0 (major 0) a minor release may still break
- * the ABI; CHANGELOG.md says so when it does. The CI's abi stage compares
+ * ABI policy. The shared library's SONAME names the releases that may
+ * break the ABI: libechomq.so.0.<minor> before 1.0 (0.1, 0.2, ... each a
+ * SONAME of its own, since a 0.x minor release may break), then
+ * libechomq.so.<major>. Within one SONAME a program built against an
+ * older release runs with a newer library: no exported function is
+ * removed or changes its signature, no enum value changes, and no struct
+ * a caller allocates or reads changes the offset of a field. Structs that
+ * will grow carry reserved room (emq_error, emq_consumer_stats, the prune
+ * and trim results, emq_queue_info) and new fields take it; handles are
+ * opaque. Arrays the library returns (emq_pending_entry, emq_dead_letter)
+ * are indexed by the library's element size only through the library's
+ * own calls: read them as returned, never allocate them. Anything else
+ * is a new SONAME, and CHANGELOG.md says so. The CI's abi stage compares
  * every build's exported symbols and types with abi/libechomq.abi, the
- * last release's record (scripts/abi.sh).
+ * last release's record (scripts/abi.sh). "Added in" notes name the
+ * release (EMQ_VERSION_MAJOR.MINOR) that first has the declaration.
  */
 #ifndef ECHOMQ_H
 #define ECHOMQ_H
@@ -872,14 +874,14 @@ EMQ_EXPORT int64_t emq_consumer_timeout_ms(emq_consumer_t *c);
                           handed back with their delivery count undone */
 
 /* What Redis Cluster made the consumer's connections do (0 on a
- * standalone server); added in 0.2 in the room reserved for counters. */
+ * standalone server); added in 0.1 in the room reserved for counters. */
 #define EMQ_CONSUMER_CLUSTER_COUNTERS(X)                                       \
     X(redirects)       /* MOVED and ASK replies followed to another node */    \
     X(cluster_retries) /* TRYAGAIN and CLUSTERDOWN replies waited out */       \
     X(cluster_gave_up) /* commands failed at cluster.max_redirects or          \
                           cluster.retry_ms (EMQ_ELIMIT) */
 
-/* Time in hand (handler.timeout_ms); added in 0.2 in the room reserved
+/* Time in hand (handler.timeout_ms); added in 0.1 in the room reserved
  * for counters. */
 #define EMQ_CONSUMER_HAND_COUNTERS(X)                                          \
     X(handler_overdue) /* entries kept past handler.timeout_ms: let go (no   \
@@ -896,7 +898,7 @@ typedef struct emq_consumer_stats {
 #undef EMQ_STATS_FIELD
     uint64_t oldest_in_hand_ms; /* how long the entry handed out longest ago
                                    and not settled has been out, now; 0
-                                   when none (added in 0.2 from the
+                                   when none (added in 0.1 from the
                                    reserved room) */
     uint64_t reserved[3]; /* room for counters to come; 0 */
 } emq_consumer_stats;
@@ -1057,7 +1059,7 @@ typedef struct emq_queue_info {
     /* The server's maxmemory-policy ("noeviction", "volatile-lru", ...)
      * as CONFIG GET told it; NULL when it did not (a user without
      * +config). A topic: its first partition's. See
-     * emq_eviction_warning. Added in 0.2 in the room reserved for fields
+     * emq_eviction_warning. Added in 0.1 in the room reserved for fields
      * to come. */
     char *maxmemory_policy;
     void *reserved[3]; /* room for fields to come; NULL */
@@ -1095,7 +1097,7 @@ typedef struct emq_pending_entry {
     int partition; /* a topic's partition of the entry; -1 for a queue */
     int64_t in_hand_ms; /* time since a handler got it, as the consumer
                            publishes it (within 100 ms); -1 when it is
-                           not in a handler's hands (added in 0.2) */
+                           not in a handler's hands (added in 0.1) */
 } emq_pending_entry;
 
 /* Lists at most max pending entries of group, oldest first (a topic: all

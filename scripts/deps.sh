@@ -33,6 +33,7 @@ readonly WANTED=(
     "prometheus:prometheus"
     "tmux:tmux"
     "abigail-tools:abidiff"
+    "dpkg-dev:dpkg-shlibdeps"
 )
 
 have_package() {

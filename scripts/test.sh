@@ -15,6 +15,10 @@
 #   gcc       gcc build with -Werror, the layer rule on its objects (nm:
 #             scripts/check_layers.sh objects), then emq_tests
 #   clang     clang build with -Werror, then the unit tests and a smoke
+#   builds    the eight builds a packager may run, every target with
+#             -Werror: gcc and clang, each Release, RelWithDebInfo, Debug
+#             and MinSizeRel (RelWithDebInfo is the gcc and clang stages'
+#             folder, not built twice); ccache when it is installed
 #   sanitize  ASan+UBSan build (clang), then emq_tests
 #   chaos     the soak (tests/soak: 5000000 entries through one consumer)
 #             and the short chaos run (tests/chaos: 20000 jobs, 4 worker
@@ -29,7 +33,10 @@
 #             abi/libechomq.abi, the last release's record (scripts/abi.sh,
 #             abidiff)
 #   install   cmake --install to a temporary prefix, then tests/install built
-#             with find_package and with pkg-config, and run
+#             with find_package and with pkg-config, and run; no RUNPATH
+#             installed; then the Debian packages (cpack -G DEB) installed
+#             with apt-get (root or sudo), tests/install built against them
+#             both ways, and the packages removed again
 #   examples  every examples/*.c built by gcc and clang, compiled against
 #             the installed copy (the event-loop ones with libuv and
 #             libevent), every examples/*.cpp (echomq.hpp) built with g++
@@ -76,7 +83,7 @@ cd "$root"
 # shellcheck source=scripts/redis.sh
 . "$root/scripts/redis.sh"
 
-readonly ALL_STAGES=(deps house gcc clang sanitize chaos valgrind symbols abi install examples docs matrix fuzz bench)
+readonly ALL_STAGES=(deps house gcc clang builds sanitize chaos valgrind symbols abi install examples docs matrix fuzz bench)
 jobs=${EMQ_JOBS:-$(nproc 2>/dev/null || echo 2)}
 fuzz_seconds=${EMQ_FUZZ_SECONDS:-}
 readonly FUZZ_BUDGET=60
@@ -102,6 +109,7 @@ scratch=$(mktemp -d "${TMPDIR:-/tmp}/echomq-test.XXXXXX")
 finish() {
     local rc=$?
     stop_private_redis
+    [[ ${debs_installed:-0} -eq 0 ]] || remove_debs || true
     rm -rf "$scratch"
     if [[ -n "$current" ]]; then
         summary+=("$(printf '%-9s FAILED  %5ds' "$current" $((SECONDS - current_start)))")
@@ -241,6 +249,30 @@ stage_clang() {
         integ/test_consumer.c integ/test_cli_produce.c
 }
 
+# The packager's builds: each configuration warning-free (-Werror), every
+# target (the library, the CLI, tests, examples, chaos and soak).
+readonly BUILD_TYPES=(Release RelWithDebInfo Debug MinSizeRel)
+stage_builds() {
+    local cc type dir start extra launcher=()
+    if command -v ccache >/dev/null 2>&1; then
+        launcher=(-DCMAKE_C_COMPILER_LAUNCHER=ccache)
+    fi
+    for cc in gcc clang; do
+        for type in "${BUILD_TYPES[@]}"; do
+            dir=$build/builds-$cc-$type
+            extra=()
+            if [[ $type == RelWithDebInfo ]]; then
+                dir=$build/$cc # the gcc and clang stages' own build
+                [[ $cc == gcc ]] && extra=(-DEMQ_BENCH=OFF)
+            fi
+            start=$SECONDS
+            configure "$dir" "$cc" -DCMAKE_BUILD_TYPE="$type" "${extra[@]}" "${launcher[@]}"
+            compile "$dir" | sed "s/^/$cc $type: /"
+            echo "$cc $type: warning-free in $((SECONDS - start)) s"
+        done
+    done
+}
+
 stage_sanitize() {
     configure "$build/sanitize" clang -DCMAKE_BUILD_TYPE=Debug \
         -DEMQ_SANITIZE=address,undefined
@@ -342,7 +374,13 @@ stage_install() {
         [[ -e "$prefix/$f" ]] || { echo "install: $f is missing" >&2; return 1; }
     done
     echo "installed to $prefix"
-    "$prefix/bin/echomq" --version
+    # Debian policy: an installed program finds its libraries where the
+    # system looks, not through a RUNPATH or RPATH of its own.
+    if readelf -d "$prefix/bin/echomq" "$prefix"/lib/libechomq.so.* | grep -E 'R(UN)?PATH'; then
+        echo "install: an installed binary carries a RUNPATH or RPATH" >&2
+        return 1
+    fi
+    LD_LIBRARY_PATH=$libdir "$prefix/bin/echomq" --version
     # The man page is what `man echomq` shows from the installed tree.
     if command -v man >/dev/null 2>&1; then
         MANPATH=$prefix/share/man man -P cat echomq 2>/dev/null | grep -q "echomq exporter\|exporter" ||
@@ -380,6 +418,68 @@ stage_install() {
         echo "install: consumer_pc_static is not linked statically" >&2
         return 1
     fi
+    install_debs
+}
+
+# The Debian packages of the gcc build, installed as a user would (apt-get
+# install ./*.deb), tests/install built against them with find_package and
+# pkg-config from the system's own paths, then removed (remove_debs, also
+# on failure) so the machine is left as found.
+debs=()
+debs_installed=0
+as_root=()
+install_debs() {
+    if [[ $(id -u) -ne 0 ]]; then
+        command -v sudo >/dev/null 2>&1 || {
+            echo "install: installing the .deb packages needs root or sudo" >&2
+            return 1
+        }
+        as_root=(sudo --preserve-env=DEBIAN_FRONTEND)
+    fi
+    local p dir=$scratch/debs out=$build/consumer-deb
+    (cd "$build/gcc" && cpack -G DEB -B "$dir" >"$logs/cpack.log" 2>&1) ||
+        { cat "$logs/cpack.log" >&2; return 1; }
+    for p in "$dir"/*.deb; do
+        debs+=("$(dpkg-deb -f "$p" Package)")
+        echo "-- $(basename "$p") (Depends: $(dpkg-deb -f "$p" Depends))"
+        dpkg-deb -c "$p" | awk '$6 !~ /\/$/ {print "     " $6 ($8 ? " -> " $8 : "")}'
+        if dpkg-query -W -f='${db:Status-Status}' "${debs[-1]}" 2>/dev/null | grep -qx installed; then
+            echo "install: ${debs[-1]} is installed already; this stage installs and removes its own: remove it first (apt-get remove ${debs[-1]})" >&2
+            return 1
+        fi
+    done
+    debs_installed=1
+    "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+        --no-install-recommends "$dir"/*.deb >"$logs/apt-install.log" 2>&1 ||
+        { cat "$logs/apt-install.log" >&2; return 1; }
+    echo "installed: $(dpkg-query -W -f='${Package} ${Version}  ' "${debs[@]}")"
+    echo "$(command -v echomq): $(echomq --version)"
+    if command -v man >/dev/null 2>&1; then
+        man -P cat echomq 2>/dev/null | grep -q exporter ||
+            { echo "install: 'man echomq' does not show the packaged page" >&2; return 1; }
+    fi
+    rm -rf "$out"
+    cmake -S "$root/tests/install" -B "$out" -DCMAKE_C_COMPILER=gcc \
+        >"$logs/consumer-deb.configure.log" 2>&1 ||
+        { cat "$logs/consumer-deb.configure.log" >&2; return 1; }
+    cmake --build "$out" >"$logs/consumer-deb.build.log" 2>&1 ||
+        { cat "$logs/consumer-deb.build.log" >&2; return 1; }
+    "$out/consumer_shared"
+    "$out/consumer_static"
+    # shellcheck disable=SC2046
+    cc -std=c11 -Wall -Wextra -Werror -o "$out/consumer_pc" "$root/tests/install/consumer.c" \
+        $(pkg-config --cflags --libs echomq)
+    "$out/consumer_pc"
+    echo "tests/install: built against the packages with find_package and pkg-config, and ran"
+    remove_debs
+}
+
+remove_debs() {
+    [[ $debs_installed -eq 1 ]] || return 0
+    debs_installed=0
+    "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get purge -y -qq "${debs[@]}" \
+        >"$logs/apt-remove.log" 2>&1 || { cat "$logs/apt-remove.log" >&2; return 1; }
+    echo "removed: ${debs[*]}"
 }
 
 stage_examples() {
@@ -657,6 +757,7 @@ run_stage deps "install missing dependencies (scripts/deps.sh)" stage_deps
 run_stage house "SPDX lines, the layer rule on includes and headers (scripts/check_layers.sh), format, commit subjects" stage_house
 run_stage gcc "gcc build (-Werror) + emq_tests" stage_gcc
 run_stage clang "clang build (-Werror) + unit tests and a smoke" stage_clang
+run_stage builds "gcc and clang x Release, RelWithDebInfo, Debug, MinSizeRel (-Werror)" stage_builds
 run_stage sanitize "ASan+UBSan build (clang) + emq_tests" stage_sanitize
 run_stage chaos "chaos run (short) + soak: nothing lost under faults, flat memory" stage_chaos
 run_stage valgrind "valgrind memcheck: emq_tests --no-fork unit/ and the core's integration tests" stage_valgrind

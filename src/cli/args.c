@@ -402,6 +402,7 @@ int cli_num(const char *verb, const char *opt, const char *text,
     char *end;
     errno = 0;
     long long v = strtoll(text, &end, 10);
+    *out = 0; /* defined on every path, failures too */
     if (text[0] == '\0' || *end != '\0' || errno == ERANGE || v < min ||
         v > max || (text[0] < '0' || text[0] > '9'))
         return cli_usage_err(verb,

@@ -248,8 +248,9 @@ void cli_note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
  * it per cell. Returns out. */
 const char *cli_esc(const char *text, char *out, size_t size);
 
-/* Parses a whole number of option opt within [min, max]. Returns CLI_OK,
- * or CLI_USAGE after printing which option and why. */
+/* Parses a whole number of option opt within [min, max] into *out.
+ * Returns CLI_OK, or CLI_USAGE after printing which option and why (*out
+ * is then 0). */
 int cli_num(const char *verb, const char *opt, const char *text,
             long long min, long long max, long long *out);
 /* Requires option id to be present; prints what to give when it is not. */

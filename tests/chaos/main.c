@@ -680,9 +680,9 @@ restore:
     }
     if (ok) {
         f->outcome = 1;
-        snprintf(f->detail, sizeof f->detail,
-                 "MISCONF held %lld ms, then dir %s restored, BGSAVE ok, AOF "
-                 "ok",
+        snprintf(f->detail, sizeof f->detail, /* a long dir is cut */
+                 "MISCONF held %lld ms, then dir %.200s restored, BGSAVE ok, "
+                 "AOF ok",
                  (long long)f->duration_ms, dir);
         printf("[%7.3f]   misconf: restored (dir %s, BGSAVE ok, AOF writes "
                "ok)\n",
@@ -1102,7 +1102,7 @@ static void peer_claim_episode(fault *f, int pos, emq_srv *srv) {
         char id[32];
         if (workers[i].pid > 0 && in_handler(i, &job, id, sizeof id) &&
             strlen(id) < sizeof ids[0])
-            snprintf(ids[nids++], sizeof ids[0], "%s", id);
+            memcpy(ids[nids++], id, strlen(id) + 1);
     }
     if (emq_srv_cmd(srv, out, sizeof out, "XPENDING", CHAOS_STREAM, CHAOS_GROUP,
                     "-", "+", "10", NULL) == '*') {
@@ -1117,7 +1117,7 @@ static void peer_claim_episode(fault *f, int pos, emq_srv *srv) {
                 dup |= strcmp(ids[j], line) == 0;
             if (k % 4 == 0 && !dup && strlen(line) < sizeof ids[0] &&
                 strchr(line, '-'))
-                snprintf(ids[nids++], sizeof ids[0], "%s", line);
+                memcpy(ids[nids++], line, strlen(line) + 1);
             line = nl ? nl + 1 : NULL;
         }
     }
@@ -1805,7 +1805,7 @@ int main(int argc, char **argv) {
                     strerror(errno));
             return 2;
         }
-        snprintf(run_dir, sizeof run_dir, "%s", abs);
+        memcpy(run_dir, abs, strlen(abs) + 1); /* fits: checked above */
     }
     chaos_set_tmpdir(run_dir);
 

@@ -9,6 +9,7 @@
  * child process whose signal handler calls emq_consumer_stop makes it exit
  * 0, with everything it handled acknowledged and its lease released.
  */
+#include "integ/inspect_conn_helpers.h"
 #include "integ/tally_helpers.h"
 
 #include <errno.h>
@@ -92,12 +93,13 @@ TEST(consumer_stop_while_blocked_returns_within_block_ms) {
     runner_thread t;
     start_consumer(&t, c);
     wait_reads(c, &t, 2, 3000);
-    usleep(50 * 1000); /* blocked in XREADGROUP by now */
+    WAIT_UNTIL(client_id_by_name(s, "w1", 1) >= 0, 5000,
+               "the consumer to block in XREADGROUP");
     int64_t t0 = now_ms();
     emq_consumer_stop(c);
     ASSERT_OK(join_consumer(&t), &t.err);
     int64_t took = now_ms() - t0;
-    if (took > 500 + 300)
+    if (took > 500 + emq_test_ms(300))
         FAIL("run returned %lld ms after the stop (block_ms 500)",
              (long long)took);
     ASSERT_EQ_SIZE(r.n, 0);

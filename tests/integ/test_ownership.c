@@ -24,6 +24,7 @@
  *  7. the dead-letter script refuses an entry a peer claimed meanwhile.
  */
 #include "integ/ownership_helpers.h"
+#include "integ/tally_helpers.h"
 
 #include <sys/prctl.h>
 
@@ -300,7 +301,10 @@ TEST_TIMEOUT(own_sigstopped_holder_loses_name_and_reads_nothing_more, 40) {
     ASSERT(kill(pid, SIGSTOP) == 0);
     usleep(100 * 1000);
     int at_stop = count_lines(file, NULL, NULL);
-    usleep(1800 * 1000); /* longer than lease.ttl_ms 1400 */
+    /* The stopped holder renews nothing: its lease (ttl 1400) expires. */
+    char lease[512];
+    WAIT_UNTIL((raw_get(s, OQ_LEASE_W, lease, sizeof lease), !lease[0]), 5000,
+               "the stopped holder's lease to expire");
     static slow h;
     slow_init(&h);
     h.sleep_ms = 100;
@@ -614,7 +618,8 @@ TEST_TIMEOUT(own_deadletter_refuses_entry_a_peer_claimed, 20) {
     emq_reply_free(r);
     WAIT_UNTIL(atomic_load(&h.returned) == 1, 3000,
                "the handler to answer EMQ_DEAD");
-    usleep(600 * 1000); /* the settlement has had time to go out */
+    /* The settlement went out before the loop read again. */
+    wait_two_more_reads(c, NULL, 5000);
     ASSERT_OK(bg_stop(&t, 3000), &t.err);
     char owner[64];
     long long deliveries;

@@ -134,7 +134,9 @@ TEST_TIMEOUT(batch_group_deleted_mid_batch_runs_on, 60) {
     ASSERT(log_has(&h, "group or stream is gone"));
     atomic_store(&h.hold, 0); /* the batch's settlements, group gone */
     WAIT_UNTIL(!atomic_load(&h.in_call), 10000, "the handler to return");
-    usleep(300000); /* the settlements of the batch are made by now */
+    WAIT_UNTIL(log_has(&h, "5 of the batch's 5 entries were not settled") ||
+                   atomic_load(&t.done),
+               10000, "the batch's settlements");
     still_running(&t, "after the batch whose group was deleted");
     ASSERT(log_has(&h, "5 of the batch's 5 entries were not settled: entry"));
     ASSERT(log_has(&h, "its group was deleted while it was out"));

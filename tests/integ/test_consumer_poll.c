@@ -730,7 +730,12 @@ TEST_TIMEOUT(poll_holder_paused_past_its_lease_is_fenced, 90) {
     int64_t stopped_ms = now_ms();
     usleep(200 * 1000); /* an ack queued before the stop may still land */
     int at_stop = count_lines(path, NULL, NULL);
-    usleep(1800 * 1000); /* longer than lease.ttl_ms 1400 */
+    /* The stopped holder renews nothing: its lease (ttl 1400) expires. */
+    char lease[64];
+    WAIT_UNTIL(emq_srv_cmd(s, lease, sizeof lease, "EXISTS",
+                           "emq:{jobs}:lease:g:w", NULL) == ':' &&
+                   strcmp(lease, "0") == 0,
+               5000, "the stopped holder's lease to expire");
     emq_conf_t *conf = poll_conf(emq_srv_url(s), "100");
     emq_consumer_t *c = poll_consumer(conf);
     static work_pool pool;

@@ -82,7 +82,7 @@ TEST_TIMEOUT(poll_hundred_in_flight_slow_workers_one_name, 90) {
     static claimer peer;
     claimer_start(&peer, s);
     produce_n(s, "jobs", "j", 300);
-    int64_t end = now_ms() + 30000;
+    int64_t end = now_ms() + emq_test_ms(30000);
     while (recorded(&pool.r) < 300 && now_ms() < end)
         usleep(10000);
     if (recorded(&pool.r) < 300) {
@@ -417,7 +417,7 @@ TEST_TIMEOUT(poll_event_fd_and_step, 30) {
     ASSERT_EQ_INT(emq_consumer_timeout_ms(c), 0);
     emq_entry *got[8];
     size_t n = 0, total = 0;
-    int64_t end = now_ms() + 3000;
+    int64_t end = now_ms() + emq_test_ms(3000);
     while (total < 3 && now_ms() < end) {
         if (!readable(fd, 100))
             continue;
@@ -640,7 +640,7 @@ TEST_TIMEOUT(poll_event_fd_over_tls_misses_nothing, 60) {
     ASSERT_EQ_INT((long long)written, 2000);
     static emq_entry *got[2000];
     size_t total = 0;
-    int64_t end = now_ms() + 20000;
+    int64_t end = now_ms() + emq_test_ms(20000);
     while (total < 2000 && now_ms() < end) {
         struct pollfd pfd = {.fd = fd, .events = POLLIN};
         if (poll(&pfd, 1, 1000) != 1)

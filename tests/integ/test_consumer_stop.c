@@ -193,7 +193,7 @@ TEST_TIMEOUT(consumer_sigterm_child_exits_zero_with_work_acked, 20) {
     static char got[8192];
     size_t have = 0;
     got[0] = '\0';
-    int64_t end = now_ms() + 5000;
+    int64_t end = now_ms() + emq_test_ms(5000);
     while (count_lines(got) < 7 && now_ms() < end)
         have = read_some(fds[0], got, have, sizeof got, 100);
     if (count_lines(got) < 7) {
@@ -205,13 +205,14 @@ TEST_TIMEOUT(consumer_sigterm_child_exits_zero_with_work_acked, 20) {
     ASSERT_EQ_INT(kill(child, SIGTERM), 0);
     int status = 0;
     pid_t w = 0;
-    end = now_ms() + 3000;
+    end = now_ms() + emq_test_ms(3000);
     while ((w = waitpid(child, &status, WNOHANG)) == 0 && now_ms() < end)
         usleep(5000);
     if (w != child) {
         kill(child, SIGKILL);
         waitpid(child, NULL, 0);
-        FAIL("the child did not exit within 3 s of SIGTERM");
+        FAIL("the child did not exit within %d ms of SIGTERM",
+             emq_test_ms(3000));
     }
     int64_t took = now_ms() - t0;
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)

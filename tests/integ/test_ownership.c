@@ -321,7 +321,7 @@ TEST_TIMEOUT(own_sigstopped_holder_loses_name_and_reads_nothing_more, 40) {
      * before its pause (those it held come back through the new holder's
      * self-recovery; nothing is stuck pending under the name from a read
      * the stale process made after resuming). */
-    int64_t end = now_ms() + 12000;
+    int64_t end = now_ms() + emq_test_ms(12000);
     int missing = 40;
     while (missing > 0 && now_ms() < end) {
         missing = 0;
@@ -567,7 +567,7 @@ static void big_batch(int claimed) {
     conf_set(conf, "claim.count", "300");
     bg t;
     emq_consumer_t *c = bg_start(&t, conf, slow_handle, &h);
-    int64_t end = now_ms() + 8000;
+    int64_t end = now_ms() + emq_test_ms(8000);
     while (now_ms() < end && !atomic_load(&t.done) &&
            pending_total(adm, OQ, "g") != 0)
         usleep(20000);

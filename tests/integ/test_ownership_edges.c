@@ -200,7 +200,7 @@ static pid_t fork_poller(const emq_srv *s, const char *file, const char *go,
     emq_conf_destroy(conf);
     emq_entry *got[16];
     size_t have = 0;
-    int64_t end = now_ms() + 10000;
+    int64_t end = now_ms() + emq_test_ms(10000);
     while (have < n && now_ms() < end) {
         size_t k = 0;
         if (emq_consumer_poll(c, got + have, n - have, 200, &k, &err) !=
@@ -219,7 +219,7 @@ static pid_t fork_poller(const emq_srv *s, const char *file, const char *go,
     size_t k = 0;
     emq_entry *more[1];
     emq_status st = EMQ_OK;
-    end = now_ms() + 5000;
+    end = now_ms() + emq_test_ms(5000);
     while (st == EMQ_OK && now_ms() < end)
         st = emq_consumer_poll(c, more, 1, 100, &k, &err);
     char line[400];
@@ -487,7 +487,7 @@ static pid_t fork_holder(const emq_srv *s, const char *file) {
     emq_conf_destroy(conf);
     emq_entry *got[1];
     size_t n = 0;
-    int64_t end = now_ms() + 20000;
+    int64_t end = now_ms() + emq_test_ms(20000);
     while (n == 0 && now_ms() < end)
         if (emq_consumer_poll(c, got, 1, 200, &n, &err) != EMQ_OK)
             _exit(4);

@@ -121,6 +121,7 @@ static inline const char *cli_slurp(const char *path) {
 /* Waits up to timeout_ms until path contains needle; 1 when it does. */
 static inline int cli_wait_file(const char *path, const char *needle,
                                 int timeout_ms) {
+    timeout_ms = emq_test_ms(timeout_ms);
     int64_t end = cli_ms() + timeout_ms;
     while (cli_ms() < end) {
         if (strstr(cli_slurp(path), needle))

@@ -124,6 +124,7 @@ static inline pid_t cli_spawn(const char *url, const char *const *args,
 
 /* Waits (bounded) for pid; returns its exit code or 128+signal. */
 static inline int cli_wait(pid_t pid, int timeout_ms) {
+    timeout_ms = emq_test_ms(timeout_ms);
     int64_t end = cli_ms() + timeout_ms;
     int status;
     for (;;) {

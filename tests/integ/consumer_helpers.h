@@ -129,6 +129,7 @@ static inline emq_status join_consumer(runner_thread *t) {
 
 /* Waits (bounded) until r has seen n entries. */
 static inline void wait_for(recorder *r, size_t n, int timeout_ms) {
+    timeout_ms = emq_test_ms(timeout_ms);
     int64_t end = now_ms() + timeout_ms;
     while (now_ms() < end) {
         pthread_mutex_lock(&r->lock);

@@ -285,6 +285,7 @@ static inline long recorded_index(recorder *r, const char *v) {
 
 /* Waits (bounded) for a forked child and returns its wait status. */
 static inline int wait_child(pid_t pid, int timeout_ms) {
+    timeout_ms = emq_test_ms(timeout_ms);
     int64_t end = now_ms() + timeout_ms;
     int status = 0;
     for (;;) {
@@ -299,6 +300,14 @@ static inline int wait_child(pid_t pid, int timeout_ms) {
         }
         usleep(5000);
     }
+}
+
+/* 1 when the server answers BUSY (a script or function runs past its
+ * threshold), 0 while it answers normally. */
+static inline int server_busy(const emq_srv *s) {
+    char out[256];
+    return emq_srv_cmd(s, out, sizeof out, "PING", NULL) == '-' &&
+           strstr(out, "BUSY") != NULL;
 }
 
 /* The id= of the client named name in CLIENT LIST, or -1. */

@@ -307,7 +307,7 @@ static inline pid_t parked_child(int *release_fd, unsigned long long *ticks) {
     }
     close(fds[0]);
     *release_fd = fds[1];
-    int64_t end = now_ms() + 2000;
+    int64_t end = now_ms() + emq_test_ms(2000);
     while ((*ticks = proc_start_ticks(pid)) == 0 && now_ms() < end)
         usleep(1000);
     ASSERT(*ticks != 0);

@@ -57,6 +57,7 @@ static inline long long pending_count(const emq_srv *s, const char *stream,
 /* Waits (bounded) until the group has no pending entry. */
 static inline void wait_pending_zero(const emq_srv *s, const char *stream,
                                      const char *group, int timeout_ms) {
+    timeout_ms = emq_test_ms(timeout_ms);
     int64_t end = now_ms() + timeout_ms;
     long long n = -1;
     while (now_ms() < end) {
@@ -74,6 +75,7 @@ static inline void wait_pending_zero(const emq_srv *s, const char *stream,
  * running c has already returned (t may be NULL). */
 static inline void wait_reads(emq_consumer_t *c, const runner_thread *t,
                               uint64_t n, int timeout_ms) {
+    timeout_ms = emq_test_ms(timeout_ms);
     int64_t end = now_ms() + timeout_ms;
     emq_consumer_stats st;
     while (now_ms() < end) {
@@ -86,6 +88,19 @@ static inline void wait_reads(emq_consumer_t *c, const runner_thread *t,
     FAIL("consumer made %llu of %llu reads within %d ms (%s)",
          (unsigned long long)st.reads, (unsigned long long)n, timeout_ms,
          t ? t->err.message : "");
+}
+
+/* Waits (bounded) until c has begun two more XREADGROUP calls than it had
+ * at this call. The first began after this call, and the batch it brought
+ * was handled before the second began: an entry that the queue would
+ * still deliver has reached the handler by then. Use it before asserting
+ * that something was NOT delivered. */
+static inline void wait_two_more_reads(emq_consumer_t *c,
+                                       const runner_thread *t,
+                                       int timeout_ms) {
+    emq_consumer_stats st;
+    emq_consumer_stats_get(c, &st);
+    wait_reads(c, t, st.reads + 2, timeout_ms);
 }
 
 /* A consumer that must be created fine. conf stays the caller's. */
@@ -193,6 +208,7 @@ static inline emq_verdict tally_handler(void *opaque, const emq_entry *e,
 }
 
 static inline void wait_tally(tally *t, int n, int timeout_ms) {
+    timeout_ms = emq_test_ms(timeout_ms);
     int64_t end = now_ms() + timeout_ms;
     while (now_ms() < end && atomic_load(&t->total) < n)
         usleep(5000);

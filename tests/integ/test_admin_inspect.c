@@ -89,10 +89,13 @@ TEST(admin_describe_empty_stream_has_no_ids) {
 }
 
 /* Three groups at different progress on entries 1..10 (IDs <n>-0):
- *   g1: c1 read 1-4 and acked 1-2; then 150 ms pass;
+ *   g1: c1 read 1-4 and acked 1-2; then GAP_MS pass;
  *   g2: c1 read 1-3, c2 read 4-8, nothing acked;
  *   g3: created at the end, never read.
- * Three dead letters. Checked in RESP protocol `protocol`. */
+ * Three dead letters. Checked in RESP protocol `protocol`.
+ * What was read after the gap must still look fresh (idle under the gap)
+ * when describe runs, however slow the run: hence a scaled gap. */
+#define GAP_MS emq_test_ms(800)
 static void describe_progress(const char *protocol) {
     emq_srv *s = emq_srv_start(NULL);
     emq_conn_t *conn = admin_connect(s);
@@ -104,7 +107,7 @@ static void describe_progress(const char *protocol) {
                               NULL), 2);
     ASSERT_EQ_SIZE(group_read(conn, S_INSP, "g1", "c1", "2", ">", 0, NULL,
                               NULL), 2);
-    usleep(150 * 1000);
+    usleep((useconds_t)GAP_MS * 1000);
     ASSERT_EQ_SIZE(group_read(conn, S_INSP, "g2", "c1", "3", ">", 0, NULL,
                               NULL), 3);
     ASSERT_EQ_SIZE(group_read(conn, S_INSP, "g2", "c2", "5", ">", 0, NULL,
@@ -159,13 +162,13 @@ static void describe_progress(const char *protocol) {
     ASSERT_EQ_INT(g1->lag, 6);
     ASSERT_EQ_INT(g1->lag_computed, !counters);
     ASSERT_EQ_STR(g1->oldest_pending_id.str, "3-0");
-    ASSERT(g1->oldest_pending_age_ms >= 150);
+    ASSERT(g1->oldest_pending_age_ms >= GAP_MS);
     ASSERT_EQ_SIZE(g1->nconsumers, 1);
     const emq_consumer_info *c = consumer_named(g1, "c1");
     ASSERT_EQ_SIZE(c->pending, 2);
-    ASSERT(c->idle_ms >= 150);
+    ASSERT(c->idle_ms >= GAP_MS);
     if (has_inactive)
-        ASSERT(c->inactive_ms >= 150);
+        ASSERT(c->inactive_ms >= GAP_MS);
     else
         ASSERT_EQ_INT(c->inactive_ms, -1);
 
@@ -180,7 +183,7 @@ static void describe_progress(const char *protocol) {
     ASSERT_EQ_SIZE(g2->nconsumers, 2);
     ASSERT_EQ_SIZE(consumer_named(g2, "c1")->pending, 3);
     ASSERT_EQ_SIZE(consumer_named(g2, "c2")->pending, 5);
-    ASSERT(consumer_named(g2, "c2")->idle_ms < 150);
+    ASSERT(consumer_named(g2, "c2")->idle_ms < GAP_MS);
 
     const emq_group_info *g3 = group_named(info, "g3");
     ASSERT_EQ_SIZE(g3->pending, 0);
@@ -335,7 +338,8 @@ TEST(admin_describe_wrong_type_is_eserver) {
 /* ---- pending ------------------------------------------------------------- */
 
 /* Entries 1..7: c1 holds 1-3; c2 holds 4-5 (delivered twice) and, after
- * 400 ms, 6-7. */
+ * GAP_MS, 6-7. 6-7 must still look fresh (idle under 3/4 of the gap) when
+ * the tests filter by idle time, however slow the run. */
 static void pending_setup(emq_conn_t *conn) {
     add_ids(conn, S_INSP, 1, 7);
     CMD_NOERR(conn, "XGROUP", "CREATE", S_INSP, "g", "0");
@@ -345,7 +349,7 @@ static void pending_setup(emq_conn_t *conn) {
                               NULL), 2);
     ASSERT_EQ_SIZE(group_read(conn, S_INSP, "g", "c2", "10", "0", 0, NULL,
                               NULL), 2);
-    usleep(400 * 1000);
+    usleep((useconds_t)GAP_MS * 1000);
     ASSERT_EQ_SIZE(group_read(conn, S_INSP, "g", "c2", "2", ">", 0, NULL,
                               NULL), 2);
 }
@@ -380,8 +384,8 @@ TEST(admin_pending_filters_by_consumer_idle_and_max) {
     pending_setup(conn);
     emq_admin_t *a = admin_open(s, "insp", "2");
     /* The idle filters first, while 6-7 are still fresh. */
-    expect_pending(a, NULL, 300, 100, "1,2,3,4,5");
-    expect_pending(a, "c2", 300, 100, "4,5");
+    expect_pending(a, NULL, GAP_MS * 3 / 4, 100, "1,2,3,4,5");
+    expect_pending(a, "c2", GAP_MS * 3 / 4, 100, "4,5");
 
     emq_pending_entry *list = NULL;
     size_t n = 0;
@@ -397,9 +401,9 @@ TEST(admin_pending_filters_by_consumer_idle_and_max) {
         ASSERT_EQ_STR(list[i].consumer, owners[i]);
         ASSERT_EQ_SIZE(list[i].deliveries, counts[i]);
         if (i < 5)
-            ASSERT(list[i].idle_ms >= 400);
+            ASSERT(list[i].idle_ms >= GAP_MS);
         else
-            ASSERT(list[i].idle_ms < 400);
+            ASSERT(list[i].idle_ms < GAP_MS);
     }
     /* JSON lines: one object per entry, each line valid JSON. */
     char json[4096];

@@ -32,7 +32,13 @@ TEST(admin_prune_moves_pending_to_most_recent_consumer_then_removes) {
                           "idle2"), 1);
     emq_id ids[3];
     ASSERT_EQ_SIZE(stream_ids(adm, Q_STREAM, ids, 3), 3);
-    usleep(600 * 1000);
+    /* idle1 and idle2 pass the threshold; live1 and live2 must stay under
+     * it until the prune, however slow the run: a threshold of a second
+     * (scaled) leaves room for that. */
+    int idle_ms = emq_test_ms(1000);
+    char idle_text[16];
+    snprintf(idle_text, sizeof idle_text, "%d", idle_ms);
+    usleep((useconds_t)(idle_ms + 100) * 1000);
     add_entries(adm, 1);
     ASSERT_EQ_INT(take_new(adm, Q_STREAM, "g", "live2", "1"), 1);
     usleep(150 * 1000);
@@ -42,7 +48,7 @@ TEST(admin_prune_moves_pending_to_most_recent_consumer_then_removes) {
     emq_admin_t *a = admin_open(s, "jobs", "2");
     emq_prune_result res;
     emq_error err;
-    ASSERT_OK(emq_admin_prune_consumers(a, "g", 500, &res, &err), &err);
+    ASSERT_OK(emq_admin_prune_consumers(a, "g", idle_ms, &res, &err), &err);
     ASSERT_EQ_INT(res.removed, 2);
     ASSERT_EQ_INT(res.moved, 3);
     ASSERT_EQ_INT(res.kept, 0);
@@ -61,12 +67,12 @@ TEST(admin_prune_moves_pending_to_most_recent_consumer_then_removes) {
         ASSERT_EQ_INT(deliveries, 1); /* JUSTID: no delivery added */
     }
     /* The moved entries kept their idle time: claimable at once. */
-    emq_reply *p = CMD(adm, "XPENDING", Q_STREAM, "g", "IDLE", "500", "-",
-                       "+", "10");
+    emq_reply *p = CMD(adm, "XPENDING", Q_STREAM, "g", "IDLE", idle_text,
+                       "-", "+", "10");
     ASSERT_EQ_SIZE(emq_reply_len(p), 3);
     emq_reply_free(p);
     /* Nothing idle is left: a second run does nothing. */
-    ASSERT_OK(emq_admin_prune_consumers(a, "g", 500, &res, &err), &err);
+    ASSERT_OK(emq_admin_prune_consumers(a, "g", idle_ms, &res, &err), &err);
     ASSERT_EQ_INT(res.removed + res.moved + res.kept, 0);
     emq_admin_destroy(a);
     emq_conn_destroy(adm);
@@ -116,7 +122,10 @@ TEST(admin_prune_moves_long_pending_lists_in_bounded_calls) {
     emq_id first[1];
     ASSERT_EQ_SIZE(stream_ids(adm, Q_STREAM, first, 1), 1);
     ASSERT_EQ_INT(CMD_INT(adm, "XDEL", Q_STREAM, first[0].str), 1);
-    usleep(300 * 1000);
+    /* "old" passes the threshold; "live" must stay under it until the
+     * prune, however slow the run. */
+    int idle_ms = emq_test_ms(1000);
+    usleep((useconds_t)(idle_ms + 100) * 1000);
     add_entries(adm, 1);
     ASSERT_EQ_INT(take_new(adm, Q_STREAM, "g", "live", "1"), 1);
     long long evals_before = 0, usec = 0;
@@ -125,7 +134,7 @@ TEST(admin_prune_moves_long_pending_lists_in_bounded_calls) {
     emq_admin_t *a = admin_open(s, "jobs", "2");
     emq_prune_result res;
     emq_error err;
-    ASSERT_OK(emq_admin_prune_consumers(a, "g", 200, &res, &err), &err);
+    ASSERT_OK(emq_admin_prune_consumers(a, "g", idle_ms, &res, &err), &err);
     ASSERT_EQ_INT(res.removed, 1);
     ASSERT_EQ_INT(res.moved, 2499);
     ASSERT_EQ_INT(res.kept, 0);

@@ -92,7 +92,7 @@ TEST(cli_consume_sigterm_stops_gracefully_and_hides_the_password) {
                                    "c", "--start", "new", "--block", "200"),
                           NULL, &out, NULL);
     /* Wait until it is connected (its lease key appears). */
-    int64_t end = cli_ms() + 5000;
+    int64_t end = cli_ms() + emq_test_ms(5000);
     char reply[256] = "";
     while (cli_ms() < end) {
         emq_srv_cmd(s, reply, sizeof reply, "EXISTS", "emq:{q}:lease:g:c",

@@ -73,7 +73,7 @@ TEST_TIMEOUT(cli_dead_list_follows_new_dead_letters, 60) {
     make_dead(s, 2, 5);
     char text[16384] = "";
     size_t len = 0;
-    int64_t end = cli_ms() + 8000;
+    int64_t end = cli_ms() + emq_test_ms(8000);
     while (cli_ms() < end) {
         ssize_t n = read(out, text + len, sizeof text - 1 - len);
         if (n > 0)

@@ -37,7 +37,7 @@ static pid_t start_exporter(const emq_srv *s, int port) {
                                    "-q"),
                           NULL, NULL, NULL);
     char page[256];
-    int64_t end = cli_ms() + 5000;
+    int64_t end = cli_ms() + emq_test_ms(5000);
     while (cli_ms() < end && cli_http_get(port, "/", page, sizeof page) != 0)
         usleep(20000);
     return pid;

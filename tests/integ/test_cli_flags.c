@@ -783,16 +783,23 @@ TEST(cli_consumers_prune_hands_entries_over) {
     emq_srv *s = emq_srv_start(NULL);
     const char *url = emq_srv_url(s);
     five_two_pending(s); /* c holds 2 */
-    usleep(400000);
+    /* c passes the threshold; fresh, active after the pause, must stay
+     * under it until the prune runs, however slow the run. */
+    int idle_ms = emq_test_ms(1000);
+    char idle[16], said[128];
+    snprintf(idle, sizeof idle, "%d", idle_ms);
+    snprintf(said, sizeof said,
+             "removed 1 consumer idle at least %d ms; 2 pending entries",
+             idle_ms);
+    usleep((useconds_t)(idle_ms + 100) * 1000);
     /* "fresh" becomes active now. */
     char out[4096];
     emq_srv_cmd(s, out, sizeof out, "XREADGROUP", "GROUP", "g", "fresh",
                 "COUNT", "1", "STREAMS", "emq:{q}", ">", NULL);
     cli_result r;
-    CLI(&r, url, "consumers", "prune", "q", "-g", "g", "--idle", "300");
+    CLI(&r, url, "consumers", "prune", "q", "-g", "g", "--idle", idle);
     ASSERT_EXIT(&r, 0);
-    ASSERT_CONTAINS(r.out, "removed 1 consumer idle at least 300 ms; 2 "
-                           "pending entries");
+    ASSERT_CONTAINS(r.out, said);
     cli_free(&r);
     emq_srv_cmd(s, out, sizeof out, "XINFO", "CONSUMERS", "emq:{q}", "g",
                 NULL);

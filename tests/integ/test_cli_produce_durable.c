@@ -48,7 +48,7 @@ static void follow(emq_srv *replica, const emq_srv *master) {
     ASSERT_EQ_INT(emq_srv_cmd(replica, out, sizeof out, "REPLICAOF",
                               "127.0.0.1", port, NULL),
                   '+');
-    int64_t end = cli_ms() + 8000;
+    int64_t end = cli_ms() + emq_test_ms(8000);
     while (cli_ms() < end) {
         static char info[8192];
         emq_srv_cmd(replica, info, sizeof info, "INFO", "replication", NULL);
@@ -109,11 +109,12 @@ TEST_TIMEOUT(cli_consume_wait_for_server, 40) {
                           CLI_ARGS("consume", "q", "--group", "g", "--consumer", "c", "--start", "new", "--limit", "2",
                                    "--wait-for-server", "-q"),
                           NULL, &out, NULL);
-    usleep(700 * 1000);
+    /* Nothing shows its attempts: a scaled pause before "still waiting". */
+    usleep((useconds_t)emq_test_ms(700) * 1000);
     ASSERT(waitpid(pid, NULL, WNOHANG) == 0); /* still waiting */
     emq_srv_opts o = {.port = port};
     emq_srv *s = emq_srv_start(&o);
-    int64_t end = cli_ms() + 10000;
+    int64_t end = cli_ms() + emq_test_ms(10000);
     while (cli_ms() < end && srv_int(s, "EXISTS", "emq:{q}") == 0)
         usleep(20000); /* the group (MKSTREAM) once it connected */
     usleep(100 * 1000);

@@ -212,7 +212,7 @@ TEST_TIMEOUT(cli_produce_lines_lingers_and_flushes_on_sigterm, 30) {
                           &in, NULL, &err);
     ASSERT(write(in, "1\n2\n3\n4\n5\n", 10) == 10);
     /* Well after the 100 ms linger, with the batch far from full. */
-    int64_t end = cli_ms() + 3000;
+    int64_t end = cli_ms() + emq_test_ms(3000);
     long long len = 0;
     while (cli_ms() < end && (len = srv_int(s, "XLEN", "emq:{q}")) < 5)
         usleep(20000);

@@ -65,13 +65,21 @@ TEST_TIMEOUT(cli_tail_follow_until_sigterm, 30) {
                           CLI_ARGS("tail", "t", "-n", "1", "-f", "--format",
                                    "%f{n}"),
                           NULL, &out, NULL);
-    usleep(400 * 1000);
+    /* Add the later entries once tail has shown the last one (then it
+     * follows), not after a guess at how long its start takes. */
+    char text[4096] = "";
+    size_t len = 0;
+    int64_t end = cli_ms() + emq_test_ms(5000);
+    while (cli_ms() < end && !strstr(text, "v20\n")) {
+        ssize_t n = read(out, text + len, sizeof text - 1 - len);
+        if (n > 0)
+            len += (size_t)n;
+        text[len] = '\0';
+    }
     char o[64];
     emq_srv_cmd(s, o, sizeof o, "XADD", "emq:{t}", "*", "n", "later1", NULL);
     emq_srv_cmd(s, o, sizeof o, "XADD", "emq:{t}", "*", "n", "later2", NULL);
-    char text[4096] = "";
-    size_t len = 0;
-    int64_t end = cli_ms() + 5000;
+    end = cli_ms() + emq_test_ms(5000);
     while (cli_ms() < end && !strstr(text, "later2\n")) {
         ssize_t n = read(out, text + len, sizeof text - 1 - len);
         if (n > 0)

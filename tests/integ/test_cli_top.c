@@ -63,7 +63,7 @@ TEST_TIMEOUT(cli_top_in_a_real_terminal, 60) {
     tmux(sock, pid_text, sizeof pid_text, "display-message", "-p", "-t", "t",
          "'#{pid}'", NULL);
     pid_t server = (pid_t)atol(pid_text);
-    int64_t end = cli_ms() + 8000;
+    int64_t end = cli_ms() + emq_test_ms(8000);
     screen[0] = '\0';
     while (cli_ms() < end && !strstr(screen, "consumer w1")) {
         usleep(100 * 1000);
@@ -80,7 +80,7 @@ TEST_TIMEOUT(cli_top_in_a_real_terminal, 60) {
     ASSERT(strstr(screen, "alpha") < strstr(screen, "beta")); /* by name */
     /* s: by length, beta (9) before alpha (4). */
     tmux(sock, NULL, 0, "send-keys", "-t", "t", "s", NULL, NULL);
-    end = cli_ms() + 5000;
+    end = cli_ms() + emq_test_ms(5000);
     while (cli_ms() < end && !strstr(screen, "sort: length")) {
         usleep(100 * 1000);
         tmux(sock, screen, sizeof screen, "capture-pane", "-p", "-t", "t",
@@ -90,7 +90,7 @@ TEST_TIMEOUT(cli_top_in_a_real_terminal, 60) {
     ASSERT(strstr(screen, "beta") < strstr(screen, "alpha"));
     /* q: top ends, and with it the session. */
     tmux(sock, NULL, 0, "send-keys", "-t", "t", "q", NULL, NULL);
-    end = cli_ms() + 5000;
+    end = cli_ms() + emq_test_ms(5000);
     int alive = 1;
     while (cli_ms() < end && alive) {
         usleep(100 * 1000);

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* test_consumer.c: the consumer contract against a real redis-server. */
-#include "integ/consumer_helpers.h"
+#include "integ/inspect_conn_helpers.h"
 
 #include <unistd.h>
 
@@ -87,8 +87,11 @@ TEST_TIMEOUT(consumer_start_waits_out_a_busy_server, 30) {
     busy_script b = {s, ""};
     pthread_t script;
     ASSERT(pthread_create(&script, NULL, run_busy_script, &b) == 0);
-    usleep(300 * 1000); /* the script is past the threshold: BUSY */
+    WAIT_UNTIL(server_busy(s), 5000, "the script to pass the threshold (BUSY)");
     emq_conf_t *conf = consumer_conf(s, "jobs", "g", "wb", "head");
+    /* The start waits BUSY out for at most connect_timeout_ms: more than
+     * the scaled pause below. */
+    conf_set(conf, P_CONNECT_TIMEOUT, "4000");
     static recorder r;
     recorder_init(&r);
     r.stop_after = 5;
@@ -99,7 +102,11 @@ TEST_TIMEOUT(consumer_start_waits_out_a_busy_server, 30) {
     emq_conf_destroy(conf);
     runner_thread t;
     start_consumer(&t, c);
-    usleep(700 * 1000);
+    /* Nothing it exposes marks the start waiting on BUSY (no log line, no
+     * counter), so this one waits a scaled time, kept under the 4 s
+     * connect_timeout_ms and the 5 s the script's own call waits. */
+    int pause_ms = emq_test_ms(700) < 3000 ? emq_test_ms(700) : 3000;
+    usleep((useconds_t)pause_ms * 1000);
     ASSERT_EQ_SIZE(r.n, 0); /* still waiting, not failed */
     char out[256];
     emq_srv_cmd(s, out, sizeof out, "SCRIPT", "KILL", NULL);
@@ -128,16 +135,19 @@ TEST_TIMEOUT(consumer_stop_while_server_is_down_is_prompt, 30) {
     emq_conf_destroy(conf);
     runner_thread t;
     start_consumer(&t, c);
-    usleep(300 * 1000);
+    emq_consumer_stats st;
+    WAIT_UNTIL((emq_consumer_stats_get(c, &st), st.reads >= 1), 5000,
+               "the consumer to connect and read");
     emq_srv_kill9(s);
-    usleep(2500 * 1000); /* into the backoff between attempts */
+    /* Into the backoff between attempts (min 2 s); whatever the phase, a
+     * stop must not wait out a backoff of up to 10 s. */
+    usleep(2500 * 1000);
     int64_t asked = now_ms();
     emq_consumer_stop(c);
     ASSERT_OK(join_consumer(&t), &t.err);
     int64_t took = now_ms() - asked;
-    if (took > 1000)
+    if (took > emq_test_ms(1000))
         FAIL("stop took %lld ms while reconnecting", (long long)took);
-    emq_consumer_stats st;
     emq_consumer_stats_get(c, &st);
     ASSERT_EQ_INT(st.reconnects, 0); /* it never got through */
     emq_consumer_destroy(c);

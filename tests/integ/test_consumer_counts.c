@@ -78,7 +78,7 @@ static void lost_take(int push_due_ms) {
         char id[EMQ_ID_MAX];
         snprintf(id, sizeof id, "%s", h.last_id);
         emq_reply *score = NULL;
-        for (int64_t end = now_ms() + 500; now_ms() < end;) {
+        for (int64_t end = now_ms() + emq_test_ms(500); now_ms() < end;) {
             score = CMD(adm, "ZSCORE", CQ ":retry:g", id);
             if (emq_reply_kind(score) != EMQ_REPLY_NULL)
                 break;

@@ -104,7 +104,7 @@ TEST(consumer_door_restart_storm_of_eight_sees_no_error) {
     for (int i = 0; i < STORM; i++)
         wait_reads(m[i].t.c, &m[i].t, 2, 5000);
     produce_batch_n(s, "storm", 0, 40);
-    int64_t end = now_ms() + 5000;
+    int64_t end = now_ms() + emq_test_ms(5000);
     while (atomic_load(&handled) < 40 && now_ms() < end)
         usleep(5000);
     for (int i = 0; i < STORM; i++)
@@ -233,7 +233,8 @@ TEST(consumer_start_missing_or_malformed_refused_before_any_byte) {
 }
 
 /* One run over a pre-filled queue with the given group and start, that
- * waits for `want` entries (then settles 300 ms so extras would show). */
+ * waits for `want` entries (then for two more reads, so extras would
+ * show). */
 static size_t run_and_record(emq_srv *s, const char *group,
                              const char *start, recorder *r, size_t want,
                              int produce_later) {
@@ -248,7 +249,7 @@ static size_t run_and_record(emq_srv *s, const char *group,
         produce_n(s, "pre", "late", produce_later);
     if (want)
         wait_for(r, want, 3000);
-    usleep(300 * 1000);
+    wait_two_more_reads(c, &t, 3000);
     emq_consumer_stop(c);
     ASSERT_OK(join_consumer(&t), &t.err);
     emq_consumer_destroy(c);
@@ -318,11 +319,11 @@ TEST(consumer_start_existing_group_keeps_cursor) {
     runner_thread t;
     start_consumer(&t, c);
     wait_reads(c, &t, 3, 3000);
-    usleep(200 * 1000);
+    wait_two_more_reads(c, &t, 3000);
     ASSERT_EQ_SIZE(r.n, 0);
     produce_n(s, "keep", "fresh", 1);
     wait_for(&r, 1, 3000);
-    usleep(200 * 1000);
+    wait_two_more_reads(c, &t, 3000);
     emq_consumer_stop(c);
     ASSERT_OK(join_consumer(&t), &t.err);
     ASSERT_EQ_SIZE(r.n, 1);

@@ -64,7 +64,7 @@ typedef struct paced_producer {
 static void *paced_main(void *arg) {
     paced_producer *pp = arg;
     emq_producer_t *p = NULL;
-    int64_t end = now_ms() + 20000;
+    int64_t end = now_ms() + emq_test_ms(20000);
     for (int i = 0; i < pp->n && now_ms() < end;) {
         emq_error err;
         if (p == NULL) {
@@ -202,7 +202,7 @@ TEST(faults_client_unblock_error_survived) {
      * until one CLIENT UNBLOCK finds it blocked). */
     char out[256];
     long long unblocked = 0;
-    int64_t end = now_ms() + 3000;
+    int64_t end = now_ms() + emq_test_ms(3000);
     while (unblocked != 1 && now_ms() < end) {
         long long id = client_id_by_name(s, "w", 1);
         if (id < 0) {

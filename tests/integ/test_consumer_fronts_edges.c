@@ -41,7 +41,7 @@ static void hold_handle(void *opaque, const emq_entry *const *entries, size_t n,
     }
     atomic_fetch_add(&h->calls, 1);
     atomic_store(&h->in_call, 1);
-    int64_t end = now_ms() + 10000;
+    int64_t end = now_ms() + emq_test_ms(10000);
     while (atomic_load(&h->hold) && now_ms() < end)
         usleep(5000);
     atomic_store(&h->in_call, 0);
@@ -134,7 +134,9 @@ TEST_TIMEOUT(batch_group_deleted_mid_batch_runs_on, 60) {
     ASSERT(log_has(&h, "group or stream is gone"));
     atomic_store(&h.hold, 0); /* the batch's settlements, group gone */
     WAIT_UNTIL(!atomic_load(&h.in_call), 10000, "the handler to return");
-    usleep(300000); /* the settlements of the batch are made by now */
+    WAIT_UNTIL(log_has(&h, "5 of the batch's 5 entries were not settled") ||
+                   atomic_load(&t.done),
+               10000, "the batch's settlements");
     still_running(&t, "after the batch whose group was deleted");
     ASSERT(log_has(&h, "5 of the batch's 5 entries were not settled: entry"));
     ASSERT(log_has(&h, "its group was deleted while it was out"));
@@ -242,7 +244,7 @@ TEST_TIMEOUT(poll_settle_after_fatal_reports_the_fatal_error, 40) {
     produce_n(s, "jobs", "a", 1);
     emq_entry *got[4];
     size_t n = 0;
-    int64_t end = now_ms() + 10000;
+    int64_t end = now_ms() + emq_test_ms(10000);
     while (n == 0 && now_ms() < end)
         ASSERT_OK(emq_consumer_poll(c, got, 4, 100, &n, &err), &err);
     ASSERT_EQ_SIZE(n, 1);
@@ -312,7 +314,7 @@ TEST_TIMEOUT(event_fd_quiet_while_paused_and_signalled_on_resume, 30) {
     emq_consumer_resume(c);
     WAIT_UNTIL(fd_readable(fd, 50), 5000, "the descriptor on resume");
     ASSERT_EQ_INT(emq_consumer_timeout_ms(c), 0);
-    end = now_ms() + 5000;
+    end = now_ms() + emq_test_ms(5000);
     while (handed < 5 && now_ms() < end) {
         if (!fd_readable(fd, 100))
             continue;

@@ -176,7 +176,7 @@ TEST_TIMEOUT(consumer_lease_of_killed_process_taken_over, 20) {
     /* Wait until the child holds the lease and the 3 entries. */
     char want[64], out[4096];
     snprintf(want, sizeof want, ":%ld:", (long)child);
-    int64_t end = now_ms() + 5000;
+    int64_t end = now_ms() + emq_test_ms(5000);
     int ready = 0;
     while (!ready && now_ms() < end) {
         emq_srv_cmd(s, out, sizeof out, "GET", "emq:{crash}:lease:g:w1",

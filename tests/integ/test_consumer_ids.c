@@ -9,6 +9,7 @@
  * once with its exact delivery count.
  */
 #include "integ/ownership_helpers.h"
+#include "integ/tally_helpers.h"
 
 #define IQ "emq:{ids}"
 #define MAXN "18446744073709551615"
@@ -38,7 +39,7 @@ static void run_and_check(emq_srv *s, emq_conn_t *adm, int min_idle_ms) {
         bg_start(&b, own_conf(s, "ids", "w", min_idle_ms), slow_handle, &h);
     WAIT_UNTIL(recorded(&h.r) >= 3, 5000, "the three edge entries");
     WAIT_UNTIL(pending_total(adm, IQ, "g") == 0, 3000, "all acknowledged");
-    usleep(200 * 1000);
+    wait_two_more_reads(c, NULL, 5000); /* a second delivery would show */
     ASSERT_OK(bg_stop(&b, 3000), &b.err);
     ASSERT_EQ_SIZE(recorded(&h.r), 3);
     for (int i = 0; i < 3; i++) {

@@ -51,6 +51,15 @@ static emq_conf_t *poison_conf(const emq_srv *s, const char *name,
     return conf;
 }
 
+/* XAUTOCLAIM calls the server has run (each claim beat runs one): waiting
+ * for a few more shows that beats went by, where a second dead letter
+ * would have been written. */
+static long long claim_calls(emq_conn_t *adm) {
+    long long calls = 0, usec = 0;
+    cmdstat(adm, "xautoclaim", &calls, &usec);
+    return calls;
+}
+
 TEST(poison_retry_until_max_then_dead_letter_once) {
     emq_srv *s = emq_srv_start(NULL);
     emq_conn_t *adm = admin_connect(s);
@@ -67,7 +76,8 @@ TEST(poison_retry_until_max_then_dead_letter_once) {
     WAIT_UNTIL(CMD_INT(adm, "XLEN", Q_DEAD) == 1 &&
                    pending_total(adm, Q_STREAM, "g") == 0,
                5000, "one dead letter and an empty pending list");
-    usleep(500 * 1000); /* more beats: still exactly one */
+    long long beats = claim_calls(adm); /* more beats: still exactly one */
+    WAIT_UNTIL(claim_calls(adm) >= beats + 3, 5000, "three more claim beats");
     ASSERT_OK(stop_consumer(&t), &t.err);
     ASSERT_EQ_INT(CMD_INT(adm, "XLEN", Q_DEAD), 1);
     emq_reply *dead = CMD(adm, "XRANGE", Q_DEAD, "-", "+");
@@ -245,7 +255,8 @@ static void race_and_check(emq_srv *s, emq_conn_t *adm, recorder *ra,
     start_consumer(&tb, b);
     WAIT_UNTIL(group_done(adm, Q_STREAM, "g"), 10000,
                "every entry delivered and none pending");
-    usleep(300 * 1000);
+    long long beats = claim_calls(adm);
+    WAIT_UNTIL(claim_calls(adm) >= beats + 4, 5000, "four more claim beats");
     ASSERT_OK(stop_consumer(&ta), &ta.err);
     ASSERT_OK(stop_consumer(&tb), &tb.err);
     /* Entries delivered more than max times never reach a handler. */
@@ -263,8 +274,10 @@ static void race_and_check(emq_srv *s, emq_conn_t *adm, recorder *ra,
     recorder_init(&rc);
     emq_consumer_t *again = recording_consumer(poison_conf(s, "a", "100"), &rc);
     runner_thread tc;
+    beats = claim_calls(adm);
     start_consumer(&tc, again);
-    usleep(300 * 1000);
+    WAIT_UNTIL(claim_calls(adm) >= beats + 3, 5000,
+               "the restarted consumer's claim beats");
     ASSERT_OK(stop_consumer(&tc), &tc.err);
     emq_consumer_destroy(again);
     ASSERT_EQ_INT(CMD_INT(adm, "XLEN", Q_DEAD), n);

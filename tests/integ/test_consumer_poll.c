@@ -81,7 +81,7 @@ TEST_TIMEOUT(poll_hundred_in_flight_slow_workers_one_name, 90) {
     static claimer peer;
     claimer_start(&peer, s);
     produce_n(s, "jobs", "j", 300);
-    int64_t end = now_ms() + 30000;
+    int64_t end = now_ms() + emq_test_ms(30000);
     while (recorded(&pool.r) < 300 && now_ms() < end)
         usleep(10000);
     if (recorded(&pool.r) < 300) {
@@ -416,7 +416,7 @@ TEST_TIMEOUT(poll_event_fd_and_step, 30) {
     ASSERT_EQ_INT(emq_consumer_timeout_ms(c), 0);
     emq_entry *got[8];
     size_t n = 0, total = 0;
-    int64_t end = now_ms() + 3000;
+    int64_t end = now_ms() + emq_test_ms(3000);
     while (total < 3 && now_ms() < end) {
         if (!readable(fd, 100))
             continue;
@@ -665,7 +665,12 @@ TEST_TIMEOUT(poll_holder_paused_past_its_lease_is_fenced, 90) {
     int64_t stopped_ms = now_ms();
     usleep(200 * 1000); /* an ack queued before the stop may still land */
     int at_stop = count_lines(path, NULL, NULL);
-    usleep(1800 * 1000); /* longer than lease.ttl_ms 1400 */
+    /* The stopped holder renews nothing: its lease (ttl 1400) expires. */
+    char lease[64];
+    WAIT_UNTIL(emq_srv_cmd(s, lease, sizeof lease, "EXISTS",
+                           "emq:{jobs}:lease:g:w", NULL) == ':' &&
+                   strcmp(lease, "0") == 0,
+               5000, "the stopped holder's lease to expire");
     emq_conf_t *conf = poll_conf(emq_srv_url(s), "100");
     emq_consumer_t *c = poll_consumer(conf);
     static work_pool pool;

@@ -69,7 +69,7 @@ TEST_TIMEOUT(poll_event_fd_over_tls_misses_nothing, 60) {
     ASSERT_EQ_INT((long long)written, 2000);
     static emq_entry *got[2000];
     size_t total = 0;
-    int64_t end = now_ms() + 20000;
+    int64_t end = now_ms() + emq_test_ms(20000);
     while (total < 2000 && now_ms() < end) {
         struct pollfd pfd = {.fd = fd, .events = POLLIN};
         if (poll(&pfd, 1, 1000) != 1)

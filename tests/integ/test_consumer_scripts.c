@@ -112,7 +112,8 @@ TEST_TIMEOUT(scripts_claim_waits_out_a_dead_holders_retry_delay_poll, 30) {
     static work_pool pool;
     wp_start(&pool, P, 1, 0);
     int64_t seen = 0;
-    for (int64_t end = now_ms() + 10000; now_ms() < end && seen == 0;) {
+    for (int64_t end = now_ms() + emq_test_ms(10000);
+         now_ms() < end && seen == 0;) {
         if (recorded(&pool.r) >= 1)
             seen = now_ms();
         else

@@ -24,6 +24,7 @@
 #include "cluster/cluster.h" /* emq__cluster_key_slot */
 #include "harness/cluster.h"
 #include "integ/poll_helpers.h"
+#include "integ/tally_helpers.h"
 
 static emq_conf_t *mig_conf(emq_cl *cl, int node, const char *name) {
     emq_conf_t *conf =
@@ -74,7 +75,11 @@ static void run_mode(emq_cl *cl, unsigned slot, int from, int to) {
                "m1 handled");
     WAIT_UNTIL(atomic_load(&ha.returned) >= 2 || recorded(&hb.r) > 0, 10000,
                "a's handlers to return");
-    usleep(500 * 1000);
+    emq_consumer_stats st;
+    WAIT_UNTIL((emq_consumer_stats_get(A, &st), st.acked >= 2) ||
+                   recorded(&hb.r) > 0,
+               10000, "a's acks");
+    wait_two_more_reads(B, NULL, 10000); /* a claim by b would show */
     ASSERT_OK(bg_stop(&a, 10000), &a.err);
     ASSERT_OK(bg_stop(&b, 10000), &b.err);
     emq_consumer_stats sa, sb;
@@ -117,7 +122,11 @@ static void poll_mode(emq_cl *cl, unsigned slot, int from, int to) {
     usleep(300 * 1000);
     slow_migration(cl, slot, from, to, 4000);
     WAIT_UNTIL(atomic_load(&pool.busy) == 0, 10000, "c's workers to finish");
-    usleep(800 * 1000);
+    emq_consumer_stats st;
+    WAIT_UNTIL((emq_consumer_stats_get(C, &st), st.acked >= 2) ||
+                   recorded(&hd.r) > 0,
+               10000, "c's acks");
+    wait_two_more_reads(D, NULL, 10000); /* a claim by d would show */
     wp_stop(&pool);
     ASSERT_OK(emq_consumer_close(C, 10000, &err), &err);
     ASSERT_OK(bg_stop(&d, 10000), &d.err);

@@ -9,6 +9,7 @@
  * child process whose signal handler calls emq_consumer_stop makes it exit
  * 0, with everything it handled acknowledged and its lease released.
  */
+#include "integ/inspect_conn_helpers.h"
 #include "integ/tally_helpers.h"
 
 #include <errno.h>
@@ -92,12 +93,13 @@ TEST(consumer_stop_while_blocked_returns_within_block_ms) {
     runner_thread t;
     start_consumer(&t, c);
     wait_reads(c, &t, 2, 3000);
-    usleep(50 * 1000); /* blocked in XREADGROUP by now */
+    WAIT_UNTIL(client_id_by_name(s, "w1", 1) >= 0, 5000,
+               "the consumer to block in XREADGROUP");
     int64_t t0 = now_ms();
     emq_consumer_stop(c);
     ASSERT_OK(join_consumer(&t), &t.err);
     int64_t took = now_ms() - t0;
-    if (took > 500 + 300)
+    if (took > 500 + emq_test_ms(300))
         FAIL("run returned %lld ms after the stop (block_ms 500)",
              (long long)took);
     ASSERT_EQ_SIZE(r.n, 0);
@@ -191,7 +193,7 @@ TEST_TIMEOUT(consumer_sigterm_child_exits_zero_with_work_acked, 20) {
     static char got[8192];
     size_t have = 0;
     got[0] = '\0';
-    int64_t end = now_ms() + 5000;
+    int64_t end = now_ms() + emq_test_ms(5000);
     while (count_lines(got) < 7 && now_ms() < end)
         have = read_some(fds[0], got, have, sizeof got, 100);
     if (count_lines(got) < 7) {
@@ -203,13 +205,14 @@ TEST_TIMEOUT(consumer_sigterm_child_exits_zero_with_work_acked, 20) {
     ASSERT_EQ_INT(kill(child, SIGTERM), 0);
     int status = 0;
     pid_t w = 0;
-    end = now_ms() + 3000;
+    end = now_ms() + emq_test_ms(3000);
     while ((w = waitpid(child, &status, WNOHANG)) == 0 && now_ms() < end)
         usleep(5000);
     if (w != child) {
         kill(child, SIGKILL);
         waitpid(child, NULL, 0);
-        FAIL("the child did not exit within 3 s of SIGTERM");
+        FAIL("the child did not exit within %d ms of SIGTERM",
+             emq_test_ms(3000));
     }
     int64_t took = now_ms() - t0;
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)

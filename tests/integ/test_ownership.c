@@ -24,6 +24,7 @@
  *  7. the dead-letter script refuses an entry a peer claimed meanwhile.
  */
 #include "integ/ownership_helpers.h"
+#include "integ/tally_helpers.h"
 
 #include <sys/prctl.h>
 
@@ -300,7 +301,10 @@ TEST_TIMEOUT(own_sigstopped_holder_loses_name_and_reads_nothing_more, 40) {
     ASSERT(kill(pid, SIGSTOP) == 0);
     usleep(100 * 1000);
     int at_stop = count_lines(file, NULL, NULL);
-    usleep(1800 * 1000); /* longer than lease.ttl_ms 1400 */
+    /* The stopped holder renews nothing: its lease (ttl 1400) expires. */
+    char lease[512];
+    WAIT_UNTIL((raw_get(s, OQ_LEASE_W, lease, sizeof lease), !lease[0]), 5000,
+               "the stopped holder's lease to expire");
     static slow h;
     slow_init(&h);
     h.sleep_ms = 100;
@@ -317,7 +321,7 @@ TEST_TIMEOUT(own_sigstopped_holder_loses_name_and_reads_nothing_more, 40) {
      * before its pause (those it held come back through the new holder's
      * self-recovery; nothing is stuck pending under the name from a read
      * the stale process made after resuming). */
-    int64_t end = now_ms() + 12000;
+    int64_t end = now_ms() + emq_test_ms(12000);
     int missing = 40;
     while (missing > 0 && now_ms() < end) {
         missing = 0;
@@ -563,7 +567,7 @@ static void big_batch(int claimed) {
     conf_set(conf, "claim.count", "300");
     bg t;
     emq_consumer_t *c = bg_start(&t, conf, slow_handle, &h);
-    int64_t end = now_ms() + 8000;
+    int64_t end = now_ms() + emq_test_ms(8000);
     while (now_ms() < end && !atomic_load(&t.done) &&
            pending_total(adm, OQ, "g") != 0)
         usleep(20000);
@@ -614,7 +618,8 @@ TEST_TIMEOUT(own_deadletter_refuses_entry_a_peer_claimed, 20) {
     emq_reply_free(r);
     WAIT_UNTIL(atomic_load(&h.returned) == 1, 3000,
                "the handler to answer EMQ_DEAD");
-    usleep(600 * 1000); /* the settlement has had time to go out */
+    /* The settlement went out before the loop read again. */
+    wait_two_more_reads(c, NULL, 5000);
     ASSERT_OK(bg_stop(&t, 3000), &t.err);
     char owner[64];
     long long deliveries;

@@ -347,7 +347,7 @@ TEST_TIMEOUT(producer_batch_cut_mid_flight_reports_confirmed_count, 60) {
     b.msgs = msgs;
     b.ids = ids;
     ASSERT(pthread_create(&b.thread, NULL, run_batch, &b) == 0);
-    int64_t end = now_ms() + 20000;
+    int64_t end = now_ms() + emq_test_ms(20000);
     while (xlen(s, "emq:{cut}") < 2000 && now_ms() < end)
         usleep(1000);
     emq_peer_drop(proxy);
@@ -490,7 +490,7 @@ TEST(producer_survives_every_allocation_failure) {
             ASSERT_EQ_STR(ids[i].str, "");
         if (n > 1000)
             FAIL("the batch still failing after %d allocations", n);
-        int64_t end = now_ms() + 5000;
+        int64_t end = now_ms() + emq_test_ms(5000);
         size_t w1 = 0;
         while (emq_produce_batch(p, msgs, 1, ids, &w1, &err) != EMQ_OK &&
                now_ms() < end)

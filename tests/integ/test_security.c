@@ -24,7 +24,7 @@
 #include "harness/server.h"
 #include "harness/tlscerts.h"
 #include "integ/cli_helpers.h"
-#include "integ/consumer_helpers.h"
+#include "integ/inspect_conn_helpers.h"
 
 #include <fcntl.h>
 #include <stdatomic.h>
@@ -62,6 +62,14 @@ static void log_to_book(void *opaque, emq_log_level level, const char *msg) {
     if (n > 0 && (size_t)n < sizeof b->text - b->len)
         b->len += (size_t)n;
     pthread_mutex_unlock(&b->lock);
+}
+
+/* 1 when the book holds text (locked read). */
+static int book_has(logbook *b, const char *text) {
+    pthread_mutex_lock(&b->lock);
+    int has = strstr(b->text, text) != NULL;
+    pthread_mutex_unlock(&b->lock);
+    return has;
 }
 
 /* ---- TLS ------------------------------------------------------------------ */
@@ -288,7 +296,7 @@ static void worker_full_cycle(emq_srv *s) {
     start_consumer(&t, c);
     /* Wait for the whole cycle: both dead letters and the claim. */
     emq_consumer_stats st;
-    int64_t end = now_ms() + 15000;
+    int64_t end = now_ms() + emq_test_ms(15000);
     for (;;) {
         emq_consumer_stats_get(c, &st);
         if (st.dead_lettered >= 3 && st.claimed >= 1 && st.acked >= 3)
@@ -727,7 +735,9 @@ static void noisy_runs(const emq_srv *s) {
     /* Cut the connection: the reconnect logs, with the URL's host. */
     char out[64];
     emq_srv_cmd(s, out, sizeof out, "CLIENT", "KILL", "USER", "worker", NULL);
-    usleep(300 * 1000);
+    emq_consumer_stats st;
+    WAIT_UNTIL((emq_consumer_stats_get(c, &st), st.reconnects >= 1), 10000,
+               "the consumer to reconnect");
     emq_consumer_stop(c);
     ASSERT_OK(join_consumer(&t), &t.err);
     emq_consumer_destroy(c);
@@ -807,7 +817,7 @@ TEST_TIMEOUT(security_cli_command_line_never_shows_password, 30) {
                                  "100");
         int out, err;
         pid_t pid = cli_spawn(NULL, args, NULL, &out, &err);
-        int64_t end = cli_ms() + 5000;
+        int64_t end = cli_ms() + emq_test_ms(5000);
         char reply[64] = "";
         while (cli_ms() < end) {
             emq_srv_cmd(s, reply, sizeof reply, "EXISTS",
@@ -879,7 +889,10 @@ TEST_TIMEOUT(security_acl_without_xautoclaim_warns, 20) {
     emq_conf_destroy(conf);
     runner_thread t;
     start_consumer(&t, c);
-    usleep(600 * 1000); /* several beats */
+    WAIT_UNTIL(book_has(book, "claim beat failed"), 10000,
+               "a claim beat to fail");
+    /* Several more beats (nothing counts refused ones): a scaled pause. */
+    usleep((useconds_t)emq_test_ms(600) * 1000);
     emq_consumer_stop(c);
     ASSERT_OK(join_consumer(&t), &t.err);
     ASSERT_CONTAINS(book->text, "claim beat failed");

@@ -406,7 +406,7 @@ TEST_TIMEOUT(cluster_ls_top_exporter_see_every_master, 90) {
     pid_t pid = cli_spawn(url, CLI_ARGS("exporter", "--listen", listen, "-q"),
                           NULL, NULL, NULL);
     static char page[65536];
-    int64_t end = cli_ms() + 10000;
+    int64_t end = cli_ms() + emq_test_ms(10000);
     int have = 0;
     while (!have && cli_ms() < end) {
         if (cli_http_get(port, "/metrics", page, sizeof page) == 0) {

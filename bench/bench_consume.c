@@ -107,8 +107,8 @@ static double server_usec(redisContext *admin, const char *name,
  * the read, the acknowledgement, and the scripts (lease renewals, the
  * ownership refresh, claims): the maintenance the consumer adds. */
 static void print_server_cost(redisContext *admin, long total) {
-    static const char *const names[] = {"xreadgroup", "xack", "eval",
-                                        "xclaim", "xpending"};
+    static const char *const names[] = {"xreadgroup", "xack", "eval", "xclaim",
+                                        "xpending"};
     fprintf(stderr, "    server time per message:");
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         long long calls;
@@ -161,7 +161,8 @@ static result run_echomq(redisContext *admin, long total, int count,
     emq_pool_destroy(s.pool);
     emq_conf_destroy(conf);
     if (atomic_load(&s.handled) != total || acked != (uint64_t)total) {
-        fprintf(stderr, "bench_consume: echomq handled %ld, acked %llu of %ld\n",
+        fprintf(stderr,
+                "bench_consume: echomq handled %ld, acked %llu of %ld\n",
                 atomic_load(&s.handled), (unsigned long long)acked, total);
         exit(1);
     }
@@ -169,7 +170,7 @@ static result run_echomq(redisContext *admin, long total, int count,
     return res;
 }
 
-/* ---- the table ------------------------------------------------------------ */
+/* ---- the table ----------------------------------------------------------- */
 
 static const int counts[] = {10, 100, 1000};
 static const int consumer_counts[] = {1, 2, 4};
@@ -300,8 +301,8 @@ int main(int argc, char **argv) {
                  100.0 * h.wall_s / e.wall_s);
             cell(cells[5], e.ran && h.ran, "%.2f", e.cpu_us / h.cpu_us);
             printf("| %d | %d | %s | %s | %s | %s | %s | %s |\n", counts[ci],
-                   consumer_counts[ni], cells[0], cells[1], cells[2],
-                   cells[3], cells[4], cells[5]);
+                   consumer_counts[ni], cells[0], cells[1], cells[2], cells[3],
+                   cells[4], cells[5]);
         }
     /* The target of the issue: COUNT 100, one consumer, >= 95% of the best
      * hiredis loop of that shape with less client CPU per entry. */

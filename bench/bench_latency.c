@@ -99,7 +99,7 @@ static emq_conf_t *lat_conf(const char *group) {
     return conf;
 }
 
-/* ---- the consumers -------------------------------------------------------- */
+/* ---- the consumers ------------------------------------------------------- */
 
 static emq_verdict run_handler(void *opaque, const emq_entry *e, char *reason,
                                size_t reason_size) {
@@ -186,8 +186,8 @@ static void *hiredis_block_main(void *arg) {
             redisAppendCommandArgv(c, (int)(3 + nacks), argv, NULL);
         }
         const char *read_argv[] = {"XREADGROUP", "GROUP", t->group, "h",
-                                   "COUNT", "100", "BLOCK", "200", "STREAMS",
-                                   STREAM, ">"};
+                                   "COUNT",      "100",   "BLOCK",  "200",
+                                   "STREAMS",    STREAM,  ">"};
         redisAppendCommandArgv(c, 11, read_argv, NULL);
         redisReply *r;
         if (nacks) {
@@ -205,8 +205,7 @@ static void *hiredis_block_main(void *arg) {
                 redisReply *f = e->element[1];
                 if (f->type == REDIS_REPLY_ARRAY && f->elements >= 2)
                     sample(f->element[1]->str, f->element[1]->len);
-                snprintf(ids[nacks++], sizeof ids[0], "%s",
-                         e->element[0]->str);
+                snprintf(ids[nacks++], sizeof ids[0], "%s", e->element[0]->str);
             }
         }
         freeReplyObject(r);
@@ -233,12 +232,11 @@ static void measure(redisContext *admin, client kind) {
         pthread_create(&t.thread, NULL, hiredis_block_main, &t);
     } else {
         emq_conf_t *conf = lat_conf(group);
-        if (emq_consumer_new(conf, kind == RUN ? run_handler : NULL, NULL,
-                             &t.c, &err) != EMQ_OK)
+        if (emq_consumer_new(conf, kind == RUN ? run_handler : NULL, NULL, &t.c,
+                             &err) != EMQ_OK)
             die("emq_consumer_new", err.message);
         emq_conf_destroy(conf);
-        pthread_create(&t.thread, NULL, kind == RUN ? run_main : pull_main,
-                       &t);
+        pthread_create(&t.thread, NULL, kind == RUN ? run_main : pull_main, &t);
     }
     atomic_store(&nsamples, 0);
     atomic_store(&producing, 1);

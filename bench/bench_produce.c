@@ -44,7 +44,6 @@
 #define STREAM "emq:{bench}" /* the stream echomq uses for queue "bench" */
 #define PAYLOAD_LEN 100
 
-
 /* Deletes the stream and checks it held n entries. */
 static void check_and_delete(redisContext *admin, long long n) {
     redisReply *r = redisCommand(admin, "XLEN %s", STREAM);

@@ -67,12 +67,12 @@ static void delete_stream(void) {
     redisFree(c);
 }
 
-/* ---- part 1: T threads ---------------------------------------------------- */
+/* ---- part 1: T threads --------------------------------------------------- */
 
 typedef struct worker {
     emq_producer_t *p; /* echomq: shared */
     int hiredis;
-    int64_t *lat;      /* calls_per_thread samples, ns */
+    int64_t *lat; /* calls_per_thread samples, ns */
     pthread_barrier_t *go;
 } worker;
 
@@ -231,8 +231,8 @@ int main(int argc, char **argv) {
 
     printf("part 1: T threads x %d synchronous calls of one 100-byte entry\n",
            calls_per_thread);
-    printf("%-8s %-22s %12s %10s %10s %10s\n", "threads", "client",
-           "entries/s", "p50 us", "p99 us", "p99.9 us");
+    printf("%-8s %-22s %12s %10s %10s %10s\n", "threads", "client", "entries/s",
+           "p50 us", "p99 us", "p99.9 us");
     static const int threads[] = {8, 32};
     for (size_t k = 0; k < 2; k++) {
         shared_result best[2];
@@ -249,8 +249,7 @@ int main(int argc, char **argv) {
                    best[h].p999_us);
         printf("%-8d %-22s %12.2f %10.2f %10.2f %10.2f\n", threads[k],
                "echomq / hiredis", best[0].rate / best[1].rate,
-               best[0].p50_us / best[1].p50_us,
-               best[0].p99_us / best[1].p99_us,
+               best[0].p50_us / best[1].p50_us, best[0].p99_us / best[1].p99_us,
                best[0].p999_us / best[1].p999_us);
     }
 

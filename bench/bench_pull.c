@@ -35,8 +35,15 @@
 
 #include <fcntl.h>
 
-typedef enum client { RUN, POLL4, PREFETCH, CLI, HIREDIS1, HIREDIS2,
-                      NCLIENTS } client;
+typedef enum client {
+    RUN,
+    POLL4,
+    PREFETCH,
+    CLI,
+    HIREDIS1,
+    HIREDIS2,
+    NCLIENTS
+} client;
 static const char *const client_names[NCLIENTS] = {
     "run", "poll4", "prefetch", "cli", "hiredis1", "hiredis2"};
 
@@ -63,7 +70,7 @@ static size_t touch(const emq_entry *e) {
     return bytes;
 }
 
-/* ---- run ------------------------------------------------------------------ */
+/* ---- run ----------------------------------------------------------------- */
 
 typedef struct run_ctx {
     run_state s;
@@ -98,7 +105,7 @@ static double run_run(long total, const char *group) {
     return x.s.done_s - t0;
 }
 
-/* ---- pull: poll4 and prefetch ---------------------------------------------- */
+/* ---- pull: poll4 and prefetch -------------------------------------------- */
 
 #define QMAX 8192
 
@@ -184,7 +191,7 @@ static double run_pull(long total, const char *group, int workers) {
     return took;
 }
 
-/* ---- cli ------------------------------------------------------------------- */
+/* ---- cli ----------------------------------------------------------------- */
 
 static double run_cli(long total, const char *group) {
     static char exe[4096];
@@ -209,7 +216,8 @@ static double run_cli(long total, const char *group) {
     waitpid(pid, &status, 0);
     double took = now_s() - t0;
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-        die("echomq consume", "did not exit 0 (is it built beside bench_pull?)");
+        die("echomq consume",
+            "did not exit 0 (is it built beside bench_pull?)");
     return took;
 }
 
@@ -220,15 +228,23 @@ static double run_one(redisContext *admin, client k, long total, int round) {
     snprintf(group, sizeof group, "g-%s-%d", client_names[k], round);
     double took;
     switch (k) {
-    case RUN: took = run_run(total, group); break;
-    case POLL4: took = run_pull(total, group, 4); break;
-    case PREFETCH: took = run_pull(total, group, 0); break;
-    case CLI: took = run_cli(total, group); break;
+    case RUN:
+        took = run_run(total, group);
+        break;
+    case POLL4:
+        took = run_pull(total, group, 4);
+        break;
+    case PREFETCH:
+        took = run_pull(total, group, 0);
+        break;
+    case CLI:
+        took = run_cli(total, group);
+        break;
     case HIREDIS1:
     case HIREDIS2:
     default: {
-        result r = run_hiredis(admin, total, 100, k == HIREDIS1 ? 1 : 2, 100,
-                               group);
+        result r =
+            run_hiredis(admin, total, 100, k == HIREDIS1 ? 1 : 2, 100, group);
         return r.wall_s; /* run_hiredis checks and drops its group */
     }
     }
@@ -276,8 +292,8 @@ int main(int argc, char **argv) {
         }
         fprintf(stderr, "\n");
     }
-    printf("\n%ld entries of %d bytes, COUNT 100, best of %d rounds\n\n",
-           total, PAYLOAD_LEN, rounds);
+    printf("\n%ld entries of %d bytes, COUNT 100, best of %d rounds\n\n", total,
+           PAYLOAD_LEN, rounds);
     printf("| client | msgs/s |\n| --- | ---: |\n");
     for (int k = 0; k < NCLIENTS; k++)
         if (best[k] > 0)

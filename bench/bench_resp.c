@@ -90,7 +90,8 @@ static double run_echomq(const sbuf *reply, int copies, size_t *checksum) {
                 exit(1);
             emq_reply *out;
             while (emq__resp_next(r, &out, NULL) == EMQ_OK) {
-                const emq_reply *entries = emq_reply_at(emq_reply_at(out, 0), 1);
+                const emq_reply *entries =
+                    emq_reply_at(emq_reply_at(out, 0), 1);
                 *checksum += emq_reply_len(entries);
                 emq_reply_free(out);
                 parsed++;

@@ -143,8 +143,9 @@ static double proc_cpu_ticks(pid_t pid) {
     buf[n] = '\0';
     char *p = strrchr(buf, ')');
     unsigned long ut = 0, st = 0;
-    if (p && sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu "
-                           "%lu",
+    if (p && sscanf(p + 2,
+                    "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu "
+                    "%lu",
                     &ut, &st) == 2)
         return (double)(ut + st);
     return 0;
@@ -273,8 +274,10 @@ int main(int argc, char **argv) {
         die("usage", "bench_scale [entries >= 1000] [rounds >= 1]");
     start_server(1);
     start_cluster();
-    fprintf(stderr, "filling %ld entries into one stream and into a "
-                    "6-partition topic...\n", n);
+    fprintf(stderr,
+            "filling %ld entries into one stream and into a "
+            "6-partition topic...\n",
+            n);
     fill(0, "scale1", n);
     fill(1, "scale", n);
     printf("consume+ack, %ld entries of 100 bytes, count 100, best of %d; "
@@ -287,8 +290,8 @@ int main(int argc, char **argv) {
         for (int cluster = 0; cluster <= 1; cluster++) {
             result best = {0, 0, 0};
             for (int r = 0; r < rounds; r++) {
-                result one = consume(cluster, cluster ? "scale" : "scale1",
-                                     ks[i], n, r);
+                result one =
+                    consume(cluster, cluster ? "scale" : "scale1", ks[i], n, r);
                 fprintf(stderr, "  %s K=%d round %d: %.0f msgs/s\n",
                         cluster ? "topic" : "stream", ks[i], r, one.rate);
                 if (one.rate > best.rate)

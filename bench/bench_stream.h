@@ -25,10 +25,9 @@
 #define PAYLOAD_LEN 100
 #define FILL_WINDOW 1000 /* XADD commands in flight while filling */
 
-
 /* Runs one command that must not fail, and frees its reply. */
 static inline void admin_command(redisContext *admin, const char *fmt,
-                          const char *arg) {
+                                 const char *arg) {
     redisReply *r = redisCommand(admin, fmt, arg);
     if (r == NULL)
         die("admin command", admin->errstr);
@@ -72,7 +71,7 @@ static inline void fill(redisContext *admin, long total) {
 
 /* Checks after a run that group has nothing pending, then destroys it. */
 static inline void check_and_drop_group(redisContext *admin, const char *group,
-                                 const char *who) {
+                                        const char *who) {
     redisReply *r = redisCommand(admin, "XPENDING %s %s", STREAM, group);
     if (r == NULL)
         die("XPENDING", admin->errstr);
@@ -94,12 +93,12 @@ static inline void check_and_drop_group(redisContext *admin, const char *group,
 /* ---- what both clients share ------------------------------------------- */
 
 typedef struct run_state {
-    long total;              /* entries to handle */
-    atomic_long handled;     /* entries handled so far, all threads */
-    atomic_ulong sink;       /* sum of value lengths: the "work" */
-    emq_pool_t *pool;        /* echomq only: stopped at entry N */
-    double done_s;           /* clock when entry N was handled */
-    double done_cpu_us;      /* process CPU time at that moment */
+    long total;          /* entries to handle */
+    atomic_long handled; /* entries handled so far, all threads */
+    atomic_ulong sink;   /* sum of value lengths: the "work" */
+    emq_pool_t *pool;    /* echomq only: stopped at entry N */
+    double done_s;       /* clock when entry N was handled */
+    double done_cpu_us;  /* process CPU time at that moment */
 } run_state;
 
 /* Called by whichever thread handles entry N of the run. */
@@ -109,12 +108,11 @@ static inline void mark_done(run_state *s) {
 }
 
 typedef struct result {
-    double wall_s;           /* start to entry N handled */
-    double cpu_us;           /* client CPU over the same span */
-    double total_s;          /* start to every thread returned */
-    int ran;                 /* 0: not measured */
+    double wall_s;  /* start to entry N handled */
+    double cpu_us;  /* client CPU over the same span */
+    double total_s; /* start to every thread returned */
+    int ran;        /* 0: not measured */
 } result;
-
 
 /* ---- work per entry ------------------------------------------------------ */
 
@@ -130,8 +128,8 @@ static inline void work(void) {
         ;
 }
 
-
-static inline void conf_set(emq_conf_t *conf, const char *name, const char *value) {
+static inline void conf_set(emq_conf_t *conf, const char *name,
+                            const char *value) {
     emq_error err;
     if (emq_conf_set(conf, name, value, &err) != EMQ_OK)
         die(name, err.message);
@@ -145,7 +143,7 @@ typedef struct hiredis_worker {
     char name[32];
     int count;
     int block_ms;
-    long acked;              /* from the XACK replies */
+    long acked; /* from the XACK replies */
     pthread_t thread;
 } hiredis_worker;
 
@@ -159,12 +157,12 @@ static inline void *hiredis_main(void *arg) {
     snprintf(count, sizeof count, "%d", w->count);
     snprintf(block, sizeof block, "%d", w->block_ms);
     const char *read_argv[] = {"XREADGROUP", "GROUP", w->group, w->name,
-                               "COUNT", count, "BLOCK", block, "STREAMS",
-                               STREAM, ">"};
+                               "COUNT",      count,   "BLOCK",  block,
+                               "STREAMS",    STREAM,  ">"};
     /* XACK argv: "XACK", stream, group, then up to count IDs copied from
      * the batch, as a handler-driven client would keep them. */
     size_t cap = (size_t)w->count;
-    char (*ids)[ID_MAX] = malloc(cap * sizeof *ids);
+    char(*ids)[ID_MAX] = malloc(cap * sizeof *ids);
     const char **ack_argv = malloc((cap + 3) * sizeof *ack_argv);
     size_t *ack_len = malloc((cap + 3) * sizeof *ack_len);
     if (ids == NULL || ack_argv == NULL || ack_len == NULL)
@@ -190,8 +188,8 @@ static inline void *hiredis_main(void *arg) {
             if (redisGetReply(c, (void **)&r) != REDIS_OK)
                 die("XACK", c->errstr);
             if (r->type != REDIS_REPLY_INTEGER)
-                die("XACK", r->type == REDIS_REPLY_ERROR ? r->str
-                                                          : "unexpected reply");
+                die("XACK",
+                    r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply");
             w->acked += r->integer;
             freeReplyObject(r);
             nacks = 0;
@@ -241,14 +239,15 @@ static inline void *hiredis_main(void *arg) {
 }
 
 static inline result run_hiredis(redisContext *admin, long total, int count,
-                          int consumers, int block_ms, const char *group) {
+                                 int consumers, int block_ms,
+                                 const char *group) {
     admin_command(admin, "XGROUP CREATE " STREAM " %s 0", group);
     run_state s = {.total = total};
     hiredis_worker w[8];
     double cpu0 = cpu_us(), t0 = now_s();
     for (int i = 0; i < consumers; i++) {
-        w[i] = (hiredis_worker){.s = &s, .group = group, .count = count,
-                                .block_ms = block_ms};
+        w[i] = (hiredis_worker){
+            .s = &s, .group = group, .count = count, .block_ms = block_ms};
         snprintf(w[i].name, sizeof w[i].name, "h-%d", i + 1);
         if (pthread_create(&w[i].thread, NULL, hiredis_main, &w[i]) != 0)
             die("pthread_create", "failed");
@@ -260,13 +259,12 @@ static inline result run_hiredis(redisContext *admin, long total, int count,
     }
     result res = {s.done_s - t0, s.done_cpu_us - cpu0, now_s() - t0, 1};
     if (atomic_load(&s.handled) != total || acked != total) {
-        fprintf(stderr, "%s: hiredis handled %ld, acked %ld of %ld\n", bench_name,
-                atomic_load(&s.handled), acked, total);
+        fprintf(stderr, "%s: hiredis handled %ld, acked %ld of %ld\n",
+                bench_name, atomic_load(&s.handled), acked, total);
         exit(1);
     }
     check_and_drop_group(admin, group, "hiredis");
     return res;
 }
-
 
 #endif /* EMQ_BENCH_STREAM_H */

@@ -17,7 +17,6 @@
 
 #include "bench_common.h"
 
-
 static char payload[101];
 static const char *xadd_argv[] = {"XADD", "benchq", "*", "data", payload};
 static const size_t xadd_len[] = {4, 6, 1, 4, 100};

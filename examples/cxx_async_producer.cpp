@@ -50,8 +50,8 @@ int main(int argc, char **argv) {
                 for (int i = from; i < from + 100; i++) {
                     std::string n = std::to_string(i);
                     if (i % 4 == 0)
-                        producer.produce_async("customer-" + n,
-                                               {{"n", n}}, record);
+                        producer.produce_async("customer-" + n, {{"n", n}},
+                                               record);
                     else
                         producer.produce_async({{"n", n}}, record);
                 }
@@ -85,8 +85,8 @@ int main(int argc, char **argv) {
                                          ran_here++;
                                      record(d);
                                  });
-        auto deadline =
-            std::chrono::steady_clock::now() + std::chrono::seconds(30);
+        auto deadline = std::chrono::steady_clock::now() +
+                        std::chrono::seconds(30);
         while (ran_here < 10 && std::chrono::steady_clock::now() < deadline)
             polled.poll(100);
 

@@ -83,9 +83,8 @@ int main(int argc, char **argv) {
         emq_consumer_stats s = consumer.stats();
         echomq::admin admin(conf);
         echomq::dead_letters letters = admin.dead_list();
-        std::string reason = letters.size() == 1 && letters[0].reason
-                                 ? letters[0].reason
-                                 : "";
+        std::string reason =
+            letters.size() == 1 && letters[0].reason ? letters[0].reason : "";
         long want = 19 * 20 / 2 - 13;
         if (sum != want || acked.size() != 19 || flaky_throws != 1 ||
             s.retried != 1 || s.dead_lettered != 1 ||

@@ -94,9 +94,8 @@ int main(int argc, char **argv) {
 
         echomq::admin admin(conf);
         echomq::dead_letters letters = admin.dead_list();
-        std::string reason = letters.size() == 1 && letters[0].reason
-                                 ? letters[0].reason
-                                 : "";
+        std::string reason =
+            letters.size() == 1 && letters[0].reason ? letters[0].reason : "";
         echomq::queue_info info = admin.describe();
         uint64_t pending = info->ngroups == 1 ? info->groups[0].pending : 99;
         if (acked != 5 || retried != 1 || dead != 1 || failed != 0 ||

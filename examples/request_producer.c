@@ -33,8 +33,7 @@ static char first_failure[EMQ_ERROR_MESSAGE_MAX + 64];
 
 static void fail(const char *what, const char *message) {
     if (atomic_fetch_add(&failures, 1) == 0)
-        snprintf(first_failure, sizeof first_failure, "%s: %s", what,
-                 message);
+        snprintf(first_failure, sizeof first_failure, "%s: %s", what, message);
 }
 
 /* Runs on the producer's thread, once per audit line. */
@@ -52,8 +51,8 @@ static void *request_thread(void *arg) {
     for (int i = 0; i < per_thread; i++) {
         char order[32];
         int len = snprintf(order, sizeof order, "%d-%d", t, i);
-        emq_field f[] = {{"kind", 4, "order", 5}, {"order", 5, order,
-                                                    (size_t)len}};
+        emq_field f[] = {{"kind", 4, "order", 5},
+                         {"order", 5, order, (size_t)len}};
         emq_id id;
         emq_error err;
         /* The request waits for its entry: answer the client only once
@@ -64,8 +63,8 @@ static void *request_thread(void *arg) {
             fail(err.retriable ? "request (retriable)" : "request",
                  err.message);
         /* The audit line does not hold the request up. */
-        emq_field a[] = {{"kind", 4, "audit", 5}, {"order", 5, order,
-                                                   (size_t)len}};
+        emq_field a[] = {{"kind", 4, "audit", 5},
+                         {"order", 5, order, (size_t)len}};
         if (emq_produce_async(producer, a, 2, audited, NULL, &err) != EMQ_OK)
             fail("audit not queued", err.message);
     }

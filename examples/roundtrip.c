@@ -107,8 +107,8 @@ static emq_reply *run(emq_conn_t *conn, int argc, const char *const *argv) {
     putchar('\n');
     emq_status st = emq_conn_command(conn, argc, argv, NULL, &reply, &err);
     if (st != EMQ_OK) {
-        fprintf(stderr, "roundtrip: %s failed: %s (%s)\n", argv[0],
-                err.message, emq_status_name(st));
+        fprintf(stderr, "roundtrip: %s failed: %s (%s)\n", argv[0], err.message,
+                emq_status_name(st));
         return NULL;
     }
     if (emq_reply_kind(reply) == EMQ_REPLY_ERROR) {
@@ -125,8 +125,9 @@ static emq_reply *run(emq_conn_t *conn, int argc, const char *const *argv) {
 int main(int argc, char **argv) {
     if (argc < 2 || argc > 3 || !strcmp(argv[1], "-h") ||
         !strcmp(argv[1], "--help")) {
-        fprintf(stderr, "usage: %s URL [QUEUE]\n"
-                        "  e.g. %s redis://127.0.0.1:6379\n",
+        fprintf(stderr,
+                "usage: %s URL [QUEUE]\n"
+                "  e.g. %s redis://127.0.0.1:6379\n",
                 argv[0], argv[0]);
         return 2;
     }
@@ -166,9 +167,9 @@ int main(int argc, char **argv) {
     emq_reply_free(reply);
 
     /* 2. XADD: append one job; the reply is the new entry's ID. */
-    const char *xadd[] = {"XADD", stream, "MAXLEN", "~", "1000", "*",
-                          "job", "resize-image", "path", "/tmp/cat.png",
-                          "attempt", "1"};
+    const char *xadd[] = {
+        "XADD",         stream, "MAXLEN",       "~",       "1000", "*", "job",
+        "resize-image", "path", "/tmp/cat.png", "attempt", "1"};
     if ((reply = run(conn, 12, xadd)) == NULL)
         goto out;
     size_t id_len = 0;

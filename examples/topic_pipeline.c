@@ -45,7 +45,7 @@ static long field_number(const emq_entry *e, const char *name) {
             memcmp(e->fields[i].name, name, e->fields[i].name_len) == 0) {
             char digits[24];
             size_t n = e->fields[i].value_len < 23 ? e->fields[i].value_len
-                                                    : 23;
+                                                   : 23;
             memcpy(digits, e->fields[i].value, n);
             digits[n] = '\0';
             return strtol(digits, NULL, 10);
@@ -90,8 +90,7 @@ int main(int argc, char **argv) {
     }
     emq_error err;
     emq_conf_t *conf = emq_conf_new();
-    if (conf == NULL ||
-        emq_conf_set(conf, "url", argv[1], &err) != EMQ_OK ||
+    if (conf == NULL || emq_conf_set(conf, "url", argv[1], &err) != EMQ_OK ||
         emq_conf_set(conf, "queue", argv[2], &err) != EMQ_OK ||
         emq_conf_set(conf, "partitions", "4", &err) != EMQ_OK)
         return conf ? fail("configuration", &err) : 1;
@@ -107,8 +106,8 @@ int main(int argc, char **argv) {
         int slen = snprintf(seqs[i], sizeof seqs[i], "%d", ++next_seq[u]);
         fields[i][0] = (emq_field){"user", 4, users[i], (size_t)ulen};
         fields[i][1] = (emq_field){"seq", 3, seqs[i], (size_t)slen};
-        batch[i] = (emq_keyed_message){{fields[i], 2, NULL}, users[i],
-                                       (size_t)ulen};
+        batch[i] =
+            (emq_keyed_message){{fields[i], 2, NULL}, users[i], (size_t)ulen};
     }
     emq_producer_t *producer;
     size_t written = 0;

@@ -176,22 +176,21 @@ int main(int argc, char **argv) {
         return 1;
     }
 
-    fprintf(stderr, "worker: %s consuming %s as %s (group %s, start %s); "
-                    "Ctrl-C stops\n",
+    fprintf(stderr,
+            "worker: %s consuming %s as %s (group %s, start %s); "
+            "Ctrl-C stops\n",
             emq_version_str(), queue, name, group, start);
     /* Connects, opens the group, takes back this name's pending entries,
      * then reads and acknowledges until a stop or a fatal error. Transient
      * failures (a dropped connection) are retried inside. */
     st = emq_consumer_run(consumer, &err);
     if (st != EMQ_OK)
-        fprintf(stderr, "worker: %s (%s)\n", err.message,
-                emq_status_name(st));
+        fprintf(stderr, "worker: %s (%s)\n", err.message, emq_status_name(st));
     print_stats(consumer);
 
     /* No signal may reach a freed consumer. */
     sa.sa_handler = SIG_DFL;
-    if (sigaction(SIGINT, &sa, NULL) != 0 ||
-        sigaction(SIGTERM, &sa, NULL) != 0)
+    if (sigaction(SIGINT, &sa, NULL) != 0 || sigaction(SIGTERM, &sa, NULL) != 0)
         perror("worker: sigaction");
     the_consumer = NULL;
     emq_consumer_destroy(consumer);

@@ -129,8 +129,7 @@ static emq_consumer_t *pool_consumer(const char *url, const char *queue,
     if (ok)
         ok = emq_consumer_new(conf, NULL, NULL, &c, &err) == EMQ_OK;
     if (!ok)
-        fprintf(stderr, "%s: %s\n", name,
-                conf ? err.message : "out of memory");
+        fprintf(stderr, "%s: %s\n", name, conf ? err.message : "out of memory");
     emq_conf_destroy(conf);
     return ok ? c : NULL;
 }

@@ -114,10 +114,10 @@ EMQ_EXPORT int64_t emq_clock_ms(void);
     X(EMQ_ERESOLVE, -11, "host name could not be resolved")                    \
     /* no complete result yet (incremental APIs) */                            \
     X(EMQ_EAGAIN, -12, "no complete result yet")                               \
-    /* an entry handed out was taken over by another consumer (its           \
+    /* an entry handed out was taken over by another consumer (its             \
      * ownership could not be kept) */                                         \
     X(EMQ_ELOST, -13, "the entry was taken over by another consumer")          \
-    /* written (the ID is set), but not confirmed on producer.wait_replicas   \
+    /* written (the ID is set), but not confirmed on producer.wait_replicas    \
      * replicas or the AOF in producer.wait_timeout_ms */                      \
     X(EMQ_ENOTDURABLE, -14, "written, but not confirmed durable in time")
 
@@ -209,8 +209,7 @@ typedef void (*emq_log_fn)(void *opaque, emq_log_level level,
 /* Routes the log lines of every handle made from conf to fn (NULL: the
  * default, one line on stderr). Lines above conf's log.level are not
  * produced. Messages never contain a password. */
-EMQ_EXPORT void emq_conf_set_log(emq_conf_t *conf, emq_log_fn fn,
-                                 void *opaque);
+EMQ_EXPORT void emq_conf_set_log(emq_conf_t *conf, emq_log_fn fn, void *opaque);
 
 /* Receives a consumer's statistics every stats.interval_ms (0, the
  * default: never), as one JSON object of len bytes (valid during the call):
@@ -302,12 +301,12 @@ EMQ_EXPORT void emq_conn_destroy(emq_conn_t *conn);
  * NULL for NUL-terminated strings) and waits for its reply. An error reply
  * from the server is a success of this call: inspect emq_reply_kind.
  * On success *reply is caller-owned; free with emq_reply_free. Fails with
- * EMQ_EINVAL (misuse) when replies of appended commands are still unread, and with
- * the sticky transport error once the connection has broken. */
+ * EMQ_EINVAL (misuse) when replies of appended commands are still unread, and
+ * with the sticky transport error once the connection has broken. */
 EMQ_EXPORT emq_status emq_conn_command(emq_conn_t *conn, int argc,
                                        const char *const *argv,
-                                       const size_t *argvlen,
-                                       emq_reply **reply, emq_error *err);
+                                       const size_t *argvlen, emq_reply **reply,
+                                       emq_error *err);
 /* Pipelining: append a command to the output buffer without sending.
  * Fails with EMQ_ELIMIT when the pipeline limit (conf pipeline.max) or the
  * output buffer cap would be exceeded. */
@@ -409,8 +408,8 @@ typedef struct emq_id {
  * field name"). On success *fields (one block holding the array and the
  * bytes) is caller-owned; free with emq_fields_free. */
 EMQ_EXPORT emq_status emq_fields_from_json(const char *json, size_t len,
-                                           emq_field **fields,
-                                           size_t *nfields, emq_error *err);
+                                           emq_field **fields, size_t *nfields,
+                                           emq_error *err);
 /* Frees the fields of emq_fields_from_json; NULL is a no-op. */
 EMQ_EXPORT void emq_fields_free(emq_field *fields);
 
@@ -450,8 +449,8 @@ typedef struct emq_producer emq_producer_t;
 typedef struct emq_message {
     const emq_field *fields; /* nfields pairs; at least one */
     size_t nfields;
-    const char *id;          /* explicit ID ("ms-seq", "ms-*"), or NULL for
-                                an automatic one */
+    const char *id; /* explicit ID ("ms-seq", "ms-*"), or NULL for
+                       an automatic one */
 } emq_message;
 
 /* Validates conf (conf borrowed: copied) and starts the producer. With
@@ -483,8 +482,7 @@ EMQ_EXPORT void emq_producer_destroy(emq_producer_t *p);
  * wait_aof, EMQ_ENOTDURABLE: added (*id is set) but not confirmed on the
  * replicas or the AOF in producer.wait_timeout_ms. */
 EMQ_EXPORT emq_status emq_produce(emq_producer_t *p, const emq_field *fields,
-                                  size_t nfields, emq_id *id,
-                                  emq_error *err);
+                                  size_t nfields, emq_id *id, emq_error *err);
 /* Adds n entries, pipelined in windows of conf producer.window commands so
  * memory stays bounded whatever n is. A message without fields makes the
  * whole batch EMQ_EINVAL before anything is sent. ids (n slots, may be
@@ -532,8 +530,7 @@ EMQ_EXPORT emq_status emq_produce_batch(emq_producer_t *p,
  * entries of one key stay in production order in one stream. Results and
  * errors as emq_produce. */
 EMQ_EXPORT emq_status emq_produce_keyed(emq_producer_t *p, const char *key,
-                                        size_t key_len,
-                                        const emq_field *fields,
+                                        size_t key_len, const emq_field *fields,
                                         size_t nfields, emq_id *id,
                                         emq_error *err);
 
@@ -550,8 +547,7 @@ typedef struct emq_keyed_message {
 EMQ_EXPORT emq_status emq_produce_batch_keyed(emq_producer_t *p,
                                               const emq_keyed_message *msgs,
                                               size_t n, emq_id *ids,
-                                              size_t *written,
-                                              emq_error *err);
+                                              size_t *written, emq_error *err);
 
 /* ---- asynchronous producing ---------------------------------------------- */
 
@@ -591,17 +587,13 @@ typedef void (*emq_delivery_fn)(void *opaque, const emq_delivery *d);
  * failure after it was sent is reported with outcome_unknown, or sent
  * again up to producer.retries times (then attempts > 1 says so). */
 EMQ_EXPORT emq_status emq_produce_async(emq_producer_t *p,
-                                        const emq_field *fields,
-                                        size_t nfields, emq_delivery_fn cb,
-                                        void *opaque, emq_error *err);
+                                        const emq_field *fields, size_t nfields,
+                                        emq_delivery_fn cb, void *opaque,
+                                        emq_error *err);
 /* emq_produce_async with a message key (see emq_produce_keyed). */
-EMQ_EXPORT emq_status emq_produce_async_keyed(emq_producer_t *p,
-                                              const char *key,
-                                              size_t key_len,
-                                              const emq_field *fields,
-                                              size_t nfields,
-                                              emq_delivery_fn cb,
-                                              void *opaque, emq_error *err);
+EMQ_EXPORT emq_status emq_produce_async_keyed(
+    emq_producer_t *p, const char *key, size_t key_len, const emq_field *fields,
+    size_t nfields, emq_delivery_fn cb, void *opaque, emq_error *err);
 /* Runs the delivery callbacks that are due (producer.delivery poll),
  * waiting up to timeout_ms for the first (0: never waits; < 0: until
  * one). Returns how many ran. With producer.delivery thread it runs none
@@ -611,12 +603,12 @@ EMQ_EXPORT size_t emq_producer_poll(emq_producer_t *p, int64_t timeout_ms);
  * (< 0: no bound), until every asynchronous entry has been called back
  * (in poll mode it runs the callbacks itself). EMQ_ETIMEDOUT, saying how
  * many are still outstanding, when time ran out. Any thread. */
-EMQ_EXPORT emq_status emq_producer_flush(emq_producer_t *p,
-                                         int64_t timeout_ms, emq_error *err);
+EMQ_EXPORT emq_status emq_producer_flush(emq_producer_t *p, int64_t timeout_ms,
+                                         emq_error *err);
 /* Asynchronous entries not yet called back. Any thread. */
 EMQ_EXPORT size_t emq_producer_outstanding(emq_producer_t *p);
 
-/* ---- showing URLs ---------------------------------------------------------- */
+/* ---- showing URLs -------------------------------------------------------- */
 
 /* Copies URL text into out (size bytes, NUL-terminated, truncated to fit)
  * with every part that may be a secret replaced by "***", whatever shape
@@ -637,11 +629,11 @@ EMQ_EXPORT void emq_url_mask(char *text);
 /* One delivery handed to a handler. Every pointer is borrowed and valid
  * only until the handler returns; copy what you keep. */
 typedef struct emq_entry {
-    const char *id;         /* entry ID, NUL-terminated */
-    uint64_t deliveries;    /* the server's delivery count; 1 = first */
+    const char *id;      /* entry ID, NUL-terminated */
+    uint64_t deliveries; /* the server's delivery count; 1 = first */
     const emq_field *fields;
     size_t nfields;
-    const char *stream;     /* stream key */
+    const char *stream; /* stream key */
     const char *group;
     const char *consumer;
 } emq_entry;
@@ -659,8 +651,8 @@ EMQ_EXPORT size_t emq_entry_json(const emq_entry *entry, char *buf,
 /* The "fields" value of emq_entry_json alone (snprintf semantics): an
  * object {"name":"value",...}, or [[name, value], ...] pairs when a name
  * is not UTF-8; values that are not UTF-8 are {"base64":"..."}. */
-EMQ_EXPORT size_t emq_fields_json(const emq_field *fields, size_t n,
-                                  char *buf, size_t size);
+EMQ_EXPORT size_t emq_fields_json(const emq_field *fields, size_t n, char *buf,
+                                  size_t size);
 /* emq_entry_json with the entry's partition of a topic after "stream"
  * ("partition":3); partition < 0 writes none (emq_entry_json). */
 EMQ_EXPORT size_t emq_entry_json_partition(const emq_entry *entry,
@@ -740,16 +732,15 @@ typedef struct emq_outcome {
  * consumer creates it again and runs on), are not settled: a warning says
  * how many; the run goes on. */
 typedef void (*emq_batch_handler_fn)(void *opaque,
-                                     const emq_entry *const *entries,
-                                     size_t n, emq_outcome *outcomes);
+                                     const emq_entry *const *entries, size_t n,
+                                     emq_outcome *outcomes);
 
 /* Like emq_consumer_new, with a batch handler: emq_consumer_run then hands
  * out up to batch.max entries per call, reading the next ones meanwhile
  * (at most max_in_flight out at once). */
 EMQ_EXPORT emq_status emq_consumer_new_batch(const emq_conf_t *conf,
                                              emq_batch_handler_fn handler,
-                                             void *opaque,
-                                             emq_consumer_t **out,
+                                             void *opaque, emq_consumer_t **out,
                                              emq_error *err);
 
 /* Pull mode. A consumer made with a NULL handler (or any consumer not
@@ -771,10 +762,9 @@ EMQ_EXPORT emq_status emq_consumer_new_batch(const emq_conf_t *conf,
  * 0 after the timeout), EMQ_ECLOSED once stopped, or the fatal error that
  * ended the consumer (as run would have returned it). EMQ_EINVAL while
  * emq_consumer_run runs it. */
-EMQ_EXPORT emq_status emq_consumer_poll(emq_consumer_t *c,
-                                        emq_entry **entries, size_t max,
-                                        int64_t timeout_ms, size_t *n,
-                                        emq_error *err);
+EMQ_EXPORT emq_status emq_consumer_poll(emq_consumer_t *c, emq_entry **entries,
+                                        size_t max, int64_t timeout_ms,
+                                        size_t *n, emq_error *err);
 /* Frees an entry poll handed out (settled or not); NULL is a no-op. Any
  * thread. Only for entries from emq_consumer_poll. */
 EMQ_EXPORT void emq_entry_free(emq_entry *entry);
@@ -800,8 +790,7 @@ EMQ_EXPORT void emq_entry_free(emq_entry *entry);
  * last delivery it goes to the dead letters instead). dead: to the dead
  * letters now. reason may be NULL. */
 EMQ_EXPORT emq_status emq_consumer_ack(emq_consumer_t *c,
-                                       const emq_entry *entry,
-                                       emq_error *err);
+                                       const emq_entry *entry, emq_error *err);
 EMQ_EXPORT emq_status emq_consumer_retry(emq_consumer_t *c,
                                          const emq_entry *entry,
                                          int64_t delay_ms, const char *reason,
@@ -825,8 +814,8 @@ EMQ_EXPORT void emq_consumer_resume(emq_consumer_t *c);
  * that ended the consumer, if any, else EMQ_OK; the consumer may be polled
  * again afterwards. A no-op when not in pull mode. Not from a signal
  * handler. */
-EMQ_EXPORT emq_status emq_consumer_close(emq_consumer_t *c,
-                                         int64_t timeout_ms, emq_error *err);
+EMQ_EXPORT emq_status emq_consumer_close(emq_consumer_t *c, int64_t timeout_ms,
+                                         emq_error *err);
 
 /* Event loops (libuv, libevent, epoll). The consumer's timers (ownership
  * refresh, lease renewal, claim beats, retries, reconnects) run on its own
@@ -842,9 +831,8 @@ EMQ_EXPORT int emq_consumer_fd(emq_consumer_t *c, emq_error *err);
 /* Non-blocking poll: hands out what is ready (up to max) without
  * waiting, and re-arms the descriptor. Same results as emq_consumer_poll
  * with timeout 0. */
-EMQ_EXPORT emq_status emq_consumer_step(emq_consumer_t *c,
-                                        emq_entry **entries, size_t max,
-                                        size_t *n, emq_error *err);
+EMQ_EXPORT emq_status emq_consumer_step(emq_consumer_t *c, emq_entry **entries,
+                                        size_t max, size_t *n, emq_error *err);
 /* Milliseconds until step should be called at the latest: 0 when entries
  * are ready or the consumer has ended, -1 when only the descriptor
  * matters (nothing in the loop needs a timer). */
@@ -865,12 +853,12 @@ EMQ_EXPORT int64_t emq_consumer_timeout_ms(emq_consumer_t *c);
     X(group_recreated) /* group or stream found gone and re-created */         \
     X(reads)           /* XREADGROUP calls */                                  \
     X(round_trips)     /* network round trips, both connections */             \
-    X(refreshed)       /* in-flight entries kept fresh (XCLAIM JUSTID to     \
+    X(refreshed)       /* in-flight entries kept fresh (XCLAIM JUSTID to       \
                           itself while the handler runs) */                    \
     X(ownership_lost)  /* in-flight entries found taken by a peer */           \
-    X(server_waits)    /* "not now" episodes waited out (LOADING, BUSY,      \
+    X(server_waits)    /* "not now" episodes waited out (LOADING, BUSY,        \
                           MISCONF, NOREPLICAS, OOM, ...) */                    \
-    X(released)        /* read, not handed out (a stop cut the batch short), \
+    X(released)        /* read, not handed out (a stop cut the batch short),   \
                           handed back with their delivery count undone */
 
 /* What Redis Cluster made the consumer's connections do (0 on a
@@ -884,15 +872,15 @@ EMQ_EXPORT int64_t emq_consumer_timeout_ms(emq_consumer_t *c);
 /* Time in hand (handler.timeout_ms); added in 0.1 in the room reserved
  * for counters. */
 #define EMQ_CONSUMER_HAND_COUNTERS(X)                                          \
-    X(handler_overdue) /* entries kept past handler.timeout_ms: let go (no   \
+    X(handler_overdue) /* entries kept past handler.timeout_ms: let go (no     \
                           longer refreshed), their settlement EMQ_ELOST */
 
 typedef struct emq_consumer_stats {
 #define EMQ_STATS_FIELD(name) uint64_t name;
     EMQ_CONSUMER_COUNTERS(EMQ_STATS_FIELD)
-    uint64_t in_flight;       /* entries read and not yet settled, now */
-    uint64_t handed_out;      /* of those, handed out by poll or to a
-                                 handler and not settled, now */
+    uint64_t in_flight;  /* entries read and not yet settled, now */
+    uint64_t handed_out; /* of those, handed out by poll or to a
+                            handler and not settled, now */
     EMQ_CONSUMER_CLUSTER_COUNTERS(EMQ_STATS_FIELD)
     EMQ_CONSUMER_HAND_COUNTERS(EMQ_STATS_FIELD)
 #undef EMQ_STATS_FIELD
@@ -900,7 +888,7 @@ typedef struct emq_consumer_stats {
                                    and not settled has been out, now; 0
                                    when none (added in 0.1 from the
                                    reserved room) */
-    uint64_t reserved[3]; /* room for counters to come; 0 */
+    uint64_t reserved[3];       /* room for counters to come; 0 */
 } emq_consumer_stats;
 
 /* Copies the counters; safe from any thread while run is going. */
@@ -938,8 +926,8 @@ typedef struct emq_admin emq_admin_t;
 
 /* Connects (conf borrowed). *out is caller-owned; free with
  * emq_admin_destroy. EMQ_EINVAL names a missing or bad queue. */
-EMQ_EXPORT emq_status emq_admin_new(const emq_conf_t *conf,
-                                    emq_admin_t **out, emq_error *err);
+EMQ_EXPORT emq_status emq_admin_new(const emq_conf_t *conf, emq_admin_t **out,
+                                    emq_error *err);
 EMQ_EXPORT void emq_admin_destroy(emq_admin_t *a);
 
 /* Topics record their partition count in the server: each partition in
@@ -1012,13 +1000,13 @@ typedef struct emq_consumer_info {
 /* One group of the queue. */
 typedef struct emq_group_info {
     char *name;
-    uint64_t pending;          /* entries delivered and not acknowledged */
+    uint64_t pending; /* entries delivered and not acknowledged */
     emq_id last_delivered_id;
-    int64_t entries_read;      /* -1 when the server reports nil */
-    int64_t lag;               /* entries not yet delivered to the group */
-    int lag_computed;          /* 1: the server reported nil and the lag
-                                  was counted by the client (XRANGE) */
-    emq_id oldest_pending_id;  /* "" when nothing is pending */
+    int64_t entries_read;          /* -1 when the server reports nil */
+    int64_t lag;                   /* entries not yet delivered to the group */
+    int lag_computed;              /* 1: the server reported nil and the lag
+                                      was counted by the client (XRANGE) */
+    emq_id oldest_pending_id;      /* "" when nothing is pending */
     int64_t oldest_pending_age_ms; /* its time in a handler's hands when
                                       its consumer published one, else its
                                       idle time; -1 when none */
@@ -1028,29 +1016,29 @@ typedef struct emq_group_info {
 
 /* A queue at one moment. */
 typedef struct emq_queue_info {
-    char *stream;        /* stream key */
-    char *dead;          /* dead-letter stream key */
-    int exists;          /* 0: the stream does not exist (all else empty) */
+    char *stream; /* stream key */
+    char *dead;   /* dead-letter stream key */
+    int exists;   /* 0: the stream does not exist (all else empty) */
     uint64_t length;
-    emq_id first_id;     /* "" when empty */
-    emq_id last_id;      /* last generated ID; "" when never written */
+    emq_id first_id;       /* "" when empty */
+    emq_id last_id;        /* last generated ID; "" when never written */
     int64_t entries_added; /* ever added to the stream; -1 when the server
                               does not report it (Redis 6.2: no
                               entries-added in XINFO STREAM), never 0 */
-    uint64_t dead_length; /* dead letters */
+    uint64_t dead_length;  /* dead letters */
     size_t ngroups;
     emq_group_info *groups;
     /* A topic (partitions P > 1): npartitions = P and partitions[i]
      * describes queue "<topic>.<i>" in full. The fields above are then the
      * totals: stream and dead are patterns ("emq:{orders.*}"), exists is 1
      * when any partition exists, length, entries_added (-1 when any
-     * partition reports none) and dead_length are sums, first_id and last_id are "" (IDs of different partitions
-     * do not compare), and each group (matched by name) sums pending, lag
-     * and entries_read (-1 when any partition reports none), ORs
-     * lag_computed, has last_delivered_id "", and the oldest pending
-     * entry of all partitions (by age); each of its consumers sums
-     * pending and takes the smallest idle and inactive times. A plain
-     * queue has npartitions 0 and partitions NULL. */
+     * partition reports none) and dead_length are sums, first_id and last_id
+     * are "" (IDs of different partitions do not compare), and each group
+     * (matched by name) sums pending, lag and entries_read (-1 when any
+     * partition reports none), ORs lag_computed, has last_delivered_id "", and
+     * the oldest pending entry of all partitions (by age); each of its
+     * consumers sums pending and takes the smallest idle and inactive times. A
+     * plain queue has npartitions 0 and partitions NULL. */
     size_t npartitions;
     struct emq_queue_info *partitions;
     /* The server that answered (a topic: its first partition's), as its
@@ -1094,7 +1082,7 @@ typedef struct emq_pending_entry {
     char consumer[EMQ_NAME_MAX + 1]; /* a longer name is cut */
     int64_t idle_ms; /* the server's: reset by the holder's refresh */
     uint64_t deliveries;
-    int partition; /* a topic's partition of the entry; -1 for a queue */
+    int partition;      /* a topic's partition of the entry; -1 for a queue */
     int64_t in_hand_ms; /* time since a handler got it, as the consumer
                            publishes it (within 100 ms); -1 when it is
                            not in a handler's hands (added in 0.1) */
@@ -1122,8 +1110,7 @@ EMQ_EXPORT void emq_free_array(void *array);
  * sending) with XGROUP CREATE ... MKSTREAM. *created gets 1 when created,
  * 0 when it existed already (BUSYGROUP, not an error; its cursor is kept).
  * Other error replies (WRONGTYPE, NOPERM) are EMQ_ESERVER with the text. */
-EMQ_EXPORT emq_status emq_admin_group_create(emq_admin_t *a,
-                                             const char *group,
+EMQ_EXPORT emq_status emq_admin_group_create(emq_admin_t *a, const char *group,
                                              const char *start, int *created,
                                              emq_error *err);
 /* Moves group's cursor (XGROUP SETID) to "head", "tail", an entry ID, or
@@ -1138,21 +1125,19 @@ EMQ_EXPORT emq_status emq_admin_group_create(emq_admin_t *a,
  * position in time there), after checking that each has the group, so a
  * missing group moves none; *redeliver is the sum. */
 EMQ_EXPORT emq_status emq_admin_group_setid(emq_admin_t *a, const char *group,
-                                            const char *to,
-                                            uint64_t *redeliver,
+                                            const char *to, uint64_t *redeliver,
                                             emq_error *err);
 /* Destroys group and its pending list. Explicit, never implicit.
  * *destroyed gets 0 when there was no such group. */
-EMQ_EXPORT emq_status emq_admin_group_destroy(emq_admin_t *a,
-                                              const char *group,
+EMQ_EXPORT emq_status emq_admin_group_destroy(emq_admin_t *a, const char *group,
                                               int *destroyed, emq_error *err);
 
 /* What emq_admin_prune_consumers did. */
 typedef struct emq_prune_result {
-    uint64_t removed;      /* consumers deleted */
-    uint64_t moved;        /* pending entries handed to other consumers */
-    uint64_t kept;         /* idle consumers kept (entries left to move) */
-    uint64_t reserved[4];  /* room for results to come; 0 */
+    uint64_t removed;     /* consumers deleted */
+    uint64_t moved;       /* pending entries handed to other consumers */
+    uint64_t kept;        /* idle consumers kept (entries left to move) */
+    uint64_t reserved[4]; /* room for results to come; 0 */
 } emq_prune_result;
 
 /* Removes the consumers of group idle at least idle_ms. A consumer that
@@ -1195,16 +1180,16 @@ EMQ_EXPORT emq_status emq_admin_trim_acked(emq_admin_t *a, int64_t maxlen,
 
 /* One dead letter with its origin (docs/KEYSPACE.md). */
 typedef struct emq_dead_letter {
-    emq_id id;            /* in the dead-letter stream */
-    emq_id origin_id;     /* in the queue's stream */
+    emq_id id;        /* in the dead-letter stream */
+    emq_id origin_id; /* in the queue's stream */
     char *group;
     char *consumer;
     uint64_t deliveries;
     char *reason;
     size_t nfields;
-    emq_field *fields;    /* the original entry's fields */
-    int partition;        /* a topic's partition of the letter; -1 for a
-                             queue */
+    emq_field *fields; /* the original entry's fields */
+    int partition;     /* a topic's partition of the letter; -1 for a
+                          queue */
 } emq_dead_letter;
 
 /* Lists at most max dead letters (0: all), oldest first (a topic: all

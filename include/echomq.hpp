@@ -138,7 +138,6 @@ class conf {
     emq_conf_t *c_;
 };
 
-
 namespace detail {
 /* An error raised by this header itself (a misuse the C API cannot
  * see): code and message as the library would give them. */
@@ -232,14 +231,12 @@ class producer {
         std::vector<emq_field> f = detail::c_fields(fields);
         emq_id id;
         emq_error e;
-        detail::check(emq_produce_keyed(p_, key, len, f.data(), f.size(), &id,
-                                        &e),
-                      e);
+        detail::check(
+            emq_produce_keyed(p_, key, len, f.data(), f.size(), &id, &e), e);
         return id.str;
     }
     void produce_async_keyed(const char *key, size_t len,
-                             const std::vector<field> &fields,
-                             delivery_fn cb) {
+                             const std::vector<field> &fields, delivery_fn cb) {
         if (!cb)
             throw detail::make_error(EMQ_EINVAL,
                                      "produce_async needs a delivery "
@@ -247,9 +244,9 @@ class producer {
         std::vector<emq_field> f = detail::c_fields(fields);
         auto owned = std::make_unique<delivery_fn>(std::move(cb));
         emq_error e;
-        detail::check(emq_produce_async_keyed(p_, key, len, f.data(),
-                                              f.size(), &producer::delivered,
-                                              owned.get(), &e),
+        detail::check(emq_produce_async_keyed(p_, key, len, f.data(), f.size(),
+                                              &producer::delivered, owned.get(),
+                                              &e),
                       e);
         (void)owned.release(); /* delivered() frees it */
     }
@@ -372,15 +369,13 @@ class consumer {
      * and dead. */
     explicit consumer(const conf &c) {
         emq_error e;
-        detail::check(emq_consumer_new(c.get(), nullptr, nullptr, &c_, &e),
-                      e);
+        detail::check(emq_consumer_new(c.get(), nullptr, nullptr, &c_, &e), e);
     }
     consumer(const conf &c, handler h)
         : h_(std::make_unique<handler>(std::move(h))) {
         emq_error e;
-        detail::check(emq_consumer_new(c.get(), &consumer::call, h_.get(),
-                                       &c_, &e),
-                      e);
+        detail::check(
+            emq_consumer_new(c.get(), &consumer::call, h_.get(), &c_, &e), e);
     }
     /* A batch handler (emq_consumer_new_batch): run() calls it with up to
      * batch.max entries at once. */
@@ -425,8 +420,8 @@ class consumer {
         std::vector<emq_entry *> raw(max);
         size_t n = 0;
         emq_error e;
-        emq_status st = emq_consumer_poll(c_, raw.data(), max, timeout_ms,
-                                          &n, &e);
+        emq_status st =
+            emq_consumer_poll(c_, raw.data(), max, timeout_ms, &n, &e);
         std::vector<polled> out = adopt(raw, n);
         detail::check(st, e);
         return out;
@@ -446,8 +441,7 @@ class consumer {
     void retry(const entry &en, int64_t delay_ms = -1,
                const std::string &reason = {}) {
         emq_error e;
-        detail::check(emq_consumer_retry(c_, &en, delay_ms, c_str(reason),
-                                         &e),
+        detail::check(emq_consumer_retry(c_, &en, delay_ms, c_str(reason), &e),
                       e);
     }
     /* To the dead letters now (emq_consumer_dead). */
@@ -606,9 +600,7 @@ class dead_letters {
 
     size_t size() const noexcept { return n_; }
     bool empty() const noexcept { return n_ == 0; }
-    const emq_dead_letter &operator[](size_t i) const noexcept {
-        return l_[i];
-    }
+    const emq_dead_letter &operator[](size_t i) const noexcept { return l_[i]; }
     const emq_dead_letter *begin() const noexcept { return l_; }
     const emq_dead_letter *end() const noexcept { return l_ + n_; }
     /* As JSON lines (emq_dead_letters_json). */
@@ -650,11 +642,11 @@ class admin_view {
         emq_pending_entry *raw = nullptr;
         size_t n = 0;
         emq_error e;
-        detail::check(emq_admin_pending(a_, group.c_str(),
-                                        consumer.empty() ? nullptr
-                                                         : consumer.c_str(),
-                                        min_idle_ms, max, &raw, &n, &e),
-                      e);
+        detail::check(
+            emq_admin_pending(a_, group.c_str(),
+                              consumer.empty() ? nullptr : consumer.c_str(),
+                              min_idle_ms, max, &raw, &n, &e),
+            e);
         std::unique_ptr<emq_pending_entry, void (*)(void *)> own(
             raw, emq_free_array);
         return std::vector<emq_pending_entry>(raw, raw + n);
@@ -682,9 +674,8 @@ class admin_view {
     bool group_destroy(const std::string &group) {
         int destroyed = 0;
         emq_error e;
-        detail::check(emq_admin_group_destroy(a_, group.c_str(), &destroyed,
-                                              &e),
-                      e);
+        detail::check(
+            emq_admin_group_destroy(a_, group.c_str(), &destroyed, &e), e);
         return destroyed != 0;
     }
     /* Removes group's consumers idle at least idle_ms, their entries
@@ -693,9 +684,8 @@ class admin_view {
                                      int64_t idle_ms) {
         emq_prune_result r;
         emq_error e;
-        detail::check(emq_admin_prune_consumers(a_, group.c_str(), idle_ms,
-                                                &r, &e),
-                      e);
+        detail::check(
+            emq_admin_prune_consumers(a_, group.c_str(), idle_ms, &r, &e), e);
         return r;
     }
     /* Deletes entries no group needs, as far as the bounds ask (-1: no
@@ -713,11 +703,10 @@ class admin_view {
         emq_dead_letter *l = nullptr;
         size_t n = 0;
         emq_error e;
-        detail::check(emq_admin_dead_list_after(a_,
-                                                after.empty() ? nullptr
-                                                              : after.c_str(),
-                                                max, &l, &n, &e),
-                      e);
+        detail::check(
+            emq_admin_dead_list_after(
+                a_, after.empty() ? nullptr : after.c_str(), max, &l, &n, &e),
+            e);
         return dead_letters(l, n);
     }
     /* Puts the dead letters of these IDs back on the queue; returns how
@@ -732,9 +721,9 @@ class admin_view {
             c_ids.push_back(id.c_str());
         uint64_t moved = 0;
         emq_error e;
-        detail::check(emq_admin_dead_requeue(a_, c_ids.data(), c_ids.size(),
-                                             &moved, &e),
-                      e);
+        detail::check(
+            emq_admin_dead_requeue(a_, c_ids.data(), c_ids.size(), &moved, &e),
+            e);
         return moved;
     }
     /* Puts every dead letter back on the queue; how many moved. */
@@ -772,11 +761,11 @@ class admin_view {
     admin_view partition(int i) {
         emq_admin_t *p = emq_admin_partition(a_, i);
         if (p == nullptr)
-            throw detail::make_error(
-                EMQ_EINVAL, "no partition " + std::to_string(i) +
-                                " on a handle of " +
-                                std::to_string(partition_count()) +
-                                " partitions (0: not a topic)");
+            throw detail::make_error(EMQ_EINVAL,
+                                     "no partition " + std::to_string(i) +
+                                         " on a handle of " +
+                                         std::to_string(partition_count()) +
+                                         " partitions (0: not a topic)");
         return admin_view(p);
     }
     /* One command on the queue's node (emq_admin_command); an error reply
@@ -823,16 +812,15 @@ class admin : public admin_view {
     /* The queues on the server of conf (its queue unused) whose name
      * matches pattern ("": all), sorted; more than max (0: 10000) throws
      * EMQ_ELIMIT. Any thread: it opens its own connections. */
-    static std::vector<std::string>
-    scan_queues(const conf &c, const std::string &pattern = {},
-                size_t max = 0) {
+    static std::vector<std::string> scan_queues(const conf &c,
+                                                const std::string &pattern = {},
+                                                size_t max = 0) {
         char **names = nullptr;
         size_t n = 0;
         emq_error e;
-        detail::check(emq_admin_scan_queues(c.get(),
-                                            pattern.empty() ? nullptr
-                                                            : pattern.c_str(),
-                                            max, &names, &n, &e),
+        detail::check(emq_admin_scan_queues(
+                          c.get(), pattern.empty() ? nullptr : pattern.c_str(),
+                          max, &names, &n, &e),
                       e);
         std::vector<std::string> out;
         try {

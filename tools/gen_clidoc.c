@@ -147,8 +147,8 @@ static int rewrite(const char *path) {
         }
         const cli_optdoc *t = table_of(name);
         if (!t) {
-            fprintf(stderr, "gen_clidoc: %s:%lu: unknown verb '%s'\n", path,
-                    n, name);
+            fprintf(stderr, "gen_clidoc: %s:%lu: unknown verb '%s'\n", path, n,
+                    name);
             rc = 1;
             break;
         }
@@ -159,8 +159,8 @@ static int rewrite(const char *path) {
         else if (cli_verb_find(name))
             printf("```\n%s\n```\n", cli_verb_find(name)->usage);
         else {
-            fprintf(stderr, "gen_clidoc: %s:%lu: no usage for '%s'\n", path,
-                    n, name);
+            fprintf(stderr, "gen_clidoc: %s:%lu: no usage for '%s'\n", path, n,
+                    name);
             rc = 1;
             break;
         }

@@ -85,8 +85,7 @@ emq_status emq__admin_send(emq_admin_t *a, int argc, const char *const *argv,
     *reply = NULL;
     emq_status st = emq__admin_ready(a, err);
     if (st == EMQ_OK)
-        st = emq__session_call(&a->session, 0, argc, argv, argvlen, reply,
-                               err);
+        st = emq__session_call(&a->session, 0, argc, argv, argvlen, reply, err);
     return st;
 }
 
@@ -180,10 +179,9 @@ emq_status emq__admin_count_after(emq_admin_t *a, const emq__admin_extent *ext,
         /* "(" makes the start exclusive (XRANGE, Redis 6.2+). */
         char start[EMQ_ID_MAX + 2];
         snprintf(start, sizeof start, "(%llu-%llu",
-                 (unsigned long long)cursor.ms,
-                 (unsigned long long)cursor.seq);
-        const char *argv[] = {"XRANGE", a->keys.stream, start, "+", "COUNT",
-                              page};
+                 (unsigned long long)cursor.ms, (unsigned long long)cursor.seq);
+        const char *argv[] = {"XRANGE", a->keys.stream, start,
+                              "+",      "COUNT",        page};
         emq_reply *reply;
         emq_status st = emq__admin_call(a, "counting entries (XRANGE)", 6, argv,
                                         NULL, &reply, err);

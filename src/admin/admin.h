@@ -158,13 +158,13 @@ emq_status emq__admin_in_hand(emq_admin_t *a, const char *group,
  * command a server refused ("XTRIM refused: NOPERM ..."), so an ACL
  * refusal inside a script says which command (the server's own text does
  * not, on 7.x: "The user executing the script can't run this command"). */
-#define EMQ_LUA_CALL                                                          \
-    "local function call(...)\n"                                              \
-    "  local r = redis.pcall(...)\n"                                          \
-    "  if type(r) == 'table' and r.err then\n"                                \
-    "    error(string.upper((...)) .. ' refused: ' .. r.err, 0)\n"            \
-    "  end\n"                                                                 \
-    "  return r\n"                                                            \
+#define EMQ_LUA_CALL                                                           \
+    "local function call(...)\n"                                               \
+    "  local r = redis.pcall(...)\n"                                           \
+    "  if type(r) == 'table' and r.err then\n"                                 \
+    "    error(string.upper((...)) .. ' refused: ' .. r.err, 0)\n"             \
+    "  end\n"                                                                  \
+    "  return r\n"                                                             \
     "end\n"
 
 /* Makes a's session ready for a call (emq__session_ready: reconnected
@@ -184,10 +184,10 @@ int emq__admin_id(const emq_reply *r, emq_id *out, emq__stream_id *sid);
 
 /* What XINFO STREAM says about where the stored entries lie. */
 typedef struct emq__admin_extent {
-    uint64_t length;        /* entries stored */
-    int has_entries;        /* 1: first and last are set */
-    emq__stream_id first;   /* ID of the first stored entry */
-    emq__stream_id last;    /* ID of the last stored entry */
+    uint64_t length;      /* entries stored */
+    int has_entries;      /* 1: first and last are set */
+    emq__stream_id first; /* ID of the first stored entry */
+    emq__stream_id last;  /* ID of the last stored entry */
 } emq__admin_extent;
 
 /* Fills ext from an XINFO STREAM reply (length, first-entry, last-entry).

@@ -61,8 +61,7 @@ static const char requeue_script[] = EMQ_LUA_CALL
     "return id\n";
 
 /* KEYS[1] dead letters. Returns how many there were; deletes them. */
-static const char purge_script[] =
-    EMQ_LUA_CALL
+static const char purge_script[] = EMQ_LUA_CALL
     "local n = call('XLEN', KEYS[1])\n"
     "call('DEL', KEYS[1])\n"
     "return n\n";
@@ -114,8 +113,8 @@ static void fill_letter(emq_dead_letter *d, const emq_reply *entry,
     const char *origin[5] = {"", "", "", "", ""};
     size_t origin_len[5] = {0, 0, 0, 0, 0};
     for (size_t k = 0; k < norigin; k++) {
-        origin[k] = emq_reply_str(emq_reply_at(flat, 2 * k + 1),
-                                  &origin_len[k]);
+        origin[k] =
+            emq_reply_str(emq_reply_at(flat, 2 * k + 1), &origin_len[k]);
         if (origin[k] == NULL) {
             origin[k] = "";
             origin_len[k] = 0;
@@ -141,8 +140,7 @@ static void fill_letter(emq_dead_letter *d, const emq_reply *entry,
         size_t base = 2 * (norigin + i);
         size_t nlen = 0, vlen = 0;
         const char *name = emq_reply_str(emq_reply_at(flat, base), &nlen);
-        const char *value =
-            emq_reply_str(emq_reply_at(flat, base + 1), &vlen);
+        const char *value = emq_reply_str(emq_reply_at(flat, base + 1), &vlen);
         fields[i].name = arena_copy(ar, name ? name : "", name ? nlen : 0);
         fields[i].name_len = name ? nlen : 0;
         fields[i].value = arena_copy(ar, value ? value : "", value ? vlen : 0);
@@ -283,7 +281,7 @@ size_t emq_dead_letters_json(const emq_dead_letter *letters, size_t n,
          * (and back through the CLI's reader); its closing brace is then
          * overwritten by the origin. */
         emq_entry entry = {d->id.str, d->deliveries, d->fields, d->nfields,
-                           NULL, NULL, NULL};
+                           NULL,      NULL,          NULL};
         size_t room = j.len < j.size ? j.size - j.len : 0;
         size_t len = emq_entry_json(&entry, room ? j.buf + j.len : NULL, room);
         j.len += len - 1;
@@ -373,8 +371,8 @@ static emq_status requeue_wide(emq_admin_t *a, const char *id, size_t idlen,
 static emq_status requeue_one(emq_admin_t *a, const char *id, size_t idlen,
                               int *moved, emq_error *err) {
     *moved = 0;
-    const char *argv[] = {"EVAL", requeue_script, "2", a->keys.stream,
-                          a->keys.dead, id};
+    const char *argv[] = {"EVAL",         requeue_script, "2",
+                          a->keys.stream, a->keys.dead,   id};
     size_t lens[6];
     for (size_t i = 0; i < 5; i++)
         lens[i] = strlen(argv[i]);
@@ -395,8 +393,8 @@ static emq_status requeue_one(emq_admin_t *a, const char *id, size_t idlen,
  * wait for the next call, so this always ends. */
 static emq_status requeue_all(emq_admin_t *a, uint64_t *requeued,
                               emq_error *err) {
-    const char *last_argv[] = {"XREVRANGE", a->keys.dead, "+", "-", "COUNT",
-                               "1"};
+    const char *last_argv[] = {"XREVRANGE", a->keys.dead, "+",
+                               "-",         "COUNT",      "1"};
     emq_reply *r = NULL;
     emq_status st = emq__admin_call(a, "XREVRANGE of the dead letters", 6,
                                     last_argv, NULL, &r, err);
@@ -414,8 +412,8 @@ static emq_status requeue_all(emq_admin_t *a, uint64_t *requeued,
     char page[24];
     snprintf(page, sizeof page, "%d", EMQ_ADMIN_PAGE);
     for (;;) {
-        const char *argv[] = {"XRANGE", a->keys.dead, from, last.str,
-                              "COUNT", page};
+        const char *argv[] = {"XRANGE", a->keys.dead, from,
+                              last.str, "COUNT",      page};
         st = emq__admin_call(a, "XRANGE of the dead letters", 6, argv, NULL, &r,
                              err);
         if (st != EMQ_OK)

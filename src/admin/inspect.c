@@ -38,7 +38,7 @@ static char *dup_text(const emq_reply *r) {
     return emq__strndup(text ? text : "", text ? len : 0);
 }
 
-/* ---- describe ------------------------------------------------------------- */
+/* ---- describe ------------------------------------------------------------ */
 
 /* Frees what info holds, not info itself. */
 static void info_clear(emq_queue_info *info) {
@@ -73,8 +73,7 @@ static emq_status parse_stream(const emq_reply *xinfo, emq_queue_info *info,
         return st;
     info->length = ext->length;
     const emq_reply *first = emq__stream_field(xinfo, "first-entry");
-    if (emq_reply_kind(first) == EMQ_REPLY_ARRAY &&
-        emq_reply_len(first) >= 1)
+    if (emq_reply_kind(first) == EMQ_REPLY_ARRAY && emq_reply_len(first) >= 1)
         (void)emq__admin_id(emq_reply_at(first, 0), &info->first_id, NULL);
     emq__stream_id last;
     emq_id last_text;
@@ -207,9 +206,8 @@ static emq_status describe_groups(emq_admin_t *a, emq_queue_info *info,
         int64_t age = -1;
         if (gi->oldest_pending_id.str[0] == '\0')
             continue;
-        emq_status st = emq__admin_in_hand(a, gi->name,
-                                           &gi->oldest_pending_id, 1, &age,
-                                           err);
+        emq_status st = emq__admin_in_hand(a, gi->name, &gi->oldest_pending_id,
+                                           1, &age, err);
         if (st != EMQ_OK)
             return st;
         if (age > gi->oldest_pending_age_ms)
@@ -275,7 +273,7 @@ static emq_status describe_from(emq_admin_t *a, emq_reply *const *r,
     return st;
 }
 
-/* ---- describing a topic ---------------------------------------------------- */
+/* ---- describing a topic -------------------------------------------------- */
 
 /* The group named name in info, appended (empty) when absent; NULL when
  * out of memory. */
@@ -310,7 +308,8 @@ static int64_t min_known(int64_t a, int64_t b) {
 static emq_status add_group(emq_group_info *t, const emq_group_info *pg,
                             int first) {
     t->pending += pg->pending;
-    t->lag = first ? pg->lag : (t->lag < 0 || pg->lag < 0 ? -1 : t->lag + pg->lag);
+    t->lag = first ? pg->lag
+                   : (t->lag < 0 || pg->lag < 0 ? -1 : t->lag + pg->lag);
     t->lag_computed |= pg->lag_computed;
     t->entries_read = first ? pg->entries_read
                             : (t->entries_read < 0 || pg->entries_read < 0
@@ -356,8 +355,7 @@ emq_status emq__admin_info_add(emq_queue_info *info, size_t i,
     if (i == 0) {
         info->server = p->server;
         if (p->maxmemory_policy != NULL &&
-            (info->maxmemory_policy = emq__strdup(p->maxmemory_policy)) ==
-                NULL)
+            (info->maxmemory_policy = emq__strdup(p->maxmemory_policy)) == NULL)
             return emq__oom(err);
     }
     info->exists |= p->exists;
@@ -429,10 +427,10 @@ emq_status emq__admin_queue_describe(emq_admin_t *a, emq_queue_info **out,
     const char *dead[] = {"XLEN", a->keys.dead};
     const char *policy[] = {"CONFIG", "GET", "maxmemory-policy"};
     const emq__session_cmd cmds[] = {{2, exists, NULL},
-                                   {3, stream, NULL},
-                                   {3, groups, NULL},
-                                   {2, dead, NULL},
-                                   {3, policy, NULL}};
+                                     {3, stream, NULL},
+                                     {3, groups, NULL},
+                                     {2, dead, NULL},
+                                     {3, policy, NULL}};
     emq_reply *replies[5] = {NULL, NULL, NULL, NULL, NULL};
     if (st == EMQ_OK)
         st = emq__admin_pipeline(a, 5, cmds, replies, err);
@@ -459,7 +457,7 @@ emq_status emq__admin_queue_describe(emq_admin_t *a, emq_queue_info **out,
     return EMQ_OK;
 }
 
-/* ---- JSON ------------------------------------------------------------------ */
+/* ---- JSON ---------------------------------------------------------------- */
 
 /* An ID as a JSON string, or null when empty. */
 static void json_id(emq__json *j, const emq_id *id) {
@@ -489,8 +487,7 @@ static void json_server(emq__json *j, const emq_server *server) {
     emq__json_cstr(j, server->version);
     emq__json_raw(j, ",\"capabilities\":[");
     const char *name;
-    for (size_t i = 0; (name = emq_server_capability(server, i)) != NULL;
-         i++) {
+    for (size_t i = 0; (name = emq_server_capability(server, i)) != NULL; i++) {
         emq__json_raw(j, i ? "," : "");
         emq__json_cstr(j, name);
     }
@@ -571,8 +568,7 @@ static void json_info(emq__json *j, const emq_queue_info *info) {
     emq__json_raw(j, "}");
 }
 
-size_t emq_queue_info_json(const emq_queue_info *info, char *buf,
-                           size_t size) {
+size_t emq_queue_info_json(const emq_queue_info *info, char *buf, size_t size) {
     emq__json j;
     emq__json_init(&j, buf, size);
     if (info == NULL)
@@ -582,7 +578,7 @@ size_t emq_queue_info_json(const emq_queue_info *info, char *buf,
     return j.len;
 }
 
-/* ---- time in hand ------------------------------------------------------------ */
+/* ---- time in hand -------------------------------------------------------- */
 
 emq_status emq__admin_in_hand(emq_admin_t *a, const char *group,
                               const emq_id *ids, size_t n, int64_t *ages,
@@ -604,7 +600,7 @@ emq_status emq__admin_in_hand(emq_admin_t *a, const char *group,
         hmget[2 + i] = ids[i].str;
     const char *time_argv[] = {"TIME"};
     const emq__session_cmd cmds[] = {{1, time_argv, NULL},
-                                   {(int)(n + 2), hmget, NULL}};
+                                     {(int)(n + 2), hmget, NULL}};
     emq_reply *r[2] = {NULL, NULL};
     if ((st = emq__admin_pipeline(a, 2, cmds, r, err)) != EMQ_OK)
         goto done;
@@ -613,8 +609,8 @@ emq_status emq__admin_in_hand(emq_admin_t *a, const char *group,
     const char *usec = emq_reply_str(emq_reply_at(r[0], 1), NULL);
     if (sec != NULL && usec != NULL &&
         emq_reply_kind(r[1]) == EMQ_REPLY_ARRAY && emq_reply_len(r[1]) == n) {
-        int64_t now = strtoll(sec, NULL, 10) * 1000 + strtoll(usec, NULL, 10) /
-                                                          1000;
+        int64_t now = strtoll(sec, NULL, 10) * 1000 +
+                      strtoll(usec, NULL, 10) / 1000;
         for (size_t i = 0; i < n; i++) {
             const char *at = emq_reply_str(emq_reply_at(r[1], i), NULL);
             if (at != NULL) {
@@ -631,7 +627,7 @@ done:
     return st;
 }
 
-/* ---- pending ---------------------------------------------------------------- */
+/* ---- pending ------------------------------------------------------------- */
 
 /* Sets the in_hand_ms of the n rows of one page (emq__admin_in_hand). */
 static emq_status page_in_hand(emq_admin_t *a, const char *group,
@@ -722,8 +718,7 @@ emq_status emq__admin_queue_pending(emq_admin_t *a, const char *group,
                               "min_idle_ms is %lld; it must be 0 or more",
                               (long long)min_idle_ms);
     char what[300], idle[24];
-    snprintf(what, sizeof what, "listing pending entries of group '%s'",
-             group);
+    snprintf(what, sizeof what, "listing pending entries of group '%s'", group);
     snprintf(idle, sizeof idle, "%lld", (long long)min_idle_ms);
     emq_pending_entry *list = NULL;
     size_t have = 0, cap = 0;
@@ -734,10 +729,8 @@ emq_status emq__admin_queue_pending(emq_admin_t *a, const char *group,
         char start[EMQ_ID_MAX + 2] = "-", count[24];
         if (have > 0)
             snprintf(start, sizeof start, "(%llu-%llu",
-                     (unsigned long long)last.ms,
-                     (unsigned long long)last.seq);
-        size_t want = max - have < EMQ_ADMIN_PAGE ? max - have
-                                                  : EMQ_ADMIN_PAGE;
+                     (unsigned long long)last.ms, (unsigned long long)last.seq);
+        size_t want = max - have < EMQ_ADMIN_PAGE ? max - have : EMQ_ADMIN_PAGE;
         snprintf(count, sizeof count, "%zu", want);
         const char *argv[9];
         int argc = 0;

@@ -79,7 +79,7 @@ static const char prune_script[] =
 typedef struct prune_member {
     const char *name;
     size_t name_len;
-    int64_t idle_ms;  /* 7.2: since its last attempt; 7.0: last success */
+    int64_t idle_ms; /* 7.2: since its last attempt; 7.0: last success */
 } prune_member;
 
 /* Reads the consumers of group into *members (emq__free), views into
@@ -99,13 +99,13 @@ static emq_status list_members(emq_admin_t *a, const char *group,
         emq__reply_text(*reply, shown, sizeof shown);
         int missing = emq_reply_is_error(*reply, "NOGROUP") ||
                       strstr(shown, "no such key") != NULL;
-        st = missing ? emq__reply_error_set(err, *reply,
-                                            "cannot prune consumers: group "
-                                            "'%s' does not exist on stream "
-                                            "'%s'",
-                                            group, a->keys.stream)
-                     : emq__reply_error_set(err, *reply,
-                                            "XINFO CONSUMERS failed");
+        st = missing
+                 ? emq__reply_error_set(err, *reply,
+                                        "cannot prune consumers: group "
+                                        "'%s' does not exist on stream "
+                                        "'%s'",
+                                        group, a->keys.stream)
+                 : emq__reply_error_set(err, *reply, "XINFO CONSUMERS failed");
         emq_reply_free(*reply);
         *reply = NULL;
         return st;
@@ -148,9 +148,9 @@ static emq_status prune_one(emq_admin_t *a, const char *group,
     char min_idle[24], limit[24];
     snprintf(min_idle, sizeof min_idle, "%lld", (long long)idle_ms);
     snprintf(limit, sizeof limit, "%d", EMQ_PRUNE_MOVE_PER_CALL);
-    const char *argv[] = {"EVAL", prune_script, "1", a->keys.stream, group,
-                          victim->name, heir ? heir->name : "", min_idle,
-                          limit};
+    const char *argv[] = {
+        "EVAL",       prune_script,           "1",      a->keys.stream, group,
+        victim->name, heir ? heir->name : "", min_idle, limit};
     size_t lens[9];
     for (size_t i = 0; i < 9; i++)
         lens[i] = strlen(argv[i]);
@@ -179,10 +179,16 @@ static emq_status prune_one(emq_admin_t *a, const char *group,
         if (moved > 0)
             result->moved += (uint64_t)moved;
         switch (code) {
-        case 0: result->removed++; return EMQ_OK;
-        case 1: continue; /* more entries to hand over */
-        case 2: result->kept++; return EMQ_OK;
-        default: return EMQ_OK; /* gone, or active again */
+        case 0:
+            result->removed++;
+            return EMQ_OK;
+        case 1:
+            continue; /* more entries to hand over */
+        case 2:
+            result->kept++;
+            return EMQ_OK;
+        default:
+            return EMQ_OK; /* gone, or active again */
         }
     }
 }
@@ -214,8 +220,7 @@ emq_status emq__admin_queue_prune(emq_admin_t *a, const char *group,
             heir = &members[i];
     for (size_t i = 0; i < n && st == EMQ_OK; i++)
         if (members[i].idle_ms >= idle_ms)
-            st = prune_one(a, group, &members[i], heir, idle_ms, &local,
-                           err);
+            st = prune_one(a, group, &members[i], heir, idle_ms, &local, err);
     emq__free(members);
     emq_reply_free(reply);
     if (result)

@@ -78,8 +78,7 @@ static emq_status resolve_time(emq_admin_t *a, setid_target *t,
         return EMQ_OK; /* nothing lies before 0-0; "(0-0" is refused */
     char end[EMQ_ID_MAX + 2];
     snprintf(end, sizeof end, "(%llu-0", (unsigned long long)t->time_ms);
-    const char *argv[] = {"XREVRANGE", a->keys.stream, end, "-", "COUNT",
-                          "1"};
+    const char *argv[] = {"XREVRANGE", a->keys.stream, end, "-", "COUNT", "1"};
     emq_reply *reply;
     emq_status st = emq__admin_call(a, "finding the entry before the time", 6,
                                     argv, NULL, &reply, err);
@@ -110,8 +109,8 @@ static emq_status resolve_time(emq_admin_t *a, setid_target *t,
 /* Turns the failed SETID reply into the caller's error: a missing group
  * (NOGROUP) or stream (EXISTS said 0) is named as such. */
 static emq_status setid_failed(emq_admin_t *a, const char *group,
-                               const emq_reply *exists,
-                               const emq_reply *setid, emq_error *err) {
+                               const emq_reply *exists, const emq_reply *setid,
+                               emq_error *err) {
     if (emq_reply_is_error(setid, "NOGROUP") ||
         (emq_reply_kind(exists) == EMQ_REPLY_INTEGER &&
          emq_reply_integer(exists) == 0))

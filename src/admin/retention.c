@@ -32,8 +32,7 @@
 /* KEYS[1] stream; ARGV: maxlen (-1 none), max age ms (-1 none), the
  * held-back counting cap. Returns {removed, floor ("" none), held_back,
  * no_groups}. A cut is an ID (entries below it go), 'all', or nil. */
-static const char trim_script[] =
-    EMQ_LUA_CALL
+static const char trim_script[] = EMQ_LUA_CALL
     "local s = KEYS[1]\n"
     "local maxlen, max_age = tonumber(ARGV[1]), tonumber(ARGV[2])\n"
     "local held_cap = tonumber(ARGV[3])\n"

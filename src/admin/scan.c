@@ -74,8 +74,8 @@ static emq_status scan_master(emq_conn_t *conn, const char *name, void *ctx,
     scan_ctx *t = ctx;
     char cursor[32] = "0";
     for (int round = 0; round < EMQ_SCAN_ROUNDS; round++) {
-        const char *argv[] = {"SCAN", cursor, "MATCH", t->match, "COUNT",
-                              "1000", "TYPE",  "stream"};
+        const char *argv[] = {"SCAN",  cursor, "MATCH", t->match,
+                              "COUNT", "1000", "TYPE",  "stream"};
         emq_reply *r;
         emq_status st = emq_conn_command(conn, 8, argv, NULL, &r, err);
         if (st != EMQ_OK)
@@ -92,8 +92,7 @@ static emq_status scan_master(emq_conn_t *conn, const char *name, void *ctx,
         }
         size_t clen;
         const char *c = emq_reply_str(emq_reply_at(r, 0), &clen);
-        snprintf(cursor, sizeof cursor, "%.*s", c ? (int)clen : 1,
-                 c ? c : "0");
+        snprintf(cursor, sizeof cursor, "%.*s", c ? (int)clen : 1, c ? c : "0");
         st = take_keys(t, emq_reply_at(r, 1), err);
         emq_reply_free(r);
         if (st != EMQ_OK || strcmp(cursor, "0") == 0)

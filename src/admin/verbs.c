@@ -26,9 +26,9 @@ int emq_admin_partition_count(const emq_admin_t *a) {
     return a == NULL ? 0 : (int)a->nparts;
 }
 
-emq_status emq_admin_command(emq_admin_t *a, int argc,
-                             const char *const *argv, const size_t *argvlen,
-                             emq_reply **reply, emq_error *err) {
+emq_status emq_admin_command(emq_admin_t *a, int argc, const char *const *argv,
+                             const size_t *argvlen, emq_reply **reply,
+                             emq_error *err) {
     *reply = NULL;
     if (a == NULL)
         return emq__error_set(err, EMQ_EINVAL, 0, "admin is NULL");
@@ -134,8 +134,6 @@ emq_status emq_admin_topic_create(emq_admin_t *a, emq_error *err) {
     return emq__admin_each(a, claim_part, NULL, err);
 }
 
-
-
 /* ---- the verbs ---------------------------------------------------------- */
 
 /* Describes partition i into the topic's info (ctx) and its totals. */
@@ -149,7 +147,7 @@ static emq_status describe_part(emq_admin_t *part, int i, void *ctx,
 }
 
 static emq_status topic_describe(emq_admin_t *a, emq_queue_info **out,
-                                    emq_error *err) {
+                                 emq_error *err) {
     emq_queue_info *info = emq__calloc(1, sizeof *info);
     char pattern[EMQ_KEYS_MAX_QUEUE + 16];
     emq_status st = EMQ_OK;
@@ -232,7 +230,6 @@ static emq_status setid_part(emq_admin_t *part, int i, void *ctx,
     return st;
 }
 
-
 /* A topic's group create or destroy: done is 1 when any partition did. */
 typedef struct group_topic {
     const char *group;
@@ -261,7 +258,6 @@ static emq_status destroy_part(emq_admin_t *part, int i, void *ctx,
     return st;
 }
 
-
 /* A topic's prune: the arguments and the sums. */
 typedef struct prune_topic {
     const char *group;
@@ -282,7 +278,6 @@ static emq_status prune_part(emq_admin_t *part, int i, void *ctx,
     return st;
 }
 
-
 /* A topic's trim: the bounds and the sums. */
 typedef struct trim_topic {
     int64_t maxlen, max_age_ms;
@@ -301,7 +296,6 @@ static emq_status trim_part(emq_admin_t *part, int i, void *ctx,
     t->sum.no_groups &= one.no_groups;
     return st;
 }
-
 
 /* A topic's pending list: the arguments, and every partition's list
  * gathered. */
@@ -365,7 +359,6 @@ static emq_status pending_merge(pending_topic *t, emq_error *err) {
     return EMQ_OK;
 }
 
-
 /* A topic's listing: one XRANGE reply per partition. */
 typedef struct dead_topic {
     const char *count;
@@ -380,7 +373,6 @@ static emq_status dead_range_part(emq_admin_t *p, int i, void *ctx,
     return emq__admin_dead_range(p, "-", t->count, &t->replies[i], err);
 }
 
-
 /* A topic's requeue of everything: each partition's onto its own stream;
  * ctx is the count moved. */
 static emq_status requeue_part(emq_admin_t *part, int i, void *ctx,
@@ -392,7 +384,6 @@ static emq_status requeue_part(emq_admin_t *part, int i, void *ctx,
     return st;
 }
 
-
 /* A topic's purge: ctx is the count removed. */
 static emq_status purge_part(emq_admin_t *part, int i, void *ctx,
                              emq_error *err) {
@@ -403,10 +394,8 @@ static emq_status purge_part(emq_admin_t *part, int i, void *ctx,
     return st;
 }
 
-
-static emq_status topic_setid(emq_admin_t *a, const char *group,
-                                 const char *to, uint64_t *redeliver,
-                                 emq_error *err) {
+static emq_status topic_setid(emq_admin_t *a, const char *group, const char *to,
+                              uint64_t *redeliver, emq_error *err) {
     setid_topic topic = {group, to, 0};
     emq_status st = emq__admin_setid_check(group, to, err);
     if (st == EMQ_OK)
@@ -419,8 +408,7 @@ static emq_status topic_setid(emq_admin_t *a, const char *group,
 }
 
 static emq_status topic_group(emq_admin_t *a, const char *group,
-                                 const char *start, int *done,
-                                 emq_error *err) {
+                              const char *start, int *done, emq_error *err) {
     group_topic t = {group, start, 0};
     emq_status st =
         emq__admin_each(a, start ? create_part : destroy_part, &t, err);
@@ -430,8 +418,8 @@ static emq_status topic_group(emq_admin_t *a, const char *group,
 }
 
 static emq_status topic_prune(emq_admin_t *a, const char *group,
-                                 int64_t idle_ms, emq_prune_result *result,
-                                 emq_error *err) {
+                              int64_t idle_ms, emq_prune_result *result,
+                              emq_error *err) {
     prune_topic t = {group, idle_ms, {0, 0, 0, {0, 0, 0, 0}}};
     emq_status st = emq__admin_each(a, prune_part, &t, err);
     if (result)
@@ -439,9 +427,8 @@ static emq_status topic_prune(emq_admin_t *a, const char *group,
     return st;
 }
 
-static emq_status topic_trim(emq_admin_t *a, int64_t maxlen,
-                                int64_t max_age_ms, emq_trim_result *result,
-                                emq_error *err) {
+static emq_status topic_trim(emq_admin_t *a, int64_t maxlen, int64_t max_age_ms,
+                             emq_trim_result *result, emq_error *err) {
     trim_topic t;
     memset(&t, 0, sizeof t);
     t.maxlen = maxlen;
@@ -454,9 +441,9 @@ static emq_status topic_trim(emq_admin_t *a, int64_t maxlen,
 }
 
 static emq_status topic_pending(emq_admin_t *a, const char *group,
-                                   const char *consumer, int64_t min_idle_ms,
-                                   size_t max, emq_pending_entry **out,
-                                   size_t *n, emq_error *err) {
+                                const char *consumer, int64_t min_idle_ms,
+                                size_t max, emq_pending_entry **out, size_t *n,
+                                emq_error *err) {
     pending_topic t = {group, consumer, min_idle_ms, max, NULL, 0};
     emq_status st = emq__admin_each(a, pending_part, &t, err);
     if (st == EMQ_OK)
@@ -471,8 +458,8 @@ static emq_status topic_pending(emq_admin_t *a, const char *group,
 }
 
 static emq_status topic_dead_list(emq_admin_t *a, size_t max,
-                                     emq_dead_letter **out, size_t *n,
-                                     emq_error *err) {
+                                  emq_dead_letter **out, size_t *n,
+                                  emq_error *err) {
     char count[24] = "";
     if (max > 0)
         snprintf(count, sizeof count, "%zu", max);
@@ -492,7 +479,7 @@ static emq_status topic_dead_list(emq_admin_t *a, size_t max,
 }
 
 static emq_status topic_requeue_all(emq_admin_t *a, uint64_t *requeued,
-                                       emq_error *err) {
+                                    emq_error *err) {
     uint64_t sum = 0;
     emq_status st = emq__admin_each(a, requeue_part, &sum, err);
     if (requeued)
@@ -501,7 +488,7 @@ static emq_status topic_requeue_all(emq_admin_t *a, uint64_t *requeued,
 }
 
 static emq_status topic_purge(emq_admin_t *a, uint64_t *removed,
-                                 emq_error *err) {
+                              emq_error *err) {
     uint64_t sum = 0;
     emq_status st = emq__admin_each(a, purge_part, &sum, err);
     if (removed)
@@ -569,8 +556,7 @@ emq_status emq_admin_group_setid(emq_admin_t *a, const char *group,
 }
 
 emq_status emq_admin_prune_consumers(emq_admin_t *a, const char *group,
-                                     int64_t idle_ms,
-                                     emq_prune_result *result,
+                                     int64_t idle_ms, emq_prune_result *result,
                                      emq_error *err) {
     if (!is_topic(a))
         return emq__admin_queue_prune(a, group, idle_ms, result, err);

@@ -70,10 +70,10 @@ char *emq__printable(char *out, size_t size, const char *text, size_t len);
 
 /* A growable byte buffer with a hard cap: it never grows past max bytes. */
 typedef struct emq__buf {
-    char *data;   /* emq__alloc'd; NULL until first growth */
-    size_t len;   /* bytes in use */
-    size_t cap;   /* bytes allocated */
-    size_t max;   /* hard cap on cap; 0 means SIZE_MAX/2 */
+    char *data;       /* emq__alloc'd; NULL until first growth */
+    size_t len;       /* bytes in use */
+    size_t cap;       /* bytes allocated */
+    size_t max;       /* hard cap on cap; 0 means SIZE_MAX/2 */
     const char *name; /* the limit's name, for the error ("output buffer") */
 } emq__buf;
 

@@ -25,13 +25,13 @@
 #include <string.h>
 
 typedef struct jp {
-    const char *s;   /* input */
-    size_t n;        /* its length */
-    size_t i;        /* read position */
-    emq_field *out;  /* second pass: where fields go; NULL on the first */
-    char *store;     /* second pass: where decoded bytes go */
-    size_t nfields;  /* fields seen so far */
-    size_t bytes;    /* decoded bytes so far (names, values, NULs) */
+    const char *s;  /* input */
+    size_t n;       /* its length */
+    size_t i;       /* read position */
+    emq_field *out; /* second pass: where fields go; NULL on the first */
+    char *store;    /* second pass: where decoded bytes go */
+    size_t nfields; /* fields seen so far */
+    size_t bytes;   /* decoded bytes so far (names, values, NULs) */
     emq_error *err;
 } jp;
 
@@ -140,15 +140,32 @@ static emq_status string(jp *p, const char *what) {
         char e = p->s[p->i + 1];
         const char *simple = NULL;
         switch (e) {
-        case '"': simple = "\""; break;
-        case '\\': simple = "\\"; break;
-        case '/': simple = "/"; break;
-        case 'b': simple = "\b"; break;
-        case 'f': simple = "\f"; break;
-        case 'n': simple = "\n"; break;
-        case 'r': simple = "\r"; break;
-        case 't': simple = "\t"; break;
-        case 'u': break;
+        case '"':
+            simple = "\"";
+            break;
+        case '\\':
+            simple = "\\";
+            break;
+        case '/':
+            simple = "/";
+            break;
+        case 'b':
+            simple = "\b";
+            break;
+        case 'f':
+            simple = "\f";
+            break;
+        case 'n':
+            simple = "\n";
+            break;
+        case 'r':
+            simple = "\r";
+            break;
+        case 't':
+            simple = "\t";
+            break;
+        case 'u':
+            break;
         default:
             return fail(p, "unknown escape; JSON knows \\\" \\\\ \\/ \\b "
                            "\\f \\n \\r \\t and \\uXXXX");
@@ -341,11 +358,10 @@ static emq_status object(jp *p) {
         }
         if (p->i >= p->n || p->s[p->i] != '"') {
             if (!(pairs && p->i < p->n && p->s[p->i] == '{'))
-                return fail(p, p->i >= p->n
-                                   ? "the line ends inside the object "
-                                     "(missing '}')"
-                                   : "expected a field name in double "
-                                     "quotes");
+                return fail(p, p->i >= p->n ? "the line ends inside the object "
+                                              "(missing '}')"
+                                            : "expected a field name in double "
+                                              "quotes");
         }
         size_t name_at = p->bytes;
         emq_status st = p->s[p->i] == '"' ? string(p, "field name")
@@ -418,8 +434,7 @@ emq_status emq_fields_from_json(const char *json, size_t len,
     char *block = emq__alloc(head + p.bytes);
     if (block == NULL)
         return emq__oom(err);
-    jp q = {json, len, 0, (emq_field *)(void *)block, block + head, 0, 0,
-            err};
+    jp q = {json, len, 0, (emq_field *)(void *)block, block + head, 0, 0, err};
     st = object(&q); /* cannot fail: same input */
     if (st != EMQ_OK) {
         emq__free(block);

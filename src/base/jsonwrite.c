@@ -89,11 +89,21 @@ static void put_string(emq__json *j, const char *p, size_t n) {
             continue;
         put_bytes(j, p + start, i - start);
         switch (c) {
-        case '"': put_bytes(j, "\\\"", 2); break;
-        case '\\': put_bytes(j, "\\\\", 2); break;
-        case '\n': put_bytes(j, "\\n", 2); break;
-        case '\r': put_bytes(j, "\\r", 2); break;
-        case '\t': put_bytes(j, "\\t", 2); break;
+        case '"':
+            put_bytes(j, "\\\"", 2);
+            break;
+        case '\\':
+            put_bytes(j, "\\\\", 2);
+            break;
+        case '\n':
+            put_bytes(j, "\\n", 2);
+            break;
+        case '\r':
+            put_bytes(j, "\\r", 2);
+            break;
+        case '\t':
+            put_bytes(j, "\\t", 2);
+            break;
         default:
             emq__json_raw(j, "\\u%04x", c);
             break;

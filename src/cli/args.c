@@ -50,8 +50,7 @@ static const cli_opt *next_opt(const cli_optdoc *opts, int *at) {
  * the range the library accepts. */
 static void print_properties(void) {
     const char *name, *def, *doc;
-    for (size_t i = 0; emq_conf_property(i, &name, &def, &doc) == EMQ_OK;
-         i++) {
+    for (size_t i = 0; emq_conf_property(i, &name, &def, &doc) == EMQ_OK; i++) {
         printf("%-30s %-14s %s", name, def[0] ? def : "(none)", doc);
         int64_t min, max;
         if (emq_conf_property_range(i, &min, &max) == EMQ_OK)
@@ -68,18 +67,20 @@ static int take_property(char *value) {
     }
     char *eq = strchr(value, '=');
     if (eq == NULL || eq == value)
-        return cli_usage_err(NULL, "-X '%s' is not property=value (or -X "
-                                   "list for the properties)",
+        return cli_usage_err(NULL,
+                             "-X '%s' is not property=value (or -X "
+                             "list for the properties)",
                              value);
     size_t n = (size_t)(eq - value);
     if ((n == 8 && !strncmp(value, "password", 8)) ||
         (n == 3 && !strncmp(value, "url", 3))) {
         /* Out of the argv a secret would show in (ps): -u masks it. */
         memset(eq + 1, '*', strlen(eq + 1));
-        return cli_usage_err(NULL, "-X %.*s is not taken: give the URL with "
-                                   "-u/--url or $ECHOMQ_URL and the password "
-                                   "in it or in $ECHOMQ_PASSWORD (an -X "
-                                   "value shows in ps)",
+        return cli_usage_err(NULL,
+                             "-X %.*s is not taken: give the URL with "
+                             "-u/--url or $ECHOMQ_URL and the password "
+                             "in it or in $ECHOMQ_PASSWORD (an -X "
+                             "value shows in ps)",
                              (int)n, value);
     }
     const char **grown =
@@ -157,8 +158,7 @@ const char *cli_closest(const char *word, const char *const *candidates,
         size_t d = edits(word, candidates[i]);
         if (d == 0)
             continue;
-        if (strlen(word) >= 3 &&
-            !strncmp(candidates[i], word, strlen(word)))
+        if (strlen(word) >= 3 && !strncmp(candidates[i], word, strlen(word)))
             d = 1; /* a prefix: --conc for --concurrency */
         if (d < best_d) {
             best_d = d;
@@ -197,8 +197,7 @@ const char *cli_esc(const char *text, char *out, size_t size) {
 
 /* Formats one message line with its control characters escaped (the
  * one-line rule holds whatever a name or a reply holds). */
-static void format_line(char *line, size_t size, const char *fmt,
-                        va_list ap) {
+static void format_line(char *line, size_t size, const char *fmt, va_list ap) {
     char raw[1024];
     vsnprintf(raw, sizeof raw, fmt, ap);
     cli_esc(raw, line, size);
@@ -271,21 +270,38 @@ int cli_apply_global(int id, char *value) {
         emq_url_mask(value); /* out of ps and /proc/PID/cmdline */
         return CLI_OK;
     }
-    case O_USER: cli_g.user = value; return CLI_OK;
-    case O_TLS_CA: cli_g.tls_ca = value; return CLI_OK;
-    case O_TLS_CERT: cli_g.tls_cert = value; return CLI_OK;
-    case O_TLS_KEY: cli_g.tls_key = value; return CLI_OK;
-    case O_QUIET: cli_g.quiet = 1; return CLI_OK;
-    case O_VERBOSE: cli_g.verbose++; return CLI_OK;
-    case O_X: return take_property(value);
-    case O_STREAM: cli_g.stream = value; return CLI_OK;
-    default: return CLI_OK;
+    case O_USER:
+        cli_g.user = value;
+        return CLI_OK;
+    case O_TLS_CA:
+        cli_g.tls_ca = value;
+        return CLI_OK;
+    case O_TLS_CERT:
+        cli_g.tls_cert = value;
+        return CLI_OK;
+    case O_TLS_KEY:
+        cli_g.tls_key = value;
+        return CLI_OK;
+    case O_QUIET:
+        cli_g.quiet = 1;
+        return CLI_OK;
+    case O_VERBOSE:
+        cli_g.verbose++;
+        return CLI_OK;
+    case O_X:
+        return take_property(value);
+    case O_STREAM:
+        cli_g.stream = value;
+        return CLI_OK;
+    default:
+        return CLI_OK;
     }
 }
 
 /* ---- the parser -------------------------------------------------------- */
 
-static const cli_opt *find_long(const cli_optdoc *opts, const char *name, size_t n) {
+static const cli_opt *find_long(const cli_optdoc *opts, const char *name,
+                                size_t n) {
     int at = 0;
     for (const cli_opt *o; (o = next_opt(opts, &at)) != NULL;)
         if (strlen(o->name) == n && !strncmp(o->name, name, n))
@@ -347,8 +363,7 @@ int cli_parse(const char *verb, int argc, char **argv, const cli_optdoc *opts,
             }
             if (eq) {
                 if (!o->takes_value)
-                    return cli_usage_err(verb, "--%s takes no value",
-                                         o->name);
+                    return cli_usage_err(verb, "--%s takes no value", o->name);
                 value = eq + 1;
             }
         } else {
@@ -360,8 +375,7 @@ int cli_parse(const char *verb, int argc, char **argv, const cli_optdoc *opts,
                 for (const char *c = w + 1; *c; c++) {
                     const cli_opt *f = find_short(opts, *c);
                     if (f == NULL || f->takes_value)
-                        return cli_usage_err(verb, "unknown option '%s'",
-                                             w);
+                        return cli_usage_err(verb, "unknown option '%s'", w);
                     out->seen[f->id]++;
                     out->value[f->id] = "";
                     if (f->id < O_GLOBAL_END) {
@@ -397,8 +411,8 @@ int cli_parse(const char *verb, int argc, char **argv, const cli_optdoc *opts,
     return CLI_OK;
 }
 
-int cli_num(const char *verb, const char *opt, const char *text,
-            long long min, long long max, long long *out) {
+int cli_num(const char *verb, const char *opt, const char *text, long long min,
+            long long max, long long *out) {
     char *end;
     errno = 0;
     long long v = strtoll(text, &end, 10);
@@ -413,8 +427,8 @@ int cli_num(const char *verb, const char *opt, const char *text,
     return CLI_OK;
 }
 
-int cli_require(const char *verb, const cli_args *a, int id,
-                const char *opt, const char *hint) {
+int cli_require(const char *verb, const cli_args *a, int id, const char *opt,
+                const char *hint) {
     if (a->seen[id] && a->value[id][0] != '\0')
         return CLI_OK;
     return cli_usage_err(verb, "%s is required: %s", opt, hint);
@@ -423,8 +437,7 @@ int cli_require(const char *verb, const cli_args *a, int id,
 /* ---- configuration ------------------------------------------------------- */
 
 /* Sets name without the -X rule. */
-static int set_property(emq_conf_t *conf, const char *name,
-                        const char *value) {
+static int set_property(emq_conf_t *conf, const char *name, const char *value) {
     emq_error err;
     if (emq_conf_set(conf, name, value, &err) == EMQ_OK)
         return CLI_OK;
@@ -476,8 +489,7 @@ int cli_check_props(const char *verb, cli_args *a, const cli_prop *t) {
             narrow_to_property(t->property, &min, &max);
         char flag[64];
         snprintf(flag, sizeof flag, "--%s", cli_options[t->id].name);
-        int rc = cli_num(verb, flag, a->value[t->id], min, max,
-                         &a->num[t->id]);
+        int rc = cli_num(verb, flag, a->value[t->id], min, max, &a->num[t->id]);
         if (rc != CLI_OK)
             return rc;
     }
@@ -508,8 +520,9 @@ static int apply_properties(emq_conf_t *conf) {
                  cli_g.xprops[i]);
         emq_error err;
         if (emq_conf_set(conf, name, eq + 1, &err) != EMQ_OK)
-            return cli_err(CLI_USAGE, "-X %s: %s (echomq -X list shows "
-                                      "every property)",
+            return cli_err(CLI_USAGE,
+                           "-X %s: %s (echomq -X list shows "
+                           "every property)",
                            name, err.message);
     }
     return CLI_OK;
@@ -541,11 +554,11 @@ int cli_find_topic(const cli_args *a, emq_conf_t *conf) {
     if (ask == NULL)
         return cli_err(CLI_FAIL, "out of memory");
     char bound[24];
-    if (emq_conf_get(conf, "producer.timeout_ms", bound, sizeof bound,
-                     NULL) == EMQ_OK) {
+    if (emq_conf_get(conf, "producer.timeout_ms", bound, sizeof bound, NULL) ==
+        EMQ_OK) {
         char have[24];
-        if (emq_conf_get(conf, "connect_timeout_ms", have, sizeof have,
-                         NULL) == EMQ_OK &&
+        if (emq_conf_get(conf, "connect_timeout_ms", have, sizeof have, NULL) ==
+                EMQ_OK &&
             strtoll(bound, NULL, 10) < strtoll(have, NULL, 10))
             emq_conf_set(ask, "connect_timeout_ms", bound, NULL);
         emq_conf_set(ask, "command_timeout_ms", bound, NULL);
@@ -590,7 +603,8 @@ emq_conf_t *cli_conf(const char *queue) {
         (cli_g.user && cli_set(conf, "user", cli_g.user) != CLI_OK) ||
         (password && *password &&
          cli_set(conf, "password", password) != CLI_OK) ||
-        (cli_g.tls_ca && cli_set(conf, "tls.ca_file", cli_g.tls_ca) != CLI_OK) ||
+        (cli_g.tls_ca &&
+         cli_set(conf, "tls.ca_file", cli_g.tls_ca) != CLI_OK) ||
         (cli_g.tls_cert &&
          cli_set(conf, "tls.cert_file", cli_g.tls_cert) != CLI_OK) ||
         (cli_g.tls_key &&
@@ -627,8 +641,8 @@ static void key_type(const emq_conf_t *conf, const char *key, char *out,
     emq_conn_destroy(conn);
 }
 
-int cli_runtime_err(const emq_conf_t *conf, emq_status st,
-                    const emq_error *err, const char *doing) {
+int cli_runtime_err(const emq_conf_t *conf, emq_status st, const emq_error *err,
+                    const char *doing) {
     const char *msg = err && err->message[0] ? err->message : emq_strerror(st);
     switch (st) {
     case EMQ_EINVAL:
@@ -718,18 +732,17 @@ int cli_begin(const char *verb, int argc, char **argv, const cli_verb *v,
         rc = CLI_DONE;
     } else if (rc == CLI_OK && one_queue &&
                (cli_stream_queue(a, 0), a->npos != 1)) {
-        rc = cli_usage_err(verb, a->npos ? "unexpected argument '%s'"
-                                         : "QUEUE is missing%s",
-                           a->npos ? a->pos[1] : "");
+        rc = cli_usage_err(
+            verb, a->npos ? "unexpected argument '%s'" : "QUEUE is missing%s",
+            a->npos ? a->pos[1] : "");
     }
     if (rc != CLI_OK)
         free(a->pos);
     return rc;
 }
 
-int cli_begin_check(const char *verb, int argc, char **argv,
-                    const cli_verb *v, const char *usage,
-                    int (*check)(cli_args *), cli_args *a) {
+int cli_begin_check(const char *verb, int argc, char **argv, const cli_verb *v,
+                    const char *usage, int (*check)(cli_args *), cli_args *a) {
     int rc = cli_begin(verb, argc, argv, v, 0, a);
     if (rc != CLI_OK)
         return rc;

@@ -163,11 +163,11 @@ void cli_help_options(FILE *out, const cli_optdoc *opts);
 
 /* What the parser found for a verb. */
 typedef struct cli_args {
-    const char *value[O_COUNT_IDS]; /* last value of each option; flags "" */
+    const char *value[O_COUNT_IDS];  /* last value of each option; flags "" */
     const char *value2[O_COUNT_IDS]; /* second value (takes_value 2) */
-    int seen[O_COUNT_IDS];          /* how often each option was given */
-    long long num[O_COUNT_IDS];     /* whole numbers, by cli_check_props */
-    char **pos;                     /* positional arguments (in argv) */
+    int seen[O_COUNT_IDS];           /* how often each option was given */
+    long long num[O_COUNT_IDS];      /* whole numbers, by cli_check_props */
+    char **pos;                      /* positional arguments (in argv) */
     int npos;
 } cli_args;
 
@@ -179,8 +179,8 @@ typedef struct cli_global {
     const char *tls_ca, *tls_cert, *tls_key;
     int quiet;
     int verbose;
-    int url_from_flag; /* 1: -u/--url; 0: $ECHOMQ_URL or the default */
-    const char *stream; /* --stream KEY: a raw stream key for QUEUE */
+    int url_from_flag;   /* 1: -u/--url; 0: $ECHOMQ_URL or the default */
+    const char *stream;  /* --stream KEY: a raw stream key for QUEUE */
     const char **xprops; /* -X name=value words, in order (argv's) */
     int nx;
 } cli_global;
@@ -209,9 +209,8 @@ int cli_begin(const char *verb, int argc, char **argv, const cli_verb *v,
  * its place (cli_stream_queue), a missing QUEUE is a usage error that
  * shows usage (the verb's synopsis), and check(a), the verb's other usage
  * checks, runs. Returns as cli_begin. */
-int cli_begin_check(const char *verb, int argc, char **argv,
-                    const cli_verb *v, const char *usage,
-                    int (*check)(cli_args *), cli_args *a);
+int cli_begin_check(const char *verb, int argc, char **argv, const cli_verb *v,
+                    const char *usage, int (*check)(cli_args *), cli_args *a);
 /* Applies -u/--url (value in argv, scrubbed in place), --user, --tls-*,
  * -q and -v to cli_g. Returns CLI_OK or CLI_USAGE. */
 int cli_apply_global(int id, char *value);
@@ -251,11 +250,11 @@ const char *cli_esc(const char *text, char *out, size_t size);
 /* Parses a whole number of option opt within [min, max] into *out.
  * Returns CLI_OK, or CLI_USAGE after printing which option and why (*out
  * is then 0). */
-int cli_num(const char *verb, const char *opt, const char *text,
-            long long min, long long max, long long *out);
+int cli_num(const char *verb, const char *opt, const char *text, long long min,
+            long long max, long long *out);
 /* Requires option id to be present; prints what to give when it is not. */
-int cli_require(const char *verb, const cli_args *a, int id,
-                const char *opt, const char *hint);
+int cli_require(const char *verb, const cli_args *a, int id, const char *opt,
+                const char *hint);
 
 /* One row of a verb's option -> property table. cli_check_props checks
  * the option's value; cli_set_props sets the property from it. */
@@ -316,15 +315,15 @@ int cli_find_topic(const cli_args *a, emq_conf_t *conf);
 /* Prints one line for a runtime failure of st and returns CLI_FAIL: a
  * failure to connect names the URL and what to check, WRONGTYPE names the
  * key and what it holds, anything else is "<doing>: <message>". */
-int cli_runtime_err(const emq_conf_t *conf, emq_status st,
-                    const emq_error *err, const char *doing);
+int cli_runtime_err(const emq_conf_t *conf, emq_status st, const emq_error *err,
+                    const char *doing);
 
 /* Appends to *names (*n of them; a malloc'd array of malloc'd strings,
  * sorted on return) the queues whose stream key emq:{NAME} matches the
  * glob PATTERN on the server of conf (SCAN, bounded; cmd_ls.c). Returns
  * CLI_OK or an exit code after printing why. */
-int cli_scan_queues(const emq_conf_t *conf, const char *pattern,
-                    char ***names, size_t *n);
+int cli_scan_queues(const emq_conf_t *conf, const char *pattern, char ***names,
+                    size_t *n);
 
 /* One queue at one moment, as the library describes it. */
 typedef struct cli_described {
@@ -379,9 +378,8 @@ void cli_help_overview(FILE *out);
 int cli_admin_open(const char *verb, const char *queue, emq_conf_t **conf,
                    emq_admin_t **admin);
 /* The same, applying the verb's --partitions (a may be NULL). */
-int cli_admin_open_args(const char *verb, const char *queue,
-                        const cli_args *a, emq_conf_t **conf,
-                        emq_admin_t **admin);
+int cli_admin_open_args(const char *verb, const char *queue, const cli_args *a,
+                        emq_conf_t **conf, emq_admin_t **admin);
 /* The step after a verb's usage checks: when rc is CLI_OK, opens the admin
  * handle of a->pos[at] with the verb's --partitions (cli_admin_open_args);
  * on any failure (rc given, or the open's) frees a->pos. Returns the
@@ -407,12 +405,12 @@ typedef struct cli_json_list {
  * "4m05s", "2h10m", "3d4h"; "-" for a negative value. */
 const char *cli_duration(int64_t ms, char *buf, size_t size);
 
-/* ---- verbs ---------------------------------------------------------------- */
+/* ---- verbs --------------------------------------------------------------- */
 
 extern const cli_verb cli_verb_produce, cli_verb_consume, cli_verb_info,
     cli_verb_pending, cli_verb_group, cli_verb_consumers, cli_verb_dead,
-    cli_verb_trim, cli_verb_demo, cli_verb_tail, cli_verb_ls,
-    cli_verb_exporter, cli_verb_top, cli_verb_topic;
+    cli_verb_trim, cli_verb_demo, cli_verb_tail, cli_verb_ls, cli_verb_exporter,
+    cli_verb_top, cli_verb_topic;
 
 int cmd_produce(int argc, char **argv);
 int cmd_consume(int argc, char **argv);

@@ -61,8 +61,7 @@ static const cli_optdoc opts[] = {
      "take over entries idle this long at another (or a dead) consumer "
      "(default 60000)"},
     {O_CLAIM_INTERVAL, "MS", "time between claim beats (default 5000)"},
-    {O_MAX_DELIVERIES, "N",
-     "deliveries before the dead letters (default 5)"},
+    {O_MAX_DELIVERIES, "N", "deliveries before the dead letters (default 5)"},
     {O_RETRY_BACKOFF, "MS",
      "a failed entry (exit 75) comes back to this consumer after MS, "
      "doubling per delivery with jitter (default 1000; 0: at once)"},
@@ -113,7 +112,8 @@ static const cli_optdoc opts[] = {
 };
 
 const cli_verb cli_verb_consume = {
-    "consume", cmd_consume,
+    "consume",
+    cmd_consume,
     "join a group: print entries as JSON lines, or --exec a command per entry",
     "echomq consume QUEUE --group G --consumer C --start new|head|ID\n"
     "               [options] [--exec CMD]",
@@ -152,11 +152,11 @@ typedef struct consume_ctx {
     size_t exec_batch;         /* entries per command (1: --exec) */
     long long exec_timeout_ms; /* 0: none */
     int no_ack;
-    long long limit;           /* 0: none */
+    long long limit; /* 0: none */
     emq_consumer_t *consumer;
-    atomic_llong handled;      /* entries handed to a command or printed */
-    atomic_llong last_ms;      /* last activity, for --until-idle */
-    atomic_int busy;           /* commands running now */
+    atomic_llong handled; /* entries handed to a command or printed */
+    atomic_llong last_ms; /* last activity, for --until-idle */
+    atomic_int busy;      /* commands running now */
     atomic_int write_failed;
     atomic_int stopping;
     atomic_int settle_failed;
@@ -165,7 +165,7 @@ typedef struct consume_ctx {
     pthread_mutex_t mu;
     pthread_cond_t more, room;
     emq_entry *work[WORK_MAX];
-    size_t head, n, idle;      /* idle: workers waiting for work */
+    size_t head, n, idle; /* idle: workers waiting for work */
     int quit;
 } consume_ctx;
 
@@ -390,8 +390,8 @@ static emq_verdict run_exec(consume_ctx *x, emq_entry **entries, size_t n,
     close(fds[1]);
     free(lines);
     int timed_out;
-    int status = wait_command(pid, x->exec_timeout_ms, &timed_out, reason,
-                              reason_size);
+    int status =
+        wait_command(pid, x->exec_timeout_ms, &timed_out, reason, reason_size);
     if (status == -1)
         return EMQ_RETRY;
     if (timed_out) {
@@ -477,9 +477,8 @@ static size_t want_now(consume_ctx *x, size_t count) {
             }
             pthread_cond_timedwait(&x->room, &x->mu, &ts);
         }
-        size_t free_slots = x->idle * x->exec_batch > x->n
-                                ? x->idle * x->exec_batch - x->n
-                                : 0;
+        size_t free_slots =
+            x->idle * x->exec_batch > x->n ? x->idle * x->exec_batch - x->n : 0;
         pthread_mutex_unlock(&x->mu);
         want = free_slots;
     }
@@ -513,8 +512,8 @@ static emq_status dispatch(consume_ctx *x, size_t count, emq_error *err) {
             continue;
         /* At the limit, read nothing more before these are settled (a
          * settlement frees room for a read ahead). */
-        long long total =
-            atomic_fetch_add(&x->handled, (long long)n) + (long long)n;
+        long long total = atomic_fetch_add(&x->handled, (long long)n) +
+                          (long long)n;
         if (x->limit > 0 && total >= x->limit)
             emq_consumer_pause(x->consumer);
         atomic_store(&x->last_ms, emq_clock_ms());
@@ -563,10 +562,11 @@ static void *watch(void *opaque) {
             char lag_text[32] = "?";
             if (lag >= 0)
                 snprintf(lag_text, sizeof lag_text, "%lld", lag);
-            fprintf(stderr, "\r\033[Kechomq: %lld handled (%.0f/s), lag %s, "
-                            "%llu in flight",
-                    handled, secs > 0 ? (double)handled / secs : 0.0,
-                    lag_text, (unsigned long long)st.in_flight);
+            fprintf(stderr,
+                    "\r\033[Kechomq: %lld handled (%.0f/s), lag %s, "
+                    "%llu in flight",
+                    handled, secs > 0 ? (double)handled / secs : 0.0, lag_text,
+                    (unsigned long long)st.in_flight);
             shown = now;
         }
         if (w->idle_ms <= 0)
@@ -700,8 +700,8 @@ static int configure(consume_ctx *x, cli_args *a, emq_conf_t *conf) {
     /* What may be out at once: a read ahead of what is printed, or of what
      * the workers run; --no-ack holds what it took until the end. Nothing
      * is read beyond --limit. */
-    long long out_max =
-        x->exec ? 2 * num[O_CONCURRENCY] * num[O_EXEC_BATCH] : 2 * num[O_COUNT];
+    long long out_max = x->exec ? 2 * num[O_CONCURRENCY] * num[O_EXEC_BATCH]
+                                : 2 * num[O_COUNT];
     if (x->no_ack)
         out_max = 1000000;
     if (x->limit > 0 && out_max > x->limit)

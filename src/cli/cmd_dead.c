@@ -43,7 +43,8 @@ static const cli_optdoc opts[] = {
 };
 
 const cli_verb cli_verb_dead = {
-    "dead", cmd_dead,
+    "dead",
+    cmd_dead,
     "list, requeue or purge the dead letters",
     "echomq dead list    QUEUE [--count N] [--json] [-f]\n"
     "echomq dead requeue QUEUE --all | [-p I] ID... | [-p I] FILTERS\n"
@@ -179,8 +180,8 @@ static int list(emq_admin_t *admin, const emq_conf_t *conf, const cli_args *a,
         while (rc == CLI_OK && !atomic_load(&dead_stopping)) {
             for (int i = 0; i < 10 && !atomic_load(&dead_stopping); i++)
                 usleep(50 * 1000);
-            for (int i = 0; rc == CLI_OK && i < cursors &&
-                            !atomic_load(&dead_stopping);
+            for (int i = 0;
+                 rc == CLI_OK && i < cursors && !atomic_load(&dead_stopping);
                  i++)
                 rc = follow_after(parts > 0 ? emq_admin_partition(admin, i)
                                             : admin,
@@ -195,14 +196,13 @@ static int list(emq_admin_t *admin, const emq_conf_t *conf, const cli_args *a,
 /* The dead letters the requeue filters choose (dead-letter IDs, malloc'd
  * strings in *ids, and their partitions in *part: -1 for a queue), only
  * partition only when it is >= 0. */
-static int choose(emq_admin_t *admin, const emq_conf_t *conf,
-                  const cli_args *a, int only, char ***ids, int **part,
-                  size_t *nids) {
+static int choose(emq_admin_t *admin, const emq_conf_t *conf, const cli_args *a,
+                  int only, char ***ids, int **part, size_t *nids) {
     long long older = -1, limit = 0;
     int rc = CLI_OK;
     if (a->seen[O_OLDER_THAN])
-        rc = cli_num(VERB, "--older-than", a->value[O_OLDER_THAN], 0,
-                     INT64_MAX, &older);
+        rc = cli_num(VERB, "--older-than", a->value[O_OLDER_THAN], 0, INT64_MAX,
+                     &older);
     if (rc == CLI_OK && a->seen[O_LIMIT])
         rc = cli_num(VERB, "--limit", a->value[O_LIMIT], 1, 10000000, &limit);
     if (rc != CLI_OK)
@@ -232,8 +232,7 @@ static int choose(emq_admin_t *admin, const emq_conf_t *conf,
         if (only >= 0 && l[i].partition != only)
             continue;
         if (a->seen[O_REASON] &&
-            fnmatch(a->value[O_REASON], l[i].reason ? l[i].reason : "", 0) !=
-                0)
+            fnmatch(a->value[O_REASON], l[i].reason ? l[i].reason : "", 0) != 0)
             continue;
         if (((*ids)[*nids] = strdup(l[i].id.str)) == NULL) {
             rc = cli_err(CLI_FAIL, "out of memory");
@@ -253,17 +252,19 @@ static int requeue_letters(emq_admin_t *admin, const emq_conf_t *conf,
     long long only = -1;
     int rc = CLI_OK;
     if (a->seen[O_PARTITION] && parts == 0)
-        return cli_usage_err(VERB, "--partition names a partition of a "
-                                   "topic, and '%s' is a queue",
+        return cli_usage_err(VERB,
+                             "--partition names a partition of a "
+                             "topic, and '%s' is a queue",
                              a->pos[1]);
     if (a->seen[O_PARTITION])
-        rc = cli_num(VERB, "--partition", a->value[O_PARTITION], 0,
-                     parts - 1, &only);
+        rc = cli_num(VERB, "--partition", a->value[O_PARTITION], 0, parts - 1,
+                     &only);
     if (rc == CLI_OK && parts > 0 && only < 0 && a->npos > 2)
-        rc = cli_usage_err(VERB, "dead-letter IDs repeat across the %d "
-                                 "partitions of topic '%s': name the "
-                                 "partition with --partition I (see the "
-                                 "PARTITION column of 'echomq dead list')",
+        rc = cli_usage_err(VERB,
+                           "dead-letter IDs repeat across the %d "
+                           "partitions of topic '%s': name the "
+                           "partition with --partition I (see the "
+                           "PARTITION column of 'echomq dead list')",
                            parts, a->pos[1]);
     if (rc != CLI_OK)
         return rc;
@@ -339,8 +340,9 @@ int cmd_dead(int argc, char **argv) {
         rc = cli_usage_err(VERB, "a subcommand is missing (list, requeue, "
                                  "purge)");
     else if (rc == CLI_OK && !is_list && !requeue && !purge)
-        rc = cli_usage_err(VERB, "unknown subcommand '%s' (list, requeue, "
-                                 "purge)",
+        rc = cli_usage_err(VERB,
+                           "unknown subcommand '%s' (list, requeue, "
+                           "purge)",
                            sub);
     else if (rc == CLI_OK && a.npos < 2)
         rc = cli_usage_err(VERB, "QUEUE is missing");
@@ -356,8 +358,7 @@ int cmd_dead(int argc, char **argv) {
         rc = cli_usage_err(VERB, "give --all or dead-letter IDs, not both");
     if (rc == CLI_OK && requeue && filtered && a.npos > 2)
         rc = cli_usage_err(VERB, "give dead-letter IDs or filters, not both");
-    if (rc == CLI_OK && requeue && !a.seen[O_ALL] && !filtered &&
-        a.npos == 2)
+    if (rc == CLI_OK && requeue && !a.seen[O_ALL] && !filtered && a.npos == 2)
         rc = cli_usage_err(VERB, "which dead letters? give --all, their "
                                  "IDs (see 'echomq dead list') or filters "
                                  "(--older-than, --reason, --limit)");

@@ -51,7 +51,8 @@ static const cli_optdoc opts[] = {
 };
 
 const cli_verb cli_verb_demo = {
-    "demo", cmd_demo,
+    "demo",
+    cmd_demo,
     "a private server, 100,000 jobs, a crash and its recovery",
     "echomq demo [--jobs N] [--workers N] [--poison N]\n"
     "            [--claim-idle MS] [--work-us US] [--keep]",
@@ -66,9 +67,9 @@ const cli_verb cli_verb_demo = {
     "Exit status: 0 when nothing was lost, 1 otherwise.\n",
 };
 
-/* ---- state shared by the cleanup paths ------------------------------------ */
+/* ---- state shared by the cleanup paths ----------------------------------- */
 
-static char dir[512];                 /* the temporary folder */
+static char dir[512]; /* the temporary folder */
 static pid_t server_pid = -1;
 static pid_t workers[MAX_WORKERS];
 static int nworkers;
@@ -163,8 +164,9 @@ static int start_server(char *url, size_t url_size) {
             if (WIFEXITED(status) && WEXITSTATUS(status) == 127)
                 cli_err(CLI_FAIL, "%s", NO_SERVER);
             else
-                cli_err(CLI_FAIL, "redis-server exited at start; see its "
-                                  "log (run with --keep): %s",
+                cli_err(CLI_FAIL,
+                        "redis-server exited at start; see its "
+                        "log (run with --keep): %s",
                         log_path);
             break;
         }
@@ -209,7 +211,8 @@ static emq_verdict work(void *opaque, const emq_entry *e, char *reason,
     size_t job_len = 0;
     int poison = 0;
     for (size_t i = 0; i < e->nfields; i++) {
-        if (e->fields[i].name_len == 3 && !memcmp(e->fields[i].name, "job", 3)) {
+        if (e->fields[i].name_len == 3 &&
+            !memcmp(e->fields[i].name, "job", 3)) {
             job = e->fields[i].value;
             job_len = e->fields[i].value_len;
         } else if (e->fields[i].name_len == 6 &&
@@ -256,18 +259,22 @@ static void worker_main(const char *url, int i, long long claim_idle,
     int ok = conf != NULL;
     snprintf(num, sizeof num, "%lld", claim_idle);
     const char *props[][2] = {
-        {"url", url},          {"queue", QUEUE},
-        {"group", GROUP},      {"consumer", name},
-        {"start", "head"},     {"claim.min_idle_ms", num},
-        {"claim.interval_ms", "250"}, {"max_deliveries", "3"},
-        {"block_ms", "250"},   {"count", "100"},
+        {"url", url},
+        {"queue", QUEUE},
+        {"group", GROUP},
+        {"consumer", name},
+        {"start", "head"},
+        {"claim.min_idle_ms", num},
+        {"claim.interval_ms", "250"},
+        {"max_deliveries", "3"},
+        {"block_ms", "250"},
+        {"count", "100"},
         {"log.level", "error"},
     };
     for (size_t k = 0; ok && k < sizeof props / sizeof props[0]; k++)
         ok = emq_conf_set(conf, props[k][0], props[k][1], &err) == EMQ_OK;
     if (ok)
-        ok = emq_consumer_new(conf, work, &w, &worker_consumer, &err) ==
-             EMQ_OK;
+        ok = emq_consumer_new(conf, work, &w, &worker_consumer, &err) == EMQ_OK;
     emq_conf_destroy(conf);
     if (!ok) {
         fprintf(stderr, "echomq: demo worker %s: %s\n", name, err.message);
@@ -285,8 +292,8 @@ static void worker_main(const char *url, int i, long long claim_idle,
 
 typedef struct tally {
     long long jobs;
-    unsigned char *seen;      /* per job: times handled (saturating) */
-    long long unique, lines;  /* unique jobs handled, ledger lines */
+    unsigned char *seen;     /* per job: times handled (saturating) */
+    long long unique, lines; /* unique jobs handled, ledger lines */
     long long per_worker[MAX_WORKERS];
     off_t offset[MAX_WORKERS]; /* bytes of each ledger already read */
     char partial[MAX_WORKERS][32];
@@ -360,9 +367,8 @@ static int produce_jobs(const char *url, long long jobs, long long poison,
                                base + (long long)k);
             fields[k][0] = (emq_field){"job", 3, values[k], (size_t)len};
             fields[k][1] = (emq_field){"poison", 6, "1", 1};
-            msgs[k] = (emq_message){fields[k],
-                                    is_poison[base + (long long)k] ? 2u : 1u,
-                                    NULL};
+            msgs[k] = (emq_message){
+                fields[k], is_poison[base + (long long)k] ? 2u : 1u, NULL};
         }
         size_t written = 0;
         emq_status st = emq_produce_batch(p, msgs, n, NULL, &written, &err);
@@ -596,8 +602,9 @@ static int summary(demo_run *r, int rc) {
     if (rc != CLI_OK)
         return rc;
     if (lost > 0)
-        return cli_err(CLI_FAIL, "demo: %lld jobs lost (the first is job "
-                                 "%lld)",
+        return cli_err(CLI_FAIL,
+                       "demo: %lld jobs lost (the first is job "
+                       "%lld)",
                        lost, first_lost);
     if (r->other_dead > 0)
         return cli_err(CLI_FAIL, "demo: %lld unexpected dead letters",
@@ -684,11 +691,11 @@ int cmd_demo(int argc, char **argv) {
     if (rc == CLI_OK && a.seen[O_JOBS])
         rc = cli_num(VERB, "--jobs", a.value[O_JOBS], 10, 10000000, &jobs);
     if (rc == CLI_OK && a.seen[O_WORKERS])
-        rc = cli_num(VERB, "--workers", a.value[O_WORKERS], 1, MAX_WORKERS,
-                     &nw);
+        rc =
+            cli_num(VERB, "--workers", a.value[O_WORKERS], 1, MAX_WORKERS, &nw);
     if (rc == CLI_OK && a.seen[O_POISON])
-        rc = cli_num(VERB, "--poison", a.value[O_POISON], 0, jobs / 10,
-                     &poison);
+        rc =
+            cli_num(VERB, "--poison", a.value[O_POISON], 0, jobs / 10, &poison);
     if (rc == CLI_OK && a.seen[O_CLAIM_IDLE])
         rc = cli_num(VERB, "--claim-idle", a.value[O_CLAIM_IDLE], 100, 600000,
                      &claim_idle);

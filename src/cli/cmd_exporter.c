@@ -38,7 +38,8 @@ static const cli_optdoc opts[] = {
 };
 
 const cli_verb cli_verb_exporter = {
-    "exporter", cmd_exporter,
+    "exporter",
+    cmd_exporter,
     "serve /metrics for Prometheus",
     "echomq exporter --listen HOST:PORT [QUEUE|PATTERN...]",
     "Serves GET /metrics in the Prometheus text format: for each queue\n"
@@ -60,7 +61,7 @@ static void stop_exporter(void *opaque) {
     atomic_store(&exporter_stopping, 1);
 }
 
-/* ---- the text format ------------------------------------------------------ */
+/* ---- the text format ----------------------------------------------------- */
 
 typedef struct out_buf {
     char *p;
@@ -141,8 +142,7 @@ static void write_metrics(out_buf *o, const described *d, size_t n, int up,
     family(o, "echomq_scrape_duration_seconds", "gauge",
            "How long the last scrape took.");
     put(o, "echomq_scrape_duration_seconds %.6f\n", took);
-    family(o, "echomq_queue_length", "gauge",
-           "Entries in the queue's stream.");
+    family(o, "echomq_queue_length", "gauge", "Entries in the queue's stream.");
     for (size_t i = 0; i < n; i++) {
         put(o, "echomq_queue_length");
         labels(o, d[i].queue, NULL, NULL);
@@ -203,8 +203,7 @@ static void write_metrics(out_buf *o, const described *d, size_t n, int up,
             for (size_t c = 0; c < gi->nconsumers; c++) {
                 put(o, "echomq_consumer_pending");
                 labels(o, d[i].queue, gi->name, gi->consumers[c].name);
-                put(o, " %llu\n",
-                    (unsigned long long)gi->consumers[c].pending);
+                put(o, " %llu\n", (unsigned long long)gi->consumers[c].pending);
             }
         }
     family(o, "echomq_consumer_idle_seconds", "gauge",
@@ -232,7 +231,7 @@ static void scrape(out_buf *o, char **patterns, int npatterns) {
     cli_described_free(d, n);
 }
 
-/* ---- HTTP ----------------------------------------------------------------- */
+/* ---- HTTP ---------------------------------------------------------------- */
 
 static void send_all(int fd, const char *p, size_t len) {
     while (len > 0) {
@@ -265,9 +264,11 @@ static void serve(int fd, char **patterns, int npatterns) {
             break;
     }
     req[len] = '\0';
-    const char *status = "404 Not Found", *body_text = "not found: try /metrics\n";
+    const char *status = "404 Not Found",
+               *body_text = "not found: try /metrics\n";
     out_buf o = {0};
-    if (!strncmp(req, "GET /metrics ", 13) || !strncmp(req, "GET /metrics?", 13)) {
+    if (!strncmp(req, "GET /metrics ", 13) ||
+        !strncmp(req, "GET /metrics?", 13)) {
         scrape(&o, patterns, npatterns);
         status = o.failed ? "500 Internal Server Error" : "200 OK";
     } else if (strncmp(req, "GET ", 4) != 0) {
@@ -301,8 +302,7 @@ static int listen_on(const char *where, int *fd_out) {
     struct addrinfo *ai = NULL;
     int e = getaddrinfo(host, colon + 1, &hints, &ai);
     if (e != 0)
-        return cli_usage_err(VERB, "--listen '%s': %s", where,
-                             gai_strerror(e));
+        return cli_usage_err(VERB, "--listen '%s': %s", where, gai_strerror(e));
     int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
     int one = 1;
     if (fd >= 0)
@@ -330,8 +330,9 @@ int cmd_exporter(int argc, char **argv) {
                      "HOST:PORT to serve /metrics on (127.0.0.1:9587)");
     for (int i = 0; rc == CLI_OK && i < a.npos; i++)
         if (strchr(a.pos[i], '{') || strchr(a.pos[i], '}'))
-            rc = cli_usage_err(VERB, "'%s': a queue name or glob has no "
-                                     "braces",
+            rc = cli_usage_err(VERB,
+                               "'%s': a queue name or glob has no "
+                               "braces",
                                a.pos[i]);
     int fd = -1;
     if (rc == CLI_OK)

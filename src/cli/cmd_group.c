@@ -43,8 +43,8 @@ static int to_ok(const char *text) {
 /* cli_begin for a verb with a subcommand first (QUEUE after it): returns
  * as cli_begin (CLI_DONE after the help; a->pos freed on anything but
  * CLI_OK). */
-static int parse_sub(const char *verb, int argc, char **argv,
-                     const cli_verb *v, cli_args *a) {
+static int parse_sub(const char *verb, int argc, char **argv, const cli_verb *v,
+                     cli_args *a) {
     int rc = cli_begin(verb, argc, argv, v, 0, a);
     if (rc != CLI_OK)
         return rc;
@@ -204,8 +204,9 @@ int cmd_consumers(int argc, char **argv) {
     if (strcmp(a.pos[0], "prune") != 0)
         rc = cli_usage_err(verb, "unknown subcommand '%s' (prune)", a.pos[0]);
     else if (a.npos != 2)
-        rc = cli_usage_err(verb, a.npos < 2 ? "QUEUE is missing%s"
-                                            : "unexpected argument '%s'",
+        rc = cli_usage_err(verb,
+                           a.npos < 2 ? "QUEUE is missing%s"
+                                      : "unexpected argument '%s'",
                            a.npos < 2 ? "" : a.pos[2]);
     if (rc == CLI_OK)
         rc = cli_require(verb, &a, O_GROUP, "--group", "the group to prune");
@@ -251,8 +252,7 @@ int cmd_consumers(int argc, char **argv) {
                (unsigned long long)sum.removed, sum.removed == 1 ? "" : "s",
                idle, (unsigned long long)sum.moved,
                sum.moved == 1 ? "y" : "ies", (unsigned long long)sum.kept,
-               sum.kept == 1 ? "" : "s",
-               parts > 0 ? " (all partitions)" : "");
+               sum.kept == 1 ? "" : "s", parts > 0 ? " (all partitions)" : "");
     emq_admin_destroy(admin);
     emq_conf_destroy(conf);
     free(a.pos);
@@ -287,7 +287,8 @@ static const cli_optdoc consumers_opts[] = {
 };
 
 const cli_verb cli_verb_group = {
-    "group", cmd_group,
+    "group",
+    cmd_group,
     "create a group, move its cursor or destroy it",
     "echomq group create  QUEUE --group G --start new|head|ID\n"
     "echomq group setid   QUEUE --group G --to head|tail|ID|@UNIXMS\n"
@@ -306,7 +307,8 @@ const cli_verb cli_verb_group = {
 };
 
 const cli_verb cli_verb_consumers = {
-    "consumers", cmd_consumers,
+    "consumers",
+    cmd_consumers,
     "remove idle consumers, handing over what they hold (prune)",
     "echomq consumers prune QUEUE --group G --idle MS",
     "Removes the consumers of group G idle at least MS milliseconds. A\n"

@@ -27,9 +27,8 @@ int cli_admin_begin(const char *verb, int rc, cli_args *a, int at,
     return rc;
 }
 
-int cli_admin_open_args(const char *verb, const char *queue,
-                        const cli_args *a, emq_conf_t **conf,
-                        emq_admin_t **admin) {
+int cli_admin_open_args(const char *verb, const char *queue, const cli_args *a,
+                        emq_conf_t **conf, emq_admin_t **admin) {
     (void)verb;
     *admin = NULL;
     *conf = cli_conf(queue);
@@ -102,7 +101,6 @@ const char *cli_duration(int64_t ms, char *buf, size_t size) {
 
 /* ---- info ------------------------------------------------------------- */
 
-
 static size_t info_json(const void *ctx, char *buf, size_t size) {
     return emq_queue_info_json(ctx, buf, size);
 }
@@ -126,8 +124,8 @@ static void print_info(const char *queue, const emq_queue_info *q) {
     if (!q->exists) {
         printf("queue %s: stream %s does not exist (nothing was added yet)\n",
                queue, q->stream);
-        printf("dead letters: %llu in %s\n",
-               (unsigned long long)q->dead_length, q->dead);
+        printf("dead letters: %llu in %s\n", (unsigned long long)q->dead_length,
+               q->dead);
         return;
     }
     printf("queue         %s\n", queue);
@@ -152,14 +150,13 @@ static void print_info(const char *queue, const emq_queue_info *q) {
         int n = (int)strlen(cli_esc(q->groups[i].name, gname, sizeof gname));
         gw = n > gw ? n : gw;
         for (size_t k = 0; k < q->groups[i].nconsumers; k++) {
-            int m = (int)strlen(cli_esc(q->groups[i].consumers[k].name,
-                                        cname, sizeof cname));
+            int m = (int)strlen(
+                cli_esc(q->groups[i].consumers[k].name, cname, sizeof cname));
             cw = m > cw ? m : cw;
         }
     }
-    printf("\n%-*s  %8s  %8s  %-22s  %-22s  %8s  %9s\n", gw, "GROUP",
-           "PENDING", "LAG", "LAST-DELIVERED", "OLDEST-PENDING", "AGE",
-           "CONSUMERS");
+    printf("\n%-*s  %8s  %8s  %-22s  %-22s  %8s  %9s\n", gw, "GROUP", "PENDING",
+           "LAG", "LAST-DELIVERED", "OLDEST-PENDING", "AGE", "CONSUMERS");
     for (size_t i = 0; i < q->ngroups; i++) {
         const emq_group_info *g = &q->groups[i];
         char age[32], lag[32];
@@ -198,8 +195,8 @@ static void print_info(const char *queue, const emq_queue_info *q) {
 
 /* A topic: one line per partition and group, then the totals. */
 static void print_partitions(const emq_queue_info *q) {
-    printf("\n%-9s  %-28s  %10s  %6s  %-16s  %8s  %8s\n", "PARTITION",
-           "STREAM", "LENGTH", "DEAD", "GROUP", "PENDING", "LAG");
+    printf("\n%-9s  %-28s  %10s  %6s  %-16s  %8s  %8s\n", "PARTITION", "STREAM",
+           "LENGTH", "DEAD", "GROUP", "PENDING", "LAG");
     for (size_t i = 0; i < q->npartitions; i++) {
         const emq_queue_info *p = &q->partitions[i];
         if (p->ngroups == 0)
@@ -211,8 +208,7 @@ static void print_partitions(const emq_queue_info *q) {
             if (p->groups[g].lag < 0)
                 snprintf(lag, sizeof lag, "?");
             else
-                snprintf(lag, sizeof lag, "%lld%s",
-                         (long long)p->groups[g].lag,
+                snprintf(lag, sizeof lag, "%lld%s", (long long)p->groups[g].lag,
                          p->groups[g].lag_computed ? "*" : "");
             printf("%-9zu  %-28s  %10llu  %6llu  %-16s  %8llu  %8s\n", i,
                    p->stream, (unsigned long long)p->length,
@@ -264,7 +260,6 @@ int cmd_info(int argc, char **argv) {
 
 /* ---- pending ---------------------------------------------------------- */
 
-
 static size_t pending_json(const void *ctx, char *buf, size_t size) {
     const cli_json_list *l = ctx;
     return emq_pending_json(l->items, l->n, buf, size);
@@ -284,14 +279,15 @@ static int pending_of(const char *verb, const cli_args *a, long long min_idle,
     emq_pending_entry *e = NULL;
     size_t n = 0;
     emq_error err;
-    emq_status st = emq_admin_pending(
-        admin, a->value[O_GROUP],
-        a->seen[O_CONSUMER] ? a->value[O_CONSUMER] : NULL, min_idle,
-        (size_t)count, &e, &n, &err);
+    emq_status st =
+        emq_admin_pending(admin, a->value[O_GROUP],
+                          a->seen[O_CONSUMER] ? a->value[O_CONSUMER] : NULL,
+                          min_idle, (size_t)count, &e, &n, &err);
     char target[400];
     if (st == EMQ_ESERVER && strcmp(err.reply_code, "NOGROUP") == 0)
-        rc = cli_err(CLI_FAIL, "no group '%s' on %s; see 'echomq info "
-                               "%s' for its groups",
+        rc = cli_err(CLI_FAIL,
+                     "no group '%s' on %s; see 'echomq info "
+                     "%s' for its groups",
                      a->value[O_GROUP],
                      cli_target(admin, a->pos[0], target, sizeof target),
                      a->pos[0]);
@@ -302,9 +298,8 @@ static int pending_of(const char *verb, const cli_args *a, long long min_idle,
         rc = cli_print_json(pending_json, &l);
     } else if (!a->seen[O_JSON]) {
         char cname[300];
-        printf("%s%-22s  %-20s  %8s  %8s  %10s\n",
-               *parts ? "PARTITION  " : "", "ID", "CONSUMER", "IDLE",
-               "IN HAND", "DELIVERIES");
+        printf("%s%-22s  %-20s  %8s  %8s  %10s\n", *parts ? "PARTITION  " : "",
+               "ID", "CONSUMER", "IDLE", "IN HAND", "DELIVERIES");
         for (size_t i = 0; i < n; i++) {
             char idle[32], hand[32];
             if (*parts)
@@ -373,7 +368,8 @@ static const cli_optdoc pending_opts[] = {
 };
 
 const cli_verb cli_verb_info = {
-    "info", cmd_info,
+    "info",
+    cmd_info,
     "the queue, its groups and consumers",
     "echomq info QUEUE [--partitions P] [--json]",
     "Describes QUEUE: its stream (length, first and last IDs, entries\n"
@@ -386,7 +382,8 @@ const cli_verb cli_verb_info = {
 };
 
 const cli_verb cli_verb_pending = {
-    "pending", cmd_pending,
+    "pending",
+    cmd_pending,
     "entries delivered, not acknowledged",
     "echomq pending QUEUE --group G [--consumer C] [--min-idle MS]\n"
     "               [--count N] [--json]",

@@ -23,7 +23,8 @@ static const cli_optdoc opts[] = {
 };
 
 const cli_verb cli_verb_ls = {
-    "ls", cmd_ls,
+    "ls",
+    cmd_ls,
     "the queues, one line each",
     "echomq ls [PATTERN] [--json]",
     "Lists the queues on the server (their streams emq:{NAME}), one line\n"
@@ -36,8 +37,8 @@ const cli_verb cli_verb_ls = {
     "  echomq ls 'orders*' --json\n",
 };
 
-int cli_scan_queues(const emq_conf_t *conf, const char *pattern,
-                    char ***names, size_t *n) {
+int cli_scan_queues(const emq_conf_t *conf, const char *pattern, char ***names,
+                    size_t *n) {
     char **found = NULL;
     size_t nfound = 0;
     emq_error err;

@@ -56,8 +56,7 @@ static const cli_optdoc opts[] = {
      "within producer.wait_timeout_ms (1 s) is a failure, exit 1, naming "
      "how many replicas had it and how many entries were written"},
     {O_MAXLEN, "N", "trim the stream to N entries on every add (trim.maxlen)"},
-    {O_MINID, "ID",
-     "trim entries with IDs below ID on every add (trim.minid)"},
+    {O_MINID, "ID", "trim entries with IDs below ID on every add (trim.minid)"},
     {O_APPROX, NULL,
      "trim with ~ (whole nodes only: cheaper, inexact). Trimming deletes "
      "entries whether or not a group has processed them; see 'echomq trim "
@@ -75,7 +74,8 @@ static const cli_optdoc opts[] = {
 };
 
 const cli_verb cli_verb_produce = {
-    "produce", cmd_produce,
+    "produce",
+    cmd_produce,
     "add entries: FIELD=VALUE words, or --lines or --json from stdin",
     "echomq produce QUEUE FIELD=VALUE...\n"
     "echomq produce QUEUE --lines [--field NAME]   < lines\n"
@@ -100,13 +100,13 @@ typedef struct produce_run {
     emq_conf_t *conf;
     const char *key_field;
     int print_ids;
-    int progress;       /* stderr is a terminal and not -q */
+    int progress; /* stderr is a terminal and not -q */
     int64_t started_ms, last_progress_ms;
     /* Filled by the delivery callbacks (the producer's thread). */
     pthread_mutex_t mu;
-    uint64_t written;   /* entries confirmed so far */
-    uint64_t sent;      /* entries handed to emq_produce_async */
-    atomic_int failed;  /* a delivery failed: stop reading */
+    uint64_t written;  /* entries confirmed so far */
+    uint64_t sent;     /* entries handed to emq_produce_async */
+    atomic_int failed; /* a delivery failed: stop reading */
     emq_status fail_st;
     emq_error fail_err;
     /* --print-ids: IDs come back in order per queue, but a topic's
@@ -519,9 +519,9 @@ int cmd_produce(int argc, char **argv) {
     else if ((rc = cli_find_topic(&a, conf)) != CLI_OK)
         ; /* said why */
     else if ((st = emq_producer_new(conf, &r.p, &err)) != EMQ_OK)
-        rc = st == EMQ_EINVAL ? cli_err(CLI_USAGE, "%s", err.message)
-                              : cli_runtime_err(conf, st, &err,
-                                                "starting the producer");
+        rc = st == EMQ_EINVAL
+                 ? cli_err(CLI_USAGE, "%s", err.message)
+                 : cli_runtime_err(conf, st, &err, "starting the producer");
     r.started_ms = emq_clock_ms();
     if (rc == CLI_OK) {
         if (arg_fields)

@@ -34,7 +34,8 @@ static const cli_optdoc opts[] = {
 };
 
 const cli_verb cli_verb_tail = {
-    "tail", cmd_tail,
+    "tail",
+    cmd_tail,
     "look at entries without joining a group",
     "echomq tail QUEUE [-n N] [-f] [--from ID|@UNIX-MS|-N]\n"
     "            [--format FMT]",
@@ -59,7 +60,7 @@ static void stop_tail(void *opaque) {
 typedef struct tailed {
     const char *key;
     emq_admin_t *handle; /* borrowed: the queue's or the partition's */
-    char last[64]; /* the newest ID shown (XREAD's exclusive start) */
+    char last[64];       /* the newest ID shown (XREAD's exclusive start) */
 } tailed;
 
 /* An entry of a gathered reply, for ordering the streams' entries. */
@@ -133,9 +134,8 @@ static int add_line(const cli_lines *lines, tailed *t, const emq_reply *e,
  * arrays of [id, [name, value, ...]]) as lines, oldest first by ID across
  * the streams: the first count of them, or with newest the last count.
  * Returns CLI_OK or CLI_FAIL. */
-static int print_entries(const cli_lines *lines, tailed *t,
-                         emq_reply *const *r, int n, size_t count,
-                         int newest) {
+static int print_entries(const cli_lines *lines, tailed *t, emq_reply *const *r,
+                         int n, size_t count, int newest) {
     size_t all = 0;
     for (int i = 0; i < n; i++)
         all += emq_reply_len(r[i]);
@@ -209,9 +209,8 @@ static int follow(const cli_lines *lines, tailed *t, int n,
     while (rc == CLI_OK && !atomic_load(&tail_stopping)) {
         int got = 0;
         for (int i = 0; i < n && rc == CLI_OK; i++) {
-            const char *argv_read[] = {"XREAD",   "COUNT",  "1000",
-                                       "BLOCK",   "1000",   "STREAMS",
-                                       t[i].key,  t[i].last};
+            const char *argv_read[] = {"XREAD", "COUNT",   "1000",   "BLOCK",
+                                       "1000",  "STREAMS", t[i].key, t[i].last};
             emq_reply *r = NULL;
             const char *const *args = argv_read;
             int argc = 8;
@@ -276,8 +275,9 @@ int cmd_tail(int argc, char **argv) {
     } else if (rc == CLI_OK && from) {
         tail_id check;
         if (id_parse(from, strlen(from), &check) != 0)
-            rc = cli_usage_err(VERB, "--from '%s' is not an entry ID, "
-                                     "@UNIX-MS or -N",
+            rc = cli_usage_err(VERB,
+                               "--from '%s' is not an entry ID, "
+                               "@UNIX-MS or -N",
                                from);
     }
     emq_conf_t *conf = NULL;
@@ -306,10 +306,10 @@ int cmd_tail(int argc, char **argv) {
     char num[24];
     snprintf(num, sizeof num, "%lld", count);
     for (int i = 0; rc == CLI_OK && i < n; i++) {
-        const char *argv_range[] = {"XRANGE", t[i].key, from, "+", "COUNT",
-                                    num};
-        const char *argv_rev[] = {"XREVRANGE", t[i].key, "+", "-", "COUNT",
-                                  num};
+        const char *argv_range[] = {"XRANGE", t[i].key, from,
+                                    "+",      "COUNT",  num};
+        const char *argv_rev[] = {"XREVRANGE", t[i].key, "+",
+                                  "-",         "COUNT",  num};
         rc = ask(&t[i], conf, 6, from ? argv_range : argv_rev, &r[i]);
         if (rc != CLI_OK)
             break;

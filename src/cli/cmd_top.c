@@ -24,8 +24,7 @@
 static const char *const VERB = "top";
 
 static const cli_optdoc opts[] = {
-    {O_INTERVAL, "MS",
-     "time between refreshes (default 1000, at least 100)"},
+    {O_INTERVAL, "MS", "time between refreshes (default 1000, at least 100)"},
     {O_COUNT_N, "N",
      "when stdout is not a terminal: print the table N times (default: "
      "until SIGINT or SIGTERM)"},
@@ -33,7 +32,8 @@ static const cli_optdoc opts[] = {
 };
 
 const cli_verb cli_verb_top = {
-    "top", cmd_top,
+    "top",
+    cmd_top,
     "a live view of queues, groups and consumers",
     "echomq top [QUEUE|PATTERN...] [--interval MS] [-n N]",
     "A live view of the queues (default every queue): per queue and\n"
@@ -102,14 +102,24 @@ static int cmp_rows(const void *a, const void *b) {
     const row *x = a, *y = b;
     long long vx = 0, vy = 0;
     switch (sort_key) {
-    case 1: vx = (long long)x->info->length; vy = (long long)y->info->length; break;
-    case 2: vx = total_lag(x->info); vy = total_lag(y->info); break;
-    case 3: vx = total_pending(x->info); vy = total_pending(y->info); break;
+    case 1:
+        vx = (long long)x->info->length;
+        vy = (long long)y->info->length;
+        break;
+    case 2:
+        vx = total_lag(x->info);
+        vy = total_lag(y->info);
+        break;
+    case 3:
+        vx = total_pending(x->info);
+        vy = total_pending(y->info);
+        break;
     case 4:
         vx = (long long)x->info->dead_length;
         vy = (long long)y->info->dead_length;
         break;
-    default: return strcmp(x->queue, y->queue);
+    default:
+        return strcmp(x->queue, y->queue);
     }
     return vx < vy ? 1 : vx > vy ? -1 : strcmp(x->queue, y->queue);
 }
@@ -216,8 +226,9 @@ int cmd_top(int argc, char **argv) {
         rc = cli_num(VERB, "--count", a.value[O_COUNT], 1, 1000000000, &count);
     for (int i = 0; rc == CLI_OK && i < a.npos; i++)
         if (strchr(a.pos[i], '{') || strchr(a.pos[i], '}'))
-            rc = cli_usage_err(VERB, "'%s': a queue name or glob has no "
-                                     "braces",
+            rc = cli_usage_err(VERB,
+                               "'%s': a queue name or glob has no "
+                               "braces",
                                a.pos[i]);
     if (rc != CLI_OK) {
         free(a.pos);

@@ -16,7 +16,8 @@ static const cli_optdoc opts[] = {
 };
 
 const cli_verb cli_verb_topic = {
-    "topic", cmd_topic,
+    "topic",
+    cmd_topic,
     "record a topic's partition count (topic create)",
     "echomq topic create TOPIC --partitions P",
     "Records that TOPIC has P partitions (the queues TOPIC.0 ..\n"
@@ -35,13 +36,14 @@ int cmd_topic(int argc, char **argv) {
     if (rc != CLI_OK)
         return rc == CLI_DONE ? CLI_OK : rc;
     if (a.npos < 1 || strcmp(a.pos[0], "create") != 0)
-        rc = cli_usage_err(VERB, a.npos ? "unknown subcommand '%s' (create)"
-                                        : "a subcommand is missing (create)%s",
+        rc = cli_usage_err(VERB,
+                           a.npos ? "unknown subcommand '%s' (create)"
+                                  : "a subcommand is missing (create)%s",
                            a.npos ? a.pos[0] : "");
     else if (a.npos != 2)
-        rc = cli_usage_err(VERB, a.npos < 2 ? "TOPIC is missing"
-                                            : "unexpected argument '%s'",
-                           a.npos < 2 ? "" : a.pos[2]);
+        rc = cli_usage_err(
+            VERB, a.npos < 2 ? "TOPIC is missing" : "unexpected argument '%s'",
+            a.npos < 2 ? "" : a.pos[2]);
     else
         rc = cli_require(VERB, &a, O_PARTITIONS, "--partitions",
                          "how many partitions the topic has (2 or more)");

@@ -23,7 +23,8 @@ static const cli_optdoc opts[] = {
 };
 
 const cli_verb cli_verb_trim = {
-    "trim", cmd_trim,
+    "trim",
+    cmd_trim,
     "delete what no group still needs (--acked)",
     "echomq trim QUEUE --acked [--maxlen N]",
     "Ack-aware retention: deletes the entries of QUEUE that every group\n"
@@ -63,18 +64,18 @@ int cmd_trim(int argc, char **argv) {
         emq_trim_result r;
         memset(&r, 0, sizeof r);
         emq_error err;
-        emq_status st = emq_admin_trim_acked(
-            i < 0 ? admin : emq_admin_partition(admin, i), maxlen, -1, &r,
-            &err);
+        emq_status st =
+            emq_admin_trim_acked(i < 0 ? admin : emq_admin_partition(admin, i),
+                                 maxlen, -1, &r, &err);
         if (st != EMQ_OK)
             rc = cli_runtime_err(conf, st, &err, "trimming");
         else if (i >= 0)
             printf("partition %d: removed %llu; oldest entry still needed: "
                    "%s; %llu kept\n",
                    i, (unsigned long long)r.removed,
-                   r.no_groups        ? "- (no group)"
+                   r.no_groups      ? "- (no group)"
                    : r.floor.str[0] ? r.floor.str
-                                      : "none",
+                                    : "none",
                    (unsigned long long)r.held_back);
         sum.removed += r.removed;
         sum.held_back += r.held_back;
@@ -93,7 +94,9 @@ int cmd_trim(int argc, char **argv) {
                "a group still needs them\n",
                (unsigned long long)sum.removed, sum.removed == 1 ? "y" : "ies",
                target, parts > 0 ? "" : "oldest entry still needed: ",
-               parts > 0 ? "" : sum.floor.str[0] ? sum.floor.str : "none",
+               parts > 0          ? ""
+               : sum.floor.str[0] ? sum.floor.str
+                                  : "none",
                parts > 0 ? "" : "; ", (unsigned long long)sum.held_back,
                sum.held_back == 1 ? "y" : "ies");
     emq_admin_destroy(admin);

@@ -61,8 +61,8 @@ static size_t id_time(const char *id, char *out, size_t size) {
 
 /* Writes the entry as --format says into out (snprintf semantics: writes
  * what fits, returns the full length). */
-static size_t format_entry(const cli_lines *x, const emq_entry *e,
-                           char *out, size_t size) {
+static size_t format_entry(const cli_lines *x, const emq_entry *e, char *out,
+                           size_t size) {
     size_t n = 0;
 #define PUT(bytes, len)                                                        \
     do {                                                                       \
@@ -127,10 +127,10 @@ int cli_line_append(const cli_lines *x, const emq_entry *e, char **buf,
         size_t room = *cap - *len;
         size_t need = 0;
         if (room > 1)
-            need = (x->format ? format_entry(x, e, *buf + *len, room - 1)
-                              : emq_entry_json_partition(e, partition_of(x, e),
-                                                         *buf + *len,
-                                                         room - 1)) +
+            need = (x->format
+                        ? format_entry(x, e, *buf + *len, room - 1)
+                        : emq_entry_json_partition(e, partition_of(x, e),
+                                                   *buf + *len, room - 1)) +
                    1;
         if (room > 1 && need < room) {
             (*buf)[*len + need - 1] = '\n';
@@ -147,4 +147,3 @@ int cli_line_append(const cli_lines *x, const emq_entry *e, char **buf,
         *cap = grown;
     }
 }
-

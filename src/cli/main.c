@@ -14,21 +14,18 @@
 #include <string.h>
 
 void cli_help_overview(FILE *out) {
-    fprintf(out,
-            "usage: echomq [global options] <command> [options]\n"
-            "\n"
-            "echomq: reliable work queues on Redis and Valkey Streams.\n"
-            "\n"
-            "Commands ('echomq COMMAND --help' for each):\n");
+    fprintf(out, "usage: echomq [global options] <command> [options]\n"
+                 "\n"
+                 "echomq: reliable work queues on Redis and Valkey Streams.\n"
+                 "\n"
+                 "Commands ('echomq COMMAND --help' for each):\n");
     cli_help_verbs(out);
-    fprintf(out,
-            "\n"
-            "Global options (before or after the command):\n");
+    fprintf(out, "\n"
+                 "Global options (before or after the command):\n");
     cli_help_options(out, cli_global_doc);
-    fprintf(out,
-            "\n"
-            "Exit status: 0 success, 1 runtime failure, 2 usage error.\n"
-            "Documentation: docs/CLI.md, man echomq.\n");
+    fprintf(out, "\n"
+                 "Exit status: 0 success, 1 runtime failure, 2 usage error.\n"
+                 "Documentation: docs/CLI.md, man echomq.\n");
 }
 
 static int version(void) {
@@ -77,8 +74,9 @@ int main(int argc, char **argv) {
         names[n] = cli_verbs[n]->name;
     const char *near = cli_closest(argv[i], names, n);
     if (near)
-        return cli_usage_err(NULL, "unknown command '%s' (did you mean "
-                                   "'%s'?)",
+        return cli_usage_err(NULL,
+                             "unknown command '%s' (did you mean "
+                             "'%s'?)",
                              argv[i], near);
     return cli_usage_err(NULL, "unknown command '%s'", argv[i]);
 }

@@ -49,53 +49,53 @@
 /* One appended command whose reply has not been returned yet. One
  * allocation: the struct, then argv, argvlen and the argument bytes. */
 typedef struct cmd {
-    struct cmd *next;     /* next command awaiting a reply on the same
-                             node connection (send order) */
-    int node;             /* node it was last sent to (map index) */
-    int asking;           /* sent after ASKING: that +OK comes first */
-    int via_ask;          /* last sent after ASKING (a retry repeats it) */
-    unsigned redirects;   /* MOVED/ASK followed */
-    emq__retry retry;     /* TRYAGAIN/CLUSTERDOWN: the pauses, up to
-                            cluster.retry_ms from the first */
-    int64_t retry_start;  /* when the first pause began; 0: none */
-    emq_reply *reply;     /* read ahead, not yet returned */
-    emq_error bound;      /* EMQ_OK, or the route's own limit that ended
-                             following this command (reply then NULL) */
+    struct cmd *next;    /* next command awaiting a reply on the same
+                            node connection (send order) */
+    int node;            /* node it was last sent to (map index) */
+    int asking;          /* sent after ASKING: that +OK comes first */
+    int via_ask;         /* last sent after ASKING (a retry repeats it) */
+    unsigned redirects;  /* MOVED/ASK followed */
+    emq__retry retry;    /* TRYAGAIN/CLUSTERDOWN: the pauses, up to
+                           cluster.retry_ms from the first */
+    int64_t retry_start; /* when the first pause began; 0: none */
+    emq_reply *reply;    /* read ahead, not yet returned */
+    emq_error bound;     /* EMQ_OK, or the route's own limit that ended
+                            following this command (reply then NULL) */
     int argc;
-    const char **argv;    /* into this allocation */
+    const char **argv; /* into this allocation */
     size_t *argvlen;
 } cmd;
 
 /* The connection to one node of the map (same index as map.nodes). */
 typedef struct node_link {
-    emq_conn_t *conn;  /* NULL until needed */
-    cmd *head, *tail;  /* commands sent on conn with unread replies */
+    emq_conn_t *conn; /* NULL until needed */
+    cmd *head, *tail; /* commands sent on conn with unread replies */
 } node_link;
 
 struct emq__route {
-    emq__route_options opt;  /* what it was told (kept; opt.conn: the
-                               seed url's connection) */
-    emq__conn_options node;  /* for node connections: the url's user,
-                               password, db and TLS settings folded in
-                               (kept); url replaced per node */
-    emq__url seed;           /* opt.conn.url, parsed */
-    int tls;                 /* rediss:// */
-    unsigned slot;           /* the slot the route is bound to */
-    emq_conn_t *single;      /* standalone: the one connection, else NULL */
-    int mapped;              /* 1: map from CLUSTER SHARDS/SLOTS; 0: only
-                                what MOVED replies taught (ACL without
-                                CLUSTER) */
-    emq__slot_map map;       /* slot -> master */
-    node_link *links;             /* links_cap entries, parallel to map.nodes */
+    emq__route_options opt; /* what it was told (kept; opt.conn: the
+                              seed url's connection) */
+    emq__conn_options node; /* for node connections: the url's user,
+                              password, db and TLS settings folded in
+                              (kept); url replaced per node */
+    emq__url seed;          /* opt.conn.url, parsed */
+    int tls;                /* rediss:// */
+    unsigned slot;          /* the slot the route is bound to */
+    emq_conn_t *single;     /* standalone: the one connection, else NULL */
+    int mapped;             /* 1: map from CLUSTER SHARDS/SLOTS; 0: only
+                               what MOVED replies taught (ACL without
+                               CLUSTER) */
+    emq__slot_map map;      /* slot -> master */
+    node_link *links;       /* links_cap entries, parallel to map.nodes */
     size_t links_cap;
-    int owner;               /* map index serving slot */
-    cmd **q;                 /* ring of unread commands, append order */
+    int owner; /* map index serving slot */
+    cmd **q;   /* ring of unread commands, append order */
     size_t qcap, qhead, qlen;
-    emq_error broken;        /* code != EMQ_OK once broken (sticky) */
-    int too_large;           /* broken by a reply over resp.max_reply_bytes
-                                (emq__route_reply_too_large) */
+    emq_error broken; /* code != EMQ_OK once broken (sticky) */
+    int too_large;    /* broken by a reply over resp.max_reply_bytes
+                         (emq__route_reply_too_large) */
     emq__route_stats stats;
-    uint64_t rng;            /* jitter state */
+    uint64_t rng;                         /* jitter state */
     char name[EMQ_CLUSTER_HOST_MAX + 16]; /* current node, for messages */
     const atomic_int *cancel; /* emq__route_set_cancel, for every read */
     int64_t cancel_grace_ms;
@@ -244,7 +244,8 @@ static emq_status cmd_new(int argc, const char *const *argv,
             return emq__error_set(err, EMQ_ELIMIT, 0, "command too large");
         bytes += n;
     }
-    size_t head = sizeof(cmd) + (size_t)argc * (sizeof(char *) + sizeof(size_t));
+    size_t head = sizeof(cmd) +
+                  (size_t)argc * (sizeof(char *) + sizeof(size_t));
     cmd *c = emq__alloc(head + bytes);
     if (c == NULL)
         return emq__error_set(err, EMQ_ENOMEM, 0,
@@ -590,8 +591,8 @@ static emq_status discover(emq__route *r, int allow_standalone,
 
     emq_error last;
     emq__error_set(&last, EMQ_EIO, 1, "no cluster node could be reached");
-    const char *seed_host =
-        r->seed.scheme == EMQ_URL_UNIX ? "127.0.0.1" : r->seed.host;
+    const char *seed_host = r->seed.scheme == EMQ_URL_UNIX ? "127.0.0.1"
+                                                           : r->seed.host;
     for (size_t i = 0; i <= nseeds; i++) {
         emq_conn_t *conn = NULL;
         emq__cluster_node at;

@@ -172,8 +172,7 @@ emq_status emq__slot_map_from_shards(emq__slot_map *map, const emq_reply *r,
         const emq_reply *slots = field(shard, "slots");
         const emq_reply *nodes = field(shard, "nodes");
         if (slots == NULL || nodes == NULL || emq_reply_len(slots) % 2)
-            return malformed(map, err, what,
-                             "a shard lacks slots or nodes");
+            return malformed(map, err, what, "a shard lacks slots or nodes");
         if (emq_reply_len(slots) == 0)
             continue; /* a shard without slots serves nothing */
         const emq_reply *master = shard_master(nodes);

@@ -71,9 +71,9 @@ struct prop {
     const char *def; /* default as text, as accepted by emq_conf_set */
     const char *doc; /* one line for docs/CONFIGURATION.md */
     prop_type type;
-    size_t offset;   /* of the field in struct emq_conf */
-    int64_t min, max; /* P_INT/P_OPTINT bounds, inclusive */
-    prop_check check; /* NULL or an extra validation for strings */
+    size_t offset;              /* of the field in struct emq_conf */
+    int64_t min, max;           /* P_INT/P_OPTINT bounds, inclusive */
+    prop_check check;           /* NULL or an extra validation for strings */
     const char *const *choices; /* P_CHOICE: words; NULL-terminated */
     const int64_t *values;      /* P_CHOICE: the value of each word */
     /* The layer that reads it: "conn" and "cluster" (every handle's
@@ -97,12 +97,9 @@ static const int64_t log_values[] = {EMQ_LOG_ERROR, EMQ_LOG_WARNING,
                                      EMQ_LOG_INFO, EMQ_LOG_DEBUG};
 
 static emq_status check_url(const prop *p, const char *value, emq_error *err);
-static emq_status check_name(const prop *p, const char *value,
-                             emq_error *err);
-static emq_status check_path(const prop *p, const char *value,
-                             emq_error *err);
-static emq_status check_seeds(const prop *p, const char *value,
-                              emq_error *err);
+static emq_status check_name(const prop *p, const char *value, emq_error *err);
+static emq_status check_path(const prop *p, const char *value, emq_error *err);
+static emq_status check_seeds(const prop *p, const char *value, emq_error *err);
 
 #define F(field) offsetof(struct emq_conf, field)
 
@@ -432,8 +429,7 @@ static int parse_int64(const char *s, int64_t *out) {
     return 1;
 }
 
-static emq_status check_url(const prop *p, const char *value,
-                            emq_error *err) {
+static emq_status check_url(const prop *p, const char *value, emq_error *err) {
     emq__url u;
     emq_status st = emq__url_parse(value, &u, err);
     if (st == EMQ_OK)
@@ -446,8 +442,7 @@ static emq_status check_url(const prop *p, const char *value,
 /* Names (user, client_name, SNI) are printable ASCII without spaces: the
  * server refuses spaces in CLIENT SETNAME, and a control character in a
  * name is always a mistake. */
-static emq_status check_name(const prop *p, const char *value,
-                             emq_error *err) {
+static emq_status check_name(const prop *p, const char *value, emq_error *err) {
     for (const char *s = value; *s; s++) {
         unsigned char ch = (unsigned char)*s;
         if (ch <= 0x20 || ch >= 0x7f) {
@@ -464,8 +459,7 @@ static emq_status check_name(const prop *p, const char *value,
 
 /* File paths: anything but control characters. Existence is checked when
  * connecting, where the error can say what OpenSSL thought of the file. */
-static emq_status check_path(const prop *p, const char *value,
-                             emq_error *err) {
+static emq_status check_path(const prop *p, const char *value, emq_error *err) {
     for (const char *s = value; *s; s++) {
         if ((unsigned char)*s < 0x20 || *s == 0x7f) {
             char shown[128];
@@ -669,8 +663,8 @@ static emq_status unknown(const char *name, emq_error *err) {
                           "unknown configuration property '%s'", shown);
 }
 
-emq_status emq_conf_set(emq_conf_t *conf, const char *name,
-                        const char *value, emq_error *err) {
+emq_status emq_conf_set(emq_conf_t *conf, const char *name, const char *value,
+                        emq_error *err) {
     if (conf == NULL || name == NULL)
         return emq__error_set(err, EMQ_EINVAL, 0,
                               "emq_conf_set: conf and name must not be NULL");
@@ -735,8 +729,7 @@ const char *emq_conf_property_readers(size_t i) {
 }
 
 emq_status emq_conf_property_range(size_t i, int64_t *min, int64_t *max) {
-    if (i >= NPROPS ||
-        (props[i].type != P_INT && props[i].type != P_OPTINT))
+    if (i >= NPROPS || (props[i].type != P_INT && props[i].type != P_OPTINT))
         return EMQ_EINVAL;
     if (min)
         *min = props[i].min;

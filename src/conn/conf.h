@@ -28,82 +28,82 @@
  * and one getter per field, emq__cfg_<name>(conf), which is how the layers
  * read a conf. X(kind, name): kind STR (NULL when empty; emq__alloc'd,
  * wiped when replaced or freed), INT, LOG_FN, STATS_FN or PTR. */
-#define EMQ_CONF_FIELDS(X)                                                      \
-    X(STR, url)                /* never NULL; parsed and valid */               \
-    X(STR, user)               /* ACL user; NULL: the URL's, else default */    \
-    X(STR, password)           /* NULL: the URL's, else none; wiped */          \
-    X(INT, db)                 /* -1: the URL's (else 0); else SELECT db */     \
-    X(STR, client_name)        /* CLIENT SETNAME on connect; NULL: none */      \
-    X(INT, protocol)           /* 2 or 3 (3 sends HELLO 3 first) */             \
-    X(INT, connect_timeout_ms) /* connect, TLS handshake and handshake          \
-                                  commands, as one deadline */                  \
-    X(INT, command_timeout_ms) /* per reply; 0: wait forever */                 \
-    X(INT, tcp_keepalive_s)    /* TCP_KEEPIDLE seconds; 0: off */               \
-    X(STR, tls_ca_file)        /* PEM CA bundle; NULL: URL's or system */       \
-    X(STR, tls_cert_file)      /* client certificate chain (PEM) */             \
-    X(STR, tls_key_file)       /* client private key (PEM) */                   \
-    X(STR, tls_sni)            /* SNI name; NULL: host unless IP */             \
-    X(INT, tls_verify)         /* EMQ_TLS_VERIFY_* */                           \
-    X(INT, backoff_min_ms)     /* reconnect.backoff_min_ms */                   \
-    X(INT, backoff_max_ms)     /* reconnect.backoff_max_ms */                   \
-    X(INT, max_attempts)       /* reconnect.max_attempts */                     \
-    X(INT, pipeline_max)       /* most appended commands left unread */         \
-    X(INT, output_max_bytes)   /* cap of the unsent output buffer */            \
-    X(INT, resp_max_bulk)      /* emq__resp_limits.max_bulk */                  \
-    X(INT, resp_max_depth)     /* emq__resp_limits.max_depth */                 \
-    X(INT, resp_max_elements)  /* emq__resp_limits.max_elements */              \
-    X(INT, resp_max_reply)     /* emq__resp_limits.max_reply */                 \
-    X(STR, cluster_seeds)      /* "host:port,..." after url; NULL: none */      \
-    X(INT, cluster_max_redirects) /* MOVED/ASK followed per command */          \
-    X(INT, cluster_retry_ms)      /* TRYAGAIN/CLUSTERDOWN retry budget */       \
-    /* Queues, producers and consumers (validated by their layers). */          \
-    X(STR, queue)      /* queue name; NULL: use stream */                       \
-    X(STR, stream)     /* raw stream key; NULL: use queue */                    \
-    X(INT, partitions) /* 1: a plain queue; P > 1: queue names a topic of P     \
-                          partitions (keys/partition.c) */                          \
-    X(INT, topic_partitions)  /* not a property: a partition's conf             \
-                                 (emq__topic_partition_conf) says its topic's P \
-                                 here; 0 otherwise */                           \
-    X(STR, group)             /* consumer group */                              \
-    X(STR, consumer)          /* consumer name */                               \
-    X(STR, start)             /* new | head | <id>; NULL: not declared */       \
-    X(INT, count)             /* entries per read */                            \
-    X(INT, block_ms)          /* BLOCK of a read */                             \
-    X(INT, claim_min_idle_ms) /* XAUTOCLAIM min-idle-time */                    \
-    X(INT, claim_interval_ms) /* time between claim beats */                    \
-    X(INT, claim_count)       /* XAUTOCLAIM COUNT */                            \
-    X(INT, max_deliveries)    /* deliveries before the dead letters */          \
-    X(INT, max_in_flight)     /* entries handed out (poll) and not settled */   \
-    X(INT, batch_max)         /* most entries one batch handler call gets */    \
-    X(INT, handler_timeout_ms) /* time in hand before an entry is let go; 0 */  \
-    X(INT, lease_ttl_ms)      /* lifetime of the consumer name's lease */       \
-    X(INT, retry_backoff_ms)  /* first delay of a retried entry */              \
-    X(INT, retry_backoff_max_ms) /* its cap (doubling per delivery) */          \
-    X(INT, group_lost_fatal)     /* on_group_lost: 0 recreate, 1 fatal */       \
-    X(INT, producer_window)      /* XADDs in flight in a batch */               \
-    X(INT, producer_nomkstream)  /* 1: XADD NOMKSTREAM (never create) */        \
-    X(INT, producer_timeout_ms)  /* bound of one produce call, and of an async  \
-                                    entry's wait for its outcome */             \
-    X(INT, producer_connect_eager) /* 1: emq_producer_new connects */           \
-    X(INT, producer_linger_ms)     /* async: wait for company this long */      \
-    X(INT, producer_queue_max_messages) /* async entries not yet reported */    \
-    X(INT, producer_queue_max_bytes)    /* ... and their field bytes */         \
-    X(INT, producer_delivery_poll) /* 1: callbacks from emq_producer_poll */    \
-    X(INT, producer_retries)       /* async re-sends of an unknown outcome */   \
-    X(INT, producer_wait_replicas) /* WAIT numreplicas after writes; 0 */       \
-    X(INT, producer_wait_aof)      /* 1: WAITAOF 1 <replicas> */                \
-    X(INT, producer_wait_timeout_ms) /* WAIT/WAITAOF timeout */                 \
-    X(INT, consumer_connect_wait)    /* 1: the first connect waits, too */      \
-    X(INT, trim_maxlen)              /* XADD MAXLEN threshold; -1: not set */   \
-    X(STR, trim_minid)  /* XADD MINID threshold; NULL: not set (an ID, checked  \
-                           by the producer) */                                  \
-    X(INT, trim_approx) /* 1: trim with ~ (whole nodes only) */                 \
-    X(INT, trim_limit)  /* XADD LIMIT (with ~ only); -1: not set */             \
-    X(INT, log_level)   /* EMQ_LOG_*: most verbose level logged */              \
-    X(LOG_FN, log_fn)   /* NULL: stderr */                                      \
-    X(PTR, log_opaque)                                                          \
-    X(INT, stats_interval_ms) /* 0: no statistics callback */                   \
-    X(STATS_FN, stats_fn)     /* emq_conf_set_stats */                          \
+#define EMQ_CONF_FIELDS(X)                                                       \
+    X(STR, url)                /* never NULL; parsed and valid */                \
+    X(STR, user)               /* ACL user; NULL: the URL's, else default */     \
+    X(STR, password)           /* NULL: the URL's, else none; wiped */           \
+    X(INT, db)                 /* -1: the URL's (else 0); else SELECT db */      \
+    X(STR, client_name)        /* CLIENT SETNAME on connect; NULL: none */       \
+    X(INT, protocol)           /* 2 or 3 (3 sends HELLO 3 first) */              \
+    X(INT, connect_timeout_ms) /* connect, TLS handshake and handshake           \
+                                  commands, as one deadline */                   \
+    X(INT, command_timeout_ms) /* per reply; 0: wait forever */                  \
+    X(INT, tcp_keepalive_s)    /* TCP_KEEPIDLE seconds; 0: off */                \
+    X(STR, tls_ca_file)        /* PEM CA bundle; NULL: URL's or system */        \
+    X(STR, tls_cert_file)      /* client certificate chain (PEM) */              \
+    X(STR, tls_key_file)       /* client private key (PEM) */                    \
+    X(STR, tls_sni)            /* SNI name; NULL: host unless IP */              \
+    X(INT, tls_verify)         /* EMQ_TLS_VERIFY_* */                            \
+    X(INT, backoff_min_ms)     /* reconnect.backoff_min_ms */                    \
+    X(INT, backoff_max_ms)     /* reconnect.backoff_max_ms */                    \
+    X(INT, max_attempts)       /* reconnect.max_attempts */                      \
+    X(INT, pipeline_max)       /* most appended commands left unread */          \
+    X(INT, output_max_bytes)   /* cap of the unsent output buffer */             \
+    X(INT, resp_max_bulk)      /* emq__resp_limits.max_bulk */                   \
+    X(INT, resp_max_depth)     /* emq__resp_limits.max_depth */                  \
+    X(INT, resp_max_elements)  /* emq__resp_limits.max_elements */               \
+    X(INT, resp_max_reply)     /* emq__resp_limits.max_reply */                  \
+    X(STR, cluster_seeds)      /* "host:port,..." after url; NULL: none */       \
+    X(INT, cluster_max_redirects) /* MOVED/ASK followed per command */           \
+    X(INT, cluster_retry_ms)      /* TRYAGAIN/CLUSTERDOWN retry budget */        \
+    /* Queues, producers and consumers (validated by their layers). */           \
+    X(STR, queue)      /* queue name; NULL: use stream */                        \
+    X(STR, stream)     /* raw stream key; NULL: use queue */                     \
+    X(INT, partitions) /* 1: a plain queue; P > 1: queue names a topic of P      \
+                          partitions (keys/partition.c) */                       \
+    X(INT, topic_partitions)   /* not a property: a partition's conf             \
+                                  (emq__topic_partition_conf) says its topic's P \
+                                  here; 0 otherwise */                           \
+    X(STR, group)              /* consumer group */                              \
+    X(STR, consumer)           /* consumer name */                               \
+    X(STR, start)              /* new | head | <id>; NULL: not declared */       \
+    X(INT, count)              /* entries per read */                            \
+    X(INT, block_ms)           /* BLOCK of a read */                             \
+    X(INT, claim_min_idle_ms)  /* XAUTOCLAIM min-idle-time */                    \
+    X(INT, claim_interval_ms)  /* time between claim beats */                    \
+    X(INT, claim_count)        /* XAUTOCLAIM COUNT */                            \
+    X(INT, max_deliveries)     /* deliveries before the dead letters */          \
+    X(INT, max_in_flight)      /* entries handed out (poll) and not settled */   \
+    X(INT, batch_max)          /* most entries one batch handler call gets */    \
+    X(INT, handler_timeout_ms) /* time in hand before an entry is let go; 0 */   \
+    X(INT, lease_ttl_ms)       /* lifetime of the consumer name's lease */       \
+    X(INT, retry_backoff_ms)   /* first delay of a retried entry */              \
+    X(INT, retry_backoff_max_ms) /* its cap (doubling per delivery) */           \
+    X(INT, group_lost_fatal)     /* on_group_lost: 0 recreate, 1 fatal */        \
+    X(INT, producer_window)      /* XADDs in flight in a batch */                \
+    X(INT, producer_nomkstream)  /* 1: XADD NOMKSTREAM (never create) */         \
+    X(INT, producer_timeout_ms)  /* bound of one produce call, and of an async   \
+                                    entry's wait for its outcome */              \
+    X(INT, producer_connect_eager) /* 1: emq_producer_new connects */            \
+    X(INT, producer_linger_ms)     /* async: wait for company this long */       \
+    X(INT, producer_queue_max_messages) /* async entries not yet reported */     \
+    X(INT, producer_queue_max_bytes)    /* ... and their field bytes */          \
+    X(INT, producer_delivery_poll) /* 1: callbacks from emq_producer_poll */     \
+    X(INT, producer_retries)       /* async re-sends of an unknown outcome */    \
+    X(INT, producer_wait_replicas) /* WAIT numreplicas after writes; 0 */        \
+    X(INT, producer_wait_aof)      /* 1: WAITAOF 1 <replicas> */                 \
+    X(INT, producer_wait_timeout_ms) /* WAIT/WAITAOF timeout */                  \
+    X(INT, consumer_connect_wait)    /* 1: the first connect waits, too */       \
+    X(INT, trim_maxlen)              /* XADD MAXLEN threshold; -1: not set */    \
+    X(STR, trim_minid)  /* XADD MINID threshold; NULL: not set (an ID, checked   \
+                           by the producer) */                                   \
+    X(INT, trim_approx) /* 1: trim with ~ (whole nodes only) */                  \
+    X(INT, trim_limit)  /* XADD LIMIT (with ~ only); -1: not set */              \
+    X(INT, log_level)   /* EMQ_LOG_*: most verbose level logged */               \
+    X(LOG_FN, log_fn)   /* NULL: stderr */                                       \
+    X(PTR, log_opaque)                                                           \
+    X(INT, stats_interval_ms) /* 0: no statistics callback */                    \
+    X(STATS_FN, stats_fn)     /* emq_conf_set_stats */                           \
     X(PTR, stats_opaque)
 
 #define EMQ_CONF_RET_STR const char *

@@ -42,30 +42,30 @@
 #define BUSY_PAUSE_MAX_MS 500
 
 struct emq_conn {
-    emq__conn_options opt;   /* what it was told (a kept copy) */
-    emq__url url;            /* opt.url, parsed */
-    char name[320];          /* endpoint for messages: "host:port",
-                                "[v6]:port" or "unix:/path" */
-    const char *user;        /* effective AUTH user (opt's, else URL's) */
-    const char *password;    /* effective password; never in a message */
-    int64_t db;              /* effective database; 0: no SELECT */
-    emq__tls_opts tls;       /* effective TLS options (rediss only) */
-    emq__transport *t;       /* NULL when broken or not connected */
+    emq__conn_options opt;    /* what it was told (a kept copy) */
+    emq__url url;             /* opt.url, parsed */
+    char name[320];           /* endpoint for messages: "host:port",
+                                 "[v6]:port" or "unix:/path" */
+    const char *user;         /* effective AUTH user (opt's, else URL's) */
+    const char *password;     /* effective password; never in a message */
+    int64_t db;               /* effective database; 0: no SELECT */
+    emq__tls_opts tls;        /* effective TLS options (rediss only) */
+    emq__transport *t;        /* NULL when broken or not connected */
     emq__resp_reader *reader; /* replies of t; NULL with t */
     emq__buf out;             /* encoded commands not yet sent */
-    int64_t *waits;          /* ring: extra wait per unread reply, in ms;
-                                -1: no deadline */
-    size_t waits_cap;        /* slots in waits */
-    size_t head;             /* ring index of the next reply's wait */
-    size_t pending;          /* appended commands whose reply is unread */
-    emq_error broken;        /* code != EMQ_OK once broken (sticky) */
-    int too_large;           /* broken by a reply over resp.max_reply_bytes */
-    uint64_t reconnects;     /* successful emq_conn_reconnect calls */
-    uint64_t rng;            /* backoff jitter state */
+    int64_t *waits;           /* ring: extra wait per unread reply, in ms;
+                                 -1: no deadline */
+    size_t waits_cap;         /* slots in waits */
+    size_t head;              /* ring index of the next reply's wait */
+    size_t pending;           /* appended commands whose reply is unread */
+    emq_error broken;         /* code != EMQ_OK once broken (sticky) */
+    int too_large;            /* broken by a reply over resp.max_reply_bytes */
+    uint64_t reconnects;      /* successful emq_conn_reconnect calls */
+    uint64_t rng;             /* backoff jitter state */
     const atomic_int *cancel; /* emq__conn_set_cancel; NULL: none */
     int64_t cancel_grace_ms;
-    int64_t overdue_at;      /* when the awaited reply is overdue; -1 */
-    emq_server server;       /* learned at the last handshake (server.c) */
+    int64_t overdue_at; /* when the awaited reply is overdue; -1 */
+    emq_server server;  /* learned at the last handshake (server.c) */
 };
 
 /* ---- blocking commands -------------------------------------------------- */
@@ -148,13 +148,15 @@ int64_t emq__conn_block_ms(int argc, const char *const *argv,
         }
         return 0;
     }
-    if (arg_is(argv, argvlen, 0, "BLPOP") || arg_is(argv, argvlen, 0, "BRPOP") ||
+    if (arg_is(argv, argvlen, 0, "BLPOP") ||
+        arg_is(argv, argvlen, 0, "BRPOP") ||
         arg_is(argv, argvlen, 0, "BZPOPMIN") ||
         arg_is(argv, argvlen, 0, "BZPOPMAX") ||
         arg_is(argv, argvlen, 0, "BRPOPLPUSH") ||
         arg_is(argv, argvlen, 0, "BLMOVE"))
         return argc >= 3 ? timeout_arg(argv, argvlen, argc - 1, 1) : 0;
-    if (arg_is(argv, argvlen, 0, "BLMPOP") || arg_is(argv, argvlen, 0, "BZMPOP"))
+    if (arg_is(argv, argvlen, 0, "BLMPOP") ||
+        arg_is(argv, argvlen, 0, "BZMPOP"))
         return timeout_arg(argv, argvlen, 1, 1);
     if (arg_is(argv, argvlen, 0, "WAIT"))
         return argc >= 3 ? timeout_arg(argv, argvlen, 2, 0) : 0;
@@ -208,8 +210,8 @@ static emq_status flush(emq_conn_t *c, int64_t deadline, int64_t timeout_ms,
                         emq_error *e) {
     size_t sent = 0;
     while (sent < c->out.len) {
-        ssize_t n = c->t->ops->write(c->t, c->out.data + sent,
-                                     c->out.len - sent, e);
+        ssize_t n =
+            c->t->ops->write(c->t, c->out.data + sent, c->out.len - sent, e);
         if (n > 0) {
             sent += (size_t)n;
             continue;
@@ -245,14 +247,15 @@ static emq_status read_reply(emq_conn_t *c, int64_t deadline, int64_t base_ms,
                              int64_t extra_ms, int just_sent, emq_reply **out,
                              emq_error *e) {
     *out = NULL;
-    int wait_first =
-        just_sent && !c->t->buffers && emq__resp_buffered(c->reader) == 0;
+    int wait_first = just_sent && !c->t->buffers &&
+                     emq__resp_buffered(c->reader) == 0;
     for (;;) {
         emq_reply *r = NULL;
-        emq_status st =
-            wait_first ? EMQ_EAGAIN : emq__resp_next(c->reader, &r, e);
+        emq_status st = wait_first ? EMQ_EAGAIN
+                                   : emq__resp_next(c->reader, &r, e);
         if (st == EMQ_OK) {
-            if (emq_reply_kind(r) == EMQ_REPLY_PUSH) { /* the reader drops them */
+            if (emq_reply_kind(r) ==
+                EMQ_REPLY_PUSH) { /* the reader drops them */
                 emq_reply_free(r);
                 continue;
             }
@@ -392,8 +395,8 @@ static emq_status next_reply(emq_conn_t *c, int64_t base_timeout_ms,
     if (st != EMQ_OK)
         return st;
     int64_t extra = c->waits[c->head];
-    c->overdue_at =
-        extra >= 0 ? emq__now_ms() + extra + c->cancel_grace_ms : -1;
+    c->overdue_at = extra >= 0 ? emq__now_ms() + extra + c->cancel_grace_ms
+                               : -1;
     int64_t deadline = -1;
     if (base_timeout_ms > 0 && extra >= 0)
         deadline = emq__now_ms() + base_timeout_ms + extra;
@@ -597,7 +600,7 @@ static emq_status handshake_once(emq_conn_t *c, int64_t deadline, int *busy,
     return EMQ_OK;
 }
 
-/* ---- connecting ----------------------------------------------------------- */
+/* ---- connecting ---------------------------------------------------------- */
 
 /* Connects the transport, creates the reader and runs the handshake.
  * Returns EMQ_OK with c->t set, or a failure with err filled and c left
@@ -747,11 +750,10 @@ void emq_conn_destroy(emq_conn_t *conn) {
     emq__free(conn);
 }
 
-/* ---- commands ------------------------------------------------------------- */
+/* ---- commands ------------------------------------------------------------ */
 
-emq_status emq_conn_append(emq_conn_t *conn, int argc,
-                           const char *const *argv, const size_t *argvlen,
-                           emq_error *err) {
+emq_status emq_conn_append(emq_conn_t *conn, int argc, const char *const *argv,
+                           const size_t *argvlen, emq_error *err) {
     if (conn == NULL)
         return emq__error_set(err, EMQ_EINVAL, 0, "connection is NULL");
     if (conn->broken.code != EMQ_OK)
@@ -795,9 +797,9 @@ emq_status emq_conn_get_reply(emq_conn_t *conn, emq_reply **reply,
     return EMQ_OK;
 }
 
-emq_status emq_conn_command(emq_conn_t *conn, int argc,
-                            const char *const *argv, const size_t *argvlen,
-                            emq_reply **reply, emq_error *err) {
+emq_status emq_conn_command(emq_conn_t *conn, int argc, const char *const *argv,
+                            const size_t *argvlen, emq_reply **reply,
+                            emq_error *err) {
     if (reply)
         *reply = NULL;
     if (conn == NULL || reply == NULL)

@@ -100,9 +100,9 @@ typedef struct emq__retry {
     int64_t deadline_ms;      /* monotonic (emq__now_ms); -1: none */
     int (*halted)(void *ctx); /* NULL, or 1 when the waiting must end */
     void *ctx;
-    int stop_ends;            /* 1: a stop also ends the retrying */
-    uint64_t *rng;            /* the jitter's state, the caller's */
-    int64_t attempt;          /* attempts begun so far */
+    int stop_ends;   /* 1: a stop also ends the retrying */
+    uint64_t *rng;   /* the jitter's state, the caller's */
+    int64_t attempt; /* attempts begun so far */
 } emq__retry;
 
 /* The slice a stop-aware wait sleeps in. */

@@ -119,9 +119,9 @@ static int connect_addr(int family, int socktype, int protocol,
                         emq_error *err) {
     int fd = socket(family, socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, protocol);
     if (fd < 0) {
-        *st =
-            emq__error_set(err, EMQ_EIO, 1, "cannot create a socket for %s: %s",
-                           name, strerror(errno));
+        *st = emq__error_set(err, EMQ_EIO, 1,
+                             "cannot create a socket for %s: %s", name,
+                             strerror(errno));
         return -1;
     }
     int rc;
@@ -150,7 +150,7 @@ static int connect_addr(int family, int socktype, int protocol,
         }
     }
     return fd;
-failed: {
+failed : {
     int e = errno;
     close(fd);
     if (e == ECONNREFUSED)

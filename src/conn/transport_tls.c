@@ -313,7 +313,8 @@ static emq_status handshake(tls_transport *t, int64_t deadline,
                                   why[0] ? why : "certificate verify failed",
                                   X509_verify_cert_error_string(vr));
         }
-        if (e == SSL_ERROR_SYSCALL || (e == SSL_ERROR_SSL && ERR_peek_error() == 0)) {
+        if (e == SSL_ERROR_SYSCALL ||
+            (e == SSL_ERROR_SSL && ERR_peek_error() == 0)) {
             ERR_clear_error();
             return emq__error_set(err, EMQ_EIO, 1,
                                   "TLS handshake with %s failed: %s", name,

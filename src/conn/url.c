@@ -32,8 +32,8 @@ typedef struct parser {
 
 /* Writes into out (size bytes) the fragment [s, s+n) in single quotes, or
  * "(withheld)" when it lies where a password may be. Returns out. */
-static const char *quote(const parser *ps, const char *s, size_t n,
-                         char *out, size_t size) {
+static const char *quote(const parser *ps, const char *s, size_t n, char *out,
+                         size_t size) {
     if (ps->secret_end != NULL && s <= ps->secret_end) {
         snprintf(out, size, "(withheld)");
         return out;
@@ -238,10 +238,18 @@ static emq_status parse_param(const parser *ps, const char *k, size_t kn,
         return st;
     char **slot = NULL;
     switch (which) {
-    case 0: slot = &u->tls_ca_file; break;
-    case 1: slot = &u->tls_cert_file; break;
-    case 2: slot = &u->tls_key_file; break;
-    case 3: slot = &u->tls_sni; break;
+    case 0:
+        slot = &u->tls_ca_file;
+        break;
+    case 1:
+        slot = &u->tls_cert_file;
+        break;
+    case 2:
+        slot = &u->tls_key_file;
+        break;
+    case 3:
+        slot = &u->tls_sni;
+        break;
     default:
         if (strcmp(value, "peer") == 0 || strcmp(value, "none") == 0) {
             u->tls_verify = value[0] == 'p';
@@ -291,7 +299,6 @@ static int scheme_is(const char *s, size_t n, const char *name) {
     }
     return 1;
 }
-
 
 /* The '@' that ends the user info of the part of a URL after "://" (rest
  * up to qend, the query's '?' or the end), or NULL when there is none: the

@@ -185,7 +185,7 @@ void emq_consumer_stop(emq_consumer_t *c) {
     }
 }
 
-/* ---- the session ---------------------------------------------------------- */
+/* ---- the session --------------------------------------------------------- */
 
 /* How a step ended, besides success and fatal errors. */
 typedef enum step_end {
@@ -298,9 +298,9 @@ static emq_status read_new(emq_consumer_t *c, size_t room, emq_error *err) {
                                   : room);
     snprintf(count, sizeof count, "%zu", want);
     snprintf(block, sizeof block, "%lld", (long long)wait);
-    const char *argv[] = {"XREADGROUP", "GROUP", c->group, c->name, "COUNT",
-                          count, "BLOCK", block, "STREAMS", c->keys.stream,
-                          ">"};
+    const char *argv[] = {"XREADGROUP", "GROUP",        c->group, c->name,
+                          "COUNT",      count,          "BLOCK",  block,
+                          "STREAMS",    c->keys.stream, ">"};
     /* Settlements decided since the last read travel in its round trip
      * (the upkeep thread sends whatever waits longer than
      * EMQ_SETTLE_DELAY_MS); never past the lease's deadline. */
@@ -309,13 +309,14 @@ static emq_status read_new(emq_consumer_t *c, size_t room, emq_error *err) {
                                            emq__settle_ops_max(c), 1)
                       : 0;
     settle_round round = {.c = c};
-    emq_status st =
-        nops ? emq__settle_append(c, &c->rx, c->rx_ops, nops, err) : EMQ_OK;
+    emq_status st = nops ? emq__settle_append(c, &c->rx, c->rx_ops, nops, err)
+                         : EMQ_OK;
     emq_reply *reply = NULL;
     atomic_fetch_add(&c->stats.reads, 1);
     if (st == EMQ_OK)
-        st = emq__session_call_after(&c->rx, EMQ_SESSION_WAIT_OOM, 11, argv, NULL,
-                                  emq__settle_apply, &round, &reply, err);
+        st = emq__session_call_after(&c->rx, EMQ_SESSION_WAIT_OOM, 11, argv,
+                                     NULL, emq__settle_apply, &round, &reply,
+                                     err);
     emq__settle_finish(c, c->rx_ops, nops, st, &round);
     if (st != EMQ_OK) {
         /* Too large: what it delivered is pending to this consumer now,
@@ -407,18 +408,19 @@ static emq_status recover_from(emq_consumer_t *c, step_end end,
     case STEP_RECONNECT:
         /* Once per episode: a server that keeps breaking sessions (a
          * replica, a malformed reply) is logged when it starts. */
-    {
-        const char *why = err->message[0] ? err->message : "transport failure";
-        /* A reply over resp.max_reply_bytes was said once already
-         * (emq__fit_failed). */
-        if (emq__session_too_large(&c->rx, err->code))
-            emq__consumer_log(c, EMQ_LOG_DEBUG,
-                              "connection failed (%s); reconnecting", why);
-        else
-            emq__session_log_failure(&c->rx, why);
-    }
-    st = emq__session_reconnect(&c->rx, err);
-    break;
+        {
+            const char *why = err->message[0] ? err->message
+                                              : "transport failure";
+            /* A reply over resp.max_reply_bytes was said once already
+             * (emq__fit_failed). */
+            if (emq__session_too_large(&c->rx, err->code))
+                emq__consumer_log(c, EMQ_LOG_DEBUG,
+                                  "connection failed (%s); reconnecting", why);
+            else
+                emq__session_log_failure(&c->rx, why);
+        }
+        st = emq__session_reconnect(&c->rx, err);
+        break;
     case STEP_GROUP_LOST:
         st = group_lost(c, err);
         break;

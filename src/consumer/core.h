@@ -76,8 +76,8 @@ typedef struct emq__upkeep {
     int64_t next_renew_ms, next_refresh_ms;
     int64_t next_stats_ms; /* INT64_MAX: no statistics callback */
     int64_t refresh_every_ms;
-    int64_t next_mark_ms; /* unseen marks of entries waiting to be handed
-                             out are written then */
+    int64_t next_mark_ms;    /* unseen marks of entries waiting to be handed
+                                out are written then */
     int64_t next_publish_ms; /* in-hand times are published then */
 } emq__upkeep;
 
@@ -93,13 +93,13 @@ struct emq_consumer {
     char start_id[EMQ_ID_MAX]; /* "$", "0" or the declared ID */
     char *lease_key;
     char *reasons_key;
-    char *retry_key; /* the retry schedule (sorted set) */
+    char *retry_key;  /* the retry schedule (sorted set) */
     char *unseen_key; /* entries read and not handed out (a set; upkeep.c
                          writes it, recover.c reads it) */
     char *inhand_key; /* the group's entries in a handler's hands and since
                          when (a hash by entry ID, server ms; upkeep.c) */
-    char token[256]; /* lease value: the holder's identity */
-    emq__session rx;    /* the run thread's session */
+    char token[256];  /* lease value: the holder's identity */
+    emq__session rx;  /* the run thread's session */
     emq__upkeep upkeep;
     emq__inflight table;
     atomic_int stop; /* set by emq_consumer_stop (signal-safe) */
@@ -111,16 +111,16 @@ struct emq_consumer {
     pthread_mutex_t fatal_mu;
     /* Monotonic ms until which the lease is known held; 0: not held. */
     _Atomic int64_t lease_deadline_ms;
-    int lease_held;      /* taken in this run (run thread) */
-    int lease_lapsed;    /* held, then its deadline passed (run thread) */
+    int lease_held;           /* taken in this run (run thread) */
+    int lease_lapsed;         /* held, then its deadline passed (run thread) */
     int renew_failing;        /* the last renewal got an error reply
                                  (upkeep thread; lease.c) */
     atomic_int lease_lost;    /* another process took the name (a fatal
                                  error; lease.c) */
     atomic_int lease_retaken; /* the upkeep took the key again after it
                                  was gone (lease.c) */
-    int lease_continued; /* this session's acquire found our own token:
-                            the name was ours throughout (run thread) */
+    int lease_continued;      /* this session's acquire found our own token:
+                                 the name was ours throughout (run thread) */
     atomic_int recover_self_due; /* own pending entries left the table
                                unhandled (released, or not refreshed in
                                time): recover self on the next turn */

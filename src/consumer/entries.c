@@ -105,10 +105,9 @@ emq_status emq__batch_parse(batch *b, emq_reply *reply,
         }
         memcpy(item->id.str, id_text, id_len);
         item->id.str[id_len] = '\0';
-        item->malformed =
-            emq_reply_len(entry) != 2 || !fields_shaped(fields);
-        item->fields = item->malformed || emq_reply_kind(fields) ==
-                                              EMQ_REPLY_NULL
+        item->malformed = emq_reply_len(entry) != 2 || !fields_shaped(fields);
+        item->fields = item->malformed ||
+                               emq_reply_kind(fields) == EMQ_REPLY_NULL
                            ? NULL
                            : fields;
         item->deliveries = 0;

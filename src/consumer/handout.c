@@ -31,7 +31,7 @@
 #include <stdio.h>
 #include <string.h>
 
-/* ---- run mode -------------------------------------------------------------- */
+/* ---- run mode ------------------------------------------------------------ */
 
 static emq_status batch_run(emq_consumer_t *c, emq_error *err);
 
@@ -182,11 +182,10 @@ void emq_consumer_destroy(emq_consumer_t *c) {
     emq__consumer_free(c);
 }
 
-/* ---- pull mode: handing out ------------------------------------------------ */
+/* ---- pull mode: handing out ---------------------------------------------- */
 
-emq_status emq_consumer_poll(emq_consumer_t *c, emq_entry **entries,
-                             size_t max, int64_t timeout_ms, size_t *n,
-                             emq_error *err) {
+emq_status emq_consumer_poll(emq_consumer_t *c, emq_entry **entries, size_t max,
+                             int64_t timeout_ms, size_t *n, emq_error *err) {
     emq__error_clear(err);
     if (n != NULL)
         *n = 0;
@@ -200,8 +199,8 @@ emq_status emq_consumer_poll(emq_consumer_t *c, emq_entry **entries,
     return emq__ready_poll(c->ready, entries, max, timeout_ms, n, err);
 }
 
-emq_status emq_consumer_step(emq_consumer_t *c, emq_entry **entries,
-                             size_t max, size_t *n, emq_error *err) {
+emq_status emq_consumer_step(emq_consumer_t *c, emq_entry **entries, size_t max,
+                             size_t *n, emq_error *err) {
     return emq_consumer_poll(c, entries, max, 0, n, err);
 }
 
@@ -239,7 +238,7 @@ void emq_consumer_resume(emq_consumer_t *c) {
         emq__ready_notify(c->ready);
 }
 
-/* ---- pull mode: settling from any thread ---------------------------------- */
+/* ---- pull mode: settling from any thread --------------------------------- */
 
 /* Why owner does not hold entry id (its settlement found it gone; err
  * says so as EMQ_EINVAL). A fatal error that ended owner's loop (whose
@@ -363,7 +362,7 @@ emq_status emq_consumer_dead(emq_consumer_t *c, const emq_entry *entry,
     return settle_handout(c, entry, NULL, SETTLE_DEAD, 0, reason, err);
 }
 
-/* ---- the batch handler ----------------------------------------------------- */
+/* ---- the batch handler --------------------------------------------------- */
 
 /* Settles one entry of a batch (a handout of c's own poll) by its
  * outcome. EMQ_ELOST (a peer took the entry over, or its group was

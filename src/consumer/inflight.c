@@ -189,7 +189,7 @@ static void set_state(emq__inflight *t, if_entry *e, if_state state) {
     e->state = (unsigned char)state;
 }
 
-/* ---- the table ------------------------------------------------------------ */
+/* ---- the table ----------------------------------------------------------- */
 
 int emq__inflight_add_batch(emq__inflight *t, batch_item *items, size_t n,
                             int64_t now_ms) {
@@ -204,9 +204,12 @@ int emq__inflight_add_batch(emq__inflight *t, batch_item *items, size_t n,
             result = -1;
             break;
         }
-        if_entry e = {.id = items[i].id, .refreshed_ms = now_ms,
-                      .deliveries = items[i].deliveries, .hash = h,
-                      .used = 1, .state = IF_READ,
+        if_entry e = {.id = items[i].id,
+                      .refreshed_ms = now_ms,
+                      .deliveries = items[i].deliveries,
+                      .hash = h,
+                      .used = 1,
+                      .state = IF_READ,
                       .unseen = (unsigned char)(items[i].unseen != 0),
                       .read_ms = now_ms};
         items[i].slot = insert_slot(t->slots, t->cap, &e);
@@ -421,7 +424,8 @@ emq_status emq__inflight_settle_held(emq__inflight *t, settle_op *op,
 emq_status emq__inflight_release(emq__inflight *t, const batch_item *item,
                                  emq_error *err) {
     /* A new entry's count is 1 (XREADGROUP > tells none). */
-    settle_op op = {.kind = SETTLE_RELEASE, .id = item->id,
+    settle_op op = {.kind = SETTLE_RELEASE,
+                    .id = item->id,
                     .deliveries = item->deliveries ? item->deliveries : 1};
     pthread_mutex_lock(&t->mu);
     if_entry *e = find_at(t, &item->id, item->slot);
@@ -575,8 +579,8 @@ size_t emq__inflight_stale(emq__inflight *t, int64_t before_ms, emq_id *out,
     return n;
 }
 
-size_t emq__inflight_to_mark(emq__inflight *t, int64_t now_ms,
-                             int64_t after_ms, emq_id *out, size_t max) {
+size_t emq__inflight_to_mark(emq__inflight *t, int64_t now_ms, int64_t after_ms,
+                             emq_id *out, size_t max) {
     size_t n = 0;
     pthread_mutex_lock(&t->mu);
     if (t->n > atomic_load(&t->nhandling))
@@ -598,8 +602,7 @@ size_t emq__inflight_unmark_take(emq__inflight *t, emq_id *out, size_t max,
     size_t n = t->nunmark < max ? t->nunmark : max;
     if (n > 0) {
         memcpy(out, t->unmark, n * sizeof *out);
-        memmove(t->unmark, t->unmark + n,
-                (t->nunmark - n) * sizeof *t->unmark);
+        memmove(t->unmark, t->unmark + n, (t->nunmark - n) * sizeof *t->unmark);
         t->nunmark -= n;
     }
     t->unmark_taken += n;
@@ -646,8 +649,8 @@ int emq__inflight_unmark_wait(emq__inflight *t, int (*give_up)(void *),
     return done;
 }
 
-size_t emq__inflight_to_publish(emq__inflight *t, int64_t now_ms,
-                                emq_id *out, int64_t *ages, size_t max) {
+size_t emq__inflight_to_publish(emq__inflight *t, int64_t now_ms, emq_id *out,
+                                int64_t *ages, size_t max) {
     size_t n = 0;
     pthread_mutex_lock(&t->mu);
     for (size_t i = 0; i < t->cap && n < max && atomic_load(&t->nhandling);
@@ -663,8 +666,7 @@ size_t emq__inflight_to_publish(emq__inflight *t, int64_t now_ms,
     return n;
 }
 
-size_t emq__inflight_unpublish_take(emq__inflight *t, emq_id *out,
-                                    size_t max) {
+size_t emq__inflight_unpublish_take(emq__inflight *t, emq_id *out, size_t max) {
     pthread_mutex_lock(&t->mu);
     size_t n = t->nunpublish < max ? t->nunpublish : max;
     if (n > 0) {
@@ -849,8 +851,7 @@ int emq__inflight_was_dropped(emq__inflight *t, const emq_id *id) {
     return found;
 }
 
-void emq__inflight_note_dropped(emq__inflight *t, const emq_id *ids,
-                                size_t n) {
+void emq__inflight_note_dropped(emq__inflight *t, const emq_id *ids, size_t n) {
     pthread_mutex_lock(&t->mu);
     for (size_t i = 0; i < n; i++)
         note_dropped(t, &ids[i]);

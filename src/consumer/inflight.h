@@ -45,13 +45,13 @@ typedef struct if_entry {
     size_t hash;       /* of id, kept for probing and moving */
     int64_t handed_ms; /* IF_HANDLING: when it was handed out */
     unsigned char used, state, lost;
-    unsigned char overdue; /* IF_HANDLING past handler.timeout_ms: let go,
-                              no longer refreshed, not settled here */
-    unsigned char unseen;  /* 1: an unseen mark may be on the server (the
-                              upkeep sent one, or a take found one): it
-                              goes before the entry is handed out; 2:
-                              released, never marked */
-    int64_t read_ms;       /* entered the table (monotonic) */
+    unsigned char overdue;   /* IF_HANDLING past handler.timeout_ms: let go,
+                                no longer refreshed, not settled here */
+    unsigned char unseen;    /* 1: an unseen mark may be on the server (the
+                                upkeep sent one, or a take found one): it
+                                goes before the entry is handed out; 2:
+                                released, never marked */
+    int64_t read_ms;         /* entered the table (monotonic) */
     unsigned char published; /* IF_HANDLING: its in-hand time was sent */
     unsigned char uncounted; /* IF_RETRY_WAIT found by recover self in a
                                 session that kept the lease: its count was
@@ -99,9 +99,9 @@ typedef struct emq__inflight {
      * the server. */
     emq_id *unmark;
     size_t nunmark, unmark_cap;
-    uint64_t unmark_taken;          /* tickets the upkeep took */
+    uint64_t unmark_taken; /* tickets the upkeep took */
     atomic_uint_fast64_t unmark_asked, unmark_done;
-    pthread_cond_t unmarked;        /* unmark_done moved */
+    pthread_cond_t unmarked; /* unmark_done moved */
     /* In-hand times (upkeep.c publishes them): ids whose published time
      * is to go, because they left a handler's hands. */
     emq_id *unpublish;
@@ -111,10 +111,10 @@ typedef struct emq__inflight {
      * back without counting a delivery. */
     emq_id *dropped;
     size_t ndropped, dropped_cap;
-    int dozing;              /* the upkeep thread sleeps longer than
-                                EMQ_SETTLE_DELAY_MS: wake it for new work */
-    atomic_uint generation;  /* raised by emq__inflight_clear: an entry
-                                handed out under an older one is gone */
+    int dozing;             /* the upkeep thread sleeps longer than
+                               EMQ_SETTLE_DELAY_MS: wake it for new work */
+    atomic_uint generation; /* raised by emq__inflight_clear: an entry
+                               handed out under an older one is gone */
 } emq__inflight;
 
 emq_status emq__inflight_init(emq__inflight *t, emq_error *err);
@@ -163,7 +163,8 @@ emq_status emq__inflight_release(emq__inflight *t, const batch_item *item,
  * over meanwhile, or when fenced (the caller's lease is not known held,
  * so nothing would be sent) and the entry is handed out or not in the
  * table (dropped when the name was lost): then it is forgotten, still
- * pending to this name. *handed_ms (may be NULL) gets when it was handed out. */
+ * pending to this name. *handed_ms (may be NULL) gets when it was handed out.
+ */
 emq_status emq__inflight_settle_held(emq__inflight *t, settle_op *op,
                                      uint64_t max_deliveries, int fenced,
                                      emq_error *err, int64_t *handed_ms);
@@ -183,8 +184,7 @@ int emq__inflight_holds(emq__inflight *t, const emq_id *id);
  * at now_ms, so its settlement goes through and it is never taken (nor
  * its count raised) a second time. Returns 1 when held, else 0. Any
  * thread. */
-int emq__inflight_reclaimed(emq__inflight *t, const emq_id *id,
-                            int64_t now_ms);
+int emq__inflight_reclaimed(emq__inflight *t, const emq_id *id, int64_t now_ms);
 /* Moves up to max queued ops into *out (caller frees with
  * emq__settle_op_free after emq__inflight_settled). Returns their number.
  * by_run: the run thread takes them for its read (noted, so the upkeep
@@ -204,13 +204,12 @@ void emq__inflight_requeue(emq__inflight *t, settle_op *ops, size_t n);
  * settlement EMQ_ELOST); *noverdue gets how many were newly marked and
  * *first_overdue (may be NULL) the first of them. */
 size_t emq__inflight_stale(emq__inflight *t, int64_t before_ms, emq_id *out,
-                           size_t max, size_t *noverdue,
-                           emq_id *first_overdue);
+                           size_t max, size_t *noverdue, emq_id *first_overdue);
 /* Upkeep: up to max IDs read at least after_ms before now_ms and not
  * handed out, without an unseen mark yet: marked now (the caller sends
  * the marks). Returns their number. */
-size_t emq__inflight_to_mark(emq__inflight *t, int64_t now_ms,
-                             int64_t after_ms, emq_id *out, size_t max);
+size_t emq__inflight_to_mark(emq__inflight *t, int64_t now_ms, int64_t after_ms,
+                             emq_id *out, size_t max);
 /* Upkeep: takes up to max IDs whose mark is to go; *upto gets the last
  * ticket among them. Returns their number. */
 size_t emq__inflight_unmark_take(emq__inflight *t, emq_id *out, size_t max,
@@ -227,11 +226,10 @@ int emq__inflight_unmark_wait(emq__inflight *t, int (*give_up)(void *),
 /* Upkeep: up to max IDs in a handler's hands whose in-hand time is not
  * published yet (marked published now), with how long ago (ms, by now_ms)
  * each was handed out in ages[]. Returns their number. */
-size_t emq__inflight_to_publish(emq__inflight *t, int64_t now_ms,
-                                emq_id *out, int64_t *ages, size_t max);
+size_t emq__inflight_to_publish(emq__inflight *t, int64_t now_ms, emq_id *out,
+                                int64_t *ages, size_t max);
 /* Upkeep: up to max IDs whose published in-hand time is to go. */
-size_t emq__inflight_unpublish_take(emq__inflight *t, emq_id *out,
-                                    size_t max);
+size_t emq__inflight_unpublish_take(emq__inflight *t, emq_id *out, size_t max);
 /* Upkeep: ids[0..n) taken by emq__inflight_unpublish_take could not be
  * deleted (a transport failure): queued again. */
 void emq__inflight_unpublish_again(emq__inflight *t, const emq_id *ids,
@@ -270,8 +268,7 @@ int emq__inflight_was_dropped(emq__inflight *t, const emq_id *id);
 /* Adds ids[0..n) to that list: their take's reply was lost, so whatever
  * count it raised reached no handler (out of memory: some are forgotten,
  * then counted once more). Any thread. */
-void emq__inflight_note_dropped(emq__inflight *t, const emq_id *ids,
-                                size_t n);
+void emq__inflight_note_dropped(emq__inflight *t, const emq_id *ids, size_t n);
 /* Forgets that list (recover self found nothing more of its own: any
  * left were taken by peers). */
 void emq__inflight_dropped_forget(emq__inflight *t);

@@ -74,7 +74,7 @@ static const char release_script[] =
     "end\n"
     "return 0\n";
 
-/* ---- identity --------------------------------------------------------------- */
+/* ---- identity ------------------------------------------------------------ */
 
 typedef struct identity {
     char host[64];
@@ -163,15 +163,14 @@ void emq__lease_make_token(emq_consumer_t *c) {
             seed ^= (uint64_t)emq__now_ms();
         fclose(f);
     }
-    snprintf(c->token, sizeof c->token, "%s:%s:%llu:%ld:%llu:%016llx",
-             me.host, me.boot, me.pidns, me.pid, me.start,
-             (unsigned long long)seed);
+    snprintf(c->token, sizeof c->token, "%s:%s:%llu:%ld:%llu:%016llx", me.host,
+             me.boot, me.pidns, me.pid, me.start, (unsigned long long)seed);
 }
 
 typedef enum holder_verdict {
-    HOLDER_DEAD,    /* provably gone: take over now */
-    HOLDER_LIVE,    /* a live process of this machine */
-    HOLDER_UNKNOWN  /* cannot be judged from here: wait for expiry */
+    HOLDER_DEAD,   /* provably gone: take over now */
+    HOLDER_LIVE,   /* a live process of this machine */
+    HOLDER_UNKNOWN /* cannot be judged from here: wait for expiry */
 } holder_verdict;
 
 static holder_verdict judge_holder(const char *holder) {
@@ -185,7 +184,7 @@ static holder_verdict judge_holder(const char *holder) {
     return start != 0 && start == them.start ? HOLDER_LIVE : HOLDER_DEAD;
 }
 
-/* ---- acquire, renew, release ------------------------------------------------ */
+/* ---- acquire, renew, release --------------------------------------------- */
 
 int emq__lease_valid(emq_consumer_t *c) {
     /* Checked before every handler call: the coarse clock is a few ms
@@ -204,8 +203,8 @@ static void extend_deadline(emq_consumer_t *c, int64_t sent_ms) {
         ;
 }
 
-static emq_status refused(emq_consumer_t *c, const char *holder,
-                          long long ms, emq_error *err) {
+static emq_status refused(emq_consumer_t *c, const char *holder, long long ms,
+                          emq_error *err) {
     if (c->lease_lapsed) {
         atomic_store(&c->lease_lost, 1);
         return emq__error_set(
@@ -231,11 +230,12 @@ emq_status emq__lease_acquire(emq_consumer_t *c, emq_error *err) {
     int64_t wait_until = 0;
     for (int attempt = 0; attempt < 1000 && !emq__consumer_stopping(c);
          attempt++) {
-        const char *argv[] = {"EVAL", acquire_script, "1", c->lease_key,
-                              c->token, ttl};
+        const char *argv[] = {"EVAL",       acquire_script, "1",
+                              c->lease_key, c->token,       ttl};
         emq_reply *reply;
         int64_t sent = emq__now_ms();
-        emq_status st = emq__session_call(&c->rx, 0, 6, argv, NULL, &reply, err);
+        emq_status st =
+            emq__session_call(&c->rx, 0, 6, argv, NULL, &reply, err);
         if (st != EMQ_OK)
             return st;
         if (emq_reply_kind(reply) != EMQ_REPLY_ARRAY ||
@@ -259,8 +259,8 @@ emq_status emq__lease_acquire(emq_consumer_t *c, emq_error *err) {
              * recover.c on counting deliveries). */
             /* A key the upkeep had to take again (it was gone) breaks the
              * chain: someone may have used the name meanwhile. */
-            c->lease_continued =
-                got_it == 2 && !atomic_exchange(&c->lease_retaken, 0);
+            c->lease_continued = got_it == 2 &&
+                                 !atomic_exchange(&c->lease_retaken, 0);
             extend_deadline(c, sent);
             c->lease_lapsed = 0;
             c->lease_held = 1;
@@ -284,11 +284,12 @@ emq_status emq__lease_acquire(emq_consumer_t *c, emq_error *err) {
         case HOLDER_LIVE:
             return refused(c, hold, ms, err);
         case HOLDER_DEAD: {
-            const char *take[] = {"EVAL", takeover_script, "1", c->lease_key,
-                                  holder_raw, c->token, ttl};
+            const char *take[] = {"EVAL",       takeover_script, "1",
+                                  c->lease_key, holder_raw,      c->token,
+                                  ttl};
             sent = emq__now_ms();
-            if ((st = emq__session_call(&c->rx, 0, 7, take, NULL, &reply, err)) !=
-                EMQ_OK)
+            if ((st = emq__session_call(&c->rx, 0, 7, take, NULL, &reply,
+                                        err)) != EMQ_OK)
                 return st;
             long long got = emq_reply_integer(reply);
             emq_reply_free(reply);
@@ -337,8 +338,8 @@ emq_status emq__lease_append_renew(emq_consumer_t *c, emq__session *x, int tag,
     char ttl[24];
     snprintf(ttl, sizeof ttl, "%lld",
              (long long)emq__cfg_lease_ttl_ms(c->conf));
-    const char *argv[] = {"EVAL", renew_script, "1", c->lease_key, c->token,
-                          ttl};
+    const char *argv[] = {"EVAL",       renew_script, "1",
+                          c->lease_key, c->token,     ttl};
     return emq__session_append(x, tag, 6, argv, NULL, err);
 }
 
@@ -394,8 +395,7 @@ emq_status emq__lease_renewed(emq_consumer_t *c, const emq_reply *reply,
 }
 
 void emq__lease_release(emq_consumer_t *c, emq__session *x) {
-    const char *argv[] = {"EVAL", release_script, "1", c->lease_key,
-                          c->token};
+    const char *argv[] = {"EVAL", release_script, "1", c->lease_key, c->token};
     emq_reply *reply;
     if (emq__route_command(x->route, 5, argv, NULL, &reply, NULL) == EMQ_OK)
         emq_reply_free(reply);

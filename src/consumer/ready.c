@@ -104,7 +104,8 @@ static void signal_fd(emq__ready *r) {
     if (want == r->fd_set)
         return;
     uint64_t v = 1;
-    ssize_t rc = want ? write(r->efd, &v, sizeof v) : read(r->efd, &v, sizeof v);
+    ssize_t rc = want ? write(r->efd, &v, sizeof v)
+                      : read(r->efd, &v, sizeof v);
     (void)rc; /* EAGAIN only: already in the wanted state */
     r->fd_set = want;
 }
@@ -291,9 +292,9 @@ emq_status emq__ready_poll(emq__ready *r, emq_entry **out, size_t max,
         /* In slices: emq_consumer_stop (signal-safe) cannot signal. */
         struct timespec slice;
         emq__deadline_in(&slice, 100);
-        if (timeout_ms > 0 && (slice.tv_sec > ts.tv_sec ||
-                               (slice.tv_sec == ts.tv_sec &&
-                                slice.tv_nsec > ts.tv_nsec)))
+        if (timeout_ms > 0 &&
+            (slice.tv_sec > ts.tv_sec ||
+             (slice.tv_sec == ts.tv_sec && slice.tv_nsec > ts.tv_nsec)))
             slice = ts;
         if (pthread_cond_timedwait(&r->more, &r->mu, &slice) == ETIMEDOUT &&
             timeout_ms > 0 && emq__now_ms() >= deadline_ms) {
@@ -314,7 +315,8 @@ emq_status emq__ready_poll(emq__ready *r, emq_entry **out, size_t max,
         /* After a wait (a stop may have outlasted claim idle meanwhile,
          * and a peer whose claim found the mark may hold the entry,
          * uncounted), only what is still this consumer's goes out. */
-        if (waited && !emq__inflight_still_ours(&h->owner->table, &h->item.id)) {
+        if (waited &&
+            !emq__inflight_still_ours(&h->owner->table, &h->item.id)) {
             atomic_store(&h->owner->recover_self_due, 1);
             emq__chunk_unref(h->chunk);
             continue;

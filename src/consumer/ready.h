@@ -41,7 +41,7 @@ struct emq__ready {
     int closing, ended, running, fd_set;
     atomic_int room_waiters; /* reading threads waiting for room */
     int efd; /* eventfd: readable while n > 0 and not paused, or ended */
-    emq_status end_status;   /* first fatal error of a reading thread */
+    emq_status end_status; /* first fatal error of a reading thread */
     emq_error end_err;
 };
 

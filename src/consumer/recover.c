@@ -126,8 +126,7 @@ static const char claim_script[] =
  * still pending to me (due retries, own pending entries at a session's
  * start, entries a claim beat took over), each counted when its bump is
  * 1. Returns {entries, counts}. */
-static const char due_script[] =
-    TAKE_FUNCTION
+static const char due_script[] = TAKE_FUNCTION
     "local entries, counts = {}, {}\n"
     "for i = 3, #ARGV - 1, 2 do\n"
     "  local id = ARGV[i]\n"
@@ -278,7 +277,8 @@ static emq_status take_page(emq_consumer_t *c, const emq_id *ids, size_t n,
         argv[7 + 2 * i] = bump && !marked[i] && !dropped ? "1" : "0";
     }
     emq_reply *reply;
-    st = emq__session_call(&c->rx, 0, (int)(6 + 2 * n), argv, NULL, &reply, err);
+    st =
+        emq__session_call(&c->rx, 0, (int)(6 + 2 * n), argv, NULL, &reply, err);
     if (st != EMQ_OK) {
         /* The script may have run and raised the counts, and its reply
          * (a reply over resp.max_reply_bytes, a cut connection) is lost:
@@ -291,8 +291,7 @@ static emq_status take_page(emq_consumer_t *c, const emq_id *ids, size_t n,
     if (emq_reply_kind(reply) == EMQ_REPLY_ERROR)
         return script_error(c, reply, what, err);
     const emq_reply *entries = emq_reply_at(reply, 0);
-    if (emq_reply_kind(reply) != EMQ_REPLY_ARRAY ||
-        emq_reply_len(reply) != 2 ||
+    if (emq_reply_kind(reply) != EMQ_REPLY_ARRAY || emq_reply_len(reply) != 2 ||
         emq_reply_kind(entries) != EMQ_REPLY_ARRAY) {
         emq_reply_free(reply);
         return emq__reply_bad_shape(err,
@@ -642,9 +641,9 @@ emq_status emq__recover_peers(emq_consumer_t *c, emq_error *err) {
             emq_reply_len(claimed) > want ||
             (n = ids_of(claimed, ids, want)) == (size_t)-1) {
             emq_reply_free(reply);
-            st =
-                emq__reply_bad_shape(err, "XAUTOCLAIM is not [cursor, entries, "
-                                          "deleted]");
+            st = emq__reply_bad_shape(err,
+                                      "XAUTOCLAIM is not [cursor, entries, "
+                                      "deleted]");
             break;
         }
         memcpy(c->claim_cursor, cursor_text, cursor_len);
@@ -697,8 +696,7 @@ emq_status emq__recover_due(emq_consumer_t *c, emq_error *err) {
              * reply and enters the table again with its new count. */
             for (size_t i = 0; i < n; i++)
                 emq__inflight_forget(&c->table, &ids[i]);
-            st = take_ids(c, ids, n, !uncounted, "delivering due retries",
-                          err);
+            st = take_ids(c, ids, n, !uncounted, "delivering due retries", err);
         }
     }
     return st;

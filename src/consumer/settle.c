@@ -249,9 +249,16 @@ static emq_status append_with_ids(emq__session *x, int tag, const char **fixed,
 
 static emq_status append_dead(emq_consumer_t *c, emq__session *x,
                               const settle_op *op, emq_error *err) {
-    const char *argv[] = {"EVAL", deadletter_script, "4", c->keys.stream,
-                          c->keys.dead, c->reasons_key, c->retry_key,
-                          c->group, op->id.str, c->name,
+    const char *argv[] = {"EVAL",
+                          deadletter_script,
+                          "4",
+                          c->keys.stream,
+                          c->keys.dead,
+                          c->reasons_key,
+                          c->retry_key,
+                          c->group,
+                          op->id.str,
+                          c->name,
                           op->reason ? op->reason : ""};
     return emq__session_append(x, TAG_DEAD, 11, argv, NULL, err);
 }
@@ -272,8 +279,8 @@ static emq_status append_release(emq_consumer_t *c, emq__session *x,
     if (argv == NULL || counts == NULL) {
         st = emq__oom(err);
     } else {
-        const char *fixed[] = {"EVAL", release_script, "1", c->keys.stream,
-                               c->group, c->name};
+        const char *fixed[] = {"EVAL",         release_script, "1",
+                               c->keys.stream, c->group,       c->name};
         memcpy(argv, fixed, sizeof fixed);
         size_t k = 0;
         for (size_t i = 0; i < n; i++) {
@@ -326,11 +333,11 @@ static emq_status append_retries(emq_consumer_t *c, emq__session *x,
             sched[5 + 2 * k] = delays[k];
             k++;
         }
-        st = emq__session_append(x, TAG_RETRY, (int)(2 + 2 * nretry), hset, NULL,
-                              err);
+        st = emq__session_append(x, TAG_RETRY, (int)(2 + 2 * nretry), hset,
+                                 NULL, err);
         if (st == EMQ_OK)
             st = emq__session_append(x, TAG_RETRY, (int)(4 + 2 * nretry), sched,
-                                  NULL, err);
+                                     NULL, err);
     }
     emq__free(hset);
     emq__free(sched);
@@ -481,9 +488,10 @@ static emq_status call_dead(emq_consumer_t *c, emq__session *x,
 
 /* XADD of the dead letter of op, its origin then every field of entry
  * (an XRANGE reply's [id, fields]), in one command of any width. */
-static emq_status add_wide(emq_consumer_t *c, emq__session *x, const settle_op *op,
-                           const settle_wide *w, const emq_reply *entry,
-                           emq_reply **reply, emq_error *err) {
+static emq_status add_wide(emq_consumer_t *c, emq__session *x,
+                           const settle_op *op, const settle_wide *w,
+                           const emq_reply *entry, emq_reply **reply,
+                           emq_error *err) {
     const emq_reply *fields = emq_reply_at(entry, 1);
     size_t nf = emq_reply_len(fields), argc = 13 + nf;
     const char **argv = emq__alloc(argc * sizeof *argv);
@@ -605,16 +613,18 @@ emq_status emq__settle_apply(void *round, int tag, const emq_reply *reply,
                              emq_error *err) {
     settle_round *r = round;
     emq_consumer_t *c = r->c;
-    static const char *const names[] = {"", "XACK", "clearing failure reasons",
+    static const char *const names[] = {"",
+                                        "XACK",
+                                        "clearing failure reasons",
                                         "recording a retry",
                                         "the dead-letter move",
                                         "handing back unhandled entries"};
     const char *what = tag >= TAG_XACK && tag <= TAG_RELEASE ? names[tag] : "?";
     if (emq_reply_kind(reply) == EMQ_REPLY_ERROR) {
         if (emq__reply_mentions(reply, "READONLY"))
-            return emq__reply_error_as(
-                err, EMQ_EIO, 1, reply,
-                "%s: the server is a read-only replica", what);
+            return emq__reply_error_as(err, EMQ_EIO, 1, reply,
+                                       "%s: the server is a read-only replica",
+                                       what);
         if (emq__reply_not_now(reply,
                                tag == TAG_XACK ? EMQ_SESSION_WAIT_OOM : 0)) {
             r->again = 1; /* did not run: send again later */

@@ -70,7 +70,7 @@ size_t emq_consumer_stats_json(const emq_consumer_t *c, char *buf,
     return o.len;
 }
 
-/* ---- the statistics callback ---------------------------------------------- */
+/* ---- the statistics callback --------------------------------------------- */
 
 int emq__stats_on(const emq_consumer_t *c) {
     return emq__cfg_stats_fn(c->conf) != NULL &&
@@ -87,8 +87,8 @@ void emq__stats_latency(emq_consumer_t *c, int64_t us) {
 }
 
 void emq__stats_delivery(emq_consumer_t *c, uint64_t deliveries) {
-    unsigned k = deliveries <= 3    ? (deliveries ? (unsigned)deliveries - 1 : 0)
-                 : deliveries <= 5  ? 3
+    unsigned k = deliveries <= 3   ? (deliveries ? (unsigned)deliveries - 1 : 0)
+                 : deliveries <= 5 ? 3
                  : deliveries <= 10 ? 4
                                     : 5;
     atomic_fetch_add(&c->hist.deliveries[k], 1);

@@ -23,8 +23,8 @@
  * taking the key again if it was gone (lease.c); settlements wait until
  * the lease is known held again. A transport failure re-queues the
  * round's settlements (all idempotent) and reconnects with backoff; a
- * "not now" reply does the same after a pause. On quit it sends what is queued, then
- * ends. The thread runs on after a stop was asked, until the run thread
+ * "not now" reply does the same after a pause. On quit it sends what is queued,
+ * then ends. The thread runs on after a stop was asked, until the run thread
  * says quit, because the handler in progress still needs its entry fresh.
  */
 #include "upkeep.h"
@@ -78,11 +78,11 @@ typedef struct round {
     const emq_id *asked; /* refreshed ids */
     size_t nasked;
     int64_t sent_ms;
-    int refresh_failed;  /* the refresh got an error reply */
-    int renew_sent;      /* a renewal is in this round */
-    int renew_answered;  /* ...its reply came: 1 applied, -1 an error */
-    size_t nunmarks;       /* marks to go in this round, and the last
-                              ticket among them */
+    int refresh_failed; /* the refresh got an error reply */
+    int renew_sent;     /* a renewal is in this round */
+    int renew_answered; /* ...its reply came: 1 applied, -1 an error */
+    size_t nunmarks;    /* marks to go in this round, and the last
+                           ticket among them */
     uint64_t unmark_upto;
     int unmark_answered;
 } round;
@@ -110,8 +110,7 @@ static emq_status apply(void *ctx, int tag, const emq_reply *reply,
          * crash, never work: go on, and say so. */
         if (emq_reply_kind(reply) == EMQ_REPLY_ERROR) {
             char shown[160];
-            emq__consumer_log(c, EMQ_LOG_WARNING,
-                              "%s unseen marks failed: %s",
+            emq__consumer_log(c, EMQ_LOG_WARNING, "%s unseen marks failed: %s",
                               tag == TAG_MARK ? "writing" : "removing",
                               emq__reply_text(reply, shown, sizeof shown));
         }
@@ -282,7 +281,7 @@ static emq_status append_publish(emq_consumer_t *c, int64_t now, emq_id *ids,
             argv[5 + 2 * i] = texts[i];
         }
         st = emq__session_append(&c->upkeep.x, TAG_PUBLISH, (int)(4 + 2 * n),
-                              argv, NULL, err);
+                                 argv, NULL, err);
     }
     emq__free(argv);
     emq__free(texts);
@@ -307,9 +306,8 @@ static emq_status one_round(emq_consumer_t *c, int settle, settle_op *ops,
     }
     /* Marks to go first: a handout waits for them. */
     if (st == EMQ_OK) {
-        r.nunmarks = emq__inflight_unmark_take(&c->table, unmarks,
-                                               EMQ_SETTLE_MAX_IDS,
-                                               &r.unmark_upto);
+        r.nunmarks = emq__inflight_unmark_take(
+            &c->table, unmarks, EMQ_SETTLE_MAX_IDS, &r.unmark_upto);
         if (r.nunmarks > 0)
             st = append_ids(c, "SREM", c->unseen_key, unmarks, r.nunmarks,
                             TAG_UNMARK, err);
@@ -320,14 +318,13 @@ static emq_status one_round(emq_consumer_t *c, int settle, settle_op *ops,
         if (nmarks > 0)
             st = append_ids(c, "SADD", c->unseen_key, ids, nmarks, TAG_MARK,
                             err);
-        u->next_mark_ms = nmarks == EMQ_SETTLE_MAX_IDS
-                              ? now
-                              : now + EMQ_UNSEEN_AFTER_MS / 2;
+        u->next_mark_ms =
+            nmarks == EMQ_SETTLE_MAX_IDS ? now : now + EMQ_UNSEEN_AFTER_MS / 2;
     }
     size_t nunpub = 0;
     if (st == EMQ_OK && now >= u->next_publish_ms) {
-        nunpub = emq__inflight_unpublish_take(&c->table, unpub,
-                                              EMQ_SETTLE_MAX_IDS);
+        nunpub =
+            emq__inflight_unpublish_take(&c->table, unpub, EMQ_SETTLE_MAX_IDS);
         if (nunpub > 0)
             st = append_ids(c, "HDEL", c->inhand_key, unpub, nunpub,
                             TAG_UNPUBLISH, err);
@@ -426,8 +423,8 @@ static void *upkeep_main(void *arg) {
             /* Skipped (not late-fired) while fenced or failing. */
             if (st == EMQ_OK && !quit && emq__lease_valid(c))
                 emq__stats_report(c, &u->x);
-            u->next_stats_ms =
-                emq__now_ms() + emq__cfg_stats_interval_ms(c->conf);
+            u->next_stats_ms = emq__now_ms() +
+                               emq__cfg_stats_interval_ms(c->conf);
         }
         /* After a quit, one try only: a server that refuses now, or a
          * connection that broke, does not hold up the stop (the entries
@@ -458,7 +455,8 @@ emq_status emq__upkeep_start(emq_consumer_t *c, emq_error *err) {
     emq__upkeep *u = &c->upkeep;
     atomic_store(&u->quit, 0);
     if (u->x.route == NULL) {
-        emq_status st = emq__consumer_session_open(c, &u->x, "upkeep", &u->quit, err);
+        emq_status st =
+            emq__consumer_session_open(c, &u->x, "upkeep", &u->quit, err);
         if (st != EMQ_OK)
             return st;
     }

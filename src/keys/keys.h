@@ -19,13 +19,13 @@
 #include "../base/base.h"
 #include "../resp/resp.h"
 
-#define EMQ_KEYS_MAX_QUEUE 200 /* longest queue name, bytes */
+#define EMQ_KEYS_MAX_QUEUE 200   /* longest queue name, bytes */
 #define EMQ_KEYS_MAX_STREAM 1024 /* longest raw stream key, bytes */
 
 typedef struct emq__keys {
-    char *stream; /* the stream key */
-    char *dead;   /* the dead-letter stream */
-    char *prefix; /* prefix of every other per-queue key, ends with ':' */
+    char *stream;  /* the stream key */
+    char *dead;    /* the dead-letter stream */
+    char *prefix;  /* prefix of every other per-queue key, ends with ':' */
     unsigned slot; /* the cluster slot all of them share */
 } emq__keys;
 

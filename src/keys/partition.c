@@ -23,8 +23,7 @@ int emq__topic_is(const emq_conf_t *conf) {
 }
 
 /* Writes "<topic>.<i>" into buf (EMQ_KEYS_MAX_QUEUE + 16 bytes). */
-static void partition_name(const char *topic, int i, char *buf,
-                           size_t size) {
+static void partition_name(const char *topic, int i, char *buf, size_t size) {
     snprintf(buf, size, "%s.%d", topic, i);
 }
 

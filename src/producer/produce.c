@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* produce.c: the producer's calls (emq_produce*, emq_producer_*), and a topic's producer of producers.
+/* produce.c: the producer's calls (emq_produce*, emq_producer_*), and a topic's
+ * producer of producers.
  *
  * A queue's producer goes straight to producer.c and its sender. A
  * topic's (partitions > 1) is a producer of producers: one per partition,
@@ -35,7 +36,6 @@ static void topic_free(emq_producer_t *p) {
     p->parts = NULL;
 }
 
-
 /* Makes partition i's producer into p->parts. */
 static emq_status open_part(int i, const emq_conf_t *part, void *ctx,
                             emq_error *err) {
@@ -65,8 +65,7 @@ static emq_producer_t *part_if_open(emq_producer_t *p, size_t i) {
 
 /* The partition of an entry with key (key_len bytes; NULL: the next in
  * turn). */
-static size_t partition_of(emq_producer_t *p, const char *key,
-                           size_t key_len) {
+static size_t partition_of(emq_producer_t *p, const char *key, size_t key_len) {
     return key ? emq__topic_key_partition(key, key_len, (unsigned)p->nparts)
                : (size_t)(atomic_fetch_add(&p->next, 1) % p->nparts);
 }
@@ -94,8 +93,8 @@ static emq_status split_produce(emq_producer_t *p, const emq_message *msgs,
     }
     for (size_t i = 0; i < n; i++) {
         const emq_keyed_message *k = kmsgs ? &kmsgs[i] : NULL;
-        part[i] = (unsigned)partition_of(p, k ? k->key : NULL,
-                                         k ? k->key_len : 0);
+        part[i] =
+            (unsigned)partition_of(p, k ? k->key : NULL, k ? k->key_len : 0);
         start[part[i] + 1]++;
     }
     for (size_t i = 0; i < P; i++)
@@ -165,10 +164,9 @@ out:
 
 /* Checks a batch of a topic before anything is split or sent: the same
  * rules as a queue's batch. */
-static emq_status check_all(const emq_producer_t *p,
-                              const emq_message *msgs,
-                              const emq_keyed_message *kmsgs, size_t n,
-                              int single, emq_error *err) {
+static emq_status check_all(const emq_producer_t *p, const emq_message *msgs,
+                            const emq_keyed_message *kmsgs, size_t n,
+                            int single, emq_error *err) {
     if (n > 0 && msgs == NULL && kmsgs == NULL)
         return emq__error_set(err, EMQ_EINVAL, 0, "msgs is NULL but n is %zu",
                               n);
@@ -184,11 +182,10 @@ static emq_status check_all(const emq_producer_t *p,
     return EMQ_OK;
 }
 
-static emq_status topic_produce(emq_producer_t *p,
-                                      const emq_message *msgs,
-                                      const emq_keyed_message *kmsgs,
-                                      size_t n, emq_id *ids, size_t *written,
-                                      int single, emq_error *err) {
+static emq_status topic_produce(emq_producer_t *p, const emq_message *msgs,
+                                const emq_keyed_message *kmsgs, size_t n,
+                                emq_id *ids, size_t *written, int single,
+                                emq_error *err) {
     if (written)
         *written = 0;
     emq_status st = check_all(p, msgs, kmsgs, n, single, err);
@@ -200,9 +197,9 @@ static emq_status topic_produce(emq_producer_t *p,
 }
 
 static emq_status topic_async(emq_producer_t *p, const char *key,
-                                    size_t key_len, const emq_message *m,
-                                    emq_delivery_fn cb, void *opaque,
-                                    emq_error *err) {
+                              size_t key_len, const emq_message *m,
+                              emq_delivery_fn cb, void *opaque,
+                              emq_error *err) {
     size_t k = partition_of(p, key, key_len);
     emq_status st = part_open(p, k, err);
     if (st != EMQ_OK)
@@ -230,7 +227,7 @@ static size_t topic_poll(emq_producer_t *p, int64_t timeout_ms) {
 }
 
 static emq_status topic_flush(emq_producer_t *p, int64_t timeout_ms,
-                                    emq_error *err) {
+                              emq_error *err) {
     int64_t deadline = timeout_ms < 0 ? -1 : emq__now_ms() + timeout_ms;
     for (size_t i = 0; i < p->nparts; i++) {
         emq_producer_t *part = part_if_open(p, i);
@@ -284,8 +281,7 @@ static emq_status produce_any(emq_producer_t *p, const emq_message *msgs,
                               emq_id *ids, size_t *written, int single,
                               emq_error *err) {
     if (p != NULL && p->nparts > 0)
-        return topic_produce(p, msgs, kmsgs, n, ids, written,
-                                          single, err);
+        return topic_produce(p, msgs, kmsgs, n, ids, written, single, err);
     if (kmsgs == NULL)
         return emq__producer_queue(p, msgs, n, ids, written, single, err);
     /* One queue: the keys do not matter. */
@@ -307,9 +303,9 @@ emq_status emq_produce(emq_producer_t *p, const emq_field *fields,
     return produce_any(p, &m, NULL, 1, id, NULL, 1, err);
 }
 
-emq_status emq_produce_keyed(emq_producer_t *p, const char *key,
-                             size_t key_len, const emq_field *fields,
-                             size_t nfields, emq_id *id, emq_error *err) {
+emq_status emq_produce_keyed(emq_producer_t *p, const char *key, size_t key_len,
+                             const emq_field *fields, size_t nfields,
+                             emq_id *id, emq_error *err) {
     emq_keyed_message m = {{fields, nfields, NULL}, key, key_len};
     return produce_any(p, NULL, &m, 1, id, NULL, 1, err);
 }
@@ -329,10 +325,9 @@ emq_status emq_produce_batch_keyed(emq_producer_t *p,
 
 /* ---- asynchronous ------------------------------------------------------- */
 
-static emq_status async_any(emq_producer_t *p, const char *key,
-                            size_t key_len, const emq_field *fields,
-                            size_t nfields, emq_delivery_fn cb, void *opaque,
-                            emq_error *err) {
+static emq_status async_any(emq_producer_t *p, const char *key, size_t key_len,
+                            const emq_field *fields, size_t nfields,
+                            emq_delivery_fn cb, void *opaque, emq_error *err) {
     if (p == NULL)
         return emq__error_set(err, EMQ_EINVAL, 0, "producer is NULL");
     if (cb == NULL)
@@ -348,8 +343,8 @@ static emq_status async_any(emq_producer_t *p, const char *key,
 }
 
 emq_status emq_produce_async(emq_producer_t *p, const emq_field *fields,
-                             size_t nfields, emq_delivery_fn cb,
-                             void *opaque, emq_error *err) {
+                             size_t nfields, emq_delivery_fn cb, void *opaque,
+                             emq_error *err) {
     return async_any(p, NULL, 0, fields, nfields, cb, opaque, err);
 }
 

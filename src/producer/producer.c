@@ -137,7 +137,7 @@ emq_status emq__producer_open(const emq_conf_t *conf, emq_producer_t **out,
                                &p->keys, err);
     if (st == EMQ_OK)
         st = build_head(p, err); /* a topic's policy is checked here too */
-    if (st == EMQ_OK && !topic) /* a topic's partitions send */
+    if (st == EMQ_OK && !topic)  /* a topic's partitions send */
         st = emq__sender_start(p, err);
     if (st != EMQ_OK) {
         emq__producer_close(p);

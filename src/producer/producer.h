@@ -44,32 +44,32 @@ typedef struct emq__sender {
     int started;                   /* emq__sender_start ran */
     emq__route *route;             /* NULL until the first connect */
     pthread_mutex_t mu;
-    pthread_cond_t wake;    /* the thread's */
-    pthread_cond_t idle;    /* flush waits here for outstanding == 0 */
+    pthread_cond_t wake; /* the thread's */
+    pthread_cond_t idle; /* flush waits here for outstanding == 0 */
     emq__link_state link;
-    emq_error down;         /* why the link is not up (EMQ_LINK_DOWN) */
-    int fatal;              /* down is for good (a configuration the
-                               server refuses): no more attempts */
-    unsigned attempt;       /* failed connect attempts in a row */
+    emq_error down;   /* why the link is not up (EMQ_LINK_DOWN) */
+    int fatal;        /* down is for good (a configuration the
+                         server refuses): no more attempts */
+    unsigned attempt; /* failed connect attempts in a row */
     int64_t next_attempt_ms;
-    int busy;               /* a thread has the turn */
+    int busy;                 /* a thread has the turn */
     emq__record *head, *tail; /* queued records, in call order */
-    size_t queued_async;    /* async records in the queue */
-    size_t queued_waiters;  /* sync and batch records in the queue */
+    size_t queued_async;      /* async records in the queue */
+    size_t queued_waiters;    /* sync and batch records in the queue */
     emq__record *done_head, *done_tail; /* reported, callback not yet run */
-    size_t outstanding;     /* async records not yet called back */
+    size_t outstanding;                 /* async records not yet called back */
     size_t outstanding_bytes;
-    int flushing;           /* flush calls waiting: send without linger */
+    int flushing; /* flush calls waiting: send without linger */
     int quit;
     int thread_started;
     pthread_t thread;
     uint64_t rng;
-    int64_t hold_until_ms;  /* no async round before (a "not now" reply) */
-    unsigned holds;         /* such holds in a row (the backoff's step) */
+    int64_t hold_until_ms; /* no async round before (a "not now" reply) */
+    unsigned holds;        /* such holds in a row (the backoff's step) */
 } emq__sender;
 
 struct emq_producer {
-    emq_conf_t *conf;  /* own copy; head may point into its strings */
+    emq_conf_t *conf; /* own copy; head may point into its strings */
     emq__keys keys;
     const char **argv; /* scratch argv of one XADD: the head words, then
                           the ID and the field/value pairs; grown to the
@@ -83,11 +83,11 @@ struct emq_producer {
 
     /* A topic (conf partitions > 1): each entry goes to one of the
      * partitions' producers, opened on first use under parts_mu. */
-    emq_producer_t **parts;    /* nparts slots, NULL until opened */
-    size_t nparts;             /* 0 for a plain queue */
+    emq_producer_t **parts; /* nparts slots, NULL until opened */
+    size_t nparts;          /* 0 for a plain queue */
     pthread_mutex_t parts_mu;
-    _Atomic uint64_t next;     /* round-robin cursor for entries without
-                                  a key */
+    _Atomic uint64_t next; /* round-robin cursor for entries without
+                              a key */
 };
 
 /* ---- sender.c ----------------------------------------------------------- */
@@ -116,7 +116,7 @@ emq_status emq__sender_flush(emq_producer_t *p, int64_t timeout_ms,
 /* Async entries not yet called back. */
 size_t emq__sender_outstanding(emq_producer_t *p);
 
-/* ---- producer.c: one queue's producer, for produce.c's public calls ------- */
+/* ---- producer.c: one queue's producer, for produce.c's public calls ------ */
 
 /* Makes the producer of conf: checked, its XADD head built, a queue's
  * sender started (a topic's partitions get producers of their own in

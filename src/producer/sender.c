@@ -56,21 +56,21 @@ struct emq__record {
     emq__record *next;
     rec_kind kind;
     rec_state state;
-    int abandoned;         /* REC_ONE: its caller returned; whoever
-                              completes it frees it */
-    int unknown;           /* the outcome is unknown */
-    int again;             /* the server said "not now" (LOADING, ...): not
-                              added, may be sent again */
-    unsigned attempts;     /* times sent */
+    int abandoned;     /* REC_ONE: its caller returned; whoever
+                          completes it frees it */
+    int unknown;       /* the outcome is unknown */
+    int again;         /* the server said "not now" (LOADING, ...): not
+                          added, may be sent again */
+    unsigned attempts; /* times sent */
     int64_t deadline_ms;
     int64_t queued_ms;
-    size_t bytes;          /* field bytes (the async queue's bound) */
-    emq_message msg;       /* REC_ONE, REC_ASYNC: into the copy below */
+    size_t bytes;    /* field bytes (the async queue's bound) */
+    emq_message msg; /* REC_ONE, REC_ASYNC: into the copy below */
     emq_status st;
     emq_id id;
-    emq_error *err;        /* set with st != EMQ_OK */
-    pthread_cond_t cv;     /* REC_ONE, REC_BATCH: its caller waits here */
-    emq_delivery_fn cb;    /* REC_ASYNC */
+    emq_error *err;     /* set with st != EMQ_OK */
+    pthread_cond_t cv;  /* REC_ONE, REC_BATCH: its caller waits here */
+    emq_delivery_fn cb; /* REC_ASYNC */
     void *opaque;
 };
 
@@ -368,10 +368,9 @@ static emq_status read_wait(emq_producer_t *p, emq_error *err) {
         local = emq_reply_integer(emq_reply_at(reply, 0));
         replicas = emq_reply_integer(emq_reply_at(reply, 1));
     } else {
-        st = emq__reply_error_as(err, EMQ_ENOTDURABLE, 0, reply,
-                                 "added, but %s was refused",
-                                 emq__cfg_producer_wait_aof(c) ? "WAITAOF"
-                                                               : "WAIT");
+        st = emq__reply_error_as(
+            err, EMQ_ENOTDURABLE, 0, reply, "added, but %s was refused",
+            emq__cfg_producer_wait_aof(c) ? "WAITAOF" : "WAIT");
         emq_reply_free(reply);
         return st;
     }
@@ -823,8 +822,8 @@ static void clear_ids(emq_id *ids, size_t from, size_t n) {
 /* Writes a batch in windows with the turn held (without mu). */
 static emq_status write_batch(emq_producer_t *p, const emq_message *msgs,
                               size_t n, emq_id *ids, size_t *written,
-                              int single, int64_t deadline_ms,
-                              emq_error *err, emq_error *broke) {
+                              int single, int64_t deadline_ms, emq_error *err,
+                              emq_error *broke) {
     size_t ok = 0, done = 0;
     size_t window = (size_t)emq__cfg_producer_window(p->conf);
     emq_status first = EMQ_OK;
@@ -979,8 +978,8 @@ emq_status emq__sender_batch(emq_producer_t *p, const emq_message *msgs,
             s->busy = 1;
             pthread_mutex_unlock(&s->mu);
             emq_error broke;
-            st = write_batch(p, msgs, n, ids, &w, single, deadline, err,
-                             &broke);
+            st =
+                write_batch(p, msgs, n, ids, &w, single, deadline, err, &broke);
             pthread_mutex_lock(&s->mu);
             s->busy = 0;
             if (broke.code != EMQ_OK)
@@ -1028,8 +1027,8 @@ emq_status emq__sender_async(emq_producer_t *p, const emq_message *m,
     if (s->outstanding >= (size_t)emq__cfg_producer_queue_max_messages(c) ||
         s->outstanding_bytes + r->bytes >
             (size_t)emq__cfg_producer_queue_max_bytes(c)) {
-        int by_count =
-            s->outstanding >= (size_t)emq__cfg_producer_queue_max_messages(c);
+        int by_count = s->outstanding >=
+                       (size_t)emq__cfg_producer_queue_max_messages(c);
         size_t out = s->outstanding, held = s->outstanding_bytes;
         pthread_mutex_unlock(&s->mu);
         record_free(r);
@@ -1074,9 +1073,8 @@ static size_t run_callbacks(emq_producer_t *p) {
         for (emq__record *r = list; r; r = r->next) {
             emq_delivery d = {
                 .status = r->st,
-                .id = r->st == EMQ_OK || r->st == EMQ_ENOTDURABLE
-                          ? r->id.str
-                          : "",
+                .id = r->st == EMQ_OK || r->st == EMQ_ENOTDURABLE ? r->id.str
+                                                                  : "",
                 .error = r->st == EMQ_OK ? NULL : r->err,
                 .outcome_unknown = r->unknown,
                 .attempts = r->attempts,

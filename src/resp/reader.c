@@ -45,8 +45,8 @@ struct emq__resp_reader {
     int complete;      /* [pos, scan) holds a whole reply not yet built */
     int drop_pushes;   /* skip RESP3 push messages without building them */
     uint64_t pushes_dropped;
-    scan_frame *stack; /* limits.max_depth frames */
-    emq_status failed; /* sticky error, EMQ_OK while healthy */
+    scan_frame *stack;  /* limits.max_depth frames */
+    emq_status failed;  /* sticky error, EMQ_OK while healthy */
     int over_max_reply; /* failed because a reply outgrew limits.max_reply */
     char failure[EMQ_ERROR_MESSAGE_MAX]; /* the sticky error's message */
 };
@@ -304,15 +304,24 @@ static const char *type_shown(char t, char buf[8]) {
 
 static const char *type_name(char t) {
     switch (t) {
-    case '$': return "bulk string";
-    case '!': return "blob error";
-    case '=': return "verbatim string";
-    case '*': return "array";
-    case '%': return "map";
-    case '~': return "set";
-    case '>': return "push";
-    case '|': return "attribute";
-    default: return "reply";
+    case '$':
+        return "bulk string";
+    case '!':
+        return "blob error";
+    case '=':
+        return "verbatim string";
+    case '*':
+        return "array";
+    case '%':
+        return "map";
+    case '~':
+        return "set";
+    case '>':
+        return "push";
+    case '|':
+        return "attribute";
+    default:
+        return "reply";
     }
 }
 
@@ -418,14 +427,16 @@ static int scan_element(emq__resp_reader *r, int *opened, emq_error *err) {
             return SCAN_MORE;
         }
         if (data[next + n] != '\r' || data[next + n + 1] != '\n') {
-            fail(r, err, "protocol error: %s of %lld bytes not followed by "
-                         "CRLF",
+            fail(r, err,
+                 "protocol error: %s of %lld bytes not followed by "
+                 "CRLF",
                  type_name(type), n);
             return SCAN_FAIL;
         }
         if (type == '=' && (n < 4 || data[next + 3] != ':')) {
-            fail(r, err, "protocol error: verbatim string lacks its "
-                         "'xxx:' format prefix");
+            fail(r, err,
+                 "protocol error: verbatim string lacks its "
+                 "'xxx:' format prefix");
             return SCAN_FAIL;
         }
         next += (size_t)n + 2;
@@ -449,14 +460,16 @@ static int scan_element(emq__resp_reader *r, int *opened, emq_error *err) {
         int paired = type == '%' || type == '|';
         size_t max = r->limits.max_elements;
         if ((unsigned long long)n > (paired ? max / 2 : max)) {
-            fail(r, err, "protocol error: %s of %lld %s exceeds max_elements "
-                         "%zu",
+            fail(r, err,
+                 "protocol error: %s of %lld %s exceeds max_elements "
+                 "%zu",
                  type_name(type), n, paired ? "pairs" : "elements", max);
             return SCAN_FAIL;
         }
         if (r->depth >= r->limits.max_depth) {
-            fail(r, err, "protocol error: replies nested deeper than "
-                         "max_depth %zu",
+            fail(r, err,
+                 "protocol error: replies nested deeper than "
+                 "max_depth %zu",
                  r->limits.max_depth);
             return SCAN_FAIL;
         }
@@ -472,8 +485,9 @@ static int scan_element(emq__resp_reader *r, int *opened, emq_error *err) {
         break;
     }
     case '?':
-        fail(r, err, "protocol error: streamed (chunked) replies are not "
-                     "supported");
+        fail(r, err,
+             "protocol error: streamed (chunked) replies are not "
+             "supported");
         return SCAN_FAIL;
     default:
         fail(r, err, "protocol error: unknown reply type byte 0x%02x",

@@ -48,9 +48,7 @@ const emq_reply *emq_reply_at(const emq_reply *r, size_t i) {
     return aggregate(r) && i < r->len ? &r->u.element[i] : NULL;
 }
 
-const char *emq_reply_format(const emq_reply *r) {
-    return r ? r->format : "";
-}
+const char *emq_reply_format(const emq_reply *r) { return r ? r->format : ""; }
 
 const emq_reply *emq_reply_attribute(const emq_reply *r) {
     return r ? r->attribute : NULL;
@@ -128,9 +126,9 @@ emq_status emq__reply_error_set(emq_error *err, const emq_reply *r,
 }
 
 int emq__reply_transient(const emq_reply *r) {
-    static const char *const words[] = {"LOADING",    "BUSY",     "TRYAGAIN",
-                                        "CLUSTERDOWN", "MASTERDOWN",
-                                        "MISCONF",    "NOREPLICAS"};
+    static const char *const words[] = {"LOADING",     "BUSY",       "TRYAGAIN",
+                                        "CLUSTERDOWN", "MASTERDOWN", "MISCONF",
+                                        "NOREPLICAS"};
     for (size_t i = 0; i < sizeof words / sizeof words[0]; i++)
         if (emq__reply_mentions(r, words[i]))
             return 1;
@@ -149,8 +147,7 @@ char *emq__reply_text(const emq_reply *r, char *buf, size_t size) {
 void emq_reply_free(emq_reply *r) {
     if (r == NULL)
         return;
-    resp_block *block =
-        (resp_block *)((char *)r - offsetof(resp_block, nodes));
+    resp_block *block = (resp_block *)((char *)r - offsetof(resp_block, nodes));
     emq__resp_chunk_release(block->chunk);
     emq__free(block);
 }

@@ -10,10 +10,10 @@
 
 /* One node of a reply tree. An aggregate's elements are contiguous. */
 struct emq_reply {
-    uint8_t type;      /* emq_reply_type */
-    char format[4];    /* VERBATIM format, NUL-terminated; "" otherwise */
-    size_t len;        /* string bytes, or aggregate element count */
-    const char *str;   /* text view (strings, DOUBLE source, BIGNUM) */
+    uint8_t type;    /* emq_reply_type */
+    char format[4];  /* VERBATIM format, NUL-terminated; "" otherwise */
+    size_t len;      /* string bytes, or aggregate element count */
+    const char *str; /* text view (strings, DOUBLE source, BIGNUM) */
     union {
         struct emq_reply *element; /* aggregates: len nodes */
         long long integer;         /* INTEGER, BOOL */

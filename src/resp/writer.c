@@ -29,8 +29,7 @@ static char *put_decimal(char *p, size_t v) {
     return p + n;
 }
 
-static size_t arg_len(const char *const *argv, const size_t *argvlen,
-                      int i) {
+static size_t arg_len(const char *const *argv, const size_t *argvlen, int i) {
     return argvlen ? argvlen[i] : strlen(argv[i]);
 }
 

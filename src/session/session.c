@@ -15,7 +15,7 @@
 #include <stdio.h>
 #include <string.h>
 
-/* ---- logging, counting, stopping ------------------------------------------ */
+/* ---- logging, counting, stopping ----------------------------------------- */
 
 static void say(const emq__session *s, int level, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -48,8 +48,8 @@ static void count_route(emq__session *s) {
     const emq__session_counts *k = &s->o.counts;
     count(k->redirects, now.redirects_moved - was->redirects_moved +
                             now.redirects_ask - was->redirects_ask);
-    count(k->cluster_retries, now.tryagain - was->tryagain +
-                                  now.clusterdown - was->clusterdown);
+    count(k->cluster_retries,
+          now.tryagain - was->tryagain + now.clusterdown - was->clusterdown);
     count(k->cluster_gave_up, now.gave_up - was->gave_up);
     s->counted = now;
 }
@@ -68,7 +68,7 @@ void emq__session_nap(emq__session *s, int64_t ms) {
     emq__nap(ms, session_halted, s);
 }
 
-/* ---- classification -------------------------------------------------------- */
+/* ---- classification ------------------------------------------------------ */
 
 int emq__reply_not_now(const emq_reply *r, unsigned flags) {
     return emq__reply_transient(r) ||
@@ -110,7 +110,7 @@ int emq__reply_refused(const emq_reply *r) {
            text_has(text, len, "ACL failure in script");
 }
 
-/* ---- open, close ------------------------------------------------------------- */
+/* ---- open, close --------------------------------------------------------- */
 
 emq_status emq__session_open(emq__session *s, const emq_conf_t *conf,
                              const char *key, const emq__session_opts *opts,
@@ -180,7 +180,7 @@ void emq__session_close(emq__session *s) {
     s->ntags = s->tags_cap = 0;
 }
 
-/* ---- append, drain ---------------------------------------------------------- */
+/* ---- append, drain ------------------------------------------------------- */
 
 emq_status emq__session_append(emq__session *s, int tag, int argc,
                                const char *const *argv, const size_t *argvlen,
@@ -237,7 +237,7 @@ emq_status emq__session_drain(emq__session *s, emq__session_apply_fn apply,
     return result;
 }
 
-/* ---- call with the "not now" wait ------------------------------------------ */
+/* ---- call with the "not now" wait ---------------------------------------- */
 
 /* A server that is loading, running a long script, failing to persist,
  * short of replicas or part of a rehashing cluster answers with an error
@@ -260,7 +260,7 @@ emq_status emq__session_call(emq__session *s, unsigned flags, int argc,
                              emq_reply **reply, emq_error *err) {
     int64_t began = emq__now_ms();
     int64_t bound = s->o.not_now_ms > 0 ? s->o.not_now_ms
-                                         : EMQ_SESSION_NOT_NOW_MS;
+                                        : EMQ_SESSION_NOT_NOW_MS;
     count_route(s);
     /* A stop cuts a pause short; the command is sent once more and its
      * reply returned, whatever it is. */
@@ -275,8 +275,8 @@ emq_status emq__session_call(emq__session *s, unsigned flags, int argc,
             emq__route_command(s->route, argc, argv, argvlen, reply, &e);
         /* A TRYAGAIN or CLUSTERDOWN that outlasted cluster.retry_ms is
          * still "not now": the command was not run. */
-        int route_bound =
-            emq__route_only_this_failed(s->route, st) && e.retriable;
+        int route_bound = emq__route_only_this_failed(s->route, st) &&
+                          e.retriable;
         if (st != EMQ_OK && err)
             *err = e;
         if (st != EMQ_OK && !route_bound)
@@ -382,11 +382,11 @@ emq_status emq__session_pipeline(emq__session *s, unsigned flags, size_t n,
         replies[i] = NULL;
     if (n > EMQ_SESSION_PIPELINE_MAX)
         return emq__error_set(err, EMQ_ELIMIT, 0,
-                              "a pipeline of %zu commands is more than %d",
-                              n, EMQ_SESSION_PIPELINE_MAX);
+                              "a pipeline of %zu commands is more than %d", n,
+                              EMQ_SESSION_PIPELINE_MAX);
     int64_t began = emq__now_ms();
     int64_t bound = s->o.not_now_ms > 0 ? s->o.not_now_ms
-                                         : EMQ_SESSION_NOT_NOW_MS;
+                                        : EMQ_SESSION_NOT_NOW_MS;
     emq__retry retry;
     emq__retry_begin(&retry, NOT_NOW_PAUSE_MIN_MS, NOT_NOW_PAUSE_MAX_MS, 0, -1,
                      &s->rng);
@@ -432,7 +432,7 @@ emq_status emq__session_pipeline(emq__session *s, unsigned flags, size_t n,
     return st;
 }
 
-/* ---- reconnect --------------------------------------------------------------- */
+/* ---- reconnect ----------------------------------------------------------- */
 
 void emq__session_healthy(emq__session *s) { s->failures = 0; }
 

@@ -82,7 +82,7 @@ typedef struct emq__session_opts {
 
 typedef struct emq__session {
     emq__session_opts o;
-    const emq_conf_t *conf;   /* borrowed: backoff bounds, route options */
+    const emq_conf_t *conf; /* borrowed: backoff bounds, route options */
     emq__route *route;
     int *tags; /* tag of each appended command whose reply is unread */
     size_t ntags, tags_cap;

@@ -41,15 +41,15 @@ emq_status emq__group_create_reply(const emq_reply *r, const char *stream,
                                    const char *group, int *created,
                                    emq_error *err);
 
-/* ---- XPENDING rows --------------------------------------------------------- */
+/* ---- XPENDING rows ------------------------------------------------------- */
 
 /* One row of the extended XPENDING form: [id, consumer, idle, count]. */
 typedef struct emq__pending_row {
     const emq_reply *id;  /* the entry ID (a bulk string), borrowed */
     const char *consumer; /* borrowed, consumer_len bytes */
     size_t consumer_len;
-    int64_t idle_ms;      /* -1 when not a number */
-    uint64_t deliveries;  /* 0 when not a number */
+    int64_t idle_ms;     /* -1 when not a number */
+    uint64_t deliveries; /* 0 when not a number */
 } emq__pending_row;
 
 /* Reads row into *out: 0, or -1 when it is not [id, consumer, idle,

@@ -15,8 +15,8 @@
 #include <stdlib.h>
 
 /* Reads HGET key partitions from a reply: the count, 0 for nil. */
-static emq_status count_of(const emq_reply *r, const char *key,
-                           int64_t *out, emq_error *err) {
+static emq_status count_of(const emq_reply *r, const char *key, int64_t *out,
+                           emq_error *err) {
     *out = 0;
     if (emq_reply_kind(r) == EMQ_REPLY_NULL)
         return EMQ_OK;

@@ -40,17 +40,17 @@
 /* The run's tunable settings: what the workers are configured with and
  * what the checker judges by. */
 typedef struct chaos_settings {
-    int64_t claim_idle_ms;     /* claim.min_idle_ms (--claim-idle) */
-    int64_t lease_ttl_ms;      /* lease.ttl_ms (--lease-ttl) */
-    int64_t retry_backoff_ms;  /* retry.backoff_ms (--retry-backoff) */
+    int64_t claim_idle_ms;        /* claim.min_idle_ms (--claim-idle) */
+    int64_t lease_ttl_ms;         /* lease.ttl_ms (--lease-ttl) */
+    int64_t retry_backoff_ms;     /* retry.backoff_ms (--retry-backoff) */
     int64_t retry_backoff_max_ms; /* retry.backoff_max_ms; 0: not set */
-    int backoff_in_force;      /* 1: the library accepted retry.backoff_ms */
-    int64_t settle_slack_ms;   /* --settle-slack: how long after a handler
-                                  returned its settlement may still be in
-                                  flight (a fault then explains a dup) */
-    int64_t handler_max_ms;    /* the longest handler duration drawn */
-    int64_t max_reply_bytes;   /* resp.max_reply_bytes of the workers;
-                                  0: the library's default */
+    int backoff_in_force;         /* 1: the library accepted retry.backoff_ms */
+    int64_t settle_slack_ms;      /* --settle-slack: how long after a handler
+                                     returned its settlement may still be in
+                                     flight (a fault then explains a dup) */
+    int64_t handler_max_ms;       /* the longest handler duration drawn */
+    int64_t max_reply_bytes;      /* resp.max_reply_bytes of the workers;
+                                     0: the library's default */
 } chaos_settings;
 
 /* CLOCK_MONOTONIC in milliseconds: one clock for every process of a run
@@ -124,42 +124,42 @@ emq_field *chaos_job_fields(long index, const job_plan *plan, uint64_t seed,
 /* One fault of the schedule, and when it really happened. */
 typedef struct fault {
     fault_kind kind;
-    int worker;          /* 1..W for KILL, STOP, STOP_LONG, STOP_PULL,
-                            UPKEEP_KILL, LEASE_DEL and the target of
-                            INTRUDER; 0 otherwise */
-    int inc;             /* the target's incarnation when it ran */
-    int pidns;           /* INTRUDER: started in its own PID namespace */
-    int outcome;         /* INTRUDER: INTRUDER_*; MISCONF: 1 when MISCONF
-                            was seen and the restore succeeded; EVICT: 1
-                            when a write was refused with OOM (then it
-                            counts as a write outage) */
-    int claimed;         /* PEER_CLAIM: entries taken (ids below) */
+    int worker;  /* 1..W for KILL, STOP, STOP_LONG, STOP_PULL,
+                    UPKEEP_KILL, LEASE_DEL and the target of
+                    INTRUDER; 0 otherwise */
+    int inc;     /* the target's incarnation when it ran */
+    int pidns;   /* INTRUDER: started in its own PID namespace */
+    int outcome; /* INTRUDER: INTRUDER_*; MISCONF: 1 when MISCONF
+                    was seen and the restore succeeded; EVICT: 1
+                    when a write was refused with OOM (then it
+                    counts as a write outage) */
+    int claimed; /* PEER_CLAIM: entries taken (ids below) */
     char claimed_ids[4][24];
     int64_t target_died_ms; /* INTRUDER: when the target's incarnation
                                ended during the episode; 0: it lived */
-    char detail[300];    /* what happened, for the report */
-    int64_t at_ms;       /* planned offset from the start of the run */
-    int64_t duration_ms; /* stop/freeze length, or the pause before a
-                            restart */
-    int64_t began_ms;    /* chaos_now_ms() when it began; 0: never ran */
-    int64_t ended_ms;    /* ... and when the target was back */
+    char detail[300];       /* what happened, for the report */
+    int64_t at_ms;          /* planned offset from the start of the run */
+    int64_t duration_ms;    /* stop/freeze length, or the pause before a
+                               restart */
+    int64_t began_ms;       /* chaos_now_ms() when it began; 0: never ran */
+    int64_t ended_ms;       /* ... and when the target was back */
 } fault;
 
 /* The producer thread's input and result. */
 typedef struct chaos_producer {
     /* in */
-    const char *url;     /* the server, directly (not through the proxy) */
+    const char *url; /* the server, directly (not through the proxy) */
     long jobs;
-    const job_plan *plan;  /* per job: poison, retries, duration */
-    int64_t start_ms;    /* pacing: job i is due at start + i / rate */
-    double rate;         /* jobs per second */
-    int64_t deadline_ms; /* give up (and fail the run) after this */
-    uint64_t seed;       /* for the payload padding */
+    const job_plan *plan; /* per job: poison, retries, duration */
+    int64_t start_ms;     /* pacing: job i is due at start + i / rate */
+    double rate;          /* jobs per second */
+    int64_t deadline_ms;  /* give up (and fail the run) after this */
+    uint64_t seed;        /* for the payload padding */
     /* out */
-    uint8_t *resent;     /* jobs sent again after an unknown outcome */
-    long confirmed;      /* jobs the server confirmed (read when done) */
-    long resends;        /* batches retried */
-    int failed;          /* 1: gave up before every job was confirmed */
+    uint8_t *resent; /* jobs sent again after an unknown outcome */
+    long confirmed;  /* jobs the server confirmed (read when done) */
+    long resends;    /* batches retried */
+    int failed;      /* 1: gave up before every job was confirmed */
     char why[256];
     volatile int done;
 } chaos_producer;
@@ -176,25 +176,25 @@ int chaos_worker_main(int argc, char **argv);
 typedef struct chaos_run {
     uint64_t seed;
     long jobs;
-    int workers;              /* every worker: plain and pidns */
-    int pidns_workers;        /* of which in their own PID namespace */
+    int workers;       /* every worker: plain and pidns */
+    int pidns_workers; /* of which in their own PID namespace */
     int max_deliveries;
-    int pull_workers;         /* of which run in pull mode */
-    const char *dir;          /* run folder with the ledgers */
-    const char *admin_url;    /* unix socket of the server */
+    int pull_workers;      /* of which run in pull mode */
+    const char *dir;       /* run folder with the ledgers */
+    const char *admin_url; /* unix socket of the server */
     const job_plan *plan;
     chaos_settings set;
-    int64_t run_start;        /* chaos_now_ms() at the start */
+    int64_t run_start; /* chaos_now_ms() at the start */
     const uint8_t *resent;
     const fault *faults;
     int nfaults;
-    int workers_died;         /* unexpected worker exits */
-    int tolerate_exits;       /* 1: report them without failing */
-    int tolerate_unseen;      /* 1: report unseen dead letters only */
-    int tolerate_fields;      /* 1: report dead letters that lost fields
-                                 only */
+    int workers_died;    /* unexpected worker exits */
+    int tolerate_exits;  /* 1: report them without failing */
+    int tolerate_unseen; /* 1: report unseen dead letters only */
+    int tolerate_fields; /* 1: report dead letters that lost fields
+                            only */
     int producer_failed;
-    int drained;              /* 1: drained before the deadline */
+    int drained; /* 1: drained before the deadline */
 } chaos_run;
 
 /* Reads ledgers, dead letters and the server; prints the verdict. Returns

@@ -143,8 +143,7 @@ typedef void (*entry_fn)(void *ctx, const char *id, const emq_reply *fields);
 static int scan(emq_conn_t *conn, const char *key, entry_fn fn, void *ctx) {
     char start[EMQ_ID_MAX + 2] = "-";
     for (int page = 0; page < 1000000; page++) {
-        const char *argv[] = {"XRANGE", key, start, "+", "COUNT", "2000",
-                              NULL};
+        const char *argv[] = {"XRANGE", key, start, "+", "COUNT", "2000", NULL};
         emq_reply *r = cmd(conn, argv);
         if (r == NULL || emq_reply_kind(r) != EMQ_REPLY_ARRAY) {
             emq_reply_free(r);
@@ -182,13 +181,13 @@ typedef struct seen {
     uint64_t seed;
     dead_letter *dl;
     long ndl, dl_cap;
-    long fields_bad;       /* dead letters missing or changing a field */
-    uint8_t *in_stream;    /* entries per job, saturating at 255 */
-    char (*first_id)[24];  /* first entry ID of each job */
-    uint8_t *dead;         /* dead letters per job */
+    long fields_bad;      /* dead letters missing or changing a field */
+    uint8_t *in_stream;   /* entries per job, saturating at 255 */
+    char (*first_id)[24]; /* first entry ID of each job */
+    uint8_t *dead;        /* dead letters per job */
     long stream_entries, stream_foreign;
     long dead_letters, dead_foreign;
-    char (*origins)[24];   /* emq.id of every dead letter */
+    char (*origins)[24]; /* emq.id of every dead letter */
     long norigins, origins_cap;
 } seen;
 
@@ -299,9 +298,7 @@ static void on_dead(void *ctx, const char *id, const emq_reply *fields) {
     s->fields_bad += !d->fields_ok;
 }
 
-static int cmp_origin(const void *a, const void *b) {
-    return strcmp(a, b);
-}
+static int cmp_origin(const void *a, const void *b) { return strcmp(a, b); }
 
 /* ---- the ledgers --------------------------------------------------------- */
 
@@ -530,8 +527,7 @@ static void show_job(const chaos_run *run, const seen *s, const ledgers *l,
            job, p->poison ? "poison" : "healthy", (unsigned)p->ms,
            (unsigned)p->retries, what, s->in_stream[job],
            s->in_stream[job] == 1 ? "y" : "ies",
-           s->in_stream[job] ? s->first_id[job] : "-", s->dead[job],
-           to - from);
+           s->in_stream[job] ? s->first_id[job] : "-", s->dead[job], to - from);
     long long t_lo = 0, t_hi = 0;
     for (size_t i = from; i < to && i < from + 8; i++) {
         const rec *x = &l->r[i];
@@ -560,8 +556,7 @@ static void show_job(const chaos_run *run, const seen *s, const ledgers *l,
     /* The faults around it, for the post-mortem. */
     for (int i = 0; i < run->nfaults; i++) {
         const fault *f = &run->faults[i];
-        if (f->began_ms == 0 || f->ended_ms + 5000 < t_lo ||
-            f->began_ms > t_hi)
+        if (f->began_ms == 0 || f->ended_ms + 5000 < t_lo || f->began_ms > t_hi)
             continue;
         if (f->worker)
             printf("      fault nearby: %s chaos-%d incarnation %d, "
@@ -627,8 +622,8 @@ int chaos_check(const chaos_run *run) {
                                 last_generated) == 0;
     char pend_detail[2048] = "";
     if (server_ok && pending != 0) {
-        const char *argv[] = {"XPENDING", CHAOS_STREAM, CHAOS_GROUP, "-", "+",
-                              "10", NULL};
+        const char *argv[] = {"XPENDING", CHAOS_STREAM, CHAOS_GROUP, "-",
+                              "+",        "10",         NULL};
         emq_reply *r = cmd(conn, argv);
         size_t used = 0;
         for (size_t i = 0; r && i < emq_reply_len(r); i++) {
@@ -689,8 +684,7 @@ int chaos_check(const chaos_run *run) {
         long live_calls = 0;
         long long first_call = LLONG_MAX;
         for (size_t k = first; k < l.n; k++)
-            if (f->target_died_ms == 0 ||
-                l.r[k].t_start < f->target_died_ms) {
+            if (f->target_died_ms == 0 || l.r[k].t_start < f->target_died_ms) {
                 live_calls++;
                 if (l.r[k].t_start < first_call)
                     first_call = l.r[k].t_start;
@@ -712,17 +706,16 @@ int chaos_check(const chaos_run *run) {
         intruders_bad += bad;
         intruders_refused += f->outcome == INTRUDER_REFUSED;
         intruders_waited += f->outcome == INTRUDER_WAITED;
-        int n = snprintf(intruder_report + ir_used,
-                         sizeof intruder_report - ir_used,
-                         "      %sintruder-%d: %s; %ld handler calls, %ld of "
-                         "them while its target lived%s\n",
-                         bad ? "VIOLATION " : "", i + 1, f->detail, calls,
-                         live_calls,
-                         fenced ? " (the server refused the target's "
-                                  "renewals past the lease TTL; the target "
-                                  "had fenced itself: its last handler call "
-                                  "began before the intruder's first)"
-                                : "");
+        int n = snprintf(
+            intruder_report + ir_used, sizeof intruder_report - ir_used,
+            "      %sintruder-%d: %s; %ld handler calls, %ld of "
+            "them while its target lived%s\n",
+            bad ? "VIOLATION " : "", i + 1, f->detail, calls, live_calls,
+            fenced ? " (the server refused the target's "
+                     "renewals past the lease TTL; the target "
+                     "had fenced itself: its last handler call "
+                     "began before the intruder's first)"
+                   : "");
         if (n > 0 && (size_t)n < sizeof intruder_report - ir_used)
             ir_used += (size_t)n;
     }
@@ -905,8 +898,8 @@ int chaos_check(const chaos_run *run) {
 
     int misconf_bad = 0;
     for (int k = 0; k < run->nfaults; k++)
-        if (run->faults[k].kind == FAULT_MISCONF &&
-            run->faults[k].began_ms && run->faults[k].outcome != 1)
+        if (run->faults[k].kind == FAULT_MISCONF && run->faults[k].began_ms &&
+            run->faults[k].outcome != 1)
             misconf_bad++;
 
     violations +=
@@ -922,14 +915,13 @@ int chaos_check(const chaos_run *run) {
         if (run->faults[k].began_ms)
             counts[run->faults[k].kind]++;
 
-    printf("\nchaos verdict (seed %llu): %s\n",
-           (unsigned long long)run->seed, violations ? "FAIL" : "PASS");
+    printf("\nchaos verdict (seed %llu): %s\n", (unsigned long long)run->seed,
+           violations ? "FAIL" : "PASS");
     printf("  produced            %ld jobs (%ld poison, %ld healthy ones ask "
            "1-2 retries, %ld long handlers >= claim idle / 4); %ld stream "
            "entries, %ld jobs in the stream twice (re-sent after an unknown "
            "outcome)\n",
-           N, poison, retry_jobs, long_jobs, s.stream_entries,
-           twice_in_stream);
+           N, poison, retry_jobs, long_jobs, s.stream_entries, twice_in_stream);
     printf("  handled             %ld jobs acknowledged by a handler (%ld "
            "handler calls, retries included; %ld never returned: killed "
            "mid-way)\n",
@@ -959,8 +951,7 @@ int chaos_check(const chaos_run *run) {
            dup_jobs, long_dup, dup_calls);
     for (int w = WHY_READDED; w < WHY_KINDS; w++)
         printf(" %ld %s,", why[w], why_name[w]);
-    printf(" %ld UNEXPLAINED (in %ld jobs)\n", why[WHY_NONE],
-           dup_unexplained);
+    printf(" %ld UNEXPLAINED (in %ld jobs)\n", why[WHY_NONE], dup_unexplained);
     printf("  intruders           %d started (%d in their own PID namespace; "
            "%d skipped: target not settled): %d refused, %d still waiting "
            "when stopped, %d let in by a write outage longer than the lease "

@@ -116,14 +116,14 @@ static options opt;
 /* ---- workers ------------------------------------------------------------ */
 
 typedef struct worker {
-    pid_t pid;        /* the child we wait for (unshare for a pidns one) */
-    pid_t target;     /* the worker process itself: what signals go to */
-    int starts;       /* incarnations so far; the current one is starts */
-    int pidns;        /* runs in its own PID namespace */
+    pid_t pid;    /* the child we wait for (unshare for a pidns one) */
+    pid_t target; /* the worker process itself: what signals go to */
+    int starts;   /* incarnations so far; the current one is starts */
+    int pidns;    /* runs in its own PID namespace */
     int64_t last_start;
-    int64_t respawn_at; /* after an exit nobody asked for; 0: none due */
-    int64_t died_ms;    /* when its last incarnation ended (any way) */
-    int pull;           /* driven by emq_consumer_poll (mode=pull) */
+    int64_t respawn_at;     /* after an exit nobody asked for; 0: none due */
+    int64_t died_ms;        /* when its last incarnation ended (any way) */
+    int pull;               /* driven by emq_consumer_poll (mode=pull) */
     int64_t intruded_until; /* an intruder episode on its name, and a lease
                                TTL after it: an exit with "lost its lease"
                                until then is the intruder's doing, judged
@@ -436,9 +436,8 @@ static int plan(const options *o, chaos_rng *rng, fault *f) {
                 chaos_range(rng, 200, CHAOS_COMMAND_TIMEOUT_MS - 700);
             break;
         case FAULT_HALFOPEN:
-            x->duration_ms =
-                CHAOS_COMMAND_TIMEOUT_MS + CHAOS_BLOCK_MS +
-                chaos_range(rng, 1000, 2500);
+            x->duration_ms = CHAOS_COMMAND_TIMEOUT_MS + CHAOS_BLOCK_MS +
+                             chaos_range(rng, 1000, 2500);
             break;
         default:
             break;
@@ -461,37 +460,43 @@ static void describe(const fault *f, char *buf, size_t size) {
                  f->worker, (long long)f->duration_ms);
         break;
     case FAULT_RESTART:
-        snprintf(buf, size, "SIGKILL the server, restart it on its AOF after "
-                            "%lld ms",
+        snprintf(buf, size,
+                 "SIGKILL the server, restart it on its AOF after "
+                 "%lld ms",
                  (long long)f->duration_ms);
         break;
     case FAULT_DROP:
         snprintf(buf, size, "proxy closes every worker connection");
         break;
     case FAULT_STALL:
-        snprintf(buf, size, "proxy freezes for %lld ms (below the command "
-                            "timeout)",
+        snprintf(buf, size,
+                 "proxy freezes for %lld ms (below the command "
+                 "timeout)",
                  (long long)f->duration_ms);
         break;
     case FAULT_HALFOPEN:
-        snprintf(buf, size, "proxy freezes for %lld ms (half-open: past the "
-                            "command timeout)",
+        snprintf(buf, size,
+                 "proxy freezes for %lld ms (half-open: past the "
+                 "command timeout)",
                  (long long)f->duration_ms);
         break;
     case FAULT_STOP_LONG:
-        snprintf(buf, size, "SIGSTOP worker chaos-%d for %lld ms (past the "
-                            "lease TTL), then SIGCONT",
+        snprintf(buf, size,
+                 "SIGSTOP worker chaos-%d for %lld ms (past the "
+                 "lease TTL), then SIGCONT",
                  f->worker, (long long)f->duration_ms);
         break;
     case FAULT_INTRUDER:
-        snprintf(buf, size, "start a second process named chaos-%d%s while "
-                            "it lives; stop it after %lld ms",
+        snprintf(buf, size,
+                 "start a second process named chaos-%d%s while "
+                 "it lives; stop it after %lld ms",
                  f->worker, f->pidns ? " in its own PID namespace" : "",
                  (long long)f->duration_ms);
         break;
     case FAULT_MISCONF:
-        snprintf(buf, size, "the server's dir vanishes under a failed BGSAVE "
-                            "(MISCONF) for %lld ms, then restored",
+        snprintf(buf, size,
+                 "the server's dir vanishes under a failed BGSAVE "
+                 "(MISCONF) for %lld ms, then restored",
                  (long long)f->duration_ms);
         break;
     case FAULT_UPKEEP_KILL:
@@ -647,9 +652,8 @@ static void misconf_episode(fault *f, emq_srv *srv) {
 restore:
     /* Put everything back, whatever happened above. */
     mkdir(scratch, 0700);
-    if (dir[0] &&
-        emq_srv_cmd(srv, out, sizeof out, "CONFIG", "SET", "dir", dir, NULL) !=
-            '+') {
+    if (dir[0] && emq_srv_cmd(srv, out, sizeof out, "CONFIG", "SET", "dir", dir,
+                              NULL) != '+') {
         step = "CONFIG SET dir back";
         ok = 0;
     }
@@ -690,8 +694,8 @@ restore:
         return;
     }
 fail:
-    snprintf(f->detail, sizeof f->detail, "episode failed at: %s (%.80s)",
-             step, out);
+    snprintf(f->detail, sizeof f->detail, "episode failed at: %s (%.80s)", step,
+             out);
     printf("[%7.3f]   misconf: SETUP PROBLEM: %s\n",
            (chaos_now_ms() - run_start) / 1000.0, f->detail);
 }
@@ -807,15 +811,14 @@ static void intruder_episode(fault *f, int pos, emq_srv *srv) {
     if (w->starts != f->inc || w->pid <= 0)
         f->target_died_ms = w->died_ms ? w->died_ms : chaos_now_ms();
     char line[300] = "";
-    int refused_msg = file_has(logpath, "in use by another live process",
-                               line, sizeof line);
+    int refused_msg =
+        file_has(logpath, "in use by another live process", line, sizeof line);
     int took = file_has(logpath, "took over the lease", NULL, 0);
     int code = WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
     if (!terminated && refused_msg && code == 3) {
         f->outcome = INTRUDER_REFUSED;
-        snprintf(f->detail, sizeof f->detail,
-                 "%s%s refused after %lld ms", name, ns ? " (pidns)" : "",
-                 (long long)(t_exit - t0));
+        snprintf(f->detail, sizeof f->detail, "%s%s refused after %lld ms",
+                 name, ns ? " (pidns)" : "", (long long)(t_exit - t0));
     } else if (terminated && code == 0 && !took) {
         f->outcome = INTRUDER_WAITED;
         snprintf(f->detail, sizeof f->detail,
@@ -1655,17 +1658,17 @@ static int pidns_check(char *why, size_t size) {
             dup2(fd, 1);
             dup2(fd, 2);
         }
-        char *argv[] = {unshare_exe, "--pid",   "--fork", "--mount-proc",
-                        "--kill-child", self_exe, "--pidns-probe", NULL};
+        char *argv[] = {
+            unshare_exe,    "--pid",  "--fork",        "--mount-proc",
+            "--kill-child", self_exe, "--pidns-probe", NULL};
         execv(unshare_exe, argv);
         _exit(127);
     }
     int status = 0;
     waitpid(pid, &status, 0);
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-        snprintf(why, size,
-                 "%.100s --pid --fork --mount-proc failed (%s %d)", unshare_exe,
-                 WIFEXITED(status) ? "status" : "signal",
+        snprintf(why, size, "%.100s --pid --fork --mount-proc failed (%s %d)",
+                 unshare_exe, WIFEXITED(status) ? "status" : "signal",
                  WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
         return 0;
     }
@@ -1766,8 +1769,8 @@ int main(int argc, char **argv) {
         char v[32];
         snprintf(v, sizeof v, "%ld",
                  o->retry_backoff_ms > 0 ? o->retry_backoff_ms : 1000);
-        int known = conf && emq_conf_set(conf, "retry.backoff_ms", v,
-                                         &err) == EMQ_OK;
+        int known = conf &&
+                    emq_conf_set(conf, "retry.backoff_ms", v, &err) == EMQ_OK;
         if (known && o->retry_backoff_max_ms > 0) {
             snprintf(v, sizeof v, "%ld", o->retry_backoff_max_ms);
             known = emq_conf_set(conf, "retry.backoff_max_ms", v, &err) ==
@@ -1799,8 +1802,7 @@ int main(int argc, char **argv) {
     }
     if (run_dir[0] != '/') { /* the server fixture changes folders */
         char abs[PATH_MAX];
-        if (realpath(run_dir, abs) == NULL ||
-            strlen(abs) >= sizeof run_dir) {
+        if (realpath(run_dir, abs) == NULL || strlen(abs) >= sizeof run_dir) {
             fprintf(stderr, "chaos: realpath %s: %s\n", run_dir,
                     strerror(errno));
             return 2;
@@ -1857,9 +1859,8 @@ int main(int argc, char **argv) {
            o->claim_idle_ms, o->lease_ttl_ms, o->short_ms, nlong,
            o->claim_idle_ms / 4 > 1 ? o->claim_idle_ms / 4 : 1,
            o->handler_max_ms, nretry, o->retry_backoff_ms,
-           o->retry_backoff_ms && !settings.backoff_in_force
-               ? ", NOT in force"
-               : "");
+           o->retry_backoff_ms && !settings.backoff_in_force ? ", NOT in force"
+                                                             : "");
     printf("chaos: %d of the plain workers in pull mode; %ld big jobs (%.1f MB "
            "in all, resp.max_reply_bytes %ld%s); %ld dead jobs (EMQ_DEAD at "
            "once, %ld extra fields in all)\n",
@@ -1903,9 +1904,8 @@ int main(int argc, char **argv) {
     for (int i = 0; i < nfaults; i++) {
         char what[200];
         describe(&faults[i], what, sizeof what);
-        printf("  %3d  at %7.3f s  %-15s %s\n", i + 1,
-               faults[i].at_ms / 1000.0, chaos_fault_name(faults[i].kind),
-               what);
+        printf("  %3d  at %7.3f s  %-15s %s\n", i + 1, faults[i].at_ms / 1000.0,
+               chaos_fault_name(faults[i].kind), what);
     }
 
     emq_srv_opts so;
@@ -1961,12 +1961,11 @@ int main(int argc, char **argv) {
     producer.resent = resent;
     producer.start_ms = run_start + 500;
     producer.rate = (double)o->jobs / (o->seconds - 3 > 1 ? o->seconds - 3 : 1);
-    producer.deadline_ms =
-        run_start + (int64_t)(o->seconds + o->drain_seconds + 60) * 1000;
+    producer.deadline_ms = run_start +
+                           (int64_t)(o->seconds + o->drain_seconds + 60) * 1000;
     producer.seed = o->seed;
     pthread_t producer_thread;
-    if (pthread_create(&producer_thread, NULL, chaos_produce, &producer) !=
-        0) {
+    if (pthread_create(&producer_thread, NULL, chaos_produce, &producer) != 0) {
         fprintf(stderr, "chaos: cannot start the producer thread\n");
         return 2;
     }

@@ -150,8 +150,8 @@ void *chaos_produce(void *arg) {
                 goto out;
             }
             size_t written = 0;
-            emq_status st = emq_produce_batch(prod, msgs, n, ids, &written,
-                                              &err);
+            emq_status st =
+                emq_produce_batch(prod, msgs, n, ids, &written, &err);
             size_t keep = 0;
             for (size_t i = 0; i < n; i++) {
                 if (ids[i].str[0] != '\0')
@@ -160,7 +160,8 @@ void *chaos_produce(void *arg) {
                     p->resent[which[i]] = 1; /* may exist already */
                 which[keep++] = which[i];
             }
-            __atomic_fetch_add(&p->confirmed, (long)(n - keep), __ATOMIC_RELAXED);
+            __atomic_fetch_add(&p->confirmed, (long)(n - keep),
+                               __ATOMIC_RELAXED);
             n = keep;
             if (n > 0) {
                 p->resends++;

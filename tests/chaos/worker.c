@@ -146,8 +146,8 @@ static emq_verdict handle(void *opaque, const emq_entry *e, char *reason,
                  job, (unsigned long long)e->deliveries, e->id, l->id, l->inc,
                  l->pid, t0, (long long)chaos_now_ms(), v);
     if (n < 0 || (size_t)n >= sizeof line)
-        n = snprintf(line, sizeof line, "E ? 0 ? %d %d %ld %lld 0 %c\n",
-                     l->id, l->inc, l->pid, t0, v);
+        n = snprintf(line, sizeof line, "E ? 0 ? %d %d %ld %lld 0 %c\n", l->id,
+                     l->inc, l->pid, t0, v);
     write_all(l->fd, line, (size_t)n);
     return verdict;
 }
@@ -202,8 +202,8 @@ static int set(emq_conf_t *conf, const char *name, const char *value) {
     return 0;
 }
 
-static int set_optional(emq_conf_t *conf, const char *name,
-                        const char *value, int allow_unknown) {
+static int set_optional(emq_conf_t *conf, const char *name, const char *value,
+                        int allow_unknown) {
     emq_error err;
     if (emq_conf_set(conf, name, value, &err) == EMQ_OK)
         return 0;
@@ -299,16 +299,17 @@ int chaos_worker_main(int argc, char **argv) {
     sigemptyset(&sa.sa_mask);
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGINT, &sa, NULL);
-    fprintf(stderr, "chaos worker %s (id %s, incarnation %s, pid %ld) "
-                    "starting\n",
+    fprintf(stderr,
+            "chaos worker %s (id %s, incarnation %s, pid %ld) "
+            "starting\n",
             name, id, inc, (long)getpid());
     /* A supervisor restarts a worker whose first connection failed (the
      * library's default: consumer start fails when the server cannot be
      * reached, docs/CONSUMER.md); here the worker does it itself, a few
      * times, so that a proxy fault at its start is not a worker death. */
     int pull = mode && strcmp(mode, "pull") == 0;
-    emq_status st =
-        pull ? pull_loop(c, &l, name, &err) : emq_consumer_run(c, &err);
+    emq_status st = pull ? pull_loop(c, &l, name, &err)
+                         : emq_consumer_run(c, &err);
     for (int again = 0; again < 20 && st != EMQ_OK; again++) {
         emq_consumer_stats first;
         emq_consumer_stats_get(c, &first);
@@ -316,8 +317,9 @@ int chaos_worker_main(int argc, char **argv) {
                         st == EMQ_ECLOSED || st == EMQ_EPROTO;
         if (!transport || first.round_trips > 0)
             break;
-        fprintf(stderr, "chaos worker %s: first connection failed (%s); "
-                        "starting again\n",
+        fprintf(stderr,
+                "chaos worker %s: first connection failed (%s); "
+                "starting again\n",
                 name, err.message);
         usleep(500 * 1000);
         st = pull ? pull_loop(c, &l, name, &err) : emq_consumer_run(c, &err);

@@ -65,7 +65,7 @@ typedef struct fake {
     uint8_t flags;
     chunk chunks[MAX_CHUNKS];
     size_t nchunks, next_chunk;
-    int group_lost;  /* a NOGROUP or UNBLOCKED chunk was sent */
+    int group_lost; /* a NOGROUP or UNBLOCKED chunk was sent */
     int commands;
     int64_t started_ms;
     emq_consumer_t *consumer;
@@ -85,7 +85,6 @@ static const void *find(const void *p, size_t n, const char *needle,
     return NULL;
 }
 
-
 static int trace; /* FUZZ_CONSUMER_TRACE set: print each command served */
 static char sock_dir[64];
 static char sock_path[128];
@@ -100,8 +99,7 @@ static void check_printable(const char *what, const char *msg) {
     for (const char *s = msg; *s; s++) {
         unsigned char c = (unsigned char)*s;
         if (c < 0x20 || c == 0x7f) {
-            fprintf(stderr, "%s holds control byte 0x%02x: %s\n", what, c,
-                    msg);
+            fprintf(stderr, "%s holds control byte 0x%02x: %s\n", what, c, msg);
             abort();
         }
     }
@@ -215,7 +213,8 @@ static void answer(fake *f, int argc, const char **argv, const size_t *len) {
     const char *cmd = argv[0];
     size_t cn = len[0];
     if (is(cmd, cn, "HELLO")) {
-        send_str(f, "%2\r\n$6\r\nserver\r\n$5\r\nredis\r\n$5\r\nproto\r\n:3\r\n");
+        send_str(f,
+                 "%2\r\n$6\r\nserver\r\n$5\r\nredis\r\n$5\r\nproto\r\n:3\r\n");
         return;
     }
     if (is(cmd, cn, "AUTH") || is(cmd, cn, "SELECT") || is(cmd, cn, "CLIENT")) {
@@ -371,7 +370,7 @@ static void *server_main(void *arg) {
     return NULL;
 }
 
-/* ---- the consumer side ----------------------------------------------------- */
+/* ---- the consumer side --------------------------------------------------- */
 
 typedef struct handler_state {
     uint8_t flags;

@@ -28,8 +28,7 @@ static void check_fields(const emq_field *f, size_t n) {
     }
 }
 
-static int same(const emq_field *a, size_t an, const emq_field *b,
-                size_t bn) {
+static int same(const emq_field *a, size_t an, const emq_field *b, size_t bn) {
     if (an != bn)
         return 0;
     for (size_t i = 0; i < an; i++)
@@ -53,9 +52,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             err.code != st || err.message[0] == '\0')
             abort();
         unsigned long col = 0;
-        if (st == EMQ_EINVAL &&
-            (sscanf(err.message, "column %lu", &col) != 1 || col == 0 ||
-             col > size + 1))
+        if (st == EMQ_EINVAL && (sscanf(err.message, "column %lu", &col) != 1 ||
+                                 col == 0 || col > size + 1))
             abort();
         return 0;
     }
@@ -64,8 +62,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     check_fields(fields, n);
 
     /* Round trip through the writer the consumer side uses. */
-    emq_entry e = {.id = "1-0", .deliveries = 1, .fields = fields,
-                   .nfields = n, .stream = "s", .group = "g",
+    emq_entry e = {.id = "1-0",
+                   .deliveries = 1,
+                   .fields = fields,
+                   .nfields = n,
+                   .stream = "s",
+                   .group = "g",
                    .consumer = "c"};
     size_t need = emq_entry_json(&e, NULL, 0);
     char *json = malloc(need + 1);

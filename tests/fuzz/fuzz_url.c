@@ -228,7 +228,8 @@ static int shows_region(const char *a, const char *b, const char *from,
             if (from[k] != a[p] || to[k] != b[p])
                 continue;
             size_t left = 0, right = 1;
-            while (left < p && left < k && a[p - left - 1] == from[k - left - 1] &&
+            while (left < p && left < k &&
+                   a[p - left - 1] == from[k - left - 1] &&
                    b[p - left - 1] == to[k - left - 1])
                 left++;
             while (p + right < an && k + right < n &&
@@ -266,8 +267,7 @@ static void loose_check(const char *text, size_t n, unsigned fail_at) {
     parse_both(text, fail_at, &a, pw_buf, &pw_len, &have);
     parse_both(twin, fail_at, &b, pw_buf, &pw_len, &have);
     if ((a.url_st != EMQ_OK && b.url_st != EMQ_OK &&
-         shows_region(a.url_err.message, b.url_err.message, from, to,
-                      r.len)) ||
+         shows_region(a.url_err.message, b.url_err.message, from, to, r.len)) ||
         (a.conf_st != EMQ_OK && b.conf_st != EMQ_OK &&
          shows_region(a.conf_err.message, b.conf_err.message, from, to,
                       r.len))) {
@@ -311,10 +311,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 a.url_err.message, b.url_err.message);
         abort();
     }
-    if (a.conf_st != EMQ_OK &&
-        strcmp(a.conf_err.message, b.conf_err.message)) {
-        fprintf(stderr, "conf message changes with the password:\n  %s\n"
-                        "  %s\n",
+    if (a.conf_st != EMQ_OK && strcmp(a.conf_err.message, b.conf_err.message)) {
+        fprintf(stderr,
+                "conf message changes with the password:\n  %s\n"
+                "  %s\n",
                 a.conf_err.message, b.conf_err.message);
         abort();
     }
@@ -331,8 +331,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         long dn = decode(text + pw.off, pw.len, decoded);
         check_not_shown(a.url_err.message, b.url_err.message, text + pw.off,
                         pw.len);
-        check_not_shown(a.conf_err.message, b.conf_err.message,
-                        text + pw.off, pw.len);
+        check_not_shown(a.conf_err.message, b.conf_err.message, text + pw.off,
+                        pw.len);
         if (dn > 0) {
             check_not_shown(a.url_err.message, b.url_err.message, decoded,
                             (size_t)dn);

@@ -30,8 +30,8 @@
 #define NODES_OUT 16384
 
 struct emq_cl {
-    int n;                         /* nodes */
-    int masters;                   /* the first `masters` nodes */
+    int n;       /* nodes */
+    int masters; /* the first `masters` nodes */
     emq_srv *node[EMQ_CL_MAX_NODES];
     char id[EMQ_CL_MAX_NODES][48];
 };
@@ -285,8 +285,8 @@ int emq_cl_owner(emq_cl *c, int ask, unsigned slot) {
          line = strtok(NULL, "\n")) {
         char *tok[64];
         int nt = 0;
-        for (char *save = NULL, *t = strtok_r(line, " ", &save);
-             t && nt < 64; t = strtok_r(NULL, " ", &save))
+        for (char *save = NULL, *t = strtok_r(line, " ", &save); t && nt < 64;
+             t = strtok_r(NULL, " ", &save))
             tok[nt++] = t;
         if (nt < 8 || !has_flag(tok[2], strlen(tok[2]), "master") ||
             has_flag(tok[2], strlen(tok[2]), "fail"))
@@ -351,10 +351,9 @@ static void expect_ok(emq_cl *c, int i, const char *const *a) {
 void emq_cl_migrate_begin(emq_cl *c, unsigned slot, int from, int to) {
     char s[16];
     snprintf(s, sizeof s, "%u", slot);
-    const char *imp[] = {"CLUSTER", "SETSLOT", s, "IMPORTING", c->id[from],
-                         NULL};
-    const char *mig[] = {"CLUSTER", "SETSLOT", s, "MIGRATING", c->id[to],
-                         NULL};
+    const char *imp[] = {"CLUSTER",   "SETSLOT",   s,
+                         "IMPORTING", c->id[from], NULL};
+    const char *mig[] = {"CLUSTER", "SETSLOT", s, "MIGRATING", c->id[to], NULL};
     expect_ok(c, to, imp);
     expect_ok(c, from, mig);
 }
@@ -372,7 +371,7 @@ void emq_cl_migrate_keys(emq_cl *c, unsigned slot, int from, int to) {
         for (char *key = strtok_r(out, "\n", &save); key;
              key = strtok_r(NULL, "\n", &save)) {
             const char *migrate[] = {"MIGRATE", "127.0.0.1", port, key,
-                                     "0", "5000", NULL};
+                                     "0",       "5000",      NULL};
             char res[256];
             if (cmd(c, from, res, sizeof res, migrate) != '+')
                 FAIL("MIGRATE %s to port %s: %s", key, port, res);
@@ -449,8 +448,8 @@ void emq_cl_failover(emq_cl *c, int r, unsigned slot) {
                 continue;
             while (!sees_replica(c, i, r, m)) {
                 if (cl_now_ms() > deadline)
-                    FAIL("node %d never listed node %d as a replica of %d",
-                         i, r, m);
+                    FAIL("node %d never listed node %d as a replica of %d", i,
+                         r, m);
                 usleep(50000);
             }
         }
@@ -469,8 +468,8 @@ void emq_cl_failover(emq_cl *c, int r, unsigned slot) {
                          emq_srv_dir(c->node[m]));
                 emq_print_tail(log, 15);
             }
-            FAIL("node %d did not become master after CLUSTER FAILOVER: %s",
-                 r, out);
+            FAIL("node %d did not become master after CLUSTER FAILOVER: %s", r,
+                 out);
         }
         usleep(50000);
     }
@@ -479,8 +478,8 @@ void emq_cl_failover(emq_cl *c, int r, unsigned slot) {
             continue;
         while (emq_cl_owner(c, i, slot) != r) {
             if (cl_now_ms() > deadline)
-                FAIL("node %d does not see node %d as owner of slot %u", i,
-                     r, slot);
+                FAIL("node %d does not see node %d as owner of slot %u", i, r,
+                     slot);
             usleep(50000);
         }
     }

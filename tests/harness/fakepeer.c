@@ -38,24 +38,24 @@
 #define CONTROL_WAIT_MS 3000
 
 typedef struct peer_conn {
-    int fd;      /* client side; -1 when the slot is free */
-    int up;      /* upstream (PROXY); -1 otherwise */
-    int stalled; /* REPLY_STALL fired: never read or write again */
+    int fd;       /* client side; -1 when the slot is free */
+    int up;       /* upstream (PROXY); -1 otherwise */
+    int stalled;  /* REPLY_STALL fired: never read or write again */
     int flooding; /* REPLY_FLOOD fired: write the flood, read nothing */
-    char *in;    /* unparsed client bytes (scripted modes) */
+    char *in;     /* unparsed client bytes (scripted modes) */
     size_t len, cap;
 } peer_conn;
 
 struct emq_peer {
-    emq_peer_opts opts;      /* reply and trigger point at the copies below */
-    char *reply;             /* copy of opts.reply */
-    char trigger[64];        /* copy of opts.trigger; "" = every command */
+    emq_peer_opts opts; /* reply and trigger point at the copies below */
+    char *reply;        /* copy of opts.reply */
+    char trigger[64];   /* copy of opts.trigger; "" = every command */
     int listen_fd;
     int port;
     char url[64];
-    int wake[2];             /* pipe: control requests */
+    int wake[2]; /* pipe: control requests */
     pthread_t thread;
-    pthread_mutex_t mu;      /* guards everything below */
+    pthread_mutex_t mu; /* guards everything below */
     pthread_cond_t cv;
     int stop;                /* ask the thread to end */
     int drop;                /* ask the thread to close every connection */
@@ -112,7 +112,9 @@ static int send_bounded(int fd, const char *p, size_t n) {
     return 0;
 }
 
-static int send_str(int fd, const char *s) { return send_bounded(fd, s, strlen(s)); }
+static int send_str(int fd, const char *s) {
+    return send_bounded(fd, s, strlen(s));
+}
 
 /* The decimal number at p (optional '-'), read no further than end, which
  * is within the buffer: the input is not NUL-terminated. -1 when absent. */
@@ -358,8 +360,8 @@ static int apply_control(emq_peer *p, int *frozen) {
 /* REPLY_FLOOD: one block of the flood to a writable client; a client
  * that closed (or broke) ends it. */
 static void flood_some(emq_peer *p, peer_conn *c) {
-    ssize_t w = send(c->fd, p->flood_block, FLOOD_BLOCK,
-                     MSG_NOSIGNAL | MSG_DONTWAIT);
+    ssize_t w =
+        send(c->fd, p->flood_block, FLOOD_BLOCK, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (w > 0) {
         pthread_mutex_lock(&p->mu);
         p->flooded += w;
@@ -399,8 +401,8 @@ static void *peer_main(void *arg) {
             if (c->fd < 0 || c->stalled || frozen)
                 continue;
             owner[nfds] = c;
-            fds[nfds++] = (struct pollfd){c->fd,
-                                          c->flooding ? POLLOUT : POLLIN, 0};
+            fds[nfds++] =
+                (struct pollfd){c->fd, c->flooding ? POLLOUT : POLLIN, 0};
             if (c->up >= 0) {
                 owner[nfds] = c;
                 fds[nfds++] = (struct pollfd){c->up, POLLIN, 0};
@@ -582,7 +584,7 @@ typedef struct icept_conn {
     int fd, up;
     char *cin, *uin; /* unparsed client / upstream bytes */
     size_t clen, ccap, ulen, ucap;
-    int *tags;       /* per command in flight: rule index or -1 */
+    int *tags; /* per command in flight: rule index or -1 */
     size_t thead, ttail;
 } icept_conn;
 
@@ -644,16 +646,28 @@ static long resp_skip(const char *b, size_t len, int depth) {
     size_t pos = (size_t)(nl - b) + 1;
     long n;
     switch (b[0]) {
-    case '+': case '-': case ':': case '_': case ',': case '#': case '(':
+    case '+':
+    case '-':
+    case ':':
+    case '_':
+    case ',':
+    case '#':
+    case '(':
         return (long)pos;
-    case '$': case '!': case '=':
+    case '$':
+    case '!':
+    case '=':
         n = line_number(b + 1, nl);
         if (n < 0)
             return (long)pos;
         if (len - pos < (size_t)n + 2)
             return 0;
         return (long)(pos + (size_t)n + 2);
-    case '*': case '~': case '>': case '%': case '|': {
+    case '*':
+    case '~':
+    case '>':
+    case '%':
+    case '|': {
         n = line_number(b + 1, nl);
         if (n < 0)
             return (long)pos;
@@ -756,8 +770,8 @@ static int icept_client(emq_icept *p, icept_conn *c) {
     while (off < c->clen) {
         char name[64];
         int last_gt;
-        long used = icept_parse(c->cin + off, c->clen - off, name,
-                                sizeof name, &last_gt, line, sizeof line);
+        long used = icept_parse(c->cin + off, c->clen - off, name, sizeof name,
+                                &last_gt, line, sizeof line);
         if (used < 0)
             return -1;
         if (used == 0)
@@ -984,8 +998,7 @@ int emq_icept_replaced(const emq_icept *p) {
     return n;
 }
 
-int emq_icept_saw(const emq_icept *p, const char *needle,
-                  const char *needle2) {
+int emq_icept_saw(const emq_icept *p, const char *needle, const char *needle2) {
     emq_icept *q = (emq_icept *)p;
     int found = 0;
     pthread_mutex_lock(&q->mu);

@@ -19,9 +19,9 @@
 #include <stddef.h>
 
 typedef enum emq_peer_mode {
-    EMQ_PEER_SILENT = 1, /* accept, read and discard, never answer */
-    EMQ_PEER_CLOSE,      /* accept and close at once */
-    EMQ_PEER_REPLY,      /* answer each trigger command with the raw bytes */
+    EMQ_PEER_SILENT = 1,  /* accept, read and discard, never answer */
+    EMQ_PEER_CLOSE,       /* accept and close at once */
+    EMQ_PEER_REPLY,       /* answer each trigger command with the raw bytes */
     EMQ_PEER_REPLY_CLOSE, /* send the bytes, then close the connection */
     EMQ_PEER_REPLY_STALL, /* send the bytes, then never send or read again */
     EMQ_PEER_PROXY,       /* forward to 127.0.0.1:upstream_port */
@@ -69,7 +69,6 @@ void emq_peer_drop(emq_peer *p);
  * kernel; connections stay open), 0 resumes. Takes effect before return. */
 void emq_peer_freeze(emq_peer *p, int on);
 
-
 /* ---- intercepting proxy ------------------------------------------------
  *
  * A proxy to a real server that parses the client's commands and the
@@ -81,12 +80,12 @@ void emq_peer_freeze(emq_peer *p, int on);
  * client sent. One thread, poll(2) in 100 ms rounds; emq_icept_stop joins
  * it. */
 typedef struct emq_icept_rule {
-    const char *command; /* command name, case-insensitive */
-    int last_arg_gt;     /* 1: only when the last argument is ">"; 0: only
-                            when it is not; -1: either */
-    const char *reply;   /* raw RESP bytes sent instead of the reply */
-    size_t reply_len;    /* 0: strlen(reply) */
-    int times;           /* matches to replace; -1: every one */
+    const char *command;  /* command name, case-insensitive */
+    int last_arg_gt;      /* 1: only when the last argument is ">"; 0: only
+                             when it is not; -1: either */
+    const char *reply;    /* raw RESP bytes sent instead of the reply */
+    size_t reply_len;     /* 0: strlen(reply) */
+    int times;            /* matches to replace; -1: every one */
     const char *contains; /* NULL, or text the recorded command line must
                              hold (e.g. a word of a script) */
 } emq_icept_rule;
@@ -107,7 +106,6 @@ int emq_icept_accepted(const emq_icept *p);
 int emq_icept_replaced(const emq_icept *p);
 /* 1 when one recorded command line contains needle and needle2 (NULL:
  * only needle). */
-int emq_icept_saw(const emq_icept *p, const char *needle,
-                  const char *needle2);
+int emq_icept_saw(const emq_icept *p, const char *needle, const char *needle2);
 
 #endif /* EMQ_TEST_FAKEPEER_H */

@@ -269,7 +269,9 @@ int main(int argc, char **argv) {
         } else {
             result = run_forked(t);
         }
-        const char *label = result == 0 ? "ok  " : result == 2 ? "skip" : "FAIL";
+        const char *label = result == 0   ? "ok  "
+                            : result == 2 ? "skip"
+                                          : "FAIL";
         printf("%s %-40s %s (%lld ms)\n", label, t->name, short_file(t->file),
                (long long)elapsed_ms(&start));
         fflush(stdout);

@@ -39,24 +39,24 @@
 #define RAW_TIMEOUT_MS 5000
 
 struct emq_srv {
-    pid_t pid;                      /* -1 while not running */
-    int port;                       /* TCP or TLS port; 0 for unix */
-    emq_srv_transport transport;    /* main listener kind */
-    int start_timeout_ms;           /* readiness bound */
-    char requirepass[256];          /* copy; "" for none */
-    char dir[SRV_PATH_MAX];         /* private folder */
-    char conf[SRV_PATH_MAX + 16];   /* redis.conf */
-    char log[SRV_PATH_MAX + 16];    /* the server's logfile */
-    char out[SRV_PATH_MAX + 16];    /* its stdout/stderr */
-    char sock[SRV_PATH_MAX + 16];   /* unix socket (admin, and main for unix) */
-    char url[SRV_PATH_MAX + 32];    /* what a client connects to */
-    int have_info;                  /* info below is filled */
-    emq_srv_server_info info;       /* which server (emq_srv_server) */
+    pid_t pid;                    /* -1 while not running */
+    int port;                     /* TCP or TLS port; 0 for unix */
+    emq_srv_transport transport;  /* main listener kind */
+    int start_timeout_ms;         /* readiness bound */
+    char requirepass[256];        /* copy; "" for none */
+    char dir[SRV_PATH_MAX];       /* private folder */
+    char conf[SRV_PATH_MAX + 16]; /* redis.conf */
+    char log[SRV_PATH_MAX + 16];  /* the server's logfile */
+    char out[SRV_PATH_MAX + 16];  /* its stdout/stderr */
+    char sock[SRV_PATH_MAX + 16]; /* unix socket (admin, and main for unix) */
+    char url[SRV_PATH_MAX + 32];  /* what a client connects to */
+    int have_info;                /* info below is filled */
+    emq_srv_server_info info;     /* which server (emq_srv_server) */
 };
 
 static emq_srv *live[SRV_MAX_LIVE]; /* servers to kill at exit */
 static int cleanup_registered;
-static unsigned srv_counter;        /* names the folders srv-1, srv-2, ... */
+static unsigned srv_counter; /* names the folders srv-1, srv-2, ... */
 
 static int64_t mono_ms(void) {
     struct timespec ts;
@@ -318,7 +318,8 @@ int emq_srv_cmd(const emq_srv *s, char *out, size_t size, const char *arg0,
     int n = 0;
     va_list ap;
     va_start(ap, arg0);
-    for (const char *a = arg0; a != NULL && n < 63; a = va_arg(ap, const char *))
+    for (const char *a = arg0; a != NULL && n < 63;
+         a = va_arg(ap, const char *))
         args[n++] = a;
     va_end(ap);
     args[n] = NULL;
@@ -503,10 +504,9 @@ static int write_config(emq_srv *s, const emq_srv_opts *o, char *why,
         fprintf(f, "port 0\n");
     if (s->transport == EMQ_SRV_TLS) {
         const emq_certs *c = emq_certs_get();
-        const char *crt = o->cert == EMQ_SRV_CERT_EXPIRED ? c->expired_crt
-                          : o->cert == EMQ_SRV_CERT_WRONGHOST
-                              ? c->wronghost_crt
-                              : c->server_crt;
+        const char *crt = o->cert == EMQ_SRV_CERT_EXPIRED     ? c->expired_crt
+                          : o->cert == EMQ_SRV_CERT_WRONGHOST ? c->wronghost_crt
+                                                              : c->server_crt;
         const char *auth = o->client_auth == EMQ_SRV_CLIENT_AUTH_YES ? "yes"
                            : o->client_auth == EMQ_SRV_CLIENT_AUTH_OPTIONAL
                                ? "optional"
@@ -659,8 +659,7 @@ emq_srv *emq_srv_try_start(const emq_srv_opts *opts, char *why,
     }
     if (write_config(s, o, why, why_size) != 0 || track(s) != 0) {
         if (why[0] == '\0')
-            snprintf(why, why_size, "more than %d live servers",
-                     SRV_MAX_LIVE);
+            snprintf(why, why_size, "more than %d live servers", SRV_MAX_LIVE);
         free(s);
         return NULL;
     }
@@ -710,8 +709,7 @@ void emq_srv_kill9(emq_srv *s) {
 void emq_srv_restart(emq_srv *s) {
     char why[512] = "";
     if (s->pid > 0)
-        FAIL("emq_srv_restart: server pid %ld is still running",
-             (long)s->pid);
+        FAIL("emq_srv_restart: server pid %ld is still running", (long)s->pid);
     s->pid = spawn(s, why, sizeof why);
     if (s->pid < 0)
         FAIL("could not restart redis-server: %s", why);

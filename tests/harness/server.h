@@ -9,8 +9,8 @@
  * names the folder holding `redis-server` and `redis-cli` (for Valkey,
  * scripts/servers.sh links those names to valkey-server and valkey-cli).
  * Unset or empty: both are looked up on PATH. Nothing else is guessed.
- * emq_srv_server() tells a test which server it got (INFO server). Every server also
- * listens on a unix socket in its folder ("admin socket"), which the raw
+ * emq_srv_server() tells a test which server it got (INFO server). Every server
+ * also listens on a unix socket in its folder ("admin socket"), which the raw
  * helper emq_srv_cmd() uses for setup and inspection without the library,
  * whatever the main transport is (TCP, unix or TLS).
  *
@@ -47,14 +47,14 @@ typedef enum emq_srv_client_auth {
 
 typedef struct emq_srv_opts {
     emq_srv_transport transport;
-    const char *requirepass;  /* NULL: none */
-    const char *extra_config; /* raw config lines ("user alice on >pw ~*
-                                 +@all\n"), appended verbatim; NULL: none */
-    int appendonly;           /* 1: appendonly yes, appendfsync always */
-    emq_srv_cert cert;        /* TLS only: which server certificate */
+    const char *requirepass;         /* NULL: none */
+    const char *extra_config;        /* raw config lines ("user alice on >pw ~*
+                                        +@all\n"), appended verbatim; NULL: none */
+    int appendonly;                  /* 1: appendonly yes, appendfsync always */
+    emq_srv_cert cert;               /* TLS only: which server certificate */
     emq_srv_client_auth client_auth; /* TLS only */
-    int start_timeout_ms;     /* 0: 5000 */
-    int port;                 /* TCP/TLS port; 0: a free one */
+    int start_timeout_ms;            /* 0: 5000 */
+    int port;                        /* TCP/TLS port; 0: a free one */
 } emq_srv_opts;
 
 typedef struct emq_srv emq_srv;
@@ -100,8 +100,8 @@ const char *emq_srv_socket(const emq_srv *s);
 int emq_srv_cmdv(const emq_srv *s, char *out, size_t size,
                  const char *const *args);
 /* emq_srv_cmdv with the arguments inline, ending with NULL. */
-int emq_srv_cmd(const emq_srv *s, char *out, size_t size, const char *arg0,
-                ...) __attribute__((sentinel));
+int emq_srv_cmd(const emq_srv *s, char *out, size_t size, const char *arg0, ...)
+    __attribute__((sentinel));
 
 /* ---- which server runs -------------------------------------------------
  *
@@ -113,15 +113,15 @@ const char *emq_srv_bin_dir(void);
 int emq_srv_program(const char *prog, char *out, size_t size);
 
 typedef struct emq_srv_server_info {
-    char name[16];          /* "redis" or "valkey" (server_name, else redis) */
-    char version[32];       /* that server's own version: valkey_version
-                               for Valkey, redis_version for Redis */
-    char redis_version[32]; /* redis_version as INFO says it (Valkey 8.0.1:
-                               7.2.4, the Redis it is compatible with) */
+    char name[16];           /* "redis" or "valkey" (server_name, else redis) */
+    char version[32];        /* that server's own version: valkey_version
+                                for Valkey, redis_version for Redis */
+    char redis_version[32];  /* redis_version as INFO says it (Valkey 8.0.1:
+                                7.2.4, the Redis it is compatible with) */
     int major, minor, patch; /* of version */
-    int compat;             /* redis_version as major*10000+minor*100+patch:
-                               what command-level behaviour to expect */
-    char label[48];         /* "redis 6.2.16", "valkey 8.0.1" */
+    int compat;              /* redis_version as major*10000+minor*100+patch:
+                                what command-level behaviour to expect */
+    char label[48];          /* "redis 6.2.16", "valkey 8.0.1" */
 } emq_srv_server_info;
 
 /* Which server s is, from INFO server (redis_version, valkey_version,

@@ -140,40 +140,56 @@ static void path_in(char *out, const char *name) {
 
 /* A self-signed CA certificate and its key. */
 static void make_ca(const char *crt, const char *key, const char *subj) {
-    char *argv[] = {"openssl", "req", "-x509", "-new", "-newkey", "ec",
-                    "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
-                    "-keyout", (char *)key, "-out", (char *)crt, "-days", "30",
-                    "-subj", (char *)subj, "-config", cnf_path,
-                    "-extensions", "v3_ca", NULL};
+    char *argv[] = {
+        "openssl",    "req",     "-x509",     "-new",
+        "-newkey",    "ec",      "-pkeyopt",  "ec_paramgen_curve:prime256v1",
+        "-nodes",     "-keyout", (char *)key, "-out",
+        (char *)crt,  "-days",   "30",        "-subj",
+        (char *)subj, "-config", cnf_path,    "-extensions",
+        "v3_ca",      NULL};
     openssl(argv);
 }
 
 /* A key and a signing request for it. */
 static void make_csr(const char *key, const char *csr, const char *subj) {
-    char *argv[] = {"openssl", "req", "-new", "-newkey", "ec", "-pkeyopt",
-                    "ec_paramgen_curve:prime256v1", "-nodes", "-keyout",
-                    (char *)key, "-out", (char *)csr, "-subj", (char *)subj,
-                    "-config", cnf_path, NULL};
+    char *argv[] = {"openssl",
+                    "req",
+                    "-new",
+                    "-newkey",
+                    "ec",
+                    "-pkeyopt",
+                    "ec_paramgen_curve:prime256v1",
+                    "-nodes",
+                    "-keyout",
+                    (char *)key,
+                    "-out",
+                    (char *)csr,
+                    "-subj",
+                    (char *)subj,
+                    "-config",
+                    cnf_path,
+                    NULL};
     openssl(argv);
 }
 
 /* A signing request for an existing key. */
 static void make_csr_for_key(const char *key, const char *csr,
                              const char *subj) {
-    char *argv[] = {"openssl", "req", "-new", "-key", (char *)key, "-out",
-                    (char *)csr, "-subj", (char *)subj, "-config", cnf_path,
-                    NULL};
+    char *argv[] = {"openssl",    "req",     "-new",      "-key",
+                    (char *)key,  "-out",    (char *)csr, "-subj",
+                    (char *)subj, "-config", cnf_path,    NULL};
     openssl(argv);
 }
 
 /* Signs csr with the test CA for days (negative: already expired). */
 static void sign(const char *csr, const char *crt, const char *section,
                  const char *days, const char *serial) {
-    char *argv[] = {"openssl", "x509", "-req", "-in", (char *)csr, "-CA",
-                    certs.ca_crt, "-CAkey", certs.ca_key, "-set_serial",
-                    (char *)serial, "-days", (char *)days, "-extfile",
-                    cnf_path, "-extensions", (char *)section, "-out",
-                    (char *)crt, NULL};
+    char *argv[] = {
+        "openssl",       "x509",        "-req",         "-in",
+        (char *)csr,     "-CA",         certs.ca_crt,   "-CAkey",
+        certs.ca_key,    "-set_serial", (char *)serial, "-days",
+        (char *)days,    "-extfile",    cnf_path,       "-extensions",
+        (char *)section, "-out",        (char *)crt,    NULL};
     openssl(argv);
 }
 

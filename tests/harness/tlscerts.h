@@ -13,16 +13,16 @@
 #define EMQ_CERT_PATH_MAX 512
 
 typedef struct emq_certs {
-    char dir[EMQ_CERT_PATH_MAX - 112];     /* folder holding every file */
-    char ca_crt[EMQ_CERT_PATH_MAX];        /* the test CA (trust anchor) */
+    char dir[EMQ_CERT_PATH_MAX - 112]; /* folder holding every file */
+    char ca_crt[EMQ_CERT_PATH_MAX];    /* the test CA (trust anchor) */
     char ca_key[EMQ_CERT_PATH_MAX];
-    char server_crt[EMQ_CERT_PATH_MAX];    /* SAN IP:127.0.0.1, DNS:localhost */
-    char server_key[EMQ_CERT_PATH_MAX];    /* key of server, expired, wronghost */
-    char expired_crt[EMQ_CERT_PATH_MAX];   /* same names, notAfter in the past */
+    char server_crt[EMQ_CERT_PATH_MAX];  /* SAN IP:127.0.0.1, DNS:localhost */
+    char server_key[EMQ_CERT_PATH_MAX];  /* key of server, expired, wronghost */
+    char expired_crt[EMQ_CERT_PATH_MAX]; /* same names, notAfter in the past */
     char wronghost_crt[EMQ_CERT_PATH_MAX]; /* SAN DNS:wrong.example.invalid */
     char client_crt[EMQ_CERT_PATH_MAX];    /* clientAuth, signed by the CA */
     char client_key[EMQ_CERT_PATH_MAX];
-    char other_ca_crt[EMQ_CERT_PATH_MAX];  /* unrelated CA: "wrong CA" tests */
+    char other_ca_crt[EMQ_CERT_PATH_MAX]; /* unrelated CA: "wrong CA" tests */
 } emq_certs;
 
 /* Returns the certificates of this test process, generating them on the

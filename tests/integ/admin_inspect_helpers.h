@@ -33,8 +33,8 @@ static inline emq_admin_t *admin_open(const emq_srv *s, const char *queue,
 }
 
 /* XADD stream <ms>-0 n <ms> for ms = first..last. */
-static inline void add_ids(emq_conn_t *conn, const char *stream,
-                           unsigned first, unsigned last) {
+static inline void add_ids(emq_conn_t *conn, const char *stream, unsigned first,
+                           unsigned last) {
     for (unsigned ms = first; ms <= last; ms++) {
         char id[32], v[16];
         snprintf(id, sizeof id, "%u-0", ms);
@@ -92,8 +92,8 @@ static inline const emq_group_info *group_named(const emq_queue_info *info,
 }
 
 /* The consumer called name in g; fails the test when it is absent. */
-static inline const emq_consumer_info *
-consumer_named(const emq_group_info *g, const char *name) {
+static inline const emq_consumer_info *consumer_named(const emq_group_info *g,
+                                                      const char *name) {
     for (size_t i = 0; i < g->nconsumers; i++)
         if (strcmp(g->consumers[i].name, name) == 0)
             return &g->consumers[i];

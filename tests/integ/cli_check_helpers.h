@@ -145,8 +145,8 @@ static inline void srv_slowlog_on(const emq_srv *s) {
     char out[256];
     emq_srv_cmd(s, out, sizeof out, "CONFIG", "SET", "slowlog-max-len",
                 "100000", NULL);
-    emq_srv_cmd(s, out, sizeof out, "CONFIG", "SET",
-                "slowlog-log-slower-than", "0", NULL);
+    emq_srv_cmd(s, out, sizeof out, "CONFIG", "SET", "slowlog-log-slower-than",
+                "0", NULL);
     emq_srv_cmd(s, out, sizeof out, "SLOWLOG", "RESET", NULL);
 }
 

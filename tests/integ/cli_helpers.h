@@ -29,10 +29,10 @@
 #define CLI_OUT_MAX (1 << 20)
 
 typedef struct cli_result {
-    int code;          /* exit code; 128+N when killed by signal N */
-    char *out;         /* stdout, NUL-terminated (malloc) */
+    int code;  /* exit code; 128+N when killed by signal N */
+    char *out; /* stdout, NUL-terminated (malloc) */
     size_t out_len;
-    char err[16384];   /* stderr, NUL-terminated (truncated) */
+    char err[16384]; /* stderr, NUL-terminated (truncated) */
 } cli_result;
 
 static inline const char *cli_path(void) {
@@ -59,8 +59,8 @@ static inline int64_t cli_ms(void) {
 /* Forks the program with args (NULL-terminated, without argv[0]). url:
  * ECHOMQ_URL (NULL: unset). Pipes: *in (write end, may be NULL: stdin is
  * /dev/null), *out and *err (read ends, may be NULL: inherited). */
-static inline pid_t cli_spawn(const char *url, const char *const *args,
-                              int *in, int *out, int *err) {
+static inline pid_t cli_spawn(const char *url, const char *const *args, int *in,
+                              int *out, int *err) {
     const char *exe = cli_path();
     int pin[2] = {-1, -1}, pout[2] = {-1, -1}, perr[2] = {-1, -1};
     if ((in && pipe(pin)) || (out && pipe(pout)) || (err && pipe(perr)))
@@ -95,7 +95,8 @@ static inline pid_t cli_spawn(const char *url, const char *const *args,
         if (bin && bin[0]) {
             const char *old = getenv("PATH");
             char path[8192];
-            snprintf(path, sizeof path, "%s:%s", bin, old ? old : "/usr/bin:/bin");
+            snprintf(path, sizeof path, "%s:%s", bin,
+                     old ? old : "/usr/bin:/bin");
             setenv("PATH", path, 1);
         }
         const char *argv[64];
@@ -143,9 +144,9 @@ static inline int cli_wait(pid_t pid, int timeout_ms) {
 
 /* Runs the program to its end: stdin from input (may be NULL), args
  * NULL-terminated. Fails the test after timeout_ms. */
-static inline void cli_run_in(cli_result *r, const char *url,
-                              const char *input, size_t input_len,
-                              int timeout_ms, const char *const *args) {
+static inline void cli_run_in(cli_result *r, const char *url, const char *input,
+                              size_t input_len, int timeout_ms,
+                              const char *const *args) {
     memset(r, 0, sizeof *r);
     r->out = calloc(1, CLI_OUT_MAX + 1);
     ASSERT(r->out != NULL);
@@ -183,8 +184,8 @@ static inline void cli_run_in(cli_result *r, const char *url,
                     in = -1;
                 }
             } else if (p[k].fd == out) {
-                ssize_t n = read(out, r->out + r->out_len,
-                                 CLI_OUT_MAX - r->out_len);
+                ssize_t n =
+                    read(out, r->out + r->out_len, CLI_OUT_MAX - r->out_len);
                 if (n <= 0)
                     open_out = 0;
                 else
@@ -219,7 +220,8 @@ static inline void cli_run_in(cli_result *r, const char *url,
 
 #define CLI_ARGS(...) ((const char *const[]){__VA_ARGS__, NULL})
 /* Runs with no stdin and a 20 s timeout. */
-#define CLI(r, url, ...) cli_run_in((r), (url), NULL, 0, 20000, CLI_ARGS(__VA_ARGS__))
+#define CLI(r, url, ...)                                                       \
+    cli_run_in((r), (url), NULL, 0, 20000, CLI_ARGS(__VA_ARGS__))
 /* Runs with text on stdin. */
 #define CLI_IN(r, url, input, ...)                                             \
     cli_run_in((r), (url), (input), strlen(input), 20000, CLI_ARGS(__VA_ARGS__))
@@ -272,7 +274,8 @@ static inline long long srv_connections(const emq_srv *s) {
 
 /* GET path from 127.0.0.1:port (HTTP/1.0); the whole response into out.
  * 0 on success. */
-static inline int cli_http_get(int port, const char *path, char *out, size_t size) {
+static inline int cli_http_get(int port, const char *path, char *out,
+                               size_t size) {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
     struct sockaddr_in a = {.sin_family = AF_INET,
                             .sin_port = htons((uint16_t)port),
@@ -284,8 +287,8 @@ static inline int cli_http_get(int port, const char *path, char *out, size_t siz
         return -1;
     }
     char req[512];
-    int n = snprintf(req, sizeof req, "GET %s HTTP/1.0\r\nHost: x\r\n\r\n",
-                     path);
+    int n =
+        snprintf(req, sizeof req, "GET %s HTTP/1.0\r\nHost: x\r\n\r\n", path);
     if (write(fd, req, (size_t)n) != n) {
         close(fd);
         return -1;

@@ -95,8 +95,8 @@ static inline emq_status cmd_status(emq_conn_t *conn, emq_reply **reply,
 
 /* Like cmd_status but the call must succeed; returns the reply. The
  * failure names the caller's file and line. */
-static inline emq_reply *cmd_ok_at(const char *file, int line,
-                                   emq_conn_t *conn, const char *arg0, ...) {
+static inline emq_reply *cmd_ok_at(const char *file, int line, emq_conn_t *conn,
+                                   const char *arg0, ...) {
     const char *argv[32];
     int argc = 0;
     va_list ap;
@@ -114,7 +114,8 @@ static inline emq_reply *cmd_ok_at(const char *file, int line,
                       emq_status_name(st), err.message);
     return reply;
 }
-#define CMD(conn, ...) cmd_ok_at(__FILE__, __LINE__, (conn), __VA_ARGS__, (char *)NULL)
+#define CMD(conn, ...)                                                         \
+    cmd_ok_at(__FILE__, __LINE__, (conn), __VA_ARGS__, (char *)NULL)
 
 /* Asserts r is of kind k with text text (STRING, STATUS, ERROR). */
 #define ASSERT_REPLY_TEXT(r, k, text)                                          \
@@ -159,7 +160,7 @@ static inline int contains_ci(const char *hay, const char *needle) {
 #define ASSERT_CONTAINS_CI(hay, needle)                                        \
     do {                                                                       \
         if (!contains_ci((hay), (needle)))                                     \
-            FAIL("%s does not contain \"%s\" (any case): \"%s\"", #hay,       \
+            FAIL("%s does not contain \"%s\" (any case): \"%s\"", #hay,        \
                  (needle), (hay));                                             \
     } while (0)
 

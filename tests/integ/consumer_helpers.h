@@ -39,8 +39,8 @@ static inline void recorder_init(recorder *r) {
     pthread_mutex_init(&r->lock, NULL);
 }
 
-static inline emq_verdict record(void *opaque, const emq_entry *e,
-                                 char *reason, size_t reason_size) {
+static inline emq_verdict record(void *opaque, const emq_entry *e, char *reason,
+                                 size_t reason_size) {
     recorder *r = opaque;
     pthread_mutex_lock(&r->lock);
     size_t i = r->n < REC_MAX ? r->n++ : REC_MAX - 1;
@@ -70,8 +70,7 @@ static inline emq_verdict record(void *opaque, const emq_entry *e,
 
 /* A consumer conf for the fixture server with test-friendly timings. */
 static inline emq_conf_t *consumer_conf(const emq_srv *s, const char *queue,
-                                        const char *group,
-                                        const char *consumer,
+                                        const char *group, const char *consumer,
                                         const char *start) {
     emq_conf_t *conf = conf_for(emq_srv_url(s));
     conf_set(conf, "queue", queue);
@@ -156,9 +155,8 @@ static inline void local_holder_token(long pid, char *out, size_t size) {
         boot[strcspn(boot, "\r\n")] = '\0';
     }
     struct stat ns;
-    unsigned long long pidns = stat("/proc/self/ns/pid", &ns) == 0
-                                   ? (unsigned long long)ns.st_ino
-                                   : 0;
+    unsigned long long pidns =
+        stat("/proc/self/ns/pid", &ns) == 0 ? (unsigned long long)ns.st_ino : 0;
     snprintf(path, sizeof path, "/proc/%ld/stat", pid);
     unsigned long long start = 0;
     if ((f = fopen(path, "r")) != NULL) {

@@ -26,8 +26,8 @@
         int64_t end_ = now_ms() + emq_test_ms(ms);                             \
         while (!(cond)) {                                                      \
             if (now_ms() > end_)                                               \
-                FAIL("timed out after %d ms waiting for %s",                   \
-                     emq_test_ms(ms), (what));                                 \
+                FAIL("timed out after %d ms waiting for %s", emq_test_ms(ms),  \
+                     (what));                                                  \
             usleep(5000);                                                      \
         }                                                                      \
     } while (0)
@@ -55,9 +55,10 @@ static inline emq_reply *cmdv_ok(emq_conn_t *conn, int argc,
 }
 
 /* A command whose reply must be an integer; returns it. */
-#define CMD_INT(conn, ...) cmd_int_at(__FILE__, __LINE__, (conn), __VA_ARGS__, (char *)NULL)
-static inline long long cmd_int_at(const char *file, int line,
-                                   emq_conn_t *conn, const char *arg0, ...) {
+#define CMD_INT(conn, ...)                                                     \
+    cmd_int_at(__FILE__, __LINE__, (conn), __VA_ARGS__, (char *)NULL)
+static inline long long cmd_int_at(const char *file, int line, emq_conn_t *conn,
+                                   const char *arg0, ...) {
     const char *argv[32];
     int argc = 0;
     va_list ap;
@@ -108,18 +109,16 @@ static inline long long pending_of(emq_conn_t *adm, const char *stream,
                                    const char *group, const char *consumer) {
     emq_reply *r =
         CMD(adm, "XPENDING", stream, group, "-", "+", "1000000", consumer);
-    long long n = emq_reply_kind(r) == EMQ_REPLY_ARRAY
-                      ? (long long)emq_reply_len(r)
-                      : -1;
+    long long n =
+        emq_reply_kind(r) == EMQ_REPLY_ARRAY ? (long long)emq_reply_len(r) : -1;
     emq_reply_free(r);
     return n;
 }
 
 /* Owner and delivery count of one pending ID; owner "" when not pending. */
 static inline void pending_entry(emq_conn_t *adm, const char *stream,
-                                 const char *group, const char *id,
-                                 char *owner, size_t owner_size,
-                                 long long *deliveries) {
+                                 const char *group, const char *id, char *owner,
+                                 size_t owner_size, long long *deliveries) {
     emq_reply *r = CMD(adm, "XPENDING", stream, group, id, id, "1");
     owner[0] = '\0';
     *deliveries = 0;
@@ -146,8 +145,8 @@ static inline size_t stream_ids(emq_conn_t *adm, const char *stream,
 
 /* "calls" and "usec" of one command from INFO commandstats (0 if the
  * command was never called). name is lower case, e.g. "xgroup|create". */
-static inline void cmdstat(emq_conn_t *adm, const char *name,
-                           long long *calls, long long *usec) {
+static inline void cmdstat(emq_conn_t *adm, const char *name, long long *calls,
+                           long long *usec) {
     emq_reply *r = CMD(adm, "INFO", "commandstats");
     size_t len = 0;
     const char *text = emq_reply_str(r, &len);
@@ -172,8 +171,8 @@ static inline void cmdstat(emq_conn_t *adm, const char *name,
 
 /* The value of field name in a flat [f, v, f, v...] reply, copied into
  * buf; returns 0 when the field is missing. */
-static inline int field_of(const emq_reply *fields, const char *name,
-                           char *buf, size_t size) {
+static inline int field_of(const emq_reply *fields, const char *name, char *buf,
+                           size_t size) {
     size_t n = emq_reply_len(fields);
     for (size_t i = 0; i + 1 < n; i += 2) {
         char f[128];
@@ -295,8 +294,7 @@ static inline int wait_child(pid_t pid, int timeout_ms) {
         if (now_ms() > end) {
             kill(pid, SIGKILL);
             waitpid(pid, &status, 0);
-            FAIL("child %ld did not exit within %d ms", (long)pid,
-                 timeout_ms);
+            FAIL("child %ld did not exit within %d ms", (long)pid, timeout_ms);
         }
         usleep(5000);
     }
@@ -323,8 +321,8 @@ static inline long long client_id_by_name(const emq_srv *s, const char *name,
         if (next)
             *next++ = '\0';
         if (strstr(line, key) &&
-            (!need_blocked || (strstr(line, " flags=b ") &&
-                               strstr(line, "cmd=xreadgroup"))))
+            (!need_blocked ||
+             (strstr(line, " flags=b ") && strstr(line, "cmd=xreadgroup"))))
             return atoll(line + 3); /* "id=N ..." */
         line = next;
     }

@@ -19,14 +19,14 @@
 /* ---- a slow handler ---------------------------------------------------- */
 
 typedef struct slow {
-    recorder r;             /* first: record() takes it */
-    int sleep_ms;           /* per entry (only sleep_prefix ones if set) */
+    recorder r;   /* first: record() takes it */
+    int sleep_ms; /* per entry (only sleep_prefix ones if set) */
     char sleep_prefix[16];
-    char retry_prefix[16];  /* EMQ_RETRY for values with this prefix */
-    uint64_t retry_below;   /* ...only while deliveries < this (0: always) */
-    char dead_prefix[16];   /* EMQ_DEAD for values with this prefix */
+    char retry_prefix[16]; /* EMQ_RETRY for values with this prefix */
+    uint64_t retry_below;  /* ...only while deliveries < this (0: always) */
+    char dead_prefix[16];  /* EMQ_DEAD for values with this prefix */
     atomic_int in_handler;
-    atomic_int returned;    /* handler calls that returned */
+    atomic_int returned;         /* handler calls that returned */
     char consumers[REC_MAX][16]; /* entry->consumer of each record */
     int64_t at[REC_MAX];         /* now_ms() of each record */
     char last_id[EMQ_ID_MAX];    /* full ID of the last entry (the
@@ -148,7 +148,7 @@ static inline emq_status bg_join(bg *b) {
     return b->st;
 }
 
-/* ---- conf with the short timings of the ownership tests --------------------------- */
+/* ---- conf with the short timings of the ownership tests ------------------ */
 
 /* A consumer "w" of jobs/g for fault tests: block 100 ms, lease 5 s (so a
  * fault window of 1.5 s never touches the lease), claim idle 60 s. */
@@ -282,10 +282,10 @@ static inline void local_ident(ident *id, const char *token_sample) {
     }
 }
 
-static inline void make_token(char *out, size_t size, const ident *id,
-                              long pid, unsigned long long ticks) {
-    int n = snprintf(out, size, "%s:%s:%s:%ld:%llu:00c0ffee00c0ffee",
-                     id->host, id->boot, id->ns, pid, ticks);
+static inline void make_token(char *out, size_t size, const ident *id, long pid,
+                              unsigned long long ticks) {
+    int n = snprintf(out, size, "%s:%s:%s:%ld:%llu:00c0ffee00c0ffee", id->host,
+                     id->boot, id->ns, pid, ticks);
     ASSERT(n > 0 && (size_t)n < size);
 }
 
@@ -363,18 +363,17 @@ static inline int count_lines(const char *path, const char *needle,
 static inline void replica_follow(emq_srv *s, const emq_srv *master) {
     char out[256], port[16];
     if (master == NULL) {
-        ASSERT_EQ_INT(emq_srv_cmd(s, out, sizeof out, "REPLICAOF", "NO",
-                                  "ONE", NULL),
-                      '+');
+        ASSERT_EQ_INT(
+            emq_srv_cmd(s, out, sizeof out, "REPLICAOF", "NO", "ONE", NULL),
+            '+');
         return;
     }
     snprintf(port, sizeof port, "%d", emq_srv_port(master));
-    ASSERT_EQ_INT(emq_srv_cmd(s, out, sizeof out, "REPLICAOF", "127.0.0.1",
-                              port, NULL),
-                  '+');
+    ASSERT_EQ_INT(
+        emq_srv_cmd(s, out, sizeof out, "REPLICAOF", "127.0.0.1", port, NULL),
+        '+');
     char v[64];
-    WAIT_UNTIL((info_field(s, "replication", "master_link_status", v,
-                           sizeof v),
+    WAIT_UNTIL((info_field(s, "replication", "master_link_status", v, sizeof v),
                 strcmp(v, "up") == 0),
                8000, "the replica to sync");
 }

@@ -15,7 +15,7 @@
 
 /* Polls until n entries are out (bounded), into got[]; returns how many. */
 static inline size_t poll_until(emq_consumer_t *c, emq_entry **got, size_t n,
-                         int ms) {
+                                int ms) {
     size_t have = 0;
     int64_t end = now_ms() + emq_test_ms(ms);
     while (have < n && now_ms() < end) {
@@ -33,22 +33,22 @@ static inline size_t poll_until(emq_consumer_t *c, emq_entry **got, size_t n,
 
 typedef struct work_pool {
     emq_consumer_t *c;
-    recorder r;                 /* every entry a worker took */
+    recorder r; /* every entry a worker took */
     pthread_mutex_t mu;
     pthread_cond_t cv;
     emq_entry *q[WP_QUEUE_MAX];
     size_t head, n;
-    int quit;                   /* workers end once the queue is empty */
-    int sleep_ms;               /* per entry */
-    char retry_prefix[16];      /* retry these at their first delivery */
-    char dead_prefix[16];       /* dead-letter these */
-    atomic_int busy, busy_max;  /* entries in workers' hands */
+    int quit;                  /* workers end once the queue is empty */
+    int sleep_ms;              /* per entry */
+    char retry_prefix[16];     /* retry these at their first delivery */
+    char dead_prefix[16];      /* dead-letter these */
+    atomic_int busy, busy_max; /* entries in workers' hands */
     atomic_int settle_errors;
     char last_error[300];
     pthread_t poller, workers[WP_THREADS_MAX];
     int nworkers;
     atomic_int poller_quit;
-    emq_status poll_status;     /* what ended the poller */
+    emq_status poll_status; /* what ended the poller */
 } work_pool;
 
 static inline void *wp_poller(void *arg) {
@@ -194,8 +194,8 @@ static inline void *claimer_main(void *arg) {
     claimer *k = arg;
     emq_conn_t *adm = admin_connect(k->s);
     while (!atomic_load(&k->quit)) {
-        emq_reply *r = CMD(adm, "XAUTOCLAIM", "emq:{jobs}", "g", "thief",
-                           "400", "0-0", "COUNT", "1000", "JUSTID");
+        emq_reply *r = CMD(adm, "XAUTOCLAIM", "emq:{jobs}", "g", "thief", "400",
+                           "0-0", "COUNT", "1000", "JUSTID");
         if (emq_reply_kind(r) == EMQ_REPLY_ARRAY && emq_reply_len(r) >= 2)
             atomic_fetch_add(&k->claimed,
                              (int)emq_reply_len(emq_reply_at(r, 1)));

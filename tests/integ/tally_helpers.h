@@ -96,8 +96,7 @@ static inline void wait_reads(emq_consumer_t *c, const runner_thread *t,
  * still deliver has reached the handler by then. Use it before asserting
  * that something was NOT delivered. */
 static inline void wait_two_more_reads(emq_consumer_t *c,
-                                       const runner_thread *t,
-                                       int timeout_ms) {
+                                       const runner_thread *t, int timeout_ms) {
     emq_consumer_stats st;
     emq_consumer_stats_get(c, &st);
     wait_reads(c, t, st.reads + 2, timeout_ms);
@@ -162,13 +161,13 @@ static inline void produce_batch_n(const emq_srv *s, const char *queue,
 #define TALLY_WORKERS 16
 
 typedef struct tally {
-    int n;                              /* indexes 0..n-1 are expected */
-    atomic_int times[TALLY_MAX];        /* handler calls per index */
-    atomic_int owner[TALLY_MAX];        /* worker slot + 1 of the last call */
+    int n;                       /* indexes 0..n-1 are expected */
+    atomic_int times[TALLY_MAX]; /* handler calls per index */
+    atomic_int owner[TALLY_MAX]; /* worker slot + 1 of the last call */
     atomic_int per_worker[TALLY_WORKERS];
     atomic_int total;
-    atomic_int bad;                     /* value out of range or unknown */
-    char names[TALLY_WORKERS][64];      /* consumer names, slot order */
+    atomic_int bad;                /* value out of range or unknown */
+    char names[TALLY_WORKERS][64]; /* consumer names, slot order */
     int nworkers;
 } tally;
 

@@ -23,11 +23,16 @@
  * then a field that reuses the name "emq.id". Returns its ID in out. */
 static void add_dead(emq_conn_t *adm, const char *origin, const char *value,
                      emq_id *out) {
-    const char *argv[] = {"XADD",  Q_DEAD,  "*",      "emq.id",
-                          origin,  "emq.group", "g",  "emq.consumer",
-                          "w",     "emq.deliveries", "3", "emq.reason",
-                          "boom",  "n",     value,    "bin",
-                          "\xff\0x", "emq.id", "again"};
+    const char *argv[] = {"XADD",    Q_DEAD,
+                          "*",       "emq.id",
+                          origin,    "emq.group",
+                          "g",       "emq.consumer",
+                          "w",       "emq.deliveries",
+                          "3",       "emq.reason",
+                          "boom",    "n",
+                          value,     "bin",
+                          "\xff\0x", "emq.id",
+                          "again"};
     size_t lens[19];
     for (size_t i = 0; i < 19; i++)
         lens[i] = strlen(argv[i]);
@@ -61,8 +66,8 @@ TEST(admin_dead_list_splits_origin_and_binary_fields) {
     emq_id d[2];
     add_dead(adm, "5-0", "v1", &d[0]);
     /* A letter whose name and value are not UTF-8, and no reason pair. */
-    const char *argv[] = {"XADD",   Q_DEAD, "*",     "emq.id", "6-0",
-                          "emq.group", "g", "\xfe", "\x80"};
+    const char *argv[] = {"XADD",      Q_DEAD, "*",    "emq.id", "6-0",
+                          "emq.group", "g",    "\xfe", "\x80"};
     emq_reply *r = NULL;
     emq_error err;
     ASSERT_OK(emq_conn_command(adm, 9, argv, NULL, &r, &err), &err);
@@ -147,8 +152,8 @@ TEST(admin_dead_requeue_moves_some_and_reports_unknown_ids_after) {
     uint64_t moved = 99;
     emq_error err;
     const char *ids[] = {d[0].str, "9-9", "not-an-id", d[2].str};
-    ASSERT_STATUS(emq_admin_dead_requeue(a, ids, 4, &moved, &err),
-                  EMQ_EINVAL, &err);
+    ASSERT_STATUS(emq_admin_dead_requeue(a, ids, 4, &moved, &err), EMQ_EINVAL,
+                  &err);
     ASSERT_EQ_INT(moved, 2);
     ASSERT_CONTAINS(err.message, "'9-9'");
     ASSERT_CONTAINS(err.message, "2 of 4");
@@ -160,13 +165,13 @@ TEST(admin_dead_requeue_moves_some_and_reports_unknown_ids_after) {
     emq_reply_free(r);
     r = CMD(adm, "XRANGE", Q_DEAD, "-", "+");
     char left[EMQ_ID_MAX];
-    ASSERT_EQ_STR(reply_text(emq_reply_at(emq_reply_at(r, 0), 0), left,
-                             sizeof left),
-                  d[1].str);
+    ASSERT_EQ_STR(
+        reply_text(emq_reply_at(emq_reply_at(r, 0), 0), left, sizeof left),
+        d[1].str);
     emq_reply_free(r);
     /* The same ID again: already gone. */
-    ASSERT_STATUS(emq_admin_dead_requeue(a, ids, 1, &moved, &err),
-                  EMQ_EINVAL, &err);
+    ASSERT_STATUS(emq_admin_dead_requeue(a, ids, 1, &moved, &err), EMQ_EINVAL,
+                  &err);
     ASSERT_EQ_INT(moved, 0);
     /* All that is left. */
     ASSERT_OK(emq_admin_dead_requeue(a, NULL, 0, &moved, &err), &err);
@@ -233,8 +238,7 @@ TEST(admin_dead_purge_reports_the_count_also_when_empty) {
     ASSERT_EQ_INT(CMD_INT(adm, "EXISTS", Q_DEAD), 0);
     /* Not a stream: the server's error. */
     CMD_NOERR(adm, "SET", Q_DEAD, "x");
-    ASSERT_STATUS(emq_admin_dead_purge(a, &removed, &err), EMQ_ESERVER,
-                  &err);
+    ASSERT_STATUS(emq_admin_dead_purge(a, &removed, &err), EMQ_ESERVER, &err);
     ASSERT_CONTAINS(err.message, "WRONGTYPE");
     emq_admin_destroy(a);
     emq_conn_destroy(adm);
@@ -292,8 +296,8 @@ TEST(admin_dead_poison_entry_listed_requeued_and_handled) {
     /* A consumer that can handle it now gets it anew, fields intact. */
     static recorder r2;
     recorder_init(&r2);
-    emq_consumer_t *c2 = recording_consumer(
-        consumer_conf(s, "jobs", "g", "w2", "new"), &r2);
+    emq_consumer_t *c2 =
+        recording_consumer(consumer_conf(s, "jobs", "g", "w2", "new"), &r2);
     runner_thread t2;
     start_consumer(&t2, c2);
     wait_for(&r2, 1, 5000);

@@ -103,15 +103,15 @@ static void describe_progress(const char *protocol) {
     CMD_NOERR(conn, "XGROUP", "CREATE", S_INSP, "g1", "0");
     CMD_NOERR(conn, "XGROUP", "CREATE", S_INSP, "g2", "0");
     CMD_NOERR(conn, "XGROUP", "CREATE", S_INSP, "g3", "$");
-    ASSERT_EQ_SIZE(group_read(conn, S_INSP, "g1", "c1", "2", ">", 1, NULL,
-                              NULL), 2);
-    ASSERT_EQ_SIZE(group_read(conn, S_INSP, "g1", "c1", "2", ">", 0, NULL,
-                              NULL), 2);
+    ASSERT_EQ_SIZE(
+        group_read(conn, S_INSP, "g1", "c1", "2", ">", 1, NULL, NULL), 2);
+    ASSERT_EQ_SIZE(
+        group_read(conn, S_INSP, "g1", "c1", "2", ">", 0, NULL, NULL), 2);
     usleep((useconds_t)GAP_MS * 1000);
-    ASSERT_EQ_SIZE(group_read(conn, S_INSP, "g2", "c1", "3", ">", 0, NULL,
-                              NULL), 3);
-    ASSERT_EQ_SIZE(group_read(conn, S_INSP, "g2", "c2", "5", ">", 0, NULL,
-                              NULL), 5);
+    ASSERT_EQ_SIZE(
+        group_read(conn, S_INSP, "g2", "c1", "3", ">", 0, NULL, NULL), 3);
+    ASSERT_EQ_SIZE(
+        group_read(conn, S_INSP, "g2", "c2", "5", ">", 0, NULL, NULL), 5);
     for (int i = 0; i < 3; i++)
         CMD_NOERR(conn, "XADD", "emq:{insp}:dead", "*", "emq.id", "1-0");
 
@@ -151,8 +151,8 @@ static void describe_progress(const char *protocol) {
     /* Does this server report "inactive" (7.2+)? Decided by shape. */
     emq_reply *raw = CMD(conn, "XINFO", "CONSUMERS", S_INSP, "g1");
     char tmp[64];
-    int has_inactive = field_of(emq_reply_at(raw, 0), "inactive", tmp,
-                                sizeof tmp);
+    int has_inactive =
+        field_of(emq_reply_at(raw, 0), "inactive", tmp, sizeof tmp);
     emq_reply_free(raw);
 
     const emq_group_info *g1 = group_named(info, "g1");
@@ -254,8 +254,8 @@ TEST(admin_describe_computes_nil_lag_after_xdel) {
     CMD_NOERR(conn, "XGROUP", "CREATE", stream, "g", "0");
     CMD_NOERR(conn, "XGROUP", "CREATE", stream, "done", "$");
     char last[EMQ_ID_MAX];
-    ASSERT_EQ_SIZE(group_read(conn, stream, "g", "c", "3", ">", 1, NULL,
-                              last), 3);
+    ASSERT_EQ_SIZE(group_read(conn, stream, "g", "c", "3", ">", 1, NULL, last),
+                   3);
     /* Delete the entry right after the cursor, and one before it. */
     char start[EMQ_ID_MAX + 1], ahead[EMQ_ID_MAX], first[EMQ_ID_MAX];
     snprintf(start, sizeof start, "(%s", last);
@@ -279,9 +279,9 @@ TEST(admin_describe_computes_nil_lag_after_xdel) {
         char name[16], lag[32];
         field_of(emq_reply_at(r, i), "name", name, sizeof name);
         if (strcmp(name, "g") == 0)
-            server_nil = !field_of(emq_reply_at(r, i), "lag", lag,
-                                   sizeof lag) ||
-                         lag[0] == '\0';
+            server_nil =
+                !field_of(emq_reply_at(r, i), "lag", lag, sizeof lag) ||
+                lag[0] == '\0';
     }
     emq_reply_free(r);
 
@@ -343,15 +343,15 @@ TEST(admin_describe_wrong_type_is_eserver) {
 static void pending_setup(emq_conn_t *conn) {
     add_ids(conn, S_INSP, 1, 7);
     CMD_NOERR(conn, "XGROUP", "CREATE", S_INSP, "g", "0");
-    ASSERT_EQ_SIZE(group_read(conn, S_INSP, "g", "c1", "3", ">", 0, NULL,
-                              NULL), 3);
-    ASSERT_EQ_SIZE(group_read(conn, S_INSP, "g", "c2", "2", ">", 0, NULL,
-                              NULL), 2);
-    ASSERT_EQ_SIZE(group_read(conn, S_INSP, "g", "c2", "10", "0", 0, NULL,
-                              NULL), 2);
+    ASSERT_EQ_SIZE(group_read(conn, S_INSP, "g", "c1", "3", ">", 0, NULL, NULL),
+                   3);
+    ASSERT_EQ_SIZE(group_read(conn, S_INSP, "g", "c2", "2", ">", 0, NULL, NULL),
+                   2);
+    ASSERT_EQ_SIZE(
+        group_read(conn, S_INSP, "g", "c2", "10", "0", 0, NULL, NULL), 2);
     usleep((useconds_t)GAP_MS * 1000);
-    ASSERT_EQ_SIZE(group_read(conn, S_INSP, "g", "c2", "2", ">", 0, NULL,
-                              NULL), 2);
+    ASSERT_EQ_SIZE(group_read(conn, S_INSP, "g", "c2", "2", ">", 0, NULL, NULL),
+                   2);
 }
 
 /* Lists pending entries and checks their IDs ("1,2,3" as ms parts). */
@@ -360,9 +360,9 @@ static void expect_pending(emq_admin_t *a, const char *consumer,
     emq_pending_entry *list = NULL;
     size_t n = 99;
     emq_error err;
-    ASSERT_OK(emq_admin_pending(a, "g", consumer, min_idle, max, &list, &n,
-                                &err),
-              &err);
+    ASSERT_OK(
+        emq_admin_pending(a, "g", consumer, min_idle, max, &list, &n, &err),
+        &err);
     char got[256] = "";
     for (size_t i = 0; i < n; i++) {
         char one[40];
@@ -441,16 +441,15 @@ TEST(admin_pending_pages_long_lists_in_order) {
     produce_batch_n(s, "longp", 0, 2500);
     const char *stream = "emq:{longp}";
     CMD_NOERR(conn, "XGROUP", "CREATE", stream, "g", "0");
-    ASSERT_EQ_SIZE(group_read(conn, stream, "g", "c", "5000", ">", 0, NULL,
-                              NULL), 2500);
+    ASSERT_EQ_SIZE(
+        group_read(conn, stream, "g", "c", "5000", ">", 0, NULL, NULL), 2500);
     emq_admin_t *a = admin_open(s, "longp", "2");
     long long before = 0, after = 0, usec = 0;
     cmdstat(conn, "xpending", &before, &usec);
     emq_pending_entry *list = NULL;
     size_t n = 0;
     emq_error err;
-    ASSERT_OK(emq_admin_pending(a, "g", NULL, 0, 2100, &list, &n, &err),
-              &err);
+    ASSERT_OK(emq_admin_pending(a, "g", NULL, 0, 2100, &list, &n, &err), &err);
     cmdstat(conn, "xpending", &after, &usec);
     ASSERT_EQ_SIZE(n, 2100);
     ASSERT_EQ_INT(after - before, 3); /* pages of 1000, 1000, 100 */
@@ -478,9 +477,9 @@ TEST(admin_pending_nogroup_names_the_group) {
     emq_error err;
     /* No stream at all, then a stream without that group. */
     for (int round = 0; round < 2; round++) {
-        ASSERT_STATUS(emq_admin_pending(a, "nosuch", NULL, 0, 10, &list, &n,
-                                        &err),
-                      EMQ_ESERVER, &err);
+        ASSERT_STATUS(
+            emq_admin_pending(a, "nosuch", NULL, 0, 10, &list, &n, &err),
+            EMQ_ESERVER, &err);
         ASSERT(list == NULL);
         ASSERT_EQ_SIZE(n, 0);
         ASSERT_CONTAINS(err.message, "'nosuch'");
@@ -530,8 +529,8 @@ TEST(admin_inspect_survives_every_allocation_failure) {
     emq_conn_t *conn = admin_connect(s);
     pending_setup(conn);
     CMD_NOERR(conn, "XGROUP", "CREATE", S_INSP, "h", "0");
-    ASSERT_EQ_SIZE(group_read(conn, S_INSP, "h", "c9", "2", ">", 0, NULL,
-                              NULL), 2);
+    ASSERT_EQ_SIZE(group_read(conn, S_INSP, "h", "c9", "2", ">", 0, NULL, NULL),
+                   2);
     ASSERT_EQ_INT(CMD_INT(conn, "XDEL", S_INSP, "5-0"), 1); /* nil lag */
     int done_describe = 0, done_pending = 0;
     for (uint64_t n = 1; n < 500 && !(done_describe && done_pending); n++) {
@@ -581,8 +580,7 @@ TEST(admin_inspect_survives_every_allocation_failure) {
 TEST_TIMEOUT(errors_carry_the_servers_code, 20) {
     emq_srv *s = emq_srv_start(NULL);
     char out[64];
-    emq_srv_cmd(s, out, sizeof out, "XADD", "emq:{codes}", "*", "a", "b",
-                NULL);
+    emq_srv_cmd(s, out, sizeof out, "XADD", "emq:{codes}", "*", "a", "b", NULL);
     emq_admin_t *a = admin_open(s, "codes", "2");
     emq_error err;
     emq_pending_entry *e = NULL;

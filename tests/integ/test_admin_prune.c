@@ -28,8 +28,8 @@ TEST(admin_prune_moves_pending_to_most_recent_consumer_then_removes) {
     CMD_NOERR(adm, "XGROUP", "CREATE", Q_STREAM, "g", "$", "MKSTREAM");
     add_entries(adm, 3);
     ASSERT_EQ_INT(take_new(adm, Q_STREAM, "g", "idle1", "3"), 3);
-    ASSERT_EQ_INT(CMD_INT(adm, "XGROUP", "CREATECONSUMER", Q_STREAM, "g",
-                          "idle2"), 1);
+    ASSERT_EQ_INT(
+        CMD_INT(adm, "XGROUP", "CREATECONSUMER", Q_STREAM, "g", "idle2"), 1);
     emq_id ids[3];
     ASSERT_EQ_SIZE(stream_ids(adm, Q_STREAM, ids, 3), 3);
     /* idle1 and idle2 pass the threshold; live1 and live2 must stay under
@@ -67,8 +67,8 @@ TEST(admin_prune_moves_pending_to_most_recent_consumer_then_removes) {
         ASSERT_EQ_INT(deliveries, 1); /* JUSTID: no delivery added */
     }
     /* The moved entries kept their idle time: claimable at once. */
-    emq_reply *p = CMD(adm, "XPENDING", Q_STREAM, "g", "IDLE", idle_text,
-                       "-", "+", "10");
+    emq_reply *p =
+        CMD(adm, "XPENDING", Q_STREAM, "g", "IDLE", idle_text, "-", "+", "10");
     ASSERT_EQ_SIZE(emq_reply_len(p), 3);
     emq_reply_free(p);
     /* Nothing idle is left: a second run does nothing. */
@@ -85,8 +85,8 @@ TEST(admin_prune_all_idle_keeps_consumers_holding_entries) {
     CMD_NOERR(adm, "XGROUP", "CREATE", Q_STREAM, "g", "$", "MKSTREAM");
     add_entries(adm, 2);
     ASSERT_EQ_INT(take_new(adm, Q_STREAM, "g", "holder", "2"), 2);
-    ASSERT_EQ_INT(CMD_INT(adm, "XGROUP", "CREATECONSUMER", Q_STREAM, "g",
-                          "empty"), 1);
+    ASSERT_EQ_INT(
+        CMD_INT(adm, "XGROUP", "CREATECONSUMER", Q_STREAM, "g", "empty"), 1);
     usleep(300 * 1000);
     emq_admin_t *a = admin_open(s, "jobs", "3"); /* RESP3: XINFO maps */
     emq_prune_result res;
@@ -166,10 +166,10 @@ TEST(admin_prune_missing_group_is_a_clear_error) {
                   EMQ_ESERVER, &err);
     ASSERT_CONTAINS(err.message, "group 'nog' does not exist");
     /* Bad arguments. */
-    ASSERT_STATUS(emq_admin_prune_consumers(a, "g", -1, &res, &err),
-                  EMQ_EINVAL, &err);
-    ASSERT_STATUS(emq_admin_prune_consumers(a, "", 0, &res, &err),
-                  EMQ_EINVAL, &err);
+    ASSERT_STATUS(emq_admin_prune_consumers(a, "g", -1, &res, &err), EMQ_EINVAL,
+                  &err);
+    ASSERT_STATUS(emq_admin_prune_consumers(a, "", 0, &res, &err), EMQ_EINVAL,
+                  &err);
     /* A group without consumers: nothing to do. */
     ASSERT_OK(emq_admin_prune_consumers(a, "g", 0, &res, &err), &err);
     ASSERT_EQ_INT(res.removed + res.moved + res.kept, 0);

@@ -28,10 +28,10 @@ static emq_admin_t *replay_setup(emq_srv *s, emq_conn_t *conn) {
     emq_error err;
     ASSERT_OK(emq_admin_group_create(a, "g", "head", &created, &err), &err);
     ASSERT_EQ_INT(created, 1);
-    ASSERT_EQ_SIZE(group_read(conn, S_RP, "g", "c", "100", ">", 1, NULL,
-                              NULL), 10);
-    ASSERT_EQ_SIZE(group_read(conn, S_RP, "g", "c", "100", ">", 1, NULL,
-                              NULL), 0);
+    ASSERT_EQ_SIZE(group_read(conn, S_RP, "g", "c", "100", ">", 1, NULL, NULL),
+                   10);
+    ASSERT_EQ_SIZE(group_read(conn, S_RP, "g", "c", "100", ">", 1, NULL, NULL),
+                   0);
     return a;
 }
 
@@ -68,8 +68,8 @@ TEST(admin_setid_head_tail_and_id_redeliver_what_they_report) {
     replay_expect(a, conn, "tail", 0, "", "1009-0");
     /* After tail, only what is added later comes. */
     CMD_NOERR(conn, "XADD", S_RP, "1010-0", "n", "1010");
-    ASSERT_EQ_SIZE(group_read(conn, S_RP, "g", "c", "100", ">", 1, NULL,
-                              NULL), 1);
+    ASSERT_EQ_SIZE(group_read(conn, S_RP, "g", "c", "100", ">", 1, NULL, NULL),
+                   1);
     replay_expect(a, conn, "1010-0", 0, "", "1010-0");
     replay_expect(a, conn, "999", 11, "1000-0", "999-0");
     /* An ID past the end: nothing. */
@@ -91,8 +91,8 @@ TEST(admin_setid_to_a_time_replays_from_that_time) {
     /* Two entries in the same millisecond: both are at that time. */
     CMD_NOERR(conn, "XADD", S_RP, "1020-0", "n", "a");
     CMD_NOERR(conn, "XADD", S_RP, "1020-1", "n", "b");
-    ASSERT_EQ_SIZE(group_read(conn, S_RP, "g", "c", "100", ">", 1, NULL,
-                              NULL), 2);
+    ASSERT_EQ_SIZE(group_read(conn, S_RP, "g", "c", "100", ">", 1, NULL, NULL),
+                   2);
     replay_expect(a, conn, "@1020", 2, "1020-0", "1009-0");
     /* Before every entry: all of them, cursor at 0. */
     replay_expect(a, conn, "@500", 12, "1000-0", "0-0");
@@ -121,9 +121,9 @@ TEST(admin_setid_refuses_a_group_that_does_not_exist) {
     CMD_NOERR(conn, "XGROUP", "CREATE", S_RP, "other", "0");
     const char *targets[] = {"head", "tail", "2-0", "@2"};
     for (size_t i = 0; i < 4; i++) {
-        ASSERT_STATUS(emq_admin_group_setid(a, "nog", targets[i], &redeliver,
-                                            &err),
-                      EMQ_ESERVER, &err);
+        ASSERT_STATUS(
+            emq_admin_group_setid(a, "nog", targets[i], &redeliver, &err),
+            EMQ_ESERVER, &err);
         ASSERT_CONTAINS(err.message, "group 'nog' does not exist");
         ASSERT_CONTAINS(err.message, S_RP);
     }
@@ -140,10 +140,10 @@ TEST(admin_setid_bad_targets_send_nothing) {
     emq_admin_t *a = admin_open(s, "rp", "2");
     emq_error err;
     uint64_t redeliver = 0;
-    const char *bad[] = {"",     "abc", "@",    "@x",     "@-5",
-                         "@5-1", "1-2-3", "$",  "-",      "+",
-                         "head ", "0-",  "-1", "99999999999999999999999",
-                         "@1.5", "Head", ">"};
+    const char *bad[] = {
+        "",     "abc",  "@", "@x",    "@-5", "@5-1", "1-2-3",
+        "$",    "-",    "+", "head ", "0-",  "-1",   "99999999999999999999999",
+        "@1.5", "Head", ">"};
     long long before = commands_total(s);
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         ASSERT_STATUS(emq_admin_group_setid(a, "g", bad[i], &redeliver, &err),
@@ -181,8 +181,8 @@ TEST(admin_group_create_and_destroy) {
     ASSERT_CONTAINS(err.message, "latest");
     ASSERT_STATUS(emq_admin_group_create(a, NULL, "new", &created, &err),
                   EMQ_EINVAL, &err);
-    ASSERT_STATUS(emq_admin_group_destroy(a, "", &destroyed, &err),
-                  EMQ_EINVAL, &err);
+    ASSERT_STATUS(emq_admin_group_destroy(a, "", &destroyed, &err), EMQ_EINVAL,
+                  &err);
     ASSERT_EQ_INT(commands_total(s) - before, 1);
 
     /* Destroying on a missing stream: nothing to destroy, no error. */
@@ -204,8 +204,8 @@ TEST(admin_group_create_and_destroy) {
     /* An explicit ID. */
     ASSERT_OK(emq_admin_group_create(a, "h", "2-0", &created, &err), &err);
     ASSERT_EQ_INT(created, 1);
-    ASSERT_EQ_SIZE(group_read(conn, S_RP, "h", "c", "100", ">", 0, NULL,
-                              NULL), 3);
+    ASSERT_EQ_SIZE(group_read(conn, S_RP, "h", "c", "100", ">", 0, NULL, NULL),
+                   3);
 
     /* Destroy: 1, then 0; the pending list goes with it. */
     ASSERT_OK(emq_admin_group_destroy(a, "h", &destroyed, &err), &err);

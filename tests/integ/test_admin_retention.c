@@ -45,9 +45,8 @@ TEST(admin_trim_two_groups_keep_what_the_slower_needs) {
     add_entries(adm, 10, e);
     /* g1: e0..e5 delivered, e2, e4, e5 still pending. */
     ASSERT_EQ_INT(take_new(adm, Q_STREAM, "g1", "c1", "6"), 6);
-    ASSERT_EQ_INT(CMD_INT(adm, "XACK", Q_STREAM, "g1", e[0].str, e[1].str,
-                          e[3].str),
-                  3);
+    ASSERT_EQ_INT(
+        CMD_INT(adm, "XACK", Q_STREAM, "g1", e[0].str, e[1].str, e[3].str), 3);
     /* g2: e0..e3 delivered and acknowledged; e4 is its next. */
     ASSERT_EQ_INT(take_new(adm, Q_STREAM, "g2", "c2", "4"), 4);
     ASSERT_EQ_INT(CMD_INT(adm, "XACK", Q_STREAM, "g2", e[0].str, e[1].str,
@@ -69,13 +68,12 @@ TEST(admin_trim_two_groups_keep_what_the_slower_needs) {
     ASSERT_EQ_INT(res.removed, 2);
     ASSERT_EQ_STR(res.floor.str, e[4].str);
     /* Everything g1 still holds is still readable by its history read. */
-    emq_reply *r = CMD(adm, "XREADGROUP", "GROUP", "g1", "c1", "STREAMS",
-                       Q_STREAM, "0");
+    emq_reply *r =
+        CMD(adm, "XREADGROUP", "GROUP", "g1", "c1", "STREAMS", Q_STREAM, "0");
     const emq_reply *entries = emq_reply_at(emq_reply_at(r, 0), 1);
     ASSERT_EQ_SIZE(emq_reply_len(entries), 2);
     for (size_t i = 0; i < 2; i++)
-        ASSERT_EQ_INT(emq_reply_kind(emq_reply_at(emq_reply_at(entries, i),
-                                                  1)),
+        ASSERT_EQ_INT(emq_reply_kind(emq_reply_at(emq_reply_at(entries, i), 1)),
                       EMQ_REPLY_ARRAY); /* not a deleted entry */
     emq_reply_free(r);
     emq_admin_destroy(a);
@@ -91,8 +89,7 @@ TEST(admin_trim_group_with_empty_pending_list) {
     add_entries(adm, 5, e);
     /* Two delivered and acknowledged: the floor is the third. */
     ASSERT_EQ_INT(take_new(adm, Q_STREAM, "g", "c", "2"), 2);
-    ASSERT_EQ_INT(CMD_INT(adm, "XACK", Q_STREAM, "g", e[0].str, e[1].str),
-                  2);
+    ASSERT_EQ_INT(CMD_INT(adm, "XACK", Q_STREAM, "g", e[0].str, e[1].str), 2);
     emq_admin_t *a = admin_open(s, "jobs", "2");
     emq_trim_result res = trim_ok(a, -1, -1);
     ASSERT_EQ_INT(res.removed, 2);
@@ -100,9 +97,8 @@ TEST(admin_trim_group_with_empty_pending_list) {
     /* All delivered and acknowledged: nothing is needed, all goes, the
      * stream and its group stay. */
     ASSERT_EQ_INT(take_new(adm, Q_STREAM, "g", "c", "10"), 3);
-    ASSERT_EQ_INT(CMD_INT(adm, "XACK", Q_STREAM, "g", e[2].str, e[3].str,
-                          e[4].str),
-                  3);
+    ASSERT_EQ_INT(
+        CMD_INT(adm, "XACK", Q_STREAM, "g", e[2].str, e[3].str, e[4].str), 3);
     res = trim_ok(a, -1, -1);
     ASSERT_EQ_INT(res.removed, 3);
     ASSERT_EQ_STR(res.floor.str, "");
@@ -155,9 +151,8 @@ TEST(admin_trim_length_bound_is_held_back_at_the_floor) {
     emq_id e[10];
     add_entries(adm, 10, e);
     ASSERT_EQ_INT(take_new(adm, Q_STREAM, "g", "c", "3"), 3);
-    ASSERT_EQ_INT(CMD_INT(adm, "XACK", Q_STREAM, "g", e[0].str, e[1].str,
-                          e[2].str),
-                  3);
+    ASSERT_EQ_INT(
+        CMD_INT(adm, "XACK", Q_STREAM, "g", e[0].str, e[1].str, e[2].str), 3);
     emq_admin_t *a = admin_open(s, "jobs", "3"); /* RESP3 */
     /* Keep 8 of 10: both are below the floor e3. */
     emq_trim_result res = trim_ok(a, 8, -1);
@@ -199,8 +194,7 @@ TEST(admin_trim_age_bound_is_held_back_at_the_floor) {
     add_entries(adm, 5, e + 5);
     CMD_NOERR(adm, "XGROUP", "CREATE", Q_STREAM, "g", "0");
     ASSERT_EQ_INT(take_new(adm, Q_STREAM, "g", "c", "2"), 2);
-    ASSERT_EQ_INT(CMD_INT(adm, "XACK", Q_STREAM, "g", e[0].str, e[1].str),
-                  2);
+    ASSERT_EQ_INT(CMD_INT(adm, "XACK", Q_STREAM, "g", e[0].str, e[1].str), 2);
     emq_admin_t *a = admin_open(s, "jobs", "2");
     /* Older than 30 s: five entries; two are below the floor. */
     emq_trim_result res = trim_ok(a, -1, 30000);
@@ -290,9 +284,8 @@ TEST_TIMEOUT(admin_trim_while_producing_loses_nothing_a_group_needs, 60) {
     /* Group "fast": a consumer acknowledging everything as it comes. */
     static recorder fast;
     recorder_init(&fast);
-    emq_consumer_t *c =
-        recording_consumer(consumer_conf(s, "jobs", "fast", "f1", "new"),
-                           &fast);
+    emq_consumer_t *c = recording_consumer(
+        consumer_conf(s, "jobs", "fast", "f1", "new"), &fast);
     runner_thread ct;
     start_consumer(&ct, c);
     /* Group "slow": read by this thread a little at a time, between trims. */

@@ -16,8 +16,8 @@
 /* Log lines seen, for the tests that check what a session said. */
 typedef struct said {
     pthread_mutex_t mu;
-    int waits;       /* "server not ready" */
-    int reconnects;  /* "re-established" or "reconnect" */
+    int waits;      /* "server not ready" */
+    int reconnects; /* "re-established" or "reconnect" */
     char last[512];
 } said;
 
@@ -128,8 +128,8 @@ TEST(admin_waits_out_a_busy_server) {
     emq_srv *s = emq_srv_start(NULL);
     char out[256];
     /* BUSY after 100 ms of script (7.0+ name, then 6.2's). */
-    if (emq_srv_cmd(s, out, sizeof out, "CONFIG", "SET",
-                    "busy-reply-threshold", "100", NULL) != '+')
+    if (emq_srv_cmd(s, out, sizeof out, "CONFIG", "SET", "busy-reply-threshold",
+                    "100", NULL) != '+')
         emq_srv_cmd(s, out, sizeof out, "CONFIG", "SET", "lua-time-limit",
                     "100", NULL);
     said log = {.mu = PTHREAD_MUTEX_INITIALIZER};

@@ -45,8 +45,7 @@ static void step_no_leak(const step *s, const char *what) {
     uint64_t live = emq__alloc_live();
     if (live != s->live0)
         FAIL("%s, allocation %llu failed: %lld allocations leaked", what,
-             (unsigned long long)s->n,
-             (long long)live - (long long)s->live0);
+             (unsigned long long)s->n, (long long)live - (long long)s->live0);
 }
 
 /* Prints how far a walk went (shown under the test's line on failure,
@@ -62,8 +61,8 @@ static void step_failed_cleanly(const step *s, emq_status st,
     if (st == EMQ_OK)
         return;
     if (err->code != st || err->message[0] == '\0')
-        FAIL("%s, allocation %llu failed: status %s but error %s \"%s\"",
-             what, (unsigned long long)s->n, emq_status_name(st),
+        FAIL("%s, allocation %llu failed: status %s but error %s \"%s\"", what,
+             (unsigned long long)s->n, emq_status_name(st),
              emq_status_name(err->code), err->message);
 }
 
@@ -190,8 +189,8 @@ TEST_TIMEOUT(alloc_producer_new_and_batch, 60) {
     conf_set(conf, "queue", "oomp");
     conf_set(conf, "producer.window", "4");
     enum { N = 10 };
-    emq_field fields[3] = {{"a", 1, "1", 1}, {"b", 1, "\0\r\n", 3},
-                           {"c", 1, "v", 1}};
+    emq_field fields[3] = {
+        {"a", 1, "1", 1}, {"b", 1, "\0\r\n", 3}, {"c", 1, "v", 1}};
     emq_message msgs[N];
     for (int i = 0; i < N; i++)
         msgs[i] = (emq_message){fields, 3, NULL};
@@ -281,8 +280,8 @@ typedef struct cycle {
     int delivered;
 } cycle;
 
-static emq_verdict cycle_handler(void *opaque, const emq_entry *e,
-                                 char *reason, size_t reason_size) {
+static emq_verdict cycle_handler(void *opaque, const emq_entry *e, char *reason,
+                                 size_t reason_size) {
     cycle *cy = opaque;
     cy->delivered++;
     const char *v = e->nfields ? e->fields[0].value : "";
@@ -320,8 +319,7 @@ static void *watchdog_main(void *arg) {
     clock_gettime(CLOCK_REALTIME, &until);
     until.tv_sec += 3;
     pthread_mutex_lock(&w->lock);
-    while (!w->done &&
-           pthread_cond_timedwait(&w->cond, &w->lock, &until) == 0)
+    while (!w->done && pthread_cond_timedwait(&w->cond, &w->lock, &until) == 0)
         ;
     if (!w->done)
         emq_consumer_stop(w->c);
@@ -361,8 +359,7 @@ TEST_TIMEOUT(alloc_consumer_recover_read_ack_claim_dead_letter, 240) {
         emq_error err;
         memset(&err, 0, sizeof err);
         step_arm(&s, n);
-        emq_status st = emq_consumer_new(conf, cycle_handler, &cy, &cy.c,
-                                         &err);
+        emq_status st = emq_consumer_new(conf, cycle_handler, &cy, &cy.c, &err);
         if (st == EMQ_OK) {
             watchdog w = {.c = cy.c};
             pthread_mutex_init(&w.lock, NULL);
@@ -397,8 +394,8 @@ TEST_TIMEOUT(alloc_consumer_recover_read_ack_claim_dead_letter, 240) {
     /* The last, undisturbed run did the whole cycle. */
     ASSERT_EQ_INT(srv_int(srv, "XLEN", Q_DEAD, NULL), 2);
     char out[512];
-    emq_srv_cmd(srv, out, sizeof out, "XPENDING", Q_STREAM, "g", "-", "+",
-                "10", NULL);
+    emq_srv_cmd(srv, out, sizeof out, "XPENDING", Q_STREAM, "g", "-", "+", "10",
+                NULL);
     ASSERT_CONTAINS(out, "5-0"); /* the retry stays pending */
     ASSERT_NOT_CONTAINS(out, "1-0");
     ASSERT_NOT_CONTAINS(out, "2-0");
@@ -409,7 +406,7 @@ TEST_TIMEOUT(alloc_consumer_recover_read_ack_claim_dead_letter, 240) {
     emq_srv_stop(srv);
 }
 
-/* ---- admin ----------------------------------------------------------------- */
+/* ---- admin --------------------------------------------------------------- */
 
 TEST_TIMEOUT(alloc_admin_new_and_describe, 60) {
     emq_srv *srv = emq_srv_start(NULL);

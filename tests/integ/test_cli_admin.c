@@ -74,8 +74,8 @@ TEST(cli_info_warns_of_an_evicting_maxmemory_policy) {
     ASSERT_NOT_CONTAINS(r.err, "maxmemory-policy");
     cli_free(&r);
     char out[64];
-    ASSERT(emq_srv_cmd(s, out, sizeof out, "CONFIG", "SET",
-                       "maxmemory-policy", "volatile-lru", NULL) == '+');
+    ASSERT(emq_srv_cmd(s, out, sizeof out, "CONFIG", "SET", "maxmemory-policy",
+                       "volatile-lru", NULL) == '+');
     CLI(&r, url, "info", "q");
     ASSERT_EXIT(&r, 0);
     ASSERT_CONTAINS(r.err, "warning: maxmemory-policy is volatile-lru");
@@ -87,8 +87,8 @@ TEST(cli_info_warns_of_an_evicting_maxmemory_policy) {
     ASSERT_CONTAINS(r.out, "\"maxmemory_policy\":\"volatile-lru\"");
     ASSERT_CONTAINS(r.out, "\"eviction_warning\":\"the server's");
     cli_free(&r);
-    ASSERT(emq_srv_cmd(s, out, sizeof out, "CONFIG", "SET",
-                       "maxmemory-policy", "allkeys-lru", NULL) == '+');
+    ASSERT(emq_srv_cmd(s, out, sizeof out, "CONFIG", "SET", "maxmemory-policy",
+                       "allkeys-lru", NULL) == '+');
     CLI(&r, url, "info", "q");
     ASSERT_EXIT(&r, 0);
     ASSERT_CONTAINS(r.err, "may evict any key");
@@ -206,9 +206,8 @@ TEST_TIMEOUT(cli_demo_reports_nothing_lost, 90) {
     ASSERT(mkdir(tmp, 0700) == 0);
     setenv("TMPDIR", tmp, 1);
     cli_run_in(&r, NULL, NULL, 0, 80000,
-               CLI_ARGS("demo", "--jobs", "3000", "--workers", "3",
-                        "--poison", "2", "--work-us", "400", "--claim-idle",
-                        "300"));
+               CLI_ARGS("demo", "--jobs", "3000", "--workers", "3", "--poison",
+                        "2", "--work-us", "400", "--claim-idle", "300"));
     ASSERT_EXIT(&r, 0);
     ASSERT_CONTAINS(r.out, "killed demo-2 with SIGKILL");
     ASSERT_CONTAINS(r.out, "== recovered:");

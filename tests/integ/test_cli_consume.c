@@ -2,8 +2,8 @@
 /* test_cli_consume.c: `echomq consume` end to end against a private
  * redis-server: --exec with its environment and exit codes (0 acks, other
  * exits end in the dead letters with "exit N" after --max-deliveries),
- * --concurrency runs on the one name C, SIGTERM stops gracefully with exit 0, and
- * the password of a URL never shows in /proc/PID/cmdline of a running
+ * --concurrency runs on the one name C, SIGTERM stops gracefully with exit 0,
+ * and the password of a URL never shows in /proc/PID/cmdline of a running
  * consume.
  */
 #include "integ/cli_helpers.h"
@@ -68,8 +68,8 @@ TEST(cli_consume_concurrency_runs_on_one_name) {
            "-q");
     cli_free(&r);
     CLI(&r, url, "consume", "q", "-g", "g", "-c", "C", "--start", "head",
-        "--concurrency", "2", "--count", "1", "--until-idle", "500",
-        "--exec", "cat >/dev/null; sleep 0.05");
+        "--concurrency", "2", "--count", "1", "--until-idle", "500", "--exec",
+        "cat >/dev/null; sleep 0.05");
     ASSERT_EXIT(&r, 0);
     ASSERT_CONTAINS(r.err, "consumed 8 entries (acknowledged 8");
     cli_free(&r);

@@ -82,8 +82,7 @@ TEST_TIMEOUT(cli_consume_concurrency_8_runs_16_slow_jobs_at_once, 60) {
            "(with --until-idle 300), at most %d at once\n",
            (long long)took, most);
     char out[2048];
-    emq_srv_cmd(s, out, sizeof out, "XINFO", "CONSUMERS", "emq:{q}", "g",
-                NULL);
+    emq_srv_cmd(s, out, sizeof out, "XINFO", "CONSUMERS", "emq:{q}", "g", NULL);
     ASSERT_CONTAINS(out, "name\nC\n");
     ASSERT_NOT_CONTAINS(out, "C-1");
     emq_srv_stop(s);
@@ -92,9 +91,8 @@ TEST_TIMEOUT(cli_consume_concurrency_8_runs_16_slow_jobs_at_once, 60) {
 /* Spawns consume in pipe mode with stdout on a pipe; returns the pid. */
 static pid_t spawn_pipe_consumer(const emq_srv *s, int *out,
                                  const char *const *extra) {
-    const char *args[32] = {"consume", "q",      "-g",     "g",
-                            "-c",      "c",      "--start", "head",
-                            "--block", "200",    "-q"};
+    const char *args[32] = {"consume", "q",    "-g",      "g",   "-c", "c",
+                            "--start", "head", "--block", "200", "-q"};
     int n = 11;
     for (int i = 0; extra && extra[i] && n < 31; i++)
         args[n++] = extra[i];

@@ -17,9 +17,8 @@ static void make_dead(const emq_srv *s, int n, int code) {
     }
     char cmd[32];
     snprintf(cmd, sizeof cmd, "exit %d", code);
-    CLI(&r, emq_srv_url(s), "consume", "q", "-g", "g", "-c", "c", "-s",
-        "head", "--exec", cmd, "--max-deliveries", "1", "--until-idle",
-        "400", "-q");
+    CLI(&r, emq_srv_url(s), "consume", "q", "-g", "g", "-c", "c", "-s", "head",
+        "--exec", cmd, "--max-deliveries", "1", "--until-idle", "400", "-q");
     ASSERT_EXIT(&r, 0);
     cli_free(&r);
 }
@@ -36,8 +35,7 @@ TEST_TIMEOUT(cli_dead_requeue_filters, 60) {
     ASSERT_CONTAINS(r.out, "requeued 2 dead letters");
     cli_free(&r);
     ASSERT_EQ_INT(srv_int(s, "XLEN", "emq:{q}:dead"), 3);
-    CLI(&r, url, "dead", "requeue", "q", "--reason", "exit 3*", "--limit",
-        "1");
+    CLI(&r, url, "dead", "requeue", "q", "--reason", "exit 3*", "--limit", "1");
     ASSERT_EXIT(&r, 0);
     ASSERT_CONTAINS(r.out, "requeued 1 dead letter ");
     cli_free(&r);
@@ -67,8 +65,8 @@ TEST_TIMEOUT(cli_dead_list_follows_new_dead_letters, 60) {
     make_dead(s, 1, 3);
     int out;
     pid_t pid = cli_spawn(emq_srv_url(s),
-                          CLI_ARGS("dead", "list", "q", "-f", "--json"),
-                          NULL, &out, NULL);
+                          CLI_ARGS("dead", "list", "q", "-f", "--json"), NULL,
+                          &out, NULL);
     usleep(300 * 1000);
     make_dead(s, 2, 5);
     char text[16384] = "";

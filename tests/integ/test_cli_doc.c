@@ -15,8 +15,8 @@ static char *gen_clidoc(const char *args) {
     char cmd[4200];
     snprintf(cmd, sizeof cmd, "%s", cli_path());
     char *slash = strrchr(cmd, '/');
-    snprintf(slash + 1, sizeof cmd - (size_t)(slash + 1 - cmd),
-             "gen_clidoc %s", args);
+    snprintf(slash + 1, sizeof cmd - (size_t)(slash + 1 - cmd), "gen_clidoc %s",
+             args);
     FILE *p = popen(cmd, "r");
     ASSERT(p != NULL);
     size_t cap = 1 << 16, len = 0;
@@ -96,15 +96,15 @@ TEST(cli_help_is_the_option_table) {
  * says so naming the flag, before any server is asked. */
 TEST(cli_flag_bounds_are_the_propertys) {
     cli_result r;
-    CLI(&r, "redis://127.0.0.1:1", "consume", "q", "-g", "g", "-c", "c",
-        "-s", "new", "--claim-idle", "50");
+    CLI(&r, "redis://127.0.0.1:1", "consume", "q", "-g", "g", "-c", "c", "-s",
+        "new", "--claim-idle", "50");
     ASSERT_EXIT(&r, 2);
     ASSERT_CONTAINS(r.err, "--claim-idle: '50' is not a whole number from "
                            "100 to ");
     cli_free(&r);
     /* The same value through -X gets the library's message. */
-    CLI(&r, "redis://127.0.0.1:1", "consume", "q", "-g", "g", "-c", "c",
-        "-s", "new", "-X", "claim.min_idle_ms=50");
+    CLI(&r, "redis://127.0.0.1:1", "consume", "q", "-g", "g", "-c", "c", "-s",
+        "new", "-X", "claim.min_idle_ms=50");
     ASSERT_EXIT(&r, 2);
     ASSERT_CONTAINS(r.err, "claim.min_idle_ms '50': out of range 100-");
     cli_free(&r);

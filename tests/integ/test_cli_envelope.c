@@ -24,8 +24,8 @@ TEST(cli_consume_lines_carry_stream_and_partition) {
            "--partitions", "3");
     ASSERT_EXIT(&r, 0);
     cli_free(&r);
-    CLI(&r, url, "consume", "orders", "--partitions", "3", "-g", "g", "-c",
-        "c", "-s", "head", "--limit", "6", "-q");
+    CLI(&r, url, "consume", "orders", "--partitions", "3", "-g", "g", "-c", "c",
+        "-s", "head", "--limit", "6", "-q");
     ASSERT_EXIT(&r, 0);
     ASSERT_EQ_INT(cli_lines(r.out), 6);
     for (int p = 0; p < 3; p++) {
@@ -66,8 +66,7 @@ TEST(cli_stream_names_a_raw_key_for_every_verb) {
     emq_srv *s = emq_srv_start(NULL);
     const char *url = emq_srv_url(s);
     char out[64];
-    emq_srv_cmd(s, out, sizeof out, "XADD", "events:raw", "*", "k", "v",
-                NULL);
+    emq_srv_cmd(s, out, sizeof out, "XADD", "events:raw", "*", "k", "v", NULL);
     cli_result r;
     CLI(&r, url, "--stream", "events:raw", "produce", "k=w");
     ASSERT_EXIT(&r, 0);
@@ -89,8 +88,8 @@ TEST(cli_stream_names_a_raw_key_for_every_verb) {
     CLI(&r, url, "dead", "list", "--stream", "events:raw");
     ASSERT_EXIT(&r, 0);
     cli_free(&r);
-    CLI(&r, url, "group", "destroy", "--stream", "events:raw", "--group",
-        "g", "--yes");
+    CLI(&r, url, "group", "destroy", "--stream", "events:raw", "--group", "g",
+        "--yes");
     ASSERT_EXIT(&r, 0);
     cli_free(&r);
     emq_srv_stop(s);
@@ -107,8 +106,8 @@ TEST(cli_consume_start_at_a_time) {
     emq_srv_cmd(s, out, sizeof out, "XADD", "emq:{t}", "3000-0", "n", "new",
                 NULL);
     cli_result r;
-    CLI(&r, url, "consume", "t", "-g", "g", "-c", "c", "-s", "@2000",
-        "--limit", "2", "-q");
+    CLI(&r, url, "consume", "t", "-g", "g", "-c", "c", "-s", "@2000", "--limit",
+        "2", "-q");
     ASSERT_EXIT(&r, 0);
     ASSERT_NOT_CONTAINS(r.out, "old");
     ASSERT_CONTAINS(r.out, "mid");

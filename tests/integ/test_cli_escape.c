@@ -70,8 +70,8 @@ TEST_TIMEOUT(cli_vv_shows_the_consumer_at_work, 40) {
         snprintf(group, sizeof group, "g%d", i);
         cli_result r;
         if (spellings[i][1])
-            CLI(&r, url, spellings[i][0], spellings[i][1], "consume", "q",
-                "-g", group, "-c", "c", "-s", "new", "--until-idle", "300");
+            CLI(&r, url, spellings[i][0], spellings[i][1], "consume", "q", "-g",
+                group, "-c", "c", "-s", "new", "--until-idle", "300");
         else
             CLI(&r, url, spellings[i][0], "consume", "q", "-g", group, "-c",
                 "c", "-s", "new", "--until-idle", "300");

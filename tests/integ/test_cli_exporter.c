@@ -33,8 +33,7 @@ static pid_t start_exporter(const emq_srv *s, int port) {
     char listen[64];
     snprintf(listen, sizeof listen, "127.0.0.1:%d", port);
     pid_t pid = cli_spawn(emq_srv_url(s),
-                          CLI_ARGS("exporter", "--listen", listen, "jo*",
-                                   "-q"),
+                          CLI_ARGS("exporter", "--listen", listen, "jo*", "-q"),
                           NULL, NULL, NULL);
     char page[256];
     int64_t end = cli_ms() + emq_test_ms(5000);
@@ -137,8 +136,9 @@ TEST_TIMEOUT(cli_exporter_scraped_by_a_real_prometheus, 90) {
     }
     static char page[65536];
     char path[256];
-    snprintf(path, sizeof path,
-             "/api/v1/query?query=echomq_group_pending%%7Bqueue%%3D%%22jobs%%22%%7D");
+    snprintf(
+        path, sizeof path,
+        "/api/v1/query?query=echomq_group_pending%%7Bqueue%%3D%%22jobs%%22%%7D");
     int got = 0;
     int64_t end = cli_ms() + 40000;
     while (cli_ms() < end && !got) {
@@ -152,11 +152,11 @@ TEST_TIMEOUT(cli_exporter_scraped_by_a_real_prometheus, 90) {
     if (got) {
         ASSERT_CONTAINS(page, "\"queue\":\"jobs\"");
         ASSERT_CONTAINS(page, ",\"2\"]"); /* [time, "2"] */
-        snprintf(path, sizeof path,
-                 "/api/v1/query?query=echomq_queue_length");
+        snprintf(path, sizeof path, "/api/v1/query?query=echomq_queue_length");
         ASSERT_EQ_INT(cli_http_get(pport, path, page, sizeof page), 0);
         ASSERT_CONTAINS(page, ",\"5\"]");
-        snprintf(path, sizeof path, "/api/v1/query?query=up%%7Bjob%%3D%%22echomq%%22%%7D");
+        snprintf(path, sizeof path,
+                 "/api/v1/query?query=up%%7Bjob%%3D%%22echomq%%22%%7D");
         ASSERT_EQ_INT(cli_http_get(pport, path, page, sizeof page), 0);
         ASSERT_CONTAINS(page, ",\"1\"]");
     }

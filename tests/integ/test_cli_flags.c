@@ -52,8 +52,8 @@ TEST(cli_produce_approx_maxlen_trims_whole_nodes) {
     cli_result r;
     const char *in = numbered_lines(95);
     cli_run_in(&r, emq_srv_url(s), in, strlen(in), 20000,
-               CLI_ARGS("produce", "q", "--lines", "--maxlen", "20",
-                        "--approx", "--batch", "10"));
+               CLI_ARGS("produce", "q", "--lines", "--maxlen", "20", "--approx",
+                        "--batch", "10"));
     ASSERT_EXIT(&r, 0);
     ASSERT_CONTAINS(r.err, "produced 95 entries to emq:{q}");
     cli_free(&r);
@@ -64,8 +64,8 @@ TEST(cli_produce_approx_maxlen_trims_whole_nodes) {
         FAIL("XLEN after --maxlen 20 --approx: %lld, want 21..30", len);
     /* The same without --approx is exact. */
     cli_run_in(&r, emq_srv_url(s), in, strlen(in), 20000,
-               CLI_ARGS("produce", "q2", "--lines", "--maxlen", "20",
-                        "--batch", "10", "-q"));
+               CLI_ARGS("produce", "q2", "--lines", "--maxlen", "20", "--batch",
+                        "10", "-q"));
     ASSERT_EXIT(&r, 0);
     cli_free(&r);
     ASSERT_EQ_INT(srv_int(s, "XLEN", "emq:{q2}"), 20);
@@ -76,8 +76,8 @@ TEST(cli_produce_minid_removes_entries_below_the_id) {
     emq_srv *s = emq_srv_start(NULL);
     const char *url = emq_srv_url(s);
     cli_result r;
-    CLI_IN(&r, url, "a\nb\nc\nd\ne\n", "produce", "q", "--lines",
-           "--print-ids", "-q");
+    CLI_IN(&r, url, "a\nb\nc\nd\ne\n", "produce", "q", "--lines", "--print-ids",
+           "-q");
     ASSERT_EXIT(&r, 0);
     ASSERT_EQ_INT(cli_lines(r.out), 5);
     char third[64];
@@ -88,8 +88,8 @@ TEST(cli_produce_minid_removes_entries_below_the_id) {
     cli_free(&r);
     ASSERT_EQ_INT(srv_int(s, "XLEN", "emq:{q}"), 4); /* c, d, e, f */
     char out[1024];
-    emq_srv_cmd(s, out, sizeof out, "XRANGE", "emq:{q}", "-", "+", "COUNT",
-                "1", NULL);
+    emq_srv_cmd(s, out, sizeof out, "XRANGE", "emq:{q}", "-", "+", "COUNT", "1",
+                NULL);
     ASSERT(strncmp(out, third, strlen(third)) == 0);
     ASSERT_CONTAINS(out, "data\nc");
     /* --minid --approx: only whole nodes below the ID go. */
@@ -128,9 +128,9 @@ TEST(cli_produce_progress_line_only_on_a_terminal) {
     const char *url = emq_srv_url(s);
     const char *in = numbered_lines(3000);
     static char tty[65536];
-    int code = cli_run_pty(url, in, strlen(in), tty, sizeof tty, 20000,
-                           CLI_ARGS("produce", "q", "--lines", "--batch",
-                                    "100"));
+    int code =
+        cli_run_pty(url, in, strlen(in), tty, sizeof tty, 20000,
+                    CLI_ARGS("produce", "q", "--lines", "--batch", "100"));
     ASSERT_EQ_INT(code, 0);
     /* A progress line, then cleared, then the summary. */
     ASSERT_CONTAINS(tty, "\r\033[Kechomq: ");
@@ -149,8 +149,8 @@ TEST(cli_produce_progress_line_only_on_a_terminal) {
                CLI_ARGS("produce", "q", "--lines", "--batch", "100"));
     ASSERT_EXIT(&r, 0);
     ASSERT_ONE_LINE(r.err);
-    ASSERT(strncmp(r.err, "echomq: produced 3000 entries to emq:{q} in ",
-                   44) == 0);
+    ASSERT(strncmp(r.err, "echomq: produced 3000 entries to emq:{q} in ", 44) ==
+           0);
     ASSERT_CONTAINS(r.err, " entries/s)\n");
     ASSERT_NOT_CONTAINS(r.err, "\r");
     ASSERT_NOT_CONTAINS(r.err, "entries written");
@@ -215,11 +215,11 @@ TEST(cli_global_options_before_the_verb_quiet_and_verbose) {
 
 TEST(cli_help_on_every_verb_and_subverb) {
     static const char *const cases[][2] = {
-        {"produce", NULL},   {"consume", NULL},   {"info", NULL},
-        {"pending", NULL},   {"group", NULL},     {"group", "create"},
-        {"group", "setid"},  {"group", "destroy"}, {"consumers", NULL},
-        {"consumers", "prune"}, {"dead", NULL},   {"dead", "list"},
-        {"dead", "requeue"}, {"dead", "purge"},   {"trim", NULL},
+        {"produce", NULL},      {"consume", NULL},    {"info", NULL},
+        {"pending", NULL},      {"group", NULL},      {"group", "create"},
+        {"group", "setid"},     {"group", "destroy"}, {"consumers", NULL},
+        {"consumers", "prune"}, {"dead", NULL},       {"dead", "list"},
+        {"dead", "requeue"},    {"dead", "purge"},    {"trim", NULL},
         {"demo", NULL},
     };
     static const char *const flags[] = {"-h", "--help"};
@@ -262,18 +262,12 @@ TEST(cli_unknown_flags_are_exit_2_on_every_verb) {
     emq_srv *s = emq_srv_start(NULL);
     long long before = srv_connections(s);
     static const char *const cases[][4] = {
-        {"produce", "q", "a=1", NULL},
-        {"consume", "q", "-g", "g"},
-        {"info", "q", NULL, NULL},
-        {"pending", "q", "-g", "g"},
-        {"group", "create", "q", NULL},
-        {"group", "setid", "q", NULL},
-        {"group", "destroy", "q", NULL},
-        {"consumers", "prune", "q", NULL},
-        {"dead", "list", "q", NULL},
-        {"dead", "requeue", "q", NULL},
-        {"dead", "purge", "q", NULL},
-        {"trim", "q", "--acked", NULL},
+        {"produce", "q", "a=1", NULL},   {"consume", "q", "-g", "g"},
+        {"info", "q", NULL, NULL},       {"pending", "q", "-g", "g"},
+        {"group", "create", "q", NULL},  {"group", "setid", "q", NULL},
+        {"group", "destroy", "q", NULL}, {"consumers", "prune", "q", NULL},
+        {"dead", "list", "q", NULL},     {"dead", "requeue", "q", NULL},
+        {"dead", "purge", "q", NULL},    {"trim", "q", "--acked", NULL},
         {"demo", NULL, NULL, NULL},
     };
     static const char *const bad[] = {"--no-such-flag", "-Z", "--json=x"};
@@ -294,8 +288,8 @@ TEST(cli_unknown_flags_are_exit_2_on_every_verb) {
             snprintf(see, sizeof see, "see 'echomq %s --help'", cases[i][0]);
             if (r.code != 2 || cli_lines(r.err) != 1 ||
                 strncmp(r.err, "echomq: ", 8) != 0 || !strstr(r.err, see))
-                FAIL("%s ... %s: exit %d, stderr \"%s\"", cases[i][0],
-                     bad[b], r.code, r.err);
+                FAIL("%s ... %s: exit %d, stderr \"%s\"", cases[i][0], bad[b],
+                     r.code, r.err);
             cli_free(&r);
         }
     /* A flag that wants a value, at the end without one. */
@@ -371,12 +365,11 @@ static int claim_beats(emq_srv *s, const char *interval, const char *until) {
     srv_slowlog_on(s);
     cli_result r;
     if (interval)
-        CLI(&r, emq_srv_url(s), "consume", "q", "-g", "g", "-c", "c",
-            "--start", "head", "--until-idle", until, "--claim-interval",
-            interval, "-q");
+        CLI(&r, emq_srv_url(s), "consume", "q", "-g", "g", "-c", "c", "--start",
+            "head", "--until-idle", until, "--claim-interval", interval, "-q");
     else
-        CLI(&r, emq_srv_url(s), "consume", "q", "-g", "g", "-c", "c",
-            "--start", "head", "--until-idle", until, "-q");
+        CLI(&r, emq_srv_url(s), "consume", "q", "-g", "g", "-c", "c", "--start",
+            "head", "--until-idle", until, "-q");
     ASSERT_EXIT(&r, 0);
     cli_free(&r);
     return cli_count(srv_slowlog(s), "XAUTOCLAIM emq:{q} g c ");
@@ -568,14 +561,13 @@ TEST(cli_consume_concurrency_runs_handlers_at_once_on_one_name) {
              "echo \"$EMQ_CONSUMER\" >> %s/names; rmdir %s/run.$EMQ_ID",
              dir, dir, dir, dir, dir);
     CLI(&r, url, "consume", "q", "-g", "g", "-c", "C", "--start", "head",
-        "--concurrency", "3", "--count", "1", "--until-idle", "700",
-        "--exec", cmd);
+        "--concurrency", "3", "--count", "1", "--until-idle", "700", "--exec",
+        cmd);
     ASSERT_EXIT(&r, 0);
     ASSERT_CONTAINS(r.err, "consumed 9 entries (acknowledged 9");
     cli_free(&r);
     char out[2048];
-    emq_srv_cmd(s, out, sizeof out, "XINFO", "CONSUMERS", "emq:{q}", "g",
-                NULL);
+    emq_srv_cmd(s, out, sizeof out, "XINFO", "CONSUMERS", "emq:{q}", "g", NULL);
     /* All on the one name, one consumer of the group. */
     ASSERT_CONTAINS(out, "name\nC\n");
     ASSERT_NOT_CONTAINS(out, "C-1");
@@ -595,7 +587,7 @@ TEST(cli_consume_concurrency_runs_handlers_at_once_on_one_name) {
     emq_srv_stop(s);
 }
 
-/* ---- info, pending, group, consumers, dead, trim ---------------------------- */
+/* ---- info, pending, group, consumers, dead, trim ------------------------- */
 
 /* Queue q with 5 entries; group g; consumer c holds the first two
  * (pending, unacknowledged). */
@@ -801,8 +793,7 @@ TEST(cli_consumers_prune_hands_entries_over) {
     ASSERT_EXIT(&r, 0);
     ASSERT_CONTAINS(r.out, said);
     cli_free(&r);
-    emq_srv_cmd(s, out, sizeof out, "XINFO", "CONSUMERS", "emq:{q}", "g",
-                NULL);
+    emq_srv_cmd(s, out, sizeof out, "XINFO", "CONSUMERS", "emq:{q}", "g", NULL);
     ASSERT_NOT_CONTAINS(out, "name\nc\n");
     ASSERT_CONTAINS(out, "name\nfresh\n");
     /* Nothing dropped: all 3 pending are fresh's now. */
@@ -936,10 +927,9 @@ TEST(cli_consume_concurrent_handlers_each_see_their_stdin_end) {
     ASSERT_EXIT(&r, 0);
     cli_free(&r);
     cli_run_in(&r, url, NULL, 0, 10000,
-               CLI_ARGS("consume", "q", "-g", "g", "-c", "C", "--start",
-                        "head", "--concurrency", "8", "--count", "1",
-                        "--until-idle", "500", "--exec",
-                        "cat >/dev/null; sleep 0.01"));
+               CLI_ARGS("consume", "q", "-g", "g", "-c", "C", "--start", "head",
+                        "--concurrency", "8", "--count", "1", "--until-idle",
+                        "500", "--exec", "cat >/dev/null; sleep 0.01"));
     ASSERT_EXIT(&r, 0);
     ASSERT_CONTAINS(r.err, "consumed 200 entries (acknowledged 200");
     cli_free(&r);
@@ -959,10 +949,10 @@ TEST_TIMEOUT(cli_consume_progress_line_on_a_terminal, 40) {
     ASSERT_EXIT(&r, 0);
     cli_free(&r);
     static char tty[65536];
-    int code = cli_run_pty(url, "", 0, tty, sizeof tty, 20000,
-                           CLI_ARGS("consume", "q", "-g", "g", "-c", "c", "-s",
-                                    "head", "--exec", "sleep 0.02",
-                                    "--until-idle", "1500"));
+    int code =
+        cli_run_pty(url, "", 0, tty, sizeof tty, 20000,
+                    CLI_ARGS("consume", "q", "-g", "g", "-c", "c", "-s", "head",
+                             "--exec", "sleep 0.02", "--until-idle", "1500"));
     ASSERT_EQ_INT(code, 0);
     ASSERT_CONTAINS(tty, "\r\033[Kechomq: ");
     ASSERT_CONTAINS(tty, " handled (");
@@ -972,8 +962,8 @@ TEST_TIMEOUT(cli_consume_progress_line_on_a_terminal, 40) {
     ASSERT(strstr(tty, " handled (") < strstr(tty, "consumed 50"));
     code = cli_run_pty(url, "", 0, tty, sizeof tty, 20000,
                        CLI_ARGS("consume", "q", "-g", "g2", "-c", "c", "-s",
-                                "head", "--exec", "true", "--until-idle",
-                                "500", "-q"));
+                                "head", "--exec", "true", "--until-idle", "500",
+                                "-q"));
     ASSERT_EQ_INT(code, 0);
     ASSERT_NOT_CONTAINS(tty, "handled (");
     emq_srv_stop(s);

@@ -40,8 +40,10 @@ TEST(cli_produce_lines_and_json_binary_round_trip) {
     emq_srv *s = emq_srv_start(NULL);
     const char *url = emq_srv_url(s);
     cli_result r;
-    CLI_IN(&r, url, "one\ntw\xff" "o\n\nthree", "produce", "q", "--lines",
-           "--field", "line", "-q");
+    CLI_IN(&r, url,
+           "one\ntw\xff"
+           "o\n\nthree",
+           "produce", "q", "--lines", "--field", "line", "-q");
     ASSERT_EXIT(&r, 0);
     ASSERT_EQ_STR(r.err, "");
     cli_free(&r);
@@ -159,9 +161,8 @@ TEST(cli_usage_errors_are_exit_2_before_the_server) {
         cli_run_in(&r, url, NULL, 0, 10000, cases[i]);
         if (r.code != 2 || cli_lines(r.err) != 1 ||
             strncmp(r.err, "echomq: ", 8) != 0)
-            FAIL("case %zu (%s %s %s): exit %d, stderr \"%s\"", i,
-                 cases[i][0], cases[i][1], cases[i][2] ? cases[i][2] : "",
-                 r.code, r.err);
+            FAIL("case %zu (%s %s %s): exit %d, stderr \"%s\"", i, cases[i][0],
+                 cases[i][1], cases[i][2] ? cases[i][2] : "", r.code, r.err);
         cli_free(&r);
     }
     /* The start refusal says what to give. */
@@ -195,8 +196,8 @@ TEST(cli_wrongtype_names_the_key) {
 
 TEST(cli_help_and_version) {
     static const char *const verbs[] = {"produce", "consume", "info",
-                                        "pending", "group", "consumers",
-                                        "dead", "trim", "demo"};
+                                        "pending", "group",   "consumers",
+                                        "dead",    "trim",    "demo"};
     cli_result r;
     for (size_t i = 0; i < sizeof verbs / sizeof verbs[0]; i++) {
         CLI(&r, NULL, verbs[i], "--help");

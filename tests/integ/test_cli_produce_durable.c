@@ -27,8 +27,8 @@ TEST_TIMEOUT(cli_produce_timeout_bounds_a_stalled_server, 30) {
     /* The same bound for lines. */
     ASSERT(kill(emq_srv_pid(s), SIGSTOP) == 0);
     t0 = cli_ms();
-    CLI_IN(&r, emq_srv_url(s), "x\ny\n", "produce", "q", "--lines",
-           "--timeout", "400");
+    CLI_IN(&r, emq_srv_url(s), "x\ny\n", "produce", "q", "--lines", "--timeout",
+           "400");
     took = cli_ms() - t0;
     ASSERT(kill(emq_srv_pid(s), SIGCONT) == 0);
     ASSERT_EXIT(&r, 1);
@@ -73,8 +73,8 @@ TEST_TIMEOUT(cli_produce_wait_replicas, 40) {
     /* A replica: every line confirmed, exit 0, IDs printed in order. */
     emq_srv *rep = emq_srv_start(NULL);
     char out[64];
-    emq_srv_cmd(m, out, sizeof out, "CONFIG", "SET",
-                "repl-diskless-sync-delay", "0", NULL);
+    emq_srv_cmd(m, out, sizeof out, "CONFIG", "SET", "repl-diskless-sync-delay",
+                "0", NULL);
     follow(rep, m);
     static char lines[8000];
     size_t at = 0;
@@ -100,13 +100,15 @@ TEST_TIMEOUT(cli_consume_wait_for_server, 40) {
     snprintf(url, sizeof url, "redis://127.0.0.1:%d", port);
     cli_result r;
     /* Without the flag: exit 1 at once. */
-    CLI(&r, url, "consume", "q", "--group", "g", "--consumer", "c", "--start", "new", "--limit", "1");
+    CLI(&r, url, "consume", "q", "--group", "g", "--consumer", "c", "--start",
+        "new", "--limit", "1");
     ASSERT_EXIT(&r, 1);
     ASSERT_CONTAINS(r.err, "127.0.0.1");
     cli_free(&r);
     int out;
     pid_t pid = cli_spawn(url,
-                          CLI_ARGS("consume", "q", "--group", "g", "--consumer", "c", "--start", "new", "--limit", "2",
+                          CLI_ARGS("consume", "q", "--group", "g", "--consumer",
+                                   "c", "--start", "new", "--limit", "2",
                                    "--wait-for-server", "-q"),
                           NULL, &out, NULL);
     /* Nothing shows its attempts: a scaled pause before "still waiting". */

@@ -162,11 +162,12 @@ static int terminal_safe(const char *out) {
 TEST_TIMEOUT(cli_tables_and_messages_escape_control_characters, 30) {
     emq_srv *s = emq_srv_start(NULL);
     emq_conn_t *adm = admin_connect(s);
-    const char *bad_group = "g\x1b[31mX\r\nFORGED", *bad_consumer = "c\x1b]0;t\x07";
+    const char *bad_group = "g\x1b[31mX\r\nFORGED",
+               *bad_consumer = "c\x1b]0;t\x07";
     CMD_NOERR(adm, "XGROUP", "CREATE", "emq:{q}", bad_group, "$", "MKSTREAM");
     CMD_NOERR(adm, "XADD", "emq:{q}", "*", "data", "1");
-    CMD_NOERR(adm, "XREADGROUP", "GROUP", bad_group, bad_consumer, "COUNT",
-              "1", "STREAMS", "emq:{q}", ">");
+    CMD_NOERR(adm, "XREADGROUP", "GROUP", bad_group, bad_consumer, "COUNT", "1",
+              "STREAMS", "emq:{q}", ">");
     CMD_NOERR(adm, "XADD", "emq:{q}:dead", "*", "emq.id", "1-0", "emq.group",
               bad_group, "emq.consumer", bad_consumer, "emq.deliveries", "3",
               "emq.reason", "boom\r\n\x1b[2Jgone", "data", "1");
@@ -206,10 +207,9 @@ TEST_TIMEOUT(cli_tables_and_messages_escape_control_characters, 30) {
 TEST_TIMEOUT(cli_produce_lines_lingers_and_flushes_on_sigterm, 30) {
     emq_srv *s = emq_srv_start(NULL);
     int in, err;
-    pid_t pid = cli_spawn(emq_srv_url(s),
-                          CLI_ARGS("produce", "q", "--lines", "--batch",
-                                   "1000"),
-                          &in, NULL, &err);
+    pid_t pid = cli_spawn(
+        emq_srv_url(s), CLI_ARGS("produce", "q", "--lines", "--batch", "1000"),
+        &in, NULL, &err);
     ASSERT(write(in, "1\n2\n3\n4\n5\n", 10) == 10);
     /* Well after the 100 ms linger, with the batch far from full. */
     int64_t end = cli_ms() + emq_test_ms(3000);

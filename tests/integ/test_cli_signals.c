@@ -34,11 +34,11 @@ static pid_t start_busy_consumer(emq_srv *s, const char *log,
     cli_free(&r);
     char cmd[1500];
     slow_handler(cmd, sizeof cmd, log, pidfile, secs);
-    pid_t pid = cli_spawn(emq_srv_url(s),
-                          CLI_ARGS("consume", "q", "-g", "g", "-c", "c",
-                                   "--start", "head", "--block", "200",
-                                   "--exec", cmd),
-                          NULL, NULL, err_fd);
+    pid_t pid =
+        cli_spawn(emq_srv_url(s),
+                  CLI_ARGS("consume", "q", "-g", "g", "-c", "c", "--start",
+                           "head", "--block", "200", "--exec", cmd),
+                  NULL, NULL, err_fd);
     if (!cli_wait_file(log, "start ", 5000)) {
         kill(pid, SIGKILL);
         cli_wait(pid, 2000);
@@ -113,8 +113,8 @@ static void graceful(int sig) {
     snprintf(id, sizeof id, "%.*s", (int)strcspn(handled + 6, "\n"),
              handled + 6);
     char out[1024];
-    emq_srv_cmd(s, out, sizeof out, "XPENDING", "emq:{q}", "g", "-", "+",
-                "10", NULL);
+    emq_srv_cmd(s, out, sizeof out, "XPENDING", "emq:{q}", "g", "-", "+", "10",
+                NULL);
     ASSERT_NOT_CONTAINS(out, id);
     rest_comes_back(s, 2);
     emq_srv_stop(s);
@@ -148,8 +148,8 @@ static void immediate(int first, int second) {
     char text[4096];
     drain(err, text, sizeof text, 500);
     if (code != 128 + second)
-        FAIL("exit %d after signals %d then %d, want %d; stderr \"%s\"",
-             code, first, second, 128 + second, text);
+        FAIL("exit %d after signals %d then %d, want %d; stderr \"%s\"", code,
+             first, second, 128 + second, text);
     ASSERT(took < 1000); /* at once, not after the 3 s handler */
     /* No summary: it did not stop gracefully. */
     ASSERT_NOT_CONTAINS(text, "consumed");

@@ -61,10 +61,10 @@ TEST_TIMEOUT(cli_tail_follow_until_sigterm, 30) {
     emq_srv *s = emq_srv_start(NULL);
     fill(s);
     int out;
-    pid_t pid = cli_spawn(emq_srv_url(s),
-                          CLI_ARGS("tail", "t", "-n", "1", "-f", "--format",
-                                   "%f{n}"),
-                          NULL, &out, NULL);
+    pid_t pid =
+        cli_spawn(emq_srv_url(s),
+                  CLI_ARGS("tail", "t", "-n", "1", "-f", "--format", "%f{n}"),
+                  NULL, &out, NULL);
     /* Add the later entries once tail has shown the last one (then it
      * follows), not after a guess at how long its start takes. */
     char text[4096] = "";

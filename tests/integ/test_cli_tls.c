@@ -12,7 +12,8 @@
 #include "integ/cli_check_helpers.h"
 
 static emq_srv *tls_server(emq_srv_client_auth auth) {
-    emq_srv_opts o = {.transport = EMQ_SRV_TLS, .cert = EMQ_SRV_CERT_GOOD,
+    emq_srv_opts o = {.transport = EMQ_SRV_TLS,
+                      .cert = EMQ_SRV_CERT_GOOD,
                       .client_auth = auth};
     char why[512] = "";
     emq_srv *s = emq_srv_try_start(&o, why, sizeof why);

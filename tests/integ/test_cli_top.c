@@ -11,11 +11,11 @@
 /* Runs tmux with the private socket sock; its stdout into out (may be
  * NULL). Returns its exit status. */
 static int tmux(const char *sock, char *out, size_t size, const char *a1,
-                const char *a2, const char *a3, const char *a4,
-                const char *a5, const char *a6) {
+                const char *a2, const char *a3, const char *a4, const char *a5,
+                const char *a6) {
     char cmd[16384];
-    snprintf(cmd, sizeof cmd, "tmux -S '%s' %s %s %s %s %s %s 2>&1", sock,
-             a1, a2 ? a2 : "", a3 ? a3 : "", a4 ? a4 : "", a5 ? a5 : "",
+    snprintf(cmd, sizeof cmd, "tmux -S '%s' %s %s %s %s %s %s 2>&1", sock, a1,
+             a2 ? a2 : "", a3 ? a3 : "", a4 ? a4 : "", a5 ? a5 : "",
              a6 ? a6 : "");
     FILE *p = popen(cmd, "r");
     if (p == NULL)
@@ -41,8 +41,8 @@ static void state(const emq_srv *s) {
     CLI_IN(&r, url, "1\n2\n3\n4\n5\n6\n7\n8\n9\n", "produce", "beta",
            "--lines");
     cli_free(&r);
-    CLI(&r, url, "consume", "alpha", "-g", "workers", "-c", "w1", "-s",
-        "head", "--limit", "3", "--no-ack", "-q");
+    CLI(&r, url, "consume", "alpha", "-g", "workers", "-c", "w1", "-s", "head",
+        "--limit", "3", "--no-ack", "-q");
     ASSERT_EXIT(&r, 0);
     cli_free(&r);
 }
@@ -67,8 +67,8 @@ TEST_TIMEOUT(cli_top_in_a_real_terminal, 60) {
     screen[0] = '\0';
     while (cli_ms() < end && !strstr(screen, "consumer w1")) {
         usleep(100 * 1000);
-        tmux(sock, screen, sizeof screen, "capture-pane", "-p", "-t", "t",
-             NULL, NULL);
+        tmux(sock, screen, sizeof screen, "capture-pane", "-p", "-t", "t", NULL,
+             NULL);
     }
     printf("    the screen:\n%s", screen);
     ASSERT_CONTAINS(screen, "echomq top");
@@ -83,8 +83,8 @@ TEST_TIMEOUT(cli_top_in_a_real_terminal, 60) {
     end = cli_ms() + emq_test_ms(5000);
     while (cli_ms() < end && !strstr(screen, "sort: length")) {
         usleep(100 * 1000);
-        tmux(sock, screen, sizeof screen, "capture-pane", "-p", "-t", "t",
-             NULL, NULL);
+        tmux(sock, screen, sizeof screen, "capture-pane", "-p", "-t", "t", NULL,
+             NULL);
     }
     ASSERT_CONTAINS(screen, "sort: length");
     ASSERT(strstr(screen, "beta") < strstr(screen, "alpha"));

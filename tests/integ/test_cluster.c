@@ -98,8 +98,8 @@ static void *move_later(void *arg) {
     emq_cl_move_slot(m->c, m->slot, m->from, m->to);
     usleep(500 * 1000); /* the blocked client is redirected by a cron */
     char out[128];
-    emq_srv_cmd(emq_cl_node(m->c, m->to), out, sizeof out, "XADD", "{blk}",
-                "*", "f", "v", NULL);
+    emq_srv_cmd(emq_cl_node(m->c, m->to), out, sizeof out, "XADD", "{blk}", "*",
+                "f", "v", NULL);
     return NULL;
 }
 
@@ -311,7 +311,8 @@ static void check_all(emq__route *r, const added *log, int extra) {
     ASSERT_EQ_SIZE(emq_reply_len(rep), (size_t)(log->n + extra));
     for (int i = 0; i < log->n; i++) {
         size_t len;
-        const char *id = emq_reply_str(emq_reply_at(emq_reply_at(rep, (size_t)i), 0), &len);
+        const char *id =
+            emq_reply_str(emq_reply_at(emq_reply_at(rep, (size_t)i), 0), &len);
         ASSERT_EQ_MEM(id, len, log->ids[i], strlen(log->ids[i]));
     }
     emq_reply_free(rep);
@@ -347,9 +348,8 @@ TEST_TIMEOUT(cluster_migration_pipeline_tryagain, 45) {
      * at the source, retried for cluster.retry_ms, then returned. */
     char port[16], out[256];
     snprintf(port, sizeof port, "%d", emq_srv_port(emq_cl_node(c, to)));
-    ASSERT_EQ_INT(emq_srv_cmd(emq_cl_node(c, from), out, sizeof out,
-                              "MIGRATE", "127.0.0.1", port, "{jobs}", "0",
-                              "5000", NULL),
+    ASSERT_EQ_INT(emq_srv_cmd(emq_cl_node(c, from), out, sizeof out, "MIGRATE",
+                              "127.0.0.1", port, "{jobs}", "0", "5000", NULL),
                   '+');
     /* The route's bound is its own failure of that command alone
      * (EMQ_ELIMIT naming the property, the server's code kept), never a

@@ -36,12 +36,12 @@
 
 /* What the handler saw. */
 typedef struct seen {
-    atomic_int count[MAX_N];   /* deliveries handled per number */
-    atomic_int distinct;       /* numbers seen at least once */
-    atomic_int redelivered;    /* handler calls with deliveries > 1 */
-    atomic_int slow;           /* 1: the handler waits until it is 0, */
-    atomic_int slow_at;        /* at the first number >= slow_at */
-    atomic_int in_slow;        /* 1 while the handler waits */
+    atomic_int count[MAX_N]; /* deliveries handled per number */
+    atomic_int distinct;     /* numbers seen at least once */
+    atomic_int redelivered;  /* handler calls with deliveries > 1 */
+    atomic_int slow;         /* 1: the handler waits until it is 0, */
+    atomic_int slow_at;      /* at the first number >= slow_at */
+    atomic_int in_slow;      /* 1 while the handler waits */
     /* Per key (keyed runs): last seq handled and the partition stream. */
     pthread_mutex_t lock;
     int last_seq[KEYS];
@@ -167,8 +167,8 @@ typedef struct adder {
     emq_producer_t *p;
     atomic_int stop;
     atomic_int pause;
-    atomic_int added;   /* numbers 0..added-1 were confirmed */
-    int errors;         /* calls that failed (then retried) */
+    atomic_int added; /* numbers 0..added-1 were confirmed */
+    int errors;       /* calls that failed (then retried) */
     int pace_us;
 } adder;
 
@@ -211,7 +211,7 @@ static void count_log(void *opaque, emq_log_level level, const char *msg) {
         atomic_fetch_add(&l->unblocked, 1);
 }
 
-/* ---- wrong node and migration ----------------------------------------------- */
+/* ---- wrong node and migration -------------------------------------------- */
 
 TEST_TIMEOUT(cluster_queue_wrong_node_and_migration, 60) {
     emq_cl *c = emq_cl_start(3, 0);
@@ -250,8 +250,8 @@ TEST_TIMEOUT(cluster_queue_wrong_node_and_migration, 60) {
      * are left out; the wrong-node checks and the end checks still run, and
      * the test ends as a named skip. */
     const emq_srv *n0 = emq_cl_node(c, 0);
-    int crashes_on_blocked_migrate =
-        !emq_srv_is_valkey(n0) && emq_srv_redis_at_least(n0, 7, 2);
+    int crashes_on_blocked_migrate = !emq_srv_is_valkey(n0) &&
+                                     emq_srv_redis_at_least(n0, 7, 2);
 
     /* Migration under load: the producer gets ASK and then MOVED, the
      * consumer too; scripts over two keys may get TRYAGAIN. */
@@ -342,8 +342,9 @@ TEST_TIMEOUT(cluster_queue_wrong_node_and_migration, 60) {
     ASSERT_EQ_INT(group_pending(q, "g", &lag), 0);
     ASSERT_EQ_INT(lag, 0);
     emq_queue_info_free(q);
-    fprintf(stderr, "  %d entries, %d UNBLOCKED read(s) read again, "
-                    "producer errors %d\n",
+    fprintf(stderr,
+            "  %d entries, %d UNBLOCKED read(s) read again, "
+            "producer errors %d\n",
             total, atomic_load(&logs.unblocked), add.errors);
     if (unblocked_expected && !crashes_on_blocked_migrate)
         ASSERT(atomic_load(&logs.unblocked) >= 1);
@@ -369,7 +370,7 @@ TEST_TIMEOUT(cluster_queue_wrong_node_and_migration, 60) {
     }
 }
 
-/* ---- failover ------------------------------------------------------------------ */
+/* ---- failover ------------------------------------------------------------ */
 
 TEST_TIMEOUT(cluster_queue_failover_recovers_pending, 60) {
     emq_cl *c = emq_cl_start(3, 1);
@@ -452,8 +453,9 @@ TEST_TIMEOUT(cluster_queue_failover_recovers_pending, 60) {
             FAIL("acknowledged entry %d was never handled", i);
     emq_consumer_stats st;
     emq_consumer_stats_get(cons, &st);
-    fprintf(stderr, "  %d entries, consumer reconnects %llu, %lld pending "
-                    "at the failover, redelivered %d, producer errors %d\n",
+    fprintf(stderr,
+            "  %d entries, consumer reconnects %llu, %lld pending "
+            "at the failover, redelivered %d, producer errors %d\n",
             total, (unsigned long long)st.reconnects, held_at_failover,
             atomic_load(&s->redelivered), add.errors);
     ASSERT(st.reconnects >= 1);
@@ -475,7 +477,7 @@ TEST_TIMEOUT(cluster_queue_failover_recovers_pending, 60) {
     emq_cl_stop(c);
 }
 
-/* ---- a topic of 6 partitions ----------------------------------------------------- */
+/* ---- a topic of 6 partitions --------------------------------------------- */
 
 typedef struct pool_thread {
     pthread_t thread;
@@ -534,8 +536,7 @@ TEST_TIMEOUT(cluster_topic_six_partitions, 60) {
     size_t written = 0;
     for (int i = 0; i < 10000; i += 500) {
         size_t w;
-        ASSERT_OK(emq_produce_batch(p, msgs + i, 500, ids + i, &w, &err),
-                  &err);
+        ASSERT_OK(emq_produce_batch(p, msgs + i, 500, ids + i, &w, &err), &err);
         written += w;
     }
     ASSERT_EQ_SIZE(written, 10000);
@@ -625,8 +626,8 @@ TEST_TIMEOUT(cluster_topic_six_partitions, 60) {
     }
     /* The first entries one at a time, the rest in batches. */
     for (int i = 0; i < 100; i++)
-        ASSERT_OK(emq_produce_keyed(p, km[i].key, km[i].key_len, kf[i], 3,
-                                    NULL, &err),
+        ASSERT_OK(emq_produce_keyed(p, km[i].key, km[i].key_len, kf[i], 3, NULL,
+                                    &err),
                   &err);
     for (int i = 100; i < 10000; i += 990)
         ASSERT_OK(emq_produce_batch_keyed(p, km + i, 990, NULL, NULL, &err),
@@ -673,8 +674,7 @@ TEST_TIMEOUT(cluster_topic_six_partitions, 60) {
     ASSERT_EQ_SIZE(npe, 0); /* everything was acknowledged */
     emq_free_array(pe);
     int created = 0;
-    ASSERT_OK(emq_admin_group_create(a, "other", "head", &created, &err),
-              &err);
+    ASSERT_OK(emq_admin_group_create(a, "other", "head", &created, &err), &err);
     ASSERT_EQ_INT(created, 1);
     emq_admin_destroy(a);
     q = describe(conf);
@@ -687,7 +687,7 @@ TEST_TIMEOUT(cluster_topic_six_partitions, 60) {
     emq_cl_stop(c);
 }
 
-/* ---- the CLI against a cluster URL ------------------------------------------------ */
+/* ---- the CLI against a cluster URL --------------------------------------- */
 
 /* The number after "<name>":"... in a JSON line, or -1. */
 static int json_num(const char *line, const char *name) {

@@ -71,7 +71,7 @@ TEST(conn_binary_safe_arguments_and_values) {
     emq_conn_t *c = connect_url(emq_srv_url(s));
     static const char key[] = {'k', '\0', '\r', '\n', (char)0xff, 'y'};
     static const char val[] = {'\0', 'a', '\r', '\n', '\r', '\n', (char)0xff,
-                               '\0', '$', '3', '\r', '\n', '*', (char)0x80};
+                               '\0', '$', '3',  '\r', '\n', '*',  (char)0x80};
     const char *set[] = {"SET", key, val};
     size_t setlen[] = {3, sizeof key, sizeof val};
     emq_error err;
@@ -328,8 +328,7 @@ TEST(conn_wrong_password_in_url_is_never_echoed) {
     ASSERT_NOT_CONTAINS(err.message, "Zebra");
     emq_conf_destroy(conf);
     /* The same URL with the right password works. */
-    snprintf(url, sizeof url, "redis://alice:pw@127.0.0.1:%d",
-             emq_srv_port(s));
+    snprintf(url, sizeof url, "redis://alice:pw@127.0.0.1:%d", emq_srv_port(s));
     conf = conf_for(url);
     emq_conn_t *c = connect_ok(conf);
     emq_conf_destroy(conf);
@@ -450,8 +449,7 @@ TEST(conn_client_setname_visible_in_client_list) {
     emq_conn_t *c = connect_ok(conf);
     emq_conf_destroy(conf);
     char out[4096];
-    ASSERT_EQ_INT(emq_srv_cmd(s, out, sizeof out, "CLIENT", "LIST", NULL),
-                  '$');
+    ASSERT_EQ_INT(emq_srv_cmd(s, out, sizeof out, "CLIENT", "LIST", NULL), '$');
     ASSERT_CONTAINS(out, "name=echomq-fixture-7 ");
     emq_reply *r = CMD(c, "CLIENT", "GETNAME");
     ASSERT_REPLY_TEXT(r, EMQ_REPLY_STRING, "echomq-fixture-7");
@@ -503,8 +501,8 @@ TEST(conn_server_killed_during_blocking_read_is_eio) {
     emq_error err;
     memset(&err, 0, sizeof err);
     int64_t t0 = now_ms();
-    emq_status st = cmd_status(c, &r, &err, "XREAD", "BLOCK", "5000",
-                               "STREAMS", "nothing", "$", (char *)NULL);
+    emq_status st = cmd_status(c, &r, &err, "XREAD", "BLOCK", "5000", "STREAMS",
+                               "nothing", "$", (char *)NULL);
     int64_t took = now_ms() - t0;
     pthread_join(t, NULL);
     ASSERT_STATUS(st, EMQ_EIO, &err);

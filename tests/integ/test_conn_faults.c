@@ -181,8 +181,8 @@ TEST(conn_peer_closing_at_once_is_eio) {
 }
 
 TEST(conn_garbage_reply_is_eproto) {
-    emq_peer_opts o = {.mode = EMQ_PEER_REPLY, .reply = "?what\r\n",
-                       .trigger = "GET"};
+    emq_peer_opts o = {
+        .mode = EMQ_PEER_REPLY, .reply = "?what\r\n", .trigger = "GET"};
     emq_peer *p = emq_peer_start(&o);
     int64_t took;
     emq_error err =
@@ -193,8 +193,8 @@ TEST(conn_garbage_reply_is_eproto) {
 }
 
 TEST(conn_oversized_bulk_length_is_eproto_naming_the_limit) {
-    emq_peer_opts o = {.mode = EMQ_PEER_REPLY, .reply = "$999999999999\r\n",
-                       .trigger = "GET"};
+    emq_peer_opts o = {
+        .mode = EMQ_PEER_REPLY, .reply = "$999999999999\r\n", .trigger = "GET"};
     emq_peer *p = emq_peer_start(&o);
     int64_t took;
     emq_error err =
@@ -206,8 +206,8 @@ TEST(conn_oversized_bulk_length_is_eproto_naming_the_limit) {
 }
 
 TEST(conn_reply_cut_then_closed_is_eio) {
-    emq_peer_opts o = {.mode = EMQ_PEER_REPLY_CLOSE,
-                       .reply = "$10\r\nabc", .trigger = "GET"};
+    emq_peer_opts o = {
+        .mode = EMQ_PEER_REPLY_CLOSE, .reply = "$10\r\nabc", .trigger = "GET"};
     emq_peer *p = emq_peer_start(&o);
     int64_t took;
     emq_error err = command_fails(emq_peer_url(p), NULL, "GET", EMQ_EIO, &took);
@@ -222,7 +222,8 @@ TEST(conn_reply_cut_then_closed_is_eio) {
 
 TEST(conn_reply_cut_then_stalled_times_out) {
     emq_peer_opts o = {.mode = EMQ_PEER_REPLY_STALL,
-                       .reply = "*2\r\n$3\r\nabc\r\n$5\r\nde", .trigger = "GET"};
+                       .reply = "*2\r\n$3\r\nabc\r\n$5\r\nde",
+                       .trigger = "GET"};
     emq_peer *p = emq_peer_start(&o);
     int64_t took;
     emq_error err =
@@ -241,7 +242,8 @@ static void *drop_later(void *arg) {
 
 TEST(conn_proxy_drop_mid_command_is_eio_and_reconnect_recovers) {
     emq_srv *s = emq_srv_start(NULL);
-    emq_peer_opts o = {.mode = EMQ_PEER_PROXY, .upstream_port = emq_srv_port(s)};
+    emq_peer_opts o = {.mode = EMQ_PEER_PROXY,
+                       .upstream_port = emq_srv_port(s)};
     emq_peer *p = emq_peer_start(&o);
     emq_conf_t *conf = conf_for(emq_peer_url(p));
     conf_set(conf, P_RECONNECT_ATTEMPTS, "3");
@@ -255,8 +257,8 @@ TEST(conn_proxy_drop_mid_command_is_eio_and_reconnect_recovers) {
     emq_error err;
     memset(&err, 0, sizeof err);
     int64_t t0 = now_ms();
-    emq_status st = cmd_status(c, &r, &err, "XREAD", "BLOCK", "5000",
-                               "STREAMS", "s", "$", (char *)NULL);
+    emq_status st = cmd_status(c, &r, &err, "XREAD", "BLOCK", "5000", "STREAMS",
+                               "s", "$", (char *)NULL);
     int64_t took = now_ms() - t0;
     pthread_join(t, NULL);
     ASSERT_STATUS(st, EMQ_EIO, &err);

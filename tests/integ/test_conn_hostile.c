@@ -38,9 +38,12 @@ static long vm_kib(const char *field) {
 static void hostile_case(const char *reply, const char *unit, int pace_ms,
                          const char *max_reply, const char *timeout_ms,
                          emq_status want, const char *says) {
-    emq_peer_opts o = {.mode = EMQ_PEER_REPLY_FLOOD, .reply = reply,
-                       .reply_len = strlen(reply), .flood = unit,
-                       .flood_pace_ms = pace_ms, .trigger = "PING"};
+    emq_peer_opts o = {.mode = EMQ_PEER_REPLY_FLOOD,
+                       .reply = reply,
+                       .reply_len = strlen(reply),
+                       .flood = unit,
+                       .flood_pace_ms = pace_ms,
+                       .trigger = "PING"};
     emq_peer *p = emq_peer_start(&o);
     emq_conf_t *conf = conf_for(emq_peer_url(p));
     conf_set(conf, "protocol", "2");
@@ -88,16 +91,16 @@ TEST_TIMEOUT(hostile_endless_array_ends_at_the_deadline, 30) {
      * three times what arrives in 30 ms here): the deadline holds while
      * bytes keep coming; it was checked only on an idle socket, so this
      * read went on for the array's whole 64 MiB. */
-    hostile_case("*16777215\r\n", ":1\r\n", 0, "50331648", "30",
-                 EMQ_ETIMEDOUT, "still arriving");
+    hostile_case("*16777215\r\n", ":1\r\n", 0, "50331648", "30", EMQ_ETIMEDOUT,
+                 "still arriving");
     /* Paced (64 KiB every 5 ms), at the default limit: the same. */
     hostile_case("*16777215\r\n", ":1\r\n", 5, NULL, "300", EMQ_ETIMEDOUT,
                  NULL);
 }
 
 TEST_TIMEOUT(hostile_attribute_storm_ends_at_max_reply_bytes, 30) {
-    hostile_case("", "|1\r\n+abc\r\n+def\r\n", 0, "8388608", "5000",
-                 EMQ_EPROTO, "max_reply");
+    hostile_case("", "|1\r\n+abc\r\n+def\r\n", 0, "8388608", "5000", EMQ_EPROTO,
+                 "max_reply");
 }
 
 TEST_TIMEOUT(hostile_push_storm_ends_at_the_deadline, 30) {
@@ -108,6 +111,5 @@ TEST_TIMEOUT(hostile_push_storm_ends_at_the_deadline, 30) {
 TEST_TIMEOUT(hostile_huge_bulk_header_reserves_nothing_big, 30) {
     /* "$536870912\r\n", then its bytes paced: no 512 MiB buffer is
      * reserved for them before they come (it was, at the header). */
-    hostile_case("$536870912\r\n", "abcd", 5, NULL, "500", EMQ_ETIMEDOUT,
-                 NULL);
+    hostile_case("$536870912\r\n", "abcd", 5, NULL, "500", EMQ_ETIMEDOUT, NULL);
 }

@@ -17,8 +17,8 @@
 
 /* Starts a TLS server or skips the test when redis-server has no TLS. */
 static emq_srv *tls_server(emq_srv_cert cert, emq_srv_client_auth auth) {
-    emq_srv_opts o = {.transport = EMQ_SRV_TLS, .cert = cert,
-                      .client_auth = auth};
+    emq_srv_opts o = {
+        .transport = EMQ_SRV_TLS, .cert = cert, .client_auth = auth};
     char why[512] = "";
     emq_srv *s = emq_srv_try_start(&o, why, sizeof why);
     if (s == NULL && strstr(why, "exited"))

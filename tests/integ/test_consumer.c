@@ -74,7 +74,8 @@ static void *run_busy_script(void *arg) {
     busy_script *b = arg;
     emq_srv_cmd(b->s, b->out, sizeof b->out, "EVAL",
                 "local t = redis.call('TIME') "
-                "while true do end", "0", NULL);
+                "while true do end",
+                "0", NULL);
     return NULL;
 }
 

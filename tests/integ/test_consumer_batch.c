@@ -32,8 +32,8 @@ static void batch_handle(void *opaque, const emq_entry *const *entries,
         char last = v[strlen(v) - 1];
         if (last == '3') {
             outcomes[i].verdict = EMQ_DEAD;
-            snprintf(outcomes[i].reason, sizeof outcomes[i].reason,
-                     "poison %s", v);
+            snprintf(outcomes[i].reason, sizeof outcomes[i].reason, "poison %s",
+                     v);
         } else if (last == '7' && entries[i]->deliveries == 1) {
             outcomes[i].verdict = EMQ_RETRY;
         }

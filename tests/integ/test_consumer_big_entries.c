@@ -222,8 +222,7 @@ static void *delete_lease(void *arg) {
     lease_deleter *d = arg;
     while (!atomic_load(&d->quit)) {
         char out[64];
-        emq_srv_cmd(d->s, out, sizeof out, "DEL", "emq:{jobs}:lease:g:w",
-                    NULL);
+        emq_srv_cmd(d->s, out, sizeof out, "DEL", "emq:{jobs}:lease:g:w", NULL);
         usleep(2000);
     }
     return NULL;

@@ -47,8 +47,8 @@ TEST_TIMEOUT(consumer_connect_wait_waits_for_a_late_server, 30) {
     emq_srv *s = emq_srv_start(&o);
     emq_conn_t *adm = admin_connect(s);
     /* -1 until the group exists (NOGROUP). */
-    WAIT_UNTIL(pending_total(adm, "emq:{jobs}", "g") == 0,
-               10000, "the consumer to connect and open its group");
+    WAIT_UNTIL(pending_total(adm, "emq:{jobs}", "g") == 0, 10000,
+               "the consumer to connect and open its group");
     produce_n(s, "jobs", "late", 5);
     WAIT_UNTIL(recorded(&h.r) == 5, 10000, "the five entries handled");
     ASSERT(!atomic_load(&b.done));

@@ -95,15 +95,16 @@ static void lost_take(int push_due_ms) {
     }
     WAIT_UNTIL(recorded(&h.r) >= 2 || atomic_load(&t.done), 8000,
                "the retry to come back");
-    WAIT_UNTIL(pending_total(adm, CQ, "g") == 0 || atomic_load(&t.done),
-               3000, "x0 acknowledged");
+    WAIT_UNTIL(pending_total(adm, CQ, "g") == 0 || atomic_load(&t.done), 3000,
+               "x0 acknowledged");
     if (atomic_load(&t.done))
         FAIL("the run ended: %s: %s", emq_status_name(t.st), t.err.message);
     int replaced = emq_icept_replaced(p);
     emq_consumer_stats st;
     emq_consumer_stats_get(c, &st);
     ASSERT_OK(bg_stop(&t, 3000), &t.err);
-    fprintf(stderr, "    %d take reply lost, %llu reconnects, deliveries %llu "
+    fprintf(stderr,
+            "    %d take reply lost, %llu reconnects, deliveries %llu "
             "then %llu\n",
             replaced, (unsigned long long)st.reconnects,
             (unsigned long long)h.r.deliveries[0],
@@ -175,8 +176,8 @@ TEST_TIMEOUT(counts_stop_hands_back_unstarted_batch_uncounted, 30) {
     /* The next run of the same name (a first session: it raises every own
      * pending entry once) hands each of them out as its first delivery. */
     h.sleep_ms = 0;
-    emq_consumer_t *c2 = bg_start(&t, count_conf(emq_srv_url(s)),
-                                  slow_handle, &h);
+    emq_consumer_t *c2 =
+        bg_start(&t, count_conf(emq_srv_url(s)), slow_handle, &h);
     WAIT_UNTIL(recorded(&h.r) >= 10, 5000, "the nine handed back");
     WAIT_UNTIL(pending_total(adm, CQ, "g") == 0, 3000, "all acknowledged");
     ASSERT_OK(bg_stop(&t, 3000), &t.err);

@@ -54,9 +54,9 @@ TEST(consumer_door_first_start_creates_stream_and_group) {
     run_briefly(conf, &handled);
     emq_srv_cmd(s, out, sizeof out, "TYPE", "emq:{door}", NULL);
     ASSERT_EQ_STR(out, "stream");
-    ASSERT_EQ_INT(emq_srv_cmd(s, out, sizeof out, "XINFO", "GROUPS",
-                              "emq:{door}", NULL),
-                  '*');
+    ASSERT_EQ_INT(
+        emq_srv_cmd(s, out, sizeof out, "XINFO", "GROUPS", "emq:{door}", NULL),
+        '*');
     ASSERT_CONTAINS(out, "name\ng\n");
     /* A second start finds the group (BUSYGROUP) and is fine too. */
     long long creates = cmdstat_calls(s, "xgroup|create");
@@ -190,9 +190,17 @@ TEST(consumer_door_noperm_on_xgroup_fails_start) {
 
 TEST(consumer_start_missing_or_malformed_refused_before_any_byte) {
     emq_srv *s = emq_srv_start(NULL);
-    static const char *const bad[] = {
-        NULL, "", "abc", "-", "+", "1-2-3", "-1", "18446744073709551616-0",
-        "1-18446744073709551616", "0x10", " 1-0"};
+    static const char *const bad[] = {NULL,
+                                      "",
+                                      "abc",
+                                      "-",
+                                      "+",
+                                      "1-2-3",
+                                      "-1",
+                                      "18446744073709551616-0",
+                                      "1-18446744073709551616",
+                                      "0x10",
+                                      " 1-0"};
     long long cmds0 = info_number(s, "stats", "total_commands_processed");
     long long conns0 = info_number(s, "stats", "total_connections_received");
     ASSERT(cmds0 >= 0 && conns0 >= 1);
@@ -235,9 +243,8 @@ TEST(consumer_start_missing_or_malformed_refused_before_any_byte) {
 /* One run over a pre-filled queue with the given group and start, that
  * waits for `want` entries (then for two more reads, so extras would
  * show). */
-static size_t run_and_record(emq_srv *s, const char *group,
-                             const char *start, recorder *r, size_t want,
-                             int produce_later) {
+static size_t run_and_record(emq_srv *s, const char *group, const char *start,
+                             recorder *r, size_t want, int produce_later) {
     emq_conf_t *conf = consumer_conf(s, "pre", group, "w1", start);
     recorder_init(r);
     emq_consumer_t *c = consumer_ok(conf, record, r);
@@ -261,9 +268,9 @@ TEST(consumer_start_new_head_and_id_on_prefilled_stream) {
     produce_n(s, "pre", "old", 5);
     char out[4096];
     /* The ID of old2, for the explicit start. */
-    ASSERT_EQ_INT(emq_srv_cmd(s, out, sizeof out, "XRANGE", "emq:{pre}", "-",
-                              "+", NULL),
-                  '*');
+    ASSERT_EQ_INT(
+        emq_srv_cmd(s, out, sizeof out, "XRANGE", "emq:{pre}", "-", "+", NULL),
+        '*');
     char ids[5][48];
     {
         /* XRANGE flattens as: id, then the fields array, per entry. */

@@ -22,8 +22,8 @@
 
 /* A consumer "w" of group g on queue jobs (start new) recording into r,
  * running on t, blocked in its first read when this returns. */
-static emq_consumer_t *start_w(const emq_srv *s, emq_conf_t *conf,
-                               recorder *r, runner_thread *t) {
+static emq_consumer_t *start_w(const emq_srv *s, emq_conf_t *conf, recorder *r,
+                               runner_thread *t) {
     if (conf == NULL)
         conf = consumer_conf(s, "jobs", "g", "w", "new");
     emq_consumer_t *c = recording_consumer(conf, r);
@@ -34,8 +34,7 @@ static emq_consumer_t *start_w(const emq_srv *s, emq_conf_t *conf,
 }
 
 /* Produces one entry {"n": value} and waits until the handler saw it. */
-static void produce_and_see(const emq_srv *s, recorder *r,
-                            const char *value) {
+static void produce_and_see(const emq_srv *s, recorder *r, const char *value) {
     emq_conf_t *conf = conf_for(emq_srv_url(s));
     conf_set(conf, "queue", "jobs");
     emq_producer_t *p;
@@ -211,8 +210,8 @@ TEST(faults_client_unblock_error_survived) {
         }
         char ids[32];
         snprintf(ids, sizeof ids, "%lld", id);
-        ASSERT_EQ_INT(emq_srv_cmd(s, out, sizeof out, "CLIENT", "UNBLOCK",
-                                  ids, "ERROR", NULL),
+        ASSERT_EQ_INT(emq_srv_cmd(s, out, sizeof out, "CLIENT", "UNBLOCK", ids,
+                                  "ERROR", NULL),
                       ':');
         unblocked = atoll(out);
     }
@@ -292,8 +291,8 @@ static void group_lost_recreated(int destroy) {
     else
         ASSERT_EQ_INT(CMD_INT(adm, "DEL", Q_STREAM), 1);
     emq_consumer_stats st;
-    WAIT_UNTIL((emq_consumer_stats_get(c, &st), st.group_recreated >= 1),
-               5000, "the group to be re-created");
+    WAIT_UNTIL((emq_consumer_stats_get(c, &st), st.group_recreated >= 1), 5000,
+               "the group to be re-created");
     WAIT_UNTIL(group_exists(adm), 3000, "the group to exist again");
     WAIT_UNTIL(client_id_by_name(s, "w", 1) >= 0, 5000,
                "the consumer to block again");

@@ -76,8 +76,8 @@ TEST_TIMEOUT(faults2_nogroup_during_self_recovery_recreates, 30) {
              "%s: %s",
              emq_status_name(t.st), t.err.message);
     emq_consumer_stats st;
-    WAIT_UNTIL((emq_consumer_stats_get(c, &st), st.group_recreated >= 1),
-               5000, "the group to be re-created");
+    WAIT_UNTIL((emq_consumer_stats_get(c, &st), st.group_recreated >= 1), 5000,
+               "the group to be re-created");
     WAIT_UNTIL(client_id_by_name(s, "w", 1) >= 0, 5000,
                "the consumer to block in XREADGROUP again");
     produce_one(s, "after");
@@ -133,29 +133,29 @@ static void waited_out(emq_srv *s, fault_fn begin, fault_fn end, void *arg,
         episodes++;
     pthread_mutex_unlock(&log.lock);
     fprintf(stderr, "    %s: %d log mentions\n", word, episodes);
-    ASSERT(named);        /* logged... */
+    ASSERT(named);         /* logged... */
     ASSERT(episodes <= 3); /* ...once per episode, not once per retry */
     emq_consumer_destroy(c);
 }
 
 static void bgsave_wait(emq_srv *s, const char *want) {
     char v[64];
-    WAIT_UNTIL((info_field(s, "persistence", "rdb_bgsave_in_progress", v,
-                           sizeof v),
-                strcmp(v, "0") == 0) &&
-                   (info_field(s, "persistence", "rdb_last_bgsave_status", v,
-                               sizeof v),
-                    strcmp(v, want) == 0),
-               5000, want);
+    WAIT_UNTIL(
+        (info_field(s, "persistence", "rdb_bgsave_in_progress", v, sizeof v),
+         strcmp(v, "0") == 0) &&
+            (info_field(s, "persistence", "rdb_last_bgsave_status", v,
+                        sizeof v),
+             strcmp(v, want) == 0),
+        5000, want);
 }
 
 static void misconf_begin(emq_srv *s, void *arg) {
     const char *gone = arg;
     char out[256];
     ASSERT(mkdir(gone, 0700) == 0);
-    ASSERT_EQ_INT(emq_srv_cmd(s, out, sizeof out, "CONFIG", "SET", "dir",
-                              gone, NULL),
-                  '+');
+    ASSERT_EQ_INT(
+        emq_srv_cmd(s, out, sizeof out, "CONFIG", "SET", "dir", gone, NULL),
+        '+');
     ASSERT(rmdir(gone) == 0);
     emq_srv_cmd(s, out, sizeof out, "BGSAVE", NULL);
     bgsave_wait(s, "err");
@@ -239,8 +239,8 @@ TEST_TIMEOUT(faults2_readonly_after_demotion_waited_out, 40) {
     emq_srv *s = emq_srv_start(NULL);
     emq_srv *s2 = emq_srv_start(NULL);
     char out[256];
-    emq_srv_cmd(s, out, sizeof out, "CONFIG", "SET",
-                "repl-diskless-sync-delay", "0", NULL);
+    emq_srv_cmd(s, out, sizeof out, "CONFIG", "SET", "repl-diskless-sync-delay",
+                "0", NULL);
     emq_srv_cmd(s2, out, sizeof out, "CONFIG", "SET",
                 "repl-diskless-sync-delay", "0", NULL);
     waited_out(s, readonly_begin, readonly_end, s2, "READONLY");
@@ -251,8 +251,7 @@ TEST_TIMEOUT(faults2_readonly_after_demotion_waited_out, 40) {
 /* ---- 10: a permanent XACK refusal is fatal ----------------------------- */
 
 TEST_TIMEOUT(faults2_noperm_on_xack_is_fatal_naming_xack, 20) {
-    emq_srv_opts o = {.extra_config =
-                          "user w on >pw ~* &* +@all -xack\n"};
+    emq_srv_opts o = {.extra_config = "user w on >pw ~* &* +@all -xack\n"};
     emq_srv *s = emq_srv_start(&o);
     static slow h;
     slow_init(&h);
@@ -262,8 +261,8 @@ TEST_TIMEOUT(faults2_noperm_on_xack_is_fatal_naming_xack, 20) {
     emq_conf_set_log(conf, quiet_log, NULL);
     bg t;
     emq_consumer_t *c = bg_start(&t, conf, slow_handle, &h);
-    WAIT_UNTIL(client_id_by_name(s, "w", 1) >= 0 || atomic_load(&t.done),
-               5000, "the consumer to block in XREADGROUP");
+    WAIT_UNTIL(client_id_by_name(s, "w", 1) >= 0 || atomic_load(&t.done), 5000,
+               "the consumer to block in XREADGROUP");
     if (atomic_load(&t.done))
         FAIL("the run ended before reading: %s", t.err.message);
     produce_one(s, "x");
@@ -297,8 +296,8 @@ TEST_TIMEOUT(faults2_reason_removed_for_retried_entry_deleted_while_pending,
     slow_init(&h);
     snprintf(h.retry_prefix, sizeof h.retry_prefix, "r");
     bg t;
-    emq_consumer_t *c = bg_start(&t, fault_conf(emq_srv_url(s)), slow_handle,
-                                 &h);
+    emq_consumer_t *c =
+        bg_start(&t, fault_conf(emq_srv_url(s)), slow_handle, &h);
     WAIT_UNTIL(client_id_by_name(s, "w", 1) >= 0, 5000,
                "the consumer to block in XREADGROUP");
     produce_n(s, "jobs", "r", 2);
@@ -316,10 +315,9 @@ TEST_TIMEOUT(faults2_reason_removed_for_retried_entry_deleted_while_pending,
     bg t2;
     c = bg_start(&t2, fault_conf(emq_srv_url(s)), slow_handle, &h);
     int64_t end = now_ms() + emq_test_ms(4000);
-    while (now_ms() < end &&
-           (CMD_INT(adm, "HLEN", FQ_REASONS) != 0 ||
-            pending_total(adm, FQ, "g") != 0 ||
-            CMD_INT(adm, "ZCARD", FQ_RETRY) != 0))
+    while (now_ms() < end && (CMD_INT(adm, "HLEN", FQ_REASONS) != 0 ||
+                              pending_total(adm, FQ, "g") != 0 ||
+                              CMD_INT(adm, "ZCARD", FQ_RETRY) != 0))
         usleep(20000);
     long long reasons = CMD_INT(adm, "HLEN", FQ_REASONS);
     long long pend = pending_total(adm, FQ, "g");
@@ -407,12 +405,12 @@ TEST(faults2_own_pending_entry_at_max_id_recovered) {
     static slow h;
     slow_init(&h);
     bg t;
-    emq_consumer_t *c = bg_start(&t, fault_conf(emq_srv_url(s)), slow_handle,
-                                 &h);
+    emq_consumer_t *c =
+        bg_start(&t, fault_conf(emq_srv_url(s)), slow_handle, &h);
     WAIT_UNTIL(recorded(&h.r) >= 1 || atomic_load(&t.done), 5000,
                "the entry at the largest ID");
-    WAIT_UNTIL(pending_total(adm, FQ, "g") == 0 || atomic_load(&t.done),
-               5000, "the entry's ack");
+    WAIT_UNTIL(pending_total(adm, FQ, "g") == 0 || atomic_load(&t.done), 5000,
+               "the entry's ack");
     if (!atomic_load(&t.done)) /* a second delivery would show */
         wait_two_more_reads(c, NULL, 5000);
     if (atomic_load(&t.done))
@@ -598,14 +596,15 @@ static int connections_in_3s(const emq_icept_rule *rule, size_t *handled,
         bg_join(&t);
     *handled = recorded(&h.r);
     *replaced_out = replaced;
-    fprintf(stderr, "    %d connections, %d replies replaced, %zu handler "
+    fprintf(stderr,
+            "    %d connections, %d replies replaced, %zu handler "
             "calls in 3 s; run %s (%s)\n",
             accepted, replaced, *handled, done ? "ended" : "still going",
             t.err.message);
     ASSERT(replaced >= 1);
     if (done)
-        FAIL("a malformed reply ended the run: %s: %s",
-             emq_status_name(t.st), t.err.message);
+        FAIL("a malformed reply ended the run: %s: %s", emq_status_name(t.st),
+             t.err.message);
     ASSERT_STATUS(st, EMQ_OK, &t.err);
     emq_consumer_destroy(c);
     emq_icept_stop(p);
@@ -670,12 +669,12 @@ TEST_TIMEOUT(faults2_malformed_entries_dead_lettered_good_one_handled, 30) {
     static slow h;
     slow_init(&h);
     bg t;
-    emq_consumer_t *c = bg_start(&t, fault_conf(emq_icept_url(p)),
-                                 slow_handle, &h);
+    emq_consumer_t *c =
+        bg_start(&t, fault_conf(emq_icept_url(p)), slow_handle, &h);
     int64_t end = now_ms() + emq_test_ms(5000);
-    while (now_ms() < end && !atomic_load(&t.done) &&
-           (CMD_INT(adm, "XLEN", FQ_DEAD) < 2 ||
-            pending_total(adm, FQ, "g") != 0))
+    while (
+        now_ms() < end && !atomic_load(&t.done) &&
+        (CMD_INT(adm, "XLEN", FQ_DEAD) < 2 || pending_total(adm, FQ, "g") != 0))
         usleep(20000);
     long long dead = CMD_INT(adm, "XLEN", FQ_DEAD);
     long long pend = pending_total(adm, FQ, "g");
@@ -685,7 +684,8 @@ TEST_TIMEOUT(faults2_malformed_entries_dead_lettered_good_one_handled, 30) {
     emq_status st = done ? bg_join(&t) : bg_stop(&t, 3000);
     emq_consumer_stats stats;
     emq_consumer_stats_get(c, &stats);
-    fprintf(stderr, "    %zu handler calls (first %s), %lld dead letters, "
+    fprintf(stderr,
+            "    %zu handler calls (first %s), %lld dead letters, "
             "%lld pending, dead-letter commands for 5-0/6-0: %d/%d, %d "
             "connections, %llu reconnects\n",
             h.r.n, h.r.n ? h.r.ids[0] : "-", dead, pend, saw5, saw6,

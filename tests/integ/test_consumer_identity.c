@@ -21,8 +21,7 @@
 
 /* The first EMQ_EINVAL met while configuring and creating a consumer with
  * the given name (NULL: unset); fails the test when both steps accept it. */
-static void name_refused(emq_srv *s, const char *name, char *msg,
-                         size_t size) {
+static void name_refused(emq_srv *s, const char *name, char *msg, size_t size) {
     emq_conf_t *conf = conf_for(emq_srv_url(s));
     conf_set(conf, "queue", "idq");
     conf_set(conf, "group", "g");
@@ -95,8 +94,7 @@ TEST(consumer_connection_is_named_after_consumer) {
     start_consumer(&t, c);
     wait_reads(c, &t, 2, 3000);
     static char out[16384];
-    ASSERT_EQ_INT(emq_srv_cmd(s, out, sizeof out, "CLIENT", "LIST", NULL),
-                  '$');
+    ASSERT_EQ_INT(emq_srv_cmd(s, out, sizeof out, "CLIENT", "LIST", NULL), '$');
     ASSERT_CONTAINS(out, " name=worker-7.a ");
     emq_consumer_stop(c);
     ASSERT_OK(join_consumer(&t), &t.err);
@@ -179,8 +177,7 @@ TEST_TIMEOUT(consumer_lease_of_killed_process_taken_over, 20) {
     int64_t end = now_ms() + emq_test_ms(5000);
     int ready = 0;
     while (!ready && now_ms() < end) {
-        emq_srv_cmd(s, out, sizeof out, "GET", "emq:{crash}:lease:g:w1",
-                    NULL);
+        emq_srv_cmd(s, out, sizeof out, "GET", "emq:{crash}:lease:g:w1", NULL);
         ready = strstr(out, want) != NULL;
         if (ready) {
             emq_srv_cmd(s, out, sizeof out, "EXISTS", "emq:{crash}", NULL);
@@ -237,8 +234,7 @@ TEST_TIMEOUT(consumer_lease_of_killed_process_taken_over, 20) {
 TEST(consumer_lease_of_other_host_taken_only_after_expiry) {
     emq_srv *s = emq_srv_start(NULL);
     char out[512];
-    ASSERT_EQ_INT(emq_srv_cmd(s, out, sizeof out, "SET",
-                              "emq:{exp}:lease:g:w1",
+    ASSERT_EQ_INT(emq_srv_cmd(s, out, sizeof out, "SET", "emq:{exp}:lease:g:w1",
                               "otherhost:boot:1:1:1:abc", "PX", "1000", NULL),
                   '+');
     emq_conf_t *conf = consumer_conf(s, "exp", "g", "w1", "new");
@@ -325,8 +321,8 @@ TEST(consumer_lease_of_live_local_process_refused) {
     host[sizeof host - 1] = '\0';
     char token[128], out[512];
     snprintf(token, sizeof token, "%s:1:feedface", host);
-    emq_srv_cmd(s, out, sizeof out, "SET", "emq:{live}:lease:g:w1", token,
-                "PX", "10000", NULL);
+    emq_srv_cmd(s, out, sizeof out, "SET", "emq:{live}:lease:g:w1", token, "PX",
+                "10000", NULL);
     emq_conf_t *conf = consumer_conf(s, "live", "g", "w1", "new");
     emq_consumer_t *c = consumer_ok(conf, record, NULL);
     emq_conf_destroy(conf);

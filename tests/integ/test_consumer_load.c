@@ -39,8 +39,7 @@ TEST_TIMEOUT(consumer_pool_of_four_splits_ten_thousand_exactly_once, 40) {
     emq_pool_t *pool = NULL;
     emq_error err;
     memset(&err, 0, sizeof err);
-    ASSERT_OK(emq_pool_new(conf, POOL_N, tally_handler, &t, &pool, &err),
-              &err);
+    ASSERT_OK(emq_pool_new(conf, POOL_N, tally_handler, &t, &pool, &err), &err);
     emq_conf_destroy(conf);
     static pool_thread pt;
     pt.pool = pool;
@@ -193,14 +192,13 @@ TEST(consumer_acks_batched_per_read) {
     if (st.round_trips > 2 * st.reads + 5)
         FAIL("round_trips %llu vs reads %llu: acks took round trips of "
              "their own",
-             (unsigned long long)st.round_trips,
-             (unsigned long long)st.reads);
+             (unsigned long long)st.round_trips, (unsigned long long)st.reads);
     long long xacks = cmdstat_calls(s, "xack") - xack0;
     ASSERT(xacks >= 1);
     /* About one XACK per batch (10), never one per entry. */
     if (xacks > 12 || (uint64_t)xacks > st.reads + 1)
-        FAIL("the server ran %lld XACK for %llu reads and 100 entries",
-             xacks, (unsigned long long)st.reads);
+        FAIL("the server ran %lld XACK for %llu reads and 100 entries", xacks,
+             (unsigned long long)st.reads);
     ASSERT_EQ_INT(pending_count(s, "emq:{acks}", "g"), 0);
     emq_consumer_destroy(c);
     emq_srv_stop(s);

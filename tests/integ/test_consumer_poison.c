@@ -110,8 +110,7 @@ TEST(poison_dead_verdict_moves_at_once) {
     static recorder r;
     recorder_init(&r);
     r.dead_value = "v0";
-    emq_consumer_t *c =
-        recording_consumer(poison_conf(s, "w", "3600000"), &r);
+    emq_consumer_t *c = recording_consumer(poison_conf(s, "w", "3600000"), &r);
     runner_thread t;
     start_consumer(&t, c);
     produce_n(s, "jobs", "v", 2);
@@ -124,8 +123,8 @@ TEST(poison_dead_verdict_moves_at_once) {
     ASSERT_EQ_SIZE(r.n, 2);
     emq_reply *dead = CMD(adm, "XRANGE", Q_DEAD, "-", "+");
     ASSERT_EQ_SIZE(emq_reply_len(dead), 1);
-    check_dead_letter(emq_reply_at(dead, 0), ids[0].str, "w", "1",
-                      "poison v0", "v0");
+    check_dead_letter(emq_reply_at(dead, 0), ids[0].str, "w", "1", "poison v0",
+                      "v0");
     emq_reply_free(dead);
     emq_consumer_stats st;
     emq_consumer_stats_get(c, &st);
@@ -181,12 +180,11 @@ TEST(poison_no_answer_dead_lettered_without_handler) {
     char deliveries[32], reason[200], want[200];
     ASSERT(field_of(f, "emq.deliveries", deliveries, sizeof deliveries));
     ASSERT(atoll(deliveries) >= 11); /* 10, plus the claim */
-    snprintf(want, sizeof want,
-             "delivered %s times without an acknowledgement", deliveries);
+    snprintf(want, sizeof want, "delivered %s times without an acknowledgement",
+             deliveries);
     ASSERT(field_of(f, "emq.reason", reason, sizeof reason));
     ASSERT_EQ_STR(reason, want);
-    check_dead_letter(emq_reply_at(dead, 0), id.str, "live", NULL, NULL,
-                      "v0");
+    check_dead_letter(emq_reply_at(dead, 0), id.str, "live", NULL, NULL, "v0");
     emq_reply_free(dead);
     emq_consumer_stats st;
     emq_consumer_stats_get(c, &st);
@@ -205,8 +203,7 @@ TEST(poison_no_answer_uses_recorded_reason) {
     static recorder ra;
     recorder_init(&ra);
     ra.retry_value = "v0";
-    emq_consumer_t *a =
-        recording_consumer(poison_conf(s, "a", "3600000"), &ra);
+    emq_consumer_t *a = recording_consumer(poison_conf(s, "a", "3600000"), &ra);
     runner_thread ta;
     start_consumer(&ta, a);
     produce_n(s, "jobs", "v", 1);
@@ -349,8 +346,7 @@ TEST(poison_dead_verdict_applied_when_stopping) {
     recorder_init(&r);
     r.dead_value = "v0";
     r.stop_after = 1;
-    emq_consumer_t *c =
-        recording_consumer(poison_conf(s, "w", "3600000"), &r);
+    emq_consumer_t *c = recording_consumer(poison_conf(s, "w", "3600000"), &r);
     runner_thread t;
     start_consumer(&t, c);
     produce_n(s, "jobs", "v", 1);

@@ -420,8 +420,7 @@ TEST_TIMEOUT(poll_event_fd_and_step, 30) {
     while (total < 3 && now_ms() < end) {
         if (!readable(fd, 100))
             continue;
-        ASSERT_OK(emq_consumer_step(c, got + total, 8 - total, &n, &err),
-                  &err);
+        ASSERT_OK(emq_consumer_step(c, got + total, 8 - total, &n, &err), &err);
         total += n;
     }
     ASSERT_EQ_INT((long long)total, 3);
@@ -557,8 +556,7 @@ TEST_TIMEOUT(poll_killed_process_loses_nothing, 60) {
     emq_consumer_t *c = poll_consumer(conf);
     static work_pool pool;
     wp_start(&pool, c, 4, 0);
-    WAIT_UNTIL(pending_total(adm, PQ, "g") == 0 &&
-                   group_done(adm, PQ, "g"),
+    WAIT_UNTIL(pending_total(adm, PQ, "g") == 0 && group_done(adm, PQ, "g"),
                20000, "everything handled");
     wp_stop(&pool);
     emq_error err;
@@ -641,13 +639,13 @@ TEST_TIMEOUT(poll_holder_paused_past_its_lease_is_fenced, 90) {
                 _exit(0);
             }
             if (n > 0) { /* handed out: one line per batch, one write */
-                int at = snprintf(line, sizeof line, "got %lld",
-                                  (long long)began);
+                int at =
+                    snprintf(line, sizeof line, "got %lld", (long long)began);
                 for (size_t i = 0; i < n; i++) {
                     char v[40];
                     value_of(got[i], v, sizeof v);
-                    at += snprintf(line + at, sizeof line - (size_t)at,
-                                   " %s", v);
+                    at +=
+                        snprintf(line + at, sizeof line - (size_t)at, " %s", v);
                 }
                 append_line(path, line);
             }
@@ -696,7 +694,8 @@ TEST_TIMEOUT(poll_holder_paused_past_its_lease_is_fenced, 90) {
     int lines = count_lines(path, NULL, NULL);
     printf("    stopped with %d taken; %zu handled by the new holder; "
            "child's last line: %s",
-           at_stop, recorded(&pool.r), strstr(log, "end ") ? strstr(log, "end ") : "(none)\n");
+           at_stop, recorded(&pool.r),
+           strstr(log, "end ") ? strstr(log, "end ") : "(none)\n");
     /* After the resume no entry is handed out: every batch it logged was
      * polled for before the stop (a slow child, under valgrind, may log a
      * batch it got before the stop only after the resume). */
@@ -766,8 +765,7 @@ TEST_TIMEOUT(poll_settlements_beyond_pipeline_max_all_land, 40) {
         for (int j = 0; j < 100 && !found; j++)
             found = strcmp(again[i]->id, got[j]->id) == 0;
         if (!found)
-            FAIL("%s came back but was not one of the retried",
-                 again[i]->id);
+            FAIL("%s came back but was not one of the retried", again[i]->id);
         ASSERT_OK(emq_consumer_ack(c, again[i], &err), &err);
     }
     WAIT_UNTIL(pending_total(adm, PQ, "g") == 0 && group_done(adm, PQ, "g"),

@@ -33,7 +33,8 @@ static emq_consumer_t *poll_consumer(emq_conf_t *conf) {
  * shows; the descriptor is the consumer's own, not the socket, so none is
  * stranded in that buffer. */
 TEST_TIMEOUT(poll_event_fd_over_tls_misses_nothing, 60) {
-    emq_srv_opts o = {.transport = EMQ_SRV_TLS, .cert = EMQ_SRV_CERT_GOOD,
+    emq_srv_opts o = {.transport = EMQ_SRV_TLS,
+                      .cert = EMQ_SRV_CERT_GOOD,
                       .client_auth = EMQ_SRV_CLIENT_AUTH_NO};
     char why[512] = "";
     emq_srv *s = emq_srv_try_start(&o, why, sizeof why);

@@ -4,9 +4,9 @@
  *
  * Recover self: a consumer process that dies holding entries gets them
  * back first, paging through its pending list (XPENDING), when it
- * restarts with the same name, before any new entry, with delivery count 2; an entry
- * whose reply was lost in flight (proxy frozen while the server answered a
- * blocked read) comes back through the self-drain after the consumer
+ * restarts with the same name, before any new entry, with delivery count 2; an
+ * entry whose reply was lost in flight (proxy frozen while the server answered
+ * a blocked read) comes back through the self-drain after the consumer
  * reconnects by itself. Entries deleted or trimmed while pending are
  * acknowledged and counted, never handed to the handler, both in the
  * self-drain and in the claim beat (XAUTOCLAIM's deleted list).
@@ -67,7 +67,8 @@ TEST(recover_self_after_crash_pages_pending_before_new) {
     emq_id pre[2];
     ASSERT_EQ_SIZE(stream_ids(adm, Q_STREAM, pre, 2), 2);
     char ld[64];
-    WAIT_UNTIL((group_last_delivered(adm, Q_STREAM, "g", ld, sizeof ld), !strcmp(ld, pre[1].str)) &&
+    WAIT_UNTIL((group_last_delivered(adm, Q_STREAM, "g", ld, sizeof ld),
+                !strcmp(ld, pre[1].str)) &&
                    pending_total(adm, Q_STREAM, "g") == 0,
                5000, "the child to handle and ack pre0, pre1");
     /* ...then ten at once: the child reads all ten and dies on the first. */
@@ -138,8 +139,7 @@ TEST(recover_self_reply_lost_in_flight) {
                "the consumer to block in XREADGROUP");
     emq_peer_freeze(proxy, 1);
     char out[256];
-    emq_srv_cmd(s, out, sizeof out, "XADD", Q_STREAM, "*", "n", "lost",
-                NULL);
+    emq_srv_cmd(s, out, sizeof out, "XADD", Q_STREAM, "*", "n", "lost", NULL);
     /* The server answered the blocked read: pending for w, reply stuck. */
     WAIT_UNTIL(pending_of(adm, Q_STREAM, "g", "w") == 1, 2000,
                "the entry to become pending for w");
@@ -249,9 +249,8 @@ TEST(recover_peers_deleted_while_pending_counted_by_claim) {
     emq_conn_t *adm = admin_connect(s);
     emq_id ids[5];
     pending_for(adm, s, "dead", 5, ids);
-    ASSERT_EQ_INT(CMD_INT(adm, "XDEL", Q_STREAM, ids[0].str, ids[2].str,
-                          ids[4].str),
-                  3);
+    ASSERT_EQ_INT(
+        CMD_INT(adm, "XDEL", Q_STREAM, ids[0].str, ids[2].str, ids[4].str), 3);
     static recorder r;
     recorder_init(&r);
     emq_conf_t *conf = consumer_conf(s, "jobs", "g", "live", "new");
@@ -371,8 +370,8 @@ TEST(recover_peers_beat_follows_cursor_to_the_end) {
         "return #e",
         "1", Q_STREAM);
     ASSERT_EQ_INT(n, 3000);
-    emq_reply *idle = CMD(adm, "XPENDING", Q_STREAM, "g", "IDLE", "300000",
-                          "-", "+", "1000");
+    emq_reply *idle =
+        CMD(adm, "XPENDING", Q_STREAM, "g", "IDLE", "300000", "-", "+", "1000");
     ASSERT_EQ_SIZE(emq_reply_len(idle), 50);
     char first_idle[EMQ_ID_MAX], last_idle[EMQ_ID_MAX];
     reply_text(emq_reply_at(emq_reply_at(idle, 0), 0), first_idle,
@@ -437,8 +436,8 @@ TEST_TIMEOUT(recover_peers_beat_cost_on_100k_pending, 60) {
     /* At least 3 s of the run, and at least ten beats (a slow run takes
      * longer to make them). */
     long long calls, usec;
-    WAIT_UNTIL((cmdstat(adm, "xautoclaim", &calls, &usec), calls >= 10),
-               10000, "ten claim beats");
+    WAIT_UNTIL((cmdstat(adm, "xautoclaim", &calls, &usec), calls >= 10), 10000,
+               "ten claim beats");
     while (now_ms() - start < 3000)
         usleep(20000);
     ASSERT_OK(stop_consumer(&t), &t.err);

@@ -39,10 +39,10 @@ TEST_TIMEOUT(retry_backoff_same_consumer_after_its_delay, 30) {
     snprintf(h.retry_prefix, sizeof h.retry_prefix, "x");
     h.retry_below = 3; /* retried at deliveries 1 and 2, acked at 3 */
     bg a, b;
-    emq_consumer_t *A = bg_start(&a, retry_conf(s, "a", "800"), slow_handle,
-                                 &h);
-    emq_consumer_t *B = bg_start(&b, retry_conf(s, "b", "800"), slow_handle,
-                                 &h);
+    emq_consumer_t *A =
+        bg_start(&a, retry_conf(s, "a", "800"), slow_handle, &h);
+    emq_consumer_t *B =
+        bg_start(&b, retry_conf(s, "b", "800"), slow_handle, &h);
     WAIT_UNTIL(client_id_by_name(s, "a", 1) >= 0 &&
                    client_id_by_name(s, "b", 1) >= 0,
                5000, "both consumers to block in XREADGROUP");
@@ -124,10 +124,10 @@ TEST_TIMEOUT(retry_schedule_survives_a_crash_and_restart, 30) {
         _exit(5);
     }
     char token[512];
-    WAIT_UNTIL((raw_get(s, "emq:{jobs}:lease:g:w", token, sizeof token),
-                token[0]) ||
-                   count_lines(file, NULL, NULL) > 0,
-               5000, "the child to take its lease");
+    WAIT_UNTIL(
+        (raw_get(s, "emq:{jobs}:lease:g:w", token, sizeof token), token[0]) ||
+            count_lines(file, NULL, NULL) > 0,
+        5000, "the child to take its lease");
     int refused;
     count_lines(file, "retry.backoff_ms refused", &refused);
     if (refused)
@@ -161,7 +161,8 @@ TEST_TIMEOUT(retry_schedule_survives_a_crash_and_restart, 30) {
     int64_t after = h.at[0] - verdict;
     WAIT_UNTIL(pending_total(adm, RQ, "g") == 0, 3000, "x0 acknowledged");
     ASSERT_OK(bg_stop(&t, 3000), &t.err);
-    fprintf(stderr, "    due in %lld ms at the verdict; handed out again "
+    fprintf(stderr,
+            "    due in %lld ms at the verdict; handed out again "
             "%lld ms after it\n",
             due_in, (long long)after);
     ASSERT(after >= due_in - 300);
@@ -184,9 +185,9 @@ TEST_TIMEOUT(retry_entry_deleted_while_waiting_is_cleaned_by_refresh, 30) {
     static slow h;
     slow_init(&h);
     snprintf(h.retry_prefix, sizeof h.retry_prefix, "x");
-    h.retry_below = 100; /* always retry */
+    h.retry_below = 100;                            /* always retry */
     emq_conf_t *conf = retry_conf(s, "a", "20000"); /* back in 10-20 s */
-    conf_set(conf, "claim.min_idle_ms", "200");      /* refresh every 50 */
+    conf_set(conf, "claim.min_idle_ms", "200");     /* refresh every 50 */
     bg a;
     emq_consumer_t *A = bg_start(&a, conf, slow_handle, &h);
     WAIT_UNTIL(client_id_by_name(s, "a", 1) >= 0, 5000,

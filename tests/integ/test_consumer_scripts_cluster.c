@@ -190,8 +190,7 @@ TEST_TIMEOUT(scripts_cluster_migration_keeps_slow_work_owned_poll, 90) {
 /* Log lines that name a TRYAGAIN wait of settlements. */
 static atomic_int tryagain_warnings;
 
-static void count_tryagain(void *opaque, emq_log_level level,
-                           const char *msg) {
+static void count_tryagain(void *opaque, emq_log_level level, const char *msg) {
     (void)opaque;
     if (level == EMQ_LOG_WARNING &&
         strstr(msg, "settlements were answered TRYAGAIN") != NULL)
@@ -207,9 +206,9 @@ TEST_TIMEOUT(scripts_cluster_tryagain_wait_warned_once, 90) {
     int owner, to;
     emq_cl *cl = mig_cluster(&slot, &owner, &to);
     char out[256];
-    ASSERT_EQ_INT(emq_srv_cmd(emq_cl_node(cl, owner), out, sizeof out,
-                              "XGROUP", "CREATE", "emq:{jobs}", "g", "$",
-                              "MKSTREAM", NULL),
+    ASSERT_EQ_INT(emq_srv_cmd(emq_cl_node(cl, owner), out, sizeof out, "XGROUP",
+                              "CREATE", "emq:{jobs}", "g", "$", "MKSTREAM",
+                              NULL),
                   '+');
     atomic_store(&tryagain_warnings, 0);
     emq_cl_migrate_begin(cl, slot, owner, to);

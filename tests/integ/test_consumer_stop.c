@@ -27,8 +27,8 @@ typedef struct slow {
 } slow;
 
 /* 50 ms per entry; on the 3rd it asks for a stop before finishing. */
-static emq_verdict slow_handler(void *opaque, const emq_entry *e,
-                                char *reason, size_t reason_size) {
+static emq_verdict slow_handler(void *opaque, const emq_entry *e, char *reason,
+                                size_t reason_size) {
     (void)reason;
     (void)reason_size;
     slow *s = opaque;
@@ -71,8 +71,8 @@ TEST(consumer_stop_mid_batch_finishes_handler_and_acks_done) {
     ASSERT_EQ_INT(pending_count(s, "emq:{stop}", "g"), 10 - 3);
     /* Exactly the three handled ones left the pending list. */
     static char out[8192];
-    ASSERT_EQ_INT(emq_srv_cmd(s, out, sizeof out, "XPENDING", "emq:{stop}",
-                              "g", "-", "+", "100", NULL),
+    ASSERT_EQ_INT(emq_srv_cmd(s, out, sizeof out, "XPENDING", "emq:{stop}", "g",
+                              "-", "+", "100", NULL),
                   '*');
     for (int i = 0; i < 3; i++)
         ASSERT_NOT_CONTAINS(out, sl.ids[i]);
@@ -121,8 +121,8 @@ static void on_sigterm(int sig) {
 }
 
 /* Writes the ID to the parent once handled, 20 ms per entry. */
-static emq_verdict child_handler(void *opaque, const emq_entry *e,
-                                 char *reason, size_t reason_size) {
+static emq_verdict child_handler(void *opaque, const emq_entry *e, char *reason,
+                                 size_t reason_size) {
     (void)opaque;
     (void)reason;
     (void)reason_size;

@@ -58,8 +58,8 @@ static void example_on(const char *name, const emq_srv *s, const char *url) {
     snprintf(queue, sizeof queue, "ex-%s", name);
     snprintf(stream, sizeof stream, "emq:{%s}", queue);
     produce_n(s, queue, "job", 300);
-    int rc = run_example(name, url, queue, 300, emq_srv_dir(s), out,
-                         sizeof out);
+    int rc =
+        run_example(name, url, queue, 300, emq_srv_dir(s), out, sizeof out);
     if (rc != 0)
         FAIL("%s exited %d: %s", name, rc, out);
     snprintf(want, sizeof want, "handled 300 entries on 4 worker threads");

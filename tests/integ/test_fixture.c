@@ -33,18 +33,15 @@ TEST(fixture_tcp_server_starts_answers_and_stops) {
     ASSERT_EQ_STR(out, "PONG");
     snprintf(want, sizeof want, "redis://127.0.0.1:%d", emq_srv_port(s));
     ASSERT_EQ_STR(emq_srv_url(s), want);
-    ASSERT_EQ_INT(emq_srv_cmd(s, out, sizeof out, "CONFIG", "GET", "port",
-                              NULL),
-                  '*');
+    ASSERT_EQ_INT(
+        emq_srv_cmd(s, out, sizeof out, "CONFIG", "GET", "port", NULL), '*');
     snprintf(want, sizeof want, "port\n%d", emq_srv_port(s));
     ASSERT_EQ_STR(out, want);
-    ASSERT_EQ_INT(emq_srv_cmd(s, out, sizeof out, "CONFIG", "GET", "save",
-                              NULL),
-                  '*');
+    ASSERT_EQ_INT(
+        emq_srv_cmd(s, out, sizeof out, "CONFIG", "GET", "save", NULL), '*');
     ASSERT_EQ_STR(out, "save\n");
-    ASSERT_EQ_INT(emq_srv_cmd(s, out, sizeof out, "CONFIG", "GET", "bind",
-                              NULL),
-                  '*');
+    ASSERT_EQ_INT(
+        emq_srv_cmd(s, out, sizeof out, "CONFIG", "GET", "bind", NULL), '*');
     ASSERT_EQ_STR(out, "bind\n127.0.0.1");
     emq_srv_stop(s);
     ASSERT(!pid_alive(pid));
@@ -82,12 +79,12 @@ TEST(fixture_reports_which_server_runs) {
     ASSERT_EQ_INT(emq_srv_redis_at_least(s, 99, 0), 0);
     /* Subcommand stats: exact from 7.0; before, the command's total. */
     char out[256];
-    ASSERT_EQ_INT(emq_srv_cmd(s, out, sizeof out, "XGROUP", "CREATE", "k",
-                              "g", "$", "MKSTREAM", NULL),
+    ASSERT_EQ_INT(emq_srv_cmd(s, out, sizeof out, "XGROUP", "CREATE", "k", "g",
+                              "$", "MKSTREAM", NULL),
                   '+');
-    ASSERT_EQ_INT(emq_srv_cmd(s, out, sizeof out, "XGROUP", "DESTROY", "k",
-                              "g", NULL),
-                  ':');
+    ASSERT_EQ_INT(
+        emq_srv_cmd(s, out, sizeof out, "XGROUP", "DESTROY", "k", "g", NULL),
+        ':');
     int exact = -1;
     long long creates = emq_srv_calls(s, "xgroup|create", &exact);
     ASSERT_EQ_INT(exact, emq_srv_redis_at_least(s, 7, 0));
@@ -141,9 +138,8 @@ TEST(fixture_unix_server_has_no_tcp_port) {
     ASSERT_EQ_INT(emq_srv_port(s), 0);
     snprintf(want, sizeof want, "unix://%s", emq_srv_socket(s));
     ASSERT_EQ_STR(emq_srv_url(s), want);
-    ASSERT_EQ_INT(emq_srv_cmd(s, out, sizeof out, "CONFIG", "GET", "port",
-                              NULL),
-                  '*');
+    ASSERT_EQ_INT(
+        emq_srv_cmd(s, out, sizeof out, "CONFIG", "GET", "port", NULL), '*');
     ASSERT_EQ_STR(out, "port\n0");
     emq_srv_stop(s);
 }
@@ -178,9 +174,8 @@ TEST(fixture_kill9_and_restart_on_same_port_keeps_aof_data) {
     char out[256];
     int port = emq_srv_port(s);
     pid_t first = emq_srv_pid(s);
-    ASSERT_EQ_INT(emq_srv_cmd(s, out, sizeof out, "SET", "durable", "yes",
-                              NULL),
-                  '+');
+    ASSERT_EQ_INT(
+        emq_srv_cmd(s, out, sizeof out, "SET", "durable", "yes", NULL), '+');
     emq_srv_kill9(s);
     ASSERT_EQ_INT(emq_srv_pid(s), -1);
     ASSERT(!pid_alive(first));
@@ -189,8 +184,7 @@ TEST(fixture_kill9_and_restart_on_same_port_keeps_aof_data) {
     ASSERT(emq_srv_pid(s) > 0);
     ASSERT(emq_srv_pid(s) != first);
     ASSERT_EQ_INT(emq_srv_port(s), port);
-    ASSERT_EQ_INT(emq_srv_cmd(s, out, sizeof out, "GET", "durable", NULL),
-                  '$');
+    ASSERT_EQ_INT(emq_srv_cmd(s, out, sizeof out, "GET", "durable", NULL), '$');
     ASSERT_EQ_STR(out, "yes");
     emq_srv_stop(s);
 }
@@ -198,9 +192,9 @@ TEST(fixture_kill9_and_restart_on_same_port_keeps_aof_data) {
 TEST(fixture_certs_are_generated) {
     const emq_certs *c = emq_certs_get();
     struct stat st;
-    const char *files[] = {c->ca_crt,        c->ca_key,     c->server_crt,
-                           c->server_key,    c->expired_crt, c->wronghost_crt,
-                           c->client_crt,    c->client_key, c->other_ca_crt};
+    const char *files[] = {c->ca_crt,     c->ca_key,      c->server_crt,
+                           c->server_key, c->expired_crt, c->wronghost_crt,
+                           c->client_crt, c->client_key,  c->other_ca_crt};
     for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
         if (stat(files[i], &st) != 0 || st.st_size == 0)
             FAIL("missing or empty: %s", files[i]);
@@ -208,24 +202,53 @@ TEST(fixture_certs_are_generated) {
     /* openssl verify agrees with what each certificate is for. */
     char log[600];
     snprintf(log, sizeof log, "%s/verify.log", c->dir);
-    char *good[] = {"openssl", "verify", "-CAfile", (char *)c->ca_crt,
-                    (char *)c->server_crt, NULL};
+    char *good[] = {"openssl",
+                    "verify",
+                    "-CAfile",
+                    (char *)c->ca_crt,
+                    (char *)c->server_crt,
+                    NULL};
     ASSERT_EQ_INT(emq_run_tool(good, log, 10000), 0);
-    char *expired[] = {"openssl", "verify", "-CAfile", (char *)c->ca_crt,
-                       (char *)c->expired_crt, NULL};
+    char *expired[] = {"openssl",
+                       "verify",
+                       "-CAfile",
+                       (char *)c->ca_crt,
+                       (char *)c->expired_crt,
+                       NULL};
     ASSERT(emq_run_tool(expired, log, 10000) != 0);
-    char *wrongca[] = {"openssl", "verify", "-CAfile",
-                       (char *)c->other_ca_crt, (char *)c->server_crt, NULL};
+    char *wrongca[] = {"openssl",
+                       "verify",
+                       "-CAfile",
+                       (char *)c->other_ca_crt,
+                       (char *)c->server_crt,
+                       NULL};
     ASSERT(emq_run_tool(wrongca, log, 10000) != 0);
-    char *ip[] = {"openssl", "verify", "-CAfile", (char *)c->ca_crt,
-                  "-verify_ip", "127.0.0.1", (char *)c->server_crt, NULL};
+    char *ip[] = {"openssl",
+                  "verify",
+                  "-CAfile",
+                  (char *)c->ca_crt,
+                  "-verify_ip",
+                  "127.0.0.1",
+                  (char *)c->server_crt,
+                  NULL};
     ASSERT_EQ_INT(emq_run_tool(ip, log, 10000), 0);
-    char *wrongip[] = {"openssl", "verify", "-CAfile", (char *)c->ca_crt,
-                       "-verify_ip", "127.0.0.1", (char *)c->wronghost_crt,
+    char *wrongip[] = {"openssl",
+                       "verify",
+                       "-CAfile",
+                       (char *)c->ca_crt,
+                       "-verify_ip",
+                       "127.0.0.1",
+                       (char *)c->wronghost_crt,
                        NULL};
     ASSERT(emq_run_tool(wrongip, log, 10000) != 0);
-    char *client[] = {"openssl", "verify", "-CAfile", (char *)c->ca_crt,
-                      "-purpose", "sslclient", (char *)c->client_crt, NULL};
+    char *client[] = {"openssl",
+                      "verify",
+                      "-CAfile",
+                      (char *)c->ca_crt,
+                      "-purpose",
+                      "sslclient",
+                      (char *)c->client_crt,
+                      NULL};
     ASSERT_EQ_INT(emq_run_tool(client, log, 10000), 0);
 }
 
@@ -241,9 +264,9 @@ TEST(fixture_tls_server_starts) {
     char out[256], want[64];
     snprintf(want, sizeof want, "rediss://127.0.0.1:%d", emq_srv_port(s));
     ASSERT_EQ_STR(emq_srv_url(s), want);
-    ASSERT_EQ_INT(emq_srv_cmd(s, out, sizeof out, "CONFIG", "GET", "tls-port",
-                              NULL),
-                  '*');
+    ASSERT_EQ_INT(
+        emq_srv_cmd(s, out, sizeof out, "CONFIG", "GET", "tls-port", NULL),
+        '*');
     snprintf(want, sizeof want, "tls-port\n%d", emq_srv_port(s));
     ASSERT_EQ_STR(out, want);
     /* A real handshake with the openssl client, verifying against our CA. */
@@ -251,9 +274,17 @@ TEST(fixture_tls_server_starts) {
     char connect[64], log[600];
     snprintf(connect, sizeof connect, "127.0.0.1:%d", emq_srv_port(s));
     snprintf(log, sizeof log, "%s/s_client.log", emq_srv_dir(s));
-    char *argv[] = {"openssl", "s_client", "-connect", connect, "-CAfile",
-                    (char *)c->ca_crt, "-verify_return_error", "-verify_ip",
-                    "127.0.0.1", "-brief", NULL};
+    char *argv[] = {"openssl",
+                    "s_client",
+                    "-connect",
+                    connect,
+                    "-CAfile",
+                    (char *)c->ca_crt,
+                    "-verify_return_error",
+                    "-verify_ip",
+                    "127.0.0.1",
+                    "-brief",
+                    NULL};
     int rc = emq_run_tool(argv, log, 10000);
     if (rc != 0)
         emq_print_tail(log, 10);
@@ -294,8 +325,8 @@ static void raw_send(int fd, const char *s) {
 
 /* Reads until want bytes arrived, EOF, or wait_ms passed. Returns bytes
  * read (buf NUL-terminated); *eof set when the peer closed or reset. */
-static size_t raw_recv(int fd, char *buf, size_t size, size_t want,
-                       int wait_ms, int *eof) {
+static size_t raw_recv(int fd, char *buf, size_t size, size_t want, int wait_ms,
+                       int *eof) {
     size_t got = 0;
     *eof = 0;
     for (int rounds = 0; got < want && got + 1 < size && rounds < wait_ms / 10;
@@ -342,8 +373,8 @@ TEST(fixture_peer_close_closes_at_once) {
 }
 
 TEST(fixture_peer_reply_answers_trigger_only) {
-    emq_peer_opts o = {.mode = EMQ_PEER_REPLY, .reply = "?what\r\n",
-                       .trigger = "get"};
+    emq_peer_opts o = {
+        .mode = EMQ_PEER_REPLY, .reply = "?what\r\n", .trigger = "get"};
     emq_peer *p = emq_peer_start(&o);
     int fd = raw_connect(emq_peer_port(p)), eof;
     char buf[128];
@@ -354,7 +385,8 @@ TEST(fixture_peer_reply_answers_trigger_only) {
     raw_recv(fd, buf, sizeof buf, 30, 2000, &eof);
     ASSERT_EQ_STR(buf, "-ERR unknown command 'HELLO'\r\n");
     /* Two pipelined triggers in one write get two answers. */
-    raw_send(fd, "*2\r\n$3\r\nGET\r\n$1\r\nk\r\n*2\r\n$3\r\nget\r\n$1\r\nk\r\n");
+    raw_send(fd,
+             "*2\r\n$3\r\nGET\r\n$1\r\nk\r\n*2\r\n$3\r\nget\r\n$1\r\nk\r\n");
     raw_recv(fd, buf, sizeof buf, 14, 2000, &eof);
     ASSERT_EQ_STR(buf, "?what\r\n?what\r\n");
     ASSERT_EQ_INT(eof, 0);

@@ -60,7 +60,8 @@ TEST_TIMEOUT(own_slow_handlers_two_consumers_never_duplicated, 40) {
     emq_consumer_stats sa, sb;
     emq_consumer_stats_get(A, &sa);
     emq_consumer_stats_get(B, &sb);
-    fprintf(stderr, "    a handled %llu (claimed %llu), b handled %llu "
+    fprintf(stderr,
+            "    a handled %llu (claimed %llu), b handled %llu "
             "(claimed %llu), %zu handler calls for 6 entries\n",
             (unsigned long long)sa.delivered, (unsigned long long)sa.claimed,
             (unsigned long long)sb.delivered, (unsigned long long)sb.claimed,
@@ -161,8 +162,8 @@ TEST_TIMEOUT(own_claims_exact_with_own_pending_interleaved, 30) {
 
 static const char *child_file;
 
-static emq_verdict child_handle(void *opaque, const emq_entry *e,
-                                char *reason, size_t reason_size) {
+static emq_verdict child_handle(void *opaque, const emq_entry *e, char *reason,
+                                size_t reason_size) {
     (void)reason;
     (void)reason_size;
     int sleep_ms = *(int *)opaque;
@@ -220,8 +221,8 @@ static void long_handler_case(int handler_ms) {
     static slow peer;
     slow_init(&peer);
     bg p;
-    emq_consumer_t *P = bg_start(&p, own_conf(s, "own", "peer", 500),
-                                 slow_handle, &peer);
+    emq_consumer_t *P =
+        bg_start(&p, own_conf(s, "own", "peer", 500), slow_handle, &peer);
     produce_n(s, "own", "long", 1);
     int matches;
     WAIT_UNTIL(count_lines(file, NULL, NULL) >= 1, 5000,
@@ -233,8 +234,8 @@ static void long_handler_case(int handler_ms) {
     slow_init(&second);
     bg b;
     int64_t t0 = now_ms();
-    emq_consumer_t *B = bg_start(&b, own_conf(s, "own", "w", 500),
-                                 slow_handle, &second);
+    emq_consumer_t *B =
+        bg_start(&b, own_conf(s, "own", "w", 500), slow_handle, &second);
     int refused = bg_wait(&b, 2500);
     int64_t waited = now_ms() - t0;
     char holder[512];
@@ -252,11 +253,11 @@ static void long_handler_case(int handler_ms) {
     kill(pid, SIGKILL);
     wait_child(pid, 3000);
     int lines = count_lines(file, "long0", &matches);
-    fprintf(stderr, "    second process: %s after %lld ms (%s); peer "
+    fprintf(stderr,
+            "    second process: %s after %lld ms (%s); peer "
             "claimed %llu; child handled long0 %d times; second handled %zu\n",
             refused ? "returned" : "still running", (long long)waited,
-            b.err.message, (unsigned long long)ps.claimed, matches,
-            second.r.n);
+            b.err.message, (unsigned long long)ps.claimed, matches, second.r.n);
     if (!refused)
         FAIL("a second process named 'w' was let in while the first was in "
              "a %d ms handler (lease.ttl_ms 1400); it handled %zu entries",
@@ -344,7 +345,8 @@ TEST_TIMEOUT(own_sigstopped_holder_loses_name_and_reads_nothing_more, 40) {
         close(fd);
     }
     ASSERT_OK(bg_stop(&b, 3000), &b.err);
-    fprintf(stderr, "    stale child: %d handler calls before SIGSTOP, %d "
+    fprintf(stderr,
+            "    stale child: %d handler calls before SIGSTOP, %d "
             "after; result \"%s\"; new holder missing %d of 40\n",
             at_stop, after - at_stop, res, missing);
     ASSERT(WIFEXITED(child_status));
@@ -355,7 +357,8 @@ TEST_TIMEOUT(own_sigstopped_holder_loses_name_and_reads_nothing_more, 40) {
     ASSERT_EQ_INT(pending_of(adm, OQ, "g", "w"), 0);
     if (after != at_stop)
         FAIL("the stale holder handed out %d more entries after SIGCONT, "
-             "past its lease", after - at_stop);
+             "past its lease",
+             after - at_stop);
     ASSERT_CONTAINS(res, "EMQ_ESERVER");
     ASSERT_CONTAINS(res, "lost its lease");
     emq_consumer_destroy(B);
@@ -394,8 +397,8 @@ static void waited_out(emq_srv *s, const char *token, const char *what) {
     slow_init(&h);
     bg t;
     int64_t t0 = now_ms();
-    emq_consumer_t *c = bg_start(&t, own_conf(s, "own", "w", 60000),
-                                 slow_handle, &h);
+    emq_consumer_t *c =
+        bg_start(&t, own_conf(s, "own", "w", 60000), slow_handle, &h);
     usleep(700 * 1000);
     char holder[512];
     raw_get(s, OQ_LEASE_W, holder, sizeof holder);
@@ -426,8 +429,7 @@ TEST_TIMEOUT(own_lease_other_pidns_or_boot_waited_out_not_taken, 40) {
     /* Another PID namespace (as a container sharing the host name): the
      * pid, here our own, says nothing about that process. */
     ident other = id;
-    snprintf(other.ns, sizeof other.ns, "%llu",
-             strtoull(id.ns, NULL, 10) + 7);
+    snprintf(other.ns, sizeof other.ns, "%llu", strtoull(id.ns, NULL, 10) + 7);
     make_token(token, sizeof token, &other, (long)getpid(),
                proc_start_ticks(getpid()));
     produce_n(s, "own", "x", 1);
@@ -452,8 +454,8 @@ static void taken_at_once(emq_srv *s, const char *token, const char *what) {
     static slow h;
     slow_init(&h);
     bg t;
-    emq_consumer_t *c = bg_start(&t, own_conf(s, "own", "w", 60000),
-                                 slow_handle, &h);
+    emq_consumer_t *c =
+        bg_start(&t, own_conf(s, "own", "w", 60000), slow_handle, &h);
     WAIT_UNTIL(recorded(&h.r) >= 1 || atomic_load(&t.done), 1500,
                "the entry, with the lease taken over at once");
     if (atomic_load(&t.done))
@@ -510,8 +512,8 @@ TEST_TIMEOUT(own_lease_same_pidns_live_process_refused_at_once, 20) {
     slow_init(&h);
     bg t;
     int64_t t0 = now_ms();
-    emq_consumer_t *c = bg_start(&t, own_conf(s, "own", "w", 60000),
-                                 slow_handle, &h);
+    emq_consumer_t *c =
+        bg_start(&t, own_conf(s, "own", "w", 60000), slow_handle, &h);
     int ended = bg_wait(&t, 1500);
     if (!ended) {
         emq_consumer_stop(c);
@@ -603,8 +605,8 @@ TEST_TIMEOUT(own_deadletter_refuses_entry_a_peer_claimed, 20) {
     h.sleep_ms = 1500;
     snprintf(h.dead_prefix, sizeof h.dead_prefix, "poison");
     bg t;
-    emq_consumer_t *c = bg_start(&t, own_conf(s, "own", "a", 60000),
-                                 slow_handle, &h);
+    emq_consumer_t *c =
+        bg_start(&t, own_conf(s, "own", "a", 60000), slow_handle, &h);
     WAIT_UNTIL(client_id_by_name(s, "a", 1) >= 0, 5000,
                "the consumer to block in XREADGROUP");
     produce_n(s, "own", "poison", 1);
@@ -612,8 +614,8 @@ TEST_TIMEOUT(own_deadletter_refuses_entry_a_peer_claimed, 20) {
     ASSERT_EQ_SIZE(stream_ids(adm, OQ, ids, 1), 1);
     WAIT_UNTIL(atomic_load(&h.in_handler) == 1, 3000, "the handler");
     /* A peer takes it over while the handler runs (forced: min idle 0). */
-    emq_reply *r = CMD(adm, "XCLAIM", OQ, "g", "peer", "0", ids[0].str,
-                       "JUSTID");
+    emq_reply *r =
+        CMD(adm, "XCLAIM", OQ, "g", "peer", "0", ids[0].str, "JUSTID");
     ASSERT_EQ_SIZE(emq_reply_len(r), 1);
     emq_reply_free(r);
     WAIT_UNTIL(atomic_load(&h.returned) == 1, 3000,

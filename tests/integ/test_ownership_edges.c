@@ -3,9 +3,9 @@
  * redis-server.
  *
  *  1. the upkeep connection alone, cut every 300-400 ms (about as often
- *     as its rounds go) while a handler runs for three times the lease: every renewal lost with a connection is
- *     sent again on the next one, the lease never lapses, the entry is
- *     never taken by a peer;
+ *     as its rounds go) while a handler runs for three times the lease: every
+ * renewal lost with a connection is sent again on the next one, the lease never
+ * lapses, the entry is never taken by a peer;
  *  2. the lease key deleted (as eviction under a volatile maxmemory-policy
  *     does) while a handler runs longer than the lease: the upkeep takes
  *     it again with this process's token within a renewal period, and
@@ -74,8 +74,7 @@ static void slow_entry_under(fault_fn fault, const char *what) {
     emq_consumer_t *P =
         bg_start(&p, own_conf(s, "edge", "peer", 3000), slow_handle, &peer);
     produce_n(s, "edge", "long", 1);
-    WAIT_UNTIL(atomic_load(&w.in_handler) == 1, 5000,
-               "w's handler to start");
+    WAIT_UNTIL(atomic_load(&w.in_handler) == 1, 5000, "w's handler to start");
     int64_t started = now_ms();
     fault(s, read_id, started + 8000);
     WAIT_UNTIL(pending_total(adm, EQ, "g") == 0, 15000,
@@ -90,8 +89,7 @@ static void slow_entry_under(fault_fn fault, const char *what) {
             "    %s: w handled %zu, peer handled %zu, peer claimed %llu, "
             "w reconnects %llu, w refreshed %llu, w ownership_lost %llu\n",
             what, w.r.n, peer.r.n, (unsigned long long)ps.claimed,
-            (unsigned long long)ws.reconnects,
-            (unsigned long long)ws.refreshed,
+            (unsigned long long)ws.reconnects, (unsigned long long)ws.refreshed,
             (unsigned long long)ws.ownership_lost);
     ASSERT(still_running);
     ASSERT_OK(wst, &a.err);
@@ -203,8 +201,7 @@ static pid_t fork_poller(const emq_srv *s, const char *file, const char *go,
     int64_t end = now_ms() + emq_test_ms(10000);
     while (have < n && now_ms() < end) {
         size_t k = 0;
-        if (emq_consumer_poll(c, got + have, n - have, 200, &k, &err) !=
-            EMQ_OK)
+        if (emq_consumer_poll(c, got + have, n - have, 200, &k, &err) != EMQ_OK)
             _exit(4);
         have += k;
     }
@@ -223,8 +220,7 @@ static pid_t fork_poller(const emq_srv *s, const char *file, const char *go,
     while (st == EMQ_OK && now_ms() < end)
         st = emq_consumer_poll(c, more, 1, 100, &k, &err);
     char line[400];
-    snprintf(line, sizeof line, "end %s %s", emq_status_name(st),
-             err.message);
+    snprintf(line, sizeof line, "end %s %s", emq_status_name(st), err.message);
     append_line(file, line);
     emq_consumer_close(c, 1000, &err);
     emq_consumer_destroy(c);
@@ -246,13 +242,13 @@ TEST_TIMEOUT(own_edge_stale_poller_settlements_say_lost, 40) {
     /* Past its lease (1400 ms): the key expires, and another process of
      * the same name takes it and handles the three entries. */
     char token[512];
-    WAIT_UNTIL((raw_get(s, EQ_LEASE_W, token, sizeof token), !token[0]),
-               5000, "the stopped poller's lease to expire");
+    WAIT_UNTIL((raw_get(s, EQ_LEASE_W, token, sizeof token), !token[0]), 5000,
+               "the stopped poller's lease to expire");
     static slow h;
     slow_init(&h);
     bg b;
-    emq_consumer_t *B = bg_start(&b, own_conf(s, "edge", "w", 500),
-                                 slow_handle, &h);
+    emq_consumer_t *B =
+        bg_start(&b, own_conf(s, "edge", "w", 500), slow_handle, &h);
     WAIT_UNTIL(pending_total(adm, EQ, "g") == 0 && h.r.n == 3, 10000,
                "the new holder to handle the three entries");
     ASSERT(kill(pid, SIGCONT) == 0);
@@ -262,8 +258,7 @@ TEST_TIMEOUT(own_edge_stale_poller_settlements_say_lost, 40) {
                 end_line[0]),
                10000, "the resumed poller to settle and end");
     int ok = scan_lines(file, "end ", end_line, sizeof end_line, "EMQ_OK");
-    int lost =
-        scan_lines(file, "end ", end_line, sizeof end_line, "EMQ_ELOST");
+    int lost = scan_lines(file, "end ", end_line, sizeof end_line, "EMQ_ELOST");
     int status = wait_child(pid, 5000);
     fprintf(stderr, "    resumed poller: %d EMQ_OK, %d EMQ_ELOST; %s\n", ok,
             lost, end_line);
@@ -312,8 +307,7 @@ TEST_TIMEOUT(own_edge_handler_timeout_lets_go_in_run_mode, 40) {
     emq_consumer_t *W = bg_start(&a, cw, slow_handle, &w);
     WAIT_UNTIL(client_id_by_name(s, "w", 1) >= 0, 5000, "w's read to block");
     produce_n(s, "edge", "long", 1);
-    WAIT_UNTIL(atomic_load(&w.in_handler) == 1, 5000,
-               "w's handler to start");
+    WAIT_UNTIL(atomic_load(&w.in_handler) == 1, 5000, "w's handler to start");
     emq_consumer_stats ws;
     WAIT_UNTIL((emq_consumer_stats_get(W, &ws), ws.oldest_in_hand_ms >= 400),
                5000, "the entry to be in hand 400 ms");
@@ -322,10 +316,8 @@ TEST_TIMEOUT(own_edge_handler_timeout_lets_go_in_run_mode, 40) {
     emq_consumer_t *P =
         bg_start(&p, own_conf(s, "edge", "peer", 1000), slow_handle, &peer);
     WAIT_UNTIL(peer.r.n == 1, 10000, "the peer to take the overdue entry");
-    WAIT_UNTIL(atomic_load(&w.returned) == 1, 10000,
-               "w's handler to return");
-    WAIT_UNTIL(pending_total(adm, EQ, "g") == 0, 10000,
-               "the peer's ack");
+    WAIT_UNTIL(atomic_load(&w.returned) == 1, 10000, "w's handler to return");
+    WAIT_UNTIL(pending_total(adm, EQ, "g") == 0, 10000, "the peer's ack");
     ASSERT_OK(bg_stop(&p, 3000), &p.err);
     ASSERT_OK(bg_stop(&a, 3000), &a.err);
     emq_consumer_stats_get(W, &ws);
@@ -337,10 +329,11 @@ TEST_TIMEOUT(own_edge_handler_timeout_lets_go_in_run_mode, 40) {
          (at = strstr(at, "longer than handler.timeout_ms")) != NULL; at++)
         said++;
     pthread_mutex_unlock(&logs.lock);
-    fprintf(stderr, "    w: overdue %llu acked %llu; peer claimed %llu; "
-            "logged %d times\n", (unsigned long long)ws.handler_overdue,
-            (unsigned long long)ws.acked, (unsigned long long)ps.claimed,
-            said);
+    fprintf(stderr,
+            "    w: overdue %llu acked %llu; peer claimed %llu; "
+            "logged %d times\n",
+            (unsigned long long)ws.handler_overdue,
+            (unsigned long long)ws.acked, (unsigned long long)ps.claimed, said);
     ASSERT_EQ_INT(ws.handler_overdue, 1);
     ASSERT_EQ_INT(ws.acked, 0);
     ASSERT_EQ_INT(ps.claimed, 1);
@@ -368,8 +361,8 @@ TEST_TIMEOUT(own_edge_handler_timeout_late_ack_is_lost_in_pull_mode, 30) {
     emq_entry *got[1];
     emq_consumer_t *c = polled_one(conf, got);
     emq_consumer_stats st;
-    WAIT_UNTIL((emq_consumer_stats_get(c, &st), st.handler_overdue == 1),
-               10000, "the entry to be let go");
+    WAIT_UNTIL((emq_consumer_stats_get(c, &st), st.handler_overdue == 1), 10000,
+               "the entry to be let go");
     ASSERT(st.oldest_in_hand_ms >= 600);
     ASSERT_STATUS(emq_consumer_ack(c, got[0], &err), EMQ_ELOST, &err);
     ASSERT_CONTAINS(err.message, "handler.timeout_ms");
@@ -391,8 +384,8 @@ TEST_TIMEOUT(own_edge_handler_timeout_late_ack_is_lost_in_pull_mode, 30) {
 /* The pending entry's owner and delivery count (XPENDING ... id id 1). */
 static void pending_of_id(emq_conn_t *adm, const char *id, char *owner,
                           size_t size, long long *count) {
-    emq_reply *r = cmdv_ok(
-        adm, 6, (const char *[]){"XPENDING", EQ, "g", id, id, "1"});
+    emq_reply *r =
+        cmdv_ok(adm, 6, (const char *[]){"XPENDING", EQ, "g", id, id, "1"});
     owner[0] = '\0';
     *count = -1;
     if (emq_reply_len(r) == 1) {
@@ -425,8 +418,8 @@ TEST_TIMEOUT(own_edge_entry_our_claim_returns_is_ours_again, 30) {
     char owner[64];
     long long count;
     /* A peer takes it and dies: delivery 2, pending to "peer". */
-    emq_reply_free(cmdv_ok(
-        adm, 6, (const char *[]){"XCLAIM", EQ, "g", "peer", "0", id}));
+    emq_reply_free(
+        cmdv_ok(adm, 6, (const char *[]){"XCLAIM", EQ, "g", "peer", "0", id}));
     pending_of_id(adm, id, owner, sizeof owner, &count);
     ASSERT_EQ_STR(owner, "peer");
     ASSERT_EQ_INT(count, 2);
@@ -539,8 +532,10 @@ TEST_TIMEOUT(own_edge_crashes_count_only_entries_a_handler_began, 90) {
     size_t counted = 0;
     for (size_t i = 0; i < h.r.n; i++)
         counted += h.r.deliveries[i] > 1;
-    fprintf(stderr, "    after 5 crashes: %lld dead letters, %zu handled, "
-            "%zu of them counted more than once\n", dead, h.r.n, counted);
+    fprintf(stderr,
+            "    after 5 crashes: %lld dead letters, %zu handled, "
+            "%zu of them counted more than once\n",
+            dead, h.r.n, counted);
     ASSERT_EQ_INT(dead, 1);
     ASSERT_EQ_SIZE(h.r.n, 999);
     ASSERT_EQ_SIZE(counted, 1); /* the one begun in rounds 4 and 5 */
@@ -599,9 +594,10 @@ TEST_TIMEOUT(own_edge_outage_logged_once_per_episode, 30) {
     int warn_failed = count_in(&logs, "connection failed", EMQ_LOG_WARNING);
     int warn_retry = count_in(&logs, "reconnect failed", EMQ_LOG_WARNING);
     int debug_retry = count_in(&logs, "reconnect failed", EMQ_LOG_DEBUG);
-    fprintf(stderr, "    warnings: %d connection failed, %d reconnect "
-            "failed; %d reconnect failures at debug\n", warn_failed,
-            warn_retry, debug_retry);
+    fprintf(stderr,
+            "    warnings: %d connection failed, %d reconnect "
+            "failed; %d reconnect failures at debug\n",
+            warn_failed, warn_retry, debug_retry);
     ASSERT(warn_failed >= 1 && warn_failed <= 2);
     ASSERT(warn_retry >= 1 && warn_retry <= 2);
     ASSERT(debug_retry >= 2); /* the outage was long enough to retry */
@@ -629,8 +625,7 @@ TEST_TIMEOUT(own_edge_server_shows_time_in_hand, 30) {
         bg_start(&a, own_conf(s, "edge", "w", 1000), slow_handle, &w);
     WAIT_UNTIL(client_id_by_name(s, "w", 1) >= 0, 5000, "w's read to block");
     produce_n(s, "edge", "stuck", 1);
-    WAIT_UNTIL(atomic_load(&w.in_handler) == 1, 5000,
-               "w's handler to start");
+    WAIT_UNTIL(atomic_load(&w.in_handler) == 1, 5000, "w's handler to start");
     usleep(2000 * 1000);
     emq_conf_t *conf = conf_for(emq_srv_url(s));
     conf_set(conf, "queue", "edge");
@@ -648,9 +643,10 @@ TEST_TIMEOUT(own_edge_server_shows_time_in_hand, 30) {
     ASSERT_OK(emq_admin_describe(admin, &q, &err), &err);
     int64_t oldest = q->groups[0].oldest_pending_age_ms;
     emq_queue_info_free(q);
-    fprintf(stderr, "    after 2 s in the handler: idle %lld ms, in hand "
-            "%lld ms, oldest pending age %lld ms\n", (long long)idle,
-            (long long)hand, (long long)oldest);
+    fprintf(stderr,
+            "    after 2 s in the handler: idle %lld ms, in hand "
+            "%lld ms, oldest pending age %lld ms\n",
+            (long long)idle, (long long)hand, (long long)oldest);
     ASSERT(idle < emq_test_ms(1000)); /* refreshed while in hand */
     ASSERT(hand >= 1700 && hand < w.sleep_ms + 500);
     ASSERT(oldest >= 1700);
@@ -727,8 +723,8 @@ TEST_TIMEOUT(own_edge_entry_dropped_before_handout_not_counted, 30) {
     WAIT_UNTIL(atomic_load(&h.in_handler) == 1, 5000,
                "the slow first entry in the handler");
     char out[64];
-    ASSERT(emq_srv_cmd(s, out, sizeof out, "CLIENT", "PAUSE", "2700",
-                       "WRITE", NULL) == '+');
+    ASSERT(emq_srv_cmd(s, out, sizeof out, "CLIENT", "PAUSE", "2700", "WRITE",
+                       NULL) == '+');
     WAIT_UNTIL(pending_total(adm, EQ, "g") == 0 && h.r.n == 2, 10000,
                "both handled");
     ASSERT_OK(bg_stop(&b, 3000), &b.err);

@@ -110,8 +110,8 @@ TEST(producer_batch_of_ten_thousand_returns_increasing_ids) {
     emq_srv_cmd(s, out, sizeof out, "XLEN", "emq:{big}", NULL);
     ASSERT_EQ_STR(out, "10000");
     /* The last ID returned is the stream's last entry, holding "9999". */
-    ASSERT_EQ_INT(emq_srv_cmd(s, out, sizeof out, "XREVRANGE", "emq:{big}",
-                              "+", "-", "COUNT", "1", NULL),
+    ASSERT_EQ_INT(emq_srv_cmd(s, out, sizeof out, "XREVRANGE", "emq:{big}", "+",
+                              "-", "COUNT", "1", NULL),
                   '*');
     ASSERT_CONTAINS(out, ids[BATCH_N - 1].str);
     ASSERT_CONTAINS(out, "\n9999");
@@ -164,9 +164,8 @@ static void low_id_batch(emq_srv *s, const char *queue, const char *window) {
     snprintf(key, sizeof key, "emq:{%s}", queue);
     emq_srv_cmd(s, out, sizeof out, "XLEN", key, NULL);
     ASSERT_EQ_STR(out, "5");
-    ASSERT_EQ_INT(emq_srv_cmd(s, out, sizeof out, "XRANGE", key, "-", "+",
-                              NULL),
-                  '*');
+    ASSERT_EQ_INT(
+        emq_srv_cmd(s, out, sizeof out, "XRANGE", key, "-", "+", NULL), '*');
     ASSERT_NOT_CONTAINS(out, "e3");
     ASSERT_CONTAINS(out, "e5");
     /* The producer is still in step with its connection. */
@@ -238,9 +237,8 @@ TEST(producer_bad_queue_name_refused_before_connecting) {
         ASSERT_CONTAINS(err.message, bad[i]);
     }
     /* Only our own second INFO connected. */
-    ASSERT_EQ_INT(info_number(s, "stats", "total_connections_received") -
-                      conns0,
-                  1);
+    ASSERT_EQ_INT(
+        info_number(s, "stats", "total_connections_received") - conns0, 1);
     emq_srv_stop(s);
 }
 
@@ -258,8 +256,8 @@ TEST_TIMEOUT(producer_over_maxmemory_is_eserver_oom, 20) {
     ASSERT_EQ_INT(emq_srv_cmd(s, out, sizeof out, "CONFIG", "SET",
                               "maxmemory-policy", "noeviction", NULL),
                   '+');
-    ASSERT_EQ_INT(emq_srv_cmd(s, out, sizeof out, "CONFIG", "SET",
-                              "maxmemory", "1mb", NULL),
+    ASSERT_EQ_INT(emq_srv_cmd(s, out, sizeof out, "CONFIG", "SET", "maxmemory",
+                              "1mb", NULL),
                   '+');
     emq_status st = EMQ_OK;
     int added = 0;

@@ -61,8 +61,7 @@ static void *shared_thread(void *arg) {
         emq_error err;
         if (emq_produce(r->p, &f, 1, &r->ids[i], &err) != EMQ_OK) {
             r->failures++;
-            snprintf(r->last_error, sizeof r->last_error, "%s",
-                     err.message);
+            snprintf(r->last_error, sizeof r->last_error, "%s", err.message);
         }
     }
     return NULL;
@@ -114,8 +113,8 @@ TEST_TIMEOUT(producer_shared_by_32_threads_loses_nothing, 60) {
         for (int i = 1; i < PER_THREAD; i++) {
             emq_id a = r->ids[i - 1], b = r->ids[i];
             if (cmp_ids(&a, &b) >= 0 && strlen(a.str) == strlen(b.str))
-                FAIL("thread %d: entry %d's ID %s is not after %s", t, i,
-                     b.str, a.str);
+                FAIL("thread %d: entry %d's ID %s is not after %s", t, i, b.str,
+                     a.str);
         }
     }
     /* Calls shared round trips: fewer XADD batches than entries is not
@@ -241,8 +240,7 @@ TEST_TIMEOUT(producer_stalled_server_call_bounded_by_timeout, 30) {
            emq_status_name(bst));
     ASSERT(st != EMQ_OK && bst != EMQ_OK);
     ASSERT_EQ_SIZE(written, 0);
-    ASSERT(took <= 500 + emq_test_ms(1000) &&
-           btook <= 500 + emq_test_ms(1000));
+    ASSERT(took <= 500 + emq_test_ms(1000) && btook <= 500 + emq_test_ms(1000));
     /* It recovers once the server runs again. */
     int64_t end = now_ms() + emq_test_ms(5000);
     while (emq_produce(p, &f, 1, &id, &err) != EMQ_OK && now_ms() < end)
@@ -259,7 +257,7 @@ TEST_TIMEOUT(producer_stalled_server_call_bounded_by_timeout, 30) {
 
 typedef struct reports {
     pthread_mutex_t mu;
-    int calls[MAX_ASYNC];    /* callbacks per entry */
+    int calls[MAX_ASYNC]; /* callbacks per entry */
     emq_status status[MAX_ASYNC];
     int unknown[MAX_ASYNC];
     emq_id ids[MAX_ASYNC];
@@ -281,8 +279,7 @@ static void on_delivery(void *opaque, const emq_delivery *d) {
     r->status[t->index] = d->status;
     r->unknown[t->index] = d->outcome_unknown;
     r->attempts[t->index] = d->attempts;
-    snprintf(r->ids[t->index].str, sizeof r->ids[t->index].str, "%s",
-             d->id);
+    snprintf(r->ids[t->index].str, sizeof r->ids[t->index].str, "%s", d->id);
     r->thread[t->index] = pthread_self();
     if (d->status != EMQ_OK && d->error == NULL)
         FAIL("a failed delivery without an error");
@@ -427,8 +424,8 @@ TEST_TIMEOUT(producer_async_across_a_restart_once_each_unknown_said, 60) {
         if (r.status[i] == EMQ_OK) {
             ok++;
             if (!strstr(out, r.ids[i].str))
-                FAIL("entry %d reported added as %s is not in the stream",
-                     i, r.ids[i].str);
+                FAIL("entry %d reported added as %s is not in the stream", i,
+                     r.ids[i].str);
         } else if (r.unknown[i]) {
             unknown++;
         } else {
@@ -458,8 +455,8 @@ TEST_TIMEOUT(producer_wait_replicas_confirmed_entries_survive_failover, 60) {
     emq_srv *m = emq_srv_start(NULL);
     emq_srv *rep = emq_srv_start(NULL);
     char out[256];
-    emq_srv_cmd(m, out, sizeof out, "CONFIG", "SET",
-                "repl-diskless-sync-delay", "0", NULL);
+    emq_srv_cmd(m, out, sizeof out, "CONFIG", "SET", "repl-diskless-sync-delay",
+                "0", NULL);
     replica_follow(rep, m);
     emq_conf_t *conf = shared_conf(emq_srv_url(m), "8000");
     conf_set(conf, "producer.wait_replicas", "1");
@@ -492,8 +489,8 @@ TEST_TIMEOUT(producer_wait_replicas_confirmed_entries_survive_failover, 60) {
     emq_id lost[5];
     for (int i = 0; i < 5; i++) {
         emq_field f = {"v", 1, "unconfirmed", 11};
-        ASSERT_STATUS(emq_produce(p, &f, 1, &lost[i], &err),
-                      EMQ_ENOTDURABLE, &err);
+        ASSERT_STATUS(emq_produce(p, &f, 1, &lost[i], &err), EMQ_ENOTDURABLE,
+                      &err);
         ASSERT(lost[i].str[0] != '\0');
         ASSERT_CONTAINS(err.message, "0 of 1 replicas after 200 ms");
     }
@@ -639,7 +636,7 @@ static void unknown_outcomes(int retries) {
     for (int i = 0; i < 50; i++)
         ASSERT_OK(async_one(p, &tags[i], &err), &err);
     usleep(200 * 1000); /* sent, unanswered */
-    emq_srv_kill9(s);  /* a stopped process dies to SIGKILL too */
+    emq_srv_kill9(s);   /* a stopped process dies to SIGKILL too */
     emq_srv_restart(s);
     ASSERT_OK(emq_producer_flush(p, 20000, &err), &err);
     ASSERT_EQ_INT(atomic_load(&r.total), 50);
@@ -730,12 +727,10 @@ TEST_TIMEOUT(producer_async_topic_partitions_each_called_back, 40) {
         emq_field f = {"v", 1, "a", 1};
         char key[8];
         int len = snprintf(key, sizeof key, "k%d", i % 7);
-        emq_status st = i % 2 ? emq_produce_async(p, &f, 1, on_topic_delivery,
-                                                  &t, &err)
-                              : emq_produce_async_keyed(p, key, (size_t)len,
-                                                        &f, 1,
-                                                        on_topic_delivery, &t,
-                                                        &err);
+        emq_status st =
+            i % 2 ? emq_produce_async(p, &f, 1, on_topic_delivery, &t, &err)
+                  : emq_produce_async_keyed(p, key, (size_t)len, &f, 1,
+                                            on_topic_delivery, &t, &err);
         ASSERT_OK(st, &err);
     }
     pthread_t th[8];
@@ -777,10 +772,10 @@ static void *spin_script(void *arg) {
 TEST_TIMEOUT(producer_async_rides_out_a_busy_server, 40) {
     emq_srv *s = emq_srv_start(NULL);
     char out[256];
-    if (emq_srv_cmd(s, out, sizeof out, "CONFIG", "SET",
-                    "busy-reply-threshold", "50", NULL) == '-')
-        emq_srv_cmd(s, out, sizeof out, "CONFIG", "SET", "lua-time-limit",
-                    "50", NULL); /* 6.2's name */
+    if (emq_srv_cmd(s, out, sizeof out, "CONFIG", "SET", "busy-reply-threshold",
+                    "50", NULL) == '-')
+        emq_srv_cmd(s, out, sizeof out, "CONFIG", "SET", "lua-time-limit", "50",
+                    NULL); /* 6.2's name */
     emq_conf_t *conf = shared_conf(emq_srv_url(s), "10000");
     emq_producer_t *p = producer_of(conf);
     emq_field f = {"v", 1, "x", 1};

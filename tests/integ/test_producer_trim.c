@@ -5,10 +5,10 @@
  * Trimming rides on XADD (no XTRIM is ever sent): trim.maxlen trims to
  * exactly n entries, while with trim.approx 1 the server removes whole
  * radix-tree nodes only, so MAXLEN ~ 2 on 6 entries removes nothing
- * (an approximate trim never splits a node) and with 10-entry nodes ~ 20 keeps 20 to 29; trim.limit
- * bounds what one XADD removes; trim.minid drops entries below an ID. A
- * policy the server would refuse is refused by emq_producer_new with
- * EMQ_EINVAL naming the property, before any connection. With
+ * (an approximate trim never splits a node) and with 10-entry nodes ~ 20 keeps
+ * 20 to 29; trim.limit bounds what one XADD removes; trim.minid drops entries
+ * below an ID. A policy the server would refuse is refused by emq_producer_new
+ * with EMQ_EINVAL naming the property, before any connection. With
  * producer.nomkstream a missing stream fails every entry with a clear
  * message and creates nothing. A connection cut by the fake proxy while a
  * batch is in flight fails the batch with a transport status whose message
@@ -61,14 +61,13 @@ static long long xlen(const emq_srv *s, const char *key) {
 
 TEST(producer_trim_maxlen_exact_keeps_the_last_n) {
     emq_srv *s = emq_srv_start(NULL);
-    emq_producer_t *p = producer_with(s, NULL, "mx", "trim.maxlen", "3",
-                                      NULL);
+    emq_producer_t *p = producer_with(s, NULL, "mx", "trim.maxlen", "3", NULL);
     add_n(p, 0, 10);
     ASSERT_EQ_INT(xlen(s, "emq:{mx}"), 3);
     char out[1024];
-    ASSERT_EQ_INT(emq_srv_cmd(s, out, sizeof out, "XRANGE", "emq:{mx}", "-",
-                              "+", NULL),
-                  '*');
+    ASSERT_EQ_INT(
+        emq_srv_cmd(s, out, sizeof out, "XRANGE", "emq:{mx}", "-", "+", NULL),
+        '*');
     ASSERT_CONTAINS(out, "\n7\n");
     ASSERT_CONTAINS(out, "\n9");
     ASSERT_NOT_CONTAINS(out, "\n6\n");
@@ -114,8 +113,8 @@ TEST(producer_trim_maxlen_approx_keeps_whole_nodes) {
     ASSERT_EQ_INT(emq_srv_cmd(s, out, sizeof out, "CONFIG", "SET",
                               "stream-node-max-entries", "10", NULL),
                   '+');
-    p = producer_with(s, NULL, "ap10", "trim.maxlen", "20", "trim.approx",
-                      "1", NULL);
+    p = producer_with(s, NULL, "ap10", "trim.maxlen", "20", "trim.approx", "1",
+                      NULL);
     add_n(p, 0, 55);
     long long n = xlen(s, "emq:{ap10}");
     if (n < 20 || n >= 30)
@@ -169,8 +168,7 @@ TEST(producer_trim_minid_drops_entries_below_the_id) {
     emq_producer_destroy(plain);
 
     /* Exact: entries below 5-0 go, 5-1 .. 10-1 and the new one stay. */
-    emq_producer_t *p = producer_with(s, NULL, "mi", "trim.minid", "5",
-                                      NULL);
+    emq_producer_t *p = producer_with(s, NULL, "mi", "trim.minid", "5", NULL);
     emq_message m = {&f, 1, "11-1"};
     ASSERT_OK(emq_produce_batch(p, &m, 1, ids, NULL, &err), &err);
     ASSERT_EQ_STR(ids[0].str, "11-1");
@@ -227,14 +225,13 @@ TEST(producer_trim_policy_refused_before_connecting) {
     refused(s, "trim.approx", "trim.approx", "1", NULL, NULL);
     refused(s, "trim.limit", "trim.approx", "1", "trim.limit", "10");
     /* Only our own second INFO connected. */
-    ASSERT_EQ_INT(info_number(s, "stats", "total_connections_received") -
-                      conns0,
-                  1);
+    ASSERT_EQ_INT(
+        info_number(s, "stats", "total_connections_received") - conns0, 1);
 
     /* Numbers the server refuses never get into a conf. */
     static const char *const bad[][2] = {
-        {"trim.maxlen", "-1"}, {"trim.maxlen", "ten"},
-        {"trim.limit", "-1"},  {"trim.approx", "2"},
+        {"trim.maxlen", "-1"},          {"trim.maxlen", "ten"},
+        {"trim.limit", "-1"},           {"trim.approx", "2"},
         {"producer.nomkstream", "yes"},
     };
     emq_conf_t *conf = emq_conf_new();
@@ -245,8 +242,7 @@ TEST(producer_trim_policy_refused_before_connecting) {
                       EMQ_EINVAL, &err);
         ASSERT_CONTAINS(err.message, bad[i][0]);
         char buf[32];
-        ASSERT_OK(emq_conf_get(conf, bad[i][0], buf, sizeof buf, &err),
-                  &err);
+        ASSERT_OK(emq_conf_get(conf, bad[i][0], buf, sizeof buf, &err), &err);
         ASSERT(strcmp(buf, bad[i][1]) != 0);
     }
     emq_conf_destroy(conf);
@@ -255,8 +251,8 @@ TEST(producer_trim_policy_refused_before_connecting) {
 
 TEST(producer_nomkstream_missing_stream_creates_nothing) {
     emq_srv *s = emq_srv_start(NULL);
-    emq_producer_t *p = producer_with(s, NULL, "nm", "producer.nomkstream",
-                                      "1", "trim.maxlen", "100", NULL);
+    emq_producer_t *p = producer_with(s, NULL, "nm", "producer.nomkstream", "1",
+                                      "trim.maxlen", "100", NULL);
     emq_field f = {"n", 1, "1", 1};
     emq_id id;
     emq_error err;
@@ -296,8 +292,8 @@ TEST(producer_nomkstream_missing_stream_creates_nothing) {
 
     /* A key of another type is still WRONGTYPE, not "does not exist". */
     emq_srv_cmd(s, out, sizeof out, "SET", "emq:{nmw}", "x", NULL);
-    emq_producer_t *pw = producer_with(s, NULL, "nmw", "producer.nomkstream",
-                                       "1", NULL);
+    emq_producer_t *pw =
+        producer_with(s, NULL, "nmw", "producer.nomkstream", "1", NULL);
     ASSERT_STATUS(emq_produce(pw, &f, 1, &id, &err), EMQ_ESERVER, &err);
     ASSERT_CONTAINS(err.message, "WRONGTYPE");
     emq_producer_destroy(pw);
@@ -321,8 +317,8 @@ typedef struct batch_run {
 
 static void *run_batch(void *arg) {
     batch_run *b = arg;
-    b->st = emq_produce_batch(b->p, b->msgs, CUT_N, b->ids, &b->written,
-                              &b->err);
+    b->st =
+        emq_produce_batch(b->p, b->msgs, CUT_N, b->ids, &b->written, &b->err);
     return NULL;
 }
 
@@ -354,8 +350,7 @@ TEST_TIMEOUT(producer_batch_cut_mid_flight_reports_confirmed_count, 60) {
     pthread_join(b.thread, NULL);
 
     if (b.st == EMQ_OK)
-        FAIL("the batch of %d finished before the cut; make it larger",
-             CUT_N);
+        FAIL("the batch of %d finished before the cut; make it larger", CUT_N);
     if (b.st == EMQ_ESERVER || b.st == EMQ_EINVAL)
         FAIL("want a transport status, got %s: %s", emq_status_name(b.st),
              b.err.message);
@@ -380,8 +375,8 @@ TEST_TIMEOUT(producer_batch_cut_mid_flight_reports_confirmed_count, 60) {
     }
     char out[512];
     ASSERT_EQ_INT(emq_srv_cmd(s, out, sizeof out, "XRANGE", "emq:{cut}",
-                              ids[b.written - 1].str,
-                              ids[b.written - 1].str, NULL),
+                              ids[b.written - 1].str, ids[b.written - 1].str,
+                              NULL),
                   '*');
     ASSERT_CONTAINS(out, ids[b.written - 1].str);
 

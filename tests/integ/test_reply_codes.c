@@ -63,8 +63,8 @@ TEST(reply_code_of_cluster_slots) {
 TEST(reply_code_of_scan) {
     emq_srv *s = emq_srv_start(NULL);
     emq_conn_t *adm = admin_connect(s);
-    CMD_NOERR(adm, "ACL", "SETUSER", "noscan", "on", ">pw", "~*", "&*",
-              "+@all", "-scan");
+    CMD_NOERR(adm, "ACL", "SETUSER", "noscan", "on", ">pw", "~*", "&*", "+@all",
+              "-scan");
     emq_conn_destroy(adm);
     char url[128];
     snprintf(url, sizeof url, "redis://noscan:pw@127.0.0.1:%d",

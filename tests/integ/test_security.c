@@ -31,7 +31,8 @@
 #include <stdlib.h>
 
 #define SECRET "Wq7SECRETpass9x"
-#define SECRET_PARTS {SECRET, "Wq7S", "SECRET", "pass9x", "ETpa"}
+#define SECRET_PARTS                                                           \
+    { SECRET, "Wq7S", "SECRET", "pass9x", "ETpa" }
 
 /* Fails when text holds the password or a telling piece of it. */
 static void assert_no_secret(const char *where, const char *text) {
@@ -72,7 +73,7 @@ static int book_has(logbook *b, const char *text) {
     return has;
 }
 
-/* ---- TLS ------------------------------------------------------------------ */
+/* ---- TLS ----------------------------------------------------------------- */
 
 static emq_srv *tls_server(emq_srv_cert cert) {
     emq_srv_opts o = {.transport = EMQ_SRV_TLS, .cert = cert};
@@ -134,8 +135,8 @@ TEST_TIMEOUT(security_tls_producer_and_consumer_round_trip, 60) {
     emq_srv_stop(s);
 }
 
-static emq_verdict never_called(void *opaque, const emq_entry *e,
-                                char *reason, size_t reason_size) {
+static emq_verdict never_called(void *opaque, const emq_entry *e, char *reason,
+                                size_t reason_size) {
     (void)opaque;
     (void)e;
     (void)reason;
@@ -168,8 +169,7 @@ TEST(security_tls_consumer_refuses_unknown_ca) {
 }
 
 TEST(security_tls_consumer_refuses_expired_certificate) {
-    consumer_refused(EMQ_SRV_CERT_EXPIRED, emq_certs_get()->ca_crt,
-                     "expired");
+    consumer_refused(EMQ_SRV_CERT_EXPIRED, emq_certs_get()->ca_crt, "expired");
 }
 
 TEST(security_tls_consumer_refuses_hostname_mismatch) {
@@ -177,13 +177,13 @@ TEST(security_tls_consumer_refuses_hostname_mismatch) {
                      "mismatch");
 }
 
-/* ---- ACL -------------------------------------------------------------------- */
+/* ---- ACL ----------------------------------------------------------------- */
 
 /* The consumer's ACL line, as docs/SECURITY.md gives it, for queue
  * "aclq": commands the consumer sends, and those its scripts call. */
 #define ACL_COMMANDS                                                           \
-    "+xgroup|create +xreadgroup +xack +xpending +xautoclaim +xclaim +xrange " \
-    "+eval +get +set +pexpire +pttl +del +hset +hget +hdel +xadd +zadd "      \
+    "+xgroup|create +xreadgroup +xack +xpending +xautoclaim +xclaim +xrange "  \
+    "+eval +get +set +pexpire +pttl +del +hset +hget +hdel +xadd +zadd "       \
     "+zrem +zscore +time +client|setname"
 #define ACL_KEYS "~emq:{aclq} ~emq:{aclq}:*"
 
@@ -254,17 +254,17 @@ static void acl_fixture(const emq_srv *s) {
     raw(s, "XADD", "emq:{aclq}", "1-0", "n", "own", NULL);
     raw(s, "XADD", "emq:{aclq}", "2-0", "n", "gone", NULL);
     raw(s, "XADD", "emq:{aclq}", "2-1", "n", "stale", NULL);
-    const char *rd[] = {"XREADGROUP", "GROUP", "g", "w1", "COUNT", "3",
-                        "STREAMS", "emq:{aclq}", ">", NULL};
+    const char *rd[] = {"XREADGROUP", "GROUP",   "g",          "w1", "COUNT",
+                        "3",          "STREAMS", "emq:{aclq}", ">",  NULL};
     char out[512];
     ASSERT(emq_srv_cmdv(s, out, sizeof out, rd) == '*');
-    const char *bump[] = {"XCLAIM", "emq:{aclq}", "g", "w1", "0", "2-1",
-                          "RETRYCOUNT", "5", NULL};
+    const char *bump[] = {"XCLAIM", "emq:{aclq}", "g", "w1", "0",
+                          "2-1",    "RETRYCOUNT", "5", NULL};
     ASSERT(emq_srv_cmdv(s, out, sizeof out, bump) == '*');
     raw(s, "XDEL", "emq:{aclq}", "2-0", NULL, NULL, NULL);
     raw(s, "XADD", "emq:{aclq}", "3-0", "n", "peer", NULL);
-    const char *rp[] = {"XREADGROUP", "GROUP", "g", "peer", "COUNT", "1",
-                        "STREAMS", "emq:{aclq}", ">", NULL};
+    const char *rp[] = {"XREADGROUP", "GROUP",   "g",          "peer", "COUNT",
+                        "1",          "STREAMS", "emq:{aclq}", ">",    NULL};
     ASSERT(emq_srv_cmdv(s, out, sizeof out, rp) == '*');
     raw(s, "XADD", "emq:{aclq}", "4-0", "n", "ok", NULL);
     raw(s, "XADD", "emq:{aclq}", "5-0", "n", "retry", NULL);
@@ -370,8 +370,8 @@ static const char *role_url(const emq_srv *s, const char *user) {
     static char url[3][160];
     static int i;
     i = (i + 1) % 3;
-    snprintf(url[i], sizeof url[i], "redis://%s:" SECRET "@127.0.0.1:%d",
-             user, emq_srv_port(s));
+    snprintf(url[i], sizeof url[i], "redis://%s:" SECRET "@127.0.0.1:%d", user,
+             emq_srv_port(s));
     return url[i];
 }
 
@@ -579,7 +579,7 @@ TEST(security_acl_without_keys_start_fails_with_noperm) {
     emq_srv_stop(s);
 }
 
-/* ---- secrets ------------------------------------------------------------------ */
+/* ---- secrets ------------------------------------------------------------- */
 
 TEST(security_wrong_password_never_shown) {
     emq_srv_opts o = {.requirepass = "RightPassword1"};
@@ -603,8 +603,7 @@ TEST(security_wrong_password_never_shown) {
         conf_set(conf, "log.level", "debug");
         emq_conf_set_log(conf, log_to_book, book);
         char got[256];
-        ASSERT_OK(emq_conf_get(conf, P_PASSWORD, got, sizeof got, NULL),
-                  NULL);
+        ASSERT_OK(emq_conf_get(conf, P_PASSWORD, got, sizeof got, NULL), NULL);
         assert_no_secret("emq_conf_get(password)", got);
 
         emq_error err;
@@ -646,8 +645,7 @@ TEST(security_wrong_password_never_shown) {
 TEST(security_unreachable_host_with_password_never_shown) {
     int port = emq_free_port(); /* nobody listens there */
     char url[128];
-    snprintf(url, sizeof url, "redis://user:" SECRET "@127.0.0.1:%d/3",
-             port);
+    snprintf(url, sizeof url, "redis://user:" SECRET "@127.0.0.1:%d/3", port);
     emq_conf_t *conf = conf_for(url);
     conf_set(conf, P_RECONNECT_ATTEMPTS, "2");
     conf_set(conf, P_RECONNECT_BASE, "1");
@@ -659,8 +657,8 @@ TEST(security_unreachable_host_with_password_never_shown) {
     emq_conf_destroy(conf);
 
     /* A host name that does not resolve. */
-    snprintf(url, sizeof url,
-             "redis://user:" SECRET "@no-such-host.invalid:%d", port);
+    snprintf(url, sizeof url, "redis://user:" SECRET "@no-such-host.invalid:%d",
+             port);
     conf = conf_for(url);
     ASSERT(emq_conn_new(conf, &conn, &err) != EMQ_OK);
     assert_no_secret("the resolve error", err.message);
@@ -783,7 +781,7 @@ TEST(security_conf_reads_back_no_password) {
     emq_conf_destroy(conf);
 }
 
-/* ---- the echomq program ------------------------------------------------------ */
+/* ---- the echomq program -------------------------------------------------- */
 
 /* /proc/PID/<what> with NULs turned into spaces. */
 static void read_proc(pid_t pid, const char *what, char *out, size_t size) {
@@ -809,12 +807,10 @@ TEST_TIMEOUT(security_cli_command_line_never_shows_password, 30) {
     snprintf(inline_url, sizeof inline_url, "--url=%s", url);
     for (int form = 0; form < 2; form++) {
         const char *const *args =
-            form == 0 ? CLI_ARGS("consume", "aclq", "-u", url, "-g", "g",
-                                 "-c", "w1", "--start", "new", "--block",
-                                 "100")
-                      : CLI_ARGS("consume", "aclq", inline_url, "-g", "g",
-                                 "-c", "w1", "--start", "new", "--block",
-                                 "100");
+            form == 0 ? CLI_ARGS("consume", "aclq", "-u", url, "-g", "g", "-c",
+                                 "w1", "--start", "new", "--block", "100")
+                      : CLI_ARGS("consume", "aclq", inline_url, "-g", "g", "-c",
+                                 "w1", "--start", "new", "--block", "100");
         int out, err;
         pid_t pid = cli_spawn(NULL, args, NULL, &out, &err);
         int64_t end = cli_ms() + emq_test_ms(5000);

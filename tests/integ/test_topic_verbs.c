@@ -126,14 +126,14 @@ static void topic_scenario(const char *url, where *w) {
     cli_free(&r);
     CLI(&r, url, "dead", "requeue", "orders", "--partition", "1", id1);
     ASSERT_EXIT(&r, 0);
-    ASSERT_CONTAINS(r.out,
-                    "requeued 1 dead letter onto topic 'orders' (3 partitions)");
+    ASSERT_CONTAINS(
+        r.out, "requeued 1 dead letter onto topic 'orders' (3 partitions)");
     cli_free(&r);
     ASSERT_EQ_INT(len_of(w, "emq:{orders.1}:dead"), 2);
     ASSERT_EQ_INT(len_of(w, "emq:{orders.1}"), 4);
     /* By filter, then the rest. */
-    CLI(&r, url, "dead", "requeue", "orders", "--reason", "exit 3",
-        "--limit", "2");
+    CLI(&r, url, "dead", "requeue", "orders", "--reason", "exit 3", "--limit",
+        "2");
     ASSERT_EXIT(&r, 0);
     ASSERT_CONTAINS(r.out, "requeued 2 dead letters onto topic 'orders'");
     cli_free(&r);
@@ -174,8 +174,7 @@ static void topic_scenario(const char *url, where *w) {
     cli_free(&r);
 
     /* prune: c (nothing pending) goes from every partition, c2 stays. */
-    CLI(&r, url, "consumers", "prune", "orders", "--group", "g", "--idle",
-        "0");
+    CLI(&r, url, "consumers", "prune", "orders", "--group", "g", "--idle", "0");
     ASSERT_EXIT(&r, 0);
     ASSERT_EQ_INT(lines_with(r.out, "partition "), 3);
     ASSERT_CONTAINS(r.out, "removed 3 consumers");
@@ -278,7 +277,7 @@ TEST_TIMEOUT(admin_topic_handle_verbs, 60) {
     for (int i = 0; i < 4; i++) {
         char key[32];
         snprintf(key, sizeof key, "emq:{t.%d}", i);
-        const char *argv[] = {"XREADGROUP", "GROUP", "g",   "w", "COUNT",
+        const char *argv[] = {"XREADGROUP", "GROUP",   "g", "w", "COUNT",
                               "10",         "STREAMS", key, ">"};
         emq_reply *r;
         ASSERT_OK(emq_admin_command(emq_admin_partition(a, i), 9, argv, NULL,
@@ -352,8 +351,7 @@ TEST_TIMEOUT(admin_topic_handle_verbs, 60) {
                   EMQ_ESERVER, &err);
     ASSERT_CONTAINS(err.message, "partition 3");
     emq_queue_info *info;
-    ASSERT_OK(emq_admin_describe(emq_admin_partition(a, 0), &info, &err),
-              &err);
+    ASSERT_OK(emq_admin_describe(emq_admin_partition(a, 0), &info, &err), &err);
     ASSERT_EQ_INT(info->ngroups, 1);
     ASSERT_EQ_INT(info->groups[0].lag, 2); /* still at head */
     emq_queue_info_free(info);
@@ -425,7 +423,6 @@ TEST_TIMEOUT(cluster_ls_top_exporter_see_every_master, 90) {
     int status;
     waitpid(pid, &status, 0);
     if (!have)
-        FAIL("the exporter does not show every master's queue:\n%.3000s",
-             page);
+        FAIL("the exporter does not show every master's queue:\n%.3000s", page);
     emq_cl_stop(c);
 }

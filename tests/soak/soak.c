@@ -99,8 +99,7 @@ static void take(sample *s, const char *label) {
     s->server_bytes = server_memory();
     printf("soak: %-9s %9lld entries: rss %ld kB, fds %d, threads %d, "
            "server used_memory %lld bytes\n",
-           label, s->handled, s->rss_kb, s->fds, s->threads,
-           s->server_bytes);
+           label, s->handled, s->rss_kb, s->fds, s->threads, s->server_bytes);
     fflush(stdout);
 }
 
@@ -109,8 +108,7 @@ static emq_verdict handle(void *opaque, const emq_entry *e, char *reason,
     (void)opaque;
     (void)reason;
     (void)reason_size;
-    if (e->nfields != 1 || e->fields[0].value_len != 100 ||
-        e->deliveries != 1)
+    if (e->nfields != 1 || e->fields[0].value_len != 100 || e->deliveries != 1)
         bad_entries++;
     __atomic_fetch_add(&handled, 1, __ATOMIC_RELAXED);
     if (handled == baseline) {
@@ -255,8 +253,8 @@ int main(int argc, char **argv) {
     server = emq_srv_start(&so);
     emq_error err;
     emq_conf_t *conf = make_conf(emq_srv_url(server), &err);
-    if (conf == NULL || emq_consumer_new(conf, handle, NULL, &consumer,
-                                         &err) != EMQ_OK) {
+    if (conf == NULL ||
+        emq_consumer_new(conf, handle, NULL, &consumer, &err) != EMQ_OK) {
         fprintf(stderr, "soak: %s\n", err.message);
         return 2;
     }

@@ -88,8 +88,8 @@ static int64_t block(int argc, const char *const *argv) {
 }
 
 TEST(block_wait_of_xread_and_xreadgroup) {
-    const char *a[] = {"XREADGROUP", "GROUP", "g", "c", "COUNT", "10",
-                       "BLOCK", "2000", "STREAMS", "q", ">"};
+    const char *a[] = {"XREADGROUP", "GROUP", "g",       "c", "COUNT", "10",
+                       "BLOCK",      "2000",  "STREAMS", "q", ">"};
     ASSERT_EQ_INT(block(11, a), 2000);
     const char *b[] = {"xread", "block", "0", "streams", "q", "$"};
     ASSERT_EQ_INT(block(6, b), -1); /* BLOCK 0: wait forever */
@@ -108,8 +108,8 @@ TEST(block_wait_of_xread_and_xreadgroup) {
     const size_t hl[] = {5, 5, 4, 7, 1, 1};
     ASSERT_EQ_INT(emq__conn_block_ms(6, h, hl), 1500);
     /* Absurd values are clamped, not overflowed. */
-    const char *i[] = {"XREAD", "BLOCK", "999999999999999999999999", "STREAMS",
-                       "q", "$"};
+    const char *i[] = {"XREAD",   "BLOCK", "999999999999999999999999",
+                       "STREAMS", "q",     "$"};
     int64_t big = block(6, i);
     ASSERT(big > 0 && big < INT64_MAX / 2);
 }

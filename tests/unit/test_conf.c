@@ -90,7 +90,7 @@ TEST(conf_numbers_are_strict_and_range_checked) {
     ASSERT_EQ_STR(buf, "250");
 
     static const char *const junk[] = {"100ms", " 100", "100 ", "+100", "",
-                                       "1e3", "0x10", "-", "12.5"};
+                                       "1e3",   "0x10", "-",    "12.5"};
     for (size_t i = 0; i < sizeof junk / sizeof junk[0]; i++) {
         ASSERT_STATUS(emq_conf_set(c, "connect_timeout_ms", junk[i], &err),
                       EMQ_EINVAL, &err);
@@ -111,9 +111,9 @@ TEST(conf_numbers_are_strict_and_range_checked) {
     ASSERT_CONTAINS(err.message, "protocol '4': out of range 2-3");
     ASSERT_STATUS(emq_conf_set(c, "tcp_keepalive_s", "-1", &err), EMQ_EINVAL,
                   &err);
-    ASSERT_STATUS(emq_conf_set(c, "pipeline.max",
-                               "99999999999999999999999", &err),
-                  EMQ_EINVAL, &err);
+    ASSERT_STATUS(
+        emq_conf_set(c, "pipeline.max", "99999999999999999999999", &err),
+        EMQ_EINVAL, &err);
     ASSERT_CONTAINS(err.message, "pipeline.max");
     ASSERT_EQ_INT(emq__cfg_pipeline_max(c), 65536);
     /* The floor leaves a consumer's round room for its fixed commands. */
@@ -139,8 +139,8 @@ TEST(conf_claim_min_idle_floor_is_the_tables) {
     emq_conf_t *c = emq_conf_new();
     ASSERT(c != NULL);
     emq_error err;
-    ASSERT_STATUS(emq_conf_set(c, "claim.min_idle_ms", "50", &err),
-                  EMQ_EINVAL, &err);
+    ASSERT_STATUS(emq_conf_set(c, "claim.min_idle_ms", "50", &err), EMQ_EINVAL,
+                  &err);
     ASSERT_EQ_STR(err.message, "invalid claim.min_idle_ms '50': out of range "
                                "100-1099511627776");
     ASSERT_EQ_INT(emq__cfg_claim_min_idle_ms(c), 60000);
@@ -229,8 +229,8 @@ TEST(conf_strings_and_enums) {
     char buf[64];
     ASSERT_OK(emq_conf_set(c, "client_name", "worker-1", &err), &err);
     ASSERT_EQ_STR(emq__cfg_client_name(c), "worker-1");
-    ASSERT_STATUS(emq_conf_set(c, "client_name", "two words", &err),
-                  EMQ_EINVAL, &err);
+    ASSERT_STATUS(emq_conf_set(c, "client_name", "two words", &err), EMQ_EINVAL,
+                  &err);
     ASSERT_EQ_STR(err.message, "invalid client_name 'two words': use "
                                "printable characters without spaces");
     ASSERT_STATUS(emq_conf_set(c, "client_name", "a\nb", &err), EMQ_EINVAL,
@@ -347,8 +347,9 @@ TEST(conf_choice_properties) {
                   "invalid on_group_lost 'ignore': use recreate or fatal");
     ASSERT_EQ_INT(emq__cfg_group_lost_fatal(c), 1); /* unchanged on failure */
     ASSERT_STATUS(emq_conf_set(c, "log.level", "loud", &err), EMQ_EINVAL, &err);
-    ASSERT_EQ_STR(err.message,
-                  "invalid log.level 'loud': use error, warning, info or debug");
+    ASSERT_EQ_STR(
+        err.message,
+        "invalid log.level 'loud': use error, warning, info or debug");
     ASSERT_OK(emq_conf_set(c, "log.level", "debug", &err), &err);
     ASSERT_EQ_INT(emq__cfg_log_level(c), EMQ_LOG_DEBUG);
     emq_conf_destroy(c);
@@ -382,7 +383,7 @@ TEST(conf_log_callback_and_level) {
 /* Every property names the part of the library that reads it, one of the
  * known owners; past the table there is none. */
 TEST(conf_every_property_names_its_reader) {
-    static const char *const owners[] = {"conn", "cluster", "keys",
+    static const char *const owners[] = {"conn",     "cluster",  "keys",
                                          "producer", "consumer", "all"};
     size_t i = 0, seen[6] = {0};
     for (; emq_conf_property(i, NULL, NULL, NULL) == EMQ_OK; i++) {

@@ -39,8 +39,8 @@ static emq_status first_reply_error(const emq__resp_limits *limits,
 TEST(fuzz_consumer_resp_error_shows_type_byte_as_hex) {
     static const char in[] = "\nab\rX";
     emq_error err;
-    ASSERT_STATUS(first_reply_error(NULL, in, sizeof in - 1, &err),
-                  EMQ_EPROTO, &err);
+    ASSERT_STATUS(first_reply_error(NULL, in, sizeof in - 1, &err), EMQ_EPROTO,
+                  &err);
     assert_printable(err.message);
     ASSERT_CONTAINS(err.message, "expected CRLF after a 0x0a line");
 

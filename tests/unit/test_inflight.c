@@ -144,11 +144,11 @@ TEST(inflight_add_begin_ack_take_settled) {
     ASSERT_EQ_SIZE(atomic_load(&t.nhandling), 0);
     ASSERT_EQ_INT(emq__inflight_oldest_handed(&t), 0);
     /* Settled twice, never handed out: EMQ_EINVAL, nothing queued. */
-    ASSERT_STATUS(settle(&t, SETTLE_ACK, items[0].id.str, 5, &err),
-                  EMQ_EINVAL, &err);
+    ASSERT_STATUS(settle(&t, SETTLE_ACK, items[0].id.str, 5, &err), EMQ_EINVAL,
+                  &err);
     ASSERT_CONTAINS(err.message, items[0].id.str);
-    ASSERT_STATUS(settle(&t, SETTLE_ACK, items[1].id.str, 5, &err),
-                  EMQ_EINVAL, &err);
+    ASSERT_STATUS(settle(&t, SETTLE_ACK, items[1].id.str, 5, &err), EMQ_EINVAL,
+                  &err);
     ASSERT_STATUS(settle(&t, SETTLE_ACK, "1-1", 5, &err), EMQ_EINVAL, &err);
     ASSERT_EQ_SIZE(emq__inflight_queued(&t), 1);
 
@@ -218,8 +218,7 @@ TEST(inflight_retry_waits_until_due_then_reads_again) {
     ASSERT_OK(emq__inflight_settle_held(&t, &now, 5, 0, &err, NULL), &err);
     settle_op later = mkop(SETTLE_RETRY, items[1].id.str, "flaky", 60000);
     int64_t handed = 0;
-    ASSERT_OK(emq__inflight_settle_held(&t, &later, 5, 0, &err, &handed),
-              &err);
+    ASSERT_OK(emq__inflight_settle_held(&t, &later, 5, 0, &err, &handed), &err);
     ASSERT(handed > 0);
     ASSERT_EQ_SIZE(t.nwait, 2);
     /* A retry at its max_deliveries-th delivery is a dead letter. */
@@ -328,8 +327,8 @@ TEST(inflight_queue_grows_past_its_first_allocation) {
     emq_error err;
     for (size_t i = 0; i < N; i++) {
         ASSERT_EQ_INT(begin1(&t, &items[i]), 1);
-        ASSERT_OK(settle(&t, i % 2 ? SETTLE_ACK : SETTLE_DEAD,
-                         items[i].id.str, 5, &err),
+        ASSERT_OK(settle(&t, i % 2 ? SETTLE_ACK : SETTLE_DEAD, items[i].id.str,
+                         5, &err),
                   &err);
     }
     ASSERT_EQ_SIZE(emq__inflight_queued(&t), N);
@@ -356,9 +355,8 @@ TEST(inflight_table_grows_and_forgets_by_backward_shift) {
     mkitems(items, N, 1);
     /* In batches, so hints of earlier batches go stale on growth. */
     for (size_t i = 0; i < N; i += 500)
-        ASSERT_EQ_INT(emq__inflight_add_batch(&t, items + i, 500,
-                                              emq__now_ms()),
-                      0);
+        ASSERT_EQ_INT(
+            emq__inflight_add_batch(&t, items + i, 500, emq__now_ms()), 0);
     ASSERT(t.cap > cap0);
     ASSERT(t.cap >= 2 * N);
     ASSERT_EQ_SIZE(emq__inflight_count(&t), N);
@@ -403,8 +401,8 @@ TEST(inflight_clear_forgets_everything_and_raises_generation) {
     ASSERT_EQ_SIZE(t.nwait, 0);
     ASSERT_EQ_SIZE(t.ndropped, 0);
     ASSERT_EQ_SIZE(atomic_load(&t.nhandling), 0);
-    ASSERT_STATUS(settle(&t, SETTLE_ACK, items[0].id.str, 5, &err),
-                  EMQ_EINVAL, &err);
+    ASSERT_STATUS(settle(&t, SETTLE_ACK, items[0].id.str, 5, &err), EMQ_EINVAL,
+                  &err);
     emq__inflight_dropped_forget(&t);
     emq__inflight_destroy(&t);
     emq__inflight_destroy(&t); /* twice: a no-op */
@@ -476,9 +474,9 @@ TEST(inflight_refreshed_sorts_owned_gone_and_lost) {
     char owned_text[2 * EMQ_ID_MAX], gone_text[4 * EMQ_ID_MAX];
     snprintf(owned_text, sizeof owned_text, "*1\r\n$%zu\r\n%s\r\n",
              strlen(items[0].id.str), items[0].id.str);
-    snprintf(gone_text, sizeof gone_text,
-             "*2\r\n$%zu\r\n%s\r\n$%zu\r\n%s\r\n", strlen(items[1].id.str),
-             items[1].id.str, strlen(items[2].id.str), items[2].id.str);
+    snprintf(gone_text, sizeof gone_text, "*2\r\n$%zu\r\n%s\r\n$%zu\r\n%s\r\n",
+             strlen(items[1].id.str), items[1].id.str, strlen(items[2].id.str),
+             items[2].id.str);
     emq_reply *owned = parse(owned_text);
     emq_reply *gone = parse(gone_text);
     size_t ngone = 99;
@@ -503,8 +501,8 @@ TEST(inflight_refreshed_sorts_owned_gone_and_lost) {
     free_ops(ops, 2);
     ASSERT_STATUS(settle(&t, SETTLE_ACK, items[2].id.str, 5, &err), EMQ_ELOST,
                   &err);
-    ASSERT_STATUS(settle(&t, SETTLE_RETRY, items[3].id.str, 5, &err),
-                  EMQ_ELOST, &err);
+    ASSERT_STATUS(settle(&t, SETTLE_RETRY, items[3].id.str, 5, &err), EMQ_ELOST,
+                  &err);
     ASSERT_EQ_SIZE(emq__inflight_count(&t), 1);
     ASSERT_EQ_SIZE(emq__inflight_queued(&t), 0);
     emq__inflight_destroy(&t);
@@ -559,8 +557,7 @@ TEST(inflight_stale_skips_fresh_and_marks_overdue_past_hand_limit) {
     }
     ASSERT_EQ_SIZE(emq__inflight_stale(&t, 500, out, 1, &noverdue, NULL), 1);
     /* Marked once: not again, and never refreshed again. */
-    ASSERT_EQ_SIZE(emq__inflight_stale(&t, 5000, out, 8, &noverdue, NULL),
-                   3);
+    ASSERT_EQ_SIZE(emq__inflight_stale(&t, 5000, out, 8, &noverdue, NULL), 3);
     ASSERT_EQ_SIZE(noverdue, 0);
 
     /* Its settlement says it was let go. */
@@ -572,8 +569,7 @@ TEST(inflight_stale_skips_fresh_and_marks_overdue_past_hand_limit) {
 
     /* The run thread's verdict on an overdue entry: dropped, not sent. */
     slot_of(&t, &items[1])->handed_ms = emq__now_coarse_ms() - 5000;
-    ASSERT_EQ_SIZE(emq__inflight_stale(&t, 5000, out, 8, &noverdue, NULL),
-                   2);
+    ASSERT_EQ_SIZE(emq__inflight_stale(&t, 5000, out, 8, &noverdue, NULL), 2);
     ASSERT_EQ_SIZE(noverdue, 1);
     settle_op op = mkop(SETTLE_ACK, items[1].id.str, NULL, 0);
     int began;
@@ -737,8 +733,8 @@ TEST(inflight_in_hand_times_published_and_unpublished) {
     /* Leaving the handler's hands queues each published time to go. */
     emq_error err;
     for (size_t i = 0; i < N; i++)
-        ASSERT_OK(settle(&t, i % 3 ? SETTLE_ACK : SETTLE_RETRY,
-                         items[i].id.str, 5, &err),
+        ASSERT_OK(settle(&t, i % 3 ? SETTLE_ACK : SETTLE_RETRY, items[i].id.str,
+                         5, &err),
                   &err);
     ASSERT_EQ_SIZE(t.nunpublish, N);
     ASSERT_EQ_SIZE(emq__inflight_unpublish_take(&t, out, 100), 100);

@@ -25,11 +25,18 @@ TEST(json_strings_are_escaped) {
 
 TEST(json_non_utf8_becomes_base64) {
     ASSERT_EQ_STR(write_bytes("\xff", 1), "{\"base64\":\"/w==\"}");
-    ASSERT_EQ_STR(write_bytes("a\xff" "b", 3), "{\"base64\":\"Yf9i\"}");
-    ASSERT_EQ_STR(write_bytes("\xc0\xaf", 2), "{\"base64\":\"wK8=\"}"); /* overlong */
-    ASSERT_EQ_STR(write_bytes("\xed\xa0\x80", 3), "{\"base64\":\"7aCA\"}"); /* surrogate */
-    ASSERT_EQ_STR(write_bytes("\xe2\x82", 2), "{\"base64\":\"4oI=\"}"); /* cut */
-    ASSERT_EQ_STR(write_bytes("\xf4\x90\x80\x80", 4), "{\"base64\":\"9JCAgA==\"}");
+    ASSERT_EQ_STR(write_bytes("a\xff"
+                              "b",
+                              3),
+                  "{\"base64\":\"Yf9i\"}");
+    ASSERT_EQ_STR(write_bytes("\xc0\xaf", 2),
+                  "{\"base64\":\"wK8=\"}"); /* overlong */
+    ASSERT_EQ_STR(write_bytes("\xed\xa0\x80", 3),
+                  "{\"base64\":\"7aCA\"}"); /* surrogate */
+    ASSERT_EQ_STR(write_bytes("\xe2\x82", 2),
+                  "{\"base64\":\"4oI=\"}"); /* cut */
+    ASSERT_EQ_STR(write_bytes("\xf4\x90\x80\x80", 4),
+                  "{\"base64\":\"9JCAgA==\"}");
 }
 
 TEST(json_truncates_like_snprintf) {
@@ -66,8 +73,9 @@ TEST(json_entry_with_binary_name_uses_pairs) {
     emq_entry e = {"2-0", 1, fields, 2, "s", "g", "c"};
     char buf[256];
     emq_entry_json(&e, buf, sizeof buf);
-    ASSERT_EQ_STR(buf, "{\"id\":\"2-0\",\"stream\":\"s\",\"deliveries\":1,"
-                       "\"fields\":[[{\"base64\":\"/w==\"},\"v\"],[\"n\",\"1\"]]}");
+    ASSERT_EQ_STR(buf,
+                  "{\"id\":\"2-0\",\"stream\":\"s\",\"deliveries\":1,"
+                  "\"fields\":[[{\"base64\":\"/w==\"},\"v\"],[\"n\",\"1\"]]}");
     /* A topic's partition after the stream; none without a stream. */
     emq_entry_json_partition(&e, 3, buf, sizeof buf);
     ASSERT_CONTAINS(buf, "\"stream\":\"s\",\"partition\":3,\"deliveries\":1");

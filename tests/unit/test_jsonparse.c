@@ -29,10 +29,10 @@ static const char *parse_err(const char *text) {
 
 TEST(jsonparse_value_kinds) {
     size_t n;
-    emq_field *f = parse_ok(
-        " { \"s\" : \"text\", \"n\":-12.50e+3,\"t\":true,\"f\":false,"
-        "\"z\":null, \"i\":0 } ",
-        &n);
+    emq_field *f =
+        parse_ok(" { \"s\" : \"text\", \"n\":-12.50e+3,\"t\":true,\"f\":false,"
+                 "\"z\":null, \"i\":0 } ",
+                 &n);
     ASSERT_EQ_SIZE(n, 6);
     ASSERT_EQ_MEM(f[0].name, f[0].name_len, "s", 1);
     ASSERT_EQ_MEM(f[0].value, f[0].value_len, "text", 4);
@@ -66,7 +66,10 @@ TEST(jsonparse_base64_and_repeats) {
     ASSERT_EQ_SIZE(n, 4);
     ASSERT_EQ_MEM(f[0].value, f[0].value_len, "\xff", 1);
     ASSERT_EQ_MEM(f[1].name, f[1].name_len, "k", 1);
-    ASSERT_EQ_MEM(f[1].value, f[1].value_len, "a\xff" "b", 3);
+    ASSERT_EQ_MEM(f[1].value, f[1].value_len,
+                  "a\xff"
+                  "b",
+                  3);
     ASSERT_EQ_SIZE(f[2].value_len, 0);
     ASSERT_EQ_MEM(f[3].value, f[3].value_len, "\xe2\x82", 2);
     emq_fields_free(f);
@@ -77,9 +80,8 @@ TEST(jsonparse_round_trips_the_writer) {
     static const struct {
         const char *p;
         size_t n;
-    } cases[] = {{"plain", 5},         {"\xff\x00\x01", 3},
-                 {"a\"\\\n\r\t\x01", 7}, {"", 0},
-                 {"\xed\xa0\x80", 3},  {"caf\xc3\xa9", 5},
+    } cases[] = {{"plain", 5}, {"\xff\x00\x01", 3}, {"a\"\\\n\r\t\x01", 7},
+                 {"", 0},      {"\xed\xa0\x80", 3}, {"caf\xc3\xa9", 5},
                  {"\0", 1}};
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         /* The real writer: an entry's JSON line, whose "fields" part is
@@ -105,17 +107,21 @@ TEST(jsonparse_round_trips_the_writer) {
 TEST(jsonparse_errors_name_the_column) {
     ASSERT_CONTAINS(parse_err(""), "column 1: empty line");
     ASSERT_CONTAINS(parse_err("1"), "column 1: expected a JSON object");
-    ASSERT_CONTAINS(parse_err("[1]"), "column 2: expected a [name, value] pair");
+    ASSERT_CONTAINS(parse_err("[1]"),
+                    "column 2: expected a [name, value] pair");
     ASSERT_CONTAINS(parse_err("[]"), "column 2: no fields");
-    ASSERT_CONTAINS(parse_err("[[\"a\":1]]"), "expected ',' after the field name");
-    ASSERT_CONTAINS(parse_err("[[\"a\",1,2]]"), "expected ']' after a [name, value] pair");
+    ASSERT_CONTAINS(parse_err("[[\"a\":1]]"),
+                    "expected ',' after the field name");
+    ASSERT_CONTAINS(parse_err("[[\"a\",1,2]]"),
+                    "expected ']' after a [name, value] pair");
     ASSERT_CONTAINS(parse_err("{}"), "column 2: no fields");
     ASSERT_CONTAINS(parse_err("{\"a\" 1}"), "column 6: expected ':'");
     ASSERT_CONTAINS(parse_err("{\"a\":1"), "column 7: the line ends inside");
     ASSERT_CONTAINS(parse_err("{\"a\":1 \"b\":2}"),
                     "column 8: expected ',' or '}'");
     ASSERT_CONTAINS(parse_err("{\"a\":[1]}"), "column 6: arrays are not");
-    ASSERT_CONTAINS(parse_err("{\"a\":{\"x\":1}}"), "column 7: an object must be");
+    ASSERT_CONTAINS(parse_err("{\"a\":{\"x\":1}}"),
+                    "column 7: an object must be");
     ASSERT_CONTAINS(parse_err("{\"a\":tru}"), "column 6: a value must be");
     ASSERT_CONTAINS(parse_err("{\"a\":01}"), "column 7: expected ',' or '}'");
     ASSERT_CONTAINS(parse_err("{\"a\":1.}"), "a digit must follow '.'");

@@ -99,8 +99,8 @@ static void render_into(text *t, const emq_reply *r) {
     case EMQ_REPLY_PUSH:
     case EMQ_REPLY_MAP: {
         emq_reply_type k = emq_reply_kind(r);
-        const char *open = k == EMQ_REPLY_ARRAY ? "["
-                           : k == EMQ_REPLY_SET ? "~["
+        const char *open = k == EMQ_REPLY_ARRAY  ? "["
+                           : k == EMQ_REPLY_SET  ? "~["
                            : k == EMQ_REPLY_PUSH ? ">["
                                                  : "{";
         puts_(t, open);
@@ -215,7 +215,9 @@ TEST(resp_bulk_strings) {
     EXPECT("$0\r\n\r\n", "\"\"");
     EXPECT("$-1\r\n", "nil");
     /* Binary-safe: NUL, CR, LF and 0xff inside the payload. */
-    EXPECT("$6\r\na\0\r\n\xff" "b\r\n", "\"a\\x00\\x0d\\x0a\\xffb\"");
+    EXPECT("$6\r\na\0\r\n\xff"
+           "b\r\n",
+           "\"a\\x00\\x0d\\x0a\\xffb\"");
     EXPECT("!21\r\nSYNTAX invalid syntax\r\n", "-SYNTAX invalid syntax");
     EXPECT("=15\r\ntxt:Some string\r\n", "=txt:Some string");
     EXPECT("=4\r\nmkd:\r\n", "=mkd:");
@@ -241,8 +243,7 @@ TEST(resp_attributes) {
            ",0.0012\r\n*2\r\n:2039123\r\n:9543892\r\n",
            "@{+key-popularity:{\"a\":d0.1923,\"b\":d0.0012}}[2039123,9543892]");
     /* Nested inside an aggregate, it is not counted as an element. */
-    EXPECT("*2\r\n|1\r\n+ttl\r\n:3600\r\n+a\r\n+b\r\n",
-           "[@{+ttl:3600}+a,+b]");
+    EXPECT("*2\r\n|1\r\n+ttl\r\n:3600\r\n+a\r\n+b\r\n", "[@{+ttl:3600}+a,+b]");
     /* Empty attribute, and an attribute on the last element. */
     EXPECT("|0\r\n:7\r\n", "@{}7");
     EXPECT("*1\r\n|1\r\n+k\r\n+v\r\n:1\r\n", "[@{+k:+v}1]");
@@ -459,9 +460,16 @@ TEST(resp_large_bulk_in_pieces) {
 }
 
 TEST(resp_truncated_input_waits) {
-    const char *cuts[] = {"+OK", "+OK\r", "$5\r\nhel", "$5\r\nhello\r",
-                          "*2\r\n:1\r\n", "%1\r\n+k\r\n", "|1\r\n+a\r\n+b\r\n",
-                          ":12", "$", "*"};
+    const char *cuts[] = {"+OK",
+                          "+OK\r",
+                          "$5\r\nhel",
+                          "$5\r\nhello\r",
+                          "*2\r\n:1\r\n",
+                          "%1\r\n+k\r\n",
+                          "|1\r\n+a\r\n+b\r\n",
+                          ":12",
+                          "$",
+                          "*"};
     for (size_t i = 0; i < sizeof cuts / sizeof cuts[0]; i++) {
         emq_error err;
         emq__resp_reader *r = emq__resp_reader_new(NULL);
@@ -726,8 +734,8 @@ TEST(resp_encode_round_trips_through_reader) {
     emq__buf b;
     emq__buf_init(&b, 0, "output buffer");
     emq_error err;
-    const char *argv[] = {"XREADGROUP", "GROUP", "g", "c\r\n", "STREAMS",
-                          "q", ">"};
+    const char *argv[] = {"XREADGROUP", "GROUP", "g", "c\r\n",
+                          "STREAMS",    "q",     ">"};
     ASSERT_OK(emq__resp_encode(&b, 7, argv, NULL, &err), &err);
     emq__resp_reader *r = emq__resp_reader_new(NULL);
     ASSERT_OK(emq__resp_feed(r, b.data, b.len, &err), &err);

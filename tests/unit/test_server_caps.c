@@ -45,9 +45,10 @@ TEST(server_caps_table_by_name_and_version) {
 
 TEST(server_from_hello_map_and_flat_array) {
     /* RESP3 map, as Valkey 8.0.1 answers HELLO 3. */
-    emq_reply *r = parse("%4\r\n$6\r\nserver\r\n$6\r\nvalkey\r\n"
-                         "$7\r\nversion\r\n$5\r\n8.0.1\r\n"
-                         "$5\r\nproto\r\n:3\r\n$4\r\nmode\r\n$10\r\nstandalone\r\n");
+    emq_reply *r =
+        parse("%4\r\n$6\r\nserver\r\n$6\r\nvalkey\r\n"
+              "$7\r\nversion\r\n$5\r\n8.0.1\r\n"
+              "$5\r\nproto\r\n:3\r\n$4\r\nmode\r\n$10\r\nstandalone\r\n");
     emq_server s;
     ASSERT_EQ_INT(emq__server_from_hello(r, &s), 1);
     ASSERT_EQ_STR(s.name, "valkey");

@@ -191,8 +191,8 @@ TEST(slots_conf_cluster_seeds) {
     ASSERT_CONTAINS(err.message, "cluster.seeds");
     ASSERT_STATUS(emq_conf_set(conf, "cluster.seeds", "a:99999", &err),
                   EMQ_EINVAL, &err);
-    ASSERT_STATUS(emq_conf_set(conf, "cluster.seeds", "a:1,", &err),
-                  EMQ_EINVAL, &err);
+    ASSERT_STATUS(emq_conf_set(conf, "cluster.seeds", "a:1,", &err), EMQ_EINVAL,
+                  &err);
     ASSERT_OK(emq_conf_set(conf, "cluster.seeds", "", &err), &err);
     ASSERT_STATUS(emq_conf_set(conf, "cluster.max_redirects", "0", &err),
                   EMQ_EINVAL, &err);

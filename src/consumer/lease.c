@@ -222,12 +222,17 @@ static emq_status refused(emq_consumer_t *c, const char *holder, long long ms,
         c->name, c->group, holder, c->lease_key, ms);
 }
 
+/* A lease of a holder that cannot be judged, found with this little
+ * left once the wait for it is over, is waited out to its end. */
+#define LEASE_ENDING_MS 1000
+
 emq_status emq__lease_acquire(emq_consumer_t *c, emq_error *err) {
     char ttl[24];
     snprintf(ttl, sizeof ttl, "%lld",
              (long long)emq__cfg_lease_ttl_ms(c->conf));
     char waited_for[160] = "";
     int64_t wait_until = 0;
+    int extended = 0; /* the bound was stretched to the lease's end */
     for (int attempt = 0; attempt < 1000 && !emq__consumer_stopping(c);
          attempt++) {
         const char *argv[] = {"EVAL",       acquire_script, "1",
@@ -309,9 +314,16 @@ emq_status emq__lease_acquire(emq_consumer_t *c, emq_error *err) {
         case HOLDER_UNKNOWN:
             break;
         }
-        /* A holder we cannot judge: wait for its lease to expire, once. */
-        if (strcmp(waited_for, hold) == 0 && emq__now_ms() >= wait_until)
-            return refused(c, hold, ms, err);
+        /* A holder we cannot judge: wait for its lease to expire, once.
+         * Past the bound, a lease about to end (a loaded machine or server
+         * let the bound pass first) is waited out to its end, once more;
+         * one that was renewed meanwhile has a live holder. */
+        if (strcmp(waited_for, hold) == 0 && emq__now_ms() >= wait_until) {
+            if (extended || ms <= 0 || ms > LEASE_ENDING_MS)
+                return refused(c, hold, ms, err);
+            extended = 1;
+            wait_until = emq__now_ms() + ms + 100;
+        }
         if (strcmp(waited_for, hold) != 0) {
             snprintf(waited_for, sizeof waited_for, "%s", hold);
             wait_until = emq__now_ms() + emq__cfg_lease_ttl_ms(c->conf) + 1000;

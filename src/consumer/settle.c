@@ -633,9 +633,10 @@ emq_status emq__settle_apply(void *round, int tag, const emq_reply *reply,
         if (permanent(reply)) {
             emq_status st = emq__reply_error_set(
                 err, reply,
-                "%s was refused%s: settled entries would be handled again "
-                "forever, so the consumer stops; grant the command or fix "
-                "the key",
+                /* Settled entries would come back for ever: the consumer
+                 * stops. Short words, so the reply's text fits. */
+                "%s was refused%s; the consumer stops (grant it or fix the "
+                "key)",
                 what,
                 emq__reply_refused(reply) &&
                         !emq__reply_mentions(reply, "NOPERM")

@@ -147,11 +147,14 @@ static emq_status apply(void *ctx, int tag, const emq_reply *reply,
         emq__reply_text(reply, shown, sizeof shown);
         if (emq__reply_refused(reply) ||
             emq__reply_mentions(reply, "WRONGTYPE")) {
+            /* Without the refresh peers take live work: the consumer
+             * stops. The words are short so that the reply's text (on
+             * 6.2 an ACL refusal in a script is 170 characters, its
+             * reason last) fits in the message. */
             emq_status st = emq__reply_error_set(
                 err, reply,
-                "refreshing in-flight entries (XPENDING + XCLAIM JUSTID in "
-                "a script) was refused, and without it peers take live "
-                "work, so the consumer stops");
+                "refreshing in-flight entries was refused; the consumer "
+                "stops");
             emq__consumer_fatal(c, err);
             return st;
         }

@@ -47,13 +47,17 @@ static inline void conf_set(emq_conf_t *conf, const char *name,
         FAIL("emq_conf_set(%s): %s", name, err.message);
 }
 
-/* A conf for url with short timeouts suited to tests. Caller destroys. */
+/* A conf for url with short timeouts suited to tests: 2 s, stretched by
+ * the run's time scale (emq_test_ms: a reply under memcheck on a loaded
+ * machine can take longer). Caller destroys. */
 static inline emq_conf_t *conf_for(const char *url) {
     emq_conf_t *conf = emq_conf_new();
     ASSERT(conf != NULL);
     conf_set(conf, P_URL, url);
-    conf_set(conf, P_CONNECT_TIMEOUT, "2000");
-    conf_set(conf, P_COMMAND_TIMEOUT, "2000");
+    char timeout[24];
+    snprintf(timeout, sizeof timeout, "%d", emq_test_ms(2000));
+    conf_set(conf, P_CONNECT_TIMEOUT, timeout);
+    conf_set(conf, P_COMMAND_TIMEOUT, timeout);
     return conf;
 }
 

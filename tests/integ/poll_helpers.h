@@ -13,6 +13,24 @@
 
 #include "integ/ownership_helpers.h"
 
+/* fault_conf with claims that would take anything idle 400 ms. */
+static inline emq_conf_t *poll_conf(const char *url,
+                                    const char *max_in_flight) {
+    emq_conf_t *conf = fault_conf(url);
+    conf_set(conf, "claim.min_idle_ms", "400");
+    conf_set(conf, "claim.interval_ms", "100");
+    conf_set(conf, "max_in_flight", max_in_flight);
+    return conf;
+}
+
+/* A pull-mode consumer of conf (no handler). */
+static inline emq_consumer_t *poll_consumer(emq_conf_t *conf) {
+    emq_consumer_t *c;
+    emq_error err;
+    ASSERT_OK(emq_consumer_new(conf, NULL, NULL, &c, &err), &err);
+    return c;
+}
+
 /* Polls until n entries are out (bounded), into got[]; returns how many. */
 static inline size_t poll_until(emq_consumer_t *c, emq_entry **got, size_t n,
                                 int ms) {

@@ -16,22 +16,6 @@
 
 #define PQ "emq:{jobs}"
 
-/* fault_conf with claims that would take anything idle 400 ms. */
-static emq_conf_t *poll_conf(const char *url, const char *max_in_flight) {
-    emq_conf_t *conf = fault_conf(url);
-    conf_set(conf, "claim.min_idle_ms", "400");
-    conf_set(conf, "claim.interval_ms", "100");
-    conf_set(conf, "max_in_flight", max_in_flight);
-    return conf;
-}
-
-static emq_consumer_t *poll_consumer(emq_conf_t *conf) {
-    emq_consumer_t *c;
-    emq_error err;
-    ASSERT_OK(emq_consumer_new(conf, NULL, NULL, &c, &err), &err);
-    return c;
-}
-
 /* A server with group g on emq:{jobs} (at $), an admin connection, and a
  * polled consumer "w" of poll_conf. */
 typedef struct pfix {

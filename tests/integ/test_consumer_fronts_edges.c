@@ -198,8 +198,9 @@ TEST_TIMEOUT(batch_fatal_mid_batch_is_reported_as_itself, 40) {
     static bg t;
     memset(&t, 0, sizeof t);
     t.c = c;
-    ASSERT(pthread_create(&t.thread, NULL, bg_main, &t) == 0);
+    /* Added before the run, so the first read takes all three at once. */
     produce_n(s, "jobs", "a", 3);
+    ASSERT(pthread_create(&t.thread, NULL, bg_main, &t) == 0);
     WAIT_UNTIL(atomic_load(&h.in_call) || atomic_load(&t.done), 10000,
                "the batch in the handler");
     still_running(&t, "before the batch");

@@ -145,7 +145,14 @@ typedef struct emq_error {
      * cluster.retry_ms) ended retrying a command: the last reply's code.
      * "" when no error reply was involved. */
     char reply_code[EMQ_ERROR_CODE_MAX];
-    unsigned reserved; /* room for flags to come (a fatal flag); 0 */
+    /* 1 when the error ended the handle's work for good, as librdkafka's
+     * rd_kafka_error_is_fatal: a consumer's run (or its pull thread)
+     * stopped on it, or a producer refuses every later call with it (its
+     * server refused the configuration). Calling again on the handle does
+     * not help until what the message names is fixed; make a new handle.
+     * 0 for everything a later call may get past (retriable or not).
+     * Added in 0.1 in the room reserved for flags. */
+    unsigned fatal;
 } emq_error;
 
 /* A short description of a status. Static storage; never NULL, also for

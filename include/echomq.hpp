@@ -55,9 +55,12 @@ class error : public std::runtime_error {
   public:
     explicit error(const emq_error &e)
         : std::runtime_error(e.message), code_(e.code),
-          retriable_(e.retriable != 0), reply_code_(e.reply_code) {}
+          retriable_(e.retriable != 0), fatal_(e.fatal != 0),
+          reply_code_(e.reply_code) {}
     emq_status code() const noexcept { return code_; }
     bool retriable() const noexcept { return retriable_; }
+    /* The handle's work ended for good (emq_error.fatal). */
+    bool fatal() const noexcept { return fatal_; }
     /* The server's error code ("NOGROUP", ...) when an error reply caused
      * it; "" otherwise. */
     const std::string &reply_code() const noexcept { return reply_code_; }
@@ -65,6 +68,7 @@ class error : public std::runtime_error {
   private:
     emq_status code_;
     bool retriable_;
+    bool fatal_;
     std::string reply_code_;
 };
 

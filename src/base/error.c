@@ -40,7 +40,7 @@ emq_status emq__error_vset(emq_error *err, emq_status code, int retriable,
         err->retriable = retriable;
         vsnprintf(err->message, sizeof err->message, fmt, ap);
         err->reply_code[0] = '\0';
-        err->reserved = 0;
+        err->fatal = 0;
     }
     return code;
 }
@@ -64,7 +64,7 @@ void emq__error_clear(emq_error *err) {
         err->retriable = 0;
         err->message[0] = '\0';
         err->reply_code[0] = '\0';
-        err->reserved = 0;
+        err->fatal = 0;
     }
 }
 

@@ -6,10 +6,10 @@
  * everything the caller declared (queue or stream, group, name, start
  * position, sizes, the timing rules between them) and builds the
  * consumer's keys without sending a byte. emq__consumer_loop (run by
- * emq_consumer_run and the pull thread, handout.c) connects the read
- * exchange and runs sessions. A session (start_session) drops what was
- * read and not handed out, takes the name's lease, claims the topic
- * record, opens the group door (XGROUP CREATE ... MKSTREAM; BUSYGROUP is
+ * emq_consumer_run and the pull thread, handout.c) opens the read
+ * session (session/session.c) and runs sessions. A session (start_session)
+ * drops what was read and not handed out, takes the name's lease, claims the
+ * topic record, opens the group door (XGROUP CREATE ... MKSTREAM; BUSYGROUP is
  * an open door too), starts the upkeep thread once (upkeep.c), and takes
  * back its own pending entries (recover self, recover.c). Then each turn:
  * a claim beat when due, retries that are due, and one XREADGROUP ... >,
@@ -19,7 +19,7 @@
  * turn takes no more than max_in_flight leaves room for.
  *
  * A step ends the session in one of three ways (classify): a transport
- * failure or a demoted master reconnects with backoff (exchange.c); a
+ * failure or a demoted master reconnects with backoff (the session's policy); a
  * lease not known held is taken again before anything more is handed
  * out; a group or stream that vanished (NOGROUP) re-opens the door at the
  * declared start, at most once a second, unless on_group_lost is fatal.
@@ -500,6 +500,8 @@ emq_status emq__consumer_loop(emq_consumer_t *c, emq_error *err) {
     } else if (atomic_load(&c->stop) && classify(c, st, err, 0) != STEP_FATAL) {
         emq__error_clear(err);
         st = EMQ_OK;
+    } else if (st != EMQ_OK) {
+        err->fatal = 1; /* the run ended on it */
     }
     return st;
 }

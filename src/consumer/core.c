@@ -64,6 +64,7 @@ void emq__consumer_fatal(emq_consumer_t *c, const emq_error *err) {
     pthread_mutex_lock(&c->fatal_mu);
     if (!atomic_load(&c->fatal)) {
         c->fatal_err = *err;
+        c->fatal_err.fatal = 1;
         atomic_store(&c->fatal, 1);
     }
     pthread_mutex_unlock(&c->fatal_mu);

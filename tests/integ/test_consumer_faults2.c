@@ -280,6 +280,7 @@ TEST_TIMEOUT(faults2_noperm_on_xack_is_fatal_naming_xack, 20) {
     ASSERT_STATUS(t.st, EMQ_ESERVER, &t.err);
     ASSERT_CONTAINS(t.err.message, "XACK");
     ASSERT_CONTAINS(t.err.message, "NOPERM");
+    ASSERT_EQ_INT(t.err.fatal, 1); /* the run ended on it */
     ASSERT_EQ_SIZE(calls, 1);
     emq_consumer_destroy(c);
     emq_srv_stop(s);

@@ -33,8 +33,8 @@
  *            one command here naming several keys, so a migrating slot
  *            answers it TRYAGAIN (warned about, see check_held).
  * emq__settle_apply reads each reply: a "not now" reply (LOADING, BUSY,
- * an OOM to XACK, ...) sends the round again later; READONLY is a
- * retriable EMQ_EIO (the exchange finds the master); a refusal that will
+ * an OOM to XACK, ...) sends the round again later; READONLY fails the
+ * round, retriable (the session finds the master); a refusal that will
  * not change by itself (NOPERM, WRONGTYPE) stops the consumer, as settled
  * entries would otherwise be handled again forever; any other error reply
  * is logged and its entry stays pending and comes back. emq__settle_finish
@@ -621,10 +621,6 @@ emq_status emq__settle_apply(void *round, int tag, const emq_reply *reply,
                                         "handing back unhandled entries"};
     const char *what = tag >= TAG_XACK && tag <= TAG_RELEASE ? names[tag] : "?";
     if (emq_reply_kind(reply) == EMQ_REPLY_ERROR) {
-        if (emq__reply_mentions(reply, "READONLY"))
-            return emq__reply_error_as(err, EMQ_EIO, 1, reply,
-                                       "%s: the server is a read-only replica",
-                                       what);
         if (emq__reply_not_now(reply,
                                tag == TAG_XACK ? EMQ_SESSION_WAIT_OOM : 0)) {
             r->again = 1; /* did not run: send again later */

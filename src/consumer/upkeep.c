@@ -91,9 +91,6 @@ static emq_status apply(void *ctx, int tag, const emq_reply *reply,
                         emq_error *err) {
     round *r = ctx;
     emq_consumer_t *c = r->c;
-    if (emq__reply_mentions(reply, "READONLY"))
-        return emq__error_set(err, EMQ_EIO, 1,
-                              "the server is a read-only replica (READONLY)");
     if (tag == TAG_PUBLISH || tag == TAG_UNPUBLISH) {
         /* Refused: an operator sees the idle time instead. Debug only:
          * it changes nothing the consumer promises. */

@@ -21,10 +21,14 @@
  * a queue's producer goes to emq__producer_queue and its sender, a topic's
  * (partitions > 1) splits the entries over its partitions' producers.
  *
+ * This file builds every XADD (and the WAIT of a durable round) and reads
+ * their replies; sender.c puts them on the wire, over the session layer.
+ *
  * Plain trimming deletes entries whether or not a group has processed them
  * (docs/PRODUCER.md); ack-aware retention is emq_admin_trim_acked. The
- * producer never reads entries, never retries a command and never trims
- * other than through XADD.
+ * producer never reads entries and never trims other than through XADD; it
+ * sends an XADD again only when the server did not run it ("not now",
+ * READONLY) or, for an asynchronous entry, within producer.retries.
  */
 #include "producer.h"
 
@@ -109,6 +113,137 @@ static emq_status build_head(emq_producer_t *p, emq_error *err) {
     }
     p->nhead = n;
     return EMQ_OK;
+}
+
+/* Makes room for argc words in the scratch argv, keeping the head words.
+ * EMQ_ENOMEM leaves the old arrays in place. */
+static emq_status grow_argv(emq_producer_t *p, size_t argc, emq_error *err) {
+    size_t cap = p->argv_cap;
+    while (cap < argc)
+        cap *= 2;
+    const char **argv = emq__realloc(p->argv, cap * sizeof *argv);
+    if (argv == NULL)
+        return emq__oom(err);
+    p->argv = argv;
+    size_t *lens = emq__realloc(p->argvlen, cap * sizeof *lens);
+    if (lens == NULL)
+        return emq__oom(err);
+    p->argvlen = lens;
+    p->argv_cap = cap;
+    return EMQ_OK;
+}
+
+emq_status emq__producer_xadd(emq_producer_t *p, const emq_message *m,
+                              int *argc_out, emq_error *err) {
+    size_t argc = p->nhead + 1 + 2 * m->nfields;
+    if (argc > p->argv_cap) {
+        emq_status st = grow_argv(p, argc, err);
+        if (st != EMQ_OK)
+            return st;
+    }
+    const char **argv = p->argv + p->nhead;
+    size_t *lens = p->argvlen + p->nhead;
+    if (m->id) {
+        argv[0] = m->id;
+        lens[0] = strlen(m->id);
+    } else {
+        argv[0] = "*";
+        lens[0] = 1;
+    }
+    const emq_field *f = m->fields;
+    for (size_t i = 0; i < m->nfields; i++) {
+        argv[1 + 2 * i] = f[i].name ? f[i].name : "";
+        lens[1 + 2 * i] = f[i].name_len;
+        argv[2 + 2 * i] = f[i].value ? f[i].value : "";
+        lens[2 + 2 * i] = f[i].value_len;
+    }
+    *argc_out = (int)argc;
+    return EMQ_OK;
+}
+
+/* Bytes of a stream key shown in a message. */
+#define SHOWN_KEY 96
+
+emq_status emq__producer_xadd_reply(const emq_producer_t *p,
+                                    const emq_reply *reply, emq_id *id,
+                                    emq_error *err) {
+    size_t n;
+    const char *text = emq_reply_str(reply, &n);
+    emq_reply_type kind = emq_reply_kind(reply);
+    if (kind == EMQ_REPLY_STRING && n < EMQ_ID_MAX) {
+        memcpy(id->str, text, n);
+        id->str[n] = '\0';
+        return EMQ_OK;
+    }
+    id->str[0] = '\0';
+    char key[SHOWN_KEY];
+    emq__printable(key, sizeof key, p->keys.stream, strlen(p->keys.stream));
+    if (kind == EMQ_REPLY_NULL && emq__cfg_producer_nomkstream(p->conf))
+        return emq__error_set(err, EMQ_ESERVER, 0,
+                              "stream '%s' does not exist and "
+                              "producer.nomkstream is set",
+                              key);
+    return emq__reply_error_set(err, reply, "adding to '%s' failed", key);
+}
+
+int emq__producer_durable(const emq_producer_t *p) {
+    return emq__cfg_producer_wait_replicas(p->conf) > 0 ||
+           emq__cfg_producer_wait_aof(p->conf);
+}
+
+int emq__producer_wait_words(const emq_producer_t *p, char replicas[24],
+                             char timeout[24], const char *argv[4]) {
+    snprintf(replicas, 24, "%lld",
+             (long long)emq__cfg_producer_wait_replicas(p->conf));
+    snprintf(timeout, 24, "%lld",
+             (long long)emq__cfg_producer_wait_timeout_ms(p->conf));
+    int n = 0;
+    if (emq__cfg_producer_wait_aof(p->conf)) {
+        argv[n++] = "WAITAOF";
+        argv[n++] = "1";
+    } else {
+        argv[n++] = "WAIT";
+    }
+    argv[n++] = replicas;
+    argv[n++] = timeout;
+    return n;
+}
+
+emq_status emq__producer_wait_reply(const emq_producer_t *p,
+                                    const emq_reply *reply,
+                                    const emq_error *failed, emq_error *err) {
+    const emq_conf_t *c = p->conf;
+    const char *what = emq__cfg_producer_wait_aof(c) ? "WAITAOF" : "WAIT";
+    if (reply == NULL)
+        return emq__error_set(err, EMQ_ENOTDURABLE, 1,
+                              "added, but %s was not run: %s", what,
+                              failed->message);
+    long long replicas = -1, local = 1;
+    if (emq_reply_kind(reply) == EMQ_REPLY_INTEGER) {
+        replicas = emq_reply_integer(reply);
+    } else if (emq_reply_kind(reply) == EMQ_REPLY_ARRAY &&
+               emq_reply_len(reply) == 2 &&
+               emq_reply_kind(emq_reply_at(reply, 0)) == EMQ_REPLY_INTEGER &&
+               emq_reply_kind(emq_reply_at(reply, 1)) == EMQ_REPLY_INTEGER) {
+        local = emq_reply_integer(emq_reply_at(reply, 0));
+        replicas = emq_reply_integer(emq_reply_at(reply, 1));
+    } else {
+        return emq__reply_error_as(err, EMQ_ENOTDURABLE, 0, reply,
+                                   "added, but %s was refused", what);
+    }
+    if (replicas >= emq__cfg_producer_wait_replicas(c) && local >= 1)
+        return EMQ_OK;
+    if (local < 1)
+        return emq__error_set(err, EMQ_ENOTDURABLE, 1,
+                              "added, but not yet in the AOF after %lld ms "
+                              "(producer.wait_timeout_ms)",
+                              (long long)emq__cfg_producer_wait_timeout_ms(c));
+    return emq__error_set(err, EMQ_ENOTDURABLE, 1,
+                          "added, but on %lld of %lld replicas after %lld ms "
+                          "(producer.wait_replicas, producer.wait_timeout_ms)",
+                          replicas,
+                          (long long)emq__cfg_producer_wait_replicas(c),
+                          (long long)emq__cfg_producer_wait_timeout_ms(c));
 }
 
 emq_status emq__producer_open(const emq_conf_t *conf, emq_producer_t **out,

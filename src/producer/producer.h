@@ -14,7 +14,7 @@
 #ifndef EMQ_PRODUCER_H
 #define EMQ_PRODUCER_H
 
-#include "../streams/streams.h"
+#include "../session/session.h"
 #include "../conn/conf.h"
 
 #include <pthread.h>
@@ -34,15 +34,13 @@ typedef enum emq__link_state {
 } emq__link_state;
 
 /* The shared connection of one queue's producer. Everything below mu is
- * guarded by it; route, argv and argvlen belong to whoever holds the turn
+ * guarded by it; x, argv and argvlen belong to whoever holds the turn
  * (busy), or to the thread while it connects (no turn can be taken then). */
 typedef struct emq__sender {
-    emq__route_options route_opts; /* its timeouts within
-                               producer.timeout_ms, one attempt per
-                               reconnect (the thread spaces them); strings
-                               borrowed from the producer's conf */
-    int started;                   /* emq__sender_start ran */
-    emq__route *route;             /* NULL until the first connect */
+    emq__session x; /* its timeouts within producer.timeout_ms, one
+                       attempt per reconnect (the thread spaces them) */
+    int opened;     /* x was opened (the first connect worked) */
+    int started;    /* emq__sender_start ran */
     pthread_mutex_t mu;
     pthread_cond_t wake; /* the thread's */
     pthread_cond_t idle; /* flush waits here for outstanding == 0 */
@@ -126,6 +124,30 @@ emq_status emq__producer_open(const emq_conf_t *conf, emq_producer_t **out,
 /* Stops the sender and frees what emq__producer_open made. */
 void emq__producer_close(emq_producer_t *p);
 
+/* Fills p's scratch argv (p->argv, p->argvlen) with the XADD of one
+ * checked message m and sets *argc; the words point into m and p until
+ * the next call. EMQ_ENOMEM when the argv could not grow. */
+emq_status emq__producer_xadd(emq_producer_t *p, const emq_message *m,
+                              int *argc, emq_error *err);
+/* What an XADD reply means: EMQ_OK with its ID in *id, else *id is "" and
+ * EMQ_ESERVER (or the status of the error reply) with the reason (for
+ * the nil of NOMKSTREAM on a missing stream, a sentence saying so). */
+emq_status emq__producer_xadd_reply(const emq_producer_t *p,
+                                    const emq_reply *reply, emq_id *id,
+                                    emq_error *err);
+/* 1 when every round ends with WAIT or WAITAOF (producer.wait_replicas,
+ * producer.wait_aof). */
+int emq__producer_durable(const emq_producer_t *p);
+/* Fills argv with the WAIT (or WAITAOF) of a durable round, its numbers
+ * written into replicas and timeout; returns its word count. */
+int emq__producer_wait_words(const emq_producer_t *p, char replicas[24],
+                             char timeout[24], const char *argv[4]);
+/* What the WAIT reply means: EMQ_OK when the round is as durable as
+ * asked, else EMQ_ENOTDURABLE saying how far it got or why the server
+ * refused. reply NULL: the WAIT was not run, failed says why. */
+emq_status emq__producer_wait_reply(const emq_producer_t *p,
+                                    const emq_reply *reply,
+                                    const emq_error *failed, emq_error *err);
 /* Sets ids[0..n) to "" (ids may be NULL). */
 void emq__producer_clear_ids(emq_id *ids, size_t n);
 /* Refuses a batch with a malformed message before anything is sent, so a

@@ -43,8 +43,6 @@
 #include <string.h>
 #include <time.h>
 
-/* Bytes of a stream key shown in a message. */
-#define SHOWN_KEY 96
 /* The hold after a "not now" reply: doubling from 20 ms to 1 s. */
 #define HOLD_MIN_MS 20
 #define HOLD_MAX_MS 1000
@@ -229,197 +227,56 @@ static void complete(emq__sender *s, emq__record *r) {
 
 /* ---- the wire ----------------------------------------------------------- */
 
-/* Makes room for argc words in the scratch argv, keeping the head words.
- * EMQ_ENOMEM leaves the old arrays in place. */
-static emq_status grow_argv(emq_producer_t *p, size_t argc, emq_error *err) {
-    size_t cap = p->argv_cap;
-    while (cap < argc)
-        cap *= 2;
-    const char **argv = emq__realloc(p->argv, cap * sizeof *argv);
-    if (argv == NULL)
-        return emq__oom(err);
-    p->argv = argv;
-    size_t *lens = emq__realloc(p->argvlen, cap * sizeof *lens);
-    if (lens == NULL)
-        return emq__oom(err);
-    p->argvlen = lens;
-    p->argv_cap = cap;
-    return EMQ_OK;
-}
+/* The tag of the WAIT that ends a durable round; an XADD's tag is its
+ * record's index in the round. */
+#define TAG_WAIT (-1)
 
-/* Appends the XADD of one (checked) message to the route's output, through
- * the scratch argv: no allocation unless the message has more fields than
- * any before. The turn must be held. */
-static emq_status append_xadd(emq_producer_t *p, const emq_message *m,
-                              emq_error *err) {
-    size_t argc = p->nhead + 1 + 2 * m->nfields;
-    if (argc > p->argv_cap) {
-        emq_status st = grow_argv(p, argc, err);
-        if (st != EMQ_OK)
-            return st;
-    }
-    const char **argv = p->argv + p->nhead;
-    size_t *lens = p->argvlen + p->nhead;
-    if (m->id) {
-        argv[0] = m->id;
-        lens[0] = strlen(m->id);
-    } else {
-        argv[0] = "*";
-        lens[0] = 1;
-    }
-    const emq_field *f = m->fields;
-    for (size_t i = 0; i < m->nfields; i++) {
-        argv[1 + 2 * i] = f[i].name ? f[i].name : "";
-        lens[1 + 2 * i] = f[i].name_len;
-        argv[2 + 2 * i] = f[i].value ? f[i].value : "";
-        lens[2 + 2 * i] = f[i].value_len;
-    }
-    return emq__route_append(p->tx.route, (int)argc, p->argv, p->argvlen, err);
-}
-
-/* Reads one XADD reply: its ID into *id (may be NULL). Otherwise *id is ""
- * and the result is EMQ_ESERVER with the reason (the reply text; for the
- * nil XADD NOMKSTREAM gives on a missing key, a sentence saying so), or
- * the transport failure of the connection, or the route's own bound
- * (EMQ_ELIMIT, this entry alone: emq__route_only_this_failed). *again (may
- * be NULL) is 1 for a "not now" error reply (emq__reply_transient) and for
- * the bound that a persisting one reached: nothing was added. */
-static emq_status read_xadd(emq_producer_t *p, emq_id *id, int *again,
-                            emq_error *err) {
-    emq_reply *reply;
-    emq_status st = emq__route_get_reply(p->tx.route, &reply, err);
-    if (again) /* a "not now" reply, or one that outlasted the route's
-                  patience (cluster.retry_ms): not run either way */
-        *again = st == EMQ_OK ? emq__reply_transient(reply)
-                              : emq__route_only_this_failed(p->tx.route, st) &&
-                                    err && err->retriable;
-    if (st == EMQ_OK) {
-        size_t n;
-        const char *text = emq_reply_str(reply, &n);
-        emq_reply_type kind = emq_reply_kind(reply);
-        if (kind == EMQ_REPLY_STRING && n < EMQ_ID_MAX) {
-            if (id) {
-                memcpy(id->str, text, n);
-                id->str[n] = '\0';
-            }
-            emq_reply_free(reply);
-            return EMQ_OK;
-        }
-        char key[SHOWN_KEY];
-        emq__printable(key, sizeof key, p->keys.stream, strlen(p->keys.stream));
-        if (kind == EMQ_REPLY_NULL && emq__cfg_producer_nomkstream(p->conf))
-            st = emq__error_set(err, EMQ_ESERVER, 0,
-                                "stream '%s' does not exist and "
-                                "producer.nomkstream is set",
-                                key);
-        else
-            st = emq__reply_error_set(err, reply, "adding to '%s' failed", key);
-        emq_reply_free(reply);
-    }
-    if (id)
-        id->str[0] = '\0';
-    return st;
-}
-
-static int durable(const emq_producer_t *p) {
-    return emq__cfg_producer_wait_replicas(p->conf) > 0 ||
-           emq__cfg_producer_wait_aof(p->conf);
-}
-
-/* Appends the WAIT (or WAITAOF) that ends a durable round. */
-static emq_status append_wait(emq_producer_t *p, emq_error *err) {
-    char replicas[24], timeout[24];
-    snprintf(replicas, sizeof replicas, "%lld",
-             (long long)emq__cfg_producer_wait_replicas(p->conf));
-    snprintf(timeout, sizeof timeout, "%lld",
-             (long long)emq__cfg_producer_wait_timeout_ms(p->conf));
-    if (emq__cfg_producer_wait_aof(p->conf)) {
-        const char *argv[] = {"WAITAOF", "1", replicas, timeout};
-        return emq__route_append(p->tx.route, 4, argv, NULL, err);
-    }
-    const char *argv[] = {"WAIT", replicas, timeout};
-    return emq__route_append(p->tx.route, 3, argv, NULL, err);
-}
-
-/* Reads the WAIT reply. EMQ_OK when the round is as durable as asked;
- * EMQ_ENOTDURABLE saying how far it got (or why the server refused);
- * a transport failure as read_xadd. */
-static emq_status read_wait(emq_producer_t *p, emq_error *err) {
-    const emq_conf_t *c = p->conf;
-    emq_reply *reply;
-    emq_error e;
-    emq_status st = emq__route_get_reply(p->tx.route, &reply, &e);
-    if (emq__route_only_this_failed(p->tx.route, st))
-        return emq__error_set(
-            err, EMQ_ENOTDURABLE, 1, "added, but %s was not run: %s",
-            emq__cfg_producer_wait_aof(c) ? "WAITAOF" : "WAIT", e.message);
-    if (st != EMQ_OK) {
-        if (err)
-            *err = e;
-        return st;
-    }
-    long long replicas = -1, local = 1;
-    if (emq_reply_kind(reply) == EMQ_REPLY_INTEGER) {
-        replicas = emq_reply_integer(reply);
-    } else if (emq_reply_kind(reply) == EMQ_REPLY_ARRAY &&
-               emq_reply_len(reply) == 2 &&
-               emq_reply_kind(emq_reply_at(reply, 0)) == EMQ_REPLY_INTEGER &&
-               emq_reply_kind(emq_reply_at(reply, 1)) == EMQ_REPLY_INTEGER) {
-        local = emq_reply_integer(emq_reply_at(reply, 0));
-        replicas = emq_reply_integer(emq_reply_at(reply, 1));
-    } else {
-        st = emq__reply_error_as(
-            err, EMQ_ENOTDURABLE, 0, reply, "added, but %s was refused",
-            emq__cfg_producer_wait_aof(c) ? "WAITAOF" : "WAIT");
-        emq_reply_free(reply);
-        return st;
-    }
-    emq_reply_free(reply);
-    if (replicas >= emq__cfg_producer_wait_replicas(c) && local >= 1)
-        return EMQ_OK;
-    if (local < 1)
-        return emq__error_set(err, EMQ_ENOTDURABLE, 1,
-                              "added, but not yet in the AOF after %lld ms "
-                              "(producer.wait_timeout_ms)",
-                              (long long)emq__cfg_producer_wait_timeout_ms(c));
-    return emq__error_set(err, EMQ_ENOTDURABLE, 1,
-                          "added, but on %lld of %lld replicas after %lld ms "
-                          "(producer.wait_replicas, producer.wait_timeout_ms)",
-                          replicas,
-                          (long long)emq__cfg_producer_wait_replicas(c),
-                          (long long)emq__cfg_producer_wait_timeout_ms(c));
-}
-
-/* One round of records on the wire: their XADDs (and the WAIT). */
+/* One round of records on the wire: their XADDs (and the WAIT). Every
+ * call that writes (a single entry, an asynchronous one, a window of a
+ * batch) goes out in rounds. */
 typedef struct round {
+    emq_producer_t *p;
     emq__record **recs;
     size_t m;        /* records taken */
     size_t appended; /* of them, appended (the rest failed: not sent) */
-    int want_wait, waiting;
+    size_t read;     /* of the appended, with their reply read */
+    int want_wait, waiting, wait_read;
+    emq_status wait_st;
     emq_error wait_err;
 } round;
 
-/* Appends the round's XADDs and its WAIT to the route (without mu, with
+/* Appends the round's XADDs and its WAIT to the session (without mu, with
  * the turn); a record that could not be appended is known not added. */
 static void round_append(emq_producer_t *p, round *r) {
+    emq__session *x = &p->tx.x;
     emq_error one;
     emq_status ast = EMQ_OK;
+    r->p = p;
+    r->read = 0;
     for (r->appended = 0; r->appended < r->m; r->appended++) {
         emq__record *rec = r->recs[r->appended];
-        rec->attempts++;
-        if ((ast = append_xadd(p, &rec->msg, &one)) != EMQ_OK) {
-            rec->attempts--;
+        int argc;
+        ast = emq__producer_xadd(p, &rec->msg, &argc, &one);
+        if (ast == EMQ_OK)
+            ast = emq__session_append(x, (int)r->appended, argc, p->argv,
+                                      p->argvlen, &one);
+        if (ast != EMQ_OK)
             break;
-        }
+        rec->attempts++;
     }
     for (size_t i = r->appended; i < r->m; i++)
         record_fail(r->recs[i], ast, &one);
     /* The WAIT: added entries are durable only when it says so. */
-    r->want_wait = r->appended > 0 && ast == EMQ_OK && durable(p);
-    r->waiting = 0;
+    r->want_wait = r->appended > 0 && ast == EMQ_OK && emq__producer_durable(p);
+    r->waiting = r->wait_read = 0;
+    r->wait_st = r->want_wait ? EMQ_ENOTDURABLE : EMQ_OK;
     emq__error_clear(&r->wait_err);
     if (r->want_wait) {
-        if (append_wait(p, &r->wait_err) == EMQ_OK)
+        char replicas[24], timeout[24];
+        const char *argv[4];
+        int argc = emq__producer_wait_words(p, replicas, timeout, argv);
+        if (emq__session_append(x, TAG_WAIT, argc, argv, NULL, &r->wait_err) ==
+            EMQ_OK)
             r->waiting = 1;
         else
             emq__error_prefix(&r->wait_err, "added, but WAIT was not sent");
@@ -436,49 +293,61 @@ static void round_unknown(round *r, size_t i, emq_status st,
     }
 }
 
-/* Reads the round's replies and sets each record's outcome (without mu,
- * with the turn). Returns EMQ_OK, or the transport failure that broke the
- * route (records from the failed reply on are then unknown). */
-static emq_status round_read(emq_producer_t *p, round *r, emq_error *err) {
+/* The outcome of one command of a round (emq__session_drain_n). A
+ * command the server did not run (READONLY, or a route's bound on a "not
+ * now" reply: reply NULL) or answered "not now" may go again. */
+static emq_status round_apply(void *ctx, int tag, const emq_reply *reply,
+                              emq_error *err) {
+    round *r = ctx;
+    if (tag == TAG_WAIT) {
+        r->wait_read = 1;
+        r->wait_st = emq__producer_wait_reply(r->p, reply, err, &r->wait_err);
+        return EMQ_OK;
+    }
+    emq__record *rec = r->recs[tag];
+    r->read = (size_t)tag + 1;
+    if (reply == NULL) {
+        record_fail(rec, err->code, err);
+        rec->again = err->retriable;
+        return EMQ_OK;
+    }
     emq_error one;
-    for (size_t i = 0; i < r->appended; i++) {
-        emq__record *rec = r->recs[i];
-        emq_status rs = read_xadd(p, &rec->id, &rec->again, &one);
-        if (rs == EMQ_OK) {
-            rec->st = EMQ_OK;
-            continue;
-        }
-        if (rs == EMQ_ESERVER || emq__route_only_this_failed(p->tx.route, rs)) {
-            record_fail(rec, rs, &one);
-            continue;
-        }
-        emq__error_prefix(&one, "the entry may or may not have been added");
-        round_unknown(r, i, rs, &one);
-        *err = one;
-        return rs;
+    emq_status st = emq__producer_xadd_reply(r->p, reply, &rec->id, &one);
+    rec->st = st;
+    if (st != EMQ_OK) {
+        record_fail(rec, st, &one);
+        rec->again = emq__reply_not_now(reply, 0);
     }
-    emq_status broke = EMQ_OK;
-    emq_status wst = r->want_wait && !r->waiting ? EMQ_ENOTDURABLE : EMQ_OK;
-    if (r->waiting) {
-        wst = read_wait(p, &r->wait_err);
-        if (wst != EMQ_OK && wst != EMQ_ENOTDURABLE) {
-            broke = wst;
-            *err = r->wait_err; /* the IDs are known; the link is not */
-            emq__error_set(&r->wait_err, EMQ_ENOTDURABLE, 1,
-                           "added, but the connection failed before WAIT "
-                           "answered: %s",
-                           err->message);
-            wst = EMQ_ENOTDURABLE;
-        }
+    return EMQ_OK;
+}
+
+/* Reads the round's replies and sets each record's outcome (without mu,
+ * with the turn). Returns EMQ_OK, or the failure after which the session
+ * must reconnect: a transport failure (records from the failed reply on
+ * are then unknown) or a READONLY (every reply was read). */
+static emq_status round_read(emq_producer_t *p, round *r, emq_error *err) {
+    size_t n = r->appended + (size_t)r->waiting;
+    emq_status st = emq__session_drain_n(&p->tx.x, n, EMQ_SESSION_EACH,
+                                         round_apply, r, err);
+    if (st != EMQ_OK && r->read < r->appended) {
+        emq_error why = *err;
+        emq__error_prefix(&why, "the entry may or may not have been added");
+        round_unknown(r, r->read, st, &why);
+        *err = why;
     }
-    if (wst != EMQ_OK)
+    if (st != EMQ_OK && r->waiting && !r->wait_read) /* the IDs are known */
+        emq__error_set(&r->wait_err, EMQ_ENOTDURABLE, 1,
+                       "added, but the connection failed before WAIT "
+                       "answered: %s",
+                       err->message);
+    if (r->wait_st != EMQ_OK || (r->waiting && !r->wait_read))
         for (size_t i = 0; i < r->appended; i++)
-            if (r->recs[i]->st == EMQ_OK) {
+            if (r->recs[i]->st == EMQ_OK && !r->recs[i]->unknown) {
                 emq_id id = r->recs[i]->id;
                 record_fail(r->recs[i], EMQ_ENOTDURABLE, &r->wait_err);
                 r->recs[i]->id = id;
             }
-    return broke;
+    return st;
 }
 
 /* ---- the link ----------------------------------------------------------- */
@@ -522,22 +391,32 @@ static void fail_queued_waiters(emq__sender *s, emq_status st,
  * up). */
 static emq_status connect_once(emq_producer_t *p, emq_error *err) {
     emq__sender *s = &p->tx;
-    emq_status st =
-        s->route == NULL
-            ? emq__route_open(&s->route_opts, p->keys.stream, &s->route, err)
-            : emq__route_reconnect(s->route, err);
+    emq_status st;
+    if (!s->opened) {
+        /* One attempt per call, its waits within one call's bound: the
+         * thread spaces the attempts and logs them itself. */
+        emq__session_opts o = {
+            .what = "producer",
+            .max_attempts = 1,
+            .timeout_ms = emq__cfg_producer_timeout_ms(p->conf),
+        };
+        st = emq__session_open(&s->x, p->conf, p->keys.stream, &o, err);
+        s->opened = st == EMQ_OK;
+    } else {
+        st = emq__session_reconnect(&s->x, err);
+    }
     if (st != EMQ_OK)
         return st;
     emq_server server;
     if (emq__cfg_producer_wait_aof(p->conf) &&
-        emq__route_server(s->route, &server) &&
+        emq__route_server(s->x.route, &server) &&
         !(server.capabilities & EMQ_CAP_WAITAOF))
         return emq__error_set(err, EMQ_EINVAL, 0,
                               "producer.wait_aof needs WAITAOF (Redis 7.2 or "
                               "later, Valkey); the server is %s %s",
                               server.name, server.version);
     /* A topic's partition records its count, or refuses another. */
-    return emq__topic_claim(s->route, p->conf, err);
+    return emq__topic_claim(s->x.route, p->conf, err);
 }
 
 /* Applies an attempt's outcome (mu held). */
@@ -555,6 +434,7 @@ static void attempt_done(emq_producer_t *p, emq_status st,
         s->link = EMQ_LINK_DOWN;
         s->down = *err;
         s->fatal = st == EMQ_EINVAL;
+        s->down.fatal = (unsigned)s->fatal; /* every later call fails */
         if (!s->fatal)
             s->down.retriable = 1;
         s->next_attempt_ms =
@@ -628,17 +508,17 @@ static void round_take(emq__sender *s, round *r, size_t window) {
 
 /* Completes a read round's records (mu held): an async record whose
  * outcome is unknown goes back to the queue's front while
- * producer.retries allows, one the server refused with "not now" (a
- * restarted server still LOADING its data, ...) goes back while its
- * deadline allows, the next round held back a growing moment; the others
- * get their outcome. */
+ * producer.retries allows; a single or async record the server did not
+ * run ("not now": a restarted server still LOADING its data, ...; or
+ * READONLY) goes back while its deadline allows, the next round held
+ * back a growing moment; the others get their outcome. */
 static void round_finish(emq_producer_t *p, round *r) {
     emq__sender *s = &p->tx;
     int held = 0, added = 0;
     for (size_t i = r->m; i-- > 0;) {
         emq__record *rec = r->recs[i];
         added |= rec->st == EMQ_OK;
-        if (rec->again && rec->kind == REC_ASYNC &&
+        if (rec->again && rec->kind != REC_BATCH && !rec->abandoned &&
             emq__now_ms() < rec->deadline_ms) {
             rec->again = 0;
             rec->attempts--; /* refused unrun: no duplicate to fear */
@@ -681,6 +561,18 @@ static void lead(emq_producer_t *p, emq__record *mine) {
     round *cur = &rounds_[0], *nxt = &rounds_[1];
     s->busy = 1;
     int rounds = 0, extra = 0;
+    /* A connection that went away while idle (a server restart) or whose
+     * server was demoted is replaced before anything is sent on it. */
+    if (s->link == EMQ_LINK_UP) {
+        emq_error gone;
+        pthread_mutex_unlock(&s->mu);
+        emq_status st = emq__session_ready(&s->x, &gone);
+        pthread_mutex_lock(&s->mu);
+        if (st != EMQ_OK) {
+            emq__error_prefix(&gone, "not sent");
+            link_broke(p, &gone);
+        }
+    }
     /* Two rounds on the wire: the next is appended (and sent with the
      * first read) before the current one's replies are read, so the server
      * works on it while this thread parses and completes. */
@@ -706,8 +598,12 @@ static void lead(emq_producer_t *p, emq__record *mine) {
             round_append(p, nxt);
         emq_error err;
         emq_status st = round_read(p, cur, &err);
-        if (st != EMQ_OK) /* the next round's replies went with the link */
+        if (st != EMQ_OK && emq__session_pending(&s->x) > 0) {
+            emq_error next_err; /* READONLY: the link is in step */
+            round_read(p, nxt, &next_err);
+        } else if (st != EMQ_OK) { /* its replies went with the link */
             round_unknown(nxt, 0, st, &err);
+        }
         pthread_mutex_lock(&s->mu);
         round_finish(p, cur);
         if (st != EMQ_OK) {
@@ -765,7 +661,10 @@ emq_status emq__sender_one(emq_producer_t *p, const emq_message *m, emq_id *id,
     for (;;) {
         if (r->state == REC_DONE)
             break;
-        if (r->state == REC_QUEUED && s->link == EMQ_LINK_UP && !s->busy) {
+        /* After a "not now" reply, the next round waits a moment. */
+        int held = emq__now_ms() < s->hold_until_ms;
+        if (r->state == REC_QUEUED && s->link == EMQ_LINK_UP && !s->busy &&
+            !held) {
             if (s->head->kind != REC_BATCH) {
                 lead(p, r);
                 continue;
@@ -774,7 +673,16 @@ emq_status emq__sender_one(emq_producer_t *p, const emq_message *m, emq_id *id,
         }
         if (emq__now_ms() >= r->deadline_ms) {
             emq_status st;
-            if (r->state == REC_QUEUED) {
+            if (r->state == REC_QUEUED && r->err != NULL) { /* not run */
+                dequeue(s, r);
+                pass_turn(s);
+                st = emq__error_set(err, EMQ_ETIMEDOUT, 1,
+                                    "the entry was not added within %lld ms "
+                                    "(producer.timeout_ms): the server did "
+                                    "not run it: %s",
+                                    (long long)timeout, r->err->message);
+                record_free(r);
+            } else if (r->state == REC_QUEUED) {
                 dequeue(s, r);
                 pass_turn(s);
                 st = emq__error_set(err, EMQ_ETIMEDOUT, 1,
@@ -796,7 +704,9 @@ emq_status emq__sender_one(emq_producer_t *p, const emq_message *m, emq_id *id,
             pthread_mutex_unlock(&s->mu);
             return st;
         }
-        wait_until(&r->cv, &s->mu, r->deadline_ms);
+        wait_until(&r->cv, &s->mu,
+                   held && s->hold_until_ms < r->deadline_ms ? s->hold_until_ms
+                                                             : r->deadline_ms);
     }
     pthread_mutex_unlock(&s->mu);
     emq_status st = r->st;
@@ -819,21 +729,51 @@ static void clear_ids(emq_id *ids, size_t from, size_t n) {
             ids[i].str[0] = '\0';
 }
 
-/* Writes a batch in windows with the turn held (without mu). */
+/* The records of one window of a batch: each refers to the caller's
+ * message (no copy); their errors are freed by batch_slots_free. */
+typedef struct batch_slots {
+    emq__record *recs;
+    emq__record **ptrs;
+    size_t cap;
+} batch_slots;
+
+static void batch_slots_free(batch_slots *b) {
+    for (size_t i = 0; i < b->cap; i++)
+        if (b->recs[i].err != &oom_error)
+            emq__free(b->recs[i].err);
+    emq__free(b->recs);
+    emq__free(b->ptrs);
+}
+
+/* Writes a batch as a run of rounds of producer.window entries, with the
+ * turn held (without mu). The first refusal is returned, naming its entry
+ * (a refusal outranks a shortfall of durability); server refusals do not
+ * stop the batch; a failure of the link does, *broke saying why. */
 static emq_status write_batch(emq_producer_t *p, const emq_message *msgs,
                               size_t n, emq_id *ids, size_t *written,
                               int single, int64_t deadline_ms, emq_error *err,
                               emq_error *broke) {
     size_t ok = 0, done = 0;
     size_t window = (size_t)emq__cfg_producer_window(p->conf);
+    batch_slots b = {.cap = n < window ? n : window};
     emq_status first = EMQ_OK;
     emq_error first_err;
     emq__error_clear(&first_err);
     emq__error_clear(broke);
-    while (done < n) {
+    b.recs = emq__calloc(b.cap, sizeof *b.recs);
+    b.ptrs = emq__calloc(b.cap, sizeof *b.ptrs);
+    if (b.recs == NULL || b.ptrs == NULL) {
+        emq__free(b.recs);
+        emq__free(b.ptrs);
+        clear_ids(ids, 0, n);
+        return emq__oom(err);
+    }
+    int stop = 0;
+    while (done < n && !stop) {
         if (done > 0 && emq__now_ms() >= deadline_ms) {
             clear_ids(ids, done, n);
             *written = ok;
+            batch_slots_free(&b);
             return emq__error_set(
                 err, EMQ_ETIMEDOUT, 1,
                 "%zu of %zu entries added within %lld ms "
@@ -841,90 +781,88 @@ static emq_status write_batch(emq_producer_t *p, const emq_message *msgs,
                 "%zu on were not sent",
                 ok, n, (long long)emq__cfg_producer_timeout_ms(p->conf), done);
         }
-        size_t end = n - done < window ? n : done + window;
-        size_t appended = done;
-        emq_error app_err;
-        emq_status ast = EMQ_OK;
-        for (; appended < end; appended++) {
-            ast = append_xadd(p, &msgs[appended], &app_err);
-            if (ast != EMQ_OK)
-                break;
+        round r = {.recs = b.ptrs, .m = n - done < window ? n - done : window};
+        for (size_t j = 0; j < r.m; j++) {
+            emq_error *kept = b.recs[j].err;
+            memset(&b.recs[j], 0, sizeof b.recs[j]);
+            b.recs[j].err = kept;
+            b.recs[j].kind = REC_BATCH;
+            b.recs[j].msg = msgs[done + j];
+            b.ptrs[j] = &b.recs[j];
         }
-        int wait = appended > done && ast == EMQ_OK && durable(p);
-        emq_error wait_err;
-        if (wait && (ast = append_wait(p, &app_err)) != EMQ_OK)
-            wait = 0;
-        size_t window_ok = ok;
-        for (size_t i = done; i < appended; i++) {
-            emq_error one;
-            emq_status rs = read_xadd(p, ids ? &ids[i] : NULL, NULL, &one);
-            if (rs == EMQ_OK) {
-                ok++;
-                continue;
-            }
-            if (rs != EMQ_ESERVER &&
-                !emq__route_only_this_failed(p->tx.route, rs)) {
-                /* Transport: the outcome of entry i and later is unknown,
-                 * and the connection is broken. */
+        round_append(p, &r);
+        emq_status rs = round_read(p, &r, broke);
+        if (rs == EMQ_OK)
+            emq__error_clear(broke);
+        for (size_t j = 0; j < r.m && !stop; j++) {
+            const emq__record *rec = &b.recs[j];
+            size_t i = done + j;
+            if (rec->unknown) { /* its outcome went with the link */
                 clear_ids(ids, i, n);
                 *written = ok;
-                *broke = one;
+                batch_slots_free(&b);
                 if (single)
-                    return emq__error_set(err, rs, one.retriable,
+                    return emq__error_set(err, rs, broke->retriable,
                                           "the entry may or may not have "
                                           "been added: %s",
-                                          one.message);
+                                          broke->message);
                 return emq__error_set(
-                    err, rs, one.retriable,
+                    err, rs, broke->retriable,
                     "%zu of %zu entries confirmed added; entries from "
                     "index %zu on may or may not have been added: %s",
-                    ok, n, i, one.message);
+                    ok, n, i, broke->message);
             }
-            if (first == EMQ_OK) {
-                first = rs;
-                first_err = one;
-                if (!single)
-                    emq__error_prefix(&first_err, "entry %zu", i);
-            }
-        }
-        if (wait) {
-            emq_status ws = read_wait(p, &wait_err);
-            if (ws != EMQ_OK && ws != EMQ_ENOTDURABLE) {
-                *written = ok;
-                *broke = wait_err;
-                return emq__error_set(err, EMQ_ENOTDURABLE, 1,
-                                      "%zu of %zu entries added; the "
-                                      "connection failed before WAIT "
-                                      "answered: %s",
-                                      ok, n, wait_err.message);
-            }
-            if (ws == EMQ_ENOTDURABLE && ok > window_ok &&
-                (first == EMQ_OK || first == EMQ_ESERVER)) {
-                if (first == EMQ_OK) {
-                    first = EMQ_ENOTDURABLE;
-                    first_err = wait_err;
-                    if (!single)
-                        emq__error_prefix(&first_err, "entries %zu to %zu",
-                                          done, appended - 1);
-                }
-            }
-        }
-        done = appended;
-        if (ast != EMQ_OK) { /* an entry we could not even send */
-            clear_ids(ids, appended, n);
-            if (first == EMQ_OK || first == EMQ_ENOTDURABLE) {
-                first = ast;
-                first_err = app_err;
+            int added = rec->st == EMQ_OK || rec->st == EMQ_ENOTDURABLE;
+            if (ids && added)
+                ids[i] = rec->id;
+            else if (ids)
+                ids[i].str[0] = '\0';
+            ok += (size_t)added;
+            if (j >= r.appended) { /* an entry we could not even send */
+                clear_ids(ids, i, n);
+                stop = 1;
+                if (first != EMQ_OK && first != EMQ_ENOTDURABLE)
+                    break;
+                first = rec->st;
+                first_err = *rec->err;
                 if (!single)
                     emq__error_prefix(&first_err,
                                       "entry %zu was not sent (%zu of %zu "
                                       "entries added, none from it on)",
-                                      appended, ok, n);
+                                      i, ok, n);
+                break;
             }
-            break;
+            if (rec->st == EMQ_OK)
+                continue;
+            if (rec->st == EMQ_ENOTDURABLE
+                    ? first != EMQ_OK
+                    : first != EMQ_OK && first != EMQ_ENOTDURABLE)
+                continue;
+            first = rec->st;
+            first_err = *rec->err;
+            if (!single && rec->st == EMQ_ENOTDURABLE)
+                emq__error_prefix(&first_err, "entries %zu to %zu", done,
+                                  done + r.appended - 1);
+            else if (!single)
+                emq__error_prefix(&first_err, "entry %zu", i);
+        }
+        done += r.m;
+        if (rs != EMQ_OK && !stop) { /* READONLY, or WAIT's reply lost */
+            stop = 1;
+            clear_ids(ids, done, n);
+            if (first == EMQ_OK) {
+                first = rs;
+                first_err = *broke;
+            }
+            if (done < n && !single)
+                emq__error_prefix(&first_err,
+                                  "%zu of %zu entries added; entries from "
+                                  "index %zu on were not sent",
+                                  ok, n, done);
         }
     }
     *written = ok;
+    batch_slots_free(&b);
     if (first != EMQ_OK) {
         if (err)
             *err = first_err;
@@ -1199,16 +1137,6 @@ static void *sender_main(void *arg) {
 emq_status emq__sender_start(emq_producer_t *p, emq_error *err) {
     emq__sender *s = &p->tx;
     const emq_conf_t *c = p->conf;
-    /* Every wait of the route stays within one call's bound; the thread
-     * spaces the attempts itself. */
-    emq__route_options_of(c, &s->route_opts);
-    emq__conn_options *rc = &s->route_opts.conn;
-    if (rc->connect_timeout_ms > emq__cfg_producer_timeout_ms(c))
-        rc->connect_timeout_ms = emq__cfg_producer_timeout_ms(c);
-    if (rc->command_timeout_ms == 0 ||
-        rc->command_timeout_ms > emq__cfg_producer_timeout_ms(c))
-        rc->command_timeout_ms = emq__cfg_producer_timeout_ms(c);
-    rc->max_attempts = 1;
     s->started = 1;
     pthread_mutex_init(&s->mu, NULL);
     cond_init(&s->wake);
@@ -1255,7 +1183,8 @@ void emq__sender_stop(emq_producer_t *p) {
     pthread_mutex_lock(&s->mu);
     run_callbacks(p); /* what the thread left (poll mode: all) */
     pthread_mutex_unlock(&s->mu);
-    emq__route_destroy(s->route);
+    if (s->opened)
+        emq__session_close(&s->x);
     pthread_cond_destroy(&s->wake);
     pthread_cond_destroy(&s->idle);
     pthread_mutex_destroy(&s->mu);

@@ -137,6 +137,12 @@ emq_status emq__session_open(emq__session *s, const emq_conf_t *conf,
     emq__route_options_of(conf, &ropts);
     if (opts->client_name != NULL)
         ropts.conn.client_name = opts->client_name;
+    emq__conn_options *rc = &ropts.conn;
+    if (opts->timeout_ms > 0 && rc->connect_timeout_ms > opts->timeout_ms)
+        rc->connect_timeout_ms = opts->timeout_ms;
+    if (opts->timeout_ms > 0 && (rc->command_timeout_ms == 0 ||
+                                 rc->command_timeout_ms > opts->timeout_ms))
+        rc->command_timeout_ms = opts->timeout_ms;
     ropts.conn.max_attempts = 1;
     while (emq__retry_next(&retry)) {
         st = emq__route_open(&ropts, key, &s->route, err);
@@ -199,20 +205,56 @@ emq_status emq__session_append(emq__session *s, int tag, int argc,
     return st;
 }
 
-emq_status emq__session_drain(emq__session *s, emq__session_apply_fn apply,
-                              void *ctx, emq_error *err) {
+/* EMQ_EIO (retriable) naming a READONLY reply: the server was demoted to
+ * a replica and did not run the command; the caller reconnects to find
+ * the master. */
+static emq_status demoted_error(const emq_reply *reply, emq_error *err) {
+    return emq__reply_error_as(err, EMQ_EIO, 1, reply,
+                               "server is a read-only replica");
+}
+
+emq_status emq__session_drain_n(emq__session *s, size_t n, unsigned flags,
+                                emq__session_apply_fn apply, void *ctx,
+                                emq_error *err) {
     emq_status result = EMQ_OK;
-    size_t n = s->ntags;
-    s->ntags = 0;
+    if (n > s->ntags)
+        n = s->ntags;
     if (n == 0)
         return EMQ_OK;
+    int each = (flags & EMQ_SESSION_EACH) != 0;
     count_route(s);
     count(s->o.counts.round_trips, 1);
-    for (size_t i = 0; i < n; i++) {
+    size_t i = 0;
+    emq_status broke = EMQ_OK;
+    for (; i < n; i++) {
         emq_reply *reply;
         emq_error rerr;
         emq_status st = emq__route_get_reply(s->route, &reply, &rerr);
+        if (st == EMQ_OK && emq__reply_mentions(reply, "READONLY")) {
+            s->demoted = 1;
+            st = demoted_error(reply, &rerr);
+            emq_reply_free(reply);
+            emq_error aerr = rerr;
+            emq_status ast = each ? apply(ctx, s->tags[i], NULL, &aerr)
+                                  : EMQ_OK;
+            if (ast != EMQ_OK && result == EMQ_OK) {
+                result = ast;
+                if (err)
+                    *err = aerr;
+            }
+            if (result == EMQ_OK) { /* not run: the caller reconnects */
+                result = st;
+                if (err)
+                    *err = rerr;
+            }
+            continue;
+        }
         if (emq__route_only_this_failed(s->route, st)) {
+            if (each) { /* the caller decides what it means */
+                st = apply(ctx, s->tags[i], NULL, &rerr);
+                if (st == EMQ_OK)
+                    continue;
+            }
             if (result == EMQ_OK) { /* that command alone: keep reading */
                 result = st;
                 if (err)
@@ -223,7 +265,8 @@ emq_status emq__session_drain(emq__session *s, emq__session_apply_fn apply,
         if (st != EMQ_OK) {
             if (err)
                 *err = rerr;
-            return st;
+            broke = st;
+            break;
         }
         emq_error aerr;
         st = apply(ctx, s->tags[i], reply, &aerr);
@@ -234,8 +277,21 @@ emq_status emq__session_drain(emq__session *s, emq__session_apply_fn apply,
                 *err = aerr;
         }
     }
+    if (broke != EMQ_OK) { /* the rest went with the connection */
+        s->ntags = 0;
+        return broke;
+    }
+    s->ntags -= n;
+    memmove(s->tags, s->tags + n, s->ntags * sizeof *s->tags);
     return result;
 }
+
+emq_status emq__session_drain(emq__session *s, emq__session_apply_fn apply,
+                              void *ctx, emq_error *err) {
+    return emq__session_drain_n(s, s->ntags, 0, apply, ctx, err);
+}
+
+size_t emq__session_pending(const emq__session *s) { return s->ntags; }
 
 /* ---- call with the "not now" wait ---------------------------------------- */
 
@@ -245,11 +301,10 @@ emq_status emq__session_drain(emq__session *s, emq__session_apply_fn apply,
 #define NOT_NOW_PAUSE_MIN_MS 50
 #define NOT_NOW_PAUSE_MAX_MS 1000
 
-/* EMQ_EIO (retriable) for a READONLY reply, which it frees: the server
- * was demoted to a replica, so the caller reconnects to find the master. */
-static emq_status demoted(emq_reply **reply, emq_error *err) {
-    emq_status st = emq__reply_error_as(err, EMQ_EIO, 1, *reply,
-                                        "server is a read-only replica");
+/* demoted_error for a READONLY reply, which it frees. */
+static emq_status demoted(emq__session *s, emq_reply **reply, emq_error *err) {
+    s->demoted = 1;
+    emq_status st = demoted_error(*reply, err);
     emq_reply_free(*reply);
     *reply = NULL;
     return st;
@@ -282,7 +337,7 @@ emq_status emq__session_call(emq__session *s, unsigned flags, int argc,
         if (st != EMQ_OK && !route_bound)
             return st;
         if (st == EMQ_OK && emq__reply_mentions(*reply, "READONLY"))
-            return demoted(reply, err);
+            return demoted(s, reply, err);
         if (st == EMQ_OK && !emq__reply_not_now(*reply, flags))
             break;
         if (emq__session_halted(s) || emq__now_ms() - began >= bound)
@@ -465,6 +520,7 @@ void emq__session_log_failure(emq__session *s, const char *why) {
 
 emq_status emq__session_reconnect(emq__session *s, emq_error *err) {
     s->ntags = 0;
+    s->demoted = 0;
     /* The route makes one attempt per call (emq__session_open); the
      * backoff happens here, in naps a stop ends early. A session that
      * failed again right after connecting counts as a failed attempt
@@ -504,9 +560,10 @@ emq_status emq__session_reconnect(emq__session *s, emq_error *err) {
 }
 
 emq_status emq__session_ready(emq__session *s, emq_error *err) {
-    if (s->ntags > 0 || !emq__route_went_away(s->route))
+    if (s->ntags > 0 || (!s->demoted && !emq__route_went_away(s->route)))
         return EMQ_OK;
-    emq__session_log_failure(s, emq__route_is_broken(s->route)
+    emq__session_log_failure(s, s->demoted ? "the server is a replica now"
+                                : emq__route_is_broken(s->route)
                                     ? "broken"
                                     : "closed by the server while idle");
     return emq__session_reconnect(s, err);

@@ -67,6 +67,10 @@ typedef struct emq__session_opts {
     /* How long one call waits out "not now" replies before it returns
      * the last one (0: EMQ_SESSION_NOT_NOW_MS). */
     int64_t not_now_ms;
+    /* The connect and command timeouts at most this (0: the
+     * configuration's): the producer keeps every wait within one call's
+     * producer.timeout_ms. */
+    int64_t timeout_ms;
     emq__session_log_fn log; /* NULL: nothing logged */
     void *log_ctx;
     emq__session_counts counts;
@@ -77,8 +81,11 @@ typedef struct emq__session_opts {
 /* How long one call waits out "not now" replies by default. */
 #define EMQ_SESSION_NOT_NOW_MS (5 * 60 * 1000)
 
-/* Flags of emq__session_call. */
+/* Flags of emq__session_call, _pipeline and _drain_n. */
 #define EMQ_SESSION_WAIT_OOM 1u /* also wait out OOM (reads and acks only) */
+#define EMQ_SESSION_EACH                                                       \
+    2u /* drain_n: every command's outcome goes to                             \
+          apply, a failed one's as a NULL reply */
 
 typedef struct emq__session {
     emq__session_opts o;
@@ -89,6 +96,8 @@ typedef struct emq__session {
     unsigned failures;        /* consecutive failed sessions: backoff before
                                  the next reconnect; reset by
                                  emq__session_healthy */
+    int demoted;              /* a READONLY reply was read: the next
+                                 emq__session_ready reconnects */
     uint64_t rng;             /* backoff jitter */
     char last_reason[48];     /* why the last session failed (logged once) */
     int64_t last_warned_ms;   /* when a failure of it was last a warning */
@@ -97,7 +106,9 @@ typedef struct emq__session {
 } emq__session;
 
 /* Applies the reply of one appended command (tag as given to append).
- * Returns EMQ_OK or a fatal error. */
+ * Returns EMQ_OK or a fatal error. With EMQ_SESSION_EACH, reply is NULL
+ * for a command that failed alone (a route's bound, or READONLY: not
+ * run) and *err says why on entry. */
 typedef emq_status (*emq__session_apply_fn)(void *ctx, int tag,
                                             const emq_reply *reply,
                                             emq_error *err);
@@ -117,7 +128,8 @@ int emq__session_halted(const emq__session *s);
 /* Sleeps ms, or less once emq__session_halted. */
 void emq__session_nap(emq__session *s, int64_t ms);
 /* Makes sure the next command goes out on a live connection: when the
- * route is broken, or went away while idle (emq__route_went_away), it
+ * route is broken, went away while idle (emq__route_went_away), or its
+ * server answered READONLY, it
  * reconnects (emq__session_reconnect) and logs why. EMQ_OK, or the
  * reconnect's failure. Cheap (a poll of zero ms) when all is well. */
 emq_status emq__session_ready(emq__session *s, emq_error *err);
@@ -130,9 +142,24 @@ emq_status emq__session_append(emq__session *s, int tag, int argc,
  * apply. A transport failure is returned at once (the rest is lost with
  * the connection); the first fatal apply result (or the first failure of
  * a command alone, emq__route_only_this_failed) is returned after all
- * replies were read, so the connection stays in step. */
+ * replies were read, so the connection stays in step. A READONLY reply
+ * (the server was demoted; the command did not run) is not applied: it
+ * fails the drain with EMQ_EIO, retriable, and the next
+ * emq__session_ready reconnects. */
 emq_status emq__session_drain(emq__session *s, emq__session_apply_fn apply,
                               void *ctx, emq_error *err);
+/* Like emq__session_drain for the first n appended commands only (at most
+ * as many as are appended); the later ones stay appended, their replies
+ * to a later drain, so a caller can keep two rounds on the wire. With
+ * EMQ_SESSION_EACH in flags, a command that failed alone (a route's
+ * bound, READONLY) goes to apply as a NULL reply instead of failing the
+ * drain; a READONLY still makes the drain return EMQ_EIO once every
+ * reply was read. */
+emq_status emq__session_drain_n(emq__session *s, size_t n, unsigned flags,
+                                emq__session_apply_fn apply, void *ctx,
+                                emq_error *err);
+/* Commands appended whose replies are not read yet. */
+size_t emq__session_pending(const emq__session *s);
 /* One command and its reply (caller frees *reply); nothing may be
  * appended. A reply meaning "not now" is waited out with backoff and the
  * command sent again, logged once per episode, until it clears, a stop,

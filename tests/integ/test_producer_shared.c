@@ -534,6 +534,17 @@ TEST_TIMEOUT(producer_wait_aof_confirms_or_is_refused_clearly, 30) {
         ASSERT_STATUS(st, EMQ_EINVAL, &err);
         ASSERT_CONTAINS(err.message, "producer.wait_aof needs WAITAOF");
         printf("    refused: %s\n", err.message);
+        /* Connecting on first use: every call fails with it, for good. */
+        conf_set(conf, "producer.connect", "lazy");
+        ASSERT_OK(emq_producer_new(conf, &p, &err), &err);
+        emq_field f = {"v", 1, "x", 1};
+        emq_id id;
+        for (int i = 0; i < 2; i++) {
+            ASSERT_STATUS(emq_produce(p, &f, 1, &id, &err), EMQ_EINVAL, &err);
+            ASSERT_CONTAINS(err.message, "producer.wait_aof needs WAITAOF");
+            ASSERT_EQ_INT(err.fatal, 1);
+        }
+        emq_producer_destroy(p);
     } else {
         ASSERT_OK(st, &err);
         emq_field f = {"v", 1, "x", 1};
@@ -764,11 +775,27 @@ static void *spin_script(void *arg) {
     return NULL;
 }
 
+/* A single entry waits out a busy server within producer.timeout_ms. */
+typedef struct busy_call {
+    emq_producer_t *p;
+    emq_status st;
+    emq_error err;
+} busy_call;
+
+static void *produce_once(void *arg) {
+    busy_call *b = arg;
+    emq_field f = {"v", 1, "s", 1};
+    emq_id id;
+    b->st = emq_produce(b->p, &f, 1, &id, &b->err);
+    return NULL;
+}
+
 /* A server busy running a script answers -BUSY (as a restarted one
- * answers -LOADING while it reads its data): asynchronous entries sent
- * then are not added, wait a growing moment and go again, and are added
- * once each when the server is free, at attempt 1 (nothing was run
- * twice); a synchronous call meanwhile gets the server's reply. */
+ * answers -LOADING while it reads its data) and runs nothing: entries
+ * sent then are not added, wait a growing moment and go again, and are
+ * added once each when the server is free, at attempt 1 (nothing was run
+ * twice). A single call waits it out within producer.timeout_ms; one
+ * whose bound passes first says the server did not run it, and why. */
 TEST_TIMEOUT(producer_async_rides_out_a_busy_server, 40) {
     emq_srv *s = emq_srv_start(NULL);
     char out[256];
@@ -776,17 +803,23 @@ TEST_TIMEOUT(producer_async_rides_out_a_busy_server, 40) {
                     "50", NULL) == '-')
         emq_srv_cmd(s, out, sizeof out, "CONFIG", "SET", "lua-time-limit", "50",
                     NULL); /* 6.2's name */
-    emq_conf_t *conf = shared_conf(emq_srv_url(s), "10000");
-    emq_producer_t *p = producer_of(conf);
+    emq_conf_t *conf = shared_conf(emq_srv_url(s), "20000");
+    emq_conf_t *short_conf = shared_conf(emq_srv_url(s), "300");
+    emq_producer_t *p = producer_of(conf), *quick = producer_of(short_conf);
     emq_field f = {"v", 1, "x", 1};
     emq_id id;
     emq_error err;
     ASSERT_OK(emq_produce(p, &f, 1, &id, &err), &err); /* connected */
+    ASSERT_OK(emq_produce(quick, &f, 1, &id, &err), &err);
     pthread_t spinner;
     ASSERT(pthread_create(&spinner, NULL, spin_script, s) == 0);
     WAIT_UNTIL(server_busy(s), 5000, "the script to pass the threshold (BUSY)");
-    ASSERT_STATUS(emq_produce(p, &f, 1, &id, &err), EMQ_ESERVER, &err);
+    ASSERT_STATUS(emq_produce(quick, &f, 1, &id, &err), EMQ_ETIMEDOUT, &err);
+    ASSERT_CONTAINS(err.message, "did not run it");
     ASSERT_CONTAINS(err.message, "BUSY");
+    busy_call waiter = {.p = p};
+    pthread_t caller;
+    ASSERT(pthread_create(&caller, NULL, produce_once, &waiter) == 0);
     static reports r;
     static tag tags[40];
     reports_init(&r, tags, 40);
@@ -798,6 +831,8 @@ TEST_TIMEOUT(producer_async_rides_out_a_busy_server, 40) {
     ASSERT_EQ_INT(atomic_load(&r.total), 0); /* none given up */
     emq_srv_cmd(s, out, sizeof out, "SCRIPT", "KILL", NULL);
     pthread_join(spinner, NULL);
+    pthread_join(caller, NULL);
+    ASSERT_OK(waiter.st, &waiter.err);
     ASSERT_OK(emq_producer_flush(p, 10000, &err), &err);
     ASSERT_EQ_INT(atomic_load(&r.total), 40);
     for (int i = 0; i < 40; i++) {
@@ -805,8 +840,70 @@ TEST_TIMEOUT(producer_async_rides_out_a_busy_server, 40) {
         ASSERT_EQ_INT(r.status[i], EMQ_OK);
         ASSERT_EQ_INT(r.attempts[i], 1);
     }
-    ASSERT_EQ_INT(xlen(s, SQ), 41);
+    ASSERT_EQ_INT(xlen(s, SQ), 43);
+    emq_producer_destroy(quick);
+    emq_producer_destroy(p);
+    emq_conf_destroy(short_conf);
+    emq_conf_destroy(conf);
+    emq_srv_stop(s);
+}
+
+static long long connections_received(const emq_srv *s) {
+    char out[4096];
+    emq_srv_cmd(s, out, sizeof out, "INFO", "stats", NULL);
+    const char *at = strstr(out, "total_connections_received:");
+    return at ? strtoll(at + strlen("total_connections_received:"), NULL, 10)
+              : -1;
+}
+
+/* A demoted master (REPLICAOF: every write refused with READONLY, not
+ * run) is left: a single call fails retriable and says why, asynchronous
+ * entries are held and sent again on a new connection once a master
+ * answers there, each added once at attempt 1. */
+TEST_TIMEOUT(producer_readonly_reconnects_and_sends_again, 40) {
+    emq_srv *s = emq_srv_start(NULL), *s2 = emq_srv_start(NULL);
+    char out[256];
+    emq_srv_cmd(s, out, sizeof out, "CONFIG", "SET", "repl-diskless-sync-delay",
+                "0", NULL);
+    emq_srv_cmd(s2, out, sizeof out, "CONFIG", "SET",
+                "repl-diskless-sync-delay", "0", NULL);
+    emq_conf_t *conf = shared_conf(emq_srv_url(s), "20000");
+    emq_producer_t *p = producer_of(conf);
+    emq_field f = {"v", 1, "x", 1};
+    emq_id id;
+    emq_error err;
+    ASSERT_OK(emq_produce(p, &f, 1, &id, &err), &err);
+    /* s2 copies s and becomes a master; s follows it: same data. */
+    replica_follow(s2, s);
+    replica_follow(s2, NULL);
+    replica_follow(s, s2);
+    long long before = connections_received(s);
+    ASSERT_STATUS(emq_produce(p, &f, 1, &id, &err), EMQ_EIO, &err);
+    ASSERT_EQ_INT(err.retriable, 1);
+    ASSERT_EQ_INT(err.fatal, 0);
+    ASSERT_CONTAINS(err.message, "READONLY");
+    static reports r;
+    static tag tags[20];
+    reports_init(&r, tags, 20);
+    for (int i = 0; i < 20; i++)
+        ASSERT_OK(async_one(p, &tags[i], &err), &err);
+    /* The producer reconnects (to the same address: still a replica). */
+    WAIT_UNTIL(connections_received(s) > before, 10000,
+               "the producer to connect again after READONLY");
+    ASSERT_EQ_INT(atomic_load(&r.total), 0); /* held, none given up */
+    replica_follow(s, NULL);
+    ASSERT_OK(emq_producer_flush(p, 15000, &err), &err);
+    ASSERT_EQ_INT(atomic_load(&r.total), 20);
+    for (int i = 0; i < 20; i++) {
+        ASSERT_EQ_INT(r.calls[i], 1);
+        ASSERT_EQ_INT(r.status[i], EMQ_OK);
+        ASSERT_EQ_INT(r.attempts[i], 1);
+    }
+    WAIT_UNTIL(emq_produce(p, &f, 1, &id, &err) == EMQ_OK, 10000,
+               "a single call to go through on the master again");
+    ASSERT_EQ_INT(xlen(s, SQ), 1 + 20 + 1);
     emq_producer_destroy(p);
     emq_conf_destroy(conf);
+    emq_srv_stop(s2);
     emq_srv_stop(s);
 }

@@ -295,7 +295,11 @@ static emq_status one_round(emq_consumer_t *c, int settle, settle_op *ops,
     int64_t now = emq__now_ms();
     round r = {.settle = {.c = c}, .c = c, .asked = ids, .sent_ms = now};
     size_t nops = 0;
-    emq_status st = EMQ_OK;
+    /* A connection killed while idle (an idle-timeout proxy, CLIENT KILL)
+     * is replaced before the renewal goes out, not found dead by it. */
+    emq_status st = emq__session_ready(&u->x, err);
+    if (st != EMQ_OK)
+        return st;
     int valid = emq__lease_valid(c);
     if (!valid && u->next_renew_ms > now + EMQ_FENCED_RENEW_MS)
         u->next_renew_ms = now + EMQ_FENCED_RENEW_MS;

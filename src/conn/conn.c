@@ -775,8 +775,10 @@ int emq_conn_server(const emq_conn_t *conn, emq_server *out) {
     return 1;
 }
 
-emq_status emq_conn_get_reply(emq_conn_t *conn, emq_reply **reply,
-                              emq_error *err) {
+/* The checks every call that reads a reply starts with: *reply NULL,
+ * the arguments, a connection already broken. */
+static emq_status reply_call_begins(emq_conn_t *conn, emq_reply **reply,
+                                    emq_error *err) {
     if (reply)
         *reply = NULL;
     if (conn == NULL || reply == NULL)
@@ -784,13 +786,21 @@ emq_status emq_conn_get_reply(emq_conn_t *conn, emq_reply **reply,
                               "connection and reply must not be NULL");
     if (conn->broken.code != EMQ_OK)
         return sticky(conn, err);
+    return EMQ_OK;
+}
+
+emq_status emq_conn_get_reply(emq_conn_t *conn, emq_reply **reply,
+                              emq_error *err) {
+    emq_status st = reply_call_begins(conn, reply, err);
+    if (st != EMQ_OK)
+        return st;
     if (conn->pending == 0)
         return emq__error_set(err, EMQ_EINVAL, 0,
                               "no reply is outstanding: append a command "
                               "first");
     emq_error e;
     emq__error_clear(&e);
-    emq_status st = next_reply(conn, conn->opt.command_timeout_ms, reply, &e);
+    st = next_reply(conn, conn->opt.command_timeout_ms, reply, &e);
     if (st != EMQ_OK)
         return break_conn(conn, &e, err);
     emq__error_clear(err);
@@ -800,20 +810,16 @@ emq_status emq_conn_get_reply(emq_conn_t *conn, emq_reply **reply,
 emq_status emq_conn_command(emq_conn_t *conn, int argc, const char *const *argv,
                             const size_t *argvlen, emq_reply **reply,
                             emq_error *err) {
-    if (reply)
-        *reply = NULL;
-    if (conn == NULL || reply == NULL)
-        return emq__error_set(err, EMQ_EINVAL, 0,
-                              "connection and reply must not be NULL");
-    if (conn->broken.code != EMQ_OK)
-        return sticky(conn, err);
+    emq_status st = reply_call_begins(conn, reply, err);
+    if (st != EMQ_OK)
+        return st;
     if (conn->pending > 0)
         return emq__error_set(err, EMQ_EINVAL, 0,
                               "%zu pipelined replies are still unread; read "
                               "them with emq_conn_get_reply before "
                               "emq_conn_command",
                               conn->pending);
-    emq_status st = append(conn, argc, argv, argvlen, err);
+    st = append(conn, argc, argv, argvlen, err);
     if (st != EMQ_OK)
         return st;
     return emq_conn_get_reply(conn, reply, err);

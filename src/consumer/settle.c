@@ -247,19 +247,27 @@ static emq_status append_with_ids(emq__session *x, int tag, const char **fixed,
     return st;
 }
 
+/* The words of the dead-letter script's call for op (11, into argv). */
+static void dead_words(const emq_consumer_t *c, const settle_op *op,
+                       const char *argv[11]) {
+    const char *words[] = {"EVAL",
+                           deadletter_script,
+                           "4",
+                           c->keys.stream,
+                           c->keys.dead,
+                           c->reasons_key,
+                           c->retry_key,
+                           c->group,
+                           op->id.str,
+                           c->name,
+                           op->reason ? op->reason : ""};
+    memcpy(argv, words, sizeof words);
+}
+
 static emq_status append_dead(emq_consumer_t *c, emq__session *x,
                               const settle_op *op, emq_error *err) {
-    const char *argv[] = {"EVAL",
-                          deadletter_script,
-                          "4",
-                          c->keys.stream,
-                          c->keys.dead,
-                          c->reasons_key,
-                          c->retry_key,
-                          c->group,
-                          op->id.str,
-                          c->name,
-                          op->reason ? op->reason : ""};
+    const char *argv[11];
+    dead_words(c, op, argv);
     return emq__session_append(x, TAG_DEAD, 11, argv, NULL, err);
 }
 
@@ -472,17 +480,8 @@ static settle_op *nth_dead(settle_op *ops, size_t n, size_t k) {
 static emq_status call_dead(emq_consumer_t *c, emq__session *x,
                             const settle_op *op, emq_reply **reply,
                             emq_error *err) {
-    const char *argv[] = {"EVAL",
-                          deadletter_script,
-                          "4",
-                          c->keys.stream,
-                          c->keys.dead,
-                          c->reasons_key,
-                          c->retry_key,
-                          c->group,
-                          op->id.str,
-                          c->name,
-                          op->reason ? op->reason : ""};
+    const char *argv[11];
+    dead_words(c, op, argv);
     return emq__session_call(x, 0, 11, argv, NULL, reply, err);
 }
 

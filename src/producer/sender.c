@@ -782,13 +782,14 @@ static emq_status write_batch(emq_producer_t *p, const emq_message *msgs,
                 ok, n, (long long)emq__cfg_producer_timeout_ms(p->conf), done);
         }
         round r = {.recs = b.ptrs, .m = n - done < window ? n - done : window};
-        for (size_t j = 0; j < r.m; j++) {
-            emq_error *kept = b.recs[j].err;
-            memset(&b.recs[j], 0, sizeof b.recs[j]);
-            b.recs[j].err = kept;
-            b.recs[j].kind = REC_BATCH;
-            b.recs[j].msg = msgs[done + j];
-            b.ptrs[j] = &b.recs[j];
+        for (size_t j = 0; j < r.m; j++) { /* what a round reads */
+            emq__record *rec = &b.recs[j];
+            rec->kind = REC_BATCH;
+            rec->unknown = rec->again = 0;
+            rec->attempts = 0;
+            rec->st = EMQ_OK;
+            rec->msg = msgs[done + j];
+            b.ptrs[j] = rec;
         }
         round_append(p, &r);
         emq_status rs = round_read(p, &r, broke);

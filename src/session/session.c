@@ -230,7 +230,8 @@ emq_status emq__session_drain_n(emq__session *s, size_t n, unsigned flags,
         emq_reply *reply;
         emq_error rerr;
         emq_status st = emq__route_get_reply(s->route, &reply, &rerr);
-        if (st == EMQ_OK && emq__reply_mentions(reply, "READONLY")) {
+        if (st == EMQ_OK && emq_reply_kind(reply) == EMQ_REPLY_ERROR &&
+            emq__reply_mentions(reply, "READONLY")) {
             s->demoted = 1;
             st = demoted_error(reply, &rerr);
             emq_reply_free(reply);
@@ -249,7 +250,7 @@ emq_status emq__session_drain_n(emq__session *s, size_t n, unsigned flags,
             }
             continue;
         }
-        if (emq__route_only_this_failed(s->route, st)) {
+        if (st != EMQ_OK && emq__route_only_this_failed(s->route, st)) {
             if (each) { /* the caller decides what it means */
                 st = apply(ctx, s->tags[i], NULL, &rerr);
                 if (st == EMQ_OK)

@@ -100,7 +100,7 @@ pid_t srvproc_spawn(const srvproc_opts *o, char *why, size_t why_size) {
     signal(SIGPIPE, SIG_DFL);
     if (o->dir && chdir(o->dir) != 0)
         _exit(125);
-    execl(o->program, "redis-server", o->conf, (char *)NULL);
+    execl(o->program, "redis-server", o->conf, o->mode, (char *)NULL);
     _exit(127);
 }
 

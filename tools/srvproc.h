@@ -37,6 +37,8 @@ typedef struct srvproc_opts {
                             group, which a runner kills as a whole, and on
                             Linux dies with the caller (PR_SET_PDEATHSIG)
                             when the caller's main thread starts it */
+    const char *mode;    /* an argument after conf ("--sentinel"); NULL:
+                            none */
 } srvproc_opts;
 
 /* Forks and execs o->program with o->conf; stdin is /dev/null. A child

@@ -595,6 +595,9 @@ emq_conf_t *cli_conf(const char *queue) {
         return NULL;
     }
     const char *password = getenv("ECHOMQ_PASSWORD");
+    /* The Sentinels' own password (a redis-sentinel:// URL's is the data
+     * nodes'): from the environment only, never argv. */
+    const char *sentinel_password = getenv("ECHOMQ_SENTINEL_PASSWORD");
     const char *level = cli_g.verbose >= 2   ? "debug"
                         : cli_g.verbose == 1 ? "info"
                         : cli_g.quiet        ? "error"
@@ -603,6 +606,8 @@ emq_conf_t *cli_conf(const char *queue) {
         (cli_g.user && cli_set(conf, "user", cli_g.user) != CLI_OK) ||
         (password && *password &&
          cli_set(conf, "password", password) != CLI_OK) ||
+        (sentinel_password && *sentinel_password &&
+         cli_set(conf, "sentinel.password", sentinel_password) != CLI_OK) ||
         (cli_g.tls_ca &&
          cli_set(conf, "tls.ca_file", cli_g.tls_ca) != CLI_OK) ||
         (cli_g.tls_cert &&

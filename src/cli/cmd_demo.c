@@ -145,7 +145,7 @@ static int start_server(char *url, size_t url_size) {
         return cli_err(CLI_FAIL, "%s", NO_SERVER);
     /* A process group of its own: Ctrl-C reaches us, and we stop it in
      * order. */
-    srvproc_opts o = {prog, conf_path, NULL, NULL, 1};
+    srvproc_opts o = {prog, conf_path, NULL, NULL, 1, NULL};
     char why[200];
     server_pid = srvproc_spawn(&o, why, sizeof why);
     if (server_pid < 0)

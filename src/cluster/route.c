@@ -591,8 +591,11 @@ static emq_status discover(emq__route *r, int allow_standalone,
 
     emq_error last;
     emq__error_set(&last, EMQ_EIO, 1, "no cluster node could be reached");
-    const char *seed_host = r->seed.scheme == EMQ_URL_UNIX ? "127.0.0.1"
-                                                           : r->seed.host;
+    /* A Sentinel URL's primary is found at connect (it is never a
+     * cluster node). */
+    const char *seed_host =
+        r->seed.scheme == EMQ_URL_UNIX || r->seed.host == NULL ? "127.0.0.1"
+                                                               : r->seed.host;
     for (size_t i = 0; i <= nseeds; i++) {
         emq_conn_t *conn = NULL;
         emq__cluster_node at;
@@ -772,6 +775,9 @@ emq_status emq__route_open(const emq__route_options *opts, const char *key,
     if (r->single) {
         if (r->seed.scheme == EMQ_URL_UNIX)
             snprintf(r->name, sizeof r->name, "unix:%.200s", r->seed.path);
+        else if (r->seed.nsentinels > 0)
+            snprintf(r->name, sizeof r->name, "the primary of '%.100s'",
+                     r->seed.master);
         else {
             emq__cluster_node n;
             snprintf(n.host, sizeof n.host, "%s", r->seed.host);

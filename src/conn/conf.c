@@ -158,6 +158,18 @@ static const prop props[] = {
      "peer: verify the server certificate and its host name or IP; none: "
      "accept any certificate (testing only).",
      P_VERIFY, F(tls_verify), 0, 0, NULL, NULL, NULL, "conn"},
+    {"sentinel.master", "",
+     "The master the Sentinels watch, for a redis-sentinel:// URL; "
+     "overrides the URL's #NAME.",
+     P_STRING, F(sentinel_master), 0, 0, check_name, NULL, NULL, "conn"},
+    {"sentinel.user", "",
+     "ACL user name for AUTH at the Sentinels (the URL's user is the data "
+     "nodes'). Empty: the default user.",
+     P_STRING, F(sentinel_user), 0, 0, check_name, NULL, NULL, "conn"},
+    {"sentinel.password", "",
+     "Password for AUTH at the Sentinels (the URL's password is the data "
+     "nodes'). Empty: no AUTH. Never echoed; reads back as \"(set)\".",
+     P_SECRET, F(sentinel_password), 0, 0, NULL, NULL, NULL, "conn"},
     {"reconnect.backoff_min_ms", "100",
      "First delay between reconnect attempts, in milliseconds; doubles "
      "each attempt, with jitter.",

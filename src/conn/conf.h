@@ -44,6 +44,9 @@
     X(STR, tls_key_file)       /* client private key (PEM) */                    \
     X(STR, tls_sni)            /* SNI name; NULL: host unless IP */              \
     X(INT, tls_verify)         /* EMQ_TLS_VERIFY_* */                            \
+    X(STR, sentinel_master)    /* NULL: the URL's #NAME */                       \
+    X(STR, sentinel_user)      /* ACL user at the Sentinels; NULL: none */       \
+    X(STR, sentinel_password)  /* NULL: no AUTH at the Sentinels; wiped */       \
     X(INT, backoff_min_ms)     /* reconnect.backoff_min_ms */                    \
     X(INT, backoff_max_ms)     /* reconnect.backoff_max_ms */                    \
     X(INT, max_attempts)       /* reconnect.max_attempts */                      \

@@ -602,6 +602,158 @@ static emq_status handshake_once(emq_conn_t *c, int64_t deadline, int *busy,
 
 /* ---- connecting ---------------------------------------------------------- */
 
+/* How long one Sentinel has to answer (the client spec: a short timeout,
+ * then the next one). */
+#define SENTINEL_ASK_MS 1000
+
+/* Writes the endpoint name of host and port into out. */
+static void endpoint_name(const char *host, int port, char *out, size_t size) {
+    if (strchr(host, ':'))
+        snprintf(out, size, "[%s]:%d", host, port);
+    else
+        snprintf(out, size, "%s:%d", host, port);
+}
+
+/* The name of the master the Sentinels watch (sentinel.master, else the
+ * URL's #NAME). */
+static const char *master_name(const emq_conn_t *c) {
+    return c->opt.sentinel_master ? c->opt.sentinel_master : c->url.master;
+}
+
+/* Asks the Sentinel at for the primary of the master: 1 with its address
+ * in host/port (and the Sentinels it knows added to c->url), 0 when it
+ * does not know the master, -1 when it could not be asked (why says
+ * why). */
+static int sentinel_ask(emq_conn_t *c, const emq__hostport *at,
+                        int64_t deadline, char *host, size_t size, int *port,
+                        emq_error *why) {
+    char addr[300], url[320];
+    endpoint_name(at->host, at->port, addr, sizeof addr);
+    snprintf(url, sizeof url, "%s://%s",
+             c->url.scheme == EMQ_URL_TLS ? "rediss" : "redis", addr);
+    int64_t left = deadline - emq__now_ms();
+    if (left > SENTINEL_ASK_MS)
+        left = SENTINEL_ASK_MS;
+    if (left < 1)
+        left = 1;
+    emq__conn_options o = c->opt;
+    o.url = url;
+    o.user = c->opt.sentinel_user;
+    o.password = c->opt.sentinel_password;
+    o.db = 0;
+    o.client_name = NULL;
+    o.protocol = 2;
+    o.connect_timeout_ms = left;
+    o.command_timeout_ms = left;
+    o.max_attempts = 1;
+    o.tls_ca_file = c->tls.ca_file;
+    o.tls_cert_file = c->tls.cert_file;
+    o.tls_key_file = c->tls.key_file;
+    o.tls_sni = c->tls.sni;
+    o.tls_verify = c->tls.verify ? EMQ_TLS_VERIFY_PEER : EMQ_TLS_VERIFY_NONE;
+    o.sentinel_master = NULL;
+    emq_conn_t *s;
+    if (emq__conn_open(&o, &s, why) != EMQ_OK)
+        return -1;
+    const char *name = master_name(c);
+    const char *ask[] = {"SENTINEL", "get-master-addr-by-name", name};
+    emq_reply *r = NULL;
+    int found = -1;
+    if (emq_conn_command(s, 3, ask, NULL, &r, why) == EMQ_OK) {
+        found = emq__sentinel_master_addr(r, host, size, port);
+        if (found < 0) {
+            char shown[120];
+            emq__error_set(why, EMQ_EPROTO, 1,
+                           "Sentinel %s answered get-master-addr-by-name "
+                           "with %s",
+                           addr, emq__reply_text(r, shown, sizeof shown));
+        }
+    }
+    emq_reply_free(r);
+    if (found == 1) { /* learn the other Sentinels (optional) */
+        const char *peers[] = {"SENTINEL", "sentinels", name};
+        emq_error ignored;
+        if (emq_conn_command(s, 3, peers, NULL, &r, &ignored) == EMQ_OK)
+            emq__sentinel_learn(&c->url, r);
+        emq_reply_free(r);
+    }
+    emq_conn_destroy(s);
+    return found;
+}
+
+/* Finds the primary of a Sentinel URL's master: asks each Sentinel in
+ * turn and moves the one that answered to the front; sets c->url.host,
+ * c->url.port and c->name. EMQ_EIO (retriable) when no Sentinel could be
+ * asked, EMQ_EINVAL when every one that answered does not know the
+ * master. */
+static emq_status sentinel_resolve(emq_conn_t *c, int64_t deadline,
+                                   emq_error *err) {
+    emq__url *u = &c->url;
+    const char *name = master_name(c);
+    if (name == NULL || name[0] == '\0')
+        return emq__error_set(err, EMQ_EINVAL, 0,
+                              "no master name for the Sentinels: give it "
+                              "as the URL's #NAME or sentinel.master");
+    char host[256];
+    int port = 0;
+    size_t answered = 0;
+    emq_error last;
+    emq__error_set(&last, EMQ_EIO, 1, "no Sentinel was asked");
+    for (size_t i = 0; i < u->nsentinels; i++) {
+        int found = sentinel_ask(c, &u->sentinels[i], deadline, host,
+                                 sizeof host, &port, &last);
+        answered += found >= 0;
+        if (found != 1)
+            continue;
+        emq__sentinel_to_front(u, i);
+        char *copy = emq__strndup(host, strlen(host));
+        if (copy == NULL)
+            return emq__oom(err);
+        emq__free(u->host);
+        u->host = copy;
+        u->port = port;
+        endpoint_name(host, port, c->name, sizeof c->name);
+        return EMQ_OK;
+    }
+    if (answered > 0)
+        return emq__error_set(err, EMQ_EINVAL, 0,
+                              "no Sentinel knows master '%.100s' (%zu of %zu "
+                              "asked answered; check the URL's #NAME or "
+                              "sentinel.master)",
+                              name, answered, u->nsentinels);
+    return emq__error_set(err, EMQ_EIO, 1,
+                          "no Sentinel reachable for master '%.100s' (%zu "
+                          "tried): %s",
+                          name, u->nsentinels, last.message);
+}
+
+/* After the handshake with a primary a Sentinel named: ROLE must say
+ * master, else a failover is under way and the caller resolves again. An
+ * ACL that refuses ROLE leaves it unchecked. */
+static emq_status check_primary(emq_conn_t *c, int64_t deadline,
+                                emq_error *err) {
+    const char *argv[] = {"ROLE"};
+    emq_status st = append(c, 1, argv, NULL, err);
+    if (st != EMQ_OK)
+        return st;
+    int64_t left = deadline - emq__now_ms();
+    emq_reply *r = NULL;
+    st = next_reply(c, left < 1 ? 1 : left, &r, err);
+    if (st != EMQ_OK)
+        return st;
+    int master = emq__sentinel_role_is_master(r);
+    emq_reply_free(r);
+    c->pending = 0;
+    c->head = 0;
+    if (master == 0)
+        return emq__error_set(err, EMQ_EIO, 1,
+                              "%s, the primary of '%.100s' by Sentinel, is "
+                              "a replica (a failover under way); resolving "
+                              "again",
+                              c->name, master_name(c));
+    return EMQ_OK;
+}
+
 /* Connects the transport, creates the reader and runs the handshake.
  * Returns EMQ_OK with c->t set, or a failure with err filled and c left
  * without a transport. */
@@ -612,6 +764,10 @@ static emq_status connect_once(emq_conn_t *c, emq_error *err) {
     c->pending = 0;
     c->head = 0;
     c->out.len = 0;
+    /* Behind Sentinel, every connect asks where the primary is now. */
+    st = c->url.nsentinels > 0 ? sentinel_resolve(c, deadline, err) : EMQ_OK;
+    if (st != EMQ_OK)
+        return st;
     if (c->url.scheme == EMQ_URL_UNIX) {
         st = emq__transport_unix_connect(c->url.path, deadline, c->name, &c->t,
                                          err);
@@ -648,6 +804,8 @@ static emq_status connect_once(emq_conn_t *c, emq_error *err) {
     st = handshake(c, deadline, err);
     c->pending = 0;
     c->head = 0;
+    if (st == EMQ_OK && c->url.nsentinels > 0)
+        st = check_primary(c, deadline, err);
     if (st != EMQ_OK) {
         drop_transport(c);
         return st;
@@ -672,10 +830,11 @@ static emq_status resolve_settings(emq_conn_t *c, emq_error *err) {
                         : (u->tls_verify >= 0 ? u->tls_verify : 1);
     if (u->scheme == EMQ_URL_UNIX)
         snprintf(c->name, sizeof c->name, "unix:%s", u->path);
-    else if (strchr(u->host, ':'))
-        snprintf(c->name, sizeof c->name, "[%s]:%d", u->host, u->port);
+    else if (u->nsentinels > 0) /* until a Sentinel names the primary */
+        snprintf(c->name, sizeof c->name, "the primary of '%.100s'",
+                 master_name(c) ? master_name(c) : "");
     else
-        snprintf(c->name, sizeof c->name, "%s:%d", u->host, u->port);
+        endpoint_name(u->host, u->port, c->name, sizeof c->name);
 #ifndef EMQ_HAVE_TLS
     if (u->scheme == EMQ_URL_TLS)
         return emq__error_set(err, EMQ_EINVAL, 0,

@@ -18,10 +18,16 @@
 /* ---- url.c ------------------------------------------------------------ */
 
 typedef enum emq__url_scheme {
-    EMQ_URL_TCP = 1, /* redis:// */
-    EMQ_URL_TLS = 2, /* rediss:// */
+    EMQ_URL_TCP = 1, /* redis://, redis-sentinel:// */
+    EMQ_URL_TLS = 2, /* rediss://, rediss-sentinel:// */
     EMQ_URL_UNIX = 3 /* unix:// */
 } emq__url_scheme;
+
+/* One host and port (a Sentinel's). */
+typedef struct emq__hostport {
+    char *host; /* emq__alloc'd; IPv6 without [] */
+    int port;
+} emq__hostport;
 
 /* A parsed URL. Strings are emq__alloc'd, NUL-terminated and NULL when the
  * URL does not give them. Free with emq__url_free, which wipes password. */
@@ -38,7 +44,19 @@ typedef struct emq__url {
     char *tls_key_file;  /* ?tls.key_file= */
     char *tls_sni;       /* ?tls.sni= */
     int tls_verify;      /* ?tls.verify=peer|none: 1|0; -1 when absent */
+    /* A Sentinel URL (redis-sentinel://, rediss-sentinel://, also with
+     * '+'): the Sentinels in the order given (port 26379 by default) and
+     * the master's name (#NAME); host is NULL until a Sentinel names the
+     * primary. nsentinels is 0 for every other URL. */
+    emq__hostport *sentinels;
+    size_t nsentinels;
+    char *master;
 } emq__url;
+
+/* The most Sentinels one URL (or the list a Sentinel reports) holds. */
+#define EMQ_SENTINELS_MAX 16
+/* A Sentinel's port when the URL gives none. */
+#define EMQ_SENTINEL_PORT 26379
 
 /* Parses text into *out (which the caller provides; its previous contents
  * are not freed). Returns EMQ_OK, EMQ_ENOMEM, or EMQ_EINVAL with a
@@ -55,6 +73,24 @@ emq_status emq__hostport_parse(const char *text, size_t len, emq__url *out,
                                emq_error *err);
 /* Frees the strings of u (wiping the password) and zeroes it. */
 void emq__url_free(emq__url *u);
+
+/* ---- sentinel.c: what Sentinel's replies say (pure) -------------------- */
+
+/* Reads the reply of SENTINEL get-master-addr-by-name: 1 with the
+ * primary's host (into host, size bytes) and *port; 0 when the Sentinel
+ * does not know the master (a nil); -1 for a reply of another shape. */
+int emq__sentinel_master_addr(const emq_reply *r, char *host, size_t size,
+                              int *port);
+/* Reads a ROLE reply: 1 for a master, 0 for a replica (or a Sentinel),
+ * -1 when it is not a ROLE reply. */
+int emq__sentinel_role_is_master(const emq_reply *r);
+/* Moves u's Sentinel i to the front (the one that answered is asked
+ * first next time); the order of the others is kept. */
+void emq__sentinel_to_front(emq__url *u, size_t i);
+/* Adds to u's Sentinels those that a reply of SENTINEL sentinels NAME
+ * names and u does not know yet (at most EMQ_SENTINELS_MAX in all; the
+ * list has room for them). Returns how many were added. */
+size_t emq__sentinel_learn(emq__url *u, const emq_reply *r);
 
 /* The EMQ_EAUTH error for an authentication refusal r (WRONGPASS, NOAUTH,
  * a password the server does not need) answered to cmd on c, naming the
@@ -162,8 +198,11 @@ typedef struct emq__conn_options {
     const char *tls_cert_file;
     const char *tls_key_file;
     const char *tls_sni;
-    int64_t tls_verify;     /* EMQ_TLS_VERIFY_* */
-    int64_t backoff_min_ms; /* emq_conn_reconnect's pauses */
+    int64_t tls_verify;            /* EMQ_TLS_VERIFY_* */
+    const char *sentinel_master;   /* NULL: the URL's #NAME */
+    const char *sentinel_user;     /* AUTH at the Sentinels; NULL: none */
+    const char *sentinel_password; /* never in a message */
+    int64_t backoff_min_ms;        /* emq_conn_reconnect's pauses */
     int64_t backoff_max_ms;
     int64_t max_attempts;     /* per emq_conn_reconnect; 0: no bound */
     int64_t pipeline_max;     /* appended commands left unread */

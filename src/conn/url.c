@@ -5,6 +5,12 @@
  *   redis://[user[:password]@]host[:port][/db]
  *   rediss://[user[:password]@]host[:port][/db][?tls.ca_file=..&tls.verify=..]
  *   unix://[user[:password]@]/path/to/socket[?db=N]
+ *   redis-sentinel://[user[:password]@]host[:port][,host[:port]...][/db]#NAME
+ *   rediss-sentinel://... (TLS to the Sentinels and the data nodes)
+ * The Sentinel form is the Lettuce client's (also with '+' for '-'): the
+ * hosts are Sentinels (port 26379 by default), NAME the master they
+ * watch; the user and password are the data nodes' (Sentinel's own are
+ * properties, sentinel.user and sentinel.password).
  * host may be an IPv6 address in brackets ("[::1]"). user, password, the
  * socket path and query values are percent-decoded.
  *
@@ -199,6 +205,45 @@ static emq_status parse_hostport(const parser *ps, const char *s, const char *e,
     return EMQ_OK;
 }
 
+/* Parses the Sentinels "host[:port],host[:port]..." of [s, e) into
+ * u->sentinels (port 26379 when absent). */
+static emq_status parse_sentinels(const parser *ps, const char *s,
+                                  const char *e, emq__url *u) {
+    size_t n = 1;
+    for (const char *c = s; c < e; c++)
+        n += *c == ',';
+    if (n > EMQ_SENTINELS_MAX)
+        return emq__error_set(ps->err, EMQ_EINVAL, 0,
+                              "a Sentinel URL names %zu Sentinels; at most "
+                              "%d",
+                              n, EMQ_SENTINELS_MAX);
+    /* Room for those a Sentinel names later (emq__sentinel_learn). */
+    u->sentinels = emq__calloc(EMQ_SENTINELS_MAX, sizeof *u->sentinels);
+    if (u->sentinels == NULL)
+        return emq__error_set(ps->err, EMQ_ENOMEM, 0,
+                              "out of memory parsing the URL");
+    while (s <= e) {
+        const char *comma = memchr(s, ',', (size_t)(e - s));
+        const char *end = comma ? comma : e;
+        emq__url one;
+        memset(&one, 0, sizeof one);
+        emq_status st = parse_hostport(ps, s, end, &one);
+        if (st != EMQ_OK)
+            return st;
+        /* A port was given: a ':' outside an IPv6 address's brackets. */
+        const char *close = *s == '[' ? memchr(s, ']', (size_t)(end - s)) : s;
+        int given = close != NULL &&
+                    memchr(close, ':', (size_t)(end - close)) != NULL;
+        u->sentinels[u->nsentinels].host = one.host;
+        u->sentinels[u->nsentinels++].port = given ? one.port
+                                                   : EMQ_SENTINEL_PORT;
+        if (comma == NULL)
+            break;
+        s = comma + 1;
+    }
+    return EMQ_OK;
+}
+
 /* Stores the decoded value of one query parameter [k, k+kn) = [v, v+vn)
  * into u. Returns EMQ_OK, EMQ_ENOMEM, or EMQ_EINVAL naming the parameter. */
 static emq_status parse_param(const parser *ps, const char *k, size_t kn,
@@ -319,13 +364,21 @@ static const char *userinfo_end(int is_unix, const char *rest,
 static emq_status parse(const parser *ps, emq__url *u) {
     const char *text = ps->text;
     char q[100];
+    emq_status st0;
     const char *sep = strstr(text, "://");
     if (sep == NULL)
         return emq__error_set(ps->err, EMQ_EINVAL, 0,
                               "URL has no scheme; use redis://host:port, "
                               "rediss://host:port or unix:///path");
     size_t sn = (size_t)(sep - text);
-    if (scheme_is(text, sn, "redis"))
+    int sentinel = 0;
+    if (scheme_is(text, sn, "redis-sentinel") ||
+        scheme_is(text, sn, "redis+sentinel"))
+        u->scheme = EMQ_URL_TCP, sentinel = 1;
+    else if (scheme_is(text, sn, "rediss-sentinel") ||
+             scheme_is(text, sn, "rediss+sentinel"))
+        u->scheme = EMQ_URL_TLS, sentinel = 1;
+    else if (scheme_is(text, sn, "redis"))
         u->scheme = EMQ_URL_TCP;
     else if (scheme_is(text, sn, "rediss"))
         u->scheme = EMQ_URL_TLS;
@@ -335,7 +388,7 @@ static emq_status parse(const parser *ps, emq__url *u) {
         /* A scheme is a short word of letters (http, tcp, valkey, redis+tls);
          * anything else is withheld, since it may be a password typed where
          * the scheme should be, and a password mostly holds a digit. */
-        int word = sn > 0 && sn <= 10;
+        int word = sn > 0 && sn <= 16;
         for (size_t i = 0; i < sn && word; i++) {
             char c = text[i];
             word = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
@@ -346,13 +399,27 @@ static emq_status parse(const parser *ps, emq__url *u) {
             emq__printable(shown, sizeof shown, text, sn);
         return emq__error_set(ps->err, EMQ_EINVAL, 0,
                               "unsupported scheme '%s'; use redis://, "
-                              "rediss:// or unix://",
+                              "rediss://, unix:// or redis-sentinel://",
                               word ? shown : "(withheld)");
     }
 
     const char *rest = sep + 3;
     const char *end = rest + strlen(rest);
-    const char *qmark = strchr(rest, '?');
+    if (sentinel) { /* #NAME ends it (after the last '@': not a password) */
+        const char *from = ps->secret_end ? ps->secret_end : rest;
+        const char *hash = strchr(from, '#');
+        if (hash == NULL || hash[1] == '\0')
+            return emq__error_set(ps->err, EMQ_EINVAL, 0,
+                                  "a Sentinel URL names its master after "
+                                  "'#', e.g. "
+                                  "redis-sentinel://127.0.0.1:26379#mymaster");
+        st0 = decode(ps, hash + 1, (size_t)(end - hash - 1), "master name",
+                     &u->master);
+        if (st0 != EMQ_OK)
+            return st0;
+        end = hash;
+    }
+    const char *qmark = memchr(rest, '?', (size_t)(end - rest));
     const char *qend = qmark ? qmark : end;
     const char *at = userinfo_end(u->scheme == EMQ_URL_UNIX, rest, qend);
 
@@ -392,7 +459,8 @@ static emq_status parse(const parser *ps, emq__url *u) {
     } else {
         const char *slash = memchr(body, '/', (size_t)(qend - body));
         const char *hpe = slash ? slash : qend;
-        st = parse_hostport(ps, body, hpe, u);
+        st = sentinel ? parse_sentinels(ps, body, hpe, u)
+                      : parse_hostport(ps, body, hpe, u);
         if (st != EMQ_OK)
             return st;
         if (slash && qend > slash + 1) {
@@ -437,6 +505,10 @@ emq_status emq__url_parse(const char *text, emq__url *out, emq_error *err) {
 void emq__url_free(emq__url *u) {
     if (u == NULL)
         return;
+    for (size_t i = 0; i < u->nsentinels; i++)
+        emq__free(u->sentinels[i].host);
+    emq__free(u->sentinels);
+    emq__free(u->master);
     if (u->password)
         emq__wipe(u->password, strlen(u->password));
     emq__free(u->host);

@@ -52,6 +52,7 @@ struct emq_srv {
     char url[SRV_PATH_MAX + 32];  /* what a client connects to */
     int have_info;                /* info below is filled */
     emq_srv_server_info info;     /* which server (emq_srv_server) */
+    int sentinel;                 /* runs as a Sentinel */
 };
 
 static emq_srv *live[SRV_MAX_LIVE]; /* servers to kill at exit */
@@ -539,7 +540,8 @@ static pid_t spawn(const emq_srv *s, char *why, size_t why_size) {
         snprintf(why, why_size, "%s", prog);
         return -1;
     }
-    srvproc_opts o = {prog, s->conf, s->dir, s->out, 0};
+    srvproc_opts o = {prog,   s->conf, s->dir,
+                      s->out, 0,       s->sentinel ? "--sentinel" : NULL};
     return srvproc_spawn(&o, why, why_size);
 }
 
@@ -645,6 +647,7 @@ emq_srv *emq_srv_try_start(const emq_srv_opts *opts, char *why,
         free(s);
         return NULL;
     }
+    s->sentinel = o->sentinel;
     if (s->transport != EMQ_SRV_UNIX)
         s->port = o->port > 0 ? o->port : emq_free_port();
     switch (s->transport) {

@@ -55,6 +55,8 @@ typedef struct emq_srv_opts {
     emq_srv_client_auth client_auth; /* TLS only */
     int start_timeout_ms;            /* 0: 5000 */
     int port;                        /* TCP/TLS port; 0: a free one */
+    int sentinel; /* 1: a Sentinel (redis-server --sentinel), TCP only;
+                     extra_config holds its "sentinel monitor" lines */
 } emq_srv_opts;
 
 typedef struct emq_srv emq_srv;

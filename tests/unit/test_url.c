@@ -144,7 +144,7 @@ static const struct {
     const char *want;
 } bad_urls[] = {
     {"http://u:" PW "@h",
-     "unsupported scheme 'http'; use redis://, rediss:// or unix://"},
+     "unsupported scheme 'http'; use redis://, rediss://, unix:// or redis-sentinel://"},
     {"u:" PW "@h:6379", "URL has no scheme"},
     {"redis://u:" PW "@h:99999", "port '99999' is out of range 1-65535"},
     {"redis://u:" PW "@h:0", "port '0' is out of range 1-65535"},
@@ -276,4 +276,59 @@ TEST(url_redact_hides_every_secret_shape) {
     emq_url_redact("redis://u:Zq9Zq9Zq9@h", small, sizeof small);
     ASSERT(strstr(small, "Zq") == NULL);
     emq_url_mask(NULL);
+}
+
+/* ---- Sentinel URLs (the Lettuce form) ---------------------------------- */
+
+TEST(url_sentinel_hosts_master_and_data_credentials) {
+    emq__url u;
+    emq_error err;
+    ASSERT_OK(emq__url_parse("redis-sentinel://app:" PW "#x@10.0.0.1,"
+                             "s2.example:26380,[::1]:26381/2#my%20master",
+                             &u, &err),
+              &err);
+    ASSERT_EQ_INT(u.scheme, EMQ_URL_TCP);
+    ASSERT_EQ_STR(u.user, "app");
+    ASSERT_EQ_STR(u.password, PW "#x"); /* a '#' before the '@' is the
+                                           password's */
+    ASSERT(u.host == NULL);             /* until a Sentinel names it */
+    ASSERT_EQ_SIZE(u.nsentinels, 3);
+    ASSERT_EQ_STR(u.sentinels[0].host, "10.0.0.1");
+    ASSERT_EQ_INT(u.sentinels[0].port, EMQ_SENTINEL_PORT);
+    ASSERT_EQ_STR(u.sentinels[1].host, "s2.example");
+    ASSERT_EQ_INT(u.sentinels[1].port, 26380);
+    ASSERT_EQ_STR(u.sentinels[2].host, "::1");
+    ASSERT_EQ_INT(u.sentinels[2].port, 26381);
+    ASSERT_EQ_INT(u.db, 2);
+    ASSERT_EQ_STR(u.master, "my master");
+    emq__url_free(&u);
+    char shown[256];
+    emq_url_redact("redis-sentinel://app:" PW "@10.0.0.1,s2:26380#m", shown,
+                   sizeof shown);
+    assert_no_password(shown);
+    ASSERT_CONTAINS(shown, "10.0.0.1,s2:26380#m");
+    ASSERT_OK(emq__url_parse("rediss+sentinel://h#m", &u, &err), &err);
+    ASSERT_EQ_INT(u.scheme, EMQ_URL_TLS);
+    ASSERT_EQ_SIZE(u.nsentinels, 1);
+    ASSERT_EQ_STR(u.master, "m");
+    emq__url_free(&u);
+}
+
+TEST(url_sentinel_refusals_name_what_is_wrong) {
+    emq__url u;
+    emq_error err;
+    ASSERT_STATUS(
+        emq__url_parse("redis-sentinel://u:" PW "@127.0.0.1", &u, &err),
+        EMQ_EINVAL, &err);
+    ASSERT_CONTAINS(err.message, "names its master after '#'");
+    assert_no_password(err.message);
+    ASSERT_STATUS(emq__url_parse("redis-sentinel://h:99999#m", &u, &err),
+                  EMQ_EINVAL, &err);
+    ASSERT_CONTAINS(err.message, "out of range");
+    char many[600] = "redis-sentinel://";
+    for (int i = 0; i < EMQ_SENTINELS_MAX + 1; i++)
+        strcat(many, i ? ",h" : "h");
+    strcat(many, "#m");
+    ASSERT_STATUS(emq__url_parse(many, &u, &err), EMQ_EINVAL, &err);
+    ASSERT_CONTAINS(err.message, "at most");
 }

@@ -1,0 +1,113 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* sentinel.c: what Sentinel's replies say, for the connection's
+ * resolution of a master (conn.c).
+ *
+ * Pure: reads replies and edits a URL's list of Sentinels; no I/O. The
+ * Sentinel client protocol: ask each Sentinel in turn, move the one that
+ * answered to the front, learn the others from it, and trust a primary
+ * only once it says ROLE master.
+ */
+#include "conn.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* Copies the string reply r into out (size bytes); 0 when r is not a
+ * string or does not fit. */
+static int copy_str(const emq_reply *r, char *out, size_t size) {
+    size_t n;
+    const char *text = emq_reply_str(r, &n);
+    if (text == NULL || n == 0 || n >= size)
+        return 0;
+    memcpy(out, text, n);
+    out[n] = '\0';
+    return 1;
+}
+
+/* Reads a port from a string or integer reply; 0 when it is none. */
+static int port_of(const emq_reply *r) {
+    if (emq_reply_kind(r) == EMQ_REPLY_INTEGER) {
+        long long v = emq_reply_integer(r);
+        return v > 0 && v <= 65535 ? (int)v : 0;
+    }
+    char text[8];
+    if (!copy_str(r, text, sizeof text))
+        return 0;
+    int v = 0;
+    for (const char *c = text; *c; c++) {
+        if (*c < '0' || *c > '9')
+            return 0;
+        v = v * 10 + (*c - '0');
+    }
+    return v > 0 && v <= 65535 ? v : 0;
+}
+
+int emq__sentinel_master_addr(const emq_reply *r, char *host, size_t size,
+                              int *port) {
+    if (emq_reply_kind(r) == EMQ_REPLY_NULL)
+        return 0;
+    if (emq_reply_kind(r) != EMQ_REPLY_ARRAY || emq_reply_len(r) != 2)
+        return -1;
+    *port = port_of(emq_reply_at(r, 1));
+    if (!copy_str(emq_reply_at(r, 0), host, size) || *port == 0)
+        return -1;
+    return 1;
+}
+
+int emq__sentinel_role_is_master(const emq_reply *r) {
+    if (emq_reply_kind(r) != EMQ_REPLY_ARRAY || emq_reply_len(r) == 0)
+        return -1;
+    char role[16];
+    if (!copy_str(emq_reply_at(r, 0), role, sizeof role))
+        return -1;
+    return strcmp(role, "master") == 0;
+}
+
+void emq__sentinel_to_front(emq__url *u, size_t i) {
+    if (i == 0 || i >= u->nsentinels)
+        return;
+    emq__hostport first = u->sentinels[i];
+    memmove(u->sentinels + 1, u->sentinels, i * sizeof *u->sentinels);
+    u->sentinels[0] = first;
+}
+
+/* The value of field name in a flat field/value array (RESP2) or a map
+ * (RESP3); NULL when absent. */
+static const emq_reply *field_of(const emq_reply *r, const char *name) {
+    size_t n = emq_reply_len(r);
+    for (size_t i = 0; i + 1 < n; i += 2) {
+        size_t len;
+        const char *key = emq_reply_str(emq_reply_at(r, i), &len);
+        if (key && len == strlen(name) && memcmp(key, name, len) == 0)
+            return emq_reply_at(r, i + 1);
+    }
+    return NULL;
+}
+
+size_t emq__sentinel_learn(emq__url *u, const emq_reply *r) {
+    size_t added = 0;
+    if (emq_reply_kind(r) != EMQ_REPLY_ARRAY)
+        return 0;
+    for (size_t i = 0; i < emq_reply_len(r); i++) {
+        const emq_reply *peer = emq_reply_at(r, i);
+        const emq_reply *ip = field_of(peer, "ip");
+        const emq_reply *pr = field_of(peer, "port");
+        char host[256];
+        int port = pr ? port_of(pr) : 0;
+        if (ip == NULL || port == 0 || !copy_str(ip, host, sizeof host))
+            continue;
+        int known = 0;
+        for (size_t k = 0; k < u->nsentinels && !known; k++)
+            known = u->sentinels[k].port == port &&
+                    strcmp(u->sentinels[k].host, host) == 0;
+        if (known || u->nsentinels >= EMQ_SENTINELS_MAX)
+            continue;
+        char *copy = emq__strndup(host, strlen(host));
+        if (copy == NULL)
+            break;
+        u->sentinels[u->nsentinels].host = copy;
+        u->sentinels[u->nsentinels++].port = port;
+        added++;
+    }
+    return added;
+}

@@ -1,0 +1,218 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* test_sentinel.c: a redis-sentinel:// URL against real Sentinels.
+ *
+ * The fixture starts a primary, two replicas and three Sentinels
+ * (redis-server --sentinel, the server binary under test) on loopback and
+ * stops them by pid. A connection asks the Sentinels where the primary
+ * is at every connect; after SENTINEL FAILOVER the producer (READONLY, or
+ * its connection closed by the failover) finds the new primary, and
+ * nothing confirmed with producer.wait_replicas is lost. The two errors
+ * of a failed resolution are distinct.
+ */
+#include "integ/ownership_helpers.h"
+
+#define MASTER "mymaster"
+
+typedef struct ha {
+    emq_srv *node[3]; /* node[0] the first primary, then two replicas */
+    emq_srv *sentinel[3];
+    char url[256];
+} ha;
+
+/* What a Sentinel says the primary's port is (0: unknown). */
+static int primary_port(const emq_srv *sentinel) {
+    char out[256];
+    if (emq_srv_cmd(sentinel, out, sizeof out, "SENTINEL",
+                    "get-master-addr-by-name", MASTER, NULL) != '*')
+        return 0;
+    const char *nl = strchr(out, '\n');
+    return nl ? atoi(nl + 1) : 0;
+}
+
+/* How many of kind ("replicas", "sentinels") a Sentinel knows. */
+static int known(const emq_srv *sentinel, const char *kind) {
+    static char out[16384];
+    if (emq_srv_cmd(sentinel, out, sizeof out, "SENTINEL", kind, MASTER,
+                    NULL) != '*')
+        return -1;
+    int n = 0;
+    for (const char *at = out; (at = strstr(at, "\nname\n")) != NULL; at++)
+        n++;
+    return n + (strncmp(out, "name\n", 5) == 0);
+}
+
+static int all_know_each_other(const ha *h) {
+    for (int i = 0; i < 3; i++)
+        if (known(h->sentinel[i], "replicas") < 2 ||
+            known(h->sentinel[i], "sentinels") < 2)
+            return 0;
+    return 1;
+}
+
+static void ha_start(ha *h) {
+    for (int i = 0; i < 3; i++)
+        h->node[i] = emq_srv_start(NULL);
+    for (int i = 1; i < 3; i++)
+        replica_follow(h->node[i], h->node[0]);
+    char config[512];
+    snprintf(config, sizeof config,
+             "sentinel monitor " MASTER " 127.0.0.1 %d 2\n"
+             "sentinel down-after-milliseconds " MASTER " 1000\n"
+             "sentinel failover-timeout " MASTER " 5000\n"
+             "sentinel parallel-syncs " MASTER " 2\n",
+             emq_srv_port(h->node[0]));
+    emq_srv_opts o = {.sentinel = 1, .extra_config = config};
+    for (int i = 0; i < 3; i++)
+        h->sentinel[i] = emq_srv_start(&o);
+    snprintf(h->url, sizeof h->url,
+             "redis-sentinel://127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d#" MASTER,
+             emq_srv_port(h->sentinel[0]), emq_srv_port(h->sentinel[1]),
+             emq_srv_port(h->sentinel[2]));
+    /* Sentinels find each other through the primary (hello messages
+     * every 2 s) and the replicas through its INFO. */
+    WAIT_UNTIL(all_know_each_other(h), 30000,
+               "the Sentinels to know the replicas and each other");
+}
+
+static void ha_stop(ha *h) {
+    for (int i = 0; i < 3; i++)
+        emq_srv_stop(h->sentinel[i]);
+    for (int i = 0; i < 3; i++)
+        emq_srv_stop(h->node[i]);
+}
+
+/* The node serving port. */
+static emq_srv *node_at(const ha *h, int port) {
+    for (int i = 0; i < 3; i++)
+        if (emq_srv_port(h->node[i]) == port)
+            return h->node[i];
+    FAIL("no node listens on port %d", port);
+    return NULL;
+}
+
+/* Asks the Sentinels for a failover and waits until every one names a
+ * new primary that says ROLE master. Returns it. */
+static emq_srv *fail_over(const ha *h) {
+    int before = primary_port(h->sentinel[0]);
+    char out[256];
+    WAIT_UNTIL(emq_srv_cmd(h->sentinel[0], out, sizeof out, "SENTINEL",
+                           "FAILOVER", MASTER, NULL) == '+',
+               10000, "a Sentinel to accept SENTINEL FAILOVER");
+    WAIT_UNTIL(primary_port(h->sentinel[0]) != before &&
+                   primary_port(h->sentinel[1]) ==
+                       primary_port(h->sentinel[0]) &&
+                   primary_port(h->sentinel[2]) == primary_port(h->sentinel[0]),
+               30000, "every Sentinel to name the new primary");
+    emq_srv *now = node_at(h, primary_port(h->sentinel[0]));
+    WAIT_UNTIL((emq_srv_cmd(now, out, sizeof out, "ROLE", NULL) == '*' &&
+                strncmp(out, "master", 6) == 0),
+               10000, "the new primary to say ROLE master");
+    return now;
+}
+
+static emq_conf_t *ha_conf(const ha *h) {
+    emq_conf_t *conf = conf_for(h->url);
+    conf_set(conf, "queue", "ha");
+    conf_set(conf, P_RECONNECT_BASE, "50");
+    conf_set(conf, P_RECONNECT_MAX, "500");
+    return conf;
+}
+
+static long long stream_len(const emq_srv *s) {
+    char out[64];
+    emq_srv_cmd(s, out, sizeof out, "XLEN", "emq:{ha}", NULL);
+    return strtoll(out, NULL, 10);
+}
+
+/* A plain connection and the producer find the primary through the
+ * Sentinels; after SENTINEL FAILOVER the producer's next calls go to the
+ * new primary (a call during the switch may fail, retriable), and every
+ * entry confirmed on a replica is there. */
+TEST_TIMEOUT(sentinel_producer_follows_a_failover, 120) {
+    ha h;
+    ha_start(&h);
+    emq_conf_t *conf = ha_conf(&h);
+    emq_conn_t *conn = connect_ok(conf);
+    emq_reply *r = NULL;
+    emq_error err;
+    const char *role[] = {"ROLE"};
+    ASSERT_OK(emq_conn_command(conn, 1, role, NULL, &r, &err), &err);
+    size_t n;
+    ASSERT(strncmp(emq_reply_str(emq_reply_at(r, 0), &n), "master", 6) == 0);
+    emq_reply_free(r);
+    emq_conn_destroy(conn);
+
+    conf_set(conf, "producer.wait_replicas", "1");
+    conf_set(conf, "producer.wait_timeout_ms", "2000");
+    conf_set(conf, "producer.timeout_ms", "5000");
+    emq_producer_t *p = NULL;
+    ASSERT_OK(emq_producer_new(conf, &p, &err), &err);
+    emq_field f = {"v", 1, "x", 1};
+    emq_id id;
+    int confirmed = 0;
+    for (int i = 0; i < 20; i++)
+        confirmed += emq_produce(p, &f, 1, &id, &err) == EMQ_OK;
+    ASSERT_EQ_INT(confirmed, 20);
+    emq_srv *now = fail_over(&h);
+    ASSERT(now != h.node[0]);
+    int failed = 0, retriable = 1;
+    for (int i = 0; i < 20;) {
+        emq_status st = emq_produce(p, &f, 1, &id, &err);
+        if (st == EMQ_OK) {
+            confirmed++;
+            i++;
+            continue;
+        }
+        failed++;
+        retriable &= err.retriable;
+        ASSERT(failed < 200);
+        usleep(50000);
+    }
+    printf("    after the failover: %d calls failed (retriable) before the "
+           "new primary answered\n",
+           failed);
+    ASSERT_EQ_INT(retriable, 1);
+    WAIT_UNTIL(stream_len(now) >= confirmed, 10000,
+               "every confirmed entry on the new primary");
+    ASSERT_EQ_INT(stream_len(now), confirmed);
+    emq_producer_destroy(p);
+    emq_conf_destroy(conf);
+    ha_stop(&h);
+}
+
+/* The two ways a resolution fails say different things: no Sentinel
+ * answers (retriable: they may come back), or those that answer do not
+ * know the master (a wrong name: not retriable). */
+TEST_TIMEOUT(sentinel_two_distinct_errors, 60) {
+    char url[256];
+    snprintf(url, sizeof url,
+             "redis-sentinel://127.0.0.1:%d,127.0.0.1:%d#" MASTER,
+             emq_free_port(), emq_free_port());
+    emq_conf_t *conf = conf_for(url);
+    emq_conn_t *conn = NULL;
+    emq_error err;
+    ASSERT_STATUS(emq_conn_new(conf, &conn, &err), EMQ_EIO, &err);
+    ASSERT_CONTAINS(err.message, "no Sentinel reachable");
+    ASSERT_EQ_INT(err.retriable, 1);
+    emq_conf_destroy(conf);
+
+    emq_srv *primary = emq_srv_start(NULL);
+    char config[256];
+    snprintf(config, sizeof config,
+             "sentinel monitor " MASTER " 127.0.0.1 %d 1\n",
+             emq_srv_port(primary));
+    emq_srv_opts o = {.sentinel = 1, .extra_config = config};
+    emq_srv *sentinel = emq_srv_start(&o);
+    snprintf(url, sizeof url, "redis-sentinel://127.0.0.1:%d#nosuch",
+             emq_srv_port(sentinel));
+    conf = conf_for(url);
+    ASSERT_STATUS(emq_conn_new(conf, &conn, &err), EMQ_EINVAL, &err);
+    ASSERT_CONTAINS(err.message, "no Sentinel knows master 'nosuch'");
+    /* sentinel.master names it instead of the URL. */
+    conf_set(conf, "sentinel.master", MASTER);
+    conn = connect_ok(conf);
+    emq_conn_destroy(conn);
+    emq_conf_destroy(conf);
+    emq_srv_stop(sentinel);
+    emq_srv_stop(primary);
+}

@@ -129,6 +129,19 @@ typedef struct cli_optdoc {
     const char *help;
 } cli_optdoc;
 
+/* The row of --partitions P for a verb that finds a topic in the server
+ * (cli_find_topic): the sentence every such verb shares, then what, what
+ * the verb does on a topic. */
+#define CLI_OPT_PARTITIONS(what)                                               \
+    {                                                                          \
+        O_PARTITIONS, "P",                                                     \
+            "QUEUE is a topic of P partitions (found in the server when not "  \
+            "given): " what                                                    \
+    }
+/* The row that ends a verb's table. */
+#define CLI_OPTS_END                                                           \
+    { O_NONE, NULL, NULL }
+
 /* A verb: its name, entry point, summary (one line of the program's
  * overview), and the text of its --help: usage (the synopsis lines after
  * "usage: ", newline-separated), about (what comes before the options;
@@ -143,6 +156,13 @@ typedef struct cli_verb {
     const cli_optdoc *opts;
     const char *more;
 } cli_verb;
+
+/* Defines cli_verb_NAME: the verb NAME, run by cmd_NAME, with the rest of
+ * its cli_verb in order (summary, usage, about, opts, more). */
+#define CLI_VERB(NAME, summary, usage, about, opts, more)                      \
+    const cli_verb cli_verb_##NAME = {                                         \
+        #NAME, cmd_##NAME, summary, usage, about, opts, more,                  \
+    }
 
 /* Every verb, in the order the overview lists them, then NULL (help.c). */
 extern const cli_verb *const cli_verbs[];

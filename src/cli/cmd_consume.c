@@ -108,12 +108,11 @@ static const cli_optdoc opts[] = {
      "backoff; consumer.connect wait) instead of exiting 1, so workers may "
      "start before it; a "
      "wrong password or certificate still exits at once"},
-    {O_NONE, NULL, NULL},
+    CLI_OPTS_END,
 };
 
-const cli_verb cli_verb_consume = {
-    "consume",
-    cmd_consume,
+CLI_VERB(
+    consume,
     "join a group: print entries as JSON lines, or --exec a command per entry",
     "echomq consume QUEUE --group G --consumer C --start new|head|ID\n"
     "               [options] [--exec CMD]",
@@ -131,8 +130,7 @@ const cli_verb cli_verb_consume = {
     "\n"
     "Examples:\n"
     "  echomq consume jobs -g workers -c w1 --start head --until-idle 1000\n"
-    "  echomq consume jobs -g workers -c w1 --start new --exec './handle.sh'\n",
-};
+    "  echomq consume jobs -g workers -c w1 --start new --exec './handle.sh'\n");
 
 /* Most entries the main thread queues for the workers: what they run
  * next, beside what they run now. */

@@ -33,19 +33,15 @@ static const cli_optdoc opts[] = {
      "PATTERN ('exit 3*', '*timeout*')"},
     {O_LIMIT, "N", "requeue: at most N, the oldest first"},
     {O_YES, NULL, "purge: required, to confirm"},
-    {O_PARTITIONS, "P",
-     "QUEUE is a topic of P partitions (found in the server when not "
-     "given): every partition, each letter naming its partition"},
+    CLI_OPT_PARTITIONS("every partition, each letter naming its partition"),
     {O_PARTITION, "I",
      "on a topic, only partition I (0..P-1); required to requeue by ID, "
      "as dead-letter IDs repeat across partitions"},
-    {O_NONE, NULL, NULL},
+    CLI_OPTS_END,
 };
 
-const cli_verb cli_verb_dead = {
-    "dead",
-    cmd_dead,
-    "list, requeue or purge the dead letters",
+CLI_VERB(
+    dead, "list, requeue or purge the dead letters",
     "echomq dead list    QUEUE [--count N] [--json] [-f]\n"
     "echomq dead requeue QUEUE --all | [-p I] ID... | [-p I] FILTERS\n"
     "echomq dead purge   QUEUE --yes",
@@ -65,8 +61,7 @@ const cli_verb cli_verb_dead = {
     "Examples:\n"
     "  echomq dead list jobs\n"
     "  echomq dead requeue jobs --all\n"
-    "  echomq dead purge jobs --yes\n",
-};
+    "  echomq dead purge jobs --yes\n");
 
 /* Prints a dead letter's fields as the JSON emq_entry_json writes for
  * them (binary-safe). */

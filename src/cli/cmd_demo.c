@@ -47,13 +47,11 @@ static const cli_optdoc opts[] = {
      "(default 1000, at least 100)"},
     {O_WORK_US, "US", "simulated work per job, in microseconds (default 150)"},
     {O_KEEP, NULL, "keep the temporary folder at the end"},
-    {O_NONE, NULL, NULL},
+    CLI_OPTS_END,
 };
 
-const cli_verb cli_verb_demo = {
-    "demo",
-    cmd_demo,
-    "a private server, 100,000 jobs, a crash and its recovery",
+CLI_VERB(
+    demo, "a private server, 100,000 jobs, a crash and its recovery",
     "echomq demo [--jobs N] [--workers N] [--poison N]\n"
     "            [--claim-idle MS] [--work-us US] [--keep]",
     "Starts a private redis-server (from PATH) on a unix socket in a\n"
@@ -63,9 +61,7 @@ const cli_verb cli_verb_demo = {
     "crash), dead-lettered, lost (must be 0) and throughput. Everything is\n"
     "removed at the end (also on Ctrl-C) unless --keep. No server or URL is\n"
     "needed: --url is ignored.\n",
-    opts,
-    "Exit status: 0 when nothing was lost, 1 otherwise.\n",
-};
+    opts, "Exit status: 0 when nothing was lost, 1 otherwise.\n");
 
 /* ---- state shared by the cleanup paths ----------------------------------- */
 

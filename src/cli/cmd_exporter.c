@@ -34,25 +34,21 @@ static const cli_optdoc opts[] = {
     {O_LISTEN, "HOST:PORT",
      "where to serve GET /metrics (required); one request at a time, each "
      "bounded (8 KiB, 2 s)"},
-    {O_NONE, NULL, NULL},
+    CLI_OPTS_END,
 };
 
-const cli_verb cli_verb_exporter = {
-    "exporter",
-    cmd_exporter,
-    "serve /metrics for Prometheus",
-    "echomq exporter --listen HOST:PORT [QUEUE|PATTERN...]",
-    "Serves GET /metrics in the Prometheus text format: for each queue\n"
-    "matching a PATTERN (a glob on queue names; default every queue):\n"
-    "  echomq_queue_length, echomq_queue_entries_added_total,\n"
-    "  echomq_dead_letters, echomq_group_lag, echomq_group_pending,\n"
-    "  echomq_group_oldest_pending_age_seconds, echomq_consumer_pending,\n"
-    "  echomq_consumer_idle_seconds, and echomq_up,\n"
-    "  echomq_scrape_duration_seconds. SIGINT or SIGTERM stops it.\n",
-    opts,
-    "Example:\n"
-    "  echomq exporter --listen 127.0.0.1:9587 'orders*' jobs\n",
-};
+CLI_VERB(exporter, "serve /metrics for Prometheus",
+         "echomq exporter --listen HOST:PORT [QUEUE|PATTERN...]",
+         "Serves GET /metrics in the Prometheus text format: for each queue\n"
+         "matching a PATTERN (a glob on queue names; default every queue):\n"
+         "  echomq_queue_length, echomq_queue_entries_added_total,\n"
+         "  echomq_dead_letters, echomq_group_lag, echomq_group_pending,\n"
+         "  echomq_group_oldest_pending_age_seconds, echomq_consumer_pending,\n"
+         "  echomq_consumer_idle_seconds, and echomq_up,\n"
+         "  echomq_scrape_duration_seconds. SIGINT or SIGTERM stops it.\n",
+         opts,
+         "Example:\n"
+         "  echomq exporter --listen 127.0.0.1:9587 'orders*' jobs\n");
 
 static atomic_int exporter_stopping;
 

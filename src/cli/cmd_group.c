@@ -271,25 +271,19 @@ static const cli_optdoc group_opts[] = {
      "everything stored, an ID or @UNIXMS (the last entry before that time) "
      "replays what follows (required)"},
     {O_YES, NULL, "destroy: required, to confirm"},
-    {O_PARTITIONS, "P",
-     "QUEUE is a topic of P partitions (found in the server when not "
-     "given): every partition; setid moves none unless every partition has "
-     "G"},
-    {O_NONE, NULL, NULL},
+    CLI_OPT_PARTITIONS(
+        "every partition; setid moves none unless every partition has G"),
+    CLI_OPTS_END,
 };
 static const cli_optdoc consumers_opts[] = {
     {O_GROUP, "G", "the group (required)"},
     {O_IDLE, "MS", "remove consumers idle at least MS (required)"},
-    {O_PARTITIONS, "P",
-     "QUEUE is a topic of P partitions (found in the server when not "
-     "given): every partition, a line each, then the totals"},
-    {O_NONE, NULL, NULL},
+    CLI_OPT_PARTITIONS("every partition, a line each, then the totals"),
+    CLI_OPTS_END,
 };
 
-const cli_verb cli_verb_group = {
-    "group",
-    cmd_group,
-    "create a group, move its cursor or destroy it",
+CLI_VERB(
+    group, "create a group, move its cursor or destroy it",
     "echomq group create  QUEUE --group G --start new|head|ID\n"
     "echomq group setid   QUEUE --group G --to head|tail|ID|@UNIXMS\n"
     "echomq group destroy QUEUE --group G --yes",
@@ -303,20 +297,16 @@ const cli_verb cli_verb_group = {
     "Examples:\n"
     "  echomq group create jobs --group workers --start head\n"
     "  echomq group setid jobs --group workers --to @1700000000000\n"
-    "  echomq group destroy jobs --group old --yes\n",
-};
+    "  echomq group destroy jobs --group old --yes\n");
 
-const cli_verb cli_verb_consumers = {
-    "consumers",
-    cmd_consumers,
-    "remove idle consumers, handing over what they hold (prune)",
-    "echomq consumers prune QUEUE --group G --idle MS",
-    "Removes the consumers of group G idle at least MS milliseconds. A\n"
-    "consumer that still holds entries first hands them to the most\n"
-    "recently active consumer that stays, in the same atomic step, so no\n"
-    "pending entry is lost (XGROUP DELCONSUMER alone would drop them).\n"
-    "When every consumer is idle, those holding entries are kept.\n",
-    consumers_opts,
-    "Example:\n"
-    "  echomq consumers prune jobs --group workers --idle 86400000\n",
-};
+CLI_VERB(consumers,
+         "remove idle consumers, handing over what they hold (prune)",
+         "echomq consumers prune QUEUE --group G --idle MS",
+         "Removes the consumers of group G idle at least MS milliseconds. A\n"
+         "consumer that still holds entries first hands them to the most\n"
+         "recently active consumer that stays, in the same atomic step, so no\n"
+         "pending entry is lost (XGROUP DELCONSUMER alone would drop them).\n"
+         "When every consumer is idle, those holding entries are kept.\n",
+         consumers_opts,
+         "Example:\n"
+         "  echomq consumers prune jobs --group workers --idle 86400000\n");

@@ -349,11 +349,10 @@ int cmd_pending(int argc, char **argv) {
 
 static const cli_optdoc info_opts[] = {
     {O_JSON, NULL, "one JSON document instead of tables"},
-    {O_PARTITIONS, "P",
-     "QUEUE is a topic of P partitions (found in the server when not "
-     "given): the totals (lag and pending summed over the partitions), "
-     "then one line per partition and group"},
-    {O_NONE, NULL, NULL},
+    CLI_OPT_PARTITIONS(
+        "the totals (lag and pending summed over the partitions), "
+        "then one line per partition and group"),
+    CLI_OPTS_END,
 };
 static const cli_optdoc pending_opts[] = {
     {O_GROUP, "G", "the group (required)"},
@@ -361,30 +360,23 @@ static const cli_optdoc pending_opts[] = {
     {O_MIN_IDLE, "MS", "only entries idle at least MS"},
     {O_COUNT, "N", "at most N entries (default 1000)"},
     {O_JSON, NULL, "one JSON object per line instead of a table"},
-    {O_PARTITIONS, "P",
-     "QUEUE is a topic of P partitions (found in the server when not "
-     "given): every partition's entries, each line naming its partition"},
-    {O_NONE, NULL, NULL},
+    CLI_OPT_PARTITIONS(
+        "every partition's entries, each line naming its partition"),
+    CLI_OPTS_END,
 };
 
-const cli_verb cli_verb_info = {
-    "info",
-    cmd_info,
-    "the queue, its groups and consumers",
-    "echomq info QUEUE [--partitions P] [--json]",
-    "Describes QUEUE: its stream (length, first and last IDs, entries\n"
-    "ever added), the dead letters, every group (pending entries, lag,\n"
-    "last-delivered ID, oldest pending entry and its age) and every\n"
-    "consumer (pending entries, idle and inactive time).\n",
-    info_opts,
-    "Example:\n"
-    "  echomq info jobs\n",
-};
+CLI_VERB(info, "the queue, its groups and consumers",
+         "echomq info QUEUE [--partitions P] [--json]",
+         "Describes QUEUE: its stream (length, first and last IDs, entries\n"
+         "ever added), the dead letters, every group (pending entries, lag,\n"
+         "last-delivered ID, oldest pending entry and its age) and every\n"
+         "consumer (pending entries, idle and inactive time).\n",
+         info_opts,
+         "Example:\n"
+         "  echomq info jobs\n");
 
-const cli_verb cli_verb_pending = {
-    "pending",
-    cmd_pending,
-    "entries delivered, not acknowledged",
+CLI_VERB(
+    pending, "entries delivered, not acknowledged",
     "echomq pending QUEUE --group G [--consumer C] [--min-idle MS]\n"
     "               [--count N] [--json]",
     "Lists the entries of group G that were delivered and not yet\n"
@@ -392,5 +384,4 @@ const cli_verb cli_verb_pending = {
     "in a handler's hands and delivery count.\n",
     pending_opts,
     "Example:\n"
-    "  echomq pending jobs --group workers --min-idle 60000\n",
-};
+    "  echomq pending jobs --group workers --min-idle 60000\n");

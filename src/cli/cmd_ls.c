@@ -19,14 +19,11 @@ static const cli_optdoc opts[] = {
     {O_JSON, NULL,
      "each queue's document (as 'echomq info --json' writes it), one per "
      "line"},
-    {O_NONE, NULL, NULL},
+    CLI_OPTS_END,
 };
 
-const cli_verb cli_verb_ls = {
-    "ls",
-    cmd_ls,
-    "the queues, one line each",
-    "echomq ls [PATTERN] [--json]",
+CLI_VERB(
+    ls, "the queues, one line each", "echomq ls [PATTERN] [--json]",
     "Lists the queues on the server (their streams emq:{NAME}), one line\n"
     "each: length, groups, total lag, pending, dead letters. PATTERN is a\n"
     "glob on the queue name (default *). A topic's partitions are the\n"
@@ -34,8 +31,7 @@ const cli_verb cli_verb_ls = {
     opts,
     "Examples:\n"
     "  echomq ls\n"
-    "  echomq ls 'orders*' --json\n",
-};
+    "  echomq ls 'orders*' --json\n");
 
 int cli_scan_queues(const emq_conf_t *conf, const char *pattern, char ***names,
                     size_t *n) {

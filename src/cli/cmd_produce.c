@@ -70,13 +70,11 @@ static const cli_optdoc opts[] = {
      "with --partitions: the value of field NAME is the entry's message "
      "key; one key always goes to one partition, in order (entries without "
      "NAME: in turn)"},
-    {O_NONE, NULL, NULL},
+    CLI_OPTS_END,
 };
 
-const cli_verb cli_verb_produce = {
-    "produce",
-    cmd_produce,
-    "add entries: FIELD=VALUE words, or --lines or --json from stdin",
+CLI_VERB(
+    produce, "add entries: FIELD=VALUE words, or --lines or --json from stdin",
     "echomq produce QUEUE FIELD=VALUE...\n"
     "echomq produce QUEUE --lines [--field NAME]   < lines\n"
     "echomq produce QUEUE --json                   < json-lines",
@@ -92,8 +90,7 @@ const cli_verb cli_verb_produce = {
     "  echomq produce jobs task=resize image=42.png\n"
     "  seq 1 1000 | echomq produce jobs --lines --field n\n"
     "  echo '{\"task\":\"mail\",\"to\":\"a@b.c\"}' | echomq produce jobs --json\n"
-    "  echomq produce orders --partitions 6 --key-field user user=42 item=7\n",
-};
+    "  echomq produce orders --partitions 6 --key-field user user=42 item=7\n");
 
 typedef struct produce_run {
     emq_producer_t *p;

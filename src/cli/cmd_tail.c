@@ -27,16 +27,13 @@ static const cli_optdoc opts[] = {
      "then wait for new entries and print them as they come, until SIGINT "
      "or SIGTERM (exit 0)"},
     {O_FORMAT, "FMT", "plain lines, as 'echomq consume --format'"},
-    {O_PARTITIONS, "P",
-     "QUEUE is a topic of P partitions (found in the server when not "
-     "given): all partitions in ID order, each line naming its partition"},
-    {O_NONE, NULL, NULL},
+    CLI_OPT_PARTITIONS(
+        "all partitions in ID order, each line naming its partition"),
+    CLI_OPTS_END,
 };
 
-const cli_verb cli_verb_tail = {
-    "tail",
-    cmd_tail,
-    "look at entries without joining a group",
+CLI_VERB(
+    tail, "look at entries without joining a group",
     "echomq tail QUEUE [-n N] [-f] [--from ID|@UNIX-MS|-N]\n"
     "            [--format FMT]",
     "Prints entries of QUEUE's stream without joining a group: nothing is\n"
@@ -46,8 +43,7 @@ const cli_verb cli_verb_tail = {
     "Examples:\n"
     "  echomq tail jobs\n"
     "  echomq tail jobs -f --format '%t %f{task}'\n"
-    "  echomq tail jobs --from @1700000000000 -n 100\n",
-};
+    "  echomq tail jobs --from @1700000000000 -n 100\n");
 
 static atomic_int tail_stopping;
 

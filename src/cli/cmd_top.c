@@ -28,23 +28,18 @@ static const cli_optdoc opts[] = {
     {O_COUNT_N, "N",
      "when stdout is not a terminal: print the table N times (default: "
      "until SIGINT or SIGTERM)"},
-    {O_NONE, NULL, NULL},
+    CLI_OPTS_END,
 };
 
-const cli_verb cli_verb_top = {
-    "top",
-    cmd_top,
-    "a live view of queues, groups and consumers",
-    "echomq top [QUEUE|PATTERN...] [--interval MS] [-n N]",
-    "A live view of the queues (default every queue): per queue and\n"
-    "group the length, lag, pending, oldest pending age, dead letters,\n"
-    "in and out rates; per consumer pending, idle and inactive time.\n"
-    "On a terminal: full-screen, redrawn every --interval; keys: q quit,\n"
-    "s sort by name, length, lag, pending, dead. Otherwise the table is\n"
-    "printed every interval, -n N times.\n",
-    opts,
-    NULL,
-};
+CLI_VERB(top, "a live view of queues, groups and consumers",
+         "echomq top [QUEUE|PATTERN...] [--interval MS] [-n N]",
+         "A live view of the queues (default every queue): per queue and\n"
+         "group the length, lag, pending, oldest pending age, dead letters,\n"
+         "in and out rates; per consumer pending, idle and inactive time.\n"
+         "On a terminal: full-screen, redrawn every --interval; keys: q quit,\n"
+         "s sort by name, length, lag, pending, dead. Otherwise the table is\n"
+         "printed every interval, -n N times.\n",
+         opts, NULL);
 
 static atomic_int top_stopping;
 

@@ -12,23 +12,18 @@ static const char *const VERB = "topic";
 
 static const cli_optdoc opts[] = {
     {O_PARTITIONS, "P", "the topic's partition count (required)"},
-    {O_NONE, NULL, NULL},
+    CLI_OPTS_END,
 };
 
-const cli_verb cli_verb_topic = {
-    "topic",
-    cmd_topic,
-    "record a topic's partition count (topic create)",
-    "echomq topic create TOPIC --partitions P",
-    "Records that TOPIC has P partitions (the queues TOPIC.0 ..\n"
-    "TOPIC.<P-1>) in each partition's key emq:{TOPIC.<i>}:topic. Then\n"
-    "produce, consume and info find the count without --partitions, and\n"
-    "a producer or consumer given another count is refused. The first\n"
-    "producer or consumer of a topic records it too. Idempotent; another\n"
-    "count than the recorded one is exit 2.\n",
-    opts,
-    NULL,
-};
+CLI_VERB(topic, "record a topic's partition count (topic create)",
+         "echomq topic create TOPIC --partitions P",
+         "Records that TOPIC has P partitions (the queues TOPIC.0 ..\n"
+         "TOPIC.<P-1>) in each partition's key emq:{TOPIC.<i>}:topic. Then\n"
+         "produce, consume and info find the count without --partitions, and\n"
+         "a producer or consumer given another count is refused. The first\n"
+         "producer or consumer of a topic records it too. Idempotent; another\n"
+         "count than the recorded one is exit 2.\n",
+         opts, NULL);
 
 int cmd_topic(int argc, char **argv) {
     cli_args a;

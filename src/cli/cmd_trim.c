@@ -16,28 +16,22 @@ static const char *const VERB = "trim";
 static const cli_optdoc opts[] = {
     {O_ACKED, NULL, "required: delete only what no group needs"},
     {O_MAXLEN, "N", "keep at most N entries (as far as groups allow)"},
-    {O_PARTITIONS, "P",
-     "QUEUE is a topic of P partitions (found in the server when not "
-     "given): every partition, --maxlen bounding each"},
-    {O_NONE, NULL, NULL},
+    CLI_OPT_PARTITIONS("every partition, --maxlen bounding each"),
+    CLI_OPTS_END,
 };
 
-const cli_verb cli_verb_trim = {
-    "trim",
-    cmd_trim,
-    "delete what no group still needs (--acked)",
-    "echomq trim QUEUE --acked [--maxlen N]",
-    "Ack-aware retention: deletes the entries of QUEUE that every group\n"
-    "has processed (below the oldest entry some group still needs: its\n"
-    "oldest pending entry, or the one after its last-delivered ID), in\n"
-    "one atomic step. With --maxlen N, deletes only as many as needed to\n"
-    "keep at most N entries, and never one a group still needs. A\n"
-    "stream without groups is left alone. On a topic every partition is\n"
-    "trimmed, a line each, then the totals.\n",
-    opts,
-    "Example:\n"
-    "  echomq trim jobs --acked --maxlen 100000\n",
-};
+CLI_VERB(trim, "delete what no group still needs (--acked)",
+         "echomq trim QUEUE --acked [--maxlen N]",
+         "Ack-aware retention: deletes the entries of QUEUE that every group\n"
+         "has processed (below the oldest entry some group still needs: its\n"
+         "oldest pending entry, or the one after its last-delivered ID), in\n"
+         "one atomic step. With --maxlen N, deletes only as many as needed to\n"
+         "keep at most N entries, and never one a group still needs. A\n"
+         "stream without groups is left alone. On a topic every partition is\n"
+         "trimmed, a line each, then the totals.\n",
+         opts,
+         "Example:\n"
+         "  echomq trim jobs --acked --maxlen 100000\n");
 
 int cmd_trim(int argc, char **argv) {
     cli_args a;

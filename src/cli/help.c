@@ -49,7 +49,7 @@ const cli_optdoc cli_global_doc[] = {
      "reconnects); --verbose=N takes 0 to 3"},
     {O_HELP, NULL, "this help; 'echomq COMMAND --help' for a command"},
     {O_VERSION, NULL, "print the echomq and libechomq versions"},
-    {O_NONE, NULL, NULL},
+    CLI_OPTS_END,
 };
 
 const cli_verb *cli_verb_find(const char *name) {

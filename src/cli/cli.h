@@ -142,11 +142,12 @@ typedef struct cli_optdoc {
 #define CLI_OPTS_END                                                           \
     { O_NONE, NULL, NULL }
 
-/* A verb: its name, entry point, summary (one line of the program's
- * overview), and the text of its --help: usage (the synopsis lines after
- * "usage: ", newline-separated), about (what comes before the options;
- * may be NULL), opts, and more (after them: examples; may be NULL).
- * Static storage; read-only, any thread. */
+/* A verb: its name, entry point (returns the exit status, or CLI_DONE
+ * after its help), summary (one line of the program's overview), and
+ * the text of its --help: usage (the synopsis lines after "usage: ",
+ * newline-separated), about (what comes before the options; may be
+ * NULL), opts, and more (after them: examples; may be NULL). Static
+ * storage; read-only, any thread. */
 typedef struct cli_verb {
     const char *name;
     int (*run)(int argc, char **argv);
@@ -216,7 +217,7 @@ extern cli_global cli_g;
 int cli_parse(const char *verb, int argc, char **argv, const cli_optdoc *opts,
               cli_args *out);
 /* What cli_begin returns when it printed the verb's help: the verb is done
- * and exits 0. */
+ * and returns it as it is; main makes it exit status 0. */
 #define CLI_DONE (-1)
 /* The prologue every verb shares: cli_parse against v->opts (messages name
  * verb, which may be "group create"), then -h/--help prints v's help

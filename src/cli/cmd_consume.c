@@ -848,7 +848,7 @@ int cmd_consume(int argc, char **argv) {
     int rc = cli_begin_check(VERB, argc, argv, &cli_verb_consume, SYNOPSIS,
                              check_usage, &a);
     if (rc != CLI_OK)
-        return rc == CLI_DONE ? CLI_OK : rc;
+        return rc;
     static consume_ctx x; /* the work queue is large */
     memset(&x, 0, sizeof x);
     atomic_store(&x.lag, -1);

@@ -325,7 +325,7 @@ int cmd_dead(int argc, char **argv) {
     long long count = 1000;
     int rc = cli_begin(VERB, argc, argv, &cli_verb_dead, 0, &a);
     if (rc != CLI_OK)
-        return rc == CLI_DONE ? CLI_OK : rc;
+        return rc;
     if (a.npos >= 1)
         cli_stream_queue(&a, 1);
     const char *sub = rc == CLI_OK && a.npos ? a.pos[0] : "";

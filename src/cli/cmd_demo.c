@@ -681,7 +681,7 @@ int cmd_demo(int argc, char **argv) {
               work_us = 150;
     int rc = cli_begin(VERB, argc, argv, &cli_verb_demo, 0, &a);
     if (rc != CLI_OK)
-        return rc == CLI_DONE ? CLI_OK : rc;
+        return rc;
     if (rc == CLI_OK && a.npos)
         rc = cli_usage_err(VERB, "unexpected argument '%s'", a.pos[0]);
     if (rc == CLI_OK && a.seen[O_JOBS])

@@ -321,7 +321,7 @@ int cmd_exporter(int argc, char **argv) {
     cli_args a;
     int rc = cli_begin(VERB, argc, argv, &cli_verb_exporter, 0, &a);
     if (rc != CLI_OK)
-        return rc == CLI_DONE ? CLI_OK : rc;
+        return rc;
     rc = cli_require(VERB, &a, O_LISTEN, "--listen",
                      "HOST:PORT to serve /metrics on (127.0.0.1:9587)");
     for (int i = 0; rc == CLI_OK && i < a.npos; i++)

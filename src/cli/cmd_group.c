@@ -165,7 +165,7 @@ int cmd_group(int argc, char **argv) {
     cli_args a;
     int rc = parse_sub(verb, argc, argv, &cli_verb_group, &a);
     if (rc != CLI_OK)
-        return rc == CLI_DONE ? CLI_OK : rc;
+        return rc;
     int sub;
     emq_conf_t *conf;
     emq_admin_t *admin;
@@ -200,7 +200,7 @@ int cmd_consumers(int argc, char **argv) {
     cli_args a;
     int rc = parse_sub(verb, argc, argv, &cli_verb_consumers, &a);
     if (rc != CLI_OK)
-        return rc == CLI_DONE ? CLI_OK : rc;
+        return rc;
     if (strcmp(a.pos[0], "prune") != 0)
         rc = cli_usage_err(verb, "unknown subcommand '%s' (prune)", a.pos[0]);
     else if (a.npos != 2)

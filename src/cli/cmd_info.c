@@ -229,7 +229,7 @@ int cmd_info(int argc, char **argv) {
     cli_args a;
     int rc = cli_begin(verb, argc, argv, &cli_verb_info, 1, &a);
     if (rc != CLI_OK)
-        return rc == CLI_DONE ? CLI_OK : rc;
+        return rc;
     emq_conf_t *conf;
     emq_admin_t *admin;
     if ((rc = cli_admin_begin(verb, rc, &a, 0, &conf, &admin)) != CLI_OK)
@@ -324,7 +324,7 @@ int cmd_pending(int argc, char **argv) {
     long long min_idle = 0, count = 1000;
     int rc = cli_begin(verb, argc, argv, &cli_verb_pending, 1, &a);
     if (rc != CLI_OK)
-        return rc == CLI_DONE ? CLI_OK : rc;
+        return rc;
     rc = cli_require(verb, &a, O_GROUP, "--group", "the group to list");
     if (rc == CLI_OK && a.seen[O_MIN_IDLE])
         rc = cli_num(verb, "--min-idle", a.value[O_MIN_IDLE], 0, INT64_MAX,

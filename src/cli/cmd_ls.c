@@ -141,7 +141,7 @@ int cmd_ls(int argc, char **argv) {
     cli_args a;
     int rc = cli_begin(VERB, argc, argv, &cli_verb_ls, 0, &a);
     if (rc != CLI_OK)
-        return rc == CLI_DONE ? CLI_OK : rc;
+        return rc;
     if (a.npos > 1)
         rc = cli_usage_err(VERB, "unexpected argument '%s'", a.pos[1]);
     const char *pattern = a.npos ? a.pos[0] : "*";

@@ -482,7 +482,7 @@ int cmd_produce(int argc, char **argv) {
     int rc = cli_begin_check(VERB, argc, argv, &cli_verb_produce, SYNOPSIS,
                              check_usage, &a);
     if (rc != CLI_OK)
-        return rc == CLI_DONE ? CLI_OK : rc;
+        return rc;
     emq_conf_t *conf = configure(&a);
     if (conf == NULL)
         rc = CLI_USAGE;

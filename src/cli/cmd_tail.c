@@ -254,7 +254,7 @@ int cmd_tail(int argc, char **argv) {
     cli_args a;
     int rc = cli_begin(VERB, argc, argv, &cli_verb_tail, 1, &a);
     if (rc != CLI_OK)
-        return rc == CLI_DONE ? CLI_OK : rc;
+        return rc;
     long long count = 10;
     const char *from = a.seen[O_FROM] ? a.value[O_FROM] : NULL;
     char from_id[48] = "";

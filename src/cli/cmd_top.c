@@ -212,7 +212,7 @@ int cmd_top(int argc, char **argv) {
     cli_args a;
     int rc = cli_begin(VERB, argc, argv, &cli_verb_top, 0, &a);
     if (rc != CLI_OK)
-        return rc == CLI_DONE ? CLI_OK : rc;
+        return rc;
     long long interval = 1000, count = 0;
     if (a.seen[O_INTERVAL])
         rc = cli_num(VERB, "--interval", a.value[O_INTERVAL], 100, 3600000,

@@ -29,7 +29,7 @@ int cmd_topic(int argc, char **argv) {
     cli_args a;
     int rc = cli_begin(VERB, argc, argv, &cli_verb_topic, 0, &a);
     if (rc != CLI_OK)
-        return rc == CLI_DONE ? CLI_OK : rc;
+        return rc;
     if (a.npos < 1 || strcmp(a.pos[0], "create") != 0)
         rc = cli_usage_err(VERB,
                            a.npos ? "unknown subcommand '%s' (create)"

@@ -38,7 +38,7 @@ int cmd_trim(int argc, char **argv) {
     long long maxlen = -1;
     int rc = cli_begin(VERB, argc, argv, &cli_verb_trim, 1, &a);
     if (rc != CLI_OK)
-        return rc == CLI_DONE ? CLI_OK : rc;
+        return rc;
     if (!a.seen[O_ACKED])
         rc = cli_usage_err(VERB, "--acked is required: echomq trims only "
                                  "entries that no group still needs");

@@ -66,8 +66,10 @@ int main(int argc, char **argv) {
         return CLI_USAGE;
     }
     const cli_verb *v = cli_verb_find(argv[i]);
-    if (v)
-        return v->run(argc - i - 1, argv + i + 1);
+    if (v) {
+        int rc = v->run(argc - i - 1, argv + i + 1);
+        return rc == CLI_DONE ? CLI_OK : rc; /* the help was asked for */
+    }
     const char *names[32];
     size_t n = 0;
     for (; cli_verbs[n] && n < sizeof names / sizeof names[0]; n++)

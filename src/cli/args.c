@@ -20,6 +20,7 @@
 #include <errno.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -723,6 +724,8 @@ void cli_on_stop_signal(void (*stop)(void *), void *opaque) {
     stop_opaque = opaque;
     cli_signals(on_signal);
 }
+
+void cli_stop_flag(void *flag) { atomic_store((atomic_int *)flag, 1); }
 
 void cli_signals_default(void) {
     cli_signals(SIG_DFL);

@@ -359,6 +359,10 @@ typedef struct cli_described {
 int cli_describe_queues(const char *verb, char **patterns, int npatterns,
                         cli_described **rows, size_t *n);
 void cli_described_free(cli_described *rows, size_t n);
+/* The usage check of top's and exporter's QUEUE|PATTERN words: a queue
+ * name or glob has no braces. Returns CLI_OK, or CLI_USAGE after printing
+ * the first word that has. */
+int cli_check_patterns(const char *verb, char *const *patterns, int npatterns);
 
 /* ---- entry lines (lines.c) ---------------------------------------------- */
 
@@ -384,6 +388,9 @@ int cli_line_append(const cli_lines *x, const emq_entry *e, char **buf,
 /* Installs SIGINT/SIGTERM handlers: the first calls stop(opaque) (must be
  * async-signal-safe), the second exits at once with 128+signal. */
 void cli_on_stop_signal(void (*stop)(void *), void *opaque);
+/* The stop of a verb that only polls a flag: opaque is its atomic_int,
+ * set to 1 (an atomic store: async-signal-safe). */
+void cli_stop_flag(void *flag);
 /* Restores the default handlers. */
 void cli_signals_default(void);
 /* Installs handler (or SIG_DFL) for SIGINT and SIGTERM, the signals that

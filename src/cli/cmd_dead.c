@@ -138,12 +138,7 @@ static int follow_after(emq_admin_t *h, int part, const emq_conf_t *conf,
     return rc;
 }
 
-static atomic_int dead_stopping;
-
-static void stop_following(void *opaque) {
-    (void)opaque;
-    atomic_store(&dead_stopping, 1);
-}
+static atomic_int dead_stopping; /* set by SIGINT/SIGTERM (-f) */
 
 /* dead list, and with -f the new ones every 500 ms until a stop (a topic:
  * each partition followed from its newest printed letter). */
@@ -171,7 +166,7 @@ static int list(emq_admin_t *admin, const emq_conf_t *conf, const cli_args *a,
                  l[i].id.str);
     emq_dead_letters_free(l, n);
     if (rc == CLI_OK && a->seen[O_FOLLOW]) {
-        cli_on_stop_signal(stop_following, NULL);
+        cli_on_stop_signal(cli_stop_flag, &dead_stopping);
         while (rc == CLI_OK && !atomic_load(&dead_stopping)) {
             for (int i = 0; i < 10 && !atomic_load(&dead_stopping); i++)
                 usleep(50 * 1000);

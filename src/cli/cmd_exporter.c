@@ -50,12 +50,7 @@ CLI_VERB(exporter, "serve /metrics for Prometheus",
          "Example:\n"
          "  echomq exporter --listen 127.0.0.1:9587 'orders*' jobs\n");
 
-static atomic_int exporter_stopping;
-
-static void stop_exporter(void *opaque) {
-    (void)opaque;
-    atomic_store(&exporter_stopping, 1);
-}
+static atomic_int exporter_stopping; /* set by SIGINT/SIGTERM */
 
 /* ---- the text format ----------------------------------------------------- */
 
@@ -324,18 +319,14 @@ int cmd_exporter(int argc, char **argv) {
         return rc;
     rc = cli_require(VERB, &a, O_LISTEN, "--listen",
                      "HOST:PORT to serve /metrics on (127.0.0.1:9587)");
-    for (int i = 0; rc == CLI_OK && i < a.npos; i++)
-        if (strchr(a.pos[i], '{') || strchr(a.pos[i], '}'))
-            rc = cli_usage_err(VERB,
-                               "'%s': a queue name or glob has no "
-                               "braces",
-                               a.pos[i]);
+    if (rc == CLI_OK)
+        rc = cli_check_patterns(VERB, a.pos, a.npos);
     int fd = -1;
     if (rc == CLI_OK)
         rc = listen_on(a.value[O_LISTEN], &fd);
     if (rc == CLI_OK) {
         cli_note("serving /metrics on %s", a.value[O_LISTEN]);
-        cli_on_stop_signal(stop_exporter, NULL);
+        cli_on_stop_signal(cli_stop_flag, &exporter_stopping);
         while (!atomic_load(&exporter_stopping)) {
             struct pollfd p = {fd, POLLIN, 0};
             if (poll(&p, 1, 200) <= 0)

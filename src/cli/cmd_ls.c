@@ -55,6 +55,14 @@ int cli_scan_queues(const emq_conf_t *conf, const char *pattern, char ***names,
     return rc;
 }
 
+int cli_check_patterns(const char *verb, char *const *patterns, int npatterns) {
+    for (int i = 0; i < npatterns; i++)
+        if (strchr(patterns[i], '{') || strchr(patterns[i], '}'))
+            return cli_usage_err(
+                verb, "'%s': a queue name or glob has no braces", patterns[i]);
+    return CLI_OK;
+}
+
 int cli_describe_queues(const char *verb, char **patterns, int npatterns,
                         cli_described **rows, size_t *n) {
     *rows = NULL;

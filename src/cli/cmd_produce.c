@@ -310,13 +310,8 @@ static int next_line(line_reader *lr, char **line, size_t *len, int wait_ms) {
     }
 }
 
+/* Set by SIGINT/SIGTERM: send what was read, then stop. */
 static atomic_int produce_stopping;
-
-/* SIGINT/SIGTERM: send what was read, then stop (async-signal-safe). */
-static void stop_producing(void *opaque) {
-    (void)opaque;
-    atomic_store(&produce_stopping, 1);
-}
 
 /* Reads stdin line by line, each line an asynchronous entry; the producer
  * sends them in rounds (lingering producer.linger_ms for company). */
@@ -327,7 +322,7 @@ static int from_stdin(produce_run *r, int json, const char *field) {
     size_t len;
     uint64_t lineno = 0;
     int rc = CLI_OK;
-    cli_on_stop_signal(stop_producing, NULL);
+    cli_on_stop_signal(cli_stop_flag, &produce_stopping);
     while (rc == CLI_OK && !atomic_load(&r->failed)) {
         /* A stop: what was read goes (a last line without its '\n'
          * too), nothing more is read. */

@@ -45,12 +45,7 @@ CLI_VERB(
     "  echomq tail jobs -f --format '%t %f{task}'\n"
     "  echomq tail jobs --from @1700000000000 -n 100\n");
 
-static atomic_int tail_stopping;
-
-static void stop_tail(void *opaque) {
-    (void)opaque;
-    atomic_store(&tail_stopping, 1);
-}
+static atomic_int tail_stopping; /* set by SIGINT/SIGTERM (-f) */
 
 /* One stream tailed: a queue's, or a topic partition's. */
 typedef struct tailed {
@@ -201,7 +196,7 @@ static const emq_reply *read_entries(const emq_reply *r) {
 static int follow(const cli_lines *lines, tailed *t, int n,
                   const emq_conf_t *conf) {
     int rc = CLI_OK;
-    cli_on_stop_signal(stop_tail, NULL);
+    cli_on_stop_signal(cli_stop_flag, &tail_stopping);
     while (rc == CLI_OK && !atomic_load(&tail_stopping)) {
         int got = 0;
         for (int i = 0; i < n && rc == CLI_OK; i++) {

@@ -41,12 +41,7 @@ CLI_VERB(top, "a live view of queues, groups and consumers",
          "printed every interval, -n N times.\n",
          opts, NULL);
 
-static atomic_int top_stopping;
-
-static void stop_top(void *opaque) {
-    (void)opaque;
-    atomic_store(&top_stopping, 1);
-}
+static atomic_int top_stopping; /* set by SIGINT/SIGTERM, or q */
 
 typedef cli_described row;
 
@@ -219,12 +214,8 @@ int cmd_top(int argc, char **argv) {
                      &interval);
     if (rc == CLI_OK && a.seen[O_COUNT])
         rc = cli_num(VERB, "--count", a.value[O_COUNT], 1, 1000000000, &count);
-    for (int i = 0; rc == CLI_OK && i < a.npos; i++)
-        if (strchr(a.pos[i], '{') || strchr(a.pos[i], '}'))
-            rc = cli_usage_err(VERB,
-                               "'%s': a queue name or glob has no "
-                               "braces",
-                               a.pos[i]);
+    if (rc == CLI_OK)
+        rc = cli_check_patterns(VERB, a.pos, a.npos);
     if (rc != CLI_OK) {
         free(a.pos);
         return rc;
@@ -241,7 +232,7 @@ int cmd_top(int argc, char **argv) {
     } else {
         tty = 0;
     }
-    cli_on_stop_signal(stop_top, NULL);
+    cli_on_stop_signal(cli_stop_flag, &top_stopping);
     top_state t = {0};
     for (long long shown = 0; rc == CLI_OK && !atomic_load(&top_stopping) &&
                               (count == 0 || shown < count);

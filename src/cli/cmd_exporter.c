@@ -58,18 +58,16 @@ typedef struct out_buf {
     char *p;
     size_t len, cap;
     int failed;
+    const char *family; /* the family being written: its samples' name */
 } out_buf;
 
-static void put(out_buf *o, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-
-static void put(out_buf *o, const char *fmt, ...) {
+static void vput(out_buf *o, const char *fmt, va_list ap) {
     for (;;) {
-        va_list ap;
-        va_start(ap, fmt);
+        va_list copy;
+        va_copy(copy, ap);
         size_t room = o->cap - o->len;
-        int n = vsnprintf(o->p ? o->p + o->len : NULL, room, fmt, ap);
-        va_end(ap);
+        int n = vsnprintf(o->p ? o->p + o->len : NULL, room, fmt, copy);
+        va_end(copy);
         if (n < 0) {
             o->failed = 1;
             return;
@@ -91,6 +89,16 @@ static void put(out_buf *o, const char *fmt, ...) {
     }
 }
 
+static void put(out_buf *o, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static void put(out_buf *o, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vput(o, fmt, ap);
+    va_end(ap);
+}
+
 /* A label value: backslash, double quote and newline escaped. */
 static void put_label(out_buf *o, const char *v) {
     for (; v && *v; v++) {
@@ -106,6 +114,7 @@ static void put_label(out_buf *o, const char *v) {
 static void family(out_buf *o, const char *name, const char *type,
                    const char *help_text) {
     put(o, "# HELP %s %s\n# TYPE %s %s\n", name, help_text, name, type);
+    o->family = name;
 }
 
 typedef cli_described described;
@@ -125,6 +134,24 @@ static void labels(out_buf *o, const char *queue, const char *group,
     put(o, "\"}");
 }
 
+/* One sample of the family being written: its name, {labels} (group and
+ * consumer may be NULL), a space, the value as fmt writes it, a newline. */
+static void sample(out_buf *o, const char *queue, const char *group,
+                   const char *consumer, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+
+static void sample(out_buf *o, const char *queue, const char *group,
+                   const char *consumer, const char *fmt, ...) {
+    put(o, "%s", o->family);
+    labels(o, queue, group, consumer);
+    put(o, " ");
+    va_list ap;
+    va_start(ap, fmt);
+    vput(o, fmt, ap);
+    va_end(ap);
+    put(o, "\n");
+}
+
 static void write_metrics(out_buf *o, const described *d, size_t n, int up,
                           double took) {
     family(o, "echomq_up", "gauge",
@@ -134,27 +161,22 @@ static void write_metrics(out_buf *o, const described *d, size_t n, int up,
            "How long the last scrape took.");
     put(o, "echomq_scrape_duration_seconds %.6f\n", took);
     family(o, "echomq_queue_length", "gauge", "Entries in the queue's stream.");
-    for (size_t i = 0; i < n; i++) {
-        put(o, "echomq_queue_length");
-        labels(o, d[i].queue, NULL, NULL);
-        put(o, " %llu\n", (unsigned long long)d[i].info->length);
-    }
+    for (size_t i = 0; i < n; i++)
+        sample(o, d[i].queue, NULL, NULL, "%llu",
+               (unsigned long long)d[i].info->length);
     family(o, "echomq_queue_entries_added_total", "counter",
            "Entries ever added to the queue's stream (Redis 7.0+, Valkey).");
     for (size_t i = 0; i < n; i++) {
         if (d[i].info->entries_added < 0)
             continue;
-        put(o, "echomq_queue_entries_added_total");
-        labels(o, d[i].queue, NULL, NULL);
-        put(o, " %lld\n", (long long)d[i].info->entries_added);
+        sample(o, d[i].queue, NULL, NULL, "%lld",
+               (long long)d[i].info->entries_added);
     }
     family(o, "echomq_dead_letters", "gauge",
            "Entries in the queue's dead letters.");
-    for (size_t i = 0; i < n; i++) {
-        put(o, "echomq_dead_letters");
-        labels(o, d[i].queue, NULL, NULL);
-        put(o, " %llu\n", (unsigned long long)d[i].info->dead_length);
-    }
+    for (size_t i = 0; i < n; i++)
+        sample(o, d[i].queue, NULL, NULL, "%llu",
+               (unsigned long long)d[i].info->dead_length);
     family(o, "echomq_group_lag", "gauge",
            "Entries not yet delivered to the group.");
     for (size_t i = 0; i < n; i++)
@@ -162,18 +184,15 @@ static void write_metrics(out_buf *o, const described *d, size_t n, int up,
             const emq_group_info *gi = &d[i].info->groups[g];
             if (gi->lag < 0)
                 continue;
-            put(o, "echomq_group_lag");
-            labels(o, d[i].queue, gi->name, NULL);
-            put(o, " %lld\n", (long long)gi->lag);
+            sample(o, d[i].queue, gi->name, NULL, "%lld", (long long)gi->lag);
         }
     family(o, "echomq_group_pending", "gauge",
            "Entries delivered to the group and not acknowledged.");
     for (size_t i = 0; i < n; i++)
         for (size_t g = 0; g < d[i].info->ngroups; g++) {
             const emq_group_info *gi = &d[i].info->groups[g];
-            put(o, "echomq_group_pending");
-            labels(o, d[i].queue, gi->name, NULL);
-            put(o, " %llu\n", (unsigned long long)gi->pending);
+            sample(o, d[i].queue, gi->name, NULL, "%llu",
+                   (unsigned long long)gi->pending);
         }
     family(o, "echomq_group_oldest_pending_age_seconds", "gauge",
            "Idle time of the group's oldest pending entry.");
@@ -182,20 +201,17 @@ static void write_metrics(out_buf *o, const described *d, size_t n, int up,
             const emq_group_info *gi = &d[i].info->groups[g];
             if (gi->oldest_pending_age_ms < 0)
                 continue;
-            put(o, "echomq_group_oldest_pending_age_seconds");
-            labels(o, d[i].queue, gi->name, NULL);
-            put(o, " %.3f\n", (double)gi->oldest_pending_age_ms / 1000.0);
+            sample(o, d[i].queue, gi->name, NULL, "%.3f",
+                   (double)gi->oldest_pending_age_ms / 1000.0);
         }
     family(o, "echomq_consumer_pending", "gauge",
            "Entries a consumer of the group holds.");
     for (size_t i = 0; i < n; i++)
         for (size_t g = 0; g < d[i].info->ngroups; g++) {
             const emq_group_info *gi = &d[i].info->groups[g];
-            for (size_t c = 0; c < gi->nconsumers; c++) {
-                put(o, "echomq_consumer_pending");
-                labels(o, d[i].queue, gi->name, gi->consumers[c].name);
-                put(o, " %llu\n", (unsigned long long)gi->consumers[c].pending);
-            }
+            for (size_t c = 0; c < gi->nconsumers; c++)
+                sample(o, d[i].queue, gi->name, gi->consumers[c].name, "%llu",
+                       (unsigned long long)gi->consumers[c].pending);
         }
     family(o, "echomq_consumer_idle_seconds", "gauge",
            "Time since a consumer's last read or claim.");
@@ -205,9 +221,8 @@ static void write_metrics(out_buf *o, const described *d, size_t n, int up,
             for (size_t c = 0; c < gi->nconsumers; c++) {
                 if (gi->consumers[c].idle_ms < 0)
                     continue;
-                put(o, "echomq_consumer_idle_seconds");
-                labels(o, d[i].queue, gi->name, gi->consumers[c].name);
-                put(o, " %.3f\n", (double)gi->consumers[c].idle_ms / 1000.0);
+                sample(o, d[i].queue, gi->name, gi->consumers[c].name, "%.3f",
+                       (double)gi->consumers[c].idle_ms / 1000.0);
             }
         }
 }

@@ -334,19 +334,44 @@ static void tally_update(tally *t) {
 
 /* ---- the run ----------------------------------------------------------- */
 
+/* A conf for the demo queue on url, or NULL with *err saying why (err may
+ * be NULL). */
+static emq_conf_t *queue_conf(const char *url, emq_error *err) {
+    emq_conf_t *conf = emq_conf_new();
+    if (conf == NULL) {
+        if (err)
+            snprintf(err->message, sizeof err->message, "out of memory");
+        return NULL;
+    }
+    if (emq_conf_set(conf, "url", url, err) != EMQ_OK ||
+        emq_conf_set(conf, "queue", QUEUE, err) != EMQ_OK) {
+        emq_conf_destroy(conf);
+        return NULL;
+    }
+    return conf;
+}
+
+/* Opens a producer (into *p) or, with p NULL, an admin handle (into *a) on
+ * the demo queue of url. Returns CLI_OK, or CLI_FAIL after printing why. */
+static int open_queue(const char *url, emq_producer_t **p, emq_admin_t **a) {
+    emq_error err;
+    emq_conf_t *conf = queue_conf(url, &err);
+    emq_status st = EMQ_ENOMEM;
+    if (conf)
+        st = p ? emq_producer_new(conf, p, &err) : emq_admin_new(conf, a, &err);
+    emq_conf_destroy(conf);
+    if (st == EMQ_OK)
+        return CLI_OK;
+    return cli_err(CLI_FAIL, "demo: cannot %s: %s",
+                   p ? "start the producer" : "inspect the queue", err.message);
+}
+
 static int produce_jobs(const char *url, long long jobs, long long poison,
                         unsigned char *is_poison) {
-    emq_conf_t *conf = emq_conf_new();
     emq_producer_t *p = NULL;
+    if (open_queue(url, &p, NULL) != CLI_OK)
+        return CLI_FAIL;
     emq_error err;
-    if (conf == NULL || emq_conf_set(conf, "url", url, &err) != EMQ_OK ||
-        emq_conf_set(conf, "queue", QUEUE, &err) != EMQ_OK ||
-        emq_producer_new(conf, &p, &err) != EMQ_OK) {
-        emq_conf_destroy(conf);
-        return cli_err(CLI_FAIL, "demo: cannot start the producer: %s",
-                       err.message);
-    }
-    emq_conf_destroy(conf);
     /* Poison jobs spread evenly over the run. */
     for (long long k = 0; k < poison; k++)
         is_poison[(jobs / (poison + 1)) * (k + 1)] = 1;
@@ -378,21 +403,14 @@ static int produce_jobs(const char *url, long long jobs, long long poison,
 /* Counts the dead letters of poison jobs; marks them in dead[]. */
 static int count_dead(const char *url, long long jobs, unsigned char *dead,
                       long long *ndead, long long *other) {
-    emq_conf_t *conf = emq_conf_new();
     emq_admin_t *a = NULL;
-    emq_error err;
     *ndead = *other = 0;
-    if (conf == NULL || emq_conf_set(conf, "url", url, &err) != EMQ_OK ||
-        emq_conf_set(conf, "queue", QUEUE, &err) != EMQ_OK ||
-        emq_admin_new(conf, &a, &err) != EMQ_OK) {
-        emq_conf_destroy(conf);
-        return cli_err(CLI_FAIL, "demo: cannot inspect the queue: %s",
-                       err.message);
-    }
-    emq_conf_destroy(conf);
+    if (open_queue(url, NULL, &a) != CLI_OK)
+        return CLI_FAIL;
     memset(dead, 0, (size_t)jobs);
     emq_dead_letter *l = NULL;
     size_t n = 0;
+    emq_error err;
     emq_status st = emq_admin_dead_list(a, 1000000, &l, &n, &err);
     emq_admin_destroy(a);
     if (st != EMQ_OK)
@@ -423,12 +441,10 @@ static int count_dead(const char *url, long long jobs, unsigned char *dead,
 
 /* Entries consumer name holds right now (-1 when it cannot be asked). */
 static long long held_by(const char *url, const char *name) {
-    emq_conf_t *conf = emq_conf_new();
+    emq_conf_t *conf = queue_conf(url, NULL);
     emq_admin_t *a = NULL;
     long long n = -1;
-    if (conf && emq_conf_set(conf, "url", url, NULL) == EMQ_OK &&
-        emq_conf_set(conf, "queue", QUEUE, NULL) == EMQ_OK &&
-        emq_admin_new(conf, &a, NULL) == EMQ_OK) {
+    if (conf && emq_admin_new(conf, &a, NULL) == EMQ_OK) {
         emq_pending_entry *e = NULL;
         size_t k = 0;
         if (emq_admin_pending(a, GROUP, name, 0, 1000000, &e, &k, NULL) ==

@@ -263,25 +263,27 @@ void cli_url_finish(void) {
     set_url(env && *env ? env : "redis://127.0.0.1:6379");
 }
 
+/* The global options that keep their word as it is, and where. */
+static const struct {
+    int id;
+    const char **to;
+} global_words[] = {
+    {O_USER, &cli_g.user},         {O_TLS_CA, &cli_g.tls_ca},
+    {O_TLS_CERT, &cli_g.tls_cert}, {O_TLS_KEY, &cli_g.tls_key},
+    {O_STREAM, &cli_g.stream},
+};
+
 int cli_apply_global(int id, char *value) {
+    for (size_t i = 0; i < sizeof global_words / sizeof global_words[0]; i++)
+        if (global_words[i].id == id) {
+            *global_words[i].to = value;
+            return CLI_OK;
+        }
     switch (id) {
-    case O_URL: {
+    case O_URL:
         set_url(value);
         cli_g.url_from_flag = 1;
         emq_url_mask(value); /* out of ps and /proc/PID/cmdline */
-        return CLI_OK;
-    }
-    case O_USER:
-        cli_g.user = value;
-        return CLI_OK;
-    case O_TLS_CA:
-        cli_g.tls_ca = value;
-        return CLI_OK;
-    case O_TLS_CERT:
-        cli_g.tls_cert = value;
-        return CLI_OK;
-    case O_TLS_KEY:
-        cli_g.tls_key = value;
         return CLI_OK;
     case O_QUIET:
         cli_g.quiet = 1;
@@ -291,9 +293,6 @@ int cli_apply_global(int id, char *value) {
         return CLI_OK;
     case O_X:
         return take_property(value);
-    case O_STREAM:
-        cli_g.stream = value;
-        return CLI_OK;
     default:
         return CLI_OK;
     }

@@ -475,6 +475,15 @@ static void json_opt(emq__json *j, int64_t v) {
         emq__json_raw(j, "%lld", (long long)v);
 }
 
+/* Opens an object of a list (after a comma unless first) with its name
+ * and pending count: {"name":..,"pending":N */
+static void json_named(emq__json *j, int comma, const char *name,
+                       uint64_t pending) {
+    emq__json_raw(j, "%s{\"name\":", comma ? "," : "");
+    emq__json_cstr(j, name ? name : "");
+    emq__json_raw(j, ",\"pending\":%llu", (unsigned long long)pending);
+}
+
 /* {"name":..,"version":..,"capabilities":[..]}, or null when unknown. */
 static void json_server(emq__json *j, const emq_server *server) {
     if (server->name[0] == '\0') {
@@ -525,10 +534,8 @@ static void json_info(emq__json *j, const emq_queue_info *info) {
                   (unsigned long long)info->dead_length);
     for (size_t g = 0; g < info->ngroups; g++) {
         const emq_group_info *gi = &info->groups[g];
-        emq__json_raw(j, "%s{\"name\":", g ? "," : "");
-        emq__json_cstr(j, gi->name ? gi->name : "");
-        emq__json_raw(j, ",\"pending\":%llu,\"last_delivered_id\":",
-                      (unsigned long long)gi->pending);
+        json_named(j, g > 0, gi->name, gi->pending);
+        emq__json_raw(j, ",\"last_delivered_id\":");
         json_id(j, &gi->last_delivered_id);
         emq__json_raw(j, ",\"entries_read\":");
         json_opt(j, gi->entries_read);
@@ -544,10 +551,8 @@ static void json_info(emq__json *j, const emq_queue_info *info) {
         emq__json_raw(j, ",\"consumers\":[");
         for (size_t c = 0; c < gi->nconsumers; c++) {
             const emq_consumer_info *ci = &gi->consumers[c];
-            emq__json_raw(j, "%s{\"name\":", c ? "," : "");
-            emq__json_cstr(j, ci->name ? ci->name : "");
-            emq__json_raw(j, ",\"pending\":%llu,\"idle_ms\":",
-                          (unsigned long long)ci->pending);
+            json_named(j, c > 0, ci->name, ci->pending);
+            emq__json_raw(j, ",\"idle_ms\":");
             json_opt(j, ci->idle_ms);
             emq__json_raw(j, ",\"inactive_ms\":");
             json_opt(j, ci->inactive_ms);

@@ -118,6 +118,17 @@ static const emq_reply *field(const emq_reply *r, const char *name) {
     return NULL;
 }
 
+/* emq__slot_map_node, freeing map when it fails (a map being read is
+ * given up whole). */
+static emq_status node_or_free(emq__slot_map *map, const char *host,
+                               size_t hostlen, int port, int *idx,
+                               emq_error *err) {
+    emq_status st = emq__slot_map_node(map, host, hostlen, port, idx, err);
+    if (st != EMQ_OK)
+        emq__slot_map_free(map);
+    return st;
+}
+
 static emq_status malformed(emq__slot_map *map, emq_error *err,
                             const char *what, const char *detail) {
     emq__slot_map_free(map);
@@ -193,12 +204,9 @@ emq_status emq__slot_map_from_shards(emq__slot_map *map, const emq_reply *r,
             (get_int(field(master, "port"), 65535, &port) != 0 || port == 0))
             return malformed(map, err, what, "a master has no port");
         int idx;
-        emq_status st =
-            emq__slot_map_node(map, host, hostlen, (int)port, &idx, err);
-        if (st != EMQ_OK) {
-            emq__slot_map_free(map);
+        emq_status st = node_or_free(map, host, hostlen, (int)port, &idx, err);
+        if (st != EMQ_OK)
             return st;
-        }
         for (size_t k = 0; k < emq_reply_len(slots); k += 2) {
             long long lo, hi;
             if (get_int(emq_reply_at(slots, k), EMQ_CLUSTER_SLOTS - 1, &lo) ||
@@ -263,12 +271,9 @@ emq_status emq__slot_map_from_slots(emq__slot_map *map, const emq_reply *r,
             hostlen = strlen(self_host);
         }
         int idx;
-        emq_status st =
-            emq__slot_map_node(map, host, hostlen, (int)port, &idx, err);
-        if (st != EMQ_OK) {
-            emq__slot_map_free(map);
+        emq_status st = node_or_free(map, host, hostlen, (int)port, &idx, err);
+        if (st != EMQ_OK)
             return st;
-        }
         assign(map, lo, hi, idx);
     }
     return EMQ_OK;

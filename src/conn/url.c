@@ -508,17 +508,13 @@ void emq__url_free(emq__url *u) {
     for (size_t i = 0; i < u->nsentinels; i++)
         emq__free(u->sentinels[i].host);
     emq__free(u->sentinels);
-    emq__free(u->master);
     if (u->password)
         emq__wipe(u->password, strlen(u->password));
-    emq__free(u->host);
-    emq__free(u->path);
-    emq__free(u->user);
-    emq__free(u->password);
-    emq__free(u->tls_ca_file);
-    emq__free(u->tls_cert_file);
-    emq__free(u->tls_key_file);
-    emq__free(u->tls_sni);
+    char *strings[] = {u->host,         u->path,        u->user,
+                       u->password,     u->tls_ca_file, u->tls_cert_file,
+                       u->tls_key_file, u->tls_sni,     u->master};
+    for (size_t i = 0; i < sizeof strings / sizeof strings[0]; i++)
+        emq__free(strings[i]);
     memset(u, 0, sizeof *u);
     u->db = -1;
     u->tls_verify = -1;

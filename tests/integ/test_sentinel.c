@@ -5,11 +5,14 @@
  * (redis-server --sentinel, the server binary under test) on loopback and
  * stops them by pid. A connection asks the Sentinels where the primary
  * is at every connect; after SENTINEL FAILOVER the producer (READONLY, or
- * its connection closed by the failover) finds the new primary, and
- * nothing confirmed with producer.wait_replicas is lost. The two errors
- * of a failed resolution are distinct.
+ * its connection closed by the failover) and a consumer blocked in its
+ * read find the new primary, and nothing confirmed with
+ * producer.wait_replicas is lost. The two errors of a failed resolution
+ * are distinct.
  */
 #include "integ/ownership_helpers.h"
+
+#include <pthread.h>
 
 #define MASTER "mymaster"
 
@@ -175,6 +178,108 @@ TEST_TIMEOUT(sentinel_producer_follows_a_failover, 120) {
     WAIT_UNTIL(stream_len(now) >= confirmed, 10000,
                "every confirmed entry on the new primary");
     ASSERT_EQ_INT(stream_len(now), confirmed);
+    emq_producer_destroy(p);
+    emq_conf_destroy(conf);
+    ha_stop(&h);
+}
+
+typedef struct seen {
+    pthread_mutex_t mu;
+    char ids[200][EMQ_ID_MAX];
+    int n;
+} seen;
+
+static emq_verdict remember(void *opaque, const emq_entry *m, char *reason,
+                            size_t reason_size) {
+    (void)reason;
+    (void)reason_size;
+    seen *s = opaque;
+    pthread_mutex_lock(&s->mu);
+    int dup = 0;
+    for (int i = 0; i < s->n && !dup; i++)
+        dup = strcmp(s->ids[i], m->id) == 0;
+    if (!dup && s->n < 200)
+        snprintf(s->ids[s->n++], EMQ_ID_MAX, "%s", m->id);
+    pthread_mutex_unlock(&s->mu);
+    return EMQ_ACK;
+}
+
+/* 1 when every one of the n IDs in ids was handled. */
+static int seen_all(seen *s, char (*ids)[EMQ_ID_MAX], int n) {
+    pthread_mutex_lock(&s->mu);
+    int all = 1;
+    for (int k = 0; k < n && all; k++) {
+        int found = 0;
+        for (int i = 0; i < s->n && !found; i++)
+            found = strcmp(s->ids[i], ids[k]) == 0;
+        all = found;
+    }
+    pthread_mutex_unlock(&s->mu);
+    return all;
+}
+
+typedef struct runner {
+    emq_consumer_t *c;
+    emq_status st;
+    emq_error err;
+    pthread_t thread;
+} runner;
+
+static void *run_main(void *arg) {
+    runner *r = arg;
+    r->st = emq_consumer_run(r->c, &r->err);
+    return NULL;
+}
+
+/* A consumer blocked in XREADGROUP on the primary when Sentinel fails it
+ * over reads on from the new one: every entry confirmed (producer.
+ * wait_replicas 1) before and after the failover is handled. An entry
+ * the old primary took in the moments before Sentinel demoted it and
+ * could not confirm may be handled too (the consumer read it there) and
+ * is lost with the old primary's data: never one that was confirmed. */
+TEST_TIMEOUT(sentinel_consumer_reads_on_after_a_failover, 120) {
+    ha h;
+    ha_start(&h);
+    emq_conf_t *conf = ha_conf(&h);
+    conf_set(conf, "producer.wait_replicas", "1");
+    conf_set(conf, "producer.wait_timeout_ms", "2000");
+    conf_set(conf, "group", "g");
+    conf_set(conf, "consumer", "w1");
+    conf_set(conf, "start", "head");
+    conf_set(conf, "block_ms", "200");
+    conf_set(conf, "claim.min_idle_ms", "1000");
+    conf_set(conf, "lease.ttl_ms", "3000");
+    static seen s = {.mu = PTHREAD_MUTEX_INITIALIZER};
+    emq_consumer_t *c = NULL;
+    emq_error err;
+    ASSERT_OK(emq_consumer_new(conf, remember, &s, &c, &err), &err);
+    runner r = {.c = c};
+    ASSERT(pthread_create(&r.thread, NULL, run_main, &r) == 0);
+    emq_producer_t *p = NULL;
+    ASSERT_OK(emq_producer_new(conf, &p, &err), &err);
+    emq_field f = {"v", 1, "x", 1};
+    emq_id id;
+    static char confirmed[20][EMQ_ID_MAX];
+    for (int i = 0; i < 10; i++) {
+        ASSERT_OK(emq_produce(p, &f, 1, &id, &err), &err);
+        snprintf(confirmed[i], EMQ_ID_MAX, "%s", id.str);
+    }
+    WAIT_UNTIL(seen_all(&s, confirmed, 10), 20000, "the first ten handled");
+    fail_over(&h);
+    int added = 10;
+    for (int tries = 0; added < 20 && tries < 400; tries++) {
+        if (emq_produce(p, &f, 1, &id, &err) == EMQ_OK)
+            snprintf(confirmed[added++], EMQ_ID_MAX, "%s", id.str);
+        else
+            usleep(50000);
+    }
+    ASSERT_EQ_INT(added, 20);
+    WAIT_UNTIL(seen_all(&s, confirmed, 20), 30000,
+               "the ten confirmed after the failover handled");
+    emq_consumer_stop(c);
+    pthread_join(r.thread, NULL);
+    ASSERT_OK(r.st, &r.err);
+    emq_consumer_destroy(c);
     emq_producer_destroy(p);
     emq_conf_destroy(conf);
     ha_stop(&h);

@@ -110,7 +110,9 @@ static const prop props[] = {
     {"url", "redis://127.0.0.1:6379",
      "Server to connect to: redis://[user[:password]@]host[:port][/db], "
      "rediss://... for TLS (tls.* properties may be given as query "
-     "parameters), or unix:///path[?db=N].",
+     "parameters), unix:///path[?db=N], or "
+     "redis-sentinel://[user[:password]@]host[:port][,host[:port]...]"
+     "[/db]#MASTER to ask Sentinels for the primary (docs/HA.md).",
      P_STRING, F(url), 0, 0, check_url, NULL, NULL, "conn"},
     {"user", "",
      "ACL user name for AUTH; overrides the URL's. Empty: the URL's, else "

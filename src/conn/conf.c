@@ -289,6 +289,16 @@ static const prop props[] = {
      "EMQ_ELOST instead of being sent.",
      P_INT, F(handler_timeout_ms), 0, (int64_t)1 << 40, NULL, NULL, NULL,
      "consumer"},
+    {"lease.wait_replicas", "0",
+     "Replicas that must have a consumer's lease before it hands out "
+     "anything (WAIT after taking it), so a failover does not give a live "
+     "name to a second process; short of them the session starts again "
+     "with backoff. 0: not waited for.",
+     P_INT, F(lease_wait_replicas), 0, 64, NULL, NULL, NULL, "consumer"},
+    {"lease.wait_timeout_ms", "1000",
+     "How long the WAIT of lease.wait_replicas waits.", P_INT,
+     F(lease_wait_timeout_ms), 1, (int64_t)1 << 31, NULL, NULL, NULL,
+     "consumer"},
     {"lease.ttl_ms", "30000",
      "Lifetime of the lease that keeps one consumer name in one process; "
      "renewed every third of it on a timer of its own; past it (less a "

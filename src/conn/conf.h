@@ -80,13 +80,15 @@
     X(INT, batch_max)          /* most entries one batch handler call gets */    \
     X(INT, handler_timeout_ms) /* time in hand before an entry is let go; 0 */   \
     X(INT, lease_ttl_ms)       /* lifetime of the consumer name's lease */       \
-    X(INT, retry_backoff_ms)   /* first delay of a retried entry */              \
-    X(INT, retry_backoff_max_ms) /* its cap (doubling per delivery) */           \
-    X(INT, group_lost_fatal)     /* on_group_lost: 0 recreate, 1 fatal */        \
-    X(INT, producer_window)      /* XADDs in flight in a batch */                \
-    X(INT, producer_nomkstream)  /* 1: XADD NOMKSTREAM (never create) */         \
-    X(INT, producer_timeout_ms)  /* bound of one produce call, and of an async   \
-                                    entry's wait for its outcome */              \
+    X(INT, lease_wait_replicas)   /* WAIT after taking the lease; 0: none */     \
+    X(INT, lease_wait_timeout_ms) /* that WAIT's timeout */                      \
+    X(INT, retry_backoff_ms)      /* first delay of a retried entry */           \
+    X(INT, retry_backoff_max_ms)  /* its cap (doubling per delivery) */          \
+    X(INT, group_lost_fatal)      /* on_group_lost: 0 recreate, 1 fatal */       \
+    X(INT, producer_window)       /* XADDs in flight in a batch */               \
+    X(INT, producer_nomkstream)   /* 1: XADD NOMKSTREAM (never create) */        \
+    X(INT, producer_timeout_ms) /* bound of one produce call, and of an async    \
+                                   entry's wait for its outcome */               \
     X(INT, producer_connect_eager) /* 1: emq_producer_new connects */            \
     X(INT, producer_linger_ms)     /* async: wait for company this long */       \
     X(INT, producer_queue_max_messages) /* async entries not yet reported */     \

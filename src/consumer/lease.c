@@ -226,6 +226,42 @@ static emq_status refused(emq_consumer_t *c, const char *holder, long long ms,
  * left once the wait for it is over, is waited out to its end. */
 #define LEASE_ENDING_MS 1000
 
+/* With lease.wait_replicas, waits (WAIT) until that many replicas have
+ * the lease just taken: EMQ_OK, or EMQ_ETIMEDOUT (retriable: the session
+ * starts again with backoff, and takes its own lease again) saying how
+ * many had it. A failover to a replica that lacks the lease would let a
+ * second process take a live name. */
+static emq_status lease_replicated(emq_consumer_t *c, emq_error *err) {
+    long long want = (long long)emq__cfg_lease_wait_replicas(c->conf);
+    if (want <= 0)
+        return EMQ_OK;
+    char replicas[24], timeout[24];
+    snprintf(replicas, sizeof replicas, "%lld", want);
+    snprintf(timeout, sizeof timeout, "%lld",
+             (long long)emq__cfg_lease_wait_timeout_ms(c->conf));
+    const char *argv[] = {"WAIT", replicas, timeout};
+    emq_reply *reply;
+    emq_status st = emq__session_call(&c->rx, 0, 3, argv, NULL, &reply, err);
+    if (st != EMQ_OK)
+        return st;
+    if (emq_reply_kind(reply) != EMQ_REPLY_INTEGER) {
+        st = emq__reply_error_set(err, reply,
+                                  "WAIT for the lease's replicas failed");
+        emq_reply_free(reply);
+        return st;
+    }
+    long long got = emq_reply_integer(reply);
+    emq_reply_free(reply);
+    if (got >= want)
+        return EMQ_OK;
+    return emq__error_set(err, EMQ_ETIMEDOUT, 1,
+                          "the lease was taken but reached %lld of %lld "
+                          "replicas within %s ms (lease.wait_replicas, "
+                          "lease.wait_timeout_ms); nothing is handed out "
+                          "until it does",
+                          got, want, timeout);
+}
+
 emq_status emq__lease_acquire(emq_consumer_t *c, emq_error *err) {
     char ttl[24];
     snprintf(ttl, sizeof ttl, "%lld",
@@ -264,6 +300,8 @@ emq_status emq__lease_acquire(emq_consumer_t *c, emq_error *err) {
              * recover.c on counting deliveries). */
             /* A key the upkeep had to take again (it was gone) breaks the
              * chain: someone may have used the name meanwhile. */
+            if ((st = lease_replicated(c, err)) != EMQ_OK)
+                return st;
             c->lease_continued = got_it == 2 &&
                                  !atomic_exchange(&c->lease_retaken, 0);
             extend_deadline(c, sent);
@@ -300,6 +338,8 @@ emq_status emq__lease_acquire(emq_consumer_t *c, emq_error *err) {
             emq_reply_free(reply);
             if (got == 1) {
                 c->lease_continued = 0;
+                if ((st = lease_replicated(c, err)) != EMQ_OK)
+                    return st;
                 extend_deadline(c, sent);
                 c->lease_lapsed = 0;
                 c->lease_held = 1;

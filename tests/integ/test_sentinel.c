@@ -289,3 +289,62 @@ TEST_TIMEOUT(sentinel_two_distinct_errors, 60) {
     emq_srv_stop(sentinel);
     emq_srv_stop(primary);
 }
+
+/* Log lines that name lease.wait_replicas. */
+static atomic_int lease_short;
+
+static void on_log(void *opaque, emq_log_level level, const char *message) {
+    (void)opaque;
+    (void)level;
+    if (strstr(message, "lease.wait_replicas"))
+        atomic_fetch_add(&lease_short, 1);
+}
+
+/* lease.wait_replicas 1: a consumer whose lease no replica has yet hands
+ * out nothing (its session says why and starts again with backoff); once
+ * a replica follows, the lease reaches it and the entries are handled. A
+ * failover therefore never finds a live name's lease missing. */
+TEST_TIMEOUT(lease_wait_replicas_holds_work_until_a_replica_has_it, 60) {
+    emq_srv *primary = emq_srv_start(NULL), *replica = emq_srv_start(NULL);
+    char out[256];
+    emq_srv_cmd(primary, out, sizeof out, "CONFIG", "SET",
+                "repl-diskless-sync-delay", "0", NULL);
+    for (int i = 0; i < 3; i++)
+        emq_srv_cmd(primary, out, sizeof out, "XADD", "emq:{lw}", "*", "v", "x",
+                    NULL);
+    emq_conf_t *conf = conf_for(emq_srv_url(primary));
+    conf_set(conf, "queue", "lw");
+    conf_set(conf, "group", "g");
+    conf_set(conf, "consumer", "w");
+    conf_set(conf, "start", "head");
+    conf_set(conf, "block_ms", "100");
+    conf_set(conf, "lease.wait_replicas", "1");
+    conf_set(conf, "lease.wait_timeout_ms", "100");
+    conf_set(conf, "log.level", "debug"); /* a failure again: debug */
+    conf_set(conf, P_RECONNECT_BASE, "20");
+    conf_set(conf, P_RECONNECT_MAX, "200");
+    emq_conf_set_log(conf, on_log, NULL);
+    static seen s = {.mu = PTHREAD_MUTEX_INITIALIZER};
+    emq_consumer_t *c = NULL;
+    emq_error err;
+    ASSERT_OK(emq_consumer_new(conf, remember, &s, &c, &err), &err);
+    runner run = {.c = c};
+    ASSERT(pthread_create(&run.thread, NULL, run_main, &run) == 0);
+    WAIT_UNTIL(atomic_load(&lease_short) >= 2, 10000,
+               "two sessions to find the lease on no replica");
+    pthread_mutex_lock(&s.mu);
+    int handled = s.n;
+    pthread_mutex_unlock(&s.mu);
+    ASSERT_EQ_INT(handled, 0); /* the lease comes first, always */
+    replica_follow(replica, primary);
+    WAIT_UNTIL((pthread_mutex_lock(&s.mu), handled = s.n,
+                pthread_mutex_unlock(&s.mu), handled == 3),
+               15000, "the entries handled once a replica has the lease");
+    emq_consumer_stop(c);
+    pthread_join(run.thread, NULL);
+    ASSERT_OK(run.st, &run.err);
+    emq_consumer_destroy(c);
+    emq_conf_destroy(conf);
+    emq_srv_stop(replica);
+    emq_srv_stop(primary);
+}

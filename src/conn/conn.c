@@ -66,6 +66,12 @@ struct emq_conn {
     int64_t cancel_grace_ms;
     int64_t overdue_at; /* when the awaited reply is overdue; -1 */
     emq_server server;  /* learned at the last handshake (server.c) */
+    /* Behind Sentinel: a connection to the Sentinel that named the
+     * primary, subscribed to +switch-master; anything it sends (or its
+     * end) makes the connection go away (emq__conn_went_away), so the
+     * next command resolves again. NULL: none (it could not be set up;
+     * the failures a demoted primary causes still lead there). */
+    emq_conn_t *watch;
 };
 
 /* ---- blocking commands -------------------------------------------------- */
@@ -176,6 +182,8 @@ static emq_status sticky(const emq_conn_t *c, emq_error *err) {
 
 /* Closes the transport and reader and drops unsent output. */
 static void drop_transport(emq_conn_t *c) {
+    emq_conn_destroy(c->watch);
+    c->watch = NULL;
     if (c->t)
         c->t->ops->close(c->t);
     c->t = NULL;
@@ -624,9 +632,11 @@ static const char *master_name(const emq_conn_t *c) {
  * in host/port (and the Sentinels it knows added to c->url), 0 when it
  * does not know the master, -1 when it could not be asked (why says
  * why). */
-static int sentinel_ask(emq_conn_t *c, const emq__hostport *at,
-                        int64_t deadline, char *host, size_t size, int *port,
-                        emq_error *why) {
+/* Connects to the Sentinel at (its own credentials, the data nodes' TLS
+ * settings), within SENTINEL_ASK_MS and deadline. */
+static emq_status sentinel_open(const emq_conn_t *c, const emq__hostport *at,
+                                int64_t deadline, emq_conn_t **out,
+                                emq_error *why) {
     char addr[300], url[320];
     endpoint_name(at->host, at->port, addr, sizeof addr);
     snprintf(url, sizeof url, "%s://%s",
@@ -652,8 +662,16 @@ static int sentinel_ask(emq_conn_t *c, const emq__hostport *at,
     o.tls_sni = c->tls.sni;
     o.tls_verify = c->tls.verify ? EMQ_TLS_VERIFY_PEER : EMQ_TLS_VERIFY_NONE;
     o.sentinel_master = NULL;
+    return emq__conn_open(&o, out, why);
+}
+
+static int sentinel_ask(emq_conn_t *c, const emq__hostport *at,
+                        int64_t deadline, char *host, size_t size, int *port,
+                        emq_error *why) {
+    char addr[300];
+    endpoint_name(at->host, at->port, addr, sizeof addr);
     emq_conn_t *s;
-    if (emq__conn_open(&o, &s, why) != EMQ_OK)
+    if (sentinel_open(c, at, deadline, &s, why) != EMQ_OK)
         return -1;
     const char *name = master_name(c);
     const char *ask[] = {"SENTINEL", "get-master-addr-by-name", name};
@@ -754,6 +772,25 @@ static emq_status check_primary(emq_conn_t *c, int64_t deadline,
     return EMQ_OK;
 }
 
+/* Subscribes c->watch, a connection to the Sentinel that answered last
+ * (the front of the list), to +switch-master. Best effort: without it a
+ * switch is still found through the old primary's replies or its end. */
+static void watch_switch(emq_conn_t *c, int64_t deadline) {
+    emq_error ignored;
+    emq_conn_t *w;
+    if (sentinel_open(c, &c->url.sentinels[0], deadline, &w, &ignored) !=
+        EMQ_OK)
+        return;
+    const char *sub[] = {"SUBSCRIBE", "+switch-master"};
+    emq_reply *r = NULL;
+    if (emq_conn_command(w, 2, sub, NULL, &r, &ignored) == EMQ_OK &&
+        emq_reply_kind(r) == EMQ_REPLY_ARRAY)
+        c->watch = w;
+    else
+        emq_conn_destroy(w);
+    emq_reply_free(r);
+}
+
 /* Connects the transport, creates the reader and runs the handshake.
  * Returns EMQ_OK with c->t set, or a failure with err filled and c left
  * without a transport. */
@@ -806,6 +843,8 @@ static emq_status connect_once(emq_conn_t *c, emq_error *err) {
     c->head = 0;
     if (st == EMQ_OK && c->url.nsentinels > 0)
         st = check_primary(c, deadline, err);
+    if (st == EMQ_OK && c->url.nsentinels > 0)
+        watch_switch(c, deadline);
     if (st != EMQ_OK) {
         drop_transport(c);
         return st;
@@ -1035,8 +1074,13 @@ int emq__conn_went_away(const emq_conn_t *conn) {
         return 0; /* replies are due: readable is expected */
     if (conn->reader != NULL && emq__resp_buffered(conn->reader) > 0)
         return 1; /* bytes nobody asked for */
-    struct pollfd pfd = {.fd = conn->t->fd, .events = POLLIN};
-    return poll(&pfd, 1, 0) > 0; /* EOF, a reset, or unasked bytes */
+    struct pollfd pfd[2] = {{.fd = conn->t->fd, .events = POLLIN},
+                            {.fd = -1, .events = POLLIN}};
+    /* Behind Sentinel: a +switch-master message (for any master: a
+     * needless reconnect is cheap) or the watch's end. */
+    if (conn->watch != NULL && conn->watch->t != NULL)
+        pfd[1].fd = conn->watch->t->fd;
+    return poll(pfd, 2, 0) > 0; /* EOF, a reset, or unasked bytes */
 }
 
 int emq__conn_reply_too_large(const emq_conn_t *conn) {

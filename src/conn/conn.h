@@ -250,7 +250,9 @@ void emq__conn_set_cancel(emq_conn_t *c, const atomic_int *flag,
  * which on an idle connection means the peer closed it (a server restart,
  * a timeout of idle clients) or sent what nobody asked for. Asked before
  * a command goes out on a connection that may have sat idle, so that it
- * is replaced before, not after, the command is lost with it. Never
+ * is replaced before, not after, the command is lost with it. Behind
+ * Sentinel also 1 once the Sentinel the connection watches sent anything
+ * (+switch-master) or closed: the next connect resolves again. Never
  * blocks, reads nothing. The thread that uses conn. */
 int emq__conn_went_away(const emq_conn_t *conn);
 

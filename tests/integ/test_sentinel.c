@@ -348,3 +348,65 @@ TEST_TIMEOUT(lease_wait_replicas_holds_work_until_a_replica_has_it, 60) {
     emq_srv_stop(replica);
     emq_srv_stop(primary);
 }
+
+/* 1 when a Sentinel's flags for the master are "master" alone: no
+ * failover under way (its address may name the promoted replica before
+ * the switch is announced, +switch-master). */
+static int settled(const emq_srv *sentinel) {
+    static char out[16384];
+    if (emq_srv_cmd(sentinel, out, sizeof out, "SENTINEL", "master", MASTER,
+                    NULL) != '*')
+        return 0;
+    const char *at = strstr(out, "flags\n");
+    return at != NULL && strncmp(at + 6, "master\n", 7) == 0;
+}
+
+/* Waits until every Sentinel names a primary other than the one on port
+ * and has announced the switch (a failover they started themselves).
+ * Returns it. */
+static emq_srv *new_primary_after(const ha *h, int port) {
+    WAIT_UNTIL(
+        primary_port(h->sentinel[0]) != port &&
+            primary_port(h->sentinel[0]) != 0 &&
+            primary_port(h->sentinel[1]) == primary_port(h->sentinel[0]) &&
+            primary_port(h->sentinel[2]) == primary_port(h->sentinel[0]) &&
+            settled(h->sentinel[0]) && settled(h->sentinel[1]) &&
+            settled(h->sentinel[2]),
+        40000, "the Sentinels to fail the stopped primary over");
+    emq_srv *now = node_at(h, primary_port(h->sentinel[0]));
+    char out[256];
+    WAIT_UNTIL((emq_srv_cmd(now, out, sizeof out, "ROLE", NULL) == '*' &&
+                strncmp(out, "master", 6) == 0),
+               10000, "the new primary to say ROLE master");
+    return now;
+}
+
+/* A primary that stops answering (SIGSTOP: no reply, no reset) is failed
+ * over by the Sentinels. The producer's connection to it is silent, but
+ * the Sentinel it watches announces +switch-master: its first call after
+ * the switch goes to the new primary at once, instead of waiting out
+ * producer.timeout_ms on the stopped one. */
+TEST_TIMEOUT(sentinel_switch_announced_leaves_a_stopped_primary, 150) {
+    ha h;
+    ha_start(&h);
+    emq_conf_t *conf = ha_conf(&h);
+    conf_set(conf, "producer.timeout_ms", "20000");
+    emq_producer_t *p = NULL;
+    emq_error err;
+    ASSERT_OK(emq_producer_new(conf, &p, &err), &err);
+    emq_field f = {"v", 1, "x", 1};
+    emq_id id;
+    ASSERT_OK(emq_produce(p, &f, 1, &id, &err), &err);
+    int old_port = emq_srv_port(h.node[0]);
+    ASSERT_EQ_INT(kill(emq_srv_pid(h.node[0]), SIGSTOP), 0);
+    emq_srv *now = new_primary_after(&h, old_port);
+    int64_t began = now_ms();
+    ASSERT_OK(emq_produce(p, &f, 1, &id, &err), &err);
+    printf("    first call after the switch: %lld ms\n",
+           (long long)(now_ms() - began));
+    WAIT_UNTIL(stream_len(now) >= 1, 5000, "the entry on the new primary");
+    ASSERT_EQ_INT(kill(emq_srv_pid(h.node[0]), SIGCONT), 0);
+    emq_producer_destroy(p);
+    emq_conf_destroy(conf);
+    ha_stop(&h);
+}

@@ -390,6 +390,12 @@ static emq_status turn(emq_consumer_t *c, emq_error *err) {
     if (st == EMQ_OK && emq__inflight_next_due(&c->table, emq__now_ms()) == 0)
         st = emq__recover_due(c, err);
     size_t room = emq__ready_room(c);
+    /* Closed while idle, or a new primary announced by Sentinel: the
+     * session starts again (resolving the primary) before the read. */
+    if (st == EMQ_OK && emq__route_went_away(c->rx.route))
+        st = emq__error_set(err, EMQ_EIO, 1,
+                            "the read connection went away (closed by the "
+                            "server, or a new primary announced)");
     if (st == EMQ_OK && !emq__consumer_stopping(c) && emq__lease_valid(c) &&
         room > 0)
         st = read_new(c, room, err);

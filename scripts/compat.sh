@@ -38,6 +38,7 @@ readonly FEATURES=(
     "consumer prune|admin_prune_ cli_consumers_prune"
     "cluster (map, redirections, migration)|cluster_"
     "failover|failover"
+    "Sentinel (resolution, failovers, +switch-master, lease WAIT)|sentinel_ lease_wait_replicas"
     "TLS|tls"
     "shared producer: time bounds, async, restarts|producer_shared_ producer_server_down producer_restart producer_stalled producer_async_ producer_sync_and_async"
     "durable produce (WAIT; WAITAOF or its refusal)|producer_wait_"

@@ -50,7 +50,11 @@ TEST(cli_x_list_prints_every_property) {
     cli_result r;
     CLI(&r, NULL, "-X", "list");
     ASSERT_EXIT(&r, 0);
-    ASSERT_EQ_INT(cli_lines(r.out), 64);
+    size_t n = 0; /* one line per property of the library's table */
+    while (emq_conf_property(n, NULL, NULL, NULL) == EMQ_OK)
+        n++;
+    ASSERT(n >= 64);
+    ASSERT_EQ_INT(cli_lines(r.out), (int)n);
     ASSERT_CONTAINS(r.out, "producer.timeout_ms");
     ASSERT_CONTAINS(r.out, "lease.ttl_ms");
     ASSERT_CONTAINS(r.out, "connect_timeout_ms");

@@ -491,10 +491,6 @@ static void pass_turn(emq__sender *s) {
  * context switch during which the connection would stand idle. */
 #define LEAD_EXTRA 4
 
-/* Takes the turn and sends rounds of queued records (mu held on entry and
- * exit), until the queue is empty, a batch is at its head, mine (when not
- * NULL) is complete, or (mine NULL: the thread) no whole window waits any
- * more, at most 8 rounds; then hands the turn on. */
 /* Takes up to window queued records into r (mu held). */
 static void round_take(emq__sender *s, round *r, size_t window) {
     r->m = 0;
@@ -546,6 +542,10 @@ static void round_finish(emq_producer_t *p, round *r) {
         s->holds = 0;
 }
 
+/* Takes the turn and sends rounds of queued records (mu held on entry and
+ * exit), until the queue is empty, a batch is at its head, mine (when not
+ * NULL) is complete, or (mine NULL: the thread) no whole window waits any
+ * more, at most 8 rounds; then hands the turn on. */
 static void lead(emq_producer_t *p, emq__record *mine) {
     emq__sender *s = &p->tx;
     size_t window = (size_t)emq__cfg_producer_window(p->conf);

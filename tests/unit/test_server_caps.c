@@ -2,21 +2,12 @@
 /* test_server_caps.c: the server's name and version from what it says at
  * connect (HELLO, INFO server), and the capability table (conn/server.c). */
 #include "harness/test.h"
+#include "unit/reply_helpers.h"
 #include "conn/conn.h"
 
 #include <string.h>
 
 /* Parses one RESP reply from bytes (caller frees). */
-static emq_reply *parse(const char *bytes) {
-    emq__resp_reader *r = emq__resp_reader_new(NULL);
-    emq_error err;
-    emq_reply *reply = NULL;
-    ASSERT_OK(emq__resp_feed(r, bytes, strlen(bytes), &err), &err);
-    ASSERT_OK(emq__resp_next(r, &reply, &err), &err);
-    emq__resp_reader_free(r);
-    return reply;
-}
-
 TEST(server_caps_table_by_name_and_version) {
     const uint32_t all = EMQ_CAP_XAUTOCLAIM_DELETED | EMQ_CAP_STREAM_COUNTERS |
                          EMQ_CAP_CLUSTER_SHARDS | EMQ_CAP_CONSUMER_INACTIVE |
@@ -46,9 +37,9 @@ TEST(server_caps_table_by_name_and_version) {
 TEST(server_from_hello_map_and_flat_array) {
     /* RESP3 map, as Valkey 8.0.1 answers HELLO 3. */
     emq_reply *r =
-        parse("%4\r\n$6\r\nserver\r\n$6\r\nvalkey\r\n"
-              "$7\r\nversion\r\n$5\r\n8.0.1\r\n"
-              "$5\r\nproto\r\n:3\r\n$4\r\nmode\r\n$10\r\nstandalone\r\n");
+        parse_reply("%4\r\n$6\r\nserver\r\n$6\r\nvalkey\r\n"
+                    "$7\r\nversion\r\n$5\r\n8.0.1\r\n"
+                    "$5\r\nproto\r\n:3\r\n$4\r\nmode\r\n$10\r\nstandalone\r\n");
     emq_server s;
     ASSERT_EQ_INT(emq__server_from_hello(r, &s), 1);
     ASSERT_EQ_STR(s.name, "valkey");
@@ -57,23 +48,23 @@ TEST(server_from_hello_map_and_flat_array) {
     ASSERT(s.capabilities & EMQ_CAP_XAUTOCLAIM_DELETED);
     emq_reply_free(r);
     /* RESP2 flat array (HELLO 2), Redis 6.2. */
-    r = parse("*4\r\n$6\r\nserver\r\n$5\r\nredis\r\n"
-              "$7\r\nversion\r\n$6\r\n6.2.16\r\n");
+    r = parse_reply("*4\r\n$6\r\nserver\r\n$5\r\nredis\r\n"
+                    "$7\r\nversion\r\n$6\r\n6.2.16\r\n");
     ASSERT_EQ_INT(emq__server_from_hello(r, &s), 1);
     ASSERT_EQ_STR(s.name, "redis");
     ASSERT_EQ_INT(s.capabilities, 0);
     emq_reply_free(r);
     /* No version, or a version that is not N.N: unknown, zeroed. */
-    r = parse("*2\r\n$6\r\nserver\r\n$5\r\nredis\r\n");
+    r = parse_reply("*2\r\n$6\r\nserver\r\n$5\r\nredis\r\n");
     ASSERT_EQ_INT(emq__server_from_hello(r, &s), 0);
     ASSERT_EQ_STR(s.name, "");
     emq_reply_free(r);
-    r = parse("*4\r\n$6\r\nserver\r\n$5\r\nredis\r\n"
-              "$7\r\nversion\r\n$7\r\nunknown\r\n");
+    r = parse_reply("*4\r\n$6\r\nserver\r\n$5\r\nredis\r\n"
+                    "$7\r\nversion\r\n$7\r\nunknown\r\n");
     ASSERT_EQ_INT(emq__server_from_hello(r, &s), 0);
     ASSERT_EQ_INT(s.capabilities, 0);
     emq_reply_free(r);
-    r = parse("+OK\r\n"); /* a fake peer's answer */
+    r = parse_reply("+OK\r\n"); /* a fake peer's answer */
     ASSERT_EQ_INT(emq__server_from_hello(r, &s), 0);
     emq_reply_free(r);
 }

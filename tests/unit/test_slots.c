@@ -9,16 +9,7 @@
  */
 #include "cluster/cluster.h"
 #include "harness/test.h"
-
-static emq_reply *parse(const char *bytes) {
-    emq__resp_reader *rd = emq__resp_reader_new(NULL);
-    ASSERT(rd != NULL);
-    emq_reply *r = NULL;
-    ASSERT_OK(emq__resp_feed(rd, bytes, strlen(bytes), NULL), NULL);
-    ASSERT_OK(emq__resp_next(rd, &r, NULL), NULL);
-    emq__resp_reader_free(rd);
-    return r;
-}
+#include "unit/reply_helpers.h"
 
 /* Two shards; the second has a failed master and an online one. */
 static const char shards2[] =
@@ -40,7 +31,7 @@ static const char shards2[] =
     "$6\r\nhealth\r\n$6\r\nonline\r\n";
 
 TEST(slots_map_from_cluster_shards) {
-    emq_reply *r = parse(shards2);
+    emq_reply *r = parse_reply(shards2);
     emq__slot_map map;
     emq__slot_map_init(&map);
     emq_error err;
@@ -60,17 +51,19 @@ TEST(slots_map_from_cluster_shards) {
     emq_reply_free(r);
 
     /* RESP3 maps */
-    r = parse("*1\r\n%2\r\n+slots\r\n*2\r\n:5\r\n:6\r\n+nodes\r\n*1\r\n"
-              "%3\r\n+port\r\n:7005\r\n+ip\r\n+::1\r\n+role\r\n+master\r\n");
+    r = parse_reply(
+        "*1\r\n%2\r\n+slots\r\n*2\r\n:5\r\n:6\r\n+nodes\r\n*1\r\n"
+        "%3\r\n+port\r\n:7005\r\n+ip\r\n+::1\r\n+role\r\n+master\r\n");
     ASSERT_OK(emq__slot_map_from_shards(&map, r, "h", 0, &err), &err);
     ASSERT_EQ_STR(map.nodes[map.owner[6]].host, "::1");
     emq__slot_map_free(&map);
     emq_reply_free(r);
 
     /* malformed: a slot out of range */
-    r = parse("*1\r\n*4\r\n$5\r\nslots\r\n*2\r\n:0\r\n:16384\r\n"
-              "$5\r\nnodes\r\n*1\r\n*4\r\n$4\r\nport\r\n:1\r\n$4\r\nrole\r\n"
-              "$6\r\nmaster\r\n");
+    r = parse_reply(
+        "*1\r\n*4\r\n$5\r\nslots\r\n*2\r\n:0\r\n:16384\r\n"
+        "$5\r\nnodes\r\n*1\r\n*4\r\n$4\r\nport\r\n:1\r\n$4\r\nrole\r\n"
+        "$6\r\nmaster\r\n");
     ASSERT_STATUS(emq__slot_map_from_shards(&map, r, "h", 0, &err), EMQ_EPROTO,
                   &err);
     ASSERT_CONTAINS(err.message, "CLUSTER SHARDS");
@@ -97,7 +90,7 @@ static const char shards_after_failover[] =
     "$4\r\nrole\r\n$6\r\nmaster\r\n$6\r\nhealth\r\n$6\r\nonline\r\n";
 
 TEST(slots_shards_after_failover_are_doubtful) {
-    emq_reply *r = parse(shards_after_failover);
+    emq_reply *r = parse_reply(shards_after_failover);
     emq__slot_map map;
     emq__slot_map_init(&map);
     emq_error err;
@@ -109,26 +102,27 @@ TEST(slots_shards_after_failover_are_doubtful) {
     emq_reply_free(r);
     /* A shard with one master and its replica is fine; so is the RESP3
      * shape; a shard listing no master at all is doubtful. */
-    r = parse("*1\r\n%2\r\n+slots\r\n*2\r\n:5\r\n:6\r\n+nodes\r\n*2\r\n"
-              "%2\r\n+port\r\n:7005\r\n+role\r\n+master\r\n"
-              "%2\r\n+port\r\n:7006\r\n+role\r\n+replica\r\n");
+    r = parse_reply("*1\r\n%2\r\n+slots\r\n*2\r\n:5\r\n:6\r\n+nodes\r\n*2\r\n"
+                    "%2\r\n+port\r\n:7005\r\n+role\r\n+master\r\n"
+                    "%2\r\n+port\r\n:7006\r\n+role\r\n+replica\r\n");
     ASSERT_EQ_INT(emq__slot_map_shards_doubtful(r), 0);
     emq_reply_free(r);
-    r = parse("*1\r\n%2\r\n+slots\r\n*2\r\n:5\r\n:6\r\n+nodes\r\n*1\r\n"
-              "%2\r\n+port\r\n:7006\r\n+role\r\n+replica\r\n");
+    r = parse_reply("*1\r\n%2\r\n+slots\r\n*2\r\n:5\r\n:6\r\n+nodes\r\n*1\r\n"
+                    "%2\r\n+port\r\n:7006\r\n+role\r\n+replica\r\n");
     ASSERT_EQ_INT(emq__slot_map_shards_doubtful(r), 1);
     emq_reply_free(r);
-    r = parse(":1\r\n");
+    r = parse_reply(":1\r\n");
     ASSERT_EQ_INT(emq__slot_map_shards_doubtful(r), 0);
     emq_reply_free(r);
 }
 
 TEST(slots_map_from_cluster_slots) {
-    emq_reply *r = parse("*2\r\n"
-                         "*4\r\n:0\r\n:8000\r\n*3\r\n$9\r\n127.0.0.1\r\n"
-                         ":7000\r\n$1\r\na\r\n*3\r\n$9\r\n127.0.0.1\r\n"
-                         ":7003\r\n$1\r\nb\r\n"
-                         "*3\r\n:8001\r\n:16383\r\n*2\r\n$0\r\n\r\n:7001\r\n");
+    emq_reply *r =
+        parse_reply("*2\r\n"
+                    "*4\r\n:0\r\n:8000\r\n*3\r\n$9\r\n127.0.0.1\r\n"
+                    ":7000\r\n$1\r\na\r\n*3\r\n$9\r\n127.0.0.1\r\n"
+                    ":7003\r\n$1\r\nb\r\n"
+                    "*3\r\n:8001\r\n:16383\r\n*2\r\n$0\r\n\r\n:7001\r\n");
     emq__slot_map map;
     emq__slot_map_init(&map);
     emq_error err;
@@ -143,29 +137,30 @@ TEST(slots_map_from_cluster_slots) {
 
 TEST(slots_redirect_parse) {
     emq__redirect rd;
-    emq_reply *r = parse("-MOVED 9631 127.0.0.1:7412\r\n");
+    emq_reply *r = parse_reply("-MOVED 9631 127.0.0.1:7412\r\n");
     ASSERT_EQ_INT(emq__redirect_parse(r, &rd), EMQ_REDIRECT_MOVED);
     ASSERT_EQ_INT(rd.slot, 9631);
     ASSERT_EQ_STR(rd.target.host, "127.0.0.1");
     ASSERT_EQ_INT(rd.target.port, 7412);
     emq_reply_free(r);
-    r = parse("-ASK 1 [::1]:7000\r\n");
+    r = parse_reply("-ASK 1 [::1]:7000\r\n");
     ASSERT_EQ_INT(emq__redirect_parse(r, &rd), EMQ_REDIRECT_ASK);
     ASSERT_EQ_STR(rd.target.host, "::1");
     emq_reply_free(r);
-    r = parse("-ASK 2 fe80::1:7000\r\n");
+    r = parse_reply("-ASK 2 fe80::1:7000\r\n");
     ASSERT_EQ_INT(emq__redirect_parse(r, &rd), EMQ_REDIRECT_ASK);
     ASSERT_EQ_STR(rd.target.host, "fe80::1");
     emq_reply_free(r);
-    r = parse("-MOVED 3 :7001\r\n");
+    r = parse_reply("-MOVED 3 :7001\r\n");
     ASSERT_EQ_INT(emq__redirect_parse(r, &rd), EMQ_REDIRECT_MOVED);
     ASSERT_EQ_STR(rd.target.host, "");
     ASSERT_EQ_INT(rd.target.port, 7001);
     emq_reply_free(r);
-    r = parse("-TRYAGAIN Multiple keys request during rehashing of slot\r\n");
+    r = parse_reply(
+        "-TRYAGAIN Multiple keys request during rehashing of slot\r\n");
     ASSERT_EQ_INT(emq__redirect_parse(r, &rd), EMQ_REDIRECT_TRYAGAIN);
     emq_reply_free(r);
-    r = parse("-CLUSTERDOWN Hash slot not served\r\n");
+    r = parse_reply("-CLUSTERDOWN Hash slot not served\r\n");
     ASSERT_EQ_INT(emq__redirect_parse(r, &rd), EMQ_REDIRECT_CLUSTERDOWN);
     emq_reply_free(r);
     static const char *const misses[] = {
@@ -173,7 +168,7 @@ TEST(slots_redirect_parse) {
         "-MOVEDX 1 h:1\r\n",    "-ASK\r\n",         "+MOVED 1 h:1\r\n",
         "-ERR MOVED 1 h:1\r\n", "-MOVED x h:1\r\n"};
     for (size_t i = 0; i < sizeof misses / sizeof misses[0]; i++) {
-        r = parse(misses[i]);
+        r = parse_reply(misses[i]);
         if (emq__redirect_parse(r, &rd) != EMQ_REDIRECT_NONE)
             FAIL("%s parsed as a redirect", misses[i]);
         emq_reply_free(r);

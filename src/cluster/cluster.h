@@ -231,6 +231,9 @@ emq_status emq__route_reconnect(emq__route *route, emq_error *err);
 int emq__route_went_away(const emq__route *route);
 /* 1 once a transport failure broke the route (sticky until reconnect). */
 int emq__route_is_broken(const emq__route *route);
+/* emq__conn_reply_began_ms of the connection the last reply returned
+ * came from. Threads: the route's. */
+int64_t emq__route_reply_began_ms(const emq__route *route);
 /* 1 while the route is broken because a reply grew past
  * resp.max_reply_bytes (emq__conn_reply_too_large of the connection it
  * was read from; the status was EMQ_EPROTO), 0 otherwise and after a

@@ -59,6 +59,7 @@ typedef struct cmd {
                            cluster.retry_ms from the first */
     int64_t retry_start; /* when the first pause began; 0: none */
     emq_reply *reply;    /* read ahead, not yet returned */
+    int64_t began_ms;    /* when reply began to arrive */
     emq_error bound;     /* EMQ_OK, or the route's own limit that ended
                             following this command (reply then NULL) */
     int argc;
@@ -99,6 +100,7 @@ struct emq__route {
     char name[EMQ_CLUSTER_HOST_MAX + 16]; /* current node, for messages */
     const atomic_int *cancel; /* emq__route_set_cancel, for every read */
     int64_t cancel_grace_ms;
+    int64_t reply_began_ms; /* of the last reply returned */
 };
 
 /* Every connection the route reads from honours its cancel flag. */
@@ -328,6 +330,7 @@ static emq_status read_one(emq__route *r, int idx, emq_error *err) {
     st = emq_conn_get_reply(armed(r, l->conn), &c->reply, err);
     if (st != EMQ_OK)
         return st;
+    c->began_ms = emq__conn_reply_began_ms(l->conn);
     l->head = c->next;
     if (l->head == NULL)
         l->tail = NULL;
@@ -896,6 +899,7 @@ emq_status emq__route_get_reply(emq__route *route, emq_reply **reply,
         *err = c->bound;
     else if (st == EMQ_OK)
         emq__error_clear(err);
+    route->reply_began_ms = c->began_ms;
     *reply = c->reply;
     emq__free(c);
     return st;
@@ -1017,6 +1021,14 @@ emq_status emq__route_reconnect(emq__route *route, emq_error *err) {
     if (e.code == EMQ_OK)
         e.code = st;
     return break_route(route, &e, err);
+}
+
+int64_t emq__route_reply_began_ms(const emq__route *route) {
+    if (route == NULL)
+        return 0;
+    if (route->single)
+        return emq__conn_reply_began_ms(route->single);
+    return route->reply_began_ms;
 }
 
 int emq__route_reply_too_large(const emq__route *route) {

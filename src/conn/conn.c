@@ -64,8 +64,10 @@ struct emq_conn {
     uint64_t rng;             /* backoff jitter state */
     const atomic_int *cancel; /* emq__conn_set_cancel; NULL: none */
     int64_t cancel_grace_ms;
-    int64_t overdue_at; /* when the awaited reply is overdue; -1 */
-    emq_server server;  /* learned at the last handshake (server.c) */
+    int64_t overdue_at;     /* when the awaited reply is overdue; -1 */
+    int64_t fill_ms;        /* when the unparsed bytes began to arrive */
+    int64_t reply_began_ms; /* when the last reply read began to arrive */
+    emq_server server;      /* learned at the last handshake (server.c) */
     /* Behind Sentinel: a connection to the Sentinel that named the
      * primary, subscribed to +switch-master; anything it sends (or its
      * end) makes the connection go away (emq__conn_went_away), so the
@@ -268,6 +270,7 @@ static emq_status read_reply(emq_conn_t *c, int64_t deadline, int64_t base_ms,
                 continue;
             }
             *out = r;
+            c->reply_began_ms = c->fill_ms;
             return EMQ_OK;
         }
         if (st == EMQ_EPROTO) {
@@ -286,6 +289,8 @@ static emq_status read_reply(emq_conn_t *c, int64_t deadline, int64_t base_ms,
                 return st;
             n = c->t->ops->read(c->t, space, avail, e);
             if (n > 0) {
+                if (emq__resp_buffered(c->reader) == 0)
+                    c->fill_ms = emq__now_ms();
                 emq__resp_commit(c->reader, (size_t)n);
                 /* The deadline holds while bytes keep coming too (an
                  * endless reply never leaves the socket idle). */
@@ -1081,6 +1086,10 @@ int emq__conn_went_away(const emq_conn_t *conn) {
     if (conn->watch != NULL && conn->watch->t != NULL)
         pfd[1].fd = conn->watch->t->fd;
     return poll(pfd, 2, 0) > 0; /* EOF, a reset, or unasked bytes */
+}
+
+int64_t emq__conn_reply_began_ms(const emq_conn_t *conn) {
+    return conn != NULL ? conn->reply_began_ms : 0;
 }
 
 int emq__conn_reply_too_large(const emq_conn_t *conn) {

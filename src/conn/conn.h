@@ -256,6 +256,14 @@ void emq__conn_set_cancel(emq_conn_t *c, const atomic_int *flag,
  * blocks, reads nothing. The thread that uses conn. */
 int emq__conn_went_away(const emq_conn_t *conn);
 
+/* When the first bytes of the last reply read arrived (emq__now_ms), or
+ * earlier when they shared a read with the reply before: a bound, close
+ * to its send, on when the server ran the command. A reply of megabytes
+ * takes long to arrive whole, and what the server did at its start (an
+ * entry's idle time began) is then that much older. 0 before any reply.
+ * The thread that reads conn. */
+int64_t emq__conn_reply_began_ms(const emq_conn_t *conn);
+
 /* 1 while conn is broken because a reply grew past resp.max_reply_bytes
  * (its status EMQ_EPROTO; emq__resp_over_max_reply), 0 while healthy,
  * after a reconnect, and for every other failure: how a caller tells a

@@ -365,6 +365,7 @@ static emq_status read_new(emq_consumer_t *c, size_t room, emq_error *err) {
         emq__session_healthy(&c->rx);
         for (size_t i = 0; i < b.n; i++)
             b.items[i].deliveries = 1; /* '>' delivers for the first time */
+        b.taken_ms = emq__session_reply_began_ms(&c->rx);
         st = emq__batch_dispatch(c, &b, err);
     }
     emq__batch_free(&b);

@@ -324,7 +324,8 @@ emq_status emq__batch_dispatch(emq_consumer_t *c, batch *b, emq_error *err) {
      * lock for the batch), so the upkeep thread refreshes entries that
      * wait behind a slow one. Entries held before (a retry waiting, an
      * ack not sent yet) come back marked held and are not handed out. */
-    if (emq__inflight_add_batch(&c->table, b->items, b->n, emq__now_ms()) != 0)
+    int64_t taken = b->taken_ms > 0 ? b->taken_ms : emq__now_ms();
+    if (emq__inflight_add_batch(&c->table, b->items, b->n, taken) != 0)
         return emq__oom(err);
     emq_status st = EMQ_OK;
     /* Pull mode: what may be handed out goes to the ready queue, in one

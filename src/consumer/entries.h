@@ -10,6 +10,10 @@ typedef struct batch {
     emq_reply *reply;
     batch_item *items;
     size_t n, cap;
+    /* When the server handed the entries over, by our clock: the start
+     * of the reply (emq__session_reply_began_ms), so that the time a
+     * reply of megabytes took to arrive counts in their age. 0: now. */
+    int64_t taken_ms;
 } batch;
 
 void emq__batch_init(batch *b);

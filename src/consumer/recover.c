@@ -310,6 +310,7 @@ static emq_status take_page(emq_consumer_t *c, const emq_id *ids, size_t n,
             for (size_t i = 0; i < n; i++)
                 if (marked[i] && strcmp(b.items[k].id.str, ids[i].str) == 0)
                     b.items[k].unseen = 1;
+        b.taken_ms = emq__session_reply_began_ms(&c->rx);
         st = emq__batch_dispatch(c, &b, err);
     }
     emq__batch_free(&b);

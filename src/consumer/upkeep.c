@@ -126,7 +126,7 @@ static emq_status apply(void *ctx, int tag, const emq_reply *reply,
             const emq_reply *owned = emq_reply_at(reply, 0);
             size_t lost = emq__inflight_refreshed(
                 &c->table, r->asked, r->nasked, owned, emq_reply_at(reply, 1),
-                emq__now_ms(), &gone);
+                r->sent_ms, &gone);
             atomic_fetch_add(&c->stats.refreshed, emq_reply_len(owned));
             atomic_fetch_add(&c->stats.ownership_lost, lost);
             atomic_fetch_add(&c->stats.deleted_pending, gone);

@@ -492,6 +492,10 @@ emq_status emq__session_pipeline(emq__session *s, unsigned flags, size_t n,
 
 void emq__session_healthy(emq__session *s) { s->failures = 0; }
 
+int64_t emq__session_reply_began_ms(const emq__session *s) {
+    return emq__route_reply_began_ms(s->route);
+}
+
 /* A failure like the last warned one within this long is the same
  * episode (a connection cut again and again): logged at debug. */
 #define EMQ_SESSION_EPISODE_QUIET_MS 10000

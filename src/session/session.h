@@ -205,6 +205,9 @@ emq_status emq__session_pipeline(emq__session *s, unsigned flags, size_t n,
 emq_status emq__session_reconnect(emq__session *s, emq_error *err);
 /* Records that the connection did useful work (resets the backoff). */
 void emq__session_healthy(emq__session *s);
+/* When the last reply read began to arrive (emq__conn_reply_began_ms):
+ * what the server did in that command is at least this old. */
+int64_t emq__session_reply_began_ms(const emq__session *s);
 /* Logs that s failed (why) and that it reconnects: a warning when an
  * episode starts (a reason unlike the last one, or the first failure
  * after a healthy stretch with no warning for EMQ_SESSION_EPISODE_QUIET_MS),

@@ -96,6 +96,20 @@ static long field_number(const emq_field *f) {
     return strtol(v, NULL, 10);
 }
 
+/* The library's log lines on stderr, each stamped with chaos_now_ms()
+ * (the ledger's clock), so that a broken promise can be laid beside what
+ * the consumer said at the time. */
+static void stamped_log(void *opaque, emq_log_level level,
+                        const char *message) {
+    (void)opaque;
+    const char *name = level <= EMQ_LOG_ERROR     ? "error"
+                       : level <= EMQ_LOG_WARNING ? "warning"
+                       : level <= EMQ_LOG_INFO    ? "info"
+                                                  : "debug";
+    fprintf(stderr, "%lld echomq: %s: %s\n", (long long)chaos_now_ms(), name,
+            message);
+}
+
 static emq_verdict handle(void *opaque, const emq_entry *e, char *reason,
                           size_t reason_size) {
     ledger *l = opaque;
@@ -279,6 +293,7 @@ int chaos_worker_main(int argc, char **argv) {
     if (!bad && atol(backoff_max) > 0)
         bad = set_optional(conf, "retry.backoff_max_ms", backoff_max,
                            allow_unknown);
+    emq_conf_set_log(conf, stamped_log, NULL);
     emq_error err;
     emq_consumer_t *c = NULL;
     if (!bad && emq_consumer_new(

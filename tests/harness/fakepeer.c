@@ -60,6 +60,8 @@ struct emq_peer {
     int stop;                /* ask the thread to end */
     int drop;                /* ask the thread to close every connection */
     int freeze;              /* PROXY: forwarding frozen */
+    int pace_ms;             /* PROXY: pause after each full read of a
+                                server's reply (emq_peer_pace) */
     unsigned long requested; /* control sequence asked for */
     unsigned long applied;   /* control sequence the thread has applied */
     int accepted;            /* connections accepted */
@@ -325,17 +327,21 @@ static void client_readable(emq_peer *p, peer_conn *c) {
         conn_close(c);
 }
 
-static void upstream_readable(peer_conn *c) {
+/* Forwards what the server sent to c's client; paced, a full buffer (a
+ * big reply, never a short one) is followed by a pause. */
+static void upstream_readable(peer_conn *c, int pace_ms) {
     char buf[16384];
     ssize_t n = recv(c->up, buf, sizeof buf, 0);
     if (n < 0 && (errno == EINTR || errno == EAGAIN))
         return;
     if (n <= 0 || send_bounded(c->fd, buf, (size_t)n) != 0)
         conn_close(c);
+    else if (pace_ms > 0 && (size_t)n == sizeof buf)
+        usleep((useconds_t)pace_ms * 1000);
 }
 
 /* Applies pending control requests; returns 1 when asked to stop. */
-static int apply_control(emq_peer *p, int *frozen) {
+static int apply_control(emq_peer *p, int *frozen, int *pace_ms) {
     char drain[64];
     while (read(p->wake[0], drain, sizeof drain) > 0)
         ;
@@ -343,6 +349,7 @@ static int apply_control(emq_peer *p, int *frozen) {
     int stop = p->stop, drop = p->drop;
     p->drop = 0;
     *frozen = p->freeze;
+    *pace_ms = p->pace_ms;
     pthread_mutex_unlock(&p->mu);
     if (drop || stop)
         for (int i = 0; i < MAX_CONNS; i++)
@@ -388,8 +395,8 @@ long long emq_peer_flooded(const emq_peer *p) {
 static void *peer_main(void *arg) {
     emq_peer *p = arg;
     for (;;) {
-        int frozen;
-        if (apply_control(p, &frozen))
+        int frozen, pace_ms;
+        if (apply_control(p, &frozen, &pace_ms))
             break;
         struct pollfd fds[2 + 2 * MAX_CONNS];
         peer_conn *owner[2 + 2 * MAX_CONNS];
@@ -422,7 +429,7 @@ static void *peer_main(void *arg) {
             else if (fds[i].fd == c->fd)
                 client_readable(p, c);
             else if (fds[i].fd == c->up)
-                upstream_readable(c);
+                upstream_readable(c, pace_ms);
         }
     }
     return NULL;
@@ -573,6 +580,13 @@ void emq_peer_last_command(const emq_peer *p, char *out, size_t size) {
 
 void emq_peer_drop(emq_peer *p) { control(p, 1, -1); }
 void emq_peer_freeze(emq_peer *p, int on) { control(p, 0, on ? 1 : 0); }
+
+void emq_peer_pace(emq_peer *p, int ms) {
+    pthread_mutex_lock(&p->mu);
+    p->pace_ms = ms;
+    pthread_mutex_unlock(&p->mu);
+    control(p, 0, -1);
+}
 
 /* ---- intercepting proxy ------------------------------------------------ */
 

@@ -68,6 +68,10 @@ void emq_peer_drop(emq_peer *p);
 /* PROXY: 1 freezes forwarding in both directions (bytes pile up in the
  * kernel; connections stay open), 0 resumes. Takes effect before return. */
 void emq_peer_freeze(emq_peer *p, int on);
+/* PROXY: after each full 16 KiB read of what a server sent, pause ms (0:
+ * no pause): a reply of megabytes then takes seconds to arrive, short
+ * ones come at once. Takes effect before return. */
+void emq_peer_pace(emq_peer *p, int ms);
 
 /* ---- intercepting proxy ------------------------------------------------
  *

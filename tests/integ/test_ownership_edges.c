@@ -15,6 +15,7 @@
  *     EMQ_ELOST (never EMQ_OK for a settlement that is not sent), and its
  *     run ends with "lost its lease".
  */
+#include "harness/fakepeer.h"
 #include "integ/poll_helpers.h"
 
 #include <signal.h>
@@ -48,37 +49,73 @@ static size_t ids_named(const emq_srv *s, const char *name, long long *ids,
     return n;
 }
 
-/* Consumer "w" (lease 2.5 s, claim idle 3 s) with a handler of 8 s on
- * "long" entries, a peer with a claim idle of 3 s beating every 100 ms,
- * and one entry; fault() runs while w's handler has it, until the handler
- * returned. Checks that the entry was handled once, by w, that the peer
- * claimed nothing, and that w is still running. */
+/* How slow_entry_under sets the scene. */
+typedef struct edge_setup {
+    int claim_idle_ms; /* w's and the peer's claim.min_idle_ms */
+    int lease_ttl_ms;  /* w's lease.ttl_ms */
+    int handler_ms;    /* w's handler on the long entry */
+    int behind;        /* quick entries read with it, waiting behind it */
+    int via_proxy;     /* w connects through a proxy (as chaos workers do) */
+} edge_setup;
+
+/* The scene of the first tests: lease 2.5 s, claim idle 3 s, an 8 s
+ * handler, one entry, no proxy. */
+static const edge_setup plain_setup = {3000, 2500, 8000, 0, 0};
+
+/* Consumer "w" with a handler of e->handler_ms on "long" entries, a peer
+ * with the same claim idle beating every 100 ms, and one long entry
+ * followed by e->behind quick ones; fault() runs while w's handler has
+ * the long one, until the handler returned. Checks that every entry was
+ * handled once, by w, that the peer claimed nothing, and that w is still
+ * running. */
 typedef void (*fault_fn)(emq_srv *s, long long read_id, int64_t until);
 
-static void slow_entry_under(fault_fn fault, const char *what) {
+static void slow_entry_under(const edge_setup *e, fault_fn fault,
+                             const char *what) {
     emq_srv *s = emq_srv_start(NULL);
     emq_conn_t *adm = admin_connect(s);
     make_group(adm);
     static slow w, peer;
     slow_init(&w);
     slow_init(&peer);
-    w.sleep_ms = 8000;
+    w.sleep_ms = e->handler_ms;
+    snprintf(w.sleep_prefix, sizeof w.sleep_prefix, "long");
+    emq_peer *proxy = NULL;
+    if (e->via_proxy) {
+        emq_peer_opts po = {.mode = EMQ_PEER_PROXY,
+                            .upstream_port = emq_srv_port(s)};
+        proxy = emq_peer_start(&po);
+    }
     bg a, p;
-    emq_conf_t *cw = own_conf(s, "edge", "w", 3000);
-    conf_set(cw, "lease.ttl_ms", "2500");
+    emq_conf_t *cw = own_conf(s, "edge", "w", e->claim_idle_ms);
+    char v[32];
+    snprintf(v, sizeof v, "%d", e->lease_ttl_ms);
+    conf_set(cw, "lease.ttl_ms", v);
+    if (proxy != NULL)
+        conf_set(cw, "url", emq_peer_url(proxy));
     emq_consumer_t *W = bg_start(&a, cw, slow_handle, &w);
     /* The read connection is the one blocked in XREADGROUP. */
     long long read_id = -1;
     WAIT_UNTIL((read_id = client_id_by_name(s, "w", 1)) >= 0, 5000,
                "w's read to block");
-    emq_consumer_t *P =
-        bg_start(&p, own_conf(s, "edge", "peer", 3000), slow_handle, &peer);
-    produce_n(s, "edge", "long", 1);
+    emq_consumer_t *P = bg_start(
+        &p, own_conf(s, "edge", "peer", e->claim_idle_ms), slow_handle, &peer);
+    /* In one transaction, so that w's blocked read takes them all. */
+    CMD_NOERR(adm, "MULTI");
+    emq_reply_free(
+        cmdv_ok(adm, 5, (const char *[]){"XADD", EQ, "*", "n", "long0"}));
+    for (int i = 0; i < e->behind; i++) {
+        char quick[32];
+        snprintf(quick, sizeof quick, "quick%d", i);
+        emq_reply_free(
+            cmdv_ok(adm, 5, (const char *[]){"XADD", EQ, "*", "n", quick}));
+    }
+    CMD_NOERR(adm, "EXEC");
     WAIT_UNTIL(atomic_load(&w.in_handler) == 1, 5000, "w's handler to start");
     int64_t started = now_ms();
-    fault(s, read_id, started + 8000);
-    WAIT_UNTIL(pending_total(adm, EQ, "g") == 0, 15000,
-               "the long entry to be acknowledged");
+    fault(s, read_id, started + e->handler_ms);
+    WAIT_UNTIL(pending_total(adm, EQ, "g") == 0, e->handler_ms + 7000,
+               "every entry to be acknowledged");
     emq_consumer_stats ws, ps;
     emq_consumer_stats_get(W, &ws);
     emq_consumer_stats_get(P, &ps);
@@ -93,13 +130,14 @@ static void slow_entry_under(fault_fn fault, const char *what) {
             (unsigned long long)ws.ownership_lost);
     ASSERT(still_running);
     ASSERT_OK(wst, &a.err);
-    ASSERT_EQ_SIZE(w.r.n, 1);
+    ASSERT_EQ_SIZE(w.r.n, (size_t)(1 + e->behind));
     ASSERT_EQ_SIZE(peer.r.n, 0);
     ASSERT_EQ_INT(ps.claimed, 0);
     ASSERT_EQ_INT(ws.ownership_lost, 0);
-    ASSERT_EQ_INT(ws.acked, 1);
+    ASSERT_EQ_INT(ws.acked, 1 + e->behind);
     emq_consumer_destroy(W);
     emq_consumer_destroy(P);
+    emq_peer_stop(proxy);
     emq_conn_destroy(adm);
     emq_srv_stop(s);
 }
@@ -128,7 +166,16 @@ static void cut_upkeep(emq_srv *s, long long read_id, int64_t until) {
 }
 
 TEST_TIMEOUT(own_edge_upkeep_cut_again_and_again_keeps_live_work, 40) {
-    slow_entry_under(cut_upkeep, "upkeep cut every 300-400 ms");
+    slow_entry_under(&plain_setup, cut_upkeep, "upkeep cut every 300-400 ms");
+}
+
+/* The same cuts as a chaos run makes them (seed 8004 lost a live entry
+ * so): through a proxy, claim idle 2 s, lease 5 s, a 5.7 s handler and
+ * 49 entries read with it waiting behind. */
+TEST_TIMEOUT(own_edge_upkeep_cut_through_proxy_keeps_live_work, 40) {
+    static const edge_setup chaos_like = {2000, 5000, 5700, 49, 1};
+    slow_entry_under(&chaos_like, cut_upkeep,
+                     "upkeep cut every 300-400 ms, through a proxy");
 }
 
 /* Deletes the lease key twice, 1 s apart; each time it must come back
@@ -152,7 +199,7 @@ static void delete_lease(emq_srv *s, long long read_id, int64_t until) {
 }
 
 TEST_TIMEOUT(own_edge_lease_key_deleted_taken_again_work_kept, 40) {
-    slow_entry_under(delete_lease, "lease key deleted twice");
+    slow_entry_under(&plain_setup, delete_lease, "lease key deleted twice");
 }
 
 /* ---- 3: a stale poller's settlements say EMQ_ELOST ---------------------- */
@@ -771,6 +818,95 @@ TEST_TIMEOUT(own_edge_peer_claim_counts_only_the_begun_entry, 60) {
     ASSERT_EQ_SIZE(h.r.n, 1000);
     ASSERT_EQ_SIZE(counted, 1);
     emq_consumer_destroy(P);
+    emq_conn_destroy(adm);
+    emq_srv_stop(s);
+}
+
+/* ---- 10: a read of megabytes is as old as its first byte ---------------- */
+
+/* The idle time the server shows for pending entry id (XPENDING IDLE). */
+static long long idle_of(emq_conn_t *adm, const char *id) {
+    emq_reply *r =
+        cmdv_ok(adm, 6, (const char *[]){"XPENDING", EQ, "g", id, id, "1"});
+    long long idle = -1;
+    if (emq_reply_len(r) == 1)
+        idle = emq_reply_integer(emq_reply_at(emq_reply_at(r, 0), 2));
+    emq_reply_free(r);
+    return idle;
+}
+
+/* Three entries of 1 MB reach a poller through a proxy that paces big
+ * replies (16 KiB every 12 ms: about 2.3 s for the read), longer than
+ * claim.min_idle_ms (1500). The server counts their idle time from the
+ * read's start, so once the reply is whole a peer may take them any
+ * moment: the poller must not hand them out as fresh (before, it stamped
+ * them when the reply had arrived whole). Each entry it hands out is one
+ * the server shows idle for less than claim.min_idle_ms; the dropped ones
+ * come back once replies flow freely, each handed out once. */
+TEST_TIMEOUT(own_edge_slow_big_read_is_as_old_as_its_start, 60) {
+    emq_srv *s = emq_srv_start(NULL);
+    emq_conn_t *adm = admin_connect(s);
+    make_group(adm);
+    size_t big = (size_t)1000 * 1000;
+    char *blob = malloc(big + 1);
+    ASSERT(blob != NULL);
+    memset(blob, 'b', big);
+    blob[big] = '\0';
+    for (int i = 0; i < 3; i++) {
+        char n[16];
+        snprintf(n, sizeof n, "big%d", i);
+        emq_reply_free(cmdv_ok(
+            adm, 7, (const char *[]){"XADD", EQ, "*", "n", n, "blob", blob}));
+    }
+    free(blob);
+    emq_peer_opts po = {.mode = EMQ_PEER_PROXY,
+                        .upstream_port = emq_srv_port(s)};
+    emq_peer *proxy = emq_peer_start(&po);
+    emq_peer_pace(proxy, 12);
+    emq_conf_t *conf = own_conf(s, "edge", "w", 1500);
+    conf_set(conf, "url", emq_peer_url(proxy));
+    conf_set(conf, "lease.ttl_ms", "10000");
+    emq_conf_set_log(conf, quiet_log, NULL);
+    emq_consumer_t *c;
+    emq_error err;
+    ASSERT_OK(emq_consumer_new(conf, NULL, NULL, &c, &err), &err);
+    emq_conf_destroy(conf);
+    /* Handed out while paced: each must still be the poller's to keep. */
+    emq_entry *got[3];
+    size_t have = 0, paced = 0;
+    int64_t end = now_ms() + emq_test_ms(8000);
+    while (have < 3 && now_ms() < end) {
+        size_t k = 0;
+        ASSERT_OK(emq_consumer_poll(c, got + have, 3 - have, 50, &k, &err),
+                  &err);
+        for (size_t i = have; i < have + k; i++) {
+            long long idle = idle_of(adm, got[i]->id);
+            fprintf(stderr, "    handed out %s while paced, idle %lld ms\n",
+                    got[i]->id, idle);
+            if (idle >= 1500)
+                FAIL("%s was handed out while the server shows it idle "
+                     "%lld ms, past claim.min_idle_ms 1500",
+                     got[i]->id, idle);
+        }
+        have += k;
+    }
+    paced = have;
+    emq_peer_pace(proxy, 0);
+    have += poll_until(c, got + have, 3 - have, 20000);
+    fprintf(stderr, "    %zu handed out while paced, %zu after\n", paced,
+            have - paced);
+    ASSERT_EQ_SIZE(have, 3);
+    for (size_t i = 0; i < 3; i++)
+        for (size_t j = i + 1; j < 3; j++)
+            ASSERT(strcmp(got[i]->id, got[j]->id) != 0);
+    for (size_t i = 0; i < 3; i++) {
+        ASSERT_OK(emq_consumer_ack(c, got[i], &err), &err);
+        emq_entry_free(got[i]);
+    }
+    WAIT_UNTIL(pending_total(adm, EQ, "g") == 0, 10000, "the acks");
+    ASSERT_OK(emq_consumer_close(c, 3000, &err), &err);
+    emq_consumer_destroy(c);
+    emq_peer_stop(proxy);
     emq_conn_destroy(adm);
     emq_srv_stop(s);
 }

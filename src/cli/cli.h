@@ -352,12 +352,26 @@ typedef struct cli_described {
     emq_queue_info *info; /* emq_admin_describe's */
 } cli_described;
 
+/* Admin handles kept from one description to the next (top's refreshes,
+ * the exporter's scrapes). A handle reconnects by itself, so a queue costs
+ * a connection once, not once per refresh; a queue no longer found loses
+ * its handle. Zero-initialize; free with cli_admins_free. */
+typedef struct cli_admins {
+    char **queue;        /* malloc'd names */
+    emq_conf_t **conf;   /* each handle's configuration */
+    emq_admin_t **admin; /* the handles */
+    unsigned char *used; /* found by the current description */
+    size_t n, cap;
+} cli_admins;
+void cli_admins_free(cli_admins *k);
+
 /* Every queue matching one of the patterns (none: every queue), described:
  * *rows (malloc'd, *n of them; free with cli_described_free), each name
- * once. Used by ls, top and exporter. Returns CLI_OK or an exit code after
- * printing why (rows then hold what was described before). */
+ * once, through the handles in keep (NULL: a handle per queue, closed at
+ * once). Used by ls, top and exporter. Returns CLI_OK or an exit code
+ * after printing why (rows then hold what was described before). */
 int cli_describe_queues(const char *verb, char **patterns, int npatterns,
-                        cli_described **rows, size_t *n);
+                        cli_admins *keep, cli_described **rows, size_t *n);
 void cli_described_free(cli_described *rows, size_t n);
 /* The usage check of top's and exporter's QUEUE|PATTERN words: a queue
  * name or glob has no braces. Returns CLI_OK, or CLI_USAGE after printing

@@ -228,11 +228,13 @@ static void write_metrics(out_buf *o, const described *d, size_t n, int up,
 }
 
 /* Builds one scrape's body into o. */
-static void scrape(out_buf *o, char **patterns, int npatterns) {
+static void scrape(out_buf *o, char **patterns, int npatterns,
+                   cli_admins *keep) {
     int64_t t0 = emq_clock_ms();
     described *d = NULL;
     size_t n = 0;
-    int up = cli_describe_queues(VERB, patterns, npatterns, &d, &n) == CLI_OK;
+    int up = cli_describe_queues(VERB, patterns, npatterns, keep, &d, &n) ==
+             CLI_OK;
     write_metrics(o, d, n, up, (double)(emq_clock_ms() - t0) / 1000.0);
     cli_described_free(d, n);
 }
@@ -252,7 +254,7 @@ static void send_all(int fd, const char *p, size_t len) {
 }
 
 /* Reads the request head (bounded), answers, closes. */
-static void serve(int fd, char **patterns, int npatterns) {
+static void serve(int fd, char **patterns, int npatterns, cli_admins *keep) {
     char req[REQUEST_MAX];
     size_t len = 0;
     int64_t end = emq_clock_ms() + REQUEST_MS;
@@ -275,7 +277,7 @@ static void serve(int fd, char **patterns, int npatterns) {
     out_buf o = {0};
     if (!strncmp(req, "GET /metrics ", 13) ||
         !strncmp(req, "GET /metrics?", 13)) {
-        scrape(&o, patterns, npatterns);
+        scrape(&o, patterns, npatterns, keep);
         status = o.failed ? "500 Internal Server Error" : "200 OK";
     } else if (strncmp(req, "GET ", 4) != 0) {
         status = "405 Method Not Allowed";
@@ -342,14 +344,16 @@ int cmd_exporter(int argc, char **argv) {
     if (rc == CLI_OK) {
         cli_note("serving /metrics on %s", a.value[O_LISTEN]);
         cli_on_stop_signal(cli_stop_flag, &exporter_stopping);
+        cli_admins admins = {0}; /* kept from one scrape to the next */
         while (!atomic_load(&exporter_stopping)) {
             struct pollfd p = {fd, POLLIN, 0};
             if (poll(&p, 1, 200) <= 0)
                 continue; /* a stop is seen within 200 ms */
             int c = accept(fd, NULL, NULL);
             if (c >= 0)
-                serve(c, a.pos, a.npos);
+                serve(c, a.pos, a.npos, &admins);
         }
+        cli_admins_free(&admins);
         cli_signals_default();
         atomic_store(&exporter_stopping, 0);
         close(fd);

@@ -63,10 +63,94 @@ int cli_check_patterns(const char *verb, char *const *patterns, int npatterns) {
     return CLI_OK;
 }
 
+void cli_admins_free(cli_admins *k) {
+    for (size_t i = 0; i < k->n; i++) {
+        emq_admin_destroy(k->admin[i]);
+        emq_conf_destroy(k->conf[i]);
+        free(k->queue[i]);
+    }
+    free(k->queue);
+    free(k->conf);
+    free(k->admin);
+    free(k->used);
+    memset(k, 0, sizeof *k);
+}
+
+/* Makes room for one more handle in k; 0, or -1 out of memory. */
+static int admins_room(cli_admins *k) {
+    if (k->n < k->cap)
+        return 0;
+    size_t cap = k->cap ? k->cap * 2 : 16;
+    char **q = realloc(k->queue, cap * sizeof *q);
+    if (q != NULL)
+        k->queue = q;
+    emq_conf_t **c = realloc(k->conf, cap * sizeof *c);
+    if (c != NULL)
+        k->conf = c;
+    emq_admin_t **a = realloc(k->admin, cap * sizeof *a);
+    if (a != NULL)
+        k->admin = a;
+    unsigned char *u = realloc(k->used, cap * sizeof *u);
+    if (u != NULL)
+        k->used = u;
+    if (q == NULL || c == NULL || a == NULL || u == NULL)
+        return -1;
+    k->cap = cap;
+    return 0;
+}
+
+/* The handle of queue in keep, opened and kept there when it is new; or,
+ * without keep, a new one for the caller to close. */
+static int admin_of(const char *verb, const char *queue, cli_admins *keep,
+                    emq_conf_t **conf, emq_admin_t **admin) {
+    for (size_t i = 0; keep && i < keep->n; i++)
+        if (strcmp(keep->queue[i], queue) == 0) {
+            keep->used[i] = 1;
+            *conf = keep->conf[i];
+            *admin = keep->admin[i];
+            return CLI_OK;
+        }
+    if (keep && admins_room(keep) != 0)
+        return cli_err(CLI_FAIL, "out of memory");
+    char *name = keep ? strdup(queue) : NULL;
+    if (keep && name == NULL)
+        return cli_err(CLI_FAIL, "out of memory");
+    int rc = cli_admin_open(verb, queue, conf, admin);
+    if (rc != CLI_OK || keep == NULL) {
+        free(name);
+        return rc;
+    }
+    keep->queue[keep->n] = name;
+    keep->conf[keep->n] = *conf;
+    keep->admin[keep->n] = *admin;
+    keep->used[keep->n++] = 1;
+    return CLI_OK;
+}
+
+/* Closes the kept handles of queues the last description did not find. */
+static void admins_prune(cli_admins *k) {
+    size_t kept = 0;
+    for (size_t i = 0; i < k->n; i++) {
+        if (!k->used[i]) {
+            emq_admin_destroy(k->admin[i]);
+            emq_conf_destroy(k->conf[i]);
+            free(k->queue[i]);
+            continue;
+        }
+        k->queue[kept] = k->queue[i];
+        k->conf[kept] = k->conf[i];
+        k->admin[kept] = k->admin[i];
+        kept++;
+    }
+    k->n = kept;
+}
+
 int cli_describe_queues(const char *verb, char **patterns, int npatterns,
-                        cli_described **rows, size_t *n) {
+                        cli_admins *keep, cli_described **rows, size_t *n) {
     *rows = NULL;
     *n = 0;
+    for (size_t i = 0; keep && i < keep->n; i++)
+        keep->used[i] = 0;
     emq_conf_t *conf = cli_conf(NULL);
     if (conf == NULL)
         return CLI_USAGE;
@@ -88,7 +172,7 @@ int cli_describe_queues(const char *verb, char **patterns, int npatterns,
             continue;
         emq_conf_t *qc;
         emq_admin_t *admin;
-        if ((rc = cli_admin_open(verb, names[i], &qc, &admin)) != CLI_OK)
+        if ((rc = admin_of(verb, names[i], keep, &qc, &admin)) != CLI_OK)
             break;
         emq_error err;
         emq_queue_info *info = NULL;
@@ -100,9 +184,13 @@ int cli_describe_queues(const char *verb, char **patterns, int npatterns,
         } else {
             rc = cli_runtime_err(qc, st, &err, "describing a queue");
         }
-        emq_admin_destroy(admin);
-        emq_conf_destroy(qc);
+        if (keep == NULL) {
+            emq_admin_destroy(admin);
+            emq_conf_destroy(qc);
+        }
     }
+    if (keep != NULL && rc == CLI_OK)
+        admins_prune(keep);
     for (size_t i = 0; i < nnames; i++)
         free(names[i]);
     free(names);
@@ -160,7 +248,7 @@ int cmd_ls(int argc, char **argv) {
     size_t n = 0;
     char *one[1] = {(char *)pattern};
     if (rc == CLI_OK)
-        rc = cli_describe_queues(VERB, one, 1, &rows, &n);
+        rc = cli_describe_queues(VERB, one, 1, NULL, &rows, &n);
     int json = a.seen[O_JSON] > 0;
     if (rc == CLI_OK && !json)
         printf("%-30s %10s %6s %10s %10s %8s\n", "QUEUE", "LENGTH", "GROUPS",

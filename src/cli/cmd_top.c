@@ -234,12 +234,13 @@ int cmd_top(int argc, char **argv) {
     }
     cli_on_stop_signal(cli_stop_flag, &top_stopping);
     top_state t = {0};
+    cli_admins admins = {0}; /* kept from one refresh to the next */
     for (long long shown = 0; rc == CLI_OK && !atomic_load(&top_stopping) &&
                               (count == 0 || shown < count);
          shown++) {
         row *rows;
         size_t n;
-        rc = cli_describe_queues(VERB, a.pos, a.npos, &rows, &n);
+        rc = cli_describe_queues(VERB, a.pos, a.npos, &admins, &rows, &n);
         if (rc == CLI_OK)
             draw(&t, rows, n, tty);
         cli_described_free(rows, n);
@@ -276,6 +277,7 @@ int cmd_top(int argc, char **argv) {
         fflush(stdout);
         tcsetattr(STDIN_FILENO, TCSANOW, &saved);
     }
+    cli_admins_free(&admins);
     free(t.prev);
     free(a.pos);
     return rc;

@@ -2,7 +2,7 @@
 /* consumer.c: one queue's consumer: made and checked, then its sessions
  * and its loop.
  *
- * emq__consumer_make (called by emq_consumer_new, partitions.c) checks
+ * emq__consumer_make (called by emq_consumer_new, consumer_new.c) checks
  * everything the caller declared (queue or stream, group, name, start
  * position, sizes, the timing rules between them) and builds the
  * consumer's keys without sending a byte. emq__consumer_loop (run by

@@ -1,16 +1,15 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* partitions.c: emq_consumer_new, and a topic's consumer, a consumer of
- * consumers.
+/* partitions.c: a topic's consumer, a consumer of consumers.
  *
  * A topic consumer (partitions > 1) holds one ordinary consumer per
  * partition, all under its name and group, each with its own route,
  * lease and thread; the rest of this folder knows one queue. Here a
- * consumer is made (emq_consumer_new: a queue's, or a topic's with its
- * partitions), a topic's partitions are run (one thread each, the first
- * fatal error stopping the others), and the partition that holds an entry
- * being settled is found. In pull mode the partitions read into the topic
- * consumer's one ready queue; emq__consumer_members (core.c) is what a
- * call that loops over a consumer's partitions uses.
+ * topic's partitions are made (for emq_consumer_new, consumer_new.c) and
+ * run (one thread each, the first fatal error stopping the others), and
+ * the partition that holds an entry being settled is found. In pull mode the
+ * partitions read into the topic consumer's one ready queue;
+ * emq__consumer_members (core.c) is what a call that loops over a consumer's
+ * partitions uses.
  */
 #include "partitions.h"
 #include "consumer.h"
@@ -28,45 +27,13 @@ static emq_status open_part(int i, const emq_conf_t *part, void *ctx,
     return st;
 }
 
-/* Makes topic consumer c's partitions (c->conf partitions P > 1). */
-static emq_status topic_open(emq_consumer_t *c, emq_error *err) {
+emq_status emq__consumer_topic_open(emq_consumer_t *c, emq_error *err) {
     c->parts =
         emq__calloc((size_t)emq__cfg_partitions(c->conf), sizeof *c->parts);
     if (c->parts == NULL)
         return emq__oom(err);
     return emq__topic_open_parts(c->conf, 0, (int)emq__cfg_partitions(c->conf),
                                  open_part, c, err);
-}
-
-/* A queue's consumer, or a topic's with its partitions. */
-static emq_status make(const emq_conf_t *conf, emq_handler_fn handler,
-                       emq_batch_handler_fn batch_handler, void *opaque,
-                       emq_consumer_t **out, emq_error *err) {
-    emq_status st =
-        emq__consumer_make(conf, handler, batch_handler, opaque, out, err);
-    if (st == EMQ_OK && emq__topic_is(conf) &&
-        (st = topic_open(*out, err)) != EMQ_OK) {
-        emq__consumer_free(*out);
-        *out = NULL;
-    }
-    return st;
-}
-
-emq_status emq_consumer_new(const emq_conf_t *conf, emq_handler_fn handler,
-                            void *opaque, emq_consumer_t **out,
-                            emq_error *err) {
-    return make(conf, handler, NULL, opaque, out, err);
-}
-
-emq_status emq_consumer_new_batch(const emq_conf_t *conf,
-                                  emq_batch_handler_fn handler, void *opaque,
-                                  emq_consumer_t **out, emq_error *err) {
-    if (handler == NULL) {
-        *out = NULL;
-        return emq__error_set(err, EMQ_EINVAL, 0,
-                              "a batch consumer needs a batch handler");
-    }
-    return make(conf, NULL, handler, opaque, out, err);
 }
 
 emq_status emq__consumer_topic_run(emq_consumer_t *c, emq_error *err) {

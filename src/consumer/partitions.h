@@ -6,6 +6,10 @@
 
 #include "core.h"
 
+/* Makes topic consumer c's partitions (c->conf has partitions P > 1),
+ * with c's handlers, into c->parts. On failure the ones made stay in
+ * c->parts (c->nparts) for emq__consumer_free. */
+emq_status emq__consumer_topic_open(emq_consumer_t *c, emq_error *err);
 /* Runs every partition on a thread of its own until all have returned;
  * the first fatal error stops the others and is returned. */
 emq_status emq__consumer_topic_run(emq_consumer_t *c, emq_error *err);

@@ -125,3 +125,24 @@ TEST_TIMEOUT(cli_top_not_a_terminal_prints_tables, 30) {
     cli_free(&r);
     emq_srv_stop(s);
 }
+
+/* Refreshes describe each queue through a handle kept from the last one
+ * (it reconnects by itself): five refreshes of two queues open about
+ * five scans' connections and two handles', where a handle per queue per
+ * refresh opened fifteen. */
+TEST_TIMEOUT(cli_top_keeps_a_handle_per_queue_across_refreshes, 30) {
+    emq_srv *s = emq_srv_start(NULL);
+    state(s);
+    long long before = srv_connections(s);
+    cli_result r;
+    CLI(&r, emq_srv_url(s), "top", "-n", "5", "--interval", "100");
+    ASSERT_EXIT(&r, 0);
+    ASSERT_CONTAINS(r.out, "beta");
+    cli_free(&r);
+    long long opened = srv_connections(s) - before;
+    fprintf(stderr, "    5 refreshes of 2 queues opened %lld connections\n",
+            opened);
+    ASSERT(opened >= 7);
+    ASSERT(opened <= 9);
+    emq_srv_stop(s);
+}

@@ -7,7 +7,9 @@
 #                         and the documentation
 #   echomq                Tool: the echomq program and echomq(1)
 # The runtime package is named for the SONAME, so two releases that break
-# the ABI install side by side. Dependencies on system libraries come from
+# the ABI install side by side. Configured with -DCMAKE_INSTALL_PREFIX=/usr
+# (as scripts/test.sh's install stage does) the library goes to Debian's
+# multiarch folder, usr/lib/<triplet> (GNUInstallDirs). Dependencies on system libraries come from
 # dpkg-shlibdeps (Debian: dpkg-dev); between the three, the exact version.
 set(CPACK_GENERATOR DEB)
 set(CPACK_PACKAGE_NAME echomq)
@@ -38,6 +40,32 @@ if(EMQ_TLS)
 endif()
 set(CPACK_DEBIAN_TOOL_PACKAGE_NAME echomq)
 set(CPACK_DEBIAN_TOOL_PACKAGE_SECTION utils)
+
+# Every package carries usr/share/doc/<package>/copyright (Debian policy
+# 12.5), in the machine-readable format, made from LICENSE: the license
+# text indented by one space, an empty line written " .".
+file(STRINGS ${PROJECT_SOURCE_DIR}/LICENSE emq_license_lines)
+set(emq_copyright "Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/
+Upstream-Name: echomq
+
+Files: *
+Copyright: 2026 the echomq authors
+License: BSD-3-Clause
+")
+foreach(line IN LISTS emq_license_lines)
+  if(line STREQUAL "")
+    string(APPEND emq_copyright " .\n")
+  else()
+    string(APPEND emq_copyright " ${line}\n")
+  endif()
+endforeach()
+file(WRITE ${PROJECT_BINARY_DIR}/debian/copyright "${emq_copyright}")
+foreach(component Runtime Development Tool)
+  string(TOUPPER ${component} emq_upper)
+  install(FILES ${PROJECT_BINARY_DIR}/debian/copyright
+    DESTINATION ${CMAKE_INSTALL_DATAROOTDIR}/doc/${CPACK_DEBIAN_${emq_upper}_PACKAGE_NAME}
+    COMPONENT ${component})
+endforeach()
 
 include(CPack)
 cpack_add_component(Runtime DISPLAY_NAME "libechomq"

@@ -436,13 +436,27 @@ install_debs() {
         }
         as_root=(sudo --preserve-env=DEBIAN_FRONTEND)
     fi
-    local p dir=$scratch/debs out=$build/consumer-deb
-    (cd "$build/gcc" && cpack -G DEB -B "$dir" >"$logs/cpack.log" 2>&1) ||
+    local p dir=$scratch/debs out=$build/consumer-deb pkgbuild=$build/deb
+    # Packages are built as a packager builds them: installed under /usr,
+    # so the library goes to the multiarch folder (GNUInstallDirs).
+    local multiarch listing
+    multiarch=$(gcc -print-multiarch)
+    configure "$pkgbuild" gcc -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_INSTALL_PREFIX=/usr \
+        -DEMQ_TESTS=OFF -DEMQ_EXAMPLES=OFF -DEMQ_BENCH=OFF
+    compile "$pkgbuild"
+    (cd "$pkgbuild" && cpack -G DEB -B "$dir" >"$logs/cpack.log" 2>&1) ||
         { cat "$logs/cpack.log" >&2; return 1; }
     for p in "$dir"/*.deb; do
         debs+=("$(dpkg-deb -f "$p" Package)")
         echo "-- $(basename "$p") (Depends: $(dpkg-deb -f "$p" Depends))"
-        dpkg-deb -c "$p" | awk '$6 !~ /\/$/ {print "     " $6 ($8 ? " -> " $8 : "")}'
+        listing=$(dpkg-deb -c "$p")
+        awk '$6 !~ /\/$/ {print "     " $6 ($8 ? " -> " $8 : "")}' <<<"$listing"
+        grep -q "usr/share/doc/${debs[-1]}/copyright\$" <<<"$listing" ||
+            { echo "install: ${debs[-1]} has no usr/share/doc/${debs[-1]}/copyright" >&2; return 1; }
+        if grep -E ' \./usr/lib/[^/]+\.(so|a)' <<<"$listing"; then
+            echo "install: ${debs[-1]} puts a library outside usr/lib/$multiarch" >&2
+            return 1
+        fi
         if dpkg-query -W -f='${db:Status-Status}' "${debs[-1]}" 2>/dev/null | grep -qx installed; then
             echo "install: ${debs[-1]} is installed already; this stage installs and removes its own: remove it first (apt-get remove ${debs[-1]})" >&2
             return 1

@@ -143,6 +143,14 @@ int64_t emq__conn_block_ms(int argc, const char *const *argv,
                            const size_t *argvlen) {
     if (argc < 2 || argv == NULL || argv[0] == NULL)
         return 0;
+    /* Every blocking command's name starts with B or W, or is XREAD or
+     * XREADGROUP: the first letter and the length rule out the rest (an
+     * XADD among them) without a comparison each. */
+    size_t n0 = argvlen ? argvlen[0] : strlen(argv[0]);
+    char first = (char)(n0 > 0 ? argv[0][0] & ~0x20 : 0); /* upper case */
+    if (first != 'B' && first != 'W' &&
+        !(first == 'X' && (n0 == 5 || n0 == 10)))
+        return 0;
     for (int i = 0; i < argc; i++)
         if (argv[i] == NULL)
             return 0;
@@ -245,24 +253,35 @@ static emq_status flush(emq_conn_t *c, int64_t deadline, int64_t timeout_ms,
     return EMQ_OK;
 }
 
-/* Reads the next reply before deadline (-1: none). RESP3 push messages
- * (out-of-band, not a reply to a command) are skipped. Returns EMQ_OK with
- * *out caller-owned, or a failure with e filled that breaks the
- * connection (EMQ_EIO, EMQ_ETIMEDOUT, EMQ_EPROTO, EMQ_ENOMEM, EMQ_ETLS).
- * base_ms and extra_ms describe the wait for a timeout message. When
+/* Reads the next reply within base_ms plus the command's extra wait
+ * extra_ms (base 0: no bound; extra -1: blocks forever, no bound), counted
+ * from the first moment it is not all here yet: a reply already read
+ * with an earlier one costs no clock. RESP3 push messages (out-of-band,
+ * not a reply to a command) are skipped. Returns EMQ_OK with *out
+ * caller-owned, or a failure with e filled that breaks the connection
+ * (EMQ_EIO, EMQ_ETIMEDOUT, EMQ_EPROTO, EMQ_ENOMEM, EMQ_ETLS). When
  * just_sent, the request left a moment ago and no reply can be here yet:
  * wait for the socket first instead of a read that would only say "not
  * yet" (one system call less per round trip). */
-static emq_status read_reply(emq_conn_t *c, int64_t deadline, int64_t base_ms,
-                             int64_t extra_ms, int just_sent, emq_reply **out,
-                             emq_error *e) {
+static emq_status read_reply(emq_conn_t *c, int64_t base_ms, int64_t extra_ms,
+                             int just_sent, emq_reply **out, emq_error *e) {
     *out = NULL;
     int wait_first = just_sent && !c->t->buffers &&
                      emq__resp_buffered(c->reader) == 0;
+    int64_t deadline = -1;
+    int timed = 0; /* deadline and overdue_at are set */
     for (;;) {
         emq_reply *r = NULL;
         emq_status st = wait_first ? EMQ_EAGAIN
                                    : emq__resp_next(c->reader, &r, e);
+        if (st != EMQ_OK && st != EMQ_EPROTO && !timed) {
+            timed = 1;
+            int64_t now = extra_ms >= 0 ? emq__now_ms() : 0;
+            c->overdue_at = extra_ms >= 0 ? now + extra_ms + c->cancel_grace_ms
+                                          : -1;
+            if (base_ms > 0 && extra_ms >= 0)
+                deadline = now + base_ms + extra_ms;
+        }
         if (st == EMQ_OK) {
             if (emq_reply_kind(r) ==
                 EMQ_REPLY_PUSH) { /* the reader drops them */
@@ -401,19 +420,16 @@ static emq_status append(emq_conn_t *c, int argc, const char *const *argv,
  * the caller decides whether it breaks c. */
 static emq_status next_reply(emq_conn_t *c, int64_t base_timeout_ms,
                              emq_reply **reply, emq_error *e) {
-    int64_t now = emq__now_ms();
-    int64_t wdeadline = base_timeout_ms > 0 ? now + base_timeout_ms : -1;
     int just_sent = c->out.len > 0;
-    emq_status st = flush(c, wdeadline, base_timeout_ms, e);
-    if (st != EMQ_OK)
-        return st;
-    int64_t extra = c->waits[c->head];
-    c->overdue_at = extra >= 0 ? emq__now_ms() + extra + c->cancel_grace_ms
-                               : -1;
-    int64_t deadline = -1;
-    if (base_timeout_ms > 0 && extra >= 0)
-        deadline = emq__now_ms() + base_timeout_ms + extra;
-    st = read_reply(c, deadline, base_timeout_ms, extra, just_sent, reply, e);
+    if (just_sent) {
+        int64_t wdeadline =
+            base_timeout_ms > 0 ? emq__now_ms() + base_timeout_ms : -1;
+        emq_status st = flush(c, wdeadline, base_timeout_ms, e);
+        if (st != EMQ_OK)
+            return st;
+    }
+    emq_status st =
+        read_reply(c, base_timeout_ms, c->waits[c->head], just_sent, reply, e);
     if (st != EMQ_OK)
         return st;
     c->head = (c->head + 1) % c->waits_cap;

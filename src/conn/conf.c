@@ -100,6 +100,8 @@ static emq_status check_url(const prop *p, const char *value, emq_error *err);
 static emq_status check_name(const prop *p, const char *value, emq_error *err);
 static emq_status check_path(const prop *p, const char *value, emq_error *err);
 static emq_status check_seeds(const prop *p, const char *value, emq_error *err);
+static emq_status check_address_map(const prop *p, const char *value,
+                                    emq_error *err);
 
 #define F(field) offsetof(struct emq_conf, field)
 
@@ -172,6 +174,15 @@ static const prop props[] = {
      "Password for AUTH at the Sentinels (the URL's password is the data "
      "nodes'). Empty: no AUTH. Never echoed; reads back as \"(set)\".",
      P_SECRET, F(sentinel_password), 0, 0, NULL, NULL, NULL, "conn"},
+    {"sentinel.tls", "",
+     "1: TLS to the Sentinels, 0: plain; empty: as the URL's scheme "
+     "(rediss-sentinel://: TLS to both). Uses the tls.* files.",
+     P_OPTINT, F(sentinel_tls), 0, 1, NULL, NULL, NULL, "conn"},
+    {"sentinel.address_map", "",
+     "Addresses the Sentinels announce mapped to ones this host reaches "
+     "(NAT, containers): FROM=TO[,FROM=TO...], each host:port.",
+     P_STRING, F(sentinel_address_map), 0, 0, check_address_map, NULL, NULL,
+     "conn"},
     {"reconnect.backoff_min_ms", "100",
      "First delay between reconnect attempts, in milliseconds; doubles "
      "each attempt, with jitter.",
@@ -524,6 +535,21 @@ static emq_status check_seeds(const prop *p, const char *value,
                                   p->name);
     }
     return EMQ_OK;
+}
+
+/* sentinel.address_map: FROM=TO pairs of host:port, comma-separated;
+ * the mapping itself is emq__sentinel_map's. */
+static emq_status check_address_map(const prop *p, const char *value,
+                                    emq_error *err) {
+    char host[8] = "";
+    int port = 1;
+    emq_status st = emq__sentinel_map(value, host, sizeof host, &port, err);
+    if (st == EMQ_EINVAL)
+        emq__error_prefix(err,
+                          "invalid %s (FROM=TO[,FROM=TO...], each "
+                          "host:port)",
+                          p->name);
+    return st;
 }
 
 /* "a, b or c" for the words of a P_CHOICE property. Static storage. */

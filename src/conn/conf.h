@@ -29,34 +29,36 @@
  * read a conf. X(kind, name): kind STR (NULL when empty; emq__alloc'd,
  * wiped when replaced or freed), INT, LOG_FN, STATS_FN or PTR. */
 #define EMQ_CONF_FIELDS(X)                                                       \
-    X(STR, url)                /* never NULL; parsed and valid */                \
-    X(STR, user)               /* ACL user; NULL: the URL's, else default */     \
-    X(STR, password)           /* NULL: the URL's, else none; wiped */           \
-    X(INT, db)                 /* -1: the URL's (else 0); else SELECT db */      \
-    X(STR, client_name)        /* CLIENT SETNAME on connect; NULL: none */       \
-    X(INT, protocol)           /* 2 or 3 (3 sends HELLO 3 first) */              \
-    X(INT, connect_timeout_ms) /* connect, TLS handshake and handshake           \
-                                  commands, as one deadline */                   \
-    X(INT, command_timeout_ms) /* per reply; 0: wait forever */                  \
-    X(INT, tcp_keepalive_s)    /* TCP_KEEPIDLE seconds; 0: off */                \
-    X(STR, tls_ca_file)        /* PEM CA bundle; NULL: URL's or system */        \
-    X(STR, tls_cert_file)      /* client certificate chain (PEM) */              \
-    X(STR, tls_key_file)       /* client private key (PEM) */                    \
-    X(STR, tls_sni)            /* SNI name; NULL: host unless IP */              \
-    X(INT, tls_verify)         /* EMQ_TLS_VERIFY_* */                            \
-    X(STR, sentinel_master)    /* NULL: the URL's #NAME */                       \
-    X(STR, sentinel_user)      /* ACL user at the Sentinels; NULL: none */       \
-    X(STR, sentinel_password)  /* NULL: no AUTH at the Sentinels; wiped */       \
-    X(INT, backoff_min_ms)     /* reconnect.backoff_min_ms */                    \
-    X(INT, backoff_max_ms)     /* reconnect.backoff_max_ms */                    \
-    X(INT, max_attempts)       /* reconnect.max_attempts */                      \
-    X(INT, pipeline_max)       /* most appended commands left unread */          \
-    X(INT, output_max_bytes)   /* cap of the unsent output buffer */             \
-    X(INT, resp_max_bulk)      /* emq__resp_limits.max_bulk */                   \
-    X(INT, resp_max_depth)     /* emq__resp_limits.max_depth */                  \
-    X(INT, resp_max_elements)  /* emq__resp_limits.max_elements */               \
-    X(INT, resp_max_reply)     /* emq__resp_limits.max_reply */                  \
-    X(STR, cluster_seeds)      /* "host:port,..." after url; NULL: none */       \
+    X(STR, url)                  /* never NULL; parsed and valid */              \
+    X(STR, user)                 /* ACL user; NULL: the URL's, else default */   \
+    X(STR, password)             /* NULL: the URL's, else none; wiped */         \
+    X(INT, db)                   /* -1: the URL's (else 0); else SELECT db */    \
+    X(STR, client_name)          /* CLIENT SETNAME on connect; NULL: none */     \
+    X(INT, protocol)             /* 2 or 3 (3 sends HELLO 3 first) */            \
+    X(INT, connect_timeout_ms)   /* connect, TLS handshake and handshake         \
+                                    commands, as one deadline */                 \
+    X(INT, command_timeout_ms)   /* per reply; 0: wait forever */                \
+    X(INT, tcp_keepalive_s)      /* TCP_KEEPIDLE seconds; 0: off */              \
+    X(STR, tls_ca_file)          /* PEM CA bundle; NULL: URL's or system */      \
+    X(STR, tls_cert_file)        /* client certificate chain (PEM) */            \
+    X(STR, tls_key_file)         /* client private key (PEM) */                  \
+    X(STR, tls_sni)              /* SNI name; NULL: host unless IP */            \
+    X(INT, tls_verify)           /* EMQ_TLS_VERIFY_* */                          \
+    X(STR, sentinel_master)      /* NULL: the URL's #NAME */                     \
+    X(STR, sentinel_user)        /* ACL user at the Sentinels; NULL: none */     \
+    X(STR, sentinel_password)    /* NULL: no AUTH at the Sentinels; wiped */     \
+    X(INT, sentinel_tls)         /* -1: as the URL's scheme; 0/1: off/on */      \
+    X(STR, sentinel_address_map) /* "FROM=TO,..."; NULL: none */                 \
+    X(INT, backoff_min_ms)       /* reconnect.backoff_min_ms */                  \
+    X(INT, backoff_max_ms)       /* reconnect.backoff_max_ms */                  \
+    X(INT, max_attempts)         /* reconnect.max_attempts */                    \
+    X(INT, pipeline_max)         /* most appended commands left unread */        \
+    X(INT, output_max_bytes)     /* cap of the unsent output buffer */           \
+    X(INT, resp_max_bulk)        /* emq__resp_limits.max_bulk */                 \
+    X(INT, resp_max_depth)       /* emq__resp_limits.max_depth */                \
+    X(INT, resp_max_elements)    /* emq__resp_limits.max_elements */             \
+    X(INT, resp_max_reply)       /* emq__resp_limits.max_reply */                \
+    X(STR, cluster_seeds)        /* "host:port,..." after url; NULL: none */     \
     X(INT, cluster_max_redirects) /* MOVED/ASK followed per command */           \
     X(INT, cluster_retry_ms)      /* TRYAGAIN/CLUSTERDOWN retry budget */        \
     /* Queues, producers and consumers (validated by their layers). */           \

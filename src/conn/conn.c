@@ -649,19 +649,17 @@ static const char *master_name(const emq_conn_t *c) {
     return c->opt.sentinel_master ? c->opt.sentinel_master : c->url.master;
 }
 
-/* Asks the Sentinel at for the primary of the master: 1 with its address
- * in host/port (and the Sentinels it knows added to c->url), 0 when it
- * does not know the master, -1 when it could not be asked (why says
- * why). */
-/* Connects to the Sentinel at (its own credentials, the data nodes' TLS
- * settings), within SENTINEL_ASK_MS and deadline. */
+/* Connects to the Sentinel at (its own credentials; TLS as sentinel.tls
+ * says, else as the URL's scheme, with the data nodes' TLS files), within
+ * SENTINEL_ASK_MS and deadline. */
 static emq_status sentinel_open(const emq_conn_t *c, const emq__hostport *at,
                                 int64_t deadline, emq_conn_t **out,
                                 emq_error *why) {
     char addr[300], url[320];
     endpoint_name(at->host, at->port, addr, sizeof addr);
-    snprintf(url, sizeof url, "%s://%s",
-             c->url.scheme == EMQ_URL_TLS ? "rediss" : "redis", addr);
+    int tls = c->opt.sentinel_tls >= 0 ? c->opt.sentinel_tls == 1
+                                       : c->url.scheme == EMQ_URL_TLS;
+    snprintf(url, sizeof url, "%s://%s", tls ? "rediss" : "redis", addr);
     int64_t left = deadline - emq__now_ms();
     if (left > SENTINEL_ASK_MS)
         left = SENTINEL_ASK_MS;
@@ -686,6 +684,10 @@ static emq_status sentinel_open(const emq_conn_t *c, const emq__hostport *at,
     return emq__conn_open(&o, out, why);
 }
 
+/* Asks the Sentinel at for the primary of the master: 1 with its address
+ * (through sentinel.address_map) in host/port and the Sentinels it knows
+ * added to c->url, 0 when it does not know the master, -1 when it could
+ * not be asked (why says why). */
 static int sentinel_ask(emq_conn_t *c, const emq__hostport *at,
                         int64_t deadline, char *host, size_t size, int *port,
                         emq_error *why) {
@@ -700,7 +702,10 @@ static int sentinel_ask(emq_conn_t *c, const emq__hostport *at,
     int found = -1;
     if (emq_conn_command(s, 3, ask, NULL, &r, why) == EMQ_OK) {
         found = emq__sentinel_master_addr(r, host, size, port);
-        if (found < 0) {
+        if (found == 1 && emq__sentinel_map(c->opt.sentinel_address_map, host,
+                                            size, port, why) != EMQ_OK)
+            found = -1;
+        else if (found < 0) {
             char shown[120];
             emq__error_set(why, EMQ_EPROTO, 1,
                            "Sentinel %s answered get-master-addr-by-name "
@@ -713,7 +718,7 @@ static int sentinel_ask(emq_conn_t *c, const emq__hostport *at,
         const char *peers[] = {"SENTINEL", "sentinels", name};
         emq_error ignored;
         if (emq_conn_command(s, 3, peers, NULL, &r, &ignored) == EMQ_OK)
-            emq__sentinel_learn(&c->url, r);
+            emq__sentinel_learn(&c->url, r, c->opt.sentinel_address_map);
         emq_reply_free(r);
     }
     emq_conn_destroy(s);

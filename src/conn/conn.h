@@ -88,9 +88,19 @@ int emq__sentinel_role_is_master(const emq_reply *r);
  * first next time); the order of the others is kept. */
 void emq__sentinel_to_front(emq__url *u, size_t i);
 /* Adds to u's Sentinels those that a reply of SENTINEL sentinels NAME
- * names and u does not know yet (at most EMQ_SENTINELS_MAX in all; the
+ * names and u does not know yet, each through map (sentinel.address_map,
+ * emq__sentinel_map; NULL: none), at most EMQ_SENTINELS_MAX in all (the
  * list has room for them). Returns how many were added. */
-size_t emq__sentinel_learn(emq__url *u, const emq_reply *r);
+size_t emq__sentinel_learn(emq__url *u, const emq_reply *r, const char *map);
+/* Applies sentinel.address_map (map: "FROM=TO[,FROM=TO...]", each side
+ * host[:port] parsed as a URL's host part, port 6379 when absent; NULL
+ * or "": no entry) to an address a Sentinel announced, host (a buffer of
+ * size bytes) and *port: the first FROM equal to it (host names compared
+ * without case) replaces them by its TO. EMQ_OK whether or not one
+ * matched; EMQ_EINVAL naming a malformed entry (the conf refuses those
+ * on set), or a TO that does not fit in size; EMQ_ENOMEM. */
+emq_status emq__sentinel_map(const char *map, char *host, size_t size,
+                             int *port, emq_error *err);
 
 /* The EMQ_EAUTH error for an authentication refusal r (WRONGPASS, NOAUTH,
  * a password the server does not need) answered to cmd on c, naming the
@@ -198,11 +208,13 @@ typedef struct emq__conn_options {
     const char *tls_cert_file;
     const char *tls_key_file;
     const char *tls_sni;
-    int64_t tls_verify;            /* EMQ_TLS_VERIFY_* */
-    const char *sentinel_master;   /* NULL: the URL's #NAME */
-    const char *sentinel_user;     /* AUTH at the Sentinels; NULL: none */
-    const char *sentinel_password; /* never in a message */
-    int64_t backoff_min_ms;        /* emq_conn_reconnect's pauses */
+    int64_t tls_verify;               /* EMQ_TLS_VERIFY_* */
+    const char *sentinel_master;      /* NULL: the URL's #NAME */
+    const char *sentinel_user;        /* AUTH at the Sentinels; NULL: none */
+    const char *sentinel_password;    /* never in a message */
+    int64_t sentinel_tls;             /* -1: as the URL; 0/1: off/on */
+    const char *sentinel_address_map; /* NULL: none */
+    int64_t backoff_min_ms;           /* emq_conn_reconnect's pauses */
     int64_t backoff_max_ms;
     int64_t max_attempts;     /* per emq_conn_reconnect; 0: no bound */
     int64_t pipeline_max;     /* appended commands left unread */

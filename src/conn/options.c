@@ -31,6 +31,8 @@ void emq__conn_options_of(const emq_conf_t *conf, emq__conn_options *out) {
     out->sentinel_master = emq__cfg_sentinel_master(conf);
     out->sentinel_user = emq__cfg_sentinel_user(conf);
     out->sentinel_password = emq__cfg_sentinel_password(conf);
+    out->sentinel_tls = emq__cfg_sentinel_tls(conf);
+    out->sentinel_address_map = emq__cfg_sentinel_address_map(conf);
     out->tls_verify = emq__cfg_tls_verify(conf);
     out->backoff_min_ms = emq__cfg_backoff_min_ms(conf);
     out->backoff_max_ms = emq__cfg_backoff_max_ms(conf);
@@ -50,9 +52,9 @@ void emq__conn_options_of(const emq_conf_t *conf, emq__conn_options *out) {
         &(o)->url, &(o)->user, &(o)->password, &(o)->client_name,              \
             &(o)->tls_ca_file, &(o)->tls_cert_file, &(o)->tls_key_file,        \
             &(o)->tls_sni, &(o)->sentinel_master, &(o)->sentinel_user,         \
-            &(o)->sentinel_password                                            \
+            &(o)->sentinel_password, &(o)->sentinel_address_map                \
     }
-#define NSTRINGS 11
+#define NSTRINGS 12
 
 void emq__conn_options_drop(emq__conn_options *o) {
     if (o == NULL)

@@ -11,6 +11,7 @@
 
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
 /* Copies the string reply r into out (size bytes); 0 when r is not a
  * string or does not fit. */
@@ -84,7 +85,56 @@ static const emq_reply *field_of(const emq_reply *r, const char *name) {
     return NULL;
 }
 
-size_t emq__sentinel_learn(emq__url *u, const emq_reply *r) {
+/* One side of an address_map entry, text[0..n), into out. */
+static emq_status map_side(const char *text, size_t n, emq__url *out,
+                           emq_error *err) {
+    if (n == 0)
+        return emq__error_set(err, EMQ_EINVAL, 0, "an empty address");
+    return emq__hostport_parse(text, n, out, err);
+}
+
+emq_status emq__sentinel_map(const char *map, char *host, size_t size,
+                             int *port, emq_error *err) {
+    size_t k = 0;
+    for (const char *s = map; s != NULL && *s != '\0';) {
+        k++;
+        const char *comma = strchr(s, ',');
+        size_t n = comma ? (size_t)(comma - s) : strlen(s);
+        const char *eq = memchr(s, '=', n);
+        emq__url from, to;
+        emq_status st = eq == NULL
+                            ? emq__error_set(err, EMQ_EINVAL, 0, "no '='")
+                            : map_side(s, (size_t)(eq - s), &from, err);
+        if (st == EMQ_OK && (st = map_side(eq + 1, n - (size_t)(eq - s) - 1,
+                                           &to, err)) != EMQ_OK)
+            emq__url_free(&from);
+        if (st != EMQ_OK) {
+            if (st == EMQ_EINVAL)
+                emq__error_prefix(err, "entry %zu", k);
+            return st;
+        }
+        int match = from.port == *port && strcasecmp(from.host, host) == 0;
+        if (match && strlen(to.host) >= size)
+            st = emq__error_set(err, EMQ_EINVAL, 0,
+                                "entry %zu: the address '%.100s' is too long",
+                                k, to.host);
+        else if (match) {
+            memcpy(host, to.host, strlen(to.host) + 1);
+            *port = to.port;
+        }
+        emq__url_free(&from);
+        emq__url_free(&to);
+        if (st != EMQ_OK || match || comma == NULL)
+            return st;
+        s = comma + 1;
+        if (*s == '\0')
+            return emq__error_set(err, EMQ_EINVAL, 0, "entry %zu: empty",
+                                  k + 1);
+    }
+    return EMQ_OK;
+}
+
+size_t emq__sentinel_learn(emq__url *u, const emq_reply *r, const char *map) {
     size_t added = 0;
     if (emq_reply_kind(r) != EMQ_REPLY_ARRAY)
         return 0;
@@ -94,7 +144,10 @@ size_t emq__sentinel_learn(emq__url *u, const emq_reply *r) {
         const emq_reply *pr = field_of(peer, "port");
         char host[256];
         int port = pr ? port_of(pr) : 0;
-        if (ip == NULL || port == 0 || !copy_str(ip, host, sizeof host))
+        emq_error ignored;
+        if (ip == NULL || port == 0 || !copy_str(ip, host, sizeof host) ||
+            emq__sentinel_map(map, host, sizeof host, &port, &ignored) !=
+                EMQ_OK)
             continue;
         int known = 0;
         for (size_t k = 0; k < u->nsentinels && !known; k++)

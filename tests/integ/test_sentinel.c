@@ -10,6 +10,7 @@
  * producer.wait_replicas is lost. The two errors of a failed resolution
  * are distinct.
  */
+#include "harness/fakepeer.h"
 #include "integ/ownership_helpers.h"
 
 #include <pthread.h>
@@ -286,6 +287,46 @@ TEST_TIMEOUT(sentinel_two_distinct_errors, 60) {
     conn = connect_ok(conf);
     emq_conn_destroy(conn);
     emq_conf_destroy(conf);
+    emq_srv_stop(sentinel);
+    emq_srv_stop(primary);
+}
+
+/* sentinel.address_map: the primary a Sentinel announces is reached at
+ * the address the map gives (here a proxy in front of it, as a NAT or a
+ * container's published port would be). sentinel.tls: TLS to a Sentinel
+ * that speaks none fails as "no Sentinel reachable". */
+TEST_TIMEOUT(sentinel_address_map_and_tls_are_honoured, 60) {
+    emq_srv *primary = emq_srv_start(NULL);
+    char config[256];
+    snprintf(config, sizeof config,
+             "sentinel monitor " MASTER " 127.0.0.1 %d 1\n",
+             emq_srv_port(primary));
+    emq_srv_opts o = {.sentinel = 1, .extra_config = config};
+    emq_srv *sentinel = emq_srv_start(&o);
+    emq_peer_opts po = {.mode = EMQ_PEER_PROXY,
+                        .upstream_port = emq_srv_port(primary)};
+    emq_peer *proxy = emq_peer_start(&po);
+    char url[256], map[128];
+    snprintf(url, sizeof url, "redis-sentinel://127.0.0.1:%d#" MASTER,
+             emq_srv_port(sentinel));
+    snprintf(map, sizeof map, "127.0.0.1:%d=127.0.0.1:%d",
+             emq_srv_port(primary), emq_peer_port(proxy));
+    emq_conf_t *conf = conf_for(url);
+    conf_set(conf, "sentinel.address_map", map);
+    emq_conn_t *conn = connect_ok(conf);
+    emq_reply *r = NULL;
+    emq_error err;
+    ASSERT_OK(
+        emq_conn_command(conn, 1, (const char *[]){"PING"}, NULL, &r, &err),
+        &err);
+    emq_reply_free(r);
+    ASSERT(emq_peer_accepted(proxy) >= 1); /* through the mapped address */
+    emq_conn_destroy(conn);
+    conf_set(conf, "sentinel.tls", "1");
+    ASSERT_STATUS(emq_conn_new(conf, &conn, &err), EMQ_EIO, &err);
+    ASSERT_CONTAINS(err.message, "no Sentinel reachable");
+    emq_conf_destroy(conf);
+    emq_peer_stop(proxy);
     emq_srv_stop(sentinel);
     emq_srv_stop(primary);
 }

@@ -58,11 +58,95 @@ TEST(sentinel_list_front_and_learn) {
                     "*4\r\n$2\r\nip\r\n$1\r\na\r\n$4\r\nport\r\n$1\r\n1\r\n"
                     "*4\r\n$2\r\nip\r\n$1\r\nd\r\n$4\r\nport\r\n$1\r\n4\r\n"
                     "*2\r\n$2\r\nip\r\n$1\r\ne\r\n");
-    ASSERT_EQ_SIZE(emq__sentinel_learn(&u, r), 1);
+    ASSERT_EQ_SIZE(emq__sentinel_learn(&u, r, NULL), 1);
     ASSERT_EQ_SIZE(u.nsentinels, 4);
     ASSERT_EQ_STR(u.sentinels[3].host, "d");
     ASSERT_EQ_INT(u.sentinels[3].port, 4);
-    ASSERT_EQ_SIZE(emq__sentinel_learn(&u, r), 0); /* known now */
+    ASSERT_EQ_SIZE(emq__sentinel_learn(&u, r, NULL), 0); /* known now */
+    emq_reply_free(r);
+    emq__url_free(&u);
+}
+
+TEST(sentinel_address_map_maps_the_first_match) {
+    const char *map = "10.0.0.5:6379=127.0.0.1:16379,"
+                      "[fd00::7]:26379=localhost:36379,Redis-A=192.0.2.1:7000";
+    char host[64] = "10.0.0.5";
+    int port = 6379;
+    emq_error err;
+    ASSERT_OK(emq__sentinel_map(map, host, sizeof host, &port, &err), &err);
+    ASSERT_EQ_STR(host, "127.0.0.1");
+    ASSERT_EQ_INT(port, 16379);
+    /* IPv6 FROM; a port that differs does not match. */
+    snprintf(host, sizeof host, "fd00::7");
+    port = 26380;
+    ASSERT_OK(emq__sentinel_map(map, host, sizeof host, &port, &err), &err);
+    ASSERT_EQ_STR(host, "fd00::7");
+    port = 26379;
+    ASSERT_OK(emq__sentinel_map(map, host, sizeof host, &port, &err), &err);
+    ASSERT_EQ_STR(host, "localhost");
+    ASSERT_EQ_INT(port, 36379);
+    /* A host name without a port is port 6379; names match without case. */
+    snprintf(host, sizeof host, "redis-a");
+    port = 6379;
+    ASSERT_OK(emq__sentinel_map(map, host, sizeof host, &port, &err), &err);
+    ASSERT_EQ_STR(host, "192.0.2.1");
+    ASSERT_EQ_INT(port, 7000);
+    /* No map: nothing changes. */
+    ASSERT_OK(emq__sentinel_map(NULL, host, sizeof host, &port, &err), &err);
+    ASSERT_OK(emq__sentinel_map("", host, sizeof host, &port, &err), &err);
+    ASSERT_EQ_STR(host, "192.0.2.1");
+    /* A TO that does not fit the caller's buffer is refused. */
+    char small[8] = "a";
+    port = 6379;
+    ASSERT_STATUS(emq__sentinel_map("a=averyveryverylongname:1", small,
+                                    sizeof small, &port, &err),
+                  EMQ_EINVAL, &err);
+    ASSERT_EQ_STR(small, "a");
+}
+
+TEST(sentinel_address_map_refuses_malformed_entries) {
+    char host[64] = "x";
+    int port = 1;
+    emq_error err;
+    ASSERT_STATUS(emq__sentinel_map("a:1", host, sizeof host, &port, &err),
+                  EMQ_EINVAL, &err);
+    ASSERT_CONTAINS(err.message, "entry 1");
+    ASSERT_CONTAINS(err.message, "'='");
+    ASSERT_STATUS(
+        emq__sentinel_map("a:1=b:2,c:99999=d", host, sizeof host, &port, &err),
+        EMQ_EINVAL, &err);
+    ASSERT_CONTAINS(err.message, "entry 2");
+    ASSERT_CONTAINS(err.message, "99999");
+    ASSERT_STATUS(emq__sentinel_map("a:1=", host, sizeof host, &port, &err),
+                  EMQ_EINVAL, &err);
+    ASSERT_STATUS(emq__sentinel_map("a:1=b:2,", host, sizeof host, &port, &err),
+                  EMQ_EINVAL, &err);
+    ASSERT_CONTAINS(err.message, "entry 2");
+    /* The conf refuses the same on set, naming the property. */
+    emq_conf_t *conf = emq_conf_new();
+    ASSERT_STATUS(emq_conf_set(conf, "sentinel.address_map", "a:1", &err),
+                  EMQ_EINVAL, &err);
+    ASSERT_CONTAINS(err.message, "sentinel.address_map");
+    ASSERT_OK(emq_conf_set(conf, "sentinel.address_map",
+                           "10.0.0.5:6379=127.0.0.1:16379", &err),
+              &err);
+    ASSERT_STATUS(emq_conf_set(conf, "sentinel.tls", "2", &err), EMQ_EINVAL,
+                  &err);
+    ASSERT_OK(emq_conf_set(conf, "sentinel.tls", "0", &err), &err);
+    emq_conf_destroy(conf);
+}
+
+TEST(sentinel_learn_maps_announced_addresses) {
+    emq__url u;
+    emq_error err;
+    ASSERT_OK(emq__url_parse("redis-sentinel://a:1#m", &u, &err), &err);
+    emq_reply *r = parse_reply(
+        "*1\r\n"
+        "*4\r\n$2\r\nip\r\n$8\r\n10.0.0.9\r\n$4\r\nport\r\n$5\r\n26379\r\n");
+    ASSERT_EQ_SIZE(emq__sentinel_learn(&u, r, "10.0.0.9:26379=127.0.0.1:36379"),
+                   1);
+    ASSERT_EQ_STR(u.sentinels[1].host, "127.0.0.1");
+    ASSERT_EQ_INT(u.sentinels[1].port, 36379);
     emq_reply_free(r);
     emq__url_free(&u);
 }

@@ -1057,7 +1057,15 @@ typedef struct emq_queue_info {
      * emq_eviction_warning. Added in 0.1 in the room reserved for fields
      * to come. */
     char *maxmemory_policy;
-    void *reserved[3]; /* room for fields to come; NULL */
+    /* The node that answered, "host:port" (or "unix:/path"): behind
+     * Sentinel, the primary the Sentinels named at the last connect; on a
+     * cluster, the master serving the queue's slot. A topic: its first
+     * partition's. Added in 0.1 in the room reserved for fields to come. */
+    char *endpoint;
+    /* Its role by ROLE, "master" or "slave" (a replica), or NULL when ROLE
+     * was refused (an ACL without it). Added in 0.1 likewise. */
+    char *role;
+    void *reserved[1]; /* room for fields to come; NULL */
 } emq_queue_info;
 
 /* What a maxmemory-policy can do to a queue, as one sentence for an

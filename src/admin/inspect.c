@@ -56,6 +56,8 @@ static void info_clear(emq_queue_info *info) {
     emq__free(info->stream);
     emq__free(info->dead);
     emq__free(info->maxmemory_policy);
+    emq__free(info->endpoint);
+    emq__free(info->role);
 }
 
 void emq_queue_info_free(emq_queue_info *info) {
@@ -354,8 +356,12 @@ emq_status emq__admin_info_add(emq_queue_info *info, size_t i,
     const emq_queue_info *p = &info->partitions[i];
     if (i == 0) {
         info->server = p->server;
-        if (p->maxmemory_policy != NULL &&
-            (info->maxmemory_policy = emq__strdup(p->maxmemory_policy)) == NULL)
+        if ((p->maxmemory_policy != NULL &&
+             (info->maxmemory_policy = emq__strdup(p->maxmemory_policy)) ==
+                 NULL) ||
+            (p->endpoint != NULL &&
+             (info->endpoint = emq__strdup(p->endpoint)) == NULL) ||
+            (p->role != NULL && (info->role = emq__strdup(p->role)) == NULL))
             return emq__oom(err);
     }
     info->exists |= p->exists;
@@ -375,20 +381,31 @@ emq_status emq__admin_info_add(emq_queue_info *info, size_t i,
     return EMQ_OK;
 }
 
-/* The policy of CONFIG GET maxmemory-policy ([name, value] in RESP2, a
- * map in RESP3); an error reply (no +config) leaves it NULL. */
-static emq_status policy_from(const emq_reply *r, emq_queue_info *info,
-                              emq_error *err) {
+/* *out = a copy of the string reply r (1 to 64 bytes), else NULL. */
+static emq_status short_text(const emq_reply *r, char **out, emq_error *err) {
     size_t len = 0;
-    const char *text =
-        emq_reply_len(r) == 2 ? emq_reply_str(emq_reply_at(r, 1), &len) : NULL;
+    const char *text = emq_reply_str(r, &len);
     if (text == NULL || len == 0 || len > 64)
         return EMQ_OK;
-    if ((info->maxmemory_policy = emq__alloc(len + 1)) == NULL)
+    if ((*out = emq__alloc(len + 1)) == NULL)
         return emq__oom(err);
-    memcpy(info->maxmemory_policy, text, len);
-    info->maxmemory_policy[len] = '\0';
+    memcpy(*out, text, len);
+    (*out)[len] = '\0';
     return EMQ_OK;
+}
+
+/* The policy of CONFIG GET maxmemory-policy ([name, value] in RESP2, a
+ * map in RESP3) and the role of ROLE (its first element); an error reply
+ * (no +config, no ROLE) leaves each NULL. */
+static emq_status node_from(const emq_reply *policy, const emq_reply *role,
+                            emq_queue_info *info, emq_error *err) {
+    emq_status st = EMQ_OK;
+    if (emq_reply_len(policy) == 2)
+        st = short_text(emq_reply_at(policy, 1), &info->maxmemory_policy, err);
+    if (st == EMQ_OK && emq_reply_kind(role) == EMQ_REPLY_ARRAY &&
+        emq_reply_len(role) > 0)
+        st = short_text(emq_reply_at(role, 0), &info->role, err);
+    return st;
 }
 
 const char *emq_eviction_warning(const char *policy) {
@@ -426,18 +443,20 @@ emq_status emq__admin_queue_describe(emq_admin_t *a, emq_queue_info **out,
     const char *groups[] = {"XINFO", "GROUPS", a->keys.stream};
     const char *dead[] = {"XLEN", a->keys.dead};
     const char *policy[] = {"CONFIG", "GET", "maxmemory-policy"};
-    const emq__session_cmd cmds[] = {{2, exists, NULL},
-                                     {3, stream, NULL},
-                                     {3, groups, NULL},
-                                     {2, dead, NULL},
-                                     {3, policy, NULL}};
-    emq_reply *replies[5] = {NULL, NULL, NULL, NULL, NULL};
+    const char *role[] = {"ROLE"};
+    const emq__session_cmd cmds[] = {{2, exists, NULL}, {3, stream, NULL},
+                                     {3, groups, NULL}, {2, dead, NULL},
+                                     {3, policy, NULL}, {1, role, NULL}};
+    emq_reply *replies[6] = {NULL, NULL, NULL, NULL, NULL, NULL};
     if (st == EMQ_OK)
-        st = emq__admin_pipeline(a, 5, cmds, replies, err);
+        st = emq__admin_pipeline(a, 6, cmds, replies, err);
     if (st == EMQ_OK)
         st = describe_from(a, replies, info, err);
     if (st == EMQ_OK)
-        st = policy_from(replies[4], info, err);
+        st = node_from(replies[4], replies[5], info, err);
+    if (st == EMQ_OK && (info->endpoint = emq__strdup(
+                             emq__route_endpoint(a->session.route))) == NULL)
+        st = emq__oom(err);
     if (st == EMQ_OK && emq__route_server(a->session.route, &info->server) &&
         !(info->server.capabilities & EMQ_CAP_STREAM_COUNTERS)) {
         /* The capability table says this server keeps no such counters
@@ -446,7 +465,7 @@ emq_status emq__admin_queue_describe(emq_admin_t *a, emq_queue_info **out,
         for (size_t g = 0; g < info->ngroups; g++)
             info->groups[g].entries_read = -1;
     }
-    for (int i = 0; i < 5; i++)
+    for (int i = 0; i < 6; i++)
         emq_reply_free(replies[i]);
     if (st != EMQ_OK) {
         emq_queue_info_free(info);
@@ -484,6 +503,14 @@ static void json_named(emq__json *j, int comma, const char *name,
     emq__json_raw(j, ",\"pending\":%llu", (unsigned long long)pending);
 }
 
+/* A string, or null for NULL. */
+static void json_text(emq__json *j, const char *text) {
+    if (text != NULL)
+        emq__json_cstr(j, text);
+    else
+        emq__json_raw(j, "null");
+}
+
 /* {"name":..,"version":..,"capabilities":[..]}, or null when unknown. */
 static void json_server(emq__json *j, const emq_server *server) {
     if (server->name[0] == '\0') {
@@ -519,17 +546,15 @@ static void json_info(emq__json *j, const emq_queue_info *info) {
     json_opt(j, info->entries_added);
     emq__json_raw(j, ",\"server\":");
     json_server(j, &info->server);
+    emq__json_raw(j, ",\"endpoint\":");
+    json_text(j, info->endpoint);
+    emq__json_raw(j, ",\"role\":");
+    json_text(j, info->role);
     emq__json_raw(j, ",\"maxmemory_policy\":");
-    if (info->maxmemory_policy != NULL)
-        emq__json_cstr(j, info->maxmemory_policy);
-    else
-        emq__json_raw(j, "null");
+    json_text(j, info->maxmemory_policy);
     const char *warning = emq_eviction_warning(info->maxmemory_policy);
     emq__json_raw(j, ",\"eviction_warning\":");
-    if (warning != NULL)
-        emq__json_cstr(j, warning);
-    else
-        emq__json_raw(j, "null");
+    json_text(j, warning);
     emq__json_raw(j, ",\"dead_length\":%llu,\"groups\":[",
                   (unsigned long long)info->dead_length);
     for (size_t g = 0; g < info->ngroups; g++) {

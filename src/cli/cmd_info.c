@@ -121,6 +121,11 @@ static void print_server(const emq_server *server) {
 
 static void print_info(const char *queue, const emq_queue_info *q) {
     print_server(&q->server);
+    if (q->endpoint != NULL) /* behind Sentinel: the primary it resolved */
+        printf("node          %s (%s)\n", q->endpoint,
+               q->role == NULL                 ? "role not known: ROLE refused"
+               : strcmp(q->role, "slave") == 0 ? "replica"
+                                               : q->role);
     if (!q->exists) {
         printf("queue %s: stream %s does not exist (nothing was added yet)\n",
                queue, q->stream);

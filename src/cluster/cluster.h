@@ -231,6 +231,10 @@ emq_status emq__route_reconnect(emq__route *route, emq_error *err);
 int emq__route_went_away(const emq__route *route);
 /* 1 once a transport failure broke the route (sticky until reconnect). */
 int emq__route_is_broken(const emq__route *route);
+/* The endpoint of the node serving the route's slot (a single server's:
+ * emq__conn_name), for a user to see; "" when none. Threads: the
+ * route's. */
+const char *emq__route_endpoint(const emq__route *route);
 /* emq__conn_reply_began_ms of the connection the last reply returned
  * came from. Threads: the route's. */
 int64_t emq__route_reply_began_ms(const emq__route *route);

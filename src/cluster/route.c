@@ -1023,6 +1023,14 @@ emq_status emq__route_reconnect(emq__route *route, emq_error *err) {
     return break_route(route, &e, err);
 }
 
+const char *emq__route_endpoint(const emq__route *route) {
+    if (route == NULL)
+        return "";
+    if (route->single)
+        return emq__conn_name(route->single);
+    return route->name;
+}
+
 int64_t emq__route_reply_began_ms(const emq__route *route) {
     if (route == NULL)
         return 0;

@@ -1109,6 +1109,10 @@ int emq__conn_went_away(const emq_conn_t *conn) {
     return poll(pfd, 2, 0) > 0; /* EOF, a reset, or unasked bytes */
 }
 
+const char *emq__conn_name(const emq_conn_t *conn) {
+    return conn != NULL ? conn->name : "";
+}
+
 int64_t emq__conn_reply_began_ms(const emq_conn_t *conn) {
     return conn != NULL ? conn->reply_began_ms : 0;
 }

@@ -268,6 +268,11 @@ void emq__conn_set_cancel(emq_conn_t *c, const atomic_int *flag,
  * blocks, reads nothing. The thread that uses conn. */
 int emq__conn_went_away(const emq_conn_t *conn);
 
+/* The endpoint conn is connected to, "host:port", "[v6]:port" or
+ * "unix:/path" (behind Sentinel: the primary resolved last). Valid until
+ * conn's next reconnect or destroy. The thread that uses conn. */
+const char *emq__conn_name(const emq_conn_t *conn);
+
 /* When the first bytes of the last reply read arrived (emq__now_ms), or
  * earlier when they shared a read with the reply before: a bound, close
  * to its send, on when the server ran the command. A reply of megabytes

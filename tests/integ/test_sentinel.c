@@ -11,6 +11,7 @@
  * are distinct.
  */
 #include "harness/fakepeer.h"
+#include "integ/cli_helpers.h"
 #include "integ/ownership_helpers.h"
 
 #include <pthread.h>
@@ -329,6 +330,55 @@ TEST_TIMEOUT(sentinel_address_map_and_tls_are_honoured, 60) {
     emq_peer_stop(proxy);
     emq_srv_stop(sentinel);
     emq_srv_stop(primary);
+}
+
+/* 1 when a describe through a says the node that answered is at port
+ * with role master. */
+static int described_at(emq_admin_t *a, int port) {
+    emq_queue_info *info = NULL;
+    emq_error err;
+    if (emq_admin_describe(a, &info, &err) != EMQ_OK)
+        return 0;
+    char want[64];
+    snprintf(want, sizeof want, "127.0.0.1:%d", port);
+    int ok = info->endpoint != NULL && strcmp(info->endpoint, want) == 0 &&
+             info->role != NULL && strcmp(info->role, "master") == 0;
+    emq_queue_info_free(info);
+    return ok;
+}
+
+/* An admin handle and `echomq info` name the primary the Sentinels
+ * resolved and its role; after SENTINEL FAILOVER the same handle's calls
+ * go to the new primary. */
+TEST_TIMEOUT(sentinel_admin_and_info_follow_a_failover, 150) {
+    static ha h;
+    ha_start(&h);
+    emq_conf_t *conf = ha_conf(&h);
+    emq_admin_t *a = NULL;
+    emq_error err;
+    ASSERT_OK(emq_admin_new(conf, &a, &err), &err);
+    ASSERT(described_at(a, emq_srv_port(h.node[0])));
+    cli_result r;
+    CLI(&r, h.url, "info", "ha");
+    ASSERT_EXIT(&r, 0);
+    char line[96];
+    snprintf(line, sizeof line, "node          127.0.0.1:%d (master)",
+             emq_srv_port(h.node[0]));
+    ASSERT_CONTAINS(r.out, line);
+    cli_free(&r);
+    emq_srv *now = fail_over(&h);
+    WAIT_UNTIL(described_at(a, emq_srv_port(now)), 10000,
+               "the admin handle's describe to reach the new primary");
+    CLI(&r, h.url, "info", "ha", "--json");
+    ASSERT_EXIT(&r, 0);
+    snprintf(line, sizeof line,
+             "\"endpoint\":\"127.0.0.1:%d\",\"role\":\"master\"",
+             emq_srv_port(now));
+    ASSERT_CONTAINS(r.out, line);
+    cli_free(&r);
+    emq_admin_destroy(a);
+    emq_conf_destroy(conf);
+    ha_stop(&h);
 }
 
 /* Log lines that name lease.wait_replicas. */

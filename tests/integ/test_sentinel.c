@@ -14,6 +14,7 @@
 #include "integ/cli_helpers.h"
 #include "integ/ownership_helpers.h"
 
+#include <poll.h>
 #include <pthread.h>
 
 #define MASTER "mymaster"
@@ -455,15 +456,22 @@ static int settled(const emq_srv *sentinel) {
 /* Waits until every Sentinel names a primary other than the one on port
  * and has announced the switch (a failover they started themselves).
  * Returns it. */
+/* 1 when every running Sentinel (a stopped one is NULL) names the same
+ * primary, not the one on port, and has announced the switch. */
+static int all_moved_from(const ha *h, int port) {
+    int first = h->sentinel[0] ? primary_port(h->sentinel[0]) : 0;
+    if (first == 0 || first == port)
+        return 0;
+    for (int i = 0; i < 3; i++)
+        if (h->sentinel[i] != NULL &&
+            (primary_port(h->sentinel[i]) != first || !settled(h->sentinel[i])))
+            return 0;
+    return 1;
+}
+
 static emq_srv *new_primary_after(const ha *h, int port) {
-    WAIT_UNTIL(
-        primary_port(h->sentinel[0]) != port &&
-            primary_port(h->sentinel[0]) != 0 &&
-            primary_port(h->sentinel[1]) == primary_port(h->sentinel[0]) &&
-            primary_port(h->sentinel[2]) == primary_port(h->sentinel[0]) &&
-            settled(h->sentinel[0]) && settled(h->sentinel[1]) &&
-            settled(h->sentinel[2]),
-        40000, "the Sentinels to fail the stopped primary over");
+    WAIT_UNTIL(all_moved_from(h, port), 40000,
+               "the Sentinels to fail the primary over");
     emq_srv *now = node_at(h, primary_port(h->sentinel[0]));
     char out[256];
     WAIT_UNTIL((emq_srv_cmd(now, out, sizeof out, "ROLE", NULL) == '*' &&
@@ -497,6 +505,169 @@ TEST_TIMEOUT(sentinel_switch_announced_leaves_a_stopped_primary, 150) {
            (long long)(now_ms() - began));
     WAIT_UNTIL(stream_len(now) >= 1, 5000, "the entry on the new primary");
     ASSERT_EQ_INT(kill(emq_srv_pid(h.node[0]), SIGCONT), 0);
+    emq_producer_destroy(p);
+    emq_conf_destroy(conf);
+    ha_stop(&h);
+}
+
+/* ---- every consumer mode across two failovers ---------------------------- */
+
+static void remember_batch(void *opaque, const emq_entry *const *entries,
+                           size_t n, emq_outcome *outcomes) {
+    for (size_t i = 0; i < n; i++)
+        outcomes[i].verdict = remember(opaque, entries[i], outcomes[i].reason,
+                                       sizeof outcomes[i].reason);
+}
+
+typedef struct puller {
+    emq_consumer_t *c;
+    seen *s;
+    int event_loop; /* 1: emq_consumer_fd, poll(2) and step */
+    atomic_int quit;
+    int refused; /* acks that failed (a settlement lost to a failover) */
+    emq_status st;
+    emq_error err;
+    pthread_t thread;
+} puller;
+
+/* Pull mode: polls (or, as an event loop, waits for the consumer's
+ * descriptor and steps) and acknowledges on this thread until told to
+ * quit. */
+static void *pull_main(void *arg) {
+    puller *pl = arg;
+    int fd = pl->event_loop ? emq_consumer_fd(pl->c, &pl->err) : -1;
+    if (pl->event_loop && fd < 0) {
+        pl->st = pl->err.code;
+        return NULL;
+    }
+    while (!atomic_load(&pl->quit)) {
+        emq_entry *got[8];
+        size_t n = 0;
+        if (pl->event_loop) {
+            struct pollfd pfd = {fd, POLLIN, 0};
+            int64_t t = emq_consumer_timeout_ms(pl->c);
+            poll(&pfd, 1, t < 0 || t > 100 ? 100 : (int)t);
+            pl->st = emq_consumer_step(pl->c, got, 8, &n, &pl->err);
+        } else {
+            pl->st = emq_consumer_poll(pl->c, got, 8, 100, &n, &pl->err);
+        }
+        if (pl->st != EMQ_OK)
+            return NULL;
+        for (size_t i = 0; i < n; i++) {
+            char reason[8];
+            remember(pl->s, got[i], reason, sizeof reason);
+            emq_error aerr;
+            if (emq_consumer_ack(pl->c, got[i], &aerr) != EMQ_OK)
+                pl->refused++;
+            emq_entry_free(got[i]);
+        }
+    }
+    return NULL;
+}
+
+/* Produces ten entries confirmed by a replica (producer.wait_replicas 1)
+ * into ids[from..from+10), going on through the retriable failures of a
+ * switch. */
+static void produce_ten(emq_producer_t *p, char (*ids)[EMQ_ID_MAX], int from) {
+    emq_field f = {"v", 1, "x", 1};
+    emq_id id;
+    emq_error err;
+    int added = 0, failed = 0;
+    while (added < 10) {
+        if (emq_produce(p, &f, 1, &id, &err) == EMQ_OK) {
+            snprintf(ids[from + added++], EMQ_ID_MAX, "%s", id.str);
+            continue;
+        }
+        ASSERT(err.retriable);
+        ASSERT(++failed < 400);
+        usleep(50000);
+    }
+}
+
+/* A pull-mode consumer (polling and acknowledging on a thread of its own),
+ * an event-loop one (its descriptor, poll(2), step) and a batch consumer
+ * share a group through two failovers in a row: the
+ * first asked with SENTINEL FAILOVER, the second the new primary killed
+ * (SIGKILL) with one of the three Sentinels down, so the other two must
+ * see it down and agree. Every entry confirmed before, between and after
+ * is handled, both consumers run on, and the producer's failures during
+ * each switch are retriable. */
+TEST_TIMEOUT(sentinel_every_consumer_mode_rides_two_failovers, 240) {
+    static ha h;
+    ha_start(&h);
+    emq_conf_t *conf = ha_conf(&h);
+    conf_set(conf, "producer.wait_replicas", "1");
+    conf_set(conf, "producer.wait_timeout_ms", "2000");
+    conf_set(conf, "producer.timeout_ms", "5000");
+    conf_set(conf, "group", "g");
+    conf_set(conf, "start", "head");
+    conf_set(conf, "block_ms", "200");
+    conf_set(conf, "claim.min_idle_ms", "1000");
+    conf_set(conf, "lease.ttl_ms", "3000");
+    static seen s = {.mu = PTHREAD_MUTEX_INITIALIZER};
+    emq_error err;
+    conf_set(conf, "consumer", "puller");
+    static puller pl;
+    memset(&pl, 0, sizeof pl);
+    pl.s = &s;
+    ASSERT_OK(emq_consumer_new(conf, NULL, NULL, &pl.c, &err), &err);
+    conf_set(conf, "consumer", "stepper");
+    static puller st;
+    memset(&st, 0, sizeof st);
+    st.s = &s;
+    st.event_loop = 1;
+    ASSERT_OK(emq_consumer_new(conf, NULL, NULL, &st.c, &err), &err);
+    conf_set(conf, "consumer", "batcher");
+    emq_consumer_t *bc = NULL;
+    ASSERT_OK(emq_consumer_new_batch(conf, remember_batch, &s, &bc, &err),
+              &err);
+    ASSERT(pthread_create(&pl.thread, NULL, pull_main, &pl) == 0);
+    ASSERT(pthread_create(&st.thread, NULL, pull_main, &st) == 0);
+    runner run = {.c = bc};
+    ASSERT(pthread_create(&run.thread, NULL, run_main, &run) == 0);
+    emq_producer_t *p = NULL;
+    ASSERT_OK(emq_producer_new(conf, &p, &err), &err);
+    static char confirmed[30][EMQ_ID_MAX];
+
+    produce_ten(p, confirmed, 0);
+    WAIT_UNTIL(seen_all(&s, confirmed, 10), 20000, "the first ten handled");
+    emq_srv *first = fail_over(&h);
+    produce_ten(p, confirmed, 10);
+    WAIT_UNTIL(seen_all(&s, confirmed, 20), 30000,
+               "the ten confirmed after the first failover handled");
+
+    emq_srv_stop(h.sentinel[2]);
+    h.sentinel[2] = NULL;
+    emq_srv_kill9(first);
+    emq_srv *second = new_primary_after(&h, emq_srv_port(first));
+    ASSERT(second != first);
+    produce_ten(p, confirmed, 20);
+    WAIT_UNTIL(seen_all(&s, confirmed, 30), 30000,
+               "the ten confirmed after the second failover handled");
+    ASSERT(stream_len(second) >= 30);
+
+    atomic_store(&pl.quit, 1);
+    atomic_store(&st.quit, 1);
+    pthread_join(pl.thread, NULL);
+    pthread_join(st.thread, NULL);
+    ASSERT_OK(pl.st, &pl.err);
+    ASSERT_OK(st.st, &st.err);
+    ASSERT_OK(emq_consumer_close(pl.c, 5000, &err), &err);
+    ASSERT_OK(emq_consumer_close(st.c, 5000, &err), &err);
+    emq_consumer_stop(bc);
+    pthread_join(run.thread, NULL);
+    ASSERT_OK(run.st, &run.err);
+    emq_consumer_stats ps, ss, bs;
+    emq_consumer_stats_get(pl.c, &ps);
+    emq_consumer_stats_get(st.c, &ss);
+    emq_consumer_stats_get(bc, &bs);
+    printf("    handed out: puller %llu, stepper %llu, batcher %llu; acks "
+           "that failed across the switches: puller %d, stepper %d\n",
+           (unsigned long long)ps.delivered, (unsigned long long)ss.delivered,
+           (unsigned long long)bs.delivered, pl.refused, st.refused);
+    emq_consumer_destroy(pl.c);
+    emq_consumer_destroy(st.c);
+    emq_consumer_destroy(bc);
     emq_producer_destroy(p);
     emq_conf_destroy(conf);
     ha_stop(&h);

@@ -229,6 +229,9 @@ emq_status emq__route_reconnect(emq__route *route, emq_error *err);
  * or idle while the connection to the slot's master went away (closed by
  * the peer; emq__conn_went_away). Never blocks. The route's thread. */
 int emq__route_went_away(const emq__route *route);
+/* emq__conn_switch_announced of a single server's connection (0 on a
+ * cluster). */
+int emq__route_switch_announced(const emq__route *route);
 /* 1 once a transport failure broke the route (sticky until reconnect). */
 int emq__route_is_broken(const emq__route *route);
 /* The endpoint of the node serving the route's slot (a single server's:

@@ -1047,6 +1047,11 @@ int emq__route_reply_too_large(const emq__route *route) {
     return route->broken.code != EMQ_OK && route->too_large;
 }
 
+int emq__route_switch_announced(const emq__route *route) {
+    return route != NULL && route->single != NULL &&
+           emq__conn_switch_announced(route->single);
+}
+
 int emq__route_went_away(const emq__route *route) {
     if (route == NULL)
         return 1;

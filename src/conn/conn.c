@@ -1117,6 +1117,13 @@ int64_t emq__conn_reply_began_ms(const emq_conn_t *conn) {
     return conn != NULL ? conn->reply_began_ms : 0;
 }
 
+int emq__conn_switch_announced(const emq_conn_t *conn) {
+    if (conn == NULL || conn->watch == NULL || conn->watch->t == NULL)
+        return 0;
+    struct pollfd pfd = {.fd = conn->watch->t->fd, .events = POLLIN};
+    return poll(&pfd, 1, 0) > 0;
+}
+
 int emq__conn_reply_too_large(const emq_conn_t *conn) {
     return conn != NULL && conn->broken.code == EMQ_EPROTO && conn->too_large;
 }

@@ -281,6 +281,11 @@ const char *emq__conn_name(const emq_conn_t *conn);
  * The thread that reads conn. */
 int64_t emq__conn_reply_began_ms(const emq_conn_t *conn);
 
+/* 1 when the Sentinel conn watches announced a switch (+switch-master)
+ * or closed: the reason emq__conn_went_away says 1, for a log line. 0
+ * without Sentinel. Never blocks. The thread that uses conn. */
+int emq__conn_switch_announced(const emq_conn_t *conn);
+
 /* 1 while conn is broken because a reply grew past resp.max_reply_bytes
  * (its status EMQ_EPROTO; emq__resp_over_max_reply), 0 while healthy,
  * after a reconnect, and for every other failure: how a caller tells a

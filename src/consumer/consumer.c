@@ -456,7 +456,7 @@ emq_status emq__consumer_loop(emq_consumer_t *c, emq_error *err) {
     c->fit = SIZE_MAX; /* reads that fit: learnt again in every run */
     c->fit_warned = 0;
     if (c->rx.route == NULL)
-        st = emq__consumer_session_open(c, &c->rx, "read", NULL, err);
+        st = emq__consumer_session_open(c, &c->rx, "read", NULL, 0, err);
     /* Only a first connection that fails is fatal here. After that, a
      * transport failure anywhere, the session's first steps included (a
      * run after a stop may find its connection dead), reconnects. */

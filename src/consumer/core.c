@@ -30,6 +30,7 @@ static void session_log(void *c, int level, const char *message) {
 
 emq_status emq__consumer_session_open(emq_consumer_t *c, emq__session *s,
                                       const char *what, atomic_int *halt,
+                                      int64_t reply_timeout_ms,
                                       emq_error *err) {
     stats_counters *k = &c->stats;
     emq__session_opts o = {
@@ -37,6 +38,7 @@ emq_status emq__consumer_session_open(emq_consumer_t *c, emq__session *s,
         .client_name = c->name, /* both connections carry the name */
         .stop = {halt != NULL ? halt : &c->stop, &c->fatal},
         .connect_wait = (int)emq__cfg_consumer_connect_wait(c->conf),
+        .reply_timeout_ms = reply_timeout_ms,
         .log = session_log,
         .log_ctx = c,
         .counts = {.round_trips = &k->round_trips,

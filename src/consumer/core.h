@@ -172,10 +172,11 @@ void emq__consumer_log(emq_consumer_t *c, int level, const char *fmt, ...)
  * c's statistics, waiting for the server per consumer.connect. Its waits
  * end on c's stop (halt NULL) or on *halt (the upkeep runs on after a
  * stop until the handler in progress has finished), and on a fatal
- * error. The thread that will own s. */
+ * error. reply_timeout_ms > 0 caps command_timeout_ms for s (the
+ * upkeep's liveness bound). The thread that will own s. */
 emq_status emq__consumer_session_open(emq_consumer_t *c, emq__session *s,
                                       const char *what, atomic_int *halt,
-                                      emq_error *err);
+                                      int64_t reply_timeout_ms, emq_error *err);
 /* Sleeps ms milliseconds, or less when a stop is requested meanwhile. */
 void emq__consumer_nap(emq_consumer_t *c, int64_t ms);
 /* 1 once a stop was requested or a fatal error recorded. */

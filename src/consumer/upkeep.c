@@ -455,12 +455,23 @@ out:
     return NULL;
 }
 
+/* The upkeep's own liveness bound: a round not answered within a third of
+ * claim.min_idle_ms (at least 250 ms; never more than command_timeout_ms)
+ * is given up and sent again on a new connection, so a connection held
+ * up by anything (a stalled proxy, a half-open link, a lost reply) costs
+ * one such wait, not command_timeout_ms while peers may claim the
+ * entries it was refreshing. */
+static int64_t upkeep_reply_timeout_ms(const emq_consumer_t *c) {
+    int64_t bound = emq__cfg_claim_min_idle_ms(c->conf) / 3;
+    return bound < 250 ? 250 : bound;
+}
+
 emq_status emq__upkeep_start(emq_consumer_t *c, emq_error *err) {
     emq__upkeep *u = &c->upkeep;
     atomic_store(&u->quit, 0);
     if (u->x.route == NULL) {
-        emq_status st =
-            emq__consumer_session_open(c, &u->x, "upkeep", &u->quit, err);
+        emq_status st = emq__consumer_session_open(
+            c, &u->x, "upkeep", &u->quit, upkeep_reply_timeout_ms(c), err);
         if (st != EMQ_OK)
             return st;
     }

@@ -143,6 +143,10 @@ emq_status emq__session_open(emq__session *s, const emq_conf_t *conf,
     if (opts->timeout_ms > 0 && (rc->command_timeout_ms == 0 ||
                                  rc->command_timeout_ms > opts->timeout_ms))
         rc->command_timeout_ms = opts->timeout_ms;
+    if (opts->reply_timeout_ms > 0 &&
+        (rc->command_timeout_ms == 0 ||
+         rc->command_timeout_ms > opts->reply_timeout_ms))
+        rc->command_timeout_ms = opts->reply_timeout_ms;
     ropts.conn.max_attempts = 1;
     while (emq__retry_next(&retry)) {
         st = emq__route_open(&ropts, key, &s->route, err);
@@ -568,8 +572,9 @@ emq_status emq__session_ready(emq__session *s, emq_error *err) {
     if (s->ntags > 0 || (!s->demoted && !emq__route_went_away(s->route)))
         return EMQ_OK;
     emq__session_log_failure(s, s->demoted ? "the server is a replica now"
-                                : emq__route_is_broken(s->route)
-                                    ? "broken"
+                                : emq__route_is_broken(s->route) ? "broken"
+                                : emq__route_switch_announced(s->route)
+                                    ? "the Sentinels announced a new primary"
                                     : "closed by the server while idle");
     return emq__session_reconnect(s, err);
 }

@@ -71,6 +71,11 @@ typedef struct emq__session_opts {
      * configuration's): the producer keeps every wait within one call's
      * producer.timeout_ms. */
     int64_t timeout_ms;
+    /* The command timeout alone at most this (0: no further cap): the
+     * consumer's upkeep gives up on a round that did not answer within
+     * its refresh period and sends it again on a new connection, whatever
+     * held the old one up. */
+    int64_t reply_timeout_ms;
     emq__session_log_fn log; /* NULL: nothing logged */
     void *log_ctx;
     emq__session_counts counts;

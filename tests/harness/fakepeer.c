@@ -62,6 +62,8 @@ struct emq_peer {
     int freeze;              /* PROXY: forwarding frozen */
     int pace_ms;             /* PROXY: pause after each full read of a
                                 server's reply (emq_peer_pace) */
+    int stall_open;          /* PROXY: stall the open connections
+                                (emq_peer_stall_open), once */
     unsigned long requested; /* control sequence asked for */
     unsigned long applied;   /* control sequence the thread has applied */
     int accepted;            /* connections accepted */
@@ -346,8 +348,9 @@ static int apply_control(emq_peer *p, int *frozen, int *pace_ms) {
     while (read(p->wake[0], drain, sizeof drain) > 0)
         ;
     pthread_mutex_lock(&p->mu);
-    int stop = p->stop, drop = p->drop;
+    int stop = p->stop, drop = p->drop, stall = p->stall_open;
     p->drop = 0;
+    p->stall_open = 0;
     *frozen = p->freeze;
     *pace_ms = p->pace_ms;
     pthread_mutex_unlock(&p->mu);
@@ -355,6 +358,10 @@ static int apply_control(emq_peer *p, int *frozen, int *pace_ms) {
         for (int i = 0; i < MAX_CONNS; i++)
             if (p->conns[i].fd >= 0)
                 conn_close(&p->conns[i]);
+    if (stall)
+        for (int i = 0; i < MAX_CONNS; i++)
+            if (p->conns[i].fd >= 0)
+                p->conns[i].stalled = 1;
     pthread_mutex_lock(&p->mu);
     p->applied = p->requested;
     pthread_cond_broadcast(&p->cv);
@@ -580,6 +587,13 @@ void emq_peer_last_command(const emq_peer *p, char *out, size_t size) {
 
 void emq_peer_drop(emq_peer *p) { control(p, 1, -1); }
 void emq_peer_freeze(emq_peer *p, int on) { control(p, 0, on ? 1 : 0); }
+
+void emq_peer_stall_open(emq_peer *p) {
+    pthread_mutex_lock(&p->mu);
+    p->stall_open = 1;
+    pthread_mutex_unlock(&p->mu);
+    control(p, 0, -1);
+}
 
 void emq_peer_pace(emq_peer *p, int ms) {
     pthread_mutex_lock(&p->mu);

@@ -68,6 +68,10 @@ void emq_peer_drop(emq_peer *p);
 /* PROXY: 1 freezes forwarding in both directions (bytes pile up in the
  * kernel; connections stay open), 0 resumes. Takes effect before return. */
 void emq_peer_freeze(emq_peer *p, int on);
+/* PROXY: the connections open now stop forwarding for good, both ways,
+ * and stay open (a half-open link, a NAT that dropped its mapping); new
+ * connections are forwarded as before. Takes effect before return. */
+void emq_peer_stall_open(emq_peer *p);
 /* PROXY: after each full 16 KiB read of what a server sent, pause ms (0:
  * no pause): a reply of megabytes then takes seconds to arrive, short
  * ones come at once. Takes effect before return. */

@@ -56,11 +56,12 @@ typedef struct edge_setup {
     int handler_ms;    /* w's handler on the long entry */
     int behind;        /* quick entries read with it, waiting behind it */
     int via_proxy;     /* w connects through a proxy (as chaos workers do) */
+    int command_timeout_ms; /* w's; 0: the default */
 } edge_setup;
 
 /* The scene of the first tests: lease 2.5 s, claim idle 3 s, an 8 s
  * handler, one entry, no proxy. */
-static const edge_setup plain_setup = {3000, 2500, 8000, 0, 0};
+static const edge_setup plain_setup = {3000, 2500, 8000, 0, 0, 0};
 
 /* Consumer "w" with a handler of e->handler_ms on "long" entries, a peer
  * with the same claim idle beating every 100 ms, and one long entry
@@ -69,6 +70,9 @@ static const edge_setup plain_setup = {3000, 2500, 8000, 0, 0};
  * handled once, by w, that the peer claimed nothing, and that w is still
  * running. */
 typedef void (*fault_fn)(emq_srv *s, long long read_id, int64_t until);
+
+/* The proxy w connects through (edge_setup.via_proxy), for faults. */
+static emq_peer *edge_proxy;
 
 static void slow_entry_under(const edge_setup *e, fault_fn fault,
                              const char *what) {
@@ -86,6 +90,7 @@ static void slow_entry_under(const edge_setup *e, fault_fn fault,
                             .upstream_port = emq_srv_port(s)};
         proxy = emq_peer_start(&po);
     }
+    edge_proxy = proxy;
     bg a, p;
     emq_conf_t *cw = own_conf(s, "edge", "w", e->claim_idle_ms);
     char v[32];
@@ -93,6 +98,10 @@ static void slow_entry_under(const edge_setup *e, fault_fn fault,
     conf_set(cw, "lease.ttl_ms", v);
     if (proxy != NULL)
         conf_set(cw, "url", emq_peer_url(proxy));
+    if (e->command_timeout_ms > 0) {
+        snprintf(v, sizeof v, "%d", e->command_timeout_ms);
+        conf_set(cw, "command_timeout_ms", v);
+    }
     emq_consumer_t *W = bg_start(&a, cw, slow_handle, &w);
     /* The read connection is the one blocked in XREADGROUP. */
     long long read_id = -1;
@@ -169,11 +178,33 @@ TEST_TIMEOUT(own_edge_upkeep_cut_again_and_again_keeps_live_work, 40) {
     slow_entry_under(&plain_setup, cut_upkeep, "upkeep cut every 300-400 ms");
 }
 
+/* Stalls every connection w has open (half-open: no bytes either way, no
+ * close) once, then lets the handler run out. */
+static void stall_open(emq_srv *s, long long read_id, int64_t until) {
+    (void)s;
+    (void)read_id;
+    usleep(300 * 1000); /* past a refresh round or two */
+    emq_peer_stall_open(edge_proxy);
+    while (now_ms() < until)
+        usleep(50 * 1000);
+}
+
+/* Both of w's connections go silent (half-open) while its handler runs
+ * for twice claim.min_idle_ms, with command_timeout_ms far longer: the
+ * upkeep gives up its silent round after a third of claim idle and sends
+ * the refresh again on a new connection, so the peer claims nothing
+ * (before, it waited out command_timeout_ms and the peer took the live
+ * entry). */
+TEST_TIMEOUT(own_edge_upkeep_silent_connection_given_up_in_time, 40) {
+    static const edge_setup silent = {3000, 10000, 6000, 0, 1, 10000};
+    slow_entry_under(&silent, stall_open, "w's connections silent (half-open)");
+}
+
 /* The same cuts as a chaos run makes them (seed 8004 lost a live entry
  * so): through a proxy, claim idle 2 s, lease 5 s, a 5.7 s handler and
  * 49 entries read with it waiting behind. */
 TEST_TIMEOUT(own_edge_upkeep_cut_through_proxy_keeps_live_work, 40) {
-    static const edge_setup chaos_like = {2000, 5000, 5700, 49, 1};
+    static const edge_setup chaos_like = {2000, 5000, 5700, 49, 1, 2000};
     slow_entry_under(&chaos_like, cut_upkeep,
                      "upkeep cut every 300-400 ms, through a proxy");
 }

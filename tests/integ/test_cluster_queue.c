@@ -477,6 +477,93 @@ TEST_TIMEOUT(cluster_queue_failover_recovers_pending, 60) {
     emq_cl_stop(c);
 }
 
+/* A master killed (SIGKILL) with no failover asked: its replica promotes
+ * itself once the cluster marks the master failed (cluster-node-timeout
+ * 2000), and the producer and a running consumer follow it by the path
+ * they take after CLUSTER FAILOVER (a transport failure, then a reconnect
+ * that reads the slot map again). Every entry confirmed before the kill
+ * (producer.wait_replicas 1, so on the replica) or after the promotion
+ * is handled, and the consumer runs on. The times to the promotion and
+ * to the first entry handled after it are printed, not asserted. */
+TEST_TIMEOUT(cluster_queue_killed_master_replica_promoted, 120) {
+    emq_cl *c = emq_cl_start(3, 1);
+    unsigned slot = emq__cluster_key_slot("emq:{jobs}", 10);
+    int old = emq_cl_owner(c, 0, slot);
+    int replica = emq_cl_replica_of(c, old);
+    int seed = emq_cl_other_master(c, old);
+    ASSERT(replica >= 0);
+    seen *s = seen_reset();
+    emq_error err;
+    emq_conf_t *pconf = node_conf(c, seed, "jobs");
+    conf_set(pconf, "producer.wait_replicas", "1");
+    conf_set(pconf, "producer.wait_timeout_ms", "2000");
+    adder add;
+    memset(&add, 0, sizeof add);
+    ASSERT_OK(emq_producer_new(pconf, &add.p, &err), &err);
+    add.pace_us = 2000;
+    emq_conf_t *cconf = node_conf(c, seed, "jobs");
+    consumer_settings(cconf, "g", "w1", "200");
+    emq_consumer_t *cons;
+    ASSERT_OK(emq_consumer_new(cconf, count_entry, s, &cons, &err), &err);
+    runner_thread rt;
+    start_consumer(&rt, cons);
+    pthread_t pt;
+    ASSERT_EQ_INT(pthread_create(&pt, NULL, add_loop, &add), 0);
+    wait_distinct(s, 200, emq_test_ms(15000));
+
+    int64_t killed = now_ms();
+    emq_srv_kill9(emq_cl_node(c, old));
+    char out[256];
+    WAIT_UNTIL(emq_srv_cmd(emq_cl_node(c, replica), out, sizeof out, "ROLE",
+                           NULL) == '*' &&
+                   strncmp(out, "master", 6) == 0,
+               30000, "the replica to promote itself");
+    int64_t promoted = now_ms();
+    /* The new master has no replica: entries from now on are confirmed
+     * by it alone (a second producer, the numbering going on). */
+    atomic_store(&add.stop, 1);
+    pthread_join(pt, NULL);
+    int before = atomic_load(&add.added);
+    emq_producer_t *first = add.p;
+    emq_conf_t *p2conf = node_conf(c, seed, "jobs");
+    ASSERT_OK(emq_producer_new(p2conf, &add.p, &err), &err);
+    atomic_store(&add.stop, 0);
+    ASSERT_EQ_INT(pthread_create(&pt, NULL, add_loop, &add), 0);
+    WAIT_UNTIL(atomic_load(&add.added) >= before + 1, 30000,
+               "the producer to add on the new master");
+    WAIT_UNTIL(atomic_load(&s->distinct) > before, 30000,
+               "the consumer to handle an entry added on the new master");
+    int64_t resumed = now_ms();
+    WAIT_UNTIL(atomic_load(&add.added) >= before + 100, 30000,
+               "a hundred more entries added");
+    atomic_store(&add.stop, 1);
+    pthread_join(pt, NULL);
+    int total = atomic_load(&add.added);
+    wait_distinct(s, total, emq_test_ms(30000));
+    for (int i = 0; i < total; i++)
+        if (atomic_load(&s->count[i]) < 1)
+            FAIL("confirmed entry %d was never handled", i);
+    emq_consumer_stop(cons);
+    ASSERT_OK(join_consumer(&rt), &rt.err);
+    emq_consumer_stats st;
+    emq_consumer_stats_get(cons, &st);
+    fprintf(stderr,
+            "    %d entries; promoted %lld ms after the kill, an entry "
+            "handled %lld ms after that; consumer reconnects %llu, "
+            "producer errors %d, redelivered %d\n",
+            total, (long long)(promoted - killed),
+            (long long)(resumed - promoted), (unsigned long long)st.reconnects,
+            add.errors, atomic_load(&s->redelivered));
+    ASSERT(st.reconnects >= 1);
+    emq_consumer_destroy(cons);
+    emq_producer_destroy(first);
+    emq_producer_destroy(add.p);
+    emq_conf_destroy(pconf);
+    emq_conf_destroy(p2conf);
+    emq_conf_destroy(cconf);
+    emq_cl_stop(c);
+}
+
 /* ---- a topic of 6 partitions --------------------------------------------- */
 
 typedef struct pool_thread {

@@ -70,6 +70,7 @@
     OPT(WORKERS, "workers", 0, 1)                                              \
     OPT(POISON, "poison", 0, 1)                                                \
     OPT(KEEP, "keep", 0, 0)                                                    \
+    OPT(SENTINEL, "sentinel", 0, 0)                                            \
     OPT(WORK_US, "work-us", 0, 1)                                              \
     OPT(PARTITIONS, "partitions", 0, 1)                                        \
     OPT(KEY_FIELD, "key-field", 0, 1)                                          \

@@ -18,12 +18,14 @@
 #include "cli.h"
 #include "srvproc.h"
 
+#include <arpa/inet.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -46,6 +48,10 @@ static const cli_optdoc opts[] = {
      "the others take over the killed worker's entries once idle this long "
      "(default 1000, at least 100)"},
     {O_WORK_US, "US", "simulated work per job, in microseconds (default 150)"},
+    {O_SENTINEL, NULL,
+     "a primary, two replicas and three Sentinels on loopback instead of "
+     "one server; the jobs are confirmed by a replica, and half-way the "
+     "Sentinels fail the primary over instead of a worker being killed"},
     {O_KEEP, NULL, "keep the temporary folder at the end"},
     CLI_OPTS_END,
 };
@@ -53,23 +59,31 @@ static const cli_optdoc opts[] = {
 CLI_VERB(
     demo, "a private server, 100,000 jobs, a crash and its recovery",
     "echomq demo [--jobs N] [--workers N] [--poison N]\n"
-    "            [--claim-idle MS] [--work-us US] [--keep]",
+    "            [--claim-idle MS] [--work-us US] [--sentinel] [--keep]",
     "Starts a private redis-server (from PATH) on a unix socket in a\n"
     "temporary folder, produces the jobs, runs the worker processes, kills\n"
     "demo-2 with SIGKILL half-way and shows the others taking over its\n"
     "entries. Ends with a summary: produced, handled, duplicates (from the\n"
     "crash), dead-lettered, lost (must be 0) and throughput. Everything is\n"
     "removed at the end (also on Ctrl-C) unless --keep. No server or URL is\n"
-    "needed: --url is ignored.\n",
+    "needed: --url is ignored. With --sentinel the workers reach a primary\n"
+    "with two replicas through three Sentinels (redis-sentinel:// URL), on\n"
+    "loopback ports, and half-way the Sentinels fail the primary over: the\n"
+    "workers follow the new primary and no confirmed job is lost.\n",
     opts, "Exit status: 0 when nothing was lost, 1 otherwise.\n");
 
 /* ---- state shared by the cleanup paths ----------------------------------- */
 
 static char dir[512]; /* the temporary folder */
-static pid_t server_pid = -1;
+/* The private servers: one, or (--sentinel) three data nodes, then three
+ * Sentinels. */
+#define MAX_SERVERS 6
+static pid_t servers[MAX_SERVERS];
+static int nservers;
 static pid_t workers[MAX_WORKERS];
 static int nworkers;
 static volatile sig_atomic_t interrupted;
+static int with_sentinel; /* --sentinel */
 
 static void on_interrupt(int sig) { interrupted = sig; }
 
@@ -100,10 +114,13 @@ static void cleanup(int keep) {
             waitpid(workers[i], NULL, 0);
             workers[i] = -1;
         }
-    if (server_pid > 0) {
-        srvproc_stop(server_pid, 3000);
-        server_pid = -1;
-    }
+    /* Sentinels first: none fails over a data node being stopped. */
+    for (int i = nservers - 1; i >= 0; i--)
+        if (servers[i] > 0) {
+            srvproc_stop(servers[i], 3000);
+            servers[i] = -1;
+        }
+    nservers = 0;
     if (keep && dir[0])
         fprintf(stderr, "echomq: demo folder kept: %s\n", dir);
     else
@@ -116,23 +133,22 @@ static const char *const NO_SERVER =
     "redis-server is not on PATH; install it (scripts/deps.sh) or add its "
     "folder to PATH";
 
-/* Starts redis-server on dir/redis.sock (tools/srvproc.c starts and stops
- * the process); url receives its URL. */
-static int start_server(char *url, size_t url_size) {
-    char conf_path[600], sock[600], log_path[600];
-    snprintf(conf_path, sizeof conf_path, "%s/redis.conf", dir);
-    snprintf(sock, sizeof sock, "%s/redis.sock", dir);
-    snprintf(log_path, sizeof log_path, "%s/redis.log", dir);
+/* Writes dir/NAME.conf with the lines in body plus a dir and a log
+ * file, and starts redis-server on it (mode "--sentinel" or NULL) as
+ * server number nservers (tools/srvproc.c starts and stops the process),
+ * then waits until url answers (a plain connection). */
+static int spawn_server(const char *name, const char *body, const char *mode,
+                        const char *url) {
+    char conf_path[600], log_path[600];
+    snprintf(conf_path, sizeof conf_path, "%s/%s.conf", dir, name);
+    snprintf(log_path, sizeof log_path, "%s/%s.log", dir, name);
     FILE *f = fopen(conf_path, "w");
     if (f == NULL)
         return cli_err(CLI_FAIL, "cannot write %s: %s", conf_path,
                        strerror(errno));
     /* Paths quoted: TMPDIR may hold spaces (redis.conf splits on them). */
-    char qsock[1300], qdir[1300], qlog[1300];
-    fprintf(f,
-            "port 0\nunixsocket %s\nunixsocketperm 700\ndir %s\n"
-            "save \"\"\nappendonly no\nlogfile %s\ndaemonize no\n",
-            srvproc_quote(sock, qsock, sizeof qsock),
+    char qdir[1300], qlog[1300];
+    fprintf(f, "%sdir %s\nlogfile %s\ndaemonize no\n", body,
             srvproc_quote(dir, qdir, sizeof qdir),
             srvproc_quote(log_path, qlog, sizeof qlog));
     fclose(f);
@@ -141,12 +157,13 @@ static int start_server(char *url, size_t url_size) {
         return cli_err(CLI_FAIL, "%s", NO_SERVER);
     /* A process group of its own: Ctrl-C reaches us, and we stop it in
      * order. */
-    srvproc_opts o = {prog, conf_path, NULL, NULL, 1, NULL};
+    srvproc_opts o = {prog, conf_path, NULL, NULL, 1, mode};
     char why[200];
-    server_pid = srvproc_spawn(&o, why, sizeof why);
-    if (server_pid < 0)
+    pid_t pid = srvproc_spawn(&o, why, sizeof why);
+    if (pid < 0)
         return cli_err(CLI_FAIL, "%s", why);
-    snprintf(url, url_size, "unix://%s", sock);
+    int me = nservers++;
+    servers[me] = pid;
     emq_conf_t *conf = emq_conf_new();
     if (conf == NULL || emq_conf_set(conf, "url", url, NULL) != EMQ_OK) {
         emq_conf_destroy(conf);
@@ -155,8 +172,8 @@ static int start_server(char *url, size_t url_size) {
     int rc = CLI_FAIL;
     for (int waited = 0; waited < 10000 && !interrupted; waited += 50) {
         int status;
-        if (waitpid(server_pid, &status, WNOHANG) == server_pid) {
-            server_pid = -1;
+        if (waitpid(pid, &status, WNOHANG) == pid) {
+            servers[me] = -1;
             if (WIFEXITED(status) && WEXITSTATUS(status) == 127)
                 cli_err(CLI_FAIL, "%s", NO_SERVER);
             else
@@ -174,11 +191,214 @@ static int start_server(char *url, size_t url_size) {
         }
         usleep(50000);
     }
-    if (rc != CLI_OK && server_pid > 0)
-        cli_err(CLI_FAIL, "redis-server did not answer on %s within 10 s",
-                sock);
+    if (rc != CLI_OK && servers[me] > 0)
+        cli_err(CLI_FAIL, "redis-server did not answer on %s within 10 s", url);
     emq_conf_destroy(conf);
     return rc;
+}
+
+/* Starts one redis-server on dir/redis.sock; url receives its URL. */
+static int start_server(char *url, size_t url_size) {
+    char sock[600], qsock[1300], body[1500];
+    snprintf(sock, sizeof sock, "%s/redis.sock", dir);
+    snprintf(body, sizeof body,
+             "port 0\nunixsocket %s\nunixsocketperm 700\n"
+             "save \"\"\nappendonly no\n",
+             srvproc_quote(sock, qsock, sizeof qsock));
+    snprintf(url, url_size, "unix://%s", sock);
+    return spawn_server("redis", body, NULL, url);
+}
+
+/* ---- --sentinel: a primary, two replicas, three Sentinels ---------------- */
+
+/* The master name the demo's Sentinels watch. */
+static const char *const MASTER = "demo";
+
+/* A TCP port on 127.0.0.1 that was free a moment ago (0 when none). */
+static int free_port(void) {
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET,
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof a;
+    int port = 0;
+    if (fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
+        getsockname(fd, (struct sockaddr *)&a, &len) == 0)
+        port = ntohs(a.sin_port);
+    if (fd >= 0)
+        close(fd);
+    return port;
+}
+
+/* The length of the array reply of SENTINEL WHAT MASTER at the Sentinel
+ * on port (-1 when it cannot be asked). */
+static long long sentinel_count(int port, const char *what) {
+    char url[64];
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d", port);
+    emq_conf_t *conf = emq_conf_new();
+    emq_conn_t *c = NULL;
+    long long n = -1;
+    if (conf && emq_conf_set(conf, "url", url, NULL) == EMQ_OK &&
+        emq_conn_new(conf, &c, NULL) == EMQ_OK) {
+        const char *argv[] = {"SENTINEL", what, MASTER};
+        emq_reply *r = NULL;
+        if (emq_conn_command(c, 3, argv, NULL, &r, NULL) == EMQ_OK &&
+            emq_reply_kind(r) == EMQ_REPLY_ARRAY)
+            n = (long long)emq_reply_len(r);
+        emq_reply_free(r);
+    }
+    emq_conn_destroy(c);
+    emq_conf_destroy(conf);
+    return n;
+}
+
+/* 1 when both replicas of the primary on port acknowledge its writes
+ * (WAIT 2 100 answers 2). */
+static int replicas_in_sync(int port) {
+    char url[64];
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d", port);
+    emq_conf_t *conf = emq_conf_new();
+    emq_conn_t *c = NULL;
+    int ok = 0;
+    if (conf && emq_conf_set(conf, "url", url, NULL) == EMQ_OK &&
+        emq_conn_new(conf, &c, NULL) == EMQ_OK) {
+        const char *argv[] = {"WAIT", "2", "100"};
+        emq_reply *r = NULL;
+        ok = emq_conn_command(c, 3, argv, NULL, &r, NULL) == EMQ_OK &&
+             emq_reply_kind(r) == EMQ_REPLY_INTEGER &&
+             emq_reply_integer(r) == 2;
+        emq_reply_free(r);
+    }
+    emq_conn_destroy(c);
+    emq_conf_destroy(conf);
+    return ok;
+}
+
+/* The Sentinels' ports, for the failover half-way. */
+static int sentinel_ports[3];
+
+/* Starts the primary, its two replicas and three Sentinels watching it
+ * (down-after 1000 ms) on free loopback ports, and waits (at most 60 s)
+ * until each Sentinel knows both replicas and the other two Sentinels;
+ * url receives the redis-sentinel:// URL. */
+static int start_sentinels(char *url, size_t url_size) {
+    int data[3];
+    char body[600], name[32], one[64];
+    int rc = CLI_OK;
+    for (int i = 0; i < 3 && rc == CLI_OK; i++) {
+        data[i] = free_port();
+        /* No 5 s wait before a replica's first sync. */
+        int n = snprintf(body, sizeof body,
+                         "port %d\nbind 127.0.0.1\nsave \"\"\n"
+                         "appendonly no\nrepl-diskless-sync-delay 0\n",
+                         data[i]);
+        if (i > 0)
+            snprintf(body + n, sizeof body - (size_t)n,
+                     "replicaof 127.0.0.1 %d\n", data[0]);
+        snprintf(name, sizeof name, "node-%d", i + 1);
+        snprintf(one, sizeof one, "redis://127.0.0.1:%d", data[i]);
+        rc = data[i] > 0 ? spawn_server(name, body, NULL, one)
+                         : cli_err(CLI_FAIL, "no free loopback port");
+    }
+    for (int i = 0; i < 3 && rc == CLI_OK; i++) {
+        sentinel_ports[i] = free_port();
+        snprintf(body, sizeof body,
+                 "port %d\nbind 127.0.0.1\n"
+                 "sentinel monitor %s 127.0.0.1 %d 2\n"
+                 "sentinel down-after-milliseconds %s 1000\n"
+                 "sentinel failover-timeout %s 10000\n",
+                 sentinel_ports[i], MASTER, data[0], MASTER, MASTER);
+        snprintf(name, sizeof name, "sentinel-%d", i + 1);
+        snprintf(one, sizeof one, "redis://127.0.0.1:%d", sentinel_ports[i]);
+        rc = sentinel_ports[i] > 0 ? spawn_server(name, body, "--sentinel", one)
+                                   : cli_err(CLI_FAIL, "no free loopback port");
+    }
+    if (rc != CLI_OK)
+        return rc;
+    snprintf(url, url_size,
+             "redis-sentinel://127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d#%s",
+             sentinel_ports[0], sentinel_ports[1], sentinel_ports[2], MASTER);
+    printf("   primary 127.0.0.1:%d, replicas 127.0.0.1:%d and :%d; "
+           "Sentinels at %s\n",
+           data[0], data[1], data[2], url);
+    fflush(stdout);
+    /* Sentinels find the replicas through the primary's INFO and each
+     * other through hello messages every 2 s. */
+    for (int waited = 0; waited < 60000 && !interrupted; waited += 200) {
+        int ready = replicas_in_sync(data[0]);
+        for (int i = 0; i < 3 && ready; i++)
+            ready = sentinel_count(sentinel_ports[i], "replicas") == 2 &&
+                    sentinel_count(sentinel_ports[i], "sentinels") == 2;
+        if (ready)
+            return CLI_OK;
+        usleep(200000);
+    }
+    return cli_err(CLI_FAIL, "the replicas did not sync, or the Sentinels "
+                             "did not find each other, within 60 s");
+}
+
+/* The port of the primary the Sentinel on port names (0: unknown). */
+static int primary_of(int port) {
+    char url[64];
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d", port);
+    emq_conf_t *conf = emq_conf_new();
+    emq_conn_t *c = NULL;
+    int primary = 0;
+    if (conf && emq_conf_set(conf, "url", url, NULL) == EMQ_OK &&
+        emq_conn_new(conf, &c, NULL) == EMQ_OK) {
+        const char *argv[] = {"SENTINEL", "get-master-addr-by-name", MASTER};
+        emq_reply *r = NULL;
+        size_t n = 0;
+        const char *p = NULL;
+        if (emq_conn_command(c, 3, argv, NULL, &r, NULL) == EMQ_OK &&
+            emq_reply_len(r) == 2 &&
+            (p = emq_reply_str(emq_reply_at(r, 1), &n)) != NULL && n < 8) {
+            char text[8];
+            memcpy(text, p, n);
+            text[n] = '\0';
+            primary = atoi(text);
+        }
+        emq_reply_free(r);
+    }
+    emq_conn_destroy(c);
+    emq_conf_destroy(conf);
+    return primary;
+}
+
+/* Asks the Sentinels for a failover and says where the primary went. */
+static void fail_over(void) {
+    int before = primary_of(sentinel_ports[0]), after = before;
+    char url[64];
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d", sentinel_ports[0]);
+    emq_conf_t *conf = emq_conf_new();
+    emq_conn_t *c = NULL;
+    int asked = 0;
+    for (int tries = 0; tries < 50 && !asked && !interrupted; tries++) {
+        if (c == NULL && conf && emq_conf_set(conf, "url", url, NULL) == EMQ_OK)
+            emq_conn_new(conf, &c, NULL);
+        const char *argv[] = {"SENTINEL", "FAILOVER", MASTER};
+        emq_reply *r = NULL;
+        asked = c && emq_conn_command(c, 3, argv, NULL, &r, NULL) == EMQ_OK &&
+                emq_reply_kind(r) == EMQ_REPLY_STATUS;
+        emq_reply_free(r);
+        if (!asked)
+            usleep(200000); /* "INPROG" or not ready: again */
+    }
+    emq_conn_destroy(c);
+    emq_conf_destroy(conf);
+    int64_t t0 = emq_clock_ms();
+    while (asked && after == before && emq_clock_ms() - t0 < 30000 &&
+           !interrupted) {
+        usleep(100000);
+        after = primary_of(sentinel_ports[0]);
+    }
+    if (after != before && after != 0)
+        printf("== failover: the Sentinels moved the primary from "
+               "127.0.0.1:%d to 127.0.0.1:%d in %.1f s\n",
+               before, after, (double)(emq_clock_ms() - t0) / 1000.0);
+    else
+        printf("== failover: the Sentinels did not move the primary (%s)\n",
+               asked ? "not within 30 s" : "SENTINEL FAILOVER was refused");
+    fflush(stdout);
 }
 
 /* ---- workers ------------------------------------------------------------- */
@@ -343,8 +563,12 @@ static emq_conf_t *queue_conf(const char *url, emq_error *err) {
             snprintf(err->message, sizeof err->message, "out of memory");
         return NULL;
     }
+    /* Behind Sentinel a job counts as produced once a replica has it: a
+     * failover cannot lose it. */
     if (emq_conf_set(conf, "url", url, err) != EMQ_OK ||
-        emq_conf_set(conf, "queue", QUEUE, err) != EMQ_OK) {
+        emq_conf_set(conf, "queue", QUEUE, err) != EMQ_OK ||
+        (with_sentinel &&
+         emq_conf_set(conf, "producer.wait_replicas", "1", err) != EMQ_OK)) {
         emq_conf_destroy(conf);
         return NULL;
     }
@@ -474,6 +698,22 @@ static void crash_and_recovery(demo_run *r, int *killed, int *recovered,
                                long long *held_at_kill, int64_t now,
                                int64_t *last_check) {
     long long needed = r->jobs - r->poison;
+    if (with_sentinel) { /* the failover instead of the crash */
+        if (!*killed && r->t.unique >= needed / 2) {
+            if (r->tty)
+                fputs("\r\033[K", stderr);
+            printf("== half-way (%lld handled): SENTINEL FAILOVER while the "
+                   "workers run\n",
+                   r->t.unique);
+            fflush(stdout);
+            fail_over();
+            *killed = *recovered = 1;
+        }
+        (void)held_at_kill;
+        (void)now;
+        (void)last_check;
+        return;
+    }
     if (!*killed && r->t.unique >= needed / 2) {
         long long before = held_by(r->url, "demo-2");
         kill(workers[1], SIGKILL);
@@ -510,7 +750,8 @@ static void crash_and_recovery(demo_run *r, int *killed, int *recovered,
  * on stderr. Returns CLI_OK or CLI_FAIL. */
 static int watch(demo_run *r) {
     int64_t last_print = 0, last_check = 0;
-    int killed = nworkers < 2; /* with one worker nobody can recover */
+    /* With one worker nobody can recover (a failover needs no other). */
+    int killed = nworkers < 2 && !with_sentinel;
     int recovered = 0;
     long long held_at_kill = -1, needed = r->jobs - r->poison;
     int64_t deadline = r->t_start + 120000 + r->jobs / 10;
@@ -598,7 +839,9 @@ static int summary(demo_run *r, int rc) {
     printf("\n== summary\n");
     printf("   %-34s %10lld\n", "produced", r->jobs);
     printf("   %-34s %10lld\n", "handled (distinct jobs)", r->t.unique);
-    printf("   %-34s %10lld\n", "duplicates (crash recovery)",
+    printf("   %-34s %10lld\n",
+           with_sentinel ? "duplicates (failover)"
+                         : "duplicates (crash recovery)",
            r->t.lines - r->t.unique);
     printf("   %-34s %10lld\n", "dead-lettered (poison jobs)", r->ndead);
     printf("   %-34s %10lld%s\n", "lost", lost, lost ? "   <-- NOT OK" : "");
@@ -607,7 +850,8 @@ static int summary(demo_run *r, int rc) {
     for (int i = 0; i < nworkers; i++) {
         char label[64];
         snprintf(label, sizeof label, "  by demo-%d%s", i + 1,
-                 i == 1 && nworkers > 1 ? " (killed half-way)" : "");
+                 i == 1 && nworkers > 1 && !with_sentinel ? " (killed half-way)"
+                                                          : "");
         printf("   %-34s %10lld\n", label, r->t.per_worker[i]);
     }
     fflush(stdout);
@@ -644,9 +888,13 @@ static int run(long long jobs, long long poison, long long claim_idle,
     }
     printf("== echomq demo: %lld jobs, %d workers, %lld poison jobs\n", jobs,
            nworkers, poison);
-    printf("   private redis-server in %s\n", dir);
+    printf("   private %s in %s\n",
+           with_sentinel ? "primary, two replicas and three Sentinels"
+                         : "redis-server",
+           dir);
     fflush(stdout);
-    int rc = start_server(r.url, sizeof r.url);
+    int rc = with_sentinel ? start_sentinels(r.url, sizeof r.url)
+                           : start_server(r.url, sizeof r.url);
     if (rc != CLI_OK)
         return rc;
     r.is_poison = calloc((size_t)jobs, 1);
@@ -715,12 +963,15 @@ int cmd_demo(int argc, char **argv) {
         rc = cli_num(VERB, "--work-us", a.value[O_WORK_US], 0, 1000000,
                      &work_us);
     int keep = a.seen[O_KEEP] > 0;
+    with_sentinel = a.seen[O_SENTINEL] > 0;
     free(a.pos);
     if (rc != CLI_OK)
         return rc;
     nworkers = (int)nw;
     for (int i = 0; i < MAX_WORKERS; i++)
         workers[i] = -1;
+    for (int i = 0; i < MAX_SERVERS; i++)
+        servers[i] = -1;
 
     cli_signals(on_interrupt);
     rc = run(jobs, poison, claim_idle, work_us);

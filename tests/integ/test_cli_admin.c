@@ -227,3 +227,23 @@ TEST_TIMEOUT(cli_demo_reports_nothing_lost, 90) {
     pclose(p);
     ASSERT_EQ_STR(line, "");
 }
+
+/* --sentinel: a primary, two replicas and three Sentinels on loopback;
+ * the jobs are confirmed by a replica, the Sentinels fail the primary
+ * over half-way, the workers follow, and nothing is lost (duplicates are
+ * the work done on the old primary after the promotion). */
+TEST_TIMEOUT(cli_demo_sentinel_fails_over_and_loses_nothing, 150) {
+    cli_result r;
+    cli_run_in(&r, NULL, NULL, 0, 140000,
+               CLI_ARGS("demo", "--sentinel", "--jobs", "3000", "--workers",
+                        "2", "--poison", "2", "--work-us", "400"));
+    ASSERT_EXIT(&r, 0);
+    ASSERT_CONTAINS(r.out, "three Sentinels");
+    ASSERT_CONTAINS(r.out, "SENTINEL FAILOVER while the workers run");
+    ASSERT_CONTAINS(r.out, "== failover: the Sentinels moved the primary");
+    ASSERT_CONTAINS(r.out, "produced                                 3000");
+    ASSERT_CONTAINS(r.out, "dead-lettered (poison jobs)                 2");
+    ASSERT_CONTAINS(r.out, "lost                                        0");
+    ASSERT_CONTAINS(r.out, "nothing lost");
+    cli_free(&r);
+}

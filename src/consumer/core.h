@@ -136,7 +136,8 @@ struct emq_consumer {
      * resp.max_reply_bytes, down to 1, for the rest of the run (SIZE_MAX:
      * no bound but the configured sizes). Run thread. */
     size_t fit;
-    int fit_warned; /* the first halving of this run was logged */
+    int fit_warned;  /* the first halving of this run was logged */
+    int late_warned; /* a reply that arrived stale was logged (run) */
     int64_t next_claim_ms;
     int64_t last_recreate_ms;
     int64_t last_claim_warning_ms;

@@ -324,9 +324,23 @@ emq_status emq__batch_dispatch(emq_consumer_t *c, batch *b, emq_error *err) {
      * lock for the batch), so the upkeep thread refreshes entries that
      * wait behind a slow one. Entries held before (a retry waiting, an
      * ack not sent yet) come back marked held and are not handed out. */
-    int64_t taken = b->taken_ms > 0 ? b->taken_ms : emq__now_ms();
+    int64_t now = emq__now_ms();
+    int64_t taken = b->taken_ms > 0 ? b->taken_ms : now;
     if (emq__inflight_add_batch(&c->table, b->items, b->n, taken) != 0)
         return emq__oom(err);
+    if (c->table.stale_after_ms > 0 && now - taken > c->table.stale_after_ms) {
+        /* Nothing of it may be handed out: say why, once a run. */
+        emq__consumer_log(
+            c, c->late_warned ? EMQ_LOG_DEBUG : EMQ_LOG_WARNING,
+            "a reply of %zu entries took %lld ms to arrive, more than three "
+            "quarters of claim.min_idle_ms (%lld): its entries are not "
+            "handed out, as a peer may take them any moment; a link this "
+            "slow for entries this big needs a higher claim.min_idle_ms or "
+            "a lower count",
+            b->n, (long long)(now - taken),
+            (long long)emq__cfg_claim_min_idle_ms(c->conf));
+        c->late_warned = 1;
+    }
     emq_status st = EMQ_OK;
     /* Pull mode: what may be handed out goes to the ready queue, in one
      * chunk, for poll; else to the handler here, one by one. */

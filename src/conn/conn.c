@@ -69,11 +69,13 @@ struct emq_conn {
     int64_t reply_began_ms; /* when the last reply read began to arrive */
     emq_server server;      /* learned at the last handshake (server.c) */
     /* Behind Sentinel: a connection to the Sentinel that named the
-     * primary, subscribed to +switch-master; anything it sends (or its
-     * end) makes the connection go away (emq__conn_went_away), so the
-     * next command resolves again. NULL: none (it could not be set up;
+     * primary, subscribed to +switch-master; its announcement of this
+     * master's switch (or its end) makes the connection go away
+     * (emq__conn_went_away reads it: watch_news), so the next command
+     * resolves again. NULL: none (it could not be set up;
      * the failures a demoted primary causes still lead there). */
     emq_conn_t *watch;
+    int switched; /* a watch: it announced our master's switch, or ended */
 };
 
 /* ---- blocking commands -------------------------------------------------- */
@@ -1093,6 +1095,43 @@ int emq_conn_is_broken(const emq_conn_t *conn) {
     return conn == NULL || conn->broken.code != EMQ_OK;
 }
 
+/* Reads what the Sentinel c watches sent (without waiting) and sets
+ * c->watch->switched when it announced a switch of c's master, closed or
+ * sent something unreadable. Announcements of other masters the same
+ * Sentinels watch are read and dropped: they need no reconnect. */
+static void watch_news(const emq_conn_t *c) {
+    emq_conn_t *w = c->watch;
+    emq_error e;
+    for (;;) { /* what is there now */
+        char *space;
+        size_t avail;
+        if (emq__resp_reserve(w->reader, READ_CHUNK_MIN, &space, &avail, &e) !=
+            EMQ_OK) {
+            w->switched = 1;
+            return;
+        }
+        ssize_t n = w->t->ops->read(w->t, space, avail, &e);
+        if (n > 0) {
+            emq__resp_commit(w->reader, (size_t)n);
+            continue;
+        }
+        if (n != EMQ_EAGAIN)
+            w->switched = 1; /* ended: resolve again, a new watch with it */
+        break;
+    }
+    while (!w->switched) {
+        emq_reply *r = NULL;
+        emq_status st = emq__resp_next(w->reader, &r, &e);
+        if (st == EMQ_EAGAIN)
+            return;
+        int ours = st == EMQ_OK ? emq__sentinel_switch_of(r, master_name(c))
+                                : -1;
+        emq_reply_free(r);
+        if (ours != 0)
+            w->switched = 1;
+    }
+}
+
 int emq__conn_went_away(const emq_conn_t *conn) {
     if (conn == NULL || conn->t == NULL || conn->broken.code != EMQ_OK)
         return 1;
@@ -1100,13 +1139,17 @@ int emq__conn_went_away(const emq_conn_t *conn) {
         return 0; /* replies are due: readable is expected */
     if (conn->reader != NULL && emq__resp_buffered(conn->reader) > 0)
         return 1; /* bytes nobody asked for */
-    struct pollfd pfd[2] = {{.fd = conn->t->fd, .events = POLLIN},
-                            {.fd = -1, .events = POLLIN}};
-    /* Behind Sentinel: a +switch-master message (for any master: a
-     * needless reconnect is cheap) or the watch's end. */
-    if (conn->watch != NULL && conn->watch->t != NULL)
-        pfd[1].fd = conn->watch->t->fd;
-    return poll(pfd, 2, 0) > 0; /* EOF, a reset, or unasked bytes */
+    /* Behind Sentinel: a +switch-master of this master, or the watch's
+     * end. */
+    if (conn->watch != NULL && conn->watch->t != NULL) {
+        struct pollfd w = {.fd = conn->watch->t->fd, .events = POLLIN};
+        if (!conn->watch->switched && poll(&w, 1, 0) > 0)
+            watch_news(conn);
+        if (conn->watch->switched)
+            return 1;
+    }
+    struct pollfd pfd = {.fd = conn->t->fd, .events = POLLIN};
+    return poll(&pfd, 1, 0) > 0; /* EOF, a reset, or unasked bytes */
 }
 
 const char *emq__conn_name(const emq_conn_t *conn) {
@@ -1118,10 +1161,7 @@ int64_t emq__conn_reply_began_ms(const emq_conn_t *conn) {
 }
 
 int emq__conn_switch_announced(const emq_conn_t *conn) {
-    if (conn == NULL || conn->watch == NULL || conn->watch->t == NULL)
-        return 0;
-    struct pollfd pfd = {.fd = conn->watch->t->fd, .events = POLLIN};
-    return poll(&pfd, 1, 0) > 0;
+    return conn != NULL && conn->watch != NULL && conn->watch->switched;
 }
 
 int emq__conn_reply_too_large(const emq_conn_t *conn) {

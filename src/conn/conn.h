@@ -84,6 +84,10 @@ int emq__sentinel_master_addr(const emq_reply *r, char *host, size_t size,
 /* Reads a ROLE reply: 1 for a master, 0 for a replica (or a Sentinel),
  * -1 when it is not a ROLE reply. */
 int emq__sentinel_role_is_master(const emq_reply *r);
+/* Reads a message of a connection subscribed to +switch-master: 1 when
+ * it announces a switch of master, 0 when of another master, -1 when it
+ * is no such message. */
+int emq__sentinel_switch_of(const emq_reply *r, const char *master);
 /* Moves u's Sentinel i to the front (the one that answered is asked
  * first next time); the order of the others is kept. */
 void emq__sentinel_to_front(emq__url *u, size_t i);
@@ -263,9 +267,11 @@ void emq__conn_set_cancel(emq_conn_t *c, const atomic_int *flag,
  * a timeout of idle clients) or sent what nobody asked for. Asked before
  * a command goes out on a connection that may have sat idle, so that it
  * is replaced before, not after, the command is lost with it. Behind
- * Sentinel also 1 once the Sentinel the connection watches sent anything
- * (+switch-master) or closed: the next connect resolves again. Never
- * blocks, reads nothing. The thread that uses conn. */
+ * Sentinel also 1 once the Sentinel the connection watches announced a
+ * switch of its master (+switch-master) or closed: the next connect
+ * resolves again; announcements of other masters are read and dropped.
+ * Never blocks; reads nothing from conn itself. The thread that uses
+ * conn. */
 int emq__conn_went_away(const emq_conn_t *conn);
 
 /* The endpoint conn is connected to, "host:port", "[v6]:port" or
@@ -281,9 +287,10 @@ const char *emq__conn_name(const emq_conn_t *conn);
  * The thread that reads conn. */
 int64_t emq__conn_reply_began_ms(const emq_conn_t *conn);
 
-/* 1 when the Sentinel conn watches announced a switch (+switch-master)
- * or closed: the reason emq__conn_went_away says 1, for a log line. 0
- * without Sentinel. Never blocks. The thread that uses conn. */
+/* 1 when the Sentinel conn watches announced a switch of its master
+ * (+switch-master) or closed, as emq__conn_went_away found: the reason it
+ * said 1, for a log line. 0 without Sentinel. The thread that uses
+ * conn. */
 int emq__conn_switch_announced(const emq_conn_t *conn);
 
 /* 1 while conn is broken because a reply grew past resp.max_reply_bytes

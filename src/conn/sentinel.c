@@ -72,6 +72,21 @@ void emq__sentinel_to_front(emq__url *u, size_t i) {
     u->sentinels[0] = first;
 }
 
+int emq__sentinel_switch_of(const emq_reply *r, const char *master) {
+    char kind[16], channel[32], payload[512];
+    if (emq_reply_kind(r) != EMQ_REPLY_ARRAY || emq_reply_len(r) != 3 ||
+        !copy_str(emq_reply_at(r, 0), kind, sizeof kind) ||
+        strcmp(kind, "message") != 0 ||
+        !copy_str(emq_reply_at(r, 1), channel, sizeof channel) ||
+        strcmp(channel, "+switch-master") != 0 ||
+        !copy_str(emq_reply_at(r, 2), payload, sizeof payload))
+        return -1;
+    /* "<name> <old ip> <old port> <new ip> <new port>" */
+    size_t n = strcspn(payload, " ");
+    return master != NULL && strlen(master) == n &&
+           memcmp(payload, master, n) == 0;
+}
+
 /* The value of field name in a flat field/value array (RESP2) or a map
  * (RESP3); NULL when absent. */
 static const emq_reply *field_of(const emq_reply *r, const char *name) {

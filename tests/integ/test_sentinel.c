@@ -10,6 +10,7 @@
  * producer.wait_replicas is lost. The two errors of a failed resolution
  * are distinct.
  */
+#include "conn/conn.h" /* emq__conn_went_away */
 #include "harness/fakepeer.h"
 #include "integ/cli_helpers.h"
 #include "integ/ownership_helpers.h"
@@ -380,6 +381,68 @@ TEST_TIMEOUT(sentinel_admin_and_info_follow_a_failover, 150) {
     emq_admin_destroy(a);
     emq_conf_destroy(conf);
     ha_stop(&h);
+}
+
+/* One Sentinel watches two masters: ours, and "other" with a replica.
+ * When "other" fails over, the +switch-master it announces is not ours:
+ * our connection stays as it is (before, any announcement made every
+ * connection watching that Sentinel reconnect). */
+TEST_TIMEOUT(sentinel_switch_of_another_master_keeps_the_connection, 90) {
+    emq_srv *ours = emq_srv_start(NULL);
+    emq_srv *other = emq_srv_start(NULL);
+    emq_srv *other_replica = emq_srv_start(NULL);
+    replica_follow(other_replica, other);
+    char config[512];
+    snprintf(config, sizeof config,
+             "sentinel monitor " MASTER " 127.0.0.1 %d 1\n"
+             "sentinel monitor other 127.0.0.1 %d 1\n"
+             "sentinel down-after-milliseconds other 1000\n"
+             "sentinel failover-timeout other 5000\n",
+             emq_srv_port(ours), emq_srv_port(other));
+    emq_srv_opts o = {.sentinel = 1, .extra_config = config};
+    emq_srv *sentinel = emq_srv_start(&o);
+    static char out[16384];
+    WAIT_UNTIL(emq_srv_cmd(sentinel, out, sizeof out, "SENTINEL", "replicas",
+                           "other", NULL) == '*' &&
+                   strstr(out, "ip") != NULL,
+               30000, "the Sentinel to know the other master's replica");
+    char url[256];
+    snprintf(url, sizeof url, "redis-sentinel://127.0.0.1:%d#" MASTER,
+             emq_srv_port(sentinel));
+    emq_conf_t *conf = conf_for(url);
+    emq_conn_t *conn = connect_ok(conf);
+    emq_reply *r = NULL;
+    emq_error err;
+    const char *id[] = {"CLIENT", "ID"};
+    ASSERT_OK(emq_conn_command(conn, 2, id, NULL, &r, &err), &err);
+    long long before = emq_reply_integer(r);
+    emq_reply_free(r);
+    int from = 0;
+    WAIT_UNTIL(emq_srv_cmd(sentinel, out, sizeof out, "SENTINEL", "FAILOVER",
+                           "other", NULL) == '+',
+               10000, "the Sentinel to accept SENTINEL FAILOVER other");
+    from = emq_srv_port(other);
+    WAIT_UNTIL(emq_srv_cmd(sentinel, out, sizeof out, "SENTINEL",
+                           "get-master-addr-by-name", "other", NULL) == '*' &&
+                   strchr(out, '\n') != NULL &&
+                   atoi(strchr(out, '\n') + 1) != from,
+               30000, "the Sentinel to switch the other master");
+    /* The announcement went out with the switch; the connection reads it
+     * and stays. */
+    int64_t end = now_ms() + emq_test_ms(1000);
+    while (now_ms() < end) {
+        ASSERT_EQ_INT(emq__conn_went_away(conn), 0);
+        usleep(50 * 1000);
+    }
+    ASSERT_OK(emq_conn_command(conn, 2, id, NULL, &r, &err), &err);
+    ASSERT_EQ_INT(emq_reply_integer(r), before); /* the same connection */
+    emq_reply_free(r);
+    emq_conn_destroy(conn);
+    emq_conf_destroy(conf);
+    emq_srv_stop(sentinel);
+    emq_srv_stop(other_replica);
+    emq_srv_stop(other);
+    emq_srv_stop(ours);
 }
 
 /* Log lines that name lease.wait_replicas. */

@@ -150,3 +150,19 @@ TEST(sentinel_learn_maps_announced_addresses) {
     emq_reply_free(r);
     emq__url_free(&u);
 }
+
+TEST(sentinel_switch_of_tells_our_master_from_others) {
+    emq_reply *r =
+        parse_reply("*3\r\n$7\r\nmessage\r\n$14\r\n+switch-master\r\n"
+                    "$38\r\nmymaster 127.0.0.1 6379 127.0.0.1 6380\r\n");
+    ASSERT_EQ_INT(emq__sentinel_switch_of(r, "mymaster"), 1);
+    ASSERT_EQ_INT(emq__sentinel_switch_of(r, "other"), 0);
+    ASSERT_EQ_INT(emq__sentinel_switch_of(r, "mymaste"), 0); /* a prefix */
+    emq_reply_free(r);
+    r = parse_reply("*3\r\n$9\r\nsubscribe\r\n$14\r\n+switch-master\r\n:1\r\n");
+    ASSERT_EQ_INT(emq__sentinel_switch_of(r, "mymaster"), -1);
+    emq_reply_free(r);
+    r = parse_reply("+OK\r\n");
+    ASSERT_EQ_INT(emq__sentinel_switch_of(r, "mymaster"), -1);
+    emq_reply_free(r);
+}

@@ -78,6 +78,9 @@ struct emq_conn {
     int switched; /* a watch: it announced our master's switch, or ended */
 };
 
+static void watch_news(const emq_conn_t *c);
+static const char *master_name(const emq_conn_t *c);
+
 /* ---- blocking commands -------------------------------------------------- */
 
 /* Compares argument i with word, case-insensitively. */
@@ -346,7 +349,24 @@ static emq_status read_reply(emq_conn_t *c, int64_t base_ms, int64_t extra_ms,
             if (until < 0 || slice < until)
                 until = slice;
         }
-        int w = emq__transport_wait(c->t->fd, events, until);
+        /* Behind Sentinel, the watch too: once it announces this master's
+         * switch, a reply from the old primary (silent, or paused) is not
+         * worth waiting for. */
+        int other = c->watch != NULL && c->watch->t != NULL &&
+                            !c->watch->switched
+                        ? c->watch->t->fd
+                        : -1;
+        int w = emq__transport_wait_either(c->t->fd, events, other, until);
+        if (w == 2) {
+            watch_news(c);
+            if (c->watch->switched)
+                return emq__error_set(e, EMQ_EIO, 1,
+                                      "the Sentinels announced a new primary "
+                                      "of '%.100s' while waiting for a reply "
+                                      "from %s",
+                                      master_name(c), c->name);
+            continue;
+        }
         if (w == 0 && until != deadline) {
             if (atomic_load(c->cancel) && c->overdue_at >= 0 &&
                 emq__now_ms() >= c->overdue_at)

@@ -58,6 +58,10 @@ typedef struct emq__tls_opts {
  * the next read or write reports), 0 on timeout, -1 on a poll failure
  * (errno set). */
 int emq__transport_wait(int fd, short events, int64_t deadline);
+/* The same, also watching other (-1: none) for reading: 2 when other is
+ * readable (or closed) and fd is not ready. */
+int emq__transport_wait_either(int fd, short events, int other,
+                               int64_t deadline);
 
 /* Connects to host:port over TCP within the deadline, trying each address
  * getaddrinfo returns, and sets TCP_NODELAY and, when keepalive_s > 0,

@@ -23,6 +23,11 @@
 #include <unistd.h>
 
 int emq__transport_wait(int fd, short events, int64_t deadline) {
+    return emq__transport_wait_either(fd, events, -1, deadline);
+}
+
+int emq__transport_wait_either(int fd, short events, int other,
+                               int64_t deadline) {
     for (;;) {
         int timeout = -1;
         if (deadline >= 0) {
@@ -31,10 +36,10 @@ int emq__transport_wait(int fd, short events, int64_t deadline) {
                 left = 0;
             timeout = left > 0x7fffffff ? 0x7fffffff : (int)left;
         }
-        struct pollfd p = {fd, events, 0};
-        int n = poll(&p, 1, timeout);
+        struct pollfd p[2] = {{fd, events, 0}, {other, POLLIN, 0}};
+        int n = poll(p, other >= 0 ? 2 : 1, timeout);
         if (n > 0)
-            return 1;
+            return p[0].revents != 0 ? 1 : 2;
         if (n == 0) {
             if (timeout != 0 && deadline >= 0 && emq__now_ms() < deadline)
                 continue; /* woke early (clock granularity); wait the rest */

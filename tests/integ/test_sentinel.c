@@ -735,3 +735,55 @@ TEST_TIMEOUT(sentinel_every_consumer_mode_rides_two_failovers, 240) {
     emq_conf_destroy(conf);
     ha_stop(&h);
 }
+
+/* A consumer blocked in XREADGROUP on a primary that stops answering
+ * (SIGSTOP), with block_ms 20 s and command_timeout_ms 60 s: once the
+ * Sentinels fail it over and announce the switch, the read gives up the
+ * silent primary at once and the consumer handles what is added on the
+ * new one (before, it waited out block_ms plus command_timeout_ms). */
+TEST_TIMEOUT(sentinel_blocked_read_leaves_a_stopped_primary, 150) {
+    static ha h;
+    ha_start(&h);
+    emq_conf_t *conf = ha_conf(&h);
+    conf_set(conf, "group", "g");
+    conf_set(conf, "consumer", "w1");
+    conf_set(conf, "start", "head");
+    conf_set(conf, "block_ms", "20000");
+    conf_set(conf, "command_timeout_ms", "60000");
+    conf_set(conf, "claim.min_idle_ms", "3000");
+    conf_set(conf, "lease.ttl_ms", "61000");
+    static seen s = {.mu = PTHREAD_MUTEX_INITIALIZER};
+    emq_consumer_t *c = NULL;
+    emq_error err;
+    ASSERT_OK(emq_consumer_new(conf, remember, &s, &c, &err), &err);
+    runner run = {.c = c};
+    ASSERT(pthread_create(&run.thread, NULL, run_main, &run) == 0);
+    emq_producer_t *p = NULL;
+    ASSERT_OK(emq_producer_new(conf, &p, &err), &err);
+    static char ids[10][EMQ_ID_MAX];
+    produce_ten(p, ids, 0);
+    WAIT_UNTIL(seen_all(&s, ids, 10), 20000, "the first entries handled");
+    /* Blocked again, in a read of 20 s. */
+    WAIT_UNTIL(client_id_by_name(h.node[0], "w1", 1) >= 0, 10000,
+               "the consumer to block in XREADGROUP");
+    int old_port = emq_srv_port(h.node[0]);
+    ASSERT_EQ_INT(kill(emq_srv_pid(h.node[0]), SIGSTOP), 0);
+    emq_srv *now = new_primary_after(&h, old_port);
+    int64_t switched = now_ms();
+    static char after[10][EMQ_ID_MAX];
+    produce_ten(p, after, 0);
+    WAIT_UNTIL(seen_all(&s, after, 10), 30000,
+               "the consumer to handle the entries added on the new "
+               "primary");
+    printf("    handled on the new primary %lld ms after the switch\n",
+           (long long)(now_ms() - switched));
+    ASSERT(stream_len(now) >= 20);
+    ASSERT_EQ_INT(kill(emq_srv_pid(h.node[0]), SIGCONT), 0);
+    emq_consumer_stop(c);
+    pthread_join(run.thread, NULL);
+    ASSERT_OK(run.st, &run.err);
+    emq_consumer_destroy(c);
+    emq_producer_destroy(p);
+    emq_conf_destroy(conf);
+    ha_stop(&h);
+}

@@ -2,8 +2,9 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # clidoc.sh [--check] [BUILD_DIR]: builds tools/gen_clidoc in BUILD_DIR
 # (default build/gcc, configured if needed) and rewrites the generated
-# regions of docs/CLI.md and docs/echomq.1 (the option tables and usage
-# blocks, between "clidoc md|man|usage VERB" and "/clidoc" markers) from
+# regions of docs/CLI.md and docs/echomq.1 (the option tables, usage and synopsis
+# blocks, between "clidoc md|man|usage|synopsis VERB" and "/clidoc"
+# markers) from
 # the CLI's verb tables (src/cli: cli_verb, cli_optdoc). With --check it writes nothing and fails when a
 # committed region differs from what the tables generate.
 set -euo pipefail
@@ -40,7 +41,7 @@ for doc in "${docs[@]}"; do
             echo "clidoc: the option tables of $doc drifted from the CLI's (src/cli, cli_optdoc); regenerate them with scripts/clidoc.sh and commit" >&2
             bad=1
         else
-            echo "clidoc: $doc matches the CLI's option tables ($(grep -cE 'clidoc (md|man|usage) ' "$root/$doc") regions)"
+            echo "clidoc: $doc matches the CLI's option tables ($(grep -cE 'clidoc (md|man|usage|synopsis) ' "$root/$doc") regions)"
         fi
     elif ! cmp -s "$root/$doc" "$out"; then
         cp "$out" "$root/$doc"

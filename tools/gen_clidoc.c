@@ -12,7 +12,9 @@
  *                            and the next line holding "/clidoc". VERB
  *                            "global" is the global options.
  *                            "<!-- clidoc usage VERB -->" is the verb's
- *                            usage lines as a markdown code block.
+ *                            usage lines as a markdown code block,
+ *                            ".\" clidoc synopsis VERB" the same as a
+ *                            roff no-fill block.
  *   gen_clidoc help VERB     what `echomq VERB --help` prints
  *   gen_clidoc verbs         the verbs, one a line
  *   gen_clidoc options VERB  how help shows each option of VERB ("global":
@@ -90,6 +92,21 @@ static void roff_text(FILE *out, const char *s) {
     }
 }
 
+/* A verb's usage lines as a roff no-fill block, each line escaped. */
+static void man_synopsis(FILE *out, const char *usage) {
+    fputs(".nf\n", out);
+    for (const char *line = usage; *line;) {
+        const char *nl = strchr(line, '\n');
+        size_t n = nl ? (size_t)(nl - line) : strlen(line);
+        char buf[512];
+        snprintf(buf, sizeof buf, "%.*s", (int)(n < 511 ? n : 511), line);
+        roff_text(out, buf);
+        fputc('\n', out);
+        line += n + (nl != NULL);
+    }
+    fputs(".fi\n", out);
+}
+
 static void man_items(FILE *out, const cli_optdoc *t) {
     for (const cli_optdoc *d = t; d->id != O_NONE; d++) {
         const cli_opt *o = &cli_options[d->id];
@@ -131,9 +148,10 @@ static int rewrite(const char *path) {
         }
         fputs(line, stdout);
         const char *m = strstr(line, "clidoc ");
-        static const char *const kinds[] = {"md ", "man ", "usage "};
+        static const char *const kinds[] = {"md ", "man ", "usage ",
+                                            "synopsis "};
         int kind = -1;
-        for (int k = 0; m && k < 3; k++)
+        for (int k = 0; m && k < 4; k++)
             if (!strncmp(m + 7, kinds[k], strlen(kinds[k])))
                 kind = k;
         if (kind < 0)
@@ -156,6 +174,8 @@ static int rewrite(const char *path) {
             man_items(stdout, t);
         else if (kind == 0)
             md_table(stdout, t);
+        else if (cli_verb_find(name) && kind == 3)
+            man_synopsis(stdout, cli_verb_find(name)->usage);
         else if (cli_verb_find(name))
             printf("```\n%s\n```\n", cli_verb_find(name)->usage);
         else {

@@ -86,6 +86,9 @@ typedef enum fault_kind {
     FAULT_STOP_PULL,   /* SIGSTOP a pull-mode worker past lease.ttl_ms */
     FAULT_MIGRATE,     /* --cluster: the queue's slot migrated, held
                           between MIGRATING and the keys' MIGRATE */
+    FAULT_FAILOVER,    /* --sentinel: the primary failed over (SENTINEL
+                          FAILOVER, or the primary SIGSTOPped past
+                          down-after-milliseconds) */
     FAULT_KINDS
 } fault_kind;
 
@@ -155,6 +158,10 @@ typedef struct chaos_producer {
     double rate;          /* jobs per second */
     int64_t deadline_ms;  /* give up (and fail the run) after this */
     uint64_t seed;        /* for the payload padding */
+    int wait_replicas;    /* producer.wait_replicas; 0: none (--sentinel:
+                             2, every replica: one that a failover does
+                             not promote may have confirmed a write the
+                             new primary never gets) */
     /* out */
     uint8_t *resent; /* jobs sent again after an unknown outcome */
     long confirmed;  /* jobs the server confirmed (read when done) */

@@ -438,6 +438,7 @@ static int is_global_fault(fault_kind k) {
  * nothing: losing a lease key must not cost a duplicate. */
 static int is_write_outage(const fault *f) {
     return f->kind == FAULT_RESTART || f->kind == FAULT_MISCONF ||
+           f->kind == FAULT_FAILOVER ||
            (f->kind == FAULT_EVICT && f->outcome == 1);
 }
 

@@ -11,7 +11,7 @@
  *         [--halfopens K] [--stops-long K] [--intruders K] [--misconfs K]
  *         [--upkeep-kills K] [--lease-dels K] [--evictions K]
  *         [--peer-claims K] [--stops-pull K] [--pull-workers K]
- *         [--cluster] [--migrations K]
+ *         [--cluster] [--migrations K] [--sentinel] [--failovers K]
  *         [--big-jobs N] [--big-max-mb MB] [--dead-jobs N]
  *         [--wide-fields F] [--max-reply-bytes B] [--faults LIST]
  *         [--tolerate LIST]
@@ -103,6 +103,7 @@ typedef struct options {
     int allow_unknown;
     int pull_workers; /* of the plain workers, the last K poll */
     int cluster;      /* a 3-master cluster instead of one server */
+    int sentinel;     /* a primary, two replicas and three Sentinels */
     long big_jobs;    /* jobs with a 1..big_max_mb MB blob field */
     long big_max_mb;
     long dead_jobs;       /* jobs whose handler answers EMQ_DEAD */
@@ -356,7 +357,7 @@ static void wait_until(int64_t until_ms) {
 /* ---- the schedule ------------------------------------------------------- */
 
 static int plan(const options *o, chaos_rng *rng, fault *f) {
-    int n = 0, intruders = 0;
+    int n = 0, intruders = 0, failovers = 0;
     for (int k = 0; k < FAULT_KINDS; k++)
         for (int j = 0; j < o->count[k] && n < CHAOS_MAX_FAULTS; j++)
             f[n++].kind = (fault_kind)k;
@@ -417,6 +418,13 @@ static int plan(const options *o, chaos_rng *rng, fault *f) {
             break;
         case FAULT_MIGRATE:
             x->duration_ms = chaos_range(rng, 3000, 5000);
+            break;
+        case FAULT_FAILOVER:
+            /* Every other one a SIGSTOP of the primary for this long
+             * (past down-after-milliseconds 1000: the Sentinels fail it
+             * over), else SENTINEL FAILOVER (0). */
+            x->duration_ms = (failovers++ % 2) ? chaos_range(rng, 3000, 5000)
+                                               : 0;
             break;
         case FAULT_STOP_PULL:
             /* The pull-mode workers are the last pull_workers plain ones
@@ -529,6 +537,15 @@ static void describe(const fault *f, char *buf, size_t size) {
                  "migrate the queue's slot to another master: MIGRATING "
                  "held %lld ms, then the keys, then SETSLOT NODE",
                  (long long)f->duration_ms);
+        break;
+    case FAULT_FAILOVER:
+        if (f->duration_ms > 0)
+            snprintf(buf, size,
+                     "SIGSTOP the primary for %lld ms: the Sentinels fail "
+                     "it over (down-after 1000 ms), then SIGCONT",
+                     (long long)f->duration_ms);
+        else
+            snprintf(buf, size, "SENTINEL FAILOVER");
         break;
     case FAULT_STOP_PULL:
         snprintf(buf, size,
@@ -1187,6 +1204,8 @@ static void migrate_episode(fault *f) {
              (long long)(chaos_now_ms() - t0));
 }
 
+static void failover_episode(fault *f); /* sentinel mode, below */
+
 static void inject(fault *f, int pos, emq_srv *srv, emq_peer *proxy) {
     char what[200];
     describe(f, what, sizeof what);
@@ -1248,16 +1267,183 @@ static void inject(fault *f, int pos, emq_srv *srv, emq_peer *proxy) {
     case FAULT_MIGRATE:
         migrate_episode(f);
         break;
+    case FAULT_FAILOVER:
+        failover_episode(f);
+        break;
     default:
         break;
     }
     if (f->detail[0] &&
         (f->kind == FAULT_UPKEEP_KILL || f->kind == FAULT_LEASE_DEL ||
          f->kind == FAULT_EVICT || f->kind == FAULT_PEER_CLAIM ||
-         f->kind == FAULT_MIGRATE))
+         f->kind == FAULT_MIGRATE || f->kind == FAULT_FAILOVER))
         printf("[%7.3f]   %s: %s\n", (chaos_now_ms() - run_start) / 1000.0,
                chaos_fault_name(f->kind), f->detail);
     f->ended_ms = chaos_now_ms();
+}
+
+/* ---- sentinel mode ------------------------------------------------------- */
+
+#define CHAOS_MASTER "chaos"
+
+static emq_srv *nodes[3];     /* --sentinel: the data nodes */
+static emq_srv *sentinels[3]; /* and the Sentinels watching them */
+
+/* The port of the primary Sentinel i names (0: unknown). */
+static int named_primary(int i) {
+    char out[256];
+    if (emq_srv_cmd(sentinels[i], out, sizeof out, "SENTINEL",
+                    "get-master-addr-by-name", CHAOS_MASTER, NULL) != '*')
+        return 0;
+    const char *nl = strchr(out, '\n');
+    return nl ? atoi(nl + 1) : 0;
+}
+
+/* The data node on port (NULL: none). */
+static emq_srv *node_on(int port) {
+    for (int i = 0; i < 3; i++)
+        if (nodes[i] && emq_srv_port(nodes[i]) == port)
+            return nodes[i];
+    return NULL;
+}
+
+/* 1 when node says ROLE master. */
+static int is_master(const emq_srv *node) {
+    char out[256];
+    return node != NULL &&
+           emq_srv_cmd(node, out, sizeof out, "ROLE", NULL) == '*' &&
+           strncmp(out, "master", 6) == 0;
+}
+
+/* The primary the Sentinels name now (node 0 until they name one). */
+static emq_srv *primary_srv(void) {
+    emq_srv *p = node_on(named_primary(0));
+    return p ? p : nodes[0];
+}
+
+/* How many workers have a connection (named chaos-i) to node. */
+static int workers_on(const emq_srv *node) {
+    static char list[1 << 16];
+    if (emq_srv_cmd(node, list, sizeof list, "CLIENT", "LIST", NULL) != '$')
+        return 0;
+    int n = 0;
+    for (int i = 1; i <= nworkers; i++) {
+        char want[48];
+        snprintf(want, sizeof want, " name=chaos-%d ", i);
+        n += strstr(list, want) != NULL;
+    }
+    return n;
+}
+
+/* How many of kind ("replicas", "sentinels") Sentinel i knows (-1: it
+ * cannot be asked): the "name" fields of its reply. */
+static int sentinel_knows(int i, const char *kind) {
+    static char out[16384];
+    if (emq_srv_cmd(sentinels[i], out, sizeof out, "SENTINEL", kind,
+                    CHAOS_MASTER, NULL) != '*')
+        return -1;
+    int n = strncmp(out, "name\n", 5) == 0;
+    for (const char *at = out; (at = strstr(at, "\nname\n")) != NULL; at++)
+        n++;
+    return n;
+}
+
+/* Starts the three data nodes (node 0 the primary, the others its
+ * replicas) with so and three Sentinels watching them (down-after 1000
+ * ms), and waits until every Sentinel knows both replicas and the other
+ * two. Returns 0, or -1 after printing why. */
+static int sentinel_start(const emq_srv_opts *so) {
+    for (int i = 0; i < 3; i++)
+        nodes[i] = emq_srv_start(so);
+    char out[256], port[16];
+    snprintf(port, sizeof port, "%d", emq_srv_port(nodes[0]));
+    for (int i = 1; i < 3; i++)
+        if (emq_srv_cmd(nodes[i], out, sizeof out, "REPLICAOF", "127.0.0.1",
+                        port, NULL) != '+') {
+            fprintf(stderr, "chaos: REPLICAOF: %s\n", out);
+            return -1;
+        }
+    char config[512];
+    snprintf(config, sizeof config,
+             "sentinel monitor " CHAOS_MASTER " 127.0.0.1 %d 2\n"
+             "sentinel down-after-milliseconds " CHAOS_MASTER " 1000\n"
+             "sentinel failover-timeout " CHAOS_MASTER " 10000\n",
+             emq_srv_port(nodes[0]));
+    emq_srv_opts o = {.sentinel = 1, .extra_config = config};
+    for (int i = 0; i < 3; i++)
+        sentinels[i] = emq_srv_start(&o);
+    int64_t until = chaos_now_ms() + 60000;
+    while (chaos_now_ms() < until) {
+        int ready = 1;
+        for (int i = 0; i < 3 && ready; i++)
+            ready = sentinel_knows(i, "replicas") == 2 &&
+                    sentinel_knows(i, "sentinels") == 2;
+        if (ready)
+            return 0;
+        chaos_sleep_ms(200);
+    }
+    fprintf(stderr, "chaos: the Sentinels did not find the replicas and each "
+                    "other within 60 s\n");
+    return -1;
+}
+
+/* One failover: SENTINEL FAILOVER, or the primary SIGSTOPped for
+ * f->duration_ms (the Sentinels fail it over) and then SIGCONT (it comes
+ * back as a replica). Waits (at most 40 s) until every Sentinel names a
+ * new primary that says ROLE master, then (at most 30 s) until every
+ * worker has a connection on it: that time is the run's measure of a
+ * failover, in f->detail. */
+static void failover_episode(fault *f) {
+    emq_srv *old = primary_srv();
+    int from = emq_srv_port(old);
+    char out[256];
+    if (f->duration_ms > 0) {
+        kill(emq_srv_pid(old), SIGSTOP);
+    } else {
+        int64_t until = chaos_now_ms() + 10000;
+        while (emq_srv_cmd(sentinels[0], out, sizeof out, "SENTINEL",
+                           "FAILOVER", CHAOS_MASTER, NULL) != '+' &&
+               chaos_now_ms() < until)
+            chaos_sleep_ms(200); /* INPROG, or not ready yet */
+    }
+    int64_t t0 = f->began_ms, switched = 0, all_on = 0;
+    emq_srv *now = NULL;
+    for (int64_t until = t0 + 40000; chaos_now_ms() < until;
+         chaos_sleep_ms(50)) {
+        int p = named_primary(0);
+        if (p == 0 || p == from || named_primary(1) != p ||
+            named_primary(2) != p || !is_master(node_on(p)))
+            continue;
+        now = node_on(p);
+        switched = chaos_now_ms();
+        break;
+    }
+    for (int64_t until = chaos_now_ms() + 30000;
+         now != NULL && chaos_now_ms() < until; chaos_sleep_ms(50))
+        if (workers_on(now) >= nworkers) {
+            all_on = chaos_now_ms();
+            break;
+        }
+    if (f->duration_ms > 0) {
+        int64_t resume = t0 + f->duration_ms;
+        if (chaos_now_ms() < resume)
+            wait_until(resume);
+        kill(emq_srv_pid(old), SIGCONT);
+    }
+    if (now == NULL)
+        snprintf(f->detail, sizeof f->detail,
+                 "no new primary named within 40 s (primary %d)", from);
+    else if (all_on == 0)
+        snprintf(f->detail, sizeof f->detail,
+                 "primary %d -> %d after %lld ms; not every worker on it "
+                 "within 30 s",
+                 from, emq_srv_port(now), (long long)(switched - t0));
+    else
+        snprintf(f->detail, sizeof f->detail,
+                 "primary %d -> %d after %lld ms; every worker on it %lld ms "
+                 "after the switch",
+                 from, emq_srv_port(now), (long long)(switched - t0),
+                 (long long)(all_on - switched));
 }
 
 /* ---- options ------------------------------------------------------------ */
@@ -1277,7 +1463,8 @@ static void usage(void) {
         "             [--intruders K] [--misconfs K] [--drain-seconds D]\n"
         "             [--upkeep-kills K] [--lease-dels K] [--evictions K]\n"
         "             [--peer-claims K] [--stops-pull K] [--pull-workers K]\n"
-        "             [--cluster] [--migrations K]\n"
+        "             [--cluster] [--migrations K] [--sentinel] "
+        "[--failovers K]\n"
         "             [--big-jobs N] [--big-max-mb MB] [--dead-jobs N]\n"
         "             [--wide-fields F] [--max-reply-bytes B]\n"
         "             [--faults LIST] [--tolerate LIST] [--dir PARENT]\n"
@@ -1387,7 +1574,7 @@ static void parse(int argc, char **argv, options *o) {
         "--kills",       "--stops",        "--restarts",   "--drops",
         "--stalls",      "--halfopens",    "--stops-long", "--intruders",
         "--misconfs",    "--upkeep-kills", "--lease-dels", "--evictions",
-        "--peer-claims", "--stops-pull",   "--migrations"};
+        "--peer-claims", "--stops-pull",   "--migrations", "--failovers"};
     static const struct {
         const char *flag;
         long lo, hi;
@@ -1475,6 +1662,8 @@ static void parse(int argc, char **argv, options *o) {
             i++;
         } else if (strcmp(a, "--cluster") == 0) {
             o->cluster = 1;
+        } else if (strcmp(a, "--sentinel") == 0) {
+            o->sentinel = 1;
         } else if (strcmp(a, "--pull-workers") == 0) {
             o->pull_workers = (int)number(a, v, 0, CHAOS_MAX_WORKERS);
             i++;
@@ -1531,8 +1720,9 @@ static void parse(int argc, char **argv, options *o) {
     int k1 = o->seconds / 30 > 0 ? o->seconds / 30 : 1;
     /* The faults of the new core's edges: once a minute each. */
     int k2 = o->seconds / 60 > 0 ? o->seconds / 60 : 1;
-    const int derived[FAULT_KINDS] = {2 * k1, k1, k1, 2 * k1, k1, k1, k1,    k1,
-                                      k1,     k2, k2, k2,     k2, k2, 3 * k2};
+    const int derived[FAULT_KINDS] = {2 * k1, k1, k1,     2 * k1, k1, k1,
+                                      k1,     k1, k1,     k2,     k2, k2,
+                                      k2,     k2, 3 * k2, 3 * k2};
     for (int k = 0; k < FAULT_KINDS; k++)
         if (o->count[k] < 0)
             o->count[k] = derived[k];
@@ -1549,18 +1739,24 @@ static void parse(int argc, char **argv, options *o) {
         o->pull_workers = o->workers;
     if (o->pull_workers == 0)
         o->count[FAULT_STOP_PULL] = 0;
-    if (o->cluster) {
+    if (o->cluster && o->sentinel) {
+        fprintf(stderr, "chaos: --cluster and --sentinel exclude each other\n");
+        usage();
+    }
+    if (o->cluster || o->sentinel) {
         /* One server's faults: no proxy in front of a cluster (the
-         * workers follow redirections to every node), and the server
-         * episodes need the one server. */
+         * workers follow redirections to every node) or of Sentinel's
+         * nodes, and the server episodes need the one server. */
         const fault_kind single[] = {FAULT_RESTART, FAULT_DROP,
                                      FAULT_STALL,   FAULT_HALFOPEN,
                                      FAULT_MISCONF, FAULT_EVICT};
         for (size_t k = 0; k < sizeof single / sizeof single[0]; k++)
             o->count[single[k]] = 0;
-    } else {
-        o->count[FAULT_MIGRATE] = 0;
     }
+    if (!o->cluster)
+        o->count[FAULT_MIGRATE] = 0;
+    if (!o->sentinel)
+        o->count[FAULT_FAILOVER] = 0;
     if (o->big_jobs + o->dead_jobs + o->poison > o->jobs) {
         fprintf(stderr, "chaos: more big, dead and poison jobs than jobs\n");
         usage();
@@ -1879,7 +2075,7 @@ int main(int argc, char **argv) {
            "--misconfs %d --upkeep-kills %d --lease-dels %d --evictions %d "
            "--peer-claims %d --stops-pull %d --pull-workers %d --big-jobs %ld "
            "--big-max-mb %ld --dead-jobs %ld --wide-fields %ld "
-           "--max-reply-bytes %ld --migrations %d%s%s\n",
+           "--max-reply-bytes %ld --migrations %d --failovers %d%s%s%s\n",
            (unsigned long long)o->seed, o->jobs, o->workers, o->pidns_workers,
            o->seconds, o->poison, o->max_deliveries, o->claim_idle_ms,
            o->lease_ttl_ms, o->short_ms, o->long_permille, o->handler_max_ms,
@@ -1892,7 +2088,8 @@ int main(int argc, char **argv) {
            o->count[FAULT_EVICT], o->count[FAULT_PEER_CLAIM],
            o->count[FAULT_STOP_PULL], o->pull_workers, o->big_jobs,
            o->big_max_mb, o->dead_jobs, o->wide_fields, o->max_reply_bytes,
-           o->count[FAULT_MIGRATE], o->cluster ? " --cluster" : "",
+           o->count[FAULT_MIGRATE], o->count[FAULT_FAILOVER],
+           o->cluster ? " --cluster" : "", o->sentinel ? " --sentinel" : "",
            o->allow_unknown ? " --allow-unknown-conf" : "");
     if (o->tolerate_unseen || o->tolerate_fields)
         printf("chaos: the verdict only reports%s%s (--tolerate / "
@@ -1940,6 +2137,22 @@ int main(int argc, char **argv) {
         printf("chaos: a 3-master cluster (node 0 at %s); the queue's slot "
                "%u is on node %d; workers connect to node 0 directly\n",
                proxy_url, queue_slot, emq_cl_owner(cluster, 0, queue_slot));
+    } else if (o->sentinel) {
+        /* Workers and producer reach the primary through the Sentinels;
+         * the harness's own commands go to the primary they name. */
+        if (sentinel_start(&so) != 0)
+            return 2;
+        srv = nodes[0];
+        snprintf(proxy_url, sizeof proxy_url,
+                 "redis-sentinel://127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d"
+                 "#" CHAOS_MASTER,
+                 emq_srv_port(sentinels[0]), emq_srv_port(sentinels[1]),
+                 emq_srv_port(sentinels[2]));
+        snprintf(admin_url, sizeof admin_url, "unix://%s", emq_srv_socket(srv));
+        printf("chaos: a primary (%s), two replicas and three Sentinels; "
+               "workers and producer connect through %s; the producer's "
+               "entries are confirmed by both replicas\n",
+               emq_srv_url(srv), proxy_url);
     } else {
         srv = emq_srv_start(&so);
         emq_peer_opts po;
@@ -1955,7 +2168,9 @@ int main(int argc, char **argv) {
     }
 
     run_start = chaos_now_ms();
-    producer.url = emq_srv_url(srv); /* node 0 in a cluster */
+    /* Node 0 in a cluster; the Sentinels' URL behind Sentinel. */
+    producer.url = o->sentinel ? proxy_url : emq_srv_url(srv);
+    producer.wait_replicas = o->sentinel ? 2 : 0;
     producer.jobs = o->jobs;
     producer.plan = jobs;
     producer.resent = resent;
@@ -1994,7 +2209,11 @@ int main(int argc, char **argv) {
 
     for (int i = 0; i < nfaults; i++) {
         wait_until(run_start + faults[i].at_ms);
-        inject(&faults[i], i + 1, cluster ? owner_srv() : srv, proxy);
+        inject(&faults[i], i + 1,
+               cluster       ? owner_srv()
+               : o->sentinel ? primary_srv()
+                             : srv,
+               proxy);
     }
     wait_until(run_start + (int64_t)o->seconds * 1000);
     while (!__atomic_load_n(&producer.done, __ATOMIC_ACQUIRE))
@@ -2011,9 +2230,9 @@ int main(int argc, char **argv) {
     long long pending = -1;
     int behind = 1;
     while (chaos_now_ms() < drain_deadline) {
-        if (cluster)
+        if (cluster || o->sentinel)
             snprintf(admin_url, sizeof admin_url, "unix://%s",
-                     emq_srv_socket(owner_srv()));
+                     emq_srv_socket(cluster ? owner_srv() : primary_srv()));
         if (chaos_drained(admin_url, &pending, &behind) == 0 && pending == 0 &&
             !behind) {
             drained = 1;
@@ -2054,13 +2273,18 @@ int main(int argc, char **argv) {
         .producer_failed = producer.failed,
         .drained = drained,
     };
-    if (cluster)
+    if (cluster || o->sentinel)
         snprintf(admin_url, sizeof admin_url, "unix://%s",
-                 emq_srv_socket(owner_srv()));
+                 emq_srv_socket(cluster ? owner_srv() : primary_srv()));
     int verdict = chaos_check(&run);
     printf("chaos: %.1f s in all\n", (chaos_now_ms() - run_start) / 1000.0);
     if (cluster) {
         emq_cl_stop(cluster);
+    } else if (o->sentinel) {
+        for (int i = 0; i < 3; i++)
+            emq_srv_stop(sentinels[i]);
+        for (int i = 0; i < 3; i++)
+            emq_srv_stop(nodes[i]);
     } else {
         emq_peer_stop(proxy);
         emq_srv_stop(srv);

@@ -40,7 +40,12 @@ static emq_producer_t *connect_producer(chaos_producer *p, emq_error *err) {
         emq_conf_set(conf, "command_timeout_ms", "3000", err) == EMQ_OK &&
         emq_conf_set(conf, "reconnect.max_attempts", "3", err) == EMQ_OK &&
         emq_conf_set(conf, "reconnect.backoff_min_ms", "50", err) == EMQ_OK &&
-        emq_conf_set(conf, "reconnect.backoff_max_ms", "300", err) == EMQ_OK)
+        emq_conf_set(conf, "reconnect.backoff_max_ms", "300", err) == EMQ_OK &&
+        (!p->wait_replicas ||
+         (emq_conf_set(conf, "producer.wait_replicas",
+                       p->wait_replicas > 1 ? "2" : "1", err) == EMQ_OK &&
+          emq_conf_set(conf, "producer.wait_timeout_ms", "1000", err) ==
+              EMQ_OK)))
         emq_producer_new(conf, &prod, err);
     emq_conf_destroy(conf);
     return prod;
@@ -153,8 +158,13 @@ void *chaos_produce(void *arg) {
             emq_status st =
                 emq_produce_batch(prod, msgs, n, ids, &written, &err);
             size_t keep = 0;
+            /* With producer.wait_replicas, an entry is confirmed once a
+             * replica has it: a window that WAIT did not confirm is not
+             * told apart, so the batch goes again (its entries exist:
+             * re-added, not lost, if a failover keeps them). */
+            int undurable = st == EMQ_ENOTDURABLE;
             for (size_t i = 0; i < n; i++) {
-                if (ids[i].str[0] != '\0')
+                if (ids[i].str[0] != '\0' && !undurable)
                     continue; /* confirmed */
                 if (st != EMQ_OK && st != EMQ_ESERVER)
                     p->resent[which[i]] = 1; /* may exist already */

@@ -802,7 +802,10 @@ int chaos_check(const chaos_run *run) {
                     long long gap = h->t_start - r->t_end;
                     if (gaps)
                         gaps[ngaps++] = gap;
+                    /* Another entry of a re-added job has no schedule of
+                     * r's: its call may come at once. */
                     if (run->set.backoff_in_force &&
+                        strcmp(r->id, h->id) == 0 &&
                         gap + 20 < backoff_floor(run, r->deliveries) &&
                         explain(run, r, h) < WHY_KILL)
                         early++;

@@ -1324,7 +1324,8 @@ static emq_srv *primary_srv(void) {
 /* How many workers have a connection (named chaos-i) to node. */
 static int workers_on(const emq_srv *node) {
     static char list[1 << 16];
-    if (emq_srv_cmd(node, list, sizeof list, "CLIENT", "LIST", NULL) != '$')
+    if (emq_srv_cmd(node, list, sizeof list, "CLIENT", "LIST", "TYPE", "normal",
+                    NULL) != '$')
         return 0;
     int n = 0;
     for (int i = 1; i <= nworkers; i++) {

@@ -829,9 +829,13 @@ static void watch_switch(emq_conn_t *c, int64_t deadline) {
     if (sentinel_open(c, &c->url.sentinels[0], deadline, &w, &ignored) !=
         EMQ_OK)
         return;
-    const char *sub[] = {"SUBSCRIBE", "+switch-master"};
+    /* +promoted-slave comes from the failover's leader seconds before
+     * its +switch-master, once the new primary takes writes (a requested
+     * failover announces the switch only when the other replicas follow
+     * it); the old primary takes writes until then. */
+    const char *sub[] = {"SUBSCRIBE", "+switch-master", "+promoted-slave"};
     emq_reply *r = NULL;
-    if (emq_conn_command(w, 2, sub, NULL, &r, &ignored) == EMQ_OK &&
+    if (emq_conn_command(w, 3, sub, NULL, &r, &ignored) == EMQ_OK &&
         emq_reply_kind(r) == EMQ_REPLY_ARRAY)
         c->watch = w;
     else

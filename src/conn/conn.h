@@ -84,9 +84,11 @@ int emq__sentinel_master_addr(const emq_reply *r, char *host, size_t size,
 /* Reads a ROLE reply: 1 for a master, 0 for a replica (or a Sentinel),
  * -1 when it is not a ROLE reply. */
 int emq__sentinel_role_is_master(const emq_reply *r);
-/* Reads a message of a connection subscribed to +switch-master: 1 when
- * it announces a switch of master, 0 when of another master, -1 when it
- * is no such message. */
+/* Reads a message of a connection subscribed to +switch-master and
+ * +promoted-slave: 1 when it announces a switch of master (or, from the
+ * failover's leader, the promotion of its replica), 0 when of another
+ * master or a subscription's confirmation, -1 when it is no such
+ * message. */
 int emq__sentinel_switch_of(const emq_reply *r, const char *master);
 /* Moves u's Sentinel i to the front (the one that answered is asked
  * first next time); the order of the others is kept. */

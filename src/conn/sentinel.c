@@ -75,16 +75,29 @@ void emq__sentinel_to_front(emq__url *u, size_t i) {
 int emq__sentinel_switch_of(const emq_reply *r, const char *master) {
     char kind[16], channel[32], payload[512];
     if (emq_reply_kind(r) != EMQ_REPLY_ARRAY || emq_reply_len(r) != 3 ||
-        !copy_str(emq_reply_at(r, 0), kind, sizeof kind) ||
-        strcmp(kind, "message") != 0 ||
+        !copy_str(emq_reply_at(r, 0), kind, sizeof kind))
+        return -1;
+    if (strcmp(kind, "subscribe") == 0)
+        return 0; /* the confirmation of a channel */
+    if (strcmp(kind, "message") != 0 ||
         !copy_str(emq_reply_at(r, 1), channel, sizeof channel) ||
-        strcmp(channel, "+switch-master") != 0 ||
         !copy_str(emq_reply_at(r, 2), payload, sizeof payload))
         return -1;
-    /* "<name> <old ip> <old port> <new ip> <new port>" */
-    size_t n = strcspn(payload, " ");
+    /* +switch-master: "<name> <old ip> <old port> <new ip> <new port>";
+     * +promoted-slave (the failover's leader, before it announces the
+     * switch): "slave <ip>:<port> <ip> <port> @ <name> <ip> <port>". */
+    const char *name = payload;
+    if (strcmp(channel, "+promoted-slave") == 0) {
+        const char *at = strstr(payload, " @ ");
+        if (at == NULL)
+            return -1;
+        name = at + 3;
+    } else if (strcmp(channel, "+switch-master") != 0) {
+        return -1;
+    }
+    size_t n = strcspn(name, " ");
     return master != NULL && strlen(master) == n &&
-           memcmp(payload, master, n) == 0;
+           memcmp(name, master, n) == 0;
 }
 
 /* The value of field name in a flat field/value array (RESP2) or a map

@@ -159,7 +159,23 @@ TEST(sentinel_switch_of_tells_our_master_from_others) {
     ASSERT_EQ_INT(emq__sentinel_switch_of(r, "other"), 0);
     ASSERT_EQ_INT(emq__sentinel_switch_of(r, "mymaste"), 0); /* a prefix */
     emq_reply_free(r);
+    /* A subscription's confirmation is no news. */
     r = parse_reply("*3\r\n$9\r\nsubscribe\r\n$14\r\n+switch-master\r\n:1\r\n");
+    ASSERT_EQ_INT(emq__sentinel_switch_of(r, "mymaster"), 0);
+    emq_reply_free(r);
+    /* The leader's +promoted-slave names the master after "@". */
+    const char *promoted = "slave 127.0.0.1:6380 127.0.0.1 6380 @ mymaster "
+                           "127.0.0.1 6379";
+    char bytes[256];
+    snprintf(bytes, sizeof bytes,
+             "*3\r\n$7\r\nmessage\r\n$15\r\n+promoted-slave\r\n$%zu\r\n%s"
+             "\r\n",
+             strlen(promoted), promoted);
+    r = parse_reply(bytes);
+    ASSERT_EQ_INT(emq__sentinel_switch_of(r, "mymaster"), 1);
+    ASSERT_EQ_INT(emq__sentinel_switch_of(r, "other"), 0);
+    emq_reply_free(r);
+    r = parse_reply("*3\r\n$7\r\nmessage\r\n$7\r\n+sdown!\r\n$1\r\nx\r\n");
     ASSERT_EQ_INT(emq__sentinel_switch_of(r, "mymaster"), -1);
     emq_reply_free(r);
     r = parse_reply("+OK\r\n");

@@ -229,47 +229,44 @@ static int free_port(void) {
     return port;
 }
 
-/* The length of the array reply of SENTINEL WHAT MASTER at the Sentinel
- * on port (-1 when it cannot be asked). */
-static long long sentinel_count(int port, const char *what) {
+/* The reply to one command sent to 127.0.0.1:port on a connection of
+ * its own (NULL when it could not be asked). Caller frees. */
+static emq_reply *ask_port(int port, int argc, const char **argv) {
     char url[64];
     snprintf(url, sizeof url, "redis://127.0.0.1:%d", port);
     emq_conf_t *conf = emq_conf_new();
     emq_conn_t *c = NULL;
-    long long n = -1;
+    emq_reply *r = NULL;
     if (conf && emq_conf_set(conf, "url", url, NULL) == EMQ_OK &&
-        emq_conn_new(conf, &c, NULL) == EMQ_OK) {
-        const char *argv[] = {"SENTINEL", what, MASTER};
-        emq_reply *r = NULL;
-        if (emq_conn_command(c, 3, argv, NULL, &r, NULL) == EMQ_OK &&
-            emq_reply_kind(r) == EMQ_REPLY_ARRAY)
-            n = (long long)emq_reply_len(r);
+        emq_conn_new(conf, &c, NULL) == EMQ_OK &&
+        emq_conn_command(c, argc, argv, NULL, &r, NULL) != EMQ_OK) {
         emq_reply_free(r);
+        r = NULL;
     }
     emq_conn_destroy(c);
     emq_conf_destroy(conf);
+    return r;
+}
+
+/* The length of the array reply of SENTINEL WHAT MASTER at the Sentinel
+ * on port (-1 when it cannot be asked). */
+static long long sentinel_count(int port, const char *what) {
+    const char *argv[] = {"SENTINEL", what, MASTER};
+    emq_reply *r = ask_port(port, 3, argv);
+    long long n =
+        emq_reply_kind(r) == EMQ_REPLY_ARRAY ? (long long)emq_reply_len(r) : -1;
+    emq_reply_free(r);
     return n;
 }
 
 /* 1 when both replicas of the primary on port acknowledge its writes
  * (WAIT 2 100 answers 2). */
 static int replicas_in_sync(int port) {
-    char url[64];
-    snprintf(url, sizeof url, "redis://127.0.0.1:%d", port);
-    emq_conf_t *conf = emq_conf_new();
-    emq_conn_t *c = NULL;
-    int ok = 0;
-    if (conf && emq_conf_set(conf, "url", url, NULL) == EMQ_OK &&
-        emq_conn_new(conf, &c, NULL) == EMQ_OK) {
-        const char *argv[] = {"WAIT", "2", "100"};
-        emq_reply *r = NULL;
-        ok = emq_conn_command(c, 3, argv, NULL, &r, NULL) == EMQ_OK &&
-             emq_reply_kind(r) == EMQ_REPLY_INTEGER &&
+    const char *argv[] = {"WAIT", "2", "100"};
+    emq_reply *r = ask_port(port, 3, argv);
+    int ok = emq_reply_kind(r) == EMQ_REPLY_INTEGER &&
              emq_reply_integer(r) == 2;
-        emq_reply_free(r);
-    }
-    emq_conn_destroy(c);
-    emq_conf_destroy(conf);
+    emq_reply_free(r);
     return ok;
 }
 
@@ -338,30 +335,18 @@ static int start_sentinels(char *url, size_t url_size) {
 
 /* The port of the primary the Sentinel on port names (0: unknown). */
 static int primary_of(int port) {
-    char url[64];
-    snprintf(url, sizeof url, "redis://127.0.0.1:%d", port);
-    emq_conf_t *conf = emq_conf_new();
-    emq_conn_t *c = NULL;
-    int primary = 0;
-    if (conf && emq_conf_set(conf, "url", url, NULL) == EMQ_OK &&
-        emq_conn_new(conf, &c, NULL) == EMQ_OK) {
-        const char *argv[] = {"SENTINEL", "get-master-addr-by-name", MASTER};
-        emq_reply *r = NULL;
-        size_t n = 0;
-        const char *p = NULL;
-        if (emq_conn_command(c, 3, argv, NULL, &r, NULL) == EMQ_OK &&
-            emq_reply_len(r) == 2 &&
-            (p = emq_reply_str(emq_reply_at(r, 1), &n)) != NULL && n < 8) {
-            char text[8];
-            memcpy(text, p, n);
-            text[n] = '\0';
-            primary = atoi(text);
-        }
-        emq_reply_free(r);
+    const char *argv[] = {"SENTINEL", "get-master-addr-by-name", MASTER};
+    emq_reply *r = ask_port(port, 3, argv);
+    size_t n = 0;
+    const char *p =
+        emq_reply_len(r) == 2 ? emq_reply_str(emq_reply_at(r, 1), &n) : NULL;
+    char text[8] = "";
+    if (p != NULL && n < sizeof text) {
+        memcpy(text, p, n);
+        text[n] = '\0';
     }
-    emq_conn_destroy(c);
-    emq_conf_destroy(conf);
-    return primary;
+    emq_reply_free(r);
+    return atoi(text);
 }
 
 /* Asks the Sentinels for a failover and says where the primary went. */

@@ -511,6 +511,14 @@ static int explain(const chaos_run *run, const rec *r, const rec *h) {
             (is_global_fault(f->kind) || is_write_outage(f)) &&
             f->began_ms <= hi && f->ended_ms + after >= lo)
             global = is_write_outage(f) ? WHY_SERVER : WHY_NET;
+        /* A failover between the two calls: what the first wrote (the
+         * read, the acknowledgement) reaches the promoted replica only as
+         * fast as it replicates, and a replica still syncing (a full
+         * resync of big entries takes seconds) may be promoted without
+         * it. Replication is asynchronous: no bound is assumed. */
+        if (global == WHY_NONE && f->kind == FAULT_FAILOVER &&
+            f->began_ms >= r->t_start && f->began_ms <= h->t_start)
+            global = WHY_SERVER;
     }
     return global;
 }

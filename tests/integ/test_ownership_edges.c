@@ -107,9 +107,9 @@ static void slow_entry_under(const edge_setup *e, fault_fn fault,
     long long read_id = -1;
     WAIT_UNTIL((read_id = client_id_by_name(s, "w", 1)) >= 0, 5000,
                "w's read to block");
-    emq_consumer_t *P = bg_start(
-        &p, own_conf(s, "edge", "peer", e->claim_idle_ms), slow_handle, &peer);
-    /* In one transaction, so that w's blocked read takes them all. */
+    /* In one transaction, so that w's blocked read takes them all. The
+     * peer starts once w has them: its read would otherwise race w's,
+     * whose block ends every 100 ms. */
     CMD_NOERR(adm, "MULTI");
     emq_reply_free(
         cmdv_ok(adm, 5, (const char *[]){"XADD", EQ, "*", "n", "long0"}));
@@ -122,6 +122,8 @@ static void slow_entry_under(const edge_setup *e, fault_fn fault,
     CMD_NOERR(adm, "EXEC");
     WAIT_UNTIL(atomic_load(&w.in_handler) == 1, 5000, "w's handler to start");
     int64_t started = now_ms();
+    emq_consumer_t *P = bg_start(
+        &p, own_conf(s, "edge", "peer", e->claim_idle_ms), slow_handle, &peer);
     fault(s, read_id, started + e->handler_ms);
     WAIT_UNTIL(pending_total(adm, EQ, "g") == 0, e->handler_ms + 7000,
                "every entry to be acknowledged");

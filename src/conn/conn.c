@@ -79,6 +79,7 @@ struct emq_conn {
 };
 
 static void watch_news(const emq_conn_t *c);
+static emq_status check_still_named(emq_conn_t *c, emq_error *err);
 static const char *master_name(const emq_conn_t *c);
 
 /* ---- blocking commands -------------------------------------------------- */
@@ -706,18 +707,47 @@ static emq_status sentinel_open(const emq_conn_t *c, const emq__hostport *at,
     return emq__conn_open(&o, out, why);
 }
 
+/* A connection to the Sentinel at, subscribed to +switch-master and
+ * +promoted-slave; NULL when it could not be set up (best effort: without
+ * it a switch is still found through the old primary's replies or its
+ * end). +promoted-slave comes from the failover's leader seconds before
+ * its +switch-master, once the new primary takes writes (a requested
+ * failover announces the switch only when the other replicas follow it);
+ * the old primary takes writes until then. */
+static emq_conn_t *watch_open(const emq_conn_t *c, const emq__hostport *at,
+                              int64_t deadline) {
+    emq_error ignored;
+    emq_conn_t *w;
+    if (sentinel_open(c, at, deadline, &w, &ignored) != EMQ_OK)
+        return NULL;
+    const char *sub[] = {"SUBSCRIBE", "+switch-master", "+promoted-slave"};
+    emq_reply *r = NULL;
+    if (emq_conn_command(w, 3, sub, NULL, &r, &ignored) != EMQ_OK ||
+        emq_reply_kind(r) != EMQ_REPLY_ARRAY) {
+        emq_conn_destroy(w);
+        w = NULL;
+    }
+    emq_reply_free(r);
+    return w;
+}
+
 /* Asks the Sentinel at for the primary of the master: 1 with its address
- * (through sentinel.address_map) in host/port and the Sentinels it knows
- * added to c->url, 0 when it does not know the master, -1 when it could
- * not be asked (why says why). */
+ * (through sentinel.address_map) in host/port, the Sentinels it knows
+ * added to c->url and *watch set (watch_open; NULL when it could not be
+ * set up), 0 when it does not know the master, -1 when it could not be
+ * asked (why says why). The watch subscribes before the question, on the
+ * same Sentinel: a switch that Sentinel makes after naming the primary is
+ * announced to it, even one made while the primary is being connected. */
 static int sentinel_ask(emq_conn_t *c, const emq__hostport *at,
                         int64_t deadline, char *host, size_t size, int *port,
-                        emq_error *why) {
+                        emq_conn_t **watch, emq_error *why) {
     char addr[300];
     endpoint_name(at->host, at->port, addr, sizeof addr);
+    *watch = NULL;
     emq_conn_t *s;
     if (sentinel_open(c, at, deadline, &s, why) != EMQ_OK)
         return -1;
+    emq_conn_t *w = watch_open(c, at, deadline);
     const char *name = master_name(c);
     const char *ask[] = {"SENTINEL", "get-master-addr-by-name", name};
     emq_reply *r = NULL;
@@ -744,14 +774,18 @@ static int sentinel_ask(emq_conn_t *c, const emq__hostport *at,
         emq_reply_free(r);
     }
     emq_conn_destroy(s);
+    if (found == 1)
+        *watch = w;
+    else
+        emq_conn_destroy(w);
     return found;
 }
 
 /* Finds the primary of a Sentinel URL's master: asks each Sentinel in
  * turn and moves the one that answered to the front; sets c->url.host,
- * c->url.port and c->name. EMQ_EIO (retriable) when no Sentinel could be
- * asked, EMQ_EINVAL when every one that answered does not know the
- * master. */
+ * c->url.port, c->name and c->watch (that Sentinel's announcements). EMQ_EIO
+ * (retriable) when no Sentinel could be asked, EMQ_EINVAL when every one that
+ * answered does not know the master. */
 static emq_status sentinel_resolve(emq_conn_t *c, int64_t deadline,
                                    emq_error *err) {
     emq__url *u = &c->url;
@@ -766,12 +800,15 @@ static emq_status sentinel_resolve(emq_conn_t *c, int64_t deadline,
     emq_error last;
     emq__error_set(&last, EMQ_EIO, 1, "no Sentinel was asked");
     for (size_t i = 0; i < u->nsentinels; i++) {
+        emq_conn_t *watch;
         int found = sentinel_ask(c, &u->sentinels[i], deadline, host,
-                                 sizeof host, &port, &last);
+                                 sizeof host, &port, &watch, &last);
         answered += found >= 0;
         if (found != 1)
             continue;
         emq__sentinel_to_front(u, i);
+        emq_conn_destroy(c->watch);
+        c->watch = watch;
         char *copy = emq__strndup(host, strlen(host));
         if (copy == NULL)
             return emq__oom(err);
@@ -820,29 +857,6 @@ static emq_status check_primary(emq_conn_t *c, int64_t deadline,
     return EMQ_OK;
 }
 
-/* Subscribes c->watch, a connection to the Sentinel that answered last
- * (the front of the list), to +switch-master. Best effort: without it a
- * switch is still found through the old primary's replies or its end. */
-static void watch_switch(emq_conn_t *c, int64_t deadline) {
-    emq_error ignored;
-    emq_conn_t *w;
-    if (sentinel_open(c, &c->url.sentinels[0], deadline, &w, &ignored) !=
-        EMQ_OK)
-        return;
-    /* +promoted-slave comes from the failover's leader seconds before
-     * its +switch-master, once the new primary takes writes (a requested
-     * failover announces the switch only when the other replicas follow
-     * it); the old primary takes writes until then. */
-    const char *sub[] = {"SUBSCRIBE", "+switch-master", "+promoted-slave"};
-    emq_reply *r = NULL;
-    if (emq_conn_command(w, 3, sub, NULL, &r, &ignored) == EMQ_OK &&
-        emq_reply_kind(r) == EMQ_REPLY_ARRAY)
-        c->watch = w;
-    else
-        emq_conn_destroy(w);
-    emq_reply_free(r);
-}
-
 /* Connects the transport, creates the reader and runs the handshake.
  * Returns EMQ_OK with c->t set, or a failure with err filled and c left
  * without a transport. */
@@ -855,8 +869,10 @@ static emq_status connect_once(emq_conn_t *c, emq_error *err) {
     c->out.len = 0;
     /* Behind Sentinel, every connect asks where the primary is now. */
     st = c->url.nsentinels > 0 ? sentinel_resolve(c, deadline, err) : EMQ_OK;
-    if (st != EMQ_OK)
+    if (st != EMQ_OK) {
+        drop_transport(c);
         return st;
+    }
     if (c->url.scheme == EMQ_URL_UNIX) {
         st = emq__transport_unix_connect(c->url.path, deadline, c->name, &c->t,
                                          err);
@@ -880,8 +896,10 @@ static emq_status connect_once(emq_conn_t *c, emq_error *err) {
                        "%.200s after %lld ms (connect_timeout_ms)", what,
                        (long long)o->connect_timeout_ms);
     }
-    if (st != EMQ_OK)
+    if (st != EMQ_OK) {
+        drop_transport(c); /* the watch */
         return st;
+    }
     c->reader = emq__resp_reader_new(&o->limits);
     /* Subscribed to nothing: push messages are never replies. */
     if (c->reader != NULL)
@@ -896,7 +914,7 @@ static emq_status connect_once(emq_conn_t *c, emq_error *err) {
     if (st == EMQ_OK && c->url.nsentinels > 0)
         st = check_primary(c, deadline, err);
     if (st == EMQ_OK && c->url.nsentinels > 0)
-        watch_switch(c, deadline);
+        st = check_still_named(c, err);
     if (st != EMQ_OK) {
         drop_transport(c);
         return st;
@@ -1119,10 +1137,42 @@ int emq_conn_is_broken(const emq_conn_t *conn) {
     return conn == NULL || conn->broken.code != EMQ_OK;
 }
 
+/* After ROLE said master: a switch the watch announced since the
+ * Sentinel named the primary (an old primary resumed from a pause says
+ * ROLE master until the Sentinels reconfigure it) makes the caller
+ * resolve again. */
+static emq_status check_still_named(emq_conn_t *c, emq_error *err) {
+    if (c->watch == NULL || c->watch->t == NULL)
+        return EMQ_OK;
+    struct pollfd w = {.fd = c->watch->t->fd, .events = POLLIN};
+    if (poll(&w, 1, 0) > 0)
+        watch_news(c);
+    if (!c->watch->switched)
+        return EMQ_OK;
+    return emq__error_set(err, EMQ_EIO, 1,
+                          "the Sentinels announced a new primary of "
+                          "'%.100s' while %s was being connected; resolving "
+                          "again",
+                          master_name(c), c->name);
+}
+
+/* 1 when host:port, as a Sentinel announced it, is the primary c is on
+ * (through sentinel.address_map). */
+static int is_current(const emq_conn_t *c, char *host, size_t size, int port) {
+    emq_error ignored;
+    if (emq__sentinel_map(c->opt.sentinel_address_map, host, size, &port,
+                          &ignored) != EMQ_OK)
+        return 0;
+    return c->url.host != NULL && port == c->url.port &&
+           strcmp(host, c->url.host) == 0;
+}
+
 /* Reads what the Sentinel c watches sent (without waiting) and sets
- * c->watch->switched when it announced a switch of c's master, closed or
- * sent something unreadable. Announcements of other masters the same
- * Sentinels watch are read and dropped: they need no reconnect. */
+ * c->watch->switched when it announced a switch of c's master to another
+ * primary than the one c is on, closed or sent something unreadable.
+ * Announcements of other masters the same Sentinels watch, and of a
+ * switch to the primary c is already on (resolved while the failover was
+ * being announced), are read and dropped: they need no reconnect. */
 static void watch_news(const emq_conn_t *c) {
     emq_conn_t *w = c->watch;
     emq_error e;
@@ -1148,10 +1198,18 @@ static void watch_news(const emq_conn_t *c) {
         emq_status st = emq__resp_next(w->reader, &r, &e);
         if (st == EMQ_EAGAIN)
             return;
-        int ours = st == EMQ_OK ? emq__sentinel_switch_of(r, master_name(c))
-                                : -1;
+        char host[256];
+        int port = 0;
+        int ours = st == EMQ_OK
+                       ? emq__sentinel_switch_of(r, master_name(c), host,
+                                                 sizeof host, &port)
+                       : -1;
         emq_reply_free(r);
-        if (ours != 0)
+        if (ours == 1 && port > 0 && !is_current(c, host, sizeof host, port))
+            w->switched = 1;
+        else if (ours == 1 && port == 0)
+            w->switched = 1; /* no address to compare: resolve again */
+        else if (ours < 0)
             w->switched = 1;
     }
 }

@@ -86,10 +86,13 @@ int emq__sentinel_master_addr(const emq_reply *r, char *host, size_t size,
 int emq__sentinel_role_is_master(const emq_reply *r);
 /* Reads a message of a connection subscribed to +switch-master and
  * +promoted-slave: 1 when it announces a switch of master (or, from the
- * failover's leader, the promotion of its replica), 0 when of another
- * master or a subscription's confirmation, -1 when it is no such
- * message. */
-int emq__sentinel_switch_of(const emq_reply *r, const char *master);
+ * failover's leader, the promotion of its replica), with the new
+ * primary's address as announced in host (size bytes) and *port (an
+ * empty host and 0 when the message does not carry a readable one); 0
+ * when of another master or a subscription's confirmation, -1 when it is
+ * no such message. */
+int emq__sentinel_switch_of(const emq_reply *r, const char *master, char *host,
+                            size_t size, int *port);
 /* Moves u's Sentinel i to the front (the one that answered is asked
  * first next time); the order of the others is kept. */
 void emq__sentinel_to_front(emq__url *u, size_t i);

@@ -72,8 +72,12 @@ void emq__sentinel_to_front(emq__url *u, size_t i) {
     u->sentinels[0] = first;
 }
 
-int emq__sentinel_switch_of(const emq_reply *r, const char *master) {
+int emq__sentinel_switch_of(const emq_reply *r, const char *master, char *host,
+                            size_t size, int *port) {
     char kind[16], channel[32], payload[512];
+    if (size > 0)
+        host[0] = '\0';
+    *port = 0;
     if (emq_reply_kind(r) != EMQ_REPLY_ARRAY || emq_reply_len(r) != 3 ||
         !copy_str(emq_reply_at(r, 0), kind, sizeof kind))
         return -1;
@@ -86,18 +90,34 @@ int emq__sentinel_switch_of(const emq_reply *r, const char *master) {
     /* +switch-master: "<name> <old ip> <old port> <new ip> <new port>";
      * +promoted-slave (the failover's leader, before it announces the
      * switch): "slave <ip>:<port> <ip> <port> @ <name> <ip> <port>". */
-    const char *name = payload;
+    const char *name = payload, *addr;
     if (strcmp(channel, "+promoted-slave") == 0) {
         const char *at = strstr(payload, " @ ");
         if (at == NULL)
             return -1;
         name = at + 3;
-    } else if (strcmp(channel, "+switch-master") != 0) {
+        addr = strchr(payload, ' ');
+        addr = addr ? strchr(addr + 1, ' ') : NULL; /* past "slave ip:port" */
+    } else if (strcmp(channel, "+switch-master") == 0) {
+        addr = payload; /* past the name and the old address */
+        for (int skip = 0; addr != NULL && skip < 3; skip++) {
+            addr = strchr(addr, ' ');
+            addr = addr ? addr + 1 : NULL;
+        }
+    } else {
         return -1;
     }
     size_t n = strcspn(name, " ");
-    return master != NULL && strlen(master) == n &&
-           memcmp(name, master, n) == 0;
+    if (master == NULL || strlen(master) != n || memcmp(name, master, n) != 0)
+        return 0;
+    char ip[256];
+    int p = 0;
+    if (addr != NULL && sscanf(addr, " %255s %d", ip, &p) == 2 && p > 0 &&
+        p <= 65535 && strlen(ip) < size) {
+        memcpy(host, ip, strlen(ip) + 1);
+        *port = p;
+    }
+    return 1;
 }
 
 /* The value of field name in a flat field/value array (RESP2) or a map

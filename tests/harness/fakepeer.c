@@ -38,11 +38,12 @@
 #define CONTROL_WAIT_MS 3000
 
 typedef struct peer_conn {
-    int fd;       /* client side; -1 when the slot is free */
-    int up;       /* upstream (PROXY); -1 otherwise */
-    int stalled;  /* REPLY_STALL fired: never read or write again */
-    int flooding; /* REPLY_FLOOD fired: write the flood, read nothing */
-    char *in;     /* unparsed client bytes (scripted modes) */
+    int fd;         /* client side; -1 when the slot is free */
+    int up;         /* upstream (PROXY); -1 otherwise */
+    int stalled;    /* REPLY_STALL fired: never read or write again */
+    int flooding;   /* REPLY_FLOOD fired: write the flood, read nothing */
+    int subscribed; /* SENTINEL: a SUBSCRIBE came */
+    char *in;       /* unparsed client bytes (scripted modes) */
     size_t len, cap;
 } peer_conn;
 
@@ -69,6 +70,10 @@ struct emq_peer {
     int accepted;            /* connections accepted */
     int commands;            /* commands parsed */
     char last[64];           /* last command name, upper-cased */
+    char master[64];         /* SENTINEL: copy of opts.sentinel_master */
+    int named_port;          /* SENTINEL: the primary it names now */
+    int switch_to;           /* SENTINEL: a switch asked, not yet sent */
+    int asked;               /* SENTINEL: get-master-addr-by-name answered */
     char *flood_block;       /* REPLY_FLOOD: flood units, FLOOD_BLOCK bytes */
     long long flooded;       /* bytes of it sent */
     peer_conn conns[MAX_CONNS]; /* owned by the peer thread */
@@ -189,6 +194,78 @@ static long parse_command(const char *buf, size_t len, char *name,
     return (long)pos;
 }
 
+/* 1 when the n bytes at buf hold word (a command's arguments are not
+ * strings). */
+static int bytes_hold(const char *buf, size_t n, const char *word) {
+    size_t k = strlen(word);
+    for (size_t i = 0; k <= n && i <= n - k; i++)
+        if (memcmp(buf + i, word, k) == 0)
+            return 1;
+    return 0;
+}
+
+/* SENTINEL: announces a switch of its master from the primary it names
+ * to port on every subscribed connection; names port from then on. The
+ * peer thread. */
+static void sentinel_announce(emq_peer *p, int port) {
+    char payload[160], msg[256];
+    pthread_mutex_lock(&p->mu);
+    int from = p->named_port;
+    p->named_port = port;
+    pthread_mutex_unlock(&p->mu);
+    int n = snprintf(payload, sizeof payload, "%s 127.0.0.1 %d 127.0.0.1 %d",
+                     p->master, from, port);
+    snprintf(msg, sizeof msg,
+             "*3\r\n$7\r\nmessage\r\n$14\r\n+switch-master\r\n$%d\r\n%s"
+             "\r\n",
+             n, payload);
+    for (int i = 0; i < MAX_CONNS; i++)
+        if (p->conns[i].fd >= 0 && p->conns[i].subscribed &&
+            send_str(p->conns[i].fd, msg) != 0)
+            conn_close(&p->conns[i]);
+}
+
+/* SENTINEL: answers the command of `used` bytes at cmd (named name) on c.
+ * Returns -1 when c must be closed. */
+static int sentinel_serve(emq_peer *p, peer_conn *c, const char *name,
+                          const char *cmd, size_t used) {
+    char out[256];
+    if (strcmp(name, "SUBSCRIBE") == 0) {
+        c->subscribed = 1;
+        const char *channels[] = {"+switch-master", "+promoted-slave"};
+        for (int i = 0; i < 2; i++) {
+            if (!bytes_hold(cmd, used, channels[i]))
+                continue;
+            snprintf(out, sizeof out,
+                     "*3\r\n$9\r\nsubscribe\r\n$%zu\r\n%s\r\n:%d\r\n",
+                     strlen(channels[i]), channels[i], i + 1);
+            if (send_str(c->fd, out) != 0)
+                return -1;
+        }
+        return 0;
+    }
+    if (strcmp(name, "SENTINEL") != 0) {
+        const char *answer = !strcmp(name, "HELLO")
+                                 ? "-ERR unknown command 'HELLO'\r\n"
+                             : !strcmp(name, "PING") ? "+PONG\r\n"
+                                                     : "+OK\r\n";
+        return send_str(c->fd, answer);
+    }
+    if (!bytes_hold(cmd, used, "get-master-addr-by-name"))
+        return send_str(c->fd, "*0\r\n"); /* SENTINEL sentinels: none */
+    pthread_mutex_lock(&p->mu);
+    int port = p->named_port, first = p->asked++ == 0;
+    pthread_mutex_unlock(&p->mu);
+    char num[16];
+    int n = snprintf(num, sizeof num, "%d", port);
+    snprintf(out, sizeof out, "*2\r\n$9\r\n127.0.0.1\r\n$%d\r\n%s\r\n", n, num);
+    if (send_str(c->fd, out) != 0)
+        return -1;
+    if (first && p->opts.switch_to_port > 0)
+        sentinel_announce(p, p->opts.switch_to_port);
+    return 0;
+}
+
 /* Acts on every complete command buffered on c. Returns -1 when c must be
  * closed. */
 static int serve_commands(emq_peer *p, peer_conn *c) {
@@ -208,6 +285,14 @@ static int serve_commands(emq_peer *p, peer_conn *c) {
         p->commands++;
         snprintf(p->last, sizeof p->last, "%s", name);
         pthread_mutex_unlock(&p->mu);
+        if (p->opts.mode == EMQ_PEER_SENTINEL) {
+            if (sentinel_serve(p, c, name, c->in + off - used, (size_t)used) !=
+                0) {
+                rc = -1;
+                break;
+            }
+            continue;
+        }
         int hit = p->trigger[0] == '\0' || strcasecmp(name, p->trigger) == 0;
         if (!hit) {
             const char *answer = !strcmp(name, "HELLO")
@@ -349,8 +434,10 @@ static int apply_control(emq_peer *p, int *frozen, int *pace_ms) {
         ;
     pthread_mutex_lock(&p->mu);
     int stop = p->stop, drop = p->drop, stall = p->stall_open;
+    int switch_to = p->switch_to;
     p->drop = 0;
     p->stall_open = 0;
+    p->switch_to = 0;
     *frozen = p->freeze;
     *pace_ms = p->pace_ms;
     pthread_mutex_unlock(&p->mu);
@@ -362,6 +449,8 @@ static int apply_control(emq_peer *p, int *frozen, int *pace_ms) {
         for (int i = 0; i < MAX_CONNS; i++)
             if (p->conns[i].fd >= 0)
                 p->conns[i].stalled = 1;
+    if (switch_to > 0)
+        sentinel_announce(p, switch_to);
     pthread_mutex_lock(&p->mu);
     p->applied = p->requested;
     pthread_cond_broadcast(&p->cv);
@@ -475,7 +564,9 @@ static void control(emq_peer *p, int drop, int freeze) {
 
 emq_peer *emq_peer_start(const emq_peer_opts *opts) {
     if (opts == NULL || opts->mode < EMQ_PEER_SILENT ||
-        opts->mode > EMQ_PEER_REPLY_FLOOD ||
+        opts->mode > EMQ_PEER_SENTINEL ||
+        (opts->mode == EMQ_PEER_SENTINEL &&
+         (opts->sentinel_master == NULL || opts->primary_port <= 0)) ||
         (opts->mode == EMQ_PEER_REPLY_FLOOD && opts->flood == NULL))
         FAIL("emq_peer_start: bad options");
     emq_peer *p = calloc(1, sizeof *p);
@@ -506,6 +597,10 @@ emq_peer *emq_peer_start(const emq_peer_opts *opts) {
                  FLOOD_BLOCK);
     }
     p->opts.flood = NULL;
+    if (opts->sentinel_master != NULL)
+        snprintf(p->master, sizeof p->master, "%s", opts->sentinel_master);
+    p->opts.sentinel_master = p->master;
+    p->named_port = opts->primary_port;
     if (opts->trigger)
         snprintf(p->trigger, sizeof p->trigger, "%s", opts->trigger);
     p->opts.trigger = p->trigger;
@@ -562,21 +657,17 @@ void emq_peer_stop(emq_peer *p) {
 const char *emq_peer_url(const emq_peer *p) { return p->url; }
 int emq_peer_port(const emq_peer *p) { return p->port; }
 
-int emq_peer_accepted(const emq_peer *p) {
+/* Reads a counter of p's that the peer thread writes under p->mu. */
+static int counter(const emq_peer *p, const int *field) {
     emq_peer *q = (emq_peer *)p;
     pthread_mutex_lock(&q->mu);
-    int n = q->accepted;
+    int n = *field;
     pthread_mutex_unlock(&q->mu);
     return n;
 }
 
-int emq_peer_commands(const emq_peer *p) {
-    emq_peer *q = (emq_peer *)p;
-    pthread_mutex_lock(&q->mu);
-    int n = q->commands;
-    pthread_mutex_unlock(&q->mu);
-    return n;
-}
+int emq_peer_accepted(const emq_peer *p) { return counter(p, &p->accepted); }
+int emq_peer_commands(const emq_peer *p) { return counter(p, &p->commands); }
 
 void emq_peer_last_command(const emq_peer *p, char *out, size_t size) {
     emq_peer *q = (emq_peer *)p;
@@ -588,19 +679,24 @@ void emq_peer_last_command(const emq_peer *p, char *out, size_t size) {
 void emq_peer_drop(emq_peer *p) { control(p, 1, -1); }
 void emq_peer_freeze(emq_peer *p, int on) { control(p, 0, on ? 1 : 0); }
 
-void emq_peer_stall_open(emq_peer *p) {
+/* Sets a request field of p's under p->mu and waits until the peer
+ * thread applied it. */
+static void request(emq_peer *p, int *field, int value) {
     pthread_mutex_lock(&p->mu);
-    p->stall_open = 1;
+    *field = value;
     pthread_mutex_unlock(&p->mu);
     control(p, 0, -1);
 }
 
-void emq_peer_pace(emq_peer *p, int ms) {
-    pthread_mutex_lock(&p->mu);
-    p->pace_ms = ms;
-    pthread_mutex_unlock(&p->mu);
-    control(p, 0, -1);
+void emq_peer_stall_open(emq_peer *p) { request(p, &p->stall_open, 1); }
+
+void emq_peer_sentinel_switch(emq_peer *p, int port) {
+    request(p, &p->switch_to, port);
 }
+
+int emq_peer_sentinel_asked(const emq_peer *p) { return counter(p, &p->asked); }
+
+void emq_peer_pace(emq_peer *p, int ms) { request(p, &p->pace_ms, ms); }
 
 /* ---- intercepting proxy ------------------------------------------------ */
 

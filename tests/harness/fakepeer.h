@@ -25,9 +25,16 @@ typedef enum emq_peer_mode {
     EMQ_PEER_REPLY_CLOSE, /* send the bytes, then close the connection */
     EMQ_PEER_REPLY_STALL, /* send the bytes, then never send or read again */
     EMQ_PEER_PROXY,       /* forward to 127.0.0.1:upstream_port */
-    EMQ_PEER_REPLY_FLOOD  /* send the bytes, then the flood unit again and
+    EMQ_PEER_REPLY_FLOOD, /* send the bytes, then the flood unit again and
                              again as fast as the client reads, until it
                              closes (an endless reply, a storm) */
+    EMQ_PEER_SENTINEL     /* a Sentinel of one master (sentinel_master):
+                             SENTINEL get-master-addr-by-name names
+                             127.0.0.1:primary_port, SENTINEL sentinels
+                             none, SUBSCRIBE subscribes; with
+                             switch_to_port, the first answer is followed
+                             at once by a +switch-master to that port (a
+                             failover while the client connects) */
 } emq_peer_mode;
 
 typedef struct emq_peer_opts {
@@ -41,6 +48,9 @@ typedef struct emq_peer_opts {
     const char *flood;   /* REPLY_FLOOD: the unit repeated after reply */
     size_t flood_len;    /* 0: strlen(flood); must divide 65536 */
     int flood_pace_ms;   /* pause after each 64 KiB of flood (0: none) */
+    const char *sentinel_master; /* SENTINEL: the master's name */
+    int primary_port;            /* SENTINEL: the primary it names first */
+    int switch_to_port; /* SENTINEL: 0, or switch after the first answer */
 } emq_peer_opts;
 
 typedef struct emq_peer emq_peer;
@@ -76,6 +86,13 @@ void emq_peer_stall_open(emq_peer *p);
  * no pause): a reply of megabytes then takes seconds to arrive, short
  * ones come at once. Takes effect before return. */
 void emq_peer_pace(emq_peer *p, int ms);
+
+/* SENTINEL: announces +switch-master of its master from the primary it
+ * names to 127.0.0.1:port on every subscribed connection, and names that
+ * one from now on. Returns once sent (bounded). */
+void emq_peer_sentinel_switch(emq_peer *p, int port);
+/* SENTINEL: get-master-addr-by-name questions answered so far. */
+int emq_peer_sentinel_asked(const emq_peer *p);
 
 /* ---- intercepting proxy ------------------------------------------------
  *

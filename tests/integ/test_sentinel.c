@@ -466,6 +466,76 @@ TEST_TIMEOUT(sentinel_switch_of_another_master_keeps_the_connection, 90) {
     emq_srv_stop(ours);
 }
 
+/* 1 when what conn writes lands on node: a value written through conn
+ * is there. */
+static int is_on(emq_conn_t *conn, const emq_srv *node) {
+    static int probes;
+    char value[32], out[64];
+    snprintf(value, sizeof value, "probe-%d", ++probes);
+    emq_reply *r = NULL;
+    emq_error err;
+    const char *set[] = {"SET", "emq:probe", value};
+    if (emq_conn_command(conn, 3, set, NULL, &r, &err) != EMQ_OK)
+        return 0;
+    emq_reply_free(r);
+    return emq_srv_cmd(node, out, sizeof out, "GET", "emq:probe", NULL) ==
+               '$' &&
+           strcmp(out, value) == 0;
+}
+
+/* A switch announced while a connection is being set up: the Sentinel
+ * named the old primary, which answers ROLE master (as one resumed from a
+ * pause does until the Sentinels reconfigure it), and announced the
+ * switch right after. The watch subscribes before the question, so the
+ * connect hears it and resolves again: the connection ends on the new
+ * primary (before, it subscribed after connecting, missed the
+ * announcement and stayed on the old primary, where its writes were lost
+ * once that was reconfigured). An announcement of the switch to the
+ * primary the connection is on costs no reconnect; one to another makes
+ * it go away. A fake Sentinel plays the Sentinel; both nodes are real. */
+TEST_TIMEOUT(sentinel_switch_while_connecting_is_heard, 60) {
+    emq_srv *old = emq_srv_start(NULL), *now = emq_srv_start(NULL);
+    emq_peer_opts po = {.mode = EMQ_PEER_SENTINEL,
+                        .sentinel_master = MASTER,
+                        .primary_port = emq_srv_port(old),
+                        .switch_to_port = emq_srv_port(now)};
+    emq_peer *sentinel = emq_peer_start(&po);
+    char url[128];
+    snprintf(url, sizeof url, "redis-sentinel://127.0.0.1:%d#" MASTER,
+             emq_peer_port(sentinel));
+    emq_conf_t *conf = conf_for(url);
+    conf_set(conf, P_RECONNECT_BASE, "20");
+    conf_set(conf, P_RECONNECT_MAX, "100");
+    /* One attempt (emq_conn_new makes one): a retriable failure that
+     * names the switch, not a connection on the old primary. */
+    emq_conn_t *conn = NULL;
+    emq_error err;
+    ASSERT_EQ_INT(emq_conn_new(conf, &conn, &err), EMQ_EIO);
+    ASSERT(err.retriable);
+    ASSERT(strstr(err.message, "announced a new primary") != NULL);
+    ASSERT(conn == NULL);
+    conn = connect_ok(conf); /* resolves again */
+    ASSERT_EQ_INT(emq_peer_sentinel_asked(sentinel), 2);
+    ASSERT(is_on(conn, now));
+    ASSERT(!is_on(conn, old));
+    /* A late announcement of the same switch is no news. */
+    emq_peer_sentinel_switch(sentinel, emq_srv_port(now));
+    for (int64_t end = now_ms() + emq_test_ms(300); now_ms() < end;
+         usleep(10 * 1000))
+        ASSERT_EQ_INT(emq__conn_went_away(conn), 0);
+    /* A switch to another primary is. */
+    emq_peer_sentinel_switch(sentinel, emq_srv_port(old));
+    WAIT_UNTIL(emq__conn_went_away(conn), 5000,
+               "the switch back to make the connection go away");
+    ASSERT_OK(emq_conn_reconnect(conn, &err), &err);
+    ASSERT(is_on(conn, old));
+    emq_conn_destroy(conn);
+    emq_conf_destroy(conf);
+    emq_peer_stop(sentinel);
+    emq_srv_stop(now);
+    emq_srv_stop(old);
+}
+
 /* Log lines that name lease.wait_replicas. */
 static atomic_int lease_short;
 

@@ -152,19 +152,29 @@ TEST(sentinel_learn_maps_announced_addresses) {
 }
 
 TEST(sentinel_switch_of_tells_our_master_from_others) {
+    char host[64];
+    int port;
     emq_reply *r =
         parse_reply("*3\r\n$7\r\nmessage\r\n$14\r\n+switch-master\r\n"
                     "$38\r\nmymaster 127.0.0.1 6379 127.0.0.1 6380\r\n");
-    ASSERT_EQ_INT(emq__sentinel_switch_of(r, "mymaster"), 1);
-    ASSERT_EQ_INT(emq__sentinel_switch_of(r, "other"), 0);
-    ASSERT_EQ_INT(emq__sentinel_switch_of(r, "mymaste"), 0); /* a prefix */
+    ASSERT_EQ_INT(
+        emq__sentinel_switch_of(r, "mymaster", host, sizeof host, &port), 1);
+    ASSERT_EQ_STR(host, "127.0.0.1"); /* the new primary, not the old */
+    ASSERT_EQ_INT(port, 6380);
+    ASSERT_EQ_INT(emq__sentinel_switch_of(r, "other", host, sizeof host, &port),
+                  0);
+    ASSERT_EQ_INT(
+        emq__sentinel_switch_of(r, "mymaste", host, sizeof host, &port),
+        0); /* a prefix */
     emq_reply_free(r);
     /* A subscription's confirmation is no news. */
     r = parse_reply("*3\r\n$9\r\nsubscribe\r\n$14\r\n+switch-master\r\n:1\r\n");
-    ASSERT_EQ_INT(emq__sentinel_switch_of(r, "mymaster"), 0);
+    ASSERT_EQ_INT(
+        emq__sentinel_switch_of(r, "mymaster", host, sizeof host, &port), 0);
     emq_reply_free(r);
-    /* The leader's +promoted-slave names the master after "@". */
-    const char *promoted = "slave 127.0.0.1:6380 127.0.0.1 6380 @ mymaster "
+    /* The leader's +promoted-slave names the master after "@", the
+     * promoted replica before it. */
+    const char *promoted = "slave 10.0.0.2:6381 10.0.0.2 6381 @ mymaster "
                            "127.0.0.1 6379";
     char bytes[256];
     snprintf(bytes, sizeof bytes,
@@ -172,13 +182,27 @@ TEST(sentinel_switch_of_tells_our_master_from_others) {
              "\r\n",
              strlen(promoted), promoted);
     r = parse_reply(bytes);
-    ASSERT_EQ_INT(emq__sentinel_switch_of(r, "mymaster"), 1);
-    ASSERT_EQ_INT(emq__sentinel_switch_of(r, "other"), 0);
+    ASSERT_EQ_INT(
+        emq__sentinel_switch_of(r, "mymaster", host, sizeof host, &port), 1);
+    ASSERT_EQ_STR(host, "10.0.0.2");
+    ASSERT_EQ_INT(port, 6381);
+    ASSERT_EQ_INT(emq__sentinel_switch_of(r, "other", host, sizeof host, &port),
+                  0);
+    emq_reply_free(r);
+    /* Ours, but no address to read: 1 with an empty host. */
+    r = parse_reply("*3\r\n$7\r\nmessage\r\n$14\r\n+switch-master\r\n"
+                    "$8\r\nmymaster\r\n");
+    ASSERT_EQ_INT(
+        emq__sentinel_switch_of(r, "mymaster", host, sizeof host, &port), 1);
+    ASSERT_EQ_STR(host, "");
+    ASSERT_EQ_INT(port, 0);
     emq_reply_free(r);
     r = parse_reply("*3\r\n$7\r\nmessage\r\n$7\r\n+sdown!\r\n$1\r\nx\r\n");
-    ASSERT_EQ_INT(emq__sentinel_switch_of(r, "mymaster"), -1);
+    ASSERT_EQ_INT(
+        emq__sentinel_switch_of(r, "mymaster", host, sizeof host, &port), -1);
     emq_reply_free(r);
     r = parse_reply("+OK\r\n");
-    ASSERT_EQ_INT(emq__sentinel_switch_of(r, "mymaster"), -1);
+    ASSERT_EQ_INT(
+        emq__sentinel_switch_of(r, "mymaster", host, sizeof host, &port), -1);
     emq_reply_free(r);
 }

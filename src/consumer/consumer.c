@@ -372,13 +372,24 @@ static emq_status read_new(emq_consumer_t *c, size_t room, emq_error *err) {
     return st;
 }
 
+/* How long a turn waits before it looks again whether the upkeep's
+ * connection is back. */
+#define EMQ_UPKEEP_WAIT_MS 20
+
 /* One turn of the loop: a claim beat when due, due retries, a read. In
  * pull mode each takes no more than the room max_in_flight leaves; with
- * none, the turn waits for some (settlements, a resume) instead. */
+ * none, the turn waits for some (settlements, a resume) instead. While
+ * the upkeep's connection is down it takes nothing: what it took could be
+ * neither refreshed nor marked unseen, and a crash would then count a
+ * delivery for entries no handler saw. */
 static emq_status turn(emq_consumer_t *c, emq_error *err) {
     emq_status st = EMQ_OK;
     if (emq__ready_room(c) == 0) {
         emq__ready_wait_room(c, emq__cfg_block_ms(c->conf));
+        return EMQ_OK;
+    }
+    if (!emq__upkeep_in_step(c)) {
+        emq__session_nap(&c->rx, EMQ_UPKEEP_WAIT_MS);
         return EMQ_OK;
     }
     if (emq__lease_valid(c) && atomic_exchange(&c->recover_self_due, 0))

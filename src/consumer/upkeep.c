@@ -14,7 +14,10 @@
  *     mark goes (SREM) before its entry is handed out: the handout waits
  *     for that reply (emq__upkeep_wait_unmarked). After a crash, recover
  *     self takes a marked entry without counting a delivery: no handler
- *     had it. One connection carries both, so they stay in order.
+ *     had it. One connection carries both, so they stay in order. While
+ *     that connection is down nothing can be marked (or refreshed), so
+ *     the reading thread takes nothing new until it is back
+ *     (emq__upkeep_in_step).
  * The renewal goes first in its round, and is sent again at once on the
  * next connection when a transport failure ate its reply: the next one is
  * scheduled only from a reply. Past the lease's local deadline the refresh
@@ -493,6 +496,10 @@ emq_status emq__upkeep_start(emq_consumer_t *c, emq_error *err) {
                               "could not start the upkeep thread");
     u->started = 1;
     return EMQ_OK;
+}
+
+int emq__upkeep_in_step(const emq_consumer_t *c) {
+    return !emq__session_reconnecting(&c->upkeep.x);
 }
 
 void emq__upkeep_stop(emq_consumer_t *c) {

@@ -15,5 +15,10 @@ void emq__upkeep_stop(emq_consumer_t *c);
  * the caller asks again whether its entries are still its own), 0 when
  * nothing was outstanding. Any thread; cheap when nothing waits. */
 int emq__upkeep_wait_unmarked(emq_consumer_t *c);
+/* 0 while the upkeep's connection is being replaced (after a round met
+ * it gone or failing, until a new one is up), else 1. Entries read
+ * meanwhile could be neither refreshed nor marked unseen, so the reading
+ * thread waits instead. Any thread. */
+int emq__upkeep_in_step(const emq_consumer_t *c);
 
 #endif /* EMQ_CONSUMER_UPKEEP_H */

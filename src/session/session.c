@@ -527,9 +527,12 @@ void emq__session_log_failure(emq__session *s, const char *why) {
         "%s connection failed (%s); reconnecting", s->o.what, why);
 }
 
-emq_status emq__session_reconnect(emq__session *s, emq_error *err) {
-    s->ntags = 0;
-    s->demoted = 0;
+int emq__session_reconnecting(const emq__session *s) {
+    return atomic_load(&s->reconnecting);
+}
+
+/* The attempts of emq__session_reconnect. */
+static emq_status reconnect_attempts(emq__session *s, emq_error *err) {
     /* The route makes one attempt per call (emq__session_open); the
      * backoff happens here, in naps a stop ends early. A session that
      * failed again right after connecting counts as a failed attempt
@@ -566,6 +569,15 @@ emq_status emq__session_reconnect(emq__session *s, emq_error *err) {
     if (err)
         *err = why;
     return why.code;
+}
+
+emq_status emq__session_reconnect(emq__session *s, emq_error *err) {
+    s->ntags = 0;
+    s->demoted = 0;
+    atomic_store(&s->reconnecting, 1);
+    emq_status st = reconnect_attempts(s, err);
+    atomic_store(&s->reconnecting, 0);
+    return st;
 }
 
 emq_status emq__session_ready(emq__session *s, emq_error *err) {

@@ -108,6 +108,7 @@ typedef struct emq__session {
     int64_t last_warned_ms;   /* when a failure of it was last a warning */
     emq__route_stats counted; /* the route's counters already added to the
                                  owner's (count_route) */
+    atomic_int reconnecting;  /* emq__session_reconnecting */
 } emq__session;
 
 /* Applies the reply of one appended command (tag as given to append).
@@ -130,6 +131,10 @@ emq_status emq__session_open(emq__session *s, const emq_conf_t *conf,
 void emq__session_close(emq__session *s);
 /* 1 once the session's waits should end (see opts.stop). */
 int emq__session_halted(const emq__session *s);
+/* 1 while emq__session_reconnect replaces s's connection (from the
+ * failure it follows until one is back, or the call gives up), else 0:
+ * whether the owner's commands can reach the server now. Any thread. */
+int emq__session_reconnecting(const emq__session *s);
 /* Sleeps ms, or less once emq__session_halted. */
 void emq__session_nap(emq__session *s, int64_t ms);
 /* Makes sure the next command goes out on a live connection: when the

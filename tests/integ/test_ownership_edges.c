@@ -948,3 +948,115 @@ TEST_TIMEOUT(own_edge_slow_big_read_is_as_old_as_its_start, 60) {
     emq_conn_destroy(adm);
     emq_srv_stop(s);
 }
+
+/* ---- 11: nothing is taken while the upkeep cannot mark it --------------- */
+
+static void file_log(void *opaque, emq_log_level level, const char *message) {
+    (void)level;
+    append_line(opaque, message);
+}
+
+/* Child: consumer "w" in pull mode (lease 10 s) that starts reading (one
+ * poll that finds nothing) and never polls again; its log lines go to
+ * logfile. Waits to be killed. */
+static pid_t fork_idle_poller(const emq_srv *s, const char *logfile) {
+    fflush(NULL);
+    pid_t pid = fork();
+    ASSERT(pid >= 0);
+    if (pid != 0)
+        return pid;
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    emq_conf_t *conf = own_conf(s, "edge", "w", 60000);
+    conf_set(conf, "lease.ttl_ms", "10000");
+    emq_conf_set_log(conf, file_log, (void *)logfile);
+    emq_consumer_t *c;
+    emq_error err;
+    if (emq_consumer_new(conf, NULL, NULL, &c, &err) != EMQ_OK)
+        _exit(3);
+    emq_entry *got[1];
+    size_t n = 0;
+    if (emq_consumer_poll(c, got, 1, 10, &n, &err) != EMQ_OK || n != 0)
+        _exit(4);
+    for (;;)
+        pause();
+}
+
+/* 1 while the connection id is blocked in a command. */
+static int blocked(emq_conn_t *adm, long long id) {
+    char arg[32];
+    snprintf(arg, sizeof arg, "%lld", id);
+    emq_reply *r = CMD(adm, "CLIENT", "LIST", "ID", arg);
+    size_t n = 0;
+    const char *text = emq_reply_str(r, &n);
+    int b = text != NULL && strstr(text, " flags=b ") != NULL;
+    emq_reply_free(r);
+    return b;
+}
+
+/* A pull-mode process whose upkeep connection is gone and cannot come
+ * back (the server takes no new connection: maxclients) while its read
+ * connection works. Entries added meanwhile are not read: they could be
+ * neither refreshed nor marked unseen. The process is then SIGKILLed;
+ * the next process of its name gets every entry as a first delivery.
+ * Before, the read took them, they waited unmarked, and the crash
+ * counted a delivery for each that no handler had seen (chaos seed 9210:
+ * a poison job dead-lettered after 4 handler calls of 5). */
+TEST_TIMEOUT(own_edge_nothing_taken_while_the_upkeep_is_down, 60) {
+    emq_srv *s = emq_srv_start(NULL);
+    emq_conn_t *adm = admin_connect(s);
+    make_group(adm);
+    char logfile[300];
+    snprintf(logfile, sizeof logfile, "%s/poller.log", emq_test_tmpdir());
+    pid_t pid = fork_idle_poller(s, logfile);
+    long long read_id = -1;
+    WAIT_UNTIL((read_id = client_id_by_name(s, "w", 1)) >= 0, 10000,
+               "w's read to block");
+    long long ids[8], upkeep_id = -1;
+    size_t n = ids_named(s, "w", ids, 8);
+    for (size_t i = 0; i < n; i++)
+        if (ids[i] != read_id)
+            upkeep_id = ids[i];
+    ASSERT(upkeep_id >= 0);
+    /* From here on the server takes no new connection (the test's own
+     * commands go on adm), and the upkeep's is cut. */
+    emq_reply *info = CMD(adm, "INFO", "clients");
+    size_t len = 0;
+    const char *text = emq_reply_str(info, &len);
+    const char *at = text ? strstr(text, "connected_clients:") : NULL;
+    ASSERT(at != NULL);
+    long long clients = atoll(at + strlen("connected_clients:"));
+    emq_reply_free(info);
+    char max[32], id[32];
+    snprintf(max, sizeof max, "%lld", clients - 1);
+    CMD_NOERR(adm, "CONFIG", "SET", "maxclients", max);
+    snprintf(id, sizeof id, "%lld", upkeep_id);
+    ASSERT_EQ_INT(CMD_INT(adm, "CLIENT", "KILL", "ID", id), 1);
+    WAIT_UNTIL(count_lines(logfile, "upkeep reconnect failed", NULL) >= 1,
+               10000, "w's upkeep to fail to reconnect");
+    /* The read in flight when the upkeep went down ends (block_ms). */
+    WAIT_UNTIL(!blocked(adm, read_id), 5000, "w's read to stop blocking");
+    for (int i = 0; i < 20; i++)
+        emq_reply_free(
+            cmdv_ok(adm, 5, (const char *[]){"XADD", EQ, "*", "n", "job"}));
+    /* A read would take them within block_ms (100 ms); give it ten. */
+    usleep((useconds_t)emq_test_ms(1000) * 1000);
+    long long taken = pending_total(adm, EQ, "g");
+    ASSERT(kill(pid, SIGKILL) == 0);
+    wait_child(pid, 5000); /* reaped: its lease is taken at once */
+    CMD_NOERR(adm, "CONFIG", "SET", "maxclients", "10000");
+    fprintf(stderr, "    taken while the upkeep was down: %lld of 20\n", taken);
+    ASSERT_EQ_INT(taken, 0);
+    static slow h;
+    slow_init(&h);
+    bg b;
+    emq_consumer_t *B =
+        bg_start(&b, own_conf(s, "edge", "w", 60000), slow_handle, &h);
+    WAIT_UNTIL(h.r.n == 20 && pending_total(adm, EQ, "g") == 0, 20000,
+               "the next process to handle the 20 entries");
+    ASSERT_OK(bg_stop(&b, 3000), &b.err);
+    for (size_t i = 0; i < h.r.n; i++)
+        ASSERT_EQ_INT(h.r.deliveries[i], 1);
+    emq_consumer_destroy(B);
+    emq_conn_destroy(adm);
+    emq_srv_stop(s);
+}

@@ -13,8 +13,24 @@
 #include "integ/inspect_conn_helpers.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <stdatomic.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
+
+/* ---- a child process ---------------------------------------------------- */
+
+/* Forks: the child's pid in the parent, 0 in the child, which is killed
+ * with its parent (PR_SET_PDEATHSIG) so that a failed test leaves none
+ * behind. Output is flushed first so that none is written twice. */
+static inline pid_t fork_child(void) {
+    fflush(NULL);
+    pid_t pid = fork();
+    ASSERT(pid >= 0);
+    if (pid == 0)
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+    return pid;
+}
 
 /* ---- a slow handler ---------------------------------------------------- */
 

@@ -13,8 +13,6 @@
 #include "integ/ownership_helpers.h"
 #include "integ/tally_helpers.h"
 
-#include <sys/prctl.h>
-
 #define RQ "emq:{jobs}"
 #define RQ_RETRY "emq:{jobs}:retry:g"
 
@@ -103,11 +101,8 @@ TEST_TIMEOUT(retry_schedule_survives_a_crash_and_restart, 30) {
     CMD_NOERR(adm, "XGROUP", "CREATE", RQ, "g", "$", "MKSTREAM");
     char file[300];
     snprintf(file, sizeof file, "%s/retried", emq_test_tmpdir());
-    fflush(NULL);
-    pid_t pid = fork();
-    ASSERT(pid >= 0);
+    pid_t pid = fork_child();
     if (pid == 0) {
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
         child_file = file;
         emq_conf_t *conf = consumer_conf(s, "jobs", "g", "w", "new");
         conf_set(conf, "lease.ttl_ms", "1400");

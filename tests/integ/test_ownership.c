@@ -26,8 +26,6 @@
 #include "integ/ownership_helpers.h"
 #include "integ/tally_helpers.h"
 
-#include <sys/prctl.h>
-
 #define OQ "emq:{own}"
 #define OQ_DEAD "emq:{own}:dead"
 #define OQ_LEASE_W "emq:{own}:lease:g:w"
@@ -180,12 +178,9 @@ static emq_verdict child_handle(void *opaque, const emq_entry *e, char *reason,
  * result ("<status name> <message>") before the child exits. */
 static pid_t fork_w(const emq_srv *s, const char *file, const char *result,
                     int sleep_ms, const char *count) {
-    fflush(NULL);
-    pid_t pid = fork();
-    ASSERT(pid >= 0);
+    pid_t pid = fork_child();
     if (pid != 0)
         return pid;
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
     child_file = file;
     static int ms;
     ms = sleep_ms;

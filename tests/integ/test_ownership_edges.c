@@ -19,7 +19,6 @@
 #include "integ/poll_helpers.h"
 
 #include <signal.h>
-#include <sys/prctl.h>
 
 #define EQ "emq:{edge}"
 #define EQ_LEASE_W "emq:{edge}:lease:g:w"
@@ -264,12 +263,9 @@ static int scan_lines(const char *path, const char *prefix, char *out,
  * ("end <status name> <message>"). */
 static pid_t fork_poller(const emq_srv *s, const char *file, const char *go,
                          size_t n) {
-    fflush(NULL);
-    pid_t pid = fork();
-    ASSERT(pid >= 0);
+    pid_t pid = fork_child();
     if (pid != 0)
         return pid;
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
     emq_conf_t *conf = own_conf(s, "edge", "w", 500);
     emq_consumer_t *c;
     emq_error err;
@@ -543,12 +539,9 @@ TEST_TIMEOUT(own_edge_entry_our_claim_returns_is_ours_again, 30) {
  * one (begun: a handler has it), writes "polled <id>", then waits to be
  * killed. */
 static pid_t fork_holder(const emq_srv *s, const char *file) {
-    fflush(NULL);
-    pid_t pid = fork();
-    ASSERT(pid >= 0);
+    pid_t pid = fork_child();
     if (pid != 0)
         return pid;
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
     emq_conf_t *conf = own_conf(s, "edge", "w", 60000);
     conf_set(conf, "max_in_flight", "1000");
     conf_set(conf, "max_deliveries", "3");
@@ -960,12 +953,9 @@ static void file_log(void *opaque, emq_log_level level, const char *message) {
  * poll that finds nothing) and never polls again; its log lines go to
  * logfile. Waits to be killed. */
 static pid_t fork_idle_poller(const emq_srv *s, const char *logfile) {
-    fflush(NULL);
-    pid_t pid = fork();
-    ASSERT(pid >= 0);
+    pid_t pid = fork_child();
     if (pid != 0)
         return pid;
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
     emq_conf_t *conf = own_conf(s, "edge", "w", 60000);
     conf_set(conf, "lease.ttl_ms", "10000");
     emq_conf_set_log(conf, file_log, (void *)logfile);

@@ -462,41 +462,76 @@ static emq_status next_reply(emq_conn_t *c, int64_t base_timeout_ms,
 
 /* ---- handshake ---------------------------------------------------------- */
 
+/* Sets err from an error reply to AUTH or HELLO: the sentence, then only
+ * the reply's first word. The rest is never quoted: a server or proxy
+ * that does not know the command echoes its arguments, the password
+ * among them. Returns code. */
+static emq_status auth_reply_error(emq_error *err, emq_status code,
+                                   const emq_reply *r, const char *fmt, ...)
+    EMQ_PRINTF(4, 5);
+static emq_status auth_reply_error(emq_error *err, emq_status code,
+                                   const emq_reply *r, const char *fmt, ...) {
+    char what[EMQ_ERROR_MESSAGE_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    emq_error coded;
+    emq__reply_code_copy(&coded, r);
+    emq__error_set(err, code, 0,
+                   "%.300s (the server answered %s; the rest of its reply is "
+                   "not shown, as it may quote the credentials)",
+                   what, coded.reply_code[0] ? coded.reply_code : "an error");
+    emq__reply_code_copy(err, r);
+    return code;
+}
+
 /* Turns an error reply to HELLO or AUTH into EMQ_EAUTH/EMQ_ESERVER with a
- * sentence a user can act on. The reply text comes from the server, which
- * never echoes the password. */
+ * sentence a user can act on (auth_reply_error: the reply is not quoted).
+ * A user name is shown only when it was given as one (a URL's lone user
+ * info may be a password). */
 emq_status emq__conn_auth_error(emq_conn_t *c, const emq_reply *r,
                                 const char *cmd, emq_error *err) {
     char text[160];
     emq__reply_text(r, text, sizeof text);
-    const char *who = c->user ? c->user : "default";
+    char who[200];
+    if (c->user == NULL)
+        snprintf(who, sizeof who, "user 'default'");
+    else if (c->opt.user == NULL && c->url.user_alone)
+        snprintf(who, sizeof who, "the URL's user (not shown)");
+    else
+        snprintf(who, sizeof who, "user '%.150s'", c->user);
     if (emq_reply_is_error(r, "WRONGPASS"))
-        return emq__reply_error_as(err, EMQ_EAUTH, 0, r,
-                                   "authentication to %s as user '%s' "
-                                   "failed: wrong user name or password, or "
-                                   "the user is disabled",
-                                   c->name, who);
+        return auth_reply_error(err, EMQ_EAUTH, r,
+                                "authentication to %s as %s failed: wrong "
+                                "user name or password, or the user is "
+                                "disabled",
+                                c->name, who);
     if (emq_reply_is_error(r, "NOAUTH"))
-        return emq__reply_error_as(err, EMQ_EAUTH, 0, r,
-                                   "server %s requires authentication; set "
-                                   "a password (and user) in the URL or the "
-                                   "conf",
-                                   c->name);
+        return auth_reply_error(err, EMQ_EAUTH, r,
+                                "server %s requires authentication; set a "
+                                "password (and user) in the URL or the conf",
+                                c->name);
     if (strstr(text, "without any password configured"))
-        return emq__reply_error_as(err, EMQ_EAUTH, 0, r,
-                                   "a password was given but server %s has "
-                                   "no password configured for the default "
-                                   "user; remove the password or configure "
-                                   "the server",
-                                   c->name);
+        return auth_reply_error(err, EMQ_EAUTH, r,
+                                "a password was given but server %s has no "
+                                "password configured for the default user; "
+                                "remove the password or configure the "
+                                "server",
+                                c->name);
     if (strcmp(cmd, "HELLO") == 0 &&
         (emq_reply_is_error(r, "NOPROTO") || strstr(text, "unknown command")))
-        return emq__reply_error_as(err, EMQ_ESERVER, 0, r,
-                                   "server %s does not support RESP3; set "
-                                   "protocol to 2",
-                                   c->name);
-    return emq__reply_error_as(err, EMQ_EAUTH, 0, r, "%s to %s failed", cmd,
-                               c->name);
+        return auth_reply_error(err, EMQ_ESERVER, r,
+                                "server %s does not support RESP3 (HELLO "
+                                "3); set protocol to 2",
+                                c->name);
+    if (strstr(text, "unknown command"))
+        return auth_reply_error(err, EMQ_EAUTH, r,
+                                "%s to %s failed: the server does not know "
+                                "the command (renamed, or a proxy without "
+                                "it)",
+                                cmd, c->name);
+    return auth_reply_error(err, EMQ_EAUTH, r, "%s to %s failed", cmd, c->name);
 }
 
 /* Appends the handshake commands; returns how many, or a negative status

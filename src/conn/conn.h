@@ -37,6 +37,8 @@ typedef struct emq__url {
     int port;            /* tcp/tls: 1-65535, default 6379 */
     char *path;          /* unix: socket path (percent-decoded) */
     char *user;          /* percent-decoded ACL user name */
+    int user_alone;      /* the user info had no ':': it may be a password
+                            (redis-cli reads it so), never shown */
     char *password;      /* percent-decoded; never put in a message */
     int64_t db;          /* /N or ?db=N; -1 when absent */
     char *tls_ca_file;   /* ?tls.ca_file= (rediss only) */

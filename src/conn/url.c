@@ -432,6 +432,7 @@ static emq_status parse(const parser *ps, emq__url *u) {
             st = decode(ps, rest, (size_t)(ue - rest), "user name", &u->user);
             if (st != EMQ_OK)
                 return st;
+            u->user_alone = colon == NULL;
         }
         if (colon && at > colon + 1) {
             st = decode(ps, colon + 1, (size_t)(at - colon - 1), "password",

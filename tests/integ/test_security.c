@@ -21,6 +21,7 @@
  * or in its stderr when the password is refused.
  */
 #include "base/base.h"
+#include "harness/fakepeer.h"
 #include "harness/server.h"
 #include "harness/tlscerts.h"
 #include "integ/cli_helpers.h"
@@ -639,6 +640,68 @@ TEST(security_wrong_password_never_shown) {
     }
     assert_no_secret("a log line", book->text);
     free(book);
+    emq_srv_stop(s);
+}
+
+/* A server (or a proxy) that does not know AUTH or HELLO answers with
+ * its arguments, the password among them: "unknown command 'AUTH', with
+ * args beginning with: 'plain' '<password>'". The error says what
+ * failed and never quotes that reply (before, it printed the password in
+ * full). A fake peer plays the server. */
+TEST(security_auth_reply_quoting_the_password_never_shown) {
+    static const struct {
+        const char *trigger, *reply, *protocol, *says;
+    } cases[] = {
+        {"AUTH",
+         "-ERR unknown command 'AUTH', with args beginning with: 'plain' "
+         "'" SECRET "' \r\n",
+         "2", "does not know the command"},
+        {"HELLO",
+         "-ERR unknown command 'HELLO', with args beginning with: '3' "
+         "'AUTH' 'plain' '" SECRET "' \r\n",
+         "3", "does not support RESP3"},
+        {"AUTH", "-WRONGPASS no such pair: plain " SECRET "\r\n", "2",
+         "wrong user name or password"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        emq_peer_opts po = {.mode = EMQ_PEER_REPLY,
+                            .trigger = cases[i].trigger,
+                            .reply = cases[i].reply};
+        emq_peer *peer = emq_peer_start(&po);
+        char url[128];
+        snprintf(url, sizeof url, "redis://plain:" SECRET "@127.0.0.1:%d",
+                 emq_peer_port(peer));
+        emq_conf_t *conf = conf_for(url);
+        conf_set(conf, "protocol", cases[i].protocol);
+        emq_error err;
+        emq_conn_t *conn = NULL;
+        ASSERT(emq_conn_new(conf, &conn, &err) != EMQ_OK);
+        fprintf(stderr, "    %s: %s\n", cases[i].trigger, err.message);
+        assert_no_secret("the handshake error", err.message);
+        ASSERT_CONTAINS(err.message, cases[i].says);
+        emq_conf_destroy(conf);
+        emq_peer_stop(peer);
+    }
+}
+
+/* A URL's user info without ':' may be a password (redis-cli reads it
+ * so): a refused authentication never shows it as a user name. */
+TEST(security_lone_user_info_never_shown_as_a_user) {
+    emq_srv_opts o = {.requirepass = "RightPassword1"};
+    emq_srv *s = emq_srv_start(&o);
+    char url[128];
+    snprintf(url, sizeof url, "redis://" SECRET "@127.0.0.1:%d",
+             emq_srv_port(s));
+    for (int protocol = 2; protocol <= 3; protocol++) {
+        emq_conf_t *conf = conf_for(url);
+        conf_set(conf, "protocol", protocol == 2 ? "2" : "3");
+        emq_error err;
+        emq_conn_t *conn = NULL;
+        ASSERT_STATUS(emq_conn_new(conf, &conn, &err), EMQ_EAUTH, &err);
+        fprintf(stderr, "    RESP%d: %s\n", protocol, err.message);
+        assert_no_secret("the authentication error", err.message);
+        emq_conf_destroy(conf);
+    }
     emq_srv_stop(s);
 }
 

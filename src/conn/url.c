@@ -521,14 +521,35 @@ void emq__url_free(emq__url *u) {
     u->tls_verify = -1;
 }
 
+/* Adds to spans (n of them) the secret of the user info that ends at at
+ * (rest: where it begins): after its first ':' when it has one, else all
+ * of it (a lone user info may be a password, as redis-cli reads it). */
+static void add_userinfo_span(const char *text, const char *rest,
+                              const char *at, size_t spans[5][2], size_t *n) {
+    if (at == NULL || at <= rest)
+        return;
+    const char *colon = memchr(rest, ':', (size_t)(at - rest));
+    const char *from = colon ? colon + 1 : rest;
+    if (at > from) {
+        spans[*n][0] = (size_t)(from - text);
+        spans[(*n)++][1] = (size_t)(at - text);
+    }
+}
+
 /* The stretches of text that may hold a secret, whatever shape the text
- * has (it may be a URL the parser refuses): [spans[i][0], spans[i][1]).
- * Without "//" the whole text (a password typed where a URL belongs); an
- * unknown scheme (a password before "://"); the user info up to the last
- * '@' (for unix://, the last "@/"), '?' or not: after its first ':' when
- * it has one, else all of it (a lone user info may be a password, as
- * redis-cli reads it). Returns the number of spans (at most 2). */
-static size_t secret_spans(const char *text, size_t spans[2][2]) {
+ * has (it may be a URL the parser refuses): [spans[i][0], spans[i][1]),
+ * sorted, apart. Without "//" the whole text (a password typed where a
+ * URL belongs); an unknown scheme (a password before "://"); the user
+ * info as the parser reads it (up to the last '@' before the first '?',
+ * for unix:// the last "@/"); and for a text it refuses, every other way
+ * it may be meant too: up to the last '@' of all (an unescaped '?' in the
+ * password), for unix:// also the last '@' not before a '/'. Returns the
+ * number of spans (at most 5). */
+static size_t secret_spans(const char *text, size_t spans[5][2]) {
+    emq__url parsed_url;
+    int parsed = emq__url_parse(text, &parsed_url, NULL) == EMQ_OK;
+    if (parsed)
+        emq__url_free(&parsed_url);
     size_t len = strlen(text), n = 0;
     const char *sep = strstr(text, "//");
     if (sep == NULL) {
@@ -547,25 +568,43 @@ static size_t secret_spans(const char *text, size_t spans[2][2]) {
         spans[n][0] = 0;
         spans[n++][1] = sn;
     }
-    const char *rest = sep + 2, *at = NULL;
-    for (const char *c = rest; *c; c++)
-        if (*c == '@' && (!is_unix || c[1] == '/'))
-            at = c;
-    if (at != NULL && at > rest) {
-        const char *colon = memchr(rest, ':', (size_t)(at - rest));
-        const char *from = colon ? colon + 1 : rest;
-        if (at > from) {
-            spans[n][0] = (size_t)(from - text);
-            spans[n++][1] = (size_t)(at - text);
-        }
+    const char *rest = sep + 2, *end = rest + strlen(rest);
+    const char *q = strchr(rest, '?');
+    add_userinfo_span(text, rest, userinfo_end(is_unix, rest, q ? q : end),
+                      spans, &n);
+    if (!parsed) {
+        for (int unix_rule = 0; unix_rule <= is_unix; unix_rule++)
+            add_userinfo_span(text, rest, userinfo_end(unix_rule, rest, end),
+                              spans, &n);
+        if (is_unix && q != NULL)
+            add_userinfo_span(text, rest, userinfo_end(0, rest, q), spans, &n);
     }
-    return n;
+    /* Sorted by start, overlapping ones joined. */
+    for (size_t i = 1; i < n; i++)
+        for (size_t k = i; k > 0 && spans[k][0] < spans[k - 1][0]; k--) {
+            size_t s0 = spans[k][0], s1 = spans[k][1];
+            spans[k][0] = spans[k - 1][0];
+            spans[k][1] = spans[k - 1][1];
+            spans[k - 1][0] = s0;
+            spans[k - 1][1] = s1;
+        }
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (m > 0 && spans[i][0] <= spans[m - 1][1]) {
+            if (spans[i][1] > spans[m - 1][1])
+                spans[m - 1][1] = spans[i][1];
+            continue;
+        }
+        spans[m][0] = spans[i][0];
+        spans[m++][1] = spans[i][1];
+    }
+    return m;
 }
 
 char *emq_url_redact(const char *text, char *out, size_t size) {
     if (size == 0)
         return out;
-    size_t spans[2][2];
+    size_t spans[5][2];
     size_t n = text ? secret_spans(text, spans) : 0;
     size_t done = 0, pos = 0;
     out[0] = '\0';
@@ -583,7 +622,7 @@ char *emq_url_redact(const char *text, char *out, size_t size) {
 }
 
 void emq_url_mask(char *text) {
-    size_t spans[2][2];
+    size_t spans[5][2];
     size_t n = text ? secret_spans(text, spans) : 0;
     for (size_t i = 0; i < n; i++)
         memset(text + spans[i][0], '*', spans[i][1] - spans[i][0]);

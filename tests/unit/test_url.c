@@ -332,3 +332,69 @@ TEST(url_sentinel_refusals_name_what_is_wrong) {
     ASSERT_STATUS(emq__url_parse(many, &u, &err), EMQ_EINVAL, &err);
     ASSERT_CONTAINS(err.message, "at most");
 }
+
+/* Fails, naming the shape, when text holds a piece of the password. */
+static void shape_check(const char *url, const char *where, const char *text) {
+    static const char *const pieces[] = {PW, "Zq9S", "SecretPw", "cretP"};
+    for (size_t i = 0; i < sizeof pieces / sizeof pieces[0]; i++)
+        if (strstr(text, pieces[i]) != NULL)
+            FAIL("%s shows \"%s\" for the URL %s: %s", where, pieces[i], url,
+                 text);
+}
+
+/* Thousands of URL shapes, valid and not, each with the password where a
+ * user types one (after a user and ':', alone before '@', with '@', '?',
+ * '#', '/' or ':' inside it, as the scheme): the parser's error, the
+ * redaction and the configuration's error and read-back never show a
+ * piece of it. */
+TEST(url_shapes_by_the_thousand_never_show_the_password) {
+    static const char *const schemes[] = {"redis",
+                                          "rediss",
+                                          "unix",
+                                          "redis-sentinel",
+                                          "rediss+sentinel",
+                                          "REDIS",
+                                          "valkey",
+                                          "",
+                                          PW};
+    static const char *const seps[] = {"://", ":/", "//", ":"};
+    static const char *const users[] = {
+        "u:" PW "@",    ":" PW "@",    PW "@",        "u:" PW ":x@",
+        "u:" PW "@x@",  "u:" PW "?x@", "u:" PW "#x@", "u:" PW "/x@",
+        "u:%41" PW "@", "u:" PW "@@",  "u@:" PW "@",  "u:" PW "@/"};
+    static const char *const hosts[] = {"127.0.0.1:6379", "[::1]:1",
+                                        "localhost/s.sock", "/tmp/s.sock",
+                                        "h:99999"};
+    static const char *const tails[] = {"", "/1#m", "?x@y", "?db=1"};
+    size_t tried = 0;
+    emq_conf_t *conf = emq_conf_new();
+    ASSERT(conf != NULL);
+    for (size_t a = 0; a < sizeof schemes / sizeof *schemes; a++)
+        for (size_t b = 0; b < sizeof seps / sizeof *seps; b++)
+            for (size_t c = 0; c < sizeof users / sizeof *users; c++)
+                for (size_t d = 0; d < sizeof hosts / sizeof *hosts; d++)
+                    for (size_t e = 0; e < sizeof tails / sizeof *tails; e++) {
+                        char url[256], out[512];
+                        snprintf(url, sizeof url, "%s%s%s%s%s", schemes[a],
+                                 seps[b], users[c], hosts[d], tails[e]);
+                        emq__url u;
+                        emq_error err;
+                        emq__error_clear(&err);
+                        if (emq__url_parse(url, &u, &err) == EMQ_OK)
+                            emq__url_free(&u);
+                        else
+                            shape_check(url, "the parser's error", err.message);
+                        shape_check(url, "emq_url_redact",
+                                    emq_url_redact(url, out, sizeof out));
+                        if (emq_conf_set(conf, "url", url, &err) != EMQ_OK)
+                            shape_check(url, "emq_conf_set's error",
+                                        err.message);
+                        else if (emq_conf_get(conf, "url", out, sizeof out,
+                                              &err) == EMQ_OK)
+                            shape_check(url, "emq_conf_get(url)", out);
+                        tried++;
+                    }
+    emq_conf_destroy(conf);
+    ASSERT(tried >= 1000);
+    printf("    %zu URL shapes\n", tried);
+}

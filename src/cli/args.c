@@ -23,6 +23,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
 cli_global cli_g;
@@ -244,6 +245,8 @@ void cli_note(const char *fmt, ...) {
 /* Sets cli_g.url to a copy of url and cli_g.url_shown to the copy with
  * every secret hidden (emq_url_redact). */
 static void set_url(const char *url) {
+    if (cli_g.url != NULL)
+        emq_url_mask(cli_g.url); /* the password gone from the heap too */
     free(cli_g.url);
     free(cli_g.url_shown);
     cli_g.url = strdup(url);
@@ -579,6 +582,23 @@ int cli_find_topic(const cli_args *a, emq_conf_t *conf) {
     return cli_set(conf, "partitions", text);
 }
 
+/* While the process holds a password, it makes no core dump (a dump of a
+ * long run held the password many times over) and cannot be attached to
+ * by other processes of its user (PR_SET_DUMPABLE 0), unless
+ * ECHOMQ_ALLOW_CORE_DUMPS=1. Said once under -v. */
+static void keep_secrets_out_of_core_dumps(void) {
+    static int done;
+    if (done)
+        return;
+    done = 1;
+    const char *allow = getenv("ECHOMQ_ALLOW_CORE_DUMPS");
+    if (allow != NULL && strcmp(allow, "1") == 0)
+        return;
+    if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) == 0 && cli_g.verbose > 0)
+        cli_note("no core dumps while this process holds a password "
+                 "(ECHOMQ_ALLOW_CORE_DUMPS=1 allows them)");
+}
+
 emq_conf_t *cli_conf(const char *queue) {
     if (!tls_file_ok("--tls-ca", cli_g.tls_ca) ||
         !tls_file_ok("--tls-cert", cli_g.tls_cert) ||
@@ -602,6 +622,9 @@ emq_conf_t *cli_conf(const char *queue) {
                         : cli_g.verbose == 1 ? "info"
                         : cli_g.quiet        ? "error"
                                              : "warning";
+    if ((password && *password) || (sentinel_password && *sentinel_password) ||
+        strcmp(cli_g.url, cli_g.url_shown) != 0)
+        keep_secrets_out_of_core_dumps();
     if (cli_set(conf, "url", cli_g.url) != CLI_OK ||
         (cli_g.user && cli_set(conf, "user", cli_g.user) != CLI_OK) ||
         (password && *password &&

@@ -341,3 +341,37 @@ TEST_TIMEOUT(cli_missing_password_is_an_authentication_error, 30) {
     cli_free(&r);
     emq_srv_stop(s);
 }
+
+/* A run that holds a password makes no core dump and cannot be attached
+ * to (PR_SET_DUMPABLE 0; -v says so), unless ECHOMQ_ALLOW_CORE_DUMPS=1;
+ * a run without a password changes nothing. */
+TEST_TIMEOUT(cli_no_core_dumps_while_holding_a_password, 30) {
+    emq_srv_opts o = {.requirepass = "Zq9Secret"};
+    emq_srv *s = emq_srv_start(&o);
+    emq_srv *open_srv = emq_srv_start(NULL);
+    char with[128], without[128];
+    snprintf(with, sizeof with, "redis://:Zq9Secret@127.0.0.1:%d",
+             emq_srv_port(s));
+    snprintf(without, sizeof without, "redis://127.0.0.1:%d",
+             emq_srv_port(open_srv));
+    static const char note[] = "no core dumps while this process holds a "
+                               "password";
+    cli_result r;
+    CLI(&r, with, "-v", "ls");
+    ASSERT_EXIT(&r, 0);
+    ASSERT_CONTAINS(r.err, note);
+    assert_clean("ls -v", 0, r.err);
+    cli_free(&r);
+    setenv("ECHOMQ_ALLOW_CORE_DUMPS", "1", 1);
+    CLI(&r, with, "-v", "ls");
+    unsetenv("ECHOMQ_ALLOW_CORE_DUMPS");
+    ASSERT_EXIT(&r, 0);
+    ASSERT_NOT_CONTAINS(r.err, note);
+    cli_free(&r);
+    CLI(&r, without, "-v", "ls");
+    ASSERT_EXIT(&r, 0);
+    ASSERT_NOT_CONTAINS(r.err, note);
+    cli_free(&r);
+    emq_srv_stop(open_srv);
+    emq_srv_stop(s);
+}

@@ -74,16 +74,25 @@ static int take_property(char *value) {
                              "list for the properties)",
                              value);
     size_t n = (size_t)(eq - value);
-    if ((n == 8 && !strncmp(value, "password", 8)) ||
-        (n == 3 && !strncmp(value, "url", 3))) {
-        /* Out of the argv a secret would show in (ps): -u masks it. */
+    /* Out of the argv a secret would show in (ps): each has its own way
+     * in (-u masks the URL's). */
+    static const struct {
+        const char *name, *instead;
+    } secret_props[] = {
+        {"url", "-u/--url or $ECHOMQ_URL"},
+        {"password", "the URL or $ECHOMQ_PASSWORD"},
+        {"sentinel.password", "$ECHOMQ_SENTINEL_PASSWORD"},
+        {"tls.key_password", "$ECHOMQ_TLS_KEY_PASSWORD"},
+    };
+    for (size_t i = 0; i < sizeof secret_props / sizeof *secret_props; i++) {
+        if (strlen(secret_props[i].name) != n ||
+            strncmp(value, secret_props[i].name, n) != 0)
+            continue;
         memset(eq + 1, '*', strlen(eq + 1));
         return cli_usage_err(NULL,
-                             "-X %.*s is not taken: give the URL with "
-                             "-u/--url or $ECHOMQ_URL and the password "
-                             "in it or in $ECHOMQ_PASSWORD (an -X "
+                             "-X %s is not taken: give it with %s (an -X "
                              "value shows in ps)",
-                             (int)n, value);
+                             secret_props[i].name, secret_props[i].instead);
     }
     const char **grown =
         realloc(cli_g.xprops, (size_t)(cli_g.nx + 1) * sizeof *grown);
@@ -618,11 +627,13 @@ emq_conf_t *cli_conf(const char *queue) {
     /* The Sentinels' own password (a redis-sentinel:// URL's is the data
      * nodes'): from the environment only, never argv. */
     const char *sentinel_password = getenv("ECHOMQ_SENTINEL_PASSWORD");
+    const char *key_password = getenv("ECHOMQ_TLS_KEY_PASSWORD");
     const char *level = cli_g.verbose >= 2   ? "debug"
                         : cli_g.verbose == 1 ? "info"
                         : cli_g.quiet        ? "error"
                                              : "warning";
     if ((password && *password) || (sentinel_password && *sentinel_password) ||
+        (key_password && *key_password) ||
         strcmp(cli_g.url, cli_g.url_shown) != 0)
         keep_secrets_out_of_core_dumps();
     if (cli_set(conf, "url", cli_g.url) != CLI_OK ||
@@ -637,6 +648,8 @@ emq_conf_t *cli_conf(const char *queue) {
          cli_set(conf, "tls.cert_file", cli_g.tls_cert) != CLI_OK) ||
         (cli_g.tls_key &&
          cli_set(conf, "tls.key_file", cli_g.tls_key) != CLI_OK) ||
+        (key_password && *key_password &&
+         cli_set(conf, "tls.key_password", key_password) != CLI_OK) ||
         cli_set(conf, "log.level", level) != CLI_OK ||
         (queue && cli_set(conf, cli_g.stream ? "stream" : "queue",
                           cli_g.stream ? cli_g.stream : queue) != CLI_OK) ||

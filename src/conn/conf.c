@@ -154,6 +154,11 @@ static const prop props[] = {
      P_STRING, F(tls_cert_file), 0, 0, check_path, NULL, NULL, "conn"},
     {"tls.key_file", "", "PEM private key of tls.cert_file.", P_STRING,
      F(tls_key_file), 0, 0, check_path, NULL, NULL, "conn"},
+    {"tls.key_password", "",
+     "Passphrase of an encrypted tls.key_file. Nothing ever prompts for "
+     "one: an encrypted key without it fails at once. Never echoed; reads "
+     "back as \"(set)\".",
+     P_SECRET, F(tls_key_password), 0, 0, NULL, NULL, NULL, "conn"},
     {"tls.sni", "",
      "Server name sent in the TLS handshake (SNI). Empty: the URL's host "
      "when it is not an IP address.",

@@ -42,6 +42,7 @@
     X(STR, tls_ca_file)          /* PEM CA bundle; NULL: URL's or system */      \
     X(STR, tls_cert_file)        /* client certificate chain (PEM) */            \
     X(STR, tls_key_file)         /* client private key (PEM) */                  \
+    X(STR, tls_key_password)     /* its passphrase; NULL: none; wiped */         \
     X(STR, tls_sni)              /* SNI name; NULL: host unless IP */            \
     X(INT, tls_verify)           /* EMQ_TLS_VERIFY_* */                          \
     X(STR, sentinel_master)      /* NULL: the URL's #NAME */                     \

@@ -736,6 +736,7 @@ static emq_status sentinel_open(const emq_conn_t *c, const emq__hostport *at,
     o.tls_ca_file = c->tls.ca_file;
     o.tls_cert_file = c->tls.cert_file;
     o.tls_key_file = c->tls.key_file;
+    o.tls_key_password = c->tls.key_password;
     o.tls_sni = c->tls.sni;
     o.tls_verify = c->tls.verify ? EMQ_TLS_VERIFY_PEER : EMQ_TLS_VERIFY_NONE;
     o.sentinel_master = NULL;
@@ -968,6 +969,7 @@ static emq_status resolve_settings(emq_conn_t *c, emq_error *err) {
     c->tls.ca_file = o->tls_ca_file ? o->tls_ca_file : u->tls_ca_file;
     c->tls.cert_file = o->tls_cert_file ? o->tls_cert_file : u->tls_cert_file;
     c->tls.key_file = o->tls_key_file ? o->tls_key_file : u->tls_key_file;
+    c->tls.key_password = o->tls_key_password;
     c->tls.sni = o->tls_sni ? o->tls_sni : u->tls_sni;
     c->tls.verify = o->tls_verify != EMQ_TLS_VERIFY_DEFAULT
                         ? o->tls_verify == EMQ_TLS_VERIFY_PEER

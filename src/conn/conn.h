@@ -218,6 +218,7 @@ typedef struct emq__conn_options {
     const char *tls_ca_file;    /* NULL: the URL's, else the system's */
     const char *tls_cert_file;
     const char *tls_key_file;
+    const char *tls_key_password; /* NULL: none; never in a message */
     const char *tls_sni;
     int64_t tls_verify;               /* EMQ_TLS_VERIFY_* */
     const char *sentinel_master;      /* NULL: the URL's #NAME */

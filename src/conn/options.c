@@ -27,6 +27,7 @@ void emq__conn_options_of(const emq_conf_t *conf, emq__conn_options *out) {
     out->tls_ca_file = emq__cfg_tls_ca_file(conf);
     out->tls_cert_file = emq__cfg_tls_cert_file(conf);
     out->tls_key_file = emq__cfg_tls_key_file(conf);
+    out->tls_key_password = emq__cfg_tls_key_password(conf);
     out->tls_sni = emq__cfg_tls_sni(conf);
     out->sentinel_master = emq__cfg_sentinel_master(conf);
     out->sentinel_user = emq__cfg_sentinel_user(conf);
@@ -51,10 +52,11 @@ void emq__conn_options_of(const emq_conf_t *conf, emq__conn_options *out) {
     {                                                                          \
         &(o)->url, &(o)->user, &(o)->password, &(o)->client_name,              \
             &(o)->tls_ca_file, &(o)->tls_cert_file, &(o)->tls_key_file,        \
-            &(o)->tls_sni, &(o)->sentinel_master, &(o)->sentinel_user,         \
-            &(o)->sentinel_password, &(o)->sentinel_address_map                \
+            &(o)->tls_key_password, &(o)->tls_sni, &(o)->sentinel_master,      \
+            &(o)->sentinel_user, &(o)->sentinel_password,                      \
+            &(o)->sentinel_address_map                                         \
     }
-#define NSTRINGS 12
+#define NSTRINGS 13
 
 void emq__conn_options_drop(emq__conn_options *o) {
     if (o == NULL)

@@ -49,8 +49,9 @@ typedef struct emq__tls_opts {
     const char *ca_file;
     const char *cert_file;
     const char *key_file;
-    const char *sni; /* NULL: host, unless host is an IP literal */
-    int verify;      /* 1: verify peer certificate and host; 0: none */
+    const char *key_password; /* NULL: none; never in a message */
+    const char *sni;          /* NULL: host, unless host is an IP literal */
+    int verify;               /* 1: verify peer certificate and host; 0: none */
 } emq__tls_opts;
 
 /* Waits until fd is ready for events or until deadline (emq__now_ms time;

@@ -197,7 +197,32 @@ static int is_ip_literal(const char *host) {
            inet_pton(AF_INET6, host, buf) == 1;
 }
 
-/* Builds the context and SSL object of t. Returns EMQ_OK or EMQ_ETLS /
+/* What the passphrase callback is given and found. */
+typedef struct key_pass {
+    const char *password; /* tls.key_password; NULL: none */
+    int asked;            /* OpenSSL asked for a passphrase */
+} key_pass;
+
+/* OpenSSL's passphrase callback: tls.key_password, never a prompt (the
+ * default one reads the terminal, or stdin when there is none). Without a
+ * password it answers none, and the load fails at once. */
+static int key_passphrase(char *buf, int size, int rwflag, void *opaque) {
+    (void)rwflag;
+    key_pass *k = opaque;
+    if (k == NULL) /* after setup: nothing to give, nothing to record */
+        return 0;
+    k->asked = 1;
+    if (k->password == NULL || size <= 0)
+        return 0;
+    size_t n = strlen(k->password);
+    if (n > (size_t)size)
+        return 0;
+    memcpy(buf, k->password, n);
+    return (int)n;
+}
+
+/* Builds the context and SSL object of t. Returns EMQ_OK, EMQ_EINVAL (an
+ * encrypted key without its password, or a wrong one), EMQ_ETLS /
  * EMQ_ENOMEM naming the file or setting that failed. */
 static emq_status setup(tls_transport *t, const char *host,
                         const emq__tls_opts *o, emq_error *err) {
@@ -224,13 +249,38 @@ static emq_status setup(tls_transport *t, const char *host,
         return emq__error_set(err, EMQ_ETLS, 0,
                               "tls.cert_file and tls.key_file must be set "
                               "together");
+    key_pass pass = {
+        o->key_password && o->key_password[0] ? o->key_password : NULL, 0};
+    SSL_CTX_set_default_passwd_cb(t->ctx, key_passphrase);
+    SSL_CTX_set_default_passwd_cb_userdata(t->ctx, &pass);
     if (o->cert_file && o->cert_file[0]) {
-        if (SSL_CTX_use_certificate_chain_file(t->ctx, o->cert_file) != 1)
+        int chain = SSL_CTX_use_certificate_chain_file(t->ctx, o->cert_file) ==
+                    1;
+        int loaded = chain && SSL_CTX_use_PrivateKey_file(
+                                  t->ctx, o->key_file, SSL_FILETYPE_PEM) == 1;
+        /* &pass lives on this stack: no later call may reach it. */
+        SSL_CTX_set_default_passwd_cb_userdata(t->ctx, NULL);
+        if (!chain)
             return emq__error_set(err, EMQ_ETLS, 0,
                                   "cannot load tls.cert_file '%s': %s",
                                   o->cert_file, ssl_reason(why, sizeof why));
-        if (SSL_CTX_use_PrivateKey_file(t->ctx, o->key_file,
-                                        SSL_FILETYPE_PEM) != 1)
+        /* Both are the configuration's to fix, never a retry's: EINVAL,
+         * so that no handle tries again (an async producer would until
+         * producer.timeout_ms). */
+        if (!loaded && pass.asked && pass.password == NULL) {
+            ERR_clear_error();
+            return emq__error_set(err, EMQ_EINVAL, 0,
+                                  "tls.key_file '%s' is encrypted: set "
+                                  "tls.key_password (the CLI reads "
+                                  "$ECHOMQ_TLS_KEY_PASSWORD)",
+                                  o->key_file);
+        }
+        if (!loaded && pass.asked)
+            return emq__error_set(err, EMQ_EINVAL, 0,
+                                  "cannot decrypt tls.key_file '%s' with "
+                                  "tls.key_password (a wrong password?): %s",
+                                  o->key_file, ssl_reason(why, sizeof why));
+        if (!loaded)
             return emq__error_set(err, EMQ_ETLS, 0,
                                   "cannot load tls.key_file '%s': %s",
                                   o->key_file, ssl_reason(why, sizeof why));

@@ -218,6 +218,7 @@ const emq_certs *emq_certs_get(void) {
     path_in(certs.wronghost_crt, "wronghost.crt");
     path_in(certs.client_crt, "client.crt");
     path_in(certs.client_key, "client.key");
+    path_in(certs.client_key_encrypted, "client-encrypted.key");
     path_in(certs.other_ca_crt, "other-ca.crt");
     path_in(other_key, "other-ca.key");
     path_in(server_csr, "server.csr");
@@ -235,6 +236,17 @@ const emq_certs *emq_certs_get(void) {
     sign(wronghost_csr, certs.wronghost_crt, "wronghost", "30", "4");
     make_csr(certs.client_key, client_csr, "/CN=echomq test client");
     sign(client_csr, certs.client_crt, "client", "30", "5");
+    char *encrypt[] = {"openssl",
+                       "pkey",
+                       "-in",
+                       certs.client_key,
+                       "-out",
+                       certs.client_key_encrypted,
+                       "-aes256",
+                       "-passout",
+                       "pass:" EMQ_CERTS_KEY_PASSPHRASE,
+                       NULL};
+    openssl(encrypt);
     certs_ready = 1;
     return &certs;
 }

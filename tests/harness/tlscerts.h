@@ -22,8 +22,13 @@ typedef struct emq_certs {
     char wronghost_crt[EMQ_CERT_PATH_MAX]; /* SAN DNS:wrong.example.invalid */
     char client_crt[EMQ_CERT_PATH_MAX];    /* clientAuth, signed by the CA */
     char client_key[EMQ_CERT_PATH_MAX];
+    char client_key_encrypted[EMQ_CERT_PATH_MAX]; /* the same, encrypted
+                                                     (AES-256) with
+                                                     EMQ_CERTS_KEY_PASSPHRASE */
     char other_ca_crt[EMQ_CERT_PATH_MAX]; /* unrelated CA: "wrong CA" tests */
 } emq_certs;
+
+#define EMQ_CERTS_KEY_PASSPHRASE "KeyPass1"
 
 /* Returns the certificates of this test process, generating them on the
  * first call. Fails the test (with openssl's output) when generation fails.

@@ -158,3 +158,39 @@ TEST(cli_tls_client_certificate_when_the_server_requires_one) {
     ASSERT_EQ_INT(srv_int(s, "XLEN", "emq:{tq}"), 1);
     emq_srv_stop(s);
 }
+
+/* An encrypted --tls-key: `produce --lines` fed on a pipe never gives its
+ * input to a passphrase prompt (before, OpenSSL read the passphrase from
+ * stdin, the lines were lost and the exit was 0): without
+ * $ECHOMQ_TLS_KEY_PASSWORD it is exit 2 at once, saying the key is
+ * encrypted and that nothing was written; with it every line is produced. -X
+ * tls.key_password is refused (an -X value shows in ps). */
+TEST(cli_tls_encrypted_key_takes_its_password_from_the_environment) {
+    emq_srv *s = tls_server(EMQ_SRV_CLIENT_AUTH_YES);
+    const emq_certs *c = emq_certs_get();
+    const char *url = emq_srv_url(s);
+    cli_result r;
+    CLI_IN(&r, url, "a\nb\n", "produce", "tq", "--lines", "--tls-ca", c->ca_crt,
+           "--tls-cert", c->client_crt, "--tls-key", c->client_key_encrypted);
+    ASSERT_EXIT(&r, 2); /* the configuration's to fix, like a bad file */
+    ASSERT_CONTAINS(r.err, "is encrypted: set tls.key_password");
+    ASSERT_CONTAINS(r.err, "0 written");
+    cli_free(&r);
+    ASSERT_EQ_INT(srv_int(s, "XLEN", "emq:{tq}"), 0);
+    setenv("ECHOMQ_TLS_KEY_PASSWORD", EMQ_CERTS_KEY_PASSPHRASE, 1);
+    CLI_IN(&r, url, "a\nb\n", "produce", "tq", "--lines", "-q", "--tls-ca",
+           c->ca_crt, "--tls-cert", c->client_crt, "--tls-key",
+           c->client_key_encrypted);
+    unsetenv("ECHOMQ_TLS_KEY_PASSWORD");
+    ASSERT_EXIT(&r, 0);
+    ASSERT_EQ_STR(r.err, "");
+    cli_free(&r);
+    ASSERT_EQ_INT(srv_int(s, "XLEN", "emq:{tq}"), 2);
+    CLI(&r, url, "-X", "tls.key_password=" EMQ_CERTS_KEY_PASSPHRASE, "info",
+        "tq");
+    ASSERT_EXIT(&r, 2);
+    ASSERT_CONTAINS(r.err, "$ECHOMQ_TLS_KEY_PASSWORD");
+    ASSERT_NOT_CONTAINS(r.err, EMQ_CERTS_KEY_PASSPHRASE);
+    cli_free(&r);
+    emq_srv_stop(s);
+}

@@ -14,6 +14,7 @@
 #include "integ/conn_helpers.h"
 
 #include <stdlib.h>
+#include <unistd.h>
 
 /* Starts a TLS server or skips the test when redis-server has no TLS. */
 static emq_srv *tls_server(emq_srv_cert cert, emq_srv_client_auth auth) {
@@ -177,5 +178,62 @@ TEST(conn_tls_client_certificate_when_server_requires_one) {
         FAIL("no client cert: got %s, want EMQ_ETLS or EMQ_EIO (%s)",
              emq_status_name(st), err.message);
     ASSERT(err.message[0] != '\0');
+    emq_srv_stop(s);
+}
+
+/* An encrypted tls.key_file never prompts (OpenSSL's default callback
+ * reads the terminal, or stdin: a CLI fed on a pipe lost its input to
+ * it): without tls.key_password the connect fails at once saying the key
+ * is encrypted; with a wrong one it says it cannot decrypt; with the
+ * right one the server that requires a client certificate accepts it.
+ * stdin is a pipe holding a line here: nothing reads it. */
+TEST(conn_tls_encrypted_key_never_prompts) {
+    emq_srv *s = tls_server(EMQ_SRV_CERT_GOOD, EMQ_SRV_CLIENT_AUTH_YES);
+    const emq_certs *certs = emq_certs_get();
+    const char *key = certs->client_key_encrypted;
+    int feed[2];
+    ASSERT(pipe(feed) == 0);
+    ASSERT(write(feed[1], EMQ_CERTS_KEY_PASSPHRASE "\n", 9) == 9);
+    int saved = dup(0);
+    ASSERT(saved >= 0 && dup2(feed[0], 0) == 0);
+    static const struct {
+        const char *password, *says; /* says NULL: connects */
+    } cases[] = {
+        {NULL, "is encrypted: set tls.key_password"},
+        {"WrongPass", "cannot decrypt tls.key_file"},
+        {EMQ_CERTS_KEY_PASSPHRASE, NULL},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        emq_conf_t *conf = tls_conf(s, NULL);
+        conf_set(conf, P_TLS_CERT, certs->client_crt);
+        conf_set(conf, P_TLS_KEY, key);
+        if (cases[i].password)
+            conf_set(conf, "tls.key_password", cases[i].password);
+        char back[64];
+        ASSERT_OK(
+            emq_conf_get(conf, "tls.key_password", back, sizeof back, NULL),
+            NULL);
+        ASSERT_NOT_CONTAINS(back, "Pass");
+        emq_conn_t *c = NULL;
+        emq_error err;
+        emq_status st = emq_conn_new(conf, &c, &err);
+        emq_conf_destroy(conf);
+        if (cases[i].says == NULL) {
+            ASSERT_OK(st, &err);
+            ping_ok(c);
+            emq_conn_destroy(c);
+            continue;
+        }
+        ASSERT_STATUS(st, EMQ_EINVAL, &err); /* never worth a retry */
+        ASSERT_CONTAINS(err.message, cases[i].says);
+        ASSERT_NOT_CONTAINS(err.message, "Pass");
+    }
+    /* The line on stdin is still there: nothing read it. */
+    char line[16] = "";
+    close(feed[1]);
+    ASSERT_EQ_INT((int)read(0, line, sizeof line - 1), 9);
+    dup2(saved, 0);
+    close(saved);
+    close(feed[0]);
     emq_srv_stop(s);
 }

@@ -34,7 +34,8 @@ TEST(conf_defaults_read_back_as_the_table_says) {
                 FAIL("property %s listed twice", name);
         }
     }
-    ASSERT_EQ_SIZE(n, 71); /* 37 + sentinel.master, .user, .password,
+    ASSERT_EQ_SIZE(n, 72); /* 37 + tls.key_password, sentinel.master, .user,
+                             .password,
                              .tls, .address_map,
                              lease.wait_replicas, .wait_timeout_ms,
                              producer.nomkstream, trim.*, cluster.*,

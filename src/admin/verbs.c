@@ -506,6 +506,8 @@ emq_status emq_admin_new(const emq_conf_t *conf, emq_admin_t **out,
         emq_admin_destroy(*out);
         *out = NULL;
     }
+    if (st == EMQ_OK)
+        emq__conf_warn_unverified(conf, "admin handle");
     return st;
 }
 

@@ -837,6 +837,24 @@ void emq__log_to(const emq__log_sink *sink, emq_log_level level,
     va_end(ap);
 }
 
+void emq__conf_warn_unverified(const emq_conf_t *conf, const char *handle) {
+    emq__url u;
+    if (conf == NULL || emq__url_parse(emq__cfg_url(conf), &u, NULL) != EMQ_OK)
+        return;
+    int64_t v = emq__cfg_tls_verify(conf);
+    int none = v != EMQ_TLS_VERIFY_DEFAULT ? v == EMQ_TLS_VERIFY_NONE
+                                           : u.tls_verify == 0;
+    int tls = u.scheme == EMQ_URL_TLS;
+    emq__url_free(&u);
+    if (tls && none)
+        emq__conf_log(conf, EMQ_LOG_WARNING,
+                      "%s: tls.verify is none: the server's certificate is "
+                      "not checked, so whoever sits between here and the "
+                      "server can read and change the traffic, the password "
+                      "included (for tests only)",
+                      handle);
+}
+
 void emq__conf_log(const emq_conf_t *conf, emq_log_level level, const char *fmt,
                    ...) {
     emq__log_sink sink;

@@ -148,5 +148,10 @@ void emq__log_to(const emq__log_sink *sink, emq_log_level level,
 /* emq__log_to with conf's sink. */
 void emq__conf_log(const emq_conf_t *conf, emq_log_level level, const char *fmt,
                    ...) EMQ_PRINTF(3, 4);
+/* Logs a warning, through conf's logger, when conf connects over TLS
+ * without verifying the server (tls.verify none, or the URL's
+ * ?tls.verify=none); handle names what was created ("producer of
+ * 'emq:{q}'"). Called once by each handle's constructor. Any thread. */
+void emq__conf_warn_unverified(const emq_conf_t *conf, const char *handle);
 
 #endif /* EMQ_CONN_CONF_H */

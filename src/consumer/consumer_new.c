@@ -16,6 +16,8 @@ static emq_status make(const emq_conf_t *conf, emq_handler_fn handler,
         emq__consumer_free(*out);
         *out = NULL;
     }
+    if (st == EMQ_OK)
+        emq__conf_warn_unverified(conf, "consumer");
     return st;
 }
 

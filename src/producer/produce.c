@@ -265,6 +265,8 @@ emq_status emq_producer_new(const emq_conf_t *conf, emq_producer_t **out,
         emq__producer_close(*out);
         *out = NULL;
     }
+    if (st == EMQ_OK)
+        emq__conf_warn_unverified(conf, "producer");
     return st;
 }
 

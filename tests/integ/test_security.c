@@ -164,6 +164,64 @@ static void consumer_refused(emq_srv_cert cert, const char *ca,
     emq_srv_stop(s);
 }
 
+/* How many lines of the book hold text (locked read). */
+static int book_count(logbook *b, const char *text) {
+    pthread_mutex_lock(&b->lock);
+    int n = 0;
+    for (const char *at = b->text; (at = strstr(at, text)) != NULL; at++)
+        n++;
+    pthread_mutex_unlock(&b->lock);
+    return n;
+}
+
+/* tls.verify none (the property, or the URL's ?tls.verify=none) makes
+ * each handle warn once, when it is made: a producer, a consumer and an
+ * admin handle, three warnings; verification on, none. */
+TEST_TIMEOUT(security_tls_verify_none_warns_once_per_handle, 60) {
+    emq_srv *s = tls_server(EMQ_SRV_CERT_WRONGHOST);
+    char url[256];
+    snprintf(url, sizeof url, "%s?tls.verify=none", emq_srv_url(s));
+    static const char warning[] = "tls.verify is none";
+    for (int how = 0; how < 3; how++) { /* property, URL, verified */
+        logbook *book = malloc(sizeof *book);
+        ASSERT(book != NULL);
+        logbook_init(book);
+        emq_conf_t *conf = conf_for(how == 1 ? url : emq_srv_url(s));
+        if (how == 0)
+            conf_set(conf, P_TLS_VERIFY, "none");
+        conf_set(conf, "queue", "tlsv");
+        conf_set(conf, "group", "g");
+        conf_set(conf, "consumer", "w");
+        conf_set(conf, "start", "head");
+        emq_conf_set_log(conf, log_to_book, book);
+        emq_error err;
+        emq_producer_t *p = NULL;
+        ASSERT_OK(emq_producer_new(conf, &p, &err), &err);
+        emq_consumer_t *c = NULL;
+        ASSERT_OK(emq_consumer_new(conf, never_called, NULL, &c, &err), &err);
+        emq_admin_t *a = NULL;
+        emq_status st = emq_admin_new(conf, &a, &err);
+        fprintf(stderr, "    %s: %d warning(s)\n",
+                how == 0   ? "tls.verify none"
+                : how == 1 ? "?tls.verify=none"
+                           : "verified",
+                book_count(book, warning));
+        if (how < 2) {
+            ASSERT_OK(st, &err);
+            ASSERT_EQ_INT(book_count(book, warning), 3);
+        } else {
+            ASSERT(st != EMQ_OK); /* the wrong host's certificate */
+            ASSERT_EQ_INT(book_count(book, warning), 0);
+        }
+        emq_admin_destroy(a);
+        emq_consumer_destroy(c);
+        emq_producer_destroy(p);
+        emq_conf_destroy(conf);
+        free(book);
+    }
+    emq_srv_stop(s);
+}
+
 TEST(security_tls_consumer_refuses_unknown_ca) {
     consumer_refused(EMQ_SRV_CERT_GOOD, emq_certs_get()->other_ca_crt,
                      "certificate");

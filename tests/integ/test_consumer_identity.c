@@ -303,8 +303,9 @@ TEST(consumer_lease_of_live_other_host_refused_after_waiting) {
     ASSERT_CONTAINS(err.message, "'w1'");
     ASSERT_CONTAINS(err.message, "in use");
     ASSERT_CONTAINS(err.message, "otherhost");
-    /* It waited one TTL and a second (3 s), not much more. */
-    ASSERT(took >= 2500 && took < 8000);
+    /* It waited one TTL and a second (3 s), not much more (a loaded or
+     * valgrind run is slower: the bound scales). */
+    ASSERT(took >= 2500 && took < emq_test_ms(8000));
     emq_srv_cmd(s, out, sizeof out, "GET", "emq:{exp}:lease:g:w1", NULL);
     ASSERT_EQ_STR(out, "otherhost:boot:1:1:1:abc");
     ASSERT_EQ_INT(cmdstat_calls(s, "xreadgroup"), 0);

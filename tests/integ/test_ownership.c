@@ -259,7 +259,10 @@ static void long_handler_case(int handler_ms) {
              handler_ms, second.r.n);
     ASSERT_STATUS(b.st, EMQ_EINVAL, &b.err);
     ASSERT_CONTAINS(b.err.message, "is in use by another live process");
-    ASSERT(waited < 1500); /* refused at once: the holder is alive here */
+    /* Refused at once (the holder is alive on this host: the message
+     * says so), where a holder on another host would be waited out for a
+     * TTL; the time is reported above, not asserted: on a loaded machine
+     * it is no proof. */
     ASSERT_EQ_STR(holder, token);
     ASSERT_EQ_SIZE(second.r.n, 0);
     ASSERT_EQ_INT(ps.claimed, 0);

@@ -1388,6 +1388,22 @@ static int sentinel_start(const emq_srv_opts *so) {
     return -1;
 }
 
+/* 1 when every Sentinel's flags for the master are "master" alone: no
+ * failover under way (its leader ends one only once the replicas follow
+ * the new primary, and refuses another meanwhile). */
+static int sentinels_settled(void) {
+    static char out[16384];
+    for (int i = 0; i < 3; i++) {
+        if (emq_srv_cmd(sentinels[i], out, sizeof out, "SENTINEL", "master",
+                        CHAOS_MASTER, NULL) != '*')
+            return 0;
+        const char *at = strstr(out, "flags\n");
+        if (at == NULL || strncmp(at + 6, "master\n", 7) != 0)
+            return 0;
+    }
+    return 1;
+}
+
 /* One failover: SENTINEL FAILOVER, or the primary SIGSTOPped for
  * f->duration_ms (the Sentinels fail it over) and then SIGCONT (it comes
  * back as a replica). Waits (at most 40 s) until every Sentinel names a
@@ -1398,16 +1414,33 @@ static void failover_episode(fault *f) {
     emq_srv *old = primary_srv();
     int from = emq_srv_port(old);
     char out[256];
+    int64_t t0 = f->began_ms, switched = 0, all_on = 0;
     if (f->duration_ms > 0) {
         kill(emq_srv_pid(old), SIGSTOP);
     } else {
-        int64_t until = chaos_now_ms() + 10000;
-        while (emq_srv_cmd(sentinels[0], out, sizeof out, "SENTINEL",
-                           "FAILOVER", CHAOS_MASTER, NULL) != '+' &&
-               chaos_now_ms() < until)
-            chaos_sleep_ms(200); /* INPROG, or not ready yet */
+        /* Asked once the last failover has ended, and again while the
+         * Sentinels refuse (INPROG, NOGOODSLAVE while the replicas resync):
+         * a request refused for good is said, not waited out. The measure
+         * starts when one is accepted. */
+        int accepted = 0;
+        out[0] = '\0';
+        for (int64_t until = chaos_now_ms() + 60000; chaos_now_ms() < until;) {
+            accepted = sentinels_settled() &&
+                       emq_srv_cmd(sentinels[0], out, sizeof out, "SENTINEL",
+                                   "FAILOVER", CHAOS_MASTER, NULL) == '+';
+            if (accepted)
+                break;
+            chaos_sleep_ms(200);
+        }
+        if (!accepted) {
+            snprintf(f->detail, sizeof f->detail,
+                     "SENTINEL FAILOVER not accepted within 60 s (the last "
+                     "answer: %.100s)",
+                     out);
+            return;
+        }
+        t0 = chaos_now_ms();
     }
-    int64_t t0 = f->began_ms, switched = 0, all_on = 0;
     emq_srv *now = NULL;
     for (int64_t until = t0 + 40000; chaos_now_ms() < until;
          chaos_sleep_ms(50)) {

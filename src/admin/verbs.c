@@ -506,8 +506,11 @@ emq_status emq_admin_new(const emq_conf_t *conf, emq_admin_t **out,
         emq_admin_destroy(*out);
         *out = NULL;
     }
-    if (st == EMQ_OK)
-        emq__conf_warn_unverified(conf, "admin handle");
+    if (st == EMQ_OK &&
+        (st = emq__conf_warn_unverified(conf, "admin handle", err)) != EMQ_OK) {
+        emq_admin_destroy(*out);
+        *out = NULL;
+    }
     return st;
 }
 

@@ -837,10 +837,16 @@ void emq__log_to(const emq__log_sink *sink, emq_log_level level,
     va_end(ap);
 }
 
-void emq__conf_warn_unverified(const emq_conf_t *conf, const char *handle) {
+emq_status emq__conf_warn_unverified(const emq_conf_t *conf, const char *handle,
+                                     emq_error *err) {
     emq__url u;
-    if (conf == NULL || emq__url_parse(emq__cfg_url(conf), &u, NULL) != EMQ_OK)
-        return;
+    emq_status st = emq__url_parse(emq__cfg_url(conf), &u, err);
+    if (st == EMQ_ENOMEM)
+        return st;
+    if (st != EMQ_OK) { /* a handle was made with it: not seen */
+        emq__error_clear(err);
+        return EMQ_OK;
+    }
     int64_t v = emq__cfg_tls_verify(conf);
     int none = v != EMQ_TLS_VERIFY_DEFAULT ? v == EMQ_TLS_VERIFY_NONE
                                            : u.tls_verify == 0;
@@ -853,6 +859,7 @@ void emq__conf_warn_unverified(const emq_conf_t *conf, const char *handle) {
                       "server can read and change the traffic, the password "
                       "included (for tests only)",
                       handle);
+    return EMQ_OK;
 }
 
 void emq__conf_log(const emq_conf_t *conf, emq_log_level level, const char *fmt,

@@ -150,8 +150,11 @@ void emq__conf_log(const emq_conf_t *conf, emq_log_level level, const char *fmt,
                    ...) EMQ_PRINTF(3, 4);
 /* Logs a warning, through conf's logger, when conf connects over TLS
  * without verifying the server (tls.verify none, or the URL's
- * ?tls.verify=none); handle names what was created ("producer of
- * 'emq:{q}'"). Called once by each handle's constructor. Any thread. */
-void emq__conf_warn_unverified(const emq_conf_t *conf, const char *handle);
+ * ?tls.verify=none); handle names what was made ("producer"). Called
+ * once by each handle's constructor. EMQ_OK, or EMQ_ENOMEM (err filled)
+ * when reading the URL ran out of memory: the constructor fails then.
+ * Any thread. */
+emq_status emq__conf_warn_unverified(const emq_conf_t *conf, const char *handle,
+                                     emq_error *err);
 
 #endif /* EMQ_CONN_CONF_H */

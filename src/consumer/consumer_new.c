@@ -16,8 +16,11 @@ static emq_status make(const emq_conf_t *conf, emq_handler_fn handler,
         emq__consumer_free(*out);
         *out = NULL;
     }
-    if (st == EMQ_OK)
-        emq__conf_warn_unverified(conf, "consumer");
+    if (st == EMQ_OK &&
+        (st = emq__conf_warn_unverified(conf, "consumer", err)) != EMQ_OK) {
+        emq__consumer_free(*out);
+        *out = NULL;
+    }
     return st;
 }
 

@@ -265,8 +265,11 @@ emq_status emq_producer_new(const emq_conf_t *conf, emq_producer_t **out,
         emq__producer_close(*out);
         *out = NULL;
     }
-    if (st == EMQ_OK)
-        emq__conf_warn_unverified(conf, "producer");
+    if (st == EMQ_OK &&
+        (st = emq__conf_warn_unverified(conf, "producer", err)) != EMQ_OK) {
+        emq_producer_destroy(*out);
+        *out = NULL;
+    }
     return st;
 }
 

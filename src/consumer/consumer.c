@@ -376,6 +376,25 @@ static emq_status read_new(emq_consumer_t *c, size_t room, emq_error *err) {
  * connection is back. */
 #define EMQ_UPKEEP_WAIT_MS 20
 
+/* Sends the settlements decided since the last read on the read
+ * connection alone, as a read would carry them: while the upkeep's
+ * connection is being replaced the turn reads nothing, and an ack must
+ * not wait for it (a stop meanwhile would leave it unsent). */
+static emq_status settle_without_read(emq_consumer_t *c, emq_error *err) {
+    size_t nops = emq__lease_valid(c)
+                      ? emq__inflight_take(&c->table, c->rx_ops,
+                                           emq__settle_ops_max(c), 1)
+                      : 0;
+    if (nops == 0)
+        return EMQ_OK;
+    settle_round round = {.c = c};
+    emq_status st = emq__settle_append(c, &c->rx, c->rx_ops, nops, err);
+    if (st == EMQ_OK)
+        st = emq__session_drain(&c->rx, emq__settle_apply, &round, err);
+    emq__settle_finish(c, c->rx_ops, nops, st, &round);
+    return st;
+}
+
 /* One turn of the loop: a claim beat when due, due retries, a read. In
  * pull mode each takes no more than the room max_in_flight leaves; with
  * none, the turn waits for some (settlements, a resume) instead. While
@@ -389,8 +408,10 @@ static emq_status turn(emq_consumer_t *c, emq_error *err) {
         return EMQ_OK;
     }
     if (!emq__upkeep_in_step(c)) {
-        emq__session_nap(&c->rx, EMQ_UPKEEP_WAIT_MS);
-        return EMQ_OK;
+        emq_status sent = settle_without_read(c, err);
+        if (sent == EMQ_OK)
+            emq__session_nap(&c->rx, EMQ_UPKEEP_WAIT_MS);
+        return sent;
     }
     if (emq__lease_valid(c) && atomic_exchange(&c->recover_self_due, 0))
         st = emq__recover_self(c, err);

@@ -847,9 +847,7 @@ emq_status emq__conf_warn_unverified(const emq_conf_t *conf, const char *handle,
         emq__error_clear(err);
         return EMQ_OK;
     }
-    int64_t v = emq__cfg_tls_verify(conf);
-    int none = v != EMQ_TLS_VERIFY_DEFAULT ? v == EMQ_TLS_VERIFY_NONE
-                                           : u.tls_verify == 0;
+    int none = !emq__url_tls_verifies(&u, emq__cfg_tls_verify(conf));
     int tls = u.scheme == EMQ_URL_TLS;
     emq__url_free(&u);
     if (tls && none)

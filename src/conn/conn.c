@@ -79,6 +79,7 @@ struct emq_conn {
 };
 
 static void watch_news(const emq_conn_t *c);
+static int watch_switched(const emq_conn_t *c);
 static emq_status check_still_named(emq_conn_t *c, emq_error *err);
 static const char *master_name(const emq_conn_t *c);
 
@@ -971,9 +972,7 @@ static emq_status resolve_settings(emq_conn_t *c, emq_error *err) {
     c->tls.key_file = o->tls_key_file ? o->tls_key_file : u->tls_key_file;
     c->tls.key_password = o->tls_key_password;
     c->tls.sni = o->tls_sni ? o->tls_sni : u->tls_sni;
-    c->tls.verify = o->tls_verify != EMQ_TLS_VERIFY_DEFAULT
-                        ? o->tls_verify == EMQ_TLS_VERIFY_PEER
-                        : (u->tls_verify >= 0 ? u->tls_verify : 1);
+    c->tls.verify = emq__url_tls_verifies(u, o->tls_verify);
     if (u->scheme == EMQ_URL_UNIX)
         snprintf(c->name, sizeof c->name, "unix:%s", u->path);
     else if (u->nsentinels > 0) /* until a Sentinel names the primary */
@@ -1179,12 +1178,7 @@ int emq_conn_is_broken(const emq_conn_t *conn) {
  * ROLE master until the Sentinels reconfigure it) makes the caller
  * resolve again. */
 static emq_status check_still_named(emq_conn_t *c, emq_error *err) {
-    if (c->watch == NULL || c->watch->t == NULL)
-        return EMQ_OK;
-    struct pollfd w = {.fd = c->watch->t->fd, .events = POLLIN};
-    if (poll(&w, 1, 0) > 0)
-        watch_news(c);
-    if (!c->watch->switched)
+    if (!watch_switched(c))
         return EMQ_OK;
     return emq__error_set(err, EMQ_EIO, 1,
                           "the Sentinels announced a new primary of "
@@ -1242,13 +1236,25 @@ static void watch_news(const emq_conn_t *c) {
                                                  sizeof host, &port)
                        : -1;
         emq_reply_free(r);
-        if (ours == 1 && port > 0 && !is_current(c, host, sizeof host, port))
-            w->switched = 1;
-        else if (ours == 1 && port == 0)
-            w->switched = 1; /* no address to compare: resolve again */
-        else if (ours < 0)
+        /* Unreadable, or ours to another primary (or to one it does not
+         * say: resolve again to be sure). */
+        if (ours < 0 ||
+            (ours == 1 &&
+             (port == 0 || !is_current(c, host, sizeof host, port))))
             w->switched = 1;
     }
+}
+
+/* 1 when c's watch announced a switch of its master away from c's
+ * primary, or ended (reads what it sent, without waiting); 0 without a
+ * watch. */
+static int watch_switched(const emq_conn_t *c) {
+    if (c->watch == NULL || c->watch->t == NULL)
+        return 0;
+    struct pollfd w = {.fd = c->watch->t->fd, .events = POLLIN};
+    if (!c->watch->switched && poll(&w, 1, 0) > 0)
+        watch_news(c);
+    return c->watch->switched;
 }
 
 int emq__conn_went_away(const emq_conn_t *conn) {
@@ -1260,13 +1266,8 @@ int emq__conn_went_away(const emq_conn_t *conn) {
         return 1; /* bytes nobody asked for */
     /* Behind Sentinel: a +switch-master of this master, or the watch's
      * end. */
-    if (conn->watch != NULL && conn->watch->t != NULL) {
-        struct pollfd w = {.fd = conn->watch->t->fd, .events = POLLIN};
-        if (!conn->watch->switched && poll(&w, 1, 0) > 0)
-            watch_news(conn);
-        if (conn->watch->switched)
-            return 1;
-    }
+    if (watch_switched(conn))
+        return 1;
     struct pollfd pfd = {.fd = conn->t->fd, .events = POLLIN};
     return poll(&pfd, 1, 0) > 0; /* EOF, a reset, or unasked bytes */
 }

@@ -243,6 +243,11 @@ emq_status emq__conn_options_keep(emq__conn_options *dst,
 /* Wipes and frees the strings a kept copy owns; the struct is zeroed. */
 void emq__conn_options_drop(emq__conn_options *o);
 
+/* 1 when a TLS connection verifies the server: the tls.verify property
+ * (EMQ_TLS_VERIFY_*) when set, else the URL's ?tls.verify (u->tls_verify,
+ * -1 when absent), else on. Pure. */
+int emq__url_tls_verifies(const emq__url *u, int64_t property);
+
 /* ---- conn.c ----------------------------------------------------------- */
 
 /* emq_conn_new with typed options (copied): the library's way to connect;

@@ -93,3 +93,9 @@ emq_status emq__conn_options_keep(emq__conn_options *dst,
     emq__conn_options_drop(dst);
     return emq__oom(err);
 }
+
+int emq__url_tls_verifies(const emq__url *u, int64_t property) {
+    if (property != EMQ_TLS_VERIFY_DEFAULT)
+        return property == EMQ_TLS_VERIFY_PEER;
+    return u->tls_verify >= 0 ? u->tls_verify != 0 : 1;
+}

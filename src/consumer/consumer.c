@@ -280,6 +280,18 @@ static emq_status group_lost(emq_consumer_t *c, emq_error *err) {
     return open_door(c, err);
 }
 
+/* Takes the settlements decided since the last read (never past the
+ * lease's deadline) into c->rx_ops and appends them to the read session;
+ * *nops says how many, for emq__settle_finish. */
+static emq_status append_rx_settlements(emq_consumer_t *c, size_t *nops,
+                                        emq_error *err) {
+    *nops = emq__lease_valid(c) ? emq__inflight_take(&c->table, c->rx_ops,
+                                                     emq__settle_ops_max(c), 1)
+                                : 0;
+    return *nops ? emq__settle_append(c, &c->rx, c->rx_ops, *nops, err)
+                 : EMQ_OK;
+}
+
 /* One XREADGROUP ... > of at most room entries, then the handler (or
  * the ready queue) over what arrived. */
 static emq_status read_new(emq_consumer_t *c, size_t room, emq_error *err) {
@@ -303,14 +315,10 @@ static emq_status read_new(emq_consumer_t *c, size_t room, emq_error *err) {
                           "STREAMS",    c->keys.stream, ">"};
     /* Settlements decided since the last read travel in its round trip
      * (the upkeep thread sends whatever waits longer than
-     * EMQ_SETTLE_DELAY_MS); never past the lease's deadline. */
-    size_t nops = emq__lease_valid(c)
-                      ? emq__inflight_take(&c->table, c->rx_ops,
-                                           emq__settle_ops_max(c), 1)
-                      : 0;
+     * EMQ_SETTLE_DELAY_MS). */
+    size_t nops;
     settle_round round = {.c = c};
-    emq_status st = nops ? emq__settle_append(c, &c->rx, c->rx_ops, nops, err)
-                         : EMQ_OK;
+    emq_status st = append_rx_settlements(c, &nops, err);
     emq_reply *reply = NULL;
     atomic_fetch_add(&c->stats.reads, 1);
     if (st == EMQ_OK)
@@ -381,14 +389,11 @@ static emq_status read_new(emq_consumer_t *c, size_t room, emq_error *err) {
  * connection is being replaced the turn reads nothing, and an ack must
  * not wait for it (a stop meanwhile would leave it unsent). */
 static emq_status settle_without_read(emq_consumer_t *c, emq_error *err) {
-    size_t nops = emq__lease_valid(c)
-                      ? emq__inflight_take(&c->table, c->rx_ops,
-                                           emq__settle_ops_max(c), 1)
-                      : 0;
-    if (nops == 0)
-        return EMQ_OK;
+    size_t nops;
     settle_round round = {.c = c};
-    emq_status st = emq__settle_append(c, &c->rx, c->rx_ops, nops, err);
+    emq_status st = append_rx_settlements(c, &nops, err);
+    if (nops == 0)
+        return st;
     if (st == EMQ_OK)
         st = emq__session_drain(&c->rx, emq__settle_apply, &round, err);
     emq__settle_finish(c, c->rx_ops, nops, st, &round);

@@ -951,10 +951,12 @@ static int icept_upstream(emq_icept *p, icept_conn *c) {
         int rc;
         if (tag >= 0) {
             const emq_icept_rule *r = &p->rules[tag];
-            rc = send_bounded(c->fd, r->reply, r->reply_len);
+            /* Counted before it is sent: a client that has the reply
+             * must find it counted. */
             pthread_mutex_lock(&p->mu);
             p->replaced++;
             pthread_mutex_unlock(&p->mu);
+            rc = send_bounded(c->fd, r->reply, r->reply_len);
         } else {
             rc = send_bounded(c->fd, c->uin + off, (size_t)used);
         }

@@ -65,13 +65,18 @@ void emq__slot_map_init(emq__slot_map *map);
 /* Frees the node array and empties map. */
 void emq__slot_map_free(emq__slot_map *map);
 /* Sets *idx to the index of host:port in map, adding it when absent.
- * Fails (*idx -1) with EMQ_EPROTO for an address of 0 or
- * EMQ_CLUSTER_HOST_MAX bytes or more or a port outside 1-65535 (the
- * server's reply is at fault), EMQ_ELIMIT past EMQ_CLUSTER_NODES_MAX
- * nodes, EMQ_ENOMEM, each saying so. */
+ * Fails (*idx -1) with EMQ_EPROTO for an address emq__host_valid refuses
+ * (a reply's address is data: it never carries URL settings) or a port
+ * outside 1-65535 (the server's reply is at fault), EMQ_ELIMIT past
+ * EMQ_CLUSTER_NODES_MAX nodes, EMQ_ENOMEM, each saying so. */
 emq_status emq__slot_map_node(emq__slot_map *map, const char *host,
                               size_t hostlen, int port, int *idx,
                               emq_error *err);
+
+/* 1 when host is one cluster.allowed_hosts lets the route connect to:
+ * patterns is a comma-separated list ('*' any run of characters, '?'
+ * one, the rest compared without case), NULL or "" allowing any. */
+int emq__cluster_host_allowed(const char *patterns, const char *host);
 
 /* Fills map (which must be empty) from a CLUSTER SHARDS reply (RESP2
  * arrays or RESP3 maps). For each shard the master is the node with role
@@ -147,6 +152,7 @@ typedef struct emq__route_stats {
 typedef struct emq__route_options {
     emq__conn_options conn;
     const char *cluster_seeds; /* "host:port,..."; NULL: none */
+    const char *allowed_hosts; /* cluster.allowed_hosts; NULL: any */
     int64_t max_redirects;     /* cluster.max_redirects */
     int64_t retry_ms;          /* cluster.retry_ms */
     emq__log_sink log;         /* where warnings go */

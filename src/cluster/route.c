@@ -156,15 +156,26 @@ static emq_status make_node_options(emq__route *r, emq_error *err) {
     return emq__conn_options_keep(&r->node, &o, err);
 }
 
-/* Opens a connection to host:port with the node options. */
+/* Opens a connection to host:port with the node options: the address
+ * is data, never URL text, so nothing a node names changes TLS,
+ * credentials or files. */
 static emq_status connect_addr(emq__route *r, const emq__cluster_node *n,
                                emq_conn_t **out, emq_error *err) {
-    char url[EMQ_CLUSTER_HOST_MAX + 32];
-    int v6 = strchr(n->host, ':') != NULL;
-    snprintf(url, sizeof url, "%s://%s%s%s:%d", r->tls ? "rediss" : "redis",
-             v6 ? "[" : "", n->host, v6 ? "]" : "", n->port);
+    *out = NULL;
+    if (!emq__cluster_host_allowed(r->opt.allowed_hosts, n->host)) {
+        char name[EMQ_CLUSTER_HOST_MAX + 16];
+        node_name(n, name, sizeof name);
+        return emq__error_set(err, EMQ_EPROTO, 0,
+                              "the cluster named node %.200s, which "
+                              "cluster.allowed_hosts does not allow; not "
+                              "connected",
+                              name);
+    }
     emq__conn_options o = r->node;
-    o.url = url;
+    o.url = NULL;
+    o.host = n->host;
+    o.port = n->port;
+    o.tls = r->tls;
     return emq__conn_open(&o, out, err);
 }
 
@@ -714,6 +725,7 @@ void emq__route_options_of(const emq_conf_t *conf, emq__route_options *out) {
     memset(out, 0, sizeof *out);
     emq__conn_options_of(conf, &out->conn);
     out->cluster_seeds = emq__cfg_cluster_seeds(conf);
+    out->allowed_hosts = emq__cfg_cluster_allowed_hosts(conf);
     out->max_redirects = emq__cfg_cluster_max_redirects(conf);
     out->retry_ms = emq__cfg_cluster_retry_ms(conf);
     emq__log_sink_of(conf, &out->log);
@@ -724,10 +736,14 @@ static emq_status keep_options(emq__route *r, const emq__route_options *opts,
                                emq_error *err) {
     r->opt = *opts;
     r->opt.cluster_seeds = NULL;
+    r->opt.allowed_hosts = NULL;
     if (emq__conn_options_keep(&r->opt.conn, &opts->conn, err) != EMQ_OK)
         return EMQ_ENOMEM;
     if (opts->cluster_seeds &&
         (r->opt.cluster_seeds = emq__strdup(opts->cluster_seeds)) == NULL)
+        return emq__oom(err);
+    if (opts->allowed_hosts &&
+        (r->opt.allowed_hosts = emq__strdup(opts->allowed_hosts)) == NULL)
         return emq__oom(err);
     return EMQ_OK;
 }
@@ -805,6 +821,7 @@ void emq__route_destroy(emq__route *route) {
     emq__conn_options_drop(&route->node);
     emq__conn_options_drop(&route->opt.conn);
     emq__free((char *)(uintptr_t)route->opt.cluster_seeds);
+    emq__free((char *)(uintptr_t)route->opt.allowed_hosts);
     emq__free(route);
 }
 

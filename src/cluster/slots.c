@@ -11,6 +11,8 @@
  */
 #include "cluster.h"
 
+#include <ctype.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -35,6 +37,14 @@ emq_status emq__slot_map_node(emq__slot_map *map, const char *host,
                               "a cluster node's address of %zu bytes (1 to "
                               "%d are kept)",
                               hostlen, EMQ_CLUSTER_HOST_MAX - 1);
+    if (!emq__host_valid(host, hostlen)) {
+        char shown[80];
+        emq__printable(shown, sizeof shown, host, hostlen);
+        return emq__error_set(err, EMQ_EPROTO, 0,
+                              "a cluster node's address '%s' is not a host "
+                              "name, an IPv4 address or an IPv6 address",
+                              shown);
+    }
     if (port < 1 || port > 65535)
         return emq__error_set(err, EMQ_EPROTO, 0,
                               "a cluster node's port %d is not 1-65535", port);
@@ -61,6 +71,44 @@ emq_status emq__slot_map_node(emq__slot_map *map, const char *host,
     n->port = port;
     *idx = (int)map->nnodes++;
     return EMQ_OK;
+}
+
+/* 1 when pattern[0..n) matches all of host: '*' any run, '?' one
+ * character, the rest compared without case. */
+static int glob_match(const char *pattern, size_t n, const char *host) {
+    size_t star = SIZE_MAX, back = 0, i = 0, h = 0;
+    while (host[h] != '\0') {
+        if (i < n &&
+            (pattern[i] == '?' || tolower((unsigned char)pattern[i]) ==
+                                      tolower((unsigned char)host[h]))) {
+            i++;
+            h++;
+        } else if (i < n && pattern[i] == '*') {
+            star = i++;
+            back = h;
+        } else if (star != SIZE_MAX) {
+            i = star + 1;
+            h = ++back;
+        } else {
+            return 0;
+        }
+    }
+    while (i < n && pattern[i] == '*')
+        i++;
+    return i == n;
+}
+
+int emq__cluster_host_allowed(const char *patterns, const char *host) {
+    if (patterns == NULL || *patterns == '\0')
+        return 1;
+    for (const char *s = patterns;;) {
+        size_t n = strcspn(s, ",");
+        if (glob_match(s, n, host))
+            return 1;
+        if (s[n] == '\0')
+            return 0;
+        s += n + 1;
+    }
 }
 
 /* ---- reading reply values --------------------------------------------- */

@@ -100,6 +100,8 @@ static emq_status check_url(const prop *p, const char *value, emq_error *err);
 static emq_status check_name(const prop *p, const char *value, emq_error *err);
 static emq_status check_path(const prop *p, const char *value, emq_error *err);
 static emq_status check_seeds(const prop *p, const char *value, emq_error *err);
+static emq_status check_host_patterns(const prop *p, const char *value,
+                                      emq_error *err);
 static emq_status check_address_map(const prop *p, const char *value,
                                     emq_error *err);
 
@@ -242,6 +244,16 @@ static const prop props[] = {
      "command fails alone with EMQ_ELIMIT (retriable) naming this "
      "property.",
      P_INT, F(cluster_retry_ms), 0, 3600000, NULL, NULL, NULL, "cluster"},
+    {"cluster.allowed_hosts", "",
+     "The only node addresses a cluster may send this client to, with its "
+     "credentials: host patterns, comma-separated, '*' any run of "
+     "characters, '?' one, compared without case to the address as the "
+     "cluster names it (e.g. 10.0.*,*.cache.internal). A node outside "
+     "them is never connected to; its command fails with EMQ_EPROTO "
+     "naming this property. Empty: any host, as Redis Cluster works "
+     "(docs/CLUSTER.md, Trust).",
+     P_STRING, F(cluster_allowed_hosts), 0, 0, check_host_patterns, NULL, NULL,
+     "cluster"},
     {"queue", "",
      "Queue name (letters, digits, . _ - :); its keys share the hashtag "
      "{name} (docs/KEYSPACE.md). Set queue or stream.",
@@ -540,6 +552,35 @@ static emq_status check_seeds(const prop *p, const char *value,
                                   p->name);
     }
     return EMQ_OK;
+}
+
+/* cluster.allowed_hosts: comma-separated host patterns, each made of the
+ * characters of an address (emq__host_valid's) and '*' or '?'. */
+static emq_status check_host_patterns(const prop *p, const char *value,
+                                      emq_error *err) {
+    static const char chars[] = "abcdefghijklmnopqrstuvwxyz"
+                                "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                "0123456789-._:%*?";
+    for (const char *s = value; *value;) {
+        size_t n = strcspn(s, ",");
+        if (n == 0 || n > EMQ_HOST_MAX)
+            return emq__error_set(err, EMQ_EINVAL, 0,
+                                  "invalid %s: an entry is empty or longer "
+                                  "than %d bytes",
+                                  p->name, EMQ_HOST_MAX);
+        if (strspn(s, chars) < n) {
+            char shown[80];
+            emq__printable(shown, sizeof shown, s, n);
+            return emq__error_set(err, EMQ_EINVAL, 0,
+                                  "invalid %s: '%s' is not a host pattern "
+                                  "(a host name or address, '*' and '?')",
+                                  p->name, shown);
+        }
+        if (s[n] == '\0')
+            return EMQ_OK;
+        s += n + 1;
+    }
+    return EMQ_OK; /* empty: any host */
 }
 
 /* sentinel.address_map: FROM=TO pairs of host:port, comma-separated;

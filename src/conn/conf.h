@@ -62,6 +62,7 @@
     X(STR, cluster_seeds)        /* "host:port,..." after url; NULL: none */     \
     X(INT, cluster_max_redirects) /* MOVED/ASK followed per command */           \
     X(INT, cluster_retry_ms)      /* TRYAGAIN/CLUSTERDOWN retry budget */        \
+    X(STR, cluster_allowed_hosts) /* patterns; NULL: any host */                 \
     /* Queues, producers and consumers (validated by their layers). */           \
     X(STR, queue)      /* queue name; NULL: use stream */                        \
     X(STR, stream)     /* raw stream key; NULL: use queue */                     \

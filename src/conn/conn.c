@@ -714,18 +714,18 @@ static const char *master_name(const emq_conn_t *c) {
 static emq_status sentinel_open(const emq_conn_t *c, const emq__hostport *at,
                                 int64_t deadline, emq_conn_t **out,
                                 emq_error *why) {
-    char addr[300], url[320];
-    endpoint_name(at->host, at->port, addr, sizeof addr);
     int tls = c->opt.sentinel_tls >= 0 ? c->opt.sentinel_tls == 1
                                        : c->url.scheme == EMQ_URL_TLS;
-    snprintf(url, sizeof url, "%s://%s", tls ? "rediss" : "redis", addr);
     int64_t left = deadline - emq__now_ms();
     if (left > SENTINEL_ASK_MS)
         left = SENTINEL_ASK_MS;
     if (left < 1)
         left = 1;
     emq__conn_options o = c->opt;
-    o.url = url;
+    o.url = NULL;
+    o.host = at->host;
+    o.port = at->port;
+    o.tls = tls;
     o.user = c->opt.sentinel_user;
     o.password = c->opt.sentinel_password;
     o.db = 0;
@@ -959,6 +959,29 @@ static emq_status connect_once(emq_conn_t *c, emq_error *err) {
     return EMQ_OK;
 }
 
+/* Makes *u the URL of o->host, o->port and o->tls, without parsing any
+ * text: EMQ_EINVAL for an address emq__host_valid refuses or a port
+ * outside 1-65535, EMQ_ENOMEM. */
+static emq_status address_as_url(const emq__conn_options *o, emq__url *u,
+                                 emq_error *err) {
+    memset(u, 0, sizeof *u);
+    u->db = -1;
+    u->tls_verify = -1;
+    if (!emq__host_valid(o->host, strlen(o->host)) || o->port < 1 ||
+        o->port > 65535) {
+        char shown[80];
+        emq__printable(shown, sizeof shown, o->host, strlen(o->host));
+        return emq__error_set(err, EMQ_EINVAL, 0,
+                              "'%s' port %lld is not an address to connect "
+                              "to",
+                              shown, (long long)o->port);
+    }
+    u->scheme = o->tls == 1 ? EMQ_URL_TLS : EMQ_URL_TCP;
+    u->port = (int)o->port;
+    u->host = emq__strdup(o->host);
+    return u->host ? EMQ_OK : emq__oom(err);
+}
+
 /* Resolves the effective settings: properties set explicitly win over the
  * URL's. Returns EMQ_OK or EMQ_EINVAL for a combination that cannot work. */
 static emq_status resolve_settings(emq_conn_t *c, emq_error *err) {
@@ -1011,10 +1034,11 @@ emq_status emq__conn_open(const emq__conn_options *opts, emq_conn_t **out,
                           emq_error *err) {
     if (out)
         *out = NULL;
-    if (opts == NULL || opts->url == NULL || out == NULL)
+    if (opts == NULL || (opts->url == NULL && opts->host == NULL) ||
+        out == NULL)
         return emq__error_set(err, EMQ_EINVAL, 0,
-                              "emq__conn_open: options, url and out must not "
-                              "be NULL");
+                              "emq__conn_open: options, url (or host) and "
+                              "out must not be NULL");
     emq_conn_t *c = emq__calloc(1, sizeof *c);
     if (c == NULL)
         return emq__oom(err);
@@ -1026,8 +1050,9 @@ emq_status emq__conn_open(const emq__conn_options *opts, emq_conn_t **out,
     emq__buf_init(&c->out, (size_t)c->opt.output_max_bytes,
                   "output buffer (output.max_bytes)");
     c->rng = (uint64_t)emq__now_ms() ^ (uint64_t)(uintptr_t)c;
-    emq_status st = emq__url_parse(c->opt.url, &c->url, err);
-    if (st == EMQ_EINVAL)
+    emq_status st = c->opt.host ? address_as_url(&c->opt, &c->url, err)
+                                : emq__url_parse(c->opt.url, &c->url, err);
+    if (st == EMQ_EINVAL && c->opt.host == NULL)
         emq__error_prefix(err, "invalid url");
     if (st == EMQ_OK)
         st = resolve_settings(c, err);

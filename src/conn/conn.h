@@ -73,10 +73,23 @@ emq_status emq__url_parse(const char *text, emq__url *out, emq_error *err);
  * out with emq__url_free. */
 emq_status emq__hostport_parse(const char *text, size_t len, emq__url *out,
                                emq_error *err);
+/* The longest host a connection takes as data (a Sentinel's or a
+ * cluster node's address). */
+#define EMQ_HOST_MAX 255
+/* 1 when len bytes at host are an address a peer may name: a host name
+ * or IPv4 address (letters, digits, '-', '.', '_'), or an IPv6 address
+ * without brackets (those and ':', with at least two; a "%zone" after
+ * it), 1 to EMQ_HOST_MAX bytes. Anything else (a '?', '@', '/', ']',
+ * a space, a control byte) is refused: an address is data and can never
+ * carry URL settings. Pure. */
+int emq__host_valid(const char *host, size_t len);
 /* Frees the strings of u (wiping the password) and zeroes it. */
 void emq__url_free(emq__url *u);
 
 /* ---- sentinel.c: what Sentinel's replies say (pure) -------------------- */
+
+/* Every address read from a Sentinel's reply passes emq__host_valid; one
+ * it refuses is read as no address (a reply of another shape). */
 
 /* Reads the reply of SENTINEL get-master-addr-by-name: 1 with the
  * primary's host (into host, size bytes) and *port; 0 when the Sentinel
@@ -206,7 +219,14 @@ int emq__server_from_info(const char *text, size_t len, emq_server *out);
  * never edits a conf to steer the conn layer. Strings are borrowed:
  * emq__conn_open copies what it keeps. */
 typedef struct emq__conn_options {
-    const char *url;            /* never NULL */
+    const char *url; /* NULL only with host */
+    /* An address a peer named (a Sentinel's, a cluster node's), taken as
+     * data and never parsed as URL text: with host set, url is not read
+     * and the connection goes to host:port, over TLS when tls is 1; the
+     * fields below give every other setting. NULL: the URL's. */
+    const char *host;
+    int64_t port;
+    int64_t tls;
     const char *user;           /* NULL: the URL's */
     const char *password;       /* NULL: the URL's; never in a message */
     int64_t db;                 /* -1: the URL's (else 0) */

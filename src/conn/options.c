@@ -50,13 +50,13 @@ void emq__conn_options_of(const emq_conf_t *conf, emq__conn_options *out) {
 /* The string fields of an options struct, for keep and drop. */
 #define STRING_FIELDS(o)                                                       \
     {                                                                          \
-        &(o)->url, &(o)->user, &(o)->password, &(o)->client_name,              \
+        &(o)->url, &(o)->host, &(o)->user, &(o)->password, &(o)->client_name,  \
             &(o)->tls_ca_file, &(o)->tls_cert_file, &(o)->tls_key_file,        \
             &(o)->tls_key_password, &(o)->tls_sni, &(o)->sentinel_master,      \
             &(o)->sentinel_user, &(o)->sentinel_password,                      \
             &(o)->sentinel_address_map                                         \
     }
-#define NSTRINGS 13
+#define NSTRINGS 14
 
 void emq__conn_options_drop(emq__conn_options *o) {
     if (o == NULL)

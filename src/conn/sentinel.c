@@ -25,6 +25,12 @@ static int copy_str(const emq_reply *r, char *out, size_t size) {
     return 1;
 }
 
+/* copy_str for an address a Sentinel names: 0 unless emq__host_valid
+ * takes it. */
+static int copy_host(const emq_reply *r, char *out, size_t size) {
+    return copy_str(r, out, size) && emq__host_valid(out, strlen(out));
+}
+
 /* Reads a port from a string or integer reply; 0 when it is none. */
 static int port_of(const emq_reply *r) {
     if (emq_reply_kind(r) == EMQ_REPLY_INTEGER) {
@@ -50,7 +56,7 @@ int emq__sentinel_master_addr(const emq_reply *r, char *host, size_t size,
     if (emq_reply_kind(r) != EMQ_REPLY_ARRAY || emq_reply_len(r) != 2)
         return -1;
     *port = port_of(emq_reply_at(r, 1));
-    if (!copy_str(emq_reply_at(r, 0), host, size) || *port == 0)
+    if (!copy_host(emq_reply_at(r, 0), host, size) || *port == 0)
         return -1;
     return 1;
 }
@@ -113,7 +119,7 @@ int emq__sentinel_switch_of(const emq_reply *r, const char *master, char *host,
     char ip[256];
     int p = 0;
     if (addr != NULL && sscanf(addr, " %255s %d", ip, &p) == 2 && p > 0 &&
-        p <= 65535 && strlen(ip) < size) {
+        p <= 65535 && strlen(ip) < size && emq__host_valid(ip, strlen(ip))) {
         memcpy(host, ip, strlen(ip) + 1);
         *port = p;
     }
@@ -193,7 +199,7 @@ size_t emq__sentinel_learn(emq__url *u, const emq_reply *r, const char *map) {
         char host[256];
         int port = pr ? port_of(pr) : 0;
         emq_error ignored;
-        if (ip == NULL || port == 0 || !copy_str(ip, host, sizeof host) ||
+        if (ip == NULL || port == 0 || !copy_host(ip, host, sizeof host) ||
             emq__sentinel_map(map, host, sizeof host, &port, &ignored) !=
                 EMQ_OK)
             continue;

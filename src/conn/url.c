@@ -137,6 +137,24 @@ static int host_char(char c) {
            (c >= '0' && c <= '9') || c == '-' || c == '.' || c == '_';
 }
 
+int emq__host_valid(const char *host, size_t len) {
+    if (host == NULL || len == 0 || len > EMQ_HOST_MAX)
+        return 0;
+    size_t colons = 0, i = 0;
+    for (; i < len && host[i] != '%'; i++) {
+        if (host[i] == ':')
+            colons++;
+        else if (!host_char(host[i]))
+            return 0;
+    }
+    if (i < len && colons < 2) /* a zone belongs to an IPv6 address */
+        return 0;
+    for (i++; i < len; i++) /* the zone: "fe80::1%eth0" */
+        if (!host_char(host[i]))
+            return 0;
+    return colons == 0 || colons >= 2;
+}
+
 /* Parses host[:port] or [v6]:port from [s, e) into u. Returns EMQ_OK,
  * EMQ_ENOMEM or EMQ_EINVAL naming the bad part. */
 static emq_status parse_hostport(const parser *ps, const char *s, const char *e,

@@ -34,7 +34,7 @@ TEST(conf_defaults_read_back_as_the_table_says) {
                 FAIL("property %s listed twice", name);
         }
     }
-    ASSERT_EQ_SIZE(n, 72); /* 37 + tls.key_password, sentinel.master, .user,
+    ASSERT_EQ_SIZE(n, 73); /* 37 + tls.key_password, sentinel.master, .user,
                              .password,
                              .tls, .address_map,
                              lease.wait_replicas, .wait_timeout_ms,
@@ -45,7 +45,7 @@ TEST(conf_defaults_read_back_as_the_table_says) {
                              .queue.max_bytes, .delivery, .retries,
                              .wait_replicas, .wait_aof, .wait_timeout_ms,
                              consumer.connect, stats.interval_ms,
-                             handler.timeout_ms */
+                             handler.timeout_ms, cluster.allowed_hosts */
     ASSERT_STATUS(emq_conf_property(n, &name, &def, &doc), EMQ_EINVAL, NULL);
     /* A few defaults spelled out, and the typed fields behind them. */
     ASSERT_EQ_STR(emq__cfg_url(c), "redis://127.0.0.1:6379");
@@ -421,6 +421,7 @@ TEST(conf_makes_the_typed_options_of_conn_and_route) {
               &err);
     ASSERT_OK(emq_conf_set(conf, "cluster.max_redirects", "3", &err), &err);
     ASSERT_OK(emq_conf_set(conf, "cluster.retry_ms", "250", &err), &err);
+    ASSERT_OK(emq_conf_set(conf, "cluster.allowed_hosts", "10.*", &err), &err);
     ASSERT_OK(emq_conf_set(conf, "log.level", "debug", &err), &err);
 
     emq__route_options ro;
@@ -433,6 +434,7 @@ TEST(conf_makes_the_typed_options_of_conn_and_route) {
     ASSERT_EQ_STR(ro.cluster_seeds, "127.0.0.1:7002");
     ASSERT_EQ_INT(ro.max_redirects, 3);
     ASSERT_EQ_INT(ro.retry_ms, 250);
+    ASSERT_EQ_STR(ro.allowed_hosts, "10.*");
     ASSERT_EQ_INT(ro.log.level, EMQ_LOG_DEBUG);
 
     emq__conn_options kept;

@@ -28,6 +28,38 @@ TEST(sentinel_master_addr_found_unknown_or_malformed) {
     r = parse_reply("-ERR unknown command\r\n");
     ASSERT_EQ_INT(emq__sentinel_master_addr(r, host, sizeof host, &port), -1);
     emq_reply_free(r);
+    /* An address is data: one that could carry URL settings is no
+     * address at all. */
+    r = parse_reply("*2\r\n$31\r\n127.0.0.1:1?tls.verify=none&x=1\r\n"
+                    "$4\r\n6380\r\n");
+    ASSERT_EQ_INT(emq__sentinel_master_addr(r, host, sizeof host, &port), -1);
+    emq_reply_free(r);
+}
+
+TEST(sentinel_announced_addresses_are_hosts_only) {
+    char host[64];
+    int port = 1;
+    emq_reply *r =
+        parse_reply("*3\r\n$7\r\nmessage\r\n$14\r\n+switch-master\r\n"
+                    "$43\r\nm 127.0.0.1 6379 u@127.0.0.1?tls.sni=x 6380\r\n");
+    /* Still a switch (resolve again), but no address is taken from it. */
+    ASSERT_EQ_INT(emq__sentinel_switch_of(r, "m", host, sizeof host, &port), 1);
+    ASSERT_EQ_STR(host, "");
+    ASSERT_EQ_INT(port, 0);
+    emq_reply_free(r);
+    emq__url u;
+    emq_error err;
+    ASSERT_OK(emq__url_parse("redis-sentinel://a:1#m", &u, &err), &err);
+    r = parse_reply("*2\r\n"
+                    "*4\r\n$2\r\nip\r\n$9\r\nb/0?x=1#m\r\n$4\r\nport"
+                    "\r\n$1\r\n2\r\n"
+                    "*4\r\n$2\r\nip\r\n$1\r\nc\r\n$4\r\nport\r\n$1\r\n3"
+                    "\r\n");
+    ASSERT_EQ_SIZE(emq__sentinel_learn(&u, r, NULL), 1);
+    ASSERT_EQ_SIZE(u.nsentinels, 2);
+    ASSERT_EQ_STR(u.sentinels[1].host, "c");
+    emq_reply_free(r);
+    emq__url_free(&u);
 }
 
 TEST(sentinel_role_master_replica_or_other) {

@@ -193,3 +193,88 @@ TEST(slots_conf_cluster_seeds) {
                   EMQ_EINVAL, &err);
     emq_conf_destroy(conf);
 }
+
+/* Each shape a hostile node could name to smuggle URL settings, a user
+ * or a path into the address the route connects to (issue 27, item 4). */
+static const char *const injected_hosts[] = {
+    "127.0.0.1:7001?tls.verify=none",
+    "::1]:7848?tls.verify=none&tls.sni=x",
+    "u:pw@127.0.0.1",
+    "127.0.0.1/0",
+    "127.0.0.1?tls.ca_file=/tmp/evil.pem",
+    "localhost#m",
+    "127.0.0.1 x",
+    "127.0.0.1\x01",
+    "[::1]",
+    "a:b",
+    "fe80::1%eth0/x",
+};
+
+TEST(slots_reply_addresses_are_hosts_only) {
+    size_t n = sizeof injected_hosts / sizeof injected_hosts[0];
+    for (size_t i = 0; i < n; i++) {
+        const char *h = injected_hosts[i];
+        if (emq__host_valid(h, strlen(h)))
+            FAIL("'%s' passed as a host", h);
+        emq__slot_map map;
+        emq__slot_map_init(&map);
+        int idx = 0;
+        emq_error err;
+        ASSERT_STATUS(emq__slot_map_node(&map, h, strlen(h), 7000, &idx, &err),
+                      EMQ_EPROTO, &err);
+        ASSERT_EQ_INT(idx, -1);
+        ASSERT_EQ_SIZE(map.nnodes, 0);
+        ASSERT_CONTAINS(err.message, "not a host name");
+        emq__slot_map_free(&map);
+    }
+    static const char *const hosts[] = {
+        "127.0.0.1",    "redis-0.cache.internal", "::1",
+        "fe80::1%eth0", "::ffff:10.0.0.1",        "node_7"};
+    for (size_t i = 0; i < sizeof hosts / sizeof hosts[0]; i++)
+        if (!emq__host_valid(hosts[i], strlen(hosts[i])))
+            FAIL("'%s' refused as a host", hosts[i]);
+    /* A CLUSTER SLOTS reply naming one such host fails whole. */
+    emq_reply *r = parse_reply("*1\r\n*3\r\n:0\r\n:16383\r\n*2\r\n"
+                               "$30\r\n127.0.0.1:7001?tls.verify=none\r\n"
+                               ":7000\r\n");
+    emq__slot_map map;
+    emq__slot_map_init(&map);
+    emq_error err;
+    ASSERT_STATUS(emq__slot_map_from_slots(&map, r, "seed", &err), EMQ_EPROTO,
+                  &err);
+    ASSERT_EQ_SIZE(map.nnodes, 0);
+    emq__slot_map_free(&map);
+    emq_reply_free(r);
+}
+
+TEST(slots_allowed_hosts_patterns) {
+    ASSERT_EQ_INT(emq__cluster_host_allowed(NULL, "anything"), 1);
+    ASSERT_EQ_INT(emq__cluster_host_allowed("", "anything"), 1);
+    const char *p = "10.0.*,*.Cache.internal,node-?";
+    ASSERT_EQ_INT(emq__cluster_host_allowed(p, "10.0.3.4"), 1);
+    ASSERT_EQ_INT(emq__cluster_host_allowed(p, "10.1.3.4"), 0);
+    ASSERT_EQ_INT(emq__cluster_host_allowed(p, "a.b.cache.INTERNAL"), 1);
+    ASSERT_EQ_INT(emq__cluster_host_allowed(p, "cache.internal"), 0);
+    ASSERT_EQ_INT(emq__cluster_host_allowed(p, "node-7"), 1);
+    ASSERT_EQ_INT(emq__cluster_host_allowed(p, "node-77"), 0);
+    ASSERT_EQ_INT(emq__cluster_host_allowed("*", "x"), 1);
+    ASSERT_EQ_INT(emq__cluster_host_allowed("a*b*c", "axxbyyc"), 1);
+    ASSERT_EQ_INT(emq__cluster_host_allowed("a*b*c", "axxbyy"), 0);
+    ASSERT_EQ_INT(emq__cluster_host_allowed("127.0.0.1", "127.0.0.10"), 0);
+
+    emq_conf_t *conf = emq_conf_new();
+    emq_error err;
+    ASSERT_OK(emq_conf_set(conf, "cluster.allowed_hosts", p, &err), &err);
+    ASSERT_OK(emq_conf_set(conf, "cluster.allowed_hosts", "fe80::*%eth0", &err),
+              &err);
+    ASSERT_OK(emq_conf_set(conf, "cluster.allowed_hosts", "", &err), &err);
+    static const char *const bad[] = {"a,,b", "a,",      ",a", "a b",
+                                      "a/b",  "a?x=1&b", "u@h"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        if (emq_conf_set(conf, "cluster.allowed_hosts", bad[i], &err) !=
+            EMQ_EINVAL)
+            FAIL("cluster.allowed_hosts '%s' accepted", bad[i]);
+        ASSERT_CONTAINS(err.message, "cluster.allowed_hosts");
+    }
+    emq_conf_destroy(conf);
+}

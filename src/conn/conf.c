@@ -219,10 +219,12 @@ static const prop props[] = {
      "keys and values).",
      P_INT, F(resp_max_elements), 1, (int64_t)1 << 32, NULL, NULL, NULL,
      "conn"},
-    {"resp.max_reply_bytes", "1073741824",
-     "Most bytes one reply may take, attributes included: a reply that "
-     "grows past it (an endless array, a storm of attributes) breaks the "
-     "connection with EMQ_EPROTO. Twice resp.max_bulk by default. A "
+    {"resp.max_reply_bytes", "134217728",
+     "Most memory one reply may take, attributes included: its bytes plus "
+     "a 40-byte node per element once built. A reply that grows past it "
+     "(an endless array, a storm of attributes, millions of tiny "
+     "elements) breaks the connection with EMQ_EPROTO. One reply holds at "
+     "most twice this (the receive buffer grows by doubling). A A "
      "consumer that meets such a reply halves its read, recovery and claim "
      "sizes for the run (down to 1 entry, one warning) and goes on; an "
      "entry larger than this by itself goes to the dead letters, whole, "

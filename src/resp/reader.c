@@ -112,6 +112,14 @@ static emq_status fail(emq__resp_reader *r, emq_error *err, const char *fmt,
     return sticky(r, err);
 }
 
+/* What the reply in progress costs in memory once built, with wire bytes
+ * of it received: the bytes (the nodes' strings view them) and a node
+ * per element counted so far. Each element takes at least 3 bytes on the
+ * wire, so this does not overflow. */
+static size_t reply_cost(const emq__resp_reader *r, size_t wire) {
+    return wire + r->nodes * sizeof(struct emq_reply);
+}
+
 /* Records that a reply outgrew limits.max_reply (a protocol error, and
  * emq__resp_over_max_reply). */
 static emq_status fail_too_large(emq__resp_reader *r, emq_error *err) {
@@ -142,7 +150,8 @@ static emq_status make_room(emq__resp_reader *r, size_t min, emq_error *err) {
     }
     /* Everything from pos is the one reply in progress (the caller reads
      * more only when no whole reply is buffered). */
-    if (r->limits.max_reply && unparsed + min > r->limits.max_reply)
+    if (r->limits.max_reply &&
+        reply_cost(r, unparsed + min) > r->limits.max_reply)
         return fail_too_large(r, err);
     size_t want = unparsed + min;
     /* A bulk in flight: grow toward its announced size, but never beyond
@@ -495,6 +504,13 @@ static int scan_element(emq__resp_reader *r, int *opened, emq_error *err) {
         return SCAN_FAIL;
     }
     r->nodes++;
+    /* Counted as it is scanned: a reply of many small elements costs far
+     * more built than on the wire (a 4-byte ":1" becomes a node). */
+    if (r->limits.max_reply &&
+        reply_cost(r, next - r->pos) > r->limits.max_reply) {
+        fail_too_large(r, err);
+        return SCAN_FAIL;
+    }
     r->scan = next;
     r->need = 0;
     return SCAN_OK;
@@ -645,7 +661,8 @@ static emq_status next_reply(emq__resp_reader *r, emq_reply **out,
             /* The buffer grows in steps (make_room checks the limit at
              * each), so a whole reply may have arrived within one step:
              * the limit holds for it too, whatever the timing. */
-            if (r->limits.max_reply && r->scan - r->pos > r->limits.max_reply)
+            if (r->limits.max_reply &&
+                reply_cost(r, r->scan - r->pos) > r->limits.max_reply)
                 return fail_too_large(r, err);
             r->complete = 1; /* kept if the allocation below fails */
         }

@@ -25,10 +25,12 @@
 #define EMQ_RESP_DEFAULT_MAX_BULK ((size_t)512 * 1024 * 1024)
 #define EMQ_RESP_DEFAULT_MAX_DEPTH 16
 #define EMQ_RESP_DEFAULT_MAX_ELEMENTS ((size_t)1 << 24)
-/* Most bytes one reply (with its attributes) may take: twice max_bulk, so
- * a reply holding the largest bulk fits, and an endless but well-formed
- * reply (every element within the other limits) ends at a bound. */
-#define EMQ_RESP_DEFAULT_MAX_REPLY ((size_t)1024 * 1024 * 1024)
+/* Most memory one reply (with its attributes) may take built: its bytes
+ * plus a node (sizeof(struct emq_reply), 40 bytes on 64-bit) per element.
+ * Sized for a work queue: an endless but well-formed reply (every element
+ * within the other limits) ends at a bound a service can afford, and an
+ * entry larger than this is dead-lettered, never read. */
+#define EMQ_RESP_DEFAULT_MAX_REPLY ((size_t)128 * 1024 * 1024)
 /* A receive chunk larger than this is released once it holds no unparsed
  * bytes, so one huge reply does not pin memory for the connection's life. */
 #define EMQ_RESP_IDLE_CHUNK_MAX ((size_t)64 * 1024)

@@ -475,9 +475,7 @@ static void flood_some(emq_peer *p, peer_conn *c) {
     }
     if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
         return;
-    close(c->fd);
-    c->fd = -1;
-    c->flooding = 0;
+    conn_close(c); /* its input buffer too */
 }
 
 long long emq_peer_flooded(const emq_peer *p) {

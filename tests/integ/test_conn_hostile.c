@@ -86,13 +86,23 @@ TEST_TIMEOUT(hostile_endless_array_ends_at_max_reply_bytes, 30) {
                  "max_reply");
 }
 
+/* A finite, valid reply of 10 million 4-byte integers: 40 MB on the
+ * wire, under a 64 MiB limit of bytes, but 440 MB once each became a
+ * node (this process grew by 2.8 GB for a 200 MB one). The limit counts
+ * the nodes: the read ends early, the growth stays small. */
+TEST_TIMEOUT(hostile_many_small_elements_count_their_nodes, 30) {
+    hostile_case("*10000000\r\n", ":1\r\n", 0, "67108864", "5000", EMQ_EPROTO,
+                 "max_reply");
+}
+
 TEST_TIMEOUT(hostile_endless_array_ends_at_the_deadline, 30) {
-    /* At full speed, with the byte limit far enough away (48 MiB, about
-     * three times what arrives in 30 ms here): the deadline holds while
-     * bytes keep coming; it was checked only on an idle socket, so this
-     * read went on for the array's whole 64 MiB. */
-    hostile_case("*16777215\r\n", ":1\r\n", 0, "50331648", "30", EMQ_ETIMEDOUT,
-                 "still arriving");
+    /* At full speed, with the limit far enough away (1 GiB, about 13 times
+     * the bytes' worth counted: about four times what arrives in 30 ms
+     * here): the deadline holds while bytes keep coming; it was checked
+     * only on an idle socket, so this read went on for the array's whole
+     * 64 MiB. */
+    hostile_case("*16777215\r\n", ":1\r\n", 0, "1073741824", "30",
+                 EMQ_ETIMEDOUT, "still arriving");
     /* Paced (64 KiB every 5 ms), at the default limit: the same. */
     hostile_case("*16777215\r\n", ":1\r\n", 5, NULL, "300", EMQ_ETIMEDOUT,
                  NULL);

@@ -18,6 +18,7 @@
 #include "cli.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -752,6 +753,22 @@ void cli_signals(void (*handler)(int)) {
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
+    /* A closed terminal or a supervisor's reload: a stop like the others,
+     * so consume never leaves its --exec handler behind. */
+    sigaction(SIGHUP, &sa, NULL);
+}
+
+int cli_write_failed(void) {
+    int e = errno;
+    if (cli_stdout_gone())
+        return CLI_DONE; /* the end of the pipeline, not a failure */
+    return cli_err(CLI_FAIL, "writing stdout failed: %s", strerror(e));
+}
+
+int cli_stdout_gone(void) {
+    /* POLLERR on a pipe's write end: its reader closed it. */
+    struct pollfd p = {.fd = STDOUT_FILENO, .events = 0, .revents = 0};
+    return poll(&p, 1, 0) == 1 && (p.revents & (POLLERR | POLLHUP)) != 0;
 }
 
 void cli_on_stop_signal(void (*stop)(void *), void *opaque) {

@@ -400,17 +400,24 @@ int cli_lines_partitions(cli_lines *x, const cli_args *a,
 int cli_line_append(const cli_lines *x, const emq_entry *e, char **buf,
                     size_t *len, size_t *cap);
 
-/* Installs SIGINT/SIGTERM handlers: the first calls stop(opaque) (must be
- * async-signal-safe), the second exits at once with 128+signal. */
+/* Installs SIGINT/SIGTERM/SIGHUP handlers: the first calls stop(opaque) (must
+ * be async-signal-safe), the second exits at once with 128+signal. */
 void cli_on_stop_signal(void (*stop)(void *), void *opaque);
 /* The stop of a verb that only polls a flag: opaque is its atomic_int,
  * set to 1 (an atomic store: async-signal-safe). */
 void cli_stop_flag(void *flag);
 /* Restores the default handlers. */
 void cli_signals_default(void);
-/* Installs handler (or SIG_DFL) for SIGINT and SIGTERM, the signals that
- * stop a verb. */
+/* Installs handler (or SIG_DFL) for SIGINT, SIGTERM and SIGHUP, the
+ * signals that stop a verb. */
 void cli_signals(void (*handler)(int));
+/* 1 when stdout is a pipe whose reader has gone (echomq top | head): a
+ * verb that runs until stopped ends then, also while it has nothing to
+ * write. Does not wait. */
+int cli_stdout_gone(void);
+/* What a failed write to stdout means: CLI_DONE (exit 0, nothing said)
+ * when its reader has gone, else CLI_FAIL, said with errno's text. */
+int cli_write_failed(void);
 
 /* Prints the program's help (the overview: commands, then the global
  * options from cli_global_doc) to out. */

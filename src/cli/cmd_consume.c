@@ -18,8 +18,8 @@
  * settles nothing: entries stay pending to the name.
  *
  * --limit and --until-idle stop the consumer (emq_consumer_stop) from the
- * main thread or a watchdog; SIGINT/SIGTERM stop it gracefully (exit 0): the
- * commands running finish and are settled, entries read ahead go back to
+ * main thread or a watchdog; SIGINT/SIGTERM/SIGHUP stop it gracefully (exit 0):
+ * the commands running finish and are settled, entries read ahead go back to
  * the server uncounted. A second signal ends the process at once.
  */
 #include "cli.h"
@@ -126,7 +126,7 @@ CLI_VERB(
     "An entry is acknowledged once its line reached the pipe: a reader that\n"
     "exits early loses what the pipe buffered (use --exec-batch for a\n"
     "batch-safe handoff). Values that are not UTF-8 are {\"base64\":\"...\"}.\n"
-    "SIGINT or SIGTERM stops gracefully (exit 0); a second one exits at once.\n"
+    "SIGINT, SIGTERM or SIGHUP stops gracefully (exit 0); a second one exits at once.\n"
     "\n"
     "Examples:\n"
     "  echomq consume jobs -g workers -c w1 --start head --until-idle 1000\n"
@@ -369,6 +369,7 @@ static emq_verdict run_exec(consume_ctx *x, emq_entry **entries, size_t n,
         setpgid(0, 0);
         signal(SIGINT, SIG_DFL);
         signal(SIGTERM, SIG_DFL);
+        signal(SIGHUP, SIG_DFL);
         signal(SIGPIPE, SIG_DFL);
         if (fds[0] != STDIN_FILENO) {
             dup2(fds[0], STDIN_FILENO); /* the copy is not close-on-exec */

@@ -23,7 +23,7 @@ static const cli_optdoc opts[] = {
     {O_JSON, NULL, "list: one JSON object per line instead of a table"},
     {O_FOLLOW, NULL,
      "list: then print new dead letters as they come (every half second), "
-     "until SIGINT or SIGTERM (exit 0)"},
+     "until SIGINT, SIGTERM or SIGHUP (exit 0)"},
     {O_ALL, NULL, "requeue: every dead letter"},
     {O_OLDER_THAN, "MS",
      "requeue: only letters dead for at least MS (by the dead letter's ID "
@@ -138,7 +138,7 @@ static int follow_after(emq_admin_t *h, int part, const emq_conf_t *conf,
     return rc;
 }
 
-static atomic_int dead_stopping; /* set by SIGINT/SIGTERM (-f) */
+static atomic_int dead_stopping; /* set by SIGINT/SIGTERM/SIGHUP (-f) */
 
 /* dead list, and with -f the new ones every 500 ms until a stop (a topic:
  * each partition followed from its newest printed letter). */

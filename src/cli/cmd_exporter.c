@@ -7,8 +7,8 @@
  * text format (version 0.0.4): one family at a time, each with its HELP and
  * TYPE, names with the echomq_ prefix, base units (seconds), label values
  * escaped. One request at a time (a scrape every few seconds is the load);
- * each connection is bounded in time and size. SIGINT or SIGTERM stops it
- * (exit 0).
+ * each connection is bounded in time and size. SIGINT, SIGTERM or SIGHUP stops
+ * it (exit 0).
  */
 #include "cli.h"
 
@@ -37,20 +37,21 @@ static const cli_optdoc opts[] = {
     CLI_OPTS_END,
 };
 
-CLI_VERB(exporter, "serve /metrics for Prometheus",
-         "echomq exporter --listen HOST:PORT [QUEUE|PATTERN...]",
-         "Serves GET /metrics in the Prometheus text format: for each queue\n"
-         "matching a PATTERN (a glob on queue names; default every queue):\n"
-         "  echomq_queue_length, echomq_queue_entries_added_total,\n"
-         "  echomq_dead_letters, echomq_group_lag, echomq_group_pending,\n"
-         "  echomq_group_oldest_pending_age_seconds, echomq_consumer_pending,\n"
-         "  echomq_consumer_idle_seconds, and echomq_up,\n"
-         "  echomq_scrape_duration_seconds. SIGINT or SIGTERM stops it.\n",
-         opts,
-         "Example:\n"
-         "  echomq exporter --listen 127.0.0.1:9587 'orders*' jobs\n");
+CLI_VERB(
+    exporter, "serve /metrics for Prometheus",
+    "echomq exporter --listen HOST:PORT [QUEUE|PATTERN...]",
+    "Serves GET /metrics in the Prometheus text format: for each queue\n"
+    "matching a PATTERN (a glob on queue names; default every queue):\n"
+    "  echomq_queue_length, echomq_queue_entries_added_total,\n"
+    "  echomq_dead_letters, echomq_group_lag, echomq_group_pending,\n"
+    "  echomq_group_oldest_pending_age_seconds, echomq_consumer_pending,\n"
+    "  echomq_consumer_idle_seconds, and echomq_up,\n"
+    "  echomq_scrape_duration_seconds. SIGINT, SIGTERM or SIGHUP stops it.\n",
+    opts,
+    "Example:\n"
+    "  echomq exporter --listen 127.0.0.1:9587 'orders*' jobs\n");
 
-static atomic_int exporter_stopping; /* set by SIGINT/SIGTERM */
+static atomic_int exporter_stopping; /* set by SIGINT/SIGTERM/SIGHUP */
 
 /* ---- the text format ----------------------------------------------------- */
 

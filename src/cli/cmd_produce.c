@@ -42,7 +42,7 @@ static const cli_optdoc opts[] = {
      "with --lines/--json: wait up to MS (default 100, at most 60000; "
      "producer.linger_ms) for more lines before sending what was read, so "
      "a slow source (a fifo, tail -f) is not held back until a round "
-     "fills. SIGINT or SIGTERM sends every line read (a last one without "
+     "fills. SIGINT, SIGTERM or SIGHUP sends every line read (a last one without "
      "its newline too), reports the count, and exits 0 when all of it was "
      "written"},
     {O_TIMEOUT, "MS",
@@ -310,7 +310,7 @@ static int next_line(line_reader *lr, char **line, size_t *len, int wait_ms) {
     }
 }
 
-/* Set by SIGINT/SIGTERM: send what was read, then stop. */
+/* Set by SIGINT/SIGTERM/SIGHUP: send what was read, then stop. */
 static atomic_int produce_stopping;
 
 /* Reads stdin line by line, each line an asynchronous entry; the producer

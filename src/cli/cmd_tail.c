@@ -24,8 +24,8 @@ static const cli_optdoc opts[] = {
      "the entries from ID on (inclusive), those added at or after a time "
      "(@UNIX-MS), or the last N (-N, as -n N)"},
     {O_FOLLOW, NULL,
-     "then wait for new entries and print them as they come, until SIGINT "
-     "or SIGTERM (exit 0)"},
+     "then wait for new entries and print them as they come, until SIGINT, "
+     "SIGTERM or SIGHUP, or until stdout closes (exit 0)"},
     {O_FORMAT, "FMT", "plain lines, as 'echomq consume --format'"},
     CLI_OPT_PARTITIONS(
         "all partitions in ID order, each line naming its partition"),
@@ -45,7 +45,7 @@ CLI_VERB(
     "  echomq tail jobs -f --format '%t %f{task}'\n"
     "  echomq tail jobs --from @1700000000000 -n 100\n");
 
-static atomic_int tail_stopping; /* set by SIGINT/SIGTERM (-f) */
+static atomic_int tail_stopping; /* set by SIGINT/SIGTERM/SIGHUP (-f) */
 
 /* One stream tailed: a queue's, or a topic partition's. */
 typedef struct tailed {
@@ -155,7 +155,7 @@ static int print_entries(const cli_lines *lines, tailed *t, emq_reply *const *r,
                       &cap);
     if (rc == CLI_OK && len > 0 &&
         (fwrite(buf, 1, len, stdout) != len || fflush(stdout) != 0))
-        rc = cli_err(CLI_FAIL, "writing stdout failed");
+        rc = cli_write_failed();
     free(buf);
     free(items);
     return rc;
@@ -197,7 +197,7 @@ static int follow(const cli_lines *lines, tailed *t, int n,
                   const emq_conf_t *conf) {
     int rc = CLI_OK;
     cli_on_stop_signal(cli_stop_flag, &tail_stopping);
-    while (rc == CLI_OK && !atomic_load(&tail_stopping)) {
+    while (rc == CLI_OK && !atomic_load(&tail_stopping) && !cli_stdout_gone()) {
         int got = 0;
         for (int i = 0; i < n && rc == CLI_OK; i++) {
             const char *argv_read[] = {"XREAD", "COUNT",   "1000",   "BLOCK",

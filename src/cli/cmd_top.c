@@ -9,7 +9,7 @@
  * inactive times. On a terminal it is full-screen (the alternate screen,
  * redrawn in place) with keys: q quits, s cycles the sort (name, length,
  * lag, pending, dead). Not on a terminal, the same table is printed each
- * time under a time line, -n N times (default: until SIGINT/SIGTERM).
+ * time under a time line, -n N times (default: until SIGINT/SIGTERM/SIGHUP).
  */
 #include "cli.h"
 
@@ -27,7 +27,7 @@ static const cli_optdoc opts[] = {
     {O_INTERVAL, "MS", "time between refreshes (default 1000, at least 100)"},
     {O_COUNT_N, "N",
      "when stdout is not a terminal: print the table N times (default: "
-     "until SIGINT or SIGTERM)"},
+     "until SIGINT, SIGTERM or SIGHUP)"},
     CLI_OPTS_END,
 };
 
@@ -41,7 +41,7 @@ CLI_VERB(top, "a live view of queues, groups and consumers",
          "printed every interval, -n N times.\n",
          opts, NULL);
 
-static atomic_int top_stopping; /* set by SIGINT/SIGTERM, or q */
+static atomic_int top_stopping; /* set by SIGINT/SIGTERM/SIGHUP, or q */
 
 typedef cli_described row;
 
@@ -126,8 +126,9 @@ static const char *rate(top_state *t, const char *key, long long now_value,
     return buf;
 }
 
-/* Draws one look into stdout; remembers what rates need. */
-static void draw(top_state *t, row *rows, size_t n, int tty) {
+/* Draws one look into stdout; remembers what rates need. Returns CLI_OK,
+ * or cli_write_failed's code. */
+static int draw(top_state *t, row *rows, size_t n, int tty) {
     int64_t now = emq_clock_ms();
     double secs = t->prev_ms ? (double)(now - t->prev_ms) / 1000.0 : 0;
     sort_key = t->sort;
@@ -196,11 +197,12 @@ static void draw(top_state *t, row *rows, size_t n, int tty) {
     }
     if (!tty)
         putchar('\n');
-    fflush(stdout);
+    int failed = fflush(stdout) != 0 || ferror(stdout);
     free(t->prev);
     t->prev = next;
     t->nprev = nnext;
     t->prev_ms = now;
+    return !failed ? CLI_OK : cli_write_failed();
 }
 
 int cmd_top(int argc, char **argv) {
@@ -242,7 +244,7 @@ int cmd_top(int argc, char **argv) {
         size_t n;
         rc = cli_describe_queues(VERB, a.pos, a.npos, &admins, &rows, &n);
         if (rc == CLI_OK)
-            draw(&t, rows, n, tty);
+            rc = draw(&t, rows, n, tty);
         cli_described_free(rows, n);
         if (count && shown + 1 >= count)
             break;
@@ -251,6 +253,10 @@ int cmd_top(int argc, char **argv) {
         int redraw = 0;
         while (!redraw && !atomic_load(&top_stopping) &&
                emq_clock_ms() < until) {
+            if (cli_stdout_gone()) {
+                atomic_store(&top_stopping, 1);
+                break;
+            }
             struct pollfd p = {STDIN_FILENO, POLLIN, 0};
             int left = (int)(until - emq_clock_ms());
             if (!tty) {

@@ -57,6 +57,19 @@ TEST(cli_tail_last_from_and_format) {
     emq_srv_stop(s);
 }
 
+/* Appends what fd gives to text (size bytes, *len used, kept
+ * NUL-terminated) until it holds want, for at most 5 s (scaled). */
+static void read_until(int fd, char *text, size_t size, size_t *len,
+                       const char *want) {
+    int64_t end = cli_ms() + emq_test_ms(5000);
+    while (cli_ms() < end && !strstr(text, want)) {
+        ssize_t n = read(fd, text + *len, size - 1 - *len);
+        if (n > 0)
+            *len += (size_t)n;
+        text[*len] = '\0';
+    }
+}
+
 TEST_TIMEOUT(cli_tail_follow_until_sigterm, 30) {
     emq_srv *s = emq_srv_start(NULL);
     fill(s);
@@ -69,26 +82,38 @@ TEST_TIMEOUT(cli_tail_follow_until_sigterm, 30) {
      * follows), not after a guess at how long its start takes. */
     char text[4096] = "";
     size_t len = 0;
-    int64_t end = cli_ms() + emq_test_ms(5000);
-    while (cli_ms() < end && !strstr(text, "v20\n")) {
-        ssize_t n = read(out, text + len, sizeof text - 1 - len);
-        if (n > 0)
-            len += (size_t)n;
-        text[len] = '\0';
-    }
+    read_until(out, text, sizeof text, &len, "v20\n");
     char o[64];
     emq_srv_cmd(s, o, sizeof o, "XADD", "emq:{t}", "*", "n", "later1", NULL);
     emq_srv_cmd(s, o, sizeof o, "XADD", "emq:{t}", "*", "n", "later2", NULL);
-    end = cli_ms() + emq_test_ms(5000);
-    while (cli_ms() < end && !strstr(text, "later2\n")) {
-        ssize_t n = read(out, text + len, sizeof text - 1 - len);
-        if (n > 0)
-            len += (size_t)n;
-        text[len] = '\0';
-    }
+    read_until(out, text, sizeof text, &len, "later2\n");
     kill(pid, SIGTERM);
     ASSERT_EQ_INT(cli_wait(pid, 5000), 0);
     ASSERT_EQ_STR(text, "v20\nlater1\nlater2\n");
     close(out);
+    emq_srv_stop(s);
+}
+
+/* tail -f | head: once the reader of its stdout has gone, tail ends
+ * (exit 0, nothing said), also while no entry comes to write; it kept
+ * blocking on the stream for good. */
+TEST_TIMEOUT(cli_tail_follow_ends_when_stdout_closes, 30) {
+    emq_srv *s = emq_srv_start(NULL);
+    fill(s);
+    int out, err;
+    pid_t pid =
+        cli_spawn(emq_srv_url(s),
+                  CLI_ARGS("tail", "t", "-n", "1", "-f", "--format", "%f{n}"),
+                  NULL, &out, &err);
+    char text[256] = "";
+    size_t len = 0;
+    read_until(out, text, sizeof text, &len, "v20\n");
+    ASSERT_EQ_STR(text, "v20\n");
+    close(out); /* what head does after its lines; nothing new is added */
+    ASSERT_EQ_INT(cli_wait(pid, 10000), 0);
+    char said[256];
+    ssize_t n = read(err, said, sizeof said - 1);
+    ASSERT_EQ_INT(n, 0);
+    close(err);
     emq_srv_stop(s);
 }

@@ -146,3 +146,25 @@ TEST_TIMEOUT(cli_top_keeps_a_handle_per_queue_across_refreshes, 30) {
     ASSERT(opened <= 9);
     emq_srv_stop(s);
 }
+
+/* echomq top | head: once the reader of its stdout has gone, top ends
+ * (exit 0, nothing said); it ignored the failed writes and polled on. */
+TEST_TIMEOUT(cli_top_ends_when_stdout_closes, 30) {
+    emq_srv *s = emq_srv_start(NULL);
+    state(s);
+    int out, err;
+    pid_t pid = cli_spawn(emq_srv_url(s), CLI_ARGS("top", "--interval", "100"),
+                          NULL, &out, &err);
+    char text[512];
+    ssize_t n = 0;
+    int64_t end = cli_ms() + emq_test_ms(5000);
+    while (cli_ms() < end && n <= 0)
+        n = read(out, text, sizeof text);
+    ASSERT(n > 0); /* it drew once */
+    close(out);
+    ASSERT_EQ_INT(cli_wait(pid, 10000), 0);
+    char said[256];
+    ASSERT_EQ_INT(read(err, said, sizeof said - 1), 0);
+    close(err);
+    emq_srv_stop(s);
+}

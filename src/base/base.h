@@ -65,6 +65,11 @@ void emq__error_prefix(emq_error *err, const char *fmt, ...) EMQ_PRINTF(2, 3);
  * printable ASCII: other bytes become '?', so server text and user input
  * never put control characters into a message. Returns out. */
 char *emq__printable(char *out, size_t size, const char *text, size_t len);
+/* Replaces, in place, every control character of text (C0, DEL, and the
+ * C1 controls U+0080-U+009F in UTF-8) with '?', keeping the rest (UTF-8
+ * names) as it is: a last guard for a line a terminal shows (log lines),
+ * whatever text went into it. */
+void emq__hide_controls(char *text);
 
 /* ---- buf.c ------------------------------------------------------------ */
 

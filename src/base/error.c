@@ -107,3 +107,12 @@ char *emq__printable(char *out, size_t size, const char *text, size_t len) {
     out[n] = '\0';
     return out;
 }
+
+void emq__hide_controls(char *text) {
+    for (unsigned char *p = (unsigned char *)text; *p; p++) {
+        if (*p < 0x20 || *p == 0x7f)
+            *p = '?';
+        else if (*p == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f)
+            p[0] = p[1] = '?'; /* a C1 control (U+0080-U+009F) */
+    }
+}

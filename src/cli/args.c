@@ -197,7 +197,13 @@ const char *cli_esc(const char *text, char *out, size_t size) {
          p != NULL && *p && n + 5 < size; p++) {
         if (*p < 0x20 || *p == 0x7f)
             n += (size_t)snprintf(out + n, size - n, "\\x%02x", *p);
-        else if (*p == '\\')
+        else if (*p == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f) {
+            if (n + 9 >= size)
+                break;
+            /* A C1 control in UTF-8 (U+009B is a CSI to some terminals). */
+            n += (size_t)snprintf(out + n, size - n, "\\xc2\\x%02x", p[1]);
+            p++;
+        } else if (*p == '\\')
             n += (size_t)snprintf(out + n, size - n, "\\\\");
         else
             out[n++] = (char)*p;

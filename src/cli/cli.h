@@ -262,7 +262,8 @@ int cli_usage_err(const char *verb, const char *fmt, ...)
 /* Progress and summaries: printed unless -q. */
 void cli_note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Copies text into out (size bytes, NUL-terminated, truncated to fit)
- * with control characters (and DEL) shown as \xNN and backslashes
+ * with control characters (C0, DEL, and C1 in UTF-8: \xc2\x9b) shown as
+ * \xNN and backslashes
  * doubled: names, reasons and replies shown to an operator's terminal
  * never carry an escape sequence, a carriage return or a line break.
  * Messages (cli_err, cli_usage_err, cli_note) pass through it; tables use

@@ -920,6 +920,8 @@ static void log_line(const emq__log_sink *sink, emq_log_level level,
         return;
     char message[768];
     vsnprintf(message, sizeof message, fmt, ap);
+    /* A name or a server's text in it never drives a terminal. */
+    emq__hide_controls(message);
     if (sink && sink->fn) {
         sink->fn(sink->opaque, level, message);
         return;

@@ -151,7 +151,8 @@ TEST_TIMEOUT(cli_until_idle_never_succeeds_without_a_connection, 60) {
  * lines; returns 1 when clean. */
 static int terminal_safe(const char *out) {
     for (const unsigned char *p = (const unsigned char *)out; *p; p++)
-        if ((*p < 0x20 && *p != '\n') || *p == 0x7f)
+        if ((*p < 0x20 && *p != '\n') || *p == 0x7f ||
+            (*p == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f))
             return 0;
     return 1;
 }
@@ -165,6 +166,11 @@ TEST_TIMEOUT(cli_tables_and_messages_escape_control_characters, 30) {
     const char *bad_group = "g\x1b[31mX\r\nFORGED",
                *bad_consumer = "c\x1b]0;t\x07";
     CMD_NOERR(adm, "XGROUP", "CREATE", "emq:{q}", bad_group, "$", "MKSTREAM");
+    /* A C1 control in UTF-8: U+009B is a CSI to some terminals. */
+    CMD_NOERR(adm, "XGROUP", "CREATE", "emq:{q}",
+              "h\xc2\x9b"
+              "31m",
+              "$");
     CMD_NOERR(adm, "XADD", "emq:{q}", "*", "data", "1");
     CMD_NOERR(adm, "XREADGROUP", "GROUP", bad_group, bad_consumer, "COUNT", "1",
               "STREAMS", "emq:{q}", ">");
@@ -178,6 +184,7 @@ TEST_TIMEOUT(cli_tables_and_messages_escape_control_characters, 30) {
     ASSERT(terminal_safe(r.out));
     ASSERT_CONTAINS(r.out, "g\\x1b[31mX\\x0d\\x0aFORGED");
     ASSERT_CONTAINS(r.out, "c\\x1b]0;t\\x07");
+    ASSERT_CONTAINS(r.out, "h\\xc2\\x9b31m");
     cli_free(&r);
     CLI(&r, emq_srv_url(s), "pending", "q", "-g", bad_group);
     ASSERT_EXIT(&r, 0);

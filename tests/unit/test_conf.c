@@ -380,6 +380,14 @@ TEST(conf_log_callback_and_level) {
     emq_conf_t *copy = emq_conf_dup(c); /* the callback travels with it */
     emq__conf_log(copy, EMQ_LOG_WARNING, "from the copy");
     ASSERT_EQ_INT(log_calls, 2);
+    /* Whatever a name or a server's text holds, a log line carries no
+     * control character (C0, DEL, C1 in UTF-8); other UTF-8 is kept. */
+    emq__conf_log(c, EMQ_LOG_WARNING, "group '%s' said %s",
+                  "g\x1b[31m\r\nFORGED",
+                  "a\xc2\x9b"
+                  "2Jb\x7f \xc3\xa9\xe2\x82\xac");
+    ASSERT_EQ_STR(log_last,
+                  "group 'g?[31m??FORGED' said a??2Jb? \xc3\xa9\xe2\x82\xac");
     emq_conf_destroy(copy);
     emq_conf_destroy(c);
 }

@@ -963,6 +963,13 @@ emq_status emq__sender_async(emq_producer_t *p, const emq_message *m,
     r->queued_ms = emq__now_ms();
     r->deadline_ms = r->queued_ms + emq__cfg_producer_timeout_ms(c);
     pthread_mutex_lock(&s->mu);
+    if (s->fatal) {
+        /* No attempt will be made: queued, it would only time out. */
+        emq_status st = down_error(p, err);
+        pthread_mutex_unlock(&s->mu);
+        record_free(r);
+        return st;
+    }
     if (s->outstanding >= (size_t)emq__cfg_producer_queue_max_messages(c) ||
         s->outstanding_bytes + r->bytes >
             (size_t)emq__cfg_producer_queue_max_bytes(c)) {

@@ -237,3 +237,39 @@ TEST(conn_tls_encrypted_key_never_prompts) {
     close(feed[0]);
     emq_srv_stop(s);
 }
+
+static void never_called(void *opaque, const emq_delivery *d) {
+    (void)d;
+    (*(int *)opaque)++;
+}
+
+/* A lazy producer whose connection can never work (an encrypted key
+ * without its password: EMQ_EINVAL) fails every later call at once,
+ * asynchronous ones too. An async entry taken after the failed attempt
+ * was queued and failed only at producer.timeout_ms (ETIMEDOUT), so
+ * `echomq produce --lines` exited 1 after 10 s instead of 2 at once,
+ * whenever its first line came after the attempt. */
+TEST(conn_tls_producer_with_a_refused_key_fails_async_at_once) {
+    emq_srv *s = tls_server(EMQ_SRV_CERT_GOOD, EMQ_SRV_CLIENT_AUTH_YES);
+    const emq_certs *certs = emq_certs_get();
+    emq_conf_t *conf = tls_conf(s, NULL);
+    conf_set(conf, P_TLS_CERT, certs->client_crt);
+    conf_set(conf, P_TLS_KEY, certs->client_key_encrypted);
+    conf_set(conf, "queue", "tq");
+    conf_set(conf, "producer.timeout_ms", "600000");
+    emq_producer_t *p = NULL;
+    emq_error err;
+    ASSERT_OK(emq_producer_new(conf, &p, &err), &err); /* lazy */
+    emq_field f = {"n", 1, "1", 1};
+    /* A synchronous call waits for the attempt and gets its refusal. */
+    ASSERT_STATUS(emq_produce(p, &f, 1, NULL, &err), EMQ_EINVAL, &err);
+    ASSERT_CONTAINS(err.message, "is encrypted");
+    int calls = 0;
+    ASSERT_STATUS(emq_produce_async(p, &f, 1, never_called, &calls, &err),
+                  EMQ_EINVAL, &err);
+    ASSERT_CONTAINS(err.message, "is encrypted");
+    emq_producer_destroy(p);
+    ASSERT_EQ_INT(calls, 0); /* nothing was queued to report */
+    emq_conf_destroy(conf);
+    emq_srv_stop(s);
+}

@@ -858,7 +858,7 @@ EMQ_EXPORT int64_t emq_consumer_timeout_ms(emq_consumer_t *c);
     X(deleted_pending) /* pending entries found deleted, acked */              \
     X(reconnects)      /* connections re-established */                        \
     X(group_recreated) /* group or stream found gone and re-created */         \
-    X(reads)           /* XREADGROUP calls */                                  \
+    X(reads)           /* XREADGROUP calls answered */                         \
     X(round_trips)     /* network round trips, both connections */             \
     X(refreshed)       /* in-flight entries kept fresh (XCLAIM JUSTID to       \
                           itself while the handler runs) */                    \

@@ -71,7 +71,9 @@ static const cli_optdoc opts[] = {
      "read but not handled come back first on the next run"},
     {O_UNTIL_IDLE, "MS",
      "stop once nothing arrived for MS and nothing is in hand (an entry "
-     "waiting out its retry delay counts as in hand)"},
+     "waiting out its retry delay counts as in hand), exit 0; exit 1 when "
+     "no read of new entries was answered within MS + --block + "
+     "connect_timeout_ms + command_timeout_ms"},
     {O_EXEC, "CMD",
      "run /bin/sh -c CMD per entry: the JSON line on stdin; EMQ_QUEUE, "
      "EMQ_GROUP, EMQ_CONSUMER, EMQ_ID, EMQ_DELIVERIES in the environment. "
@@ -158,6 +160,8 @@ typedef struct consume_ctx {
     atomic_int write_failed;
     atomic_int stopping;
     atomic_int settle_failed;
+    atomic_llong never_read; /* ms without an answered read, when that
+                                ended an --until-idle run; 0 */
     char settle_error[EMQ_ERROR_MESSAGE_MAX];
     /* The work queue between the main thread and the workers. */
     pthread_mutex_t mu;
@@ -539,6 +543,7 @@ static emq_status dispatch(consume_ctx *x, size_t count, emq_error *err) {
 typedef struct watchdog {
     consume_ctx *x;
     long long idle_ms;
+    long long first_read_ms; /* the longest a healthy first answer takes */
     atomic_int done;
 } watchdog;
 
@@ -571,9 +576,16 @@ static void *watch(void *opaque) {
         if (w->idle_ms <= 0)
             continue;
         uint64_t in_hand = st.in_flight - (w->x->no_ack ? st.handed_out : 0);
-        /* Not idle before the first read: a consumer still connecting (a
-         * server that never answers, a TLS handshake that fails) has
-         * consumed nothing, and its run ends with the reason, not 0. */
+        /* Not idle before the first answered read: a consumer still
+         * connecting (a TLS handshake that fails) has consumed nothing,
+         * and its run ends with the reason, not 0; one whose reads go
+         * unanswered past what connecting, a read's block and its reply
+         * take ends as a failure too, not as an empty queue. */
+        if (st.reads == 0 && now - started >= w->first_read_ms) {
+            atomic_store(&w->x->never_read, now - started);
+            stop_all(w->x);
+            break;
+        }
         if (in_hand > 0 || st.reads == 0) {
             atomic_store(&w->x->last_ms, emq_clock_ms());
             continue;
@@ -762,11 +774,23 @@ static int open_consumer(consume_ctx *x, const cli_args *a, emq_conf_t *conf) {
     return rc;
 }
 
+/* A property of conf that holds milliseconds (0 when unreadable). */
+static long long conf_ms(const emq_conf_t *conf, const char *name) {
+    char text[32];
+    return emq_conf_get(conf, name, text, sizeof text, NULL) == EMQ_OK
+               ? atoll(text)
+               : 0;
+}
+
 /* Runs the consumer until a stop: the command threads, the watchdog and
  * the main thread's dispatch; then closes it. Returns its status. */
-static emq_status run(consume_ctx *x, const cli_args *a, emq_error *err) {
+static emq_status run(consume_ctx *x, const cli_args *a, const emq_conf_t *conf,
+                      emq_error *err) {
     cli_on_stop_signal(stop_all, x);
-    watchdog w = {x, a->num[O_UNTIL_IDLE], 0};
+    watchdog w = {x, a->num[O_UNTIL_IDLE], 0, 0};
+    w.first_read_ms = w.idle_ms + a->num[O_BLOCK] +
+                      conf_ms(conf, "connect_timeout_ms") +
+                      conf_ms(conf, "command_timeout_ms");
     pthread_t wt;
     int watching = (w.idle_ms > 0 || x->progress) &&
                    pthread_create(&wt, NULL, watch, &w) == 0;
@@ -825,6 +849,17 @@ static int report(consume_ctx *x, const emq_conf_t *conf, emq_status st,
                      strerror(atomic_load(&x->write_failed)));
     emq_consumer_stats total;
     emq_consumer_stats_get(x->consumer, &total);
+    if (rc == CLI_OK && atomic_load(&x->never_read))
+        rc = cli_err(CLI_FAIL,
+                     "no read of new entries was answered within %lld ms "
+                     "(--until-idle, --block, connect_timeout_ms and "
+                     "command_timeout_ms together), so whether entries wait "
+                     "is unknown; consumed %llu entr%s (acknowledged %llu) "
+                     "before that",
+                     (long long)atomic_load(&x->never_read),
+                     (unsigned long long)total.delivered,
+                     total.delivered == 1 ? "y" : "ies",
+                     (unsigned long long)total.acked);
     if (rc == CLI_OK && atomic_load(&x->settle_failed))
         cli_note("warning: an entry could not be settled: %s", x->settle_error);
     if (rc == CLI_OK)
@@ -863,7 +898,7 @@ int cmd_consume(int argc, char **argv) {
         rc = open_consumer(&x, &a, conf);
     if (rc == CLI_OK) {
         emq_error err;
-        emq_status st = run(&x, &a, &err);
+        emq_status st = run(&x, &a, conf, &err);
         rc = report(&x, conf, st, &err);
     }
     emq_consumer_destroy(x.consumer); /* NULL: a no-op */

@@ -320,11 +320,12 @@ static emq_status read_new(emq_consumer_t *c, size_t room, emq_error *err) {
     settle_round round = {.c = c};
     emq_status st = append_rx_settlements(c, &nops, err);
     emq_reply *reply = NULL;
-    atomic_fetch_add(&c->stats.reads, 1);
     if (st == EMQ_OK)
         st = emq__session_call_after(&c->rx, EMQ_SESSION_WAIT_OOM, 11, argv,
                                      NULL, emq__settle_apply, &round, &reply,
                                      err);
+    if (st == EMQ_OK) /* counted once answered */
+        atomic_fetch_add(&c->stats.reads, 1);
     emq__settle_finish(c, c->rx_ops, nops, st, &round);
     if (st != EMQ_OK) {
         /* Too large: what it delivered is pending to this consumer now,

@@ -407,7 +407,6 @@ emq_status emq__recover_self(emq_consumer_t *c, emq_error *err) {
         const char *argv[] = {"XPENDING", c->keys.stream, c->group, start,
                               "+",        count,          c->name};
         emq_reply *reply;
-        atomic_fetch_add(&c->stats.reads, 1);
         if ((st = emq__session_call(&c->rx, 0, 7, argv, NULL, &reply, err)) !=
             EMQ_OK) {
             /* A listing holds IDs only: one that does not fit with a

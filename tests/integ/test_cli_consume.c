@@ -6,6 +6,7 @@
  * and the password of a URL never shows in /proc/PID/cmdline of a running
  * consume.
  */
+#include "harness/fakepeer.h"
 #include "integ/cli_helpers.h"
 
 TEST(cli_consume_exec_environment_and_ack) {
@@ -118,5 +119,46 @@ TEST(cli_consume_sigterm_stops_gracefully_and_hides_the_password) {
     kill(pid, SIGTERM);
     ASSERT_EQ_INT(cli_wait(pid, 3000), 0);
     close(out);
+    emq_srv_stop(s);
+}
+
+/* --until-idle means "what is there, then exit": a run whose reads are
+ * never answered has consumed nothing it could see, and says so with
+ * exit 1. It ended with exit 0 and "consumed 0" as if the queue were
+ * empty. A proxy in front of a real server swallows every XREADGROUP
+ * reply (the handshake, the door and recovery are answered). */
+TEST_TIMEOUT(cli_consume_until_idle_fails_when_no_read_is_answered, 60) {
+    emq_srv *s = emq_srv_start(NULL);
+    cli_result r;
+    CLI_IN(&r, emq_srv_url(s), "1\n2\n", "produce", "q", "--lines", "-q");
+    ASSERT_EXIT(&r, 0);
+    cli_free(&r);
+    emq_icept_rule swallow = {"XREADGROUP", 1, "", 0, -1, NULL};
+    emq_icept *p = emq_icept_start(emq_srv_port(s), &swallow, 1);
+    CLI(&r, emq_icept_url(p), "-X", "command_timeout_ms=300", "-X",
+        "connect_timeout_ms=300", "consume", "q", "-g", "g", "-c", "c",
+        "--start", "head", "--block", "100", "--until-idle", "200");
+    ASSERT_EXIT(&r, 1);
+    ASSERT_NOT_CONTAINS(r.err, "echomq: consumed");
+    ASSERT_CONTAINS(r.err, "no read of new entries was answered within");
+    ASSERT(emq_icept_saw(p, "XREADGROUP", NULL));
+    /* The server ran the reads: what they handed to c came back through
+     * c's own pending list on a reconnect, and the run says how much. */
+    int first = cli_lines(r.out);
+    char said[64];
+    snprintf(said, sizeof said, "consumed %d entr", first);
+    ASSERT_CONTAINS(r.err, said);
+    cli_free(&r);
+    emq_icept_stop(p);
+    /* Nothing was lost: a run on the server itself gets the rest. */
+    CLI(&r, emq_srv_url(s), "consume", "q", "-g", "g", "-c", "c", "--start",
+        "head", "--until-idle", "300", "-q");
+    ASSERT_EXIT(&r, 0);
+    ASSERT_EQ_INT(first + cli_lines(r.out), 2);
+    cli_free(&r);
+    ASSERT_EQ_INT(srv_int(s, "XLEN", "emq:{q}"), 2);
+    char o[256];
+    emq_srv_cmd(s, o, sizeof o, "XPENDING", "emq:{q}", "g", NULL);
+    ASSERT_EQ_INT(atoi(o), 0);
     emq_srv_stop(s);
 }

@@ -1142,6 +1142,17 @@ EMQ_EXPORT emq_status emq_admin_group_create(emq_admin_t *a, const char *group,
 EMQ_EXPORT emq_status emq_admin_group_setid(emq_admin_t *a, const char *group,
                                             const char *to, uint64_t *redeliver,
                                             emq_error *err);
+/* What emq_admin_group_setid(a, group, to) would do, without moving
+ * anything: *skipped (may be NULL) gets the stored entries after the
+ * group's cursor that the move passes over, never to be delivered to the
+ * group; *replayed (may be NULL) those at or before it that would be
+ * delivered again (or anew). At most one of them is non-zero. Exact at
+ * the time it is asked (entries added meanwhile may or may not count).
+ * Same checks and errors as emq_admin_group_setid; a missing group is
+ * EMQ_ESERVER naming it. On a topic, the sums over the partitions. */
+EMQ_EXPORT emq_status emq_admin_group_setid_effect(
+    emq_admin_t *a, const char *group, const char *to, uint64_t *skipped,
+    uint64_t *replayed, emq_error *err);
 /* Destroys group and its pending list. Explicit, never implicit.
  * *destroyed gets 0 when there was no such group. */
 EMQ_EXPORT emq_status emq_admin_group_destroy(emq_admin_t *a, const char *group,

@@ -86,6 +86,13 @@ emq_status emq__admin_setid_check(const char *group, const char *to,
 emq_status emq__admin_queue_setid(emq_admin_t *a, const char *group,
                                   const char *to, uint64_t *redeliver,
                                   emq_error *err);
+emq_status emq__admin_queue_setid_effect(emq_admin_t *a, const char *group,
+                                         const char *to, uint64_t *skipped,
+                                         uint64_t *replayed, emq_error *err);
+/* The element of an XINFO GROUPS reply whose name is group; NULL when
+ * none is (or the reply is no list). */
+const emq_reply *emq__admin_group_in(const emq_reply *groups,
+                                     const char *group);
 emq_status emq__admin_queue_group_create(emq_admin_t *a, const char *group,
                                          const char *start, int *created,
                                          emq_error *err);

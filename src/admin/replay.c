@@ -132,19 +132,27 @@ emq_status emq__admin_setid_check(const char *group, const char *to,
     return st;
 }
 
+/* The checks of a setid on a queue, then its target, a time resolved to
+ * the entry before it (a round trip). */
+static emq_status target_of(emq_admin_t *a, const char *group, const char *to,
+                            setid_target *t, emq_error *err) {
+    if (a == NULL)
+        return emq__error_set(err, EMQ_EINVAL, 0, "admin handle is NULL");
+    emq_status st = emq__admin_check_group(group, err);
+    if (st == EMQ_OK)
+        st = parse_target(to, t, err);
+    if (st == EMQ_OK && t->at_time)
+        st = resolve_time(a, t, err);
+    return st;
+}
+
 emq_status emq__admin_queue_setid(emq_admin_t *a, const char *group,
                                   const char *to, uint64_t *redeliver,
                                   emq_error *err) {
     if (redeliver)
         *redeliver = 0;
-    if (a == NULL)
-        return emq__error_set(err, EMQ_EINVAL, 0, "admin handle is NULL");
     setid_target t;
-    emq_status st = emq__admin_check_group(group, err);
-    if (st == EMQ_OK)
-        st = parse_target(to, &t, err);
-    if (st == EMQ_OK && t.at_time)
-        st = resolve_time(a, &t, err);
+    emq_status st = target_of(a, group, to, &t, err);
     if (st != EMQ_OK)
         return st;
     /* One round trip: EXISTS (to name a missing stream without matching
@@ -186,6 +194,95 @@ emq_status emq__admin_queue_setid(emq_admin_t *a, const char *group,
     }
     if (redeliver)
         *redeliver = count;
+    emq__error_clear(err);
+    return EMQ_OK;
+}
+
+const emq_reply *emq__admin_group_in(const emq_reply *groups,
+                                     const char *group) {
+    size_t want = strlen(group);
+    for (size_t k = 0;
+         emq_reply_kind(groups) == EMQ_REPLY_ARRAY && k < emq_reply_len(groups);
+         k++) {
+        const emq_reply *g = emq_reply_at(groups, k);
+        size_t len;
+        const char *name = emq_reply_str(emq__stream_field(g, "name"), &len);
+        if (name != NULL && len == want && memcmp(name, group, len) == 0)
+            return g;
+    }
+    return NULL;
+}
+
+/* Reads group's cursor from an XINFO GROUPS reply (r[1], EXISTS in r[0])
+ * into *cursor: EMQ_ESERVER naming a group (or stream) that does not
+ * exist, the server's error, or a bad shape. */
+static emq_status group_cursor(emq_admin_t *a, const char *group,
+                               emq_reply *const *r, emq__stream_id *cursor,
+                               emq_error *err) {
+    if (emq_reply_kind(r[1]) == EMQ_REPLY_ERROR &&
+        !(emq_reply_kind(r[0]) == EMQ_REPLY_INTEGER &&
+          emq_reply_integer(r[0]) == 0))
+        return emq__reply_error_set(err, r[1], "XINFO GROUPS of '%s' failed",
+                                    a->keys.stream);
+    const emq_reply *g = emq__admin_group_in(r[1], group);
+    if (g == NULL)
+        return emq__error_set(err, EMQ_ESERVER, 0,
+                              "group '%s' does not exist on stream '%s'; "
+                              "nothing would move",
+                              group, a->keys.stream);
+    if (emq__admin_id(emq__stream_field(g, "last-delivered-id"), NULL,
+                      cursor) != 0)
+        return emq__reply_bad_shape(err, "XINFO GROUPS (last-delivered-id)");
+    return EMQ_OK;
+}
+
+emq_status emq__admin_queue_setid_effect(emq_admin_t *a, const char *group,
+                                         const char *to, uint64_t *skipped,
+                                         uint64_t *replayed, emq_error *err) {
+    uint64_t skip = 0, replay = 0;
+    if (skipped)
+        *skipped = 0;
+    if (replayed)
+        *replayed = 0;
+    setid_target t;
+    emq_status st = target_of(a, group, to, &t, err);
+    if (st != EMQ_OK)
+        return st;
+    const char *exists[] = {"EXISTS", a->keys.stream};
+    const char *groups[] = {"XINFO", "GROUPS", a->keys.stream};
+    const char *xinfo[] = {"XINFO", "STREAM", a->keys.stream};
+    const emq__session_cmd cmds[] = {
+        {2, exists, NULL}, {3, groups, NULL}, {3, xinfo, NULL}};
+    emq_reply *r[3];
+    if ((st = emq__admin_pipeline(a, 3, cmds, r, err)) != EMQ_OK)
+        return st;
+    emq__stream_id cursor = {0, 0}, target = {0, 0};
+    emq__admin_extent ext;
+    st = group_cursor(a, group, r, &cursor, err);
+    if (st == EMQ_OK && emq_reply_kind(r[2]) == EMQ_REPLY_ERROR)
+        st = emq__reply_error_set(err, r[2], "XINFO STREAM of '%s' failed",
+                                  a->keys.stream);
+    else if (st == EMQ_OK)
+        st = emq__admin_extent_parse(r[2], &ext, err);
+    for (int i = 0; i < 3; i++)
+        emq_reply_free(r[i]);
+    uint64_t after_cursor = 0, after_target = 0;
+    if (st == EMQ_OK)
+        st = emq__admin_count_after(a, &ext, cursor, &after_cursor, err);
+    if (st == EMQ_OK && strcmp(t.id, "$") != 0) { /* tail: none after */
+        (void)emq__stream_id_parse(t.id, strlen(t.id), &target);
+        st = emq__admin_count_after(a, &ext, target, &after_target, err);
+    }
+    if (st != EMQ_OK)
+        return st;
+    if (after_target < after_cursor)
+        skip = after_cursor - after_target; /* (cursor, target] */
+    else
+        replay = after_target - after_cursor; /* (target, cursor] */
+    if (skipped)
+        *skipped = skip;
+    if (replayed)
+        *replayed = replay;
     emq__error_clear(err);
     return EMQ_OK;
 }

@@ -192,16 +192,7 @@ static emq_status setid_check_part(emq_admin_t *part, int i, void *ctx,
     emq_status st = emq__admin_pipeline(part, 2, cmds, r, err);
     if (st != EMQ_OK)
         return st;
-    int found = 0;
-    size_t want = strlen(t->group);
-    for (size_t k = 0; emq_reply_kind(r[1]) == EMQ_REPLY_ARRAY &&
-                       k < emq_reply_len(r[1]) && !found;
-         k++) {
-        size_t len;
-        const char *name = emq_reply_str(
-            emq__stream_field(emq_reply_at(r[1], k), "name"), &len);
-        found = name != NULL && len == want && memcmp(name, t->group, len) == 0;
-    }
+    int found = emq__admin_group_in(r[1], t->group) != NULL;
     int stream_missing = emq_reply_kind(r[0]) == EMQ_REPLY_INTEGER &&
                          emq_reply_integer(r[0]) == 0;
     if (!found && (stream_missing || emq_reply_kind(r[1]) == EMQ_REPLY_ARRAY))
@@ -227,6 +218,25 @@ static emq_status setid_part(emq_admin_t *part, int i, void *ctx,
     uint64_t one = 0;
     emq_status st = emq__admin_queue_setid(part, t->group, t->to, &one, err);
     t->redeliver += one;
+    return st;
+}
+
+/* A topic's setid effect: the sums over its partitions. */
+typedef struct effect_topic {
+    const char *group;
+    const char *to;
+    uint64_t skipped, replayed;
+} effect_topic;
+
+static emq_status effect_part(emq_admin_t *part, int i, void *ctx,
+                              emq_error *err) {
+    (void)i;
+    effect_topic *t = ctx;
+    uint64_t skipped = 0, replayed = 0;
+    emq_status st = emq__admin_queue_setid_effect(part, t->group, t->to,
+                                                  &skipped, &replayed, err);
+    t->skipped += skipped;
+    t->replayed += replayed;
     return st;
 }
 
@@ -558,6 +568,26 @@ emq_status emq_admin_group_setid(emq_admin_t *a, const char *group,
     if (!is_topic(a))
         return emq__admin_queue_setid(a, group, to, redeliver, err);
     return topic_setid(a, group, to, redeliver, err);
+}
+
+emq_status emq_admin_group_setid_effect(emq_admin_t *a, const char *group,
+                                        const char *to, uint64_t *skipped,
+                                        uint64_t *replayed, emq_error *err) {
+    if (!is_topic(a))
+        return emq__admin_queue_setid_effect(a, group, to, skipped, replayed,
+                                             err);
+    effect_topic t = {group, to, 0, 0};
+    setid_topic check = {group, to, 0};
+    emq_status st = emq__admin_setid_check(group, to, err);
+    if (st == EMQ_OK) /* the same refusal as the move's */
+        st = emq__admin_each(a, setid_check_part, &check, err);
+    if (st == EMQ_OK)
+        st = emq__admin_each(a, effect_part, &t, err);
+    if (skipped)
+        *skipped = st == EMQ_OK ? t.skipped : 0;
+    if (replayed)
+        *replayed = st == EMQ_OK ? t.replayed : 0;
+    return st;
 }
 
 emq_status emq_admin_prune_consumers(emq_admin_t *a, const char *group,

@@ -124,10 +124,11 @@ static int group_usage(const char *verb, const cli_args *a, int *sub) {
 
 /* Runs subcommand sub on group of queue (how messages name it) and prints
  * what it did. Returns the library's status (err filled); *rc is set to
- * CLI_FAIL when destroy found no group. */
+ * CLI_FAIL when destroy found no group, and to CLI_USAGE (said) when a
+ * setid that skips or replays entries lacks yes. */
 static emq_status group_apply(emq_admin_t *admin, int sub, const char *group,
-                              const char *value, const char *queue, int *rc,
-                              emq_error *err) {
+                              const char *value, const char *queue, int yes,
+                              int *rc, emq_error *err) {
     emq_status st;
     if (sub == G_CREATE) {
         int created = 0;
@@ -139,13 +140,35 @@ static emq_status group_apply(emq_admin_t *admin, int sub, const char *group,
                              "applied)\n",
                    group, queue, value);
     } else if (sub == G_SETID) {
-        uint64_t redeliver = 0;
-        st = emq_admin_group_setid(admin, group, value, &redeliver, err);
+        /* A move that skips or replays entries is said first, and made
+         * only when confirmed. */
+        uint64_t skipped = 0, replayed = 0, redeliver = 0;
+        st = emq_admin_group_setid_effect(admin, group, value, &skipped,
+                                          &replayed, err);
+        if (st == EMQ_OK && (skipped || replayed) && !yes) {
+            *rc = cli_err(CLI_USAGE,
+                          "moving group '%s' of %s to %s would %s %llu "
+                          "entr%s%s; nothing was moved: add --yes to "
+                          "confirm",
+                          group, queue, value, skipped ? "skip" : "replay",
+                          (unsigned long long)(skipped ? skipped : replayed),
+                          (skipped ? skipped : replayed) == 1 ? "y" : "ies",
+                          skipped ? " never delivered to it"
+                                  : " behind its cursor");
+            return EMQ_OK;
+        }
         if (st == EMQ_OK)
-            printf("group '%s' of %s moved to %s: %llu stored "
-                   "entr%s will be delivered again or anew\n",
-                   group, queue, value, (unsigned long long)redeliver,
-                   redeliver == 1 ? "y" : "ies");
+            st = emq_admin_group_setid(admin, group, value, &redeliver, err);
+        char skip_text[96] = "";
+        if (skipped)
+            snprintf(skip_text, sizeof skip_text,
+                     "skipped %llu entr%s never delivered; ",
+                     (unsigned long long)skipped, skipped == 1 ? "y" : "ies");
+        if (st == EMQ_OK)
+            printf("group '%s' of %s moved to %s: %s%llu stored entr%s will "
+                   "be delivered again or anew\n",
+                   group, queue, value, skip_text,
+                   (unsigned long long)redeliver, redeliver == 1 ? "y" : "ies");
     } else {
         int destroyed = 0;
         st = emq_admin_group_destroy(admin, group, &destroyed, err);
@@ -176,8 +199,9 @@ int cmd_group(int argc, char **argv) {
     const char *group = a.value[O_GROUP];
     const char *queue = cli_target(admin, a.pos[1], target, sizeof target);
     emq_error err;
-    emq_status st = group_apply(
-        admin, sub, group, a.value[group_subs[sub].needs], queue, &rc, &err);
+    emq_status st = group_apply(admin, sub, group,
+                                a.value[group_subs[sub].needs], queue,
+                                a.seen[O_YES], &rc, &err);
     if (st == EMQ_EINVAL) /* a value the library refused unsent */
         rc = cli_err(CLI_USAGE, "%s", err.message);
     else if (st == EMQ_ESERVER && strcmp(err.reply_code, "NOGROUP") == 0)
@@ -270,7 +294,10 @@ static const cli_optdoc group_opts[] = {
      "setid: the new cursor: head replays the whole stream, tail skips "
      "everything stored, an ID or @UNIXMS (the last entry before that time) "
      "replays what follows (required)"},
-    {O_YES, NULL, "destroy: required, to confirm"},
+    {O_YES, NULL,
+     "destroy: required, to confirm; setid: required when the move skips "
+     "entries never delivered or replays delivered ones (it says how many "
+     "without it, and moves nothing)"},
     CLI_OPT_PARTITIONS(
         "every partition; setid moves none unless every partition has G"),
     CLI_OPTS_END,
@@ -285,18 +312,19 @@ static const cli_optdoc consumers_opts[] = {
 CLI_VERB(
     group, "create a group, move its cursor or destroy it",
     "echomq group create  QUEUE --group G --start new|head|ID\n"
-    "echomq group setid   QUEUE --group G --to head|tail|ID|@UNIXMS\n"
+    "echomq group setid   QUEUE --group G --to head|tail|ID|@UNIXMS "
+    "[--yes]\n"
     "echomq group destroy QUEUE --group G --yes",
     "  create   creates group G (and the stream if needed) at --start. An\n"
     "           existing group is left as it is (exit 0, says so).\n"
-    "  setid    moves G's cursor to --to; prints how many entries will be\n"
-    "           delivered again or anew.\n"
+    "  setid    moves G's cursor to --to; a move that skips or replays\n"
+    "           entries says how many and needs --yes; prints what it did.\n"
     "  destroy  removes G and its pending list (needs --yes); consumers of\n"
     "           G that still run will re-create it at their --start.\n",
     group_opts,
     "Examples:\n"
     "  echomq group create jobs --group workers --start head\n"
-    "  echomq group setid jobs --group workers --to @1700000000000\n"
+    "  echomq group setid jobs --group workers --to @1700000000000 --yes\n"
     "  echomq group destroy jobs --group old --yes\n");
 
 CLI_VERB(consumers,

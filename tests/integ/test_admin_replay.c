@@ -104,6 +104,51 @@ TEST(admin_setid_to_a_time_replays_from_that_time) {
     emq_srv_stop(s);
 }
 
+/* The effect of a move, asked before making it: exact counts, nothing
+ * moved. The cursor sits on 1009-0 with 1010-0..1012-0 never read. */
+TEST(admin_setid_effect_counts_what_a_move_skips_or_replays) {
+    emq_srv *s = emq_srv_start(NULL);
+    emq_conn_t *conn = admin_connect(s);
+    emq_admin_t *a = replay_setup(s, conn);
+    add_ids(conn, S_RP, 1010, 1012);
+    static const struct {
+        const char *to;
+        uint64_t skipped, replayed;
+    } cases[] = {
+        {"head", 0, 10},  {"tail", 3, 0},  {"1011-0", 2, 0}, {"1005-0", 0, 4},
+        {"1009-0", 0, 0}, {"@1006", 0, 4}, {"5000-0", 3, 0}, {"@0", 0, 10},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        uint64_t skipped = 99, replayed = 99;
+        emq_error err;
+        ASSERT_OK(emq_admin_group_setid_effect(a, "g", cases[i].to, &skipped,
+                                               &replayed, &err),
+                  &err);
+        if (skipped != cases[i].skipped || replayed != cases[i].replayed)
+            FAIL("effect of %s: skipped %llu replayed %llu, want %llu %llu",
+                 cases[i].to, (unsigned long long)skipped,
+                 (unsigned long long)replayed,
+                 (unsigned long long)cases[i].skipped,
+                 (unsigned long long)cases[i].replayed);
+        char cursor[EMQ_ID_MAX];
+        group_last_delivered(conn, S_RP, "g", cursor, sizeof cursor);
+        ASSERT_EQ_STR(cursor, "1009-0"); /* nothing moved */
+    }
+    emq_error err;
+    uint64_t skipped = 5;
+    ASSERT_STATUS(
+        emq_admin_group_setid_effect(a, "nog", "tail", &skipped, NULL, &err),
+        EMQ_ESERVER, &err);
+    ASSERT_CONTAINS(err.message, "group 'nog' does not exist");
+    ASSERT_EQ_SIZE(skipped, 0);
+    ASSERT_STATUS(
+        emq_admin_group_setid_effect(a, "g", "sideways", NULL, NULL, &err),
+        EMQ_EINVAL, &err);
+    emq_admin_destroy(a);
+    emq_conn_destroy(conn);
+    emq_srv_stop(s);
+}
+
 TEST(admin_setid_refuses_a_group_that_does_not_exist) {
     emq_srv *s = emq_srv_start(NULL);
     emq_conn_t *conn = admin_connect(s);

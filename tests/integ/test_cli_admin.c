@@ -107,9 +107,38 @@ TEST(cli_group_verbs) {
     ASSERT_EXIT(&r, 0);
     ASSERT_CONTAINS(r.out, "exists already");
     cli_free(&r);
+    /* A move that replays or skips entries says how many, and is made
+     * only with --yes: 2 of the 5 were delivered, the cursor is on the
+     * 2nd. */
+    char before[256], after[256];
+    emq_srv_cmd(s, before, sizeof before, "XINFO", "GROUPS", "emq:{q}", NULL);
     CLI(&r, url, "group", "setid", "q", "--group", "g", "--to", "head");
+    ASSERT_EXIT(&r, 2);
+    ASSERT_ONE_LINE(r.err);
+    ASSERT_CONTAINS(r.err, "would replay 2 entries behind its cursor");
+    ASSERT_CONTAINS(r.err, "nothing was moved: add --yes");
+    cli_free(&r);
+    emq_srv_cmd(s, after, sizeof after, "XINFO", "GROUPS", "emq:{q}", NULL);
+    ASSERT_EQ_STR(after, before);
+    CLI(&r, url, "group", "setid", "q", "--group", "g", "--to", "head",
+        "--yes");
     ASSERT_EXIT(&r, 0);
-    ASSERT_CONTAINS(r.out, "5 stored entries will be delivered again");
+    ASSERT_CONTAINS(r.out, "moved to head: 5 stored entries will be "
+                           "delivered again");
+    cli_free(&r);
+    CLI(&r, url, "group", "setid", "q", "--group", "g", "--to", "tail");
+    ASSERT_EXIT(&r, 2);
+    ASSERT_CONTAINS(r.err, "would skip 5 entries never delivered to it");
+    cli_free(&r);
+    CLI(&r, url, "group", "setid", "q", "--group", "g", "--to", "tail",
+        "--yes");
+    ASSERT_EXIT(&r, 0);
+    ASSERT_CONTAINS(r.out, "skipped 5 entries never delivered; 0 stored");
+    cli_free(&r);
+    /* Nothing to skip or replay: no --yes needed. */
+    CLI(&r, url, "group", "setid", "q", "--group", "g", "--to", "tail");
+    ASSERT_EXIT(&r, 0);
+    ASSERT_CONTAINS(r.out, "moved to tail: 0 stored entries");
     cli_free(&r);
     CLI(&r, url, "group", "setid", "q", "--group", "x", "--to", "head");
     ASSERT_EXIT(&r, 1);

@@ -715,20 +715,26 @@ TEST(cli_group_create_and_setid_forms) {
     ASSERT_CONTAINS(r.out, ": 0 stored entries will be delivered");
     cli_free(&r);
     /* setid --to ID: the entries after it. */
-    CLI(&r, url, "group", "setid", "q", "-g", "at", "--to", second);
+    CLI(&r, url, "group", "setid", "q", "-g", "at", "--to", second, "--yes");
     ASSERT_EXIT(&r, 0);
     ASSERT_CONTAINS(r.out, ": 2 stored entries will be delivered");
     cli_free(&r);
     /* setid --to @UNIXMS: a time before everything replays all 4, a time
      * far ahead none. */
-    CLI(&r, url, "group", "setid", "q", "-g", "fresh", "--to", "@1");
+    CLI(&r, url, "group", "setid", "q", "-g", "fresh", "--to", "@1", "--yes");
     ASSERT_EXIT(&r, 0);
     ASSERT_CONTAINS(r.out, ": 4 stored entries will be delivered");
     cli_free(&r);
     CLI(&r, url, "group", "setid", "q", "-g", "fresh", "--to",
         "@99999999999999");
+    ASSERT_EXIT(&r, 2);
+    ASSERT_CONTAINS(r.err, "would skip 4 entries never delivered to it");
+    cli_free(&r);
+    CLI(&r, url, "group", "setid", "q", "-g", "fresh", "--to",
+        "@99999999999999", "--yes");
     ASSERT_EXIT(&r, 0);
-    ASSERT_CONTAINS(r.out, ": 0 stored entries will be delivered");
+    ASSERT_CONTAINS(r.out, ": skipped 4 entries never delivered; 0 stored "
+                           "entries will be delivered");
     cli_free(&r);
     /* Usage errors, found before connecting: a bad --start or --to, --to
      * on create, a missing --to, an unknown subcommand. */

@@ -182,8 +182,14 @@ static void topic_scenario(const char *url, where *w) {
     ASSERT_CONTAINS(r.out, "(all partitions)");
     cli_free(&r);
 
-    /* setid on every partition, the sum of what comes again. */
+    /* setid on every partition, the sum of what comes again; what it
+     * replays is said first, and needs --yes. */
     CLI(&r, url, "group", "setid", "orders", "--group", "g", "--to", "head");
+    ASSERT_EXIT(&r, 2);
+    ASSERT_CONTAINS(r.err, "would replay 9 entries");
+    cli_free(&r);
+    CLI(&r, url, "group", "setid", "orders", "--group", "g", "--to", "head",
+        "--yes");
     ASSERT_EXIT(&r, 0);
     ASSERT_CONTAINS(r.out, "group 'g' of topic 'orders' (3 partitions) "
                            "moved to head: 9 stored entries");
@@ -321,9 +327,21 @@ TEST_TIMEOUT(admin_topic_handle_verbs, 60) {
     ASSERT_NOT_CONTAINS(json, "partition");
     emq_free_array(e);
     /* setid sums; prune and trim sum over partitions. */
-    uint64_t again = 0;
+    uint64_t again = 0, skipped = 9, replayed = 0;
+    ASSERT_OK(
+        emq_admin_group_setid_effect(a, "g", "head", &skipped, &replayed, &err),
+        &err);
+    ASSERT_EQ_INT(skipped, 0);
+    uint64_t effect = replayed; /* what was delivered, over the partitions */
     ASSERT_OK(emq_admin_group_setid(a, "g", "head", &again, &err), &err);
     ASSERT_EQ_INT(again, 8);
+    /* After head, tail skips every stored entry of every partition. */
+    ASSERT_OK(
+        emq_admin_group_setid_effect(a, "g", "tail", &skipped, &replayed, &err),
+        &err);
+    ASSERT_EQ_INT(skipped, 8);
+    ASSERT_EQ_INT(replayed, 0);
+    ASSERT_EQ_INT(effect, 8); /* all 8 were delivered */
     emq_prune_result pr;
     ASSERT_OK(emq_admin_prune_consumers(a, "g", 0, &pr, &err), &err);
     ASSERT_EQ_INT(pr.kept, 4); /* w holds entries in each, nobody to take */
@@ -350,6 +368,11 @@ TEST_TIMEOUT(admin_topic_handle_verbs, 60) {
     ASSERT_STATUS(emq_admin_group_setid(a, "g", "tail", &again, &err),
                   EMQ_ESERVER, &err);
     ASSERT_CONTAINS(err.message, "partition 3");
+    ASSERT_STATUS(
+        emq_admin_group_setid_effect(a, "g", "tail", &skipped, NULL, &err),
+        EMQ_ESERVER, &err);
+    ASSERT_CONTAINS(err.message, "partition 3");
+    ASSERT_EQ_INT(skipped, 0);
     emq_queue_info *info;
     ASSERT_OK(emq_admin_describe(emq_admin_partition(a, 0), &info, &err), &err);
     ASSERT_EQ_INT(info->ngroups, 1);

@@ -1192,7 +1192,10 @@ typedef struct emq_trim_result {
 
 /* Ack-aware retention: deletes entries below the oldest entry that any
  * group still needs (its oldest pending entry, or the entry after its
- * last-delivered ID), optionally only as far as a bound asks: keep at most
+ * last-delivered ID, or on 7.0+ the oldest entry the server counts as not
+ * read by it, its lag: a group whose cursor lies past those makes the
+ * call fail with EMQ_ESERVER naming it, nothing deleted), optionally only
+ * as far as a bound asks: keep at most
  * maxlen entries (-1: no length bound) and/or none older than max_age_ms
  * (-1: no age bound). With both bounds -1, everything no group needs is
  * deleted. One script, atomic with respect to producers and consumers. A

@@ -6,7 +6,10 @@
  * deletes work some group has not processed yet. This
  * file trims only below the floor: the oldest entry any group on the
  * stream still needs, which for one group is its oldest pending entry or
- * the first entry after its last-delivered ID, whichever is older. A
+ * the first entry after its last-delivered ID, whichever is older, and
+ * on 7.0+ also the oldest of the entries the server counts as unread
+ * (its lag: a cursor moved past them without reads, as a worker's
+ * XCLAIM ... LASTID can, refuses the trim). A
  * length or age bound is applied only below that floor; what the bound
  * asked for and the floor kept is reported as held back.
  *
@@ -30,8 +33,11 @@
 #define EMQ_TRIM_HELD_COUNT_MAX 100000
 
 /* KEYS[1] stream; ARGV: maxlen (-1 none), max age ms (-1 none), the
- * held-back counting cap. Returns {removed, floor ("" none), held_back,
- * no_groups}. A cut is an ID (entries below it go), 'all', or nil. */
+ * counting cap (held back; a group's lag walked). Returns {removed, floor
+ * ("" none), held_back, no_groups}, or {0, '', 0, 0, group, lag, cursor}
+ * when a group's cursor lies past entries the server counts as unread by
+ * it (nothing trimmed). A cut is an ID (entries below it go), 'all', or
+ * nil. */
 static const char trim_script[] = EMQ_LUA_CALL
     "local s = KEYS[1]\n"
     "local maxlen, max_age = tonumber(ARGV[1]), tonumber(ARGV[2])\n"
@@ -60,16 +66,42 @@ static const char trim_script[] = EMQ_LUA_CALL
     "local function need(id)\n"
     "  if floor == nil or id_lt(id, floor) then floor = id end\n"
     "end\n"
+    /* the n-th newest entry (the oldest when fewer are stored), paged;
+     * nil past the counting cap */
+    "local function nth_newest(n)\n"
+    "  if n > held_cap then return nil end\n"
+    "  local from, got, id = '+', 0, nil\n"
+    "  while got < n do\n"
+    "    local r = call('XREVRANGE', s, from, '-', 'COUNT',\n"
+    "                   math.min(1000, n - got))\n"
+    "    if #r == 0 then break end\n"
+    "    got = got + #r\n"
+    "    id = r[#r][1]\n"
+    "    from = '(' .. id\n"
+    "  end\n"
+    "  return id\n"
+    "end\n"
     "for _, g in ipairs(groups) do\n"
-    "  local name, last = nil, nil\n"
+    "  local name, last, lag = nil, nil, nil\n"
     "  for i = 1, #g - 1, 2 do\n"
     "    if g[i] == 'name' then name = g[i + 1]\n"
-    "    elseif g[i] == 'last-delivered-id' then last = g[i + 1] end\n"
+    "    elseif g[i] == 'last-delivered-id' then last = g[i + 1]\n"
+    "    elseif g[i] == 'lag' then lag = g[i + 1] end\n"
     "  end\n"
     "  local p = call('XPENDING', s, name)\n"
     "  if p[1] > 0 then need(p[2]) end\n"
     "  local nxt = redis.pcall('XRANGE', s, '(' .. last, '+', 'COUNT', 1)\n"
     "  if nxt.err == nil and #nxt > 0 then need(nxt[1][1]) end\n"
+    /* 7.0+: the server's own account of what the group has not read (the
+     * lag newest entries) is kept too, whatever its cursor says; a cursor
+     * past them moved without reads, and nothing is trimmed */
+    "  if type(lag) == 'number' and lag > 0 then\n"
+    "    local first = nth_newest(lag)\n"
+    "    if first == nil then need('0-1')\n"
+    "    elseif not id_lt(last, first) then\n"
+    "      return {0, '', 0, 0, name, lag, last}\n"
+    "    else need(first) end\n"
+    "  end\n"
     "end\n"
     /* what the bounds ask for */
     "local len = call('XLEN', s)\n"
@@ -152,6 +184,24 @@ emq_status emq__admin_queue_trim(emq_admin_t *a, int64_t maxlen,
         emq__admin_call(a, "ack-aware trim", 7, argv, NULL, &r, err);
     if (st != EMQ_OK)
         return st;
+    if (emq_reply_kind(r) == EMQ_REPLY_ARRAY && emq_reply_len(r) == 7) {
+        char group[128], last[EMQ_ID_MAX];
+        size_t n = 0;
+        const char *g = emq_reply_str(emq_reply_at(r, 4), &n);
+        emq__printable(group, sizeof group, g ? g : "", g ? n : 0);
+        const char *l = emq_reply_str(emq_reply_at(r, 6), &n);
+        emq__printable(last, sizeof last, l ? l : "", l ? n : 0);
+        long long lag = emq_reply_integer(emq_reply_at(r, 5));
+        emq_reply_free(r);
+        return emq__error_set(
+            err, EMQ_ESERVER, 0,
+            "group '%s' has its cursor at %s, past %lld entr%s the server "
+            "counts as not read by it (lag): the cursor moved without "
+            "reads (XCLAIM ... LASTID, or XGROUP SETID); nothing was "
+            "trimmed. Move it back (echomq group setid) or destroy the "
+            "group",
+            group, last, lag, lag == 1 ? "y" : "ies");
+    }
     size_t floor_len = 0;
     const char *floor = NULL;
     if (emq_reply_kind(r) == EMQ_REPLY_ARRAY && emq_reply_len(r) == 4)

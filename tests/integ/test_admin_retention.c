@@ -341,3 +341,54 @@ TEST_TIMEOUT(admin_trim_while_producing_loses_nothing_a_group_needs, 60) {
     emq_conn_destroy(adm);
     emq_srv_stop(s);
 }
+
+/* A leaked worker credential may run XCLAIM ... LASTID, which moves a
+ * group's cursor past every entry it has not read (an ACL cannot forbid
+ * an option). The floor used to come from the cursor and the pending
+ * list alone, so the next trim deleted all of that unread work although
+ * the server still counted it (lag). On 7.0+ the trim keeps what the
+ * server counts as unread and refuses a cursor that lies past it. */
+TEST(admin_trim_refuses_a_cursor_moved_past_unread_entries) {
+    emq_srv *s = emq_srv_start(NULL);
+    if (!emq_srv_redis_at_least(s, 7, 0)) {
+        emq_srv_stop(s);
+        SKIP("before 7.0 the server reports no lag: a cursor moved without "
+             "reads cannot be told (docs/SECURITY.md)");
+    }
+    emq_conn_t *adm = admin_connect(s);
+    CMD_NOERR(adm, "XGROUP", "CREATE", Q_STREAM, "g", "0", "MKSTREAM");
+    emq_id e[10];
+    add_entries(adm, 10, e);
+    ASSERT_EQ_INT(take_new(adm, Q_STREAM, "g", "c", "3"), 3);
+    ASSERT_EQ_INT(
+        CMD_INT(adm, "XACK", Q_STREAM, "g", e[0].str, e[1].str, e[2].str), 3);
+    emq_admin_t *a = admin_open(s, "jobs", "2");
+    /* Healthy: the 3 read and acknowledged go, the 7 unread stay. */
+    emq_trim_result res = trim_ok(a, -1, -1);
+    ASSERT_EQ_INT(res.removed, 3);
+    ASSERT_EQ_STR(res.floor.str, e[3].str);
+    /* The forged cursor: past everything, 7 entries never read. */
+    CMD_NOERR(adm, "XCLAIM", Q_STREAM, "g", "x", "0", "0-1", "LASTID",
+              "99999999999999-0");
+    emq_error err;
+    ASSERT_STATUS(emq_admin_trim_acked(a, -1, -1, &res, &err), EMQ_ESERVER,
+                  &err);
+    ASSERT_CONTAINS(err.message, "group 'g' has its cursor at "
+                                 "99999999999999-0, past 7 entries");
+    ASSERT_CONTAINS(err.message, "nothing was trimmed");
+    ASSERT_EQ_INT(res.removed, 0);
+    ASSERT_EQ_INT(CMD_INT(adm, "XLEN", Q_STREAM), 7);
+    /* A bound asks for more: still nothing unread goes. */
+    ASSERT_STATUS(emq_admin_trim_acked(a, 0, -1, &res, &err), EMQ_ESERVER,
+                  &err);
+    ASSERT_EQ_INT(CMD_INT(adm, "XLEN", Q_STREAM), 7);
+    /* Moved back to where it read, the trim works again and keeps all 7. */
+    CMD_NOERR(adm, "XGROUP", "SETID", Q_STREAM, "g", e[2].str, "ENTRIESREAD",
+              "3");
+    res = trim_ok(a, -1, -1);
+    ASSERT_EQ_INT(res.removed, 0);
+    ASSERT_EQ_INT(CMD_INT(adm, "XLEN", Q_STREAM), 7);
+    emq_admin_destroy(a);
+    emq_conn_destroy(adm);
+    emq_srv_stop(s);
+}

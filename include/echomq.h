@@ -1249,11 +1249,25 @@ EMQ_EXPORT size_t emq_dead_letters_json(const emq_dead_letter *letters,
  * step. ids: dead-letter IDs; nids 0 means all (a topic: every
  * partition's, each onto its own partition; IDs need the partition's
  * handle). *requeued gets how many moved; an ID not found is reported in
- * err (EMQ_EINVAL) after the others moved. */
+ * err (EMQ_EINVAL) after the others moved. A letter the queue's consumers
+ * cannot have written is refused and left in place, reported the same way
+ * (EMQ_EINVAL naming the first): one without the five origin pairs, or
+ * whose origin ID the stream never issued (a worker credential can add
+ * dead letters; docs/SECURITY.md). emq_admin_dead_requeue_flags with
+ * EMQ_REQUEUE_FORCE skips these checks. */
 EMQ_EXPORT emq_status emq_admin_dead_requeue(emq_admin_t *a,
                                              const char *const *ids,
                                              size_t nids, uint64_t *requeued,
                                              emq_error *err);
+/* emq_admin_dead_requeue_flags: requeue a letter even when the checks
+ * above refuse it. */
+#define EMQ_REQUEUE_FORCE 1u
+/* emq_admin_dead_requeue with flags (EMQ_REQUEUE_FORCE, or 0). */
+EMQ_EXPORT emq_status emq_admin_dead_requeue_flags(emq_admin_t *a,
+                                                   const char *const *ids,
+                                                   size_t nids, unsigned flags,
+                                                   uint64_t *requeued,
+                                                   emq_error *err);
 /* Deletes every dead letter; *removed (may be NULL) gets how many, 0 when
  * there were none. */
 EMQ_EXPORT emq_status emq_admin_dead_purge(emq_admin_t *a, uint64_t *removed,

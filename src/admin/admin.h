@@ -109,7 +109,7 @@ emq_status emq__admin_queue_dead_list(emq_admin_t *a, const char *after,
                                       size_t max, emq_dead_letter **out,
                                       size_t *n, emq_error *err);
 emq_status emq__admin_queue_requeue(emq_admin_t *a, const char *const *ids,
-                                    size_t nids, uint64_t *requeued,
+                                    size_t nids, int force, uint64_t *requeued,
                                     emq_error *err);
 emq_status emq__admin_queue_purge(emq_admin_t *a, uint64_t *removed,
                                   emq_error *err);
@@ -172,6 +172,29 @@ emq_status emq__admin_in_hand(emq_admin_t *a, const char *group,
     "    error(string.upper((...)) .. ' refused: ' .. r.err, 0)\n"             \
     "  end\n"                                                                  \
     "  return r\n"                                                             \
+    "end\n"
+
+/* Lua for the admin scripts: id_lt(a, b) compares two stream IDs
+ * exactly (decimal strings, by length then bytes, so no 64-bit value is
+ * rounded through a double); is_id(x) says x is "<ms>-<seq>". */
+#define EMQ_LUA_ID_LT                                                          \
+    "local function num_lt(a, b)\n"                                            \
+    "  if #a ~= #b then return #a < #b end\n"                                  \
+    "  return a < b\n"                                                         \
+    "end\n"                                                                    \
+    "local function split(id)\n"                                               \
+    "  local d = string.find(id, '-', 1, true)\n"                              \
+    "  if not d then return id, '0' end\n"                                     \
+    "  return string.sub(id, 1, d - 1), string.sub(id, d + 1)\n"               \
+    "end\n"                                                                    \
+    "local function id_lt(a, b)\n"                                             \
+    "  local am, as = split(a)\n"                                              \
+    "  local bm, bs = split(b)\n"                                              \
+    "  if am ~= bm then return num_lt(am, bm) end\n"                           \
+    "  return num_lt(as, bs)\n"                                                \
+    "end\n"                                                                    \
+    "local function is_id(x)\n"                                                \
+    "  return type(x) == 'string' and string.match(x, '^%d+%-%d+$') ~= nil\n"  \
     "end\n"
 
 /* Makes a's session ready for a call (emq__session_ready: reconnected

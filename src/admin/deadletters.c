@@ -34,14 +34,16 @@ static const char *const origin_names[5] = {
  * requeue_wide. */
 #define REQUEUE_SCRIPT_MAX_ARGS_TEXT "7000"
 
-/* KEYS[1] stream, KEYS[2] dead letters; ARGV[1] dead-letter ID. Returns
- * the new entry's ID, nil when there is no such dead letter, or {2} when
- * it has more than REQUEUE_SCRIPT_MAX_ARGS_TEXT original field names and
- * values (nothing done). */
-static const char requeue_script[] = EMQ_LUA_CALL
+/* KEYS[1] stream, KEYS[2] dead letters; ARGV[1] dead-letter ID, ARGV[2]
+ * "1" to skip the checks. Returns the new entry's ID, nil when there is no
+ * such dead letter, {3, why} when it is not one the queue's consumers
+ * wrote (not all five origin pairs, or an origin ID the stream never
+ * issued: past its last-generated-id), or {2} when it has more than
+ * REQUEUE_SCRIPT_MAX_ARGS_TEXT original field names and values (checked,
+ * nothing done). */
+static const char requeue_script[] = EMQ_LUA_CALL EMQ_LUA_ID_LT
     "local e = call('XRANGE', KEYS[2], ARGV[1], ARGV[1])\n"
     "if #e == 0 then return false end\n"
-    "if #e[1][2] > " REQUEUE_SCRIPT_MAX_ARGS_TEXT " + 10 then return {2} end\n"
     "local f = e[1][2]\n"
     "local origin = {'emq.id', 'emq.group', 'emq.consumer',\n"
     "                'emq.deliveries', 'emq.reason'}\n"
@@ -50,6 +52,23 @@ static const char requeue_script[] = EMQ_LUA_CALL
     "  if f[i] ~= origin[k] then break end\n"
     "  i = i + 2\n"
     "end\n"
+    "if ARGV[2] ~= '1' then\n"
+    "  if i ~= 11 or not is_id(f[2]) then\n"
+    "    return {3, 'not a dead letter (no origin fields)'}\n"
+    "  end\n"
+    "  local last = nil\n"
+    "  local info = redis.pcall('XINFO', 'STREAM', KEYS[1])\n"
+    "  if type(info) == 'table' and not info.err then\n"
+    "    for k = 1, #info - 1, 2 do\n"
+    "      if info[k] == 'last-generated-id' then last = info[k + 1] end\n"
+    "    end\n"
+    "  end\n"
+    "  if last == nil or id_lt(last, f[2]) then\n"
+    "    return {3, 'origin ' .. f[2] .. ' was never in the queue (last '\n"
+    "               .. 'ID ' .. (last or 'none') .. ')'}\n"
+    "  end\n"
+    "end\n"
+    "if #f > " REQUEUE_SCRIPT_MAX_ARGS_TEXT " + 10 then return {2} end\n"
     "local args = {}\n"
     "for k = i, #f do args[#args + 1] = f[k] end\n"
     "if #args == 0 then\n"
@@ -365,34 +384,65 @@ static emq_status requeue_wide(emq_admin_t *a, const char *id, size_t idlen,
     return EMQ_OK;
 }
 
+/* What a requeue refused: how many letters, and the first one's why. */
+typedef struct requeue_refusals {
+    size_t n;
+    char first[EMQ_ID_MAX];
+    char why[160];
+} requeue_refusals;
+
 /* Requeues one dead letter. *moved gets 1 when it moved, 0 when there is
- * no such dead letter. A server error (OOM, a letter without fields) is
- * EMQ_ESERVER and moves nothing. */
+ * no such dead letter or the checks refused it (counted in *refused). A
+ * server error (OOM, a letter without fields) is EMQ_ESERVER and moves
+ * nothing. */
 static emq_status requeue_one(emq_admin_t *a, const char *id, size_t idlen,
-                              int *moved, emq_error *err) {
+                              int force, int *moved, requeue_refusals *refused,
+                              emq_error *err) {
     *moved = 0;
-    const char *argv[] = {"EVAL",         requeue_script, "2",
-                          a->keys.stream, a->keys.dead,   id};
-    size_t lens[6];
-    for (size_t i = 0; i < 5; i++)
+    const char *argv[] = {"EVAL",           requeue_script, "2",
+                          a->keys.stream,   a->keys.dead,   id,
+                          force ? "1" : "0"};
+    size_t lens[7];
+    for (size_t i = 0; i < 7; i++)
         lens[i] = strlen(argv[i]);
     lens[5] = idlen;
     emq_reply *r = NULL;
     emq_status st =
-        emq__admin_call(a, "requeue of a dead letter", 6, argv, lens, &r, err);
+        emq__admin_call(a, "requeue of a dead letter", 7, argv, lens, &r, err);
     if (st != EMQ_OK)
         return st;
     *moved = emq_reply_kind(r) == EMQ_REPLY_STRING;
-    int wide = emq_reply_kind(r) == EMQ_REPLY_ARRAY;
+    int wide = emq_reply_kind(r) == EMQ_REPLY_ARRAY &&
+               emq_reply_integer(emq_reply_at(r, 0)) == 2;
+    if (emq_reply_kind(r) == EMQ_REPLY_ARRAY && !wide && refused->n++ == 0) {
+        size_t n = 0;
+        const char *why = emq_reply_str(emq_reply_at(r, 1), &n);
+        emq__printable(refused->why, sizeof refused->why, why ? why : "",
+                       why ? n : 0);
+        emq__printable(refused->first, sizeof refused->first, id, idlen);
+    }
     emq_reply_free(r);
     return wide ? requeue_wide(a, id, idlen, moved, err) : EMQ_OK;
+}
+
+/* The error of a requeue that refused letters (after the others moved). */
+static emq_status refusals_error(const emq_admin_t *a,
+                                 const requeue_refusals *refused,
+                                 uint64_t requeued, emq_error *err) {
+    return emq__error_set(err, EMQ_EINVAL, 0,
+                          "dead letter %s of %.60s not requeued: %.80s (%zu "
+                          "refused, left in place; %llu requeued); workers "
+                          "can add dead letters: check, then --force "
+                          "(EMQ_REQUEUE_FORCE)",
+                          refused->first, a->keys.dead, refused->why,
+                          refused->n, (unsigned long long)requeued);
 }
 
 /* Requeues every dead letter that exists when the call starts, paging by
  * ID. Letters added meanwhile (an entry requeued and dead-lettered again)
  * wait for the next call, so this always ends. */
-static emq_status requeue_all(emq_admin_t *a, uint64_t *requeued,
-                              emq_error *err) {
+static emq_status requeue_all(emq_admin_t *a, int force, uint64_t *requeued,
+                              requeue_refusals *refused, emq_error *err) {
     const char *last_argv[] = {"XREVRANGE", a->keys.dead, "+",
                                "-",         "COUNT",      "1"};
     emq_reply *r = NULL;
@@ -425,7 +475,7 @@ static emq_status requeue_all(emq_admin_t *a, uint64_t *requeued,
             if (id == NULL || len >= EMQ_ID_MAX)
                 continue;
             int moved = 0;
-            st = requeue_one(a, id, len, &moved, err);
+            st = requeue_one(a, id, len, force, &moved, refused, err);
             *requeued += (uint64_t)moved;
             if (i + 1 == n)
                 snprintf(from, sizeof from, "(%.*s", (int)len, id);
@@ -437,18 +487,21 @@ static emq_status requeue_all(emq_admin_t *a, uint64_t *requeued,
 }
 
 emq_status emq__admin_queue_requeue(emq_admin_t *a, const char *const *ids,
-                                    size_t nids, uint64_t *requeued,
+                                    size_t nids, int force, uint64_t *requeued,
                                     emq_error *err) {
     uint64_t count = 0;
+    requeue_refusals refused = {0, "", ""};
     if (requeued)
         *requeued = 0;
     if (a == NULL || (nids > 0 && ids == NULL))
         return emq__error_set(err, EMQ_EINVAL, 0,
                               "requeue needs an admin handle and IDs");
     if (nids == 0) {
-        emq_status st = requeue_all(a, &count, err);
+        emq_status st = requeue_all(a, force, &count, &refused, err);
         if (requeued)
             *requeued = count;
+        if (st == EMQ_OK && refused.n > 0)
+            st = refusals_error(a, &refused, count, err);
         return st;
     }
     const char *first_missing = NULL;
@@ -456,11 +509,12 @@ emq_status emq__admin_queue_requeue(emq_admin_t *a, const char *const *ids,
     emq_status st = EMQ_OK;
     for (size_t i = 0; i < nids && st == EMQ_OK; i++) {
         int moved = 0;
+        size_t before = refused.n;
         const char *id = ids[i] ? ids[i] : "";
         if (emq__stream_id_parse(id, strlen(id), NULL) == 0)
-            st = requeue_one(a, id, strlen(id), &moved, err);
+            st = requeue_one(a, id, strlen(id), force, &moved, &refused, err);
         count += (uint64_t)moved;
-        if (st == EMQ_OK && !moved && nmissing++ == 0)
+        if (st == EMQ_OK && !moved && refused.n == before && nmissing++ == 0)
             first_missing = id;
     }
     if (requeued)
@@ -477,7 +531,7 @@ emq_status emq__admin_queue_requeue(emq_admin_t *a, const char *const *ids,
                               shown, a->keys.dead, nmissing, nids,
                               (unsigned long long)count);
     }
-    return EMQ_OK;
+    return refused.n > 0 ? refusals_error(a, &refused, count, err) : EMQ_OK;
 }
 
 emq_status emq__admin_queue_purge(emq_admin_t *a, uint64_t *removed,

@@ -383,14 +383,20 @@ static emq_status dead_range_part(emq_admin_t *p, int i, void *ctx,
     return emq__admin_dead_range(p, "-", t->count, &t->replies[i], err);
 }
 
-/* A topic's requeue of everything: each partition's onto its own stream;
- * ctx is the count moved. */
+/* A topic's requeue of everything: each partition's onto its own stream. */
+typedef struct requeue_topic {
+    int force;
+    uint64_t moved;
+} requeue_topic;
+
 static emq_status requeue_part(emq_admin_t *part, int i, void *ctx,
                                emq_error *err) {
     (void)i;
+    requeue_topic *t = ctx;
     uint64_t one = 0;
-    emq_status st = emq__admin_queue_requeue(part, NULL, 0, &one, err);
-    *(uint64_t *)ctx += one;
+    emq_status st =
+        emq__admin_queue_requeue(part, NULL, 0, t->force, &one, err);
+    t->moved += one;
     return st;
 }
 
@@ -488,12 +494,12 @@ static emq_status topic_dead_list(emq_admin_t *a, size_t max,
     return st;
 }
 
-static emq_status topic_requeue_all(emq_admin_t *a, uint64_t *requeued,
-                                    emq_error *err) {
-    uint64_t sum = 0;
-    emq_status st = emq__admin_each(a, requeue_part, &sum, err);
+static emq_status topic_requeue_all(emq_admin_t *a, int force,
+                                    uint64_t *requeued, emq_error *err) {
+    requeue_topic t = {force, 0};
+    emq_status st = emq__admin_each(a, requeue_part, &t, err);
     if (requeued)
-        *requeued = sum;
+        *requeued = t.moved;
     return st;
 }
 
@@ -627,13 +633,20 @@ emq_status emq_admin_dead_list_after(emq_admin_t *a, const char *after,
 emq_status emq_admin_dead_requeue(emq_admin_t *a, const char *const *ids,
                                   size_t nids, uint64_t *requeued,
                                   emq_error *err) {
+    return emq_admin_dead_requeue_flags(a, ids, nids, 0, requeued, err);
+}
+
+emq_status emq_admin_dead_requeue_flags(emq_admin_t *a, const char *const *ids,
+                                        size_t nids, unsigned flags,
+                                        uint64_t *requeued, emq_error *err) {
+    int force = (flags & EMQ_REQUEUE_FORCE) != 0;
     if (!is_topic(a))
-        return emq__admin_queue_requeue(a, ids, nids, requeued, err);
+        return emq__admin_queue_requeue(a, ids, nids, force, requeued, err);
     if (requeued)
         *requeued = 0;
     if (nids > 0)
         return emq__admin_per_id(a, "requeueing dead letters by ID", err);
-    return topic_requeue_all(a, requeued, err);
+    return topic_requeue_all(a, force, requeued, err);
 }
 
 emq_status emq_admin_dead_purge(emq_admin_t *a, uint64_t *removed,

@@ -65,6 +65,7 @@
     OPT(YES, "yes", 0, 0)                                                      \
     OPT(IDLE, "idle", 0, 1)                                                    \
     OPT(ALL, "all", 0, 0)                                                      \
+    OPT(FORCE, "force", 0, 0)                                                  \
     OPT(ACKED, "acked", 0, 0)                                                  \
     OPT(JOBS, "jobs", 0, 1)                                                    \
     OPT(WORKERS, "workers", 0, 1)                                              \

@@ -32,6 +32,10 @@ static const cli_optdoc opts[] = {
      "requeue: only letters whose last failure reason matches the glob "
      "PATTERN ('exit 3*', '*timeout*')"},
     {O_LIMIT, "N", "requeue: at most N, the oldest first"},
+    {O_FORCE, NULL,
+     "requeue: also letters the queue's consumers cannot have written "
+     "(without the origin fields, or an origin ID the stream never "
+     "issued), which are otherwise refused and left in place"},
     {O_YES, NULL, "purge: required, to confirm"},
     CLI_OPT_PARTITIONS("every partition, each letter naming its partition"),
     {O_PARTITION, "I",
@@ -266,12 +270,14 @@ static int requeue_letters(emq_admin_t *admin, const emq_conf_t *conf,
     char *const *ids = filtered ? chosen : a->pos + 2;
     size_t nids = filtered ? nchosen : (size_t)(a->npos - 2);
     uint64_t moved = 0;
-    emq_error err;
+    emq_error err, one_err;
     emq_status st = EMQ_OK;
-    int failed = -1; /* the partition whose requeue failed */
-    /* One requeue per partition (or the queue) with its share of IDs. */
-    for (int p = parts > 0 ? 0 : -1; rc == CLI_OK && st == EMQ_OK && p < parts;
-         p++) {
+    int failed = -1; /* the partition whose requeue failed first */
+    /* One requeue per partition (or the queue) with its share of IDs; a
+     * partition's refused or missing letters (EMQ_EINVAL) do not stop the
+     * others. */
+    for (int p = parts > 0 ? 0 : -1;
+         rc == CLI_OK && (st == EMQ_OK || st == EMQ_EINVAL) && p < parts; p++) {
         if (only >= 0 && p != only)
             continue;
         emq_admin_t *h = p < 0 ? admin : emq_admin_partition(admin, p);
@@ -285,11 +291,17 @@ static int requeue_letters(emq_admin_t *admin, const emq_conf_t *conf,
             if (!filtered || part[i] == p)
                 share[nshare++] = ids[i];
         uint64_t one = 0;
+        emq_status one_st = EMQ_OK;
         /* nids 0 is "all": a filter that chose none moves nothing. */
         if (nshare > 0 || !filtered)
-            st = emq_admin_dead_requeue(h, share, nshare, &one, &err);
-        if (st != EMQ_OK)
+            one_st = emq_admin_dead_requeue_flags(
+                h, share, nshare, a->seen[O_FORCE] ? EMQ_REQUEUE_FORCE : 0,
+                &one, &one_err);
+        if (one_st != EMQ_OK && (st == EMQ_OK || one_st != EMQ_EINVAL)) {
+            st = one_st;
+            err = one_err;
             failed = p;
+        }
         moved += one;
         free(share);
     }

@@ -19,10 +19,21 @@
 #define Q_STREAM "emq:{jobs}"
 #define Q_DEAD "emq:{jobs}:dead"
 
+/* Makes the queue's stream have issued IDs up to 9999-0 (one entry added
+ * and deleted) when it does not exist, so a requeue finds that the
+ * origins of the letters below were in the queue. */
+static void seed_issued(emq_conn_t *adm) {
+    if (CMD_INT(adm, "EXISTS", Q_STREAM) == 0) {
+        CMD_NOERR(adm, "XADD", Q_STREAM, "9999-0", "seed", "1");
+        ASSERT_EQ_INT(CMD_INT(adm, "XDEL", Q_STREAM, "9999-0"), 1);
+    }
+}
+
 /* Adds a dead letter for origin id with fields n=value and bin=\xff\0x,
  * then a field that reuses the name "emq.id". Returns its ID in out. */
 static void add_dead(emq_conn_t *adm, const char *origin, const char *value,
                      emq_id *out) {
+    seed_issued(adm);
     const char *argv[] = {"XADD",    Q_DEAD,
                           "*",       "emq.id",
                           origin,    "emq.group",
@@ -192,6 +203,7 @@ TEST(admin_dead_requeue_moves_some_and_reports_unknown_ids_after) {
 TEST(admin_dead_requeue_all_pages_through_many) {
     emq_srv *s = emq_srv_start(NULL);
     emq_conn_t *adm = admin_connect(s);
+    seed_issued(adm);
     ASSERT_EQ_INT(CMD_INT(adm, "EVAL",
                           "for i = 1, 2100 do redis.call('XADD', KEYS[1], '*',"
                           " 'emq.id', i .. '-0', 'emq.group', 'g', "
@@ -365,6 +377,54 @@ TEST(admin_dead_list_and_prune_survive_every_allocation_failure) {
         ASSERT_EQ_SIZE(emq__alloc_live(), live);
     }
     ASSERT(listed && pruned);
+    emq_conn_destroy(adm);
+    emq_srv_stop(s);
+}
+
+/* A worker credential can XADD to the dead letters (the dead-letter
+ * script needs it), so a letter might be forged to put work on a queue
+ * the worker may not write to. A requeue refuses, leaving it in place, a
+ * letter without the origin pairs or whose origin ID the stream never
+ * issued; the others move; EMQ_REQUEUE_FORCE moves a refused one. */
+TEST(admin_dead_requeue_refuses_letters_no_consumer_wrote) {
+    emq_srv *s = emq_srv_start(NULL);
+    emq_conn_t *adm = admin_connect(s);
+    emq_reply *r = CMD(adm, "XADD", Q_STREAM, "*", "n", "real");
+    emq_id real;
+    reply_text(r, real.str, sizeof real.str);
+    emq_reply_free(r);
+    emq_id good, bare, future;
+    add_dead(adm, real.str, "ok", &good);
+    r = CMD(adm, "XADD", Q_DEAD, "*", "cmd", "rm -rf /");
+    reply_text(r, bare.str, sizeof bare.str);
+    emq_reply_free(r);
+    add_dead(adm, "99999999999999-0", "later", &future);
+    emq_admin_t *a = admin_open(s, "jobs", "2");
+    uint64_t moved = 9;
+    emq_error err;
+    ASSERT_STATUS(emq_admin_dead_requeue(a, NULL, 0, &moved, &err), EMQ_EINVAL,
+                  &err);
+    ASSERT_EQ_INT(moved, 1);
+    ASSERT_CONTAINS(err.message, bare.str);
+    ASSERT_CONTAINS(err.message, "not a dead letter (no origin fields)");
+    ASSERT_CONTAINS(err.message, "2 refused, left in place; 1 requeued");
+    ASSERT_EQ_INT(CMD_INT(adm, "XLEN", Q_DEAD), 2);
+    ASSERT_EQ_INT(CMD_INT(adm, "XLEN", Q_STREAM), 2); /* real + ok */
+    /* By ID: the one from the future is named for what it is. */
+    const char *ids[] = {future.str};
+    ASSERT_STATUS(emq_admin_dead_requeue(a, ids, 1, &moved, &err), EMQ_EINVAL,
+                  &err);
+    ASSERT_EQ_INT(moved, 0);
+    ASSERT_CONTAINS(err.message, "origin 99999999999999-0 was never in the "
+                                 "queue");
+    /* Forced: both move (the bare one with all its fields). */
+    ASSERT_OK(emq_admin_dead_requeue_flags(a, NULL, 0, EMQ_REQUEUE_FORCE,
+                                           &moved, &err),
+              &err);
+    ASSERT_EQ_INT(moved, 2);
+    ASSERT_EQ_INT(CMD_INT(adm, "XLEN", Q_DEAD), 0);
+    ASSERT_EQ_INT(CMD_INT(adm, "XLEN", Q_STREAM), 4);
+    emq_admin_destroy(a);
     emq_conn_destroy(adm);
     emq_srv_stop(s);
 }

@@ -91,3 +91,31 @@ TEST_TIMEOUT(cli_dead_list_follows_new_dead_letters, 60) {
     close(out);
     emq_srv_stop(s);
 }
+
+/* A dead letter no consumer wrote (a worker credential's XADD) is refused
+ * by `dead requeue`, left in place, and named; --force moves it. */
+TEST(cli_dead_requeue_refuses_a_forged_letter_without_force) {
+    emq_srv *s = emq_srv_start(NULL);
+    const char *url = emq_srv_url(s);
+    char out[256];
+    emq_srv_cmd(s, out, sizeof out, "XADD", "emq:{q}", "*", "n", "1", NULL);
+    emq_srv_cmd(s, out, sizeof out, "XADD", "emq:{q}:dead", "*", "cmd", "evil",
+                NULL);
+    cli_result r;
+    CLI(&r, url, "dead", "requeue", "q", "--all");
+    ASSERT_EXIT(&r, 1);
+    ASSERT_CONTAINS(r.out, "requeued 0 dead letters");
+    ASSERT_ONE_LINE(r.err);
+    ASSERT_CONTAINS(r.err, "not a dead letter");
+    ASSERT_CONTAINS(r.err, "--force");
+    cli_free(&r);
+    ASSERT_EQ_INT(srv_int(s, "XLEN", "emq:{q}:dead"), 1);
+    ASSERT_EQ_INT(srv_int(s, "XLEN", "emq:{q}"), 1);
+    CLI(&r, url, "dead", "requeue", "q", "--all", "--force");
+    ASSERT_EXIT(&r, 0);
+    ASSERT_CONTAINS(r.out, "requeued 1 dead letter onto");
+    cli_free(&r);
+    ASSERT_EQ_INT(srv_int(s, "XLEN", "emq:{q}:dead"), 0);
+    ASSERT_EQ_INT(srv_int(s, "XLEN", "emq:{q}"), 2);
+    emq_srv_stop(s);
+}

@@ -102,11 +102,13 @@ int emq__reply_refused(const emq_reply *r) {
     if (emq__reply_mentions(r, "NOPERM"))
         return 1;
     /* The words of an ACL refusal inside a script: 7.0 "The user executing
-     * the script can't run this command", 7.2 and Valkey "ACL failure in
-     * script: User ... has no permissions". */
+     * the script can't run this command" (or "can't access at least one of
+     * the keys", for a key), 7.2 and Valkey "ACL failure in script: User
+     * ... has no permissions" (or "No permissions to access a key"). */
     size_t len;
     const char *text = emq_reply_str(r, &len);
     return text_has(text, len, "can't run this command") ||
+           text_has(text, len, "can't access at least one of the keys") ||
            text_has(text, len, "ACL failure in script");
 }
 

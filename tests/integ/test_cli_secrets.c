@@ -82,6 +82,67 @@ TEST_TIMEOUT(cli_no_secret_in_any_output_for_any_url_shape, 120) {
            runs, sizeof shapes / sizeof shapes[0]);
 }
 
+/* Generated shapes, as the library's unit test makes them (schemes,
+ * separators, user infos with '@', '?', '#', '/', ':' and a percent
+ * escape in or around the password, tails), run through the real program:
+ * at least 1,000 runs of `info`, from -u and from $ECHOMQ_URL, quiet and
+ * -v, none showing a piece of the secret. Every host is loopback: a port
+ * that refuses (emq_free_port), [::1] on it, or a unix path that does
+ * not exist; the others do not parse. */
+TEST_TIMEOUT(cli_url_shapes_by_the_thousand_never_show_the_secret, 300) {
+    static const char *const schemes[] = {
+        "redis", "rediss", "unix", "redis-sentinel",
+        "REDIS", "valkey", "",     "Zq9Secret"};
+    static const char *const seps[] = {"://", ":"};
+    static const char *const users[] = {
+        "u:Zq9Secret@",    ":Zq9Secret@",   "Zq9Secret@",    "u:Zq9Secret:x@",
+        "u:Zq9Secret@x@",  "u:Zq9?Secret@", "u:Zq9#Secret@", "u:Zq9/Secret@",
+        "u:%41Zq9Secret@", "u:Zq9Secret@@", "u@:Zq9Secret@", "u:Zq9Secret@/"};
+    int port = emq_free_port();
+    char hosts[3][64];
+    snprintf(hosts[0], sizeof hosts[0], "127.0.0.1:%d", port);
+    snprintf(hosts[1], sizeof hosts[1], "[::1]:%d", port);
+    snprintf(hosts[2], sizeof hosts[2], "/nonexistent/echomq.sock");
+    static const char *const tails[] = {"", "?x@y#m"};
+    int runs = 0;
+    for (size_t a = 0; a < sizeof schemes / sizeof *schemes; a++)
+        for (size_t b = 0; b < sizeof seps / sizeof *seps; b++)
+            for (size_t c = 0; c < sizeof users / sizeof *users; c++)
+                for (size_t d = 0; d < 3; d++)
+                    for (size_t e = 0; e < sizeof tails / sizeof *tails; e++) {
+                        char url[256];
+                        snprintf(url, sizeof url, "%s%s%s%s%s", schemes[a],
+                                 seps[b], users[c], hosts[d], tails[e]);
+                        int form = runs % 4;
+                        const char *args[8];
+                        int n = 0;
+                        if (form & 1)
+                            args[n++] = "-v";
+                        if ((form & 2) == 0) {
+                            args[n++] = "-u";
+                            args[n++] = url;
+                        }
+                        args[n++] = "info";
+                        args[n++] = "q";
+                        args[n] = NULL;
+                        cli_result r;
+                        cli_run_in(&r, (form & 2) ? url : NULL, NULL, 0, 20000,
+                                   args);
+                        if (r.code == 0)
+                            FAIL("info succeeded with %s", url);
+                        char what[300];
+                        snprintf(what, sizeof what, "stderr of %s", url);
+                        assert_clean(what, (size_t)runs, r.err);
+                        assert_clean("stdout", (size_t)runs, r.out);
+                        cli_free(&r);
+                        runs++;
+                    }
+    ASSERT(runs >= 1000);
+    printf("    %d runs of info, each URL from -u or $ECHOMQ_URL, quiet or "
+           "-v\n",
+           runs);
+}
+
 /* A --exec command gets echomq's environment without ECHOMQ_URL and
  * ECHOMQ_PASSWORD (nor any other ECHOMQ_*), plus its EMQ_* variables.
  * (argv masking: test_security.c checks a running consumer's

@@ -92,6 +92,8 @@
     OPT(STATS_INTERVAL, "stats-interval", 0, 1)                                \
     OPT(LISTEN, "listen", 0, 1)                                                \
     OPT(INTERVAL, "interval", 0, 1)                                            \
+    OPT(CACHE, "cache", 0, 1)                                                  \
+    OPT(CLIENT_TIMEOUT, "client-timeout", 0, 1)                                \
     OPT(PARTITION, "partition", 'p', 1)
 #define CLI_OPTION_ID(name, word, letter, takes) O_##name,
 
@@ -368,13 +370,24 @@ typedef struct cli_admins {
 } cli_admins;
 void cli_admins_free(cli_admins *k);
 
+/* The queues a description skipped: how many, and the first one's
+ * "queue 'NAME': why" (raw: escape it to show it, as cli_err does). */
+typedef struct cli_skipped {
+    size_t n;
+    char first[480];
+} cli_skipped;
+
 /* Every queue matching one of the patterns (none: every queue), described:
  * *rows (malloc'd, *n of them; free with cli_described_free), each name
  * once, through the handles in keep (NULL: a handle per queue, closed at
- * once). Used by ls, top and exporter. Returns CLI_OK or an exit code
- * after printing why (rows then hold what was described before). */
-int cli_describe_queues(const char *verb, char **patterns, int npatterns,
-                        cli_admins *keep, cli_described **rows, size_t *n);
+ * once). A queue that cannot be described for reasons of its own (a name
+ * the library refuses, a key of another type at one of its keys, a reply
+ * it cannot read) is skipped and counted in *skipped, nothing printed;
+ * the rest are described. Used by ls, top and exporter. Returns CLI_OK or
+ * an exit code after printing why, when the server itself fails (rows
+ * then hold what was described before). */
+int cli_describe_queues(char **patterns, int npatterns, cli_admins *keep,
+                        cli_described **rows, size_t *n, cli_skipped *skipped);
 void cli_described_free(cli_described *rows, size_t n);
 /* The usage check of top's and exporter's QUEUE|PATTERN words: a queue
  * name or glob has no braces. Returns CLI_OK, or CLI_USAGE after printing

@@ -6,14 +6,18 @@
  * each with the library (emq_admin_describe) and answers in the Prometheus
  * text format (version 0.0.4): one family at a time, each with its HELP and
  * TYPE, names with the echomq_ prefix, base units (seconds), label values
- * escaped. One request at a time (a scrape every few seconds is the load);
- * each connection is bounded in time and size. SIGINT, SIGTERM or SIGHUP stops
- * it (exit 0).
+ * escaped (bytes that are not UTF-8 shown as U+FFFD). One poll loop
+ * serves every client, each dropped when it makes no progress for
+ * --client-timeout; a scrape's result is shared by the requests of one
+ * --cache interval, and a queue that cannot be described is left out and
+ * counted (echomq_queue_errors). SIGINT, SIGTERM or SIGHUP stops it
+ * (exit 0).
  */
 #include "cli.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <netdb.h>
 #include <poll.h>
 #include <signal.h>
@@ -26,14 +30,21 @@
 
 static const char *const VERB = "exporter";
 
-/* A request longer than this, or slower than this, is dropped. */
+/* A request head longer than this is answered as it is (a 404). */
 #define REQUEST_MAX 8192
-#define REQUEST_MS 2000
+/* Clients served at once; past it a new connection is closed at once. */
+#define CLIENTS_MAX 64
 
 static const cli_optdoc opts[] = {
     {O_LISTEN, "HOST:PORT",
-     "where to serve GET /metrics (required); one request at a time, each "
-     "bounded (8 KiB, 2 s)"},
+     "where to serve GET /metrics (required); up to 64 clients at once, "
+     "each dropped when it sends or reads nothing for --client-timeout"},
+    {O_CACHE, "MS",
+     "answer every scrape within MS of the last one with its result "
+     "(default 1000; 0: describe the queues for each scrape)"},
+    {O_CLIENT_TIMEOUT, "MS",
+     "drop a client that sends nothing, or reads nothing of its answer, "
+     "for MS (default 200)"},
     CLI_OPTS_END,
 };
 
@@ -100,15 +111,52 @@ static void put(out_buf *o, const char *fmt, ...) {
     va_end(ap);
 }
 
-/* A label value: backslash, double quote and newline escaped. */
+/* The length of the valid UTF-8 sequence at p (1-4), or 0 when the bytes
+ * there are not one (a stray continuation, an overlong form, a surrogate,
+ * past U+10FFFF, cut short). */
+static size_t utf8_len(const unsigned char *p) {
+    if (p[0] < 0x80)
+        return 1;
+    size_t n = p[0] >= 0xc2 && p[0] <= 0xdf   ? 2
+               : p[0] >= 0xe0 && p[0] <= 0xef ? 3
+               : p[0] >= 0xf0 && p[0] <= 0xf4 ? 4
+                                              : 0;
+    unsigned char lo = 0x80, hi = 0xbf; /* the second byte's range */
+    if (p[0] == 0xe0)
+        lo = 0xa0;
+    else if (p[0] == 0xed)
+        hi = 0x9f;
+    else if (p[0] == 0xf0)
+        lo = 0x90;
+    else if (p[0] == 0xf4)
+        hi = 0x8f;
+    if (n == 0 || p[1] < lo || p[1] > hi)
+        return 0;
+    for (size_t i = 2; i < n; i++)
+        if (p[i] < 0x80 || p[i] > 0xbf)
+            return 0;
+    return n;
+}
+
+/* A label value: backslash, double quote and newline escaped, and bytes
+ * that are not UTF-8 (a group name may hold any) replaced by U+FFFD, so
+ * one name never makes Prometheus reject the whole scrape. */
 static void put_label(out_buf *o, const char *v) {
-    for (; v && *v; v++) {
-        if (*v == '\\' || *v == '"')
-            put(o, "\\%c", *v);
-        else if (*v == '\n')
+    const unsigned char *p = (const unsigned char *)v;
+    while (p && *p) {
+        size_t n = utf8_len(p);
+        if (n == 0) {
+            put(o, "\xef\xbf\xbd");
+            p++;
+        } else if (*p == '\\' || *p == '"') {
+            put(o, "\\%c", *p++);
+        } else if (*p == '\n') {
             put(o, "\\n");
-        else
-            put(o, "%c", *v);
+            p++;
+        } else {
+            put(o, "%.*s", (int)n, (const char *)p);
+            p += n;
+        }
     }
 }
 
@@ -234,68 +282,180 @@ static void scrape(out_buf *o, char **patterns, int npatterns,
     int64_t t0 = emq_clock_ms();
     described *d = NULL;
     size_t n = 0;
-    int up = cli_describe_queues(VERB, patterns, npatterns, keep, &d, &n) ==
+    cli_skipped skipped = {0, ""};
+    int up = cli_describe_queues(patterns, npatterns, keep, &d, &n, &skipped) ==
              CLI_OK;
     write_metrics(o, d, n, up, (double)(emq_clock_ms() - t0) / 1000.0);
+    family(o, "echomq_queue_errors", "gauge",
+           "Queues found but not described in the last scrape (a name or "
+           "key the library refuses); the others are listed.");
+    put(o, "echomq_queue_errors %zu\n", skipped.n);
     cli_described_free(d, n);
 }
 
-/* ---- HTTP ---------------------------------------------------------------- */
+/* ---- HTTP: one poll loop, every connection bounded ----------------------- */
 
-static void send_all(int fd, const char *p, size_t len) {
-    while (len > 0) {
-        ssize_t w = send(fd, p, len, MSG_NOSIGNAL);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            return;
-        p += w;
-        len -= (size_t)w;
-    }
+/* One client: its request being read, then its answer being written. */
+typedef struct client {
+    int fd;                /* -1: a free slot */
+    char req[REQUEST_MAX]; /* the request head so far */
+    size_t len;
+    char *answer; /* malloc'd head and body, once the request is read */
+    size_t answer_len, sent;
+    int64_t deadline; /* dropped when no progress before it */
+} client;
+
+/* The scrape shared by the requests of one --cache interval. */
+typedef struct cached_scrape {
+    out_buf body;
+    int64_t at; /* when it was made; 0: never */
+} cached_scrape;
+
+typedef struct exporter {
+    client clients[CLIENTS_MAX];
+    cached_scrape cache;
+    int64_t cache_ms, client_ms;
+    char **patterns;
+    int npatterns;
+    cli_admins admins; /* kept from one scrape to the next */
+} exporter;
+
+static void drop(client *c) {
+    close(c->fd);
+    free(c->answer);
+    c->fd = -1;
+    c->answer = NULL;
+    c->len = c->answer_len = c->sent = 0;
 }
 
-/* Reads the request head (bounded), answers, closes. */
-static void serve(int fd, char **patterns, int npatterns, cli_admins *keep) {
-    char req[REQUEST_MAX];
-    size_t len = 0;
-    int64_t end = emq_clock_ms() + REQUEST_MS;
-    while (len < sizeof req - 1) {
-        int64_t left = end - emq_clock_ms();
-        struct pollfd p = {fd, POLLIN, 0};
-        if (left <= 0 || poll(&p, 1, (int)left) <= 0)
-            break;
-        ssize_t got = recv(fd, req + len, sizeof req - 1 - len, 0);
-        if (got <= 0)
-            break;
-        len += (size_t)got;
-        req[len] = '\0';
-        if (strstr(req, "\r\n\r\n") || strstr(req, "\n\n"))
-            break;
-    }
-    req[len] = '\0';
-    const char *status = "404 Not Found",
-               *body_text = "not found: try /metrics\n";
-    out_buf o = {0};
-    if (!strncmp(req, "GET /metrics ", 13) ||
-        !strncmp(req, "GET /metrics?", 13)) {
-        scrape(&o, patterns, npatterns, keep);
-        status = o.failed ? "500 Internal Server Error" : "200 OK";
-    } else if (strncmp(req, "GET ", 4) != 0) {
+/* The body of GET /metrics: the cached scrape while it is fresh, else a
+ * new one. NULL when it could not be built. */
+static const out_buf *metrics(exporter *x) {
+    int64_t now = emq_clock_ms();
+    if (x->cache.at != 0 && !x->cache.body.failed &&
+        now - x->cache.at < x->cache_ms)
+        return &x->cache.body;
+    free(x->cache.body.p);
+    memset(&x->cache.body, 0, sizeof x->cache.body);
+    scrape(&x->cache.body, x->patterns, x->npatterns, &x->admins);
+    x->cache.at = emq_clock_ms();
+    return x->cache.body.failed ? NULL : &x->cache.body;
+}
+
+/* Makes c's answer to the request it has read. */
+static void answer(exporter *x, client *c) {
+    const char *status = "404 Not Found", *text = "not found: try /metrics\n";
+    const out_buf *o = NULL;
+    if (!strncmp(c->req, "GET /metrics ", 13) ||
+        !strncmp(c->req, "GET /metrics?", 13)) {
+        o = metrics(x);
+        status = o ? "200 OK" : "500 Internal Server Error";
+        text = "the scrape could not be built (out of memory)\n";
+    } else if (strncmp(c->req, "GET ", 4) != 0) {
         status = "405 Method Not Allowed";
-        body_text = "only GET /metrics\n";
+        text = "only GET /metrics\n";
     }
-    const char *body = o.p && !o.failed ? o.p : body_text;
-    size_t blen = o.p && !o.failed ? o.len : strlen(body_text);
+    const char *body = o ? o->p : text;
+    size_t blen = o ? o->len : strlen(text);
     char head[256];
     int hn = snprintf(head, sizeof head,
                       "HTTP/1.0 %s\r\nContent-Type: text/plain; "
                       "version=0.0.4; charset=utf-8\r\nContent-Length: %zu\r\n"
                       "Connection: close\r\n\r\n",
                       status, blen);
-    send_all(fd, head, (size_t)hn);
-    send_all(fd, body, blen);
-    free(o.p);
-    close(fd);
+    c->answer = malloc((size_t)hn + blen);
+    if (c->answer == NULL) {
+        drop(c);
+        return;
+    }
+    memcpy(c->answer, head, (size_t)hn);
+    memcpy(c->answer + hn, body, blen);
+    c->answer_len = (size_t)hn + blen;
+}
+
+/* Reads what c sent; once the head is whole (or full), answers. */
+static void read_some(exporter *x, client *c) {
+    ssize_t got = recv(c->fd, c->req + c->len, sizeof c->req - 1 - c->len, 0);
+    if (got < 0 && (errno == EAGAIN || errno == EINTR))
+        return;
+    if (got <= 0) {
+        drop(c);
+        return;
+    }
+    c->len += (size_t)got;
+    c->req[c->len] = '\0';
+    c->deadline = emq_clock_ms() + x->client_ms;
+    if (strstr(c->req, "\r\n\r\n") || strstr(c->req, "\n\n") ||
+        c->len == sizeof c->req - 1)
+        answer(x, c);
+}
+
+/* Writes what c will take of its answer; done, closes it. */
+static void write_some(exporter *x, client *c) {
+    ssize_t w = send(c->fd, c->answer + c->sent, c->answer_len - c->sent,
+                     MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (w < 0 && (errno == EAGAIN || errno == EINTR))
+        return;
+    if (w <= 0) {
+        drop(c);
+        return;
+    }
+    c->sent += (size_t)w;
+    c->deadline = emq_clock_ms() + x->client_ms;
+    if (c->sent == c->answer_len)
+        drop(c);
+}
+
+/* One round of the loop: waits up to 200 ms (a stop is seen within it),
+ * accepts, reads, writes, and drops every client that made no progress
+ * within client_ms. */
+static void serve_round(exporter *x, int listen_fd) {
+    struct pollfd p[CLIENTS_MAX + 1];
+    int owner[CLIENTS_MAX + 1];
+    nfds_t np = 0;
+    p[np] = (struct pollfd){listen_fd, POLLIN, 0};
+    owner[np++] = -1;
+    for (int i = 0; i < CLIENTS_MAX; i++)
+        if (x->clients[i].fd >= 0) {
+            p[np] = (struct pollfd){x->clients[i].fd,
+                                    x->clients[i].answer ? POLLOUT : POLLIN, 0};
+            owner[np++] = i;
+        }
+    int ready = poll(p, np, 200);
+    for (nfds_t k = 1; ready > 0 && k < np; k++) {
+        client *c = &x->clients[owner[k]];
+        if (p[k].revents == 0 || c->fd != p[k].fd)
+            continue;
+        int64_t t0 = emq_clock_ms();
+        if (c->answer)
+            write_some(x, c);
+        else
+            read_some(x, c);
+        /* A scrape blocks the loop: nobody else is late for it. */
+        int64_t spent = emq_clock_ms() - t0;
+        for (int i = 0; spent > 0 && i < CLIENTS_MAX; i++)
+            if (x->clients[i].fd >= 0)
+                x->clients[i].deadline += spent;
+    }
+    if (ready > 0 && (p[0].revents & POLLIN)) {
+        int fd = accept(listen_fd, NULL, NULL);
+        if (fd >= 0)
+            fcntl(fd, F_SETFL, O_NONBLOCK | fcntl(fd, F_GETFL));
+        client *slot = NULL;
+        for (int i = 0; fd >= 0 && i < CLIENTS_MAX && slot == NULL; i++)
+            if (x->clients[i].fd < 0)
+                slot = &x->clients[i];
+        if (slot != NULL) {
+            slot->fd = fd;
+            slot->deadline = emq_clock_ms() + x->client_ms;
+        } else if (fd >= 0) {
+            close(fd); /* every slot busy: the newest waits its turn out */
+        }
+    }
+    int64_t now = emq_clock_ms();
+    for (int i = 0; i < CLIENTS_MAX; i++)
+        if (x->clients[i].fd >= 0 && now > x->clients[i].deadline)
+            drop(&x->clients[i]); /* silent, or not reading */
 }
 
 /* Opens the listening socket of "HOST:PORT". */
@@ -339,26 +499,40 @@ int cmd_exporter(int argc, char **argv) {
                      "HOST:PORT to serve /metrics on (127.0.0.1:9587)");
     if (rc == CLI_OK)
         rc = cli_check_patterns(VERB, a.pos, a.npos);
+    long long cache_ms = 1000, client_ms = 200;
+    if (rc == CLI_OK && a.seen[O_CACHE])
+        rc = cli_num(VERB, "--cache", a.value[O_CACHE], 0, 3600000, &cache_ms);
+    if (rc == CLI_OK && a.seen[O_CLIENT_TIMEOUT])
+        rc = cli_num(VERB, "--client-timeout", a.value[O_CLIENT_TIMEOUT], 10,
+                     60000, &client_ms);
     int fd = -1;
     if (rc == CLI_OK)
         rc = listen_on(a.value[O_LISTEN], &fd);
+    exporter *x = rc == CLI_OK ? calloc(1, sizeof *x) : NULL;
+    if (rc == CLI_OK && x == NULL)
+        rc = cli_err(CLI_FAIL, "out of memory");
     if (rc == CLI_OK) {
+        x->cache_ms = cache_ms;
+        x->client_ms = client_ms;
+        x->patterns = a.pos;
+        x->npatterns = a.npos;
+        for (int i = 0; i < CLIENTS_MAX; i++)
+            x->clients[i].fd = -1;
         cli_note("serving /metrics on %s", a.value[O_LISTEN]);
         cli_on_stop_signal(cli_stop_flag, &exporter_stopping);
-        cli_admins admins = {0}; /* kept from one scrape to the next */
-        while (!atomic_load(&exporter_stopping)) {
-            struct pollfd p = {fd, POLLIN, 0};
-            if (poll(&p, 1, 200) <= 0)
-                continue; /* a stop is seen within 200 ms */
-            int c = accept(fd, NULL, NULL);
-            if (c >= 0)
-                serve(c, a.pos, a.npos, &admins);
-        }
-        cli_admins_free(&admins);
+        while (!atomic_load(&exporter_stopping))
+            serve_round(x, fd);
+        for (int i = 0; i < CLIENTS_MAX; i++)
+            if (x->clients[i].fd >= 0)
+                drop(&x->clients[i]);
+        cli_admins_free(&x->admins);
+        free(x->cache.body.p);
         cli_signals_default();
         atomic_store(&exporter_stopping, 0);
-        close(fd);
     }
+    if (fd >= 0)
+        close(fd);
+    free(x);
     free(a.pos);
     return rc;
 }

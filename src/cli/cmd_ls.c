@@ -99,32 +99,54 @@ static int admins_room(cli_admins *k) {
     return 0;
 }
 
-/* The handle of queue in keep, opened and kept there when it is new; or,
- * without keep, a new one for the caller to close. */
-static int admin_of(const char *verb, const char *queue, cli_admins *keep,
-                    emq_conf_t **conf, emq_admin_t **admin) {
+/* The handle of queue in keep, opened (from base, nothing printed) and
+ * kept there when it is new; or, without keep, a new one for the caller
+ * to close. */
+static emq_status admin_of(const emq_conf_t *base, const char *queue,
+                           cli_admins *keep, emq_conf_t **conf,
+                           emq_admin_t **admin, emq_error *err) {
     for (size_t i = 0; keep && i < keep->n; i++)
         if (strcmp(keep->queue[i], queue) == 0) {
             keep->used[i] = 1;
             *conf = keep->conf[i];
             *admin = keep->admin[i];
-            return CLI_OK;
+            return EMQ_OK;
         }
-    if (keep && admins_room(keep) != 0)
-        return cli_err(CLI_FAIL, "out of memory");
+    *admin = NULL;
+    *conf = NULL;
     char *name = keep ? strdup(queue) : NULL;
-    if (keep && name == NULL)
-        return cli_err(CLI_FAIL, "out of memory");
-    int rc = cli_admin_open(verb, queue, conf, admin);
-    if (rc != CLI_OK || keep == NULL) {
+    emq_conf_t *qc = emq_conf_dup(base);
+    emq_status st = (keep && (admins_room(keep) != 0 || name == NULL)) ||
+                            qc == NULL
+                        ? EMQ_ENOMEM
+                        : emq_conf_set(qc, "queue", queue, err);
+    if (st == EMQ_ENOMEM)
+        snprintf(err->message, sizeof err->message, "out of memory");
+    if (st == EMQ_OK)
+        st = emq_admin_new(qc, admin, err);
+    if (st != EMQ_OK || keep == NULL) {
         free(name);
-        return rc;
+        if (st != EMQ_OK)
+            emq_conf_destroy(qc);
+        else
+            *conf = qc;
+        return st;
     }
+    *conf = qc;
     keep->queue[keep->n] = name;
     keep->conf[keep->n] = *conf;
     keep->admin[keep->n] = *admin;
     keep->used[keep->n++] = 1;
-    return CLI_OK;
+    return EMQ_OK;
+}
+
+/* 1 when st, from opening or describing one queue, is that queue's own
+ * problem (a name the library refuses, a key of another type, a reply it
+ * cannot read), so the others are still described; 0 when the server
+ * itself failed (unreachable, a refused login, out of memory). */
+static int queue_own_failure(emq_status st) {
+    return st == EMQ_EINVAL || st == EMQ_ESERVER || st == EMQ_EPROTO ||
+           st == EMQ_ELIMIT;
 }
 
 /* Closes the kept handles of queues the last description did not find. */
@@ -145,10 +167,12 @@ static void admins_prune(cli_admins *k) {
     k->n = kept;
 }
 
-int cli_describe_queues(const char *verb, char **patterns, int npatterns,
-                        cli_admins *keep, cli_described **rows, size_t *n) {
+int cli_describe_queues(char **patterns, int npatterns, cli_admins *keep,
+                        cli_described **rows, size_t *n, cli_skipped *skipped) {
     *rows = NULL;
     *n = 0;
+    skipped->n = 0;
+    skipped->first[0] = '\0';
     for (size_t i = 0; keep && i < keep->n; i++)
         keep->used[i] = 0;
     emq_conf_t *conf = cli_conf(NULL);
@@ -160,7 +184,6 @@ int cli_describe_queues(const char *verb, char **patterns, int npatterns,
     for (int p = 0; rc == CLI_OK && p < (npatterns ? npatterns : 1); p++)
         rc = cli_scan_queues(conf, npatterns ? patterns[p] : "*", &names,
                              &nnames);
-    emq_conf_destroy(conf);
     *rows = calloc(nnames ? nnames : 1, sizeof **rows);
     if (*rows == NULL && rc == CLI_OK)
         rc = cli_err(CLI_FAIL, "out of memory");
@@ -168,27 +191,36 @@ int cli_describe_queues(const char *verb, char **patterns, int npatterns,
         int dup = 0; /* a name two patterns matched is described once */
         for (size_t k = 0; k < *n && !dup; k++)
             dup = !strcmp((*rows)[k].queue, names[i]);
+        for (size_t k = 0; k < i && !dup; k++)
+            dup = names[k] != NULL && !strcmp(names[k], names[i]);
         if (dup)
             continue;
-        emq_conf_t *qc;
-        emq_admin_t *admin;
-        if ((rc = admin_of(verb, names[i], keep, &qc, &admin)) != CLI_OK)
-            break;
+        emq_conf_t *qc = NULL;
+        emq_admin_t *admin = NULL;
         emq_error err;
         emq_queue_info *info = NULL;
-        emq_status st = emq_admin_describe(admin, &info, &err);
+        emq_status st = admin_of(conf, names[i], keep, &qc, &admin, &err);
+        if (st == EMQ_OK)
+            st = emq_admin_describe(admin, &info, &err);
         if (st == EMQ_OK) {
             (*rows)[*n].queue = names[i];
             names[i] = NULL; /* the row owns it */
             (*rows)[(*n)++].info = info;
+        } else if (queue_own_failure(st)) {
+            /* Skipped and counted; the rest are still described. */
+            if (skipped->n++ == 0)
+                snprintf(skipped->first, sizeof skipped->first,
+                         "queue '%.200s': %s", names[i], err.message);
         } else {
-            rc = cli_runtime_err(qc, st, &err, "describing a queue");
+            rc =
+                cli_runtime_err(qc ? qc : conf, st, &err, "describing a queue");
         }
         if (keep == NULL) {
             emq_admin_destroy(admin);
             emq_conf_destroy(qc);
         }
     }
+    emq_conf_destroy(conf);
     if (keep != NULL && rc == CLI_OK)
         admins_prune(keep);
     for (size_t i = 0; i < nnames; i++)
@@ -246,9 +278,10 @@ int cmd_ls(int argc, char **argv) {
                                  "are not part of a name");
     cli_described *rows = NULL;
     size_t n = 0;
+    cli_skipped skipped;
     char *one[1] = {(char *)pattern};
     if (rc == CLI_OK)
-        rc = cli_describe_queues(VERB, one, 1, NULL, &rows, &n);
+        rc = cli_describe_queues(one, 1, NULL, &rows, &n, &skipped);
     int json = a.seen[O_JSON] > 0;
     if (rc == CLI_OK && !json)
         printf("%-30s %10s %6s %10s %10s %8s\n", "QUEUE", "LENGTH", "GROUPS",
@@ -256,7 +289,14 @@ int cmd_ls(int argc, char **argv) {
     for (size_t i = 0; i < n && rc == CLI_OK; i++)
         rc = print_queue(&rows[i], json);
     if (fflush(stdout) != 0 && rc == CLI_OK)
-        rc = cli_err(CLI_FAIL, "writing stdout failed");
+        rc = cli_write_failed();
+    /* The rest are shown; the run still says it is not the whole. */
+    if (rc == CLI_OK && skipped.n > 0)
+        rc = cli_err(CLI_FAIL,
+                     "%zu queue%s could not be described and %s left out; "
+                     "the first: %s",
+                     skipped.n, skipped.n == 1 ? "" : "s",
+                     skipped.n == 1 ? "is" : "are", skipped.first);
     cli_described_free(rows, n);
     free(a.pos);
     return rc;

@@ -128,7 +128,8 @@ static const char *rate(top_state *t, const char *key, long long now_value,
 
 /* Draws one look into stdout; remembers what rates need. Returns CLI_OK,
  * or cli_write_failed's code. */
-static int draw(top_state *t, row *rows, size_t n, int tty) {
+static int draw(top_state *t, row *rows, size_t n, const cli_skipped *skipped,
+                int tty) {
     int64_t now = emq_clock_ms();
     double secs = t->prev_ms ? (double)(now - t->prev_ms) / 1000.0 : 0;
     sort_key = t->sort;
@@ -195,6 +196,12 @@ static int draw(top_state *t, row *rows, size_t n, int tty) {
             }
         }
     }
+    if (skipped->n > 0) {
+        char shown[sizeof skipped->first + 16];
+        printf("%zu queue%s not described; the first: %s\n", skipped->n,
+               skipped->n == 1 ? "" : "s",
+               cli_esc(skipped->first, shown, sizeof shown));
+    }
     if (!tty)
         putchar('\n');
     int failed = fflush(stdout) != 0 || ferror(stdout);
@@ -242,9 +249,10 @@ int cmd_top(int argc, char **argv) {
          shown++) {
         row *rows;
         size_t n;
-        rc = cli_describe_queues(VERB, a.pos, a.npos, &admins, &rows, &n);
+        cli_skipped skipped;
+        rc = cli_describe_queues(a.pos, a.npos, &admins, &rows, &n, &skipped);
         if (rc == CLI_OK)
-            rc = draw(&t, rows, n, tty);
+            rc = draw(&t, rows, n, &skipped, tty);
         cli_described_free(rows, n);
         if (count && shown + 1 >= count)
             break;

@@ -125,7 +125,7 @@ static int closed_by_peer(int fd, int timeout_ms) {
  * and each of them is dropped. The exporter served one request at a time
  * and waited 2 s on each silent client, and forever in send() on one
  * that did not read (the answer here is about 3 MB: 20,000 consumers). */
-TEST_TIMEOUT(cli_exporter_serves_beside_silent_slow_and_deaf_clients, 60) {
+TEST_TIMEOUT(cli_exporter_serves_beside_silent_slow_and_deaf_clients, 120) {
     emq_srv *s = emq_srv_start(NULL);
     known_state(s);
     char out[64];
@@ -156,8 +156,40 @@ TEST_TIMEOUT(cli_exporter_serves_beside_silent_slow_and_deaf_clients, 60) {
     close(slow);
     ASSERT(closed_by_peer(deaf, 5000));
     close(deaf);
+    /* A real Prometheus (1 s scrape timeout) while stalled clients keep
+     * coming: its target stays up. The consumers go first, so the scrape
+     * itself is small. */
+    emq_srv_cmd(s, out, sizeof out, "XGROUP", "DESTROY", "emq:{jobs}", "w",
+                NULL);
+    int pport = emq_free_port();
+    pid_t prom = start_prometheus(s, port, pport);
+    char path[128];
+    snprintf(path, sizeof path,
+             "/api/v1/query?query=up%%7Bjob%%3D%%22echomq%%22%%7D");
+    int got = 0, rounds = 0;
+    int64_t end = cli_ms() + 40000;
+    while (cli_ms() < end && got < 3 && rounds++ < 400) {
+        int stalled[3] = {raw_client(port, 0, NULL),
+                          raw_client(port, 0, "GET /metr"),
+                          raw_client(port, 1, "GET /metrics HTTP/1.0\r\n\r\n")};
+        usleep(100 * 1000);
+        for (int i = 0; i < 3; i++)
+            close(stalled[i]);
+        /* Three answers in a row saying up, with the churn going on. */
+        if (cli_http_get(pport, path, page, 65536) == 0 &&
+            strstr(page, "\"status\":\"success\"") && strstr(page, ",\"1\"]"))
+            got++;
+        else
+            got = 0;
+    }
+    kill(prom, SIGTERM);
+    ASSERT(cli_wait(prom, 10000) >= 0);
     kill(pid, SIGTERM);
     ASSERT_EQ_INT(cli_wait(pid, 5000), 0);
+    if (got < 3)
+        FAIL("Prometheus did not see the exporter up beside stalled clients: "
+             "%.500s",
+             page);
     emq_srv_stop(s);
 }
 

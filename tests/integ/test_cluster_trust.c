@@ -122,7 +122,8 @@ TEST(cluster_slot_map_addresses_never_carry_settings) {
                       &err);
         ASSERT(r == NULL);
         ASSERT_CONTAINS(err.message, "not a host name");
-        ASSERT(emq_icept_replaced(p) >= 2);
+        /* SLOTS at least (6.2 is asked SLOTS alone, never SHARDS). */
+        ASSERT(emq_icept_replaced(p) >= 1);
         ASSERT_EQ_INT(emq_peer_accepted(listener), 0);
         emq_conf_destroy(conf);
         emq_icept_stop(p);

@@ -531,6 +531,14 @@ emq_status emq__consumer_loop(emq_consumer_t *c, emq_error *err) {
                               "come back at its next start",
                               left);
     }
+    /* What succeeded is acknowledged before the run ends: on the read
+     * connection, which the loop no longer uses, since the upkeep's may
+     * be reconnecting right now (a cut of both), and the upkeep tries
+     * only once after a quit. What is left goes with the upkeep. */
+    if (c->rx.route != NULL && !emq__route_is_broken(c->rx.route)) {
+        emq_error serr;
+        (void)settle_without_read(c, &serr); /* a failure: upkeep's turn */
+    }
     emq__upkeep_stop(c);
     if (c->rx.route != NULL && !emq__route_is_broken(c->rx.route))
         emq__lease_release(c, &c->rx);

@@ -556,6 +556,62 @@ EMQ_EXPORT emq_status emq_produce_batch_keyed(emq_producer_t *p,
                                               size_t n, emq_id *ids,
                                               size_t *written, emq_error *err);
 
+/* ---- per-entry options: message key, delay ------------------------------ */
+
+/* What a produce call asks of one entry beyond its fields: its message
+ * key and when it may be handed out (docs/QUEUES.md). Start from
+ * EMQ_PRODUCE_OPTS_INIT: version tells the library which fields the
+ * caller knows, so a field a later version adds keeps its default for a
+ * program built before it. Borrowed for the call only.
+ *
+ * A delayed entry (delay_ms or due_ms > 0) waits in the server, in its
+ * queue's hashtag (a sorted set and a hash, docs/KEYSPACE.md), not in the
+ * stream: no consumer sees it before it is due. The consumers of any
+ * group move due entries to the stream in their upkeep (one script: each
+ * moved exactly once, none lost if a mover dies), so one runs at most
+ * delayed.poll_ms late while a consumer of the queue runs, and waits
+ * while none does. When it is moved it gets a new stream ID. Until then
+ * its ID (*id, ids[i], emq_delivery.id) is its handle, "delayed-" and
+ * twelve digits, which emq_admin_cancel takes. The schedule is one
+ * script (EVAL: a user needs +eval) with the server's clock: a delay
+ * counts from when the server runs it, a due time is read on the
+ * server's clock. The queue's trimming policy is applied when the
+ * producer adds, not when a delayed entry is moved. */
+typedef struct emq_produce_opts {
+    unsigned version; /* EMQ_PRODUCE_OPTS_VERSION */
+    const char *key;  /* message key (a topic's partition, as
+                         emq_produce_keyed; binary-safe); NULL: none */
+    size_t key_len;
+    int64_t delay_ms; /* > 0: handed out no sooner than this many ms
+                         after the server took it; 0: at once */
+    int64_t due_ms;   /* > 0: handed out no sooner than this unix time in
+                         ms (the server's clock); not with delay_ms */
+} emq_produce_opts;
+
+#define EMQ_PRODUCE_OPTS_VERSION 1
+#define EMQ_PRODUCE_OPTS_INIT                                                  \
+    { EMQ_PRODUCE_OPTS_VERSION, NULL, 0, 0, 0 }
+
+/* emq_produce with options (opts NULL: none, as emq_produce). EMQ_EINVAL
+ * before anything is sent for: an unknown opts->version, delay_ms or
+ * due_ms below 0 or above 2^53, both set, or a delayed entry with more
+ * than 3,000 field/value pairs. Results and errors as emq_produce; a
+ * delayed entry's *id is its handle. Any thread. */
+EMQ_EXPORT emq_status emq_produce_ex(emq_producer_t *p, const emq_field *fields,
+                                     size_t nfields,
+                                     const emq_produce_opts *opts, emq_id *id,
+                                     emq_error *err);
+/* emq_produce_batch with options per entry: opts holds n of them, or is
+ * NULL (none). A bad option makes the whole batch EMQ_EINVAL, naming the
+ * entry, before anything is sent; a delayed entry's ids[i] is its
+ * handle. Otherwise as emq_produce_batch (with keys as
+ * emq_produce_batch_keyed). */
+EMQ_EXPORT emq_status emq_produce_batch_ex(emq_producer_t *p,
+                                           const emq_message *msgs,
+                                           const emq_produce_opts *opts,
+                                           size_t n, emq_id *ids,
+                                           size_t *written, emq_error *err);
+
 /* ---- asynchronous producing ---------------------------------------------- */
 
 /* The outcome of one asynchronous entry, passed to its callback. Valid
@@ -601,6 +657,15 @@ EMQ_EXPORT emq_status emq_produce_async(emq_producer_t *p,
 EMQ_EXPORT emq_status emq_produce_async_keyed(
     emq_producer_t *p, const char *key, size_t key_len, const emq_field *fields,
     size_t nfields, emq_delivery_fn cb, void *opaque, emq_error *err);
+/* emq_produce_async with options (opts NULL: none; see emq_produce_ex):
+ * a bad option is EMQ_EINVAL at once (nothing queued, cb never called).
+ * A delayed entry's emq_delivery.id is its handle. */
+EMQ_EXPORT emq_status emq_produce_async_ex(emq_producer_t *p,
+                                           const emq_field *fields,
+                                           size_t nfields,
+                                           const emq_produce_opts *opts,
+                                           emq_delivery_fn cb, void *opaque,
+                                           emq_error *err);
 /* Runs the delivery callbacks that are due (producer.delivery poll),
  * waiting up to timeout_ms for the first (0: never waits; < 0: until
  * one). Returns how many ran. With producer.delivery thread it runs none
@@ -882,6 +947,12 @@ EMQ_EXPORT int64_t emq_consumer_timeout_ms(emq_consumer_t *c);
     X(handler_overdue) /* entries kept past handler.timeout_ms: let go (no     \
                           longer refreshed), their settlement EMQ_ELOST */
 
+/* The queue's delayed entries (emq_produce_opts); added in 0.2 in the
+ * room reserved for counters. */
+#define EMQ_CONSUMER_QUEUE_COUNTERS(X)                                         \
+    X(delayed_moved) /* due delayed entries this consumer's upkeep moved to    \
+                        the stream */
+
 typedef struct emq_consumer_stats {
 #define EMQ_STATS_FIELD(name) uint64_t name;
     EMQ_CONSUMER_COUNTERS(EMQ_STATS_FIELD)
@@ -890,12 +961,13 @@ typedef struct emq_consumer_stats {
                             handler and not settled, now */
     EMQ_CONSUMER_CLUSTER_COUNTERS(EMQ_STATS_FIELD)
     EMQ_CONSUMER_HAND_COUNTERS(EMQ_STATS_FIELD)
-#undef EMQ_STATS_FIELD
     uint64_t oldest_in_hand_ms; /* how long the entry handed out longest ago
                                    and not settled has been out, now; 0
                                    when none (added in 0.1 from the
                                    reserved room) */
-    uint64_t reserved[3];       /* room for counters to come; 0 */
+    EMQ_CONSUMER_QUEUE_COUNTERS(EMQ_STATS_FIELD)
+#undef EMQ_STATS_FIELD
+    uint64_t reserved[2]; /* room for counters to come; 0 */
 } emq_consumer_stats;
 
 /* Copies the counters; safe from any thread while run is going. */

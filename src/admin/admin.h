@@ -174,29 +174,6 @@ emq_status emq__admin_in_hand(emq_admin_t *a, const char *group,
     "  return r\n"                                                             \
     "end\n"
 
-/* Lua for the admin scripts: id_lt(a, b) compares two stream IDs
- * exactly (decimal strings, by length then bytes, so no 64-bit value is
- * rounded through a double); is_id(x) says x is "<ms>-<seq>". */
-#define EMQ_LUA_ID_LT                                                          \
-    "local function num_lt(a, b)\n"                                            \
-    "  if #a ~= #b then return #a < #b end\n"                                  \
-    "  return a < b\n"                                                         \
-    "end\n"                                                                    \
-    "local function split(id)\n"                                               \
-    "  local d = string.find(id, '-', 1, true)\n"                              \
-    "  if not d then return id, '0' end\n"                                     \
-    "  return string.sub(id, 1, d - 1), string.sub(id, d + 1)\n"               \
-    "end\n"                                                                    \
-    "local function id_lt(a, b)\n"                                             \
-    "  local am, as = split(a)\n"                                              \
-    "  local bm, bs = split(b)\n"                                              \
-    "  if am ~= bm then return num_lt(am, bm) end\n"                           \
-    "  return num_lt(as, bs)\n"                                                \
-    "end\n"                                                                    \
-    "local function is_id(x)\n"                                                \
-    "  return type(x) == 'string' and string.match(x, '^%d+%-%d+$') ~= nil\n"  \
-    "end\n"
-
 /* Makes a's session ready for a call (emq__session_ready: reconnected
  * when the last call broke it or the server closed it while idle);
  * EMQ_EINVAL for a topic's handle, which has none. What a verb that uses

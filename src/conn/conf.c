@@ -293,6 +293,11 @@ static const prop props[] = {
      "consumer"},
     {"claim.interval_ms", "5000", "Time between claim beats.", P_INT,
      F(claim_interval_ms), 1, (int64_t)1 << 40, NULL, NULL, NULL, "consumer"},
+    {"delayed.poll_ms", "100",
+     "How often a consumer's upkeep moves the queue's due delayed entries "
+     "to the stream (sooner when it knows the next is due sooner); 0: this "
+     "consumer moves none (others of the queue must).",
+     P_INT, F(delayed_poll_ms), 0, 3600000, NULL, NULL, NULL, "consumer"},
     {"claim.count", "100",
      "Most entries one XAUTOCLAIM call takes over (it examines up to 10x "
      "as many).",

@@ -103,7 +103,8 @@
     X(INT, producer_wait_aof)      /* 1: WAITAOF 1 <replicas> */                 \
     X(INT, producer_wait_timeout_ms) /* WAIT/WAITAOF timeout */                  \
     X(INT, consumer_connect_wait)    /* 1: the first connect waits, too */       \
-    X(INT, trim_maxlen)              /* XADD MAXLEN threshold; -1: not set */    \
+    X(INT, delayed_poll_ms) /* upkeep looks for due delayed entries; 0: no */    \
+    X(INT, trim_maxlen)     /* XADD MAXLEN threshold; -1: not set */             \
     X(STR, trim_minid)  /* XADD MINID threshold; NULL: not set (an ID, checked   \
                            by the producer) */                                   \
     X(INT, trim_approx) /* 1: trim with ~ (whole nodes only) */                  \

@@ -73,7 +73,7 @@ static emq_status check_timing(const emq_conf_t *conf, emq_error *err) {
 }
 
 /* Builds the consumer's own keys: lease, reasons, retry schedule, unseen
- * marks, the group's in-hand times. */
+ * marks, the group's in-hand times, the queue's delayed entries. */
 static emq_status make_keys(emq_consumer_t *c, emq_error *err) {
     c->lease_key = emq__keys_of_group(&c->keys, "lease", c->group, c->name);
     c->reasons_key = emq__keys_of_group(&c->keys, "reasons", c->group, NULL);
@@ -83,7 +83,7 @@ static emq_status make_keys(emq_consumer_t *c, emq_error *err) {
     if (c->lease_key == NULL || c->reasons_key == NULL ||
         c->retry_key == NULL || c->unseen_key == NULL || c->inhand_key == NULL)
         return emq__oom(err);
-    return EMQ_OK;
+    return emq__delayed_keys_make(&c->keys, &c->delayed, err);
 }
 
 emq_status emq__consumer_make(const emq_conf_t *conf, emq_handler_fn handler,
@@ -159,6 +159,7 @@ void emq__consumer_free(emq_consumer_t *c) {
     emq__free(c->retry_key);
     emq__free(c->unseen_key);
     emq__free(c->inhand_key);
+    emq__delayed_keys_free(&c->delayed);
     emq__free(c->fields);
     emq__free(c->rx_ops);
     emq_conf_destroy(c->conf);

@@ -51,6 +51,7 @@ typedef struct stats_counters {
     EMQ_CONSUMER_COUNTERS(EMQ_COUNTER_FIELD)
     EMQ_CONSUMER_CLUSTER_COUNTERS(EMQ_COUNTER_FIELD)
     EMQ_CONSUMER_HAND_COUNTERS(EMQ_COUNTER_FIELD)
+    EMQ_CONSUMER_QUEUE_COUNTERS(EMQ_COUNTER_FIELD)
 } stats_counters;
 #undef EMQ_COUNTER_FIELD
 
@@ -79,6 +80,8 @@ typedef struct emq__upkeep {
     int64_t next_mark_ms;    /* unseen marks of entries waiting to be handed
                                 out are written then */
     int64_t next_publish_ms; /* in-hand times are published then */
+    int64_t next_delayed_ms; /* due delayed entries are moved then;
+                                INT64_MAX: never (delayed.poll_ms 0) */
 } emq__upkeep;
 
 /* A consumer of one queue, or a topic's consumer of its partitions'
@@ -98,8 +101,10 @@ struct emq_consumer {
                          writes it, recover.c reads it) */
     char *inhand_key; /* the group's entries in a handler's hands and since
                          when (a hash by entry ID, server ms; upkeep.c) */
-    char token[256];  /* lease value: the holder's identity */
-    emq__session rx;  /* the run thread's session */
+    emq__delayed_keys delayed; /* the queue's delayed entries (upkeep.c
+                                  moves those due to the stream) */
+    char token[256];           /* lease value: the holder's identity */
+    emq__session rx;           /* the run thread's session */
     emq__upkeep upkeep;
     emq__inflight table;
     atomic_int stop; /* set by emq_consumer_stop (signal-safe) */

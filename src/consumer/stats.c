@@ -29,6 +29,7 @@ void emq_consumer_stats_get(const emq_consumer_t *c, emq_consumer_stats *out) {
         EMQ_CONSUMER_COUNTERS(ADD)
         EMQ_CONSUMER_CLUSTER_COUNTERS(ADD)
         EMQ_CONSUMER_HAND_COUNTERS(ADD)
+        EMQ_CONSUMER_QUEUE_COUNTERS(ADD)
 #undef ADD
         out->in_flight += emq__inflight_count(&m[i]->table);
         out->handed_out += atomic_load(&m[i]->table.nhandling);
@@ -65,6 +66,7 @@ size_t emq_consumer_stats_json(const emq_consumer_t *c, char *buf,
     EMQ_CONSUMER_CLUSTER_COUNTERS(JSON)
     EMQ_CONSUMER_HAND_COUNTERS(JSON)
     JSON(oldest_in_hand_ms)
+    EMQ_CONSUMER_QUEUE_COUNTERS(JSON)
 #undef JSON
     emq__json_raw(&o, "}");
     return o.len;

@@ -70,31 +70,52 @@ static size_t partition_of(emq_producer_t *p, const char *key, size_t key_len) {
                : (size_t)(atomic_fetch_add(&p->next, 1) % p->nparts);
 }
 
-/* Writes n entries of a topic: msgs (plain) or kmsgs (keyed) give them.
+/* The message key of entry i of a call: kmsgs's, else opts's, else none. */
+static const char *key_of(const emq_keyed_message *kmsgs,
+                          const emq_produce_opts *opts, size_t i,
+                          size_t *key_len) {
+    *key_len = 0;
+    if (kmsgs) {
+        *key_len = kmsgs[i].key_len;
+        return kmsgs[i].key;
+    }
+    if (opts && opts[i].key) {
+        *key_len = opts[i].key_len;
+        return opts[i].key;
+    }
+    return NULL;
+}
+
+/* Writes n entries of a topic: msgs (plain) or kmsgs (keyed) give them,
+ * opts (NULL: none) their keys, when (NULL: none) their delays.
  * Each entry gets its partition, the batch is grouped by partition (a
  * counting sort keeps each partition's entries in batch order), and each
  * group is written by that partition's producer. Every group is tried;
  * the first failure is returned, prefixed with its partition. */
 static emq_status split_produce(emq_producer_t *p, const emq_message *msgs,
-                                const emq_keyed_message *kmsgs, size_t n,
-                                emq_id *ids, size_t *written, int single,
-                                emq_error *err) {
+                                const emq_keyed_message *kmsgs,
+                                const emq_produce_opts *opts,
+                                const emq__when *when, size_t n, emq_id *ids,
+                                size_t *written, int single, emq_error *err) {
     size_t P = p->nparts;
     emq_message *sorted = emq__alloc((n ? n : 1) * sizeof *sorted);
+    emq__when *sorted_when =
+        when ? emq__alloc((n ? n : 1) * sizeof *sorted_when) : NULL;
     size_t *where = emq__alloc((n ? n : 1) * sizeof *where);
     unsigned *part = emq__alloc((n ? n : 1) * sizeof *part);
     size_t *start = emq__calloc(P + 1, sizeof *start);
     emq_id *sub_ids = ids ? emq__alloc((n ? n : 1) * sizeof *sub_ids) : NULL;
     emq_status st = EMQ_OK;
-    if (!sorted || !where || !part || !start || (ids && !sub_ids)) {
+    if (!sorted || !where || !part || !start || (ids && !sub_ids) ||
+        (when && !sorted_when)) {
         st = emq__oom(err);
         emq__producer_clear_ids(ids, n);
         goto out;
     }
     for (size_t i = 0; i < n; i++) {
-        const emq_keyed_message *k = kmsgs ? &kmsgs[i] : NULL;
-        part[i] =
-            (unsigned)partition_of(p, k ? k->key : NULL, k ? k->key_len : 0);
+        size_t key_len;
+        const char *key = key_of(kmsgs, opts, i, &key_len);
+        part[i] = (unsigned)partition_of(p, key, key_len);
         start[part[i] + 1]++;
     }
     for (size_t i = 0; i < P; i++)
@@ -110,6 +131,8 @@ static emq_status split_produce(emq_producer_t *p, const emq_message *msgs,
         for (size_t i = 0; i < n; i++) {
             size_t at = fill[part[i]]++;
             sorted[at] = kmsgs ? kmsgs[i].message : msgs[i];
+            if (when)
+                sorted_when[at] = when[i];
             where[at] = i;
         }
         emq__free(fill);
@@ -128,9 +151,9 @@ static emq_status split_produce(emq_producer_t *p, const emq_message *msgs,
         emq_status rs = part_open(p, k, &one);
         int opened = rs == EMQ_OK; /* an open failure names its partition */
         if (opened)
-            rs = emq__producer_queue(p->parts[k], sorted + from, cnt,
-                                     sub_ids ? sub_ids + from : NULL, &w,
-                                     single, &one);
+            rs = emq__producer_queue(
+                p->parts[k], sorted + from, when ? sorted_when + from : NULL,
+                cnt, sub_ids ? sub_ids + from : NULL, &w, single, &one);
         else if (sub_ids)
             emq__producer_clear_ids(sub_ids + from, cnt);
         ok += w;
@@ -155,6 +178,7 @@ static emq_status split_produce(emq_producer_t *p, const emq_message *msgs,
     }
 out:
     emq__free(sorted);
+    emq__free(sorted_when);
     emq__free(where);
     emq__free(part);
     emq__free(start);
@@ -165,14 +189,16 @@ out:
 /* Checks a batch of a topic before anything is split or sent: the same
  * rules as a queue's batch. */
 static emq_status check_all(const emq_producer_t *p, const emq_message *msgs,
-                            const emq_keyed_message *kmsgs, size_t n,
-                            int single, emq_error *err) {
+                            const emq_keyed_message *kmsgs,
+                            const emq__when *when, size_t n, int single,
+                            emq_error *err) {
     if (n > 0 && msgs == NULL && kmsgs == NULL)
         return emq__error_set(err, EMQ_EINVAL, 0, "msgs is NULL but n is %zu",
                               n);
     for (size_t i = 0; i < n; i++) {
         const emq_message *m = kmsgs ? &kmsgs[i].message : &msgs[i];
-        emq_status st = emq__producer_check(p, m, 1, 1, err);
+        emq_status st =
+            emq__producer_check(p, m, when ? &when[i] : NULL, 1, 1, err);
         if (st != EMQ_OK) {
             if (!single)
                 emq__error_prefix(err, "entry %zu", i);
@@ -183,28 +209,28 @@ static emq_status check_all(const emq_producer_t *p, const emq_message *msgs,
 }
 
 static emq_status topic_produce(emq_producer_t *p, const emq_message *msgs,
-                                const emq_keyed_message *kmsgs, size_t n,
-                                emq_id *ids, size_t *written, int single,
-                                emq_error *err) {
-    if (written)
-        *written = 0;
-    emq_status st = check_all(p, msgs, kmsgs, n, single, err);
+                                const emq_keyed_message *kmsgs,
+                                const emq_produce_opts *opts,
+                                const emq__when *when, size_t n, emq_id *ids,
+                                size_t *written, int single, emq_error *err) {
+    emq_status st = check_all(p, msgs, kmsgs, when, n, single, err);
     if (st != EMQ_OK) {
         emq__producer_clear_ids(ids, n);
         return st;
     }
-    return split_produce(p, msgs, kmsgs, n, ids, written, single, err);
+    return split_produce(p, msgs, kmsgs, opts, when, n, ids, written, single,
+                         err);
 }
 
 static emq_status topic_async(emq_producer_t *p, const char *key,
                               size_t key_len, const emq_message *m,
-                              emq_delivery_fn cb, void *opaque,
-                              emq_error *err) {
+                              const emq__when *w, emq_delivery_fn cb,
+                              void *opaque, emq_error *err) {
     size_t k = partition_of(p, key, key_len);
     emq_status st = part_open(p, k, err);
     if (st != EMQ_OK)
         return st;
-    return emq__sender_async(p->parts[k], m, cb, opaque, err);
+    return emq__sender_async(p->parts[k], m, w, cb, opaque, err);
 }
 
 static size_t topic_poll(emq_producer_t *p, int64_t timeout_ms) {
@@ -280,84 +306,161 @@ void emq_producer_destroy(emq_producer_t *p) {
     emq__producer_close(p);
 }
 
-/* The entry point of every produce call: a topic, or one queue. */
+/* Reads n entries' opts (NULL: none) into a new array of when (NULL when
+ * opts is NULL); a bad one is EMQ_EINVAL naming its entry (not when
+ * single). */
+static emq_status whens_of(const emq_produce_opts *opts, size_t n, int single,
+                           emq__when **out, emq_error *err) {
+    *out = NULL;
+    if (opts == NULL)
+        return EMQ_OK;
+    emq__when *when = emq__alloc((n ? n : 1) * sizeof *when);
+    if (when == NULL)
+        return emq__oom(err);
+    for (size_t i = 0; i < n; i++) {
+        emq_status st = emq__producer_opts(&opts[i], &when[i], NULL, NULL, err);
+        if (st != EMQ_OK) {
+            if (!single)
+                emq__error_prefix(err, "entry %zu", i);
+            emq__free(when);
+            return st;
+        }
+    }
+    *out = when;
+    return EMQ_OK;
+}
+
+/* The entry point of every produce call: a topic, or one queue. msgs or
+ * kmsgs give the entries, opts (NULL: none) their options. */
 static emq_status produce_any(emq_producer_t *p, const emq_message *msgs,
-                              const emq_keyed_message *kmsgs, size_t n,
+                              const emq_keyed_message *kmsgs,
+                              const emq_produce_opts *opts, size_t n,
                               emq_id *ids, size_t *written, int single,
                               emq_error *err) {
-    if (p != NULL && p->nparts > 0)
-        return topic_produce(p, msgs, kmsgs, n, ids, written, single, err);
-    if (kmsgs == NULL)
-        return emq__producer_queue(p, msgs, n, ids, written, single, err);
-    /* One queue: the keys do not matter. */
-    emq_message *plain = emq__alloc((n ? n : 1) * sizeof *plain);
-    if (plain == NULL) {
+    if (written)
+        *written = 0;
+    if (n > 0 && opts == NULL && msgs == NULL && kmsgs == NULL) {
         emq__producer_clear_ids(ids, n);
-        return emq__oom(err);
+        return emq__error_set(err, EMQ_EINVAL, 0, "msgs is NULL but n is %zu",
+                              n);
     }
-    for (size_t i = 0; i < n; i++)
-        plain[i] = kmsgs[i].message;
-    emq_status st = emq__producer_queue(p, plain, n, ids, written, single, err);
-    emq__free(plain);
+    emq__when *when;
+    emq_status st = whens_of(opts, n, single, &when, err);
+    if (st != EMQ_OK) {
+        emq__producer_clear_ids(ids, n);
+        return st;
+    }
+    if (p != NULL && p->nparts > 0) {
+        st = topic_produce(p, msgs, kmsgs, opts, when, n, ids, written, single,
+                           err);
+    } else if (kmsgs == NULL) {
+        st = emq__producer_queue(p, msgs, when, n, ids, written, single, err);
+    } else { /* one queue: the keys do not matter */
+        emq_message *plain = emq__alloc((n ? n : 1) * sizeof *plain);
+        if (plain == NULL) {
+            emq__producer_clear_ids(ids, n);
+            st = emq__oom(err);
+        } else {
+            for (size_t i = 0; i < n; i++)
+                plain[i] = kmsgs[i].message;
+            st = emq__producer_queue(p, plain, when, n, ids, written, single,
+                                     err);
+            emq__free(plain);
+        }
+    }
+    emq__free(when);
     return st;
 }
 
 emq_status emq_produce(emq_producer_t *p, const emq_field *fields,
                        size_t nfields, emq_id *id, emq_error *err) {
     emq_message m = {fields, nfields, NULL};
-    return produce_any(p, &m, NULL, 1, id, NULL, 1, err);
+    return produce_any(p, &m, NULL, NULL, 1, id, NULL, 1, err);
 }
 
 emq_status emq_produce_keyed(emq_producer_t *p, const char *key, size_t key_len,
                              const emq_field *fields, size_t nfields,
                              emq_id *id, emq_error *err) {
     emq_keyed_message m = {{fields, nfields, NULL}, key, key_len};
-    return produce_any(p, NULL, &m, 1, id, NULL, 1, err);
+    return produce_any(p, NULL, &m, NULL, 1, id, NULL, 1, err);
+}
+
+emq_status emq_produce_ex(emq_producer_t *p, const emq_field *fields,
+                          size_t nfields, const emq_produce_opts *opts,
+                          emq_id *id, emq_error *err) {
+    emq_message m = {fields, nfields, NULL};
+    return produce_any(p, &m, NULL, opts, 1, id, NULL, 1, err);
 }
 
 emq_status emq_produce_batch(emq_producer_t *p, const emq_message *msgs,
                              size_t n, emq_id *ids, size_t *written,
                              emq_error *err) {
-    return produce_any(p, msgs, NULL, n, ids, written, 0, err);
+    return produce_any(p, msgs, NULL, NULL, n, ids, written, 0, err);
 }
 
 emq_status emq_produce_batch_keyed(emq_producer_t *p,
                                    const emq_keyed_message *msgs, size_t n,
                                    emq_id *ids, size_t *written,
                                    emq_error *err) {
-    return produce_any(p, NULL, msgs, n, ids, written, 0, err);
+    return produce_any(p, NULL, msgs, NULL, n, ids, written, 0, err);
+}
+
+emq_status emq_produce_batch_ex(emq_producer_t *p, const emq_message *msgs,
+                                const emq_produce_opts *opts, size_t n,
+                                emq_id *ids, size_t *written, emq_error *err) {
+    if (n > 0 && msgs == NULL) {
+        if (written)
+            *written = 0;
+        emq__producer_clear_ids(ids, n);
+        return emq__error_set(err, EMQ_EINVAL, 0, "msgs is NULL but n is %zu",
+                              n);
+    }
+    return produce_any(p, msgs, NULL, opts, n, ids, written, 0, err);
 }
 
 /* ---- asynchronous ------------------------------------------------------- */
 
 static emq_status async_any(emq_producer_t *p, const char *key, size_t key_len,
                             const emq_field *fields, size_t nfields,
-                            emq_delivery_fn cb, void *opaque, emq_error *err) {
+                            const emq_produce_opts *opts, emq_delivery_fn cb,
+                            void *opaque, emq_error *err) {
     if (p == NULL)
         return emq__error_set(err, EMQ_EINVAL, 0, "producer is NULL");
     if (cb == NULL)
         return emq__error_set(err, EMQ_EINVAL, 0,
                               "an asynchronous entry needs a callback");
+    emq__when w;
+    emq_status st = emq__producer_opts(opts, &w, opts ? &key : NULL,
+                                       opts ? &key_len : NULL, err);
+    if (st != EMQ_OK)
+        return st;
     emq_message m = {fields, nfields, NULL};
-    emq_status st = emq__producer_check(p, &m, 1, 1, err);
+    st = emq__producer_check(p, &m, &w, 1, 1, err);
     if (st != EMQ_OK)
         return st;
     if (p->nparts > 0)
-        return topic_async(p, key, key_len, &m, cb, opaque, err);
-    return emq__sender_async(p, &m, cb, opaque, err);
+        return topic_async(p, key, key_len, &m, &w, cb, opaque, err);
+    return emq__sender_async(p, &m, &w, cb, opaque, err);
 }
 
 emq_status emq_produce_async(emq_producer_t *p, const emq_field *fields,
                              size_t nfields, emq_delivery_fn cb, void *opaque,
                              emq_error *err) {
-    return async_any(p, NULL, 0, fields, nfields, cb, opaque, err);
+    return async_any(p, NULL, 0, fields, nfields, NULL, cb, opaque, err);
 }
 
 emq_status emq_produce_async_keyed(emq_producer_t *p, const char *key,
                                    size_t key_len, const emq_field *fields,
                                    size_t nfields, emq_delivery_fn cb,
                                    void *opaque, emq_error *err) {
-    return async_any(p, key, key_len, fields, nfields, cb, opaque, err);
+    return async_any(p, key, key_len, fields, nfields, NULL, cb, opaque, err);
+}
+
+emq_status emq_produce_async_ex(emq_producer_t *p, const emq_field *fields,
+                                size_t nfields, const emq_produce_opts *opts,
+                                emq_delivery_fn cb, void *opaque,
+                                emq_error *err) {
+    return async_any(p, NULL, 0, fields, nfields, opts, cb, opaque, err);
 }
 
 size_t emq_producer_poll(emq_producer_t *p, int64_t timeout_ms) {

@@ -76,38 +76,38 @@ static emq_status build_head(emq_producer_t *p, emq_error *err) {
     }
 
     size_t n = 0;
-    p->argv[n] = "XADD";
-    p->argvlen[n++] = 4;
-    p->argv[n] = p->keys.stream;
-    p->argvlen[n++] = strlen(p->keys.stream);
+    p->head[n] = "XADD";
+    p->headlen[n++] = 4;
+    p->head[n] = p->keys.stream;
+    p->headlen[n++] = strlen(p->keys.stream);
     if (emq__cfg_producer_nomkstream(c)) {
-        p->argv[n] = "NOMKSTREAM";
-        p->argvlen[n++] = 10;
+        p->head[n] = "NOMKSTREAM";
+        p->headlen[n++] = 10;
     }
     if (has_maxlen || has_minid) {
-        p->argv[n] = has_maxlen ? "MAXLEN" : "MINID";
-        p->argvlen[n] = strlen(p->argv[n]);
+        p->head[n] = has_maxlen ? "MAXLEN" : "MINID";
+        p->headlen[n] = strlen(p->head[n]);
         n++;
         if (emq__cfg_trim_approx(c)) {
-            p->argv[n] = "~";
-            p->argvlen[n++] = 1;
+            p->head[n] = "~";
+            p->headlen[n++] = 1;
         }
         if (has_maxlen) {
             snprintf(p->threshold, sizeof p->threshold, "%" PRId64,
                      emq__cfg_trim_maxlen(c));
-            p->argv[n] = p->threshold;
+            p->head[n] = p->threshold;
         } else {
-            p->argv[n] = emq__cfg_trim_minid(c);
+            p->head[n] = emq__cfg_trim_minid(c);
         }
-        p->argvlen[n] = strlen(p->argv[n]);
+        p->headlen[n] = strlen(p->head[n]);
         n++;
         if (emq__cfg_trim_limit(c) >= 0) {
             snprintf(p->limit, sizeof p->limit, "%" PRId64,
                      emq__cfg_trim_limit(c));
-            p->argv[n] = "LIMIT";
-            p->argvlen[n++] = 5;
-            p->argv[n] = p->limit;
-            p->argvlen[n] = strlen(p->limit);
+            p->head[n] = "LIMIT";
+            p->headlen[n++] = 5;
+            p->head[n] = p->limit;
+            p->headlen[n] = strlen(p->limit);
             n++;
         }
     }
@@ -115,8 +115,8 @@ static emq_status build_head(emq_producer_t *p, emq_error *err) {
     return EMQ_OK;
 }
 
-/* Makes room for argc words in the scratch argv, keeping the head words.
- * EMQ_ENOMEM leaves the old arrays in place. */
+/* Makes room for argc words in the scratch argv. EMQ_ENOMEM leaves the
+ * old arrays in place. */
 static emq_status grow_argv(emq_producer_t *p, size_t argc, emq_error *err) {
     size_t cap = p->argv_cap;
     while (cap < argc)
@@ -133,23 +133,39 @@ static emq_status grow_argv(emq_producer_t *p, size_t argc, emq_error *err) {
     return EMQ_OK;
 }
 
+/* The words before a delayed entry's pairs: its schedule. */
+static size_t delayed_head(emq_producer_t *p, const emq__when *w) {
+    int relative = w->delay_ms > 0;
+    snprintf(p->when, sizeof p->when, "%" PRId64,
+             relative ? w->delay_ms : w->due_ms);
+    emq__delayed_schedule_head(p->argv, &p->delayed, p->keys.stream, relative,
+                               p->when, emq__cfg_producer_nomkstream(p->conf));
+    for (size_t i = 0; i < EMQ_DELAYED_HEAD; i++)
+        p->argvlen[i] = strlen(p->argv[i]);
+    return EMQ_DELAYED_HEAD;
+}
+
 emq_status emq__producer_xadd(emq_producer_t *p, const emq_message *m,
-                              int *argc_out, emq_error *err) {
-    size_t argc = p->nhead + 1 + 2 * m->nfields;
+                              const emq__when *w, int *argc_out,
+                              emq_error *err) {
+    int delays = emq__when_delays(w);
+    size_t nhead = delays ? EMQ_DELAYED_HEAD : p->nhead + 1;
+    size_t argc = nhead + 2 * m->nfields;
     if (argc > p->argv_cap) {
         emq_status st = grow_argv(p, argc, err);
         if (st != EMQ_OK)
             return st;
     }
-    const char **argv = p->argv + p->nhead;
-    size_t *lens = p->argvlen + p->nhead;
-    if (m->id) {
-        argv[0] = m->id;
-        lens[0] = strlen(m->id);
+    if (delays) {
+        delayed_head(p, w);
     } else {
-        argv[0] = "*";
-        lens[0] = 1;
+        memcpy(p->argv, p->head, p->nhead * sizeof *p->argv);
+        memcpy(p->argvlen, p->headlen, p->nhead * sizeof *p->argvlen);
+        p->argv[p->nhead] = m->id ? m->id : "*";
+        p->argvlen[p->nhead] = strlen(p->argv[p->nhead]);
     }
+    const char **argv = p->argv + nhead - 1;
+    size_t *lens = p->argvlen + nhead - 1;
     const emq_field *f = m->fields;
     for (size_t i = 0; i < m->nfields; i++) {
         argv[1 + 2 * i] = f[i].name ? f[i].name : "";
@@ -271,6 +287,8 @@ emq_status emq__producer_open(const emq_conf_t *conf, emq_producer_t **out,
         st = emq__keys_resolve(emq__cfg_queue(conf), emq__cfg_stream(conf),
                                &p->keys, err);
     if (st == EMQ_OK)
+        st = emq__delayed_keys_make(&p->keys, &p->delayed, err);
+    if (st == EMQ_OK)
         st = build_head(p, err); /* a topic's policy is checked here too */
     if (st == EMQ_OK && !topic)  /* a topic's partitions send */
         st = emq__sender_start(p, err);
@@ -286,6 +304,7 @@ void emq__producer_close(emq_producer_t *p) {
     if (p == NULL)
         return;
     emq__sender_stop(p);
+    emq__delayed_keys_free(&p->delayed);
     emq__keys_free(&p->keys);
     emq__free(p->argv);
     emq__free(p->argvlen);
@@ -299,20 +318,30 @@ void emq__producer_clear_ids(emq_id *ids, size_t n) {
             ids[i].str[0] = '\0';
 }
 
+_Static_assert(EMQ_DELAYED_MAX_PAIRS == 3000, "the message below says 3,000");
+
 emq_status emq__producer_check(const emq_producer_t *p, const emq_message *msgs,
-                               size_t n, int single, emq_error *err) {
+                               const emq__when *when, size_t n, int single,
+                               emq_error *err) {
     if (n > 0 && msgs == NULL)
         return emq__error_set(err, EMQ_EINVAL, 0, "msgs is NULL but n is %zu",
                               n);
     size_t max_pairs = ((size_t)INT_MAX - p->nhead - 1) / 2;
     for (size_t i = 0; i < n; i++) {
         const emq_message *m = &msgs[i];
+        int delays = when != NULL && emq__when_delays(&when[i]);
         const char *what = NULL;
         if (m->fields == NULL || m->nfields == 0)
             what = "has no fields; a stream entry needs at least one "
                    "field/value pair";
         else if (m->nfields > max_pairs)
             what = "has too many fields for one command";
+        else if (delays && m->id != NULL)
+            what = "is delayed and has an explicit ID; a delayed entry gets "
+                   "its ID when it is moved to the stream";
+        else if (delays && m->nfields > EMQ_DELAYED_MAX_PAIRS)
+            what = "is delayed and has more than 3,000 field/value pairs, "
+                   "the most a delayed entry may have";
         if (what == NULL)
             continue;
         if (single)
@@ -324,25 +353,63 @@ emq_status emq__producer_check(const emq_producer_t *p, const emq_message *msgs,
     return EMQ_OK;
 }
 
+emq_status emq__producer_opts(const emq_produce_opts *opts, emq__when *w,
+                              const char **key, size_t *key_len,
+                              emq_error *err) {
+    w->delay_ms = w->due_ms = 0;
+    if (key) {
+        *key = NULL;
+        *key_len = 0;
+    }
+    if (opts == NULL)
+        return EMQ_OK;
+    if (opts->version < 1 || opts->version > EMQ_PRODUCE_OPTS_VERSION)
+        return emq__error_set(err, EMQ_EINVAL, 0,
+                              "emq_produce_opts version %u is not one this "
+                              "library knows (1 to %d); start from "
+                              "EMQ_PRODUCE_OPTS_INIT",
+                              opts->version, EMQ_PRODUCE_OPTS_VERSION);
+    const char *what = NULL;
+    if (opts->delay_ms < 0 || opts->delay_ms > EMQ_DELAYED_MAX_MS)
+        what = "delay_ms";
+    else if (opts->due_ms < 0 || opts->due_ms > EMQ_DELAYED_MAX_MS)
+        what = "due_ms";
+    if (what)
+        return emq__error_set(
+            err, EMQ_EINVAL, 0, "%s %" PRId64 " is out of range (0 to 2^53 ms)",
+            what, what[1] == 'e' ? opts->delay_ms : opts->due_ms);
+    if (opts->delay_ms > 0 && opts->due_ms > 0)
+        return emq__error_set(err, EMQ_EINVAL, 0,
+                              "delay_ms and due_ms are both set; an entry "
+                              "is delayed by one of them");
+    w->delay_ms = opts->delay_ms;
+    w->due_ms = opts->due_ms;
+    if (key) {
+        *key = opts->key;
+        *key_len = opts->key ? opts->key_len : 0;
+    }
+    return EMQ_OK;
+}
+
 emq_status emq__producer_queue(emq_producer_t *p, const emq_message *msgs,
-                               size_t n, emq_id *ids, size_t *written,
-                               int single, emq_error *err) {
+                               const emq__when *when, size_t n, emq_id *ids,
+                               size_t *written, int single, emq_error *err) {
     if (written)
         *written = 0;
     if (p == NULL) {
         emq__producer_clear_ids(ids, n);
         return emq__error_set(err, EMQ_EINVAL, 0, "producer is NULL");
     }
-    emq_status st = emq__producer_check(p, msgs, n, single, err);
+    emq_status st = emq__producer_check(p, msgs, when, n, single, err);
     if (st != EMQ_OK) {
         emq__producer_clear_ids(ids, n);
         return st;
     }
     if (single && n == 1) {
-        st = emq__sender_one(p, msgs, ids, err);
+        st = emq__sender_one(p, msgs, when, ids, err);
         if (written)
             *written = st == EMQ_OK || st == EMQ_ENOTDURABLE;
         return st;
     }
-    return emq__sender_batch(p, msgs, n, ids, written, single, err);
+    return emq__sender_batch(p, msgs, when, n, ids, written, single, err);
 }

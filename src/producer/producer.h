@@ -25,6 +25,18 @@
 
 typedef struct emq__record emq__record;
 
+/* When one entry may be handed out (emq_produce_opts, checked): both 0
+ * for at once, else one of them > 0. */
+typedef struct emq__when {
+    int64_t delay_ms;
+    int64_t due_ms;
+} emq__when;
+
+/* 1 when w (may be NULL) delays its entry. */
+static inline int emq__when_delays(const emq__when *w) {
+    return w != NULL && (w->delay_ms > 0 || w->due_ms > 0);
+}
+
 /* The state of a producer's connection (sender.c). */
 typedef enum emq__link_state {
     EMQ_LINK_CONNECTING, /* an attempt is under way: calls wait for it */
@@ -69,12 +81,17 @@ typedef struct emq__sender {
 struct emq_producer {
     emq_conf_t *conf; /* own copy; head may point into its strings */
     emq__keys keys;
-    const char **argv; /* scratch argv of one XADD: the head words, then
-                          the ID and the field/value pairs; grown to the
-                          largest entry seen, never shrunk */
-    size_t *argvlen;   /* lengths of argv's words */
-    size_t argv_cap;   /* slots in argv and argvlen; >= nhead + 1 */
-    size_t nhead;      /* words every XADD starts with (argv[0..nhead)) */
+    emq__delayed_keys delayed; /* where delayed entries wait */
+    const char **argv;         /* scratch argv of one command: an XADD's head
+                                  words, ID and field/value pairs, or a delayed
+                                  entry's schedule; grown to the largest entry
+                                  seen, never shrunk */
+    size_t *argvlen;           /* lengths of argv's words */
+    size_t argv_cap; /* slots in argv and argvlen; >= EMQ_DELAYED_HEAD */
+    const char *head[EMQ_PRODUCER_HEAD_MAX]; /* words every XADD starts */
+    size_t headlen[EMQ_PRODUCER_HEAD_MAX];   /* with, and their lengths */
+    size_t nhead;
+    char when[24]; /* a schedule's delay or due time as text (scratch) */
     char threshold[EMQ_ID_MAX]; /* MAXLEN's number as text */
     char limit[24];             /* LIMIT's number as text */
     emq__sender tx; /* a plain queue's connection (unused by a topic) */
@@ -96,17 +113,21 @@ emq_status emq__sender_start(emq_producer_t *p, emq_error *err);
 /* Stops the thread: entries not sent are reported EMQ_ECLOSED, callbacks
  * still owed are run (on the calling thread in poll mode); frees. */
 void emq__sender_stop(emq_producer_t *p);
-/* Adds one entry and waits for its outcome (emq_produce). */
-emq_status emq__sender_one(emq_producer_t *p, const emq_message *m, emq_id *id,
-                           emq_error *err);
+/* Adds one entry (w: when, may be NULL) and waits for its outcome
+ * (emq_produce). */
+emq_status emq__sender_one(emq_producer_t *p, const emq_message *m,
+                           const emq__when *w, emq_id *id, emq_error *err);
 /* Adds a batch in windows on the connection, when its turn comes
- * (emq_produce_batch); the messages are checked. */
+ * (emq_produce_batch); the messages (and when: n of them, or NULL) are
+ * checked. */
 emq_status emq__sender_batch(emq_producer_t *p, const emq_message *msgs,
-                             size_t n, emq_id *ids, size_t *written, int single,
-                             emq_error *err);
-/* Queues one entry for the asynchronous path (emq_produce_async). */
+                             const emq__when *when, size_t n, emq_id *ids,
+                             size_t *written, int single, emq_error *err);
+/* Queues one entry for the asynchronous path (emq_produce_async; w
+ * checked, may be NULL). */
 emq_status emq__sender_async(emq_producer_t *p, const emq_message *m,
-                             emq_delivery_fn cb, void *opaque, emq_error *err);
+                             const emq__when *w, emq_delivery_fn cb,
+                             void *opaque, emq_error *err);
 /* emq_producer_poll and emq_producer_flush of one queue. */
 size_t emq__sender_poll(emq_producer_t *p, int64_t timeout_ms);
 emq_status emq__sender_flush(emq_producer_t *p, int64_t timeout_ms,
@@ -124,11 +145,12 @@ emq_status emq__producer_open(const emq_conf_t *conf, emq_producer_t **out,
 /* Stops the sender and frees what emq__producer_open made. */
 void emq__producer_close(emq_producer_t *p);
 
-/* Fills p's scratch argv (p->argv, p->argvlen) with the XADD of one
- * checked message m and sets *argc; the words point into m and p until
+/* Fills p's scratch argv (p->argv, p->argvlen) with the command that
+ * adds one checked message m: its XADD, or when w delays it, its schedule
+ * (streams' delayed.c); sets *argc. The words point into m and p until
  * the next call. EMQ_ENOMEM when the argv could not grow. */
 emq_status emq__producer_xadd(emq_producer_t *p, const emq_message *m,
-                              int *argc, emq_error *err);
+                              const emq__when *w, int *argc, emq_error *err);
 /* What an XADD reply means: EMQ_OK with its ID in *id, else *id is "" and
  * EMQ_ESERVER (or the status of the error reply) with the reason (for
  * the nil of NOMKSTREAM on a missing stream, a sentence saying so). */
@@ -150,15 +172,23 @@ emq_status emq__producer_wait_reply(const emq_producer_t *p,
                                     const emq_error *failed, emq_error *err);
 /* Sets ids[0..n) to "" (ids may be NULL). */
 void emq__producer_clear_ids(emq_id *ids, size_t n);
-/* Refuses a batch with a malformed message before anything is sent, so a
- * caller's mistake never leaves a batch half written (single: the error
- * names no entry index). */
+/* Refuses a batch with a malformed message (or when: n of them, or
+ * NULL) before anything is sent, so a caller's mistake never leaves a
+ * batch half written (single: the error names no entry index). */
 emq_status emq__producer_check(const emq_producer_t *p, const emq_message *msgs,
-                               size_t n, int single, emq_error *err);
-/* Writes n entries to one queue (p is not a topic's): the entry point of
- * every call of a queue's producer and of a topic's partition. */
+                               const emq__when *when, size_t n, int single,
+                               emq_error *err);
+/* Reads opts (the caller's; NULL: none) into *w and, when key is not
+ * NULL, its message key into *key and *key_len. EMQ_EINVAL says what is
+ * wrong (an unknown version, a delay or due time out of range, both). */
+emq_status emq__producer_opts(const emq_produce_opts *opts, emq__when *w,
+                              const char **key, size_t *key_len,
+                              emq_error *err);
+/* Writes n entries to one queue (p is not a topic's; when: n or NULL):
+ * the entry point of every call of a queue's producer and of a topic's
+ * partition. */
 emq_status emq__producer_queue(emq_producer_t *p, const emq_message *msgs,
-                               size_t n, emq_id *ids, size_t *written,
-                               int single, emq_error *err);
+                               const emq__when *when, size_t n, emq_id *ids,
+                               size_t *written, int single, emq_error *err);
 
 #endif /* EMQ_PRODUCER_H */

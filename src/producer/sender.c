@@ -64,6 +64,7 @@ struct emq__record {
     int64_t queued_ms;
     size_t bytes;    /* field bytes (the async queue's bound) */
     emq_message msg; /* REC_ONE, REC_ASYNC: into the copy below */
+    emq__when when;  /* when it may be handed out */
     emq_status st;
     emq_id id;
     emq_error *err;     /* set with st != EMQ_OK */
@@ -130,10 +131,16 @@ static emq__record *record_fill(emq__record *r, rec_kind kind,
 
 /* A record holding a copy of m (fields, names, values and explicit ID in
  * one allocation). NULL when out of memory. */
-static emq__record *record_new(rec_kind kind, const emq_message *m) {
+static emq__record *record_new(rec_kind kind, const emq_message *m,
+                               const emq__when *w) {
     size_t bytes;
     emq__record *r = emq__alloc(record_size(m, &bytes));
-    return r ? record_fill(r, kind, m, bytes) : NULL;
+    if (r == NULL)
+        return NULL;
+    record_fill(r, kind, m, bytes);
+    if (w)
+        r->when = *w;
+    return r;
 }
 
 static void record_free(emq__record *r) {
@@ -256,7 +263,7 @@ static void round_append(emq_producer_t *p, round *r) {
     for (r->appended = 0; r->appended < r->m; r->appended++) {
         emq__record *rec = r->recs[r->appended];
         int argc;
-        ast = emq__producer_xadd(p, &rec->msg, &argc, &one);
+        ast = emq__producer_xadd(p, &rec->msg, &rec->when, &argc, &one);
         if (ast == EMQ_OK)
             ast = emq__session_append(x, (int)r->appended, argc, p->argv,
                                       p->argvlen, &one);
@@ -640,12 +647,12 @@ static void wait_until(pthread_cond_t *cv, pthread_mutex_t *mu,
     pthread_cond_timedwait(cv, mu, &ts);
 }
 
-emq_status emq__sender_one(emq_producer_t *p, const emq_message *m, emq_id *id,
-                           emq_error *err) {
+emq_status emq__sender_one(emq_producer_t *p, const emq_message *m,
+                           const emq__when *w, emq_id *id, emq_error *err) {
     emq__sender *s = &p->tx;
     if (id)
         id->str[0] = '\0';
-    emq__record *r = record_new(REC_ONE, m);
+    emq__record *r = record_new(REC_ONE, m, w);
     if (r == NULL)
         return emq__oom(err);
     int64_t timeout = emq__cfg_producer_timeout_ms(p->conf);
@@ -750,9 +757,9 @@ static void batch_slots_free(batch_slots *b) {
  * (a refusal outranks a shortfall of durability); server refusals do not
  * stop the batch; a failure of the link does, *broke saying why. */
 static emq_status write_batch(emq_producer_t *p, const emq_message *msgs,
-                              size_t n, emq_id *ids, size_t *written,
-                              int single, int64_t deadline_ms, emq_error *err,
-                              emq_error *broke) {
+                              const emq__when *when, size_t n, emq_id *ids,
+                              size_t *written, int single, int64_t deadline_ms,
+                              emq_error *err, emq_error *broke) {
     size_t ok = 0, done = 0;
     size_t window = (size_t)emq__cfg_producer_window(p->conf);
     batch_slots b = {.cap = n < window ? n : window};
@@ -789,6 +796,8 @@ static emq_status write_batch(emq_producer_t *p, const emq_message *msgs,
             rec->attempts = 0;
             rec->st = EMQ_OK;
             rec->msg = msgs[done + j];
+            if (when)
+                rec->when = when[done + j];
             b.ptrs[j] = rec;
         }
         round_append(p, &r);
@@ -874,8 +883,8 @@ static emq_status write_batch(emq_producer_t *p, const emq_message *msgs,
 }
 
 emq_status emq__sender_batch(emq_producer_t *p, const emq_message *msgs,
-                             size_t n, emq_id *ids, size_t *written, int single,
-                             emq_error *err) {
+                             const emq__when *when, size_t n, emq_id *ids,
+                             size_t *written, int single, emq_error *err) {
     emq__sender *s = &p->tx;
     size_t w = 0;
     if (written)
@@ -917,8 +926,8 @@ emq_status emq__sender_batch(emq_producer_t *p, const emq_message *msgs,
             s->busy = 1;
             pthread_mutex_unlock(&s->mu);
             emq_error broke;
-            st =
-                write_batch(p, msgs, n, ids, &w, single, deadline, err, &broke);
+            st = write_batch(p, msgs, when, n, ids, &w, single, deadline, err,
+                             &broke);
             pthread_mutex_lock(&s->mu);
             s->busy = 0;
             if (broke.code != EMQ_OK)
@@ -952,10 +961,11 @@ emq_status emq__sender_batch(emq_producer_t *p, const emq_message *msgs,
 /* ---- asynchronous entries ------------------------------------------------ */
 
 emq_status emq__sender_async(emq_producer_t *p, const emq_message *m,
-                             emq_delivery_fn cb, void *opaque, emq_error *err) {
+                             const emq__when *w, emq_delivery_fn cb,
+                             void *opaque, emq_error *err) {
     emq__sender *s = &p->tx;
     const emq_conf_t *c = p->conf;
-    emq__record *r = record_new(REC_ASYNC, m);
+    emq__record *r = record_new(REC_ASYNC, m, w);
     if (r == NULL)
         return emq__oom(err);
     r->cb = cb;

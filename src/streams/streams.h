@@ -74,4 +74,95 @@ emq_status emq__topic_claim(emq__route *route, const emq_conf_t *conf,
  * when none is recorded. */
 emq_status emq__topic_recorded(emq__route *route, const char *queue,
                                int64_t *partitions, emq_error *err);
+
+/* Lua for scripts: id_lt(a, b) compares two stream IDs
+ * exactly (decimal strings, by length then bytes, so no 64-bit value is
+ * rounded through a double); is_id(x) says x is "<ms>-<seq>". */
+#define EMQ_LUA_ID_LT                                                          \
+    "local function num_lt(a, b)\n"                                            \
+    "  if #a ~= #b then return #a < #b end\n"                                  \
+    "  return a < b\n"                                                         \
+    "end\n"                                                                    \
+    "local function split(id)\n"                                               \
+    "  local d = string.find(id, '-', 1, true)\n"                              \
+    "  if not d then return id, '0' end\n"                                     \
+    "  return string.sub(id, 1, d - 1), string.sub(id, d + 1)\n"               \
+    "end\n"                                                                    \
+    "local function id_lt(a, b)\n"                                             \
+    "  local am, as = split(a)\n"                                              \
+    "  local bm, bs = split(b)\n"                                              \
+    "  if am ~= bm then return num_lt(am, bm) end\n"                           \
+    "  return num_lt(as, bs)\n"                                                \
+    "end\n"                                                                    \
+    "local function is_id(x)\n"                                                \
+    "  return type(x) == 'string' and string.match(x, '^%d+%-%d+$') ~= nil\n"  \
+    "end\n"
+
+/* ---- delayed.c: entries handed out later (docs/QUEUES.md) ---------------- */
+
+/* The keys of a queue's delayed entries (docs/KEYSPACE.md). */
+typedef struct emq__delayed_keys {
+    char *waiting; /* sorted set: handle -> due time (unix ms, the
+                      server's clock) */
+    char *entries; /* hash: handle -> the entry's pairs (MessagePack) */
+    char *seq;     /* the counter handles are made from */
+} emq__delayed_keys;
+
+/* Fills out for queue keys k; free with emq__delayed_keys_free. ENOMEM. */
+emq_status emq__delayed_keys_make(const emq__keys *k, emq__delayed_keys *out,
+                                  emq_error *err);
+void emq__delayed_keys_free(emq__delayed_keys *dk);
+
+/* A delayed entry's handle: this prefix, then twelve or more digits. */
+#define EMQ_DELAYED_PREFIX "delayed-"
+/* Most field/value pairs of a delayed entry: the move hands them to XADD
+ * through Lua's unpack, which takes about 8,000 values at most. */
+#define EMQ_DELAYED_MAX_PAIRS 3000
+/* Latest due time and longest delay accepted, ms (2^53: exact in the
+ * server's Lua numbers and sorted-set scores). */
+#define EMQ_DELAYED_MAX_MS ((int64_t)1 << 53)
+
+/* 1 when text (len bytes) has the shape of a delayed entry's handle. */
+int emq__delayed_handle_is(const char *text, size_t len);
+
+/* Words of the schedule before the pairs. */
+#define EMQ_DELAYED_HEAD 10
+/* Fills head with the schedule's first words (borrowed from the
+ * arguments): relative 1 when when is a delay in ms from the server's
+ * clock, 0 when it is a due time (unix ms); nomkstream 1 when the stream
+ * must exist. The caller appends the entry's field/value pairs (at most
+ * EMQ_DELAYED_MAX_PAIRS). The reply is the handle (a bulk string), or
+ * nil (as XADD NOMKSTREAM) when the stream must exist and does not. */
+void emq__delayed_schedule_head(const char *head[EMQ_DELAYED_HEAD],
+                                const emq__delayed_keys *dk, const char *stream,
+                                int relative, const char *when, int nomkstream);
+
+/* Fills argv with the move of up to max (a decimal) due entries to
+ * stream, each by XADD with an automatic ID, in due order; borrowed from
+ * the arguments. */
+void emq__delayed_move_argv(const char *argv[7], const emq__delayed_keys *dk,
+                            const char *stream, const char *max);
+/* What a move did. */
+typedef struct emq__delayed_moved {
+    uint64_t moved;     /* entries now in the stream */
+    uint64_t waiting;   /* entries still waiting */
+    int64_t next_in_ms; /* until the next is due, by the server's clock;
+                           0 when one is due now, -1 when none waits */
+} emq__delayed_moved;
+/* Reads the move's reply into *out. An error reply is EMQ_ESERVER (its
+ * status) with its text; another shape EMQ_EPROTO. */
+emq_status emq__delayed_move_reply(const emq_reply *r, emq__delayed_moved *out,
+                                   emq_error *err);
+
+/* Words of a cancel before its IDs. */
+#define EMQ_DELAYED_CANCEL_HEAD 6
+/* Fills head with the cancel's first words and returns their count; the
+ * caller appends the handles and stream IDs (each checked: a handle by
+ * emq__delayed_handle_is, an ID by emq__stream_id_parse). The reply is
+ * an array of one word per ID: "removed" (a waiting handle, or an entry
+ * no group has been handed: deleted), "delivered" (some group's cursor
+ * is at or past it: left alone) or "missing" (neither waiting nor in the
+ * stream: moved, cancelled, trimmed or never there). */
+int emq__delayed_cancel_head(const char *head[EMQ_DELAYED_CANCEL_HEAD],
+                             const emq__delayed_keys *dk, const char *stream);
 #endif /* EMQ_STREAMS_H */

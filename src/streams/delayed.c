@@ -1,0 +1,201 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* delayed.c: entries handed out later, and cancelled before they are.
+ *
+ * A delayed entry waits in two keys of its queue's hashtag: the sorted set
+ * "delayed" (handle -> due time, unix ms by the server's clock) and the
+ * hash "delayed:entries" (handle -> its field/value pairs, packed with the
+ * server's MessagePack). Handles are "delayed-" and twelve digits of the
+ * counter "delayed:seq", so handles due at the same millisecond leave in
+ * the order they came. Three scripts, each one atomic step on one slot:
+ *   - schedule (the producer): the pairs in, the handle out;
+ *   - move (the consumers' upkeep): what is due goes to the stream by
+ *     XADD, then leaves both keys, so a mover killed at any point moves
+ *     nothing twice and loses nothing (a failed XADD leaves its entry
+ *     waiting);
+ *   - cancel (admin): a waiting handle leaves both keys; a stream ID
+ *     that no group has been handed yet (above every group's cursor) is
+ *     XDEL'd; anything else is left alone and said so.
+ * No state here, no network: the callers send the words on their own
+ * sessions.
+ */
+#include "streams.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* KEYS: waiting, entries, seq, stream. ARGV: "in" or "at", the delay or
+ * the due time (ms), "1" when the stream must exist (NOMKSTREAM), then
+ * the pairs. Returns the handle, or nil (as XADD NOMKSTREAM) without the
+ * stream. */
+static const char schedule_script[] =
+    "if redis.replicate_commands then pcall(redis.replicate_commands) end\n"
+    "if ARGV[3] == '1' and redis.call('EXISTS', KEYS[4]) == 0 then\n"
+    "  return false\n"
+    "end\n"
+    "local due = tonumber(ARGV[2])\n"
+    "if ARGV[1] == 'in' then\n"
+    "  local t = redis.call('TIME')\n"
+    "  due = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) + due\n"
+    "end\n"
+    "local pairs = {}\n"
+    "for i = 4, #ARGV do pairs[#pairs + 1] = ARGV[i] end\n"
+    "local handle = string.format('" EMQ_DELAYED_PREFIX "%012d',\n"
+    "                             redis.call('INCR', KEYS[3]))\n"
+    "redis.call('HSET', KEYS[2], handle, cmsgpack.pack(pairs))\n"
+    "redis.call('ZADD', KEYS[1], due, handle)\n"
+    "return handle\n";
+
+/* KEYS: waiting, entries, stream. ARGV: most entries to move. Returns
+ * {moved, still waiting, ms until the next is due or -1}. */
+static const char move_script[] =
+    "if redis.replicate_commands then pcall(redis.replicate_commands) end\n"
+    "local t = redis.call('TIME')\n"
+    "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
+    "local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now,\n"
+    "                       'LIMIT', 0, tonumber(ARGV[1]))\n"
+    "local moved = 0\n"
+    "for _, handle in ipairs(due) do\n"
+    "  local packed = redis.call('HGET', KEYS[2], handle)\n"
+    "  if packed then\n"
+    "    redis.call('XADD', KEYS[3], '*', unpack(cmsgpack.unpack(packed)))\n"
+    "    moved = moved + 1\n"
+    "  end\n"
+    "  redis.call('HDEL', KEYS[2], handle)\n"
+    "  redis.call('ZREM', KEYS[1], handle)\n"
+    "end\n"
+    "local left = redis.call('ZCARD', KEYS[1])\n"
+    "local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')\n"
+    "local next_in = -1\n"
+    "if first[2] then\n"
+    "  next_in = math.max(0, tonumber(first[2]) - now)\n"
+    "end\n"
+    "return {moved, left, next_in}\n";
+
+/* KEYS: waiting, entries, stream. ARGV: handles and stream IDs. Returns
+ * one word per ARGV: removed, delivered (a group's cursor is at or past
+ * it: left alone) or missing (not waiting, not in the stream). */
+static const char cancel_script[] = EMQ_LUA_ID_LT
+    "local prefix = '" EMQ_DELAYED_PREFIX "'\n"
+    "local cursors = nil\n"
+    "local out = {}\n"
+    "for i, id in ipairs(ARGV) do\n"
+    "  if string.sub(id, 1, #prefix) == prefix then\n"
+    "    if redis.call('ZREM', KEYS[1], id) == 1 then\n"
+    "      redis.call('HDEL', KEYS[2], id)\n"
+    "      out[i] = 'removed'\n"
+    "    else\n"
+    "      out[i] = 'missing'\n"
+    "    end\n"
+    "  elseif #redis.call('XRANGE', KEYS[3], id, id) == 0 then\n"
+    "    out[i] = 'missing'\n"
+    "  else\n"
+    "    if cursors == nil then\n"
+    "      cursors = {}\n"
+    "      for _, g in ipairs(redis.call('XINFO', 'GROUPS', KEYS[3])) do\n"
+    "        for j = 1, #g - 1, 2 do\n"
+    "          if g[j] == 'last-delivered-id' then\n"
+    "            cursors[#cursors + 1] = g[j + 1]\n"
+    "          end\n"
+    "        end\n"
+    "      end\n"
+    "    end\n"
+    "    local seen = false\n"
+    "    for _, c in ipairs(cursors) do\n"
+    "      if not id_lt(c, id) then seen = true end\n"
+    "    end\n"
+    "    if seen then\n"
+    "      out[i] = 'delivered'\n"
+    "    else\n"
+    "      redis.call('XDEL', KEYS[3], id)\n"
+    "      out[i] = 'removed'\n"
+    "    end\n"
+    "  end\n"
+    "end\n"
+    "return out\n";
+
+emq_status emq__delayed_keys_make(const emq__keys *k, emq__delayed_keys *out,
+                                  emq_error *err) {
+    memset(out, 0, sizeof *out);
+    out->waiting = emq__keys_join(k, "delayed", NULL);
+    out->entries = emq__keys_join(k, "delayed", "entries");
+    out->seq = emq__keys_join(k, "delayed", "seq");
+    if (out->waiting && out->entries && out->seq)
+        return EMQ_OK;
+    emq__delayed_keys_free(out);
+    return emq__oom(err);
+}
+
+void emq__delayed_keys_free(emq__delayed_keys *dk) {
+    emq__free(dk->waiting);
+    emq__free(dk->entries);
+    emq__free(dk->seq);
+    memset(dk, 0, sizeof *dk);
+}
+
+int emq__delayed_handle_is(const char *text, size_t len) {
+    size_t n = sizeof EMQ_DELAYED_PREFIX - 1;
+    if (len <= n || len > n + 20 || memcmp(text, EMQ_DELAYED_PREFIX, n) != 0)
+        return 0;
+    for (size_t i = n; i < len; i++)
+        if (text[i] < '0' || text[i] > '9')
+            return 0;
+    return 1;
+}
+
+void emq__delayed_schedule_head(const char *head[EMQ_DELAYED_HEAD],
+                                const emq__delayed_keys *dk, const char *stream,
+                                int relative, const char *when,
+                                int nomkstream) {
+    head[0] = "EVAL";
+    head[1] = schedule_script;
+    head[2] = "4";
+    head[3] = dk->waiting;
+    head[4] = dk->entries;
+    head[5] = dk->seq;
+    head[6] = stream;
+    head[7] = relative ? "in" : "at";
+    head[8] = when;
+    head[9] = nomkstream ? "1" : "0";
+}
+
+void emq__delayed_move_argv(const char *argv[7], const emq__delayed_keys *dk,
+                            const char *stream, const char *max) {
+    argv[0] = "EVAL";
+    argv[1] = move_script;
+    argv[2] = "3";
+    argv[3] = dk->waiting;
+    argv[4] = dk->entries;
+    argv[5] = stream;
+    argv[6] = max;
+}
+
+emq_status emq__delayed_move_reply(const emq_reply *r, emq__delayed_moved *out,
+                                   emq_error *err) {
+    memset(out, 0, sizeof *out);
+    out->next_in_ms = -1;
+    if (emq_reply_kind(r) == EMQ_REPLY_ERROR)
+        return emq__reply_error_set(err, r,
+                                    "moving due delayed entries failed");
+    if (emq_reply_kind(r) != EMQ_REPLY_ARRAY || emq_reply_len(r) != 3)
+        return emq__reply_bad_shape(err, "the delayed entries' move");
+    for (size_t i = 0; i < 3; i++)
+        if (emq_reply_kind(emq_reply_at(r, i)) != EMQ_REPLY_INTEGER)
+            return emq__reply_bad_shape(err, "the delayed entries' move");
+    int64_t moved = emq_reply_integer(emq_reply_at(r, 0));
+    int64_t left = emq_reply_integer(emq_reply_at(r, 1));
+    out->moved = moved > 0 ? (uint64_t)moved : 0;
+    out->waiting = left > 0 ? (uint64_t)left : 0;
+    out->next_in_ms = emq_reply_integer(emq_reply_at(r, 2));
+    return EMQ_OK;
+}
+
+int emq__delayed_cancel_head(const char *head[EMQ_DELAYED_CANCEL_HEAD],
+                             const emq__delayed_keys *dk, const char *stream) {
+    head[0] = "EVAL";
+    head[1] = cancel_script;
+    head[2] = "3";
+    head[3] = dk->waiting;
+    head[4] = dk->entries;
+    head[5] = stream;
+    return EMQ_DELAYED_CANCEL_HEAD;
+}

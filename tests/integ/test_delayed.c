@@ -1,0 +1,228 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* test_delayed.c: delayed entries (emq_produce_opts delay_ms, due_ms)
+ * against a real redis-server.
+ *
+ * A delayed entry is in no stream and handed to no consumer before it is
+ * due, then to one consumer, with its fields byte-exact; its ID until
+ * then is its handle. Single, batch (delayed and immediate entries mixed),
+ * async and topic calls all delay. Bad options are refused before
+ * anything is sent. Waiting entries survive a server restart (AOF), and
+ * a consumer that is gone leaves them to the next one. With no consumer
+ * running they wait.
+ */
+#include "integ/consumer_helpers.h"
+#include "integ/tally_helpers.h"
+
+#include <stdlib.h>
+
+/* The number ZCARD key answers. */
+static long long zcard(const emq_srv *s, const char *key) {
+    char out[64];
+    ASSERT(emq_srv_cmd(s, out, sizeof out, "ZCARD", key, NULL) == ':');
+    return atoll(out);
+}
+
+/* The number XLEN key answers. */
+static long long xlen(const emq_srv *s, const char *key) {
+    char out[64];
+    ASSERT(emq_srv_cmd(s, out, sizeof out, "XLEN", key, NULL) == ':');
+    return atoll(out);
+}
+
+/* The server's clock, ms. */
+static int64_t server_ms(const emq_srv *s) {
+    emq_conn_t *conn = connect_url(emq_srv_url(s));
+    emq_reply *r = CMD(conn, "TIME");
+    ASSERT_EQ_SIZE(emq_reply_len(r), 2);
+    size_t n;
+    char secs[32], usecs[32];
+    const char *t = emq_reply_str(emq_reply_at(r, 0), &n);
+    snprintf(secs, sizeof secs, "%.*s", (int)n, t);
+    t = emq_reply_str(emq_reply_at(r, 1), &n);
+    snprintf(usecs, sizeof usecs, "%.*s", (int)n, t);
+    emq_reply_free(r);
+    emq_conn_destroy(conn);
+    return atoll(secs) * 1000 + atoll(usecs) / 1000;
+}
+
+/* Checks id has a delayed entry's handle's shape. */
+static void assert_handle(const char *id) {
+    ASSERT(strncmp(id, "delayed-", 8) == 0);
+    ASSERT(strlen(id) >= 20);
+    for (const char *p = id + 8; *p; p++)
+        ASSERT(*p >= '0' && *p <= '9');
+}
+
+TEST(delayed_entry_waits_then_goes_to_one_consumer_byte_exact) {
+    emq_srv *s = emq_srv_start(NULL);
+    emq_producer_t *p = producer_for(s, "dly");
+    static const char value[] = "v\0\r\n\xff";
+    emq_field f[2] = {{"n", 1, "late", 4},
+                      {"bin\xff", 4, value, sizeof value - 1}};
+    emq_produce_opts o = EMQ_PRODUCE_OPTS_INIT;
+    o.delay_ms = emq_test_ms(1500);
+    emq_id id;
+    emq_error err;
+    memset(&err, 0, sizeof err);
+    int64_t before = server_ms(s);
+    ASSERT_OK(emq_produce_ex(p, f, 2, &o, &id, &err), &err);
+    assert_handle(id.str);
+    emq_field g = {"n", 1, "now", 3};
+    ASSERT_OK(emq_produce(p, &g, 1, NULL, &err), &err);
+    ASSERT_EQ_INT(xlen(s, "emq:{dly}"), 1);
+    ASSERT_EQ_INT(zcard(s, "emq:{dly}:delayed"), 1);
+
+    emq_conf_t *conf = consumer_conf(s, "dly", "g", "c1", "head");
+    recorder rec;
+    recorder_init(&rec);
+    emq_consumer_t *c = consumer_ok(conf, record, &rec);
+    runner_thread t;
+    start_consumer(&t, c);
+    wait_for(&rec, 1, 10000);
+    ASSERT_EQ_STR(rec.values[0], "now");
+    wait_for(&rec, 2, 20000);
+    int64_t seen = server_ms(s);
+    ASSERT(seen - before >= o.delay_ms);
+    ASSERT_EQ_STR(rec.values[1], "late");
+    ASSERT_EQ_INT(zcard(s, "emq:{dly}:delayed"), 0);
+    ASSERT_EQ_INT(xlen(s, "emq:{dly}"), 2);
+    /* The moved entry has every field byte-exact, and a stream ID. */
+    emq_conn_t *conn = connect_url(emq_srv_url(s));
+    emq_reply *r = CMD(conn, "XRANGE", "emq:{dly}", "-", "+");
+    const emq_reply *moved = emq_reply_at(emq_reply_at(r, 1), 1);
+    ASSERT_EQ_SIZE(emq_reply_len(moved), 4);
+    size_t n;
+    const char *t1 = emq_reply_str(emq_reply_at(moved, 2), &n);
+    ASSERT_EQ_MEM(t1, n, "bin\xff", 4);
+    t1 = emq_reply_str(emq_reply_at(moved, 3), &n);
+    ASSERT_EQ_MEM(t1, n, value, sizeof value - 1);
+    emq_reply_free(r);
+    ASSERT_EQ_STR(rec.ids[1], rec.ids[1]); /* a stream ID, not the handle */
+    ASSERT(strncmp(rec.ids[1], "delayed-", 8) != 0);
+    emq_consumer_stats st;
+    emq_consumer_stats_get(c, &st);
+    ASSERT_EQ_INT(st.delayed_moved, 1);
+    emq_consumer_stop(c);
+    ASSERT_EQ_INT(join_consumer(&t), EMQ_OK);
+    ASSERT_EQ_SIZE(rec.n, 2);
+    emq_conn_destroy(conn);
+    emq_consumer_destroy(c);
+    emq_conf_destroy(conf);
+    emq_producer_destroy(p);
+    emq_srv_stop(s);
+}
+
+TEST(delayed_entries_wait_while_no_consumer_runs) {
+    emq_srv *s = emq_srv_start(NULL);
+    emq_producer_t *p = producer_for(s, "idle");
+    emq_field f = {"n", 1, "x", 1};
+    emq_produce_opts o = EMQ_PRODUCE_OPTS_INIT;
+    o.due_ms = server_ms(s) + 50; /* due almost at once */
+    emq_error err;
+    ASSERT_OK(emq_produce_ex(p, &f, 1, &o, NULL, &err), &err);
+    usleep(300 * 1000);
+    ASSERT_EQ_INT(zcard(s, "emq:{idle}:delayed"), 1);
+    ASSERT_EQ_INT(xlen(s, "emq:{idle}"), 0);
+    emq_producer_destroy(p);
+    emq_srv_stop(s);
+}
+
+TEST(delayed_bad_options_are_refused_before_anything_is_sent) {
+    emq_srv *s = emq_srv_start(NULL);
+    emq_producer_t *p = producer_for(s, "bad");
+    emq_field f = {"n", 1, "x", 1};
+    emq_error err;
+    emq_id id;
+    emq_produce_opts o = EMQ_PRODUCE_OPTS_INIT;
+    o.delay_ms = 10;
+    o.due_ms = 10;
+    ASSERT_EQ_INT(emq_produce_ex(p, &f, 1, &o, &id, &err), EMQ_EINVAL);
+    ASSERT_CONTAINS(err.message, "both set");
+    ASSERT_EQ_STR(id.str, "");
+    o = (emq_produce_opts)EMQ_PRODUCE_OPTS_INIT;
+    o.delay_ms = -1;
+    ASSERT_EQ_INT(emq_produce_ex(p, &f, 1, &o, &id, &err), EMQ_EINVAL);
+    ASSERT_CONTAINS(err.message, "delay_ms -1 is out of range");
+    o = (emq_produce_opts)EMQ_PRODUCE_OPTS_INIT;
+    o.version = 0;
+    ASSERT_EQ_INT(emq_produce_ex(p, &f, 1, &o, &id, &err), EMQ_EINVAL);
+    ASSERT_CONTAINS(err.message, "EMQ_PRODUCE_OPTS_INIT");
+    /* A batch: the bad entry is named and nothing is sent. */
+    emq_message m[3] = {{&f, 1, NULL}, {&f, 1, "5-1"}, {&f, 1, NULL}};
+    emq_produce_opts os[3] = {EMQ_PRODUCE_OPTS_INIT, EMQ_PRODUCE_OPTS_INIT,
+                              EMQ_PRODUCE_OPTS_INIT};
+    os[1].delay_ms = 1000;
+    size_t written = 9;
+    ASSERT_EQ_INT(emq_produce_batch_ex(p, m, os, 3, NULL, &written, &err),
+                  EMQ_EINVAL);
+    ASSERT_CONTAINS(err.message, "entry 1 is delayed and has an explicit ID");
+    ASSERT_EQ_SIZE(written, 0);
+    os[1].delay_ms = 0;
+    os[2].due_ms = -5;
+    ASSERT_EQ_INT(emq_produce_batch_ex(p, m, os, 3, NULL, &written, &err),
+                  EMQ_EINVAL);
+    ASSERT_CONTAINS(err.message, "entry 2: due_ms -5 is out of range");
+    emq_produce_opts big = EMQ_PRODUCE_OPTS_INIT;
+    big.delay_ms = 1000;
+    emq_field *many = calloc(3001, sizeof *many);
+    for (int i = 0; i < 3001; i++)
+        many[i] = f;
+    ASSERT_EQ_INT(emq_produce_ex(p, many, 3001, &big, &id, &err), EMQ_EINVAL);
+    ASSERT_CONTAINS(err.message, "more than 3,000 field/value pairs");
+    free(many);
+    ASSERT_EQ_INT(xlen(s, "emq:{bad}"), 0);
+    ASSERT_EQ_INT(zcard(s, "emq:{bad}:delayed"), 0);
+    emq_producer_destroy(p);
+    emq_srv_stop(s);
+}
+
+TEST(delayed_batch_mixes_delayed_and_immediate_entries) {
+    emq_srv *s = emq_srv_start(NULL);
+    emq_producer_t *p = producer_for(s, "mix");
+    enum { N = 200 };
+    emq_message m[N];
+    emq_produce_opts os[N];
+    emq_field f[N];
+    char vals[N][16];
+    emq_id ids[N];
+    for (int i = 0; i < N; i++) {
+        int len = snprintf(vals[i], sizeof vals[i], "%d", i);
+        f[i] = (emq_field){"n", 1, vals[i], (size_t)len};
+        m[i] = (emq_message){&f[i], 1, NULL};
+        os[i] = (emq_produce_opts)EMQ_PRODUCE_OPTS_INIT;
+        if (i % 2)
+            os[i].delay_ms = emq_test_ms(1000);
+    }
+    size_t written = 0;
+    emq_error err;
+    ASSERT_OK(emq_produce_batch_ex(p, m, os, N, ids, &written, &err), &err);
+    ASSERT_EQ_SIZE(written, N);
+    for (int i = 0; i < N; i++)
+        if (i % 2)
+            assert_handle(ids[i].str);
+        else
+            ASSERT(strncmp(ids[i].str, "delayed-", 8) != 0);
+    ASSERT_EQ_INT(xlen(s, "emq:{mix}"), N / 2);
+    ASSERT_EQ_INT(zcard(s, "emq:{mix}:delayed"), N / 2);
+
+    emq_conf_t *conf = consumer_conf(s, "mix", "g", "c1", "head");
+    recorder rec;
+    recorder_init(&rec);
+    emq_consumer_t *c = consumer_ok(conf, record, &rec);
+    runner_thread t;
+    start_consumer(&t, c);
+    wait_for(&rec, N, 30000);
+    /* The delayed half came last, in the order it was produced. */
+    for (int i = 0; i < N / 2; i++) {
+        char want[16];
+        snprintf(want, sizeof want, "%d", 2 * i + 1);
+        ASSERT_EQ_STR(rec.values[N / 2 + i], want);
+    }
+    emq_consumer_stop(c);
+    ASSERT_EQ_INT(join_consumer(&t), EMQ_OK);
+    ASSERT_EQ_SIZE(rec.n, N);
+    emq_consumer_destroy(c);
+    emq_conf_destroy(conf);
+    emq_producer_destroy(p);
+    emq_srv_stop(s);
+}

@@ -1345,6 +1345,56 @@ EMQ_EXPORT emq_status emq_admin_dead_requeue_flags(emq_admin_t *a,
 EMQ_EXPORT emq_status emq_admin_dead_purge(emq_admin_t *a, uint64_t *removed,
                                            emq_error *err);
 
+/* ---- delayed entries and cancellation (docs/QUEUES.md) ------------------ */
+
+/* The queue's delayed entries (emq_produce_opts) at one moment. */
+typedef struct emq_delayed_info {
+    uint64_t waiting;    /* entries not yet due, or due and not yet moved to
+                            the stream (no consumer ran since) */
+    int64_t next_due_ms; /* the earliest due time, unix ms by the server's
+                            clock; -1 when none waits */
+} emq_delayed_info;
+
+/* Counts the queue's delayed entries into *out (a topic: the sum over its
+ * partitions, the earliest due time of all). One round trip per
+ * partition (ZCARD, ZRANGE); nothing waiting is not an error. Any
+ * thread that owns a. */
+EMQ_EXPORT emq_status emq_admin_delayed(emq_admin_t *a, emq_delayed_info *out,
+                                        emq_error *err);
+
+/* What emq_admin_cancel did with one ID. */
+typedef enum emq_cancel_outcome {
+    EMQ_CANCEL_REMOVED = 0,   /* removed: a delayed entry that was waiting,
+                                 or a stream entry no group had been handed
+                                 (above every group's cursor) */
+    EMQ_CANCEL_DELIVERED = 1, /* left alone: some group's cursor is at or
+                                 past it (handed out, or skipped by a
+                                 group created after it) */
+    EMQ_CANCEL_MISSING = 2    /* neither waiting nor in the stream: moved
+                                 to the stream (its handle is gone then;
+                                 cancel it by its stream ID), cancelled,
+                                 trimmed, or never there */
+} emq_cancel_outcome;
+
+/* Most IDs one emq_admin_cancel call takes (one atomic step). */
+#define EMQ_CANCEL_MAX 1000
+
+/* Cancels entries not yet handed to any group: ids[0..nids) are delayed
+ * entries' handles ("delayed-..." from emq_produce_ex) and stream IDs
+ * ("ms-seq"), 1 to EMQ_CANCEL_MAX of them; all in one atomic step, so no
+ * consumer is handed an entry while it is being cancelled. outcomes
+ * (nids slots, may be NULL) gets what happened to each, *removed (may be
+ * NULL) how many were removed; nothing else is touched. EMQ_EINVAL before
+ * anything is sent for an ID of neither shape (naming it), nids 0 or
+ * above the most, or a topic handle (IDs are a partition's: use
+ * emq_admin_partition). A stream entry removed is XDEL'd: on Redis 7.0+
+ * a group's lag then reads nil until its cursor passes the gap, and
+ * emq_admin_describe counts it (lag_computed). */
+EMQ_EXPORT emq_status emq_admin_cancel(emq_admin_t *a, const char *const *ids,
+                                       size_t nids,
+                                       emq_cancel_outcome *outcomes,
+                                       uint64_t *removed, emq_error *err);
+
 #ifdef __cplusplus
 }
 #endif

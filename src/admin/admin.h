@@ -113,6 +113,12 @@ emq_status emq__admin_queue_requeue(emq_admin_t *a, const char *const *ids,
                                     emq_error *err);
 emq_status emq__admin_queue_purge(emq_admin_t *a, uint64_t *removed,
                                   emq_error *err);
+/* delayed.c: emq_admin_delayed and emq_admin_cancel of a queue. */
+emq_status emq__admin_queue_delayed(emq_admin_t *a, emq_delayed_info *out,
+                                    emq_error *err);
+emq_status emq__admin_queue_cancel(emq_admin_t *a, const char *const *ids,
+                                   size_t nids, emq_cancel_outcome *outcomes,
+                                   uint64_t *removed, emq_error *err);
 
 /* ---- shared by a verb and its topic form -------------------------------- */
 

@@ -655,3 +655,39 @@ emq_status emq_admin_dead_purge(emq_admin_t *a, uint64_t *removed,
         return emq__admin_queue_purge(a, removed, err);
     return topic_purge(a, removed, err);
 }
+
+/* Adds partition i's delayed entries to the sums in ctx. */
+static emq_status delayed_part(emq_admin_t *part, int i, void *ctx,
+                               emq_error *err) {
+    (void)i;
+    emq_delayed_info *sum = ctx, one;
+    emq_status st = emq__admin_queue_delayed(part, &one, err);
+    if (st != EMQ_OK)
+        return st;
+    sum->waiting += one.waiting;
+    if (one.next_due_ms >= 0 &&
+        (sum->next_due_ms < 0 || one.next_due_ms < sum->next_due_ms))
+        sum->next_due_ms = one.next_due_ms;
+    return EMQ_OK;
+}
+
+emq_status emq_admin_delayed(emq_admin_t *a, emq_delayed_info *out,
+                             emq_error *err) {
+    if (out == NULL)
+        return emq__error_set(err, EMQ_EINVAL, 0, "out must not be NULL");
+    if (!is_topic(a))
+        return emq__admin_queue_delayed(a, out, err);
+    out->waiting = 0;
+    out->next_due_ms = -1;
+    return emq__admin_each(a, delayed_part, out, err);
+}
+
+emq_status emq_admin_cancel(emq_admin_t *a, const char *const *ids, size_t nids,
+                            emq_cancel_outcome *outcomes, uint64_t *removed,
+                            emq_error *err) {
+    if (removed)
+        *removed = 0;
+    if (!is_topic(a))
+        return emq__admin_queue_cancel(a, ids, nids, outcomes, removed, err);
+    return emq__admin_per_id(a, "cancelling entries", err);
+}

@@ -10,8 +10,8 @@
  * a consumer that is gone leaves them to the next one. With no consumer
  * running they wait.
  */
+#include "integ/admin_inspect_helpers.h"
 #include "integ/consumer_helpers.h"
-#include "integ/tally_helpers.h"
 
 #include <stdlib.h>
 
@@ -224,5 +224,175 @@ TEST(delayed_batch_mixes_delayed_and_immediate_entries) {
     emq_consumer_destroy(c);
     emq_conf_destroy(conf);
     emq_producer_destroy(p);
+    emq_srv_stop(s);
+}
+
+TEST(delayed_cancel_removes_waiting_and_unread_entries_only) {
+    emq_srv *s = emq_srv_start(NULL);
+    emq_producer_t *p = producer_for(s, "cx");
+    emq_field f = {"n", 1, "x", 1};
+    emq_produce_opts o = EMQ_PRODUCE_OPTS_INIT;
+    o.delay_ms = 3600000;
+    emq_id waiting, kept, read, unread;
+    emq_error err;
+    ASSERT_OK(emq_produce_ex(p, &f, 1, &o, &waiting, &err), &err);
+    ASSERT_OK(emq_produce_ex(p, &f, 1, &o, &kept, &err), &err);
+    ASSERT_OK(emq_produce(p, &f, 1, &read, &err), &err);
+    /* A group is handed the first stream entry; the second stays unread. */
+    char out[256];
+    ASSERT(emq_srv_cmd(s, out, sizeof out, "XGROUP", "CREATE", "emq:{cx}", "g",
+                       "0", NULL) == '+');
+    ASSERT(emq_srv_cmd(s, out, sizeof out, "XREADGROUP", "GROUP", "g", "c",
+                       "COUNT", "1", "STREAMS", "emq:{cx}", ">", NULL) == '*');
+    ASSERT_OK(emq_produce(p, &f, 1, &unread, &err), &err);
+
+    emq_admin_t *a = admin_open(s, "cx", "3");
+    emq_delayed_info di;
+    ASSERT_OK(emq_admin_delayed(a, &di, &err), &err);
+    ASSERT_EQ_INT(di.waiting, 2);
+    ASSERT(di.next_due_ms > 0);
+    const char *ids[] = {waiting.str, read.str, unread.str,
+                         "delayed-000000000099", "1-1"};
+    emq_cancel_outcome oc[5];
+    uint64_t removed = 0;
+    ASSERT_OK(emq_admin_cancel(a, ids, 5, oc, &removed, &err), &err);
+    ASSERT_EQ_INT(removed, 2);
+    ASSERT_EQ_INT(oc[0], EMQ_CANCEL_REMOVED);
+    ASSERT_EQ_INT(oc[1], EMQ_CANCEL_DELIVERED);
+    ASSERT_EQ_INT(oc[2], EMQ_CANCEL_REMOVED);
+    ASSERT_EQ_INT(oc[3], EMQ_CANCEL_MISSING);
+    ASSERT_EQ_INT(oc[4], EMQ_CANCEL_MISSING);
+    /* Cancelled twice: missing the second time. */
+    ASSERT_OK(emq_admin_cancel(a, ids, 1, oc, &removed, &err), &err);
+    ASSERT_EQ_INT(oc[0], EMQ_CANCEL_MISSING);
+    ASSERT_EQ_INT(removed, 0);
+    /* Nothing else touched: the other waiting entry, the read one. */
+    ASSERT_OK(emq_admin_delayed(a, &di, &err), &err);
+    ASSERT_EQ_INT(di.waiting, 1);
+    ASSERT_EQ_INT(xlen(s, "emq:{cx}"), 1);
+    char hlen[32];
+    ASSERT(emq_srv_cmd(s, hlen, sizeof hlen, "HLEN", "emq:{cx}:delayed:entries",
+                       NULL) == ':');
+    ASSERT_EQ_STR(hlen, "1");
+    /* A malformed ID: refused, nothing cancelled. */
+    const char *bad[] = {kept.str, "delayed-12x"};
+    ASSERT_EQ_INT(emq_admin_cancel(a, bad, 2, oc, &removed, &err), EMQ_EINVAL);
+    ASSERT_CONTAINS(err.message, "'delayed-12x' (ID 1) is neither");
+    ASSERT_OK(emq_admin_delayed(a, &di, &err), &err);
+    ASSERT_EQ_INT(di.waiting, 1);
+    emq_admin_destroy(a);
+    emq_producer_destroy(p);
+    emq_srv_stop(s);
+}
+
+typedef struct async_seen {
+    pthread_mutex_t mu;
+    int n;
+    emq_status st;
+    char id[EMQ_ID_MAX];
+} async_seen;
+
+static void on_delivery(void *opaque, const emq_delivery *d) {
+    async_seen *a = opaque;
+    pthread_mutex_lock(&a->mu);
+    a->n++;
+    a->st = d->status;
+    snprintf(a->id, sizeof a->id, "%s", d->id);
+    pthread_mutex_unlock(&a->mu);
+}
+
+TEST(delayed_async_and_topic_entries_wait_in_their_partition) {
+    emq_srv *s = emq_srv_start(NULL);
+    emq_conf_t *conf = conf_for(emq_srv_url(s));
+    conf_set(conf, "queue", "tp");
+    conf_set(conf, "partitions", "3");
+    emq_producer_t *p;
+    emq_error err;
+    ASSERT_OK(emq_producer_new(conf, &p, &err), &err);
+    emq_field f = {"n", 1, "k", 1};
+    emq_produce_opts o = EMQ_PRODUCE_OPTS_INIT;
+    o.delay_ms = 3600000;
+    o.key = "user-7";
+    o.key_len = 6;
+    async_seen seen = {.mu = PTHREAD_MUTEX_INITIALIZER};
+    ASSERT_OK(emq_produce_async_ex(p, &f, 1, &o, on_delivery, &seen, &err),
+              &err);
+    ASSERT_OK(emq_producer_flush(p, emq_test_ms(10000), &err), &err);
+    ASSERT_EQ_INT(seen.n, 1);
+    ASSERT_EQ_INT(seen.st, EMQ_OK);
+    assert_handle(seen.id);
+    emq_id id;
+    ASSERT_OK(emq_produce_ex(p, &f, 1, &o, &id, &err), &err);
+    assert_handle(id.str);
+    /* Both in the key's partition, none in another, none in a stream. */
+    unsigned part = 0;
+    long long total = 0;
+    for (unsigned i = 0; i < 3; i++) {
+        char key[64];
+        snprintf(key, sizeof key, "emq:{tp.%u}:delayed", i);
+        long long n = zcard(s, key);
+        if (n > 0)
+            part = i;
+        total += n;
+    }
+    ASSERT_EQ_INT(total, 2);
+    char key[64];
+    snprintf(key, sizeof key, "emq:{tp.%u}:delayed", part);
+    ASSERT_EQ_INT(zcard(s, key), 2);
+    /* The topic's admin sums the partitions; cancel needs a partition. */
+    emq_admin_t *a;
+    ASSERT_OK(emq_admin_new(conf, &a, &err), &err);
+    emq_delayed_info di;
+    ASSERT_OK(emq_admin_delayed(a, &di, &err), &err);
+    ASSERT_EQ_INT(di.waiting, 2);
+    const char *ids[] = {id.str};
+    emq_cancel_outcome oc;
+    ASSERT_EQ_INT(emq_admin_cancel(a, ids, 1, &oc, NULL, &err), EMQ_EINVAL);
+    ASSERT_CONTAINS(err.message, "partition");
+    ASSERT_OK(emq_admin_cancel(emq_admin_partition(a, (int)part), ids, 1, &oc,
+                               NULL, &err),
+              &err);
+    ASSERT_EQ_INT(oc, EMQ_CANCEL_REMOVED);
+    ASSERT_EQ_INT(zcard(s, key), 1);
+    emq_admin_destroy(a);
+    emq_producer_destroy(p);
+    emq_conf_destroy(conf);
+    emq_srv_stop(s);
+}
+
+TEST(delayed_entries_survive_a_restart_and_a_consumer_that_left) {
+    emq_srv_opts opts = {.appendonly = 1};
+    emq_srv *s = emq_srv_start(&opts);
+    emq_producer_t *p = producer_for(s, "aof");
+    emq_field f = {"n", 1, "due", 3};
+    emq_produce_opts o = EMQ_PRODUCE_OPTS_INIT;
+    o.delay_ms = emq_test_ms(1500);
+    emq_error err;
+    ASSERT_OK(emq_produce_ex(p, &f, 1, &o, NULL, &err), &err);
+    emq_producer_destroy(p);
+    /* A consumer comes and goes before it is due: it moves nothing. */
+    emq_conf_t *conf = consumer_conf(s, "aof", "g", "c1", "head");
+    recorder rec;
+    recorder_init(&rec);
+    emq_consumer_t *c = consumer_ok(conf, record, &rec);
+    runner_thread t;
+    start_consumer(&t, c);
+    usleep(200 * 1000);
+    emq_consumer_stop(c);
+    ASSERT_EQ_INT(join_consumer(&t), EMQ_OK);
+    emq_consumer_destroy(c);
+    ASSERT_EQ_SIZE(rec.n, 0);
+    emq_srv_kill9(s); /* appendfsync always: the schedule is on disk */
+    emq_srv_restart(s);
+    ASSERT_EQ_INT(zcard(s, "emq:{aof}:delayed"), 1);
+    c = consumer_ok(conf, record, &rec);
+    start_consumer(&t, c);
+    wait_for(&rec, 1, 20000);
+    ASSERT_EQ_STR(rec.values[0], "due");
+    emq_consumer_stop(c);
+    ASSERT_EQ_INT(join_consumer(&t), EMQ_OK);
+    ASSERT_EQ_SIZE(rec.n, 1);
+    emq_consumer_destroy(c);
+    emq_conf_destroy(conf);
     emq_srv_stop(s);
 }

@@ -1,0 +1,141 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* delayed.c: a queue's delayed entries, counted, and cancellation.
+ *
+ * Counting reads the sorted set of waiting entries (ZCARD, and the first
+ * by due time). Cancelling is one script (streams' delayed.c) over the
+ * queue's keys: a waiting handle leaves the schedule; a stream entry that
+ * no group's cursor has reached is deleted; anything else is left alone
+ * and said so.
+ */
+#include "admin.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+emq_status emq__admin_queue_delayed(emq_admin_t *a, emq_delayed_info *out,
+                                    emq_error *err) {
+    if (out == NULL || a == NULL)
+        return emq__error_set(err, EMQ_EINVAL, 0,
+                              "counting delayed entries needs an admin "
+                              "handle and out");
+    out->waiting = 0;
+    out->next_due_ms = -1;
+    emq__delayed_keys dk;
+    emq_status st = emq__delayed_keys_make(&a->keys, &dk, err);
+    if (st != EMQ_OK)
+        return st;
+    const char *zcard[] = {"ZCARD", dk.waiting};
+    const char *first[] = {"ZRANGE", dk.waiting, "0", "0", "WITHSCORES"};
+    const emq__session_cmd cmds[] = {{2, zcard, NULL}, {5, first, NULL}};
+    emq_reply *r[2] = {NULL, NULL};
+    st = emq__admin_pipeline(a, 2, cmds, r, err);
+    for (int i = 0; st == EMQ_OK && i < 2; i++)
+        if (emq_reply_kind(r[i]) == EMQ_REPLY_ERROR)
+            st = emq__reply_error_set(err, r[i],
+                                      "counting delayed entries in '%s' failed",
+                                      dk.waiting);
+    if (st == EMQ_OK) {
+        int64_t n = emq_reply_integer(r[0]);
+        out->waiting = n > 0 ? (uint64_t)n : 0;
+        /* RESP2: [handle, score]; RESP3: [[handle, score]]. */
+        const emq_reply *pair = r[1];
+        if (emq_reply_len(pair) == 1)
+            pair = emq_reply_at(pair, 0);
+        const emq_reply *score =
+            emq_reply_len(pair) == 2 ? emq_reply_at(pair, 1) : NULL;
+        if (score && emq_reply_kind(score) == EMQ_REPLY_DOUBLE)
+            out->next_due_ms = (int64_t)emq_reply_double(score);
+        else if (score && emq_reply_str(score, NULL))
+            out->next_due_ms = strtoll(emq_reply_str(score, NULL), NULL, 10);
+    }
+    emq_reply_free(r[0]);
+    emq_reply_free(r[1]);
+    emq__delayed_keys_free(&dk);
+    return st;
+}
+
+/* EMQ_EINVAL naming ids[i] unless it is a handle or a stream ID. */
+static emq_status check_ids(const char *const *ids, size_t nids,
+                            emq_error *err) {
+    if (nids == 0 || nids > EMQ_CANCEL_MAX || ids == NULL)
+        return emq__error_set(err, EMQ_EINVAL, 0,
+                              "cancel takes 1 to %d IDs per call, not %zu",
+                              EMQ_CANCEL_MAX, ids ? nids : 0);
+    for (size_t i = 0; i < nids; i++) {
+        size_t len = ids[i] ? strlen(ids[i]) : 0;
+        if (ids[i] && (emq__delayed_handle_is(ids[i], len) ||
+                       emq__stream_id_parse(ids[i], len, NULL) == 0))
+            continue;
+        char shown[64];
+        emq__printable(shown, sizeof shown, ids[i] ? ids[i] : "", len);
+        return emq__error_set(err, EMQ_EINVAL, 0,
+                              "'%s' (ID %zu) is neither a delayed entry's "
+                              "handle (delayed-<digits>) nor a stream ID "
+                              "(ms-seq); nothing was cancelled",
+                              shown, i);
+    }
+    return EMQ_OK;
+}
+
+/* The outcome a cancel's reply word names; -1 for another word. */
+static int outcome_of(const emq_reply *word) {
+    static const char *const names[] = {"removed", "delivered", "missing"};
+    size_t len;
+    const char *text = emq_reply_str(word, &len);
+    for (int k = 0; text && k < 3; k++)
+        if (len == strlen(names[k]) && memcmp(text, names[k], len) == 0)
+            return k;
+    return -1;
+}
+
+emq_status emq__admin_queue_cancel(emq_admin_t *a, const char *const *ids,
+                                   size_t nids, emq_cancel_outcome *outcomes,
+                                   uint64_t *removed, emq_error *err) {
+    if (removed)
+        *removed = 0;
+    if (a == NULL)
+        return emq__error_set(err, EMQ_EINVAL, 0,
+                              "cancel needs an admin handle");
+    emq_status st = check_ids(ids, nids, err);
+    if (st != EMQ_OK)
+        return st;
+    emq__delayed_keys dk;
+    if ((st = emq__delayed_keys_make(&a->keys, &dk, err)) != EMQ_OK)
+        return st;
+    const char **argv =
+        emq__alloc((EMQ_DELAYED_CANCEL_HEAD + nids) * sizeof *argv);
+    emq_reply *r = NULL;
+    if (argv == NULL) {
+        st = emq__oom(err);
+        goto out;
+    }
+    int head = emq__delayed_cancel_head(argv, &dk, a->keys.stream);
+    for (size_t i = 0; i < nids; i++)
+        argv[head + i] = ids[i];
+    st = emq__admin_call(a, "cancelling entries", head + (int)nids, argv, NULL,
+                         &r, err);
+    if (st != EMQ_OK)
+        goto out;
+    if (emq_reply_kind(r) != EMQ_REPLY_ARRAY || emq_reply_len(r) != nids) {
+        st = emq__reply_bad_shape(err, "cancel");
+        goto out;
+    }
+    uint64_t n = 0;
+    for (size_t i = 0; i < nids; i++) {
+        int k = outcome_of(emq_reply_at(r, i));
+        if (k < 0) {
+            st = emq__reply_bad_shape(err, "cancel");
+            goto out;
+        }
+        if (outcomes)
+            outcomes[i] = (emq_cancel_outcome)k;
+        n += k == EMQ_CANCEL_REMOVED;
+    }
+    if (removed)
+        *removed = n;
+out:
+    emq_reply_free(r);
+    emq__free(argv);
+    emq__delayed_keys_free(&dk);
+    return st;
+}

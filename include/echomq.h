@@ -1093,6 +1093,14 @@ typedef struct emq_group_info {
     emq_consumer_info *consumers;
 } emq_group_info;
 
+/* The queue's delayed entries (emq_produce_opts) at one moment. */
+typedef struct emq_delayed_info {
+    uint64_t waiting;    /* entries not yet due, or due and not yet moved to
+                            the stream (no consumer ran since) */
+    int64_t next_due_ms; /* the earliest due time, unix ms by the server's
+                            clock; -1 when none waits */
+} emq_delayed_info;
+
 /* A queue at one moment. */
 typedef struct emq_queue_info {
     char *stream; /* stream key */
@@ -1137,7 +1145,10 @@ typedef struct emq_queue_info {
     /* Its role by ROLE, "master" or "slave" (a replica), or NULL when ROLE
      * was refused (an ACL without it). Added in 0.1 likewise. */
     char *role;
-    void *reserved[1]; /* room for fields to come; NULL */
+    /* The queue's delayed entries (a topic: summed, the earliest due time
+     * of all); NULL when they could not be counted (an ACL without ZCARD
+     * or ZRANGE). Added in 0.2 in the room reserved for fields to come. */
+    emq_delayed_info *delayed;
 } emq_queue_info;
 
 /* What a maxmemory-policy can do to a queue, as one sentence for an
@@ -1346,14 +1357,6 @@ EMQ_EXPORT emq_status emq_admin_dead_purge(emq_admin_t *a, uint64_t *removed,
                                            emq_error *err);
 
 /* ---- delayed entries and cancellation (docs/QUEUES.md) ------------------ */
-
-/* The queue's delayed entries (emq_produce_opts) at one moment. */
-typedef struct emq_delayed_info {
-    uint64_t waiting;    /* entries not yet due, or due and not yet moved to
-                            the stream (no consumer ran since) */
-    int64_t next_due_ms; /* the earliest due time, unix ms by the server's
-                            clock; -1 when none waits */
-} emq_delayed_info;
 
 /* Counts the queue's delayed entries into *out (a topic: the sum over its
  * partitions, the earliest due time of all). One round trip per

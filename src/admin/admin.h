@@ -113,6 +113,14 @@ emq_status emq__admin_queue_requeue(emq_admin_t *a, const char *const *ids,
                                     emq_error *err);
 emq_status emq__admin_queue_purge(emq_admin_t *a, uint64_t *removed,
                                   emq_error *err);
+/* delayed.c: the words that count a queue's delayed entries (ZCARD and
+ * the first by due time), borrowed from dk. */
+void emq__admin_delayed_words(const emq__delayed_keys *dk, const char *zcard[2],
+                              const char *first[5]);
+/* delayed.c: reads the replies of those words into *out; -1 (out
+ * untouched) when either is an error reply. */
+int emq__admin_delayed_from(const emq_reply *zcard, const emq_reply *first,
+                            emq_delayed_info *out);
 /* delayed.c: emq_admin_delayed and emq_admin_cancel of a queue. */
 emq_status emq__admin_queue_delayed(emq_admin_t *a, emq_delayed_info *out,
                                     emq_error *err);

@@ -58,6 +58,7 @@ static void info_clear(emq_queue_info *info) {
     emq__free(info->maxmemory_policy);
     emq__free(info->endpoint);
     emq__free(info->role);
+    emq__free(info->delayed);
 }
 
 void emq_queue_info_free(emq_queue_info *info) {
@@ -371,6 +372,21 @@ emq_status emq__admin_info_add(emq_queue_info *info, size_t i,
                               ? -1
                               : info->entries_added + p->entries_added;
     info->dead_length += p->dead_length;
+    if (i == 0 && p->delayed &&
+        (info->delayed = emq__calloc(1, sizeof *info->delayed)) != NULL)
+        info->delayed->next_due_ms = -1;
+    if (i == 0 && p->delayed && info->delayed == NULL)
+        return emq__oom(err);
+    if (info->delayed && p->delayed) {
+        info->delayed->waiting += p->delayed->waiting;
+        int64_t due = p->delayed->next_due_ms;
+        if (due >= 0 && (info->delayed->next_due_ms < 0 ||
+                         due < info->delayed->next_due_ms))
+            info->delayed->next_due_ms = due;
+    } else if (info->delayed) { /* one partition could not count: none */
+        emq__free(info->delayed);
+        info->delayed = NULL;
+    }
     for (size_t g = 0; g < p->ngroups; g++) {
         size_t before = info->ngroups;
         emq_group_info *t = total_group(info, p->groups[g].name);
@@ -444,16 +460,33 @@ emq_status emq__admin_queue_describe(emq_admin_t *a, emq_queue_info **out,
     const char *dead[] = {"XLEN", a->keys.dead};
     const char *policy[] = {"CONFIG", "GET", "maxmemory-policy"};
     const char *role[] = {"ROLE"};
+    const char *zcard[2], *first[5];
+    emq__delayed_keys dk;
+    if (st == EMQ_OK)
+        st = emq__delayed_keys_make(&a->keys, &dk, err);
+    else
+        memset(&dk, 0, sizeof dk);
+    emq__admin_delayed_words(&dk, zcard, first);
     const emq__session_cmd cmds[] = {{2, exists, NULL}, {3, stream, NULL},
                                      {3, groups, NULL}, {2, dead, NULL},
-                                     {3, policy, NULL}, {1, role, NULL}};
-    emq_reply *replies[6] = {NULL, NULL, NULL, NULL, NULL, NULL};
+                                     {3, policy, NULL}, {1, role, NULL},
+                                     {2, zcard, NULL},  {5, first, NULL}};
+    emq_reply *replies[8] = {NULL};
     if (st == EMQ_OK)
-        st = emq__admin_pipeline(a, 6, cmds, replies, err);
+        st = emq__admin_pipeline(a, 8, cmds, replies, err);
     if (st == EMQ_OK)
         st = describe_from(a, replies, info, err);
     if (st == EMQ_OK)
         st = node_from(replies[4], replies[5], info, err);
+    emq_delayed_info counted;
+    if (st == EMQ_OK &&
+        emq__admin_delayed_from(replies[6], replies[7], &counted) == 0) {
+        if ((info->delayed = emq__alloc(sizeof *info->delayed)) == NULL)
+            st = emq__oom(err);
+        else
+            *info->delayed = counted;
+    }
+    emq__delayed_keys_free(&dk);
     if (st == EMQ_OK && (info->endpoint = emq__strdup(
                              emq__route_endpoint(a->session.route))) == NULL)
         st = emq__oom(err);
@@ -465,7 +498,7 @@ emq_status emq__admin_queue_describe(emq_admin_t *a, emq_queue_info **out,
         for (size_t g = 0; g < info->ngroups; g++)
             info->groups[g].entries_read = -1;
     }
-    for (int i = 0; i < 6; i++)
+    for (int i = 0; i < 8; i++)
         emq_reply_free(replies[i]);
     if (st != EMQ_OK) {
         emq_queue_info_free(info);
@@ -555,6 +588,12 @@ static void json_info(emq__json *j, const emq_queue_info *info) {
     const char *warning = emq_eviction_warning(info->maxmemory_policy);
     emq__json_raw(j, ",\"eviction_warning\":");
     json_text(j, warning);
+    if (info->delayed)
+        emq__json_raw(j, ",\"delayed\":{\"waiting\":%llu,\"next_due_ms\":%lld}",
+                      (unsigned long long)info->delayed->waiting,
+                      (long long)info->delayed->next_due_ms);
+    else
+        emq__json_raw(j, ",\"delayed\":null");
     emq__json_raw(j, ",\"dead_length\":%llu,\"groups\":[",
                   (unsigned long long)info->dead_length);
     for (size_t g = 0; g < info->ngroups; g++) {

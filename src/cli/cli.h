@@ -94,7 +94,9 @@
     OPT(INTERVAL, "interval", 0, 1)                                            \
     OPT(CACHE, "cache", 0, 1)                                                  \
     OPT(CLIENT_TIMEOUT, "client-timeout", 0, 1)                                \
-    OPT(PARTITION, "partition", 'p', 1)
+    OPT(PARTITION, "partition", 'p', 1)                                        \
+    OPT(DELAY, "delay", 0, 1)                                                  \
+    OPT(AT, "at", 0, 1)
 #define CLI_OPTION_ID(name, word, letter, takes) O_##name,
 
 /* Option ids: the index of each in cli_options and in cli_args. */
@@ -469,13 +471,16 @@ typedef struct cli_json_list {
 /* Formats a duration in milliseconds for tables: "850ms", "12.3s",
  * "4m05s", "2h10m", "3d4h"; "-" for a negative value. */
 const char *cli_duration(int64_t ms, char *buf, size_t size);
+/* This machine's wall clock, unix ms (for showing times the server
+ * stated; every timeout uses emq_clock_ms). */
+int64_t cli_wall_ms(void);
 
 /* ---- verbs --------------------------------------------------------------- */
 
 extern const cli_verb cli_verb_produce, cli_verb_consume, cli_verb_info,
     cli_verb_pending, cli_verb_group, cli_verb_consumers, cli_verb_dead,
     cli_verb_trim, cli_verb_demo, cli_verb_tail, cli_verb_ls, cli_verb_exporter,
-    cli_verb_top, cli_verb_topic;
+    cli_verb_top, cli_verb_topic, cli_verb_cancel;
 
 int cmd_produce(int argc, char **argv);
 int cmd_consume(int argc, char **argv);
@@ -491,5 +496,6 @@ int cmd_ls(int argc, char **argv);
 int cmd_exporter(int argc, char **argv);
 int cmd_top(int argc, char **argv);
 int cmd_topic(int argc, char **argv);
+int cmd_cancel(int argc, char **argv);
 
 #endif /* EMQ_CLI_H */

@@ -208,9 +208,7 @@ static int choose(emq_admin_t *admin, const emq_conf_t *conf, const cli_args *a,
     emq_status st = emq_admin_dead_list(admin, 1000000, &l, &n, &err);
     if (st != EMQ_OK)
         return cli_runtime_err(conf, st, &err, "listing the dead letters");
-    struct timespec now;
-    clock_gettime(CLOCK_REALTIME, &now);
-    long long now_ms = (long long)now.tv_sec * 1000 + now.tv_nsec / 1000000;
+    long long now_ms = cli_wall_ms();
     *ids = calloc(n ? n : 1, sizeof **ids);
     *part = calloc(n ? n : 1, sizeof **part);
     if (*ids == NULL || *part == NULL) {

@@ -54,7 +54,8 @@ CLI_VERB(
     "Serves GET /metrics in the Prometheus text format: for each queue\n"
     "matching a PATTERN (a glob on queue names; default every queue):\n"
     "  echomq_queue_length, echomq_queue_entries_added_total,\n"
-    "  echomq_dead_letters, echomq_group_lag, echomq_group_pending,\n"
+    "  echomq_dead_letters, echomq_delayed_entries,\n"
+    "  echomq_delayed_next_due_seconds, echomq_group_lag, echomq_group_pending,\n"
     "  echomq_group_oldest_pending_age_seconds, echomq_consumer_pending,\n"
     "  echomq_consumer_idle_seconds, and echomq_up,\n"
     "  echomq_scrape_duration_seconds. SIGINT, SIGTERM or SIGHUP stops it.\n",
@@ -226,6 +227,19 @@ static void write_metrics(out_buf *o, const described *d, size_t n, int up,
     for (size_t i = 0; i < n; i++)
         sample(o, d[i].queue, NULL, NULL, "%llu",
                (unsigned long long)d[i].info->dead_length);
+    family(o, "echomq_delayed_entries", "gauge",
+           "Delayed entries waiting in the server to be moved to the stream.");
+    for (size_t i = 0; i < n; i++)
+        if (d[i].info->delayed)
+            sample(o, d[i].queue, NULL, NULL, "%llu",
+                   (unsigned long long)d[i].info->delayed->waiting);
+    family(o, "echomq_delayed_next_due_seconds", "gauge",
+           "When the earliest delayed entry is due, unix time (the server's "
+           "clock); absent when none waits.");
+    for (size_t i = 0; i < n; i++)
+        if (d[i].info->delayed && d[i].info->delayed->next_due_ms >= 0)
+            sample(o, d[i].queue, NULL, NULL, "%.3f",
+                   (double)d[i].info->delayed->next_due_ms / 1000.0);
     family(o, "echomq_group_lag", "gauge",
            "Entries not yet delivered to the group.");
     for (size_t i = 0; i < n; i++)

@@ -10,6 +10,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 int cli_admin_open(const char *verb, const char *queue, emq_conf_t **conf,
                    emq_admin_t **admin) {
@@ -80,6 +81,12 @@ int cli_print_json(size_t (*fn)(const void *ctx, char *buf, size_t size),
     return CLI_OK;
 }
 
+int64_t cli_wall_ms(void) {
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    return (int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000;
+}
+
 const char *cli_duration(int64_t ms, char *buf, size_t size) {
     if (ms < 0)
         snprintf(buf, size, "-");
@@ -119,6 +126,25 @@ static void print_server(const emq_server *server) {
     printf("%s)\n", i ? "" : "none of the optional features");
 }
 
+/* The delayed line: how many wait, and when the next is due. */
+static void print_delayed(const emq_queue_info *q) {
+    const emq_delayed_info *d = q->delayed;
+    if (d == NULL) {
+        printf("delayed       ? (not counted: ZCARD or ZRANGE refused)\n");
+        return;
+    }
+    if (d->waiting == 0) {
+        printf("delayed       0\n");
+        return;
+    }
+    char in[32];
+    int64_t left = d->next_due_ms - cli_wall_ms();
+    printf("delayed       %llu (next due %s%s, at %lld)\n",
+           (unsigned long long)d->waiting, left > 0 ? "in " : "now",
+           left > 0 ? cli_duration(left, in, sizeof in) : "",
+           (long long)d->next_due_ms);
+}
+
 static void print_info(const char *queue, const emq_queue_info *q) {
     print_server(&q->server);
     if (q->endpoint != NULL) /* behind Sentinel: the primary it resolved */
@@ -131,6 +157,7 @@ static void print_info(const char *queue, const emq_queue_info *q) {
                queue, q->stream);
         printf("dead letters: %llu in %s\n", (unsigned long long)q->dead_length,
                q->dead);
+        print_delayed(q);
         return;
     }
     printf("queue         %s\n", queue);
@@ -144,6 +171,7 @@ static void print_info(const char *queue, const emq_queue_info *q) {
         printf("entries added %lld\n", (long long)q->entries_added);
     printf("dead letters  %llu (%s)\n", (unsigned long long)q->dead_length,
            q->dead);
+    print_delayed(q);
     printf("groups        %zu\n", q->ngroups);
     if (q->ngroups == 0)
         return;

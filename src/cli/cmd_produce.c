@@ -61,7 +61,18 @@ static const cli_optdoc opts[] = {
      "trim with ~ (whole nodes only: cheaper, inexact). Trimming deletes "
      "entries whether or not a group has processed them; see 'echomq trim "
      "--acked'"},
-    {O_PRINT_IDS, NULL, "print each new entry's ID on stdout"},
+    {O_PRINT_IDS, NULL,
+     "print each new entry's ID on stdout (a delayed entry's is its handle, "
+     "delayed-<digits>, which 'echomq cancel' takes)"},
+    {O_DELAY, "MS",
+     "hand the entries to no consumer before MS milliseconds have passed "
+     "(by the server's clock; at most 2^53); they wait in the server, and "
+     "a running consumer of the queue moves each to the stream when it is "
+     "due (docs/QUEUES.md)"},
+    {O_AT, "@UNIX-MS",
+     "hand the entries to no consumer before this unix time in "
+     "milliseconds (the server's clock), e.g. --at @$(($(date +%s) + "
+     "60))000; not with --delay"},
     {O_PARTITIONS, "P",
      "QUEUE is a topic of P partitions (queues QUEUE.0 .. QUEUE.<P-1>, "
      "spread over a cluster's nodes, docs/SCALING.md); entries go to the "
@@ -96,6 +107,7 @@ typedef struct produce_run {
     emq_producer_t *p;
     emq_conf_t *conf;
     const char *key_field;
+    emq_produce_opts when; /* --delay, --at (its key is set per entry) */
     int print_ids;
     int progress; /* stderr is a terminal and not -q */
     int64_t started_ms, last_progress_ms;
@@ -177,13 +189,12 @@ static int send_async(produce_run *r, const emq_field *f, size_t nf) {
         return cli_err(CLI_FAIL, "out of memory");
     t->run = r;
     t->seq = r->sent;
-    const char *key;
-    size_t key_len;
-    key_of(r, f, nf, &key, &key_len);
+    emq_produce_opts o = r->when;
+    key_of(r, f, nf, &o.key, &o.key_len);
     for (;;) {
         emq_error err;
-        emq_status st = emq_produce_async_keyed(r->p, key, key_len, f, nf,
-                                                on_delivery, t, &err);
+        emq_status st =
+            emq_produce_async_ex(r->p, f, nf, &o, on_delivery, t, &err);
         if (st == EMQ_OK)
             break;
         if (st != EMQ_ELIMIT) {
@@ -380,12 +391,11 @@ static int from_stdin(produce_run *r, int json, const char *field) {
 
 /* One entry from FIELD=VALUE arguments. */
 static int from_args(produce_run *r, const emq_field *f, size_t nf) {
-    const char *key;
-    size_t key_len;
-    key_of(r, f, nf, &key, &key_len);
+    emq_produce_opts o = r->when;
+    key_of(r, f, nf, &o.key, &o.key_len);
     emq_id id;
     emq_error err;
-    emq_status st = emq_produce_keyed(r->p, key, key_len, f, nf, &id, &err);
+    emq_status st = emq_produce_ex(r->p, f, nf, &o, &id, &err);
     if (st == EMQ_OK || st == EMQ_ENOTDURABLE) {
         r->written = 1;
         if (r->print_ids)
@@ -413,6 +423,23 @@ static const cli_prop props[] = {
     CLI_PROPS_END,
 };
 
+/* Reads --delay or --at into *when (checked by check_usage's shape
+ * rules); CLI_USAGE after printing why. */
+static int read_when(const cli_args *a, emq_produce_opts *when) {
+    *when = (emq_produce_opts)EMQ_PRODUCE_OPTS_INIT;
+    long long ms = 0;
+    int rc = CLI_OK;
+    if (a->seen[O_DELAY])
+        rc = cli_num(VERB, "--delay", a->value[O_DELAY], 0, (1LL << 53), &ms);
+    else if (a->seen[O_AT])
+        rc = cli_num(VERB, "--at", a->value[O_AT] + 1, 1, (1LL << 53), &ms);
+    if (a->seen[O_DELAY])
+        when->delay_ms = ms;
+    else
+        when->due_ms = ms;
+    return rc;
+}
+
 /* Every usage check that needs no server (beside a missing QUEUE): the
  * source of entries,
  * the options that go together, the numbers (props). */
@@ -439,7 +466,14 @@ static int check_usage(cli_args *a) {
         rc = cli_usage_err(VERB, "--approx needs --maxlen or --minid");
     else if (a->seen[O_KEY_FIELD] && a->value[O_KEY_FIELD][0] == '\0')
         rc = cli_usage_err(VERB, "--key-field needs a non-empty name");
-    else
+    else if (a->seen[O_DELAY] && a->seen[O_AT])
+        rc = cli_usage_err(VERB, "--delay and --at exclude each other");
+    else if (a->seen[O_AT] && a->value[O_AT][0] != '@')
+        rc = cli_usage_err(VERB,
+                           "--at takes @UNIX-MS, a unix time in "
+                           "milliseconds after '@' (--at @%s?)",
+                           a->value[O_AT]);
+    else if ((rc = read_when(a, &(emq_produce_opts){0})) == CLI_OK)
         rc = cli_check_props(VERB, a, props);
     return rc;
 }
@@ -498,6 +532,7 @@ int cmd_produce(int argc, char **argv) {
     r.progress = !cli_g.quiet && isatty(STDERR_FILENO) &&
                  (a.seen[O_LINES] || a.seen[O_JSON]);
     r.key_field = a.seen[O_KEY_FIELD] ? a.value[O_KEY_FIELD] : NULL;
+    (void)read_when(&a, &r.when); /* checked by check_usage */
     if (r.print_ids && (a.seen[O_LINES] || a.seen[O_JSON])) {
         r.ring_size = 10000; /* producer.queue.max_messages */
         r.ring = calloc(r.ring_size, sizeof *r.ring);

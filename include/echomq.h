@@ -947,7 +947,7 @@ EMQ_EXPORT int64_t emq_consumer_timeout_ms(emq_consumer_t *c);
     X(handler_overdue) /* entries kept past handler.timeout_ms: let go (no     \
                           longer refreshed), their settlement EMQ_ELOST */
 
-/* The queue's delayed entries (emq_produce_opts); added in 0.2 in the
+/* The queue's delayed entries (emq_produce_opts); added in 0.1 in the
  * room reserved for counters. */
 #define EMQ_CONSUMER_QUEUE_COUNTERS(X)                                         \
     X(delayed_moved) /* due delayed entries this consumer's upkeep moved to    \
@@ -1147,7 +1147,7 @@ typedef struct emq_queue_info {
     char *role;
     /* The queue's delayed entries (a topic: summed, the earliest due time
      * of all); NULL when they could not be counted (an ACL without ZCARD
-     * or ZRANGE). Added in 0.2 in the room reserved for fields to come. */
+     * or ZRANGE). Added in 0.1 in the room reserved for fields to come. */
     emq_delayed_info *delayed;
 } emq_queue_info;
 

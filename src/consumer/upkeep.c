@@ -111,8 +111,20 @@ static void delayed_moved(emq_consumer_t *c, const emq_reply *reply,
         u->next_delayed_ms = sent_ms + poll;
         return;
     }
+    if (emq__reply_refused(reply)) {
+        /* Its user may not (a least-privilege ACL without the delayed
+         * keys, docs/SECURITY.md): say so once, as information (such a
+         * worker is a choice), and stop asking; other consumers of the
+         * queue may move them. */
+        emq__consumer_log(c, EMQ_LOG_INFO,
+                          "this consumer moves no delayed entries: its user "
+                          "may not (an ACL without the delayed keys' "
+                          "commands, docs/SECURITY.md)");
+        u->next_delayed_ms = INT64_MAX;
+        return;
+    }
     if (emq__delayed_move_reply(reply, &m, &why) != EMQ_OK) {
-        /* Refused (an ACL, a key of another type): say so, and do not
+        /* Refused otherwise (a key of another type): say so, and do not
          * ask again at every poll. Others of the queue may move them. */
         emq__consumer_log(c, EMQ_LOG_WARNING, "%s", why.message);
         u->next_delayed_ms =
@@ -445,8 +457,8 @@ static emq_status one_round(emq_consumer_t *c, int settle, settle_op *ops,
         u->next_renew_ms = now + EMQ_RENEW_RETRY_MS;
     else if (r.renew_sent)
         u->next_renew_ms = now;
-    if (u->next_delayed_ms == INT64_MAX && emq__cfg_delayed_poll_ms(c->conf) &&
-        (st != EMQ_OK || !r.delayed_sent)) /* its reply was lost: again */
+    if (u->next_delayed_ms == INT64_MAX && r.delayed_sent && st != EMQ_OK)
+        /* its reply was lost: again */
         u->next_delayed_ms = now + emq__cfg_delayed_poll_ms(c->conf);
     if (r.refresh_failed) /* not at once again: in half a period */
         u->next_refresh_ms = now + u->refresh_every_ms / 2;

@@ -24,6 +24,9 @@ static void known_state(const emq_srv *s) {
         "--limit", "2", "--no-ack", "-q");
     ASSERT_EXIT(&r, 0);
     cli_free(&r);
+    CLI(&r, url, "produce", "jobs", "--delay", "3600000", "n=later", "-q");
+    ASSERT_EXIT(&r, 0);
+    cli_free(&r);
     char out[64];
     emq_srv_cmd(s, out, sizeof out, "XADD", "emq:{jobs}:dead", "*", "a", "b",
                 NULL);
@@ -282,6 +285,8 @@ TEST_TIMEOUT(cli_exporter_serves_prometheus_text, 40) {
     ASSERT_CONTAINS(page, "echomq_up 1\n");
     ASSERT_CONTAINS(page, "echomq_queue_length{queue=\"jobs\"} 5\n");
     ASSERT_CONTAINS(page, "echomq_dead_letters{queue=\"jobs\"} 1\n");
+    ASSERT_CONTAINS(page, "echomq_delayed_entries{queue=\"jobs\"} 1\n");
+    ASSERT_CONTAINS(page, "echomq_delayed_next_due_seconds{queue=\"jobs\"} ");
     ASSERT_CONTAINS(page,
                     "echomq_group_pending{queue=\"jobs\",group=\"w\"} 2\n");
     ASSERT_CONTAINS(page, "echomq_consumer_pending{queue=\"jobs\",group=\"w\","

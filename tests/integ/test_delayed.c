@@ -396,3 +396,83 @@ TEST(delayed_entries_survive_a_restart_and_a_consumer_that_left) {
     emq_conf_destroy(conf);
     emq_srv_stop(s);
 }
+
+/* The child's handler: holds its first entry until the process is
+ * killed. */
+static emq_verdict hold_forever(void *opaque, const emq_entry *e, char *reason,
+                                size_t size) {
+    (void)opaque;
+    (void)e;
+    (void)reason;
+    (void)size;
+    for (;;)
+        pause();
+    return EMQ_ACK;
+}
+
+TEST(delayed_mover_killed_mid_move_moves_nothing_twice_loses_nothing) {
+    emq_srv *s = emq_srv_start(NULL);
+    enum { N = 5000 };
+    emq_producer_t *p = producer_for(s, "kill");
+    static char vals[N][8];
+    static emq_field f[N];
+    static emq_message m[N];
+    static emq_produce_opts o[N];
+    int64_t due = server_ms(s) + emq_test_ms(300);
+    for (int i = 0; i < N; i++) {
+        int len = snprintf(vals[i], sizeof vals[i], "%d", i);
+        f[i] = (emq_field){"n", 1, vals[i], (size_t)len};
+        m[i] = (emq_message){&f[i], 1, NULL};
+        o[i] = (emq_produce_opts)EMQ_PRODUCE_OPTS_INIT;
+        o[i].due_ms = due;
+    }
+    emq_error err;
+    size_t written;
+    ASSERT_OK(emq_produce_batch_ex(p, m, o, N, NULL, &written, &err), &err);
+    emq_producer_destroy(p);
+    /* A mover in another process, killed while the moves go on. */
+    pid_t child = fork();
+    ASSERT(child >= 0);
+    if (child == 0) {
+        emq_conf_t *conf = consumer_conf(s, "kill", "g", "mover", "head");
+        conf_set(conf, "delayed.poll_ms", "1");
+        emq_consumer_t *c;
+        if (emq_consumer_new(conf, hold_forever, NULL, &c, &err) != EMQ_OK)
+            _exit(3);
+        emq_consumer_run(c, &err);
+        _exit(4);
+    }
+    WAIT_UNTIL(zcard(s, "emq:{kill}:delayed") < N, 20000,
+               "the mover to move some entries");
+    kill(child, SIGKILL);
+    waitpid(child, NULL, 0);
+    long long left = zcard(s, "emq:{kill}:delayed"), in = xlen(s, "emq:{kill}");
+    fprintf(stderr, "    killed with %lld moved, %lld waiting\n", in, left);
+    ASSERT_EQ_INT(in + left, N);
+    /* A consumer of another name moves the rest and takes over what the
+     * dead one held: each entry handled once. */
+    emq_conf_t *conf = consumer_conf(s, "kill", "g", "heir", "head");
+    conf_set(conf, "claim.min_idle_ms", "500");
+    static recorder rec;
+    recorder_init(&rec);
+    emq_consumer_t *c = consumer_ok(conf, record, &rec);
+    runner_thread t;
+    start_consumer(&t, c);
+    wait_for(&rec, N, 60000);
+    usleep((useconds_t)emq_test_ms(300) * 1000); /* a duplicate shows */
+    emq_consumer_stop(c);
+    ASSERT_EQ_INT(join_consumer(&t), EMQ_OK);
+    ASSERT_EQ_SIZE(rec.n, N);
+    static unsigned char seen[N];
+    for (size_t i = 0; i < rec.n; i++) {
+        int v = atoi(rec.values[i]);
+        ASSERT(v >= 0 && v < N);
+        if (seen[v]++)
+            FAIL("entry %d handled twice", v);
+    }
+    ASSERT_EQ_INT(xlen(s, "emq:{kill}"), N);
+    ASSERT_EQ_INT(zcard(s, "emq:{kill}:delayed"), 0);
+    emq_consumer_destroy(c);
+    emq_conf_destroy(conf);
+    emq_srv_stop(s);
+}

@@ -107,12 +107,14 @@ enum {
 /* The plan of one job, drawn from the seed, carried in its fields
  * ("ms", "retries") so the worker needs no table. */
 typedef struct job_plan {
-    uint8_t poison;  /* answered EMQ_RETRY every time */
-    uint8_t retries; /* healthy: EMQ_RETRY while deliveries <= retries */
-    uint8_t dead;    /* answered EMQ_DEAD at once (kind "dead") */
-    uint32_t ms;     /* handler duration */
-    uint32_t big;    /* bytes of its "blob" field; 0: none */
-    uint32_t wide;   /* extra fields w0..w<wide-1>; 0: none */
+    uint8_t poison;    /* answered EMQ_RETRY every time */
+    uint8_t retries;   /* healthy: EMQ_RETRY while deliveries <= retries */
+    uint8_t dead;      /* answered EMQ_DEAD at once (kind "dead") */
+    uint32_t ms;       /* handler duration */
+    uint32_t big;      /* bytes of its "blob" field; 0: none */
+    uint32_t wide;     /* extra fields w0..w<wide-1>; 0: none */
+    uint32_t delay_ms; /* produced delayed by this much (emq_produce_opts);
+                          0: at once */
 } job_plan;
 
 /* The fields of job `index` exactly as the producer writes them (job,

@@ -1969,6 +1969,26 @@ static void plan_extras(const options *o, job_plan *plan, double *big_mb,
     }
 }
 
+/* The delayed jobs: one in 20 of the plain ones (not big, not dead) is
+ * produced with a delay of 1 ms to 2 s, from a generator of its own (the
+ * other draws stay what they were). The consumers' upkeep moves them to
+ * the stream through every fault; the checker's verdict covers them like
+ * any job. Returns how many. */
+static long plan_delays(const options *o, job_plan *plan) {
+    chaos_rng r = {o->seed ^ 0x64656c6179ull}; /* "delay" */
+    long n = 0;
+    for (long j = 0; j < o->jobs; j++) {
+        job_plan *p = &plan[j];
+        int64_t pick = chaos_range(&r, 0, 19);
+        int64_t ms = chaos_range(&r, 1, 2000);
+        if (pick != 0 || p->big || p->dead)
+            continue;
+        p->delay_ms = (uint32_t)ms;
+        n++;
+    }
+    return n;
+}
+
 int main(int argc, char **argv) {
     if (argc > 1 && strcmp(argv[1], "--worker") == 0)
         return chaos_worker_main(argc - 2, argv + 2);
@@ -2076,6 +2096,7 @@ int main(int argc, char **argv) {
     long wide_total = 0;
     double big_mb = 0;
     plan_extras(o, jobs, &big_mb, &wide_total);
+    long ndelayed = plan_delays(o, jobs);
     job_plans = jobs;
 
     printf("chaos: seed %llu, %ld jobs (%ld poison, max_deliveries %d), %d "
@@ -2096,6 +2117,9 @@ int main(int argc, char **argv) {
            "once, %ld extra fields in all)\n",
            o->pull_workers, o->big_jobs, big_mb, o->max_reply_bytes,
            o->max_reply_bytes ? "" : ": the default", o->dead_jobs, wide_total);
+    printf("chaos: %ld jobs produced delayed by 1 ms to 2 s (moved to the "
+           "stream by the consumers' upkeep)\n",
+           ndelayed);
     printf("chaos: planned handler time %.0f s in all, %.0f s per worker "
            "(without duplicates)\n",
            handler_s, handler_s / (nworkers > 0 ? nworkers : 1));

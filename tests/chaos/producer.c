@@ -4,6 +4,7 @@
  * Publishes jobs 0..N-1 to queue "chaos", each as the fields
  *   job <index>  kind ok|poison|dead  ms <handler duration>
  *   retries <0..2>  pad <16 hex digits from the seed>
+ * (one in 20 of the plain jobs delayed by its plan's delay_ms)
  * and, for the few big jobs, blob <1-8 MB of letters from the seed>, and
  * for the dead jobs (answered EMQ_DEAD), wide fields w0 <0:job> .. (so
  * their dead letters show whether every field was kept)
@@ -105,9 +106,10 @@ void *chaos_produce(void *arg) {
     emq_producer_t *prod = NULL;
     emq_field **text = calloc(BATCH, sizeof *text);
     emq_message *msgs = calloc(BATCH, sizeof *msgs);
+    emq_produce_opts *opts = calloc(BATCH, sizeof *opts);
     emq_id *ids = calloc(BATCH, sizeof *ids);
     long *which = calloc(BATCH, sizeof *which);
-    if (!text || !msgs || !ids || !which) {
+    if (!text || !msgs || !opts || !ids || !which) {
         snprintf(p->why, sizeof p->why, "out of memory");
         p->failed = 1;
         goto out;
@@ -148,6 +150,8 @@ void *chaos_produce(void *arg) {
                                            p->seed, &nf);
                 oom |= text[i] == NULL;
                 msgs[i] = (emq_message){text[i], nf, NULL};
+                opts[i] = (emq_produce_opts)EMQ_PRODUCE_OPTS_INIT;
+                opts[i].delay_ms = p->plan[which[i]].delay_ms;
             }
             if (oom) {
                 snprintf(p->why, sizeof p->why, "out of memory");
@@ -156,7 +160,7 @@ void *chaos_produce(void *arg) {
             }
             size_t written = 0;
             emq_status st =
-                emq_produce_batch(prod, msgs, n, ids, &written, &err);
+                emq_produce_batch_ex(prod, msgs, opts, n, ids, &written, &err);
             size_t keep = 0;
             /* With producer.wait_replicas, an entry is confirmed once a
              * replica has it: a window that WAIT did not confirm is not
@@ -193,6 +197,7 @@ out:
         free(text[i]);
     free(text);
     free(msgs);
+    free(opts);
     free(ids);
     free(which);
     __atomic_store_n(&p->done, 1, __ATOMIC_RELEASE);

@@ -41,7 +41,7 @@
 #             the installed copy (the event-loop ones with libuv and
 #             libevent), every examples/*.cpp (echomq.hpp) built with g++
 #             and clang++ against it, and roundtrip, topic_pipeline,
-#             admin_tour and each C++ example run on a private
+#             admin_tour, delayed_jobs and each C++ example run on a private
 #             redis-server (the event-loop examples run in the suite:
 #             test_examples_loops.c)
 #   docs      docs/CONFIGURATION.md equals what tools/gen_confdoc prints;
@@ -558,6 +558,9 @@ stage_examples() {
     "$build/gcc/example_admin_tour" "$EMQ_REDIS_URL" "ci-admin-tour" >"$logs/admin_tour.log" ||
         { cat "$logs/admin_tour.log" >&2; return 1; }
     grep -E '^(produced|consumed|requeued|trimmed)' "$logs/admin_tour.log"
+    "$build/gcc/example_delayed_jobs" "$EMQ_REDIS_URL" "ci-delayed" >"$logs/delayed_jobs.log" ||
+        { cat "$logs/delayed_jobs.log" >&2; return 1; }
+    grep -E '^(cancelled|handled)' "$logs/delayed_jobs.log"
     for name in "${cxx_examples[@]}"; do
         "$scratch/$name" "$EMQ_REDIS_URL" "ci:$name"
     done

@@ -582,20 +582,31 @@ typedef struct emq_produce_opts {
     const char *key;  /* message key (a topic's partition, as
                          emq_produce_keyed; binary-safe); NULL: none */
     size_t key_len;
-    int64_t delay_ms; /* > 0: handed out no sooner than this many ms
-                         after the server took it; 0: at once */
-    int64_t due_ms;   /* > 0: handed out no sooner than this unix time in
-                         ms (the server's clock); not with delay_ms */
+    int64_t delay_ms;      /* > 0: handed out no sooner than this many ms
+                              after the server took it; 0: at once */
+    int64_t due_ms;        /* > 0: handed out no sooner than this unix time in
+                              ms (the server's clock); not with delay_ms */
+    const char *dedup_key; /* idempotency key (binary-safe, 1 to 512
+                              bytes); NULL: none. The entry is added only
+                              if no entry with this key was added to the
+                              queue within dedup_ttl_ms; either way the
+                              call answers the first entry's ID (or
+                              handle). Re-sends after an unknown outcome
+                              (producer.retries) add nothing twice */
+    size_t dedup_key_len;
+    int64_t dedup_ttl_ms; /* the key's window; 0: dedup.ttl_ms (24 h) */
 } emq_produce_opts;
 
 #define EMQ_PRODUCE_OPTS_VERSION 1
 #define EMQ_PRODUCE_OPTS_INIT                                                  \
-    { EMQ_PRODUCE_OPTS_VERSION, NULL, 0, 0, 0 }
+    { EMQ_PRODUCE_OPTS_VERSION, NULL, 0, 0, 0, NULL, 0, 0 }
 
 /* emq_produce with options (opts NULL: none, as emq_produce). EMQ_EINVAL
- * before anything is sent for: an unknown opts->version, delay_ms or
- * due_ms below 0 or above 2^53, both set, or a delayed entry with more
- * than 3,000 field/value pairs. Results and errors as emq_produce; a
+ * before anything is sent for: an unknown opts->version, delay_ms,
+ * due_ms or dedup_ttl_ms below 0 or above 2^53, delay_ms and due_ms both
+ * set, a dedup_key of 0 or more than 512 bytes, or a delayed or
+ * de-duplicated entry with more than 3,000 field/value pairs or an
+ * explicit ID. Results and errors as emq_produce; a
  * delayed entry's *id is its handle. Any thread. */
 EMQ_EXPORT emq_status emq_produce_ex(emq_producer_t *p, const emq_field *fields,
                                      size_t nfields,

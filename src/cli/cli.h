@@ -96,7 +96,10 @@
     OPT(CLIENT_TIMEOUT, "client-timeout", 0, 1)                                \
     OPT(PARTITION, "partition", 'p', 1)                                        \
     OPT(DELAY, "delay", 0, 1)                                                  \
-    OPT(AT, "at", 0, 1)
+    OPT(AT, "at", 0, 1)                                                        \
+    OPT(DEDUP_KEY, "dedup-key", 0, 1)                                          \
+    OPT(DEDUP_TTL, "dedup-ttl", 0, 1)                                          \
+    OPT(DEDUP_FIELD, "dedup-field", 0, 1)
 #define CLI_OPTION_ID(name, word, letter, takes) O_##name,
 
 /* Option ids: the index of each in cli_options and in cli_args. */

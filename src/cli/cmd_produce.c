@@ -73,6 +73,16 @@ static const cli_optdoc opts[] = {
      "hand the entries to no consumer before this unix time in "
      "milliseconds (the server's clock), e.g. --at @$(($(date +%s) + "
      "60))000; not with --delay"},
+    {O_DEDUP_KEY, "KEY",
+     "the entry's idempotency key: it is added only if no entry with KEY "
+     "was added to the queue within --dedup-ttl; --print-ids prints the "
+     "first entry's ID either way (docs/QUEUES.md)"},
+    {O_DEDUP_FIELD, "NAME",
+     "with --lines/--json: each entry's idempotency key is the value of "
+     "its field NAME (entries without it have none)"},
+    {O_DEDUP_TTL, "MS",
+     "how long an idempotency key keeps duplicates out (default 86400000, "
+     "24 h; dedup.ttl_ms)"},
     {O_PARTITIONS, "P",
      "QUEUE is a topic of P partitions (queues QUEUE.0 .. QUEUE.<P-1>, "
      "spread over a cluster's nodes, docs/SCALING.md); entries go to the "
@@ -107,7 +117,10 @@ typedef struct produce_run {
     emq_producer_t *p;
     emq_conf_t *conf;
     const char *key_field;
-    emq_produce_opts when; /* --delay, --at (its key is set per entry) */
+    const char *dedup_field; /* --dedup-field */
+    emq_produce_opts when;   /* --delay, --at, --dedup-key (the message
+                                key and a --dedup-field key are set per
+                                entry) */
     int print_ids;
     int progress; /* stderr is a terminal and not -q */
     int64_t started_ms, last_progress_ms;
@@ -127,16 +140,18 @@ typedef struct produce_run {
     uint64_t next_print;
 } produce_run;
 
-/* The key of an entry: the value of --key-field (NULL: none). */
-static void key_of(const produce_run *r, const emq_field *f, size_t nf,
+/* The value of field name in an entry (name NULL, or no such field:
+ * NULL): its message key (--key-field) or idempotency key
+ * (--dedup-field). */
+static void key_of(const char *name, const emq_field *f, size_t nf,
                    const char **key, size_t *key_len) {
     *key = NULL;
     *key_len = 0;
-    if (r->key_field == NULL)
+    if (name == NULL)
         return;
-    size_t kn = strlen(r->key_field);
+    size_t kn = strlen(name);
     for (size_t i = 0; i < nf; i++)
-        if (f[i].name_len == kn && memcmp(f[i].name, r->key_field, kn) == 0) {
+        if (f[i].name_len == kn && memcmp(f[i].name, name, kn) == 0) {
             *key = f[i].value ? f[i].value : "";
             *key_len = f[i].value_len;
             return;
@@ -190,7 +205,12 @@ static int send_async(produce_run *r, const emq_field *f, size_t nf) {
     t->run = r;
     t->seq = r->sent;
     emq_produce_opts o = r->when;
-    key_of(r, f, nf, &o.key, &o.key_len);
+    key_of(r->key_field, f, nf, &o.key, &o.key_len);
+    if (r->dedup_field) {
+        key_of(r->dedup_field, f, nf, &o.dedup_key, &o.dedup_key_len);
+        if (o.dedup_key != NULL && o.dedup_key_len == 0)
+            o.dedup_key = NULL; /* an empty value: no key */
+    }
     for (;;) {
         emq_error err;
         emq_status st =
@@ -392,7 +412,7 @@ static int from_stdin(produce_run *r, int json, const char *field) {
 /* One entry from FIELD=VALUE arguments. */
 static int from_args(produce_run *r, const emq_field *f, size_t nf) {
     emq_produce_opts o = r->when;
-    key_of(r, f, nf, &o.key, &o.key_len);
+    key_of(r->key_field, f, nf, &o.key, &o.key_len);
     emq_id id;
     emq_error err;
     emq_status st = emq_produce_ex(r->p, f, nf, &o, &id, &err);
@@ -416,6 +436,7 @@ static const cli_prop props[] = {
     CLI_NUM_ALWAYS(O_LINGER, "producer.linger_ms", 0, 60000, 100),
     CLI_NUM(O_TIMEOUT, "producer.timeout_ms", 1, 86400000, 0),
     CLI_NUM(O_WAIT_REPLICAS, "producer.wait_replicas", 0, 1000, 0),
+    CLI_NUM(O_DEDUP_TTL, "dedup.ttl_ms", 1, (int64_t)1 << 53, 0),
     CLI_NUM(O_MAXLEN, "trim.maxlen", 0, INT64_MAX, 0),
     CLI_TEXT(O_MINID, "trim.minid"),
     CLI_FLAG(O_APPROX, "trim.approx", "1"),
@@ -466,6 +487,20 @@ static int check_usage(cli_args *a) {
         rc = cli_usage_err(VERB, "--approx needs --maxlen or --minid");
     else if (a->seen[O_KEY_FIELD] && a->value[O_KEY_FIELD][0] == '\0')
         rc = cli_usage_err(VERB, "--key-field needs a non-empty name");
+    else if (a->seen[O_DEDUP_KEY] && (a->seen[O_LINES] || a->seen[O_JSON]))
+        rc = cli_usage_err(VERB, "--dedup-key gives one entry its key; with "
+                                 "--lines or --json use --dedup-field NAME");
+    else if (a->seen[O_DEDUP_FIELD] && !a->seen[O_LINES] && !a->seen[O_JSON])
+        rc = cli_usage_err(VERB, "--dedup-field goes with --lines or --json");
+    else if (a->seen[O_DEDUP_FIELD] && a->value[O_DEDUP_FIELD][0] == '\0')
+        rc = cli_usage_err(VERB, "--dedup-field needs a non-empty name");
+    else if (a->seen[O_DEDUP_KEY] && (a->value[O_DEDUP_KEY][0] == '\0' ||
+                                      strlen(a->value[O_DEDUP_KEY]) > 512))
+        rc = cli_usage_err(VERB, "--dedup-key takes 1 to 512 bytes");
+    else if (a->seen[O_DEDUP_TTL] && !a->seen[O_DEDUP_KEY] &&
+             !a->seen[O_DEDUP_FIELD])
+        rc = cli_usage_err(VERB, "--dedup-ttl goes with --dedup-key or "
+                                 "--dedup-field");
     else if (a->seen[O_DELAY] && a->seen[O_AT])
         rc = cli_usage_err(VERB, "--delay and --at exclude each other");
     else if (a->seen[O_AT] && a->value[O_AT][0] != '@')
@@ -533,6 +568,11 @@ int cmd_produce(int argc, char **argv) {
                  (a.seen[O_LINES] || a.seen[O_JSON]);
     r.key_field = a.seen[O_KEY_FIELD] ? a.value[O_KEY_FIELD] : NULL;
     (void)read_when(&a, &r.when); /* checked by check_usage */
+    r.dedup_field = a.seen[O_DEDUP_FIELD] ? a.value[O_DEDUP_FIELD] : NULL;
+    if (a.seen[O_DEDUP_KEY]) {
+        r.when.dedup_key = a.value[O_DEDUP_KEY];
+        r.when.dedup_key_len = strlen(a.value[O_DEDUP_KEY]);
+    }
     if (r.print_ids && (a.seen[O_LINES] || a.seen[O_JSON])) {
         r.ring_size = 10000; /* producer.queue.max_messages */
         r.ring = calloc(r.ring_size, sizeof *r.ring);

@@ -298,6 +298,11 @@ static const prop props[] = {
      "to the stream (sooner when it knows the next is due sooner); 0: this "
      "consumer moves none (others of the queue must).",
      P_INT, F(delayed_poll_ms), 0, 3600000, NULL, NULL, NULL, "consumer"},
+    {"dedup.ttl_ms", "86400000",
+     "How long an idempotency key (emq_produce_opts.dedup_key, produce "
+     "--dedup-key) keeps a second entry with the same key out, when the "
+     "call does not say (dedup_ttl_ms 0).",
+     P_INT, F(dedup_ttl_ms), 1, (int64_t)1 << 53, NULL, NULL, NULL, "producer"},
     {"claim.count", "100",
      "Most entries one XAUTOCLAIM call takes over (it examines up to 10x "
      "as many).",

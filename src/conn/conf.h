@@ -104,6 +104,7 @@
     X(INT, producer_wait_timeout_ms) /* WAIT/WAITAOF timeout */                  \
     X(INT, consumer_connect_wait)    /* 1: the first connect waits, too */       \
     X(INT, delayed_poll_ms) /* upkeep looks for due delayed entries; 0: no */    \
+    X(INT, dedup_ttl_ms)    /* default window of an idempotency key */           \
     X(INT, trim_maxlen)     /* XADD MAXLEN threshold; -1: not set */             \
     X(STR, trim_minid)  /* XADD MINID threshold; NULL: not set (an ID, checked   \
                            by the producer) */                                   \

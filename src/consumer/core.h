@@ -80,8 +80,6 @@ typedef struct emq__upkeep {
     int64_t next_mark_ms;    /* unseen marks of entries waiting to be handed
                                 out are written then */
     int64_t next_publish_ms; /* in-hand times are published then */
-    int64_t next_delayed_ms; /* due delayed entries are moved then;
-                                INT64_MAX: never (delayed.poll_ms 0) */
 } emq__upkeep;
 
 /* A consumer of one queue, or a topic's consumer of its partitions'
@@ -103,8 +101,12 @@ struct emq_consumer {
                          when (a hash by entry ID, server ms; upkeep.c) */
     emq__delayed_keys delayed; /* the queue's delayed entries (upkeep.c
                                   moves those due to the stream) */
-    char token[256];           /* lease value: the holder's identity */
-    emq__session rx;           /* the run thread's session */
+    struct {
+        int64_t next_ms; /* the mover's next step (INT64_MAX: never) */
+        int move;        /* 1: it is the move, 0: a look (mover.c) */
+    } mover;
+    char token[256]; /* lease value: the holder's identity */
+    emq__session rx; /* the run thread's session */
     emq__upkeep upkeep;
     emq__inflight table;
     atomic_int stop; /* set by emq_consumer_stop (signal-safe) */

@@ -10,8 +10,7 @@
  *   - settlements go out within EMQ_SETTLE_DELAY_MS of being decided (at
  *     once when a batch ends), at most EMQ_SETTLE_MAX_IDS per pipeline;
  *   - the queue's delayed entries that are due are moved to the stream
- *     (one script, streams' delayed.c) every delayed.poll_ms, or when
- *     the next one the last move saw is due, if sooner;
+ *     (mover.c: a look every delayed.poll_ms, the move when one is due);
  *   - entries read and waiting EMQ_UNSEEN_AFTER_MS or more to be handed
  *     out get an unseen mark (SADD to the consumer's unseen set), and a
  *     mark goes (SREM) before its entry is handed out: the handout waits
@@ -37,6 +36,7 @@
 #include "core.h"
 #include "inflight.h"
 #include "lease.h"
+#include "mover.h"
 #include "settle.h"
 #include "stats.h"
 
@@ -50,14 +50,8 @@ enum {
     TAG_MARK,
     TAG_UNMARK,
     TAG_PUBLISH,
-    TAG_UNPUBLISH,
-    TAG_DELAYED
+    TAG_UNPUBLISH
 };
-
-/* Most delayed entries one move takes; a full move looks again at once. */
-#define EMQ_DELAYED_MOVE_MAX 100
-/* After a refused move, the next one waits this long at least. */
-#define EMQ_DELAYED_REFUSED_MS 5000
 
 /* How often the in-hand times of entries in a handler's hands are
  * published to the group's inhand hash (and those that left it deleted):
@@ -90,63 +84,22 @@ typedef struct round {
     const emq_id *asked; /* refreshed ids */
     size_t nasked;
     int64_t sent_ms;
-    int refresh_failed; /* the refresh got an error reply */
-    int renew_sent;     /* a renewal is in this round */
-    int renew_answered; /* ...its reply came: 1 applied, -1 an error */
-    int delayed_sent;   /* a move of delayed entries is in this round */
-    size_t nunmarks;    /* marks to go in this round, and the last
-                           ticket among them */
+    int refresh_failed;     /* the refresh got an error reply */
+    int renew_sent;         /* a renewal is in this round */
+    int renew_answered;     /* ...its reply came: 1 applied, -1 an error */
+    emq__mover_round mover; /* the mover's step in this round */
+    size_t nunmarks;        /* marks to go in this round, and the last
+                               ticket among them */
     uint64_t unmark_upto;
     int unmark_answered;
 } round;
-
-/* Schedules the next move of delayed entries from the last one's reply. */
-static void delayed_moved(emq_consumer_t *c, const emq_reply *reply,
-                          int64_t sent_ms) {
-    emq__upkeep *u = &c->upkeep;
-    int64_t poll = emq__cfg_delayed_poll_ms(c->conf);
-    emq__delayed_moved m;
-    emq_error why;
-    if (emq__reply_not_now(reply, 0)) { /* LOADING, BUSY, ...: later */
-        u->next_delayed_ms = sent_ms + poll;
-        return;
-    }
-    if (emq__reply_refused(reply)) {
-        /* Its user may not (a least-privilege ACL without the delayed
-         * keys, docs/SECURITY.md): say so once, as information (such a
-         * worker is a choice), and stop asking; other consumers of the
-         * queue may move them. */
-        emq__consumer_log(c, EMQ_LOG_INFO,
-                          "this consumer moves no delayed entries: its user "
-                          "may not (an ACL without the delayed keys' "
-                          "commands, docs/SECURITY.md)");
-        u->next_delayed_ms = INT64_MAX;
-        return;
-    }
-    if (emq__delayed_move_reply(reply, &m, &why) != EMQ_OK) {
-        /* Refused otherwise (a key of another type): say so, and do not
-         * ask again at every poll. Others of the queue may move them. */
-        emq__consumer_log(c, EMQ_LOG_WARNING, "%s", why.message);
-        u->next_delayed_ms =
-            sent_ms +
-            (poll > EMQ_DELAYED_REFUSED_MS ? poll : EMQ_DELAYED_REFUSED_MS);
-        return;
-    }
-    atomic_fetch_add(&c->stats.delayed_moved, m.moved);
-    if (m.moved == EMQ_DELAYED_MOVE_MAX)
-        u->next_delayed_ms = sent_ms; /* more may be due */
-    else if (m.next_in_ms >= 0 && m.next_in_ms < poll)
-        u->next_delayed_ms = sent_ms + m.next_in_ms;
-    else
-        u->next_delayed_ms = sent_ms + poll;
-}
 
 static emq_status apply(void *ctx, int tag, const emq_reply *reply,
                         emq_error *err) {
     round *r = ctx;
     emq_consumer_t *c = r->c;
-    if (tag == TAG_DELAYED) {
-        delayed_moved(c, reply, r->sent_ms);
+    if (tag >= EMQ_MOVER_TAG_TIME) {
+        emq__mover_apply(c, &r->mover, tag, reply, r->sent_ms);
         return EMQ_OK;
     }
     if (tag == TAG_PUBLISH || tag == TAG_UNPUBLISH) {
@@ -252,8 +205,8 @@ static void wait_due(emq_consumer_t *c, int *settle) {
                            : u->next_refresh_ms;
         if (u->next_stats_ms < wake)
             wake = u->next_stats_ms;
-        if (u->next_delayed_ms < wake)
-            wake = u->next_delayed_ms;
+        if (emq__mover_next_ms(c) < wake)
+            wake = emq__mover_next_ms(c);
         /* The moment the lease's deadline passes, the renewal goes every
          * EMQ_FENCED_RENEW_MS (one_round). */
         int64_t deadline = atomic_load(&c->lease_deadline_ms);
@@ -280,7 +233,7 @@ static void wait_due(emq_consumer_t *c, int *settle) {
             wake = u->next_mark_ms;
         if (quit || settle_at <= now || u->next_renew_ms <= now ||
             u->next_refresh_ms <= now || u->next_stats_ms <= now ||
-            (u->next_delayed_ms <= now && !quit) || t->nunmark > 0 ||
+            (emq__mover_next_ms(c) <= now && !quit) || t->nunmark > 0 ||
             marks_due || publish_due) {
             *settle = quit || settle_at <= now;
             break;
@@ -425,16 +378,8 @@ static emq_status one_round(emq_consumer_t *c, int settle, settle_op *ops,
                                  : now + u->refresh_every_ms / 2;
     }
     /* Due delayed entries to the stream: anyone's to move, lease or not. */
-    if (st == EMQ_OK && now >= u->next_delayed_ms && !atomic_load(&u->quit)) {
-        char max[24];
-        const char *argv[7];
-        snprintf(max, sizeof max, "%d", EMQ_DELAYED_MOVE_MAX);
-        emq__delayed_move_argv(argv, &c->delayed, c->keys.stream, max);
-        st = emq__session_append(&u->x, TAG_DELAYED, 7, argv, NULL, err);
-        r.delayed_sent = st == EMQ_OK;
-        /* Its reply schedules the next; until then, not again. */
-        u->next_delayed_ms = INT64_MAX;
-    }
+    if (st == EMQ_OK && !atomic_load(&u->quit))
+        st = emq__mover_append(c, &u->x, now, &r.mover, err);
     /* Settlements only while the lease is known held. */
     if (st == EMQ_OK && settle && valid) {
         nops = emq__inflight_take(&c->table, ops, emq__settle_ops_max(c), 0);
@@ -457,9 +402,7 @@ static emq_status one_round(emq_consumer_t *c, int settle, settle_op *ops,
         u->next_renew_ms = now + EMQ_RENEW_RETRY_MS;
     else if (r.renew_sent)
         u->next_renew_ms = now;
-    if (u->next_delayed_ms == INT64_MAX && r.delayed_sent && st != EMQ_OK)
-        /* its reply was lost: again */
-        u->next_delayed_ms = now + emq__cfg_delayed_poll_ms(c->conf);
+    emq__mover_finish(c, &r.mover, st, now);
     if (r.refresh_failed) /* not at once again: in half a period */
         u->next_refresh_ms = now + u->refresh_every_ms / 2;
     else if (st != EMQ_OK && st != EMQ_EAGAIN && r.nasked > 0)
@@ -559,8 +502,7 @@ emq_status emq__upkeep_start(emq_consumer_t *c, emq_error *err) {
     u->next_refresh_ms = now + u->refresh_every_ms / 2;
     u->next_mark_ms = now + EMQ_UNSEEN_AFTER_MS;
     u->next_publish_ms = now + EMQ_PUBLISH_EVERY_MS;
-    u->next_delayed_ms = emq__cfg_delayed_poll_ms(c->conf) > 0 ? now
-                                                               : INT64_MAX;
+    emq__mover_init(c, now);
     u->next_renew_ms = now + emq__cfg_lease_ttl_ms(c->conf) / 3;
     u->next_stats_ms = emq__stats_on(c)
                            ? now + emq__cfg_stats_interval_ms(c->conf)

@@ -95,11 +95,11 @@ static const char *key_of(const emq_keyed_message *kmsgs,
 static emq_status split_produce(emq_producer_t *p, const emq_message *msgs,
                                 const emq_keyed_message *kmsgs,
                                 const emq_produce_opts *opts,
-                                const emq__when *when, size_t n, emq_id *ids,
+                                const emq__extra *when, size_t n, emq_id *ids,
                                 size_t *written, int single, emq_error *err) {
     size_t P = p->nparts;
     emq_message *sorted = emq__alloc((n ? n : 1) * sizeof *sorted);
-    emq__when *sorted_when =
+    emq__extra *sorted_when =
         when ? emq__alloc((n ? n : 1) * sizeof *sorted_when) : NULL;
     size_t *where = emq__alloc((n ? n : 1) * sizeof *where);
     unsigned *part = emq__alloc((n ? n : 1) * sizeof *part);
@@ -190,7 +190,7 @@ out:
  * rules as a queue's batch. */
 static emq_status check_all(const emq_producer_t *p, const emq_message *msgs,
                             const emq_keyed_message *kmsgs,
-                            const emq__when *when, size_t n, int single,
+                            const emq__extra *when, size_t n, int single,
                             emq_error *err) {
     if (n > 0 && msgs == NULL && kmsgs == NULL)
         return emq__error_set(err, EMQ_EINVAL, 0, "msgs is NULL but n is %zu",
@@ -211,7 +211,7 @@ static emq_status check_all(const emq_producer_t *p, const emq_message *msgs,
 static emq_status topic_produce(emq_producer_t *p, const emq_message *msgs,
                                 const emq_keyed_message *kmsgs,
                                 const emq_produce_opts *opts,
-                                const emq__when *when, size_t n, emq_id *ids,
+                                const emq__extra *when, size_t n, emq_id *ids,
                                 size_t *written, int single, emq_error *err) {
     emq_status st = check_all(p, msgs, kmsgs, when, n, single, err);
     if (st != EMQ_OK) {
@@ -224,7 +224,7 @@ static emq_status topic_produce(emq_producer_t *p, const emq_message *msgs,
 
 static emq_status topic_async(emq_producer_t *p, const char *key,
                               size_t key_len, const emq_message *m,
-                              const emq__when *w, emq_delivery_fn cb,
+                              const emq__extra *w, emq_delivery_fn cb,
                               void *opaque, emq_error *err) {
     size_t k = partition_of(p, key, key_len);
     emq_status st = part_open(p, k, err);
@@ -306,19 +306,23 @@ void emq_producer_destroy(emq_producer_t *p) {
     emq__producer_close(p);
 }
 
-/* Reads n entries' opts (NULL: none) into a new array of when (NULL when
- * opts is NULL); a bad one is EMQ_EINVAL naming its entry (not when
+/* Reads n entries' opts (NULL: none) into a new array of extras (NULL
+ * when opts is NULL); a bad one is EMQ_EINVAL naming its entry (not when
  * single). */
-static emq_status whens_of(const emq_produce_opts *opts, size_t n, int single,
-                           emq__when **out, emq_error *err) {
+static emq_status extras_of(const emq_producer_t *p,
+                            const emq_produce_opts *opts, size_t n, int single,
+                            emq__extra **out, emq_error *err) {
     *out = NULL;
     if (opts == NULL)
         return EMQ_OK;
-    emq__when *when = emq__alloc((n ? n : 1) * sizeof *when);
+    if (p == NULL)
+        return emq__error_set(err, EMQ_EINVAL, 0, "producer is NULL");
+    emq__extra *when = emq__alloc((n ? n : 1) * sizeof *when);
     if (when == NULL)
         return emq__oom(err);
     for (size_t i = 0; i < n; i++) {
-        emq_status st = emq__producer_opts(&opts[i], &when[i], NULL, NULL, err);
+        emq_status st =
+            emq__producer_opts(p, &opts[i], &when[i], NULL, NULL, err);
         if (st != EMQ_OK) {
             if (!single)
                 emq__error_prefix(err, "entry %zu", i);
@@ -344,8 +348,8 @@ static emq_status produce_any(emq_producer_t *p, const emq_message *msgs,
         return emq__error_set(err, EMQ_EINVAL, 0, "msgs is NULL but n is %zu",
                               n);
     }
-    emq__when *when;
-    emq_status st = whens_of(opts, n, single, &when, err);
+    emq__extra *when;
+    emq_status st = extras_of(p, opts, n, single, &when, err);
     if (st != EMQ_OK) {
         emq__producer_clear_ids(ids, n);
         return st;
@@ -429,8 +433,8 @@ static emq_status async_any(emq_producer_t *p, const char *key, size_t key_len,
     if (cb == NULL)
         return emq__error_set(err, EMQ_EINVAL, 0,
                               "an asynchronous entry needs a callback");
-    emq__when w;
-    emq_status st = emq__producer_opts(opts, &w, opts ? &key : NULL,
+    emq__extra w;
+    emq_status st = emq__producer_opts(p, opts, &w, opts ? &key : NULL,
                                        opts ? &key_len : NULL, err);
     if (st != EMQ_OK)
         return st;

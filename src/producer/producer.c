@@ -133,31 +133,49 @@ static emq_status grow_argv(emq_producer_t *p, size_t argc, emq_error *err) {
     return EMQ_OK;
 }
 
-/* The words before a delayed entry's pairs: its schedule. */
-static size_t delayed_head(emq_producer_t *p, const emq__when *w) {
-    int relative = w->delay_ms > 0;
-    snprintf(p->when, sizeof p->when, "%" PRId64,
-             relative ? w->delay_ms : w->due_ms);
-    emq__delayed_schedule_head(p->argv, &p->delayed, p->keys.stream, relative,
-                               p->when, emq__cfg_producer_nomkstream(p->conf));
-    for (size_t i = 0; i < EMQ_DELAYED_HEAD; i++)
-        p->argvlen[i] = strlen(p->argv[i]);
-    return EMQ_DELAYED_HEAD;
+/* The key name of idempotency key x->dedup in p->dedup_name (grown as
+ * needed): the queue's prefix, "dedup:", then the key's bytes. */
+static emq_status dedup_name(emq_producer_t *p, const emq__extra *x,
+                             emq_error *err) {
+    size_t need = p->dedup_prefix_len + x->dedup_len + 1;
+    if (need > p->dedup_cap) {
+        char *grown = emq__realloc(p->dedup_name, need);
+        if (grown == NULL)
+            return emq__oom(err);
+        p->dedup_name = grown;
+        p->dedup_cap = need;
+    }
+    memcpy(p->dedup_name + p->dedup_prefix_len, x->dedup, x->dedup_len);
+    p->dedup_name[p->dedup_prefix_len + x->dedup_len] = '\0';
+    return EMQ_OK;
 }
 
 emq_status emq__producer_xadd(emq_producer_t *p, const emq_message *m,
-                              const emq__when *w, int *argc_out,
+                              const emq__extra *x, int *argc_out,
                               emq_error *err) {
-    int delays = emq__when_delays(w);
-    size_t nhead = delays ? EMQ_DELAYED_HEAD : p->nhead + 1;
+    int scripted = emq__extra_scripted(x);
+    size_t nhead = scripted ? EMQ_ADD_HEAD_MAX(p->nhead - 2) : p->nhead + 1;
     size_t argc = nhead + 2 * m->nfields;
     if (argc > p->argv_cap) {
         emq_status st = grow_argv(p, argc, err);
         if (st != EMQ_OK)
             return st;
     }
-    if (delays) {
-        delayed_head(p, w);
+    if (scripted) {
+        if (x->dedup != NULL) {
+            emq_status st = dedup_name(p, x, err);
+            if (st != EMQ_OK)
+                return st;
+        }
+        emq__add_plan plan = {
+            x->delay_ms, x->due_ms, x->dedup ? p->dedup_name : NULL,
+            p->dedup_prefix_len + x->dedup_len, x->dedup_ttl_ms};
+        /* The XADD's words after its key: NOMKSTREAM, the trimming. */
+        nhead = emq__add_head(p->argv, p->argvlen, &p->texts, &p->delayed,
+                              p->keys.stream, &plan,
+                              emq__cfg_producer_nomkstream(p->conf),
+                              p->head + 2, p->headlen + 2, p->nhead - 2);
+        argc = nhead + 2 * m->nfields;
     } else {
         memcpy(p->argv, p->head, p->nhead * sizeof *p->argv);
         memcpy(p->argvlen, p->headlen, p->nhead * sizeof *p->argvlen);
@@ -288,6 +306,13 @@ emq_status emq__producer_open(const emq_conf_t *conf, emq_producer_t **out,
                                &p->keys, err);
     if (st == EMQ_OK)
         st = emq__delayed_keys_make(&p->keys, &p->delayed, err);
+    if (st == EMQ_OK &&
+        (p->dedup_name = emq__keys_join(&p->keys, "dedup:", NULL)) == NULL)
+        st = emq__oom(err);
+    if (st == EMQ_OK) {
+        p->dedup_prefix_len = strlen(p->dedup_name);
+        p->dedup_cap = p->dedup_prefix_len + 1;
+    }
     if (st == EMQ_OK)
         st = build_head(p, err); /* a topic's policy is checked here too */
     if (st == EMQ_OK && !topic)  /* a topic's partitions send */
@@ -305,6 +330,7 @@ void emq__producer_close(emq_producer_t *p) {
         return;
     emq__sender_stop(p);
     emq__delayed_keys_free(&p->delayed);
+    emq__free(p->dedup_name);
     emq__keys_free(&p->keys);
     emq__free(p->argv);
     emq__free(p->argvlen);
@@ -318,10 +344,10 @@ void emq__producer_clear_ids(emq_id *ids, size_t n) {
             ids[i].str[0] = '\0';
 }
 
-_Static_assert(EMQ_DELAYED_MAX_PAIRS == 3000, "the message below says 3,000");
+_Static_assert(EMQ_ADD_MAX_PAIRS == 3000, "the message below says 3,000");
 
 emq_status emq__producer_check(const emq_producer_t *p, const emq_message *msgs,
-                               const emq__when *when, size_t n, int single,
+                               const emq__extra *when, size_t n, int single,
                                emq_error *err) {
     if (n > 0 && msgs == NULL)
         return emq__error_set(err, EMQ_EINVAL, 0, "msgs is NULL but n is %zu",
@@ -329,7 +355,8 @@ emq_status emq__producer_check(const emq_producer_t *p, const emq_message *msgs,
     size_t max_pairs = ((size_t)INT_MAX - p->nhead - 1) / 2;
     for (size_t i = 0; i < n; i++) {
         const emq_message *m = &msgs[i];
-        int delays = when != NULL && emq__when_delays(&when[i]);
+        const emq__extra *x = when ? &when[i] : NULL;
+        int delays = emq__extra_delays(x), scripted = emq__extra_scripted(x);
         const char *what = NULL;
         if (m->fields == NULL || m->nfields == 0)
             what = "has no fields; a stream entry needs at least one "
@@ -339,9 +366,12 @@ emq_status emq__producer_check(const emq_producer_t *p, const emq_message *msgs,
         else if (delays && m->id != NULL)
             what = "is delayed and has an explicit ID; a delayed entry gets "
                    "its ID when it is moved to the stream";
-        else if (delays && m->nfields > EMQ_DELAYED_MAX_PAIRS)
-            what = "is delayed and has more than 3,000 field/value pairs, "
-                   "the most a delayed entry may have";
+        else if (scripted && m->id != NULL)
+            what = "has an idempotency key and an explicit ID; a "
+                   "de-duplicated entry's ID is automatic";
+        else if (scripted && m->nfields > EMQ_ADD_MAX_PAIRS)
+            what = "is delayed or has an idempotency key and has more than "
+                   "3,000 field/value pairs, the most such an entry may have";
         if (what == NULL)
             continue;
         if (single)
@@ -353,10 +383,11 @@ emq_status emq__producer_check(const emq_producer_t *p, const emq_message *msgs,
     return EMQ_OK;
 }
 
-emq_status emq__producer_opts(const emq_produce_opts *opts, emq__when *w,
+emq_status emq__producer_opts(const emq_producer_t *p,
+                              const emq_produce_opts *opts, emq__extra *x,
                               const char **key, size_t *key_len,
                               emq_error *err) {
-    w->delay_ms = w->due_ms = 0;
+    memset(x, 0, sizeof *x);
     if (key) {
         *key = NULL;
         *key_len = 0;
@@ -369,21 +400,34 @@ emq_status emq__producer_opts(const emq_produce_opts *opts, emq__when *w,
                               "library knows (1 to %d); start from "
                               "EMQ_PRODUCE_OPTS_INIT",
                               opts->version, EMQ_PRODUCE_OPTS_VERSION);
-    const char *what = NULL;
-    if (opts->delay_ms < 0 || opts->delay_ms > EMQ_DELAYED_MAX_MS)
-        what = "delay_ms";
-    else if (opts->due_ms < 0 || opts->due_ms > EMQ_DELAYED_MAX_MS)
-        what = "due_ms";
-    if (what)
-        return emq__error_set(
-            err, EMQ_EINVAL, 0, "%s %" PRId64 " is out of range (0 to 2^53 ms)",
-            what, what[1] == 'e' ? opts->delay_ms : opts->due_ms);
+    struct {
+        const char *name;
+        int64_t value;
+    } const numbers[] = {{"delay_ms", opts->delay_ms},
+                         {"due_ms", opts->due_ms},
+                         {"dedup_ttl_ms", opts->dedup_ttl_ms}};
+    for (size_t i = 0; i < 3; i++)
+        if (numbers[i].value < 0 || numbers[i].value > EMQ_DELAYED_MAX_MS)
+            return emq__error_set(err, EMQ_EINVAL, 0,
+                                  "%s %" PRId64
+                                  " is out of range (0 to 2^53 ms)",
+                                  numbers[i].name, numbers[i].value);
     if (opts->delay_ms > 0 && opts->due_ms > 0)
         return emq__error_set(err, EMQ_EINVAL, 0,
                               "delay_ms and due_ms are both set; an entry "
                               "is delayed by one of them");
-    w->delay_ms = opts->delay_ms;
-    w->due_ms = opts->due_ms;
+    if (opts->dedup_key != NULL &&
+        (opts->dedup_key_len == 0 || opts->dedup_key_len > EMQ_DEDUP_KEY_MAX))
+        return emq__error_set(err, EMQ_EINVAL, 0,
+                              "dedup_key is %zu bytes; an idempotency key "
+                              "has 1 to %d",
+                              opts->dedup_key_len, EMQ_DEDUP_KEY_MAX);
+    x->delay_ms = opts->delay_ms;
+    x->due_ms = opts->due_ms;
+    x->dedup = opts->dedup_key;
+    x->dedup_len = opts->dedup_key ? opts->dedup_key_len : 0;
+    x->dedup_ttl_ms = opts->dedup_ttl_ms > 0 ? opts->dedup_ttl_ms
+                                             : emq__cfg_dedup_ttl_ms(p->conf);
     if (key) {
         *key = opts->key;
         *key_len = opts->key ? opts->key_len : 0;
@@ -392,7 +436,7 @@ emq_status emq__producer_opts(const emq_produce_opts *opts, emq__when *w,
 }
 
 emq_status emq__producer_queue(emq_producer_t *p, const emq_message *msgs,
-                               const emq__when *when, size_t n, emq_id *ids,
+                               const emq__extra *when, size_t n, emq_id *ids,
                                size_t *written, int single, emq_error *err) {
     if (written)
         *written = 0;

@@ -25,16 +25,25 @@
 
 typedef struct emq__record emq__record;
 
-/* When one entry may be handed out (emq_produce_opts, checked): both 0
- * for at once, else one of them > 0. */
-typedef struct emq__when {
+/* What a produce call asks of one entry beyond its fields
+ * (emq_produce_opts, checked): when it may be handed out (delay_ms and
+ * due_ms both 0: at once, else one of them > 0) and its idempotency key
+ * (dedup NULL: none; borrowed from the caller, or from a record's copy). */
+typedef struct emq__extra {
     int64_t delay_ms;
     int64_t due_ms;
-} emq__when;
+    const char *dedup;
+    size_t dedup_len;
+    int64_t dedup_ttl_ms;
+} emq__extra;
 
-/* 1 when w (may be NULL) delays its entry. */
-static inline int emq__when_delays(const emq__when *w) {
-    return w != NULL && (w->delay_ms > 0 || w->due_ms > 0);
+/* 1 when x (may be NULL) delays its entry. */
+static inline int emq__extra_delays(const emq__extra *x) {
+    return x != NULL && (x->delay_ms > 0 || x->due_ms > 0);
+}
+/* 1 when x (may be NULL) makes its entry the add script's, not an XADD. */
+static inline int emq__extra_scripted(const emq__extra *x) {
+    return emq__extra_delays(x) || (x != NULL && x->dedup != NULL);
 }
 
 /* The state of a producer's connection (sender.c). */
@@ -91,7 +100,10 @@ struct emq_producer {
     const char *head[EMQ_PRODUCER_HEAD_MAX]; /* words every XADD starts */
     size_t headlen[EMQ_PRODUCER_HEAD_MAX];   /* with, and their lengths */
     size_t nhead;
-    char when[24]; /* a schedule's delay or due time as text (scratch) */
+    emq__add_texts texts; /* the add script's numbers (scratch) */
+    char *dedup_name;     /* an idempotency key's key name (scratch) */
+    size_t dedup_cap;
+    size_t dedup_prefix_len;    /* its first bytes, "emq:{q}:dedup:" */
     char threshold[EMQ_ID_MAX]; /* MAXLEN's number as text */
     char limit[24];             /* LIMIT's number as text */
     emq__sender tx; /* a plain queue's connection (unused by a topic) */
@@ -116,17 +128,17 @@ void emq__sender_stop(emq_producer_t *p);
 /* Adds one entry (w: when, may be NULL) and waits for its outcome
  * (emq_produce). */
 emq_status emq__sender_one(emq_producer_t *p, const emq_message *m,
-                           const emq__when *w, emq_id *id, emq_error *err);
+                           const emq__extra *w, emq_id *id, emq_error *err);
 /* Adds a batch in windows on the connection, when its turn comes
  * (emq_produce_batch); the messages (and when: n of them, or NULL) are
  * checked. */
 emq_status emq__sender_batch(emq_producer_t *p, const emq_message *msgs,
-                             const emq__when *when, size_t n, emq_id *ids,
+                             const emq__extra *when, size_t n, emq_id *ids,
                              size_t *written, int single, emq_error *err);
 /* Queues one entry for the asynchronous path (emq_produce_async; w
  * checked, may be NULL). */
 emq_status emq__sender_async(emq_producer_t *p, const emq_message *m,
-                             const emq__when *w, emq_delivery_fn cb,
+                             const emq__extra *w, emq_delivery_fn cb,
                              void *opaque, emq_error *err);
 /* emq_producer_poll and emq_producer_flush of one queue. */
 size_t emq__sender_poll(emq_producer_t *p, int64_t timeout_ms);
@@ -150,7 +162,7 @@ void emq__producer_close(emq_producer_t *p);
  * (streams' delayed.c); sets *argc. The words point into m and p until
  * the next call. EMQ_ENOMEM when the argv could not grow. */
 emq_status emq__producer_xadd(emq_producer_t *p, const emq_message *m,
-                              const emq__when *w, int *argc, emq_error *err);
+                              const emq__extra *w, int *argc, emq_error *err);
 /* What an XADD reply means: EMQ_OK with its ID in *id, else *id is "" and
  * EMQ_ESERVER (or the status of the error reply) with the reason (for
  * the nil of NOMKSTREAM on a missing stream, a sentence saying so). */
@@ -176,19 +188,22 @@ void emq__producer_clear_ids(emq_id *ids, size_t n);
  * NULL) before anything is sent, so a caller's mistake never leaves a
  * batch half written (single: the error names no entry index). */
 emq_status emq__producer_check(const emq_producer_t *p, const emq_message *msgs,
-                               const emq__when *when, size_t n, int single,
+                               const emq__extra *when, size_t n, int single,
                                emq_error *err);
-/* Reads opts (the caller's; NULL: none) into *w and, when key is not
- * NULL, its message key into *key and *key_len. EMQ_EINVAL says what is
- * wrong (an unknown version, a delay or due time out of range, both). */
-emq_status emq__producer_opts(const emq_produce_opts *opts, emq__when *w,
+/* Reads opts (the caller's; NULL: none) into *x (borrowing its dedup
+ * key; its window from p's dedup.ttl_ms when opts says 0) and, when key
+ * is not NULL, its message key into *key and *key_len. EMQ_EINVAL says
+ * what is wrong (an unknown version, a number out of range, a delay and
+ * a due time, a dedup key's length). */
+emq_status emq__producer_opts(const emq_producer_t *p,
+                              const emq_produce_opts *opts, emq__extra *x,
                               const char **key, size_t *key_len,
                               emq_error *err);
 /* Writes n entries to one queue (p is not a topic's; when: n or NULL):
  * the entry point of every call of a queue's producer and of a topic's
  * partition. */
 emq_status emq__producer_queue(emq_producer_t *p, const emq_message *msgs,
-                               const emq__when *when, size_t n, emq_id *ids,
+                               const emq__extra *when, size_t n, emq_id *ids,
                                size_t *written, int single, emq_error *err);
 
 #endif /* EMQ_PRODUCER_H */

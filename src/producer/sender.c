@@ -64,7 +64,8 @@ struct emq__record {
     int64_t queued_ms;
     size_t bytes;    /* field bytes (the async queue's bound) */
     emq_message msg; /* REC_ONE, REC_ASYNC: into the copy below */
-    emq__when when;  /* when it may be handed out */
+    emq__extra when; /* its delay and idempotency key (a copy of the key
+                        follows the record's other bytes) */
     emq_status st;
     emq_id id;
     emq_error *err;     /* set with st != EMQ_OK */
@@ -132,14 +133,21 @@ static emq__record *record_fill(emq__record *r, rec_kind kind,
 /* A record holding a copy of m (fields, names, values and explicit ID in
  * one allocation). NULL when out of memory. */
 static emq__record *record_new(rec_kind kind, const emq_message *m,
-                               const emq__when *w) {
-    size_t bytes;
-    emq__record *r = emq__alloc(record_size(m, &bytes));
+                               const emq__extra *x) {
+    size_t bytes, dedup = x && x->dedup ? x->dedup_len : 0;
+    size_t size = record_size(m, &bytes);
+    emq__record *r = emq__alloc(size + dedup);
     if (r == NULL)
         return NULL;
     record_fill(r, kind, m, bytes);
-    if (w)
-        r->when = *w;
+    if (x) {
+        r->when = *x;
+        if (dedup) { /* the key's copy after the record's own bytes */
+            char *at = (char *)r + size;
+            memcpy(at, x->dedup, dedup);
+            r->when.dedup = at;
+        }
+    }
     return r;
 }
 
@@ -648,7 +656,7 @@ static void wait_until(pthread_cond_t *cv, pthread_mutex_t *mu,
 }
 
 emq_status emq__sender_one(emq_producer_t *p, const emq_message *m,
-                           const emq__when *w, emq_id *id, emq_error *err) {
+                           const emq__extra *w, emq_id *id, emq_error *err) {
     emq__sender *s = &p->tx;
     if (id)
         id->str[0] = '\0';
@@ -757,7 +765,7 @@ static void batch_slots_free(batch_slots *b) {
  * (a refusal outranks a shortfall of durability); server refusals do not
  * stop the batch; a failure of the link does, *broke saying why. */
 static emq_status write_batch(emq_producer_t *p, const emq_message *msgs,
-                              const emq__when *when, size_t n, emq_id *ids,
+                              const emq__extra *when, size_t n, emq_id *ids,
                               size_t *written, int single, int64_t deadline_ms,
                               emq_error *err, emq_error *broke) {
     size_t ok = 0, done = 0;
@@ -883,7 +891,7 @@ static emq_status write_batch(emq_producer_t *p, const emq_message *msgs,
 }
 
 emq_status emq__sender_batch(emq_producer_t *p, const emq_message *msgs,
-                             const emq__when *when, size_t n, emq_id *ids,
+                             const emq__extra *when, size_t n, emq_id *ids,
                              size_t *written, int single, emq_error *err) {
     emq__sender *s = &p->tx;
     size_t w = 0;
@@ -961,7 +969,7 @@ emq_status emq__sender_batch(emq_producer_t *p, const emq_message *msgs,
 /* ---- asynchronous entries ------------------------------------------------ */
 
 emq_status emq__sender_async(emq_producer_t *p, const emq_message *m,
-                             const emq__when *w, emq_delivery_fn cb,
+                             const emq__extra *w, emq_delivery_fn cb,
                              void *opaque, emq_error *err) {
     emq__sender *s = &p->tx;
     const emq_conf_t *c = p->conf;

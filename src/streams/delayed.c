@@ -23,28 +23,6 @@
 #include <stdio.h>
 #include <string.h>
 
-/* KEYS: waiting, entries, seq, stream. ARGV: "in" or "at", the delay or
- * the due time (ms), "1" when the stream must exist (NOMKSTREAM), then
- * the pairs. Returns the handle, or nil (as XADD NOMKSTREAM) without the
- * stream. */
-static const char schedule_script[] =
-    "if redis.replicate_commands then pcall(redis.replicate_commands) end\n"
-    "if ARGV[3] == '1' and redis.call('EXISTS', KEYS[4]) == 0 then\n"
-    "  return false\n"
-    "end\n"
-    "local due = tonumber(ARGV[2])\n"
-    "if ARGV[1] == 'in' then\n"
-    "  local t = redis.call('TIME')\n"
-    "  due = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) + due\n"
-    "end\n"
-    "local pairs = {}\n"
-    "for i = 4, #ARGV do pairs[#pairs + 1] = ARGV[i] end\n"
-    "local handle = string.format('" EMQ_DELAYED_PREFIX "%012d',\n"
-    "                             redis.call('INCR', KEYS[3]))\n"
-    "redis.call('HSET', KEYS[2], handle, cmsgpack.pack(pairs))\n"
-    "redis.call('ZADD', KEYS[1], due, handle)\n"
-    "return handle\n";
-
 /* KEYS: waiting, entries, stream. ARGV: most entries to move. Returns
  * {moved, still waiting, ms until the next is due or -1}. */
 static const char move_script[] =
@@ -140,22 +118,6 @@ int emq__delayed_handle_is(const char *text, size_t len) {
         if (text[i] < '0' || text[i] > '9')
             return 0;
     return 1;
-}
-
-void emq__delayed_schedule_head(const char *head[EMQ_DELAYED_HEAD],
-                                const emq__delayed_keys *dk, const char *stream,
-                                int relative, const char *when,
-                                int nomkstream) {
-    head[0] = "EVAL";
-    head[1] = schedule_script;
-    head[2] = "4";
-    head[3] = dk->waiting;
-    head[4] = dk->entries;
-    head[5] = dk->seq;
-    head[6] = stream;
-    head[7] = relative ? "in" : "at";
-    head[8] = when;
-    head[9] = nomkstream ? "1" : "0";
 }
 
 void emq__delayed_move_argv(const char *argv[7], const emq__delayed_keys *dk,

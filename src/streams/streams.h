@@ -115,27 +115,8 @@ void emq__delayed_keys_free(emq__delayed_keys *dk);
 
 /* A delayed entry's handle: this prefix, then twelve or more digits. */
 #define EMQ_DELAYED_PREFIX "delayed-"
-/* Most field/value pairs of a delayed entry: the move hands them to XADD
- * through Lua's unpack, which takes about 8,000 values at most. */
-#define EMQ_DELAYED_MAX_PAIRS 3000
-/* Latest due time and longest delay accepted, ms (2^53: exact in the
- * server's Lua numbers and sorted-set scores). */
-#define EMQ_DELAYED_MAX_MS ((int64_t)1 << 53)
-
 /* 1 when text (len bytes) has the shape of a delayed entry's handle. */
 int emq__delayed_handle_is(const char *text, size_t len);
-
-/* Words of the schedule before the pairs. */
-#define EMQ_DELAYED_HEAD 10
-/* Fills head with the schedule's first words (borrowed from the
- * arguments): relative 1 when when is a delay in ms from the server's
- * clock, 0 when it is a due time (unix ms); nomkstream 1 when the stream
- * must exist. The caller appends the entry's field/value pairs (at most
- * EMQ_DELAYED_MAX_PAIRS). The reply is the handle (a bulk string), or
- * nil (as XADD NOMKSTREAM) when the stream must exist and does not. */
-void emq__delayed_schedule_head(const char *head[EMQ_DELAYED_HEAD],
-                                const emq__delayed_keys *dk, const char *stream,
-                                int relative, const char *when, int nomkstream);
 
 /* Fills argv with the move of up to max (a decimal) due entries to
  * stream, each by XADD with an automatic ID, in due order; borrowed from
@@ -165,4 +146,51 @@ emq_status emq__delayed_move_reply(const emq_reply *r, emq__delayed_moved *out,
  * stream: moved, cancelled, trimmed or never there). */
 int emq__delayed_cancel_head(const char *head[EMQ_DELAYED_CANCEL_HEAD],
                              const emq__delayed_keys *dk, const char *stream);
+/* ---- addscript.c: an entry added by script: delayed, de-duplicated ----- */
+
+/* Most field/value pairs of an entry added by script: it hands them to
+ * XADD through Lua's unpack, which takes about 8,000 values at most. */
+#define EMQ_ADD_MAX_PAIRS 3000
+/* Latest due time, longest delay and longest de-duplication window
+ * accepted, ms (2^53: exact in the server's Lua numbers and scores). */
+#define EMQ_DELAYED_MAX_MS ((int64_t)1 << 53)
+/* Longest idempotency key, bytes. */
+#define EMQ_DEDUP_KEY_MAX 512
+
+/* What the add script does with one entry, beyond adding it. */
+typedef struct emq__add_plan {
+    int64_t delay_ms;      /* > 0: delayed by this much (the server's clock) */
+    int64_t due_ms;        /* > 0: delayed until this unix time (ms) */
+    const char *dedup_key; /* the idempotency key's full key name (NULL:
+                              none), dedup_key_len bytes */
+    size_t dedup_key_len;
+    int64_t dedup_ttl_ms; /* its window, with dedup_key */
+} emq__add_plan;
+
+/* Most words before the pairs: EVAL, the script, 5 keys and their count,
+ * 5 numbers, then the XADD options. */
+#define EMQ_ADD_HEAD_MAX(nxopts) (13 + (nxopts))
+
+/* Scratch for the numbers of one add script's words. */
+typedef struct emq__add_texts {
+    char when[24], ttl[24], nx[24];
+} emq__add_texts;
+
+/* Fills argv and lens (room for EMQ_ADD_HEAD_MAX(nxopts) words) with the
+ * add script's words before the entry's pairs and returns their count;
+ * they borrow from the arguments and texts. xopts (nxopts words, lengths
+ * xoptlens) are what an XADD says after its key (NOMKSTREAM, MAXLEN ~ N,
+ * ...): used when the entry is added now. The caller appends the pairs
+ * (at most EMQ_ADD_MAX_PAIRS). In one atomic step the script: with a
+ * dedup key that holds an ID, answers that ID and adds nothing; with
+ * nomkstream and no stream, answers nil (as XADD NOMKSTREAM); else adds
+ * the entry (XADD with xopts, or a delayed entry's schedule in dk) and,
+ * with a dedup key, stores its ID there for dedup_ttl_ms. The reply is the
+ * ID, or a delayed entry's handle (a bulk string). */
+size_t emq__add_head(const char **argv, size_t *lens, emq__add_texts *texts,
+                     const emq__delayed_keys *dk, const char *stream,
+                     const emq__add_plan *plan, int nomkstream,
+                     const char *const *xopts, const size_t *xoptlens,
+                     size_t nxopts);
+
 #endif /* EMQ_STREAMS_H */

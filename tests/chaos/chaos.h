@@ -115,6 +115,8 @@ typedef struct job_plan {
     uint32_t wide;     /* extra fields w0..w<wide-1>; 0: none */
     uint32_t delay_ms; /* produced delayed by this much (emq_produce_opts);
                           0: at once */
+    uint8_t dedup;     /* produced with the idempotency key "job-<index>":
+                          never in the stream twice, re-sends or not */
 } job_plan;
 
 /* The fields of job `index` exactly as the producer writes them (job,

@@ -739,10 +739,10 @@ int chaos_check(const chaos_run *run) {
 
     long poison = 0, handled = 0, handler_calls = (long)l.n, dead_jobs = 0,
          dead_healthy = 0, dead_poison = 0, lost = 0, missing = 0,
-         poison_acked = 0, twice_in_stream = 0, dup_jobs = 0, dup_calls = 0,
-         dup_unexplained = 0, retry_jobs = 0, intended = 0, early = 0,
-         unfinished = 0, long_jobs = 0, long_dup = 0, dead_given_up = 0,
-         dead_planned = 0, unseen = 0;
+         poison_acked = 0, twice_in_stream = 0, dedup_twice = 0, dup_jobs = 0,
+         dup_calls = 0, dup_unexplained = 0, retry_jobs = 0, intended = 0,
+         early = 0, unfinished = 0, long_jobs = 0, long_dup = 0,
+         dead_given_up = 0, dead_planned = 0, unseen = 0;
     long why[WHY_KINDS] = {0};
     long long *gaps = calloc(l.n + 16, sizeof *gaps); /* <= one per call */
     long ngaps = 0;
@@ -770,6 +770,8 @@ int chaos_check(const chaos_run *run) {
         long_jobs += is_long && !p->poison;
         if (s.in_stream[job] > 1)
             twice_in_stream++;
+        if (s.in_stream[job] > 1 && p->dedup)
+            dedup_twice++;
         if (acks > 0)
             handled++;
         if (s.dead[job] > 0) {
@@ -921,7 +923,7 @@ int chaos_check(const chaos_run *run) {
         (intruders_bad > 0) + (early > 0) + (misconf_bad > 0) +
         (l.bad_lines > 0) + (run->workers_died > 0 && !run->tolerate_exits) +
         (run->producer_failed != 0) + (!run->drained) + (!server_ok) +
-        (pending != 0) + (behind != 0);
+        (pending != 0) + (behind != 0) + (dedup_twice > 0);
     int counts[FAULT_KINDS] = {0};
     for (int k = 0; k < run->nfaults; k++)
         if (run->faults[k].began_ms)
@@ -934,6 +936,10 @@ int chaos_check(const chaos_run *run) {
            "entries, %ld jobs in the stream twice (re-sent after an unknown "
            "outcome)\n",
            N, poison, retry_jobs, long_jobs, s.stream_entries, twice_in_stream);
+    printf(
+        "  idempotency keys    %ld jobs with a key in the stream twice (must "
+        "be 0)\n",
+        dedup_twice);
     printf("  handled             %ld jobs acknowledged by a handler (%ld "
            "handler calls, retries included; %ld never returned: killed "
            "mid-way)\n",

@@ -1970,17 +1970,23 @@ static void plan_extras(const options *o, job_plan *plan, double *big_mb,
 }
 
 /* The delayed jobs: one in 20 of the plain ones (not big, not dead) is
- * produced with a delay of 1 ms to 2 s, from a generator of its own (the
- * other draws stay what they were). The consumers' upkeep moves them to
- * the stream through every fault; the checker's verdict covers them like
- * any job. Returns how many. */
-static long plan_delays(const options *o, job_plan *plan) {
+ * produced with a delay of 1 ms to 2 s, and one in 10 of all jobs with an
+ * idempotency key, from a generator of their own (the other draws stay
+ * what they were). The consumers' upkeep moves the delayed ones to the
+ * stream through every fault; the checker's verdict covers them like any
+ * job, and a job with a key in the stream twice is a violation. Returns
+ * how many are delayed; *ndedup how many have a key. */
+static long plan_delays(const options *o, job_plan *plan, long *ndedup) {
     chaos_rng r = {o->seed ^ 0x64656c6179ull}; /* "delay" */
     long n = 0;
+    *ndedup = 0;
     for (long j = 0; j < o->jobs; j++) {
         job_plan *p = &plan[j];
         int64_t pick = chaos_range(&r, 0, 19);
         int64_t ms = chaos_range(&r, 1, 2000);
+        /* One in 10 (big and dead ones too) carries an idempotency key. */
+        p->dedup = chaos_range(&r, 0, 9) == 0;
+        *ndedup += p->dedup;
         if (pick != 0 || p->big || p->dead)
             continue;
         p->delay_ms = (uint32_t)ms;
@@ -2096,7 +2102,8 @@ int main(int argc, char **argv) {
     long wide_total = 0;
     double big_mb = 0;
     plan_extras(o, jobs, &big_mb, &wide_total);
-    long ndelayed = plan_delays(o, jobs);
+    long ndedup;
+    long ndelayed = plan_delays(o, jobs, &ndedup);
     job_plans = jobs;
 
     printf("chaos: seed %llu, %ld jobs (%ld poison, max_deliveries %d), %d "
@@ -2118,8 +2125,9 @@ int main(int argc, char **argv) {
            o->pull_workers, o->big_jobs, big_mb, o->max_reply_bytes,
            o->max_reply_bytes ? "" : ": the default", o->dead_jobs, wide_total);
     printf("chaos: %ld jobs produced delayed by 1 ms to 2 s (moved to the "
-           "stream by the consumers' upkeep)\n",
-           ndelayed);
+           "stream by the consumers' upkeep), %ld with an idempotency key "
+           "(never in the stream twice)\n",
+           ndelayed, ndedup);
     printf("chaos: planned handler time %.0f s in all, %.0f s per worker "
            "(without duplicates)\n",
            handler_s, handler_s / (nworkers > 0 ? nworkers : 1));

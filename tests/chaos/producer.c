@@ -4,7 +4,8 @@
  * Publishes jobs 0..N-1 to queue "chaos", each as the fields
  *   job <index>  kind ok|poison|dead  ms <handler duration>
  *   retries <0..2>  pad <16 hex digits from the seed>
- * (one in 20 of the plain jobs delayed by its plan's delay_ms)
+ * (one in 20 of the plain jobs delayed by its plan's delay_ms, one in 10
+ * of all with the idempotency key "job-<index>")
  * and, for the few big jobs, blob <1-8 MB of letters from the seed>, and
  * for the dead jobs (answered EMQ_DEAD), wide fields w0 <0:job> .. (so
  * their dead letters show whether every field was kept)
@@ -107,9 +108,10 @@ void *chaos_produce(void *arg) {
     emq_field **text = calloc(BATCH, sizeof *text);
     emq_message *msgs = calloc(BATCH, sizeof *msgs);
     emq_produce_opts *opts = calloc(BATCH, sizeof *opts);
+    char(*dedup)[32] = calloc(BATCH, sizeof *dedup);
     emq_id *ids = calloc(BATCH, sizeof *ids);
     long *which = calloc(BATCH, sizeof *which);
-    if (!text || !msgs || !opts || !ids || !which) {
+    if (!text || !msgs || !opts || !dedup || !ids || !which) {
         snprintf(p->why, sizeof p->why, "out of memory");
         p->failed = 1;
         goto out;
@@ -152,6 +154,12 @@ void *chaos_produce(void *arg) {
                 msgs[i] = (emq_message){text[i], nf, NULL};
                 opts[i] = (emq_produce_opts)EMQ_PRODUCE_OPTS_INIT;
                 opts[i].delay_ms = p->plan[which[i]].delay_ms;
+                if (p->plan[which[i]].dedup) {
+                    int len = snprintf(dedup[i], sizeof dedup[i], "job-%ld",
+                                       which[i]);
+                    opts[i].dedup_key = dedup[i];
+                    opts[i].dedup_key_len = (size_t)len;
+                }
             }
             if (oom) {
                 snprintf(p->why, sizeof p->why, "out of memory");
@@ -198,6 +206,7 @@ out:
     free(text);
     free(msgs);
     free(opts);
+    free(dedup);
     free(ids);
     free(which);
     __atomic_store_n(&p->done, 1, __ATOMIC_RELEASE);

@@ -1038,3 +1038,112 @@ TEST_TIMEOUT(security_acl_without_xautoclaim_warns, 20) {
     free(book);
     emq_srv_stop(s);
 }
+
+/* ---- delayed entries and idempotency keys under least privilege ------- */
+
+/* docs/SECURITY.md's additions: a producer that delays and sends keys, a
+ * worker that may move delayed entries, an operator that cancels. */
+#define DELAYER_LINE                                                           \
+    "user delayer on >" SECRET " resetkeys resetchannels -@all +time "         \
+    "(~emq:{aclq} +xadd +exists) "                                             \
+    "(~emq:{aclq} ~emq:{aclq}:delayed ~emq:{aclq}:delayed:* "                  \
+    "~emq:{aclq}:dedup:* +eval) (~emq:{aclq}:delayed +zadd) "                  \
+    "(~emq:{aclq}:delayed:entries +hset) (~emq:{aclq}:delayed:seq +incr) "     \
+    "(~emq:{aclq}:dedup:* +get +set)\n"
+#define MOVER_LINE                                                             \
+    "user mover on >" SECRET " resetkeys resetchannels -@all "                 \
+    "+time +client|setname "                                                   \
+    "(~emq:{aclq} +xgroup|create +xreadgroup +xack +xpending +xautoclaim "     \
+    "+xclaim +xrange) (~emq:{aclq} ~emq:{aclq}:* +eval) "                      \
+    "(~emq:{aclq}:lease:* +get +set +pexpire +pttl +del) "                     \
+    "(~emq:{aclq}:reasons:* +hset +hget +hdel) "                               \
+    "(~emq:{aclq}:retry:* +zadd +zrem +zscore) "                               \
+    "(~emq:{aclq}:dead +xadd) (~emq:{aclq} +xadd) "                            \
+    "(~emq:{aclq}:delayed ~emq:{aclq}:delayed:* +zrangebyscore +zrange "       \
+    "+zcard +zrem +hget +hdel)\n"
+#define CANCELLER_LINE                                                         \
+    "user canceller on >" SECRET " resetkeys resetchannels -@all "             \
+    "~emq:{aclq} ~emq:{aclq}:* +@stream +@read +eval +exists +type +del "      \
+    "+time +client|setname +@sortedset +@hash\n"
+
+TEST_TIMEOUT(security_least_privilege_delayed_and_dedup_roles, 60) {
+    if (emq_srv_binary_version(NULL, 0) < 70000)
+        SKIP("ACL selectors need Redis 7.0 or later (this server is older)");
+    emq_srv_opts o = {
+        .extra_config =
+            WORKER_LINE PRODUCER_LINE DELAYER_LINE MOVER_LINE CANCELLER_LINE};
+    emq_srv *s = emq_srv_start(&o);
+    cli_result r;
+    /* The plain producer may not delay: refused, naming why. */
+    CLI(&r, role_url(s, "producer"), "produce", "aclq", "--delay", "10", "n=0");
+    ASSERT_EXIT(&r, 1);
+    ASSERT_CONTAINS(r.err, "NOPERM");
+    cli_free(&r);
+    /* The delayer delays and de-duplicates. */
+    char handle[64];
+    CLI(&r, role_url(s, "delayer"), "produce", "aclq", "--delay", "300",
+        "--dedup-key", "one", "--print-ids", "-q", "n=1");
+    ASSERT_EXIT(&r, 0);
+    snprintf(handle, sizeof handle, "%.*s", (int)strcspn(r.out, "\n"), r.out);
+    cli_free(&r);
+    CLI(&r, role_url(s, "delayer"), "produce", "aclq", "--delay", "300",
+        "--dedup-key", "one", "--print-ids", "-q", "n=1");
+    ASSERT_EXIT(&r, 0);
+    ASSERT_CONTAINS(r.out, handle);
+    cli_free(&r);
+    CLI(&r, role_url(s, "delayer"), "produce", "aclq", "--dedup-key", "two",
+        "-q", "n=2");
+    ASSERT_EXIT(&r, 0);
+    cli_free(&r);
+    CLI(&r, role_url(s, "delayer"), "produce", "aclq", "--delay", "3600000",
+        "--print-ids", "-q", "n=3");
+    ASSERT_EXIT(&r, 0);
+    snprintf(handle, sizeof handle, "%.*s", (int)strcspn(r.out, "\n"), r.out);
+    cli_free(&r);
+    /* The least-privilege worker consumes what is in the stream, moves
+     * nothing, and says so once, at level info (no NOPERM anywhere). */
+    emq_conf_t *conf = conf_for(role_url(s, "worker"));
+    conf_set(conf, "queue", "aclq");
+    conf_set(conf, "group", "g");
+    conf_set(conf, "consumer", "w1");
+    conf_set(conf, "start", "head");
+    conf_set(conf, "block_ms", "100");
+    conf_set(conf, "log.level", "info");
+    logbook *book = malloc(sizeof *book);
+    ASSERT(book != NULL);
+    logbook_init(book);
+    emq_conf_set_log(conf, log_to_book, book);
+    recorder *rec = malloc(sizeof *rec);
+    ASSERT(rec != NULL);
+    recorder_init(rec);
+    emq_consumer_t *c;
+    emq_error err;
+    ASSERT_OK(emq_consumer_new(conf, record, rec, &c, &err), &err);
+    emq_conf_destroy(conf);
+    runner_thread t;
+    start_consumer(&t, c);
+    wait_for(rec, 1, 10000);
+    usleep((useconds_t)emq_test_ms(800) * 1000); /* the first one is due */
+    emq_consumer_stop(c);
+    ASSERT_OK(join_consumer(&t), &t.err);
+    emq_consumer_destroy(c);
+    ASSERT_EQ_SIZE(rec->n, 1);
+    ASSERT_EQ_STR(rec->values[0], "2");
+    ASSERT_EQ_INT(book_count(book, "moves no delayed entries"), 1);
+    ASSERT_NOT_CONTAINS(book->text, "NOPERM");
+    /* The mover moves the due one and handles it. */
+    CLI(&r, role_url(s, "mover"), "consume", "aclq", "-g", "g", "-c", "m1",
+        "--start", "head", "--until-idle", "1000", "-q");
+    ASSERT_EXIT(&r, 0);
+    ASSERT_EQ_INT(cli_lines(r.out), 1);
+    ASSERT_CONTAINS(r.out, "\"n\":\"1\"");
+    cli_free(&r);
+    /* The canceller takes back the one still waiting. */
+    CLI(&r, role_url(s, "canceller"), "cancel", "aclq", handle);
+    ASSERT_EXIT(&r, 0);
+    ASSERT_CONTAINS(r.out, " removed\n");
+    cli_free(&r);
+    free(rec);
+    free(book);
+    emq_srv_stop(s);
+}

@@ -370,11 +370,16 @@ static emq_status round_read(emq_producer_t *p, round *r, emq_error *err) {
 static void fail_queued_waiters(emq__sender *s, emq_status st,
                                 const emq_error *why);
 
-/* A transport failure broke the route (mu held, turn held): the link is
- * down until the thread reconnects; callers queued for a turn fail now. */
+/* A transport failure broke the route (mu held, turn held): the thread
+ * reconnects at once; callers queued for a turn fail now (their turn was
+ * behind the broken round). */
 static void link_broke(emq_producer_t *p, const emq_error *why) {
     emq__sender *s = &p->tx;
-    s->link = EMQ_LINK_DOWN;
+    /* Not DOWN: no attempt has failed yet, and the thread makes one at
+     * once. A call meanwhile waits for it (calls fail at once only while
+     * the last attempt failed), so a call right after a cut is sent on
+     * the new connection instead of failing. */
+    s->link = EMQ_LINK_CONNECTING;
     s->down = *why;
     s->down.retriable = 1;
     s->next_attempt_ms = emq__now_ms();

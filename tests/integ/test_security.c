@@ -1066,7 +1066,7 @@ TEST_TIMEOUT(security_acl_without_xautoclaim_warns, 20) {
     "~emq:{aclq} ~emq:{aclq}:* +@stream +@read +eval +exists +type +del "      \
     "+time +client|setname +@sortedset +@hash\n"
 
-TEST_TIMEOUT(security_least_privilege_delayed_and_dedup_roles, 60) {
+TEST_TIMEOUT(security_least_privilege_scheduling_roles, 60) {
     if (emq_srv_binary_version(NULL, 0) < 70000)
         SKIP("ACL selectors need Redis 7.0 or later (this server is older)");
     emq_srv_opts o = {

@@ -259,9 +259,13 @@ static int print_queue(const cli_described *q, int json) {
     char shown[600], lag_text[24];
     cli_esc(q->queue, shown, sizeof shown);
     snprintf(lag_text, sizeof lag_text, lag_known ? "%lld" : "?", lag);
-    printf("%-30s %10llu %6zu %10s %10lld %8llu\n", shown,
+    char delayed[24] = "?"; /* not counted: ZCARD refused */
+    if (info->delayed)
+        snprintf(delayed, sizeof delayed, "%llu",
+                 (unsigned long long)info->delayed->waiting);
+    printf("%-30s %10llu %6zu %10s %10lld %8llu %8s\n", shown,
            (unsigned long long)info->length, info->ngroups, lag_text, pending,
-           (unsigned long long)info->dead_length);
+           (unsigned long long)info->dead_length, delayed);
     return CLI_OK;
 }
 
@@ -284,8 +288,8 @@ int cmd_ls(int argc, char **argv) {
         rc = cli_describe_queues(one, 1, NULL, &rows, &n, &skipped);
     int json = a.seen[O_JSON] > 0;
     if (rc == CLI_OK && !json)
-        printf("%-30s %10s %6s %10s %10s %8s\n", "QUEUE", "LENGTH", "GROUPS",
-               "LAG", "PENDING", "DEAD");
+        printf("%-30s %10s %6s %10s %10s %8s %8s\n", "QUEUE", "LENGTH",
+               "GROUPS", "LAG", "PENDING", "DEAD", "DELAYED");
     for (size_t i = 0; i < n && rc == CLI_OK; i++)
         rc = print_queue(&rows[i], json);
     if (fflush(stdout) != 0 && rc == CLI_OK)

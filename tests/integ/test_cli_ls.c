@@ -27,16 +27,21 @@ TEST_TIMEOUT(cli_ls_lists_queues_with_their_numbers, 30) {
                 NULL);
     emq_srv_cmd(s, out, sizeof out, "SET", "emq:{notastream}", "x", NULL);
     emq_srv_cmd(s, out, sizeof out, "XADD", "other", "*", "a", "b", NULL);
+    CLI(&r, url, "produce", "jobs", "--delay", "3600000", "-q", "n=later");
+    ASSERT_EXIT(&r, 0);
+    cli_free(&r);
     CLI(&r, url, "ls");
     ASSERT_EXIT(&r, 0);
     ASSERT_EQ_INT(cli_lines(r.out), 3);
+    ASSERT_CONTAINS(r.out, " DEAD  DELAYED\n");
     const char *jobs = strstr(r.out, "\njobs ");
     const char *mail = strstr(r.out, "\nmail ");
     ASSERT(jobs && mail && jobs < mail);
-    long long len, groups, lag, pending, dead;
-    ASSERT_EQ_INT(sscanf(jobs + 5, "%lld %lld %lld %lld %lld", &len, &groups,
-                         &lag, &pending, &dead),
-                  5);
+    long long len, groups, lag, pending, dead, delayed;
+    ASSERT_EQ_INT(sscanf(jobs + 5, "%lld %lld %lld %lld %lld %lld", &len,
+                         &groups, &lag, &pending, &dead, &delayed),
+                  6);
+    ASSERT_EQ_INT(delayed, 1);
     ASSERT_EQ_INT(len, 5);
     ASSERT_EQ_INT(groups, 1);
     ASSERT_EQ_INT(lag, 3);

@@ -73,6 +73,7 @@ TEST_TIMEOUT(cli_top_in_a_real_terminal, 60) {
     printf("    the screen:\n%s", screen);
     ASSERT_CONTAINS(screen, "echomq top");
     ASSERT_CONTAINS(screen, "sort: name");
+    ASSERT_CONTAINS(screen, " DEAD  DELAYED ");
     ASSERT_CONTAINS(screen, "alpha");
     ASSERT_CONTAINS(screen, "beta");
     ASSERT_CONTAINS(screen, "workers");

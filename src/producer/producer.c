@@ -176,11 +176,15 @@ emq_status emq__producer_xadd(emq_producer_t *p, const emq_message *m,
                               emq__cfg_producer_nomkstream(p->conf),
                               p->head + 2, p->headlen + 2, p->nhead - 2);
         argc = nhead + 2 * m->nfields;
+        p->argv_head = 0;
     } else {
-        memcpy(p->argv, p->head, p->nhead * sizeof *p->argv);
-        memcpy(p->argvlen, p->headlen, p->nhead * sizeof *p->argvlen);
+        if (!p->argv_head) { /* an add script's words were there */
+            memcpy(p->argv, p->head, p->nhead * sizeof *p->argv);
+            memcpy(p->argvlen, p->headlen, p->nhead * sizeof *p->argvlen);
+        }
         p->argv[p->nhead] = m->id ? m->id : "*";
-        p->argvlen[p->nhead] = strlen(p->argv[p->nhead]);
+        p->argvlen[p->nhead] = m->id ? strlen(m->id) : 1;
+        p->argv_head = 1;
     }
     const char **argv = p->argv + nhead - 1;
     size_t *lens = p->argvlen + nhead - 1;

@@ -100,6 +100,8 @@ struct emq_producer {
     const char *head[EMQ_PRODUCER_HEAD_MAX]; /* words every XADD starts */
     size_t headlen[EMQ_PRODUCER_HEAD_MAX];   /* with, and their lengths */
     size_t nhead;
+    int argv_head;        /* argv[0..nhead) hold the head words now (an add
+                             script's words replace them) */
     emq__add_texts texts; /* the add script's numbers (scratch) */
     char *dedup_name;     /* an idempotency key's key name (scratch) */
     size_t dedup_cap;

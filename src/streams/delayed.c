@@ -120,14 +120,21 @@ int emq__delayed_handle_is(const char *text, size_t len) {
     return 1;
 }
 
-void emq__delayed_move_argv(const char *argv[7], const emq__delayed_keys *dk,
-                            const char *stream, const char *max) {
+/* The six words both scripts start with: EVAL, the script, its three
+ * keys (waiting, entries, stream). */
+static void script_head(const char *argv[6], const char *script,
+                        const emq__delayed_keys *dk, const char *stream) {
     argv[0] = "EVAL";
-    argv[1] = move_script;
+    argv[1] = script;
     argv[2] = "3";
     argv[3] = dk->waiting;
     argv[4] = dk->entries;
     argv[5] = stream;
+}
+
+void emq__delayed_move_argv(const char *argv[7], const emq__delayed_keys *dk,
+                            const char *stream, const char *max) {
+    script_head(argv, move_script, dk, stream);
     argv[6] = max;
 }
 
@@ -153,11 +160,6 @@ emq_status emq__delayed_move_reply(const emq_reply *r, emq__delayed_moved *out,
 
 int emq__delayed_cancel_head(const char *head[EMQ_DELAYED_CANCEL_HEAD],
                              const emq__delayed_keys *dk, const char *stream) {
-    head[0] = "EVAL";
-    head[1] = cancel_script;
-    head[2] = "3";
-    head[3] = dk->waiting;
-    head[4] = dk->entries;
-    head[5] = stream;
+    script_head(head, cancel_script, dk, stream);
     return EMQ_DELAYED_CANCEL_HEAD;
 }

@@ -126,6 +126,26 @@ static inline emq_status join_consumer(runner_thread *t) {
     return t->st;
 }
 
+/* A pool run on a thread of its own (emq_pool_run), like runner_thread. */
+typedef struct pool_thread {
+    pthread_t thread;
+    emq_pool_t *pool;
+    emq_status st;
+    emq_error err;
+} pool_thread;
+
+static inline void *run_pool_thread(void *arg) {
+    pool_thread *t = arg;
+    t->st = emq_pool_run(t->pool, &t->err);
+    return NULL;
+}
+
+static inline void start_pool(pool_thread *t, emq_pool_t *pool) {
+    memset(t, 0, sizeof *t);
+    t->pool = pool;
+    ASSERT(pthread_create(&t->thread, NULL, run_pool_thread, t) == 0);
+}
+
 /* Waits (bounded) until r has seen n entries. */
 static inline void wait_for(recorder *r, size_t n, int timeout_ms) {
     timeout_ms = emq_test_ms(timeout_ms);

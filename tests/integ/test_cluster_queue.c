@@ -566,25 +566,6 @@ TEST_TIMEOUT(cluster_queue_killed_master_replica_promoted, 120) {
 
 /* ---- a topic of 6 partitions --------------------------------------------- */
 
-typedef struct pool_thread {
-    pthread_t thread;
-    emq_pool_t *pool;
-    emq_status st;
-    emq_error err;
-} pool_thread;
-
-static void *pool_main(void *arg) {
-    pool_thread *t = arg;
-    t->st = emq_pool_run(t->pool, &t->err);
-    return NULL;
-}
-
-static void start_pool(pool_thread *t, emq_pool_t *pool) {
-    memset(t, 0, sizeof *t);
-    t->pool = pool;
-    ASSERT_EQ_INT(pthread_create(&t->thread, NULL, pool_main, t), 0);
-}
-
 /* Asserts that the 6 partitions of topic are served 2 by each master. */
 static void assert_spread(emq_cl *c, const char *topic) {
     int per[EMQ_CL_MAX_NODES] = {0};

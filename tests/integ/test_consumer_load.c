@@ -17,19 +17,6 @@
 #define LOAD_N 10000
 #define POOL_N 4
 
-typedef struct pool_thread {
-    pthread_t thread;
-    emq_pool_t *pool;
-    emq_status st;
-    emq_error err;
-} pool_thread;
-
-static void *pool_main(void *arg) {
-    pool_thread *t = arg;
-    t->st = emq_pool_run(t->pool, &t->err);
-    return NULL;
-}
-
 TEST_TIMEOUT(consumer_pool_of_four_splits_ten_thousand_exactly_once, 40) {
     emq_srv *s = emq_srv_start(NULL);
     static tally t;
@@ -42,8 +29,7 @@ TEST_TIMEOUT(consumer_pool_of_four_splits_ten_thousand_exactly_once, 40) {
     ASSERT_OK(emq_pool_new(conf, POOL_N, tally_handler, &t, &pool, &err), &err);
     emq_conf_destroy(conf);
     static pool_thread pt;
-    pt.pool = pool;
-    ASSERT(pthread_create(&pt.thread, NULL, pool_main, &pt) == 0);
+    start_pool(&pt, pool);
     for (int i = 0; i < POOL_N; i++)
         wait_reads(emq_pool_consumer(pool, i), NULL, 2, 5000);
 

@@ -54,19 +54,6 @@ static emq_verdict count_entry(void *opaque, const emq_entry *e, char *reason,
     return EMQ_ACK;
 }
 
-typedef struct pool_thread {
-    pthread_t thread;
-    emq_pool_t *pool;
-    emq_status st;
-    emq_error err;
-} pool_thread;
-
-static void *pool_main(void *arg) {
-    pool_thread *t = arg;
-    t->st = emq_pool_run(t->pool, &t->err);
-    return NULL;
-}
-
 /* The number key's ZCARD answers on whichever node serves it. */
 static long long zcard_anywhere(emq_cl *c, const char *key) {
     for (int i = 0; i < emq_cl_count(c); i++) {
@@ -152,8 +139,8 @@ TEST_TIMEOUT(delayed_cluster_topic_pool_each_once_never_early, 90) {
     conf_set(conf, "block_ms", "200");
     emq_pool_t *pool;
     ASSERT_OK(emq_pool_new(conf, 3, count_entry, s, &pool, &err), &err);
-    pool_thread pt = {.pool = pool};
-    ASSERT_EQ_INT(pthread_create(&pt.thread, NULL, pool_main, &pt), 0);
+    pool_thread pt;
+    start_pool(&pt, pool);
     int64_t end = now_ms() + emq_test_ms(30000);
     int done = 0;
     while (!done && now_ms() < end) {

@@ -303,6 +303,17 @@ static const prop props[] = {
      "--dedup-key) keeps a second entry with the same key out, when the "
      "call does not say (dedup_ttl_ms 0).",
      P_INT, F(dedup_ttl_ms), 1, (int64_t)1 << 53, NULL, NULL, NULL, "producer"},
+    {"rate.limit", "0",
+     "Most entries the whole group (every consumer, in any process) is "
+     "handed in any one-second window, new reads only; 0: no limit. "
+     "Recorded in the server where the group has none (the server's "
+     "value wins; docs/QUEUES.md).",
+     P_INT, F(rate_limit), 0, 100000000, NULL, NULL, NULL, "consumer"},
+    {"group.max_in_flight", "0",
+     "Most entries the whole group holds delivered and not settled (its "
+     "pending list); new reads wait below it; 0: no limit. Recorded in the "
+     "server like rate.limit.",
+     P_INT, F(group_max_in_flight), 0, 100000000, NULL, NULL, NULL, "consumer"},
     {"claim.count", "100",
      "Most entries one XAUTOCLAIM call takes over (it examines up to 10x "
      "as many).",

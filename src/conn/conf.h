@@ -105,7 +105,9 @@
     X(INT, consumer_connect_wait)    /* 1: the first connect waits, too */       \
     X(INT, delayed_poll_ms) /* upkeep looks for due delayed entries; 0: no */    \
     X(INT, dedup_ttl_ms)    /* default window of an idempotency key */           \
-    X(INT, trim_maxlen)     /* XADD MAXLEN threshold; -1: not set */             \
+    X(INT, rate_limit)      /* the group's entries per second; 0: none */        \
+    X(INT, group_max_in_flight) /* the group's pending bound; 0: none */         \
+    X(INT, trim_maxlen)         /* XADD MAXLEN threshold; -1: not set */         \
     X(STR, trim_minid)  /* XADD MINID threshold; NULL: not set (an ID, checked   \
                            by the producer) */                                   \
     X(INT, trim_approx) /* 1: trim with ~ (whole nodes only) */                  \

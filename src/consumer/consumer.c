@@ -37,6 +37,7 @@
 #include "entries.h"
 #include "inflight.h"
 #include "lease.h"
+#include "limits.h"
 #include "ready.h"
 #include "recover.h"
 #include "settle.h"
@@ -80,8 +81,12 @@ static emq_status make_keys(emq_consumer_t *c, emq_error *err) {
     c->retry_key = emq__keys_of_group(&c->keys, "retry", c->group, NULL);
     c->unseen_key = emq__keys_of_group(&c->keys, "unseen", c->group, NULL);
     c->inhand_key = emq__keys_of_group(&c->keys, "inhand", c->group, NULL);
+    c->limits_key = emq__keys_of_group(&c->keys, "limits", c->group, NULL);
+    c->rate_log_key = emq__keys_of_group(&c->keys, "ratelog", c->group, NULL);
     if (c->lease_key == NULL || c->reasons_key == NULL ||
-        c->retry_key == NULL || c->unseen_key == NULL || c->inhand_key == NULL)
+        c->retry_key == NULL || c->unseen_key == NULL ||
+        c->inhand_key == NULL || c->limits_key == NULL ||
+        c->rate_log_key == NULL)
         return emq__oom(err);
     return emq__delayed_keys_make(&c->keys, &c->delayed, err);
 }
@@ -159,6 +164,8 @@ void emq__consumer_free(emq_consumer_t *c) {
     emq__free(c->retry_key);
     emq__free(c->unseen_key);
     emq__free(c->inhand_key);
+    emq__free(c->limits_key);
+    emq__free(c->rate_log_key);
     emq__delayed_keys_free(&c->delayed);
     emq__free(c->fields);
     emq__free(c->rx_ops);
@@ -249,7 +256,8 @@ static emq_status start_session(emq_consumer_t *c, int *nogroup,
         c->lease_lapsed = 1;
     if ((st = emq__lease_acquire(c, err)) != EMQ_OK ||
         (st = emq__topic_claim(c->rx.route, c->conf, err)) != EMQ_OK ||
-        (st = open_door(c, err)) != EMQ_OK)
+        (st = open_door(c, err)) != EMQ_OK ||
+        (st = emq__limits_start(c, err)) != EMQ_OK)
         return st;
     if (!c->upkeep.started && (st = emq__upkeep_start(c, err)) != EMQ_OK)
         return st;
@@ -293,6 +301,129 @@ static emq_status append_rx_settlements(emq_consumer_t *c, size_t *nops,
                  : EMQ_OK;
 }
 
+/* Sends argv on the read session with the settlements decided since the
+ * last read in the same round trip (the upkeep thread sends whatever
+ * waits longer than EMQ_SETTLE_DELAY_MS); *reply is the command's. */
+static emq_status call_with_settlements(emq_consumer_t *c, int argc,
+                                        const char *const *argv,
+                                        emq_reply **reply, emq_error *err) {
+    size_t nops;
+    settle_round round = {.c = c};
+    emq_status st = append_rx_settlements(c, &nops, err);
+    *reply = NULL;
+    if (st == EMQ_OK)
+        st = emq__session_call_after(&c->rx, EMQ_SESSION_WAIT_OOM, argc, argv,
+                                     NULL, emq__settle_apply, &round, reply,
+                                     err);
+    if (st == EMQ_OK) /* counted once answered */
+        atomic_fetch_add(&c->stats.reads, 1);
+    emq__settle_finish(c, c->rx_ops, nops, st, &round);
+    return st;
+}
+
+/* What an error reply to a read means (reply freed): NOGROUP (c->nogroup
+ * set), UNBLOCKED (read again: EMQ_OK), "not now" or another failure. */
+static emq_status read_refused(emq_consumer_t *c, emq_reply *reply,
+                               emq_error *err) {
+    char shown[160];
+    emq_status st = EMQ_OK;
+    emq__reply_text(reply, shown, sizeof shown);
+    if (emq_reply_is_error(reply, "NOGROUP")) {
+        c->nogroup = 1;
+        snprintf(c->nogroup_text, sizeof c->nogroup_text, "%s", shown);
+        st = emq__reply_error_set(err, reply, "XREADGROUP");
+    } else if (emq_reply_is_error(reply, "UNBLOCKED")) {
+        /* The blocked read was ended from outside: CLIENT UNBLOCK ...
+         * ERROR, the key deleted (7.0), or migrated to another cluster
+         * node, or the master demoted. Read again: a key or group that
+         * is really gone gets NOGROUP; a migrated key is followed by
+         * the route; a closed connection shows up on the next call. */
+        emq__consumer_log(c, EMQ_LOG_DEBUG, "read ended by %s; reading again",
+                          shown);
+    } else if (emq__reply_not_now(reply, EMQ_SESSION_WAIT_OOM)) {
+        /* Waited out for minutes, or a stop: try again later. */
+        st = emq__error_set(err, EMQ_EIO, 1, "server not ready: %s", shown);
+    } else {
+        st = emq__reply_error_set(err, reply, "XREADGROUP failed");
+    }
+    emq_reply_free(reply);
+    return st;
+}
+
+/* Hands what a read delivered (entries, inside reply) to the handler or
+ * the ready queue; the batch takes reply and frees it. */
+static emq_status dispatch_read(emq_consumer_t *c, emq_reply *reply,
+                                const emq_reply *entries, emq_error *err) {
+    batch b;
+    emq__batch_init(&b);
+    emq_status st = emq__batch_parse(&b, reply, entries, err);
+    if (st == EMQ_OK) {
+        /* Only a reply that parsed resets the reconnect backoff. */
+        emq__session_healthy(&c->rx);
+        for (size_t i = 0; i < b.n; i++)
+            b.items[i].deliveries = 1; /* '>' delivers for the first time */
+        b.taken_ms = emq__session_reply_began_ms(&c->rx);
+        st = emq__batch_dispatch(c, &b, err);
+    }
+    emq__batch_free(&b); /* the reply with it */
+    return st;
+}
+
+/* How often a group at its in-flight limit looks again whether some
+ * entry was settled (by any consumer of it). */
+#define EMQ_LIMITED_LOOK_MS 20
+
+/* A limited group's read (limits.c): the grant script reads what the
+ * limits allow; nothing allowed sleeps as it says (at most wait_ms);
+ * nothing to read waits for the next entry with XREAD BLOCK, which
+ * consumes nothing. */
+static emq_status read_limited(emq_consumer_t *c, size_t want, int64_t wait,
+                               emq_error *err) {
+    char want_text[24];
+    snprintf(want_text, sizeof want_text, "%zu", want);
+    const char *argv[EMQ_LIMITS_ARGC];
+    emq__limits_read_argv(c, want_text, argv);
+    emq_reply *reply;
+    emq_status st =
+        call_with_settlements(c, EMQ_LIMITS_ARGC, argv, &reply, err);
+    if (st != EMQ_OK) {
+        emq__fit_failed(c, st, want, "a read");
+        return st;
+    }
+    if (emq_reply_kind(reply) == EMQ_REPLY_ERROR)
+        return read_refused(c, reply, err);
+    emq__grant g;
+    if ((st = emq__limits_grant(reply, &g, err)) != EMQ_OK) {
+        emq_reply_free(reply);
+        return st;
+    }
+    if (g.entries != NULL) {
+        const emq_reply *entries = emq__xread_entries(g.entries, err, &st);
+        if (st == EMQ_OK && entries != NULL)
+            return dispatch_read(c, reply, entries, err);
+        emq_reply_free(reply);
+        return st;
+    }
+    emq_reply_free(reply);
+    emq__session_healthy(&c->rx);
+    if (g.granted <= 0) {
+        /* The in-flight limit waits for settlements, anyone's: look
+         * again soon; the rate says when one second's window frees. */
+        int64_t nap = g.wait_ms > 0 ? g.wait_ms : EMQ_LIMITED_LOOK_MS;
+        emq__consumer_nap(c, nap < wait ? nap : wait);
+        return EMQ_OK;
+    }
+    char block[24];
+    snprintf(block, sizeof block, "%lld", (long long)wait);
+    const char *xread[] = {"XREAD",   "COUNT",        "1",      "BLOCK", block,
+                           "STREAMS", c->keys.stream, g.last_id};
+    st = emq__session_call(&c->rx, 0, 8, xread, NULL, &reply, err);
+    if (st == EMQ_OK && emq_reply_kind(reply) == EMQ_REPLY_ERROR)
+        return read_refused(c, reply, err);
+    emq_reply_free(reply);
+    return st;
+}
+
 /* One XREADGROUP ... > of at most room entries, then the handler (or
  * the ready queue) over what arrived. */
 static emq_status read_new(emq_consumer_t *c, size_t room, emq_error *err) {
@@ -309,25 +440,15 @@ static emq_status read_new(emq_consumer_t *c, size_t room, emq_error *err) {
     size_t want = emq__fit(c, (size_t)emq__cfg_count(c->conf) < room
                                   ? (size_t)emq__cfg_count(c->conf)
                                   : room);
+    if (c->limited)
+        return read_limited(c, want, wait, err);
     snprintf(count, sizeof count, "%zu", want);
     snprintf(block, sizeof block, "%lld", (long long)wait);
     const char *argv[] = {"XREADGROUP", "GROUP",        c->group, c->name,
                           "COUNT",      count,          "BLOCK",  block,
                           "STREAMS",    c->keys.stream, ">"};
-    /* Settlements decided since the last read travel in its round trip
-     * (the upkeep thread sends whatever waits longer than
-     * EMQ_SETTLE_DELAY_MS). */
-    size_t nops;
-    settle_round round = {.c = c};
-    emq_status st = append_rx_settlements(c, &nops, err);
-    emq_reply *reply = NULL;
-    if (st == EMQ_OK)
-        st = emq__session_call_after(&c->rx, EMQ_SESSION_WAIT_OOM, 11, argv,
-                                     NULL, emq__settle_apply, &round, &reply,
-                                     err);
-    if (st == EMQ_OK) /* counted once answered */
-        atomic_fetch_add(&c->stats.reads, 1);
-    emq__settle_finish(c, c->rx_ops, nops, st, &round);
+    emq_reply *reply;
+    emq_status st = call_with_settlements(c, 11, argv, &reply, err);
     if (st != EMQ_OK) {
         /* Too large: what it delivered is pending to this consumer now,
          * and recover self takes it back after the reconnect, fewer at a
@@ -335,32 +456,8 @@ static emq_status read_new(emq_consumer_t *c, size_t room, emq_error *err) {
         emq__fit_failed(c, st, want, "a read");
         return st;
     }
-    if (emq_reply_kind(reply) == EMQ_REPLY_ERROR) {
-        char shown[160];
-        emq__reply_text(reply, shown, sizeof shown);
-        if (emq_reply_is_error(reply, "NOGROUP")) {
-            c->nogroup = 1;
-            snprintf(c->nogroup_text, sizeof c->nogroup_text, "%s", shown);
-            st = emq__reply_error_set(err, reply, "XREADGROUP");
-        } else if (emq_reply_is_error(reply, "UNBLOCKED")) {
-            /* The blocked read was ended from outside: CLIENT UNBLOCK ...
-             * ERROR, the key deleted (7.0), or migrated to another cluster
-             * node, or the master demoted. Read again: a key or group that
-             * is really gone gets NOGROUP; a migrated key is followed by
-             * the route; a closed connection shows up on the next call. */
-            emq__consumer_log(c, EMQ_LOG_DEBUG,
-                              "read ended by %s; reading "
-                              "again",
-                              shown);
-        } else if (emq__reply_not_now(reply, EMQ_SESSION_WAIT_OOM)) {
-            /* Waited out for minutes, or a stop: try again later. */
-            st = emq__error_set(err, EMQ_EIO, 1, "server not ready: %s", shown);
-        } else {
-            st = emq__reply_error_set(err, reply, "XREADGROUP failed");
-        }
-        emq_reply_free(reply);
-        return st;
-    }
+    if (emq_reply_kind(reply) == EMQ_REPLY_ERROR)
+        return read_refused(c, reply, err);
     const emq_reply *entries = emq__xread_entries(reply, err, &st);
     if (st != EMQ_OK || entries == NULL) { /* timeout, or 7.0's [] */
         if (st == EMQ_OK)
@@ -368,18 +465,7 @@ static emq_status read_new(emq_consumer_t *c, size_t room, emq_error *err) {
         emq_reply_free(reply);
         return st;
     }
-    batch b;
-    emq__batch_init(&b);
-    if ((st = emq__batch_parse(&b, reply, entries, err)) == EMQ_OK) {
-        /* Only a reply that parsed resets the reconnect backoff. */
-        emq__session_healthy(&c->rx);
-        for (size_t i = 0; i < b.n; i++)
-            b.items[i].deliveries = 1; /* '>' delivers for the first time */
-        b.taken_ms = emq__session_reply_began_ms(&c->rx);
-        st = emq__batch_dispatch(c, &b, err);
-    }
-    emq__batch_free(&b);
-    return st;
+    return dispatch_read(c, reply, entries, err);
 }
 
 /* How long a turn waits before it looks again whether the upkeep's

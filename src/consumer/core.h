@@ -94,11 +94,16 @@ struct emq_consumer {
     char start_id[EMQ_ID_MAX]; /* "$", "0" or the declared ID */
     char *lease_key;
     char *reasons_key;
-    char *retry_key;  /* the retry schedule (sorted set) */
-    char *unseen_key; /* entries read and not handed out (a set; upkeep.c
-                         writes it, recover.c reads it) */
-    char *inhand_key; /* the group's entries in a handler's hands and since
-                         when (a hash by entry ID, server ms; upkeep.c) */
+    char *retry_key;    /* the retry schedule (sorted set) */
+    char *unseen_key;   /* entries read and not handed out (a set; upkeep.c
+                           writes it, recover.c reads it) */
+    char *inhand_key;   /* the group's entries in a handler's hands and since
+                           when (a hash by entry ID, server ms; upkeep.c) */
+    char *limits_key;   /* the group's limits (a hash; limits.c) */
+    char *rate_log_key; /* the group's deliveries of the last second */
+    int limited;        /* the group has a limit: reads go through the
+                           grant script (limits.c) */
+    int limits_warned;  /* the limits differ from ours: said once */
     emq__delayed_keys delayed; /* the queue's delayed entries (upkeep.c
                                   moves those due to the stream) */
     struct {

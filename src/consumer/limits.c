@@ -1,0 +1,170 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* limits.c: a group's rate and in-flight limits.
+ *
+ * The limits of group G live in the server, in emq:{Q}:limits:G (a hash:
+ * rate, max_in_flight), so every consumer of the group, in any process,
+ * applies the same ones. A consumer started with rate.limit or
+ * group.max_in_flight records its values where none are recorded; where
+ * others are, the server's win and the consumer says so once.
+ *
+ * A limited consumer reads new entries through one script (scripts may
+ * not block, so it reads without BLOCK): in-flight is the group's pending
+ * count (XPENDING's summary: delivered and not settled, whoever holds
+ * them), the rate a log of the last second's deliveries (a sorted set by
+ * the server's clock, so no one-second window ever holds more than the
+ * rate); it reads min(wanted, room under each limit) with XREADGROUP and
+ * logs them. With nothing granted the caller sleeps as the reply says;
+ * with nothing to read it waits for the next entry with XREAD BLOCK, which
+ * consumes nothing. A group without limits reads as before.
+ */
+#include "limits.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* KEYS: stream, limits hash, rate log. ARGV: group, consumer, want.
+ * Returns {granted, wait_ms, XREADGROUP reply or nil, last ID or ""}. */
+static const char grant_script[] =
+    "if redis.replicate_commands then pcall(redis.replicate_commands) end\n"
+    "local lim = redis.call('HMGET', KEYS[2], 'rate', 'max_in_flight')\n"
+    "local rate = tonumber(lim[1] or '0') or 0\n"
+    "local maxf = tonumber(lim[2] or '0') or 0\n"
+    "local grant = tonumber(ARGV[3])\n"
+    "local wait = 0\n"
+    "if maxf > 0 then\n"
+    "  local held = tonumber(redis.call('XPENDING', KEYS[1], ARGV[1])[1])\n"
+    "  if maxf - held < grant then grant = maxf - held end\n"
+    "  if grant <= 0 then wait = -1 end\n"
+    "end\n"
+    "local now = 0\n"
+    "if rate > 0 then\n"
+    "  local t = redis.call('TIME')\n"
+    "  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
+    "  redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now - 1000)\n"
+    "  local left = rate - redis.call('ZCARD', KEYS[3])\n"
+    "  if left < grant then grant = left end\n"
+    "  if left <= 0 then\n"
+    "    local first = redis.call('ZRANGE', KEYS[3], 0, 0, 'WITHSCORES')\n"
+    "    wait = math.max(1, tonumber(first[2]) + 1000 - now)\n"
+    "  end\n"
+    "end\n"
+    "if grant <= 0 then return {0, wait, false, ''} end\n"
+    "local r = redis.call('XREADGROUP', 'GROUP', ARGV[1], ARGV[2], 'COUNT',\n"
+    "                     grant, 'STREAMS', KEYS[1], '>')\n"
+    "if not r then\n"
+    "  local last = redis.call('XREVRANGE', KEYS[1], '+', '-', 'COUNT', 1)\n"
+    "  return {grant, 0, false, last[1] and last[1][1] or '0-0'}\n"
+    "end\n"
+    "if rate > 0 then\n"
+    "  for _, e in ipairs(r[1][2]) do\n"
+    "    redis.call('ZADD', KEYS[3], now, ARGV[1] .. ' ' .. e[1])\n"
+    "  end\n"
+    "  redis.call('PEXPIRE', KEYS[3], 2000)\n"
+    "end\n"
+    "return {grant, 0, r, ''}\n";
+
+void emq__limits_read_argv(const emq_consumer_t *c, const char *want_text,
+                           const char *argv[EMQ_LIMITS_ARGC]) {
+    argv[0] = "EVAL";
+    argv[1] = grant_script;
+    argv[2] = "3";
+    argv[3] = c->keys.stream;
+    argv[4] = c->limits_key;
+    argv[5] = c->rate_log_key;
+    argv[6] = c->group;
+    argv[7] = c->name;
+    argv[8] = want_text;
+}
+
+emq_status emq__limits_grant(const emq_reply *reply, emq__grant *g,
+                             emq_error *err) {
+    memset(g, 0, sizeof *g);
+    if (emq_reply_kind(reply) != EMQ_REPLY_ARRAY || emq_reply_len(reply) != 4 ||
+        emq_reply_kind(emq_reply_at(reply, 0)) != EMQ_REPLY_INTEGER ||
+        emq_reply_kind(emq_reply_at(reply, 1)) != EMQ_REPLY_INTEGER)
+        return emq__reply_bad_shape(err, "the limited read");
+    g->granted = emq_reply_integer(emq_reply_at(reply, 0));
+    g->wait_ms = emq_reply_integer(emq_reply_at(reply, 1));
+    const emq_reply *r = emq_reply_at(reply, 2);
+    g->entries = emq_reply_kind(r) == EMQ_REPLY_ARRAY ? r : NULL;
+    size_t len = 0;
+    const char *last = emq_reply_str(emq_reply_at(reply, 3), &len);
+    if (last && len < sizeof g->last_id) {
+        memcpy(g->last_id, last, len);
+        g->last_id[len] = '\0';
+    }
+    return EMQ_OK;
+}
+
+/* The limit a reply of HMGET names (nil: 0). */
+static int64_t limit_of(const emq_reply *r) {
+    const char *text = emq_reply_str(r, NULL);
+    return text ? strtoll(text, NULL, 10) : 0;
+}
+
+emq_status emq__limits_start(emq_consumer_t *c, emq_error *err) {
+    int64_t rate = emq__cfg_rate_limit(c->conf);
+    int64_t maxf = emq__cfg_group_max_in_flight(c->conf);
+    char rate_text[24], maxf_text[24];
+    snprintf(rate_text, sizeof rate_text, "%lld", (long long)rate);
+    snprintf(maxf_text, sizeof maxf_text, "%lld", (long long)maxf);
+    const char *set_rate[] = {"HSETNX", c->limits_key, "rate", rate_text};
+    const char *set_maxf[] = {"HSETNX", c->limits_key, "max_in_flight",
+                              maxf_text};
+    const char *get[] = {"HMGET", c->limits_key, "rate", "max_in_flight"};
+    emq__session_cmd cmds[3];
+    size_t n = 0;
+    if (rate > 0)
+        cmds[n++] = (emq__session_cmd){4, set_rate, NULL};
+    if (maxf > 0)
+        cmds[n++] = (emq__session_cmd){4, set_maxf, NULL};
+    cmds[n++] = (emq__session_cmd){4, get, NULL};
+    emq_reply *replies[3] = {NULL, NULL, NULL};
+    emq_status st = emq__session_pipeline(&c->rx, 0, n, cmds, replies, err);
+    if (st != EMQ_OK)
+        return st;
+    emq_reply *reply = replies[n - 1];
+    for (size_t i = 0; i + 1 < n; i++) {
+        /* A refused record of a configured limit fails the start too. */
+        if (emq_reply_kind(replies[i]) == EMQ_REPLY_ERROR) {
+            emq_reply_free(reply);
+            reply = replies[i];
+            replies[i] = NULL;
+        }
+        emq_reply_free(replies[i]);
+    }
+    if (emq_reply_kind(reply) != EMQ_REPLY_ARRAY || emq_reply_len(reply) != 2) {
+        int configured = rate > 0 || maxf > 0;
+        char shown[160];
+        emq__reply_text(reply, shown, sizeof shown);
+        emq_reply_free(reply);
+        c->limited = 0;
+        if (!configured) {
+            emq__consumer_log(c, EMQ_LOG_DEBUG,
+                              "reading the group's limits failed (%s); "
+                              "reading without limits",
+                              shown);
+            return EMQ_OK;
+        }
+        return emq__error_set(err, EMQ_ESERVER, 0,
+                              "recording the group's limits in '%s' "
+                              "failed: %s",
+                              c->limits_key, shown);
+    }
+    int64_t have_rate = limit_of(emq_reply_at(reply, 0));
+    int64_t have_maxf = limit_of(emq_reply_at(reply, 1));
+    emq_reply_free(reply);
+    if (((rate > 0 && have_rate != rate) || (maxf > 0 && have_maxf != maxf)) &&
+        !c->limits_warned++)
+        emq__consumer_log(c, EMQ_LOG_WARNING,
+                          "group '%s' has rate %lld/s and max_in_flight %lld "
+                          "recorded in '%s' (0: none); this consumer was "
+                          "started with %lld and %lld and applies the "
+                          "recorded ones ('echomq group limits' changes "
+                          "them)",
+                          c->group, (long long)have_rate, (long long)have_maxf,
+                          c->limits_key, (long long)rate, (long long)maxf);
+    c->limited = have_rate > 0 || have_maxf > 0;
+    return EMQ_OK;
+}

@@ -1,0 +1,43 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* limits.h: a group's rate and in-flight limits, kept in the server and
+ * applied to every read of new entries (limits.c). */
+#ifndef EMQ_CONSUMER_LIMITS_H
+#define EMQ_CONSUMER_LIMITS_H
+
+#include "core.h"
+
+/* At a session's start (read session, after the door): records this
+ * consumer's rate.limit and group.max_in_flight in the group's limits
+ * hash where none is recorded, reads what is, warns once when they differ
+ * (the server's win), and sets c->limited when any limit is recorded.
+ * One round trip. An error reply (an ACL without HSETNX/HMGET) with no
+ * limit configured leaves the consumer unlimited (logged at debug); with
+ * one configured it fails the start (EMQ_ESERVER naming the key). */
+emq_status emq__limits_start(emq_consumer_t *c, emq_error *err);
+
+/* Words of the grant read: EVAL, the script, its keys and arguments, for
+ * at most want entries (want_text its decimal). argv has room for
+ * EMQ_LIMITS_ARGC words. */
+#define EMQ_LIMITS_ARGC 9
+void emq__limits_read_argv(const emq_consumer_t *c, const char *want_text,
+                           const char *argv[EMQ_LIMITS_ARGC]);
+
+/* What a grant read answered. */
+typedef struct emq__grant {
+    int64_t granted;          /* entries the limits allowed this time */
+    int64_t wait_ms;          /* granted 0: how long until the rate allows
+                                 one (-1: until a settlement, the
+                                 in-flight limit) */
+    const emq_reply *entries; /* the XREADGROUP reply inside, or NULL
+                                 (nothing new; borrowed from the reply) */
+    char last_id[EMQ_ID_MAX]; /* nothing new: the stream's last ID, to
+                                 wait for the next one from ("0-0" when
+                                 empty) */
+} emq__grant;
+
+/* Reads a grant read's reply into *g. EMQ_EPROTO for another shape; an
+ * error reply is the caller's to read first. */
+emq_status emq__limits_grant(const emq_reply *reply, emq__grant *g,
+                             emq_error *err);
+
+#endif /* EMQ_CONSUMER_LIMITS_H */

@@ -1367,6 +1367,30 @@ EMQ_EXPORT emq_status emq_admin_dead_requeue_flags(emq_admin_t *a,
 EMQ_EXPORT emq_status emq_admin_dead_purge(emq_admin_t *a, uint64_t *removed,
                                            emq_error *err);
 
+/* ---- group limits (docs/QUEUES.md) --------------------------------------- */
+
+/* A group's limits, kept in the server (emq:{Q}:limits:G) and applied by
+ * every consumer of the group to its reads of new entries: at most rate
+ * entries handed out in any one-second window, at most max_in_flight
+ * delivered and not settled (the group's pending list). 0: no limit. On a
+ * topic each partition has its own. */
+typedef struct emq_group_limits {
+    int64_t rate;
+    int64_t max_in_flight;
+} emq_group_limits;
+
+/* Reads group's limits into *out (may be NULL); with set not NULL, first
+ * records set's (each > 0: that limit; 0: none; -1: left as it is), in
+ * the same round trip. A consumer of the group that has a limit applies a
+ * change at its next read; one that started while the group had none
+ * applies limits from its next start. A topic: every partition is set,
+ * *out is partition 0's. EMQ_EINVAL (nothing sent) for a bad group name
+ * or a value below -1. Any thread that owns a. */
+EMQ_EXPORT emq_status emq_admin_group_limits(emq_admin_t *a, const char *group,
+                                             const emq_group_limits *set,
+                                             emq_group_limits *out,
+                                             emq_error *err);
+
 /* ---- delayed entries and cancellation (docs/QUEUES.md) ------------------ */
 
 /* Counts the queue's delayed entries into *out (a topic: the sum over its

@@ -121,6 +121,10 @@ void emq__admin_delayed_words(const emq__delayed_keys *dk, const char *zcard[2],
  * untouched) when either is an error reply. */
 int emq__admin_delayed_from(const emq_reply *zcard, const emq_reply *first,
                             emq_delayed_info *out);
+/* limits.c: emq_admin_group_limits of a queue. */
+emq_status emq__admin_queue_limits(emq_admin_t *a, const char *group,
+                                   const emq_group_limits *set,
+                                   emq_group_limits *out, emq_error *err);
 /* delayed.c: emq_admin_delayed and emq_admin_cancel of a queue. */
 emq_status emq__admin_queue_delayed(emq_admin_t *a, emq_delayed_info *out,
                                     emq_error *err);

@@ -682,6 +682,32 @@ emq_status emq_admin_delayed(emq_admin_t *a, emq_delayed_info *out,
     return emq__admin_each(a, delayed_part, out, err);
 }
 
+/* Sets partition i's limits; the first partition's are the answer. */
+typedef struct limits_ctx {
+    const char *group;
+    const emq_group_limits *set;
+    emq_group_limits *out;
+} limits_ctx;
+
+static emq_status limits_part(emq_admin_t *part, int i, void *ctx,
+                              emq_error *err) {
+    limits_ctx *l = ctx;
+    emq_group_limits one;
+    emq_status st = emq__admin_queue_limits(part, l->group, l->set, &one, err);
+    if (st == EMQ_OK && i == 0 && l->out)
+        *l->out = one;
+    return st;
+}
+
+emq_status emq_admin_group_limits(emq_admin_t *a, const char *group,
+                                  const emq_group_limits *set,
+                                  emq_group_limits *out, emq_error *err) {
+    if (!is_topic(a))
+        return emq__admin_queue_limits(a, group, set, out, err);
+    limits_ctx l = {group, set, out};
+    return emq__admin_each(a, limits_part, &l, err);
+}
+
 emq_status emq_admin_cancel(emq_admin_t *a, const char *const *ids, size_t nids,
                             emq_cancel_outcome *outcomes, uint64_t *removed,
                             emq_error *err) {

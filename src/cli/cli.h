@@ -99,7 +99,10 @@
     OPT(AT, "at", 0, 1)                                                        \
     OPT(DEDUP_KEY, "dedup-key", 0, 1)                                          \
     OPT(DEDUP_TTL, "dedup-ttl", 0, 1)                                          \
-    OPT(DEDUP_FIELD, "dedup-field", 0, 1)
+    OPT(DEDUP_FIELD, "dedup-field", 0, 1)                                      \
+    OPT(RATE, "rate", 0, 1)                                                    \
+    OPT(GROUP_MAX_IN_FLIGHT, "group-max-in-flight", 0, 1)                      \
+    OPT(MAX_IN_FLIGHT, "max-in-flight", 0, 1)
 #define CLI_OPTION_ID(name, word, letter, takes) O_##name,
 
 /* Option ids: the index of each in cli_options and in cli_args. */

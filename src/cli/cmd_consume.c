@@ -66,6 +66,14 @@ static const cli_optdoc opts[] = {
      "a failed entry (exit 75) comes back to this consumer after MS, "
      "doubling per delivery with jitter (default 1000; 0: at once)"},
     {O_RETRY_BACKOFF_MAX, "MS", "longest retry delay (default 60000)"},
+    {O_RATE, "N",
+     "the whole group is handed at most N new entries in any one-second "
+     "window, whatever the number of consumers (rate.limit; recorded in "
+     "the server where the group has none: the server's value wins; "
+     "'echomq group limits' changes it)"},
+    {O_GROUP_MAX_IN_FLIGHT, "N",
+     "the whole group holds at most N entries delivered and not settled "
+     "(group.max_in_flight; recorded like --rate)"},
     {O_LIMIT, "N",
      "stop after N entries handled; nothing beyond N is read, and entries "
      "read but not handled come back first on the next run"},
@@ -610,6 +618,8 @@ static const cli_prop props[] = {
     CLI_NUM(O_MAX_DELIVERIES, "max_deliveries", 1, 1000000, -1),
     CLI_NUM(O_RETRY_BACKOFF, "retry.backoff_ms", 0, INT32_MAX, -1),
     CLI_NUM(O_RETRY_BACKOFF_MAX, "retry.backoff_max_ms", 0, INT32_MAX, -1),
+    CLI_NUM(O_RATE, "rate.limit", 1, 100000000, -1),
+    CLI_NUM(O_GROUP_MAX_IN_FLIGHT, "group.max_in_flight", 1, 100000000, -1),
     CLI_NUM(O_LIMIT, NULL, 1, INT64_MAX, 0),
     CLI_NUM(O_UNTIL_IDLE, NULL, 1, INT32_MAX, 0),
     CLI_NUM(O_CONCURRENCY, NULL, 1, 1024, 1),

@@ -59,7 +59,7 @@ static int parse_sub(const char *verb, int argc, char **argv, const cli_verb *v,
 
 /* The subcommands of group: the option each requires, what it is for,
  * and what a runtime failure says it was doing. */
-enum { G_CREATE, G_SETID, G_DESTROY, G_NSUBS };
+enum { G_CREATE, G_SETID, G_DESTROY, G_LIMITS, G_NSUBS };
 static const struct {
     const char *name;
     int needs;               /* O_* */
@@ -75,6 +75,7 @@ static const struct {
                  "entry ID or @UNIXMS",
                  "moving the group"},
     [G_DESTROY] = {"destroy", O_YES, "--yes", NULL, "destroying the group"},
+    [G_LIMITS] = {"limits", O_NONE, NULL, NULL, "the group's limits"},
 };
 
 /* Every usage check of `group SUB` that needs no server; *sub is set. */
@@ -86,7 +87,7 @@ static int group_usage(const char *verb, const cli_args *a, int *sub) {
     if (*sub == G_NSUBS)
         return cli_usage_err(verb,
                              "unknown subcommand '%s' (create, setid, "
-                             "destroy)",
+                             "destroy, limits)",
                              a->pos[0]);
     if (a->npos != 2)
         rc = cli_usage_err(verb,
@@ -100,9 +101,13 @@ static int group_usage(const char *verb, const cli_args *a, int *sub) {
                            "destroying group '%s' drops its pending "
                            "entries; add --yes to confirm",
                            a->value[O_GROUP]);
-    else if (rc == CLI_OK && *sub != G_DESTROY)
+    else if (rc == CLI_OK && *sub != G_DESTROY && *sub != G_LIMITS)
         rc = cli_require(verb, a, group_subs[*sub].needs, group_subs[*sub].flag,
                          group_subs[*sub].hint);
+    if (rc == CLI_OK && *sub != G_LIMITS &&
+        (a->seen[O_RATE] || a->seen[O_MAX_IN_FLIGHT]))
+        rc = cli_usage_err(verb, "--%s goes with 'group limits'",
+                           a->seen[O_RATE] ? "rate" : "max-in-flight");
     if (rc == CLI_OK && (a->seen[O_START] && *sub != G_CREATE))
         rc = cli_usage_err(verb, "--start goes with 'group create'");
     if (rc == CLI_OK && (a->seen[O_TO] && *sub != G_SETID))
@@ -183,6 +188,42 @@ static emq_status group_apply(emq_admin_t *admin, int sub, const char *group,
     return st;
 }
 
+/* group limits: sets what --rate and --max-in-flight say (0: none), then
+ * prints what is recorded. */
+static int group_limits(emq_admin_t *admin, const emq_conf_t *conf,
+                        const cli_args *a, const char *queue) {
+    const char *verb = "group limits";
+    emq_group_limits set = {-1, -1}, now;
+    long long n;
+    int rc = CLI_OK;
+    if (a->seen[O_RATE] && (rc = cli_num(verb, "--rate", a->value[O_RATE], 0,
+                                         100000000, &n)) == CLI_OK)
+        set.rate = n;
+    if (rc == CLI_OK && a->seen[O_MAX_IN_FLIGHT] &&
+        (rc = cli_num(verb, "--max-in-flight", a->value[O_MAX_IN_FLIGHT], 0,
+                      100000000, &n)) == CLI_OK)
+        set.max_in_flight = n;
+    if (rc != CLI_OK)
+        return rc;
+    int setting = a->seen[O_RATE] || a->seen[O_MAX_IN_FLIGHT];
+    emq_error err;
+    emq_status st = emq_admin_group_limits(admin, a->value[O_GROUP],
+                                           setting ? &set : NULL, &now, &err);
+    if (st == EMQ_EINVAL)
+        return cli_err(CLI_USAGE, "%s", err.message);
+    if (st != EMQ_OK)
+        return cli_runtime_err(conf, st, &err, "the group's limits");
+    char rate[32] = "none", maxf[32] = "none";
+    if (now.rate > 0)
+        snprintf(rate, sizeof rate, "%lld/s", (long long)now.rate);
+    if (now.max_in_flight > 0)
+        snprintf(maxf, sizeof maxf, "%lld", (long long)now.max_in_flight);
+    printf("group '%s' of %s: rate %s, max in flight %s%s\n", a->value[O_GROUP],
+           queue, rate, maxf,
+           emq_admin_partition_count(admin) > 0 ? " (each partition)" : "");
+    return CLI_OK;
+}
+
 int cmd_group(int argc, char **argv) {
     const char *verb = "group";
     cli_args a;
@@ -198,6 +239,13 @@ int cmd_group(int argc, char **argv) {
     char target[400];
     const char *group = a.value[O_GROUP];
     const char *queue = cli_target(admin, a.pos[1], target, sizeof target);
+    if (sub == G_LIMITS) {
+        rc = group_limits(admin, conf, &a, queue);
+        emq_admin_destroy(admin);
+        emq_conf_destroy(conf);
+        free(a.pos);
+        return rc;
+    }
     emq_error err;
     emq_status st = group_apply(admin, sub, group,
                                 a.value[group_subs[sub].needs], queue,
@@ -298,6 +346,12 @@ static const cli_optdoc group_opts[] = {
      "destroy: required, to confirm; setid: required when the move skips "
      "entries never delivered or replays delivered ones (it says how many "
      "without it, and moves nothing)"},
+    {O_RATE, "N",
+     "limits: the group is handed at most N new entries in any one-second "
+     "window, by all its consumers together (0: no limit)"},
+    {O_MAX_IN_FLIGHT, "N",
+     "limits: the group holds at most N entries delivered and not settled "
+     "(0: no limit)"},
     CLI_OPT_PARTITIONS(
         "every partition; setid moves none unless every partition has G"),
     CLI_OPTS_END,
@@ -310,22 +364,28 @@ static const cli_optdoc consumers_opts[] = {
 };
 
 CLI_VERB(
-    group, "create a group, move its cursor or destroy it",
+    group, "create a group, move its cursor, set its limits or destroy it",
     "echomq group create  QUEUE --group G --start new|head|ID\n"
     "echomq group setid   QUEUE --group G --to head|tail|ID|@UNIXMS "
     "[--yes]\n"
-    "echomq group destroy QUEUE --group G --yes",
+    "echomq group destroy QUEUE --group G --yes\n"
+    "echomq group limits  QUEUE --group G [--rate N] [--max-in-flight N]",
     "  create   creates group G (and the stream if needed) at --start. An\n"
     "           existing group is left as it is (exit 0, says so).\n"
     "  setid    moves G's cursor to --to; a move that skips or replays\n"
     "           entries says how many and needs --yes; prints what it did.\n"
     "  destroy  removes G and its pending list (needs --yes); consumers of\n"
-    "           G that still run will re-create it at their --start.\n",
+    "           G that still run will re-create it at their --start.\n"
+    "  limits   shows G's limits, after setting those given (0 removes\n"
+    "           one); kept in the server, applied by every consumer of G\n"
+    "           at its next read (one started while G had none: at its\n"
+    "           next start). docs/QUEUES.md.\n",
     group_opts,
     "Examples:\n"
     "  echomq group create jobs --group workers --start head\n"
     "  echomq group setid jobs --group workers --to @1700000000000 --yes\n"
-    "  echomq group destroy jobs --group old --yes\n");
+    "  echomq group destroy jobs --group old --yes\n"
+    "  echomq group limits jobs --group workers --rate 50 --max-in-flight 10\n");
 
 CLI_VERB(consumers,
          "remove idle consumers, handing over what they hold (prune)",

@@ -141,10 +141,12 @@ emq_status emq__limits_start(emq_consumer_t *c, emq_error *err) {
         emq_reply_free(reply);
         c->limited = 0;
         if (!configured) {
+            /* A least-privilege worker may not read them: it applies
+             * none (docs/SECURITY.md says how to let it). */
             emq__consumer_log(c, EMQ_LOG_DEBUG,
-                              "reading the group's limits failed (%s); "
-                              "reading without limits",
-                              shown);
+                              "the group's limits could not be read from "
+                              "'%s'; reading without limits",
+                              c->limits_key);
             return EMQ_OK;
         }
         return emq__error_set(err, EMQ_ESERVER, 0,

@@ -1,0 +1,230 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* test_limits.c: a group's rate and in-flight limits (rate.limit,
+ * group.max_in_flight, echomq group limits) against a real redis-server.
+ *
+ * Three consumers of one group with rate 20 are never handed more than
+ * 20 entries in any one-second window, by the server's own record of when
+ * it delivered each (the pending list's delivery times). Four consumers
+ * with slow handlers and max_in_flight 5 never have more than 5 pending
+ * at once, sampled from the server every few milliseconds, and handle
+ * every entry once. A consumer started with other limits than the
+ * recorded ones applies the recorded ones and says so once; echomq group
+ * limits shows, sets and removes them.
+ */
+#include "integ/cli_helpers.h"
+#include "integ/tally_helpers.h"
+
+#include <stdatomic.h>
+#include <stdlib.h>
+
+/* A pull-mode consumer that takes entries and never settles them. */
+typedef struct taker {
+    pthread_t thread;
+    emq_consumer_t *c;
+    atomic_int *taken;
+    atomic_int *stop;
+} taker;
+
+static void *take(void *arg) {
+    taker *t = arg;
+    while (!atomic_load(t->stop)) {
+        emq_entry *e[16];
+        size_t n = 0;
+        emq_error err;
+        if (emq_consumer_poll(t->c, e, 16, 50, &n, &err) != EMQ_OK)
+            break;
+        for (size_t i = 0; i < n; i++)
+            emq_entry_free(e[i]); /* held: never acknowledged */
+        atomic_fetch_add(t->taken, (int)n);
+    }
+    return NULL;
+}
+
+static int by_value(const void *a, const void *b) {
+    long long x = *(const long long *)a, y = *(const long long *)b;
+    return x < y ? -1 : x > y;
+}
+
+TEST_TIMEOUT(limits_rate_holds_across_three_consumers, 60) {
+    emq_srv *s = emq_srv_start(NULL);
+    enum { N = 70, RATE = 20, K = 3 };
+    produce_n(s, "rl", "", N);
+    atomic_int taken = 0, stop = 0;
+    taker t[K];
+    for (int i = 0; i < K; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "c%d", i);
+        emq_conf_t *conf = consumer_conf(s, "rl", "g", name, "head");
+        conf_set(conf, "rate.limit", "20");
+        /* No refresh during the test: the delivery times stay the
+         * server's record of each hand-out. */
+        conf_set(conf, "claim.min_idle_ms", "600000");
+        emq_error err;
+        t[i] = (taker){.taken = &taken, .stop = &stop};
+        ASSERT_OK(emq_consumer_new(conf, NULL, NULL, &t[i].c, &err), &err);
+        emq_conf_destroy(conf);
+        ASSERT(pthread_create(&t[i].thread, NULL, take, &t[i]) == 0);
+    }
+    int64_t end = now_ms() + emq_test_ms(20000);
+    while (atomic_load(&taken) < N && now_ms() < end)
+        usleep(10000);
+    atomic_store(&stop, 1);
+    for (int i = 0; i < K; i++)
+        pthread_join(t[i].thread, NULL);
+    ASSERT_EQ_INT(atomic_load(&taken), N);
+    /* When the server delivered each: its now minus each idle time. */
+    emq_conn_t *conn = connect_url(emq_srv_url(s));
+    emq_reply *r = CMD(conn, "XPENDING", "emq:{rl}", "g", "-", "+", "1000");
+    ASSERT_EQ_SIZE(emq_reply_len(r), N);
+    static long long at[N];
+    for (size_t i = 0; i < N; i++)
+        at[i] = -emq_reply_integer(emq_reply_at(emq_reply_at(r, i), 2));
+    emq_reply_free(r);
+    qsort(at, N, sizeof at[0], by_value);
+    int worst = 0;
+    for (size_t i = 0; i < N; i++) {
+        int in = 0;
+        for (size_t j = i; j < N && at[j] < at[i] + 1000; j++)
+            in++;
+        worst = in > worst ? in : worst;
+    }
+    fprintf(stderr, "    most in any one-second window: %d (rate %d)\n", worst,
+            RATE);
+    ASSERT(worst <= RATE);
+    ASSERT(at[N - 1] - at[0] >= 2 * 1000); /* 70 at 20/s: over 3 windows */
+    for (int i = 0; i < K; i++)
+        emq_consumer_destroy(t[i].c);
+    emq_conn_destroy(conn);
+    emq_srv_stop(s);
+}
+
+typedef struct sampler {
+    pthread_t thread;
+    const emq_srv *s;
+    atomic_int stop;
+    int most;
+    int samples;
+} sampler;
+
+static void *sample(void *arg) {
+    sampler *x = arg;
+    while (!atomic_load(&x->stop)) {
+        char out[512];
+        if (emq_srv_cmd(x->s, out, sizeof out, "XPENDING", "emq:{fl}", "g",
+                        NULL) == '*') {
+            int n = atoi(out);
+            x->most = n > x->most ? n : x->most;
+            x->samples++;
+        }
+        usleep(3000);
+    }
+    return NULL;
+}
+
+static emq_verdict slow_ack(void *opaque, const emq_entry *e, char *reason,
+                            size_t size) {
+    usleep(150 * 1000);
+    return record(opaque, e, reason, size);
+}
+
+TEST_TIMEOUT(limits_in_flight_holds_across_four_slow_consumers, 60) {
+    emq_srv *s = emq_srv_start(NULL);
+    enum { N = 40, K = 4 };
+    produce_n(s, "fl", "", N);
+    static recorder rec;
+    recorder_init(&rec);
+    static sampler x;
+    memset(&x, 0, sizeof x);
+    x.s = s;
+    ASSERT(pthread_create(&x.thread, NULL, sample, &x) == 0);
+    runner_thread t[K];
+    emq_consumer_t *c[K];
+    for (int i = 0; i < K; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "w%d", i);
+        emq_conf_t *conf = consumer_conf(s, "fl", "g", name, "head");
+        conf_set(conf, "group.max_in_flight", "5");
+        c[i] = consumer_ok(conf, slow_ack, &rec);
+        emq_conf_destroy(conf);
+        start_consumer(&t[i], c[i]);
+    }
+    wait_for(&rec, N, 40000);
+    atomic_store(&x.stop, 1);
+    pthread_join(x.thread, NULL);
+    for (int i = 0; i < K; i++) {
+        emq_consumer_stop(c[i]);
+        ASSERT_EQ_INT(join_consumer(&t[i]), EMQ_OK);
+        emq_consumer_destroy(c[i]);
+    }
+    fprintf(stderr, "    most pending at once: %d (limit 5, %d samples)\n",
+            x.most, x.samples);
+    ASSERT(x.most <= 5);
+    ASSERT(x.most >= 2); /* the consumers did work side by side */
+    ASSERT_EQ_SIZE(rec.n, N);
+    static int seen[N];
+    for (size_t i = 0; i < rec.n; i++) {
+        int v = atoi(rec.values[i]);
+        ASSERT(v >= 0 && v < N);
+        ASSERT_EQ_INT(seen[v]++, 0);
+    }
+    emq_srv_stop(s);
+}
+
+static atomic_int warned;
+
+static void count_warning(void *opaque, emq_log_level level, const char *msg) {
+    (void)opaque;
+    if (level == EMQ_LOG_WARNING && strstr(msg, "applies the recorded ones"))
+        atomic_fetch_add(&warned, 1);
+}
+
+TEST(limits_recorded_ones_win_and_group_limits_sets_them) {
+    emq_srv *s = emq_srv_start(NULL);
+    const char *url = emq_srv_url(s);
+    cli_result r;
+    CLI(&r, url, "group", "limits", "jobs", "-g", "g");
+    ASSERT_EXIT(&r, 0);
+    ASSERT_CONTAINS(r.out, "rate none, max in flight none");
+    cli_free(&r);
+    CLI(&r, url, "group", "limits", "jobs", "-g", "g", "--rate", "50",
+        "--max-in-flight", "7");
+    ASSERT_EXIT(&r, 0);
+    ASSERT_CONTAINS(r.out, "group 'g' of queue 'jobs': rate 50/s, max in "
+                           "flight 7");
+    cli_free(&r);
+    /* A consumer started with others applies the recorded ones, once
+     * said. */
+    produce_n(s, "jobs", "", 3);
+    emq_conf_t *conf = consumer_conf(s, "jobs", "g", "c1", "head");
+    conf_set(conf, "rate.limit", "5");
+    emq_conf_set_log(conf, count_warning, NULL);
+    recorder rec;
+    recorder_init(&rec);
+    emq_consumer_t *c = consumer_ok(conf, record, &rec);
+    runner_thread t;
+    start_consumer(&t, c);
+    wait_for(&rec, 3, 10000);
+    emq_consumer_stop(c);
+    ASSERT_EQ_INT(join_consumer(&t), EMQ_OK);
+    emq_consumer_destroy(c);
+    emq_conf_destroy(conf);
+    ASSERT_EQ_INT(atomic_load(&warned), 1);
+    char out[64];
+    emq_srv_cmd(s, out, sizeof out, "HGET", "emq:{jobs}:limits:g", "rate",
+                NULL);
+    ASSERT_EQ_STR(out, "50");
+    /* 0 removes one; a bad value changes nothing. */
+    CLI(&r, url, "group", "limits", "jobs", "-g", "g", "--rate", "0");
+    ASSERT_EXIT(&r, 0);
+    ASSERT_CONTAINS(r.out, "rate none, max in flight 7");
+    cli_free(&r);
+    CLI(&r, url, "group", "limits", "jobs", "-g", "g", "--rate", "-3");
+    ASSERT_EXIT(&r, 2);
+    cli_free(&r);
+    CLI(&r, url, "group", "create", "jobs", "-g", "g2", "--start", "head",
+        "--rate", "3");
+    ASSERT_EXIT(&r, 2);
+    ASSERT_CONTAINS(r.err, "--rate goes with 'group limits'");
+    cli_free(&r);
+    emq_srv_stop(s);
+}

@@ -213,6 +213,10 @@ TEST(limits_recorded_ones_win_and_group_limits_sets_them) {
     emq_srv_cmd(s, out, sizeof out, "HGET", "emq:{jobs}:limits:g", "rate",
                 NULL);
     ASSERT_EQ_STR(out, "50");
+    CLI(&r, url, "info", "jobs");
+    ASSERT_EXIT(&r, 0);
+    ASSERT_CONTAINS(r.out, "limits of g: rate 50/s, max in flight 7\n");
+    cli_free(&r);
     /* 0 removes one; a bad value changes nothing. */
     CLI(&r, url, "group", "limits", "jobs", "-g", "g", "--rate", "0");
     ASSERT_EXIT(&r, 0);

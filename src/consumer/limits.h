@@ -40,4 +40,13 @@ typedef struct emq__grant {
 emq_status emq__limits_grant(const emq_reply *reply, emq__grant *g,
                              emq_error *err);
 
+/* Logs n entries handed out again (due retries, claims, own pending
+ * taken back) as hand-outs of a limited group with a rate, so the reads
+ * of new entries that follow make room for them. One round trip on the
+ * read session; nothing when the group has no limit (c->limited 0). The
+ * entries themselves are not held back. An error reply is logged
+ * (debug) and changes nothing. */
+emq_status emq__limits_count(emq_consumer_t *c, const emq_id *ids, size_t n,
+                             emq_error *err);
+
 #endif /* EMQ_CONSUMER_LIMITS_H */

@@ -71,6 +71,7 @@
  * listing of one ID over the limit is EMQ_ELIMIT (raise the limit).
  */
 #include "recover.h"
+#include "limits.h"
 #include "core.h"
 #include "entries.h"
 #include "inflight.h"
@@ -311,7 +312,16 @@ static emq_status take_page(emq_consumer_t *c, const emq_id *ids, size_t n,
                 if (marked[i] && strcmp(b.items[k].id.str, ids[i].str) == 0)
                     b.items[k].unseen = 1;
         b.taken_ms = emq__session_reply_began_ms(&c->rx);
-        st = emq__batch_dispatch(c, &b, err);
+        /* A limited group's rate counts what goes out again, too. */
+        if (c->limited) {
+            emq_id *taken = emq__alloc(b.n * sizeof *taken);
+            for (size_t k = 0; taken && k < b.n; k++)
+                taken[k] = b.items[k].id;
+            st = taken ? emq__limits_count(c, taken, b.n, err) : emq__oom(err);
+            emq__free(taken);
+        }
+        if (st == EMQ_OK)
+            st = emq__batch_dispatch(c, &b, err);
     }
     emq__batch_free(&b);
     return st;

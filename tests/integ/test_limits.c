@@ -59,6 +59,10 @@ TEST_TIMEOUT(limits_rate_holds_across_three_consumers, 60) {
         /* No refresh during the test: the delivery times stay the
          * server's record of each hand-out. */
         conf_set(conf, "claim.min_idle_ms", "600000");
+        /* No lapse of the lease on a loaded machine: a consumer that
+         * loses it takes its read-ahead back, which XCLAIMs (and so
+         * re-times) entries. */
+        conf_set(conf, "lease.ttl_ms", "30000");
         emq_error err;
         t[i] = (taker){.taken = &taken, .stop = &stop};
         ASSERT_OK(emq_consumer_new(conf, NULL, NULL, &t[i].c, &err), &err);
@@ -90,6 +94,9 @@ TEST_TIMEOUT(limits_rate_holds_across_three_consumers, 60) {
     }
     fprintf(stderr, "    most in any one-second window: %d (rate %d)\n", worst,
             RATE);
+    if (worst > RATE)
+        for (size_t i = 0; i < N; i++)
+            fprintf(stderr, "%lld%s", at[i] - at[0], i + 1 < N ? " " : "\n");
     ASSERT(worst <= RATE);
     ASSERT(at[N - 1] - at[0] >= 2 * 1000); /* 70 at 20/s: over 3 windows */
     for (int i = 0; i < K; i++)
@@ -230,5 +237,82 @@ TEST(limits_recorded_ones_win_and_group_limits_sets_them) {
     ASSERT_EXIT(&r, 2);
     ASSERT_CONTAINS(r.err, "--rate goes with 'group limits'");
     cli_free(&r);
+    emq_srv_stop(s);
+}
+
+typedef struct retry_once {
+    pthread_mutex_t mu;
+    int calls;
+    int64_t first_ms, last_ms;
+} retry_once;
+
+static emq_verdict retry_first(void *opaque, const emq_entry *e, char *reason,
+                               size_t size) {
+    retry_once *r = opaque;
+    pthread_mutex_lock(&r->mu);
+    int64_t now = now_ms();
+    if (r->calls++ == 0)
+        r->first_ms = now;
+    r->last_ms = now;
+    pthread_mutex_unlock(&r->mu);
+    if (e->deliveries == 1) {
+        snprintf(reason, size, "once more");
+        return EMQ_RETRY;
+    }
+    return EMQ_ACK;
+}
+
+TEST_TIMEOUT(limits_retries_take_from_the_rate, 40) {
+    emq_srv *s = emq_srv_start(NULL);
+    produce_n(s, "rr", "", 10);
+    emq_conf_t *conf = consumer_conf(s, "rr", "g", "c1", "head");
+    conf_set(conf, "rate.limit", "10");
+    conf_set(conf, "retry.backoff_ms", "0");
+    static retry_once r = {.mu = PTHREAD_MUTEX_INITIALIZER};
+    emq_consumer_t *c = consumer_ok(conf, retry_first, &r);
+    runner_thread t;
+    start_consumer(&t, c);
+    int64_t end = now_ms() + emq_test_ms(20000);
+    while (now_ms() < end) {
+        pthread_mutex_lock(&r.mu);
+        int calls = r.calls;
+        pthread_mutex_unlock(&r.mu);
+        if (calls >= 20)
+            break;
+        usleep(10000);
+    }
+    emq_consumer_stop(c);
+    ASSERT_EQ_INT(join_consumer(&t), EMQ_OK);
+    emq_consumer_destroy(c);
+    ASSERT_EQ_INT(r.calls, 20);
+    /* 10 reads and 10 retries are 20 hand-outs in the log: the retries are
+     * not held back (they were pending already), and the new entries that
+     * follow wait until the window has room again. */
+    char out[64];
+    emq_srv_cmd(s, out, sizeof out, "ZCARD", "emq:{rr}:ratelog:g", NULL);
+    ASSERT_EQ_INT(atoi(out), 20);
+    int64_t first = r.first_ms;
+    produce_n(s, "rr", "late", 1);
+    c = consumer_ok(conf, retry_first, &r);
+    start_consumer(&t, c);
+    end = now_ms() + emq_test_ms(20000);
+    while (now_ms() < end) {
+        pthread_mutex_lock(&r.mu);
+        int calls = r.calls;
+        pthread_mutex_unlock(&r.mu);
+        if (calls >= 22)
+            break;
+        usleep(5000);
+    }
+    emq_consumer_stop(c);
+    ASSERT_EQ_INT(join_consumer(&t), EMQ_OK);
+    emq_consumer_destroy(c);
+    emq_conf_destroy(conf);
+    ASSERT_EQ_INT(r.calls, 22);
+    fprintf(stderr,
+            "    the next new entry came %lld ms after the first "
+            "hand-out\n",
+            (long long)(r.last_ms - first));
+    ASSERT(r.last_ms - first >= 900);
     emq_srv_stop(s);
 }

@@ -55,7 +55,8 @@ CLI_VERB(
     "matching a PATTERN (a glob on queue names; default every queue):\n"
     "  echomq_queue_length, echomq_queue_entries_added_total,\n"
     "  echomq_dead_letters, echomq_delayed_entries,\n"
-    "  echomq_delayed_next_due_seconds, echomq_group_lag, echomq_group_pending,\n"
+    "  echomq_delayed_next_due_seconds, echomq_group_rate_limit,\n"
+    "  echomq_group_max_in_flight, echomq_group_lag, echomq_group_pending,\n"
     "  echomq_group_oldest_pending_age_seconds, echomq_consumer_pending,\n"
     "  echomq_consumer_idle_seconds, and echomq_up,\n"
     "  echomq_scrape_duration_seconds. SIGINT, SIGTERM or SIGHUP stops it.\n",
@@ -240,6 +241,22 @@ static void write_metrics(out_buf *o, const described *d, size_t n, int up,
         if (d[i].info->delayed && d[i].info->delayed->next_due_ms >= 0)
             sample(o, d[i].queue, NULL, NULL, "%.3f",
                    (double)d[i].info->delayed->next_due_ms / 1000.0);
+    family(o, "echomq_group_rate_limit", "gauge",
+           "The group's rate limit, entries per second (echomq group "
+           "limits); absent when it has none.");
+    for (size_t i = 0; i < n; i++)
+        for (size_t g = 0; d[i].limits && g < d[i].info->ngroups; g++)
+            if (d[i].limits[g].rate > 0)
+                sample(o, d[i].queue, d[i].info->groups[g].name, NULL, "%lld",
+                       (long long)d[i].limits[g].rate);
+    family(o, "echomq_group_max_in_flight", "gauge",
+           "The group's bound on entries delivered and not settled; absent "
+           "when it has none.");
+    for (size_t i = 0; i < n; i++)
+        for (size_t g = 0; d[i].limits && g < d[i].info->ngroups; g++)
+            if (d[i].limits[g].max_in_flight > 0)
+                sample(o, d[i].queue, d[i].info->groups[g].name, NULL, "%lld",
+                       (long long)d[i].limits[g].max_in_flight);
     family(o, "echomq_group_lag", "gauge",
            "Entries not yet delivered to the group.");
     for (size_t i = 0; i < n; i++)

@@ -167,6 +167,22 @@ static void admins_prune(cli_admins *k) {
     k->n = kept;
 }
 
+/* The limits of each group of info (echomq group limits), one round trip
+ * per group; zeros for a group whose limits cannot be read (an ACL).
+ * NULL when out of memory or without groups. */
+static emq_group_limits *limits_of(emq_admin_t *admin,
+                                   const emq_queue_info *info) {
+    emq_group_limits *l = info->ngroups ? calloc(info->ngroups, sizeof *l)
+                                        : NULL;
+    for (size_t g = 0; l && g < info->ngroups; g++) {
+        emq_error err;
+        if (emq_admin_group_limits(admin, info->groups[g].name, NULL, &l[g],
+                                   &err) != EMQ_OK)
+            l[g] = (emq_group_limits){0, 0};
+    }
+    return l;
+}
+
 int cli_describe_queues(char **patterns, int npatterns, cli_admins *keep,
                         cli_described **rows, size_t *n, cli_skipped *skipped) {
     *rows = NULL;
@@ -205,6 +221,7 @@ int cli_describe_queues(char **patterns, int npatterns, cli_admins *keep,
         if (st == EMQ_OK) {
             (*rows)[*n].queue = names[i];
             names[i] = NULL; /* the row owns it */
+            (*rows)[*n].limits = limits_of(admin, info);
             (*rows)[(*n)++].info = info;
         } else if (queue_own_failure(st)) {
             /* Skipped and counted; the rest are still described. */
@@ -232,6 +249,7 @@ int cli_describe_queues(char **patterns, int npatterns, cli_admins *keep,
 void cli_described_free(cli_described *rows, size_t n) {
     for (size_t i = 0; rows && i < n; i++) {
         free(rows[i].queue);
+        free(rows[i].limits);
         emq_queue_info_free(rows[i].info);
     }
     free(rows);

@@ -27,6 +27,9 @@ static void known_state(const emq_srv *s) {
     CLI(&r, url, "produce", "jobs", "--delay", "3600000", "n=later", "-q");
     ASSERT_EXIT(&r, 0);
     cli_free(&r);
+    CLI(&r, url, "group", "limits", "jobs", "-g", "w", "--rate", "40");
+    ASSERT_EXIT(&r, 0);
+    cli_free(&r);
     char out[64];
     emq_srv_cmd(s, out, sizeof out, "XADD", "emq:{jobs}:dead", "*", "a", "b",
                 NULL);
@@ -286,6 +289,9 @@ TEST_TIMEOUT(cli_exporter_serves_prometheus_text, 40) {
     ASSERT_CONTAINS(page, "echomq_queue_length{queue=\"jobs\"} 5\n");
     ASSERT_CONTAINS(page, "echomq_dead_letters{queue=\"jobs\"} 1\n");
     ASSERT_CONTAINS(page, "echomq_delayed_entries{queue=\"jobs\"} 1\n");
+    ASSERT_CONTAINS(page,
+                    "echomq_group_rate_limit{queue=\"jobs\",group=\"w\"} 40\n");
+    ASSERT_NOT_CONTAINS(page, "echomq_group_max_in_flight{");
     ASSERT_CONTAINS(page, "echomq_delayed_next_due_seconds{queue=\"jobs\"} ");
     ASSERT_CONTAINS(page,
                     "echomq_group_pending{queue=\"jobs\",group=\"w\"} 2\n");

@@ -440,7 +440,7 @@ static emq_status read_new(emq_consumer_t *c, size_t room, emq_error *err) {
     size_t want = emq__fit(c, (size_t)emq__cfg_count(c->conf) < room
                                   ? (size_t)emq__cfg_count(c->conf)
                                   : room);
-    if (c->limited)
+    if (atomic_load(&c->limited))
         return read_limited(c, want, wait, err);
     snprintf(count, sizeof count, "%zu", want);
     snprintf(block, sizeof block, "%lld", (long long)wait);

@@ -101,9 +101,11 @@ struct emq_consumer {
                            when (a hash by entry ID, server ms; upkeep.c) */
     char *limits_key;   /* the group's limits (a hash; limits.c) */
     char *rate_log_key; /* the group's deliveries of the last second */
-    int limited;        /* the group has a limit: reads go through the
-                           grant script (limits.c) */
-    int limits_warned;  /* the limits differ from ours: said once */
+    atomic_int limited; /* the group has a limit: reads go through the
+                           grant script (limits.c; the upkeep looks
+                           again every EMQ_LIMITS_LOOK_MS) */
+    int64_t next_limits_ms;    /* the upkeep's next look (upkeep thread) */
+    int limits_warned;         /* the limits differ from ours: said once */
     emq__delayed_keys delayed; /* the queue's delayed entries (upkeep.c
                                   moves those due to the stream) */
     struct {

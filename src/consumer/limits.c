@@ -90,7 +90,7 @@ static const char count_script[] =
 
 emq_status emq__limits_count(emq_consumer_t *c, const emq_id *ids, size_t n,
                              emq_error *err) {
-    if (!c->limited || n == 0)
+    if (!atomic_load(&c->limited) || n == 0)
         return EMQ_OK;
     const char **argv = emq__alloc((6 + n) * sizeof *argv);
     if (argv == NULL)
@@ -193,7 +193,7 @@ emq_status emq__limits_start(emq_consumer_t *c, emq_error *err) {
         char shown[160];
         emq__reply_text(reply, shown, sizeof shown);
         emq_reply_free(reply);
-        c->limited = 0;
+        atomic_store(&c->limited, 0);
         if (!configured) {
             /* A least-privilege worker may not read them: it applies
              * none (docs/SECURITY.md says how to let it). */
@@ -221,6 +221,32 @@ emq_status emq__limits_start(emq_consumer_t *c, emq_error *err) {
                           "them)",
                           c->group, (long long)have_rate, (long long)have_maxf,
                           c->limits_key, (long long)rate, (long long)maxf);
-    c->limited = have_rate > 0 || have_maxf > 0;
+    atomic_store(&c->limited, have_rate > 0 || have_maxf > 0);
     return EMQ_OK;
+}
+
+emq_status emq__limits_append_look(emq_consumer_t *c, emq__session *x,
+                                   int64_t now, int tag, int *sent,
+                                   emq_error *err) {
+    *sent = 0;
+    if (now < c->next_limits_ms)
+        return EMQ_OK;
+    c->next_limits_ms = now + EMQ_LIMITS_LOOK_MS;
+    const char *get[] = {"HMGET", c->limits_key, "rate", "max_in_flight"};
+    emq_status st = emq__session_append(x, tag, 4, get, NULL, err);
+    *sent = st == EMQ_OK;
+    return st;
+}
+
+void emq__limits_looked(emq_consumer_t *c, const emq_reply *reply) {
+    if (emq_reply_kind(reply) != EMQ_REPLY_ARRAY || emq_reply_len(reply) != 2)
+        return; /* refused (an ACL): as it was */
+    int limited = limit_of(emq_reply_at(reply, 0)) > 0 ||
+                  limit_of(emq_reply_at(reply, 1)) > 0;
+    if (limited != atomic_exchange(&c->limited, limited))
+        emq__consumer_log(c, EMQ_LOG_INFO,
+                          limited ? "group '%s' has limits now; reads apply "
+                                    "them"
+                                  : "group '%s' has no limits now",
+                          c->group);
 }

@@ -40,6 +40,18 @@ typedef struct emq__grant {
 emq_status emq__limits_grant(const emq_reply *reply, emq__grant *g,
                              emq_error *err);
 
+/* How often the upkeep looks whether the group's limits appeared or went
+ * (echomq group limits on a running group). */
+#define EMQ_LIMITS_LOOK_MS 2000
+/* Appends that look (HMGET of the limits hash) to x when it is due at
+ * now; *sent says whether it went. Upkeep thread. */
+emq_status emq__limits_append_look(emq_consumer_t *c, emq__session *x,
+                                   int64_t now, int tag, int *sent,
+                                   emq_error *err);
+/* Applies the look's reply: c->limited follows the server (said at
+ * level info when it changes); an error reply changes nothing. */
+void emq__limits_looked(emq_consumer_t *c, const emq_reply *reply);
+
 /* Logs n entries handed out again (due retries, claims, own pending
  * taken back) as hand-outs of a limited group with a rate, so the reads
  * of new entries that follow make room for them. One round trip on the

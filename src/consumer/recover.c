@@ -313,7 +313,7 @@ static emq_status take_page(emq_consumer_t *c, const emq_id *ids, size_t n,
                     b.items[k].unseen = 1;
         b.taken_ms = emq__session_reply_began_ms(&c->rx);
         /* A limited group's rate counts what goes out again, too. */
-        if (c->limited) {
+        if (atomic_load(&c->limited)) {
             emq_id *taken = emq__alloc(b.n * sizeof *taken);
             for (size_t k = 0; taken && k < b.n; k++)
                 taken[k] = b.items[k].id;

@@ -36,6 +36,7 @@
 #include "core.h"
 #include "inflight.h"
 #include "lease.h"
+#include "limits.h"
 #include "mover.h"
 #include "settle.h"
 #include "stats.h"
@@ -50,7 +51,8 @@ enum {
     TAG_MARK,
     TAG_UNMARK,
     TAG_PUBLISH,
-    TAG_UNPUBLISH
+    TAG_UNPUBLISH,
+    TAG_LIMITS
 };
 
 /* How often the in-hand times of entries in a handler's hands are
@@ -98,6 +100,10 @@ static emq_status apply(void *ctx, int tag, const emq_reply *reply,
                         emq_error *err) {
     round *r = ctx;
     emq_consumer_t *c = r->c;
+    if (tag == TAG_LIMITS) {
+        emq__limits_looked(c, reply);
+        return EMQ_OK;
+    }
     if (tag >= EMQ_MOVER_TAG_TIME) {
         emq__mover_apply(c, &r->mover, tag, reply, r->sent_ms);
         return EMQ_OK;
@@ -207,6 +213,8 @@ static void wait_due(emq_consumer_t *c, int *settle) {
             wake = u->next_stats_ms;
         if (emq__mover_next_ms(c) < wake)
             wake = emq__mover_next_ms(c);
+        if (c->next_limits_ms < wake)
+            wake = c->next_limits_ms;
         /* The moment the lease's deadline passes, the renewal goes every
          * EMQ_FENCED_RENEW_MS (one_round). */
         int64_t deadline = atomic_load(&c->lease_deadline_ms);
@@ -233,7 +241,8 @@ static void wait_due(emq_consumer_t *c, int *settle) {
             wake = u->next_mark_ms;
         if (quit || settle_at <= now || u->next_renew_ms <= now ||
             u->next_refresh_ms <= now || u->next_stats_ms <= now ||
-            (emq__mover_next_ms(c) <= now && !quit) || t->nunmark > 0 ||
+            (emq__mover_next_ms(c) <= now && !quit) ||
+            (c->next_limits_ms <= now && !quit) || t->nunmark > 0 ||
             marks_due || publish_due) {
             *settle = quit || settle_at <= now;
             break;
@@ -380,6 +389,10 @@ static emq_status one_round(emq_consumer_t *c, int settle, settle_op *ops,
     /* Due delayed entries to the stream: anyone's to move, lease or not. */
     if (st == EMQ_OK && !atomic_load(&u->quit))
         st = emq__mover_append(c, &u->x, now, &r.mover, err);
+    int limits_sent = 0;
+    if (st == EMQ_OK && !atomic_load(&u->quit))
+        st = emq__limits_append_look(c, &u->x, now, TAG_LIMITS, &limits_sent,
+                                     err);
     /* Settlements only while the lease is known held. */
     if (st == EMQ_OK && settle && valid) {
         nops = emq__inflight_take(&c->table, ops, emq__settle_ops_max(c), 0);
@@ -403,6 +416,8 @@ static emq_status one_round(emq_consumer_t *c, int settle, settle_op *ops,
     else if (r.renew_sent)
         u->next_renew_ms = now;
     emq__mover_finish(c, &r.mover, st, now);
+    if (limits_sent && st != EMQ_OK) /* its reply was lost: soon again */
+        c->next_limits_ms = now;
     if (r.refresh_failed) /* not at once again: in half a period */
         u->next_refresh_ms = now + u->refresh_every_ms / 2;
     else if (st != EMQ_OK && st != EMQ_EAGAIN && r.nasked > 0)
@@ -503,6 +518,7 @@ emq_status emq__upkeep_start(emq_consumer_t *c, emq_error *err) {
     u->next_mark_ms = now + EMQ_UNSEEN_AFTER_MS;
     u->next_publish_ms = now + EMQ_PUBLISH_EVERY_MS;
     emq__mover_init(c, now);
+    c->next_limits_ms = now + EMQ_LIMITS_LOOK_MS;
     u->next_renew_ms = now + emq__cfg_lease_ttl_ms(c->conf) / 3;
     u->next_stats_ms = emq__stats_on(c)
                            ? now + emq__cfg_stats_interval_ms(c->conf)

@@ -316,3 +316,62 @@ TEST_TIMEOUT(limits_retries_take_from_the_rate, 40) {
     ASSERT(r.last_ms - first >= 900);
     emq_srv_stop(s);
 }
+
+typedef struct span {
+    pthread_mutex_t mu;
+    int calls;
+    int64_t first_ms, last_ms;
+} span;
+
+static emq_verdict time_it(void *opaque, const emq_entry *e, char *reason,
+                           size_t size) {
+    (void)e;
+    (void)reason;
+    (void)size;
+    span *x = opaque;
+    pthread_mutex_lock(&x->mu);
+    int64_t now = now_ms();
+    if (x->calls++ == 0)
+        x->first_ms = now;
+    x->last_ms = now;
+    pthread_mutex_unlock(&x->mu);
+    return EMQ_ACK;
+}
+
+TEST_TIMEOUT(limits_set_on_a_running_group_apply_without_a_restart, 40) {
+    emq_srv *s = emq_srv_start(NULL);
+    emq_conf_t *conf = consumer_conf(s, "live", "g", "c1", "head");
+    conf_set(conf, "log.level", "info");
+    static span x = {.mu = PTHREAD_MUTEX_INITIALIZER};
+    emq_consumer_t *c = consumer_ok(conf, time_it, &x);
+    runner_thread t;
+    start_consumer(&t, c);
+    wait_reads(c, &t, 1, 5000); /* reading, unlimited */
+    cli_result r;
+    CLI(&r, emq_srv_url(s), "group", "limits", "live", "-g", "g", "--rate",
+        "10");
+    ASSERT_EXIT(&r, 0);
+    cli_free(&r);
+    /* The upkeep looks every 2 s. */
+    usleep((useconds_t)(emq_test_ms(2500)) * 1000);
+    produce_n(s, "live", "", 25);
+    int64_t end = now_ms() + emq_test_ms(20000);
+    while (now_ms() < end) {
+        pthread_mutex_lock(&x.mu);
+        int calls = x.calls;
+        pthread_mutex_unlock(&x.mu);
+        if (calls >= 25)
+            break;
+        usleep(10000);
+    }
+    emq_consumer_stop(c);
+    ASSERT_EQ_INT(join_consumer(&t), EMQ_OK);
+    emq_consumer_destroy(c);
+    emq_conf_destroy(conf);
+    ASSERT_EQ_INT(x.calls, 25);
+    /* 25 at 10/s: three windows at least. */
+    fprintf(stderr, "    25 entries over %lld ms at rate 10\n",
+            (long long)(x.last_ms - x.first_ms));
+    ASSERT(x.last_ms - x.first_ms >= 2000);
+    emq_srv_stop(s);
+}

@@ -185,9 +185,15 @@ static int draw(top_state *t, row *rows, size_t n, const cli_skipped *skipped,
                 snprintf(next[nnext].key, sizeof next[nnext].key, "%s", key);
                 next[nnext++].value = gi->entries_read;
             }
-            printf("%-24s %-16s %10s %8s %8llu %10s %6s %8s %9s %9s\n", "",
+            char limits[64] = "";
+            const emq_group_limits *l = rows[i].limits ? &rows[i].limits[g]
+                                                       : NULL;
+            if (l && (l->rate > 0 || l->max_in_flight > 0))
+                snprintf(limits, sizeof limits, "  limits %lld/s %lld",
+                         (long long)l->rate, (long long)l->max_in_flight);
+            printf("%-24s %-16s %10s %8s %8llu %10s %6s %8s %9s %9s%s\n", "",
                    group, "", lag, (unsigned long long)gi->pending, oldest, "",
-                   "", "", out);
+                   "", "", out, limits);
             for (size_t c = 0; c < gi->nconsumers; c++) {
                 const emq_consumer_info *ci = &gi->consumers[c];
                 char consumer[300], idle[32], inactive[32];

@@ -45,6 +45,9 @@ static void state(const emq_srv *s) {
         "--limit", "3", "--no-ack", "-q");
     ASSERT_EXIT(&r, 0);
     cli_free(&r);
+    CLI(&r, url, "group", "limits", "alpha", "-g", "workers", "--rate", "30");
+    ASSERT_EXIT(&r, 0);
+    cli_free(&r);
 }
 
 TEST_TIMEOUT(cli_top_in_a_real_terminal, 60) {
@@ -74,6 +77,7 @@ TEST_TIMEOUT(cli_top_in_a_real_terminal, 60) {
     ASSERT_CONTAINS(screen, "echomq top");
     ASSERT_CONTAINS(screen, "sort: name");
     ASSERT_CONTAINS(screen, " DEAD  DELAYED ");
+    ASSERT_CONTAINS(screen, "limits 30/s 0");
     ASSERT_CONTAINS(screen, "alpha");
     ASSERT_CONTAINS(screen, "beta");
     ASSERT_CONTAINS(screen, "workers");

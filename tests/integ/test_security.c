@@ -1147,3 +1147,101 @@ TEST_TIMEOUT(security_least_privilege_scheduling_roles, 60) {
     free(book);
     emq_srv_stop(s);
 }
+
+/* The worker line with what a limited group's consumers need beside it
+ * (docs/SECURITY.md): the limits hash read (and seeded), the rate log
+ * kept, the stream's last ID read. */
+#define LIMITED_WORKER_LINE                                                    \
+    "user limited on >" SECRET " resetkeys resetchannels -@all "               \
+    "+time +client|setname "                                                   \
+    "(~emq:{aclq} +xgroup|create +xreadgroup +xack +xpending +xautoclaim "     \
+    "+xclaim +xrange +xrevrange +xread) (~emq:{aclq} ~emq:{aclq}:* +eval) "    \
+    "(~emq:{aclq}:lease:* +get +set +pexpire +pttl +del) "                     \
+    "(~emq:{aclq}:reasons:* +hset +hget +hdel) "                               \
+    "(~emq:{aclq}:retry:* +zadd +zrem +zscore) "                               \
+    "(~emq:{aclq}:dead +xadd) "                                                \
+    "(~emq:{aclq}:limits:* +hmget +hget +hsetnx) "                             \
+    "(~emq:{aclq}:ratelog:* +zremrangebyscore +zcard +zrange +zadd +pexpire)\n"
+
+/* Asks for one more delivery of each entry's first one; times every
+ * call. */
+typedef struct limited_calls {
+    pthread_mutex_t mu;
+    int calls;
+    int64_t first_ms, last_ms;
+} limited_calls;
+
+static emq_verdict retry_first_once(void *opaque, const emq_entry *e,
+                                    char *reason, size_t size) {
+    limited_calls *l = opaque;
+    pthread_mutex_lock(&l->mu);
+    int64_t now = now_ms();
+    if (l->calls++ == 0)
+        l->first_ms = now;
+    l->last_ms = now;
+    pthread_mutex_unlock(&l->mu);
+    if (e->deliveries == 1 && e->nfields == 1 && e->fields[0].value_len == 1 &&
+        e->fields[0].value[0] == '0') {
+        snprintf(reason, size, "once more");
+        return EMQ_RETRY;
+    }
+    return EMQ_ACK;
+}
+
+TEST_TIMEOUT(security_least_privilege_limited_worker_applies_limits, 60) {
+    if (emq_srv_binary_version(NULL, 0) < 70000)
+        SKIP("ACL selectors need Redis 7.0 or later (this server is older)");
+    emq_srv_opts o = {.extra_config = LIMITED_WORKER_LINE};
+    emq_srv *s = emq_srv_start(&o);
+    cli_result r;
+    CLI(&r, emq_srv_url(s), "group", "limits", "aclq", "-g", "g", "--rate",
+        "5");
+    ASSERT_EXIT(&r, 0);
+    cli_free(&r);
+    CLI_IN(&r, emq_srv_url(s), "0\n1\n2\n3\n4\n5\n6\n7\n", "produce", "aclq",
+           "--lines", "-q");
+    ASSERT_EXIT(&r, 0);
+    cli_free(&r);
+    emq_conf_t *conf = conf_for(role_url(s, "limited"));
+    conf_set(conf, "queue", "aclq");
+    conf_set(conf, "group", "g");
+    conf_set(conf, "consumer", "w1");
+    conf_set(conf, "start", "head");
+    conf_set(conf, "retry.backoff_ms", "0");
+    conf_set(conf, "log.level", "debug");
+    logbook *book = malloc(sizeof *book);
+    ASSERT(book != NULL);
+    logbook_init(book);
+    emq_conf_set_log(conf, log_to_book, book);
+    static limited_calls l = {.mu = PTHREAD_MUTEX_INITIALIZER};
+    emq_consumer_t *c;
+    emq_error err;
+    ASSERT_OK(emq_consumer_new(conf, retry_first_once, &l, &c, &err), &err);
+    emq_conf_destroy(conf);
+    runner_thread t;
+    start_consumer(&t, c);
+    int64_t end = now_ms() + emq_test_ms(20000);
+    int calls = 0;
+    while (calls < 9 && now_ms() < end) {
+        usleep(10000);
+        pthread_mutex_lock(&l.mu);
+        calls = l.calls;
+        pthread_mutex_unlock(&l.mu);
+    }
+    emq_consumer_stop(c);
+    ASSERT_OK(join_consumer(&t), &t.err);
+    emq_consumer_destroy(c);
+    /* Eight entries and one retry, every one handled; at 5 a second the
+     * eight new ones take two windows, so the limit was applied. */
+    if (l.calls != 9)
+        fprintf(stderr, "%s", book->text);
+    ASSERT_EQ_INT(l.calls, 9);
+    ASSERT(l.last_ms - l.first_ms >= 900);
+    ASSERT_NOT_CONTAINS(book->text, "NOPERM");
+    ASSERT_EQ_INT(book_count(book, "could not be read"), 0);
+    char out[64];
+    emq_srv_cmd(s, out, sizeof out, "XPENDING", "emq:{aclq}", "g", NULL);
+    ASSERT(strncmp(out, "0\n", 2) == 0); /* all acknowledged */
+    free(book);
+    emq_srv_stop(s);
+}

@@ -1065,9 +1065,10 @@ EMQ_EXPORT emq_status emq_admin_command(emq_admin_t *a, int argc,
                                         emq_reply **reply, emq_error *err);
 
 /* The queues on the server (conf: url and credentials; its queue is not
- * used): the names of the streams "emq:{NAME}" whose NAME matches the glob
- * pattern (NULL or "": all), found with SCAN on every master of a cluster
- * (each key lives on one), sorted, each once. A topic's partitions are
+ * used): the names of the streams "emq:{NAME}", and of the queues whose
+ * entries all wait delayed ("emq:{NAME}:delayed"), whose NAME matches the
+ * glob pattern (NULL or "": all), found with SCAN on every master of a
+ * cluster (each key lives on one), sorted, each once. A topic's partitions are
  * its queues "<topic>.<i>". At most max names (0: 10000); more is
  * EMQ_ELIMIT saying so. *names (emq_queue_names_free) holds *n strings.
  * Any thread; it opens and closes its own connections. */
@@ -1088,6 +1089,16 @@ typedef struct emq_consumer_info {
 } emq_consumer_info;
 
 /* One group of the queue. */
+/* A group's limits, kept in the server (emq:{Q}:limits:G) and applied by
+ * every consumer of the group to its reads of new entries: at most rate
+ * entries handed out in any one-second window, at most max_in_flight
+ * delivered and not settled (the group's pending list). 0: no limit. On a
+ * topic each partition has its own. */
+typedef struct emq_group_limits {
+    int64_t rate;
+    int64_t max_in_flight;
+} emq_group_limits;
+
 typedef struct emq_group_info {
     char *name;
     uint64_t pending; /* entries delivered and not acknowledged */
@@ -1102,6 +1113,11 @@ typedef struct emq_group_info {
                                       idle time; -1 when none */
     size_t nconsumers;
     emq_consumer_info *consumers;
+    /* The group's limits (emq_admin_group_limits), read in the same round
+     * trip as its consumers; each -1 when they could not be read (an ACL
+     * without HMGET on emq:{Q}:limits:*). A topic's totals: partition 0's.
+     * Added in 0.1 at the end (abi/libechomq.abi re-recorded). */
+    emq_group_limits limits;
 } emq_group_info;
 
 /* The queue's delayed entries (emq_produce_opts) at one moment. */
@@ -1368,16 +1384,6 @@ EMQ_EXPORT emq_status emq_admin_dead_purge(emq_admin_t *a, uint64_t *removed,
                                            emq_error *err);
 
 /* ---- group limits (docs/QUEUES.md) --------------------------------------- */
-
-/* A group's limits, kept in the server (emq:{Q}:limits:G) and applied by
- * every consumer of the group to its reads of new entries: at most rate
- * entries handed out in any one-second window, at most max_in_flight
- * delivered and not settled (the group's pending list). 0: no limit. On a
- * topic each partition has its own. */
-typedef struct emq_group_limits {
-    int64_t rate;
-    int64_t max_in_flight;
-} emq_group_limits;
 
 /* Reads group's limits into *out (may be NULL); with set not NULL, first
  * records set's (each > 0: that limit; 0: none; -1: left as it is), in

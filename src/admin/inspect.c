@@ -163,23 +163,33 @@ static emq_status parse_group_detail(const emq_reply *consumers,
     return EMQ_OK;
 }
 
-/* Second round trip: consumers and the oldest pending entry of each group,
- * in windows so the pipeline stays bounded whatever the number of groups;
- * then the lag of each group the server left nil. */
+/* Second round trip: consumers, the oldest pending entry and the limits
+ * of each group, in windows so the pipeline stays bounded whatever the
+ * number of groups; then the lag of each group the server left nil. */
 static emq_status describe_groups(emq_admin_t *a, emq_queue_info *info,
                                   const emq__admin_extent *ext,
                                   const emq__stream_id *cursors,
                                   const int *lag_known, emq_error *err) {
     enum { WINDOW = 64 };
-    emq__session_cmd cmds[2 * WINDOW];
-    const char *argv[2 * WINDOW][7];
-    emq_reply *replies[2 * WINDOW];
+    emq__session_cmd cmds[3 * WINDOW];
+    const char *argv[3 * WINDOW][7];
+    emq_reply *replies[3 * WINDOW];
+    char *limits[WINDOW];
     for (size_t base = 0; base < info->ngroups; base += WINDOW) {
         size_t n = info->ngroups - base < WINDOW ? info->ngroups - base
                                                  : WINDOW;
+        emq_status st = EMQ_OK;
         for (size_t i = 0; i < n; i++) {
             const char *group = info->groups[base + i].name;
-            const char **c = argv[2 * i], **p = argv[2 * i + 1];
+            const char **c = argv[3 * i], **p = argv[3 * i + 1],
+                       **l = argv[3 * i + 2];
+            limits[i] = emq__keys_of_group(&a->keys, "limits", group, NULL);
+            if (limits[i] == NULL)
+                st = EMQ_ENOMEM;
+            l[0] = "HMGET";
+            l[1] = limits[i];
+            l[2] = "rate";
+            l[3] = "max_in_flight";
             c[0] = "XINFO";
             c[1] = "CONSUMERS";
             c[2] = a->keys.stream;
@@ -190,15 +200,23 @@ static emq_status describe_groups(emq_admin_t *a, emq_queue_info *info,
             p[3] = "-";
             p[4] = "+";
             p[5] = "1";
-            cmds[2 * i] = (emq__session_cmd){4, c, NULL};
-            cmds[2 * i + 1] = (emq__session_cmd){6, p, NULL};
+            cmds[3 * i] = (emq__session_cmd){4, c, NULL};
+            cmds[3 * i + 1] = (emq__session_cmd){6, p, NULL};
+            cmds[3 * i + 2] = (emq__session_cmd){4, l, NULL};
         }
-        emq_status st = emq__admin_pipeline(a, 2 * n, cmds, replies, err);
-        for (size_t i = 0; i < n && st == EMQ_OK; i++)
-            st = parse_group_detail(replies[2 * i], replies[2 * i + 1],
+        memset(replies, 0, sizeof replies);
+        st = st == EMQ_OK ? emq__admin_pipeline(a, 3 * n, cmds, replies, err)
+                          : emq__oom(err);
+        for (size_t i = 0; i < n && st == EMQ_OK; i++) {
+            st = parse_group_detail(replies[3 * i], replies[3 * i + 1],
                                     &info->groups[base + i], err);
-        for (size_t i = 0; i < 2 * n; i++)
+            emq__admin_limits_from(replies[3 * i + 2],
+                                   &info->groups[base + i].limits);
+        }
+        for (size_t i = 0; i < 3 * n; i++)
             emq_reply_free(replies[i]);
+        for (size_t i = 0; i < n; i++)
+            emq__free(limits[i]);
         if (st != EMQ_OK)
             return st;
     }
@@ -314,6 +332,8 @@ static emq_status add_group(emq_group_info *t, const emq_group_info *pg,
     t->lag = first ? pg->lag
                    : (t->lag < 0 || pg->lag < 0 ? -1 : t->lag + pg->lag);
     t->lag_computed |= pg->lag_computed;
+    if (first)
+        t->limits = pg->limits;
     t->entries_read = first ? pg->entries_read
                             : (t->entries_read < 0 || pg->entries_read < 0
                                    ? -1
@@ -612,6 +632,11 @@ static void json_info(emq__json *j, const emq_queue_info *info) {
         json_id(j, &gi->oldest_pending_id);
         emq__json_raw(j, ",\"oldest_pending_age_ms\":");
         json_opt(j, gi->oldest_pending_age_ms);
+        /* 0: no limit; null: could not be read. */
+        emq__json_raw(j, ",\"rate_limit\":");
+        json_opt(j, gi->limits.rate);
+        emq__json_raw(j, ",\"max_in_flight\":");
+        json_opt(j, gi->limits.max_in_flight);
         emq__json_raw(j, ",\"consumers\":[");
         for (size_t c = 0; c < gi->nconsumers; c++) {
             const emq_consumer_info *ci = &gi->consumers[c];

@@ -16,6 +16,16 @@ static int64_t limit_of(const emq_reply *r) {
     return text ? strtoll(text, NULL, 10) : 0;
 }
 
+int emq__admin_limits_from(const emq_reply *hmget, emq_group_limits *out) {
+    if (emq_reply_kind(hmget) != EMQ_REPLY_ARRAY || emq_reply_len(hmget) != 2) {
+        *out = (emq_group_limits){-1, -1};
+        return -1;
+    }
+    out->rate = limit_of(emq_reply_at(hmget, 0));
+    out->max_in_flight = limit_of(emq_reply_at(hmget, 1));
+    return 0;
+}
+
 emq_status emq__admin_queue_limits(emq_admin_t *a, const char *group,
                                    const emq_group_limits *set,
                                    emq_group_limits *out, emq_error *err) {
@@ -63,10 +73,8 @@ emq_status emq__admin_queue_limits(emq_admin_t *a, const char *group,
                                       "failed",
                                       i + 1 < n ? "setting" : "reading", group,
                                       key);
-    if (st == EMQ_OK && out) {
-        out->rate = limit_of(emq_reply_at(r[n - 1], 0));
-        out->max_in_flight = limit_of(emq_reply_at(r[n - 1], 1));
-    }
+    if (st == EMQ_OK && out)
+        emq__admin_limits_from(r[n - 1], out);
     for (size_t i = 0; i < n; i++)
         emq_reply_free(r[i]);
     emq__free(key);

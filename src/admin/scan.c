@@ -3,8 +3,10 @@
  *
  * SCAN MATCH emq:{PATTERN} TYPE stream on every master (a cluster's keys
  * are spread over them), keeping the keys that are exactly a queue's
- * stream ("emq:{NAME}", not its dead letters "emq:{NAME}:dead"). Bounded:
- * at most EMQ_SCAN_ROUNDS calls per master and max names.
+ * stream ("emq:{NAME}", not its dead letters "emq:{NAME}:dead"); then
+ * SCAN MATCH emq:{PATTERN}:delayed TYPE zset, so a queue whose entries
+ * all wait delayed (no stream yet) is listed too. Bounded: at most
+ * EMQ_SCAN_ROUNDS calls per kind and master, and max names.
  */
 #include "admin.h"
 
@@ -17,16 +19,29 @@
 /* The default bound on the names listed. */
 #define EMQ_SCAN_MAX_DEFAULT 10000
 
+/* The keys that name a queue: its stream, its delayed entries. */
+static const struct scan_kind {
+    const char *type;   /* SCAN's TYPE */
+    const char *suffix; /* after "emq:{NAME}" */
+} scan_kinds[] = {{"stream", ""}, {"zset", ":delayed"}};
+
 typedef struct scan_ctx {
-    const char *match;
-    size_t max;
+    const char *glob;
+    const struct scan_kind *kind; /* the one being scanned */
+    size_t max;                   /* names asked for at most */
     char **names;
     size_t n;
 } scan_ctx;
 
-/* The queue name of a stream key "emq:{NAME}" (emq__alloc'd), or NULL. */
-static char *queue_of(const char *key, size_t len) {
-    if (len < 7 || strncmp(key, "emq:{", 5) != 0 || key[len - 1] != '}')
+/* The queue name of a key "emq:{NAME}<suffix>" (emq__alloc'd), or
+ * NULL. */
+static char *queue_of(const char *key, size_t len, const char *suffix) {
+    size_t slen = strlen(suffix);
+    if (len < 7 + slen || strncmp(key, "emq:{", 5) != 0 ||
+        memcmp(key + len - slen, suffix, slen) != 0)
+        return NULL;
+    len -= slen;
+    if (key[len - 1] != '}')
         return NULL;
     const char *name = key + 5;
     size_t n = len - 6;
@@ -40,21 +55,24 @@ static char *queue_of(const char *key, size_t len) {
     return out;
 }
 
+static emq_status too_many(const scan_ctx *t, emq_error *err) {
+    return emq__error_set(err, EMQ_ELIMIT, 0,
+                          "more than %zu queues match: narrow the pattern",
+                          t->max);
+}
+
 /* Adds the queues of one SCAN page (keys) to t. */
 static emq_status take_keys(scan_ctx *t, const emq_reply *keys,
                             emq_error *err) {
     for (size_t i = 0; i < emq_reply_len(keys); i++) {
         size_t len;
         const char *key = emq_reply_str(emq_reply_at(keys, i), &len);
-        char *name = key ? queue_of(key, len) : NULL;
+        char *name = key ? queue_of(key, len, t->kind->suffix) : NULL;
         if (name == NULL)
             continue;
-        if (t->n == t->max) {
+        if (t->n == 2 * t->max) { /* a queue is found once per kind */
             emq__free(name);
-            return emq__error_set(err, EMQ_ELIMIT, 0,
-                                  "more than %zu queues match: narrow the "
-                                  "pattern",
-                                  t->max);
+            return too_many(t, err);
         }
         char **grown = emq__realloc(t->names, (t->n + 1) * sizeof *grown);
         if (grown == NULL) {
@@ -67,15 +85,14 @@ static emq_status take_keys(scan_ctx *t, const emq_reply *keys,
     return EMQ_OK;
 }
 
-/* Scans one master's keys. */
-static emq_status scan_master(emq_conn_t *conn, const char *name, void *ctx,
-                              emq_error *err) {
-    (void)name; /* the walk prefixes a failure with it */
-    scan_ctx *t = ctx;
+/* Scans one master's keys of t's kind. */
+static emq_status scan_kind(emq_conn_t *conn, scan_ctx *t, emq_error *err) {
+    char match[EMQ_KEYS_MAX_QUEUE + 32];
+    snprintf(match, sizeof match, "emq:{%s}%s", t->glob, t->kind->suffix);
     char cursor[32] = "0";
     for (int round = 0; round < EMQ_SCAN_ROUNDS; round++) {
-        const char *argv[] = {"SCAN",  cursor, "MATCH", t->match,
-                              "COUNT", "1000", "TYPE",  "stream"};
+        const char *argv[] = {"SCAN",  cursor, "MATCH", match,
+                              "COUNT", "1000", "TYPE",  t->kind->type};
         emq_reply *r;
         emq_status st = emq_conn_command(conn, 8, argv, NULL, &r, err);
         if (st != EMQ_OK)
@@ -102,6 +119,20 @@ static emq_status scan_master(emq_conn_t *conn, const char *name, void *ctx,
                           EMQ_SCAN_ROUNDS);
 }
 
+/* Scans one master's keys of every kind. */
+static emq_status scan_master(emq_conn_t *conn, const char *name, void *ctx,
+                              emq_error *err) {
+    (void)name; /* the walk prefixes a failure with it */
+    scan_ctx *t = ctx;
+    emq_status st = EMQ_OK;
+    for (size_t k = 0;
+         st == EMQ_OK && k < sizeof scan_kinds / sizeof *scan_kinds; k++) {
+        t->kind = &scan_kinds[k];
+        st = scan_kind(conn, t, err);
+    }
+    return st;
+}
+
 static int cmp_names(const void *a, const void *b) {
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
@@ -114,14 +145,12 @@ emq_status emq_admin_scan_queues(const emq_conf_t *conf, const char *pattern,
     if (conf == NULL)
         return emq__error_set(err, EMQ_EINVAL, 0,
                               "listing queues needs a configuration");
-    char match[EMQ_KEYS_MAX_QUEUE + 16];
     const char *glob = pattern && *pattern ? pattern : "*";
     if (strlen(glob) > EMQ_KEYS_MAX_QUEUE)
         return emq__error_set(err, EMQ_EINVAL, 0,
                               "the pattern is longer than %d bytes",
                               EMQ_KEYS_MAX_QUEUE);
-    snprintf(match, sizeof match, "emq:{%s}", glob);
-    scan_ctx t = {match, max ? max : EMQ_SCAN_MAX_DEFAULT, NULL, 0};
+    scan_ctx t = {glob, NULL, max ? max : EMQ_SCAN_MAX_DEFAULT, NULL, 0};
     emq__route *route = NULL;
     /* Any key will do: the route only lends its connections. */
     emq_status st = emq__route_new(conf, "emq:{}", &route, err);
@@ -139,6 +168,8 @@ emq_status emq_admin_scan_queues(const emq_conf_t *conf, const char *pattern,
         }
         t.n = kept;
     }
+    if (st == EMQ_OK && t.n > t.max)
+        st = too_many(&t, err);
     if (st != EMQ_OK) {
         emq_queue_names_free(t.names, t.n);
         return st;

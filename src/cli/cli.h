@@ -361,10 +361,8 @@ int cli_scan_queues(const emq_conf_t *conf, const char *pattern, char ***names,
 
 /* One queue at one moment, as the library describes it. */
 typedef struct cli_described {
-    char *queue;              /* its name (malloc) */
-    emq_queue_info *info;     /* emq_admin_describe's */
-    emq_group_limits *limits; /* one per info->groups (malloc; zeros for
-                                 a group whose limits could not be read) */
+    char *queue;          /* its name (malloc) */
+    emq_queue_info *info; /* emq_admin_describe's */
 } cli_described;
 
 /* Admin handles kept from one description to the next (top's refreshes,

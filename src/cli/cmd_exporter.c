@@ -245,18 +245,18 @@ static void write_metrics(out_buf *o, const described *d, size_t n, int up,
            "The group's rate limit, entries per second (echomq group "
            "limits); absent when it has none.");
     for (size_t i = 0; i < n; i++)
-        for (size_t g = 0; d[i].limits && g < d[i].info->ngroups; g++)
-            if (d[i].limits[g].rate > 0)
+        for (size_t g = 0; g < d[i].info->ngroups; g++)
+            if (d[i].info->groups[g].limits.rate > 0)
                 sample(o, d[i].queue, d[i].info->groups[g].name, NULL, "%lld",
-                       (long long)d[i].limits[g].rate);
+                       (long long)d[i].info->groups[g].limits.rate);
     family(o, "echomq_group_max_in_flight", "gauge",
            "The group's bound on entries delivered and not settled; absent "
            "when it has none.");
     for (size_t i = 0; i < n; i++)
-        for (size_t g = 0; d[i].limits && g < d[i].info->ngroups; g++)
-            if (d[i].limits[g].max_in_flight > 0)
+        for (size_t g = 0; g < d[i].info->ngroups; g++)
+            if (d[i].info->groups[g].limits.max_in_flight > 0)
                 sample(o, d[i].queue, d[i].info->groups[g].name, NULL, "%lld",
-                       (long long)d[i].limits[g].max_in_flight);
+                       (long long)d[i].info->groups[g].limits.max_in_flight);
     family(o, "echomq_group_lag", "gauge",
            "Entries not yet delivered to the group.");
     for (size_t i = 0; i < n; i++)

@@ -228,14 +228,11 @@ static void print_info(const char *queue, const emq_queue_info *q) {
 
 /* One line per group that has limits (echomq group limits); a group
  * whose limits cannot be read (an ACL) is left out. */
-static void print_limits(emq_admin_t *admin, const emq_queue_info *q) {
+static void print_limits(const emq_queue_info *q) {
     int first = 1;
     for (size_t g = 0; g < q->ngroups; g++) {
-        emq_group_limits l;
-        emq_error err;
-        if (emq_admin_group_limits(admin, q->groups[g].name, NULL, &l, &err) !=
-                EMQ_OK ||
-            (l.rate <= 0 && l.max_in_flight <= 0))
+        emq_group_limits l = q->groups[g].limits;
+        if (l.rate <= 0 && l.max_in_flight <= 0)
             continue;
         char name[300], rate[32] = "none", maxf[32] = "none";
         if (l.rate > 0)
@@ -303,7 +300,7 @@ int cmd_info(int argc, char **argv) {
         rc = cli_print_json(info_json, q);
     else {
         print_info(a.pos[0], q);
-        print_limits(admin, q);
+        print_limits(q);
         if (q->npartitions > 0)
             print_partitions(q);
     }

@@ -24,10 +24,13 @@ static const cli_optdoc opts[] = {
 
 CLI_VERB(
     ls, "the queues, one line each", "echomq ls [PATTERN] [--json]",
-    "Lists the queues on the server (their streams emq:{NAME}), one line\n"
-    "each: length, groups, total lag, pending, dead letters. PATTERN is a\n"
-    "glob on the queue name (default *). A topic's partitions are the\n"
-    "queues NAME.0 .. NAME.<P-1>.\n",
+    "Lists the queues on the server (their streams emq:{NAME}, and queues\n"
+    "whose entries all wait delayed), one line each: length, groups,\n"
+    "total lag, pending, dead letters, delayed entries, and the group\n"
+    "limits (the one limited group's RATE/s,MAX, or how many groups are\n"
+    "limited; 'echomq info' names them). PATTERN is a glob on the queue\n"
+    "name (default *). A topic's partitions are the queues NAME.0 ..\n"
+    "NAME.<P-1>.\n",
     opts,
     "Examples:\n"
     "  echomq ls\n"
@@ -167,22 +170,6 @@ static void admins_prune(cli_admins *k) {
     k->n = kept;
 }
 
-/* The limits of each group of info (echomq group limits), one round trip
- * per group; zeros for a group whose limits cannot be read (an ACL).
- * NULL when out of memory or without groups. */
-static emq_group_limits *limits_of(emq_admin_t *admin,
-                                   const emq_queue_info *info) {
-    emq_group_limits *l = info->ngroups ? calloc(info->ngroups, sizeof *l)
-                                        : NULL;
-    for (size_t g = 0; l && g < info->ngroups; g++) {
-        emq_error err;
-        if (emq_admin_group_limits(admin, info->groups[g].name, NULL, &l[g],
-                                   &err) != EMQ_OK)
-            l[g] = (emq_group_limits){0, 0};
-    }
-    return l;
-}
-
 int cli_describe_queues(char **patterns, int npatterns, cli_admins *keep,
                         cli_described **rows, size_t *n, cli_skipped *skipped) {
     *rows = NULL;
@@ -221,7 +208,6 @@ int cli_describe_queues(char **patterns, int npatterns, cli_admins *keep,
         if (st == EMQ_OK) {
             (*rows)[*n].queue = names[i];
             names[i] = NULL; /* the row owns it */
-            (*rows)[*n].limits = limits_of(admin, info);
             (*rows)[(*n)++].info = info;
         } else if (queue_own_failure(st)) {
             /* Skipped and counted; the rest are still described. */
@@ -249,7 +235,6 @@ int cli_describe_queues(char **patterns, int npatterns, cli_admins *keep,
 void cli_described_free(cli_described *rows, size_t n) {
     for (size_t i = 0; rows && i < n; i++) {
         free(rows[i].queue);
-        free(rows[i].limits);
         emq_queue_info_free(rows[i].info);
     }
     free(rows);
@@ -257,6 +242,33 @@ void cli_described_free(cli_described *rows, size_t n) {
 
 static size_t queue_json(const void *ctx, char *buf, size_t size) {
     return emq_queue_info_json(ctx, buf, size);
+}
+
+/* The LIMITS cell: "-" when no group has limits; the one limited group's
+ * "RATE/s,MAX" ("-" for the one it lacks); else how many groups are
+ * limited ("echomq info" names them). */
+static void limits_text(const emq_queue_info *info, char *out, size_t size) {
+    size_t limited = 0;
+    const emq_group_limits *one = NULL;
+    for (size_t g = 0; g < info->ngroups; g++) {
+        const emq_group_limits *l = &info->groups[g].limits;
+        if (l->rate > 0 || l->max_in_flight > 0) {
+            limited++;
+            one = l;
+        }
+    }
+    if (limited == 0) {
+        snprintf(out, size, "-");
+    } else if (limited > 1) {
+        snprintf(out, size, "%zu groups", limited);
+    } else {
+        char rate[24] = "-", maxf[24] = "-";
+        if (one->rate > 0)
+            snprintf(rate, sizeof rate, "%lld/s", (long long)one->rate);
+        if (one->max_in_flight > 0)
+            snprintf(maxf, sizeof maxf, "%lld", (long long)one->max_in_flight);
+        snprintf(out, size, "%s,%s", rate, maxf);
+    }
 }
 
 /* One queue's line: a table row, or with --json the library's document of
@@ -281,9 +293,11 @@ static int print_queue(const cli_described *q, int json) {
     if (info->delayed)
         snprintf(delayed, sizeof delayed, "%llu",
                  (unsigned long long)info->delayed->waiting);
-    printf("%-30s %10llu %6zu %10s %10lld %8llu %8s\n", shown,
+    char limits[48];
+    limits_text(info, limits, sizeof limits);
+    printf("%-30s %10llu %6zu %10s %10lld %8llu %8s  %s\n", shown,
            (unsigned long long)info->length, info->ngroups, lag_text, pending,
-           (unsigned long long)info->dead_length, delayed);
+           (unsigned long long)info->dead_length, delayed, limits);
     return CLI_OK;
 }
 
@@ -306,8 +320,8 @@ int cmd_ls(int argc, char **argv) {
         rc = cli_describe_queues(one, 1, NULL, &rows, &n, &skipped);
     int json = a.seen[O_JSON] > 0;
     if (rc == CLI_OK && !json)
-        printf("%-30s %10s %6s %10s %10s %8s %8s\n", "QUEUE", "LENGTH",
-               "GROUPS", "LAG", "PENDING", "DEAD", "DELAYED");
+        printf("%-30s %10s %6s %10s %10s %8s %8s  %s\n", "QUEUE", "LENGTH",
+               "GROUPS", "LAG", "PENDING", "DEAD", "DELAYED", "LIMITS");
     for (size_t i = 0; i < n && rc == CLI_OK; i++)
         rc = print_queue(&rows[i], json);
     if (fflush(stdout) != 0 && rc == CLI_OK)

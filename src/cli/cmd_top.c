@@ -186,9 +186,8 @@ static int draw(top_state *t, row *rows, size_t n, const cli_skipped *skipped,
                 next[nnext++].value = gi->entries_read;
             }
             char limits[64] = "";
-            const emq_group_limits *l = rows[i].limits ? &rows[i].limits[g]
-                                                       : NULL;
-            if (l && (l->rate > 0 || l->max_in_flight > 0))
+            const emq_group_limits *l = &gi->limits;
+            if (l->rate > 0 || l->max_in_flight > 0)
                 snprintf(limits, sizeof limits, "  limits %lld/s %lld",
                          (long long)l->rate, (long long)l->max_in_flight);
             printf("%-24s %-16s %10s %8s %8llu %10s %6s %8s %9s %9s%s\n", "",

@@ -217,14 +217,17 @@ static void describe_progress(const char *protocol) {
         "assert set(d[\"server\"])=={\"name\",\"version\",\"capabilities\"}; "
         "gk={\"name\",\"pending\",\"last_delivered_id\",\"entries_read\","
         "\"lag\",\"lag_computed\",\"oldest_pending_id\","
-        "\"oldest_pending_age_ms\",\"consumers\"}; "
+        "\"oldest_pending_age_ms\",\"rate_limit\",\"max_in_flight\","
+        "\"consumers\"}; "
         "ck={\"name\",\"pending\",\"idle_ms\",\"inactive_ms\"}; "
         "assert all(set(g)==gk for g in d[\"groups\"]); "
         "assert all(set(c)==ck for g in d[\"groups\"] for c in "
         "g[\"consumers\"]); "
         "g={x[\"name\"]:x for x in d[\"groups\"]}; "
         "assert g[\"g1\"][\"last_delivered_id\"]==\"4-0\"; "
-        "assert g[\"g1\"][\"lag\"]==6; assert d[\"first_id\"]==\"1-0\" and d[\"dead_length\"]==3");
+        "assert g[\"g1\"][\"lag\"]==6; "
+        "assert g[\"g1\"][\"rate_limit\"]==0; "
+        "assert g[\"g1\"][\"max_in_flight\"]==0; assert d[\"first_id\"]==\"1-0\" and d[\"dead_length\"]==3");
     ASSERT_CONTAINS(json, "\"oldest_pending_id\":\"3-0\"");
 
     /* snprintf semantics: a short buffer gets a NUL-terminated prefix and

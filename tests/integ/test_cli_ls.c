@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* test_cli_ls.c: `echomq ls` end to end against a private redis-server:
  * every queue (not its dead letters, not other keys) once, sorted, with
- * length, groups, lag, pending and dead letters; PATTERN; --json; an
+ * length, groups, lag, pending, dead letters, delayed entries and group
+ * limits; a queue whose entries all wait delayed; PATTERN; --json; an
  * empty server prints only the header. */
 #include "integ/cli_helpers.h"
 
@@ -30,10 +31,20 @@ TEST_TIMEOUT(cli_ls_lists_queues_with_their_numbers, 30) {
     CLI(&r, url, "produce", "jobs", "--delay", "3600000", "-q", "n=later");
     ASSERT_EXIT(&r, 0);
     cli_free(&r);
+    /* A queue with nothing but a delayed entry has no stream yet. */
+    CLI(&r, url, "produce", "later", "--delay", "3600000", "-q", "n=1");
+    ASSERT_EXIT(&r, 0);
+    cli_free(&r);
+    CLI(&r, url, "group", "limits", "jobs", "-g", "w", "--rate", "20");
+    ASSERT_EXIT(&r, 0);
+    cli_free(&r);
     CLI(&r, url, "ls");
     ASSERT_EXIT(&r, 0);
-    ASSERT_EQ_INT(cli_lines(r.out), 3);
-    ASSERT_CONTAINS(r.out, " DEAD  DELAYED\n");
+    ASSERT_EQ_INT(cli_lines(r.out), 4);
+    ASSERT_CONTAINS(r.out, " DEAD  DELAYED  LIMITS\n");
+    ASSERT_CONTAINS(r.out, "\nlater ");
+    ASSERT_CONTAINS(r.out, "        1  -\n");      /* later: 1 delayed */
+    ASSERT_CONTAINS(r.out, "        1  20/s,-\n"); /* jobs: limited w */
     const char *jobs = strstr(r.out, "\njobs ");
     const char *mail = strstr(r.out, "\nmail ");
     ASSERT(jobs && mail && jobs < mail);
@@ -58,7 +69,11 @@ TEST_TIMEOUT(cli_ls_lists_queues_with_their_numbers, 30) {
     cli_free(&r);
     CLI(&r, url, "ls", "--json");
     ASSERT_EXIT(&r, 0);
-    ASSERT_EQ_INT(cli_lines(r.out), 2);
+    ASSERT_EQ_INT(cli_lines(r.out), 3);
+    ASSERT_CONTAINS(r.out,
+                    "\"stream\":\"emq:{later}\",\"dead\":\"emq:{later}:dead\","
+                    "\"exists\":false");
+    ASSERT_CONTAINS(r.out, "\"rate_limit\":20,\"max_in_flight\":0");
     ASSERT_CONTAINS(r.out, "\"stream\":\"emq:{jobs}\"");
     ASSERT_CONTAINS(r.out, "\"stream\":\"emq:{mail}\"");
     cli_free(&r);

@@ -224,6 +224,14 @@ TEST(limits_recorded_ones_win_and_group_limits_sets_them) {
     ASSERT_EXIT(&r, 0);
     ASSERT_CONTAINS(r.out, "limits of g: rate 50/s, max in flight 7\n");
     cli_free(&r);
+    CLI(&r, url, "info", "jobs", "--json");
+    ASSERT_EXIT(&r, 0);
+    ASSERT_CONTAINS(r.out, "\"rate_limit\":50,\"max_in_flight\":7");
+    cli_free(&r);
+    CLI(&r, url, "ls");
+    ASSERT_EXIT(&r, 0);
+    ASSERT_CONTAINS(r.out, "  50/s,7\n");
+    cli_free(&r);
     /* 0 removes one; a bad value changes nothing. */
     CLI(&r, url, "group", "limits", "jobs", "-g", "g", "--rate", "0");
     ASSERT_EXIT(&r, 0);

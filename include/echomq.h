@@ -595,11 +595,19 @@ typedef struct emq_produce_opts {
                               (producer.retries) add nothing twice */
     size_t dedup_key_len;
     int64_t dedup_ttl_ms; /* the key's window; 0: dedup.ttl_ms (24 h) */
+    /* Version 2: the entry's priority, 0 (the most urgent) to 9; -1: none
+     * (on a queue with priorities, 5). An entry with a priority waits
+     * beside the stream until a consumer reads, and every read takes the
+     * most urgent first (docs/QUEUES.md); the first such entry gives the
+     * queue its priority record, after which the queue's producers hold
+     * every entry (from their next connect; this one at once). Its *id is
+     * a handle, as a delayed entry's. */
+    int64_t priority;
 } emq_produce_opts;
 
-#define EMQ_PRODUCE_OPTS_VERSION 1
+#define EMQ_PRODUCE_OPTS_VERSION 2
 #define EMQ_PRODUCE_OPTS_INIT                                                  \
-    { EMQ_PRODUCE_OPTS_VERSION, NULL, 0, 0, 0, NULL, 0, 0 }
+    { EMQ_PRODUCE_OPTS_VERSION, NULL, 0, 0, 0, NULL, 0, 0, -1 }
 
 /* emq_produce with options (opts NULL: none, as emq_produce). EMQ_EINVAL
  * before anything is sent for: an unknown opts->version, delay_ms,

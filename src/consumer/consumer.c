@@ -373,10 +373,11 @@ static emq_status dispatch_read(emq_consumer_t *c, emq_reply *reply,
  * entry was settled (by any consumer of it). */
 #define EMQ_LIMITED_LOOK_MS 20
 
-/* A limited group's read (limits.c): the grant script reads what the
- * limits allow; nothing allowed sleeps as it says (at most wait_ms);
- * nothing to read waits for the next entry with XREAD BLOCK, which
- * consumes nothing. */
+/* A limited group's read, or a read of a queue with priorities
+ * (limits.c): the grant script reads what the limits allow, the most
+ * urgent held entries first; nothing allowed sleeps as it says (at most
+ * wait_ms); nothing to read waits for the next entry (or held entry)
+ * with XREAD BLOCK, which consumes nothing. */
 static emq_status read_limited(emq_consumer_t *c, size_t want, int64_t wait,
                                emq_error *err) {
     char want_text[24];
@@ -415,9 +416,19 @@ static emq_status read_limited(emq_consumer_t *c, size_t want, int64_t wait,
     }
     char block[24];
     snprintf(block, sizeof block, "%lld", (long long)wait);
-    const char *xread[] = {"XREAD",   "COUNT",        "1",      "BLOCK", block,
-                           "STREAMS", c->keys.stream, g.last_id};
-    st = emq__session_call(&c->rx, 0, 8, xread, NULL, &reply, err);
+    /* A new entry in the stream, or (priorities) one held: the bell. */
+    int prio = atomic_load(&c->prioritized);
+    const char *xread[] = {"XREAD",
+                           "COUNT",
+                           "1",
+                           "BLOCK",
+                           block,
+                           "STREAMS",
+                           c->keys.stream,
+                           prio ? c->delayed.bell : g.last_id,
+                           prio ? g.last_id : NULL,
+                           g.bell_id};
+    st = emq__session_call(&c->rx, 0, prio ? 10 : 8, xread, NULL, &reply, err);
     if (st == EMQ_OK && emq_reply_kind(reply) == EMQ_REPLY_ERROR)
         return read_refused(c, reply, err);
     emq_reply_free(reply);
@@ -440,7 +451,7 @@ static emq_status read_new(emq_consumer_t *c, size_t room, emq_error *err) {
     size_t want = emq__fit(c, (size_t)emq__cfg_count(c->conf) < room
                                   ? (size_t)emq__cfg_count(c->conf)
                                   : room);
-    if (atomic_load(&c->limited))
+    if (atomic_load(&c->limited) || atomic_load(&c->prioritized))
         return read_limited(c, want, wait, err);
     snprintf(count, sizeof count, "%zu", want);
     snprintf(block, sizeof block, "%lld", (long long)wait);

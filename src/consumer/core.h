@@ -104,6 +104,9 @@ struct emq_consumer {
     atomic_int limited; /* the group has a limit: reads go through the
                            grant script (limits.c; the upkeep looks
                            again every EMQ_LIMITS_LOOK_MS) */
+    atomic_int prioritized;    /* the queue has a priority record: reads go
+                                  through the grant script too, which hands
+                                  out held entries most urgent first */
     int64_t next_limits_ms;    /* the upkeep's next look (upkeep thread) */
     int limits_warned;         /* the limits differ from ours: said once */
     emq__delayed_keys delayed; /* the queue's delayed entries (upkeep.c

@@ -30,10 +30,16 @@
  * rate. */
 #define EMQ_RATE_WINDOW_TEXT "1050"
 
-/* KEYS: stream, limits hash, rate log. ARGV: group, consumer, want.
- * Returns {granted, wait_ms, XREADGROUP reply or nil, last ID or ""}. */
+/* KEYS: stream, limits hash, rate log, held, entries, levels, counts,
+ * bell, priority record. ARGV: group, consumer, want, "1" when the queue
+ * has priorities (else the held keys are not touched). Returns {granted,
+ * wait_ms, XREADGROUP reply or nil, the stream's last ID or "", the
+ * bell's last ID or ""}. */
 static const char grant_script[] =
     "if redis.replicate_commands then pcall(redis.replicate_commands) end\n"
+    "local k = {stream = KEYS[1], held = KEYS[4], entries = KEYS[5],\n"
+    "           levels = KEYS[6], counts = KEYS[7], bell = KEYS[8],\n"
+    "           prio = KEYS[9]}\n" EMQ_LUA_HELD_SCORE
     "local lim = redis.call('HMGET', KEYS[2], 'rate', 'max_in_flight')\n"
     "local rate = tonumber(lim[1] or '0') or 0\n"
     "local maxf = tonumber(lim[2] or '0') or 0\n"
@@ -58,12 +64,40 @@ static const char grant_script[] =
     " - now)\n"
     "  end\n"
     "end\n"
-    "if grant <= 0 then return {0, wait, false, ''} end\n"
+    "if grant <= 0 then return {0, wait, false, '', ''} end\n"
     "local r = redis.call('XREADGROUP', 'GROUP', ARGV[1], ARGV[2], 'COUNT',\n"
     "                     grant, 'STREAMS', KEYS[1], '>')\n"
+    "local got = r and #r[1][2] or 0\n"
+    "local prio = ARGV[4] == '1'\n"
+    "if prio and got < grant then\n"
+    "  local take = redis.call('ZRANGE', k.held, 0, grant - got - 1)\n"
+    "  for _, h in ipairs(take) do\n"
+    "    local packed = redis.call('HGET', k.entries, h)\n"
+    "    unhold(k, h)\n"
+    "    redis.call('HDEL', k.entries, h)\n"
+    "    if packed then\n"
+    "      redis.call('XADD', k.stream, '*', unpack(cmsgpack.unpack(packed)))\n"
+    "    end\n"
+    "  end\n"
+    "  if #take > 0 then\n"
+    "    local more = redis.call('XREADGROUP', 'GROUP', ARGV[1], ARGV[2],\n"
+    "                            'COUNT', grant - got, 'STREAMS', k.stream,\n"
+    "                            '>')\n"
+    "    if more and r then\n"
+    "      for _, e in ipairs(more[1][2]) do r[1][2][#r[1][2] + 1] = e end\n"
+    "    elseif more then\n"
+    "      r = more\n"
+    "    end\n"
+    "  end\n"
+    "end\n"
     "if not r then\n"
-    "  local last = redis.call('XREVRANGE', KEYS[1], '+', '-', 'COUNT', 1)\n"
-    "  return {grant, 0, false, last[1] and last[1][1] or '0-0'}\n"
+    "  local last = redis.call('XREVRANGE', k.stream, '+', '-', 'COUNT', 1)\n"
+    "  local bell = {}\n"
+    "  if prio then\n"
+    "    bell = redis.call('XREVRANGE', k.bell, '+', '-', 'COUNT', 1)\n"
+    "  end\n"
+    "  return {grant, 0, false, last[1] and last[1][1] or '0-0',\n"
+    "          bell[1] and bell[1][1] or '0-0'}\n"
     "end\n"
     "if rate > 0 then\n"
     "  for _, e in ipairs(r[1][2]) do\n"
@@ -71,7 +105,7 @@ static const char grant_script[] =
     "  end\n"
     "  redis.call('PEXPIRE', KEYS[3], 2000)\n"
     "end\n"
-    "return {grant, 0, r, ''}\n";
+    "return {grant, 0, r, '', ''}\n";
 
 /* KEYS: limits hash, rate log. ARGV: group, then IDs. Logs each ID as
  * a hand-out now (a member of its own, even for an ID logged before). */
@@ -122,19 +156,26 @@ void emq__limits_read_argv(const emq_consumer_t *c, const char *want_text,
                            const char *argv[EMQ_LIMITS_ARGC]) {
     argv[0] = "EVAL";
     argv[1] = grant_script;
-    argv[2] = "3";
+    argv[2] = "9";
     argv[3] = c->keys.stream;
     argv[4] = c->limits_key;
     argv[5] = c->rate_log_key;
-    argv[6] = c->group;
-    argv[7] = c->name;
-    argv[8] = want_text;
+    argv[6] = c->delayed.held;
+    argv[7] = c->delayed.entries;
+    argv[8] = c->delayed.levels;
+    argv[9] = c->delayed.counts;
+    argv[10] = c->delayed.bell;
+    argv[11] = c->delayed.prio;
+    argv[12] = c->group;
+    argv[13] = c->name;
+    argv[14] = want_text;
+    argv[15] = atomic_load(&c->prioritized) ? "1" : "0";
 }
 
 emq_status emq__limits_grant(const emq_reply *reply, emq__grant *g,
                              emq_error *err) {
     memset(g, 0, sizeof *g);
-    if (emq_reply_kind(reply) != EMQ_REPLY_ARRAY || emq_reply_len(reply) != 4 ||
+    if (emq_reply_kind(reply) != EMQ_REPLY_ARRAY || emq_reply_len(reply) != 5 ||
         emq_reply_kind(emq_reply_at(reply, 0)) != EMQ_REPLY_INTEGER ||
         emq_reply_kind(emq_reply_at(reply, 1)) != EMQ_REPLY_INTEGER)
         return emq__reply_bad_shape(err, "the limited read");
@@ -143,10 +184,13 @@ emq_status emq__limits_grant(const emq_reply *reply, emq__grant *g,
     const emq_reply *r = emq_reply_at(reply, 2);
     g->entries = emq_reply_kind(r) == EMQ_REPLY_ARRAY ? r : NULL;
     size_t len = 0;
-    const char *last = emq_reply_str(emq_reply_at(reply, 3), &len);
-    if (last && len < sizeof g->last_id) {
-        memcpy(g->last_id, last, len);
-        g->last_id[len] = '\0';
+    for (size_t i = 0; i < 2; i++) {
+        char *to = i == 0 ? g->last_id : g->bell_id;
+        const char *last = emq_reply_str(emq_reply_at(reply, 3 + i), &len);
+        if (last && len < EMQ_ID_MAX) {
+            memcpy(to, last, len);
+            to[len] = '\0';
+        }
     }
     return EMQ_OK;
 }
@@ -155,6 +199,20 @@ emq_status emq__limits_grant(const emq_reply *reply, emq__grant *g,
 static int64_t limit_of(const emq_reply *r) {
     const char *text = emq_reply_str(r, NULL);
     return text ? strtoll(text, NULL, 10) : 0;
+}
+
+/* Applies the priority record's GET: present, the queue has priorities;
+ * an error reply (an ACL) changes nothing. */
+static void prio_looked(emq_consumer_t *c, const emq_reply *reply) {
+    if (emq_reply_kind(reply) == EMQ_REPLY_ERROR)
+        return;
+    int prio = emq_reply_kind(reply) == EMQ_REPLY_STRING;
+    if (prio != atomic_exchange(&c->prioritized, prio))
+        emq__consumer_log(c, EMQ_LOG_INFO,
+                          prio ? "queue has priorities now ('%s'); reads "
+                                 "take the most urgent first"
+                               : "queue has no priorities now ('%s')",
+                          c->delayed.prio);
 }
 
 emq_status emq__limits_start(emq_consumer_t *c, emq_error *err) {
@@ -167,17 +225,21 @@ emq_status emq__limits_start(emq_consumer_t *c, emq_error *err) {
     const char *set_maxf[] = {"HSETNX", c->limits_key, "max_in_flight",
                               maxf_text};
     const char *get[] = {"HMGET", c->limits_key, "rate", "max_in_flight"};
-    emq__session_cmd cmds[3];
+    const char *prio[] = {"GET", c->delayed.prio};
+    emq__session_cmd cmds[4];
     size_t n = 0;
     if (rate > 0)
         cmds[n++] = (emq__session_cmd){4, set_rate, NULL};
     if (maxf > 0)
         cmds[n++] = (emq__session_cmd){4, set_maxf, NULL};
     cmds[n++] = (emq__session_cmd){4, get, NULL};
-    emq_reply *replies[3] = {NULL, NULL, NULL};
+    cmds[n++] = (emq__session_cmd){2, prio, NULL};
+    emq_reply *replies[4] = {NULL, NULL, NULL, NULL};
     emq_status st = emq__session_pipeline(&c->rx, 0, n, cmds, replies, err);
     if (st != EMQ_OK)
         return st;
+    prio_looked(c, replies[--n]);
+    emq_reply_free(replies[n]);
     emq_reply *reply = replies[n - 1];
     for (size_t i = 0; i + 1 < n; i++) {
         /* A refused record of a configured limit fails the start too. */
@@ -233,12 +295,19 @@ emq_status emq__limits_append_look(emq_consumer_t *c, emq__session *x,
         return EMQ_OK;
     c->next_limits_ms = now + EMQ_LIMITS_LOOK_MS;
     const char *get[] = {"HMGET", c->limits_key, "rate", "max_in_flight"};
+    const char *prio[] = {"GET", c->delayed.prio};
     emq_status st = emq__session_append(x, tag, 4, get, NULL, err);
+    if (st == EMQ_OK)
+        st = emq__session_append(x, tag + 1, 2, prio, NULL, err);
     *sent = st == EMQ_OK;
     return st;
 }
 
-void emq__limits_looked(emq_consumer_t *c, const emq_reply *reply) {
+void emq__limits_looked(emq_consumer_t *c, int which, const emq_reply *reply) {
+    if (which == 1) {
+        prio_looked(c, reply);
+        return;
+    }
     if (emq_reply_kind(reply) != EMQ_REPLY_ARRAY || emq_reply_len(reply) != 2)
         return; /* refused (an ACL): as it was */
     int limited = limit_of(emq_reply_at(reply, 0)) > 0 ||

@@ -18,7 +18,7 @@ emq_status emq__limits_start(emq_consumer_t *c, emq_error *err);
 /* Words of the grant read: EVAL, the script, its keys and arguments, for
  * at most want entries (want_text its decimal). argv has room for
  * EMQ_LIMITS_ARGC words. */
-#define EMQ_LIMITS_ARGC 9
+#define EMQ_LIMITS_ARGC 16
 void emq__limits_read_argv(const emq_consumer_t *c, const char *want_text,
                            const char *argv[EMQ_LIMITS_ARGC]);
 
@@ -33,6 +33,8 @@ typedef struct emq__grant {
     char last_id[EMQ_ID_MAX]; /* nothing new: the stream's last ID, to
                                  wait for the next one from ("0-0" when
                                  empty) */
+    char bell_id[EMQ_ID_MAX]; /* and the bell's, to wait for the next held
+                                 entry from */
 } emq__grant;
 
 /* Reads a grant read's reply into *g. EMQ_EPROTO for another shape; an
@@ -43,14 +45,17 @@ emq_status emq__limits_grant(const emq_reply *reply, emq__grant *g,
 /* How often the upkeep looks whether the group's limits appeared or went
  * (echomq group limits on a running group). */
 #define EMQ_LIMITS_LOOK_MS 2000
-/* Appends that look (HMGET of the limits hash) to x when it is due at
- * now; *sent says whether it went. Upkeep thread. */
+/* Appends that look (HMGET of the limits hash, tag; GET of the queue's
+ * priority record, tag + 1) to x when it is due at now; *sent says
+ * whether it went. Upkeep thread. */
 emq_status emq__limits_append_look(emq_consumer_t *c, emq__session *x,
                                    int64_t now, int tag, int *sent,
                                    emq_error *err);
-/* Applies the look's reply: c->limited follows the server (said at
- * level info when it changes); an error reply changes nothing. */
-void emq__limits_looked(emq_consumer_t *c, const emq_reply *reply);
+/* Applies the look's replies: which 0 (the tag given) the limits hash,
+ * c->limited following the server; which 1 (tag + 1) the queue's
+ * priority record, c->prioritized following it. Each change is said at
+ * level info; an error reply changes nothing. */
+void emq__limits_looked(emq_consumer_t *c, int which, const emq_reply *reply);
 
 /* Logs n entries handed out again (due retries, claims, own pending
  * taken back) as hand-outs of a limited group with a rate, so the reads

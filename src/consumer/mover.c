@@ -44,10 +44,11 @@ emq_status emq__mover_append(emq_consumer_t *c, emq__session *x, int64_t now,
     emq_status st;
     if (c->mover.move) {
         char max[24];
-        const char *argv[7];
+        const char *argv[EMQ_DELAYED_MOVE_ARGC];
         snprintf(max, sizeof max, "%d", EMQ_MOVER_MAX);
-        emq__delayed_move_argv(argv, &c->delayed, c->keys.stream, max);
-        st = emq__session_append(x, EMQ_MOVER_TAG_MOVE, 7, argv, NULL, err);
+        int argc = emq__delayed_move_argv(argv, &c->delayed, c->keys.stream,
+                                          max, atomic_load(&c->prioritized));
+        st = emq__session_append(x, EMQ_MOVER_TAG_MOVE, argc, argv, NULL, err);
         r->moved = st == EMQ_OK;
     } else {
         const char *time_argv[] = {"TIME"};

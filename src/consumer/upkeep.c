@@ -52,7 +52,8 @@ enum {
     TAG_UNMARK,
     TAG_PUBLISH,
     TAG_UNPUBLISH,
-    TAG_LIMITS
+    TAG_LIMITS, /* and TAG_LIMITS + 1: the look's two replies */
+    TAG_LIMITS_PRIO
 };
 
 /* How often the in-hand times of entries in a handler's hands are
@@ -100,8 +101,8 @@ static emq_status apply(void *ctx, int tag, const emq_reply *reply,
                         emq_error *err) {
     round *r = ctx;
     emq_consumer_t *c = r->c;
-    if (tag == TAG_LIMITS) {
-        emq__limits_looked(c, reply);
+    if (tag == TAG_LIMITS || tag == TAG_LIMITS_PRIO) {
+        emq__limits_looked(c, tag - TAG_LIMITS, reply);
         return EMQ_OK;
     }
     if (tag >= EMQ_MOVER_TAG_TIME) {

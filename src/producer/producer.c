@@ -153,7 +153,15 @@ static emq_status dedup_name(emq_producer_t *p, const emq__extra *x,
 emq_status emq__producer_xadd(emq_producer_t *p, const emq_message *m,
                               const emq__extra *x, int *argc_out,
                               emq_error *err) {
-    int scripted = emq__extra_scripted(x);
+    /* On a queue with priorities an entry given none is held at the
+     * default level (one with an explicit ID goes to the stream). */
+    int level = x && x->level1 > 0 ? x->level1 - 1
+                : m->id == NULL && atomic_load(&p->prioritized)
+                    ? EMQ_PRIO_DEFAULT
+                    : -1;
+    int scripted = emq__extra_scripted(x) || level >= 0;
+    if (x && x->level1 > 0) /* the script makes the record if missing */
+        atomic_store(&p->prioritized, 1);
     size_t nhead = scripted ? EMQ_ADD_HEAD_MAX(p->nhead - 2) : p->nhead + 1;
     size_t argc = nhead + 2 * m->nfields;
     if (argc > p->argv_cap) {
@@ -167,9 +175,13 @@ emq_status emq__producer_xadd(emq_producer_t *p, const emq_message *m,
             if (st != EMQ_OK)
                 return st;
         }
-        emq__add_plan plan = {
-            x->delay_ms, x->due_ms, x->dedup ? p->dedup_name : NULL,
-            p->dedup_prefix_len + x->dedup_len, x->dedup_ttl_ms};
+        emq__add_plan plan = {x ? x->delay_ms : 0,
+                              x ? x->due_ms : 0,
+                              x && x->dedup ? p->dedup_name : NULL,
+                              x && x->dedup ? p->dedup_prefix_len + x->dedup_len
+                                            : 0,
+                              x ? x->dedup_ttl_ms : 0,
+                              level};
         /* The XADD's words after its key: NOMKSTREAM, the trimming. */
         nhead = emq__add_head(p->argv, p->argvlen, &p->texts, &p->delayed,
                               p->keys.stream, &plan,
@@ -370,12 +382,17 @@ emq_status emq__producer_check(const emq_producer_t *p, const emq_message *msgs,
         else if (delays && m->id != NULL)
             what = "is delayed and has an explicit ID; a delayed entry gets "
                    "its ID when it is moved to the stream";
+        else if (x && x->level1 > 0 && m->id != NULL)
+            what = "has a priority and an explicit ID; an entry with a "
+                   "priority gets its ID when a consumer reads it";
         else if (scripted && m->id != NULL)
             what = "has an idempotency key and an explicit ID; a "
                    "de-duplicated entry's ID is automatic";
-        else if (scripted && m->nfields > EMQ_ADD_MAX_PAIRS)
-            what = "is delayed or has an idempotency key and has more than "
-                   "3,000 field/value pairs, the most such an entry may have";
+        else if ((scripted || atomic_load(&p->prioritized)) &&
+                 m->nfields > EMQ_ADD_MAX_PAIRS)
+            what = "is delayed, has an idempotency key or a priority and "
+                   "has more than 3,000 field/value pairs, the most such "
+                   "an entry may have";
         if (what == NULL)
             continue;
         if (single)
@@ -426,6 +443,14 @@ emq_status emq__producer_opts(const emq_producer_t *p,
                               "dedup_key is %zu bytes; an idempotency key "
                               "has 1 to %d",
                               opts->dedup_key_len, EMQ_DEDUP_KEY_MAX);
+    int64_t priority = opts->version >= 2 ? opts->priority : -1;
+    if (priority < -1 || priority >= EMQ_PRIO_LEVELS)
+        return emq__error_set(err, EMQ_EINVAL, 0,
+                              "priority %" PRId64
+                              " is out of range (0, the most urgent, to 9; "
+                              "-1: none)",
+                              priority);
+    x->level1 = (int)priority + 1;
     x->delay_ms = opts->delay_ms;
     x->due_ms = opts->due_ms;
     x->dedup = opts->dedup_key;

@@ -35,15 +35,18 @@ typedef struct emq__extra {
     const char *dedup;
     size_t dedup_len;
     int64_t dedup_ttl_ms;
+    int level1; /* priority level + 1 (1..10); 0: none given */
 } emq__extra;
 
 /* 1 when x (may be NULL) delays its entry. */
 static inline int emq__extra_delays(const emq__extra *x) {
     return x != NULL && (x->delay_ms > 0 || x->due_ms > 0);
 }
-/* 1 when x (may be NULL) makes its entry the add script's, not an XADD. */
+/* 1 when x (may be NULL) makes its entry the add script's, not an XADD
+ * (the queue's own priority record aside: emq__producer_xadd). */
 static inline int emq__extra_scripted(const emq__extra *x) {
-    return emq__extra_delays(x) || (x != NULL && x->dedup != NULL);
+    return emq__extra_delays(x) ||
+           (x != NULL && (x->dedup != NULL || x->level1 > 0));
 }
 
 /* The state of a producer's connection (sender.c). */
@@ -90,7 +93,10 @@ typedef struct emq__sender {
 struct emq_producer {
     emq_conf_t *conf; /* own copy; head may point into its strings */
     emq__keys keys;
-    emq__delayed_keys delayed; /* where delayed entries wait */
+    emq__delayed_keys delayed; /* where delayed and held entries wait */
+    atomic_int prioritized;    /* the queue has a priority record (read at
+                                  each connect): every entry is held, at
+                                  EMQ_PRIO_DEFAULT when given none */
     const char **argv;         /* scratch argv of one command: an XADD's head
                                   words, ID and field/value pairs, or a delayed
                                   entry's schedule; grown to the largest entry

@@ -407,6 +407,22 @@ static void fail_queued_waiters(emq__sender *s, emq_status st,
     }
 }
 
+/* Reads whether the queue has priorities (its record) into
+ * p->prioritized, at each connect. A refusal (a producer's ACL without
+ * GET there) leaves it as it was: such a producer adds plain entries. */
+static emq_status learn_priorities(emq_producer_t *p, emq_error *err) {
+    const char *get[] = {"GET", p->delayed.prio};
+    emq_reply *reply = NULL;
+    emq_status st = emq__session_call(&p->tx.x, 0, 2, get, NULL, &reply, err);
+    if (st != EMQ_OK)
+        return st;
+    if (emq_reply_kind(reply) != EMQ_REPLY_ERROR)
+        atomic_store(&p->prioritized,
+                     emq_reply_kind(reply) == EMQ_REPLY_STRING);
+    emq_reply_free(reply);
+    return EMQ_OK;
+}
+
 /* One connect attempt, without mu (no turn can be taken: the link is not
  * up). */
 static emq_status connect_once(emq_producer_t *p, emq_error *err) {
@@ -436,7 +452,10 @@ static emq_status connect_once(emq_producer_t *p, emq_error *err) {
                               "later, Valkey); the server is %s %s",
                               server.name, server.version);
     /* A topic's partition records its count, or refuses another. */
-    return emq__topic_claim(s->x.route, p->conf, err);
+    st = emq__topic_claim(s->x.route, p->conf, err);
+    if (st == EMQ_OK)
+        st = learn_priorities(p, err);
+    return st;
 }
 
 /* Applies an attempt's outcome (mu held). */

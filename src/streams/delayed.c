@@ -23,23 +23,39 @@
 #include <stdio.h>
 #include <string.h>
 
-/* KEYS: waiting, entries, stream. ARGV: most entries to move. Returns
- * {moved, still waiting, ms until the next is due or -1}. */
+/* The keys the scripts here name, as a table k (KEYS: waiting, entries,
+ * stream [, held, levels, counts, bell, priority record]; the move names
+ * the last five only on a queue with priorities). */
+#define LUA_KEYS                                                               \
+    "local k = {waiting = KEYS[1], entries = KEYS[2], stream = KEYS[3],\n"     \
+    "           held = KEYS[4], levels = KEYS[5], counts = KEYS[6],\n"         \
+    "           bell = KEYS[7], prio = KEYS[8]}\n"
+
+/* KEYS: LUA_KEYS. ARGV: most entries to move. Returns {moved, still
+ * waiting, ms until the next is due or -1}; on a queue with priorities
+ * (the held keys named) an entry produced with one is held (by its
+ * level) rather than added to the stream. */
 static const char move_script[] =
-    "if redis.replicate_commands then pcall(redis.replicate_commands) end\n"
-    "local t = redis.call('TIME')\n"
+    "if redis.replicate_commands then pcall(redis.replicate_commands) end\n" LUA_KEYS
+        EMQ_LUA_HELD_SCORE "local t = redis.call('TIME')\n"
     "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
     "local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now,\n"
     "                       'LIMIT', 0, tonumber(ARGV[1]))\n"
     "local moved = 0\n"
     "for _, handle in ipairs(due) do\n"
-    "  local packed = redis.call('HGET', KEYS[2], handle)\n"
-    "  if packed then\n"
-    "    redis.call('XADD', KEYS[3], '*', unpack(cmsgpack.unpack(packed)))\n"
+    "  local level = k.levels and redis.call('HGET', k.levels, handle)\n"
+    "  local packed = redis.call('HGET', k.entries, handle)\n"
+    "  if packed and level then\n"
+    "    hold(k, handle, tonumber(level))\n"
     "    moved = moved + 1\n"
+    "  else\n"
+    "    if packed then\n"
+    "      redis.call('XADD', k.stream, '*', unpack(cmsgpack.unpack(packed)))\n"
+    "      moved = moved + 1\n"
+    "    end\n"
+    "    redis.call('HDEL', k.entries, handle)\n"
     "  end\n"
-    "  redis.call('HDEL', KEYS[2], handle)\n"
-    "  redis.call('ZREM', KEYS[1], handle)\n"
+    "  redis.call('ZREM', k.waiting, handle)\n"
     "end\n"
     "local left = redis.call('ZCARD', KEYS[1])\n"
     "local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')\n"
@@ -49,17 +65,20 @@ static const char move_script[] =
     "end\n"
     "return {moved, left, next_in}\n";
 
-/* KEYS: waiting, entries, stream. ARGV: handles and stream IDs. Returns
- * one word per ARGV: removed, delivered (a group's cursor is at or past
- * it: left alone) or missing (not waiting, not in the stream). */
-static const char cancel_script[] = EMQ_LUA_ID_LT
+/* KEYS: LUA_KEYS. ARGV: handles and stream IDs. Returns one word per
+ * ARGV: removed (delayed or held, or in the stream and no group's cursor
+ * is at or past it), delivered (left alone) or missing (not waiting, not
+ * held, not in the stream). */
+static const char cancel_script[] = EMQ_LUA_ID_LT LUA_KEYS EMQ_LUA_HELD_SCORE
     "local prefix = '" EMQ_DELAYED_PREFIX "'\n"
     "local cursors = nil\n"
     "local out = {}\n"
     "for i, id in ipairs(ARGV) do\n"
     "  if string.sub(id, 1, #prefix) == prefix then\n"
-    "    if redis.call('ZREM', KEYS[1], id) == 1 then\n"
-    "      redis.call('HDEL', KEYS[2], id)\n"
+    "    local waited = redis.call('ZREM', k.waiting, id) == 1\n"
+    "    if waited or redis.call('ZSCORE', k.held, id) then\n"
+    "      unhold(k, id)\n"
+    "      redis.call('HDEL', k.entries, id)\n"
     "      out[i] = 'removed'\n"
     "    else\n"
     "      out[i] = 'missing'\n"
@@ -97,7 +116,13 @@ emq_status emq__delayed_keys_make(const emq__keys *k, emq__delayed_keys *out,
     out->waiting = emq__keys_join(k, "delayed", NULL);
     out->entries = emq__keys_join(k, "delayed", "entries");
     out->seq = emq__keys_join(k, "delayed", "seq");
-    if (out->waiting && out->entries && out->seq)
+    out->held = emq__keys_join(k, "held", NULL);
+    out->levels = emq__keys_join(k, "held", "levels");
+    out->counts = emq__keys_join(k, "held", "counts");
+    out->bell = emq__keys_join(k, "held", "bell");
+    out->prio = emq__keys_join(k, "priority", NULL);
+    if (out->waiting && out->entries && out->seq && out->held && out->levels &&
+        out->counts && out->bell && out->prio)
         return EMQ_OK;
     emq__delayed_keys_free(out);
     return emq__oom(err);
@@ -107,6 +132,11 @@ void emq__delayed_keys_free(emq__delayed_keys *dk) {
     emq__free(dk->waiting);
     emq__free(dk->entries);
     emq__free(dk->seq);
+    emq__free(dk->held);
+    emq__free(dk->levels);
+    emq__free(dk->counts);
+    emq__free(dk->bell);
+    emq__free(dk->prio);
     memset(dk, 0, sizeof *dk);
 }
 
@@ -120,22 +150,34 @@ int emq__delayed_handle_is(const char *text, size_t len) {
     return 1;
 }
 
-/* The six words both scripts start with: EVAL, the script, its three
- * keys (waiting, entries, stream). */
-static void script_head(const char *argv[6], const char *script,
+/* The eleven words both scripts start with: EVAL, the script, the count
+ * and the keys of LUA_KEYS. */
+static void script_head(const char *argv[11], const char *script,
                         const emq__delayed_keys *dk, const char *stream) {
     argv[0] = "EVAL";
     argv[1] = script;
-    argv[2] = "3";
+    argv[2] = "8"; /* emq__delayed_move_argv may say 3 */
     argv[3] = dk->waiting;
     argv[4] = dk->entries;
     argv[5] = stream;
+    argv[6] = dk->held;
+    argv[7] = dk->levels;
+    argv[8] = dk->counts;
+    argv[9] = dk->bell;
+    argv[10] = dk->prio;
 }
 
-void emq__delayed_move_argv(const char *argv[7], const emq__delayed_keys *dk,
-                            const char *stream, const char *max) {
+int emq__delayed_move_argv(const char *argv[EMQ_DELAYED_MOVE_ARGC],
+                           const emq__delayed_keys *dk, const char *stream,
+                           const char *max, int prio) {
     script_head(argv, move_script, dk, stream);
-    argv[6] = max;
+    if (!prio) {
+        argv[2] = "3";
+        argv[6] = max;
+        return 7;
+    }
+    argv[11] = max;
+    return 12;
 }
 
 emq_status emq__delayed_move_reply(const emq_reply *r, emq__delayed_moved *out,

@@ -100,13 +100,58 @@ emq_status emq__topic_recorded(emq__route *route, const char *queue,
 
 /* ---- delayed.c: entries handed out later (docs/QUEUES.md) ---------------- */
 
-/* The keys of a queue's delayed entries (docs/KEYSPACE.md). */
+/* The keys of a queue's entries that wait beside its stream: delayed
+ * ones, and ones held by priority (docs/KEYSPACE.md). */
 typedef struct emq__delayed_keys {
     char *waiting; /* sorted set: handle -> due time (unix ms, the
                       server's clock) */
     char *entries; /* hash: handle -> the entry's pairs (MessagePack) */
     char *seq;     /* the counter handles are made from */
+    char *held;    /* sorted set: handle -> its place in the priority
+                      order (EMQ_PRIO_SCORE_DOC) */
+    char *levels;  /* hash: handle -> priority level, for every held entry
+                      and every delayed one produced with a priority */
+    char *counts;  /* hash: level -> entries held at that level */
+    char *bell;    /* stream of one entry, added to whenever an entry is
+                      held: what a waiting consumer blocks on */
+    char *prio;    /* string: present on a queue with priorities; its
+                      value the aging step in ms (0: strict order) */
 } emq__delayed_keys;
+
+/* Priority levels: 0 (most urgent) to 9; an entry of a queue with
+ * priorities produced without one is EMQ_PRIO_DEFAULT. */
+#define EMQ_PRIO_LEVELS 10
+#define EMQ_PRIO_DEFAULT 5
+/* How a held entry's score orders it (Lua, used by the scripts that hold
+ * an entry): strict (age 0) the level alone, so ties (one level) leave
+ * in handle order, the order they came; with an aging step the time it
+ * was held plus level steps, so an entry that waited one step more is
+ * one level more urgent. Handles of one score sort by their digits. */
+#define EMQ_LUA_HELD_SCORE                                                     \
+    "local function held_score(prio_key, level)\n"                             \
+    "  local age = tonumber(redis.call('GET', prio_key) or '0') or 0\n"        \
+    "  if age <= 0 then return level end\n"                                    \
+    "  local t = redis.call('TIME')\n"                                         \
+    "  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"     \
+    "         + level * age\n"                                                 \
+    "end\n"                                                                    \
+    "local function hold(k, handle, level)\n"                                  \
+    "  redis.call('SET', k.prio, '0', 'NX')\n"                                 \
+    "  redis.call('ZADD', k.held, held_score(k.prio, level), handle)\n"        \
+    "  redis.call('HSET', k.levels, handle, level)\n"                          \
+    "  redis.call('HINCRBY', k.counts, level, 1)\n"                            \
+    "  redis.call('XADD', k.bell, 'MAXLEN', '1', '*', 'held', handle)\n"       \
+    "end\n"                                                                    \
+    "local function unhold(k, handle)\n"                                       \
+    "  local level = redis.call('HGET', k.levels, handle)\n"                   \
+    "  if level then\n"                                                        \
+    "    redis.call('HDEL', k.levels, handle)\n"                               \
+    "    if redis.call('ZREM', k.held, handle) == 1 and\n"                     \
+    "       redis.call('HINCRBY', k.counts, level, -1) <= 0 then\n"            \
+    "      redis.call('HDEL', k.counts, level)\n"                              \
+    "    end\n"                                                                \
+    "  end\n"                                                                  \
+    "end\n"
 
 /* Fills out for queue keys k; free with emq__delayed_keys_free. ENOMEM. */
 emq_status emq__delayed_keys_make(const emq__keys *k, emq__delayed_keys *out,
@@ -119,10 +164,14 @@ void emq__delayed_keys_free(emq__delayed_keys *dk);
 int emq__delayed_handle_is(const char *text, size_t len);
 
 /* Fills argv with the move of up to max (a decimal) due entries to
- * stream, each by XADD with an automatic ID, in due order; borrowed from
- * the arguments. */
-void emq__delayed_move_argv(const char *argv[7], const emq__delayed_keys *dk,
-                            const char *stream, const char *max);
+ * stream, each by XADD with an automatic ID, in due order, and returns
+ * its word count; with prio (the queue has priorities) one produced with
+ * a priority is held instead, and the held keys are named (without, a
+ * mover needs no rights on them). Borrowed from the arguments. */
+#define EMQ_DELAYED_MOVE_ARGC 12
+int emq__delayed_move_argv(const char *argv[EMQ_DELAYED_MOVE_ARGC],
+                           const emq__delayed_keys *dk, const char *stream,
+                           const char *max, int prio);
 /* What a move did. */
 typedef struct emq__delayed_moved {
     uint64_t moved;     /* entries now in the stream */
@@ -136,7 +185,7 @@ emq_status emq__delayed_move_reply(const emq_reply *r, emq__delayed_moved *out,
                                    emq_error *err);
 
 /* Words of a cancel before its IDs. */
-#define EMQ_DELAYED_CANCEL_HEAD 6
+#define EMQ_DELAYED_CANCEL_HEAD 11
 /* Fills head with the cancel's first words and returns their count; the
  * caller appends the handles and stream IDs (each checked: a handle by
  * emq__delayed_handle_is, an ID by emq__stream_id_parse). The reply is
@@ -165,15 +214,17 @@ typedef struct emq__add_plan {
                               none), dedup_key_len bytes */
     size_t dedup_key_len;
     int64_t dedup_ttl_ms; /* its window, with dedup_key */
+    int level;            /* priority 0..9: held until a consumer reads it,
+                             most urgent first; -1: none */
 } emq__add_plan;
 
-/* Most words before the pairs: EVAL, the script, 5 keys and their count,
- * 5 numbers, then the XADD options. */
-#define EMQ_ADD_HEAD_MAX(nxopts) (13 + (nxopts))
+/* Most words before the pairs: EVAL, the script, 10 keys and their
+ * count, 6 numbers, then the XADD options. */
+#define EMQ_ADD_HEAD_MAX(nxopts) (19 + (nxopts))
 
 /* Scratch for the numbers of one add script's words. */
 typedef struct emq__add_texts {
-    char when[24], ttl[24], nx[24];
+    char when[24], ttl[24], nx[24], level[24], nkeys[8];
 } emq__add_texts;
 
 /* Fills argv and lens (room for EMQ_ADD_HEAD_MAX(nxopts) words) with the

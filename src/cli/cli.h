@@ -100,6 +100,7 @@
     OPT(DEDUP_KEY, "dedup-key", 0, 1)                                          \
     OPT(DEDUP_TTL, "dedup-ttl", 0, 1)                                          \
     OPT(DEDUP_FIELD, "dedup-field", 0, 1)                                      \
+    OPT(PRIORITY, "priority", 0, 1)                                            \
     OPT(RATE, "rate", 0, 1)                                                    \
     OPT(GROUP_MAX_IN_FLIGHT, "group-max-in-flight", 0, 1)                      \
     OPT(MAX_IN_FLIGHT, "max-in-flight", 0, 1)

@@ -73,6 +73,10 @@ static const cli_optdoc opts[] = {
      "hand the entries to no consumer before this unix time in "
      "milliseconds (the server's clock), e.g. --at @$(($(date +%s) + "
      "60))000; not with --delay"},
+    {O_PRIORITY, "P",
+     "the entries' priority, 0 (the most urgent) to 9: they wait in the "
+     "server and every read of the queue takes the most urgent first; on "
+     "a queue with priorities, entries given none are 5 (docs/QUEUES.md)"},
     {O_DEDUP_KEY, "KEY",
      "the entry's idempotency key: it is added only if no entry with KEY "
      "was added to the queue within --dedup-ttl; --print-ids prints the "
@@ -444,12 +448,17 @@ static const cli_prop props[] = {
     CLI_PROPS_END,
 };
 
-/* Reads --delay or --at into *when (checked by check_usage's shape
- * rules); CLI_USAGE after printing why. */
+/* Reads --delay or --at, and --priority, into *when (checked by
+ * check_usage's shape rules); CLI_USAGE after printing why. */
 static int read_when(const cli_args *a, emq_produce_opts *when) {
     *when = (emq_produce_opts)EMQ_PRODUCE_OPTS_INIT;
-    long long ms = 0;
+    long long ms = 0, priority = -1;
     int rc = CLI_OK;
+    if (a->seen[O_PRIORITY])
+        rc = cli_num(VERB, "--priority", a->value[O_PRIORITY], 0, 9, &priority);
+    when->priority = priority;
+    if (rc != CLI_OK)
+        return rc;
     if (a->seen[O_DELAY])
         rc = cli_num(VERB, "--delay", a->value[O_DELAY], 0, (1LL << 53), &ms);
     else if (a->seen[O_AT])

@@ -1136,6 +1136,18 @@ typedef struct emq_delayed_info {
                             clock; -1 when none waits */
 } emq_delayed_info;
 
+/* Priority levels: 0, the most urgent, to EMQ_PRIORITY_LEVELS - 1. */
+#define EMQ_PRIORITY_LEVELS 10
+
+/* A queue's priorities (emq_produce_opts.priority) at one moment. */
+typedef struct emq_priority_info {
+    int64_t age_ms; /* the aging step: an entry held this long more than
+                       another counts one level more urgent; 0: strict
+                       order (the default) */
+    uint64_t held;  /* entries held (waiting for a read), all levels */
+    uint64_t held_at[EMQ_PRIORITY_LEVELS]; /* by level */
+} emq_priority_info;
+
 /* A queue at one moment. */
 typedef struct emq_queue_info {
     char *stream; /* stream key */
@@ -1184,6 +1196,11 @@ typedef struct emq_queue_info {
      * of all); NULL when they could not be counted (an ACL without ZCARD
      * or ZRANGE). Added in 0.1 in the room reserved for fields to come. */
     emq_delayed_info *delayed;
+    /* The queue's priorities (a topic: summed, partition 0's aging
+     * step); NULL when it has none (no entry was ever given a priority)
+     * or they could not be read (an ACL). Added in 0.1 at the end
+     * (abi/libechomq.abi re-recorded). */
+    emq_priority_info *priorities;
 } emq_queue_info;
 
 /* What a maxmemory-policy can do to a queue, as one sentence for an
@@ -1404,6 +1421,20 @@ EMQ_EXPORT emq_status emq_admin_group_limits(emq_admin_t *a, const char *group,
                                              const emq_group_limits *set,
                                              emq_group_limits *out,
                                              emq_error *err);
+
+/* ---- priorities (docs/QUEUES.md) ---------------------------------------- */
+
+/* Reads the queue's priorities into *out (may be NULL); with set_age_ms
+ * >= 0, first records that aging step (ms; 0: strict order), which makes
+ * the queue one with priorities if it was not (every entry is then held,
+ * at level 5 when given none). A step applies to entries held after it
+ * is set. *has (may be NULL) is 1 when the queue has priorities, else 0
+ * (*out zeroed). A topic: every partition is set, *out sums them. One
+ * round trip per partition. EMQ_EINVAL for set_age_ms below -1 or above
+ * 2^53. Any thread that owns a. */
+EMQ_EXPORT emq_status emq_admin_priorities(emq_admin_t *a, int64_t set_age_ms,
+                                           emq_priority_info *out, int *has,
+                                           emq_error *err);
 
 /* ---- delayed entries and cancellation (docs/QUEUES.md) ------------------ */
 

@@ -121,6 +121,23 @@ void emq__admin_delayed_words(const emq__delayed_keys *dk, const char *zcard[2],
  * untouched) when either is an error reply. */
 int emq__admin_delayed_from(const emq_reply *zcard, const emq_reply *first,
                             emq_delayed_info *out);
+/* priorities.c: the words that read a queue's priorities (GET of its
+ * record, HGETALL of the held counts), borrowed from dk. */
+void emq__admin_prio_words(const emq__delayed_keys *dk, const char *get[2],
+                           const char *counts[2]);
+/* priorities.c: reads their replies into *out: 1 when the queue has
+ * priorities, 0 when not (out zeroed), -1 when either is an error reply
+ * (an ACL). */
+int emq__admin_prio_from(const emq_reply *get, const emq_reply *counts,
+                         emq_priority_info *out);
+/* priorities.c: emq_admin_priorities of a queue (set_age_ms checked). */
+emq_status emq__admin_queue_priorities(emq_admin_t *a, int64_t set_age_ms,
+                                       emq_priority_info *out, int *has,
+                                       emq_error *err);
+/* priorities.c: adds one partition's priorities to sum (the first
+ * gives the aging step). */
+void emq__admin_prio_add(emq_priority_info *sum, const emq_priority_info *one,
+                         int first);
 /* limits.c: emq_admin_group_limits of a queue. */
 emq_status emq__admin_queue_limits(emq_admin_t *a, const char *group,
                                    const emq_group_limits *set,

@@ -58,6 +58,7 @@ static void info_clear(emq_queue_info *info) {
     emq__free(info->maxmemory_policy);
     emq__free(info->endpoint);
     emq__free(info->role);
+    emq__free(info->priorities);
     emq__free(info->delayed);
 }
 
@@ -407,6 +408,11 @@ emq_status emq__admin_info_add(emq_queue_info *info, size_t i,
         emq__free(info->delayed);
         info->delayed = NULL;
     }
+    if (p->priorities && info->priorities == NULL &&
+        (info->priorities = emq__calloc(1, sizeof *info->priorities)) == NULL)
+        return emq__oom(err);
+    if (p->priorities)
+        emq__admin_prio_add(info->priorities, p->priorities, i == 0);
     for (size_t g = 0; g < p->ngroups; g++) {
         size_t before = info->ngroups;
         emq_group_info *t = total_group(info, p->groups[g].name);
@@ -480,20 +486,23 @@ emq_status emq__admin_queue_describe(emq_admin_t *a, emq_queue_info **out,
     const char *dead[] = {"XLEN", a->keys.dead};
     const char *policy[] = {"CONFIG", "GET", "maxmemory-policy"};
     const char *role[] = {"ROLE"};
-    const char *zcard[2], *first[5];
+    const char *zcard[2], *first[5], *prio[2], *counts[2];
     emq__delayed_keys dk;
     if (st == EMQ_OK)
         st = emq__delayed_keys_make(&a->keys, &dk, err);
     else
         memset(&dk, 0, sizeof dk);
     emq__admin_delayed_words(&dk, zcard, first);
+    emq__admin_prio_words(&dk, prio, counts);
     const emq__session_cmd cmds[] = {{2, exists, NULL}, {3, stream, NULL},
                                      {3, groups, NULL}, {2, dead, NULL},
                                      {3, policy, NULL}, {1, role, NULL},
-                                     {2, zcard, NULL},  {5, first, NULL}};
-    emq_reply *replies[8] = {NULL};
+                                     {2, zcard, NULL},  {5, first, NULL},
+                                     {2, prio, NULL},   {2, counts, NULL}};
+    enum { NCMDS = sizeof cmds / sizeof *cmds };
+    emq_reply *replies[NCMDS] = {NULL};
     if (st == EMQ_OK)
-        st = emq__admin_pipeline(a, 8, cmds, replies, err);
+        st = emq__admin_pipeline(a, NCMDS, cmds, replies, err);
     if (st == EMQ_OK)
         st = describe_from(a, replies, info, err);
     if (st == EMQ_OK)
@@ -505,6 +514,14 @@ emq_status emq__admin_queue_describe(emq_admin_t *a, emq_queue_info **out,
             st = emq__oom(err);
         else
             *info->delayed = counted;
+    }
+    emq_priority_info prios;
+    if (st == EMQ_OK &&
+        emq__admin_prio_from(replies[8], replies[9], &prios) > 0) {
+        if ((info->priorities = emq__alloc(sizeof *info->priorities)) == NULL)
+            st = emq__oom(err);
+        else
+            *info->priorities = prios;
     }
     emq__delayed_keys_free(&dk);
     if (st == EMQ_OK && (info->endpoint = emq__strdup(
@@ -518,7 +535,7 @@ emq_status emq__admin_queue_describe(emq_admin_t *a, emq_queue_info **out,
         for (size_t g = 0; g < info->ngroups; g++)
             info->groups[g].entries_read = -1;
     }
-    for (int i = 0; i < 8; i++)
+    for (int i = 0; i < NCMDS; i++)
         emq_reply_free(replies[i]);
     if (st != EMQ_OK) {
         emq_queue_info_free(info);
@@ -614,6 +631,19 @@ static void json_info(emq__json *j, const emq_queue_info *info) {
                       (long long)info->delayed->next_due_ms);
     else
         emq__json_raw(j, ",\"delayed\":null");
+    if (info->priorities) {
+        const emq_priority_info *pr = info->priorities;
+        emq__json_raw(j,
+                      ",\"priorities\":{\"age_ms\":%lld,\"held\":%llu,"
+                      "\"held_at\":[",
+                      (long long)pr->age_ms, (unsigned long long)pr->held);
+        for (int l = 0; l < EMQ_PRIORITY_LEVELS; l++)
+            emq__json_raw(j, "%s%llu", l ? "," : "",
+                          (unsigned long long)pr->held_at[l]);
+        emq__json_raw(j, "]}");
+    } else {
+        emq__json_raw(j, ",\"priorities\":null");
+    }
     emq__json_raw(j, ",\"dead_length\":%llu,\"groups\":[",
                   (unsigned long long)info->dead_length);
     for (size_t g = 0; g < info->ngroups; g++) {

@@ -682,6 +682,49 @@ emq_status emq_admin_delayed(emq_admin_t *a, emq_delayed_info *out,
     return emq__admin_each(a, delayed_part, out, err);
 }
 
+/* Sets (ctx->set >= 0) and reads partition i's priorities into the
+ * sums. */
+typedef struct prio_ctx {
+    int64_t set;
+    emq_priority_info sum;
+    int has;
+} prio_ctx;
+
+static emq_status prio_part(emq_admin_t *part, int i, void *ctx,
+                            emq_error *err) {
+    prio_ctx *p = ctx;
+    emq_priority_info one;
+    int has = 0;
+    emq_status st = emq__admin_queue_priorities(part, p->set, &one, &has, err);
+    if (st == EMQ_OK && has) {
+        emq__admin_prio_add(&p->sum, &one, !p->has);
+        p->has = 1;
+    }
+    (void)i;
+    return st;
+}
+
+emq_status emq_admin_priorities(emq_admin_t *a, int64_t set_age_ms,
+                                emq_priority_info *out, int *has,
+                                emq_error *err) {
+    if (a == NULL)
+        return emq__error_set(err, EMQ_EINVAL, 0,
+                              "priorities need an admin handle");
+    if (set_age_ms < -1 || set_age_ms > ((int64_t)1 << 53))
+        return emq__error_set(err, EMQ_EINVAL, 0,
+                              "an aging step is 0 (strict order) to 2^53 ms, "
+                              "or -1 (left as it is), not %lld",
+                              (long long)set_age_ms);
+    prio_ctx p = {set_age_ms, {0}, 0};
+    emq_status st = is_topic(a) ? emq__admin_each(a, prio_part, &p, err)
+                                : prio_part(a, 0, &p, err);
+    if (st == EMQ_OK && out)
+        *out = p.sum;
+    if (st == EMQ_OK && has)
+        *has = p.has;
+    return st;
+}
+
 /* Sets partition i's limits; the first partition's are the answer. */
 typedef struct limits_ctx {
     const char *group;

@@ -101,6 +101,7 @@
     OPT(DEDUP_TTL, "dedup-ttl", 0, 1)                                          \
     OPT(DEDUP_FIELD, "dedup-field", 0, 1)                                      \
     OPT(PRIORITY, "priority", 0, 1)                                            \
+    OPT(AGE, "age", 0, 1)                                                      \
     OPT(RATE, "rate", 0, 1)                                                    \
     OPT(GROUP_MAX_IN_FLIGHT, "group-max-in-flight", 0, 1)                      \
     OPT(MAX_IN_FLIGHT, "max-in-flight", 0, 1)
@@ -366,6 +367,10 @@ typedef struct cli_described {
     emq_queue_info *info; /* emq_admin_describe's */
 } cli_described;
 
+/* The HELD cell of ls and top: entries held by priority, or "-" when the
+ * queue has no priorities (cmd_ls.c). */
+void cli_held_text(const emq_queue_info *info, char *out, size_t size);
+
 /* Admin handles kept from one description to the next (top's refreshes,
  * the exporter's scrapes). A handle reconnects by itself, so a queue costs
  * a connection once, not once per refresh; a queue no longer found loses
@@ -487,7 +492,7 @@ int64_t cli_wall_ms(void);
 extern const cli_verb cli_verb_produce, cli_verb_consume, cli_verb_info,
     cli_verb_pending, cli_verb_group, cli_verb_consumers, cli_verb_dead,
     cli_verb_trim, cli_verb_demo, cli_verb_tail, cli_verb_ls, cli_verb_exporter,
-    cli_verb_top, cli_verb_topic, cli_verb_cancel;
+    cli_verb_top, cli_verb_topic, cli_verb_cancel, cli_verb_priorities;
 
 int cmd_produce(int argc, char **argv);
 int cmd_consume(int argc, char **argv);
@@ -504,5 +509,6 @@ int cmd_exporter(int argc, char **argv);
 int cmd_top(int argc, char **argv);
 int cmd_topic(int argc, char **argv);
 int cmd_cancel(int argc, char **argv);
+int cmd_priorities(int argc, char **argv);
 
 #endif /* EMQ_CLI_H */

@@ -54,7 +54,7 @@ CLI_VERB(
     "Serves GET /metrics in the Prometheus text format: for each queue\n"
     "matching a PATTERN (a glob on queue names; default every queue):\n"
     "  echomq_queue_length, echomq_queue_entries_added_total,\n"
-    "  echomq_dead_letters, echomq_delayed_entries,\n"
+    "  echomq_dead_letters, echomq_delayed_entries, echomq_held_entries,\n"
     "  echomq_delayed_next_due_seconds, echomq_group_rate_limit,\n"
     "  echomq_group_max_in_flight, echomq_group_lag, echomq_group_pending,\n"
     "  echomq_group_oldest_pending_age_seconds, echomq_consumer_pending,\n"
@@ -234,6 +234,19 @@ static void write_metrics(out_buf *o, const described *d, size_t n, int up,
         if (d[i].info->delayed)
             sample(o, d[i].queue, NULL, NULL, "%llu",
                    (unsigned long long)d[i].info->delayed->waiting);
+    family(o, "echomq_held_entries", "gauge",
+           "Entries held by priority, waiting for a read (label level, 0 the "
+           "most urgent); absent for a queue without priorities.");
+    for (size_t i = 0; i < n; i++)
+        for (int l = 0; d[i].info->priorities && l < EMQ_PRIORITY_LEVELS; l++) {
+            char level[8];
+            snprintf(level, sizeof level, "%d", l);
+            put(o, "%s", o->family);
+            put(o, "{queue=\"");
+            put_label(o, d[i].queue);
+            put(o, "\",level=\"%s\"} %llu\n", level,
+                (unsigned long long)d[i].info->priorities->held_at[l]);
+        }
     family(o, "echomq_delayed_next_due_seconds", "gauge",
            "When the earliest delayed entry is due, unix time (the server's "
            "clock); absent when none waits.");

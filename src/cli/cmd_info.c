@@ -145,6 +145,26 @@ static void print_delayed(const emq_queue_info *q) {
            (long long)d->next_due_ms);
 }
 
+/* The priorities line: entries held by level, and the aging rule. */
+static void print_priorities(const emq_queue_info *q) {
+    const emq_priority_info *p = q->priorities;
+    if (p == NULL)
+        return; /* none (or not readable): no line */
+    printf("priorities    %llu held", (unsigned long long)p->held);
+    const char *sep = " (";
+    for (int l = 0; l < EMQ_PRIORITY_LEVELS; l++)
+        if (p->held_at[l] > 0) {
+            printf("%slevel %d: %llu", sep, l,
+                   (unsigned long long)p->held_at[l]);
+            sep = ", ";
+        }
+    printf("%s; ", *sep == ',' ? ")" : "");
+    if (p->age_ms > 0)
+        printf("aging %lld ms a level\n", (long long)p->age_ms);
+    else
+        printf("strict order\n");
+}
+
 static void print_info(const char *queue, const emq_queue_info *q) {
     print_server(&q->server);
     if (q->endpoint != NULL) /* behind Sentinel: the primary it resolved */
@@ -158,6 +178,7 @@ static void print_info(const char *queue, const emq_queue_info *q) {
         printf("dead letters: %llu in %s\n", (unsigned long long)q->dead_length,
                q->dead);
         print_delayed(q);
+        print_priorities(q);
         return;
     }
     printf("queue         %s\n", queue);
@@ -172,6 +193,7 @@ static void print_info(const char *queue, const emq_queue_info *q) {
     printf("dead letters  %llu (%s)\n", (unsigned long long)q->dead_length,
            q->dead);
     print_delayed(q);
+    print_priorities(q);
     printf("groups        %zu\n", q->ngroups);
     if (q->ngroups == 0)
         return;

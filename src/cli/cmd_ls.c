@@ -26,7 +26,8 @@ CLI_VERB(
     ls, "the queues, one line each", "echomq ls [PATTERN] [--json]",
     "Lists the queues on the server (their streams emq:{NAME}, and queues\n"
     "whose entries all wait delayed), one line each: length, groups,\n"
-    "total lag, pending, dead letters, delayed entries, and the group\n"
+    "total lag, pending, dead letters, delayed entries, entries held by\n"
+    "priority ('-': the queue has no priorities), and the group\n"
     "limits (the one limited group's RATE/s,MAX, or how many groups are\n"
     "limited; 'echomq info' names them). PATTERN is a glob on the queue\n"
     "name (default *). A topic's partitions are the queues NAME.0 ..\n"
@@ -244,6 +245,13 @@ static size_t queue_json(const void *ctx, char *buf, size_t size) {
     return emq_queue_info_json(ctx, buf, size);
 }
 
+void cli_held_text(const emq_queue_info *info, char *out, size_t size) {
+    if (info->priorities)
+        snprintf(out, size, "%llu", (unsigned long long)info->priorities->held);
+    else
+        snprintf(out, size, "-");
+}
+
 /* The LIMITS cell: "-" when no group has limits; the one limited group's
  * "RATE/s,MAX" ("-" for the one it lacks); else how many groups are
  * limited ("echomq info" names them). */
@@ -293,11 +301,12 @@ static int print_queue(const cli_described *q, int json) {
     if (info->delayed)
         snprintf(delayed, sizeof delayed, "%llu",
                  (unsigned long long)info->delayed->waiting);
-    char limits[48];
+    char limits[48], held[24];
     limits_text(info, limits, sizeof limits);
-    printf("%-30s %10llu %6zu %10s %10lld %8llu %8s  %s\n", shown,
+    cli_held_text(info, held, sizeof held);
+    printf("%-30s %10llu %6zu %10s %10lld %8llu %8s %8s  %s\n", shown,
            (unsigned long long)info->length, info->ngroups, lag_text, pending,
-           (unsigned long long)info->dead_length, delayed, limits);
+           (unsigned long long)info->dead_length, delayed, held, limits);
     return CLI_OK;
 }
 
@@ -320,8 +329,8 @@ int cmd_ls(int argc, char **argv) {
         rc = cli_describe_queues(one, 1, NULL, &rows, &n, &skipped);
     int json = a.seen[O_JSON] > 0;
     if (rc == CLI_OK && !json)
-        printf("%-30s %10s %6s %10s %10s %8s %8s  %s\n", "QUEUE", "LENGTH",
-               "GROUPS", "LAG", "PENDING", "DEAD", "DELAYED", "LIMITS");
+        printf("%-30s %10s %6s %10s %10s %8s %8s %8s  %s\n", "QUEUE", "LENGTH",
+               "GROUPS", "LAG", "PENDING", "DEAD", "DELAYED", "HELD", "LIMITS");
     for (size_t i = 0; i < n && rc == CLI_OK; i++)
         rc = print_queue(&rows[i], json);
     if (fflush(stdout) != 0 && rc == CLI_OK)

@@ -144,9 +144,9 @@ static int draw(top_state *t, row *rows, size_t n, const cli_skipped *skipped,
     printf("echomq top  %s  %zu queue%s  sort: %s%s\n\n", clock, n,
            n == 1 ? "" : "s", sort_names[t->sort],
            tty ? "  (q quit, s sort)" : "");
-    printf("%-24s %-16s %10s %8s %8s %10s %6s %8s %9s %9s\n", "QUEUE", "GROUP",
-           "LENGTH", "LAG", "PENDING", "OLDEST", "DEAD", "DELAYED", "IN/s",
-           "OUT/s");
+    printf("%-24s %-16s %10s %8s %8s %10s %6s %8s %8s %9s %9s\n", "QUEUE",
+           "GROUP", "LENGTH", "LAG", "PENDING", "OLDEST", "DEAD", "DELAYED",
+           "HELD", "IN/s", "OUT/s");
     seen *next = calloc(1, sizeof *next);
     size_t nnext = 0;
     for (size_t i = 0; i < n; i++) {
@@ -167,9 +167,11 @@ static int draw(top_state *t, row *rows, size_t n, const cli_skipped *skipped,
         if (q->delayed)
             snprintf(delayed, sizeof delayed, "%llu",
                      (unsigned long long)q->delayed->waiting);
-        printf("%-24s %-16s %10llu %8s %8s %10s %6llu %8s %9s %9s\n", name, "-",
-               (unsigned long long)q->length, "", "", "",
-               (unsigned long long)q->dead_length, delayed, in, "");
+        char held[24];
+        cli_held_text(q, held, sizeof held);
+        printf("%-24s %-16s %10llu %8s %8s %10s %6llu %8s %8s %9s %9s\n", name,
+               "-", (unsigned long long)q->length, "", "", "",
+               (unsigned long long)q->dead_length, delayed, held, in, "");
         for (size_t g = 0; g < q->ngroups; g++) {
             const emq_group_info *gi = &q->groups[g];
             char group[300], lag[32];
@@ -190,9 +192,9 @@ static int draw(top_state *t, row *rows, size_t n, const cli_skipped *skipped,
             if (l->rate > 0 || l->max_in_flight > 0)
                 snprintf(limits, sizeof limits, "  limits %lld/s %lld",
                          (long long)l->rate, (long long)l->max_in_flight);
-            printf("%-24s %-16s %10s %8s %8llu %10s %6s %8s %9s %9s%s\n", "",
-                   group, "", lag, (unsigned long long)gi->pending, oldest, "",
-                   "", "", out, limits);
+            printf("%-24s %-16s %10s %8s %8llu %10s %6s %8s %8s %9s %9s%s\n",
+                   "", group, "", lag, (unsigned long long)gi->pending, oldest,
+                   "", "", "", "", out, limits);
             for (size_t c = 0; c < gi->nconsumers; c++) {
                 const emq_consumer_info *ci = &gi->consumers[c];
                 char consumer[300], idle[32], inactive[32];

@@ -444,7 +444,7 @@ emq_status emq__producer_opts(const emq_producer_t *p,
                               "has 1 to %d",
                               opts->dedup_key_len, EMQ_DEDUP_KEY_MAX);
     int64_t priority = opts->version >= 2 ? opts->priority : -1;
-    if (priority < -1 || priority >= EMQ_PRIO_LEVELS)
+    if (priority < -1 || priority >= EMQ_PRIORITY_LEVELS)
         return emq__error_set(err, EMQ_EINVAL, 0,
                               "priority %" PRId64
                               " is out of range (0, the most urgent, to 9; "

@@ -118,9 +118,8 @@ typedef struct emq__delayed_keys {
                       value the aging step in ms (0: strict order) */
 } emq__delayed_keys;
 
-/* Priority levels: 0 (most urgent) to 9; an entry of a queue with
- * priorities produced without one is EMQ_PRIO_DEFAULT. */
-#define EMQ_PRIO_LEVELS 10
+/* The level of an entry of a queue with priorities produced without one
+ * (levels: 0, the most urgent, to EMQ_PRIORITY_LEVELS - 1). */
 #define EMQ_PRIO_DEFAULT 5
 /* How a held entry's score orders it (Lua, used by the scripts that hold
  * an entry): strict (age 0) the level alone, so ties (one level) leave

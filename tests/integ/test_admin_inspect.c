@@ -206,7 +206,7 @@ static void describe_progress(const char *protocol) {
         "import json,sys; d=json.load(sys.stdin); "
         "top={\"stream\",\"dead\",\"exists\",\"length\",\"first_id\","
         "\"last_id\",\"entries_added\",\"server\",\"endpoint\",\"role\","
-        "\"maxmemory_policy\",\"eviction_warning\",\"delayed\",\"dead_length\","
+        "\"maxmemory_policy\",\"eviction_warning\",\"delayed\",\"priorities\",\"dead_length\","
         "\"groups\"}; "
         "assert d[\"maxmemory_policy\"]==\"noeviction\"; "
         "assert d[\"role\"]==\"master\"; "
@@ -227,6 +227,7 @@ static void describe_progress(const char *protocol) {
         "assert g[\"g1\"][\"last_delivered_id\"]==\"4-0\"; "
         "assert g[\"g1\"][\"lag\"]==6; "
         "assert g[\"g1\"][\"rate_limit\"]==0; "
+        "assert d[\"priorities\"] is None; "
         "assert g[\"g1\"][\"max_in_flight\"]==0; assert d[\"first_id\"]==\"1-0\" and d[\"dead_length\"]==3");
     ASSERT_CONTAINS(json, "\"oldest_pending_id\":\"3-0\"");
 

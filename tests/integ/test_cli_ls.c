@@ -41,7 +41,7 @@ TEST_TIMEOUT(cli_ls_lists_queues_with_their_numbers, 30) {
     CLI(&r, url, "ls");
     ASSERT_EXIT(&r, 0);
     ASSERT_EQ_INT(cli_lines(r.out), 4);
-    ASSERT_CONTAINS(r.out, " DEAD  DELAYED  LIMITS\n");
+    ASSERT_CONTAINS(r.out, " DEAD  DELAYED     HELD  LIMITS\n");
     ASSERT_CONTAINS(r.out, "\nlater ");
     ASSERT_CONTAINS(r.out, "        1  -\n");      /* later: 1 delayed */
     ASSERT_CONTAINS(r.out, "        1  20/s,-\n"); /* jobs: limited w */

@@ -43,8 +43,9 @@ TEST_TIMEOUT(cli_ls_lists_queues_with_their_numbers, 30) {
     ASSERT_EQ_INT(cli_lines(r.out), 4);
     ASSERT_CONTAINS(r.out, " DEAD  DELAYED     HELD  LIMITS\n");
     ASSERT_CONTAINS(r.out, "\nlater ");
-    ASSERT_CONTAINS(r.out, "        1  -\n");      /* later: 1 delayed */
-    ASSERT_CONTAINS(r.out, "        1  20/s,-\n"); /* jobs: limited w */
+    /* later: 1 delayed, no priorities; jobs: group w limited. */
+    ASSERT_CONTAINS(r.out, "        1        -  -\n");
+    ASSERT_CONTAINS(r.out, "        1        -  20/s,-\n");
     const char *jobs = strstr(r.out, "\njobs ");
     const char *mail = strstr(r.out, "\nmail ");
     ASSERT(jobs && mail && jobs < mail);

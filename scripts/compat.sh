@@ -39,6 +39,7 @@ readonly FEATURES=(
     "delayed entries and cancel|delayed_ cli_cancel_ cli_produce_delay cli_delay_"
     "de-duplication|dedup_ cli_produce_dedup"
     "group limits (rate, in flight)|limits_"
+    "priorities|priorities_"
     "cluster (map, redirections, migration)|cluster_"
     "failover|failover"
     "Sentinel (resolution, failovers, +switch-master, lease WAIT)|sentinel_ lease_wait_replicas"

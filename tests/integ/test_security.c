@@ -1245,3 +1245,66 @@ TEST_TIMEOUT(security_least_privilege_limited_worker_applies_limits, 60) {
     free(book);
     emq_srv_stop(s);
 }
+
+/* A producer and a worker of a queue with priorities (docs/SECURITY.md):
+ * the producer holds entries (its script's commands on the held keys,
+ * GET of the record at connect); the worker's read takes them (the held
+ * keys, the record, the limits hash read, the stream's XADD; its wait,
+ * XREAD of the stream and the bell together, needs one selector with
+ * both keys). */
+#define PRIO_PRODUCER_LINE                                                     \
+    "user pproducer on >" SECRET " resetkeys resetchannels -@all +time "       \
+    "(~emq:{aclq} +xadd +exists) "                                             \
+    "(~emq:{aclq} ~emq:{aclq}:delayed ~emq:{aclq}:delayed:* ~emq:{aclq}:held " \
+    "~emq:{aclq}:held:* ~emq:{aclq}:priority +eval) "                          \
+    "(~emq:{aclq}:delayed:entries +hset) (~emq:{aclq}:delayed:seq +incr) "     \
+    "(~emq:{aclq}:held +zadd) (~emq:{aclq}:held:levels +hset) "                \
+    "(~emq:{aclq}:held:counts +hincrby) (~emq:{aclq}:held:bell +xadd) "        \
+    "(~emq:{aclq}:priority +get +set)\n"
+#define PRIO_WORKER_LINE                                                       \
+    "user pworker on >" SECRET " resetkeys resetchannels -@all "               \
+    "+time +client|setname "                                                   \
+    "(~emq:{aclq} +xgroup|create +xreadgroup +xack +xpending +xautoclaim "     \
+    "+xclaim +xrange +xrevrange +xadd) (~emq:{aclq} ~emq:{aclq}:* +eval) "     \
+    "(~emq:{aclq}:lease:* +get +set +pexpire +pttl +del) "                     \
+    "(~emq:{aclq}:reasons:* +hset +hget +hdel) "                               \
+    "(~emq:{aclq}:retry:* +zadd +zrem +zscore) (~emq:{aclq}:dead +xadd) "      \
+    "(~emq:{aclq}:limits:* +hmget) (~emq:{aclq}:priority +get) "               \
+    "(~emq:{aclq}:held +zrange +zrem) (~emq:{aclq}:held:levels +hget +hdel) "  \
+    "(~emq:{aclq}:held:counts +hincrby +hdel) "                                \
+    "(~emq:{aclq}:held:bell +xrevrange) "                                      \
+    "(~emq:{aclq} ~emq:{aclq}:held:bell +xread) "                              \
+    "(~emq:{aclq}:delayed:entries +hget +hdel)\n"
+
+TEST_TIMEOUT(security_least_privilege_priority_roles, 60) {
+    if (emq_srv_binary_version(NULL, 0) < 70000)
+        SKIP("ACL selectors need Redis 7.0 or later (this server is older)");
+    emq_srv_opts o = {.extra_config = PRIO_PRODUCER_LINE PRIO_WORKER_LINE};
+    emq_srv *s = emq_srv_start(&o);
+    cli_result r;
+    static const char *const levels[] = {"9", "0", "4"};
+    for (int i = 0; i < 3; i++) {
+        char value[16];
+        snprintf(value, sizeof value, "n=%s", levels[i]);
+        CLI(&r, role_url(s, "pproducer"), "produce", "aclq", "--priority",
+            levels[i], "-q", value);
+        ASSERT_EXIT(&r, 0);
+        cli_free(&r);
+    }
+    /* Given none, on a queue with priorities: held at 5. */
+    CLI(&r, role_url(s, "pproducer"), "produce", "aclq", "-q", "n=5");
+    ASSERT_EXIT(&r, 0);
+    cli_free(&r);
+    CLI(&r, role_url(s, "pworker"), "consume", "aclq", "-g", "g", "-c", "w1",
+        "--start", "head", "--until-idle", "500", "-v");
+    ASSERT_EXIT(&r, 0);
+    ASSERT_NOT_CONTAINS(r.err, "NOPERM");
+    const char *at0 = strstr(r.out, "\"n\":\"0\""),
+               *at4 = strstr(r.out, "\"n\":\"4\""),
+               *at5 = strstr(r.out, "\"n\":\"5\""),
+               *at9 = strstr(r.out, "\"n\":\"9\"");
+    ASSERT(at0 && at4 && at5 && at9);
+    ASSERT(at0 < at4 && at4 < at5 && at5 < at9);
+    cli_free(&r);
+    emq_srv_stop(s);
+}

@@ -59,6 +59,17 @@ if [[ $major != "$CLANG_FORMAT_MAJOR" ]]; then
 fi
 
 files=("$@")
+# Only C and C++: clang-format would rewrite a Markdown or man page as
+# if it were code (docs/CLI.md was once mangled so).
+for f in "${files[@]}"; do
+    case $f in
+    *.c | *.h | *.cc | *.cpp | *.hpp) ;;
+    *)
+        echo "format.sh: $f is not a C or C++ file (.c .h .cc .cpp .hpp); nothing was formatted" >&2
+        exit 2
+        ;;
+    esac
+done
 if [[ ${#files[@]} -eq 0 ]]; then
     if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
         mapfile -t files < <(git ls-files -- '*.c' '*.h' '*.cc' '*.cpp' '*.hpp')

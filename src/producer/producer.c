@@ -154,9 +154,11 @@ emq_status emq__producer_xadd(emq_producer_t *p, const emq_message *m,
                               const emq__extra *x, int *argc_out,
                               emq_error *err) {
     /* On a queue with priorities an entry given none is held at the
-     * default level (one with an explicit ID goes to the stream). */
+     * default level; one with an explicit ID, or too wide for the script,
+     * goes to the stream (docs/QUEUES.md says so). */
     int level = x && x->level1 > 0 ? x->level1 - 1
-                : m->id == NULL && atomic_load(&p->prioritized)
+                : m->id == NULL && m->nfields <= EMQ_ADD_MAX_PAIRS &&
+                        atomic_load(&p->prioritized)
                     ? EMQ_PRIO_DEFAULT
                     : -1;
     int scripted = emq__extra_scripted(x) || level >= 0;
@@ -388,8 +390,7 @@ emq_status emq__producer_check(const emq_producer_t *p, const emq_message *msgs,
         else if (scripted && m->id != NULL)
             what = "has an idempotency key and an explicit ID; a "
                    "de-duplicated entry's ID is automatic";
-        else if ((scripted || atomic_load(&p->prioritized)) &&
-                 m->nfields > EMQ_ADD_MAX_PAIRS)
+        else if (scripted && m->nfields > EMQ_ADD_MAX_PAIRS)
             what = "is delayed, has an idempotency key or a priority and "
                    "has more than 3,000 field/value pairs, the most such "
                    "an entry may have";

@@ -117,6 +117,8 @@ typedef struct job_plan {
                           0: at once */
     uint8_t dedup;     /* produced with the idempotency key "job-<index>":
                           never in the stream twice, re-sends or not */
+    int8_t priority;   /* produced with this priority (0..9); -1: none (on
+                          a queue with priorities, held at 5) */
 } job_plan;
 
 /* The fields of job `index` exactly as the producer writes them (job,

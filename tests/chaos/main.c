@@ -1995,6 +1995,29 @@ static long plan_delays(const options *o, job_plan *plan, long *ndedup) {
     return n;
 }
 
+/* The jobs with a priority: one in 8 of those that are not wide (an
+ * entry given a priority has at most 3,000 field/value pairs), level 0
+ * to 9, from a generator of their own. The first one gives the queue
+ * priorities: from then on every job a producer sends is held (level 5
+ * when it has none; wide ones go to the stream) and every read takes the
+ * most urgent, through every fault; the verdict covers them like any
+ * job. Returns how many have one. */
+static long plan_priorities(const options *o, job_plan *plan) {
+    chaos_rng r = {o->seed ^ 0x7072696full}; /* "prio" */
+    long n = 0;
+    for (long j = 0; j < o->jobs; j++) {
+        job_plan *p = &plan[j];
+        int64_t pick = chaos_range(&r, 0, 7);
+        int64_t level = chaos_range(&r, 0, 9);
+        p->priority = -1;
+        if (pick != 0 || p->wide)
+            continue;
+        p->priority = (int8_t)level;
+        n++;
+    }
+    return n;
+}
+
 int main(int argc, char **argv) {
     if (argc > 1 && strcmp(argv[1], "--worker") == 0)
         return chaos_worker_main(argc - 2, argv + 2);
@@ -2104,6 +2127,7 @@ int main(int argc, char **argv) {
     plan_extras(o, jobs, &big_mb, &wide_total);
     long ndedup;
     long ndelayed = plan_delays(o, jobs, &ndedup);
+    long nprio = plan_priorities(o, jobs);
     job_plans = jobs;
 
     printf("chaos: seed %llu, %ld jobs (%ld poison, max_deliveries %d), %d "
@@ -2126,8 +2150,9 @@ int main(int argc, char **argv) {
            o->max_reply_bytes ? "" : ": the default", o->dead_jobs, wide_total);
     printf("chaos: %ld jobs produced delayed by 1 ms to 2 s (moved to the "
            "stream by the consumers' upkeep), %ld with an idempotency key "
-           "(never in the stream twice)\n",
-           ndelayed, ndedup);
+           "(never in the stream twice), %ld with a priority (0..9; the "
+           "queue then holds every job and reads take the most urgent)\n",
+           ndelayed, ndedup, nprio);
     printf("chaos: planned handler time %.0f s in all, %.0f s per worker "
            "(without duplicates)\n",
            handler_s, handler_s / (nworkers > 0 ? nworkers : 1));

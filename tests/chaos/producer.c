@@ -154,6 +154,7 @@ void *chaos_produce(void *arg) {
                 msgs[i] = (emq_message){text[i], nf, NULL};
                 opts[i] = (emq_produce_opts)EMQ_PRODUCE_OPTS_INIT;
                 opts[i].delay_ms = p->plan[which[i]].delay_ms;
+                opts[i].priority = p->plan[which[i]].priority;
                 if (p->plan[which[i]].dedup) {
                     int len = snprintf(dedup[i], sizeof dedup[i], "job-%ld",
                                        which[i]);

@@ -41,8 +41,9 @@
 #             the installed copy (the event-loop ones with libuv and
 #             libevent), every examples/*.cpp (echomq.hpp) built with g++
 #             and clang++ against it, and roundtrip, topic_pipeline,
-#             admin_tour, delayed_jobs and each C++ example run on a private
-#             redis-server (the event-loop examples run in the suite:
+#             admin_tour, delayed_jobs, queue_features and each C++
+#             example run on a private redis-server (the event-loop
+#             examples run in the suite:
 #             test_examples_loops.c)
 #   docs      docs/CONFIGURATION.md equals what tools/gen_confdoc prints;
 #             the option tables of docs/CLI.md and docs/echomq.1 equal
@@ -561,6 +562,9 @@ stage_examples() {
     "$build/gcc/example_delayed_jobs" "$EMQ_REDIS_URL" "ci-delayed" >"$logs/delayed_jobs.log" ||
         { cat "$logs/delayed_jobs.log" >&2; return 1; }
     grep -E '^(cancelled|handled)' "$logs/delayed_jobs.log"
+    "$build/gcc/example_queue_features" "$EMQ_REDIS_URL" "ci-features" >"$logs/queue_features.log" ||
+        { cat "$logs/queue_features.log" >&2; return 1; }
+    grep -E '^(cancelled|held|handled)' "$logs/queue_features.log"
     for name in "${cxx_examples[@]}"; do
         "$scratch/$name" "$EMQ_REDIS_URL" "ci:$name"
     done

@@ -507,3 +507,28 @@ TEST_TIMEOUT(priorities_cancel_dedup_aging_and_a_restart, 40) {
     ASSERT_EQ_STR(values[3], "0-005");
     emq_srv_stop(s);
 }
+
+TEST_TIMEOUT(priorities_and_group_limits_read_together, 40) {
+    emq_srv *s = emq_srv_start(NULL);
+    produce_mix(s, "pl");
+    emq_conf_t *conf = prio_conf(s, "pl", "c1");
+    conf_set(conf, "rate.limit", "20");
+    static slow_rec r = {.mu = PTHREAD_MUTEX_INITIALIZER, .handle_ms = 0};
+    int64_t t0 = now_ms();
+    emq_consumer_t *c = consumer_ok(conf, slow_record, &r);
+    emq_conf_destroy(conf);
+    runner_thread t;
+    start_consumer(&t, c);
+    int64_t end = now_ms() + emq_test_ms(20000);
+    while (slow_count(&r) < 40 && now_ms() < end)
+        usleep(10000);
+    int64_t took = now_ms() - t0;
+    emq_consumer_stop(c);
+    ASSERT_OK(join_consumer(&t), &t.err);
+    emq_consumer_destroy(c);
+    ASSERT_EQ_SIZE(r.n, 40);
+    /* The most urgent first, and at 20 a second: 40 take two windows. */
+    assert_most_urgent_first(r.values, r.n);
+    ASSERT(took >= 1000);
+    emq_srv_stop(s);
+}

@@ -16,9 +16,7 @@
  *
  * Usage: bench_delayed [entries] [seconds]   (defaults 100000, 5)
  */
-#include "bench_common.h"
-
-#include <echomq.h>
+#include "bench_conf.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -27,17 +25,8 @@ static long entries = 100000;
 static int seconds = 5;
 static char url[200];
 
-static void set(emq_conf_t *conf, const char *name, const char *value) {
-    emq_error err;
-    if (emq_conf_set(conf, name, value, &err) != EMQ_OK)
-        die(name, err.message);
-}
-
 static emq_conf_t *conf_of(const char *queue) {
-    emq_conf_t *conf = emq_conf_new();
-    set(conf, "url", url);
-    set(conf, "queue", queue);
-    return conf;
+    return bench_conf_of(url, queue);
 }
 
 static int64_t wall_ms(void) {
@@ -133,9 +122,9 @@ static void lateness(long n) {
             die("produce", err.message);
     }
     emq_producer_destroy(p);
-    set(conf, "group", "g");
-    set(conf, "consumer", "late-1");
-    set(conf, "start", "head");
+    bench_set(conf, "group", "g");
+    bench_set(conf, "consumer", "late-1");
+    bench_set(conf, "start", "head");
     late l = {.ms = calloc((size_t)n, sizeof(double)), .want = n};
     if (l.ms == NULL ||
         emq_consumer_new(conf, on_entry, &l, &l.c, &err) != EMQ_OK)
@@ -180,10 +169,10 @@ static double idle_cost(redisContext *admin, const char *poll_ms) {
         emq_conf_t *conf = conf_of("idle");
         char name[16];
         snprintf(name, sizeof name, "idle-%d", i);
-        set(conf, "group", "g");
-        set(conf, "consumer", name);
-        set(conf, "start", "new");
-        set(conf, "delayed.poll_ms", poll_ms);
+        bench_set(conf, "group", "g");
+        bench_set(conf, "consumer", name);
+        bench_set(conf, "start", "new");
+        bench_set(conf, "delayed.poll_ms", poll_ms);
         emq_error err;
         if (emq_consumer_new(conf, on_entry, NULL, &c[i], &err) != EMQ_OK)
             die("consumer", err.message);

@@ -14,9 +14,7 @@
  *
  * Usage: bench_features [entries]   (default 100000)
  */
-#include "bench_common.h"
-
-#include <echomq.h>
+#include "bench_conf.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -24,17 +22,8 @@
 static long entries = 100000;
 static char url[200];
 
-static void set(emq_conf_t *conf, const char *name, const char *value) {
-    emq_error err;
-    if (emq_conf_set(conf, name, value, &err) != EMQ_OK)
-        die(name, err.message);
-}
-
 static emq_conf_t *conf_of(const char *queue) {
-    emq_conf_t *conf = emq_conf_new();
-    set(conf, "url", url);
-    set(conf, "queue", queue);
-    return conf;
+    return bench_conf_of(url, queue);
 }
 
 enum kind { PLAIN, DEDUP, PRIORITY };
@@ -97,13 +86,13 @@ static emq_verdict on_entry(void *opaque, const emq_entry *e, char *reason,
 /* Consumes every entry of queue with one consumer; entries/s. */
 static double consume(const char *queue, int limited) {
     emq_conf_t *conf = conf_of(queue);
-    set(conf, "group", "g");
-    set(conf, "consumer", "c1");
-    set(conf, "start", "head");
-    set(conf, "count", "100");
+    bench_set(conf, "group", "g");
+    bench_set(conf, "consumer", "c1");
+    bench_set(conf, "start", "head");
+    bench_set(conf, "count", "100");
     if (limited) {
-        set(conf, "rate.limit", "100000000");
-        set(conf, "group.max_in_flight", "1000000");
+        bench_set(conf, "rate.limit", "100000000");
+        bench_set(conf, "group.max_in_flight", "1000000");
     }
     counted k = {0};
     emq_error err;

@@ -32,7 +32,7 @@
  */
 #include "echomq.h"
 
-#include "bench_common.h"
+#include "bench_conf.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -161,21 +161,15 @@ static double servers_cpu_s(int cluster) {
     return ticks / (double)sysconf(_SC_CLK_TCK);
 }
 
-static void set(emq_conf_t *conf, const char *name, const char *value) {
-    emq_error err;
-    if (emq_conf_set(conf, name, value, &err) != EMQ_OK)
-        die(name, err.message);
-}
-
 static emq_conf_t *make_conf(int cluster, const char *queue) {
     emq_conf_t *conf = emq_conf_new();
     char url[64];
     snprintf(url, sizeof url, "redis://127.0.0.1:%d",
              cluster ? node_port[0] : tcp_port);
-    set(conf, "url", url);
-    set(conf, "queue", queue);
+    bench_set(conf, "url", url);
+    bench_set(conf, "queue", queue);
     if (cluster)
-        set(conf, "partitions", "6");
+        bench_set(conf, "partitions", "6");
     return conf;
 }
 
@@ -231,12 +225,12 @@ static result consume(int cluster, const char *queue, int k, long n,
     emq_conf_t *conf = make_conf(cluster, queue);
     char group[32];
     snprintf(group, sizeof group, "g%d-%d", k, round);
-    set(conf, "group", group);
-    set(conf, "consumer", "c");
-    set(conf, "start", "head");
-    set(conf, "count", "100");
-    set(conf, "block_ms", "100");
-    set(conf, "log.level", "error");
+    bench_set(conf, "group", group);
+    bench_set(conf, "consumer", "c");
+    bench_set(conf, "start", "head");
+    bench_set(conf, "count", "100");
+    bench_set(conf, "block_ms", "100");
+    bench_set(conf, "log.level", "error");
     run_ctx x = {0};
     x.want = n;
     emq_error err;

@@ -178,6 +178,23 @@ TEST_TIMEOUT(priorities_pull_and_event_loop_hand_out_the_most_urgent_first,
     emq_srv_stop(s);
 }
 
+/* Consumes queue with `echomq consume` until it is idle; the values of
+ * field n ("<level>-<i>"), in the order they came, into values (at most
+ * 8). Returns how many. */
+static size_t cli_consume_values(const char *url, const char *queue,
+                                 char values[8][32]) {
+    cli_result r;
+    CLI(&r, url, "consume", queue, "-g", "g", "-c", "c", "-s", "head",
+        "--until-idle", "500", "-q");
+    ASSERT_EXIT(&r, 0);
+    size_t n = 0;
+    for (const char *at = strstr(r.out, "\"n\":\""); at && n < 8;
+         at = strstr(at + 1, "\"n\":\""))
+        snprintf(values[n++], 32, "%.5s", at + 5);
+    cli_free(&r);
+    return n;
+}
+
 TEST_TIMEOUT(priorities_cli_produces_and_consumes_most_urgent_first, 30) {
     emq_srv *s = emq_srv_start(NULL);
     const char *url = emq_srv_url(s);
@@ -200,15 +217,8 @@ TEST_TIMEOUT(priorities_cli_produces_and_consumes_most_urgent_first, 30) {
     ASSERT_EXIT(&r, 2);
     ASSERT_CONTAINS(r.err, "--priority");
     cli_free(&r);
-    CLI(&r, url, "consume", "pc", "-g", "g", "-c", "c", "-s", "head",
-        "--until-idle", "500", "-q");
-    ASSERT_EXIT(&r, 0);
     char values[8][32];
-    size_t n = 0;
-    for (const char *at = strstr(r.out, "\"n\":\""); at && n < 8;
-         at = strstr(at + 1, "\"n\":\""))
-        snprintf(values[n++], sizeof values[0], "%.5s", at + 5);
-    cli_free(&r);
+    size_t n = cli_consume_values(url, "pc", values);
     ASSERT_EQ_SIZE(n, 6);
     assert_most_urgent_first(values, n);
     ASSERT_EQ_STR(values[0], "0-001");
@@ -489,15 +499,8 @@ TEST_TIMEOUT(priorities_cancel_dedup_aging_and_a_restart, 40) {
     ASSERT_EQ_INT((int)info.held, 4);
     ASSERT_EQ_INT((int)info.age_ms, 100);
     emq_admin_destroy(admin);
-    CLI(&r, url, "consume", "pz", "-g", "g", "-c", "c", "-s", "head",
-        "--until-idle", "500", "-q");
-    ASSERT_EXIT(&r, 0);
     char values[8][32];
-    size_t n = 0;
-    for (const char *at = strstr(r.out, "\"n\":\""); at && n < 8;
-         at = strstr(at + 1, "\"n\":\""))
-        snprintf(values[n++], sizeof values[0], "%.5s", at + 5);
-    cli_free(&r);
+    size_t n = cli_consume_values(url, "pz", values);
     ASSERT_EQ_SIZE(n, 4);
     /* Strict order for the two held before aging; the aged 9 before the
      * newer 0. */

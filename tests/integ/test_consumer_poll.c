@@ -275,8 +275,12 @@ TEST_TIMEOUT(poll_retry_and_dead_from_a_thread, 30) {
     /* Retried and acked: its reason does not linger. */
     ASSERT_EQ_INT(CMD_INT(adm, "EXISTS", PQ ":reasons:g"), 0);
     ASSERT_EQ_INT(atomic_load(&pool.settle_errors), 0);
+    /* The counters move when the upkeep reads the settlements' replies,
+     * after the server ran them: waited for, not sampled. */
     emq_consumer_stats st;
-    emq_consumer_stats_get(c, &st);
+    WAIT_UNTIL((emq_consumer_stats_get(c, &st),
+                st.dead_lettered >= 2 && st.retried >= 2),
+               5000, "the counters of both settlements");
     ASSERT_EQ_INT((long long)st.retried, 2);
     ASSERT_EQ_INT((long long)st.dead_lettered, 2);
     wp_stop(&pool);

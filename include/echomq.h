@@ -1074,12 +1074,12 @@ EMQ_EXPORT emq_status emq_admin_command(emq_admin_t *a, int argc,
 
 /* The queues on the server (conf: url and credentials; its queue is not
  * used): the names of the streams "emq:{NAME}", and of the queues whose
- * entries all wait delayed ("emq:{NAME}:delayed"), whose NAME matches the
- * glob pattern (NULL or "": all), found with SCAN on every master of a
- * cluster (each key lives on one), sorted, each once. A topic's partitions are
- * its queues "<topic>.<i>". At most max names (0: 10000); more is
- * EMQ_ELIMIT saying so. *names (emq_queue_names_free) holds *n strings.
- * Any thread; it opens and closes its own connections. */
+ * entries all wait delayed or held ("emq:{NAME}:delayed", ":held"), whose
+ * NAME matches the glob pattern (NULL or "": all), found with SCAN on
+ * every master of a cluster (each key lives on one), sorted, each once. A
+ * topic's partitions are its queues "<topic>.<i>". At most max names (0:
+ * 10000); more is EMQ_ELIMIT saying so. *names (emq_queue_names_free) holds *n
+ * strings. Any thread; it opens and closes its own connections. */
 EMQ_EXPORT emq_status emq_admin_scan_queues(const emq_conf_t *conf,
                                             const char *pattern, size_t max,
                                             char ***names, size_t *n,

@@ -4,8 +4,9 @@
  * SCAN MATCH emq:{PATTERN} TYPE stream on every master (a cluster's keys
  * are spread over them), keeping the keys that are exactly a queue's
  * stream ("emq:{NAME}", not its dead letters "emq:{NAME}:dead"); then
- * SCAN MATCH emq:{PATTERN}:delayed TYPE zset, so a queue whose entries
- * all wait delayed (no stream yet) is listed too. Bounded: at most
+ * SCAN MATCH emq:{PATTERN}:delayed and :held TYPE zset, so a queue whose
+ * entries all wait delayed or held by priority (no stream yet) is listed
+ * too. Bounded: at most
  * EMQ_SCAN_ROUNDS calls per kind and master, and max names.
  */
 #include "admin.h"
@@ -23,7 +24,7 @@
 static const struct scan_kind {
     const char *type;   /* SCAN's TYPE */
     const char *suffix; /* after "emq:{NAME}" */
-} scan_kinds[] = {{"stream", ""}, {"zset", ":delayed"}};
+} scan_kinds[] = {{"stream", ""}, {"zset", ":delayed"}, {"zset", ":held"}};
 
 typedef struct scan_ctx {
     const char *glob;
@@ -70,7 +71,7 @@ static emq_status take_keys(scan_ctx *t, const emq_reply *keys,
         char *name = key ? queue_of(key, len, t->kind->suffix) : NULL;
         if (name == NULL)
             continue;
-        if (t->n == 2 * t->max) { /* a queue is found once per kind */
+        if (t->n == 3 * t->max) { /* a queue is found once per kind */
             emq__free(name);
             return too_many(t, err);
         }

@@ -35,17 +35,23 @@ TEST_TIMEOUT(cli_ls_lists_queues_with_their_numbers, 30) {
     CLI(&r, url, "produce", "later", "--delay", "3600000", "-q", "n=1");
     ASSERT_EXIT(&r, 0);
     cli_free(&r);
+    CLI(&r, url, "produce", "urgent", "--priority", "0", "-q", "n=1");
+    ASSERT_EXIT(&r, 0);
+    cli_free(&r);
     CLI(&r, url, "group", "limits", "jobs", "-g", "w", "--rate", "20");
     ASSERT_EXIT(&r, 0);
     cli_free(&r);
     CLI(&r, url, "ls");
     ASSERT_EXIT(&r, 0);
-    ASSERT_EQ_INT(cli_lines(r.out), 4);
+    ASSERT_EQ_INT(cli_lines(r.out), 5);
     ASSERT_CONTAINS(r.out, " DEAD  DELAYED     HELD  LIMITS\n");
     ASSERT_CONTAINS(r.out, "\nlater ");
     /* later: 1 delayed, no priorities; jobs: group w limited. */
     ASSERT_CONTAINS(r.out, "        1        -  -\n");
     ASSERT_CONTAINS(r.out, "        1        -  20/s,-\n");
+    /* urgent: nothing but a held entry. */
+    ASSERT_CONTAINS(r.out, "\nurgent ");
+    ASSERT_CONTAINS(r.out, "        0        1  -\n");
     const char *jobs = strstr(r.out, "\njobs ");
     const char *mail = strstr(r.out, "\nmail ");
     ASSERT(jobs && mail && jobs < mail);
@@ -70,7 +76,7 @@ TEST_TIMEOUT(cli_ls_lists_queues_with_their_numbers, 30) {
     cli_free(&r);
     CLI(&r, url, "ls", "--json");
     ASSERT_EXIT(&r, 0);
-    ASSERT_EQ_INT(cli_lines(r.out), 3);
+    ASSERT_EQ_INT(cli_lines(r.out), 4);
     ASSERT_CONTAINS(r.out,
                     "\"stream\":\"emq:{later}\",\"dead\":\"emq:{later}:dead\","
                     "\"exists\":false");

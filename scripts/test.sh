@@ -679,8 +679,6 @@ stage_matrix() {
         results+=("$(printf '%-14s %-40s chaos %-4s %4ds' "$name" "${counts:-no count (exit $rc)}" "${verdict:-?}" $((SECONDS - start)))")
         if [[ $rc -ne 0 || $chaos_rc -ne 0 ]]; then
             failed+=("$name")
-            grep -E '^(FAIL|skip) ' "$logs/matrix-$name.tests.log" | sed "s/^/   $name: /" || true
-            [[ $chaos_rc -eq 0 ]] || tail -n 30 "$logs/matrix-$name.chaos.log" | sed "s/^/   $name chaos: /"
         fi
     done
     echo
@@ -688,6 +686,20 @@ stage_matrix() {
     local line
     for line in "${results[@]}"; do
         echo "   $line"
+    done
+    # What failed, again after the table: a reader who sees only the end of
+    # this output still sees why.
+    for name in "${failed[@]}"; do
+        grep -E '^FAIL ' "$logs/matrix-$name.tests.log" | sed "s/^/   $name: /" || true
+        if ! grep -q '^chaos summary: .* verdict=PASS' "$logs/matrix-$name.chaos.log"; then
+            # The checker's findings, then its verdict.
+            { awk '/^chaos verdict/ { exit } { print }' "$logs/matrix-$name.chaos.log" |
+                grep -v '^chaos' | tail -n 20
+              sed -n '/^chaos verdict/,/^  violations/p' "$logs/matrix-$name.chaos.log"; } |
+                sed "s/^/   $name chaos: /"
+            grep -q '^chaos verdict' "$logs/matrix-$name.chaos.log" ||
+                tail -n 30 "$logs/matrix-$name.chaos.log" | sed "s/^/   $name chaos: /"
+        fi
     done
     if [[ ${#failed[@]} -gt 0 ]]; then
         echo "matrix: failures on ${failed[*]}; logs: $logs/matrix-<server>.tests.log" >&2

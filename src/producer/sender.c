@@ -541,6 +541,20 @@ static void round_take(emq__sender *s, round *r, size_t window) {
     }
 }
 
+/* Into err: a single entry the server refused unrun ("not now") until
+ * its deadline passed, the last refusal being reason. Its status
+ * (EMQ_ETIMEDOUT) does not depend on whether that refusal came before the
+ * deadline or after it. */
+static emq_status not_run_error(const emq_producer_t *p,
+                                const emq_error *reason, emq_error *err) {
+    return emq__error_set(err, EMQ_ETIMEDOUT, 1,
+                          "the entry was not added within %lld ms "
+                          "(producer.timeout_ms): the server did not run "
+                          "it: %s",
+                          (long long)emq__cfg_producer_timeout_ms(p->conf),
+                          reason->message);
+}
+
 /* Completes a read round's records (mu held): an async record whose
  * outcome is unknown goes back to the queue's front while
  * producer.retries allows; a single or async record the server did not
@@ -553,14 +567,24 @@ static void round_finish(emq_producer_t *p, round *r) {
     for (size_t i = r->m; i-- > 0;) {
         emq__record *rec = r->recs[i];
         added |= rec->st == EMQ_OK;
-        if (rec->again && rec->kind != REC_BATCH && !rec->abandoned &&
-            emq__now_ms() < rec->deadline_ms) {
+        if (rec->again && rec->kind != REC_BATCH && !rec->abandoned) {
             rec->again = 0;
-            rec->attempts--; /* refused unrun: no duplicate to fear */
-            rec->st = EMQ_OK;
-            enqueue_front(s, rec);
-            held = 1;
-            continue;
+            if (emq__now_ms() < rec->deadline_ms) {
+                rec->attempts--; /* refused unrun: no duplicate to fear */
+                rec->st = EMQ_OK;
+                enqueue_front(s, rec);
+                held = 1;
+                continue;
+            }
+            /* A single call whose refusal came after its deadline ends
+             * as one whose deadline passed first: a timeout that says
+             * why (an asynchronous entry gets the server's reply either
+             * way, docs/PRODUCER.md). */
+            if (rec->kind == REC_ONE) {
+                emq_error timed_out;
+                not_run_error(p, rec->err, &timed_out);
+                record_fail(rec, EMQ_ETIMEDOUT, &timed_out);
+            }
         }
         if (rec->unknown && rec->kind == REC_ASYNC &&
             rec->attempts <= (unsigned)emq__cfg_producer_retries(p->conf) &&
@@ -715,11 +739,7 @@ emq_status emq__sender_one(emq_producer_t *p, const emq_message *m,
             if (r->state == REC_QUEUED && r->err != NULL) { /* not run */
                 dequeue(s, r);
                 pass_turn(s);
-                st = emq__error_set(err, EMQ_ETIMEDOUT, 1,
-                                    "the entry was not added within %lld ms "
-                                    "(producer.timeout_ms): the server did "
-                                    "not run it: %s",
-                                    (long long)timeout, r->err->message);
+                st = not_run_error(p, r->err, err);
                 record_free(r);
             } else if (r->state == REC_QUEUED) {
                 dequeue(s, r);

@@ -199,12 +199,25 @@ static pid_t fork_w(const emq_srv *s, const char *file, const char *result,
     _exit(0);
 }
 
+/* Gives queue own priorities (its record, aging off): from then on every
+ * entry produced is held beside the stream, level 5 when it has none, and
+ * every read goes through the grant script, most urgent first; what a
+ * read hands out is owned as any entry is. */
+static void prioritize_own(const emq_srv *s) {
+    char out[64];
+    ASSERT(emq_srv_cmd(s, out, sizeof out, "SET", "emq:{own}:priority", "0",
+                       NULL) == '+');
+}
+
 /* A handler of handler_ms (many times claim idle 500 ms and lease.ttl_ms
- * 1400 ms) keeps its entry and its name. */
-static void long_handler_case(int handler_ms) {
+ * 1400 ms) keeps its entry and its name; prioritized: on a queue with
+ * priorities. */
+static void long_handler_case(int handler_ms, int prioritized) {
     emq_srv *s = emq_srv_start(NULL);
     emq_conn_t *adm = admin_connect(s);
     make_group(adm);
+    if (prioritized)
+        prioritize_own(s);
     char file[300], result[300];
     snprintf(file, sizeof file, "%s/handled", emq_test_tmpdir());
     snprintf(result, sizeof result, "%s/result", emq_test_tmpdir());
@@ -212,16 +225,22 @@ static void long_handler_case(int handler_ms) {
     char token[512];
     WAIT_UNTIL((raw_get(s, OQ_LEASE_W, token, sizeof token), token[0]), 5000,
                "the child to take the lease");
-    /* A live peer with a short claim idle, beating every 100 ms. */
+    /* A live peer with a short claim idle, beating every 100 ms. With
+     * priorities both wait for the held entry's bell and the first to run
+     * the grant script takes it, so there the peer starts once the
+     * child's handler has it (its claims then try to take it over). */
     static slow peer;
     slow_init(&peer);
     bg p;
-    emq_consumer_t *P =
-        bg_start(&p, own_conf(s, "own", "peer", 500), slow_handle, &peer);
+    emq_consumer_t *P = NULL;
+    if (!prioritized)
+        P = bg_start(&p, own_conf(s, "own", "peer", 500), slow_handle, &peer);
     produce_n(s, "own", "long", 1);
     int matches;
     WAIT_UNTIL(count_lines(file, NULL, NULL) >= 1, 5000,
                "the child's handler to start");
+    if (prioritized)
+        P = bg_start(&p, own_conf(s, "own", "peer", 500), slow_handle, &peer);
     /* Past lease.ttl_ms (1400) into the 3 s handler: a second process with
      * the same name. */
     usleep(1800 * 1000);
@@ -243,6 +262,11 @@ static void long_handler_case(int handler_ms) {
     WAIT_UNTIL(pending_total(adm, OQ, "g") == 0, handler_ms + 5000,
                "the long entry to be acknowledged");
     ASSERT_OK(bg_stop(&p, 3000), &p.err);
+    if (prioritized) { /* it was held, and rang the bell readers wait on */
+        char out[64];
+        emq_srv_cmd(s, out, sizeof out, "XLEN", "emq:{own}:held:bell", NULL);
+        ASSERT_EQ_INT(atoi(out), 1);
+    }
     emq_consumer_stats ps;
     emq_consumer_stats_get(P, &ps);
     kill(pid, SIGKILL);
@@ -276,21 +300,35 @@ static void long_handler_case(int handler_ms) {
 }
 
 TEST_TIMEOUT(own_long_handler_keeps_entry_and_name, 40) {
-    long_handler_case(3000);
+    long_handler_case(3000, 0);
+}
+
+TEST_TIMEOUT(own_long_handler_keeps_entry_and_name_with_priorities, 40) {
+    long_handler_case(3000, 1);
 }
 
 /* The issue's "10-minute handler", scaled to the suite: 40 s is 80 times
  * claim idle and 28 times the lease, so the handler outlives every timer
  * many times over; nothing in the mechanism depends on the ratio. */
 TEST_TIMEOUT(own_forty_second_handler_keeps_entry_and_name, 90) {
-    long_handler_case(40000);
+    long_handler_case(40000, 0);
 }
 
-TEST_TIMEOUT(own_sigstopped_holder_loses_name_and_reads_nothing_more, 40) {
+/* A holder SIGSTOPped past its lease loses the name to a new holder, which
+ * gets every entry, and hands out nothing more once resumed; prioritized:
+ * on a queue with priorities (40 entries held, read most urgent first). */
+static void sigstopped_holder_case(int prioritized) {
     emq_srv *s = emq_srv_start(NULL);
     emq_conn_t *adm = admin_connect(s);
     make_group(adm);
+    if (prioritized)
+        prioritize_own(s);
     produce_n(s, "own", "a", 40);
+    if (prioritized) { /* all 40 wait beside the stream */
+        char out[64];
+        emq_srv_cmd(s, out, sizeof out, "ZCARD", "emq:{own}:held", NULL);
+        ASSERT_EQ_INT(atoi(out), 40);
+    }
     char file[300], result[300];
     snprintf(file, sizeof file, "%s/handled", emq_test_tmpdir());
     snprintf(result, sizeof result, "%s/result", emq_test_tmpdir());
@@ -362,6 +400,14 @@ TEST_TIMEOUT(own_sigstopped_holder_loses_name_and_reads_nothing_more, 40) {
     emq_consumer_destroy(B);
     emq_conn_destroy(adm);
     emq_srv_stop(s);
+}
+
+TEST_TIMEOUT(own_sigstopped_holder_loses_name_and_reads_nothing_more, 40) {
+    sigstopped_holder_case(0);
+}
+
+TEST_TIMEOUT(own_sigstopped_holder_with_priorities_reads_nothing_more, 40) {
+    sigstopped_holder_case(1);
 }
 
 /* ---- 5: lease holder identity ------------------------------------------ */

@@ -338,13 +338,28 @@ stage_valgrind() {
         --errors-for-leak-kinds=definite,indirect,possible --track-origins=yes
         --suppressions="$root/tests/valgrind.supp")
     run_tests valgrind "${vg[@]}" "$build/gcc/emq_tests" --no-fork unit/
-    # One process for all tests (--no-fork); the children some tests fork
-    # to crash on purpose are not checked (--child-silent-after-fork).
-    # Memcheck runs code many times slower: every bound a test waits with
-    # is stretched (tests/harness/test.h, emq_test_ms).
+    # One process for all tests (--no-fork). Memcheck runs code many times
+    # slower: every bound a test waits with is stretched
+    # (tests/harness/test.h, emq_test_ms). Each process writes its own
+    # report (%p): the children some tests fork check themselves too (a
+    # child's error is its exit status 1, which its test sees), and a
+    # failed run prints every report, so a child's finding is not lost.
+    # Children killed on purpose leave reports that are only read then.
+    local reports=$logs/valgrind-integ.reports
+    rm -rf "$reports" && mkdir -p "$reports"
     EMQ_TEST_TIME_SCALE=4 run_tests valgrind-integ "${vg[@]}" \
-        --child-silent-after-fork=yes \
-        "$build/gcc/emq_tests" --no-fork "${VALGRIND_INTEG[@]}"
+        --child-silent-after-fork=no --log-file="$reports/%p.log" \
+        "$build/gcc/emq_tests" --no-fork "${VALGRIND_INTEG[@]}" || {
+        # Oldest first: the failing process wrote its report last.
+        local r
+        for r in $(ls -tr "$reports"); do
+            if [[ -s $reports/$r ]]; then
+                echo "---- valgrind report of process ${r%.log}"
+                cat "$reports/$r"
+            fi
+        done
+        return 1
+    }
 }
 
 stage_symbols() {

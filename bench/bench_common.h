@@ -143,4 +143,20 @@ static inline redisContext *connect_unix(void) {
     return c;
 }
 
+/* The server's CPU seconds so far (INFO cpu, user + sys), through admin. */
+static inline double server_cpu_s(redisContext *admin) {
+    redisReply *r = redisCommand(admin, "INFO cpu");
+    if (r == NULL || r->type != REDIS_REPLY_STRING)
+        die("INFO cpu", "no reply");
+    double user = 0, sys = 0;
+    const char *u = strstr(r->str, "used_cpu_user:");
+    const char *s = strstr(r->str, "used_cpu_sys:");
+    if (u)
+        user = atof(u + 14);
+    if (s)
+        sys = atof(s + 13);
+    freeReplyObject(r);
+    return user + sys;
+}
+
 #endif /* EMQ_BENCH_COMMON_H */

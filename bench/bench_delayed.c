@@ -145,22 +145,6 @@ static void lateness(long n) {
 
 /* ---- idle cost ---------------------------------------------------------- */
 
-/* The server's CPU seconds so far (INFO cpu, user + sys). */
-static double server_cpu_s(redisContext *admin) {
-    redisReply *r = redisCommand(admin, "INFO cpu");
-    if (r == NULL || r->type != REDIS_REPLY_STRING)
-        die("INFO cpu", "no reply");
-    double user = 0, sys = 0;
-    const char *u = strstr(r->str, "used_cpu_user:");
-    const char *s = strstr(r->str, "used_cpu_sys:");
-    if (u)
-        user = atof(u + 14);
-    if (s)
-        sys = atof(s + 13);
-    freeReplyObject(r);
-    return user + sys;
-}
-
 static double idle_cost(redisContext *admin, const char *poll_ms) {
     enum { K = 4 };
     emq_consumer_t *c[K];

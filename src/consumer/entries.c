@@ -98,7 +98,7 @@ emq_status emq__batch_parse(batch *b, emq_reply *reply,
             emq_reply_len(entry) < 1 ||
             emq_reply_kind(id) != EMQ_REPLY_STRING || id_len == 0 ||
             id_len >= EMQ_ID_MAX ||
-            emq__stream_id_parse(id_text, id_len, NULL) != 0) {
+            emq__stream_id_parse(id_text, id_len, &b->items[i].key) != 0) {
             /* Without an ID nothing can be settled: the reply is broken. */
             emq__batch_clear(b);
             return emq__reply_bad_shape(err, "an entry has no stream ID");
@@ -156,8 +156,10 @@ emq_status emq__entry_fields(emq_consumer_t *c, batch_item *item,
 static emq_status make_op(emq_consumer_t *c, const batch_item *item,
                           settle_kind kind, const char *reason, settle_op *op,
                           emq_error *err) {
-    return emq__settle_make(c, &item->id, item->deliveries, kind, reason, op,
-                            err);
+    emq_status st =
+        emq__settle_make(c, &item->id, item->deliveries, kind, reason, op, err);
+    op->key = item->key; /* the table finds it without reading the text */
+    return st;
 }
 
 /* Runs the handler on one entry; *op is its settlement. */

@@ -36,6 +36,7 @@ emq_status emq__inflight_init(emq__inflight *t, emq_error *err) {
     if (t->slots == NULL)
         return emq__oom(err);
     t->cap = INITIAL_CAP;
+    t->due_min = INT64_MAX;
     return EMQ_OK;
 }
 
@@ -69,35 +70,61 @@ void emq__inflight_destroy(emq__inflight *t) {
 
 /* ---- the hash set (caller holds mu) -------------------------------------- */
 
-static size_t hash_id(const emq_id *id) {
-    uint64_t h = 1469598103934665603ULL; /* FNV-1a */
-    for (const unsigned char *p = (const unsigned char *)id->str; *p; p++)
-        h = (h ^ *p) * 1099511628211ULL;
-    return (size_t)(h ^ (h >> 29));
+/* The table finds an entry by its ID's two numbers: read once from the
+ * reply (batch_item.key), they make every later look-up two compares
+ * where the text would take a hash of each byte and a string compare. */
+
+/* The key of id: {0, 0} when its text is not a stream ID (0-0 is never
+ * an entry's ID), which the table then never holds. */
+static emq__stream_id key_of(const emq_id *id) {
+    emq__stream_id k;
+    if (emq__stream_id_parse(id->str, strlen(id->str), &k) != 0)
+        return (emq__stream_id){0, 0};
+    return k;
 }
 
-static if_entry *find_hashed(emq__inflight *t, const emq_id *id, size_t h) {
+/* known, or id's key when known is {0, 0} (not computed by the caller). */
+static emq__stream_id key_known(emq__stream_id known, const emq_id *id) {
+    return known.ms | known.seq ? known : key_of(id);
+}
+
+static int key_eq(emq__stream_id a, emq__stream_id b) {
+    return a.ms == b.ms && a.seq == b.seq;
+}
+
+static size_t hash_key(emq__stream_id k) {
+    uint64_t h = (k.ms ^ (k.seq * 0x9E3779B97F4A7C15ULL)) *
+                 0xBF58476D1CE4E5B9ULL;
+    return (size_t)(h ^ (h >> 31));
+}
+
+static if_entry *find_hashed(emq__inflight *t, emq__stream_id k, size_t h) {
     size_t mask = t->cap - 1;
     for (size_t i = h & mask;; i = (i + 1) & mask) {
         if_entry *e = &t->slots[i];
         if (!e->used)
             return NULL;
-        if (e->hash == h && strcmp(e->id.str, id->str) == 0)
+        if (e->hash == h && key_eq(e->key, k))
             return e;
     }
 }
 
-static if_entry *find(emq__inflight *t, const emq_id *id) {
-    return find_hashed(t, id, hash_id(id));
+static if_entry *find_key(emq__inflight *t, emq__stream_id k) {
+    if ((k.ms | k.seq) == 0)
+        return NULL;
+    return find_hashed(t, k, hash_key(k));
 }
 
-/* find, trying slot hint first (entries move only when others leave or
- * the table grows, so a recent slot is nearly always still right). */
-static if_entry *find_at(emq__inflight *t, const emq_id *id, size_t hint) {
-    if (hint < t->cap && t->slots[hint].used &&
-        strcmp(t->slots[hint].id.str, id->str) == 0)
+static if_entry *find(emq__inflight *t, const emq_id *id) {
+    return find_key(t, key_of(id));
+}
+
+/* find_key, trying slot hint first (entries move only when others leave
+ * or the table grows, so a recent slot is nearly always still right). */
+static if_entry *find_at(emq__inflight *t, emq__stream_id k, size_t hint) {
+    if (hint < t->cap && t->slots[hint].used && key_eq(t->slots[hint].key, k))
         return &t->slots[hint];
-    return find(t, id);
+    return find_key(t, k);
 }
 
 /* Appends id to a growable array of ids (*arr of *n, room *cap); -1
@@ -196,8 +223,12 @@ int emq__inflight_add_batch(emq__inflight *t, batch_item *items, size_t n,
     int result = 0;
     pthread_mutex_lock(&t->mu);
     for (size_t i = 0; i < n && result == 0; i++) {
-        size_t h = hash_id(&items[i].id);
-        items[i].held = find_hashed(t, &items[i].id, h) != NULL;
+        emq__stream_id k = key_known(items[i].key, &items[i].id);
+        items[i].key = k;
+        size_t h = hash_key(k);
+        /* Not a stream ID (batch_parse lets none through): never handed
+         * out, as it could not be settled. */
+        items[i].held = (k.ms | k.seq) == 0 || find_hashed(t, k, h) != NULL;
         if (items[i].held)
             continue;
         if ((t->n + 1) * 2 > t->cap && grow(t) != 0) {
@@ -205,6 +236,7 @@ int emq__inflight_add_batch(emq__inflight *t, batch_item *items, size_t n,
             break;
         }
         if_entry e = {.id = items[i].id,
+                      .key = k,
                       .refreshed_ms = now_ms,
                       .deliveries = items[i].deliveries,
                       .hash = h,
@@ -221,8 +253,10 @@ int emq__inflight_add_batch(emq__inflight *t, batch_item *items, size_t n,
     return result;
 }
 
-/* Appends op to the queue, its entry left as it is (caller holds mu). */
-static emq_status push_op(emq__inflight *t, settle_op *op, emq_error *err) {
+/* Appends op to the queue, its entry left as it is (caller holds mu);
+ * now_ms: emq__now_coarse_ms(), read once by the caller. */
+static emq_status push_op(emq__inflight *t, settle_op *op, int64_t now_ms,
+                          emq_error *err) {
     if (t->nops == t->ops_cap) {
         size_t cap = t->ops_cap ? t->ops_cap * 2 : 64;
         settle_op *ops = emq__realloc(t->ops, cap * sizeof *ops);
@@ -234,7 +268,7 @@ static emq_status push_op(emq__inflight *t, settle_op *op, emq_error *err) {
         t->ops_cap = cap;
     }
     if (t->nops == 0)
-        t->oldest_op_ms = emq__now_coarse_ms();
+        t->oldest_op_ms = now_ms;
     t->ops[t->nops++] = *op;
     /* While entries are in flight the upkeep thread looks every
      * EMQ_SETTLE_DELAY_MS by itself; it is woken only from a long sleep,
@@ -246,9 +280,11 @@ static emq_status push_op(emq__inflight *t, settle_op *op, emq_error *err) {
 }
 
 /* Queues op, its entry (if any) now settling or waiting out a retry
- * (caller holds mu). */
-static emq_status queue_op(emq__inflight *t, settle_op *op, emq_error *err) {
-    if_entry *e = find_at(t, &op->id, t->current);
+ * (caller holds mu; now_ms as push_op's). */
+static emq_status queue_op(emq__inflight *t, settle_op *op, int64_t now_ms,
+                           emq_error *err) {
+    op->key = key_known(op->key, &op->id);
+    if_entry *e = find_at(t, op->key, t->current);
     if (e != NULL && e->overdue) {
         /* Let go past handler.timeout_ms: a peer may hold it now, and an
          * XACK does not ask whose it is. */
@@ -257,10 +293,12 @@ static emq_status queue_op(emq__inflight *t, settle_op *op, emq_error *err) {
         return EMQ_OK;
     }
     op->slot_hint = e != NULL ? (size_t)(e - t->slots) : SIZE_MAX;
-    emq_status st = push_op(t, op, err);
+    emq_status st = push_op(t, op, now_ms, err);
     if (st == EMQ_OK && e != NULL) {
         set_state(t, e, op->kind == SETTLE_RETRY ? IF_RETRY_WAIT : IF_SETTLING);
-        e->due_ms = emq__now_coarse_ms() + op->delay_ms;
+        e->due_ms = now_ms + op->delay_ms;
+        if (op->kind == SETTLE_RETRY && e->due_ms < t->due_min)
+            t->due_min = e->due_ms;
     }
     return st;
 }
@@ -301,14 +339,16 @@ static void note_dropped(emq__inflight *t, const emq_id *id) {
 }
 
 /* Marks next's entry IF_HANDLING if it may be handed out; returns what
- * emq__inflight_step puts in *began (caller holds mu). */
-static int begin_locked(emq__inflight *t, const batch_item *next) {
-    if_entry *e = find_at(t, &next->id, next->slot);
+ * emq__inflight_step puts in *began (caller holds mu; now_ms:
+ * emq__now_coarse_ms()). */
+static int begin_locked(emq__inflight *t, const batch_item *next,
+                        int64_t now_ms) {
+    if_entry *e = find_at(t, key_known(next->key, &next->id), next->slot);
     /* Not refreshed for most of claim.min_idle_ms (the upkeep connection
      * is down): a peer may take it any moment, so it is not handed out;
      * recovery brings it back. */
     int stale = e != NULL && t->stale_after_ms > 0 &&
-                emq__now_coarse_ms() - e->refreshed_ms > t->stale_after_ms;
+                now_ms - e->refreshed_ms > t->stale_after_ms;
     int ok = e != NULL && !e->lost && !stale;
     if (e != NULL && e->state != IF_READ)
         return 0; /* in hand already (handed out by an earlier copy of it,
@@ -318,7 +358,7 @@ static int begin_locked(emq__inflight *t, const batch_item *next) {
     if (ok) {
         e->unseen = 0;
         set_state(t, e, IF_HANDLING);
-        e->handed_ms = emq__now_coarse_ms();
+        e->handed_ms = now_ms;
         t->current = (size_t)(e - t->slots);
     } else if (e != NULL) {
         if (stale && !e->lost)
@@ -330,7 +370,7 @@ static int begin_locked(emq__inflight *t, const batch_item *next) {
 
 int emq__inflight_still_ours(emq__inflight *t, const emq_id *id) {
     pthread_mutex_lock(&t->mu);
-    if_entry *e = find_at(t, id, t->current);
+    if_entry *e = find_at(t, key_of(id), t->current);
     int stale = e != NULL && t->stale_after_ms > 0 &&
                 emq__now_coarse_ms() - e->refreshed_ms > t->stale_after_ms;
     int ours = e != NULL && e->state == IF_HANDLING && !e->lost && !stale;
@@ -348,10 +388,11 @@ emq_status emq__inflight_step(emq__inflight *t, settle_op *op,
                               emq_error *err) {
     emq_status st = EMQ_OK;
     pthread_mutex_lock(&t->mu);
+    int64_t now = emq__now_coarse_ms(); /* once, for both */
     if (op != NULL)
-        st = queue_op(t, op, err);
+        st = queue_op(t, op, now, err);
     if (next != NULL)
-        *began = begin_locked(t, next);
+        *began = begin_locked(t, next, now);
     pthread_mutex_unlock(&t->mu);
     return st;
 }
@@ -359,8 +400,9 @@ emq_status emq__inflight_step(emq__inflight *t, settle_op *op,
 void emq__inflight_begin(emq__inflight *t, const batch_item *const *items,
                          size_t n, int *began) {
     pthread_mutex_lock(&t->mu);
+    int64_t now = emq__now_coarse_ms();
     for (size_t i = 0; i < n; i++)
-        began[i] = begin_locked(t, items[i]);
+        began[i] = begin_locked(t, items[i], now);
     pthread_mutex_unlock(&t->mu);
 }
 
@@ -369,6 +411,8 @@ emq_status emq__inflight_settle_held(emq__inflight *t, settle_op *op,
                                      emq_error *err, int64_t *handed_ms) {
     pthread_mutex_lock(&t->mu);
     if_entry *e = find(t, &op->id);
+    if (e != NULL)
+        op->key = e->key;
     emq_status st;
     if (fenced && (e == NULL || e->state == IF_HANDLING)) {
         /* Nothing is settled past the lease's deadline, so say so now
@@ -415,7 +459,7 @@ emq_status emq__inflight_settle_held(emq__inflight *t, settle_op *op,
         if (op->kind == SETTLE_RETRY && e->deliveries >= max_deliveries)
             op->kind = SETTLE_DEAD; /* its last delivery */
         t->current = (size_t)(e - t->slots);
-        st = queue_op(t, op, err);
+        st = queue_op(t, op, emq__now_coarse_ms(), err);
     }
     pthread_mutex_unlock(&t->mu);
     return st;
@@ -426,9 +470,10 @@ emq_status emq__inflight_release(emq__inflight *t, const batch_item *item,
     /* A new entry's count is 1 (XREADGROUP > tells none). */
     settle_op op = {.kind = SETTLE_RELEASE,
                     .id = item->id,
+                    .key = key_known(item->key, &item->id),
                     .deliveries = item->deliveries ? item->deliveries : 1};
     pthread_mutex_lock(&t->mu);
-    if_entry *e = find_at(t, &item->id, item->slot);
+    if_entry *e = find_at(t, op.key, item->slot);
     if (e != NULL && e->state == IF_READ && e->unseen == 1) {
         /* Its unseen mark already keeps the next take from counting it:
          * undoing the count as well would count one delivery too few. */
@@ -437,7 +482,7 @@ emq_status emq__inflight_release(emq__inflight *t, const batch_item *item,
     }
     if (e != NULL && e->state == IF_READ)
         e->unseen = 2; /* released: never marked from now on */
-    emq_status st = queue_op(t, &op, err);
+    emq_status st = queue_op(t, &op, emq__now_coarse_ms(), err);
     pthread_mutex_unlock(&t->mu);
     return st;
 }
@@ -446,12 +491,14 @@ int emq__inflight_add_waiting(emq__inflight *t, const emq_id *id,
                               int64_t wait_ms, int uncounted) {
     pthread_mutex_lock(&t->mu);
     int result = 0;
-    size_t h = hash_id(id);
-    if (find_hashed(t, id, h) == NULL) {
+    emq__stream_id k = key_of(id);
+    size_t h = hash_key(k);
+    if ((k.ms | k.seq) != 0 && find_hashed(t, k, h) == NULL) {
         if ((t->n + 1) * 2 > t->cap && grow(t) != 0) {
             result = -1;
         } else {
             if_entry e = {.id = *id,
+                          .key = k,
                           .refreshed_ms = emq__now_ms(),
                           .due_ms = emq__now_ms() + wait_ms,
                           .hash = h,
@@ -461,6 +508,8 @@ int emq__inflight_add_waiting(emq__inflight *t, const emq_id *id,
             insert_slot(t->slots, t->cap, &e);
             t->n++;
             t->nwait++;
+            if (e.due_ms < t->due_min)
+                t->due_min = e.due_ms;
         }
     }
     pthread_mutex_unlock(&t->mu);
@@ -516,7 +565,8 @@ void emq__inflight_settled(emq__inflight *t, const settle_op *ops, size_t n) {
     for (size_t i = 0; i < n; i++) {
         if (ops[i].kind == SETTLE_RETRY)
             continue; /* still pending to us, back when due */
-        if_entry *e = find_at(t, &ops[i].id, ops[i].slot_hint);
+        if_entry *e =
+            find_at(t, key_known(ops[i].key, &ops[i].id), ops[i].slot_hint);
         if (e != NULL && e->state == IF_SETTLING)
             remove_at(t, e);
     }
@@ -535,7 +585,8 @@ void emq__inflight_requeue(emq__inflight *t, settle_op *ops, size_t n) {
              * entries too, so that they stop being refreshed and come back
              * through a claim or recovery (at-least-once). */
             for (size_t i = 0; i < n; i++) {
-                if_entry *e = find_at(t, &ops[i].id, ops[i].slot_hint);
+                if_entry *e = find_at(t, key_known(ops[i].key, &ops[i].id),
+                                      ops[i].slot_hint);
                 if (e != NULL)
                     remove_at(t, e);
                 emq__settle_op_free(&ops[i]);
@@ -752,10 +803,11 @@ size_t emq__inflight_refreshed(emq__inflight *t, const emq_id *asked,
         }
         settle_op cleanup = {.kind = SETTLE_GONE,
                              .id = id,
+                             .key = e->key,
                              .deliveries = 2,
                              .slot_hint = SIZE_MAX};
         emq_error ignored;
-        (void)push_op(t, &cleanup, &ignored);
+        (void)push_op(t, &cleanup, emq__now_coarse_ms(), &ignored);
         (*ngone)++;
         if (e->state == IF_HANDLING)
             e->lost = 1;
@@ -793,7 +845,7 @@ void emq__inflight_gone(emq__inflight *t, const emq_id *id) {
     settle_op cleanup = {
         .kind = SETTLE_GONE, .id = *id, .deliveries = 2, .slot_hint = SIZE_MAX};
     emq_error ignored; /* out of memory: only the clean-up is skipped */
-    (void)push_op(t, &cleanup, &ignored);
+    (void)push_op(t, &cleanup, emq__now_coarse_ms(), &ignored);
     pthread_mutex_unlock(&t->mu);
 }
 
@@ -814,13 +866,20 @@ size_t emq__inflight_due(emq__inflight *t, int64_t now_ms, int uncounted,
 }
 
 int64_t emq__inflight_next_due(emq__inflight *t, int64_t now_ms) {
-    int64_t next = INT64_MAX;
     pthread_mutex_lock(&t->mu);
-    for (size_t i = 0; i < t->cap && t->nwait > 0; i++) {
-        const if_entry *e = &t->slots[i];
-        if (e->used && e->state == IF_RETRY_WAIT && e->due_ms < next)
-            next = e->due_ms;
+    if (t->nwait == 0)
+        t->due_min = INT64_MAX;
+    /* due_min is never later than the soonest wait: only once it has come
+     * may it be stale (that entry left), and only then is it looked for. */
+    if (t->due_min <= now_ms) {
+        t->due_min = INT64_MAX;
+        for (size_t i = 0; i < t->cap; i++) {
+            const if_entry *e = &t->slots[i];
+            if (e->used && e->state == IF_RETRY_WAIT && e->due_ms < t->due_min)
+                t->due_min = e->due_ms;
+        }
     }
+    int64_t next = t->due_min;
     pthread_mutex_unlock(&t->mu);
     return next == INT64_MAX ? INT64_MAX : (next > now_ms ? next - now_ms : 0);
 }
@@ -873,6 +932,7 @@ void emq__inflight_clear(emq__inflight *t) {
     memset(t->slots, 0, t->cap * sizeof *t->slots);
     t->n = 0;
     t->nwait = 0;
+    t->due_min = INT64_MAX;
     atomic_store(&t->nhandling, 0);
     atomic_fetch_add(&t->generation, 1);
     free_ops(t);

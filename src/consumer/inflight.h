@@ -20,6 +20,8 @@
 /* One entry of a batch, as parsed from a reply. */
 typedef struct batch_item {
     emq_id id;
+    emq__stream_id key;      /* id's numbers, the table's key ({0, 0}: not
+                                known, read from id when needed) */
     const emq_reply *fields; /* array of name, value...; NULL if deleted */
     uint64_t deliveries;     /* server's count; 0 when not known */
     int malformed;           /* the entry's shape is broken */
@@ -39,10 +41,11 @@ typedef enum if_state {
 
 typedef struct if_entry {
     emq_id id;
+    emq__stream_id key;   /* id's numbers: what the table compares */
     int64_t refreshed_ms; /* read, claimed or last refreshed (monotonic) */
     int64_t due_ms;       /* IF_RETRY_WAIT: when it is delivered again */
     uint64_t deliveries;
-    size_t hash;       /* of id, kept for probing and moving */
+    size_t hash;       /* of key, kept for probing and moving */
     int64_t handed_ms; /* IF_HANDLING: when it was handed out */
     unsigned char used, state, lost;
     unsigned char overdue;   /* IF_HANDLING past handler.timeout_ms: let go,
@@ -70,6 +73,7 @@ typedef enum settle_kind {
 typedef struct settle_op {
     settle_kind kind;
     emq_id id;
+    emq__stream_id key; /* as batch_item's */
     uint64_t deliveries;
     int64_t delay_ms; /* SETTLE_RETRY */
     char *reason;     /* SETTLE_RETRY/DEAD: owned, may be NULL */
@@ -87,6 +91,9 @@ typedef struct emq__inflight {
     int64_t run_took_ms;     /* when the run thread last took ops for a read */
     int quit;                /* the upkeep thread is asked to end */
     size_t nwait;            /* entries in IF_RETRY_WAIT */
+    int64_t due_min;         /* no retry wait ends sooner (INT64_MAX: none
+                                known); emq__inflight_next_due looks
+                                through the table only once it has come */
     atomic_size_t nhandling; /* entries in IF_HANDLING (read without mu) */
     size_t current;          /* slot of the entry the handler has (a hint) */
     int64_t stale_after_ms;  /* an entry not refreshed this long is not
@@ -257,7 +264,9 @@ void emq__inflight_gone(emq__inflight *t, const emq_id *id);
  * number. */
 size_t emq__inflight_due(emq__inflight *t, int64_t now_ms, int uncounted,
                          emq_id *out, size_t max);
-/* Milliseconds until the next retry is due (INT64_MAX: none). */
+/* Milliseconds until the next retry is due (INT64_MAX: none). Asked
+ * before every read: no look through the table until a wait may have
+ * ended. */
 int64_t emq__inflight_next_due(emq__inflight *t, int64_t now_ms);
 /* Forgets entries not handed out yet (IF_READ): after a lost session they
  * come back through recover self. */

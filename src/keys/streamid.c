@@ -7,43 +7,47 @@
  */
 #include "keys.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
-/* Parses 1..20 decimal digits into a uint64 without overflow. */
-static int parse_u64(const char *p, size_t n, uint64_t *out) {
-    if (n == 0 || n > 20)
-        return -1;
+/* Reads the leading decimal digits of p[0..n) into *out: returns how many
+ * there were (0: none), or SIZE_MAX when more than 20, or when they do not
+ * fit 64 bits. One pass, as this runs for every entry a consumer reads. */
+static size_t leading_u64(const char *p, size_t n, uint64_t *out) {
     uint64_t v = 0;
-    /* Nineteen digits never overflow; only a twentieth can. (This runs
-     * for every entry a consumer reads.) */
+    size_t i = 0;
+    /* Nineteen digits never overflow; only a twentieth can. */
     size_t safe = n < 19 ? n : 19;
-    for (size_t i = 0; i < safe; i++) {
+    for (; i < safe; i++) {
         unsigned d = (unsigned)(unsigned char)p[i] - '0';
         if (d > 9)
-            return -1;
+            break;
         v = v * 10 + d;
     }
-    if (n == 20) {
+    if (i == 19 && n > 19) {
         unsigned d = (unsigned)(unsigned char)p[19] - '0';
-        if (d > 9 || v > (UINT64_MAX - d) / 10)
-            return -1;
-        v = v * 10 + d;
+        if (d <= 9) {
+            if (v > (UINT64_MAX - d) / 10 ||
+                (n > 20 && (unsigned)(unsigned char)p[20] - '0' <= 9))
+                return SIZE_MAX;
+            v = v * 10 + d;
+            i = 20;
+        }
     }
     *out = v;
-    return 0;
+    return i;
 }
 
 int emq__stream_id_parse(const char *text, size_t len, emq__stream_id *out) {
-    const char *dash = memchr(text, '-', len);
     emq__stream_id id = {0, 0};
-    if (dash == NULL) {
-        if (parse_u64(text, len, &id.ms) != 0)
-            return -1;
-    } else {
-        size_t ms_len = (size_t)(dash - text);
-        if (parse_u64(text, ms_len, &id.ms) != 0 ||
-            parse_u64(dash + 1, len - ms_len - 1, &id.seq) != 0)
+    size_t ms_len = leading_u64(text, len, &id.ms);
+    if (ms_len == 0 || ms_len == SIZE_MAX)
+        return -1;
+    if (ms_len < len) {
+        size_t seq_len = len - ms_len - 1;
+        if (text[ms_len] != '-' || seq_len == 0 ||
+            leading_u64(text + ms_len + 1, seq_len, &id.seq) != seq_len)
             return -1;
     }
     if (out)

@@ -258,6 +258,45 @@ static int parse_int(const char *p, size_t n, long long *out) {
     return 0;
 }
 
+/* 1 for the types whose line is one integer: a length, a count or a
+ * number. */
+static int int_line(char type) {
+    switch (type) {
+    case ':':
+    case '$':
+    case '!':
+    case '=':
+    case '*':
+    case '%':
+    case '~':
+    case '>':
+    case '|':
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+/* The common integer line, read in one pass: an optional '-' and 1 to 18
+ * digits (too few to overflow), then '\r', within avail bytes. Returns
+ * the offset of the '\r' with *value set, or 0 for any other line, which
+ * the general path then judges (and names what is wrong with it). */
+static size_t short_int_line(const char *p, size_t avail, long long *value) {
+    size_t i = avail > 0 && p[0] == '-';
+    size_t first = i;
+    unsigned long long v = 0;
+    for (; i < avail && i < first + 18; i++) {
+        unsigned d = (unsigned)(unsigned char)p[i] - '0';
+        if (d > 9)
+            break;
+        v = v * 10 + d;
+    }
+    if (i == first || i >= avail || p[i] != '\r')
+        return 0;
+    *value = first ? -(long long)v : (long long)v;
+    return i;
+}
+
 static locale_t c_locale;
 static pthread_once_t c_locale_once = PTHREAD_ONCE_INIT;
 static void make_c_locale(void) {
@@ -349,10 +388,25 @@ static int scan_element(emq__resp_reader *r, int *opened, emq_error *err) {
         return SCAN_MORE;
     char type = data[at];
     size_t line = at + 1; /* first byte after the type byte */
-    size_t limit = r->len - line;
-    if (limit > r->limits.max_line + 1)
-        limit = r->limits.max_line + 1;
-    const char *cr = memchr(data + line, '\r', limit);
+    long long n = 0;
+    int counted = 0; /* n holds the line's integer already */
+    const char *cr = NULL;
+    if (int_line(type)) {
+        size_t avail = r->len - line;
+        size_t digits = short_int_line(
+            data + line,
+            avail < r->limits.max_line ? avail : r->limits.max_line, &n);
+        if (digits > 0) {
+            cr = data + line + digits;
+            counted = 1;
+        }
+    }
+    if (cr == NULL) {
+        size_t limit = r->len - line;
+        if (limit > r->limits.max_line + 1)
+            limit = r->limits.max_line + 1;
+        cr = memchr(data + line, '\r', limit);
+    }
     if (cr == NULL) {
         if (r->len - line > r->limits.max_line) {
             char shown[8];
@@ -375,7 +429,6 @@ static int scan_element(emq__resp_reader *r, int *opened, emq_error *err) {
     const char *text = data + line;
     size_t text_len = cr_at - line;
     size_t next = cr_at + 2;
-    long long n;
     double d;
 
     switch (type) {
@@ -383,7 +436,7 @@ static int scan_element(emq__resp_reader *r, int *opened, emq_error *err) {
     case '-':
         break;
     case ':':
-        if (parse_int(text, text_len, &n) != 0) {
+        if (!counted && parse_int(text, text_len, &n) != 0) {
             fail(r, err, "protocol error: invalid integer reply");
             return SCAN_FAIL;
         }
@@ -415,7 +468,7 @@ static int scan_element(emq__resp_reader *r, int *opened, emq_error *err) {
     case '$':
     case '!':
     case '=':
-        if (parse_int(text, text_len, &n) != 0) {
+        if (!counted && parse_int(text, text_len, &n) != 0) {
             fail(r, err, "protocol error: invalid %s length", type_name(type));
             return SCAN_FAIL;
         }
@@ -455,7 +508,7 @@ static int scan_element(emq__resp_reader *r, int *opened, emq_error *err) {
     case '~':
     case '>':
     case '|': {
-        if (parse_int(text, text_len, &n) != 0) {
+        if (!counted && parse_int(text, text_len, &n) != 0) {
             fail(r, err, "protocol error: invalid %s length", type_name(type));
             return SCAN_FAIL;
         }
@@ -558,10 +611,23 @@ static const char *build_value(const char *p, const char *end,
     for (;;) {
         char type = *p;
         const char *text = p + 1;
-        const char *cr = memchr(text, '\r', (size_t)(end - text));
+        const char *cr;
+        long long n = 0;
+        if (int_line(type)) {
+            /* The scan validated it: [-]digits CR LF, within 64 bits. */
+            const char *q = text + (*text == '-');
+            unsigned long long v = 0;
+            for (; *q != '\r'; q++)
+                v = v * 10 + (unsigned)(*q - '0');
+            n = *text != '-' ? (long long)v
+                : v == 0     ? 0
+                             : -(long long)(v - 1) - 1;
+            cr = q;
+        } else {
+            cr = memchr(text, '\r', (size_t)(end - text));
+        }
         size_t text_len = (size_t)(cr - text);
         const char *next = cr + 2;
-        long long n = 0;
         memset(slot, 0, sizeof *slot);
         switch (type) {
         case '+':
@@ -571,7 +637,6 @@ static const char *build_value(const char *p, const char *end,
             slot->len = text_len;
             break;
         case ':':
-            parse_int(text, text_len, &n);
             slot->type = EMQ_REPLY_INTEGER;
             slot->u.integer = n;
             break;
@@ -596,7 +661,6 @@ static const char *build_value(const char *p, const char *end,
         case '$':
         case '!':
         case '=':
-            parse_int(text, text_len, &n);
             if (n < 0) {
                 slot->type = EMQ_REPLY_NULL;
                 break;
@@ -614,7 +678,6 @@ static const char *build_value(const char *p, const char *end,
             next += n + 2;
             break;
         default: { /* aggregates */
-            parse_int(text, text_len, &n);
             if (n < 0) {
                 slot->type = EMQ_REPLY_NULL;
                 break;

@@ -114,6 +114,7 @@ emq_status emq__consumer_make(const emq_conf_t *conf, emq_handler_fn handler,
     if ((st = emq__inflight_init(&c->table, err)) != EMQ_OK)
         goto fail;
     c->rx_ops = emq__alloc(EMQ_SETTLE_MAX_IDS * sizeof *c->rx_ops);
+    c->rx_ops_cap = EMQ_SETTLE_MAX_IDS;
     if (c->rx_ops == NULL) {
         st = emq__oom(err);
         goto fail;
@@ -294,9 +295,10 @@ static emq_status group_lost(emq_consumer_t *c, emq_error *err) {
  * *nops says how many, for emq__settle_finish. */
 static emq_status append_rx_settlements(emq_consumer_t *c, size_t *nops,
                                         emq_error *err) {
-    *nops = emq__lease_valid(c) ? emq__inflight_take(&c->table, c->rx_ops,
-                                                     emq__settle_ops_max(c), 1)
-                                : 0;
+    *nops = emq__lease_valid(c)
+                ? emq__inflight_take(&c->table, &c->rx_ops, &c->rx_ops_cap,
+                                     emq__settle_ops_max(c), 1)
+                : 0;
     return *nops ? emq__settle_append(c, &c->rx, c->rx_ops, *nops, err)
                  : EMQ_OK;
 }

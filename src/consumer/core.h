@@ -145,6 +145,7 @@ struct emq_consumer {
     stats_hist hist; /* stats.c: latency and delivery counts */
 
     settle_op *rx_ops; /* settlements the run thread sends with a read */
+    size_t rx_ops_cap; /* (emq__inflight_take may swap the array) */
     emq_field *fields; /* scratch for the handler's field array */
     size_t fields_cap;
     char claim_cursor[EMQ_ID_MAX];

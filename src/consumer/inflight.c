@@ -543,19 +543,35 @@ int emq__inflight_reclaimed(emq__inflight *t, const emq_id *id,
     return e != NULL;
 }
 
-size_t emq__inflight_take(emq__inflight *t, settle_op *out, size_t max,
-                          int by_run) {
+size_t emq__inflight_take(emq__inflight *t, settle_op **ops, size_t *cap,
+                          size_t max, int by_run) {
     pthread_mutex_lock(&t->mu);
     if (by_run)
         t->run_took_ms = emq__now_coarse_ms();
     size_t n = t->nops < max ? t->nops : max;
-    if (n == 0) {
-        pthread_mutex_unlock(&t->mu);
-        return 0;
+    if (n > 0 && n == t->nops) {
+        /* All of them: the two arrays change hands. */
+        settle_op *mine = *ops;
+        size_t mine_cap = *cap;
+        *ops = t->ops;
+        *cap = t->ops_cap;
+        t->ops = mine;
+        t->ops_cap = mine_cap;
+        t->nops = 0;
+    } else if (n > 0) {
+        if (n > *cap) {
+            settle_op *grown = emq__realloc(*ops, n * sizeof *grown);
+            if (grown == NULL) {
+                pthread_mutex_unlock(&t->mu);
+                return 0; /* they stay queued */
+            }
+            *ops = grown;
+            *cap = n;
+        }
+        memcpy(*ops, t->ops, n * sizeof **ops);
+        memmove(t->ops, t->ops + n, (t->nops - n) * sizeof *t->ops);
+        t->nops -= n;
     }
-    memcpy(out, t->ops, n * sizeof *out);
-    memmove(t->ops, t->ops + n, (t->nops - n) * sizeof *t->ops);
-    t->nops -= n;
     pthread_mutex_unlock(&t->mu);
     return n;
 }

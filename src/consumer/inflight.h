@@ -192,12 +192,15 @@ int emq__inflight_holds(emq__inflight *t, const emq_id *id);
  * its count raised) a second time. Returns 1 when held, else 0. Any
  * thread. */
 int emq__inflight_reclaimed(emq__inflight *t, const emq_id *id, int64_t now_ms);
-/* Moves up to max queued ops into *out (caller frees with
- * emq__settle_op_free after emq__inflight_settled). Returns their number.
- * by_run: the run thread takes them for its read (noted, so the upkeep
- * thread leaves settlements to it while it reads often). */
-size_t emq__inflight_take(emq__inflight *t, settle_op *out, size_t max,
-                          int by_run);
+/* Moves up to max queued ops into (*ops)[0..n), returning n (caller frees
+ * them with emq__settle_op_free after emq__inflight_settled). *ops (room
+ * for *cap, from emq__alloc) may be swapped with the queue's own array:
+ * taking them all, the usual case, copies nothing. Out of memory growing
+ * *ops, takes none. by_run: the run thread takes them for its read
+ * (noted, so the upkeep thread leaves settlements to it while it reads
+ * often). */
+size_t emq__inflight_take(emq__inflight *t, settle_op **ops, size_t *cap,
+                          size_t max, int by_run);
 /* Upkeep: the ops were applied by the server: ACK, GONE and DEAD entries
  * leave the table. */
 void emq__inflight_settled(emq__inflight *t, const settle_op *ops, size_t n);

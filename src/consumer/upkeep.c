@@ -312,9 +312,9 @@ static emq_status append_publish(emq_consumer_t *c, int64_t now, emq_id *ids,
     return st;
 }
 
-static emq_status one_round(emq_consumer_t *c, int settle, settle_op *ops,
-                            emq_id *ids, emq_id *unmarks, emq_id *unpub,
-                            emq_error *err) {
+static emq_status one_round(emq_consumer_t *c, int settle, settle_op **ops_at,
+                            size_t *ops_cap, emq_id *ids, emq_id *unmarks,
+                            emq_id *unpub, emq_error *err) {
     emq__upkeep *u = &c->upkeep;
     int64_t now = emq__now_ms();
     round r = {.settle = {.c = c}, .c = c, .asked = ids, .sent_ms = now};
@@ -396,12 +396,13 @@ static emq_status one_round(emq_consumer_t *c, int settle, settle_op *ops,
                                      err);
     /* Settlements only while the lease is known held. */
     if (st == EMQ_OK && settle && valid) {
-        nops = emq__inflight_take(&c->table, ops, emq__settle_ops_max(c), 0);
-        st = emq__settle_append(c, &u->x, ops, nops, err);
+        nops = emq__inflight_take(&c->table, ops_at, ops_cap,
+                                  emq__settle_ops_max(c), 0);
+        st = emq__settle_append(c, &u->x, *ops_at, nops, err);
     }
     if (st == EMQ_OK)
         st = emq__session_drain(&u->x, apply, &r, err);
-    emq__settle_finish(c, ops, nops, st, &r.settle);
+    emq__settle_finish(c, *ops_at, nops, st, &r.settle);
     if (nunpub > 0 && st != EMQ_OK && st != EMQ_EAGAIN)
         emq__inflight_unpublish_again(&c->table, unpub, nunpub);
     if (r.nunmarks > 0)
@@ -439,6 +440,7 @@ static void *upkeep_main(void *arg) {
     emq_consumer_t *c = arg;
     emq__upkeep *u = &c->upkeep;
     settle_op *ops = emq__alloc(EMQ_SETTLE_MAX_IDS * sizeof *ops);
+    size_t ops_cap = EMQ_SETTLE_MAX_IDS;
     emq_id *ids = emq__alloc(EMQ_SETTLE_MAX_IDS * sizeof *ids);
     emq_id *unmarks = emq__alloc(EMQ_SETTLE_MAX_IDS * sizeof *unmarks);
     emq_id *unpub = emq__alloc(EMQ_SETTLE_MAX_IDS * sizeof *unpub);
@@ -456,7 +458,8 @@ static void *upkeep_main(void *arg) {
                      !emq__lease_valid(c) || atomic_load(&c->fatal)))
             break;
         emq_error err;
-        emq_status st = one_round(c, settle, ops, ids, unmarks, unpub, &err);
+        emq_status st =
+            one_round(c, settle, &ops, &ops_cap, ids, unmarks, unpub, &err);
         if (emq__now_ms() >= u->next_stats_ms) {
             /* Skipped (not late-fired) while fenced or failing. */
             if (st == EMQ_OK && !quit && emq__lease_valid(c))

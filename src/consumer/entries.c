@@ -131,22 +131,11 @@ emq_status emq__entry_fields(emq_consumer_t *c, batch_item *item,
         }
         out = c->fields;
     }
-    for (size_t i = 0; i < n; i++) {
-        const emq_reply *name = emq_reply_at(item->fields, 2 * i);
-        const emq_reply *value = emq_reply_at(item->fields, 2 * i + 1);
-        if (emq_reply_kind(name) != EMQ_REPLY_STRING ||
-            emq_reply_kind(value) != EMQ_REPLY_STRING) {
-            item->malformed = 1;
-            item->fields = NULL;
-            *nfields = 0;
-            return EMQ_OK;
-        }
-        out[i].name = emq_reply_str(name, &out[i].name_len);
-        out[i].value = emq_reply_str(value, &out[i].value_len);
-        if (out[i].value == NULL)
-            out[i].value = ""; /* an empty string may have no text */
-        if (out[i].name == NULL)
-            out[i].name = "";
+    if (emq__reply_field_views(item->fields, out, n) != 0) {
+        item->malformed = 1; /* a name or value that is not a string */
+        item->fields = NULL;
+        *nfields = 0;
+        return EMQ_OK;
     }
     *nfields = n;
     return EMQ_OK;

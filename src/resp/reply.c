@@ -50,6 +50,23 @@ const emq_reply *emq_reply_at(const emq_reply *r, size_t i) {
 
 const char *emq_reply_format(const emq_reply *r) { return r ? r->format : ""; }
 
+int emq__reply_field_views(const emq_reply *arr, emq_field *out, size_t n) {
+    if (n == 0)
+        return 0;
+    if (!aggregate(arr) || arr->len / 2 < n)
+        return -1;
+    const struct emq_reply *e = arr->u.element;
+    for (size_t i = 0; i < n; i++, e += 2) {
+        if (e[0].type != EMQ_REPLY_STRING || e[1].type != EMQ_REPLY_STRING)
+            return -1;
+        out[i].name = e[0].str ? e[0].str : "";
+        out[i].name_len = e[0].len;
+        out[i].value = e[1].str ? e[1].str : "";
+        out[i].value_len = e[1].len;
+    }
+    return 0;
+}
+
 const emq_reply *emq_reply_attribute(const emq_reply *r) {
     return r ? r->attribute : NULL;
 }

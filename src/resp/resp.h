@@ -97,6 +97,11 @@ int emq__resp_over_max_reply(const emq__resp_reader *r);
  * STRING reply made printable (emq__printable), else "(reply of type N)".
  * Writes into buf (size bytes) and returns it. */
 char *emq__reply_text(const emq_reply *r, char *buf, size_t size);
+/* Points out[0..n) at the name/value pairs of arr, an array of at least
+ * 2n strings (the fields of a stream entry), in one pass: a string
+ * without text reads "". -1 when one of them is not a string (out is
+ * then partly written). The views live as long as arr's reply. */
+int emq__reply_field_views(const emq_reply *arr, emq_field *out, size_t n);
 /* 1 when r is an error reply of code word (its first word), or a script
  * error whose text names it (scripts wrap the errors of the commands they
  * call, differently on each server: 6.2 writes "... -READONLY ..."). */

@@ -794,3 +794,37 @@ TEST(resp_dropped_pushes_never_come_out) {
     ASSERT_EQ_INT((long long)emq__resp_pushes_dropped(r), 3);
     emq__resp_reader_free(r);
 }
+
+/* Parses the one reply in bytes (the caller frees it). */
+static emq_reply *parse_one(const char *bytes, size_t len) {
+    emq__resp_reader *r = emq__resp_reader_new(NULL);
+    ASSERT(r != NULL);
+    emq_error err;
+    ASSERT_OK(emq__resp_feed(r, bytes, len, &err), &err);
+    emq_reply *rep = NULL;
+    ASSERT_OK(emq__resp_next(r, &rep, &err), &err);
+    emq__resp_reader_free(r); /* the reply keeps its bytes */
+    return rep;
+}
+
+TEST(resp_field_views_of_an_entry) {
+    static const char in[] = "*4\r\n$4\r\nname\r\n$0\r\n\r\n$1\r\nk\r\n$3\r\n"
+                             "v\0w\r\n";
+    emq_reply *rep = parse_one(in, sizeof in - 1);
+    emq_field f[2];
+    ASSERT_EQ_INT(emq__reply_field_views(rep, f, 2), 0);
+    ASSERT_EQ_MEM(f[0].name, f[0].name_len, "name", 4);
+    ASSERT_EQ_MEM(f[0].value, f[0].value_len, "", 0);
+    ASSERT(f[0].value != NULL);
+    ASSERT_EQ_MEM(f[1].name, f[1].name_len, "k", 1);
+    ASSERT_EQ_MEM(f[1].value, f[1].value_len, "v\0w", 3);
+    /* Fewer pairs than asked, or none asked of no reply at all. */
+    ASSERT_EQ_INT(emq__reply_field_views(rep, f, 3), -1);
+    ASSERT_EQ_INT(emq__reply_field_views(NULL, f, 0), 0);
+    emq_reply_free(rep);
+    /* A name or value that is not a string. */
+    static const char bad[] = "*2\r\n$1\r\na\r\n:1\r\n";
+    rep = parse_one(bad, sizeof bad - 1);
+    ASSERT_EQ_INT(emq__reply_field_views(rep, f, 1), -1);
+    emq_reply_free(rep);
+}

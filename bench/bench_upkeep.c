@@ -13,7 +13,9 @@
  * and, over SECONDS (default 60: four refreshes), the benchmark reports
  * the server's CPU (INFO cpu, user + sys) in % of one core, and the
  * commands that took it (INFO commandstats: calls and microseconds per
- * second, most expensive first). N = 0 is the consumer's fixed cost.
+ * second, most expensive first). A first row measures the server alone
+ * (its own timers: the benchmark server runs with hz 100); N = 0 is the
+ * consumer's fixed cost on top of it.
  *
  * The server's CPU time is counted by its own process, so other work on
  * the machine changes it little (unlike a wall-clock rate).
@@ -111,6 +113,29 @@ static size_t commandstats(redisContext *admin, cmdstat *out, size_t max) {
     return n;
 }
 
+/* The server's CPU in % of a core over seconds, from now; the commands
+ * that took it into stats (at most max), their number into *ns. */
+static double server_share(redisContext *admin, int seconds, cmdstat *stats,
+                           size_t max, size_t *ns, double *dt) {
+    freeReplyObject(redisCommand(admin, "CONFIG RESETSTAT"));
+    double s0 = server_cpu_s(admin), t0 = now_s();
+    sleep((unsigned)seconds);
+    *dt = now_s() - t0;
+    double pct = (server_cpu_s(admin) - s0) / *dt * 100.0;
+    *ns = commandstats(admin, stats, max);
+    return pct;
+}
+
+static void print_row(const char *what, double pct, const cmdstat *stats,
+                      size_t ns, double dt) {
+    printf("| %s | %.3f %% of a core |", what, pct);
+    for (size_t i = 0; i < ns && i < 5; i++)
+        printf(" %s %.1f/s %.0f us/s;", stats[i].name, stats[i].calls / dt,
+               stats[i].usec / dt);
+    printf(" |\n");
+    fflush(stdout);
+}
+
 static void measure(redisContext *admin, long n, int seconds) {
     char q[32];
     snprintf(q, sizeof q, "upkeep-%ld", n);
@@ -128,19 +153,12 @@ static void measure(redisContext *admin, long n, int seconds) {
             die("emq_consumer_poll", err.message);
     }
     sleep(2);
-    freeReplyObject(redisCommand(admin, "CONFIG RESETSTAT"));
-    double s0 = server_cpu_s(admin), t0 = now_s();
-    sleep((unsigned)seconds);
-    double dt = now_s() - t0;
-    double pct = (server_cpu_s(admin) - s0) / dt * 100.0;
     cmdstat stats[64];
-    size_t ns = commandstats(admin, stats, 64);
-    printf("| %ld in flight | %.3f %% of a core |", n, pct);
-    for (size_t i = 0; i < ns && i < 5; i++)
-        printf(" %s %.1f/s %.0f us/s;", stats[i].name, stats[i].calls / dt,
-               stats[i].usec / dt);
-    printf(" |\n");
-    fflush(stdout);
+    size_t ns;
+    double dt, pct = server_share(admin, seconds, stats, 64, &ns, &dt);
+    char what[64];
+    snprintf(what, sizeof what, "one consumer, %ld in hand", n);
+    print_row(what, pct, stats, ns, dt);
     emq_consumer_stop(c);
     emq_consumer_destroy(c);
     for (long i = 0; i < n; i++)
@@ -158,9 +176,13 @@ int main(int argc, char **argv) {
     start_server(0);
     snprintf(url, sizeof url, "unix://%s", sock_path);
     redisContext *admin = connect_unix();
-    printf("| entries in hand | server CPU over %d s | commands (calls/s, "
-           "server us/s), most expensive first |\n| --- | ---: | --- |\n",
+    printf("| what | server CPU over %d s | commands (calls/s, server us/s), "
+           "most expensive first |\n| --- | ---: | --- |\n",
            seconds);
+    cmdstat stats[64];
+    size_t ns;
+    double dt, pct = server_share(admin, seconds, stats, 64, &ns, &dt);
+    print_row("the server alone", pct, stats, ns, dt);
     if (argc > 2) {
         for (int i = 2; i < argc; i++)
             measure(admin, atol(argv[i]), seconds);

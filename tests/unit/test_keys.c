@@ -115,6 +115,22 @@ TEST(stream_id_parse) {
                       "18446744073709551615-18446744073709551615", 41, &id),
                   0);
     ASSERT(id.ms == UINT64_MAX && id.seq == UINT64_MAX);
+    /* Eight digits at a time, then one by one: 16 and 17 digits. */
+    ASSERT_EQ_INT(emq__stream_id_parse("1234567890123456-12345678", 25, &id),
+                  0);
+    ASSERT(id.ms == 1234567890123456ULL && id.seq == 12345678);
+    ASSERT_EQ_INT(emq__stream_id_parse("12345678901234567", 17, &id), 0);
+    ASSERT(id.ms == 12345678901234567ULL && id.seq == 0);
+    /* Something else at each place of the first eight. */
+    for (int at = 0; at < 8; at++) {
+        const char others[] = {'/', ':', ' ', 'a', '\x80', '\xff'};
+        for (size_t k = 0; k < sizeof others; k++) {
+            char text[] = "1796415960625-7";
+            text[at] = others[k];
+            if (emq__stream_id_parse(text, strlen(text), NULL) != -1)
+                FAIL("'%s' parsed as a stream ID", text);
+        }
+    }
     const char *bad[] = {"",
                          "abc",
                          "-",

@@ -443,6 +443,7 @@ stage_install() {
 # on failure) so the machine is left as found.
 debs=()
 debs_installed=0
+install_lock= # the descriptor of the packages' lock while held
 as_root=()
 install_debs() {
     if [[ $(id -u) -ne 0 ]]; then
@@ -462,6 +463,14 @@ install_debs() {
     compile "$pkgbuild"
     (cd "$pkgbuild" && cpack -G DEB -B "$dir" >"$logs/cpack.log" 2>&1) ||
         { cat "$logs/cpack.log" >&2; return 1; }
+    # The packages are the machine's, not this run's: two runs of this
+    # script side by side (CI runs on one machine) take turns from here to
+    # remove_debs, or the second would find the first's installed.
+    exec {install_lock}>"${TMPDIR:-/tmp}/echomq-install-debs.lock"
+    flock -w 1200 "$install_lock" || {
+        echo "install: another run kept the packages' lock for 20 minutes" >&2
+        return 1
+    }
     for p in "$dir"/*.deb; do
         debs+=("$(dpkg-deb -f "$p" Package)")
         echo "-- $(basename "$p") (Depends: $(dpkg-deb -f "$p" Depends))"
@@ -510,6 +519,10 @@ remove_debs() {
     "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get purge -y -qq "${debs[@]}" \
         >"$logs/apt-remove.log" 2>&1 || { cat "$logs/apt-remove.log" >&2; return 1; }
     echo "removed: ${debs[*]}"
+    if [[ -n ${install_lock:-} ]]; then
+        exec {install_lock}>&- # the next run's turn
+        install_lock=
+    fi
 }
 
 stage_examples() {

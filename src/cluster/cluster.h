@@ -199,6 +199,10 @@ emq_status emq__route_command(emq__route *route, int argc,
 emq_status emq__route_append(emq__route *route, int argc,
                              const char *const *argv, const size_t *argvlen,
                              emq_error *err);
+/* Writes every appended command to its node now (emq__conn_send), its
+ * reply still to be read with emq__route_get_reply. EMQ_OK, or the
+ * failure that broke the route. */
+emq_status emq__route_send(emq__route *route, emq_error *err);
 /* Like emq_conn_get_reply: sends what is appended and returns the next
  * reply in append order, after following its redirections. A command that
  * reached a bound fails alone, as emq__route_command says; the replies of

@@ -922,6 +922,25 @@ emq_status emq__route_get_reply(emq__route *route, emq_reply **reply,
     return st;
 }
 
+emq_status emq__route_send(emq__route *route, emq_error *err) {
+    if (route == NULL)
+        return emq__error_set(err, EMQ_EINVAL, 0, "route is NULL");
+    if (route->single)
+        return emq__conn_send(route->single, err);
+    if (route->broken.code != EMQ_OK)
+        return sticky(route, err);
+    for (size_t i = 0; i < route->links_cap; i++) {
+        node_link *l = &route->links[i];
+        if (l->conn == NULL || l->head == NULL)
+            continue;
+        emq_error e;
+        if (emq__conn_send(l->conn, &e) != EMQ_OK)
+            return break_route(route, &e, err);
+    }
+    emq__error_clear(err);
+    return EMQ_OK;
+}
+
 int emq__route_only_this_failed(const emq__route *route, emq_status st) {
     return st == EMQ_ELIMIT && !emq__route_is_broken(route);
 }

@@ -1093,6 +1093,22 @@ emq_status emq_conn_append(emq_conn_t *conn, int argc, const char *const *argv,
     return st;
 }
 
+emq_status emq__conn_send(emq_conn_t *conn, emq_error *err) {
+    if (conn == NULL)
+        return emq__error_set(err, EMQ_EINVAL, 0, "connection is NULL");
+    if (conn->broken.code != EMQ_OK)
+        return sticky(conn, err);
+    int64_t timeout_ms = conn->opt.command_timeout_ms;
+    emq_error e;
+    emq__error_clear(&e);
+    emq_status st = flush(
+        conn, timeout_ms > 0 ? emq__now_ms() + timeout_ms : -1, timeout_ms, &e);
+    if (st != EMQ_OK)
+        return break_conn(conn, &e, err);
+    emq__error_clear(err);
+    return EMQ_OK;
+}
+
 int emq_conn_server(const emq_conn_t *conn, emq_server *out) {
     if (out == NULL)
         return 0;

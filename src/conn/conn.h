@@ -285,6 +285,13 @@ emq_status emq__conn_open(const emq__conn_options *opts, emq_conn_t **out,
 int64_t emq__conn_block_ms(int argc, const char *const *argv,
                            const size_t *argvlen);
 
+/* Writes what is appended to conn now, without reading any reply (the
+ * replies are read later, in order, as usual), so the server works on it
+ * while the caller does something else. Bounded by command_timeout_ms.
+ * EMQ_OK (also with nothing appended), or the failure that broke conn.
+ * One thread at a time, as every call on conn. */
+emq_status emq__conn_send(emq_conn_t *conn, emq_error *err);
+
 /* Lets a read that waits for a reply give up once *flag is non-zero and
  * the reply is overdue: grace_ms past the command's own blocking time. The
  * read then fails with EMQ_ECLOSED and the connection is broken, so a stop

@@ -353,9 +353,12 @@ static emq_status read_refused(emq_consumer_t *c, emq_reply *reply,
 }
 
 /* Hands what a read delivered (entries, inside reply) to the handler or
- * the ready queue; the batch takes reply and frees it. */
+ * the ready queue; the batch takes reply and frees it. taken_ms: when the
+ * entries were delivered at the latest (0: when the reply began to
+ * arrive). */
 static emq_status dispatch_read(emq_consumer_t *c, emq_reply *reply,
-                                const emq_reply *entries, emq_error *err) {
+                                const emq_reply *entries, int64_t taken_ms,
+                                emq_error *err) {
     batch b;
     emq__batch_init(&b);
     emq_status st = emq__batch_parse(&b, reply, entries, err);
@@ -364,7 +367,8 @@ static emq_status dispatch_read(emq_consumer_t *c, emq_reply *reply,
         emq__session_healthy(&c->rx);
         for (size_t i = 0; i < b.n; i++)
             b.items[i].deliveries = 1; /* '>' delivers for the first time */
-        b.taken_ms = emq__session_reply_began_ms(&c->rx);
+        b.taken_ms = taken_ms > 0 ? taken_ms
+                                  : emq__session_reply_began_ms(&c->rx);
         st = emq__batch_dispatch(c, &b, err);
     }
     emq__batch_free(&b); /* the reply with it */
@@ -403,7 +407,7 @@ static emq_status read_limited(emq_consumer_t *c, size_t want, int64_t wait,
     if (g.entries != NULL) {
         const emq_reply *entries = emq__xread_entries(g.entries, err, &st);
         if (st == EMQ_OK && entries != NULL)
-            return dispatch_read(c, reply, entries, err);
+            return dispatch_read(c, reply, entries, 0, err);
         emq_reply_free(reply);
         return st;
     }
@@ -435,6 +439,119 @@ static emq_status read_limited(emq_consumer_t *c, size_t want, int64_t wait,
         return read_refused(c, reply, err);
     emq_reply_free(reply);
     return st;
+}
+
+/* ---- reads sent ahead (pull mode) ---------------------------------------
+ *
+ * A consumer that waits for each read's reply before it sends the next
+ * leaves the server idle while it parses and queues what came. In pull
+ * mode, when a read came back full (more is likely waiting), the next
+ * XREADGROUP goes out before this one's entries are queued, without
+ * BLOCK (never two reads waiting on the server), with the settlements
+ * decided so far; its reply is read first thing in the next turn. Only in
+ * pull mode: there a dispatch only queues, so what the read ahead took is
+ * in the table, refreshed, moments later; a run-mode handler would hold
+ * it back unrefreshed for as long as it runs. Nothing else of a turn uses
+ * the read connection while a reply is owed on it, so a read goes ahead
+ * only while nothing else is due (a claim beat, a due retry, recovering
+ * its own entries) and the upkeep is in step. */
+
+static emq_status finish_ahead(emq_consumer_t *c, size_t room, emq_error *err);
+
+/* The COUNT of the read to send ahead of dispatching got entries, read by
+ * a read of want entries with room free before it; 0: none. */
+static size_t ahead_want(emq_consumer_t *c, size_t got, size_t want,
+                         size_t room) {
+    if (c->ready == NULL || got < want || room <= got ||
+        atomic_load(&c->limited) || atomic_load(&c->prioritized) ||
+        emq__consumer_stopping(c) || !emq__lease_valid(c) ||
+        !emq__upkeep_in_step(c) || atomic_load(&c->recover_self_due))
+        return 0;
+    int64_t now = emq__now_ms();
+    if (now >= c->next_claim_ms || emq__inflight_next_due(&c->table, now) == 0)
+        return 0;
+    size_t count = (size_t)emq__cfg_count(c->conf);
+    size_t left = room - got;
+    return emq__fit(c, count < left ? count : left);
+}
+
+/* Sends the read of want entries ahead, with the settlements decided so
+ * far. */
+static emq_status send_ahead(emq_consumer_t *c, size_t want, emq_error *err) {
+    char count[24];
+    snprintf(count, sizeof count, "%zu", want);
+    const char *argv[] = {"XREADGROUP", "GROUP",        c->group,
+                          c->name,      "COUNT",        count,
+                          "STREAMS",    c->keys.stream, ">"};
+    size_t nops;
+    int64_t sent_ms = emq__now_ms(); /* before it can reach the server */
+    c->ahead.round = (settle_round){.c = c};
+    emq_status st = append_rx_settlements(c, &nops, err);
+    if (st == EMQ_OK)
+        st = emq__session_send_after(&c->rx, 9, argv, NULL, err);
+    if (st != EMQ_OK) {
+        emq__settle_finish(c, c->rx_ops, nops, st, &c->ahead.round);
+        return st;
+    }
+    c->ahead.sent = 1;
+    c->ahead.want = want;
+    c->ahead.nops = nops;
+    c->ahead.sent_ms = sent_ms;
+    return EMQ_OK;
+}
+
+/* What a read of want entries (sent with room free) answered: refused,
+ * nothing, or entries for the handler or the ready queue, with the next
+ * read sent ahead first when it came back full. taken_ms as for
+ * dispatch_read. Frees reply. No read is left owed on a failure. */
+static emq_status read_delivered(emq_consumer_t *c, emq_reply *reply,
+                                 size_t want, size_t room, int64_t taken_ms,
+                                 emq_error *err) {
+    if (emq_reply_kind(reply) == EMQ_REPLY_ERROR)
+        return read_refused(c, reply, err);
+    emq_status st;
+    const emq_reply *entries = emq__xread_entries(reply, err, &st);
+    if (st != EMQ_OK || entries == NULL) { /* timeout, or 7.0's [] */
+        if (st == EMQ_OK)
+            emq__session_healthy(&c->rx);
+        emq_reply_free(reply);
+        return st;
+    }
+    size_t next = ahead_want(c, emq_reply_len(entries), want, room);
+    emq_error aerr;
+    emq_status sent = next > 0 ? send_ahead(c, next, &aerr) : EMQ_OK;
+    st = dispatch_read(c, reply, entries, taken_ms, err);
+    if (st != EMQ_OK && c->ahead.sent) {
+        emq_error ferr; /* the first failure is the one returned */
+        (void)finish_ahead(c, 0, &ferr);
+    }
+    if (st == EMQ_OK && sent != EMQ_OK) {
+        /* What this read delivered is queued; the connection broke. */
+        if (err)
+            *err = aerr;
+        st = sent;
+    }
+    return st;
+}
+
+/* Reads the reply of the read sent ahead (room: what is free now, for
+ * sending the next one ahead) and queues what it delivered. */
+static emq_status finish_ahead(emq_consumer_t *c, size_t room, emq_error *err) {
+    c->ahead.sent = 0;
+    emq_reply *reply;
+    emq_status st = emq__session_receive(&c->rx, EMQ_SESSION_WAIT_OOM,
+                                         emq__settle_apply, &c->ahead.round,
+                                         &reply, err);
+    if (st == EMQ_OK)
+        atomic_fetch_add(&c->stats.reads, 1);
+    emq__settle_finish(c, c->rx_ops, c->ahead.nops, st, &c->ahead.round);
+    if (st != EMQ_OK) {
+        emq__fit_failed(c, st, c->ahead.want, "a read");
+        return st;
+    }
+    if (reply == NULL) /* "not now": the next read waits it out */
+        return EMQ_OK;
+    return read_delivered(c, reply, c->ahead.want, room, c->ahead.sent_ms, err);
 }
 
 /* One XREADGROUP ... > of at most room entries, then the handler (or
@@ -469,16 +586,7 @@ static emq_status read_new(emq_consumer_t *c, size_t room, emq_error *err) {
         emq__fit_failed(c, st, want, "a read");
         return st;
     }
-    if (emq_reply_kind(reply) == EMQ_REPLY_ERROR)
-        return read_refused(c, reply, err);
-    const emq_reply *entries = emq__xread_entries(reply, err, &st);
-    if (st != EMQ_OK || entries == NULL) { /* timeout, or 7.0's [] */
-        if (st == EMQ_OK)
-            emq__session_healthy(&c->rx);
-        emq_reply_free(reply);
-        return st;
-    }
-    return dispatch_read(c, reply, entries, err);
+    return read_delivered(c, reply, want, room, 0, err);
 }
 
 /* How long a turn waits before it looks again whether the upkeep's
@@ -509,6 +617,8 @@ static emq_status settle_without_read(emq_consumer_t *c, emq_error *err) {
  * delivery for entries no handler saw. */
 static emq_status turn(emq_consumer_t *c, emq_error *err) {
     emq_status st = EMQ_OK;
+    if (c->ahead.sent) /* its reply is owed before anything else */
+        return finish_ahead(c, emq__ready_room(c), err);
     if (emq__ready_room(c) == 0) {
         emq__ready_wait_room(c, emq__cfg_block_ms(c->conf));
         return EMQ_OK;
@@ -616,6 +726,10 @@ emq_status emq__consumer_loop(emq_consumer_t *c, emq_error *err) {
             continue;
         }
         st = turn(c, err);
+    }
+    if (c->ahead.sent) { /* a stop came after it went: its entries go */
+        emq_error aerr;  /* back with the rest of the ready queue */
+        (void)finish_ahead(c, 0, &aerr);
     }
     if (c->ready != NULL) {
         /* Pull mode: what was read and not handed out goes back, counts

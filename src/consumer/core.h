@@ -84,6 +84,23 @@ typedef struct emq__upkeep {
 
 /* A consumer of one queue, or a topic's consumer of its partitions'
  * consumers (parts). */
+/* A dead-letter move the script found too wide to write itself. */
+typedef struct settle_wide {
+    size_t index;        /* among the round's SETTLE_DEAD ops */
+    char deliveries[24]; /* as the script read them */
+    char *reason;        /* owned: the reason it chose */
+} settle_wide;
+
+/* The replies of one pipeline of settlements (settle.c). Zero-initialise
+ * all but c; emq__settle_finish frees what apply gathered. */
+typedef struct settle_round {
+    emq_consumer_t *c;
+    int again;         /* a settlement was answered "not now": send all again */
+    size_t ndead;      /* dead-letter replies applied */
+    settle_wide *wide; /* those too wide for the script */
+    size_t nwide, wide_cap;
+} settle_round;
+
 struct emq_consumer {
     emq_conf_t *conf; /* own copy */
     emq_handler_fn handler;
@@ -146,6 +163,16 @@ struct emq_consumer {
 
     settle_op *rx_ops; /* settlements the run thread sends with a read */
     size_t rx_ops_cap; /* (emq__inflight_take may swap the array) */
+    /* A read sent ahead (pull mode; consumer.c): the next XREADGROUP went
+     * out, with the settlements in rx_ops, before the last read's entries
+     * were queued, and its reply is owed on rx. Run thread. */
+    struct {
+        int sent;
+        size_t want;        /* the COUNT it asked for */
+        size_t nops;        /* settlements of rx_ops that went with it */
+        int64_t sent_ms;    /* when it left: its entries are no older */
+        settle_round round; /* their replies */
+    } ahead;
     emq_field *fields; /* scratch for the handler's field array */
     size_t fields_cap;
     char claim_cursor[EMQ_ID_MAX];

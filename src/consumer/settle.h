@@ -19,22 +19,6 @@ size_t emq__settle_ops_max(const emq_consumer_t *c);
 /* Appends the commands of ops[0..n) to x (n <= emq__settle_ops_max). */
 emq_status emq__settle_append(emq_consumer_t *c, emq__session *x,
                               const settle_op *ops, size_t n, emq_error *err);
-/* A dead-letter move the script found too wide to write itself. */
-typedef struct settle_wide {
-    size_t index;        /* among the round's SETTLE_DEAD ops */
-    char deliveries[24]; /* as the script read them */
-    char *reason;        /* owned: the reason it chose */
-} settle_wide;
-
-/* The replies of one pipeline of settlements. Zero-initialise all but c;
- * emq__settle_finish frees what apply gathered. */
-typedef struct settle_round {
-    emq_consumer_t *c;
-    int again;         /* a settlement was answered "not now": send all again */
-    size_t ndead;      /* dead-letter replies applied */
-    settle_wide *wide; /* those too wide for the script */
-    size_t nwide, wide_cap;
-} settle_round;
 /* Applies one settlement command's reply (tag from emq__settle_append);
  * round is a settle_round. Fatal refusals are recorded and returned. */
 emq_status emq__settle_apply(void *round, int tag, const emq_reply *reply,

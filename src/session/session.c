@@ -190,6 +190,7 @@ void emq__session_close(emq__session *s) {
     s->route = NULL;
     s->tags = NULL;
     s->ntags = s->tags_cap = 0;
+    s->sent_ahead = 0;
 }
 
 /* ---- append, drain ------------------------------------------------------- */
@@ -366,6 +367,31 @@ emq_status emq__session_call(emq__session *s, unsigned flags, int argc,
     return EMQ_OK;
 }
 
+/* After the appended commands and one more (argv) were sent: reads the
+ * appended ones' replies into apply, then the last one's into *reply (in
+ * step also after a fatal apply, which it then returns). */
+static emq_status own_reply(emq__session *s, emq__session_apply_fn apply,
+                            void *ctx, emq_reply **reply, emq_error *err) {
+    emq_error derr;
+    emq_status drained = emq__session_drain(s, apply, ctx, &derr);
+    if (drained != EMQ_OK && emq__route_is_broken(s->route)) {
+        if (err)
+            *err = derr;
+        return drained;
+    }
+    emq_status st = emq__route_get_reply(s->route, reply, err);
+    if (st != EMQ_OK)
+        return st;
+    if (drained != EMQ_OK) {
+        emq_reply_free(*reply);
+        *reply = NULL;
+        if (err)
+            *err = derr;
+        return drained;
+    }
+    return EMQ_OK;
+}
+
 emq_status emq__session_call_after(emq__session *s, unsigned flags, int argc,
                                    const char *const *argv,
                                    const size_t *argvlen,
@@ -375,25 +401,10 @@ emq_status emq__session_call_after(emq__session *s, unsigned flags, int argc,
     if (s->ntags == 0)
         return emq__session_call(s, flags, argc, argv, argvlen, reply, err);
     emq_status st = emq__route_append(s->route, argc, argv, argvlen, err);
+    if (st == EMQ_OK)
+        st = own_reply(s, apply, ctx, reply, err);
     if (st != EMQ_OK)
         return st;
-    emq_error derr;
-    emq_status drained = emq__session_drain(s, apply, ctx, &derr);
-    if (drained != EMQ_OK && emq__route_is_broken(s->route)) {
-        if (err)
-            *err = derr;
-        return drained;
-    }
-    /* The command's own reply, also after a fatal apply: in step. */
-    if ((st = emq__route_get_reply(s->route, reply, err)) != EMQ_OK)
-        return st;
-    if (drained != EMQ_OK) {
-        emq_reply_free(*reply);
-        *reply = NULL;
-        if (err)
-            *err = derr;
-        return drained;
-    }
     if (!emq__reply_not_now(*reply, flags) &&
         !emq__reply_mentions(*reply, "READONLY"))
         return EMQ_OK;
@@ -401,6 +412,40 @@ emq_status emq__session_call_after(emq__session *s, unsigned flags, int argc,
     emq_reply_free(*reply);
     *reply = NULL;
     return emq__session_call(s, flags, argc, argv, argvlen, reply, err);
+}
+
+emq_status emq__session_send_after(emq__session *s, int argc,
+                                   const char *const *argv,
+                                   const size_t *argvlen, emq_error *err) {
+    if (s->sent_ahead)
+        return emq__error_set(err, EMQ_EINVAL, 0,
+                              "a command sent ahead is not answered yet");
+    emq_status st = emq__route_append(s->route, argc, argv, argvlen, err);
+    if (st == EMQ_OK && (st = emq__route_send(s->route, err)) == EMQ_OK) {
+        count_route(s);
+        count(s->o.counts.round_trips, 1);
+        s->sent_ahead = 1;
+    }
+    return st;
+}
+
+emq_status emq__session_receive(emq__session *s, unsigned flags,
+                                emq__session_apply_fn apply, void *ctx,
+                                emq_reply **reply, emq_error *err) {
+    *reply = NULL;
+    if (!s->sent_ahead)
+        return emq__error_set(err, EMQ_EINVAL, 0, "no command was sent ahead");
+    s->sent_ahead = 0;
+    emq_status st = own_reply(s, apply, ctx, reply, err);
+    if (st != EMQ_OK)
+        return st;
+    if (emq__reply_mentions(*reply, "READONLY"))
+        return demoted(s, reply, err);
+    if (emq__reply_not_now(*reply, flags)) { /* not run */
+        emq_reply_free(*reply);
+        *reply = NULL;
+    }
+    return EMQ_OK;
 }
 
 /* One round of a pipeline: sends every command of cmds whose reply is
@@ -575,6 +620,7 @@ static emq_status reconnect_attempts(emq__session *s, emq_error *err) {
 
 emq_status emq__session_reconnect(emq__session *s, emq_error *err) {
     s->ntags = 0;
+    s->sent_ahead = 0;
     s->demoted = 0;
     atomic_store(&s->reconnecting, 1);
     emq_status st = reconnect_attempts(s, err);

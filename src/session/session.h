@@ -109,6 +109,7 @@ typedef struct emq__session {
     emq__route_stats counted; /* the route's counters already added to the
                                  owner's (count_route) */
     atomic_int reconnecting;  /* emq__session_reconnecting */
+    int sent_ahead;           /* emq__session_send_after's reply is owed */
 } emq__session;
 
 /* Applies the reply of one appended command (tag as given to append).
@@ -186,6 +187,23 @@ emq_status emq__session_call_after(emq__session *s, unsigned flags, int argc,
                                    const size_t *argvlen,
                                    emq__session_apply_fn apply, void *ctx,
                                    emq_reply **reply, emq_error *err);
+/* Appends argv after the commands appended so far and sends them all
+ * now, without reading a reply: the server works on them while the caller
+ * does something else. Their replies are read by emq__session_receive,
+ * before any other call on s (one command sent ahead at a time). */
+emq_status emq__session_send_after(emq__session *s, int argc,
+                                   const char *const *argv,
+                                   const size_t *argvlen, emq_error *err);
+/* Reads the replies of what emq__session_send_after sent: the appended
+ * commands' go to apply (as emq__session_drain), the last one's into
+ * *reply (caller frees). A reply meaning "not now" (see
+ * emq__session_call; flags as there) is freed and *reply is NULL: the
+ * command did not run, the caller sends it again when it wants. READONLY:
+ * EMQ_EIO, retriable. A transport failure: the session reconnects as
+ * after any call. */
+emq_status emq__session_receive(emq__session *s, unsigned flags,
+                                emq__session_apply_fn apply, void *ctx,
+                                emq_reply **reply, emq_error *err);
 /* One command of a pipeline (argvlen NULL: NUL-terminated strings). */
 typedef struct emq__session_cmd {
     int argc;

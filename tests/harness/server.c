@@ -307,6 +307,39 @@ done:
     return type;
 }
 
+/* Reads one status line byte by byte (nothing after it is consumed):
+ * 0 when it is "+OK". */
+static int read_ok_line(int fd) {
+    char line[128];
+    size_t n = 0;
+    while (n + 1 < sizeof line) {
+        ssize_t r = read(fd, &line[n], 1);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            return -1;
+        if (line[n++] == '\n')
+            break;
+    }
+    line[n] = '\0';
+    return strncmp(line, "+OK\r\n", 5) == 0 ? 0 : -1;
+}
+
+int emq_srv_monitor(const emq_srv *s) {
+    int fd = connect_unix(s->sock, RAW_TIMEOUT_MS);
+    if (fd < 0)
+        return -1;
+    const char *auth[] = {"AUTH", s->requirepass, NULL};
+    const char *monitor[] = {"MONITOR", NULL};
+    if ((s->requirepass[0] &&
+         (send_command(fd, auth) != 0 || read_ok_line(fd) != 0)) ||
+        send_command(fd, monitor) != 0 || read_ok_line(fd) != 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
 int emq_srv_cmdv(const emq_srv *s, char *out, size_t size,
                  const char *const *args) {
     return raw_command(s->sock, s->requirepass, out, size, args,

@@ -101,6 +101,10 @@ const char *emq_srv_socket(const emq_srv *s);
  * (out then says why). */
 int emq_srv_cmdv(const emq_srv *s, char *out, size_t size,
                  const char *const *args);
+/* A connection in MONITOR mode (after AUTH when set): returns its fd, the
+ * server's "+OK" read, every command the server runs from then on
+ * arriving as a line; -1 on failure. The caller reads and closes it. */
+int emq_srv_monitor(const emq_srv *s);
 /* emq_srv_cmdv with the arguments inline, ending with NULL. */
 int emq_srv_cmd(const emq_srv *s, char *out, size_t size, const char *arg0, ...)
     __attribute__((sentinel));

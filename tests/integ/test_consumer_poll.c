@@ -591,7 +591,8 @@ TEST_TIMEOUT(poll_killed_process_loses_nothing, 60) {
  * ready entries are never handed out past the lease) and its poll ends
  * with the lost lease. Workers hold each entry 150 ms, longer than
  * claim.interval_ms, so entries are out when the stop comes. */
-TEST_TIMEOUT(poll_holder_paused_past_its_lease_is_fenced, 90) {
+static void paused_holder_is_fenced(const char *max_in_flight,
+                                    const char *count) {
     emq_srv *s = emq_srv_start(NULL);
     char out[64];
     /* Raw commands before the fork: the child inherits no handle of ours
@@ -605,7 +606,8 @@ TEST_TIMEOUT(poll_holder_paused_past_its_lease_is_fenced, 90) {
     ASSERT(pid >= 0);
     if (pid == 0) {
         uint64_t live_at_start = emq__alloc_live();
-        emq_conf_t *conf = poll_conf(emq_srv_url(s), "20");
+        emq_conf_t *conf = poll_conf(emq_srv_url(s), max_in_flight);
+        conf_set(conf, "count", count);
         conf_set(conf, "lease.ttl_ms", "1400");
         emq_consumer_t *c = poll_consumer(conf);
         emq_entry *got[4];
@@ -730,6 +732,17 @@ TEST_TIMEOUT(poll_holder_paused_past_its_lease_is_fenced, 90) {
     emq_conf_destroy(conf);
     emq_conn_destroy(adm);
     emq_srv_stop(s);
+}
+
+TEST_TIMEOUT(poll_holder_paused_past_its_lease_is_fenced, 90) {
+    paused_holder_is_fenced("20", "100");
+}
+
+/* The same with room for reads to go ahead (max_in_flight 1000, reads of
+ * 10 that come back full): a read may be on the wire at the stop, and
+ * what it took is not handed out after the resume either. */
+TEST_TIMEOUT(poll_holder_paused_with_reads_ahead_is_fenced, 90) {
+    paused_holder_is_fenced("1000", "10");
 }
 
 /* One poll hands out 300 entries, more than pipeline.max 16 commands;

@@ -718,7 +718,11 @@ emq_status emq__consumer_loop(emq_consumer_t *c, emq_error *err) {
                  : start_session(c, &nogroup, err);
     }
     while (connected && !emq__consumer_stopping(c)) {
-        step_end end = classify(c, st, err, c->nogroup);
+        /* A read sent ahead is answered first (turn does): a lapsed
+         * lease's steps use the read connection too. A failed turn never
+         * leaves one owed. */
+        step_end end = c->ahead.sent ? STEP_OK
+                                     : classify(c, st, err, c->nogroup);
         if (end == STEP_FATAL)
             break;
         if (end != STEP_OK) {

@@ -136,8 +136,13 @@ static inline void start_server(int with_tcp) {
     die("redis-server", "did not start within 5 s");
 }
 
-static inline redisContext *connect_unix(void) {
-    redisContext *c = redisConnectUnix(sock_path);
+/* Clients connect over loopback TCP instead of the unix socket (the
+ * server was started with_tcp). */
+static int bench_over_tcp;
+
+static inline redisContext *connect_server(void) {
+    redisContext *c = bench_over_tcp ? redisConnect("127.0.0.1", tcp_port)
+                                     : redisConnectUnix(sock_path);
     if (c == NULL || c->err)
         die("hiredis connect", c ? c->errstr : "out of memory");
     return c;

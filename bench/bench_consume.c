@@ -238,7 +238,7 @@ int main(int argc, char **argv) {
     for (int i = 0; i < PAYLOAD_LEN; i++)
         payload[i] = (char)('a' + i % 26);
     start_server(0);
-    redisContext *admin = connect_unix();
+    redisContext *admin = connect_server();
     fill(admin, total);
     printf("consume + ack of %ld entries, block_ms %d, %d round(s), "
            "alternating clients; best of the rounds per column\n\n",

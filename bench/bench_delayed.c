@@ -188,7 +188,7 @@ int main(int argc, char **argv) {
     entries -= entries % 100;
     start_server(0);
     snprintf(url, sizeof url, "unix://%s", sock_path);
-    redisContext *admin = connect_unix();
+    redisContext *admin = connect_server();
     double plain_rate, plain_cpu, delayed_rate, delayed_cpu;
     produce("plain", 0, &plain_rate, &plain_cpu);
     produce("delayed", 3600000, &delayed_rate, &delayed_cpu);

@@ -65,7 +65,7 @@ static void sample_entry(const emq_entry *e) {
 
 static void *producer_main(void *arg) {
     (void)arg;
-    redisContext *c = connect_unix();
+    redisContext *c = connect_server();
     int64_t step = 1000000000 / rate, next = now_ns();
     while (atomic_load(&producing)) {
         int64_t t = now_ns();
@@ -175,7 +175,7 @@ static void *run_main(void *arg) {
 
 static void *hiredis_block_main(void *arg) {
     consumer_thread *t = arg;
-    redisContext *c = connect_unix();
+    redisContext *c = connect_server();
     char ids[100][48];
     size_t nacks = 0;
     while (!atomic_load(&t->quit)) {
@@ -285,7 +285,7 @@ int main(int argc, char **argv) {
         die("malloc", "out of memory");
     start_server(0);
     snprintf(url, sizeof url, "unix://%s", sock_path);
-    redisContext *admin = connect_unix();
+    redisContext *admin = connect_server();
     admin_command(admin, "DEL %s", STREAM);
     printf("XADD-to-handler latency at %ld entries/s, %d s per client "
            "(after 1 s warm-up), microseconds\n\n",

@@ -94,7 +94,7 @@ static timing run_echomq(const emq_message *msgs, int n, int depth,
 }
 
 static timing run_hiredis(int n, int depth, emq_id *ids) {
-    redisContext *c = connect_unix();
+    redisContext *c = connect_server();
     static const char *argv[] = {"XADD", STREAM, "*", "data", payload};
     static const size_t lens[] = {4, sizeof STREAM - 1, 1, 4, PAYLOAD_LEN};
     double c0 = cpu_us(), t0 = now_s();
@@ -169,7 +169,7 @@ int main(int argc, char **argv) {
         msgs[i] = (emq_message){&field, 1, NULL};
 
     start_server(0);
-    redisContext *admin = connect_unix();
+    redisContext *admin = connect_server();
     printf("Pipelined XADD of %d entries (one 100-byte field) per round over "
            "a unix socket, %d rounds, best round shown\n\n",
            n, rounds);

@@ -59,7 +59,7 @@ static emq_producer_t *new_producer(void) {
 }
 
 static void delete_stream(void) {
-    redisContext *c = connect_unix();
+    redisContext *c = connect_server();
     redisReply *r = redisCommand(c, "DEL %s", STREAM);
     if (r == NULL)
         die("DEL", c->errstr);
@@ -78,7 +78,7 @@ typedef struct worker {
 
 static void *worker_main(void *arg) {
     worker *w = arg;
-    redisContext *c = w->hiredis ? connect_unix() : NULL;
+    redisContext *c = w->hiredis ? connect_server() : NULL;
     static const char *argv[] = {"XADD", STREAM, "*", "data", payload};
     static const size_t lens[] = {4, sizeof STREAM - 1, 1, 4, PAYLOAD_LEN};
     emq_field f = {"data", 4, payload, PAYLOAD_LEN};

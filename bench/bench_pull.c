@@ -27,7 +27,9 @@
  * hiredis1 (>= 1.0), prefetch / hiredis2 (>= 0.9), poll4 / run (within
  * 10%).
  *
- * Usage: bench_pull [-o CLIENT] [entries] [rounds]   (defaults 500000, 3;
+ * Usage: bench_pull [-t] [-o CLIENT] [entries] [rounds]   (defaults
+ *        500000, 3; -t: every client over loopback TCP instead of the unix
+ *        socket;
  *        -o runs one client only, for profiling:
  *        perf record -g bench_pull -o prefetch 500000 1)
  */
@@ -255,6 +257,11 @@ static double run_one(redisContext *admin, client k, long total, int round) {
 int main(int argc, char **argv) {
     bench_name = "bench_pull";
     int only = -1;
+    if (argc > 1 && strcmp(argv[1], "-t") == 0) {
+        bench_over_tcp = 1;
+        argc--;
+        argv++;
+    }
     if (argc > 2 && strcmp(argv[1], "-o") == 0) {
         for (int k = 0; k < NCLIENTS; k++)
             if (strcmp(argv[2], client_names[k]) == 0)
@@ -269,14 +276,18 @@ int main(int argc, char **argv) {
     long total = argc > 1 ? atol(argv[1]) : 500000;
     int rounds = argc > 2 ? atoi(argv[2]) : 3;
     if (argc > 3 || total < 1 || rounds < 1) {
-        fprintf(stderr, "usage: bench_pull [-o CLIENT] [entries] [rounds]\n");
+        fprintf(stderr,
+                "usage: bench_pull [-t] [-o CLIENT] [entries] [rounds]\n");
         return 2;
     }
     for (int i = 0; i < PAYLOAD_LEN; i++)
         payload[i] = (char)('a' + i % 26);
-    start_server(0);
-    snprintf(url, sizeof url, "unix://%s", sock_path);
-    redisContext *admin = connect_unix();
+    start_server(bench_over_tcp);
+    if (bench_over_tcp)
+        snprintf(url, sizeof url, "redis://127.0.0.1:%d", tcp_port);
+    else
+        snprintf(url, sizeof url, "unix://%s", sock_path);
+    redisContext *admin = connect_server();
     fill(admin, total);
     double best[NCLIENTS] = {0};
     for (int r = 0; r < rounds; r++) {
@@ -292,8 +303,9 @@ int main(int argc, char **argv) {
         }
         fprintf(stderr, "\n");
     }
-    printf("\n%ld entries of %d bytes, COUNT 100, best of %d rounds\n\n", total,
-           PAYLOAD_LEN, rounds);
+    printf("\n%ld entries of %d bytes, COUNT 100, best of %d rounds, %s\n\n",
+           total, PAYLOAD_LEN, rounds,
+           bench_over_tcp ? "loopback TCP" : "unix socket");
     printf("| client | msgs/s |\n| --- | ---: |\n");
     for (int k = 0; k < NCLIENTS; k++)
         if (best[k] > 0)

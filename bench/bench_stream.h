@@ -152,7 +152,7 @@ typedef struct hiredis_worker {
 static inline void *hiredis_main(void *arg) {
     hiredis_worker *w = arg;
     run_state *s = w->s;
-    redisContext *c = connect_unix();
+    redisContext *c = connect_server();
     char count[24], block[24];
     snprintf(count, sizeof count, "%d", w->count);
     snprintf(block, sizeof block, "%d", w->block_ms);

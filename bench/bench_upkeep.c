@@ -175,7 +175,7 @@ int main(int argc, char **argv) {
     }
     start_server(0);
     snprintf(url, sizeof url, "unix://%s", sock_path);
-    redisContext *admin = connect_unix();
+    redisContext *admin = connect_server();
     printf("| what | server CPU over %d s | commands (calls/s, server us/s), "
            "most expensive first |\n| --- | ---: | --- |\n",
            seconds);

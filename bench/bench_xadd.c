@@ -134,7 +134,7 @@ int main(int argc, char **argv) {
         payload[i] = (char)('a' + i % 26);
     bench_name = "bench_xadd";
     start_server(1);
-    redisContext *admin = connect_unix();
+    redisContext *admin = connect_server();
 
     printf("Pipelined XADD (one 100-byte field), depth %d, %d commands per "
            "round, %d rounds, best round shown\n\n",

@@ -201,10 +201,13 @@ emq_status emq__ready_push(emq__ready *r, emq__chunk *ch, emq_error *err) {
         for (size_t i = 0; i < ch->n; i++)
             r->ring[(r->head + r->n + i) % r->cap] = &ch->items[i];
         r->n += ch->n;
-        pthread_cond_broadcast(&r->more);
         signal_fd(r);
     }
     pthread_mutex_unlock(&r->mu);
+    /* Once mu is free: a poller woken under it would wait for it at once,
+     * a second sleep and wake on the way to every entry. */
+    if (st == EMQ_OK)
+        pthread_cond_broadcast(&r->more);
     return st;
 }
 

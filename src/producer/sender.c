@@ -38,6 +38,7 @@
 #include "producer.h"
 
 #include <errno.h>
+#include <sched.h>
 #include <limits.h>
 #include <stdio.h>
 #include <string.h>
@@ -70,6 +71,9 @@ struct emq__record {
     emq_id id;
     emq_error *err;     /* set with st != EMQ_OK */
     pthread_cond_t cv;  /* REC_ONE, REC_BATCH: its caller waits here */
+    atomic_int pinned;  /* REC_ONE: done, and its caller not woken yet (a
+                           leader wakes it after letting go of mu); the
+                           caller frees it only once this is 0 */
     emq_delivery_fn cb; /* REC_ASYNC */
     void *opaque;
 };
@@ -555,13 +559,25 @@ static emq_status not_run_error(const emq_producer_t *p,
                           reason->message);
 }
 
+/* Wakes the callers of the records on list (linked by next), done by
+ * round_finish, and unpins them: with mu let go, so that a caller woken
+ * does not wait at once for the mutex its waker holds. */
+static void wake_done(emq__record *list) {
+    while (list != NULL) {
+        emq__record *r = list;
+        list = r->next; /* r may be freed once unpinned */
+        pthread_cond_signal(&r->cv);
+        atomic_store_explicit(&r->pinned, 0, memory_order_release);
+    }
+}
+
 /* Completes a read round's records (mu held): an async record whose
  * outcome is unknown goes back to the queue's front while
  * producer.retries allows; a single or async record the server did not
  * run ("not now": a restarted server still LOADING its data, ...; or
  * READONLY) goes back while its deadline allows, the next round held
  * back a growing moment; the others get their outcome. */
-static void round_finish(emq_producer_t *p, round *r) {
+static void round_finish(emq_producer_t *p, round *r, emq__record **wake) {
     emq__sender *s = &p->tx;
     int held = 0, added = 0;
     for (size_t i = r->m; i-- > 0;) {
@@ -594,6 +610,14 @@ static void round_finish(emq_producer_t *p, round *r) {
             enqueue_front(s, rec);
             continue;
         }
+        if (rec->kind == REC_ONE && !rec->abandoned) {
+            /* Its caller is woken by wake_done, once mu is let go. */
+            rec->state = REC_DONE;
+            atomic_store_explicit(&rec->pinned, 1, memory_order_relaxed);
+            rec->next = *wake;
+            *wake = rec;
+            continue;
+        }
         complete(s, rec);
     }
     r->m = 0;
@@ -622,6 +646,7 @@ static void lead(emq_producer_t *p, emq__record *mine) {
         window = 64;
     }
     round *cur = &rounds_[0], *nxt = &rounds_[1];
+    emq__record *wake = NULL; /* done, their callers to be woken */
     s->busy = 1;
     int rounds = 0, extra = 0;
     /* A connection that went away while idle (a server restart) or whose
@@ -659,6 +684,8 @@ static void lead(emq_producer_t *p, emq__record *mine) {
         pthread_mutex_unlock(&s->mu);
         if (nxt->m > 0)
             round_append(p, nxt);
+        wake_done(wake); /* while the server works on the rounds sent */
+        wake = NULL;
         emq_error err;
         emq_status st = round_read(p, cur, &err);
         if (st != EMQ_OK && emq__session_pending(&s->x) > 0) {
@@ -668,9 +695,9 @@ static void lead(emq_producer_t *p, emq__record *mine) {
             round_unknown(nxt, 0, st, &err);
         }
         pthread_mutex_lock(&s->mu);
-        round_finish(p, cur);
+        round_finish(p, cur, &wake);
         if (st != EMQ_OK) {
-            round_finish(p, nxt);
+            round_finish(p, nxt, &wake);
             link_broke(p, &err);
         }
         round *t = cur;
@@ -680,6 +707,11 @@ static void lead(emq_producer_t *p, emq__record *mine) {
     s->busy = 0;
     emq__free(mem);
     pass_turn(s);
+    if (wake != NULL) {
+        pthread_mutex_unlock(&s->mu);
+        wake_done(wake);
+        pthread_mutex_lock(&s->mu);
+    }
 }
 
 /* Waits on cv until deadline_ms (-1: no bound). */
@@ -768,6 +800,10 @@ emq_status emq__sender_one(emq_producer_t *p, const emq_message *m,
                                                              : r->deadline_ms);
     }
     pthread_mutex_unlock(&s->mu);
+    /* Done, and (rarely) seen so before its leader's wake_done: the
+     * leader is between letting go of mu and the signal. */
+    while (atomic_load_explicit(&r->pinned, memory_order_acquire))
+        sched_yield();
     emq_status st = r->st;
     if (st == EMQ_OK || st == EMQ_ENOTDURABLE) {
         if (id)

@@ -91,6 +91,16 @@ static emq_conf_t *ahead_conf(const char *url) {
     return conf;
 }
 
+/* A server whose queue jobs has group g (at its end) and then n entries
+ * j0..j<n-1> waiting; *adm an admin connection to it. */
+static emq_srv *backlog(int n, emq_conn_t **adm) {
+    emq_srv *s = emq_srv_start(NULL);
+    *adm = admin_connect(s);
+    CMD_NOERR(*adm, "XGROUP", "CREATE", PQ, "g", "$", "MKSTREAM");
+    produce_n(s, "jobs", "j", n);
+    return s;
+}
+
 /* Waits (bounded) until the pool recorded want entries and the group has
  * nothing pending, then checks that each of the n values j0..j<n-1> came,
  * none twice at one delivery count. */
@@ -111,10 +121,8 @@ static void all_handled_once(work_pool *pool, emq_conn_t *adm, size_t n,
  * XREADGROUP ... > without BLOCK), and every entry is handed out once and
  * acknowledged, the acks riding with the reads. */
 TEST_TIMEOUT(ahead_reads_go_out_with_a_backlog, 60) {
-    emq_srv *s = emq_srv_start(NULL);
-    emq_conn_t *adm = admin_connect(s);
-    CMD_NOERR(adm, "XGROUP", "CREATE", PQ, "g", "$", "MKSTREAM");
-    produce_n(s, "jobs", "j", 3000);
+    emq_conn_t *adm;
+    emq_srv *s = backlog(3000, &adm);
     static read_monitor mon;
     monitor_start(&mon, s);
     emq_conf_t *conf = ahead_conf(emq_srv_url(s));
@@ -146,10 +154,8 @@ TEST_TIMEOUT(ahead_reads_go_out_with_a_backlog, 60) {
  * whose ack was cut comes again with its next delivery count) and none is
  * handed out twice at one count. */
 TEST_TIMEOUT(ahead_read_cut_again_and_again_loses_nothing, 90) {
-    emq_srv *s = emq_srv_start(NULL);
-    emq_conn_t *adm = admin_connect(s);
-    CMD_NOERR(adm, "XGROUP", "CREATE", PQ, "g", "$", "MKSTREAM");
-    produce_n(s, "jobs", "j", 10000);
+    emq_conn_t *adm;
+    emq_srv *s = backlog(10000, &adm);
     static read_monitor mon;
     monitor_start(&mon, s);
     emq_peer_opts po = {.mode = EMQ_PEER_PROXY,
@@ -193,10 +199,8 @@ TEST_TIMEOUT(ahead_read_cut_again_and_again_loses_nothing, 90) {
  * marked unseen, and the name's next consumer gets all of it at its first
  * delivery; what was handed out and acknowledged is gone. */
 TEST_TIMEOUT(ahead_close_hands_back_what_went_ahead, 60) {
-    emq_srv *s = emq_srv_start(NULL);
-    emq_conn_t *adm = admin_connect(s);
-    CMD_NOERR(adm, "XGROUP", "CREATE", PQ, "g", "$", "MKSTREAM");
-    produce_n(s, "jobs", "j", 2000);
+    emq_conn_t *adm;
+    emq_srv *s = backlog(2000, &adm);
     emq_conf_t *conf = ahead_conf(emq_srv_url(s));
     emq_consumer_t *c = poll_consumer(conf);
     emq_entry *got[64];

@@ -300,6 +300,24 @@ static inline int wait_child(pid_t pid, int timeout_ms) {
     }
 }
 
+/* A script that runs until SCRIPT KILL, on a thread of its own
+ * (pthread_create(..., run_busy_script, &b)): past the server's
+ * lua-time-limit every other client gets -BUSY and its command does not
+ * run. out: the script's own reply ("... killed ..."). */
+typedef struct busy_script {
+    const emq_srv *s;
+    char out[256];
+} busy_script;
+
+static inline void *run_busy_script(void *arg) {
+    busy_script *b = arg;
+    emq_srv_cmd(b->s, b->out, sizeof b->out, "EVAL",
+                "local t = redis.call('TIME') "
+                "while true do end",
+                "0", NULL);
+    return NULL;
+}
+
 /* 1 when the server answers BUSY (a script or function runs past its
  * threshold), 0 while it answers normally. */
 static inline int server_busy(const emq_srv *s) {

@@ -23,6 +23,12 @@ static inline emq_conf_t *poll_conf(const char *url,
     return conf;
 }
 
+/* The entry's first value as a string (cut to size). */
+static inline void value_of(const emq_entry *e, char *out, size_t size) {
+    snprintf(out, size, "%.*s", (int)e->fields[0].value_len,
+             e->fields[0].value);
+}
+
 /* A pull-mode consumer of conf (no handler). */
 static inline emq_consumer_t *poll_consumer(emq_conf_t *conf) {
     emq_consumer_t *c;

@@ -112,8 +112,9 @@ TEST(admin_call_while_down_fails_retriable_then_recovers) {
     emq_srv_stop(s);
 }
 
-/* Runs a script that keeps the server busy for about 1.5 s. */
-static void *busy_script(void *arg) {
+/* Runs a script that keeps the server busy for about 1.5 s, then ends by
+ * itself. */
+static void *busy_for_a_while(void *arg) {
     const emq_srv *s = arg;
     static const char lua[] =
         "local function now() local t = redis.call('TIME') "
@@ -138,7 +139,7 @@ TEST(admin_waits_out_a_busy_server) {
     uint64_t length = 0;
     ASSERT_OK(describe_length(a, &length, &err), &err);
     pthread_t t;
-    ASSERT(pthread_create(&t, NULL, busy_script, s) == 0);
+    ASSERT(pthread_create(&t, NULL, busy_for_a_while, s) == 0);
     /* Call once the script is past the threshold: the server answers BUSY
      * to everyone else until it ends. */
     int busy = 0;

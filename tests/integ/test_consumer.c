@@ -65,19 +65,6 @@ TEST(consumer_over_resp3) {
  * command does not run. The consumer's start (lease, door) waits it out
  * instead of failing (regression: chaos bug B1, where -LOADING after a
  * restart made the lease step fatal). */
-typedef struct busy_script {
-    const emq_srv *s;
-    char out[256];
-} busy_script;
-
-static void *run_busy_script(void *arg) {
-    busy_script *b = arg;
-    emq_srv_cmd(b->s, b->out, sizeof b->out, "EVAL",
-                "local t = redis.call('TIME') "
-                "while true do end",
-                "0", NULL);
-    return NULL;
-}
 
 TEST_TIMEOUT(consumer_start_waits_out_a_busy_server, 30) {
     /* lua-time-limit: the name Redis 6.2 knows; 7.0+ and Valkey keep it

@@ -251,3 +251,86 @@ TEST_TIMEOUT(ahead_close_hands_back_what_went_ahead, 60) {
     emq_conn_destroy(adm);
     emq_srv_stop(s);
 }
+
+/* Holds the server with a script for 300 ms past its BUSY threshold,
+ * then kills it (on a thread of its own, while the test polls). */
+static void *hold_server_busy(void *arg) {
+    busy_script *b = arg;
+    pthread_t script;
+    if (pthread_create(&script, NULL, run_busy_script, b) != 0)
+        return NULL;
+    int64_t end = now_ms() + emq_test_ms(5000);
+    while (!server_busy(b->s) && now_ms() < end)
+        usleep(5000);
+    usleep(300 * 1000); /* reads meet BUSY meanwhile */
+    char out[256];
+    emq_srv_cmd(b->s, out, sizeof out, "SCRIPT", "KILL", NULL);
+    pthread_join(script, NULL);
+    return NULL;
+}
+
+/* A long script holds the server while reads go ahead through a backlog
+ * of 40,000: a read sent ahead is answered BUSY (not run) and dropped,
+ * the next read waits BUSY out, and after SCRIPT KILL every entry is
+ * handled, none twice at one delivery count, with no reconnect. */
+TEST_TIMEOUT(ahead_read_answered_busy_is_read_again, 90) {
+    enum { N = 40000 };
+    emq_srv_opts opts = {.extra_config = "lua-time-limit 100\n"};
+    emq_srv *s = emq_srv_start(&opts);
+    emq_conn_t *adm = admin_connect(s);
+    CMD_NOERR(adm, "XGROUP", "CREATE", PQ, "g", "$", "MKSTREAM");
+    produce_n(s, "jobs", "j", N);
+    emq_conf_t *conf = ahead_conf(emq_srv_url(s));
+    emq_consumer_t *c = poll_consumer(conf);
+    static long long first_count[N]; /* delivery count first seen; 0 none */
+    memset(first_count, 0, sizeof first_count);
+    static busy_script b;
+    memset(&b, 0, sizeof b);
+    b.s = s;
+    pthread_t holder;
+    int holding = 0;
+    size_t distinct = 0, calls = 0;
+    emq_entry *got[64];
+    emq_error err;
+    int64_t end = now_ms() + emq_test_ms(60000);
+    while (distinct < N && now_ms() < end) {
+        size_t n = 0;
+        ASSERT_OK(emq_consumer_poll(c, got, 64, 100, &n, &err), &err);
+        for (size_t i = 0; i < n; i++) {
+            char v[32];
+            value_of(got[i], v, sizeof v);
+            long idx = strtol(v + 1, NULL, 10);
+            ASSERT(v[0] == 'j' && idx >= 0 && idx < N);
+            if (first_count[idx] == (long long)got[i]->deliveries)
+                FAIL("%s handed out twice at delivery %lld", v,
+                     (long long)got[i]->deliveries);
+            if (first_count[idx] == 0) {
+                first_count[idx] = (long long)got[i]->deliveries;
+                distinct++;
+            }
+            calls++;
+            ASSERT_OK(emq_consumer_ack(c, got[i], &err), &err);
+            emq_entry_free(got[i]);
+        }
+        if (!holding && distinct >= 2000) {
+            ASSERT(pthread_create(&holder, NULL, hold_server_busy, &b) == 0);
+            holding = 1;
+        }
+    }
+    ASSERT(holding);
+    pthread_join(holder, NULL);
+    ASSERT_CONTAINS(b.out, "killed");
+    ASSERT_EQ_INT((long long)distinct, N);
+    WAIT_UNTIL(pending_total(adm, PQ, "g") == 0, 10000, "all acknowledged");
+    emq_consumer_stats st;
+    emq_consumer_stats_get(c, &st);
+    printf("    %llu server waits, %llu reconnects, %zu handed out for %d\n",
+           (unsigned long long)st.server_waits,
+           (unsigned long long)st.reconnects, calls, N);
+    ASSERT_EQ_INT((long long)st.reconnects, 0);
+    ASSERT_OK(emq_consumer_close(c, 2000, &err), &err);
+    emq_consumer_destroy(c);
+    emq_conf_destroy(conf);
+    emq_conn_destroy(adm);
+    emq_srv_stop(s);
+}

@@ -429,19 +429,6 @@ TEST(faults2_own_pending_entry_at_max_id_recovered) {
 
 /* ---- 13: stop is prompt in every state --------------------------------- */
 
-typedef struct script_thread {
-    pthread_t thread;
-    const emq_srv *s;
-    char out[256];
-} script_thread;
-
-static void *busy_script(void *arg) {
-    script_thread *st = arg;
-    emq_srv_cmd(st->s, st->out, sizeof st->out, "EVAL", "while true do end",
-                "0", NULL);
-    return NULL;
-}
-
 /* Stops c on t and returns how long run took to return. */
 static int64_t timed_stop(bg *t, emq_status *st) {
     int64_t t0 = now_ms();
@@ -469,14 +456,13 @@ TEST_TIMEOUT(faults2_stop_prompt_while_server_busy_with_script, 40) {
     emq_consumer_t *c = bg_start(&t, conf, slow_handle, &h);
     WAIT_UNTIL(client_id_by_name(s, "w", 1) >= 0, 5000,
                "the consumer to block in XREADGROUP");
-    static script_thread sc;
+    static busy_script sc;
     memset(&sc, 0, sizeof sc);
     sc.s = s;
-    ASSERT(pthread_create(&sc.thread, NULL, busy_script, &sc) == 0);
+    pthread_t script;
+    ASSERT(pthread_create(&script, NULL, run_busy_script, &sc) == 0);
     /* Busy: the server answers BUSY to everything but SCRIPT KILL. */
-    WAIT_UNTIL(emq_srv_cmd(s, out, sizeof out, "PING", NULL) == '-' &&
-                   strstr(out, "BUSY") != NULL,
-               3000, "the server to answer BUSY");
+    WAIT_UNTIL(server_busy(s), 3000, "the server to answer BUSY");
     /* Room for the consumer to meet BUSY (nothing it exposes shows that:
      * server_waits stays 0 here). A stop must be prompt in any phase. */
     usleep(500 * 1000);
@@ -489,7 +475,7 @@ TEST_TIMEOUT(faults2_stop_prompt_while_server_busy_with_script, 40) {
         if (!killed)
             usleep(50000);
     }
-    pthread_join(sc.thread, NULL);
+    pthread_join(script, NULL);
     fprintf(stderr, "    stop while BUSY returned in %lld ms: %s (%s)\n",
             (long long)took, emq_status_name(st), t.err.message);
     ASSERT(killed);

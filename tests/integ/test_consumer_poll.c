@@ -45,11 +45,6 @@ static void pfix_end(pfix *f) {
     emq_srv_stop(f->s);
 }
 
-static void value_of(const emq_entry *e, char *out, size_t size) {
-    snprintf(out, size, "%.*s", (int)e->fields[0].value_len,
-             e->fields[0].value);
-}
-
 /* 100 jobs in flight on one consumer name and one read connection, each
  * held 1.2 s (three times claim.min_idle_ms) by one of 100 worker threads
  * and acknowledged from it, while a peer runs claim beats every 100 ms:

@@ -288,9 +288,10 @@ static emq_status settle_handout(emq_consumer_t *c, const emq_entry *entry,
                               "verdict)",
                               c->name);
     emq_id id;
+    emq__stream_id key; /* parsed once: the table finds the entry by it */
     size_t len = strlen(entry->id);
     if (len == 0 || len >= EMQ_ID_MAX ||
-        emq__stream_id_parse(entry->id, len, NULL) != 0) {
+        emq__stream_id_parse(entry->id, len, &key) != 0) {
         char shown[80];
         return emq__error_set(
             err, EMQ_EINVAL, 0, "'%s' is not a stream entry ID",
@@ -319,6 +320,7 @@ static emq_status settle_handout(emq_consumer_t *c, const emq_entry *entry,
         emq__settle_make(owner, &id, entry->deliveries, kind, reason, &op, err);
     if (st != EMQ_OK)
         return st;
+    op.key = key;
     if (kind == SETTLE_RETRY && delay_ms >= 0)
         op.delay_ms = delay_ms;
     int64_t handed_ms = 0;

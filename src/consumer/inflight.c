@@ -410,7 +410,7 @@ emq_status emq__inflight_settle_held(emq__inflight *t, settle_op *op,
                                      uint64_t max_deliveries, int fenced,
                                      emq_error *err, int64_t *handed_ms) {
     pthread_mutex_lock(&t->mu);
-    if_entry *e = find(t, &op->id);
+    if_entry *e = find_key(t, key_known(op->key, &op->id));
     if (e != NULL)
         op->key = e->key;
     emq_status st;

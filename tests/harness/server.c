@@ -273,7 +273,7 @@ static int raw_command(const char *sock, const char *password, char *out,
         out[0] = '\0';
     int fd = connect_unix(sock, timeout_ms);
     if (fd < 0) {
-        snprintf(out, size, "connect %s: %s", sock, strerror(errno));
+        snprintf(out, size, "connect %.100s: %s", sock, strerror(errno));
         return -1;
     }
     raw_in *in = malloc(sizeof *in);

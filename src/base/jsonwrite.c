@@ -10,6 +10,7 @@
 #include "base.h"
 
 #include <stdio.h>
+#include <string.h>
 
 void emq__json_init(emq__json *j, char *buf, size_t size) {
     j->buf = buf;
@@ -19,7 +20,22 @@ void emq__json_init(emq__json *j, char *buf, size_t size) {
         buf[0] = '\0';
 }
 
+/* Appends n bytes verbatim (they need no escaping). */
+static void put_bytes(emq__json *j, const char *p, size_t n) {
+    if (j->len < j->size) {
+        size_t room = j->size - j->len - 1;
+        size_t k = n < room ? n : room;
+        memcpy(j->buf + j->len, p, k);
+        j->buf[j->len + k] = '\0';
+    }
+    j->len += n;
+}
+
 void emq__json_raw(emq__json *j, const char *fmt, ...) {
+    if (strchr(fmt, '%') == NULL) { /* a literal: nothing to format */
+        put_bytes(j, fmt, strlen(fmt));
+        return;
+    }
     va_list ap;
     va_start(ap, fmt);
     size_t room = j->len < j->size ? j->size - j->len : 0;
@@ -29,22 +45,20 @@ void emq__json_raw(emq__json *j, const char *fmt, ...) {
         j->len += (size_t)n;
 }
 
-/* Appends n bytes verbatim (they need no escaping). */
-static void put_bytes(emq__json *j, const char *p, size_t n) {
-    if (j->len < j->size) {
-        size_t room = j->size - j->len - 1;
-        size_t k = n < room ? n : room;
-        for (size_t i = 0; i < k; i++)
-            j->buf[j->len + i] = p[i];
-        j->buf[j->len + k] = '\0';
-    }
-    j->len += n;
-}
-
 int emq__utf8_valid(const char *p, size_t n) {
     const unsigned char *s = (const unsigned char *)p;
     size_t i = 0;
     while (i < n) {
+        /* ASCII eight bytes at a time: no byte with its high bit set. */
+        while (n - i >= 8) {
+            uint64_t w;
+            memcpy(&w, s + i, 8);
+            if (w & UINT64_C(0x8080808080808080))
+                break;
+            i += 8;
+        }
+        if (i == n)
+            break;
         unsigned char c = s[i];
         size_t extra;
         uint32_t cp;
@@ -79,11 +93,28 @@ int emq__utf8_valid(const char *p, size_t n) {
     return 1;
 }
 
+/* 1 when none of the eight bytes of w needs escaping in a JSON string (a
+ * control character, '"' or '\\'): whether any byte is below 0x20 or
+ * equal to one of the two, each tested for all eight at once. */
+static int plain8(uint64_t w) {
+    const uint64_t ones = UINT64_C(0x0101010101010101);
+    const uint64_t highs = UINT64_C(0x8080808080808080);
+    uint64_t quote = w ^ (ones * '"'), slash = w ^ (ones * '\\');
+    uint64_t hit = ((w - ones * 0x20) & ~w) | ((quote - ones) & ~quote) |
+                   ((slash - ones) & ~slash);
+    return (hit & highs) == 0;
+}
+
 /* Appends bytes known to be valid UTF-8 as a JSON string. */
 static void put_string(emq__json *j, const char *p, size_t n) {
     put_bytes(j, "\"", 1);
     size_t start = 0;
     for (size_t i = 0; i < n; i++) {
+        uint64_t w;
+        while (n - i >= 8 && (memcpy(&w, p + i, 8), plain8(w)))
+            i += 8;
+        if (i == n)
+            break;
         unsigned char c = (unsigned char)p[i];
         if (c >= 0x20 && c != '"' && c != '\\')
             continue;

@@ -23,6 +23,40 @@ TEST(json_strings_are_escaped) {
     ASSERT_EQ_STR(write_bytes("", 0), "\"\"");
 }
 
+/* Every byte that needs escaping, and a two-byte UTF-8 character or a
+ * byte that is not UTF-8, at every position of strings of 1 to 40 bytes:
+ * the writer reads eight bytes at a time where none needs escaping, so
+ * each place in a block and each tail length is tried. */
+TEST(json_escapes_at_every_position) {
+    static const char special[] = {'"', '\\', '\n', '\x01', '\x1f', '\0'};
+    static const char *const escaped[] = {"\\\"",    "\\\\",    "\\n",
+                                          "\\u0001", "\\u001f", "\\u0000"};
+    for (size_t n = 1; n <= 40; n++) {
+        for (size_t at = 0; at < n; at++) {
+            char in[48], want[128];
+            for (size_t k = 0; k < sizeof special; k++) {
+                memset(in, 'x', n);
+                in[at] = special[k];
+                int w = snprintf(want, sizeof want, "\"%.*s%s%.*s\"", (int)at,
+                                 in, escaped[k], (int)(n - at - 1),
+                                 in + at + 1);
+                ASSERT(w > 0 && (size_t)w < sizeof want);
+                ASSERT_EQ_STR(write_bytes(in, n), want);
+            }
+            if (at + 1 < n) { /* e-acute: passes through as it is */
+                memset(in, 'x', n);
+                in[at] = '\xc3';
+                in[at + 1] = '\xa9';
+                snprintf(want, sizeof want, "\"%.*s\"", (int)n, in);
+                ASSERT_EQ_STR(write_bytes(in, n), want);
+            }
+            memset(in, 'x', n); /* a lone continuation byte: base64 */
+            in[at] = '\x80';
+            ASSERT(strncmp(write_bytes(in, n), "{\"base64\":", 10) == 0);
+        }
+    }
+}
+
 TEST(json_non_utf8_becomes_base64) {
     ASSERT_EQ_STR(write_bytes("\xff", 1), "{\"base64\":\"/w==\"}");
     ASSERT_EQ_STR(write_bytes("a\xff"

@@ -146,6 +146,9 @@ emq_status emq_consumer_close(emq_consumer_t *c, int64_t timeout_ms,
         return EMQ_OK;
     }
     emq_consumer_stop(c);
+    /* The stop (signal-safe) wakes nobody: a reading thread waiting for
+     * room would see it only after block_ms. */
+    emq__ready_notify(r);
     int64_t deadline = timeout_ms < 0 ? INT64_MAX : emq__now_ms() + timeout_ms;
     /* The reading threads wait for what is handed out to be settled; past
      * the deadline they stop waiting (closing) and end. */

@@ -841,3 +841,45 @@ TEST_TIMEOUT(poll_recovers_own_pending_interleaved_with_another_name, 30) {
     emq_conn_destroy(adm);
     emq_srv_stop(s);
 }
+
+/* A close while the reading thread waits for room (max_in_flight out,
+ * block_ms 5000): the close wakes it, so it returns long before
+ * block_ms, with what was handed out settled and the rest handed back. */
+TEST_TIMEOUT(poll_close_wakes_a_reader_waiting_for_room, 40) {
+    emq_srv *s = emq_srv_start(NULL);
+    emq_conn_t *adm = admin_connect(s);
+    CMD_NOERR(adm, "XGROUP", "CREATE", PQ, "g", "$", "MKSTREAM");
+    produce_n(s, "jobs", "r", 30);
+    emq_conf_t *conf = poll_conf(emq_srv_url(s), "10");
+    conf_set(conf, "block_ms", "5000");
+    conf_set(conf, "lease.ttl_ms", "20000");
+    emq_consumer_t *c = poll_consumer(conf);
+    emq_entry *got[10];
+    ASSERT_EQ_INT((long long)poll_until(c, got, 10, 5000), 10);
+    emq_error err;
+    for (int i = 0; i < 10; i++) {
+        ASSERT_OK(emq_consumer_ack(c, got[i], &err), &err);
+        emq_entry_free(got[i]);
+    }
+    /* Room again: the reader reads 10 more and waits for room, 5 s at a
+     * time, with nothing handed out. */
+    WAIT_UNTIL(pending_of(adm, PQ, "g", "w") == 10 &&
+                   pending_total(adm, PQ, "g") == 10,
+               5000, "ten more read ahead");
+    usleep(200 * 1000);
+    int64_t t0 = now_ms();
+    ASSERT_OK(emq_consumer_close(c, 5000, &err), &err);
+    int64_t took = now_ms() - t0;
+    printf("    close returned in %lld ms\n", (long long)took);
+    if (took > emq_test_ms(2500))
+        FAIL("close took %lld ms with the reader waiting for room (block_ms "
+             "5000)",
+             (long long)took);
+    emq_consumer_stats st;
+    emq_consumer_stats_get(c, &st);
+    ASSERT_EQ_INT((long long)st.acked, 10);
+    emq_consumer_destroy(c);
+    emq_conf_destroy(conf);
+    emq_conn_destroy(adm);
+    emq_srv_stop(s);
+}

@@ -334,3 +334,46 @@ TEST_TIMEOUT(ahead_read_answered_busy_is_read_again, 90) {
     emq_conn_destroy(adm);
     emq_srv_stop(s);
 }
+
+/* Reads ahead with handlers slower than claim idle and the lease: 400
+ * entries waiting, 100 workers holding each for 1.5 s (claim.min_idle_ms
+ * 400, lease.ttl_ms 1300), reads of 50 going ahead into a queue of up to
+ * 1000, while a peer claims everything idle 400 ms every 100 ms. What
+ * waits read ahead and what is in a handler's hands stays owned: the
+ * peer takes nothing, and every entry is handled once. */
+TEST_TIMEOUT(ahead_reads_with_slow_handlers_stay_owned, 90) {
+    emq_conn_t *adm;
+    emq_srv *s = backlog(400, &adm);
+    static read_monitor mon;
+    monitor_start(&mon, s);
+    emq_conf_t *conf = ahead_conf(emq_srv_url(s));
+    conf_set(conf, "claim.min_idle_ms", "400");
+    conf_set(conf, "claim.interval_ms", "100");
+    conf_set(conf, "lease.ttl_ms", "1300");
+    emq_consumer_t *c = poll_consumer(conf);
+    static claimer peer;
+    claimer_start(&peer, s);
+    static work_pool pool;
+    wp_start(&pool, c, 100, 1500);
+    all_handled_once(&pool, adm, 400, 40000);
+    wp_stop(&pool);
+    claimer_stop(&peer);
+    monitor_stop(&mon);
+    emq_consumer_stats st;
+    emq_consumer_stats_get(c, &st);
+    printf("    %ld reads sent ahead, %d peer beats, %llu refreshes\n",
+           atomic_load(&mon.ahead), atomic_load(&peer.beats),
+           (unsigned long long)st.refreshed);
+    ASSERT(atomic_load(&mon.ahead) > 0);
+    ASSERT(atomic_load(&peer.beats) > 20);
+    ASSERT_EQ_INT(atomic_load(&peer.claimed), 0);
+    ASSERT_EQ_INT((long long)recorded(&pool.r), 400);
+    ASSERT_EQ_INT((long long)st.ownership_lost, 0);
+    ASSERT(st.refreshed > 0);
+    emq_error err;
+    ASSERT_OK(emq_consumer_close(c, 5000, &err), &err);
+    emq_consumer_destroy(c);
+    emq_conf_destroy(conf);
+    emq_conn_destroy(adm);
+    emq_srv_stop(s);
+}

@@ -227,7 +227,8 @@ gcc_system_counts=""
 gcc_system_secs=0
 
 stage_gcc() {
-    configure "$build/gcc" gcc -DCMAKE_BUILD_TYPE=RelWithDebInfo -DEMQ_BENCH=OFF
+    configure "$build/gcc" gcc -DCMAKE_BUILD_TYPE=RelWithDebInfo -DEMQ_BENCH=OFF \
+        -DEMQ_POISON_BUFFERS=ON
     compile "$build/gcc"
     ./scripts/check_layers.sh objects "$build/gcc"
     local start=$SECONDS
@@ -244,7 +245,7 @@ stage_gcc() {
 # against a real server; the whole suite runs clang-built in the sanitize
 # stage (ASan + UBSan), so running it here again only cost CI time.
 stage_clang() {
-    configure "$build/clang" clang -DCMAKE_BUILD_TYPE=RelWithDebInfo
+    configure "$build/clang" clang -DCMAKE_BUILD_TYPE=RelWithDebInfo -DEMQ_POISON_BUFFERS=ON
     compile "$build/clang"
     run_tests clang "$build/clang/emq_tests" unit/ integ/test_producer.c \
         integ/test_consumer.c integ/test_cli_produce.c
@@ -276,7 +277,7 @@ stage_builds() {
 
 stage_sanitize() {
     configure "$build/sanitize" clang -DCMAKE_BUILD_TYPE=Debug \
-        -DEMQ_SANITIZE=address,undefined
+        -DEMQ_SANITIZE=address,undefined -DEMQ_POISON_BUFFERS=ON
     compile "$build/sanitize" --target emq_tests
     ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:detect_stack_use_after_return=1 \
         UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
@@ -312,7 +313,8 @@ stage_chaos() {
 # also when they are run on their own (./scripts/test.sh install).
 gcc_build_ready() {
     if [[ ! -f "$build/gcc/CMakeCache.txt" ]]; then
-        configure "$build/gcc" gcc -DCMAKE_BUILD_TYPE=RelWithDebInfo -DEMQ_BENCH=OFF
+        configure "$build/gcc" gcc -DCMAKE_BUILD_TYPE=RelWithDebInfo -DEMQ_BENCH=OFF \
+        -DEMQ_POISON_BUFFERS=ON
     fi
     compile "$build/gcc" >/dev/null
 }

@@ -5,12 +5,27 @@
  */
 #include "chunk.h"
 
+#include <string.h>
+
+#ifdef EMQ_POISON_BUFFERS
+/* Test builds: no byte of fresh buffer space is NUL, so code that treats a
+ * reply view as a C string runs off the chunk's end and memcheck or ASan
+ * report it every time, not only when the old heap bytes hold no NUL. */
+static void poison(char *from, size_t n) { memset(from, 0xA5, n); }
+#else
+static void poison(char *from, size_t n) {
+    (void)from;
+    (void)n;
+}
+#endif
+
 resp_chunk *emq__resp_chunk_new(size_t cap) {
     resp_chunk *c = emq__alloc(sizeof *c + cap);
     if (c == NULL)
         return NULL;
     atomic_init(&c->refs, 1);
     c->cap = cap;
+    poison(c->data, cap);
     return c;
 }
 
@@ -18,6 +33,8 @@ resp_chunk *emq__resp_chunk_grow(resp_chunk *c, size_t cap) {
     resp_chunk *grown = emq__realloc(c, sizeof *c + cap);
     if (grown == NULL)
         return NULL;
+    if (cap > grown->cap)
+        poison(grown->data + grown->cap, cap - grown->cap);
     grown->cap = cap;
     return grown;
 }

@@ -402,10 +402,10 @@ static emq_status requeue_one(emq_admin_t *a, const char *id, size_t idlen,
     const char *argv[] = {"EVAL",           requeue_script, "2",
                           a->keys.stream,   a->keys.dead,   id,
                           force ? "1" : "0"};
+    /* id may be a reply view, not NUL-terminated: use its length. */
     size_t lens[7];
     for (size_t i = 0; i < 7; i++)
-        lens[i] = strlen(argv[i]);
-    lens[5] = idlen;
+        lens[i] = i == 5 ? idlen : strlen(argv[i]);
     emq_reply *r = NULL;
     emq_status st =
         emq__admin_call(a, "requeue of a dead letter", 7, argv, lens, &r, err);

@@ -736,9 +736,9 @@ emq_status emq__admin_in_hand(emq_admin_t *a, const char *group,
         int64_t now = strtoll(sec, NULL, 10) * 1000 +
                       strtoll(usec, NULL, 10) / 1000;
         for (size_t i = 0; i < n; i++) {
-            const char *at = emq_reply_str(emq_reply_at(r[1], i), NULL);
-            if (at != NULL) {
-                int64_t since = now - strtoll(at, NULL, 10);
+            const emq_reply *at = emq_reply_at(r[1], i);
+            if (emq_reply_str(at, NULL) != NULL) {
+                int64_t since = now - emq__stream_number(at, now);
                 ages[i] = since > 0 ? since : 0;
             }
         }

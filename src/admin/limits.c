@@ -10,19 +10,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-/* The limit a reply of HMGET names (nil or not a number: 0). */
-static int64_t limit_of(const emq_reply *r) {
-    const char *text = emq_reply_str(r, NULL);
-    return text ? strtoll(text, NULL, 10) : 0;
-}
-
 int emq__admin_limits_from(const emq_reply *hmget, emq_group_limits *out) {
     if (emq_reply_kind(hmget) != EMQ_REPLY_ARRAY || emq_reply_len(hmget) != 2) {
         *out = (emq_group_limits){-1, -1};
         return -1;
     }
-    out->rate = limit_of(emq_reply_at(hmget, 0));
-    out->max_in_flight = limit_of(emq_reply_at(hmget, 1));
+    /* nil or not a number: 0 (no limit) */
+    out->rate = emq__stream_number(emq_reply_at(hmget, 0), 0);
+    out->max_in_flight = emq__stream_number(emq_reply_at(hmget, 1), 0);
     return 0;
 }
 

@@ -25,16 +25,15 @@ int emq__admin_prio_from(const emq_reply *get, const emq_reply *counts,
     if (emq_reply_kind(get) == EMQ_REPLY_ERROR ||
         emq_reply_kind(counts) == EMQ_REPLY_ERROR)
         return -1;
-    const char *age = emq_reply_str(get, NULL);
-    if (age == NULL)
+    if (emq_reply_str(get, NULL) == NULL)
         return 0; /* no record: no priorities */
-    out->age_ms = strtoll(age, NULL, 10);
+    /* Views, not C strings, and anyone may have written "" there: parsed
+     * by length, anything but digits counting as nothing. */
+    out->age_ms = emq__stream_number(get, 0);
     /* RESP2: [level, count, ...]; RESP3: a map, read the same way. */
     for (size_t i = 0; i + 1 < emq_reply_len(counts); i += 2) {
-        const char *level = emq_reply_str(emq_reply_at(counts, i), NULL);
-        const char *n = emq_reply_str(emq_reply_at(counts, i + 1), NULL);
-        long l = level ? strtol(level, NULL, 10) : -1;
-        long long c = n ? strtoll(n, NULL, 10) : 0;
+        int64_t l = emq__stream_number(emq_reply_at(counts, i), -1);
+        int64_t c = emq__stream_number(emq_reply_at(counts, i + 1), 0);
         if (l < 0 || l >= EMQ_PRIORITY_LEVELS || c <= 0)
             continue;
         out->held_at[l] = (uint64_t)c;

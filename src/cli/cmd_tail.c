@@ -171,8 +171,10 @@ static int ask(tailed *t, const emq_conf_t *conf, int argc,
         return cli_runtime_err(conf, st, &err, "reading the stream");
     if (emq_reply_kind(*out) == EMQ_REPLY_ERROR) {
         char text[300];
-        snprintf(text, sizeof text, "%s %s failed: %s", argv[0], t->key,
-                 emq_reply_format(*out));
+        size_t len = 0;
+        const char *why = emq_reply_str(*out, &len); /* a view: by length */
+        snprintf(text, sizeof text, "%s %s failed: %.*s", argv[0], t->key,
+                 (int)(len < 200 ? len : 200), why ? why : "");
         emq_reply_free(*out);
         *out = NULL;
         return cli_err(CLI_FAIL, "%s", text);

@@ -195,11 +195,8 @@ emq_status emq__limits_grant(const emq_reply *reply, emq__grant *g,
     return EMQ_OK;
 }
 
-/* The limit a reply of HMGET names (nil: 0). */
-static int64_t limit_of(const emq_reply *r) {
-    const char *text = emq_reply_str(r, NULL);
-    return text ? strtoll(text, NULL, 10) : 0;
-}
+/* The limit a reply of HMGET names (nil or not a number: 0, no limit). */
+static int64_t limit_of(const emq_reply *r) { return emq__stream_number(r, 0); }
 
 /* Applies the priority record's GET: present, the queue has priorities;
  * an error reply (an ACL) changes nothing. */

@@ -248,6 +248,43 @@ TEST(limits_recorded_ones_win_and_group_limits_sets_them) {
     emq_srv_stop(s);
 }
 
+/* Records written by hand, not numbers: read by length as no limit, no
+ * aging, no count, never as a C string past the reply (a "" value's view
+ * is followed only by its CRLF). */
+TEST(limits_and_priorities_written_by_hand_read_as_none) {
+    emq_srv *s = emq_srv_start(NULL);
+    char out[64];
+    emq_srv_cmd(s, out, sizeof out, "HSET", "emq:{jobs}:limits:g", "rate", "",
+                "max_in_flight", "12abc", NULL);
+    emq_srv_cmd(s, out, sizeof out, "SET", "emq:{jobs}:priority", " ", NULL);
+    emq_srv_cmd(s, out, sizeof out, "HSET", "emq:{jobs}:held:counts", "", "4",
+                "x", "5", "3", "", "2", "7", NULL);
+    emq_conf_t *conf = conf_for(emq_srv_url(s));
+    conf_set(conf, "queue", "jobs");
+    emq_admin_t *a = NULL;
+    emq_error err;
+    ASSERT_OK(emq_admin_new(conf, &a, &err), &err);
+    emq_group_limits lim = {-2, -2};
+    ASSERT_OK(emq_admin_group_limits(a, "g", NULL, &lim, &err), &err);
+    ASSERT_EQ_INT(lim.rate, 0);
+    ASSERT_EQ_INT(lim.max_in_flight, 0);
+    emq_priority_info info;
+    int has = 0;
+    ASSERT_OK(emq_admin_priorities(a, -1, &info, &has, &err), &err);
+    ASSERT_EQ_INT(has, 1);
+    ASSERT_EQ_INT(info.age_ms, 0);
+    ASSERT_EQ_INT(info.held, 7); /* only level 2's count is a number */
+    ASSERT_EQ_INT(info.held_at[2], 7);
+    emq_admin_destroy(a);
+    emq_conf_destroy(conf);
+    cli_result r;
+    CLI(&r, emq_srv_url(s), "group", "limits", "jobs", "-g", "g");
+    ASSERT_EXIT(&r, 0);
+    ASSERT_CONTAINS(r.out, "rate none, max in flight none");
+    cli_free(&r);
+    emq_srv_stop(s);
+}
+
 typedef struct retry_once {
     pthread_mutex_t mu;
     int calls;

@@ -976,9 +976,8 @@ static int blocked(emq_conn_t *adm, long long id) {
     char arg[32];
     snprintf(arg, sizeof arg, "%lld", id);
     emq_reply *r = CMD(adm, "CLIENT", "LIST", "ID", arg);
-    size_t n = 0;
-    const char *text = emq_reply_str(r, &n);
-    int b = text != NULL && strstr(text, " flags=b ") != NULL;
+    char text[1024];
+    int b = strstr(reply_text(r, text, sizeof text), " flags=b ") != NULL;
     emq_reply_free(r);
     return b;
 }

@@ -259,29 +259,34 @@ static int parse_int(const char *p, size_t n, long long *out) {
 }
 
 /* 1 for the types whose line is one integer: a length, a count or a
- * number. */
-static int int_line(char type) {
-    switch (type) {
-    case ':':
-    case '$':
-    case '!':
-    case '=':
-    case '*':
-    case '%':
-    case '~':
-    case '>':
-    case '|':
-        return 1;
-    default:
-        return 0;
-    }
-}
+ * number (looked up, as it is asked twice for every element). */
+static const unsigned char int_line_type[256] = {
+    [':'] = 1, ['$'] = 1, ['!'] = 1, ['='] = 1, ['*'] = 1,
+    ['%'] = 1, ['~'] = 1, ['>'] = 1, ['|'] = 1};
+
+static int int_line(char type) { return int_line_type[(unsigned char)type]; }
 
 /* The common integer line, read in one pass: an optional '-' and 1 to 18
  * digits (too few to overflow), then '\r', within avail bytes. Returns
  * the offset of the '\r' with *value set, or 0 for any other line, which
  * the general path then judges (and names what is wrong with it). */
 static size_t short_int_line(const char *p, size_t avail, long long *value) {
+    /* Up to four digits first, with no bound to check per digit: the
+     * length or count of most elements. */
+    if (avail > 4) {
+        unsigned v = 0;
+        size_t i = 0;
+        for (; i < 4; i++) {
+            unsigned d = (unsigned)(unsigned char)p[i] - '0';
+            if (d > 9)
+                break;
+            v = v * 10 + d;
+        }
+        if (i > 0 && p[i] == '\r') {
+            *value = v;
+            return i;
+        }
+    }
     size_t i = avail > 0 && p[0] == '-';
     size_t first = i;
     unsigned long long v = 0;

@@ -306,6 +306,9 @@ static const char many[] =
     "+OK\r\n"
     "-ERR unknown command\r\n"
     ":12345\r\n"
+    ":1234\r\n" /* the longest line read before the general path */
+    ":-7\r\n"
+    ":007\r\n"
     "$12\r\nhello\r\nworld\r\n"
     "$-1\r\n"
     "*-1\r\n"
@@ -324,6 +327,9 @@ static const char *const many_rendered[] = {
     "+OK",
     "-ERR unknown command",
     "12345",
+    "1234",
+    "-7",
+    "7",
     "\"hello\\x0d\\x0aworld\"",
     "nil",
     "nil",

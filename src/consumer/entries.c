@@ -62,15 +62,13 @@ const emq_reply *emq__xread_entries(const emq_reply *reply, emq_error *err,
     return emq_reply_len(entries) ? entries : NULL;
 }
 
-/* 1 when fields has the shape of a field list: null (deleted) or an array
- * of names and values, in pairs. That each one is a string is checked
- * when the entry is handed out (build_fields), in the same pass that
- * builds the views. */
-static int fields_shaped(const emq_reply *fields) {
-    if (emq_reply_kind(fields) == EMQ_REPLY_NULL)
-        return 1;
-    return emq_reply_kind(fields) == EMQ_REPLY_ARRAY &&
-           emq_reply_len(fields) % 2 == 0;
+/* 1 when fields (of kind) has the shape of a field list: null (deleted)
+ * or an array of names and values, in pairs. That each one is a string is
+ * checked when the entry is handed out (build_fields), in the same pass
+ * that builds the views. */
+static int fields_shaped(const emq_reply *fields, emq_reply_type kind) {
+    return kind == EMQ_REPLY_NULL ||
+           (kind == EMQ_REPLY_ARRAY && emq_reply_len(fields) % 2 == 0);
 }
 
 emq_status emq__batch_parse(batch *b, emq_reply *reply,
@@ -88,14 +86,16 @@ emq_status emq__batch_parse(batch *b, emq_reply *reply,
         b->cap = n;
     }
     for (size_t i = 0; i < n; i++) {
+        /* Each accessor asked once: this runs for every entry read. */
         const emq_reply *entry = emq_reply_at(entries, i);
+        size_t parts = emq_reply_len(entry);
         const emq_reply *id = emq_reply_at(entry, 0);
-        const emq_reply *fields = emq_reply_at(entry, 1);
+        const emq_reply *fields = parts == 2 ? emq_reply_at(entry, 1) : NULL;
+        emq_reply_type fields_kind = emq_reply_kind(fields);
         size_t id_len = 0;
         const char *id_text = emq_reply_str(id, &id_len);
         batch_item *item = &b->items[i];
-        if (emq_reply_kind(entry) != EMQ_REPLY_ARRAY ||
-            emq_reply_len(entry) < 1 ||
+        if (emq_reply_kind(entry) != EMQ_REPLY_ARRAY || parts < 1 ||
             emq_reply_kind(id) != EMQ_REPLY_STRING || id_len == 0 ||
             id_len >= EMQ_ID_MAX ||
             emq__stream_id_parse(id_text, id_len, &b->items[i].key) != 0) {
@@ -105,11 +105,9 @@ emq_status emq__batch_parse(batch *b, emq_reply *reply,
         }
         memcpy(item->id.str, id_text, id_len);
         item->id.str[id_len] = '\0';
-        item->malformed = emq_reply_len(entry) != 2 || !fields_shaped(fields);
-        item->fields = item->malformed ||
-                               emq_reply_kind(fields) == EMQ_REPLY_NULL
-                           ? NULL
-                           : fields;
+        item->malformed = parts != 2 || !fields_shaped(fields, fields_kind);
+        item->fields =
+            item->malformed || fields_kind == EMQ_REPLY_NULL ? NULL : fields;
         item->deliveries = 0;
         item->held = 0;
         item->unseen = 0;

@@ -606,6 +606,22 @@ static emq_status scan_reply(emq__resp_reader *r, emq_error *err) {
 
 /* ---- build pass --------------------------------------------------------- */
 
+/* Builds the bulk string at p (a '$' line with a length of 0 or more,
+ * validated by the scan pass) into slot, without the general path's
+ * call: most elements of a reply are these. Returns the first byte after
+ * it. */
+static const char *build_bulk(const char *p, struct emq_reply *slot) {
+    const char *q = p + 1;
+    size_t n = 0;
+    for (; *q != '\r'; q++)
+        n = n * 10 + (size_t)(*q - '0');
+    memset(slot, 0, sizeof *slot);
+    slot->type = EMQ_REPLY_STRING;
+    slot->str = q + 2;
+    slot->len = n;
+    return q + 2 + n + 2;
+}
+
 /* Builds the value at p into slot, taking aggregate element arrays from
  * *cursor. The bytes were validated by the scan pass. Returns the first
  * byte after the value. */
@@ -695,8 +711,13 @@ static const char *build_value(const char *p, const char *end,
             slot->len = count;
             slot->u.element = *cursor;
             *cursor += count;
-            for (size_t i = 0; i < count; i++)
-                next = build_value(next, end, &slot->u.element[i], cursor);
+            for (size_t i = 0; i < count; i++) {
+                struct emq_reply *child = &slot->u.element[i];
+                if (*next == '$' && next[1] != '-') /* most children */
+                    next = build_bulk(next, child);
+                else
+                    next = build_value(next, end, child, cursor);
+            }
             break;
         }
         }

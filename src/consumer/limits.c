@@ -195,8 +195,17 @@ emq_status emq__limits_grant(const emq_reply *reply, emq__grant *g,
     return EMQ_OK;
 }
 
-/* The limit a reply of HMGET names (nil or not a number: 0, no limit). */
-static int64_t limit_of(const emq_reply *r) { return emq__stream_number(r, 0); }
+/* The limit a reply of HMGET names: nil or "" 0 (none), digits their
+ * value. Anything else written by hand ("5.0", " 5") counts as 1, a
+ * limit: reads then go through the grant script, whose tonumber decides
+ * what it means, as it does in every other script that reads it. */
+static int64_t limit_of(const emq_reply *r) {
+    size_t len = 0;
+    if (emq_reply_str(r, &len) == NULL || len == 0)
+        return 0;
+    int64_t v = emq__stream_number(r, -1);
+    return v >= 0 ? v : 1;
+}
 
 /* Applies the priority record's GET: present, the queue has priorities;
  * an error reply (an ACL) changes nothing. */

@@ -248,6 +248,35 @@ TEST(limits_recorded_ones_win_and_group_limits_sets_them) {
     emq_srv_stop(s);
 }
 
+/* A rate written by hand in a form the scripts' tonumber reads ("1.0",
+ * not plain digits): the consumer still reads through the grant script,
+ * which applies it. Unlimited, the five entries go at once. */
+TEST_TIMEOUT(limits_written_as_a_decimal_still_apply, 30) {
+    emq_srv *s = emq_srv_start(NULL);
+    char out[64];
+    emq_srv_cmd(s, out, sizeof out, "HSET", "emq:{dec}:limits:g", "rate", "1.0",
+                NULL);
+    produce_n(s, "dec", "", 5);
+    emq_conf_t *conf = consumer_conf(s, "dec", "g", "c1", "head");
+    recorder rec;
+    recorder_init(&rec);
+    emq_consumer_t *c = consumer_ok(conf, record, &rec);
+    emq_conf_destroy(conf);
+    runner_thread t;
+    start_consumer(&t, c);
+    wait_for(&rec, 1, 10000);
+    usleep(500 * 1000);
+    pthread_mutex_lock(&rec.lock);
+    size_t handled = rec.n;
+    pthread_mutex_unlock(&rec.lock);
+    printf("    %zu of 5 handled half a second after the first\n", handled);
+    ASSERT(handled < 5);
+    emq_consumer_stop(c);
+    ASSERT_EQ_INT(join_consumer(&t), EMQ_OK);
+    emq_consumer_destroy(c);
+    emq_srv_stop(s);
+}
+
 /* Records written by hand, not numbers: read by length as no limit, no
  * aging, no count, never as a C string past the reply (a "" value's view
  * is followed only by its CRLF). */

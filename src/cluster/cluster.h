@@ -263,8 +263,7 @@ uint64_t emq__route_reconnects(const emq__route *route);
 int emq__route_fd(const emq__route *route);
 
 /* Like emq__conn_set_cancel, for every connection of the route. */
-void emq__route_set_cancel(emq__route *route, const atomic_int *flag,
-                           int64_t grace_ms);
+void emq__route_set_cancel(emq__route *route, const emq__conn_cancel *cancel);
 
 /* 1 when the route talks to a Redis Cluster (a map or a NOPERM seed), 0
  * for a standalone server. */
@@ -276,6 +275,9 @@ unsigned emq__route_slot(const emq__route *route);
 const char *emq__route_node(const emq__route *route);
 /* Like emq_conn_server, for the connection to the slot's current node. */
 int emq__route_server(const emq__route *route, emq_server *out);
+/* emq__conn_client_id of the connection to the slot's current node (0:
+ * not known). Threads: the route's. */
+int64_t emq__route_client_id(const emq__route *route);
 /* Copies the counters. */
 void emq__route_stats_get(const emq__route *route, emq__route_stats *out);
 

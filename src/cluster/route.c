@@ -98,14 +98,13 @@ struct emq__route {
     emq__route_stats stats;
     uint64_t rng;                         /* jitter state */
     char name[EMQ_CLUSTER_HOST_MAX + 16]; /* current node, for messages */
-    const atomic_int *cancel; /* emq__route_set_cancel, for every read */
-    int64_t cancel_grace_ms;
-    int64_t reply_began_ms; /* of the last reply returned */
+    emq__conn_cancel cancel; /* emq__route_set_cancel, for every read */
+    int64_t reply_began_ms;  /* of the last reply returned */
 };
 
 /* Every connection the route reads from honours its cancel flag. */
 static emq_conn_t *armed(emq__route *r, emq_conn_t *conn) {
-    emq__conn_set_cancel(conn, r->cancel, r->cancel_grace_ms);
+    emq__conn_set_cancel(conn, &r->cancel);
     return conn;
 }
 
@@ -945,10 +944,8 @@ int emq__route_only_this_failed(const emq__route *route, emq_status st) {
     return st == EMQ_ELIMIT && !emq__route_is_broken(route);
 }
 
-void emq__route_set_cancel(emq__route *route, const atomic_int *flag,
-                           int64_t grace_ms) {
-    route->cancel = flag;
-    route->cancel_grace_ms = grace_ms;
+void emq__route_set_cancel(emq__route *route, const emq__conn_cancel *cancel) {
+    route->cancel = cancel ? *cancel : (emq__conn_cancel){NULL, 0, NULL, NULL};
 }
 
 emq_status emq__route_command(emq__route *route, int argc,
@@ -1139,14 +1136,22 @@ const char *emq__route_node(const emq__route *route) {
     return route ? route->name : "";
 }
 
-int emq__route_server(const emq__route *route, emq_server *out) {
-    const emq_conn_t *conn = NULL;
+/* The connection to the slot's current node, or NULL. */
+static const emq_conn_t *owner_conn(const emq__route *route) {
     if (route != NULL && route->single)
-        conn = route->single;
-    else if (route != NULL && route->owner >= 0 &&
-             (size_t)route->owner < route->links_cap)
-        conn = route->links[route->owner].conn;
-    return emq_conn_server(conn, out);
+        return route->single;
+    if (route != NULL && route->owner >= 0 &&
+        (size_t)route->owner < route->links_cap)
+        return route->links[route->owner].conn;
+    return NULL;
+}
+
+int emq__route_server(const emq__route *route, emq_server *out) {
+    return emq_conn_server(owner_conn(route), out);
+}
+
+int64_t emq__route_client_id(const emq__route *route) {
+    return emq__conn_client_id(owner_conn(route));
 }
 
 void emq__route_stats_get(const emq__route *route, emq__route_stats *out) {

@@ -62,12 +62,12 @@ struct emq_conn {
     int too_large;            /* broken by a reply over resp.max_reply_bytes */
     uint64_t reconnects;      /* successful emq_conn_reconnect calls */
     uint64_t rng;             /* backoff jitter state */
-    const atomic_int *cancel; /* emq__conn_set_cancel; NULL: none */
-    int64_t cancel_grace_ms;
-    int64_t overdue_at;     /* when the awaited reply is overdue; -1 */
-    int64_t fill_ms;        /* when the unparsed bytes began to arrive */
-    int64_t reply_began_ms; /* when the last reply read began to arrive */
-    emq_server server;      /* learned at the last handshake (server.c) */
+    emq__conn_cancel cancel;  /* emq__conn_set_cancel; flag NULL: none */
+    int64_t client_id;        /* learned at the last handshake; 0: unknown */
+    int64_t overdue_at;       /* when the awaited reply is overdue; -1 */
+    int64_t fill_ms;          /* when the unparsed bytes began to arrive */
+    int64_t reply_began_ms;   /* when the last reply read began to arrive */
+    emq_server server;        /* learned at the last handshake (server.c) */
     /* Behind Sentinel: a connection to the Sentinel that named the
      * primary, subscribed to +switch-master; its announcement of this
      * master's switch (or its end) makes the connection go away
@@ -277,6 +277,7 @@ static emq_status read_reply(emq_conn_t *c, int64_t base_ms, int64_t extra_ms,
                      emq__resp_buffered(c->reader) == 0;
     int64_t deadline = -1;
     int timed = 0; /* deadline and overdue_at are set */
+    int told = 0;  /* cancel.on_stop was called for this reply */
     for (;;) {
         emq_reply *r = NULL;
         emq_status st = wait_first ? EMQ_EAGAIN
@@ -284,7 +285,7 @@ static emq_status read_reply(emq_conn_t *c, int64_t base_ms, int64_t extra_ms,
         if (st != EMQ_OK && st != EMQ_EPROTO && !timed) {
             timed = 1;
             int64_t now = extra_ms >= 0 ? emq__now_ms() : 0;
-            c->overdue_at = extra_ms >= 0 ? now + extra_ms + c->cancel_grace_ms
+            c->overdue_at = extra_ms >= 0 ? now + extra_ms + c->cancel.grace_ms
                                           : -1;
             if (base_ms > 0 && extra_ms >= 0)
                 deadline = now + base_ms + extra_ms;
@@ -346,7 +347,7 @@ static emq_status read_reply(emq_conn_t *c, int64_t base_ms, int64_t extra_ms,
         wait_first = 0;
         /* With a cancel flag, wait in slices to look at it. */
         int64_t until = deadline;
-        if (c->cancel != NULL) {
+        if (c->cancel.flag != NULL) {
             int64_t slice = emq__now_ms() + CANCEL_SLICE_MS;
             if (until < 0 || slice < until)
                 until = slice;
@@ -370,7 +371,12 @@ static emq_status read_reply(emq_conn_t *c, int64_t base_ms, int64_t extra_ms,
             continue;
         }
         if (w == 0 && until != deadline) {
-            if (atomic_load(c->cancel) && c->overdue_at >= 0 &&
+            int stopping = atomic_load(c->cancel.flag);
+            if (stopping && extra_ms > 0 && !told && c->cancel.on_stop) {
+                told = 1; /* once per reply */
+                c->cancel.on_stop(c->cancel.ctx);
+            }
+            if (stopping && c->overdue_at >= 0 &&
                 emq__now_ms() >= c->overdue_at)
                 return emq__error_set(e, EMQ_ECLOSED, 1,
                                       "gave up waiting for a reply from %s: "
@@ -396,10 +402,12 @@ static emq_status read_reply(emq_conn_t *c, int64_t base_ms, int64_t extra_ms,
     }
 }
 
-void emq__conn_set_cancel(emq_conn_t *c, const atomic_int *flag,
-                          int64_t grace_ms) {
-    c->cancel = flag;
-    c->cancel_grace_ms = grace_ms;
+void emq__conn_set_cancel(emq_conn_t *c, const emq__conn_cancel *cancel) {
+    c->cancel = cancel ? *cancel : (emq__conn_cancel){NULL, 0, NULL, NULL};
+}
+
+int64_t emq__conn_client_id(const emq_conn_t *c) {
+    return c != NULL && c->t != NULL ? c->client_id : 0;
 }
 
 /* ---- pipeline bookkeeping --------------------------------------------- */
@@ -537,9 +545,9 @@ emq_status emq__conn_auth_error(emq_conn_t *c, const emq_reply *r,
 
 /* Appends the handshake commands; returns how many, or a negative status
  * (EMQ_ENOMEM/EMQ_ELIMIT) with err filled. kinds gets what each is. */
-enum { HS_HELLO, HS_AUTH, HS_SELECT, HS_SETNAME, HS_INFO };
+enum { HS_HELLO, HS_AUTH, HS_SELECT, HS_SETNAME, HS_INFO, HS_ID };
 
-static int append_handshake(emq_conn_t *c, int kinds[5], emq_error *err) {
+static int append_handshake(emq_conn_t *c, int kinds[6], emq_error *err) {
     int n = 0;
     emq_status st;
     char dbtext[24];
@@ -578,6 +586,11 @@ static int append_handshake(emq_conn_t *c, int kinds[5], emq_error *err) {
         st = append(c, 2, argv, NULL, err);
         kinds[n++] = HS_INFO;
     }
+    if (st == EMQ_OK && c->opt.learn_client_id && c->opt.protocol != 3) {
+        const char *argv[2] = {"CLIENT", "ID"}; /* HELLO's map has "id" */
+        st = append(c, 2, argv, NULL, err);
+        kinds[n++] = HS_ID;
+    }
     return st == EMQ_OK ? n : (int)st;
 }
 
@@ -608,8 +621,9 @@ static emq_status handshake(emq_conn_t *c, int64_t deadline, emq_error *err) {
 
 static emq_status handshake_once(emq_conn_t *c, int64_t deadline, int *busy,
                                  emq_error *err) {
-    int kinds[5];
+    int kinds[6];
     memset(&c->server, 0, sizeof c->server);
+    c->client_id = 0;
     int n = append_handshake(c, kinds, err);
     if (n <= 0)
         return n == 0 ? EMQ_OK : (emq_status)n;
@@ -633,6 +647,9 @@ static emq_status handshake_once(emq_conn_t *c, int64_t deadline, int *busy,
         if (emq_reply_kind(r) != EMQ_REPLY_ERROR) {
             if (kinds[i] == HS_HELLO) {
                 emq__server_from_hello(r, &c->server);
+                c->client_id = emq__hello_client_id(r);
+            } else if (kinds[i] == HS_ID) {
+                c->client_id = emq_reply_integer(r);
             } else if (kinds[i] == HS_INFO) {
                 size_t len;
                 const char *text = emq_reply_str(r, &len);
@@ -641,7 +658,7 @@ static emq_status handshake_once(emq_conn_t *c, int64_t deadline, int *busy,
             emq_reply_free(r);
             continue;
         }
-        if (kinds[i] == HS_INFO) { /* optional, like the name */
+        if (kinds[i] == HS_INFO || kinds[i] == HS_ID) { /* optional */
             emq_reply_free(r);
             continue;
         }
@@ -730,6 +747,7 @@ static emq_status sentinel_open(const emq_conn_t *c, const emq__hostport *at,
     o.password = c->opt.sentinel_password;
     o.db = 0;
     o.client_name = NULL;
+    o.learn_client_id = 0;
     o.protocol = 2;
     o.connect_timeout_ms = left;
     o.command_timeout_ms = left;

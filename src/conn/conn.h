@@ -204,6 +204,8 @@ uint32_t emq__server_caps(const char *name, int major, int minor, int patch);
 /* Fills *out from a HELLO reply (a map or, in RESP2, a flat array with
  * "server" and "version"). Returns 1 when both were found. */
 int emq__server_from_hello(const emq_reply *hello, emq_server *out);
+/* The connection's id in a HELLO reply (its "id" field); 0 when absent. */
+int64_t emq__hello_client_id(const emq_reply *hello);
 /* Fills *out from the text of INFO server (valkey_version and
  * server_name win over redis_version, which Valkey sets to 7.2.4).
  * Returns 1 when a version was found. */
@@ -227,10 +229,13 @@ typedef struct emq__conn_options {
     const char *host;
     int64_t port;
     int64_t tls;
-    const char *user;           /* NULL: the URL's */
-    const char *password;       /* NULL: the URL's; never in a message */
-    int64_t db;                 /* -1: the URL's (else 0) */
-    const char *client_name;    /* CLIENT SETNAME; NULL: none */
+    const char *user;        /* NULL: the URL's */
+    const char *password;    /* NULL: the URL's; never in a message */
+    int64_t db;              /* -1: the URL's (else 0) */
+    const char *client_name; /* CLIENT SETNAME; NULL: none */
+    /* 1: learn the connection's id at each handshake (HELLO's, or a
+     * CLIENT ID sent with it), for emq__conn_client_id. */
+    int64_t learn_client_id;
     int64_t protocol;           /* 2 or 3 */
     int64_t connect_timeout_ms; /* connect, TLS and handshake together */
     int64_t command_timeout_ms; /* per reply; 0: forever */
@@ -292,14 +297,32 @@ int64_t emq__conn_block_ms(int argc, const char *const *argv,
  * One thread at a time, as every call on conn. */
 emq_status emq__conn_send(emq_conn_t *conn, emq_error *err);
 
-/* Lets a read that waits for a reply give up once *flag is non-zero and
- * the reply is overdue: grace_ms past the command's own blocking time. The
- * read then fails with EMQ_ECLOSED and the connection is broken, so a stop
- * is not held up by a stalled server for command_timeout_ms. flag NULL:
- * never (the default). The flag is read, never written; it must outlive
- * its use. */
-void emq__conn_set_cancel(emq_conn_t *c, const atomic_int *flag,
-                          int64_t grace_ms);
+/* A stop the waits of a connection watch (emq__conn_set_cancel). */
+typedef struct emq__conn_cancel {
+    /* Read, never written; must outlive its use. NULL: none (the
+     * default). */
+    const atomic_int *flag;
+    /* Once *flag is non-zero, a reply overdue by this long past the
+     * command's own blocking time is given up: the read fails with
+     * EMQ_ECLOSED and the connection is broken, so a stop is not held up
+     * by a stalled server for command_timeout_ms. */
+    int64_t grace_ms;
+    /* Called (NULL: nothing) from the waiting thread the first time a
+     * wait for a blocking command's reply (XREADGROUP ... BLOCK) sees
+     * *flag set, once per such reply: whoever can end the block from
+     * another connection (CLIENT UNBLOCK) is told to now, not when the
+     * block times out. */
+    void (*on_stop)(void *ctx);
+    void *ctx;
+} emq__conn_cancel;
+
+/* Makes c's waits watch *cancel (copied; NULL: none). */
+void emq__conn_set_cancel(emq_conn_t *c, const emq__conn_cancel *cancel);
+
+/* The server's id of c's connection (CLIENT ID), learned at the last
+ * handshake when options.learn_client_id is 1; 0 when not known (not
+ * asked, refused by an ACL, or not connected). */
+int64_t emq__conn_client_id(const emq_conn_t *c);
 
 /* 1 when conn cannot serve the next command as it stands: broken, or
  * idle (nothing appended, no reply due) while its socket is readable,

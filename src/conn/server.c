@@ -110,6 +110,16 @@ int emq__server_from_hello(const emq_reply *hello, emq_server *out) {
     return fill(out, name, name_len, version, version_len);
 }
 
+int64_t emq__hello_client_id(const emq_reply *hello) {
+    for (size_t i = 0; i + 1 < emq_reply_len(hello); i += 2) {
+        size_t klen;
+        const char *key = emq_reply_str(emq_reply_at(hello, i), &klen);
+        if (key != NULL && klen == 2 && memcmp(key, "id", 2) == 0)
+            return emq_reply_integer(emq_reply_at(hello, i + 1));
+    }
+    return 0;
+}
+
 /* The value of "field:" on a line of text, or NULL (*len its length). */
 static const char *info_value(const char *text, size_t len, const char *field,
                               size_t *vlen) {

@@ -434,7 +434,9 @@ static emq_status read_limited(emq_consumer_t *c, size_t want, int64_t wait,
                            prio ? c->delayed.bell : g.last_id,
                            prio ? g.last_id : NULL,
                            g.bell_id};
+    emq__upkeep_blocking(c, 1); /* a stop ends the block (upkeep.c) */
     st = emq__session_call(&c->rx, 0, prio ? 10 : 8, xread, NULL, &reply, err);
+    emq__upkeep_blocking(c, 0);
     if (st == EMQ_OK && emq_reply_kind(reply) == EMQ_REPLY_ERROR)
         return read_refused(c, reply, err);
     emq_reply_free(reply);
@@ -578,7 +580,9 @@ static emq_status read_new(emq_consumer_t *c, size_t room, emq_error *err) {
                           "COUNT",      count,          "BLOCK",  block,
                           "STREAMS",    c->keys.stream, ">"};
     emq_reply *reply;
+    emq__upkeep_blocking(c, 1); /* a stop ends the block (upkeep.c) */
     emq_status st = call_with_settlements(c, 11, argv, &reply, err);
+    emq__upkeep_blocking(c, 0);
     if (st != EMQ_OK) {
         /* Too large: what it delivered is pending to this consumer now,
          * and recover self takes it back after the reconnect, fewer at a
@@ -704,7 +708,8 @@ emq_status emq__consumer_loop(emq_consumer_t *c, emq_error *err) {
     c->fit = SIZE_MAX; /* reads that fit: learnt again in every run */
     c->fit_warned = 0;
     if (c->rx.route == NULL)
-        st = emq__consumer_session_open(c, &c->rx, "read", NULL, 0, err);
+        st = emq__consumer_session_open(c, &c->rx, "read", NULL, 0,
+                                        emq__upkeep_unblock_ask, err);
     /* Only a first connection that fails is fatal here. After that, a
      * transport failure anywhere, the session's first steps included (a
      * run after a stop may find its connection dead), reconnects. */

@@ -31,6 +31,7 @@ static void session_log(void *c, int level, const char *message) {
 emq_status emq__consumer_session_open(emq_consumer_t *c, emq__session *s,
                                       const char *what, atomic_int *halt,
                                       int64_t reply_timeout_ms,
+                                      void (*on_stop)(void *c),
                                       emq_error *err) {
     stats_counters *k = &c->stats;
     emq__session_opts o = {
@@ -48,6 +49,11 @@ emq_status emq__consumer_session_open(emq_consumer_t *c, emq__session *s,
                    .cluster_retries = &k->cluster_retries,
                    .cluster_gave_up = &k->cluster_gave_up},
     };
+    if (on_stop != NULL) { /* a blocked read is ended at a stop */
+        o.on_stop = on_stop;
+        o.on_stop_ctx = c;
+        o.learn_client_id = 1;
+    }
     return emq__session_open(s, c->conf, c->keys.stream, &o, err);
 }
 

@@ -80,6 +80,7 @@ typedef struct emq__upkeep {
     int64_t next_mark_ms;    /* unseen marks of entries waiting to be handed
                                 out are written then */
     int64_t next_publish_ms; /* in-hand times are published then */
+    int unblock_asked;       /* a stop met the read blocked (table.mu) */
 } emq__upkeep;
 
 /* A consumer of one queue, or a topic's consumer of its partitions'
@@ -137,6 +138,12 @@ struct emq_consumer {
     emq__upkeep upkeep;
     emq__inflight table;
     atomic_int stop; /* set by emq_consumer_stop (signal-safe) */
+    /* While the run thread's read blocks (XREADGROUP ... BLOCK): its
+     * connection's id and endpoint, so that at a stop the upkeep ends
+     * the block from its own connection (CLIENT UNBLOCK); id 0 otherwise,
+     * or when not known. Under table.mu. */
+    int64_t blocked_id;
+    char blocked_at[320];
     atomic_int running;
     atomic_int fatal;       /* a fatal error is in fatal_err */
     int nogroup;            /* the last step met NOGROUP (run thread) */
@@ -219,10 +226,13 @@ void emq__consumer_log(emq_consumer_t *c, int level, const char *fmt, ...)
  * end on c's stop (halt NULL) or on *halt (the upkeep runs on after a
  * stop until the handler in progress has finished), and on a fatal
  * error. reply_timeout_ms > 0 caps command_timeout_ms for s (the
- * upkeep's liveness bound). The thread that will own s. */
+ * upkeep's liveness bound). on_stop (NULL: none) is called with c once a
+ * wait for a blocked read's reply sees the stop, and s learns its
+ * connections' ids for it. The thread that will own s. */
 emq_status emq__consumer_session_open(emq_consumer_t *c, emq__session *s,
                                       const char *what, atomic_int *halt,
-                                      int64_t reply_timeout_ms, emq_error *err);
+                                      int64_t reply_timeout_ms,
+                                      void (*on_stop)(void *c), emq_error *err);
 /* Sleeps ms milliseconds, or less when a stop is requested meanwhile. */
 void emq__consumer_nap(emq_consumer_t *c, int64_t ms);
 /* 1 once a stop was requested or a fatal error recorded. */

@@ -53,7 +53,8 @@ enum {
     TAG_PUBLISH,
     TAG_UNPUBLISH,
     TAG_LIMITS, /* and TAG_LIMITS + 1: the look's two replies */
-    TAG_LIMITS_PRIO
+    TAG_LIMITS_PRIO,
+    TAG_UNBLOCK
 };
 
 /* How often the in-hand times of entries in a handler's hands are
@@ -107,6 +108,18 @@ static emq_status apply(void *ctx, int tag, const emq_reply *reply,
     }
     if (tag >= EMQ_MOVER_TAG_TIME) {
         emq__mover_apply(c, &r->mover, tag, reply, r->sent_ms);
+        return EMQ_OK;
+    }
+    if (tag == TAG_UNBLOCK) {
+        /* Refused (an ACL without CLIENT UNBLOCK): the stop waits for the
+         * read's block to time out, as it would have anyway. */
+        if (emq_reply_kind(reply) == EMQ_REPLY_ERROR) {
+            char shown[160];
+            emq__consumer_log(c, EMQ_LOG_DEBUG,
+                              "ending the blocked read at the stop failed "
+                              "(%s): the stop waits for its block_ms",
+                              emq__reply_text(reply, shown, sizeof shown));
+        }
         return EMQ_OK;
     }
     if (tag == TAG_PUBLISH || tag == TAG_UNPUBLISH) {
@@ -241,7 +254,8 @@ static void wait_due(emq_consumer_t *c, int *settle) {
             u->next_mark_ms < wake)
             wake = u->next_mark_ms;
         if (quit || settle_at <= now || u->next_renew_ms <= now ||
-            u->next_refresh_ms <= now || u->next_stats_ms <= now ||
+            u->unblock_asked || u->next_refresh_ms <= now ||
+            u->next_stats_ms <= now ||
             (emq__mover_next_ms(c) <= now && !quit) ||
             (c->next_limits_ms <= now && !quit) || t->nunmark > 0 ||
             marks_due || publish_due) {
@@ -312,6 +326,29 @@ static emq_status append_publish(emq_consumer_t *c, int64_t now, emq_id *ids,
     return st;
 }
 
+/* Appends CLIENT UNBLOCK <id> TIMEOUT for the run thread's blocked read
+ * when a stop asked for it (emq__upkeep_unblock_ask) and the read's
+ * connection is to the server this one talks to (a read moved elsewhere
+ * meanwhile, by a failover, keeps its block: an id is the server's own).
+ * TIMEOUT: the read returns as if its block had run out, delivering
+ * nothing. */
+static emq_status append_unblock(emq_consumer_t *c, emq_error *err) {
+    emq__upkeep *u = &c->upkeep;
+    char at[sizeof c->blocked_at];
+    pthread_mutex_lock(&c->table.mu);
+    int64_t id = u->unblock_asked ? c->blocked_id : 0;
+    u->unblock_asked = 0;
+    memcpy(at, c->blocked_at, sizeof at);
+    pthread_mutex_unlock(&c->table.mu);
+    if (id == 0 || emq__route_is_cluster(u->x.route) ||
+        strcmp(at, emq__route_endpoint(u->x.route)) != 0)
+        return EMQ_OK;
+    char idtext[24];
+    snprintf(idtext, sizeof idtext, "%lld", (long long)id);
+    const char *argv[] = {"CLIENT", "UNBLOCK", idtext, "TIMEOUT"};
+    return emq__session_append(&u->x, TAG_UNBLOCK, 4, argv, NULL, err);
+}
+
 static emq_status one_round(emq_consumer_t *c, int settle, settle_op **ops_at,
                             size_t *ops_cap, emq_id *ids, emq_id *unmarks,
                             emq_id *unpub, emq_error *err) {
@@ -332,6 +369,9 @@ static emq_status one_round(emq_consumer_t *c, int settle, settle_op **ops_at,
         st = emq__lease_append_renew(c, &u->x, TAG_RENEW, err);
         r.renew_sent = st == EMQ_OK;
     }
+    /* A stop met the run thread's read blocked: its block ends now. */
+    if (st == EMQ_OK)
+        st = append_unblock(c, err);
     /* Marks to go first: a handout waits for them. */
     if (st == EMQ_OK) {
         r.nunmarks = emq__inflight_unmark_take(
@@ -507,8 +547,9 @@ emq_status emq__upkeep_start(emq_consumer_t *c, emq_error *err) {
     emq__upkeep *u = &c->upkeep;
     atomic_store(&u->quit, 0);
     if (u->x.route == NULL) {
-        emq_status st = emq__consumer_session_open(
-            c, &u->x, "upkeep", &u->quit, upkeep_reply_timeout_ms(c), err);
+        emq_status st = emq__consumer_session_open(c, &u->x, "upkeep", &u->quit,
+                                                   upkeep_reply_timeout_ms(c),
+                                                   NULL, err);
         if (st != EMQ_OK)
             return st;
     }
@@ -532,6 +573,30 @@ emq_status emq__upkeep_start(emq_consumer_t *c, emq_error *err) {
                               "could not start the upkeep thread");
     u->started = 1;
     return EMQ_OK;
+}
+
+void emq__upkeep_unblock_ask(void *arg) {
+    emq_consumer_t *c = arg;
+    pthread_mutex_lock(&c->table.mu);
+    c->upkeep.unblock_asked = 1;
+    pthread_cond_signal(&c->table.wake);
+    pthread_mutex_unlock(&c->table.mu);
+}
+
+void emq__upkeep_blocking(emq_consumer_t *c, int blocking) {
+    int64_t id = 0;
+    const char *at = "";
+    if (blocking && !emq__route_is_cluster(c->rx.route)) {
+        id = emq__route_client_id(c->rx.route);
+        at = emq__route_endpoint(c->rx.route);
+    }
+    if (id == 0 && c->blocked_id == 0) /* its only writer reads it */
+        return;
+    pthread_mutex_lock(&c->table.mu);
+    c->blocked_id = id;
+    if (id != 0 && strcmp(c->blocked_at, at) != 0)
+        snprintf(c->blocked_at, sizeof c->blocked_at, "%s", at);
+    pthread_mutex_unlock(&c->table.mu);
 }
 
 int emq__upkeep_in_step(const emq_consumer_t *c) {

@@ -20,5 +20,15 @@ int emq__upkeep_wait_unmarked(emq_consumer_t *c);
  * meanwhile could be neither refreshed nor marked unseen, so the reading
  * thread waits instead. Any thread. */
 int emq__upkeep_in_step(const emq_consumer_t *c);
+/* Asks the upkeep thread to end the run thread's blocked read now (a
+ * stop came): it sends CLIENT UNBLOCK <id> TIMEOUT for the read recorded
+ * by emq__upkeep_blocking, so the read returns nothing at once instead of
+ * when its block times out. arg is the consumer. The run thread, from
+ * its wait for the read's reply (emq__conn_cancel.on_stop). */
+void emq__upkeep_unblock_ask(void *arg);
+/* Records (blocking 1) that the run thread's next reply is a blocked
+ * read's on its current connection, or (0) that it came. The run
+ * thread. */
+void emq__upkeep_blocking(emq_consumer_t *c, int blocking);
 
 #endif /* EMQ_CONSUMER_UPKEEP_H */

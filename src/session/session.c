@@ -139,6 +139,7 @@ emq_status emq__session_open(emq__session *s, const emq_conf_t *conf,
     emq__route_options_of(conf, &ropts);
     if (opts->client_name != NULL)
         ropts.conn.client_name = opts->client_name;
+    ropts.conn.learn_client_id = opts->learn_client_id;
     emq__conn_options *rc = &ropts.conn;
     if (opts->timeout_ms > 0 && rc->connect_timeout_ms > opts->timeout_ms)
         rc->connect_timeout_ms = opts->timeout_ms;
@@ -175,9 +176,11 @@ emq_status emq__session_open(emq__session *s, const emq_conf_t *conf,
                             "stopped while waiting for the server");
     /* A stop is not held up by a stalled server: a reply overdue by the
      * grace once it was asked is given up (the connection with it). */
-    if (st == EMQ_OK && opts->stop[0] != NULL)
-        emq__route_set_cancel(s->route, opts->stop[0],
-                              EMQ_SESSION_STOP_GRACE_MS);
+    if (st == EMQ_OK && opts->stop[0] != NULL) {
+        emq__conn_cancel cancel = {opts->stop[0], EMQ_SESSION_STOP_GRACE_MS,
+                                   opts->on_stop, opts->on_stop_ctx};
+        emq__route_set_cancel(s->route, &cancel);
+    }
     if (st != EMQ_OK)
         s->route = NULL;
     return st;

@@ -56,6 +56,13 @@ typedef struct emq__session_opts {
      * EMQ_SESSION_STOP_GRACE_MS once *stop[0] is set is given up with its
      * connection. */
     const atomic_int *stop[2];
+    /* Called (NULL: nothing) once a wait for the reply of a blocking
+     * command sees *stop[0] set (emq__conn_cancel.on_stop), from the
+     * waiting thread. */
+    void (*on_stop)(void *ctx);
+    void *on_stop_ctx;
+    /* 1: learn each connection's id (emq__route_client_id). */
+    int learn_client_id;
     /* 0: emq__session_reconnect (and the first connection, with
      * connect_wait) tries until it works or a stop; else at most this
      * many attempts per call. */

@@ -256,3 +256,139 @@ TEST_TIMEOUT(consumer_sigterm_child_exits_zero_with_work_acked, 40) {
     ASSERT_EQ_STR(out, "0");
     emq_srv_stop(s);
 }
+
+/* ---- a stop ends a blocked read at once ---------------------------------- */
+
+/* CLIENT UNBLOCK calls the server counted ("client|unblock" from 7.0,
+ * "client" before, which counts every CLIENT subcommand). */
+static long long unblock_calls(const emq_srv *s) {
+    static char out[65536];
+    if (emq_srv_cmd(s, out, sizeof out, "INFO", "commandstats", NULL) < 0)
+        return -1;
+    const char *at = strstr(out, "cmdstat_client|unblock:calls=");
+    if (at != NULL)
+        return atoll(at + strlen("cmdstat_client|unblock:calls="));
+    at = strstr(out, "cmdstat_client:calls=");
+    return at != NULL ? atoll(at + strlen("cmdstat_client:calls=")) : 0;
+}
+
+/* A consumer blocked in XREADGROUP for up to block_ms (60 s here): a stop
+ * has the upkeep's connection end the block (CLIENT UNBLOCK ... TIMEOUT),
+ * so the run returns long before the block would have timed out, having
+ * handed out nothing, its lease given back. The read connection's id
+ * comes from CLIENT ID (RESP2) or from HELLO (RESP3). */
+TEST_TIMEOUT(consumer_stop_ends_a_long_blocked_read_at_once, 60) {
+    emq_srv *s = emq_srv_start(NULL);
+    const char *protocols[2] = {"2", "3"};
+    for (int k = 0; k < 2; k++) {
+        emq_conf_t *conf = consumer_conf(s, "idle", "g", "w1", "new");
+        conf_set(conf, "protocol", protocols[k]);
+        conf_set(conf, "block_ms", "60000");
+        conf_set(conf, "lease.ttl_ms", "200000"); /* > 3 x block_ms */
+        conf_set(conf, "claim.interval_ms", "600000");
+        static recorder r;
+        recorder_init(&r);
+        emq_consumer_t *c = consumer_ok(conf, record, &r);
+        emq_conf_destroy(conf);
+        runner_thread t;
+        start_consumer(&t, c);
+        WAIT_UNTIL(client_id_by_name(s, "w1", 1) >= 0, 10000,
+                   "the consumer to block in XREADGROUP");
+        long long before = unblock_calls(s);
+        int64_t t0 = now_ms();
+        emq_consumer_stop(c);
+        ASSERT_OK(join_consumer(&t), &t.err);
+        int64_t took = now_ms() - t0;
+        printf("    RESP%s: run returned %lld ms after the stop (block_ms "
+               "60000)\n",
+               protocols[k], (long long)took);
+        /* Without the unblock it returns after the block's 60 s. */
+        if (took > 30000)
+            FAIL("run returned %lld ms after the stop", (long long)took);
+        ASSERT(unblock_calls(s) > before);
+        ASSERT_EQ_SIZE(r.n, 0);
+        char out[64];
+        emq_srv_cmd(s, out, sizeof out, "EXISTS", "emq:{idle}:lease:g:w1",
+                    NULL);
+        ASSERT_EQ_STR(out, "0");
+        emq_consumer_destroy(c);
+    }
+    emq_srv_stop(s);
+}
+
+/* The same in pull mode: a close while the reading thread blocks. Entries
+ * added after the close are not taken: they stay new for the next
+ * consumer. */
+TEST_TIMEOUT(consumer_close_ends_a_long_blocked_read_at_once, 60) {
+    emq_srv *s = emq_srv_start(NULL);
+    emq_conf_t *conf = consumer_conf(s, "idle", "g", "w1", "new");
+    conf_set(conf, "block_ms", "60000");
+    conf_set(conf, "lease.ttl_ms", "200000"); /* > 3 x block_ms */
+    conf_set(conf, "claim.interval_ms", "600000");
+    emq_consumer_t *c;
+    emq_error err;
+    ASSERT_OK(emq_consumer_new(conf, NULL, NULL, &c, &err), &err);
+    emq_conf_destroy(conf);
+    emq_entry *got[4];
+    size_t n = 0;
+    ASSERT_OK(emq_consumer_poll(c, got, 4, 0, &n, &err), &err);
+    ASSERT_EQ_SIZE(n, 0);
+    WAIT_UNTIL(client_id_by_name(s, "w1", 1) >= 0, 10000,
+               "the reading thread to block in XREADGROUP");
+    int64_t t0 = now_ms();
+    ASSERT_OK(emq_consumer_close(c, 1000, &err), &err);
+    int64_t took = now_ms() - t0;
+    printf("    close returned %lld ms after it began (block_ms 60000)\n",
+           (long long)took);
+    if (took > 30000)
+        FAIL("close returned %lld ms after it began", (long long)took);
+    produce_n(s, "idle", "late", 2);
+    ASSERT_EQ_INT(pending_count(s, "emq:{idle}", "g"), 0);
+    emq_consumer_destroy(c);
+    emq_srv_stop(s);
+}
+
+/* A user the server does not let end another client's block (an ACL
+ * without CLIENT UNBLOCK, or without CLIENT at all, so that the read's id
+ * is not even known): the stop waits for the block to time out, as
+ * before, and nothing else changes. */
+TEST_TIMEOUT(consumer_stop_without_client_unblock_waits_out_the_block, 60) {
+    emq_srv *s = emq_srv_start(NULL);
+    emq_conn_t *adm = connect_url(emq_srv_url(s));
+    const char *rules[2] = {"-client|unblock", "-client"};
+    for (int k = 0; k < 2; k++) {
+        emq_reply *set = CMD(adm, "ACL", "SETUSER", "w", "reset", "on", ">pw",
+                             "~*", "&*", "+@all", rules[k]);
+        int refused = emq_reply_kind(set) == EMQ_REPLY_ERROR;
+        emq_reply_free(set);
+        if (refused) { /* 6.2 has no subcommand exclusions */
+            printf("    '%s' not known to this server\n", rules[k]);
+            continue;
+        }
+        emq_conf_t *conf = consumer_conf(s, "idle", "g", "w1", "new");
+        conf_set(conf, P_USER, "w");
+        conf_set(conf, P_PASSWORD, "pw");
+        conf_set(conf, "block_ms", "1500");
+        conf_set(conf, "lease.ttl_ms", "6000");
+        conf_set(conf, "claim.interval_ms", "600000");
+        static recorder r;
+        recorder_init(&r);
+        emq_consumer_t *c = consumer_ok(conf, record, &r);
+        emq_conf_destroy(conf);
+        runner_thread t;
+        start_consumer(&t, c);
+        WAIT_UNTIL(client_id_by_name(s, "w1", 1) >= 0 ||
+                       client_id_by_name(s, "", 1) >= 0,
+                   10000, "the consumer to block in XREADGROUP");
+        int64_t t0 = now_ms();
+        emq_consumer_stop(c);
+        ASSERT_OK(join_consumer(&t), &t.err);
+        printf("    %s: run returned %lld ms after the stop (block_ms "
+               "1500)\n",
+               rules[k], (long long)(now_ms() - t0));
+        ASSERT_EQ_SIZE(r.n, 0);
+        emq_consumer_destroy(c);
+    }
+    emq_conn_destroy(adm);
+    emq_srv_stop(s);
+}

@@ -55,7 +55,8 @@
 #             each of them and against the
 #             system redis-server (Debian: 7.0.15), each selected by
 #             EMQ_SERVER_BIN_DIR, then a short chaos run (5000 jobs, every
-#             kind of fault, about 40 s) on each; per-server counts and
+#             kind of fault, about 40 s) on each, three servers at once
+#             (EMQ_MATRIX_JOBS); per-server counts and
 #             times are printed. When the gcc stage ran in the same
 #             invocation, its run is the system server's tests (not
 #             repeated). Then docs/COMPATIBILITY.md must match what the run
@@ -70,7 +71,8 @@
 # emq_tests runs as "N passed, N failed".
 #
 # Environment: EMQ_MATRIX_SERVERS (names to run in the matrix stage, e.g.
-# "redis-6.2.16 valkey-8.0.1"; default: every one), EMQ_JOBS (parallel build jobs, default: the number of CPUs),
+# "redis-6.2.16 valkey-8.0.1"; default: every one), EMQ_MATRIX_JOBS (servers
+# the matrix stage tests at once, default 3), EMQ_JOBS (parallel build jobs, default: the number of CPUs),
 # EMQ_FUZZ_SECONDS (seconds per fuzz target; default: 60 s shared),
 # EMQ_CHAOS_SEED (default 6001: the seed of the chaos stage; any seed
 # reproduces its own schedule), EMQ_CHAOS_TOLERATE_EXITS=1 (report worker
@@ -641,6 +643,40 @@ readonly MATRIX_SKIP=(test_conn_hostile test_examples_loops test_cli_secrets
     test_cli_produce_durable test_cli_exporter test_cli_escape test_cli_top
     test_cli_envelope test_cli_signals test_cli_doc)
 
+# matrix_server NAME DIR REUSE FILES...: one server's part of the matrix
+# stage (a job of its own): the integration tests against it (REUSE 1:
+# the gcc stage's run on the system server stands for them), then the
+# short chaos run (every kind of fault, 5000 jobs, about 40 s). Writes
+# logs/matrix-NAME.{tests,chaos}.log and .seconds; exits non-zero when
+# either failed.
+matrix_server() {
+    local name=$1 dir=$2 reuse=$3 rc=0 chaos_rc=0 start=$SECONDS
+    shift 3
+    local log=$logs/matrix-$name.tests.log
+    rm -f "$logs/matrix-$name.reused"
+    if [[ $reuse -eq 1 ]]; then
+        cp "$logs/gcc.tests.log" "$log"
+        touch "$logs/matrix-$name.reused"
+    else
+        EMQ_SERVER_BIN_DIR=$dir "$build/gcc/emq_tests" "$@" >"$log" 2>&1 || rc=$?
+    fi
+    rm -rf "$build/chaos-$name"
+    mkdir -p "$build/chaos-$name"
+    EMQ_SERVER_BIN_DIR=$dir "$build/gcc/chaos" --seed "${EMQ_CHAOS_SEED:-6001}" \
+        --jobs 5000 --workers 3 --pidns-workers 1 --seconds 30 --poison 4 \
+        --max-deliveries 5 --claim-idle 2000 --lease-ttl 5000 \
+        --handler-short-ms 4 --handler-long-permille 2 --retry-permille 20 \
+        --retry-backoff 200 --kills 2 --stops 1 --restarts 1 --drops 1 \
+        --stalls 1 --halfopens 1 --stops-long 1 --intruders 1 --misconfs 1 \
+        --drain-seconds 45 --dir "$build/chaos-$name" \
+        >"$logs/matrix-$name.chaos.log" 2>&1 || chaos_rc=$?
+    echo $((SECONDS - start)) >"$logs/matrix-$name.seconds"
+    local counts
+    counts=$(grep -E '^[0-9]+ passed, [0-9]+ failed, [0-9]+ skipped$' "$log" | tail -n 1 || true)
+    echo "-- $name done in $((SECONDS - start)) s: ${counts:-no count (exit $rc)}; chaos exit $chaos_rc (logs $log, $logs/matrix-$name.chaos.log)"
+    [[ $rc -eq 0 && -n "$counts" && $chaos_rc -eq 0 ]]
+}
+
 stage_matrix() {
     gcc_build_ready
     local matrix_files=() f base
@@ -667,7 +703,11 @@ stage_matrix() {
         names+=("$name")
         dirs+=("$dir")
     done <<<"$listing"
-    local i rc results=() failed=() start counts ran=() chaos_rc verdict
+    # Each server's part runs as a job of its own, at most matrix_jobs at
+    # once (the tests wait on servers far more than they compute, and each
+    # uses servers of its own on free ports), its output in its logs.
+    local i ran=() pids=() names_run=()
+    local matrix_jobs=${EMQ_MATRIX_JOBS:-3}
     for i in "${!names[@]}"; do
         name=${names[$i]}
         dir=${dirs[$i]}
@@ -675,39 +715,36 @@ stage_matrix() {
             continue
         fi
         ran+=("$name")
-        echo
+        local reuse=0
+        [[ $i -eq 0 && -n "$sys" && -n "$gcc_system_counts" ]] && reuse=1
         echo "-- $name: $("$dir/redis-server" --version) (EMQ_SERVER_BIN_DIR=$dir)"
-        start=$SECONDS
+        while (($(jobs -rp | wc -l) >= matrix_jobs)); do
+            wait -n || true
+        done
+        matrix_server "$name" "$dir" "$reuse" "${matrix_files[@]}" &
+        pids+=($!)
+        names_run+=("$name")
+    done
+    local k rc results=() failed=() counts p f verdict
+    for k in "${!pids[@]}"; do
+        name=${names_run[$k]}
         rc=0
-        if [[ $i -eq 0 && -n "$sys" && -n "$gcc_system_counts" ]]; then
-            # The gcc stage just ran every test (unit and integ) on it.
-            cp "$logs/gcc.tests.log" "$logs/matrix-$name.tests.log"
-            counts="$gcc_system_counts (the gcc stage)"
-        else
-            EMQ_SERVER_BIN_DIR=$dir run_tests "matrix-$name" "$build/gcc/emq_tests" \
-                "${matrix_files[@]}" || rc=$?
-            counts=$(grep -E '^[0-9]+ passed, [0-9]+ failed, [0-9]+ skipped$' \
-                "$logs/matrix-$name.tests.log" | tail -n 1 || true)
+        wait "${pids[$k]}" || rc=$?
+        counts=$(grep -E '^[0-9]+ passed, [0-9]+ failed, [0-9]+ skipped$' \
+            "$logs/matrix-$name.tests.log" | tail -n 1 || true)
+        if [[ -n "$counts" && ! -f "$logs/matrix-$name.reused" ]]; then
+            p=${counts%% passed*}
+            f=${counts#*passed, }
+            f=${f%% failed*}
+            tests_passed=$((tests_passed + p))
+            tests_failed=$((tests_failed + f))
         fi
-        # The short chaos run on this server: every kind of fault, 5000
-        # jobs, about 40 s.
-        chaos_rc=0
-        rm -rf "$build/chaos-$name"
-        mkdir -p "$build/chaos-$name"
-        echo "\$ EMQ_SERVER_BIN_DIR=$dir chaos --seed ${EMQ_CHAOS_SEED:-6001} --jobs 5000 ..."
-        EMQ_SERVER_BIN_DIR=$dir "$build/gcc/chaos" --seed "${EMQ_CHAOS_SEED:-6001}" \
-            --jobs 5000 --workers 3 --pidns-workers 1 --seconds 30 --poison 4 \
-            --max-deliveries 5 --claim-idle 2000 --lease-ttl 5000 \
-            --handler-short-ms 4 --handler-long-permille 2 --retry-permille 20 \
-            --retry-backoff 200 --kills 2 --stops 1 --restarts 1 --drops 1 \
-            --stalls 1 --halfopens 1 --stops-long 1 --intruders 1 --misconfs 1 \
-            --drain-seconds 45 --dir "$build/chaos-$name" \
-            >"$logs/matrix-$name.chaos.log" 2>&1 || chaos_rc=$?
+        [[ -f "$logs/matrix-$name.reused" ]] && counts="$gcc_system_counts (the gcc stage)"
         verdict=$(grep -m1 '^chaos summary:' "$logs/matrix-$name.chaos.log" |
             sed -n 's/.* verdict=\([A-Z]*\).*/\1/p' || true)
-        echo "chaos on $name: ${verdict:-no verdict} (exit $chaos_rc; log $logs/matrix-$name.chaos.log)"
-        results+=("$(printf '%-14s %-40s chaos %-4s %4ds' "$name" "${counts:-no count (exit $rc)}" "${verdict:-?}" $((SECONDS - start)))")
-        if [[ $rc -ne 0 || $chaos_rc -ne 0 ]]; then
+        results+=("$(printf '%-14s %-40s chaos %-4s %4ss' "$name" "${counts:-no count}" \
+            "${verdict:-?}" "$(cat "$logs/matrix-$name.seconds" 2>/dev/null || echo '?')")")
+        if [[ $rc -ne 0 ]]; then
             failed+=("$name")
         fi
     done
@@ -720,7 +757,13 @@ stage_matrix() {
     # What failed, again after the table: a reader who sees only the end of
     # this output still sees why.
     for name in "${failed[@]}"; do
-        grep -E '^FAIL ' "$logs/matrix-$name.tests.log" | sed "s/^/   $name: /" || true
+        # Each failure with the lines it printed before it (the output
+        # went to the log, the jobs running at once).
+        grep -E -B 12 '^FAIL ' "$logs/matrix-$name.tests.log" | grep -v '^echomq: ' |
+            sed "s/^/   $name: /" || true
+        grep -q -E '^[0-9]+ passed, [0-9]+ failed, [0-9]+ skipped$' \
+            "$logs/matrix-$name.tests.log" ||
+            tail -n 30 "$logs/matrix-$name.tests.log" | sed "s/^/   $name: /"
         if ! grep -q '^chaos summary: .* verdict=PASS' "$logs/matrix-$name.chaos.log"; then
             # The checker's findings, then its verdict.
             { awk '/^chaos verdict/ { exit } { print }' "$logs/matrix-$name.chaos.log" |

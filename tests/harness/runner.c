@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* runner.c: the one test runner.
  *
- * Usage: emq_tests [--list] [--no-fork] [--jobs N] [FILTER...]
+ * Usage: emq_tests [--list] [--no-fork] [FILTER...]
  * A FILTER selects tests whose name or source path contains it ("unit/",
  * "integ/", "test_resp", "conn_auth"). Each test runs in a child process
  * with an alarm; the parent kills a child that overruns its timeout. After

@@ -546,6 +546,7 @@ static int64_t upkeep_reply_timeout_ms(const emq_consumer_t *c) {
 emq_status emq__upkeep_start(emq_consumer_t *c, emq_error *err) {
     emq__upkeep *u = &c->upkeep;
     atomic_store(&u->quit, 0);
+    u->unblock_asked = 0; /* a stop of an earlier run asked it */
     if (u->x.route == NULL) {
         emq_status st = emq__consumer_session_open(c, &u->x, "upkeep", &u->quit,
                                                    upkeep_reply_timeout_ms(c),

@@ -276,7 +276,8 @@ const char *emq__route_node(const emq__route *route);
 /* Like emq_conn_server, for the connection to the slot's current node. */
 int emq__route_server(const emq__route *route, emq_server *out);
 /* emq__conn_client_id of the connection to the slot's current node (0:
- * not known). Threads: the route's. */
+ * not known; always on a cluster, whose node connections do not learn
+ * it). Threads: the route's. */
 int64_t emq__route_client_id(const emq__route *route);
 /* Copies the counters. */
 void emq__route_stats_get(const emq__route *route, emq__route_stats *out);

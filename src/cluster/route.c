@@ -152,6 +152,9 @@ static emq_status make_node_options(emq__route *r, emq_error *err) {
         o.tls_verify = u->tls_verify;
     /* An ASKING may precede each command on a node connection. */
     o.pipeline_max = o.pipeline_max * 2 + 2;
+    /* No stop ends a read on a cluster by its id (emq__route_client_id
+     * is for a single server's connection). */
+    o.learn_client_id = 0;
     return emq__conn_options_keep(&r->node, &o, err);
 }
 

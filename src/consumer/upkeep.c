@@ -326,6 +326,14 @@ static emq_status append_publish(emq_consumer_t *c, int64_t now, emq_id *ids,
     return st;
 }
 
+/* 1 when a stop asked for the run thread's blocked read to be ended. */
+static int unblock_pending(emq_consumer_t *c) {
+    pthread_mutex_lock(&c->table.mu);
+    int asked = c->upkeep.unblock_asked;
+    pthread_mutex_unlock(&c->table.mu);
+    return asked;
+}
+
 /* Appends CLIENT UNBLOCK <id> TIMEOUT for the run thread's blocked read
  * when a stop asked for it (emq__upkeep_unblock_ask) and the read's
  * connection is to the server this one talks to (a read moved elsewhere
@@ -364,13 +372,22 @@ static emq_status one_round(emq_consumer_t *c, int settle, settle_op **ops_at,
     int valid = emq__lease_valid(c);
     if (!valid && u->next_renew_ms > now + EMQ_FENCED_RENEW_MS)
         u->next_renew_ms = now + EMQ_FENCED_RENEW_MS;
+    /* A stop met the run thread's read blocked: its unblock goes right
+     * behind a renewal, a script the server counts as a write, in one
+     * pipeline. While the server pauses writes (CLIENT PAUSE WRITE,
+     * FAILOVER, a SHUTDOWN waiting for replicas) the renewal is parked,
+     * and the unblock with it, so it never reaches a read the pause
+     * parked: CLIENT UNBLOCK ... TIMEOUT on a parked client makes
+     * servers before valkey#2117 and redis#14164 panic. */
+    int unblock = unblock_pending(c);
+    if (unblock)
+        u->next_renew_ms = now;
     /* The renewal first: nothing else in the round can delay it. */
     if (now >= u->next_renew_ms) {
         st = emq__lease_append_renew(c, &u->x, TAG_RENEW, err);
         r.renew_sent = st == EMQ_OK;
     }
-    /* A stop met the run thread's read blocked: its block ends now. */
-    if (st == EMQ_OK)
+    if (st == EMQ_OK && unblock && r.renew_sent)
         st = append_unblock(c, err);
     /* Marks to go first: a handout waits for them. */
     if (st == EMQ_OK) {

@@ -259,17 +259,30 @@ TEST_TIMEOUT(consumer_sigterm_child_exits_zero_with_work_acked, 40) {
 
 /* ---- a stop ends a blocked read at once ---------------------------------- */
 
-/* CLIENT UNBLOCK calls the server counted ("client|unblock" from 7.0,
- * "client" before, which counts every CLIENT subcommand). */
-static long long unblock_calls(const emq_srv *s) {
+/* A counter (field "calls=" or "rejected_calls=") of CLIENT UNBLOCK in
+ * INFO commandstats: "client|unblock" from 7.0; before, "client", which
+ * counts every CLIENT subcommand and has no rejected_calls. 0 when never
+ * called; -1 when INFO fails or the field is absent. */
+static long long unblock_stat(const emq_srv *s, const char *field) {
     static char out[65536];
     if (emq_srv_cmd(s, out, sizeof out, "INFO", "commandstats", NULL) < 0)
         return -1;
-    const char *at = strstr(out, "cmdstat_client|unblock:calls=");
-    if (at != NULL)
-        return atoll(at + strlen("cmdstat_client|unblock:calls="));
-    at = strstr(out, "cmdstat_client:calls=");
-    return at != NULL ? atoll(at + strlen("cmdstat_client:calls=")) : 0;
+    const char *line = strstr(out, "cmdstat_client|unblock:");
+    if (line == NULL)
+        line = strstr(out, "cmdstat_client:");
+    if (line == NULL)
+        return 0;
+    const char *end = strchr(line, '\n');
+    size_t n = strlen(field);
+    for (const char *at = strchr(line, ':'); at && (!end || at < end);
+         at = strchr(at + 1, ','))
+        if (strncmp(at + 1, field, n) == 0)
+            return atoll(at + 1 + n);
+    return -1;
+}
+
+static long long unblock_calls(const emq_srv *s) {
+    return unblock_stat(s, "calls=");
 }
 
 /* A consumer blocked in XREADGROUP for up to block_ms (60 s here): a stop
@@ -295,6 +308,7 @@ TEST_TIMEOUT(consumer_stop_ends_a_long_blocked_read_at_once, 60) {
         WAIT_UNTIL(client_id_by_name(s, "w1", 1) >= 0, 10000,
                    "the consumer to block in XREADGROUP");
         long long before = unblock_calls(s);
+        ASSERT(before >= 0);
         int64_t t0 = now_ms();
         emq_consumer_stop(c);
         ASSERT_OK(join_consumer(&t), &t.err);
@@ -380,15 +394,62 @@ TEST_TIMEOUT(consumer_stop_without_client_unblock_waits_out_the_block, 60) {
         WAIT_UNTIL(client_id_by_name(s, "w1", 1) >= 0 ||
                        client_id_by_name(s, "", 1) >= 0,
                    10000, "the consumer to block in XREADGROUP");
+        /* Nothing but the consumer runs commands meanwhile. */
+        long long calls = unblock_calls(s);
+        long long rejected = unblock_stat(s, "rejected_calls=");
         int64_t t0 = now_ms();
         emq_consumer_stop(c);
         ASSERT_OK(join_consumer(&t), &t.err);
         printf("    %s: run returned %lld ms after the stop (block_ms "
                "1500)\n",
                rules[k], (long long)(now_ms() - t0));
+        ASSERT(calls >= 0);
+        ASSERT_EQ_INT(unblock_calls(s), calls); /* no unblock ran */
+        if (k == 0 && rejected >= 0)            /* it was tried, and refused */
+            ASSERT(unblock_stat(s, "rejected_calls=") > rejected);
         ASSERT_EQ_SIZE(r.n, 0);
         emq_consumer_destroy(c);
     }
     emq_conn_destroy(adm);
+    emq_srv_stop(s);
+}
+
+/* A stop while the server pauses writes (CLIENT PAUSE WRITE, as FAILOVER
+ * and a SHUTDOWN waiting for replicas do) or everything (ALL): the read
+ * XREADGROUP is then parked by the pause, not blocked on the stream, and
+ * CLIENT UNBLOCK ... TIMEOUT on a parked client makes servers before
+ * valkey#2117 and redis#14164 panic (all four tested here did, before the
+ * unblock went behind the renewal). The unblock goes behind a write of
+ * the upkeep's own (its lease renewal) in one pipeline, so during a pause
+ * it is parked too; the server must still answer afterwards. */
+TEST_TIMEOUT(consumer_stop_during_a_pause_leaves_the_server_up, 60) {
+    emq_srv *s = emq_srv_start(NULL);
+    const char *modes[2] = {"WRITE", "ALL"};
+    for (int k = 0; k < 2; k++) {
+        const char *name = k == 0 ? "w1" : "w2"; /* w1's lease may stay */
+        emq_conf_t *conf = consumer_conf(s, "idle", "g", name, "new");
+        conf_set(conf, "block_ms", "200");
+        conf_set(conf, "claim.interval_ms", "600000");
+        static recorder r;
+        recorder_init(&r);
+        emq_consumer_t *c = consumer_ok(conf, record, &r);
+        emq_conf_destroy(conf);
+        runner_thread t;
+        start_consumer(&t, c);
+        WAIT_UNTIL(client_id_by_name(s, name, 1) >= 0, 10000,
+                   "the consumer to block in XREADGROUP");
+        char out[256];
+        ASSERT(emq_srv_cmd(s, out, sizeof out, "CLIENT", "PAUSE", "2000",
+                           modes[k], NULL) >= 0);
+        usleep(600 * 1000); /* the next read (block_ms 200) is parked */
+        emq_consumer_stop(c);
+        ASSERT_OK(join_consumer(&t), &t.err);
+        ASSERT_EQ_INT(emq_srv_cmd(s, out, sizeof out, "PING", NULL), '+');
+        ASSERT_EQ_STR(out, "PONG");
+        ASSERT(kill(emq_srv_pid(s), 0) == 0);
+        printf("    CLIENT PAUSE %s: stopped, the server answers\n", modes[k]);
+        emq_consumer_destroy(c);
+        emq_srv_cmd(s, out, sizeof out, "CLIENT", "UNPAUSE", NULL);
+    }
     emq_srv_stop(s);
 }

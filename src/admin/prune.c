@@ -151,12 +151,12 @@ static emq_status prune_one(emq_admin_t *a, const char *group,
     const char *argv[] = {
         "EVAL",       prune_script,           "1",      a->keys.stream, group,
         victim->name, heir ? heir->name : "", min_idle, limit};
-    /* The names are reply views, not NUL-terminated: use their lengths. */
+    /* The names are reply views, not NUL-terminated: their lengths. */
     size_t lens[9];
     for (size_t i = 0; i < 9; i++)
-        lens[i] = i == 5 || i == 6 ? 0 : strlen(argv[i]);
-    lens[5] = victim->name_len;
-    lens[6] = heir ? heir->name_len : 0;
+        lens[i] = i == 5   ? victim->name_len
+                  : i == 6 ? (heir ? heir->name_len : 0)
+                           : strlen(argv[i]);
     for (;;) {
         emq_reply *r = NULL;
         emq_status st =

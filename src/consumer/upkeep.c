@@ -337,9 +337,9 @@ static int unblock_pending(emq_consumer_t *c) {
 /* Appends CLIENT UNBLOCK <id> TIMEOUT for the run thread's blocked read
  * when a stop asked for it (emq__upkeep_unblock_ask) and the read's
  * connection is to the server this one talks to (a read moved elsewhere
- * meanwhile, by a failover, keeps its block: an id is the server's own).
- * TIMEOUT: the read returns as if its block had run out, delivering
- * nothing. */
+ * meanwhile, by a failover, keeps its block: an id is the server's own;
+ * on a cluster no id is recorded, emq__upkeep_blocking). TIMEOUT: the
+ * read returns as if its block had run out, delivering nothing. */
 static emq_status append_unblock(emq_consumer_t *c, emq_error *err) {
     emq__upkeep *u = &c->upkeep;
     char at[sizeof c->blocked_at];
@@ -348,8 +348,7 @@ static emq_status append_unblock(emq_consumer_t *c, emq_error *err) {
     u->unblock_asked = 0;
     memcpy(at, c->blocked_at, sizeof at);
     pthread_mutex_unlock(&c->table.mu);
-    if (id == 0 || emq__route_is_cluster(u->x.route) ||
-        strcmp(at, emq__route_endpoint(u->x.route)) != 0)
+    if (id == 0 || strcmp(at, emq__route_endpoint(u->x.route)) != 0)
         return EMQ_OK;
     char idtext[24];
     snprintf(idtext, sizeof idtext, "%lld", (long long)id);

@@ -285,6 +285,24 @@ static long long unblock_calls(const emq_srv *s) {
     return unblock_stat(s, "calls=");
 }
 
+/* Starts a consumer of conf (made by consumer_conf for name; destroyed
+ * here) on t with no claim beat, recording into r, and waits until its
+ * read blocks in XREADGROUP: its connection named name, or unnamed where
+ * an ACL refused the name. */
+static emq_consumer_t *start_blocked(const emq_srv *s, emq_conf_t *conf,
+                                     const char *name, recorder *r,
+                                     runner_thread *t) {
+    conf_set(conf, "claim.interval_ms", "600000");
+    recorder_init(r);
+    emq_consumer_t *c = consumer_ok(conf, record, r);
+    emq_conf_destroy(conf);
+    start_consumer(t, c);
+    WAIT_UNTIL(client_id_by_name(s, name, 1) >= 0 ||
+                   client_id_by_name(s, "", 1) >= 0,
+               10000, "the consumer to block in XREADGROUP");
+    return c;
+}
+
 /* A consumer blocked in XREADGROUP for up to block_ms (60 s here): a stop
  * has the upkeep's connection end the block (CLIENT UNBLOCK ... TIMEOUT),
  * so the run returns long before the block would have timed out, having
@@ -298,15 +316,9 @@ TEST_TIMEOUT(consumer_stop_ends_a_long_blocked_read_at_once, 60) {
         conf_set(conf, "protocol", protocols[k]);
         conf_set(conf, "block_ms", "60000");
         conf_set(conf, "lease.ttl_ms", "200000"); /* > 3 x block_ms */
-        conf_set(conf, "claim.interval_ms", "600000");
         static recorder r;
-        recorder_init(&r);
-        emq_consumer_t *c = consumer_ok(conf, record, &r);
-        emq_conf_destroy(conf);
         runner_thread t;
-        start_consumer(&t, c);
-        WAIT_UNTIL(client_id_by_name(s, "w1", 1) >= 0, 10000,
-                   "the consumer to block in XREADGROUP");
+        emq_consumer_t *c = start_blocked(s, conf, "w1", &r, &t);
         long long before = unblock_calls(s);
         ASSERT(before >= 0);
         int64_t t0 = now_ms();
@@ -384,16 +396,9 @@ TEST_TIMEOUT(consumer_stop_without_client_unblock_waits_out_the_block, 60) {
         conf_set(conf, P_PASSWORD, "pw");
         conf_set(conf, "block_ms", "1500");
         conf_set(conf, "lease.ttl_ms", "6000");
-        conf_set(conf, "claim.interval_ms", "600000");
         static recorder r;
-        recorder_init(&r);
-        emq_consumer_t *c = consumer_ok(conf, record, &r);
-        emq_conf_destroy(conf);
         runner_thread t;
-        start_consumer(&t, c);
-        WAIT_UNTIL(client_id_by_name(s, "w1", 1) >= 0 ||
-                       client_id_by_name(s, "", 1) >= 0,
-                   10000, "the consumer to block in XREADGROUP");
+        emq_consumer_t *c = start_blocked(s, conf, "w1", &r, &t);
         /* Nothing but the consumer runs commands meanwhile. */
         long long calls = unblock_calls(s);
         long long rejected = unblock_stat(s, "rejected_calls=");
@@ -429,15 +434,9 @@ TEST_TIMEOUT(consumer_stop_during_a_pause_leaves_the_server_up, 60) {
         const char *name = k == 0 ? "w1" : "w2"; /* w1's lease may stay */
         emq_conf_t *conf = consumer_conf(s, "idle", "g", name, "new");
         conf_set(conf, "block_ms", "200");
-        conf_set(conf, "claim.interval_ms", "600000");
         static recorder r;
-        recorder_init(&r);
-        emq_consumer_t *c = consumer_ok(conf, record, &r);
-        emq_conf_destroy(conf);
         runner_thread t;
-        start_consumer(&t, c);
-        WAIT_UNTIL(client_id_by_name(s, name, 1) >= 0, 10000,
-                   "the consumer to block in XREADGROUP");
+        emq_consumer_t *c = start_blocked(s, conf, name, &r, &t);
         char out[256];
         ASSERT(emq_srv_cmd(s, out, sizeof out, "CLIENT", "PAUSE", "2000",
                            modes[k], NULL) >= 0);

@@ -202,8 +202,11 @@ TEST_TIMEOUT(retry_entry_deleted_while_waiting_is_cleaned_by_refresh, 30) {
     WAIT_UNTIL(CMD_INT(adm, "ZCARD", RQ_RETRY) == 0 &&
                    CMD_INT(adm, "HLEN", "emq:{jobs}:reasons:g") == 0,
                3000, "the reason and schedule of the deleted entry cleared");
+    /* The refresh queues the clean-up before it counts the entry, and the
+     * reading thread may send that clean-up first: wait for the count. */
     emq_consumer_stats st;
-    emq_consumer_stats_get(A, &st);
+    WAIT_UNTIL((emq_consumer_stats_get(A, &st), st.deleted_pending >= 1), 3000,
+               "the deleted entry counted");
     ASSERT_EQ_INT(st.deleted_pending, 1);
     ASSERT_EQ_INT(st.ownership_lost, 0);
     ASSERT_EQ_INT(st.in_flight, 0);

@@ -75,6 +75,10 @@ TEST_TIMEOUT(stats_callback_run_mode, 40) {
     WAIT_UNTIL(group_done(adm, "emq:{jobs}", "g"), 15000, "all handled");
     int n0 = reports_n(&r);
     WAIT_UNTIL(reports_n(&r) >= n0 + 2, 5000, "two more reports");
+    /* An ack is counted when its reply is read, after the server applied
+     * it: wait for a report with all of them. */
+    WAIT_UNTIL(last_number(&r, "\"acked\":") >= 60, 5000,
+               "a report of the 60 acks");
     ASSERT_OK(bg_stop(&b, 3000), &b.err);
     pthread_mutex_lock(&r.mu);
     printf("    %d reports; the last: %s\n", r.n, r.last);

@@ -367,7 +367,7 @@ emq_status emq__batch_dispatch(emq_consumer_t *c, batch *b, emq_error *err) {
         }
         if (unseen) {
             if (st == EMQ_OK && have)
-                st = emq__inflight_step(&c->table, &op, NULL, NULL, err);
+                st = emq__inflight_step(&c->table, &op, NULL, NULL, NULL, err);
             have = 0;
             if (st == EMQ_OK) {
                 op = next;
@@ -378,14 +378,21 @@ emq_status emq__batch_dispatch(emq_consumer_t *c, batch *b, emq_error *err) {
             continue;
         }
         int go = 0;
-        st = emq__inflight_step(&c->table, have ? &op : NULL, item, &go, err);
+        int64_t began_ms;
+        st = emq__inflight_step(&c->table, have ? &op : NULL, item, &go,
+                                &began_ms, err);
         have = 0;
         if (st == EMQ_OK && go == 1) {
             int waited = emq__upkeep_wait_unmarked(c); /* marks go first */
             /* Looked at again last thing: a pause (SIGSTOP) or the mark's
              * wait may have outlasted the lease since the begin, and a
-             * peer may hold the entry by now. It goes back (released). */
-            if (emq__consumer_stopping(c) || !emq__lease_valid(c)) {
+             * peer may hold the entry by now. It goes back (released).
+             * Without a wait, the begin's own clock reading is as recent
+             * as a new one. */
+            if (waited)
+                began_ms = emq__now_coarse_ms();
+            if (emq__consumer_stopping(c) ||
+                !emq__lease_valid_at(c, began_ms)) {
                 broke = 1;
                 break;
             }
@@ -405,7 +412,7 @@ emq_status emq__batch_dispatch(emq_consumer_t *c, batch *b, emq_error *err) {
         }
     }
     if (have && st == EMQ_OK)
-        st = emq__inflight_step(&c->table, &op, NULL, NULL, err);
+        st = emq__inflight_step(&c->table, &op, NULL, NULL, NULL, err);
     else if (have)
         emq__settle_op_free(&op);
     if (ch != NULL && st == EMQ_OK && !broke) {

@@ -385,7 +385,7 @@ int emq__inflight_still_ours(emq__inflight *t, const emq_id *id) {
 
 emq_status emq__inflight_step(emq__inflight *t, settle_op *op,
                               const batch_item *next, int *began,
-                              emq_error *err) {
+                              int64_t *now_ms, emq_error *err) {
     emq_status st = EMQ_OK;
     pthread_mutex_lock(&t->mu);
     int64_t now = emq__now_coarse_ms(); /* once, for both */
@@ -394,6 +394,8 @@ emq_status emq__inflight_step(emq__inflight *t, settle_op *op,
     if (next != NULL)
         *began = begin_locked(t, next, now);
     pthread_mutex_unlock(&t->mu);
+    if (now_ms != NULL)
+        *now_ms = now;
     return st;
 }
 

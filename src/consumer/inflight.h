@@ -143,10 +143,11 @@ int emq__inflight_add_batch(emq__inflight *t, batch_item *items, size_t n,
  * it is in another state (in hand already); else forgets it and sets
  * *began to 0 (lost to a peer, or not in the table) or -1 (not refreshed
  * for stale_after_ms: still pending to us, for recover self to bring
- * back). ENOMEM fails. */
+ * back). *now_ms (when not NULL) is the coarse clock the step read under
+ * the lock, for the caller's own checks right after it. ENOMEM fails. */
 emq_status emq__inflight_step(emq__inflight *t, settle_op *op,
                               const batch_item *next, int *began,
-                              emq_error *err);
+                              int64_t *now_ms, emq_error *err);
 /* Asked again right before a begun entry (IF_HANDLING) reaches its
  * handler, after a wait since its begin (its unseen mark's removal; the
  * process may have been stopped meanwhile): 1 while it is still fresh

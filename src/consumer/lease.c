@@ -187,9 +187,13 @@ static holder_verdict judge_holder(const char *holder) {
 /* ---- acquire, renew, release --------------------------------------------- */
 
 int emq__lease_valid(emq_consumer_t *c) {
+    return emq__lease_valid_at(c, emq__now_coarse_ms());
+}
+
+int emq__lease_valid_at(emq_consumer_t *c, int64_t now_ms) {
     /* Checked before every handler call: the coarse clock is a few ms
      * behind at most, against a margin of a tenth of the TTL. */
-    return emq__now_coarse_ms() < atomic_load(&c->lease_deadline_ms);
+    return now_ms < atomic_load(&c->lease_deadline_ms);
 }
 
 /* Moves the local deadline to sent_ms + TTL - TTL/10, never back: a

@@ -16,6 +16,9 @@ void emq__lease_make_token(emq_consumer_t *c);
 emq_status emq__lease_acquire(emq_consumer_t *c, emq_error *err);
 /* 1 while the lease is known held (before its local deadline). */
 int emq__lease_valid(emq_consumer_t *c);
+/* The same at now_ms, a reading of emq__now_coarse_ms() the caller just
+ * made. */
+int emq__lease_valid_at(emq_consumer_t *c, int64_t now_ms);
 /* Appends a renewal to x; emq__lease_renewed applies its reply. */
 emq_status emq__lease_append_renew(emq_consumer_t *c, emq__session *x, int tag,
                                    emq_error *err);

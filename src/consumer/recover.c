@@ -252,7 +252,7 @@ static emq_status oversize(emq_consumer_t *c, const emq_id *id,
     emq_status st =
         emq__settle_make(c, id, 1, SETTLE_DEAD, EMQ_OVERSIZE_REASON, &op, err);
     if (st == EMQ_OK)
-        st = emq__inflight_step(&c->table, &op, NULL, NULL, err);
+        st = emq__inflight_step(&c->table, &op, NULL, NULL, NULL, err);
     return st;
 }
 

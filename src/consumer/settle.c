@@ -236,13 +236,20 @@ static emq_status append_with_ids(emq__session *x, int tag, const char **fixed,
                                   size_t nfixed, const emq_id *const *ids,
                                   size_t nids, emq_error *err) {
     size_t argc = nfixed + nids;
-    const char **argv = emq__alloc(argc * sizeof *argv);
+    /* The words and their lengths in one block; each length measured
+     * once (the encoder would measure it twice). */
+    const char **argv = emq__alloc(argc * (sizeof *argv + sizeof(size_t)));
     if (argv == NULL)
         return emq__oom(err);
+    size_t *lens = (size_t *)(argv + argc);
     memcpy(argv, fixed, nfixed * sizeof *argv);
-    for (size_t i = 0; i < nids; i++)
+    for (size_t i = 0; i < nfixed; i++)
+        lens[i] = strlen(fixed[i]);
+    for (size_t i = 0; i < nids; i++) {
         argv[nfixed + i] = ids[i]->str;
-    emq_status st = emq__session_append(x, tag, (int)argc, argv, NULL, err);
+        lens[nfixed + i] = strlen(ids[i]->str);
+    }
+    emq_status st = emq__session_append(x, tag, (int)argc, argv, lens, err);
     emq__free(argv);
     return st;
 }

@@ -12,11 +12,10 @@
 #include <string.h>
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-/* Reads the eight bytes at p as ASCII digits into *out, all at once (the
- * milliseconds of an ID have 13); -1 when one of them is not a digit. */
-static int eight_digits(const char *p, uint64_t *out) {
-    uint64_t x;
-    memcpy(&x, p, 8);
+/* Reads the eight bytes of x (as loaded from memory) as ASCII digits into
+ * *out, all at once (the milliseconds of an ID have 13); -1 when one of
+ * them is not a digit. */
+static int eight_digits_word(uint64_t x, uint64_t *out) {
     /* A digit is 0x30..0x39: high nibble 3, and still 3 after adding 6
      * (a byte that fails the first test is what may carry into the next). */
     if ((x & 0xF0F0F0F0F0F0F0F0ULL) != 0x3030303030303030ULL ||
@@ -29,6 +28,28 @@ static int eight_digits(const char *p, uint64_t *out) {
     x = (x & 0x00FF00FF00FF00FFULL) * 6553601 >> 16;
     *out = (x & 0x0000FFFF0000FFFFULL) * 42949672960001ULL >> 32;
     return 0;
+}
+
+/* The eight bytes at p as ASCII digits (eight_digits_word). */
+static int eight_digits(const char *p, uint64_t *out) {
+    uint64_t x;
+    memcpy(&x, p, 8);
+    return eight_digits_word(x, out);
+}
+
+/* Milliseconds of thirteen digits followed by '-' (every ID from 2001 to
+ * 2286): the first eight at once, then the eight ending at the dash with
+ * the three already read taken as zeros. Returns 13, or 0 when text is
+ * not so. */
+static size_t thirteen_digits(const char *text, size_t len, uint64_t *out) {
+    uint64_t hi, lo, x;
+    if (len < 15 || text[13] != '-' || eight_digits(text, &hi) != 0)
+        return 0;
+    memcpy(&x, text + 5, 8);
+    if (eight_digits_word((x & ~0xFFFFFFULL) | 0x303030ULL, &lo) != 0)
+        return 0;
+    *out = hi * 100000 + lo;
+    return 13;
 }
 #endif
 
@@ -66,14 +87,29 @@ static size_t leading_u64(const char *p, size_t n, uint64_t *out) {
 
 int emq__stream_id_parse(const char *text, size_t len, emq__stream_id *out) {
     emq__stream_id id = {0, 0};
-    size_t ms_len = leading_u64(text, len, &id.ms);
+    size_t ms_len = 0;
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    ms_len = thirteen_digits(text, len, &id.ms);
+#endif
+    if (ms_len == 0)
+        ms_len = leading_u64(text, len, &id.ms);
     if (ms_len == 0 || ms_len == SIZE_MAX)
         return -1;
     if (ms_len < len) {
         size_t seq_len = len - ms_len - 1;
-        if (text[ms_len] != '-' || seq_len == 0 ||
-            leading_u64(text + ms_len + 1, seq_len, &id.seq) != seq_len)
+        if (text[ms_len] != '-' || seq_len == 0)
             return -1;
+        const char *seq = text + ms_len + 1;
+        if (seq_len < 19) { /* cannot overflow: all digits, no more */
+            for (size_t i = 0; i < seq_len; i++) {
+                unsigned d = (unsigned)(unsigned char)seq[i] - '0';
+                if (d > 9)
+                    return -1;
+                id.seq = id.seq * 10 + d;
+            }
+        } else if (leading_u64(seq, seq_len, &id.seq) != seq_len) {
+            return -1;
+        }
     }
     if (out)
         *out = id;

@@ -56,7 +56,7 @@ static void init(emq__inflight *t) {
 static int begin1(emq__inflight *t, const batch_item *it) {
     int began = 99;
     emq_error err;
-    ASSERT_OK(emq__inflight_step(t, NULL, it, &began, &err), &err);
+    ASSERT_OK(emq__inflight_step(t, NULL, it, &began, NULL, &err), &err);
     return began;
 }
 
@@ -192,7 +192,7 @@ TEST(inflight_step_queues_then_begins_the_next) {
     settle_op op = mkop(SETTLE_DEAD, items[0].id.str, "bad input", 0);
     int began = 99;
     emq_error err;
-    ASSERT_OK(emq__inflight_step(&t, &op, &items[1], &began, &err), &err);
+    ASSERT_OK(emq__inflight_step(&t, &op, &items[1], &began, NULL, &err), &err);
     ASSERT_EQ_INT(began, 1);
     ASSERT_EQ_SIZE(emq__inflight_queued(&t), 1);
     ASSERT_EQ_SIZE(atomic_load(&t.nhandling), 1);
@@ -587,7 +587,7 @@ TEST(inflight_stale_skips_fresh_and_marks_overdue_past_hand_limit) {
     ASSERT_EQ_SIZE(noverdue, 1);
     settle_op op = mkop(SETTLE_ACK, items[1].id.str, NULL, 0);
     int began;
-    ASSERT_OK(emq__inflight_step(&t, &op, NULL, &began, &err), &err);
+    ASSERT_OK(emq__inflight_step(&t, &op, NULL, &began, NULL, &err), &err);
     ASSERT_EQ_SIZE(emq__inflight_queued(&t), 0);
     ASSERT(!emq__inflight_holds(&t, &items[1].id));
     emq__inflight_destroy(&t);

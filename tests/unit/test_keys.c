@@ -121,8 +121,13 @@ TEST(stream_id_parse) {
     ASSERT(id.ms == 1234567890123456ULL && id.seq == 12345678);
     ASSERT_EQ_INT(emq__stream_id_parse("12345678901234567", 17, &id), 0);
     ASSERT(id.ms == 12345678901234567ULL && id.seq == 0);
-    /* Something else at each place of the first eight. */
-    for (int at = 0; at < 8; at++) {
+    /* Thirteen digits and a dash, read as two overlapping words. */
+    ASSERT_EQ_INT(emq__stream_id_parse("9999999999999-0", 15, &id), 0);
+    ASSERT(id.ms == 9999999999999ULL && id.seq == 0);
+    ASSERT_EQ_INT(emq__stream_id_parse("1000000000001-10", 16, &id), 0);
+    ASSERT(id.ms == 1000000000001ULL && id.seq == 10);
+    /* Something else at each place of the thirteen. */
+    for (int at = 0; at < 13; at++) {
         const char others[] = {'/', ':', ' ', 'a', '\x80', '\xff'};
         for (size_t k = 0; k < sizeof others; k++) {
             char text[] = "1796415960625-7";
@@ -140,6 +145,8 @@ TEST(stream_id_parse) {
                          "1-2-3",
                          "-1",
                          "1-",
+                         "1796415960625-",
+                         "1796415960625+0",
                          "-0",
                          " 1",
                          "1 ",

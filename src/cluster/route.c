@@ -948,7 +948,8 @@ int emq__route_only_this_failed(const emq__route *route, emq_status st) {
 }
 
 void emq__route_set_cancel(emq__route *route, const emq__conn_cancel *cancel) {
-    route->cancel = cancel ? *cancel : (emq__conn_cancel){NULL, 0, NULL, NULL};
+    route->cancel = cancel ? *cancel
+                           : (emq__conn_cancel){NULL, 0, NULL, NULL, -1};
 }
 
 emq_status emq__route_command(emq__route *route, int argc,

@@ -278,6 +278,9 @@ static emq_status read_reply(emq_conn_t *c, int64_t base_ms, int64_t extra_ms,
     int64_t deadline = -1;
     int timed = 0; /* deadline and overdue_at are set */
     int told = 0;  /* cancel.on_stop was called for this reply */
+    /* A blocking command's wait watches the wake descriptor. */
+    int watch_wake = extra_ms > 0 && c->cancel.flag != NULL &&
+                     c->cancel.on_stop != NULL && c->cancel.wake_fd >= 0;
     for (;;) {
         emq_reply *r = NULL;
         emq_status st = wait_first ? EMQ_EAGAIN
@@ -345,9 +348,12 @@ static emq_status read_reply(emq_conn_t *c, int64_t base_ms, int64_t extra_ms,
         }
         short events = wait_first ? POLLIN : c->t->want;
         wait_first = 0;
-        /* With a cancel flag, wait in slices to look at it. */
+        /* With a cancel flag, wait in slices to look at it; a blocking
+         * command's wait with a wake descriptor sleeps until the reply,
+         * its deadline or the stop, then in slices (to give up a reply
+         * overdue past the stop). */
         int64_t until = deadline;
-        if (c->cancel.flag != NULL) {
+        if (c->cancel.flag != NULL && !watch_wake) {
             int64_t slice = emq__now_ms() + CANCEL_SLICE_MS;
             if (until < 0 || slice < until)
                 until = slice;
@@ -355,11 +361,17 @@ static emq_status read_reply(emq_conn_t *c, int64_t base_ms, int64_t extra_ms,
         /* Behind Sentinel, the watch too: once it announces this master's
          * switch, a reply from the old primary (silent, or paused) is not
          * worth waiting for. */
-        int other = c->watch != NULL && c->watch->t != NULL &&
-                            !c->watch->switched
-                        ? c->watch->t->fd
-                        : -1;
-        int w = emq__transport_wait_either(c->t->fd, events, other, until);
+        int others[2] = {c->watch != NULL && c->watch->t != NULL &&
+                                 !c->watch->switched
+                             ? c->watch->t->fd
+                             : -1,
+                         watch_wake ? c->cancel.wake_fd : -1};
+        int w = emq__transport_wait_either(c->t->fd, events, others, until);
+        int woken = w == 3; /* looked at below, as at a slice's end */
+        if (woken) {
+            watch_wake = 0; /* once per reply: it stays readable */
+            w = 0;
+        }
         if (w == 2) {
             watch_news(c);
             if (c->watch->switched)
@@ -370,7 +382,7 @@ static emq_status read_reply(emq_conn_t *c, int64_t base_ms, int64_t extra_ms,
                                       master_name(c), c->name);
             continue;
         }
-        if (w == 0 && until != deadline) {
+        if (w == 0 && (until != deadline || woken)) {
             int stopping = atomic_load(c->cancel.flag);
             if (stopping && extra_ms > 0 && !told && c->cancel.on_stop) {
                 told = 1; /* once per reply */
@@ -403,7 +415,7 @@ static emq_status read_reply(emq_conn_t *c, int64_t base_ms, int64_t extra_ms,
 }
 
 void emq__conn_set_cancel(emq_conn_t *c, const emq__conn_cancel *cancel) {
-    c->cancel = cancel ? *cancel : (emq__conn_cancel){NULL, 0, NULL, NULL};
+    c->cancel = cancel ? *cancel : (emq__conn_cancel){NULL, 0, NULL, NULL, -1};
 }
 
 int64_t emq__conn_client_id(const emq_conn_t *c) {

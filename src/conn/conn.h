@@ -314,6 +314,13 @@ typedef struct emq__conn_cancel {
      * block times out. */
     void (*on_stop)(void *ctx);
     void *ctx;
+    /* With on_stop: a descriptor that turns readable when *flag is set
+     * (-1: none). A wait for a blocking command's reply then sleeps until
+     * the reply, its deadline or this, and sees the stop at once; without
+     * it, every wait looks at *flag every 50 ms. Watched, never read; a
+     * wait that finds it readable with *flag clear (a stop since
+     * cleared) goes on in slices. */
+    int wake_fd;
 } emq__conn_cancel;
 
 /* Makes c's waits watch *cancel (copied; NULL: none). */

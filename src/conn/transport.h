@@ -59,9 +59,10 @@ typedef struct emq__tls_opts {
  * the next read or write reports), 0 on timeout, -1 on a poll failure
  * (errno set). */
 int emq__transport_wait(int fd, short events, int64_t deadline);
-/* The same, also watching other (-1: none) for reading: 2 when other is
- * readable (or closed) and fd is not ready. */
-int emq__transport_wait_either(int fd, short events, int other,
+/* The same, also watching others[0] and others[1] (-1: not watched) for
+ * reading: 2 + i when others[i] is readable (or closed) and fd and
+ * others[0..i) are not. */
+int emq__transport_wait_either(int fd, short events, const int others[2],
                                int64_t deadline);
 
 /* Connects to host:port over TCP within the deadline, trying each address

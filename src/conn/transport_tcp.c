@@ -23,10 +23,11 @@
 #include <unistd.h>
 
 int emq__transport_wait(int fd, short events, int64_t deadline) {
-    return emq__transport_wait_either(fd, events, -1, deadline);
+    static const int none[2] = {-1, -1};
+    return emq__transport_wait_either(fd, events, none, deadline);
 }
 
-int emq__transport_wait_either(int fd, short events, int other,
+int emq__transport_wait_either(int fd, short events, const int others[2],
                                int64_t deadline) {
     for (;;) {
         int timeout = -1;
@@ -36,10 +37,12 @@ int emq__transport_wait_either(int fd, short events, int other,
                 left = 0;
             timeout = left > 0x7fffffff ? 0x7fffffff : (int)left;
         }
-        struct pollfd p[2] = {{fd, events, 0}, {other, POLLIN, 0}};
-        int n = poll(p, other >= 0 ? 2 : 1, timeout);
+        /* poll(2) skips an entry whose descriptor is negative. */
+        struct pollfd p[3] = {
+            {fd, events, 0}, {others[0], POLLIN, 0}, {others[1], POLLIN, 0}};
+        int n = poll(p, 3, timeout);
         if (n > 0)
-            return p[0].revents != 0 ? 1 : 2;
+            return p[0].revents != 0 ? 1 : p[1].revents != 0 ? 2 : 3;
         if (n == 0) {
             if (timeout != 0 && deadline >= 0 && emq__now_ms() < deadline)
                 continue; /* woke early (clock granularity); wait the rest */

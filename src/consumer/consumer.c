@@ -46,6 +46,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <unistd.h>
 
 /* The least time between two re-creations of a vanished group, so a
@@ -101,6 +102,9 @@ emq_status emq__consumer_make(const emq_conf_t *conf, emq_handler_fn handler,
     emq_consumer_t *c = emq__calloc(1, sizeof *c);
     if (c == NULL)
         return emq__oom(err);
+    /* Without it (out of descriptors), a stop is seen within the
+     * connection's slice instead of at once. */
+    c->stop_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     pthread_mutex_init(&c->fatal_mu, NULL);
     pthread_mutex_init(&c->pull_mu, NULL);
     c->batch_handler = batch_handler;
@@ -173,17 +177,20 @@ void emq__consumer_free(emq_consumer_t *c) {
     emq_conf_destroy(c->conf);
     pthread_mutex_destroy(&c->fatal_mu);
     pthread_mutex_destroy(&c->pull_mu);
+    if (c->stop_fd >= 0)
+        close(c->stop_fd);
     emq__free(c);
 }
 
 void emq_consumer_stop(emq_consumer_t *c) {
     if (c == NULL)
         return;
-    atomic_store(&c->stop, 1);
+    emq__consumer_stop_set(c);
     size_t n;
     emq_consumer_t *const *m = emq__consumer_members(c, &n);
     for (size_t i = 0; i < n; i++)
-        atomic_store(&m[i]->stop, 1);
+        if (m[i] != c)
+            emq__consumer_stop_set(m[i]);
     /* Pull mode: the event descriptor turns readable, so an event loop
      * learns of the stop (write(2) is async-signal-safe). */
     emq__ready *r = c->ready;

@@ -9,7 +9,9 @@
 #include "core.h"
 
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
+#include <unistd.h>
 
 void emq__consumer_log(emq_consumer_t *c, int level, const char *fmt, ...) {
     if ((int64_t)level > emq__cfg_log_level(c->conf))
@@ -22,6 +24,7 @@ void emq__consumer_log(emq_consumer_t *c, int level, const char *fmt, ...) {
     emq__conf_log(c->conf, level, "consumer '%s' of group '%s' on '%s': %s",
                   c->name, c->group, c->keys.stream, message);
 }
+#include <unistd.h>
 
 /* The sessions' log: the consumer's prefix on their sentences. */
 static void session_log(void *c, int level, const char *message) {
@@ -52,6 +55,7 @@ emq_status emq__consumer_session_open(emq_consumer_t *c, emq__session *s,
     if (on_stop != NULL) { /* a blocked read is ended at a stop */
         o.on_stop = on_stop;
         o.on_stop_ctx = c;
+        o.on_stop_fd = c->stop_fd;
         o.learn_client_id = 1;
     }
     return emq__session_open(s, c->conf, c->keys.stream, &o, err);
@@ -66,6 +70,24 @@ void emq__consumer_nap(emq_consumer_t *c, int64_t ms) {
 
 int emq__consumer_stopping(emq_consumer_t *c) {
     return atomic_load(&c->stop) || atomic_load(&c->fatal);
+}
+
+void emq__consumer_stop_set(emq_consumer_t *c) {
+    atomic_store(&c->stop, 1); /* first: the descriptor says it is set */
+    if (c->stop_fd >= 0) {
+        uint64_t one = 1;
+        ssize_t rc = write(c->stop_fd, &one, sizeof one);
+        (void)rc; /* full (never, short of 2^64 - 1 stops): readable */
+    }
+}
+
+void emq__consumer_stop_clear(emq_consumer_t *c) {
+    atomic_store(&c->stop, 0);
+    if (c->stop_fd >= 0) {
+        uint64_t v;
+        ssize_t rc = read(c->stop_fd, &v, sizeof v);
+        (void)rc; /* EAGAIN: nothing to drain */
+    }
 }
 
 void emq__consumer_fatal(emq_consumer_t *c, const emq_error *err) {

@@ -138,6 +138,8 @@ struct emq_consumer {
     emq__upkeep upkeep;
     emq__inflight table;
     atomic_int stop; /* set by emq_consumer_stop (signal-safe) */
+    int stop_fd;     /* eventfd, readable once stop is set (-1: none);
+                        emq__consumer_stop_clear clears both */
     /* While the run thread's read blocks (XREADGROUP ... BLOCK): its
      * connection's id and endpoint, so that at a stop the upkeep ends
      * the block from its own connection (CLIENT UNBLOCK); id 0 otherwise,
@@ -237,6 +239,10 @@ emq_status emq__consumer_session_open(emq_consumer_t *c, emq__session *s,
 void emq__consumer_nap(emq_consumer_t *c, int64_t ms);
 /* 1 once a stop was requested or a fatal error recorded. */
 int emq__consumer_stopping(emq_consumer_t *c);
+/* Sets c's stop and turns its stop_fd readable. Async-signal-safe. */
+void emq__consumer_stop_set(emq_consumer_t *c);
+/* Clears c's stop and drains its stop_fd, for the next run. */
+void emq__consumer_stop_clear(emq_consumer_t *c);
 /* Records the first fatal error (any thread) and asks run to stop. */
 void emq__consumer_fatal(emq_consumer_t *c, const emq_error *err);
 /* The fatal error recorded on c or one of its members (copied into err,

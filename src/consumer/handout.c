@@ -59,7 +59,7 @@ emq_status emq_consumer_run(emq_consumer_t *c, emq_error *err) {
     else
         st = emq__consumer_loop(c, err);
     atomic_store(&c->running, 0);
-    atomic_store(&c->stop, 0);
+    emq__consumer_stop_clear(c);
     return st;
 }
 
@@ -172,8 +172,8 @@ emq_status emq_consumer_close(emq_consumer_t *c, int64_t timeout_ms,
     size_t n;
     emq_consumer_t *const *all = emq__consumer_members(c, &n);
     for (size_t i = 0; i < n; i++)
-        atomic_store(&all[i]->stop, 0);
-    atomic_store(&c->stop, 0);
+        emq__consumer_stop_clear(all[i]);
+    emq__consumer_stop_clear(c);
     pthread_mutex_unlock(&c->pull_mu);
     return st;
 }

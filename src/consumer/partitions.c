@@ -40,7 +40,7 @@ emq_status emq__consumer_topic_run(emq_consumer_t *c, emq_error *err) {
     emq_status st =
         emq__consumers_run(c->parts, c->nparts, emq__consumer_loop, err);
     for (size_t i = 0; i < c->nparts; i++) /* ready to run again */
-        atomic_store(&c->parts[i]->stop, 0);
+        emq__consumer_stop_clear(c->parts[i]);
     return st;
 }
 

@@ -178,7 +178,8 @@ emq_status emq__session_open(emq__session *s, const emq_conf_t *conf,
      * grace once it was asked is given up (the connection with it). */
     if (st == EMQ_OK && opts->stop[0] != NULL) {
         emq__conn_cancel cancel = {opts->stop[0], EMQ_SESSION_STOP_GRACE_MS,
-                                   opts->on_stop, opts->on_stop_ctx};
+                                   opts->on_stop, opts->on_stop_ctx,
+                                   opts->on_stop ? opts->on_stop_fd : -1};
         emq__route_set_cancel(s->route, &cancel);
     }
     if (st != EMQ_OK)

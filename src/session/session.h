@@ -61,6 +61,10 @@ typedef struct emq__session_opts {
      * waiting thread. */
     void (*on_stop)(void *ctx);
     void *on_stop_ctx;
+    /* With on_stop: a descriptor that turns readable when *stop[0] is
+     * set, so that such a wait sees the stop at once
+     * (emq__conn_cancel.wake_fd); -1: none. */
+    int on_stop_fd;
     /* 1: learn each connection's id (emq__route_client_id). */
     int learn_client_id;
     /* 0: emq__session_reconnect (and the first connection, with

@@ -35,8 +35,8 @@ static void end_block(void *ctx) {
     atomic_fetch_add(&k->told, 1);
     char id[32];
     snprintf(id, sizeof id, "%lld", k->reader_id);
-    emq_reply_free(
-        cmdv_ok(k->other, 4, (const char *[]){"CLIENT", "UNBLOCK", id, "TIMEOUT"}));
+    emq_reply_free(cmdv_ok(
+        k->other, 4, (const char *[]){"CLIENT", "UNBLOCK", id, "TIMEOUT"}));
 }
 
 static long long blocked_clients(const emq_srv *s) {
@@ -88,8 +88,8 @@ TEST_TIMEOUT(conn_cancel_wake_descriptor_ends_a_long_block_at_once, 60) {
     scene_open(&k, &reader);
     pthread_t stopper;
     ASSERT(pthread_create(&stopper, NULL, stop_when_blocked, &k) == 0);
-    emq_reply *r = CMD(reader, "XREAD", "BLOCK", "600000", "STREAMS",
-                       "emq:{cancel}", "$");
+    emq_reply *r =
+        CMD(reader, "XREAD", "BLOCK", "600000", "STREAMS", "emq:{cancel}", "$");
     pthread_join(stopper, NULL);
     ASSERT(emq_reply_kind(r) == EMQ_REPLY_NULL);
     ASSERT_EQ_INT(atomic_load(&k.told), 1);
@@ -105,8 +105,8 @@ TEST_TIMEOUT(conn_cancel_stale_wake_descriptor_changes_nothing, 60) {
     scene_open(&k, &reader);
     uint64_t one = 1; /* a stop since cleared: the flag is 0 */
     ASSERT(write(k.efd, &one, sizeof one) == (ssize_t)sizeof one);
-    emq_reply *r = CMD(reader, "XREAD", "BLOCK", "300", "STREAMS",
-                       "emq:{cancel}", "$");
+    emq_reply *r =
+        CMD(reader, "XREAD", "BLOCK", "300", "STREAMS", "emq:{cancel}", "$");
     ASSERT(emq_reply_kind(r) == EMQ_REPLY_NULL);
     ASSERT_EQ_INT(atomic_load(&k.told), 0);
     emq_reply_free(r);

@@ -331,7 +331,7 @@ readonly VALGRIND_INTEG=(integ/test_consumer_counts integ/test_consumer_recover
     integ/test_consumer_poison integ/test_consumer_retry integ/test_consumer_door
     integ/test_consumer_ids integ/test_consumer.c integ/test_consumer_faults.c
     integ/test_consumer_identity integ/test_consumer_stop integ/test_consumer_load
-    integ/test_ownership integ/test_conn.c integ/test_conn_faults
+    integ/test_ownership integ/test_conn.c integ/test_conn_faults integ/test_conn_cancel
     integ/test_route_loading integ/test_producer integ/test_admin
     integ/test_alloc_failure integ/test_consumer_poll.c integ/test_consumer_batch
     integ/test_consumer_connect integ/test_consumer_ahead)

@@ -353,6 +353,11 @@ static emq_status read_reply(emq_conn_t *c, int64_t base_ms, int64_t extra_ms,
          * its deadline or the stop, then in slices (to give up a reply
          * overdue past the stop). */
         int64_t until = deadline;
+        int woken = 0;
+        /* Set before the descriptor could say so (or it was drained by a
+         * clear racing the stop): as good as woken. */
+        if (watch_wake && atomic_load(c->cancel.flag))
+            woken = 1;
         if (c->cancel.flag != NULL && !watch_wake) {
             int64_t slice = emq__now_ms() + CANCEL_SLICE_MS;
             if (until < 0 || slice < until)
@@ -366,9 +371,11 @@ static emq_status read_reply(emq_conn_t *c, int64_t base_ms, int64_t extra_ms,
                              ? c->watch->t->fd
                              : -1,
                          watch_wake ? c->cancel.wake_fd : -1};
-        int w = emq__transport_wait_either(c->t->fd, events, others, until);
-        int woken = w == 3; /* looked at below, as at a slice's end */
-        if (woken) {
+        int w =
+            woken ? 0
+                  : emq__transport_wait_either(c->t->fd, events, others, until);
+        if (w == 3 || woken) { /* looked at below, as at a slice's end */
+            woken = 1;
             watch_wake = 0; /* once per reply: it stays readable */
             w = 0;
         }

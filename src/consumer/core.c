@@ -24,7 +24,6 @@ void emq__consumer_log(emq_consumer_t *c, int level, const char *fmt, ...) {
     emq__conf_log(c->conf, level, "consumer '%s' of group '%s' on '%s': %s",
                   c->name, c->group, c->keys.stream, message);
 }
-#include <unistd.h>
 
 /* The sessions' log: the consumer's prefix on their sentences. */
 static void session_log(void *c, int level, const char *message) {
@@ -55,7 +54,7 @@ emq_status emq__consumer_session_open(emq_consumer_t *c, emq__session *s,
     if (on_stop != NULL) { /* a blocked read is ended at a stop */
         o.on_stop = on_stop;
         o.on_stop_ctx = c;
-        o.on_stop_fd = c->stop_fd;
+        o.on_stop_fd = halt == NULL ? c->stop_fd : -1; /* c->stop's */
         o.learn_client_id = 1;
     }
     return emq__session_open(s, c->conf, c->keys.stream, &o, err);
@@ -82,12 +81,14 @@ void emq__consumer_stop_set(emq_consumer_t *c) {
 }
 
 void emq__consumer_stop_clear(emq_consumer_t *c) {
-    atomic_store(&c->stop, 0);
+    /* Drained first: a stop in between leaves the flag set and the
+     * descriptor readable (never set and silent). */
     if (c->stop_fd >= 0) {
         uint64_t v;
         ssize_t rc = read(c->stop_fd, &v, sizeof v);
         (void)rc; /* EAGAIN: nothing to drain */
     }
+    atomic_store(&c->stop, 0);
 }
 
 void emq__consumer_fatal(emq_consumer_t *c, const emq_error *err) {

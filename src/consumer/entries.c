@@ -387,8 +387,8 @@ emq_status emq__batch_dispatch(emq_consumer_t *c, batch *b, emq_error *err) {
             /* Looked at again last thing: a pause (SIGSTOP) or the mark's
              * wait may have outlasted the lease since the begin, and a
              * peer may hold the entry by now. It goes back (released).
-             * Without a wait, the begin's own clock reading is as recent
-             * as a new one. */
+             * Without a wait, the begin's own clock reading (under the
+             * table's lock, a few instructions back) stands for now. */
             if (waited)
                 began_ms = emq__now_coarse_ms();
             if (emq__consumer_stopping(c) ||

@@ -238,6 +238,8 @@ static emq_status append_with_ids(emq__session *x, int tag, const char **fixed,
     size_t argc = nfixed + nids;
     /* The words and their lengths in one block; each length measured
      * once (the encoder would measure it twice). */
+    _Static_assert(_Alignof(size_t) <= _Alignof(const char *),
+                   "the lengths follow the words");
     const char **argv = emq__alloc(argc * (sizeof *argv + sizeof(size_t)));
     if (argv == NULL)
         return emq__oom(err);

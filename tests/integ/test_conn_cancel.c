@@ -10,7 +10,14 @@
  *     descriptor alone, so a missed wake would hang until the timeout).
  *  2. A descriptor left readable by a stop since cleared wakes the wait
  *     once, which then goes on in slices: the block runs out as the
- *     server ends it, on_stop is never called.
+ *     server ends it, on_stop is never called, and the wait does not
+ *     spin on the descriptor (the thread's CPU time).
+ *  3. The flag set while the wait sleeps, the descriptor not written:
+ *     the wait does not look at the flag in slices (on_stop is not
+ *     called; the block runs out).
+ * The stop comes once the server has the read blocked and the reading
+ * thread sleeps in poll(2) (/proc/self/task/TID/syscall), so that it is
+ * the wait's sleep that a stop meets, not the check before it.
  */
 #include "conn/conn.h"
 #include "integ/inspect_conn_helpers.h"
@@ -18,6 +25,8 @@
 #include <pthread.h>
 #include <stdint.h>
 #include <sys/eventfd.h>
+#include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 typedef struct cancel_scene {
@@ -27,6 +36,8 @@ typedef struct cancel_scene {
     atomic_int flag;
     atomic_int told;
     int efd;
+    pid_t reader_tid; /* the thread that waits */
+    int write_fd;     /* the stopper writes the descriptor (0: flag only) */
 } cancel_scene;
 
 /* on_stop: ends the reader's block as the consumer's upkeep does. */
@@ -47,14 +58,35 @@ static long long blocked_clients(const emq_srv *s) {
     return at ? atoll(at + strlen("blocked_clients:")) : -1;
 }
 
-/* Once the reader blocks: sets the flag and turns the descriptor
- * readable, as emq_consumer_stop does. */
+/* 1 while thread tid of this process sleeps in poll(2) or ppoll(2). */
+static int sleeps_in_poll(pid_t tid) {
+    char path[64], line[64] = "";
+    snprintf(path, sizeof path, "/proc/self/task/%d/syscall", (int)tid);
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+        return 0;
+    if (fgets(line, sizeof line, f) == NULL)
+        line[0] = '\0';
+    fclose(f);
+    long nr = strtol(line, NULL, 10);
+    return line[0] >= '0' && line[0] <= '9' &&
+           (nr == SYS_ppoll
+#ifdef SYS_poll
+            || nr == SYS_poll
+#endif
+           );
+}
+
+/* Once the reader blocks and sleeps: sets the flag and, with write_fd,
+ * turns the descriptor readable, as emq_consumer_stop does. */
 static void *stop_when_blocked(void *arg) {
     cancel_scene *k = arg;
-    WAIT_UNTIL(blocked_clients(k->s) == 1, 10000, "the read to block");
+    WAIT_UNTIL(blocked_clients(k->s) == 1 && sleeps_in_poll(k->reader_tid),
+               10000, "the read to block and its wait to sleep");
     atomic_store(&k->flag, 1);
     uint64_t one = 1;
-    ASSERT(write(k->efd, &one, sizeof one) == (ssize_t)sizeof one);
+    if (k->write_fd)
+        ASSERT(write(k->efd, &one, sizeof one) == (ssize_t)sizeof one);
     return NULL;
 }
 
@@ -65,6 +97,8 @@ static void scene_open(cancel_scene *k, emq_conn_t **reader) {
     k->reader_id = CMD_INT(*reader, "CLIENT", "ID");
     atomic_store(&k->flag, 0);
     atomic_store(&k->told, 0);
+    k->reader_tid = (pid_t)syscall(SYS_gettid);
+    k->write_fd = 1;
     k->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     ASSERT(k->efd >= 0);
     emq__conn_cancel cancel = {.flag = &k->flag,
@@ -105,14 +139,41 @@ TEST_TIMEOUT(conn_cancel_stale_wake_descriptor_changes_nothing, 60) {
     scene_open(&k, &reader);
     uint64_t one = 1; /* a stop since cleared: the flag is 0 */
     ASSERT(write(k.efd, &one, sizeof one) == (ssize_t)sizeof one);
+    struct timespec before, after;
+    ASSERT(clock_gettime(CLOCK_THREAD_CPUTIME_ID, &before) == 0);
     emq_reply *r =
-        CMD(reader, "XREAD", "BLOCK", "300", "STREAMS", "emq:{cancel}", "$");
+        CMD(reader, "XREAD", "BLOCK", "1000", "STREAMS", "emq:{cancel}", "$");
+    ASSERT(clock_gettime(CLOCK_THREAD_CPUTIME_ID, &after) == 0);
     ASSERT(emq_reply_kind(r) == EMQ_REPLY_NULL);
     ASSERT_EQ_INT(atomic_load(&k.told), 0);
+    /* A wait spinning on the readable descriptor would burn the whole
+     * second; twenty slices of 50 ms cost next to nothing. */
+    long long cpu_us = (after.tv_sec - before.tv_sec) * 1000000LL +
+                       (after.tv_nsec - before.tv_nsec) / 1000;
+    fprintf(stderr, "    the reading thread used %lld us of CPU in 1 s\n",
+            cpu_us);
+    ASSERT(cpu_us < 500000);
     emq_reply_free(r);
     emq_reply_free(CMD(k.other, "XADD", "emq:{cancel}", "*", "n", "1"));
     r = CMD(reader, "XREAD", "BLOCK", "300", "STREAMS", "emq:{cancel}", "0");
     ASSERT_EQ_SIZE(emq_reply_len(r), 1);
+    emq_reply_free(r);
+    scene_close(&k, reader);
+}
+
+TEST_TIMEOUT(conn_cancel_flag_alone_does_not_wake_the_sleep, 60) {
+    static cancel_scene k;
+    emq_conn_t *reader;
+    scene_open(&k, &reader);
+    k.write_fd = 0; /* the flag only */
+    pthread_t stopper;
+    ASSERT(pthread_create(&stopper, NULL, stop_when_blocked, &k) == 0);
+    emq_reply *r =
+        CMD(reader, "XREAD", "BLOCK", "1500", "STREAMS", "emq:{cancel}", "$");
+    pthread_join(stopper, NULL);
+    /* The block ran out on the server: nobody looked at the flag. */
+    ASSERT(emq_reply_kind(r) == EMQ_REPLY_NULL);
+    ASSERT_EQ_INT(atomic_load(&k.told), 0);
     emq_reply_free(r);
     scene_close(&k, reader);
 }

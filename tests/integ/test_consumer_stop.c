@@ -12,10 +12,12 @@
 #include "integ/inspect_conn_helpers.h"
 #include "integ/tally_helpers.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -339,6 +341,85 @@ TEST_TIMEOUT(consumer_stop_ends_a_long_blocked_read_at_once, 60) {
         ASSERT_EQ_STR(out, "0");
         emq_consumer_destroy(c);
     }
+    emq_srv_stop(s);
+}
+
+/* The thread of this process sleeping in poll(2) or ppoll(2), when
+ * exactly one does (else 0). */
+static pid_t the_thread_in_poll(void) {
+    DIR *d = opendir("/proc/self/task");
+    if (d == NULL)
+        return 0;
+    pid_t found = 0;
+    int n = 0;
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL) {
+        if (de->d_name[0] < '0' || de->d_name[0] > '9')
+            continue;
+        char path[300], line[64] = "";
+        snprintf(path, sizeof path, "/proc/self/task/%.255s/syscall",
+                 de->d_name);
+        FILE *f = fopen(path, "r");
+        if (f == NULL)
+            continue;
+        if (fgets(line, sizeof line, f) == NULL)
+            line[0] = '\0';
+        fclose(f);
+        long nr = strtol(line, NULL, 10);
+        if (line[0] >= '0' && line[0] <= '9' &&
+            (nr == SYS_ppoll
+#ifdef SYS_poll
+             || nr == SYS_poll
+#endif
+             )) {
+            found = (pid_t)atoi(de->d_name);
+            n++;
+        }
+    }
+    closedir(d);
+    return n == 1 ? found : 0;
+}
+
+/* Voluntary context switches of thread tid so far (-1: unknown). */
+static long long voluntary_switches(pid_t tid) {
+    char path[96], line[128];
+    snprintf(path, sizeof path, "/proc/self/task/%d/status", (int)tid);
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+        return -1;
+    long long v = -1;
+    while (fgets(line, sizeof line, f) != NULL)
+        if (strncmp(line, "voluntary_ctxt_switches:", 24) == 0)
+            v = atoll(line + 24);
+    fclose(f);
+    return v;
+}
+
+/* An idle consumer's reading thread sleeps in its wait for the blocked
+ * read until a stop wakes it (the stop's eventfd): it does not wake to
+ * look at the stop flag (it did every 50 ms, 20 times a second). */
+TEST_TIMEOUT(consumer_idle_read_sleeps_until_the_stop, 60) {
+    emq_srv *s = emq_srv_start(NULL);
+    emq_conf_t *conf = consumer_conf(s, "idle", "g", "w1", "new");
+    conf_set(conf, "block_ms", "60000");
+    conf_set(conf, "lease.ttl_ms", "200000"); /* > 3 x block_ms */
+    static recorder r;
+    runner_thread t;
+    emq_consumer_t *c = start_blocked(s, conf, "w1", &r, &t);
+    pid_t reader = 0;
+    WAIT_UNTIL((reader = the_thread_in_poll()) != 0, 10000,
+               "the reading thread to sleep in poll(2)");
+    long long before = voluntary_switches(reader);
+    usleep(1000 * 1000);
+    long long after = voluntary_switches(reader);
+    emq_consumer_stop(c);
+    ASSERT_OK(join_consumer(&t), &t.err);
+    printf("    the reading thread woke %lld times in 1 s of idle\n",
+           after - before);
+    ASSERT(before >= 0 && after >= 0);
+    ASSERT(after - before < 5); /* looking every 50 ms: 20 */
+    ASSERT_EQ_SIZE(r.n, 0);
+    emq_consumer_destroy(c);
     emq_srv_stop(s);
 }
 

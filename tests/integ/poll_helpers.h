@@ -73,6 +73,8 @@ typedef struct work_pool {
     int nworkers;
     atomic_int poller_quit;
     emq_status poll_status; /* what ended the poller */
+    char poll_error[300];   /* ... and its message */
+    atomic_int poller_ended;
 } work_pool;
 
 static inline void *wp_poller(void *arg) {
@@ -85,6 +87,7 @@ static inline void *wp_poller(void *arg) {
         emq_status st = emq_consumer_poll(p->c, got, 64, 100, &n, &err);
         if (st != EMQ_OK) {
             p->poll_status = st;
+            snprintf(p->poll_error, sizeof p->poll_error, "%s", err.message);
             break;
         }
         pthread_mutex_lock(&p->mu);
@@ -96,6 +99,7 @@ static inline void *wp_poller(void *arg) {
         pthread_cond_broadcast(&p->cv);
         pthread_mutex_unlock(&p->mu);
     }
+    atomic_store(&p->poller_ended, 1);
     return NULL;
 }
 

@@ -223,7 +223,17 @@ static int send_async(produce_run *r, const emq_field *f, size_t nf) {
             break;
         if (st != EMQ_ELIMIT) {
             free(t);
-            return cli_runtime_err(r->conf, st, &err, "adding an entry");
+            /* Refused at once (a link that failed for good): the entries
+             * before it settle first, so the count is what was written. */
+            emq_error ferr;
+            (void)emq_producer_flush(r->p, -1, &ferr);
+            pthread_mutex_lock(&r->mu);
+            uint64_t written = r->written;
+            pthread_mutex_unlock(&r->mu);
+            char doing[160];
+            snprintf(doing, sizeof doing, "adding an entry (%llu written)",
+                     (unsigned long long)written);
+            return cli_runtime_err(r->conf, st, &err, doing);
         }
         usleep(500); /* the queue is full: let deliveries drain it */
     }

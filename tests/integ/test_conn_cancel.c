@@ -21,6 +21,7 @@
  */
 #include "conn/conn.h"
 #include "integ/inspect_conn_helpers.h"
+#include "integ/thread_helpers.h"
 
 #include <pthread.h>
 #include <stdint.h>
@@ -58,30 +59,12 @@ static long long blocked_clients(const emq_srv *s) {
     return at ? atoll(at + strlen("blocked_clients:")) : -1;
 }
 
-/* 1 while thread tid of this process sleeps in poll(2) or ppoll(2). */
-static int sleeps_in_poll(pid_t tid) {
-    char path[64], line[64] = "";
-    snprintf(path, sizeof path, "/proc/self/task/%d/syscall", (int)tid);
-    FILE *f = fopen(path, "r");
-    if (f == NULL)
-        return 0;
-    if (fgets(line, sizeof line, f) == NULL)
-        line[0] = '\0';
-    fclose(f);
-    long nr = strtol(line, NULL, 10);
-    return line[0] >= '0' && line[0] <= '9' &&
-           (nr == SYS_ppoll
-#ifdef SYS_poll
-            || nr == SYS_poll
-#endif
-           );
-}
-
 /* Once the reader blocks and sleeps: sets the flag and, with write_fd,
  * turns the descriptor readable, as emq_consumer_stop does. */
 static void *stop_when_blocked(void *arg) {
     cancel_scene *k = arg;
-    WAIT_UNTIL(blocked_clients(k->s) == 1 && sleeps_in_poll(k->reader_tid),
+    WAIT_UNTIL(blocked_clients(k->s) == 1 &&
+                   thread_sleeps_in_poll(k->reader_tid),
                10000, "the read to block and its wait to sleep");
     atomic_store(&k->flag, 1);
     uint64_t one = 1;
@@ -109,6 +92,19 @@ static void scene_open(cancel_scene *k, emq_conn_t **reader) {
     emq__conn_set_cancel(*reader, &cancel);
 }
 
+/* XREAD BLOCK block_ms on reader while stop_when_blocked runs; the
+ * reply must be nil (the block ended or ran out). */
+static void read_while_stopping(cancel_scene *k, emq_conn_t *reader,
+                                const char *block_ms) {
+    pthread_t stopper;
+    ASSERT(pthread_create(&stopper, NULL, stop_when_blocked, k) == 0);
+    emq_reply *r =
+        CMD(reader, "XREAD", "BLOCK", block_ms, "STREAMS", "emq:{cancel}", "$");
+    pthread_join(stopper, NULL);
+    ASSERT(emq_reply_kind(r) == EMQ_REPLY_NULL);
+    emq_reply_free(r);
+}
+
 static void scene_close(cancel_scene *k, emq_conn_t *reader) {
     emq_conn_destroy(reader);
     emq_conn_destroy(k->other);
@@ -120,14 +116,8 @@ TEST_TIMEOUT(conn_cancel_wake_descriptor_ends_a_long_block_at_once, 60) {
     static cancel_scene k;
     emq_conn_t *reader;
     scene_open(&k, &reader);
-    pthread_t stopper;
-    ASSERT(pthread_create(&stopper, NULL, stop_when_blocked, &k) == 0);
-    emq_reply *r =
-        CMD(reader, "XREAD", "BLOCK", "600000", "STREAMS", "emq:{cancel}", "$");
-    pthread_join(stopper, NULL);
-    ASSERT(emq_reply_kind(r) == EMQ_REPLY_NULL);
+    read_while_stopping(&k, reader, "600000");
     ASSERT_EQ_INT(atomic_load(&k.told), 1);
-    emq_reply_free(r);
     /* The connection serves on. */
     ASSERT_EQ_INT(CMD_INT(reader, "EXISTS", "emq:{cancel}"), 0);
     scene_close(&k, reader);
@@ -166,14 +156,8 @@ TEST_TIMEOUT(conn_cancel_flag_alone_does_not_wake_the_sleep, 60) {
     emq_conn_t *reader;
     scene_open(&k, &reader);
     k.write_fd = 0; /* the flag only */
-    pthread_t stopper;
-    ASSERT(pthread_create(&stopper, NULL, stop_when_blocked, &k) == 0);
-    emq_reply *r =
-        CMD(reader, "XREAD", "BLOCK", "1500", "STREAMS", "emq:{cancel}", "$");
-    pthread_join(stopper, NULL);
+    read_while_stopping(&k, reader, "1500");
     /* The block ran out on the server: nobody looked at the flag. */
-    ASSERT(emq_reply_kind(r) == EMQ_REPLY_NULL);
     ASSERT_EQ_INT(atomic_load(&k.told), 0);
-    emq_reply_free(r);
     scene_close(&k, reader);
 }

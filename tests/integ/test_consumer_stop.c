@@ -11,6 +11,7 @@
  */
 #include "integ/inspect_conn_helpers.h"
 #include "integ/tally_helpers.h"
+#include "integ/thread_helpers.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -356,22 +357,7 @@ static pid_t the_thread_in_poll(void) {
     while ((de = readdir(d)) != NULL) {
         if (de->d_name[0] < '0' || de->d_name[0] > '9')
             continue;
-        char path[300], line[64] = "";
-        snprintf(path, sizeof path, "/proc/self/task/%.255s/syscall",
-                 de->d_name);
-        FILE *f = fopen(path, "r");
-        if (f == NULL)
-            continue;
-        if (fgets(line, sizeof line, f) == NULL)
-            line[0] = '\0';
-        fclose(f);
-        long nr = strtol(line, NULL, 10);
-        if (line[0] >= '0' && line[0] <= '9' &&
-            (nr == SYS_ppoll
-#ifdef SYS_poll
-             || nr == SYS_poll
-#endif
-             )) {
+        if (thread_sleeps_in_poll(atol(de->d_name))) {
             found = (pid_t)atoi(de->d_name);
             n++;
         }

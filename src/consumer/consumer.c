@@ -174,6 +174,8 @@ void emq__consumer_free(emq_consumer_t *c) {
     emq__delayed_keys_free(&c->delayed);
     emq__free(c->fields);
     emq__free(c->rx_ops);
+    for (size_t i = 0; i < EMQ_SESSION_AHEAD_MAX; i++)
+        emq__free(c->ahead[i].ops);
     emq_conf_destroy(c->conf);
     pthread_mutex_destroy(&c->fatal_mu);
     pthread_mutex_destroy(&c->pull_mu);
@@ -298,16 +300,16 @@ static emq_status group_lost(emq_consumer_t *c, emq_error *err) {
 }
 
 /* Takes the settlements decided since the last read (never past the
- * lease's deadline) into c->rx_ops and appends them to the read session;
- * *nops says how many, for emq__settle_finish. */
-static emq_status append_rx_settlements(emq_consumer_t *c, size_t *nops,
+ * lease's deadline) into *ops (of *cap; the table may swap the array) and
+ * appends them to the read session; *nops says how many, for
+ * emq__settle_finish. */
+static emq_status append_rx_settlements(emq_consumer_t *c, settle_op **ops,
+                                        size_t *cap, size_t *nops,
                                         emq_error *err) {
-    *nops = emq__lease_valid(c)
-                ? emq__inflight_take(&c->table, &c->rx_ops, &c->rx_ops_cap,
-                                     emq__settle_ops_max(c), 1)
-                : 0;
-    return *nops ? emq__settle_append(c, &c->rx, c->rx_ops, *nops, err)
-                 : EMQ_OK;
+    *nops = emq__lease_valid(c) ? emq__inflight_take(&c->table, ops, cap,
+                                                     emq__settle_ops_max(c), 1)
+                                : 0;
+    return *nops ? emq__settle_append(c, &c->rx, *ops, *nops, err) : EMQ_OK;
 }
 
 /* Sends argv on the read session with the settlements decided since the
@@ -318,7 +320,8 @@ static emq_status call_with_settlements(emq_consumer_t *c, int argc,
                                         emq_reply **reply, emq_error *err) {
     size_t nops;
     settle_round round = {.c = c};
-    emq_status st = append_rx_settlements(c, &nops, err);
+    emq_status st =
+        append_rx_settlements(c, &c->rx_ops, &c->rx_ops_cap, &nops, err);
     *reply = NULL;
     if (st == EMQ_OK)
         st = emq__session_call_after(&c->rx, EMQ_SESSION_WAIT_OOM, argc, argv,
@@ -455,36 +458,49 @@ static emq_status read_limited(emq_consumer_t *c, size_t want, int64_t wait,
  * A consumer that waits for each read's reply before it sends the next
  * leaves the server idle while it parses and queues what came. In pull
  * mode, when a read came back full (more is likely waiting), the next
- * XREADGROUP goes out before this one's entries are queued, without
- * BLOCK (never two reads waiting on the server), with the settlements
- * decided so far; its reply is read first thing in the next turn. Only in
- * pull mode: there a dispatch only queues, so what the read ahead took is
+ * XREADGROUPs go out before this one's entries are queued, up to
+ * EMQ_SESSION_AHEAD_MAX owed at once, so the server has the next read in
+ * hand while the client parses the last reply. They go without BLOCK
+ * (never a read waiting on the server), each with the settlements decided
+ * by then; the oldest reply is read first thing in the next turn. Only in
+ * pull mode: there a dispatch only queues, so what a read ahead took is
  * in the table, refreshed, moments later; a run-mode handler would hold
- * it back unrefreshed for as long as it runs. Nothing else of a turn uses
- * the read connection while a reply is owed on it, so a read goes ahead
+ * it back unrefreshed for as long as it runs. Together they ask for no
+ * more than max_in_flight leaves room for. Nothing else of a turn uses
+ * the read connection while a reply is owed on it, so reads go ahead
  * only while nothing else is due (a claim beat, a due retry, recovering
  * its own entries) and the upkeep is in step. */
 
 static emq_status finish_ahead(emq_consumer_t *c, size_t room, emq_error *err);
 
-/* The COUNT of the read to send ahead of dispatching got entries, read by
- * a read of want entries with room free before it; 0: none. */
+/* The i-th oldest read sent ahead and still owed. */
+static struct ahead_read *ahead_at(emq_consumer_t *c, size_t i) {
+    return &c->ahead[(c->ahead_first + i) % EMQ_SESSION_AHEAD_MAX];
+}
+
+/* The COUNT of the next read to send ahead of dispatching got entries,
+ * read by a read of want entries with room free before it; 0: none. */
 static size_t ahead_want(emq_consumer_t *c, size_t got, size_t want,
                          size_t room) {
-    if (c->ready == NULL || got < want || room <= got ||
+    if (c->ready == NULL || got < want || c->nahead == EMQ_SESSION_AHEAD_MAX ||
         atomic_load(&c->limited) || atomic_load(&c->prioritized) ||
         emq__consumer_stopping(c) || !emq__lease_valid(c) ||
         !emq__upkeep_in_step(c) || atomic_load(&c->recover_self_due))
+        return 0;
+    size_t asked = got; /* by this read and those still owed */
+    for (size_t i = 0; i < c->nahead; i++)
+        asked += ahead_at(c, i)->want;
+    if (room <= asked)
         return 0;
     int64_t now = emq__now_ms();
     if (now >= c->next_claim_ms || emq__inflight_next_due(&c->table, now) == 0)
         return 0;
     size_t count = (size_t)emq__cfg_count(c->conf);
-    size_t left = room - got;
+    size_t left = room - asked;
     return emq__fit(c, count < left ? count : left);
 }
 
-/* Sends the read of want entries ahead, with the settlements decided so
+/* Sends a read of want entries ahead, with the settlements decided so
  * far. */
 static emq_status send_ahead(emq_consumer_t *c, size_t want, emq_error *err) {
     char count[24];
@@ -492,26 +508,35 @@ static emq_status send_ahead(emq_consumer_t *c, size_t want, emq_error *err) {
     const char *argv[] = {"XREADGROUP", "GROUP",        c->group,
                           c->name,      "COUNT",        count,
                           "STREAMS",    c->keys.stream, ">"};
-    size_t nops;
+    struct ahead_read *a = ahead_at(c, c->nahead);
     int64_t sent_ms = emq__now_ms(); /* before it can reach the server */
-    c->ahead.round = (settle_round){.c = c};
-    emq_status st = append_rx_settlements(c, &nops, err);
+    a->round = (settle_round){.c = c};
+    emq_status st =
+        append_rx_settlements(c, &a->ops, &a->ops_cap, &a->nops, err);
     if (st == EMQ_OK)
         st = emq__session_send_after(&c->rx, 9, argv, NULL, err);
     if (st != EMQ_OK) {
-        emq__settle_finish(c, c->rx_ops, nops, st, &c->ahead.round);
+        emq__settle_finish(c, a->ops, a->nops, st, &a->round);
         return st;
     }
-    c->ahead.sent = 1;
-    c->ahead.want = want;
-    c->ahead.nops = nops;
-    c->ahead.sent_ms = sent_ms;
+    a->want = want;
+    a->sent_ms = sent_ms;
+    c->nahead++;
     return EMQ_OK;
+}
+
+/* Reads the replies of every read still owed (room 0: none goes ahead
+ * again), after a failure or at the end of a run. */
+static void finish_all_ahead(emq_consumer_t *c) {
+    while (c->nahead > 0) {
+        emq_error ferr; /* the first failure is the one returned */
+        (void)finish_ahead(c, 0, &ferr);
+    }
 }
 
 /* What a read of want entries (sent with room free) answered: refused,
  * nothing, or entries for the handler or the ready queue, with the next
- * read sent ahead first when it came back full. taken_ms as for
+ * reads sent ahead first when it came back full. taken_ms as for
  * dispatch_read. Frees reply. No read is left owed on a failure. */
 static emq_status read_delivered(emq_consumer_t *c, emq_reply *reply,
                                  size_t want, size_t room, int64_t taken_ms,
@@ -526,14 +551,14 @@ static emq_status read_delivered(emq_consumer_t *c, emq_reply *reply,
         emq_reply_free(reply);
         return st;
     }
-    size_t next = ahead_want(c, emq_reply_len(entries), want, room);
+    size_t got = emq_reply_len(entries), next;
     emq_error aerr;
-    emq_status sent = next > 0 ? send_ahead(c, next, &aerr) : EMQ_OK;
+    emq_status sent = EMQ_OK;
+    while (sent == EMQ_OK && (next = ahead_want(c, got, want, room)) > 0)
+        sent = send_ahead(c, next, &aerr);
     st = dispatch_read(c, reply, entries, taken_ms, err);
-    if (st != EMQ_OK && c->ahead.sent) {
-        emq_error ferr; /* the first failure is the one returned */
-        (void)finish_ahead(c, 0, &ferr);
-    }
+    if (st != EMQ_OK)
+        finish_all_ahead(c);
     if (st == EMQ_OK && sent != EMQ_OK) {
         /* What this read delivered is queued; the connection broke. */
         if (err)
@@ -543,24 +568,26 @@ static emq_status read_delivered(emq_consumer_t *c, emq_reply *reply,
     return st;
 }
 
-/* Reads the reply of the read sent ahead (room: what is free now, for
- * sending the next one ahead) and queues what it delivered. */
+/* Reads the reply of the oldest read sent ahead (room: what is free now,
+ * for sending the next ones ahead) and queues what it delivered. */
 static emq_status finish_ahead(emq_consumer_t *c, size_t room, emq_error *err) {
-    c->ahead.sent = 0;
+    struct ahead_read *a = ahead_at(c, 0);
+    c->ahead_first = (c->ahead_first + 1) % EMQ_SESSION_AHEAD_MAX;
+    c->nahead--;
     emq_reply *reply;
     emq_status st = emq__session_receive(&c->rx, EMQ_SESSION_WAIT_OOM,
-                                         emq__settle_apply, &c->ahead.round,
-                                         &reply, err);
+                                         emq__settle_apply, &a->round, &reply,
+                                         err);
     if (st == EMQ_OK)
         atomic_fetch_add(&c->stats.reads, 1);
-    emq__settle_finish(c, c->rx_ops, c->ahead.nops, st, &c->ahead.round);
+    emq__settle_finish(c, a->ops, a->nops, st, &a->round);
     if (st != EMQ_OK) {
-        emq__fit_failed(c, st, c->ahead.want, "a read");
+        emq__fit_failed(c, st, a->want, "a read");
         return st;
     }
     if (reply == NULL) /* "not now": the next read waits it out */
         return EMQ_OK;
-    return read_delivered(c, reply, c->ahead.want, room, c->ahead.sent_ms, err);
+    return read_delivered(c, reply, a->want, room, a->sent_ms, err);
 }
 
 /* One XREADGROUP ... > of at most room entries, then the handler (or
@@ -611,7 +638,8 @@ static emq_status read_new(emq_consumer_t *c, size_t room, emq_error *err) {
 static emq_status settle_without_read(emq_consumer_t *c, emq_error *err) {
     size_t nops;
     settle_round round = {.c = c};
-    emq_status st = append_rx_settlements(c, &nops, err);
+    emq_status st =
+        append_rx_settlements(c, &c->rx_ops, &c->rx_ops_cap, &nops, err);
     if (nops == 0)
         return st;
     if (st == EMQ_OK)
@@ -628,7 +656,7 @@ static emq_status settle_without_read(emq_consumer_t *c, emq_error *err) {
  * delivery for entries no handler saw. */
 static emq_status turn(emq_consumer_t *c, emq_error *err) {
     emq_status st = EMQ_OK;
-    if (c->ahead.sent) /* its reply is owed before anything else */
+    if (c->nahead > 0) /* their replies are owed before anything else */
         return finish_ahead(c, emq__ready_room(c), err);
     if (emq__ready_room(c) == 0) {
         emq__ready_wait_room(c, emq__cfg_block_ms(c->conf));
@@ -730,10 +758,10 @@ emq_status emq__consumer_loop(emq_consumer_t *c, emq_error *err) {
                  : start_session(c, &nogroup, err);
     }
     while (connected && !emq__consumer_stopping(c)) {
-        /* A read sent ahead is answered first (turn does): a lapsed
+        /* Reads sent ahead are answered first (turn does): a lapsed
          * lease's steps use the read connection too. A failed turn never
          * leaves one owed. */
-        step_end end = c->ahead.sent ? STEP_OK
+        step_end end = c->nahead > 0 ? STEP_OK
                                      : classify(c, st, err, c->nogroup);
         if (end == STEP_FATAL)
             break;
@@ -743,10 +771,9 @@ emq_status emq__consumer_loop(emq_consumer_t *c, emq_error *err) {
         }
         st = turn(c, err);
     }
-    if (c->ahead.sent) { /* a stop came after it went: its entries go */
-        emq_error aerr;  /* back with the rest of the ready queue */
-        (void)finish_ahead(c, 0, &aerr);
-    }
+    /* A stop came after reads went ahead: their entries go back with the
+     * rest of the ready queue. */
+    finish_all_ahead(c);
     if (c->ready != NULL) {
         /* Pull mode: what was read and not handed out goes back, counts
          * undone; what was handed out may still be settled, until close

@@ -172,16 +172,19 @@ struct emq_consumer {
 
     settle_op *rx_ops; /* settlements the run thread sends with a read */
     size_t rx_ops_cap; /* (emq__inflight_take may swap the array) */
-    /* A read sent ahead (pull mode; consumer.c): the next XREADGROUP went
-     * out, with the settlements in rx_ops, before the last read's entries
-     * were queued, and its reply is owed on rx. Run thread. */
-    struct {
-        int sent;
-        size_t want;        /* the COUNT it asked for */
-        size_t nops;        /* settlements of rx_ops that went with it */
+    /* Reads sent ahead (pull mode; consumer.c): XREADGROUPs that went
+     * out, each with the settlements decided by then, before the last
+     * read's entries were queued; their replies are owed on rx, the one at
+     * ahead_first the oldest. Run thread. */
+    struct ahead_read {
+        size_t want;    /* the COUNT it asked for */
+        settle_op *ops; /* the settlements that went with it */
+        size_t ops_cap; /* (emq__inflight_take may swap the array) */
+        size_t nops;
         int64_t sent_ms;    /* when it left: its entries are no older */
         settle_round round; /* their replies */
-    } ahead;
+    } ahead[EMQ_SESSION_AHEAD_MAX];
+    size_t ahead_first, nahead;
     emq_field *fields; /* scratch for the handler's field array */
     size_t fields_cap;
     char claim_cursor[EMQ_ID_MAX];

@@ -194,7 +194,7 @@ void emq__session_close(emq__session *s) {
     s->route = NULL;
     s->tags = NULL;
     s->ntags = s->tags_cap = 0;
-    s->sent_ahead = 0;
+    s->nahead = 0;
 }
 
 /* ---- append, drain ------------------------------------------------------- */
@@ -291,6 +291,8 @@ emq_status emq__session_drain_n(emq__session *s, size_t n, unsigned flags,
     }
     if (broke != EMQ_OK) { /* the rest went with the connection */
         s->ntags = 0;
+        for (size_t k = 0; k < s->nahead; k++)
+            s->ahead_tags[k] = 0; /* their own replies fail as they come */
         return broke;
     }
     s->ntags -= n;
@@ -374,10 +376,12 @@ emq_status emq__session_call(emq__session *s, unsigned flags, int argc,
 /* After the appended commands and one more (argv) were sent: reads the
  * appended ones' replies into apply, then the last one's into *reply (in
  * step also after a fatal apply, which it then returns). */
-static emq_status own_reply(emq__session *s, emq__session_apply_fn apply,
-                            void *ctx, emq_reply **reply, emq_error *err) {
+static emq_status own_reply(emq__session *s, size_t appended,
+                            emq__session_apply_fn apply, void *ctx,
+                            emq_reply **reply, emq_error *err) {
     emq_error derr;
-    emq_status drained = emq__session_drain(s, apply, ctx, &derr);
+    emq_status drained =
+        emq__session_drain_n(s, appended, 0, apply, ctx, &derr);
     if (drained != EMQ_OK && emq__route_is_broken(s->route)) {
         if (err)
             *err = derr;
@@ -406,7 +410,7 @@ emq_status emq__session_call_after(emq__session *s, unsigned flags, int argc,
         return emq__session_call(s, flags, argc, argv, argvlen, reply, err);
     emq_status st = emq__route_append(s->route, argc, argv, argvlen, err);
     if (st == EMQ_OK)
-        st = own_reply(s, apply, ctx, reply, err);
+        st = own_reply(s, s->ntags, apply, ctx, reply, err);
     if (st != EMQ_OK)
         return st;
     if (!emq__reply_not_now(*reply, flags) &&
@@ -421,14 +425,18 @@ emq_status emq__session_call_after(emq__session *s, unsigned flags, int argc,
 emq_status emq__session_send_after(emq__session *s, int argc,
                                    const char *const *argv,
                                    const size_t *argvlen, emq_error *err) {
-    if (s->sent_ahead)
+    if (s->nahead == EMQ_SESSION_AHEAD_MAX)
         return emq__error_set(err, EMQ_EINVAL, 0,
-                              "a command sent ahead is not answered yet");
+                              "%d commands sent ahead are not answered yet",
+                              EMQ_SESSION_AHEAD_MAX);
+    size_t owed = 0; /* appended before the commands still owed */
+    for (size_t k = 0; k < s->nahead; k++)
+        owed += s->ahead_tags[k];
     emq_status st = emq__route_append(s->route, argc, argv, argvlen, err);
     if (st == EMQ_OK && (st = emq__route_send(s->route, err)) == EMQ_OK) {
         count_route(s);
         count(s->o.counts.round_trips, 1);
-        s->sent_ahead = 1;
+        s->ahead_tags[s->nahead++] = s->ntags - owed;
     }
     return st;
 }
@@ -437,10 +445,13 @@ emq_status emq__session_receive(emq__session *s, unsigned flags,
                                 emq__session_apply_fn apply, void *ctx,
                                 emq_reply **reply, emq_error *err) {
     *reply = NULL;
-    if (!s->sent_ahead)
+    if (s->nahead == 0)
         return emq__error_set(err, EMQ_EINVAL, 0, "no command was sent ahead");
-    s->sent_ahead = 0;
-    emq_status st = own_reply(s, apply, ctx, reply, err);
+    size_t appended = s->ahead_tags[0];
+    s->nahead--;
+    memmove(s->ahead_tags, s->ahead_tags + 1,
+            s->nahead * sizeof *s->ahead_tags);
+    emq_status st = own_reply(s, appended, apply, ctx, reply, err);
     if (st != EMQ_OK)
         return st;
     if (emq__reply_mentions(*reply, "READONLY"))
@@ -624,7 +635,7 @@ static emq_status reconnect_attempts(emq__session *s, emq_error *err) {
 
 emq_status emq__session_reconnect(emq__session *s, emq_error *err) {
     s->ntags = 0;
-    s->sent_ahead = 0;
+    s->nahead = 0;
     s->demoted = 0;
     atomic_store(&s->reconnecting, 1);
     emq_status st = reconnect_attempts(s, err);

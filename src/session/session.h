@@ -97,6 +97,9 @@ typedef struct emq__session_opts {
 /* How long one call waits out "not now" replies by default. */
 #define EMQ_SESSION_NOT_NOW_MS (5 * 60 * 1000)
 
+/* The most commands emq__session_send_after keeps owed at once. */
+#define EMQ_SESSION_AHEAD_MAX 2
+
 /* Flags of emq__session_call, _pipeline and _drain_n. */
 #define EMQ_SESSION_WAIT_OOM 1u /* also wait out OOM (reads and acks only) */
 #define EMQ_SESSION_EACH                                                       \
@@ -120,7 +123,10 @@ typedef struct emq__session {
     emq__route_stats counted; /* the route's counters already added to the
                                  owner's (count_route) */
     atomic_int reconnecting;  /* emq__session_reconnecting */
-    int sent_ahead;           /* emq__session_send_after's reply is owed */
+    /* Commands sent by emq__session_send_after whose replies are owed,
+     * oldest first: how many appended commands went before each. */
+    size_t nahead;
+    size_t ahead_tags[EMQ_SESSION_AHEAD_MAX];
 } emq__session;
 
 /* Applies the reply of one appended command (tag as given to append).
@@ -201,12 +207,14 @@ emq_status emq__session_call_after(emq__session *s, unsigned flags, int argc,
 /* Appends argv after the commands appended so far and sends them all
  * now, without reading a reply: the server works on them while the caller
  * does something else. Their replies are read by emq__session_receive,
- * before any other call on s (one command sent ahead at a time). */
+ * one call per send, oldest first, before any other call on s. At most
+ * EMQ_SESSION_AHEAD_MAX are owed at once (EMQ_EINVAL past it). */
 emq_status emq__session_send_after(emq__session *s, int argc,
                                    const char *const *argv,
                                    const size_t *argvlen, emq_error *err);
-/* Reads the replies of what emq__session_send_after sent: the appended
- * commands' go to apply (as emq__session_drain), the last one's into
+/* Reads the replies of the oldest emq__session_send_after still owed:
+ * the commands appended before it go to apply (as emq__session_drain),
+ * its own into
  * *reply (caller frees). A reply meaning "not now" (see
  * emq__session_call; flags as there) is freed and *reply is NULL: the
  * command did not run, the caller sends it again when it wants. READONLY:

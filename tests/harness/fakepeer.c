@@ -701,13 +701,18 @@ void emq_peer_pace(emq_peer *p, int ms) { request(p, &p->pace_ms, ms); }
 #define ICEPT_RULES 8
 #define ICEPT_LOG_MAX (1024 * 1024)
 #define ICEPT_TAGS 65536
+/* A tag's bit for a read of new entries (XREADGROUP ... >); the rest is
+ * the rule's index, or ICEPT_NO_RULE. */
+#define ICEPT_READ 0x10000
+#define ICEPT_NO_RULE 0xffff
 
 typedef struct icept_conn {
     int fd, up;
     char *cin, *uin; /* unparsed client / upstream bytes */
     size_t clen, ccap, ulen, ucap;
-    int *tags; /* per command in flight: rule index or -1 */
+    int *tags; /* per command in flight: rule index, ICEPT_READ */
     size_t thead, ttail;
+    int reads; /* reads of new entries sent up and not answered yet */
 } icept_conn;
 
 struct emq_icept {
@@ -720,6 +725,9 @@ struct emq_icept {
     pthread_t thread;
     pthread_mutex_t mu; /* guards stop, counters and log */
     int stop, accepted, replaced;
+    int hold;       /* replies are held upstream (emq_icept_hold) */
+    int most_reads; /* the most reads of new entries one connection had
+                       sent up unanswered at once */
     char *log;
     size_t loglen;
     icept_conn conns[MAX_CONNS];
@@ -900,6 +908,14 @@ static int icept_client(emq_icept *p, icept_conn *c) {
             break;
         icept_log(p, line);
         int tag = -1;
+        int is_read = last_gt && strcasecmp(name, "XREADGROUP") == 0;
+        if (is_read) {
+            c->reads++;
+            pthread_mutex_lock(&p->mu);
+            if (c->reads > p->most_reads)
+                p->most_reads = c->reads;
+            pthread_mutex_unlock(&p->mu);
+        }
         for (size_t i = 0; i < p->nrules && tag < 0; i++) {
             if (strcasecmp(p->cmd[i], name) != 0 || p->left[i] == 0)
                 continue;
@@ -915,7 +931,8 @@ static int icept_client(emq_icept *p, icept_conn *c) {
         }
         if ((c->ttail + 1) % ICEPT_TAGS == c->thead)
             return -1;
-        c->tags[c->ttail] = tag;
+        c->tags[c->ttail] = (tag < 0 ? ICEPT_NO_RULE : tag) |
+                            (is_read ? ICEPT_READ : 0);
         c->ttail = (c->ttail + 1) % ICEPT_TAGS;
         if (send_bounded(c->up, c->cin + off, (size_t)used) != 0)
             return -1;
@@ -943,8 +960,12 @@ static int icept_upstream(emq_icept *p, icept_conn *c) {
         int tag = -1;
         int is_push = c->uin[off] == '>';
         if (!is_push && c->thead != c->ttail) {
-            tag = c->tags[c->thead];
+            int t = c->tags[c->thead];
             c->thead = (c->thead + 1) % ICEPT_TAGS;
+            if (t & ICEPT_READ)
+                c->reads--;
+            t &= ~ICEPT_READ;
+            tag = t == ICEPT_NO_RULE ? -1 : t;
         }
         int rc;
         if (tag >= 0) {
@@ -974,7 +995,7 @@ static void *icept_main(void *arg) {
         while (read(p->wake[0], drain, sizeof drain) > 0)
             ;
         pthread_mutex_lock(&p->mu);
-        int stop = p->stop;
+        int stop = p->stop, hold = p->hold;
         pthread_mutex_unlock(&p->mu);
         if (stop)
             break;
@@ -990,7 +1011,7 @@ static void *icept_main(void *arg) {
             owner[nfds] = c;
             fds[nfds++] = (struct pollfd){c->fd, POLLIN, 0};
             owner[nfds] = c;
-            fds[nfds++] = (struct pollfd){c->up, POLLIN, 0};
+            fds[nfds++] = (struct pollfd){c->up, hold ? 0 : POLLIN, 0};
         }
         if (poll(fds, (nfds_t)nfds, 100) <= 0)
             continue;
@@ -1105,6 +1126,23 @@ void emq_icept_stop(emq_icept *p) {
 }
 
 const char *emq_icept_url(const emq_icept *p) { return p->url; }
+
+void emq_icept_hold(emq_icept *p, int on) {
+    pthread_mutex_lock(&p->mu);
+    p->hold = on;
+    pthread_mutex_unlock(&p->mu);
+    if (write(p->wake[1], "x", 1) < 0) {
+        /* seen within one poll round anyway */
+    }
+}
+
+int emq_icept_most_reads(const emq_icept *p) {
+    emq_icept *q = (emq_icept *)p;
+    pthread_mutex_lock(&q->mu);
+    int n = q->most_reads;
+    pthread_mutex_unlock(&q->mu);
+    return n;
+}
 
 int emq_icept_accepted(const emq_icept *p) {
     emq_icept *q = (emq_icept *)p;

@@ -127,6 +127,13 @@ const char *emq_icept_url(const emq_icept *p);
 long long emq_peer_flooded(const emq_peer *p);
 /* Connections accepted so far. */
 int emq_icept_accepted(const emq_icept *p);
+/* 1: the server's replies wait upstream (commands still go up); 0:
+ * they flow again. The proxy is woken to see it; replies it is passing
+ * on at that moment still go. */
+void emq_icept_hold(emq_icept *p, int on);
+/* The most reads of new entries (XREADGROUP ... >) one connection had
+ * sent to the server and not yet had answered, at any moment so far. */
+int emq_icept_most_reads(const emq_icept *p);
 /* Replies replaced so far. */
 int emq_icept_replaced(const emq_icept *p);
 /* 1 when one recorded command line contains needle and needle2 (NULL:

@@ -1,13 +1,15 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* test_consumer_ahead.c: reads sent ahead in pull mode, against a real
  * redis-server. When a read comes back full, the reading thread sends the
- * next XREADGROUP (without BLOCK) before it queues what came, so the
- * server reads while it parses. The server's MONITOR shows those reads;
- * the tests check that they happen with a backlog, that nothing is lost
- * or handed out twice when the connection is cut again and again while
- * one is on the wire, that a close with one on the wire hands back what
- * it read, and that a paused holder (SIGSTOP, longer than claim idle and
- * the lease) hands out nothing a peer took meanwhile.
+ * next XREADGROUPs (without BLOCK, two on the wire at most) before it
+ * queues what came, so the server reads while it parses. The server's
+ * MONITOR shows those reads, a proxy that holds the replies how many are
+ * on the wire at once; the tests check that they happen with a backlog,
+ * two at a time, that nothing is lost or handed out twice when the
+ * connection is cut again and again while they are on the wire, that a
+ * close with them on the wire hands back what they read, and that a
+ * paused holder (SIGSTOP, longer than claim idle and the lease) hands out
+ * nothing a peer took meanwhile.
  */
 #include "harness/fakepeer.h"
 #include "integ/poll_helpers.h"
@@ -202,6 +204,49 @@ TEST_TIMEOUT(ahead_read_cut_again_and_again_loses_nothing, 90) {
     emq_consumer_destroy(c);
     emq_conf_destroy(conf);
     emq_peer_stop(proxy);
+    emq_conn_destroy(adm);
+    emq_srv_stop(s);
+}
+
+/* Reads go ahead two at a time: while the server's replies are held at a
+ * proxy, the consumer has two reads of new entries on the wire (it sends
+ * the next before the last one's reply came), never more; with the
+ * replies flowing again every entry is handled once. Each hold is a fresh
+ * chance (a claim beat or a full ready queue pauses the reads ahead), at
+ * most 20 of them. */
+TEST_TIMEOUT(ahead_two_reads_on_the_wire_at_once, 90) {
+    enum { N = 20000 };
+    emq_conn_t *adm;
+    emq_srv *s = backlog(N, &adm);
+    emq_icept *proxy = emq_icept_start(emq_srv_port(s), NULL, 0);
+    emq_conf_t *conf = ahead_conf(emq_icept_url(proxy));
+    emq_consumer_t *c = poll_consumer(conf);
+    static work_pool pool;
+    wp_start(&pool, c, 8, 1);
+    int holds = 0;
+    for (; holds < 20 && emq_icept_most_reads(proxy) < 2; holds++) {
+        size_t before = recorded(&pool.r);
+        WAIT_UNTIL(recorded(&pool.r) > before || recorded(&pool.r) >= N ||
+                       atomic_load(&pool.poller_ended),
+                   10000, "entries handed out");
+        if (recorded(&pool.r) >= N || atomic_load(&pool.poller_ended))
+            break;
+        emq_icept_hold(proxy, 1);
+        int64_t end = now_ms() + emq_test_ms(200);
+        while (emq_icept_most_reads(proxy) < 2 && now_ms() < end)
+            usleep(2000);
+        emq_icept_hold(proxy, 0);
+    }
+    all_handled_once(&pool, adm, N, 60000);
+    wp_stop(&pool);
+    printf("    %d holds; at most %d reads on the wire at once\n", holds,
+           emq_icept_most_reads(proxy));
+    ASSERT_EQ_INT(emq_icept_most_reads(proxy), 2);
+    emq_error err;
+    ASSERT_OK(emq_consumer_close(c, 2000, &err), &err);
+    emq_consumer_destroy(c);
+    emq_conf_destroy(conf);
+    emq_icept_stop(proxy);
     emq_conn_destroy(adm);
     emq_srv_stop(s);
 }

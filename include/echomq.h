@@ -849,7 +849,13 @@ EMQ_EXPORT emq_status emq_consumer_new_batch(const emq_conf_t *conf,
  * settled with emq_consumer_ack, _retry or _dead, from any thread. An
  * entry that is never settled stays pending to this consumer name and is
  * delivered again at its next start. Any number of threads may poll at
- * once; no entry is handed out twice. Returns EMQ_OK (with *n possibly
+ * once; no entry is handed out twice. A poll that finds nothing waiting
+ * (with a timeout other than 0, on a consumer that is not a topic's) may
+ * send the consumer's blocking read itself and sleep on the connection,
+ * so that what arrives reaches it with no thread between: it returns
+ * then at most a few milliseconds past timeout_ms (a stalled server's
+ * read is left to the reading thread), and the consumer's log callback
+ * may be called from its thread. Returns EMQ_OK (with *n possibly
  * 0 after the timeout), EMQ_ECLOSED once stopped, or the fatal error that
  * ended the consumer (as run would have returned it). EMQ_EINVAL while
  * emq_consumer_run runs it. */

@@ -1350,6 +1350,40 @@ int emq__conn_went_away(const emq_conn_t *conn) {
     return poll(&pfd, 1, 0) > 0; /* EOF, a reset, or unasked bytes */
 }
 
+int emq__conn_reply_begun(emq_conn_t *c, int64_t ms) {
+    if (c == NULL || c->t == NULL || c->broken.code != EMQ_OK ||
+        emq__resp_buffered(c->reader) > 0)
+        return 1;
+    int wake = c->cancel.flag != NULL && c->cancel.on_stop != NULL &&
+               c->cancel.wake_fd >= 0;
+    int64_t deadline = emq__now_ms() + (ms > 0 ? ms : 0);
+    for (;;) {
+        if (c->cancel.flag != NULL && atomic_load(c->cancel.flag))
+            return 1;
+        char *space;
+        size_t avail;
+        emq_error e;
+        if (emq__resp_reserve(c->reader, READ_CHUNK_MIN, &space, &avail, &e) !=
+            EMQ_OK)
+            return 1;
+        ssize_t n = c->t->ops->read(c->t, space, avail, &e);
+        if (n > 0) {
+            c->fill_ms = emq__now_ms();
+            emq__resp_commit(c->reader, (size_t)n);
+            return 1;
+        }
+        if (n != EMQ_EAGAIN) /* closed or failed: the read sees it again */
+            return 1;
+        int others[2] = {-1, wake ? c->cancel.wake_fd : -1};
+        int w =
+            emq__transport_wait_either(c->t->fd, c->t->want, others, deadline);
+        if (w == 0)
+            return 0;
+        if (w != 1)
+            return 1; /* a stop, or the wait failed */
+    }
+}
+
 const char *emq__conn_name(const emq_conn_t *conn) {
     return conn != NULL ? conn->name : "";
 }

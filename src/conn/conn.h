@@ -344,6 +344,12 @@ int64_t emq__conn_client_id(const emq_conn_t *c);
  * conn. */
 int emq__conn_went_away(const emq_conn_t *conn);
 
+/* 1 when the next reply has begun to arrive (bytes buffered or read now),
+ * or the connection failed or a stop was asked (the read that follows
+ * says which), within ms; 0 when nothing came by then. Reads what is
+ * there into the reply buffer; never parses. The thread that uses conn. */
+int emq__conn_reply_begun(emq_conn_t *conn, int64_t ms);
+
 /* The endpoint conn is connected to, "host:port", "[v6]:port" or
  * "unix:/path" (behind Sentinel: the primary resolved last). Valid until
  * conn's next reconnect or destroy. The thread that uses conn. */

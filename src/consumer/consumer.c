@@ -501,26 +501,35 @@ static size_t ahead_want(emq_consumer_t *c, size_t got, size_t want,
 }
 
 /* Sends a read of want entries ahead, with the settlements decided so
- * far. */
-static emq_status send_ahead(emq_consumer_t *c, size_t want, emq_error *err) {
-    char count[24];
+ * far; block >= 0: with BLOCK block (its reply is owed like any). */
+static emq_status send_ahead(emq_consumer_t *c, size_t want, int64_t block,
+                             emq_error *err) {
+    char count[24], wait[24];
     snprintf(count, sizeof count, "%zu", want);
-    const char *argv[] = {"XREADGROUP", "GROUP",        c->group,
-                          c->name,      "COUNT",        count,
-                          "STREAMS",    c->keys.stream, ">"};
+    snprintf(wait, sizeof wait, "%lld", (long long)block);
+    const char *argv[] = {"XREADGROUP", "GROUP", c->group,  c->name,
+                          "COUNT",      count,   "STREAMS", c->keys.stream,
+                          ">",          NULL,    NULL};
+    if (block >= 0) { /* BLOCK goes before STREAMS */
+        const char *tail[] = {"BLOCK", wait, "STREAMS", c->keys.stream, ">"};
+        memcpy(argv + 6, tail, sizeof tail);
+    }
     struct ahead_read *a = ahead_at(c, c->nahead);
     int64_t sent_ms = emq__now_ms(); /* before it can reach the server */
     a->round = (settle_round){.c = c};
     emq_status st =
         append_rx_settlements(c, &a->ops, &a->ops_cap, &a->nops, err);
     if (st == EMQ_OK)
-        st = emq__session_send_after(&c->rx, 9, argv, NULL, err);
+        st = emq__session_send_after(&c->rx, block >= 0 ? 11 : 9, argv, NULL,
+                                     err);
     if (st != EMQ_OK) {
         emq__settle_finish(c, a->ops, a->nops, st, &a->round);
         return st;
     }
     a->want = want;
     a->sent_ms = sent_ms;
+    a->blocking = block >= 0;
+    a->block_ms = block;
     c->nahead++;
     return EMQ_OK;
 }
@@ -555,7 +564,7 @@ static emq_status read_delivered(emq_consumer_t *c, emq_reply *reply,
     emq_error aerr;
     emq_status sent = EMQ_OK;
     while (sent == EMQ_OK && (next = ahead_want(c, got, want, room)) > 0)
-        sent = send_ahead(c, next, &aerr);
+        sent = send_ahead(c, next, -1, &aerr);
     st = dispatch_read(c, reply, entries, taken_ms, err);
     if (st != EMQ_OK)
         finish_all_ahead(c);
@@ -578,6 +587,8 @@ static emq_status finish_ahead(emq_consumer_t *c, size_t room, emq_error *err) {
     emq_status st = emq__session_receive(&c->rx, EMQ_SESSION_WAIT_OOM,
                                          emq__settle_apply, &a->round, &reply,
                                          err);
+    if (a->blocking)
+        emq__upkeep_blocking(c, 0);
     if (st == EMQ_OK)
         atomic_fetch_add(&c->stats.reads, 1);
     emq__settle_finish(c, a->ops, a->nops, st, &a->round);
@@ -585,29 +596,21 @@ static emq_status finish_ahead(emq_consumer_t *c, size_t room, emq_error *err) {
         emq__fit_failed(c, st, a->want, "a read");
         return st;
     }
-    if (reply == NULL) /* "not now": the next read waits it out */
+    if (reply == NULL) { /* "not now": the next read waits it out */
+        c->read_not_now = a->blocking;
         return EMQ_OK;
-    return read_delivered(c, reply, a->want, room, a->sent_ms, err);
+    }
+    /* A blocking read's entries may have come long after it was sent. */
+    return read_delivered(c, reply, a->want, room, a->blocking ? 0 : a->sent_ms,
+                          err);
 }
 
-/* One XREADGROUP ... > of at most room entries, then the handler (or
- * the ready queue) over what arrived. */
-static emq_status read_new(emq_consumer_t *c, size_t room, emq_error *err) {
+/* One XREADGROUP ... > of want entries, blocking up to wait ms, then the
+ * handler (or the ready queue) over what arrived (room: as for
+ * read_delivered). On the reading thread, or on a poller's (lent_read). */
+static emq_status blocking_read(emq_consumer_t *c, size_t want, size_t room,
+                                int64_t wait, emq_error *err) {
     char count[24], block[24];
-    /* Block no longer than until the next claim beat or retry is due. */
-    int64_t now = emq__now_ms();
-    int64_t wait = emq__cfg_block_ms(c->conf);
-    int64_t until_beat = c->next_claim_ms - now;
-    int64_t until_due = emq__inflight_next_due(&c->table, now);
-    if (until_due < until_beat)
-        until_beat = until_due;
-    if (until_beat < wait)
-        wait = until_beat < 1 ? 1 : until_beat;
-    size_t want = emq__fit(c, (size_t)emq__cfg_count(c->conf) < room
-                                  ? (size_t)emq__cfg_count(c->conf)
-                                  : room);
-    if (atomic_load(&c->limited) || atomic_load(&c->prioritized))
-        return read_limited(c, want, wait, err);
     snprintf(count, sizeof count, "%zu", want);
     snprintf(block, sizeof block, "%lld", (long long)wait);
     const char *argv[] = {"XREADGROUP", "GROUP",        c->group, c->name,
@@ -625,6 +628,103 @@ static emq_status read_new(emq_consumer_t *c, size_t room, emq_error *err) {
         return st;
     }
     return read_delivered(c, reply, want, room, 0, err);
+}
+
+/* How long a read of new entries may block (never past the next claim
+ * beat or due retry) and how many it asks for, with room free. */
+static void read_plan(emq_consumer_t *c, size_t room, size_t *want,
+                      int64_t *wait) {
+    int64_t now = emq__now_ms();
+    int64_t until = c->next_claim_ms - now;
+    int64_t until_due = emq__inflight_next_due(&c->table, now);
+    if (until_due < until)
+        until = until_due;
+    *wait = emq__cfg_block_ms(c->conf);
+    if (until < *wait)
+        *wait = until < 1 ? 1 : until;
+    size_t count = (size_t)emq__cfg_count(c->conf);
+    *want = emq__fit(c, count < room ? count : room);
+}
+
+/* Whether a turn would do nothing but read new entries now (see turn):
+ * no read owed, room, the upkeep in step, the lease held, nothing to
+ * recover, no claim beat or retry due, the connection not gone, the queue
+ * neither limited nor prioritized, no stop. */
+static int only_a_read_due(emq_consumer_t *c, size_t room) {
+    int64_t now = emq__now_ms();
+    return c->nahead == 0 && room > 0 && !emq__consumer_stopping(c) &&
+           emq__upkeep_in_step(c) && emq__lease_valid(c) &&
+           !atomic_load(&c->recover_self_due) && now < c->next_claim_ms &&
+           emq__inflight_next_due(&c->table, now) != 0 &&
+           !emq__route_went_away(c->rx.route) && !atomic_load(&c->limited) &&
+           !atomic_load(&c->prioritized);
+}
+
+/* How long past its block a lent read's reply may take to begin before
+ * it counts as stalled. */
+#define LENT_REPLY_SLACK_MS 5
+
+/* The reads lent to pollers (emq__ready_lend): each a turn that only
+ * reads, on a poller's thread, while nothing else is due. The read goes
+ * as one sent ahead with BLOCK (block_ms, as the reading thread's), and
+ * the poller waits for its reply no longer than its own timeout: when
+ * that ends first, the read stays owed for the next poller to wait on
+ * (or for the reading thread, when none comes). When the reply has not
+ * begun LENT_REPLY_SLACK_MS past the block (a stalled server), the
+ * reading thread reads it (turn): a poll is never held up past its
+ * timeout by more than that. */
+static emq_status lent_read(void *ctx, int64_t max_ms, int *again,
+                            emq_error *err) {
+    emq_consumer_t *c = ctx;
+    size_t room = emq__ready_room(c);
+    *again = 0;
+    struct ahead_read *owed =
+        c->nahead == 1 && ahead_at(c, 0)->blocking ? ahead_at(c, 0) : NULL;
+    if (owed == NULL) {
+        size_t want;
+        int64_t wait;
+        if (!only_a_read_due(c, room))
+            return EMQ_OK; /* the reading thread's turn */
+        read_plan(c, room, &want, &wait);
+        emq__upkeep_blocking(c, 1); /* a stop ends the block (upkeep.c) */
+        emq_status st = send_ahead(c, want, wait, err);
+        if (st != EMQ_OK) {
+            emq__upkeep_blocking(c, 0);
+            return st;
+        }
+        owed = ahead_at(c, 0);
+    }
+    int64_t stalled_at = owed->sent_ms + owed->block_ms + LENT_REPLY_SLACK_MS;
+    int64_t left = stalled_at - emq__now_ms();
+    if (!emq__session_reply_begun(&c->rx, left < max_ms ? left : max_ms)) {
+        *again = emq__now_ms() < stalled_at; /* else the reading thread's */
+        return EMQ_OK;
+    }
+    emq_status st = finish_ahead(c, room, err);
+    /* Reads sent ahead (it came back full), or "not now": the reading
+     * thread reads their replies, the backlog behind them, or waits. */
+    *again = st == EMQ_OK && c->nahead == 0 && !c->read_not_now;
+    return st;
+}
+
+/* One XREADGROUP ... > of at most room entries, then the handler (or
+ * the ready queue) over what arrived. In pull mode, while a poller waits
+ * for entries, the reads are lent to the pollers (ready.c): what arrives
+ * then reaches a poller with no wake-up between threads. Not for a
+ * topic's partition (several reading threads share its queue). */
+static emq_status read_new(emq_consumer_t *c, size_t room, emq_error *err) {
+    size_t want;
+    int64_t wait;
+    read_plan(c, room, &want, &wait);
+    if (atomic_load(&c->limited) || atomic_load(&c->prioritized))
+        return read_limited(c, want, wait, err);
+    emq_status st;
+    int lend = !c->read_not_now;
+    c->read_not_now = 0;
+    if (lend && c->ready != NULL && c->ready->root == c &&
+        emq__ready_lend(c->ready, lent_read, c, &st, err))
+        return st;
+    return blocking_read(c, want, room, wait, err);
 }
 
 /* How long a turn waits before it looks again whether the upkeep's

@@ -182,9 +182,14 @@ struct emq_consumer {
         size_t ops_cap; /* (emq__inflight_take may swap the array) */
         size_t nops;
         int64_t sent_ms;    /* when it left: its entries are no older */
+        int blocking;       /* it went with BLOCK (a read lent to a poller,
+                               its reply owed to whoever waits for it) */
+        int64_t block_ms;   /* that BLOCK */
         settle_round round; /* their replies */
     } ahead[EMQ_SESSION_AHEAD_MAX];
     size_t ahead_first, nahead;
+    int read_not_now;  /* a lent read was answered "not now": the next read
+                          is the reading thread's, which waits it out */
     emq_field *fields; /* scratch for the handler's field array */
     size_t fields_cap;
     char claim_cursor[EMQ_ID_MAX];

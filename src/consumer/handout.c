@@ -211,7 +211,7 @@ int emq_consumer_fd(emq_consumer_t *c, emq_error *err) {
     emq__error_clear(err);
     if (pull_start(c, err) != EMQ_OK)
         return -1;
-    return c->ready->efd;
+    return emq__ready_fd(c->ready);
 }
 
 int64_t emq_consumer_timeout_ms(emq_consumer_t *c) {

@@ -19,6 +19,11 @@
  * waiting here and entries handed out and not settled (the tables'
  * IF_HANDLING counts). The reading thread reads no more than the room.
  *
+ * A reading thread about to block on the server for new entries while a
+ * poller sleeps here waiting for them lends that read to the poller
+ * (emq__ready_lend): the entry then reaches the thread that asked for it
+ * straight from the socket, with no second thread to wake on its way.
+ *
  * The event descriptor (an eventfd) is readable while entries wait here
  * and the consumer is not paused, or the consumer has ended, so an event
  * loop knows when to poll (and sleeps while nothing can be had). It is
@@ -37,6 +42,13 @@
 #include <time.h>
 #include <unistd.h>
 
+/* The states of the lent read (emq__ready.lend). */
+enum { LEND_NONE, LEND_OFFERED, LEND_TAKEN, LEND_BACK };
+
+/* How long reads stay offered with no poller waiting, after a poller was
+ * polling: it is likely on its way to poll again. */
+#define LEND_GRACE_MS 5
+
 emq_status emq__ready_new(emq_consumer_t *root, emq__ready **out,
                           emq_error *err) {
     *out = NULL;
@@ -48,6 +60,7 @@ emq_status emq__ready_new(emq_consumer_t *root, emq__ready **out,
     pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
     int rc = pthread_cond_init(&r->more, &attr) |
              pthread_cond_init(&r->room, &attr) |
+             pthread_cond_init(&r->lent, &attr) |
              pthread_mutex_init(&r->mu, NULL);
     pthread_condattr_destroy(&attr);
     r->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -82,6 +95,7 @@ void emq__ready_free(emq__ready *r) {
     pthread_mutex_destroy(&r->mu);
     pthread_cond_destroy(&r->more);
     pthread_cond_destroy(&r->room);
+    pthread_cond_destroy(&r->lent);
     emq__free(r);
 }
 
@@ -100,6 +114,8 @@ void emq__chunk_unref(emq__chunk *ch) {
  * wake for nothing, again and again; emq__ready_notify on resume makes it
  * readable again. */
 static void signal_fd(emq__ready *r) {
+    if (!r->fd_wanted) /* two system calls per read saved */
+        return;
     int want = (r->n > 0 && !atomic_load(&r->root->paused)) || r->ended;
     if (want == r->fd_set)
         return;
@@ -170,10 +186,19 @@ void emq__ready_settled(emq__ready *r) {
     pthread_mutex_unlock(&r->mu);
 }
 
+int emq__ready_fd(emq__ready *r) {
+    pthread_mutex_lock(&r->mu);
+    r->fd_wanted = 1;
+    signal_fd(r);
+    pthread_mutex_unlock(&r->mu);
+    return r->efd;
+}
+
 void emq__ready_notify(emq__ready *r) {
     pthread_mutex_lock(&r->mu);
     pthread_cond_broadcast(&r->room);
     pthread_cond_broadcast(&r->more);
+    pthread_cond_broadcast(&r->lent);
     signal_fd(r);
     pthread_mutex_unlock(&r->mu);
 }
@@ -260,6 +285,88 @@ static size_t take_locked(emq__ready *r, emq_entry **out, size_t max) {
     return got;
 }
 
+/* ---- reads lent to pollers ----------------------------------------------- */
+
+/* Whether reads may be lent on (caller holds mu). */
+static int lending_locked(const emq__ready *r) {
+    return !r->closing && !r->ended && !emq__consumer_stopping(r->root) &&
+           !atomic_load(&r->root->paused);
+}
+
+/* Whether a poller is here, or was a moment ago (caller holds mu). */
+static int poller_near_locked(const emq__ready *r, int64_t now) {
+    return r->pollers > 0 || now - r->poller_seen_ms <= LEND_GRACE_MS;
+}
+
+int emq__ready_lend(emq__ready *r, emq__lent_read_fn fn, void *ctx,
+                    emq_status *st, emq_error *err) {
+    pthread_mutex_lock(&r->mu);
+    if (r->n > 0 || !lending_locked(r) ||
+        !poller_near_locked(r, emq__now_ms())) {
+        pthread_mutex_unlock(&r->mu);
+        return 0;
+    }
+    r->lend = LEND_OFFERED;
+    r->lend_fn = fn;
+    r->lend_ctx = ctx;
+    int wake = r->pollers > 0;
+    pthread_mutex_unlock(&r->mu);
+    /* Once mu is free, as emq__ready_push does. */
+    if (wake)
+        pthread_cond_signal(&r->more);
+    pthread_mutex_lock(&r->mu);
+    *st = EMQ_OK;
+    while (r->lend != LEND_BACK) {
+        /* Long while a poller reads or waits: the last poller to leave
+         * with the reads still offered wakes it (emq__ready_poll). */
+        int64_t ms = 1000;
+        if (r->lend == LEND_OFFERED) {
+            int64_t now = emq__now_ms();
+            /* No poller came (they are busy, or gone), or the consumer
+             * is ending: taken back, as a read that found nothing. */
+            if (!lending_locked(r) || !poller_near_locked(r, now))
+                break;
+            if (r->pollers == 0)
+                ms = r->poller_seen_ms + LEND_GRACE_MS + 1 - now;
+        }
+        r->lender_waits_long = ms >= 1000;
+        struct timespec ts;
+        emq__deadline_in(&ts, ms < 1 ? 1 : ms);
+        pthread_cond_timedwait(&r->lent, &r->mu, &ts);
+    }
+    r->lender_waits_long = 0;
+    if (r->lend == LEND_BACK && (*st = r->lend_status) != EMQ_OK && err != NULL)
+        *err = r->lend_err;
+    r->lend = LEND_NONE;
+    pthread_mutex_unlock(&r->mu);
+    return 1;
+}
+
+/* Runs the read lent to this poller, for at most max_ms (caller holds mu,
+ * which is free meanwhile). It stays offered for the next poller when the
+ * read says so; else it goes back to the lender with its status. */
+static void run_lent_read(emq__ready *r, int64_t max_ms) {
+    r->lend = LEND_TAKEN;
+    emq__lent_read_fn fn = r->lend_fn;
+    void *ctx = r->lend_ctx;
+    pthread_mutex_unlock(&r->mu);
+    emq_error err;
+    emq__error_clear(&err);
+    int again = 0;
+    emq_status st = fn(ctx, max_ms, &again, &err);
+    pthread_mutex_lock(&r->mu);
+    if (st == EMQ_OK && again && lending_locked(r)) {
+        r->lend = LEND_OFFERED;
+        return;
+    }
+    r->lend_status = st;
+    r->lend_err = err;
+    r->lend = LEND_BACK;
+    pthread_mutex_unlock(&r->mu);
+    pthread_cond_signal(&r->lent);
+    pthread_mutex_lock(&r->mu);
+}
+
 emq_status emq__ready_poll(emq__ready *r, emq_entry **out, size_t max,
                            int64_t timeout_ms, size_t *n, emq_error *err) {
     *n = 0;
@@ -270,6 +377,8 @@ emq_status emq__ready_poll(emq__ready *r, emq_entry **out, size_t max,
     emq_status st = EMQ_OK;
     pthread_mutex_lock(&r->mu);
     for (;;) {
+        if (timeout_ms != 0) /* one that may take a lent read */
+            r->poller_seen_ms = emq__now_ms();
         *n = take_locked(r, out, max);
         if (*n > 0)
             break;
@@ -292,6 +401,14 @@ emq_status emq__ready_poll(emq__ready *r, emq_entry **out, size_t max,
         }
         if (timeout_ms == 0)
             break;
+        if (r->lend == LEND_OFFERED) { /* read on this thread */
+            int64_t left = timeout_ms > 0 ? deadline_ms - emq__now_ms()
+                                          : INT64_MAX;
+            if (left >= 1) {
+                run_lent_read(r, left);
+                continue;
+            }
+        }
         /* In slices: emq_consumer_stop (signal-safe) cannot signal. */
         struct timespec slice;
         emq__deadline_in(&slice, 100);
@@ -299,13 +416,23 @@ emq_status emq__ready_poll(emq__ready *r, emq_entry **out, size_t max,
             (slice.tv_sec > ts.tv_sec ||
              (slice.tv_sec == ts.tv_sec && slice.tv_nsec > ts.tv_nsec)))
             slice = ts;
-        if (pthread_cond_timedwait(&r->more, &r->mu, &slice) == ETIMEDOUT &&
-            timeout_ms > 0 && emq__now_ms() >= deadline_ms) {
+        r->pollers++;
+        int rc = pthread_cond_timedwait(&r->more, &r->mu, &slice);
+        r->pollers--;
+        if (rc == ETIMEDOUT && timeout_ms > 0 && emq__now_ms() >= deadline_ms) {
             *n = take_locked(r, out, max);
             break;
         }
     }
+    /* The last poller leaving while reads are offered: the lender takes
+     * them back unless a poller comes again within LEND_GRACE_MS. */
+    int wake_lender = r->pollers == 0 && r->lend == LEND_OFFERED &&
+                      r->lender_waits_long;
+    if (wake_lender)
+        r->lender_waits_long = 0;
     pthread_mutex_unlock(&r->mu);
+    if (wake_lender)
+        pthread_cond_signal(&r->lent);
     /* What was read ahead long enough to be marked unseen is handed out
      * only once the mark is gone (upkeep.c): a crash in the handler then
      * counts the delivery. */

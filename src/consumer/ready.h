@@ -10,6 +10,14 @@
 
 typedef struct emq__chunk emq__chunk;
 
+/* A blocking read of new entries lent to a poller (emq__ready_lend): run
+ * on the poller's thread with a block of at most max_ms, it queues what it
+ * read (emq__ready_push) and returns the read's status; *again = 1 when
+ * the next poller may read the same way (nothing else is due), 0 when the
+ * lender's thread has something to do (it may then have read nothing). */
+typedef emq_status (*emq__lent_read_fn)(void *ctx, int64_t max_ms, int *again,
+                                        emq_error *err);
+
 /* One entry handed out by poll: the public entry and what settles it. */
 typedef struct handout {
     emq_entry pub; /* first: emq_entry_free casts back */
@@ -39,8 +47,21 @@ struct emq__ready {
     size_t wake_room;          /* room worth waking a reader for: one read */
     struct emq_consumer *root; /* the consumer polled (a topic's parent) */
     int closing, ended, running, fd_set;
+    int fd_wanted; /* emq__ready_fd was called: efd follows the queue */
+    /* Reads lent to pollers (emq__ready_lend), under mu. */
+    pthread_cond_t lent;    /* the lender waits: handed back, a poller left */
+    int lend;               /* LEND_NONE, _OFFERED, _TAKEN, _BACK (ready.c) */
+    int pollers;            /* pollers asleep waiting for entries */
+    int lender_waits_long;  /* the lender sleeps until woken (ready.c) */
+    int64_t poller_seen_ms; /* when a poller that may take a lent read
+                               (a timeout other than 0) was last here */
+    emq__lent_read_fn lend_fn;
+    void *lend_ctx;
+    emq_status lend_status; /* what the lent read returned */
+    emq_error lend_err;
     atomic_int room_waiters; /* reading threads waiting for room */
-    int efd; /* eventfd: readable while n > 0 and not paused, or ended */
+    int efd; /* eventfd: readable while n > 0 and not paused, or ended
+                (once asked for: fd_wanted) */
     emq_status end_status; /* first fatal error of a reading thread */
     emq_error end_err;
 };
@@ -58,6 +79,9 @@ size_t emq__ready_room(struct emq_consumer *c);
 void emq__ready_wait_room(struct emq_consumer *c, int64_t ms);
 /* Waits until every entry c handed out is settled, or closing, or fatal. */
 void emq__ready_wait_settled(struct emq_consumer *c);
+/* The event descriptor, which follows the queue from now on (until then
+ * nobody watches it, and it is left alone). Any thread. */
+int emq__ready_fd(emq__ready *r);
 /* Wakes every waiter: room may have changed (a resume, a pause); the
  * event descriptor follows (quiet while paused, readable on resume when
  * entries wait). Any thread. */
@@ -72,6 +96,21 @@ emq_status emq__ready_push(emq__ready *r, emq__chunk *ch, emq_error *err);
  * error once a reading thread ended with one. */
 emq_status emq__ready_poll(emq__ready *r, emq_entry **out, size_t max,
                            int64_t timeout_ms, size_t *n, emq_error *err);
+/* Lends the blocking reads of new entries to the pollers while one waits
+ * for entries (or is likely back within a moment: one was polling a
+ * moment ago), so an entry that arrives reaches a poller without a wake-up
+ * of one thread by another: the poller sends the read, sleeps on the
+ * socket and queues what came, on its own thread, and the next poller
+ * that finds nothing reads again, while the caller (the reading thread,
+ * the only other user of the read connection) waits. Returns 0 when
+ * nothing was lent (entries wait already, no poller is near, closing,
+ * stopping, paused): the caller reads itself. Returns 1 once the reads
+ * came back: *st (and *err) from the last one when it failed or
+ * something else is due, EMQ_OK when no poller came for a moment or the
+ * consumer is ending (nothing more read). fn and ctx must stay valid
+ * until it returns. */
+int emq__ready_lend(emq__ready *r, emq__lent_read_fn fn, void *ctx,
+                    emq_status *st, emq_error *err);
 /* Takes c's entries off the queue: at a session's start (they are
  * dropped from the table next and come back through recover self), or
  * with release at the loop's end (handed back with their count undone). */

@@ -441,6 +441,10 @@ emq_status emq__session_send_after(emq__session *s, int argc,
     return st;
 }
 
+int emq__session_reply_begun(emq__session *s, int64_t ms) {
+    return emq__route_reply_begun(s->route, ms);
+}
+
 emq_status emq__session_receive(emq__session *s, unsigned flags,
                                 emq__session_apply_fn apply, void *ctx,
                                 emq_reply **reply, emq_error *err) {

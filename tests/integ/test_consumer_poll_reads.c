@@ -1,0 +1,186 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* test_consumer_poll_reads.c: a poller that reads for itself, against a
+ * real redis-server (docs/CONSUMER.md, pull mode).
+ *
+ * While a poller waits for entries, the reading thread lends it the
+ * blocking read: the poller sends XREADGROUP ... BLOCK, sleeps on the
+ * socket itself and queues what comes, so an entry reaches it with no
+ * wake-up of one thread by another. The tests check that the poller
+ * sleeps in poll(2) (on the socket), not on a lock; that an entry added
+ * then reaches it; that a stalled server does not hold a poll past its
+ * timeout (the read is left to the reading thread) and loses nothing; and
+ * that a stop ends a poll blocked on a lent read at once.
+ */
+#include "harness/fakepeer.h"
+#include "integ/poll_helpers.h"
+#include "integ/tally_helpers.h"
+#include "integ/thread_helpers.h"
+
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#define RQ "emq:{reads}"
+
+/* A pull consumer of reads/g named w (starting at start) whose reads
+ * block block_ms, with no claim beat or lease renewal to interrupt them. */
+static emq_consumer_t *long_read_consumer(const char *url, const char *start,
+                                          const char *block_ms) {
+    emq_conf_t *conf = conf_for(url);
+    conf_set(conf, "queue", "reads");
+    conf_set(conf, "group", "g");
+    conf_set(conf, "consumer", "w");
+    conf_set(conf, "start", start);
+    conf_set(conf, "block_ms", block_ms);
+    conf_set(conf, "lease.ttl_ms", "200000"); /* > 3 x block_ms */
+    conf_set(conf, "claim.interval_ms", "600000");
+    conf_set(conf, "command_timeout_ms", "60000");
+    emq_consumer_t *c;
+    emq_error err;
+    ASSERT_OK(emq_consumer_new(conf, NULL, NULL, &c, &err), &err);
+    emq_conf_destroy(conf);
+    return c;
+}
+
+/* One emq_consumer_poll on a thread of its own. */
+typedef struct poller {
+    emq_consumer_t *c;
+    int64_t timeout_ms;
+    pthread_t thread;
+    atomic_long tid;
+    emq_entry *got[8];
+    size_t n;
+    emq_status st;
+    emq_error err;
+    atomic_int done;
+} poller;
+
+static void *poller_main(void *arg) {
+    poller *p = arg;
+    atomic_store(&p->tid, (long)syscall(SYS_gettid));
+    p->st = emq_consumer_poll(p->c, p->got, 8, p->timeout_ms, &p->n, &p->err);
+    atomic_store(&p->done, 1);
+    return NULL;
+}
+
+static void poller_start(poller *p, emq_consumer_t *c, int64_t timeout_ms) {
+    memset(p, 0, sizeof *p);
+    p->c = c;
+    p->timeout_ms = timeout_ms;
+    ASSERT(pthread_create(&p->thread, NULL, poller_main, p) == 0);
+    WAIT_UNTIL(atomic_load(&p->tid) != 0, 5000, "the poller to start");
+}
+
+/* Waits (bounded) until the poller sleeps in poll(2): on the socket of
+ * the read lent to it (a poller waiting for the reading thread sleeps on
+ * a futex instead). */
+static void wait_poller_on_socket(poller *p) {
+    WAIT_UNTIL(thread_sleeps_in_poll(atomic_load(&p->tid)) ||
+                   atomic_load(&p->done),
+               10000, "the poller to sleep in poll(2)");
+    ASSERT(!atomic_load(&p->done));
+}
+
+/* An idle poller sleeps on the socket itself, and the entry added then
+ * reaches it there, once, at its first delivery. */
+TEST_TIMEOUT(poll_waits_on_the_socket_itself, 60) {
+    emq_srv *s = emq_srv_start(NULL);
+    emq_consumer_t *c = long_read_consumer(emq_srv_url(s), "new", "60000");
+    static poller p;
+    poller_start(&p, c, emq_test_ms(30000));
+    wait_poller_on_socket(&p);
+    produce_n(s, "reads", "r", 1);
+    pthread_join(p.thread, NULL);
+    ASSERT_OK(p.st, &p.err);
+    ASSERT_EQ_SIZE(p.n, 1);
+    ASSERT_EQ_INT((long long)p.got[0]->deliveries, 1);
+    emq_error err;
+    ASSERT_OK(emq_consumer_ack(c, p.got[0], &err), &err);
+    emq_entry_free(p.got[0]);
+    ASSERT_OK(emq_consumer_close(c, 2000, &err), &err);
+    ASSERT_EQ_INT(pending_count(s, RQ, "g"), 0);
+    emq_consumer_destroy(c);
+    emq_srv_stop(s);
+}
+
+/* The server's replies held (a stalled server, command_timeout_ms a
+ * minute) with reads that block block_ms: each poll still returns at
+ * about its timeout, with nothing. A read whose block outlasts the poll
+ * stays owed for the next poller; one whose reply is overdue is left to
+ * the reading thread. Once the replies flow again the entries added
+ * meanwhile come, once each. */
+static void polls_keep_their_timeout(const char *block_ms) {
+    emq_srv *s = emq_srv_start(NULL);
+    emq_icept *proxy = emq_icept_start(emq_srv_port(s), NULL, 0);
+    emq_consumer_t *c =
+        long_read_consumer(emq_icept_url(proxy), "head", block_ms);
+    emq_entry *got[8];
+    emq_error err;
+    produce_n(s, "reads", "a", 1);
+    ASSERT_EQ_SIZE(poll_until(c, got, 1, 10000), 1);
+    ASSERT_OK(emq_consumer_ack(c, got[0], &err), &err);
+    emq_entry_free(got[0]);
+    emq_icept_hold(proxy, 1);
+    int64_t longest = 0;
+    for (int i = 0; i < 4; i++) {
+        size_t n = 9;
+        int64_t t0 = now_ms();
+        ASSERT_OK(emq_consumer_poll(c, got, 8, 300, &n, &err), &err);
+        int64_t took = now_ms() - t0;
+        if (took > longest)
+            longest = took;
+        ASSERT_EQ_SIZE(n, 0);
+    }
+    printf("    block_ms %s: the longest of 4 polls of 300 ms took %lld ms "
+           "with the replies held\n",
+           block_ms, (long long)longest);
+    /* Held, a read the poller waited for would have waited a minute. */
+    if (longest > emq_test_ms(10000))
+        FAIL("a poll of 300 ms took %lld ms", (long long)longest);
+    produce_n(s, "reads", "b", 3);
+    emq_icept_hold(proxy, 0);
+    size_t n = poll_until(c, got, 3, 20000);
+    ASSERT_EQ_SIZE(n, 3);
+    for (size_t i = 0; i < n; i++) {
+        ASSERT_EQ_INT((long long)got[i]->deliveries, 1);
+        ASSERT_OK(emq_consumer_ack(c, got[i], &err), &err);
+        emq_entry_free(got[i]);
+    }
+    ASSERT_OK(emq_consumer_close(c, 2000, &err), &err);
+    wait_pending_zero(s, RQ, "g", 5000);
+    emq_consumer_destroy(c);
+    emq_icept_stop(proxy);
+    emq_srv_stop(s);
+}
+
+TEST_TIMEOUT(poll_keeps_its_timeout_when_the_server_stalls, 90) {
+    polls_keep_their_timeout("60000");
+}
+
+TEST_TIMEOUT(poll_keeps_its_timeout_when_a_short_block_stalls, 90) {
+    polls_keep_their_timeout("200");
+}
+
+/* A poll that waits without end on a lent read: a stop from another
+ * thread ends it at once with EMQ_ECLOSED (block_ms is a minute). */
+TEST_TIMEOUT(poll_stop_ends_a_lent_read_at_once, 60) {
+    emq_srv *s = emq_srv_start(NULL);
+    emq_consumer_t *c = long_read_consumer(emq_srv_url(s), "new", "60000");
+    static poller p;
+    poller_start(&p, c, -1);
+    wait_poller_on_socket(&p);
+    int64_t t0 = now_ms();
+    emq_consumer_stop(c);
+    pthread_join(p.thread, NULL);
+    int64_t took = now_ms() - t0;
+    printf("    the poll returned %lld ms after the stop\n", (long long)took);
+    ASSERT_EQ_INT(p.st, EMQ_ECLOSED);
+    ASSERT_EQ_SIZE(p.n, 0);
+    if (took > 30000)
+        FAIL("the poll returned %lld ms after the stop", (long long)took);
+    emq_error err;
+    ASSERT_OK(emq_consumer_close(c, 2000, &err), &err);
+    produce_n(s, "reads", "late", 2);
+    ASSERT_EQ_INT(pending_count(s, RQ, "g"), 0);
+    emq_consumer_destroy(c);
+    emq_srv_stop(s);
+}

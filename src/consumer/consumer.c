@@ -329,6 +329,8 @@ static emq_status call_with_settlements(emq_consumer_t *c, int argc,
                                      err);
     if (st == EMQ_OK) /* counted once answered */
         atomic_fetch_add(&c->stats.reads, 1);
+    if (round.nwide > 0) /* nothing is owed: their moves go now */
+        c->wide_waits = 0;
     emq__settle_finish(c, c->rx_ops, nops, st, &round);
     return st;
 }
@@ -482,7 +484,8 @@ static struct ahead_read *ahead_at(emq_consumer_t *c, size_t i) {
  * read by a read of want entries with room free before it; 0: none. */
 static size_t ahead_want(emq_consumer_t *c, size_t got, size_t want,
                          size_t room) {
-    if (c->ready == NULL || got < want || c->nahead == EMQ_SESSION_AHEAD_MAX ||
+    if (c->ready == NULL || got < want ||
+        c->nahead >= (c->wide_waits ? 1 : EMQ_SESSION_AHEAD_MAX) ||
         atomic_load(&c->limited) || atomic_load(&c->prioritized) ||
         emq__consumer_stopping(c) || !emq__lease_valid(c) ||
         !emq__upkeep_in_step(c) || atomic_load(&c->recover_self_due))
@@ -546,7 +549,8 @@ static void finish_all_ahead(emq_consumer_t *c) {
 /* What a read of want entries (sent with room free) answered: refused,
  * nothing, or entries for the handler or the ready queue, with the next
  * reads sent ahead first when it came back full. taken_ms as for
- * dispatch_read. Frees reply. No read is left owed on a failure. */
+ * dispatch_read. Frees reply. A read it sent is not left owed when the
+ * dispatch fails (the loop reads any older one before it classifies). */
 static emq_status read_delivered(emq_consumer_t *c, emq_reply *reply,
                                  size_t want, size_t room, int64_t taken_ms,
                                  emq_error *err) {
@@ -591,6 +595,10 @@ static emq_status finish_ahead(emq_consumer_t *c, size_t room, emq_error *err) {
         emq__upkeep_blocking(c, 0);
     if (st == EMQ_OK)
         atomic_fetch_add(&c->stats.reads, 1);
+    /* Their moves are calls of their own on this connection, refused
+     * while a reply is owed on it: fewer reads ahead until they went. */
+    if (a->round.nwide > 0)
+        c->wide_waits = c->nahead > 0;
     emq__settle_finish(c, a->ops, a->nops, st, &a->round);
     if (st != EMQ_OK) {
         emq__fit_failed(c, st, a->want, "a read");
@@ -700,6 +708,25 @@ static emq_status lent_read(void *ctx, int64_t max_ms, int *again,
         *again = emq__now_ms() < stalled_at; /* else the reading thread's */
         return EMQ_OK;
     }
+    if (owed->nops > 0) {
+        /* What began is the settlements' replies, which the server sends
+         * at once: they are read and done with, and the read's own reply
+         * is waited for as above. */
+        emq_status st = emq__session_receive_appended(&c->rx, emq__settle_apply,
+                                                      &owed->round, err);
+        if (owed->round.nwide > 0)
+            c->wide_waits = 1; /* a read is owed: not written now */
+        emq__settle_finish(c, owed->ops, owed->nops, st, &owed->round);
+        owed->nops = 0;
+        owed->round = (settle_round){.c = c};
+        if (st != EMQ_OK)
+            return st; /* the read stays owed: the reading thread's */
+        left = stalled_at - emq__now_ms();
+        if (!emq__session_reply_begun(&c->rx, left < max_ms ? left : max_ms)) {
+            *again = emq__now_ms() < stalled_at;
+            return EMQ_OK;
+        }
+    }
     emq_status st = finish_ahead(c, room, err);
     /* Reads sent ahead (it came back full), or "not now": the reading
      * thread reads their replies, the backlog behind them, or waits. */
@@ -719,9 +746,12 @@ static emq_status read_new(emq_consumer_t *c, size_t room, emq_error *err) {
     if (atomic_load(&c->limited) || atomic_load(&c->prioritized))
         return read_limited(c, want, wait, err);
     emq_status st;
-    int lend = !c->read_not_now;
+    /* Not after "not now" (waited out here), nor while wide dead letters
+     * wait (their moves need the connection with nothing owed). */
+    int lend = !c->read_not_now && !c->wide_waits;
     c->read_not_now = 0;
     if (lend && c->ready != NULL && c->ready->root == c &&
+        !emq__route_is_cluster(c->rx.route) &&
         emq__ready_lend(c->ready, lent_read, c, &st, err))
         return st;
     return blocking_read(c, want, room, wait, err);
@@ -744,6 +774,8 @@ static emq_status settle_without_read(emq_consumer_t *c, emq_error *err) {
         return st;
     if (st == EMQ_OK)
         st = emq__session_drain(&c->rx, emq__settle_apply, &round, err);
+    if (round.nwide > 0) /* nothing is owed: their moves go now */
+        c->wide_waits = 0;
     emq__settle_finish(c, c->rx_ops, nops, st, &round);
     return st;
 }
@@ -859,8 +891,11 @@ emq_status emq__consumer_loop(emq_consumer_t *c, emq_error *err) {
     }
     while (connected && !emq__consumer_stopping(c)) {
         /* Reads sent ahead are answered first (turn does): a lapsed
-         * lease's steps use the read connection too. A failed turn never
-         * leaves one owed. */
+         * lease's steps use the read connection too. After a failure the
+         * replies still owed are read (and dropped) first: the first
+         * failure is the one classified. */
+        if (st != EMQ_OK && c->nahead > 0)
+            finish_all_ahead(c);
         step_end end = c->nahead > 0 ? STEP_OK
                                      : classify(c, st, err, c->nogroup);
         if (end == STEP_FATAL)

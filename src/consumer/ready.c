@@ -311,9 +311,10 @@ int emq__ready_lend(emq__ready *r, emq__lent_read_fn fn, void *ctx,
     r->lend_ctx = ctx;
     int wake = r->pollers > 0;
     pthread_mutex_unlock(&r->mu);
-    /* Once mu is free, as emq__ready_push does. */
+    /* Once mu is free, as emq__ready_push does; every poller, as one
+     * woken may find its time up. */
     if (wake)
-        pthread_cond_signal(&r->more);
+        pthread_cond_broadcast(&r->more);
     pthread_mutex_lock(&r->mu);
     *st = EMQ_OK;
     while (r->lend != LEND_BACK) {
@@ -357,6 +358,8 @@ static void run_lent_read(emq__ready *r, int64_t max_ms) {
     pthread_mutex_lock(&r->mu);
     if (st == EMQ_OK && again && lending_locked(r)) {
         r->lend = LEND_OFFERED;
+        if (r->pollers > 0) /* one asleep may take it now */
+            pthread_cond_broadcast(&r->more);
         return;
     }
     r->lend_status = st;

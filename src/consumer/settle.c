@@ -712,9 +712,13 @@ void emq__settle_finish(emq_consumer_t *c, settle_op *ops, size_t n,
          * one; those whose outcome is unknown go to the end of ops and are
          * queued again. */
         size_t keep = n;
+        /* Not while a read is owed on the session (a read sent ahead):
+         * queued again, for a round with nothing owed. */
+        int owed = emq__session_owed(own_session(c)) > 0;
         for (size_t w = 0; w < r->nwide; w++) {
             settle_op *op = nth_dead(ops, keep, r->wide[w].index);
-            if (op != NULL && wide_move(c, op, &r->wide[w]) != EMQ_OK) {
+            if (op != NULL &&
+                (owed || wide_move(c, op, &r->wide[w]) != EMQ_OK)) {
                 settle_op tmp = *op;
                 *op = ops[keep - 1];
                 ops[keep - 1] = tmp;

@@ -228,6 +228,14 @@ int emq__session_reply_begun(emq__session *s, int64_t ms);
 emq_status emq__session_receive(emq__session *s, unsigned flags,
                                 emq__session_apply_fn apply, void *ctx,
                                 emq_reply **reply, emq_error *err);
+/* How many commands sent by emq__session_send_after are still owed. */
+size_t emq__session_owed(const emq__session *s);
+/* Reads the replies of the commands appended before the oldest
+ * emq__session_send_after still owed (to apply, as emq__session_drain),
+ * leaving its own reply owed for emq__session_receive. */
+emq_status emq__session_receive_appended(emq__session *s,
+                                         emq__session_apply_fn apply, void *ctx,
+                                         emq_error *err);
 /* One command of a pipeline (argvlen NULL: NUL-terminated strings). */
 typedef struct emq__session_cmd {
     int argc;

@@ -80,6 +80,23 @@ static void wait_poller_on_socket(poller *p) {
     ASSERT(!atomic_load(&p->done));
 }
 
+/* Polls k times for 300 ms, each finding nothing; the longest took. */
+static int64_t longest_empty_poll(emq_consumer_t *c, int k) {
+    int64_t longest = 0;
+    for (int i = 0; i < k; i++) {
+        emq_entry *got[8];
+        size_t n = 9;
+        emq_error err;
+        int64_t t0 = now_ms();
+        ASSERT_OK(emq_consumer_poll(c, got, 8, 300, &n, &err), &err);
+        int64_t took = now_ms() - t0;
+        if (took > longest)
+            longest = took;
+        ASSERT_EQ_SIZE(n, 0);
+    }
+    return longest;
+}
+
 /* An idle poller sleeps on the socket itself, and the entry added then
  * reaches it there, once, at its first delivery. */
 TEST_TIMEOUT(poll_waits_on_the_socket_itself, 60) {
@@ -120,16 +137,7 @@ static void polls_keep_their_timeout(const char *block_ms) {
     ASSERT_OK(emq_consumer_ack(c, got[0], &err), &err);
     emq_entry_free(got[0]);
     emq_icept_hold(proxy, 1);
-    int64_t longest = 0;
-    for (int i = 0; i < 4; i++) {
-        size_t n = 9;
-        int64_t t0 = now_ms();
-        ASSERT_OK(emq_consumer_poll(c, got, 8, 300, &n, &err), &err);
-        int64_t took = now_ms() - t0;
-        if (took > longest)
-            longest = took;
-        ASSERT_EQ_SIZE(n, 0);
-    }
+    int64_t longest = longest_empty_poll(c, 4);
     printf("    block_ms %s: the longest of 4 polls of 300 ms took %lld ms "
            "with the replies held\n",
            block_ms, (long long)longest);
@@ -158,6 +166,31 @@ TEST_TIMEOUT(poll_keeps_its_timeout_when_the_server_stalls, 90) {
 
 TEST_TIMEOUT(poll_keeps_its_timeout_when_a_short_block_stalls, 90) {
     polls_keep_their_timeout("200");
+}
+
+/* A poll after an ack on an idle queue: the ack rides with the read lent
+ * to the next poll and is answered at once; the poll still returns at
+ * about its timeout (block_ms is a minute), and the ack lands. */
+TEST_TIMEOUT(poll_after_an_ack_keeps_its_timeout, 60) {
+    emq_srv *s = emq_srv_start(NULL);
+    emq_consumer_t *c = long_read_consumer(emq_srv_url(s), "head", "60000");
+    emq_entry *got[8];
+    emq_error err;
+    produce_n(s, "reads", "a", 3);
+    for (int i = 0; i < 3; i++) {
+        ASSERT_EQ_SIZE(poll_until(c, got, 1, 10000), 1);
+        ASSERT_OK(emq_consumer_ack(c, got[0], &err), &err);
+        emq_entry_free(got[0]);
+    }
+    int64_t longest = longest_empty_poll(c, 3);
+    printf("    the longest of 3 polls of 300 ms after acks took %lld ms\n",
+           (long long)longest);
+    if (longest > emq_test_ms(10000))
+        FAIL("a poll of 300 ms took %lld ms", (long long)longest);
+    ASSERT_EQ_INT(pending_count(s, RQ, "g"), 0);
+    ASSERT_OK(emq_consumer_close(c, 2000, &err), &err);
+    emq_consumer_destroy(c);
+    emq_srv_stop(s);
 }
 
 /* A poll that waits without end on a lent read: a stop from another

@@ -202,3 +202,53 @@ TEST_TIMEOUT(wide_dead_letter_retried_after_a_lost_reply_is_written_once, 60) {
     emq_conn_destroy(adm);
     emq_srv_stop(s);
 }
+
+/* Pull mode with a backlog, reads going ahead two at a time: dead letters
+ * too wide for the script, between 20,000 plain entries, are written
+ * whole (their moves wait for a round with no read owed on the
+ * connection), and every plain entry is acknowledged. */
+TEST_TIMEOUT(wide_dead_letters_amid_a_backlog_read_ahead, 90) {
+    emq_srv *s = emq_srv_start(NULL);
+    emq_conn_t *adm = admin_connect(s);
+    CMD_NOERR(adm, "XGROUP", "CREATE", WQ, "g", "$", "MKSTREAM");
+    for (int k = 0; k < 4; k++) {
+        produce_n(s, "jobs", "j", 5000);
+        if (k < 3)
+            add_wide_entry(s, 9000);
+    }
+    emq_conf_t *conf = poll_conf(emq_srv_url(s), "1000");
+    conf_set(conf, "start", "head");
+    conf_set(conf, "count", "100");
+    conf_set(conf, "claim.min_idle_ms", "60000");
+    emq_consumer_t *c = poll_consumer(conf);
+    emq_conf_destroy(conf);
+    static work_pool pool;
+    snprintf(pool.dead_prefix, sizeof pool.dead_prefix, "v");
+    wp_start(&pool, c, 4, 0);
+    snprintf(pool.dead_prefix, sizeof pool.dead_prefix, "v");
+    WAIT_UNTIL((CMD_INT(adm, "XLEN", WQ_DEAD) == 3 &&
+                pending_total(adm, WQ, "g") == 0) ||
+                   atomic_load(&pool.poller_ended),
+               60000, "3 dead letters and nothing pending");
+    if (atomic_load(&pool.poller_ended))
+        FAIL("poll failed: %s", pool.poll_error);
+    wp_stop(&pool);
+    emq_error err;
+    ASSERT_OK(emq_consumer_close(c, 5000, &err), &err);
+    ASSERT_EQ_INT(atomic_load(&pool.settle_errors), 0);
+    emq_consumer_stats st;
+    emq_consumer_stats_get(c, &st);
+    printf("    %llu acknowledged, %llu dead-lettered, %llu reads\n",
+           (unsigned long long)st.acked, (unsigned long long)st.dead_lettered,
+           (unsigned long long)st.reads);
+    ASSERT_EQ_INT(st.dead_lettered, 3);
+    ASSERT_EQ_INT(st.acked, 20000);
+    emq_reply *r = all_of(adm, WQ_DEAD);
+    ASSERT_EQ_SIZE(emq_reply_len(r), 3);
+    for (size_t i = 0; i < 3; i++)
+        check_fields(emq_reply_at(emq_reply_at(r, i), 1), 10, 9000);
+    emq_reply_free(r);
+    emq_consumer_destroy(c);
+    emq_conn_destroy(adm);
+    emq_srv_stop(s);
+}

@@ -707,6 +707,10 @@ static void check_held(emq_consumer_t *c) {
 void emq__settle_finish(emq_consumer_t *c, settle_op *ops, size_t n,
                         emq_status st, settle_round *r) {
     check_held(c);
+    if (n == 0) { /* a read that carried none (ops may be NULL) */
+        wide_free(r);
+        return;
+    }
     if (st == EMQ_OK && !r->again) {
         /* Dead letters too wide for the script: written from here, one by
          * one; those whose outcome is unknown go to the end of ops and are

@@ -672,22 +672,38 @@ static int only_a_read_due(emq_consumer_t *c, size_t room) {
  * it counts as stalled. */
 #define LENT_REPLY_SLACK_MS 5
 
-/* The reads lent to pollers (emq__ready_lend): each a turn that only
- * reads, on a poller's thread, while nothing else is due. The read goes
- * as one sent ahead with BLOCK (block_ms, as the reading thread's), and
- * the poller waits for its reply no longer than its own timeout: when
- * that ends first, the read stays owed for the next poller to wait on
- * (or for the reading thread, when none comes). When the reply has not
- * begun LENT_REPLY_SLACK_MS past the block (a stalled server), the
- * reading thread reads it (turn): a poll is never held up past its
- * timeout by more than that. */
+/* When the lender takes back a read lent to an event loop that nothing
+ * answered: a quarter of its block (at least 2 ms, at most 50) before the
+ * block ends, so it reads the empty reply itself, and the loop wakes only
+ * for entries (or a stop). */
+static int64_t loop_lend_until(const struct ahead_read *a) {
+    int64_t margin = a->block_ms / 4;
+    if (margin < 2)
+        margin = 2;
+    if (margin > 50)
+        margin = 50;
+    return a->sent_ms + a->block_ms - margin;
+}
+
+/* The reads lent to pollers and event loops (emq__ready_lend): each a
+ * turn that only reads, on the taker's thread, while nothing else is
+ * due. The read goes as one sent ahead with BLOCK (block_ms, as the
+ * reading thread's), and a poller waits for its reply no longer than its
+ * own timeout: when that ends first, the read stays owed for the next
+ * poller to wait on (or for the reading thread, when none comes). A
+ * loop's step (max_ms 0) never waits: it sends the read, or reads the
+ * reply its socket said was in. When the reply has not begun
+ * LENT_REPLY_SLACK_MS past the block (a stalled server), the reading
+ * thread reads it (turn): a poll is never held up past its timeout by
+ * more than that. */
 static emq_status lent_read(void *ctx, int64_t max_ms, int *again,
-                            emq_error *err) {
+                            int64_t *until_ms, emq_error *err) {
     emq_consumer_t *c = ctx;
     size_t room = emq__ready_room(c);
-    *again = 0;
+    *again = EMQ__LENT_BACK;
     struct ahead_read *owed =
         c->nahead == 1 && ahead_at(c, 0)->blocking ? ahead_at(c, 0) : NULL;
+    int sent = 0;
     if (owed == NULL) {
         size_t want;
         int64_t wait;
@@ -701,14 +717,22 @@ static emq_status lent_read(void *ctx, int64_t max_ms, int *again,
             return st;
         }
         owed = ahead_at(c, 0);
+        sent = 1;
     }
     int64_t stalled_at = owed->sent_ms + owed->block_ms + LENT_REPLY_SLACK_MS;
-    int64_t left = stalled_at - emq__now_ms();
-    if (!emq__session_reply_begun(&c->rx, left < max_ms ? left : max_ms)) {
-        *again = emq__now_ms() < stalled_at; /* else the reading thread's */
-        return EMQ_OK;
-    }
-    if (owed->nops > 0) {
+    *until_ms = loop_lend_until(owed);
+    /* Until the reply begins: owed still, or the reading thread's once
+     * it stalled. Twice, as the settlements' replies come first. */
+    for (int i = 0; i < 2; i++) {
+        int64_t left = stalled_at - emq__now_ms();
+        if ((max_ms == 0 && sent) ||
+            !emq__session_reply_begun(&c->rx, left < max_ms ? left : max_ms)) {
+            *again = emq__now_ms() < stalled_at ? EMQ__LENT_OWED
+                                                : EMQ__LENT_BACK;
+            return EMQ_OK;
+        }
+        if (owed->nops == 0)
+            break;
         /* What began is the settlements' replies, which the server sends
          * at once: they are read and done with, and the read's own reply
          * is waited for as above. */
@@ -721,24 +745,21 @@ static emq_status lent_read(void *ctx, int64_t max_ms, int *again,
         owed->round = (settle_round){.c = c};
         if (st != EMQ_OK)
             return st; /* the read stays owed: the reading thread's */
-        left = stalled_at - emq__now_ms();
-        if (!emq__session_reply_begun(&c->rx, left < max_ms ? left : max_ms)) {
-            *again = emq__now_ms() < stalled_at;
-            return EMQ_OK;
-        }
     }
     emq_status st = finish_ahead(c, room, err);
     /* Reads sent ahead (it came back full), or "not now": the reading
      * thread reads their replies, the backlog behind them, or waits. */
-    *again = st == EMQ_OK && c->nahead == 0 && !c->read_not_now;
+    if (st == EMQ_OK && c->nahead == 0 && !c->read_not_now)
+        *again = EMQ__LENT_SEND;
     return st;
 }
 
 /* One XREADGROUP ... > of at most room entries, then the handler (or
  * the ready queue) over what arrived. In pull mode, while a poller waits
- * for entries, the reads are lent to the pollers (ready.c): what arrives
- * then reaches a poller with no wake-up between threads. Not for a
- * topic's partition (several reading threads share its queue). */
+ * for entries, or an event loop watches the event descriptor, the reads
+ * are lent to them (ready.c): what arrives then reaches the poller or the
+ * loop with no wake-up between threads. Not for a topic's partition
+ * (several reading threads share its queue), nor on a cluster. */
 static emq_status read_new(emq_consumer_t *c, size_t room, emq_error *err) {
     size_t want;
     int64_t wait;
@@ -752,7 +773,8 @@ static emq_status read_new(emq_consumer_t *c, size_t room, emq_error *err) {
     c->read_not_now = 0;
     if (lend && c->ready != NULL && c->ready->root == c &&
         !emq__route_is_cluster(c->rx.route) &&
-        emq__ready_lend(c->ready, lent_read, c, &st, err))
+        emq__ready_lend(c->ready, lent_read, c, emq__route_fd(c->rx.route), &st,
+                        err))
         return st;
     return blocking_read(c, want, room, wait, err);
 }

@@ -215,13 +215,7 @@ int emq_consumer_fd(emq_consumer_t *c, emq_error *err) {
 }
 
 int64_t emq_consumer_timeout_ms(emq_consumer_t *c) {
-    emq__ready *r = c->ready;
-    if (r == NULL)
-        return -1;
-    pthread_mutex_lock(&r->mu);
-    int now = (r->n > 0 && !atomic_load(&c->paused)) || r->ended;
-    pthread_mutex_unlock(&r->mu);
-    return now ? 0 : -1;
+    return c->ready != NULL && emq__ready_step_due(c->ready) ? 0 : -1;
 }
 
 void emq_entry_free(emq_entry *entry) {

@@ -24,10 +24,20 @@
  * (emq__ready_lend): the entry then reaches the thread that asked for it
  * straight from the socket, with no second thread to wake on its way.
  *
- * The event descriptor (an eventfd) is readable while entries wait here
- * and the consumer is not paused, or the consumer has ended, so an event
- * loop knows when to poll (and sleeps while nothing can be had). It is
- * never the socket, so bytes TLS has buffered are never lost to poll(2).
+ * With no poller near and an event loop watching the event descriptor,
+ * the read is lent to the loop the same way: the reading thread sends it
+ * and adds the read connection's socket to the descriptor's set, so the
+ * loop wakes when the reply arrives, and its step reads it on the loop's
+ * thread.
+ *
+ * The event descriptor (an epoll set) is readable while entries wait here
+ * and the consumer is not paused, or the consumer has ended (an eventfd
+ * in the set says so), so an event loop knows when to poll (and sleeps
+ * while nothing can be had); and while a read is lent to the loop, when
+ * its reply arrives (the socket) or the next read is due (the eventfd).
+ * The socket is in the set only while the reply owed on it is the loop's
+ * to read, and nothing is owed on it then that was sent before: no byte
+ * of it can be buffered (by TLS or by the reader) out of poll(2)'s sight.
  */
 #include "ready.h"
 #include "core.h"
@@ -38,6 +48,8 @@
 #include <errno.h>
 #include <stdint.h>
 #include <string.h>
+#include <poll.h>
+#include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <time.h>
 #include <unistd.h>
@@ -48,6 +60,15 @@ enum { LEND_NONE, LEND_OFFERED, LEND_TAKEN, LEND_BACK };
 /* How long reads stay offered with no poller waiting, after a poller was
  * polling: it is likely on its way to poll again. */
 #define LEND_GRACE_MS 5
+
+/* How long a read lent to an event loop may wait for a step while its
+ * reply is in (or the next read is due) before the lender takes it back:
+ * the loop is busy, and the reading thread reads for it meanwhile. */
+#define LOOP_GRACE_MS 2
+
+/* How long the lender to a loop sleeps at most between looks (a stop,
+ * signal-safe, cannot wake it). */
+#define LOOP_SLICE_MS 100
 
 emq_status emq__ready_new(emq_consumer_t *root, emq__ready **out,
                           emq_error *err) {
@@ -63,8 +84,14 @@ emq_status emq__ready_new(emq_consumer_t *root, emq__ready **out,
              pthread_cond_init(&r->lent, &attr) |
              pthread_mutex_init(&r->mu, NULL);
     pthread_condattr_destroy(&attr);
+    r->lend_sock = -1;
     r->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    if (rc != 0 || r->efd < 0) {
+    r->lender_wake = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    r->epfd = epoll_create1(EPOLL_CLOEXEC);
+    struct epoll_event ev = {.events = EPOLLIN, .data.fd = r->efd};
+    if (rc == 0 && r->efd >= 0 && r->epfd >= 0)
+        rc = epoll_ctl(r->epfd, EPOLL_CTL_ADD, r->efd, &ev);
+    if (rc != 0 || r->efd < 0 || r->lender_wake < 0 || r->epfd < 0) {
         emq_status st = emq__error_set(err, EMQ_ENOMEM, 0,
                                        "could not make the consumer's event "
                                        "descriptor: %s",
@@ -92,6 +119,10 @@ void emq__ready_free(emq__ready *r) {
     emq__free(r->ring);
     if (r->efd >= 0)
         close(r->efd);
+    if (r->lender_wake >= 0)
+        close(r->lender_wake);
+    if (r->epfd >= 0)
+        close(r->epfd);
     pthread_mutex_destroy(&r->mu);
     pthread_cond_destroy(&r->more);
     pthread_cond_destroy(&r->room);
@@ -108,15 +139,22 @@ void emq__chunk_unref(emq__chunk *ch) {
     emq__free(ch);
 }
 
-/* The event descriptor follows the queue (caller holds mu): readable
- * while entries wait and may be handed out (not paused), or the consumer
- * has ended. Paused, it is quiet however much waits: an event loop would
- * wake for nothing, again and again; emq__ready_notify on resume makes it
- * readable again. */
+/* Whether a step has something to do, the socket aside (caller holds
+ * mu): entries wait and may be handed out (not paused), the consumer has
+ * ended, or the read lent to a loop is due to be sent. Paused, nothing is
+ * due however much waits: an event loop would wake for nothing, again and
+ * again; emq__ready_notify on resume makes it due again. */
+static int step_due_locked(const emq__ready *r) {
+    int paused = atomic_load(&r->root->paused);
+    return (r->n > 0 && !paused) || r->ended ||
+           (r->lend == LEND_OFFERED && r->lend_send_due && !paused);
+}
+
+/* The eventfd follows step_due_locked (caller holds mu). */
 static void signal_fd(emq__ready *r) {
     if (!r->fd_wanted) /* two system calls per read saved */
         return;
-    int want = (r->n > 0 && !atomic_load(&r->root->paused)) || r->ended;
+    int want = step_due_locked(r);
     if (want == r->fd_set)
         return;
     uint64_t v = 1;
@@ -191,7 +229,30 @@ int emq__ready_fd(emq__ready *r) {
     r->fd_wanted = 1;
     signal_fd(r);
     pthread_mutex_unlock(&r->mu);
-    return r->efd;
+    return r->epfd;
+}
+
+/* Whether sock has bytes (or an end) to read. */
+static int sock_ready(int sock) {
+    struct pollfd p = {.fd = sock, .events = POLLIN};
+    return poll(&p, 1, 0) == 1 && p.revents != 0;
+}
+
+int emq__ready_step_due(emq__ready *r) {
+    pthread_mutex_lock(&r->mu);
+    int due = step_due_locked(r);
+    int sock = r->lend == LEND_OFFERED && !atomic_load(&r->root->paused)
+                   ? r->lend_sock
+                   : -1;
+    pthread_mutex_unlock(&r->mu);
+    return due || (sock >= 0 && sock_ready(sock));
+}
+
+/* Wakes a lender lending to a loop (it sleeps in poll(2), not on lent). */
+static void wake_loop_lender(emq__ready *r) {
+    uint64_t v = 1;
+    ssize_t rc = write(r->lender_wake, &v, sizeof v);
+    (void)rc; /* EAGAIN only: woken already */
 }
 
 void emq__ready_notify(emq__ready *r) {
@@ -201,6 +262,7 @@ void emq__ready_notify(emq__ready *r) {
     pthread_cond_broadcast(&r->lent);
     signal_fd(r);
     pthread_mutex_unlock(&r->mu);
+    wake_loop_lender(r);
 }
 
 emq_status emq__ready_push(emq__ready *r, emq__chunk *ch, emq_error *err) {
@@ -281,6 +343,8 @@ static size_t take_locked(emq__ready *r, emq_entry **out, size_t max) {
     }
     if (dropped)
         pthread_cond_broadcast(&r->room);
+    if (r->n == 0 && r->lender_waits_drain)
+        pthread_cond_signal(&r->lent);
     signal_fd(r);
     return got;
 }
@@ -298,13 +362,116 @@ static int poller_near_locked(const emq__ready *r, int64_t now) {
     return r->pollers > 0 || now - r->poller_seen_ms <= LEND_GRACE_MS;
 }
 
-int emq__ready_lend(emq__ready *r, emq__lent_read_fn fn, void *ctx,
+/* The socket leaves the event descriptor's set (caller holds mu): the
+ * reads are the lender's again. */
+static void unwatch_sock(emq__ready *r) {
+    if (r->lend_sock < 0)
+        return;
+    /* ENOENT or EBADF when a failed connection was closed: gone anyway. */
+    (void)epoll_ctl(r->epfd, EPOLL_CTL_DEL, r->lend_sock, NULL);
+    r->lend_sock = -1;
+}
+
+/* Lends the read to an event loop (emq__ready_lend): sends it here, puts
+ * sock in the event descriptor's set and offers it to the steps. Watches
+ * meanwhile: while no step came for a while it sleeps on the socket
+ * (the loop wakes too, and steps), while steps come it looks every
+ * LOOP_GRACE_MS instead of waking with each reply; a reply in, or a read
+ * due, that no step took up for LOOP_GRACE_MS is taken back. */
+static int lend_to_loop(emq__ready *r, emq__lent_read_fn fn, void *ctx,
+                        int sock, emq_status *st, emq_error *err) {
+    int again = EMQ__LENT_BACK;
+    int64_t until = 0;
+    *st = fn(ctx, 0, &again, &until, err);
+    if (*st != EMQ_OK || again != EMQ__LENT_OWED)
+        return 1; /* failed, or something else is due */
+    pthread_mutex_lock(&r->mu);
+    struct epoll_event ev = {.events = EPOLLIN, .data.fd = sock};
+    if (r->n > 0 || !lending_locked(r) || until <= emq__now_ms() ||
+        epoll_ctl(r->epfd, EPOLL_CTL_ADD, sock, &ev) != 0) {
+        pthread_mutex_unlock(&r->mu);
+        return 1; /* the read stays owed: the caller reads its reply */
+    }
+    r->lend = LEND_OFFERED;
+    r->lend_fn = fn;
+    r->lend_ctx = ctx;
+    r->lend_sock = sock;
+    r->lend_send_due = 0;
+    r->lend_until_ms = until;
+    unsigned turns = r->lend_turns;
+    int64_t pending_at = 0; /* since when a step is wanted and none came */
+    int ready = 0, checking = 0;
+    for (;;) {
+        if (r->lend == LEND_BACK)
+            break;
+        int64_t now = emq__now_ms();
+        int offered = r->lend == LEND_OFFERED;
+        if (offered && (!lending_locked(r) ||
+                        (!r->lend_send_due && now >= r->lend_until_ms)))
+            break; /* ending, paused, the block about to end, a stall */
+        int took = r->lend_turns != turns;
+        turns = r->lend_turns;
+        if (took || !offered || !(r->lend_send_due || ready))
+            pending_at = 0;
+        else if (pending_at == 0)
+            pending_at = now;
+        else if (now - pending_at >= LOOP_GRACE_MS)
+            break; /* the loop is busy: read for it */
+        /* Steps coming: look now and then rather than wake with each
+         * reply; none for a while: sleep until the socket has bytes. */
+        checking = took || pending_at != 0 || !offered || r->lend_send_due;
+        int64_t ms = LOOP_SLICE_MS;
+        if (checking)
+            ms = LOOP_GRACE_MS;
+        else if (r->lend_until_ms - now < ms)
+            ms = r->lend_until_ms - now;
+        pthread_mutex_unlock(&r->mu);
+        struct pollfd p[2] = {{.fd = r->lender_wake, .events = POLLIN},
+                              {.fd = checking ? -1 : sock, .events = POLLIN}};
+        (void)poll(p, 2, ms < 0 ? 0 : (int)ms);
+        if (p[0].revents != 0) {
+            uint64_t v;
+            ssize_t rc = read(r->lender_wake, &v, sizeof v);
+            (void)rc;
+        }
+        ready = checking ? sock_ready(sock) : p[1].revents != 0;
+        pthread_mutex_lock(&r->mu);
+    }
+    *st = EMQ_OK;
+    if (r->lend == LEND_BACK && (*st = r->lend_status) != EMQ_OK && err != NULL)
+        *err = r->lend_err;
+    unwatch_sock(r);
+    r->lend = LEND_NONE;
+    r->lend_send_due = 0;
+    signal_fd(r);
+    pthread_mutex_unlock(&r->mu);
+    return 1;
+}
+
+int emq__ready_lend(emq__ready *r, emq__lent_read_fn fn, void *ctx, int sock,
                     emq_status *st, emq_error *err) {
     pthread_mutex_lock(&r->mu);
-    if (r->n > 0 || !lending_locked(r) ||
-        !poller_near_locked(r, emq__now_ms())) {
+    if (r->n > 0 && lending_locked(r) &&
+        (poller_near_locked(r, emq__now_ms()) || (r->fd_wanted && sock >= 0))) {
+        /* What the last read brought is on its way out to a taker: lend
+         * once it is, if soon (else this thread reads on, and a taker
+         * would meet each next entry through it again). */
+        struct timespec ts;
+        emq__deadline_in(&ts, LOOP_GRACE_MS);
+        r->lender_waits_drain = 1;
+        while (r->n > 0 && lending_locked(r) &&
+               pthread_cond_timedwait(&r->lent, &r->mu, &ts) == 0) {
+        }
+        r->lender_waits_drain = 0;
+    }
+    if (r->n > 0 || !lending_locked(r)) {
         pthread_mutex_unlock(&r->mu);
         return 0;
+    }
+    if (!poller_near_locked(r, emq__now_ms())) {
+        int loop = r->fd_wanted && sock >= 0;
+        pthread_mutex_unlock(&r->mu);
+        return loop ? lend_to_loop(r, fn, ctx, sock, st, err) : 0;
     }
     r->lend = LEND_OFFERED;
     r->lend_fn = fn;
@@ -348,16 +515,22 @@ int emq__ready_lend(emq__ready *r, emq__lent_read_fn fn, void *ctx,
  * read says so; else it goes back to the lender with its status. */
 static void run_lent_read(emq__ready *r, int64_t max_ms) {
     r->lend = LEND_TAKEN;
+    r->lend_turns++;
     emq__lent_read_fn fn = r->lend_fn;
     void *ctx = r->lend_ctx;
     pthread_mutex_unlock(&r->mu);
     emq_error err;
     emq__error_clear(&err);
-    int again = 0;
-    emq_status st = fn(ctx, max_ms, &again, &err);
+    int again = EMQ__LENT_BACK;
+    int64_t until = 0;
+    emq_status st = fn(ctx, max_ms, &again, &until, &err);
     pthread_mutex_lock(&r->mu);
-    if (st == EMQ_OK && again && lending_locked(r)) {
+    if (st == EMQ_OK && again != EMQ__LENT_BACK && lending_locked(r)) {
         r->lend = LEND_OFFERED;
+        r->lend_send_due = again == EMQ__LENT_SEND;
+        if (again == EMQ__LENT_OWED)
+            r->lend_until_ms = until;
+        signal_fd(r);       /* a loop's next step sends the next read */
         if (r->pollers > 0) /* one asleep may take it now */
             pthread_cond_broadcast(&r->more);
         return;
@@ -365,8 +538,14 @@ static void run_lent_read(emq__ready *r, int64_t max_ms) {
     r->lend_status = st;
     r->lend_err = err;
     r->lend = LEND_BACK;
+    r->lend_send_due = 0;
+    int loop = r->lend_sock >= 0;
+    unwatch_sock(r); /* before the lender reads on: no step spins on it */
+    signal_fd(r);
     pthread_mutex_unlock(&r->mu);
     pthread_cond_signal(&r->lent);
+    if (loop)
+        wake_loop_lender(r);
     pthread_mutex_lock(&r->mu);
 }
 
@@ -378,6 +557,7 @@ emq_status emq__ready_poll(emq__ready *r, emq_entry **out, size_t max,
     if (timeout_ms > 0)
         emq__deadline_in(&ts, timeout_ms);
     emq_status st = EMQ_OK;
+    int stepped = 0;
     pthread_mutex_lock(&r->mu);
     for (;;) {
         if (timeout_ms != 0) /* one that may take a lent read */
@@ -402,8 +582,15 @@ emq_status emq__ready_poll(emq__ready *r, emq_entry **out, size_t max,
                                 r->root->name);
             break;
         }
-        if (timeout_ms == 0)
+        if (timeout_ms == 0) {
+            /* An event loop's step: the read lent to the loop, once. */
+            if (!stepped && r->lend == LEND_OFFERED && r->lend_sock >= 0) {
+                stepped = 1;
+                run_lent_read(r, 0);
+                continue;
+            }
             break;
+        }
         if (r->lend == LEND_OFFERED) { /* read on this thread */
             int64_t left = timeout_ms > 0 ? deadline_ms - emq__now_ms()
                                           : INT64_MAX;

@@ -1,0 +1,299 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* test_consumer_loop_reads.c: an event loop that reads for itself, against
+ * a real redis-server (docs/CONSUMER.md, event loops).
+ *
+ * While an event loop watches the consumer's descriptor and nothing waits
+ * to be handed out, the reading thread lends it the blocking read: it
+ * sends XREADGROUP ... BLOCK and puts the read connection's socket in the
+ * descriptor's epoll set, so the loop wakes when the reply arrives and
+ * its step reads it on the loop's thread; the step after the entries went
+ * out sends the next read. The tests run a loop over epoll the way a
+ * service would and check that the steps read the replies themselves,
+ * that an idle loop and a loop whose replies are held do not spin, that a
+ * stop reaches a loop whose read is lent, that connections cut again and
+ * again lose nothing, and that a handler slower than claim.min_idle_ms
+ * keeps what the loop read (a peer claims nothing).
+ */
+#include "consumer/ready.h"
+#include "harness/fakepeer.h"
+#include "integ/ownership_helpers.h"
+#include "integ/tally_helpers.h"
+
+#include <sys/epoll.h>
+#include <unistd.h>
+
+#define LQ "emq:{jobs}"
+#define LOOP_MAX 64
+
+/* A service's event loop over the consumer's descriptor. */
+typedef struct loop {
+    emq_consumer_t *c;
+    int ep;                        /* the loop's own epoll set */
+    long wakeups;                  /* the descriptor was ready */
+    long empty_steps;              /* steps that handed out nothing */
+    int handle_ms;                 /* per entry, before its ack */
+    int seen[LOOP_MAX];            /* per produced index: hand-outs */
+    int unexplained;               /* a second hand-out at delivery 1 */
+    size_t handed, distinct;       /* hand-outs; indexes seen */
+    int closed;                    /* a step said EMQ_ECLOSED */
+    emq_status ack_status;         /* the first failed ack's */
+} loop;
+
+static void loop_open(loop *l, emq_consumer_t *c) {
+    memset(l, 0, sizeof *l);
+    l->c = c;
+    emq_error err;
+    int fd = emq_consumer_fd(c, &err);
+    ASSERT(fd >= 0);
+    l->ep = epoll_create1(EPOLL_CLOEXEC);
+    struct epoll_event ev = {.events = EPOLLIN, .data.fd = fd};
+    ASSERT(l->ep >= 0 && epoll_ctl(l->ep, EPOLL_CTL_ADD, fd, &ev) == 0);
+}
+
+static void loop_close(loop *l) { close(l->ep); }
+
+/* Hands one entry to the service: counts it by the index in its value
+ * ("e<i>"), holds it handle_ms, acks it. */
+static void loop_handle(loop *l, emq_entry *e) {
+    char v[32];
+    snprintf(v, sizeof v, "%.*s", (int)e->fields[0].value_len,
+             e->fields[0].value);
+    int i = atoi(v + 1);
+    ASSERT(v[0] == 'e' && i >= 0 && i < LOOP_MAX);
+    if (l->seen[i]++ == 0)
+        l->distinct++;
+    else if (e->deliveries < 2)
+        l->unexplained++;
+    l->handed++;
+    if (l->handle_ms > 0)
+        usleep((useconds_t)l->handle_ms * 1000);
+    emq_error err;
+    emq_status st = emq_consumer_ack(l->c, e, &err);
+    if (st != EMQ_OK && l->ack_status == EMQ_OK)
+        l->ack_status = st;
+    emq_entry_free(e);
+}
+
+/* Runs the loop for at most ms, until distinct indexes were handed out
+ * (0: for the whole ms), or a step says the consumer stopped. */
+static void loop_run(loop *l, size_t distinct, int ms) {
+    int64_t end = now_ms() + ms;
+    while (now_ms() < end && (distinct == 0 || l->distinct < distinct)) {
+        struct epoll_event ev;
+        int64_t left = end - now_ms();
+        if (epoll_wait(l->ep, &ev, 1, left < 100 ? (int)left : 100) <= 0)
+            continue;
+        l->wakeups++;
+        emq_entry *got[8];
+        size_t n = 0;
+        emq_error err;
+        emq_status st = emq_consumer_step(l->c, got, 8, &n, &err);
+        if (st == EMQ_ECLOSED) {
+            l->closed = 1;
+            return;
+        }
+        ASSERT_OK(st, &err);
+        if (n == 0)
+            l->empty_steps++;
+        for (size_t i = 0; i < n; i++)
+            loop_handle(l, got[i]);
+    }
+}
+
+/* Adds entries {"n": "e<first>"} .. "e<first + n - 1>" to jobs. */
+static void produce_from(const emq_srv *s, int first, int n) {
+    emq_conf_t *conf = conf_for(emq_srv_url(s));
+    conf_set(conf, "queue", "jobs");
+    emq_producer_t *p;
+    emq_error err;
+    ASSERT_OK(emq_producer_new(conf, &p, &err), &err);
+    emq_conf_destroy(conf);
+    for (int i = first; i < first + n; i++) {
+        char value[32];
+        int len = snprintf(value, sizeof value, "e%d", i);
+        emq_field f = {"n", 1, value, (size_t)len};
+        ASSERT_OK(emq_produce(p, &f, 1, NULL, &err), &err);
+    }
+    emq_producer_destroy(p);
+}
+
+/* Reads taken up by steps or pollers so far (ready.c). */
+static unsigned lent_turns(emq_consumer_t *c) {
+    emq__ready *r = c->ready;
+    pthread_mutex_lock(&r->mu);
+    unsigned turns = r->lend_turns;
+    pthread_mutex_unlock(&r->mu);
+    return turns;
+}
+
+/* A consumer w of jobs/g (made here, at s) at url whose reads block
+ * block_ms, with no claim beat or lease renewal to cut them short. */
+static emq_consumer_t *loop_consumer(const emq_srv *s, const char *url,
+                                     const char *block_ms) {
+    char out[256];
+    ASSERT_EQ_INT(emq_srv_cmd(s, out, sizeof out, "XGROUP", "CREATE", LQ, "g",
+                              "$", "MKSTREAM", NULL),
+                  '+');
+    emq_conf_t *conf = fault_conf(url);
+    conf_set(conf, "block_ms", block_ms);
+    conf_set(conf, "lease.ttl_ms", "200000"); /* > 3 x block_ms */
+    conf_set(conf, "claim.interval_ms", "600000");
+    conf_set(conf, "command_timeout_ms", "60000");
+    emq_consumer_t *c;
+    emq_error err;
+    ASSERT_OK(emq_consumer_new(conf, NULL, NULL, &c, &err), &err);
+    emq_conf_destroy(conf);
+    return c;
+}
+
+static void loop_end(loop *l, const emq_srv *s) {
+    emq_error err;
+    ASSERT_OK(emq_consumer_close(l->c, 3000, &err), &err);
+    ASSERT_EQ_INT(l->ack_status, EMQ_OK);
+    ASSERT_EQ_INT(pending_count(s, LQ, "g"), 0);
+    emq_consumer_destroy(l->c);
+    loop_close(l);
+}
+
+/* Entries added one at a time reach the loop through steps that read the
+ * replies themselves; an idle loop is not woken (the empty reply at a
+ * block's end is the reading thread's to read), and no step spins. */
+TEST_TIMEOUT(loop_steps_read_the_replies_themselves, 90) {
+    emq_srv *s = emq_srv_start(NULL);
+    static loop l;
+    loop_open(&l, loop_consumer(s, emq_srv_url(s), "300"));
+    loop_run(&l, 0, 1000); /* three blocks end meanwhile */
+    ASSERT_EQ_SIZE(l.handed, 0);
+    if (l.wakeups > 2)
+        FAIL("idle, the descriptor woke the loop %ld times in 1 s",
+             l.wakeups);
+    unsigned before = lent_turns(l.c);
+    const int rounds = 30;
+    for (int i = 0; i < rounds; i++) {
+        produce_from(s, i, 1);
+        loop_run(&l, (size_t)i + 1, emq_test_ms(10000));
+        ASSERT_EQ_SIZE(l.distinct, (size_t)i + 1);
+    }
+    ASSERT_EQ_SIZE(l.handed, (size_t)rounds);
+    unsigned turns = lent_turns(l.c) - before;
+    printf("    %d entries: %u reads taken up by the loop's steps, %ld "
+           "wake-ups, %ld steps with nothing\n",
+              rounds, turns, l.wakeups, l.empty_steps);
+    ASSERT(turns >= 1);
+    if (l.wakeups > 4L * rounds + 10)
+        FAIL("%ld wake-ups for %d entries: the loop spins", l.wakeups,
+             rounds);
+    loop_end(&l, s);
+    emq_srv_stop(s);
+}
+
+/* The server's replies held (a stalled server) while the loop's read is
+ * lent: the loop is not woken for nothing, the lender takes the read back
+ * before its block ends, and once the replies flow the entries added
+ * meanwhile come, once each. Then a stop reaches the loop at once. */
+TEST_TIMEOUT(loop_lend_rides_out_held_replies_and_a_stop, 90) {
+    emq_srv *s = emq_srv_start(NULL);
+    emq_icept *proxy = emq_icept_start(emq_srv_port(s), NULL, 0);
+    static loop l;
+    loop_open(&l, loop_consumer(s, emq_icept_url(proxy), "200"));
+    produce_from(s, 0, 1);
+    loop_run(&l, 1, emq_test_ms(10000));
+    ASSERT_EQ_SIZE(l.distinct, 1);
+    emq_icept_hold(proxy, 1);
+    produce_from(s, 1, 5);
+    long woke = l.wakeups;
+    loop_run(&l, 0, 1000);
+    ASSERT_EQ_SIZE(l.handed, 1);
+    if (l.wakeups - woke > 10)
+        FAIL("replies held, the loop woke %ld times in 1 s",
+             l.wakeups - woke);
+    emq_icept_hold(proxy, 0);
+    loop_run(&l, 6, emq_test_ms(10000));
+    ASSERT_EQ_SIZE(l.distinct, 6);
+    ASSERT_EQ_SIZE(l.handed, 6);
+    loop_run(&l, 0, 300); /* idle: the read is lent again */
+    int64_t t0 = now_ms();
+    emq_consumer_stop(l.c);
+    loop_run(&l, 0, emq_test_ms(3000));
+    ASSERT(l.closed);
+    printf("    the step said stopped %lld ms after the stop\n",
+              (long long)(now_ms() - t0));
+    loop_end(&l, s);
+    emq_icept_stop(proxy);
+    emq_srv_stop(s);
+}
+
+/* Every connection of the consumer cut again and again, mid-read, while
+ * the loop's reads are lent: every entry reaches the loop, a second time
+ * only as a redelivery, and nothing is left pending. */
+TEST_TIMEOUT(loop_lend_survives_cut_connections, 120) {
+    emq_srv *s = emq_srv_start(NULL);
+    static loop l;
+    loop_open(&l, loop_consumer(s, emq_srv_url(s), "1000"));
+    const int rounds = 5, per = 10;
+    for (int r = 0; r < rounds; r++) {
+        loop_run(&l, 0, 100); /* the read is lent */
+        produce_from(s, r * per, per);
+        char out[256];
+        ASSERT_EQ_INT(emq_srv_cmd(s, out, sizeof out, "CLIENT", "KILL",
+                                  "TYPE", "normal", "SKIPME", "yes", NULL),
+                      ':');
+        loop_run(&l, (size_t)(r + 1) * per, emq_test_ms(15000));
+        ASSERT_EQ_SIZE(l.distinct, (size_t)(r + 1) * per);
+    }
+    ASSERT_EQ_INT(l.unexplained, 0);
+    emq_consumer_stats st;
+    emq_consumer_stats_get(l.c, &st);
+    printf("    %d entries over %d cuts: %zu hand-outs, %llu reconnects\n",
+              rounds * per, rounds, l.handed,
+              (unsigned long long)st.reconnects);
+    ASSERT(st.reconnects >= (uint64_t)rounds);
+    /* Acks cut off with a connection may fail: the entry comes again,
+     * and the loop runs until that one is handed out and acked too. */
+    int64_t end = now_ms() + emq_test_ms(15000);
+    while (pending_count(s, LQ, "g") > 0 && now_ms() < end)
+        loop_run(&l, 0, 100);
+    ASSERT_EQ_INT(l.unexplained, 0);
+    l.ack_status = EMQ_OK;
+    loop_end(&l, s);
+    emq_srv_stop(s);
+}
+
+/* A loop whose handler holds each entry longer than claim.min_idle_ms,
+ * with a peer claiming anything idle that long: the reads the loop's
+ * steps do not take up go back to the reading thread, what was read stays
+ * the loop's (refreshed), and the peer claims nothing. */
+TEST_TIMEOUT(loop_slow_handler_keeps_what_it_read, 90) {
+    emq_srv *s = emq_srv_start(NULL);
+    emq_conn_t *adm = admin_connect(s);
+    CMD_NOERR(adm, "XGROUP", "CREATE", LQ, "g", "$", "MKSTREAM");
+    emq_conf_t *conf = fault_conf(emq_srv_url(s));
+    conf_set(conf, "claim.min_idle_ms", "400");
+    conf_set(conf, "claim.interval_ms", "100");
+    emq_consumer_t *c;
+    emq_error err;
+    ASSERT_OK(emq_consumer_new(conf, NULL, NULL, &c, &err), &err);
+    static loop l;
+    loop_open(&l, c);
+    l.handle_ms = 600;
+    loop_run(&l, 0, 300); /* the read is lent */
+    produce_from(s, 0, 4);
+    loop_run(&l, 1, emq_test_ms(10000)); /* all four read at once */
+    ASSERT(l.distinct >= 1);
+    static slow peer;
+    slow_init(&peer);
+    conf_set(conf, "consumer", "p");
+    bg pb;
+    bg_start(&pb, conf, slow_handle, &peer);
+    loop_run(&l, 4, emq_test_ms(20000));
+    ASSERT_EQ_SIZE(l.distinct, 4);
+    ASSERT_EQ_SIZE(l.handed, 4);
+    ASSERT_EQ_INT(l.unexplained, 0);
+    loop_run(&l, 0, 800); /* a claim beat of the peer's would come now */
+    ASSERT_OK(bg_stop(&pb, 5000), &pb.err);
+    ASSERT_EQ_SIZE(peer.r.n, 0);
+    emq_consumer_destroy(pb.c);
+    loop_end(&l, s);
+    emq_conn_destroy(adm);
+    emq_srv_stop(s);
+}

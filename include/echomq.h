@@ -918,21 +918,27 @@ EMQ_EXPORT emq_status emq_consumer_close(emq_consumer_t *c, int64_t timeout_ms,
  * refresh, lease renewal, claim beats, retries, reconnects) run on its own
  * threads, so an event loop only needs to know when entries are ready:
  * emq_consumer_fd starts pull mode (like a first poll) and returns a
- * descriptor that is readable while entries wait to be handed out (not
- * while paused) or the consumer has ended; -1 with err set when pull mode
- * cannot start. Watch it for reading; on readiness call
- * emq_consumer_step. The descriptor is not the connection, so bytes TLS
- * has buffered are never missed. Owned by the consumer (do not close it);
- * the same for its whole life. */
+ * descriptor that is readable while a step has something to do: entries
+ * wait to be handed out (not while paused), the consumer has ended, or
+ * the blocking read the consumer lends to the loop wants the step (its
+ * reply arrived, or the next read is due: the step reads the reply or
+ * sends the read on the loop's thread, so an entry reaches the loop with
+ * no wake-up between threads); -1 with err set when pull mode cannot
+ * start. Watch it for reading; on readiness call emq_consumer_step, which
+ * may hand out nothing. It is an epoll set (Linux), so it nests in any
+ * loop that polls descriptors; no byte TLS has buffered is ever missed.
+ * Owned by the consumer (do not close or read it); the same for its
+ * whole life. */
 EMQ_EXPORT int emq_consumer_fd(emq_consumer_t *c, emq_error *err);
 /* Non-blocking poll: hands out what is ready (up to max) without
- * waiting, and re-arms the descriptor. Same results as emq_consumer_poll
- * with timeout 0. */
+ * waiting, reads the reply of a read lent to the loop or sends the next
+ * one (never waiting for the server), and re-arms the descriptor. Same
+ * results as emq_consumer_poll with timeout 0. */
 EMQ_EXPORT emq_status emq_consumer_step(emq_consumer_t *c, emq_entry **entries,
                                         size_t max, size_t *n, emq_error *err);
-/* Milliseconds until step should be called at the latest: 0 when entries
- * are ready or the consumer has ended, -1 when only the descriptor
- * matters (nothing in the loop needs a timer). */
+/* Milliseconds until step should be called at the latest: 0 when a step
+ * has something to do (as the descriptor says), -1 when only the
+ * descriptor matters (nothing in the loop needs a timer). */
 EMQ_EXPORT int64_t emq_consumer_timeout_ms(emq_consumer_t *c);
 
 /* Counters of one consumer since emq_consumer_new. */

@@ -335,7 +335,7 @@ readonly VALGRIND_INTEG=(integ/test_consumer_counts integ/test_consumer_recover
     integ/test_route_loading integ/test_producer integ/test_admin
     integ/test_alloc_failure integ/test_consumer_poll.c integ/test_consumer_batch
     integ/test_consumer_connect integ/test_consumer_ahead
-    integ/test_consumer_poll_reads)
+    integ/test_consumer_poll_reads integ/test_consumer_loop_reads)
 
 stage_valgrind() {
     gcc_build_ready

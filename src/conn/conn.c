@@ -270,6 +270,26 @@ static emq_status flush(emq_conn_t *c, int64_t deadline, int64_t timeout_ms,
  * just_sent, the request left a moment ago and no reply can be here yet:
  * wait for the socket first instead of a read that would only say "not
  * yet" (one system call less per round trip). */
+/* One read of what the transport has now into c's reader: the bytes
+ * read (> 0; fill_ms is when the first of a reply came), 0 when the peer
+ * closed, EMQ_EAGAIN when nothing is there yet, or another status (e set
+ * by the transport or the reader's reserve). */
+static ssize_t read_chunk(emq_conn_t *c, emq_error *e) {
+    char *space;
+    size_t avail;
+    emq_status st =
+        emq__resp_reserve(c->reader, READ_CHUNK_MIN, &space, &avail, e);
+    if (st != EMQ_OK)
+        return st;
+    ssize_t n = c->t->ops->read(c->t, space, avail, e);
+    if (n > 0) {
+        if (emq__resp_buffered(c->reader) == 0)
+            c->fill_ms = emq__now_ms();
+        emq__resp_commit(c->reader, (size_t)n);
+    }
+    return n;
+}
+
 static emq_status read_reply(emq_conn_t *c, int64_t base_ms, int64_t extra_ms,
                              int just_sent, emq_reply **out, emq_error *e) {
     *out = NULL;
@@ -311,17 +331,8 @@ static emq_status read_reply(emq_conn_t *c, int64_t base_ms, int64_t extra_ms,
             return st;
         ssize_t n = EMQ_EAGAIN;
         if (!wait_first) {
-            char *space;
-            size_t avail;
-            st =
-                emq__resp_reserve(c->reader, READ_CHUNK_MIN, &space, &avail, e);
-            if (st != EMQ_OK)
-                return st;
-            n = c->t->ops->read(c->t, space, avail, e);
+            n = read_chunk(c, e);
             if (n > 0) {
-                if (emq__resp_buffered(c->reader) == 0)
-                    c->fill_ms = emq__now_ms();
-                emq__resp_commit(c->reader, (size_t)n);
                 /* The deadline holds while bytes keep coming too (an
                  * endless reply never leaves the socket idle). */
                 if (deadline >= 0 && emq__now_ms() >= deadline) {
@@ -1286,18 +1297,9 @@ static void watch_news(const emq_conn_t *c) {
     emq_conn_t *w = c->watch;
     emq_error e;
     for (;;) { /* what is there now */
-        char *space;
-        size_t avail;
-        if (emq__resp_reserve(w->reader, READ_CHUNK_MIN, &space, &avail, &e) !=
-            EMQ_OK) {
-            w->switched = 1;
-            return;
-        }
-        ssize_t n = w->t->ops->read(w->t, space, avail, &e);
-        if (n > 0) {
-            emq__resp_commit(w->reader, (size_t)n);
+        ssize_t n = read_chunk(w, &e);
+        if (n > 0)
             continue;
-        }
         if (n != EMQ_EAGAIN)
             w->switched = 1; /* ended: resolve again, a new watch with it */
         break;
@@ -1360,19 +1362,10 @@ int emq__conn_reply_begun(emq_conn_t *c, int64_t ms) {
     for (;;) {
         if (c->cancel.flag != NULL && atomic_load(c->cancel.flag))
             return 1;
-        char *space;
-        size_t avail;
         emq_error e;
-        if (emq__resp_reserve(c->reader, READ_CHUNK_MIN, &space, &avail, &e) !=
-            EMQ_OK)
-            return 1;
-        ssize_t n = c->t->ops->read(c->t, space, avail, &e);
-        if (n > 0) {
-            c->fill_ms = emq__now_ms();
-            emq__resp_commit(c->reader, (size_t)n);
-            return 1;
-        }
-        if (n != EMQ_EAGAIN) /* closed or failed: the read sees it again */
+        ssize_t n = read_chunk(c, &e);
+        if (n != EMQ_EAGAIN) /* bytes; or closed or failed: the read sees
+                                it again */
             return 1;
         int others[2] = {-1, wake ? c->cancel.wake_fd : -1};
         int w =

@@ -503,28 +503,48 @@ static size_t ahead_want(emq_consumer_t *c, size_t got, size_t want,
     return emq__fit(c, count < left ? count : left);
 }
 
+/* One XREADGROUP ... > of new entries, with its texts. */
+typedef struct read_cmd {
+    char count[24], block[24];
+    const char *argv[11];
+    int argc;
+} read_cmd;
+
+/* The read of want entries, blocking block ms (< 0: without BLOCK). */
+static void read_cmd_make(const emq_consumer_t *c, size_t want, int64_t block,
+                          read_cmd *r) {
+    snprintf(r->count, sizeof r->count, "%zu", want);
+    snprintf(r->block, sizeof r->block, "%lld", (long long)block);
+    int n = 0;
+    r->argv[n++] = "XREADGROUP";
+    r->argv[n++] = "GROUP";
+    r->argv[n++] = c->group;
+    r->argv[n++] = c->name;
+    r->argv[n++] = "COUNT";
+    r->argv[n++] = r->count;
+    if (block >= 0) { /* BLOCK goes before STREAMS */
+        r->argv[n++] = "BLOCK";
+        r->argv[n++] = r->block;
+    }
+    r->argv[n++] = "STREAMS";
+    r->argv[n++] = c->keys.stream;
+    r->argv[n++] = ">";
+    r->argc = n;
+}
+
 /* Sends a read of want entries ahead, with the settlements decided so
  * far; block >= 0: with BLOCK block (its reply is owed like any). */
 static emq_status send_ahead(emq_consumer_t *c, size_t want, int64_t block,
                              emq_error *err) {
-    char count[24], wait[24];
-    snprintf(count, sizeof count, "%zu", want);
-    snprintf(wait, sizeof wait, "%lld", (long long)block);
-    const char *argv[] = {"XREADGROUP", "GROUP", c->group,  c->name,
-                          "COUNT",      count,   "STREAMS", c->keys.stream,
-                          ">",          NULL,    NULL};
-    if (block >= 0) { /* BLOCK goes before STREAMS */
-        const char *tail[] = {"BLOCK", wait, "STREAMS", c->keys.stream, ">"};
-        memcpy(argv + 6, tail, sizeof tail);
-    }
+    read_cmd cmd;
+    read_cmd_make(c, want, block, &cmd);
     struct ahead_read *a = ahead_at(c, c->nahead);
     int64_t sent_ms = emq__now_ms(); /* before it can reach the server */
     a->round = (settle_round){.c = c};
     emq_status st =
         append_rx_settlements(c, &a->ops, &a->ops_cap, &a->nops, err);
     if (st == EMQ_OK)
-        st = emq__session_send_after(&c->rx, block >= 0 ? 11 : 9, argv, NULL,
-                                     err);
+        st = emq__session_send_after(&c->rx, cmd.argc, cmd.argv, NULL, err);
     if (st != EMQ_OK) {
         emq__settle_finish(c, a->ops, a->nops, st, &a->round);
         return st;
@@ -618,15 +638,11 @@ static emq_status finish_ahead(emq_consumer_t *c, size_t room, emq_error *err) {
  * read_delivered). On the reading thread, or on a poller's (lent_read). */
 static emq_status blocking_read(emq_consumer_t *c, size_t want, size_t room,
                                 int64_t wait, emq_error *err) {
-    char count[24], block[24];
-    snprintf(count, sizeof count, "%zu", want);
-    snprintf(block, sizeof block, "%lld", (long long)wait);
-    const char *argv[] = {"XREADGROUP", "GROUP",        c->group, c->name,
-                          "COUNT",      count,          "BLOCK",  block,
-                          "STREAMS",    c->keys.stream, ">"};
+    read_cmd cmd;
+    read_cmd_make(c, want, wait, &cmd);
     emq_reply *reply;
     emq__upkeep_blocking(c, 1); /* a stop ends the block (upkeep.c) */
-    emq_status st = call_with_settlements(c, 11, argv, &reply, err);
+    emq_status st = call_with_settlements(c, cmd.argc, cmd.argv, &reply, err);
     emq__upkeep_blocking(c, 0);
     if (st != EMQ_OK) {
         /* Too large: what it delivered is pending to this consumer now,

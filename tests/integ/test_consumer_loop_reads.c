@@ -28,15 +28,15 @@
 /* A service's event loop over the consumer's descriptor. */
 typedef struct loop {
     emq_consumer_t *c;
-    int ep;                        /* the loop's own epoll set */
-    long wakeups;                  /* the descriptor was ready */
-    long empty_steps;              /* steps that handed out nothing */
-    int handle_ms;                 /* per entry, before its ack */
-    int seen[LOOP_MAX];            /* per produced index: hand-outs */
-    int unexplained;               /* a second hand-out at delivery 1 */
-    size_t handed, distinct;       /* hand-outs; indexes seen */
-    int closed;                    /* a step said EMQ_ECLOSED */
-    emq_status ack_status;         /* the first failed ack's */
+    int ep;                  /* the loop's own epoll set */
+    long wakeups;            /* the descriptor was ready */
+    long empty_steps;        /* steps that handed out nothing */
+    int handle_ms;           /* per entry, before its ack */
+    int seen[LOOP_MAX];      /* per produced index: hand-outs */
+    int unexplained;         /* a second hand-out at delivery 1 */
+    size_t handed, distinct; /* hand-outs; indexes seen */
+    int closed;              /* a step said EMQ_ECLOSED */
+    emq_status ack_status;   /* the first failed ack's */
 } loop;
 
 static void loop_open(loop *l, emq_consumer_t *c) {
@@ -165,8 +165,7 @@ TEST_TIMEOUT(loop_steps_read_the_replies_themselves, 90) {
     loop_run(&l, 0, 1000); /* three blocks end meanwhile */
     ASSERT_EQ_SIZE(l.handed, 0);
     if (l.wakeups > 2)
-        FAIL("idle, the descriptor woke the loop %ld times in 1 s",
-             l.wakeups);
+        FAIL("idle, the descriptor woke the loop %ld times in 1 s", l.wakeups);
     unsigned before = lent_turns(l.c);
     const int rounds = 30;
     for (int i = 0; i < rounds; i++) {
@@ -178,11 +177,10 @@ TEST_TIMEOUT(loop_steps_read_the_replies_themselves, 90) {
     unsigned turns = lent_turns(l.c) - before;
     printf("    %d entries: %u reads taken up by the loop's steps, %ld "
            "wake-ups, %ld steps with nothing\n",
-              rounds, turns, l.wakeups, l.empty_steps);
+           rounds, turns, l.wakeups, l.empty_steps);
     ASSERT(turns >= 1);
     if (l.wakeups > 4L * rounds + 10)
-        FAIL("%ld wake-ups for %d entries: the loop spins", l.wakeups,
-             rounds);
+        FAIL("%ld wake-ups for %d entries: the loop spins", l.wakeups, rounds);
     loop_end(&l, s);
     emq_srv_stop(s);
 }
@@ -205,8 +203,7 @@ TEST_TIMEOUT(loop_lend_rides_out_held_replies_and_a_stop, 90) {
     loop_run(&l, 0, 1000);
     ASSERT_EQ_SIZE(l.handed, 1);
     if (l.wakeups - woke > 10)
-        FAIL("replies held, the loop woke %ld times in 1 s",
-             l.wakeups - woke);
+        FAIL("replies held, the loop woke %ld times in 1 s", l.wakeups - woke);
     emq_icept_hold(proxy, 0);
     loop_run(&l, 6, emq_test_ms(10000));
     ASSERT_EQ_SIZE(l.distinct, 6);
@@ -217,7 +214,7 @@ TEST_TIMEOUT(loop_lend_rides_out_held_replies_and_a_stop, 90) {
     loop_run(&l, 0, emq_test_ms(3000));
     ASSERT(l.closed);
     printf("    the step said stopped %lld ms after the stop\n",
-              (long long)(now_ms() - t0));
+           (long long)(now_ms() - t0));
     loop_end(&l, s);
     emq_icept_stop(proxy);
     emq_srv_stop(s);
@@ -235,8 +232,8 @@ TEST_TIMEOUT(loop_lend_survives_cut_connections, 120) {
         loop_run(&l, 0, 100); /* the read is lent */
         produce_from(s, r * per, per);
         char out[256];
-        ASSERT_EQ_INT(emq_srv_cmd(s, out, sizeof out, "CLIENT", "KILL",
-                                  "TYPE", "normal", "SKIPME", "yes", NULL),
+        ASSERT_EQ_INT(emq_srv_cmd(s, out, sizeof out, "CLIENT", "KILL", "TYPE",
+                                  "normal", "SKIPME", "yes", NULL),
                       ':');
         loop_run(&l, (size_t)(r + 1) * per, emq_test_ms(15000));
         ASSERT_EQ_SIZE(l.distinct, (size_t)(r + 1) * per);
@@ -245,8 +242,7 @@ TEST_TIMEOUT(loop_lend_survives_cut_connections, 120) {
     emq_consumer_stats st;
     emq_consumer_stats_get(l.c, &st);
     printf("    %d entries over %d cuts: %zu hand-outs, %llu reconnects\n",
-              rounds * per, rounds, l.handed,
-              (unsigned long long)st.reconnects);
+           rounds * per, rounds, l.handed, (unsigned long long)st.reconnects);
     ASSERT(st.reconnects >= (uint64_t)rounds);
     /* Acks cut off with a connection may fail: the entry comes again,
      * and the loop runs until that one is handed out and acked too. */

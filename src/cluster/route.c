@@ -1094,6 +1094,11 @@ int emq__route_reply_begun(emq__route *route, int64_t ms) {
            emq__conn_reply_begun(route->single, ms);
 }
 
+int emq__route_reply_whole(emq__route *route) {
+    return route == NULL || route->single == NULL ||
+           emq__conn_reply_whole(route->single);
+}
+
 int emq__route_went_away(const emq__route *route) {
     if (route == NULL)
         return 1;

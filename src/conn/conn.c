@@ -1377,6 +1377,21 @@ int emq__conn_reply_begun(emq_conn_t *c, int64_t ms) {
     }
 }
 
+int emq__conn_reply_whole(emq_conn_t *c) {
+    if (c == NULL || c->t == NULL || c->broken.code != EMQ_OK)
+        return 1;
+    for (;;) {
+        if (emq__resp_whole(c->reader))
+            return 1;
+        emq_error e;
+        ssize_t n = read_chunk(c, &e);
+        if (n == EMQ_EAGAIN)
+            return 0;
+        if (n <= 0) /* closed or failed: the read sees it again */
+            return 1;
+    }
+}
+
 const char *emq__conn_name(const emq_conn_t *conn) {
     return conn != NULL ? conn->name : "";
 }

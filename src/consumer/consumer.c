@@ -533,16 +533,19 @@ static void read_cmd_make(const emq_consumer_t *c, size_t want, int64_t block,
 }
 
 /* Sends a read of want entries ahead, with the settlements decided so
- * far; block >= 0: with BLOCK block (its reply is owed like any). */
+ * far when it carries them; block >= 0: with BLOCK block (its reply is
+ * owed like any). */
 static emq_status send_ahead(emq_consumer_t *c, size_t want, int64_t block,
-                             emq_error *err) {
+                             int carry, emq_error *err) {
     read_cmd cmd;
     read_cmd_make(c, want, block, &cmd);
     struct ahead_read *a = ahead_at(c, c->nahead);
     int64_t sent_ms = emq__now_ms(); /* before it can reach the server */
     a->round = (settle_round){.c = c};
+    a->nops = 0;
     emq_status st =
-        append_rx_settlements(c, &a->ops, &a->ops_cap, &a->nops, err);
+        carry ? append_rx_settlements(c, &a->ops, &a->ops_cap, &a->nops, err)
+              : EMQ_OK;
     if (st == EMQ_OK)
         st = emq__session_send_after(&c->rx, cmd.argc, cmd.argv, NULL, err);
     if (st != EMQ_OK) {
@@ -588,7 +591,7 @@ static emq_status read_delivered(emq_consumer_t *c, emq_reply *reply,
     emq_error aerr;
     emq_status sent = EMQ_OK;
     while (sent == EMQ_OK && (next = ahead_want(c, got, want, room)) > 0)
-        sent = send_ahead(c, next, -1, &aerr);
+        sent = send_ahead(c, next, -1, 1, &aerr);
     st = dispatch_read(c, reply, entries, taken_ms, err);
     if (st != EMQ_OK)
         finish_all_ahead(c);
@@ -708,10 +711,12 @@ static int64_t loop_lend_until(const struct ahead_read *a) {
  * own timeout: when that ends first, the read stays owed for the next
  * poller to wait on (or for the reading thread, when none comes). A
  * loop's step (max_ms 0) never waits: it sends the read, or reads the
- * reply its socket said was in. When the reply has not begun
- * LENT_REPLY_SLACK_MS past the block (a stalled server), the reading
- * thread reads it (turn): a poll is never held up past its timeout by
- * more than that. */
+ * reply once it is whole (its socket says when more came). When the
+ * reply has not begun LENT_REPLY_SLACK_MS past the block (a stalled
+ * server), the reading thread reads it (turn): a poll is never held up
+ * past its timeout by more than that. The read carries no settlements:
+ * their replies would wake the taker before the entries' (the upkeep
+ * sends them within EMQ_SETTLE_DELAY_MS). */
 static emq_status lent_read(void *ctx, int64_t max_ms, int *again,
                             int64_t *until_ms, emq_error *err) {
     emq_consumer_t *c = ctx;
@@ -727,7 +732,7 @@ static emq_status lent_read(void *ctx, int64_t max_ms, int *again,
             return EMQ_OK; /* the reading thread's turn */
         read_plan(c, room, &want, &wait);
         emq__upkeep_blocking(c, 1); /* a stop ends the block (upkeep.c) */
-        emq_status st = send_ahead(c, want, wait, err);
+        emq_status st = send_ahead(c, want, wait, 0, err);
         if (st != EMQ_OK) {
             emq__upkeep_blocking(c, 0);
             return st;
@@ -737,30 +742,14 @@ static emq_status lent_read(void *ctx, int64_t max_ms, int *again,
     }
     int64_t stalled_at = owed->sent_ms + owed->block_ms + LENT_REPLY_SLACK_MS;
     *until_ms = loop_lend_until(owed);
-    /* Until the reply begins: owed still, or the reading thread's once
-     * it stalled. Twice, as the settlements' replies come first. */
-    for (int i = 0; i < 2; i++) {
-        int64_t left = stalled_at - emq__now_ms();
-        if ((max_ms == 0 && sent) ||
-            !emq__session_reply_begun(&c->rx, left < max_ms ? left : max_ms)) {
-            *again = emq__now_ms() < stalled_at ? EMQ__LENT_OWED
-                                                : EMQ__LENT_BACK;
-            return EMQ_OK;
-        }
-        if (owed->nops == 0)
-            break;
-        /* What began is the settlements' replies, which the server sends
-         * at once: they are read and done with, and the read's own reply
-         * is waited for as above. */
-        emq_status st = emq__session_receive_appended(&c->rx, emq__settle_apply,
-                                                      &owed->round, err);
-        if (owed->round.nwide > 0)
-            c->wide_waits = 1; /* a read is owed: not written now */
-        emq__settle_finish(c, owed->ops, owed->nops, st, &owed->round);
-        owed->nops = 0;
-        owed->round = (settle_round){.c = c};
-        if (st != EMQ_OK)
-            return st; /* the read stays owed: the reading thread's */
+    int64_t left = stalled_at - emq__now_ms();
+    int in =
+        max_ms == 0
+            ? !sent && emq__session_reply_whole(&c->rx)
+            : emq__session_reply_begun(&c->rx, left < max_ms ? left : max_ms);
+    if (!in) { /* owed still, or the reading thread's once it stalled */
+        *again = emq__now_ms() < stalled_at ? EMQ__LENT_OWED : EMQ__LENT_BACK;
+        return EMQ_OK;
     }
     emq_status st = finish_ahead(c, room, err);
     /* Reads sent ahead (it came back full), or "not now": the reading

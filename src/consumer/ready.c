@@ -147,7 +147,8 @@ void emq__chunk_unref(emq__chunk *ch) {
 static int step_due_locked(const emq__ready *r) {
     int paused = atomic_load(&r->root->paused);
     return (r->n > 0 && !paused) || r->ended ||
-           (r->lend == LEND_OFFERED && r->lend_send_due && !paused);
+           (r->lend == LEND_OFFERED && r->lend_sock >= 0 && r->lend_send_due &&
+            !paused);
 }
 
 /* The eventfd follows step_due_locked (caller holds mu). */
@@ -425,6 +426,7 @@ static int lend_to_loop(emq__ready *r, emq__lent_read_fn fn, void *ctx,
             ms = LOOP_GRACE_MS;
         else if (r->lend_until_ms - now < ms)
             ms = r->lend_until_ms - now;
+        r->lender_watching = !checking;
         pthread_mutex_unlock(&r->mu);
         struct pollfd p[2] = {{.fd = r->lender_wake, .events = POLLIN},
                               {.fd = checking ? -1 : sock, .events = POLLIN}};
@@ -440,6 +442,7 @@ static int lend_to_loop(emq__ready *r, emq__lent_read_fn fn, void *ctx,
     *st = EMQ_OK;
     if (r->lend == LEND_BACK && (*st = r->lend_status) != EMQ_OK && err != NULL)
         *err = r->lend_err;
+    r->lender_watching = 0;
     unwatch_sock(r);
     r->lend = LEND_NONE;
     r->lend_send_due = 0;
@@ -527,12 +530,21 @@ static void run_lent_read(emq__ready *r, int64_t max_ms) {
     pthread_mutex_lock(&r->mu);
     if (st == EMQ_OK && again != EMQ__LENT_BACK && lending_locked(r)) {
         r->lend = LEND_OFFERED;
+        int loop = r->lend_sock >= 0;
         r->lend_send_due = again == EMQ__LENT_SEND;
+        (void)loop;
         if (again == EMQ__LENT_OWED)
             r->lend_until_ms = until;
         signal_fd(r);       /* a loop's next step sends the next read */
         if (r->pollers > 0) /* one asleep may take it now */
             pthread_cond_broadcast(&r->more);
+        /* A lender asleep on the socket would not see a read due that no
+         * step takes up (nothing will come on the socket). */
+        if (r->lend_send_due && r->lender_watching) {
+            pthread_mutex_unlock(&r->mu);
+            wake_loop_lender(r);
+            pthread_mutex_lock(&r->mu);
+        }
         return;
     }
     r->lend_status = st;

@@ -76,6 +76,7 @@ struct emq__ready {
     int64_t lend_until_ms;  /* the reply owed counts as stalled past it */
     unsigned lend_turns;    /* reads taken so far: one more each take */
     int lender_wake;        /* eventfd: wakes a lender lending to a loop */
+    int lender_watching;    /* ... asleep on the socket (ready.c) */
     emq_status lend_status; /* what the lent read returned */
     emq_error lend_err;
     atomic_int room_waiters; /* reading threads waiting for room */

@@ -734,16 +734,15 @@ static const char *build_value(const char *p, const char *end,
     }
 }
 
-/* emq__resp_next without the dropping of pushes behind attributes. */
-static emq_status next_reply(emq__resp_reader *r, emq_reply **out,
-                             emq_error *err) {
-    *out = NULL;
-    if (r->failed)
-        return sticky(r, err);
+/* Scans until the next reply to return lies whole in [pos, scan)
+ * (r->complete), skipping pushes when they are dropped; each byte is
+ * scanned once however often it is called. EMQ_EAGAIN while more must
+ * come, EMQ_EPROTO on bad input or a reply past limits.max_reply. */
+static emq_status scan_whole(emq__resp_reader *r, emq_error *err) {
     for (;;) {
-        if (r->chunk == NULL || r->pos == r->len)
-            return EMQ_EAGAIN;
         if (!r->complete) {
+            if (r->chunk == NULL || r->pos == r->len)
+                return EMQ_EAGAIN;
             emq_status st = scan_reply(r, err);
             if (st != EMQ_OK)
                 return st;
@@ -756,7 +755,7 @@ static emq_status next_reply(emq__resp_reader *r, emq_reply **out,
             r->complete = 1; /* kept if the allocation below fails */
         }
         if (!r->drop_pushes || r->chunk->data[r->pos] != '>')
-            break;
+            return EMQ_OK;
         /* A push nobody subscribed to: skipped where it lies, nothing
          * allocated, counted. */
         r->pos = r->scan;
@@ -765,6 +764,17 @@ static emq_status next_reply(emq__resp_reader *r, emq_reply **out,
         r->complete = 0;
         r->pushes_dropped++;
     }
+}
+
+/* emq__resp_next without the dropping of pushes behind attributes. */
+static emq_status next_reply(emq__resp_reader *r, emq_reply **out,
+                             emq_error *err) {
+    *out = NULL;
+    if (r->failed)
+        return sticky(r, err);
+    emq_status st = scan_whole(r, err);
+    if (st != EMQ_OK)
+        return st;
     /* One allocation for every node of the reply. */
     if (r->nodes > (SIZE_MAX - sizeof(resp_block)) / sizeof(struct emq_reply))
         return fail(r, err, "protocol error: reply has too many elements");
@@ -785,6 +795,11 @@ static emq_status next_reply(emq__resp_reader *r, emq_reply **out,
     r->complete = 0;
     *out = &block->nodes[0];
     return EMQ_OK;
+}
+
+int emq__resp_whole(emq__resp_reader *r) {
+    emq_error err;
+    return r->failed || scan_whole(r, &err) != EMQ_EAGAIN;
 }
 
 emq_status emq__resp_next(emq__resp_reader *r, emq_reply **out,

@@ -83,6 +83,11 @@ emq_status emq__resp_next(emq__resp_reader *r, emq_reply **out, emq_error *err);
 void emq__resp_drop_pushes(emq__resp_reader *r);
 /* Push messages skipped so far. */
 uint64_t emq__resp_pushes_dropped(const emq__resp_reader *r);
+/* 1 when the bytes received hold the whole next reply (emq__resp_next
+ * would return it, or fail on it) without waiting for more; 0 when more
+ * must come first. Scans only (nothing is built); the scan is not done
+ * twice. */
+int emq__resp_whole(emq__resp_reader *r);
 /* Bytes received and not yet returned as replies. */
 size_t emq__resp_buffered(const emq__resp_reader *r);
 /* Non-zero once the reader has failed; every later call returns it. */

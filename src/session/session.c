@@ -443,18 +443,12 @@ emq_status emq__session_send_after(emq__session *s, int argc,
 
 size_t emq__session_owed(const emq__session *s) { return s->nahead; }
 
-emq_status emq__session_receive_appended(emq__session *s,
-                                         emq__session_apply_fn apply, void *ctx,
-                                         emq_error *err) {
-    if (s->nahead == 0)
-        return emq__error_set(err, EMQ_EINVAL, 0, "no command was sent ahead");
-    size_t appended = s->ahead_tags[0];
-    s->ahead_tags[0] = 0;
-    return emq__session_drain_n(s, appended, 0, apply, ctx, err);
-}
-
 int emq__session_reply_begun(emq__session *s, int64_t ms) {
     return emq__route_reply_begun(s->route, ms);
+}
+
+int emq__session_reply_whole(emq__session *s) {
+    return emq__route_reply_whole(s->route);
 }
 
 emq_status emq__session_receive(emq__session *s, unsigned flags,

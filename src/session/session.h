@@ -217,6 +217,11 @@ emq_status emq__session_send_after(emq__session *s, int argc,
  * by then: emq__session_receive would wait longer (emq__route_reply_begun;
  * 1 at once on a cluster). */
 int emq__session_reply_begun(emq__session *s, int64_t ms);
+/* 1 when the whole reply of the oldest command sent ahead, with those
+ * appended before it, is in (never waits; emq__route_reply_whole; 1 at
+ * once on a cluster). The caller has read the appended commands' replies
+ * already (or sent none): only the next reply is looked at. */
+int emq__session_reply_whole(emq__session *s);
 /* Reads the replies of the oldest emq__session_send_after still owed:
  * the commands appended before it go to apply (as emq__session_drain),
  * its own into
@@ -230,12 +235,6 @@ emq_status emq__session_receive(emq__session *s, unsigned flags,
                                 emq_reply **reply, emq_error *err);
 /* How many commands sent by emq__session_send_after are still owed. */
 size_t emq__session_owed(const emq__session *s);
-/* Reads the replies of the commands appended before the oldest
- * emq__session_send_after still owed (to apply, as emq__session_drain),
- * leaving its own reply owed for emq__session_receive. */
-emq_status emq__session_receive_appended(emq__session *s,
-                                         emq__session_apply_fn apply, void *ctx,
-                                         emq_error *err);
 /* One command of a pipeline (argvlen NULL: NUL-terminated strings). */
 typedef struct emq__session_cmd {
     int argc;

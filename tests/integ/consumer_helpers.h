@@ -84,22 +84,37 @@ static inline emq_conf_t *consumer_conf(const emq_srv *s, const char *queue,
     return conf;
 }
 
-/* Adds n entries {"n": "<prefix><i>"} to queue through the producer. */
-static inline void produce_n(const emq_srv *s, const char *queue,
-                             const char *prefix, int n) {
+/* A producer of queue at s (the caller destroys it). */
+static inline emq_producer_t *queue_producer(const emq_srv *s,
+                                             const char *queue) {
     emq_conf_t *conf = conf_for(emq_srv_url(s));
     conf_set(conf, "queue", queue);
     emq_producer_t *p;
     emq_error err;
     ASSERT_OK(emq_producer_new(conf, &p, &err), &err);
     emq_conf_destroy(conf);
-    for (int i = 0; i < n; i++) {
+    return p;
+}
+
+/* Adds entries {"n": "<prefix><i>"} for i in [first, first + n) to queue
+ * through the producer. */
+static inline void produce_range(const emq_srv *s, const char *queue,
+                                 const char *prefix, int first, int n) {
+    emq_producer_t *p = queue_producer(s, queue);
+    emq_error err;
+    for (int i = first; i < first + n; i++) {
         char value[32];
         int len = snprintf(value, sizeof value, "%s%d", prefix, i);
         emq_field f = {"n", 1, value, (size_t)len};
         ASSERT_OK(emq_produce(p, &f, 1, NULL, &err), &err);
     }
     emq_producer_destroy(p);
+}
+
+/* Adds n entries {"n": "<prefix><i>"}, i from 0, to queue. */
+static inline void produce_n(const emq_srv *s, const char *queue,
+                             const char *prefix, int n) {
+    produce_range(s, queue, prefix, 0, n);
 }
 
 typedef struct runner_thread {

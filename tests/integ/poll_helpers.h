@@ -23,6 +23,15 @@ static inline emq_conf_t *poll_conf(const char *url,
     return conf;
 }
 
+/* Reads that block block_ms, with no claim beat or lease renewal to cut
+ * them short and no command timeout to end a reply held back. */
+static inline void long_reads(emq_conf_t *conf, const char *block_ms) {
+    conf_set(conf, "block_ms", block_ms);
+    conf_set(conf, "lease.ttl_ms", "200000"); /* > 3 x block_ms */
+    conf_set(conf, "claim.interval_ms", "600000");
+    conf_set(conf, "command_timeout_ms", "60000");
+}
+
 /* The entry's first value as a string (cut to size). */
 static inline void value_of(const emq_entry *e, char *out, size_t size) {
     snprintf(out, size, "%.*s", (int)e->fields[0].value_len,

@@ -18,7 +18,7 @@
  */
 #include "consumer/ready.h"
 #include "harness/fakepeer.h"
-#include "integ/ownership_helpers.h"
+#include "integ/poll_helpers.h"
 #include "integ/tally_helpers.h"
 
 #include <poll.h>
@@ -105,19 +105,7 @@ static void loop_run(loop *l, size_t distinct, int ms) {
 
 /* Adds entries {"n": "e<first>"} .. "e<first + n - 1>" to jobs. */
 static void produce_from(const emq_srv *s, int first, int n) {
-    emq_conf_t *conf = conf_for(emq_srv_url(s));
-    conf_set(conf, "queue", "jobs");
-    emq_producer_t *p;
-    emq_error err;
-    ASSERT_OK(emq_producer_new(conf, &p, &err), &err);
-    emq_conf_destroy(conf);
-    for (int i = first; i < first + n; i++) {
-        char value[32];
-        int len = snprintf(value, sizeof value, "e%d", i);
-        emq_field f = {"n", 1, value, (size_t)len};
-        ASSERT_OK(emq_produce(p, &f, 1, NULL, &err), &err);
-    }
-    emq_producer_destroy(p);
+    produce_range(s, "jobs", "e", first, n);
 }
 
 /* Reads taken up by steps or pollers so far (ready.c). */
@@ -190,8 +178,8 @@ static void producer_thread_start(producer_thread *t, const emq_srv *s, int n,
     ASSERT(pthread_create(&t->thread, NULL, producer_thread_main, t) == 0);
 }
 
-/* A consumer w of jobs/g (made here, at s) at url whose reads block
- * block_ms, with no claim beat or lease renewal to cut them short. */
+/* A consumer w of jobs/g (made here, at s) at url with long_reads of
+ * block_ms. */
 static emq_consumer_t *loop_consumer(const emq_srv *s, const char *url,
                                      const char *block_ms) {
     char out[256];
@@ -199,10 +187,7 @@ static emq_consumer_t *loop_consumer(const emq_srv *s, const char *url,
                               "$", "MKSTREAM", NULL),
                   '+');
     emq_conf_t *conf = fault_conf(url);
-    conf_set(conf, "block_ms", block_ms);
-    conf_set(conf, "lease.ttl_ms", "200000"); /* > 3 x block_ms */
-    conf_set(conf, "claim.interval_ms", "600000");
-    conf_set(conf, "command_timeout_ms", "60000");
+    long_reads(conf, block_ms);
     emq_consumer_t *c;
     emq_error err;
     ASSERT_OK(emq_consumer_new(conf, NULL, NULL, &c, &err), &err);
@@ -407,12 +392,8 @@ TEST_TIMEOUT(loop_step_never_waits_for_a_slow_reply, 90) {
     static loop l;
     loop_open(&l, loop_consumer(s, emq_peer_url(proxy), "60000"));
     loop_run(&l, 0, 300); /* the read is lent */
-    emq_conf_t *conf = conf_for(emq_srv_url(s));
-    conf_set(conf, "queue", "jobs");
-    emq_producer_t *p;
+    emq_producer_t *p = queue_producer(s, "jobs");
     emq_error err;
-    ASSERT_OK(emq_producer_new(conf, &p, &err), &err);
-    emq_conf_destroy(conf);
     static char big[16384];
     memset(big, 'x', sizeof big);
     const int n = 12; /* in one XADD pipeline: one reply of ~200 KiB */

@@ -30,10 +30,7 @@ static emq_consumer_t *long_read_consumer(const char *url, const char *start,
     conf_set(conf, "group", "g");
     conf_set(conf, "consumer", "w");
     conf_set(conf, "start", start);
-    conf_set(conf, "block_ms", block_ms);
-    conf_set(conf, "lease.ttl_ms", "200000"); /* > 3 x block_ms */
-    conf_set(conf, "claim.interval_ms", "600000");
-    conf_set(conf, "command_timeout_ms", "60000");
+    long_reads(conf, block_ms);
     emq_consumer_t *c;
     emq_error err;
     ASSERT_OK(emq_consumer_new(conf, NULL, NULL, &c, &err), &err);

@@ -4,12 +4,14 @@
  *   epoll_worker URL QUEUE COUNT
  *
  * The loop watches the consumer's event descriptor (emq_consumer_fd): it
- * is readable while entries wait to be handed out. On readiness,
- * emq_consumer_step hands them out without blocking, and the loop passes
- * them to four worker threads, which acknowledge each from their own
- * thread (worker_pool.h). The loop itself never blocks on the network:
- * the consumer's own threads read, refresh ownership, renew the lease and
- * send settlements. Exits 0 after COUNT entries were handled.
+ * is readable while a step has something to do (entries wait, or the
+ * read the consumer lends to the loop has its reply in or is due). On
+ * readiness, emq_consumer_step does it without waiting and hands out what
+ * is ready, and the loop passes it to four worker threads, which
+ * acknowledge each from their own thread (worker_pool.h). The loop never
+ * waits on the network: the consumer's own threads refresh ownership,
+ * renew the lease, send settlements and read whenever the loop is busy.
+ * Exits 0 after COUNT entries were handled.
  */
 #include "worker_pool.h"
 

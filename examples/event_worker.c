@@ -4,8 +4,8 @@
  *   event_worker URL QUEUE COUNT
  *
  * A persistent read event on the consumer's event descriptor
- * (emq_consumer_fd), readable while entries wait to be handed out, takes
- * them with emq_consumer_step (never blocks) and hands them to four
+ * (emq_consumer_fd), readable while a step has something to do, takes
+ * what is ready with emq_consumer_step (never waits) and hands it to four
  * worker threads, which acknowledge each from their own thread
  * (worker_pool.h). A timer ends the loop once COUNT entries were handled.
  */

@@ -4,8 +4,8 @@
  *   uv_worker URL QUEUE COUNT
  *
  * A uv_poll_t watches the consumer's event descriptor (emq_consumer_fd),
- * readable while entries wait to be handed out; its callback takes them
- * with emq_consumer_step (never blocks) and hands them to four worker
+ * readable while a step has something to do; its callback takes what is
+ * ready with emq_consumer_step (never waits) and hands it to four worker
  * threads, which acknowledge each from their own thread (worker_pool.h).
  * A uv_timer_t ends the loop once COUNT entries were handled.
  */

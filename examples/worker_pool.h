@@ -134,7 +134,7 @@ static emq_consumer_t *pool_consumer(const char *url, const char *queue,
     return ok ? c : NULL;
 }
 
-/* Takes what is ready (never blocks) and hands it to the workers; -1
+/* Takes what is ready (never waits) and hands it to the workers; -1
  * (the reason printed) when the consumer has ended. */
 static int pool_step(worker_pool *p, const char *name) {
     emq_entry *entries[64];

@@ -465,10 +465,10 @@ class consumer {
         emq_error e;
         detail::check(emq_consumer_close(c_, timeout_ms, &e), e);
     }
-    /* Event loops: a descriptor readable while entries wait (owned by the
-     * consumer; starts pull mode), the non-blocking poll to call on
-     * readiness, and the longest the loop may wait before calling it
-     * (-1: only the descriptor matters). */
+    /* Event loops: a descriptor readable while a step has something to do
+     * (owned by the consumer; starts pull mode), the non-blocking poll to
+     * call on readiness, and the longest the loop may wait before calling
+     * it (-1: only the descriptor matters). */
     int fd() {
         emq_error e;
         int fd = emq_consumer_fd(c_, &e);

@@ -239,12 +239,9 @@ emq_status emq__route_reconnect(emq__route *route, emq_error *err);
  * or idle while the connection to the slot's master went away (closed by
  * the peer; emq__conn_went_away). Never blocks. The route's thread. */
 int emq__route_went_away(const emq__route *route);
-/* emq__conn_reply_begun of a single server's connection; 1 at once on a
- * cluster (the caller's read waits). The route's thread. */
-int emq__route_reply_begun(emq__route *route, int64_t ms);
 /* emq__conn_reply_whole of a single server's connection; 1 at once on a
  * cluster (the caller's read waits). The route's thread. */
-int emq__route_reply_whole(emq__route *route);
+int emq__route_reply_whole(emq__route *route, int64_t ms);
 /* emq__conn_switch_announced of a single server's connection (0 on a
  * cluster). */
 int emq__route_switch_announced(const emq__route *route);

@@ -1089,14 +1089,9 @@ int emq__route_switch_announced(const emq__route *route) {
            emq__conn_switch_announced(route->single);
 }
 
-int emq__route_reply_begun(emq__route *route, int64_t ms) {
+int emq__route_reply_whole(emq__route *route, int64_t ms) {
     return route == NULL || route->single == NULL ||
-           emq__conn_reply_begun(route->single, ms);
-}
-
-int emq__route_reply_whole(emq__route *route) {
-    return route == NULL || route->single == NULL ||
-           emq__conn_reply_whole(route->single);
+           emq__conn_reply_whole(route->single, ms);
 }
 
 int emq__route_went_away(const emq__route *route) {

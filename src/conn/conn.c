@@ -224,6 +224,17 @@ static emq_status break_conn(emq_conn_t *c, const emq_error *e,
     return sticky(c, err);
 }
 
+/* After a read_chunk outside read_reply that failed (n < 0), the
+ * connection is broken with that failure, so the read that follows
+ * reports it as it was (read again, the transport may say something
+ * else: a TLS error as a plain close, a reset as an end). */
+static void keep_failure(emq_conn_t *c, ssize_t n, const emq_error *e) {
+    if (n < 0 && n != EMQ_EAGAIN && n != EMQ_ENOMEM) { /* memory: again */
+        emq_error ignored;
+        break_conn(c, e, &ignored);
+    }
+}
+
 /* A read with a cancel flag looks at it this often. */
 #define CANCEL_SLICE_MS 50
 
@@ -1352,21 +1363,26 @@ int emq__conn_went_away(const emq_conn_t *conn) {
     return poll(&pfd, 1, 0) > 0; /* EOF, a reset, or unasked bytes */
 }
 
-int emq__conn_reply_begun(emq_conn_t *c, int64_t ms) {
-    if (c == NULL || c->t == NULL || c->broken.code != EMQ_OK ||
-        emq__resp_buffered(c->reader) > 0)
+int emq__conn_reply_whole(emq_conn_t *c, int64_t ms) {
+    if (c == NULL || c->t == NULL || c->broken.code != EMQ_OK)
         return 1;
     int wake = c->cancel.flag != NULL && c->cancel.on_stop != NULL &&
                c->cancel.wake_fd >= 0;
     int64_t deadline = emq__now_ms() + (ms > 0 ? ms : 0);
     for (;;) {
-        if (c->cancel.flag != NULL && atomic_load(c->cancel.flag))
+        if (emq__resp_whole(c->reader) ||
+            (c->cancel.flag != NULL && atomic_load(c->cancel.flag)))
             return 1;
         emq_error e;
         ssize_t n = read_chunk(c, &e);
-        if (n != EMQ_EAGAIN) /* bytes; or closed or failed: the read sees
-                                it again */
+        if (n > 0)
+            continue;
+        if (n != EMQ_EAGAIN) { /* closed (the read sees it again), failed */
+            keep_failure(c, n, &e);
             return 1;
+        }
+        if (ms <= 0)
+            return 0;
         int others[2] = {-1, wake ? c->cancel.wake_fd : -1};
         int w =
             emq__transport_wait_either(c->t->fd, c->t->want, others, deadline);
@@ -1374,21 +1390,6 @@ int emq__conn_reply_begun(emq_conn_t *c, int64_t ms) {
             return 0;
         if (w != 1)
             return 1; /* a stop, or the wait failed */
-    }
-}
-
-int emq__conn_reply_whole(emq_conn_t *c) {
-    if (c == NULL || c->t == NULL || c->broken.code != EMQ_OK)
-        return 1;
-    for (;;) {
-        if (emq__resp_whole(c->reader))
-            return 1;
-        emq_error e;
-        ssize_t n = read_chunk(c, &e);
-        if (n == EMQ_EAGAIN)
-            return 0;
-        if (n <= 0) /* closed or failed: the read sees it again */
-            return 1;
     }
 }
 

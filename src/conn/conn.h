@@ -344,16 +344,12 @@ int64_t emq__conn_client_id(const emq_conn_t *c);
  * conn. */
 int emq__conn_went_away(const emq_conn_t *conn);
 
-/* 1 when the next reply has begun to arrive (bytes buffered or read now),
- * or the connection failed or a stop was asked (the read that follows
- * says which), within ms; 0 when nothing came by then. Reads what is
- * there into the reply buffer; never parses. The thread that uses conn. */
-int emq__conn_reply_begun(emq_conn_t *conn, int64_t ms);
-/* 1 when the whole next reply is in the reply buffer after reading what
- * is there now (never waiting), or the connection failed (the read that
- * follows says so); 0 while more of it must come. Scans, never builds.
- * The thread that uses conn. */
-int emq__conn_reply_whole(emq_conn_t *conn);
+/* 1 when the whole next reply is in the reply buffer, reading what
+ * arrives for up to ms (0: what is there now, never waiting); also when
+ * the connection failed or a stop was asked (the read that follows says
+ * which); 0 when more of it must come. Scans what it reads, never builds
+ * a reply. The thread that uses conn. */
+int emq__conn_reply_whole(emq_conn_t *conn, int64_t ms);
 
 /* The endpoint conn is connected to, "host:port", "[v6]:port" or
  * "unix:/path" (behind Sentinel: the primary resolved last). Valid until

@@ -94,6 +94,15 @@ static const char *ssl_reason(char *out, size_t size) {
     return out;
 }
 
+/* A server that ended the connection without close_notify (killed,
+ * restarted, a proxy that dropped it): a cut connection. */
+static ssize_t closed_unclean(const tls_transport *t, emq_error *err) {
+    return emq__error_set(err, EMQ_EIO, 1,
+                          "server closed the TLS connection to %s without "
+                          "close_notify",
+                          t->base.name);
+}
+
 /* Maps the result of an SSL I/O call. Returns EMQ_EAGAIN with want set,
  * 0 for an orderly close, or a negative status with err filled. what is
  * "read from" or "write to". */
@@ -114,13 +123,18 @@ static ssize_t ssl_fail(tls_transport *t, int rc, const char *what,
     case SSL_ERROR_SYSCALL:
         ERR_clear_error();
         if (sys == 0 || rc == 0)
-            return emq__error_set(err, EMQ_EIO, 1,
-                                  "server closed the TLS connection to %s "
-                                  "without close_notify",
-                                  t->base.name);
+            return closed_unclean(t, err);
         return emq__error_set(err, EMQ_EIO, 1, "%s %s failed: %s", what,
                               t->base.name, strerror(sys));
     default:
+#ifdef SSL_R_UNEXPECTED_EOF_WHILE_READING
+        /* How OpenSSL 3 reports an end without close_notify. */
+        if (ERR_GET_REASON(ERR_peek_error()) ==
+            SSL_R_UNEXPECTED_EOF_WHILE_READING) {
+            ERR_clear_error();
+            return closed_unclean(t, err);
+        }
+#endif
         ssl_reason(why, sizeof why);
         return emq__error_set(err, EMQ_ETLS, 0, "TLS %s %s failed: %s", what,
                               t->base.name, why[0] ? why : "unknown error");

@@ -329,8 +329,9 @@ static emq_status call_with_settlements(emq_consumer_t *c, int argc,
                                      err);
     if (st == EMQ_OK) /* counted once answered */
         atomic_fetch_add(&c->stats.reads, 1);
-    if (round.nwide > 0) /* nothing is owed: their moves go now */
-        c->wide_waits = 0;
+    /* Nothing is owed: the moves this round carried go now, and any taken
+     * by the upkeep went there. */
+    c->wide_waits = 0;
     emq__settle_finish(c, c->rx_ops, nops, st, &round);
     return st;
 }
@@ -743,10 +744,10 @@ static emq_status lent_read(void *ctx, int64_t max_ms, int *again,
     int64_t stalled_at = owed->sent_ms + owed->block_ms + LENT_REPLY_SLACK_MS;
     *until_ms = loop_lend_until(owed);
     int64_t left = stalled_at - emq__now_ms();
-    int in =
-        max_ms == 0
-            ? !sent && emq__session_reply_whole(&c->rx)
-            : emq__session_reply_begun(&c->rx, left < max_ms ? left : max_ms);
+    /* A poller reads what comes until its time is up; a step what is
+     * there (none when it just sent the read). */
+    int in = !(max_ms == 0 && sent) &&
+             emq__session_reply_whole(&c->rx, left < max_ms ? left : max_ms);
     if (!in) { /* owed still, or the reading thread's once it stalled */
         *again = emq__now_ms() < stalled_at ? EMQ__LENT_OWED : EMQ__LENT_BACK;
         return EMQ_OK;
@@ -772,9 +773,9 @@ static emq_status read_new(emq_consumer_t *c, size_t room, emq_error *err) {
     if (atomic_load(&c->limited) || atomic_load(&c->prioritized))
         return read_limited(c, want, wait, err);
     emq_status st;
-    /* Not after "not now" (waited out here), nor while wide dead letters
-     * wait (their moves need the connection with nothing owed). */
-    int lend = !c->read_not_now && !c->wide_waits;
+    /* Not after "not now" (waited out here). Lent reads carry no
+     * settlements: wide dead letters go with the upkeep's meanwhile. */
+    int lend = !c->read_not_now;
     c->read_not_now = 0;
     if (lend && c->ready != NULL && c->ready->root == c &&
         !emq__route_is_cluster(c->rx.route) &&

@@ -191,9 +191,9 @@ struct emq_consumer {
     int read_not_now;  /* a lent read was answered "not now": the next read
                           is the reading thread's, which waits it out */
     int wide_waits;    /* dead letters too wide for the script met a read
-                          still owed: one read ahead at a time, and none
-                          lent, until they are written (their calls need
-                          the connection with nothing owed) */
+                          still owed: one read ahead at a time until a
+                          call with nothing owed (their calls need the
+                          connection with nothing owed) */
     emq_field *fields; /* scratch for the handler's field array */
     size_t fields_cap;
     char claim_cursor[EMQ_ID_MAX];

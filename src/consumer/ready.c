@@ -530,9 +530,7 @@ static void run_lent_read(emq__ready *r, int64_t max_ms) {
     pthread_mutex_lock(&r->mu);
     if (st == EMQ_OK && again != EMQ__LENT_BACK && lending_locked(r)) {
         r->lend = LEND_OFFERED;
-        int loop = r->lend_sock >= 0;
-        r->lend_send_due = again == EMQ__LENT_SEND;
-        (void)loop;
+        r->lend_send_due = r->lend_sock >= 0 && again == EMQ__LENT_SEND;
         if (again == EMQ__LENT_OWED)
             r->lend_until_ms = until;
         signal_fd(r);       /* a loop's next step sends the next read */

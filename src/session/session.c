@@ -443,12 +443,8 @@ emq_status emq__session_send_after(emq__session *s, int argc,
 
 size_t emq__session_owed(const emq__session *s) { return s->nahead; }
 
-int emq__session_reply_begun(emq__session *s, int64_t ms) {
-    return emq__route_reply_begun(s->route, ms);
-}
-
-int emq__session_reply_whole(emq__session *s) {
-    return emq__route_reply_whole(s->route);
+int emq__session_reply_whole(emq__session *s, int64_t ms) {
+    return emq__route_reply_whole(s->route, ms);
 }
 
 emq_status emq__session_receive(emq__session *s, unsigned flags,

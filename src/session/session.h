@@ -212,16 +212,12 @@ emq_status emq__session_call_after(emq__session *s, unsigned flags, int argc,
 emq_status emq__session_send_after(emq__session *s, int argc,
                                    const char *const *argv,
                                    const size_t *argvlen, emq_error *err);
-/* 1 when the reply of what was sent has begun to arrive, or the
- * connection failed, or a stop was asked, within ms; 0 when nothing came
- * by then: emq__session_receive would wait longer (emq__route_reply_begun;
- * 1 at once on a cluster). */
-int emq__session_reply_begun(emq__session *s, int64_t ms);
-/* 1 when the whole reply of the oldest command sent ahead, with those
- * appended before it, is in (never waits; emq__route_reply_whole; 1 at
- * once on a cluster). The caller has read the appended commands' replies
- * already (or sent none): only the next reply is looked at. */
-int emq__session_reply_whole(emq__session *s);
+/* 1 when the whole reply of the oldest command sent ahead is in, read
+ * for up to ms (0: never waiting), or the connection failed, or a stop
+ * was asked; 0 while more of it must come (emq__route_reply_whole; 1 at
+ * once on a cluster). Only the next reply is looked at: the caller sent
+ * nothing appended before the command, or has read their replies. */
+int emq__session_reply_whole(emq__session *s, int64_t ms);
 /* Reads the replies of the oldest emq__session_send_after still owed:
  * the commands appended before it go to apply (as emq__session_drain),
  * its own into

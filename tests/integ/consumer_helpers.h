@@ -97,18 +97,32 @@ static inline emq_producer_t *queue_producer(const emq_srv *s,
 }
 
 /* Adds entries {"n": "<prefix><i>"} for i in [first, first + n) to queue
- * through the producer. */
-static inline void produce_range(const emq_srv *s, const char *queue,
-                                 const char *prefix, int first, int n) {
+ * through the producer; with blob_bytes > 0 each also carries {"b": that
+ * many 'x'}. */
+static inline void produce_blobs(const emq_srv *s, const char *queue,
+                                 const char *prefix, int first, int n,
+                                 size_t blob_bytes) {
     emq_producer_t *p = queue_producer(s, queue);
+    char *blob = blob_bytes > 0 ? malloc(blob_bytes) : NULL;
+    ASSERT(blob_bytes == 0 || blob != NULL);
+    if (blob != NULL)
+        memset(blob, 'x', blob_bytes);
     emq_error err;
     for (int i = first; i < first + n; i++) {
         char value[32];
         int len = snprintf(value, sizeof value, "%s%d", prefix, i);
-        emq_field f = {"n", 1, value, (size_t)len};
-        ASSERT_OK(emq_produce(p, &f, 1, NULL, &err), &err);
+        emq_field f[2] = {{"n", 1, value, (size_t)len},
+                          {"b", 1, blob, blob_bytes}};
+        ASSERT_OK(emq_produce(p, f, blob != NULL ? 2 : 1, NULL, &err), &err);
     }
+    free(blob);
     emq_producer_destroy(p);
+}
+
+/* produce_blobs without blobs. */
+static inline void produce_range(const emq_srv *s, const char *queue,
+                                 const char *prefix, int first, int n) {
+    produce_blobs(s, queue, prefix, first, n, 0);
 }
 
 /* Adds n entries {"n": "<prefix><i>"}, i from 0, to queue. */

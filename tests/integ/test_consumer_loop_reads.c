@@ -392,20 +392,9 @@ TEST_TIMEOUT(loop_step_never_waits_for_a_slow_reply, 90) {
     static loop l;
     loop_open(&l, loop_consumer(s, emq_peer_url(proxy), "60000"));
     loop_run(&l, 0, 300); /* the read is lent */
-    emq_producer_t *p = queue_producer(s, "jobs");
+    const int n = 12;     /* one reply of ~200 KiB */
+    produce_blobs(s, "jobs", "e", 0, n, 16384);
     emq_error err;
-    static char big[16384];
-    memset(big, 'x', sizeof big);
-    const int n = 12; /* in one XADD pipeline: one reply of ~200 KiB */
-    emq_field f[LOOP_MAX][2];
-    char values[LOOP_MAX][16];
-    for (int i = 0; i < n; i++) {
-        snprintf(values[i], sizeof values[i], "e%d", i);
-        f[i][0] = (emq_field){"n", 1, values[i], strlen(values[i])};
-        f[i][1] = (emq_field){"b", 1, big, sizeof big};
-        ASSERT_OK(emq_produce(p, f[i], 2, NULL, &err), &err);
-    }
-    emq_producer_destroy(p);
     int64_t longest = 0, end = now_ms() + emq_test_ms(30000);
     while (l.distinct < (size_t)n && now_ms() < end) {
         struct epoll_event ev;

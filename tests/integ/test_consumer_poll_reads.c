@@ -214,3 +214,48 @@ TEST_TIMEOUT(poll_stop_ends_a_lent_read_at_once, 60) {
     emq_consumer_destroy(c);
     emq_srv_stop(s);
 }
+
+/* A reply of a few hundred KiB that arrives slowly (a proxy pauses 100 ms
+ * after each 16 KiB) to a read lent to pollers: each poll keeps its
+ * timeout of 50 ms, reading what came meanwhile, and the next goes on
+ * from there (one poll took the whole second before). */
+TEST_TIMEOUT(poll_keeps_its_timeout_while_a_reply_trickles_in, 90) {
+    emq_srv *s = emq_srv_start(NULL);
+    emq_peer_opts po = {.mode = EMQ_PEER_PROXY,
+                        .upstream_port = emq_srv_port(s)};
+    emq_peer *proxy = emq_peer_start(&po);
+    emq_peer_pace(proxy, 100);
+    emq_consumer_t *c = long_read_consumer(emq_peer_url(proxy), "new", "60000");
+    emq_entry *got[64];
+    size_t k = 0;
+    emq_error err;
+    ASSERT_OK(emq_consumer_poll(c, got, 64, 0, &k, &err), &err);
+    WAIT_UNTIL(client_id_by_name(s, "w", 1) > 0, 5000, "the read");
+    const int n = 12; /* one reply of ~200 KiB */
+    produce_blobs(s, "reads", "r", 0, n, 16384);
+    int64_t longest = 0, end = now_ms() + emq_test_ms(30000);
+    size_t total = 0;
+    while (total < (size_t)n && now_ms() < end) {
+        int64_t t0 = now_ms();
+        ASSERT_OK(emq_consumer_poll(c, got, 64, 50, &k, &err), &err);
+        if (now_ms() - t0 > longest)
+            longest = now_ms() - t0;
+        for (size_t i = 0; i < k; i++) {
+            ASSERT_OK(emq_consumer_ack(c, got[i], &err), &err);
+            emq_entry_free(got[i]);
+        }
+        total += k;
+    }
+    printf("    %d entries of 16 KiB: the longest poll of 50 ms took %lld "
+           "ms\n",
+           n, (long long)longest);
+    ASSERT_EQ_SIZE(total, (size_t)n);
+    if (longest > 50 + emq_test_ms(45))
+        FAIL("a poll of 50 ms took %lld ms: it waited for the reply",
+             (long long)longest);
+    ASSERT_OK(emq_consumer_close(c, 3000, &err), &err);
+    ASSERT_EQ_INT(pending_count(s, RQ, "g"), 0);
+    emq_consumer_destroy(c);
+    emq_peer_stop(proxy);
+    emq_srv_stop(s);
+}

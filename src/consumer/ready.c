@@ -601,7 +601,9 @@ emq_status emq__ready_poll(emq__ready *r, emq_entry **out, size_t max,
             }
             break;
         }
-        if (r->lend == LEND_OFFERED) { /* read on this thread */
+        /* Read on this thread; not a read lent to a loop: its socket
+         * would wake the loop for as long as this poller holds it. */
+        if (r->lend == LEND_OFFERED && r->lend_sock < 0) {
             int64_t left = timeout_ms > 0 ? deadline_ms - emq__now_ms()
                                           : INT64_MAX;
             if (left >= 1) {

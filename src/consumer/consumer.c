@@ -241,8 +241,10 @@ static emq_status open_door(emq_consumer_t *c, emq_error *err) {
 static step_end classify(emq_consumer_t *c, emq_status st, const emq_error *err,
                          int nogroup) {
     if (st == EMQ_OK)
-        return emq__lease_valid(c) || emq__consumer_stopping(c) ? STEP_OK
-                                                                : STEP_LEASE;
+        return emq__consumer_stopping(c) ||
+                       (emq__lease_valid(c) && !atomic_load(&c->lapse_seen))
+                   ? STEP_OK
+                   : STEP_LEASE;
     if (emq__consumer_stopping(c) && st != EMQ_EINVAL && st != EMQ_EAUTH)
         return STEP_OK;
     if (emq__session_reconnect_cures(st, err))
@@ -257,7 +259,9 @@ static emq_status start_session(emq_consumer_t *c, int *nogroup,
                                 emq_error *err) {
     emq_status st;
     /* Entries read and not handed out are dropped, wherever they wait:
-     * recover self brings them back. */
+     * recover self brings them back (those a handout dropped for a lapse
+     * too). */
+    atomic_store(&c->lapse_seen, 0);
     emq__ready_purge(c, 0);
     emq__inflight_drop_unstarted(&c->table);
     /* Held earlier in this run and not known held now (a pause, an
@@ -489,7 +493,8 @@ static size_t ahead_want(emq_consumer_t *c, size_t got, size_t want,
         c->nahead >= (c->wide_waits ? 1 : EMQ_SESSION_AHEAD_MAX) ||
         atomic_load(&c->limited) || atomic_load(&c->prioritized) ||
         emq__consumer_stopping(c) || !emq__lease_valid(c) ||
-        !emq__upkeep_in_step(c) || atomic_load(&c->recover_self_due))
+        atomic_load(&c->lapse_seen) || !emq__upkeep_in_step(c) ||
+        atomic_load(&c->recover_self_due))
         return 0;
     size_t asked = got; /* by this read and those still owed */
     for (size_t i = 0; i < c->nahead; i++)
@@ -675,14 +680,16 @@ static void read_plan(emq_consumer_t *c, size_t room, size_t *want,
 }
 
 /* Whether a turn would do nothing but read new entries now (see turn):
- * no read owed, room, the upkeep in step, the lease held, nothing to
- * recover, no claim beat or retry due, the connection not gone, the queue
- * neither limited nor prioritized, no stop. */
+ * no read owed, room, the upkeep in step, the lease held (and no lapse
+ * seen by a handout meanwhile), nothing to recover, no claim beat or
+ * retry due, the connection not gone, the queue neither limited nor
+ * prioritized, no stop. */
 static int only_a_read_due(emq_consumer_t *c, size_t room) {
     int64_t now = emq__now_ms();
     return c->nahead == 0 && room > 0 && !emq__consumer_stopping(c) &&
            emq__upkeep_in_step(c) && emq__lease_valid(c) &&
-           !atomic_load(&c->recover_self_due) && now < c->next_claim_ms &&
+           !atomic_load(&c->lapse_seen) && !atomic_load(&c->recover_self_due) &&
+           now < c->next_claim_ms &&
            emq__inflight_next_due(&c->table, now) != 0 &&
            !emq__route_went_away(c->rx.route) && !atomic_load(&c->limited) &&
            !atomic_load(&c->prioritized);
@@ -818,6 +825,8 @@ static emq_status turn(emq_consumer_t *c, emq_error *err) {
     emq_status st = EMQ_OK;
     if (c->nahead > 0) /* their replies are owed before anything else */
         return finish_ahead(c, emq__ready_room(c), err);
+    if (atomic_load(&c->lapse_seen)) /* the session starts again first */
+        return EMQ_OK;
     if (emq__ready_room(c) == 0) {
         emq__ready_wait_room(c, emq__cfg_block_ms(c->conf));
         return EMQ_OK;

@@ -322,6 +322,12 @@ static size_t take_locked(emq__ready *r, emq_entry **out, size_t max) {
             k++;
         }
         int valid = emq__lease_valid(c);
+        /* Dropped for the lease, they stay in the table, refreshed, until
+         * a session starts again: it takes them back from there. The
+         * renewal may get through before the run thread looks at the
+         * lease, so it is told; a read it has blocked ends early. */
+        if (!valid && !atomic_exchange(&c->lapse_seen, 1))
+            emq__upkeep_unblock_ask(c);
         /* Read before the begin: a clear after it raises the generation
          * these entries carry, one before it leaves nothing to begin. */
         unsigned gen = atomic_load(&c->table.generation);

@@ -222,6 +222,13 @@ static pid_t spawn_process(const char *name, int id, int inc,
         prctl(PR_SET_PDEATHSIG, SIGKILL);
         if (getppid() != parent)
             _exit(126);
+        /* A SIGTERM (the end of the run) that comes before the worker's
+         * handler is in place waits for it (worker.c unblocks it): the
+         * default action would count as a worker's death. */
+        sigset_t term;
+        sigemptyset(&term);
+        sigaddset(&term, SIGTERM);
+        sigprocmask(SIG_BLOCK, &term, NULL);
         int fd = open(logpath, O_WRONLY | O_CREAT | O_APPEND, 0600);
         if (fd >= 0) {
             dup2(fd, 1);

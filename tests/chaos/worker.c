@@ -314,6 +314,12 @@ int chaos_worker_main(int argc, char **argv) {
     sigemptyset(&sa.sa_mask);
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGINT, &sa, NULL);
+    /* Blocked since the fork (main.c, spawn_process): one that came
+     * meanwhile stops the consumer now, before its run begins. */
+    sigset_t term;
+    sigemptyset(&term);
+    sigaddset(&term, SIGTERM);
+    sigprocmask(SIG_UNBLOCK, &term, NULL);
     fprintf(stderr,
             "chaos worker %s (id %s, incarnation %s, pid %ld) "
             "starting\n",

@@ -748,6 +748,63 @@ TEST_TIMEOUT(poll_holder_paused_with_reads_ahead_is_fenced, 90) {
     paused_holder_is_fenced("1000", "10");
 }
 
+/* A poll that finds the lease's deadline passed (its renewal parked by
+ * CLIENT PAUSE WRITE) hands out nothing of the 19 entries read ahead. The
+ * run thread never sees the lapse: its read, sent before the deadline,
+ * is parked too, and blocks on once the pause ends, when the renewal
+ * gets through (the key is taken again). Those entries come back (the
+ * poll told the run thread, whose new session takes them back) and
+ * uncounted; the one in hand when the lease lapsed, its ack refused,
+ * comes back counted. Before, they stayed in the in-flight table,
+ * refreshed and never handed out, however long the consumer ran. */
+TEST_TIMEOUT(poll_after_a_lapse_hands_out_what_it_dropped, 60) {
+    pfix f;
+    f.s = emq_srv_start(NULL);
+    f.adm = admin_connect(f.s);
+    CMD_NOERR(f.adm, "XGROUP", "CREATE", PQ, "g", "$", "MKSTREAM");
+    f.conf = poll_conf(emq_srv_url(f.s), "100");
+    long_reads(f.conf, "2000");
+    conf_set(f.conf, "lease.ttl_ms", "7000"); /* 3 x block_ms + 1000 */
+    conf_set(f.conf, "claim.min_idle_ms", "60000");
+    emq_conf_set_log(f.conf, quiet_log, NULL);
+    f.c = poll_consumer(f.conf);
+    produce_n(f.s, "jobs", "p", 20);
+    emq_entry *held[1];
+    ASSERT_EQ_INT(poll_until(f.c, held, 1, 5000), 1);
+    /* The other 19 are read ahead, and the next read blocks. */
+    WAIT_UNTIL(pending_total(f.adm, PQ, "g") == 20 &&
+                   client_id_by_name(f.s, "w", 1) >= 0,
+               5000, "the rest read ahead and the next read blocked");
+    char out[64];
+    ASSERT(emq_srv_cmd(f.s, out, sizeof out, "CLIENT", "PAUSE", "600000",
+                       "WRITE", NULL) == '+');
+    /* The server's expiry comes after the local deadline (a renewal's
+     * deadline runs from its send). */
+    WAIT_UNTIL(CMD_INT(f.adm, "EXISTS", PQ ":lease:g:w") == 0, 15000,
+               "the parked renewal to let the lease key expire");
+    emq_entry *got[20];
+    size_t n = 1;
+    emq_error err;
+    ASSERT_OK(emq_consumer_poll(f.c, got, 20, 0, &n, &err), &err);
+    ASSERT_EQ_INT(n, 0); /* past the lease: nothing goes out */
+    ASSERT_EQ_INT(emq_consumer_ack(f.c, held[0], &err), EMQ_ELOST);
+    char first[40];
+    value_of(held[0], first, sizeof first);
+    emq_entry_free(held[0]);
+    ASSERT(emq_srv_cmd(f.s, out, sizeof out, "CLIENT", "UNPAUSE", NULL) == '+');
+    size_t have = poll_until(f.c, got, 20, 10000);
+    ASSERT_EQ_INT(have, 20);
+    for (size_t i = 0; i < have; i++) {
+        char v[40];
+        value_of(got[i], v, sizeof v);
+        ASSERT_EQ_INT(got[i]->deliveries, strcmp(v, first) == 0 ? 2 : 1);
+        ASSERT_OK(emq_consumer_ack(f.c, got[i], &err), &err);
+        emq_entry_free(got[i]);
+    }
+    WAIT_UNTIL(pending_total(f.adm, PQ, "g") == 0, 5000, "every ack landed");
+    pfix_end(&f);
+}
+
 /* One poll hands out 300 entries, more than pipeline.max 16 commands;
  * 100 of them are retried at once (each retry is an XACK with its delete
  * of the retry record and a re-add), the other 200 acknowledged, all

@@ -215,12 +215,15 @@ typedef enum step_end {
 } step_end;
 
 /* The group door: XGROUP CREATE <stream> <group> <start> MKSTREAM. +OK
- * and BUSYGROUP open the door; any other reply fails the start. */
+ * and BUSYGROUP open the door; any other reply fails the start (OOM,
+ * which XGROUP CREATE gets over maxmemory even for a group that exists,
+ * is waited out). */
 static emq_status open_door(emq_consumer_t *c, emq_error *err) {
     const char *argv[6];
     emq__group_create_argv(argv, c->keys.stream, c->group, c->start_id);
     emq_reply *reply;
-    emq_status st = emq__session_call(&c->rx, 0, 6, argv, NULL, &reply, err);
+    emq_status st = emq__session_call(&c->rx, EMQ_SESSION_WAIT_OOM, 6, argv,
+                                      NULL, &reply, err);
     if (st != EMQ_OK)
         return st;
     int created = 0;

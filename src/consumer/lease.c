@@ -279,8 +279,11 @@ emq_status emq__lease_acquire(emq_consumer_t *c, emq_error *err) {
                               c->lease_key, c->token,       ttl};
         emq_reply *reply;
         int64_t sent = emq__now_ms();
-        emq_status st =
-            emq__session_call(&c->rx, 0, 6, argv, NULL, &reply, err);
+        /* OOM (the key's SET, over maxmemory) is waited out, as by
+         * every step of a session's start: a run that has begun must not
+         * end on it (consumer.c, start_session). */
+        emq_status st = emq__session_call(&c->rx, EMQ_SESSION_WAIT_OOM, 6, argv,
+                                          NULL, &reply, err);
         if (st != EMQ_OK)
             return st;
         if (emq_reply_kind(reply) != EMQ_REPLY_ARRAY ||
@@ -335,8 +338,8 @@ emq_status emq__lease_acquire(emq_consumer_t *c, emq_error *err) {
                                   c->lease_key, holder_raw,      c->token,
                                   ttl};
             sent = emq__now_ms();
-            if ((st = emq__session_call(&c->rx, 0, 7, take, NULL, &reply,
-                                        err)) != EMQ_OK)
+            if ((st = emq__session_call(&c->rx, EMQ_SESSION_WAIT_OOM, 7, take,
+                                        NULL, &reply, err)) != EMQ_OK)
                 return st;
             long long got = emq_reply_integer(reply);
             emq_reply_free(reply);

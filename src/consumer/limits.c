@@ -241,7 +241,9 @@ emq_status emq__limits_start(emq_consumer_t *c, emq_error *err) {
     cmds[n++] = (emq__session_cmd){4, get, NULL};
     cmds[n++] = (emq__session_cmd){2, prio, NULL};
     emq_reply *replies[4] = {NULL, NULL, NULL, NULL};
-    emq_status st = emq__session_pipeline(&c->rx, 0, n, cmds, replies, err);
+    /* HSETNX over maxmemory: waited out, as the lease and the door. */
+    emq_status st = emq__session_pipeline(&c->rx, EMQ_SESSION_WAIT_OOM, n, cmds,
+                                          replies, err);
     if (st != EMQ_OK)
         return st;
     prio_looked(c, replies[--n]);

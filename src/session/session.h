@@ -101,7 +101,9 @@ typedef struct emq__session_opts {
 #define EMQ_SESSION_AHEAD_MAX 2
 
 /* Flags of emq__session_call, _pipeline and _drain_n. */
-#define EMQ_SESSION_WAIT_OOM 1u /* also wait out OOM (reads and acks only) */
+#define EMQ_SESSION_WAIT_OOM                                                   \
+    1u /* also wait out OOM (reads, acks and a consumer session's start:       \
+          never a producer's write, whose caller hears of it) */
 #define EMQ_SESSION_EACH                                                       \
     2u /* drain_n: every command's outcome goes to                             \
           apply, a failed one's as a NULL reply */

@@ -217,6 +217,46 @@ TEST_TIMEOUT(faults2_noreplicas_waited_out, 30) {
     emq_srv_stop(s);
 }
 
+/* Over maxmemory with noeviction the lease's SET, XGROUP CREATE (even
+ * for a group that exists) and HSETNX get OOM; reads and acks do not. The
+ * read connection is cut at once, so the session starts again during it:
+ * its start waits the OOM out (before, the run ended on the lease's
+ * "taking the lease ... failed: OOM"). */
+static void oom_begin(emq_srv *s, void *arg) {
+    (void)arg;
+    char out[256];
+    long long id = client_id_by_name(s, "w", 1);
+    ASSERT(id >= 0);
+    ASSERT_EQ_INT(emq_srv_cmd(s, out, sizeof out, "CONFIG", "SET",
+                              "maxmemory-policy", "noeviction", NULL),
+                  '+');
+    ASSERT_EQ_INT(emq_srv_cmd(s, out, sizeof out, "CONFIG", "SET", "maxmemory",
+                              "1", NULL),
+                  '+');
+    ASSERT_EQ_INT(emq_srv_cmd(s, out, sizeof out, "SET", "probe", "1", NULL),
+                  '-');
+    ASSERT_CONTAINS(out, "OOM");
+    char idtext[24];
+    snprintf(idtext, sizeof idtext, "%lld", id);
+    ASSERT_EQ_INT(
+        emq_srv_cmd(s, out, sizeof out, "CLIENT", "KILL", "ID", idtext, NULL),
+        ':');
+}
+
+static void oom_end(emq_srv *s, void *arg) {
+    (void)arg;
+    char out[256];
+    ASSERT_EQ_INT(emq_srv_cmd(s, out, sizeof out, "CONFIG", "SET", "maxmemory",
+                              "0", NULL),
+                  '+');
+}
+
+TEST_TIMEOUT(faults2_oom_at_a_session_start_waited_out, 30) {
+    emq_srv *s = emq_srv_start(NULL);
+    waited_out(s, oom_begin, oom_end, NULL, "OOM");
+    emq_srv_stop(s);
+}
+
 static void readonly_begin(emq_srv *s, void *arg) {
     emq_srv *s2 = arg;
     /* s2 copies s, becomes a master, then s becomes its replica: same data,

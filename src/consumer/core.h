@@ -154,16 +154,14 @@ struct emq_consumer {
     pthread_mutex_t fatal_mu;
     /* Monotonic ms until which the lease is known held; 0: not held. */
     _Atomic int64_t lease_deadline_ms;
-    int lease_held;           /* taken in this run (run thread) */
-    int lease_lapsed;         /* held, then its deadline passed (run thread) */
-    int renew_failing;        /* the last renewal got an error reply
-                                 (upkeep thread; lease.c) */
-    atomic_int lease_lost;    /* another process took the name (a fatal
-                                 error; lease.c) */
-    atomic_int lease_retaken; /* the upkeep took the key again after it
-                                 was gone (lease.c) */
-    int lease_continued;      /* this session's acquire found our own token:
-                                 the name was ours throughout (run thread) */
+    int lease_held;        /* taken in this run (run thread) */
+    int lease_lapsed;      /* held, then its deadline passed (run thread) */
+    int renew_failing;     /* the last renewal got an error reply
+                              (upkeep thread; lease.c) */
+    atomic_int lease_lost; /* another process took the name (a fatal
+                              error; lease.c) */
+    int lease_continued;   /* this session's acquire found our own token:
+                              the name was ours throughout (run thread) */
     atomic_int recover_self_due; /* own pending entries left the table
                                unhandled (released, or not refreshed in
                                time): recover self on the next turn */

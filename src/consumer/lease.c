@@ -33,14 +33,23 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* Acquire: extend it if ours ({2}: held without a break), take it if
- * free ({1}); else report the holder and its time left: {0, holder,
- * pttl}. */
+/* A key the upkeep had to take again (it was gone: deleted, evicted,
+ * expired during a stall) holds the token with this suffix, until the
+ * next acquire: someone may have used the name while it was gone, so
+ * that acquire must not count the session as continued. Kept in the key,
+ * so the acquire learns it atomically, whatever became of the renewal's
+ * reply. */
+#define RETAKEN_SUFFIX ":retaken"
+
+/* Acquire: extend it if ours ({2}: held without a break; {3}: ours since
+ * the upkeep took it again), take it if free ({1}); else report the
+ * holder and its time left: {0, holder, pttl}. */
 static const char acquire_script[] =
     "local v = redis.call('GET', KEYS[1])\n"
-    "if v == ARGV[1] or not v then\n"
+    "if not v or v == ARGV[1] or v == ARGV[1] .. '" RETAKEN_SUFFIX "' then\n"
     "  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])\n"
-    "  if v then return {2} end\n"
+    "  if v == ARGV[1] then return {2} end\n"
+    "  if v then return {3} end\n"
     "  return {1}\n"
     "end\n"
     "return {0, v, redis.call('PTTL', KEYS[1])}\n";
@@ -48,15 +57,17 @@ static const char acquire_script[] =
 /* Renew: 1 extended (the key held our token: nobody used the name since
  * we last wrote it); 2 the key was gone (deleted, evicted, or expired
  * while this process stalled) and is ours again, taken as acquire takes a
- * free lease; 0 another holder (never taken from it here). */
+ * free lease, marked RETAKEN_SUFFIX; 0 another holder (never taken from
+ * it here). */
 static const char renew_script[] =
     "local v = redis.call('GET', KEYS[1])\n"
-    "if v == ARGV[1] then\n"
+    "if v == ARGV[1] or v == ARGV[1] .. '" RETAKEN_SUFFIX "' then\n"
     "  redis.call('PEXPIRE', KEYS[1], ARGV[2])\n"
     "  return 1\n"
     "end\n"
     "if not v then\n"
-    "  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])\n"
+    "  redis.call('SET', KEYS[1], ARGV[1] .. '" RETAKEN_SUFFIX "', 'PX', "
+    "ARGV[2])\n"
     "  return 2\n"
     "end\n"
     "return 0\n";
@@ -69,7 +80,8 @@ static const char takeover_script[] =
     "return 0\n";
 
 static const char release_script[] =
-    "if redis.call('GET', KEYS[1]) == ARGV[1] then\n"
+    "local v = redis.call('GET', KEYS[1])\n"
+    "if v == ARGV[1] or v == ARGV[1] .. '" RETAKEN_SUFFIX "' then\n"
     "  return redis.call('DEL', KEYS[1])\n"
     "end\n"
     "return 0\n";
@@ -301,16 +313,15 @@ emq_status emq__lease_acquire(emq_consumer_t *c, emq_error *err) {
             return st;
         }
         long long got_it = emq_reply_integer(emq_reply_at(reply, 0));
-        if (got_it == 1 || got_it == 2) {
+        if (got_it >= 1 && got_it <= 3) {
             emq_reply_free(reply);
-            /* Still our own token: nobody used the name since (see
-             * recover.c on counting deliveries). */
-            /* A key the upkeep had to take again (it was gone) breaks the
-             * chain: someone may have used the name meanwhile. */
+            /* 2, still our own token: nobody used the name since (see
+             * recover.c on counting deliveries). 3, a key the upkeep had
+             * to take again (it was gone), breaks the chain: someone may
+             * have used the name meanwhile. */
             if ((st = lease_replicated(c, err)) != EMQ_OK)
                 return st;
-            c->lease_continued = got_it == 2 &&
-                                 !atomic_exchange(&c->lease_retaken, 0);
+            c->lease_continued = got_it == 2;
             extend_deadline(c, sent);
             c->lease_lapsed = 0;
             c->lease_held = 1;
@@ -425,7 +436,6 @@ emq_status emq__lease_renewed(emq_consumer_t *c, const emq_reply *reply,
         int was_valid = emq__lease_valid(c);
         extend_deadline(c, sent_ms);
         if (got == 2) {
-            atomic_store(&c->lease_retaken, 1);
             emq__consumer_log(c, EMQ_LOG_WARNING,
                               "the lease key %s was gone (deleted, evicted "
                               "under a volatile maxmemory-policy, or expired "

@@ -857,7 +857,7 @@ static emq_status turn(emq_consumer_t *c, emq_error *err) {
                             "the read connection went away (closed by the "
                             "server, or a new primary announced)");
     if (st == EMQ_OK && !emq__consumer_stopping(c) && emq__lease_valid(c) &&
-        room > 0)
+        !atomic_load(&c->lapse_seen) && room > 0)
         st = read_new(c, room, err);
     return st;
 }

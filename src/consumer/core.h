@@ -165,9 +165,10 @@ struct emq_consumer {
     atomic_int recover_self_due; /* own pending entries left the table
                                unhandled (released, or not refreshed in
                                time): recover self on the next turn */
-    /* A handout found the lease's deadline passed and dropped entries
-     * read for it: the run thread starts the session again before it
-     * reads on, even if the lease is held again by then (classify). */
+    /* A handout (a poll, or a batch it cut short) found the lease's
+     * deadline passed and left entries read for it: the run thread starts
+     * the session again before it reads on, even if the lease is held
+     * again by then (classify), and its recover self takes them back. */
     atomic_int lapse_seen;
     stats_counters stats;
     stats_hist hist; /* stats.c: latency and delivery counts */

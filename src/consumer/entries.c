@@ -432,6 +432,12 @@ emq_status emq__batch_dispatch(emq_consumer_t *c, batch *b, emq_error *err) {
      * apply anyway: that process's own take raised the count. */
     if (broke && st == EMQ_OK)
         st = release_rest(c, b, i, err);
+    /* Cut short by the lease: the session starts again before the next
+     * read (consumer.c, classify) even if the renewal gets through first,
+     * and its recover self takes back what was not reached (those left to
+     * their unseen mark are not released, so nothing else would). */
+    if (broke && !emq__consumer_stopping(c))
+        atomic_store(&c->lapse_seen, 1);
     /* Entries not reached stay pending to this name; forget them here so
      * recover self hands them out later. */
     if (broke || st != EMQ_OK)

@@ -138,7 +138,7 @@ emq_status emq__admin_queue_priorities(emq_admin_t *a, int64_t set_age_ms,
  * gives the aging step). */
 void emq__admin_prio_add(emq_priority_info *sum, const emq_priority_info *one,
                          int first);
-/* limits.c: emq_admin_group_limits of a queue. */
+/* group_limits.c: emq_admin_group_limits of a queue. */
 emq_status emq__admin_queue_limits(emq_admin_t *a, const char *group,
                                    const emq_group_limits *set,
                                    emq_group_limits *out, emq_error *err);

@@ -2,7 +2,7 @@
 /* delayed.c: a queue's delayed entries, counted, and cancellation.
  *
  * Counting reads the sorted set of waiting entries (ZCARD, and the first
- * by due time). Cancelling is one script (streams' delayed.c) over the
+ * by due time). Cancelling is one script (streams' schedule.c) over the
  * queue's keys: a waiting handle leaves the schedule; a stream entry that
  * no group's cursor has reached is deleted; anything else is left alone
  * and said so.

@@ -37,7 +37,7 @@
 #include "entries.h"
 #include "inflight.h"
 #include "lease.h"
-#include "limits.h"
+#include "grant.h"
 #include "ready.h"
 #include "recover.h"
 #include "settle.h"
@@ -274,7 +274,7 @@ static emq_status start_session(emq_consumer_t *c, int *nogroup,
     if ((st = emq__lease_acquire(c, err)) != EMQ_OK ||
         (st = emq__topic_claim(c->rx.route, c->conf, err)) != EMQ_OK ||
         (st = open_door(c, err)) != EMQ_OK ||
-        (st = emq__limits_start(c, err)) != EMQ_OK)
+        (st = emq__grant_start(c, err)) != EMQ_OK)
         return st;
     if (!c->upkeep.started && (st = emq__upkeep_start(c, err)) != EMQ_OK)
         return st;
@@ -400,7 +400,7 @@ static emq_status dispatch_read(emq_consumer_t *c, emq_reply *reply,
 #define EMQ_LIMITED_LOOK_MS 20
 
 /* A limited group's read, or a read of a queue with priorities
- * (limits.c): the grant script reads what the limits allow, the most
+ * (grant.c): the grant script reads what the limits allow, the most
  * urgent held entries first; nothing allowed sleeps as it says (at most
  * wait_ms); nothing to read waits for the next entry (or held entry)
  * with XREAD BLOCK, which consumes nothing. */
@@ -408,11 +408,10 @@ static emq_status read_limited(emq_consumer_t *c, size_t want, int64_t wait,
                                emq_error *err) {
     char want_text[24];
     snprintf(want_text, sizeof want_text, "%zu", want);
-    const char *argv[EMQ_LIMITS_ARGC];
-    emq__limits_read_argv(c, want_text, argv);
+    const char *argv[EMQ_GRANT_ARGC];
+    emq__grant_read_argv(c, want_text, argv);
     emq_reply *reply;
-    emq_status st =
-        call_with_settlements(c, EMQ_LIMITS_ARGC, argv, &reply, err);
+    emq_status st = call_with_settlements(c, EMQ_GRANT_ARGC, argv, &reply, err);
     if (st != EMQ_OK) {
         emq__fit_failed(c, st, want, "a read");
         return st;
@@ -420,7 +419,7 @@ static emq_status read_limited(emq_consumer_t *c, size_t want, int64_t wait,
     if (emq_reply_kind(reply) == EMQ_REPLY_ERROR)
         return read_refused(c, reply, err);
     emq__grant g;
-    if ((st = emq__limits_grant(reply, &g, err)) != EMQ_OK) {
+    if ((st = emq__grant_reply(reply, &g, err)) != EMQ_OK) {
         emq_reply_free(reply);
         return st;
     }

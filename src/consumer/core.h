@@ -117,11 +117,11 @@ struct emq_consumer {
                            writes it, recover.c reads it) */
     char *inhand_key;   /* the group's entries in a handler's hands and since
                            when (a hash by entry ID, server ms; upkeep.c) */
-    char *limits_key;   /* the group's limits (a hash; limits.c) */
+    char *limits_key;   /* the group's limits (a hash; grant.c) */
     char *rate_log_key; /* the group's deliveries of the last second */
     atomic_int limited; /* the group has a limit: reads go through the
-                           grant script (limits.c; the upkeep looks
-                           again every EMQ_LIMITS_LOOK_MS) */
+                           grant script (grant.c; the upkeep looks
+                           again every EMQ_GRANT_LOOK_MS) */
     atomic_int prioritized;    /* the queue has a priority record: reads go
                                   through the grant script too, which hands
                                   out held entries most urgent first */

@@ -2,7 +2,7 @@
 /* mover.c: due delayed entries to the stream, from the upkeep's rounds.
  *
  * Every consumer of a queue moves its due delayed entries (streams'
- * delayed.c: one atomic script, each entry moved once whoever runs it).
+ * schedule.c: one atomic script, each entry moved once whoever runs it).
  * The upkeep asks in two steps:
  *   - a look, every delayed.poll_ms: TIME and the first waiting entry
  *     with its due time (ZRANGE ... 0 0 WITHSCORES). Both are single-key

@@ -71,7 +71,7 @@
  * listing of one ID over the limit is EMQ_ELIMIT (raise the limit).
  */
 #include "recover.h"
-#include "limits.h"
+#include "grant.h"
 #include "core.h"
 #include "entries.h"
 #include "inflight.h"
@@ -317,7 +317,7 @@ static emq_status take_page(emq_consumer_t *c, const emq_id *ids, size_t n,
             emq_id *taken = emq__alloc(b.n * sizeof *taken);
             for (size_t k = 0; taken && k < b.n; k++)
                 taken[k] = b.items[k].id;
-            st = taken ? emq__limits_count(c, taken, b.n, err) : emq__oom(err);
+            st = taken ? emq__grant_count(c, taken, b.n, err) : emq__oom(err);
             emq__free(taken);
         }
         if (st == EMQ_OK)

@@ -36,7 +36,7 @@
 #include "core.h"
 #include "inflight.h"
 #include "lease.h"
-#include "limits.h"
+#include "grant.h"
 #include "mover.h"
 #include "settle.h"
 #include "stats.h"
@@ -103,7 +103,7 @@ static emq_status apply(void *ctx, int tag, const emq_reply *reply,
     round *r = ctx;
     emq_consumer_t *c = r->c;
     if (tag == TAG_LIMITS || tag == TAG_LIMITS_PRIO) {
-        emq__limits_looked(c, tag - TAG_LIMITS, reply);
+        emq__grant_looked(c, tag - TAG_LIMITS, reply);
         return EMQ_OK;
     }
     if (tag >= EMQ_MOVER_TAG_TIME) {
@@ -448,8 +448,8 @@ static emq_status one_round(emq_consumer_t *c, int settle, settle_op **ops_at,
         st = emq__mover_append(c, &u->x, now, &r.mover, err);
     int limits_sent = 0;
     if (st == EMQ_OK && !atomic_load(&u->quit))
-        st = emq__limits_append_look(c, &u->x, now, TAG_LIMITS, &limits_sent,
-                                     err);
+        st = emq__grant_append_look(c, &u->x, now, TAG_LIMITS, &limits_sent,
+                                    err);
     /* Settlements only while the lease is known held. */
     if (st == EMQ_OK && settle && valid) {
         nops = emq__inflight_take(&c->table, ops_at, ops_cap,
@@ -580,7 +580,7 @@ emq_status emq__upkeep_start(emq_consumer_t *c, emq_error *err) {
     u->next_mark_ms = now + EMQ_UNSEEN_AFTER_MS;
     u->next_publish_ms = now + EMQ_PUBLISH_EVERY_MS;
     emq__mover_init(c, now);
-    c->next_limits_ms = now + EMQ_LIMITS_LOOK_MS;
+    c->next_limits_ms = now + EMQ_GRANT_LOOK_MS;
     u->next_renew_ms = now + emq__cfg_lease_ttl_ms(c->conf) / 3;
     u->next_stats_ms = emq__stats_on(c)
                            ? now + emq__cfg_stats_interval_ms(c->conf)

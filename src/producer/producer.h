@@ -167,7 +167,7 @@ void emq__producer_close(emq_producer_t *p);
 
 /* Fills p's scratch argv (p->argv, p->argvlen) with the command that
  * adds one checked message m: its XADD, or when w delays it, its schedule
- * (streams' delayed.c); sets *argc. The words point into m and p until
+ * (streams' schedule.c); sets *argc. The words point into m and p until
  * the next call. EMQ_ENOMEM when the argv could not grow. */
 emq_status emq__producer_xadd(emq_producer_t *p, const emq_message *m,
                               const emq__extra *w, int *argc, emq_error *err);

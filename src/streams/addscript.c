@@ -13,7 +13,7 @@
  *   - a delayed entry is scheduled: its pairs packed with the server's
  *     MessagePack into the hash of waiting entries under a new handle
  *     ("delayed-" and twelve digits of the counter), its due time (by the
- *     server's clock when it is a delay) into the sorted set (delayed.c
+ *     server's clock when it is a delay) into the sorted set (schedule.c
  *     moves and cancels them);
  *   - an entry with a priority is held: its pairs packed likewise, its
  *     handle into the held set by its level (EMQ_LUA_HELD_SCORE), where

@@ -98,7 +98,7 @@ emq_status emq__topic_recorded(emq__route *route, const char *queue,
     "  return type(x) == 'string' and string.match(x, '^%d+%-%d+$') ~= nil\n"  \
     "end\n"
 
-/* ---- delayed.c: entries handed out later (docs/QUEUES.md) ---------------- */
+/* ---- schedule.c: entries handed out later (docs/QUEUES.md) --------------- */
 
 /* The keys of a queue's entries that wait beside its stream: delayed
  * ones, and ones held by priority (docs/KEYSPACE.md). */

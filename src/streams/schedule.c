@@ -1,5 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* delayed.c: entries handed out later, and cancelled before they are.
+/* schedule.c: entries handed out later, and cancelled before they are:
+ * the keys of a queue's delayed and held entries (emq__delayed_keys)
+ * and the scripts that move and cancel them.
  *
  * A delayed entry waits in two keys of its queue's hashtag: the sorted set
  * "delayed" (handle -> due time, unix ms by the server's clock) and the
@@ -7,7 +9,7 @@
  * server's MessagePack). Handles are "delayed-" and twelve digits of the
  * counter "delayed:seq", so handles due at the same millisecond leave in
  * the order they came. Three scripts, each one atomic step on one slot:
- *   - schedule (the producer): the pairs in, the handle out;
+ *   - schedule (the producer; addscript.c): the pairs in, the handle out;
  *   - move (the consumers' upkeep): what is due goes to the stream by
  *     XADD, then leaves both keys, so a mover killed at any point moves
  *     nothing twice and loses nothing (a failed XADD leaves its entry

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* limits.h: a group's rate and in-flight limits, kept in the server and
- * applied to every read of new entries (limits.c). */
-#ifndef EMQ_CONSUMER_LIMITS_H
-#define EMQ_CONSUMER_LIMITS_H
+/* grant.h: what a read of new entries may take (grant.c): the group's
+ * rate and in-flight limits, kept in the server, and the queue's
+ * priorities, whose held entries the same read hands out. */
+#ifndef EMQ_CONSUMER_GRANT_H
+#define EMQ_CONSUMER_GRANT_H
 
 #include "core.h"
 
@@ -13,14 +14,14 @@
  * One round trip. An error reply (an ACL without HSETNX/HMGET) with no
  * limit configured leaves the consumer unlimited (logged at debug); with
  * one configured it fails the start (EMQ_ESERVER naming the key). */
-emq_status emq__limits_start(emq_consumer_t *c, emq_error *err);
+emq_status emq__grant_start(emq_consumer_t *c, emq_error *err);
 
 /* Words of the grant read: EVAL, the script, its keys and arguments, for
  * at most want entries (want_text its decimal). argv has room for
- * EMQ_LIMITS_ARGC words. */
-#define EMQ_LIMITS_ARGC 16
-void emq__limits_read_argv(const emq_consumer_t *c, const char *want_text,
-                           const char *argv[EMQ_LIMITS_ARGC]);
+ * EMQ_GRANT_ARGC words. */
+#define EMQ_GRANT_ARGC 16
+void emq__grant_read_argv(const emq_consumer_t *c, const char *want_text,
+                          const char *argv[EMQ_GRANT_ARGC]);
 
 /* What a grant read answered. */
 typedef struct emq__grant {
@@ -39,23 +40,23 @@ typedef struct emq__grant {
 
 /* Reads a grant read's reply into *g. EMQ_EPROTO for another shape; an
  * error reply is the caller's to read first. */
-emq_status emq__limits_grant(const emq_reply *reply, emq__grant *g,
-                             emq_error *err);
+emq_status emq__grant_reply(const emq_reply *reply, emq__grant *g,
+                            emq_error *err);
 
 /* How often the upkeep looks whether the group's limits appeared or went
  * (echomq group limits on a running group). */
-#define EMQ_LIMITS_LOOK_MS 2000
+#define EMQ_GRANT_LOOK_MS 2000
 /* Appends that look (HMGET of the limits hash, tag; GET of the queue's
  * priority record, tag + 1) to x when it is due at now; *sent says
  * whether it went. Upkeep thread. */
-emq_status emq__limits_append_look(emq_consumer_t *c, emq__session *x,
-                                   int64_t now, int tag, int *sent,
-                                   emq_error *err);
+emq_status emq__grant_append_look(emq_consumer_t *c, emq__session *x,
+                                  int64_t now, int tag, int *sent,
+                                  emq_error *err);
 /* Applies the look's replies: which 0 (the tag given) the limits hash,
  * c->limited following the server; which 1 (tag + 1) the queue's
  * priority record, c->prioritized following it. Each change is said at
  * level info; an error reply changes nothing. */
-void emq__limits_looked(emq_consumer_t *c, int which, const emq_reply *reply);
+void emq__grant_looked(emq_consumer_t *c, int which, const emq_reply *reply);
 
 /* Logs n entries handed out again (due retries, claims, own pending
  * taken back) as hand-outs of a limited group with a rate, so the reads
@@ -63,7 +64,7 @@ void emq__limits_looked(emq_consumer_t *c, int which, const emq_reply *reply);
  * read session; nothing when the group has no limit (c->limited 0). The
  * entries themselves are not held back. An error reply is logged
  * (debug) and changes nothing. */
-emq_status emq__limits_count(emq_consumer_t *c, const emq_id *ids, size_t n,
-                             emq_error *err);
+emq_status emq__grant_count(emq_consumer_t *c, const emq_id *ids, size_t n,
+                            emq_error *err);
 
-#endif /* EMQ_CONSUMER_LIMITS_H */
+#endif /* EMQ_CONSUMER_GRANT_H */

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* limits.c: a group's rate and in-flight limits, read and set.
+/* group_limits.c: a group's rate and in-flight limits, read and set
+ * (emq_admin_group_limits).
  *
  * The limits live in emq:{Q}:limits:G (a hash: rate, max_in_flight),
- * where the group's consumers read them (consumer/limits.c). Setting one
+ * where the group's consumers read them (consumer/grant.c). Setting one
  * to 0 removes it; the answer is what is recorded after the change.
  */
 #include "admin.h"

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* limits.c: a group's rate and in-flight limits.
+/* grant.c: what a read of new entries may take: the group's rate and
+ * in-flight limits, and the queue's priorities.
  *
  * The limits of group G live in the server, in emq:{Q}:limits:G (a hash:
  * rate, max_in_flight), so every consumer of the group, in any process,
@@ -17,7 +18,7 @@
  * with nothing to read it waits for the next entry with XREAD BLOCK, which
  * consumes nothing. A group without limits reads as before.
  */
-#include "limits.h"
+#include "grant.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -122,8 +123,8 @@ static const char count_script[] =
     "redis.call('PEXPIRE', KEYS[2], 2000)\n"
     "return #ARGV - 1\n";
 
-emq_status emq__limits_count(emq_consumer_t *c, const emq_id *ids, size_t n,
-                             emq_error *err) {
+emq_status emq__grant_count(emq_consumer_t *c, const emq_id *ids, size_t n,
+                            emq_error *err) {
     if (!atomic_load(&c->limited) || n == 0)
         return EMQ_OK;
     const char **argv = emq__alloc((6 + n) * sizeof *argv);
@@ -152,8 +153,8 @@ emq_status emq__limits_count(emq_consumer_t *c, const emq_id *ids, size_t n,
     return st;
 }
 
-void emq__limits_read_argv(const emq_consumer_t *c, const char *want_text,
-                           const char *argv[EMQ_LIMITS_ARGC]) {
+void emq__grant_read_argv(const emq_consumer_t *c, const char *want_text,
+                          const char *argv[EMQ_GRANT_ARGC]) {
     argv[0] = "EVAL";
     argv[1] = grant_script;
     argv[2] = "9";
@@ -172,8 +173,8 @@ void emq__limits_read_argv(const emq_consumer_t *c, const char *want_text,
     argv[15] = atomic_load(&c->prioritized) ? "1" : "0";
 }
 
-emq_status emq__limits_grant(const emq_reply *reply, emq__grant *g,
-                             emq_error *err) {
+emq_status emq__grant_reply(const emq_reply *reply, emq__grant *g,
+                            emq_error *err) {
     memset(g, 0, sizeof *g);
     if (emq_reply_kind(reply) != EMQ_REPLY_ARRAY || emq_reply_len(reply) != 5 ||
         emq_reply_kind(emq_reply_at(reply, 0)) != EMQ_REPLY_INTEGER ||
@@ -221,7 +222,7 @@ static void prio_looked(emq_consumer_t *c, const emq_reply *reply) {
                           c->delayed.prio);
 }
 
-emq_status emq__limits_start(emq_consumer_t *c, emq_error *err) {
+emq_status emq__grant_start(emq_consumer_t *c, emq_error *err) {
     int64_t rate = emq__cfg_rate_limit(c->conf);
     int64_t maxf = emq__cfg_group_max_in_flight(c->conf);
     char rate_text[24], maxf_text[24];
@@ -295,13 +296,13 @@ emq_status emq__limits_start(emq_consumer_t *c, emq_error *err) {
     return EMQ_OK;
 }
 
-emq_status emq__limits_append_look(emq_consumer_t *c, emq__session *x,
-                                   int64_t now, int tag, int *sent,
-                                   emq_error *err) {
+emq_status emq__grant_append_look(emq_consumer_t *c, emq__session *x,
+                                  int64_t now, int tag, int *sent,
+                                  emq_error *err) {
     *sent = 0;
     if (now < c->next_limits_ms)
         return EMQ_OK;
-    c->next_limits_ms = now + EMQ_LIMITS_LOOK_MS;
+    c->next_limits_ms = now + EMQ_GRANT_LOOK_MS;
     const char *get[] = {"HMGET", c->limits_key, "rate", "max_in_flight"};
     const char *prio[] = {"GET", c->delayed.prio};
     emq_status st = emq__session_append(x, tag, 4, get, NULL, err);
@@ -311,7 +312,7 @@ emq_status emq__limits_append_look(emq_consumer_t *c, emq__session *x,
     return st;
 }
 
-void emq__limits_looked(emq_consumer_t *c, int which, const emq_reply *reply) {
+void emq__grant_looked(emq_consumer_t *c, int which, const emq_reply *reply) {
     if (which == 1) {
         prio_looked(c, reply);
         return;

@@ -87,29 +87,12 @@ static int run_cli(const char *const *args, const char *log, int timeout_ms) {
     }
 }
 
-/* 1 when nothing listens on loopback port and it can be bound. */
-static int port_free(int port) {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    if (fd < 0)
-        return 0;
-    int one = 1;
-    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    struct sockaddr_in a;
-    memset(&a, 0, sizeof a);
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    a.sin_port = htons((uint16_t)port);
-    int ok = bind(fd, (struct sockaddr *)&a, sizeof a) == 0;
-    close(fd);
-    return ok;
-}
-
 /* A free port p whose bus port p + 10000 is free too (servers without
  * cluster-port: Redis 6.2). */
 static int free_port_pair(void) {
     for (int attempt = 0; attempt < 200; attempt++) {
         int p = emq_free_port();
-        if (p + 10000 <= 65535 && port_free(p + 10000))
+        if (p + 10000 <= 65535 && emq_port_bindable(p + 10000))
             return p;
     }
     FAIL("no free loopback port p with p + 10000 free as well");

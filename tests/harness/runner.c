@@ -1,12 +1,18 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* runner.c: the one test runner.
  *
- * Usage: emq_tests [--list] [--no-fork] [FILTER...]
+ * Usage: emq_tests [--list] [--no-fork] [-j N] [FILTER...]
  * A FILTER selects tests whose name or source path contains it ("unit/",
  * "integ/", "test_resp", "conn_auth"). Each test runs in a child process
- * with an alarm; the parent kills a child that overruns its timeout. After
- * the body returns, the child fails the test if any library allocation is
- * still live. --no-fork runs tests in-process, for valgrind; a failure then
+ * of its own (its own process group, private servers, ports and scratch
+ * folder), up to N at once (-j, or EMQ_TEST_JOBS; default
+ * DEFAULT_JOBS); the parent kills a child that overruns its timeout.
+ * Tests registered with TEST_SERIAL run afterwards, one at a time, with
+ * nothing beside them. A child's output goes to a log of its own; results
+ * print in the order of --list whatever order the tests end in, a failed
+ * or skipped test's output just above its line. After the body returns,
+ * the child fails the test if any library allocation is still live.
+ * --no-fork runs tests one by one in-process, for valgrind; a failure then
  * ends the run. The last line is "N passed, N failed, N skipped".
  */
 #include "harness/test.h"
@@ -14,6 +20,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -24,27 +31,40 @@
 #include <time.h>
 #include <unistd.h>
 
-#define MAX_TESTS 1024
 #define SKIP_EXIT 77
+/* Tests at once when neither -j nor EMQ_TEST_JOBS says: the integration
+ * tests spend their time waiting on timers of private servers, so a
+ * 2-core machine keeps busy with more of them than it has cores
+ * (docs/BUILDING.md has the measurements behind this number). */
+#define DEFAULT_JOBS 6
+#define MAX_JOBS 64
 
 typedef struct test_case {
     const char *name;
     const char *file;
     emq_test_fn fn;
     int timeout_s;
+    int flags;
 } test_case;
 
-static test_case tests[MAX_TESTS];
-static size_t test_count;
+/* Grown by registration, which runs in constructors before main. */
+static test_case *tests;
+static size_t test_count, test_cap;
 static char tmpdir[256];
 
 void emq_test_register(const char *name, const char *file, emq_test_fn fn,
-                       int timeout_s) {
-    if (test_count == MAX_TESTS) {
-        fprintf(stderr, "runner: more than %d tests\n", MAX_TESTS);
-        exit(2);
+                       int timeout_s, int flags) {
+    if (test_count == test_cap) {
+        size_t cap = test_cap ? test_cap * 2 : 256;
+        test_case *grown = realloc(tests, cap * sizeof *grown);
+        if (grown == NULL) {
+            fprintf(stderr, "runner: out of memory registering %s\n", name);
+            exit(2);
+        }
+        tests = grown;
+        test_cap = cap;
     }
-    tests[test_count++] = (test_case){name, file, fn, timeout_s};
+    tests[test_count++] = (test_case){name, file, fn, timeout_s, flags};
 }
 
 static int time_scale = 1; /* set once in main, before any test runs */
@@ -173,57 +193,238 @@ static void remove_child_tmpdirs(pid_t pid) {
     closedir(d);
 }
 
-/* Forks, runs t in the child, and waits with a timeout. Returns 0 passed,
- * 1 failed, 2 skipped. */
-static int run_forked(const test_case *t) {
+/* ---- the parallel run --------------------------------------------------
+ *
+ * One slot per test running: its child's pid, start and log. The parent
+ * polls the children (waitpid WNOHANG) every few milliseconds, kills one
+ * that overran its timeout, and prints every result whose turn has come.
+ */
+
+enum { R_PENDING, R_RUNNING, R_PASSED, R_FAILED, R_SKIPPED };
+
+typedef struct run_state {
+    const test_case *t;
+    int result;
+    pid_t pid;
+    struct timespec start;
+    int64_t ms;
+    char log[300];
+} run_state;
+
+static char logdir[256];
+static volatile sig_atomic_t interrupted;
+
+static void on_interrupt(int sig) { interrupted = sig; }
+
+/* Starts t in a child of its own, its stdout and stderr to r->log. */
+static int start_child(run_state *r) {
+    int fd = open(r->log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0) {
+        fprintf(stderr, "runner: %s: %s\n", r->log, strerror(errno));
+        return -1;
+    }
     fflush(NULL);
     pid_t pid = fork();
     if (pid < 0) {
-        perror("fork");
-        return 1;
+        perror("runner: fork");
+        close(fd);
+        return -1;
     }
     if (pid == 0) {
         setpgid(0, 0); /* so a timeout can kill the test's own children */
         signal(SIGPIPE, SIG_IGN);
-        run_body(t);
+        signal(SIGINT, SIG_DFL);
+        signal(SIGTERM, SIG_DFL);
+        dup2(fd, STDOUT_FILENO);
+        dup2(fd, STDERR_FILENO);
+        run_body(r->t);
         remove_tmpdir();
         fflush(NULL);
         _exit(0);
     }
-    struct timespec start;
-    clock_gettime(CLOCK_MONOTONIC, &start);
-    int status = 0;
-    for (;;) {
-        pid_t w = waitpid(pid, &status, WNOHANG);
-        if (w == pid)
-            break;
-        if (w < 0 && errno != EINTR) {
-            perror("waitpid");
-            return 1;
-        }
-        if (elapsed_ms(&start) > (int64_t)emq_test_ms(t->timeout_s * 1000)) {
-            kill(-pid, SIGKILL);
-            kill(pid, SIGKILL);
-            waitpid(pid, &status, 0);
-            fprintf(stderr, "    timed out after %d s\n",
-                    emq_test_ms(t->timeout_s * 1000) / 1000);
-            return 1;
-        }
-        usleep(2000);
+    close(fd);
+    setpgid(pid, pid); /* also here: no race with a kill(-pid) below */
+    r->pid = pid;
+    r->result = R_RUNNING;
+    clock_gettime(CLOCK_MONOTONIC, &r->start);
+    return 0;
+}
+
+/* Appends a line of the runner's to a test's log. */
+static void log_line(const run_state *r, const char *fmt, ...) {
+    FILE *f = fopen(r->log, "a");
+    if (f == NULL)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(f, fmt, ap);
+    va_end(ap);
+    fclose(f);
+}
+
+/* Records how a child ended, then reaps what it left running. */
+static void finish_child(run_state *r, int status) {
+    r->ms = elapsed_ms(&r->start);
+    kill(-r->pid, SIGKILL); /* reap anything the test left running */
+    remove_child_tmpdirs(r->pid);
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+        r->result = R_PASSED;
+    } else if (WIFEXITED(status) && WEXITSTATUS(status) == SKIP_EXIT) {
+        r->result = R_SKIPPED;
+    } else {
+        if (WIFSIGNALED(status))
+            log_line(r, "    killed by signal %d\n", WTERMSIG(status));
+        r->result = R_FAILED;
     }
-    kill(-pid, SIGKILL); /* reap anything the test left running */
-    remove_child_tmpdirs(pid);
-    if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
-        return 0;
-    if (WIFEXITED(status) && WEXITSTATUS(status) == SKIP_EXIT)
-        return 2;
-    if (WIFSIGNALED(status))
-        fprintf(stderr, "    killed by signal %d\n", WTERMSIG(status));
-    return 1;
+    r->pid = 0;
+}
+
+/* Copies a test's log to stdout. */
+static void print_log(const run_state *r) {
+    FILE *f = fopen(r->log, "r");
+    if (f == NULL)
+        return;
+    char buf[8192];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, f)) > 0)
+        fwrite(buf, 1, n, stdout);
+    fclose(f);
+}
+
+static void print_result(const run_state *r) {
+    if (r->result != R_PASSED)
+        print_log(r);
+    const char *label = r->result == R_PASSED    ? "ok  "
+                        : r->result == R_SKIPPED ? "skip"
+                                                 : "FAIL";
+    printf("%s %-40s %s (%lld ms)\n", label, r->t->name, short_file(r->t->file),
+           (long long)r->ms);
+    fflush(stdout);
+    unlink(r->log);
+}
+
+/* The order tests start in: the parallel ones, longest timeout first (the
+ * best guess at the longest run, so the run does not end on one long
+ * test), then the TEST_SERIAL ones in --list order. */
+static run_state *start_order_base;
+static int cmp_start(const void *a, const void *b) {
+    const run_state *x = start_order_base + *(const size_t *)a;
+    const run_state *y = start_order_base + *(const size_t *)b;
+    int xs = x->t->flags & EMQ_TEST_RUNS_ALONE;
+    int ys = y->t->flags & EMQ_TEST_RUNS_ALONE;
+    if (xs != ys)
+        return xs - ys;
+    if (!xs && x->t->timeout_s != y->t->timeout_s)
+        return y->t->timeout_s - x->t->timeout_s;
+    return x < y ? -1 : 1;
+}
+
+/* Runs runs[0..n) with up to jobs children at once. Returns 0, or -1 when
+ * the runner itself failed or was interrupted. */
+static int run_parallel(run_state *runs, size_t n, int jobs) {
+    size_t *order = malloc((n ? n : 1) * sizeof *order);
+    if (order == NULL) {
+        fprintf(stderr, "runner: out of memory\n");
+        return -1;
+    }
+    for (size_t i = 0; i < n; i++)
+        order[i] = i;
+    start_order_base = runs;
+    qsort(order, n, sizeof *order, cmp_start);
+
+    size_t next = 0, printed = 0, running = 0;
+    int rc = 0;
+    while (printed < n) {
+        if (interrupted) {
+            rc = -1;
+            break;
+        }
+        /* Start what may start: a serial test only on an empty machine. */
+        while (next < n && running < (size_t)jobs) {
+            run_state *r = &runs[order[next]];
+            if ((r->t->flags & EMQ_TEST_RUNS_ALONE) && running > 0)
+                break;
+            if (start_child(r) != 0) {
+                rc = -1;
+                break;
+            }
+            next++;
+            running++;
+            if (r->t->flags & EMQ_TEST_RUNS_ALONE)
+                break;
+        }
+        if (rc != 0)
+            break;
+        int status;
+        pid_t w = waitpid(-1, &status, WNOHANG);
+        if (w < 0 && errno != EINTR && errno != ECHILD) {
+            perror("runner: waitpid");
+            rc = -1;
+            break;
+        }
+        if (w > 0) {
+            for (size_t i = 0; i < n; i++)
+                if (runs[i].result == R_RUNNING && runs[i].pid == w) {
+                    finish_child(&runs[i], status);
+                    running--;
+                    break;
+                }
+        }
+        for (size_t i = 0; i < n; i++) {
+            run_state *r = &runs[i];
+            if (r->result != R_RUNNING)
+                continue;
+            int limit = emq_test_ms(r->t->timeout_s * 1000);
+            if (elapsed_ms(&r->start) > (int64_t)limit) {
+                kill(-r->pid, SIGKILL);
+                kill(r->pid, SIGKILL);
+                waitpid(r->pid, &status, 0);
+                log_line(r, "    timed out after %d s\n", limit / 1000);
+                finish_child(r, status);
+                r->result = R_FAILED;
+                running--;
+            }
+        }
+        while (printed < n && runs[printed].result > R_RUNNING)
+            print_result(&runs[printed++]);
+        if (w <= 0)
+            usleep(5000);
+    }
+    /* Interrupted or broken: end every test still running. */
+    for (size_t i = 0; i < n; i++)
+        if (runs[i].result == R_RUNNING) {
+            kill(-runs[i].pid, SIGKILL);
+            kill(runs[i].pid, SIGKILL);
+            waitpid(runs[i].pid, NULL, 0);
+            remove_child_tmpdirs(runs[i].pid);
+            unlink(runs[i].log);
+        }
+    free(order);
+    return rc;
+}
+
+static void usage(const char *argv0) {
+    fprintf(stderr, "usage: %s [--list] [--no-fork] [-j N] [FILTER...]\n",
+            argv0);
+}
+
+/* Parses a -j value: a whole number from 1 to MAX_JOBS, else -1. */
+static int parse_jobs(const char *s) {
+    char *end;
+    long v = strtol(s, &end, 10);
+    if (s[0] == '\0' || *end != '\0' || v < 1 || v > MAX_JOBS)
+        return -1;
+    return (int)v;
 }
 
 int main(int argc, char **argv) {
-    int list = 0, no_fork = 0;
+    int list = 0, no_fork = 0, jobs = DEFAULT_JOBS;
+    const char *env_jobs = getenv("EMQ_TEST_JOBS");
+    if (env_jobs != NULL && (jobs = parse_jobs(env_jobs)) < 0) {
+        fprintf(stderr, "EMQ_TEST_JOBS must be 1 to %d, not '%s'\n", MAX_JOBS,
+                env_jobs);
+        return 2;
+    }
     /* As many filters as arguments: one dropped would leave its tests
      * out of the run without a word. */
     char **filters = calloc((size_t)argc, sizeof *filters);
@@ -233,17 +434,34 @@ int main(int argc, char **argv) {
     }
     int nfilters = 0;
     for (int i = 1; i < argc; i++) {
+        const char *jarg = NULL;
         if (!strcmp(argv[i], "--list"))
             list = 1;
         else if (!strcmp(argv[i], "--no-fork"))
             no_fork = 1;
+        else if (!strcmp(argv[i], "-j") || !strcmp(argv[i], "--jobs")) {
+            if (i + 1 == argc) {
+                usage(argv[0]);
+                free(filters);
+                return 2;
+            }
+            jarg = argv[++i];
+        } else if (!strncmp(argv[i], "-j", 2))
+            jarg = argv[i] + 2;
         else if (argv[i][0] == '-') {
-            fprintf(stderr, "usage: %s [--list] [--no-fork] [FILTER...]\n",
-                    argv[0]);
+            usage(argv[0]);
             free(filters);
             return 2;
         } else
             filters[nfilters++] = argv[i];
+        if (jarg != NULL && (jobs = parse_jobs(jarg)) < 0) {
+            fprintf(stderr,
+                    "%s: -j takes a number of tests from 1 to %d, "
+                    "not '%s'\n",
+                    argv[0], MAX_JOBS, jarg);
+            free(filters);
+            return 2;
+        }
     }
     const char *scale = getenv("EMQ_TEST_TIME_SCALE");
     if (scale != NULL) {
@@ -258,40 +476,90 @@ int main(int argc, char **argv) {
     qsort(tests, test_count, sizeof tests[0], cmp_tests);
     signal(SIGPIPE, SIG_IGN);
 
-    int passed = 0, failed = 0, skipped = 0;
+    run_state *runs = calloc(test_count ? test_count : 1, sizeof *runs);
+    if (runs == NULL) {
+        fprintf(stderr, "%s: out of memory\n", argv[0]);
+        free(filters);
+        return 2;
+    }
+    size_t n = 0;
     for (size_t i = 0; i < test_count; i++) {
         const test_case *t = &tests[i];
         if (!selected(t, nfilters, filters))
             continue;
         if (list) {
-            printf("%s %s\n", short_file(t->file), t->name);
+            printf("%s %s%s\n", short_file(t->file), t->name,
+                   (t->flags & EMQ_TEST_RUNS_ALONE) ? " (alone)" : "");
             continue;
         }
-        struct timespec start;
-        clock_gettime(CLOCK_MONOTONIC, &start);
-        int result;
-        if (no_fork) {
-            run_body(t); /* a failure exits the whole run */
+        runs[n++].t = t;
+    }
+    free(filters);
+    if (list) {
+        free(runs);
+        return 0;
+    }
+
+    struct timespec run_start;
+    clock_gettime(CLOCK_MONOTONIC, &run_start);
+    int rc = 0;
+    if (no_fork) {
+        for (size_t i = 0; i < n; i++) {
+            run_state *r = &runs[i];
+            clock_gettime(CLOCK_MONOTONIC, &r->start);
+            run_body(r->t); /* a failure exits the whole run */
             remove_tmpdir();
-            result = 0;
-        } else {
-            result = run_forked(t);
+            r->ms = elapsed_ms(&r->start);
+            r->result = R_PASSED;
+            printf("ok   %-40s %s (%lld ms)\n", r->t->name,
+                   short_file(r->t->file), (long long)r->ms);
+            fflush(stdout);
         }
-        const char *label = result == 0   ? "ok  "
-                            : result == 2 ? "skip"
-                                          : "FAIL";
-        printf("%s %-40s %s (%lld ms)\n", label, t->name, short_file(t->file),
-               (long long)elapsed_ms(&start));
-        fflush(stdout);
-        if (result == 0)
+    } else {
+        snprintf(logdir, sizeof logdir, "/tmp/emq-runner-%ld-XXXXXX",
+                 (long)getpid());
+        if (mkdtemp(logdir) == NULL) {
+            perror("runner: mkdtemp");
+            free(runs);
+            return 2;
+        }
+        for (size_t i = 0; i < n; i++)
+            snprintf(runs[i].log, sizeof runs[i].log, "%s/%zu.log", logdir, i);
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = on_interrupt;
+        sigaction(SIGINT, &sa, NULL);
+        sigaction(SIGTERM, &sa, NULL);
+        sigaction(SIGHUP, &sa, NULL);
+        rc = run_parallel(runs, n, jobs);
+        remove_tree(logdir);
+    }
+
+    int passed = 0, failed = 0, skipped = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (runs[i].result == R_PASSED)
             passed++;
-        else if (result == 2)
+        else if (runs[i].result == R_SKIPPED)
             skipped++;
-        else
+        else if (runs[i].result == R_FAILED)
             failed++;
     }
-    if (!list)
-        printf("%d passed, %d failed, %d skipped\n", passed, failed, skipped);
-    free(filters);
-    return failed ? 1 : 0;
+    if (failed > 0) {
+        printf("failed:\n");
+        for (size_t i = 0; i < n; i++)
+            if (runs[i].result == R_FAILED)
+                printf("  %s %s\n", runs[i].t->name,
+                       short_file(runs[i].t->file));
+    }
+    if (rc != 0)
+        printf("runner: %s after %zu of %zu tests\n",
+               interrupted ? "interrupted" : "stopped",
+               (size_t)(passed + failed + skipped), n);
+    printf("ran %zu tests in %lld s, %d at once\n", n,
+           (long long)elapsed_ms(&run_start) / 1000, no_fork ? 1 : jobs);
+    printf("%d passed, %d failed, %d skipped\n", passed, failed, skipped);
+    free(runs);
+    if (interrupted)
+        return 128 + interrupted;
+    return failed || rc ? 1 : 0;
 }

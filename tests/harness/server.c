@@ -26,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/time.h>
@@ -92,24 +93,75 @@ static void untrack(emq_srv *s) {
             live[i] = NULL;
 }
 
-int emq_free_port(void) {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
+/* Ports. Each test process takes a block of PORT_BLOCK loopback ports of
+ * its own, PORT_BASE + k * PORT_BLOCK onwards, k the first block whose lock
+ * file it can flock. The lock lasts as long as the process (the kernel
+ * drops it at exit), so no two tests running at once, in this run or in
+ * another run on the machine, are ever handed one port. The blocks lie
+ * below the kernel's ephemeral range (32768 and up on Linux), where a
+ * bind to port 0 or an outgoing connection never takes a port, and so do
+ * the bus ports (port + 10000) of a Redis 6.2 cluster node. */
+#define PORT_BASE 12000
+#define PORT_BLOCK 40
+#define PORT_BLOCKS 200
+
+static int port_block = -1; /* this process's block, once taken */
+static int port_next;       /* the next port of it to try */
+
+int emq_port_bindable(int port) {
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0)
-        FAIL("socket: %s", strerror(errno));
+        return 0;
+    int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
     struct sockaddr_in a;
     memset(&a, 0, sizeof a);
     a.sin_family = AF_INET;
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    a.sin_port = 0;
-    socklen_t alen = sizeof a;
-    if (bind(fd, (struct sockaddr *)&a, sizeof a) != 0 ||
-        getsockname(fd, (struct sockaddr *)&a, &alen) != 0) {
-        int e = errno;
-        close(fd);
-        FAIL("no free loopback port: %s", strerror(e));
-    }
+    a.sin_port = htons((uint16_t)port);
+    int ok = bind(fd, (struct sockaddr *)&a, sizeof a) == 0;
     close(fd);
-    return ntohs(a.sin_port);
+    return ok;
+}
+
+/* Takes this process's block: the first lock file of
+ * /tmp/emq-test-ports-<uid>/ that no other process holds. */
+static void take_port_block(void) {
+    char dir[64], path[128];
+    snprintf(dir, sizeof dir, "/tmp/emq-test-ports-%ld", (long)getuid());
+    if (mkdir(dir, 0700) != 0 && errno != EEXIST)
+        FAIL("mkdir %s: %s", dir, strerror(errno));
+    for (int k = 0; k < PORT_BLOCKS; k++) {
+        snprintf(path, sizeof path, "%s/%d.lock", dir, k);
+        int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+        if (fd < 0)
+            FAIL("open %s: %s", path, strerror(errno));
+        if (flock(fd, LOCK_EX | LOCK_NB) == 0) {
+            port_block = k; /* fd stays open: it holds the lock */
+            port_next = 0;
+            return;
+        }
+        close(fd);
+    }
+    FAIL("all %d port blocks of %s are held by running tests", PORT_BLOCKS,
+         dir);
+}
+
+int emq_free_port(void) {
+    if (port_block < 0)
+        take_port_block();
+    /* Round the block, from the port after the last one handed out: a
+     * port is handed out again only after the whole block, and only when
+     * nothing listens on it. */
+    for (int i = 0; i < PORT_BLOCK; i++) {
+        int port = PORT_BASE + port_block * PORT_BLOCK + port_next;
+        port_next = (port_next + 1) % PORT_BLOCK;
+        if (emq_port_bindable(port))
+            return port;
+    }
+    FAIL("no free loopback port in block %d (ports %d-%d)", port_block,
+         PORT_BASE + port_block * PORT_BLOCK,
+         PORT_BASE + (port_block + 1) * PORT_BLOCK - 1);
 }
 
 /* ---- the raw RESP2 client ------------------------------------------- */

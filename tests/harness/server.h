@@ -153,8 +153,12 @@ void emq_srv_require(const emq_srv *s, int cond, const char *feature);
  * adds up every subcommand of a, and *exact (may be NULL) gets 0; else 1. */
 long long emq_srv_calls(const emq_srv *s, const char *cmd, int *exact);
 
-/* A loopback TCP port that was free a moment ago (bind 127.0.0.1:0). Fails
+/* A loopback TCP port nothing listens on, from the block of ports this
+ * test process holds alone (server.c): no other test, in this run or
+ * another, is handed it. Successive calls hand out different ports. Fails
  * the test if none can be had. */
 int emq_free_port(void);
+/* 1 when loopback port can be bound now (SO_REUSEADDR), else 0. */
+int emq_port_bindable(int port);
 
 #endif /* EMQ_TEST_SERVER_H */

@@ -17,8 +17,12 @@
 
 typedef void (*emq_test_fn)(void);
 
+/* Flags of a registered test. EMQ_TEST_RUNS_ALONE: the runner runs it
+ * after the parallel part, with no other test beside it (a bound on time
+ * or memory that another test's load would make meaningless). */
+enum { EMQ_TEST_RUNS_ALONE = 1 };
 void emq_test_register(const char *name, const char *file, emq_test_fn fn,
-                       int timeout_s);
+                       int timeout_s, int flags);
 /* Ends the current test as failed (never returns). */
 void emq_test_fail(const char *file, int line, const char *fmt, ...)
     __attribute__((noreturn, format(printf, 3, 4)));
@@ -31,13 +35,17 @@ const char *emq_test_tmpdir(void);
  * condition go through it; the runner's per-test timeouts do too. */
 int emq_test_ms(int ms);
 
-#define TEST_TIMEOUT(name, secs)                                               \
+#define EMQ_TEST_DEFINE_(name, secs, flags)                                    \
     static void name(void);                                                    \
     __attribute__((constructor)) static void register_##name(void) {           \
-        emq_test_register(#name, __FILE__, name, secs);                        \
+        emq_test_register(#name, __FILE__, name, secs, flags);                 \
     }                                                                          \
     static void name(void)
+#define TEST_TIMEOUT(name, secs) EMQ_TEST_DEFINE_(name, secs, 0)
 #define TEST(name) TEST_TIMEOUT(name, 30)
+/* A test that runs alone, after the others (see EMQ_TEST_RUNS_ALONE). */
+#define TEST_SERIAL(name, secs)                                                \
+    EMQ_TEST_DEFINE_(name, secs, EMQ_TEST_RUNS_ALONE)
 
 #define FAIL(...) emq_test_fail(__FILE__, __LINE__, __VA_ARGS__)
 #define SKIP(reason) emq_test_skip(reason)

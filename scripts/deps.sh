@@ -34,6 +34,7 @@ readonly WANTED=(
     "tmux:tmux"
     "abigail-tools:abidiff"
     "dpkg-dev:dpkg-shlibdeps"
+    "ccache:ccache"
 )
 
 have_package() {

@@ -87,90 +87,59 @@ cd "$root"
 . "$root/scripts/redis.sh"
 
 readonly ALL_STAGES=(deps house gcc clang builds sanitize chaos valgrind symbols abi install examples docs matrix fuzz bench)
+# The stages a stage needs to have passed first, when they run in the same
+# invocation. A stage that only needs the gcc build calls gcc_build_ready,
+# which builds it under a lock, once, for whoever comes first.
+declare -A STAGE_NEEDS=(
+    [symbols]="clang"        # checks the clang library too
+    [examples]="install clang" # the installed copy; the clang examples
+    [matrix]="gcc"           # reuses the gcc stage's system-server run
+)
+# The order stages start in when they may: the long ones first, so that
+# the short ones fill the gaps (docs/BUILDING.md has the figures).
+readonly START_ORDER=(house gcc valgrind sanitize matrix chaos builds clang fuzz install examples symbols abi docs bench)
 jobs=${EMQ_JOBS:-$(nproc 2>/dev/null || echo 2)}
+stage_jobs=${EMQ_STAGE_JOBS:-4}
 fuzz_seconds=${EMQ_FUZZ_SECONDS:-}
 readonly FUZZ_BUDGET=60
 build=$root/build
 logs=$build/logs
+state=${EMQ_TEST_STATE:-$build/state}
 
-selected=("$@")
-for s in "${selected[@]}"; do
-    if [[ " ${ALL_STAGES[*]} " != *" $s "* ]]; then
-        echo "test.sh: unknown stage '$s'; stages: ${ALL_STAGES[*]}" >&2
-        exit 2
-    fi
-done
+scratch=""
+debs_installed=0
 
-tests_passed=0
-tests_failed=0
-summary=()
-current=""
-current_start=0
-run_start=$SECONDS
-scratch=$(mktemp -d "${TMPDIR:-/tmp}/echomq-test.XXXXXX")
+# ---- one stage, in a process of its own (test.sh --stage NAME) ----------
 
-finish() {
-    local rc=$?
-    stop_private_redis
-    [[ ${debs_installed:-0} -eq 0 ]] || remove_debs || true
-    rm -rf "$scratch"
-    if [[ -n "$current" ]]; then
-        summary+=("$(printf '%-9s FAILED  %5ds' "$current" $((SECONDS - current_start)))")
-        echo
-        echo "!!! stage '$current' FAILED after $((SECONDS - current_start)) s (exit status $rc); later stages not run"
-        [[ $rc -eq 0 ]] && rc=1
-    fi
-    echo
-    echo "==== summary ($((SECONDS - run_start)) s)"
-    local line
-    for line in "${summary[@]}"; do
-        echo "  $line"
-    done
-    if [[ $rc -eq 0 ]]; then
-        echo "all stages passed"
-    fi
-    echo "$tests_passed passed, $tests_failed failed"
-    exit "$rc"
-}
-trap finish EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
-
-want() {
-    [[ ${#selected[@]} -eq 0 || " ${selected[*]} " == *" $1 "* ]]
-}
-
-# run_stage NAME DESCRIPTION FUNCTION: runs FUNCTION as stage NAME. A
-# failing command inside ends the script (set -e); the EXIT trap names the
-# stage. A function that prints "SKIPPED: why" on fd 3 is recorded skipped.
-run_stage() {
-    local name=$1 what=$2 fn=$3
-    want "$name" || [[ "$name" == deps ]] || return 0
-    current=$name
-    current_start=$SECONDS
-    echo
-    echo "==== [$name] $what"
-    rm -f "$scratch/skipped"
-    "$fn"
-    local secs=$((SECONDS - current_start)) result=ok
-    if [[ -f "$scratch/skipped" ]]; then
-        result=skipped
-        echo "---- [$name] SKIPPED: $(cat "$scratch/skipped")"
-    fi
-    echo "---- [$name] $result in ${secs} s"
-    summary+=("$(printf '%-9s %-7s %5ds' "$name" "$result" "$secs")")
-    current=""
-}
+# The orchestrator below runs each stage as `test.sh --stage NAME` in a
+# session of its own, its output to logs/stage-NAME.log. What a stage
+# tells the orchestrator goes through files of $state: NAME.skipped (why),
+# and counts (a line "LABEL PASSED FAILED" for each emq_tests run).
+if [[ ${1:-} == --stage ]]; then
+    stage_name=$2
+    scratch=$(mktemp -d "${TMPDIR:-/tmp}/echomq-test-$stage_name.XXXXXX")
+    stage_exit() {
+        local rc=$?
+        stop_private_redis
+        [[ ${debs_installed:-0} -eq 0 ]] || remove_debs || true
+        rm -rf "$scratch"
+        exit "$rc"
+    }
+    trap stage_exit EXIT
+    trap 'exit 143' TERM
+    trap 'exit 130' INT
+fi
 
 skip_stage() {
-    echo "$1" >"$scratch/skipped"
+    echo "$1" >"$state/$stage_name.skipped"
 }
 
 # configure DIR COMPILER [CMAKE ARGS...]
 configure() {
     local dir=$1 cc=$2
     shift 2
-    cmake -S "$root" -B "$dir" -DCMAKE_C_COMPILER="$cc" -DEMQ_WERROR=ON "$@" \
+    cmake -S "$root" -B "$dir" -DCMAKE_C_COMPILER="$cc" -DEMQ_WERROR=ON \
+        "${ccache_launcher[@]}" "$@" \
         >"$logs/$(basename "$dir").configure.log" 2>&1 || {
         cat "$logs/$(basename "$dir").configure.log" >&2
         return 1
@@ -189,8 +158,17 @@ compile() {
         sed 's/^/compiled: /; s/$/ files/'
 }
 
+# ccache, when installed, for every build: a second run, or a fresh
+# clone's, compiles only what changed. Paths are made relative to the
+# clone and the build folder is not hashed, so clones share hits.
+ccache_launcher=()
+if command -v ccache >/dev/null 2>&1; then
+    ccache_launcher=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+    export CCACHE_BASEDIR=$root CCACHE_NOHASHDIR=1
+fi
+
 # run_tests LABEL COMMAND...: runs an emq_tests command, shows its output,
-# and adds its "N passed, N failed, N skipped" line to the totals.
+# and records its "N passed, N failed, N skipped" line for the totals.
 run_tests() {
     local label=$1 rc=0 counts p f
     shift
@@ -202,10 +180,9 @@ run_tests() {
         p=${counts%% passed*}
         f=${counts#*passed, }
         f=${f%% failed*}
-        tests_passed=$((tests_passed + p))
-        tests_failed=$((tests_failed + f))
+        echo "$label $p $f" >>"$state/counts"
     elif [[ $rc -ne 0 ]]; then
-        tests_failed=$((tests_failed + 1)) # --no-fork ends at the first failure
+        echo "$label 0 1" >>"$state/counts" # --no-fork ends at the first failure
     fi
     if [[ $rc -ne 0 ]]; then
         echo "$label: emq_tests failed (exit status $rc); log: $log" >&2
@@ -223,22 +200,18 @@ stage_deps() {
     ./scripts/deps.sh
 }
 
-# Set when the gcc stage ran every test against the system server in this
-# run: the matrix stage then reports that run for it instead of repeating.
-gcc_system_counts=""
-gcc_system_secs=0
-
+# The gcc stage's run of every test on the system server stands for that
+# server in the matrix stage: it leaves its counts line and its seconds in
+# $state/gcc.system.
 stage_gcc() {
-    configure "$build/gcc" gcc -DCMAKE_BUILD_TYPE=RelWithDebInfo -DEMQ_BENCH=OFF \
-        -DEMQ_POISON_BUFFERS=ON
-    compile "$build/gcc"
+    gcc_build_ready
     ./scripts/check_layers.sh objects "$build/gcc"
     local start=$SECONDS
-    run_tests gcc "$build/gcc/emq_tests"
+    run_tests gcc "$build/gcc/emq_tests" -j "$test_jobs"
     if [[ -z "${EMQ_SERVER_BIN_DIR:-}" ]]; then
-        gcc_system_counts=$(grep -E '^[0-9]+ passed, [0-9]+ failed, [0-9]+ skipped$' \
-            "$logs/gcc.tests.log" | tail -n 1 || true)
-        gcc_system_secs=$((SECONDS - start))
+        { grep -E '^[0-9]+ passed, [0-9]+ failed, [0-9]+ skipped$' \
+            "$logs/gcc.tests.log" | tail -n 1 || true
+          echo $((SECONDS - start)); } >"$state/gcc.system"
     fi
 }
 
@@ -247,31 +220,27 @@ stage_gcc() {
 # against a real server; the whole suite runs clang-built in the sanitize
 # stage (ASan + UBSan), so running it here again only cost CI time.
 stage_clang() {
-    configure "$build/clang" clang -DCMAKE_BUILD_TYPE=RelWithDebInfo -DEMQ_POISON_BUFFERS=ON
-    compile "$build/clang"
-    run_tests clang "$build/clang/emq_tests" unit/ integ/test_producer.c \
-        integ/test_consumer.c integ/test_cli_produce.c
+    clang_build_ready
+    run_tests clang "$build/clang/emq_tests" -j "$test_jobs" unit/ \
+        integ/test_producer.c integ/test_consumer.c integ/test_cli_produce.c
 }
 
 # The packager's builds: each configuration warning-free (-Werror), every
 # target (the library, the CLI, tests, examples, chaos and soak).
 readonly BUILD_TYPES=(Release RelWithDebInfo Debug MinSizeRel)
 stage_builds() {
-    local cc type dir start extra launcher=()
-    if command -v ccache >/dev/null 2>&1; then
-        launcher=(-DCMAKE_C_COMPILER_LAUNCHER=ccache)
-    fi
+    local cc type dir start
     for cc in gcc clang; do
         for type in "${BUILD_TYPES[@]}"; do
-            dir=$build/builds-$cc-$type
-            extra=()
-            if [[ $type == RelWithDebInfo ]]; then
-                dir=$build/$cc # the gcc and clang stages' own build
-                [[ $cc == gcc ]] && extra=(-DEMQ_BENCH=OFF)
-            fi
             start=$SECONDS
-            configure "$dir" "$cc" -DCMAKE_BUILD_TYPE="$type" "${extra[@]}" "${launcher[@]}"
-            compile "$dir" | sed "s/^/$cc $type: /"
+            if [[ $type == RelWithDebInfo ]]; then
+                # The gcc and clang stages' own build, built once.
+                "${cc}_build_ready" | sed "s/^/$cc $type: /"
+            else
+                dir=$build/builds-$cc-$type
+                configure "$dir" "$cc" -DCMAKE_BUILD_TYPE="$type"
+                compile "$dir" | sed "s/^/$cc $type: /"
+            fi
             echo "$cc $type: warning-free in $((SECONDS - start)) s"
         done
     done
@@ -283,7 +252,7 @@ stage_sanitize() {
     compile "$build/sanitize" --target emq_tests
     ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:detect_stack_use_after_return=1 \
         UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-        run_tests sanitize "$build/sanitize/emq_tests"
+        run_tests sanitize "$build/sanitize/emq_tests" -j "$test_jobs"
 }
 
 # The short chaos run and the soak, on the gcc build. The chaos run keeps
@@ -311,15 +280,32 @@ stage_chaos() {
         --dir "$build/chaos" "${tolerate[@]}" 2>&1 | tee "$logs/chaos.log"
 }
 
-# Later stages reuse the gcc build; this makes sure it exists and is current
-# also when they are run on their own (./scripts/test.sh install).
-gcc_build_ready() {
-    if [[ ! -f "$build/gcc/CMakeCache.txt" ]]; then
-        configure "$build/gcc" gcc -DCMAKE_BUILD_TYPE=RelWithDebInfo -DEMQ_BENCH=OFF \
-        -DEMQ_POISON_BUFFERS=ON
-    fi
-    compile "$build/gcc" >/dev/null
+# The gcc build (RelWithDebInfo, poisoned buffers, the benchmarks too)
+# and the clang one (the same without the benchmarks): every stage that
+# uses one calls its *_build_ready, which configures and builds it under a
+# lock, so stages running at once build it once and never side by side.
+readonly GCC_FLAGS=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DEMQ_BENCH=ON -DEMQ_POISON_BUFFERS=ON)
+readonly CLANG_FLAGS=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DEMQ_POISON_BUFFERS=ON)
+build_ready() {
+    local name=$1 cc=$2
+    shift 2
+    with_build_lock "$name" configure "$build/$name" "$cc" "$@"
+    with_build_lock "$name" compile "$build/$name"
 }
+# with_build_lock NAME COMMAND...: runs COMMAND holding build NAME's lock
+# (anything that builds in build/NAME takes it).
+with_build_lock() {
+    local name=$1 lock rc=0
+    shift
+    mkdir -p "$build"
+    exec {lock}>"$build/$name.lock"
+    flock "$lock"
+    "$@" || rc=$?
+    exec {lock}>&-
+    return $rc
+}
+gcc_build_ready() { build_ready gcc gcc "${GCC_FLAGS[@]}"; }
+clang_build_ready() { build_ready clang clang "${CLANG_FLAGS[@]}"; }
 
 # The integration tests memcheck runs: the connection, the consumer's core
 # (ownership included), the producer and the admin verbs against a real
@@ -343,28 +329,14 @@ stage_valgrind() {
         --errors-for-leak-kinds=definite,indirect,possible --track-origins=yes
         --suppressions="$root/tests/valgrind.supp")
     run_tests valgrind "${vg[@]}" "$build/gcc/emq_tests" --no-fork unit/
-    # One process for all tests (--no-fork). Memcheck runs code many times
-    # slower: every bound a test waits with is stretched
-    # (tests/harness/test.h, emq_test_ms). Each process writes its own
-    # report (%p): the children some tests fork check themselves too (a
-    # child's error is its exit status 1, which its test sees), and a
-    # failed run prints every report, so a child's finding is not lost.
-    # Children killed on purpose leave reports that are only read then.
-    local reports=$logs/valgrind-integ.reports
-    rm -rf "$reports" && mkdir -p "$reports"
+    # The integration tests as everywhere else, forked, valgrind_jobs at
+    # once: a child forked without exec stays under memcheck, which checks
+    # it at its exit and turns an error or a leak into exit status 1, its
+    # test's failure, with the report in that test's output. Memcheck runs
+    # code many times slower: every bound a test waits with is stretched
+    # (tests/harness/test.h, emq_test_ms).
     EMQ_TEST_TIME_SCALE=4 run_tests valgrind-integ "${vg[@]}" \
-        --child-silent-after-fork=no --log-file="$reports/%p.log" \
-        "$build/gcc/emq_tests" --no-fork "${VALGRIND_INTEG[@]}" || {
-        # Oldest first: the failing process wrote its report last.
-        local r
-        for r in $(ls -tr "$reports"); do
-            if [[ -s $reports/$r ]]; then
-                echo "---- valgrind report of process ${r%.log}"
-                cat "$reports/$r"
-            fi
-        done
-        return 1
-    }
+        "$build/gcc/emq_tests" -j "$valgrind_jobs" "${VALGRIND_INTEG[@]}"
 }
 
 stage_symbols() {
@@ -380,10 +352,13 @@ stage_abi() {
     ./scripts/abi.sh check "$build/gcc"
 }
 
+# The install stage's prefix; the examples stage compiles against it when
+# the install stage passed in this invocation ($state/install.prefix).
 prefix=""
 stage_install() {
     gcc_build_ready
-    prefix=$scratch/prefix
+    prefix=$build/prefix
+    rm -rf "$prefix"
     cmake --install "$build/gcc" --prefix "$prefix" >"$logs/install.log"
     sed 's/^--/  /' "$logs/install.log"
     local libdir=$prefix/lib f
@@ -440,6 +415,7 @@ stage_install() {
         return 1
     fi
     install_debs
+    echo "$prefix" >"$state/install.prefix"
 }
 
 # The Debian packages of the gcc build, installed as a user would (apt-get
@@ -532,6 +508,7 @@ remove_debs() {
 
 stage_examples() {
     local src name dir n=0 cxx_examples=()
+    [[ -f "$state/install.prefix" ]] && prefix=$(cat "$state/install.prefix")
     shopt -s nullglob
     local sources=("$root"/examples/*.c)
     shopt -u nullglob
@@ -623,8 +600,9 @@ stage_house() {
 }
 
 stage_docs() {
-    ./scripts/confdoc.sh --check "$build/gcc"
-    ./scripts/clidoc.sh --check "$build/gcc"
+    gcc_build_ready
+    with_build_lock gcc ./scripts/confdoc.sh --check "$build/gcc"
+    with_build_lock gcc ./scripts/clidoc.sh --check "$build/gcc"
 }
 
 # The compatibility matrix: emq_tests integ/ once per server, each through
@@ -659,7 +637,7 @@ matrix_server() {
         cp "$logs/gcc.tests.log" "$log"
         touch "$logs/matrix-$name.reused"
     else
-        EMQ_SERVER_BIN_DIR=$dir "$build/gcc/emq_tests" "$@" >"$log" 2>&1 || rc=$?
+        EMQ_SERVER_BIN_DIR=$dir "$build/gcc/emq_tests" -j "$test_jobs" "$@" >"$log" 2>&1 || rc=$?
     fi
     rm -rf "$build/chaos-$name"
     mkdir -p "$build/chaos-$name"
@@ -680,6 +658,8 @@ matrix_server() {
 
 stage_matrix() {
     gcc_build_ready
+    local gcc_system_counts=""
+    [[ -f "$state/gcc.system" ]] && gcc_system_counts=$(head -n 1 "$state/gcc.system")
     local matrix_files=() f base
     for f in "$root"/tests/integ/test_*.c; do
         base=$(basename "$f" .c)
@@ -737,8 +717,7 @@ stage_matrix() {
             p=${counts%% passed*}
             f=${counts#*passed, }
             f=${f%% failed*}
-            tests_passed=$((tests_passed + p))
-            tests_failed=$((tests_failed + f))
+            echo "matrix-$name $p $f" >>"$state/counts"
         fi
         [[ -f "$logs/matrix-$name.reused" ]] && counts="$gcc_system_counts (the gcc stage)"
         verdict=$(grep -m1 '^chaos summary:' "$logs/matrix-$name.chaos.log" |
@@ -844,10 +823,9 @@ stage_bench() {
     shopt -s nullglob
     local sources=("$root"/bench/*.c)
     shopt -u nullglob
-    configure "$build/gcc" gcc -DCMAKE_BUILD_TYPE=RelWithDebInfo -DEMQ_BENCH=ON
-    compile "$build/gcc"
+    gcc_build_ready # the gcc build has EMQ_BENCH=ON
     if [[ ${#sources[@]} -eq 0 ]]; then
-        echo "bench: hiredis found, but there is no bench/*.c yet: nothing to build"
+        echo "bench: there is no bench/*.c yet: nothing to build"
         return 0
     fi
     local src name
@@ -859,20 +837,203 @@ stage_bench() {
     echo "built ${#sources[@]} benchmark(s) (not run)"
 }
 
+# The inner loop (not part of the whole run, which runs all of it): the
+# gcc build, the unit tests and the integration tests of tests/quick.list.
+stage_quick() {
+    gcc_build_ready
+    local files=() line
+    while read -r line; do
+        [[ -z "$line" || $line == \#* ]] || files+=("$line")
+    done <"$root/tests/quick.list"
+    run_tests quick "$build/gcc/emq_tests" -j "$test_jobs" unit/ "${files[@]}"
+}
+
+declare -A STAGE_WHAT=(
+    [deps]="install missing dependencies (scripts/deps.sh)"
+    [house]="SPDX lines, the layer rule on includes and headers (scripts/check_layers.sh), format, commit subjects"
+    [gcc]="gcc build (-Werror) + emq_tests"
+    [clang]="clang build (-Werror) + unit tests and a smoke"
+    [builds]="gcc and clang x Release, RelWithDebInfo, Debug, MinSizeRel (-Werror)"
+    [sanitize]="ASan+UBSan build (clang) + emq_tests"
+    [chaos]="chaos run (short) + soak: nothing lost under faults, flat memory"
+    [valgrind]="valgrind memcheck: the unit tests and the core's integration tests"
+    [symbols]="libechomq.so exports only emq_*"
+    [abi]="the ABI matches abi/libechomq.abi (abidiff)"
+    [install]="cmake --install + consumer via find_package and pkg-config"
+    [examples]="examples compile, roundtrip against a private redis-server"
+    [docs]="docs/CONFIGURATION.md, docs/CLI.md and docs/echomq.1 are up to date"
+    [matrix]="server matrix: emq_tests integ/ and a short chaos run on Redis 6.2, 7.0, 7.2 and Valkey 8; docs/COMPATIBILITY.md checked"
+    [fuzz]="fuzz targets (${fuzz_seconds:+$fuzz_seconds s each}${fuzz_seconds:-$FUZZ_BUDGET s shared})"
+    [bench]="benchmarks build (not run)"
+    [quick]="the inner loop: gcc build, unit tests and tests/quick.list"
+)
+
+# Tests at once in each emq_tests run (the runner's -j), and in the
+# valgrind stage, whose tests compute far more than they wait.
+test_jobs=${EMQ_TEST_JOBS:-6}
+valgrind_jobs=${EMQ_VALGRIND_JOBS:-2}
+
 mkdir -p "$logs"
-run_stage deps "install missing dependencies (scripts/deps.sh)" stage_deps
-run_stage house "SPDX lines, the layer rule on includes and headers (scripts/check_layers.sh), format, commit subjects" stage_house
-run_stage gcc "gcc build (-Werror) + emq_tests" stage_gcc
-run_stage clang "clang build (-Werror) + unit tests and a smoke" stage_clang
-run_stage builds "gcc and clang x Release, RelWithDebInfo, Debug, MinSizeRel (-Werror)" stage_builds
-run_stage sanitize "ASan+UBSan build (clang) + emq_tests" stage_sanitize
-run_stage chaos "chaos run (short) + soak: nothing lost under faults, flat memory" stage_chaos
-run_stage valgrind "valgrind memcheck: emq_tests --no-fork unit/ and the core's integration tests" stage_valgrind
-run_stage symbols "libechomq.so exports only emq_*" stage_symbols
-run_stage abi "the ABI matches abi/libechomq.abi (abidiff)" stage_abi
-run_stage install "cmake --install + consumer via find_package and pkg-config" stage_install
-run_stage examples "examples compile, roundtrip against a private redis-server" stage_examples
-run_stage docs "docs/CONFIGURATION.md, docs/CLI.md and docs/echomq.1 are up to date" stage_docs
-run_stage matrix "server matrix: emq_tests integ/ and a short chaos run on Redis 6.2, 7.0, 7.2 and Valkey 8; docs/COMPATIBILITY.md checked" stage_matrix
-run_stage fuzz "fuzz targets (${fuzz_seconds:+$fuzz_seconds s each}${fuzz_seconds:-$FUZZ_BUDGET s shared})" stage_fuzz
-run_stage bench "benchmarks build (not run)" stage_bench
+
+# A stage on its own: the orchestrator's child.
+if [[ ${1:-} == --stage ]]; then
+    "stage_$stage_name"
+    exit 0
+fi
+
+selected=("$@")
+for s in "${selected[@]}"; do
+    if [[ " ${ALL_STAGES[*]} quick " != *" $s "* ]]; then
+        echo "test.sh: unknown stage '$s'; stages: ${ALL_STAGES[*]} (and quick)" >&2
+        exit 2
+    fi
+done
+want() {
+    [[ ${#selected[@]} -eq 0 && $1 != quick ]] || [[ " ${selected[*]} " == *" $1 "* ]]
+}
+
+rm -rf "$state"
+mkdir -p "$state"
+export EMQ_TEST_STATE=$state
+run_start=$SECONDS
+declare -A stage_pid=() stage_start=() stage_result=() stage_secs=()
+order=() # the stages of this run, in the order they started
+failed_stage=""
+
+# start_stage NAME: runs it as `test.sh --stage NAME` in a session of its
+# own (setsid: a failure elsewhere ends it and all it started with one
+# signal), its output to logs/stage-NAME.log.
+start_stage() {
+    local name=$1
+    echo "==== [$name] started at $((SECONDS - run_start)) s: ${STAGE_WHAT[$name]}"
+    stage_start[$name]=$SECONDS
+    setsid "$root/scripts/test.sh" --stage "$name" >"$logs/stage-$name.log" 2>&1 &
+    stage_pid[$name]=$!
+    order+=("$name")
+}
+
+# end_stage NAME RC: prints its output and result.
+end_stage() {
+    local name=$1 rc=$2 result=ok
+    stage_secs[$name]=$((SECONDS - ${stage_start[$name]}))
+    [[ $rc -eq 0 ]] || result=FAILED
+    [[ $rc -eq 0 && -f "$state/$name.skipped" ]] && result=skipped
+    stage_result[$name]=$result
+    unset "stage_pid[$name]"
+    echo
+    echo "==== [$name] ${STAGE_WHAT[$name]}"
+    cat "$logs/stage-$name.log"
+    [[ $result != skipped ]] || echo "---- [$name] SKIPPED: $(cat "$state/$name.skipped")"
+    echo "---- [$name] $result in ${stage_secs[$name]} s"
+    if [[ $result == FAILED && -z $failed_stage ]]; then
+        failed_stage=$name
+        echo "!!! stage '$name' FAILED after ${stage_secs[$name]} s (exit status $rc); log: $logs/stage-$name.log"
+    fi
+}
+
+# stop_stages: ends every stage still running (TERM to its session, then
+# KILL), as the first failure or an interrupt does.
+stop_stages() {
+    local name pid i
+    for name in "${!stage_pid[@]}"; do
+        kill -TERM -- "-${stage_pid[$name]}" 2>/dev/null || true
+    done
+    for ((i = 0; i < 100; i++)); do
+        local alive=0
+        for name in "${!stage_pid[@]}"; do
+            kill -0 "${stage_pid[$name]}" 2>/dev/null && alive=1
+        done
+        [[ $alive -eq 1 ]] || break
+        sleep 0.1
+    done
+    for name in "${!stage_pid[@]}"; do
+        pid=${stage_pid[$name]}
+        kill -KILL -- "-$pid" 2>/dev/null || true
+        wait "$pid" 2>/dev/null || true
+        stage_secs[$name]=$((SECONDS - ${stage_start[$name]}))
+        stage_result[$name]=stopped
+        unset "stage_pid[$name]"
+    done
+}
+
+finish() {
+    local rc=$?
+    trap - EXIT
+    stop_stages
+    [[ -z $failed_stage ]] || rc=1
+    local p=0 f=0 label tp tf runs=0
+    if [[ -f "$state/counts" ]]; then
+        while read -r label tp tf; do
+            p=$((p + tp))
+            f=$((f + tf))
+            runs=$((runs + 1))
+        done <"$state/counts"
+    fi
+    echo
+    echo "==== summary ($((SECONDS - run_start)) s wall, stages up to $stage_jobs at once, tests up to $test_jobs at once)"
+    printf '  %-9s %-8s %7s %7s %7s\n' stage result start end seconds
+    local name ran=0
+    for name in "${order[@]}"; do
+        local st=$((${stage_start[$name]} - run_start))
+        printf '  %-9s %-8s %6ds %6ds %6ds\n' "$name" "${stage_result[$name]:-?}" \
+            "$st" $((st + ${stage_secs[$name]:-0})) "${stage_secs[$name]:-0}"
+        [[ ${stage_result[$name]:-} == ok ]] && ran=$((ran + 1))
+    done
+    [[ $rc -eq 0 ]] && echo "all stages passed"
+    echo "$ran stages passed of ${#order[@]} run; $runs emq_tests runs"
+    echo "$p passed, $f failed"
+    exit "$rc"
+}
+trap finish EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# deps first and alone: every other stage needs what it installs.
+start_stage deps
+wait "${stage_pid[deps]}" && rc=0 || rc=$?
+end_stage deps "$rc"
+[[ -z $failed_stage ]] || exit 1
+
+pending=()
+for s in "${START_ORDER[@]}" quick; do
+    want "$s" && pending+=("$s")
+done
+
+# ready NAME: 0 when every stage it needs has passed or is not in this run.
+ready() {
+    local need
+    for need in ${STAGE_NEEDS[$1]:-}; do
+        want "$need" || continue
+        [[ ${stage_result[$need]:-} == ok || ${stage_result[$need]:-} == skipped ]] || return 1
+    done
+}
+
+while [[ ${#pending[@]} -gt 0 || ${#stage_pid[@]} -gt 0 ]]; do
+    if [[ -z $failed_stage ]]; then
+        left=()
+        for s in "${pending[@]}"; do
+            if [[ ${#stage_pid[@]} -lt $stage_jobs ]] && ready "$s"; then
+                start_stage "$s"
+            else
+                left+=("$s")
+            fi
+        done
+        pending=("${left[@]}")
+    else
+        pending=()
+        stop_stages
+        break
+    fi
+    [[ ${#stage_pid[@]} -gt 0 ]] || break
+    done_pid=""
+    wait -n -p done_pid "${stage_pid[@]}" && rc=0 || rc=$?
+    for s in "${!stage_pid[@]}"; do
+        if [[ ${stage_pid[$s]} == "$done_pid" ]]; then
+            end_stage "$s" "$rc"
+        fi
+    done
+done
+if [[ ${#pending[@]} -gt 0 && -z $failed_stage ]]; then
+    echo "test.sh: stages ${pending[*]} could not start (what they need did not pass)" >&2
+    exit 1
+fi

@@ -14,6 +14,12 @@
  * declared when appended (BLOCK ms, a BLPOP timeout...), so a long BLOCK
  * never trips the timeout and BLOCK 0 waits forever.
  *
+ * Behind Sentinel (a redis-sentinel:// URL), every connect first asks
+ * the Sentinels for the primary (sentinel_client.c), then checks after
+ * the handshake that it says ROLE master; the watch that resolution
+ * leaves is waited on beside every reply, and a switch it announces
+ * breaks the connection, so the next connect resolves again.
+ *
  * An error reply is a reply value, returned as success. A transport
  * failure, a timeout or a protocol error breaks the connection for good:
  * a late reply would otherwise be paired with the wrong command. Every
@@ -69,17 +75,14 @@ struct emq_conn {
     int64_t reply_began_ms;   /* when the last reply read began to arrive */
     emq_server server;        /* learned at the last handshake (server.c) */
     /* Behind Sentinel: a connection to the Sentinel that named the
-     * primary, subscribed to +switch-master; its announcement of this
-     * master's switch (or its end) makes the connection go away
-     * (emq__conn_went_away reads it: watch_news), so the next command
-     * resolves again. NULL: none (it could not be set up;
+     * primary, subscribed to +switch-master (sentinel_client.c); its
+     * announcement of this master's switch (or its end) makes the
+     * connection go away (emq__conn_went_away reads it), so the next
+     * command resolves again. conn NULL: none (it could not be set up;
      * the failures a demoted primary causes still lead there). */
-    emq_conn_t *watch;
-    int switched; /* a watch: it announced our master's switch, or ended */
+    emq__sentinel_watch watch;
 };
 
-static void watch_news(const emq_conn_t *c);
-static int watch_switched(const emq_conn_t *c);
 static emq_status check_still_named(emq_conn_t *c, emq_error *err);
 static const char *master_name(const emq_conn_t *c);
 
@@ -199,8 +202,7 @@ static emq_status sticky(const emq_conn_t *c, emq_error *err) {
 
 /* Closes the transport and reader and drops unsent output. */
 static void drop_transport(emq_conn_t *c) {
-    emq_conn_destroy(c->watch);
-    c->watch = NULL;
+    emq__sentinel_watch_close(&c->watch);
     if (c->t)
         c->t->ops->close(c->t);
     c->t = NULL;
@@ -388,10 +390,7 @@ static emq_status read_reply(emq_conn_t *c, int64_t base_ms, int64_t extra_ms,
         /* Behind Sentinel, the watch too: once it announces this master's
          * switch, a reply from the old primary (silent, or paused) is not
          * worth waiting for. */
-        int others[2] = {c->watch != NULL && c->watch->t != NULL &&
-                                 !c->watch->switched
-                             ? c->watch->t->fd
-                             : -1,
+        int others[2] = {emq__sentinel_watch_fd(&c->watch),
                          watch_wake ? c->cancel.wake_fd : -1};
         int w =
             woken ? 0
@@ -402,8 +401,8 @@ static emq_status read_reply(emq_conn_t *c, int64_t base_ms, int64_t extra_ms,
             w = 0;
         }
         if (w == 2) {
-            watch_news(c);
-            if (c->watch->switched)
+            emq__sentinel_watch_news(&c->watch, &c->opt, &c->url);
+            if (c->watch.switched)
                 return emq__error_set(e, EMQ_EIO, 1,
                                       "the Sentinels announced a new primary "
                                       "of '%.100s' while waiting for a reply "
@@ -748,12 +747,9 @@ static emq_status handshake_once(emq_conn_t *c, int64_t deadline, int *busy,
 
 /* ---- connecting ---------------------------------------------------------- */
 
-/* How long one Sentinel has to answer (the client spec: a short timeout,
- * then the next one). */
-#define SENTINEL_ASK_MS 1000
-
 /* Writes the endpoint name of host and port into out. */
-static void endpoint_name(const char *host, int port, char *out, size_t size) {
+void emq__conn_endpoint_name(const char *host, int port, char *out,
+                             size_t size) {
     if (strchr(host, ':'))
         snprintf(out, size, "[%s]:%d", host, port);
     else
@@ -763,167 +759,19 @@ static void endpoint_name(const char *host, int port, char *out, size_t size) {
 /* The name of the master the Sentinels watch (sentinel.master, else the
  * URL's #NAME). */
 static const char *master_name(const emq_conn_t *c) {
-    return c->opt.sentinel_master ? c->opt.sentinel_master : c->url.master;
+    return emq__sentinel_master_name(&c->opt, &c->url);
 }
 
-/* Connects to the Sentinel at (its own credentials; TLS as sentinel.tls
- * says, else as the URL's scheme, with the data nodes' TLS files), within
- * SENTINEL_ASK_MS and deadline. */
-static emq_status sentinel_open(const emq_conn_t *c, const emq__hostport *at,
-                                int64_t deadline, emq_conn_t **out,
-                                emq_error *why) {
-    int tls = c->opt.sentinel_tls >= 0 ? c->opt.sentinel_tls == 1
-                                       : c->url.scheme == EMQ_URL_TLS;
-    int64_t left = deadline - emq__now_ms();
-    if (left > SENTINEL_ASK_MS)
-        left = SENTINEL_ASK_MS;
-    if (left < 1)
-        left = 1;
-    emq__conn_options o = c->opt;
-    o.url = NULL;
-    o.host = at->host;
-    o.port = at->port;
-    o.tls = tls;
-    o.user = c->opt.sentinel_user;
-    o.password = c->opt.sentinel_password;
-    o.db = 0;
-    o.client_name = NULL;
-    o.learn_client_id = 0;
-    o.protocol = 2;
-    o.connect_timeout_ms = left;
-    o.command_timeout_ms = left;
-    o.max_attempts = 1;
-    o.tls_ca_file = c->tls.ca_file;
-    o.tls_cert_file = c->tls.cert_file;
-    o.tls_key_file = c->tls.key_file;
-    o.tls_key_password = c->tls.key_password;
-    o.tls_sni = c->tls.sni;
-    o.tls_verify = c->tls.verify ? EMQ_TLS_VERIFY_PEER : EMQ_TLS_VERIFY_NONE;
-    o.sentinel_master = NULL;
-    return emq__conn_open(&o, out, why);
-}
-
-/* A connection to the Sentinel at, subscribed to +switch-master and
- * +promoted-slave; NULL when it could not be set up (best effort: without
- * it a switch is still found through the old primary's replies or its
- * end). +promoted-slave comes from the failover's leader seconds before
- * its +switch-master, once the new primary takes writes (a requested
- * failover announces the switch only when the other replicas follow it);
- * the old primary takes writes until then. */
-static emq_conn_t *watch_open(const emq_conn_t *c, const emq__hostport *at,
-                              int64_t deadline) {
-    emq_error ignored;
-    emq_conn_t *w;
-    if (sentinel_open(c, at, deadline, &w, &ignored) != EMQ_OK)
-        return NULL;
-    const char *sub[] = {"SUBSCRIBE", "+switch-master", "+promoted-slave"};
-    emq_reply *r = NULL;
-    if (emq_conn_command(w, 3, sub, NULL, &r, &ignored) != EMQ_OK ||
-        emq_reply_kind(r) != EMQ_REPLY_ARRAY) {
-        emq_conn_destroy(w);
-        w = NULL;
-    }
-    emq_reply_free(r);
-    return w;
-}
-
-/* Asks the Sentinel at for the primary of the master: 1 with its address
- * (through sentinel.address_map) in host/port, the Sentinels it knows
- * added to c->url and *watch set (watch_open; NULL when it could not be
- * set up), 0 when it does not know the master, -1 when it could not be
- * asked (why says why). The watch subscribes before the question, on the
- * same Sentinel: a switch that Sentinel makes after naming the primary is
- * announced to it, even one made while the primary is being connected. */
-static int sentinel_ask(emq_conn_t *c, const emq__hostport *at,
-                        int64_t deadline, char *host, size_t size, int *port,
-                        emq_conn_t **watch, emq_error *why) {
-    char addr[300];
-    endpoint_name(at->host, at->port, addr, sizeof addr);
-    *watch = NULL;
-    emq_conn_t *s;
-    if (sentinel_open(c, at, deadline, &s, why) != EMQ_OK)
-        return -1;
-    emq_conn_t *w = watch_open(c, at, deadline);
-    const char *name = master_name(c);
-    const char *ask[] = {"SENTINEL", "get-master-addr-by-name", name};
-    emq_reply *r = NULL;
-    int found = -1;
-    if (emq_conn_command(s, 3, ask, NULL, &r, why) == EMQ_OK) {
-        found = emq__sentinel_master_addr(r, host, size, port);
-        if (found == 1 && emq__sentinel_map(c->opt.sentinel_address_map, host,
-                                            size, port, why) != EMQ_OK)
-            found = -1;
-        else if (found < 0) {
-            char shown[120];
-            emq__error_set(why, EMQ_EPROTO, 1,
-                           "Sentinel %s answered get-master-addr-by-name "
-                           "with %s",
-                           addr, emq__reply_text(r, shown, sizeof shown));
-        }
-    }
-    emq_reply_free(r);
-    if (found == 1) { /* learn the other Sentinels (optional) */
-        const char *peers[] = {"SENTINEL", "sentinels", name};
-        emq_error ignored;
-        if (emq_conn_command(s, 3, peers, NULL, &r, &ignored) == EMQ_OK)
-            emq__sentinel_learn(&c->url, r, c->opt.sentinel_address_map);
-        emq_reply_free(r);
-    }
-    emq_conn_destroy(s);
-    if (found == 1)
-        *watch = w;
-    else
-        emq_conn_destroy(w);
-    return found;
-}
-
-/* Finds the primary of a Sentinel URL's master: asks each Sentinel in
- * turn and moves the one that answered to the front; sets c->url.host,
- * c->url.port, c->name and c->watch (that Sentinel's announcements). EMQ_EIO
- * (retriable) when no Sentinel could be asked, EMQ_EINVAL when every one that
- * answered does not know the master. */
+/* Finds the primary of a Sentinel URL's master (sentinel_client.c) and
+ * names c after it. */
 static emq_status sentinel_resolve(emq_conn_t *c, int64_t deadline,
                                    emq_error *err) {
-    emq__url *u = &c->url;
-    const char *name = master_name(c);
-    if (name == NULL || name[0] == '\0')
-        return emq__error_set(err, EMQ_EINVAL, 0,
-                              "no master name for the Sentinels: give it "
-                              "as the URL's #NAME or sentinel.master");
-    char host[256];
-    int port = 0;
-    size_t answered = 0;
-    emq_error last;
-    emq__error_set(&last, EMQ_EIO, 1, "no Sentinel was asked");
-    for (size_t i = 0; i < u->nsentinels; i++) {
-        emq_conn_t *watch;
-        int found = sentinel_ask(c, &u->sentinels[i], deadline, host,
-                                 sizeof host, &port, &watch, &last);
-        answered += found >= 0;
-        if (found != 1)
-            continue;
-        emq__sentinel_to_front(u, i);
-        emq_conn_destroy(c->watch);
-        c->watch = watch;
-        char *copy = emq__strndup(host, strlen(host));
-        if (copy == NULL)
-            return emq__oom(err);
-        emq__free(u->host);
-        u->host = copy;
-        u->port = port;
-        endpoint_name(host, port, c->name, sizeof c->name);
-        return EMQ_OK;
-    }
-    if (answered > 0)
-        return emq__error_set(err, EMQ_EINVAL, 0,
-                              "no Sentinel knows master '%.100s' (%zu of %zu "
-                              "asked answered; check the URL's #NAME or "
-                              "sentinel.master)",
-                              name, answered, u->nsentinels);
-    return emq__error_set(err, EMQ_EIO, 1,
-                          "no Sentinel reachable for master '%.100s' (%zu "
-                          "tried): %s",
-                          name, u->nsentinels, last.message);
+    emq_status st = emq__sentinel_resolve(&c->opt, &c->url, &c->tls, deadline,
+                                          &c->watch, err);
+    if (st == EMQ_OK)
+        emq__conn_endpoint_name(c->url.host, c->url.port, c->name,
+                                sizeof c->name);
+    return st;
 }
 
 /* After the handshake with a primary a Sentinel named: ROLE must say
@@ -1061,7 +909,7 @@ static emq_status resolve_settings(emq_conn_t *c, emq_error *err) {
         snprintf(c->name, sizeof c->name, "the primary of '%.100s'",
                  master_name(c) ? master_name(c) : "");
     else
-        endpoint_name(u->host, u->port, c->name, sizeof c->name);
+        emq__conn_endpoint_name(u->host, u->port, c->name, sizeof c->name);
 #ifndef EMQ_HAVE_TLS
     if (u->scheme == EMQ_URL_TLS)
         return emq__error_set(err, EMQ_EINVAL, 0,
@@ -1278,7 +1126,7 @@ int emq_conn_is_broken(const emq_conn_t *conn) {
  * ROLE master until the Sentinels reconfigure it) makes the caller
  * resolve again. */
 static emq_status check_still_named(emq_conn_t *c, emq_error *err) {
-    if (!watch_switched(c))
+    if (!emq__sentinel_watch_switched(&c->watch, &c->opt, &c->url))
         return EMQ_OK;
     return emq__error_set(err, EMQ_EIO, 1,
                           "the Sentinels announced a new primary of "
@@ -1287,68 +1135,7 @@ static emq_status check_still_named(emq_conn_t *c, emq_error *err) {
                           master_name(c), c->name);
 }
 
-/* 1 when host:port, as a Sentinel announced it, is the primary c is on
- * (through sentinel.address_map). */
-static int is_current(const emq_conn_t *c, char *host, size_t size, int port) {
-    emq_error ignored;
-    if (emq__sentinel_map(c->opt.sentinel_address_map, host, size, &port,
-                          &ignored) != EMQ_OK)
-        return 0;
-    return c->url.host != NULL && port == c->url.port &&
-           strcmp(host, c->url.host) == 0;
-}
-
-/* Reads what the Sentinel c watches sent (without waiting) and sets
- * c->watch->switched when it announced a switch of c's master to another
- * primary than the one c is on, closed or sent something unreadable.
- * Announcements of other masters the same Sentinels watch, and of a
- * switch to the primary c is already on (resolved while the failover was
- * being announced), are read and dropped: they need no reconnect. */
-static void watch_news(const emq_conn_t *c) {
-    emq_conn_t *w = c->watch;
-    emq_error e;
-    for (;;) { /* what is there now */
-        ssize_t n = read_chunk(w, &e);
-        if (n > 0)
-            continue;
-        if (n != EMQ_EAGAIN)
-            w->switched = 1; /* ended: resolve again, a new watch with it */
-        break;
-    }
-    while (!w->switched) {
-        emq_reply *r = NULL;
-        emq_status st = emq__resp_next(w->reader, &r, &e);
-        if (st == EMQ_EAGAIN)
-            return;
-        char host[256];
-        int port = 0;
-        int ours = st == EMQ_OK
-                       ? emq__sentinel_switch_of(r, master_name(c), host,
-                                                 sizeof host, &port)
-                       : -1;
-        emq_reply_free(r);
-        /* Unreadable, or ours to another primary (or to one it does not
-         * say: resolve again to be sure). */
-        if (ours < 0 ||
-            (ours == 1 &&
-             (port == 0 || !is_current(c, host, sizeof host, port))))
-            w->switched = 1;
-    }
-}
-
-/* 1 when c's watch announced a switch of its master away from c's
- * primary, or ended (reads what it sent, without waiting); 0 without a
- * watch. */
-static int watch_switched(const emq_conn_t *c) {
-    if (c->watch == NULL || c->watch->t == NULL)
-        return 0;
-    struct pollfd w = {.fd = c->watch->t->fd, .events = POLLIN};
-    if (!c->watch->switched && poll(&w, 1, 0) > 0)
-        watch_news(c);
-    return c->watch->switched;
-}
-
-int emq__conn_went_away(const emq_conn_t *conn) {
+int emq__conn_went_away(emq_conn_t *conn) {
     if (conn == NULL || conn->t == NULL || conn->broken.code != EMQ_OK)
         return 1;
     if (conn->pending > 0 || conn->out.len > 0)
@@ -1357,7 +1144,7 @@ int emq__conn_went_away(const emq_conn_t *conn) {
         return 1; /* bytes nobody asked for */
     /* Behind Sentinel: a +switch-master of this master, or the watch's
      * end. */
-    if (watch_switched(conn))
+    if (emq__sentinel_watch_switched(&conn->watch, &conn->opt, &conn->url))
         return 1;
     struct pollfd pfd = {.fd = conn->t->fd, .events = POLLIN};
     return poll(&pfd, 1, 0) > 0; /* EOF, a reset, or unasked bytes */
@@ -1393,6 +1180,23 @@ int emq__conn_reply_whole(emq_conn_t *c, int64_t ms) {
     }
 }
 
+int emq__conn_read_now(emq_conn_t *c) {
+    if (c == NULL || c->t == NULL || c->reader == NULL)
+        return -1;
+    emq_error e;
+    for (;;) { /* what is there now */
+        ssize_t n = read_chunk(c, &e);
+        if (n > 0)
+            continue;
+        return n == EMQ_EAGAIN ? 0 : -1;
+    }
+}
+
+emq_status emq__conn_take_read(emq_conn_t *c, emq_reply **reply,
+                               emq_error *err) {
+    return emq__resp_next(c->reader, reply, err);
+}
+
 const char *emq__conn_name(const emq_conn_t *conn) {
     return conn != NULL ? conn->name : "";
 }
@@ -1402,7 +1206,7 @@ int64_t emq__conn_reply_began_ms(const emq_conn_t *conn) {
 }
 
 int emq__conn_switch_announced(const emq_conn_t *conn) {
-    return conn != NULL && conn->watch != NULL && conn->watch->switched;
+    return conn != NULL && conn->watch.conn != NULL && conn->watch.switched;
 }
 
 int emq__conn_reply_too_large(const emq_conn_t *conn) {

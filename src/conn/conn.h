@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* conn.h: internal interfaces of the conn layer: URL parsing, backoff, and
- * the blocking-command wait rules.
+/* conn.h: internal interfaces of the conn layer, one section per file:
+ * URL parsing, Sentinel's replies, backoff, the server's capabilities,
+ * the typed options, the Sentinel client (resolution and watch) and the
+ * connection itself (the blocking-command wait rules among them).
  *
  * Internal header (not installed). The public connection API is in
  * echomq.h; this header exposes the pure pieces so unit tests can reach
@@ -273,7 +275,63 @@ void emq__conn_options_drop(emq__conn_options *o);
  * -1 when absent), else on. Pure. */
 int emq__url_tls_verifies(const emq__url *u, int64_t property);
 
+/* ---- sentinel_client.c: the primary behind Sentinel, asked and watched - */
+
+struct emq__tls_opts; /* transport.h */
+
+/* A connection's watch of the Sentinel that named its primary: a
+ * connection to it subscribed to +switch-master and +promoted-slave. */
+typedef struct emq__sentinel_watch {
+    emq_conn_t *conn; /* NULL: none (not behind Sentinel, or it could not
+                         be set up) */
+    int switched;     /* it announced the master's switch away from the
+                         primary, or ended: resolve again */
+} emq__sentinel_watch;
+
+/* The name of the master the Sentinels watch: sentinel.master, else the
+ * URL's #NAME (NULL when neither). */
+const char *emq__sentinel_master_name(const emq__conn_options *opt,
+                                      const emq__url *url);
+/* Finds the primary of the master of url (a Sentinel URL) for a
+ * connection with options opt and effective TLS options tls: asks each
+ * of url's Sentinels in turn until one names it, moves that one to the
+ * front and adds the Sentinels it knows; sets url->host and url->port to
+ * the primary (through sentinel.address_map) and *watch to a watch of
+ * that Sentinel (its conn NULL when it could not be set up; a watch
+ * there before is closed). EMQ_EIO (retriable) when no Sentinel could be
+ * asked by deadline, EMQ_EINVAL when every one that answered does not
+ * know the master (or no master is named), EMQ_ENOMEM. */
+emq_status emq__sentinel_resolve(const emq__conn_options *opt, emq__url *url,
+                                 const struct emq__tls_opts *tls,
+                                 int64_t deadline, emq__sentinel_watch *watch,
+                                 emq_error *err);
+/* Closes w's connection; w is then none. */
+void emq__sentinel_watch_close(emq__sentinel_watch *w);
+/* The descriptor to wait on for w's news; -1 without a watch or once it
+ * switched. */
+int emq__sentinel_watch_fd(const emq__sentinel_watch *w);
+/* Reads what w's Sentinel sent (without waiting) and sets w->switched
+ * when it announced a switch of the master of opt and url to another
+ * primary than url's, closed or sent something unreadable. Announcements
+ * of other masters the same Sentinels watch, and of a switch to the
+ * primary url is already on (resolved while the failover was being
+ * announced), are read and dropped: they need no reconnect. w has a
+ * connection. */
+void emq__sentinel_watch_news(emq__sentinel_watch *w,
+                              const emq__conn_options *opt,
+                              const emq__url *url);
+/* 1 when w announced a switch of the master away from url's primary, or
+ * ended (reads what it sent, without waiting); 0 without a watch. */
+int emq__sentinel_watch_switched(emq__sentinel_watch *w,
+                                 const emq__conn_options *opt,
+                                 const emq__url *url);
+
 /* ---- conn.c ----------------------------------------------------------- */
+
+/* Writes the endpoint name of host and port into out (size bytes):
+ * "host:port", or "[host]:port" for an IPv6 address. */
+void emq__conn_endpoint_name(const char *host, int port, char *out,
+                             size_t size);
 
 /* emq_conn_new with typed options (copied): the library's way to connect;
  * emq_conn_new is this with emq__conn_options_of(conf). Fails as
@@ -342,7 +400,7 @@ int64_t emq__conn_client_id(const emq_conn_t *c);
  * resolves again; announcements of other masters are read and dropped.
  * Never blocks; reads nothing from conn itself. The thread that uses
  * conn. */
-int emq__conn_went_away(const emq_conn_t *conn);
+int emq__conn_went_away(emq_conn_t *conn);
 
 /* 1 when the whole next reply is in the reply buffer, reading what
  * arrives for up to ms (0: what is there now, never waiting); also when
@@ -369,6 +427,17 @@ int64_t emq__conn_reply_began_ms(const emq_conn_t *conn);
  * said 1, for a log line. 0 without Sentinel. The thread that uses
  * conn. */
 int emq__conn_switch_announced(const emq_conn_t *conn);
+
+/* For a connection that only listens (a Sentinel watch): reads what its
+ * transport has now into its reader, never waiting. 0 when all of it was
+ * read; -1 when the peer closed, a read failed or c is not connected
+ * (c is not broken by it). */
+int emq__conn_read_now(emq_conn_t *c);
+/* The next whole reply among what emq__conn_read_now read: EMQ_OK with
+ * *reply caller-owned, EMQ_EAGAIN when none is whole yet, or the
+ * reader's error (a protocol error: nothing more is readable). */
+emq_status emq__conn_take_read(emq_conn_t *c, emq_reply **reply,
+                               emq_error *err);
 
 /* 1 while conn is broken because a reply grew past resp.max_reply_bytes
  * (its status EMQ_EPROTO; emq__resp_over_max_reply), 0 while healthy,

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* sentinel.c: what Sentinel's replies say, for the connection's
- * resolution of a master (conn.c).
+ * resolution of a master and its watch (sentinel_client.c).
  *
  * Pure: reads replies and edits a URL's list of Sentinels; no I/O. The
  * Sentinel client protocol: ask each Sentinel in turn, move the one that

@@ -25,19 +25,46 @@
  * ABI policy. The shared library's SONAME names the releases that may
  * break the ABI: libechomq.so.0.<minor> before 1.0 (0.1, 0.2, ... each a
  * SONAME of its own, since a 0.x minor release may break), then
- * libechomq.so.<major>. Within one SONAME a program built against an
- * older release runs with a newer library: no exported function is
- * removed or changes its signature, no enum value changes, and no struct
- * a caller allocates or reads changes the offset of a field. Structs that
- * will grow carry reserved room (emq_error, emq_consumer_stats, the prune
- * and trim results, emq_queue_info) and new fields take it; handles are
- * opaque. Arrays the library returns (emq_pending_entry, emq_dead_letter)
- * are indexed by the library's element size only through the library's
- * own calls: read them as returned, never allocate them. Anything else
- * is a new SONAME, and CHANGELOG.md says so. The CI's abi stage compares
- * every build's exported symbols and types with abi/libechomq.abi, the
- * last release's record (scripts/abi.sh). "Added in" notes name the
- * release (EMQ_VERSION_MAJOR.MINOR) that first has the declaration.
+ * libechomq.so.<major>. 0.1.0 is the first release and the baseline:
+ * abi/libechomq.abi records its ABI. Within one SONAME a program built
+ * against an older release runs with a newer library, because:
+ *   - no exported function is removed or changes its signature or its
+ *     meaning (functions may be added);
+ *   - no enum constant changes its value, nor a macro that sizes or
+ *     encodes something (EMQ_ERROR_MESSAGE_MAX, EMQ_ID_MAX,
+ *     EMQ_PRIORITY_LEVELS, EMQ_REQUEUE_FORCE, ...; the version macros
+ *     and EMQ_PRODUCE_OPTS_VERSION count up);
+ *   - no public struct changes its size, or the offset, type or meaning
+ *     of a member. This holds for every struct of this header, whoever
+ *     allocates it, alone or in an array (a program indexes an array by
+ *     the element size it was built with). Handles (emq_conf_t,
+ *     emq_conn_t, ...) are opaque and change freely.
+ * Room to grow. A struct that may gain members ends with reserved room:
+ * members named reserved, in 8-byte words (uint64_t), and reserved32
+ * where a 4-byte gap comes before them. 8 words: emq_consumer_stats,
+ * emq_queue_info. 4 words: emq_error (and reserved32), emq_server,
+ * emq_produce_opts, emq_delivery, emq_entry, emq_group_info,
+ * emq_prune_result, emq_trim_result. 2 words: emq_outcome (and
+ * reserved32), emq_consumer_info, emq_delayed_info, emq_priority_info,
+ * emq_pending_entry, emq_dead_letter (and reserved32). A new member
+ * takes words of the room, so the size and every other offset stay as
+ * they are, and its 0 means what the struct meant without it. The
+ * library writes 0 in the room of every struct it fills. A caller that
+ * fills one for the library (emq_entry, emq_produce_opts) starts from
+ * zero (= {0}, designated initializers, EMQ_PRODUCE_OPTS_INIT); the
+ * library reads a new member of emq_produce_opts only when its version
+ * says the caller knows it. The other structs (emq_field, emq_id,
+ * emq_message, emq_keyed_message, emq_group_limits) are fixed for the
+ * SONAME: what they cannot hold comes as a new struct with new
+ * functions. A struct whose room is spent grows only with a new SONAME;
+ * so does any other change these rules forbid, and CHANGELOG.md says so.
+ * Checks: tests/unit/test_abi_layout.c pins the size, member offsets
+ * and room of every public struct (LP64), and CI's abi stage compares
+ * each build's exported symbols and types with abi/libechomq.abi
+ * (scripts/abi.sh; added functions pass). A member taken from the room
+ * updates both in its commit, with a CHANGELOG.md line. "Added in X.Y"
+ * notes name the release (EMQ_VERSION_MAJOR.MINOR) that first has a
+ * declaration or member; what has no such note is in 0.1.0.
  */
 #ifndef ECHOMQ_H
 #define ECHOMQ_H
@@ -150,9 +177,12 @@ typedef struct emq_error {
      * stopped on it, or a producer refuses every later call with it (its
      * server refused the configuration). Calling again on the handle does
      * not help until what the message names is fixed; make a new handle.
-     * 0 for everything a later call may get past (retriable or not).
-     * Added in 0.1 in the room reserved for flags. */
+     * 0 for everything a later call may get past (retriable or not). */
     unsigned fatal;
+    /* Room for members to come (the ABI policy at the top); the library
+     * writes 0 there whenever it sets an error. */
+    uint32_t reserved32;
+    uint64_t reserved[4];
 } emq_error;
 
 /* A short description of a status. Static storage; never NULL, also for
@@ -198,7 +228,7 @@ EMQ_EXPORT const char *emq_conf_property_readers(size_t i);
  * value outside [*min, *max] with EMQ_EINVAL naming the property and both
  * bounds (docs/CONFIGURATION.md prints them from here). Either pointer may
  * be NULL. Returns EMQ_EINVAL when i is past the end or the property does
- * not take an integer. Thread-safe (static table). Added in 0.2. */
+ * not take an integer. Thread-safe (static table). */
 EMQ_EXPORT emq_status emq_conf_property_range(size_t i, int64_t *min,
                                               int64_t *max);
 
@@ -358,6 +388,7 @@ typedef struct emq_server {
     char version[24];
     int major, minor, patch;
     uint32_t capabilities;
+    uint64_t reserved[4]; /* room for members to come; 0 */
 } emq_server;
 
 /* Copies what conn learned of its server at its last connect into *out.
@@ -603,11 +634,15 @@ typedef struct emq_produce_opts {
      * every entry (from their next connect; this one at once). Its *id is
      * a handle, as a delayed entry's. */
     int64_t priority;
+    uint64_t reserved[4]; /* room for members to come (a later version's);
+                             0, never read by this version */
 } emq_produce_opts;
 
 #define EMQ_PRODUCE_OPTS_VERSION 2
 #define EMQ_PRODUCE_OPTS_INIT                                                  \
-    { EMQ_PRODUCE_OPTS_VERSION, NULL, 0, 0, 0, NULL, 0, 0, -1 }
+    {                                                                          \
+        EMQ_PRODUCE_OPTS_VERSION, NULL, 0, 0, 0, NULL, 0, 0, -1, { 0 }         \
+    }
 
 /* emq_produce with options (opts NULL: none, as emq_produce). EMQ_EINVAL
  * before anything is sent for: an unknown opts->version, delay_ms,
@@ -648,6 +683,7 @@ typedef struct emq_delivery {
                                producer.retries, after an unknown outcome,
                                and then it may have been added twice */
     const char *stream;     /* the stream it was for */
+    uint64_t reserved[4];   /* room for members to come; 0 */
 } emq_delivery;
 
 /* Called exactly once per asynchronous entry with its outcome: on a thread
@@ -727,6 +763,8 @@ typedef struct emq_entry {
     const char *stream; /* stream key */
     const char *group;
     const char *consumer;
+    uint64_t reserved[4]; /* room for members to come; 0 (also in an
+                             entry a caller fills to settle or print) */
 } emq_entry;
 
 /* Writes entry as one JSON object (snprintf semantics: writes what fits,
@@ -812,6 +850,9 @@ EMQ_EXPORT void emq_consumer_destroy(emq_consumer_t *c);
 typedef struct emq_outcome {
     emq_verdict verdict;
     char reason[256];
+    /* Room for members to come; 0 as the handler gets the outcome. */
+    uint32_t reserved32;
+    uint64_t reserved[2];
 } emq_outcome;
 
 /* Called with up to batch.max entries at once (a bulk insert, say), on
@@ -965,21 +1006,19 @@ EMQ_EXPORT int64_t emq_consumer_timeout_ms(emq_consumer_t *c);
                           handed back with their delivery count undone */
 
 /* What Redis Cluster made the consumer's connections do (0 on a
- * standalone server); added in 0.1 in the room reserved for counters. */
+ * standalone server). */
 #define EMQ_CONSUMER_CLUSTER_COUNTERS(X)                                       \
     X(redirects)       /* MOVED and ASK replies followed to another node */    \
     X(cluster_retries) /* TRYAGAIN and CLUSTERDOWN replies waited out */       \
     X(cluster_gave_up) /* commands failed at cluster.max_redirects or          \
                           cluster.retry_ms (EMQ_ELIMIT) */
 
-/* Time in hand (handler.timeout_ms); added in 0.1 in the room reserved
- * for counters. */
+/* Time in hand (handler.timeout_ms). */
 #define EMQ_CONSUMER_HAND_COUNTERS(X)                                          \
     X(handler_overdue) /* entries kept past handler.timeout_ms: let go (no     \
                           longer refreshed), their settlement EMQ_ELOST */
 
-/* The queue's delayed entries (emq_produce_opts); added in 0.1 in the
- * room reserved for counters. */
+/* The queue's delayed entries (emq_produce_opts). */
 #define EMQ_CONSUMER_QUEUE_COUNTERS(X)                                         \
     X(delayed_moved) /* due delayed entries this consumer's upkeep moved to    \
                         the stream */
@@ -994,11 +1033,10 @@ typedef struct emq_consumer_stats {
     EMQ_CONSUMER_HAND_COUNTERS(EMQ_STATS_FIELD)
     uint64_t oldest_in_hand_ms; /* how long the entry handed out longest ago
                                    and not settled has been out, now; 0
-                                   when none (added in 0.1 from the
-                                   reserved room) */
+                                   when none */
     EMQ_CONSUMER_QUEUE_COUNTERS(EMQ_STATS_FIELD)
 #undef EMQ_STATS_FIELD
-    uint64_t reserved[2]; /* room for counters to come; 0 */
+    uint64_t reserved[8]; /* room for counters to come; 0 */
 } emq_consumer_stats;
 
 /* Copies the counters; safe from any thread while run is going. */
@@ -1101,11 +1139,12 @@ EMQ_EXPORT void emq_queue_names_free(char **names, size_t n);
 /* One consumer of a group, as XINFO CONSUMERS reports it. */
 typedef struct emq_consumer_info {
     char *name;
-    uint64_t pending;    /* entries it holds */
-    int64_t idle_ms;     /* since its last read or claim attempt (7.2: any
-                            attempt; 7.0: a successful one) */
-    int64_t inactive_ms; /* since its last successful read or claim; -1 on
-                            servers that do not report it (7.0) */
+    uint64_t pending;     /* entries it holds */
+    int64_t idle_ms;      /* since its last read or claim attempt (7.2: any
+                             attempt; 7.0: a successful one) */
+    int64_t inactive_ms;  /* since its last successful read or claim; -1 on
+                             servers that do not report it (7.0) */
+    uint64_t reserved[2]; /* room for members to come; 0 */
 } emq_consumer_info;
 
 /* One group of the queue. */
@@ -1135,17 +1174,18 @@ typedef struct emq_group_info {
     emq_consumer_info *consumers;
     /* The group's limits (emq_admin_group_limits), read in the same round
      * trip as its consumers; each -1 when they could not be read (an ACL
-     * without HMGET on emq:{Q}:limits:*). A topic's totals: partition 0's.
-     * Added in 0.1 at the end (abi/libechomq.abi re-recorded). */
+     * without HMGET on emq:{Q}:limits:*). A topic's totals: partition 0's. */
     emq_group_limits limits;
+    uint64_t reserved[4]; /* room for members to come; 0 */
 } emq_group_info;
 
 /* The queue's delayed entries (emq_produce_opts) at one moment. */
 typedef struct emq_delayed_info {
-    uint64_t waiting;    /* entries not yet due, or due and not yet moved to
-                            the stream (no consumer ran since) */
-    int64_t next_due_ms; /* the earliest due time, unix ms by the server's
-                            clock; -1 when none waits */
+    uint64_t waiting;     /* entries not yet due, or due and not yet moved to
+                             the stream (no consumer ran since) */
+    int64_t next_due_ms;  /* the earliest due time, unix ms by the server's
+                             clock; -1 when none waits */
+    uint64_t reserved[2]; /* room for members to come; 0 */
 } emq_delayed_info;
 
 /* Priority levels: 0, the most urgent, to EMQ_PRIORITY_LEVELS - 1. */
@@ -1158,6 +1198,7 @@ typedef struct emq_priority_info {
                        order (the default) */
     uint64_t held;  /* entries held (waiting for a read), all levels */
     uint64_t held_at[EMQ_PRIORITY_LEVELS]; /* by level */
+    uint64_t reserved[2];                  /* room for members to come; 0 */
 } emq_priority_info;
 
 /* A queue at one moment. */
@@ -1193,26 +1234,25 @@ typedef struct emq_queue_info {
     /* The server's maxmemory-policy ("noeviction", "volatile-lru", ...)
      * as CONFIG GET told it; NULL when it did not (a user without
      * +config). A topic: its first partition's. See
-     * emq_eviction_warning. Added in 0.1 in the room reserved for fields
-     * to come. */
+     * emq_eviction_warning. */
     char *maxmemory_policy;
     /* The node that answered, "host:port" (or "unix:/path"): behind
      * Sentinel, the primary the Sentinels named at the last connect; on a
      * cluster, the master serving the queue's slot. A topic: its first
-     * partition's. Added in 0.1 in the room reserved for fields to come. */
+     * partition's. */
     char *endpoint;
     /* Its role by ROLE, "master" or "slave" (a replica), or NULL when ROLE
-     * was refused (an ACL without it). Added in 0.1 likewise. */
+     * was refused (an ACL without it). */
     char *role;
     /* The queue's delayed entries (a topic: summed, the earliest due time
      * of all); NULL when they could not be counted (an ACL without ZCARD
-     * or ZRANGE). Added in 0.1 in the room reserved for fields to come. */
+     * or ZRANGE). */
     emq_delayed_info *delayed;
     /* The queue's priorities (a topic: summed, partition 0's aging
      * step); NULL when it has none (no entry was ever given a priority)
-     * or they could not be read (an ACL). Added in 0.1 at the end
-     * (abi/libechomq.abi re-recorded). */
+     * or they could not be read (an ACL). */
     emq_priority_info *priorities;
+    uint64_t reserved[8]; /* room for members to come; 0 */
 } emq_queue_info;
 
 /* What a maxmemory-policy can do to a queue, as one sentence for an
@@ -1244,10 +1284,11 @@ typedef struct emq_pending_entry {
     char consumer[EMQ_NAME_MAX + 1]; /* a longer name is cut */
     int64_t idle_ms; /* the server's: reset by the holder's refresh */
     uint64_t deliveries;
-    int partition;      /* a topic's partition of the entry; -1 for a queue */
-    int64_t in_hand_ms; /* time since a handler got it, as the consumer
-                           publishes it (within 100 ms); -1 when it is
-                           not in a handler's hands (added in 0.1) */
+    int partition;        /* a topic's partition of the entry; -1 for a queue */
+    int64_t in_hand_ms;   /* time since a handler got it, as the consumer
+                             publishes it (within 100 ms); -1 when it is
+                             not in a handler's hands */
+    uint64_t reserved[2]; /* room for members to come; 0 */
 } emq_pending_entry;
 
 /* Lists at most max pending entries of group, oldest first (a topic: all
@@ -1366,6 +1407,9 @@ typedef struct emq_dead_letter {
     emq_field *fields; /* the original entry's fields */
     int partition;     /* a topic's partition of the letter; -1 for a
                           queue */
+    /* Room for members to come; 0. */
+    uint32_t reserved32;
+    uint64_t reserved[2];
 } emq_dead_letter;
 
 /* Lists at most max dead letters (0: all), oldest first (a topic: all

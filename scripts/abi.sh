@@ -9,9 +9,9 @@
 #                                 the types of include/echomq.h, but for
 #                                 added functions (compatible, listed)
 #   scripts/abi.sh record BUILD   write abi/libechomq.abi from BUILD: done
-#                                 when a release is made (and, before 1.0,
-#                                 in the commit that breaks the ABI on
-#                                 purpose, with a line in CHANGELOG.md)
+#                                 at a release, and in a commit that takes
+#                                 reserved room or breaks the ABI with a
+#                                 new SONAME, with a line in CHANGELOG.md
 #
 # Needs abidw and abidiff (Debian: abigail-tools; scripts/deps.sh installs
 # it). The policy is stated at the top of include/echomq.h.

@@ -126,6 +126,7 @@ static size_t copy_size(const emq_reply *r) {
  * arena. Values of origin pairs that are missing read as "" (and 0). */
 static void fill_letter(emq_dead_letter *d, const emq_reply *entry,
                         emq_field *fields, arena *ar) {
+    memset(d, 0, sizeof *d); /* the reserved room too */
     const emq_reply *flat = emq_reply_at(entry, 1);
     size_t npairs = emq_reply_len(flat) / 2;
     size_t norigin = origin_pairs(flat, npairs);
@@ -299,8 +300,10 @@ size_t emq_dead_letters_json(const emq_dead_letter *letters, size_t n,
          * by emq_entry_json, so they read exactly like a consumed entry
          * (and back through the CLI's reader); its closing brace is then
          * overwritten by the origin. */
-        emq_entry entry = {d->id.str, d->deliveries, d->fields, d->nfields,
-                           NULL,      NULL,          NULL};
+        emq_entry entry = {.id = d->id.str,
+                           .deliveries = d->deliveries,
+                           .fields = d->fields,
+                           .nfields = d->nfields};
         size_t room = j.len < j.size ? j.size - j.len : 0;
         size_t len = emq_entry_json(&entry, room ? j.buf + j.len : NULL, room);
         j.len += len - 1;

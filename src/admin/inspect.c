@@ -508,6 +508,7 @@ emq_status emq__admin_queue_describe(emq_admin_t *a, emq_queue_info **out,
     if (st == EMQ_OK)
         st = node_from(replies[4], replies[5], info, err);
     emq_delayed_info counted;
+    memset(&counted, 0, sizeof counted); /* the reserved room too */
     if (st == EMQ_OK &&
         emq__admin_delayed_from(replies[6], replies[7], &counted) == 0) {
         if ((info->delayed = emq__alloc(sizeof *info->delayed)) == NULL)
@@ -797,6 +798,7 @@ static emq_status take_page(const emq_reply *reply, emq_pending_entry **out,
     }
     for (size_t i = 0; i < rows; i++) {
         emq_pending_entry *e = &(*out)[*n];
+        memset(e, 0, sizeof *e); /* the reserved room too */
         emq__pending_row row;
         if (emq__pending_row_parse(emq_reply_at(reply, i), &row) != 0 ||
             emq__admin_id(row.id, &e->id, last) != 0)

@@ -675,6 +675,7 @@ emq_status emq_admin_delayed(emq_admin_t *a, emq_delayed_info *out,
                              emq_error *err) {
     if (out == NULL)
         return emq__error_set(err, EMQ_EINVAL, 0, "out must not be NULL");
+    memset(out, 0, sizeof *out); /* the reserved room too */
     if (!is_topic(a))
         return emq__admin_queue_delayed(a, out, err);
     out->waiting = 0;

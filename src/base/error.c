@@ -33,6 +33,14 @@ const char *emq_status_name(emq_status status) {
     return "EMQ_UNKNOWN";
 }
 
+/* The struct's reserved room is 0 whenever the library has written an
+ * error: a member a later release takes from it reads as its default in
+ * a program built before (the ABI policy of echomq.h). */
+static void clear_room(emq_error *err) {
+    err->reserved32 = 0;
+    memset(err->reserved, 0, sizeof err->reserved);
+}
+
 emq_status emq__error_vset(emq_error *err, emq_status code, int retriable,
                            const char *fmt, va_list ap) {
     if (err) {
@@ -41,6 +49,7 @@ emq_status emq__error_vset(emq_error *err, emq_status code, int retriable,
         vsnprintf(err->message, sizeof err->message, fmt, ap);
         err->reply_code[0] = '\0';
         err->fatal = 0;
+        clear_room(err);
     }
     return code;
 }
@@ -65,6 +74,7 @@ void emq__error_clear(emq_error *err) {
         err->message[0] = '\0';
         err->reply_code[0] = '\0';
         err->fatal = 0;
+        clear_room(err);
     }
 }
 

@@ -112,7 +112,7 @@ static int add_line(const cli_lines *lines, tailed *t, const emq_reply *e,
         f[i].value =
             emq_reply_str(emq_reply_at(pairs, 2 * i + 1), &f[i].value_len);
     }
-    emq_entry entry = {idz, 0, f, nf, t->key, NULL, NULL};
+    emq_entry entry = {.id = idz, .fields = f, .nfields = nf, .stream = t->key};
     int rc = cli_line_append(lines, &entry, buf, len, cap) == 0
                  ? CLI_OK
                  : cli_err(CLI_FAIL, "out of memory");

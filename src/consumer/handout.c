@@ -400,10 +400,8 @@ static emq_status batch_run(emq_consumer_t *c, emq_error *err) {
                                err);
         if (st != EMQ_OK)
             break;
-        for (size_t i = 0; i < n; i++) {
-            outcomes[i].verdict = EMQ_ACK;
-            outcomes[i].reason[0] = '\0';
-        }
+        /* EMQ_ACK (0), no reason, and 0 in the reserved room. */
+        memset(outcomes, 0, n * sizeof *outcomes);
         if (n > 0)
             c->batch_handler(c->opaque, (const emq_entry *const *)entries, n,
                              outcomes);

@@ -89,7 +89,7 @@ static void cond_init(pthread_cond_t *cv) {
 }
 
 /* The one error a record keeps when its own could not be allocated. */
-static emq_error oom_error = {EMQ_ENOMEM, 0, "out of memory", "", 0};
+static emq_error oom_error = {.code = EMQ_ENOMEM, .message = "out of memory"};
 
 /* ---- records ------------------------------------------------------------ */
 

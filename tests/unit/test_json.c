@@ -92,7 +92,13 @@ TEST(json_entry_is_binary_safe) {
     emq_field fields[] = {{"data", 4, "hello", 5},
                           {"bin", 3, "\x00\xff", 2},
                           {"data", 4, "again", 5}};
-    emq_entry e = {"1-0", 2, fields, 3, "s", "g", "c"};
+    emq_entry e = {.id = "1-0",
+                   .deliveries = 2,
+                   .fields = fields,
+                   .nfields = 3,
+                   .stream = "s",
+                   .group = "g",
+                   .consumer = "c"};
     char buf[256];
     size_t n = emq_entry_json(&e, buf, sizeof buf);
     ASSERT_EQ_STR(buf, "{\"id\":\"1-0\",\"stream\":\"s\",\"deliveries\":2,"
@@ -104,7 +110,13 @@ TEST(json_entry_is_binary_safe) {
 
 TEST(json_entry_with_binary_name_uses_pairs) {
     emq_field fields[] = {{"\xff", 1, "v", 1}, {"n", 1, "1", 1}};
-    emq_entry e = {"2-0", 1, fields, 2, "s", "g", "c"};
+    emq_entry e = {.id = "2-0",
+                   .deliveries = 1,
+                   .fields = fields,
+                   .nfields = 2,
+                   .stream = "s",
+                   .group = "g",
+                   .consumer = "c"};
     char buf[256];
     emq_entry_json(&e, buf, sizeof buf);
     ASSERT_EQ_STR(buf,
@@ -125,7 +137,7 @@ TEST(fields_json_is_the_entry_fields_value) {
     char buf[256];
     ASSERT_EQ_SIZE(emq_fields_json(f, 2, buf, sizeof buf), strlen(buf));
     ASSERT_EQ_STR(buf, "{\"a\":\"1\",\"b\":{\"base64\":\"eP8=\"}}");
-    emq_entry e = {"1-0", 1, f, 2, NULL, NULL, NULL};
+    emq_entry e = {.id = "1-0", .deliveries = 1, .fields = f, .nfields = 2};
     char whole[256];
     emq_entry_json(&e, whole, sizeof whole);
     ASSERT_CONTAINS(whole, buf);

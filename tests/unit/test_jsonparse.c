@@ -88,7 +88,13 @@ TEST(jsonparse_round_trips_the_writer) {
          * what produce --json reads back (an object, or pairs when the
          * name is not UTF-8). */
         emq_field field = {cases[c].p, cases[c].n, cases[c].p, cases[c].n};
-        emq_entry e = {"1-0", 1, &field, 1, "s", "g", "c"};
+        emq_entry e = {.id = "1-0",
+                       .deliveries = 1,
+                       .fields = &field,
+                       .nfields = 1,
+                       .stream = "s",
+                       .group = "g",
+                       .consumer = "c"};
         char buf[256];
         emq_entry_json(&e, buf, sizeof buf);
         char *fields = strstr(buf, "\"fields\":");

@@ -3,8 +3,9 @@
  * of the consumer folder uses on it (core.c).
  *
  * Internal header (not installed). The files of this folder, bottom to
- * top (each uses only those above it in this list); each has a header of
- * its own naming what it offers:
+ * top: each uses (includes, and calls) only those above it in this list,
+ * as scripts/check_maps.sh checks; each has a header of its own naming
+ * what it offers:
  *
  *   inflight.c  the in-flight table (every entry read and not settled) and
  *               the queue of settlements decided and not yet sent
@@ -16,6 +17,9 @@
  *   settle.c    the commands that settle entries (XACK, failure reasons,
  *               dead-letter moves, the retry schedule) and the ownership
  *               refresh
+ *   grant.c     what a read of new entries may take: the group's rate and
+ *               in-flight limits, the queue's priorities (the grant script)
+ *   mover.c     due delayed entries moved to the stream, for the upkeep
  *   upkeep.c    the maintenance thread on its own connection: refreshes
  *               ownership, renews the lease, sends settlements, on a timer
  *               that does not depend on the handler
@@ -24,8 +28,10 @@
  *   entries.c   entries out of replies, and handing them to the handler
  *               (run mode) or to the ready queue (pull mode)
  *   recover.c   recover self, claim beats, retries that are due
- *   consumer.c  validation, the session and the loop; N loops on N threads
+ *   consumer.c  one queue's consumer, made and checked; its sessions and
+ *               its loop; N loops on N threads (pools, topics)
  *   partitions.c  a topic's consumer: one consumer per partition
+ *   consumer_new.c  emq_consumer_new: a queue's consumer or a topic's
  *   handout.c   the public ways to consume over that one loop: run with a
  *               handler, poll and settle from any thread, the batch
  *               handler, close, pause, the event-loop descriptor

@@ -62,10 +62,12 @@ int main(void) {
            "\n"
            "The *Read by* column names the part of the library that reads a "
            "property:\n`conn` and `cluster` every handle's connections, `keys` "
-           "every handle's\nqueue, `producer`, `consumer`, or `all`.\n"
+           "every handle's\nqueue, `producer`, `consumer`, or `all`. The "
+           "*Range* column gives the bounds,\ninclusive, of an integer "
+           "property: `emq_conf_set` refuses a value outside them.\n"
            "\n"
-           "| Property | Default | Read by | Description |\n"
-           "| --- | --- | --- | --- |\n",
+           "| Property | Default | Range | Read by | Description |\n"
+           "| --- | --- | --- | --- | --- |\n",
            emq_version_str());
     size_t i = 0;
     for (;; i++) {

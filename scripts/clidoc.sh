@@ -4,9 +4,10 @@
 # (default build/gcc, configured if needed) and rewrites the generated
 # regions of docs/CLI.md and docs/echomq.1 (the option tables, usage and synopsis
 # blocks, between "clidoc md|man|usage|synopsis VERB" and "/clidoc"
-# markers) from
-# the CLI's verb tables (src/cli: cli_verb, cli_optdoc). With --check it writes nothing and fails when a
-# committed region differs from what the tables generate.
+# markers; the exporter's metrics table, "clidoc metrics exporter") from
+# the CLI's verb tables (src/cli: cli_verb, cli_optdoc) and the exporter's
+# list of metrics (cli_exporter_metrics). With --check it writes nothing and
+# fails when a committed region differs from what the tables generate.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -38,10 +39,10 @@ for doc in "${docs[@]}"; do
     fi
     if [[ $check -eq 1 ]]; then
         if ! diff -u "$root/$doc" "$out"; then
-            echo "clidoc: the option tables of $doc drifted from the CLI's (src/cli, cli_optdoc); regenerate them with scripts/clidoc.sh and commit" >&2
+            echo "clidoc: the generated regions of $doc drifted from the CLI's tables (src/cli: cli_optdoc, cli_exporter_metrics); regenerate them with scripts/clidoc.sh and commit" >&2
             bad=1
         else
-            echo "clidoc: $doc matches the CLI's option tables ($(grep -cE 'clidoc (md|man|usage|synopsis) ' "$root/$doc") regions)"
+            echo "clidoc: $doc matches the CLI's tables ($(grep -cE 'clidoc (md|man|usage|synopsis|metrics) ' "$root/$doc") regions)"
         fi
     elif ! cmp -s "$root/$doc" "$out"; then
         cp "$out" "$root/$doc"

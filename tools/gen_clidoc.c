@@ -15,6 +15,9 @@
  *                            usage lines as a markdown code block,
  *                            ".\" clidoc synopsis VERB" the same as a
  *                            roff no-fill block.
+ *                            "<!-- clidoc metrics exporter -->" is the
+ *                            table of the metrics the exporter serves
+ *                            (cli_exporter_metrics).
  *   gen_clidoc help VERB     what `echomq VERB --help` prints
  *   gen_clidoc verbs         the verbs, one a line
  *   gen_clidoc options VERB  how help shows each option of VERB ("global":
@@ -56,6 +59,22 @@ static void md_code(FILE *out, const char *s) {
             fputs("\\|", out);
         else
             fputc(*s, out);
+    }
+}
+
+/* The exporter's metrics as a markdown table, in the order it serves
+ * them, each meaning its HELP text. */
+static void md_metrics(FILE *out) {
+    fputs("| metric | type | labels | meaning |\n| --- | --- | --- | --- |\n",
+          out);
+    for (const cli_metric *m = cli_exporter_metrics; m->name; m++) {
+        fputs("| `", out);
+        md_code(out, m->name);
+        fprintf(out, "` | %s | ", m->type);
+        md_text(out, m->labels);
+        fputs(" | ", out);
+        md_text(out, m->help);
+        fputs(" |\n", out);
     }
 }
 
@@ -149,9 +168,9 @@ static int rewrite(const char *path) {
         fputs(line, stdout);
         const char *m = strstr(line, "clidoc ");
         static const char *const kinds[] = {"md ", "man ", "usage ",
-                                            "synopsis "};
+                                            "synopsis ", "metrics "};
         int kind = -1;
-        for (int k = 0; m && k < 4; k++)
+        for (int k = 0; m && k < 5; k++)
             if (!strncmp(m + 7, kinds[k], strlen(kinds[k])))
                 kind = k;
         if (kind < 0)
@@ -170,7 +189,15 @@ static int rewrite(const char *path) {
             rc = 1;
             break;
         }
-        if (kind == 1)
+        if (kind == 4 && strcmp(name, "exporter") != 0) {
+            fprintf(stderr, "gen_clidoc: %s:%lu: no metrics for '%s'\n", path,
+                    n, name);
+            rc = 1;
+            break;
+        }
+        if (kind == 4)
+            md_metrics(stdout);
+        else if (kind == 1)
             man_items(stdout, t);
         else if (kind == 0)
             md_table(stdout, t);

@@ -196,6 +196,20 @@ void cli_help_verbs(FILE *out);
 /* Prints the rows of opts (ending with O_NONE) as help does, wrapped. */
 void cli_help_options(FILE *out, const cli_optdoc *opts);
 
+/* One metric `echomq exporter` serves (cmd_exporter.c): its family name,
+ * Prometheus type, labels as the documents list them ("" for none) and
+ * HELP text, which the table of docs/CLI.md shows too (tools/gen_clidoc,
+ * "clidoc metrics exporter"). */
+typedef struct cli_metric {
+    const char *name;
+    const char *type;
+    const char *labels;
+    const char *help;
+} cli_metric;
+/* Every metric the exporter serves, in the order a scrape lists them,
+ * then a row of NULLs. */
+extern const cli_metric cli_exporter_metrics[];
+
 /* What the parser found for a verb. */
 typedef struct cli_args {
     const char *value[O_COUNT_IDS];  /* last value of each option; flags "" */

@@ -35,6 +35,74 @@ static const char *const VERB = "exporter";
 /* Clients served at once; past it a new connection is closed at once. */
 #define CLIENTS_MAX 64
 
+/* The metrics, in the order a scrape lists them: X(id, name, type,
+ * labels, help). The one list behind each family's HELP and TYPE lines,
+ * the list in --help and the table of docs/CLI.md (cli_exporter_metrics,
+ * tools/gen_clidoc): a family is written by its id, so none is served
+ * without its row here. */
+#define EXPORTER_METRICS(X)                                                    \
+    X(UP, "echomq_up", "gauge", "",                                            \
+      "1 when the server answered the last scrape, else 0.")                   \
+    X(SCRAPE_DURATION, "echomq_scrape_duration_seconds", "gauge", "",          \
+      "How long the last scrape took.")                                        \
+    X(QUEUE_LENGTH, "echomq_queue_length", "gauge", "queue",                   \
+      "Entries in the queue's stream.")                                        \
+    X(ENTRIES_ADDED, "echomq_queue_entries_added_total", "counter", "queue",   \
+      "Entries ever added to the queue's stream (Redis 7.0+, Valkey).")        \
+    X(DEAD_LETTERS, "echomq_dead_letters", "gauge", "queue",                   \
+      "Entries in the queue's dead letters.")                                  \
+    X(DELAYED, "echomq_delayed_entries", "gauge", "queue",                     \
+      "Delayed entries waiting in the server to be moved to the stream.")      \
+    X(HELD, "echomq_held_entries", "gauge", "queue, level",                    \
+      "Entries held by priority, waiting for a read (label level, 0 the "      \
+      "most urgent); absent for a queue without priorities.")                  \
+    X(DELAYED_NEXT_DUE, "echomq_delayed_next_due_seconds", "gauge", "queue",   \
+      "When the earliest delayed entry is due, unix time (the server's "       \
+      "clock); absent when none waits.")                                       \
+    X(RATE_LIMIT, "echomq_group_rate_limit", "gauge", "queue, group",          \
+      "The group's rate limit, entries per second (echomq group limits); "     \
+      "absent when it has none.")                                              \
+    X(MAX_IN_FLIGHT, "echomq_group_max_in_flight", "gauge", "queue, group",    \
+      "The group's bound on entries delivered and not settled; absent when "   \
+      "it has none.")                                                          \
+    X(GROUP_LAG, "echomq_group_lag", "gauge", "queue, group",                  \
+      "Entries not yet delivered to the group.")                               \
+    X(GROUP_PENDING, "echomq_group_pending", "gauge", "queue, group",          \
+      "Entries delivered to the group and not acknowledged.")                  \
+    X(OLDEST_PENDING, "echomq_group_oldest_pending_age_seconds", "gauge",      \
+      "queue, group",                                                          \
+      "Age of the group's oldest pending entry: its time in a handler's "      \
+      "hands (which the holder's refresh does not reset), else its idle "      \
+      "time.")                                                                 \
+    X(CONSUMER_PENDING, "echomq_consumer_pending", "gauge",                    \
+      "queue, group, consumer", "Entries a consumer of the group holds.")      \
+    X(CONSUMER_IDLE, "echomq_consumer_idle_seconds", "gauge",                  \
+      "queue, group, consumer", "Time since a consumer's last read or claim.") \
+    X(QUEUE_ERRORS, "echomq_queue_errors", "gauge", "",                        \
+      "Queues found but not described in the last scrape (a name or key the "  \
+      "library refuses); the others are listed.")
+
+#define METRIC_ID(id, name, type, labels, help) M_##id,
+enum { EXPORTER_METRICS(METRIC_ID) M_COUNT };
+#undef METRIC_ID
+
+#define METRIC_ROW(id, name, type, labels, help) {name, type, labels, help},
+const cli_metric cli_exporter_metrics[] = {
+    EXPORTER_METRICS(METRIC_ROW){NULL, NULL, NULL, NULL},
+};
+#undef METRIC_ROW
+
+/* --help's paragraph: one line per metric. */
+#define METRIC_LINE(id, name, type, labels, help) "  " name "\n"
+static const char about[] =
+    "Serves GET /metrics in the Prometheus text format, for the queues\n"
+    "matching the PATTERNs (globs on queue names; default every queue):\n"
+    /* clang-format off */
+    EXPORTER_METRICS(METRIC_LINE)
+    /* clang-format on */
+    "SIGINT, SIGTERM or SIGHUP stops it.\n";
+#undef METRIC_LINE
+
 static const cli_optdoc opts[] = {
     {O_LISTEN, "HOST:PORT",
      "where to serve GET /metrics (required); up to 64 clients at once, "
@@ -48,21 +116,10 @@ static const cli_optdoc opts[] = {
     CLI_OPTS_END,
 };
 
-CLI_VERB(
-    exporter, "serve /metrics for Prometheus",
-    "echomq exporter --listen HOST:PORT [QUEUE|PATTERN...]",
-    "Serves GET /metrics in the Prometheus text format: for each queue\n"
-    "matching a PATTERN (a glob on queue names; default every queue):\n"
-    "  echomq_queue_length, echomq_queue_entries_added_total,\n"
-    "  echomq_dead_letters, echomq_delayed_entries, echomq_held_entries,\n"
-    "  echomq_delayed_next_due_seconds, echomq_group_rate_limit,\n"
-    "  echomq_group_max_in_flight, echomq_group_lag, echomq_group_pending,\n"
-    "  echomq_group_oldest_pending_age_seconds, echomq_consumer_pending,\n"
-    "  echomq_consumer_idle_seconds, and echomq_up,\n"
-    "  echomq_scrape_duration_seconds. SIGINT, SIGTERM or SIGHUP stops it.\n",
-    opts,
-    "Example:\n"
-    "  echomq exporter --listen 127.0.0.1:9587 'orders*' jobs\n");
+CLI_VERB(exporter, "serve /metrics for Prometheus",
+         "echomq exporter --listen HOST:PORT [QUEUE|PATTERN...]", about, opts,
+         "Example:\n"
+         "  echomq exporter --listen 127.0.0.1:9587 'orders*' jobs\n");
 
 static atomic_int exporter_stopping; /* set by SIGINT/SIGTERM/SIGHUP */
 
@@ -162,10 +219,11 @@ static void put_label(out_buf *o, const char *v) {
     }
 }
 
-static void family(out_buf *o, const char *name, const char *type,
-                   const char *help_text) {
-    put(o, "# HELP %s %s\n# TYPE %s %s\n", name, help_text, name, type);
-    o->family = name;
+/* Begins the family of metric id: its HELP and TYPE lines. */
+static void family(out_buf *o, int id) {
+    const cli_metric *m = &cli_exporter_metrics[id];
+    put(o, "# HELP %s %s\n# TYPE %s %s\n", m->name, m->help, m->name, m->type);
+    o->family = m->name;
 }
 
 typedef cli_described described;
@@ -205,38 +263,31 @@ static void sample(out_buf *o, const char *queue, const char *group,
 
 static void write_metrics(out_buf *o, const described *d, size_t n, int up,
                           double took) {
-    family(o, "echomq_up", "gauge",
-           "1 when the server answered the last scrape, else 0.");
-    put(o, "echomq_up %d\n", up);
-    family(o, "echomq_scrape_duration_seconds", "gauge",
-           "How long the last scrape took.");
-    put(o, "echomq_scrape_duration_seconds %.6f\n", took);
-    family(o, "echomq_queue_length", "gauge", "Entries in the queue's stream.");
+    family(o, M_UP);
+    put(o, "%s %d\n", o->family, up);
+    family(o, M_SCRAPE_DURATION);
+    put(o, "%s %.6f\n", o->family, took);
+    family(o, M_QUEUE_LENGTH);
     for (size_t i = 0; i < n; i++)
         sample(o, d[i].queue, NULL, NULL, "%llu",
                (unsigned long long)d[i].info->length);
-    family(o, "echomq_queue_entries_added_total", "counter",
-           "Entries ever added to the queue's stream (Redis 7.0+, Valkey).");
+    family(o, M_ENTRIES_ADDED);
     for (size_t i = 0; i < n; i++) {
         if (d[i].info->entries_added < 0)
             continue;
         sample(o, d[i].queue, NULL, NULL, "%lld",
                (long long)d[i].info->entries_added);
     }
-    family(o, "echomq_dead_letters", "gauge",
-           "Entries in the queue's dead letters.");
+    family(o, M_DEAD_LETTERS);
     for (size_t i = 0; i < n; i++)
         sample(o, d[i].queue, NULL, NULL, "%llu",
                (unsigned long long)d[i].info->dead_length);
-    family(o, "echomq_delayed_entries", "gauge",
-           "Delayed entries waiting in the server to be moved to the stream.");
+    family(o, M_DELAYED);
     for (size_t i = 0; i < n; i++)
         if (d[i].info->delayed)
             sample(o, d[i].queue, NULL, NULL, "%llu",
                    (unsigned long long)d[i].info->delayed->waiting);
-    family(o, "echomq_held_entries", "gauge",
-           "Entries held by priority, waiting for a read (label level, 0 the "
-           "most urgent); absent for a queue without priorities.");
+    family(o, M_HELD);
     for (size_t i = 0; i < n; i++)
         for (int l = 0; d[i].info->priorities && l < EMQ_PRIORITY_LEVELS; l++) {
             char level[8];
@@ -247,31 +298,24 @@ static void write_metrics(out_buf *o, const described *d, size_t n, int up,
             put(o, "\",level=\"%s\"} %llu\n", level,
                 (unsigned long long)d[i].info->priorities->held_at[l]);
         }
-    family(o, "echomq_delayed_next_due_seconds", "gauge",
-           "When the earliest delayed entry is due, unix time (the server's "
-           "clock); absent when none waits.");
+    family(o, M_DELAYED_NEXT_DUE);
     for (size_t i = 0; i < n; i++)
         if (d[i].info->delayed && d[i].info->delayed->next_due_ms >= 0)
             sample(o, d[i].queue, NULL, NULL, "%.3f",
                    (double)d[i].info->delayed->next_due_ms / 1000.0);
-    family(o, "echomq_group_rate_limit", "gauge",
-           "The group's rate limit, entries per second (echomq group "
-           "limits); absent when it has none.");
+    family(o, M_RATE_LIMIT);
     for (size_t i = 0; i < n; i++)
         for (size_t g = 0; g < d[i].info->ngroups; g++)
             if (d[i].info->groups[g].limits.rate > 0)
                 sample(o, d[i].queue, d[i].info->groups[g].name, NULL, "%lld",
                        (long long)d[i].info->groups[g].limits.rate);
-    family(o, "echomq_group_max_in_flight", "gauge",
-           "The group's bound on entries delivered and not settled; absent "
-           "when it has none.");
+    family(o, M_MAX_IN_FLIGHT);
     for (size_t i = 0; i < n; i++)
         for (size_t g = 0; g < d[i].info->ngroups; g++)
             if (d[i].info->groups[g].limits.max_in_flight > 0)
                 sample(o, d[i].queue, d[i].info->groups[g].name, NULL, "%lld",
                        (long long)d[i].info->groups[g].limits.max_in_flight);
-    family(o, "echomq_group_lag", "gauge",
-           "Entries not yet delivered to the group.");
+    family(o, M_GROUP_LAG);
     for (size_t i = 0; i < n; i++)
         for (size_t g = 0; g < d[i].info->ngroups; g++) {
             const emq_group_info *gi = &d[i].info->groups[g];
@@ -279,16 +323,14 @@ static void write_metrics(out_buf *o, const described *d, size_t n, int up,
                 continue;
             sample(o, d[i].queue, gi->name, NULL, "%lld", (long long)gi->lag);
         }
-    family(o, "echomq_group_pending", "gauge",
-           "Entries delivered to the group and not acknowledged.");
+    family(o, M_GROUP_PENDING);
     for (size_t i = 0; i < n; i++)
         for (size_t g = 0; g < d[i].info->ngroups; g++) {
             const emq_group_info *gi = &d[i].info->groups[g];
             sample(o, d[i].queue, gi->name, NULL, "%llu",
                    (unsigned long long)gi->pending);
         }
-    family(o, "echomq_group_oldest_pending_age_seconds", "gauge",
-           "Idle time of the group's oldest pending entry.");
+    family(o, M_OLDEST_PENDING);
     for (size_t i = 0; i < n; i++)
         for (size_t g = 0; g < d[i].info->ngroups; g++) {
             const emq_group_info *gi = &d[i].info->groups[g];
@@ -297,8 +339,7 @@ static void write_metrics(out_buf *o, const described *d, size_t n, int up,
             sample(o, d[i].queue, gi->name, NULL, "%.3f",
                    (double)gi->oldest_pending_age_ms / 1000.0);
         }
-    family(o, "echomq_consumer_pending", "gauge",
-           "Entries a consumer of the group holds.");
+    family(o, M_CONSUMER_PENDING);
     for (size_t i = 0; i < n; i++)
         for (size_t g = 0; g < d[i].info->ngroups; g++) {
             const emq_group_info *gi = &d[i].info->groups[g];
@@ -306,8 +347,7 @@ static void write_metrics(out_buf *o, const described *d, size_t n, int up,
                 sample(o, d[i].queue, gi->name, gi->consumers[c].name, "%llu",
                        (unsigned long long)gi->consumers[c].pending);
         }
-    family(o, "echomq_consumer_idle_seconds", "gauge",
-           "Time since a consumer's last read or claim.");
+    family(o, M_CONSUMER_IDLE);
     for (size_t i = 0; i < n; i++)
         for (size_t g = 0; g < d[i].info->ngroups; g++) {
             const emq_group_info *gi = &d[i].info->groups[g];
@@ -330,10 +370,8 @@ static void scrape(out_buf *o, char **patterns, int npatterns,
     int up = cli_describe_queues(patterns, npatterns, keep, &d, &n, &skipped) ==
              CLI_OK;
     write_metrics(o, d, n, up, (double)(emq_clock_ms() - t0) / 1000.0);
-    family(o, "echomq_queue_errors", "gauge",
-           "Queues found but not described in the last scrape (a name or "
-           "key the library refuses); the others are listed.");
-    put(o, "echomq_queue_errors %zu\n", skipped.n);
+    family(o, M_QUEUE_ERRORS);
+    put(o, "%s %zu\n", o->family, skipped.n);
     cli_described_free(d, n);
 }
 

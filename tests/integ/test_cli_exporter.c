@@ -173,7 +173,7 @@ TEST_TIMEOUT(cli_exporter_serves_beside_silent_slow_and_deaf_clients, 120) {
     snprintf(path, sizeof path,
              "/api/v1/query?query=up%%7Bjob%%3D%%22echomq%%22%%7D");
     int got = 0, rounds = 0;
-    int64_t end = cli_ms() + 40000;
+    int64_t end = cli_ms() + emq_test_ms(40000);
     while (cli_ms() < end && got < 3 && rounds++ < 400) {
         int stalled[3] = {raw_client(port, 0, NULL),
                           raw_client(port, 0, "GET /metr"),
@@ -254,7 +254,7 @@ TEST_TIMEOUT(cli_exporter_bad_names_and_keys_do_not_blank_the_scrape, 90) {
     char path[256];
     snprintf(path, sizeof path, "/api/v1/query?query=echomq_queue_errors");
     int got = 0;
-    int64_t end = cli_ms() + 40000;
+    int64_t end = cli_ms() + emq_test_ms(40000);
     while (cli_ms() < end && !got) {
         usleep(500 * 1000);
         got = cli_http_get(pport, path, page, sizeof page) == 0 &&
@@ -349,7 +349,7 @@ TEST_TIMEOUT(cli_exporter_scraped_by_a_real_prometheus, 90) {
         path, sizeof path,
         "/api/v1/query?query=echomq_group_pending%%7Bqueue%%3D%%22jobs%%22%%7D");
     int got = 0;
-    int64_t end = cli_ms() + 40000;
+    int64_t end = cli_ms() + emq_test_ms(40000);
     while (cli_ms() < end && !got) {
         usleep(500 * 1000);
         if (cli_http_get(pport, path, page, sizeof page) == 0 &&

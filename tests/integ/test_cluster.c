@@ -268,7 +268,9 @@ TEST_TIMEOUT(cluster_map_wrong_node_commands_acl_blocked, 45) {
     ASSERT_NOT_ERROR(rep);
     ASSERT_EQ_INT(emq_reply_kind(rep), EMQ_REPLY_ARRAY);
     emq_reply_free(rep);
-    ASSERT(now_ms() - t0 < 9000);
+    /* Before the block's 10 s ran out (which the ARRAY above also says:
+     * a block that runs out answers nil). */
+    ASSERT(now_ms() - t0 < emq_test_ms(9000));
     emq__route_stats_get(r, &st);
     ASSERT_EQ_INT(st.redirects_moved, 1);
     ASSERT_EQ_INT(node_port(r), emq_srv_port(emq_cl_node(c, bto)));
@@ -481,10 +483,10 @@ TEST_TIMEOUT(cluster_failover_reconnects_to_new_master, 45) {
         ASSERT_EQ_INT(err.retriable, 1);
         ASSERT_EQ_INT(emq__route_is_broken(r), 1);
         ASSERT_OK(emq__route_reconnect(r, &err), &err);
-        if (now_ms() - t0 > 15000)
-            FAIL("no success within 15 s after the failover");
+        if (now_ms() - t0 > emq_test_ms(15000))
+            FAIL("no success within %d ms after the failover",
+                 emq_test_ms(15000));
     }
-    ASSERT(now_ms() - t0 < 15000);
     ASSERT_EQ_INT(node_port(r), emq_srv_port(emq_cl_node(c, rep_node)));
     ASSERT(emq__route_reconnects(r) >= 1);
     rep = RCMD(r, "XLEN", "{jobs}");

@@ -107,8 +107,10 @@ static emq_verdict count_entry(void *opaque, const emq_entry *e, char *reason,
     return EMQ_ACK;
 }
 
-/* Waits (bounded) until want distinct numbers were handled. */
+/* Waits (bounded: timeout_ms scaled with the run, emq_test_ms) until
+ * want distinct numbers were handled. */
 static void wait_distinct(seen *s, int want, int timeout_ms) {
+    timeout_ms = emq_test_ms(timeout_ms);
     int64_t end = now_ms() + timeout_ms;
     while (atomic_load(&s->distinct) < want) {
         if (now_ms() > end)
@@ -420,7 +422,7 @@ TEST_TIMEOUT(cluster_queue_failover_recovers_pending, 60) {
         ASSERT_OK(emq_produce_batch(add.p, bm, 60, NULL, NULL, &err), &err);
         atomic_store(&add.added, base + 60);
     }
-    for (int i = 0; i < 500 && !atomic_load(&s->in_slow); i++)
+    for (int i = 0; i < emq_test_ms(500) && !atomic_load(&s->in_slow); i++)
         usleep(10000);
     ASSERT_EQ_INT(atomic_load(&s->in_slow), 1);
     atomic_store(&add.pause, 0);
@@ -509,7 +511,7 @@ TEST_TIMEOUT(cluster_queue_killed_master_replica_promoted, 120) {
     start_consumer(&rt, cons);
     pthread_t pt;
     ASSERT_EQ_INT(pthread_create(&pt, NULL, add_loop, &add), 0);
-    wait_distinct(s, 200, emq_test_ms(15000));
+    wait_distinct(s, 200, 15000);
 
     int64_t killed = now_ms();
     emq_srv_kill9(emq_cl_node(c, old));
@@ -539,7 +541,7 @@ TEST_TIMEOUT(cluster_queue_killed_master_replica_promoted, 120) {
     atomic_store(&add.stop, 1);
     pthread_join(pt, NULL);
     int total = atomic_load(&add.added);
-    wait_distinct(s, total, emq_test_ms(30000));
+    wait_distinct(s, total, 30000);
     for (int i = 0; i < total; i++)
         if (atomic_load(&s->count[i]) < 1)
             FAIL("confirmed entry %d was never handled", i);

@@ -112,8 +112,10 @@ TEST_TIMEOUT(consumer_start_waits_out_a_busy_server, 30) {
 TEST_TIMEOUT(consumer_stop_while_server_is_down_is_prompt, 30) {
     emq_srv *s = emq_srv_start(NULL);
     emq_conf_t *conf = consumer_conf(s, "jobs", "g", "wd", "new");
-    conf_set(conf, "reconnect.backoff_min_ms", "2000");
-    conf_set(conf, "reconnect.backoff_max_ms", "10000");
+    /* Backoffs of 10 to 20 s (jitter: half to all of 20 s): a stop that
+     * waited one out would take 7.5 s at least, 2.5 s into the first. */
+    conf_set(conf, "reconnect.backoff_min_ms", "20000");
+    conf_set(conf, "reconnect.backoff_max_ms", "40000");
     conf_set(conf, "log.level", "error");
     static recorder r;
     recorder_init(&r);
@@ -127,8 +129,8 @@ TEST_TIMEOUT(consumer_stop_while_server_is_down_is_prompt, 30) {
     WAIT_UNTIL((emq_consumer_stats_get(c, &st), st.reads >= 1), 5000,
                "the consumer to connect and read");
     emq_srv_kill9(s);
-    /* Into the backoff between attempts (min 2 s); whatever the phase, a
-     * stop must not wait out a backoff of up to 10 s. */
+    /* Into the backoff between attempts; whatever the phase, a stop must
+     * not wait it out. */
     usleep(2500 * 1000);
     int64_t asked = now_ms();
     emq_consumer_stop(c);

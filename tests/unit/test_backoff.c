@@ -155,10 +155,15 @@ static int stop_after_calls(void *ctx) {
 TEST(retry_bounded_attempts_first_at_once) {
     uint64_t rng = 1;
     emq__retry r;
-    emq__retry_begin(&r, 1, 2, 3, -1, &rng);
+    /* Pauses of a minute: a pause before the first attempt would take 30 s
+     * at least, so a loose bound (any machine meets it) tells at once. */
+    emq__retry_begin(&r, 60000, 60000, 3, -1, &rng);
     int64_t t0 = emq__now_ms();
     ASSERT_EQ_INT(emq__retry_next(&r), 1);
-    ASSERT(emq__now_ms() - t0 < 50); /* no pause before the first */
+    ASSERT(emq__now_ms() - t0 < emq_test_ms(5000));
+    /* The bound, with pauses of 1-2 ms. */
+    emq__retry_begin(&r, 1, 2, 3, -1, &rng);
+    ASSERT_EQ_INT(emq__retry_next(&r), 1);
     ASSERT_EQ_INT(emq__retry_next(&r), 1);
     ASSERT_EQ_INT(emq__retry_next(&r), 1);
     ASSERT_EQ_INT(emq__retry_next(&r), 0);
@@ -170,11 +175,12 @@ TEST(retry_bounded_attempts_first_at_once) {
 TEST(retry_deadline_cuts_the_wait_then_one_last_attempt) {
     uint64_t rng = 1;
     emq__retry r;
-    emq__retry_begin(&r, 10000, 10000, 0, emq__now_ms() + 30, &rng);
+    /* Pauses of a minute (30 s at least, with jitter), cut at 30 ms. */
+    emq__retry_begin(&r, 60000, 60000, 0, emq__now_ms() + 30, &rng);
     ASSERT_EQ_INT(emq__retry_next(&r), 1);
     int64_t t0 = emq__now_ms();
     ASSERT_EQ_INT(emq__retry_next(&r), 1); /* slept to the deadline only */
-    ASSERT(emq__now_ms() - t0 < 5000);
+    ASSERT(emq__now_ms() - t0 < emq_test_ms(5000));
     ASSERT_EQ_INT(emq__retry_next(&r), 0);
 }
 
@@ -183,20 +189,21 @@ TEST(retry_deadline_cuts_the_wait_then_one_last_attempt) {
 TEST(retry_stop_ends_or_only_cuts_the_wait) {
     uint64_t rng = 1;
     emq__retry r;
-    emq__retry_begin(&r, 10000, 10000, 0, -1, &rng);
+    emq__retry_begin(&r, 60000, 60000, 0, -1, &rng);
     emq__retry_stop_when(&r, stop_after_calls, NULL, 1);
     calls_until_stop = 3;
     ASSERT_EQ_INT(emq__retry_next(&r), 1); /* the first, at once */
     int64_t t0 = emq__now_ms();
     ASSERT_EQ_INT(emq__retry_next(&r), 0);
-    ASSERT(emq__now_ms() - t0 < 5000); /* the 10 s pause was cut */
-    emq__retry_begin(&r, 10000, 10000, 0, -1, &rng);
+    /* The pause of a minute (30 s at least) was cut: slices of 20 ms. */
+    ASSERT(emq__now_ms() - t0 < emq_test_ms(5000));
+    emq__retry_begin(&r, 60000, 60000, 0, -1, &rng);
     emq__retry_stop_when(&r, stop_after_calls, NULL, 0);
     calls_until_stop = 2;
     ASSERT_EQ_INT(emq__retry_next(&r), 1);
     t0 = emq__now_ms();
     ASSERT_EQ_INT(emq__retry_next(&r), 1); /* cut short, attempt still made */
-    ASSERT(emq__now_ms() - t0 < 5000);
+    ASSERT(emq__now_ms() - t0 < emq_test_ms(5000));
 }
 
 /* emq_clock_ms is the clock the library's own waits use (emq__now_ms):

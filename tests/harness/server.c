@@ -580,6 +580,11 @@ static int write_config(emq_srv *s, const emq_srv_opts *o, char *why,
             "unixsocket %s\n"
             "unixsocketperm 700\n",
             s->dir, s->log, s->sock);
+    /* A replica's first sync starts at once: since Redis 7.0 a diskless
+     * sync waits 5 s for more replicas by default, which a loaded machine
+     * stretches past a test's wait for the sync. */
+    if (!o->sentinel)
+        fprintf(f, "repl-diskless-sync-delay 0\n");
     if (o->appendonly)
         fprintf(f, "appendonly yes\nappendfsync always\n");
     else

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* runner.c: the one test runner.
  *
- * Usage: emq_tests [--list] [--no-fork] [-j N] [FILTER...]
+ * Usage: emq_tests [--list] [--no-fork] [-j N] [--repeat N] [FILTER...]
  * A FILTER selects tests whose name or source path contains it ("unit/",
  * "integ/", "test_resp", "conn_auth"). Each test runs in a child process
  * of its own (its own process group, private servers, ports and scratch
@@ -13,7 +13,9 @@
  * or skipped test's output just above its line. After the body returns,
  * the child fails the test if any library allocation is still live.
  * --no-fork runs tests one by one in-process, for valgrind; a failure then
- * ends the run. The last line is "N passed, N failed, N skipped".
+ * ends the run. --repeat N runs each selected test N times (beside one
+ * another with -j: how a flaky test is caught). The last line is "N passed, N
+ * failed, N skipped".
  */
 #include "harness/test.h"
 #include "base/base.h"
@@ -404,7 +406,8 @@ static int run_parallel(run_state *runs, size_t n, int jobs) {
 }
 
 static void usage(const char *argv0) {
-    fprintf(stderr, "usage: %s [--list] [--no-fork] [-j N] [FILTER...]\n",
+    fprintf(stderr,
+            "usage: %s [--list] [--no-fork] [-j N] [--repeat N] [FILTER...]\n",
             argv0);
 }
 
@@ -418,7 +421,7 @@ static int parse_jobs(const char *s) {
 }
 
 int main(int argc, char **argv) {
-    int list = 0, no_fork = 0, jobs = DEFAULT_JOBS;
+    int list = 0, no_fork = 0, jobs = DEFAULT_JOBS, repeat = 1;
     const char *env_jobs = getenv("EMQ_TEST_JOBS");
     if (env_jobs != NULL && (jobs = parse_jobs(env_jobs)) < 0) {
         fprintf(stderr, "EMQ_TEST_JOBS must be 1 to %d, not '%s'\n", MAX_JOBS,
@@ -448,7 +451,19 @@ int main(int argc, char **argv) {
             jarg = argv[++i];
         } else if (!strncmp(argv[i], "-j", 2))
             jarg = argv[i] + 2;
-        else if (argv[i][0] == '-') {
+        else if (!strcmp(argv[i], "--repeat") && i + 1 < argc) {
+            char *end;
+            long v = strtol(argv[++i], &end, 10);
+            if (*end != '\0' || v < 1 || v > 10000) {
+                fprintf(stderr,
+                        "%s: --repeat takes a count from 1 to 10000, "
+                        "not '%s'\n",
+                        argv[0], argv[i]);
+                free(filters);
+                return 2;
+            }
+            repeat = (int)v;
+        } else if (argv[i][0] == '-') {
             usage(argv[0]);
             free(filters);
             return 2;
@@ -476,7 +491,8 @@ int main(int argc, char **argv) {
     qsort(tests, test_count, sizeof tests[0], cmp_tests);
     signal(SIGPIPE, SIG_IGN);
 
-    run_state *runs = calloc(test_count ? test_count : 1, sizeof *runs);
+    run_state *runs =
+        calloc(test_count ? test_count * (size_t)repeat : 1, sizeof *runs);
     if (runs == NULL) {
         fprintf(stderr, "%s: out of memory\n", argv[0]);
         free(filters);
@@ -492,7 +508,8 @@ int main(int argc, char **argv) {
                    (t->flags & EMQ_TEST_RUNS_ALONE) ? " (alone)" : "");
             continue;
         }
-        runs[n++].t = t;
+        for (int k = 0; k < repeat; k++)
+            runs[n++].t = t;
     }
     free(filters);
     if (list) {

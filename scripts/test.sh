@@ -2,7 +2,9 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # test.sh [STAGE...]: the whole echomq test suite, as CI runs it.
 #
-# Stages, in order (give names to run only some; deps always runs):
+# Stages (give names to run only some; deps always runs, first and alone;
+# the others run up to EMQ_STAGE_JOBS at once, see "the orchestrator"
+# below, each waiting only for the stages it needs):
 #   deps      scripts/deps.sh: install what is missing
 #   house     the rules of the tree, before anything is built: every
 #             source file carries its SPDX line; scripts/check_layers.sh
@@ -11,7 +13,10 @@
 #             header compiles alone, the CLI includes only the public header;
 #             every C/C++ file formatted as .clang-format says
 #             (scripts/format.sh --check) and commit subjects of at most 72
-#             characters (scripts/check_commits.sh)
+#             characters (scripts/check_commits.sh); every Markdown table
+#             renders whole (scripts/check_tables.sh) and the maps of the
+#             README and src/consumer/core.h match the tree
+#             (scripts/check_maps.sh)
 #   gcc       gcc build with -Werror, the layer rule on its objects (nm:
 #             scripts/check_layers.sh objects), then emq_tests
 #   clang     clang build with -Werror, then the unit tests and a smoke
@@ -27,7 +32,7 @@
 #             see docs/RELIABILITY.md
 #   valgrind  memcheck on the unit tests of the gcc build, and on the
 #             integration tests of the consumer's core, the producer and
-#             the admin verbs (VALGRIND_INTEG)
+#             the admin verbs (VALGRIND_INTEG), EMQ_VALGRIND_JOBS at once
 #   symbols   libechomq.so exports only emq_* (scripts/check_symbols.sh)
 #   abi       the gcc build's exported symbols and public types match
 #             abi/libechomq.abi, the last release's record (scripts/abi.sh,
@@ -65,14 +70,21 @@
 #   fuzz      each tests/fuzz/fuzz_*.c for EMQ_FUZZ_SECONDS s (default: a
 #             60 s budget shared by the targets, at least 15 s each)
 #   bench     bench/*.c build (they are not run)
+#   quick     not part of the whole run: the inner loop, the gcc build,
+#             every unit test and the integration files of
+#             tests/quick.list (under 3 minutes)
 #
-# Each stage prints a header and its duration; the first failing stage
-# stops the run. The summary follows, and the very last line sums the
-# emq_tests runs as "N passed, N failed".
+# Each stage's output is printed whole when it ends, with its duration;
+# the first failing stage stops the others. The summary follows: each
+# stage's start, end and seconds, the stages and emq_tests runs counted,
+# and the very last line sums the emq_tests runs as "N passed, N failed".
 #
 # Environment: EMQ_MATRIX_SERVERS (names to run in the matrix stage, e.g.
 # "redis-6.2.16 valkey-8.0.1"; default: every one), EMQ_MATRIX_JOBS (servers
 # the matrix stage tests at once, default 3), EMQ_JOBS (parallel build jobs, default: the number of CPUs),
+# EMQ_STAGE_JOBS (stages at once, default 4), EMQ_TEST_JOBS (tests at once
+# in each emq_tests run, default 6), EMQ_VALGRIND_JOBS (tests at once under
+# memcheck, default 2),
 # EMQ_FUZZ_SECONDS (seconds per fuzz target; default: 60 s shared),
 # EMQ_CHAOS_SEED (default 6001: the seed of the chaos stage; any seed
 # reproduces its own schedule), EMQ_CHAOS_TOLERATE_EXITS=1 (report worker
@@ -594,6 +606,12 @@ stage_house() {
         { cat "$logs/check_layers.log" >&2; bad=1; }
     tail -n 1 "$logs/check_layers.log"
     ./scripts/check_layers.sh sources || bad=1
+    # Every Markdown table renders whole; the maps of README and
+    # src/consumer/core.h name what the tree holds (docs/BUILDING.md).
+    ./scripts/check_tables.sh --self-test >/dev/null || bad=1
+    ./scripts/check_tables.sh || bad=1
+    ./scripts/check_maps.sh --self-test >/dev/null || bad=1
+    ./scripts/check_maps.sh || bad=1
     ./scripts/format.sh --check || bad=1
     ./scripts/check_commits.sh || bad=1
     return $bad
@@ -603,6 +621,7 @@ stage_docs() {
     gcc_build_ready
     with_build_lock gcc ./scripts/confdoc.sh --check "$build/gcc"
     with_build_lock gcc ./scripts/clidoc.sh --check "$build/gcc"
+    ./scripts/check_maps.sh "$build/gcc" # core.h's map against the objects
 }
 
 # The compatibility matrix: emq_tests integ/ once per server, each through

@@ -393,9 +393,9 @@ TEST_TIMEOUT(ahead_read_answered_busy_is_read_again, 90) {
 }
 
 /* Reads ahead with handlers slower than claim idle and the lease: 400
- * entries waiting, 100 workers holding each for 1.5 s (claim.min_idle_ms
- * 400, lease.ttl_ms 1300), reads of 50 going ahead into a queue of up to
- * 1000, while a peer claims everything idle 400 ms every 100 ms. What
+ * entries waiting, 100 workers holding each for 3.2 s (claim.min_idle_ms
+ * 2000, lease.ttl_ms 3000), reads of 50 going ahead into a queue of up to
+ * 1000, while a peer claims everything idle 2 s every 100 ms. What
  * waits read ahead and what is in a handler's hands stays owned: the
  * peer takes nothing, and every entry is handled once. */
 TEST_TIMEOUT(ahead_reads_with_slow_handlers_stay_owned, 90) {
@@ -404,14 +404,14 @@ TEST_TIMEOUT(ahead_reads_with_slow_handlers_stay_owned, 90) {
     static read_monitor mon;
     monitor_start(&mon, s);
     emq_conf_t *conf = ahead_conf(emq_srv_url(s));
-    conf_set(conf, "claim.min_idle_ms", "400");
+    conf_set(conf, "claim.min_idle_ms", PEER_CLAIM_IDLE);
     conf_set(conf, "claim.interval_ms", "100");
-    conf_set(conf, "lease.ttl_ms", "1300");
+    conf_set(conf, "lease.ttl_ms", "3000");
     emq_consumer_t *c = poll_consumer(conf);
     static claimer peer;
     claimer_start(&peer, s);
     static work_pool pool;
-    wp_start(&pool, c, 100, 1500);
+    wp_start(&pool, c, 100, 3200);
     all_handled_once(&pool, adm, 400, 40000);
     wp_stop(&pool);
     claimer_stop(&peer);

@@ -53,20 +53,21 @@ static emq_conf_t *batch_conf(const char *url) {
     return conf;
 }
 
-/* 100 entries in batches of at most 20, each batch held 700 ms (longer
+/* 100 entries in batches of at most 20, each batch held 2.5 s (longer
  * than claim.min_idle_ms) while a peer claims every 100 ms: a verdict per
  * entry (ack, retry once, dead letter with its reason), nothing claimed,
  * nothing left pending. */
-TEST_TIMEOUT(batch_verdict_per_entry_slow_batches, 60) {
+TEST_TIMEOUT(batch_verdict_per_entry_slow_batches, 120) {
     emq_srv *s = emq_srv_start(NULL);
     emq_conn_t *adm = admin_connect(s);
     CMD_NOERR(adm, "XGROUP", "CREATE", BQ, "g", "$", "MKSTREAM");
     produce_n(s, "jobs", "v", 100);
     emq_conf_t *conf = batch_conf(emq_srv_url(s));
+    conf_set(conf, "claim.min_idle_ms", PEER_CLAIM_IDLE);
     static batcher b;
     memset(&b, 0, sizeof b);
     recorder_init(&b.r);
-    b.sleep_ms = 700;
+    b.sleep_ms = PEER_CLAIM_IDLE_MS * 5 / 4;
     emq_consumer_t *c;
     emq_error err;
     ASSERT_OK(emq_consumer_new_batch(conf, batch_handle, &b, &c, &err), &err);
@@ -75,7 +76,7 @@ TEST_TIMEOUT(batch_verdict_per_entry_slow_batches, 60) {
     claimer_start(&peer, s);
     runner_thread t;
     start_consumer(&t, c);
-    WAIT_UNTIL(recorded(&b.r) >= 110, 30000, "100 entries and 10 retries");
+    WAIT_UNTIL(recorded(&b.r) >= 110, 60000, "100 entries and 10 retries");
     WAIT_UNTIL(pending_total(adm, BQ, "g") == 0, 5000, "all settled");
     claimer_stop(&peer);
     ASSERT_EQ_INT(atomic_load(&peer.claimed), 0);

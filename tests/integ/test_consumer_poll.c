@@ -46,7 +46,7 @@ static void pfix_end(pfix *f) {
 }
 
 /* 100 jobs in flight on one consumer name and one read connection, each
- * held 1.2 s (three times claim.min_idle_ms) by one of 100 worker threads
+ * held 2.5 s (longer than claim.min_idle_ms) by one of 100 worker threads
  * and acknowledged from it, while a peer runs claim beats every 100 ms:
  * every job handled once, by this consumer, none taken over. */
 TEST_TIMEOUT(poll_hundred_in_flight_slow_workers_one_name, 90) {
@@ -54,10 +54,11 @@ TEST_TIMEOUT(poll_hundred_in_flight_slow_workers_one_name, 90) {
     emq_conn_t *adm = admin_connect(s);
     CMD_NOERR(adm, "XGROUP", "CREATE", PQ, "g", "$", "MKSTREAM");
     emq_conf_t *conf = poll_conf(emq_srv_url(s), "100");
+    conf_set(conf, "claim.min_idle_ms", PEER_CLAIM_IDLE);
     emq_consumer_t *c = poll_consumer(conf);
     static work_pool pool;
-    wp_start(&pool, c, 100, 1200);
-    /* The peer: claims every 100 ms whatever is idle 400 ms. */
+    wp_start(&pool, c, 100, PEER_CLAIM_IDLE_MS * 5 / 4);
+    /* The peer: claims every 100 ms whatever is idle claim.min_idle_ms. */
     static claimer peer;
     claimer_start(&peer, s);
     produce_n(s, "jobs", "j", 300);

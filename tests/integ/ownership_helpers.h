@@ -141,9 +141,10 @@ static inline emq_consumer_t *bg_start(bg *b, emq_conf_t *conf,
     return b->c;
 }
 
-/* Waits (bounded) for run to return; 1 when it did. */
+/* Waits (bounded: ms, scaled with the run, emq_test_ms) for run to
+ * return; 1 when it did. */
 static inline int bg_wait(bg *b, int ms) {
-    int64_t end = now_ms() + ms;
+    int64_t end = now_ms() + emq_test_ms(ms);
     while (!atomic_load(&b->done) && now_ms() < end)
         usleep(5000);
     return atomic_load(&b->done);
@@ -153,7 +154,8 @@ static inline int bg_wait(bg *b, int ms) {
 static inline emq_status bg_stop(bg *b, int ms) {
     emq_consumer_stop(b->c);
     if (!bg_wait(b, ms))
-        FAIL("consumer run did not return within %d ms of a stop", ms);
+        FAIL("consumer run did not return within %d ms of a stop",
+             emq_test_ms(ms));
     pthread_join(b->thread, NULL);
     return b->st;
 }

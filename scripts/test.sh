@@ -82,7 +82,8 @@
 # Environment: EMQ_MATRIX_SERVERS (names to run in the matrix stage, e.g.
 # "redis-6.2.16 valkey-8.0.1"; default: every one), EMQ_MATRIX_JOBS (servers
 # the matrix stage tests at once, default 3), EMQ_JOBS (parallel build jobs, default: the number of CPUs),
-# EMQ_STAGE_JOBS (stages at once, default 4), EMQ_TEST_JOBS (tests at once
+# EMQ_STAGE_JOBS (stages at once, default 4), EMQ_KEEP_GOING=1 (a failed
+# stage does not stop the others), EMQ_TEST_JOBS (tests at once
 # in each emq_tests run, default 6), EMQ_VALGRIND_JOBS (tests at once under
 # memcheck, default 2),
 # EMQ_FUZZ_SECONDS (seconds per fuzz target; default: 60 s shared),
@@ -1027,8 +1028,11 @@ ready() {
     done
 }
 
+# EMQ_KEEP_GOING=1: a failed stage does not stop the others, and every
+# stage that does not need it still runs (to see every failure of a run).
+keep_going=${EMQ_KEEP_GOING:-0}
 while [[ ${#pending[@]} -gt 0 || ${#stage_pid[@]} -gt 0 ]]; do
-    if [[ -z $failed_stage ]]; then
+    if [[ -z $failed_stage || $keep_going == 1 ]]; then
         left=()
         for s in "${pending[@]}"; do
             if [[ ${#stage_pid[@]} -lt $stage_jobs ]] && ready "$s"; then
@@ -1052,7 +1056,7 @@ while [[ ${#pending[@]} -gt 0 || ${#stage_pid[@]} -gt 0 ]]; do
         fi
     done
 done
-if [[ ${#pending[@]} -gt 0 && -z $failed_stage ]]; then
+if [[ ${#pending[@]} -gt 0 && ( -z $failed_stage || $keep_going == 1 ) ]]; then
     echo "test.sh: stages ${pending[*]} could not start (what they need did not pass)" >&2
     exit 1
 fi

@@ -103,7 +103,10 @@ static void graceful(int sig) {
     const char *handled = cli_slurp(log);
     ASSERT_EQ_INT(cli_count(handled, "start "), 1);
     ASSERT_EQ_INT(cli_count(handled, "done "), 1);
-    ASSERT(took >= 500); /* it waited for the 1 s handler */
+    /* It waited for the 1 s handler: its entry acknowledged, which only a
+     * finished handler allows. (A bound on the time, 500 ms, counted on
+     * the signal going out within half a second of the handler's start.) */
+    printf("    exit 0 %lld ms after signal %d\n", (long long)took, sig);
     ASSERT_CONTAINS(text, "echomq: consumed 1 entry (acknowledged 1,");
     /* Read ahead but not handled: pending for c, handed back (at most 2:
      * max_in_flight is twice the commands that run at once). */
@@ -139,10 +142,12 @@ static void immediate(int first, int second) {
     snprintf(log, sizeof log, "%s/handled", emq_test_tmpdir());
     snprintf(pidfile, sizeof pidfile, "%s/handler.pid", emq_test_tmpdir());
     int err;
-    pid_t pid = start_busy_consumer(s, log, pidfile, "3", &err);
+    /* A handler of 30 s (ended by pid below): the checks that it still
+     * runs, and did not finish, hold however slow the machine. */
+    pid_t pid = start_busy_consumer(s, log, pidfile, "30", &err);
     kill(pid, first);
-    /* Room for the signal to land; the handler runs 3 s, so at most 1 s. */
-    int pause_ms = emq_test_ms(200) < 1000 ? emq_test_ms(200) : 1000;
+    /* Room for the signal to land. */
+    int pause_ms = emq_test_ms(200);
     usleep((useconds_t)pause_ms * 1000);
     /* Still running: the first signal waits for the handler. */
     ASSERT_EQ_INT(waitpid(pid, NULL, WNOHANG), 0);
@@ -153,7 +158,7 @@ static void immediate(int first, int second) {
     if (code != 128 + second)
         FAIL("exit %d after signals %d then %d, want %d; stderr \"%s\"", code,
              first, second, 128 + second, text);
-    /* At once, not after the 3 s handler: the exit code is the second
+    /* At once, not after the 30 s handler: the exit code is the second
      * signal's, no summary (it did not stop gracefully). */
     ASSERT_NOT_CONTAINS(text, "consumed");
     /* The entry in progress was not acknowledged. */

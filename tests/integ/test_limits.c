@@ -412,10 +412,22 @@ static emq_verdict time_it(void *opaque, const emq_entry *e, char *reason,
     return EMQ_ACK;
 }
 
+/* Counts the consumer's "group '...' has limits now" lines. */
+static atomic_int limits_seen;
+static void count_limits_now(void *opaque, emq_log_level level,
+                             const char *msg) {
+    (void)opaque;
+    (void)level;
+    if (strstr(msg, "has limits now") != NULL)
+        atomic_fetch_add(&limits_seen, 1);
+}
+
 TEST_TIMEOUT(limits_set_on_a_running_group_apply_without_a_restart, 40) {
     emq_srv *s = emq_srv_start(NULL);
     emq_conf_t *conf = consumer_conf(s, "live", "g", "c1", "head");
     conf_set(conf, "log.level", "info");
+    atomic_store(&limits_seen, 0);
+    emq_conf_set_log(conf, count_limits_now, NULL);
     static span x = {.mu = PTHREAD_MUTEX_INITIALIZER};
     emq_consumer_t *c = consumer_ok(conf, time_it, &x);
     runner_thread t;
@@ -426,8 +438,16 @@ TEST_TIMEOUT(limits_set_on_a_running_group_apply_without_a_restart, 40) {
         "10");
     ASSERT_EXIT(&r, 0);
     cli_free(&r);
-    /* The upkeep looks every 2 s. */
-    usleep((useconds_t)(emq_test_ms(2500)) * 1000);
+    /* The upkeep looks every 2 s and says when it found them; the entries
+     * go after that. (A fixed pause of 2.5 s counted on the look coming
+     * in time: on a loaded machine a late one lets the first entries go
+     * unlimited, and the span below comes out short.) */
+    int64_t seen_by = now_ms() + emq_test_ms(10000);
+    while (atomic_load(&limits_seen) == 0 && now_ms() < seen_by)
+        usleep(10000);
+    if (atomic_load(&limits_seen) == 0)
+        FAIL("the consumer did not see the group's limits within %d ms",
+             emq_test_ms(10000));
     produce_n(s, "live", "", 25);
     int64_t end = now_ms() + emq_test_ms(20000);
     while (now_ms() < end) {

@@ -1123,6 +1123,11 @@ TEST_TIMEOUT(security_least_privilege_scheduling_roles, 60) {
     runner_thread t;
     start_consumer(&t, c);
     wait_for(rec, 1, 10000);
+    /* The mover's refusal, said once; then a while for a second saying,
+     * or a wrong move of the entry due meanwhile, to show. (A fixed
+     * pause alone counted on the refusal coming within it.) */
+    WAIT_UNTIL(book_count(book, "moves no delayed entries") >= 1, 10000,
+               "the consumer to say it moves no delayed entries");
     usleep((useconds_t)emq_test_ms(800) * 1000); /* the first one is due */
     emq_consumer_stop(c);
     ASSERT_OK(join_consumer(&t), &t.err);

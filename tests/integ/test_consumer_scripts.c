@@ -52,8 +52,12 @@ TEST_TIMEOUT(scripts_claim_waits_out_a_dead_holders_retry_delay, 30) {
     ASSERT_EQ_SIZE(stream_ids(adm, SQ, ids, 1), 1);
     CMD_NOERR(adm, "XREADGROUP", "GROUP", "g", "w", "COUNT", "1", "STREAMS", SQ,
               ">");
-    long long due = srv_ms(s) + 4000;
+    /* The local clock first: the server's TIME is read after it, so the
+     * local due time is never later than the server's (a thread held up
+     * between the two reads would have moved it later, and a hand-out at
+     * the real due time would have looked early). */
     int64_t due_local = now_ms() + 4000;
+    long long due = srv_ms(s) + 4000;
     char score[32];
     snprintf(score, sizeof score, "%lld", due);
     CMD_NOERR(adm, "HSET", SQ_REASONS, ids[0].str, "later");
@@ -98,8 +102,8 @@ TEST_TIMEOUT(scripts_claim_waits_out_a_dead_holders_retry_delay_poll, 30) {
     ASSERT_EQ_SIZE(stream_ids(adm, SQ, ids, 1), 1);
     CMD_NOERR(adm, "XREADGROUP", "GROUP", "g", "w", "COUNT", "1", "STREAMS", SQ,
               ">");
+    int64_t due_local = now_ms() + 4000; /* first: as above */
     long long due = srv_ms(s) + 4000;
-    int64_t due_local = now_ms() + 4000;
     char score[32];
     snprintf(score, sizeof score, "%lld", due);
     CMD_NOERR(adm, "HSET", SQ_REASONS, ids[0].str, "later");

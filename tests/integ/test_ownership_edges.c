@@ -393,7 +393,11 @@ TEST_TIMEOUT(own_edge_handler_timeout_lets_go_in_run_mode, 40) {
     WAIT_UNTIL((emq_consumer_stats_get(W, &ws), ws.oldest_in_hand_ms >= 400),
                5000, "the entry to be in hand 400 ms");
     ASSERT(ws.oldest_in_hand_ms < 3000);
-    ASSERT_EQ_INT(ws.handler_overdue, 0);
+    /* Not overdue before handler.timeout_ms, in the same snapshot (this
+     * thread may look late, past 800 ms, on a loaded machine). */
+    if (ws.handler_overdue != 0 && ws.oldest_in_hand_ms < 800)
+        FAIL("overdue after %lld ms in hand (handler.timeout_ms 800)",
+             (long long)ws.oldest_in_hand_ms);
     emq_consumer_t *P =
         bg_start(&p, own_conf(s, "edge", "peer", 1000), slow_handle, &peer);
     WAIT_UNTIL(peer.r.n == 1, 10000, "the peer to take the overdue entry");

@@ -170,7 +170,8 @@ static inline const char *srv_slowlog(const emq_srv *s) {
 
 /* Runs the program with input on stdin (a pipe), stdout to /dev/null and
  * stderr on a pseudo-terminal; what the terminal got goes into err
- * (NUL-terminated). Returns the exit code. */
+ * (NUL-terminated), for at most timeout_ms (scaled with the run,
+ * emq_test_ms). Returns the exit code. */
 static inline int cli_run_pty(const char *url, const char *input,
                               size_t input_len, char *err, size_t err_size,
                               int timeout_ms, const char *const *args) {
@@ -213,7 +214,7 @@ static inline int cli_run_pty(const char *url, const char *input,
     fcntl(pin[1], F_SETFL, O_NONBLOCK);
     int in = pin[1];
     size_t sent = 0, got = 0;
-    int64_t end = cli_ms() + timeout_ms;
+    int64_t end = cli_ms() + emq_test_ms(timeout_ms);
     int open_m = 1;
     while (open_m && cli_ms() < end) {
         struct pollfd p[2];

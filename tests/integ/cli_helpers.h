@@ -143,7 +143,8 @@ static inline int cli_wait(pid_t pid, int timeout_ms) {
 }
 
 /* Runs the program to its end: stdin from input (may be NULL), args
- * NULL-terminated. Fails the test after timeout_ms. */
+ * NULL-terminated. Fails the test after timeout_ms (scaled with the run,
+ * emq_test_ms). */
 static inline void cli_run_in(cli_result *r, const char *url, const char *input,
                               size_t input_len, int timeout_ms,
                               const char *const *args) {
@@ -155,7 +156,7 @@ static inline void cli_run_in(cli_result *r, const char *url, const char *input,
     size_t sent = 0, elen = 0;
     if (in >= 0)
         fcntl(in, F_SETFL, O_NONBLOCK);
-    int64_t end = cli_ms() + timeout_ms;
+    int64_t end = cli_ms() + emq_test_ms(timeout_ms);
     int open_out = 1, open_err = 1;
     while (open_out || open_err) {
         struct pollfd p[3];

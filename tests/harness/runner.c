@@ -6,7 +6,8 @@
  * "integ/", "test_resp", "conn_auth"). Each test runs in a child process
  * of its own (its own process group, private servers, ports and scratch
  * folder), up to N at once (-j, or EMQ_TEST_JOBS; default
- * DEFAULT_JOBS); the parent kills a child that overruns its timeout.
+ * DEFAULT_JOBS) and within the machine's test slots (below); the parent
+ * kills a child that overruns its timeout.
  * Tests registered with TEST_SERIAL run afterwards, one at a time, with
  * nothing beside them. A child's output goes to a log of its own; results
  * print in the order of --list whatever order the tests end in, a failed
@@ -28,6 +29,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -195,6 +197,95 @@ static void remove_child_tmpdirs(pid_t pid) {
     closedir(d);
 }
 
+/* ---- machine-wide test slots -------------------------------------------
+ *
+ * Every runner on the machine (the stages of one test.sh run, two runs
+ * side by side, a contributor's run beside CI) takes a slot for each test
+ * it starts, from one pool per user: the lock of a file
+ * /tmp/emq-test-slots-<uid>/<k>.lock, held by the test's process (its
+ * forks inherit it, exec drops it) until the test ends. So the tests
+ * running on the machine stay at most EMQ_TEST_SLOTS (default
+ * SLOTS_PER_CPU per online CPU) whatever else runs tests, and each waits
+ * on its timers on a machine that is busy but not starved. A
+ * TEST_SERIAL test takes every slot, in order (no two runners deadlock).
+ */
+
+#define SLOTS_PER_CPU 4
+#define MAX_SLOTS 256
+
+static int slot_count;
+static char slot_dir[64];
+static volatile sig_atomic_t interrupted;
+
+static int slot_open(int k) {
+    char path[128];
+    snprintf(path, sizeof path, "%s/%d.lock", slot_dir, k);
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (fd < 0)
+        fprintf(stderr, "runner: %s: %s\n", path, strerror(errno));
+    return fd;
+}
+
+/* A free slot's descriptor (locked), or -1 when every slot is taken. */
+static int slot_take(void) {
+    for (int k = 0; k < slot_count; k++) {
+        int fd = slot_open(k);
+        if (fd < 0)
+            return -1;
+        if (flock(fd, LOCK_EX | LOCK_NB) == 0)
+            return fd;
+        close(fd);
+    }
+    return -1;
+}
+
+/* Takes every slot, waiting for each (a serial test). Returns how many
+ * descriptors it put in fds, or -1 when interrupted. */
+static int slot_take_all(int *fds) {
+    for (int k = 0; k < slot_count; k++) {
+        fds[k] = slot_open(k);
+        while (fds[k] >= 0 && flock(fds[k], LOCK_EX) != 0) {
+            if (errno != EINTR || interrupted) {
+                for (int i = 0; i <= k; i++)
+                    close(fds[i]);
+                return -1;
+            }
+        }
+        if (fds[k] < 0) {
+            for (int i = 0; i < k; i++)
+                close(fds[i]);
+            return -1;
+        }
+    }
+    return slot_count;
+}
+
+static int slots_init(void) {
+    const char *env = getenv("EMQ_TEST_SLOTS");
+    if (env != NULL) {
+        char *end;
+        long v = strtol(env, &end, 10);
+        if (env[0] == '\0' || *end != '\0' || v < 1 || v > MAX_SLOTS) {
+            fprintf(stderr, "EMQ_TEST_SLOTS must be 1 to %d, not '%s'\n",
+                    MAX_SLOTS, env);
+            return -1;
+        }
+        slot_count = (int)v;
+    } else {
+        long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+        slot_count = (int)(cpus > 0 ? cpus : 1) * SLOTS_PER_CPU;
+        if (slot_count > MAX_SLOTS)
+            slot_count = MAX_SLOTS;
+    }
+    snprintf(slot_dir, sizeof slot_dir, "/tmp/emq-test-slots-%ld",
+             (long)getuid());
+    if (mkdir(slot_dir, 0700) != 0 && errno != EEXIST) {
+        fprintf(stderr, "runner: mkdir %s: %s\n", slot_dir, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
 /* ---- the parallel run --------------------------------------------------
  *
  * One slot per test running: its child's pid, start and log. The parent
@@ -214,19 +305,38 @@ typedef struct run_state {
 } run_state;
 
 static char logdir[256];
-static volatile sig_atomic_t interrupted;
 
 static void on_interrupt(int sig) { interrupted = sig; }
 
-/* Starts t in a child of its own, its stdout and stderr to r->log. */
+/* Starts t in a child of its own, its stdout and stderr to r->log, once
+ * it has its slot(s). Returns 0 started, 1 no slot free yet, -1 failed. */
 static int start_child(run_state *r) {
+    int alone = (r->t->flags & EMQ_TEST_RUNS_ALONE) != 0;
+    int slots[MAX_SLOTS], nslots;
+    if (alone) {
+        nslots = slot_take_all(slots);
+        if (nslots < 0)
+            return -1;
+    } else {
+        slots[0] = slot_take();
+        if (slots[0] < 0)
+            return 1;
+        nslots = 1;
+    }
     int fd = open(r->log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     if (fd < 0) {
         fprintf(stderr, "runner: %s: %s\n", r->log, strerror(errno));
+        for (int i = 0; i < nslots; i++)
+            close(slots[i]);
         return -1;
     }
     fflush(NULL);
     pid_t pid = fork();
+    /* The child holds the slots from here; the parent lets go of its
+     * copies, so they are free again exactly when the test has ended. */
+    if (pid != 0)
+        for (int i = 0; i < nslots; i++)
+            close(slots[i]);
     if (pid < 0) {
         perror("runner: fork");
         close(fd);
@@ -346,7 +456,10 @@ static int run_parallel(run_state *runs, size_t n, int jobs) {
             run_state *r = &runs[order[next]];
             if ((r->t->flags & EMQ_TEST_RUNS_ALONE) && running > 0)
                 break;
-            if (start_child(r) != 0) {
+            int started = start_child(r);
+            if (started == 1)
+                break; /* every slot of the machine taken: later */
+            if (started != 0) {
                 rc = -1;
                 break;
             }
@@ -542,6 +655,11 @@ int main(int argc, char **argv) {
         }
         for (size_t i = 0; i < n; i++)
             snprintf(runs[i].log, sizeof runs[i].log, "%s/%zu.log", logdir, i);
+        if (slots_init() != 0) {
+            remove_tree(logdir);
+            free(runs);
+            return 2;
+        }
         struct sigaction sa;
         memset(&sa, 0, sizeof sa);
         sa.sa_handler = on_interrupt;

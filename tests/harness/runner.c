@@ -374,11 +374,19 @@ static void log_line(const run_state *r, const char *fmt, ...) {
     fclose(f);
 }
 
-/* Records how a child ended, then reaps what it left running. */
-static void finish_child(run_state *r, int status) {
+/* Ends what a child left running and its scratch folders, then reaps
+ * it and records how it ended. It is called while the child is a zombie
+ * not yet reaped: its pid, and so its process group's id, cannot have
+ * gone to another process (another runner's new test, with pids
+ * recycled at 32768), which the group kill and the folder removal would
+ * then hit. */
+static void finish_child(run_state *r) {
+    int status = 0;
     r->ms = elapsed_ms(&r->start);
-    kill(-r->pid, SIGKILL); /* reap anything the test left running */
+    kill(-r->pid, SIGKILL);
     remove_child_tmpdirs(r->pid);
+    while (waitpid(r->pid, &status, 0) < 0 && errno == EINTR)
+        ;
     if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
         r->result = R_PASSED;
     } else if (WIFEXITED(status) && WEXITSTATUS(status) == SKIP_EXIT) {
@@ -470,17 +478,21 @@ static int run_parallel(run_state *runs, size_t n, int jobs) {
         }
         if (rc != 0)
             break;
-        int status;
-        pid_t w = waitpid(-1, &status, WNOHANG);
-        if (w < 0 && errno != EINTR && errno != ECHILD) {
-            perror("runner: waitpid");
+        /* Which child ended, left unreaped (WNOWAIT): see finish_child. */
+        siginfo_t info;
+        memset(&info, 0, sizeof info);
+        pid_t w = 0;
+        if (waitid(P_ALL, 0, &info, WEXITED | WNOHANG | WNOWAIT) == 0)
+            w = info.si_pid;
+        else if (errno != EINTR && errno != ECHILD) {
+            perror("runner: waitid");
             rc = -1;
             break;
         }
         if (w > 0) {
             for (size_t i = 0; i < n; i++)
                 if (runs[i].result == R_RUNNING && runs[i].pid == w) {
-                    finish_child(&runs[i], status);
+                    finish_child(&runs[i]);
                     running--;
                     break;
                 }
@@ -493,9 +505,8 @@ static int run_parallel(run_state *runs, size_t n, int jobs) {
             if (elapsed_ms(&r->start) > (int64_t)limit) {
                 kill(-r->pid, SIGKILL);
                 kill(r->pid, SIGKILL);
-                waitpid(r->pid, &status, 0);
                 log_line(r, "    timed out after %d s\n", limit / 1000);
-                finish_child(r, status);
+                finish_child(r);
                 r->result = R_FAILED;
                 running--;
             }

@@ -387,10 +387,19 @@ static int readable(int fd, int ms) {
 }
 
 /* The event descriptor: readable when entries are ready, not after step
- * took them all, readable again once the consumer stopped. */
+ * took them all, readable again once the consumer stopped.
+ *
+ * Reads block a minute, with no claim beat to end them sooner: quiet
+ * means no byte comes on the socket lent to the loop at all. With the
+ * claim beat every 100 ms, a read blocked about as long, and the lender
+ * takes it back a quarter of that (25 ms) before the empty reply; a
+ * lender held up longer by a loaded machine let that reply reach the
+ * loop (readable: a step reads it, rightly) where this test wanted the
+ * descriptor quiet. */
 TEST_TIMEOUT(poll_event_fd_and_step, 30) {
     emq_srv *s = emq_srv_start(NULL);
     emq_conf_t *conf = poll_conf(emq_srv_url(s), "100");
+    long_reads(conf, "60000");
     emq_consumer_t *c = poll_consumer(conf);
     emq_error err;
     int fd = emq_consumer_fd(c, &err);

@@ -582,6 +582,18 @@ static void assert_spread(emq_cl *c, const char *topic) {
         ASSERT_EQ_INT(per[m], 2);
 }
 
+/* 1 when each of pool's n consumers had a read answered (XREADGROUP
+ * makes the consumer in its partition's group). */
+static int pool_all_read(emq_pool_t *pool, int n) {
+    for (int i = 0; i < n; i++) {
+        emq_consumer_stats st;
+        emq_consumer_stats_get(emq_pool_consumer(pool, i), &st);
+        if (st.reads == 0)
+            return 0;
+    }
+    return 1;
+}
+
 TEST_TIMEOUT(cluster_topic_six_partitions, 60) {
     emq_cl *c = emq_cl_start(3, 0);
     assert_spread(c, "events");
@@ -621,6 +633,11 @@ TEST_TIMEOUT(cluster_topic_six_partitions, 60) {
     pool_thread pr;
     start_pool(&pr, pool);
     wait_distinct(s, 10000, 30000);
+    /* Each consumer of the pool is in the group once a read of it was
+     * answered: on a loaded machine one may start only after the other
+     * two took all 10,000, and the description would count two. */
+    WAIT_UNTIL(pool_all_read(pool, 3), 10000,
+               "each consumer of the pool to make a read");
     /* Anything handled twice would show by now (nothing marks a pool's
      * progress past it: a scaled pause). */
     usleep((useconds_t)emq_test_ms(300) * 1000);

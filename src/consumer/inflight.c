@@ -383,6 +383,19 @@ int emq__inflight_still_ours(emq__inflight *t, const emq_id *id) {
     return ours;
 }
 
+void emq__inflight_unbegin(emq__inflight *t, const emq_id *id) {
+    pthread_mutex_lock(&t->mu);
+    if_entry *e = find_at(t, key_of(id), t->current);
+    if (e != NULL && e->state == IF_HANDLING) {
+        /* Its mark's removal was asked at the begin; the upkeep marks it
+         * again in a later round, behind that removal on the one
+         * connection. */
+        set_state(t, e, IF_READ);
+        e->handed_ms = 0;
+    }
+    pthread_mutex_unlock(&t->mu);
+}
+
 emq_status emq__inflight_step(emq__inflight *t, settle_op *op,
                               const batch_item *next, int *began,
                               int64_t *now_ms, emq_error *err) {

@@ -154,6 +154,12 @@ emq_status emq__inflight_step(emq__inflight *t, settle_op *op,
  * and not lost. Otherwise 0, and it is forgotten (a stale one is noted
  * dropped: recover self brings it back uncounted, if still ours). */
 int emq__inflight_still_ours(emq__inflight *t, const emq_id *id);
+/* A begun entry (IF_HANDLING) that is not to reach its handler after all
+ * (the lease lapsed while its handout waited): back to IF_READ, kept and
+ * refreshed in the table like the entries a handout drops for the lease,
+ * until the session that starts again takes it back (dropped, then
+ * recover self). Nothing when it is in another state. Any thread. */
+void emq__inflight_unbegin(emq__inflight *t, const emq_id *id);
 /* emq__inflight_step's begin for n items at once, one lock (pull mode's
  * handout): began[i] as *began there. */
 void emq__inflight_begin(emq__inflight *t, const batch_item *const *items,

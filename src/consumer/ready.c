@@ -650,6 +650,18 @@ emq_status emq__ready_poll(emq__ready *r, emq_entry **out, size_t max,
         handout *h = (handout *)out[i];
         if (i == 0 || h->owner != ((handout *)out[i - 1])->owner)
             waited = emq__upkeep_wait_unmarked(h->owner);
+        /* The wait outlasted the lease (it gives up then, the mark maybe
+         * still on the server): nothing goes out, as for a handout that
+         * found the lease lapsed (take_locked). Handed out, the entry
+         * would be in a handler's hands while its name may be taken
+         * over, and a crash would not count it. */
+        if (waited && !emq__lease_valid(h->owner)) {
+            emq__inflight_unbegin(&h->owner->table, &h->item.id);
+            if (!atomic_exchange(&h->owner->lapse_seen, 1))
+                emq__upkeep_unblock_ask(h->owner);
+            emq__chunk_unref(h->chunk);
+            continue;
+        }
         /* After a wait (a stop may have outlasted claim idle meanwhile,
          * and a peer whose claim found the mark may hold the entry,
          * uncounted), only what is still this consumer's goes out. */

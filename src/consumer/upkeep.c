@@ -633,8 +633,8 @@ void emq__upkeep_stop(emq_consumer_t *c) {
 }
 
 /* Gives up waiting for marks to go: the consumer is ending, or may not
- * hand out anything now (the handout goes on; only a crash's count could
- * be off). */
+ * hand out anything now (the caller looks at the lease again and hands
+ * out nothing while it is not known held: entries.c, ready.c). */
 static int unmark_give_up(void *arg) {
     emq_consumer_t *c = arg;
     return emq__consumer_stopping(c) || !emq__lease_valid(c) ||

@@ -1077,3 +1077,60 @@ TEST_TIMEOUT(own_edge_nothing_taken_while_the_upkeep_is_down, 60) {
     emq_conn_destroy(adm);
     emq_srv_stop(s);
 }
+
+/* ---- 12: no handout past the lease while its mark waits to go ----------- */
+
+/* A poller holds three entries read ahead and marked unseen when the
+ * server pauses writes for 3 s (CLIENT PAUSE WRITE): a poll begins one,
+ * and its handout waits for the mark's removal, which the pause holds
+ * back, as it holds back the lease's renewal. The wait gives up once the
+ * lease is not known held, and the entry is not handed out (before, it
+ * was, with its mark still on the server: a crash in its handler then
+ * counted no delivery). Whatever is handed out has no mark; after the
+ * pause all three come, each once, as first deliveries. */
+TEST_TIMEOUT(own_edge_no_handout_past_the_lease_while_its_mark_waits, 40) {
+    emq_srv *s = emq_srv_start(NULL);
+    emq_conn_t *adm = admin_connect(s);
+    make_group(adm);
+    emq_conf_t *conf = own_conf(s, "edge", "w", 60000);
+    emq_conf_set_log(conf, quiet_log, NULL);
+    emq_consumer_t *c;
+    emq_error err;
+    ASSERT_OK(emq_consumer_new(conf, NULL, NULL, &c, &err), &err);
+    emq_conf_destroy(conf);
+    emq_entry *got[3];
+    size_t n = 0;
+    ASSERT_OK(emq_consumer_poll(c, got, 1, 10, &n, &err), &err); /* reads */
+    ASSERT_EQ_SIZE(n, 0);
+    produce_n(s, "edge", "job", 3);
+    WAIT_UNTIL(CMD_INT(adm, "SCARD", EQ ":unseen:g") == 3, 5000,
+               "the three read ahead and marked");
+    char out[64];
+    ASSERT(emq_srv_cmd(s, out, sizeof out, "CLIENT", "PAUSE", "3000", "WRITE",
+                       NULL) == '+');
+    size_t have = 0;
+    int64_t end = now_ms() + emq_test_ms(15000);
+    while (have < 3 && now_ms() < end) {
+        size_t k = 0;
+        ASSERT_OK(emq_consumer_poll(c, got + have, 3 - have, 100, &k, &err),
+                  &err);
+        for (size_t i = have; i < have + k; i++)
+            if (CMD_INT(adm, "SISMEMBER", EQ ":unseen:g", got[i]->id) != 0)
+                FAIL("%s was handed out with its unseen mark on the server",
+                     got[i]->id);
+        have += k;
+    }
+    ASSERT_EQ_SIZE(have, 3);
+    for (size_t i = 0; i < 3; i++) {
+        for (size_t j = i + 1; j < 3; j++)
+            ASSERT(strcmp(got[i]->id, got[j]->id) != 0);
+        ASSERT_EQ_INT(got[i]->deliveries, 1);
+        ASSERT_OK(emq_consumer_ack(c, got[i], &err), &err);
+        emq_entry_free(got[i]);
+    }
+    WAIT_UNTIL(pending_total(adm, EQ, "g") == 0, 10000, "the acks");
+    ASSERT_OK(emq_consumer_close(c, 3000, &err), &err);
+    emq_consumer_destroy(c);
+    emq_conn_destroy(adm);
+    emq_srv_stop(s);
+}

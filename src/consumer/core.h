@@ -168,6 +168,12 @@ struct emq_consumer {
                               error; lease.c) */
     int lease_continued;   /* this session's acquire found our own token:
                               the name was ours throughout (run thread) */
+    int claim_unknown;     /* a claim beat's reply was lost: what it took
+                              over is pending to us, its count not raised
+                              (JUSTID), so recover self counts own pending
+                              entries as if the lease had not continued,
+                              until it has been through them all (run
+                              thread; recover.c) */
     atomic_int recover_self_due; /* own pending entries left the table
                                unhandled (released, or not refreshed in
                                time): recover self on the next turn */

@@ -48,8 +48,13 @@
  * entry without keeping it in the in-flight table until it is settled; so
  * an own pending entry that is not in the table was read or taken and
  * never handed out (a lost reply, a batch cut short), and is taken without
- * a raise. In a first session, or after the lease lapsed, an own pending
- * entry is raised once (its last holder may have died in the handler)
+ * a raise. Not so for what a claim beat took over from a peer whose
+ * reply was lost: XAUTOCLAIM ... JUSTID left its count as the peer's
+ * handler may have left it, and this process never learnt which entries
+ * those are; until recover self has been through its own pending list,
+ * it counts as in a first session (c->claim_unknown). In a first session,
+ * or after the lease lapsed, an own pending entry is raised once (its
+ * last holder may have died in the handler)
  * unless it has an unseen mark (SMISMEMBER on the unseen set: the upkeep
  * marks entries read and waiting to be handed out, and a mark goes before
  * its entry is handed out, upkeep.c) or this process dropped it before its
@@ -399,6 +404,10 @@ emq_status emq__recover_self(emq_consumer_t *c, emq_error *err) {
     int have_last = 0;
     char count[24];
     emq_status st = EMQ_OK;
+    /* No handler had an own pending entry not in the table since its
+     * count was raised (see above): taken uncounted. */
+    int uncounted = c->lease_continued && !c->claim_unknown;
+    int through = 0; /* the whole list was looked at */
     while (!emq__consumer_stopping(c) && emq__lease_valid(c)) {
         /* Pull mode: no more than max_in_flight leaves room for; the rest
          * waits for a later turn. */
@@ -484,7 +493,7 @@ emq_status emq__recover_self(emq_consumer_t *c, emq_error *err) {
                  * whose reply was lost, and never reached a handler: it
                  * is taken again without a raise. */
                 if (emq__inflight_add_waiting(&c->table, id, waits[i],
-                                              c->lease_continued) != 0)
+                                              uncounted) != 0)
                     st = emq__oom(err);
                 continue;
             }
@@ -495,17 +504,22 @@ emq_status emq__recover_self(emq_consumer_t *c, emq_error *err) {
                           "(%zu taken again)",
                           n, ntake);
         if (st == EMQ_OK && ntake > 0)
-            st = take_ids(c, take, ntake, !c->lease_continued,
+            st = take_ids(c, take, ntake, !uncounted,
                           "reading own pending entries", err);
         if (st == EMQ_OK && n < (size_t)page) {
             /* Through the whole list: what this process dropped and did
              * not find again was taken by peers. */
             emq__inflight_dropped_forget(&c->table);
+            through = 1;
             break; /* a short page is the last one */
         }
-        if (st != EMQ_OK || strcmp(start, "(" MAX_ID) == 0)
+        if (st != EMQ_OK || strcmp(start, "(" MAX_ID) == 0) {
+            through = st == EMQ_OK;
             break;
+        }
     }
+    if (through)
+        c->claim_unknown = 0;
     return st;
 }
 
@@ -601,9 +615,11 @@ emq_status emq__recover_peers(emq_consumer_t *c, emq_error *err) {
         emq_reply *reply;
         if ((st = emq__session_call(&c->rx, 0, 9, argv, NULL, &reply, err)) !=
             EMQ_OK) {
-            /* Too large: what it claimed is pending to this consumer now
-             * (its count not raised: JUSTID), and recover self takes it
-             * back after the reconnect, fewer at a time. */
+            /* Its reply is lost (too large, cut, timed out): what it
+             * claimed is pending to this consumer now, its count not
+             * raised (JUSTID), and recover self takes it back after the
+             * reconnect (fewer at a time when too large), counted. */
+            c->claim_unknown = 1;
             emq__fit_failed(c, st, want, "a claim");
             break;
         }
@@ -650,6 +666,7 @@ emq_status emq__recover_peers(emq_consumer_t *c, emq_error *err) {
             emq_reply_kind(claimed) != EMQ_REPLY_ARRAY ||
             emq_reply_len(claimed) > want ||
             (n = ids_of(claimed, ids, want)) == (size_t)-1) {
+            c->claim_unknown = 1; /* as for a lost reply */
             emq_reply_free(reply);
             st = emq__reply_bad_shape(err,
                                       "XAUTOCLAIM is not [cursor, entries, "

@@ -110,7 +110,7 @@ declare -A STAGE_NEEDS=(
 )
 # The order stages start in when they may: the long ones first, so that
 # the short ones fill the gaps (docs/BUILDING.md has the figures).
-readonly START_ORDER=(house gcc valgrind sanitize matrix chaos builds clang fuzz install examples symbols abi docs bench)
+readonly START_ORDER=(house gcc valgrind sanitize builds matrix chaos clang fuzz install examples symbols abi docs bench)
 jobs=${EMQ_JOBS:-$(nproc 2>/dev/null || echo 2)}
 stage_jobs=${EMQ_STAGE_JOBS:-4}
 fuzz_seconds=${EMQ_FUZZ_SECONDS:-}

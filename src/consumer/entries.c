@@ -439,8 +439,12 @@ emq_status emq__batch_dispatch(emq_consumer_t *c, batch *b, emq_error *err) {
     if (broke && !emq__consumer_stopping(c))
         atomic_store(&c->lapse_seen, 1);
     /* Entries not reached stay pending to this name; forget them here so
-     * recover self hands them out later. */
-    if (broke || st != EMQ_OK)
+     * recover self hands them out later. Not at a stop: the run ends, and
+     * its purge of the ready queue releases what earlier reads left there
+     * by what the table knows of them (one with an unseen mark is left to
+     * it); forgotten here, each would be released, its mark kept too, and
+     * its next take would count one delivery too few. */
+    if ((broke || st != EMQ_OK) && !emq__consumer_stopping(c))
         emq__inflight_drop_unstarted(&c->table);
     return st;
 }

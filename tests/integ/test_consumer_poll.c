@@ -524,6 +524,19 @@ TEST_TIMEOUT(poll_entries_outlive_their_consumer, 30) {
     emq_srv_stop(s);
 }
 
+/* How many lines the file at path holds (0 when it is missing). */
+static int lines_in(const char *path) {
+    char buf[4096];
+    int fd = open(path, O_RDONLY), lines = 0;
+    ssize_t r;
+    while (fd >= 0 && (r = read(fd, buf, sizeof buf)) > 0)
+        for (ssize_t i = 0; i < r; i++)
+            lines += buf[i] == '\n';
+    if (fd >= 0)
+        close(fd);
+    return lines;
+}
+
 /* A process polling with worker threads is killed (SIGKILL) while it
  * holds entries: nothing it did not acknowledge is lost. Every job was
  * either acknowledged by it (it writes a job's value to a file only
@@ -564,9 +577,10 @@ TEST_TIMEOUT(poll_killed_process_loses_nothing, 60) {
             }
         }
     }
-    /* Let it handle part of the queue, then kill it. */
+    /* Let it handle part of the queue (acknowledge a few jobs: a time
+     * would be too short under memcheck), then kill it. */
     WAIT_UNTIL(pending_total(adm, PQ, "g") >= 20, 10000, "the child works");
-    usleep(300000);
+    WAIT_UNTIL(lines_in(path) >= 5, 10000, "the child acknowledges jobs");
     kill(pid, SIGKILL);
     int status = wait_child(pid, 5000);
     ASSERT(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);

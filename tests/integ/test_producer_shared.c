@@ -596,11 +596,15 @@ static void *mixed_thread(void *arg) {
 
 /* 16 threads each alternating a synchronous call and an asynchronous one
  * (a request and its audit line): the two kinds share the queue and the
- * turn, neither starves the other, all 6400 are added, every callback
- * runs once. */
+ * turn, neither starves the other (each call is sent and answered within
+ * producer.timeout_ms: 2 s, scaled for memcheck, whose 16 threads share
+ * one core, on a loaded machine that stalls a process for seconds), all
+ * 6400 are added, every callback runs once. */
 TEST_TIMEOUT(producer_sync_and_async_from_many_threads, 60) {
     emq_srv *s = emq_srv_start(NULL);
-    emq_conf_t *conf = shared_conf(emq_srv_url(s), "2000");
+    char timeout[24];
+    snprintf(timeout, sizeof timeout, "%d", emq_test_ms(2000));
+    emq_conf_t *conf = shared_conf(emq_srv_url(s), timeout);
     emq_producer_t *p = producer_of(conf);
     static reports r;
     static tag tags[MAX_ASYNC];

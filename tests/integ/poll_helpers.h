@@ -228,12 +228,31 @@ static inline int connections_named(const emq_srv *s, const char *name) {
 #define PEER_CLAIM_IDLE_MS 2000
 #define PEER_CLAIM_IDLE "2000"
 
+/* The same for tests that must outlast a loaded machine's stalls: a
+ * process or its server held off the CPU for 2-4 s now and then (load
+ * 15-30 on 2 cores). The owner refreshes an entry once it is a quarter
+ * of claim idle old, looking every eighth, so a stall past 5/8 of claim
+ * idle lets the peer take a live entry: 1.25 s at 2 s, 5 s at 8 s. A
+ * test using it holds entries longer than 8 s, so that an owner that did
+ * not refresh them loses them. */
+#define STALL_CLAIM_IDLE_MS 8000
+#define STALL_CLAIM_IDLE "8000"
+
+/* lease.ttl_ms of the same tests. A renewal is sent a third of it after
+ * the last one, and past 9/10 of it from the last one's send the consumer
+ * settles nothing (pull mode: EMQ_ELOST) until a renewal gets through: a
+ * stall past 0.57 of it does that, 5.7 s at 10 s (a server stalled that
+ * long also costs the connection's reconnect). A lease never renewed
+ * ends at 9 s. */
+#define STALL_LEASE_TTL "10000"
+
 /* XAUTOCLAIM every 100 ms, as a peer's claim beat would, of whatever has
- * been idle PEER_CLAIM_IDLE_MS in group g of emq:{jobs}, for consumer
- * "thief". */
+ * been idle PEER_CLAIM_IDLE_MS (or the idle of claimer_start_idle) in
+ * group g of emq:{jobs}, for consumer "thief". */
 typedef struct claimer {
     const emq_srv *s;
     pthread_t thread;
+    char idle[24]; /* XAUTOCLAIM's min-idle-time */
     atomic_int quit, beats, claimed;
 } claimer;
 
@@ -242,7 +261,7 @@ static inline void *claimer_main(void *arg) {
     emq_conn_t *adm = admin_connect(k->s);
     while (!atomic_load(&k->quit)) {
         emq_reply *r = CMD(adm, "XAUTOCLAIM", "emq:{jobs}", "g", "thief",
-                           PEER_CLAIM_IDLE, "0-0", "COUNT", "1000", "JUSTID");
+                           k->idle, "0-0", "COUNT", "1000", "JUSTID");
         if (emq_reply_kind(r) == EMQ_REPLY_ARRAY && emq_reply_len(r) >= 2)
             atomic_fetch_add(&k->claimed,
                              (int)emq_reply_len(emq_reply_at(r, 1)));
@@ -254,10 +273,17 @@ static inline void *claimer_main(void *arg) {
     return NULL;
 }
 
-static inline void claimer_start(claimer *k, const emq_srv *s) {
+/* Starts a claimer of what has been idle idle_ms. */
+static inline void claimer_start_idle(claimer *k, const emq_srv *s,
+                                      int idle_ms) {
     memset(k, 0, sizeof *k);
     k->s = s;
+    snprintf(k->idle, sizeof k->idle, "%d", idle_ms);
     ASSERT(pthread_create(&k->thread, NULL, claimer_main, k) == 0);
+}
+
+static inline void claimer_start(claimer *k, const emq_srv *s) {
+    claimer_start_idle(k, s, PEER_CLAIM_IDLE_MS);
 }
 
 static inline void claimer_stop(claimer *k) {

@@ -392,27 +392,38 @@ TEST_TIMEOUT(ahead_read_answered_busy_is_read_again, 90) {
     emq_srv_stop(s);
 }
 
-/* Reads ahead with handlers slower than claim idle and the lease: 400
- * entries waiting, 100 workers holding each for 3.2 s (claim.min_idle_ms
- * 2000, lease.ttl_ms 3000), reads of 50 going ahead into a queue of up to
- * 1000, while a peer claims everything idle 2 s every 100 ms. What
- * waits read ahead and what is in a handler's hands stays owned: the
- * peer takes nothing, and every entry is handled once. */
+/* Reads ahead with entries held longer than claim idle and the lease:
+ * 200 entries waiting, 100 workers holding each for 5.5 s
+ * (claim.min_idle_ms STALL_CLAIM_IDLE_MS, 8 s, and lease.ttl_ms
+ * STALL_LEASE_TTL, 10 s: a stall of 5 s loses neither), reads of 50 going
+ * ahead into a queue of up to 1000, while a peer claims everything idle
+ * 8 s every 100 ms. The second hundred waits and then is in a worker's
+ * hands for 11 s in all.
+ * What waits and what is in a handler's hands stays owned: the peer takes
+ * nothing, and every entry is handled once. The consumer's own claim
+ * beat is off (once a minute): it would take back what it failed to
+ * refresh (as its own again) before the peer did. */
 TEST_TIMEOUT(ahead_reads_with_slow_handlers_stay_owned, 90) {
     emq_conn_t *adm;
-    emq_srv *s = backlog(400, &adm);
+    emq_srv *s = backlog(200, &adm);
     static read_monitor mon;
     monitor_start(&mon, s);
     emq_conf_t *conf = ahead_conf(emq_srv_url(s));
-    conf_set(conf, "claim.min_idle_ms", PEER_CLAIM_IDLE);
-    conf_set(conf, "claim.interval_ms", "100");
-    conf_set(conf, "lease.ttl_ms", "3000");
+    conf_set(conf, "claim.min_idle_ms", STALL_CLAIM_IDLE);
+    conf_set(conf, "claim.interval_ms", "60000");
+    conf_set(conf, "lease.ttl_ms", STALL_LEASE_TTL);
     emq_consumer_t *c = poll_consumer(conf);
     static claimer peer;
-    claimer_start(&peer, s);
+    claimer_start_idle(&peer, s, STALL_CLAIM_IDLE_MS);
     static work_pool pool;
-    wp_start(&pool, c, 100, 3200);
-    all_handled_once(&pool, adm, 400, 40000);
+    wp_start(&pool, c, 100, 5500);
+    /* An entry the peer took fails here, not at the bound below. */
+    WAIT_UNTIL((recorded(&pool.r) >= 200 && pending_total(adm, PQ, "g") == 0) ||
+                   atomic_load(&peer.claimed) > 0 ||
+                   atomic_load(&pool.poller_ended),
+               40000, "every entry handled and acknowledged");
+    ASSERT_EQ_INT(atomic_load(&peer.claimed), 0);
+    all_handled_once(&pool, adm, 200, 40000);
     wp_stop(&pool);
     claimer_stop(&peer);
     monitor_stop(&mon);
@@ -424,7 +435,7 @@ TEST_TIMEOUT(ahead_reads_with_slow_handlers_stay_owned, 90) {
     ASSERT(atomic_load(&mon.ahead) > 0);
     ASSERT(atomic_load(&peer.beats) > 20);
     ASSERT_EQ_INT(atomic_load(&peer.claimed), 0);
-    ASSERT_EQ_INT((long long)recorded(&pool.r), 400);
+    ASSERT_EQ_INT((long long)recorded(&pool.r), 200);
     ASSERT_EQ_INT((long long)st.ownership_lost, 0);
     ASSERT(st.refreshed > 0);
     emq_error err;

@@ -11,6 +11,7 @@
 typedef struct batcher {
     recorder r;
     int sleep_ms;
+    int first_sleep_ms; /* the first call's, when set */
     atomic_int calls, biggest, in_call;
     emq_consumer_t *c;
     atomic_int stop_in_call; /* stop the consumer during the next call */
@@ -19,7 +20,7 @@ typedef struct batcher {
 static void batch_handle(void *opaque, const emq_entry *const *entries,
                          size_t n, emq_outcome *outcomes) {
     batcher *b = opaque;
-    atomic_fetch_add(&b->calls, 1);
+    int first = atomic_fetch_add(&b->calls, 1) == 0;
     atomic_store(&b->in_call, 1);
     if ((int)n > atomic_load(&b->biggest))
         atomic_store(&b->biggest, (int)n);
@@ -40,8 +41,9 @@ static void batch_handle(void *opaque, const emq_entry *const *entries,
     }
     if (atomic_exchange(&b->stop_in_call, 0))
         emq_consumer_stop(b->c);
-    if (b->sleep_ms)
-        usleep((useconds_t)b->sleep_ms * 1000);
+    int sleep_ms = first && b->first_sleep_ms ? b->first_sleep_ms : b->sleep_ms;
+    if (sleep_ms)
+        usleep((useconds_t)sleep_ms * 1000);
     atomic_store(&b->in_call, 0);
 }
 
@@ -53,30 +55,40 @@ static emq_conf_t *batch_conf(const char *url) {
     return conf;
 }
 
-/* 100 entries in batches of at most 20, each batch held 2.5 s (longer
- * than claim.min_idle_ms) while a peer claims every 100 ms: a verdict per
- * entry (ack, retry once, dead letter with its reason), nothing claimed,
- * nothing left pending. */
+/* 100 entries in batches of at most 20 while a peer claims every 100 ms
+ * what has been idle STALL_CLAIM_IDLE_MS (8 s): the first batch is held
+ * 10 s, longer than that, and the 80 read with it wait as long behind it;
+ * the later batches 300 ms each. A verdict per entry (ack, retry once,
+ * dead letter with its reason), nothing claimed, nothing left pending.
+ * The consumer's own claim beat is off (once a minute): it would take
+ * back what it failed to refresh (as its own again) before the peer did.
+ * The lease (STALL_LEASE_TTL) outlasts a stall of 5 s as claim idle
+ * does. */
 TEST_TIMEOUT(batch_verdict_per_entry_slow_batches, 120) {
     emq_srv *s = emq_srv_start(NULL);
     emq_conn_t *adm = admin_connect(s);
     CMD_NOERR(adm, "XGROUP", "CREATE", BQ, "g", "$", "MKSTREAM");
     produce_n(s, "jobs", "v", 100);
     emq_conf_t *conf = batch_conf(emq_srv_url(s));
-    conf_set(conf, "claim.min_idle_ms", PEER_CLAIM_IDLE);
+    conf_set(conf, "claim.min_idle_ms", STALL_CLAIM_IDLE);
+    conf_set(conf, "claim.interval_ms", "60000");
+    conf_set(conf, "lease.ttl_ms", STALL_LEASE_TTL);
     static batcher b;
     memset(&b, 0, sizeof b);
     recorder_init(&b.r);
-    b.sleep_ms = PEER_CLAIM_IDLE_MS * 5 / 4;
+    b.first_sleep_ms = STALL_CLAIM_IDLE_MS + 2000;
+    b.sleep_ms = 300;
     emq_consumer_t *c;
     emq_error err;
     ASSERT_OK(emq_consumer_new_batch(conf, batch_handle, &b, &c, &err), &err);
     b.c = c;
     static claimer peer;
-    claimer_start(&peer, s);
+    claimer_start_idle(&peer, s, STALL_CLAIM_IDLE_MS);
     runner_thread t;
     start_consumer(&t, c);
-    WAIT_UNTIL(recorded(&b.r) >= 110, 60000, "100 entries and 10 retries");
+    WAIT_UNTIL(recorded(&b.r) >= 110 || atomic_load(&peer.claimed) > 0, 60000,
+               "100 entries and 10 retries");
+    ASSERT_EQ_INT(atomic_load(&peer.claimed), 0);
     WAIT_UNTIL(pending_total(adm, BQ, "g") == 0, 5000, "all settled");
     claimer_stop(&peer);
     ASSERT_EQ_INT(atomic_load(&peer.claimed), 0);

@@ -44,9 +44,11 @@ static void make_group(emq_conn_t *adm) {
  * the peer's claim, which is the claim's contract, not a defect. At 8 s a
  * stall must pass 5 s to do that; an entry not refreshed at all is taken
  * at 8 s. OWN_LEASE_MS likewise: renewed every third of it, the lease
- * outlasts a stall of 5.3 s, and one never renewed ends at 8 s. */
+ * key outlasts a stall of 6.7 s (and the holder's local deadline, 9/10
+ * of it from a renewal's send, one of 5.7 s), and one never renewed ends
+ * at 10 s. */
 #define OWN_IDLE_MS 8000
-#define OWN_LEASE_MS 8000
+#define OWN_LEASE_MS 10000
 
 /* A batch of two whose first entry's handler runs 9 s, longer than
  * claim idle, and whose second waits behind it that long, while the other
@@ -338,8 +340,9 @@ static void long_handler_case(int handler_ms, int idle_ms, int lease_ms,
 }
 
 /* A handler of 12 s, past claim idle and the lease (OWN_IDLE_MS,
- * OWN_LEASE_MS: a stall of 5 s loses neither, one that did not refresh or
- * renew loses them at 8 s), and past the second process's try at 8.4 s. */
+ * OWN_LEASE_MS: a stall of 5 s loses neither, a holder that did not
+ * refresh or renew loses them at 8 s or 10 s), and past the second
+ * process's try at 10.4 s. */
 TEST_TIMEOUT(own_long_handler_keeps_entry_and_name, 60) {
     long_handler_case(OWN_IDLE_MS + 4000, OWN_IDLE_MS, OWN_LEASE_MS, 0);
 }

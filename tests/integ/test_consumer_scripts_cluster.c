@@ -7,11 +7,15 @@
  * until the slot is final, while XREADGROUP (one key) goes on. A consumer
  * whose handlers outlast claim.min_idle_ms keeps its entries only through
  * the refresh, so it must name the stream alone. Here a consumer holds
- * two entries in slow handlers (3 s each, claim.min_idle_ms 1.2 s) while
- * its queue's slot is MIGRATING for 4 s, then moved; a peer runs claim
- * beats every 100 ms all along. The peer takes nothing, every entry is
- * handled once, nothing is counted lost. In run mode, and in poll mode
- * (workers settling from their threads).
+ * two entries 9-10 s (claim.min_idle_ms STALL_CLAIM_IDLE_MS, 8 s)
+ * while its queue's slot is MIGRATING for 9 s, then moved; a peer runs
+ * claim beats every 100 ms all along. The peer takes nothing, every entry
+ * is handled once, nothing is counted lost. In run mode, and in poll mode
+ * (workers settling from their threads). Claim idle is 8 s, not 1.2 s,
+ * so that a stall of 5 s (a loaded machine holds a process or a node off
+ * the CPU for 2-4 s now and then) does not let the peer take a live
+ * entry; the migration outlasts it, so that a refresh refused throughout
+ * (TRYAGAIN) still loses the entries.
  *
  * The dead-letter move still names several keys (it must be one atomic
  * step): while the slot migrates it is answered TRYAGAIN, and the upkeep
@@ -37,6 +41,19 @@ static emq_conf_t *mig_conf(emq_cl *cl, int node, const char *name) {
     return conf;
 }
 
+/* mig_conf with the timings of the ownership cases: claim idle and lease
+ * that outlast a stall of 5 s (poll_helpers.h). */
+static emq_conf_t *owned_conf(emq_cl *cl, int node, const char *name) {
+    emq_conf_t *conf = mig_conf(cl, node, name);
+    conf_set(conf, "claim.min_idle_ms", STALL_CLAIM_IDLE);
+    conf_set(conf, "lease.ttl_ms", STALL_LEASE_TTL);
+    return conf;
+}
+
+/* How long the ownership cases keep the slot MIGRATING: past claim idle
+ * from the first refresh it holds up. */
+#define MIGRATING_MS (STALL_CLAIM_IDLE_MS + 1000)
+
 /* MIGRATING (and IMPORTING) for hold_ms, then the keys moved and the slot
  * made final. */
 static void slow_migration(emq_cl *cl, unsigned slot, int from, int to,
@@ -52,12 +69,14 @@ static int crashes_on_blocked_migrate(emq_cl *cl) {
     return !emq_srv_is_valkey(n0) && emq_srv_redis_at_least(n0, 7, 2);
 }
 
-/* Run mode: consumer a holds m0 and m1 (3 s handlers); peer b beats. */
+/* Run mode: consumer a holds m0 (in its handler) and m1 (waiting behind
+ * it) 9 s; peer b beats. */
 static void run_mode(emq_cl *cl, unsigned slot, int from, int to) {
     static slow ha, hb;
     slow_init(&ha);
     slow_init(&hb);
-    ha.sleep_ms = 3000;
+    snprintf(ha.sleep_prefix, sizeof ha.sleep_prefix, "m0");
+    ha.sleep_ms = MIGRATING_MS;
     /* Both entries there before a reads: one read takes both. */
     char out[256];
     ASSERT_EQ_INT(emq_srv_cmd(emq_cl_node(cl, from), out, sizeof out, "XGROUP",
@@ -66,11 +85,13 @@ static void run_mode(emq_cl *cl, unsigned slot, int from, int to) {
                   '+');
     produce_n(emq_cl_node(cl, from), "jobs", "m", 2);
     bg a, b;
-    emq_consumer_t *A = bg_start(&a, mig_conf(cl, from, "a"), slow_handle, &ha);
+    emq_consumer_t *A =
+        bg_start(&a, owned_conf(cl, from, "a"), slow_handle, &ha);
     WAIT_UNTIL(atomic_load(&ha.in_handler) == 1, 5000, "m0 in a's handler");
-    emq_consumer_t *B = bg_start(&b, mig_conf(cl, from, "b"), slow_handle, &hb);
+    emq_consumer_t *B =
+        bg_start(&b, owned_conf(cl, from, "b"), slow_handle, &hb);
     usleep(300 * 1000);
-    slow_migration(cl, slot, from, to, 4000);
+    slow_migration(cl, slot, from, to, MIGRATING_MS);
     WAIT_UNTIL(recorded(&ha.r) >= 2 || recorded(&hb.r) > 0, 15000,
                "m1 handled");
     WAIT_UNTIL(atomic_load(&ha.returned) >= 2 || recorded(&hb.r) > 0, 10000,
@@ -101,10 +122,10 @@ static void run_mode(emq_cl *cl, unsigned slot, int from, int to) {
     emq_consumer_destroy(B);
 }
 
-/* Poll mode: consumer c's workers hold p0 and p1 (3 s each); peer d
+/* Poll mode: consumer c's workers hold p0 and p1 (10 s each); peer d
  * beats. */
 static void poll_mode(emq_cl *cl, unsigned slot, int from, int to) {
-    emq_conf_t *conf = mig_conf(cl, from, "c");
+    emq_conf_t *conf = owned_conf(cl, from, "c");
     conf_set(conf, "max_in_flight", "2");
     emq_consumer_t *C;
     emq_error err;
@@ -113,14 +134,15 @@ static void poll_mode(emq_cl *cl, unsigned slot, int from, int to) {
     /* Both entries there before c reads (the caller made the group). */
     produce_n(emq_cl_node(cl, from), "jobs", "p", 2);
     static work_pool pool;
-    wp_start(&pool, C, 2, 3000);
+    wp_start(&pool, C, 2, MIGRATING_MS + 1000);
     WAIT_UNTIL(atomic_load(&pool.busy) == 2, 5000, "p0 and p1 in c's workers");
     static slow hd;
     slow_init(&hd);
     bg d;
-    emq_consumer_t *D = bg_start(&d, mig_conf(cl, from, "d"), slow_handle, &hd);
+    emq_consumer_t *D =
+        bg_start(&d, owned_conf(cl, from, "d"), slow_handle, &hd);
     usleep(300 * 1000);
-    slow_migration(cl, slot, from, to, 4000);
+    slow_migration(cl, slot, from, to, MIGRATING_MS);
     WAIT_UNTIL(atomic_load(&pool.busy) == 0, 10000, "c's workers to finish");
     emq_consumer_stats st;
     WAIT_UNTIL((emq_consumer_stats_get(C, &st), st.acked >= 2) ||

@@ -266,7 +266,9 @@ TEST(consumer_lease_of_other_host_taken_only_after_expiry) {
     emq_srv_stop(s);
 }
 
-/* Renews the planted lease every 200 ms until told to stop. */
+/* Renews the planted lease every 200 ms until told to stop, to 5 s: a
+ * stall of this process (or the server) shorter than that must not let it
+ * expire, or w1 would take the name and run on for good. */
 typedef struct renewer {
     emq_srv *s;
     atomic_int stop;
@@ -277,7 +279,7 @@ static void *renew_other_host(void *arg) {
     char out[64];
     while (!atomic_load(&rn->stop)) {
         emq_srv_cmd(rn->s, out, sizeof out, "PEXPIRE", "emq:{exp}:lease:g:w1",
-                    "1000", NULL);
+                    "5000", NULL);
         usleep(200 * 1000);
     }
     return NULL;
@@ -287,7 +289,7 @@ TEST(consumer_lease_of_live_other_host_refused_after_waiting) {
     emq_srv *s = emq_srv_start(NULL);
     char out[512];
     emq_srv_cmd(s, out, sizeof out, "SET", "emq:{exp}:lease:g:w1",
-                "otherhost:boot:1:1:1:abc", "PX", "1000", NULL);
+                "otherhost:boot:1:1:1:abc", "PX", "5000", NULL);
     static renewer rn;
     rn.s = s;
     atomic_store(&rn.stop, 0);

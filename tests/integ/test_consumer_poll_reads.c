@@ -226,13 +226,15 @@ TEST_TIMEOUT(poll_stop_ends_a_lent_read_at_once, 60) {
  * loaded machine only makes longer), and no poll may take half of that.
  * A poll that waits for the whole reply spans most of it (1,103 of
  * 1,203 ms with the defect put back); one that keeps its 50 ms would
- * need a stall of half a second to come near. */
+ * need a stall of half a second to come near. The pauses scale with the
+ * run, so that under memcheck the entries take 4.8 s to arrive: a stall
+ * of 1.5 s (the process stopped) failed a run with pauses of 100 ms. */
 TEST_TIMEOUT(poll_keeps_its_timeout_while_a_reply_trickles_in, 90) {
     emq_srv *s = emq_srv_start(NULL);
     emq_peer_opts po = {.mode = EMQ_PEER_PROXY,
                         .upstream_port = emq_srv_port(s)};
     emq_peer *proxy = emq_peer_start(&po);
-    emq_peer_pace(proxy, 100);
+    emq_peer_pace(proxy, emq_test_ms(100));
     emq_consumer_t *c = long_read_consumer(emq_peer_url(proxy), "new", "60000");
     emq_entry *got[64];
     size_t k = 0;

@@ -646,10 +646,14 @@ emq_status emq__ready_poll(emq__ready *r, emq_entry **out, size_t max,
      * counts the delivery. */
     size_t kept = 0;
     int waited = 0;
+    /* The owner of the entry before, kept here: that entry's handout may
+     * be gone with its chunk (emq__chunk_unref below). */
+    emq_consumer_t *prev_owner = NULL;
     for (size_t i = 0; i < *n; i++) {
         handout *h = (handout *)out[i];
-        if (i == 0 || h->owner != ((handout *)out[i - 1])->owner)
+        if (i == 0 || h->owner != prev_owner)
             waited = emq__upkeep_wait_unmarked(h->owner);
+        prev_owner = h->owner;
         /* The wait outlasted the lease (it gives up then, the mark maybe
          * still on the server): nothing goes out, as for a handout that
          * found the lease lapsed (take_locked). Handed out, the entry

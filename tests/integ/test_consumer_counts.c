@@ -237,14 +237,20 @@ TEST_TIMEOUT(counts_first_session_raises_entries_a_dead_holder_had, 30) {
     emq_srv_stop(s);
 }
 
-TEST_TIMEOUT(counts_lease_key_deleted_mid_batch_costs_nothing, 30) {
+TEST_TIMEOUT(counts_lease_key_deleted_mid_batch_costs_nothing, 40) {
     /* The lease key vanishes (an operator, eviction) while the first entry
      * of a batch of ten is in the handler: the upkeep's next renewal finds
      * it gone and takes it again with this process's token, so the lease
      * never lapses: nothing is handed back, and all ten are first
      * deliveries. (Before, the consumer fenced itself and handed the nine
      * back; before that, they came back as second deliveries no handler
-     * had seen.) */
+     * had seen.) The lease is 9 s, renewed every 3 s, and the handler
+     * (10 s) outlasts it, so a renewal that neither took the key again
+     * nor fenced would lapse it within the handler too; only a stall past
+     * 5.1 s (the local deadline, 9/10 of the lease from a renewal's send,
+     * less a third) lapses a renewed lease, which hands the nine back as
+     * well; with a lease of 1.5 s a stall of 850 ms did (a loaded machine
+     * holds a process off the CPU for 2-4 s now and then). */
     emq_srv *s = emq_srv_start(NULL);
     emq_conn_t *adm = admin_connect(s);
     CMD_NOERR(adm, "XGROUP", "CREATE", CQ, "g", "$", "MKSTREAM");
@@ -252,17 +258,17 @@ TEST_TIMEOUT(counts_lease_key_deleted_mid_batch_costs_nothing, 30) {
     static slow h;
     slow_init(&h);
     snprintf(h.sleep_prefix, sizeof h.sleep_prefix, "x0");
-    h.sleep_ms = 2000; /* longer than the lease */
+    h.sleep_ms = 10000; /* longer than the lease */
     emq_conf_t *conf = count_conf(emq_srv_url(s));
     conf_set(conf, "count", "10");
-    conf_set(conf, "lease.ttl_ms", "1500"); /* renewed every 500 ms */
+    conf_set(conf, "lease.ttl_ms", "9000"); /* renewed every 3 s */
     emq_conf_set_log(conf, quiet_log, NULL);
     bg t;
     emq_consumer_t *c = bg_start(&t, conf, slow_handle, &h);
     WAIT_UNTIL(atomic_load(&h.in_handler) == 1, 5000,
                "the slow first entry in the handler");
     ASSERT_EQ_INT(CMD_INT(adm, "DEL", "emq:{jobs}:lease:g:w"), 1);
-    WAIT_UNTIL(recorded(&h.r) >= 10 || atomic_load(&t.done), 10000,
+    WAIT_UNTIL(recorded(&h.r) >= 10 || atomic_load(&t.done), h.sleep_ms + 10000,
                "the nine handed back and handled");
     WAIT_UNTIL(pending_total(adm, CQ, "g") == 0 || atomic_load(&t.done), 3000,
                "all acknowledged");

@@ -10,8 +10,8 @@
  * kills a child that overruns its timeout.
  * Tests registered with TEST_SERIAL run afterwards, one at a time, with
  * nothing beside them. A child's output goes to a log of its own; results
- * print in the order of --list whatever order the tests end in, a failed
- * or skipped test's output just above its line. After the body returns,
+ * print in the order of --list whatever order the tests end in, each
+ * test's output just above its line. After the body returns,
  * the child fails the test if any library allocation is still live.
  * --no-fork runs tests one by one in-process, for valgrind; a failure then
  * ends the run. --repeat N runs each selected test N times (beside one
@@ -412,8 +412,10 @@ static void print_log(const run_state *r) {
 }
 
 static void print_result(const run_state *r) {
-    if (r->result != R_PASSED)
-        print_log(r);
+    /* Every test's output, as when tests ran one by one: passing tests
+     * print figures too (scripts/compat.sh reads the server
+     * capabilities a passing test prints). */
+    print_log(r);
     const char *label = r->result == R_PASSED    ? "ok  "
                         : r->result == R_SKIPPED ? "skip"
                                                  : "FAIL";

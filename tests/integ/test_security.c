@@ -1258,7 +1258,13 @@ TEST_TIMEOUT(security_least_privilege_limited_worker_applies_limits, 60) {
         fprintf(stderr, "%s", book->text);
     ASSERT_EQ_INT(l.calls, 9);
     ASSERT(l.last_ms - l.first_ms >= 900);
-    ASSERT_NOT_CONTAINS(book->text, "NOPERM");
+    /* No command of the worker refused, but the one the consumer lets go
+     * by design (a debug line, upkeep.c): publishing the in-hand times of
+     * entries held 100 ms or more to the group's inhand hash, which this
+     * role may not write; on a loaded machine a handler holds one that
+     * long. */
+    ASSERT_EQ_INT(book_count(book, "NOPERM"),
+                  book_count(book, "publishing in-hand times failed: NOPERM"));
     ASSERT_EQ_INT(book_count(book, "could not be read"), 0);
     char out[64];
     emq_srv_cmd(s, out, sizeof out, "XPENDING", "emq:{aclq}", "g", NULL);

@@ -820,10 +820,9 @@ TEST_TIMEOUT(own_edge_entry_dropped_before_handout_not_counted, 30) {
     emq_srv_stop(s);
 }
 
-/* A process with 1000 entries read ahead (one begun) is SIGKILLed once the
- * rest carry unseen marks; a peer's claim takes them all: only the begun
- * one is counted again (before, every claimed entry was). */
-TEST_TIMEOUT(own_edge_peer_claim_counts_only_the_begun_entry, 60) {
+/* A server whose 1000 entries a holder process read ahead, one of them
+ * begun and the rest marked unseen, when the holder was SIGKILLed. */
+static emq_srv *killed_holder_with_marks(emq_conn_t **adm_out) {
     emq_srv *s = emq_srv_start(NULL);
     emq_conn_t *adm = admin_connect(s);
     make_group(adm);
@@ -837,6 +836,16 @@ TEST_TIMEOUT(own_edge_peer_claim_counts_only_the_begun_entry, 60) {
                "unseen marks on the entries read ahead");
     ASSERT(kill(pid, SIGKILL) == 0);
     wait_child(pid, 5000);
+    *adm_out = adm;
+    return s;
+}
+
+/* A process with 1000 entries read ahead (one begun) is SIGKILLed once the
+ * rest carry unseen marks; a peer's claim takes them all: only the begun
+ * one is counted again (before, every claimed entry was). */
+TEST_TIMEOUT(own_edge_peer_claim_counts_only_the_begun_entry, 60) {
+    emq_conn_t *adm;
+    emq_srv *s = killed_holder_with_marks(&adm);
     static slow h;
     slow_init(&h);
     bg b;
@@ -1154,19 +1163,8 @@ static int all_idle(emq_conn_t *adm, const char *ms, size_t n) {
  * none (the begun entry came as delivery 1); it counts them now, all
  * but the marked ones. */
 static void claim_reply_lost(const char *broken, size_t len) {
-    emq_srv *s = emq_srv_start(NULL);
-    emq_conn_t *adm = admin_connect(s);
-    make_group(adm);
-    produce_n(s, "edge", "job", 1000);
-    char file[300];
-    snprintf(file, sizeof file, "%s/holders", emq_test_tmpdir());
-    pid_t pid = fork_holder(s, file);
-    WAIT_UNTIL(count_lines(file, NULL, NULL) >= 1, 30000,
-               "the holder to begin an entry");
-    WAIT_UNTIL(CMD_INT(adm, "SCARD", EQ ":unseen:g") >= 999, 20000,
-               "unseen marks on the entries read ahead");
-    ASSERT(kill(pid, SIGKILL) == 0);
-    wait_child(pid, 5000);
+    emq_conn_t *adm;
+    emq_srv *s = killed_holder_with_marks(&adm);
     /* So that the peer's first claim beat takes entries over. */
     WAIT_UNTIL(all_idle(adm, "1100", 1000), 10000,
                "the holder's entries idle past the peer's claim idle");

@@ -47,6 +47,15 @@ static inline void conf_set(emq_conf_t *conf, const char *name,
         FAIL("emq_conf_set(%s): %s", name, err.message);
 }
 
+/* Sets a time property to ms stretched by the run's time scale
+ * (emq_test_ms): for bounds a loaded machine must meet, such as how long
+ * a replica takes to confirm a write. */
+static inline void conf_set_ms(emq_conf_t *conf, const char *name, int ms) {
+    char value[24];
+    snprintf(value, sizeof value, "%d", emq_test_ms(ms));
+    conf_set(conf, name, value);
+}
+
 /* A conf for url with short timeouts suited to tests: 2 s, stretched by
  * the run's time scale (emq_test_ms: a reply under memcheck on a loaded
  * machine can take longer). Caller destroys. */

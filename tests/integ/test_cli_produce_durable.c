@@ -81,7 +81,12 @@ TEST_TIMEOUT(cli_produce_wait_replicas, 40) {
     size_t at = 0;
     for (int i = 0; i < 500; i++)
         at += (size_t)snprintf(lines + at, sizeof lines - at, "%d\n", i);
-    CLI_IN(&r, emq_srv_url(m), lines, "produce", "q", "--lines",
+    /* A loaded machine's replica may confirm 500 lines later than the
+     * default second: a scaled bound. */
+    char wait_ms[48];
+    snprintf(wait_ms, sizeof wait_ms, "producer.wait_timeout_ms=%d",
+             emq_test_ms(10000));
+    CLI_IN(&r, emq_srv_url(m), lines, "-X", wait_ms, "produce", "q", "--lines",
            "--wait-replicas", "1", "--print-ids");
     ASSERT_EXIT(&r, 0);
     ASSERT_EQ_INT(cli_lines(r.out), 500);

@@ -498,7 +498,7 @@ TEST_TIMEOUT(cluster_queue_killed_master_replica_promoted, 120) {
     emq_error err;
     emq_conf_t *pconf = node_conf(c, seed, "jobs");
     conf_set(pconf, "producer.wait_replicas", "1");
-    conf_set(pconf, "producer.wait_timeout_ms", "2000");
+    conf_set_ms(pconf, "producer.wait_timeout_ms", 10000);
     adder add;
     memset(&add, 0, sizeof add);
     ASSERT_OK(emq_producer_new(pconf, &add.p, &err), &err);

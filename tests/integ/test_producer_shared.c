@@ -471,7 +471,7 @@ TEST_TIMEOUT(producer_wait_replicas_confirmed_entries_survive_failover, 60) {
     conf_set(conf, "producer.wait_replicas", "1");
     /* Generous while the replica follows (a loaded machine), short once it
      * is cut off (every WAIT then runs out). */
-    conf_set(conf, "producer.wait_timeout_ms", "3000");
+    conf_set_ms(conf, "producer.wait_timeout_ms", 10000);
     emq_producer_t *p = producer_of(conf);
     emq_error err;
     /* Confirmed: single calls and a batch. */

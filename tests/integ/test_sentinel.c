@@ -225,7 +225,7 @@ TEST_TIMEOUT(sentinel_producer_and_consumer_follow_a_failover, 150) {
     emq_conn_destroy(conn);
 
     conf_set(conf, "producer.wait_replicas", "1");
-    conf_set(conf, "producer.wait_timeout_ms", "2000");
+    conf_set_ms(conf, "producer.wait_timeout_ms", 10000);
     conf_set(conf, "producer.timeout_ms", "5000");
     conf_set(conf, "group", "g");
     conf_set(conf, "consumer", "w1");
@@ -739,7 +739,7 @@ TEST_TIMEOUT(sentinel_every_consumer_mode_rides_two_failovers, 240) {
     ha_start(&h);
     emq_conf_t *conf = ha_conf(&h);
     conf_set(conf, "producer.wait_replicas", "1");
-    conf_set(conf, "producer.wait_timeout_ms", "2000");
+    conf_set_ms(conf, "producer.wait_timeout_ms", 10000);
     conf_set(conf, "producer.timeout_ms", "5000");
     conf_set(conf, "group", "g");
     conf_set(conf, "start", "head");

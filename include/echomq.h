@@ -856,7 +856,10 @@ typedef struct emq_outcome {
 } emq_outcome;
 
 /* Called with up to batch.max entries at once (a bulk insert, say), on
- * the thread of emq_consumer_run; writes one outcome per entry (each
+ * the thread of emq_consumer_run (an entry that may have been in the
+ * hands of a handler whose process died comes in a call of its own, so a
+ * job that kills the process takes no other with it again); writes one
+ * outcome per entry (each
  * starts as EMQ_ACK with no reason). The entries are owned and kept fresh
  * until the handler returns, however long it takes. A topic consumer's
  * batch may mix partitions (entry->stream names each one's). Entries a
@@ -882,13 +885,14 @@ EMQ_EXPORT emq_status emq_consumer_new_batch(const emq_conf_t *conf,
  * entries out at once (waiting to be handed out, or handed out and not
  * settled); at that limit nothing more is read until some are settled.
  *
- * Hands out up to max entries into entries[0..max), setting *n; waits up
- * to timeout_ms for the first (0: never waits; < 0: until one comes or
- * the consumer stops). Each entry is the caller's: valid, with every
- * pointer in it, until emq_entry_free, even after the consumer is gone;
- * it is kept owned (refreshed against claims by peers) until it is
- * settled with emq_consumer_ack, _retry or _dead, from any thread. An
- * entry that is never settled stays pending to this consumer name and is
+ * Hands out up to max entries into entries[0..max), setting *n (one
+ * alone when it may have been in the hands of a handler whose process
+ * died: docs/CONSUMER.md); waits up to timeout_ms for the first (0: never
+ * waits; < 0: until one comes or the consumer stops). Each entry is the
+ * caller's: valid, with every pointer in it, until emq_entry_free, even after
+ * the consumer is gone; it is kept owned (refreshed against claims by peers)
+ * until it is settled with emq_consumer_ack, _retry or _dead, from any thread.
+ * An entry that is never settled stays pending to this consumer name and is
  * delivered again at its next start. Any number of threads may poll at
  * once; no entry is handed out twice. A poll that finds nothing waiting
  * (with a timeout other than 0, on a consumer that is not a topic's) may

@@ -111,6 +111,7 @@ emq_status emq__batch_parse(batch *b, emq_reply *reply,
         item->deliveries = 0;
         item->held = 0;
         item->unseen = 0;
+        item->alone = 0;
     }
     b->n = n;
     return EMQ_OK;

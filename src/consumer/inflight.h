@@ -29,6 +29,9 @@ typedef struct batch_item {
     int unseen;              /* its unseen mark is on the server (a take
                                 found it there): to go before it is
                                 handed out */
+    int alone;               /* may have been in the hands of a handler
+                                whose process died: a poll hands it out
+                                by itself (recover.c, TAKE_SUSPECT) */
     size_t slot;             /* where add_batch put it (a hint) */
 } batch_item;
 

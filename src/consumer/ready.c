@@ -310,16 +310,24 @@ static size_t take_locked(emq__ready *r, emq_entry **out, size_t max) {
     handout *run[64];
     const batch_item *items[64];
     int began[64];
-    while (got < max && r->n > 0 && !atomic_load(&r->root->paused)) {
+    int alone = 0; /* an entry that goes out by itself ends the take */
+    while (!alone && got < max && r->n > 0 && !atomic_load(&r->root->paused)) {
         emq_consumer_t *c = r->ring[r->head]->owner;
         size_t k = 0;
         while (k < 64 && got + k < max && r->n > 0 &&
                r->ring[r->head]->owner == c) {
+            /* A suspect of a crash (batch_item.alone) goes out alone: the
+             * take ends before it, or right after it when it is first. */
+            alone = r->ring[r->head]->item.alone;
+            if (alone && got + k > 0)
+                break;
             run[k] = r->ring[r->head];
             items[k] = &run[k]->item;
             r->head = (r->head + 1) % r->cap;
             r->n--;
             k++;
+            if (alone)
+                break;
         }
         int valid = emq__lease_valid(c);
         /* Dropped for the lease, they stay in the table, refreshed, until

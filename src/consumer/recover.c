@@ -56,10 +56,12 @@
  * or after the lease lapsed, an own pending entry is raised once (its
  * last holder may have died in the handler)
  * unless it has an unseen mark (SMISMEMBER on the unseen set: the upkeep
- * marks entries read and waiting to be handed out, and a mark goes before
- * its entry is handed out, upkeep.c) or this process dropped it before its
- * handout. A batch cut short by a stop hands its entries back with the
- * raise undone (SETTLE_RELEASE, settle.c).
+ * marks entries read and waiting to be handed out, a take marks what it
+ * takes in the same script, and a mark goes before its entry is handed
+ * out, upkeep.c) or this process dropped it before its handout. What a
+ * take raised because it may have been in a dead process's handler goes
+ * out alone (TAKE_SUSPECT). A batch cut short by a stop hands its entries back
+ * with the raise undone (SETTLE_RELEASE, settle.c).
  *
  * Reads that fit: a reply larger than resp.max_reply_bytes breaks the
  * connection (the resp layer cannot keep it in step), and asking the same
@@ -128,22 +130,34 @@ static const char claim_script[] =
     " ARGV[4], 'COUNT', ARGV[5], 'JUSTID')\n"
     "return {r[1], r[2], r[3] or {}}\n";
 
-/* KEYS: stream. ARGV: group, me, then pairs of id and bump. Takes those
- * still pending to me (due retries, own pending entries at a session's
- * start, entries a claim beat took over), each counted when its bump is
- * 1. Returns {entries, counts}. */
+/* KEYS: stream. ARGV: group, me, the unseen set, max_deliveries, then
+ * triples of id, bump and mark. Takes those still pending to me (due
+ * retries, own pending entries at a session's start, entries a claim beat
+ * took over), each counted when its bump is 1, and adds those whose mark
+ * is 1 to the unseen set in the same step (marks go with the raise, so no
+ * crash falls between them), unless its count is past max_deliveries (it
+ * goes to the dead letters, never handed out, so nothing would remove the
+ * mark). The set is not declared: a migrating slot that has not
+ * got it answers the SADD with an error, which pcall turns into "not
+ * marked" while the take goes on. Returns {entries, counts, marked}. */
 static const char due_script[] = TAKE_FUNCTION
-    "local entries, counts = {}, {}\n"
-    "for i = 3, #ARGV - 1, 2 do\n"
+    "local entries, counts, marked = {}, {}, {}\n"
+    "for i = 5, #ARGV - 2, 3 do\n"
     "  local id = ARGV[i]\n"
     "  local p = redis.call('XPENDING', KEYS[1], ARGV[1], id, id, 1, ARGV[2])\n"
     "  if #p == 1 then\n"
     "    local e, n = take(id, tonumber(ARGV[i + 1]))\n"
+    "    local m = 0\n"
+    "    if e and ARGV[i + 2] == '1' and n <= tonumber(ARGV[4]) then\n"
+    "      local r = redis.pcall('SADD', ARGV[3], id)\n"
+    "      if type(r) == 'number' then m = 1 end\n"
+    "    end\n"
     "    entries[#entries + 1] = e or {id, false}\n"
     "    counts[#counts + 1] = n\n"
+    "    marked[#marked + 1] = m\n"
     "  end\n"
     "end\n"
-    "return {entries, counts}\n";
+    "return {entries, counts, marked}\n";
 
 /* KEYS: schedule. ARGV: ids. Returns the ms left of each one's retry
  * delay by the server's clock (the schedule is scored by it): 0 when it
@@ -182,6 +196,18 @@ static emq_status script_error(emq_consumer_t *c, emq_reply *reply,
 
 /* Most entries one take call delivers. */
 #define TAKE_PER_CALL 100
+
+/* How a take counts the entries it names. */
+enum take_count {
+    TAKE_UNCOUNTED, /* provably reached no handler since their last raise */
+    TAKE_COUNTED,   /* due retries: a handler answered; each is raised */
+    TAKE_SUSPECT    /* own pending entries in a first session, a dead
+                       peer's: any may have been in a handler's hands when
+                       its process died, so each is raised (unless marked
+                       unseen) and those raised go out alone (a batch
+                       handler gets each in a call of its own), so a job
+                       that kills its process takes no other with it */
+};
 
 /* Sets marked[i] to 1 when ids[i] has an unseen mark (upkeep.c: read
  * ahead and not handed out since), n <= TAKE_PER_CALL: SMISMEMBER on the
@@ -262,29 +288,50 @@ static emq_status oversize(emq_consumer_t *c, const emq_id *id,
 }
 
 /* Takes ids[0..n) (n <= TAKE_PER_CALL) that are still pending to this
- * consumer, counting a delivery each when bump is 1, and hands them out;
+ * consumer, counting a delivery each as count says, and hands them out;
  * deleted ones are acknowledged in the script and counted. One call. */
 static emq_status take_page(emq_consumer_t *c, const emq_id *ids, size_t n,
-                            int bump, const char *what, emq_error *err) {
-    unsigned char marked[TAKE_PER_CALL];
+                            enum take_count count, const char *what,
+                            emq_error *err) {
+    unsigned char marked[TAKE_PER_CALL], raised[TAKE_PER_CALL];
     /* Asked whatever bump is: a marked entry keeps its mark until it is
      * handed out, and the handout must know to remove it. */
     emq_status st = unseen_marks(c, ids, n, marked, err);
     if (st != EMQ_OK)
         return st;
-    const char *argv[6 + 2 * TAKE_PER_CALL] = {
-        "EVAL", due_script, "1", c->keys.stream, c->group, c->name};
+    /* Taken entries are marked unseen in the take (not those in hand):
+     * each one's count then includes a delivery no handler has had, and
+     * its handout removes the mark first (inflight.c, begin_locked). So a
+     * job that kills its process when handed out costs the entries taken
+     * with it nothing at the next start: marked, they are not counted
+     * again, and only the job itself is; a crash loop reaches
+     * max_deliveries on the job alone (before, every restart raised them
+     * all). Run mode hands a lone taken entry out at once on this thread,
+     * before anything else: it needs no mark. In pull mode it waits in
+     * the ready queue, maybe behind a job that kills the process. */
+    int mark_any = n >= 2 || c->ready != NULL;
+    char most[24];
+    snprintf(most, sizeof most, "%lld",
+             (long long)emq__cfg_max_deliveries(c->conf));
+    const char *argv[8 + 3 * TAKE_PER_CALL] = {
+        "EVAL",   due_script, "1",           c->keys.stream,
+        c->group, c->name,    c->unseen_key, most};
     for (size_t i = 0; i < n; i++) {
-        argv[6 + 2 * i] = ids[i].str;
+        argv[8 + 3 * i] = ids[i].str;
         /* Read ahead and never handed out since (marked on the server,
          * or dropped by this process before its handout): no handler had
          * it. */
         int dropped = emq__inflight_was_dropped(&c->table, &ids[i]);
-        argv[7 + 2 * i] = bump && !marked[i] && !dropped ? "1" : "0";
+        raised[i] = count != TAKE_UNCOUNTED && !marked[i] && !dropped;
+        argv[9 + 3 * i] = raised[i] ? "1" : "0";
+        argv[10 + 3 * i] = mark_any && !marked[i] &&
+                                   !emq__inflight_holds(&c->table, &ids[i])
+                               ? "1"
+                               : "0";
     }
     emq_reply *reply;
     st =
-        emq__session_call(&c->rx, 0, (int)(6 + 2 * n), argv, NULL, &reply, err);
+        emq__session_call(&c->rx, 0, (int)(8 + 3 * n), argv, NULL, &reply, err);
     if (st != EMQ_OK) {
         /* The script may have run and raised the counts, and its reply
          * (a reply over resp.max_reply_bytes, a cut connection) is lost:
@@ -297,11 +344,13 @@ static emq_status take_page(emq_consumer_t *c, const emq_id *ids, size_t n,
     if (emq_reply_kind(reply) == EMQ_REPLY_ERROR)
         return script_error(c, reply, what, err);
     const emq_reply *entries = emq_reply_at(reply, 0);
-    if (emq_reply_kind(reply) != EMQ_REPLY_ARRAY || emq_reply_len(reply) != 2 ||
-        emq_reply_kind(entries) != EMQ_REPLY_ARRAY) {
+    const emq_reply *now_marked = emq_reply_at(reply, 2);
+    if (emq_reply_kind(reply) != EMQ_REPLY_ARRAY || emq_reply_len(reply) != 3 ||
+        emq_reply_kind(entries) != EMQ_REPLY_ARRAY ||
+        emq_reply_len(now_marked) != emq_reply_len(entries)) {
         emq_reply_free(reply);
-        return emq__reply_bad_shape(err,
-                                    "taken entries are not [entries, counts]");
+        return emq__reply_bad_shape(
+            err, "taken entries are not [entries, counts, marks]");
     }
     if (emq_reply_len(entries) == 0) {
         emq_reply_free(reply);
@@ -312,10 +361,15 @@ static emq_status take_page(emq_consumer_t *c, const emq_id *ids, size_t n,
     emq__batch_init(&b);
     if ((st = emq__batch_parse(&b, reply, entries, err)) == EMQ_OK) {
         set_counts(&b, counts);
-        for (size_t k = 0; k < b.n; k++)
+        for (size_t k = 0; k < b.n; k++) {
             for (size_t i = 0; i < n; i++)
-                if (marked[i] && strcmp(b.items[k].id.str, ids[i].str) == 0)
-                    b.items[k].unseen = 1;
+                if (strcmp(b.items[k].id.str, ids[i].str) == 0) {
+                    b.items[k].unseen = marked[i];
+                    b.items[k].alone = count == TAKE_SUSPECT && raised[i];
+                }
+            if (emq_reply_integer(emq_reply_at(now_marked, k)) == 1)
+                b.items[k].unseen = 1;
+        }
         b.taken_ms = emq__session_reply_began_ms(&c->rx);
         /* A limited group's rate counts what goes out again, too. */
         if (atomic_load(&c->limited)) {
@@ -373,13 +427,14 @@ static emq_status retry_waits(emq_consumer_t *c, const emq_id *ids, size_t n,
  * over the limit still ends the call with its status: the connection is
  * gone, and the rest stays pending for recover self. */
 static emq_status take_ids(emq_consumer_t *c, const emq_id *ids, size_t n,
-                           int bump, const char *what, emq_error *err) {
+                           enum take_count count, const char *what,
+                           emq_error *err) {
     emq_status st = EMQ_OK;
     for (size_t at = 0; at < n && st == EMQ_OK;) {
         if (emq__consumer_stopping(c))
             break; /* the rest stays pending: recover self */
         size_t k = emq__fit(c, n - at);
-        st = take_page(c, ids + at, k, bump, what, err);
+        st = take_page(c, ids + at, k, count, what, err);
         if (st != EMQ_OK && emq__fit_failed(c, st, k, what) && k == 1) {
             emq_error oerr;
             emq_status ost = oversize(c, &ids[at], &oerr);
@@ -504,7 +559,8 @@ emq_status emq__recover_self(emq_consumer_t *c, emq_error *err) {
                           "(%zu taken again)",
                           n, ntake);
         if (st == EMQ_OK && ntake > 0)
-            st = take_ids(c, take, ntake, !uncounted,
+            st = take_ids(c, take, ntake,
+                          uncounted ? TAKE_UNCOUNTED : TAKE_SUSPECT,
                           "reading own pending entries", err);
         if (st == EMQ_OK && n < (size_t)page) {
             /* Through the whole list: what this process dropped and did
@@ -572,7 +628,7 @@ static emq_status take_claimed(emq_consumer_t *c, const emq_id *ids, size_t n,
         now[nnow++] = ids[i];
     }
     if (st == EMQ_OK && nnow > 0)
-        st = take_ids(c, now, nnow, 1, "a claim beat", err);
+        st = take_ids(c, now, nnow, TAKE_SUSPECT, "a claim beat", err);
     return st;
 }
 
@@ -723,7 +779,8 @@ emq_status emq__recover_due(emq_consumer_t *c, emq_error *err) {
              * reply and enters the table again with its new count. */
             for (size_t i = 0; i < n; i++)
                 emq__inflight_forget(&c->table, &ids[i]);
-            st = take_ids(c, ids, n, !uncounted, "delivering due retries", err);
+            st = take_ids(c, ids, n, uncounted ? TAKE_UNCOUNTED : TAKE_COUNTED,
+                          "delivering due retries", err);
         }
     }
     return st;

@@ -50,15 +50,15 @@ static void lost_take(int push_due_ms) {
     emq_srv *s = emq_srv_start(NULL);
     emq_conn_t *adm = admin_connect(s);
     CMD_NOERR(adm, "XGROUP", "CREATE", CQ, "g", "$", "MKSTREAM");
-    /* The first take that raises the count (the script on the stream
-     * alone whose ARGV start with group and consumer, then the bump flag
-     * 1; the claim script has the min idle time there, 60000; the
-     * own-pending list is a plain XPENDING)
+    /* The first take (the script on the stream alone whose ARGV start
+     * with group, consumer and the unseen set; the claim script has the
+     * min idle time there, 60000; the own-pending list is a plain
+     * XPENDING)
      * runs in the server, and its reply is replaced by a broken one: the
      * consumer reconnects without knowing what it took. The refresh would
      * match too, but its first one is due only after 15 s. */
     static const char broken[] = "*2\r\n:5\r\n*0\r\n";
-    emq_icept_rule rule = {"EVAL", 0, broken, 0, 1, "{jobs} g w 1"};
+    emq_icept_rule rule = {"EVAL", 0, broken, 0, 1, "g w emq:{jobs}:unseen:g"};
     emq_icept *p = emq_icept_start(emq_srv_port(s), &rule, 1);
     static slow h;
     slow_init(&h);

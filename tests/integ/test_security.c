@@ -244,7 +244,7 @@ TEST(security_tls_consumer_refuses_hostname_mismatch) {
 #define ACL_COMMANDS                                                           \
     "+xgroup|create +xreadgroup +xack +xpending +xautoclaim +xclaim +xrange "  \
     "+eval +get +set +pexpire +pttl +del +hset +hget +hdel +xadd +zadd "       \
-    "+zrem +zscore +time +client|setname"
+    "+zrem +zscore +sadd +srem +smismember +time +client|setname"
 #define ACL_KEYS "~emq:{aclq} ~emq:{aclq}:*"
 
 /* Starts a server with user "worker" (password SECRET) holding the
@@ -412,6 +412,7 @@ TEST_TIMEOUT(security_acl_consumer_line_runs_a_full_cycle, 40) {
     "(~emq:{aclq}:lease:* +get +set +pexpire +pttl +del) "                     \
     "(~emq:{aclq}:reasons:* +hset +hget +hdel) "                               \
     "(~emq:{aclq}:retry:* +zadd +zrem +zscore) "                               \
+    "(~emq:{aclq}:unseen:* +sadd +srem +smismember) "                          \
     "(~emq:{aclq}:dead +xadd)\n"
 #define PRODUCER_LINE                                                          \
     "user producer on >" SECRET " resetkeys resetchannels -@all "              \

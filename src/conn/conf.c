@@ -310,9 +310,10 @@ static const prop props[] = {
      "value wins; docs/QUEUES.md).",
      P_INT, F(rate_limit), 0, 100000000, NULL, NULL, NULL, "consumer"},
     {"group.max_in_flight", "0",
-     "Most entries the whole group holds delivered and not settled (its "
-     "pending list); new reads wait below it; 0: no limit. Recorded in the "
-     "server like rate.limit.",
+     "Most entries the whole group holds in hand: delivered and not "
+     "settled (its pending list), less a dead consumer's (lease gone) and "
+     "retries waiting their backoff; new reads wait below it; 0: no limit. "
+     "Recorded in the server like rate.limit.",
      P_INT, F(group_max_in_flight), 0, 100000000, NULL, NULL, NULL, "consumer"},
     {"claim.count", "100",
      "Most entries one XAUTOCLAIM call takes over (it examines up to 10x "

@@ -78,16 +78,17 @@ static emq_status check_timing(const emq_conf_t *conf, emq_error *err) {
  * marks, the group's in-hand times, the queue's delayed entries. */
 static emq_status make_keys(emq_consumer_t *c, emq_error *err) {
     c->lease_key = emq__keys_of_group(&c->keys, "lease", c->group, c->name);
+    c->lease_prefix = emq__keys_of_group(&c->keys, "lease", c->group, "");
     c->reasons_key = emq__keys_of_group(&c->keys, "reasons", c->group, NULL);
     c->retry_key = emq__keys_of_group(&c->keys, "retry", c->group, NULL);
     c->unseen_key = emq__keys_of_group(&c->keys, "unseen", c->group, NULL);
     c->inhand_key = emq__keys_of_group(&c->keys, "inhand", c->group, NULL);
     c->limits_key = emq__keys_of_group(&c->keys, "limits", c->group, NULL);
     c->rate_log_key = emq__keys_of_group(&c->keys, "ratelog", c->group, NULL);
-    if (c->lease_key == NULL || c->reasons_key == NULL ||
-        c->retry_key == NULL || c->unseen_key == NULL ||
-        c->inhand_key == NULL || c->limits_key == NULL ||
-        c->rate_log_key == NULL)
+    if (c->lease_key == NULL || c->lease_prefix == NULL ||
+        c->reasons_key == NULL || c->retry_key == NULL ||
+        c->unseen_key == NULL || c->inhand_key == NULL ||
+        c->limits_key == NULL || c->rate_log_key == NULL)
         return emq__oom(err);
     return emq__delayed_keys_make(&c->keys, &c->delayed, err);
 }
@@ -165,6 +166,7 @@ void emq__consumer_free(emq_consumer_t *c) {
     emq__inflight_destroy(&c->table);
     emq__keys_free(&c->keys);
     emq__free(c->lease_key);
+    emq__free(c->lease_prefix);
     emq__free(c->reasons_key);
     emq__free(c->retry_key);
     emq__free(c->unseen_key);
@@ -678,6 +680,12 @@ static void read_plan(emq_consumer_t *c, size_t room, size_t *want,
     if (until < *wait)
         *wait = until < 1 ? 1 : until;
     size_t count = (size_t)emq__cfg_count(c->conf);
+    /* A queue with priorities: read no further ahead than a run-mode
+     * handler takes at once (one entry), so an urgent entry produced
+     * meanwhile waits behind at most what is in hand. Pull and batch
+     * modes read what max_in_flight leaves room for (room). */
+    if (atomic_load(&c->prioritized) && c->ready == NULL)
+        count = 1;
     *want = emq__fit(c, count < room ? count : room);
 }
 

@@ -117,6 +117,9 @@ struct emq_consumer {
     const char *name;          /* consumer name, borrowed from conf */
     char start_id[EMQ_ID_MAX]; /* "$", "0" or the declared ID */
     char *lease_key;
+    char *lease_prefix; /* the group's lease keys without the name: a
+                           consumer of the group is alive while prefix +
+                           its name exists (grant.c) */
     char *reasons_key;
     char *retry_key;    /* the retry schedule (sorted set) */
     char *unseen_key;   /* entries read and not handed out (a set; upkeep.c

@@ -9,9 +9,13 @@
  * others are, the server's win and the consumer says so once.
  *
  * A limited consumer reads new entries through one script (scripts may
- * not block, so it reads without BLOCK): in-flight is the group's pending
- * count (XPENDING's summary: delivered and not settled, whoever holds
- * them), the rate a log of the last second's deliveries (a sorted set by
+ * not block, so it reads without BLOCK): in-flight is the work in hand,
+ * the group's pending entries (XPENDING's summary: delivered and not
+ * settled) less those held by a consumer whose lease is gone (it is dead:
+ * nobody works on them until a peer claims them) and less those waiting
+ * out a retry's backoff (the retry schedule's entries due later), so
+ * neither a dead worker nor a backlog of retries holds the group's slots;
+ * the rate a log of the last second's deliveries (a sorted set by
  * the server's clock, so no one-second window ever holds more than the
  * rate); it reads min(wanted, room under each limit) with XREADGROUP and
  * logs them. With nothing granted the caller sleeps as the reply says;
@@ -32,10 +36,18 @@
 #define EMQ_RATE_WINDOW_TEXT "1050"
 
 /* KEYS: stream, limits hash, rate log, held, entries, levels, counts,
- * bell, priority record. ARGV: group, consumer, want, "1" when the queue
- * has priorities (else the held keys are not touched). Returns {granted,
- * wait_ms, XREADGROUP reply or nil, the stream's last ID or "", the
- * bell's last ID or ""}. */
+ * bell, priority record, retry schedule. ARGV: group, consumer, want, "1"
+ * when the queue has priorities (else the held keys are not touched), the
+ * group's lease key prefix. Returns {granted, wait_ms, XREADGROUP reply
+ * or nil, the stream's last ID or "", the bell's last ID or ""}.
+ *
+ * A lease key is looked at undeclared, with pcall: a consumer whose key
+ * cannot be read (a migrating slot that has not got it, an ACL without
+ * EXISTS) counts as alive; a schedule that cannot be counted (an ACL
+ * without ZCOUNT) holds no retries, as before.
+ * Retries of a dead consumer waiting their backoff are subtracted twice
+ * until a peer claims them (then they count once): in-hand is never taken
+ * below 0, and may read low by those for claim.min_idle_ms. */
 static const char grant_script[] =
     "if redis.replicate_commands then pcall(redis.replicate_commands) end\n"
     "local k = {stream = KEYS[1], held = KEYS[4], entries = KEYS[5],\n"
@@ -46,15 +58,26 @@ static const char grant_script[] =
     "local maxf = tonumber(lim[2] or '0') or 0\n"
     "local grant = tonumber(ARGV[3])\n"
     "local wait = 0\n"
+    "local t = redis.call('TIME')\n"
+    "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
     "if maxf > 0 then\n"
-    "  local held = tonumber(redis.call('XPENDING', KEYS[1], ARGV[1])[1])\n"
+    "  local held = 0\n"
+    "  local by = redis.call('XPENDING', KEYS[1], ARGV[1])[4]\n"
+    "  if type(by) == 'table' then\n"
+    "    for _, pc in ipairs(by) do\n"
+    "      local alive = redis.pcall('EXISTS', ARGV[5] .. pc[1])\n"
+    "      if type(alive) ~= 'number' or alive == 1 then\n"
+    "        held = held + tonumber(pc[2])\n"
+    "      end\n"
+    "    end\n"
+    "  end\n"
+    "  local waiting = redis.pcall('ZCOUNT', KEYS[10], '(' .. now, '+inf')\n"
+    "  if type(waiting) == 'number' then held = held - waiting end\n"
+    "  if held < 0 then held = 0 end\n"
     "  if maxf - held < grant then grant = maxf - held end\n"
     "  if grant <= 0 then wait = -1 end\n"
     "end\n"
-    "local now = 0\n"
     "if rate > 0 then\n"
-    "  local t = redis.call('TIME')\n"
-    "  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
     "  redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now - " EMQ_RATE_WINDOW_TEXT
     ")\n"
     "  local left = rate - redis.call('ZCARD', KEYS[3])\n"
@@ -157,7 +180,7 @@ void emq__grant_read_argv(const emq_consumer_t *c, const char *want_text,
                           const char *argv[EMQ_GRANT_ARGC]) {
     argv[0] = "EVAL";
     argv[1] = grant_script;
-    argv[2] = "9";
+    argv[2] = "10";
     argv[3] = c->keys.stream;
     argv[4] = c->limits_key;
     argv[5] = c->rate_log_key;
@@ -167,10 +190,12 @@ void emq__grant_read_argv(const emq_consumer_t *c, const char *want_text,
     argv[9] = c->delayed.counts;
     argv[10] = c->delayed.bell;
     argv[11] = c->delayed.prio;
-    argv[12] = c->group;
-    argv[13] = c->name;
-    argv[14] = want_text;
-    argv[15] = atomic_load(&c->prioritized) ? "1" : "0";
+    argv[12] = c->retry_key;
+    argv[13] = c->group;
+    argv[14] = c->name;
+    argv[15] = want_text;
+    argv[16] = atomic_load(&c->prioritized) ? "1" : "0";
+    argv[17] = c->lease_prefix;
 }
 
 emq_status emq__grant_reply(const emq_reply *reply, emq__grant *g,

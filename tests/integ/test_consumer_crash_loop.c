@@ -128,8 +128,8 @@ static void crash_child(const emq_srv *s, enum crash_mode mode,
     emq_error err;
     emq_status st;
     if (mode == MODE_BATCH)
-        st = emq_consumer_new_batch(conf, crash_on_poison_batch, NULL, &c,
-                                    &err);
+        st =
+            emq_consumer_new_batch(conf, crash_on_poison_batch, NULL, &c, &err);
     else
         st = emq_consumer_new(conf, mode == MODE_RUN ? crash_on_poison : NULL,
                               NULL, &c, &err);

@@ -14,8 +14,22 @@
 #include "integ/cli_helpers.h"
 #include "integ/tally_helpers.h"
 
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+
+/* The handler of a worker that dies holding its entries. */
+static emq_verdict die_in_handler(void *opaque, const emq_entry *e,
+                                  char *reason, size_t size) {
+    (void)opaque;
+    (void)e;
+    (void)reason;
+    (void)size;
+    raise(SIGKILL);
+    return EMQ_ACK;
+}
 
 /* A pull-mode consumer that takes entries and never settles them. */
 typedef struct taker {
@@ -467,5 +481,118 @@ TEST_TIMEOUT(limits_set_on_a_running_group_apply_without_a_restart, 40) {
     fprintf(stderr, "    25 entries over %lld ms at rate 10\n",
             (long long)(x.last_ms - x.first_ms));
     ASSERT(x.last_ms - x.first_ms >= 2000);
+    emq_srv_stop(s);
+}
+
+/* ---- in-flight counts work in hand ------------------------------------- */
+
+/* Entries "r..." ask for a retry at their first delivery; the others are
+ * acknowledged and counted. */
+typedef struct in_hand {
+    atomic_int healthy, retried;
+} in_hand;
+
+static emq_verdict retry_r_once(void *opaque, const emq_entry *e, char *reason,
+                                size_t size) {
+    in_hand *h = opaque;
+    if (e->fields[0].value_len > 0 && e->fields[0].value[0] == 'r') {
+        if (e->deliveries == 1) {
+            snprintf(reason, size, "later");
+            atomic_fetch_add(&h->retried, 1);
+            return EMQ_RETRY;
+        }
+        return EMQ_ACK;
+    }
+    atomic_fetch_add(&h->healthy, 1);
+    return EMQ_ACK;
+}
+
+/* group.max_in_flight 4, four jobs waiting out a long retry backoff, 40
+ * healthy jobs behind them: the waiting retries hold no slot, so the 40
+ * are handled long before the retries are due. Before, the four pending
+ * retries held all four slots and the 40 waited out the backoff. */
+TEST_TIMEOUT(limits_retries_waiting_their_backoff_hold_no_slot, 60) {
+    emq_srv *s = emq_srv_start(NULL);
+    produce_n(s, "wb", "r", 4);
+    produce_n(s, "wb", "h", 40);
+    emq_conf_t *conf = consumer_conf(s, "wb", "g", "c1", "head");
+    conf_set(conf, "group.max_in_flight", "4");
+    conf_set_ms(conf, "retry.backoff_ms", 60000);
+    conf_set_ms(conf, "retry.backoff_max_ms", 60000);
+    static in_hand h;
+    atomic_store(&h.healthy, 0);
+    atomic_store(&h.retried, 0);
+    emq_consumer_t *c = consumer_ok(conf, retry_r_once, &h);
+    runner_thread t;
+    start_consumer(&t, c);
+    int64_t end = now_ms() + emq_test_ms(15000);
+    while (atomic_load(&h.healthy) < 40 && now_ms() < end)
+        usleep(10000);
+    fprintf(stderr, "    %d of 40 handled while 4 retries wait\n",
+            atomic_load(&h.healthy));
+    ASSERT_EQ_INT(atomic_load(&h.retried), 4);
+    ASSERT_EQ_INT(atomic_load(&h.healthy), 40);
+    emq_consumer_stop(c);
+    ASSERT_EQ_INT(join_consumer(&t), EMQ_OK);
+    emq_consumer_destroy(c);
+    emq_conf_destroy(conf);
+    emq_srv_stop(s);
+}
+
+/* A worker with group.max_in_flight 4 takes four entries and is
+ * SIGKILLed in its handler: once its lease is gone (lease.ttl_ms 1500)
+ * its four pending entries hold no slot, and a replacement under another
+ * name handles 40 new entries at once, long before claim.min_idle_ms (60
+ * s) hands the dead worker's four to anyone. Before, the group ran at 0
+ * of 4 until the claim. */
+TEST_TIMEOUT(limits_a_dead_workers_entries_hold_no_slot, 60) {
+    emq_srv *s = emq_srv_start(NULL);
+    produce_n(s, "dw", "d", 4);
+    emq_conf_t *conf = consumer_conf(s, "dw", "g", "dead", "head");
+    conf_set(conf, "group.max_in_flight", "4");
+    conf_set(conf, "lease.ttl_ms", "1500");
+    conf_set(conf, "claim.min_idle_ms", "60000");
+    fflush(NULL);
+    pid_t pid = fork();
+    ASSERT(pid >= 0);
+    if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        emq_consumer_t *c;
+        emq_error err;
+        if (emq_consumer_new(conf, die_in_handler, NULL, &c, &err) != EMQ_OK)
+            _exit(3);
+        emq_consumer_run(c, &err);
+        _exit(4);
+    }
+    int status = 0;
+    int64_t end = now_ms() + emq_test_ms(10000);
+    while (waitpid(pid, &status, WNOHANG) == 0 && now_ms() < end)
+        usleep(10000);
+    if (!(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL)) {
+        kill(pid, SIGKILL);
+        waitpid(pid, NULL, 0);
+        FAIL("the first worker did not die in its handler (status %d)", status);
+    }
+    ASSERT_EQ_INT(pending_count(s, "emq:{dw}", "g"), 4);
+    produce_n(s, "dw", "h", 40);
+    conf_set(conf, "consumer", "replacement");
+    static in_hand h;
+    atomic_store(&h.healthy, 0);
+    emq_consumer_t *c = consumer_ok(conf, retry_r_once, &h);
+    runner_thread t;
+    start_consumer(&t, c);
+    int64_t began = now_ms();
+    end = began + emq_test_ms(20000);
+    while (atomic_load(&h.healthy) < 40 && now_ms() < end)
+        usleep(10000);
+    fprintf(stderr,
+            "    the replacement handled %d of 40 in %lld ms, the dead "
+            "worker's 4 still pending to it\n",
+            atomic_load(&h.healthy), (long long)(now_ms() - began));
+    ASSERT_EQ_INT(atomic_load(&h.healthy), 40);
+    emq_consumer_stop(c);
+    ASSERT_EQ_INT(join_consumer(&t), EMQ_OK);
+    emq_consumer_destroy(c);
+    emq_conf_destroy(conf);
     emq_srv_stop(s);
 }

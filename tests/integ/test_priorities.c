@@ -535,3 +535,67 @@ TEST_TIMEOUT(priorities_and_group_limits_read_together, 40) {
     ASSERT(took >= 1000);
     emq_srv_stop(s);
 }
+
+/* Records each value; at the fifth call it produces one urgent entry
+ * (level 0) and notes where the hand-outs stood. */
+typedef struct urgent_late {
+    pthread_mutex_t mu;
+    emq_producer_t *p;
+    size_t n, produced_at, urgent_at;
+} urgent_late;
+
+static emq_verdict note_urgent(void *opaque, const emq_entry *e, char *reason,
+                               size_t size) {
+    (void)reason;
+    (void)size;
+    urgent_late *u = opaque;
+    pthread_mutex_lock(&u->mu);
+    size_t n = ++u->n;
+    if (e->fields[0].value_len > 0 && e->fields[0].value[0] == '0')
+        u->urgent_at = n;
+    pthread_mutex_unlock(&u->mu);
+    if (n == 5) {
+        produce_prio(u->p, 0, 0, NULL);
+        pthread_mutex_lock(&u->mu);
+        u->produced_at = n;
+        pthread_mutex_unlock(&u->mu);
+    }
+    return EMQ_ACK;
+}
+
+/* Run mode reads no further ahead than its handler takes at once when the
+ * queue has priorities: an urgent entry produced while 55 others wait is
+ * the next handed out but one (the read in flight). Before, the first read
+ * (count 100) took all 60 and the urgent one was handled last. */
+TEST_TIMEOUT(priorities_run_mode_reads_no_further_ahead_than_it_handles, 30) {
+    emq_srv *s = emq_srv_start(NULL);
+    emq_producer_t *p = producer_for(s, "late");
+    for (int i = 0; i < 60; i++)
+        produce_prio(p, 5, i, NULL);
+    emq_conf_t *conf = consumer_conf(s, "late", "g", "c1", "head");
+    static urgent_late u = {.mu = PTHREAD_MUTEX_INITIALIZER};
+    u.p = p;
+    emq_consumer_t *c = consumer_ok(conf, note_urgent, &u);
+    emq_conf_destroy(conf);
+    runner_thread t;
+    start_consumer(&t, c);
+    int64_t end = now_ms() + emq_test_ms(20000);
+    for (;;) {
+        pthread_mutex_lock(&u.mu);
+        size_t n = u.n;
+        pthread_mutex_unlock(&u.mu);
+        if (n >= 61 || now_ms() > end)
+            break;
+        usleep(10000);
+    }
+    emq_consumer_stop(c);
+    ASSERT_OK(join_consumer(&t), &t.err);
+    emq_consumer_destroy(c);
+    emq_producer_destroy(p);
+    fprintf(stderr, "    produced after hand-out %zu, handed out %zu-th\n",
+            u.produced_at, u.urgent_at);
+    ASSERT_EQ_SIZE(u.n, 61);
+    ASSERT_EQ_SIZE(u.produced_at, 5);
+    ASSERT(u.urgent_at >= 6 && u.urgent_at <= 7);
+    emq_srv_stop(s);
+}

@@ -1183,7 +1183,8 @@ TEST_TIMEOUT(security_least_privilege_scheduling_roles, 60) {
     "(~emq:{aclq}:retry:* +zadd +zrem +zscore) "                               \
     "(~emq:{aclq}:dead +xadd) "                                                \
     "(~emq:{aclq}:limits:* +hmget +hget +hsetnx) "                             \
-    "(~emq:{aclq}:ratelog:* +zremrangebyscore +zcard +zrange +zadd +pexpire)\n"
+    "(~emq:{aclq}:ratelog:* +zremrangebyscore +zcard +zrange +zadd +pexpire) " \
+    "(~emq:{aclq}:lease:* +exists) (~emq:{aclq}:retry:* +zcount)\n"
 
 /* Asks for one more delivery of each entry's first one; times every
  * call. */

@@ -285,7 +285,8 @@ stage_chaos() {
     mkdir -p "$build/chaos"
     echo "\$ chaos --seed $seed --jobs 20000 --seconds 75 ... ${tolerate[*]}"
     "$build/gcc/chaos" --seed "$seed" --jobs 20000 --workers 4 \
-        --pidns-workers 1 --seconds 75 --poison 8 --max-deliveries 5 \
+        --pidns-workers 1 --seconds 75 --poison 8 --crash-jobs 2 \
+        --max-deliveries 5 \
         --claim-idle 2000 --lease-ttl 5000 --handler-short-ms 4 \
         --handler-long-permille 2 --retry-permille 20 --retry-backoff 200 \
         --kills 4 --stops 2 --restarts 2 --drops 3 --stalls 2 --halfopens 2 \

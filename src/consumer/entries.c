@@ -384,7 +384,10 @@ emq_status emq__batch_dispatch(emq_consumer_t *c, batch *b, emq_error *err) {
                                 &began_ms, err);
         have = 0;
         if (st == EMQ_OK && go == 1) {
-            int waited = emq__upkeep_wait_unmarked(c); /* marks go first */
+            /* A suspect of a crash goes out once what the handler settled
+             * before it is written: it takes no acknowledgement with it. */
+            int waited = item->alone ? emq__upkeep_wait_settled(c) : 0;
+            waited |= emq__upkeep_wait_unmarked(c); /* marks go first */
             /* Looked at again last thing: a pause (SIGSTOP) or the mark's
              * wait may have outlasted the lease since the begin, and a
              * peer may hold the entry by now. It goes back (released).

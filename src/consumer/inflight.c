@@ -62,6 +62,7 @@ void emq__inflight_destroy(emq__inflight *t) {
     emq__free(t->unmark);
     emq__free(t->unpublish);
     emq__free(t->dropped);
+    emq__free(t->let_go);
     pthread_mutex_destroy(&t->mu);
     pthread_cond_destroy(&t->wake);
     pthread_cond_destroy(&t->unmarked);
@@ -158,6 +159,8 @@ static void remove_at(emq__inflight *t, if_entry *e) {
     size_t hole = (size_t)(e - t->slots);
     if (e->state == IF_RETRY_WAIT)
         t->nwait--;
+    if (e->state == IF_SETTLING)
+        t->nsettling--;
     if (e->state == IF_HANDLING)
         atomic_fetch_sub(&t->nhandling, 1);
     unpublish(t, e);
@@ -207,6 +210,10 @@ static void set_state(emq__inflight *t, if_entry *e, if_state state) {
         t->nwait--;
     if (state == IF_RETRY_WAIT)
         t->nwait++;
+    if (e->state == IF_SETTLING)
+        t->nsettling--;
+    if (state == IF_SETTLING)
+        t->nsettling++;
     if (e->state == IF_HANDLING)
         atomic_fetch_sub(&t->nhandling, 1);
     if (state == IF_HANDLING)
@@ -432,9 +439,13 @@ emq_status emq__inflight_settle_held(emq__inflight *t, settle_op *op,
     if (fenced && (e == NULL || e->state == IF_HANDLING)) {
         /* Nothing is settled past the lease's deadline, so say so now
          * rather than queue what may never be sent (an entry not in the
-         * table any more was dropped when the name was lost). */
-        if (e != NULL)
+         * table any more was dropped when the name was lost). A handler
+         * had it: its next take counts that, even if the lease held on
+         * (forgotten silently when the list cannot grow). */
+        if (e != NULL) {
+            (void)ids_push(&t->let_go, &t->nlet_go, &t->let_go_cap, &e->id);
             remove_at(t, e);
+        }
         emq__settle_op_free(op);
         st = emq__error_set(err, EMQ_ELOST, 0,
                             "entry %s was not settled: this consumer does "
@@ -450,6 +461,7 @@ emq_status emq__inflight_settle_held(emq__inflight *t, settle_op *op,
                             op->id.str);
         emq__settle_op_free(op);
     } else if (e->overdue) {
+        (void)ids_push(&t->let_go, &t->nlet_go, &t->let_go_cap, &e->id);
         remove_at(t, e);
         emq__settle_op_free(op);
         st = emq__error_set(err, EMQ_ELOST, 0,
@@ -561,6 +573,10 @@ int emq__inflight_reclaimed(emq__inflight *t, const emq_id *id,
 size_t emq__inflight_take(emq__inflight *t, settle_op **ops, size_t *cap,
                           size_t max, int by_run) {
     pthread_mutex_lock(&t->mu);
+    if (by_run && t->urgent > 0) { /* the upkeep sends them at once */
+        pthread_mutex_unlock(&t->mu);
+        return 0;
+    }
     if (by_run)
         t->run_took_ms = emq__now_coarse_ms();
     size_t n = t->nops < max ? t->nops : max;
@@ -713,6 +729,24 @@ void emq__inflight_unmark_finish(emq__inflight *t, int ok, uint64_t upto,
         pthread_cond_broadcast(&t->unmarked);
     }
     pthread_mutex_unlock(&t->mu);
+}
+
+int emq__inflight_settle_wait(emq__inflight *t, int (*give_up)(void *),
+                              void *arg) {
+    int waited = 0;
+    pthread_mutex_lock(&t->mu);
+    t->urgent++;
+    while ((t->nops > 0 || t->nsettling > 0) && !give_up(arg)) {
+        waited = 1;
+        if (t->nops > 0)
+            pthread_cond_signal(&t->wake);
+        struct timespec ts;
+        emq__deadline_in(&ts, 2);
+        pthread_cond_timedwait(&t->unmarked, &t->mu, &ts);
+    }
+    t->urgent--;
+    pthread_mutex_unlock(&t->mu);
+    return waited;
 }
 
 int emq__inflight_unmark_wait(emq__inflight *t, int (*give_up)(void *),
@@ -928,15 +962,26 @@ void emq__inflight_drop_unstarted(emq__inflight *t) {
     pthread_mutex_unlock(&t->mu);
 }
 
+/* Removes id from ids[0..*n) if there; 1 when it was (caller holds mu). */
+static int ids_take(emq_id *ids, size_t *n, const emq_id *id) {
+    for (size_t i = 0; i < *n; i++)
+        if (strcmp(ids[i].str, id->str) == 0) {
+            ids[i] = ids[--*n];
+            return 1;
+        }
+    return 0;
+}
+
 int emq__inflight_was_dropped(emq__inflight *t, const emq_id *id) {
     pthread_mutex_lock(&t->mu);
-    int found = 0;
-    for (size_t i = 0; i < t->ndropped; i++)
-        if (strcmp(t->dropped[i].str, id->str) == 0) {
-            t->dropped[i] = t->dropped[--t->ndropped];
-            found = 1;
-            break;
-        }
+    int found = ids_take(t->dropped, &t->ndropped, id);
+    pthread_mutex_unlock(&t->mu);
+    return found;
+}
+
+int emq__inflight_was_let_go(emq__inflight *t, const emq_id *id) {
+    pthread_mutex_lock(&t->mu);
+    int found = ids_take(t->let_go, &t->nlet_go, id);
     pthread_mutex_unlock(&t->mu);
     return found;
 }
@@ -951,6 +996,7 @@ void emq__inflight_note_dropped(emq__inflight *t, const emq_id *ids, size_t n) {
 void emq__inflight_dropped_forget(emq__inflight *t) {
     pthread_mutex_lock(&t->mu);
     t->ndropped = 0;
+    t->nlet_go = 0;
     pthread_mutex_unlock(&t->mu);
 }
 
@@ -963,6 +1009,7 @@ void emq__inflight_clear(emq__inflight *t) {
     memset(t->slots, 0, t->cap * sizeof *t->slots);
     t->n = 0;
     t->nwait = 0;
+    t->nsettling = 0;
     t->due_min = INT64_MAX;
     atomic_store(&t->nhandling, 0);
     atomic_fetch_add(&t->generation, 1);

@@ -94,6 +94,11 @@ typedef struct emq__inflight {
     int64_t run_took_ms;     /* when the run thread last took ops for a read */
     int quit;                /* the upkeep thread is asked to end */
     size_t nwait;            /* entries in IF_RETRY_WAIT */
+    size_t nsettling;        /* entries in IF_SETTLING: a settlement
+                                decided and not yet known written */
+    int urgent;              /* settle waits under way: the upkeep sends
+                                the queue at once, and a read takes none
+                                of it (its reply may be a block away) */
     int64_t due_min;         /* no retry wait ends sooner (INT64_MAX: none
                                 known); emq__inflight_next_due looks
                                 through the table only once it has come */
@@ -121,6 +126,12 @@ typedef struct emq__inflight {
      * back without counting a delivery. */
     emq_id *dropped;
     size_t ndropped, dropped_cap;
+    /* Entries handed out and let go unsettled (a settlement refused past
+     * the lease's deadline, in hand past handler.timeout_ms, taken over):
+     * a handler had them, so recover self counts a delivery for each even
+     * in a session that kept the lease. */
+    emq_id *let_go;
+    size_t nlet_go, let_go_cap;
     int dozing;             /* the upkeep thread sleeps longer than
                                EMQ_SETTLE_DELAY_MS: wake it for new work */
     atomic_uint generation; /* raised by emq__inflight_clear: an entry
@@ -241,6 +252,11 @@ void emq__inflight_unmark_finish(emq__inflight *t, int ok, uint64_t upto,
 /* Any thread: 1 when every unseen mark asked to go so far is gone from
  * the server (waits for it, in slices, until give_up(arg) says 1: then
  * 0). Cheap when nothing waits. */
+/* Waits until every settlement decided so far is written (none queued,
+ * none on its way), or give_up(arg) says 1 (looked at every 2 ms). Returns
+ * 1 when it had to wait, 0 when nothing was outstanding. Any thread. */
+int emq__inflight_settle_wait(emq__inflight *t, int (*give_up)(void *),
+                              void *arg);
 int emq__inflight_unmark_wait(emq__inflight *t, int (*give_up)(void *),
                               void *arg);
 /* Upkeep: up to max IDs in a handler's hands whose in-hand time is not
@@ -287,12 +303,15 @@ void emq__inflight_drop_unstarted(emq__inflight *t);
 /* 1 when id is among the entries this process read and dropped without
  * handing out (then it is no longer). Any thread. */
 int emq__inflight_was_dropped(emq__inflight *t, const emq_id *id);
+/* 1 when id was handed out and let go unsettled (then it is no longer).
+ * Any thread. */
+int emq__inflight_was_let_go(emq__inflight *t, const emq_id *id);
 /* Adds ids[0..n) to that list: their take's reply was lost, so whatever
  * count it raised reached no handler (out of memory: some are forgotten,
  * then counted once more). Any thread. */
 void emq__inflight_note_dropped(emq__inflight *t, const emq_id *ids, size_t n);
-/* Forgets that list (recover self found nothing more of its own: any
- * left were taken by peers). */
+/* Forgets that list and the entries let go (recover self found nothing
+ * more of its own: any left were taken by peers). */
 void emq__inflight_dropped_forget(emq__inflight *t);
 /* Forgets everything (the group is gone, or the loop ended). Queued ops
  * are freed; generation is raised, so a settlement of an entry handed

@@ -661,6 +661,10 @@ emq_status emq__ready_poll(emq__ready *r, emq_entry **out, size_t max,
         handout *h = (handout *)out[i];
         if (i == 0 || h->owner != prev_owner)
             waited = emq__upkeep_wait_unmarked(h->owner);
+        /* A suspect of a crash (alone in this handout) goes out once what
+         * was settled before it is written (emq__upkeep_wait_settled). */
+        if (h->item.alone)
+            waited |= emq__upkeep_wait_settled(h->owner);
         prev_owner = h->owner;
         /* The wait outlasted the lease (it gives up then, the mark maybe
          * still on the server): nothing goes out, as for a handout that

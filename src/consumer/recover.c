@@ -322,7 +322,11 @@ static emq_status take_page(emq_consumer_t *c, const emq_id *ids, size_t n,
          * or dropped by this process before its handout): no handler had
          * it. */
         int dropped = emq__inflight_was_dropped(&c->table, &ids[i]);
-        raised[i] = count != TAKE_UNCOUNTED && !marked[i] && !dropped;
+        /* Handed out and let go unsettled (a settlement refused past the
+         * lease's deadline): a handler had it, lease kept or not. */
+        int let_go = emq__inflight_was_let_go(&c->table, &ids[i]);
+        raised[i] = (count != TAKE_UNCOUNTED || let_go) && !marked[i] &&
+                    !dropped;
         argv[9 + 3 * i] = raised[i] ? "1" : "0";
         argv[10 + 3 * i] = mark_any && !marked[i] &&
                                    !emq__inflight_holds(&c->table, &ids[i])

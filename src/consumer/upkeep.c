@@ -134,16 +134,23 @@ static emq_status apply(void *ctx, int tag, const emq_reply *reply,
         return EMQ_OK;
     }
     if (tag == TAG_MARK || tag == TAG_UNMARK) {
-        /* A refused mark or unmark costs exactness of a count after a
-         * crash, never work: go on, and say so. */
+        /* A refused mark or unmark (an ACL) costs exactness of a count
+         * after a crash, never work: go on, and say so. An unmark answered
+         * "not now" (LOADING, BUSY, ...) did not run: the mark is still
+         * there, so it goes again and the handout waiting for it waits on
+         * (handed out meanwhile, the entry's handler would not be counted
+         * at the next crash: a count below the truth). */
+        int later = emq__reply_transient(reply);
         if (emq_reply_kind(reply) == EMQ_REPLY_ERROR) {
             char shown[160];
-            emq__consumer_log(c, EMQ_LOG_WARNING, "%s unseen marks failed: %s",
+            emq__consumer_log(c, later ? EMQ_LOG_DEBUG : EMQ_LOG_WARNING,
+                              "%s unseen marks failed%s: %s",
                               tag == TAG_MARK ? "writing" : "removing",
+                              later && tag == TAG_UNMARK ? " (sent again)" : "",
                               emq__reply_text(reply, shown, sizeof shown));
         }
         if (tag == TAG_UNMARK)
-            r->unmark_answered = 1;
+            r->unmark_answered = !later;
         return EMQ_OK;
     }
     if (tag == TAG_RENEW) {
@@ -217,7 +224,7 @@ static void wait_due(emq_consumer_t *c, int *settle) {
         int64_t since = t->oldest_op_ms > t->run_took_ms ? t->oldest_op_ms
                                                          : t->run_took_ms;
         int64_t settle_at = t->nops == 0 || !emq__lease_valid(c) ? INT64_MAX
-                            : t->nops >= EMQ_SETTLE_MAX_IDS
+                            : t->nops >= EMQ_SETTLE_MAX_IDS || t->urgent > 0
                                 ? now
                                 : since + EMQ_SETTLE_DELAY_MS;
         int64_t wake = u->next_renew_ms < u->next_refresh_ms
@@ -639,6 +646,24 @@ static int unmark_give_up(void *arg) {
     emq_consumer_t *c = arg;
     return emq__consumer_stopping(c) || !emq__lease_valid(c) ||
            !c->upkeep.started;
+}
+
+/* The settle wait's give-up: unmark_give_up's, or command_timeout_ms
+ * gone by (other threads of a pull-mode consumer may settle without a
+ * pause, so the queue may never be empty for long). */
+typedef struct settle_waiter {
+    emq_consumer_t *c;
+    int64_t until_ms;
+} settle_waiter;
+
+static int settle_give_up(void *arg) {
+    settle_waiter *w = arg;
+    return unmark_give_up(w->c) || emq__now_ms() >= w->until_ms;
+}
+
+int emq__upkeep_wait_settled(emq_consumer_t *c) {
+    settle_waiter w = {c, emq__now_ms() + emq__cfg_command_timeout_ms(c->conf)};
+    return emq__inflight_settle_wait(&c->table, settle_give_up, &w);
 }
 
 int emq__upkeep_wait_unmarked(emq_consumer_t *c) {

@@ -15,6 +15,14 @@ void emq__upkeep_stop(emq_consumer_t *c);
  * the caller asks again whether its entries are still its own), 0 when
  * nothing was outstanding. Any thread; cheap when nothing waits. */
 int emq__upkeep_wait_unmarked(emq_consumer_t *c);
+/* Waits until every settlement decided so far is written, or the consumer
+ * stops, loses its lease or its upkeep ended, for at most
+ * command_timeout_ms: before an entry that may
+ * have killed a process is handed out (batch_item.alone), so that it
+ * takes no acknowledgement of another entry with it when it does again.
+ * Returns 1 when it had to wait (as emq__upkeep_wait_unmarked), 0 when
+ * nothing was outstanding. Any thread. */
+int emq__upkeep_wait_settled(emq_consumer_t *c);
 /* 0 while the upkeep's connection is being replaced (after a round met
  * it gone or failing, until a new one is up), else 1. Entries read
  * meanwhile could be neither refreshed nor marked unseen, so the reading

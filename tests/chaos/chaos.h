@@ -108,6 +108,10 @@ enum {
  * ("ms", "retries") so the worker needs no table. */
 typedef struct job_plan {
     uint8_t poison;    /* answered EMQ_RETRY every time */
+    uint8_t crash;     /* poison whose handler kills its own process at
+                          every delivery (kind "crash"): it must reach
+                          the dead letters after exactly max_deliveries
+                          calls, costing no other job a delivery */
     uint8_t retries;   /* healthy: EMQ_RETRY while deliveries <= retries */
     uint8_t dead;      /* answered EMQ_DEAD at once (kind "dead") */
     uint32_t ms;       /* handler duration */
@@ -206,6 +210,10 @@ typedef struct chaos_run {
     int tolerate_unseen; /* 1: report unseen dead letters only */
     int tolerate_fields; /* 1: report dead letters that lost fields
                             only */
+    int crashes;         /* workers that died on a crash job (planned) */
+    int counts_bounded;  /* 1: failovers (--sentinel) may roll a count's
+                            raise back: counts below the truth are
+                            reported, not failed (docs/CONSUMER.md) */
     int producer_failed;
     int drained; /* 1: drained before the deadline */
 } chaos_run;

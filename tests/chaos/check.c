@@ -864,6 +864,37 @@ int chaos_check(const chaos_run *run) {
     }
     free(gaps);
 
+    /* Delivery counts: a handler is never told a lower count than the
+     * truth, the calls on that entry ID that started before it + 1 (a
+     * count above it is a delivery that reached no handler: reported). l.r
+     * is sorted by job, then start time. */
+    long undercounted = 0, overcounted = 0, under_shown = 0;
+    unsigned long long most_over = 0;
+    for (size_t a = 0; a < l.n;) {
+        size_t b = a;
+        while (b < l.n && l.r[b].job == l.r[a].job)
+            b++;
+        for (size_t k = a; k < b; k++) {
+            unsigned long long earlier = 0;
+            for (size_t j = a; j < k; j++)
+                earlier += strcmp(l.r[j].id, l.r[k].id) == 0;
+            if (l.r[k].deliveries < earlier + 1) {
+                undercounted++;
+                if (under_shown++ < 5)
+                    printf("    UNDERCOUNTED call: job %ld, entry %s told "
+                           "deliveries %llu after %llu handler calls on it "
+                           "(worker %d, incarnation %d)\n",
+                           l.r[k].job, l.r[k].id, l.r[k].deliveries, earlier,
+                           l.r[k].worker, l.r[k].inc);
+            } else if (l.r[k].deliveries > earlier + 1) {
+                overcounted++;
+                if (l.r[k].deliveries - earlier - 1 > most_over)
+                    most_over = l.r[k].deliveries - earlier - 1;
+            }
+        }
+        a = b;
+    }
+
     /* Unseen dead letters: a dead letter is seen when a handler gave up
      * on its entry (a D call on that entry ID) or its entry was handed to
      * handlers max_deliveries times (calls on that entry ID, killed ones
@@ -919,6 +950,7 @@ int chaos_check(const chaos_run *run) {
     violations +=
         (lost > 0) + (missing > 0) + (poison_acked > 0) + (dead_dups > 0) +
         (dead_healthy > 0) + (unseen > 0 && !run->tolerate_unseen) +
+        (undercounted > 0 && !run->counts_bounded) +
         (s.fields_bad > 0 && !run->tolerate_fields) + (dup_unexplained > 0) +
         (intruders_bad > 0) + (early > 0) + (misconf_bad > 0) +
         (l.bad_lines > 0) + (run->workers_died > 0 && !run->tolerate_exits) +
@@ -958,6 +990,14 @@ int chaos_check(const chaos_run *run) {
            dead_planned, dead_given_up, unseen, s.fields_bad,
            run->tolerate_unseen ? "; unseen ones tolerated" : "",
            run->tolerate_fields ? "; lost fields tolerated" : "");
+    printf("  delivery counts     %ld handler calls told a count BELOW the "
+           "calls before them + 1 (must be 0%s); %ld told more (a delivery "
+           "that reached no handler, by up to %llu)\n",
+           undercounted,
+           run->counts_bounded ? "; reported only: failovers may roll a "
+                                 "raise back"
+                               : "",
+           overcounted, most_over);
     printf("  retries             %ld intended re-deliveries after EMQ_RETRY "
            "(not duplicates); gap from the retry to the next call: min %lld, "
            "median %lld, max %lld ms; %ld sooner than the backoff%s\n",
@@ -979,6 +1019,9 @@ int chaos_check(const chaos_run *run) {
            intruders_waited, intruders_fenced, intruders_bad, intruder_calls);
     if (intruder_report[0])
         printf("%s", intruder_report);
+    printf("  crash jobs          %d worker deaths on a job that kills its "
+           "process (planned; each a kill above)\n",
+           run->crashes);
     printf("  pid namespaces      %d of %d workers in their own\n",
            run->pidns_workers, run->workers);
     printf("  misconf episodes    %d, %d with a setup problem\n",
@@ -1017,14 +1060,15 @@ int chaos_check(const chaos_run *run) {
            "net=%ld server=%ld readded=%ld unexplained=%ld intended=%ld "
            "early_retries=%ld intruders=%d intruder_bad=%d "
            "intruder_calls=%ld intruder_fenced=%d workers_died=%d "
-           "peer=%ld unseen_dead=%ld dead_fields_bad=%ld violations=%d\n",
+           "peer=%ld unseen_dead=%ld dead_fields_bad=%ld undercounted=%ld "
+           "overcounted=%ld violations=%d\n",
            (unsigned long long)run->seed, N, violations ? "FAIL" : "PASS", lost,
            missing, pending, dead_healthy, dead_poison, poison, dup_jobs,
            dup_calls, why[WHY_KILL], why[WHY_STOP], why[WHY_STOP_LONG],
            why[WHY_NET], why[WHY_SERVER], why[WHY_READDED], why[WHY_NONE],
            intended, early, intruders, intruders_bad, intruder_calls,
            intruders_fenced, run->workers_died, why[WHY_PEER], unseen,
-           s.fields_bad, violations);
+           s.fields_bad, undercounted, overcounted, violations);
     fflush(stdout);
     free(s.in_stream);
     free(s.dead);

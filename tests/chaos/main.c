@@ -83,6 +83,7 @@ typedef struct options {
     int pidns_workers;
     int seconds;
     long poison;
+    long crash_jobs; /* of the poison jobs, those that kill their worker */
     int max_deliveries;
     int count[FAULT_KINDS]; /* -1: derived from seconds */
     int drain_seconds;
@@ -138,6 +139,13 @@ static char unshare_exe[256];
 static char run_dir[600];
 static char proxy_url[128];
 static int workers_died;
+/* Workers that died on a crash job: each a kill the checker knows of (a
+ * FAULT_KILL record, so what the worker held explains its duplicates). */
+static fault crash_deaths[CHAOS_MAX_FAULTS];
+static int ncrash_deaths;
+
+static const job_plan *job_plans; /* every job's plan, for the aiming */
+static int in_handler(int i, long *job, char *id, size_t size);
 static int file_has(const char *path, const char *needle, char *line,
                     size_t size);
 static int64_t run_start;
@@ -312,8 +320,24 @@ static void watch_workers(void) {
         w->died_ms = now;
         char log[700];
         snprintf(log, sizeof log, "%s/chaos-%d.log", run_dir, i);
-        if (now <= w->intruded_until &&
-            file_has(log, "lost its lease", NULL, 0)) {
+        long job = -1;
+        char in_id[32];
+        if (in_handler(i, &job, in_id, sizeof in_id) && job >= 0 &&
+            job_plans[job].crash) {
+            printf("[%7.3f]   worker chaos-%d (incarnation %d) died on crash "
+                   "job %ld (entry %s), as planned; restarting it\n",
+                   (now - run_start) / 1000.0, i, w->starts, job, in_id);
+            if (ncrash_deaths < CHAOS_MAX_FAULTS) {
+                fault *f = &crash_deaths[ncrash_deaths++];
+                memset(f, 0, sizeof *f);
+                f->kind = FAULT_KILL;
+                f->worker = i;
+                f->inc = w->starts;
+                f->began_ms = f->ended_ms = now;
+                snprintf(f->detail, sizeof f->detail, "crash job %ld", job);
+            }
+        } else if (now <= w->intruded_until &&
+                   file_has(log, "lost its lease", NULL, 0)) {
             /* Its name was taken: the checker decides whether that broke
              * the promise (calls of the intruder while it lived) or was
              * the lease's own limit (a write outage past the TTL). */
@@ -879,8 +903,6 @@ static void intruder_episode(fault *f, int pos, emq_srv *srv) {
 }
 
 /* ---- the upkeep, lease, eviction and peer episodes ---------------------- */
-
-static const job_plan *job_plans; /* every job's plan, for the aiming */
 
 /* The handler call worker i is in, from the last line of its ledger: 1
  * with *job and id (the entry) when that line is a start line, else 0. */
@@ -1499,7 +1521,7 @@ static void usage(void) {
         stderr,
         "usage: chaos [--seed S] [--jobs N] [--workers W] [--pidns-workers K]\n"
         "             [--seconds T] [--poison P] [--max-deliveries M]\n"
-        "             [--claim-idle MS] [--lease-ttl MS]\n"
+        "             [--crash-jobs C] [--claim-idle MS] [--lease-ttl MS]\n"
         "             [--handler-short-ms MS] [--handler-long-permille L]\n"
         "             [--handler-max-ms MS] [--retry-permille R]\n"
         "             [--retry-backoff MS] [--retry-backoff-max MS]\n"
@@ -1517,7 +1539,8 @@ static void usage(void) {
         "             [--keep]\n"
         "             [--tolerate-worker-exits] [--allow-unknown-conf]\n"
         "Defaults: 200000 jobs, 4 workers + 1 in its own PID namespace,\n"
-        "T = max(30, N / 1300) s, 10 poison jobs, max_deliveries 5,\n"
+        "T = max(30, N / 1300) s, 10 poison jobs (C = 0 of them kill their\n"
+        "worker instead of asking a retry), max_deliveries 5,\n"
         "claim idle 2000 ms, lease TTL 5000 ms, handlers 1..4 ms with 2 per\n"
         "mille up to 3 x claim idle, 20 per mille of jobs retried 1-2 times\n"
         "with retry backoff 200 ms, settle slack 2000 ms, fault counts\n"
@@ -1725,6 +1748,9 @@ static void parse(int argc, char **argv, options *o) {
         } else if (strcmp(a, "--poison") == 0) {
             o->poison = number(a, v, 0, 100000);
             i++;
+        } else if (strcmp(a, "--crash-jobs") == 0) {
+            o->crash_jobs = number(a, v, 0, 100000);
+            i++;
         } else if (strcmp(a, "--max-deliveries") == 0) {
             o->max_deliveries = (int)number(a, v, 1, 100);
             i++;
@@ -1803,6 +1829,13 @@ static void parse(int argc, char **argv, options *o) {
         o->count[FAULT_MIGRATE] = 0;
     if (!o->sentinel)
         o->count[FAULT_FAILOVER] = 0;
+    if (o->crash_jobs > o->poison) {
+        fprintf(stderr,
+                "chaos: --crash-jobs %ld is more than --poison %ld "
+                "(crash jobs are poison jobs)\n",
+                o->crash_jobs, o->poison);
+        usage();
+    }
     if (o->big_jobs + o->dead_jobs + o->poison > o->jobs) {
         fprintf(stderr, "chaos: more big, dead and poison jobs than jobs\n");
         usage();
@@ -2132,6 +2165,7 @@ int main(int argc, char **argv) {
         long j = (long)chaos_range(&rng, 0, o->jobs - 1);
         if (!jobs[j].poison) {
             jobs[j].poison = 1;
+            jobs[j].crash = placed < o->crash_jobs;
             placed++;
         }
     }
@@ -2172,32 +2206,33 @@ int main(int argc, char **argv) {
     printf("chaos: planned handler time %.0f s in all, %.0f s per worker "
            "(without duplicates)\n",
            handler_s, handler_s / (nworkers > 0 ? nworkers : 1));
-    printf("chaos: reproduce with: chaos --seed %llu --jobs %ld --workers %d "
-           "--pidns-workers %d --seconds %d --poison %ld --max-deliveries %d "
-           "--claim-idle %ld --lease-ttl %ld --handler-short-ms %ld "
-           "--handler-long-permille %ld --handler-max-ms %ld "
-           "--retry-permille %ld --retry-backoff %ld --retry-backoff-max %ld "
-           "--settle-slack %ld --kills %d --stops %d --restarts %d --drops %d "
-           "--stalls %d --halfopens %d --stops-long %d --intruders %d "
-           "--misconfs %d --upkeep-kills %d --lease-dels %d --evictions %d "
-           "--peer-claims %d --stops-pull %d --pull-workers %d --big-jobs %ld "
-           "--big-max-mb %ld --dead-jobs %ld --wide-fields %ld "
-           "--max-reply-bytes %ld --migrations %d --failovers %d%s%s%s\n",
-           (unsigned long long)o->seed, o->jobs, o->workers, o->pidns_workers,
-           o->seconds, o->poison, o->max_deliveries, o->claim_idle_ms,
-           o->lease_ttl_ms, o->short_ms, o->long_permille, o->handler_max_ms,
-           o->retry_permille, o->retry_backoff_ms, o->retry_backoff_max_ms,
-           o->settle_slack_ms, o->count[FAULT_KILL], o->count[FAULT_STOP],
-           o->count[FAULT_RESTART], o->count[FAULT_DROP], o->count[FAULT_STALL],
-           o->count[FAULT_HALFOPEN], o->count[FAULT_STOP_LONG],
-           o->count[FAULT_INTRUDER], o->count[FAULT_MISCONF],
-           o->count[FAULT_UPKEEP_KILL], o->count[FAULT_LEASE_DEL],
-           o->count[FAULT_EVICT], o->count[FAULT_PEER_CLAIM],
-           o->count[FAULT_STOP_PULL], o->pull_workers, o->big_jobs,
-           o->big_max_mb, o->dead_jobs, o->wide_fields, o->max_reply_bytes,
-           o->count[FAULT_MIGRATE], o->count[FAULT_FAILOVER],
-           o->cluster ? " --cluster" : "", o->sentinel ? " --sentinel" : "",
-           o->allow_unknown ? " --allow-unknown-conf" : "");
+    printf(
+        "chaos: reproduce with: chaos --seed %llu --jobs %ld --workers %d "
+        "--pidns-workers %d --seconds %d --poison %ld --crash-jobs %ld "
+        "--max-deliveries %d --claim-idle %ld --lease-ttl %ld --handler-short-ms %ld "
+        "--handler-long-permille %ld --handler-max-ms %ld "
+        "--retry-permille %ld --retry-backoff %ld --retry-backoff-max %ld "
+        "--settle-slack %ld --kills %d --stops %d --restarts %d --drops %d "
+        "--stalls %d --halfopens %d --stops-long %d --intruders %d "
+        "--misconfs %d --upkeep-kills %d --lease-dels %d --evictions %d "
+        "--peer-claims %d --stops-pull %d --pull-workers %d --big-jobs %ld "
+        "--big-max-mb %ld --dead-jobs %ld --wide-fields %ld "
+        "--max-reply-bytes %ld --migrations %d --failovers %d%s%s%s\n",
+        (unsigned long long)o->seed, o->jobs, o->workers, o->pidns_workers,
+        o->seconds, o->poison, o->crash_jobs, o->max_deliveries,
+        o->claim_idle_ms, o->lease_ttl_ms, o->short_ms, o->long_permille,
+        o->handler_max_ms, o->retry_permille, o->retry_backoff_ms,
+        o->retry_backoff_max_ms, o->settle_slack_ms, o->count[FAULT_KILL],
+        o->count[FAULT_STOP], o->count[FAULT_RESTART], o->count[FAULT_DROP],
+        o->count[FAULT_STALL], o->count[FAULT_HALFOPEN],
+        o->count[FAULT_STOP_LONG], o->count[FAULT_INTRUDER],
+        o->count[FAULT_MISCONF], o->count[FAULT_UPKEEP_KILL],
+        o->count[FAULT_LEASE_DEL], o->count[FAULT_EVICT],
+        o->count[FAULT_PEER_CLAIM], o->count[FAULT_STOP_PULL], o->pull_workers,
+        o->big_jobs, o->big_max_mb, o->dead_jobs, o->wide_fields,
+        o->max_reply_bytes, o->count[FAULT_MIGRATE], o->count[FAULT_FAILOVER],
+        o->cluster ? " --cluster" : "", o->sentinel ? " --sentinel" : "",
+        o->allow_unknown ? " --allow-unknown-conf" : "");
     if (o->tolerate_unseen || o->tolerate_fields)
         printf("chaos: the verdict only reports%s%s (--tolerate / "
                "EMQ_CHAOS_TOLERATE)\n",
@@ -2357,6 +2392,9 @@ int main(int argc, char **argv) {
         if (workers[i].starts > 1)
             printf("worker chaos-%d was started %d times\n", i,
                    workers[i].starts);
+    /* The deaths on crash jobs join the faults: kills the checker knows. */
+    for (int k = 0; k < ncrash_deaths && nfaults < CHAOS_MAX_FAULTS; k++)
+        faults[nfaults++] = crash_deaths[k];
 
     chaos_run run = {
         .seed = o->seed,
@@ -2373,9 +2411,11 @@ int main(int argc, char **argv) {
         .resent = resent,
         .faults = faults,
         .nfaults = nfaults,
+        .crashes = ncrash_deaths,
         .workers_died = workers_died + slow,
         .tolerate_exits = o->tolerate_exits,
         .tolerate_unseen = o->tolerate_unseen,
+        .counts_bounded = o->sentinel,
         .tolerate_fields = o->tolerate_fields,
         .producer_failed = producer.failed,
         .drained = drained,

@@ -70,9 +70,10 @@ emq_field *chaos_job_fields(long index, const job_plan *plan, uint64_t seed,
     } while (0)
     CHAOS_PUT("job", "%ld", index);
     CHAOS_PUT("kind", "%s",
-              plan->poison ? "poison"
-              : plan->dead ? "dead"
-                           : "ok");
+              plan->crash    ? "crash"
+              : plan->poison ? "poison"
+              : plan->dead   ? "dead"
+                             : "ok");
     CHAOS_PUT("ms", "%u", (unsigned)plan->ms);
     CHAOS_PUT("retries", "%u", (unsigned)plan->retries);
     chaos_rng r = {seed ^ (uint64_t)index * 0x9e3779b97f4a7c15ull};

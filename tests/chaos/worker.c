@@ -21,8 +21,11 @@
  * done), R (EMQ_RETRY of a poison job: its "kind" field is "poison"), D
  * (EMQ_DEAD of a job whose "kind" field is "dead": the handler gives up)
  * or T (EMQ_RETRY asked by a healthy job whose "retries" field is at least
- * the delivery count: an intended re-delivery follows). In between it sleeps
- * the job's "ms" field (the handler duration drawn from the seed). Times
+ * the delivery count: an intended re-delivery follows). A job whose "kind"
+ * is "crash" gets its S line and then kills the worker's process at once
+ * (SIGKILL; _exit when the worker is its PID namespace's init, which
+ * ignores its own signals): the job that crashes its worker. In between it
+ * sleeps the job's "ms" field (the handler duration drawn from the seed). Times
  * are CLOCK_MONOTONIC ms, one clock for every process, in every PID
  * namespace. SIGTERM asks the consumer to stop gracefully; the worker
  * prints its counters on stderr and exits 0, or 3 when the consumer
@@ -114,7 +117,7 @@ static emq_verdict handle(void *opaque, const emq_entry *e, char *reason,
                           size_t reason_size) {
     ledger *l = opaque;
     char job[32] = "?";
-    int poison = 0, dead = 0;
+    int poison = 0, dead = 0, crash = 0;
     long ms = 0, retries = 0;
     for (size_t i = 0; i < e->nfields; i++) {
         const emq_field *f = &e->fields[i];
@@ -124,6 +127,7 @@ static emq_verdict handle(void *opaque, const emq_entry *e, char *reason,
         } else if (field_is(f, "kind")) {
             poison = f->value_len == 6 && memcmp(f->value, "poison", 6) == 0;
             dead = f->value_len == 4 && memcmp(f->value, "dead", 4) == 0;
+            crash = f->value_len == 5 && memcmp(f->value, "crash", 5) == 0;
         } else if (field_is(f, "ms")) {
             ms = field_number(f);
         } else if (field_is(f, "retries")) {
@@ -139,6 +143,11 @@ static emq_verdict handle(void *opaque, const emq_entry *e, char *reason,
         n = snprintf(line, sizeof line, "S ? 0 ? %d %d %ld %lld\n", l->id,
                      l->inc, l->pid, t0);
     write_all(l->fd, line, (size_t)n);
+    if (crash) {
+        if (getpid() == 1)
+            _exit(137);
+        raise(SIGKILL);
+    }
     chaos_sleep_ms(ms); /* resumes after EINTR; SIGSTOP just pauses it */
     char v = 'A';
     emq_verdict verdict = EMQ_ACK;

@@ -326,3 +326,142 @@ TEST_TIMEOUT(settle_acks_before_a_slow_handler_go_out_while_it_runs, 20) {
     emq_conn_destroy(adm);
     emq_srv_stop(s);
 }
+
+/* Kills the busy script (the server answers again) after a scaled pause,
+ * noting when. */
+typedef struct busy_end {
+    const emq_srv *s;
+    int64_t killed_ms;
+} busy_end;
+
+static void *end_busy_later(void *arg) {
+    busy_end *b = arg;
+    usleep((useconds_t)emq_test_ms(700) * 1000);
+    b->killed_ms = now_ms();
+    char out[256];
+    emq_srv_cmd(b->s, out, sizeof out, "SCRIPT", "KILL", NULL);
+    return NULL;
+}
+
+/* An unseen mark whose removal the server answers "not now" (BUSY: a
+ * script holds it) goes again before its entry is handed out: the poll
+ * waits until the removal ran. Before, the BUSY reply counted as done and
+ * the entry went to the caller with its mark still on the server (a chaos
+ * run saw it with LOADING after a restart): a crash then would not have
+ * counted that delivery, and the next handler was told a count below the
+ * truth. */
+TEST_TIMEOUT(counts_unmark_answered_not_now_goes_again_before_the_handout, 40) {
+    emq_srv_opts opts = {.extra_config = "lua-time-limit 100\n"};
+    emq_srv *s = emq_srv_start(&opts);
+    emq_conn_t *adm = admin_connect(s);
+    CMD_NOERR(adm, "XGROUP", "CREATE", CQ, "g", "$", "MKSTREAM");
+    emq_conf_t *conf = consumer_conf(s, "jobs", "g", "w", "head");
+    conf_set(conf, "lease.ttl_ms", "30000");
+    conf_set(conf, "claim.min_idle_ms", "60000");
+    emq_conf_set_log(conf, quiet_log, NULL);
+    emq_consumer_t *c;
+    emq_error err;
+    ASSERT_OK(emq_consumer_new(conf, NULL, NULL, &c, &err), &err);
+    emq_conf_destroy(conf);
+    emq_entry *e[2];
+    size_t n = 0;
+    ASSERT_OK(emq_consumer_poll(c, e, 1, 0, &n, &err), &err); /* starts it */
+    ASSERT_EQ_SIZE(n, 0);
+    produce_n(s, "jobs", "x", 1);
+    /* Read ahead and waiting: the upkeep marks it after 50 ms. */
+    WAIT_UNTIL(CMD_INT(adm, "SCARD", CQ ":unseen:g") == 1, 10000,
+               "the entry read ahead to carry its unseen mark");
+    static busy_script b;
+    b = (busy_script){s, ""};
+    pthread_t script, ender;
+    ASSERT(pthread_create(&script, NULL, run_busy_script, &b) == 0);
+    WAIT_UNTIL(server_busy(s), 5000, "the script to pass the threshold (BUSY)");
+    static busy_end end;
+    end = (busy_end){s, 0};
+    ASSERT(pthread_create(&ender, NULL, end_busy_later, &end) == 0);
+    ASSERT_OK(emq_consumer_poll(c, e, 1, emq_test_ms(10000), &n, &err), &err);
+    int64_t handed_ms = now_ms();
+    pthread_join(ender, NULL);
+    pthread_join(script, NULL);
+    ASSERT_CONTAINS(b.out, "killed");
+    ASSERT_EQ_SIZE(n, 1);
+    fprintf(stderr, "    handed out %lld ms after the server answered again\n",
+            (long long)(handed_ms - end.killed_ms));
+    ASSERT(handed_ms >= end.killed_ms);
+    ASSERT_EQ_INT(CMD_INT(adm, "SISMEMBER", CQ ":unseen:g", e[0]->id), 0);
+    ASSERT_OK(emq_consumer_ack(c, e[0], &err), &err);
+    emq_entry_free(e[0]);
+    ASSERT_OK(emq_consumer_close(c, emq_test_ms(5000), &err), &err);
+    emq_consumer_destroy(c);
+    emq_conn_destroy(adm);
+    emq_srv_stop(s);
+}
+
+/* An entry handed out whose acknowledgement is refused because the
+ * lease's local deadline passed (EMQ_ELOST), in a session that then
+ * continues (every renewal reached the server, only their replies were
+ * held back, so the key kept this consumer's token: nobody used the
+ * name), comes back told deliveries 2: its handler had it. Before, the
+ * refusal forgot the entry, and the continued session took it back
+ * uncounted as if never handed out (deliveries 1 again: the chaos
+ * harness's count check found it after a stopped pull-mode worker). */
+TEST_TIMEOUT(counts_ack_refused_past_the_deadline_counted_in_a_kept_lease, 60) {
+    emq_srv *s = emq_srv_start(NULL);
+    emq_icept *p = emq_icept_start(emq_srv_port(s), NULL, 0);
+    emq_conn_t *adm = admin_connect(s);
+    CMD_NOERR(adm, "XGROUP", "CREATE", CQ, "g", "$", "MKSTREAM");
+    emq_conf_t *conf = consumer_conf(s, "jobs", "g", "w", "head");
+    conf_set(conf, P_URL, emq_icept_url(p));
+    conf_set(conf, "lease.ttl_ms", "12000");
+    conf_set(conf, "claim.min_idle_ms", "600000");
+    conf_set(conf, "claim.interval_ms", "600000");
+    /* Nothing gives a held reply up while the test holds them. */
+    conf_set(conf, P_COMMAND_TIMEOUT, "600000");
+    emq_conf_set_log(conf, quiet_log, NULL);
+    emq_consumer_t *c;
+    emq_error err;
+    ASSERT_OK(emq_consumer_new(conf, NULL, NULL, &c, &err), &err);
+    emq_conf_destroy(conf);
+    produce_n(s, "jobs", "x", 1);
+    emq_entry *e[1];
+    size_t n = 0;
+    int64_t end = now_ms() + emq_test_ms(10000);
+    while (n == 0 && now_ms() < end)
+        ASSERT_OK(emq_consumer_poll(c, e, 1, 200, &n, &err), &err);
+    ASSERT_EQ_SIZE(n, 1);
+    ASSERT_EQ_INT(e[0]->deliveries, 1);
+    /* Replies held: the next renewal reaches the server (the key keeps our
+     * token until 12 s after it, at least 12 s from now) but is not
+     * confirmed, so the local deadline (0.9 x 12 s after the last
+     * confirmed one, sent before now) passes first: the ack goes in
+     * between. */
+    emq_icept_hold(p, 1);
+    int64_t held_ms = now_ms();
+    emq_status st = EMQ_OK;
+    end = now_ms() + emq_test_ms(20000);
+    char refused_id[EMQ_ID_MAX];
+    snprintf(refused_id, sizeof refused_id, "%s", e[0]->id);
+    /* An ack before the deadline is queued (EMQ_OK) and sent later. */
+    usleep((useconds_t)(held_ms + 11200 - now_ms()) * 1000);
+    st = emq_consumer_ack(c, e[0], &err);
+    ASSERT_EQ_INT(st, EMQ_ELOST);
+    ASSERT_CONTAINS(err.message, "lease");
+    emq_entry_free(e[0]);
+    ASSERT_EQ_INT(CMD_INT(adm, "EXISTS", CQ ":lease:g:w"), 1);
+    emq_icept_hold(p, 0);
+    n = 0;
+    while (n == 0 && now_ms() < end)
+        ASSERT_OK(emq_consumer_poll(c, e, 1, 200, &n, &err), &err);
+    ASSERT_EQ_SIZE(n, 1);
+    ASSERT_EQ_STR(e[0]->id, refused_id);
+    fprintf(stderr, "    handed out again told deliveries %llu\n",
+            (unsigned long long)e[0]->deliveries);
+    ASSERT_EQ_INT(e[0]->deliveries, 2);
+    ASSERT_OK(emq_consumer_ack(c, e[0], &err), &err);
+    emq_entry_free(e[0]);
+    ASSERT_OK(emq_consumer_close(c, emq_test_ms(5000), &err), &err);
+    emq_consumer_destroy(c);
+    emq_icept_stop(p);
+    emq_conn_destroy(adm);
+    emq_srv_stop(s);
+}

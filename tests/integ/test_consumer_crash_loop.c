@@ -19,6 +19,13 @@
  * entries waiting 50 ms were marked unseen, and the poison went first),
  * so they went to the dead letters with the poison.
  *
+ * One healthy entry, "pre0", comes before the poison: handled and
+ * acknowledged just before the poison kills the process, its
+ * acknowledgement (sent within 10 ms) dies with it the first time; after
+ * that the poison, a suspect of the crash, goes out only once what was
+ * settled before it is written, so pre0 is handled twice in all, not once
+ * per crash (before, it went to the dead letters with the poison).
+ *
  * In run mode (a handler), pull mode (emq_consumer_poll, one at a time),
  * event-loop mode (emq_consumer_fd, poll(2), emq_consumer_step) and batch
  * mode (a batch handler that dies when its batch holds the poison).
@@ -150,7 +157,8 @@ typedef struct ledger_tally {
     unsigned long long counts[CL_RESTARTS + 2];
 } ledger_tally;
 
-/* Reads the ledger into tallies: [0] the poison, [1 + i] healthy i. */
+/* Reads the ledger into tallies: [0] the poison, [1 + i] healthy i,
+ * [CL_HEALTHY + 1] pre0. */
 static void ledger_read(const char *path, ledger_tally *t) {
     FILE *f = fopen(path, "r");
     ASSERT(f != NULL);
@@ -160,9 +168,11 @@ static void ledger_read(const char *path, ledger_tally *t) {
         int at = -1;
         if (strcmp(value, "poison0") == 0)
             at = 0;
+        else if (strcmp(value, "pre0") == 0)
+            at = CL_HEALTHY + 1;
         else if (value[0] == 'h')
             at = 1 + atoi(value + 1);
-        ASSERT(at >= 0 && at <= CL_HEALTHY);
+        ASSERT(at >= 0 && at <= CL_HEALTHY + 1);
         if (t[at].calls < CL_RESTARTS + 2)
             t[at].counts[t[at].calls] = deliveries;
         t[at].calls++;
@@ -190,6 +200,7 @@ static void crash_loop(enum crash_mode mode, int healthy) {
     emq_srv *s = emq_srv_start(NULL);
     emq_conn_t *adm = admin_connect(s);
     CMD_NOERR(adm, "XGROUP", "CREATE", CL_STREAM, "g", "$", "MKSTREAM");
+    produce_n(s, CL_QUEUE, "pre", 1);
     produce_n(s, CL_QUEUE, "poison", 1);
     produce_n(s, CL_QUEUE, "h", healthy);
     char ledger[512];
@@ -209,9 +220,9 @@ static void crash_loop(enum crash_mode mode, int healthy) {
             if (pending_total(adm, CL_STREAM, "g") == 0) {
                 char ld[64];
                 group_last_delivered(adm, CL_STREAM, "g", ld, sizeof ld);
-                static emq_id last[CL_HEALTHY + 1];
-                size_t k = stream_ids(adm, CL_STREAM, last, CL_HEALTHY + 1);
-                if (k == (size_t)healthy + 1 &&
+                static emq_id last[CL_HEALTHY + 2];
+                size_t k = stream_ids(adm, CL_STREAM, last, CL_HEALTHY + 2);
+                if (k == (size_t)healthy + 2 &&
                     strcmp(ld, last[k - 1].str) == 0) {
                     done = 1;
                     break;
@@ -235,7 +246,7 @@ static void crash_loop(enum crash_mode mode, int healthy) {
         }
     }
     ASSERT(done);
-    static ledger_tally t[CL_HEALTHY + 1];
+    static ledger_tally t[CL_HEALTHY + 2];
     memset(t, 0, sizeof t);
     ledger_read(ledger, t);
     printf("    %d crashes; the poison was handed out %d times\n", crashes,
@@ -245,6 +256,14 @@ static void crash_loop(enum crash_mode mode, int healthy) {
     ASSERT_EQ_INT(t[0].calls, CL_MAX_DELIVERIES);
     for (int k = 0; k < t[0].calls; k++)
         ASSERT_EQ_INT(t[0].counts[k], k + 1);
+    /* pre0: handled before the first crash (its acknowledgement died with
+     * the process) and once more, each time told the truth. */
+    const ledger_tally *pre = &t[CL_HEALTHY + 1];
+    printf("    pre0, settled just before the poison, handled %d times\n",
+           pre->calls);
+    ASSERT(pre->calls >= 1 && pre->calls <= 2);
+    for (int k = 0; k < pre->calls; k++)
+        ASSERT_EQ_INT(pre->counts[k], k + 1);
     emq_reply *dead = CMD(adm, "XRANGE", CL_DEAD, "-", "+");
     ASSERT_EQ_SIZE(emq_reply_len(dead), 1);
     emq_reply_free(dead);

@@ -69,12 +69,46 @@ static void poller_start(poller *p, emq_consumer_t *c, int64_t timeout_ms) {
 
 /* Waits (bounded) until the poller sleeps in poll(2): on the socket of
  * the read lent to it (a poller waiting for the reading thread sleeps on
- * a futex instead). */
-static void wait_poller_on_socket(poller *p) {
-    WAIT_UNTIL(thread_sleeps_in_poll(atomic_load(&p->tid)) ||
-                   atomic_load(&p->done),
-               10000, "the poller to sleep in poll(2)");
+ * a futex instead).
+ *
+ * The reading thread lends a read only when it is about to block while
+ * a poller waits (emq_consumer_poll "may" send the read, no more). The
+ * poller starts the reading thread, whose start takes a millisecond or
+ * two: a poller descheduled longer on a loaded machine comes after the
+ * first read was sent, and waits on the futex for all of block_ms (with
+ * a 2 ms sleep put before its wait, every run did). So each half second
+ * the poller is not on the socket (ample for a lent read to get there:
+ * ending that one would only make the poller send it again), the read
+ * the connection blocks on is ended (CLIENT UNBLOCK, as a read that
+ * found nothing): the reading thread's next read is lent to the poller,
+ * which waits by then. */
+static void wait_poller_on_socket(const emq_srv *s, poller *p) {
+    long tid = atomic_load(&p->tid);
+    int64_t end = now_ms() + emq_test_ms(10000);
+    int64_t unblock_at = now_ms() + emq_test_ms(500);
+    int unblocked = 0;
+    while (!thread_sleeps_in_poll(tid) && !atomic_load(&p->done)) {
+        if (now_ms() > end)
+            FAIL("timed out after %d ms waiting for the poller to sleep in "
+                 "poll(2) (%d reads of the reading thread ended)",
+                 emq_test_ms(10000), unblocked);
+        long long id = now_ms() >= unblock_at ? client_id_by_name(s, "w", 1)
+                                              : -1;
+        if (id > 0) {
+            char ids[32], out[64];
+            snprintf(ids, sizeof ids, "%lld", id);
+            if (emq_srv_cmd(s, out, sizeof out, "CLIENT", "UNBLOCK", ids,
+                            "TIMEOUT", NULL) == ':')
+                unblocked += atoi(out); /* 0: it ended meanwhile */
+            unblock_at = now_ms() + emq_test_ms(500);
+        }
+        usleep(5000);
+    }
     ASSERT(!atomic_load(&p->done));
+    if (unblocked > 0)
+        printf("    the reading thread blocked first: %d of its reads "
+               "ended\n",
+               unblocked);
 }
 
 /* Polls k times for 300 ms, each finding nothing; the longest took. */
@@ -101,7 +135,7 @@ TEST_TIMEOUT(poll_waits_on_the_socket_itself, 60) {
     emq_consumer_t *c = long_read_consumer(emq_srv_url(s), "new", "60000");
     static poller p;
     poller_start(&p, c, emq_test_ms(30000));
-    wait_poller_on_socket(&p);
+    wait_poller_on_socket(s, &p);
     produce_n(s, "reads", "r", 1);
     pthread_join(p.thread, NULL);
     ASSERT_OK(p.st, &p.err);
@@ -197,7 +231,7 @@ TEST_TIMEOUT(poll_stop_ends_a_lent_read_at_once, 60) {
     emq_consumer_t *c = long_read_consumer(emq_srv_url(s), "new", "60000");
     static poller p;
     poller_start(&p, c, -1);
-    wait_poller_on_socket(&p);
+    wait_poller_on_socket(s, &p);
     int64_t t0 = now_ms();
     emq_consumer_stop(c);
     pthread_join(p.thread, NULL);

@@ -378,15 +378,24 @@ emq_status emq__batch_dispatch(emq_consumer_t *c, batch *b, emq_error *err) {
             }
             continue;
         }
-        int go = 0;
+        int go = 0, waited = 0;
         int64_t began_ms;
-        st = emq__inflight_step(&c->table, have ? &op : NULL, item, &go,
-                                &began_ms, err);
+        if (item->alone) {
+            /* A suspect of a crash goes out once what the handler settled
+             * before it is written: it takes no acknowledgement with it.
+             * Waited for before its begin, which asks its mark away: the
+             * mark stays while nothing but this wait stands between. */
+            if (have)
+                st = emq__inflight_step(&c->table, &op, NULL, NULL, NULL, err);
+            have = 0;
+            if (st == EMQ_OK)
+                waited = emq__upkeep_wait_settled(c);
+        }
+        if (st == EMQ_OK)
+            st = emq__inflight_step(&c->table, have ? &op : NULL, item, &go,
+                                    &began_ms, err);
         have = 0;
         if (st == EMQ_OK && go == 1) {
-            /* A suspect of a crash goes out once what the handler settled
-             * before it is written: it takes no acknowledgement with it. */
-            int waited = item->alone ? emq__upkeep_wait_settled(c) : 0;
             waited |= emq__upkeep_wait_unmarked(c); /* marks go first */
             /* Looked at again last thing: a pause (SIGSTOP) or the mark's
              * wait may have outlasted the lease since the begin, and a

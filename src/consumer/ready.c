@@ -659,12 +659,13 @@ emq_status emq__ready_poll(emq__ready *r, emq_entry **out, size_t max,
     emq_consumer_t *prev_owner = NULL;
     for (size_t i = 0; i < *n; i++) {
         handout *h = (handout *)out[i];
-        if (i == 0 || h->owner != prev_owner)
-            waited = emq__upkeep_wait_unmarked(h->owner);
         /* A suspect of a crash (alone in this handout) goes out once what
-         * was settled before it is written (emq__upkeep_wait_settled). */
-        if (h->item.alone)
-            waited |= emq__upkeep_wait_settled(h->owner);
+         * was settled before it is written (emq__upkeep_wait_settled),
+         * waited for first: the upkeep then sends the settlements in the
+         * round that takes the mark away, so the mark goes last. */
+        int settled = h->item.alone ? emq__upkeep_wait_settled(h->owner) : 0;
+        if (i == 0 || h->owner != prev_owner || settled)
+            waited = emq__upkeep_wait_unmarked(h->owner) | settled;
         prev_owner = h->owner;
         /* The wait outlasted the lease (it gives up then, the mark maybe
          * still on the server): nothing goes out, as for a handout that

@@ -306,10 +306,11 @@ static emq_status take_page(emq_consumer_t *c, const emq_id *ids, size_t n,
      * with it nothing at the next start: marked, they are not counted
      * again, and only the job itself is; a crash loop reaches
      * max_deliveries on the job alone (before, every restart raised them
-     * all). Run mode hands a lone taken entry out at once on this thread,
+     * all). Run mode hands a lone due retry out at once on this thread,
      * before anything else: it needs no mark. In pull mode it waits in
-     * the ready queue, maybe behind a job that kills the process. */
-    int mark_any = n >= 2 || c->ready != NULL;
+     * the ready queue, maybe behind a job that kills the process, and a
+     * suspect waits for the settlements before it (emq__batch_dispatch). */
+    int mark_any = n >= 2 || c->ready != NULL || count == TAKE_SUSPECT;
     char most[24];
     snprintf(most, sizeof most, "%lld",
              (long long)emq__cfg_max_deliveries(c->conf));

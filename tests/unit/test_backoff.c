@@ -175,8 +175,13 @@ TEST(retry_bounded_attempts_first_at_once) {
 TEST(retry_deadline_cuts_the_wait_then_one_last_attempt) {
     uint64_t rng = 1;
     emq__retry r;
-    /* Pauses of a minute (30 s at least, with jitter), cut at 30 ms. */
-    emq__retry_begin(&r, 60000, 60000, 0, emq__now_ms() + 30, &rng);
+    /* Pauses of a minute (30 s at least, with jitter), cut at a second
+     * (scaled): the first attempt and the start of the wait must come
+     * before the deadline, which 30 ms did not always leave a memcheck
+     * run on a loaded machine (a deadline passed before the wait ends
+     * the retrying with no last attempt). */
+    emq__retry_begin(&r, 60000, 60000, 0, emq__now_ms() + emq_test_ms(1000),
+                     &rng);
     ASSERT_EQ_INT(emq__retry_next(&r), 1);
     int64_t t0 = emq__now_ms();
     ASSERT_EQ_INT(emq__retry_next(&r), 1); /* slept to the deadline only */

@@ -17,6 +17,7 @@
 #include "consumer/inflight.h"
 #include "resp/resp.h"
 
+#include <sched.h>
 #include <stdio.h>
 
 /* ---- helpers ------------------------------------------------------------- */
@@ -883,5 +884,59 @@ TEST(inflight_unmark_wait_wakes_a_waiting_thread) {
     pthread_join(thread, NULL);
     ASSERT_EQ_INT(w.result, 1);
     ASSERT(emq__now_ms() < w.give_up_at);
+    emq__inflight_destroy(&t);
+}
+
+/* The settle wait (a suspect of a crash waits for what was settled before
+ * it): nothing outstanding, 0 at once; a settlement queued and not yet
+ * written holds it, and also takes from the run thread's reads (urgent:
+ * the upkeep sends it); once the upkeep wrote it, the waiter goes on. */
+static void *wait_settled(void *arg) {
+    unmark_waiter *w = arg;
+    w->result = emq__inflight_settle_wait(w->t, give_up_at_deadline, w);
+    return NULL;
+}
+
+TEST(inflight_settle_wait_holds_until_what_was_settled_is_written) {
+    emq__inflight t;
+    init(&t);
+    unmark_waiter w = {.t = &t, .give_up_at = emq__now_ms() + 60};
+    ASSERT_EQ_INT(emq__inflight_settle_wait(&t, give_up_at_deadline, &w), 0);
+    batch_item items[2];
+    mkitems(items, 2, 1);
+    ASSERT_EQ_INT(emq__inflight_add_batch(&t, items, 2, 1000), 0);
+    ASSERT_EQ_INT(begin1(&t, &items[0]), 1);
+    emq_error err;
+    ASSERT_OK(settle(&t, SETTLE_ACK, items[0].id.str, 5, &err), &err);
+    ASSERT_EQ_INT((long long)t.nsettling, 1);
+    /* Nobody writes it: the wait gives up (it had to wait: 1). */
+    w.give_up_at = emq__now_ms() + 60;
+    ASSERT_EQ_INT(emq__inflight_settle_wait(&t, give_up_at_deadline, &w), 1);
+    ASSERT_EQ_INT((long long)emq__inflight_queued(&t), 1);
+    /* While a waiter waits, a read takes no settlement (the upkeep
+     * sends it at once); the upkeep's take and write end the wait. */
+    w.give_up_at = emq__now_ms() + emq_test_ms(20000);
+    w.result = -1;
+    pthread_t thread;
+    ASSERT_EQ_INT(pthread_create(&thread, NULL, wait_settled, &w), 0);
+    settle_op *ops = NULL;
+    size_t cap = 0;
+    for (int urgent = 0; !urgent && emq__now_ms() < w.give_up_at;) {
+        sched_yield();
+        pthread_mutex_lock(&t.mu);
+        urgent = t.urgent > 0;
+        pthread_mutex_unlock(&t.mu);
+    }
+    ASSERT_EQ_SIZE(emq__inflight_take(&t, &ops, &cap, 100, 1), 0);
+    size_t n = emq__inflight_take(&t, &ops, &cap, 100, 0);
+    ASSERT_EQ_SIZE(n, 1);
+    emq__inflight_settled(&t, ops, n);
+    pthread_join(thread, NULL);
+    ASSERT_EQ_INT(w.result, 1);
+    ASSERT(emq__now_ms() < w.give_up_at);
+    ASSERT_EQ_INT((long long)t.nsettling, 0);
+    for (size_t i = 0; i < n; i++)
+        emq__settle_op_free(&ops[i]);
+    emq__free(ops);
     emq__inflight_destroy(&t);
 }

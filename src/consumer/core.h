@@ -219,6 +219,9 @@ struct emq_consumer {
      * own-pending page, take or claim asks for; halved at each reply over
      * resp.max_reply_bytes, down to 1, for the rest of the run (SIZE_MAX:
      * no bound but the configured sizes). Run thread. */
+    int marks_refused; /* a take's unseen marks were refused (an ACL
+                          without SADD): a take whose reply is lost then
+                          notes its entries dropped (recover.c) */
     size_t fit;
     int fit_warned;  /* the first halving of this run was logged */
     int late_warned; /* a reply that arrived stale was logged (run) */

@@ -306,11 +306,10 @@ static emq_status take_page(emq_consumer_t *c, const emq_id *ids, size_t n,
      * with it nothing at the next start: marked, they are not counted
      * again, and only the job itself is; a crash loop reaches
      * max_deliveries on the job alone (before, every restart raised them
-     * all). Run mode hands a lone due retry out at once on this thread,
-     * before anything else: it needs no mark. In pull mode it waits in
-     * the ready queue, maybe behind a job that kills the process, and a
-     * suspect waits for the settlements before it (emq__batch_dispatch). */
-    int mark_any = n >= 2 || c->ready != NULL || count == TAKE_SUSPECT;
+     * all). The marks also make a take whose reply is lost safe to send
+     * again: if it ran, its entries are marked and the next take raises
+     * nothing; if it did not, nothing is marked and the next take raises
+     * them, as it must (a due retry's handler was called). */
     char most[24];
     snprintf(most, sizeof most, "%lld",
              (long long)emq__cfg_max_deliveries(c->conf));
@@ -329,21 +328,22 @@ static emq_status take_page(emq_consumer_t *c, const emq_id *ids, size_t n,
         raised[i] = (count != TAKE_UNCOUNTED || let_go) && !marked[i] &&
                     !dropped;
         argv[9 + 3 * i] = raised[i] ? "1" : "0";
-        argv[10 + 3 * i] = mark_any && !marked[i] &&
-                                   !emq__inflight_holds(&c->table, &ids[i])
-                               ? "1"
-                               : "0";
+        argv[10 + 3 * i] =
+            !marked[i] && !emq__inflight_holds(&c->table, &ids[i]) ? "1" : "0";
     }
     emq_reply *reply;
     st =
         emq__session_call(&c->rx, 0, (int)(8 + 3 * n), argv, NULL, &reply, err);
     if (st != EMQ_OK) {
-        /* The script may have run and raised the counts, and its reply
-         * (a reply over resp.max_reply_bytes, a cut connection) is lost:
-         * none reached a handler, so the next take of them raises
-         * nothing. Without this, each smaller retry of a reply that does
-         * not fit raised the counts again until max_deliveries. */
-        emq__inflight_note_dropped(&c->table, ids, n);
+        /* The script may have run or not, its reply (a reply over
+         * resp.max_reply_bytes, a cut connection) lost. Its marks tell
+         * the next take which. Where marks are refused (an ACL without
+         * SADD) the entries are noted dropped instead: the next take
+         * raises none of them, which undercounts when this one did not
+         * run, but each smaller retry of a reply that does not fit no
+         * longer raises the counts until max_deliveries. */
+        if (c->marks_refused)
+            emq__inflight_note_dropped(&c->table, ids, n);
         return st;
     }
     if (emq_reply_kind(reply) == EMQ_REPLY_ERROR)
@@ -366,14 +366,26 @@ static emq_status take_page(emq_consumer_t *c, const emq_id *ids, size_t n,
     emq__batch_init(&b);
     if ((st = emq__batch_parse(&b, reply, entries, err)) == EMQ_OK) {
         set_counts(&b, counts);
+        uint64_t max = (uint64_t)emq__cfg_max_deliveries(c->conf);
         for (size_t k = 0; k < b.n; k++) {
+            int asked = 0;
             for (size_t i = 0; i < n; i++)
                 if (strcmp(b.items[k].id.str, ids[i].str) == 0) {
                     b.items[k].unseen = marked[i];
                     b.items[k].alone = count == TAKE_SUSPECT && raised[i];
+                    asked = argv[10 + 3 * i][0] == '1';
                 }
             if (emq_reply_integer(emq_reply_at(now_marked, k)) == 1)
                 b.items[k].unseen = 1;
+            else if (asked && b.items[k].fields != NULL &&
+                     b.items[k].deliveries <= max && !c->marks_refused) {
+                c->marks_refused = 1;
+                emq__consumer_log(c, EMQ_LOG_DEBUG,
+                                  "the server refused the unseen marks of a "
+                                  "take (an ACL without SADD on %s?): a crash "
+                                  "may count entries read ahead again",
+                                  c->unseen_key);
+            }
         }
         b.taken_ms = emq__session_reply_began_ms(&c->rx);
         /* A limited group's rate counts what goes out again, too. */

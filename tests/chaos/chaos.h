@@ -211,9 +211,9 @@ typedef struct chaos_run {
     int tolerate_fields; /* 1: report dead letters that lost fields
                             only */
     int crashes;         /* workers that died on a crash job (planned) */
-    int counts_bounded;  /* 1: failovers (--sentinel) may roll a count's
-                            raise back: counts below the truth are
-                            reported, not failed (docs/CONSUMER.md) */
+    int counts_bounded;  /* 1: counts below the truth are reported, not
+                            failed: failovers (--sentinel) may roll a
+                            raise back, or --tolerate undercounted */
     int producer_failed;
     int drained; /* 1: drained before the deadline */
 } chaos_run;

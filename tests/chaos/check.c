@@ -994,8 +994,8 @@ int chaos_check(const chaos_run *run) {
            "calls before them + 1 (must be 0%s); %ld told more (a delivery "
            "that reached no handler, by up to %llu)\n",
            undercounted,
-           run->counts_bounded ? "; reported only: failovers may roll a "
-                                 "raise back"
+           run->counts_bounded ? "; reported only (--sentinel, or "
+                                 "--tolerate undercounted)"
                                : "",
            overcounted, most_over);
     printf("  retries             %ld intended re-deliveries after EMQ_RETRY "

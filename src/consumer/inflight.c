@@ -979,6 +979,16 @@ int emq__inflight_was_dropped(emq__inflight *t, const emq_id *id) {
     return found;
 }
 
+void emq__inflight_note_let_go(emq__inflight *t, const emq_id *id) {
+    pthread_mutex_lock(&t->mu);
+    int known = 0;
+    for (size_t i = 0; i < t->nlet_go && !known; i++)
+        known = strcmp(t->let_go[i].str, id->str) == 0;
+    if (!known) /* once: each copy would raise it again */
+        (void)ids_push(&t->let_go, &t->nlet_go, &t->let_go_cap, id);
+    pthread_mutex_unlock(&t->mu);
+}
+
 int emq__inflight_was_let_go(emq__inflight *t, const emq_id *id) {
     pthread_mutex_lock(&t->mu);
     int found = ids_take(t->let_go, &t->nlet_go, id);

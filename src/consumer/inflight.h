@@ -306,6 +306,10 @@ int emq__inflight_was_dropped(emq__inflight *t, const emq_id *id);
 /* 1 when id was handed out and let go unsettled (then it is no longer).
  * Any thread. */
 int emq__inflight_was_let_go(emq__inflight *t, const emq_id *id);
+/* Notes id as let go: its next take raises its count unless it is marked
+ * (a take that should have raised it and whose reply was lost). Any
+ * thread; forgotten silently when the list cannot grow. */
+void emq__inflight_note_let_go(emq__inflight *t, const emq_id *id);
 /* Adds ids[0..n) to that list: their take's reply was lost, so whatever
  * count it raised reached no handler (out of memory: some are forgotten,
  * then counted once more). Any thread. */

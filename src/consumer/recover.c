@@ -342,8 +342,17 @@ static emq_status take_page(emq_consumer_t *c, const emq_id *ids, size_t n,
          * raises none of them, which undercounts when this one did not
          * run, but each smaller retry of a reply that does not fit no
          * longer raises the counts until max_deliveries. */
-        if (c->marks_refused)
+        if (c->marks_refused) {
             emq__inflight_note_dropped(&c->table, ids, n);
+            return st;
+        }
+        /* Those it was to raise are out of the table (a due retry is
+         * forgotten before its take): remembered as let go, so that the
+         * next take raises them, unless this one ran (they are marked),
+         * even in a session that kept the lease. */
+        for (size_t i = 0; i < n; i++)
+            if (raised[i])
+                emq__inflight_note_let_go(&c->table, &ids[i]);
         return st;
     }
     if (emq_reply_kind(reply) == EMQ_REPLY_ERROR)

@@ -413,6 +413,7 @@ TEST_TIMEOUT(security_acl_consumer_line_runs_a_full_cycle, 40) {
     "(~emq:{aclq}:reasons:* +hset +hget +hdel) "                               \
     "(~emq:{aclq}:retry:* +zadd +zrem +zscore) "                               \
     "(~emq:{aclq}:unseen:* +sadd +srem +smismember) "                          \
+    "(~emq:{aclq}:inhand:* +hset +hdel) "                                      \
     "(~emq:{aclq}:dead +xadd)\n"
 #define PRODUCER_LINE                                                          \
     "user producer on >" SECRET " resetkeys resetchannels -@all "              \

@@ -119,19 +119,27 @@ static void pull_loop(emq_consumer_t *c, enum crash_mode mode) {
     }
 }
 
-static void crash_child(const emq_srv *s, enum crash_mode mode,
-                        const char *ledger) {
+/* A worker child's start: dies with the test, opens the ledger, and
+ * returns the conf of consumer "w" (lease 1.5 s, no claims) that every
+ * start of it shares, so each restart finds the last one's entries. */
+static emq_conf_t *child_conf(const emq_srv *s, const char *ledger) {
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     ledger_fd = open(ledger, O_WRONLY | O_APPEND | O_CREAT, 0600);
     if (ledger_fd < 0)
         _exit(3);
     emq_conf_t *conf = consumer_conf(s, CL_QUEUE, "g", "w", "head");
+    conf_set(conf, "lease.ttl_ms", "1500");
+    conf_set(conf, "claim.min_idle_ms", "3600000");
+    return conf;
+}
+
+static void crash_child(const emq_srv *s, enum crash_mode mode,
+                        const char *ledger) {
+    emq_conf_t *conf = child_conf(s, ledger);
     conf_set(conf, "count", "1000");
     conf_set(conf, "max_in_flight", "1000");
     conf_set(conf, "batch.max", "10");
     conf_set(conf, "max_deliveries", "10");
-    conf_set(conf, "lease.ttl_ms", "1500");
-    conf_set(conf, "claim.min_idle_ms", "3600000");
     emq_consumer_t *c = NULL;
     emq_error err;
     emq_status st;
@@ -351,13 +359,7 @@ static emq_verdict retry_always(void *opaque, const emq_entry *e, char *reason,
 }
 
 static void random_child(const emq_srv *s, const char *ledger) {
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    ledger_fd = open(ledger, O_WRONLY | O_APPEND | O_CREAT, 0600);
-    if (ledger_fd < 0)
-        _exit(3);
-    emq_conf_t *conf = consumer_conf(s, CL_QUEUE, "g", "w", "head");
-    conf_set(conf, "lease.ttl_ms", "1500");
-    conf_set(conf, "claim.min_idle_ms", "3600000");
+    emq_conf_t *conf = child_conf(s, ledger);
     conf_set(conf, "retry.backoff_ms", "10");
     conf_set(conf, "retry.backoff_max_ms", "20");
     emq_consumer_t *c = NULL;

@@ -38,6 +38,7 @@
  * that the group has nothing pending.
  *
  * Usage: bench_consume [-c COUNT] [-p CONSUMERS] [-o echomq|hiredis]
+ *                      [-w WORK_US] [-i MIN_IDLE_MS] [-x]
  *                      [entries] [rounds] [block_ms]
  *        (defaults: 1000000 entries, 3 rounds, block_ms 100; -c, -p and -o
  *        narrow the run to one COUNT, one number of consumers or one client,
@@ -63,6 +64,8 @@
 
 /* -i: echomq's claim.min_idle_ms. */
 static int min_idle_ms;
+/* -x: echomq's deliveries.exact 1 (docs/CONSUMER.md, Delivery counts). */
+static int exact;
 
 static emq_verdict echomq_handler(void *opaque, const emq_entry *entry,
                                   char *reason, size_t reason_size) {
@@ -139,6 +142,8 @@ static result run_echomq(redisContext *admin, long total, int count,
         snprintf(num, sizeof num, "%d", min_idle_ms);
         conf_set(conf, "claim.min_idle_ms", num);
     }
+    if (exact)
+        conf_set(conf, "deliveries.exact", "1");
 
     run_state s = {.total = total};
     emq_error err;
@@ -199,10 +204,11 @@ static void cell(char out[32], int ran, const char *fmt, double value) {
 static void usage(void) {
     fprintf(stderr,
             "usage: bench_consume [-c COUNT] [-p CONSUMERS] [-o echomq|hiredis]"
-            "\n                     [-w WORK_US] [-i MIN_IDLE_MS]"
+            "\n                     [-w WORK_US] [-i MIN_IDLE_MS] [-x]"
             " [entries] [rounds] [block_ms]\n"
             "  -w: busy work per entry in both clients' handlers; -i: echomq's"
             " claim.min_idle_ms\n"
+            "  -x: echomq with deliveries.exact 1\n"
             "  defaults: 1000000 entries, 3 rounds, block_ms 100; every COUNT "
             "of\n  10, 100, 1000, every number of consumers of 1, 2, 4, both "
             "clients\n");
@@ -212,11 +218,13 @@ static void usage(void) {
 int main(int argc, char **argv) {
     bench_name = "bench_consume";
     int only_count = 0, only_consumers = 0, run_e = 1, run_h = 1, opt;
-    while ((opt = getopt(argc, argv, "c:p:o:w:i:")) != -1) {
+    while ((opt = getopt(argc, argv, "c:p:o:w:i:x")) != -1) {
         if (opt == 'w')
             work_us = atoi(optarg);
         else if (opt == 'i')
             min_idle_ms = atoi(optarg);
+        else if (opt == 'x')
+            exact = 1;
         else if (opt == 'c')
             only_count = atoi(optarg);
         else if (opt == 'p')

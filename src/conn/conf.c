@@ -322,6 +322,16 @@ static const prop props[] = {
     {"max_deliveries", "5",
      "Deliveries after which a failing entry goes to the dead letters.", P_INT,
      F(max_deliveries), 1, 1000000, NULL, NULL, NULL, "consumer"},
+    {"deliveries.exact", "0",
+     "1: delivery counts are exact across any crash: every read marks the "
+     "entries it delivers unseen in the same script, and each handout "
+     "removes its entry's mark first (one round trip per handout, or per "
+     "batch handler call), so no entry waits unmarked. 0: entries waiting "
+     "to be handed out are marked after 50 ms (2 ms behind handlers that "
+     "take 2 ms or more), and a process killed while one waits unmarked "
+     "counts it once more than handlers had it (docs/CONSUMER.md, "
+     "Delivery counts).",
+     P_INT, F(deliveries_exact), 0, 1, NULL, NULL, NULL, "consumer"},
     {"max_in_flight", "1000",
      "Most entries a consumer has out at once through emq_consumer_poll or "
      "a batch handler: read and not yet handed out, or handed out and not "

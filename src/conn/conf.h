@@ -107,6 +107,7 @@
     X(INT, dedup_ttl_ms)    /* default window of an idempotency key */           \
     X(INT, rate_limit)      /* the group's entries per second; 0: none */        \
     X(INT, group_max_in_flight) /* the group's pending bound; 0: none */         \
+    X(INT, deliveries_exact)    /* 1: reads mark what they deliver unseen */     \
     X(INT, trim_maxlen)         /* XADD MAXLEN threshold; -1: not set */         \
     X(STR, trim_minid)  /* XADD MINID threshold; NULL: not set (an ID, checked   \
                            by the producer) */                                   \

@@ -126,6 +126,7 @@ emq_status emq__consumer_make(const emq_conf_t *conf, emq_handler_fn handler,
     }
     c->handler = handler;
     c->opaque = opaque;
+    c->exact = emq__cfg_deliveries_exact(c->conf) != 0;
     c->group = emq__cfg_group(c->conf);
     c->name = emq__cfg_consumer(c->conf);
     if (emq__topic_is(c->conf) &&
@@ -377,18 +378,21 @@ static emq_status read_refused(emq_consumer_t *c, emq_reply *reply,
 /* Hands what a read delivered (entries, inside reply) to the handler or
  * the ready queue; the batch takes reply and frees it. taken_ms: when the
  * entries were delivered at the latest (0: when the reply began to
- * arrive). */
+ * arrive). unseen: the read marked them (each handout removes the mark
+ * first). */
 static emq_status dispatch_read(emq_consumer_t *c, emq_reply *reply,
                                 const emq_reply *entries, int64_t taken_ms,
-                                emq_error *err) {
+                                int unseen, emq_error *err) {
     batch b;
     emq__batch_init(&b);
     emq_status st = emq__batch_parse(&b, reply, entries, err);
     if (st == EMQ_OK) {
         /* Only a reply that parsed resets the reconnect backoff. */
         emq__session_healthy(&c->rx);
-        for (size_t i = 0; i < b.n; i++)
+        for (size_t i = 0; i < b.n; i++) {
             b.items[i].deliveries = 1; /* '>' delivers for the first time */
+            b.items[i].unseen = unseen;
+        }
         b.taken_ms = taken_ms > 0 ? taken_ms
                                   : emq__session_reply_began_ms(&c->rx);
         st = emq__batch_dispatch(c, &b, err);
@@ -401,8 +405,9 @@ static emq_status dispatch_read(emq_consumer_t *c, emq_reply *reply,
  * entry was settled (by any consumer of it). */
 #define EMQ_LIMITED_LOOK_MS 20
 
-/* A limited group's read, or a read of a queue with priorities
- * (grant.c): the grant script reads what the limits allow, the most
+/* A limited group's read, a read of a queue with priorities, or one
+ * that marks what it delivers (deliveries.exact) (grant.c): the grant
+ * script reads what the limits allow, the most
  * urgent held entries first; nothing allowed sleeps as it says (at most
  * wait_ms); nothing to read waits for the next entry (or held entry)
  * with XREAD BLOCK, which consumes nothing. */
@@ -428,7 +433,7 @@ static emq_status read_limited(emq_consumer_t *c, size_t want, int64_t wait,
     if (g.entries != NULL) {
         const emq_reply *entries = emq__xread_entries(g.entries, err, &st);
         if (st == EMQ_OK && entries != NULL)
-            return dispatch_read(c, reply, entries, 0, err);
+            return dispatch_read(c, reply, entries, 0, g.marked, err);
         emq_reply_free(reply);
         return st;
     }
@@ -602,7 +607,7 @@ static emq_status read_delivered(emq_consumer_t *c, emq_reply *reply,
     emq_status sent = EMQ_OK;
     while (sent == EMQ_OK && (next = ahead_want(c, got, want, room)) > 0)
         sent = send_ahead(c, next, -1, 1, &aerr);
-    st = dispatch_read(c, reply, entries, taken_ms, err);
+    st = dispatch_read(c, reply, entries, taken_ms, 0, err);
     if (st != EMQ_OK)
         finish_all_ahead(c);
     if (st == EMQ_OK && sent != EMQ_OK) {
@@ -693,7 +698,7 @@ static void read_plan(emq_consumer_t *c, size_t room, size_t *want,
  * no read owed, room, the upkeep in step, the lease held (and no lapse
  * seen by a handout meanwhile), nothing to recover, no claim beat or
  * retry due, the connection not gone, the queue neither limited nor
- * prioritized, no stop. */
+ * prioritized, counts not exact (their reads are scripts), no stop. */
 static int only_a_read_due(emq_consumer_t *c, size_t room) {
     int64_t now = emq__now_ms();
     return c->nahead == 0 && room > 0 && !emq__consumer_stopping(c) &&
@@ -702,7 +707,7 @@ static int only_a_read_due(emq_consumer_t *c, size_t room) {
            now < c->next_claim_ms &&
            emq__inflight_next_due(&c->table, now) != 0 &&
            !emq__route_went_away(c->rx.route) && !atomic_load(&c->limited) &&
-           !atomic_load(&c->prioritized);
+           !atomic_load(&c->prioritized) && !c->exact;
 }
 
 /* How long past its block a lent read's reply may take to begin before
@@ -787,7 +792,7 @@ static emq_status read_new(emq_consumer_t *c, size_t room, emq_error *err) {
     size_t want;
     int64_t wait;
     read_plan(c, room, &want, &wait);
-    if (atomic_load(&c->limited) || atomic_load(&c->prioritized))
+    if (atomic_load(&c->limited) || atomic_load(&c->prioritized) || c->exact)
         return read_limited(c, want, wait, err);
     emq_status st;
     /* Not after "not now" (waited out here). Lent reads carry no

@@ -86,6 +86,8 @@ typedef struct emq__upkeep {
     int64_t next_mark_ms;    /* unseen marks of entries waiting to be handed
                                 out are written then */
     int64_t next_publish_ms; /* in-hand times are published then */
+    int64_t round_ms8;       /* a round's round trip, ms x 8: a moving
+                                mean (when marks go, inflight.h) */
     int unblock_asked;       /* a stop met the read blocked (table.mu) */
 } emq__upkeep;
 
@@ -131,6 +133,8 @@ struct emq_consumer {
     atomic_int limited; /* the group has a limit: reads go through the
                            grant script (grant.c; the upkeep looks
                            again every EMQ_GRANT_LOOK_MS) */
+    int exact;          /* deliveries.exact: reads go through the grant script,
+                           which marks what it delivers unseen (grant.c) */
     atomic_int prioritized;    /* the queue has a priority record: reads go
                                   through the grant script too, which hands
                                   out held entries most urgent first */

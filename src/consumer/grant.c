@@ -18,7 +18,9 @@
  * the rate a log of the last second's deliveries (a sorted set by
  * the server's clock, so no one-second window ever holds more than the
  * rate); it reads min(wanted, room under each limit) with XREADGROUP and
- * logs them. With nothing granted the caller sleeps as the reply says;
+ * logs them. With deliveries.exact it marks what it read unseen in the
+ * same step (recover.c: no crash falls between a delivery and its mark).
+ * With nothing granted the caller sleeps as the reply says;
  * with nothing to read it waits for the next entry with XREAD BLOCK, which
  * consumes nothing. A group without limits reads as before.
  */
@@ -38,8 +40,15 @@
 /* KEYS: stream, limits hash, rate log, held, entries, levels, counts,
  * bell, priority record, retry schedule. ARGV: group, consumer, want, "1"
  * when the queue has priorities (else the held keys are not touched), the
- * group's lease key prefix. Returns {granted, wait_ms, XREADGROUP reply
- * or nil, the stream's last ID or "", the bell's last ID or ""}.
+ * group's lease key prefix, the consumer's unseen set or "" (no marks).
+ * Returns {granted, wait_ms, XREADGROUP reply or nil, the stream's last ID
+ * or "", the bell's last ID or "", 1 when what it read was marked}.
+ *
+ * The unseen set is not declared (as in recover.c's take): a migrating
+ * slot that has not got it answers SADD with an error, which pcall turns
+ * into "not marked" (0) while the read goes on. Marked is 1 when any
+ * SADD got through: each handout then removes its entry's mark, which
+ * costs nothing for one that had none.
  *
  * A lease key is looked at undeclared, with pcall: a consumer whose key
  * cannot be read (a migrating slot that has not got it, an ACL without
@@ -88,7 +97,7 @@ static const char grant_script[] =
     " - now)\n"
     "  end\n"
     "end\n"
-    "if grant <= 0 then return {0, wait, false, '', ''} end\n"
+    "if grant <= 0 then return {0, wait, false, '', '', 0} end\n"
     "local r = redis.call('XREADGROUP', 'GROUP', ARGV[1], ARGV[2], 'COUNT',\n"
     "                     grant, 'STREAMS', KEYS[1], '>')\n"
     "local got = r and #r[1][2] or 0\n"
@@ -121,7 +130,7 @@ static const char grant_script[] =
     "    bell = redis.call('XREVRANGE', k.bell, '+', '-', 'COUNT', 1)\n"
     "  end\n"
     "  return {grant, 0, false, last[1] and last[1][1] or '0-0',\n"
-    "          bell[1] and bell[1][1] or '0-0'}\n"
+    "          bell[1] and bell[1][1] or '0-0', 0}\n"
     "end\n"
     "if rate > 0 then\n"
     "  for _, e in ipairs(r[1][2]) do\n"
@@ -129,7 +138,17 @@ static const char grant_script[] =
     "  end\n"
     "  redis.call('PEXPIRE', KEYS[3], 2000)\n"
     "end\n"
-    "return {grant, 0, r, '', ''}\n";
+    "local marked = 0\n"
+    "if ARGV[6] ~= '' then\n"
+    "  local ids = {}\n"
+    "  for i, e in ipairs(r[1][2]) do ids[i] = e[1] end\n"
+    "  for i = 1, #ids, 500 do\n"
+    "    local m = redis.pcall('SADD', ARGV[6],\n"
+    "                          unpack(ids, i, math.min(i + 499, #ids)))\n"
+    "    if type(m) == 'number' then marked = 1 end\n"
+    "  end\n"
+    "end\n"
+    "return {grant, 0, r, '', '', marked}\n";
 
 /* KEYS: limits hash, rate log. ARGV: group, then IDs. Logs each ID as
  * a hand-out now (a member of its own, even for an ID logged before). */
@@ -196,12 +215,13 @@ void emq__grant_read_argv(const emq_consumer_t *c, const char *want_text,
     argv[15] = want_text;
     argv[16] = atomic_load(&c->prioritized) ? "1" : "0";
     argv[17] = c->lease_prefix;
+    argv[18] = c->exact ? c->unseen_key : "";
 }
 
 emq_status emq__grant_reply(const emq_reply *reply, emq__grant *g,
                             emq_error *err) {
     memset(g, 0, sizeof *g);
-    if (emq_reply_kind(reply) != EMQ_REPLY_ARRAY || emq_reply_len(reply) != 5 ||
+    if (emq_reply_kind(reply) != EMQ_REPLY_ARRAY || emq_reply_len(reply) != 6 ||
         emq_reply_kind(emq_reply_at(reply, 0)) != EMQ_REPLY_INTEGER ||
         emq_reply_kind(emq_reply_at(reply, 1)) != EMQ_REPLY_INTEGER)
         return emq__reply_bad_shape(err, "the limited read");
@@ -209,6 +229,7 @@ emq_status emq__grant_reply(const emq_reply *reply, emq__grant *g,
     g->wait_ms = emq_reply_integer(emq_reply_at(reply, 1));
     const emq_reply *r = emq_reply_at(reply, 2);
     g->entries = emq_reply_kind(r) == EMQ_REPLY_ARRAY ? r : NULL;
+    g->marked = emq_reply_integer(emq_reply_at(reply, 5)) == 1;
     size_t len = 0;
     for (size_t i = 0; i < 2; i++) {
         char *to = i == 0 ? g->last_id : g->bell_id;

@@ -19,7 +19,7 @@ emq_status emq__grant_start(emq_consumer_t *c, emq_error *err);
 /* Words of the grant read: EVAL, the script, its keys and arguments, for
  * at most want entries (want_text its decimal). argv has room for
  * EMQ_GRANT_ARGC words. */
-#define EMQ_GRANT_ARGC 18
+#define EMQ_GRANT_ARGC 19
 void emq__grant_read_argv(const emq_consumer_t *c, const char *want_text,
                           const char *argv[EMQ_GRANT_ARGC]);
 
@@ -36,6 +36,8 @@ typedef struct emq__grant {
                                  empty) */
     char bell_id[EMQ_ID_MAX]; /* and the bell's, to wait for the next held
                                  entry from */
+    int marked;               /* the entries got unseen marks in the read
+                                 (deliveries.exact) */
 } emq__grant;
 
 /* Reads a grant read's reply into *g. EMQ_EPROTO for another shape; an

@@ -214,8 +214,13 @@ static void set_state(emq__inflight *t, if_entry *e, if_state state) {
         t->nsettling--;
     if (state == IF_SETTLING)
         t->nsettling++;
-    if (e->state == IF_HANDLING)
+    if (e->state == IF_HANDLING) {
         atomic_fetch_sub(&t->nhandling, 1);
+        if (state != IF_READ && e->handed_ms > 0) { /* it was held */
+            int64_t held = emq__now_coarse_ms() - e->handed_ms;
+            t->held_ms8 += (held > 0 ? held : 0) - t->held_ms8 / 8;
+        }
+    }
     if (state == IF_HANDLING)
         atomic_fetch_add(&t->nhandling, 1);
     if (state != IF_HANDLING)
@@ -675,6 +680,19 @@ size_t emq__inflight_stale(emq__inflight *t, int64_t before_ms, emq_id *out,
     }
     pthread_mutex_unlock(&t->mu);
     return n;
+}
+
+int64_t emq__unseen_after_ms(int64_t held_ms, int64_t round_ms) {
+    return held_ms >= EMQ_UNSEEN_SLOW_HELD_MS && held_ms >= 20 * round_ms
+               ? EMQ_UNSEEN_SOON_MS
+               : EMQ_UNSEEN_AFTER_MS;
+}
+
+int64_t emq__inflight_mark_after_ms(emq__inflight *t, int64_t round_ms) {
+    pthread_mutex_lock(&t->mu);
+    int64_t held = t->held_ms8 / 8;
+    pthread_mutex_unlock(&t->mu);
+    return emq__unseen_after_ms(held, round_ms);
 }
 
 size_t emq__inflight_to_mark(emq__inflight *t, int64_t now_ms, int64_t after_ms,

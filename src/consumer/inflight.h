@@ -103,6 +103,8 @@ typedef struct emq__inflight {
                                 known); emq__inflight_next_due looks
                                 through the table only once it has come */
     atomic_size_t nhandling; /* entries in IF_HANDLING (read without mu) */
+    int64_t held_ms8;        /* how long a handler holds an entry, ms x 8:
+                                a moving mean (emq__inflight_mark_after_ms) */
     size_t current;          /* slot of the entry the handler has (a hint) */
     int64_t stale_after_ms;  /* an entry not refreshed this long is not
                                 handed out (0: no check) */
@@ -236,6 +238,24 @@ void emq__inflight_requeue(emq__inflight *t, settle_op *ops, size_t n);
  * *first_overdue (may be NULL) the first of them. */
 size_t emq__inflight_stale(emq__inflight *t, int64_t before_ms, emq_id *out,
                            size_t max, size_t *noverdue, emq_id *first_overdue);
+/* An entry read and not handed out for this long gets an unseen mark
+ * (upkeep.c), unless handlers hold each entry EMQ_UNSEEN_SLOW_HELD_MS or
+ * more: then EMQ_UNSEEN_SOON_MS. */
+#define EMQ_UNSEEN_AFTER_MS 50
+#define EMQ_UNSEEN_SOON_MS 2
+#define EMQ_UNSEEN_SLOW_HELD_MS 2
+
+/* How long an entry read and not handed out waits for its unseen mark,
+ * when handlers hold an entry held_ms on average and the upkeep's round
+ * trip takes round_ms. A mark costs its entry's handout one round trip
+ * (the unmark goes first), so entries are marked soon only where that is
+ * at most a twentieth of a handler's time: behind slow handlers an entry
+ * waits long, and a crash while it waits unmarked counts a delivery no
+ * handler had (the window is EMQ_UNSEEN_SOON_MS instead of
+ * EMQ_UNSEEN_AFTER_MS). Pure. */
+int64_t emq__unseen_after_ms(int64_t held_ms, int64_t round_ms);
+/* emq__unseen_after_ms with the table's mean handler time. Upkeep. */
+int64_t emq__inflight_mark_after_ms(emq__inflight *t, int64_t round_ms);
 /* Upkeep: up to max IDs read at least after_ms before now_ms and not
  * handed out, without an unseen mark yet: marked now (the caller sends
  * the marks). Returns their number. */

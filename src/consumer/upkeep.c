@@ -12,7 +12,8 @@
  *   - the queue's delayed entries that are due are moved to the stream
  *     (mover.c: a look every delayed.poll_ms, the move when one is due);
  *   - entries read and waiting EMQ_UNSEEN_AFTER_MS or more to be handed
- *     out get an unseen mark (SADD to the consumer's unseen set), and a
+ *     out (EMQ_UNSEEN_SOON_MS behind slow handlers, inflight.h) get an
+ *     unseen mark (SADD to the consumer's unseen set), and a
  *     mark goes (SREM) before its entry is handed out: the handout waits
  *     for that reply (emq__upkeep_wait_unmarked). After a crash, recover
  *     self takes a marked entry without counting a delivery: no handler
@@ -72,9 +73,6 @@ static const char publish_script[] =
     "  redis.call('HSET', KEYS[1], ARGV[i], now - tonumber(ARGV[i + 1]))\n"
     "end\n"
     "return 0\n";
-
-/* An entry read and not handed out for this long gets an unseen mark. */
-#define EMQ_UNSEEN_AFTER_MS 50
 
 /* While the lease is not known held, the renewal goes this often. */
 #define EMQ_FENCED_RENEW_MS 50
@@ -404,13 +402,19 @@ static emq_status one_round(emq_consumer_t *c, int settle, settle_op **ops_at,
                             TAG_UNMARK, err);
     }
     if (st == EMQ_OK && now >= u->next_mark_ms) {
-        size_t nmarks = emq__inflight_to_mark(
-            &c->table, now, EMQ_UNSEEN_AFTER_MS, ids, EMQ_SETTLE_MAX_IDS);
+        /* With exact counts reads mark what they deliver: what is left is
+         * an entry whose handout was undone after its mark went. */
+        int64_t after =
+            c->exact ? EMQ_UNSEEN_SOON_MS
+                     : emq__inflight_mark_after_ms(&c->table, u->round_ms8 / 8);
+        size_t nmarks = emq__inflight_to_mark(&c->table, now, after, ids,
+                                              EMQ_SETTLE_MAX_IDS);
         if (nmarks > 0)
             st = append_ids(c, "SADD", c->unseen_key, ids, nmarks, TAG_MARK,
                             err);
-        u->next_mark_ms =
-            nmarks == EMQ_SETTLE_MAX_IDS ? now : now + EMQ_UNSEEN_AFTER_MS / 2;
+        u->next_mark_ms = nmarks == EMQ_SETTLE_MAX_IDS ? now
+                          : after > 2                  ? now + after / 2
+                                                       : now + 1;
     }
     size_t nunpub = 0;
     if (st == EMQ_OK && now >= u->next_publish_ms) {
@@ -465,6 +469,10 @@ static emq_status one_round(emq_consumer_t *c, int settle, settle_op **ops_at,
     }
     if (st == EMQ_OK)
         st = emq__session_drain(&u->x, apply, &r, err);
+    if (st == EMQ_OK) { /* the round trip, a moving mean (marks) */
+        int64_t took = emq__now_ms() - r.sent_ms;
+        u->round_ms8 += (took > 0 ? took : 0) - u->round_ms8 / 8;
+    }
     emq__settle_finish(c, *ops_at, nops, st, &r.settle);
     if (nunpub > 0 && st != EMQ_OK && st != EMQ_EAGAIN)
         emq__inflight_unpublish_again(&c->table, unpub, nunpub);
@@ -670,6 +678,5 @@ int emq__upkeep_wait_unmarked(emq_consumer_t *c) {
     emq__inflight *t = &c->table;
     if (atomic_load(&t->unmark_done) >= atomic_load(&t->unmark_asked))
         return 0;
-    emq__inflight_unmark_wait(t, unmark_give_up, c);
-    return 1;
+    return emq__inflight_unmark_wait(t, unmark_give_up, c) ? 1 : -1;
 }

@@ -11,9 +11,13 @@ emq_status emq__upkeep_start(emq_consumer_t *c, emq_error *err);
 void emq__upkeep_stop(emq_consumer_t *c);
 /* Waits until every unseen mark asked to go so far (entries about to be
  * handed out) is gone from the server, or the consumer stops, loses its
- * lease or its upkeep ended. Returns 1 when it had to wait (time passed:
- * the caller asks again whether its entries are still its own), 0 when
- * nothing was outstanding. Any thread; cheap when nothing waits. */
+ * lease or its upkeep ended. Returns 1 when it had to wait and the marks
+ * are gone (time passed: the caller asks again whether its entries are
+ * still its own), 0 when nothing was outstanding, -1 when it gave up with
+ * a mark maybe still on the server: the entry must not be handed out
+ * (a crash in its handler would not be counted), even if the lease is
+ * held again by the time the caller looks. Any thread; cheap when
+ * nothing waits. */
 int emq__upkeep_wait_unmarked(emq_consumer_t *c);
 /* Waits until every settlement decided so far is written, or the consumer
  * stops, loses its lease or its upkeep ended, for at most

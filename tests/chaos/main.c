@@ -16,7 +16,7 @@
  *         [--wide-fields F] [--max-reply-bytes B] [--faults LIST]
  *         [--tolerate LIST]
  *         [--drain-seconds D] [--dir PARENT] [--keep]
- *         [--tolerate-worker-exits] [--allow-unknown-conf]
+ *         [--tolerate-worker-exits] [--allow-unknown-conf] [--exact]
  *
  * In a fresh run folder under PARENT (default /tmp) it starts a private
  * redis-server (appendonly yes, appendfsync always, loopback TCP plus a
@@ -103,6 +103,7 @@ typedef struct options {
     int tolerate_undercounted; /* --tolerate undercounted */
     int tolerate_fields;       /* --tolerate dead-fields */
     int allow_unknown;
+    int exact;        /* --exact: the workers run with deliveries.exact 1 */
     int pull_workers; /* of the plain workers, the last K poll */
     int cluster;      /* a 3-master cluster instead of one server */
     int sentinel;     /* a primary, two replicas and three Sentinels */
@@ -191,7 +192,7 @@ static pid_t spawn_process(const char *name, int id, int inc,
                            int pull, pid_t *target) {
     char a_name[64], a_id[32], a_inc[32], a_url[200], a_ledger[800], a_maxd[32],
         a_idle[48], a_ttl[48], a_backoff[48], a_bmax[48], a_allow[32],
-        a_mode[16], a_reply[48], logpath[800];
+        a_mode[16], a_reply[48], a_exact[16], logpath[800];
     snprintf(a_name, sizeof a_name, "name=%s", name);
     snprintf(a_id, sizeof a_id, "id=%d", id);
     snprintf(a_inc, sizeof a_inc, "inc=%d", inc);
@@ -207,17 +208,18 @@ static pid_t spawn_process(const char *name, int id, int inc,
     snprintf(a_mode, sizeof a_mode, "mode=%s", pull ? "pull" : "run");
     snprintf(a_reply, sizeof a_reply, "maxreply=%ld",
              opt.max_reply_bytes > 0 ? opt.max_reply_bytes : 0);
+    snprintf(a_exact, sizeof a_exact, "exact=%d", opt.exact);
     snprintf(logpath, sizeof logpath, "%s/%s", run_dir, log);
-    char *plain[] = {self_exe, "--worker", a_name,    a_id,
-                     a_inc,    a_url,      a_ledger,  a_maxd,
-                     a_idle,   a_ttl,      a_backoff, a_bmax,
-                     a_allow,  a_mode,     a_reply,   (char *)NULL};
-    char *ns[] = {unshare_exe,    "--pid",  "--fork",   "--mount-proc",
-                  "--kill-child", self_exe, "--worker", a_name,
-                  a_id,           a_inc,    a_url,      a_ledger,
-                  a_maxd,         a_idle,   a_ttl,      a_backoff,
-                  a_bmax,         a_allow,  a_mode,     a_reply,
-                  (char *)NULL};
+    char *plain[] = {self_exe,  "--worker",  a_name,  a_id,   a_inc,
+                     a_url,     a_ledger,    a_maxd,  a_idle, a_ttl,
+                     a_backoff, a_bmax,      a_allow, a_mode, a_reply,
+                     a_exact,   (char *)NULL};
+    char *ns[] = {unshare_exe,    "--pid",     "--fork",   "--mount-proc",
+                  "--kill-child", self_exe,    "--worker", a_name,
+                  a_id,           a_inc,       a_url,      a_ledger,
+                  a_maxd,         a_idle,      a_ttl,      a_backoff,
+                  a_bmax,         a_allow,     a_mode,     a_reply,
+                  a_exact,        (char *)NULL};
     char **argv = pidns ? ns : plain;
     pid_t parent = getpid();
     fflush(NULL);
@@ -1539,6 +1541,7 @@ static void usage(void) {
         "             [--faults LIST] [--tolerate LIST] [--dir PARENT]\n"
         "             [--keep]\n"
         "             [--tolerate-worker-exits] [--allow-unknown-conf]\n"
+        "             [--exact]\n"
         "Defaults: 200000 jobs, 4 workers + 1 in its own PID namespace,\n"
         "T = max(30, N / 1300) s, 10 poison jobs (C = 0 of them kill their\n"
         "worker instead of asking a retry), max_deliveries 5,\n"
@@ -1552,7 +1555,7 @@ static void usage(void) {
         "with fault names as the schedule prints them, big-jobs, dead-jobs,\n"
         "pull-workers. --tolerate (also EMQ_CHAOS_TOLERATE): unseen-dead,\n"
         "dead-fields, undercounted: those counts are reported, not\n"
-        "violations.\n"
+        "violations. --exact: the workers run with deliveries.exact 1.\n"
         "See docs/RELIABILITY.md.\n");
     exit(2);
 }
@@ -1772,6 +1775,8 @@ static void parse(int argc, char **argv, options *o) {
             o->tolerate_exits = 1;
         } else if (strcmp(a, "--allow-unknown-conf") == 0) {
             o->allow_unknown = 1;
+        } else if (strcmp(a, "--exact") == 0) {
+            o->exact = 1;
         } else {
             usage();
         }
@@ -2223,7 +2228,7 @@ int main(int argc, char **argv) {
         "--misconfs %d --upkeep-kills %d --lease-dels %d --evictions %d "
         "--peer-claims %d --stops-pull %d --pull-workers %d --big-jobs %ld "
         "--big-max-mb %ld --dead-jobs %ld --wide-fields %ld "
-        "--max-reply-bytes %ld --migrations %d --failovers %d%s%s%s\n",
+        "--max-reply-bytes %ld --migrations %d --failovers %d%s%s%s%s\n",
         (unsigned long long)o->seed, o->jobs, o->workers, o->pidns_workers,
         o->seconds, o->poison, o->crash_jobs, o->max_deliveries,
         o->claim_idle_ms, o->lease_ttl_ms, o->short_ms, o->long_permille,
@@ -2238,7 +2243,8 @@ int main(int argc, char **argv) {
         o->big_jobs, o->big_max_mb, o->dead_jobs, o->wide_fields,
         o->max_reply_bytes, o->count[FAULT_MIGRATE], o->count[FAULT_FAILOVER],
         o->cluster ? " --cluster" : "", o->sentinel ? " --sentinel" : "",
-        o->allow_unknown ? " --allow-unknown-conf" : "");
+        o->allow_unknown ? " --allow-unknown-conf" : "",
+        o->exact ? " --exact" : "");
     if (o->tolerate_unseen || o->tolerate_fields || o->tolerate_undercounted)
         printf("chaos: the verdict only reports%s%s%s (--tolerate / "
                "EMQ_CHAOS_TOLERATE)\n",

@@ -6,7 +6,7 @@
  *
  *   name=chaos-<i>  id=<ledger worker id>  inc=<incarnation>  url=URL
  *   ledger=PATH  maxd=N  idle=MS  ttl=MS  backoff=MS  backoff_max=MS
- *   allow_unknown=0|1  [mode=run|pull]  [maxreply=BYTES]
+ *   allow_unknown=0|1  [mode=run|pull]  [maxreply=BYTES]  [exact=0|1]
  *
  * (a regular worker has id i; an intruder started under a live worker's
  * name has id 100 + n and its own ledger). The handler writes two lines
@@ -259,7 +259,8 @@ int chaos_worker_main(int argc, char **argv) {
                *id = arg(argc, argv, "id"), *inc = arg(argc, argv, "inc"),
                *allow = arg(argc, argv, "allow_unknown"),
                *mode = arg(argc, argv, "mode"),
-               *maxreply = arg(argc, argv, "maxreply");
+               *maxreply = arg(argc, argv, "maxreply"),
+               *exact = arg(argc, argv, "exact");
     if (!name || !url || !path || !maxd || !idle || !ttl || !backoff ||
         !backoff_max || !id || !inc || !allow) {
         fprintf(stderr, "chaos --worker name=N id=I inc=K url=U ledger=P "
@@ -297,6 +298,8 @@ int chaos_worker_main(int argc, char **argv) {
     bad = bad || set(conf, "command_timeout_ms", num);
     if (!bad && maxreply && atol(maxreply) > 0)
         bad = set(conf, "resp.max_reply_bytes", maxreply);
+    if (!bad && exact && strcmp(exact, "1") == 0)
+        bad = set(conf, "deliveries.exact", "1");
     if (!bad && atol(backoff) > 0)
         bad = set_optional(conf, "retry.backoff_ms", backoff, allow_unknown);
     if (!bad && atol(backoff_max) > 0)

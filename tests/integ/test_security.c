@@ -335,10 +335,11 @@ static void acl_fixture(const emq_srv *s) {
  * deleted pending entry, new work, a retry claimed back and dead-lettered,
  * a dead verdict, an entry past max_deliveries, a dead peer's entry, the
  * lease released on stop; no NOPERM, no warning, no secret. */
-static void worker_full_cycle(emq_srv *s) {
+static void worker_full_cycle(emq_srv *s, int exact) {
     acl_fixture(s);
     usleep(60 * 1000); /* the peer's entry is idle past claim.min_idle_ms */
     emq_conf_t *conf = worker_conf(s, "w1");
+    conf_set(conf, "deliveries.exact", exact ? "1" : "0");
     logbook *book = malloc(sizeof *book);
     ASSERT(book != NULL);
     logbook_init(book);
@@ -393,7 +394,7 @@ static void worker_full_cycle(emq_srv *s) {
 
 TEST_TIMEOUT(security_acl_consumer_line_runs_a_full_cycle, 40) {
     emq_srv *s = acl_server(NULL);
-    worker_full_cycle(s);
+    worker_full_cycle(s, 0);
     emq_srv_stop(s);
 }
 
@@ -442,7 +443,33 @@ static const char *role_url(const emq_srv *s, const char *user) {
 /* The worker's line runs the whole consumer cycle. */
 TEST_TIMEOUT(security_least_privilege_worker_runs_a_full_cycle, 40) {
     emq_srv *s = roles_server();
-    worker_full_cycle(s);
+    worker_full_cycle(s, 0);
+    emq_srv_stop(s);
+}
+
+/* The worker's line with what exact delivery counts need beside it
+ * (docs/SECURITY.md): its reads are the grant script's, which reads the
+ * limits hash and, with nothing new, the stream's last ID, then waits
+ * with XREAD. */
+#define EXACT_WORKER_LINE                                                      \
+    "user worker on >" SECRET " resetkeys resetchannels -@all "                \
+    "+time +client|setname "                                                   \
+    "(~emq:{aclq} +xgroup|create +xreadgroup +xack +xpending +xautoclaim "     \
+    "+xclaim +xrange) (~emq:{aclq} ~emq:{aclq}:* +eval) "                      \
+    "(~emq:{aclq}:lease:* +get +set +pexpire +pttl +del) "                     \
+    "(~emq:{aclq}:reasons:* +hset +hget +hdel) "                               \
+    "(~emq:{aclq}:retry:* +zadd +zrem +zscore) "                               \
+    "(~emq:{aclq}:unseen:* +sadd +srem +smismember) "                          \
+    "(~emq:{aclq}:inhand:* +hset +hdel) "                                      \
+    "(~emq:{aclq}:dead +xadd) "                                                \
+    "(~emq:{aclq} +xrevrange +xread) (~emq:{aclq}:limits:* +hmget)\n"
+
+TEST_TIMEOUT(security_least_privilege_exact_worker_runs_a_full_cycle, 40) {
+    if (emq_srv_binary_version(NULL, 0) < 70000)
+        SKIP("ACL selectors need Redis 7.0 or later (this server is older)");
+    emq_srv_opts o = {.extra_config = EXACT_WORKER_LINE};
+    emq_srv *s = emq_srv_start(&o);
+    worker_full_cycle(s, 1);
     emq_srv_stop(s);
 }
 

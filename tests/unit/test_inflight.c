@@ -689,6 +689,45 @@ TEST(inflight_unseen_marks_and_unmark_tickets) {
     emq__inflight_destroy(&t);
 }
 
+/* Behind slow handlers an entry waiting to be handed out is marked within
+ * EMQ_UNSEEN_SOON_MS, not EMQ_UNSEEN_AFTER_MS: a crash then counts almost
+ * none of the read-ahead again; behind fast ones (or across a slow round
+ * trip, which each marked handout pays once more) the marks wait. */
+TEST(inflight_marks_come_soon_behind_slow_handlers) {
+    ASSERT_EQ_INT(emq__unseen_after_ms(0, 0), EMQ_UNSEEN_AFTER_MS);
+    ASSERT_EQ_INT(emq__unseen_after_ms(1, 0), EMQ_UNSEEN_AFTER_MS);
+    ASSERT_EQ_INT(emq__unseen_after_ms(2, 0), EMQ_UNSEEN_SOON_MS);
+    ASSERT_EQ_INT(emq__unseen_after_ms(40, 1), EMQ_UNSEEN_SOON_MS);
+    ASSERT_EQ_INT(emq__unseen_after_ms(40, 3), EMQ_UNSEEN_AFTER_MS);
+    ASSERT(EMQ_UNSEEN_SOON_MS < EMQ_UNSEEN_AFTER_MS);
+
+    emq__inflight t;
+    init(&t);
+    /* No handler has returned yet: the mean is 0, marks wait. */
+    ASSERT_EQ_INT(emq__inflight_mark_after_ms(&t, 0), EMQ_UNSEEN_AFTER_MS);
+    batch_item items[2];
+    mkitems(items, 2, 1);
+    ASSERT_EQ_INT(emq__inflight_add_batch(&t, items, 2, 1000), 0);
+    /* An entry that leaves a handler's hands moves the mean. */
+    ASSERT_EQ_INT(begin1(&t, &items[0]), 1);
+    pthread_mutex_lock(&t.mu);
+    t.slots[t.current].handed_ms = emq__now_coarse_ms() - 800;
+    pthread_mutex_unlock(&t.mu);
+    /* Not handed out after all: no handler held it. */
+    emq__inflight_unbegin(&t, &items[0].id);
+    ASSERT_EQ_INT(t.held_ms8, 0);
+    ASSERT_EQ_INT(begin1(&t, &items[0]), 1);
+    pthread_mutex_lock(&t.mu);
+    t.slots[t.current].handed_ms = emq__now_coarse_ms() - 800;
+    pthread_mutex_unlock(&t.mu);
+    emq_error err;
+    ASSERT_OK(settle(&t, SETTLE_ACK, items[0].id.str, 5, &err), &err);
+    ASSERT(t.held_ms8 >= 790 && t.held_ms8 <= 900);
+    ASSERT_EQ_INT(emq__inflight_mark_after_ms(&t, 0), EMQ_UNSEEN_SOON_MS);
+    ASSERT_EQ_INT(emq__inflight_mark_after_ms(&t, 10), EMQ_UNSEEN_AFTER_MS);
+    emq__inflight_destroy(&t);
+}
+
 TEST(inflight_release_undoes_the_count_unless_marked) {
     emq__inflight t;
     init(&t);

@@ -396,7 +396,8 @@ emq_status emq__batch_dispatch(emq_consumer_t *c, batch *b, emq_error *err) {
                                     &began_ms, err);
         have = 0;
         if (st == EMQ_OK && go == 1) {
-            waited |= emq__upkeep_wait_unmarked(c); /* marks go first */
+            int unmarked = emq__upkeep_wait_unmarked(c); /* marks go first */
+            waited |= unmarked != 0;
             /* Looked at again last thing: a pause (SIGSTOP) or the mark's
              * wait may have outlasted the lease since the begin, and a
              * peer may hold the entry by now. It goes back (released).
@@ -404,7 +405,10 @@ emq_status emq__batch_dispatch(emq_consumer_t *c, batch *b, emq_error *err) {
              * table's lock, a few instructions back) stands for now. */
             if (waited)
                 began_ms = emq__now_coarse_ms();
-            if (emq__consumer_stopping(c) ||
+            /* A wait given up (the lease lapsed, a stop) with its mark
+             * maybe still there: not handed out even if the lease is held
+             * again by now (a crash would not count its handler). */
+            if (unmarked < 0 || emq__consumer_stopping(c) ||
                 !emq__lease_valid_at(c, began_ms)) {
                 broke = 1;
                 break;

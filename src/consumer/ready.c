@@ -653,7 +653,7 @@ emq_status emq__ready_poll(emq__ready *r, emq_entry **out, size_t max,
      * only once the mark is gone (upkeep.c): a crash in the handler then
      * counts the delivery. */
     size_t kept = 0;
-    int waited = 0;
+    int waited = 0, unmarked = 0;
     /* The owner of the entry before, kept here: that entry's handout may
      * be gone with its chunk (emq__chunk_unref below). */
     emq_consumer_t *prev_owner = NULL;
@@ -664,15 +664,18 @@ emq_status emq__ready_poll(emq__ready *r, emq_entry **out, size_t max,
          * waited for first: the upkeep then sends the settlements in the
          * round that takes the mark away, so the mark goes last. */
         int settled = h->item.alone ? emq__upkeep_wait_settled(h->owner) : 0;
-        if (i == 0 || h->owner != prev_owner || settled)
-            waited = emq__upkeep_wait_unmarked(h->owner) | settled;
+        if (i == 0 || h->owner != prev_owner || settled) {
+            unmarked = emq__upkeep_wait_unmarked(h->owner);
+            waited = unmarked != 0 || settled;
+        }
         prev_owner = h->owner;
         /* The wait outlasted the lease (it gives up then, the mark maybe
-         * still on the server): nothing goes out, as for a handout that
-         * found the lease lapsed (take_locked). Handed out, the entry
-         * would be in a handler's hands while its name may be taken
-         * over, and a crash would not count it. */
-        if (waited && !emq__lease_valid(h->owner)) {
+         * still on the server, even when the lease is held again by now):
+         * nothing goes out, as for a handout that found the lease lapsed
+         * (take_locked). Handed out, the entry would be in a handler's
+         * hands while its name may be taken over, and a crash would not
+         * count it. */
+        if (unmarked < 0 || (waited && !emq__lease_valid(h->owner))) {
             emq__inflight_unbegin(&h->owner->table, &h->item.id);
             if (!atomic_exchange(&h->owner->lapse_seen, 1))
                 emq__upkeep_unblock_ask(h->owner);

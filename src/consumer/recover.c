@@ -201,12 +201,18 @@ static emq_status script_error(emq_consumer_t *c, emq_reply *reply,
 enum take_count {
     TAKE_UNCOUNTED, /* provably reached no handler since their last raise */
     TAKE_COUNTED,   /* due retries: a handler answered; each is raised */
-    TAKE_SUSPECT    /* own pending entries in a first session, a dead
+    TAKE_SUSPECT,   /* own pending entries in a first session, a dead
                        peer's: any may have been in a handler's hands when
                        its process died, so each is raised (unless marked
                        unseen) and those raised go out alone (a batch
                        handler gets each in a call of its own), so a job
                        that kills its process takes no other with it */
+    TAKE_CLAIMED    /* as TAKE_SUSPECT, for what a claim beat took over:
+                       its last holder was a peer (or this consumer, idle),
+                       so what this process noted when it dropped the
+                       entry earlier says nothing of that holder's
+                       handler: only a mark on the server keeps it
+                       uncounted */
 };
 
 /* Sets marked[i] to 1 when ids[i] has an unseen mark (upkeep.c: read
@@ -319,9 +325,12 @@ static emq_status take_page(emq_consumer_t *c, const emq_id *ids, size_t n,
     for (size_t i = 0; i < n; i++) {
         argv[8 + 3 * i] = ids[i].str;
         /* Read ahead and never handed out since (marked on the server,
-         * or dropped by this process before its handout): no handler had
-         * it. */
-        int dropped = emq__inflight_was_dropped(&c->table, &ids[i]);
+         * or, for its own pending entries, dropped by this process before
+         * its handout): no handler had it. A note of a dropped entry says
+         * nothing of a due retry (a handler answered since) nor of what a
+         * claim took from a peer, whose handler may have had it. */
+        int dropped = emq__inflight_was_dropped(&c->table, &ids[i]) &&
+                      count == TAKE_SUSPECT;
         /* Handed out and let go unsettled (a settlement refused past the
          * lease's deadline): a handler had it, lease kept or not. */
         int let_go = emq__inflight_was_let_go(&c->table, &ids[i]);
@@ -381,7 +390,9 @@ static emq_status take_page(emq_consumer_t *c, const emq_id *ids, size_t n,
             for (size_t i = 0; i < n; i++)
                 if (strcmp(b.items[k].id.str, ids[i].str) == 0) {
                     b.items[k].unseen = marked[i];
-                    b.items[k].alone = count == TAKE_SUSPECT && raised[i];
+                    b.items[k].alone =
+                        (count == TAKE_SUSPECT || count == TAKE_CLAIMED) &&
+                        raised[i];
                     asked = argv[10 + 3 * i][0] == '1';
                 }
             if (emq_reply_integer(emq_reply_at(now_marked, k)) == 1)
@@ -654,7 +665,7 @@ static emq_status take_claimed(emq_consumer_t *c, const emq_id *ids, size_t n,
         now[nnow++] = ids[i];
     }
     if (st == EMQ_OK && nnow > 0)
-        st = take_ids(c, now, nnow, TAKE_SUSPECT, "a claim beat", err);
+        st = take_ids(c, now, nnow, TAKE_CLAIMED, "a claim beat", err);
     return st;
 }
 

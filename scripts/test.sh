@@ -51,7 +51,9 @@
 #             examples run in the suite:
 #             test_examples_loops.c)
 #   docs      docs/CONFIGURATION.md equals what tools/gen_confdoc prints;
-#             the option tables of docs/CLI.md and docs/echomq.1 equal
+#             docs/CONSUMER.md's table of the session's states what
+#             tools/gen_machinedoc prints (scripts/machinedoc.sh); the
+#             option tables of docs/CLI.md and docs/echomq.1 equal
 #             what tools/gen_clidoc prints from the CLI's (scripts/clidoc.sh)
 #   matrix    scripts/servers.sh builds (once, cached by checksum) Redis
 #             6.2.16, 7.2.6 and Valkey 8.0.1 from ../shared/servers; then the
@@ -625,6 +627,7 @@ stage_house() {
 stage_docs() {
     gcc_build_ready
     with_build_lock gcc ./scripts/confdoc.sh --check "$build/gcc"
+    with_build_lock gcc ./scripts/machinedoc.sh --check "$build/gcc"
     with_build_lock gcc ./scripts/clidoc.sh --check "$build/gcc"
     ./scripts/check_maps.sh "$build/gcc" # core.h's map against the objects
 }

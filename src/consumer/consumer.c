@@ -93,6 +93,11 @@ static emq_status make_keys(emq_consumer_t *c, emq_error *err) {
     return emq__delayed_keys_make(&c->keys, &c->delayed, err);
 }
 
+/* The machine's log: each transition at debug level. */
+static void machine_log(void *ctx, const char *line) {
+    emq__consumer_log(ctx, EMQ_LOG_DEBUG, "%s", line);
+}
+
 emq_status emq__consumer_make(const emq_conf_t *conf, emq_handler_fn handler,
                               emq_batch_handler_fn batch_handler, void *opaque,
                               emq_consumer_t **out, emq_error *err) {
@@ -127,6 +132,7 @@ emq_status emq__consumer_make(const emq_conf_t *conf, emq_handler_fn handler,
     c->handler = handler;
     c->opaque = opaque;
     c->exact = emq__cfg_deliveries_exact(c->conf) != 0;
+    emq__machine_init(&c->machine, machine_log, c);
     c->group = emq__cfg_group(c->conf);
     c->name = emq__cfg_consumer(c->conf);
     if (emq__topic_is(c->conf) &&
@@ -208,15 +214,6 @@ void emq_consumer_stop(emq_consumer_t *c) {
 
 /* ---- the session --------------------------------------------------------- */
 
-/* How a step ended, besides success and fatal errors. */
-typedef enum step_end {
-    STEP_OK = 0,
-    STEP_RECONNECT,  /* transport failure, or a server that is a replica */
-    STEP_GROUP_LOST, /* NOGROUP: the group or the stream vanished */
-    STEP_LEASE,      /* the lease's deadline passed: take it again */
-    STEP_FATAL
-} step_end;
-
 /* The group door: XGROUP CREATE <stream> <group> <start> MKSTREAM. +OK
  * and BUSYGROUP open the door; any other reply fails the start (OOM,
  * which XGROUP CREATE gets over maxmemory even for a group that exists,
@@ -242,22 +239,29 @@ static emq_status open_door(emq_consumer_t *c, emq_error *err) {
     return st;
 }
 
-/* Classifies a step's status. A NOGROUP from the read or recovery comes
- * as EMQ_ESERVER with c->nogroup set. */
-static step_end classify(emq_consumer_t *c, emq_status st, const emq_error *err,
-                         int nogroup) {
-    if (st == EMQ_OK)
-        return emq__consumer_stopping(c) ||
-                       (emq__lease_valid(c) && !atomic_load(&c->lapse_seen))
-                   ? STEP_OK
-                   : STEP_LEASE;
+/* The event a step's status makes (machine.h). A NOGROUP from the read or
+ * recovery comes as EMQ_ESERVER with c->nogroup set. lease: the step
+ * needs the lease held after it (the session's start and its turns; a
+ * reconnect or a door opened again lead to a start, which takes it). A
+ * stop ends the run, but not an error of the caller's (EMQ_EINVAL,
+ * EMQ_EAUTH), which fails it. */
+static emq__sess_event classify(emq_consumer_t *c, emq_status st,
+                                const emq_error *err, int nogroup, int lease) {
+    if (st == EMQ_OK) {
+        if (emq__consumer_stopping(c))
+            return EMQ_EV_STOP;
+        return !lease || (emq__lease_valid(c) &&
+                          !emq__machine_posted(&c->machine, EMQ_POST_LAPSE))
+                   ? EMQ_EV_DONE
+                   : EMQ_EV_LAPSE;
+    }
     if (emq__consumer_stopping(c) && st != EMQ_EINVAL && st != EMQ_EAUTH)
-        return STEP_OK;
+        return EMQ_EV_STOP;
     if (emq__session_reconnect_cures(st, err))
-        return STEP_RECONNECT;
+        return EMQ_EV_TRANSPORT;
     if (nogroup)
-        return STEP_GROUP_LOST;
-    return STEP_FATAL;
+        return EMQ_EV_NOGROUP;
+    return EMQ_EV_FATAL;
 }
 
 /* The steps of every session: lease, door, upkeep, own pending. */
@@ -267,7 +271,7 @@ static emq_status start_session(emq_consumer_t *c, int *nogroup,
     /* Entries read and not handed out are dropped, wherever they wait:
      * recover self brings them back (those a handout dropped for a lapse
      * too). */
-    atomic_store(&c->lapse_seen, 0);
+    emq__machine_take(&c->machine, EMQ_POST_LAPSE);
     emq__ready_purge(c, 0);
     emq__inflight_drop_unstarted(&c->table);
     /* Held earlier in this run and not known held now (a pause, an
@@ -502,8 +506,9 @@ static size_t ahead_want(emq_consumer_t *c, size_t got, size_t want,
         c->nahead >= (c->wide_waits ? 1 : EMQ_SESSION_AHEAD_MAX) ||
         atomic_load(&c->limited) || atomic_load(&c->prioritized) ||
         emq__consumer_stopping(c) || !emq__lease_valid(c) ||
-        atomic_load(&c->lapse_seen) || !emq__upkeep_in_step(c) ||
-        atomic_load(&c->recover_self_due))
+        emq__machine_posted(&c->machine, EMQ_POST_LAPSE) ||
+        !emq__upkeep_in_step(c) ||
+        emq__machine_posted(&c->machine, EMQ_POST_RECOVER_SELF))
         return 0;
     size_t asked = got; /* by this read and those still owed */
     for (size_t i = 0; i < c->nahead; i++)
@@ -694,20 +699,32 @@ static void read_plan(emq_consumer_t *c, size_t room, size_t *want,
     *want = emq__fit(c, count < room ? count : room);
 }
 
-/* Whether a turn would do nothing but read new entries now (see turn):
- * no read owed, room, the upkeep in step, the lease held (and no lapse
- * seen by a handout meanwhile), nothing to recover, no claim beat or
- * retry due, the connection not gone, the queue neither limited nor
- * prioritized, counts not exact (their reads are scripts), no stop. */
+/* Whether the session may read new entries now, with room free: the
+ * machine decides (machine.h), on the loop's inputs. */
+static int may_read(emq_consumer_t *c, size_t room) {
+    emq__read_inputs in = {
+        .stopping = emq__consumer_stopping(c),
+        .room = room,
+        .upkeep_in_step = emq__upkeep_in_step(c),
+        .lease_valid = emq__lease_valid(c),
+        .route_gone = emq__route_went_away(c->rx.route),
+    };
+    return emq__machine_may_read(&c->machine, &in);
+}
+
+/* Whether a turn would do nothing but read new entries now (see turn): it
+ * may read (may_read), no read is owed, nothing to recover, no claim beat
+ * or retry due, the queue neither limited nor prioritized, counts not
+ * exact (their reads are scripts). On a poller's thread while the loop
+ * lends it the read (the loop waits meanwhile). */
 static int only_a_read_due(emq_consumer_t *c, size_t room) {
     int64_t now = emq__now_ms();
-    return c->nahead == 0 && room > 0 && !emq__consumer_stopping(c) &&
-           emq__upkeep_in_step(c) && emq__lease_valid(c) &&
-           !atomic_load(&c->lapse_seen) && !atomic_load(&c->recover_self_due) &&
+    return c->nahead == 0 && may_read(c, room) &&
+           !emq__machine_posted(&c->machine, EMQ_POST_RECOVER_SELF) &&
            now < c->next_claim_ms &&
            emq__inflight_next_due(&c->table, now) != 0 &&
-           !emq__route_went_away(c->rx.route) && !atomic_load(&c->limited) &&
-           !atomic_load(&c->prioritized) && !c->exact;
+           !atomic_load(&c->limited) && !atomic_load(&c->prioritized) &&
+           !c->exact;
 }
 
 /* How long past its block a lent read's reply may take to begin before
@@ -840,7 +857,8 @@ static emq_status turn(emq_consumer_t *c, emq_error *err) {
     emq_status st = EMQ_OK;
     if (c->nahead > 0) /* their replies are owed before anything else */
         return finish_ahead(c, emq__ready_room(c), err);
-    if (atomic_load(&c->lapse_seen)) /* the session starts again first */
+    /* A lapse posted by a handout: the session starts again first. */
+    if (emq__machine_posted(&c->machine, EMQ_POST_LAPSE))
         return EMQ_OK;
     if (emq__ready_room(c) == 0) {
         emq__ready_wait_room(c, emq__cfg_block_ms(c->conf));
@@ -852,7 +870,8 @@ static emq_status turn(emq_consumer_t *c, emq_error *err) {
             emq__session_nap(&c->rx, EMQ_UPKEEP_WAIT_MS);
         return sent;
     }
-    if (emq__lease_valid(c) && atomic_exchange(&c->recover_self_due, 0))
+    if (emq__lease_valid(c) &&
+        emq__machine_take(&c->machine, EMQ_POST_RECOVER_SELF))
         st = emq__recover_self(c, err);
     if (st == EMQ_OK && emq__now_ms() >= c->next_claim_ms &&
         emq__ready_room(c) > 0) {
@@ -868,52 +887,64 @@ static emq_status turn(emq_consumer_t *c, emq_error *err) {
         st = emq__error_set(err, EMQ_EIO, 1,
                             "the read connection went away (closed by the "
                             "server, or a new primary announced)");
-    if (st == EMQ_OK && !emq__consumer_stopping(c) && emq__lease_valid(c) &&
-        !atomic_load(&c->lapse_seen) && room > 0)
+    if (st == EMQ_OK && may_read(c, room))
         st = read_new(c, room, err);
     return st;
 }
 
-/* Handles how a step ended; returns the status the loop goes on with. */
-static emq_status recover_from(emq_consumer_t *c, step_end end,
-                               emq_error *err) {
-    emq_status st = EMQ_OK;
+/* The step of the session's state (machine.h), run on the loop's thread;
+ * returns the event its outcome makes. */
+static emq__sess_event session_step(emq_consumer_t *c, emq_status *st,
+                                    emq_error *err) {
     int nogroup = 0;
-    switch (end) {
-    case STEP_OK:
-    case STEP_FATAL:
-        return EMQ_OK;
-    case STEP_RECONNECT:
+    switch (c->machine.state) {
+    case EMQ_SESS_STARTING:
+        c->nogroup = 0;
+        *st = start_session(c, &nogroup, err);
+        return classify(c, *st, err, nogroup, 1);
+    case EMQ_SESS_RUNNING:
+        *st = turn(c, err);
+        /* Reads sent ahead are answered first (the next turn does): a
+         * lapsed lease's steps use the read connection too. After a
+         * failure the replies still owed are read (and dropped) first:
+         * the first failure is the one classified. */
+        if (*st != EMQ_OK && c->nahead > 0)
+            finish_all_ahead(c);
+        if (c->nahead > 0 && !emq__consumer_stopping(c))
+            return EMQ_EV_DONE;
+        return classify(c, *st, err, c->nogroup, 1);
+    case EMQ_SESS_RECONNECTING: {
         /* Once per episode: a server that keeps breaking sessions (a
          * replica, a malformed reply) is logged when it starts. */
-        {
-            const char *why = err->message[0] ? err->message
-                                              : "transport failure";
-            /* A reply over resp.max_reply_bytes was said once already
-             * (emq__fit_failed). */
-            if (emq__session_too_large(&c->rx, err->code))
-                emq__consumer_log(c, EMQ_LOG_DEBUG,
-                                  "connection failed (%s); reconnecting", why);
-            else
-                emq__session_log_failure(&c->rx, why);
-        }
-        st = emq__session_reconnect(&c->rx, err);
-        break;
-    case STEP_GROUP_LOST:
-        st = group_lost(c, err);
-        break;
-    case STEP_LEASE:
+        const char *why = err->message[0] ? err->message : "transport failure";
+        /* A reply over resp.max_reply_bytes was said once already
+         * (emq__fit_failed). */
+        if (emq__session_too_large(&c->rx, err->code))
+            emq__consumer_log(c, EMQ_LOG_DEBUG,
+                              "connection failed (%s); reconnecting", why);
+        else
+            emq__session_log_failure(&c->rx, why);
+        *st = emq__session_reconnect(&c->rx, err);
+        return classify(c, *st, err, 0, 0);
+    }
+    case EMQ_SESS_GROUP_LOST:
+        c->nogroup = 0; /* its failure is another: the door's */
+        *st = group_lost(c, err);
+        return classify(c, *st, err, 0, 0);
+    case EMQ_SESS_LAPSED:
         c->lease_lapsed = 1;
         emq__consumer_log(c, EMQ_LOG_WARNING,
                           "the lease is not known held (its renewal did not "
                           "get through in time); taking it again before "
                           "handing out anything");
+        *st = EMQ_OK;
+        return emq__consumer_stopping(c) ? EMQ_EV_STOP : EMQ_EV_DONE;
+    case EMQ_SESS_STOPPED:
+    case EMQ_SESS_FAILED:
+    case EMQ_SESS_NSTATES:
         break;
     }
-    c->nogroup = 0;
-    if (st == EMQ_OK)
-        st = start_session(c, &nogroup, err);
-    return st;
+    return EMQ_EV_STOP;
 }
 
 emq_status emq__consumer_loop(emq_consumer_t *c, emq_error *err) {
@@ -931,32 +962,21 @@ emq_status emq__consumer_loop(emq_consumer_t *c, emq_error *err) {
                                         emq__upkeep_unblock_ask, err);
     /* Only a first connection that fails is fatal here. After that, a
      * transport failure anywhere, the session's first steps included (a
-     * run after a stop may find its connection dead), reconnects. */
+     * run after a stop may find its connection dead), reconnects: a
+     * broken first connection starts the session by reconnecting. */
     int connected = st == EMQ_OK;
     c->nogroup = 0;
     c->next_claim_ms = emq__now_ms() + emq__cfg_claim_interval_ms(c->conf);
-    if (connected) {
-        int nogroup = 0;
-        st = emq__route_is_broken(c->rx.route)
-                 ? emq__error_set(err, EMQ_ECLOSED, 0, "connection closed")
-                 : start_session(c, &nogroup, err);
+    emq__machine_start(&c->machine);
+    if (connected && emq__route_is_broken(c->rx.route)) {
+        st = emq__error_set(err, EMQ_ECLOSED, 0, "connection closed");
+        emq__machine_apply(&c->machine, classify(c, st, err, 0, 0));
     }
-    while (connected && !emq__consumer_stopping(c)) {
-        /* Reads sent ahead are answered first (turn does): a lapsed
-         * lease's steps use the read connection too. After a failure the
-         * replies still owed are read (and dropped) first: the first
-         * failure is the one classified. */
-        if (st != EMQ_OK && c->nahead > 0)
-            finish_all_ahead(c);
-        step_end end = c->nahead > 0 ? STEP_OK
-                                     : classify(c, st, err, c->nogroup);
-        if (end == STEP_FATAL)
-            break;
-        if (end != STEP_OK) {
-            st = recover_from(c, end, err);
-            continue;
-        }
-        st = turn(c, err);
+    while (connected && c->machine.state != EMQ_SESS_STOPPED &&
+           c->machine.state != EMQ_SESS_FAILED) {
+        emq__sess_event ev =
+            emq__consumer_stopping(c) ? EMQ_EV_STOP : session_step(c, &st, err);
+        emq__machine_apply(&c->machine, ev);
     }
     /* A stop came after reads went ahead: their entries go back with the
      * rest of the ready queue. */
@@ -994,7 +1014,8 @@ emq_status emq__consumer_loop(emq_consumer_t *c, emq_error *err) {
         *err = c->fatal_err;
         pthread_mutex_unlock(&c->fatal_mu);
         st = err->code;
-    } else if (atomic_load(&c->stop) && classify(c, st, err, 0) != STEP_FATAL) {
+    } else if (atomic_load(&c->stop) &&
+               classify(c, st, err, 0, 0) != EMQ_EV_FATAL) {
         emq__error_clear(err);
         st = EMQ_OK;
     } else if (st != EMQ_OK) {

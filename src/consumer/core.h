@@ -9,6 +9,8 @@
  *
  *   inflight.c  the in-flight table (every entry read and not settled) and
  *               the queue of settlements decided and not yet sent
+ *   machine.c   the session's state machine: states, events, the bits
+ *               other threads post, the decision to read
  *   core.c      the consumer's state (this header): log, nap, stop, fatal,
  *               the members of a topic, its two sessions (session.h:
  *               call, append, drain, the "not now" wait, reconnect)
@@ -38,8 +40,9 @@
  *   pool.c      N consumers of N names on N threads
  *
  * Threads: the loop's thread (run's caller, or in pull mode a thread of
- * the consumer's own) owns the read session; the upkeep thread owns its
- * own session. They share the in-flight table (its mutex), the lease
+ * the consumer's own) owns the read session and the session's state
+ * (machine.h: other threads post to it); the upkeep thread owns its own
+ * session. They share the in-flight table (its mutex), the lease
  * deadline and the stop/fatal flags (atomics). In pull mode, any thread
  * may poll (the ready queue's mutex) and settle (the table's mutex).
  */
@@ -49,6 +52,7 @@
 #include "../conn/conf.h"
 #include "../session/session.h"
 #include "inflight.h"
+#include "machine.h"
 
 /* The live counters: EMQ_CONSUMER_COUNTERS (echomq.h) as atomics; stats.c
  * writes the struct, the sums and the JSON from that one list. */
@@ -181,14 +185,10 @@ struct emq_consumer {
                               entries as if the lease had not continued,
                               until it has been through them all (run
                               thread; recover.c) */
-    atomic_int recover_self_due; /* own pending entries left the table
-                               unhandled (released, or not refreshed in
-                               time): recover self on the next turn */
-    /* A handout (a poll, or a batch it cut short) found the lease's
-     * deadline passed and left entries read for it: the run thread starts
-     * the session again before it reads on, even if the lease is held
-     * again by then (classify), and its recover self takes them back. */
-    atomic_int lapse_seen;
+    /* The session's state, the run thread's; other threads post to it
+     * (EMQ_POST_LAPSE, EMQ_POST_RECOVER_SELF) instead of writing what the
+     * loop decides on (machine.h). */
+    emq__machine machine;
     stats_counters stats;
     stats_hist hist; /* stats.c: latency and delivery counts */
 

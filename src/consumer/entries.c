@@ -417,7 +417,7 @@ emq_status emq__batch_dispatch(emq_consumer_t *c, batch *b, emq_error *err) {
              * of claim idle since (a stop during the wait), a peer whose
              * claim found its mark may have it, uncounted. */
             if (waited && !emq__inflight_still_ours(&c->table, &item->id)) {
-                atomic_store(&c->recover_self_due, 1);
+                emq__machine_post(&c->machine, EMQ_POST_RECOVER_SELF);
                 continue;
             }
             st = handle(c, item, &op, err);
@@ -425,7 +425,7 @@ emq_status emq__batch_dispatch(emq_consumer_t *c, batch *b, emq_error *err) {
         } else if (go < 0) {
             /* Pending to us, not refreshed in time: recover self brings
              * it back (uncounted, in a session that kept the lease). */
-            atomic_store(&c->recover_self_due, 1);
+            emq__machine_post(&c->machine, EMQ_POST_RECOVER_SELF);
         }
     }
     if (have && st == EMQ_OK)
@@ -454,7 +454,7 @@ emq_status emq__batch_dispatch(emq_consumer_t *c, batch *b, emq_error *err) {
      * and its recover self takes back what was not reached (those left to
      * their unseen mark are not released, so nothing else would). */
     if (broke && !emq__consumer_stopping(c))
-        atomic_store(&c->lapse_seen, 1);
+        emq__machine_post(&c->machine, EMQ_POST_LAPSE);
     /* Entries not reached stay pending to this name; forget them here so
      * recover self hands them out later. Not at a stop: the run ends, and
      * its purge of the ready queue releases what earlier reads left there

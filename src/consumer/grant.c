@@ -342,24 +342,26 @@ emq_status emq__grant_start(emq_consumer_t *c, emq_error *err) {
     return EMQ_OK;
 }
 
+/* Tags of the look's two replies (tags.h). */
+enum { TAG_LIMITS = EMQ_TAG(EMQ_TAGS_GRANT, 0), TAG_PRIORITY };
+
 emq_status emq__grant_append_look(emq_consumer_t *c, emq__session *x,
-                                  int64_t now, int tag, int *sent,
-                                  emq_error *err) {
+                                  int64_t now, int *sent, emq_error *err) {
     *sent = 0;
     if (now < c->next_limits_ms)
         return EMQ_OK;
     c->next_limits_ms = now + EMQ_GRANT_LOOK_MS;
     const char *get[] = {"HMGET", c->limits_key, "rate", "max_in_flight"};
     const char *prio[] = {"GET", c->delayed.prio};
-    emq_status st = emq__session_append(x, tag, 4, get, NULL, err);
+    emq_status st = emq__session_append(x, TAG_LIMITS, 4, get, NULL, err);
     if (st == EMQ_OK)
-        st = emq__session_append(x, tag + 1, 2, prio, NULL, err);
+        st = emq__session_append(x, TAG_PRIORITY, 2, prio, NULL, err);
     *sent = st == EMQ_OK;
     return st;
 }
 
-void emq__grant_looked(emq_consumer_t *c, int which, const emq_reply *reply) {
-    if (which == 1) {
+void emq__grant_looked(emq_consumer_t *c, int tag, const emq_reply *reply) {
+    if (tag == TAG_PRIORITY) {
         prio_looked(c, reply);
         return;
     }

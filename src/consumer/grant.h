@@ -6,6 +6,7 @@
 #define EMQ_CONSUMER_GRANT_H
 
 #include "core.h"
+#include "tags.h"
 
 /* At a session's start (read session, after the door): records this
  * consumer's rate.limit and group.max_in_flight in the group's limits
@@ -48,17 +49,16 @@ emq_status emq__grant_reply(const emq_reply *reply, emq__grant *g,
 /* How often the upkeep looks whether the group's limits appeared or went
  * (echomq group limits on a running group). */
 #define EMQ_GRANT_LOOK_MS 2000
-/* Appends that look (HMGET of the limits hash, tag; GET of the queue's
- * priority record, tag + 1) to x when it is due at now; *sent says
- * whether it went. Upkeep thread. */
+/* Appends that look (HMGET of the limits hash; GET of the queue's
+ * priority record; tagged in the block EMQ_TAGS_GRANT) to x when it is
+ * due at now; *sent says whether it went. Upkeep thread. */
 emq_status emq__grant_append_look(emq_consumer_t *c, emq__session *x,
-                                  int64_t now, int tag, int *sent,
-                                  emq_error *err);
-/* Applies the look's replies: which 0 (the tag given) the limits hash,
- * c->limited following the server; which 1 (tag + 1) the queue's
- * priority record, c->prioritized following it. Each change is said at
- * level info; an error reply changes nothing. */
-void emq__grant_looked(emq_consumer_t *c, int which, const emq_reply *reply);
+                                  int64_t now, int *sent, emq_error *err);
+/* Applies a reply of the look, tagged tag (in the block EMQ_TAGS_GRANT,
+ * tags.h): the limits hash, c->limited following the server; or the
+ * queue's priority record, c->prioritized following it. Each change is
+ * said at level info; an error reply changes nothing. */
+void emq__grant_looked(emq_consumer_t *c, int tag, const emq_reply *reply);
 
 /* Logs n entries handed out again (due retries, claims, own pending
  * taken back) as hand-outs of a limited group with a rate, so the reads

@@ -328,7 +328,7 @@ static emq_status settle_handout(emq_consumer_t *c, const emq_entry *entry,
         &owner->table, &op, (uint64_t)emq__cfg_max_deliveries(owner->conf),
         fenced, err, &handed_ms);
     if (st == EMQ_ELOST && fenced) /* pending to us: ours to bring back */
-        atomic_store(&owner->recover_self_due, 1);
+        emq__machine_post(&owner->machine, EMQ_POST_RECOVER_SELF);
     if (st == EMQ_EINVAL)
         st = not_held(owner, h, id.str, err);
     if (st != EMQ_OK)

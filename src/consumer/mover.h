@@ -5,10 +5,14 @@
 #define EMQ_CONSUMER_MOVER_H
 
 #include "core.h"
+#include "tags.h"
 
-/* Tags of the mover's commands in an upkeep round (apart from the
- * upkeep's own). */
-enum { EMQ_MOVER_TAG_TIME = 200, EMQ_MOVER_TAG_FIRST, EMQ_MOVER_TAG_MOVE };
+/* Tags of the mover's commands in an upkeep round (its block, tags.h). */
+enum {
+    EMQ_MOVER_TAG_TIME = EMQ_TAG(EMQ_TAGS_MOVER, 0),
+    EMQ_MOVER_TAG_FIRST,
+    EMQ_MOVER_TAG_MOVE
+};
 
 /* What one round asked of the mover, for applying its replies. */
 typedef struct emq__mover_round {

@@ -334,7 +334,7 @@ static size_t take_locked(emq__ready *r, emq_entry **out, size_t max) {
          * a session starts again: it takes them back from there. The
          * renewal may get through before the run thread looks at the
          * lease, so it is told; a read it has blocked ends early. */
-        if (!valid && !atomic_exchange(&c->lapse_seen, 1))
+        if (!valid && emq__machine_post(&c->machine, EMQ_POST_LAPSE))
             emq__upkeep_unblock_ask(c);
         /* Read before the begin: a clear after it raises the generation
          * these entries carry, one before it leaves nothing to begin. */
@@ -350,7 +350,7 @@ static size_t take_locked(emq__ready *r, emq_entry **out, size_t max) {
                 continue;
             }
             if (valid && began[i] < 0)
-                atomic_store(&c->recover_self_due, 1);
+                emq__machine_post(&c->machine, EMQ_POST_RECOVER_SELF);
             emq__chunk_unref(run[i]->chunk);
             dropped++;
         }
@@ -677,7 +677,7 @@ emq_status emq__ready_poll(emq__ready *r, emq_entry **out, size_t max,
          * count it. */
         if (unmarked < 0 || (waited && !emq__lease_valid(h->owner))) {
             emq__inflight_unbegin(&h->owner->table, &h->item.id);
-            if (!atomic_exchange(&h->owner->lapse_seen, 1))
+            if (emq__machine_post(&h->owner->machine, EMQ_POST_LAPSE))
                 emq__upkeep_unblock_ask(h->owner);
             emq__chunk_unref(h->chunk);
             continue;
@@ -687,7 +687,7 @@ emq_status emq__ready_poll(emq__ready *r, emq_entry **out, size_t max,
          * uncounted), only what is still this consumer's goes out. */
         if (waited &&
             !emq__inflight_still_ours(&h->owner->table, &h->item.id)) {
-            atomic_store(&h->owner->recover_self_due, 1);
+            emq__machine_post(&h->owner->machine, EMQ_POST_RECOVER_SELF);
             emq__chunk_unref(h->chunk);
             continue;
         }

@@ -505,7 +505,7 @@ emq_status emq__recover_self(emq_consumer_t *c, emq_error *err) {
          * waits for a later turn. */
         size_t room = emq__ready_room(c);
         if (room == 0) {
-            atomic_store(&c->recover_self_due, 1);
+            emq__machine_post(&c->machine, EMQ_POST_RECOVER_SELF);
             break;
         }
         long long page = emq__cfg_count(c->conf) < TAKE_PER_CALL

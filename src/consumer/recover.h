@@ -33,8 +33,8 @@ int emq__fit_failed(emq_consumer_t *c, emq_status st, size_t asked,
 /* Lists this consumer's own pending entries with XPENDING, page by page
  * from the start, and takes back those the in-flight table does not hold
  * (those with a retry delay left wait in the table), until the list ends,
- * pull mode has no room (recover_self_due is set to come back), the lease
- * is not valid, or stop. A NOGROUP sets c->nogroup. */
+ * pull mode has no room (EMQ_POST_RECOVER_SELF is posted to come back), the
+ * lease is not valid, or stop. A NOGROUP sets c->nogroup. */
 emq_status emq__recover_self(emq_consumer_t *c, emq_error *err);
 /* One claim beat: XAUTOCLAIM following the saved cursor, at most
  * EMQ_CLAIM_CALLS_PER_BEAT calls, handling what it claims. */

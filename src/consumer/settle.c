@@ -56,17 +56,18 @@
 #include "settle.h"
 #include "core.h"
 #include "inflight.h"
+#include "tags.h"
 
 #include <stdio.h>
 #include <string.h>
 
-/* Reply tags of settlement commands. */
+/* Reply tags of settlement commands (tags.h). */
 enum {
-    TAG_XACK = 1, /* its ids are acknowledged */
-    TAG_CLEANUP,  /* HDEL of reasons / ZREM from the schedule */
-    TAG_RETRY,    /* the retries: reasons HSET, schedule script */
-    TAG_DEAD,     /* the dead-letter script */
-    TAG_RELEASE   /* the release script */
+    TAG_XACK = EMQ_TAG(EMQ_TAGS_SETTLE, 1), /* its ids are acknowledged */
+    TAG_CLEANUP, /* HDEL of reasons / ZREM from the schedule */
+    TAG_RETRY,   /* the retries: reasons HSET, schedule script */
+    TAG_DEAD,    /* the dead-letter script */
+    TAG_RELEASE  /* the release script */
 };
 
 /* KEYS: schedule. ARGV: pairs of id and delay in ms. Puts each id on the
@@ -627,7 +628,9 @@ emq_status emq__settle_apply(void *round, int tag, const emq_reply *reply,
                                         "recording a retry",
                                         "the dead-letter move",
                                         "handing back unhandled entries"};
-    const char *what = tag >= TAG_XACK && tag <= TAG_RELEASE ? names[tag] : "?";
+    const char *what = tag >= TAG_XACK && tag <= TAG_RELEASE
+                           ? names[EMQ_TAG_NUMBER(tag)]
+                           : "?";
     if (emq_reply_kind(reply) == EMQ_REPLY_ERROR) {
         if (emq__reply_not_now(reply,
                                tag == TAG_XACK ? EMQ_SESSION_WAIT_OOM : 0)) {
@@ -671,7 +674,7 @@ emq_status emq__settle_apply(void *round, int tag, const emq_reply *reply,
         /* Pending to us and no longer in hand: unless the run is ending,
          * recover self takes them again. */
         if (n > 0)
-            atomic_store(&c->recover_self_due, 1);
+            emq__machine_post(&c->machine, EMQ_POST_RECOVER_SELF);
     }
     return EMQ_OK;
 }

@@ -41,20 +41,21 @@
 #include "mover.h"
 #include "settle.h"
 #include "stats.h"
+#include "tags.h"
 
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
 
+/* The upkeep's own reply tags (tags.h); a round's replies of the other
+ * duties go to them by their block (apply). */
 enum {
-    TAG_RENEW = 100,
+    TAG_RENEW = EMQ_TAG(EMQ_TAGS_UPKEEP, 0),
     TAG_REFRESH,
     TAG_MARK,
     TAG_UNMARK,
     TAG_PUBLISH,
     TAG_UNPUBLISH,
-    TAG_LIMITS, /* and TAG_LIMITS + 1: the look's two replies */
-    TAG_LIMITS_PRIO,
     TAG_UNBLOCK
 };
 
@@ -100,12 +101,18 @@ static emq_status apply(void *ctx, int tag, const emq_reply *reply,
                         emq_error *err) {
     round *r = ctx;
     emq_consumer_t *c = r->c;
-    if (tag == TAG_LIMITS || tag == TAG_LIMITS_PRIO) {
-        emq__grant_looked(c, tag - TAG_LIMITS, reply);
+    switch (EMQ_TAG_BLOCK(tag)) {
+    case EMQ_TAGS_GRANT:
+        emq__grant_looked(c, tag, reply);
         return EMQ_OK;
-    }
-    if (tag >= EMQ_MOVER_TAG_TIME) {
+    case EMQ_TAGS_MOVER:
         emq__mover_apply(c, &r->mover, tag, reply, r->sent_ms);
+        return EMQ_OK;
+    case EMQ_TAGS_SETTLE:
+        return emq__settle_apply(&r->settle, tag, reply, err);
+    case EMQ_TAGS_UPKEEP:
+        break;
+    case EMQ_TAGS_NONE:
         return EMQ_OK;
     }
     if (tag == TAG_UNBLOCK) {
@@ -196,7 +203,7 @@ static emq_status apply(void *ctx, int tag, const emq_reply *reply,
                               "refreshing in-flight entries failed: %s", shown);
         return EMQ_OK;
     }
-    return emq__settle_apply(&r->settle, tag, reply, err);
+    return EMQ_OK; /* an upkeep tag of no reply it reads */
 }
 
 /* Waits until something is due; returns with mu unlocked. Sets *settle
@@ -459,8 +466,7 @@ static emq_status one_round(emq_consumer_t *c, int settle, settle_op **ops_at,
         st = emq__mover_append(c, &u->x, now, &r.mover, err);
     int limits_sent = 0;
     if (st == EMQ_OK && !atomic_load(&u->quit))
-        st = emq__grant_append_look(c, &u->x, now, TAG_LIMITS, &limits_sent,
-                                    err);
+        st = emq__grant_append_look(c, &u->x, now, &limits_sent, err);
     /* Settlements only while the lease is known held. */
     if (st == EMQ_OK && settle && valid) {
         nops = emq__inflight_take(&c->table, ops_at, ops_cap,

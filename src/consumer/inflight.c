@@ -936,12 +936,18 @@ size_t emq__inflight_due(emq__inflight *t, int64_t now_ms, int uncounted,
                          emq_id *out, size_t max) {
     size_t n = 0;
     pthread_mutex_lock(&t->mu);
-    for (size_t i = 0; i < t->cap && n < max && t->nwait > 0; i++) {
+    /* Removed under this lock, not left behind as IF_READ for the caller
+     * to forget: in between, the upkeep would mark such an entry unseen
+     * (it looks read and waiting), and its take would then not count
+     * the handler that asked for the retry. */
+    for (size_t i = 0; i < t->cap && n < max && t->nwait > 0;) {
         if_entry *e = &t->slots[i];
         if (e->used && e->state == IF_RETRY_WAIT && e->due_ms <= now_ms &&
             e->uncounted == (uncounted != 0)) {
-            set_state(t, e, IF_READ);
             out[n++] = e->id;
+            remove_at(t, e); /* a later member may have shifted into i */
+        } else {
+            i++;
         }
     }
     pthread_mutex_unlock(&t->mu);

@@ -309,8 +309,8 @@ size_t emq__inflight_refreshed(emq__inflight *t, const emq_id *asked,
  * sent), and a SETTLE_GONE queued to clear its reason and schedule. */
 void emq__inflight_gone(emq__inflight *t, const emq_id *id);
 /* Run thread: up to max IDs whose retry is due at now_ms and whose
- * uncounted flag is uncounted, moved back to IF_READ. Returns their
- * number. */
+ * uncounted flag is uncounted, taken out of the table (their take puts
+ * what is still ours back with its new count). Returns their number. */
 size_t emq__inflight_due(emq__inflight *t, int64_t now_ms, int uncounted,
                          emq_id *out, size_t max);
 /* Milliseconds until the next retry is due (INT64_MAX: none). Asked

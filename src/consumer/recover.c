@@ -812,10 +812,9 @@ emq_status emq__recover_due(emq_consumer_t *c, emq_error *err) {
                                   room < TAKE_PER_CALL ? room : TAKE_PER_CALL);
             if (n == 0)
                 break;
-            /* Forget them first: what is still ours comes back in the
-             * reply and enters the table again with its new count. */
-            for (size_t i = 0; i < n; i++)
-                emq__inflight_forget(&c->table, &ids[i]);
+            /* Out of the table (emq__inflight_due): what is still ours
+             * comes back in the reply and enters it again with its new
+             * count. */
             st = take_ids(c, ids, n, uncounted ? TAKE_UNCOUNTED : TAKE_COUNTED,
                           "delivering due retries", err);
         }

@@ -156,6 +156,11 @@ static emq_status apply(void *ctx, int tag, const emq_reply *reply,
         }
         if (tag == TAG_UNMARK)
             r->unmark_answered = !later;
+        /* Not now: the round pauses before the next (a server refusing
+         * writes for seconds, MISCONF, would otherwise get the removal
+         * again in a tight loop). */
+        if (later)
+            r->settle.again = 1;
         return EMQ_OK;
     }
     if (tag == TAG_RENEW) {

@@ -284,7 +284,9 @@ int chaos_worker_main(int argc, char **argv) {
               set(conf, "group", CHAOS_GROUP) || set(conf, "consumer", name) ||
               set(conf, "start", "head") || set(conf, "count", "50") ||
               set(conf, "max_deliveries", maxd) ||
-              set(conf, "log.level", "info") ||
+              set(conf, "log.level",
+                  getenv("EMQ_CHAOS_LOG_LEVEL") ? getenv("EMQ_CHAOS_LOG_LEVEL")
+                                                : "info") ||
               set(conf, "reconnect.backoff_min_ms", "50") ||
               set(conf, "reconnect.backoff_max_ms", "500") ||
               set(conf, "connect_timeout_ms", "1000") ||

@@ -101,11 +101,11 @@ TEST(machine_a_session_from_start_to_stop) {
         EMQ_EV_LAPSE, EMQ_EV_DONE,      EMQ_EV_DONE,      EMQ_EV_STOP,
         EMQ_EV_DONE,  EMQ_EV_TRANSPORT, EMQ_EV_FATAL};
     static const emq__sess_state states[] = {
-        EMQ_SESS_RUNNING,  EMQ_SESS_RUNNING,      EMQ_SESS_RECONNECTING,
+        EMQ_SESS_RUNNING,      EMQ_SESS_RUNNING,  EMQ_SESS_RECONNECTING,
         EMQ_SESS_RECONNECTING, EMQ_SESS_STARTING, EMQ_SESS_GROUP_LOST,
-        EMQ_SESS_STARTING, EMQ_SESS_RUNNING,      EMQ_SESS_LAPSED,
-        EMQ_SESS_STARTING, EMQ_SESS_RUNNING,      EMQ_SESS_STOPPED,
-        EMQ_SESS_STOPPED,  EMQ_SESS_STOPPED,      EMQ_SESS_FAILED};
+        EMQ_SESS_STARTING,     EMQ_SESS_RUNNING,  EMQ_SESS_LAPSED,
+        EMQ_SESS_STARTING,     EMQ_SESS_RUNNING,  EMQ_SESS_STOPPED,
+        EMQ_SESS_STOPPED,      EMQ_SESS_STOPPED,  EMQ_SESS_FAILED};
     for (size_t i = 0; i < sizeof steps / sizeof steps[0]; i++)
         ASSERT_EQ_INT(emq__machine_apply(&m, steps[i]), states[i]);
     ASSERT_EQ_INT(b.lines, 11);
@@ -123,9 +123,8 @@ TEST(machine_posted_bits_say_when_they_are_new) {
     ASSERT_EQ_INT(emq__machine_posted(&m, EMQ_POST_LAPSE), 0);
     ASSERT_EQ_INT(emq__machine_post(&m, EMQ_POST_LAPSE), EMQ_POST_LAPSE);
     ASSERT_EQ_INT(emq__machine_post(&m, EMQ_POST_LAPSE), 0); /* not new */
-    ASSERT_EQ_INT(
-        emq__machine_post(&m, EMQ_POST_LAPSE | EMQ_POST_RECOVER_SELF),
-        EMQ_POST_RECOVER_SELF);
+    ASSERT_EQ_INT(emq__machine_post(&m, EMQ_POST_LAPSE | EMQ_POST_RECOVER_SELF),
+                  EMQ_POST_RECOVER_SELF);
     ASSERT_EQ_INT(emq__machine_take(&m, EMQ_POST_RECOVER_SELF),
                   EMQ_POST_RECOVER_SELF);
     ASSERT_EQ_INT(emq__machine_take(&m, EMQ_POST_RECOVER_SELF), 0);
@@ -222,8 +221,8 @@ TEST(machine_doc_names_every_state_and_event) {
     }
     for (int e = 0; e < EMQ_EV_NEVENTS; e++) {
         char item[64];
-        snprintf(item, sizeof item, "- `%s`: ",
-                 emq__sess_event_name((emq__sess_event)e));
+        snprintf(item, sizeof item,
+                 "- `%s`: ", emq__sess_event_name((emq__sess_event)e));
         ASSERT_CONTAINS(doc, item);
     }
     /* Truncated, still terminated. */

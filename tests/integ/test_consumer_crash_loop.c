@@ -28,7 +28,10 @@
  *
  * In run mode (a handler), pull mode (emq_consumer_poll, one at a time),
  * event-loop mode (emq_consumer_fd, poll(2), emq_consumer_step) and batch
- * mode (a batch handler that dies when its batch holds the poison).
+ * mode (a batch handler that dies when its batch holds the poison). With
+ * deliveries.exact 1 (run and pull modes) the read marks what it
+ * delivers, so no healthy entry is told 2: the crash loop costs the
+ * poison alone.
  */
 #include "integ/cli_helpers.h"
 #include "integ/inspect_conn_helpers.h"
@@ -133,9 +136,11 @@ static emq_conf_t *child_conf(const emq_srv *s, const char *ledger) {
     return conf;
 }
 
+/* exact: the worker runs with deliveries.exact 1. */
 static void crash_child(const emq_srv *s, enum crash_mode mode,
-                        const char *ledger) {
+                        const char *ledger, int exact) {
     emq_conf_t *conf = child_conf(s, ledger);
+    conf_set(conf, "deliveries.exact", exact ? "1" : "0");
     conf_set(conf, "count", "1000");
     conf_set(conf, "max_in_flight", "1000");
     conf_set(conf, "batch.max", "10");
@@ -205,7 +210,7 @@ static pid_t crash_cli(const emq_srv *s, const char *ledger) {
                      NULL, NULL, NULL);
 }
 
-static void crash_loop(enum crash_mode mode, int healthy) {
+static void crash_loop(enum crash_mode mode, int healthy, int exact) {
     emq_srv *s = emq_srv_start(NULL);
     emq_conn_t *adm = admin_connect(s);
     CMD_NOERR(adm, "XGROUP", "CREATE", CL_STREAM, "g", "$", "MKSTREAM");
@@ -220,7 +225,7 @@ static void crash_loop(enum crash_mode mode, int healthy) {
         pid_t pid = mode == MODE_CLI ? crash_cli(s, ledger) : fork();
         ASSERT(pid >= 0);
         if (pid == 0)
-            crash_child(s, mode, ledger);
+            crash_child(s, mode, ledger, exact);
         /* Until it dies, or every entry was read and settled. */
         int64_t end = now_ms() + emq_test_ms(30000);
         int status = 0;
@@ -306,6 +311,10 @@ static void crash_loop(enum crash_mode mode, int healthy) {
     printf("    healthy entries told 2 (read ahead at the first crash): "
            "%d of %d%s\n",
            told_two, healthy, mode == MODE_BATCH ? "" : "");
+    /* With exact counts the read marked them: not one is counted for a
+     * crash it took no part in. */
+    if (exact)
+        ASSERT_EQ_INT(told_two, 0);
     if (mode == MODE_BATCH)
         printf("    handed out again with the poison's batch: %d\n",
                batched_with_poison);
@@ -316,23 +325,31 @@ static void crash_loop(enum crash_mode mode, int healthy) {
 }
 
 TEST_TIMEOUT(crash_loop_costs_only_the_poison_in_run_mode, 180) {
-    crash_loop(MODE_RUN, CL_HEALTHY);
+    crash_loop(MODE_RUN, CL_HEALTHY, 0);
 }
 
 TEST_TIMEOUT(crash_loop_costs_only_the_poison_in_pull_mode, 180) {
-    crash_loop(MODE_PULL, CL_HEALTHY);
+    crash_loop(MODE_PULL, CL_HEALTHY, 0);
 }
 
 TEST_TIMEOUT(crash_loop_costs_only_the_poison_in_event_loop_mode, 180) {
-    crash_loop(MODE_EVENT, CL_HEALTHY);
+    crash_loop(MODE_EVENT, CL_HEALTHY, 0);
 }
 
 TEST_TIMEOUT(crash_loop_counts_every_batch_call_in_batch_mode, 180) {
-    crash_loop(MODE_BATCH, CL_HEALTHY);
+    crash_loop(MODE_BATCH, CL_HEALTHY, 0);
 }
 
 TEST_TIMEOUT(crash_loop_costs_only_the_poison_through_the_cli_exec, 180) {
-    crash_loop(MODE_CLI, 200);
+    crash_loop(MODE_CLI, 200, 0);
+}
+
+TEST_TIMEOUT(crash_loop_with_exact_counts_raises_no_other_in_run_mode, 180) {
+    crash_loop(MODE_RUN, CL_HEALTHY, 1);
+}
+
+TEST_TIMEOUT(crash_loop_with_exact_counts_raises_no_other_in_pull_mode, 180) {
+    crash_loop(MODE_PULL, CL_HEALTHY, 1);
 }
 
 /* ---- killed at random ----------------------------------------------------- */

@@ -61,6 +61,21 @@ emq_status emq__consumer_session_open(emq_consumer_t *c, emq__session *s,
 }
 
 /* The stop predicate of the naps (emq__nap). */
+emq_status emq__consumer_append_ids(emq__session *s, int tag, const char *cmd,
+                                    const char *key, const emq_id *ids,
+                                    size_t n, emq_error *err) {
+    const char **argv = emq__alloc((n + 2) * sizeof *argv);
+    if (argv == NULL)
+        return emq__oom(err);
+    argv[0] = cmd;
+    argv[1] = key;
+    for (size_t i = 0; i < n; i++)
+        argv[2 + i] = ids[i].str;
+    emq_status st = emq__session_append(s, tag, (int)(n + 2), argv, NULL, err);
+    emq__free(argv);
+    return st;
+}
+
 static int consumer_halted(void *c) { return emq__consumer_stopping(c); }
 
 void emq__consumer_nap(emq_consumer_t *c, int64_t ms) {

@@ -22,6 +22,7 @@
  *   grant.c     what a read of new entries may take: the group's rate and
  *               in-flight limits, the queue's priorities (the grant script)
  *   mover.c     due delayed entries moved to the stream, for the upkeep
+ *   marks.c     unseen marks written and removed, for the upkeep
  *   upkeep.c    the maintenance thread on its own connection: refreshes
  *               ownership, renews the lease, sends settlements, on a timer
  *               that does not depend on the handler
@@ -87,8 +88,6 @@ typedef struct emq__upkeep {
     int64_t next_renew_ms, next_refresh_ms;
     int64_t next_stats_ms; /* INT64_MAX: no statistics callback */
     int64_t refresh_every_ms;
-    int64_t next_mark_ms;    /* unseen marks of entries waiting to be handed
-                                out are written then */
     int64_t next_publish_ms; /* in-hand times are published then */
     int64_t round_ms8;       /* a round's round trip, ms x 8: a moving
                                 mean (when marks go, inflight.h) */
@@ -150,6 +149,10 @@ struct emq_consumer {
         int64_t next_ms; /* the mover's next step (INT64_MAX: never) */
         int move;        /* 1: it is the move, 0: a look (mover.c) */
     } mover;
+    struct {
+        int64_t next_ms; /* marks of entries waiting are looked for then
+                            (upkeep thread; marks.c) */
+    } marks;
     char token[256]; /* lease value: the holder's identity */
     emq__session rx; /* the run thread's session */
     emq__upkeep upkeep;
@@ -272,6 +275,11 @@ emq_status emq__consumer_session_open(emq_consumer_t *c, emq__session *s,
                                       const char *what, atomic_int *halt,
                                       int64_t reply_timeout_ms,
                                       void (*on_stop)(void *c), emq_error *err);
+/* Appends "cmd key ids[0..n)" to s with tag (tags.h). The thread that owns
+ * s; EMQ_ENOMEM when the arguments cannot be built. */
+emq_status emq__consumer_append_ids(emq__session *s, int tag, const char *cmd,
+                                    const char *key, const emq_id *ids,
+                                    size_t n, emq_error *err);
 /* Sleeps ms milliseconds, or less when a stop is requested meanwhile. */
 void emq__consumer_nap(emq_consumer_t *c, int64_t ms);
 /* 1 once a stop was requested or a fatal error recorded. */

@@ -15,9 +15,10 @@
 typedef enum emq__tag_block {
     EMQ_TAGS_NONE = 0, /* 0: a command whose reply no duty reads */
     EMQ_TAGS_SETTLE,   /* settle.c: settlements, on either session */
-    EMQ_TAGS_UPKEEP,   /* upkeep.c: renewal, refresh, marks, in-hand
-                          times, the unblock at a stop */
+    EMQ_TAGS_UPKEEP,   /* upkeep.c: renewal, refresh, in-hand times, the
+                          unblock at a stop */
     EMQ_TAGS_MOVER,    /* mover.c: the look and the move of due entries */
+    EMQ_TAGS_MARKS,    /* marks.c: unseen marks and their removals */
     EMQ_TAGS_GRANT     /* grant.c: the look at the limits and priorities */
 } emq__tag_block;
 

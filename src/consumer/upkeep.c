@@ -11,16 +11,12 @@
  *     once when a batch ends), at most EMQ_SETTLE_MAX_IDS per pipeline;
  *   - the queue's delayed entries that are due are moved to the stream
  *     (mover.c: a look every delayed.poll_ms, the move when one is due);
- *   - entries read and waiting EMQ_UNSEEN_AFTER_MS or more to be handed
- *     out (EMQ_UNSEEN_SOON_MS behind slow handlers, inflight.h) get an
- *     unseen mark (SADD to the consumer's unseen set), and a
- *     mark goes (SREM) before its entry is handed out: the handout waits
- *     for that reply (emq__upkeep_wait_unmarked). After a crash, recover
- *     self takes a marked entry without counting a delivery: no handler
- *     had it. One connection carries both, so they stay in order. While
- *     that connection is down nothing can be marked (or refreshed), so
- *     the reading thread takes nothing new until it is back
- *     (emq__upkeep_in_step).
+ *   - entries read and waiting to be handed out get unseen marks, and a
+ *     mark goes before its entry is handed out (marks.c; the handout
+ *     waits for that reply, emq__upkeep_wait_unmarked). One connection
+ *     carries both, so they stay in order. While that connection is down
+ *     nothing can be marked (or refreshed), so the reading thread takes
+ *     nothing new until it is back (emq__upkeep_in_step).
  * The renewal goes first in its round, and is sent again at once on the
  * next connection when a transport failure ate its reply: the next one is
  * scheduled only from a reply. Past the lease's local deadline the refresh
@@ -38,6 +34,7 @@
 #include "inflight.h"
 #include "lease.h"
 #include "grant.h"
+#include "marks.h"
 #include "mover.h"
 #include "settle.h"
 #include "stats.h"
@@ -52,8 +49,6 @@
 enum {
     TAG_RENEW = EMQ_TAG(EMQ_TAGS_UPKEEP, 0),
     TAG_REFRESH,
-    TAG_MARK,
-    TAG_UNMARK,
     TAG_PUBLISH,
     TAG_UNPUBLISH,
     TAG_UNBLOCK
@@ -91,10 +86,7 @@ typedef struct round {
     int renew_sent;         /* a renewal is in this round */
     int renew_answered;     /* ...its reply came: 1 applied, -1 an error */
     emq__mover_round mover; /* the mover's step in this round */
-    size_t nunmarks;        /* marks to go in this round, and the last
-                               ticket among them */
-    uint64_t unmark_upto;
-    int unmark_answered;
+    emq__marks_round marks; /* the unseen marks' */
 } round;
 
 static emq_status apply(void *ctx, int tag, const emq_reply *reply,
@@ -110,6 +102,11 @@ static emq_status apply(void *ctx, int tag, const emq_reply *reply,
         return EMQ_OK;
     case EMQ_TAGS_SETTLE:
         return emq__settle_apply(&r->settle, tag, reply, err);
+    case EMQ_TAGS_MARKS:
+        emq__marks_apply(c, &r->marks, tag, reply);
+        if (r->marks.later) /* not now: the round pauses before the next */
+            r->settle.again = 1;
+        return EMQ_OK;
     case EMQ_TAGS_UPKEEP:
         break;
     case EMQ_TAGS_NONE:
@@ -136,31 +133,6 @@ static emq_status apply(void *ctx, int tag, const emq_reply *reply,
                               "publishing in-hand times failed: %s",
                               emq__reply_text(reply, shown, sizeof shown));
         }
-        return EMQ_OK;
-    }
-    if (tag == TAG_MARK || tag == TAG_UNMARK) {
-        /* A refused mark or unmark (an ACL) costs exactness of a count
-         * after a crash, never work: go on, and say so. An unmark answered
-         * "not now" (LOADING, BUSY, ...) did not run: the mark is still
-         * there, so it goes again and the handout waiting for it waits on
-         * (handed out meanwhile, the entry's handler would not be counted
-         * at the next crash: a count below the truth). */
-        int later = emq__reply_transient(reply);
-        if (emq_reply_kind(reply) == EMQ_REPLY_ERROR) {
-            char shown[160];
-            emq__consumer_log(c, later ? EMQ_LOG_DEBUG : EMQ_LOG_WARNING,
-                              "%s unseen marks failed%s: %s",
-                              tag == TAG_MARK ? "writing" : "removing",
-                              later && tag == TAG_UNMARK ? " (sent again)" : "",
-                              emq__reply_text(reply, shown, sizeof shown));
-        }
-        if (tag == TAG_UNMARK)
-            r->unmark_answered = !later;
-        /* Not now: the round pauses before the next (a server refusing
-         * writes for seconds, MISCONF, would otherwise get the removal
-         * again in a tight loop). */
-        if (later)
-            r->settle.again = 1;
         return EMQ_OK;
     }
     if (tag == TAG_RENEW) {
@@ -265,17 +237,14 @@ static void wait_due(emq_consumer_t *c, int *settle) {
         if ((atomic_load(&t->nhandling) > 0 || t->nunpublish > 0) &&
             u->next_publish_ms < wake)
             wake = u->next_publish_ms;
-        int marks_due = u->next_mark_ms <= now &&
-                        t->n > atomic_load(&t->nhandling) + t->nwait;
-        if (t->n > atomic_load(&t->nhandling) + t->nwait &&
-            u->next_mark_ms < wake)
-            wake = u->next_mark_ms;
+        int marks_due = emq__marks_due(c, now);
+        if (emq__marks_next_ms(c) < wake)
+            wake = emq__marks_next_ms(c);
         if (quit || settle_at <= now || u->next_renew_ms <= now ||
             u->unblock_asked || u->next_refresh_ms <= now ||
             u->next_stats_ms <= now ||
             (emq__mover_next_ms(c) <= now && !quit) ||
-            (c->next_limits_ms <= now && !quit) || t->nunmark > 0 ||
-            marks_due || publish_due) {
+            (c->next_limits_ms <= now && !quit) || marks_due || publish_due) {
             *settle = quit || settle_at <= now;
             break;
         }
@@ -295,23 +264,6 @@ static void wait_due(emq_consumer_t *c, int *settle) {
 
 /* One round: settlements, renewal and refresh in one pipeline. Returns a
  * transport status; fatal errors are recorded by apply. */
-/* Appends cmd key ids[0..n) to the upkeep's session. */
-static emq_status append_ids(emq_consumer_t *c, const char *cmd,
-                             const char *key, const emq_id *ids, size_t n,
-                             int tag, emq_error *err) {
-    const char **argv = emq__alloc((n + 2) * sizeof *argv);
-    if (argv == NULL)
-        return emq__oom(err);
-    argv[0] = cmd;
-    argv[1] = key;
-    for (size_t i = 0; i < n; i++)
-        argv[2 + i] = ids[i].str;
-    emq_status st =
-        emq__session_append(&c->upkeep.x, tag, (int)(n + 2), argv, NULL, err);
-    emq__free(argv);
-    return st;
-}
-
 /* Appends the publish script for entries newly in a handler's hands
  * (ids is scratch of EMQ_SETTLE_MAX_IDS); nothing when there are none. */
 static emq_status append_publish(emq_consumer_t *c, int64_t now, emq_id *ids,
@@ -405,36 +357,17 @@ static emq_status one_round(emq_consumer_t *c, int settle, settle_op **ops_at,
     }
     if (st == EMQ_OK && unblock && r.renew_sent)
         st = append_unblock(c, err);
-    /* Marks to go first: a handout waits for them. */
-    if (st == EMQ_OK) {
-        r.nunmarks = emq__inflight_unmark_take(
-            &c->table, unmarks, EMQ_SETTLE_MAX_IDS, &r.unmark_upto);
-        if (r.nunmarks > 0)
-            st = append_ids(c, "SREM", c->unseen_key, unmarks, r.nunmarks,
-                            TAG_UNMARK, err);
-    }
-    if (st == EMQ_OK && now >= u->next_mark_ms) {
-        /* With exact counts reads mark what they deliver: what is left is
-         * an entry whose handout was undone after its mark went. */
-        int64_t after =
-            c->exact ? EMQ_UNSEEN_SOON_MS
-                     : emq__inflight_mark_after_ms(&c->table, u->round_ms8 / 8);
-        size_t nmarks = emq__inflight_to_mark(&c->table, now, after, ids,
-                                              EMQ_SETTLE_MAX_IDS);
-        if (nmarks > 0)
-            st = append_ids(c, "SADD", c->unseen_key, ids, nmarks, TAG_MARK,
-                            err);
-        u->next_mark_ms = nmarks == EMQ_SETTLE_MAX_IDS ? now
-                          : after > 2                  ? now + after / 2
-                                                       : now + 1;
-    }
+    /* Marks next: a handout waits for their removals (marks.c). */
+    if (st == EMQ_OK)
+        st = emq__marks_append(c, &u->x, now, u->round_ms8 / 8, unmarks, ids,
+                               &r.marks, err);
     size_t nunpub = 0;
     if (st == EMQ_OK && now >= u->next_publish_ms) {
         nunpub =
             emq__inflight_unpublish_take(&c->table, unpub, EMQ_SETTLE_MAX_IDS);
         if (nunpub > 0)
-            st = append_ids(c, "HDEL", c->inhand_key, unpub, nunpub,
-                            TAG_UNPUBLISH, err);
+            st = emq__consumer_append_ids(&u->x, TAG_UNPUBLISH, "HDEL",
+                                          c->inhand_key, unpub, nunpub, err);
         if (st == EMQ_OK)
             st = append_publish(c, now, ids, err);
         u->next_publish_ms = now + EMQ_PUBLISH_EVERY_MS;
@@ -487,10 +420,7 @@ static emq_status one_round(emq_consumer_t *c, int settle, settle_op **ops_at,
     emq__settle_finish(c, *ops_at, nops, st, &r.settle);
     if (nunpub > 0 && st != EMQ_OK && st != EMQ_EAGAIN)
         emq__inflight_unpublish_again(&c->table, unpub, nunpub);
-    if (r.nunmarks > 0)
-        emq__inflight_unmark_finish(&c->table,
-                                    st == EMQ_OK && r.unmark_answered,
-                                    r.unmark_upto, unmarks, r.nunmarks);
+    emq__marks_finish(c, &r.marks, st, unmarks);
     /* The next renewal is scheduled from a reply only: one whose reply a
      * transport failure ate goes again at once on the next connection. */
     if (r.renew_answered == 1)
@@ -603,7 +533,7 @@ emq_status emq__upkeep_start(emq_consumer_t *c, emq_error *err) {
     c->table.stale_after_ms = emq__cfg_claim_min_idle_ms(c->conf) * 3 / 4;
     c->table.hand_limit_ms = emq__cfg_handler_timeout_ms(c->conf);
     u->next_refresh_ms = now + u->refresh_every_ms / 2;
-    u->next_mark_ms = now + EMQ_UNSEEN_AFTER_MS;
+    emq__marks_init(c, now);
     u->next_publish_ms = now + EMQ_PUBLISH_EVERY_MS;
     emq__mover_init(c, now);
     c->next_limits_ms = now + EMQ_GRANT_LOOK_MS;

@@ -1,0 +1,82 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* marks.c: the consumer's unseen marks, for the upkeep (marks.h). */
+#include "marks.h"
+#include "inflight.h"
+
+enum { TAG_MARK = EMQ_TAG(EMQ_TAGS_MARKS, 0), TAG_UNMARK };
+
+void emq__marks_init(emq_consumer_t *c, int64_t now_ms) {
+    c->marks.next_ms = now_ms + EMQ_UNSEEN_AFTER_MS;
+}
+
+/* Entries in the table neither in a handler's hands nor waiting out a
+ * retry: read and waiting to be handed out (table.mu held). */
+static int some_wait(const emq__inflight *t) {
+    return t->n > atomic_load(&t->nhandling) + t->nwait;
+}
+
+int64_t emq__marks_next_ms(emq_consumer_t *c) {
+    return some_wait(&c->table) ? c->marks.next_ms : INT64_MAX;
+}
+
+int emq__marks_due(emq_consumer_t *c, int64_t now_ms) {
+    return c->table.nunmark > 0 || emq__marks_next_ms(c) <= now_ms;
+}
+
+emq_status emq__marks_append(emq_consumer_t *c, emq__session *x, int64_t now_ms,
+                             int64_t round_ms, emq_id *unmarks, emq_id *ids,
+                             emq__marks_round *mr, emq_error *err) {
+    emq_status st = EMQ_OK;
+    mr->nunmarks = emq__inflight_unmark_take(&c->table, unmarks,
+                                             EMQ_SETTLE_MAX_IDS,
+                                             &mr->unmark_upto);
+    if (mr->nunmarks > 0)
+        st = emq__consumer_append_ids(x, TAG_UNMARK, "SREM", c->unseen_key,
+                                      unmarks, mr->nunmarks, err);
+    if (st != EMQ_OK || now_ms < c->marks.next_ms)
+        return st;
+    /* With exact counts reads mark what they deliver: what is left is an
+     * entry whose handout was undone after its mark went. */
+    int64_t after = c->exact ? EMQ_UNSEEN_SOON_MS
+                             : emq__inflight_mark_after_ms(&c->table, round_ms);
+    size_t nmarks = emq__inflight_to_mark(&c->table, now_ms, after, ids,
+                                          EMQ_SETTLE_MAX_IDS);
+    if (nmarks > 0)
+        st = emq__consumer_append_ids(x, TAG_MARK, "SADD", c->unseen_key, ids,
+                                      nmarks, err);
+    c->marks.next_ms = nmarks == EMQ_SETTLE_MAX_IDS ? now_ms
+                       : after > 2                  ? now_ms + after / 2
+                                                    : now_ms + 1;
+    return st;
+}
+
+void emq__marks_apply(emq_consumer_t *c, emq__marks_round *mr, int tag,
+                      const emq_reply *reply) {
+    /* An unmark answered "not now" (LOADING, BUSY, MISCONF, ...) did not
+     * run: the mark is still there, so it goes again and the handout
+     * waiting for it waits on (handed out meanwhile, the entry's handler
+     * would not be counted at the next crash: a count below the truth).
+     * The round pauses before the next: a server refusing writes for
+     * seconds would otherwise get the removal again in a tight loop. */
+    int later = emq__reply_transient(reply);
+    if (emq_reply_kind(reply) == EMQ_REPLY_ERROR) {
+        char shown[160];
+        emq__consumer_log(c, later ? EMQ_LOG_DEBUG : EMQ_LOG_WARNING,
+                          "%s unseen marks failed%s: %s",
+                          tag == TAG_MARK ? "writing" : "removing",
+                          later && tag == TAG_UNMARK ? " (sent again)" : "",
+                          emq__reply_text(reply, shown, sizeof shown));
+    }
+    if (tag == TAG_UNMARK)
+        mr->unmark_answered = !later;
+    if (later)
+        mr->later = 1;
+}
+
+void emq__marks_finish(emq_consumer_t *c, const emq__marks_round *mr,
+                       emq_status st, const emq_id *unmarks) {
+    if (mr->nunmarks > 0)
+        emq__inflight_unmark_finish(&c->table,
+                                    st == EMQ_OK && mr->unmark_answered,
+                                    mr->unmark_upto, unmarks, mr->nunmarks);
+}

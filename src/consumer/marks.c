@@ -27,9 +27,8 @@ emq_status emq__marks_append(emq_consumer_t *c, emq__session *x, int64_t now_ms,
                              int64_t round_ms, emq_id *unmarks, emq_id *ids,
                              emq__marks_round *mr, emq_error *err) {
     emq_status st = EMQ_OK;
-    mr->nunmarks = emq__inflight_unmark_take(&c->table, unmarks,
-                                             EMQ_SETTLE_MAX_IDS,
-                                             &mr->unmark_upto);
+    mr->nunmarks = emq__inflight_unmark_take(
+        &c->table, unmarks, EMQ_SETTLE_MAX_IDS, &mr->unmark_upto);
     if (mr->nunmarks > 0)
         st = emq__consumer_append_ids(x, TAG_UNMARK, "SREM", c->unseen_key,
                                       unmarks, mr->nunmarks, err);

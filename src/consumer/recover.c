@@ -303,8 +303,20 @@ static emq_status take_page(emq_consumer_t *c, const emq_id *ids, size_t n,
     /* Asked whatever bump is: a marked entry keeps its mark until it is
      * handed out, and the handout must know to remove it. */
     emq_status st = unseen_marks(c, ids, n, marked, err);
-    if (st != EMQ_OK)
+    if (st != EMQ_OK) {
+        /* Not taken, and not in the table: due retries left it
+         * (emq__inflight_due) and a handler answered each; a claim's
+         * entries are pending to us now, their last holder's handler may
+         * have had them; a first session's suspects likewise. Remembered
+         * as let go, so that their next take counts it, even one of a
+         * session that kept the lease (before, a cut connection here left
+         * them to recover self, which took them uncounted). A mark still
+         * keeps a take from counting. */
+        if (count != TAKE_UNCOUNTED)
+            for (size_t i = 0; i < n; i++)
+                emq__inflight_note_let_go(&c->table, &ids[i]);
         return st;
+    }
     /* Taken entries are marked unseen in the take (not those in hand):
      * each one's count then includes a delivery no handler has had, and
      * its handout removes the mark first (inflight.c, begin_locked). So a
@@ -364,8 +376,13 @@ static emq_status take_page(emq_consumer_t *c, const emq_id *ids, size_t n,
                 emq__inflight_note_let_go(&c->table, &ids[i]);
         return st;
     }
-    if (emq_reply_kind(reply) == EMQ_REPLY_ERROR)
+    if (emq_reply_kind(reply) == EMQ_REPLY_ERROR) {
+        /* Refused, not run: as for a take not sent (above). */
+        for (size_t i = 0; i < n; i++)
+            if (raised[i])
+                emq__inflight_note_let_go(&c->table, &ids[i]);
         return script_error(c, reply, what, err);
+    }
     const emq_reply *entries = emq_reply_at(reply, 0);
     const emq_reply *now_marked = emq_reply_at(reply, 2);
     if (emq_reply_kind(reply) != EMQ_REPLY_ARRAY || emq_reply_len(reply) != 3 ||

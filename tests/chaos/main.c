@@ -687,6 +687,12 @@ static void misconf_episode(fault *f, emq_srv *srv) {
                     NULL) != '+')
         goto restore;
     rmdir(scratch); /* the folder vanishes */
+    /* A rewrite or save already under way refuses the BGSAVE: waited out
+     * (auto-aof-rewrite is off from here; a loaded machine slows them). */
+    step = "waiting for a rewrite or save under way to end";
+    if (wait_info(srv, "aof_rewrite_in_progress", "0", 60000) ||
+        wait_info(srv, "rdb_bgsave_in_progress", "0", 60000))
+        goto restore;
     step = "BGSAVE into the vanished folder";
     if (emq_srv_cmd(srv, out, sizeof out, "BGSAVE", NULL) != '+')
         goto restore;

@@ -401,12 +401,13 @@ static void random_child(const emq_srv *s, const char *ledger, int exact) {
  * by), hundreds in all. With it, the read marks what it delivers, and a
  * count is above the truth only for the entry being handed out when the
  * kill fell between its mark's removal and its handler's first
- * instruction (a reply's transit and a thread's wake-up): at most one
- * per kill, by one, and a dead letter early only by such a call. 2-4 in
- * a run of about 45 kills here. A healthy entry may be dead-lettered too:
- * the first one handed out after each start is the one the kill lands
- * behind, its acknowledgement unsent, so it is truly handled again and
- * again. */
+ * instruction (a reply's transit and a thread's wake-up, longer on a
+ * loaded machine): at most one delivery per kill counted for no call,
+ * and a dead letter early only by such a call. 0-4 in a run of about 45
+ * kills on a quiet machine, 9 beside a whole CI run. A healthy entry may be
+ * dead-lettered too: the first one handed out after each start is the one the
+ * kill lands behind, its acknowledgement unsent, so it is truly handled again
+ * and again. */
 static void random_kills(int exact) {
     emq_srv *s = emq_srv_start(NULL);
     emq_conn_t *adm = admin_connect(s);
@@ -473,6 +474,25 @@ static void random_kills(int exact) {
         if (counts[k] > before + 1 + (unsigned long long)most_over)
             most_over = (int)(counts[k] - before - 1);
     }
+    /* The deliveries counted for no handler call, over all entries: an
+     * entry's largest excess (it carries into its later calls). */
+    int excess = 0;
+    for (int k = 0; k < n; k++) {
+        int first = 1;
+        for (int j = 0; j < k && first; j++)
+            first = strcmp(values[j], values[k]) != 0;
+        if (!first)
+            continue;
+        unsigned long long before = 0, most = 0;
+        for (int j = k; j < n; j++) {
+            if (strcmp(values[j], values[k]) != 0)
+                continue;
+            if (counts[j] > before + 1 && counts[j] - before - 1 > most)
+                most = counts[j] - before - 1;
+            before++;
+        }
+        excess += (int)most;
+    }
     /* Each dead letter: its value's handler calls. */
     emq_reply *dead = CMD(adm, "XRANGE", CL_DEAD, "-", "+");
     int never = 0, early = 0;
@@ -501,17 +521,19 @@ static void random_kills(int exact) {
     size_t ndead = emq_reply_len(dead);
     emq_reply_free(dead);
     printf("    %d kills, %d handler calls: %d told less than the truth, %d "
-           "more (by up to %d); %d dead letters before max_deliveries calls, "
-           "%d of them never handed out\n",
-           kills, n, under, over, most_over, early, never);
+           "more (by up to %d; %d deliveries counted for no call); %d dead "
+           "letters before max_deliveries calls, %d of them never handed "
+           "out\n",
+           kills, n, under, over, most_over, excess, early, never);
     ASSERT_EQ_INT(under, 0);
     ASSERT_EQ_INT(never, 0);
     if (exact) {
-        /* Only an entry being handed out when the kill fell: one per
-         * kill at most (one handler thread), by one. */
-        ASSERT(most_over <= 1);
-        ASSERT(over <= kills);
-        ASSERT(early <= over);
+        /* Only the entry being handed out when a kill fell (between its
+         * mark's removal and its handler's start; longer on a loaded
+         * machine): at most one delivery counted for no call per kill
+         * (one handler thread), and a dead letter early only by one. */
+        ASSERT(excess <= kills);
+        ASSERT(early <= excess);
     }
     ASSERT(ndead >= 2); /* the two retry jobs, and healthy ones handled
                            again and again behind the kills */

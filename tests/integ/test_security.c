@@ -405,7 +405,7 @@ TEST_TIMEOUT(security_acl_consumer_line_runs_a_full_cycle, 40) {
  * stream key alone; EVAL one selector over every key a script names): so
  * the worker cannot DEL or SET the stream, nor XADD to it, nor put a key
  * of another type at a helper key, nor run an admin verb. */
-#define WORKER_LINE                                                            \
+#define WORKER_GRANTS                                                          \
     "user worker on >" SECRET " resetkeys resetchannels -@all "                \
     "+time +client|setname "                                                   \
     "(~emq:{aclq} +xgroup|create +xreadgroup +xack +xpending +xautoclaim "     \
@@ -415,7 +415,8 @@ TEST_TIMEOUT(security_acl_consumer_line_runs_a_full_cycle, 40) {
     "(~emq:{aclq}:retry:* +zadd +zrem +zscore) "                               \
     "(~emq:{aclq}:unseen:* +sadd +srem +smismember) "                          \
     "(~emq:{aclq}:inhand:* +hset +hdel) "                                      \
-    "(~emq:{aclq}:dead +xadd)\n"
+    "(~emq:{aclq}:dead +xadd)"
+#define WORKER_LINE WORKER_GRANTS "\n"
 #define PRODUCER_LINE                                                          \
     "user producer on >" SECRET " resetkeys resetchannels -@all "              \
     "~emq:{aclq} +xadd\n"
@@ -452,17 +453,8 @@ TEST_TIMEOUT(security_least_privilege_worker_runs_a_full_cycle, 40) {
  * limits hash and, with nothing new, the stream's last ID, then waits
  * with XREAD. */
 #define EXACT_WORKER_LINE                                                      \
-    "user worker on >" SECRET " resetkeys resetchannels -@all "                \
-    "+time +client|setname "                                                   \
-    "(~emq:{aclq} +xgroup|create +xreadgroup +xack +xpending +xautoclaim "     \
-    "+xclaim +xrange) (~emq:{aclq} ~emq:{aclq}:* +eval) "                      \
-    "(~emq:{aclq}:lease:* +get +set +pexpire +pttl +del) "                     \
-    "(~emq:{aclq}:reasons:* +hset +hget +hdel) "                               \
-    "(~emq:{aclq}:retry:* +zadd +zrem +zscore) "                               \
-    "(~emq:{aclq}:unseen:* +sadd +srem +smismember) "                          \
-    "(~emq:{aclq}:inhand:* +hset +hdel) "                                      \
-    "(~emq:{aclq}:dead +xadd) "                                                \
-    "(~emq:{aclq} +xrevrange +xread) (~emq:{aclq}:limits:* +hmget)\n"
+    WORKER_GRANTS                                                              \
+    " (~emq:{aclq} +xrevrange +xread) (~emq:{aclq}:limits:* +hmget)\n"
 
 TEST_TIMEOUT(security_least_privilege_exact_worker_runs_a_full_cycle, 40) {
     if (emq_srv_binary_version(NULL, 0) < 70000)

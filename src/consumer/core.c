@@ -11,6 +11,7 @@
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 #include <unistd.h>
 
 void emq__consumer_log(emq_consumer_t *c, int level, const char *fmt, ...) {
@@ -61,17 +62,18 @@ emq_status emq__consumer_session_open(emq_consumer_t *c, emq__session *s,
 }
 
 /* The stop predicate of the naps (emq__nap). */
-emq_status emq__consumer_append_ids(emq__session *s, int tag, const char *cmd,
-                                    const char *key, const emq_id *ids,
-                                    size_t n, emq_error *err) {
-    const char **argv = emq__alloc((n + 2) * sizeof *argv);
+emq_status emq__consumer_append_ids(emq__session *s, int tag,
+                                    const char *const *words, size_t nwords,
+                                    const emq_id *ids, size_t n,
+                                    emq_error *err) {
+    const char **argv = emq__alloc((nwords + n) * sizeof *argv);
     if (argv == NULL)
         return emq__oom(err);
-    argv[0] = cmd;
-    argv[1] = key;
+    memcpy(argv, words, nwords * sizeof *argv);
     for (size_t i = 0; i < n; i++)
-        argv[2 + i] = ids[i].str;
-    emq_status st = emq__session_append(s, tag, (int)(n + 2), argv, NULL, err);
+        argv[nwords + i] = ids[i].str;
+    emq_status st =
+        emq__session_append(s, tag, (int)(nwords + n), argv, NULL, err);
     emq__free(argv);
     return st;
 }

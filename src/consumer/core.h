@@ -275,11 +275,13 @@ emq_status emq__consumer_session_open(emq_consumer_t *c, emq__session *s,
                                       const char *what, atomic_int *halt,
                                       int64_t reply_timeout_ms,
                                       void (*on_stop)(void *c), emq_error *err);
-/* Appends "cmd key ids[0..n)" to s with tag (tags.h). The thread that owns
- * s; EMQ_ENOMEM when the arguments cannot be built. */
-emq_status emq__consumer_append_ids(emq__session *s, int tag, const char *cmd,
-                                    const char *key, const emq_id *ids,
-                                    size_t n, emq_error *err);
+/* Appends the command "words[0..nwords) ids[0..n)" to s with tag
+ * (tags.h), e.g. {"SREM", key}. The thread that owns s; EMQ_ENOMEM when
+ * the arguments cannot be built. */
+emq_status emq__consumer_append_ids(emq__session *s, int tag,
+                                    const char *const *words, size_t nwords,
+                                    const emq_id *ids, size_t n,
+                                    emq_error *err);
 /* Sleeps ms milliseconds, or less when a stop is requested meanwhile. */
 void emq__consumer_nap(emq_consumer_t *c, int64_t ms);
 /* 1 once a stop was requested or a fatal error recorded. */

@@ -343,7 +343,7 @@ emq_status emq__batch_dispatch(emq_consumer_t *c, batch *b, emq_error *err) {
      * in one lock: at once, since the next handler starts right away. */
     settle_op op;
     int have = 0, broke = 0;
-    size_t i;
+    size_t i, rest = 0; /* rest: where the release starts, when not at i */
     for (i = 0; i < b->n && st == EMQ_OK; i++) {
         batch_item *item = &b->items[i];
         if (item->held)
@@ -410,7 +410,12 @@ emq_status emq__batch_dispatch(emq_consumer_t *c, batch *b, emq_error *err) {
              * again by now (a crash would not count its handler). */
             if (unmarked < 0 || emq__consumer_stopping(c) ||
                 !emq__lease_valid_at(c, began_ms)) {
+                /* Its mark is asked again, not its count undone: that
+                 * release would wait for the lease, and a peer's claim
+                 * meanwhile would count a delivery no handler had. */
+                emq__inflight_unbegin(&c->table, &item->id);
                 broke = 1;
+                rest = i + 1;
                 break;
             }
             /* And the entry itself, after a wait: not refreshed for most
@@ -448,7 +453,7 @@ emq_status emq__batch_dispatch(emq_consumer_t *c, batch *b, emq_error *err) {
      * another process took the name it is never sent, and it could not
      * apply anyway: that process's own take raised the count. */
     if (broke && st == EMQ_OK)
-        st = release_rest(c, b, i, err);
+        st = release_rest(c, b, rest ? rest : i, err);
     /* Cut short by the lease: the session starts again before the next
      * read (consumer.c, classify) even if the renewal gets through first,
      * and its recover self takes back what was not reached (those left to

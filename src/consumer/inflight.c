@@ -61,6 +61,7 @@ void emq__inflight_destroy(emq__inflight *t) {
     emq__free(t->slots);
     emq__free(t->unmark);
     emq__free(t->unpublish);
+    emq__free(t->remark);
     emq__free(t->dropped);
     emq__free(t->let_go);
     pthread_mutex_destroy(&t->mu);
@@ -387,8 +388,13 @@ int emq__inflight_still_ours(emq__inflight *t, const emq_id *id) {
                 emq__now_coarse_ms() - e->refreshed_ms > t->stale_after_ms;
     int ours = e != NULL && e->state == IF_HANDLING && !e->lost && !stale;
     if (!ours && e != NULL && e->state == IF_HANDLING) {
-        if (stale && !e->lost)
+        if (stale && !e->lost) {
+            /* Maybe still pending to this consumer, its mark gone at the
+             * begin: asked again (only marked if so, marks.c). */
             note_dropped(t, &e->id);
+            if (ids_push(&t->remark, &t->nremark, &t->remark_cap, &e->id) == 0)
+                pthread_cond_signal(&t->wake);
+        }
         remove_at(t, e);
     }
     pthread_mutex_unlock(&t->mu);
@@ -399,11 +405,16 @@ void emq__inflight_unbegin(emq__inflight *t, const emq_id *id) {
     pthread_mutex_lock(&t->mu);
     if_entry *e = find_at(t, key_of(id), t->current);
     if (e != NULL && e->state == IF_HANDLING) {
-        /* Its mark's removal was asked at the begin; the upkeep marks it
-         * again in a later round, behind that removal on the one
-         * connection. */
+        /* Its mark's removal was asked at the begin (or it had none):
+         * marked again in the upkeep's next round, behind that removal on
+         * the one connection, even if the session drops it meanwhile. Out
+         * of memory, the marks' own look finds it later (unseen 0). */
         set_state(t, e, IF_READ);
         e->handed_ms = 0;
+        if (ids_push(&t->remark, &t->nremark, &t->remark_cap, &e->id) == 0) {
+            e->unseen = 1;
+            pthread_cond_signal(&t->wake);
+        }
     }
     pthread_mutex_unlock(&t->mu);
 }
@@ -800,15 +811,42 @@ size_t emq__inflight_to_publish(emq__inflight *t, int64_t now_ms, emq_id *out,
     return n;
 }
 
+/* Moves up to max ids from the front of arr[0..*n) to out (caller holds
+ * mu). Returns their number. */
+static size_t ids_take_front(emq_id *arr, size_t *n, emq_id *out, size_t max) {
+    size_t k = *n < max ? *n : max;
+    if (k > 0) {
+        memcpy(out, arr, k * sizeof *out);
+        memmove(arr, arr + k, (*n - k) * sizeof *arr);
+        *n -= k;
+    }
+    return k;
+}
+
 size_t emq__inflight_unpublish_take(emq__inflight *t, emq_id *out, size_t max) {
     pthread_mutex_lock(&t->mu);
-    size_t n = t->nunpublish < max ? t->nunpublish : max;
-    if (n > 0) {
-        memcpy(out, t->unpublish, n * sizeof *out);
-        memmove(t->unpublish, t->unpublish + n,
-                (t->nunpublish - n) * sizeof *t->unpublish);
-        t->nunpublish -= n;
-    }
+    size_t n = ids_take_front(t->unpublish, &t->nunpublish, out, max);
+    pthread_mutex_unlock(&t->mu);
+    return n;
+}
+
+size_t emq__inflight_remark_take(emq__inflight *t, emq_id *out, size_t max) {
+    pthread_mutex_lock(&t->mu);
+    size_t n = ids_take_front(t->remark, &t->nremark, out, max);
+    pthread_mutex_unlock(&t->mu);
+    return n;
+}
+
+void emq__inflight_remark_again(emq__inflight *t, const emq_id *ids, size_t n) {
+    pthread_mutex_lock(&t->mu);
+    for (size_t i = 0; i < n; i++)
+        (void)ids_push(&t->remark, &t->nremark, &t->remark_cap, &ids[i]);
+    pthread_mutex_unlock(&t->mu);
+}
+
+size_t emq__inflight_remarks(emq__inflight *t) {
+    pthread_mutex_lock(&t->mu);
+    size_t n = t->nremark;
     pthread_mutex_unlock(&t->mu);
     return n;
 }

@@ -119,6 +119,11 @@ typedef struct emq__inflight {
     uint64_t unmark_taken; /* tickets the upkeep took */
     atomic_uint_fast64_t unmark_asked, unmark_done;
     pthread_cond_t unmarked; /* unmark_done moved */
+    /* Ids whose handout was undone after their mark went (or before one
+     * was written): marked again at the upkeep's next round, behind that
+     * removal on the one connection, whatever the session does next. */
+    emq_id *remark;
+    size_t nremark, remark_cap;
     /* In-hand times (upkeep.c publishes them): ids whose published time
      * is to go, because they left a handler's hands. */
     emq_id *unpublish;
@@ -168,13 +173,16 @@ emq_status emq__inflight_step(emq__inflight *t, settle_op *op,
  * handler, after a wait since its begin (its unseen mark's removal; the
  * process may have been stopped meanwhile): 1 while it is still fresh
  * and not lost. Otherwise 0, and it is forgotten (a stale one is noted
- * dropped: recover self brings it back uncounted, if still ours). */
+ * dropped: recover self brings it back uncounted, if still ours; and its
+ * mark is asked again, for a peer's claim). */
 int emq__inflight_still_ours(emq__inflight *t, const emq_id *id);
 /* A begun entry (IF_HANDLING) that is not to reach its handler after all
- * (the lease lapsed while its handout waited): back to IF_READ, kept and
- * refreshed in the table like the entries a handout drops for the lease,
- * until the session that starts again takes it back (dropped, then
- * recover self). Nothing when it is in another state. Any thread. */
+ * (the lease lapsed or a stop came while its handout waited): back to
+ * IF_READ, its unseen mark asked again at once (a take, by this process,
+ * a successor or a peer, counts no delivery for it), kept and refreshed
+ * in the table like the entries a handout drops for the lease, until the
+ * session that starts again takes it back (dropped, then recover self).
+ * Nothing when it is in another state. Any thread. */
 void emq__inflight_unbegin(emq__inflight *t, const emq_id *id);
 /* emq__inflight_step's begin for n items at once, one lock (pull mode's
  * handout): began[i] as *began there. */
@@ -261,6 +269,11 @@ int64_t emq__inflight_mark_after_ms(emq__inflight *t, int64_t round_ms);
  * the marks). Returns their number. */
 size_t emq__inflight_to_mark(emq__inflight *t, int64_t now_ms, int64_t after_ms,
                              emq_id *out, size_t max);
+/* Upkeep: takes up to max IDs to mark again at once (unbegun, above);
+ * emq__inflight_remark_again queues ids[0..n) back (a "not now" reply).
+ * Returns their number. */
+size_t emq__inflight_remark_take(emq__inflight *t, emq_id *out, size_t max);
+void emq__inflight_remark_again(emq__inflight *t, const emq_id *ids, size_t n);
 /* Upkeep: takes up to max IDs whose mark is to go; *upto gets the last
  * ticket among them. Returns their number. */
 size_t emq__inflight_unmark_take(emq__inflight *t, emq_id *out, size_t max,
@@ -344,5 +357,8 @@ void emq__inflight_clear(emq__inflight *t);
 /* Entries in the table, and settlements queued. */
 size_t emq__inflight_count(emq__inflight *t);
 size_t emq__inflight_queued(emq__inflight *t);
+/* Marks asked again and not yet taken by the upkeep (a stop waits for
+ * them to go, lease held or not: a mark is never wrong to write). */
+size_t emq__inflight_remarks(emq__inflight *t);
 
 #endif /* EMQ_CONSUMER_INFLIGHT_H */

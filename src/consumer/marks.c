@@ -20,8 +20,27 @@ int64_t emq__marks_next_ms(emq_consumer_t *c) {
 }
 
 int emq__marks_due(emq_consumer_t *c, int64_t now_ms) {
-    return c->table.nunmark > 0 || emq__marks_next_ms(c) <= now_ms;
+    return c->table.nunmark > 0 || c->table.nremark > 0 ||
+           emq__marks_next_ms(c) <= now_ms;
 }
+
+/* KEYS: stream, unseen set. ARGV: group, me, ids... Marks each id still
+ * pending to me; returns how many. A mark sent late (a connection held up
+ * past claim idle) must not land on an entry a peer has taken since and
+ * may have handed out: its crash would then go uncounted. The lease need
+ * not be held: a mark only ever keeps a count from rising for a delivery
+ * this process made, and no handler of this process will get it. */
+static const char mark_script[] =
+    "local n = 0\n"
+    "for i = 3, #ARGV do\n"
+    "  local p = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[i], ARGV[i],"
+    " 1, ARGV[2])\n"
+    "  if #p == 1 then\n"
+    "    redis.call('SADD', KEYS[2], ARGV[i])\n"
+    "    n = n + 1\n"
+    "  end\n"
+    "end\n"
+    "return n\n";
 
 emq_status emq__marks_append(emq_consumer_t *c, emq__session *x, int64_t now_ms,
                              int64_t round_ms, emq_id *unmarks, emq_id *ids,
@@ -30,22 +49,34 @@ emq_status emq__marks_append(emq_consumer_t *c, emq__session *x, int64_t now_ms,
     mr->nunmarks = emq__inflight_unmark_take(
         &c->table, unmarks, EMQ_SETTLE_MAX_IDS, &mr->unmark_upto);
     if (mr->nunmarks > 0)
-        st = emq__consumer_append_ids(x, TAG_UNMARK, "SREM", c->unseen_key,
-                                      unmarks, mr->nunmarks, err);
-    if (st != EMQ_OK || now_ms < c->marks.next_ms)
+        st = emq__consumer_append_ids(x, TAG_UNMARK,
+                                      (const char *[]){"SREM", c->unseen_key},
+                                      2, unmarks, mr->nunmarks, err);
+    if (st != EMQ_OK)
         return st;
-    /* With exact counts reads mark what they deliver: what is left is an
-     * entry whose handout was undone after its mark went. */
-    int64_t after = c->exact ? EMQ_UNSEEN_SOON_MS
-                             : emq__inflight_mark_after_ms(&c->table, round_ms);
-    size_t nmarks = emq__inflight_to_mark(&c->table, now_ms, after, ids,
-                                          EMQ_SETTLE_MAX_IDS);
-    if (nmarks > 0)
-        st = emq__consumer_append_ids(x, TAG_MARK, "SADD", c->unseen_key, ids,
-                                      nmarks, err);
-    c->marks.next_ms = nmarks == EMQ_SETTLE_MAX_IDS ? now_ms
-                       : after > 2                  ? now_ms + after / 2
-                                                    : now_ms + 1;
+    /* Handouts undone first: each goes right behind its removal. */
+    mr->nmarks = emq__inflight_remark_take(&c->table, ids, EMQ_SETTLE_MAX_IDS);
+    if (now_ms >= c->marks.next_ms) {
+        /* With exact counts reads mark what they deliver: what is left is
+         * an entry whose handout was undone after its mark went. */
+        int64_t after = c->exact
+                            ? EMQ_UNSEEN_SOON_MS
+                            : emq__inflight_mark_after_ms(&c->table, round_ms);
+        size_t room = EMQ_SETTLE_MAX_IDS - mr->nmarks;
+        size_t nlooked = emq__inflight_to_mark(&c->table, now_ms, after,
+                                               ids + mr->nmarks, room);
+        mr->nmarks += nlooked;
+        c->marks.next_ms = nlooked == room ? now_ms
+                           : after > 2     ? now_ms + after / 2
+                                           : now_ms + 1;
+    }
+    if (mr->nmarks > 0) {
+        const char *words[] = {"EVAL",         mark_script,   "2",
+                               c->keys.stream, c->unseen_key, c->group,
+                               c->name};
+        st = emq__consumer_append_ids(x, TAG_MARK, words, 7, ids, mr->nmarks,
+                                      err);
+    }
     return st;
 }
 
@@ -68,14 +99,20 @@ void emq__marks_apply(emq_consumer_t *c, emq__marks_round *mr, int tag,
     }
     if (tag == TAG_UNMARK)
         mr->unmark_answered = !later;
+    else
+        mr->mark_answered = !later;
     if (later)
         mr->later = 1;
 }
 
 void emq__marks_finish(emq_consumer_t *c, const emq__marks_round *mr,
-                       emq_status st, const emq_id *unmarks) {
+                       emq_status st, const emq_id *unmarks,
+                       const emq_id *ids) {
     if (mr->nunmarks > 0)
         emq__inflight_unmark_finish(&c->table,
                                     st == EMQ_OK && mr->unmark_answered,
                                     mr->unmark_upto, unmarks, mr->nunmarks);
+    /* Marks not known written go again (a mark twice is one mark). */
+    if (mr->nmarks > 0 && (st != EMQ_OK || !mr->mark_answered))
+        emq__inflight_remark_again(&c->table, ids, mr->nmarks);
 }

@@ -22,6 +22,8 @@ typedef struct emq__marks_round {
     size_t nunmarks;      /* removals in this round, */
     uint64_t unmark_upto; /* the last ticket among them, */
     int unmark_answered;  /* and their reply came, not "not now" */
+    size_t nmarks;        /* marks in this round (ids[0..nmarks)), */
+    int mark_answered;    /* and their reply came, not "not now" */
     int later;            /* a reply said "not now": the round pauses */
 } emq__marks_round;
 
@@ -33,9 +35,12 @@ int64_t emq__marks_next_ms(emq_consumer_t *c);
 int emq__marks_due(emq_consumer_t *c, int64_t now_ms);
 
 /* Appends to x the removals asked by handouts (first: a handout waits for
- * them) and, when due at now_ms, the marks of entries waiting long enough
- * (round_ms: the upkeep's round trip, a moving mean). unmarks and ids are
- * scratch of EMQ_SETTLE_MAX_IDS; *mr says what went. Upkeep thread. */
+ * them), then the marks asked again by handouts undone (each behind its
+ * removal) and, when due at now_ms, the marks of entries waiting long
+ * enough (round_ms: the upkeep's round trip, a moving mean), in one
+ * script that marks only what is still pending to this consumer. unmarks
+ * and ids are scratch of EMQ_SETTLE_MAX_IDS, kept for emq__marks_finish;
+ * *mr says what went. Upkeep thread. */
 emq_status emq__marks_append(emq_consumer_t *c, emq__session *x, int64_t now_ms,
                              int64_t round_ms, emq_id *unmarks, emq_id *ids,
                              emq__marks_round *mr, emq_error *err);
@@ -45,9 +50,10 @@ emq_status emq__marks_append(emq_consumer_t *c, emq__session *x, int64_t now_ms,
 void emq__marks_apply(emq_consumer_t *c, emq__marks_round *mr, int tag,
                       const emq_reply *reply);
 /* After the round (st: its transport status): the removals' tickets are
- * done when their reply came, else they go again, first. Upkeep
- * thread. */
+ * done when their reply came, else they go again, first; marks whose
+ * reply did not come, or said "not now", go again in the next round.
+ * Upkeep thread. */
 void emq__marks_finish(emq_consumer_t *c, const emq__marks_round *mr,
-                       emq_status st, const emq_id *unmarks);
+                       emq_status st, const emq_id *unmarks, const emq_id *ids);
 
 #endif

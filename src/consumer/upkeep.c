@@ -327,7 +327,7 @@ static emq_status append_unblock(emq_consumer_t *c, emq_error *err) {
 
 static emq_status one_round(emq_consumer_t *c, int settle, settle_op **ops_at,
                             size_t *ops_cap, emq_id *ids, emq_id *unmarks,
-                            emq_id *unpub, emq_error *err) {
+                            emq_id *marks, emq_id *unpub, emq_error *err) {
     emq__upkeep *u = &c->upkeep;
     int64_t now = emq__now_ms();
     round r = {.settle = {.c = c}, .c = c, .asked = ids, .sent_ms = now};
@@ -359,15 +359,16 @@ static emq_status one_round(emq_consumer_t *c, int settle, settle_op **ops_at,
         st = append_unblock(c, err);
     /* Marks next: a handout waits for their removals (marks.c). */
     if (st == EMQ_OK)
-        st = emq__marks_append(c, &u->x, now, u->round_ms8 / 8, unmarks, ids,
+        st = emq__marks_append(c, &u->x, now, u->round_ms8 / 8, unmarks, marks,
                                &r.marks, err);
     size_t nunpub = 0;
     if (st == EMQ_OK && now >= u->next_publish_ms) {
         nunpub =
             emq__inflight_unpublish_take(&c->table, unpub, EMQ_SETTLE_MAX_IDS);
         if (nunpub > 0)
-            st = emq__consumer_append_ids(&u->x, TAG_UNPUBLISH, "HDEL",
-                                          c->inhand_key, unpub, nunpub, err);
+            st = emq__consumer_append_ids(
+                &u->x, TAG_UNPUBLISH, (const char *[]){"HDEL", c->inhand_key},
+                2, unpub, nunpub, err);
         if (st == EMQ_OK)
             st = append_publish(c, now, ids, err);
         u->next_publish_ms = now + EMQ_PUBLISH_EVERY_MS;
@@ -420,7 +421,7 @@ static emq_status one_round(emq_consumer_t *c, int settle, settle_op **ops_at,
     emq__settle_finish(c, *ops_at, nops, st, &r.settle);
     if (nunpub > 0 && st != EMQ_OK && st != EMQ_EAGAIN)
         emq__inflight_unpublish_again(&c->table, unpub, nunpub);
-    emq__marks_finish(c, &r.marks, st, unmarks);
+    emq__marks_finish(c, &r.marks, st, unmarks, marks);
     /* The next renewal is scheduled from a reply only: one whose reply a
      * transport failure ate goes again at once on the next connection. */
     if (r.renew_answered == 1)
@@ -455,8 +456,10 @@ static void *upkeep_main(void *arg) {
     size_t ops_cap = EMQ_SETTLE_MAX_IDS;
     emq_id *ids = emq__alloc(EMQ_SETTLE_MAX_IDS * sizeof *ids);
     emq_id *unmarks = emq__alloc(EMQ_SETTLE_MAX_IDS * sizeof *unmarks);
+    emq_id *marks = emq__alloc(EMQ_SETTLE_MAX_IDS * sizeof *marks);
     emq_id *unpub = emq__alloc(EMQ_SETTLE_MAX_IDS * sizeof *unpub);
-    if (ops == NULL || ids == NULL || unmarks == NULL || unpub == NULL) {
+    if (ops == NULL || ids == NULL || unmarks == NULL || marks == NULL ||
+        unpub == NULL) {
         emq_error err;
         emq__oom(&err);
         emq__consumer_fatal(c, &err);
@@ -466,12 +469,16 @@ static void *upkeep_main(void *arg) {
         int settle = 0;
         wait_due(c, &settle);
         int quit = atomic_load(&u->quit) || atomic_load(&c->fatal);
-        if (quit && (emq__inflight_queued(&c->table) == 0 ||
-                     !emq__lease_valid(c) || atomic_load(&c->fatal)))
+        /* A stop sends what is owed first: settlements while the lease
+         * is held, marks asked again held or not (marks.c). */
+        int owed =
+            (emq__inflight_queued(&c->table) > 0 && emq__lease_valid(c)) ||
+            emq__inflight_remarks(&c->table) > 0;
+        if (quit && (!owed || atomic_load(&c->fatal)))
             break;
         emq_error err;
-        emq_status st =
-            one_round(c, settle, &ops, &ops_cap, ids, unmarks, unpub, &err);
+        emq_status st = one_round(c, settle, &ops, &ops_cap, ids, unmarks,
+                                  marks, unpub, &err);
         if (emq__now_ms() >= u->next_stats_ms) {
             /* Skipped (not late-fired) while fenced or failing. */
             if (st == EMQ_OK && !quit && emq__lease_valid(c))
@@ -497,6 +504,7 @@ out:
     emq__free(ops);
     emq__free(ids);
     emq__free(unmarks);
+    emq__free(marks);
     emq__free(unpub);
     /* Nobody sends marks any more: a handout waiting for one goes on. */
     emq__inflight_unmark_finish(&c->table, 1,

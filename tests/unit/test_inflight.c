@@ -736,6 +736,55 @@ TEST(inflight_marks_come_soon_behind_slow_handlers) {
     emq__inflight_destroy(&t);
 }
 
+/* A handout undone after its mark's removal was asked (the lease lapsed
+ * while it waited) asks the mark again at once, whatever the session does
+ * with the entry next: dropped at the session's start, released with the
+ * rest of the batch, its mark stays asked. Before, the batch's release
+ * undid the count instead, a release that waits for the lease: a peer's
+ * claim in between counted a delivery no handler had (chaos seed 6001 on
+ * Redis 6.2: a poison job dead-lettered after 4 handler calls of 5). A
+ * stale entry found after the wait is asked again too. */
+TEST(inflight_unbegun_entry_asks_its_mark_again_at_once) {
+    emq__inflight t;
+    init(&t);
+    t.stale_after_ms = 1000;
+    batch_item items[2];
+    mkitems(items, 2, 1);
+    items[0].unseen = items[1].unseen = 1; /* marked by the read */
+    ASSERT_EQ_INT(emq__inflight_add_batch(&t, items, 2, emq__now_ms()), 0);
+    ASSERT_EQ_INT(begin1(&t, &items[0]), 1);
+    ASSERT_EQ_INT(atomic_load(&t.unmark_asked), 1);
+    emq_id out[4];
+    ASSERT_EQ_SIZE(emq__inflight_remark_take(&t, out, 4), 0);
+    emq__inflight_unbegin(&t, &items[0].id);
+    ASSERT_EQ_SIZE(emq__inflight_remarks(&t), 1);
+    /* Marked again: no second mark from the marks' own look, and a
+     * release leaves its count alone (the mark keeps it uncounted). */
+    ASSERT_EQ_SIZE(emq__inflight_to_mark(&t, emq__now_ms() + 9000, 0, out, 4),
+                   0);
+    emq_error err;
+    ASSERT_OK(emq__inflight_release(&t, &items[0], &err), &err);
+    ASSERT_EQ_SIZE(emq__inflight_queued(&t), 0);
+    emq__inflight_drop_unstarted(&t);
+    ASSERT(!emq__inflight_holds(&t, &items[0].id));
+    ASSERT_EQ_SIZE(emq__inflight_remark_take(&t, out, 4), 1);
+    ASSERT_EQ_STR(out[0].str, items[0].id.str);
+    /* A "not now" reply: it goes again. */
+    emq__inflight_remark_again(&t, out, 1);
+    ASSERT_EQ_SIZE(emq__inflight_remark_take(&t, out, 4), 1);
+    ASSERT_EQ_SIZE(emq__inflight_remark_take(&t, out, 4), 0);
+
+    /* Begun, then found stale after the wait: forgotten, mark asked. */
+    ASSERT(!emq__inflight_holds(&t, &items[1].id)); /* dropped above */
+    ASSERT_EQ_INT(emq__inflight_add_batch(&t, items + 1, 1, emq__now_ms()), 0);
+    ASSERT_EQ_INT(begin1(&t, &items[1]), 1);
+    slot_of(&t, &items[1])->refreshed_ms = emq__now_coarse_ms() - 5000;
+    ASSERT_EQ_INT(emq__inflight_still_ours(&t, &items[1].id), 0);
+    ASSERT_EQ_SIZE(emq__inflight_remark_take(&t, out, 4), 1);
+    ASSERT_EQ_STR(out[0].str, items[1].id.str);
+    emq__inflight_destroy(&t);
+}
+
 TEST(inflight_release_undoes_the_count_unless_marked) {
     emq__inflight t;
     init(&t);

@@ -23,6 +23,7 @@
  *               in-flight limits, the queue's priorities (the grant script)
  *   mover.c     due delayed entries moved to the stream, for the upkeep
  *   marks.c     unseen marks written and removed, for the upkeep
+ *   inhand.c    in-hand times published and deleted, for the upkeep
  *   upkeep.c    the maintenance thread on its own connection: refreshes
  *               ownership, renews the lease, sends settlements, on a timer
  *               that does not depend on the handler
@@ -88,10 +89,9 @@ typedef struct emq__upkeep {
     int64_t next_renew_ms, next_refresh_ms;
     int64_t next_stats_ms; /* INT64_MAX: no statistics callback */
     int64_t refresh_every_ms;
-    int64_t next_publish_ms; /* in-hand times are published then */
-    int64_t round_ms8;       /* a round's round trip, ms x 8: a moving
-                                mean (when marks go, inflight.h) */
-    int unblock_asked;       /* a stop met the read blocked (table.mu) */
+    int64_t round_ms8; /* a round's round trip, ms x 8: a moving
+                          mean (when marks go, inflight.h) */
+    int unblock_asked; /* a stop met the read blocked (table.mu) */
 } emq__upkeep;
 
 /* A consumer of one queue, or a topic's consumer of its partitions'
@@ -153,6 +153,10 @@ struct emq_consumer {
         int64_t next_ms; /* marks of entries waiting are looked for then
                             (upkeep thread; marks.c) */
     } marks;
+    struct {
+        int64_t next_ms; /* in-hand times are published then (upkeep
+                            thread; inhand.c) */
+    } inhand;
     char token[256]; /* lease value: the holder's identity */
     emq__session rx; /* the run thread's session */
     emq__upkeep upkeep;

@@ -15,11 +15,12 @@
 typedef enum emq__tag_block {
     EMQ_TAGS_NONE = 0, /* 0: a command whose reply no duty reads */
     EMQ_TAGS_SETTLE,   /* settle.c: settlements, on either session */
-    EMQ_TAGS_UPKEEP,   /* upkeep.c: renewal, refresh, in-hand times, the
-                          unblock at a stop */
+    EMQ_TAGS_UPKEEP,   /* upkeep.c: renewal, refresh, the unblock at a
+                          stop */
     EMQ_TAGS_MOVER,    /* mover.c: the look and the move of due entries */
     EMQ_TAGS_MARKS,    /* marks.c: unseen marks and their removals */
-    EMQ_TAGS_GRANT     /* grant.c: the look at the limits and priorities */
+    EMQ_TAGS_GRANT,    /* grant.c: the look at the limits and priorities */
+    EMQ_TAGS_INHAND    /* inhand.c: in-hand times published and deleted */
 } emq__tag_block;
 
 /* Tag n (0-255) of a duty's block, and the block and number of a tag. */

@@ -37,6 +37,7 @@
 #include "marks.h"
 #include "mover.h"
 #include "settle.h"
+#include "inhand.h"
 #include "stats.h"
 #include "tags.h"
 
@@ -46,29 +47,7 @@
 
 /* The upkeep's own reply tags (tags.h); a round's replies of the other
  * duties go to them by their block (apply). */
-enum {
-    TAG_RENEW = EMQ_TAG(EMQ_TAGS_UPKEEP, 0),
-    TAG_REFRESH,
-    TAG_PUBLISH,
-    TAG_UNPUBLISH,
-    TAG_UNBLOCK
-};
-
-/* How often the in-hand times of entries in a handler's hands are
- * published to the group's inhand hash (and those that left it deleted):
- * an operator sees the time since delivery of anything in hand longer. */
-#define EMQ_PUBLISH_EVERY_MS 100
-
-/* KEYS: the group's inhand hash. ARGV: pairs of entry ID and how many ms
- * ago it was handed out. Stores when, by the server's clock. */
-static const char publish_script[] =
-    "if redis.replicate_commands then pcall(redis.replicate_commands) end\n"
-    "local t = redis.call('TIME')\n"
-    "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
-    "for i = 1, #ARGV - 1, 2 do\n"
-    "  redis.call('HSET', KEYS[1], ARGV[i], now - tonumber(ARGV[i + 1]))\n"
-    "end\n"
-    "return 0\n";
+enum { TAG_RENEW = EMQ_TAG(EMQ_TAGS_UPKEEP, 0), TAG_REFRESH, TAG_UNBLOCK };
 
 /* While the lease is not known held, the renewal goes this often. */
 #define EMQ_FENCED_RENEW_MS 50
@@ -82,11 +61,12 @@ typedef struct round {
     const emq_id *asked; /* refreshed ids */
     size_t nasked;
     int64_t sent_ms;
-    int refresh_failed;     /* the refresh got an error reply */
-    int renew_sent;         /* a renewal is in this round */
-    int renew_answered;     /* ...its reply came: 1 applied, -1 an error */
-    emq__mover_round mover; /* the mover's step in this round */
-    emq__marks_round marks; /* the unseen marks' */
+    int refresh_failed;       /* the refresh got an error reply */
+    int renew_sent;           /* a renewal is in this round */
+    int renew_answered;       /* ...its reply came: 1 applied, -1 an error */
+    emq__mover_round mover;   /* the mover's step in this round */
+    emq__marks_round marks;   /* the unseen marks' */
+    emq__inhand_round inhand; /* the in-hand times' */
 } round;
 
 static emq_status apply(void *ctx, int tag, const emq_reply *reply,
@@ -107,6 +87,9 @@ static emq_status apply(void *ctx, int tag, const emq_reply *reply,
         if (r->marks.later) /* not now: the round pauses before the next */
             r->settle.again = 1;
         return EMQ_OK;
+    case EMQ_TAGS_INHAND:
+        emq__inhand_apply(c, tag, reply);
+        return EMQ_OK;
     case EMQ_TAGS_UPKEEP:
         break;
     case EMQ_TAGS_NONE:
@@ -120,17 +103,6 @@ static emq_status apply(void *ctx, int tag, const emq_reply *reply,
             emq__consumer_log(c, EMQ_LOG_DEBUG,
                               "ending the blocked read at the stop failed "
                               "(%s): the stop waits for its block_ms",
-                              emq__reply_text(reply, shown, sizeof shown));
-        }
-        return EMQ_OK;
-    }
-    if (tag == TAG_PUBLISH || tag == TAG_UNPUBLISH) {
-        /* Refused: an operator sees the idle time instead. Debug only:
-         * it changes nothing the consumer promises. */
-        if (emq_reply_kind(reply) == EMQ_REPLY_ERROR) {
-            char shown[160];
-            emq__consumer_log(c, EMQ_LOG_DEBUG,
-                              "publishing in-hand times failed: %s",
                               emq__reply_text(reply, shown, sizeof shown));
         }
         return EMQ_OK;
@@ -232,11 +204,9 @@ static void wait_due(emq_consumer_t *c, int *settle) {
             wake = now + EMQ_SETTLE_DELAY_MS;
         /* Marks of entries waiting to be handed out: looked for while
          * some entry is in the table and not in a handler. */
-        int publish_due = u->next_publish_ms <= now &&
-                          (atomic_load(&t->nhandling) > 0 || t->nunpublish > 0);
-        if ((atomic_load(&t->nhandling) > 0 || t->nunpublish > 0) &&
-            u->next_publish_ms < wake)
-            wake = u->next_publish_ms;
+        int inhand_due = emq__inhand_due(c, now);
+        if (emq__inhand_next_ms(c) < wake)
+            wake = emq__inhand_next_ms(c);
         int marks_due = emq__marks_due(c, now);
         if (emq__marks_next_ms(c) < wake)
             wake = emq__marks_next_ms(c);
@@ -244,7 +214,7 @@ static void wait_due(emq_consumer_t *c, int *settle) {
             u->unblock_asked || u->next_refresh_ms <= now ||
             u->next_stats_ms <= now ||
             (emq__mover_next_ms(c) <= now && !quit) ||
-            (c->next_limits_ms <= now && !quit) || marks_due || publish_due) {
+            (c->next_limits_ms <= now && !quit) || marks_due || inhand_due) {
             *settle = quit || settle_at <= now;
             break;
         }
@@ -264,37 +234,6 @@ static void wait_due(emq_consumer_t *c, int *settle) {
 
 /* One round: settlements, renewal and refresh in one pipeline. Returns a
  * transport status; fatal errors are recorded by apply. */
-/* Appends the publish script for entries newly in a handler's hands
- * (ids is scratch of EMQ_SETTLE_MAX_IDS); nothing when there are none. */
-static emq_status append_publish(emq_consumer_t *c, int64_t now, emq_id *ids,
-                                 emq_error *err) {
-    int64_t ages[256];
-    size_t n = emq__inflight_to_publish(&c->table, now, ids, ages, 256);
-    if (n == 0)
-        return EMQ_OK;
-    const char **argv = emq__alloc((4 + 2 * n) * sizeof *argv);
-    char(*texts)[24] = emq__alloc(n * sizeof *texts);
-    emq_status st = EMQ_OK;
-    if (argv == NULL || texts == NULL) {
-        st = emq__oom(err);
-    } else {
-        argv[0] = "EVAL";
-        argv[1] = publish_script;
-        argv[2] = "1";
-        argv[3] = c->inhand_key;
-        for (size_t i = 0; i < n; i++) {
-            snprintf(texts[i], sizeof texts[i], "%lld", (long long)ages[i]);
-            argv[4 + 2 * i] = ids[i].str;
-            argv[5 + 2 * i] = texts[i];
-        }
-        st = emq__session_append(&c->upkeep.x, TAG_PUBLISH, (int)(4 + 2 * n),
-                                 argv, NULL, err);
-    }
-    emq__free(argv);
-    emq__free(texts);
-    return st;
-}
-
 /* 1 when a stop asked for the run thread's blocked read to be ended. */
 static int unblock_pending(emq_consumer_t *c) {
     pthread_mutex_lock(&c->table.mu);
@@ -361,18 +300,8 @@ static emq_status one_round(emq_consumer_t *c, int settle, settle_op **ops_at,
     if (st == EMQ_OK)
         st = emq__marks_append(c, &u->x, now, u->round_ms8 / 8, unmarks, marks,
                                &r.marks, err);
-    size_t nunpub = 0;
-    if (st == EMQ_OK && now >= u->next_publish_ms) {
-        nunpub =
-            emq__inflight_unpublish_take(&c->table, unpub, EMQ_SETTLE_MAX_IDS);
-        if (nunpub > 0)
-            st = emq__consumer_append_ids(
-                &u->x, TAG_UNPUBLISH, (const char *[]){"HDEL", c->inhand_key},
-                2, unpub, nunpub, err);
-        if (st == EMQ_OK)
-            st = append_publish(c, now, ids, err);
-        u->next_publish_ms = now + EMQ_PUBLISH_EVERY_MS;
-    }
+    if (st == EMQ_OK)
+        st = emq__inhand_append(c, &u->x, now, unpub, ids, &r.inhand, err);
     /* The refresh goes before the settlements: settlements ahead of it
      * would make their entries look lost to it. */
     if (st == EMQ_OK && now >= u->next_refresh_ms) {
@@ -419,8 +348,7 @@ static emq_status one_round(emq_consumer_t *c, int settle, settle_op **ops_at,
         u->round_ms8 += (took > 0 ? took : 0) - u->round_ms8 / 8;
     }
     emq__settle_finish(c, *ops_at, nops, st, &r.settle);
-    if (nunpub > 0 && st != EMQ_OK && st != EMQ_EAGAIN)
-        emq__inflight_unpublish_again(&c->table, unpub, nunpub);
+    emq__inhand_finish(c, &r.inhand, st, unpub);
     emq__marks_finish(c, &r.marks, st, unmarks, marks);
     /* The next renewal is scheduled from a reply only: one whose reply a
      * transport failure ate goes again at once on the next connection. */
@@ -542,7 +470,7 @@ emq_status emq__upkeep_start(emq_consumer_t *c, emq_error *err) {
     c->table.hand_limit_ms = emq__cfg_handler_timeout_ms(c->conf);
     u->next_refresh_ms = now + u->refresh_every_ms / 2;
     emq__marks_init(c, now);
-    u->next_publish_ms = now + EMQ_PUBLISH_EVERY_MS;
+    emq__inhand_init(c, now);
     emq__mover_init(c, now);
     c->next_limits_ms = now + EMQ_GRANT_LOOK_MS;
     u->next_renew_ms = now + emq__cfg_lease_ttl_ms(c->conf) / 3;

@@ -69,8 +69,8 @@ static emq_status append_publish(emq_consumer_t *c, emq__session *x,
     return st;
 }
 
-emq_status emq__inhand_append(emq_consumer_t *c, emq__session *x, int64_t now_ms,
-                              emq_id *unpub, emq_id *ids,
+emq_status emq__inhand_append(emq_consumer_t *c, emq__session *x,
+                              int64_t now_ms, emq_id *unpub, emq_id *ids,
                               emq__inhand_round *ir, emq_error *err) {
     ir->nunpublished = 0;
     if (now_ms < c->inhand.next_ms)
@@ -80,9 +80,9 @@ emq_status emq__inhand_append(emq_consumer_t *c, emq__session *x, int64_t now_ms
         emq__inflight_unpublish_take(&c->table, unpub, EMQ_SETTLE_MAX_IDS);
     emq_status st = EMQ_OK;
     if (ir->nunpublished > 0)
-        st = emq__consumer_append_ids(
-            x, TAG_UNPUBLISH, (const char *[]){"HDEL", c->inhand_key}, 2,
-            unpub, ir->nunpublished, err);
+        st = emq__consumer_append_ids(x, TAG_UNPUBLISH,
+                                      (const char *[]){"HDEL", c->inhand_key},
+                                      2, unpub, ir->nunpublished, err);
     if (st == EMQ_OK)
         st = append_publish(c, x, now_ms, ids, err);
     return st;
@@ -94,7 +94,8 @@ void emq__inhand_apply(emq_consumer_t *c, int tag, const emq_reply *reply) {
      * changes nothing the consumer promises. */
     if (emq_reply_kind(reply) == EMQ_REPLY_ERROR) {
         char shown[160];
-        emq__consumer_log(c, EMQ_LOG_DEBUG, "publishing in-hand times failed: %s",
+        emq__consumer_log(c, EMQ_LOG_DEBUG,
+                          "publishing in-hand times failed: %s",
                           emq__reply_text(reply, shown, sizeof shown));
     }
 }

@@ -34,8 +34,8 @@ int emq__inhand_due(emq_consumer_t *c, int64_t now_ms);
  * handler's hands and the times of entries newly in them. unpub and ids
  * are scratch of EMQ_SETTLE_MAX_IDS (unpub kept for emq__inhand_finish);
  * *ir says what went. Upkeep thread. */
-emq_status emq__inhand_append(emq_consumer_t *c, emq__session *x, int64_t now_ms,
-                              emq_id *unpub, emq_id *ids,
+emq_status emq__inhand_append(emq_consumer_t *c, emq__session *x,
+                              int64_t now_ms, emq_id *unpub, emq_id *ids,
                               emq__inhand_round *ir, emq_error *err);
 /* Applies a reply tagged in the block EMQ_TAGS_INHAND. Refused (an ACL):
  * an operator sees the idle time instead; logged at debug, nothing

@@ -332,6 +332,21 @@ static const prop props[] = {
      "counts it once more than handlers had it (docs/CONSUMER.md, "
      "Delivery counts).",
      P_INT, F(deliveries_exact), 0, 1, NULL, NULL, NULL, "consumer"},
+    {"deliveries.wait_replicas", "0",
+     "With deliveries.exact 1: replicas that must have each handout's "
+     "record (its entry's unseen mark removed, and the read before it) "
+     "before the handler gets the entry (WAIT), so a failover cannot roll "
+     "back a delivery a handler had and the count stays exact; short of "
+     "them the removal is sent again and the handout waits, bounded by "
+     "the lease. Settlements are followed by the same WAIT, and one that "
+     "reaches fewer is logged (a failover then may hand its entry out "
+     "again, counted). 0: not waited for.",
+     P_INT, F(deliveries_wait_replicas), 0, 64, NULL, NULL, NULL, "consumer"},
+    {"deliveries.wait_timeout_ms", "500",
+     "How long each WAIT of deliveries.wait_replicas waits; below a third "
+     "of claim.min_idle_ms (the upkeep's reply bound).",
+     P_INT, F(deliveries_wait_timeout_ms), 1, (int64_t)1 << 31, NULL, NULL,
+     NULL, "consumer"},
     {"max_in_flight", "1000",
      "Most entries a consumer has out at once through emq_consumer_poll or "
      "a batch handler: read and not yet handed out, or handed out and not "

@@ -108,7 +108,9 @@
     X(INT, rate_limit)      /* the group's entries per second; 0: none */        \
     X(INT, group_max_in_flight) /* the group's pending bound; 0: none */         \
     X(INT, deliveries_exact)    /* 1: reads mark what they deliver unseen */     \
-    X(INT, trim_maxlen)         /* XADD MAXLEN threshold; -1: not set */         \
+    X(INT, deliveries_wait_replicas)   /* replicas a handout's record needs */   \
+    X(INT, deliveries_wait_timeout_ms) /* that WAIT's timeout */                 \
+    X(INT, trim_maxlen) /* XADD MAXLEN threshold; -1: not set */                 \
     X(STR, trim_minid)  /* XADD MINID threshold; NULL: not set (an ID, checked   \
                            by the producer) */                                   \
     X(INT, trim_approx) /* 1: trim with ~ (whole nodes only) */                  \

@@ -65,6 +65,23 @@ static emq_status check_timing(const emq_conf_t *conf, emq_error *err) {
             "the lease",
             (long long)emq__cfg_lease_ttl_ms(conf),
             (long long)(3 * emq__cfg_block_ms(conf) + 1000));
+    if (emq__cfg_deliveries_wait_replicas(conf) > 0 &&
+        !emq__cfg_deliveries_exact(conf))
+        return emq__error_set(err, EMQ_EINVAL, 0,
+                              "deliveries.wait_replicas needs "
+                              "deliveries.exact 1: the record it waits for "
+                              "is the removal of the unseen mark every "
+                              "read then writes");
+    if (emq__cfg_deliveries_wait_replicas(conf) > 0 &&
+        emq__cfg_deliveries_wait_timeout_ms(conf) * 3 >=
+            emq__cfg_claim_min_idle_ms(conf))
+        return emq__error_set(
+            err, EMQ_EINVAL, 0,
+            "deliveries.wait_timeout_ms (%lld) must be below a third of "
+            "claim.min_idle_ms (%lld): a WAIT must not hold the "
+            "connection that keeps entries from peers",
+            (long long)emq__cfg_deliveries_wait_timeout_ms(conf),
+            (long long)emq__cfg_claim_min_idle_ms(conf));
     if (emq__cfg_retry_backoff_max_ms(conf) < emq__cfg_retry_backoff_ms(conf))
         return emq__error_set(err, EMQ_EINVAL, 0,
                               "retry.backoff_max_ms (%lld) is below "

@@ -78,6 +78,19 @@ emq_status emq__consumer_append_ids(emq__session *s, int tag,
     return st;
 }
 
+emq_status emq__consumer_append_wait(emq_consumer_t *c, emq__session *s,
+                                     int tag, long long *want, emq_error *err) {
+    *want = (long long)emq__cfg_deliveries_wait_replicas(c->conf);
+    if (*want <= 0)
+        return EMQ_OK;
+    char replicas[24], timeout[24];
+    snprintf(replicas, sizeof replicas, "%lld", *want);
+    snprintf(timeout, sizeof timeout, "%lld",
+             (long long)emq__cfg_deliveries_wait_timeout_ms(c->conf));
+    const char *argv[] = {"WAIT", replicas, timeout};
+    return emq__session_append(s, tag, 3, argv, NULL, err);
+}
+
 static int consumer_halted(void *c) { return emq__consumer_stopping(c); }
 
 void emq__consumer_nap(emq_consumer_t *c, int64_t ms) {

@@ -150,9 +150,14 @@ struct emq_consumer {
         int move;        /* 1: it is the move, 0: a look (mover.c) */
     } mover;
     struct {
-        int64_t next_ms; /* marks of entries waiting are looked for then
-                            (upkeep thread; marks.c) */
+        int64_t next_ms;   /* marks of entries waiting are looked for then
+                              (upkeep thread; marks.c) */
+        int64_t warned_ms; /* a removal short of its replicas was last
+                              warned about then */
     } marks;
+    atomic_int_fast64_t settle_warned_ms; /* settlements short of their
+                                             replicas were last warned
+                                             about then (settle.c) */
     struct {
         int64_t next_ms; /* in-hand times are published then (upkeep
                             thread; inhand.c) */
@@ -286,6 +291,13 @@ emq_status emq__consumer_append_ids(emq__session *s, int tag,
                                     const char *const *words, size_t nwords,
                                     const emq_id *ids, size_t n,
                                     emq_error *err);
+/* With deliveries.wait_replicas, appends "WAIT replicas timeout" to s
+ * with tag (the writes of s before it reach that many replicas, or the
+ * timeout passes: its reply says how many did); nothing without. Returns
+ * the number waited for (0: none appended) in *want. The thread that owns
+ * s. */
+emq_status emq__consumer_append_wait(emq_consumer_t *c, emq__session *s,
+                                     int tag, long long *want, emq_error *err);
 /* Sleeps ms milliseconds, or less when a stop is requested meanwhile. */
 void emq__consumer_nap(emq_consumer_t *c, int64_t ms);
 /* 1 once a stop was requested or a fatal error recorded. */

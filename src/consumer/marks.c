@@ -3,7 +3,15 @@
 #include "marks.h"
 #include "inflight.h"
 
-enum { TAG_MARK = EMQ_TAG(EMQ_TAGS_MARKS, 0), TAG_UNMARK };
+enum {
+    TAG_MARK = EMQ_TAG(EMQ_TAGS_MARKS, 0),
+    TAG_UNMARK,
+    TAG_UNMARK_WAIT /* deliveries.wait_replicas: the removals replicated */
+};
+
+/* A removal short of deliveries.wait_replicas is warned about at most
+ * this often (it goes again every round until it gets there). */
+#define WAIT_WARNING_EVERY_MS 10000
 
 void emq__marks_init(emq_consumer_t *c, int64_t now_ms) {
     c->marks.next_ms = now_ms + EMQ_UNSEEN_AFTER_MS;
@@ -52,6 +60,13 @@ emq_status emq__marks_append(emq_consumer_t *c, emq__session *x, int64_t now_ms,
         st = emq__consumer_append_ids(x, TAG_UNMARK,
                                       (const char *[]){"SREM", c->unseen_key},
                                       2, unmarks, mr->nunmarks, err);
+    /* The removal is the handout's record: with deliveries.wait_replicas
+     * the handout waits until replicas have it (and the read before it,
+     * earlier in the one replication stream). */
+    mr->wait_want = 0;
+    if (mr->nunmarks > 0 && st == EMQ_OK)
+        st = emq__consumer_append_wait(c, x, TAG_UNMARK_WAIT, &mr->wait_want,
+                                       err);
     if (st != EMQ_OK)
         return st;
     /* Handouts undone first: each goes right behind its removal. */
@@ -80,8 +95,56 @@ emq_status emq__marks_append(emq_consumer_t *c, emq__session *x, int64_t now_ms,
     return st;
 }
 
+/* The WAIT behind the removals: short of deliveries.wait_replicas, or
+ * refused (an ACL without WAIT), the removals go again (the handout waits
+ * on, bounded by the lease) and the round pauses; said at warning level
+ * now and then. */
+static void unmark_waited(emq_consumer_t *c, emq__marks_round *mr,
+                          const emq_reply *reply) {
+    long long got = emq_reply_kind(reply) == EMQ_REPLY_INTEGER
+                        ? emq_reply_integer(reply)
+                        : -1;
+    if (got >= mr->wait_want)
+        return;
+    mr->unmark_answered = 0;
+    mr->later = 1;
+    if (got < 0 && !emq__reply_transient(reply)) {
+        /* Refused (an ACL without WAIT): nothing could ever go out. */
+        emq_error err;
+        emq__reply_error_set(&err, reply,
+                             "WAIT for a handout's replicas was refused; the "
+                             "consumer stops (grant WAIT, or set "
+                             "deliveries.wait_replicas 0)");
+        emq__consumer_fatal(c, &err);
+        return;
+    }
+    int64_t now = emq__now_ms();
+    if (c->marks.warned_ms != 0 &&
+        now < c->marks.warned_ms + WAIT_WARNING_EVERY_MS)
+        return;
+    c->marks.warned_ms = now;
+    char shown[160];
+    if (got < 0)
+        emq__consumer_log(c, EMQ_LOG_WARNING,
+                          "WAIT for a handout's replicas was answered %s: "
+                          "the entry waits, and its record is sent again",
+                          emq__reply_text(reply, shown, sizeof shown));
+    else
+        emq__consumer_log(
+            c, EMQ_LOG_WARNING,
+            "a handout's record reached %lld of %lld replicas within %lld ms "
+            "(deliveries.wait_replicas, deliveries.wait_timeout_ms): the "
+            "entry waits, and its record is sent again",
+            got, mr->wait_want,
+            (long long)emq__cfg_deliveries_wait_timeout_ms(c->conf));
+}
+
 void emq__marks_apply(emq_consumer_t *c, emq__marks_round *mr, int tag,
                       const emq_reply *reply) {
+    if (tag == TAG_UNMARK_WAIT) {
+        unmark_waited(c, mr, reply);
+        return;
+    }
     /* An unmark answered "not now" (LOADING, BUSY, MISCONF, ...) did not
      * run: the mark is still there, so it goes again and the handout
      * waiting for it waits on (handed out meanwhile, the entry's handler

@@ -21,7 +21,9 @@
 typedef struct emq__marks_round {
     size_t nunmarks;      /* removals in this round, */
     uint64_t unmark_upto; /* the last ticket among them, */
-    int unmark_answered;  /* and their reply came, not "not now" */
+    int unmark_answered;  /* and their reply came, not "not now" (nor
+                             short of deliveries.wait_replicas) */
+    long long wait_want;  /* replicas the removals' WAIT asked for */
     size_t nmarks;        /* marks in this round (ids[0..nmarks)), */
     int mark_answered;    /* and their reply came, not "not now" */
     int later;            /* a reply said "not now": the round pauses */

@@ -67,8 +67,13 @@ enum {
     TAG_CLEANUP, /* HDEL of reasons / ZREM from the schedule */
     TAG_RETRY,   /* the retries: reasons HSET, schedule script */
     TAG_DEAD,    /* the dead-letter script */
-    TAG_RELEASE  /* the release script */
+    TAG_RELEASE, /* the release script */
+    TAG_WAIT     /* deliveries.wait_replicas: the round replicated */
 };
+
+/* Settlements short of deliveries.wait_replicas are warned about at most
+ * this often. */
+#define WAIT_WARNING_EVERY_MS 10000
 
 /* KEYS: schedule. ARGV: pairs of id and delay in ms. Puts each id on the
  * retry schedule, due at the server's clock plus its delay. The schedule
@@ -431,6 +436,9 @@ emq_status emq__settle_append(emq_consumer_t *c, emq__session *x,
     for (size_t i = 0; i < n && st == EMQ_OK; i++)
         if (ops[i].kind == SETTLE_DEAD)
             st = append_dead(c, x, &ops[i], err);
+    long long want;
+    if (st == EMQ_OK && n > 0)
+        st = emq__consumer_append_wait(c, x, TAG_WAIT, &want, err);
 done:
     emq__free(acks);
     emq__free(clean);
@@ -618,6 +626,27 @@ static int permanent(const emq_reply *r) {
     return emq__reply_refused(r) || emq__reply_mentions(r, "WRONGTYPE");
 }
 
+/* The WAIT behind a round of settlements reached got replicas: short of
+ * deliveries.wait_replicas, said at warning level now and then (they are
+ * written; a failover now may roll them back, and their entries come back
+ * counted: their handouts' records were replicated). */
+static void settled_waited(emq_consumer_t *c, long long got) {
+    long long want = (long long)emq__cfg_deliveries_wait_replicas(c->conf);
+    if (got >= want)
+        return;
+    int64_t now = emq__now_ms(), last = atomic_load(&c->settle_warned_ms);
+    if ((last != 0 && now < last + WAIT_WARNING_EVERY_MS) ||
+        !atomic_compare_exchange_strong(&c->settle_warned_ms, &last, now))
+        return;
+    emq__consumer_log(c, EMQ_LOG_WARNING,
+                      "settlements reached %lld of %lld replicas within %lld "
+                      "ms (deliveries.wait_replicas, "
+                      "deliveries.wait_timeout_ms): a failover now may hand "
+                      "their entries out again",
+                      got, want,
+                      (long long)emq__cfg_deliveries_wait_timeout_ms(c->conf));
+}
+
 emq_status emq__settle_apply(void *round, int tag, const emq_reply *reply,
                              emq_error *err) {
     settle_round *r = round;
@@ -627,10 +656,10 @@ emq_status emq__settle_apply(void *round, int tag, const emq_reply *reply,
                                         "clearing failure reasons",
                                         "recording a retry",
                                         "the dead-letter move",
-                                        "handing back unhandled entries"};
-    const char *what = tag >= TAG_XACK && tag <= TAG_RELEASE
-                           ? names[EMQ_TAG_NUMBER(tag)]
-                           : "?";
+                                        "handing back unhandled entries",
+                                        "WAIT for the settlements' replicas"};
+    const char *what =
+        tag >= TAG_XACK && tag <= TAG_WAIT ? names[EMQ_TAG_NUMBER(tag)] : "?";
     if (emq_reply_kind(reply) == EMQ_REPLY_ERROR) {
         if (emq__reply_not_now(reply,
                                tag == TAG_XACK ? EMQ_SESSION_WAIT_OOM : 0)) {
@@ -659,7 +688,9 @@ emq_status emq__settle_apply(void *round, int tag, const emq_reply *reply,
                           what, emq__reply_text(reply, shown, sizeof shown));
         return EMQ_OK;
     }
-    if (tag == TAG_XACK) {
+    if (tag == TAG_WAIT) {
+        settled_waited(c, emq_reply_integer(reply));
+    } else if (tag == TAG_XACK) {
         long long n = emq_reply_integer(reply);
         atomic_fetch_add(&c->stats.acked, (uint64_t)(n > 0 ? n : 0));
     } else if (tag == TAG_DEAD) {

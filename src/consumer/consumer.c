@@ -709,8 +709,9 @@ static void read_plan(emq_consumer_t *c, size_t room, size_t *want,
     size_t count = (size_t)emq__cfg_count(c->conf);
     /* A queue with priorities: read no further ahead than a run-mode
      * handler takes at once (one entry), so an urgent entry produced
-     * meanwhile waits behind at most what is in hand. Pull and batch
-     * modes read what max_in_flight leaves room for (room). */
+     * meanwhile waits behind at most what is in hand. A batch handler's
+     * read-ahead is one batch (room, ready.c); pull mode reads what
+     * max_in_flight (what the caller may hold at once) leaves room for. */
     if (atomic_load(&c->prioritized) && c->ready == NULL)
         count = 1;
     *want = emq__fit(c, count < room ? count : room);

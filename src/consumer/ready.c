@@ -165,6 +165,17 @@ static void signal_fd(emq__ready *r) {
     r->fd_set = want;
 }
 
+/* A batch consumer of a queue with priorities reads no further ahead
+ * than one batch (batch.max waiting to be handed out), so an urgent entry
+ * produced meanwhile waits behind at most what is in hand and one batch;
+ * 0: no such bound (caller holds mu). */
+static size_t ahead_bound(const emq__ready *r) {
+    const emq_consumer_t *root = r->root;
+    if (root->batch_handler == NULL || !atomic_load(&root->prioritized))
+        return 0;
+    return (size_t)emq__cfg_batch_max(root->conf);
+}
+
 /* Caller holds mu. */
 static size_t room_locked(const emq__ready *r) {
     if (atomic_load(&r->root->paused))
@@ -174,7 +185,11 @@ static size_t room_locked(const emq__ready *r) {
     emq_consumer_t *const *m = emq__consumer_members(r->root, &n);
     for (size_t i = 0; i < n; i++)
         out += atomic_load(&m[i]->table.nhandling);
-    return out >= r->limit ? 0 : r->limit - out;
+    size_t room = out >= r->limit ? 0 : r->limit - out;
+    size_t ahead = ahead_bound(r);
+    if (ahead > 0 && room > 0)
+        room = r->n >= ahead ? 0 : ahead - r->n < room ? ahead - r->n : room;
+    return room;
 }
 
 size_t emq__ready_room(emq_consumer_t *c) {
@@ -356,7 +371,10 @@ static size_t take_locked(emq__ready *r, emq_entry **out, size_t max) {
         }
         atomic_fetch_add(&c->stats.delivered, handed);
     }
-    if (dropped)
+    /* Handed out, entries leave the read-ahead a batch consumer of a
+     * queue with priorities bounds (ahead_bound): its reader may go on. */
+    if (dropped ||
+        (got > 0 && ahead_bound(r) > 0 && atomic_load(&r->room_waiters) > 0))
         pthread_cond_broadcast(&r->room);
     if (r->n == 0 && r->lender_waits_drain)
         pthread_cond_signal(&r->lent);

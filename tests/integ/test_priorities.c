@@ -599,3 +599,76 @@ TEST_TIMEOUT(priorities_run_mode_reads_no_further_ahead_than_it_handles, 30) {
     ASSERT(u.urgent_at >= 6 && u.urgent_at <= 7);
     emq_srv_stop(s);
 }
+
+/* The batch handler's side of urgent_late: notes the batches' sizes. */
+typedef struct urgent_batches {
+    urgent_late u;
+    size_t largest; /* the largest batch handed out */
+} urgent_batches;
+
+static void note_urgent_batch(void *opaque, const emq_entry *const *e, size_t n,
+                              emq_outcome *outcomes) {
+    (void)outcomes; /* all acknowledged */
+    urgent_batches *b = opaque;
+    pthread_mutex_lock(&b->u.mu);
+    size_t before = b->u.n;
+    for (size_t i = 0; i < n; i++) {
+        b->u.n++;
+        if (e[i]->fields[0].value_len > 0 && e[i]->fields[0].value[0] == '0')
+            b->u.urgent_at = b->u.n;
+    }
+    if (n > b->largest)
+        b->largest = n;
+    pthread_mutex_unlock(&b->u.mu);
+    if (before < 5 && before + n >= 5) {
+        produce_prio(b->u.p, 0, 0, NULL);
+        pthread_mutex_lock(&b->u.mu);
+        b->u.produced_at = before + n;
+        pthread_mutex_unlock(&b->u.mu);
+    }
+}
+
+/* A batch handler on a queue with priorities gets whole batches (reads of
+ * batch.max, not one entry at a time) and an urgent entry produced while
+ * 50 others wait comes within the next two batches: the read in flight,
+ * then its own. Before, its reads filled max_in_flight: all 60 were read
+ * before the urgent one was produced, and it was handed out 61st. */
+TEST_TIMEOUT(priorities_batch_mode_reads_a_batch_ahead_at_most, 30) {
+    emq_srv *s = emq_srv_start(NULL);
+    emq_producer_t *p = producer_for(s, "lateb");
+    for (int i = 0; i < 60; i++)
+        produce_prio(p, 5, i, NULL);
+    emq_conf_t *conf = consumer_conf(s, "lateb", "g", "c1", "head");
+    conf_set(conf, "batch.max", "5");
+    static urgent_batches b = {.u = {.mu = PTHREAD_MUTEX_INITIALIZER}};
+    b.u.p = p;
+    emq_consumer_t *c;
+    emq_error err;
+    ASSERT_OK(emq_consumer_new_batch(conf, note_urgent_batch, &b, &c, &err),
+              &err);
+    emq_conf_destroy(conf);
+    runner_thread t;
+    start_consumer(&t, c);
+    int64_t end = now_ms() + emq_test_ms(20000);
+    for (;;) {
+        pthread_mutex_lock(&b.u.mu);
+        size_t n = b.u.n;
+        pthread_mutex_unlock(&b.u.mu);
+        if (n >= 61 || now_ms() > end)
+            break;
+        usleep(10000);
+    }
+    emq_consumer_stop(c);
+    ASSERT_OK(join_consumer(&t), &t.err);
+    emq_consumer_destroy(c);
+    emq_producer_destroy(p);
+    fprintf(stderr,
+            "    produced after hand-out %zu, handed out %zu-th; largest "
+            "batch %zu\n",
+            b.u.produced_at, b.u.urgent_at, b.largest);
+    ASSERT_EQ_SIZE(b.u.n, 61);
+    ASSERT_EQ_SIZE(b.largest, 5);
+    ASSERT(b.u.urgent_at > b.u.produced_at &&
+           b.u.urgent_at <= b.u.produced_at + 10);
+    emq_srv_stop(s);
+}

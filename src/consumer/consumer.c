@@ -426,6 +426,19 @@ static emq_status dispatch_read(emq_consumer_t *c, emq_reply *reply,
  * entry was settled (by any consumer of it). */
 #define EMQ_LIMITED_LOOK_MS 20
 
+/* Marks the run thread's read as about to block, so a stop or a lapse
+ * ends it (CLIENT UNBLOCK, upkeep.c); 0, and nothing marked, when one of
+ * them came already: the upkeep may have looked before the mark and
+ * would not end the read, which would then block its whole time. */
+static int block_begin(emq_consumer_t *c) {
+    emq__upkeep_blocking(c, 1);
+    if (!emq__consumer_stopping(c) &&
+        !emq__machine_posted(&c->machine, EMQ_POST_LAPSE))
+        return 1;
+    emq__upkeep_blocking(c, 0);
+    return 0;
+}
+
 /* A limited group's read, a read of a queue with priorities, or one
  * that marks what it delivers (deliveries.exact) (grant.c): the grant
  * script reads what the limits allow, the most
@@ -481,7 +494,8 @@ static emq_status read_limited(emq_consumer_t *c, size_t want, int64_t wait,
                            prio ? c->delayed.bell : g.last_id,
                            prio ? g.last_id : NULL,
                            g.bell_id};
-    emq__upkeep_blocking(c, 1); /* a stop ends the block (upkeep.c) */
+    if (!block_begin(c))
+        return EMQ_OK; /* the loop sees the stop or the lapse */
     st = emq__session_call(&c->rx, 0, prio ? 10 : 8, xread, NULL, &reply, err);
     emq__upkeep_blocking(c, 0);
     if (st == EMQ_OK && emq_reply_kind(reply) == EMQ_REPLY_ERROR)
@@ -681,7 +695,8 @@ static emq_status blocking_read(emq_consumer_t *c, size_t want, size_t room,
     read_cmd cmd;
     read_cmd_make(c, want, wait, &cmd);
     emq_reply *reply;
-    emq__upkeep_blocking(c, 1); /* a stop ends the block (upkeep.c) */
+    if (!block_begin(c))
+        return EMQ_OK; /* the loop sees the stop or the lapse */
     emq_status st = call_with_settlements(c, cmd.argc, cmd.argv, &reply, err);
     emq__upkeep_blocking(c, 0);
     if (st != EMQ_OK) {
@@ -789,7 +804,8 @@ static emq_status lent_read(void *ctx, int64_t max_ms, int *again,
         if (!only_a_read_due(c, room))
             return EMQ_OK; /* the reading thread's turn */
         read_plan(c, room, &want, &wait);
-        emq__upkeep_blocking(c, 1); /* a stop ends the block (upkeep.c) */
+        if (!block_begin(c))
+            return EMQ_OK; /* the reading thread's turn sees it */
         emq_status st = send_ahead(c, want, wait, 0, err);
         if (st != EMQ_OK) {
             emq__upkeep_blocking(c, 0);

@@ -89,9 +89,11 @@ typedef struct emq__upkeep {
     int64_t next_renew_ms, next_refresh_ms;
     int64_t next_stats_ms; /* INT64_MAX: no statistics callback */
     int64_t refresh_every_ms;
-    int64_t round_ms8; /* a round's round trip, ms x 8: a moving
-                          mean (when marks go, inflight.h) */
-    int unblock_asked; /* a stop met the read blocked (table.mu) */
+    int64_t round_ms8;        /* a round's round trip, ms x 8: a moving
+                                 mean (when marks go, inflight.h) */
+    int unblock_asked;        /* a stop met the read blocked (table.mu) */
+    int64_t unblock_again_ms; /* ...and is asked again then: the read was
+                                 not blocked yet (table.mu) */
 } emq__upkeep;
 
 /* A consumer of one queue, or a topic's consumer of its partitions'

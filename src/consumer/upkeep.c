@@ -49,6 +49,11 @@
  * duties go to them by their block (apply). */
 enum { TAG_RENEW = EMQ_TAG(EMQ_TAGS_UPKEEP, 0), TAG_REFRESH, TAG_UNBLOCK };
 
+/* An unblock that found the run thread's read not blocked yet goes again
+ * this soon (each time behind a renewal), while that read is on its
+ * way. */
+#define EMQ_UNBLOCK_AGAIN_MS 5
+
 /* While the lease is not known held, the renewal goes this often. */
 #define EMQ_FENCED_RENEW_MS 50
 /* A renewal refused by a "not now" reply is sent again this soon. */
@@ -104,6 +109,18 @@ static emq_status apply(void *ctx, int tag, const emq_reply *reply,
                               "ending the blocked read at the stop failed "
                               "(%s): the stop waits for its block_ms",
                               emq__reply_text(reply, shown, sizeof shown));
+        } else if (emq_reply_integer(reply) == 0) {
+            /* No read blocked yet: the one marked may still be on its
+             * way to the server (sent after the unblock, or behind it on
+             * the wire). Asked again shortly, until it has ended (its
+             * mark is gone then, and append_unblock sends nothing). */
+            pthread_mutex_lock(&c->table.mu);
+            if (c->blocked_id != 0) {
+                c->upkeep.unblock_asked = 1;
+                c->upkeep.unblock_again_ms = emq__now_ms() +
+                                             EMQ_UNBLOCK_AGAIN_MS;
+            }
+            pthread_mutex_unlock(&c->table.mu);
         }
         return EMQ_OK;
     }
@@ -202,16 +219,19 @@ static void wait_due(emq_consumer_t *c, int *settle) {
          * while anything is in flight. */
         if (t->nops == 0 && t->n > 0 && now + EMQ_SETTLE_DELAY_MS < wake)
             wake = now + EMQ_SETTLE_DELAY_MS;
-        /* Marks of entries waiting to be handed out: looked for while
-         * some entry is in the table and not in a handler. */
         int inhand_due = emq__inhand_due(c, now);
         if (emq__inhand_next_ms(c) < wake)
             wake = emq__inhand_next_ms(c);
+        /* Marks of entries waiting to be handed out: looked for while
+         * some entry is in the table and not in a handler. */
+        int unblock_due = u->unblock_asked && u->unblock_again_ms <= now;
+        if (u->unblock_asked && u->unblock_again_ms < wake)
+            wake = u->unblock_again_ms;
         int marks_due = emq__marks_due(c, now);
         if (emq__marks_next_ms(c) < wake)
             wake = emq__marks_next_ms(c);
         if (quit || settle_at <= now || u->next_renew_ms <= now ||
-            u->unblock_asked || u->next_refresh_ms <= now ||
+            unblock_due || u->next_refresh_ms <= now ||
             u->next_stats_ms <= now ||
             (emq__mover_next_ms(c) <= now && !quit) ||
             (c->next_limits_ms <= now && !quit) || marks_due || inhand_due) {
@@ -237,7 +257,8 @@ static void wait_due(emq_consumer_t *c, int *settle) {
 /* 1 when a stop asked for the run thread's blocked read to be ended. */
 static int unblock_pending(emq_consumer_t *c) {
     pthread_mutex_lock(&c->table.mu);
-    int asked = c->upkeep.unblock_asked;
+    int asked = c->upkeep.unblock_asked &&
+                c->upkeep.unblock_again_ms <= emq__now_ms();
     pthread_mutex_unlock(&c->table.mu);
     return asked;
 }
@@ -455,6 +476,7 @@ emq_status emq__upkeep_start(emq_consumer_t *c, emq_error *err) {
     emq__upkeep *u = &c->upkeep;
     atomic_store(&u->quit, 0);
     u->unblock_asked = 0; /* a stop of an earlier run asked it */
+    u->unblock_again_ms = 0;
     if (u->x.route == NULL) {
         emq_status st = emq__consumer_session_open(c, &u->x, "upkeep", &u->quit,
                                                    upkeep_reply_timeout_ms(c),

@@ -712,7 +712,9 @@ typedef struct icept_conn {
     size_t clen, ccap, ulen, ucap;
     int *tags; /* per command in flight: rule index, ICEPT_READ */
     size_t thead, ttail;
-    int reads; /* reads of new entries sent up and not answered yet */
+    int reads;          /* reads of new entries sent up and not answered yet */
+    int64_t release_ms; /* the command at the head of cin, matched by a
+                           rule with delay_ms, goes up then (0: none) */
 } icept_conn;
 
 struct emq_icept {
@@ -726,6 +728,7 @@ struct emq_icept {
     pthread_mutex_t mu; /* guards stop, counters and log */
     int stop, accepted, replaced;
     int hold;       /* replies are held upstream (emq_icept_hold) */
+    int held;       /* commands a rule's delay_ms holds now */
     int most_reads; /* the most reads of new entries one connection had
                        sent up unanswered at once */
     char *log;
@@ -888,13 +891,9 @@ static void icept_log(emq_icept *p, const char *line) {
     pthread_mutex_unlock(&p->mu);
 }
 
-static int icept_client(emq_icept *p, icept_conn *c) {
-    char buf[16384];
-    ssize_t n = recv(c->fd, buf, sizeof buf, 0);
-    if (n < 0 && (errno == EINTR || errno == EAGAIN))
-        return 0;
-    if (n <= 0 || buf_add(&c->cin, &c->clen, &c->ccap, buf, (size_t)n) != 0)
-        return -1;
+/* Sends up the commands in c->cin, but none past one that a rule delays
+ * until its time (c->release_ms). */
+static int icept_pump(emq_icept *p, icept_conn *c) {
     size_t off = 0;
     char line[2048];
     while (off < c->clen) {
@@ -906,11 +905,9 @@ static int icept_client(emq_icept *p, icept_conn *c) {
             return -1;
         if (used == 0)
             break;
-        icept_log(p, line);
         int tag = -1;
         int is_read = last_gt && strcasecmp(name, "XREADGROUP") == 0;
         if (is_read) {
-            c->reads++;
             pthread_mutex_lock(&p->mu);
             if (c->reads > p->most_reads)
                 p->most_reads = c->reads;
@@ -925,10 +922,30 @@ static int icept_client(emq_icept *p, icept_conn *c) {
             if (p->rules[i].contains != NULL &&
                 strstr(line, p->rules[i].contains) == NULL)
                 continue;
-            if (p->left[i] > 0)
-                p->left[i]--;
             tag = (int)i;
         }
+        if (tag >= 0 && p->rules[tag].delay_ms > 0) {
+            int64_t now = mono_ms();
+            if (c->release_ms == 0) {
+                c->release_ms = now + p->rules[tag].delay_ms;
+                pthread_mutex_lock(&p->mu);
+                p->held++;
+                pthread_mutex_unlock(&p->mu);
+            }
+            if (now < c->release_ms)
+                break; /* it and what follows wait */
+            c->release_ms = 0;
+            pthread_mutex_lock(&p->mu);
+            p->held--;
+            pthread_mutex_unlock(&p->mu);
+        }
+        if (is_read)
+            c->reads++;
+        if (tag >= 0 && p->left[tag] > 0)
+            p->left[tag]--;
+        if (tag >= 0 && p->rules[tag].reply == NULL)
+            tag = -1; /* delayed only: the server's reply goes back */
+        icept_log(p, line);
         if ((c->ttail + 1) % ICEPT_TAGS == c->thead)
             return -1;
         c->tags[c->ttail] = (tag < 0 ? ICEPT_NO_RULE : tag) |
@@ -941,6 +958,16 @@ static int icept_client(emq_icept *p, icept_conn *c) {
     memmove(c->cin, c->cin + off, c->clen - off);
     c->clen -= off;
     return 0;
+}
+
+static int icept_client(emq_icept *p, icept_conn *c) {
+    char buf[16384];
+    ssize_t n = recv(c->fd, buf, sizeof buf, 0);
+    if (n < 0 && (errno == EINTR || errno == EAGAIN))
+        return 0;
+    if (n <= 0 || buf_add(&c->cin, &c->clen, &c->ccap, buf, (size_t)n) != 0)
+        return -1;
+    return icept_pump(p, c);
 }
 
 static int icept_upstream(emq_icept *p, icept_conn *c) {
@@ -1013,7 +1040,21 @@ static void *icept_main(void *arg) {
             owner[nfds] = c;
             fds[nfds++] = (struct pollfd){c->up, hold ? 0 : POLLIN, 0};
         }
-        if (poll(fds, (nfds_t)nfds, 100) <= 0)
+        /* A delayed command's time bounds the wait. */
+        int64_t wait = 100, now = mono_ms();
+        for (int i = 0; i < MAX_CONNS; i++)
+            if (p->conns[i].fd >= 0 && p->conns[i].release_ms > 0 &&
+                p->conns[i].release_ms - now < wait)
+                wait = p->conns[i].release_ms - now;
+        int ready = poll(fds, (nfds_t)nfds, wait < 0 ? 0 : (int)wait);
+        now = mono_ms();
+        for (int i = 0; i < MAX_CONNS; i++) {
+            icept_conn *c = &p->conns[i];
+            if (c->fd >= 0 && c->release_ms > 0 && now >= c->release_ms &&
+                icept_pump(p, c) != 0)
+                icept_close(c);
+        }
+        if (ready <= 0)
             continue;
         if (fds[1].revents & POLLIN) {
             int fd = accept(p->listen_fd, NULL, NULL);
@@ -1066,6 +1107,10 @@ emq_icept *emq_icept_start(int upstream_port, const emq_icept_rule *rules,
     p->upstream_port = upstream_port;
     for (size_t i = 0; i < n; i++) {
         p->rules[i] = rules[i];
+        p->left[i] = rules[i].times;
+        snprintf(p->cmd[i], sizeof p->cmd[i], "%s", rules[i].command);
+        if (rules[i].reply == NULL) /* delay_ms only */
+            continue;
         size_t len = rules[i].reply_len ? rules[i].reply_len
                                         : strlen(rules[i].reply);
         char *copy = malloc(len ? len : 1);
@@ -1140,6 +1185,14 @@ int emq_icept_most_reads(const emq_icept *p) {
     emq_icept *q = (emq_icept *)p;
     pthread_mutex_lock(&q->mu);
     int n = q->most_reads;
+    pthread_mutex_unlock(&q->mu);
+    return n;
+}
+
+int emq_icept_held(const emq_icept *p) {
+    emq_icept *q = (emq_icept *)p;
+    pthread_mutex_lock(&q->mu);
+    int n = q->held;
     pthread_mutex_unlock(&q->mu);
     return n;
 }

@@ -108,11 +108,15 @@ typedef struct emq_icept_rule {
     const char *command;  /* command name, case-insensitive */
     int last_arg_gt;      /* 1: only when the last argument is ">"; 0: only
                              when it is not; -1: either */
-    const char *reply;    /* raw RESP bytes sent instead of the reply */
+    const char *reply;    /* raw RESP bytes sent instead of the reply;
+                             NULL (with delay_ms): the server's reply */
     size_t reply_len;     /* 0: strlen(reply) */
     int times;            /* matches to replace; -1: every one */
     const char *contains; /* NULL, or text the recorded command line must
                              hold (e.g. a word of a script) */
+    int delay_ms;         /* > 0: the command, and what the client sent
+                             after it on that connection, wait this long in
+                             the proxy before they go up (recorded then) */
 } emq_icept_rule;
 
 typedef struct emq_icept emq_icept;
@@ -127,6 +131,8 @@ const char *emq_icept_url(const emq_icept *p);
 long long emq_peer_flooded(const emq_peer *p);
 /* Connections accepted so far. */
 int emq_icept_accepted(const emq_icept *p);
+/* Commands a rule's delay_ms holds in the proxy now. */
+int emq_icept_held(const emq_icept *p);
 /* 1: the server's replies wait upstream (commands still go up); 0:
  * they flow again. The proxy is woken to see it; replies it is passing
  * on at that moment still go. */

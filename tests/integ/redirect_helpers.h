@@ -32,8 +32,8 @@ static inline emq_icept *redirecting_proxy(emq_srv *s, const char *command,
     static const char noperm[] =
         "-NOPERM this user has no permissions to run the 'cluster' "
         "command\r\n";
-    emq_icept_rule rules[] = {{"CLUSTER", -1, noperm, 0, -1, NULL},
-                              {command, last_arg_gt, text, 0, times, NULL}};
+    emq_icept_rule rules[] = {{"CLUSTER", -1, noperm, 0, -1, NULL, 0},
+                              {command, last_arg_gt, text, 0, times, NULL, 0}};
     return emq_icept_start(emq_srv_port(s), rules, 2);
 }
 

@@ -133,7 +133,7 @@ TEST_TIMEOUT(cli_consume_until_idle_fails_when_no_read_is_answered, 60) {
     CLI_IN(&r, emq_srv_url(s), "1\n2\n", "produce", "q", "--lines", "-q");
     ASSERT_EXIT(&r, 0);
     cli_free(&r);
-    emq_icept_rule swallow = {"XREADGROUP", 1, "", 0, -1, NULL};
+    emq_icept_rule swallow = {"XREADGROUP", 1, "", 0, -1, NULL, 0};
     emq_icept *p = emq_icept_start(emq_srv_port(s), &swallow, 1);
     CLI(&r, emq_icept_url(p), "-X", "command_timeout_ms=300", "-X",
         "connect_timeout_ms=300", "consume", "q", "-g", "g", "-c", "c",

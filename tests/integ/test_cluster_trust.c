@@ -52,8 +52,8 @@ static emq_status get_redirected(emq_srv *s, const char *target,
     static const char noperm[] =
         "-NOPERM this user has no permissions to run the 'cluster' "
         "command\r\n";
-    emq_icept_rule rules[] = {{"CLUSTER", -1, noperm, 0, -1, NULL},
-                              {"GET", -1, moved, 0, 1, NULL}};
+    emq_icept_rule rules[] = {{"CLUSTER", -1, noperm, 0, -1, NULL, 0},
+                              {"GET", -1, moved, 0, 1, NULL, 0}};
     emq_icept *p = emq_icept_start(emq_srv_port(s), rules, 2);
     emq_conf_t *conf = conf_for(emq_icept_url(p), allowed);
     emq__route *r = NULL;
@@ -112,8 +112,9 @@ TEST(cluster_slot_map_addresses_never_carry_settings) {
         snprintf(slots, sizeof slots,
                  "*1\r\n*3\r\n:0\r\n:16383\r\n*2\r\n$%zu\r\n%s\r\n:%d\r\n",
                  strlen(host), host, lport);
-        emq_icept_rule rules[] = {{"CLUSTER", -1, no_shards, 0, -1, "SHARDS"},
-                                  {"CLUSTER", -1, slots, 0, -1, "SLOTS"}};
+        emq_icept_rule rules[] = {
+            {"CLUSTER", -1, no_shards, 0, -1, "SHARDS", 0},
+            {"CLUSTER", -1, slots, 0, -1, "SLOTS", 0}};
         emq_icept *p = emq_icept_start(emq_srv_port(s), rules, 2);
         emq_conf_t *conf = conf_for(emq_icept_url(p), NULL);
         emq__route *r = NULL;

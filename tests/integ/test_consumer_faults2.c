@@ -648,7 +648,7 @@ TEST_TIMEOUT(faults2_malformed_history_reply_bounded_reconnects, 30) {
     /* Every own-pending page (XPENDING ... w, the consumer's only plain
      * XPENDING) answered with rows that are not arrays. */
     static const char bad[] = "*2\r\n:5\r\n*0\r\n";
-    emq_icept_rule rule = {"XPENDING", 0, bad, 0, -1, NULL};
+    emq_icept_rule rule = {"XPENDING", 0, bad, 0, -1, NULL, 0};
     size_t handled;
     int replaced;
     int accepted = connections_in_3s(&rule, &handled, &replaced);
@@ -668,7 +668,7 @@ TEST_TIMEOUT(faults2_repeated_history_page_bounded, 30) {
     static const char page[] =
         "*2\r\n*4\r\n$3\r\n1-1\r\n$1\r\nw\r\n:0\r\n:1\r\n"
         "*4\r\n$3\r\n1-2\r\n$1\r\nw\r\n:0\r\n:1\r\n";
-    emq_icept_rule rule = {"XPENDING", 0, page, 0, -1, NULL};
+    emq_icept_rule rule = {"XPENDING", 0, page, 0, -1, NULL, 0};
     size_t handled;
     int replaced;
     int accepted = connections_in_3s(&rule, &handled, &replaced);
@@ -695,7 +695,7 @@ TEST_TIMEOUT(faults2_malformed_entries_dead_lettered_good_one_handled, 30) {
         "*2\r\n$3\r\n5-0\r\n*3\r\n$1\r\nf\r\n$1\r\nv\r\n$1\r\nx\r\n"
         "*2\r\n$3\r\n6-0\r\n*2\r\n:7\r\n$1\r\nv\r\n"
         "*2\r\n$3\r\n7-0\r\n*2\r\n$1\r\nn\r\n$4\r\ngood\r\n";
-    emq_icept_rule rule = {"XREADGROUP", 1, shown, 0, 1, NULL};
+    emq_icept_rule rule = {"XREADGROUP", 1, shown, 0, 1, NULL, 0};
     emq_icept *p = emq_icept_start(emq_srv_port(s), &rule, 1);
     static slow h;
     slow_init(&h);

@@ -12,6 +12,7 @@
 #include "integ/inspect_conn_helpers.h"
 #include "integ/tally_helpers.h"
 #include "integ/thread_helpers.h"
+#include "harness/fakepeer.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -520,5 +521,47 @@ TEST_TIMEOUT(consumer_stop_during_a_pause_leaves_the_server_up, 60) {
         emq_consumer_destroy(c);
         emq_srv_cmd(s, out, sizeof out, "CLIENT", "UNPAUSE", NULL);
     }
+    emq_srv_stop(s);
+}
+
+/* A stop that comes while the read is on its way to the server (here: the
+ * proxy holds it 1 s): the upkeep's CLIENT UNBLOCK arrives first and finds
+ * nothing blocked. It is asked again shortly while the read is marked as
+ * on its way, so the read ends as soon as it blocks. Before, the stop
+ * waited out the read's whole block (8 s here): the known gap "a lapse
+ * ask that misses a read not yet blocked" (the lapse of a pull consumer
+ * asks the same unblock). */
+TEST_TIMEOUT(consumer_stop_ends_a_read_still_on_its_way, 60) {
+    emq_srv *s = emq_srv_start(NULL);
+    emq_icept_rule slow_read = {"XREADGROUP", 1, NULL, 0, 1, NULL, 1000};
+    emq_icept *p = emq_icept_start(emq_srv_port(s), &slow_read, 1);
+    emq_conf_t *conf = conf_for(emq_icept_url(p));
+    conf_set(conf, "queue", "onway");
+    conf_set(conf, "group", "g");
+    conf_set(conf, "consumer", "w1");
+    conf_set(conf, "start", "new");
+    conf_set(conf, "block_ms", "8000");
+    conf_set(conf, "lease.ttl_ms", "30000"); /* > 3 x block_ms */
+    static recorder r;
+    recorder_init(&r);
+    emq_consumer_t *c = consumer_ok(conf, record, &r);
+    emq_conf_destroy(conf);
+    runner_thread t;
+    start_consumer(&t, c);
+    WAIT_UNTIL(emq_icept_held(p) == 1, 10000,
+               "the first read to be held in the proxy");
+    int64_t t0 = now_ms();
+    emq_consumer_stop(c);
+    ASSERT_OK(join_consumer(&t), &t.err);
+    int64_t took = now_ms() - t0;
+    printf("    run returned %lld ms after the stop (read held 1000 ms, "
+           "block_ms 8000)\n",
+           (long long)took);
+    if (took > emq_test_ms(5000))
+        FAIL("run returned %lld ms after the stop", (long long)took);
+    ASSERT(emq_icept_saw(p, "CLIENT UNBLOCK", NULL));
+    ASSERT_EQ_SIZE(r.n, 0);
+    emq_consumer_destroy(c);
+    emq_icept_stop(p);
     emq_srv_stop(s);
 }

@@ -1168,7 +1168,7 @@ static void claim_reply_lost(const char *broken, size_t len) {
     /* So that the peer's first claim beat takes entries over. */
     WAIT_UNTIL(all_idle(adm, "1100", 1000), 10000,
                "the holder's entries idle past the peer's claim idle");
-    emq_icept_rule rule = {"EVAL", -1, broken, len, 1, "XAUTOCLAIM"};
+    emq_icept_rule rule = {"EVAL", -1, broken, len, 1, "XAUTOCLAIM", 0};
     emq_icept *p = emq_icept_start(emq_srv_port(s), &rule, 1);
     static slow h;
     slow_init(&h);

@@ -23,7 +23,7 @@
 TEST(reply_code_of_client_setname) {
     emq_srv *s = emq_srv_start(NULL);
     static const char boom[] = "-ERR name refused by the test\r\n";
-    emq_icept_rule rule = {"CLIENT", -1, boom, 0, -1, "SETNAME"};
+    emq_icept_rule rule = {"CLIENT", -1, boom, 0, -1, "SETNAME", 0};
     emq_icept *p = emq_icept_start(emq_srv_port(s), &rule, 1);
     emq_conf_t *conf = conf_for(emq_icept_url(p));
     conf_set(conf, P_CLIENT_NAME, "worker-1");
@@ -43,7 +43,7 @@ TEST(reply_code_of_cluster_slots) {
     emq_srv *s = emq_srv_start(NULL);
     /* CLUSTER SHARDS refused too, so the route falls back to SLOTS. */
     static const char boom[] = "-ERR slot map refused by the test\r\n";
-    emq_icept_rule rule = {"CLUSTER", -1, boom, 0, -1, NULL};
+    emq_icept_rule rule = {"CLUSTER", -1, boom, 0, -1, NULL, 0};
     emq_icept *p = emq_icept_start(emq_srv_port(s), &rule, 1);
     emq_conf_t *conf = conf_for(emq_icept_url(p));
     emq_error err;

@@ -22,7 +22,7 @@ TEST(route_map_fetch_while_loading_is_retriable) {
     emq_srv *s = emq_srv_start(NULL);
     static const char loading[] =
         "-LOADING Redis is loading the dataset in memory\r\n";
-    emq_icept_rule rule = {"CLUSTER", -1, loading, 0, -1, NULL};
+    emq_icept_rule rule = {"CLUSTER", -1, loading, 0, -1, NULL, 0};
     emq_icept *p = emq_icept_start(emq_srv_port(s), &rule, 1);
     emq_conf_t *conf = emq_conf_new();
     emq_error err;

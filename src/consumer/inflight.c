@@ -574,6 +574,14 @@ int emq__inflight_holds(emq__inflight *t, const emq_id *id) {
     return held;
 }
 
+int emq__inflight_settling(emq__inflight *t, const emq_id *id) {
+    pthread_mutex_lock(&t->mu);
+    const if_entry *e = find(t, id);
+    int settling = e != NULL && e->state == IF_SETTLING;
+    pthread_mutex_unlock(&t->mu);
+    return settling;
+}
+
 int emq__inflight_reclaimed(emq__inflight *t, const emq_id *id,
                             int64_t now_ms) {
     pthread_mutex_lock(&t->mu);

@@ -216,6 +216,9 @@ int emq__inflight_add_waiting(emq__inflight *t, const emq_id *id,
 void emq__inflight_forget(emq__inflight *t, const emq_id *id);
 /* 1 when id is in the table. */
 int emq__inflight_holds(emq__inflight *t, const emq_id *id);
+/* 1 when id's settlement is decided and not yet written (IF_SETTLING).
+ * Any thread. */
+int emq__inflight_settling(emq__inflight *t, const emq_id *id);
 /* Our own claim just returned id (pending to us, idle time reset): when
  * the table holds it (a peer took it from a handler's hands and died),
  * it is ours again: its lost mark is cleared and it counts as refreshed

@@ -85,6 +85,7 @@
 #include "lease.h"
 #include "ready.h"
 #include "settle.h"
+#include "upkeep.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -342,12 +343,16 @@ static emq_status take_page(emq_consumer_t *c, const emq_id *ids, size_t n,
          * nothing of a due retry (a handler answered since) nor of what a
          * claim took from a peer, whose handler may have had it. */
         int dropped = emq__inflight_was_dropped(&c->table, &ids[i]) &&
-                      count == TAKE_SUSPECT;
+                      (count == TAKE_SUSPECT || count == TAKE_UNCOUNTED);
         /* Handed out and let go unsettled (a settlement refused past the
          * lease's deadline): a handler had it, lease kept or not. */
         int let_go = emq__inflight_was_let_go(&c->table, &ids[i]);
-        raised[i] = (count != TAKE_UNCOUNTED || let_go) && !marked[i] &&
-                    !dropped;
+        /* With exact counts every read marks what it delivers and only a
+         * handout removes the mark: unmarked, it was handed out, even in
+         * a session that kept the lease (an acknowledgement a failover
+         * rolled back brings it back so). */
+        raised[i] = (count != TAKE_UNCOUNTED || let_go || c->exact) &&
+                    !marked[i] && !dropped;
         argv[9 + 3 * i] = raised[i] ? "1" : "0";
         argv[10 + 3 * i] =
             !marked[i] && !emq__inflight_holds(&c->table, &ids[i]) ? "1" : "0";
@@ -584,6 +589,16 @@ emq_status emq__recover_self(emq_consumer_t *c, emq_error *err) {
             start[1 + len] = '\0';
         }
         emq_reply_free(reply);
+        /* Listed here but settled by this process, the settlement not
+         * written yet: looked at once it is. An acknowledgement sent to
+         * the old primary just before a failover leaves its entry pending
+         * on the new one, where it is taken back now (counted, with exact
+         * counts: a handler had it) rather than after claim idle. */
+        int settling = 0;
+        for (size_t i = 0; i < n && st == EMQ_OK && !settling; i++)
+            settling = emq__inflight_settling(&c->table, &listed[i]);
+        if (settling)
+            (void)emq__upkeep_wait_settled(c);
         long long waits[TAKE_PER_CALL];
         if (st == EMQ_OK)
             st = retry_waits(c, listed, n, waits, err);

@@ -9,6 +9,7 @@
  * primary died never saw the read: promoted, it delivers the entry again
  * as new, and its handler is told deliveries 1 after a handler had it.
  */
+#include "harness/fakepeer.h"
 #include "integ/ownership_helpers.h"
 
 #include <signal.h>
@@ -180,4 +181,89 @@ TEST_TIMEOUT(durable_failover_behind_a_lagging_replica_counts_the_truth, 90) {
     (void)bg_stop(&a, 15000); /* its primary is gone: any status */
     emq_consumer_destroy(a.c);
     emq_srv_stop(replica);
+}
+
+/* A handler that holds its first entry until let go, then acknowledges;
+ * every call recorded. */
+typedef struct held_first {
+    recorder r;
+    atomic_int let_go;
+} held_first;
+
+static emq_verdict hold_first(void *opaque, const emq_entry *e, char *reason,
+                              size_t reason_size) {
+    held_first *h = opaque;
+    record(&h->r, e, reason, reason_size);
+    int64_t end = now_ms() + emq_test_ms(30000);
+    while (recorded(&h->r) == 1 && !atomic_load(&h->let_go) && now_ms() < end)
+        usleep(5000);
+    return EMQ_ACK;
+}
+
+/* A failover that rolls an acknowledgement back (it reached the old
+ * primary only) brings the entry back to the same consumer, whose lease
+ * the new primary still has (the session keeps it). Its handout's record
+ * reached the replica (deliveries.wait_replicas), so the entry comes back
+ * unmarked: a handler had it, and the second call is told 2. Before, a
+ * session that kept its lease took its own pending entries uncounted,
+ * and the second call was told 1 (seen in a review: "handled twice by the
+ * same consumer, both times with deliveries 1"). */
+TEST_TIMEOUT(durable_ack_rolled_back_by_a_failover_counts_the_second_call, 90) {
+    emq_srv *primary, *replica;
+    emq_conn_t *adm = start_pair(&primary, &replica);
+    emq_peer_opts po = {.mode = EMQ_PEER_SENTINEL,
+                        .sentinel_master = "m",
+                        .primary_port = emq_srv_port(primary)};
+    emq_peer *sentinel = emq_peer_start(&po);
+    char url[128];
+    snprintf(url, sizeof url, "redis-sentinel://127.0.0.1:%d#m",
+             emq_peer_port(sentinel));
+    emq_conf_t *conf = conf_for(url);
+    conf_set(conf, "queue", "dur");
+    conf_set(conf, "group", "g");
+    conf_set(conf, "consumer", "w");
+    conf_set(conf, "start", "head");
+    conf_set(conf, "block_ms", "100");
+    conf_set(conf, "lease.ttl_ms", "20000");
+    conf_set(conf, "deliveries.exact", "1");
+    conf_set(conf, "deliveries.wait_replicas", "1");
+    conf_set(conf, "deliveries.wait_timeout_ms", "200");
+    conf_set(conf, P_RECONNECT_BASE, "20");
+    conf_set(conf, P_RECONNECT_MAX, "200");
+    emq_conf_set_log(conf, count_log, NULL);
+    atomic_store(&short_of_replicas, 0);
+    static held_first h;
+    recorder_init(&h.r);
+    atomic_store(&h.let_go, 0);
+    bg a;
+    bg_start(&a, conf, hold_first, &h);
+    WAIT_UNTIL(recorded(&h.r) == 1, 20000, "the handler to have the entry");
+    ASSERT_EQ_INT(h.r.deliveries[0], 1);
+    /* The replica has the handout's record (the handout waited for it);
+     * it stops following, so the acknowledgement reaches the primary
+     * only. */
+    replica_follow(replica, NULL);
+    atomic_store(&h.let_go, 1);
+    WAIT_UNTIL(pending_total(adm, DQ, "g") == 0, 20000,
+               "the acknowledgement on the old primary");
+    /* Its round over (its WAIT found no replica, and said so): the
+     * acknowledgement counts as written, and is not sent again. */
+    WAIT_UNTIL(atomic_load(&short_of_replicas) >= 1, 20000,
+               "the settlements' WAIT to come back short");
+    emq_conn_destroy(adm);
+    /* The switch: the replica, which never saw the ack, is the primary,
+     * and the old one follows it (dropping the ack), as Sentinel would
+     * have it. */
+    emq_peer_sentinel_switch(sentinel, emq_srv_port(replica));
+    replica_follow(primary, replica);
+    WAIT_UNTIL(recorded(&h.r) == 2, 30000,
+               "the entry handed out again on the new primary");
+    fprintf(stderr, "    second call told deliveries %llu\n",
+            (unsigned long long)h.r.deliveries[1]);
+    ASSERT_EQ_INT(h.r.deliveries[1], 2);
+    ASSERT_OK(bg_stop(&a, 10000), &a.err);
+    emq_consumer_destroy(a.c);
+    emq_peer_stop(sentinel);
+    emq_srv_stop(replica);
+    emq_srv_stop(primary);
 }

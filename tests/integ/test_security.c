@@ -1357,3 +1357,34 @@ TEST_TIMEOUT(security_least_privilege_priority_roles, 60) {
     cli_free(&r);
     emq_srv_stop(s);
 }
+
+/* deliveries.wait_replicas with a worker whose ACL lacks WAIT: the first
+ * handout's WAIT is refused, and the consumer stops saying what to grant
+ * (before it handed anything out), rather than waiting for ever. */
+TEST_TIMEOUT(security_wait_replicas_without_wait_stops_saying_so, 40) {
+    if (emq_srv_binary_version(NULL, 0) < 70000)
+        SKIP("ACL selectors need Redis 7.0 or later (this server is older)");
+    emq_srv_opts o = {.extra_config = EXACT_WORKER_LINE};
+    emq_srv *s = emq_srv_start(&o);
+    acl_fixture(s);
+    emq_conf_t *conf = worker_conf(s, "w1");
+    conf_set(conf, "deliveries.exact", "1");
+    conf_set(conf, "deliveries.wait_replicas", "1");
+    conf_set(conf, "claim.min_idle_ms", "60000");
+    conf_set(conf, "deliveries.wait_timeout_ms", "100");
+    static recorder r;
+    recorder_init(&r);
+    emq_consumer_t *c;
+    emq_error err;
+    ASSERT_OK(emq_consumer_new(conf, record, &r, &c, &err), &err);
+    emq_conf_destroy(conf);
+    runner_thread t;
+    start_consumer(&t, c);
+    emq_status st = join_consumer(&t);
+    ASSERT(st != EMQ_OK);
+    ASSERT_CONTAINS(t.err.message, "WAIT");
+    ASSERT_CONTAINS(t.err.message, "refused");
+    ASSERT_EQ_SIZE(r.n, 0);
+    emq_consumer_destroy(c);
+    emq_srv_stop(s);
+}

@@ -907,12 +907,6 @@ static int icept_pump(emq_icept *p, icept_conn *c) {
             break;
         int tag = -1;
         int is_read = last_gt && strcasecmp(name, "XREADGROUP") == 0;
-        if (is_read) {
-            pthread_mutex_lock(&p->mu);
-            if (c->reads > p->most_reads)
-                p->most_reads = c->reads;
-            pthread_mutex_unlock(&p->mu);
-        }
         for (size_t i = 0; i < p->nrules && tag < 0; i++) {
             if (strcasecmp(p->cmd[i], name) != 0 || p->left[i] == 0)
                 continue;
@@ -939,8 +933,13 @@ static int icept_pump(emq_icept *p, icept_conn *c) {
             p->held--;
             pthread_mutex_unlock(&p->mu);
         }
-        if (is_read)
+        if (is_read) {
             c->reads++;
+            pthread_mutex_lock(&p->mu);
+            if (c->reads > p->most_reads)
+                p->most_reads = c->reads;
+            pthread_mutex_unlock(&p->mu);
+        }
         if (tag >= 0 && p->left[tag] > 0)
             p->left[tag]--;
         if (tag >= 0 && p->rules[tag].reply == NULL)

@@ -349,9 +349,10 @@ static int primary_of(int port) {
     return atoi(text);
 }
 
-/* Asks the Sentinels for a failover and says where the primary went. */
-static void fail_over(void) {
-    int before = primary_of(sentinel_ports[0]), after = before;
+/* Asks the Sentinel on sentinel_ports[0] for a failover, again while it
+ * answers "not now" (INPROG, not ready), at most 10 s; 1 when it took the
+ * request. */
+static int ask_failover(void) {
     char url[64];
     snprintf(url, sizeof url, "redis://127.0.0.1:%d", sentinel_ports[0]);
     emq_conf_t *conf = emq_conf_new();
@@ -370,11 +371,28 @@ static void fail_over(void) {
     }
     emq_conn_destroy(c);
     emq_conf_destroy(conf);
+    return asked;
+}
+
+/* Asks the Sentinels for a failover and says where the primary went. A
+ * failover the Sentinel starts and then aborts (no replica it deems good
+ * enough, a promotion not seen within its failover-timeout of 10 s, both
+ * seen on a loaded machine) is asked for again, as an operator would: at
+ * most three times, 15 s each. */
+static void fail_over(void) {
+    int before = primary_of(sentinel_ports[0]), after = before;
+    int asked = 0;
     int64_t t0 = emq_clock_ms();
-    while (asked && after == before && emq_clock_ms() - t0 < 30000 &&
-           !interrupted) {
-        usleep(100000);
-        after = primary_of(sentinel_ports[0]);
+    for (int round = 0; round < 3 && after == before && !interrupted; round++) {
+        if (!ask_failover())
+            break;
+        asked = 1;
+        int64_t asked_at = emq_clock_ms();
+        while (after == before && emq_clock_ms() - asked_at < 15000 &&
+               !interrupted) {
+            usleep(100000);
+            after = primary_of(sentinel_ports[0]);
+        }
     }
     if (after != before && after != 0)
         printf("== failover: the Sentinels moved the primary from "
@@ -382,7 +400,8 @@ static void fail_over(void) {
                before, after, (double)(emq_clock_ms() - t0) / 1000.0);
     else
         printf("== failover: the Sentinels did not move the primary (%s)\n",
-               asked ? "not within 30 s" : "SENTINEL FAILOVER was refused");
+               asked ? "asked three times, 15 s each"
+                     : "SENTINEL FAILOVER was refused");
     fflush(stdout);
 }
 

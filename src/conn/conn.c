@@ -12,7 +12,10 @@
  * sent when a reply is asked for; replies come back in order. Each reply is
  * waited for under command_timeout_ms plus the blocking time its command
  * declared when appended (BLOCK ms, a BLPOP timeout...), so a long BLOCK
- * never trips the timeout and BLOCK 0 waits forever.
+ * never trips the timeout and BLOCK 0 waits forever. The block is counted
+ * from when the command was sent, when it was the only one waiting for a
+ * reply (then nothing ahead of it delays its start), so a reply read
+ * later, or by another thread, is not given a second block.
  *
  * Behind Sentinel (a redis-sentinel:// URL), every connect first asks
  * the Sentinels for the primary (sentinel_client.c), then checks after
@@ -47,6 +50,14 @@
 #define BUSY_PAUSE_MIN_MS 50
 #define BUSY_PAUSE_MAX_MS 500
 
+/* What a reply may take beyond command_timeout_ms. */
+struct reply_wait {
+    int64_t extra_ms;     /* the command's blocking time; -1: no deadline */
+    int64_t block_end_ms; /* when that block ends, counted from the send
+                             (-1: not sent yet; 0: not known, counted from
+                             the first wait) */
+};
+
 struct emq_conn {
     emq__conn_options opt;    /* what it was told (a kept copy) */
     emq__url url;             /* opt.url, parsed */
@@ -59,8 +70,7 @@ struct emq_conn {
     emq__transport *t;        /* NULL when broken or not connected */
     emq__resp_reader *reader; /* replies of t; NULL with t */
     emq__buf out;             /* encoded commands not yet sent */
-    int64_t *waits;           /* ring: extra wait per unread reply, in ms;
-                                 -1: no deadline */
+    struct reply_wait *waits; /* ring: per unread reply, its extra wait */
     size_t waits_cap;         /* slots in waits */
     size_t head;              /* ring index of the next reply's wait */
     size_t pending;           /* appended commands whose reply is unread */
@@ -466,7 +476,7 @@ static emq_status append(emq_conn_t *c, int argc, const char *const *argv,
         size_t cap = c->waits_cap ? c->waits_cap * 2 : 16;
         if (cap > (size_t)c->opt.pipeline_max)
             cap = (size_t)c->opt.pipeline_max;
-        int64_t *w = emq__alloc(cap * sizeof *w);
+        struct reply_wait *w = emq__alloc(cap * sizeof *w);
         if (w == NULL)
             return emq__error_set(err, EMQ_ENOMEM, 0,
                                   "out of memory growing the pipeline");
@@ -480,10 +490,20 @@ static emq_status append(emq_conn_t *c, int argc, const char *const *argv,
     emq_status st = emq__resp_encode(&c->out, argc, argv, argvlen, err);
     if (st != EMQ_OK)
         return st;
-    c->waits[(c->head + c->pending) % c->waits_cap] =
-        emq__conn_block_ms(argc, argv, argvlen);
+    int64_t extra = emq__conn_block_ms(argc, argv, argvlen);
+    c->waits[(c->head + c->pending) % c->waits_cap] = (struct reply_wait){
+        .extra_ms = extra,
+        .block_end_ms = extra > 0 && c->pending == 0 ? -1 : 0};
     c->pending++;
     return EMQ_OK;
+}
+
+/* The next reply's command has just been sent: its block starts now
+ * (when nothing was waiting ahead of it). */
+static void block_started(emq_conn_t *c) {
+    struct reply_wait *w = &c->waits[c->head];
+    if (c->pending > 0 && w->block_end_ms == -1)
+        w->block_end_ms = emq__now_ms() + w->extra_ms;
 }
 
 /* Sends the output and reads the next reply in order under the deadline
@@ -500,8 +520,17 @@ static emq_status next_reply(emq_conn_t *c, int64_t base_timeout_ms,
         if (st != EMQ_OK)
             return st;
     }
-    emq_status st =
-        read_reply(c, base_timeout_ms, c->waits[c->head], just_sent, reply, e);
+    block_started(c);
+    /* What is left of a block that began when it was sent (a read
+     * sent by one thread and read by another after its block: not a
+     * second block), at least 1 ms: it stays a blocking command's wait. */
+    struct reply_wait w = c->waits[c->head];
+    int64_t extra = w.extra_ms;
+    if (extra > 0 && w.block_end_ms > 0) {
+        int64_t left = w.block_end_ms - emq__now_ms();
+        extra = left > 1 ? left : 1;
+    }
+    emq_status st = read_reply(c, base_timeout_ms, extra, just_sent, reply, e);
     if (st != EMQ_OK)
         return st;
     c->head = (c->head + 1) % c->waits_cap;
@@ -1012,6 +1041,7 @@ emq_status emq__conn_send(emq_conn_t *conn, emq_error *err) {
         conn, timeout_ms > 0 ? emq__now_ms() + timeout_ms : -1, timeout_ms, &e);
     if (st != EMQ_OK)
         return break_conn(conn, &e, err);
+    block_started(conn);
     emq__error_clear(err);
     return EMQ_OK;
 }

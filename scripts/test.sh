@@ -295,7 +295,7 @@ stage_chaos() {
         --handler-long-permille 2 --retry-permille 20 --retry-backoff 200 \
         --kills 4 --stops 2 --restarts 2 --drops 3 --stalls 2 --halfopens 2 \
         --stops-long 1 --intruders 2 --misconfs 1 --drain-seconds 60 \
-        --tolerate undercounted,unseen-dead \
+        --tolerate unseen-dead \
         --dir "$build/chaos" "${tolerate[@]}" 2>&1 | tee "$logs/chaos.log"
 }
 
@@ -674,7 +674,7 @@ matrix_server() {
         --handler-short-ms 4 --handler-long-permille 2 --retry-permille 20 \
         --retry-backoff 200 --kills 2 --stops 1 --restarts 1 --drops 1 \
         --stalls 1 --halfopens 1 --stops-long 1 --intruders 1 --misconfs 1 \
-        --drain-seconds 45 --exact --tolerate undercounted \
+        --drain-seconds 45 --exact \
         --dir "$build/chaos-$name" \
         >"$logs/matrix-$name.chaos.log" 2>&1 || chaos_rc=$?
     echo $((SECONDS - start)) >"$logs/matrix-$name.seconds"

@@ -544,6 +544,19 @@ typedef struct urgent_late {
     size_t n, produced_at, urgent_at;
 } urgent_late;
 
+/* Waits (bounded: 20 s, scaled) until u has seen n hand-outs. */
+static void wait_handed_out(urgent_late *u, size_t n) {
+    int64_t end = now_ms() + emq_test_ms(20000);
+    for (;;) {
+        pthread_mutex_lock(&u->mu);
+        size_t seen = u->n;
+        pthread_mutex_unlock(&u->mu);
+        if (seen >= n || now_ms() > end)
+            return;
+        usleep(10000);
+    }
+}
+
 static emq_verdict note_urgent(void *opaque, const emq_entry *e, char *reason,
                                size_t size) {
     (void)reason;
@@ -579,15 +592,7 @@ TEST_TIMEOUT(priorities_run_mode_reads_no_further_ahead_than_it_handles, 30) {
     emq_conf_destroy(conf);
     runner_thread t;
     start_consumer(&t, c);
-    int64_t end = now_ms() + emq_test_ms(20000);
-    for (;;) {
-        pthread_mutex_lock(&u.mu);
-        size_t n = u.n;
-        pthread_mutex_unlock(&u.mu);
-        if (n >= 61 || now_ms() > end)
-            break;
-        usleep(10000);
-    }
+    wait_handed_out(&u, 61);
     emq_consumer_stop(c);
     ASSERT_OK(join_consumer(&t), &t.err);
     emq_consumer_destroy(c);
@@ -649,15 +654,7 @@ TEST_TIMEOUT(priorities_batch_mode_reads_a_batch_ahead_at_most, 30) {
     emq_conf_destroy(conf);
     runner_thread t;
     start_consumer(&t, c);
-    int64_t end = now_ms() + emq_test_ms(20000);
-    for (;;) {
-        pthread_mutex_lock(&b.u.mu);
-        size_t n = b.u.n;
-        pthread_mutex_unlock(&b.u.mu);
-        if (n >= 61 || now_ms() > end)
-            break;
-        usleep(10000);
-    }
+    wait_handed_out(&b.u, 61);
     emq_consumer_stop(c);
     ASSERT_OK(join_consumer(&t), &t.err);
     emq_consumer_destroy(c);

@@ -91,6 +91,7 @@ struct emq_conn {
      * command resolves again. conn NULL: none (it could not be set up;
      * the failures a demoted primary causes still lead there). */
     emq__sentinel_watch watch;
+    uint64_t said; /* the key of the last Sentinel episode told (say_once) */
 };
 
 static emq_status check_still_named(emq_conn_t *c, emq_error *err);
@@ -791,21 +792,33 @@ static const char *master_name(const emq_conn_t *c) {
     return emq__sentinel_master_name(&c->opt, &c->url);
 }
 
-/* Finds the primary of a Sentinel URL's master (sentinel_client.c) and
- * names c after it. */
-static emq_status sentinel_resolve(emq_conn_t *c, int64_t deadline,
-                                   emq_error *err) {
-    emq_status st = emq__sentinel_resolve(&c->opt, &c->url, &c->tls, deadline,
-                                          &c->watch, err);
-    if (st == EMQ_OK)
-        emq__conn_endpoint_name(c->url.host, c->url.port, c->name,
-                                sizeof c->name);
-    return st;
+/* Tells a Sentinel episode once through the connection's log: a line
+ * whose key is the last one told is not told again (until another is,
+ * or a resolution is plain again: say_done). */
+static void say_once(emq_conn_t *c, emq_log_level level, const char *key,
+                     const char *fmt, ...) EMQ_PRINTF(4, 5);
+static void say_once(emq_conn_t *c, emq_log_level level, const char *key,
+                     const char *fmt, ...) {
+    uint64_t h = 1469598103934665603ULL; /* FNV-1a */
+    for (const char *k = key; *k; k++)
+        h = (h ^ (unsigned char)*k) * 1099511628211ULL;
+    if (h == c->said)
+        return;
+    c->said = h;
+    char line[600];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    emq__log_to(&c->opt.log, level, "%s", line);
 }
 
+static void say_done(emq_conn_t *c) { c->said = 0; }
+
 /* After the handshake with a primary a Sentinel named: ROLE must say
- * master, else a failover is under way and the caller resolves again. An
- * ACL that refuses ROLE leaves it unchecked. */
+ * master, else a failover is under way (or the Sentinel is wrong) and
+ * the caller tries another. An ACL that refuses ROLE leaves it
+ * unchecked. */
 static emq_status check_primary(emq_conn_t *c, int64_t deadline,
                                 emq_error *err) {
     const char *argv[] = {"ROLE"};
@@ -823,29 +836,23 @@ static emq_status check_primary(emq_conn_t *c, int64_t deadline,
     c->head = 0;
     if (master == 0)
         return emq__error_set(err, EMQ_EIO, 1,
-                              "%s, the primary of '%.100s' by Sentinel, is "
-                              "a replica (a failover under way); resolving "
-                              "again",
-                              c->name, master_name(c));
+                              "%s, named the primary of '%.100s' by %s%s, "
+                              "is not a primary (ROLE): a failover under "
+                              "way, or a Sentinel that is wrong",
+                              c->name, master_name(c),
+                              c->watch.by[0] ? "Sentinel " : "",
+                              c->watch.by[0] ? c->watch.by : "the Sentinels");
     return EMQ_OK;
 }
 
-/* Connects the transport, creates the reader and runs the handshake.
- * Returns EMQ_OK with c->t set, or a failure with err filled and c left
- * without a transport. */
-static emq_status connect_once(emq_conn_t *c, emq_error *err) {
+/* Connects the transport, creates the reader and runs the handshake at
+ * the address c->url names (behind Sentinel: the one a Sentinel named,
+ * checked with ROLE, its watch in c->watch). Returns EMQ_OK with c->t
+ * set, or a failure with err filled and c left without a transport. */
+static emq_status connect_node(emq_conn_t *c, int64_t deadline,
+                               emq_error *err) {
     const emq__conn_options *o = &c->opt;
-    int64_t deadline = emq__now_ms() + o->connect_timeout_ms;
     emq_status st;
-    c->pending = 0;
-    c->head = 0;
-    c->out.len = 0;
-    /* Behind Sentinel, every connect asks where the primary is now. */
-    st = c->url.nsentinels > 0 ? sentinel_resolve(c, deadline, err) : EMQ_OK;
-    if (st != EMQ_OK) {
-        drop_transport(c);
-        return st;
-    }
     if (c->url.scheme == EMQ_URL_UNIX) {
         st = emq__transport_unix_connect(c->url.path, deadline, c->name, &c->t,
                                          err);
@@ -893,6 +900,136 @@ static emq_status connect_once(emq_conn_t *c, emq_error *err) {
         return st;
     }
     return EMQ_OK;
+}
+
+/* Points c at host:port, a primary a Sentinel named (or the last one),
+ * for connect_node. */
+static emq_status aim_at(emq_conn_t *c, const char *host, int port,
+                         emq_error *err) {
+    if (c->url.host != host) {
+        char *copy = emq__strndup(host, strlen(host));
+        if (copy == NULL)
+            return emq__oom(err);
+        emq__free(c->url.host);
+        c->url.host = copy;
+    }
+    c->url.port = port;
+    emq__conn_endpoint_name(c->url.host, c->url.port, c->name, sizeof c->name);
+    return EMQ_OK;
+}
+
+/* No Sentinel could be asked (why): the last primary named, when there
+ * is one, with the ROLE check; its watch is reopened later. */
+static emq_status connect_last_primary(emq_conn_t *c, int64_t deadline,
+                                       const emq_error *why, emq_error *err) {
+    if (c->url.host == NULL) {
+        *err = *why;
+        return why->code;
+    }
+    emq_status st = aim_at(c, c->url.host, c->url.port, err);
+    if (st != EMQ_OK)
+        return st;
+    char key[400];
+    snprintf(key, sizeof key, "last %s", c->name);
+    say_once(c, EMQ_LOG_WARNING, key,
+             "no Sentinel of master '%.100s' answered (%.200s); using %s, "
+             "the primary named last, while it says ROLE master",
+             master_name(c), why->message, c->name);
+    c->watch.by[0] = '\0';
+    st = connect_node(c, deadline, err);
+    if (st == EMQ_OK)
+        emq__sentinel_watch_lose(&c->watch); /* asked again later */
+    else
+        emq__error_prefix(err,
+                          "no Sentinel answered (%.200s); the primary "
+                          "named last",
+                          why->message);
+    return st;
+}
+
+/* Tells, once per episode, that the Sentinels disagreed or that the
+ * primary the most named (failing with first) was skipped for the k-th
+ * of pick, now in use; a plain resolution ends the episode. */
+static void told_pick(emq_conn_t *c, const emq__sentinel_pick *pick, size_t k,
+                      const emq_error *first) {
+    if (pick->n == 1) {
+        say_done(c);
+        return;
+    }
+    char told[512], key[900];
+    emq__sentinel_pick_text(pick, told, sizeof told);
+    snprintf(key, sizeof key, "%s -> %s", told, c->name);
+    if (k == 0)
+        say_once(c, EMQ_LOG_WARNING, key,
+                 "the Sentinels disagree on the primary of '%.100s' (%s): "
+                 "using %s, the most named",
+                 master_name(c), told, c->name);
+    else
+        say_once(c, EMQ_LOG_WARNING, key,
+                 "the Sentinels disagree on the primary of '%.100s' (%s): "
+                 "using %s, as %.200s",
+                 master_name(c), told, c->name, first->message);
+}
+
+/* Behind Sentinel: asks the Sentinels (emq__sentinel_resolve) and
+ * connects to the primary the most of them name; one that cannot be
+ * reached or is not a primary is skipped for the next, and the Sentinels
+ * that named it are asked last next time. */
+static emq_status connect_sentinel(emq_conn_t *c, int64_t deadline,
+                                   emq_error *err) {
+    emq__sentinel_pick *pick = emq__alloc(sizeof *pick);
+    if (pick == NULL)
+        return emq__oom(err);
+    emq_error why;
+    emq_status st =
+        emq__sentinel_resolve(&c->opt, &c->url, &c->tls, deadline, pick, &why);
+    if (st != EMQ_OK) {
+        emq__free(pick);
+        if (st == EMQ_EIO)
+            return connect_last_primary(c, deadline, &why, err);
+        *err = why;
+        return st;
+    }
+    emq_error first;
+    emq__error_clear(&first);
+    for (size_t k = 0; k < pick->n; k++) {
+        emq__sentinel_named *n = &pick->named[k];
+        st = aim_at(c, n->host, n->port, err);
+        if (st != EMQ_OK)
+            break;
+        emq__sentinel_watch_close(&c->watch);
+        c->watch.conn = n->watch;
+        n->watch = NULL;
+        emq__conn_endpoint_name(n->voters[0].host, n->voters[0].port,
+                                c->watch.by, sizeof c->watch.by);
+        st = connect_node(c, deadline, err);
+        if (st == EMQ_OK) {
+            told_pick(c, pick, k, &first);
+            break;
+        }
+        if (k == 0)
+            first = *err;
+        for (size_t v = 0; v < n->votes; v++)
+            emq__sentinel_to_back(&c->url, n->voters[v].host,
+                                  n->voters[v].port);
+        if (st == EMQ_ENOMEM || emq__now_ms() >= deadline)
+            break;
+    }
+    if (st != EMQ_OK && first.code != EMQ_OK && pick->n > 1)
+        *err = first; /* the most named primary's failure */
+    emq__sentinel_pick_drop(pick);
+    emq__free(pick);
+    return st;
+}
+
+/* One connect: behind Sentinel, asks the Sentinels first. */
+static emq_status connect_once(emq_conn_t *c, emq_error *err) {
+    int64_t deadline = emq__now_ms() + c->opt.connect_timeout_ms;
+    c->pending = 0;
+    c->head = 0;
+    c->out.len = 0;
+    return c->url.nsentinels > 0 ? connect_sentinel(c, deadline, err)
+                                 : connect_node(c, deadline, err);
 }
 
 /* Makes *u the URL of o->host, o->port and o->tls, without parsing any
@@ -1156,7 +1293,7 @@ int emq_conn_is_broken(const emq_conn_t *conn) {
  * ROLE master until the Sentinels reconfigure it) makes the caller
  * resolve again. */
 static emq_status check_still_named(emq_conn_t *c, emq_error *err) {
-    if (!emq__sentinel_watch_switched(&c->watch, &c->opt, &c->url))
+    if (!emq__sentinel_watch_switched(&c->watch, &c->opt, &c->url, &c->tls))
         return EMQ_OK;
     return emq__error_set(err, EMQ_EIO, 1,
                           "the Sentinels announced a new primary of "
@@ -1172,9 +1309,10 @@ int emq__conn_went_away(emq_conn_t *conn) {
         return 0; /* replies are due: readable is expected */
     if (conn->reader != NULL && emq__resp_buffered(conn->reader) > 0)
         return 1; /* bytes nobody asked for */
-    /* Behind Sentinel: a +switch-master of this master, or the watch's
-     * end. */
-    if (emq__sentinel_watch_switched(&conn->watch, &conn->opt, &conn->url))
+    /* Behind Sentinel: a +switch-master of this master (a watch that
+     * ended is reopened, the connection kept). */
+    if (emq__sentinel_watch_switched(&conn->watch, &conn->opt, &conn->url,
+                                     &conn->tls))
         return 1;
     struct pollfd pfd = {.fd = conn->t->fd, .events = POLLIN};
     return poll(&pfd, 1, 0) > 0; /* EOF, a reset, or unasked bytes */
@@ -1236,7 +1374,7 @@ int64_t emq__conn_reply_began_ms(const emq_conn_t *conn) {
 }
 
 int emq__conn_switch_announced(const emq_conn_t *conn) {
-    return conn != NULL && conn->watch.conn != NULL && conn->watch.switched;
+    return conn != NULL && conn->watch.switched;
 }
 
 int emq__conn_reply_too_large(const emq_conn_t *conn) {

@@ -14,6 +14,7 @@
 #define EMQ_CONN_H
 
 #include "../resp/resp.h"
+#include "conf.h"
 
 #include <stdatomic.h>
 
@@ -110,6 +111,10 @@ int emq__sentinel_role_is_master(const emq_reply *r);
  * no such message. */
 int emq__sentinel_switch_of(const emq_reply *r, const char *master, char *host,
                             size_t size, int *port);
+/* Moves u's Sentinel at host (the pointer u holds) and port to the back
+ * (one that named a primary that failed is asked last next time); no-op
+ * when u has none such. */
+void emq__sentinel_to_back(emq__url *u, const char *host, int port);
 /* Moves u's Sentinel i to the front (the one that answered is asked
  * first next time); the order of the others is kept. */
 void emq__sentinel_to_front(emq__url *u, size_t i);
@@ -259,6 +264,7 @@ typedef struct emq__conn_options {
     int64_t pipeline_max;     /* appended commands left unread */
     int64_t output_max_bytes; /* unsent output */
     emq__resp_limits limits;  /* what one reply may be */
+    emq__log_sink log;        /* where a Sentinel's news is told */
 } emq__conn_options;
 
 /* Fills *out from conf (every string borrowed from conf). */
@@ -280,51 +286,103 @@ int emq__url_tls_verifies(const emq__url *u, int64_t property);
 struct emq__tls_opts; /* transport.h */
 
 /* A connection's watch of the Sentinel that named its primary: a
- * connection to it subscribed to +switch-master and +promoted-slave. */
+ * connection to it subscribed to +switch-master and +promoted-slave.
+ * Its end is not a switch: the data connection is kept and the watch
+ * reopened on the next Sentinel, with backoff (emq__sentinel_watch_mend),
+ * which also checks that the Sentinel still names the primary in use. */
 typedef struct emq__sentinel_watch {
-    emq_conn_t *conn; /* NULL: none (not behind Sentinel, or it could not
-                         be set up) */
-    int switched;     /* it announced the master's switch away from the
-                         primary, or ended: resolve again */
+    emq_conn_t *conn;  /* NULL: none (not behind Sentinel, lost, or it
+                          could not be set up) */
+    int switched;      /* a Sentinel announced the master's switch away
+                          from the primary, or named another one when the
+                          watch was reopened: resolve again */
+    int64_t lost_at;   /* when the watched Sentinel ended (0: not lost);
+                          then reopened from reopen_at on */
+    int64_t reopen_at; /* the next reopen's time */
+    unsigned reopens;  /* reopens failed since lost_at */
+    size_t next;       /* the Sentinel the next reopen asks */
+    uint64_t rng;      /* backoff jitter */
+    char by[300];      /* the Sentinel watched (or last), for messages */
 } emq__sentinel_watch;
+
+/* What the Sentinels asked at one connect named as the master's
+ * primary: each primary named, the most named first (ties: the first
+ * named first), with the Sentinels that named it and a watch of the
+ * first of them. emq__sentinel_pick_drop closes the watches left. */
+typedef struct emq__sentinel_named {
+    char host[256];
+    int port;
+    size_t votes;
+    emq__hostport voters[EMQ_SENTINELS_MAX]; /* hosts borrowed from url */
+    emq_conn_t *watch;                       /* NULL: none */
+} emq__sentinel_named;
+
+typedef struct emq__sentinel_pick {
+    emq__sentinel_named named[EMQ_SENTINELS_MAX];
+    size_t n;        /* primaries named */
+    size_t asked;    /* Sentinels asked */
+    size_t answered; /* of them, those that named one */
+} emq__sentinel_pick;
 
 /* The name of the master the Sentinels watch: sentinel.master, else the
  * URL's #NAME (NULL when neither). */
 const char *emq__sentinel_master_name(const emq__conn_options *opt,
                                       const emq__url *url);
-/* Finds the primary of the master of url (a Sentinel URL) for a
- * connection with options opt and effective TLS options tls: asks each
- * of url's Sentinels in turn until one names it, moves that one to the
- * front and adds the Sentinels it knows; sets url->host and url->port to
- * the primary (through sentinel.address_map) and *watch to a watch of
- * that Sentinel (its conn NULL when it could not be set up; a watch
- * there before is closed). EMQ_EIO (retriable) when no Sentinel could be
- * asked by deadline, EMQ_EINVAL when every one that answered does not
- * know the master (or no master is named), EMQ_ENOMEM. */
+/* Asks url's Sentinels for the primary of its master, for a connection
+ * with options opt and effective TLS options tls, each in turn (at most
+ * 1 s each, within deadline), until two have named one (one when url
+ * lists one) and agree; when they disagree, every Sentinel is asked and
+ * the primaries are ranked by how many named them (pick). The first to
+ * answer moves to the front of url's Sentinels and teaches url the
+ * Sentinels it knows. Each primary is read through sentinel.address_map.
+ * EMQ_OK with pick->n >= 1; EMQ_EIO (retriable) when no Sentinel could
+ * be asked, EMQ_EINVAL when every one that answered does not know the
+ * master (or no master is named), EMQ_ENOMEM; pick then holds nothing. */
 emq_status emq__sentinel_resolve(const emq__conn_options *opt, emq__url *url,
                                  const struct emq__tls_opts *tls,
-                                 int64_t deadline, emq__sentinel_watch *watch,
+                                 int64_t deadline, emq__sentinel_pick *pick,
                                  emq_error *err);
-/* Closes w's connection; w is then none. */
+/* Closes the watches pick still holds. */
+void emq__sentinel_pick_drop(emq__sentinel_pick *pick);
+/* Writes what pick says into out ("127.0.0.1:6380 by 127.0.0.1:26379,
+ * 127.0.0.1:26380; 127.0.0.1:6381 by 127.0.0.1:26381"), for a message. */
+void emq__sentinel_pick_text(const emq__sentinel_pick *pick, char *out,
+                             size_t size);
+/* Closes w's connection; w is then none, not lost. */
 void emq__sentinel_watch_close(emq__sentinel_watch *w);
+/* Makes w a watch that was lost at now: reopened from the next
+ * Sentinel on, after a backoff (first at once). */
+void emq__sentinel_watch_lose(emq__sentinel_watch *w);
 /* The descriptor to wait on for w's news; -1 without a watch or once it
  * switched. */
 int emq__sentinel_watch_fd(const emq__sentinel_watch *w);
 /* Reads what w's Sentinel sent (without waiting) and sets w->switched
  * when it announced a switch of the master of opt and url to another
- * primary than url's, closed or sent something unreadable. Announcements
- * of other masters the same Sentinels watch, and of a switch to the
- * primary url is already on (resolved while the failover was being
- * announced), are read and dropped: they need no reconnect. w has a
- * connection. */
+ * primary than url's, or sent something unreadable. Announcements of
+ * other masters the same Sentinels watch, and of a switch to the primary
+ * url is already on (resolved while the failover was being announced),
+ * are read and dropped: they need no reconnect. A Sentinel that closed
+ * leaves w lost (emq__sentinel_watch_lose, logged once through
+ * opt->log): the data connection is kept. w has a connection. */
 void emq__sentinel_watch_news(emq__sentinel_watch *w,
                               const emq__conn_options *opt,
                               const emq__url *url);
-/* 1 when w announced a switch of the master away from url's primary, or
- * ended (reads what it sent, without waiting); 0 without a watch. */
+/* 1 when w announced a switch of the master away from url's primary
+ * (reads what it sent, without waiting); 0 without a watch. A lost watch
+ * whose reopen is due is reopened first (emq__sentinel_watch_mend). */
 int emq__sentinel_watch_switched(emq__sentinel_watch *w,
                                  const emq__conn_options *opt,
-                                 const emq__url *url);
+                                 const emq__url *url,
+                                 const struct emq__tls_opts *tls);
+/* A lost watch whose reopen is due: asks one Sentinel (the next in turn,
+ * within SENTINEL_REOPEN_MS) for the primary, watching it before the
+ * question. Naming url's primary: w watches it again (told at info
+ * level when the loss was told). Naming another: w->switched. No answer:
+ * the next Sentinel after a backoff (up to 10 s). Blocks for at most
+ * that one question; the data connection is never touched. */
+void emq__sentinel_watch_mend(emq__sentinel_watch *w,
+                              const emq__conn_options *opt, const emq__url *url,
+                              const struct emq__tls_opts *tls);
 
 /* ---- conn.c ----------------------------------------------------------- */
 

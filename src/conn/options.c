@@ -40,6 +40,7 @@ void emq__conn_options_of(const emq_conf_t *conf, emq__conn_options *out) {
     out->max_attempts = emq__cfg_max_attempts(conf);
     out->pipeline_max = emq__cfg_pipeline_max(conf);
     out->output_max_bytes = emq__cfg_output_max_bytes(conf);
+    emq__log_sink_of(conf, &out->log);
     emq__resp_limits_default(&out->limits);
     out->limits.max_bulk = (size_t)emq__cfg_resp_max_bulk(conf);
     out->limits.max_depth = (size_t)emq__cfg_resp_max_depth(conf);

@@ -78,6 +78,18 @@ void emq__sentinel_to_front(emq__url *u, size_t i) {
     u->sentinels[0] = first;
 }
 
+void emq__sentinel_to_back(emq__url *u, const char *host, int port) {
+    for (size_t i = 0; i + 1 < u->nsentinels; i++) {
+        if (u->sentinels[i].host != host || u->sentinels[i].port != port)
+            continue;
+        emq__hostport last = u->sentinels[i];
+        memmove(u->sentinels + i, u->sentinels + i + 1,
+                (u->nsentinels - i - 1) * sizeof *u->sentinels);
+        u->sentinels[u->nsentinels - 1] = last;
+        return;
+    }
+}
+
 int emq__sentinel_switch_of(const emq_reply *r, const char *master, char *host,
                             size_t size, int *port) {
     char kind[16], channel[32], payload[512];

@@ -105,13 +105,13 @@ static emq_conn_t *watch_open(const emq__conn_options *opt, const emq__url *url,
 
 /* Asks the Sentinel at for the primary of the master: 1 with its address
  * (through sentinel.address_map) in host/port, the Sentinels it knows
- * added to url and *watch set (watch_open; NULL when it could not be
- * set up), 0 when it does not know the master, -1 when it could not be
+ * added to learn (NULL: none) and *watch set (watch_open; NULL when it could
+ * not be set up), 0 when it does not know the master, -1 when it could not be
  * asked (why says why). The watch subscribes before the question, on the
  * same Sentinel: a switch that Sentinel makes after naming the primary is
  * announced to it, even one made while the primary is being connected. */
-static int sentinel_ask(const emq__conn_options *opt, emq__url *url,
-                        const struct emq__tls_opts *tls,
+static int sentinel_ask(const emq__conn_options *opt, const emq__url *url,
+                        emq__url *learn, const struct emq__tls_opts *tls,
                         const emq__hostport *at, int64_t deadline, char *host,
                         size_t size, int *port, emq_conn_t **watch,
                         emq_error *why) {
@@ -140,11 +140,11 @@ static int sentinel_ask(const emq__conn_options *opt, emq__url *url,
         }
     }
     emq_reply_free(r);
-    if (found == 1) { /* learn the other Sentinels (optional) */
+    if (found == 1 && learn) { /* the other Sentinels (optional) */
         const char *peers[] = {"SENTINEL", "sentinels", name};
         emq_error ignored;
         if (emq_conn_command(s, 3, peers, NULL, &r, &ignored) == EMQ_OK)
-            emq__sentinel_learn(url, r, opt->sentinel_address_map);
+            emq__sentinel_learn(learn, r, opt->sentinel_address_map);
         emq_reply_free(r);
     }
     emq_conn_destroy(s);
@@ -155,55 +155,165 @@ static int sentinel_ask(const emq__conn_options *opt, emq__url *url,
     return found;
 }
 
+/* Counts host:port, named by the Sentinel at, in pick (a new primary
+ * takes watch; a known one closes it). 0, or -1 when pick is full. */
+static int vote(emq__sentinel_pick *pick, const char *host, int port,
+                const emq__hostport *at, emq_conn_t *watch) {
+    emq__sentinel_named *n = NULL;
+    for (size_t k = 0; k < pick->n && n == NULL; k++)
+        if (pick->named[k].port == port &&
+            strcmp(pick->named[k].host, host) == 0)
+            n = &pick->named[k];
+    if (n == NULL) {
+        if (pick->n == EMQ_SENTINELS_MAX) {
+            emq_conn_destroy(watch);
+            return -1;
+        }
+        n = &pick->named[pick->n++];
+        memset(n, 0, sizeof *n);
+        snprintf(n->host, sizeof n->host, "%s", host);
+        n->port = port;
+        n->watch = watch;
+    } else {
+        emq_conn_destroy(watch);
+    }
+    n->voters[n->votes++] = *at;
+    return 0;
+}
+
+/* Orders pick's primaries by votes, most first; ties keep their order
+ * (the first named first). */
+static void rank(emq__sentinel_pick *pick) {
+    for (size_t i = 1; i < pick->n; i++)
+        for (size_t k = i;
+             k > 0 && pick->named[k].votes > pick->named[k - 1].votes; k--) {
+            emq__sentinel_named t = pick->named[k];
+            pick->named[k] = pick->named[k - 1];
+            pick->named[k - 1] = t;
+        }
+}
+
 emq_status emq__sentinel_resolve(const emq__conn_options *opt, emq__url *url,
                                  const struct emq__tls_opts *tls,
-                                 int64_t deadline, emq__sentinel_watch *watch,
+                                 int64_t deadline, emq__sentinel_pick *pick,
                                  emq_error *err) {
     emq__url *u = url;
+    pick->n = pick->asked = pick->answered = 0;
     const char *name = emq__sentinel_master_name(opt, url);
     if (name == NULL || name[0] == '\0')
         return emq__error_set(err, EMQ_EINVAL, 0,
                               "no master name for the Sentinels: give it "
                               "as the URL's #NAME or sentinel.master");
-    char host[256];
-    int port = 0;
-    size_t answered = 0;
+    size_t reached = 0;
     emq_error last;
     emq__error_set(&last, EMQ_EIO, 1, "no Sentinel was asked");
-    for (size_t i = 0; i < u->nsentinels; i++) {
+    /* The Sentinels as listed now: the first that answers moves to the
+     * front and those it knows are added behind, so walk a copy. */
+    emq__hostport order[EMQ_SENTINELS_MAX];
+    size_t norder = 0;
+    for (size_t i = 0; i < u->nsentinels; i++)
+        order[norder++] = u->sentinels[i];
+    for (size_t i = 0; i < norder; i++) {
+        /* Two that agree are enough (one when only one is known); when
+         * they disagree, every one is asked. */
+        size_t want = u->nsentinels >= 2 ? 2 : 1;
+        if (pick->answered >= want && pick->n == 1)
+            break;
+        char host[256];
+        int port = 0;
         emq_conn_t *w;
-        int found = sentinel_ask(opt, url, tls, &u->sentinels[i], deadline,
-                                 host, sizeof host, &port, &w, &last);
-        answered += found >= 0;
+        int found = sentinel_ask(opt, url, url, tls, &order[i], deadline, host,
+                                 sizeof host, &port, &w, &last);
+        pick->asked++;
+        reached += found >= 0;
         if (found != 1)
             continue;
-        emq__sentinel_to_front(u, i);
-        emq__sentinel_watch_close(watch);
-        watch->conn = w;
-        char *copy = emq__strndup(host, strlen(host));
-        if (copy == NULL)
-            return emq__oom(err);
-        emq__free(u->host);
-        u->host = copy;
-        u->port = port;
+        if (pick->answered++ == 0) {
+            for (size_t k = 0; k < u->nsentinels; k++)
+                if (u->sentinels[k].host == order[i].host &&
+                    u->sentinels[k].port == order[i].port) {
+                    emq__sentinel_to_front(u, k);
+                    break;
+                }
+            /* Those it taught u are asked too when answers differ. */
+            for (size_t k = 0; k < u->nsentinels; k++) {
+                int listed = 0;
+                for (size_t j = 0; j < norder && !listed; j++)
+                    listed = order[j].host == u->sentinels[k].host;
+                if (!listed && norder < EMQ_SENTINELS_MAX)
+                    order[norder++] = u->sentinels[k];
+            }
+        }
+        vote(pick, host, port, &order[i], w);
+    }
+    if (pick->n > 0) {
+        rank(pick);
         return EMQ_OK;
     }
-    if (answered > 0)
+    if (reached > 0)
         return emq__error_set(err, EMQ_EINVAL, 0,
                               "no Sentinel knows master '%.100s' (%zu of %zu "
                               "asked answered; check the URL's #NAME or "
                               "sentinel.master)",
-                              name, answered, u->nsentinels);
+                              name, reached, pick->asked);
     return emq__error_set(err, EMQ_EIO, 1,
                           "no Sentinel reachable for master '%.100s' (%zu "
                           "tried): %s",
-                          name, u->nsentinels, last.message);
+                          name, pick->asked, last.message);
+}
+
+void emq__sentinel_pick_drop(emq__sentinel_pick *pick) {
+    for (size_t k = 0; k < pick->n; k++) {
+        emq_conn_destroy(pick->named[k].watch);
+        pick->named[k].watch = NULL;
+    }
+}
+
+void emq__sentinel_pick_text(const emq__sentinel_pick *pick, char *out,
+                             size_t size) {
+    size_t len = 0;
+    out[0] = '\0';
+    for (size_t k = 0; k < pick->n && len + 1 < size; k++) {
+        const emq__sentinel_named *n = &pick->named[k];
+        char addr[300];
+        emq__conn_endpoint_name(n->host, n->port, addr, sizeof addr);
+        len += (size_t)snprintf(out + len, size - len, "%s%s by", k ? "; " : "",
+                                addr);
+        for (size_t v = 0; v < n->votes && len + 1 < size; v++) {
+            emq__conn_endpoint_name(n->voters[v].host, n->voters[v].port, addr,
+                                    sizeof addr);
+            len += (size_t)snprintf(out + len, size - len, "%s %s",
+                                    v ? "," : "", addr);
+        }
+    }
 }
 
 void emq__sentinel_watch_close(emq__sentinel_watch *w) {
     emq_conn_destroy(w->conn);
     w->conn = NULL;
     w->switched = 0;
+    w->lost_at = 0;
+    w->reopens = 0;
+}
+
+/* The first reopen of a lost watch comes at once; then after these
+ * (equal jitter). */
+#define WATCH_REOPEN_MIN_MS 200
+#define WATCH_REOPEN_MAX_MS 10000
+/* How long a reopen waits for its Sentinel: it runs on the data path (a
+ * command waits for it), so shorter than a resolution's question. */
+#define SENTINEL_REOPEN_MS 250
+
+void emq__sentinel_watch_lose(emq__sentinel_watch *w) {
+    emq_conn_destroy(w->conn);
+    w->conn = NULL;
+    w->switched = 0;
+    w->lost_at = emq__now_ms();
+    w->reopen_at = w->lost_at;
+    w->reopens = 0;
+    w->next++; /* not the one that ended: the next */
+    if (w->rng == 0)
+        w->rng = (uint64_t)w->lost_at ^ (uint64_t)(uintptr_t)w;
 }
 
 int emq__sentinel_watch_fd(const emq__sentinel_watch *w) {
@@ -225,14 +335,13 @@ static int is_current(const emq__conn_options *opt, const emq__url *url,
 void emq__sentinel_watch_news(emq__sentinel_watch *w,
                               const emq__conn_options *opt,
                               const emq__url *url) {
-    if (emq__conn_read_now(w->conn) != 0)
-        w->switched = 1; /* ended: resolve again, a new watch with it */
+    int ended = emq__conn_read_now(w->conn) != 0;
     while (!w->switched) {
         emq_reply *r = NULL;
         emq_error e;
         emq_status st = emq__conn_take_read(w->conn, &r, &e);
         if (st == EMQ_EAGAIN)
-            return;
+            break;
         char host[256];
         int port = 0;
         int ours = st == EMQ_OK ? emq__sentinel_switch_of(
@@ -247,16 +356,76 @@ void emq__sentinel_watch_news(emq__sentinel_watch *w,
              (port == 0 || !is_current(opt, url, host, sizeof host, port))))
             w->switched = 1;
     }
+    if (!ended || w->switched)
+        return;
+    /* The Sentinel went away, not the primary: keep the connection. */
+    char primary[300];
+    emq__conn_endpoint_name(url->host, url->port, primary, sizeof primary);
+    emq__log_to(&opt->log, EMQ_LOG_WARNING,
+                "Sentinel %s, watched for master '%.100s', closed the "
+                "connection; %s stays in use while another Sentinel is "
+                "asked",
+                w->by, emq__sentinel_master_name(opt, url), primary);
+    emq__sentinel_watch_lose(w);
+}
+
+void emq__sentinel_watch_mend(emq__sentinel_watch *w,
+                              const emq__conn_options *opt, const emq__url *url,
+                              const struct emq__tls_opts *tls) {
+    int64_t now = emq__now_ms();
+    if (w->conn != NULL || w->lost_at == 0 || w->switched ||
+        now < w->reopen_at || url->nsentinels == 0 || url->host == NULL)
+        return;
+    const emq__hostport *at = &url->sentinels[w->next % url->nsentinels];
+    char host[256], by[300], primary[300];
+    int port = 0;
+    emq_conn_t *watch = NULL;
+    emq_error why;
+    int found = sentinel_ask(opt, url, NULL, tls, at, now + SENTINEL_REOPEN_MS,
+                             host, sizeof host, &port, &watch, &why);
+    emq__conn_endpoint_name(at->host, at->port, by, sizeof by);
+    emq__conn_endpoint_name(url->host, url->port, primary, sizeof primary);
+    const char *name = emq__sentinel_master_name(opt, url);
+    if (found == 1 && port == url->port && strcmp(host, url->host) == 0) {
+        emq__log_to(&opt->log, EMQ_LOG_INFO,
+                    "Sentinel %s names %s, the primary in use, for master "
+                    "'%.100s': watching it again after %lld ms",
+                    by, primary, name, (long long)(now - w->lost_at));
+        w->conn = watch;
+        w->lost_at = 0;
+        w->reopens = 0;
+        snprintf(w->by, sizeof w->by, "%s", by);
+        return;
+    }
+    emq_conn_destroy(watch);
+    if (found == 1) {
+        char named[300];
+        emq__conn_endpoint_name(host, port, named, sizeof named);
+        emq__log_to(&opt->log, EMQ_LOG_WARNING,
+                    "Sentinel %s names %s as the primary of '%.100s', not "
+                    "%s in use: resolving again",
+                    by, named, name, primary);
+        w->switched = 1;
+        return;
+    }
+    w->next++;
+    w->reopen_at = now + emq__backoff_delay(WATCH_REOPEN_MIN_MS,
+                                            WATCH_REOPEN_MAX_MS, w->reopens,
+                                            &w->rng);
+    w->reopens++;
 }
 
 int emq__sentinel_watch_switched(emq__sentinel_watch *w,
                                  const emq__conn_options *opt,
-                                 const emq__url *url) {
+                                 const emq__url *url,
+                                 const struct emq__tls_opts *tls) {
+    if (w->conn == NULL)
+        emq__sentinel_watch_mend(w, opt, url, tls);
     int fd = w->conn != NULL ? emq_conn_fd(w->conn) : -1;
-    if (fd < 0)
-        return 0;
-    struct pollfd p = {.fd = fd, .events = POLLIN};
-    if (!w->switched && poll(&p, 1, 0) > 0)
-        emq__sentinel_watch_news(w, opt, url);
+    if (fd >= 0 && !w->switched) {
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        if (poll(&p, 1, 0) > 0)
+            emq__sentinel_watch_news(w, opt, url);
+    }
     return w->switched;
 }

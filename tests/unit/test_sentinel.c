@@ -83,6 +83,16 @@ TEST(sentinel_list_front_and_learn) {
     ASSERT_EQ_STR(u.sentinels[0].host, "c");
     ASSERT_EQ_STR(u.sentinels[1].host, "a");
     ASSERT_EQ_STR(u.sentinels[2].host, "b");
+    /* One that named a primary that failed goes to the back; found by
+     * the host pointer the list holds, not by an equal string. */
+    emq__sentinel_to_back(&u, u.sentinels[0].host, 3);
+    ASSERT_EQ_STR(u.sentinels[0].host, "a");
+    ASSERT_EQ_STR(u.sentinels[1].host, "b");
+    ASSERT_EQ_STR(u.sentinels[2].host, "c");
+    emq__sentinel_to_back(&u, "a", 1); /* another pointer: no-op */
+    ASSERT_EQ_STR(u.sentinels[0].host, "a");
+    emq__sentinel_to_back(&u, u.sentinels[0].host, 9); /* another port */
+    ASSERT_EQ_STR(u.sentinels[0].host, "a");
     /* SENTINEL sentinels: one known (a:1), one new (d:4), one without a
      * port (skipped). */
     emq_reply *r =

@@ -1168,8 +1168,10 @@ typedef struct emq_group_info {
     emq_id last_delivered_id;
     int64_t entries_read;          /* -1 when the server reports nil */
     int64_t lag;                   /* entries not yet delivered to the group */
-    int lag_computed;              /* 1: the server reported nil and the lag
-                                      was counted by the client (XRANGE) */
+    int lag_computed;              /* 1: the lag was counted by the client
+                                      (XRANGE): the server reported nil,
+                                      or more than is stored after the
+                                      cursor (a stale counter) */
     emq_id oldest_pending_id;      /* "" when nothing is pending */
     int64_t oldest_pending_age_ms; /* its time in a handler's hands when
                                       its consumer published one, else its
@@ -1270,7 +1272,9 @@ EMQ_EXPORT const char *emq_eviction_warning(const char *policy);
 /* Describes the queue: stream, every group and consumer, dead letters;
  * for a topic every partition and the totals (see emq_queue_info).
  * A missing stream is not an error (exists = 0). A lag the server reports
- * as nil is counted by the client (lag_computed = 1). *out is
+ * as nil is counted by the client (lag_computed = 1), and so is one it
+ * reports above what is stored after the group's cursor (a queue drained
+ * to its last entry has lag 0 whatever a stale counter says). *out is
  * caller-owned; free with emq_queue_info_free. */
 EMQ_EXPORT emq_status emq_admin_describe(emq_admin_t *a, emq_queue_info **out,
                                          emq_error *err);

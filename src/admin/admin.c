@@ -158,6 +158,13 @@ emq_status emq__admin_extent_parse(const emq_reply *xinfo,
 emq_status emq__admin_count_after(emq_admin_t *a, const emq__admin_extent *ext,
                                   emq__stream_id after, uint64_t *n,
                                   emq_error *err) {
+    return emq__admin_count_after_at_most(a, ext, after, UINT64_MAX, n, err);
+}
+
+emq_status emq__admin_count_after_at_most(emq_admin_t *a,
+                                          const emq__admin_extent *ext,
+                                          emq__stream_id after, uint64_t most,
+                                          uint64_t *n, emq_error *err) {
     *n = 0;
     if (ext != NULL) {
         if (ext->length == 0)
@@ -197,7 +204,7 @@ emq_status emq__admin_count_after(emq_admin_t *a, const emq__admin_extent *ext,
         }
         emq_reply_free(reply);
         count += got;
-        if (got < EMQ_ADMIN_PAGE)
+        if (got < EMQ_ADMIN_PAGE || count >= most)
             break;
         if (cursor.ms == UINT64_MAX && cursor.seq == UINT64_MAX)
             break; /* the largest ID: nothing can follow it */

@@ -250,6 +250,13 @@ emq_status emq__admin_count_after(emq_admin_t *a, const emq__admin_extent *ext,
                                   emq__stream_id after, uint64_t *n,
                                   emq_error *err);
 
+/* emq__admin_count_after that stops once it counted most or more (a
+ * page at a time): *n < most is exact, *n >= most says "at least". */
+emq_status emq__admin_count_after_at_most(emq_admin_t *a,
+                                          const emq__admin_extent *ext,
+                                          emq__stream_id after, uint64_t most,
+                                          uint64_t *n, emq_error *err);
+
 /* A group name given to an admin verb: required (EMQ_EINVAL otherwise,
  * saying so). Checked before anything is sent. */
 emq_status emq__admin_check_group(const char *group, emq_error *err);

@@ -12,6 +12,10 @@
  * the server reports no lag (nil after an XDEL ahead of the group's cursor, or
  * absent), the lag is counted by the client and flagged lag_computed, never
  * shown as 0 (a lag of 0 would say "nothing to do" while entries wait).
+ * A lag the server reports is checked against what is stored after the
+ * group's cursor (lag_checked): Redis 7.0 and 7.2 keep a stale read
+ * counter on a replica that re-synced in full, and after a failover
+ * report a lag that never clears on a drained queue.
  *
  * emq_admin_pending pages through XPENDING's extended form, oldest first.
  * Both render as JSON through the one emq__json writer. Nothing here
@@ -164,6 +168,54 @@ static emq_status parse_group_detail(const emq_reply *consumers,
     return EMQ_OK;
 }
 
+/* The most entries read to check a lag the server reported. */
+#define LAG_CHECK_MAX ((uint64_t)10 * EMQ_ADMIN_PAGE)
+
+/* A lag the server left nil: counted. */
+static emq_status lag_counted(emq_admin_t *a, const emq__admin_extent *ext,
+                              emq__stream_id cursor, emq_group_info *gi,
+                              emq_error *err) {
+    uint64_t n = 0;
+    emq_status st = emq__admin_count_after(a, ext, cursor, &n, err);
+    if (st == EMQ_OK) {
+        gi->lag = (int64_t)n;
+        gi->lag_computed = 1;
+    }
+    return st;
+}
+
+/* A lag the server reported, never shown above the entries stored after
+ * the cursor where that number is known without reading the backlog: a
+ * cursor at or past the last entry (0 wait), or before the first (all
+ * stored entries wait); and counted (reading at most LAG_CHECK_MAX
+ * entries, the stored length capping it past that) when it says more
+ * wait than are stored. A stale counter inside a backlog it does not
+ * exceed is shown as the server says (counting it would read the
+ * backlog at every describe). */
+static emq_status lag_checked(emq_admin_t *a, const emq__admin_extent *ext,
+                              emq__stream_id cursor, emq_group_info *gi,
+                              emq_error *err) {
+    if (gi->lag <= 0)
+        return EMQ_OK;
+    int known = !ext->has_entries ||
+                emq__stream_id_cmp(cursor, ext->last) >= 0 ||
+                emq__stream_id_cmp(cursor, ext->first) < 0;
+    if (!known && (uint64_t)gi->lag <= ext->length)
+        return EMQ_OK;
+    uint64_t n = 0;
+    emq_status st =
+        emq__admin_count_after_at_most(a, ext, cursor, LAG_CHECK_MAX, &n, err);
+    if (st != EMQ_OK)
+        return st;
+    if (n >= LAG_CHECK_MAX)
+        n = ext->length; /* at least the bound: the length caps it */
+    if ((uint64_t)gi->lag > n) {
+        gi->lag = (int64_t)n;
+        gi->lag_computed = 1;
+    }
+    return EMQ_OK;
+}
+
 /* Second round trip: consumers, the oldest pending entry and the limits
  * of each group, in windows so the pipeline stays bounded whatever the
  * number of groups; then the lag of each group the server left nil. */
@@ -236,14 +288,12 @@ static emq_status describe_groups(emq_admin_t *a, emq_queue_info *info,
             gi->oldest_pending_age_ms = age;
     }
     for (size_t g = 0; g < info->ngroups; g++) {
-        if (lag_known[g])
-            continue;
-        uint64_t n = 0;
-        emq_status st = emq__admin_count_after(a, ext, cursors[g], &n, err);
+        emq_status st =
+            lag_known[g]
+                ? lag_checked(a, ext, cursors[g], &info->groups[g], err)
+                : lag_counted(a, ext, cursors[g], &info->groups[g], err);
         if (st != EMQ_OK)
             return st;
-        info->groups[g].lag = (int64_t)n;
-        info->groups[g].lag_computed = 1;
     }
     return EMQ_OK;
 }

@@ -19,6 +19,7 @@
  */
 #include "base/base.h" /* emq__alloc_fail_at */
 #include "integ/admin_inspect_helpers.h"
+#include "integ/ownership_helpers.h" /* replica_follow */
 
 #define S_INSP "emq:{insp}"
 
@@ -325,6 +326,85 @@ TEST(admin_describe_computes_nil_lag_after_xdel) {
     emq_admin_destroy(a);
     emq_conn_destroy(conn);
     emq_srv_stop(s);
+}
+
+/* The server's lag of group g in the XINFO GROUPS of stream; -1 when it
+ * reports none (nil, or Redis 6.2 without the field). */
+static long long server_lag(emq_conn_t *conn, const char *stream) {
+    emq_reply *r = CMD(conn, "XINFO", "GROUPS", stream);
+    long long lag = -1;
+    for (size_t i = 0; i < emq_reply_len(r); i++) {
+        const emq_reply *g = emq_reply_at(r, i);
+        char name[16];
+        field_of(g, "name", name, sizeof name);
+        for (size_t k = 0; strcmp(name, "g") == 0 && k + 1 < emq_reply_len(g);
+             k += 2) {
+            char f[16];
+            reply_text(emq_reply_at(g, k), f, sizeof f);
+            if (strcmp(f, "lag") == 0 &&
+                emq_reply_kind(emq_reply_at(g, k + 1)) == EMQ_REPLY_INTEGER)
+                lag = emq_reply_integer(emq_reply_at(g, k + 1));
+        }
+    }
+    emq_reply_free(r);
+    return lag;
+}
+
+/* Redis 7.0 and 7.2 keep a stale read counter (entries-read) on a
+ * replica, as a read reaches it as XCLAIM, which does not carry it, and
+ * one that re-synced in full keeps the one it got then: after a
+ * failover the new primary reports a lag that never clears on a drained
+ * queue (700 here: the reads after the re-sync). The client shows the truth: 0
+ * for a group at the last entry, every stored entry for one before the
+ * first. Valkey 8.0 keeps the counter: nothing to correct. */
+TEST_TIMEOUT(admin_describe_lag_true_after_a_failover, 90) {
+    emq_srv *primary = emq_srv_start(NULL), *replica = emq_srv_start(NULL);
+    replica_follow(replica, primary);
+    emq_conn_t *conn = admin_connect(primary);
+    const char *stream = "emq:{flq}";
+    CMD_NOERR(conn, "XGROUP", "CREATE", stream, "g", "$", "MKSTREAM");
+    for (int round = 0; round < 10; round++) {
+        if (round == 3) { /* a full re-sync: the counter it keeps */
+            ASSERT_EQ_INT(CMD_INT(conn, "WAIT", "1", "5000"), 1);
+            replica_follow(replica, NULL);
+            replica_follow(replica, primary);
+        }
+        produce_batch_n(primary, "flq", round * 100, 100);
+        ASSERT_EQ_SIZE(
+            group_read(conn, stream, "g", "c", "1000", ">", 1, NULL, NULL),
+            100);
+    }
+    ASSERT_EQ_INT(CMD_INT(conn, "WAIT", "1", "5000"), 1);
+    replica_follow(replica, NULL); /* the failover */
+    emq_conn_t *now = admin_connect(replica);
+    long long lag = server_lag(now, stream);
+    printf("    the promoted replica's lag of a drained group: %lld\n", lag);
+
+    emq_admin_t *a = admin_open(replica, "flq", "2");
+    emq_queue_info *info = NULL;
+    emq_error err;
+    ASSERT_OK(emq_admin_describe(a, &info, &err), &err);
+    const emq_group_info *g = group_named(info, "g");
+    ASSERT_EQ_INT(g->lag, 0);
+    ASSERT_EQ_INT(g->lag_computed, lag != 0);
+    char json[4096];
+    emq_queue_info_json(info, json, sizeof json);
+    ASSERT_CONTAINS(json, "\"lag\":0,");
+    emq_queue_info_free(info);
+
+    /* Five more, the stream trimmed to three: the group's cursor is
+     * before the first entry, and three wait. */
+    produce_batch_n(replica, "flq", 1000, 5);
+    CMD_INT(now, "XTRIM", stream, "MAXLEN", "3");
+    printf("    after 5 more and a trim to 3: %lld\n", server_lag(now, stream));
+    ASSERT_OK(emq_admin_describe(a, &info, &err), &err);
+    ASSERT_EQ_INT(group_named(info, "g")->lag, 3);
+    emq_queue_info_free(info);
+    emq_admin_destroy(a);
+    emq_conn_destroy(now);
+    emq_conn_destroy(conn);
+    emq_srv_stop(replica);
+    emq_srv_stop(primary);
 }
 
 TEST(admin_describe_wrong_type_is_eserver) {

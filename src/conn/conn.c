@@ -96,6 +96,7 @@ struct emq_conn {
 
 static emq_status check_still_named(emq_conn_t *c, emq_error *err);
 static const char *master_name(const emq_conn_t *c);
+static int sentinel_hold(emq_conn_t *c);
 
 /* ---- blocking commands -------------------------------------------------- */
 
@@ -250,6 +251,49 @@ static void keep_failure(emq_conn_t *c, ssize_t n, const emq_error *e) {
 
 /* A read with a cancel flag looks at it this often. */
 #define CANCEL_SLICE_MS 50
+
+/* ---- a failover heard under way ----------------------------------------- */
+
+/* Behind Sentinel, before commands go out: reads the Sentinels' news
+ * and, while a failover of the master is heard under way (its leader's
+ * steps before the promotion), waits for its switch or end, so that no
+ * entry is confirmed by, and no acknowledgement sent to, a primary about
+ * to be demoted. Bounded by the Sentinels' failover-timeout (then the
+ * commands go where they point, told once); a stop ends the wait. 1
+ * when the master switched (the commands must not go to this primary:
+ * resolve again), 0 to go on. */
+static int sentinel_hold(emq_conn_t *c) {
+    if (c->url.nsentinels == 0)
+        return 0;
+    if (emq__sentinel_watch_switched(&c->watch, &c->opt, &c->url, &c->tls))
+        return 1;
+    for (int64_t until; (until = emq__sentinel_watch_hold_until(&c->watch));) {
+        int64_t now = emq__now_ms();
+        int fd = emq__sentinel_watch_fd(&c->watch);
+        if (now >= until || fd < 0) {
+            emq__sentinel_watch_hold_over(&c->watch, &c->opt, &c->url);
+            break;
+        }
+        if (c->cancel.flag != NULL && atomic_load(c->cancel.flag))
+            break;
+        int64_t slice = now + CANCEL_SLICE_MS;
+        int w = emq__transport_wait(fd, POLLIN, slice < until ? slice : until);
+        if (w > 0)
+            emq__sentinel_watch_news(&c->watch, &c->opt, &c->url);
+    }
+    return c->watch.switched;
+}
+
+/* sentinel_hold before commands are sent: EMQ_EIO (retriable, e filled)
+ * when the master switched, nothing sent. */
+static emq_status hold_before_send(emq_conn_t *c, emq_error *e) {
+    if (!sentinel_hold(c))
+        return EMQ_OK;
+    return emq__error_set(e, EMQ_EIO, 1,
+                          "the Sentinels announced a new primary of "
+                          "'%.100s'; nothing was sent to %s",
+                          master_name(c), c->name);
+}
 
 /* ---- I/O under deadlines ---------------------------------------------- */
 
@@ -515,6 +559,9 @@ static emq_status next_reply(emq_conn_t *c, int64_t base_timeout_ms,
                              emq_reply **reply, emq_error *e) {
     int just_sent = c->out.len > 0;
     if (just_sent) {
+        emq_status held = hold_before_send(c, e);
+        if (held != EMQ_OK)
+            return held;
         int64_t wdeadline =
             base_timeout_ms > 0 ? emq__now_ms() + base_timeout_ms : -1;
         emq_status st = flush(c, wdeadline, base_timeout_ms, e);
@@ -936,6 +983,7 @@ static emq_status connect_last_primary(emq_conn_t *c, int64_t deadline,
              "the primary named last, while it says ROLE master",
              master_name(c), why->message, c->name);
     c->watch.by[0] = '\0';
+    c->watch.at = (emq__hostport){NULL, 0};
     st = connect_node(c, deadline, err);
     if (st == EMQ_OK)
         emq__sentinel_watch_lose(&c->watch); /* asked again later */
@@ -962,13 +1010,35 @@ static void told_pick(emq_conn_t *c, const emq__sentinel_pick *pick, size_t k,
     if (k == 0)
         say_once(c, EMQ_LOG_WARNING, key,
                  "the Sentinels disagree on the primary of '%.100s' (%s): "
-                 "using %s, the most named",
-                 master_name(c), told, c->name);
+                 "using %s, %s",
+                 master_name(c), told, c->name,
+                 pick->named[0].votes < pick->named[1].votes
+                     ? "the one a switch announced"
+                     : "the most named");
     else
         say_once(c, EMQ_LOG_WARNING, key,
                  "the Sentinels disagree on the primary of '%.100s' (%s): "
                  "using %s, as %.200s",
                  master_name(c), told, c->name, first->message);
+}
+
+/* A switch announced to a primary the Sentinels disagree about (the
+ * leader names the promoted replica before the others hear of it) puts
+ * that primary first, whatever the votes: the announcement is newer
+ * than the votes for the old one. Used once. */
+static void prefer_announced(emq_conn_t *c, emq__sentinel_pick *pick) {
+    for (size_t k = 1; k < pick->n && c->watch.announced[0]; k++) {
+        char addr[300];
+        emq__conn_endpoint_name(pick->named[k].host, pick->named[k].port, addr,
+                                sizeof addr);
+        if (strcmp(addr, c->watch.announced) != 0)
+            continue;
+        emq__sentinel_named first = pick->named[k];
+        memmove(&pick->named[1], &pick->named[0], k * sizeof pick->named[0]);
+        pick->named[0] = first;
+        break;
+    }
+    c->watch.announced[0] = '\0';
 }
 
 /* Behind Sentinel: asks the Sentinels (emq__sentinel_resolve) and
@@ -990,6 +1060,7 @@ static emq_status connect_sentinel(emq_conn_t *c, int64_t deadline,
         *err = why;
         return st;
     }
+    prefer_announced(c, pick);
     emq_error first;
     emq__error_clear(&first);
     for (size_t k = 0; k < pick->n; k++) {
@@ -998,13 +1069,13 @@ static emq_status connect_sentinel(emq_conn_t *c, int64_t deadline,
         if (st != EMQ_OK)
             break;
         emq__sentinel_watch_close(&c->watch);
-        c->watch.conn = n->watch;
+        emq__sentinel_watch_set(&c->watch, n->watch, &n->voters[0],
+                                pick->failover_ms);
         n->watch = NULL;
-        emq__conn_endpoint_name(n->voters[0].host, n->voters[0].port,
-                                c->watch.by, sizeof c->watch.by);
         st = connect_node(c, deadline, err);
         if (st == EMQ_OK) {
             told_pick(c, pick, k, &first);
+            emq__sentinel_watch_listen(&c->watch, &c->opt, &c->url, &c->tls);
             break;
         }
         if (k == 0)
@@ -1115,6 +1186,7 @@ emq_status emq__conn_open(const emq__conn_options *opts, emq_conn_t **out,
     emq_conn_t *c = emq__calloc(1, sizeof *c);
     if (c == NULL)
         return emq__oom(err);
+    emq__sentinel_watch_init(&c->watch);
     c->url.db = -1;
     if (emq__conn_options_keep(&c->opt, opts, err) != EMQ_OK) {
         emq__free(c);
@@ -1174,8 +1246,10 @@ emq_status emq__conn_send(emq_conn_t *conn, emq_error *err) {
     int64_t timeout_ms = conn->opt.command_timeout_ms;
     emq_error e;
     emq__error_clear(&e);
-    emq_status st = flush(
-        conn, timeout_ms > 0 ? emq__now_ms() + timeout_ms : -1, timeout_ms, &e);
+    emq_status st = hold_before_send(conn, &e);
+    if (st == EMQ_OK)
+        st = flush(conn, timeout_ms > 0 ? emq__now_ms() + timeout_ms : -1,
+                   timeout_ms, &e);
     if (st != EMQ_OK)
         return break_conn(conn, &e, err);
     block_started(conn);
@@ -1311,8 +1385,7 @@ int emq__conn_went_away(emq_conn_t *conn) {
         return 1; /* bytes nobody asked for */
     /* Behind Sentinel: a +switch-master of this master (a watch that
      * ended is reopened, the connection kept). */
-    if (emq__sentinel_watch_switched(&conn->watch, &conn->opt, &conn->url,
-                                     &conn->tls))
+    if (sentinel_hold(conn))
         return 1;
     struct pollfd pfd = {.fd = conn->t->fd, .events = POLLIN};
     return poll(&pfd, 1, 0) > 0; /* EOF, a reset, or unasked bytes */

@@ -102,15 +102,31 @@ int emq__sentinel_master_addr(const emq_reply *r, char *host, size_t size,
 /* Reads a ROLE reply: 1 for a master, 0 for a replica (or a Sentinel),
  * -1 when it is not a ROLE reply. */
 int emq__sentinel_role_is_master(const emq_reply *r);
-/* Reads a message of a connection subscribed to +switch-master and
- * +promoted-slave: 1 when it announces a switch of master (or, from the
- * failover's leader, the promotion of its replica), with the new
- * primary's address as announced in host (size bytes) and *port (an
- * empty host and 0 when the message does not carry a readable one); 0
- * when of another master or a subscription's confirmation, -1 when it is
- * no such message. */
-int emq__sentinel_switch_of(const emq_reply *r, const char *master, char *host,
-                            size_t size, int *port);
+/* The channels a Sentinel watch subscribes to (EMQ_SENTINEL_CHANNELS of
+ * them): a switch (+switch-master, and +promoted-slave from the
+ * failover's leader), the leader's steps before it (from +try-failover
+ * to the promotion it waits for) and the failover's end or abort. */
+#define EMQ_SENTINEL_CHANNELS 13
+extern const char *const emq__sentinel_channels[EMQ_SENTINEL_CHANNELS];
+
+/* What a Sentinel's message says of one master. */
+typedef enum emq__sentinel_news {
+    EMQ_SENTINEL_UNREADABLE = -1, /* not a message of those channels */
+    EMQ_SENTINEL_NONE = 0,        /* another master's, or a confirmation */
+    EMQ_SENTINEL_SWITCH = 1,      /* its switch, or its replica promoted */
+    EMQ_SENTINEL_BEGUN = 2,       /* a failover of it under way */
+    EMQ_SENTINEL_ENDED = 3        /* a failover of it ended or aborted */
+} emq__sentinel_news;
+
+/* Reads a message of a connection subscribed to emq__sentinel_channels
+ * for master: for EMQ_SENTINEL_SWITCH the new primary's address as
+ * announced in host (size bytes) and *port (an empty host and 0 when the
+ * message does not carry a readable one); host "" and 0 otherwise. */
+emq__sentinel_news emq__sentinel_news_of(const emq_reply *r, const char *master,
+                                         char *host, size_t size, int *port);
+/* The failover-timeout (ms) in a reply of SENTINEL master NAME (a flat
+ * field/value array or a map); 0 when it has none. */
+int64_t emq__sentinel_failover_timeout(const emq_reply *r);
 /* Moves u's Sentinel at host (the pointer u holds) and port to the back
  * (one that named a primary that failed is asked last next time); no-op
  * when u has none such. */
@@ -285,24 +301,39 @@ int emq__url_tls_verifies(const emq__url *u, int64_t property);
 
 struct emq__tls_opts; /* transport.h */
 
-/* A connection's watch of the Sentinel that named its primary: a
- * connection to it subscribed to +switch-master and +promoted-slave.
- * Its end is not a switch: the data connection is kept and the watch
- * reopened on the next Sentinel, with backoff (emq__sentinel_watch_mend),
- * which also checks that the Sentinel still names the primary in use. */
+/* A connection's watch of the Sentinels: a connection to the Sentinel
+ * that named its primary, and to each other one it knows (its ears: any
+ * Sentinel may lead a failover, and only the leader tells its steps
+ * before the promotion), each subscribed to emq__sentinel_channels. The
+ * end of the named one is not a switch: the data connection is kept and
+ * the watch reopened on the next Sentinel, with backoff
+ * (emq__sentinel_watch_mend), which also checks that it still names the
+ * primary in use. A failover heard begun holds the connection's commands
+ * (emq__sentinel_watch_holding) until its switch, its end, or the
+ * Sentinels' failover-timeout. */
 typedef struct emq__sentinel_watch {
-    emq_conn_t *conn;  /* NULL: none (not behind Sentinel, lost, or it
-                          could not be set up) */
-    int switched;      /* a Sentinel announced the master's switch away
-                          from the primary, or named another one when the
-                          watch was reopened: resolve again */
-    int64_t lost_at;   /* when the watched Sentinel ended (0: not lost);
-                          then reopened from reopen_at on */
-    int64_t reopen_at; /* the next reopen's time */
-    unsigned reopens;  /* reopens failed since lost_at */
-    size_t next;       /* the Sentinel the next reopen asks */
-    uint64_t rng;      /* backoff jitter */
-    char by[300];      /* the Sentinel watched (or last), for messages */
+    emq_conn_t *conn; /* the named one's; NULL: none (not behind
+                         Sentinel, lost, or it could not be set up) */
+    emq__hostport at; /* its address (host borrowed from the URL) */
+    emq_conn_t *ears[EMQ_SENTINELS_MAX]; /* the others' (NULL: none) */
+    emq__hostport ears_at[EMQ_SENTINELS_MAX];
+    size_t nears;
+    int epfd;              /* an epoll set of every connection above; -1 */
+    int switched;          /* a Sentinel announced the master's switch away
+                              from the primary, or named another one when the
+                              watch was reopened: resolve again */
+    char announced[300];   /* the primary a switch named ("" none) */
+    int64_t failover_at;   /* when a failover was heard begun (0: none) */
+    int64_t failover_ms;   /* the Sentinels' failover-timeout (0: unknown) */
+    char failover_by[300]; /* the Sentinel that told it */
+    int64_t listen_at;     /* when missing ears are opened again */
+    int64_t lost_at;       /* when the named one ended (0: not lost); then
+                              reopened from reopen_at on */
+    int64_t reopen_at;     /* the next reopen's time */
+    unsigned reopens;      /* reopens failed since lost_at */
+    size_t next;           /* the Sentinel the next reopen asks */
+    uint64_t rng;          /* backoff jitter */
+    char by[300];          /* the named Sentinel (or last), for messages */
 } emq__sentinel_watch;
 
 /* What the Sentinels asked at one connect named as the master's
@@ -319,9 +350,10 @@ typedef struct emq__sentinel_named {
 
 typedef struct emq__sentinel_pick {
     emq__sentinel_named named[EMQ_SENTINELS_MAX];
-    size_t n;        /* primaries named */
-    size_t asked;    /* Sentinels asked */
-    size_t answered; /* of them, those that named one */
+    size_t n;            /* primaries named */
+    size_t asked;        /* Sentinels asked */
+    size_t answered;     /* of them, those that named one */
+    int64_t failover_ms; /* the failover-timeout they gave (0: none) */
 } emq__sentinel_pick;
 
 /* The name of the master the Sentinels watch: sentinel.master, else the
@@ -348,38 +380,64 @@ void emq__sentinel_pick_drop(emq__sentinel_pick *pick);
  * 127.0.0.1:26380; 127.0.0.1:6381 by 127.0.0.1:26381"), for a message. */
 void emq__sentinel_pick_text(const emq__sentinel_pick *pick, char *out,
                              size_t size);
-/* Closes w's connection; w is then none, not lost. */
+/* Makes w an empty watch (no connection, not lost): once, before use. */
+void emq__sentinel_watch_init(emq__sentinel_watch *w);
+/* Closes w's connections; w is then none, not lost. */
 void emq__sentinel_watch_close(emq__sentinel_watch *w);
+/* Makes conn (a Sentinel connection subscribed to the channels, NULL:
+ * none) the named one of w, at at (host borrowed from the URL), with the
+ * failover-timeout failover_ms the Sentinels gave (0: unknown). */
+void emq__sentinel_watch_set(emq__sentinel_watch *w, emq_conn_t *conn,
+                             const emq__hostport *at, int64_t failover_ms);
+/* Opens w's ears: a connection, subscribed to the channels, to each
+ * Sentinel of url that w does not hear yet, within SENTINEL_REOPEN_MS
+ * each (best effort: one that cannot be opened is tried again later). */
+void emq__sentinel_watch_listen(emq__sentinel_watch *w,
+                                const emq__conn_options *opt,
+                                const emq__url *url,
+                                const struct emq__tls_opts *tls);
 /* Makes w a watch that was lost at now: reopened from the next
  * Sentinel on, after a backoff (first at once). */
 void emq__sentinel_watch_lose(emq__sentinel_watch *w);
-/* The descriptor to wait on for w's news; -1 without a watch or once it
- * switched. */
+/* The descriptor to wait on for w's news (readable when any of its
+ * connections is); -1 without a watch or once it switched. */
 int emq__sentinel_watch_fd(const emq__sentinel_watch *w);
-/* Reads what w's Sentinel sent (without waiting) and sets w->switched
- * when it announced a switch of the master of opt and url to another
- * primary than url's, or sent something unreadable. Announcements of
- * other masters the same Sentinels watch, and of a switch to the primary
- * url is already on (resolved while the failover was being announced),
- * are read and dropped: they need no reconnect. A Sentinel that closed
- * leaves w lost (emq__sentinel_watch_lose, logged once through
- * opt->log): the data connection is kept. w has a connection. */
+/* Reads what w's Sentinels sent (without waiting): sets w->switched
+ * when one announced a switch of the master of opt and url to another
+ * primary than url's, or sent something unreadable; starts or ends the
+ * hold of a failover begun, ended or aborted. Announcements of other
+ * masters the same Sentinels watch, and of a switch to the primary url
+ * is already on (resolved while the failover was being announced), are
+ * read and dropped. The named Sentinel's end leaves w lost
+ * (emq__sentinel_watch_lose, told once through opt->log); an ear's end
+ * closes it (opened again later). The data connection is kept. */
 void emq__sentinel_watch_news(emq__sentinel_watch *w,
                               const emq__conn_options *opt,
                               const emq__url *url);
 /* 1 when w announced a switch of the master away from url's primary
- * (reads what it sent, without waiting); 0 without a watch. A lost watch
- * whose reopen is due is reopened first (emq__sentinel_watch_mend). */
+ * (reads what they sent, without waiting); 0 without a watch. A lost
+ * watch whose reopen is due is reopened first, and missing ears opened
+ * (emq__sentinel_watch_mend). */
 int emq__sentinel_watch_switched(emq__sentinel_watch *w,
                                  const emq__conn_options *opt,
                                  const emq__url *url,
                                  const struct emq__tls_opts *tls);
+/* When a failover heard begun stops holding commands (its start plus the
+ * Sentinels' failover-timeout, 180 s when unknown); 0 when none is under
+ * way (or w switched: nothing to hold, resolve again). */
+int64_t emq__sentinel_watch_hold_until(const emq__sentinel_watch *w);
+/* A failover held past hold_until: stop holding (told once through
+ * opt->log: commands go where the Sentinels point). */
+void emq__sentinel_watch_hold_over(emq__sentinel_watch *w,
+                                   const emq__conn_options *opt,
+                                   const emq__url *url);
 /* A lost watch whose reopen is due: asks one Sentinel (the next in turn,
- * within SENTINEL_REOPEN_MS) for the primary, watching it before the
- * question. Naming url's primary: w watches it again (told at info
- * level when the loss was told). Naming another: w->switched. No answer:
- * the next Sentinel after a backoff (up to 10 s). Blocks for at most
- * that one question; the data connection is never touched. */
+ * within SENTINEL_REOPEN_MS) for the primary, subscribed before the
+ * question. Naming url's primary: w watches it again (told at info level).
+ * Naming another: w->switched. No answer: the next Sentinel after a
+ * backoff (up to 10 s). Also opens missing ears when due. Blocks for at
+ * most one question per Sentinel asked; the data connection is never
+ * touched. */
 void emq__sentinel_watch_mend(emq__sentinel_watch *w,
                               const emq__conn_options *opt, const emq__url *url,
                               const struct emq__tls_opts *tls);

@@ -90,44 +90,77 @@ void emq__sentinel_to_back(emq__url *u, const char *host, int port) {
     }
 }
 
-int emq__sentinel_switch_of(const emq_reply *r, const char *master, char *host,
-                            size_t size, int *port) {
-    char kind[16], channel[32], payload[512];
+const char *const emq__sentinel_channels[EMQ_SENTINEL_CHANNELS] = {
+    "+switch-master",
+    "+promoted-slave",
+    "+try-failover",
+    "+elected-leader",
+    "+failover-state-select-slave",
+    "+selected-slave",
+    "+failover-state-send-slaveof-noone",
+    "+failover-state-wait-promotion",
+    "-failover-abort-not-elected",
+    "-failover-abort-no-good-slave",
+    "-failover-abort-slave-timeout",
+    "+failover-end",
+    "+failover-end-for-timeout"};
+
+/* What a message on channel means; EMQ_SENTINEL_UNREADABLE for another. */
+static emq__sentinel_news channel_news(const char *channel) {
+    for (int i = 0; i < EMQ_SENTINEL_CHANNELS; i++)
+        if (strcmp(channel, emq__sentinel_channels[i]) == 0)
+            return i < 2 ? EMQ_SENTINEL_SWITCH
+                   : channel[0] == '-' ||
+                           strncmp(channel, "+failover-end", 13) == 0
+                       ? EMQ_SENTINEL_ENDED
+                       : EMQ_SENTINEL_BEGUN;
+    return EMQ_SENTINEL_UNREADABLE;
+}
+
+emq__sentinel_news emq__sentinel_news_of(const emq_reply *r, const char *master,
+                                         char *host, size_t size, int *port) {
+    char kind[16], channel[48], payload[512];
     if (size > 0)
         host[0] = '\0';
     *port = 0;
     if (emq_reply_kind(r) != EMQ_REPLY_ARRAY || emq_reply_len(r) != 3 ||
         !copy_str(emq_reply_at(r, 0), kind, sizeof kind))
-        return -1;
+        return EMQ_SENTINEL_UNREADABLE;
     if (strcmp(kind, "subscribe") == 0)
-        return 0; /* the confirmation of a channel */
+        return EMQ_SENTINEL_NONE; /* the confirmation of a channel */
     if (strcmp(kind, "message") != 0 ||
         !copy_str(emq_reply_at(r, 1), channel, sizeof channel) ||
         !copy_str(emq_reply_at(r, 2), payload, sizeof payload))
-        return -1;
-    /* +switch-master: "<name> <old ip> <old port> <new ip> <new port>";
-     * +promoted-slave (the failover's leader, before it announces the
-     * switch): "slave <ip>:<port> <ip> <port> @ <name> <ip> <port>". */
-    const char *name = payload, *addr;
-    if (strcmp(channel, "+promoted-slave") == 0) {
-        const char *at = strstr(payload, " @ ");
-        if (at == NULL)
-            return -1;
-        name = at + 3;
-        addr = strchr(payload, ' ');
-        addr = addr ? strchr(addr + 1, ' ') : NULL; /* past "slave ip:port" */
-    } else if (strcmp(channel, "+switch-master") == 0) {
+        return EMQ_SENTINEL_UNREADABLE;
+    emq__sentinel_news news = channel_news(channel);
+    if (news == EMQ_SENTINEL_UNREADABLE)
+        return news;
+    /* An event of the master itself: "master <name> <ip> <port>"; of a
+     * replica: "slave <ip>:<port> <ip> <port> @ <name> <ip> <port>";
+     * +switch-master: "<name> <old ip> <old port> <new ip> <new port>". */
+    const char *name = payload, *addr = NULL;
+    int is_switch = strcmp(channel, "+switch-master") == 0;
+    const char *at = strstr(payload, " @ ");
+    if (is_switch) {
         addr = payload; /* past the name and the old address */
         for (int skip = 0; addr != NULL && skip < 3; skip++) {
             addr = strchr(addr, ' ');
             addr = addr ? addr + 1 : NULL;
         }
+    } else if (at != NULL) {
+        name = at + 3;
+        addr = strchr(payload, ' ');
+        addr = addr ? strchr(addr + 1, ' ') : NULL; /* past "slave ip:port" */
+    } else if (strncmp(payload, "master ", 7) == 0) {
+        name = payload + 7;
     } else {
-        return -1;
+        return EMQ_SENTINEL_UNREADABLE;
     }
     size_t n = strcspn(name, " ");
     if (master == NULL || strlen(master) != n || memcmp(name, master, n) != 0)
-        return 0;
+        return EMQ_SENTINEL_NONE;
+    if (news != EMQ_SENTINEL_SWITCH)
+        return news;
     char ip[256];
     int p = 0;
     if (addr != NULL && sscanf(addr, " %255s %d", ip, &p) == 2 && p > 0 &&
@@ -135,7 +168,7 @@ int emq__sentinel_switch_of(const emq_reply *r, const char *master, char *host,
         memcpy(host, ip, strlen(ip) + 1);
         *port = p;
     }
-    return 1;
+    return news;
 }
 
 /* The value of field name in a flat field/value array (RESP2) or a map
@@ -149,6 +182,24 @@ static const emq_reply *field_of(const emq_reply *r, const char *name) {
             return emq_reply_at(r, i + 1);
     }
     return NULL;
+}
+
+int64_t emq__sentinel_failover_timeout(const emq_reply *r) {
+    const emq_reply *v = field_of(r, "failover-timeout");
+    if (v == NULL)
+        return 0;
+    char text[24];
+    if (emq_reply_kind(v) == EMQ_REPLY_INTEGER)
+        return emq_reply_integer(v) > 0 ? emq_reply_integer(v) : 0;
+    if (!copy_str(v, text, sizeof text))
+        return 0;
+    long long ms = 0;
+    for (const char *c = text; *c; c++) {
+        if (*c < '0' || *c > '9' || ms > 1000000000000LL)
+            return 0;
+        ms = ms * 10 + (*c - '0');
+    }
+    return ms;
 }
 
 /* One side of an address_map entry, text[0..n), into out. */

@@ -29,6 +29,8 @@
 #include <poll.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/epoll.h>
+#include <unistd.h>
 
 /* How long one Sentinel has to answer (the client spec: a short timeout,
  * then the next one). */
@@ -78,13 +80,15 @@ static emq_status sentinel_open(const emq__conn_options *opt,
     return emq__conn_open(&o, out, why);
 }
 
-/* A connection to the Sentinel at, subscribed to +switch-master and
- * +promoted-slave; NULL when it could not be set up (best effort: without
- * it a switch is still found through the old primary's replies or its
- * end). +promoted-slave comes from the failover's leader seconds before
- * its +switch-master, once the new primary takes writes (a requested
- * failover announces the switch only when the other replicas follow it);
- * the old primary takes writes until then. */
+/* A connection to the Sentinel at, subscribed to emq__sentinel_channels
+ * (the confirmations of all but the first are read as news, and
+ * dropped); NULL when it could not be set up (best effort: without it a
+ * switch is still found through the old primary's replies or its end).
+ * +promoted-slave comes from the failover's leader seconds before its
+ * +switch-master, once the new primary takes writes (a requested
+ * failover announces the switch only when the other replicas follow
+ * it); the old primary takes writes until then, and from its replica's
+ * promotion on they are lost: the leader's steps before it start a hold. */
 static emq_conn_t *watch_open(const emq__conn_options *opt, const emq__url *url,
                               const struct emq__tls_opts *tls,
                               const emq__hostport *at, int64_t deadline) {
@@ -92,9 +96,13 @@ static emq_conn_t *watch_open(const emq__conn_options *opt, const emq__url *url,
     emq_conn_t *w;
     if (sentinel_open(opt, url, tls, at, deadline, &w, &ignored) != EMQ_OK)
         return NULL;
-    const char *sub[] = {"SUBSCRIBE", "+switch-master", "+promoted-slave"};
+    const char *sub[1 + EMQ_SENTINEL_CHANNELS] = {"SUBSCRIBE"};
+    for (int i = 0; i < EMQ_SENTINEL_CHANNELS; i++)
+        sub[1 + i] = emq__sentinel_channels[i];
+    /* One confirmation per channel; the first says it took. */
     emq_reply *r = NULL;
-    if (emq_conn_command(w, 3, sub, NULL, &r, &ignored) != EMQ_OK ||
+    if (emq_conn_command(w, 1 + EMQ_SENTINEL_CHANNELS, sub, NULL, &r,
+                         &ignored) != EMQ_OK ||
         emq_reply_kind(r) != EMQ_REPLY_ARRAY) {
         emq_conn_destroy(w);
         w = NULL;
@@ -114,8 +122,9 @@ static int sentinel_ask(const emq__conn_options *opt, const emq__url *url,
                         emq__url *learn, const struct emq__tls_opts *tls,
                         const emq__hostport *at, int64_t deadline, char *host,
                         size_t size, int *port, emq_conn_t **watch,
-                        emq_error *why) {
+                        int64_t *failover_ms, emq_error *why) {
     char addr[300];
+    *failover_ms = 0;
     emq__conn_endpoint_name(at->host, at->port, addr, sizeof addr);
     *watch = NULL;
     emq_conn_t *s;
@@ -140,9 +149,15 @@ static int sentinel_ask(const emq__conn_options *opt, const emq__url *url,
         }
     }
     emq_reply_free(r);
+    emq_error ignored;
+    if (found == 1) { /* the failover-timeout that bounds a hold */
+        const char *master[] = {"SENTINEL", "master", name};
+        if (emq_conn_command(s, 3, master, NULL, &r, &ignored) == EMQ_OK)
+            *failover_ms = emq__sentinel_failover_timeout(r);
+        emq_reply_free(r);
+    }
     if (found == 1 && learn) { /* the other Sentinels (optional) */
         const char *peers[] = {"SENTINEL", "sentinels", name};
-        emq_error ignored;
         if (emq_conn_command(s, 3, peers, NULL, &r, &ignored) == EMQ_OK)
             emq__sentinel_learn(learn, r, opt->sentinel_address_map);
         emq_reply_free(r);
@@ -199,6 +214,7 @@ emq_status emq__sentinel_resolve(const emq__conn_options *opt, emq__url *url,
                                  emq_error *err) {
     emq__url *u = url;
     pick->n = pick->asked = pick->answered = 0;
+    pick->failover_ms = 0;
     const char *name = emq__sentinel_master_name(opt, url);
     if (name == NULL || name[0] == '\0')
         return emq__error_set(err, EMQ_EINVAL, 0,
@@ -222,8 +238,11 @@ emq_status emq__sentinel_resolve(const emq__conn_options *opt, emq__url *url,
         char host[256];
         int port = 0;
         emq_conn_t *w;
+        int64_t failover_ms;
         int found = sentinel_ask(opt, url, url, tls, &order[i], deadline, host,
-                                 sizeof host, &port, &w, &last);
+                                 sizeof host, &port, &w, &failover_ms, &last);
+        if (failover_ms > pick->failover_ms)
+            pick->failover_ms = failover_ms;
         pick->asked++;
         reached += found >= 0;
         if (found != 1)
@@ -288,24 +307,103 @@ void emq__sentinel_pick_text(const emq__sentinel_pick *pick, char *out,
     }
 }
 
-void emq__sentinel_watch_close(emq__sentinel_watch *w) {
-    emq_conn_destroy(w->conn);
-    w->conn = NULL;
-    w->switched = 0;
-    w->lost_at = 0;
-    w->reopens = 0;
-}
-
 /* The first reopen of a lost watch comes at once; then after these
- * (equal jitter). */
+ * (equal jitter). Missing ears are opened again after the longest. */
 #define WATCH_REOPEN_MIN_MS 200
 #define WATCH_REOPEN_MAX_MS 10000
 /* How long a reopen waits for its Sentinel: it runs on the data path (a
  * command waits for it), so shorter than a resolution's question. */
 #define SENTINEL_REOPEN_MS 250
+/* A hold's bound when the Sentinels did not give their failover-timeout
+ * (Sentinel's default). */
+#define FAILOVER_TIMEOUT_DEFAULT_MS 180000
+
+void emq__sentinel_watch_init(emq__sentinel_watch *w) {
+    memset(w, 0, sizeof *w);
+    w->epfd = -1;
+}
+
+/* Adds c to w's epoll set (made on first use; without one, news is read
+ * only when asked for). */
+static void watch_add(emq__sentinel_watch *w, emq_conn_t *c) {
+    if (c == NULL)
+        return;
+    if (w->epfd < 0)
+        w->epfd = epoll_create1(EPOLL_CLOEXEC);
+    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = c};
+    if (w->epfd >= 0)
+        (void)epoll_ctl(w->epfd, EPOLL_CTL_ADD, emq_conn_fd(c), &ev);
+}
+
+/* Takes c out of w's epoll set and closes it. */
+static void watch_drop(emq__sentinel_watch *w, emq_conn_t *c) {
+    if (c != NULL && w->epfd >= 0)
+        (void)epoll_ctl(w->epfd, EPOLL_CTL_DEL, emq_conn_fd(c), NULL);
+    emq_conn_destroy(c);
+}
+
+void emq__sentinel_watch_close(emq__sentinel_watch *w) {
+    watch_drop(w, w->conn);
+    w->conn = NULL;
+    for (size_t i = 0; i < w->nears; i++)
+        watch_drop(w, w->ears[i]);
+    w->nears = 0;
+    if (w->epfd >= 0)
+        close(w->epfd);
+    w->epfd = -1;
+    w->switched = 0;
+    w->failover_at = 0;
+    w->listen_at = 0;
+    w->lost_at = 0;
+    w->reopens = 0;
+}
+
+void emq__sentinel_watch_set(emq__sentinel_watch *w, emq_conn_t *conn,
+                             const emq__hostport *at, int64_t failover_ms) {
+    watch_drop(w, w->conn);
+    w->conn = conn;
+    w->at = *at;
+    w->failover_ms = failover_ms;
+    w->lost_at = 0;
+    w->reopens = 0;
+    emq__conn_endpoint_name(at->host, at->port, w->by, sizeof w->by);
+    watch_add(w, conn);
+}
+
+/* 1 when w hears the Sentinel at already (named or an ear). */
+static int hears(const emq__sentinel_watch *w, const emq__hostport *at) {
+    if (w->at.host == at->host && w->at.port == at->port)
+        return 1;
+    for (size_t i = 0; i < w->nears; i++)
+        if (w->ears_at[i].host == at->host && w->ears_at[i].port == at->port)
+            return 1;
+    return 0;
+}
+
+void emq__sentinel_watch_listen(emq__sentinel_watch *w,
+                                const emq__conn_options *opt,
+                                const emq__url *url,
+                                const struct emq__tls_opts *tls) {
+    int missing = 0;
+    for (size_t k = 0; k < url->nsentinels; k++) {
+        const emq__hostport *at = &url->sentinels[k];
+        if (hears(w, at) || w->nears == EMQ_SENTINELS_MAX)
+            continue;
+        emq_conn_t *c =
+            watch_open(opt, url, tls, at, emq__now_ms() + SENTINEL_REOPEN_MS);
+        if (c == NULL) {
+            missing++;
+            continue;
+        }
+        w->ears[w->nears] = c;
+        w->ears_at[w->nears++] = *at;
+        watch_add(w, c);
+    }
+    w->listen_at = missing ? emq__now_ms() + WATCH_REOPEN_MAX_MS : 0;
+}
 
 void emq__sentinel_watch_lose(emq__sentinel_watch *w) {
-    emq_conn_destroy(w->conn);
+    watch_drop(w, w->conn);
     w->conn = NULL;
     w->switched = 0;
     w->lost_at = emq__now_ms();
@@ -317,7 +415,7 @@ void emq__sentinel_watch_lose(emq__sentinel_watch *w) {
 }
 
 int emq__sentinel_watch_fd(const emq__sentinel_watch *w) {
-    return w->conn != NULL && !w->switched ? emq_conn_fd(w->conn) : -1;
+    return (w->conn != NULL || w->nears > 0) && !w->switched ? w->epfd : -1;
 }
 
 /* 1 when host:port, as a Sentinel announced it, is the primary url is on
@@ -332,31 +430,81 @@ static int is_current(const emq__conn_options *opt, const emq__url *url,
            strcmp(host, url->host) == 0;
 }
 
-void emq__sentinel_watch_news(emq__sentinel_watch *w,
-                              const emq__conn_options *opt,
-                              const emq__url *url) {
-    int ended = emq__conn_read_now(w->conn) != 0;
+/* Reads what the Sentinel by sent on c (without waiting) into w's state;
+ * 1 when c ended. */
+static int news_of_one(emq__sentinel_watch *w, emq_conn_t *c, const char *by,
+                       const emq__conn_options *opt, const emq__url *url) {
+    int ended = emq__conn_read_now(c) != 0;
+    const char *name = emq__sentinel_master_name(opt, url);
+    char primary[300];
+    emq__conn_endpoint_name(url->host ? url->host : "", url->port, primary,
+                            sizeof primary);
     while (!w->switched) {
         emq_reply *r = NULL;
         emq_error e;
-        emq_status st = emq__conn_take_read(w->conn, &r, &e);
+        emq_status st = emq__conn_take_read(c, &r, &e);
         if (st == EMQ_EAGAIN)
             break;
         char host[256];
         int port = 0;
-        int ours = st == EMQ_OK ? emq__sentinel_switch_of(
-                                      r, emq__sentinel_master_name(opt, url),
-                                      host, sizeof host, &port)
-                                : -1;
+        emq__sentinel_news news =
+            st == EMQ_OK
+                ? emq__sentinel_news_of(r, name, host, sizeof host, &port)
+                : EMQ_SENTINEL_UNREADABLE;
         emq_reply_free(r);
-        /* Unreadable, or ours to another primary (or to one it does not
-         * say: resolve again to be sure). */
-        if (ours < 0 ||
-            (ours == 1 &&
-             (port == 0 || !is_current(opt, url, host, sizeof host, port))))
+        if (news == EMQ_SENTINEL_SWITCH && port != 0 &&
+            is_current(opt, url, host, sizeof host, port)) {
+            w->failover_at = 0; /* done: the primary in use is the new one */
+        } else if (news == EMQ_SENTINEL_SWITCH ||
+                   news == EMQ_SENTINEL_UNREADABLE) {
+            /* Unreadable, or ours to another primary (or to one it does
+             * not say: resolve again to be sure). */
             w->switched = 1;
+            w->announced[0] = '\0';
+            if (news == EMQ_SENTINEL_SWITCH && port != 0)
+                emq__conn_endpoint_name(host, port, w->announced,
+                                        sizeof w->announced);
+        } else if (news == EMQ_SENTINEL_BEGUN && w->failover_at == 0) {
+            w->failover_at = emq__now_ms();
+            snprintf(w->failover_by, sizeof w->failover_by, "%s", by);
+            emq__log_to(&opt->log, EMQ_LOG_INFO,
+                        "Sentinel %s began a failover of '%.100s': commands "
+                        "to %s wait for its switch (at most %lld ms)",
+                        by, name, primary,
+                        (long long)(w->failover_ms > 0
+                                        ? w->failover_ms
+                                        : FAILOVER_TIMEOUT_DEFAULT_MS));
+        } else if (news == EMQ_SENTINEL_ENDED && w->failover_at != 0) {
+            emq__log_to(&opt->log, EMQ_LOG_INFO,
+                        "Sentinel %s ended the failover of '%.100s' after "
+                        "%lld ms; commands go on to %s",
+                        by, name, (long long)(emq__now_ms() - w->failover_at),
+                        primary);
+            w->failover_at = 0;
+        }
     }
-    if (!ended || w->switched)
+    return ended;
+}
+
+void emq__sentinel_watch_news(emq__sentinel_watch *w,
+                              const emq__conn_options *opt,
+                              const emq__url *url) {
+    for (size_t i = 0; i < w->nears && !w->switched;) {
+        char by[300];
+        emq__conn_endpoint_name(w->ears_at[i].host, w->ears_at[i].port, by,
+                                sizeof by);
+        if (!news_of_one(w, w->ears[i], by, opt, url) || w->switched) {
+            i++;
+            continue;
+        }
+        /* An ear that ended: heard again once it answers. */
+        watch_drop(w, w->ears[i]);
+        w->ears[i] = w->ears[w->nears - 1];
+        w->ears_at[i] = w->ears_at[--w->nears];
+        w->listen_at = emq__now_ms() + WATCH_REOPEN_MIN_MS;
+    }
+    if (w->conn == NULL || w->switched ||
+        !news_of_one(w, w->conn, w->by, opt, url) || w->switched)
         return;
     /* The Sentinel went away, not the primary: keep the connection. */
     char primary[300];
@@ -369,20 +517,19 @@ void emq__sentinel_watch_news(emq__sentinel_watch *w,
     emq__sentinel_watch_lose(w);
 }
 
-void emq__sentinel_watch_mend(emq__sentinel_watch *w,
-                              const emq__conn_options *opt, const emq__url *url,
-                              const struct emq__tls_opts *tls) {
-    int64_t now = emq__now_ms();
-    if (w->conn != NULL || w->lost_at == 0 || w->switched ||
-        now < w->reopen_at || url->nsentinels == 0 || url->host == NULL)
-        return;
+/* The named Sentinel lost: asks the next one in turn for the primary. */
+static void reopen(emq__sentinel_watch *w, const emq__conn_options *opt,
+                   const emq__url *url, const struct emq__tls_opts *tls,
+                   int64_t now) {
     const emq__hostport *at = &url->sentinels[w->next % url->nsentinels];
     char host[256], by[300], primary[300];
     int port = 0;
     emq_conn_t *watch = NULL;
+    int64_t failover_ms = 0;
     emq_error why;
     int found = sentinel_ask(opt, url, NULL, tls, at, now + SENTINEL_REOPEN_MS,
-                             host, sizeof host, &port, &watch, &why);
+                             host, sizeof host, &port, &watch, &failover_ms,
+                             &why);
     emq__conn_endpoint_name(at->host, at->port, by, sizeof by);
     emq__conn_endpoint_name(url->host, url->port, primary, sizeof primary);
     const char *name = emq__sentinel_master_name(opt, url);
@@ -391,10 +538,18 @@ void emq__sentinel_watch_mend(emq__sentinel_watch *w,
                     "Sentinel %s names %s, the primary in use, for master "
                     "'%.100s': watching it again after %lld ms",
                     by, primary, name, (long long)(now - w->lost_at));
-        w->conn = watch;
-        w->lost_at = 0;
-        w->reopens = 0;
-        snprintf(w->by, sizeof w->by, "%s", by);
+        /* An ear on the same Sentinel is not needed twice. */
+        for (size_t i = 0; i < w->nears; i++)
+            if (w->ears_at[i].host == at->host &&
+                w->ears_at[i].port == at->port) {
+                watch_drop(w, w->ears[i]);
+                w->ears[i] = w->ears[w->nears - 1];
+                w->ears_at[i] = w->ears_at[--w->nears];
+                break;
+            }
+        emq__sentinel_watch_set(w, watch, at,
+                                failover_ms ? failover_ms : w->failover_ms);
+        w->listen_at = now; /* and the others, once they answer */
         return;
     }
     emq_conn_destroy(watch);
@@ -406,6 +561,7 @@ void emq__sentinel_watch_mend(emq__sentinel_watch *w,
                     "%s in use: resolving again",
                     by, named, name, primary);
         w->switched = 1;
+        snprintf(w->announced, sizeof w->announced, "%s", named);
         return;
     }
     w->next++;
@@ -415,17 +571,49 @@ void emq__sentinel_watch_mend(emq__sentinel_watch *w,
     w->reopens++;
 }
 
+void emq__sentinel_watch_mend(emq__sentinel_watch *w,
+                              const emq__conn_options *opt, const emq__url *url,
+                              const struct emq__tls_opts *tls) {
+    int64_t now = emq__now_ms();
+    if (w->switched || url->nsentinels == 0 || url->host == NULL)
+        return;
+    if (w->conn == NULL && w->lost_at != 0 && now >= w->reopen_at)
+        reopen(w, opt, url, tls, now);
+    if (!w->switched && w->listen_at != 0 && now >= w->listen_at)
+        emq__sentinel_watch_listen(w, opt, url, tls);
+}
+
 int emq__sentinel_watch_switched(emq__sentinel_watch *w,
                                  const emq__conn_options *opt,
                                  const emq__url *url,
                                  const struct emq__tls_opts *tls) {
-    if (w->conn == NULL)
-        emq__sentinel_watch_mend(w, opt, url, tls);
-    int fd = w->conn != NULL ? emq_conn_fd(w->conn) : -1;
-    if (fd >= 0 && !w->switched) {
+    emq__sentinel_watch_mend(w, opt, url, tls);
+    int fd = emq__sentinel_watch_fd(w);
+    if (fd >= 0) {
         struct pollfd p = {.fd = fd, .events = POLLIN};
         if (poll(&p, 1, 0) > 0)
             emq__sentinel_watch_news(w, opt, url);
     }
     return w->switched;
+}
+
+int64_t emq__sentinel_watch_hold_until(const emq__sentinel_watch *w) {
+    if (w->failover_at == 0 || w->switched)
+        return 0;
+    return w->failover_at +
+           (w->failover_ms > 0 ? w->failover_ms : FAILOVER_TIMEOUT_DEFAULT_MS);
+}
+
+void emq__sentinel_watch_hold_over(emq__sentinel_watch *w,
+                                   const emq__conn_options *opt,
+                                   const emq__url *url) {
+    char primary[300];
+    emq__conn_endpoint_name(url->host ? url->host : "", url->port, primary,
+                            sizeof primary);
+    emq__log_to(&opt->log, EMQ_LOG_WARNING,
+                "the failover of '%.100s' that Sentinel %s began %lld ms ago "
+                "has not switched or ended: commands go to %s again",
+                emq__sentinel_master_name(opt, url), w->failover_by,
+                (long long)(emq__now_ms() - w->failover_at), primary);
+    w->failover_at = 0;
 }

@@ -74,6 +74,7 @@ struct emq_peer {
     int named_port;          /* SENTINEL: the primary it names now */
     int switch_to;           /* SENTINEL: a switch asked, not yet sent */
     int asked;               /* SENTINEL: get-master-addr-by-name answered */
+    char publish[512];       /* SENTINEL: a message to send ("" none) */
     char *flood_block;       /* REPLY_FLOOD: flood units, FLOOD_BLOCK bytes */
     long long flooded;       /* bytes of it sent */
     peer_conn conns[MAX_CONNS]; /* owned by the peer thread */
@@ -204,6 +205,15 @@ static int bytes_hold(const char *buf, size_t n, const char *word) {
     return 0;
 }
 
+/* SENTINEL: sends the RESP message msg to every subscribed connection.
+ * The peer thread. */
+static void sentinel_send_all(emq_peer *p, const char *msg) {
+    for (int i = 0; i < MAX_CONNS; i++)
+        if (p->conns[i].fd >= 0 && p->conns[i].subscribed &&
+            send_str(p->conns[i].fd, msg) != 0)
+            conn_close(&p->conns[i]);
+}
+
 /* SENTINEL: announces a switch of its master from the primary it names
  * to port on every subscribed connection; names port from then on. The
  * peer thread. */
@@ -219,10 +229,7 @@ static void sentinel_announce(emq_peer *p, int port) {
              "*3\r\n$7\r\nmessage\r\n$14\r\n+switch-master\r\n$%d\r\n%s"
              "\r\n",
              n, payload);
-    for (int i = 0; i < MAX_CONNS; i++)
-        if (p->conns[i].fd >= 0 && p->conns[i].subscribed &&
-            send_str(p->conns[i].fd, msg) != 0)
-            conn_close(&p->conns[i]);
+    sentinel_send_all(p, msg);
 }
 
 /* SENTINEL: answers the command of `used` bytes at cmd (named name) on c.
@@ -251,8 +258,18 @@ static int sentinel_serve(emq_peer *p, peer_conn *c, const char *name,
                                                      : "+OK\r\n";
         return send_str(c->fd, answer);
     }
-    if (!bytes_hold(cmd, used, "get-master-addr-by-name"))
+    if (bytes_hold(cmd, used, "sentinels"))
         return send_str(c->fd, "*0\r\n"); /* SENTINEL sentinels: none */
+    if (!bytes_hold(cmd, used, "get-master-addr-by-name")) {
+        /* SENTINEL master: its failover-timeout, when given. */
+        if (p->opts.failover_timeout_ms <= 0)
+            return send_str(c->fd, "*0\r\n");
+        char ms[24];
+        int m = snprintf(ms, sizeof ms, "%d", p->opts.failover_timeout_ms);
+        snprintf(out, sizeof out,
+                 "*2\r\n$16\r\nfailover-timeout\r\n$%d\r\n%s\r\n", m, ms);
+        return send_str(c->fd, out);
+    }
     pthread_mutex_lock(&p->mu);
     int port = p->named_port, first = p->asked++ == 0;
     pthread_mutex_unlock(&p->mu);
@@ -435,6 +452,9 @@ static int apply_control(emq_peer *p, int *frozen, int *pace_ms) {
     pthread_mutex_lock(&p->mu);
     int stop = p->stop, drop = p->drop, stall = p->stall_open;
     int switch_to = p->switch_to;
+    char publish[sizeof p->publish];
+    memcpy(publish, p->publish, sizeof publish);
+    p->publish[0] = '\0';
     p->drop = 0;
     p->stall_open = 0;
     p->switch_to = 0;
@@ -451,6 +471,8 @@ static int apply_control(emq_peer *p, int *frozen, int *pace_ms) {
                 p->conns[i].stalled = 1;
     if (switch_to > 0)
         sentinel_announce(p, switch_to);
+    if (publish[0] != '\0')
+        sentinel_send_all(p, publish);
     pthread_mutex_lock(&p->mu);
     p->applied = p->requested;
     pthread_cond_broadcast(&p->cv);
@@ -693,6 +715,16 @@ void emq_peer_sentinel_switch(emq_peer *p, int port) {
 }
 
 int emq_peer_sentinel_asked(const emq_peer *p) { return counter(p, &p->asked); }
+
+void emq_peer_sentinel_publish(emq_peer *p, const char *channel,
+                               const char *payload) {
+    pthread_mutex_lock(&p->mu);
+    snprintf(p->publish, sizeof p->publish,
+             "*3\r\n$7\r\nmessage\r\n$%zu\r\n%s\r\n$%zu\r\n%s\r\n",
+             strlen(channel), channel, strlen(payload), payload);
+    pthread_mutex_unlock(&p->mu);
+    control(p, 0, -1);
+}
 
 void emq_peer_pace(emq_peer *p, int ms) { request(p, &p->pace_ms, ms); }
 

@@ -50,7 +50,9 @@ typedef struct emq_peer_opts {
     int flood_pace_ms;   /* pause after each 64 KiB of flood (0: none) */
     const char *sentinel_master; /* SENTINEL: the master's name */
     int primary_port;            /* SENTINEL: the primary it names first */
-    int switch_to_port; /* SENTINEL: 0, or switch after the first answer */
+    int switch_to_port;      /* SENTINEL: 0, or switch after the first answer */
+    int failover_timeout_ms; /* SENTINEL: given in SENTINEL master (0: an
+                                empty reply) */
 } emq_peer_opts;
 
 typedef struct emq_peer emq_peer;
@@ -91,6 +93,11 @@ void emq_peer_pace(emq_peer *p, int ms);
  * names to 127.0.0.1:port on every subscribed connection, and names that
  * one from now on. Returns once sent (bounded). */
 void emq_peer_sentinel_switch(emq_peer *p, int port);
+/* SENTINEL: sends a message on channel (e.g. "+try-failover", payload
+ * "master mymaster 127.0.0.1 6379") to every subscribed connection.
+ * Returns once sent (bounded). */
+void emq_peer_sentinel_publish(emq_peer *p, const char *channel,
+                               const char *payload);
 /* SENTINEL: get-master-addr-by-name questions answered so far. */
 int emq_peer_sentinel_asked(const emq_peer *p);
 

@@ -175,6 +175,26 @@ static inline void start_pool(pool_thread *t, emq_pool_t *pool) {
     ASSERT(pthread_create(&t->thread, NULL, run_pool_thread, t) == 0);
 }
 
+/* 1 when r handled, for each of the n numbers in values, an entry whose
+ * first field's value is one character then that number ("e17"). */
+static inline int recorder_handled_values(recorder *r, const int *values,
+                                          int n) {
+    enum { MOST = 2 * REC_MAX };
+    static unsigned char seen[MOST];
+    memset(seen, 0, sizeof seen);
+    pthread_mutex_lock(&r->lock);
+    for (size_t i = 0; i < r->n; i++) {
+        int k = atoi(r->values[i] + 1);
+        if (k >= 0 && k < MOST)
+            seen[k] = 1;
+    }
+    pthread_mutex_unlock(&r->lock);
+    for (int i = 0; i < n; i++)
+        if (values[i] < 0 || values[i] >= MOST || !seen[values[i]])
+            return 0;
+    return 1;
+}
+
 /* Waits (bounded) until r has seen n entries. */
 static inline void wait_for(recorder *r, size_t n, int timeout_ms) {
     timeout_ms = emq_test_ms(timeout_ms);

@@ -138,6 +138,17 @@ static inline emq_conf_t *ha_conf(const ha *h) {
     return conf;
 }
 
+/* ha_conf for a consumer: group "g", consumer "w1", from the head,
+ * block_ms block_ms. */
+static inline emq_conf_t *ha_consumer_conf(const ha *h, const char *block_ms) {
+    emq_conf_t *conf = ha_conf(h);
+    conf_set(conf, "group", "g");
+    conf_set(conf, "consumer", "w1");
+    conf_set(conf, "start", "head");
+    conf_set(conf, "block_ms", block_ms);
+    return conf;
+}
+
 static inline long long stream_len(const emq_srv *s) {
     char out[64];
     emq_srv_cmd(s, out, sizeof out, "XLEN", "emq:{ha}", NULL);

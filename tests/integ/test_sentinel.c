@@ -688,11 +688,7 @@ TEST_TIMEOUT(sentinel_every_consumer_mode_rides_two_failovers, 240) {
 TEST_TIMEOUT(sentinel_blocked_read_leaves_a_stopped_primary, 150) {
     static ha h;
     ha_start(&h);
-    emq_conf_t *conf = ha_conf(&h);
-    conf_set(conf, "group", "g");
-    conf_set(conf, "consumer", "w1");
-    conf_set(conf, "start", "head");
-    conf_set(conf, "block_ms", "20000");
+    emq_conf_t *conf = ha_consumer_conf(&h, "20000");
     conf_set(conf, "command_timeout_ms", "60000");
     conf_set(conf, "claim.min_idle_ms", "3000");
     conf_set(conf, "lease.ttl_ms", "61000");

@@ -74,23 +74,6 @@ static void produce_for(emq_producer_t *p, ledger *l, int64_t ms) {
     }
 }
 
-/* 1 when r handled every value l confirmed. */
-static int handled_all(recorder *r, const ledger *l) {
-    static unsigned char seen[LEDGER_MAX * 2];
-    memset(seen, 0, sizeof seen);
-    pthread_mutex_lock(&r->lock);
-    for (size_t i = 0; i < r->n; i++) {
-        int k = atoi(r->values[i] + 1);
-        if (k >= 0 && k < (int)sizeof seen)
-            seen[k] = 1;
-    }
-    pthread_mutex_unlock(&r->lock);
-    for (int i = 0; i < l->n; i++)
-        if (!seen[l->confirmed[i]])
-            return 0;
-    return 1;
-}
-
 /* A producer, a consumer (run mode) and a plain connection on the
  * Sentinel URL, logging to on_log. */
 typedef struct clients {
@@ -104,11 +87,7 @@ typedef struct clients {
 
 static void clients_start(clients *k, const ha *h) {
     memset(k, 0, sizeof *k);
-    k->conf = ha_conf(h);
-    conf_set(k->conf, "group", "g");
-    conf_set(k->conf, "consumer", "w1");
-    conf_set(k->conf, "start", "head");
-    conf_set(k->conf, "block_ms", "200");
+    k->conf = ha_consumer_conf(h, "200");
     conf_set(k->conf, "log.level", "info");
     emq_conf_set_log(k->conf, on_log, NULL);
     emq_error err;
@@ -154,7 +133,8 @@ TEST_TIMEOUT(sentinel_outage_leaves_the_queue_running, 240) {
     static ledger l;
     memset(&l, 0, sizeof l);
     produce_for(k.p, &l, 1000);
-    WAIT_UNTIL(handled_all(&k.rec, &l), 20000, "the first entries handled");
+    WAIT_UNTIL(recorder_handled_values(&k.rec, l.confirmed, l.n), 20000,
+               "the first entries handled");
 
     /* One Sentinel: the one every watch is on. */
     emq_srv_kill9(h.sentinel[0]);
@@ -162,7 +142,8 @@ TEST_TIMEOUT(sentinel_outage_leaves_the_queue_running, 240) {
     for (int64_t end = now_ms() + emq_test_ms(500); now_ms() < end;
          usleep(20 * 1000))
         ASSERT_EQ_INT(emq__conn_went_away(k.conn), 0);
-    WAIT_UNTIL(handled_all(&k.rec, &l), 20000, "entries handled, one down");
+    WAIT_UNTIL(recorder_handled_values(&k.rec, l.confirmed, l.n), 20000,
+               "entries handled, one down");
     ASSERT_EQ_INT(emq_conn_reconnects(k.conn), 0);
     ASSERT_EQ_INT(consumer_reconnects(k.c), 0);
     ASSERT_EQ_INT(atomic_load(&reconnected), 0);
@@ -181,7 +162,7 @@ TEST_TIMEOUT(sentinel_outage_leaves_the_queue_running, 240) {
                 NULL);
     printf("    every client of the primary cut (%s)\n", out);
     produce_for(k.p, &l, 15000);
-    WAIT_UNTIL(handled_all(&k.rec, &l), 20000,
+    WAIT_UNTIL(recorder_handled_values(&k.rec, l.confirmed, l.n), 20000,
                "every entry handled, the Sentinels down");
     ASSERT(atomic_load(&last_primary) >= 1);
     ASSERT(consumer_reconnects(k.c) >= 1); /* through the last primary */
@@ -195,7 +176,8 @@ TEST_TIMEOUT(sentinel_outage_leaves_the_queue_running, 240) {
                 atomic_load(&watch_again) > again),
                30000, "the watches reopened once the Sentinels are back");
     produce_for(k.p, &l, 1000);
-    WAIT_UNTIL(handled_all(&k.rec, &l), 20000, "every entry handled");
+    WAIT_UNTIL(recorder_handled_values(&k.rec, l.confirmed, l.n), 20000,
+               "every entry handled");
     printf("    %d confirmed, %d failed calls, %zu handler calls\n", l.n,
            l.failed, k.rec.n);
     ASSERT_EQ_INT(l.failed, 0);

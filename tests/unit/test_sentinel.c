@@ -43,7 +43,7 @@ TEST(sentinel_announced_addresses_are_hosts_only) {
         parse_reply("*3\r\n$7\r\nmessage\r\n$14\r\n+switch-master\r\n"
                     "$43\r\nm 127.0.0.1 6379 u@127.0.0.1?tls.sni=x 6380\r\n");
     /* Still a switch (resolve again), but no address is taken from it. */
-    ASSERT_EQ_INT(emq__sentinel_switch_of(r, "m", host, sizeof host, &port), 1);
+    ASSERT_EQ_INT(emq__sentinel_news_of(r, "m", host, sizeof host, &port), 1);
     ASSERT_EQ_STR(host, "");
     ASSERT_EQ_INT(port, 0);
     emq_reply_free(r);
@@ -193,26 +193,25 @@ TEST(sentinel_learn_maps_announced_addresses) {
     emq__url_free(&u);
 }
 
-TEST(sentinel_switch_of_tells_our_master_from_others) {
+TEST(sentinel_news_of_tells_our_master_from_others) {
     char host[64];
     int port;
     emq_reply *r =
         parse_reply("*3\r\n$7\r\nmessage\r\n$14\r\n+switch-master\r\n"
                     "$38\r\nmymaster 127.0.0.1 6379 127.0.0.1 6380\r\n");
     ASSERT_EQ_INT(
-        emq__sentinel_switch_of(r, "mymaster", host, sizeof host, &port), 1);
+        emq__sentinel_news_of(r, "mymaster", host, sizeof host, &port), 1);
     ASSERT_EQ_STR(host, "127.0.0.1"); /* the new primary, not the old */
     ASSERT_EQ_INT(port, 6380);
-    ASSERT_EQ_INT(emq__sentinel_switch_of(r, "other", host, sizeof host, &port),
+    ASSERT_EQ_INT(emq__sentinel_news_of(r, "other", host, sizeof host, &port),
                   0);
-    ASSERT_EQ_INT(
-        emq__sentinel_switch_of(r, "mymaste", host, sizeof host, &port),
-        0); /* a prefix */
+    ASSERT_EQ_INT(emq__sentinel_news_of(r, "mymaste", host, sizeof host, &port),
+                  0); /* a prefix */
     emq_reply_free(r);
     /* A subscription's confirmation is no news. */
     r = parse_reply("*3\r\n$9\r\nsubscribe\r\n$14\r\n+switch-master\r\n:1\r\n");
     ASSERT_EQ_INT(
-        emq__sentinel_switch_of(r, "mymaster", host, sizeof host, &port), 0);
+        emq__sentinel_news_of(r, "mymaster", host, sizeof host, &port), 0);
     emq_reply_free(r);
     /* The leader's +promoted-slave names the master after "@", the
      * promoted replica before it. */
@@ -225,26 +224,96 @@ TEST(sentinel_switch_of_tells_our_master_from_others) {
              strlen(promoted), promoted);
     r = parse_reply(bytes);
     ASSERT_EQ_INT(
-        emq__sentinel_switch_of(r, "mymaster", host, sizeof host, &port), 1);
+        emq__sentinel_news_of(r, "mymaster", host, sizeof host, &port), 1);
     ASSERT_EQ_STR(host, "10.0.0.2");
     ASSERT_EQ_INT(port, 6381);
-    ASSERT_EQ_INT(emq__sentinel_switch_of(r, "other", host, sizeof host, &port),
+    ASSERT_EQ_INT(emq__sentinel_news_of(r, "other", host, sizeof host, &port),
                   0);
     emq_reply_free(r);
     /* Ours, but no address to read: 1 with an empty host. */
     r = parse_reply("*3\r\n$7\r\nmessage\r\n$14\r\n+switch-master\r\n"
                     "$8\r\nmymaster\r\n");
     ASSERT_EQ_INT(
-        emq__sentinel_switch_of(r, "mymaster", host, sizeof host, &port), 1);
+        emq__sentinel_news_of(r, "mymaster", host, sizeof host, &port), 1);
     ASSERT_EQ_STR(host, "");
     ASSERT_EQ_INT(port, 0);
     emq_reply_free(r);
     r = parse_reply("*3\r\n$7\r\nmessage\r\n$7\r\n+sdown!\r\n$1\r\nx\r\n");
     ASSERT_EQ_INT(
-        emq__sentinel_switch_of(r, "mymaster", host, sizeof host, &port), -1);
+        emq__sentinel_news_of(r, "mymaster", host, sizeof host, &port), -1);
     emq_reply_free(r);
     r = parse_reply("+OK\r\n");
     ASSERT_EQ_INT(
-        emq__sentinel_switch_of(r, "mymaster", host, sizeof host, &port), -1);
+        emq__sentinel_news_of(r, "mymaster", host, sizeof host, &port), -1);
+    emq_reply_free(r);
+}
+
+/* One message on channel with payload, as a subscribed connection reads
+ * it. */
+static emq_reply *message(const char *channel, const char *payload) {
+    char bytes[512];
+    snprintf(bytes, sizeof bytes,
+             "*3\r\n$7\r\nmessage\r\n$%zu\r\n%s\r\n$%zu\r\n%s\r\n",
+             strlen(channel), channel, strlen(payload), payload);
+    return parse_reply(bytes);
+}
+
+/* The leader's steps before the promotion begin a failover, its end and
+ * aborts end it, each of our master only; "+failover-state-send-slaveof-
+ * noone" is a step, not an end. */
+TEST(sentinel_news_of_failover_steps) {
+    char host[64];
+    int port;
+    const char *master = "master mymaster 127.0.0.1 6379";
+    const char *slave = "slave 127.0.0.1:6380 127.0.0.1 6380 @ mymaster "
+                        "127.0.0.1 6379";
+    struct {
+        const char *channel, *payload;
+        emq__sentinel_news news;
+    } cases[] = {
+        {"+try-failover", master, EMQ_SENTINEL_BEGUN},
+        {"+elected-leader", master, EMQ_SENTINEL_BEGUN},
+        {"+failover-state-select-slave", master, EMQ_SENTINEL_BEGUN},
+        {"+selected-slave", slave, EMQ_SENTINEL_BEGUN},
+        {"+failover-state-send-slaveof-noone", slave, EMQ_SENTINEL_BEGUN},
+        {"+failover-state-wait-promotion", slave, EMQ_SENTINEL_BEGUN},
+        {"-failover-abort-not-elected", master, EMQ_SENTINEL_ENDED},
+        {"-failover-abort-no-good-slave", master, EMQ_SENTINEL_ENDED},
+        {"-failover-abort-slave-timeout", master, EMQ_SENTINEL_ENDED},
+        {"+failover-end", master, EMQ_SENTINEL_ENDED},
+        {"+failover-end-for-timeout", master, EMQ_SENTINEL_ENDED},
+        {"+promoted-slave", slave, EMQ_SENTINEL_SWITCH},
+        {"+sdown", master, EMQ_SENTINEL_UNREADABLE}, /* not subscribed */
+        {"+try-failover", "nonsense", EMQ_SENTINEL_UNREADABLE},
+    };
+    ASSERT_EQ_INT(EMQ_SENTINEL_CHANNELS, 13);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        emq_reply *r = message(cases[i].channel, cases[i].payload);
+        emq__sentinel_news got =
+            emq__sentinel_news_of(r, "mymaster", host, sizeof host, &port);
+        if (got != cases[i].news)
+            FAIL("%s: %d, want %d", cases[i].channel, (int)got,
+                 (int)cases[i].news);
+        if (cases[i].news != EMQ_SENTINEL_UNREADABLE)
+            ASSERT_EQ_INT(
+                emq__sentinel_news_of(r, "other", host, sizeof host, &port),
+                EMQ_SENTINEL_NONE);
+        emq_reply_free(r);
+    }
+}
+
+TEST(sentinel_failover_timeout_read_from_sentinel_master) {
+    emq_reply *r = parse_reply("*4\r\n$4\r\nname\r\n$1\r\nm\r\n"
+                               "$16\r\nfailover-timeout\r\n$5\r\n15000\r\n");
+    ASSERT_EQ_INT(emq__sentinel_failover_timeout(r), 15000);
+    emq_reply_free(r);
+    r = parse_reply("*2\r\n$16\r\nfailover-timeout\r\n:2500\r\n");
+    ASSERT_EQ_INT(emq__sentinel_failover_timeout(r), 2500);
+    emq_reply_free(r);
+    r = parse_reply("*2\r\n$16\r\nfailover-timeout\r\n$3\r\n1x0\r\n");
+    ASSERT_EQ_INT(emq__sentinel_failover_timeout(r), 0);
+    emq_reply_free(r);
+    r = parse_reply("*0\r\n");
+    ASSERT_EQ_INT(emq__sentinel_failover_timeout(r), 0);
     emq_reply_free(r);
 }

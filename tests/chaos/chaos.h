@@ -88,7 +88,9 @@ typedef enum fault_kind {
                           between MIGRATING and the keys' MIGRATE */
     FAULT_FAILOVER,    /* --sentinel: the primary failed over (SENTINEL
                           FAILOVER, or the primary SIGSTOPped past
-                          down-after-milliseconds) */
+                          down-after-milliseconds); --cluster: the
+                          queue's master failed over (CLUSTER FAILOVER,
+                          or SIGKILLed and restarted) */
     FAULT_KINDS
 } fault_kind;
 

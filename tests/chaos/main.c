@@ -151,6 +151,8 @@ static int in_handler(int i, long *job, char *id, size_t size);
 static int file_has(const char *path, const char *needle, char *line,
                     size_t size);
 static int64_t run_start;
+static emq_cl *cluster; /* --cluster: 3 masters (a replica each with
+                           --failovers) */
 static chaos_settings settings;
 
 /* The pid of the only child of an unshare process (the worker, pid 1 in
@@ -573,7 +575,14 @@ static void describe(const fault *f, char *buf, size_t size) {
                  (long long)f->duration_ms);
         break;
     case FAULT_FAILOVER:
-        if (f->duration_ms > 0)
+        if (cluster && f->duration_ms > 0)
+            snprintf(buf, size,
+                     "SIGKILL the queue's master: its replica takes over, "
+                     "the master restarted after %lld ms",
+                     (long long)f->duration_ms);
+        else if (cluster)
+            snprintf(buf, size, "CLUSTER FAILOVER on the queue's replica");
+        else if (f->duration_ms > 0)
             snprintf(buf, size,
                      "SIGSTOP the primary for %lld ms: the Sentinels fail "
                      "it over (down-after 1000 ms), then SIGCONT",
@@ -1216,7 +1225,6 @@ static void peer_claim_episode(fault *f, int pos, emq_srv *srv) {
 
 /* ---- cluster mode -------------------------------------------------------- */
 
-static emq_cl *cluster;     /* --cluster: 3 masters, no replicas */
 static unsigned queue_slot; /* the slot of the queue's keys */
 
 /* The master that serves the queue's slot now (as node 0 sees it). */
@@ -1245,6 +1253,74 @@ static void migrate_episode(fault *f) {
              "%lld ms, final after %lld ms",
              queue_slot, from, to, (long long)(t1 - t0), (long long)(t2 - t1),
              (long long)(chaos_now_ms() - t0));
+}
+
+/* A live master that serves the queue's slot now, asked of every live
+ * node in turn (node 0 may be the one down); -1 when none says. */
+static int cluster_owner(void) {
+    for (int i = 0; i < emq_cl_count(cluster); i++)
+        if (emq_srv_pid(emq_cl_node(cluster, i)) > 0) {
+            int o = emq_cl_owner(cluster, i, queue_slot);
+            if (o >= 0)
+                return o;
+        }
+    return -1;
+}
+
+/* 1 when node i says ROLE master. */
+static int node_is_master(int i) {
+    char out[64];
+    return emq_srv_cmd(emq_cl_node(cluster, i), out, sizeof out, "ROLE",
+                       NULL) == '*' &&
+           strncmp(out, "master", 6) == 0;
+}
+
+/* A failover of the queue's master: CLUSTER FAILOVER on its replica
+ * (f->duration_ms 0: planned), or the master SIGKILLed (its replica
+ * promotes itself after cluster-node-timeout) and restarted
+ * f->duration_ms later (it rejoins as the new master's replica). Node 0,
+ * where the workers and the producer are pointed, is failed over as
+ * planned only (its process stays up). The promotion's time in
+ * f->detail. */
+static void cluster_failover_episode(fault *f) {
+    int owner = cluster_owner();
+    int heir = owner >= 0 ? emq_cl_replica_of(cluster, owner) : -1;
+    int64_t t0 = chaos_now_ms();
+    if (heir < 0) {
+        snprintf(f->detail, sizeof f->detail,
+                 "no failover: node %d serves slot %u without a replica", owner,
+                 queue_slot);
+        return;
+    }
+    if (f->duration_ms == 0 || owner == 0) {
+        emq_cl_failover(cluster, heir, queue_slot);
+        snprintf(f->detail, sizeof f->detail,
+                 "CLUSTER FAILOVER: slot %u from node %d to its replica %d "
+                 "in %lld ms%s",
+                 queue_slot, owner, heir, (long long)(chaos_now_ms() - t0),
+                 f->duration_ms > 0 ? " (node 0 is not killed)" : "");
+        return;
+    }
+    emq_srv_kill9(emq_cl_node(cluster, owner));
+    int64_t promoted = 0;
+    for (int64_t until = t0 + 40000; chaos_now_ms() < until; chaos_sleep_ms(50))
+        if (node_is_master(heir)) {
+            promoted = chaos_now_ms();
+            break;
+        }
+    wait_until(t0 + f->duration_ms);
+    emq_srv_restart(emq_cl_node(cluster, owner));
+    if (promoted == 0)
+        snprintf(f->detail, sizeof f->detail,
+                 "node %d SIGKILLed: its replica %d not promoted within "
+                 "40 s; node %d restarted",
+                 owner, heir, owner);
+    else
+        snprintf(f->detail, sizeof f->detail,
+                 "node %d SIGKILLed: its replica %d promoted itself after "
+                 "%lld ms; node %d restarted after %lld ms",
+                 owner, heir, (long long)(promoted - t0), owner,
+                 (long long)f->duration_ms);
 }
 
 static void failover_episode(fault *f); /* sentinel mode, below */
@@ -1311,7 +1387,10 @@ static void inject(fault *f, int pos, emq_srv *srv, emq_peer *proxy) {
         migrate_episode(f);
         break;
     case FAULT_FAILOVER:
-        failover_episode(f);
+        if (cluster)
+            cluster_failover_episode(f);
+        else
+            failover_episode(f);
         break;
     default:
         break;
@@ -1844,7 +1923,7 @@ static void parse(int argc, char **argv, options *o) {
     }
     if (!o->cluster)
         o->count[FAULT_MIGRATE] = 0;
-    if (!o->sentinel)
+    if (!o->sentinel && !o->cluster)
         o->count[FAULT_FAILOVER] = 0;
     if (o->crash_jobs > o->poison) {
         fprintf(stderr,
@@ -2283,7 +2362,7 @@ int main(int argc, char **argv) {
     if (o->cluster) {
         /* Workers, producer and checker go to node 0 and follow the
          * redirections; the harness's own commands go to the owner. */
-        cluster = emq_cl_start(3, 0);
+        cluster = emq_cl_start(3, o->count[FAULT_FAILOVER] > 0 ? 1 : 0);
         char out[64];
         if (emq_srv_cmd(emq_cl_node(cluster, 0), out, sizeof out, "CLUSTER",
                         "KEYSLOT", CHAOS_STREAM, NULL) != ':') {
@@ -2331,7 +2410,10 @@ int main(int argc, char **argv) {
     run_start = chaos_now_ms();
     /* Node 0 in a cluster; the Sentinels' URL behind Sentinel. */
     producer.url = o->sentinel ? proxy_url : emq_srv_url(srv);
-    producer.wait_replicas = o->sentinel ? 2 : 0;
+    /* Confirmed by the replicas: a failover loses no confirmed entry. */
+    producer.wait_replicas = o->sentinel                                  ? 2
+                             : o->cluster && o->count[FAULT_FAILOVER] > 0 ? 1
+                                                                          : 0;
     producer.jobs = o->jobs;
     producer.plan = jobs;
     producer.resent = resent;
@@ -2434,7 +2516,8 @@ int main(int argc, char **argv) {
         .workers_died = workers_died + slow,
         .tolerate_exits = o->tolerate_exits,
         .tolerate_unseen = o->tolerate_unseen,
-        .counts_bounded = o->sentinel || o->tolerate_undercounted,
+        .counts_bounded = o->sentinel || o->tolerate_undercounted ||
+                          (o->cluster && o->count[FAULT_FAILOVER] > 0),
         .tolerate_fields = o->tolerate_fields,
         .producer_failed = producer.failed,
         .drained = drained,

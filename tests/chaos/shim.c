@@ -89,6 +89,6 @@ const char *chaos_fault_name(fault_kind k) {
         "misconf",         "upkeep-kill",
         "lease-del",       "evict",
         "peer-claim",      "stop-pull-past-lease",
-        "slot-migration",  "sentinel-failover"};
+        "slot-migration",  "failover"};
     return (unsigned)k < FAULT_KINDS ? names[k] : "?";
 }

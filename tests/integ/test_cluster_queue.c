@@ -25,6 +25,7 @@
 #include "cluster/cluster.h" /* emq__cluster_key_slot, emq__cluster_crc16 */
 #include "harness/cluster.h"
 #include "integ/cli_helpers.h"
+#include "integ/cluster_helpers.h"
 #include "integ/consumer_helpers.h"
 #include "integ/inspect_conn_helpers.h"
 
@@ -118,25 +119,6 @@ static void wait_distinct(seen *s, int want, int timeout_ms) {
                  atomic_load(&s->distinct), want, timeout_ms);
         usleep(10000);
     }
-}
-
-static emq_conf_t *node_conf(emq_cl *c, int i, const char *queue) {
-    emq_conf_t *conf = conf_for(emq_srv_url(emq_cl_node(c, i)));
-    conf_set(conf, "queue", queue);
-    conf_set(conf, P_RECONNECT_BASE, "50");
-    conf_set(conf, P_RECONNECT_MAX, "500");
-    conf_set(conf, P_RECONNECT_ATTEMPTS, "40");
-    return conf;
-}
-
-static void consumer_settings(emq_conf_t *conf, const char *group,
-                              const char *name, const char *block_ms) {
-    conf_set(conf, "group", group);
-    conf_set(conf, "consumer", name);
-    conf_set(conf, "start", "head");
-    conf_set(conf, "block_ms", block_ms);
-    conf_set(conf, "lease.ttl_ms", "8000");
-    conf_set(conf, "claim.interval_ms", "500");
 }
 
 /* Total pending of group in a description (0 when absent). */

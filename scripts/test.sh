@@ -330,8 +330,9 @@ clang_build_ready() { build_ready clang clang "${CLANG_FLAGS[@]}"; }
 # (ownership included), the producer and the admin verbs against a real
 # server. Left out (ASan and UBSan run them all): the CLI tests (the CLI
 # runs as a child process, not under valgrind), TLS and the tests that
-# start TLS servers (security, consumer_faults2's fixtures), and the
-# cluster tests (six servers each; CI time).
+# start TLS servers (security, consumer_faults2's fixtures), the
+# cluster tests (six servers each; CI time) and the Sentinel tests but
+# four short ones (the Sentinel client's connects, outvoting and hold).
 readonly VALGRIND_INTEG=(integ/test_consumer_counts integ/test_consumer_recover
     integ/test_consumer_poison integ/test_consumer_retry integ/test_consumer_door
     integ/test_consumer_ids integ/test_consumer.c integ/test_consumer_faults.c
@@ -340,7 +341,9 @@ readonly VALGRIND_INTEG=(integ/test_consumer_counts integ/test_consumer_recover
     integ/test_route_loading integ/test_producer integ/test_admin
     integ/test_alloc_failure integ/test_consumer_poll.c integ/test_consumer_batch
     integ/test_consumer_connect integ/test_consumer_ahead
-    integ/test_consumer_poll_reads integ/test_consumer_loop_reads)
+    integ/test_consumer_poll_reads integ/test_consumer_loop_reads
+    sentinel_failover_begun sentinel_switch_while_connecting
+    sentinel_stale_first sentinel_two_distinct)
 
 stage_valgrind() {
     gcc_build_ready

@@ -99,11 +99,18 @@ static emq_conn_t *watch_open(const emq__conn_options *opt, const emq__url *url,
     const char *sub[1 + EMQ_SENTINEL_CHANNELS] = {"SUBSCRIBE"};
     for (int i = 0; i < EMQ_SENTINEL_CHANNELS; i++)
         sub[1 + i] = emq__sentinel_channels[i];
-    /* One confirmation per channel; the first says it took. */
+    /* One confirmation per channel; the first says it took. A Sentinel
+     * whose ACL grants only the switch's channels refuses them all
+     * (NOPERM): then those two (no hold, the switch still heard). */
     emq_reply *r = NULL;
-    if (emq_conn_command(w, 1 + EMQ_SENTINEL_CHANNELS, sub, NULL, &r,
-                         &ignored) != EMQ_OK ||
-        emq_reply_kind(r) != EMQ_REPLY_ARRAY) {
+    emq_status st =
+        emq_conn_command(w, 1 + EMQ_SENTINEL_CHANNELS, sub, NULL, &r, &ignored);
+    if (st == EMQ_OK && emq_reply_kind(r) == EMQ_REPLY_ERROR) {
+        emq_reply_free(r);
+        r = NULL;
+        st = emq_conn_command(w, 3, sub, NULL, &r, &ignored);
+    }
+    if (st != EMQ_OK || emq_reply_kind(r) != EMQ_REPLY_ARRAY) {
         emq_conn_destroy(w);
         w = NULL;
     }

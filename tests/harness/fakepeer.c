@@ -238,6 +238,10 @@ static int sentinel_serve(emq_peer *p, peer_conn *c, const char *name,
                           const char *cmd, size_t used) {
     char out[256];
     if (strcmp(name, "SUBSCRIBE") == 0) {
+        if (p->opts.switch_channels_only && bytes_hold(cmd, used, "failover"))
+            return send_str(c->fd, "-NOPERM this user has no permissions to "
+                                   "access one of the channels used as "
+                                   "arguments\r\n");
         c->subscribed = 1;
         const char *channels[] = {"+switch-master", "+promoted-slave"};
         for (int i = 0; i < 2; i++) {

@@ -53,6 +53,10 @@ typedef struct emq_peer_opts {
     int switch_to_port;      /* SENTINEL: 0, or switch after the first answer */
     int failover_timeout_ms; /* SENTINEL: given in SENTINEL master (0: an
                                 empty reply) */
+    int switch_channels_only; /* SENTINEL: a SUBSCRIBE naming a failover
+                                 step is refused with NOPERM (an ACL that
+                                 grants +switch-master and +promoted-slave
+                                 only) */
 } emq_peer_opts;
 
 typedef struct emq_peer emq_peer;

@@ -5,6 +5,7 @@
  * consumed, with a ledger of what the producer was told and what the
  * handlers saw; measured with and without producer.wait_replicas.
  */
+#include "conn/conn.h" /* emq__conn_went_away */
 #include "harness/fakepeer.h"
 #include "integ/consumer_helpers.h"
 #include "integ/inspect_conn_helpers.h" /* cmdstat */
@@ -255,6 +256,32 @@ TEST_TIMEOUT(sentinel_failover_begun_holds_commands, 60) {
     cmdstat(adm, "ping", &after, &usec);
     ASSERT_EQ_INT(after, calls); /* the old primary never saw it */
     emq_conn_destroy(adm);
+    emq_conn_destroy(conn);
+    emq_conf_destroy(conf);
+    emq_peer_stop(sentinel);
+    emq_srv_stop(next);
+    emq_srv_stop(primary);
+}
+
+/* A Sentinel whose ACL grants the switch's channels only refuses the
+ * subscription to a failover's steps: the watch subscribes to the switch
+ * alone (no hold), and a switch is still heard. */
+TEST_TIMEOUT(sentinel_switch_heard_without_the_failover_channels, 30) {
+    emq_srv *primary = emq_srv_start(NULL), *next = emq_srv_start(NULL);
+    emq_peer_opts po = {.mode = EMQ_PEER_SENTINEL,
+                        .sentinel_master = MASTER,
+                        .primary_port = emq_srv_port(primary),
+                        .switch_channels_only = 1};
+    emq_peer *sentinel = emq_peer_start(&po);
+    char url[128];
+    snprintf(url, sizeof url, "redis-sentinel://127.0.0.1:%d#" MASTER,
+             emq_peer_port(sentinel));
+    emq_conf_t *conf = conf_for(url);
+    emq_conn_t *conn = connect_ok(conf);
+    ASSERT_EQ_INT(emq__conn_went_away(conn), 0);
+    emq_peer_sentinel_switch(sentinel, emq_srv_port(next));
+    WAIT_UNTIL(emq__conn_went_away(conn), 5000,
+               "the switch to make the connection go away");
     emq_conn_destroy(conn);
     emq_conf_destroy(conf);
     emq_peer_stop(sentinel);

@@ -216,12 +216,22 @@ emq_status emq__session_append(emq__session *s, int tag, int argc,
     return st;
 }
 
-/* EMQ_EIO (retriable) naming a READONLY reply: the server was demoted to
- * a replica and did not run the command; the caller reconnects to find
+/* 1 when reply says the node is no master: READONLY (it was demoted), or
+ * MASTERDOWN (a replica whose link to its master is down, with
+ * replica-serve-stale-data no). The command did not run; waiting would
+ * not make the node a master: the caller reconnects, which behind
+ * Sentinel asks for the primary again. */
+static int says_not_master(const emq_reply *reply) {
+    return emq__reply_mentions(reply, "READONLY") ||
+           emq__reply_mentions(reply, "MASTERDOWN");
+}
+
+/* EMQ_EIO (retriable) naming a says_not_master reply: the server is a
+ * replica and did not run the command; the caller reconnects to find
  * the master. */
 static emq_status demoted_error(const emq_reply *reply, emq_error *err) {
     return emq__reply_error_as(err, EMQ_EIO, 1, reply,
-                               "server is a read-only replica");
+                               "server is a replica, not the master");
 }
 
 emq_status emq__session_drain_n(emq__session *s, size_t n, unsigned flags,
@@ -242,7 +252,7 @@ emq_status emq__session_drain_n(emq__session *s, size_t n, unsigned flags,
         emq_error rerr;
         emq_status st = emq__route_get_reply(s->route, &reply, &rerr);
         if (st == EMQ_OK && emq_reply_kind(reply) == EMQ_REPLY_ERROR &&
-            emq__reply_mentions(reply, "READONLY")) {
+            says_not_master(reply)) {
             s->demoted = 1;
             st = demoted_error(reply, &rerr);
             emq_reply_free(reply);
@@ -350,7 +360,7 @@ emq_status emq__session_call(emq__session *s, unsigned flags, int argc,
             *err = e;
         if (st != EMQ_OK && !route_bound)
             return st;
-        if (st == EMQ_OK && emq__reply_mentions(*reply, "READONLY"))
+        if (st == EMQ_OK && says_not_master(*reply))
             return demoted(s, reply, err);
         if (st == EMQ_OK && !emq__reply_not_now(*reply, flags))
             break;
@@ -413,8 +423,7 @@ emq_status emq__session_call_after(emq__session *s, unsigned flags, int argc,
         st = own_reply(s, s->ntags, apply, ctx, reply, err);
     if (st != EMQ_OK)
         return st;
-    if (!emq__reply_not_now(*reply, flags) &&
-        !emq__reply_mentions(*reply, "READONLY"))
+    if (!emq__reply_not_now(*reply, flags) && !says_not_master(*reply))
         return EMQ_OK;
     /* Not run: again, alone, with the wait. */
     emq_reply_free(*reply);
@@ -460,7 +469,7 @@ emq_status emq__session_receive(emq__session *s, unsigned flags,
     emq_status st = own_reply(s, appended, apply, ctx, reply, err);
     if (st != EMQ_OK)
         return st;
-    if (emq__reply_mentions(*reply, "READONLY"))
+    if (says_not_master(*reply))
         return demoted(s, reply, err);
     if (emq__reply_not_now(*reply, flags)) { /* not run */
         emq_reply_free(*reply);
@@ -522,6 +531,11 @@ emq_status emq__session_pipeline(emq__session *s, unsigned flags, size_t n,
     emq_status st = EMQ_OK;
     while (emq__retry_next(&retry)) {
         st = pipeline_round(s, n, cmds, replies, err);
+        for (size_t i = 0; i < n && st == EMQ_OK; i++)
+            if (says_not_master(replies[i])) { /* the caller reconnects */
+                st = demoted(s, &replies[i], err);
+                break;
+            }
         if (st != EMQ_OK)
             break;
         /* A command answered "not now" did not run: it alone goes again

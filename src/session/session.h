@@ -7,10 +7,10 @@
  * of echomq:
  *
  *   - replies that mean "not now" (LOADING, BUSY, TRYAGAIN, CLUSTERDOWN,
- *     MASTERDOWN, MISCONF, NOREPLICAS; OOM when asked) are waited out with
+ *     MISCONF, NOREPLICAS; OOM when asked) are waited out with
  *     backoff and the command sent again: the server did not run it;
- *   - a READONLY reply (the master was demoted) is a transport-like
- *     failure, EMQ_EIO retriable: the caller reconnects;
+ *   - a READONLY or MASTERDOWN reply (the node is a replica) is a
+ *     transport-like failure, EMQ_EIO retriable: the caller reconnects;
  *   - reconnecting backs off by the number of consecutive failed
  *     sessions (a server that accepts and then breaks every connection is
  *     not hammered), through the one retry primitive (conn/backoff.c),

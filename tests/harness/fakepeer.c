@@ -720,6 +720,12 @@ void emq_peer_sentinel_switch(emq_peer *p, int port) {
 
 int emq_peer_sentinel_asked(const emq_peer *p) { return counter(p, &p->asked); }
 
+void emq_peer_sentinel_name(emq_peer *p, int port) {
+    pthread_mutex_lock(&p->mu);
+    p->named_port = port;
+    pthread_mutex_unlock(&p->mu);
+}
+
 void emq_peer_sentinel_publish(emq_peer *p, const char *channel,
                                const char *payload) {
     pthread_mutex_lock(&p->mu);

@@ -97,6 +97,9 @@ void emq_peer_pace(emq_peer *p, int ms);
  * names to 127.0.0.1:port on every subscribed connection, and names that
  * one from now on. Returns once sent (bounded). */
 void emq_peer_sentinel_switch(emq_peer *p, int port);
+/* SENTINEL: names 127.0.0.1:port from now on, announcing nothing (a
+ * failover its watchers did not hear of). */
+void emq_peer_sentinel_name(emq_peer *p, int port);
 /* SENTINEL: sends a message on channel (e.g. "+try-failover", payload
  * "master mymaster 127.0.0.1 6379") to every subscribed connection.
  * Returns once sent (bounded). */

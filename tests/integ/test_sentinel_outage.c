@@ -248,3 +248,83 @@ TEST_TIMEOUT(sentinel_stale_first_is_outvoted, 180) {
     emq_srv_stop(other);
     ha_stop(&h);
 }
+
+/* A primary that becomes a replica whose master is down, with
+ * replica-serve-stale-data no, answers writes READONLY and reads
+ * MASTERDOWN: neither is a "not now" (waiting does not make it a master)
+ * but a node that is not the master, so a producer and an admin handle
+ * resolve again and reach the primary the Sentinel names now, after one
+ * call that fails EMQ_EIO (retriable). A fake Sentinel that announces
+ * nothing plays one whose announcement was missed; both nodes are real.
+ * Before, the admin handle's reads were answered MASTERDOWN for good
+ * (waited out for each call, then failed, on the same connection). */
+TEST_TIMEOUT(sentinel_not_master_replies_resolve_again, 60) {
+    emq_srv *old = emq_srv_start(NULL), *now = emq_srv_start(NULL);
+    emq_srv *gone = emq_srv_start(NULL);
+    int closed = emq_srv_port(gone);
+    emq_srv_stop(gone);
+    emq_peer_opts po = {.mode = EMQ_PEER_SENTINEL,
+                        .sentinel_master = MASTER,
+                        .primary_port = emq_srv_port(old)};
+    emq_peer *sentinel = emq_peer_start(&po);
+    char url[128], port[16];
+    snprintf(url, sizeof url, "redis-sentinel://127.0.0.1:%d#" MASTER,
+             emq_peer_port(sentinel));
+    emq_conf_t *conf = conf_for(url);
+    conf_set(conf, "queue", "ha");
+    emq_producer_t *p;
+    emq_admin_t *a;
+    emq_error err;
+    ASSERT_OK(emq_producer_new(conf, &p, &err), &err);
+    ASSERT_OK(emq_admin_new(conf, &a, &err), &err);
+    emq_field f = {"n", 1, "1", 1};
+    ASSERT_OK(emq_produce(p, &f, 1, NULL, &err), &err);
+    emq_queue_info *info = NULL;
+    ASSERT_OK(emq_admin_describe(a, &info, &err), &err);
+    emq_queue_info_free(info);
+    /* old: a replica of nothing, stale reads refused. */
+    char out[256];
+    emq_srv_cmd(old, out, sizeof out, "CONFIG", "SET",
+                "replica-serve-stale-data", "no", NULL);
+    snprintf(port, sizeof port, "%d", closed);
+    ASSERT_EQ_INT(
+        emq_srv_cmd(old, out, sizeof out, "REPLICAOF", "127.0.0.1", port, NULL),
+        '+');
+    WAIT_UNTIL(emq_srv_cmd(old, out, sizeof out, "XLEN", "emq:{ha}", NULL) ==
+                       '-' &&
+                   strstr(out, "MASTERDOWN") != NULL,
+               10000, "the old primary to answer MASTERDOWN");
+    emq_peer_sentinel_name(sentinel, emq_srv_port(now));
+    /* The admin handle: MASTERDOWN, then the new primary. */
+    emq_status st = EMQ_EIO;
+    for (int i = 0; i < 3 && st != EMQ_OK; i++) {
+        st = emq_admin_describe(a, &info, &err);
+        if (st != EMQ_OK) {
+            printf("    describe %d: %s\n", i + 1, err.message);
+            ASSERT(err.retriable);
+        }
+    }
+    ASSERT_OK(st, &err);
+    char want[64];
+    snprintf(want, sizeof want, "127.0.0.1:%d", emq_srv_port(now));
+    ASSERT_EQ_STR(info->endpoint, want);
+    emq_queue_info_free(info);
+    /* The producer: READONLY, then the new primary. */
+    st = EMQ_EIO;
+    for (int i = 0; i < 3 && st != EMQ_OK; i++) {
+        emq_field g = {"n", 1, "2", 1};
+        st = emq_produce(p, &g, 1, NULL, &err);
+        if (st != EMQ_OK) {
+            printf("    produce %d: %s\n", i + 1, err.message);
+            ASSERT(err.retriable);
+        }
+    }
+    ASSERT_OK(st, &err);
+    ASSERT_EQ_INT(stream_len(now), 1);
+    emq_admin_destroy(a);
+    emq_producer_destroy(p);
+    emq_conf_destroy(conf);
+    emq_peer_stop(sentinel);
+    emq_srv_stop(now);
+    emq_srv_stop(old);
+}

@@ -73,11 +73,6 @@ emq_status emq__slot_map_node(emq__slot_map *map, const char *host,
                               size_t hostlen, int port, int *idx,
                               emq_error *err);
 
-/* 1 when host is one cluster.allowed_hosts lets the route connect to:
- * patterns is a comma-separated list ('*' any run of characters, '?'
- * one, the rest compared without case), NULL or "" allowing any. */
-int emq__cluster_host_allowed(const char *patterns, const char *host);
-
 /* Fills map (which must be empty) from a CLUSTER SHARDS reply (RESP2
  * arrays or RESP3 maps). For each shard the master is the node with role
  * "master", preferring health "online"; its address is the "endpoint"

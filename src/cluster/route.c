@@ -164,7 +164,7 @@ static emq_status make_node_options(emq__route *r, emq_error *err) {
 static emq_status connect_addr(emq__route *r, const emq__cluster_node *n,
                                emq_conn_t **out, emq_error *err) {
     *out = NULL;
-    if (!emq__cluster_host_allowed(r->opt.allowed_hosts, n->host)) {
+    if (!emq__host_allowed(r->opt.allowed_hosts, n->host)) {
         char name[EMQ_CLUSTER_HOST_MAX + 16];
         node_name(n, name, sizeof name);
         return emq__error_set(err, EMQ_EPROTO, 0,

@@ -73,44 +73,6 @@ emq_status emq__slot_map_node(emq__slot_map *map, const char *host,
     return EMQ_OK;
 }
 
-/* 1 when pattern[0..n) matches all of host: '*' any run, '?' one
- * character, the rest compared without case. */
-static int glob_match(const char *pattern, size_t n, const char *host) {
-    size_t star = SIZE_MAX, back = 0, i = 0, h = 0;
-    while (host[h] != '\0') {
-        if (i < n &&
-            (pattern[i] == '?' || tolower((unsigned char)pattern[i]) ==
-                                      tolower((unsigned char)host[h]))) {
-            i++;
-            h++;
-        } else if (i < n && pattern[i] == '*') {
-            star = i++;
-            back = h;
-        } else if (star != SIZE_MAX) {
-            i = star + 1;
-            h = ++back;
-        } else {
-            return 0;
-        }
-    }
-    while (i < n && pattern[i] == '*')
-        i++;
-    return i == n;
-}
-
-int emq__cluster_host_allowed(const char *patterns, const char *host) {
-    if (patterns == NULL || *patterns == '\0')
-        return 1;
-    for (const char *s = patterns;;) {
-        size_t n = strcspn(s, ",");
-        if (glob_match(s, n, host))
-            return 1;
-        if (s[n] == '\0')
-            return 0;
-        s += n + 1;
-    }
-}
-
 /* ---- reading reply values --------------------------------------------- */
 
 /* 1 when r is a string-like reply equal to word (case-sensitive: the

@@ -190,6 +190,17 @@ static const prop props[] = {
      "(NAT, containers): FROM=TO[,FROM=TO...], each host:port.",
      P_STRING, F(sentinel_address_map), 0, 0, check_address_map, NULL, NULL,
      "conn"},
+    {"sentinel.allowed_hosts", "",
+     "The only addresses the Sentinels may send this client to: the "
+     "primary they name (which gets the data password) and the Sentinels "
+     "they list (which get sentinel.password). Host patterns as "
+     "cluster.allowed_hosts, compared to the address after "
+     "sentinel.address_map. A primary outside them is never connected to "
+     "(the resolution fails with EMQ_EPROTO naming this property); a "
+     "Sentinel outside them is not learned. Empty: any host "
+     "(docs/HA.md, Trust).",
+     P_STRING, F(sentinel_allowed_hosts), 0, 0, check_host_patterns, NULL, NULL,
+     "conn"},
     {"reconnect.backoff_min_ms", "100",
      "First delay between reconnect attempts, in milliseconds; doubles "
      "each attempt, with jitter.",

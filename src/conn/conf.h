@@ -50,19 +50,20 @@
     X(STR, sentinel_password)    /* NULL: no AUTH at the Sentinels; wiped */     \
     X(INT, sentinel_tls)         /* -1: as the URL's scheme; 0/1: off/on */      \
     X(STR, sentinel_address_map) /* "FROM=TO,..."; NULL: none */                 \
-    X(INT, backoff_min_ms)       /* reconnect.backoff_min_ms */                  \
-    X(INT, backoff_max_ms)       /* reconnect.backoff_max_ms */                  \
-    X(INT, max_attempts)         /* reconnect.max_attempts */                    \
-    X(INT, pipeline_max)         /* most appended commands left unread */        \
-    X(INT, output_max_bytes)     /* cap of the unsent output buffer */           \
-    X(INT, resp_max_bulk)        /* emq__resp_limits.max_bulk */                 \
-    X(INT, resp_max_depth)       /* emq__resp_limits.max_depth */                \
-    X(INT, resp_max_elements)    /* emq__resp_limits.max_elements */             \
-    X(INT, resp_max_reply)       /* emq__resp_limits.max_reply */                \
-    X(STR, cluster_seeds)        /* "host:port,..." after url; NULL: none */     \
-    X(INT, cluster_max_redirects) /* MOVED/ASK followed per command */           \
-    X(INT, cluster_retry_ms)      /* TRYAGAIN/CLUSTERDOWN retry budget */        \
-    X(STR, cluster_allowed_hosts) /* patterns; NULL: any host */                 \
+    X(STR, sentinel_allowed_hosts) /* patterns; NULL: any host */                \
+    X(INT, backoff_min_ms)         /* reconnect.backoff_min_ms */                \
+    X(INT, backoff_max_ms)         /* reconnect.backoff_max_ms */                \
+    X(INT, max_attempts)           /* reconnect.max_attempts */                  \
+    X(INT, pipeline_max)           /* most appended commands left unread */      \
+    X(INT, output_max_bytes)       /* cap of the unsent output buffer */         \
+    X(INT, resp_max_bulk)          /* emq__resp_limits.max_bulk */               \
+    X(INT, resp_max_depth)         /* emq__resp_limits.max_depth */              \
+    X(INT, resp_max_elements)      /* emq__resp_limits.max_elements */           \
+    X(INT, resp_max_reply)         /* emq__resp_limits.max_reply */              \
+    X(STR, cluster_seeds)          /* "host:port,..." after url; NULL: none */   \
+    X(INT, cluster_max_redirects)  /* MOVED/ASK followed per command */          \
+    X(INT, cluster_retry_ms)       /* TRYAGAIN/CLUSTERDOWN retry budget */       \
+    X(STR, cluster_allowed_hosts)  /* patterns; NULL: any host */                \
     /* Queues, producers and consumers (validated by their layers). */           \
     X(STR, queue)      /* queue name; NULL: use stream */                        \
     X(STR, stream)     /* raw stream key; NULL: use queue */                     \

@@ -86,6 +86,11 @@ emq_status emq__hostport_parse(const char *text, size_t len, emq__url *out,
  * a space, a control byte) is refused: an address is data and can never
  * carry URL settings. Pure. */
 int emq__host_valid(const char *host, size_t len);
+/* 1 when host may be connected to under patterns (cluster.allowed_hosts,
+ * sentinel.allowed_hosts): a comma-separated list ('*' any run of
+ * characters, '?' one, the rest compared without case), NULL or ""
+ * allowing any. Pure. */
+int emq__host_allowed(const char *patterns, const char *host);
 /* Frees the strings of u (wiping the password) and zeroes it. */
 void emq__url_free(emq__url *u);
 
@@ -136,9 +141,11 @@ void emq__sentinel_to_back(emq__url *u, const char *host, int port);
 void emq__sentinel_to_front(emq__url *u, size_t i);
 /* Adds to u's Sentinels those that a reply of SENTINEL sentinels NAME
  * names and u does not know yet, each through map (sentinel.address_map,
- * emq__sentinel_map; NULL: none), at most EMQ_SENTINELS_MAX in all (the
- * list has room for them). Returns how many were added. */
-size_t emq__sentinel_learn(emq__url *u, const emq_reply *r, const char *map);
+ * emq__sentinel_map; NULL: none) and allowed by allowed
+ * (sentinel.allowed_hosts, emq__host_allowed), at most EMQ_SENTINELS_MAX
+ * in all (the list has room for them). Returns how many were added. */
+size_t emq__sentinel_learn(emq__url *u, const emq_reply *r, const char *map,
+                           const char *allowed);
 /* Applies sentinel.address_map (map: "FROM=TO[,FROM=TO...]", each side
  * host[:port] parsed as a URL's host part, port 6379 when absent; NULL
  * or "": no entry) to an address a Sentinel announced, host (a buffer of
@@ -268,13 +275,14 @@ typedef struct emq__conn_options {
     const char *tls_key_file;
     const char *tls_key_password; /* NULL: none; never in a message */
     const char *tls_sni;
-    int64_t tls_verify;               /* EMQ_TLS_VERIFY_* */
-    const char *sentinel_master;      /* NULL: the URL's #NAME */
-    const char *sentinel_user;        /* AUTH at the Sentinels; NULL: none */
-    const char *sentinel_password;    /* never in a message */
-    int64_t sentinel_tls;             /* -1: as the URL; 0/1: off/on */
-    const char *sentinel_address_map; /* NULL: none */
-    int64_t backoff_min_ms;           /* emq_conn_reconnect's pauses */
+    int64_t tls_verify;                 /* EMQ_TLS_VERIFY_* */
+    const char *sentinel_master;        /* NULL: the URL's #NAME */
+    const char *sentinel_user;          /* AUTH at the Sentinels; NULL: none */
+    const char *sentinel_password;      /* never in a message */
+    int64_t sentinel_tls;               /* -1: as the URL; 0/1: off/on */
+    const char *sentinel_address_map;   /* NULL: none */
+    const char *sentinel_allowed_hosts; /* patterns; NULL: any host */
+    int64_t backoff_min_ms;             /* emq_conn_reconnect's pauses */
     int64_t backoff_max_ms;
     int64_t max_attempts;     /* per emq_conn_reconnect; 0: no bound */
     int64_t pipeline_max;     /* appended commands left unread */

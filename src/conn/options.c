@@ -34,6 +34,7 @@ void emq__conn_options_of(const emq_conf_t *conf, emq__conn_options *out) {
     out->sentinel_password = emq__cfg_sentinel_password(conf);
     out->sentinel_tls = emq__cfg_sentinel_tls(conf);
     out->sentinel_address_map = emq__cfg_sentinel_address_map(conf);
+    out->sentinel_allowed_hosts = emq__cfg_sentinel_allowed_hosts(conf);
     out->tls_verify = emq__cfg_tls_verify(conf);
     out->backoff_min_ms = emq__cfg_backoff_min_ms(conf);
     out->backoff_max_ms = emq__cfg_backoff_max_ms(conf);
@@ -55,9 +56,9 @@ void emq__conn_options_of(const emq_conf_t *conf, emq__conn_options *out) {
             &(o)->tls_ca_file, &(o)->tls_cert_file, &(o)->tls_key_file,        \
             &(o)->tls_key_password, &(o)->tls_sni, &(o)->sentinel_master,      \
             &(o)->sentinel_user, &(o)->sentinel_password,                      \
-            &(o)->sentinel_address_map                                         \
+            &(o)->sentinel_address_map, &(o)->sentinel_allowed_hosts           \
     }
-#define NSTRINGS 14
+#define NSTRINGS 15
 
 void emq__conn_options_drop(emq__conn_options *o) {
     if (o == NULL)

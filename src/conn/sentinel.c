@@ -251,7 +251,8 @@ emq_status emq__sentinel_map(const char *map, char *host, size_t size,
     return EMQ_OK;
 }
 
-size_t emq__sentinel_learn(emq__url *u, const emq_reply *r, const char *map) {
+size_t emq__sentinel_learn(emq__url *u, const emq_reply *r, const char *map,
+                           const char *allowed) {
     size_t added = 0;
     if (emq_reply_kind(r) != EMQ_REPLY_ARRAY)
         return 0;
@@ -264,7 +265,8 @@ size_t emq__sentinel_learn(emq__url *u, const emq_reply *r, const char *map) {
         emq_error ignored;
         if (ip == NULL || port == 0 || !copy_host(ip, host, sizeof host) ||
             emq__sentinel_map(map, host, sizeof host, &port, &ignored) !=
-                EMQ_OK)
+                EMQ_OK ||
+            !emq__host_allowed(allowed, host))
             continue;
         int known = 0;
         for (size_t k = 0; k < u->nsentinels && !known; k++)

@@ -147,7 +147,19 @@ static int sentinel_ask(const emq__conn_options *opt, const emq__url *url,
         if (found == 1 && emq__sentinel_map(opt->sentinel_address_map, host,
                                             size, port, why) != EMQ_OK)
             found = -1;
-        else if (found < 0) {
+        else if (found == 1 &&
+                 !emq__host_allowed(opt->sentinel_allowed_hosts, host)) {
+            /* A Sentinel decides where the data password goes: only
+             * where the allow-list says. */
+            char named[300];
+            emq__conn_endpoint_name(host, *port, named, sizeof named);
+            emq__error_set(why, EMQ_EPROTO, 0,
+                           "Sentinel %s named %s as the primary, which "
+                           "sentinel.allowed_hosts does not allow; not "
+                           "connected",
+                           addr, named);
+            found = -2;
+        } else if (found < 0) {
             char shown[120];
             emq__error_set(why, EMQ_EPROTO, 1,
                            "Sentinel %s answered get-master-addr-by-name "
@@ -166,7 +178,8 @@ static int sentinel_ask(const emq__conn_options *opt, const emq__url *url,
     if (found == 1 && learn) { /* the other Sentinels (optional) */
         const char *peers[] = {"SENTINEL", "sentinels", name};
         if (emq_conn_command(s, 3, peers, NULL, &r, &ignored) == EMQ_OK)
-            emq__sentinel_learn(learn, r, opt->sentinel_address_map);
+            emq__sentinel_learn(learn, r, opt->sentinel_address_map,
+                                opt->sentinel_allowed_hosts);
         emq_reply_free(r);
     }
     emq_conn_destroy(s);
@@ -227,8 +240,8 @@ emq_status emq__sentinel_resolve(const emq__conn_options *opt, emq__url *url,
         return emq__error_set(err, EMQ_EINVAL, 0,
                               "no master name for the Sentinels: give it "
                               "as the URL's #NAME or sentinel.master");
-    size_t reached = 0;
-    emq_error last;
+    size_t reached = 0, refused = 0;
+    emq_error last, refusal;
     emq__error_set(&last, EMQ_EIO, 1, "no Sentinel was asked");
     /* The Sentinels as listed now: the first that answers moves to the
      * front and those it knows are added behind, so walk a copy. */
@@ -252,6 +265,8 @@ emq_status emq__sentinel_resolve(const emq__conn_options *opt, emq__url *url,
             pick->failover_ms = failover_ms;
         pick->asked++;
         reached += found >= 0;
+        if (found == -2 && refused++ == 0)
+            refusal = last;
         if (found != 1)
             continue;
         if (pick->answered++ == 0) {
@@ -275,6 +290,10 @@ emq_status emq__sentinel_resolve(const emq__conn_options *opt, emq__url *url,
     if (pick->n > 0) {
         rank(pick);
         return EMQ_OK;
+    }
+    if (refused > 0) {
+        *err = refusal;
+        return refusal.code;
     }
     if (reached > 0)
         return emq__error_set(err, EMQ_EINVAL, 0,

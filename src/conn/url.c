@@ -27,6 +27,8 @@
  */
 #include "conn.h"
 
+#include <ctype.h>
+
 #include <stdio.h>
 #include <string.h>
 
@@ -153,6 +155,44 @@ int emq__host_valid(const char *host, size_t len) {
         if (!host_char(host[i]))
             return 0;
     return colons == 0 || colons >= 2;
+}
+
+/* 1 when pattern[0..n) matches all of host: '*' any run, '?' one
+ * character, the rest compared without case. */
+static int glob_match(const char *pattern, size_t n, const char *host) {
+    size_t star = SIZE_MAX, back = 0, i = 0, h = 0;
+    while (host[h] != '\0') {
+        if (i < n &&
+            (pattern[i] == '?' || tolower((unsigned char)pattern[i]) ==
+                                      tolower((unsigned char)host[h]))) {
+            i++;
+            h++;
+        } else if (i < n && pattern[i] == '*') {
+            star = i++;
+            back = h;
+        } else if (star != SIZE_MAX) {
+            i = star + 1;
+            h = ++back;
+        } else {
+            return 0;
+        }
+    }
+    while (i < n && pattern[i] == '*')
+        i++;
+    return i == n;
+}
+
+int emq__host_allowed(const char *patterns, const char *host) {
+    if (patterns == NULL || *patterns == '\0')
+        return 1;
+    for (const char *s = patterns;;) {
+        size_t n = strcspn(s, ",");
+        if (glob_match(s, n, host))
+            return 1;
+        if (s[n] == '\0')
+            return 0;
+        s += n + 1;
+    }
 }
 
 /* Parses host[:port] or [v6]:port from [s, e) into u. Returns EMQ_OK,

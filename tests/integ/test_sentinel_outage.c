@@ -328,3 +328,44 @@ TEST_TIMEOUT(sentinel_not_master_replies_resolve_again, 60) {
     emq_srv_stop(now);
     emq_srv_stop(old);
 }
+
+/* sentinel.allowed_hosts: a Sentinel that names a primary outside the
+ * patterns sends nothing anywhere (the resolution fails, EMQ_EPROTO,
+ * naming the property; the named node never sees a connection, so never
+ * the data password); within them, the connection is made. A fake
+ * Sentinel names a fake primary that counts its connections. */
+TEST_TIMEOUT(sentinel_allowed_hosts_bound_where_the_password_goes, 30) {
+    emq_peer_opts silent = {.mode = EMQ_PEER_SILENT};
+    emq_peer *named = emq_peer_start(&silent);
+    emq_peer_opts po = {.mode = EMQ_PEER_SENTINEL,
+                        .sentinel_master = MASTER,
+                        .primary_port = emq_peer_port(named)};
+    emq_peer *sentinel = emq_peer_start(&po);
+    char url[160];
+    snprintf(url, sizeof url, "redis-sentinel://:secret@127.0.0.1:%d#" MASTER,
+             emq_peer_port(sentinel));
+    emq_conf_t *conf = conf_for(url);
+    conf_set(conf, "sentinel.allowed_hosts", "10.0.*,*.cache.internal");
+    conf_set(conf, "connect_timeout_ms", "500");
+    emq_conn_t *conn = NULL;
+    emq_error err;
+    ASSERT_STATUS(emq_conn_new(conf, &conn, &err), EMQ_EPROTO, &err);
+    ASSERT_CONTAINS(err.message, "sentinel.allowed_hosts does not allow");
+    ASSERT_CONTAINS(err.message, "127.0.0.1");
+    ASSERT(strstr(err.message, "secret") == NULL);
+    ASSERT_EQ_INT(emq_peer_accepted(named), 0);
+    /* Allowed: connected (the silent peer then answers nothing). */
+    conf_set(conf, "sentinel.allowed_hosts", "10.0.*,127.0.0.?");
+    ASSERT_STATUS(emq_conn_new(conf, &conn, &err), EMQ_ETIMEDOUT, &err);
+    ASSERT_EQ_INT(emq_peer_accepted(named), 1);
+    /* A pattern that is not one is refused when set. */
+    emq_conf_t *bad = emq_conf_new();
+    ASSERT_STATUS(
+        emq_conf_set(bad, "sentinel.allowed_hosts", "10.0.0.1/8", &err),
+        EMQ_EINVAL, &err);
+    ASSERT_CONTAINS(err.message, "sentinel.allowed_hosts");
+    emq_conf_destroy(bad);
+    emq_conf_destroy(conf);
+    emq_peer_stop(sentinel);
+    emq_peer_stop(named);
+}

@@ -34,7 +34,7 @@ TEST(conf_defaults_read_back_as_the_table_says) {
                 FAIL("property %s listed twice", name);
         }
     }
-    ASSERT_EQ_SIZE(n, 80); /* 37 + tls.key_password, sentinel.master, .user,
+    ASSERT_EQ_SIZE(n, 81); /* 37 + tls.key_password, sentinel.master, .user,
                              .password,
                              .tls, .address_map,
                              lease.wait_replicas, .wait_timeout_ms,
@@ -48,7 +48,8 @@ TEST(conf_defaults_read_back_as_the_table_says) {
                              handler.timeout_ms, cluster.allowed_hosts,
                              delayed.poll_ms, dedup.ttl_ms, rate.limit,
                              group.max_in_flight, deliveries.exact,
-                             .wait_replicas, .wait_timeout_ms */
+                             .wait_replicas, .wait_timeout_ms,
+                             sentinel.allowed_hosts */
     ASSERT_STATUS(emq_conf_property(n, &name, &def, &doc), EMQ_EINVAL, NULL);
     /* A few defaults spelled out, and the typed fields behind them. */
     ASSERT_EQ_STR(emq__cfg_url(c), "redis://127.0.0.1:6379");

@@ -55,7 +55,7 @@ TEST(sentinel_announced_addresses_are_hosts_only) {
                     "\r\n$1\r\n2\r\n"
                     "*4\r\n$2\r\nip\r\n$1\r\nc\r\n$4\r\nport\r\n$1\r\n3"
                     "\r\n");
-    ASSERT_EQ_SIZE(emq__sentinel_learn(&u, r, NULL), 1);
+    ASSERT_EQ_SIZE(emq__sentinel_learn(&u, r, NULL, NULL), 1);
     ASSERT_EQ_SIZE(u.nsentinels, 2);
     ASSERT_EQ_STR(u.sentinels[1].host, "c");
     emq_reply_free(r);
@@ -100,11 +100,11 @@ TEST(sentinel_list_front_and_learn) {
                     "*4\r\n$2\r\nip\r\n$1\r\na\r\n$4\r\nport\r\n$1\r\n1\r\n"
                     "*4\r\n$2\r\nip\r\n$1\r\nd\r\n$4\r\nport\r\n$1\r\n4\r\n"
                     "*2\r\n$2\r\nip\r\n$1\r\ne\r\n");
-    ASSERT_EQ_SIZE(emq__sentinel_learn(&u, r, NULL), 1);
+    ASSERT_EQ_SIZE(emq__sentinel_learn(&u, r, NULL, NULL), 1);
     ASSERT_EQ_SIZE(u.nsentinels, 4);
     ASSERT_EQ_STR(u.sentinels[3].host, "d");
     ASSERT_EQ_INT(u.sentinels[3].port, 4);
-    ASSERT_EQ_SIZE(emq__sentinel_learn(&u, r, NULL), 0); /* known now */
+    ASSERT_EQ_SIZE(emq__sentinel_learn(&u, r, NULL, NULL), 0); /* known now */
     emq_reply_free(r);
     emq__url_free(&u);
 }
@@ -185,7 +185,13 @@ TEST(sentinel_learn_maps_announced_addresses) {
     emq_reply *r = parse_reply(
         "*1\r\n"
         "*4\r\n$2\r\nip\r\n$8\r\n10.0.0.9\r\n$4\r\nport\r\n$5\r\n26379\r\n");
-    ASSERT_EQ_SIZE(emq__sentinel_learn(&u, r, "10.0.0.9:26379=127.0.0.1:36379"),
+    /* sentinel.allowed_hosts applies to the mapped address. */
+    ASSERT_EQ_SIZE(
+        emq__sentinel_learn(&u, r, "10.0.0.9:26379=127.0.0.1:36379", "10.*"),
+        0);
+    ASSERT_EQ_SIZE(u.nsentinels, 1);
+    ASSERT_EQ_SIZE(emq__sentinel_learn(&u, r, "10.0.0.9:26379=127.0.0.1:36379",
+                                       "127.0.0.*"),
                    1);
     ASSERT_EQ_STR(u.sentinels[1].host, "127.0.0.1");
     ASSERT_EQ_INT(u.sentinels[1].port, 36379);

@@ -398,3 +398,35 @@ TEST(url_shapes_by_the_thousand_never_show_the_password) {
     ASSERT(tried >= 1000);
     printf("    %zu URL shapes\n", tried);
 }
+
+TEST(url_host_patterns_allow_hosts) {
+    ASSERT_EQ_INT(emq__host_allowed(NULL, "anything"), 1);
+    ASSERT_EQ_INT(emq__host_allowed("", "anything"), 1);
+    const char *p = "10.0.*,*.Cache.internal,node-?";
+    ASSERT_EQ_INT(emq__host_allowed(p, "10.0.3.4"), 1);
+    ASSERT_EQ_INT(emq__host_allowed(p, "10.1.3.4"), 0);
+    ASSERT_EQ_INT(emq__host_allowed(p, "a.b.cache.INTERNAL"), 1);
+    ASSERT_EQ_INT(emq__host_allowed(p, "cache.internal"), 0);
+    ASSERT_EQ_INT(emq__host_allowed(p, "node-7"), 1);
+    ASSERT_EQ_INT(emq__host_allowed(p, "node-77"), 0);
+    ASSERT_EQ_INT(emq__host_allowed("*", "x"), 1);
+    ASSERT_EQ_INT(emq__host_allowed("a*b*c", "axxbyyc"), 1);
+    ASSERT_EQ_INT(emq__host_allowed("a*b*c", "axxbyy"), 0);
+    ASSERT_EQ_INT(emq__host_allowed("127.0.0.1", "127.0.0.10"), 0);
+
+    emq_conf_t *conf = emq_conf_new();
+    emq_error err;
+    ASSERT_OK(emq_conf_set(conf, "cluster.allowed_hosts", p, &err), &err);
+    ASSERT_OK(emq_conf_set(conf, "cluster.allowed_hosts", "fe80::*%eth0", &err),
+              &err);
+    ASSERT_OK(emq_conf_set(conf, "cluster.allowed_hosts", "", &err), &err);
+    static const char *const bad[] = {"a,,b", "a,",      ",a", "a b",
+                                      "a/b",  "a?x=1&b", "u@h"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        if (emq_conf_set(conf, "cluster.allowed_hosts", bad[i], &err) !=
+            EMQ_EINVAL)
+            FAIL("cluster.allowed_hosts '%s' accepted", bad[i]);
+        ASSERT_CONTAINS(err.message, "cluster.allowed_hosts");
+    }
+    emq_conf_destroy(conf);
+}

@@ -390,6 +390,29 @@ static emq_status parse_query(const parser *ps, const char *s, const char *e,
 }
 
 /* Matches the scheme [s, s+n) case-insensitively. Returns 1 on a match. */
+static int scheme_is(const char *s, size_t n, const char *name);
+
+/* Every scheme a URL may have, and what it means: the parser's and the
+ * redaction's one list. */
+static const struct {
+    const char *name;
+    emq__url_scheme scheme;
+    int sentinel;
+} schemes[] = {
+    {"redis", EMQ_URL_TCP, 0},           {"rediss", EMQ_URL_TLS, 0},
+    {"unix", EMQ_URL_UNIX, 0},           {"redis-sentinel", EMQ_URL_TCP, 1},
+    {"redis+sentinel", EMQ_URL_TCP, 1},  {"rediss-sentinel", EMQ_URL_TLS, 1},
+    {"rediss+sentinel", EMQ_URL_TLS, 1},
+};
+
+/* The index in schemes of the scheme [s, s+n); -1 when it is none. */
+static int scheme_find(const char *s, size_t n) {
+    for (size_t i = 0; i < sizeof schemes / sizeof schemes[0]; i++)
+        if (scheme_is(s, n, schemes[i].name))
+            return (int)i;
+    return -1;
+}
+
 static int scheme_is(const char *s, size_t n, const char *name) {
     if (strlen(name) != n)
         return 0;
@@ -429,20 +452,11 @@ static emq_status parse(const parser *ps, emq__url *u) {
                               "URL has no scheme; use redis://host:port, "
                               "rediss://host:port or unix:///path");
     size_t sn = (size_t)(sep - text);
-    int sentinel = 0;
-    if (scheme_is(text, sn, "redis-sentinel") ||
-        scheme_is(text, sn, "redis+sentinel"))
-        u->scheme = EMQ_URL_TCP, sentinel = 1;
-    else if (scheme_is(text, sn, "rediss-sentinel") ||
-             scheme_is(text, sn, "rediss+sentinel"))
-        u->scheme = EMQ_URL_TLS, sentinel = 1;
-    else if (scheme_is(text, sn, "redis"))
-        u->scheme = EMQ_URL_TCP;
-    else if (scheme_is(text, sn, "rediss"))
-        u->scheme = EMQ_URL_TLS;
-    else if (scheme_is(text, sn, "unix"))
-        u->scheme = EMQ_URL_UNIX;
-    else {
+    int known = scheme_find(text, sn);
+    int sentinel = known >= 0 && schemes[known].sentinel;
+    if (known >= 0) {
+        u->scheme = schemes[known].scheme;
+    } else {
         /* A scheme is a short word of letters (http, tcp, valkey, redis+tls);
          * anything else is withheld, since it may be a password typed where
          * the scheme should be, and a password mostly holds a digit. */
@@ -621,8 +635,7 @@ static size_t secret_spans(const char *text, size_t spans[5][2]) {
     if (sn > 0 && text[sn - 1] == ':')
         sn--;
     int is_unix = scheme_is(text, sn, "unix");
-    if (sn > 0 && !scheme_is(text, sn, "redis") &&
-        !scheme_is(text, sn, "rediss") && !is_unix) {
+    if (sn > 0 && scheme_find(text, sn) < 0) {
         spans[n][0] = 0;
         spans[n++][1] = sn;
     }

@@ -306,7 +306,9 @@ TEST(url_sentinel_hosts_master_and_data_credentials) {
     emq_url_redact("redis-sentinel://app:" PW "@10.0.0.1,s2:26380#m", shown,
                    sizeof shown);
     assert_no_password(shown);
-    ASSERT_CONTAINS(shown, "10.0.0.1,s2:26380#m");
+    ASSERT_EQ_STR(shown, "redis-sentinel://app:***@10.0.0.1,s2:26380#m");
+    emq_url_redact("rediss+sentinel://h#m", shown, sizeof shown);
+    ASSERT_EQ_STR(shown, "rediss+sentinel://h#m"); /* the scheme shown */
     ASSERT_OK(emq__url_parse("rediss+sentinel://h#m", &u, &err), &err);
     ASSERT_EQ_INT(u.scheme, EMQ_URL_TLS);
     ASSERT_EQ_SIZE(u.nsentinels, 1);

@@ -1421,16 +1421,19 @@ int emq__conn_reply_whole(emq_conn_t *c, int64_t ms) {
     }
 }
 
-int emq__conn_read_now(emq_conn_t *c) {
+int emq__conn_read_now(emq_conn_t *c, size_t most) {
     if (c == NULL || c->t == NULL || c->reader == NULL)
         return -1;
     emq_error e;
-    for (;;) { /* what is there now */
+    for (size_t got = 0; got < most;) { /* what is there now */
         ssize_t n = read_chunk(c, &e);
-        if (n > 0)
+        if (n > 0) {
+            got += (size_t)n;
             continue;
+        }
         return n == EMQ_EAGAIN ? 0 : -1;
     }
+    return 0; /* the rest on the next call */
 }
 
 emq_status emq__conn_take_read(emq_conn_t *c, emq_reply **reply,

@@ -553,10 +553,11 @@ int64_t emq__conn_reply_began_ms(const emq_conn_t *conn);
 int emq__conn_switch_announced(const emq_conn_t *conn);
 
 /* For a connection that only listens (a Sentinel watch): reads what its
- * transport has now into its reader, never waiting. 0 when all of it was
- * read; -1 when the peer closed, a read failed or c is not connected
- * (c is not broken by it). */
-int emq__conn_read_now(emq_conn_t *c);
+ * transport has now into its reader, never waiting, and at most about
+ * most bytes (a peer that floods it holds no caller). 0 when it read all
+ * there was or most; -1 when the peer closed, a read failed or c is not
+ * connected (c is not broken by it). */
+int emq__conn_read_now(emq_conn_t *c, size_t most);
 /* The next whole reply among what emq__conn_read_now read: EMQ_OK with
  * *reply caller-owned, EMQ_EAGAIN when none is whole yet, or the
  * reader's error (a protocol error: nothing more is readable). */

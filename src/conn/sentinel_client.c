@@ -456,11 +456,18 @@ static int is_current(const emq__conn_options *opt, const emq__url *url,
            strcmp(host, url->host) == 0;
 }
 
-/* Reads what the Sentinel by sent on c (without waiting) into w's state;
- * 1 when c ended. */
+/* What a Sentinel's connection did in one look at it. */
+enum { HEARD, ENDED, MISBEHAVED };
+/* The most bytes one look reads of a Sentinel's connection. */
+#define WATCH_READ_MAX ((size_t)64 * 1024)
+
+/* Reads what the Sentinel by sent on c (at most WATCH_READ_MAX now,
+ * without waiting) into w's state: HEARD, ENDED (it closed), or
+ * MISBEHAVED (it sent what is not a message of the channels, or one
+ * that does not fit resp.max_reply_bytes). */
 static int news_of_one(emq__sentinel_watch *w, emq_conn_t *c, const char *by,
                        const emq__conn_options *opt, const emq__url *url) {
-    int ended = emq__conn_read_now(c) != 0;
+    int ended = emq__conn_read_now(c, WATCH_READ_MAX) != 0;
     const char *name = emq__sentinel_master_name(opt, url);
     char primary[300];
     emq__conn_endpoint_name(url->host ? url->host : "", url->port, primary,
@@ -478,16 +485,17 @@ static int news_of_one(emq__sentinel_watch *w, emq_conn_t *c, const char *by,
                 ? emq__sentinel_news_of(r, name, host, sizeof host, &port)
                 : EMQ_SENTINEL_UNREADABLE;
         emq_reply_free(r);
+        if (news == EMQ_SENTINEL_UNREADABLE)
+            return MISBEHAVED;
         if (news == EMQ_SENTINEL_SWITCH && port != 0 &&
             is_current(opt, url, host, sizeof host, port)) {
             w->failover_at = 0; /* done: the primary in use is the new one */
-        } else if (news == EMQ_SENTINEL_SWITCH ||
-                   news == EMQ_SENTINEL_UNREADABLE) {
-            /* Unreadable, or ours to another primary (or to one it does
-             * not say: resolve again to be sure). */
+        } else if (news == EMQ_SENTINEL_SWITCH) {
+            /* Ours to another primary (or to one it does not say:
+             * resolve again to be sure). */
             w->switched = 1;
             w->announced[0] = '\0';
-            if (news == EMQ_SENTINEL_SWITCH && port != 0)
+            if (port != 0)
                 emq__conn_endpoint_name(host, port, w->announced,
                                         sizeof w->announced);
         } else if (news == EMQ_SENTINEL_BEGUN && w->failover_at == 0) {
@@ -509,7 +517,7 @@ static int news_of_one(emq__sentinel_watch *w, emq_conn_t *c, const char *by,
             w->failover_at = 0;
         }
     }
-    return ended;
+    return ended ? ENDED : HEARD;
 }
 
 void emq__sentinel_watch_news(emq__sentinel_watch *w,
@@ -519,27 +527,33 @@ void emq__sentinel_watch_news(emq__sentinel_watch *w,
         char by[300];
         emq__conn_endpoint_name(w->ears_at[i].host, w->ears_at[i].port, by,
                                 sizeof by);
-        if (!news_of_one(w, w->ears[i], by, opt, url) || w->switched) {
+        int heard = news_of_one(w, w->ears[i], by, opt, url);
+        if (heard == HEARD || w->switched) {
             i++;
             continue;
         }
-        /* An ear that ended: heard again once it answers. */
+        /* An ear that ended or misbehaved: heard again once it answers. */
         watch_drop(w, w->ears[i]);
         w->ears[i] = w->ears[w->nears - 1];
         w->ears_at[i] = w->ears_at[--w->nears];
         w->listen_at = emq__now_ms() + WATCH_REOPEN_MIN_MS;
     }
-    if (w->conn == NULL || w->switched ||
-        !news_of_one(w, w->conn, w->by, opt, url) || w->switched)
+    if (w->conn == NULL || w->switched)
         return;
-    /* The Sentinel went away, not the primary: keep the connection. */
+    int heard = news_of_one(w, w->conn, w->by, opt, url);
+    if (heard == HEARD || w->switched)
+        return;
+    /* The Sentinel went away, or sent what cannot be news, not the
+     * primary: keep the connection. */
     char primary[300];
     emq__conn_endpoint_name(url->host, url->port, primary, sizeof primary);
     emq__log_to(&opt->log, EMQ_LOG_WARNING,
-                "Sentinel %s, watched for master '%.100s', closed the "
-                "connection; %s stays in use while another Sentinel is "
-                "asked",
-                w->by, emq__sentinel_master_name(opt, url), primary);
+                "Sentinel %s, watched for master '%.100s', %s; %s stays in "
+                "use while another Sentinel is asked",
+                w->by, emq__sentinel_master_name(opt, url),
+                heard == ENDED ? "closed the connection"
+                               : "sent what is not news of its channels",
+                primary);
     emq__sentinel_watch_lose(w);
 }
 

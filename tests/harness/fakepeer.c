@@ -75,6 +75,8 @@ struct emq_peer {
     int switch_to;           /* SENTINEL: a switch asked, not yet sent */
     int asked;               /* SENTINEL: get-master-addr-by-name answered */
     char publish[512];       /* SENTINEL: a message to send ("" none) */
+    int flood_count;         /* SENTINEL: messages of a flood to send */
+    size_t flood_bytes;      /* SENTINEL: the payload of each */
     char *flood_block;       /* REPLY_FLOOD: flood units, FLOOD_BLOCK bytes */
     long long flooded;       /* bytes of it sent */
     peer_conn conns[MAX_CONNS]; /* owned by the peer thread */
@@ -212,6 +214,31 @@ static void sentinel_send_all(emq_peer *p, const char *msg) {
         if (p->conns[i].fd >= 0 && p->conns[i].subscribed &&
             send_str(p->conns[i].fd, msg) != 0)
             conn_close(&p->conns[i]);
+}
+
+/* SENTINEL: sends count messages on +switch-master whose payloads are
+ * "other " and then bytes of 'x' (news of another master, or no news
+ * at all when too long) to every subscribed connection. The peer
+ * thread. */
+static void sentinel_flood(emq_peer *p, int count, size_t bytes) {
+    char head[96];
+    int h = snprintf(head, sizeof head,
+                     "*3\r\n$7\r\nmessage\r\n$14\r\n+switch-master\r\n"
+                     "$%zu\r\nother ",
+                     bytes + 6);
+    size_t len = (size_t)h + bytes + 2;
+    char *msg = malloc(len + 1);
+    if (msg == NULL)
+        return;
+    memcpy(msg, head, (size_t)h);
+    memset(msg + h, 'x', bytes);
+    memcpy(msg + h + bytes, "\r\n", 3);
+    for (int k = 0; k < count; k++)
+        for (int i = 0; i < MAX_CONNS; i++)
+            if (p->conns[i].fd >= 0 && p->conns[i].subscribed &&
+                send_bounded(p->conns[i].fd, msg, len) != 0)
+                conn_close(&p->conns[i]);
+    free(msg);
 }
 
 /* SENTINEL: announces a switch of its master from the primary it names
@@ -459,6 +486,9 @@ static int apply_control(emq_peer *p, int *frozen, int *pace_ms) {
     char publish[sizeof p->publish];
     memcpy(publish, p->publish, sizeof publish);
     p->publish[0] = '\0';
+    int flood_count = p->flood_count;
+    size_t flood_bytes = p->flood_bytes;
+    p->flood_count = 0;
     p->drop = 0;
     p->stall_open = 0;
     p->switch_to = 0;
@@ -477,6 +507,8 @@ static int apply_control(emq_peer *p, int *frozen, int *pace_ms) {
         sentinel_announce(p, switch_to);
     if (publish[0] != '\0')
         sentinel_send_all(p, publish);
+    if (flood_count > 0)
+        sentinel_flood(p, flood_count, flood_bytes);
     pthread_mutex_lock(&p->mu);
     p->applied = p->requested;
     pthread_cond_broadcast(&p->cv);
@@ -719,6 +751,14 @@ void emq_peer_sentinel_switch(emq_peer *p, int port) {
 }
 
 int emq_peer_sentinel_asked(const emq_peer *p) { return counter(p, &p->asked); }
+
+void emq_peer_sentinel_flood(emq_peer *p, int count, size_t bytes) {
+    pthread_mutex_lock(&p->mu);
+    p->flood_count = count;
+    p->flood_bytes = bytes;
+    pthread_mutex_unlock(&p->mu);
+    control(p, 0, -1);
+}
 
 void emq_peer_sentinel_name(emq_peer *p, int port) {
     pthread_mutex_lock(&p->mu);

@@ -97,6 +97,11 @@ void emq_peer_pace(emq_peer *p, int ms);
  * names to 127.0.0.1:port on every subscribed connection, and names that
  * one from now on. Returns once sent (bounded). */
 void emq_peer_sentinel_switch(emq_peer *p, int port);
+/* SENTINEL: sends count messages on +switch-master, each with a payload
+ * of "other " and bytes of 'x', to every subscribed connection; returns
+ * once sent (each send waits at most 2 s for room, then that connection
+ * is closed). */
+void emq_peer_sentinel_flood(emq_peer *p, int count, size_t bytes);
 /* SENTINEL: names 127.0.0.1:port from now on, announcing nothing (a
  * failover its watchers did not hear of). */
 void emq_peer_sentinel_name(emq_peer *p, int port);

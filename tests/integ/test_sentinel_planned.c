@@ -288,3 +288,85 @@ TEST_TIMEOUT(sentinel_switch_heard_without_the_failover_channels, 30) {
     emq_srv_stop(next);
     emq_srv_stop(primary);
 }
+
+/* Log lines saying a Sentinel sent what cannot be news. */
+static atomic_int not_news;
+
+static void on_flood_log(void *opaque, emq_log_level level,
+                         const char *message) {
+    (void)opaque;
+    (void)level;
+    if (strstr(message, "not news of its channels"))
+        atomic_fetch_add(&not_news, 1);
+}
+
+typedef struct flood {
+    emq_peer *sentinel;
+    int count;
+    size_t bytes;
+    atomic_int done;
+} flood;
+
+static void *flood_main(void *arg) {
+    flood *f = arg;
+    emq_peer_sentinel_flood(f->sentinel, f->count, f->bytes);
+    atomic_store(&f->done, 1);
+    return NULL;
+}
+
+/* A Sentinel that floods the watch: 20,000 messages of another master
+ * (2.1 MB) are read 64 KiB per look, each look short, with no reconnect;
+ * then one message larger than resp.max_reply_bytes is not news but a
+ * Sentinel misbehaving: its watch is dropped (and asked again later),
+ * told once, and the connection kept. Before, every look read all there
+ * was (a client held 9 s by 160 MB), and the giant message made the
+ * connection go away as if a new primary had been announced. */
+TEST_TIMEOUT(sentinel_watch_flood_holds_no_caller, 60) {
+    emq_srv *primary = emq_srv_start(NULL);
+    emq_peer_opts po = {.mode = EMQ_PEER_SENTINEL,
+                        .sentinel_master = MASTER,
+                        .primary_port = emq_srv_port(primary)};
+    emq_peer *sentinel = emq_peer_start(&po);
+    char url[128];
+    snprintf(url, sizeof url, "redis-sentinel://127.0.0.1:%d#" MASTER,
+             emq_peer_port(sentinel));
+    emq_conf_t *conf = conf_for(url);
+    conf_set(conf, "resp.max_reply_bytes", "1048576");
+    conf_set(conf, "log.level", "info");
+    emq_conf_set_log(conf, on_flood_log, NULL);
+    emq_conn_t *conn = connect_ok(conf);
+    flood f = {sentinel, 20000, 100, 0};
+    pthread_t t;
+    ASSERT(pthread_create(&t, NULL, flood_main, &f) == 0);
+    int64_t longest = 0, end = now_ms() + emq_test_ms(20000);
+    while (!atomic_load(&f.done) && now_ms() < end) {
+        int64_t began = now_ms();
+        ASSERT_EQ_INT(emq__conn_went_away(conn), 0);
+        if (now_ms() - began > longest)
+            longest = now_ms() - began;
+    }
+    pthread_join(t, NULL);
+    ASSERT(atomic_load(&f.done));
+    for (int i = 0; i < 100; i++) /* what is left of it */
+        ASSERT_EQ_INT(emq__conn_went_away(conn), 0);
+    printf("    the longest look at the flood: %lld ms\n", (long long)longest);
+    /* One message too large to be news. */
+    flood giant = {sentinel, 1, 2 * 1024 * 1024, 0};
+    ASSERT(pthread_create(&t, NULL, flood_main, &giant) == 0);
+    int gone = 0;
+    WAIT_UNTIL((gone |= emq__conn_went_away(conn), atomic_load(&not_news) == 1),
+               20000, "the giant message to drop the watch");
+    ASSERT_EQ_INT(gone, 0); /* no "new primary" */
+    pthread_join(t, NULL);
+    emq_reply *r = NULL;
+    emq_error err;
+    ASSERT_OK(
+        emq_conn_command(conn, 1, (const char *[]){"PING"}, NULL, &r, &err),
+        &err);
+    emq_reply_free(r);
+    ASSERT_EQ_INT(emq_conn_reconnects(conn), 0);
+    emq_conn_destroy(conn);
+    emq_conf_destroy(conf);
+    emq_peer_stop(sentinel);
+    emq_srv_stop(primary);
+}

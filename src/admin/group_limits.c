@@ -16,9 +16,9 @@ int emq__admin_limits_from(const emq_reply *hmget, emq_group_limits *out) {
         *out = (emq_group_limits){-1, -1};
         return -1;
     }
-    /* nil or not a number: 0 (no limit) */
-    out->rate = emq__stream_number(emq_reply_at(hmget, 0), 0);
-    out->max_in_flight = emq__stream_number(emq_reply_at(hmget, 1), 0);
+    /* nil or not a limit: 0 (none), as the consumers read it */
+    out->rate = emq__limit_value(emq_reply_at(hmget, 0));
+    out->max_in_flight = emq__limit_value(emq_reply_at(hmget, 1));
     return 0;
 }
 

@@ -61,10 +61,10 @@ static const char grant_script[] =
     "if redis.replicate_commands then pcall(redis.replicate_commands) end\n"
     "local k = {stream = KEYS[1], held = KEYS[4], entries = KEYS[5],\n"
     "           levels = KEYS[6], counts = KEYS[7], bell = KEYS[8],\n"
-    "           prio = KEYS[9]}\n" EMQ_LUA_HELD_SCORE
+    "           prio = KEYS[9]}\n" EMQ_LUA_HELD_SCORE EMQ_LUA_LIMIT_OF
     "local lim = redis.call('HMGET', KEYS[2], 'rate', 'max_in_flight')\n"
-    "local rate = tonumber(lim[1] or '0') or 0\n"
-    "local maxf = tonumber(lim[2] or '0') or 0\n"
+    "local rate = limit_of(lim[1])\n"
+    "local maxf = limit_of(lim[2])\n"
     "local grant = tonumber(ARGV[3])\n"
     "local wait = 0\n"
     "local t = redis.call('TIME')\n"
@@ -89,6 +89,12 @@ static const char grant_script[] =
     "if rate > 0 then\n"
     "  redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now - " EMQ_RATE_WINDOW_TEXT
     ")\n"
+    /* No hand-out is logged later than now (a second of slack for a
+     * clock that stepped back): a later member is forged, and would
+     * hold the rate down for as long as it says. The log expires
+     * whatever this round grants. */
+    "  redis.call('ZREMRANGEBYSCORE', KEYS[3], '(' .. (now + 1000), '+inf')\n"
+    "  redis.call('PEXPIRE', KEYS[3], 2000)\n"
     "  local left = rate - redis.call('ZCARD', KEYS[3])\n"
     "  if left < grant then grant = left end\n"
     "  if left <= 0 then\n"
@@ -153,8 +159,8 @@ static const char grant_script[] =
 /* KEYS: limits hash, rate log. ARGV: group, then IDs. Logs each ID as
  * a hand-out now (a member of its own, even for an ID logged before). */
 static const char count_script[] =
-    "if redis.replicate_commands then pcall(redis.replicate_commands) end\n"
-    "local rate = tonumber(redis.call('HGET', KEYS[1], 'rate') or '0') or 0\n"
+    "if redis.replicate_commands then pcall(redis.replicate_commands) end\n" EMQ_LUA_LIMIT_OF
+    "local rate = limit_of(redis.call('HGET', KEYS[1], 'rate'))\n"
     "if rate <= 0 then return 0 end\n"
     "local t = redis.call('TIME')\n"
     "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
@@ -242,16 +248,23 @@ emq_status emq__grant_reply(const emq_reply *reply, emq__grant *g,
     return EMQ_OK;
 }
 
-/* The limit a reply of HMGET names: nil or "" 0 (none), digits their
- * value. Anything else written by hand ("5.0", " 5") counts as 1, a
- * limit: reads then go through the grant script, whose tonumber decides
- * what it means, as it does in every other script that reads it. */
-static int64_t limit_of(const emq_reply *r) {
-    size_t len = 0;
-    if (emq_reply_str(r, &len) == NULL || len == 0)
-        return 0;
-    int64_t v = emq__stream_number(r, -1);
-    return v >= 0 ? v : 1;
+/* Says once that the limits hash (HMGET's reply) holds a value that is
+ * not a limit, which every consumer reads as none. */
+static void limits_checked(emq_consumer_t *c, const emq_reply *hmget) {
+    const emq_reply *rate = emq_reply_at(hmget, 0);
+    const emq_reply *maxf = emq_reply_at(hmget, 1);
+    if ((!emq__limit_ignored(rate) && !emq__limit_ignored(maxf)) ||
+        c->limits_bad_warned++)
+        return;
+    char r[40], m[40];
+    emq__reply_text(rate, r, sizeof r);
+    emq__reply_text(maxf, m, sizeof m);
+    emq__consumer_log(c, EMQ_LOG_WARNING,
+                      "the group's limits in '%s' hold rate '%s' and "
+                      "max_in_flight '%s': a value that is not a whole "
+                      "number of at most %d digits counts as no limit "
+                      "('echomq group limits' sets them)",
+                      c->limits_key, r, m, EMQ_LIMIT_DIGITS_MAX);
 }
 
 /* Applies the priority record's GET: present, the queue has priorities;
@@ -325,8 +338,9 @@ emq_status emq__grant_start(emq_consumer_t *c, emq_error *err) {
                               "failed: %s",
                               c->limits_key, shown);
     }
-    int64_t have_rate = limit_of(emq_reply_at(reply, 0));
-    int64_t have_maxf = limit_of(emq_reply_at(reply, 1));
+    int64_t have_rate = emq__limit_value(emq_reply_at(reply, 0));
+    int64_t have_maxf = emq__limit_value(emq_reply_at(reply, 1));
+    limits_checked(c, reply);
     emq_reply_free(reply);
     if (((rate > 0 && have_rate != rate) || (maxf > 0 && have_maxf != maxf)) &&
         !c->limits_warned++)
@@ -367,8 +381,9 @@ void emq__grant_looked(emq_consumer_t *c, int tag, const emq_reply *reply) {
     }
     if (emq_reply_kind(reply) != EMQ_REPLY_ARRAY || emq_reply_len(reply) != 2)
         return; /* refused (an ACL): as it was */
-    int limited = limit_of(emq_reply_at(reply, 0)) > 0 ||
-                  limit_of(emq_reply_at(reply, 1)) > 0;
+    limits_checked(c, reply);
+    int limited = emq__limit_value(emq_reply_at(reply, 0)) > 0 ||
+                  emq__limit_value(emq_reply_at(reply, 1)) > 0;
     if (limited != atomic_exchange(&c->limited, limited))
         emq__consumer_log(c, EMQ_LOG_INFO,
                           limited ? "group '%s' has limits now; reads apply "

@@ -80,3 +80,21 @@ int emq__pending_row_parse(const emq_reply *row, emq__pending_row *out) {
     out->deliveries = n > 0 ? (uint64_t)n : 0;
     return 0;
 }
+
+int64_t emq__limit_value(const emq_reply *r) {
+    size_t len = 0;
+    const char *text = emq_reply_str(r, &len);
+    if (text == NULL || len == 0 || len > EMQ_LIMIT_DIGITS_MAX)
+        return 0;
+    for (size_t i = 0; i < len; i++)
+        if (text[i] < '0' || text[i] > '9')
+            return 0;
+    return emq__stream_number(r, 0);
+}
+
+int emq__limit_ignored(const emq_reply *r) {
+    size_t len = 0;
+    const char *text = emq_reply_str(r, &len);
+    return text != NULL && len > 0 && emq__limit_value(r) == 0 &&
+           !(len == 1 && text[0] == '0');
+}

@@ -28,6 +28,25 @@ const emq_reply *emq__stream_field(const emq_reply *r, const char *name);
  * or not a number. */
 int64_t emq__stream_number(const emq_reply *r, int64_t dflt);
 
+/* A group limit (rate, max_in_flight) as a hash field holds it: 1 to
+ * EMQ_LIMIT_DIGITS_MAX decimal digits. Anything else a hand (or a lower
+ * role) wrote there ("0.5", "-1", " 5", a huge number) is none, for the
+ * scripts (EMQ_LUA_LIMIT_OF) and the C side (emq__limit_value) alike. */
+#define EMQ_LIMIT_DIGITS_MAX 9
+#define EMQ_LUA_LIMIT_OF                                                       \
+    "local function limit_of(v)\n"                                             \
+    "  if type(v) ~= 'string' or #v == 0 or #v > 9 or v:find('%D') then\n"     \
+    "    return 0\n"                                                           \
+    "  end\n"                                                                  \
+    "  return tonumber(v)\n"                                                   \
+    "end\n"
+/* The limit reply r (HMGET's or HGET's) names: its value, or 0 (none)
+ * for nil and for anything EMQ_LUA_LIMIT_OF reads as none. */
+int64_t emq__limit_value(const emq_reply *r);
+/* 1 when r holds text that emq__limit_value reads as none although it
+ * is not "0" (a value to tell about). */
+int emq__limit_ignored(const emq_reply *r);
+
 /* ---- the group door ------------------------------------------------------ */
 
 /* Writes the words of XGROUP CREATE <stream> <group> <start_id> MKSTREAM

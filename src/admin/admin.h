@@ -122,9 +122,11 @@ void emq__admin_delayed_words(const emq__delayed_keys *dk, const char *zcard[2],
 int emq__admin_delayed_from(const emq_reply *zcard, const emq_reply *first,
                             emq_delayed_info *out);
 /* priorities.c: the words that read a queue's priorities (GET of its
- * record, HGETALL of the held counts), borrowed from dk. */
+ * record, HMGET of the held counts of the ten levels: never the whole
+ * hash, which a priority credential can grow), borrowed from dk. */
+#define EMQ_PRIO_COUNTS_WORDS (2 + EMQ_PRIORITY_LEVELS)
 void emq__admin_prio_words(const emq__delayed_keys *dk, const char *get[2],
-                           const char *counts[2]);
+                           const char *counts[EMQ_PRIO_COUNTS_WORDS]);
 /* priorities.c: reads their replies into *out: 1 when the queue has
  * priorities, 0 when not (out zeroed), -1 when either is an error reply
  * (an ACL). */

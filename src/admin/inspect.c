@@ -536,7 +536,7 @@ emq_status emq__admin_queue_describe(emq_admin_t *a, emq_queue_info **out,
     const char *dead[] = {"XLEN", a->keys.dead};
     const char *policy[] = {"CONFIG", "GET", "maxmemory-policy"};
     const char *role[] = {"ROLE"};
-    const char *zcard[2], *first[5], *prio[2], *counts[2];
+    const char *zcard[2], *first[5], *prio[2], *counts[EMQ_PRIO_COUNTS_WORDS];
     emq__delayed_keys dk;
     if (st == EMQ_OK)
         st = emq__delayed_keys_make(&a->keys, &dk, err);
@@ -544,11 +544,12 @@ emq_status emq__admin_queue_describe(emq_admin_t *a, emq_queue_info **out,
         memset(&dk, 0, sizeof dk);
     emq__admin_delayed_words(&dk, zcard, first);
     emq__admin_prio_words(&dk, prio, counts);
-    const emq__session_cmd cmds[] = {{2, exists, NULL}, {3, stream, NULL},
-                                     {3, groups, NULL}, {2, dead, NULL},
-                                     {3, policy, NULL}, {1, role, NULL},
-                                     {2, zcard, NULL},  {5, first, NULL},
-                                     {2, prio, NULL},   {2, counts, NULL}};
+    const emq__session_cmd cmds[] = {
+        {2, exists, NULL}, {3, stream, NULL},
+        {3, groups, NULL}, {2, dead, NULL},
+        {3, policy, NULL}, {1, role, NULL},
+        {2, zcard, NULL},  {5, first, NULL},
+        {2, prio, NULL},   {EMQ_PRIO_COUNTS_WORDS, counts, NULL}};
     enum { NCMDS = sizeof cmds / sizeof *cmds };
     emq_reply *replies[NCMDS] = {NULL};
     if (st == EMQ_OK)

@@ -12,11 +12,18 @@
 #include <string.h>
 
 void emq__admin_prio_words(const emq__delayed_keys *dk, const char *get[2],
-                           const char *counts[2]) {
+                           const char *counts[EMQ_PRIO_COUNTS_WORDS]) {
+    /* The ten levels by name: the hash is writable by a priority
+     * credential, and HGETALL of a million forged fields blocked the
+     * server at every describe. */
+    static const char *const levels[EMQ_PRIORITY_LEVELS] = {
+        "0", "1", "2", "3", "4", "5", "6", "7", "8", "9"};
     get[0] = "GET";
     get[1] = dk->prio;
-    counts[0] = "HGETALL";
+    counts[0] = "HMGET";
     counts[1] = dk->counts;
+    for (int l = 0; l < EMQ_PRIORITY_LEVELS; l++)
+        counts[2 + l] = levels[l];
 }
 
 int emq__admin_prio_from(const emq_reply *get, const emq_reply *counts,
@@ -30,11 +37,11 @@ int emq__admin_prio_from(const emq_reply *get, const emq_reply *counts,
     /* Views, not C strings, and anyone may have written "" there: parsed
      * by length, anything but digits counting as nothing. */
     out->age_ms = emq__stream_number(get, 0);
-    /* RESP2: [level, count, ...]; RESP3: a map, read the same way. */
-    for (size_t i = 0; i + 1 < emq_reply_len(counts); i += 2) {
-        int64_t l = emq__stream_number(emq_reply_at(counts, i), -1);
-        int64_t c = emq__stream_number(emq_reply_at(counts, i + 1), 0);
-        if (l < 0 || l >= EMQ_PRIORITY_LEVELS || c <= 0)
+    /* HMGET of the levels 0..9, in order (nil: none held there). */
+    for (size_t l = 0; l < EMQ_PRIORITY_LEVELS && l < emq_reply_len(counts);
+         l++) {
+        int64_t c = emq__stream_number(emq_reply_at(counts, l), 0);
+        if (c <= 0)
             continue;
         out->held_at[l] = (uint64_t)c;
         out->held += (uint64_t)c;
@@ -52,14 +59,14 @@ emq_status emq__admin_queue_priorities(emq_admin_t *a, int64_t set_age_ms,
     char age[24];
     snprintf(age, sizeof age, "%lld", (long long)set_age_ms);
     const char *set[] = {"SET", dk.prio, age};
-    const char *get[2], *counts[2];
+    const char *get[2], *counts[EMQ_PRIO_COUNTS_WORDS];
     emq__admin_prio_words(&dk, get, counts);
     emq__session_cmd cmds[3];
     size_t n = 0;
     if (set_age_ms >= 0)
         cmds[n++] = (emq__session_cmd){3, set, NULL};
     cmds[n++] = (emq__session_cmd){2, get, NULL};
-    cmds[n++] = (emq__session_cmd){2, counts, NULL};
+    cmds[n++] = (emq__session_cmd){EMQ_PRIO_COUNTS_WORDS, counts, NULL};
     emq_reply *r[3] = {NULL, NULL, NULL};
     st = emq__admin_pipeline(a, n, cmds, r, err);
     for (size_t i = 0; st == EMQ_OK && i < n; i++)

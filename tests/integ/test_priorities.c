@@ -669,3 +669,37 @@ TEST_TIMEOUT(priorities_batch_mode_reads_a_batch_ahead_at_most, 30) {
            b.u.urgent_at <= b.u.produced_at + 10);
     emq_srv_stop(s);
 }
+
+/* A priority credential can add fields to the held counts: 100,000
+ * forged ones cost a describe nothing (the ten levels are read by name,
+ * HMGET, never the whole hash), and the real counts still show. Before,
+ * every info, ls, top and exporter scrape ran HGETALL of all of them (a
+ * million: 2.8 s with the server serving no one). */
+TEST(priorities_forged_count_fields_cost_describe_nothing) {
+    emq_srv *s = emq_srv_start(NULL);
+    emq_conn_t *adm = admin_connect(s);
+    CMD_NOERR(adm, "SET", "emq:{fc}:priority", "0");
+    CMD_NOERR(adm, "EVAL",
+              "for i = 1, 100000 do redis.call('HSET', KEYS[1], 'f' .. i, 1) "
+              "end redis.call('HSET', KEYS[1], '3', '4')",
+              "1", "emq:{fc}:held:counts");
+    long long before = 0, after = 0, usec = 0;
+    cmdstat(adm, "hgetall", &before, &usec);
+    emq_conf_t *conf = conf_for(emq_srv_url(s));
+    conf_set(conf, "queue", "fc");
+    emq_admin_t *a = NULL;
+    emq_error err;
+    ASSERT_OK(emq_admin_new(conf, &a, &err), &err);
+    emq_queue_info *info = NULL;
+    ASSERT_OK(emq_admin_describe(a, &info, &err), &err);
+    ASSERT(info->priorities != NULL);
+    ASSERT_EQ_INT(info->priorities->held, 4);
+    ASSERT_EQ_INT(info->priorities->held_at[3], 4);
+    emq_queue_info_free(info);
+    cmdstat(adm, "hgetall", &after, &usec);
+    ASSERT_EQ_INT(after, before);
+    emq_admin_destroy(a);
+    emq_conf_destroy(conf);
+    emq_conn_destroy(adm);
+    emq_srv_stop(s);
+}

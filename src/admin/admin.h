@@ -113,14 +113,16 @@ emq_status emq__admin_queue_requeue(emq_admin_t *a, const char *const *ids,
                                     emq_error *err);
 emq_status emq__admin_queue_purge(emq_admin_t *a, uint64_t *removed,
                                   emq_error *err);
-/* delayed.c: the words that count a queue's delayed entries (ZCARD and
- * the first by due time), borrowed from dk. */
+/* delayed.c: the words that count a queue's delayed entries (ZCARD, the
+ * first by due time, and HLEN of the payloads set aside), borrowed from
+ * dk. */
 void emq__admin_delayed_words(const emq__delayed_keys *dk, const char *zcard[2],
-                              const char *first[5]);
+                              const char *first[5], const char *bad[2]);
 /* delayed.c: reads the replies of those words into *out; -1 (out
- * untouched) when either is an error reply. */
+ * untouched) when ZCARD's or ZRANGE's is an error reply (HLEN's counts
+ * none). */
 int emq__admin_delayed_from(const emq_reply *zcard, const emq_reply *first,
-                            emq_delayed_info *out);
+                            const emq_reply *bad, emq_delayed_info *out);
 /* priorities.c: the words that read a queue's priorities (GET of its
  * record, HMGET of the held counts of the ten levels: never the whole
  * hash, which a priority credential can grow), borrowed from dk. */

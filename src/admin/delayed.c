@@ -13,7 +13,9 @@
 #include <string.h>
 
 void emq__admin_delayed_words(const emq__delayed_keys *dk, const char *zcard[2],
-                              const char *first[5]) {
+                              const char *first[5], const char *bad[2]) {
+    bad[0] = "HLEN";
+    bad[1] = dk->bad;
     zcard[0] = "ZCARD";
     zcard[1] = dk->waiting;
     first[0] = "ZRANGE";
@@ -24,23 +26,24 @@ void emq__admin_delayed_words(const emq__delayed_keys *dk, const char *zcard[2],
 }
 
 int emq__admin_delayed_from(const emq_reply *zcard, const emq_reply *first,
-                            emq_delayed_info *out) {
+                            const emq_reply *bad, emq_delayed_info *out) {
     if (emq_reply_kind(zcard) != EMQ_REPLY_INTEGER ||
         emq_reply_kind(first) != EMQ_REPLY_ARRAY)
         return -1;
     int64_t n = emq_reply_integer(zcard);
     out->waiting = n > 0 ? (uint64_t)n : 0;
     out->next_due_ms = -1;
+    /* An ACL without HLEN on the bad key: none counted. */
+    int64_t aside =
+        emq_reply_kind(bad) == EMQ_REPLY_INTEGER ? emq_reply_integer(bad) : 0;
+    out->set_aside = aside > 0 ? (uint64_t)aside : 0;
     /* RESP2: [handle, score]; RESP3: [[handle, score]]. */
     const emq_reply *pair = first;
     if (emq_reply_len(pair) == 1)
         pair = emq_reply_at(pair, 0);
-    const emq_reply *score = emq_reply_len(pair) == 2 ? emq_reply_at(pair, 1)
-                                                      : NULL;
-    if (score && emq_reply_kind(score) == EMQ_REPLY_DOUBLE)
-        out->next_due_ms = (int64_t)emq_reply_double(score);
-    else if (score && emq_reply_str(score, NULL))
-        out->next_due_ms = strtoll(emq_reply_str(score, NULL), NULL, 10);
+    int64_t ms;
+    if (emq_reply_len(pair) == 2 && emq__due_ms(emq_reply_at(pair, 1), &ms))
+        out->next_due_ms = ms;
     return 0;
 }
 
@@ -56,17 +59,18 @@ emq_status emq__admin_queue_delayed(emq_admin_t *a, emq_delayed_info *out,
     emq_status st = emq__delayed_keys_make(&a->keys, &dk, err);
     if (st != EMQ_OK)
         return st;
-    const char *zcard[2], *first[5];
-    emq__admin_delayed_words(&dk, zcard, first);
-    const emq__session_cmd cmds[] = {{2, zcard, NULL}, {5, first, NULL}};
-    emq_reply *r[2] = {NULL, NULL};
-    st = emq__admin_pipeline(a, 2, cmds, r, err);
-    if (st == EMQ_OK && emq__admin_delayed_from(r[0], r[1], out) != 0)
+    const char *zcard[2], *first[5], *bad[2];
+    emq__admin_delayed_words(&dk, zcard, first, bad);
+    const emq__session_cmd cmds[] = {
+        {2, zcard, NULL}, {5, first, NULL}, {2, bad, NULL}};
+    emq_reply *r[3] = {NULL, NULL, NULL};
+    st = emq__admin_pipeline(a, 3, cmds, r, err);
+    if (st == EMQ_OK && emq__admin_delayed_from(r[0], r[1], r[2], out) != 0)
         st = emq__reply_error_set(
             err, emq_reply_kind(r[0]) == EMQ_REPLY_ERROR ? r[0] : r[1],
             "counting delayed entries in '%s' failed", dk.waiting);
-    emq_reply_free(r[0]);
-    emq_reply_free(r[1]);
+    for (int i = 0; i < 3; i++)
+        emq_reply_free(r[i]);
     emq__delayed_keys_free(&dk);
     return st;
 }

@@ -133,16 +133,21 @@ static void print_delayed(const emq_queue_info *q) {
         printf("delayed       ? (not counted: ZCARD or ZRANGE refused)\n");
         return;
     }
+    char aside[96] = "";
+    if (d->set_aside > 0)
+        snprintf(aside, sizeof aside,
+                 "; %llu set aside: not entries (delayed:bad)",
+                 (unsigned long long)d->set_aside);
     if (d->waiting == 0) {
-        printf("delayed       0\n");
+        printf("delayed       0%s\n", aside);
         return;
     }
     char in[32];
     int64_t left = d->next_due_ms - cli_wall_ms();
-    printf("delayed       %llu (next due %s%s, at %lld)\n",
+    printf("delayed       %llu (next due %s%s, at %lld)%s\n",
            (unsigned long long)d->waiting, left > 0 ? "in " : "now",
            left > 0 ? cli_duration(left, in, sizeof in) : "",
-           (long long)d->next_due_ms);
+           (long long)d->next_due_ms, aside);
 }
 
 /* The priorities line: entries held by level, and the aging rule. */

@@ -62,6 +62,7 @@ static const char grant_script[] =
     "local k = {stream = KEYS[1], held = KEYS[4], entries = KEYS[5],\n"
     "           levels = KEYS[6], counts = KEYS[7], bell = KEYS[8],\n"
     "           prio = KEYS[9]}\n" EMQ_LUA_HELD_SCORE EMQ_LUA_LIMIT_OF
+        EMQ_LUA_ENTRY_OF
     "local lim = redis.call('HMGET', KEYS[2], 'rate', 'max_in_flight')\n"
     "local rate = limit_of(lim[1])\n"
     "local maxf = limit_of(lim[2])\n"
@@ -114,8 +115,9 @@ static const char grant_script[] =
     "    local packed = redis.call('HGET', k.entries, h)\n"
     "    unhold(k, h)\n"
     "    redis.call('HDEL', k.entries, h)\n"
-    "    if packed then\n"
-    "      redis.call('XADD', k.stream, '*', unpack(cmsgpack.unpack(packed)))\n"
+    "    local fields = packed and entry_of(packed)\n"
+    "    if fields then\n" /* one that is not an entry is dropped */
+    "      redis.pcall('XADD', k.stream, '*', unpack(fields))\n"
     "    end\n"
     "  end\n"
     "  if #take > 0 then\n"

@@ -90,18 +90,17 @@ static void refused(emq_consumer_t *c, const emq_reply *reply,
         sent_ms + (poll > EMQ_MOVER_REFUSED_MS ? poll : EMQ_MOVER_REFUSED_MS);
 }
 
-/* The score of a ZRANGE ... WITHSCORES reply's first entry, or -1: RESP2
- * [member, score], RESP3 [[member, score]]. */
+/* The due time of a ZRANGE ... WITHSCORES reply's first entry (RESP2
+ * [member, score], RESP3 [[member, score]]), clamped (emq__due_ms); -1
+ * when none waits. A score a hand wrote as -1 is due now, not "none". */
 static int64_t first_score(const emq_reply *r) {
     const emq_reply *pair = r;
     if (emq_reply_len(pair) == 1)
         pair = emq_reply_at(pair, 0);
-    const emq_reply *score = emq_reply_len(pair) == 2 ? emq_reply_at(pair, 1)
-                                                      : NULL;
-    if (score && emq_reply_kind(score) == EMQ_REPLY_DOUBLE)
-        return (int64_t)emq_reply_double(score);
-    const char *text = score ? emq_reply_str(score, NULL) : NULL;
-    return text ? strtoll(text, NULL, 10) : -1;
+    int64_t ms;
+    if (emq_reply_len(pair) != 2 || !emq__due_ms(emq_reply_at(pair, 1), &ms))
+        return -1;
+    return ms;
 }
 
 void emq__mover_apply(emq_consumer_t *c, emq__mover_round *r, int tag,
@@ -141,6 +140,13 @@ void emq__mover_apply(emq_consumer_t *c, emq__mover_round *r, int tag,
         return;
     }
     atomic_fetch_add(&c->stats.delayed_moved, m.moved);
+    if (m.set_aside > 0)
+        emq__consumer_log(c, EMQ_LOG_WARNING,
+                          "%llu due delayed entries held a payload that is "
+                          "not an entry (written by hand?): set aside in "
+                          "'%s' (echomq info counts them), the others "
+                          "moved",
+                          (unsigned long long)m.set_aside, c->delayed.bad);
     /* A full move: more may be due. Else look again when the next is due,
      * or after a poll. */
     c->mover.move = m.moved == EMQ_MOVER_MAX;

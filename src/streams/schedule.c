@@ -23,37 +23,55 @@
 #include "streams.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* The keys the scripts here name, as a table k (KEYS: waiting, entries,
- * stream [, held, levels, counts, bell, priority record]; the move names
- * the last five only on a queue with priorities). */
+ * stream, bad [, held, levels, counts, bell, priority record]; the move
+ * names the last five only on a queue with priorities). */
 #define LUA_KEYS                                                               \
     "local k = {waiting = KEYS[1], entries = KEYS[2], stream = KEYS[3],\n"     \
-    "           held = KEYS[4], levels = KEYS[5], counts = KEYS[6],\n"         \
-    "           bell = KEYS[7], prio = KEYS[8]}\n"
+    "           bad = KEYS[4], held = KEYS[5], levels = KEYS[6],\n"            \
+    "           counts = KEYS[7], bell = KEYS[8], prio = KEYS[9]}\n"
 
 /* KEYS: LUA_KEYS. ARGV: most entries to move. Returns {moved, still
- * waiting, ms until the next is due or -1}; on a queue with priorities
- * (the held keys named) an entry produced with one is held (by its
- * level) rather than added to the stream. */
+ * waiting, ms until the next is due or -1, set aside}; on a queue with
+ * priorities (the held keys named) an entry produced with one is held
+ * (by its level) rather than added to the stream. Nothing a lower role
+ * could have written stops the move: a payload that is not an entry
+ * (not MessagePack of an even list of 1-8000 strings, or one XADD
+ * refuses) is set aside in the bad key (info counts them; pcall: a
+ * mover without the right drops it), a level that is not 0-9 is no
+ * level, and a due time that is not a finite number is none. */
 static const char move_script[] =
     "if redis.replicate_commands then pcall(redis.replicate_commands) end\n" LUA_KEYS
         EMQ_LUA_HELD_SCORE "local t = redis.call('TIME')\n"
     "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
     "local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now,\n"
-    "                       'LIMIT', 0, tonumber(ARGV[1]))\n"
-    "local moved = 0\n"
+    "                       'LIMIT', 0, tonumber(ARGV[1]))\n" EMQ_LUA_ENTRY_OF
+    "local moved, aside = 0, 0\n"
     "for _, handle in ipairs(due) do\n"
-    "  local level = k.levels and redis.call('HGET', k.levels, handle)\n"
+    "  local level = k.levels and tonumber(redis.call('HGET', k.levels, handle))\n"
+    "  if level and (level < 0 or level > 9 or level % 1 ~= 0) then\n"
+    "    redis.call('HDEL', k.levels, handle)\n"
+    "    level = nil\n"
+    "  end\n"
     "  local packed = redis.call('HGET', k.entries, handle)\n"
-    "  if packed and level then\n"
-    "    hold(k, handle, tonumber(level))\n"
+    "  local fields = packed and entry_of(packed)\n"
+    "  local added = false\n"
+    "  if fields and level then\n"
+    "    hold(k, handle, level)\n"
     "    moved = moved + 1\n"
-    "  else\n"
-    "    if packed then\n"
-    "      redis.call('XADD', k.stream, '*', unpack(cmsgpack.unpack(packed)))\n"
-    "      moved = moved + 1\n"
+    "  elseif fields then\n"
+    "    local r = redis.pcall('XADD', k.stream, '*', unpack(fields))\n"
+    "    added = type(r) ~= 'table' or not r.err\n"
+    "    if added then moved = moved + 1 end\n"
+    "  end\n"
+    "  if packed and not (fields and level) then\n"
+    "    if not fields or not added then\n"
+    "      redis.pcall('HSET', k.bad, handle, packed)\n"
+    "      if level then redis.call('HDEL', k.levels, handle) end\n"
+    "      aside = aside + 1\n"
     "    end\n"
     "    redis.call('HDEL', k.entries, handle)\n"
     "  end\n"
@@ -62,10 +80,11 @@ static const char move_script[] =
     "local left = redis.call('ZCARD', KEYS[1])\n"
     "local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')\n"
     "local next_in = -1\n"
-    "if first[2] then\n"
-    "  next_in = math.max(0, tonumber(first[2]) - now)\n"
+    "local at = first[2] and tonumber(first[2])\n"
+    "if at and at == at and at > -1e15 and at < 1e15 then\n"
+    "  next_in = math.max(0, at - now)\n"
     "end\n"
-    "return {moved, left, next_in}\n";
+    "return {moved, left, next_in, aside}\n";
 
 /* KEYS: LUA_KEYS. ARGV: handles and stream IDs. Returns one word per
  * ARGV: removed (delayed or held, or in the stream and no group's cursor
@@ -78,6 +97,7 @@ static const char cancel_script[] = EMQ_LUA_ID_LT LUA_KEYS EMQ_LUA_HELD_SCORE
     "for i, id in ipairs(ARGV) do\n"
     "  if string.sub(id, 1, #prefix) == prefix then\n"
     "    local waited = redis.call('ZREM', k.waiting, id) == 1\n"
+    "    if redis.call('HDEL', k.bad, id) == 1 then waited = true end\n"
     "    if waited or redis.call('ZSCORE', k.held, id) then\n"
     "      unhold(k, id)\n"
     "      redis.call('HDEL', k.entries, id)\n"
@@ -123,8 +143,9 @@ emq_status emq__delayed_keys_make(const emq__keys *k, emq__delayed_keys *out,
     out->counts = emq__keys_join(k, "held", "counts");
     out->bell = emq__keys_join(k, "held", "bell");
     out->prio = emq__keys_join(k, "priority", NULL);
+    out->bad = emq__keys_join(k, "delayed", "bad");
     if (out->waiting && out->entries && out->seq && out->held && out->levels &&
-        out->counts && out->bell && out->prio)
+        out->counts && out->bell && out->prio && out->bad)
         return EMQ_OK;
     emq__delayed_keys_free(out);
     return emq__oom(err);
@@ -139,6 +160,7 @@ void emq__delayed_keys_free(emq__delayed_keys *dk) {
     emq__free(dk->counts);
     emq__free(dk->bell);
     emq__free(dk->prio);
+    emq__free(dk->bad);
     memset(dk, 0, sizeof *dk);
 }
 
@@ -152,21 +174,22 @@ int emq__delayed_handle_is(const char *text, size_t len) {
     return 1;
 }
 
-/* The eleven words both scripts start with: EVAL, the script, the count
+/* The twelve words both scripts start with: EVAL, the script, the count
  * and the keys of LUA_KEYS. */
-static void script_head(const char *argv[11], const char *script,
+static void script_head(const char *argv[12], const char *script,
                         const emq__delayed_keys *dk, const char *stream) {
     argv[0] = "EVAL";
     argv[1] = script;
-    argv[2] = "8"; /* emq__delayed_move_argv may say 3 */
+    argv[2] = "9"; /* emq__delayed_move_argv may say 4 */
     argv[3] = dk->waiting;
     argv[4] = dk->entries;
     argv[5] = stream;
-    argv[6] = dk->held;
-    argv[7] = dk->levels;
-    argv[8] = dk->counts;
-    argv[9] = dk->bell;
-    argv[10] = dk->prio;
+    argv[6] = dk->bad;
+    argv[7] = dk->held;
+    argv[8] = dk->levels;
+    argv[9] = dk->counts;
+    argv[10] = dk->bell;
+    argv[11] = dk->prio;
 }
 
 int emq__delayed_move_argv(const char *argv[EMQ_DELAYED_MOVE_ARGC],
@@ -174,12 +197,12 @@ int emq__delayed_move_argv(const char *argv[EMQ_DELAYED_MOVE_ARGC],
                            const char *max, int prio) {
     script_head(argv, move_script, dk, stream);
     if (!prio) {
-        argv[2] = "3";
-        argv[6] = max;
-        return 7;
+        argv[2] = "4";
+        argv[7] = max;
+        return 8;
     }
-    argv[11] = max;
-    return 12;
+    argv[12] = max;
+    return 13;
 }
 
 emq_status emq__delayed_move_reply(const emq_reply *r, emq__delayed_moved *out,
@@ -189,9 +212,9 @@ emq_status emq__delayed_move_reply(const emq_reply *r, emq__delayed_moved *out,
     if (emq_reply_kind(r) == EMQ_REPLY_ERROR)
         return emq__reply_error_set(err, r,
                                     "moving due delayed entries failed");
-    if (emq_reply_kind(r) != EMQ_REPLY_ARRAY || emq_reply_len(r) != 3)
+    if (emq_reply_kind(r) != EMQ_REPLY_ARRAY || emq_reply_len(r) != 4)
         return emq__reply_bad_shape(err, "the delayed entries' move");
-    for (size_t i = 0; i < 3; i++)
+    for (size_t i = 0; i < 4; i++)
         if (emq_reply_kind(emq_reply_at(r, i)) != EMQ_REPLY_INTEGER)
             return emq__reply_bad_shape(err, "the delayed entries' move");
     int64_t moved = emq_reply_integer(emq_reply_at(r, 0));
@@ -199,7 +222,35 @@ emq_status emq__delayed_move_reply(const emq_reply *r, emq__delayed_moved *out,
     out->moved = moved > 0 ? (uint64_t)moved : 0;
     out->waiting = left > 0 ? (uint64_t)left : 0;
     out->next_in_ms = emq_reply_integer(emq_reply_at(r, 2));
+    int64_t aside = emq_reply_integer(emq_reply_at(r, 3));
+    out->set_aside = aside > 0 ? (uint64_t)aside : 0;
     return EMQ_OK;
+}
+
+int emq__due_ms(const emq_reply *r, int64_t *ms) {
+    double v;
+    if (emq_reply_kind(r) == EMQ_REPLY_DOUBLE) {
+        v = emq_reply_double(r);
+    } else {
+        size_t len = 0;
+        const char *text = emq_reply_str(r, &len);
+        char buf[64];
+        if (text == NULL || len == 0 || len >= sizeof buf)
+            return 0;
+        memcpy(buf, text, len);
+        buf[len] = '\0';
+        char *end = NULL;
+        v = strtod(buf, &end);
+        if (end == buf)
+            return 0;
+    }
+    if (!(v > 0)) /* negative, -inf, NaN */
+        *ms = 0;
+    else if (v >= (double)EMQ_DUE_MS_MAX)
+        *ms = EMQ_DUE_MS_MAX;
+    else
+        *ms = (int64_t)v;
+    return 1;
 }
 
 int emq__delayed_cancel_head(const char *head[EMQ_DELAYED_CANCEL_HEAD],

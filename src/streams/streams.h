@@ -135,6 +135,8 @@ typedef struct emq__delayed_keys {
                       held: what a waiting consumer blocks on */
     char *prio;    /* string: present on a queue with priorities; its
                       value the aging step in ms (0: strict order) */
+    char *bad;     /* hash: handle -> a payload that is not an entry,
+                      set aside by the move (info counts them) */
 } emq__delayed_keys;
 
 /* The level of an entry of a queue with priorities produced without one
@@ -171,10 +173,32 @@ typedef struct emq__delayed_keys {
     "  end\n"                                                                  \
     "end\n"
 
+/* The pairs of an entry packed with MessagePack (the delayed and held
+ * payloads), or nil when packed is not one: not MessagePack, or not an
+ * even list of 1-8000 strings (what XADD takes through unpack). A lower
+ * role can write those hashes: a script reads them through this. */
+#define EMQ_LUA_ENTRY_OF                                                       \
+    "local function entry_of(packed)\n"                                        \
+    "  local ok, v = pcall(cmsgpack.unpack, packed)\n"                         \
+    "  if not ok or type(v) ~= 'table' or #v == 0 or #v % 2 == 1 or\n"         \
+    "     #v > 8000 then return nil end\n"                                     \
+    "  for i = 1, #v do\n"                                                     \
+    "    if type(v[i]) ~= 'string' then return nil end\n"                      \
+    "  end\n"                                                                  \
+    "  return v\n"                                                             \
+    "end\n"
+
 /* Fills out for queue keys k; free with emq__delayed_keys_free. ENOMEM. */
 emq_status emq__delayed_keys_make(const emq__keys *k, emq__delayed_keys *out,
                                   emq_error *err);
 void emq__delayed_keys_free(emq__delayed_keys *dk);
+
+/* The due time a sorted set's score reply says (a RESP3 double, or the
+ * RESP2 text), in unix ms: 1 with *ms set, 0 when r is no score. A
+ * score a hand wrote is clamped, never cast as it is: below 0 (or -inf)
+ * is 0, due now; above EMQ_DUE_MS_MAX (or +inf) is EMQ_DUE_MS_MAX. */
+#define EMQ_DUE_MS_MAX ((int64_t)1 << 52)
+int emq__due_ms(const emq_reply *r, int64_t *ms);
 
 /* A delayed entry's handle: this prefix, then twelve or more digits. */
 #define EMQ_DELAYED_PREFIX "delayed-"
@@ -186,7 +210,7 @@ int emq__delayed_handle_is(const char *text, size_t len);
  * its word count; with prio (the queue has priorities) one produced with
  * a priority is held instead, and the held keys are named (without, a
  * mover needs no rights on them). Borrowed from the arguments. */
-#define EMQ_DELAYED_MOVE_ARGC 12
+#define EMQ_DELAYED_MOVE_ARGC 13
 int emq__delayed_move_argv(const char *argv[EMQ_DELAYED_MOVE_ARGC],
                            const emq__delayed_keys *dk, const char *stream,
                            const char *max, int prio);
@@ -196,6 +220,9 @@ typedef struct emq__delayed_moved {
     uint64_t waiting;   /* entries still waiting */
     int64_t next_in_ms; /* until the next is due, by the server's clock;
                            0 when one is due now, -1 when none waits */
+    uint64_t set_aside; /* due entries whose payload was not an entry (not
+                           MessagePack of an even list of 1-8000 strings,
+                           or refused by XADD): moved to the bad key */
 } emq__delayed_moved;
 /* Reads the move's reply into *out. An error reply is EMQ_ESERVER (its
  * status) with its text; another shape EMQ_EPROTO. */
@@ -203,7 +230,7 @@ emq_status emq__delayed_move_reply(const emq_reply *r, emq__delayed_moved *out,
                                    emq_error *err);
 
 /* Words of a cancel before its IDs. */
-#define EMQ_DELAYED_CANCEL_HEAD 11
+#define EMQ_DELAYED_CANCEL_HEAD 12
 /* Fills head with the cancel's first words and returns their count; the
  * caller appends the handles and stream IDs (each checked: a handle by
  * emq__delayed_handle_is, an ID by emq__stream_id_parse). The reply is

@@ -11,6 +11,7 @@
  * running they wait.
  */
 #include "integ/admin_inspect_helpers.h"
+#include "integ/cli_helpers.h"
 #include "integ/consumer_helpers.h"
 
 #include <stdlib.h>
@@ -477,5 +478,73 @@ TEST(delayed_mover_killed_mid_move_moves_nothing_twice_loses_nothing) {
     ASSERT_EQ_INT(zcard(s, "emq:{kill}:delayed"), 0);
     emq_consumer_destroy(c);
     emq_conf_destroy(conf);
+    emq_srv_stop(s);
+}
+
+/* What a scheduling producer's credential can write into the schedule
+ * stops no move: a forged entry due first (score -1) whose payload is
+ * not MessagePack, one whose payload is MessagePack but not pairs of
+ * strings, and one due at +inf. The real entries are moved and handled;
+ * the two bad payloads are set aside (delayed:bad, counted by info and
+ * shown by `echomq info`), the +inf one waits and can be cancelled.
+ * Before, the probe read the -1 as "none waits", and the first bad
+ * payload made every move fail, for ever, so nothing behind it came. */
+TEST_TIMEOUT(delayed_forged_schedule_entries_block_nothing, 60) {
+    emq_srv *s = emq_srv_start(NULL);
+    emq_producer_t *p = producer_for(s, "fge");
+    emq_produce_opts o = EMQ_PRODUCE_OPTS_INIT;
+    o.delay_ms = 300;
+    emq_error err;
+    for (int i = 0; i < 3; i++) {
+        char v[8];
+        snprintf(v, sizeof v, "r%d", i);
+        emq_field f = {"n", 1, v, strlen(v)};
+        ASSERT_OK(emq_produce_ex(p, &f, 1, &o, NULL, &err), &err);
+    }
+    emq_conn_t *conn = connect_url(emq_srv_url(s));
+    CMD_NOERR(conn, "ZADD", "emq:{fge}:delayed", "-1", "delayed-900000000001",
+              "0", "delayed-900000000002", "+inf", "delayed-900000000003");
+    CMD_NOERR(conn, "HSET", "emq:{fge}:delayed:entries", "delayed-900000000001",
+              "not messagepack \x01\xff", "delayed-900000000003", "\x91\x01");
+    /* MessagePack of {1}: a list, but of a number. */
+    CMD_NOERR(conn, "HSET", "emq:{fge}:delayed:entries", "delayed-900000000002",
+              "\x91\x01");
+    emq_conf_t *conf = consumer_conf(s, "fge", "g", "c1", "head");
+    recorder rec;
+    recorder_init(&rec);
+    emq_consumer_t *c = consumer_ok(conf, record, &rec);
+    runner_thread t;
+    start_consumer(&t, c);
+    wait_for(&rec, 3, 20000);
+    emq_consumer_stop(c);
+    ASSERT_EQ_INT(join_consumer(&t), EMQ_OK);
+    emq_consumer_destroy(c);
+    ASSERT_EQ_SIZE(rec.n, 3);
+    ASSERT_EQ_INT(CMD_INT(conn, "HLEN", "emq:{fge}:delayed:bad"), 2);
+    ASSERT_EQ_INT(zcard(s, "emq:{fge}:delayed"), 1); /* the +inf one */
+    emq_admin_t *a = admin_open(s, "fge", "3");
+    emq_queue_info *info = NULL;
+    ASSERT_OK(emq_admin_describe(a, &info, &err), &err);
+    ASSERT(info->delayed != NULL);
+    ASSERT_EQ_INT(info->delayed->set_aside, 2);
+    ASSERT_EQ_INT(info->delayed->waiting, 1);
+    ASSERT(info->delayed->next_due_ms > 0); /* clamped, not a cast of inf */
+    emq_queue_info_free(info);
+    cli_result r;
+    CLI(&r, emq_srv_url(s), "info", "fge");
+    ASSERT_EXIT(&r, 0);
+    ASSERT_CONTAINS(r.out, "2 set aside: not entries (delayed:bad)");
+    cli_free(&r);
+    /* A set-aside handle and the +inf one can be cancelled. */
+    CLI(&r, emq_srv_url(s), "cancel", "fge", "delayed-900000000001",
+        "delayed-900000000003");
+    ASSERT_EXIT(&r, 0);
+    cli_free(&r);
+    ASSERT_EQ_INT(CMD_INT(conn, "HLEN", "emq:{fge}:delayed:bad"), 1);
+    ASSERT_EQ_INT(zcard(s, "emq:{fge}:delayed"), 0);
+    emq_admin_destroy(a);
+    emq_conn_destroy(conn);
+    emq_conf_destroy(conf);
+    emq_producer_destroy(p);
     emq_srv_stop(s);
 }

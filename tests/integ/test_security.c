@@ -1097,7 +1097,7 @@ TEST_TIMEOUT(security_acl_without_xautoclaim_warns, 20) {
     "(~emq:{aclq}:retry:* +zadd +zrem +zscore) "                               \
     "(~emq:{aclq}:dead +xadd) (~emq:{aclq} +xadd) "                            \
     "(~emq:{aclq}:delayed ~emq:{aclq}:delayed:* +zrangebyscore +zrange "       \
-    "+zcard +zrem +hget +hdel)\n"
+    "+zcard +zrem +hget +hdel) (~emq:{aclq}:delayed:bad +hset)\n"
 #define CANCELLER_LINE                                                         \
     "user canceller on >" SECRET " resetkeys resetchannels -@all "             \
     "~emq:{aclq} ~emq:{aclq}:* +@stream +@read +eval +exists +type +del "      \

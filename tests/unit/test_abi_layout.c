@@ -163,7 +163,8 @@ static const layout_row rows[] = {
     SIZE(emq_delayed_info, 32),
     AT(emq_delayed_info, waiting, 0, 8),
     AT(emq_delayed_info, next_due_ms, 8, 8),
-    AT(emq_delayed_info, reserved, 16, 16),
+    AT(emq_delayed_info, set_aside, 16, 8), /* took a word of the room */
+    AT(emq_delayed_info, reserved, 24, 8),
 
     SIZE(emq_priority_info, 112),
     AT(emq_priority_info, age_ms, 0, 8),

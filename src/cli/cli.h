@@ -81,6 +81,7 @@
     OPT(NO_ACK, "no-ack", 0, 0)                                                \
     OPT(EXEC_TIMEOUT, "exec-timeout", 0, 1)                                    \
     OPT(LINGER, "linger", 0, 1)                                                \
+    OPT(MAX_LINE, "max-line", 0, 1)                                            \
     OPT(TIMEOUT, "timeout", 0, 1)                                              \
     OPT(WAIT_REPLICAS, "wait-replicas", 0, 1)                                  \
     OPT(WAIT_FOR_SERVER, "wait-for-server", 0, 0)                              \

@@ -45,6 +45,10 @@ static const cli_optdoc opts[] = {
      "fills. SIGINT, SIGTERM or SIGHUP sends every line read (a last one without "
      "its newline too), reports the count, and exits 0 when all of it was "
      "written"},
+    {O_MAX_LINE, "BYTES",
+     "with --lines/--json: the longest line taken (default 8388608, 8 MiB; "
+     "at most producer.queue.max_bytes); a longer one stops the run with "
+     "exit 1, the count of entries written before it said"},
     {O_TIMEOUT, "MS",
      "each entry must be confirmed within MS (default 10000; "
      "producer.timeout_ms); past it the run fails with exit 1. With the "
@@ -130,9 +134,10 @@ typedef struct produce_run {
     int64_t started_ms, last_progress_ms;
     /* Filled by the delivery callbacks (the producer's thread). */
     pthread_mutex_t mu;
-    uint64_t written;  /* entries confirmed so far */
-    uint64_t sent;     /* entries handed to emq_produce_async */
-    atomic_int failed; /* a delivery failed: stop reading */
+    uint64_t written;     /* entries confirmed so far */
+    uint64_t sent;        /* entries handed to emq_produce_async */
+    atomic_int failed;    /* a delivery failed: stop reading */
+    atomic_int *stopping; /* a stop signal came: give up waiting for room */
     emq_status fail_st;
     emq_error fail_err;
     /* --print-ids: IDs come back in order per queue, but a topic's
@@ -221,7 +226,15 @@ static int send_async(produce_run *r, const emq_field *f, size_t nf) {
             emq_produce_async_ex(r->p, f, nf, &o, on_delivery, t, &err);
         if (st == EMQ_OK)
             break;
-        if (st != EMQ_ELIMIT) {
+        if (st == EMQ_ELIMIT && err.retriable && r->stopping &&
+            atomic_load(r->stopping)) {
+            free(t); /* a stop while the queue is full: not queued */
+            return cli_err(CLI_FAIL,
+                           "stopped by a signal while the producer's queue "
+                           "was full (the server is slow or gone); this "
+                           "entry and those after it were not sent");
+        }
+        if (st != EMQ_ELIMIT || !err.retriable) {
             free(t);
             /* Refused at once (a link that failed for good): the entries
              * before it settle first, so the count is what was written. */
@@ -253,17 +266,32 @@ static int send_async(produce_run *r, const emq_field *f, size_t nf) {
     return CLI_OK;
 }
 
-/* Waits for every delivery. Returns CLI_OK, or the first failure's exit
- * after printing it. */
-static int finish(produce_run *r) {
+/* Waits for every delivery (at most STOP_FLUSH_MS when stopped by a
+ * signal: a run ends within about a second of one, whatever the server
+ * does). Returns CLI_OK, or the first failure's exit after printing it. */
+/* --max-line's default: well under producer.queue.max_bytes (64 MiB),
+ * so a line that fits is also one the producer's queue can take. */
+#define DEFAULT_MAX_LINE ((long long)8 << 20)
+/* How long a run stopped by a signal waits for what it queued. */
+#define STOP_FLUSH_MS 300
+
+static int finish(produce_run *r, int stopped) {
     emq_error err;
-    emq_status st = emq_producer_flush(r->p, -1, &err);
+    emq_status st =
+        emq_producer_flush(r->p, stopped ? STOP_FLUSH_MS : -1, &err);
     pthread_mutex_lock(&r->mu);
     int failed = atomic_load(&r->failed);
     uint64_t written = r->written;
     pthread_mutex_unlock(&r->mu);
     if (!failed && st == EMQ_OK)
         return CLI_OK;
+    if (!failed && stopped && st == EMQ_ETIMEDOUT)
+        return cli_err(CLI_FAIL,
+                       "stopped by a signal: %llu entries written; %llu more "
+                       "were not confirmed within %d ms (the server did not "
+                       "answer) and may or may not have been added",
+                       (unsigned long long)written,
+                       (unsigned long long)(r->sent - written), STOP_FLUSH_MS);
     if (!failed) {
         r->fail_st = st;
         r->fail_err = err;
@@ -302,7 +330,10 @@ static int fields_from_args(char **words, int n, emq_field **out) {
 typedef struct line_reader {
     char *buf;
     size_t start, len, cap; /* unread bytes: buf[start, start + len) */
+    size_t scanned;         /* of them, searched for '\n' already */
+    size_t max;             /* the longest line taken (--max-line) */
     int eof, failed;
+    int too_long; /* a line longer than max: stop */
 } line_reader;
 
 enum { LINE_READY = 1, LINE_WAIT = 0, LINE_END = -1 };
@@ -313,14 +344,24 @@ enum { LINE_READY = 1, LINE_WAIT = 0, LINE_END = -1 };
  * of stdin or on a read error (lr->failed). */
 static int next_line(line_reader *lr, char **line, size_t *len, int wait_ms) {
     for (;;) {
-        char *nl = lr->len ? memchr(lr->buf + lr->start, '\n', lr->len) : NULL;
+        /* Only what came since the last look is searched. */
+        char *nl = lr->len > lr->scanned
+                       ? memchr(lr->buf + lr->start + lr->scanned, '\n',
+                                lr->len - lr->scanned)
+                       : NULL;
+        lr->scanned = lr->len;
+        size_t n = nl ? (size_t)(nl - (lr->buf + lr->start)) : lr->len;
+        if (n > lr->max) { /* never taken: stop before it grows more */
+            lr->too_long = 1;
+            return LINE_END;
+        }
         if (nl != NULL || (lr->eof && lr->len > 0)) {
-            size_t n = nl ? (size_t)(nl - (lr->buf + lr->start)) : lr->len;
             *line = lr->buf + lr->start;
             *len = n;
             size_t used = nl ? n + 1 : n;
             lr->start += used;
             lr->len -= used;
+            lr->scanned = 0;
             return LINE_READY;
         }
         if (lr->eof)
@@ -360,9 +401,12 @@ static atomic_int produce_stopping;
 
 /* Reads stdin line by line, each line an asynchronous entry; the producer
  * sends them in rounds (lingering producer.linger_ms for company). */
-static int from_stdin(produce_run *r, int json, const char *field) {
+static int from_stdin(produce_run *r, int json, const char *field,
+                      long long max_line) {
     line_reader lr;
     memset(&lr, 0, sizeof lr);
+    lr.max = (size_t)max_line;
+    r->stopping = &produce_stopping;
     char *line = NULL;
     size_t len;
     uint64_t lineno = 0;
@@ -391,7 +435,7 @@ static int from_stdin(produce_run *r, int json, const char *field) {
             emq_status st =
                 emq_fields_from_json(line, (size_t)len, &f, &nf, &err);
             if (st != EMQ_OK) {
-                rc = finish(r);
+                rc = finish(r, 0);
                 if (rc == CLI_OK)
                     rc = cli_err(CLI_USAGE,
                                  "line %llu of the input is not a JSON "
@@ -413,9 +457,24 @@ static int from_stdin(produce_run *r, int json, const char *field) {
     if (rc == CLI_OK && lr.failed)
         rc = cli_err(CLI_FAIL, "reading stdin failed after line %llu: %s",
                      (unsigned long long)lineno, strerror(lr.failed));
-    int fin = finish(r); /* what was read is sent, whatever stopped us */
+    if (rc == CLI_OK && lr.too_long)
+        rc = CLI_FAIL; /* said once the count is known, below */
+    /* What was read is sent, whatever stopped us; after a signal, within
+     * STOP_FLUSH_MS. */
+    int fin = finish(r, stopped);
     if (rc == CLI_OK)
         rc = fin;
+    if (lr.too_long) {
+        pthread_mutex_lock(&r->mu);
+        uint64_t written = r->written;
+        pthread_mutex_unlock(&r->mu);
+        cli_err(CLI_FAIL,
+                "line %llu of the input is longer than --max-line (%llu "
+                "bytes); nothing from it on was sent, %llu entries before it "
+                "were written",
+                (unsigned long long)lineno + 1, (unsigned long long)lr.max,
+                (unsigned long long)written);
+    }
     if (rc == CLI_OK && stopped)
         cli_note("stopped by a signal: every line read was sent");
     cli_signals_default();
@@ -511,6 +570,8 @@ static int check_usage(cli_args *a) {
                                  "--lines or --json use --dedup-field NAME");
     else if (a->seen[O_DEDUP_FIELD] && !a->seen[O_LINES] && !a->seen[O_JSON])
         rc = cli_usage_err(VERB, "--dedup-field goes with --lines or --json");
+    else if (a->seen[O_MAX_LINE] && !a->seen[O_LINES] && !a->seen[O_JSON])
+        rc = cli_usage_err(VERB, "--max-line goes with --lines or --json");
     else if (a->seen[O_DEDUP_FIELD] && a->value[O_DEDUP_FIELD][0] == '\0')
         rc = cli_usage_err(VERB, "--dedup-field needs a non-empty name");
     else if (a->seen[O_DEDUP_KEY] && (a->value[O_DEDUP_KEY][0] == '\0' ||
@@ -599,6 +660,7 @@ int cmd_produce(int argc, char **argv) {
     }
     emq_error err;
     emq_status st = EMQ_OK;
+    long long max_line = DEFAULT_MAX_LINE;
     if (r.print_ids && (a.seen[O_LINES] || a.seen[O_JSON]) &&
         (r.ring == NULL || r.ring_done == NULL))
         rc = cli_err(CLI_FAIL, "out of memory");
@@ -612,9 +674,12 @@ int cmd_produce(int argc, char **argv) {
     if (rc == CLI_OK) {
         if (arg_fields)
             rc = from_args(&r, arg_fields, (size_t)(a.npos - 1));
-        else
+        else if (!a.seen[O_MAX_LINE] ||
+                 (rc = cli_num(VERB, "--max-line", a.value[O_MAX_LINE], 1,
+                               (long long)1 << 32, &max_line)) == CLI_OK)
             rc = from_stdin(&r, a.seen[O_JSON] > 0,
-                            a.seen[O_FIELD] ? a.value[O_FIELD] : "data");
+                            a.seen[O_FIELD] ? a.value[O_FIELD] : "data",
+                            max_line);
     }
     if (r.progress && r.last_progress_ms)
         fputs("\r\033[K", stderr);

@@ -83,6 +83,10 @@ typedef struct emq__sender {
     size_t outstanding_bytes;
     int flushing; /* flush calls waiting: send without linger */
     int quit;
+    /* Set by emq__sender_stop: the session's waits end, and a reply
+     * overdue by EMQ_SESSION_STOP_GRACE_MS is given up (a destroy is not
+     * held by a server that stopped answering). */
+    atomic_int closing;
     int thread_started;
     pthread_t thread;
     uint64_t rng;

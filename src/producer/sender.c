@@ -439,6 +439,7 @@ static emq_status connect_once(emq_producer_t *p, emq_error *err) {
             .what = "producer",
             .max_attempts = 1,
             .timeout_ms = emq__cfg_producer_timeout_ms(p->conf),
+            .stop = {&s->closing, NULL},
         };
         st = emq__session_open(&s->x, p->conf, p->keys.stream, &o, err);
         s->opened = st == EMQ_OK;
@@ -1068,6 +1069,19 @@ emq_status emq__sender_async(emq_producer_t *p, const emq_message *m,
         record_free(r);
         return st;
     }
+    if (r->bytes > (size_t)emq__cfg_producer_queue_max_bytes(c)) {
+        /* Never fits, however many deliveries drain the queue: final. */
+        size_t bytes = r->bytes;
+        pthread_mutex_unlock(&s->mu);
+        record_free(r);
+        return emq__error_set(err, EMQ_ELIMIT, 0,
+                              "this entry's fields are %zu bytes, more than "
+                              "producer.queue.max_bytes (%lld): it can never "
+                              "be queued (raise the bound, or produce it "
+                              "with emq_produce)",
+                              bytes,
+                              (long long)emq__cfg_producer_queue_max_bytes(c));
+    }
     if (s->outstanding >= (size_t)emq__cfg_producer_queue_max_messages(c) ||
         s->outstanding_bytes + r->bytes >
             (size_t)emq__cfg_producer_queue_max_bytes(c)) {
@@ -1267,6 +1281,7 @@ void emq__sender_stop(emq_producer_t *p) {
     if (!s->started)
         return; /* never started */
     if (s->thread_started) {
+        atomic_store(&s->closing, 1);
         pthread_mutex_lock(&s->mu);
         s->quit = 1;
         /* Not sent: reported, not lost silently. */

@@ -8,6 +8,10 @@
  * naming the key and its type), --help and --version.
  */
 #include "integ/cli_helpers.h"
+#include "integ/inspect_conn_helpers.h" /* WAIT_UNTIL */
+
+#include <fcntl.h>
+#include <signal.h>
 
 TEST(cli_produce_fields_then_consume) {
     emq_srv *s = emq_srv_start(NULL);
@@ -230,5 +234,109 @@ TEST(cli_produce_trims_with_maxlen) {
     ASSERT_EXIT(&r, 2);
     ASSERT_CONTAINS(r.err, "--approx needs --maxlen or --minid");
     cli_free(&r);
+    emq_srv_stop(s);
+}
+
+/* Reads what fd gives until its end (bounded by the test's timeout). */
+static void read_all(int fd, char *out, size_t size) {
+    size_t n = 0;
+    for (ssize_t got;
+         n + 1 < size && (got = read(fd, out + n, size - n - 1)) > 0;)
+        n += (size_t)got;
+    out[n] = '\0';
+}
+
+/* Input that can never be sent stops the run at once, saying so: a line
+ * longer than the producer's queue bound (it can never be queued; before,
+ * it was retried at 100% CPU for ever), a line longer than --max-line
+ * (read no further: the reader holds at most that much), each with exit
+ * 1 and the count of entries written before it. */
+TEST_TIMEOUT(cli_produce_input_that_never_fits_fails_at_once, 60) {
+    emq_srv *s = emq_srv_start(NULL);
+    static char input[8192];
+    char big[3001];
+    memset(big, 'x', 3000);
+    big[3000] = '\0';
+    snprintf(input, sizeof input, "a\nb\n%s\nc\n", big);
+    cli_result r;
+    CLI_IN(&r, emq_srv_url(s), input, "-X", "producer.queue.max_bytes=1024",
+           "produce", "nf", "--lines");
+    ASSERT_EXIT(&r, 1);
+    ASSERT_CONTAINS(r.err, "more than producer.queue.max_bytes (1024)");
+    ASSERT_CONTAINS(r.err, "2 written");
+    cli_free(&r);
+    ASSERT_EQ_INT(srv_int(s, "XLEN", "emq:{nf}"), 2);
+    CLI_IN(&r, emq_srv_url(s), input, "produce", "ml", "--lines", "--max-line",
+           "100");
+    ASSERT_EXIT(&r, 1);
+    ASSERT_CONTAINS(r.err, "line 3 of the input is longer than --max-line "
+                           "(100 bytes)");
+    ASSERT_CONTAINS(r.err, "2 entries before it were written");
+    cli_free(&r);
+    ASSERT_EQ_INT(srv_int(s, "XLEN", "emq:{ml}"), 2);
+    /* A line of 64 MiB that never ends is not read to its end. */
+    int in = -1, err = -1;
+    pid_t pid =
+        cli_spawn(emq_srv_url(s),
+                  CLI_ARGS("produce", "ml2", "--lines", "--max-line", "65536"),
+                  &in, NULL, &err);
+    static char chunk[65536];
+    memset(chunk, 'y', sizeof chunk);
+    signal(SIGPIPE, SIG_IGN);
+    size_t wrote = 0;
+    for (int i = 0; i < 1024; i++) { /* until the reader stops reading */
+        ssize_t w = write(in, chunk, sizeof chunk);
+        if (w <= 0)
+            break;
+        wrote += (size_t)w;
+    }
+    close(in);
+    ASSERT_EQ_INT(cli_wait(pid, 10000), 1);
+    static char msg[4096];
+    read_all(err, msg, sizeof msg);
+    close(err);
+    ASSERT_CONTAINS(msg, "longer than --max-line (65536 bytes)");
+    printf("    %zu bytes written before the reader stopped\n", wrote);
+    ASSERT(wrote < (size_t)64 << 20);
+    emq_srv_stop(s);
+}
+
+/* SIGTERM ends `produce --lines` within about a second whatever the
+ * server does: here it stopped answering (SIGSTOP) with the producer's
+ * queue full; the run says how many were written and how many are
+ * unconfirmed, exit 1. Before, the run retried for ever and the signal
+ * changed nothing. */
+TEST_TIMEOUT(cli_produce_sigterm_ends_a_run_the_server_stalls, 60) {
+    emq_srv *s = emq_srv_start(NULL);
+    int in = -1, err = -1;
+    pid_t pid = cli_spawn(emq_srv_url(s), CLI_ARGS("produce", "st", "--lines"),
+                          &in, NULL, &err);
+    signal(SIGPIPE, SIG_IGN);
+    static char lines[65536];
+    for (size_t i = 0; i + 6 < sizeof lines; i += 6)
+        memcpy(lines + i, "line\n\n", 6);
+    ASSERT(write(in, lines, 6000) == 6000);
+    WAIT_UNTIL(srv_int(s, "XLEN", "emq:{st}") >= 1000, 10000,
+               "the first lines written");
+    kill(emq_srv_pid(s), SIGSTOP);
+    /* More than the producer's queue holds (10,000 entries). */
+    int flags = fcntl(in, F_GETFL);
+    fcntl(in, F_SETFL, flags | O_NONBLOCK);
+    for (int i = 0; i < 200; i++)
+        if (write(in, lines, sizeof lines) <= 0)
+            break;
+    usleep(500 * 1000);
+    int64_t sent = cli_ms();
+    kill(pid, SIGTERM);
+    int code = cli_wait(pid, 5000);
+    int64_t took = cli_ms() - sent;
+    kill(emq_srv_pid(s), SIGCONT);
+    close(in);
+    static char msg[4096];
+    read_all(err, msg, sizeof msg);
+    close(err);
+    printf("    ended %lld ms after SIGTERM, exit %d\n", (long long)took, code);
+    ASSERT_EQ_INT(code, 1);
+    ASSERT_CONTAINS(msg, "stopped by a signal");
     emq_srv_stop(s);
 }

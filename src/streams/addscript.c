@@ -6,10 +6,11 @@
  * idempotency key or a priority is this script instead, so that each case
  * is one atomic step on the queue's slot:
  *   - de-duplication: the idempotency key (a string in the queue's
- *     hashtag) is read first; when it holds an ID, that ID is the answer
- *     and nothing is added; otherwise the entry is added and its ID (or
- *     handle) stored there for the key's window. A re-send of the same
- *     entry after an unknown outcome therefore adds nothing;
+ *     hashtag) is read first; when it holds an ID (or a handle) with a
+ *     TTL, that ID is the answer and nothing is added (any other value
+ *     was not written here: it is written over); otherwise the entry is added
+ * and its ID (or handle) stored there for the key's window. A re-send of the
+ * same entry after an unknown outcome therefore adds nothing;
  *   - a delayed entry is scheduled: its pairs packed with the server's
  *     MessagePack into the hash of waiting entries under a new handle
  *     ("delayed-" and twelve digits of the counter), its due time (by the
@@ -46,8 +47,17 @@ static const char add_script[] =
     "    KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9]\n"
     "  dedup = KEYS[10]\n"
     "end\n" EMQ_LUA_HELD_SCORE "if dedup then\n"
+    /* What this script stores there: an ID or a handle, with a TTL.
+     * Anything else was written by hand or by a lower role (a value
+     * that is not an ID, one kept for ever): not a record of an entry,
+     * so it is written over, never answered (a PTTL the ACL refuses
+     * leaves the TTL unchecked). */
     "  local first = redis.call('GET', dedup)\n"
-    "  if first then return first end\n"
+    "  if first and #first <= 40 and\n"
+    "     (first:match('^%d+%-%d+$') or first:match('^delayed%-%d+$')) then\n"
+    "    local ttl = redis.pcall('PTTL', dedup)\n"
+    "    if type(ttl) ~= 'number' or ttl > 0 then return first end\n"
+    "  end\n"
     "end\n"
     "if ARGV[3] == '1' and redis.call('EXISTS', k.stream) == 0 then\n"
     "  return false\n"

@@ -246,3 +246,31 @@ TEST(dedup_retries_after_an_unknown_outcome_add_nothing_twice) {
     emq_icept_stop(x);
     emq_srv_stop(s);
 }
+
+/* Idempotency keys squatted by a hand or a lower role (the producer line
+ * may SET them): a value that is not an ID (terminal escapes), and an
+ * ID kept for ever (no TTL), are not records of an entry: the entry is
+ * added, the key written over, and the call answers the new ID. Before,
+ * either suppressed the job for ever, and `produce` printed the value
+ * raw. A record this client wrote still answers its ID. */
+TEST(dedup_squatted_keys_suppress_nothing) {
+    emq_srv *s = emq_srv_start(NULL);
+    char out[128];
+    emq_srv_cmd(s, out, sizeof out, "SET", "emq:{sq}:dedup:pay-1", "\x1b[2J0-1",
+                "PX", "100000", NULL);
+    emq_srv_cmd(s, out, sizeof out, "SET", "emq:{sq}:dedup:pay-2", "0-1", NULL);
+    emq_producer_t *p = producer_for(s, "sq");
+    emq_id a, b, c;
+    emq_error err;
+    ASSERT_OK(produce_keyed_once(p, "1", "pay-1", 0, &a, &err), &err);
+    ASSERT_OK(produce_keyed_once(p, "2", "pay-2", 0, &b, &err), &err);
+    ASSERT(strchr(a.str, '\x1b') == NULL);
+    ASSERT(strcmp(b.str, "0-1") != 0);
+    ASSERT_EQ_INT(xlen_of(s, "emq:{sq}"), 2);
+    /* Now they are records: a second call adds nothing. */
+    ASSERT_OK(produce_keyed_once(p, "3", "pay-2", 0, &c, &err), &err);
+    ASSERT_EQ_STR(c.str, b.str);
+    ASSERT_EQ_INT(xlen_of(s, "emq:{sq}"), 2);
+    emq_producer_destroy(p);
+    emq_srv_stop(s);
+}

@@ -1086,7 +1086,7 @@ TEST_TIMEOUT(security_acl_without_xautoclaim_warns, 20) {
     "(~emq:{aclq} ~emq:{aclq}:delayed ~emq:{aclq}:delayed:* "                  \
     "~emq:{aclq}:dedup:* +eval) (~emq:{aclq}:delayed +zadd) "                  \
     "(~emq:{aclq}:delayed:entries +hset) (~emq:{aclq}:delayed:seq +incr) "     \
-    "(~emq:{aclq}:dedup:* +get +set)\n"
+    "(~emq:{aclq}:dedup:* +get +set +pttl)\n"
 #define MOVER_LINE                                                             \
     "user mover on >" SECRET " resetkeys resetchannels -@all "                 \
     "+time +client|setname "                                                   \

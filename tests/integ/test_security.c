@@ -423,7 +423,7 @@ TEST_TIMEOUT(security_acl_consumer_line_runs_a_full_cycle, 40) {
 #define OPERATOR_LINE                                                          \
     "user operator on >" SECRET " resetkeys resetchannels -@all "              \
     "~emq:{aclq} ~emq:{aclq}:* +@stream +@read +eval +exists +type +del "      \
-    "+time +client|setname\n"
+    "+hset +hdel +time +client|setname\n"
 
 static emq_srv *roles_server(void) {
     if (emq_srv_binary_version(NULL, 0) < 70000)
@@ -546,6 +546,8 @@ TEST_TIMEOUT(security_least_privilege_roles_and_their_refusals, 60) {
         {"dead", "list", "aclq", NULL},
         {"trim", "aclq", "--acked", NULL},
         {"group", "setid", "aclq", "-g", "g", "--to", "head", NULL},
+        {"group", "limits", "aclq", "-g", "g", "--rate", "50", NULL},
+        {"group", "limits", "aclq", "-g", "g", "--rate", "0", NULL},
         {"consumers", "prune", "aclq", "-g", "g", "--idle", "0", NULL},
         {"dead", "purge", "aclq", "--yes", NULL},
         {"group", "destroy", "aclq", "-g", "g", "--yes", NULL},
@@ -1318,7 +1320,10 @@ TEST_TIMEOUT(security_least_privilege_limited_worker_applies_limits, 60) {
     "(~emq:{aclq}:lease:* +get +set +pexpire +pttl +del) "                     \
     "(~emq:{aclq}:reasons:* +hset +hget +hdel) "                               \
     "(~emq:{aclq}:retry:* +zadd +zrem +zscore) (~emq:{aclq}:dead +xadd) "      \
-    "(~emq:{aclq}:limits:* +hmget) (~emq:{aclq}:priority +get) "               \
+    "(~emq:{aclq}:limits:* +hmget +hget +hsetnx) "                             \
+    "(~emq:{aclq}:ratelog:* +zremrangebyscore +zcard +zrange +zadd +pexpire) " \
+    "(~emq:{aclq}:lease:* +exists) (~emq:{aclq}:retry:* +zcount) "             \
+    "(~emq:{aclq}:priority +get) "                                             \
     "(~emq:{aclq}:held +zrange +zrem) (~emq:{aclq}:held:levels +hget +hdel) "  \
     "(~emq:{aclq}:held:counts +hincrby +hdel) "                                \
     "(~emq:{aclq}:held:bell +xrevrange) "                                      \
@@ -1344,6 +1349,11 @@ TEST_TIMEOUT(security_least_privilege_priority_roles, 60) {
     CLI(&r, role_url(s, "pproducer"), "produce", "aclq", "-q", "n=5");
     ASSERT_EXIT(&r, 0);
     cli_free(&r);
+    /* A rate on the group: the limited read's rate log too (before, the
+     * documented line stopped the worker at its first read). */
+    char out[64];
+    emq_srv_cmd(s, out, sizeof out, "HSET", "emq:{aclq}:limits:g", "rate",
+                "100", NULL);
     CLI(&r, role_url(s, "pworker"), "consume", "aclq", "-g", "g", "-c", "w1",
         "--start", "head", "--until-idle", "500", "-v");
     ASSERT_EXIT(&r, 0);

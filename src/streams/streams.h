@@ -146,7 +146,10 @@ typedef struct emq__delayed_keys {
  * an entry): strict (age 0) the level alone, so ties (one level) leave
  * in handle order, the order they came; with an aging step the time it
  * was held plus level steps, so an entry that waited one step more is
- * one level more urgent. Handles of one score sort by their digits. */
+ * one level more urgent. Handles of one score sort by their digits.
+ * The counts are information: one a hand wrote as no integer is
+ * restarted (hold) or dropped (unhold), never an error that stops a
+ * read. */
 #define EMQ_LUA_HELD_SCORE                                                     \
     "local function held_score(prio_key, level)\n"                             \
     "  local age = tonumber(redis.call('GET', prio_key) or '0') or 0\n"        \
@@ -159,16 +162,21 @@ typedef struct emq__delayed_keys {
     "  redis.call('SET', k.prio, '0', 'NX')\n"                                 \
     "  redis.call('ZADD', k.held, held_score(k.prio, level), handle)\n"        \
     "  redis.call('HSET', k.levels, handle, level)\n"                          \
-    "  redis.call('HINCRBY', k.counts, level, 1)\n"                            \
+    "  local n = redis.pcall('HINCRBY', k.counts, level, 1)\n"                 \
+    "  if type(n) ~= 'number' then\n" /* a count written by hand */            \
+    "    redis.pcall('HSET', k.counts, level, 1)\n"                            \
+    "  end\n"                                                                  \
     "  redis.call('XADD', k.bell, 'MAXLEN', '1', '*', 'held', handle)\n"       \
     "end\n"                                                                    \
     "local function unhold(k, handle)\n"                                       \
     "  local level = redis.call('HGET', k.levels, handle)\n"                   \
     "  if level then\n"                                                        \
     "    redis.call('HDEL', k.levels, handle)\n"                               \
-    "    if redis.call('ZREM', k.held, handle) == 1 and\n"                     \
-    "       redis.call('HINCRBY', k.counts, level, -1) <= 0 then\n"            \
-    "      redis.call('HDEL', k.counts, level)\n"                              \
+    "    if redis.call('ZREM', k.held, handle) == 1 then\n"                    \
+    "      local n = redis.pcall('HINCRBY', k.counts, level, -1)\n"            \
+    "      if type(n) ~= 'number' or n <= 0 then\n"                            \
+    "        redis.call('HDEL', k.counts, level)\n"                            \
+    "      end\n"                                                              \
     "    end\n"                                                                \
     "  end\n"                                                                  \
     "end\n"

@@ -703,3 +703,38 @@ TEST(priorities_forged_count_fields_cost_describe_nothing) {
     emq_conn_destroy(adm);
     emq_srv_stop(s);
 }
+
+/* A held count a priority credential wrote as no integer stops no read:
+ * the consumer takes every held entry, and the forged count is dropped.
+ * Before, the grant script failed on its HINCRBY ("ERR hash value is not
+ * an integer") and the consumer stopped, blaming XREADGROUP. */
+TEST_TIMEOUT(priorities_forged_count_value_stops_no_read, 30) {
+    emq_srv *s = emq_srv_start(NULL);
+    emq_producer_t *p = producer_for(s, "fcv");
+    emq_produce_opts o = EMQ_PRODUCE_OPTS_INIT;
+    o.priority = 5;
+    emq_error err;
+    for (int i = 0; i < 3; i++) {
+        char v[8];
+        snprintf(v, sizeof v, "%d", i);
+        emq_field f = {"n", 1, v, strlen(v)};
+        ASSERT_OK(emq_produce_ex(p, &f, 1, &o, NULL, &err), &err);
+    }
+    emq_producer_destroy(p);
+    emq_conn_t *adm = admin_connect(s);
+    CMD_NOERR(adm, "HSET", "emq:{fcv}:held:counts", "5", "abc");
+    emq_conf_t *conf = consumer_conf(s, "fcv", "g", "c1", "head");
+    recorder rec;
+    recorder_init(&rec);
+    emq_consumer_t *c = consumer_ok(conf, record, &rec);
+    emq_conf_destroy(conf);
+    runner_thread t;
+    start_consumer(&t, c);
+    wait_for(&rec, 3, 10000);
+    emq_consumer_stop(c);
+    ASSERT_EQ_INT(join_consumer(&t), EMQ_OK);
+    emq_consumer_destroy(c);
+    ASSERT_EQ_INT(CMD_INT(adm, "HEXISTS", "emq:{fcv}:held:counts", "5"), 0);
+    emq_conn_destroy(adm);
+    emq_srv_stop(s);
+}

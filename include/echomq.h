@@ -1182,8 +1182,15 @@ typedef struct emq_group_info {
      * trip as its consumers; each -1 when they could not be read (an ACL
      * without HMGET on emq:{Q}:limits:*). A topic's totals: partition 0's. */
     emq_group_limits limits;
-    uint64_t reserved[4]; /* room for members to come; 0 */
+    /* Limits present in the hash but not limits (not 1-9 digits: written
+     * by hand or by a lower role), read as none: EMQ_LIMIT_IGNORED_RATE
+     * and/or EMQ_LIMIT_IGNORED_MAX_IN_FLIGHT; 0 when none. */
+    uint64_t limits_ignored;
+    uint64_t reserved[3]; /* room for members to come; 0 */
 } emq_group_info;
+
+#define EMQ_LIMIT_IGNORED_RATE 1u
+#define EMQ_LIMIT_IGNORED_MAX_IN_FLIGHT 2u
 
 /* The queue's delayed entries (emq_produce_opts) at one moment. */
 typedef struct emq_delayed_info {

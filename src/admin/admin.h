@@ -147,7 +147,9 @@ emq_status emq__admin_queue_limits(emq_admin_t *a, const char *group,
                                    const emq_group_limits *set,
                                    emq_group_limits *out, emq_error *err);
 /* Fills *out from the reply of HMGET <limits key> rate max_in_flight:
- * 0; or -1 and {-1, -1} when it is not such a reply (an error: an ACL). */
+ * the EMQ_LIMIT_IGNORED_* bits of the values read as none although not
+ * "0" (0 when none); or -1 and {-1, -1} when it is not such a reply (an
+ * error: an ACL). */
 int emq__admin_limits_from(const emq_reply *hmget, emq_group_limits *out);
 /* delayed.c: emq_admin_delayed and emq_admin_cancel of a queue. */
 emq_status emq__admin_queue_delayed(emq_admin_t *a, emq_delayed_info *out,

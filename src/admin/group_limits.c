@@ -19,7 +19,12 @@ int emq__admin_limits_from(const emq_reply *hmget, emq_group_limits *out) {
     /* nil or not a limit: 0 (none), as the consumers read it */
     out->rate = emq__limit_value(emq_reply_at(hmget, 0));
     out->max_in_flight = emq__limit_value(emq_reply_at(hmget, 1));
-    return 0;
+    return (emq__limit_ignored(emq_reply_at(hmget, 0))
+                ? (int)EMQ_LIMIT_IGNORED_RATE
+                : 0) |
+           (emq__limit_ignored(emq_reply_at(hmget, 1))
+                ? (int)EMQ_LIMIT_IGNORED_MAX_IN_FLIGHT
+                : 0);
 }
 
 emq_status emq__admin_queue_limits(emq_admin_t *a, const char *group,

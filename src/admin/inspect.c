@@ -263,8 +263,10 @@ static emq_status describe_groups(emq_admin_t *a, emq_queue_info *info,
         for (size_t i = 0; i < n && st == EMQ_OK; i++) {
             st = parse_group_detail(replies[3 * i], replies[3 * i + 1],
                                     &info->groups[base + i], err);
-            emq__admin_limits_from(replies[3 * i + 2],
-                                   &info->groups[base + i].limits);
+            int ignored = emq__admin_limits_from(
+                replies[3 * i + 2], &info->groups[base + i].limits);
+            info->groups[base + i].limits_ignored =
+                ignored > 0 ? (uint64_t)ignored : 0;
         }
         for (size_t i = 0; i < 3 * n; i++)
             emq_reply_free(replies[i]);
@@ -725,6 +727,16 @@ static void json_info(emq__json *j, const emq_queue_info *info) {
         json_opt(j, gi->limits.rate);
         emq__json_raw(j, ",\"max_in_flight\":");
         json_opt(j, gi->limits.max_in_flight);
+        emq__json_raw(
+            j, ",\"limits_ignored\":[%s%s%s]",
+            gi->limits_ignored & EMQ_LIMIT_IGNORED_RATE ? "\"rate\"" : "",
+            gi->limits_ignored ==
+                    (EMQ_LIMIT_IGNORED_RATE | EMQ_LIMIT_IGNORED_MAX_IN_FLIGHT)
+                ? ","
+                : "",
+            gi->limits_ignored & EMQ_LIMIT_IGNORED_MAX_IN_FLIGHT
+                ? "\"max_in_flight\""
+                : "");
         emq__json_raw(j, ",\"consumers\":[");
         for (size_t c = 0; c < gi->nconsumers; c++) {
             const emq_consumer_info *ci = &gi->consumers[c];

@@ -259,13 +259,18 @@ static void print_limits(const emq_queue_info *q) {
     int first = 1;
     for (size_t g = 0; g < q->ngroups; g++) {
         emq_group_limits l = q->groups[g].limits;
-        if (l.rate <= 0 && l.max_in_flight <= 0)
+        uint64_t ignored = q->groups[g].limits_ignored;
+        if (l.rate <= 0 && l.max_in_flight <= 0 && ignored == 0)
             continue;
         char name[300], rate[32] = "none", maxf[32] = "none";
         if (l.rate > 0)
             snprintf(rate, sizeof rate, "%lld/s", (long long)l.rate);
         if (l.max_in_flight > 0)
             snprintf(maxf, sizeof maxf, "%lld", (long long)l.max_in_flight);
+        if (ignored & EMQ_LIMIT_IGNORED_RATE)
+            snprintf(rate, sizeof rate, "none (a value that is no limit)");
+        if (ignored & EMQ_LIMIT_IGNORED_MAX_IN_FLIGHT)
+            snprintf(maxf, sizeof maxf, "none (a value that is no limit)");
         printf("%slimits of %s: rate %s, max in flight %s\n", first ? "\n" : "",
                cli_esc(q->groups[g].name, name, sizeof name), rate, maxf);
         first = 0;

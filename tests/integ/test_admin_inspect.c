@@ -218,7 +218,7 @@ static void describe_progress(const char *protocol) {
         "assert set(d[\"server\"])=={\"name\",\"version\",\"capabilities\"}; "
         "gk={\"name\",\"pending\",\"last_delivered_id\",\"entries_read\","
         "\"lag\",\"lag_computed\",\"oldest_pending_id\","
-        "\"oldest_pending_age_ms\",\"rate_limit\",\"max_in_flight\","
+        "\"oldest_pending_age_ms\",\"rate_limit\",\"max_in_flight\",\"limits_ignored\","
         "\"consumers\"}; "
         "ck={\"name\",\"pending\",\"idle_ms\",\"inactive_ms\"}; "
         "assert all(set(g)==gk for g in d[\"groups\"]); "

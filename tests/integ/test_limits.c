@@ -308,7 +308,24 @@ TEST_TIMEOUT(limits_that_are_not_whole_numbers_count_as_none, 30) {
         ASSERT_OK(emq_admin_group_limits(a, "g", NULL, &lim, &err), &err);
         ASSERT_EQ_INT(lim.rate, 0);
         ASSERT_EQ_INT(lim.max_in_flight, 0);
+        /* info says which values it read as none. */
+        emq_queue_info *info = NULL;
+        ASSERT_OK(emq_admin_describe(a, &info, &err), &err);
+        ASSERT_EQ_SIZE(info->ngroups, 1);
+        ASSERT_EQ_INT(info->groups[0].limits_ignored,
+                      EMQ_LIMIT_IGNORED_RATE | EMQ_LIMIT_IGNORED_MAX_IN_FLIGHT);
+        emq_queue_info_free(info);
         emq_admin_destroy(a);
+        cli_result r;
+        CLI(&r, emq_srv_url(s), "info", "dec");
+        ASSERT_EXIT(&r, 0);
+        ASSERT_CONTAINS(r.out, "rate none (a value that is no limit)");
+        cli_free(&r);
+        CLI(&r, emq_srv_url(s), "info", "dec", "--json");
+        ASSERT_EXIT(&r, 0);
+        ASSERT_CONTAINS(r.out,
+                        "\"limits_ignored\":[\"rate\",\"max_in_flight\"]");
+        cli_free(&r);
         emq_conf_destroy(conf);
         emq_srv_stop(s);
     }

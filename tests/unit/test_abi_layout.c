@@ -158,7 +158,8 @@ static const layout_row rows[] = {
     AT(emq_group_info, nconsumers, 144, 8),
     AT(emq_group_info, consumers, 152, 8),
     AT(emq_group_info, limits, 160, 16),
-    AT(emq_group_info, reserved, 176, 32),
+    AT(emq_group_info, limits_ignored, 176, 8), /* took a word of the room */
+    AT(emq_group_info, reserved, 184, 24),
 
     SIZE(emq_delayed_info, 32),
     AT(emq_delayed_info, waiting, 0, 8),

@@ -1075,7 +1075,8 @@ static emq_status connect_sentinel(emq_conn_t *c, int64_t deadline,
         st = connect_node(c, deadline, err);
         if (st == EMQ_OK) {
             told_pick(c, pick, k, &first);
-            emq__sentinel_watch_listen(&c->watch, &c->opt, &c->url, &c->tls);
+            emq__sentinel_watch_listen(&c->watch, &c->opt, &c->url, &c->tls,
+                                       EMQ_SENTINELS_MAX);
             break;
         }
         if (k == 0)

@@ -398,12 +398,15 @@ void emq__sentinel_watch_close(emq__sentinel_watch *w);
 void emq__sentinel_watch_set(emq__sentinel_watch *w, emq_conn_t *conn,
                              const emq__hostport *at, int64_t failover_ms);
 /* Opens w's ears: a connection, subscribed to the channels, to each
- * Sentinel of url that w does not hear yet, within SENTINEL_REOPEN_MS
- * each (best effort: one that cannot be opened is tried again later). */
+ * Sentinel of url that w does not hear yet, at most most of them now
+ * (the mend opens one per look: each costs a look up to
+ * SENTINEL_REOPEN_MS when its Sentinel does not answer), within
+ * SENTINEL_REOPEN_MS each (best effort: one that cannot be opened, or
+ * was left for later, is tried again after a while). */
 void emq__sentinel_watch_listen(emq__sentinel_watch *w,
                                 const emq__conn_options *opt,
                                 const emq__url *url,
-                                const struct emq__tls_opts *tls);
+                                const struct emq__tls_opts *tls, size_t most);
 /* Makes w a watch that was lost at now: reopened from the next
  * Sentinel on, after a backoff (first at once). */
 void emq__sentinel_watch_lose(emq__sentinel_watch *w);

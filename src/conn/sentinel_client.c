@@ -409,12 +409,17 @@ static int hears(const emq__sentinel_watch *w, const emq__hostport *at) {
 void emq__sentinel_watch_listen(emq__sentinel_watch *w,
                                 const emq__conn_options *opt,
                                 const emq__url *url,
-                                const struct emq__tls_opts *tls) {
-    int missing = 0;
+                                const struct emq__tls_opts *tls, size_t most) {
+    int missing = 0, deferred = 0;
+    size_t tried = 0;
     for (size_t k = 0; k < url->nsentinels; k++) {
         const emq__hostport *at = &url->sentinels[k];
         if (hears(w, at) || w->nears == EMQ_SENTINELS_MAX)
             continue;
+        if (tried++ == most) { /* the rest on a later look */
+            deferred = 1;
+            break;
+        }
         emq_conn_t *c =
             watch_open(opt, url, tls, at, emq__now_ms() + SENTINEL_REOPEN_MS);
         if (c == NULL) {
@@ -425,7 +430,9 @@ void emq__sentinel_watch_listen(emq__sentinel_watch *w,
         w->ears_at[w->nears++] = *at;
         watch_add(w, c);
     }
-    w->listen_at = missing ? emq__now_ms() + WATCH_REOPEN_MAX_MS : 0;
+    w->listen_at = missing    ? emq__now_ms() + WATCH_REOPEN_MAX_MS
+                   : deferred ? emq__now_ms() + WATCH_REOPEN_MIN_MS
+                              : 0;
 }
 
 void emq__sentinel_watch_lose(emq__sentinel_watch *w) {
@@ -620,7 +627,7 @@ void emq__sentinel_watch_mend(emq__sentinel_watch *w,
     if (w->conn == NULL && w->lost_at != 0 && now >= w->reopen_at)
         reopen(w, opt, url, tls, now);
     if (!w->switched && w->listen_at != 0 && now >= w->listen_at)
-        emq__sentinel_watch_listen(w, opt, url, tls);
+        emq__sentinel_watch_listen(w, opt, url, tls, 1); /* one a look */
 }
 
 int emq__sentinel_watch_switched(emq__sentinel_watch *w,

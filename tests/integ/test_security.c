@@ -1398,3 +1398,60 @@ TEST_TIMEOUT(security_wait_replicas_without_wait_stops_saying_so, 40) {
     emq_consumer_destroy(c);
     emq_srv_stop(s);
 }
+
+/* The review's attacks, as the documented roles (Redis 7.0 and later):
+ * what a leaked credential of each line may write stops no queue. The
+ * limited worker's line writes a limit that is no integer and a rate log
+ * member far in the future; the scheduling producer's line schedules a
+ * forged entry due first whose payload is not an entry, and squats an
+ * idempotency key. Then the limited worker still consumes the plain
+ * entries, the mover's line still moves and consumes the delayed ones,
+ * and the squatted key's job is added. Before: the worker exited 1, the
+ * moves failed for ever, the job was suppressed. */
+TEST_TIMEOUT(security_attacks_by_documented_roles_stop_nothing, 90) {
+    if (emq_srv_binary_version(NULL, 0) < 70000)
+        SKIP("ACL selectors need Redis 7.0 or later (this server is older)");
+    emq_srv_opts o = {.extra_config =
+                          LIMITED_WORKER_LINE DELAYER_LINE MOVER_LINE};
+    emq_srv *s = emq_srv_start(&o);
+    emq_conn_t *lim = connect_url(role_url(s, "limited"));
+    CMD_NOERR(lim, "HSETNX", "emq:{aclq}:limits:g", "rate", "0.5");
+    CMD_NOERR(lim, "ZADD", "emq:{aclq}:ratelog:g", "99999999999999", "forged");
+    emq_conn_destroy(lim);
+    emq_conn_t *del = connect_url(role_url(s, "delayer"));
+    CMD_NOERR(del, "ZADD", "emq:{aclq}:delayed", "-1", "delayed-900000000001");
+    CMD_NOERR(del, "HSET", "emq:{aclq}:delayed:entries", "delayed-900000000001",
+              "\x01\x02 not an entry");
+    CMD_NOERR(del, "SET", "emq:{aclq}:dedup:pay-1", "0-1");
+    emq_conn_destroy(del);
+    cli_result r;
+    CLI_IN(&r, emq_srv_url(s), "p0\np1\np2\n", "produce", "aclq", "--lines",
+           "-q");
+    ASSERT_EXIT(&r, 0);
+    cli_free(&r);
+    CLI(&r, role_url(s, "delayer"), "produce", "aclq", "--delay", "100", "-q",
+        "n=d0");
+    ASSERT_EXIT(&r, 0);
+    cli_free(&r);
+    CLI(&r, role_url(s, "delayer"), "produce", "aclq", "--dedup-key", "pay-1",
+        "--print-ids", "n=k0");
+    ASSERT_EXIT(&r, 0);
+    ASSERT(strstr(r.out, "0-1\n") == NULL); /* a new ID, not the squatter's */
+    cli_free(&r);
+    /* The limited worker: the plain entries and the keyed one. */
+    CLI(&r, role_url(s, "limited"), "consume", "aclq", "-g", "g", "-c", "w1",
+        "--start", "head", "--until-idle", "800");
+    ASSERT_EXIT(&r, 0);
+    ASSERT_NOT_CONTAINS(r.err, "not an integer");
+    ASSERT_EQ_INT(cli_lines(r.out), 4);
+    cli_free(&r);
+    /* The mover: the forged entry set aside, the real delayed one moved. */
+    usleep(200 * 1000); /* d0 is due */
+    CLI(&r, role_url(s, "mover"), "consume", "aclq", "-g", "g", "-c", "w2",
+        "--start", "head", "--until-idle", "1500");
+    ASSERT_EXIT(&r, 0);
+    ASSERT_CONTAINS(r.out, "\"d0\"");
+    cli_free(&r);
+    ASSERT_EQ_INT(srv_int(s, "HLEN", "emq:{aclq}:delayed:bad"), 1);
+    emq_srv_stop(s);
+}

@@ -147,6 +147,12 @@ void emq__mover_apply(emq_consumer_t *c, emq__mover_round *r, int tag,
                           "'%s' (echomq info counts them), the others "
                           "moved",
                           (unsigned long long)m.set_aside, c->delayed.bad);
+    if (m.vanished > 0)
+        emq__consumer_log(c, EMQ_LOG_WARNING,
+                          "%llu due delayed entries had no payload in '%s' "
+                          "(deleted by hand, or by a credential that may "
+                          "write the schedule): nothing to move, dropped",
+                          (unsigned long long)m.vanished, c->delayed.entries);
     /* A full move: more may be due. Else look again when the next is due,
      * or after a poll. */
     c->mover.move = m.moved == EMQ_MOVER_MAX;

@@ -35,7 +35,8 @@
     "           counts = KEYS[7], bell = KEYS[8], prio = KEYS[9]}\n"
 
 /* KEYS: LUA_KEYS. ARGV: most entries to move. Returns {moved, still
- * waiting, ms until the next is due or -1, set aside}; on a queue with
+ * waiting, ms until the next is due or -1, set aside, due handles whose
+ * payload was gone}; on a queue with
  * priorities (the held keys named) an entry produced with one is held
  * (by its level) rather than added to the stream. Nothing a lower role
  * could have written stops the move: a payload that is not an entry
@@ -49,7 +50,7 @@ static const char move_script[] =
     "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
     "local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now,\n"
     "                       'LIMIT', 0, tonumber(ARGV[1]))\n" EMQ_LUA_ENTRY_OF
-    "local moved, aside = 0, 0\n"
+    "local moved, aside, vanished = 0, 0, 0\n"
     "for _, handle in ipairs(due) do\n"
     "  local level = k.levels and tonumber(redis.call('HGET', k.levels, handle))\n"
     "  if level and (level < 0 or level > 9 or level % 1 ~= 0) then\n"
@@ -75,6 +76,10 @@ static const char move_script[] =
     "    end\n"
     "    redis.call('HDEL', k.entries, handle)\n"
     "  end\n"
+    "  if not packed then\n" /* its payload deleted: nothing to move */
+    "    vanished = vanished + 1\n"
+    "    if level then redis.call('HDEL', k.levels, handle) end\n"
+    "  end\n"
     "  redis.call('ZREM', k.waiting, handle)\n"
     "end\n"
     "local left = redis.call('ZCARD', KEYS[1])\n"
@@ -84,7 +89,7 @@ static const char move_script[] =
     "if at and at == at and at > -1e15 and at < 1e15 then\n"
     "  next_in = math.max(0, at - now)\n"
     "end\n"
-    "return {moved, left, next_in, aside}\n";
+    "return {moved, left, next_in, aside, vanished}\n";
 
 /* KEYS: LUA_KEYS. ARGV: handles and stream IDs. Returns one word per
  * ARGV: removed (delayed or held, or in the stream and no group's cursor
@@ -212,9 +217,9 @@ emq_status emq__delayed_move_reply(const emq_reply *r, emq__delayed_moved *out,
     if (emq_reply_kind(r) == EMQ_REPLY_ERROR)
         return emq__reply_error_set(err, r,
                                     "moving due delayed entries failed");
-    if (emq_reply_kind(r) != EMQ_REPLY_ARRAY || emq_reply_len(r) != 4)
+    if (emq_reply_kind(r) != EMQ_REPLY_ARRAY || emq_reply_len(r) != 5)
         return emq__reply_bad_shape(err, "the delayed entries' move");
-    for (size_t i = 0; i < 4; i++)
+    for (size_t i = 0; i < 5; i++)
         if (emq_reply_kind(emq_reply_at(r, i)) != EMQ_REPLY_INTEGER)
             return emq__reply_bad_shape(err, "the delayed entries' move");
     int64_t moved = emq_reply_integer(emq_reply_at(r, 0));
@@ -224,6 +229,8 @@ emq_status emq__delayed_move_reply(const emq_reply *r, emq__delayed_moved *out,
     out->next_in_ms = emq_reply_integer(emq_reply_at(r, 2));
     int64_t aside = emq_reply_integer(emq_reply_at(r, 3));
     out->set_aside = aside > 0 ? (uint64_t)aside : 0;
+    int64_t vanished = emq_reply_integer(emq_reply_at(r, 4));
+    out->vanished = vanished > 0 ? (uint64_t)vanished : 0;
     return EMQ_OK;
 }
 

@@ -231,6 +231,9 @@ typedef struct emq__delayed_moved {
     uint64_t set_aside; /* due entries whose payload was not an entry (not
                            MessagePack of an even list of 1-8000 strings,
                            or refused by XADD): moved to the bad key */
+    uint64_t vanished;  /* due handles whose payload was gone (deleted by
+                           hand or by a credential that may write the
+                           schedule): nothing to move, dropped */
 } emq__delayed_moved;
 /* Reads the move's reply into *out. An error reply is EMQ_ESERVER (its
  * status) with its text; another shape EMQ_EPROTO. */

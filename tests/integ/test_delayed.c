@@ -12,8 +12,10 @@
  */
 #include "integ/admin_inspect_helpers.h"
 #include "integ/cli_helpers.h"
+#include "integ/inspect_conn_helpers.h"
 #include "integ/consumer_helpers.h"
 
+#include <stdatomic.h>
 #include <stdlib.h>
 
 /* The number ZCARD key answers. */
@@ -481,10 +483,22 @@ TEST(delayed_mover_killed_mid_move_moves_nothing_twice_loses_nothing) {
     emq_srv_stop(s);
 }
 
+/* Log lines that tell of due handles without a payload. */
+static atomic_int vanished_said;
+
+static void count_vanished(void *opaque, emq_log_level level,
+                           const char *message) {
+    (void)opaque;
+    (void)level;
+    if (strstr(message, "had no payload"))
+        atomic_fetch_add(&vanished_said, 1);
+}
+
 /* What a scheduling producer's credential can write into the schedule
  * stops no move: a forged entry due first (score -1) whose payload is
  * not MessagePack, one whose payload is MessagePack but not pairs of
- * strings, and one due at +inf. The real entries are moved and handled;
+ * strings, one due at +inf, and one whose payload was deleted. The real
+ * entries are moved and handled; the payload-less one is dropped, said;
  * the two bad payloads are set aside (delayed:bad, counted by info and
  * shown by `echomq info`), the +inf one waits and can be cancelled.
  * Before, the probe read the -1 as "none waits", and the first bad
@@ -503,19 +517,24 @@ TEST_TIMEOUT(delayed_forged_schedule_entries_block_nothing, 60) {
     }
     emq_conn_t *conn = connect_url(emq_srv_url(s));
     CMD_NOERR(conn, "ZADD", "emq:{fge}:delayed", "-1", "delayed-900000000001",
-              "0", "delayed-900000000002", "+inf", "delayed-900000000003");
+              "0", "delayed-900000000002", "+inf", "delayed-900000000003", "1",
+              "delayed-900000000004"); /* ...04: no payload at all */
     CMD_NOERR(conn, "HSET", "emq:{fge}:delayed:entries", "delayed-900000000001",
               "not messagepack \x01\xff", "delayed-900000000003", "\x91\x01");
     /* MessagePack of {1}: a list, but of a number. */
     CMD_NOERR(conn, "HSET", "emq:{fge}:delayed:entries", "delayed-900000000002",
               "\x91\x01");
     emq_conf_t *conf = consumer_conf(s, "fge", "g", "c1", "head");
+    atomic_store(&vanished_said, 0);
+    emq_conf_set_log(conf, count_vanished, NULL);
     recorder rec;
     recorder_init(&rec);
     emq_consumer_t *c = consumer_ok(conf, record, &rec);
     runner_thread t;
     start_consumer(&t, c);
     wait_for(&rec, 3, 20000);
+    WAIT_UNTIL(atomic_load(&vanished_said) >= 1, 10000,
+               "the payload-less handle told");
     emq_consumer_stop(c);
     ASSERT_EQ_INT(join_consumer(&t), EMQ_OK);
     emq_consumer_destroy(c);

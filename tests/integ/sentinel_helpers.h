@@ -7,6 +7,7 @@
 #ifndef EMQ_TEST_SENTINEL_HELPERS_H
 #define EMQ_TEST_SENTINEL_HELPERS_H
 
+#include "harness/fakepeer.h"
 #include "integ/cli_helpers.h"
 #include "integ/ownership_helpers.h"
 
@@ -147,6 +148,20 @@ static inline emq_conf_t *ha_consumer_conf(const ha *h, const char *block_ms) {
     conf_set(conf, "start", "head");
     conf_set(conf, "block_ms", block_ms);
     return conf;
+}
+
+/* Starts a fake Sentinel (fakepeer.h) of MASTER naming 127.0.0.1:
+ * primary_port, the other fields of po as given, and writes its
+ * redis-sentinel:// URL (size bytes) into url. */
+static inline emq_peer *fake_sentinel(emq_peer_opts po, int primary_port,
+                                      char *url, size_t size) {
+    po.mode = EMQ_PEER_SENTINEL;
+    po.sentinel_master = MASTER;
+    po.primary_port = primary_port;
+    emq_peer *p = emq_peer_start(&po);
+    snprintf(url, size, "redis-sentinel://127.0.0.1:%d#" MASTER,
+             emq_peer_port(p));
+    return p;
 }
 
 static inline long long stream_len(const emq_srv *s) {

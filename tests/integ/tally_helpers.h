@@ -113,6 +113,20 @@ static inline emq_consumer_t *consumer_ok(const emq_conf_t *conf,
     return c;
 }
 
+/* Runs a consumer of conf (the recording handler into rec) until rec has
+ * seen n entries (bounded by timeout_ms, scaled), then stops it, checks
+ * that its run ended well and destroys it. */
+static inline void consume_until(const emq_conf_t *conf, recorder *rec,
+                                 size_t n, int timeout_ms) {
+    emq_consumer_t *c = consumer_ok(conf, record, rec);
+    runner_thread t;
+    start_consumer(&t, c);
+    wait_for(rec, n, timeout_ms);
+    emq_consumer_stop(c);
+    ASSERT_EQ_INT(join_consumer(&t), EMQ_OK);
+    emq_consumer_destroy(c);
+}
+
 /* A producer on queue; caller destroys. */
 static inline emq_producer_t *producer_for(const emq_srv *s,
                                            const char *queue) {

@@ -293,13 +293,7 @@ TEST_TIMEOUT(limits_that_are_not_whole_numbers_count_as_none, 30) {
         atomic_store(&ignored_said, 0);
         recorder rec;
         recorder_init(&rec);
-        emq_consumer_t *c = consumer_ok(conf, record, &rec);
-        runner_thread t;
-        start_consumer(&t, c);
-        wait_for(&rec, 5, 10000);
-        emq_consumer_stop(c);
-        ASSERT_EQ_INT(join_consumer(&t), EMQ_OK);
-        emq_consumer_destroy(c);
+        consume_until(conf, &rec, 5, 10000);
         ASSERT_EQ_INT(atomic_load(&ignored_said), 1);
         emq_admin_t *a = NULL;
         emq_error err;
@@ -347,14 +341,8 @@ TEST_TIMEOUT(limits_a_forged_rate_log_member_stops_nothing, 40) {
     emq_conf_t *conf = consumer_conf(s, "fut", "g", "c1", "head");
     recorder rec;
     recorder_init(&rec);
-    emq_consumer_t *c = consumer_ok(conf, record, &rec);
+    consume_until(conf, &rec, 3, 15000);
     emq_conf_destroy(conf);
-    runner_thread t;
-    start_consumer(&t, c);
-    wait_for(&rec, 3, 15000);
-    emq_consumer_stop(c);
-    ASSERT_EQ_INT(join_consumer(&t), EMQ_OK);
-    emq_consumer_destroy(c);
     emq_srv_cmd(s, out, sizeof out, "ZSCORE", "emq:{fut}:ratelog:g", "g forged",
                 NULL);
     ASSERT(strstr(out, "99999999999999") == NULL); /* gone */

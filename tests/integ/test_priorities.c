@@ -726,14 +726,8 @@ TEST_TIMEOUT(priorities_forged_count_value_stops_no_read, 30) {
     emq_conf_t *conf = consumer_conf(s, "fcv", "g", "c1", "head");
     recorder rec;
     recorder_init(&rec);
-    emq_consumer_t *c = consumer_ok(conf, record, &rec);
+    consume_until(conf, &rec, 3, 10000);
     emq_conf_destroy(conf);
-    runner_thread t;
-    start_consumer(&t, c);
-    wait_for(&rec, 3, 10000);
-    emq_consumer_stop(c);
-    ASSERT_EQ_INT(join_consumer(&t), EMQ_OK);
-    emq_consumer_destroy(c);
     ASSERT_EQ_INT(CMD_INT(adm, "HEXISTS", "emq:{fcv}:held:counts", "5"), 0);
     emq_conn_destroy(adm);
     emq_srv_stop(s);

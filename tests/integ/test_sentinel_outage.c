@@ -263,13 +263,9 @@ TEST_TIMEOUT(sentinel_not_master_replies_resolve_again, 60) {
     emq_srv *gone = emq_srv_start(NULL);
     int closed = emq_srv_port(gone);
     emq_srv_stop(gone);
-    emq_peer_opts po = {.mode = EMQ_PEER_SENTINEL,
-                        .sentinel_master = MASTER,
-                        .primary_port = emq_srv_port(old)};
-    emq_peer *sentinel = emq_peer_start(&po);
     char url[128], port[16];
-    snprintf(url, sizeof url, "redis-sentinel://127.0.0.1:%d#" MASTER,
-             emq_peer_port(sentinel));
+    emq_peer *sentinel =
+        fake_sentinel((emq_peer_opts){0}, emq_srv_port(old), url, sizeof url);
     emq_conf_t *conf = conf_for(url);
     conf_set(conf, "queue", "ha");
     emq_producer_t *p;

@@ -200,14 +200,10 @@ static emq_status timed_ping(emq_conn_t *conn, int64_t *ms, emq_error *err) {
  * them go nowhere (not sent: resolve again). Both nodes are real. */
 TEST_TIMEOUT(sentinel_failover_begun_holds_commands, 60) {
     emq_srv *primary = emq_srv_start(NULL), *next = emq_srv_start(NULL);
-    emq_peer_opts po = {.mode = EMQ_PEER_SENTINEL,
-                        .sentinel_master = MASTER,
-                        .primary_port = emq_srv_port(primary),
-                        .failover_timeout_ms = 1000};
-    emq_peer *sentinel = emq_peer_start(&po);
     char url[128], begun[128];
-    snprintf(url, sizeof url, "redis-sentinel://127.0.0.1:%d#" MASTER,
-             emq_peer_port(sentinel));
+    emq_peer *sentinel =
+        fake_sentinel((emq_peer_opts){.failover_timeout_ms = 1000},
+                      emq_srv_port(primary), url, sizeof url);
     snprintf(begun, sizeof begun, "master " MASTER " 127.0.0.1 %d",
              emq_srv_port(primary));
     emq_conf_t *conf = conf_for(url);
@@ -268,14 +264,10 @@ TEST_TIMEOUT(sentinel_failover_begun_holds_commands, 60) {
  * alone (no hold), and a switch is still heard. */
 TEST_TIMEOUT(sentinel_switch_heard_without_the_failover_channels, 30) {
     emq_srv *primary = emq_srv_start(NULL), *next = emq_srv_start(NULL);
-    emq_peer_opts po = {.mode = EMQ_PEER_SENTINEL,
-                        .sentinel_master = MASTER,
-                        .primary_port = emq_srv_port(primary),
-                        .switch_channels_only = 1};
-    emq_peer *sentinel = emq_peer_start(&po);
     char url[128];
-    snprintf(url, sizeof url, "redis-sentinel://127.0.0.1:%d#" MASTER,
-             emq_peer_port(sentinel));
+    emq_peer *sentinel =
+        fake_sentinel((emq_peer_opts){.switch_channels_only = 1},
+                      emq_srv_port(primary), url, sizeof url);
     emq_conf_t *conf = conf_for(url);
     emq_conn_t *conn = connect_ok(conf);
     ASSERT_EQ_INT(emq__conn_went_away(conn), 0);
@@ -323,13 +315,9 @@ static void *flood_main(void *arg) {
  * connection go away as if a new primary had been announced. */
 TEST_TIMEOUT(sentinel_watch_flood_holds_no_caller, 60) {
     emq_srv *primary = emq_srv_start(NULL);
-    emq_peer_opts po = {.mode = EMQ_PEER_SENTINEL,
-                        .sentinel_master = MASTER,
-                        .primary_port = emq_srv_port(primary)};
-    emq_peer *sentinel = emq_peer_start(&po);
     char url[128];
-    snprintf(url, sizeof url, "redis-sentinel://127.0.0.1:%d#" MASTER,
-             emq_peer_port(sentinel));
+    emq_peer *sentinel = fake_sentinel((emq_peer_opts){0},
+                                       emq_srv_port(primary), url, sizeof url);
     emq_conf_t *conf = conf_for(url);
     conf_set(conf, "resp.max_reply_bytes", "1048576");
     conf_set(conf, "log.level", "info");

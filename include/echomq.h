@@ -1140,6 +1140,63 @@ EMQ_EXPORT emq_status emq_admin_scan_queues(const emq_conf_t *conf,
                                             emq_error *err);
 EMQ_EXPORT void emq_queue_names_free(char **names, size_t n);
 
+/* echomq's scripts as a server-side function library (Redis 7.0+,
+ * Valkey): one library per echomq version, named "echomq_<version>", its
+ * functions "emq<version>_<name>", called with FCALL (docs/SECURITY.md:
+ * no credential then needs EVAL). A connection whose user may load it
+ * does so by itself when it is missing; otherwise the operator loads it
+ * with emq_admin_functions (echomq functions load). */
+
+/* What emq_admin_functions does on each master. */
+typedef enum emq_functions_action {
+    EMQ_FUNCTIONS_SHOW = 0,   /* only look */
+    EMQ_FUNCTIONS_LOAD = 1,   /* load this build's library where missing */
+    EMQ_FUNCTIONS_REPLACE = 2 /* also where another build's library of this
+                                 version is loaded (FUNCTION LOAD REPLACE) */
+} emq_functions_action;
+
+/* This build's library on one master, after the call. */
+typedef enum emq_functions_state_kind {
+    EMQ_FUNCTIONS_ABSENT = 0,      /* not loaded */
+    EMQ_FUNCTIONS_LOADED = 1,      /* this build's library is there */
+    EMQ_FUNCTIONS_OTHER_BUILD = 2, /* a library of this version whose text
+                                      differs (another build): its callers
+                                      use EVAL until it is replaced */
+    EMQ_FUNCTIONS_UNSUPPORTED = 3  /* the server has no functions (6.2):
+                                      scripts go by EVAL */
+} emq_functions_state_kind;
+
+typedef struct emq_functions_state {
+    char node[320];   /* the master, "host:port" */
+    char library[32]; /* this build's library: "echomq_1" */
+    emq_functions_state_kind state;
+    int changed;          /* 1: this call loaded or replaced it */
+    char others[256];     /* other echomq libraries there (other versions),
+                             space-separated; "..." ends a longer list */
+    uint64_t reserved[4]; /* room for members to come; 0 */
+} emq_functions_state;
+
+/* Looks at (and with action, loads) this build's library on every master
+ * of the server or cluster of conf's url (its queue is not used): *out
+ * (free with emq_functions_states_free) gets one state per master, *n of
+ * them, in slot-map order. An error reply (NOPERM: the user may not run
+ * FUNCTION) is EMQ_ESERVER quoting it; a master that fails ends the walk,
+ * named. Any thread; it opens and closes its own connections. */
+EMQ_EXPORT emq_status emq_admin_functions(const emq_conf_t *conf,
+                                          emq_functions_action action,
+                                          emq_functions_state **out, size_t *n,
+                                          emq_error *err);
+/* Deletes the echomq library named library ("echomq_<version>", for
+ * example an older version after an upgrade) from every master where it
+ * is; *deleted (may be NULL) counts those. A name that is not an echomq
+ * library's is EMQ_EINVAL. Processes of that version then use EVAL (or
+ * load it again, if their user may). Any thread. */
+EMQ_EXPORT emq_status emq_admin_functions_delete(const emq_conf_t *conf,
+                                                 const char *library,
+                                                 size_t *deleted,
+                                                 emq_error *err);
+EMQ_EXPORT void emq_functions_states_free(emq_functions_state *states);
+
 /* One consumer of a group, as XINFO CONSUMERS reports it. */
 typedef struct emq_consumer_info {
     char *name;

@@ -89,6 +89,14 @@ emq_status emq__admin_send(emq_admin_t *a, int argc, const char *const *argv,
     return st;
 }
 
+emq_status emq__admin_script_head(emq_admin_t *a, emq__script_id id,
+                                  const char *words[2], emq_error *err) {
+    emq_status st = emq__admin_ready(a, err);
+    if (st == EMQ_OK)
+        emq__script_head(id, emq__session_functions(&a->session), words);
+    return st;
+}
+
 emq_status emq__admin_call(emq_admin_t *a, const char *what, int argc,
                            const char *const *argv, const size_t *argvlen,
                            emq_reply **reply, emq_error *err) {

@@ -185,6 +185,10 @@ emq_status emq__admin_send(emq_admin_t *a, int argc, const char *const *argv,
                            emq_error *err);
 /* emq__admin_send, where an error reply becomes EMQ_ESERVER with "<what>
  * failed: <reply text>" (emq__reply_error_set) and *reply NULL. */
+/* Readies a's session (emq__admin_ready) and fills words with the head
+ * of script id for its connection (emq__script_head: FCALL or EVAL). */
+emq_status emq__admin_script_head(emq_admin_t *a, emq__script_id id,
+                                  const char *words[2], emq_error *err);
 emq_status emq__admin_call(emq_admin_t *a, const char *what, int argc,
                            const char *const *argv, const size_t *argvlen,
                            emq_reply **reply, emq_error *err);
@@ -204,19 +208,6 @@ emq_status emq__admin_in_hand(emq_admin_t *a, const char *group,
 /* Most entries one XRANGE page or one XPENDING page asks for, so a reply
  * stays bounded however long the stream or the pending list is. */
 #define EMQ_ADMIN_PAGE 1000
-
-/* Lua for the admin scripts: call(...) is redis.call that names the
- * command a server refused ("XTRIM refused: NOPERM ..."), so an ACL
- * refusal inside a script says which command (the server's own text does
- * not, on 7.x: "The user executing the script can't run this command"). */
-#define EMQ_LUA_CALL                                                           \
-    "local function call(...)\n"                                               \
-    "  local r = redis.pcall(...)\n"                                           \
-    "  if type(r) == 'table' and r.err then\n"                                 \
-    "    error(string.upper((...)) .. ' refused: ' .. r.err, 0)\n"             \
-    "  end\n"                                                                  \
-    "  return r\n"                                                             \
-    "end\n"
 
 /* Makes a's session ready for a call (emq__session_ready: reconnected
  * when the last call broke it or the server closed it while idle);

@@ -29,62 +29,6 @@
 static const char *const origin_names[5] = {
     "emq.id", "emq.group", "emq.consumer", "emq.deliveries", "emq.reason"};
 
-/* Most field names and values the requeue script copies itself (Lua's
- * unpack holds about 8000 values); a wider dead letter is requeued by
- * requeue_wide. */
-#define REQUEUE_SCRIPT_MAX_ARGS_TEXT "7000"
-
-/* KEYS[1] stream, KEYS[2] dead letters; ARGV[1] dead-letter ID, ARGV[2]
- * "1" to skip the checks. Returns the new entry's ID, nil when there is no
- * such dead letter, {3, why} when it is not one the queue's consumers
- * wrote (not all five origin pairs, or an origin ID the stream never
- * issued: past its last-generated-id), or {2} when it has more than
- * REQUEUE_SCRIPT_MAX_ARGS_TEXT original field names and values (checked,
- * nothing done). */
-static const char requeue_script[] = EMQ_LUA_CALL EMQ_LUA_ID_LT
-    "local e = call('XRANGE', KEYS[2], ARGV[1], ARGV[1])\n"
-    "if #e == 0 then return false end\n"
-    "local f = e[1][2]\n"
-    "local origin = {'emq.id', 'emq.group', 'emq.consumer',\n"
-    "                'emq.deliveries', 'emq.reason'}\n"
-    "local i = 1\n"
-    "for k = 1, 5 do\n"
-    "  if f[i] ~= origin[k] then break end\n"
-    "  i = i + 2\n"
-    "end\n"
-    "if ARGV[2] ~= '1' then\n"
-    "  if i ~= 11 or not is_id(f[2]) then\n"
-    "    return {3, 'not a dead letter (no origin fields)'}\n"
-    "  end\n"
-    "  local last = nil\n"
-    "  local info = redis.pcall('XINFO', 'STREAM', KEYS[1])\n"
-    "  if type(info) == 'table' and not info.err then\n"
-    "    for k = 1, #info - 1, 2 do\n"
-    "      if info[k] == 'last-generated-id' then last = info[k + 1] end\n"
-    "    end\n"
-    "  end\n"
-    "  if last == nil or id_lt(last, f[2]) then\n"
-    "    return {3, 'origin ' .. f[2] .. ' was never in the queue (last '\n"
-    "               .. 'ID ' .. (last or 'none') .. ')'}\n"
-    "  end\n"
-    "end\n"
-    "if #f > " REQUEUE_SCRIPT_MAX_ARGS_TEXT " + 10 then return {2} end\n"
-    "local args = {}\n"
-    "for k = i, #f do args[#args + 1] = f[k] end\n"
-    "if #args == 0 then\n"
-    "  return redis.error_reply('dead letter ' .. ARGV[1] ..\n"
-    "                           ' holds no original fields')\n"
-    "end\n"
-    "local id = call('XADD', KEYS[1], '*', unpack(args))\n"
-    "call('XDEL', KEYS[2], ARGV[1])\n"
-    "return id\n";
-
-/* KEYS[1] dead letters. Returns how many there were; deletes them. */
-static const char purge_script[] = EMQ_LUA_CALL
-    "local n = call('XLEN', KEYS[1])\n"
-    "call('DEL', KEYS[1])\n"
-    "return n\n";
-
 /* How many leading pairs of a dead letter's flat field list (npairs
  * pairs) are origin pairs: 0..5. */
 static size_t origin_pairs(const emq_reply *flat, size_t npairs) {
@@ -402,16 +346,18 @@ static emq_status requeue_one(emq_admin_t *a, const char *id, size_t idlen,
                               int force, int *moved, requeue_refusals *refused,
                               emq_error *err) {
     *moved = 0;
-    const char *argv[] = {"EVAL",           requeue_script, "2",
-                          a->keys.stream,   a->keys.dead,   id,
-                          force ? "1" : "0"};
+    const char *w[2];
+    emq_status st = emq__admin_script_head(a, EMQ_SCRIPT_REQUEUE, w, err);
+    if (st != EMQ_OK)
+        return st;
+    const char *argv[] = {
+        w[0], w[1], "2", a->keys.stream, a->keys.dead, id, force ? "1" : "0"};
     /* id may be a reply view, not NUL-terminated: use its length. */
     size_t lens[7];
     for (size_t i = 0; i < 7; i++)
         lens[i] = i == 5 ? idlen : strlen(argv[i]);
     emq_reply *r = NULL;
-    emq_status st =
-        emq__admin_call(a, "requeue of a dead letter", 7, argv, lens, &r, err);
+    st = emq__admin_call(a, "requeue of a dead letter", 7, argv, lens, &r, err);
     if (st != EMQ_OK)
         return st;
     *moved = emq_reply_kind(r) == EMQ_REPLY_STRING;
@@ -544,9 +490,13 @@ emq_status emq__admin_queue_purge(emq_admin_t *a, uint64_t *removed,
     if (a == NULL)
         return emq__error_set(err, EMQ_EINVAL, 0,
                               "purge needs an admin handle");
-    const char *argv[] = {"EVAL", purge_script, "1", a->keys.dead};
+    const char *w[2];
+    emq_status st = emq__admin_script_head(a, EMQ_SCRIPT_DEAD_PURGE, w, err);
+    if (st != EMQ_OK)
+        return st;
+    const char *argv[] = {w[0], w[1], "1", a->keys.dead};
     emq_reply *r = NULL;
-    emq_status st =
+    st =
         emq__admin_call(a, "purge of the dead letters", 4, argv, NULL, &r, err);
     if (st != EMQ_OK)
         return st;

@@ -130,7 +130,10 @@ emq_status emq__admin_queue_cancel(emq_admin_t *a, const char *const *ids,
         st = emq__oom(err);
         goto out;
     }
-    int head = emq__delayed_cancel_head(argv, &dk, a->keys.stream);
+    if ((st = emq__admin_ready(a, err)) != EMQ_OK)
+        goto out;
+    int head = emq__delayed_cancel_head(argv, &dk, a->keys.stream,
+                                        emq__session_functions(&a->session));
     for (size_t i = 0; i < nids; i++)
         argv[head + i] = ids[i];
     st = emq__admin_call(a, "cancelling entries", head + (int)nids, argv, NULL,

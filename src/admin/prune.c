@@ -25,55 +25,6 @@
 /* Most pending entries one prune script call hands over. */
 #define EMQ_PRUNE_MOVE_PER_CALL 1000
 
-/* KEYS[1] stream; ARGV: group, victim, heir ("" for none), min idle ms,
- * most entries to move. Returns {code, moved, dropped}:
- *   code 0: deleted; 1: entries left to move (call again); 2: kept, holds
- *   entries and there is no heir; 3: no such consumer any more; 4: active
- *   again (idle below the minimum), left alone.
- * moved counts entries now pending for the heir; dropped counts pending IDs
- * whose stream entry was deleted. Those are acknowledged (removed from the
- * pending list) rather than claimed: Redis 7.0+ XCLAIM drops them silently,
- * but 6.2's XCLAIM ... JUSTID claims them and returns their ID like a live
- * entry's, which made the moved count one too high there. */
-static const char prune_script[] =
-    "local s, g, victim, heir = KEYS[1], ARGV[1], ARGV[2], ARGV[3]\n"
-    "local min_idle, limit = tonumber(ARGV[4]), tonumber(ARGV[5])\n"
-    "local found = nil\n"
-    "for _, c in ipairs(redis.call('XINFO', 'CONSUMERS', s, g)) do\n"
-    "  local name, idle = nil, nil\n"
-    "  for i = 1, #c - 1, 2 do\n"
-    "    if c[i] == 'name' then name = c[i + 1]\n"
-    "    elseif c[i] == 'idle' then idle = c[i + 1] end\n"
-    "  end\n"
-    "  if name == victim then found = idle end\n"
-    "end\n"
-    "if found == nil then return {3, 0, 0} end\n"
-    "if found < min_idle then return {4, 0, 0} end\n"
-    "local moved, dropped = 0, 0\n"
-    "if heir ~= '' then\n"
-    "  while moved + dropped < limit do\n"
-    "    local want = math.min(100, limit - moved - dropped)\n"
-    "    local p = redis.call('XPENDING', s, g, '-', '+', want, victim)\n"
-    "    if #p == 0 then break end\n"
-    "    for _, e in ipairs(p) do\n"
-    "      if #redis.call('XRANGE', s, e[1], e[1]) == 0 then\n"
-    "        redis.call('XACK', s, g, e[1])\n"
-    "        dropped = dropped + 1\n"
-    "      else\n"
-    "        local r = redis.call('XCLAIM', s, g, heir, 0, e[1],\n"
-    "                             'IDLE', e[3], 'JUSTID')\n"
-    "        if #r == 1 then moved = moved + 1 else dropped = dropped + 1 end\n"
-    "      end\n"
-    "    end\n"
-    "  end\n"
-    "end\n"
-    "if #redis.call('XPENDING', s, g, '-', '+', 1, victim) > 0 then\n"
-    "  if heir == '' then return {2, moved, dropped} end\n"
-    "  return {1, moved, dropped}\n"
-    "end\n"
-    "redis.call('XGROUP', 'DELCONSUMER', s, g, victim)\n"
-    "return {0, moved, dropped}\n";
-
 /* One consumer as XINFO CONSUMERS reports it; name is a view into the
  * reply. */
 typedef struct prune_member {
@@ -148,9 +99,19 @@ static emq_status prune_one(emq_admin_t *a, const char *group,
     char min_idle[24], limit[24];
     snprintf(min_idle, sizeof min_idle, "%lld", (long long)idle_ms);
     snprintf(limit, sizeof limit, "%d", EMQ_PRUNE_MOVE_PER_CALL);
-    const char *argv[] = {
-        "EVAL",       prune_script,           "1",      a->keys.stream, group,
-        victim->name, heir ? heir->name : "", min_idle, limit};
+    const char *w[2];
+    emq_status hst = emq__admin_script_head(a, EMQ_SCRIPT_PRUNE, w, err);
+    if (hst != EMQ_OK)
+        return hst;
+    const char *argv[] = {w[0],
+                          w[1],
+                          "1",
+                          a->keys.stream,
+                          group,
+                          victim->name,
+                          heir ? heir->name : "",
+                          min_idle,
+                          limit};
     /* The names are reply views, not NUL-terminated: their lengths. */
     size_t lens[9];
     for (size_t i = 0; i < 9; i++)

@@ -32,117 +32,6 @@
  * held entries, so the cap bounds the script's running time. */
 #define EMQ_TRIM_HELD_COUNT_MAX 100000
 
-/* KEYS[1] stream; ARGV: maxlen (-1 none), max age ms (-1 none), the
- * counting cap (held back; a group's lag walked). Returns {removed, floor
- * ("" none), held_back, no_groups}, or {0, '', 0, 0, group, lag, cursor}
- * when a group's cursor lies past entries the server counts as unread by
- * it (nothing trimmed). A cut is an ID (entries below it go), 'all', or
- * nil. */
-static const char trim_script[] = EMQ_LUA_CALL
-    "local s = KEYS[1]\n"
-    "local maxlen, max_age = tonumber(ARGV[1]), tonumber(ARGV[2])\n"
-    "local held_cap = tonumber(ARGV[3])\n"
-    "if call('EXISTS', s) == 0 then return {0, '', 0, 1} end\n"
-    "local groups = call('XINFO', 'GROUPS', s)\n"
-    "if #groups == 0 then return {0, '', 0, 1} end\n" EMQ_LUA_ID_LT
-    /* the floor: the oldest entry some group still needs */
-    "local floor = nil\n"
-    "local function need(id)\n"
-    "  if floor == nil or id_lt(id, floor) then floor = id end\n"
-    "end\n"
-    /* the n-th newest entry (the oldest when fewer are stored), paged;
-     * nil past the counting cap */
-    "local function nth_newest(n)\n"
-    "  if n > held_cap then return nil end\n"
-    "  local from, got, id = '+', 0, nil\n"
-    "  while got < n do\n"
-    "    local r = call('XREVRANGE', s, from, '-', 'COUNT',\n"
-    "                   math.min(1000, n - got))\n"
-    "    if #r == 0 then break end\n"
-    "    got = got + #r\n"
-    "    id = r[#r][1]\n"
-    "    from = '(' .. id\n"
-    "  end\n"
-    "  return id\n"
-    "end\n"
-    "for _, g in ipairs(groups) do\n"
-    "  local name, last, lag = nil, nil, nil\n"
-    "  for i = 1, #g - 1, 2 do\n"
-    "    if g[i] == 'name' then name = g[i + 1]\n"
-    "    elseif g[i] == 'last-delivered-id' then last = g[i + 1]\n"
-    "    elseif g[i] == 'lag' then lag = g[i + 1] end\n"
-    "  end\n"
-    "  local p = call('XPENDING', s, name)\n"
-    "  if p[1] > 0 then need(p[2]) end\n"
-    "  local nxt = redis.pcall('XRANGE', s, '(' .. last, '+', 'COUNT', 1)\n"
-    "  if nxt.err == nil and #nxt > 0 then need(nxt[1][1]) end\n"
-    /* 7.0+: the server's own account of what the group has not read (the
-     * lag newest entries) is kept too, whatever its cursor says; a cursor
-     * past them moved without reads, and nothing is trimmed */
-    "  if type(lag) == 'number' and lag > 0 then\n"
-    "    local first = nth_newest(lag)\n"
-    "    if first == nil then need('0-1')\n"
-    "    elseif not id_lt(last, first) then\n"
-    "      return {0, '', 0, 0, name, lag, last}\n"
-    "    else need(first) end\n"
-    "  end\n"
-    "end\n"
-    /* what the bounds ask for */
-    "local len = call('XLEN', s)\n"
-    "local bound, maxlen_cut, age_cut = false, nil, nil\n"
-    "if maxlen >= 0 then\n"
-    "  bound = true\n"
-    "  if maxlen == 0 and len > 0 then maxlen_cut = 'all'\n"
-    "  elseif len > maxlen then\n"
-    "    local drop, r = len - maxlen, nil\n"
-    "    if maxlen <= drop then\n"
-    "      r = call('XREVRANGE', s, '+', '-', 'COUNT', maxlen)\n"
-    "    else\n"
-    "      r = call('XRANGE', s, '-', '+', 'COUNT', drop + 1)\n"
-    "    end\n"
-    "    maxlen_cut = r[#r][1]\n"
-    "  end\n"
-    "end\n"
-    "if max_age >= 0 then\n"
-    "  bound = true\n"
-    "  local t = call('TIME')\n"
-    "  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
-    "  if now - max_age > 0 then\n"
-    "    age_cut = string.format('%.0f', now - max_age) .. '-0'\n"
-    "  end\n"
-    "end\n"
-    "local want = 'all'\n"
-    "if bound then\n"
-    "  want = maxlen_cut\n"
-    "  if age_cut ~= nil and want ~= 'all' and\n"
-    "     (want == nil or id_lt(want, age_cut)) then want = age_cut end\n"
-    "end\n"
-    /* never below the floor */
-    "local cut = want\n"
-    "if cut ~= nil and floor ~= nil and (cut == 'all' or id_lt(floor, cut))\n"
-    "then cut = floor end\n"
-    "local removed = 0\n"
-    "if cut == 'all' then removed = call('XTRIM', s, 'MAXLEN', 0)\n"
-    "elseif cut ~= nil then removed = call('XTRIM', s, 'MINID', cut)\n"
-    "end\n"
-    /* what the floor kept of what a bound asked for */
-    "local held = 0\n"
-    "if bound and want ~= nil and cut ~= want then\n"
-    "  if want == maxlen_cut then\n"
-    "    held = len - maxlen - removed\n"
-    "  else\n"
-    "    local from = '-'\n"
-    "    while held < held_cap do\n"
-    "      local r = call('XRANGE', s, from, '(' .. want, 'COUNT',\n"
-    "                           math.min(1000, held_cap - held))\n"
-    "      held = held + #r\n"
-    "      if #r == 0 then break end\n"
-    "      from = '(' .. r[#r][1]\n"
-    "    end\n"
-    "  end\n"
-    "end\n"
-    "return {removed, floor or '', held, 0}\n";
-
 emq_status emq__admin_queue_trim(emq_admin_t *a, int64_t maxlen,
                                  int64_t max_age_ms, emq_trim_result *result,
                                  emq_error *err) {
@@ -161,11 +50,14 @@ emq_status emq__admin_queue_trim(emq_admin_t *a, int64_t maxlen,
     snprintf(maxlen_s, sizeof maxlen_s, "%lld", (long long)maxlen);
     snprintf(age_s, sizeof age_s, "%lld", (long long)max_age_ms);
     snprintf(cap_s, sizeof cap_s, "%d", EMQ_TRIM_HELD_COUNT_MAX);
-    const char *argv[] = {"EVAL",   trim_script, "1",  a->keys.stream,
-                          maxlen_s, age_s,       cap_s};
+    const char *w[2];
+    emq_status st = emq__admin_script_head(a, EMQ_SCRIPT_TRIM_ACKED, w, err);
+    if (st != EMQ_OK)
+        return st;
+    const char *argv[] = {w[0],     w[1],  "1",  a->keys.stream,
+                          maxlen_s, age_s, cap_s};
     emq_reply *r = NULL;
-    emq_status st =
-        emq__admin_call(a, "ack-aware trim", 7, argv, NULL, &r, err);
+    st = emq__admin_call(a, "ack-aware trim", 7, argv, NULL, &r, err);
     if (st != EMQ_OK)
         return st;
     if (emq_reply_kind(r) == EMQ_REPLY_ARRAY && emq_reply_len(r) == 7) {

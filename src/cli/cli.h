@@ -105,7 +105,8 @@
     OPT(AGE, "age", 0, 1)                                                      \
     OPT(RATE, "rate", 0, 1)                                                    \
     OPT(GROUP_MAX_IN_FLIGHT, "group-max-in-flight", 0, 1)                      \
-    OPT(MAX_IN_FLIGHT, "max-in-flight", 0, 1)
+    OPT(MAX_IN_FLIGHT, "max-in-flight", 0, 1)                                  \
+    OPT(REPLACE, "replace", 0, 0)
 #define CLI_OPTION_ID(name, word, letter, takes) O_##name,
 
 /* Option ids: the index of each in cli_options and in cli_args. */
@@ -507,7 +508,8 @@ int64_t cli_wall_ms(void);
 extern const cli_verb cli_verb_produce, cli_verb_consume, cli_verb_info,
     cli_verb_pending, cli_verb_group, cli_verb_consumers, cli_verb_dead,
     cli_verb_trim, cli_verb_demo, cli_verb_tail, cli_verb_ls, cli_verb_exporter,
-    cli_verb_top, cli_verb_topic, cli_verb_cancel, cli_verb_priorities;
+    cli_verb_top, cli_verb_topic, cli_verb_cancel, cli_verb_priorities,
+    cli_verb_functions;
 
 int cmd_produce(int argc, char **argv);
 int cmd_consume(int argc, char **argv);
@@ -525,5 +527,6 @@ int cmd_top(int argc, char **argv);
 int cmd_topic(int argc, char **argv);
 int cmd_cancel(int argc, char **argv);
 int cmd_priorities(int argc, char **argv);
+int cmd_functions(int argc, char **argv);
 
 #endif /* EMQ_CLI_H */

@@ -11,23 +11,12 @@
 #include <string.h>
 
 const cli_verb *const cli_verbs[] = {
-    &cli_verb_produce,
-    &cli_verb_consume,
-    &cli_verb_ls,
-    &cli_verb_exporter,
-    &cli_verb_top,
-    &cli_verb_topic,
-    &cli_verb_tail,
-    &cli_verb_info,
-    &cli_verb_pending,
-    &cli_verb_group,
-    &cli_verb_consumers,
-    &cli_verb_dead,
-    &cli_verb_cancel,
-    &cli_verb_priorities,
-    &cli_verb_trim,
-    &cli_verb_demo,
-    NULL,
+    &cli_verb_produce,   &cli_verb_consume,    &cli_verb_ls,
+    &cli_verb_exporter,  &cli_verb_top,        &cli_verb_topic,
+    &cli_verb_tail,      &cli_verb_info,       &cli_verb_pending,
+    &cli_verb_group,     &cli_verb_consumers,  &cli_verb_dead,
+    &cli_verb_cancel,    &cli_verb_priorities, &cli_verb_trim,
+    &cli_verb_functions, &cli_verb_demo,       NULL,
 };
 
 const cli_optdoc cli_global_doc[] = {

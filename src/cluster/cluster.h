@@ -277,6 +277,9 @@ int emq__route_server(const emq__route *route, emq_server *out);
  * not known; always on a cluster, whose node connections do not learn
  * it). Threads: the route's. */
 int64_t emq__route_client_id(const emq__route *route);
+/* emq__conn_functions of the connection to the slot's current node (0
+ * and "" when there is none yet). */
+int emq__route_functions(const emq__route *route, const char **why);
 /* Copies the counters. */
 void emq__route_stats_get(const emq__route *route, emq__route_stats *out);
 

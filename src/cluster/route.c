@@ -1163,6 +1163,10 @@ int64_t emq__route_client_id(const emq__route *route) {
     return emq__conn_client_id(owner_conn(route));
 }
 
+int emq__route_functions(const emq__route *route, const char **why) {
+    return emq__conn_functions(owner_conn(route), why);
+}
+
 void emq__route_stats_get(const emq__route *route, emq__route_stats *out) {
     if (out == NULL)
         return;

@@ -92,6 +92,8 @@ struct emq_conn {
      * the failures a demoted primary causes still lead there). */
     emq__sentinel_watch watch;
     uint64_t said; /* the key of the last Sentinel episode told (say_once) */
+    int functions; /* opt.library is there: FCALL */
+    char functions_why[512]; /* why not, when the server has functions */
 };
 
 static emq_status check_still_named(emq_conn_t *c, emq_error *err);
@@ -501,6 +503,12 @@ void emq__conn_set_cancel(emq_conn_t *c, const emq__conn_cancel *cancel) {
     c->cancel = cancel ? *cancel : (emq__conn_cancel){NULL, 0, NULL, NULL, -1};
 }
 
+int emq__conn_functions(const emq_conn_t *c, const char **why) {
+    if (why)
+        *why = c ? c->functions_why : "";
+    return c ? c->functions : 0;
+}
+
 int64_t emq__conn_client_id(const emq_conn_t *c) {
     return c != NULL && c->t != NULL ? c->client_id : 0;
 }
@@ -662,9 +670,10 @@ emq_status emq__conn_auth_error(emq_conn_t *c, const emq_reply *r,
 
 /* Appends the handshake commands; returns how many, or a negative status
  * (EMQ_ENOMEM/EMQ_ELIMIT) with err filled. kinds gets what each is. */
-enum { HS_HELLO, HS_AUTH, HS_SELECT, HS_SETNAME, HS_INFO, HS_ID };
+enum { HS_HELLO, HS_AUTH, HS_SELECT, HS_SETNAME, HS_INFO, HS_ID, HS_FUNCTIONS };
+#define HS_MAX 7
 
-static int append_handshake(emq_conn_t *c, int kinds[6], emq_error *err) {
+static int append_handshake(emq_conn_t *c, int kinds[HS_MAX], emq_error *err) {
     int n = 0;
     emq_status st;
     char dbtext[24];
@@ -708,6 +717,11 @@ static int append_handshake(emq_conn_t *c, int kinds[6], emq_error *err) {
         st = append(c, 2, argv, NULL, err);
         kinds[n++] = HS_ID;
     }
+    if (st == EMQ_OK && c->opt.library) {
+        const char *argv[3] = {"FCALL", c->opt.library->probe, "0"};
+        st = append(c, 3, argv, NULL, err);
+        kinds[n++] = HS_FUNCTIONS;
+    }
     return st == EMQ_OK ? n : (int)st;
 }
 
@@ -736,11 +750,81 @@ static emq_status handshake(emq_conn_t *c, int64_t deadline, emq_error *err) {
                           c->name, (long long)c->opt.connect_timeout_ms);
 }
 
+/* Reads the reply to the handshake's FCALL of the library's probe into
+ * c->functions and c->functions_why; returns 1 when the library is not
+ * there (the function is not found), so it is loaded. */
+static int functions_probed(emq_conn_t *c, const emq_reply *r) {
+    size_t len;
+    const char *text = emq_reply_str(r, &len);
+    if (emq_reply_kind(r) != EMQ_REPLY_ERROR) {
+        c->functions = text != NULL && len == strlen(c->opt.library->digest) &&
+                       memcmp(text, c->opt.library->digest, len) == 0;
+        if (!c->functions)
+            snprintf(c->functions_why, sizeof c->functions_why,
+                     "another build's library of this version is loaded "
+                     "(%s answered another digest)",
+                     c->opt.library->probe);
+        return 0;
+    }
+    if (emq__reply_mentions(r, "Function not found"))
+        return 1;
+    if (emq_reply_is_error(r, "NOPERM"))
+        snprintf(c->functions_why, sizeof c->functions_why,
+                 "this user may not run FCALL %s", c->opt.library->probe);
+    else if (!emq__reply_mentions(r, "unknown command")) {
+        char said[120];
+        emq__reply_text(r, said, sizeof said);
+        snprintf(c->functions_why, sizeof c->functions_why,
+                 "FCALL %s failed: %s", c->opt.library->probe, said);
+    } /* else a server without functions (6.2): EVAL, no news */
+    return 0;
+}
+
+/* Loads the function library the probe did not find (one more round
+ * trip, before deadline): c->functions 1 when it is there now (loaded, or
+ * loaded meanwhile by another process), else 0 with why. Only a transport
+ * failure is returned: a refusal leaves the connection on EVAL. */
+static emq_status functions_load(emq_conn_t *c, int64_t deadline,
+                                 emq_error *err) {
+    const char *argv[3] = {"FUNCTION", "LOAD", c->opt.library->text};
+    emq_status st = append(c, 3, argv, NULL, err);
+    emq_reply *r = NULL;
+    int64_t left = deadline - emq__now_ms();
+    if (st == EMQ_OK)
+        st = next_reply(c, left > 1 ? left : 1, &r, err);
+    if (st != EMQ_OK)
+        return st;
+    if (emq_reply_kind(r) != EMQ_REPLY_ERROR ||
+        emq__reply_mentions(r, "already exists")) {
+        c->functions = 1;
+        emq__log_to(&c->opt.log, EMQ_LOG_INFO,
+                    "loaded the function library %s on %s",
+                    c->opt.library->name, c->name);
+    } else if (emq_reply_is_error(r, "NOPERM")) {
+        snprintf(c->functions_why, sizeof c->functions_why,
+                 "the function library is not loaded on %s and this user "
+                 "may not load it (run `echomq functions load` as the "
+                 "operator)",
+                 c->name);
+    } else {
+        char said[120];
+        emq__reply_text(r, said, sizeof said);
+        snprintf(c->functions_why, sizeof c->functions_why,
+                 "loading the function library on %s failed: %s", c->name,
+                 said);
+    }
+    emq_reply_free(r);
+    return EMQ_OK;
+}
+
 static emq_status handshake_once(emq_conn_t *c, int64_t deadline, int *busy,
                                  emq_error *err) {
-    int kinds[6];
+    int kinds[HS_MAX];
     memset(&c->server, 0, sizeof c->server);
     c->client_id = 0;
+    c->functions = 0;
+    c->functions_why[0] = '\0';
+    int load = 0; /* the probe found no library: FUNCTION LOAD it */
     int n = append_handshake(c, kinds, err);
     if (n <= 0)
         return n == 0 ? EMQ_OK : (emq_status)n;
@@ -761,6 +845,11 @@ static emq_status handshake_once(emq_conn_t *c, int64_t deadline, int *busy,
         left = deadline - emq__now_ms();
         if (left < 1)
             left = 1;
+        if (kinds[i] == HS_FUNCTIONS && !emq_reply_is_error(r, "BUSY")) {
+            load = functions_probed(c, r);
+            emq_reply_free(r);
+            continue;
+        }
         if (emq_reply_kind(r) != EMQ_REPLY_ERROR) {
             if (kinds[i] == HS_HELLO) {
                 emq__server_from_hello(r, &c->server);
@@ -819,6 +908,8 @@ static emq_status handshake_once(emq_conn_t *c, int64_t deadline, int *busy,
         if (st != EMQ_OK)
             return st;
     }
+    if (load && !*busy)
+        return functions_load(c, deadline, err);
     return EMQ_OK;
 }
 

@@ -250,6 +250,17 @@ int emq__server_from_info(const char *text, size_t len, emq_server *out);
  * timeouts by its own, a consumer makes single reconnect attempts); it
  * never edits a conf to steer the conn layer. Strings are borrowed:
  * emq__conn_open copies what it keeps. */
+/* A server-side function library (the session gives src/scripts' own):
+ * a handshake sends FCALL probe 0, which must answer digest; when the
+ * server says the function is not found, FUNCTION LOAD text is sent once.
+ * The outcome is emq__conn_functions. */
+typedef struct emq__conn_library {
+    const char *name;   /* for messages: "echomq_1" */
+    const char *probe;  /* a function of it that answers digest */
+    const char *digest; /* what this build's text answers */
+    const char *text;   /* what FUNCTION LOAD takes */
+} emq__conn_library;
+
 typedef struct emq__conn_options {
     const char *url; /* NULL only with host */
     /* An address a peer named (a Sentinel's, a cluster node's), taken as
@@ -289,6 +300,9 @@ typedef struct emq__conn_options {
     int64_t output_max_bytes; /* unsent output */
     emq__resp_limits limits;  /* what one reply may be */
     emq__log_sink log;        /* where a Sentinel's news is told */
+    /* A function library each handshake makes sure of (NULL: none asked:
+     * EVAL, or no scripts). Static, never copied. */
+    const struct emq__conn_library *library;
 } emq__conn_options;
 
 /* Fills *out from conf (every string borrowed from conf). */
@@ -515,6 +529,12 @@ void emq__conn_set_cancel(emq_conn_t *c, const emq__conn_cancel *cancel);
  * handshake when options.learn_client_id is 1; 0 when not known (not
  * asked, refused by an ACL, or not connected). */
 int64_t emq__conn_client_id(const emq_conn_t *c);
+/* 1 when the last handshake found opts.library on the server
+ * (there already, or loaded by it): scripts go by FCALL. 0 otherwise:
+ * scripts go by EVAL, and *why (when why is not NULL) says why in one
+ * clause ("" when the server has no functions, or none were asked: no
+ * news). The text lives until the next handshake. Any thread that owns c. */
+int emq__conn_functions(const emq_conn_t *c, const char **why);
 
 /* 1 when conn cannot serve the next command as it stands: broken, or
  * idle (nothing appended, no reply due) while its socket is readable,

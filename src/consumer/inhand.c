@@ -7,17 +7,6 @@
 
 enum { TAG_PUBLISH = EMQ_TAG(EMQ_TAGS_INHAND, 0), TAG_UNPUBLISH };
 
-/* KEYS: the group's inhand hash. ARGV: pairs of entry ID and how many ms
- * ago it was handed out. Stores when, by the server's clock. */
-static const char publish_script[] =
-    "if redis.replicate_commands then pcall(redis.replicate_commands) end\n"
-    "local t = redis.call('TIME')\n"
-    "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
-    "for i = 1, #ARGV - 1, 2 do\n"
-    "  redis.call('HSET', KEYS[1], ARGV[i], now - tonumber(ARGV[i + 1]))\n"
-    "end\n"
-    "return 0\n";
-
 /* Most entries one publish names. */
 #define INHAND_PER_ROUND 256
 
@@ -52,8 +41,8 @@ static emq_status append_publish(emq_consumer_t *c, emq__session *x,
     if (argv == NULL || texts == NULL) {
         st = emq__oom(err);
     } else {
-        argv[0] = "EVAL";
-        argv[1] = publish_script;
+        emq__script_head(EMQ_SCRIPT_INHAND_PUBLISH, emq__session_functions(x),
+                         argv);
         argv[2] = "1";
         argv[3] = c->inhand_key;
         for (size_t i = 0; i < n; i++) {

@@ -33,59 +33,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* A key the upkeep had to take again (it was gone: deleted, evicted,
- * expired during a stall) holds the token with this suffix, until the
- * next acquire: someone may have used the name while it was gone, so
- * that acquire must not count the session as continued. Kept in the key,
- * so the acquire learns it atomically, whatever became of the renewal's
- * reply. */
-#define RETAKEN_SUFFIX ":retaken"
-
-/* Acquire: extend it if ours ({2}: held without a break; {3}: ours since
- * the upkeep took it again), take it if free ({1}); else report the
- * holder and its time left: {0, holder, pttl}. */
-static const char acquire_script[] =
-    "local v = redis.call('GET', KEYS[1])\n"
-    "if not v or v == ARGV[1] or v == ARGV[1] .. '" RETAKEN_SUFFIX "' then\n"
-    "  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])\n"
-    "  if v == ARGV[1] then return {2} end\n"
-    "  if v then return {3} end\n"
-    "  return {1}\n"
-    "end\n"
-    "return {0, v, redis.call('PTTL', KEYS[1])}\n";
-
-/* Renew: 1 extended (the key held our token: nobody used the name since
- * we last wrote it); 2 the key was gone (deleted, evicted, or expired
- * while this process stalled) and is ours again, taken as acquire takes a
- * free lease, marked RETAKEN_SUFFIX; 0 another holder (never taken from
- * it here). */
-static const char renew_script[] =
-    "local v = redis.call('GET', KEYS[1])\n"
-    "if v == ARGV[1] or v == ARGV[1] .. '" RETAKEN_SUFFIX "' then\n"
-    "  redis.call('PEXPIRE', KEYS[1], ARGV[2])\n"
-    "  return 1\n"
-    "end\n"
-    "if not v then\n"
-    "  redis.call('SET', KEYS[1], ARGV[1] .. '" RETAKEN_SUFFIX "', 'PX', "
-    "ARGV[2])\n"
-    "  return 2\n"
-    "end\n"
-    "return 0\n";
-
-static const char takeover_script[] =
-    "if redis.call('GET', KEYS[1]) == ARGV[1] then\n"
-    "  redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])\n"
-    "  return 1\n"
-    "end\n"
-    "return 0\n";
-
-static const char release_script[] =
-    "local v = redis.call('GET', KEYS[1])\n"
-    "if v == ARGV[1] or v == ARGV[1] .. '" RETAKEN_SUFFIX "' then\n"
-    "  return redis.call('DEL', KEYS[1])\n"
-    "end\n"
-    "return 0\n";
-
 /* ---- identity ------------------------------------------------------------ */
 
 typedef struct identity {
@@ -287,8 +234,9 @@ emq_status emq__lease_acquire(emq_consumer_t *c, emq_error *err) {
     int extended = 0; /* the bound was stretched to the lease's end */
     for (int attempt = 0; attempt < 1000 && !emq__consumer_stopping(c);
          attempt++) {
-        const char *argv[] = {"EVAL",       acquire_script, "1",
-                              c->lease_key, c->token,       ttl};
+        const char *argv[] = {"", "", "1", c->lease_key, c->token, ttl};
+        emq__script_head(EMQ_SCRIPT_LEASE_ACQUIRE,
+                         emq__session_functions(&c->rx), argv);
         emq_reply *reply;
         int64_t sent = emq__now_ms();
         /* OOM (the key's SET, over maxmemory) is waited out, as by
@@ -345,9 +293,10 @@ emq_status emq__lease_acquire(emq_consumer_t *c, emq_error *err) {
         case HOLDER_LIVE:
             return refused(c, hold, ms, err);
         case HOLDER_DEAD: {
-            const char *take[] = {"EVAL",       takeover_script, "1",
-                                  c->lease_key, holder_raw,      c->token,
-                                  ttl};
+            const char *take[] = {"",         "",       "1", c->lease_key,
+                                  holder_raw, c->token, ttl};
+            emq__script_head(EMQ_SCRIPT_LEASE_TAKEOVER,
+                             emq__session_functions(&c->rx), take);
             sent = emq__now_ms();
             if ((st = emq__session_call(&c->rx, EMQ_SESSION_WAIT_OOM, 7, take,
                                         NULL, &reply, err)) != EMQ_OK)
@@ -408,8 +357,8 @@ emq_status emq__lease_append_renew(emq_consumer_t *c, emq__session *x, int tag,
     char ttl[24];
     snprintf(ttl, sizeof ttl, "%lld",
              (long long)emq__cfg_lease_ttl_ms(c->conf));
-    const char *argv[] = {"EVAL",       renew_script, "1",
-                          c->lease_key, c->token,     ttl};
+    const char *argv[] = {"", "", "1", c->lease_key, c->token, ttl};
+    emq__script_head(EMQ_SCRIPT_LEASE_RENEW, emq__session_functions(x), argv);
     return emq__session_append(x, tag, 6, argv, NULL, err);
 }
 
@@ -464,7 +413,8 @@ emq_status emq__lease_renewed(emq_consumer_t *c, const emq_reply *reply,
 }
 
 void emq__lease_release(emq_consumer_t *c, emq__session *x) {
-    const char *argv[] = {"EVAL", release_script, "1", c->lease_key, c->token};
+    const char *argv[] = {"", "", "1", c->lease_key, c->token};
+    emq__script_head(EMQ_SCRIPT_LEASE_RELEASE, emq__session_functions(x), argv);
     emq_reply *reply;
     if (emq__route_command(x->route, 5, argv, NULL, &reply, NULL) == EMQ_OK)
         emq_reply_free(reply);

@@ -32,24 +32,6 @@ int emq__marks_due(emq_consumer_t *c, int64_t now_ms) {
            emq__marks_next_ms(c) <= now_ms;
 }
 
-/* KEYS: stream, unseen set. ARGV: group, me, ids... Marks each id still
- * pending to me; returns how many. A mark sent late (a connection held up
- * past claim idle) must not land on an entry a peer has taken since and
- * may have handed out: its crash would then go uncounted. The lease need
- * not be held: a mark only ever keeps a count from rising for a delivery
- * this process made, and no handler of this process will get it. */
-static const char mark_script[] =
-    "local n = 0\n"
-    "for i = 3, #ARGV do\n"
-    "  local p = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[i], ARGV[i],"
-    " 1, ARGV[2])\n"
-    "  if #p == 1 then\n"
-    "    redis.call('SADD', KEYS[2], ARGV[i])\n"
-    "    n = n + 1\n"
-    "  end\n"
-    "end\n"
-    "return n\n";
-
 emq_status emq__marks_append(emq_consumer_t *c, emq__session *x, int64_t now_ms,
                              int64_t round_ms, emq_id *unmarks, emq_id *ids,
                              emq__marks_round *mr, emq_error *err) {
@@ -86,9 +68,9 @@ emq_status emq__marks_append(emq_consumer_t *c, emq__session *x, int64_t now_ms,
                                            : now_ms + 1;
     }
     if (mr->nmarks > 0) {
-        const char *words[] = {"EVAL",         mark_script,   "2",
-                               c->keys.stream, c->unseen_key, c->group,
-                               c->name};
+        const char *words[] = {
+            "", "", "2", c->keys.stream, c->unseen_key, c->group, c->name};
+        emq__script_head(EMQ_SCRIPT_MARK, emq__session_functions(x), words);
         st = emq__consumer_append_ids(x, TAG_MARK, words, 7, ids, mr->nmarks,
                                       err);
     }

@@ -47,7 +47,8 @@ emq_status emq__mover_append(emq_consumer_t *c, emq__session *x, int64_t now,
         const char *argv[EMQ_DELAYED_MOVE_ARGC];
         snprintf(max, sizeof max, "%d", EMQ_MOVER_MAX);
         int argc = emq__delayed_move_argv(argv, &c->delayed, c->keys.stream,
-                                          max, atomic_load(&c->prioritized));
+                                          max, atomic_load(&c->prioritized),
+                                          emq__session_functions(x));
         st = emq__session_append(x, EMQ_MOVER_TAG_MOVE, argc, argv, NULL, err);
         r->moved = st == EMQ_OK;
     } else {

@@ -75,144 +75,6 @@ enum {
  * this often. */
 #define WAIT_WARNING_EVERY_MS 10000
 
-/* KEYS: schedule. ARGV: pairs of id and delay in ms. Puts each id on the
- * retry schedule, due at the server's clock plus its delay. The schedule
- * alone (its reasons go in one HSET beside it): a script naming a key the
- * node lacks gets TRYAGAIN while the slot migrates; one naming a single
- * key follows ASK instead. Whether the entry is still pending to this
- * consumer is not looked at (that would name the stream too): a retry is
- * only sent for an entry this consumer held at its last refresh, and a
- * stray schedule entry only makes a later claimer wait out the delay.
- * Retries go first in their round, before the acks' HDEL and ZREM; an ack
- * sent by the other thread while a retry of the same entry (no delay) is
- * still on its way can arrive first and leave its reason behind (a rare
- * leak of one hash field, never a wrong delivery). */
-static const char retry_script[] =
-    "local t = redis.call('TIME')\n"
-    "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
-    "for i = 1, #ARGV - 1, 2 do\n"
-    "  redis.call('ZADD', KEYS[1], now + tonumber(ARGV[i + 1]), ARGV[i])\n"
-    "end\n"
-    "return #ARGV / 2\n";
-
-/* Most field names and values the dead-letter script copies itself: it
- * passes them to XADD through Lua's unpack, whose stack holds about 8000
- * values (LUAI_MAXCSTACK). A wider entry is written by this process
- * (emq__settle_finish): the script answers {2, reason, deliveries} and
- * does nothing else. */
-#define DEAD_SCRIPT_MAX_ARGS 7000
-#define DEAD_SCRIPT_MAX_ARGS_TEXT "7000"
-
-/* KEYS: stream, dead letters, reasons, schedule. ARGV: group, id, me,
- * reason (empty: the recorded one). The dead letter copies the entry's
- * fields from the stream itself, so a settlement needs no copy of them
- * (and one decided from any thread later has them too). Returns 0 when
- * the entry is not pending to me (nothing done), 1 when it was moved and
- * acknowledged, {2, reason, deliveries} when it is too wide for the
- * script: the reasons hash then holds "<id>:dead" = the last dead
- * letter's ID before this process's own XADD, so that the next call (the
- * same move again after a lost reply, or after the XADD) finds that
- * dead letter among the ones after it and only acknowledges: the move is
- * written once, whatever is retried. */
-static const char deadletter_script[] =
-    "local p = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[2], ARGV[2], 1,"
-    " ARGV[3])\n"
-    "if #p == 0 then return 0 end\n"
-    "local reason = ARGV[4]\n"
-    "if reason == '' then\n"
-    "  reason = redis.call('HGET', KEYS[3], ARGV[2])\n"
-    "  if not reason then\n"
-    "    reason = 'delivered ' .. p[1][4] .. ' times without an "
-    "acknowledgement'\n"
-    "  end\n"
-    "end\n"
-    "local mark = ARGV[2] .. ':dead'\n"
-    "local since = redis.call('HGET', KEYS[3], mark)\n"
-    "local found = false\n"
-    "if since then\n"
-    "  local from = '(' .. since\n"
-    "  while not found do\n"
-    "    local page = redis.call('XRANGE', KEYS[2], from, '+', 'COUNT', 100)\n"
-    "    if #page == 0 then break end\n"
-    "    for _, d in ipairs(page) do\n"
-    "      if d[2][1] == 'emq.id' and d[2][2] == ARGV[2] then\n"
-    "        found = true\n"
-    "      end\n"
-    "    end\n"
-    "    from = '(' .. page[#page][1]\n"
-    "  end\n"
-    "end\n"
-    "if not found then\n"
-    "  local e = redis.call('XRANGE', KEYS[1], ARGV[2], ARGV[2])\n"
-    "  local f = e[1] and e[1][2] or {}\n"
-    "  if #f > " DEAD_SCRIPT_MAX_ARGS_TEXT " then\n"
-    "    if not since then\n"
-    "      local last = redis.call('XREVRANGE', KEYS[2], '+', '-',\n"
-    "                              'COUNT', 1)\n"
-    "      redis.call('HSET', KEYS[3], mark, last[1] and last[1][1] or '0-0')\n"
-    "    end\n"
-    "    return {2, reason, p[1][4]}\n"
-    "  end\n"
-    "  local args = {'emq.id', ARGV[2], 'emq.group', ARGV[1],\n"
-    "    'emq.consumer', ARGV[3], 'emq.deliveries', tostring(p[1][4]),\n"
-    "    'emq.reason', reason}\n"
-    "  for i = 1, #f do args[#args + 1] = f[i] end\n"
-    "  redis.call('XADD', KEYS[2], '*', unpack(args))\n"
-    "end\n"
-    "redis.call('XACK', KEYS[1], ARGV[1], ARGV[2])\n"
-    "redis.call('HDEL', KEYS[3], ARGV[2], mark)\n"
-    "redis.call('ZREM', KEYS[4], ARGV[2])\n"
-    "return 1\n";
-
-/* KEYS: stream. ARGV: group, me, then pairs of id and the delivery count
- * it was read or taken with. Returns how many were released. */
-static const char release_script[] =
-    "local released = 0\n"
-    "for i = 3, #ARGV - 1, 2 do\n"
-    "  local p = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[i], ARGV[i],"
-    " 1, ARGV[2])\n"
-    "  if #p == 1 and p[1][4] == tonumber(ARGV[i + 1]) then\n"
-    "    redis.call('XCLAIM', KEYS[1], ARGV[1], ARGV[2], 0, ARGV[i], 'IDLE',"
-    " p[1][3], 'RETRYCOUNT', p[1][4] - 1, 'JUSTID')\n"
-    "    released = released + 1\n"
-    "  end\n"
-    "end\n"
-    "return released\n";
-
-/* KEYS: stream (alone: see below). ARGV: group, me, ids... Returns {ids
- * still ours, now refreshed; ids whose entry is no longer in the stream
- * (deleted or trimmed while pending): acknowledged here if still pending
- * to me}. An entry not in the stream is "gone" whoever holds it now: a
- * peer's XAUTOCLAIM (7.0+) drops deleted entries from every consumer's
- * pending list, which must not read as a loss of ownership. An XCLAIM
- * alone would drop a deleted entry from the pending list silently (7.0+).
- *
- * The stream key alone, so that a slot being migrated never stops it: a
- * script naming a key the node does not have (the reasons and schedule of
- * a fresh queue) gets TRYAGAIN from CLUSTER SETSLOT ... MIGRATING until
- * the slot is final, while XREADGROUP goes on handing out work. The gone
- * entries' reasons and schedule are cleared by a settlement of their own
- * (SETTLE_GONE: XACK, HDEL, ZREM, each of one key), queued by
- * emq__inflight_refreshed. */
-static const char refresh_script[] =
-    "local mine, gone = {}, {}\n"
-    "for i = 3, #ARGV do\n"
-    "  local id = ARGV[i]\n"
-    "  local p = redis.call('XPENDING', KEYS[1], ARGV[1], id, id, 1, ARGV[2])\n"
-    "  if #redis.call('XRANGE', KEYS[1], id, id) == 0 then\n"
-    "    if #p == 1 then redis.call('XACK', KEYS[1], ARGV[1], id) end\n"
-    "    gone[#gone + 1] = id\n"
-    "  elseif #p == 1 then\n"
-    "    mine[#mine + 1] = id\n"
-    "  end\n"
-    "end\n"
-    "if #mine == 0 then return {mine, gone} end\n"
-    "local n = #mine\n"
-    "mine[n + 1] = 'JUSTID'\n"
-    "redis.call('XCLAIM', KEYS[1], ARGV[1], ARGV[2], 0, unpack(mine))\n"
-    "mine[n + 1] = nil\n"
-    "return {mine, gone}\n";
-
 int64_t emq__settle_retry_delay(emq_consumer_t *c, uint64_t deliveries) {
     int64_t base = emq__cfg_retry_backoff_ms(c->conf);
     if (base <= 0)
@@ -263,10 +125,10 @@ static emq_status append_with_ids(emq__session *x, int tag, const char **fixed,
 }
 
 /* The words of the dead-letter script's call for op (11, into argv). */
-static void dead_words(const emq_consumer_t *c, const settle_op *op,
-                       const char *argv[11]) {
-    const char *words[] = {"EVAL",
-                           deadletter_script,
+static void dead_words(const emq_consumer_t *c, emq__session *x,
+                       const settle_op *op, const char *argv[11]) {
+    const char *words[] = {"",
+                           "",
                            "4",
                            c->keys.stream,
                            c->keys.dead,
@@ -277,12 +139,13 @@ static void dead_words(const emq_consumer_t *c, const settle_op *op,
                            c->name,
                            op->reason ? op->reason : ""};
     memcpy(argv, words, sizeof words);
+    emq__script_head(EMQ_SCRIPT_DEADLETTER, emq__session_functions(x), argv);
 }
 
 static emq_status append_dead(emq_consumer_t *c, emq__session *x,
                               const settle_op *op, emq_error *err) {
     const char *argv[11];
-    dead_words(c, op, argv);
+    dead_words(c, x, op, argv);
     return emq__session_append(x, TAG_DEAD, 11, argv, NULL, err);
 }
 
@@ -302,9 +165,9 @@ static emq_status append_release(emq_consumer_t *c, emq__session *x,
     if (argv == NULL || counts == NULL) {
         st = emq__oom(err);
     } else {
-        const char *fixed[] = {"EVAL",         release_script, "1",
-                               c->keys.stream, c->group,       c->name};
+        const char *fixed[] = {"", "", "1", c->keys.stream, c->group, c->name};
         memcpy(argv, fixed, sizeof fixed);
+        emq__script_head(EMQ_SCRIPT_RELEASE, emq__session_functions(x), argv);
         size_t k = 0;
         for (size_t i = 0; i < n; i++) {
             if (ops[i].kind != SETTLE_RELEASE)
@@ -341,8 +204,7 @@ static emq_status append_retries(emq_consumer_t *c, emq__session *x,
     } else {
         hset[0] = "HSET";
         hset[1] = c->reasons_key;
-        sched[0] = "EVAL";
-        sched[1] = retry_script;
+        emq__script_head(EMQ_SCRIPT_RETRY, emq__session_functions(x), sched);
         sched[2] = "1";
         sched[3] = c->retry_key;
         size_t k = 0;
@@ -499,7 +361,7 @@ static emq_status call_dead(emq_consumer_t *c, emq__session *x,
                             const settle_op *op, emq_reply **reply,
                             emq_error *err) {
     const char *argv[11];
-    dead_words(c, op, argv);
+    dead_words(c, x, op, argv);
     return emq__session_call(x, 0, 11, argv, NULL, reply, err);
 }
 
@@ -607,7 +469,7 @@ static emq_status wide_move(emq_consumer_t *c, settle_op *op,
                       "entry %s: the dead-letter move of an entry wider "
                       "than %d field names and values did not complete "
                       "(%s); it stays pending and is tried again",
-                      op->id.str, DEAD_SCRIPT_MAX_ARGS,
+                      op->id.str, EMQ_DEAD_SCRIPT_MAX_ARGS,
                       emq__reply_text(reply, shown, sizeof shown));
     emq_reply_free(reply);
     return EMQ_EAGAIN;
@@ -782,8 +644,7 @@ emq_status emq__settle_append_refresh(emq_consumer_t *c, emq__session *x,
     const char **argv = emq__alloc(argc * sizeof *argv);
     if (argv == NULL)
         return emq__oom(err);
-    argv[0] = "EVAL";
-    argv[1] = refresh_script;
+    emq__script_head(EMQ_SCRIPT_REFRESH, emq__session_functions(x), argv);
     argv[2] = "1";
     argv[3] = c->keys.stream;
     argv[4] = c->group;

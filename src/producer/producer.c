@@ -183,7 +183,8 @@ emq_status emq__producer_xadd(emq_producer_t *p, const emq_message *m,
                               x && x->dedup ? p->dedup_prefix_len + x->dedup_len
                                             : 0,
                               x ? x->dedup_ttl_ms : 0,
-                              level};
+                              level,
+                              emq__session_functions(&p->tx.x)};
         /* The XADD's words after its key: NOMKSTREAM, the trimming. */
         nhead = emq__add_head(p->argv, p->argvlen, &p->texts, &p->delayed,
                               p->keys.stream, &plan,

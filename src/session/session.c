@@ -11,6 +11,7 @@
  */
 #include "session.h"
 
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -112,6 +113,45 @@ int emq__reply_refused(const emq_reply *r) {
            text_has(text, len, "ACL failure in script");
 }
 
+/* ---- the function library ----------------------------------------------- */
+
+static emq__conn_library lib;
+static pthread_once_t lib_once = PTHREAD_ONCE_INIT;
+
+static void lib_fill(void) {
+    lib.name = EMQ_LIBRARY_NAME;
+    lib.probe = EMQ_LIBRARY_PROBE;
+    lib.digest = emq__library_digest();
+    lib.text = emq__library_text();
+}
+
+/* src/scripts' library, as every connection's handshake makes sure of it;
+ * NULL when its text could not be built (then scripts go by EVAL). */
+static const emq__conn_library *library(void) {
+    pthread_once(&lib_once, lib_fill);
+    return lib.text ? &lib : NULL;
+}
+
+int emq__session_functions(const emq__session *s) {
+    return emq__route_functions(s->route, NULL);
+}
+
+/* Says once per reason why the connection's scripts go by EVAL on a
+ * server that has functions. */
+static void tell_functions(emq__session *s) {
+    const char *why = "";
+    if (emq__route_functions(s->route, &why) || why[0] == '\0')
+        return;
+    uint64_t h = 1469598103934665603ULL; /* FNV-1a */
+    for (const char *k = why; *k; k++)
+        h = (h ^ (unsigned char)*k) * 1099511628211ULL;
+    if (h == s->functions_told)
+        return;
+    s->functions_told = h;
+    say(s, EMQ_LOG_WARNING, "%s connection: scripts go by EVAL: %s", s->o.what,
+        why);
+}
+
 /* ---- open, close --------------------------------------------------------- */
 
 emq_status emq__session_open(emq__session *s, const emq_conf_t *conf,
@@ -140,6 +180,7 @@ emq_status emq__session_open(emq__session *s, const emq_conf_t *conf,
     if (opts->client_name != NULL)
         ropts.conn.client_name = opts->client_name;
     ropts.conn.learn_client_id = opts->learn_client_id;
+    ropts.conn.library = library();
     emq__conn_options *rc = &ropts.conn;
     if (opts->timeout_ms > 0 && rc->connect_timeout_ms > opts->timeout_ms)
         rc->connect_timeout_ms = opts->timeout_ms;
@@ -184,6 +225,8 @@ emq_status emq__session_open(emq__session *s, const emq_conf_t *conf,
     }
     if (st != EMQ_OK)
         s->route = NULL;
+    else
+        tell_functions(s);
     return st;
 }
 
@@ -216,22 +259,33 @@ emq_status emq__session_append(emq__session *s, int tag, int argc,
     return st;
 }
 
-/* 1 when reply says the node is no master: READONLY (it was demoted), or
+/* Why a reply makes the session reconnect before the next command (the
+ * command did not run). REPLICA: READONLY (the node was demoted) or
  * MASTERDOWN (a replica whose link to its master is down, with
- * replica-serve-stale-data no). The command did not run; waiting would
- * not make the node a master: the caller reconnects, which behind
- * Sentinel asks for the primary again. */
+ * replica-serve-stale-data no): waiting would not make the node a
+ * master; reconnecting, behind Sentinel, asks for the primary again.
+ * LIBRARY: an FCALL found no function (a FUNCTION FLUSH or DELETE, or a
+ * node that never had the library): a new connection's handshake loads
+ * it, or its scripts go by EVAL. */
+enum { SAYS_NOTHING, SAYS_REPLICA, SAYS_LIBRARY_GONE };
+
 static int says_not_master(const emq_reply *reply) {
-    return emq__reply_mentions(reply, "READONLY") ||
-           emq__reply_mentions(reply, "MASTERDOWN");
+    if (emq__reply_mentions(reply, "READONLY") ||
+        emq__reply_mentions(reply, "MASTERDOWN"))
+        return SAYS_REPLICA;
+    if (emq__reply_mentions(reply, "Function not found"))
+        return SAYS_LIBRARY_GONE;
+    return SAYS_NOTHING;
 }
 
-/* EMQ_EIO (retriable) naming a says_not_master reply: the server is a
- * replica and did not run the command; the caller reconnects to find
- * the master. */
+/* EMQ_EIO (retriable) naming a says_not_master reply: the command did
+ * not run; the caller reconnects. */
 static emq_status demoted_error(const emq_reply *reply, emq_error *err) {
-    return emq__reply_error_as(err, EMQ_EIO, 1, reply,
-                               "server is a replica, not the master");
+    return emq__reply_error_as(
+        err, EMQ_EIO, 1, reply,
+        says_not_master(reply) == SAYS_LIBRARY_GONE
+            ? "the server no longer has the function library"
+            : "server is a replica, not the master");
 }
 
 emq_status emq__session_drain_n(emq__session *s, size_t n, unsigned flags,
@@ -253,7 +307,7 @@ emq_status emq__session_drain_n(emq__session *s, size_t n, unsigned flags,
         emq_status st = emq__route_get_reply(s->route, &reply, &rerr);
         if (st == EMQ_OK && emq_reply_kind(reply) == EMQ_REPLY_ERROR &&
             says_not_master(reply)) {
-            s->demoted = 1;
+            s->demoted = says_not_master(reply);
             st = demoted_error(reply, &rerr);
             emq_reply_free(reply);
             emq_error aerr = rerr;
@@ -327,7 +381,7 @@ size_t emq__session_pending(const emq__session *s) { return s->ntags; }
 
 /* demoted_error for a READONLY reply, which it frees. */
 static emq_status demoted(emq__session *s, emq_reply **reply, emq_error *err) {
-    s->demoted = 1;
+    s->demoted = says_not_master(*reply);
     emq_status st = demoted_error(*reply, err);
     emq_reply_free(*reply);
     *reply = NULL;
@@ -635,6 +689,7 @@ static emq_status reconnect_attempts(emq__session *s, emq_error *err) {
         if (st == EMQ_OK) {
             count(s->o.counts.reconnects, 1);
             say(s, EMQ_LOG_INFO, "%s connection re-established", s->o.what);
+            tell_functions(s);
             return EMQ_OK;
         }
         if (st == EMQ_EAUTH || st == EMQ_EINVAL || st == EMQ_ETLS) {
@@ -666,7 +721,9 @@ emq_status emq__session_reconnect(emq__session *s, emq_error *err) {
 emq_status emq__session_ready(emq__session *s, emq_error *err) {
     if (s->ntags > 0 || (!s->demoted && !emq__route_went_away(s->route)))
         return EMQ_OK;
-    emq__session_log_failure(s, s->demoted ? "the server is a replica now"
+    emq__session_log_failure(s, s->demoted == SAYS_LIBRARY_GONE
+                                    ? "the function library is gone"
+                                : s->demoted ? "the server is a replica now"
                                 : emq__route_is_broken(s->route) ? "broken"
                                 : emq__route_switch_announced(s->route)
                                     ? "the Sentinels announced a new primary"

@@ -117,8 +117,10 @@ typedef struct emq__session {
     unsigned failures;        /* consecutive failed sessions: backoff before
                                  the next reconnect; reset by
                                  emq__session_healthy */
-    int demoted;              /* a READONLY reply was read: the next
+    int demoted;              /* a READONLY reply (or an FCALL that found
+                                 no function) was read: the next
                                  emq__session_ready reconnects */
+    uint64_t functions_told;  /* why scripts go by EVAL, last said */
     uint64_t rng;             /* backoff jitter */
     char last_reason[48];     /* why the last session failed (logged once) */
     int64_t last_warned_ms;   /* when a failure of it was last a warning */
@@ -288,6 +290,11 @@ int emq__session_too_large(const emq__session *s, emq_status st);
  * emq__session_call): emq__reply_transient, or OOM with
  * EMQ_SESSION_WAIT_OOM. */
 int emq__reply_not_now(const emq_reply *r, unsigned flags);
+/* 1 when the session's connection (to the queue's slot) calls scripts
+ * by FCALL: its handshake found src/scripts' library there, or loaded it.
+ * Pass to emq__script_head for each command built, after
+ * emq__session_ready (a reconnect may change it). */
+int emq__session_functions(const emq__session *s);
 /* 1 when r is an ACL refusal (NOPERM), also one inside a script. */
 int emq__reply_refused(const emq_reply *r);
 

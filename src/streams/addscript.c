@@ -29,72 +29,6 @@
 #include <stdio.h>
 #include <string.h>
 
-/* KEYS: stream, waiting, entries, seq [, held, levels, counts, bell,
- * priority record: with a priority] [, dedup key]. ARGV: "now", "in" or
- * "at"; the delay or due time (ms); "1" when the stream must exist; the
- * dedup window (ms); the priority level or ""; the number of XADD
- * options; the options; the pairs. An entry without a priority names no
- * key of them, so a user without rights there (docs/SECURITY.md) may
- * still delay and de-duplicate. */
-static const char add_script[] =
-    "if redis.replicate_commands then pcall(redis.replicate_commands) end\n"
-    "local level = tonumber(ARGV[5])\n"
-    "local k = {stream = KEYS[1], waiting = KEYS[2], entries = KEYS[3],\n"
-    "           seq = KEYS[4]}\n"
-    "local dedup = KEYS[5]\n"
-    "if level then\n"
-    "  k.held, k.levels, k.counts, k.bell, k.prio =\n"
-    "    KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9]\n"
-    "  dedup = KEYS[10]\n"
-    "end\n" EMQ_LUA_HELD_SCORE "if dedup then\n"
-    /* What this script stores there: an ID or a handle, with a TTL.
-     * Anything else was written by hand or by a lower role (a value
-     * that is not an ID, one kept for ever): not a record of an entry,
-     * so it is written over, never answered (a PTTL the ACL refuses
-     * leaves the TTL unchecked). */
-    "  local first = redis.call('GET', dedup)\n"
-    "  if first and #first <= 40 and\n"
-    "     (first:match('^%d+%-%d+$') or first:match('^delayed%-%d+$')) then\n"
-    "    local ttl = redis.pcall('PTTL', dedup)\n"
-    "    if type(ttl) ~= 'number' or ttl > 0 then return first end\n"
-    "  end\n"
-    "end\n"
-    "if ARGV[3] == '1' and redis.call('EXISTS', k.stream) == 0 then\n"
-    "  return false\n"
-    "end\n"
-    "local nx = tonumber(ARGV[6])\n"
-    "local id\n"
-    "if ARGV[1] == 'now' and not level then\n"
-    "  local args = {}\n"
-    "  for i = 7, 6 + nx do args[#args + 1] = ARGV[i] end\n"
-    "  args[#args + 1] = '*'\n"
-    "  for i = 7 + nx, #ARGV do args[#args + 1] = ARGV[i] end\n"
-    "  id = redis.call('XADD', k.stream, unpack(args))\n"
-    "else\n"
-    "  local fields = {}\n"
-    "  for i = 7 + nx, #ARGV do fields[#fields + 1] = ARGV[i] end\n"
-    "  id = string.format('" EMQ_DELAYED_PREFIX "%012d',\n"
-    "                     redis.call('INCR', k.seq))\n"
-    "  redis.call('HSET', k.entries, id, cmsgpack.pack(fields))\n"
-    "  if ARGV[1] == 'now' then\n"
-    "    hold(k, id, level)\n"
-    "  else\n"
-    "    local due = tonumber(ARGV[2])\n"
-    "    if ARGV[1] == 'in' then\n"
-    "      local t = redis.call('TIME')\n"
-    "      due = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
-    "            + due\n"
-    "    end\n"
-    "    redis.call('ZADD', k.waiting, due, id)\n"
-    "    if level then\n"
-    "      redis.call('HSET', k.levels, id, level)\n"
-    "      redis.call('SET', k.prio, '0', 'NX')\n"
-    "    end\n"
-    "  end\n"
-    "end\n"
-    "if dedup then redis.call('SET', dedup, id, 'PX', ARGV[4]) end\n"
-    "return id\n";
-
 size_t emq__add_head(const char **argv, size_t *lens, emq__add_texts *texts,
                      const emq__delayed_keys *dk, const char *stream,
                      const emq__add_plan *plan, int nomkstream,
@@ -103,8 +37,8 @@ size_t emq__add_head(const char **argv, size_t *lens, emq__add_texts *texts,
     int delayed = plan->delay_ms > 0 || plan->due_ms > 0;
     int held = delayed || plan->level >= 0; /* not added by XADD now */
     size_t n = 0;
-    argv[n++] = "EVAL";
-    argv[n++] = add_script;
+    emq__script_head(EMQ_SCRIPT_ADD, plan->functions, argv);
+    n = 2;
     int nkeys = (plan->level >= 0 ? 9 : 4) + (plan->dedup_key != NULL);
     snprintf(texts->nkeys, sizeof texts->nkeys, "%d", nkeys);
     argv[n++] = texts->nkeys;

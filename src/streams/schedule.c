@@ -26,117 +26,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The keys the scripts here name, as a table k (KEYS: waiting, entries,
- * stream, bad [, held, levels, counts, bell, priority record]; the move
- * names the last five only on a queue with priorities). */
-#define LUA_KEYS                                                               \
-    "local k = {waiting = KEYS[1], entries = KEYS[2], stream = KEYS[3],\n"     \
-    "           bad = KEYS[4], held = KEYS[5], levels = KEYS[6],\n"            \
-    "           counts = KEYS[7], bell = KEYS[8], prio = KEYS[9]}\n"
-
-/* KEYS: LUA_KEYS. ARGV: most entries to move. Returns {moved, still
- * waiting, ms until the next is due or -1, set aside, due handles whose
- * payload was gone}; on a queue with
- * priorities (the held keys named) an entry produced with one is held
- * (by its level) rather than added to the stream. Nothing a lower role
- * could have written stops the move: a payload that is not an entry
- * (not MessagePack of an even list of 1-8000 strings, or one XADD
- * refuses) is set aside in the bad key (info counts them; pcall: a
- * mover without the right drops it), a level that is not 0-9 is no
- * level, and a due time that is not a finite number is none. */
-static const char move_script[] =
-    "if redis.replicate_commands then pcall(redis.replicate_commands) end\n" LUA_KEYS
-        EMQ_LUA_HELD_SCORE "local t = redis.call('TIME')\n"
-    "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
-    "local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now,\n"
-    "                       'LIMIT', 0, tonumber(ARGV[1]))\n" EMQ_LUA_ENTRY_OF
-    "local moved, aside, vanished = 0, 0, 0\n"
-    "for _, handle in ipairs(due) do\n"
-    "  local level = k.levels and tonumber(redis.call('HGET', k.levels, handle))\n"
-    "  if level and (level < 0 or level > 9 or level % 1 ~= 0) then\n"
-    "    redis.call('HDEL', k.levels, handle)\n"
-    "    level = nil\n"
-    "  end\n"
-    "  local packed = redis.call('HGET', k.entries, handle)\n"
-    "  local fields = packed and entry_of(packed)\n"
-    "  local added = false\n"
-    "  if fields and level then\n"
-    "    hold(k, handle, level)\n"
-    "    moved = moved + 1\n"
-    "  elseif fields then\n"
-    "    local r = redis.pcall('XADD', k.stream, '*', unpack(fields))\n"
-    "    added = type(r) ~= 'table' or not r.err\n"
-    "    if added then moved = moved + 1 end\n"
-    "  end\n"
-    "  if packed and not (fields and level) then\n"
-    "    if not fields or not added then\n"
-    "      redis.pcall('HSET', k.bad, handle, packed)\n"
-    "      if level then redis.call('HDEL', k.levels, handle) end\n"
-    "      aside = aside + 1\n"
-    "    end\n"
-    "    redis.call('HDEL', k.entries, handle)\n"
-    "  end\n"
-    "  if not packed then\n" /* its payload deleted: nothing to move */
-    "    vanished = vanished + 1\n"
-    "    if level then redis.call('HDEL', k.levels, handle) end\n"
-    "  end\n"
-    "  redis.call('ZREM', k.waiting, handle)\n"
-    "end\n"
-    "local left = redis.call('ZCARD', KEYS[1])\n"
-    "local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')\n"
-    "local next_in = -1\n"
-    "local at = first[2] and tonumber(first[2])\n"
-    "if at and at == at and at > -1e15 and at < 1e15 then\n"
-    "  next_in = math.max(0, at - now)\n"
-    "end\n"
-    "return {moved, left, next_in, aside, vanished}\n";
-
-/* KEYS: LUA_KEYS. ARGV: handles and stream IDs. Returns one word per
- * ARGV: removed (delayed or held, or in the stream and no group's cursor
- * is at or past it), delivered (left alone) or missing (not waiting, not
- * held, not in the stream). */
-static const char cancel_script[] = EMQ_LUA_ID_LT LUA_KEYS EMQ_LUA_HELD_SCORE
-    "local prefix = '" EMQ_DELAYED_PREFIX "'\n"
-    "local cursors = nil\n"
-    "local out = {}\n"
-    "for i, id in ipairs(ARGV) do\n"
-    "  if string.sub(id, 1, #prefix) == prefix then\n"
-    "    local waited = redis.call('ZREM', k.waiting, id) == 1\n"
-    "    if redis.call('HDEL', k.bad, id) == 1 then waited = true end\n"
-    "    if waited or redis.call('ZSCORE', k.held, id) then\n"
-    "      unhold(k, id)\n"
-    "      redis.call('HDEL', k.entries, id)\n"
-    "      out[i] = 'removed'\n"
-    "    else\n"
-    "      out[i] = 'missing'\n"
-    "    end\n"
-    "  elseif #redis.call('XRANGE', KEYS[3], id, id) == 0 then\n"
-    "    out[i] = 'missing'\n"
-    "  else\n"
-    "    if cursors == nil then\n"
-    "      cursors = {}\n"
-    "      for _, g in ipairs(redis.call('XINFO', 'GROUPS', KEYS[3])) do\n"
-    "        for j = 1, #g - 1, 2 do\n"
-    "          if g[j] == 'last-delivered-id' then\n"
-    "            cursors[#cursors + 1] = g[j + 1]\n"
-    "          end\n"
-    "        end\n"
-    "      end\n"
-    "    end\n"
-    "    local seen = false\n"
-    "    for _, c in ipairs(cursors) do\n"
-    "      if not id_lt(c, id) then seen = true end\n"
-    "    end\n"
-    "    if seen then\n"
-    "      out[i] = 'delivered'\n"
-    "    else\n"
-    "      redis.call('XDEL', KEYS[3], id)\n"
-    "      out[i] = 'removed'\n"
-    "    end\n"
-    "  end\n"
-    "end\n"
-    "return out\n";
-
 emq_status emq__delayed_keys_make(const emq__keys *k, emq__delayed_keys *out,
                                   emq_error *err) {
     memset(out, 0, sizeof *out);
@@ -179,12 +68,12 @@ int emq__delayed_handle_is(const char *text, size_t len) {
     return 1;
 }
 
-/* The twelve words both scripts start with: EVAL, the script, the count
- * and the keys of LUA_KEYS. */
-static void script_head(const char *argv[12], const char *script,
+/* The twelve words both scripts start with: the head of script id
+ * (scripts.h), the count and the keys (KEYS of the scripts of
+ * scripts/schedule.c). */
+static void script_head(const char *argv[12], emq__script_id id, int functions,
                         const emq__delayed_keys *dk, const char *stream) {
-    argv[0] = "EVAL";
-    argv[1] = script;
+    emq__script_head(id, functions, argv);
     argv[2] = "9"; /* emq__delayed_move_argv may say 4 */
     argv[3] = dk->waiting;
     argv[4] = dk->entries;
@@ -199,8 +88,8 @@ static void script_head(const char *argv[12], const char *script,
 
 int emq__delayed_move_argv(const char *argv[EMQ_DELAYED_MOVE_ARGC],
                            const emq__delayed_keys *dk, const char *stream,
-                           const char *max, int prio) {
-    script_head(argv, move_script, dk, stream);
+                           const char *max, int prio, int functions) {
+    script_head(argv, EMQ_SCRIPT_DELAYED_MOVE, functions, dk, stream);
     if (!prio) {
         argv[2] = "4";
         argv[7] = max;
@@ -261,7 +150,8 @@ int emq__due_ms(const emq_reply *r, int64_t *ms) {
 }
 
 int emq__delayed_cancel_head(const char *head[EMQ_DELAYED_CANCEL_HEAD],
-                             const emq__delayed_keys *dk, const char *stream) {
-    script_head(head, cancel_script, dk, stream);
+                             const emq__delayed_keys *dk, const char *stream,
+                             int functions) {
+    script_head(head, EMQ_SCRIPT_DELAYED_CANCEL, functions, dk, stream);
     return EMQ_DELAYED_CANCEL_HEAD;
 }

@@ -11,8 +11,8 @@
 #ifndef EMQ_STREAMS_H
 #define EMQ_STREAMS_H
 
-#include "../keys/keys.h"
-#include "../cluster/cluster.h" /* layers below: conn, resp, base */
+#include "../cluster/cluster.h"
+#include "../scripts/scripts.h" /* layers below: keys, conn, resp, base */
 
 /* EMQ_EPROTO "unexpected reply shape from the server: <what>". */
 emq_status emq__reply_bad_shape(emq_error *err, const char *what);
@@ -28,18 +28,6 @@ const emq_reply *emq__stream_field(const emq_reply *r, const char *name);
  * or not a number. */
 int64_t emq__stream_number(const emq_reply *r, int64_t dflt);
 
-/* A group limit (rate, max_in_flight) as a hash field holds it: 1 to
- * EMQ_LIMIT_DIGITS_MAX decimal digits. Anything else a hand (or a lower
- * role) wrote there ("0.5", "-1", " 5", a huge number) is none, for the
- * scripts (EMQ_LUA_LIMIT_OF) and the C side (emq__limit_value) alike. */
-#define EMQ_LIMIT_DIGITS_MAX 9
-#define EMQ_LUA_LIMIT_OF                                                       \
-    "local function limit_of(v)\n"                                             \
-    "  if type(v) ~= 'string' or #v == 0 or #v > 9 or v:find('%D') then\n"     \
-    "    return 0\n"                                                           \
-    "  end\n"                                                                  \
-    "  return tonumber(v)\n"                                                   \
-    "end\n"
 /* The limit reply r (HMGET's or HGET's) names: its value, or 0 (none)
  * for nil and for anything EMQ_LUA_LIMIT_OF reads as none. */
 int64_t emq__limit_value(const emq_reply *r);
@@ -94,29 +82,6 @@ emq_status emq__topic_claim(emq__route *route, const emq_conf_t *conf,
 emq_status emq__topic_recorded(emq__route *route, const char *queue,
                                int64_t *partitions, emq_error *err);
 
-/* Lua for scripts: id_lt(a, b) compares two stream IDs
- * exactly (decimal strings, by length then bytes, so no 64-bit value is
- * rounded through a double); is_id(x) says x is "<ms>-<seq>". */
-#define EMQ_LUA_ID_LT                                                          \
-    "local function num_lt(a, b)\n"                                            \
-    "  if #a ~= #b then return #a < #b end\n"                                  \
-    "  return a < b\n"                                                         \
-    "end\n"                                                                    \
-    "local function split(id)\n"                                               \
-    "  local d = string.find(id, '-', 1, true)\n"                              \
-    "  if not d then return id, '0' end\n"                                     \
-    "  return string.sub(id, 1, d - 1), string.sub(id, d + 1)\n"               \
-    "end\n"                                                                    \
-    "local function id_lt(a, b)\n"                                             \
-    "  local am, as = split(a)\n"                                              \
-    "  local bm, bs = split(b)\n"                                              \
-    "  if am ~= bm then return num_lt(am, bm) end\n"                           \
-    "  return num_lt(as, bs)\n"                                                \
-    "end\n"                                                                    \
-    "local function is_id(x)\n"                                                \
-    "  return type(x) == 'string' and string.match(x, '^%d+%-%d+$') ~= nil\n"  \
-    "end\n"
-
 /* ---- schedule.c: entries handed out later (docs/QUEUES.md) --------------- */
 
 /* The keys of a queue's entries that wait beside its stream: delayed
@@ -142,59 +107,6 @@ typedef struct emq__delayed_keys {
 /* The level of an entry of a queue with priorities produced without one
  * (levels: 0, the most urgent, to EMQ_PRIORITY_LEVELS - 1). */
 #define EMQ_PRIO_DEFAULT 5
-/* How a held entry's score orders it (Lua, used by the scripts that hold
- * an entry): strict (age 0) the level alone, so ties (one level) leave
- * in handle order, the order they came; with an aging step the time it
- * was held plus level steps, so an entry that waited one step more is
- * one level more urgent. Handles of one score sort by their digits.
- * The counts are information: one a hand wrote as no integer is
- * restarted (hold) or dropped (unhold), never an error that stops a
- * read. */
-#define EMQ_LUA_HELD_SCORE                                                     \
-    "local function held_score(prio_key, level)\n"                             \
-    "  local age = tonumber(redis.call('GET', prio_key) or '0') or 0\n"        \
-    "  if age <= 0 then return level end\n"                                    \
-    "  local t = redis.call('TIME')\n"                                         \
-    "  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"     \
-    "         + level * age\n"                                                 \
-    "end\n"                                                                    \
-    "local function hold(k, handle, level)\n"                                  \
-    "  redis.call('SET', k.prio, '0', 'NX')\n"                                 \
-    "  redis.call('ZADD', k.held, held_score(k.prio, level), handle)\n"        \
-    "  redis.call('HSET', k.levels, handle, level)\n"                          \
-    "  local n = redis.pcall('HINCRBY', k.counts, level, 1)\n"                 \
-    "  if type(n) ~= 'number' then\n" /* a count written by hand */            \
-    "    redis.pcall('HSET', k.counts, level, 1)\n"                            \
-    "  end\n"                                                                  \
-    "  redis.call('XADD', k.bell, 'MAXLEN', '1', '*', 'held', handle)\n"       \
-    "end\n"                                                                    \
-    "local function unhold(k, handle)\n"                                       \
-    "  local level = redis.call('HGET', k.levels, handle)\n"                   \
-    "  if level then\n"                                                        \
-    "    redis.call('HDEL', k.levels, handle)\n"                               \
-    "    if redis.call('ZREM', k.held, handle) == 1 then\n"                    \
-    "      local n = redis.pcall('HINCRBY', k.counts, level, -1)\n"            \
-    "      if type(n) ~= 'number' or n <= 0 then\n"                            \
-    "        redis.call('HDEL', k.counts, level)\n"                            \
-    "      end\n"                                                              \
-    "    end\n"                                                                \
-    "  end\n"                                                                  \
-    "end\n"
-
-/* The pairs of an entry packed with MessagePack (the delayed and held
- * payloads), or nil when packed is not one: not MessagePack, or not an
- * even list of 1-8000 strings (what XADD takes through unpack). A lower
- * role can write those hashes: a script reads them through this. */
-#define EMQ_LUA_ENTRY_OF                                                       \
-    "local function entry_of(packed)\n"                                        \
-    "  local ok, v = pcall(cmsgpack.unpack, packed)\n"                         \
-    "  if not ok or type(v) ~= 'table' or #v == 0 or #v % 2 == 1 or\n"         \
-    "     #v > 8000 then return nil end\n"                                     \
-    "  for i = 1, #v do\n"                                                     \
-    "    if type(v[i]) ~= 'string' then return nil end\n"                      \
-    "  end\n"                                                                  \
-    "  return v\n"                                                             \
-    "end\n"
 
 /* Fills out for queue keys k; free with emq__delayed_keys_free. ENOMEM. */
 emq_status emq__delayed_keys_make(const emq__keys *k, emq__delayed_keys *out,
@@ -208,8 +120,6 @@ void emq__delayed_keys_free(emq__delayed_keys *dk);
 #define EMQ_DUE_MS_MAX ((int64_t)1 << 52)
 int emq__due_ms(const emq_reply *r, int64_t *ms);
 
-/* A delayed entry's handle: this prefix, then twelve or more digits. */
-#define EMQ_DELAYED_PREFIX "delayed-"
 /* 1 when text (len bytes) has the shape of a delayed entry's handle. */
 int emq__delayed_handle_is(const char *text, size_t len);
 
@@ -217,11 +127,12 @@ int emq__delayed_handle_is(const char *text, size_t len);
  * stream, each by XADD with an automatic ID, in due order, and returns
  * its word count; with prio (the queue has priorities) one produced with
  * a priority is held instead, and the held keys are named (without, a
- * mover needs no rights on them). Borrowed from the arguments. */
+ * mover needs no rights on them). By FCALL when functions is 1
+ * (emq__session_functions), else EVAL. Borrowed from the arguments. */
 #define EMQ_DELAYED_MOVE_ARGC 13
 int emq__delayed_move_argv(const char *argv[EMQ_DELAYED_MOVE_ARGC],
                            const emq__delayed_keys *dk, const char *stream,
-                           const char *max, int prio);
+                           const char *max, int prio, int functions);
 /* What a move did. */
 typedef struct emq__delayed_moved {
     uint64_t moved;     /* entries now in the stream */
@@ -248,9 +159,11 @@ emq_status emq__delayed_move_reply(const emq_reply *r, emq__delayed_moved *out,
  * an array of one word per ID: "removed" (a waiting handle, or an entry
  * no group has been handed: deleted), "delivered" (some group's cursor
  * is at or past it: left alone) or "missing" (neither waiting nor in the
- * stream: moved, cancelled, trimmed or never there). */
+ * stream: moved, cancelled, trimmed or never there). functions as in
+ * emq__delayed_move_argv. */
 int emq__delayed_cancel_head(const char *head[EMQ_DELAYED_CANCEL_HEAD],
-                             const emq__delayed_keys *dk, const char *stream);
+                             const emq__delayed_keys *dk, const char *stream,
+                             int functions);
 /* ---- addscript.c: an entry added by script: delayed, de-duplicated ----- */
 
 /* Most field/value pairs of an entry added by script: it hands them to
@@ -272,9 +185,10 @@ typedef struct emq__add_plan {
     int64_t dedup_ttl_ms; /* its window, with dedup_key */
     int level;            /* priority 0..9: held until a consumer reads it,
                              most urgent first; -1: none */
+    int functions;        /* 1: by FCALL (emq__session_functions), 0: EVAL */
 } emq__add_plan;
 
-/* Most words before the pairs: EVAL, the script, 10 keys and their
+/* Most words before the pairs: FCALL or EVAL, the script, 10 keys and their
  * count, 6 numbers, then the XADD options. */
 #define EMQ_ADD_HEAD_MAX(nxopts) (19 + (nxopts))
 

@@ -480,6 +480,10 @@ const emq_srv_server_info *emq_srv_server(const emq_srv *cs) {
     return i;
 }
 
+const char *emq_srv_script_command(void) {
+    return emq_srv_binary_version(NULL, 0) >= 70000 ? "FCALL" : "EVAL";
+}
+
 int emq_srv_binary_version(char *name, size_t name_size) {
     static int version = -1;
     static char kind[16];

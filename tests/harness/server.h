@@ -139,6 +139,10 @@ const emq_srv_server_info *emq_srv_server(const emq_srv *s);
  * server is started; name gets "redis" or "valkey" (may be NULL). 0 when
  * it cannot be run. Asked once, then kept. */
 int emq_srv_binary_version(char *name, size_t name_size);
+/* The command echomq's scripts go by on the servers the tests start
+ * (whose default user may load the function library): "FCALL" on 7.0 and
+ * later (and Valkey), "EVAL" before. */
+const char *emq_srv_script_command(void);
 /* 1 when s speaks at least Redis major.minor (by redis_version, so Valkey
  * 8.0.1 counts as 7.2). */
 int emq_srv_redis_at_least(const emq_srv *s, int major, int minor);

@@ -58,8 +58,8 @@ static void lost_take(int push_due_ms) {
      * consumer reconnects without knowing what it took. The refresh would
      * match too, but its first one is due only after 15 s. */
     static const char broken[] = "*2\r\n:5\r\n*0\r\n";
-    emq_icept_rule rule = {"EVAL", 0, broken, 0, 1, "g w emq:{jobs}:unseen:g",
-                           0};
+    emq_icept_rule rule = {emq_srv_script_command(),  0, broken, 0, 1,
+                           "g w emq:{jobs}:unseen:g", 0};
     emq_icept *p = emq_icept_start(emq_srv_port(s), &rule, 1);
     static slow h;
     slow_init(&h);

@@ -174,8 +174,13 @@ TEST(dedup_resend_after_a_not_now_reply_adds_nothing_twice) {
     emq_srv *s = emq_srv_start(NULL);
     /* The server runs the first script; the client is told LOADING (the
      * reply a server restarting from its AOF gives) and sends it again. */
-    emq_icept_rule rule = {"EVAL",  -1, "-LOADING Redis is loading\r\n", 0, 1,
-                           "dedup", 0};
+    emq_icept_rule rule = {emq_srv_script_command(),
+                           -1,
+                           "-LOADING Redis is loading\r\n",
+                           0,
+                           1,
+                           "dedup",
+                           0};
     emq_icept *x = emq_icept_start(emq_srv_port(s), &rule, 1);
     emq_conf_t *conf = conf_for(emq_icept_url(x));
     conf_set(conf, "queue", "nn");
@@ -218,7 +223,8 @@ TEST(dedup_retries_after_an_unknown_outcome_add_nothing_twice) {
     /* The server runs the script; its reply is replaced by bytes no RESP
      * reply starts with: the connection fails after the entry was added,
      * so its outcome is unknown and producer.retries sends it again. */
-    emq_icept_rule rule = {"EVAL", -1, "?\r\n", 0, 1, "dedup", 0};
+    emq_icept_rule rule = {
+        emq_srv_script_command(), -1, "?\r\n", 0, 1, "dedup", 0};
     emq_icept *x = emq_icept_start(emq_srv_port(s), &rule, 1);
     emq_conf_t *conf = conf_for(emq_icept_url(x));
     conf_set(conf, "queue", "uo");

@@ -1168,7 +1168,15 @@ static void claim_reply_lost(const char *broken, size_t len) {
     /* So that the peer's first claim beat takes entries over. */
     WAIT_UNTIL(all_idle(adm, "1100", 1000), 10000,
                "the holder's entries idle past the peer's claim idle");
-    emq_icept_rule rule = {"EVAL", -1, broken, len, 1, "XAUTOCLAIM", 0};
+    /* The claim script: its function's name, or a word of its text. */
+    int fcall = strcmp(emq_srv_script_command(), "FCALL") == 0;
+    emq_icept_rule rule = {emq_srv_script_command(),
+                           -1,
+                           broken,
+                           len,
+                           1,
+                           fcall ? "emq1_claim" : "XAUTOCLAIM",
+                           0};
     emq_icept *p = emq_icept_start(emq_srv_port(s), &rule, 1);
     static slow h;
     slow_init(&h);

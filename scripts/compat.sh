@@ -47,6 +47,7 @@ readonly FEATURES=(
     "shared producer: time bounds, async, restarts|producer_shared_ producer_server_down producer_restart producer_stalled producer_async_ producer_sync_and_async"
     "durable produce (WAIT; WAITAOF or its refusal)|producer_wait_"
     "ACL|acl noperm"
+    "function library (FCALL, load, versions)|functions_"
     "CLI|cli_"
 )
 

@@ -66,7 +66,7 @@ TEST(cli_help_is_the_option_table) {
         free(want);
         cli_free(&r);
     }
-    ASSERT_EQ_INT(nverbs, 16);
+    ASSERT_EQ_INT(nverbs, 17);
     free(verbs);
 
     /* The overview shows every global option of its table. */

@@ -400,6 +400,28 @@ TEST_TIMEOUT(security_acl_consumer_line_runs_a_full_cycle, 40) {
 
 /* ---- least privilege with ACL selectors (Redis 7.0+) ------------------ */
 
+/* The functions of echomq's library each role may call (docs/SECURITY.md),
+ * by FCALL: never EVAL, which runs any code. The probe every connection's
+ * handshake calls has no keys. */
+#define FN_PROBE "+fcall|emq1_library "
+#define FN_WORKER                                                              \
+    "+fcall|emq1_lease_acquire +fcall|emq1_lease_renew "                       \
+    "+fcall|emq1_lease_takeover +fcall|emq1_lease_release +fcall|emq1_retry "  \
+    "+fcall|emq1_deadletter +fcall|emq1_release +fcall|emq1_refresh "          \
+    "+fcall|emq1_inhand_publish +fcall|emq1_mark +fcall|emq1_claim "           \
+    "+fcall|emq1_take_due +fcall|emq1_retry_waits"
+#define FN_GRANT " +fcall|emq1_grant +fcall|emq1_grant_count"
+#define FN_MOVE " +fcall|emq1_delayed_move"
+#define FN_ADD "+fcall|emq1_add"
+#define FN_OPERATOR                                                            \
+    "+fcall|emq1_prune +fcall|emq1_trim_acked +fcall|emq1_requeue "            \
+    "+fcall|emq1_dead_purge +fcall|emq1_delayed_cancel "
+/* Who loads the library (echomq functions load), once per server. */
+#define LOADER_LINE                                                            \
+    "user loader on >" SECRET " resetkeys resetchannels -@all "                \
+    "+client|setname " FN_PROBE "+function|load +function|list "               \
+    "+function|delete +cluster|shards +cluster|slots\n"
+
 /* docs/SECURITY.md's three roles for queue "aclq". Each kind of key gets
  * only the commands it needs, through a selector (the stream commands the
  * stream key alone; EVAL one selector over every key a script names): so
@@ -407,9 +429,9 @@ TEST_TIMEOUT(security_acl_consumer_line_runs_a_full_cycle, 40) {
  * of another type at a helper key, nor run an admin verb. */
 #define WORKER_GRANTS                                                          \
     "user worker on >" SECRET " resetkeys resetchannels -@all "                \
-    "+time +client|setname "                                                   \
+    "+time +client|setname " FN_PROBE                                          \
     "(~emq:{aclq} +xgroup|create +xreadgroup +xack +xpending +xautoclaim "     \
-    "+xclaim +xrange) (~emq:{aclq} ~emq:{aclq}:* +eval) "                      \
+    "+xclaim +xrange) (~emq:{aclq} ~emq:{aclq}:* " FN_WORKER ") "              \
     "(~emq:{aclq}:lease:* +get +set +pexpire +pttl +del) "                     \
     "(~emq:{aclq}:reasons:* +hset +hget +hdel) "                               \
     "(~emq:{aclq}:retry:* +zadd +zrem +zscore) "                               \
@@ -422,14 +444,32 @@ TEST_TIMEOUT(security_acl_consumer_line_runs_a_full_cycle, 40) {
     "~emq:{aclq} +xadd\n"
 #define OPERATOR_LINE                                                          \
     "user operator on >" SECRET " resetkeys resetchannels -@all "              \
-    "~emq:{aclq} ~emq:{aclq}:* +@stream +@read +eval +exists +type +del "      \
-    "+hset +hdel +time +client|setname\n"
+    "~emq:{aclq} ~emq:{aclq}:* +@stream +@read " FN_PROBE FN_OPERATOR          \
+    "+exists +type +del +hset +hdel +time +client|setname\n"
 
-static emq_srv *roles_server(void) {
+/* Starts a server (7.0 or later: else the test skips) with lines (ACL
+ * users, one per line) and the loader, which loads echomq's library with
+ * `echomq functions load`: the roles may call it, not load it. */
+static emq_srv *roles_start(const char *lines) {
     if (emq_srv_binary_version(NULL, 0) < 70000)
         SKIP("ACL selectors need Redis 7.0 or later (this server is older)");
-    emq_srv_opts o = {.extra_config = WORKER_LINE PRODUCER_LINE OPERATOR_LINE};
-    return emq_srv_start(&o);
+    static char config[8192];
+    snprintf(config, sizeof config, "%s" LOADER_LINE, lines);
+    emq_srv_opts o = {.extra_config = config};
+    emq_srv *s = emq_srv_start(&o);
+    char url[160];
+    snprintf(url, sizeof url, "redis://loader:" SECRET "@127.0.0.1:%d",
+             emq_srv_port(s));
+    cli_result r;
+    CLI(&r, url, "functions", "load");
+    ASSERT_EXIT(&r, 0);
+    ASSERT_CONTAINS(r.out, "echomq_1");
+    cli_free(&r);
+    return s;
+}
+
+static emq_srv *roles_server(void) {
+    return roles_start(WORKER_LINE PRODUCER_LINE OPERATOR_LINE);
 }
 
 static const char *role_url(const emq_srv *s, const char *user) {
@@ -454,13 +494,11 @@ TEST_TIMEOUT(security_least_privilege_worker_runs_a_full_cycle, 40) {
  * with XREAD. */
 #define EXACT_WORKER_LINE                                                      \
     WORKER_GRANTS                                                              \
-    " (~emq:{aclq} +xrevrange +xread) (~emq:{aclq}:limits:* +hmget)\n"
+    " (~emq:{aclq} ~emq:{aclq}:*" FN_GRANT ") "                                \
+    "(~emq:{aclq} +xrevrange +xread) (~emq:{aclq}:limits:* +hmget)\n"
 
 TEST_TIMEOUT(security_least_privilege_exact_worker_runs_a_full_cycle, 40) {
-    if (emq_srv_binary_version(NULL, 0) < 70000)
-        SKIP("ACL selectors need Redis 7.0 or later (this server is older)");
-    emq_srv_opts o = {.extra_config = EXACT_WORKER_LINE};
-    emq_srv *s = emq_srv_start(&o);
+    emq_srv *s = roles_start(EXACT_WORKER_LINE);
     worker_full_cycle(s, 1);
     emq_srv_stop(s);
 }
@@ -533,7 +571,7 @@ TEST_TIMEOUT(security_least_privilege_roles_and_their_refusals, 60) {
     /* Admin verbs: the worker is refused, the operator runs them. */
     CLI(&r, role_url(s, "worker"), "trim", "aclq", "--acked");
     ASSERT_EXIT(&r, 1);
-    ASSERT_CONTAINS(r.err, "refused");
+    ASSERT_CONTAINS(r.err, "NOPERM"); /* the trim function is not its */
     cli_free(&r);
     CLI(&r, role_url(s, "worker"), "group", "destroy", "aclq", "-g", "g",
         "--yes");
@@ -1083,17 +1121,18 @@ TEST_TIMEOUT(security_acl_without_xautoclaim_warns, 20) {
 /* docs/SECURITY.md's additions: a producer that delays and sends keys, a
  * worker that may move delayed entries, an operator that cancels. */
 #define DELAYER_LINE                                                           \
-    "user delayer on >" SECRET " resetkeys resetchannels -@all +time "         \
+    "user delayer on >" SECRET                                                 \
+    " resetkeys resetchannels -@all +time " FN_PROBE                           \
     "(~emq:{aclq} +xadd +exists) "                                             \
     "(~emq:{aclq} ~emq:{aclq}:delayed ~emq:{aclq}:delayed:* "                  \
-    "~emq:{aclq}:dedup:* +eval) (~emq:{aclq}:delayed +zadd) "                  \
+    "~emq:{aclq}:dedup:* " FN_ADD ") (~emq:{aclq}:delayed +zadd) "             \
     "(~emq:{aclq}:delayed:entries +hset) (~emq:{aclq}:delayed:seq +incr) "     \
     "(~emq:{aclq}:dedup:* +get +set +pttl)\n"
 #define MOVER_LINE                                                             \
     "user mover on >" SECRET " resetkeys resetchannels -@all "                 \
-    "+time +client|setname "                                                   \
+    "+time +client|setname " FN_PROBE                                          \
     "(~emq:{aclq} +xgroup|create +xreadgroup +xack +xpending +xautoclaim "     \
-    "+xclaim +xrange) (~emq:{aclq} ~emq:{aclq}:* +eval) "                      \
+    "+xclaim +xrange) (~emq:{aclq} ~emq:{aclq}:* " FN_WORKER FN_MOVE ") "      \
     "(~emq:{aclq}:lease:* +get +set +pexpire +pttl +del) "                     \
     "(~emq:{aclq}:reasons:* +hset +hget +hdel) "                               \
     "(~emq:{aclq}:retry:* +zadd +zrem +zscore) "                               \
@@ -1102,16 +1141,12 @@ TEST_TIMEOUT(security_acl_without_xautoclaim_warns, 20) {
     "+zcard +zrem +hget +hdel) (~emq:{aclq}:delayed:bad +hset)\n"
 #define CANCELLER_LINE                                                         \
     "user canceller on >" SECRET " resetkeys resetchannels -@all "             \
-    "~emq:{aclq} ~emq:{aclq}:* +@stream +@read +eval +exists +type +del "      \
-    "+time +client|setname +@sortedset +@hash\n"
+    "~emq:{aclq} ~emq:{aclq}:* +@stream +@read " FN_PROBE FN_OPERATOR          \
+    "+exists +type +del +time +client|setname +@sortedset +@hash\n"
 
 TEST_TIMEOUT(security_least_privilege_scheduling_roles, 60) {
-    if (emq_srv_binary_version(NULL, 0) < 70000)
-        SKIP("ACL selectors need Redis 7.0 or later (this server is older)");
-    emq_srv_opts o = {
-        .extra_config =
-            WORKER_LINE PRODUCER_LINE DELAYER_LINE MOVER_LINE CANCELLER_LINE};
-    emq_srv *s = emq_srv_start(&o);
+    emq_srv *s = roles_start(
+        WORKER_LINE PRODUCER_LINE DELAYER_LINE MOVER_LINE CANCELLER_LINE);
     cli_result r;
     /* The plain producer may not delay: refused, naming why. */
     CLI(&r, role_url(s, "producer"), "produce", "aclq", "--delay", "10", "n=0");
@@ -1197,9 +1232,10 @@ TEST_TIMEOUT(security_least_privilege_scheduling_roles, 60) {
  * kept, the stream's last ID read. */
 #define LIMITED_WORKER_LINE                                                    \
     "user limited on >" SECRET " resetkeys resetchannels -@all "               \
-    "+time +client|setname "                                                   \
+    "+time +client|setname " FN_PROBE                                          \
     "(~emq:{aclq} +xgroup|create +xreadgroup +xack +xpending +xautoclaim "     \
-    "+xclaim +xrange +xrevrange +xread) (~emq:{aclq} ~emq:{aclq}:* +eval) "    \
+    "+xclaim +xrange +xrevrange +xread) "                                      \
+    "(~emq:{aclq} ~emq:{aclq}:* " FN_WORKER FN_GRANT ") "                      \
     "(~emq:{aclq}:lease:* +get +set +pexpire +pttl +del) "                     \
     "(~emq:{aclq}:reasons:* +hset +hget +hdel) "                               \
     "(~emq:{aclq}:retry:* +zadd +zrem +zscore) "                               \
@@ -1234,10 +1270,7 @@ static emq_verdict retry_first_once(void *opaque, const emq_entry *e,
 }
 
 TEST_TIMEOUT(security_least_privilege_limited_worker_applies_limits, 60) {
-    if (emq_srv_binary_version(NULL, 0) < 70000)
-        SKIP("ACL selectors need Redis 7.0 or later (this server is older)");
-    emq_srv_opts o = {.extra_config = LIMITED_WORKER_LINE};
-    emq_srv *s = emq_srv_start(&o);
+    emq_srv *s = roles_start(LIMITED_WORKER_LINE);
     cli_result r;
     CLI(&r, emq_srv_url(s), "group", "limits", "aclq", "-g", "g", "--rate",
         "5");
@@ -1304,19 +1337,21 @@ TEST_TIMEOUT(security_least_privilege_limited_worker_applies_limits, 60) {
  * XREAD of the stream and the bell together, needs one selector with
  * both keys). */
 #define PRIO_PRODUCER_LINE                                                     \
-    "user pproducer on >" SECRET " resetkeys resetchannels -@all +time "       \
+    "user pproducer on >" SECRET                                               \
+    " resetkeys resetchannels -@all +time " FN_PROBE                           \
     "(~emq:{aclq} +xadd +exists) "                                             \
     "(~emq:{aclq} ~emq:{aclq}:delayed ~emq:{aclq}:delayed:* ~emq:{aclq}:held " \
-    "~emq:{aclq}:held:* ~emq:{aclq}:priority +eval) "                          \
+    "~emq:{aclq}:held:* ~emq:{aclq}:priority " FN_ADD ") "                     \
     "(~emq:{aclq}:delayed:entries +hset) (~emq:{aclq}:delayed:seq +incr) "     \
     "(~emq:{aclq}:held +zadd) (~emq:{aclq}:held:levels +hset) "                \
     "(~emq:{aclq}:held:counts +hincrby) (~emq:{aclq}:held:bell +xadd) "        \
     "(~emq:{aclq}:priority +get +set)\n"
 #define PRIO_WORKER_LINE                                                       \
     "user pworker on >" SECRET " resetkeys resetchannels -@all "               \
-    "+time +client|setname "                                                   \
+    "+time +client|setname " FN_PROBE                                          \
     "(~emq:{aclq} +xgroup|create +xreadgroup +xack +xpending +xautoclaim "     \
-    "+xclaim +xrange +xrevrange +xadd) (~emq:{aclq} ~emq:{aclq}:* +eval) "     \
+    "+xclaim +xrange +xrevrange +xadd) "                                       \
+    "(~emq:{aclq} ~emq:{aclq}:* " FN_WORKER FN_GRANT ") "                      \
     "(~emq:{aclq}:lease:* +get +set +pexpire +pttl +del) "                     \
     "(~emq:{aclq}:reasons:* +hset +hget +hdel) "                               \
     "(~emq:{aclq}:retry:* +zadd +zrem +zscore) (~emq:{aclq}:dead +xadd) "      \
@@ -1331,10 +1366,7 @@ TEST_TIMEOUT(security_least_privilege_limited_worker_applies_limits, 60) {
     "(~emq:{aclq}:delayed:entries +hget +hdel)\n"
 
 TEST_TIMEOUT(security_least_privilege_priority_roles, 60) {
-    if (emq_srv_binary_version(NULL, 0) < 70000)
-        SKIP("ACL selectors need Redis 7.0 or later (this server is older)");
-    emq_srv_opts o = {.extra_config = PRIO_PRODUCER_LINE PRIO_WORKER_LINE};
-    emq_srv *s = emq_srv_start(&o);
+    emq_srv *s = roles_start(PRIO_PRODUCER_LINE PRIO_WORKER_LINE);
     cli_result r;
     static const char *const levels[] = {"9", "0", "4"};
     for (int i = 0; i < 3; i++) {
@@ -1372,10 +1404,7 @@ TEST_TIMEOUT(security_least_privilege_priority_roles, 60) {
  * handout's WAIT is refused, and the consumer stops saying what to grant
  * (before it handed anything out), rather than waiting for ever. */
 TEST_TIMEOUT(security_wait_replicas_without_wait_stops_saying_so, 40) {
-    if (emq_srv_binary_version(NULL, 0) < 70000)
-        SKIP("ACL selectors need Redis 7.0 or later (this server is older)");
-    emq_srv_opts o = {.extra_config = EXACT_WORKER_LINE};
-    emq_srv *s = emq_srv_start(&o);
+    emq_srv *s = roles_start(EXACT_WORKER_LINE);
     acl_fixture(s);
     emq_conf_t *conf = worker_conf(s, "w1");
     conf_set(conf, "deliveries.exact", "1");
@@ -1409,11 +1438,7 @@ TEST_TIMEOUT(security_wait_replicas_without_wait_stops_saying_so, 40) {
  * and the squatted key's job is added. Before: the worker exited 1, the
  * moves failed for ever, the job was suppressed. */
 TEST_TIMEOUT(security_attacks_by_documented_roles_stop_nothing, 90) {
-    if (emq_srv_binary_version(NULL, 0) < 70000)
-        SKIP("ACL selectors need Redis 7.0 or later (this server is older)");
-    emq_srv_opts o = {.extra_config =
-                          LIMITED_WORKER_LINE DELAYER_LINE MOVER_LINE};
-    emq_srv *s = emq_srv_start(&o);
+    emq_srv *s = roles_start(LIMITED_WORKER_LINE DELAYER_LINE MOVER_LINE);
     emq_conn_t *lim = connect_url(role_url(s, "limited"));
     CMD_NOERR(lim, "HSETNX", "emq:{aclq}:limits:g", "rate", "0.5");
     CMD_NOERR(lim, "ZADD", "emq:{aclq}:ratelog:g", "99999999999999", "forged");
@@ -1453,5 +1478,77 @@ TEST_TIMEOUT(security_attacks_by_documented_roles_stop_nothing, 90) {
     ASSERT_CONTAINS(r.out, "\"d0\"");
     cli_free(&r);
     ASSERT_EQ_INT(srv_int(s, "HLEN", "emq:{aclq}:delayed:bad"), 1);
+    emq_srv_stop(s);
+}
+
+/* No documented role can run code of its own (Redis 7.0 and later): the
+ * lines grant FCALL of echomq's functions, each role only those it calls,
+ * never EVAL, EVALSHA, SCRIPT LOAD or FUNCTION LOAD (the loader's alone);
+ * and what they run goes by FCALL alone: a full worker cycle, a scheduled
+ * and a keyed entry, and the operator's verbs send no EVAL. Before: every
+ * line with scripts granted +eval, and a loop as the worker held the
+ * server for every tenant. */
+TEST_TIMEOUT(security_documented_roles_run_no_code_of_their_own, 90) {
+    emq_srv *s =
+        roles_start(WORKER_LINE PRODUCER_LINE OPERATOR_LINE DELAYER_LINE
+                        MOVER_LINE CANCELLER_LINE LIMITED_WORKER_LINE
+                            PRIO_PRODUCER_LINE PRIO_WORKER_LINE);
+    static const char *const users[] = {
+        "worker",    "producer", "operator",  "delayer", "mover",
+        "canceller", "limited",  "pproducer", "pworker", "loader"};
+    for (size_t i = 0; i < sizeof users / sizeof *users; i++) {
+        emq_conn_t *u = connect_url(role_url(s, users[i]));
+        static const char *const code[][4] = {
+            {"EVAL", "while true do end", "0", NULL},
+            {"EVAL_RO", "return 1", "0", NULL},
+            {"EVALSHA", "e0e1f9fabfc9d4800c877a703b823ac0578ff8db", "0", NULL},
+            {"SCRIPT", "LOAD", "return 1", NULL},
+        };
+        for (size_t k = 0; k < sizeof code / sizeof *code; k++) {
+            emq_reply *r = NULL;
+            emq_error err;
+            int argc = code[k][3] ? 4 : 3;
+            ASSERT_OK(emq_conn_command(u, argc, code[k], NULL, &r, &err), &err);
+            if (!emq_reply_is_error(r, "NOPERM"))
+                FAIL("%s ran %s", users[i], code[k][0]);
+            emq_reply_free(r);
+        }
+        if (strcmp(users[i], "loader") != 0) {
+            emq_reply *r = CMD(u, "FUNCTION", "LOAD",
+                               "#!lua name=x\n"
+                               "redis.register_function('x', function() "
+                               "while true do end end)");
+            ASSERT(emq_reply_is_error(r, "NOPERM"));
+            emq_reply_free(r);
+        }
+        emq_conn_destroy(u);
+    }
+    /* Functions of another role are refused too: a worker may not purge
+     * the dead letters, nor add entries past the producer's checks. */
+    emq_conn_t *w = connect_url(role_url(s, "worker"));
+    emq_reply *r = CMD(w, "FCALL", "emq1_dead_purge", "1", "emq:{aclq}:dead");
+    ASSERT(emq_reply_is_error(r, "NOPERM"));
+    emq_reply_free(r);
+    r = CMD(w, "FCALL", "emq1_add", "1", "emq:{aclq}");
+    ASSERT(emq_reply_is_error(r, "NOPERM"));
+    emq_reply_free(r);
+    emq_conn_destroy(w);
+
+    long long evals = emq_srv_calls(s, "eval", NULL);
+    worker_full_cycle(s, 0);
+    cli_result c;
+    CLI(&c, role_url(s, "delayer"), "produce", "aclq", "--delay", "50",
+        "--dedup-key", "k1", "-q", "n=1");
+    ASSERT_EXIT(&c, 0);
+    cli_free(&c);
+    CLI(&c, role_url(s, "operator"), "dead", "purge", "aclq", "--yes");
+    ASSERT_EXIT(&c, 0);
+    cli_free(&c);
+    CLI(&c, role_url(s, "operator"), "trim", "aclq", "--acked", "--maxlen",
+        "0");
+    ASSERT_EXIT(&c, 0);
+    cli_free(&c);
+    ASSERT_EQ_INT(emq_srv_calls(s, "eval", NULL), evals);
+    ASSERT(emq_srv_calls(s, "fcall", NULL) > 10);
     emq_srv_stop(s);
 }

@@ -146,6 +146,7 @@ struct emq_consumer {
     int64_t next_limits_ms;    /* the upkeep's next look (upkeep thread) */
     int limits_warned;         /* the limits differ from ours: said once */
     int limits_bad_warned;     /* a limit that is none read: said once */
+    int prio_refused_warned;   /* the priority record refused: said once */
     emq__delayed_keys delayed; /* the queue's delayed entries (upkeep.c
                                   moves those due to the stream) */
     struct {

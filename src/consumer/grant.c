@@ -126,10 +126,22 @@ static void limits_checked(emq_consumer_t *c, const emq_reply *hmget) {
 }
 
 /* Applies the priority record's GET: present, the queue has priorities;
- * an error reply (an ACL) changes nothing. */
+ * an error reply (an ACL) changes nothing, and is said once: such a
+ * consumer never reads the entries held by priority. */
 static void prio_looked(emq_consumer_t *c, const emq_reply *reply) {
-    if (emq_reply_kind(reply) == EMQ_REPLY_ERROR)
+    if (emq_reply_kind(reply) == EMQ_REPLY_ERROR) {
+        if (c->prio_refused_warned++)
+            return;
+        char said[160];
+        emq__consumer_log(c, EMQ_LOG_WARNING,
+                          "whether the queue has priorities could not be "
+                          "read from '%s' (%s): this consumer reads no "
+                          "entry held by priority (grant GET there, "
+                          "docs/SECURITY.md)",
+                          c->delayed.prio,
+                          emq__reply_text(reply, said, sizeof said));
         return;
+    }
     int prio = emq_reply_kind(reply) == EMQ_REPLY_STRING;
     if (prio != atomic_exchange(&c->prioritized, prio))
         emq__consumer_log(c, EMQ_LOG_INFO,

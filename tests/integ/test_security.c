@@ -437,7 +437,7 @@ TEST_TIMEOUT(security_acl_consumer_line_runs_a_full_cycle, 40) {
     "(~emq:{aclq}:retry:* +zadd +zrem +zscore) "                               \
     "(~emq:{aclq}:unseen:* +sadd +srem +smismember) "                          \
     "(~emq:{aclq}:inhand:* +hset +hdel) "                                      \
-    "(~emq:{aclq}:dead +xadd)"
+    "(~emq:{aclq}:dead +xadd) (~emq:{aclq}:priority +get)"
 #define WORKER_LINE WORKER_GRANTS "\n"
 #define PRODUCER_LINE                                                          \
     "user producer on >" SECRET " resetkeys resetchannels -@all "              \
@@ -445,7 +445,8 @@ TEST_TIMEOUT(security_acl_consumer_line_runs_a_full_cycle, 40) {
 #define OPERATOR_LINE                                                          \
     "user operator on >" SECRET " resetkeys resetchannels -@all "              \
     "~emq:{aclq} ~emq:{aclq}:* +@stream +@read " FN_PROBE FN_OPERATOR          \
-    "+exists +type +del +hset +hdel +time +client|setname\n"
+    "+exists +type +del +hset +hdel +time +client|setname +cluster|shards "    \
+    "+cluster|slots\n"
 
 /* Starts a server (7.0 or later: else the test skips) with lines (ACL
  * users, one per line) and the loader, which loads echomq's library with
@@ -1136,7 +1137,8 @@ TEST_TIMEOUT(security_acl_without_xautoclaim_warns, 20) {
     "(~emq:{aclq}:lease:* +get +set +pexpire +pttl +del) "                     \
     "(~emq:{aclq}:reasons:* +hset +hget +hdel) "                               \
     "(~emq:{aclq}:retry:* +zadd +zrem +zscore) "                               \
-    "(~emq:{aclq}:dead +xadd) (~emq:{aclq} +xadd) "                            \
+    "(~emq:{aclq}:dead +xadd) (~emq:{aclq}:priority +get) "                    \
+    "(~emq:{aclq} +xadd) "                                                     \
     "(~emq:{aclq}:delayed ~emq:{aclq}:delayed:* +zrangebyscore +zrange "       \
     "+zcard +zrem +hget +hdel) (~emq:{aclq}:delayed:bad +hset)\n"
 #define CANCELLER_LINE                                                         \
@@ -1242,7 +1244,8 @@ TEST_TIMEOUT(security_least_privilege_scheduling_roles, 60) {
     "(~emq:{aclq}:dead +xadd) "                                                \
     "(~emq:{aclq}:limits:* +hmget +hget +hsetnx) "                             \
     "(~emq:{aclq}:ratelog:* +zremrangebyscore +zcard +zrange +zadd +pexpire) " \
-    "(~emq:{aclq}:lease:* +exists) (~emq:{aclq}:retry:* +zcount)\n"
+    "(~emq:{aclq}:lease:* +exists) (~emq:{aclq}:retry:* +zcount) "             \
+    "(~emq:{aclq}:priority +get)\n"
 
 /* Asks for one more delivery of each entry's first one; times every
  * call. */
@@ -1551,4 +1554,190 @@ TEST_TIMEOUT(security_documented_roles_run_no_code_of_their_own, 90) {
     ASSERT_EQ_INT(emq_srv_calls(s, "eval", NULL), evals);
     ASSERT(emq_srv_calls(s, "fcall", NULL) > 10);
     emq_srv_stop(s);
+}
+
+/* ---- the role table of docs/SECURITY.md ---------------------------------- */
+
+/* The columns: each documented line, by its user. */
+static const struct {
+    const char *user, *label;
+} table_roles[] = {
+    {"worker", "worker"},
+    {"limited", "limited worker"},
+    {"pworker", "prio worker"},
+    {"mover", "mover"},
+    {"producer", "producer"},
+    {"delayer", "scheduling producer"},
+    {"pproducer", "prio producer"},
+    {"operator", "operator"},
+    {"canceller", "operator + cancel"},
+    {"loader", "loader"},
+};
+#define TABLE_ROLES (sizeof table_roles / sizeof table_roles[0])
+
+/* The rows: each verb as an operator would run it on queue aclq. HANDLE
+ * is a delayed entry's handle the setup made. */
+static const char *const table_verbs[][12] = {
+    {"produce", "produce", "aclq", "n=1", NULL},
+    {"produce --delay", "produce", "aclq", "--delay", "600000", "n=1", NULL},
+    {"produce --dedup-key", "produce", "aclq", "--dedup-key", "k1", "n=1",
+     NULL},
+    {"consume", "consume", "aclq", "-g", "g", "-c", "w", "--start", "head",
+     "--until-idle", "300"},
+    {"tail", "tail", "aclq", "-n", "1", NULL},
+    {"info", "info", "aclq", NULL},
+    {"ls", "ls", NULL},
+    {"pending", "pending", "aclq", "-g", "g", NULL},
+    {"dead list", "dead", "list", "aclq", NULL},
+    {"dead requeue", "dead", "requeue", "aclq", "--all", NULL},
+    {"dead purge", "dead", "purge", "aclq", "--yes", NULL},
+    {"trim --acked", "trim", "aclq", "--acked", NULL},
+    {"cancel", "cancel", "aclq", "HANDLE", NULL},
+    {"group create", "group", "create", "aclq", "-g", "g2", "--start", "new",
+     NULL},
+    {"group setid", "group", "setid", "aclq", "-g", "g", "--to", "head", NULL},
+    {"group limits", "group", "limits", "aclq", "-g", "g", "--rate", "50",
+     NULL},
+    {"consumers prune", "consumers", "prune", "aclq", "-g", "g", "--idle", "0",
+     NULL},
+    {"priorities", "priorities", "aclq", NULL},
+    {"group destroy", "group", "destroy", "aclq", "-g", "g", "--yes", NULL},
+    {"functions ls", "functions", "ls", NULL},
+    {"functions load", "functions", "load", NULL},
+    /* Last: a priority makes the queue one with priorities (the setup
+     * gives it one before the next row whatever the role could do). */
+    {"produce --priority", "produce", "aclq", "--priority", "3", "n=1", NULL},
+    {"consume, with priorities", "consume", "aclq", "-g", "g", "-c", "w",
+     "--start", "head", "--until-idle", "300"},
+};
+#define TABLE_VERBS (sizeof table_verbs / sizeof table_verbs[0])
+
+/* The queue each role's column starts from (as the default user): a
+ * group, three entries, a dead letter, a delayed entry (its handle into
+ * handle). */
+static void table_setup(emq_srv *s, char *handle, size_t size) {
+    char out[256];
+    emq_srv_cmd(s, out, sizeof out, "FLUSHALL", NULL);
+    emq_srv_cmd(s, out, sizeof out, "XGROUP", "CREATE", "emq:{aclq}", "g", "$",
+                "MKSTREAM", NULL);
+    for (int i = 0; i < 3; i++)
+        emq_srv_cmd(s, out, sizeof out, "XADD", "emq:{aclq}", "*", "n", "1",
+                    NULL);
+    const char *dead[] = {"XADD", "emq:{aclq}:dead",
+                          "*",    "emq.id",
+                          "1-1",  "emq.group",
+                          "g",    "emq.consumer",
+                          "c",    "emq.deliveries",
+                          "3",    "emq.reason",
+                          "x",    "n",
+                          "1",    NULL};
+    emq_srv_cmdv(s, out, sizeof out, dead);
+    cli_result r;
+    CLI(&r, emq_srv_url(s), "produce", "aclq", "--delay", "600000",
+        "--print-ids", "-q", "n=c");
+    ASSERT_EXIT(&r, 0);
+    snprintf(handle, size, "%.*s", (int)strcspn(r.out, "\n"), r.out);
+    cli_free(&r);
+}
+
+/* What one run said: yes (exit 0, nothing refused), partly (exit 0, a
+ * refusal told on the way: what the role may not do is left out), no
+ * (refused). Anything else fails the test: the setup, not the ACL. */
+static const char *table_cell(const cli_result *r, const char *user,
+                              const char *verb) {
+    int refused = strstr(r->err, "NOPERM") || strstr(r->err, "ACL failure") ||
+                  strstr(r->err, "can't run this command") ||
+                  strstr(r->err, "can't access at least one of the keys") ||
+                  strstr(r->err, "no permissions") ||
+                  strstr(r->err, "the server refused");
+    if (r->code == 0)
+        return refused ? "partly" : "yes";
+    if (refused)
+        return "no";
+    FAIL("%s: %s failed without a refusal (exit %d): %s", user, verb, r->code,
+         r->err);
+    return "";
+}
+
+/* docs/SECURITY.md's role table: each verb run as each documented line
+ * (Redis 7.0 and later), the outcome written into the table, which must
+ * match the docs' (EMQ_WRITE_ROLE_TABLE=1 writes it there instead). */
+TEST_TIMEOUT(security_role_table_matches_the_docs, 240) {
+    emq_srv *s =
+        roles_start(WORKER_LINE PRODUCER_LINE OPERATOR_LINE DELAYER_LINE
+                        MOVER_LINE CANCELLER_LINE LIMITED_WORKER_LINE
+                            PRIO_PRODUCER_LINE PRIO_WORKER_LINE);
+    static const char *cells[TABLE_VERBS][TABLE_ROLES];
+    for (size_t c = 0; c < TABLE_ROLES; c++) {
+        char handle[64];
+        table_setup(s, handle, sizeof handle);
+        for (size_t v = 0; v < TABLE_VERBS; v++) {
+            const char *argv[12] = {0};
+            for (size_t k = 1; k < 12 && table_verbs[v][k]; k++)
+                argv[k - 1] = strcmp(table_verbs[v][k], "HANDLE") == 0
+                                  ? handle
+                                  : table_verbs[v][k];
+            cli_result r;
+            if (strcmp(table_verbs[v][0], "consume, with priorities") == 0) {
+                CLI(&r, emq_srv_url(s), "produce", "aclq", "--priority", "2",
+                    "-q", "n=p");
+                ASSERT_EXIT(&r, 0);
+                cli_free(&r);
+            }
+            cli_run_in(&r, role_url(s, table_roles[c].user), NULL, 0, 20000,
+                       argv);
+            cells[v][c] =
+                table_cell(&r, table_roles[c].user, table_verbs[v][0]);
+            cli_free(&r);
+        }
+    }
+    static char table[16384];
+    size_t n = 0;
+    n += (size_t)snprintf(table + n, sizeof table - n, "| verb |");
+    for (size_t c = 0; c < TABLE_ROLES; c++)
+        n += (size_t)snprintf(table + n, sizeof table - n, " %s |",
+                              table_roles[c].label);
+    n += (size_t)snprintf(table + n, sizeof table - n, "\n| --- |");
+    for (size_t c = 0; c < TABLE_ROLES; c++)
+        n += (size_t)snprintf(table + n, sizeof table - n, " --- |");
+    n += (size_t)snprintf(table + n, sizeof table - n, "\n");
+    for (size_t v = 0; v < TABLE_VERBS; v++) {
+        n += (size_t)snprintf(table + n, sizeof table - n, "| `%s` |",
+                              table_verbs[v][0]);
+        for (size_t c = 0; c < TABLE_ROLES; c++)
+            n += (size_t)snprintf(table + n, sizeof table - n, " %s |",
+                                  cells[v][c]);
+        n += (size_t)snprintf(table + n, sizeof table - n, "\n");
+    }
+    ASSERT(n < sizeof table);
+    emq_srv_stop(s);
+
+    static const char begin[] =
+        "<!-- role table: written by the test "
+        "security_role_table_matches_the_docs; do not edit -->\n";
+    static const char end[] = "<!-- end of role table -->\n";
+    const char *path = EMQ_SOURCE_DIR "/docs/SECURITY.md";
+    FILE *f = fopen(path, "r");
+    ASSERT(f != NULL);
+    static char doc[262144];
+    size_t len = fread(doc, 1, sizeof doc - 1, f);
+    fclose(f);
+    doc[len] = '\0';
+    char *from = strstr(doc, begin), *to = from ? strstr(from, end) : NULL;
+    if (from == NULL || to == NULL)
+        FAIL("%s has no role table region", path);
+    from += sizeof begin - 1;
+    if ((size_t)(to - from) == n && memcmp(from, table, n) == 0)
+        return;
+    const char *write = getenv("EMQ_WRITE_ROLE_TABLE");
+    if (write == NULL || strcmp(write, "1") != 0)
+        FAIL("docs/SECURITY.md's role table differs from what the roles "
+             "did (EMQ_WRITE_ROLE_TABLE=1 writes it):\n%s",
+             table);
+    f = fopen(path, "w");
+    ASSERT(f != NULL);
+    ASSERT(fwrite(doc, 1, (size_t)(from - doc), f) == (size_t)(from - doc));
+    ASSERT(fwrite(table, 1, n, f) == n);
+    ASSERT(fputs(to, f) >= 0);
+    ASSERT(fclose(f) == 0);
 }

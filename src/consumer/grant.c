@@ -63,7 +63,7 @@ emq_status emq__grant_count(emq_consumer_t *c, const emq_id *ids, size_t n,
 void emq__grant_read_argv(const emq_consumer_t *c, const char *want_text,
                           const char *argv[EMQ_GRANT_ARGC]) {
     emq__script_head(EMQ_SCRIPT_GRANT, emq__session_functions(&c->rx), argv);
-    argv[2] = "10";
+    argv[2] = "11";
     argv[3] = c->keys.stream;
     argv[4] = c->limits_key;
     argv[5] = c->rate_log_key;
@@ -74,12 +74,13 @@ void emq__grant_read_argv(const emq_consumer_t *c, const char *want_text,
     argv[10] = c->delayed.bell;
     argv[11] = c->delayed.prio;
     argv[12] = c->retry_key;
-    argv[13] = c->group;
-    argv[14] = c->name;
-    argv[15] = want_text;
-    argv[16] = atomic_load(&c->prioritized) ? "1" : "0";
-    argv[17] = c->lease_prefix;
-    argv[18] = c->exact ? c->unseen_key : "";
+    argv[13] = c->delayed.bad;
+    argv[14] = c->group;
+    argv[15] = c->name;
+    argv[16] = want_text;
+    argv[17] = atomic_load(&c->prioritized) ? "1" : "0";
+    argv[18] = c->lease_prefix;
+    argv[19] = c->exact ? c->unseen_key : "";
 }
 
 emq_status emq__grant_reply(const emq_reply *reply, emq__grant *g,

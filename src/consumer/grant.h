@@ -20,7 +20,7 @@ emq_status emq__grant_start(emq_consumer_t *c, emq_error *err);
 /* Words of the grant read: EVAL, the script, its keys and arguments, for
  * at most want entries (want_text its decimal). argv has room for
  * EMQ_GRANT_ARGC words. */
-#define EMQ_GRANT_ARGC 19
+#define EMQ_GRANT_ARGC 20
 void emq__grant_read_argv(const emq_consumer_t *c, const char *want_text,
                           const char *argv[EMQ_GRANT_ARGC]);
 

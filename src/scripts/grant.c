@@ -15,9 +15,10 @@
 #define EMQ_RATE_WINDOW_TEXT "1050"
 
 /* KEYS: stream, limits hash, rate log, held, entries, levels, counts,
- * bell, priority record, retry schedule. ARGV: group, consumer, want, "1"
- * when the queue has priorities (else the held keys are not touched), the
- * group's lease key prefix, the consumer's unseen set or "" (no marks).
+ * bell, priority record, retry schedule, the delayed entries set aside
+ * (a held payload that is not an entry goes there). ARGV: group, consumer,
+ * want, "1" when the queue has priorities (else the held keys are not touched),
+ * the group's lease key prefix, the consumer's unseen set or "" (no marks).
  * Returns {granted, wait_ms, XREADGROUP reply or nil, the stream's last ID
  * or "", the bell's last ID or "", 1 when what it read was marked}.
  *
@@ -93,8 +94,13 @@ const char emq__lua_grant[] =
     "    unhold(k, h)\n"
     "    redis.call('HDEL', k.entries, h)\n"
     "    local fields = packed and entry_of(packed)\n"
-    "    if fields then\n" /* one that is not an entry is dropped */
-    "      redis.pcall('XADD', k.stream, '*', unpack(fields))\n"
+    /* one that is not an entry (or that XADD refuses) is set aside where
+     * the delayed move sets its own (info counts them; pcall: a worker
+     * without the right drops it) */
+    "    local added = fields and redis.pcall('XADD', k.stream, '*',\n"
+    "                                         unpack(fields))\n"
+    "    if packed and (not added or type(added) == 'table') then\n"
+    "      redis.pcall('HSET', KEYS[11], h, packed)\n"
     "    end\n"
     "  end\n"
     "  if #take > 0 then\n"

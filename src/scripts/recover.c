@@ -75,7 +75,12 @@ const char emq__lua_retry_waits[] =
     "local waits = {}\n"
     "for i = 1, #ARGV do\n"
     "  local due = redis.call('ZSCORE', KEYS[1], ARGV[i])\n"
+    "  local d = tonumber(due)\n"
+    /* a score a worker's credential wrote (inf) waits at most 2^31 ms,
+     * never a cast of infinity */
     "  waits[i] = 0\n"
-    "  if due and tonumber(due) > now then waits[i] = tonumber(due) - now end\n"
+    "  if d and d == d and d > now then\n"
+    "    waits[i] = math.min(d - now, 2147483647)\n"
+    "  end\n"
     "end\n"
     "return waits\n";

@@ -53,10 +53,16 @@ const char emq__lua_deadletter[] =
     "end\n"
     "local mark = ARGV[2] .. ':dead'\n"
     "local since = redis.call('HGET', KEYS[3], mark)\n"
+    /* the mark is this script's (an ID); one a worker's credential wrote
+     * otherwise is none, and the look is bounded (100 pages) */
+    "if since and (#since > 41 or not since:match('^%d+%-%d+$')) then\n"
+    "  since = nil\n"
+    "end\n"
     "local found = false\n"
     "if since then\n"
     "  local from = '(' .. since\n"
-    "  while not found do\n"
+    "  for _ = 1, 100 do\n"
+    "    if found then break end\n"
     "    local page = redis.call('XRANGE', KEYS[2], from, '+', 'COUNT', 100)\n"
     "    if #page == 0 then break end\n"
     "    for _, d in ipairs(page) do\n"

@@ -135,6 +135,36 @@ TEST(poison_dead_verdict_moves_at_once) {
     emq_srv_stop(s);
 }
 
+/* The dead-letter script's mark ("<id>:dead" in the reasons hash, the
+ * dead letters' last ID before a wide entry's own XADD) is a value a
+ * worker's credential can write: one that is no ID is none, and the
+ * entry is dead-lettered once. Before: XRANGE failed on it ("Invalid
+ * stream ID") and the entry never left the pending list. */
+TEST(poison_forged_dead_mark_is_no_mark) {
+    emq_srv *s = emq_srv_start(NULL);
+    emq_conn_t *adm = admin_connect(s);
+    CMD_NOERR(adm, "XGROUP", "CREATE", Q_STREAM, "g", "$", "MKSTREAM");
+    CMD_NOERR(adm, "HSET", "emq:{jobs}:reasons:g", "7-1:dead", "garbage");
+    CMD_NOERR(adm, "HSET", "emq:{jobs}:reasons:g", "7-2:dead", "0-0");
+    static recorder r;
+    recorder_init(&r);
+    r.dead_value = "v";
+    emq_consumer_t *c = recording_consumer(poison_conf(s, "w", "3600000"), &r);
+    runner_thread t;
+    start_consumer(&t, c);
+    WAIT_UNTIL(client_id_by_name(s, "w", 1) >= 0, 5000, "the consumer's read");
+    CMD_NOERR(adm, "XADD", Q_STREAM, "7-1", "n", "v");
+    CMD_NOERR(adm, "XADD", Q_STREAM, "7-2", "n", "v");
+    WAIT_UNTIL(CMD_INT(adm, "XLEN", Q_DEAD) == 2 &&
+                   pending_total(adm, Q_STREAM, "g") == 0,
+               5000, "both dead letters");
+    ASSERT_OK(stop_consumer(&t), &t.err);
+    ASSERT_EQ_INT(CMD_INT(adm, "HLEN", "emq:{jobs}:reasons:g"), 0);
+    emq_consumer_destroy(c);
+    emq_conn_destroy(adm);
+    emq_srv_stop(s);
+}
+
 /* n entries {"n": "v<i>"} pending for "dead" with delivery count 10 and
  * 600 s idle, as a handler that crashed its process ten times leaves them. */
 static void crashed_entries(emq_conn_t *adm, int n) {

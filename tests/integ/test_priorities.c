@@ -732,3 +732,45 @@ TEST_TIMEOUT(priorities_forged_count_value_stops_no_read, 30) {
     emq_conn_destroy(adm);
     emq_srv_stop(s);
 }
+
+/* A held payload that is not an entry (written by a credential that may
+ * write the held keys) is set aside where the delayed move sets its own,
+ * and counted by info; the entries behind it are read. Before: dropped
+ * without a trace. */
+TEST_TIMEOUT(priorities_forged_held_payload_is_set_aside, 30) {
+    emq_srv *s = emq_srv_start(NULL);
+    emq_producer_t *p = producer_for(s, "fhp");
+    emq_produce_opts o = EMQ_PRODUCE_OPTS_INIT;
+    o.priority = 5;
+    emq_error err;
+    for (int i = 0; i < 2; i++) {
+        char v[8];
+        snprintf(v, sizeof v, "%d", i);
+        emq_field f = {"n", 1, v, strlen(v)};
+        ASSERT_OK(emq_produce_ex(p, &f, 1, &o, NULL, &err), &err);
+    }
+    emq_producer_destroy(p);
+    emq_conn_t *adm = admin_connect(s);
+    /* Due first (level 0), not MessagePack of pairs. */
+    CMD_NOERR(adm, "ZADD", "emq:{fhp}:held", "0", "delayed-900000000001");
+    CMD_NOERR(adm, "HSET", "emq:{fhp}:held:levels", "delayed-900000000001",
+              "0");
+    CMD_NOERR(adm, "HSET", "emq:{fhp}:delayed:entries", "delayed-900000000001",
+              "\x01\x02 not an entry");
+    emq_conf_t *conf = consumer_conf(s, "fhp", "g", "c1", "head");
+    recorder rec;
+    recorder_init(&rec);
+    consume_until(conf, &rec, 2, 10000);
+    ASSERT_EQ_INT(CMD_INT(adm, "HEXISTS", "emq:{fhp}:delayed:bad",
+                          "delayed-900000000001"),
+                  1);
+    emq_admin_t *a = NULL;
+    ASSERT_OK(emq_admin_new(conf, &a, &err), &err);
+    emq_delayed_info d;
+    ASSERT_OK(emq_admin_delayed(a, &d, &err), &err);
+    ASSERT_EQ_INT(d.set_aside, 1);
+    emq_admin_destroy(a);
+    emq_conf_destroy(conf);
+    emq_conn_destroy(adm);
+    emq_srv_stop(s);
+}

@@ -1366,7 +1366,7 @@ TEST_TIMEOUT(security_least_privilege_limited_worker_applies_limits, 60) {
     "(~emq:{aclq}:held:counts +hincrby +hdel) "                                \
     "(~emq:{aclq}:held:bell +xrevrange) "                                      \
     "(~emq:{aclq} ~emq:{aclq}:held:bell +xread) "                              \
-    "(~emq:{aclq}:delayed:entries +hget +hdel)\n"
+    "(~emq:{aclq}:delayed:entries +hget +hdel) (~emq:{aclq}:delayed:bad +hset)\n"
 
 TEST_TIMEOUT(security_least_privilege_priority_roles, 60) {
     emq_srv *s = roles_start(PRIO_PRODUCER_LINE PRIO_WORKER_LINE);

@@ -133,84 +133,126 @@ static emq_status grow_argv(emq_producer_t *p, size_t argc, emq_error *err) {
     return EMQ_OK;
 }
 
-/* The key name of idempotency key x->dedup in p->dedup_name (grown as
- * needed): the queue's prefix, "dedup:", then the key's bytes. */
-static emq_status dedup_name(emq_producer_t *p, const emq__extra *x,
-                             emq_error *err) {
-    size_t need = p->dedup_prefix_len + x->dedup_len + 1;
-    if (need > p->dedup_cap) {
-        char *grown = emq__realloc(p->dedup_name, need);
-        if (grown == NULL)
-            return emq__oom(err);
-        p->dedup_name = grown;
-        p->dedup_cap = need;
-    }
-    memcpy(p->dedup_name + p->dedup_prefix_len, x->dedup, x->dedup_len);
-    p->dedup_name[p->dedup_prefix_len + x->dedup_len] = '\0';
-    return EMQ_OK;
+/* The level entry m is held at: its own (x), else on a queue with
+ * priorities the default for one that the script can take (no explicit
+ * ID, not too wide: those go to the stream, docs/QUEUES.md); -1: none. */
+static int level_of(emq_producer_t *p, const emq_message *m,
+                    const emq__extra *x) {
+    if (x && x->level1 > 0)
+        return x->level1 - 1;
+    return m->id == NULL && m->nfields <= EMQ_ADD_MAX_PAIRS &&
+                   atomic_load(&p->prioritized)
+               ? EMQ_PRIO_DEFAULT
+               : -1;
 }
 
-emq_status emq__producer_xadd(emq_producer_t *p, const emq_message *m,
-                              const emq__extra *x, int *argc_out,
-                              emq_error *err) {
-    /* On a queue with priorities an entry given none is held at the
-     * default level; one with an explicit ID, or too wide for the script,
-     * goes to the stream (docs/QUEUES.md says so). */
-    int level = x && x->level1 > 0 ? x->level1 - 1
-                : m->id == NULL && m->nfields <= EMQ_ADD_MAX_PAIRS &&
-                        atomic_load(&p->prioritized)
-                    ? EMQ_PRIO_DEFAULT
-                    : -1;
-    int scripted = emq__extra_scripted(x) || level >= 0;
-    if (x && x->level1 > 0) /* the script makes the record if missing */
-        atomic_store(&p->prioritized, 1);
-    size_t nhead = scripted ? EMQ_ADD_HEAD_MAX(p->nhead - 2) : p->nhead + 1;
-    size_t argc = nhead + 2 * m->nfields;
+/* The plain XADD of m into p's scratch; sets *argc. */
+static emq_status xadd_words(emq_producer_t *p, const emq_message *m,
+                             int *argc_out, emq_error *err) {
+    size_t argc = p->nhead + 1 + 2 * m->nfields;
     if (argc > p->argv_cap) {
         emq_status st = grow_argv(p, argc, err);
         if (st != EMQ_OK)
             return st;
     }
-    if (scripted) {
-        if (x->dedup != NULL) {
-            emq_status st = dedup_name(p, x, err);
-            if (st != EMQ_OK)
-                return st;
-        }
-        emq__add_plan plan = {x ? x->delay_ms : 0,
-                              x ? x->due_ms : 0,
-                              x && x->dedup ? p->dedup_name : NULL,
-                              x && x->dedup ? p->dedup_prefix_len + x->dedup_len
-                                            : 0,
-                              x ? x->dedup_ttl_ms : 0,
-                              level,
-                              emq__session_functions(&p->tx.x)};
-        /* The XADD's words after its key: NOMKSTREAM, the trimming. */
-        nhead = emq__add_head(p->argv, p->argvlen, &p->texts, &p->delayed,
-                              p->keys.stream, &plan,
-                              emq__cfg_producer_nomkstream(p->conf),
-                              p->head + 2, p->headlen + 2, p->nhead - 2);
-        argc = nhead + 2 * m->nfields;
-        p->argv_head = 0;
-    } else {
-        if (!p->argv_head) { /* an add script's words were there */
-            memcpy(p->argv, p->head, p->nhead * sizeof *p->argv);
-            memcpy(p->argvlen, p->headlen, p->nhead * sizeof *p->argvlen);
-        }
-        p->argv[p->nhead] = m->id ? m->id : "*";
-        p->argvlen[p->nhead] = m->id ? strlen(m->id) : 1;
-        p->argv_head = 1;
-    }
-    const char **argv = p->argv + nhead - 1;
-    size_t *lens = p->argvlen + nhead - 1;
-    const emq_field *f = m->fields;
+    memcpy(p->argv, p->head, p->nhead * sizeof *p->argv);
+    memcpy(p->argvlen, p->headlen, p->nhead * sizeof *p->argvlen);
+    size_t w = p->nhead;
+    p->argv[w] = m->id ? m->id : "*";
+    p->argvlen[w++] = m->id ? strlen(m->id) : 1;
     for (size_t i = 0; i < m->nfields; i++) {
-        argv[1 + 2 * i] = f[i].name ? f[i].name : "";
-        lens[1 + 2 * i] = f[i].name_len;
-        argv[2 + 2 * i] = f[i].value ? f[i].value : "";
-        lens[2 + 2 * i] = f[i].value_len;
+        const emq_field *f = &m->fields[i];
+        p->argv[w] = f->name ? f->name : "";
+        p->argvlen[w++] = f->name_len;
+        p->argv[w] = f->value ? f->value : "";
+        p->argvlen[w++] = f->value_len;
     }
     *argc_out = (int)argc;
+    return EMQ_OK;
+}
+
+/* Makes p->dedup_names hold the idempotency key names of e[0..n), one
+ * after another, each behind the queue's prefix. */
+static emq_status dedup_names(emq_producer_t *p, const emq__entry_ref *e,
+                              size_t n, emq_error *err) {
+    size_t need = 1;
+    for (size_t i = 0; i < n; i++)
+        if (e[i].x && e[i].x->dedup)
+            need += p->dedup_prefix_len + e[i].x->dedup_len + 1;
+    if (need > p->dedup_cap) {
+        char *grown = emq__realloc(p->dedup_names, need);
+        if (grown == NULL)
+            return emq__oom(err);
+        p->dedup_names = grown;
+        p->dedup_cap = need;
+    }
+    char *at = p->dedup_names;
+    for (size_t i = 0; i < n; i++) {
+        const emq__extra *x = e[i].x;
+        emq__add_plan *pl = &p->plans[i];
+        pl->dedup_key = NULL;
+        pl->dedup_key_len = 0;
+        if (x == NULL || x->dedup == NULL)
+            continue;
+        memcpy(at, p->dedup_prefix, p->dedup_prefix_len);
+        memcpy(at + p->dedup_prefix_len, x->dedup, x->dedup_len);
+        pl->dedup_key = at;
+        pl->dedup_key_len = p->dedup_prefix_len + x->dedup_len;
+        at += pl->dedup_key_len;
+        *at++ = '\0';
+    }
+    return EMQ_OK;
+}
+
+emq_status emq__producer_command(emq_producer_t *p, const emq__entry_ref *e,
+                                 size_t n, size_t *used, int *scripted,
+                                 int *argc, emq_error *err) {
+    int level = level_of(p, e[0].m, e[0].x);
+    *used = 1;
+    *scripted = emq__extra_scripted(e[0].x) || level >= 0;
+    if (e[0].x && e[0].x->level1 > 0) /* the script makes the record */
+        atomic_store(&p->prioritized, 1);
+    if (!*scripted)
+        return xadd_words(p, e[0].m, argc, err);
+    /* The scripted entries that follow, with a level as the first has
+     * one or not, within the call's bounds. */
+    size_t words = 2 * e[0].m->nfields;
+    size_t k = 1;
+    while (k < n && k < EMQ_ADD_BATCH_MAX) {
+        int lv = level_of(p, e[k].m, e[k].x);
+        if (!(emq__extra_scripted(e[k].x) || lv >= 0) ||
+            (lv >= 0) != (level >= 0) ||
+            words + 2 * e[k].m->nfields > EMQ_ADD_BATCH_WORDS)
+            break;
+        if (e[k].x && e[k].x->level1 > 0)
+            atomic_store(&p->prioritized, 1);
+        words += 2 * e[k].m->nfields;
+        k++;
+    }
+    for (size_t i = 0; i < k; i++) {
+        const emq__extra *x = e[i].x;
+        p->plans[i] = (emq__add_plan){x ? x->delay_ms : 0,
+                                      x ? x->due_ms : 0,
+                                      NULL,
+                                      0,
+                                      x ? x->dedup_ttl_ms : 0,
+                                      level_of(p, e[i].m, x),
+                                      e[i].m->fields,
+                                      e[i].m->nfields};
+    }
+    emq_status st = dedup_names(p, e, k, err);
+    size_t most = emq__add_words_max(p->plans, k, p->nhead - 2);
+    if (st == EMQ_OK && most > p->argv_cap)
+        st = grow_argv(p, most, err);
+    if (st != EMQ_OK)
+        return st;
+    /* The XADD's words after its key: NOMKSTREAM, the trimming. */
+    *argc = (int)emq__add_call(p->argv, p->argvlen, &p->add_head, p->texts,
+                               &p->delayed, p->keys.stream, p->plans, k,
+                               emq__cfg_producer_nomkstream(p->conf),
+                               p->head + 2, p->headlen + 2, p->nhead - 2,
+                               emq__session_functions(&p->tx.x));
+    *used = k;
     return EMQ_OK;
 }
 
@@ -326,12 +368,13 @@ emq_status emq__producer_open(const emq_conf_t *conf, emq_producer_t **out,
     if (st == EMQ_OK)
         st = emq__delayed_keys_make(&p->keys, &p->delayed, err);
     if (st == EMQ_OK &&
-        (p->dedup_name = emq__keys_join(&p->keys, "dedup:", NULL)) == NULL)
+        ((p->dedup_prefix = emq__keys_join(&p->keys, "dedup:", NULL)) == NULL ||
+         (p->plans = emq__alloc(EMQ_ADD_BATCH_MAX * sizeof *p->plans)) ==
+             NULL ||
+         (p->texts = emq__alloc(EMQ_ADD_BATCH_MAX * sizeof *p->texts)) == NULL))
         st = emq__oom(err);
-    if (st == EMQ_OK) {
-        p->dedup_prefix_len = strlen(p->dedup_name);
-        p->dedup_cap = p->dedup_prefix_len + 1;
-    }
+    if (st == EMQ_OK)
+        p->dedup_prefix_len = strlen(p->dedup_prefix);
     if (st == EMQ_OK)
         st = build_head(p, err); /* a topic's policy is checked here too */
     if (st == EMQ_OK && !topic)  /* a topic's partitions send */
@@ -349,7 +392,10 @@ void emq__producer_close(emq_producer_t *p) {
         return;
     emq__sender_stop(p);
     emq__delayed_keys_free(&p->delayed);
-    emq__free(p->dedup_name);
+    emq__free(p->dedup_prefix);
+    emq__free(p->dedup_names);
+    emq__free(p->plans);
+    emq__free(p->texts);
     emq__keys_free(&p->keys);
     emq__free(p->argv);
     emq__free(p->argvlen);

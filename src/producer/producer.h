@@ -110,12 +110,16 @@ struct emq_producer {
     const char *head[EMQ_PRODUCER_HEAD_MAX]; /* words every XADD starts */
     size_t headlen[EMQ_PRODUCER_HEAD_MAX];   /* with, and their lengths */
     size_t nhead;
-    int argv_head;        /* argv[0..nhead) hold the head words now (an add
-                             script's words replace them) */
-    emq__add_texts texts; /* the add script's numbers (scratch) */
-    char *dedup_name;     /* an idempotency key's key name (scratch) */
+    /* An add call's scratch (EMQ_ADD_BATCH_MAX rows each): its plans,
+     * its numbers, and its entries' idempotency key names (each
+     * dedup_prefix_len bytes of "emq:{q}:dedup:", then the key). */
+    emq__add_plan *plans;
+    emq__add_texts *texts;
+    emq__add_head_texts add_head;
+    char *dedup_prefix; /* "emq:{q}:dedup:" */
+    char *dedup_names;  /* the names, one after another */
     size_t dedup_cap;
-    size_t dedup_prefix_len;    /* its first bytes, "emq:{q}:dedup:" */
+    size_t dedup_prefix_len;    /* "emq:{q}:dedup:" */
     char threshold[EMQ_ID_MAX]; /* MAXLEN's number as text */
     char limit[24];             /* LIMIT's number as text */
     emq__sender tx; /* a plain queue's connection (unused by a topic) */
@@ -169,12 +173,26 @@ emq_status emq__producer_open(const emq_conf_t *conf, emq_producer_t **out,
 /* Stops the sender and frees what emq__producer_open made. */
 void emq__producer_close(emq_producer_t *p);
 
+/* One checked message to add, and what its call asks beyond its fields
+ * (x may be NULL: none). */
+typedef struct emq__entry_ref {
+    const emq_message *m;
+    const emq__extra *x;
+} emq__entry_ref;
+
 /* Fills p's scratch argv (p->argv, p->argvlen) with the command that
- * adds one checked message m: its XADD, or when w delays it, its schedule
- * (streams' schedule.c); sets *argc. The words point into m and p until
- * the next call. EMQ_ENOMEM when the argv could not grow. */
-emq_status emq__producer_xadd(emq_producer_t *p, const emq_message *m,
-                              const emq__extra *w, int *argc, emq_error *err);
+ * adds e[0] and, when they go with it, the entries after it (of n):
+ * a plain entry is one XADD (*used 1, *scripted 0); an entry that is
+ * delayed, keyed or held (or any entry of a queue with priorities) is the
+ * add script, which takes the scripted entries that follow it too, up to
+ * EMQ_ADD_BATCH_MAX and EMQ_ADD_BATCH_WORDS, those with a level apart
+ * from those without (*used of them, *scripted 1: the reply is an array
+ * of one element per entry). Sets *argc. The words point into the
+ * messages and p until the next call. EMQ_ENOMEM when scratch could not
+ * grow. */
+emq_status emq__producer_command(emq_producer_t *p, const emq__entry_ref *e,
+                                 size_t n, size_t *used, int *scripted,
+                                 int *argc, emq_error *err);
 /* What an XADD reply means: EMQ_OK with its ID in *id, else *id is "" and
  * EMQ_ESERVER (or the status of the error reply) with the reason (for
  * the nil of NOMKSTREAM on a missing stream, a sentence saying so). */

@@ -61,6 +61,12 @@ struct emq__record {
     int again;         /* the server said "not now" (LOADING, ...): not
                           added, may be sent again */
     unsigned attempts; /* times sent */
+    int span;          /* in a round: the records its command carries
+                          (1 for an XADD, up to EMQ_ADD_BATCH_MAX for an
+                          add call), 0 for one carried by an earlier
+                          record's command */
+    int scripted;      /* in a round: its command is the add call (an
+                          array reply, one element per record) */
     int64_t deadline_ms;
     int64_t queued_ms;
     size_t bytes;    /* field bytes (the async queue's bound) */
@@ -272,16 +278,28 @@ static void round_append(emq_producer_t *p, round *r) {
     emq_status ast = EMQ_OK;
     r->p = p;
     r->read = 0;
-    for (r->appended = 0; r->appended < r->m; r->appended++) {
-        emq__record *rec = r->recs[r->appended];
-        int argc;
-        ast = emq__producer_xadd(p, &rec->msg, &rec->when, &argc, &one);
+    emq__entry_ref refs[EMQ_ADD_BATCH_MAX];
+    for (r->appended = 0; r->appended < r->m;) {
+        size_t left = r->m - r->appended, n = 0;
+        for (; n < left && n < EMQ_ADD_BATCH_MAX; n++) {
+            emq__record *rec = r->recs[r->appended + n];
+            refs[n] = (emq__entry_ref){&rec->msg, &rec->when};
+        }
+        int argc, scripted;
+        size_t used;
+        ast = emq__producer_command(p, refs, n, &used, &scripted, &argc, &one);
         if (ast == EMQ_OK)
             ast = emq__session_append(x, (int)r->appended, argc, p->argv,
                                       p->argvlen, &one);
         if (ast != EMQ_OK)
             break;
-        rec->attempts++;
+        for (size_t k = 0; k < used; k++) {
+            emq__record *rec = r->recs[r->appended + k];
+            rec->span = k == 0 ? (int)used : 0;
+            rec->scripted = scripted;
+            rec->attempts++;
+        }
+        r->appended += used;
     }
     for (size_t i = r->appended; i < r->m; i++)
         record_fail(r->recs[i], ast, &one);
@@ -302,14 +320,21 @@ static void round_append(emq_producer_t *p, round *r) {
     }
 }
 
+/* Marks n of the round's records from i on unknown. */
+static void round_unknown_from(round *r, size_t i, size_t n, emq_status st,
+                               const emq_error *why) {
+    for (size_t k = i; k < i + n && k < r->appended; k++) {
+        record_fail(r->recs[k], st, why);
+        r->recs[k]->unknown = 1;
+    }
+}
+
 /* Marks the round's appended records from i on unknown (a transport
  * failure before their replies). */
 static void round_unknown(round *r, size_t i, emq_status st,
                           const emq_error *why) {
-    for (; i < r->appended; i++) {
-        record_fail(r->recs[i], st, why);
-        r->recs[i]->unknown = 1;
-    }
+    if (i < r->appended)
+        round_unknown_from(r, i, r->appended - i, st, why);
 }
 
 /* The outcome of one command of a round (emq__session_drain_n). A
@@ -323,19 +348,36 @@ static emq_status round_apply(void *ctx, int tag, const emq_reply *reply,
         r->wait_st = emq__producer_wait_reply(r->p, reply, err, &r->wait_err);
         return EMQ_OK;
     }
-    emq__record *rec = r->recs[tag];
-    r->read = (size_t)tag + 1;
-    if (reply == NULL) {
-        record_fail(rec, err->code, err);
-        rec->again = err->retriable;
+    size_t span = (size_t)r->recs[tag]->span;
+    int scripted = r->recs[tag]->scripted;
+    r->read = (size_t)tag + span;
+    /* An add call answers an array of one element per record; an error
+     * (or nothing: not run) instead is every record's. */
+    int each = scripted && reply != NULL &&
+               emq_reply_kind(reply) == EMQ_REPLY_ARRAY;
+    if (each && emq_reply_len(reply) != span) {
+        emq_error bad;
+        emq__reply_bad_shape(&bad, "the add script's reply");
+        emq__error_prefix(&bad, "the entry may or may not have been added");
+        round_unknown_from(r, (size_t)tag, span, bad.code, &bad);
         return EMQ_OK;
     }
-    emq_error one;
-    emq_status st = emq__producer_xadd_reply(r->p, reply, &rec->id, &one);
-    rec->st = st;
-    if (st != EMQ_OK) {
-        record_fail(rec, st, &one);
-        rec->again = emq__reply_not_now(reply, 0);
+    for (size_t k = 0; k < span; k++) {
+        emq__record *rec = r->recs[(size_t)tag + k];
+        if (reply == NULL) {
+            record_fail(rec, err->code, err);
+            rec->again = err->retriable;
+            continue;
+        }
+        const emq_reply *one_reply = each ? emq_reply_at(reply, k) : reply;
+        emq_error one;
+        emq_status st =
+            emq__producer_xadd_reply(r->p, one_reply, &rec->id, &one);
+        rec->st = st;
+        if (st != EMQ_OK) {
+            record_fail(rec, st, &one);
+            rec->again = emq__reply_not_now(one_reply, 0);
+        }
     }
     return EMQ_OK;
 }

@@ -48,35 +48,49 @@
  * The counts are information: one a hand wrote as no integer is
  * restarted (hold) or dropped (unhold), never an error that stops a
  * read. */
-#define EMQ_LUA_HELD_SCORE                                                     \
-    "local function held_score(prio_key, level)\n"                             \
-    "  local age = tonumber(redis.call('GET', prio_key) or '0') or 0\n"        \
-    "  if age <= 0 then return level end\n"                                    \
-    "  local t = redis.call('TIME')\n"                                         \
-    "  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"     \
-    "         + level * age\n"                                                 \
-    "end\n"                                                                    \
-    "local function hold(k, handle, level)\n"                                  \
-    "  redis.call('SET', k.prio, '0', 'NX')\n"                                 \
-    "  redis.call('ZADD', k.held, held_score(k.prio, level), handle)\n"        \
-    "  redis.call('HSET', k.levels, handle, level)\n"                          \
-    "  local n = redis.pcall('HINCRBY', k.counts, level, 1)\n"                 \
-    "  if type(n) ~= 'number' then\n" /* a count written by hand */            \
-    "    redis.pcall('HSET', k.counts, level, 1)\n"                            \
-    "  end\n"                                                                  \
-    "  redis.call('XADD', k.bell, 'MAXLEN', '1', '*', 'held', handle)\n"       \
-    "end\n"                                                                    \
-    "local function unhold(k, handle)\n"                                       \
-    "  local level = redis.call('HGET', k.levels, handle)\n"                   \
-    "  if level then\n"                                                        \
-    "    redis.call('HDEL', k.levels, handle)\n"                               \
-    "    if redis.call('ZREM', k.held, handle) == 1 then\n"                    \
-    "      local n = redis.pcall('HINCRBY', k.counts, level, -1)\n"            \
-    "      if type(n) ~= 'number' or n <= 0 then\n"                            \
-    "        redis.call('HDEL', k.counts, level)\n"                            \
-    "      end\n"                                                              \
-    "    end\n"                                                                \
-    "  end\n"                                                                  \
+#define EMQ_LUA_HELD_SCORE                                                       \
+    "local function held_scorer(prio_key)\n"                                     \
+    "  local age = tonumber(redis.call('GET', prio_key) or '0') or 0\n"          \
+    "  if age <= 0 then return function(level) return level end end\n"           \
+    "  local t = redis.call('TIME')\n"                                           \
+    "  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"  \
+    "  return function(level) return now + level * age end\n"                    \
+    "end\n"                                                                      \
+    "local function hold_many(k, list)\n" /* list: {handle, level} pairs */      \
+    "  redis.call('SET', k.prio, '0', 'NX')\n"                                   \
+    "  local score = held_scorer(k.prio)\n"                                      \
+    "  local z, lv, per = {}, {}, {}\n"                                          \
+    "  for _, h in ipairs(list) do\n"                                            \
+    "    z[#z + 1] = score(h[2])\n"                                              \
+    "    z[#z + 1] = h[1]\n"                                                     \
+    "    lv[#lv + 1] = h[1]\n"                                                   \
+    "    lv[#lv + 1] = h[2]\n"                                                   \
+    "    per[h[2]] = (per[h[2]] or 0) + 1\n"                                     \
+    "  end\n"                                                                    \
+    "  redis.call('ZADD', k.held, unpack(z))\n"                                  \
+    "  redis.call('HSET', k.levels, unpack(lv))\n"                               \
+    "  for level, n in pairs(per) do\n"                                          \
+    "    local c = redis.pcall('HINCRBY', k.counts, level, n)\n"                 \
+    "    if type(c) ~= 'number' then\n" /* a count written by hand */            \
+    "      redis.pcall('HSET', k.counts, level, n)\n"                            \
+    "    end\n"                                                                  \
+    "  end\n"                                                                    \
+    "  redis.call('XADD', k.bell, 'MAXLEN', '1', '*', 'held', list[#list][1])\n" \
+    "end\n"                                                                      \
+    "local function hold(k, handle, level)\n"                                    \
+    "  hold_many(k, {{handle, level}})\n"                                        \
+    "end\n"                                                                      \
+    "local function unhold(k, handle)\n"                                         \
+    "  local level = redis.call('HGET', k.levels, handle)\n"                     \
+    "  if level then\n"                                                          \
+    "    redis.call('HDEL', k.levels, handle)\n"                                 \
+    "    if redis.call('ZREM', k.held, handle) == 1 then\n"                      \
+    "      local n = redis.pcall('HINCRBY', k.counts, level, -1)\n"              \
+    "      if type(n) ~= 'number' or n <= 0 then\n"                              \
+    "        redis.call('HDEL', k.counts, level)\n"                              \
+    "      end\n"                                                                \
+    "    end\n"                                                                  \
+    "  end\n"                                                                    \
     "end\n"
 
 /* The pairs of an entry packed with MessagePack (the delayed and held

@@ -29,58 +29,80 @@
 #include <stdio.h>
 #include <string.h>
 
-size_t emq__add_head(const char **argv, size_t *lens, emq__add_texts *texts,
-                     const emq__delayed_keys *dk, const char *stream,
-                     const emq__add_plan *plan, int nomkstream,
-                     const char *const *xopts, const size_t *xoptlens,
-                     size_t nxopts) {
-    int delayed = plan->delay_ms > 0 || plan->due_ms > 0;
-    int held = delayed || plan->level >= 0; /* not added by XADD now */
-    size_t n = 0;
-    emq__script_head(EMQ_SCRIPT_ADD, plan->functions, argv);
-    n = 2;
-    int nkeys = (plan->level >= 0 ? 9 : 4) + (plan->dedup_key != NULL);
-    snprintf(texts->nkeys, sizeof texts->nkeys, "%d", nkeys);
-    argv[n++] = texts->nkeys;
-    argv[n++] = stream;
-    argv[n++] = dk->waiting;
-    argv[n++] = dk->entries;
-    argv[n++] = dk->seq;
-    if (plan->level >= 0) {
-        argv[n++] = dk->held;
-        argv[n++] = dk->levels;
-        argv[n++] = dk->counts;
-        argv[n++] = dk->bell;
-        argv[n++] = dk->prio;
-    }
+size_t emq__add_words_max(const emq__add_plan *plans, size_t n, size_t nxopts) {
+    size_t words = 3 + 9 + n + 3 + nxopts; /* head, keys, dedup keys */
     for (size_t i = 0; i < n; i++)
-        lens[i] = strlen(argv[i]);
-    if (plan->dedup_key) {
-        argv[n] = plan->dedup_key;
-        lens[n++] = plan->dedup_key_len;
+        words += 6 + 2 * plans[i].nfields;
+    return words;
+}
+
+/* Appends one word (len bytes) to argv/lens at *n. */
+static void put(const char **argv, size_t *lens, size_t *n, const char *word,
+                size_t len) {
+    argv[*n] = word;
+    lens[(*n)++] = len;
+}
+
+#define PUT_TEXT(argv, lens, n, text) put(argv, lens, n, text, strlen(text))
+
+size_t emq__add_call(const char **argv, size_t *lens, emq__add_head_texts *head,
+                     emq__add_texts *texts, const emq__delayed_keys *dk,
+                     const char *stream, const emq__add_plan *plans, size_t n,
+                     int nomkstream, const char *const *xopts,
+                     const size_t *xoptlens, size_t nxopts, int functions) {
+    int prio = plans[0].level >= 0;
+    size_t w = 0, ndedup = 0;
+    emq__script_head(EMQ_SCRIPT_ADD, functions, argv);
+    lens[0] = strlen(argv[0]);
+    lens[1] = strlen(argv[1]);
+    w = 2;
+    for (size_t i = 0; i < n; i++)
+        ndedup += plans[i].dedup_key != NULL;
+    size_t nkeys = (prio ? 9 : 4) + ndedup;
+    snprintf(head->nkeys, sizeof head->nkeys, "%zu", nkeys);
+    PUT_TEXT(argv, lens, &w, head->nkeys);
+    const char *keys[] = {stream,     dk->waiting, dk->entries,
+                          dk->seq,    dk->held,    dk->levels,
+                          dk->counts, dk->bell,    dk->prio};
+    for (size_t i = 0; i < (prio ? 9u : 4u); i++)
+        PUT_TEXT(argv, lens, &w, keys[i]);
+    for (size_t i = 0; i < n; i++)
+        if (plans[i].dedup_key)
+            put(argv, lens, &w, plans[i].dedup_key, plans[i].dedup_key_len);
+    PUT_TEXT(argv, lens, &w, nomkstream ? "1" : "0");
+    PUT_TEXT(argv, lens, &w, prio ? "1" : "0");
+    snprintf(head->nx, sizeof head->nx, "%zu", nxopts);
+    PUT_TEXT(argv, lens, &w, head->nx);
+    for (size_t i = 0; i < nxopts; i++)
+        put(argv, lens, &w, xopts[i], xoptlens[i]);
+    size_t key_at = (prio ? 9 : 4) + 1; /* KEYS index of the next key */
+    for (size_t i = 0; i < n; i++) {
+        const emq__add_plan *pl = &plans[i];
+        emq__add_texts *t = &texts[i];
+        int delayed = pl->delay_ms > 0 || pl->due_ms > 0;
+        PUT_TEXT(argv, lens, &w,
+                 !delayed           ? "now"
+                 : pl->delay_ms > 0 ? "in"
+                                    : "at");
+        snprintf(t->when, sizeof t->when, "%" PRId64,
+                 pl->delay_ms > 0 ? pl->delay_ms : pl->due_ms);
+        PUT_TEXT(argv, lens, &w, t->when);
+        snprintf(t->ttl, sizeof t->ttl, "%" PRId64, pl->dedup_ttl_ms);
+        PUT_TEXT(argv, lens, &w, t->ttl);
+        t->level[0] = '\0';
+        if (pl->level >= 0)
+            snprintf(t->level, sizeof t->level, "%d", pl->level);
+        PUT_TEXT(argv, lens, &w, t->level);
+        snprintf(t->key, sizeof t->key, "%zu",
+                 pl->dedup_key ? key_at++ : (size_t)0);
+        PUT_TEXT(argv, lens, &w, t->key);
+        snprintf(t->words, sizeof t->words, "%zu", 2 * pl->nfields);
+        PUT_TEXT(argv, lens, &w, t->words);
+        for (size_t f = 0; f < pl->nfields; f++) {
+            const emq_field *fd = &pl->fields[f];
+            put(argv, lens, &w, fd->name ? fd->name : "", fd->name_len);
+            put(argv, lens, &w, fd->value ? fd->value : "", fd->value_len);
+        }
     }
-    snprintf(texts->when, sizeof texts->when, "%" PRId64,
-             plan->delay_ms > 0 ? plan->delay_ms : plan->due_ms);
-    snprintf(texts->ttl, sizeof texts->ttl, "%" PRId64, plan->dedup_ttl_ms);
-    snprintf(texts->nx, sizeof texts->nx, "%zu", held ? 0 : nxopts);
-    texts->level[0] = '\0';
-    if (plan->level >= 0)
-        snprintf(texts->level, sizeof texts->level, "%d", plan->level);
-    const char *words[] = {!delayed             ? "now"
-                           : plan->delay_ms > 0 ? "in"
-                                                : "at",
-                           texts->when,
-                           nomkstream ? "1" : "0",
-                           texts->ttl,
-                           texts->level,
-                           texts->nx};
-    for (size_t i = 0; i < 6; i++) {
-        argv[n] = words[i];
-        lens[n++] = strlen(words[i]);
-    }
-    for (size_t i = 0; !held && i < nxopts; i++) {
-        argv[n] = xopts[i];
-        lens[n++] = xoptlens[i];
-    }
-    return n;
+    return w;
 }

@@ -182,36 +182,53 @@ typedef struct emq__add_plan {
     const char *dedup_key; /* the idempotency key's full key name (NULL:
                               none), dedup_key_len bytes */
     size_t dedup_key_len;
-    int64_t dedup_ttl_ms; /* its window, with dedup_key */
-    int level;            /* priority 0..9: held until a consumer reads it,
-                             most urgent first; -1: none */
-    int functions;        /* 1: by FCALL (emq__session_functions), 0: EVAL */
+    int64_t dedup_ttl_ms;    /* its window, with dedup_key */
+    int level;               /* priority 0..9: held until a consumer reads it,
+                                most urgent first; -1: none */
+    const emq_field *fields; /* the entry's pairs (at most
+                                EMQ_ADD_MAX_PAIRS) */
+    size_t nfields;
 } emq__add_plan;
 
-/* Most words before the pairs: FCALL or EVAL, the script, 10 keys and their
- * count, 6 numbers, then the XADD options. */
-#define EMQ_ADD_HEAD_MAX(nxopts) (19 + (nxopts))
+/* Most entries one add call carries (one FCALL or EVAL for all). */
+#define EMQ_ADD_BATCH_MAX 100
+/* Most words of pairs one add call carries beyond its first entry's: a
+ * bound on the command's size and the script's tables. */
+#define EMQ_ADD_BATCH_WORDS 20000
 
-/* Scratch for the numbers of one add script's words. */
+/* Scratch for the numbers of one add call's words: head once, row per
+ * entry. */
+typedef struct emq__add_head_texts {
+    char nkeys[8], nx[24];
+} emq__add_head_texts;
 typedef struct emq__add_texts {
-    char when[24], ttl[24], nx[24], level[24], nkeys[8];
+    char when[24], ttl[24], level[16], key[24], words[24];
 } emq__add_texts;
 
-/* Fills argv and lens (room for EMQ_ADD_HEAD_MAX(nxopts) words) with the
- * add script's words before the entry's pairs and returns their count;
- * they borrow from the arguments and texts. xopts (nxopts words, lengths
- * xoptlens) are what an XADD says after its key (NOMKSTREAM, MAXLEN ~ N,
- * ...): used when the entry is added now. The caller appends the pairs
- * (at most EMQ_ADD_MAX_PAIRS). In one atomic step the script: with a
- * dedup key that holds an ID, answers that ID and adds nothing; with
- * nomkstream and no stream, answers nil (as XADD NOMKSTREAM); else adds
- * the entry (XADD with xopts, or a delayed entry's schedule in dk) and,
- * with a dedup key, stores its ID there for dedup_ttl_ms. The reply is the
- * ID, or a delayed entry's handle (a bulk string). */
-size_t emq__add_head(const char **argv, size_t *lens, emq__add_texts *texts,
-                     const emq__delayed_keys *dk, const char *stream,
-                     const emq__add_plan *plan, int nomkstream,
-                     const char *const *xopts, const size_t *xoptlens,
-                     size_t nxopts);
+/* How many words the add call of plans[0..n) takes at most, with nxopts
+ * XADD options. */
+size_t emq__add_words_max(const emq__add_plan *plans, size_t n, size_t nxopts);
+
+/* Fills argv and lens (room for emq__add_words_max words) with one add
+ * call for plans[0..n) (1 <= n <= EMQ_ADD_BATCH_MAX) and returns its word
+ * count; the words borrow from the arguments, head and texts (n rows).
+ * By FCALL when functions is 1 (emq__session_functions), else EVAL. The
+ * held keys are named when plans[0] has a level: a caller puts entries
+ * with and without one in separate calls, so that a user without rights
+ * on the held keys may still delay and de-duplicate. xopts (nxopts words,
+ * lengths xoptlens) are what an XADD says after its key (NOMKSTREAM,
+ * MAXLEN ~ N, ...): used for an entry added now. For each entry, in one
+ * atomic step (src/scripts/schedule.c): with a dedup key that holds an ID,
+ * that ID is its answer and nothing is added; with nomkstream and no
+ * stream, nil (as XADD NOMKSTREAM); else the entry is added (XADD with
+ * xopts, or a delayed or held entry in dk) and, with a dedup key, its ID
+ * stored there for dedup_ttl_ms. The reply is an array of one element per
+ * entry: the ID or a delayed entry's handle (a bulk string), nil, or the
+ * error that refused that entry alone. */
+size_t emq__add_call(const char **argv, size_t *lens, emq__add_head_texts *head,
+                     emq__add_texts *texts, const emq__delayed_keys *dk,
+                     const char *stream, const emq__add_plan *plans, size_t n,
+                     int nomkstream, const char *const *xopts,
+                     const size_t *xoptlens, size_t nxopts, int functions);
 
 #endif /* EMQ_STREAMS_H */

@@ -1127,8 +1127,8 @@ TEST_TIMEOUT(security_acl_without_xautoclaim_warns, 20) {
     "(~emq:{aclq} +xadd +exists) "                                             \
     "(~emq:{aclq} ~emq:{aclq}:delayed ~emq:{aclq}:delayed:* "                  \
     "~emq:{aclq}:dedup:* " FN_ADD ") (~emq:{aclq}:delayed +zadd) "             \
-    "(~emq:{aclq}:delayed:entries +hset) (~emq:{aclq}:delayed:seq +incr) "     \
-    "(~emq:{aclq}:dedup:* +get +set +pttl)\n"
+    "(~emq:{aclq}:delayed:entries +hset) (~emq:{aclq}:delayed:seq +incrby) "   \
+    "(~emq:{aclq}:dedup:* +get +mget +set +pttl)\n"
 #define MOVER_LINE                                                             \
     "user mover on >" SECRET " resetkeys resetchannels -@all "                 \
     "+time +client|setname " FN_PROBE                                          \
@@ -1345,7 +1345,7 @@ TEST_TIMEOUT(security_least_privilege_limited_worker_applies_limits, 60) {
     "(~emq:{aclq} +xadd +exists) "                                             \
     "(~emq:{aclq} ~emq:{aclq}:delayed ~emq:{aclq}:delayed:* ~emq:{aclq}:held " \
     "~emq:{aclq}:held:* ~emq:{aclq}:priority " FN_ADD ") "                     \
-    "(~emq:{aclq}:delayed:entries +hset) (~emq:{aclq}:delayed:seq +incr) "     \
+    "(~emq:{aclq}:delayed:entries +hset) (~emq:{aclq}:delayed:seq +incrby) "   \
     "(~emq:{aclq}:held +zadd) (~emq:{aclq}:held:levels +hset) "                \
     "(~emq:{aclq}:held:counts +hincrby) (~emq:{aclq}:held:bell +xadd) "        \
     "(~emq:{aclq}:priority +get +set)\n"

@@ -14,6 +14,7 @@
 #include "harness/cluster.h"
 #include "integ/cli_check_helpers.h"
 #include "integ/inspect_conn_helpers.h"
+#include "integ/ownership_helpers.h"
 #include "scripts/scripts.h" /* the library's text, digest and names */
 
 #include <pthread.h>
@@ -113,18 +114,6 @@ static emq_verdict count_one(void *opaque, const emq_entry *e, char *reason,
     return EMQ_ACK;
 }
 
-typedef struct bg_run {
-    emq_consumer_t *c;
-    emq_status st;
-    emq_error err;
-} bg_run;
-
-static void *run_it(void *arg) {
-    bg_run *b = arg;
-    b->st = emq_consumer_run(b->c, &b->err);
-    return NULL;
-}
-
 /* A FUNCTION FLUSH under a running consumer (an operator's mistake, or a
  * server restored without it): its next script finds no function, the
  * session reconnects, the handshake loads the library again, and the
@@ -142,12 +131,8 @@ TEST_TIMEOUT(functions_flushed_under_a_consumer_are_loaded_again, 60) {
     conf_set(conf, "delayed.poll_ms", "20");
     static counted n;
     atomic_store(&n.handled, 0);
-    bg_run b = {0};
-    emq_error err;
-    ASSERT_OK(emq_consumer_new(conf, count_one, &n, &b.c, &err), &err);
-    emq_conf_destroy(conf);
-    pthread_t th;
-    ASSERT(pthread_create(&th, NULL, run_it, &b) == 0);
+    bg b;
+    bg_start(&b, conf, count_one, &n);
     cli_result r;
     CLI(&r, emq_srv_url(s), "produce", "fq", "--delay", "20", "-q", "n=0");
     ASSERT_EXIT(&r, 0);
@@ -166,9 +151,7 @@ TEST_TIMEOUT(functions_flushed_under_a_consumer_are_loaded_again, 60) {
     }
     WAIT_UNTIL(atomic_load(&n.handled) >= 6, 15000,
                "the entries delayed after the flush");
-    emq_consumer_stop(b.c);
-    pthread_join(th, NULL);
-    ASSERT_OK(b.st, &b.err);
+    ASSERT_OK(bg_stop(&b, 5000), &b.err);
     char libs[256];
     libraries(s, libs, sizeof libs);
     ASSERT_EQ_STR(libs, EMQ_LIBRARY_NAME);

@@ -704,23 +704,28 @@ TEST(priorities_forged_count_fields_cost_describe_nothing) {
     emq_srv_stop(s);
 }
 
-/* A held count a priority credential wrote as no integer stops no read:
- * the consumer takes every held entry, and the forged count is dropped.
- * Before, the grant script failed on its HINCRBY ("ERR hash value is not
- * an integer") and the consumer stopped, blaming XREADGROUP. */
-TEST_TIMEOUT(priorities_forged_count_value_stops_no_read, 30) {
-    emq_srv *s = emq_srv_start(NULL);
-    emq_producer_t *p = producer_for(s, "fcv");
+/* Produces n entries {"n": "<i>"} to queue, each at level 5. */
+static void held_at_5(emq_srv *s, const char *queue, int n) {
+    emq_producer_t *p = producer_for(s, queue);
     emq_produce_opts o = EMQ_PRODUCE_OPTS_INIT;
     o.priority = 5;
     emq_error err;
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < n; i++) {
         char v[8];
         snprintf(v, sizeof v, "%d", i);
         emq_field f = {"n", 1, v, strlen(v)};
         ASSERT_OK(emq_produce_ex(p, &f, 1, &o, NULL, &err), &err);
     }
     emq_producer_destroy(p);
+}
+
+/* A held count a priority credential wrote as no integer stops no read:
+ * the consumer takes every held entry, and the forged count is dropped.
+ * Before, the grant script failed on its HINCRBY ("ERR hash value is not
+ * an integer") and the consumer stopped, blaming XREADGROUP. */
+TEST_TIMEOUT(priorities_forged_count_value_stops_no_read, 30) {
+    emq_srv *s = emq_srv_start(NULL);
+    held_at_5(s, "fcv", 3);
     emq_conn_t *adm = admin_connect(s);
     CMD_NOERR(adm, "HSET", "emq:{fcv}:held:counts", "5", "abc");
     emq_conf_t *conf = consumer_conf(s, "fcv", "g", "c1", "head");
@@ -739,17 +744,8 @@ TEST_TIMEOUT(priorities_forged_count_value_stops_no_read, 30) {
  * without a trace. */
 TEST_TIMEOUT(priorities_forged_held_payload_is_set_aside, 30) {
     emq_srv *s = emq_srv_start(NULL);
-    emq_producer_t *p = producer_for(s, "fhp");
-    emq_produce_opts o = EMQ_PRODUCE_OPTS_INIT;
-    o.priority = 5;
+    held_at_5(s, "fhp", 2);
     emq_error err;
-    for (int i = 0; i < 2; i++) {
-        char v[8];
-        snprintf(v, sizeof v, "%d", i);
-        emq_field f = {"n", 1, v, strlen(v)};
-        ASSERT_OK(emq_produce_ex(p, &f, 1, &o, NULL, &err), &err);
-    }
-    emq_producer_destroy(p);
     emq_conn_t *adm = admin_connect(s);
     /* Due first (level 0), not MessagePack of pairs. */
     CMD_NOERR(adm, "ZADD", "emq:{fhp}:held", "0", "delayed-900000000001");

@@ -1251,15 +1251,18 @@ typedef struct emq_group_info {
 
 /* The queue's delayed entries (emq_produce_opts) at one moment. */
 typedef struct emq_delayed_info {
-    uint64_t waiting;     /* entries not yet due, or due and not yet moved to
-                             the stream (no consumer ran since) */
-    int64_t next_due_ms;  /* the earliest due time, unix ms by the server's
-                             clock; -1 when none waits */
-    uint64_t set_aside;   /* payloads a move found were not entries (written
-                             by hand or by a lower role), kept in
-                             emq:{Q}:delayed:bad; 0 when none (or not
-                             readable) */
-    uint64_t reserved[1]; /* room for members to come; 0 */
+    uint64_t waiting;    /* entries not yet due, or due and not yet moved to
+                            the stream (no consumer ran since) */
+    int64_t next_due_ms; /* the earliest due time, unix ms by the server's
+                            clock; -1 when none waits */
+    uint64_t set_aside;  /* payloads a move found were not entries (written
+                            by hand or by a lower role), kept in
+                            emq:{Q}:delayed:bad; 0 when none (or not
+                            readable) */
+    uint64_t orphaned;   /* payloads that no waiting or held entry names
+                            (its handle deleted by hand or by a lower
+                            role): never handed out; 0 when none (or not
+                            readable) */
 } emq_delayed_info;
 
 /* Priority levels: 0, the most urgent, to EMQ_PRIORITY_LEVELS - 1. */

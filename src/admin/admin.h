@@ -113,16 +113,22 @@ emq_status emq__admin_queue_requeue(emq_admin_t *a, const char *const *ids,
                                     emq_error *err);
 emq_status emq__admin_queue_purge(emq_admin_t *a, uint64_t *removed,
                                   emq_error *err);
-/* delayed.c: the words that count a queue's delayed entries (ZCARD, the
- * first by due time, and HLEN of the payloads set aside), borrowed from
- * dk. */
-void emq__admin_delayed_words(const emq__delayed_keys *dk, const char *zcard[2],
-                              const char *first[5], const char *bad[2]);
-/* delayed.c: reads the replies of those words into *out; -1 (out
- * untouched) when ZCARD's or ZRANGE's is an error reply (HLEN's counts
- * none). */
-int emq__admin_delayed_from(const emq_reply *zcard, const emq_reply *first,
-                            const emq_reply *bad, emq_delayed_info *out);
+/* delayed.c: the commands that count a queue's delayed entries, in this
+ * order: ZCARD of the waiting ones, the first by due time, HLEN of the
+ * payloads set aside, and the orphans script (FCALL when functions is 1,
+ * else EVAL: payloads no handle names). Words borrowed from dk. */
+#define EMQ_DELAYED_COUNT_CMDS 4
+typedef struct emq__delayed_words {
+    const char *zcard[2], *first[5], *bad[2], *orphans[6];
+} emq__delayed_words;
+void emq__admin_delayed_words(const emq__delayed_keys *dk, int functions,
+                              emq__delayed_words *w,
+                              emq__session_cmd cmds[EMQ_DELAYED_COUNT_CMDS]);
+/* delayed.c: reads the replies of those commands (in their order) into
+ * *out; -1 (out untouched) when ZCARD's or ZRANGE's is an error reply (an
+ * HLEN or the orphans script refused counts none). */
+int emq__admin_delayed_from(const emq_reply *const r[EMQ_DELAYED_COUNT_CMDS],
+                            emq_delayed_info *out);
 /* priorities.c: the words that read a queue's priorities (GET of its
  * record, HMGET of the held counts of the ten levels: never the whole
  * hash, which a priority credential can grow), borrowed from dk. */

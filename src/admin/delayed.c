@@ -12,31 +12,46 @@
 #include <stdlib.h>
 #include <string.h>
 
-void emq__admin_delayed_words(const emq__delayed_keys *dk, const char *zcard[2],
-                              const char *first[5], const char *bad[2]) {
-    bad[0] = "HLEN";
-    bad[1] = dk->bad;
-    zcard[0] = "ZCARD";
-    zcard[1] = dk->waiting;
-    first[0] = "ZRANGE";
-    first[1] = dk->waiting;
-    first[2] = "0";
-    first[3] = "0";
-    first[4] = "WITHSCORES";
+void emq__admin_delayed_words(const emq__delayed_keys *dk, int functions,
+                              emq__delayed_words *w,
+                              emq__session_cmd cmds[EMQ_DELAYED_COUNT_CMDS]) {
+    w->zcard[0] = "ZCARD";
+    w->zcard[1] = dk->waiting;
+    w->first[0] = "ZRANGE";
+    w->first[1] = dk->waiting;
+    w->first[2] = "0";
+    w->first[3] = "0";
+    w->first[4] = "WITHSCORES";
+    w->bad[0] = "HLEN";
+    w->bad[1] = dk->bad;
+    emq__script_head(EMQ_SCRIPT_ORPHANS, functions, w->orphans);
+    w->orphans[2] = "3";
+    w->orphans[3] = dk->entries;
+    w->orphans[4] = dk->waiting;
+    w->orphans[5] = dk->held;
+    cmds[0] = (emq__session_cmd){2, w->zcard, NULL};
+    cmds[1] = (emq__session_cmd){5, w->first, NULL};
+    cmds[2] = (emq__session_cmd){2, w->bad, NULL};
+    cmds[3] = (emq__session_cmd){6, w->orphans, NULL};
 }
 
-int emq__admin_delayed_from(const emq_reply *zcard, const emq_reply *first,
-                            const emq_reply *bad, emq_delayed_info *out) {
+/* An integer reply as a count: 0 for an error reply (an ACL) or below. */
+static uint64_t count_of(const emq_reply *r) {
+    int64_t n = emq_reply_kind(r) == EMQ_REPLY_INTEGER ? emq_reply_integer(r)
+                                                       : 0;
+    return n > 0 ? (uint64_t)n : 0;
+}
+
+int emq__admin_delayed_from(const emq_reply *const r[EMQ_DELAYED_COUNT_CMDS],
+                            emq_delayed_info *out) {
+    const emq_reply *zcard = r[0], *first = r[1];
     if (emq_reply_kind(zcard) != EMQ_REPLY_INTEGER ||
         emq_reply_kind(first) != EMQ_REPLY_ARRAY)
         return -1;
-    int64_t n = emq_reply_integer(zcard);
-    out->waiting = n > 0 ? (uint64_t)n : 0;
+    out->waiting = count_of(zcard);
     out->next_due_ms = -1;
-    /* An ACL without HLEN on the bad key: none counted. */
-    int64_t aside =
-        emq_reply_kind(bad) == EMQ_REPLY_INTEGER ? emq_reply_integer(bad) : 0;
-    out->set_aside = aside > 0 ? (uint64_t)aside : 0;
+    out->set_aside = count_of(r[2]);
+    out->orphaned = count_of(r[3]);
     /* RESP2: [handle, score]; RESP3: [[handle, score]]. */
     const emq_reply *pair = first;
     if (emq_reply_len(pair) == 1)
@@ -59,17 +74,18 @@ emq_status emq__admin_queue_delayed(emq_admin_t *a, emq_delayed_info *out,
     emq_status st = emq__delayed_keys_make(&a->keys, &dk, err);
     if (st != EMQ_OK)
         return st;
-    const char *zcard[2], *first[5], *bad[2];
-    emq__admin_delayed_words(&dk, zcard, first, bad);
-    const emq__session_cmd cmds[] = {
-        {2, zcard, NULL}, {5, first, NULL}, {2, bad, NULL}};
-    emq_reply *r[3] = {NULL, NULL, NULL};
-    st = emq__admin_pipeline(a, 3, cmds, r, err);
-    if (st == EMQ_OK && emq__admin_delayed_from(r[0], r[1], r[2], out) != 0)
+    emq__delayed_words w;
+    emq__session_cmd cmds[EMQ_DELAYED_COUNT_CMDS];
+    emq__admin_delayed_words(&dk, emq__session_functions(&a->session), &w,
+                             cmds);
+    emq_reply *r[EMQ_DELAYED_COUNT_CMDS] = {NULL};
+    st = emq__admin_pipeline(a, EMQ_DELAYED_COUNT_CMDS, cmds, r, err);
+    if (st == EMQ_OK &&
+        emq__admin_delayed_from((const emq_reply *const *)r, out) != 0)
         st = emq__reply_error_set(
             err, emq_reply_kind(r[0]) == EMQ_REPLY_ERROR ? r[0] : r[1],
             "counting delayed entries in '%s' failed", dk.waiting);
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < EMQ_DELAYED_COUNT_CMDS; i++)
         emq_reply_free(r[i]);
     emq__delayed_keys_free(&dk);
     return st;

@@ -453,6 +453,7 @@ emq_status emq__admin_info_add(emq_queue_info *info, size_t i,
     if (info->delayed && p->delayed) {
         info->delayed->waiting += p->delayed->waiting;
         info->delayed->set_aside += p->delayed->set_aside;
+        info->delayed->orphaned += p->delayed->orphaned;
         int64_t due = p->delayed->next_due_ms;
         if (due >= 0 && (info->delayed->next_due_ms < 0 ||
                          due < info->delayed->next_due_ms))
@@ -539,23 +540,23 @@ emq_status emq__admin_queue_describe(emq_admin_t *a, emq_queue_info **out,
     const char *dead[] = {"XLEN", a->keys.dead};
     const char *policy[] = {"CONFIG", "GET", "maxmemory-policy"};
     const char *role[] = {"ROLE"};
-    const char *zcard[2], *first[5], *bad[2], *prio[2],
-        *counts[EMQ_PRIO_COUNTS_WORDS];
+    const char *prio[2], *counts[EMQ_PRIO_COUNTS_WORDS];
+    emq__delayed_words dw;
     emq__delayed_keys dk;
     if (st == EMQ_OK)
         st = emq__delayed_keys_make(&a->keys, &dk, err);
     else
         memset(&dk, 0, sizeof dk);
-    emq__admin_delayed_words(&dk, zcard, first, bad);
     emq__admin_prio_words(&dk, prio, counts);
-    const emq__session_cmd cmds[] = {
+    /* The delayed counts go last (EMQ_DELAYED_COUNT_CMDS of them). */
+    enum { DELAYED_AT = 8, NCMDS = DELAYED_AT + EMQ_DELAYED_COUNT_CMDS };
+    emq__session_cmd cmds[NCMDS] = {
         {2, exists, NULL}, {3, stream, NULL},
         {3, groups, NULL}, {2, dead, NULL},
         {3, policy, NULL}, {1, role, NULL},
-        {2, zcard, NULL},  {5, first, NULL},
-        {2, prio, NULL},   {EMQ_PRIO_COUNTS_WORDS, counts, NULL},
-        {2, bad, NULL}};
-    enum { NCMDS = sizeof cmds / sizeof *cmds };
+        {2, prio, NULL},   {EMQ_PRIO_COUNTS_WORDS, counts, NULL}};
+    emq__admin_delayed_words(&dk, emq__session_functions(&a->session), &dw,
+                             cmds + DELAYED_AT);
     emq_reply *replies[NCMDS] = {NULL};
     if (st == EMQ_OK)
         st = emq__admin_pipeline(a, NCMDS, cmds, replies, err);
@@ -565,8 +566,9 @@ emq_status emq__admin_queue_describe(emq_admin_t *a, emq_queue_info **out,
         st = node_from(replies[4], replies[5], info, err);
     emq_delayed_info counted;
     memset(&counted, 0, sizeof counted); /* the reserved room too */
-    if (st == EMQ_OK && emq__admin_delayed_from(replies[6], replies[7],
-                                                replies[10], &counted) == 0) {
+    if (st == EMQ_OK &&
+        emq__admin_delayed_from((const emq_reply *const *)replies + DELAYED_AT,
+                                &counted) == 0) {
         if ((info->delayed = emq__alloc(sizeof *info->delayed)) == NULL)
             st = emq__oom(err);
         else
@@ -574,7 +576,7 @@ emq_status emq__admin_queue_describe(emq_admin_t *a, emq_queue_info **out,
     }
     emq_priority_info prios;
     if (st == EMQ_OK &&
-        emq__admin_prio_from(replies[8], replies[9], &prios) > 0) {
+        emq__admin_prio_from(replies[6], replies[7], &prios) > 0) {
         if ((info->priorities = emq__alloc(sizeof *info->priorities)) == NULL)
             st = emq__oom(err);
         else
@@ -685,10 +687,11 @@ static void json_info(emq__json *j, const emq_queue_info *info) {
     if (info->delayed)
         emq__json_raw(j,
                       ",\"delayed\":{\"waiting\":%llu,\"next_due_ms\":%lld,"
-                      "\"set_aside\":%llu}",
+                      "\"set_aside\":%llu,\"orphaned\":%llu}",
                       (unsigned long long)info->delayed->waiting,
                       (long long)info->delayed->next_due_ms,
-                      (unsigned long long)info->delayed->set_aside);
+                      (unsigned long long)info->delayed->set_aside,
+                      (unsigned long long)info->delayed->orphaned);
     else
         emq__json_raw(j, ",\"delayed\":null");
     if (info->priorities) {

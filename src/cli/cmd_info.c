@@ -133,11 +133,15 @@ static void print_delayed(const emq_queue_info *q) {
         printf("delayed       ? (not counted: ZCARD or ZRANGE refused)\n");
         return;
     }
-    char aside[96] = "";
+    char aside[192] = "";
     if (d->set_aside > 0)
         snprintf(aside, sizeof aside,
                  "; %llu set aside: not entries (delayed:bad)",
                  (unsigned long long)d->set_aside);
+    if (d->orphaned > 0)
+        snprintf(aside + strlen(aside), sizeof aside - strlen(aside),
+                 "; %llu orphaned: payloads no handle names",
+                 (unsigned long long)d->orphaned);
     if (d->waiting == 0) {
         printf("delayed       0%s\n", aside);
         return;

@@ -218,6 +218,16 @@ const char emq__lua_requeue[] = EMQ_LUA_CALL EMQ_LUA_ID_LT
     "return id\n";
 
 /* KEYS[1] dead letters. Returns how many there were; deletes them. */
+/* KEYS: payloads (delayed:entries), waiting, held. Returns how many
+ * payloads no waiting or held handle names (left behind when a handle was
+ * deleted by hand): every payload belongs to one of them, so the count is
+ * what is over, read in one atomic step. Reads only. */
+const char emq__lua_orphans[] =
+    "local n = redis.call('HLEN', KEYS[1]) - redis.call('ZCARD', KEYS[2])\n"
+    "        - redis.call('ZCARD', KEYS[3])\n"
+    "if n < 0 then n = 0 end\n"
+    "return n\n";
+
 const char emq__lua_dead_purge[] = EMQ_LUA_CALL
     "local n = call('XLEN', KEYS[1])\n"
     "call('DEL', KEYS[1])\n"

@@ -66,6 +66,8 @@ static const script scripts[EMQ_SCRIPT_COUNT] = {
                             emq__lua_requeue},
     [EMQ_SCRIPT_DEAD_PURGE] = {EMQ_FUNCTION_PREFIX "dead_purge", OOM,
                                emq__lua_dead_purge},
+    [EMQ_SCRIPT_ORPHANS] = {EMQ_FUNCTION_PREFIX "orphans", READS,
+                            emq__lua_orphans},
 };
 
 void emq__script_head(emq__script_id id, int functions, const char *words[2]) {

@@ -145,5 +145,6 @@ extern const char emq__lua_prune[];
 extern const char emq__lua_trim_acked[];
 extern const char emq__lua_requeue[];
 extern const char emq__lua_dead_purge[];
+extern const char emq__lua_orphans[];
 
 #endif /* EMQ_SCRIPTS_LUA_H */

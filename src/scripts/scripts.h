@@ -60,6 +60,7 @@ typedef enum emq__script_id {
     EMQ_SCRIPT_TRIM_ACKED,
     EMQ_SCRIPT_REQUEUE,
     EMQ_SCRIPT_DEAD_PURGE,
+    EMQ_SCRIPT_ORPHANS,
     EMQ_SCRIPT_COUNT
 } emq__script_id;
 

@@ -211,7 +211,7 @@ static void describe_progress(const char *protocol) {
         "\"groups\"}; "
         "assert d[\"maxmemory_policy\"]==\"noeviction\"; "
         "assert d[\"role\"]==\"master\"; "
-        "assert d[\"delayed\"]=={\"waiting\":0,\"next_due_ms\":-1,\"set_aside\":0}; "
+        "assert d[\"delayed\"]=={\"waiting\":0,\"next_due_ms\":-1,\"set_aside\":0,\"orphaned\":0}; "
         "assert d[\"endpoint\"].startswith(\"127.0.0.1:\"); "
         "assert d[\"eviction_warning\"] is None; "
         "assert set(d)==top, d.keys(); "

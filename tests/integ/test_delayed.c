@@ -567,3 +567,45 @@ TEST_TIMEOUT(delayed_forged_schedule_entries_block_nothing, 60) {
     emq_producer_destroy(p);
     emq_srv_stop(s);
 }
+
+/* A waiting handle deleted by hand (ZREM, which a scheduling credential
+ * may send) leaves its payload behind: info counts it as orphaned, in
+ * the API, the JSON and the text, so an operator sees work that will
+ * never be handed out. Before: nothing showed it. */
+TEST(delayed_orphaned_payloads_are_counted) {
+    emq_srv *s = emq_srv_start(NULL);
+    emq_producer_t *p = producer_for(s, "orph");
+    emq_produce_opts o = EMQ_PRODUCE_OPTS_INIT;
+    o.delay_ms = 3600000;
+    emq_error err;
+    emq_id h[2];
+    for (int i = 0; i < 2; i++) {
+        emq_field f = {"n", 1, "x", 1};
+        ASSERT_OK(emq_produce_ex(p, &f, 1, &o, &h[i], &err), &err);
+    }
+    emq_producer_destroy(p);
+    char out[64];
+    emq_srv_cmd(s, out, sizeof out, "ZREM", "emq:{orph}:delayed", h[0].str,
+                NULL);
+    ASSERT_EQ_STR(out, "1");
+    emq_conf_t *conf = conf_for(emq_srv_url(s));
+    conf_set(conf, "queue", "orph");
+    emq_admin_t *a = NULL;
+    ASSERT_OK(emq_admin_new(conf, &a, &err), &err);
+    emq_delayed_info d;
+    ASSERT_OK(emq_admin_delayed(a, &d, &err), &err);
+    ASSERT_EQ_SIZE(d.waiting, 1);
+    ASSERT_EQ_SIZE(d.orphaned, 1);
+    emq_admin_destroy(a);
+    emq_conf_destroy(conf);
+    cli_result r;
+    CLI(&r, emq_srv_url(s), "info", "orph");
+    ASSERT_EXIT(&r, 0);
+    ASSERT_CONTAINS(r.out, "1 orphaned");
+    cli_free(&r);
+    CLI(&r, emq_srv_url(s), "info", "orph", "--json");
+    ASSERT_EXIT(&r, 0);
+    ASSERT_CONTAINS(r.out, "\"orphaned\":1");
+    cli_free(&r);
+    emq_srv_stop(s);
+}

@@ -415,7 +415,7 @@ TEST_TIMEOUT(security_acl_consumer_line_runs_a_full_cycle, 40) {
 #define FN_ADD "+fcall|emq1_add"
 #define FN_OPERATOR                                                            \
     "+fcall|emq1_prune +fcall|emq1_trim_acked +fcall|emq1_requeue "            \
-    "+fcall|emq1_dead_purge +fcall|emq1_delayed_cancel "
+    "+fcall|emq1_dead_purge +fcall|emq1_delayed_cancel +fcall|emq1_orphans "
 /* Who loads the library (echomq functions load), once per server. */
 #define LOADER_LINE                                                            \
     "user loader on >" SECRET " resetkeys resetchannels -@all "                \

@@ -165,7 +165,7 @@ static const layout_row rows[] = {
     AT(emq_delayed_info, waiting, 0, 8),
     AT(emq_delayed_info, next_due_ms, 8, 8),
     AT(emq_delayed_info, set_aside, 16, 8), /* took a word of the room */
-    AT(emq_delayed_info, reserved, 24, 8),
+    AT(emq_delayed_info, orphaned, 24, 8),  /* took the last word */
 
     SIZE(emq_priority_info, 112),
     AT(emq_priority_info, age_ms, 0, 8),
@@ -228,6 +228,14 @@ static const layout_row rows[] = {
     AT(emq_dead_letter, partition, 144, 4),
     AT(emq_dead_letter, reserved32, 148, 4),
     AT(emq_dead_letter, reserved, 152, 16),
+    /* added with the function library (not in 0.1.0's first record) */
+    SIZE(emq_functions_state, 648),
+    AT(emq_functions_state, node, 0, 320),
+    AT(emq_functions_state, library, 320, 32),
+    AT(emq_functions_state, state, 352, 4),
+    AT(emq_functions_state, changed, 356, 4),
+    AT(emq_functions_state, others, 360, 256),
+    AT(emq_functions_state, reserved, 616, 32),
 };
 /* clang-format on */
 
@@ -303,7 +311,7 @@ TEST(abi_layout_every_struct_is_pinned) {
         "emq_delayed_info",   "emq_priority_info",
         "emq_queue_info",     "emq_pending_entry",
         "emq_prune_result",   "emq_trim_result",
-        "emq_dead_letter",
+        "emq_dead_letter",    "emq_functions_state",
     };
     for (size_t a = 0; a < sizeof all / sizeof all[0]; a++) {
         int found = 0;

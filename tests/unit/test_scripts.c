@@ -17,7 +17,7 @@
  * and rename emq<old>_ in the ACL lines of docs/SECURITY.md and the
  * tests. Before the first release (0.1.0) version 1 is re-pinned. */
 #define PINNED_VERSION "1"
-#define PINNED_DIGEST "d25ac69c24e8b522"
+#define PINNED_DIGEST "0c7e468fe289b0cd"
 
 TEST(scripts_library_version_names_one_text) {
     ASSERT_EQ_STR(EMQ_LIBRARY_VERSION, PINNED_VERSION);

@@ -1741,3 +1741,51 @@ TEST_TIMEOUT(security_role_table_matches_the_docs, 240) {
     ASSERT(fputs(to, f) >= 0);
     ASSERT(fclose(f) == 0);
 }
+
+/* The priority lines' attacks, as those roles (Redis 7.0 and later): the
+ * priority worker's line floods the held counts with 5,000 fields
+ * (HINCRBY, all its line allows there) and schedules a retry at +inf;
+ * the priority producer's line holds a forged entry due first (score -1)
+ * whose payload is not an entry, at a level that is no level. Then the
+ * operator's info answers from the ten levels' counts alone (never the
+ * whole hash), and the priority worker consumes every real entry, the
+ * forged payload set aside: nothing stopped. */
+TEST_TIMEOUT(security_priority_attacks_by_documented_roles_stop_nothing, 90) {
+    emq_srv *s = roles_start(PRIO_PRODUCER_LINE PRIO_WORKER_LINE OPERATOR_LINE);
+    cli_result r;
+    CLI_IN(&r, role_url(s, "pproducer"), "p0\np1\np2\n", "produce", "aclq",
+           "--lines", "--priority", "4", "-q");
+    ASSERT_EXIT(&r, 0);
+    cli_free(&r);
+    emq_conn_t *w = connect_url(role_url(s, "pworker"));
+    for (int i = 0; i < 5000; i++) {
+        char field[16];
+        snprintf(field, sizeof field, "f%d", i);
+        CMD_NOERR(w, "HINCRBY", "emq:{aclq}:held:counts", field, "1");
+    }
+    CMD_NOERR(w, "ZADD", "emq:{aclq}:retry:g", "+inf", "1-1");
+    emq_conn_destroy(w);
+    emq_conn_t *pp = connect_url(role_url(s, "pproducer"));
+    CMD_NOERR(pp, "ZADD", "emq:{aclq}:held", "-1", "delayed-900000000002");
+    CMD_NOERR(pp, "HSET", "emq:{aclq}:held:levels", "delayed-900000000002",
+              "high");
+    CMD_NOERR(pp, "HSET", "emq:{aclq}:delayed:entries", "delayed-900000000002",
+              "\x01 not an entry");
+    emq_conn_destroy(pp);
+    long long hgetalls = emq_srv_calls(s, "hgetall", NULL);
+    CLI(&r, role_url(s, "operator"), "info", "aclq", "--json");
+    ASSERT_EXIT(&r, 0);
+    ASSERT_CONTAINS(r.out, "\"priorities\":{");
+    cli_free(&r);
+    ASSERT_EQ_INT(emq_srv_calls(s, "hgetall", NULL), hgetalls);
+    CLI(&r, role_url(s, "pworker"), "consume", "aclq", "-g", "g", "-c", "w1",
+        "--start", "head", "--until-idle", "800");
+    ASSERT_EXIT(&r, 0);
+    ASSERT_EQ_INT(cli_lines(r.out), 3);
+    cli_free(&r);
+    char out[64];
+    emq_srv_cmd(s, out, sizeof out, "HEXISTS", "emq:{aclq}:delayed:bad",
+                "delayed-900000000002", NULL);
+    ASSERT_EQ_STR(out, "1");
+    emq_srv_stop(s);
+}

@@ -711,7 +711,7 @@ static void held_at_5(emq_srv *s, const char *queue, int n) {
     o.priority = 5;
     emq_error err;
     for (int i = 0; i < n; i++) {
-        char v[8];
+        char v[16];
         snprintf(v, sizeof v, "%d", i);
         emq_field f = {"n", 1, v, strlen(v)};
         ASSERT_OK(emq_produce_ex(p, &f, 1, &o, NULL, &err), &err);

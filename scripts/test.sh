@@ -16,7 +16,8 @@
 #             characters (scripts/check_commits.sh); every Markdown table
 #             renders whole (scripts/check_tables.sh) and the maps of the
 #             README and src/consumer/core.h match the tree
-#             (scripts/check_maps.sh)
+#             (scripts/check_maps.sh); every function of echomq.h has a
+#             C++ counterpart in echomq.hpp (scripts/check_hpp.sh)
 #   gcc       gcc build with -Werror, the layer rule on its objects (nm:
 #             scripts/check_layers.sh objects), then emq_tests
 #   clang     clang build with -Werror, then the unit tests and a smoke
@@ -622,6 +623,9 @@ stage_house() {
     ./scripts/check_tables.sh || bad=1
     ./scripts/check_maps.sh --self-test >/dev/null || bad=1
     ./scripts/check_maps.sh || bad=1
+    # Every function of echomq.h has its C++ counterpart in echomq.hpp.
+    ./scripts/check_hpp.sh --self-test >/dev/null || bad=1
+    ./scripts/check_hpp.sh || bad=1
     ./scripts/format.sh --check || bad=1
     ./scripts/check_commits.sh || bad=1
     return $bad
@@ -881,7 +885,7 @@ stage_quick() {
 
 declare -A STAGE_WHAT=(
     [deps]="install missing dependencies (scripts/deps.sh)"
-    [house]="SPDX lines, the layer rule on includes and headers (scripts/check_layers.sh), format, commit subjects"
+    [house]="SPDX lines, the layer rule on includes and headers (scripts/check_layers.sh), echomq.hpp covers echomq.h (scripts/check_hpp.sh), format, commit subjects"
     [gcc]="gcc build (-Werror) + emq_tests"
     [clang]="clang build (-Werror) + unit tests and a smoke"
     [builds]="gcc and clang x Release, RelWithDebInfo, Debug, MinSizeRel (-Werror)"

@@ -65,6 +65,7 @@ static emq_status sentinel_open(const emq__conn_options *opt,
     o.password = opt->sentinel_password;
     o.db = 0;
     o.client_name = NULL;
+    o.library = NULL; /* a Sentinel runs no scripts */
     o.learn_client_id = 0;
     o.protocol = 2;
     o.connect_timeout_ms = left;

@@ -210,35 +210,31 @@ emq_status emq__producer_command(emq_producer_t *p, const emq__entry_ref *e,
     int level = level_of(p, e[0].m, e[0].x);
     *used = 1;
     *scripted = emq__extra_scripted(e[0].x) || level >= 0;
-    if (e[0].x && e[0].x->level1 > 0) /* the script makes the record */
-        atomic_store(&p->prioritized, 1);
     if (!*scripted)
         return xadd_words(p, e[0].m, argc, err);
     /* The scripted entries that follow, with a level as the first has
-     * one or not, within the call's bounds. */
-    size_t words = 2 * e[0].m->nfields;
-    size_t k = 1;
-    while (k < n && k < EMQ_ADD_BATCH_MAX) {
-        int lv = level_of(p, e[k].m, e[k].x);
-        if (!(emq__extra_scripted(e[k].x) || lv >= 0) ||
-            (lv >= 0) != (level >= 0) ||
-            words + 2 * e[k].m->nfields > EMQ_ADD_BATCH_WORDS)
+     * one or not, within the call's bounds: each one's plan, its level
+     * read once. */
+    size_t words = 0, k = 0;
+    for (int lv = level; k < n && k < EMQ_ADD_BATCH_MAX;) {
+        const emq__extra *x = e[k].x;
+        if (k > 0 && (!(emq__extra_scripted(x) || lv >= 0) ||
+                      (lv >= 0) != (level >= 0) ||
+                      words + 2 * e[k].m->nfields > EMQ_ADD_BATCH_WORDS))
             break;
-        if (e[k].x && e[k].x->level1 > 0)
+        if (x && x->level1 > 0)
             atomic_store(&p->prioritized, 1);
-        words += 2 * e[k].m->nfields;
-        k++;
-    }
-    for (size_t i = 0; i < k; i++) {
-        const emq__extra *x = e[i].x;
-        p->plans[i] = (emq__add_plan){x ? x->delay_ms : 0,
+        p->plans[k] = (emq__add_plan){x ? x->delay_ms : 0,
                                       x ? x->due_ms : 0,
                                       NULL,
                                       0,
                                       x ? x->dedup_ttl_ms : 0,
-                                      level_of(p, e[i].m, x),
-                                      e[i].m->fields,
-                                      e[i].m->nfields};
+                                      lv,
+                                      e[k].m->fields,
+                                      e[k].m->nfields};
+        words += 2 * e[k].m->nfields;
+        if (++k < n)
+            lv = level_of(p, e[k].m, e[k].x);
     }
     emq_status st = dedup_names(p, e, k, err);
     size_t most = emq__add_words_max(p->plans, k, p->nhead - 2);

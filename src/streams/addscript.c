@@ -3,8 +3,9 @@
  * de-duplicated or given a priority.
  *
  * A plain entry is one XADD. An entry with a delay, a due time, an
- * idempotency key or a priority is this script instead, so that each case
- * is one atomic step on the queue's slot:
+ * idempotency key or a priority goes through this script instead (up to
+ * EMQ_ADD_BATCH_MAX of them per call: src/scripts/schedule.c), so that
+ * each case is one atomic step on the queue's slot:
  *   - de-duplication: the idempotency key (a string in the queue's
  *     hashtag) is read first; when it holds an ID (or a handle) with a
  *     TTL, that ID is the answer and nothing is added (any other value
@@ -51,11 +52,10 @@ size_t emq__add_call(const char **argv, size_t *lens, emq__add_head_texts *head,
                      int nomkstream, const char *const *xopts,
                      const size_t *xoptlens, size_t nxopts, int functions) {
     int prio = plans[0].level >= 0;
-    size_t w = 0, ndedup = 0;
+    size_t w = 2, ndedup = 0;
     emq__script_head(EMQ_SCRIPT_ADD, functions, argv);
     lens[0] = strlen(argv[0]);
     lens[1] = strlen(argv[1]);
-    w = 2;
     for (size_t i = 0; i < n; i++)
         ndedup += plans[i].dedup_key != NULL;
     size_t nkeys = (prio ? 9 : 4) + ndedup;
